@@ -1,0 +1,347 @@
+#include "tessera/core/array.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+namespace {
+constexpr size_t kAlignment = 64;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+int64_t shape_size(const Shape& shape, const char* op) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      throw std::invalid_argument(
+          error_message("[", op, "] negative dimensions are not allowed: shape ", shape_str(shape)));
+    }
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 8 / d) {
+      throw MemoryError(error_message("[", op, "] array is too big: shape ", shape_str(shape)));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * shape[i + 1];
+  }
+  return strides;
+}
+
+Storage::Storage(size_t bytes) : bytes_(bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  data_ = std::aligned_alloc(kAlignment, rounded);
+  if (!data_) {
+    throw MemoryError(error_message("[array] cannot allocate ", bytes, " bytes"));
+  }
+}
+
+Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
+    : data_(data), bytes_(bytes), owned_(false), owner_(std::move(owner)) {}
+
+Storage::~Storage() {
+  if (owned_) std::free(data_);
+}
+
+Array::Array() : Array(DType::float64, {}) { *data<double>() = 0.0; }
+
+Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  size_ = shape_size(shape_);
+  storage_ = std::make_shared<Storage>(static_cast<size_t>(size_) * dtype_size(dtype_));
+}
+
+Array Array::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> owner) {
+  Array a;
+  a.dtype_ = dtype;
+  a.shape_ = std::move(shape);
+  a.size_ = shape_size(a.shape_);
+  a.storage_ = std::make_shared<Storage>(data, a.nbytes(), std::move(owner));
+  return a;
+}
+
+Array Array::scalar(double v, DType dtype) { return full(dtype, {}, v); }
+Array Array::scalar_int(int64_t v) {
+  Array a(DType::int64, {});
+  *a.data<int64_t>() = v;
+  return a;
+}
+Array Array::scalar_bool(bool v) {
+  Array a(DType::bool_, {});
+  *a.data<bool>() = v;
+  return a;
+}
+
+Array Array::full(DType dtype, Shape shape, double value) {
+  Array a(dtype, std::move(shape));
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::fill_n(a.data<T>(), a.size(), element_cast<T>(value));
+  });
+  return a;
+}
+
+Array Array::copy() const {
+  Array a(dtype_, shape_);
+  if (nbytes()) std::memcpy(a.raw(), raw(), nbytes());
+  return a;
+}
+
+Array Array::reshaped(Shape shape) const {
+  Array a = *this;
+  a.shape_ = std::move(shape);
+  return a;
+}
+
+Array Array::astype(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Array out(dtype, shape_);
+  dispatch(dtype_, [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    dispatch(dtype, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      const From* src = data<From>();
+      To* dst = out.data<To>();
+      for (int64_t i = 0; i < size_; ++i) dst[i] = element_cast<To>(src[i]);
+    });
+  });
+  return out;
+}
+
+double Array::get_double(int64_t i) const {
+  return dispatch(dtype_, [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(data<T>()[i]);
+  });
+}
+
+int64_t Array::get_int(int64_t i) const {
+  return dispatch(dtype_, [&](auto tag) -> int64_t {
+    using T = typename decltype(tag)::type;
+    return element_cast<int64_t>(data<T>()[i]);
+  });
+}
+
+bool Array::get_bool(int64_t i) const {
+  return dispatch(dtype_, [&](auto tag) -> bool {
+    using T = typename decltype(tag)::type;
+    return data<T>()[i] != T(0);
+  });
+}
+
+namespace {
+
+// Shortest text that reads back as `v` (like Python's repr of a float).
+std::string shortest(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+// NumPy prints floats of one array in a common style: fixed notation with up
+// to 8 decimals trimmed of zeros ("1.", "0.5", "3.14159265"), or scientific
+// when magnitudes are very large or very small.
+struct FloatFormat {
+  bool scientific = false;
+  int decimals = 0;
+  bool is_float32 = false;
+};
+
+std::string format_fixed(double v, int decimals) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  return s;
+}
+
+FloatFormat choose_format(const std::vector<double>& vals, bool is_float32) {
+  FloatFormat f;
+  f.is_float32 = is_float32;
+  double max_abs = 0.0, min_abs = std::numeric_limits<double>::infinity();
+  for (double v : vals) {
+    if (!std::isfinite(v)) continue;
+    double a = std::fabs(v);
+    max_abs = std::max(max_abs, a);
+    if (a > 0) min_abs = std::min(min_abs, a);
+  }
+  if (max_abs >= 1e16 || (min_abs < 1e-4 && max_abs > 0 && max_abs / min_abs >= 1e3) ||
+      (min_abs < 1e-4 && max_abs < 1e-4 && max_abs > 0)) {
+    f.scientific = true;
+  }
+  // Decimals: the fewest (up to 8) that print every value exactly as its
+  // shortest representation rounded to 8 decimals.
+  int needed = 0;
+  for (double v : vals) {
+    if (!std::isfinite(v)) continue;
+    for (int d = needed; d <= 8; ++d) {
+      double r = std::stod(format_fixed(v, d));
+      double target = std::stod(format_fixed(v, 8));
+      if (r == target) {
+        needed = d;
+        break;
+      }
+      if (d == 8) needed = 8;
+    }
+  }
+  f.decimals = needed;
+  return f;
+}
+
+std::string format_float(double v, const FloatFormat& f) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (f.scientific) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.8e", v);
+    std::string s = buf;
+    auto e = s.find('e');
+    std::string mant = s.substr(0, e), ex = s.substr(e);
+    while (!mant.empty() && mant.back() == '0') mant.pop_back();
+    return mant + ex;
+  }
+  // Trailing zeros become spaces so that decimal points line up, as NumPy does.
+  std::string s = format_fixed(v, f.decimals);
+  if (f.decimals == 0) return s + ".";
+  size_t removed = 0;
+  while (s.back() == '0') {
+    s.pop_back();
+    ++removed;
+  }
+  return s + std::string(removed, ' ');
+}
+
+std::string format_element(const Array& a, int64_t i, const FloatFormat& ff) {
+  switch (a.dtype()) {
+    case DType::bool_: return a.data<bool>()[i] ? "True" : "False";
+    case DType::int64: return std::to_string(a.data<int64_t>()[i]);
+    default: return format_float(a.get_double(i), ff);
+  }
+}
+
+constexpr int64_t kSummarizeThreshold = 1000;
+constexpr int64_t kEdgeItems = 3;
+
+void print_rec(std::ostringstream& os, const Array& a, const std::vector<std::string>& cells,
+               const std::vector<int64_t>& strides, int axis, int64_t offset, size_t width,
+               int indent, bool summarize) {
+  const Shape& sh = a.shape();
+  os << "[";
+  int64_t n = sh[axis];
+  bool cut = summarize && n > 2 * kEdgeItems;
+  bool last = axis == a.ndim() - 1;
+  bool first_item = true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (cut && i == kEdgeItems) {
+      if (last) {
+        os << " ...";
+      } else {
+        os << "\n" << std::string(indent + 1, ' ') << "...";
+        if (a.ndim() - axis > 2) os << "\n";
+      }
+      i = n - kEdgeItems - 1;
+      first_item = false;
+      continue;
+    }
+    if (!first_item) {
+      if (last) {
+        os << " ";
+      } else {
+        os << "\n";
+        for (int k = 0; k < a.ndim() - axis - 2; ++k) os << "\n";
+        os << std::string(indent + 1, ' ');
+      }
+    }
+    first_item = false;
+    if (last) {
+      const std::string& c = cells[offset + i * strides[axis]];
+      os << std::string(width - c.size(), ' ') << c;
+    } else {
+      print_rec(os, a, cells, strides, axis + 1, offset + i * strides[axis], width, indent + 1,
+                summarize);
+    }
+  }
+  os << "]";
+}
+
+}  // namespace
+
+std::string Array::str() const {
+  FloatFormat ff;
+  bool summarize = size_ > kSummarizeThreshold;
+  if (is_floating(dtype_)) {
+    std::vector<double> vals;
+    vals.reserve(std::min<int64_t>(size_, 4096));
+    int64_t step = summarize ? std::max<int64_t>(1, size_ / 4096) : 1;
+    for (int64_t i = 0; i < size_; i += step) vals.push_back(get_double(i));
+    ff = choose_format(vals, dtype_ == DType::float32);
+  }
+  if (ndim() == 0) return format_element(*this, 0, ff);
+  if (size_ == 0) return "[]";
+  std::vector<std::string> cells(size_);
+  size_t width = 0;
+  for (int64_t i = 0; i < size_; ++i) {
+    // With summarization only edge elements are printed; formatting all is wasteful
+    // but bounded by the threshold check below.
+    if (summarize && size_ > 100000) {
+      cells[i] = "";
+      continue;
+    }
+    cells[i] = format_element(*this, i, ff);
+    width = std::max(width, cells[i].size());
+  }
+  if (summarize && size_ > 100000) {
+    // Format only the elements that can appear (edges of every axis).
+    auto strides = contiguous_strides(shape_);
+    for (int64_t i = 0; i < size_; ++i) {
+      bool edge = true;
+      int64_t rem = i;
+      for (int ax = 0; ax < ndim(); ++ax) {
+        int64_t idx = rem / strides[ax];
+        rem %= strides[ax];
+        if (shape_[ax] > 2 * kEdgeItems && idx >= kEdgeItems && idx < shape_[ax] - kEdgeItems) {
+          edge = false;
+          break;
+        }
+      }
+      if (edge) {
+        cells[i] = format_element(*this, i, ff);
+        width = std::max(width, cells[i].size());
+      }
+    }
+  }
+  std::ostringstream os;
+  print_rec(os, *this, cells, contiguous_strides(shape_), 0, 0, width, 0, summarize);
+  return os.str();
+}
+
+std::string Array::repr_short() const {
+  std::string s = "array of shape " + shape_str(shape_) + " and dtype " +
+                  std::string(dtype_name(dtype_));
+  if (size_ == 1) {
+    s += " (value " + (is_floating(dtype_) ? shortest(get_double(0))
+                                           : format_element(*this, 0, FloatFormat{})) + ")";
+  }
+  return s;
+}
+
+}  // namespace tessera

@@ -1,0 +1,68 @@
+#include "tessera/core/error.hpp"
+
+#include <new>
+
+namespace tessera {
+
+std::string SourceLoc::str() const {
+  if (!valid()) return file.empty() ? "<unknown>" : file;
+  return error_message(file.empty() ? "<expr>" : file, ":", line, ":", column);
+}
+
+namespace {
+
+bool has_location(const std::string& msg) { return msg.find(" (at ") != std::string::npos; }
+
+std::string located(const std::string& msg, const SourceLoc& loc) {
+  if (!loc.valid() || has_location(msg)) return msg;
+  return msg + " (at " + loc.str() + ")";
+}
+
+}  // namespace
+
+void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
+  // Most derived first: each class keeps its kind so the Python binding can map it.
+  try {
+    std::rethrow_exception(error);
+  } catch (const TypeError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw TypeError(located(e.what(), loc));
+  } catch (const SyntaxError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw SyntaxError(located(e.what(), loc));
+  } catch (const MemoryError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw MemoryError(located(e.what(), loc));
+  } catch (const std::invalid_argument& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw std::invalid_argument(located(e.what(), loc));
+  } catch (const std::out_of_range& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw std::out_of_range(located(e.what(), loc));
+  } catch (const std::bad_alloc&) {
+    throw MemoryError(located("out of memory", loc));
+  } catch (const std::runtime_error& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw std::runtime_error(located(e.what(), loc));
+  }
+}
+
+std::exception_ptr with_location(std::exception_ptr error, const SourceLoc& loc) {
+  try {
+    rethrow_with_location(error, loc);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::string exception_message(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace tessera

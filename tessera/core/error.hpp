@@ -1,0 +1,65 @@
+// Error types of tessera and the source positions they point at.
+//
+// Errors are ordinary C++ exceptions so that they travel through futures and
+// map onto Python's exception classes: std::invalid_argument -> ValueError,
+// TypeError -> TypeError, std::out_of_range -> IndexError, MemoryError ->
+// MemoryError, everything else derived from std::runtime_error -> RuntimeError.
+// Messages follow "[op] what was wrong: values received (at file:line:col)".
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace tessera {
+
+// A position in a source text: file name (or "<expr>"), 1-based line and column.
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int column = 0;
+
+  bool valid() const { return line > 0; }
+  std::string str() const;
+};
+
+// Wrong type of an argument (a string where an array was expected, ...).
+class TypeError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// The program text does not parse or refers to unknown names.
+class SyntaxError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// An allocation that cannot be satisfied (huge shapes).
+class MemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Builds a message from streamable parts: error_message("[add] bad: ", 3).
+template <class... Parts>
+std::string error_message(Parts&&... parts) {
+  std::ostringstream os;
+  (os << ... << std::forward<Parts>(parts));
+  return os.str();
+}
+
+// Rethrows `error` as the same kind of exception with " (at LOC)" appended,
+// unless the message already carries a location. Never returns.
+[[noreturn]] void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc);
+
+// Returns a copy of `error` with the location appended (see rethrow_with_location).
+std::exception_ptr with_location(std::exception_ptr error, const SourceLoc& loc);
+
+// Returns the message of an exception_ptr (for reporting at the outer boundary).
+std::string exception_message(std::exception_ptr error);
+
+}  // namespace tessera

@@ -1,0 +1,133 @@
+// Value: what flows through the execution tree.
+//
+// A Value is nil, a bool, an int, a float, a string, an Array, a list, a dict
+// or a function. Python-like scalars (bool, int, float) are kept apart from
+// 0-d arrays because they promote "weakly", as NumPy's Python scalars do:
+// float32 array + 1.5 stays float32, while float32 array + float64 array is
+// float64.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+
+namespace tessera {
+
+class Value;
+struct Nil {
+  bool operator==(const Nil&) const = default;
+};
+
+using List = std::vector<Value>;
+
+// An ordered dictionary with scalar or string keys (insertion order kept).
+struct Dict {
+  std::vector<std::pair<Value, Value>> items;
+  const Value* find(const Value& key) const;
+  void set(Value key, Value value);
+};
+
+// Something that can be called: a compiled function or a primitive. The
+// language layer defines the implementations; core only names them.
+class Callable {
+ public:
+  virtual ~Callable() = default;
+  virtual std::string name() const = 0;
+};
+
+// The kinds a Value can hold, in variant order.
+enum class ValueKind { nil, boolean, integer, floating, string, array, list, dict, function };
+
+class Value {
+ public:
+  Value() = default;
+  Value(Nil) {}
+  Value(bool b) : v_(b) {}
+  Value(int v) : v_(static_cast<int64_t>(v)) {}
+  Value(int64_t v) : v_(v) {}
+  Value(double v) : v_(v) {}
+  Value(const char* s) : v_(std::string(s)) {}
+  Value(std::string s) : v_(std::move(s)) {}
+  Value(Array a) : v_(std::move(a)) {}
+  Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}
+  Value(std::shared_ptr<const List> l) : v_(std::move(l)) {}
+  Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
+  Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
+  Value(std::shared_ptr<const Callable> f) : v_(std::move(f)) {}
+
+  ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
+  bool is_nil() const { return kind() == ValueKind::nil; }
+  bool is_bool() const { return kind() == ValueKind::boolean; }
+  bool is_int() const { return kind() == ValueKind::integer; }
+  bool is_float() const { return kind() == ValueKind::floating; }
+  // A Python-like scalar: bool, int or float.
+  bool is_scalar() const { return is_bool() || is_int() || is_float(); }
+  bool is_string() const { return kind() == ValueKind::string; }
+  bool is_array() const { return kind() == ValueKind::array; }
+  bool is_list() const { return kind() == ValueKind::list; }
+  bool is_dict() const { return kind() == ValueKind::dict; }
+  bool is_function() const { return kind() == ValueKind::function; }
+  // Scalars and arrays: anything arithmetic accepts.
+  bool is_numeric() const { return is_scalar() || is_array(); }
+
+  bool as_bool() const { return std::get<bool>(v_); }
+  int64_t as_int() const { return std::get<int64_t>(v_); }
+  double as_float() const { return std::get<double>(v_); }
+  const std::string& as_string() const { return std::get<std::string>(v_); }
+  const Array& as_array() const { return std::get<Array>(v_); }
+  Array& as_array() { return std::get<Array>(v_); }
+  const List& as_list() const { return *std::get<std::shared_ptr<const List>>(v_); }
+  const std::shared_ptr<const List>& list_ptr() const {
+    return std::get<std::shared_ptr<const List>>(v_);
+  }
+  const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(v_); }
+  const std::shared_ptr<const Callable>& as_function() const {
+    return std::get<std::shared_ptr<const Callable>>(v_);
+  }
+
+  // Truth value as in Python/NumPy; arrays must have exactly one element.
+  // Throws ValueError naming `op` otherwise.
+  bool truthy(const char* op = "if") const;
+
+  // Name of the kind for messages: "nil", "bool", "int", "float", "string",
+  // "array", "list", "dict", "function".
+  std::string kind_name() const;
+  // Printed form: arrays as NumPy prints them, lists as [a, b], strings bare.
+  std::string str() const;
+  // Short description for error messages: "int 3", "string 'abc'",
+  // "float64 array of shape (2, 3)".
+  std::string describe() const;
+
+  // Structural equality (used for dict keys and tests); arrays compare dtype,
+  // shape and elements.
+  bool equals(const Value& other) const;
+
+ private:
+  std::variant<Nil, bool, int64_t, double, std::string, Array, std::shared_ptr<const List>,
+               std::shared_ptr<const Dict>, std::shared_ptr<const Callable>>
+      v_;
+};
+
+// Converts a numeric Value (scalar or array) to an Array; scalars become 0-d
+// arrays of their natural dtype (bool, int64, float64). Throws TypeError
+// naming `op` and `what` for non-numeric values.
+Array to_array(const Value& v, const char* op, const char* what = "argument");
+
+// The dtype a scalar Value converts to by default.
+DType scalar_dtype(const Value& v);
+
+}  // namespace tessera
+
+namespace tessera {
+
+// NumPy 2 (NEP 50) result dtype of a binary operation: arrays are "strong",
+// Python scalars are "weak" (float32 array + 1.5 -> float32; int64 array + 1.5
+// -> float64; bool array + 1 -> int64). Both operands must be numeric.
+DType result_type(const Value& a, const Value& b);
+
+}  // namespace tessera

@@ -1,0 +1,291 @@
+#include "tessera/primitives/registry.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<PrimitiveSpec>, std::less<>> by_name;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+std::string default_str(const Value& v) {
+  if (v.is_string()) return "'" + v.as_string() + "'";
+  return v.str();
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string PrimitiveSpec::signature() const {
+  std::string s = name + "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i) s += ", ";
+    if (variadic && i + 1 == params.size()) s += "*";
+    s += params[i].name;
+    if (params[i].default_value) s += "=" + default_str(*params[i].default_value);
+  }
+  return s + ")";
+}
+
+bool register_primitives(std::vector<PrimitiveSpec> specs) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  for (auto& spec : specs) {
+    if (r.by_name.count(spec.name)) {
+      throw std::logic_error("primitive registered twice: " + spec.name);
+    }
+    std::string name = spec.name;
+    r.by_name.emplace(std::move(name), std::make_unique<PrimitiveSpec>(std::move(spec)));
+  }
+  return true;
+}
+
+const PrimitiveSpec* find_primitive(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.by_name.find(name);
+  return it == r.by_name.end() ? nullptr : it->second.get();
+}
+
+std::vector<const PrimitiveSpec*> all_primitives() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<const PrimitiveSpec*> out;
+  for (auto& [n, s] : r.by_name) out.push_back(s.get());
+  return out;
+}
+
+std::vector<std::string> similar_primitive_names(std::string_view name) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const PrimitiveSpec* s : all_primitives()) {
+    size_t d = edit_distance(name, s->name);
+    if (d <= std::max<size_t>(1, name.size() / 3)) scored.emplace_back(d, s->name);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std::string>& names) {
+  const auto& params = spec.params;
+  std::vector<int> slot(names.size(), -1);
+  std::vector<bool> filled(params.size(), false);
+  size_t n_fixed = spec.variadic ? params.size() - 1 : params.size();
+  size_t next_positional = 0;
+  bool seen_named = false;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty()) {
+      if (seen_named) {
+        throw SyntaxError(error_message("[", spec.name,
+                                        "] positional argument follows a named argument"));
+      }
+      if (next_positional < n_fixed) {
+        slot[i] = static_cast<int>(next_positional);
+        filled[next_positional++] = true;
+      } else if (spec.variadic) {
+        slot[i] = static_cast<int>(params.size() - 1);
+        filled[params.size() - 1] = true;
+      } else {
+        throw std::invalid_argument(error_message(
+            "[", spec.name, "] takes at most ", params.size(), " argument",
+            params.size() == 1 ? "" : "s", " but ", names.size(), " were given: ",
+            spec.signature()));
+      }
+    } else {
+      seen_named = true;
+      auto it = std::find_if(params.begin(), params.end(),
+                             [&](const Param& p) { return p.name == names[i]; });
+      if (it == params.end()) {
+        throw std::invalid_argument(error_message("[", spec.name, "] unexpected named argument '",
+                                                  names[i], "': ", spec.signature()));
+      }
+      size_t k = static_cast<size_t>(it - params.begin());
+      if (filled[k]) {
+        throw std::invalid_argument(error_message("[", spec.name, "] argument '", names[i],
+                                                  "' given more than once"));
+      }
+      slot[i] = static_cast<int>(k);
+      filled[k] = true;
+    }
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    bool variadic_slot = spec.variadic && k + 1 == params.size();
+    if (!filled[k] && !params[k].default_value && !variadic_slot) {
+      throw std::invalid_argument(error_message("[", spec.name, "] missing argument '",
+                                                params[k].name, "': ", spec.signature()));
+    }
+  }
+  return slot;
+}
+
+Value call_primitive(std::string_view name, std::vector<CallArg> args) {
+  const PrimitiveSpec* spec = find_primitive(name);
+  if (!spec) throw SyntaxError(error_message("unknown primitive '", name, "'"));
+  std::vector<std::string> names;
+  for (auto& a : args) names.push_back(a.name);
+  std::vector<int> slot = bind_arguments(*spec, names);
+  std::vector<Value> values(spec->params.size());
+  std::vector<bool> filled(spec->params.size(), false);
+  List rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (spec->variadic && static_cast<size_t>(slot[i]) + 1 == spec->params.size() &&
+        args[i].name.empty()) {
+      rest.push_back(std::move(args[i].value));
+    } else {
+      values[slot[i]] = std::move(args[i].value);
+    }
+    filled[slot[i]] = true;
+  }
+  for (size_t k = 0; k < spec->params.size(); ++k) {
+    bool variadic_slot = spec->variadic && k + 1 == spec->params.size();
+    if (variadic_slot) {
+      if (!rest.empty() || !filled[k]) values[k] = Value(std::move(rest));
+    } else if (!filled[k]) {
+      values[k] = *spec->params[k].default_value;
+    }
+  }
+  Args a(*spec, std::move(values));
+  return spec->eval(a);
+}
+
+Value call_primitive(std::string_view name, std::vector<Value> positional) {
+  std::vector<CallArg> args;
+  for (auto& v : positional) args.push_back({"", std::move(v)});
+  return call_primitive(name, std::move(args));
+}
+
+Array Args::array(size_t i) const {
+  const Value& v = values_[i];
+  if (v.is_numeric() || v.is_list()) {
+    return to_array(v, op(), ("argument '" + param_name(i) + "'").c_str());
+  }
+  type_error(i, "a number or an array");
+}
+
+double Args::number(size_t i) const {
+  const Value& v = values_[i];
+  if (v.is_float()) return v.as_float();
+  if (v.is_int()) return static_cast<double>(v.as_int());
+  if (v.is_bool()) return v.as_bool() ? 1.0 : 0.0;
+  if (v.is_array() && v.as_array().size() == 1) return v.as_array().get_double(0);
+  type_error(i, "a number");
+}
+
+int64_t Args::integer(size_t i) const {
+  const Value& v = values_[i];
+  if (v.is_int()) return v.as_int();
+  if (v.is_bool()) return v.as_bool() ? 1 : 0;
+  if (v.is_array() && v.as_array().size() == 1 && !is_floating(v.as_array().dtype())) {
+    return v.as_array().get_int(0);
+  }
+  type_error(i, "an integer");
+}
+
+std::optional<int64_t> Args::opt_integer(size_t i) const {
+  if (values_[i].is_nil()) return std::nullopt;
+  return integer(i);
+}
+
+bool Args::boolean(size_t i) const {
+  const Value& v = values_[i];
+  if (v.is_bool()) return v.as_bool();
+  if (v.is_int()) return v.as_int() != 0;
+  if (v.is_array() && v.as_array().size() == 1) return v.as_array().get_bool(0);
+  type_error(i, "a bool");
+}
+
+const std::string& Args::string(size_t i) const {
+  if (!values_[i].is_string()) type_error(i, "a string");
+  return values_[i].as_string();
+}
+
+const List& Args::list(size_t i) const {
+  if (!values_[i].is_list()) type_error(i, "a list");
+  return values_[i].as_list();
+}
+
+std::vector<int64_t> Args::int_list(size_t i) const {
+  const Value& v = values_[i];
+  if (v.is_int() || v.is_bool()) return {integer(i)};
+  if (v.is_list()) {
+    std::vector<int64_t> out;
+    for (const Value& e : v.as_list()) {
+      if (e.is_int()) {
+        out.push_back(e.as_int());
+      } else if (e.is_array() && e.as_array().size() == 1 && e.as_array().dtype() == DType::int64) {
+        out.push_back(e.as_array().get_int(0));
+      } else {
+        type_error(i, "an int or a list of ints");
+      }
+    }
+    return out;
+  }
+  if (v.is_array() && v.as_array().dtype() == DType::int64 && v.as_array().ndim() <= 1) {
+    const Array& a = v.as_array();
+    return std::vector<int64_t>(a.data<int64_t>(), a.data<int64_t>() + a.size());
+  }
+  type_error(i, "an int or a list of ints");
+}
+
+std::optional<std::vector<int64_t>> Args::axes(size_t i) const {
+  if (values_[i].is_nil()) return std::nullopt;
+  return int_list(i);
+}
+
+DType Args::dtype(size_t i, DType def) const {
+  auto d = opt_dtype(i);
+  return d ? *d : def;
+}
+
+std::optional<DType> Args::opt_dtype(size_t i) const {
+  if (values_[i].is_nil()) return std::nullopt;
+  if (!values_[i].is_string()) type_error(i, "a dtype name such as 'float32'");
+  return dtype_from_name(values_[i].as_string(), op());
+}
+
+void Args::type_error(size_t i, std::string_view expected) const {
+  throw TypeError(error_message("[", op(), "] argument '", param_name(i), "' must be ", expected,
+                                ", got ", values_[i].describe()));
+}
+
+void Args::value_error(size_t i, std::string_view what) const {
+  throw std::invalid_argument(
+      error_message("[", op(), "] argument '", param_name(i), "' ", what));
+}
+
+int normalize_axis(int64_t axis, int ndim, const char* op) {
+  if (axis < -ndim || axis >= ndim) {
+    throw std::out_of_range(error_message("[", op, "] axis ", axis,
+                                          " is out of bounds for array of dimension ", ndim));
+  }
+  return static_cast<int>(axis < 0 ? axis + ndim : axis);
+}
+
+}  // namespace tessera

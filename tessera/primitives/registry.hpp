@@ -1,0 +1,135 @@
+// The primitive registry: every primitive of the language with its parameters,
+// help text and evaluation function.
+//
+// A family file (arithmetic.cpp, statistics.cpp, ...) defines its primitives
+// and registers them next to their definitions:
+//
+//   const bool registered = register_primitives({
+//       {.name = "add", .family = "arithmetic", .params = {{"x"}, {"y"}},
+//        .help = "Elementwise x + y with NumPy broadcasting.",
+//        .eval = [](Args& a) -> Value { return binary(BinaryOp::add, a[0], a[1], a.op()); }},
+//   });
+//
+// The compiler binds positional and named arguments to `params` (filling
+// defaults) before `eval` runs, so eval sees exactly params.size() values.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/value.hpp"
+
+namespace tessera {
+
+class Args;
+
+// One parameter: a name and, when optional, its default value.
+struct Param {
+  std::string name;
+  std::optional<Value> default_value = std::nullopt;
+};
+
+// Optional settings a primitive may declare (all named, with defaults).
+inline Param opt(std::string name, Value def) { return Param{std::move(name), std::move(def)}; }
+
+struct PrimitiveSpec {
+  std::string name;
+  std::string family;
+  std::vector<Param> params;
+  // When true the last parameter collects all remaining positional arguments
+  // as a list (e.g. hstack(a, b, c) or concatenate([a, b])).
+  bool variadic = false;
+  std::string help;
+  std::function<Value(Args&)> eval;
+  // Estimated nanoseconds of work per output element, used by the runtime's
+  // cost model to decide inline execution versus spawning a task.
+  double ns_per_element = 1.0;
+
+  // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
+  std::string signature() const;
+};
+
+// Registers primitives; throws std::logic_error on a duplicate name (a
+// programming error caught by the tests). Returns true so it can initialize a
+// namespace-scope constant.
+bool register_primitives(std::vector<PrimitiveSpec> specs);
+
+// Looks up a primitive; nullptr if unknown.
+const PrimitiveSpec* find_primitive(std::string_view name);
+
+// All primitives sorted by name.
+std::vector<const PrimitiveSpec*> all_primitives();
+
+// Names close to `name` (for "did you mean" hints).
+std::vector<std::string> similar_primitive_names(std::string_view name);
+
+// An argument as written at a call site: optional name and value.
+struct CallArg {
+  std::string name;  // empty for positional arguments
+  Value value;
+};
+
+// Binds call-site arguments to a primitive's parameters, in parameter order,
+// filling defaults. Throws ValueError/TypeError describing arity problems.
+// `arg_names` is the binding used by the compiler: the result maps each
+// call-site argument to its parameter index (variadic ones to the last).
+std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std::string>& names);
+
+// Calls a primitive directly with values (used by tests and the Python front).
+Value call_primitive(std::string_view name, std::vector<CallArg> args);
+Value call_primitive(std::string_view name, std::vector<Value> positional);
+
+// The arguments of one primitive call, with typed accessors whose errors name
+// the primitive and the parameter.
+class Args {
+ public:
+  Args(const PrimitiveSpec& spec, std::vector<Value> values)
+      : spec_(&spec), values_(std::move(values)) {}
+
+  const char* op() const { return spec_->name.c_str(); }
+  const PrimitiveSpec& spec() const { return *spec_; }
+  size_t size() const { return values_.size(); }
+  const Value& operator[](size_t i) const { return values_[i]; }
+  Value& at(size_t i) { return values_[i]; }
+  // Moves an argument out (lets an op reuse a uniquely held buffer).
+  Value take(size_t i) { return std::move(values_[i]); }
+  bool is_nil(size_t i) const { return values_[i].is_nil(); }
+  const std::string& param_name(size_t i) const { return spec_->params[i].name; }
+
+  // Numeric value as an Array (scalars become 0-d arrays).
+  Array array(size_t i) const;
+  // A number (scalar or size-1 array) as double.
+  double number(size_t i) const;
+  // An integer (int, bool or integral size-1 array).
+  int64_t integer(size_t i) const;
+  std::optional<int64_t> opt_integer(size_t i) const;
+  bool boolean(size_t i) const;
+  const std::string& string(size_t i) const;
+  const List& list(size_t i) const;
+  // A shape: an int, a list of ints or a 1-d integer array.
+  std::vector<int64_t> int_list(size_t i) const;
+  // An axis argument: nil -> nullopt, int -> {axis}, list/tuple -> axes.
+  std::optional<std::vector<int64_t>> axes(size_t i) const;
+  // A dtype given by name (string) or nil -> `def`.
+  DType dtype(size_t i, DType def) const;
+  std::optional<DType> opt_dtype(size_t i) const;
+
+  // Throws TypeError: "[op] argument 'p' must be EXPECTED, got DESCRIPTION".
+  [[noreturn]] void type_error(size_t i, std::string_view expected) const;
+  // Throws ValueError: "[op] argument 'p' WHAT".
+  [[noreturn]] void value_error(size_t i, std::string_view what) const;
+
+ private:
+  const PrimitiveSpec* spec_;
+  std::vector<Value> values_;
+};
+
+// Normalizes an axis against ndim (negative axes count from the end); throws
+// IndexError "[op] axis 3 is out of bounds for array of dimension 2".
+int normalize_axis(int64_t axis, int ndim, const char* op);
+
+}  // namespace tessera

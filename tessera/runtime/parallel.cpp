@@ -1,0 +1,48 @@
+#include "tessera/runtime/parallel.hpp"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tessera/runtime/scheduler.hpp"
+
+namespace tessera {
+
+int64_t tile_count(int64_t n, double ns_per_item) {
+  if (n <= 0) return 0;
+  double work = static_cast<double>(n) * std::max(ns_per_item, 0.0);
+  if (work < 2 * kMinTaskNs) return 1;
+  int64_t by_work = static_cast<int64_t>(work / kMinTaskNs);
+  int64_t cap = 4 * static_cast<int64_t>(num_threads());
+  return std::clamp<int64_t>(std::min(by_work, cap), 1, n);
+}
+
+void parallel_for(int64_t n, double ns_per_item,
+                  const std::function<void(int64_t, int64_t)>& body) {
+  int64_t tiles = tile_count(n, ns_per_item);
+  if (tiles <= 1 || num_threads() == 1) {
+    if (n > 0) body(0, n);
+    return;
+  }
+  auto run = [&] {
+    oneapi::tbb::parallel_for(
+        oneapi::tbb::blocked_range<int64_t>(0, tiles, 1),
+        [&](const oneapi::tbb::blocked_range<int64_t>& r) {
+          for (int64_t t = r.begin(); t != r.end(); ++t) {
+            int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
+            if (b < e) body(b, e);
+          }
+        },
+        oneapi::tbb::simple_partitioner());
+  };
+  if (in_worker()) {
+    run();
+  } else {
+    run_in_arena(run);
+  }
+}
+
+}  // namespace tessera

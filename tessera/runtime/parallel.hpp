@@ -1,0 +1,25 @@
+// parallel_for over tiles whose number comes from a cost model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tessera {
+
+// The cost model: how many tiles to cut `n` items into when each costs about
+// `ns_per_item` nanoseconds. Work below kMinTaskNs stays one tile; above, tiles
+// of at least kMinTaskNs each, at most 4 per worker thread.
+int64_t tile_count(int64_t n, double ns_per_item);
+
+// Minimum work worth a task of its own (see bench/bench_runtime for the
+// measurement behind it: spawning costs well under a microsecond, so 20 us of
+// work per task keeps the overhead near 1%).
+inline constexpr double kMinTaskNs = 20000.0;
+
+// Runs body(begin, end) over [0, n) in tiles; tiles run in parallel on the
+// arena's workers, the caller participates (fork-join, no blocking on futures).
+// Tiles are disjoint, so bodies may write disjoint parts of one output.
+void parallel_for(int64_t n, double ns_per_item,
+                  const std::function<void(int64_t, int64_t)>& body);
+
+}  // namespace tessera

@@ -1,0 +1,103 @@
+#include "tessera/runtime/scheduler.hpp"
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace tessera {
+
+namespace {
+
+// Workers get deep stacks: evaluation of nested expressions and recursion
+// runs on them.
+constexpr size_t kWorkerStackBytes = 64u << 20;
+
+int default_threads() {
+  if (const char* env = std::getenv("TESSERA_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+struct Scheduler {
+  std::mutex mutex;
+  int threads = default_threads();
+  std::unique_ptr<oneapi::tbb::global_control> parallelism;
+  std::unique_ptr<oneapi::tbb::global_control> stack;
+  std::unique_ptr<oneapi::tbb::task_arena> arena;
+  std::atomic<uint64_t> spawned{0};
+
+  oneapi::tbb::task_arena& get() {
+    std::lock_guard lock(mutex);
+    if (!arena) {
+      // All `threads` slots go to workers: the thread that waits at the API
+      // boundary is not one of them. TBB's market must allow that many workers.
+      parallelism = std::make_unique<oneapi::tbb::global_control>(
+          oneapi::tbb::global_control::max_allowed_parallelism, threads + 1);
+      stack = std::make_unique<oneapi::tbb::global_control>(
+          oneapi::tbb::global_control::thread_stack_size, kWorkerStackBytes);
+      arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
+      arena->initialize();
+    }
+    return *arena;
+  }
+};
+
+Scheduler& scheduler() {
+  static Scheduler* s = new Scheduler();  // never destroyed: workers may outlive main's statics
+  return *s;
+}
+
+thread_local int tl_inside = 0;
+
+}  // namespace
+
+int num_threads() {
+  Scheduler& s = scheduler();
+  std::lock_guard lock(s.mutex);
+  return s.threads;
+}
+
+void set_num_threads(int n) {
+  Scheduler& s = scheduler();
+  std::lock_guard lock(s.mutex);
+  n = std::max(1, n);
+  if (n == s.threads && s.arena) return;
+  s.threads = n;
+  if (s.arena) {
+    s.arena->terminate();
+    s.arena.reset();
+  }
+}
+
+void spawn(std::function<void()> task) {
+  Scheduler& s = scheduler();
+  s.spawned.fetch_add(1, std::memory_order_relaxed);
+  s.get().enqueue([t = std::move(task)] {
+    ++tl_inside;
+    t();
+    --tl_inside;
+  });
+}
+
+void run_in_arena(const std::function<void()>& fn) {
+  scheduler().get().execute([&] {
+    ++tl_inside;
+    fn();
+    --tl_inside;
+  });
+}
+
+bool in_worker() { return tl_inside > 0 || oneapi::tbb::this_task_arena::current_thread_index() >= 0; }
+
+uint64_t tasks_spawned() { return scheduler().spawned.load(std::memory_order_relaxed); }
+
+}  // namespace tessera

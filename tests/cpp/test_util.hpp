@@ -1,0 +1,86 @@
+// Helpers shared by the C++ tests: building arrays from literals and
+// comparing results against hand-checked values.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+#include "tessera/core/value.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera::test {
+
+// A float64 array of the given shape from values (row-major).
+inline Array f64(std::vector<double> v, Shape shape = {}) {
+  return Array::from_vector<double>(v, shape);
+}
+inline Array f32(std::vector<float> v, Shape shape = {}) {
+  return Array::from_vector<float>(v, shape);
+}
+inline Array i64(std::vector<int64_t> v, Shape shape = {}) {
+  return Array::from_vector<int64_t>(v, shape);
+}
+inline Array b8(std::vector<bool> v, Shape shape = {}) {
+  Array a(DType::bool_, shape.empty() && v.size() != 1 ? Shape{int64_t(v.size())} : shape);
+  for (size_t i = 0; i < v.size(); ++i) a.data<bool>()[i] = v[i];
+  return a;
+}
+
+// Checks dtype, shape and every element (floats within rtol/atol; NaNs equal).
+inline ::testing::AssertionResult array_eq(const Value& got, DType dtype, Shape shape,
+                                           std::vector<double> expected, double rtol = 1e-6,
+                                           double atol = 1e-9) {
+  if (!got.is_array()) {
+    return ::testing::AssertionFailure() << "expected an array, got " << got.describe();
+  }
+  const Array& a = got.as_array();
+  if (a.dtype() != dtype) {
+    return ::testing::AssertionFailure()
+           << "dtype " << dtype_name(a.dtype()) << " != expected " << dtype_name(dtype);
+  }
+  if (a.shape() != shape) {
+    return ::testing::AssertionFailure()
+           << "shape " << shape_str(a.shape()) << " != expected " << shape_str(shape);
+  }
+  if (static_cast<size_t>(a.size()) != expected.size()) {
+    return ::testing::AssertionFailure() << "test bug: " << expected.size() << " expected values";
+  }
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double g = a.get_double(i), e = expected[i];
+    if (std::isnan(e) && std::isnan(g)) continue;
+    if (std::isinf(e) && g == e) continue;
+    if (!(std::fabs(g - e) <= atol + rtol * std::fabs(e))) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << g << ", expected " << e << "\n got " << a.str();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Expects `fn` to throw exception type E whose message contains `needle`.
+template <class E, class F>
+::testing::AssertionResult throws_with(F&& fn, const std::string& needle) {
+  try {
+    fn();
+  } catch (const E& e) {
+    std::string msg = e.what();
+    if (msg.find(needle) == std::string::npos) {
+      return ::testing::AssertionFailure() << "message '" << msg << "' lacks '" << needle << "'";
+    }
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no exception thrown";
+}
+
+// Calls a primitive with positional values (shorthand for tests).
+inline Value call(const char* name, std::vector<Value> args) {
+  return call_primitive(name, std::move(args));
+}
+
+}  // namespace tessera::test
