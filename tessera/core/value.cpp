@@ -58,13 +58,14 @@ bool Value::truthy(const char* op) const {
     case ValueKind::list: return !as_list().empty();
     case ValueKind::dict: return !as_dict().items.empty();
     case ValueKind::function: return true;
+    case ValueKind::slice: return true;
   }
   return false;
 }
 
 std::string Value::kind_name() const {
   static const char* names[] = {"nil",   "bool", "int",  "float",   "string",
-                                "array", "list", "dict", "function"};
+                                "array", "list", "dict", "function", "slice"};
   return names[static_cast<int>(kind())];
 }
 
@@ -97,6 +98,11 @@ std::string Value::str() const {
       return s + "}";
     }
     case ValueKind::function: return "<function " + as_function()->name() + ">";
+    case ValueKind::slice: {
+      auto part = [](const std::optional<int64_t>& p) { return p ? std::to_string(*p) : "nil"; };
+      const Slice& s = as_slice();
+      return "slice(" + part(s.start) + ", " + part(s.stop) + ", " + part(s.step) + ")";
+    }
   }
   return "?";
 }
@@ -120,6 +126,7 @@ std::string Value::describe() const {
     case ValueKind::list: return "list of length " + std::to_string(as_list().size());
     case ValueKind::dict: return "dict of size " + std::to_string(as_dict().items.size());
     case ValueKind::function: return "function " + as_function()->name();
+    case ValueKind::slice: return str();
   }
   return "?";
 }
@@ -162,6 +169,7 @@ bool Value::equals(const Value& other) const {
       return true;
     }
     case ValueKind::function: return as_function() == other.as_function();
+    case ValueKind::slice: return as_slice() == other.as_slice();
     default: return false;
   }
 }

@@ -1,7 +1,7 @@
 // Value: what flows through the execution tree.
 //
-// A Value is nil, a bool, an int, a float, a string, an Array, a list, a dict
-// or a function. Python-like scalars (bool, int, float) are kept apart from
+// A Value is nil, a bool, an int, a float, a string, an Array, a list, a dict,
+// a function or a slice. Python-like scalars (bool, int, float) are kept apart from
 // 0-d arrays because they promote "weakly", as NumPy's Python scalars do:
 // float32 array + 1.5 stays float32, while float32 array + float64 array is
 // float64.
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -32,6 +33,12 @@ struct Dict {
   void set(Value key, Value value);
 };
 
+// A Python-style slice start:stop:step; absent parts are nullopt.
+struct Slice {
+  std::optional<int64_t> start, stop, step;
+  bool operator==(const Slice&) const = default;
+};
+
 // Something that can be called: a compiled function or a primitive. The
 // language layer defines the implementations; core only names them.
 class Callable {
@@ -41,7 +48,7 @@ class Callable {
 };
 
 // The kinds a Value can hold, in variant order.
-enum class ValueKind { nil, boolean, integer, floating, string, array, list, dict, function };
+enum class ValueKind { nil, boolean, integer, floating, string, array, list, dict, function, slice };
 
 class Value {
  public:
@@ -59,6 +66,7 @@ class Value {
   Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
   Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
   Value(std::shared_ptr<const Callable> f) : v_(std::move(f)) {}
+  Value(Slice s) : v_(s) {}
 
   ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
   bool is_nil() const { return kind() == ValueKind::nil; }
@@ -72,6 +80,7 @@ class Value {
   bool is_list() const { return kind() == ValueKind::list; }
   bool is_dict() const { return kind() == ValueKind::dict; }
   bool is_function() const { return kind() == ValueKind::function; }
+  bool is_slice() const { return kind() == ValueKind::slice; }
   // Scalars and arrays: anything arithmetic accepts.
   bool is_numeric() const { return is_scalar() || is_array(); }
 
@@ -89,13 +98,14 @@ class Value {
   const std::shared_ptr<const Callable>& as_function() const {
     return std::get<std::shared_ptr<const Callable>>(v_);
   }
+  const Slice& as_slice() const { return std::get<Slice>(v_); }
 
   // Truth value as in Python/NumPy; arrays must have exactly one element.
   // Throws ValueError naming `op` otherwise.
   bool truthy(const char* op = "if") const;
 
   // Name of the kind for messages: "nil", "bool", "int", "float", "string",
-  // "array", "list", "dict", "function".
+  // "array", "list", "dict", "function", "slice".
   std::string kind_name() const;
   // Printed form: arrays as NumPy prints them, lists as [a, b], strings bare.
   std::string str() const;
@@ -109,7 +119,7 @@ class Value {
 
  private:
   std::variant<Nil, bool, int64_t, double, std::string, Array, std::shared_ptr<const List>,
-               std::shared_ptr<const Dict>, std::shared_ptr<const Callable>>
+               std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice>
       v_;
 };
 
