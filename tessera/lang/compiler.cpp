@@ -1,0 +1,375 @@
+#include "tessera/lang/compiler.hpp"
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "tessera/lang/nodes.hpp"
+
+namespace tessera {
+
+namespace {
+
+// The variables of one function being compiled.
+struct Scope {
+  std::map<std::string, size_t> slots;
+  Scope* parent = nullptr;
+
+  size_t add(const std::string& name) {
+    auto it = slots.find(name);
+    if (it != slots.end()) return it->second;
+    size_t s = slots.size();
+    slots.emplace(name, s);
+    return s;
+  }
+};
+
+struct Resolved {
+  int depth;
+  size_t slot;
+};
+
+const std::set<std::string>& special_form_names() {
+  static const std::set<std::string> names = {
+      "define", "lambda", "block", "parallel_block", "if", "while", "for_each",
+      "store",  "list",   "dict",  "__and__",        "__or__"};
+  return names;
+}
+
+[[noreturn]] void syntax_error(const SourceLoc& loc, const std::string& msg) {
+  throw SyntaxError(msg + " (at " + loc.str() + ")");
+}
+
+class Compiler {
+ public:
+  NodePtr compile(const AstPtr& a, Scope& scope) {
+    switch (a->kind) {
+      case Ast::Kind::literal: return std::make_shared<ConstantNode>(a->loc, a->value);
+      case Ast::Kind::identifier: return identifier(a, scope);
+      case Ast::Kind::list: {
+        bool all_literal = !a->args.empty();
+        for (const auto& e : a->args) all_literal = all_literal && constant_array_part(e.value);
+        std::vector<NodePtr> items;
+        for (const auto& e : a->args) items.push_back(compile(e.value, scope));
+        if (all_literal) {
+          // A list literal of numbers is an array constant, built once.
+          try {
+            List vals;
+            for (const auto& e : a->args) vals.push_back(literal_value(e.value));
+            return std::make_shared<ConstantNode>(
+                a->loc, Value(to_array(Value(std::move(vals)), "[]", "list literal")));
+          } catch (const std::invalid_argument& e) {
+            syntax_error(a->loc, e.what());
+          }
+        }
+        return std::make_shared<ListNode>(a->loc, std::move(items), true);
+      }
+      case Ast::Kind::call: return call(a, scope);
+    }
+    syntax_error(a->loc, "[compile] unknown syntax");
+  }
+
+  // Collects the names a function body defines (not entering nested functions).
+  void hoist(const AstPtr& a, Scope& scope) {
+    if (a->kind == Ast::Kind::list) {
+      for (const auto& e : a->args) hoist(e.value, scope);
+      return;
+    }
+    if (a->kind != Ast::Kind::call) return;
+    if (!a->callee && a->name == "lambda") return;
+    if (!a->callee && a->name == "define" && !a->args.empty() &&
+        a->args[0].value->kind == Ast::Kind::identifier) {
+      scope.add(a->args[0].value->name);
+      if (a->args.size() > 2) return;  // a function: its body has its own scope
+    }
+    if (a->callee) hoist(a->callee, scope);
+    for (const auto& e : a->args) hoist(e.value, scope);
+  }
+
+ private:
+  static bool constant_array_part(const AstPtr& a) {
+    if (a->kind == Ast::Kind::literal) {
+      return a->value.is_int() || a->value.is_float() || a->value.is_bool();
+    }
+    if (a->kind == Ast::Kind::list) {
+      if (a->args.empty()) return false;
+      for (const auto& e : a->args) {
+        if (!constant_array_part(e.value)) return false;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  static Value literal_value(const AstPtr& a) {
+    if (a->kind == Ast::Kind::literal) return a->value;
+    List l;
+    for (const auto& e : a->args) l.push_back(literal_value(e.value));
+    return Value(std::move(l));
+  }
+
+  std::optional<Resolved> resolve(const std::string& name, Scope& scope) {
+    int depth = 0;
+    for (Scope* s = &scope; s; s = s->parent, ++depth) {
+      auto it = s->slots.find(name);
+      if (it != s->slots.end()) return Resolved{depth, it->second};
+    }
+    return std::nullopt;
+  }
+
+  [[noreturn]] void unknown_name(const AstPtr& a, const std::string& what) {
+    std::string msg = error_message("[compile] unknown ", what, " '", a->name, "'");
+    auto similar = similar_primitive_names(a->name);
+    if (!similar.empty()) {
+      msg += "; did you mean ";
+      for (size_t i = 0; i < similar.size(); ++i) msg += (i ? ", " : "") + similar[i];
+      msg += "?";
+    }
+    syntax_error(a->loc, msg);
+  }
+
+  NodePtr identifier(const AstPtr& a, Scope& scope) {
+    if (auto r = resolve(a->name, scope)) {
+      return std::make_shared<VariableNode>(a->loc, a->name, r->depth, r->slot);
+    }
+    if (const PrimitiveSpec* spec = find_primitive(a->name)) {
+      return std::make_shared<ConstantNode>(
+          a->loc, Value(std::static_pointer_cast<const Callable>(
+                      std::make_shared<PrimitiveFunction>(spec))));
+    }
+    if (special_form_names().count(a->name)) {
+      syntax_error(a->loc, "[compile] '" + a->name + "' is a special form and must be called");
+    }
+    unknown_name(a, "name");
+  }
+
+  void expect_args(const AstPtr& a, size_t min, size_t max, const char* form_signature) {
+    size_t n = a->args.size();
+    if (n < min || n > max) {
+      syntax_error(a->loc, error_message("[", a->name, "] expects ", form_signature, ", got ", n,
+                                         " argument", n == 1 ? "" : "s"));
+    }
+    for (const auto& arg : a->args) {
+      if (!arg.name.empty() && a->name != "define" && a->name != "lambda" && a->name != "dict") {
+        syntax_error(arg.value->loc, error_message("[", a->name, "] takes no named arguments, got '",
+                                                   arg.name, "='"));
+      }
+    }
+  }
+
+  std::vector<NodePtr> compile_all(const std::vector<AstArg>& args, Scope& scope, size_t from = 0) {
+    std::vector<NodePtr> out;
+    for (size_t i = from; i < args.size(); ++i) out.push_back(compile(args[i].value, scope));
+    return out;
+  }
+
+  // Builds the code of a function from parameter arguments and a body.
+  std::shared_ptr<FunctionCode> function(const std::string& name, const AstPtr& form,
+                                         const std::vector<AstArg>& params, const AstPtr& body,
+                                         Scope& outer) {
+    auto code = std::make_shared<FunctionCode>();
+    code->name = name;
+    code->loc = form->loc;
+    Scope inner;
+    inner.parent = &outer;
+    for (const auto& p : params) {
+      std::string pname;
+      AstPtr def;
+      if (!p.name.empty()) {
+        pname = p.name;
+        def = p.value;
+      } else if (p.value->kind == Ast::Kind::identifier) {
+        pname = p.value->name;
+      } else {
+        syntax_error(p.value->loc, error_message("[", form->name, "] parameter must be a name, got ",
+                                                 p.value->str()));
+      }
+      if (inner.slots.count(pname)) {
+        syntax_error(p.value->loc,
+                     error_message("[", form->name, "] duplicate parameter '", pname, "'"));
+      }
+      if (!def && !code->defaults.empty() && code->defaults.back()) {
+        syntax_error(p.value->loc, error_message("[", form->name, "] parameter '", pname,
+                                                 "' without a default follows one with a default"));
+      }
+      inner.add(pname);
+      code->params.push_back(pname);
+      // Defaults are evaluated where the function is defined.
+      code->defaults.push_back(def ? compile(def, outer) : nullptr);
+    }
+    hoist(body, inner);
+    code->body = compile(body, inner);
+    code->frame_size = inner.slots.size();
+    return code;
+  }
+
+  NodePtr call(const AstPtr& a, Scope& scope) {
+    if (a->callee) {
+      NodePtr callee = compile(a->callee, scope);
+      return generic_call(a, callee, scope);
+    }
+    const std::string& n = a->name;
+    if (special_form_names().count(n) && !resolve(n, scope)) return special_form(a, scope);
+    if (auto r = resolve(n, scope)) {
+      return generic_call(a, std::make_shared<VariableNode>(a->loc, n, r->depth, r->slot), scope);
+    }
+    const PrimitiveSpec* spec = find_primitive(n);
+    if (!spec) unknown_name(a, "function");
+    std::vector<std::string> names;
+    for (const auto& arg : a->args) names.push_back(arg.name);
+    std::vector<int> slots;
+    try {
+      slots = bind_arguments(*spec, names);
+    } catch (...) {
+      rethrow_with_location(std::current_exception(), a->loc);
+    }
+    return std::make_shared<PrimitiveCallNode>(a->loc, spec, compile_all(a->args, scope),
+                                               std::move(slots));
+  }
+
+  NodePtr generic_call(const AstPtr& a, NodePtr callee, Scope& scope) {
+    std::vector<std::string> names;
+    for (const auto& arg : a->args) names.push_back(arg.name);
+    return std::make_shared<CallNode>(a->loc, std::move(callee), compile_all(a->args, scope),
+                                      std::move(names));
+  }
+
+  NodePtr special_form(const AstPtr& a, Scope& scope) {
+    const std::string& n = a->name;
+    const auto& args = a->args;
+    if (n == "define") {
+      expect_args(a, 2, 100000, "define(name, value) or define(name, params..., body)");
+      const AstPtr& target = args[0].value;
+      if (target->kind != Ast::Kind::identifier || !args[0].name.empty()) {
+        syntax_error(target->loc, "[define] the first argument must be a name, got " + target->str());
+      }
+      size_t slot = scope.add(target->name);
+      if (args.size() == 2) {
+        if (!args[1].name.empty()) {
+          syntax_error(args[1].value->loc, "[define] the value of a variable cannot be a named argument");
+        }
+        return std::make_shared<AssignNode>(a->loc, target->name, 0, slot,
+                                            compile(args[1].value, scope), false);
+      }
+      std::vector<AstArg> params(args.begin() + 1, args.end() - 1);
+      auto code = function(target->name, a, params, args.back().value, scope);
+      return std::make_shared<FunctionNode>(a->loc, std::move(code), slot);
+    }
+    if (n == "lambda") {
+      expect_args(a, 1, 100000, "lambda(params..., body)");
+      std::vector<AstArg> params(args.begin(), args.end() - 1);
+      auto code = function("lambda", a, params, args.back().value, scope);
+      return std::make_shared<FunctionNode>(a->loc, std::move(code), std::nullopt);
+    }
+    if (n == "store") {
+      expect_args(a, 2, 2, "store(name, value)");
+      const AstPtr& target = args[0].value;
+      if (target->kind != Ast::Kind::identifier) {
+        syntax_error(target->loc, "[store] the first argument must be a variable name, got " +
+                                      target->str());
+      }
+      auto r = resolve(target->name, scope);
+      if (!r) {
+        syntax_error(target->loc, "[store] unknown variable '" + target->name +
+                                      "': define it first with define(" + target->name + ", ...)");
+      }
+      return std::make_shared<AssignNode>(a->loc, target->name, r->depth, r->slot,
+                                          compile(args[1].value, scope), true);
+    }
+    if (n == "block") {
+      expect_args(a, 0, 100000, "block(expressions...)");
+      return std::make_shared<BlockNode>(a->loc, compile_all(args, scope));
+    }
+    if (n == "parallel_block") {
+      expect_args(a, 0, 100000, "parallel_block(expressions...)");
+      return std::make_shared<ParallelBlockNode>(a->loc, compile_all(args, scope));
+    }
+    if (n == "if") {
+      expect_args(a, 2, 3, "if(condition, then) or if(condition, then, else)");
+      return std::make_shared<IfNode>(a->loc, compile(args[0].value, scope),
+                                      compile(args[1].value, scope),
+                                      args.size() == 3 ? compile(args[2].value, scope) : nullptr);
+    }
+    if (n == "while") {
+      expect_args(a, 2, 2, "while(condition, body)");
+      return std::make_shared<WhileNode>(a->loc, compile(args[0].value, scope),
+                                         compile(args[1].value, scope));
+    }
+    if (n == "for_each") {
+      expect_args(a, 2, 2, "for_each(function, iterable)");
+      return std::make_shared<ForEachNode>(a->loc, compile(args[0].value, scope),
+                                           compile(args[1].value, scope));
+    }
+    if (n == "list") {
+      expect_args(a, 0, 100000, "list(items...)");
+      return std::make_shared<ListNode>(a->loc, compile_all(args, scope), false);
+    }
+    if (n == "dict") {
+      std::vector<NodePtr> keys, values;
+      std::vector<AstArg> positional;
+      for (const auto& arg : args) {
+        if (arg.name.empty()) {
+          positional.push_back(arg);
+        } else {
+          keys.push_back(std::make_shared<ConstantNode>(arg.value->loc, Value(arg.name)));
+          values.push_back(compile(arg.value, scope));
+        }
+      }
+      if (positional.size() % 2) {
+        syntax_error(a->loc, "[dict] expects key, value pairs: dict(k1, v1, k2, v2) or dict(k=v)");
+      }
+      for (size_t i = 0; i < positional.size(); i += 2) {
+        keys.push_back(compile(positional[i].value, scope));
+        values.push_back(compile(positional[i + 1].value, scope));
+      }
+      return std::make_shared<DictNode>(a->loc, std::move(keys), std::move(values));
+    }
+    // __and__ / __or__ from the && and || operators.
+    expect_args(a, 2, 2, "two operands");
+    return std::make_shared<LogicalNode>(a->loc, n == "__and__", compile(args[0].value, scope),
+                                         compile(args[1].value, scope));
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const FunctionCode> compile_program(const std::vector<AstPtr>& program,
+                                                    const std::vector<std::string>& globals,
+                                                    const SourceLoc& loc) {
+  Compiler c;
+  Scope top;
+  for (const auto& g : globals) top.add(g);
+  for (const auto& e : program) c.hoist(e, top);
+  std::vector<NodePtr> body;
+  for (const auto& e : program) body.push_back(c.compile(e, top));
+  auto code = std::make_shared<FunctionCode>();
+  code->name = "<program>";
+  code->loc = loc;
+  code->body = std::make_shared<BlockNode>(loc, std::move(body));
+  code->frame_size = top.slots.size();
+  return code;
+}
+
+const std::vector<std::pair<std::string, std::string>>& special_forms() {
+  static const std::vector<std::pair<std::string, std::string>> forms = {
+      {"define(name, value)", "Defines a variable in the current scope and returns its value."},
+      {"define(name, params..., body)",
+       "Defines a function; parameters may have defaults (b=2). Functions are closures and may "
+       "recurse."},
+      {"lambda(params..., body)", "An anonymous function (a closure over the current scope)."},
+      {"block(expressions...)", "Evaluates expressions in order; the value of the last."},
+      {"parallel_block(expressions...)",
+       "Evaluates expressions concurrently as separate tasks; the value of the last."},
+      {"if(condition, then, else)", "Evaluates `then` if the condition is true, else `else` (or nil)."},
+      {"while(condition, body)", "Repeats body while the condition is true; the last body value."},
+      {"for_each(function, iterable)",
+       "Calls function on each element of a list, each row of an array, or each of 0..n-1."},
+      {"store(name, value)", "Assigns a new value to an existing variable."},
+      {"list(items...)", "A list of values."},
+      {"dict(k1, v1, ...) / dict(name=value, ...)", "A dictionary with string or int keys."},
+      {"a && b, a || b", "Logical and/or: short-circuit on scalars, elementwise on arrays."},
+  };
+  return forms;
+}
+
+}  // namespace tessera

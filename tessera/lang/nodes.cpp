@@ -1,0 +1,495 @@
+#include "tessera/lang/nodes.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "tessera/runtime/scheduler.hpp"
+
+namespace tessera {
+
+namespace {
+
+Future<Value> fail_at(const SourceLoc& loc, std::exception_ptr e) {
+  return Future<Value>::failed(with_location(std::move(e), loc));
+}
+
+template <class E>
+Future<Value> fail_with(const SourceLoc& loc, const std::string& msg) {
+  return fail_at(loc, std::make_exception_ptr(E(msg)));
+}
+
+std::vector<const Node*> raw(const std::vector<NodePtr>& nodes) {
+  std::vector<const Node*> out;
+  for (const auto& n : nodes) out.push_back(n.get());
+  return out;
+}
+
+// Evaluates nodes (all started before any is awaited, so independent costly
+// operands run in parallel) and gathers their values.
+Future<std::vector<Value>> eval_all(const std::vector<NodePtr>& nodes, const FramePtr& frame) {
+  std::vector<Future<Value>> fs;
+  fs.reserve(nodes.size());
+  for (const auto& n : nodes) fs.push_back(n->eval(frame));
+  return when_all(std::move(fs));
+}
+
+thread_local int tl_call_depth = 0;
+
+struct CallDepth {
+  CallDepth() { ++tl_call_depth; }
+  ~CallDepth() { --tl_call_depth; }
+};
+
+}  // namespace
+
+std::string ConstantNode::label() const {
+  if (value_.is_string()) return "\"" + value_.as_string() + "\"";
+  if (value_.is_array()) return value_.describe();
+  return value_.str();
+}
+
+Future<Value> VariableNode::eval(const FramePtr& frame) const {
+  std::optional<Value> v = frame->up(depth_)->get(slot_);
+  if (!v) {
+    return fail_with<std::invalid_argument>(
+        loc(), error_message("[", name_, "] variable '", name_, "' is used before it is defined"));
+  }
+  return Future<Value>::ready(std::move(*v));
+}
+
+Future<Value> AssignNode::eval(const FramePtr& frame) const {
+  Frame* target = frame->up(depth_);
+  if (is_store_ && !target->defined(slot_)) {
+    // store() assigns an existing variable; this one has no value yet.
+    return fail_with<std::invalid_argument>(
+        loc(), error_message("[store] variable '", name_, "' is stored before it is defined"));
+  }
+  FramePtr keep = frame;
+  return value_->eval(frame).then([keep, target, slot = slot_](const Value& v) {
+    target->set(slot, v);
+    return v;
+  });
+}
+
+std::string FunctionNode::label() const {
+  return (slot_ ? "define " : "lambda ") + code_->name;
+}
+
+std::vector<const Node*> FunctionNode::children() const {
+  std::vector<const Node*> out;
+  for (const auto& d : code_->defaults) {
+    if (d) out.push_back(d.get());
+  }
+  out.push_back(code_->body.get());
+  return out;
+}
+
+Future<Value> FunctionNode::eval(const FramePtr& frame) const {
+  std::vector<NodePtr> present;
+  for (const auto& d : code_->defaults) {
+    if (d) present.push_back(d);
+  }
+  auto code = code_;
+  auto slot = slot_;
+  return eval_all(present, frame).then([code, slot, frame](const std::vector<Value>& vals) {
+    std::vector<std::optional<Value>> defaults(code->params.size());
+    size_t k = 0;
+    for (size_t i = 0; i < code->defaults.size(); ++i) {
+      if (code->defaults[i]) defaults[i] = vals[k++];
+    }
+    Value fn(std::static_pointer_cast<const Callable>(
+        std::make_shared<Closure>(code, frame, std::move(defaults))));
+    if (slot) frame->set(*slot, fn);
+    return fn;
+  });
+}
+
+PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
+                                     std::vector<NodePtr> operands, std::vector<int> slots)
+    : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)) {
+  variadic_.resize(operands_.size(), false);
+  if (spec_->variadic) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      variadic_[i] = static_cast<size_t>(slots_[i]) + 1 == spec_->params.size();
+    }
+  }
+}
+
+std::vector<const Node*> PrimitiveCallNode::children() const { return raw(operands_); }
+
+Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
+  const auto& params = spec_->params;
+  std::vector<Value> values(params.size());
+  std::vector<bool> filled(params.size(), false);
+  List rest;
+  bool any_variadic = false;
+  for (size_t i = 0; i < operand_values.size(); ++i) {
+    if (variadic_[i]) {
+      rest.push_back(std::move(operand_values[i]));
+      any_variadic = true;
+    } else {
+      values[slots_[i]] = std::move(operand_values[i]);
+      filled[slots_[i]] = true;
+    }
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    bool variadic_slot = spec_->variadic && k + 1 == params.size();
+    if (variadic_slot) {
+      values[k] = any_variadic ? Value(std::move(rest)) : Value(List{});
+    } else if (!filled[k]) {
+      values[k] = *params[k].default_value;
+    }
+  }
+  Args args(*spec_, std::move(values));
+  auto t0 = std::chrono::steady_clock::now();
+  Value result = spec_->eval(args);
+  auto t1 = std::chrono::steady_clock::now();
+  NodeCounters& c = counters();
+  c.evaluations.fetch_add(1, std::memory_order_relaxed);
+  c.total_ns.fetch_add(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
+      std::memory_order_relaxed);
+  return result;
+}
+
+Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const {
+  // Phylanx's direct-execution rule: run inline unless this node has proven
+  // costly, in which case it becomes a task and the parent moves on.
+  NodeCounters& c = counters();
+  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > kSpawnThresholdNs &&
+      num_threads() > 1) {
+    c.spawned.fetch_add(1, std::memory_order_relaxed);
+    return async([this, vals = std::move(operand_values)]() mutable -> Future<Value> {
+      try {
+        return Future<Value>::ready(compute(vals));
+      } catch (...) {
+        return fail_at(loc(), std::current_exception());
+      }
+    });
+  }
+  try {
+    return Future<Value>::ready(compute(operand_values));
+  } catch (...) {
+    return fail_at(loc(), std::current_exception());
+  }
+}
+
+Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
+  std::vector<Future<Value>> fs;
+  fs.reserve(operands_.size());
+  bool ready = true;
+  for (const auto& op : operands_) {
+    fs.push_back(op->eval(frame));
+    ready = ready && fs.back().is_ready();
+  }
+  if (ready) {
+    std::vector<Value> vals;
+    vals.reserve(fs.size());
+    for (auto& f : fs) {
+      if (auto e = f.error()) return Future<Value>::failed(e);
+      vals.push_back(f.take());
+    }
+    return finish(std::move(vals));
+  }
+  return when_all(std::move(fs)).then(
+      [this](const std::vector<Value>& vals) { return finish(vals); });
+}
+
+std::vector<const Node*> CallNode::children() const {
+  std::vector<const Node*> out{callee_.get()};
+  for (const auto& a : args_) out.push_back(a.get());
+  return out;
+}
+
+Future<Value> CallNode::eval(const FramePtr& frame) const {
+  std::vector<NodePtr> all{callee_};
+  all.insert(all.end(), args_.begin(), args_.end());
+  return eval_all(all, frame).then([this](const std::vector<Value>& vals) -> Future<Value> {
+    std::vector<CallArg> args;
+    args.reserve(args_.size());
+    for (size_t i = 0; i < args_.size(); ++i) args.push_back({names_[i], vals[i + 1]});
+    return invoke(vals[0], std::move(args), loc());
+  });
+}
+
+Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc& loc) {
+  if (!fn.is_function()) {
+    return fail_with<TypeError>(
+        loc, error_message("[call] ", fn.describe(), " is not a function and cannot be called"));
+  }
+  const Callable* callable = fn.as_function().get();
+  if (auto* prim = dynamic_cast<const PrimitiveFunction*>(callable)) {
+    try {
+      return Future<Value>::ready(call_primitive(prim->spec().name, std::move(args)));
+    } catch (...) {
+      return fail_at(loc, std::current_exception());
+    }
+  }
+  auto* closure = dynamic_cast<const Closure*>(callable);
+  if (!closure) {
+    return fail_with<TypeError>(loc, "[call] value is not callable");
+  }
+  const FunctionCode& code = closure->code();
+  auto frame = std::make_shared<Frame>(code.frame_size, closure->env());
+  size_t n = code.params.size();
+  std::vector<bool> bound(n, false);
+  size_t next = 0;
+  for (auto& a : args) {
+    size_t k;
+    if (a.name.empty()) {
+      if (next >= n) {
+        return fail_with<std::invalid_argument>(
+            loc, error_message("[", code.name, "] takes ", n, " argument", n == 1 ? "" : "s",
+                               " but ", args.size(), " were given"));
+      }
+      k = next++;
+    } else {
+      auto it = std::find(code.params.begin(), code.params.end(), a.name);
+      if (it == code.params.end()) {
+        return fail_with<std::invalid_argument>(
+            loc, error_message("[", code.name, "] unexpected named argument '", a.name, "'"));
+      }
+      k = static_cast<size_t>(it - code.params.begin());
+      if (bound[k]) {
+        return fail_with<std::invalid_argument>(
+            loc, error_message("[", code.name, "] argument '", a.name, "' given more than once"));
+      }
+    }
+    bound[k] = true;
+    frame->set(k, std::move(a.value));
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (bound[k]) continue;
+    if (!closure->defaults()[k]) {
+      return fail_with<std::invalid_argument>(
+          loc, error_message("[", code.name, "] missing argument '", code.params[k], "'"));
+    }
+    frame->set(k, *closure->defaults()[k]);
+  }
+  if (tl_call_depth >= kMaxCallDepth) {
+    return fail_with<std::runtime_error>(
+        loc, error_message("[", code.name, "] maximum call depth of ", kMaxCallDepth,
+                           " exceeded (unbounded recursion?)"));
+  }
+  CallDepth depth;
+  return code.body->eval(frame);
+}
+
+std::vector<const Node*> BlockNode::children() const { return raw(body_); }
+
+Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last) const {
+  for (; i < body_.size(); ++i) {
+    Future<Value> f = body_[i]->eval(frame);
+    if (!f.is_ready()) {
+      return f.then([this, frame, i](const Value& v) { return eval_from(frame, i + 1, v); });
+    }
+    if (f.error()) return f;
+    last = f.take();
+  }
+  return Future<Value>::ready(std::move(last));
+}
+
+std::vector<const Node*> ParallelBlockNode::children() const { return raw(body_); }
+
+Future<Value> ParallelBlockNode::eval(const FramePtr& frame) const {
+  // Each child becomes a task, so they run side by side.
+  std::vector<Future<Value>> fs;
+  for (const auto& n : body_) {
+    fs.push_back(async([n, frame] { return n->eval(frame); }));
+  }
+  return when_all(std::move(fs)).then([](const std::vector<Value>& vals) {
+    return vals.empty() ? Value() : vals.back();
+  });
+}
+
+std::vector<const Node*> IfNode::children() const {
+  std::vector<const Node*> out{cond_.get(), then_.get()};
+  if (else_) out.push_back(else_.get());
+  return out;
+}
+
+Future<Value> IfNode::eval(const FramePtr& frame) const {
+  return cond_->eval(frame).then([this, frame](const Value& c) -> Future<Value> {
+    bool yes;
+    try {
+      yes = c.truthy("if");
+    } catch (...) {
+      return fail_at(loc(), std::current_exception());
+    }
+    if (yes) return then_->eval(frame);
+    if (else_) return else_->eval(frame);
+    return Future<Value>::ready(Value());
+  });
+}
+
+Future<Value> WhileNode::loop(const FramePtr& frame, Value last) const {
+  for (;;) {
+    Future<Value> c = cond_->eval(frame);
+    if (!c.is_ready()) {
+      return c.chain([this, frame, last](const Future<Value>& cf) -> Future<Value> {
+        if (auto e = cf.error()) return Future<Value>::failed(e);
+        bool yes;
+        try {
+          yes = cf.get().truthy("while");
+        } catch (...) {
+          return fail_at(loc(), std::current_exception());
+        }
+        if (!yes) return Future<Value>::ready(last);
+        return body_->eval(frame).then([this, frame](const Value& v) { return loop(frame, v); });
+      });
+    }
+    if (c.error()) return c;
+    bool yes;
+    try {
+      yes = c.get().truthy("while");
+    } catch (...) {
+      return fail_at(loc(), std::current_exception());
+    }
+    if (!yes) return Future<Value>::ready(std::move(last));
+    Future<Value> b = body_->eval(frame);
+    if (!b.is_ready()) {
+      return b.then([this, frame](const Value& v) { return loop(frame, v); });
+    }
+    if (b.error()) return b;
+    last = b.take();
+  }
+}
+
+namespace {
+
+// The elements for_each visits: list items, array rows, or 0..n-1 for an int.
+std::vector<Value> iteration_items(const Value& it, const SourceLoc& loc) {
+  std::vector<Value> items;
+  if (it.is_list()) return it.as_list();
+  if (it.is_int()) {
+    for (int64_t i = 0; i < it.as_int(); ++i) items.emplace_back(i);
+    return items;
+  }
+  if (it.is_array()) {
+    const Array& a = it.as_array();
+    if (a.ndim() == 0) {
+      throw TypeError(error_message("[for_each] cannot iterate over a 0-d array"));
+    }
+    Shape row_shape(a.shape().begin() + 1, a.shape().end());
+    int64_t row = a.dim(0) ? a.size() / a.dim(0) : 0;
+    for (int64_t i = 0; i < a.dim(0); ++i) {
+      Array r(a.dtype(), row_shape);
+      size_t bytes = static_cast<size_t>(row) * dtype_size(a.dtype());
+      if (bytes) {
+        std::memcpy(r.raw(), static_cast<const char*>(a.raw()) + i * bytes, bytes);
+      }
+      items.emplace_back(std::move(r));
+    }
+    return items;
+  }
+  throw TypeError(error_message("[for_each] cannot iterate over ", it.describe(),
+                                ": expected a list, an array or an int"));
+}
+
+struct ForEachState {
+  Value fn;
+  std::vector<Value> items;
+  SourceLoc loc;
+};
+
+Future<Value> for_each_from(std::shared_ptr<ForEachState> st, size_t i) {
+  for (; i < st->items.size(); ++i) {
+    Future<Value> f = invoke(st->fn, {CallArg{"", st->items[i]}}, st->loc);
+    if (!f.is_ready()) {
+      return f.then([st, i](const Value&) { return for_each_from(st, i + 1); });
+    }
+    if (f.error()) return f;
+  }
+  return Future<Value>::ready(Value());
+}
+
+}  // namespace
+
+Future<Value> ForEachNode::eval(const FramePtr& frame) const {
+  return eval_all({fn_, iterable_}, frame).then([this](const std::vector<Value>& v) -> Future<Value> {
+    auto st = std::make_shared<ForEachState>();
+    st->fn = v[0];
+    st->loc = loc();
+    try {
+      st->items = iteration_items(v[1], loc());
+    } catch (...) {
+      return fail_at(loc(), std::current_exception());
+    }
+    return for_each_from(st, 0);
+  });
+}
+
+std::vector<const Node*> ListNode::children() const { return raw(items_); }
+
+Future<Value> ListNode::eval(const FramePtr& frame) const {
+  return eval_all(items_, frame).then([this](const std::vector<Value>& vals) -> Value {
+    if (as_array_) {
+      bool numeric = !vals.empty();
+      for (const Value& v : vals) numeric = numeric && (v.is_numeric() || v.is_list());
+      if (numeric) {
+        try {
+          return Value(to_array(Value(List(vals)), "[]", "list literal"));
+        } catch (const std::invalid_argument&) {
+          // Ragged or mixed content stays a list, as Python's lists do.
+        }
+      }
+    }
+    return Value(List(vals));
+  });
+}
+
+std::vector<const Node*> DictNode::children() const {
+  std::vector<const Node*> out;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    out.push_back(keys_[i].get());
+    out.push_back(values_[i].get());
+  }
+  return out;
+}
+
+Future<Value> DictNode::eval(const FramePtr& frame) const {
+  std::vector<NodePtr> all;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    all.push_back(keys_[i]);
+    all.push_back(values_[i]);
+  }
+  return eval_all(all, frame).then([this](const std::vector<Value>& vals) -> Future<Value> {
+    Dict d;
+    for (size_t i = 0; i + 1 < vals.size(); i += 2) {
+      if (!(vals[i].is_string() || vals[i].is_int() || vals[i].is_bool())) {
+        return fail_with<TypeError>(
+            loc(), error_message("[dict] keys must be strings or ints, got ", vals[i].describe()));
+      }
+      d.set(vals[i], vals[i + 1]);
+    }
+    return Future<Value>::ready(Value(std::move(d)));
+  });
+}
+
+Future<Value> LogicalNode::eval(const FramePtr& frame) const {
+  const char* name = is_and_ ? "logical_and" : "logical_or";
+  return lhs_->eval(frame).then([this, frame, name](const Value& a) -> Future<Value> {
+    if (!a.is_array()) {
+      // Scalars short-circuit, as in C and Python.
+      bool t;
+      try {
+        t = a.truthy(is_and_ ? "&&" : "||");
+      } catch (...) {
+        return fail_at(loc(), std::current_exception());
+      }
+      if (is_and_ && !t) return Future<Value>::ready(Value(false));
+      if (!is_and_ && t) return Future<Value>::ready(Value(true));
+    }
+    return rhs_->eval(frame).then([this, a, name](const Value& b) -> Future<Value> {
+      try {
+        if (!a.is_array() && !b.is_array()) return Future<Value>::ready(Value(b.truthy(name)));
+        return Future<Value>::ready(call_primitive(name, std::vector<Value>{a, b}));
+      } catch (...) {
+        return fail_at(loc(), std::current_exception());
+      }
+    });
+  });
+}
+
+}  // namespace tessera

@@ -1,0 +1,213 @@
+// The kinds of execution-tree nodes: constants, variables, primitive calls,
+// function calls and the special forms of the language.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/lang/tree.hpp"
+
+namespace tessera {
+
+class ConstantNode : public Node {
+ public:
+  ConstantNode(SourceLoc loc, Value v) : Node(std::move(loc)), value_(std::move(v)) {}
+  Future<Value> eval(const FramePtr&) const override { return Future<Value>::ready(value_); }
+  std::string label() const override;
+
+ private:
+  Value value_;
+};
+
+// Reads a variable `depth` frames up, at `slot`.
+class VariableNode : public Node {
+ public:
+  VariableNode(SourceLoc loc, std::string name, int depth, size_t slot)
+      : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return name_; }
+
+ private:
+  std::string name_;
+  int depth_;
+  size_t slot_;
+};
+
+// define(x, value) and store(x, value): evaluates value and assigns it.
+class AssignNode : public Node {
+ public:
+  AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value, bool is_store)
+      : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot),
+        value_(std::move(value)), is_store_(is_store) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return (is_store_ ? "store " : "define ") + name_; }
+  std::vector<const Node*> children() const override { return {value_.get()}; }
+
+ private:
+  std::string name_;
+  int depth_;
+  size_t slot_;
+  NodePtr value_;
+  bool is_store_;
+};
+
+// lambda(a, b, body) and define(f, a, b, body): makes a closure over the
+// current frame (and, for define, assigns it to `slot`).
+class FunctionNode : public Node {
+ public:
+  FunctionNode(SourceLoc loc, std::shared_ptr<const FunctionCode> code, std::optional<size_t> slot)
+      : Node(std::move(loc)), code_(std::move(code)), slot_(slot) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override;
+  std::vector<const Node*> children() const override;
+
+ private:
+  std::shared_ptr<const FunctionCode> code_;
+  std::optional<size_t> slot_;
+};
+
+// A call of a primitive with operands bound to its parameters at compile time.
+class PrimitiveCallNode : public Node {
+ public:
+  // slots[i] is the parameter index of operand i; operands beyond the fixed
+  // parameters of a variadic primitive have the last index.
+  PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec, std::vector<NodePtr> operands,
+                    std::vector<int> slots);
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return spec_->name; }
+  std::vector<const Node*> children() const override;
+  bool is_primitive() const override { return true; }
+
+ private:
+  Value compute(std::vector<Value>& operand_values) const;
+  Future<Value> finish(std::vector<Value> operand_values) const;
+
+  const PrimitiveSpec* spec_;
+  std::vector<NodePtr> operands_;
+  std::vector<int> slots_;
+  std::vector<bool> variadic_;
+};
+
+// A call of a function value: f(args) where f is a variable or expression.
+class CallNode : public Node {
+ public:
+  CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names)
+      : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)),
+        names_(std::move(names)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return "call " + callee_->label(); }
+  std::vector<const Node*> children() const override;
+
+ private:
+  NodePtr callee_;
+  std::vector<NodePtr> args_;
+  std::vector<std::string> names_;
+};
+
+// block(a, b, c): sequential, value of the last.
+class BlockNode : public Node {
+ public:
+  BlockNode(SourceLoc loc, std::vector<NodePtr> body) : Node(std::move(loc)), body_(std::move(body)) {}
+  Future<Value> eval(const FramePtr& frame) const override { return eval_from(frame, 0, Value()); }
+  std::string label() const override { return "block"; }
+  std::vector<const Node*> children() const override;
+
+ private:
+  Future<Value> eval_from(const FramePtr& frame, size_t i, Value last) const;
+  std::vector<NodePtr> body_;
+};
+
+// parallel_block(a, b, c): all at once, value of the last.
+class ParallelBlockNode : public Node {
+ public:
+  ParallelBlockNode(SourceLoc loc, std::vector<NodePtr> body)
+      : Node(std::move(loc)), body_(std::move(body)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return "parallel_block"; }
+  std::vector<const Node*> children() const override;
+
+ private:
+  std::vector<NodePtr> body_;
+};
+
+class IfNode : public Node {
+ public:
+  IfNode(SourceLoc loc, NodePtr cond, NodePtr then, NodePtr otherwise)
+      : Node(std::move(loc)), cond_(std::move(cond)), then_(std::move(then)),
+        else_(std::move(otherwise)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return "if"; }
+  std::vector<const Node*> children() const override;
+
+ private:
+  NodePtr cond_, then_, else_;  // else_ may be null
+};
+
+class WhileNode : public Node {
+ public:
+  WhileNode(SourceLoc loc, NodePtr cond, NodePtr body)
+      : Node(std::move(loc)), cond_(std::move(cond)), body_(std::move(body)) {}
+  Future<Value> eval(const FramePtr& frame) const override { return loop(frame, Value()); }
+  std::string label() const override { return "while"; }
+  std::vector<const Node*> children() const override { return {cond_.get(), body_.get()}; }
+
+ private:
+  Future<Value> loop(const FramePtr& frame, Value last) const;
+  NodePtr cond_, body_;
+};
+
+// for_each(f, iterable): calls f on each element in order.
+class ForEachNode : public Node {
+ public:
+  ForEachNode(SourceLoc loc, NodePtr fn, NodePtr iterable)
+      : Node(std::move(loc)), fn_(std::move(fn)), iterable_(std::move(iterable)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return "for_each"; }
+  std::vector<const Node*> children() const override { return {fn_.get(), iterable_.get()}; }
+
+ private:
+  NodePtr fn_, iterable_;
+};
+
+// list(a, b) and [a, b]: builds a list (or, for [..] of numbers, an array).
+class ListNode : public Node {
+ public:
+  ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array)
+      : Node(std::move(loc)), items_(std::move(items)), as_array_(as_array) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return as_array_ ? "[...]" : "list"; }
+  std::vector<const Node*> children() const override;
+
+ private:
+  std::vector<NodePtr> items_;
+  bool as_array_;
+};
+
+// dict(k1, v1, k2, v2, ...) and dict(name=value, ...).
+class DictNode : public Node {
+ public:
+  DictNode(SourceLoc loc, std::vector<NodePtr> keys, std::vector<NodePtr> values)
+      : Node(std::move(loc)), keys_(std::move(keys)), values_(std::move(values)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return "dict"; }
+  std::vector<const Node*> children() const override;
+
+ private:
+  std::vector<NodePtr> keys_, values_;
+};
+
+// a && b, a || b: short-circuit on scalars, elementwise on arrays.
+class LogicalNode : public Node {
+ public:
+  LogicalNode(SourceLoc loc, bool is_and, NodePtr lhs, NodePtr rhs)
+      : Node(std::move(loc)), is_and_(is_and), lhs_(std::move(lhs)), rhs_(std::move(rhs)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override { return is_and_ ? "&&" : "||"; }
+  std::vector<const Node*> children() const override { return {lhs_.get(), rhs_.get()}; }
+
+ private:
+  bool is_and_;
+  NodePtr lhs_, rhs_;
+};
+
+}  // namespace tessera

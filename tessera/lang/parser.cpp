@@ -1,0 +1,458 @@
+#include "tessera/lang/parser.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+
+namespace tessera {
+
+namespace {
+
+enum class Tok { number_int, number_float, string, ident, op, lparen, rparen, lbracket, rbracket,
+                 comma, assign, end };
+
+struct Token {
+  Tok kind = Tok::end;
+  std::string text;
+  int64_t ival = 0;
+  double fval = 0.0;
+  SourceLoc loc;
+};
+
+class Lexer {
+ public:
+  Lexer(std::string_view text, const std::string& file) : text_(text), file_(file) {}
+
+  std::vector<Token> run() {
+    std::vector<Token> out;
+    for (;;) {
+      skip_space();
+      Token t;
+      t.loc = here();
+      if (pos_ >= text_.size()) {
+        t.kind = Tok::end;
+        out.push_back(t);
+        return out;
+      }
+      char c = text_[pos_];
+      if (std::isdigit(static_cast<unsigned char>(c)) ||
+          (c == '.' && pos_ + 1 < text_.size() &&
+           std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])))) {
+        lex_number(t);
+      } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        size_t b = pos_;
+        while (pos_ < text_.size() &&
+               (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+          advance();
+        }
+        t.kind = Tok::ident;
+        t.text = std::string(text_.substr(b, pos_ - b));
+      } else if (c == '"' || c == '\'') {
+        lex_string(t);
+      } else {
+        lex_punct(t);
+      }
+      out.push_back(std::move(t));
+    }
+  }
+
+ private:
+  SourceLoc here() const { return SourceLoc{file_, line_, col_}; }
+
+  void advance() {
+    if (text_[pos_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++pos_;
+  }
+
+  [[noreturn]] void fail(const std::string& what, const SourceLoc& loc) const {
+    throw SyntaxError(error_message("[parse] ", what, " (at ", loc.str(), ")"));
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size()) {
+      char c = text_[pos_];
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        advance();
+      } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
+        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
+      } else if (c == '#') {
+        // Shell-style comments too, so scripts may start with "#!".
+        while (pos_ < text_.size() && text_[pos_] != '\n') advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  void lex_number(Token& t) {
+    size_t b = pos_;
+    bool is_float = false;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) advance();
+    if (pos_ < text_.size() && text_[pos_] == '.') {
+      is_float = true;
+      advance();
+      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) advance();
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      size_t save = pos_;
+      int save_col = col_;
+      advance();
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) advance();
+      if (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+        is_float = true;
+        while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+          advance();
+        }
+      } else {
+        pos_ = save;
+        col_ = save_col;
+      }
+    }
+    std::string s(text_.substr(b, pos_ - b));
+    t.text = s;
+    if (is_float) {
+      t.kind = Tok::number_float;
+      t.fval = std::strtod(s.c_str(), nullptr);
+    } else {
+      t.kind = Tok::number_int;
+      auto res = std::from_chars(s.data(), s.data() + s.size(), t.ival);
+      if (res.ec != std::errc()) fail("integer literal " + s + " is too large for int64", t.loc);
+    }
+    if (pos_ < text_.size() &&
+        (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
+      fail("invalid number literal '" + s + text_[pos_] + "...'", t.loc);
+    }
+  }
+
+  void lex_string(Token& t) {
+    char quote = text_[pos_];
+    advance();
+    std::string s;
+    for (;;) {
+      if (pos_ >= text_.size()) fail("unterminated string literal", t.loc);
+      char c = text_[pos_];
+      if (c == quote) {
+        advance();
+        break;
+      }
+      if (c == '\\' && pos_ + 1 < text_.size()) {
+        advance();
+        char e = text_[pos_];
+        switch (e) {
+          case 'n': s += '\n'; break;
+          case 't': s += '\t'; break;
+          case 'r': s += '\r'; break;
+          case '0': s += '\0'; break;
+          default: s += e; break;
+        }
+        advance();
+        continue;
+      }
+      s += c;
+      advance();
+    }
+    t.kind = Tok::string;
+    t.text = std::move(s);
+  }
+
+  void lex_punct(Token& t) {
+    char c = text_[pos_];
+    char n = pos_ + 1 < text_.size() ? text_[pos_ + 1] : '\0';
+    auto two = [&](const char* op) {
+      t.kind = Tok::op;
+      t.text = op;
+      advance();
+      advance();
+    };
+    auto one = [&](Tok k, char ch) {
+      t.kind = k;
+      t.text = std::string(1, ch);
+      advance();
+    };
+    switch (c) {
+      case '(': return one(Tok::lparen, c);
+      case ')': return one(Tok::rparen, c);
+      case '[': return one(Tok::lbracket, c);
+      case ']': return one(Tok::rbracket, c);
+      case ',': return one(Tok::comma, c);
+      case '=':
+        if (n == '=') return two("==");
+        return one(Tok::assign, c);
+      case '!':
+        if (n == '=') return two("!=");
+        return one(Tok::op, c);
+      case '<':
+        if (n == '=') return two("<=");
+        return one(Tok::op, c);
+      case '>':
+        if (n == '=') return two(">=");
+        return one(Tok::op, c);
+      case '&':
+        if (n == '&') return two("&&");
+        break;
+      case '|':
+        if (n == '|') return two("||");
+        break;
+      case '*':
+        if (n == '*') return two("**");
+        return one(Tok::op, c);
+      case '+': case '-': case '/': case '%': case '@':
+        return one(Tok::op, c);
+      default: break;
+    }
+    std::string shown = std::isprint(static_cast<unsigned char>(c))
+                            ? std::string("'") + c + "'"
+                            : error_message("byte 0x", std::hex, static_cast<int>(static_cast<unsigned char>(c)));
+    fail("unexpected character " + shown, t.loc);
+  }
+
+  std::string_view text_;
+  std::string file_;
+  size_t pos_ = 0;
+  int line_ = 1, col_ = 1;
+};
+
+struct BinaryOpInfo {
+  const char* token;
+  int precedence;
+  bool right_assoc;
+  const char* callee;  // primitive or special form the operator becomes
+};
+
+constexpr BinaryOpInfo kBinaryOps[] = {
+    {"||", 1, false, "__or__"},   {"&&", 2, false, "__and__"},   {"==", 3, false, "equal"},
+    {"!=", 3, false, "not_equal"}, {"<", 4, false, "less"},       {"<=", 4, false, "less_equal"},
+    {">", 4, false, "greater"},    {">=", 4, false, "greater_equal"}, {"+", 5, false, "add"},
+    {"-", 5, false, "subtract"},   {"*", 6, false, "multiply"},   {"/", 6, false, "divide"},
+    {"%", 6, false, "mod"},        {"@", 6, false, "matmul"},     {"**", 8, true, "power"},
+};
+constexpr int kUnaryPrecedence = 7;
+constexpr int kMaxNesting = 2000;
+
+class Parser {
+ public:
+  explicit Parser(std::vector<Token> toks) : toks_(std::move(toks)) {}
+
+  std::vector<AstPtr> program() {
+    std::vector<AstPtr> out;
+    while (peek().kind != Tok::end) {
+      out.push_back(expression(0));
+      // Optional separators between top-level expressions.
+      while (peek().kind == Tok::comma) next();
+    }
+    return out;
+  }
+
+  AstPtr single() {
+    AstPtr e = expression(0);
+    if (peek().kind != Tok::end) fail("unexpected '" + peek().text + "' after expression", peek());
+    return e;
+  }
+
+ private:
+  const Token& peek() const { return toks_[pos_]; }
+  Token next() { return toks_[pos_++]; }
+
+  [[noreturn]] void fail(const std::string& what, const Token& at) const {
+    throw SyntaxError(error_message("[parse] ", what, " (at ", at.loc.str(), ")"));
+  }
+
+  std::string describe(const Token& t) const {
+    if (t.kind == Tok::end) return "end of input";
+    if (t.kind == Tok::string) return "string \"" + t.text + "\"";
+    return "'" + t.text + "'";
+  }
+
+  void expect(Tok kind, const char* what) {
+    if (peek().kind != kind) fail(std::string("expected ") + what + ", found " + describe(peek()), peek());
+    next();
+  }
+
+  const BinaryOpInfo* binary_op(const Token& t) const {
+    if (t.kind != Tok::op) return nullptr;
+    for (const auto& op : kBinaryOps) {
+      if (t.text == op.token) return &op;
+    }
+    return nullptr;
+  }
+
+  AstPtr make_call(const char* callee, SourceLoc loc, std::vector<AstPtr> operands) {
+    auto a = std::make_shared<Ast>();
+    a->kind = Ast::Kind::call;
+    a->name = callee;
+    a->loc = std::move(loc);
+    for (auto& o : operands) a->args.push_back({"", std::move(o)});
+    return a;
+  }
+
+  AstPtr expression(int min_prec) {
+    if (++depth_ > kMaxNesting) fail("expression nested too deeply", peek());
+    AstPtr lhs = unary();
+    for (;;) {
+      const BinaryOpInfo* op = binary_op(peek());
+      if (!op || op->precedence < min_prec) break;
+      Token t = next();
+      int next_min = op->right_assoc ? op->precedence : op->precedence + 1;
+      AstPtr rhs = expression(next_min);
+      lhs = make_call(op->callee, t.loc, {lhs, rhs});
+    }
+    --depth_;
+    return lhs;
+  }
+
+  AstPtr unary() {
+    const Token& t = peek();
+    if (t.kind == Tok::op && (t.text == "-" || t.text == "!" || t.text == "+")) {
+      Token op = next();
+      if (++depth_ > kMaxNesting) fail("expression nested too deeply", op);
+      AstPtr operand = expression(kUnaryPrecedence);
+      --depth_;
+      // Fold negative number literals so that -1 is a constant, not a call.
+      if (op.text == "-" && operand->kind == Ast::Kind::literal &&
+          (operand->value.is_int() || operand->value.is_float())) {
+        auto lit = std::make_shared<Ast>(*operand);
+        lit->loc = op.loc;
+        if (lit->value.is_int()) {
+          lit->value = Value(-lit->value.as_int());
+        } else {
+          lit->value = Value(-lit->value.as_float());
+        }
+        return lit;
+      }
+      if (op.text == "+") return operand;
+      return make_call(op.text == "-" ? "negative" : "logical_not", op.loc, {operand});
+    }
+    return postfix(primary());
+  }
+
+  AstPtr postfix(AstPtr e) {
+    while (peek().kind == Tok::lparen) {
+      Token lp = next();
+      auto call = std::make_shared<Ast>();
+      call->kind = Ast::Kind::call;
+      call->loc = e->loc;
+      if (e->kind == Ast::Kind::identifier) {
+        call->name = e->name;
+      } else {
+        call->callee = e;
+      }
+      call->args = arguments(Tok::rparen, "')'", true);
+      e = call;
+    }
+    return e;
+  }
+
+  std::vector<AstArg> arguments(Tok close, const char* close_text, bool allow_named) {
+    std::vector<AstArg> args;
+    if (peek().kind == close) {
+      next();
+      return args;
+    }
+    for (;;) {
+      AstArg arg;
+      if (allow_named && peek().kind == Tok::ident && toks_[pos_ + 1].kind == Tok::assign) {
+        arg.name = next().text;
+        next();
+      }
+      arg.value = expression(0);
+      args.push_back(std::move(arg));
+      if (peek().kind == Tok::comma) {
+        next();
+        if (peek().kind == close) {  // trailing comma
+          next();
+          return args;
+        }
+        continue;
+      }
+      if (peek().kind == close) {
+        next();
+        return args;
+      }
+      fail(std::string("expected ',' or ") + close_text + ", found " + describe(peek()), peek());
+    }
+  }
+
+  AstPtr primary() {
+    Token t = next();
+    auto a = std::make_shared<Ast>();
+    a->loc = t.loc;
+    switch (t.kind) {
+      case Tok::number_int: a->value = Value(t.ival); return a;
+      case Tok::number_float: a->value = Value(t.fval); return a;
+      case Tok::string: a->value = Value(t.text); return a;
+      case Tok::ident:
+        if (t.text == "true") {
+          a->value = Value(true);
+        } else if (t.text == "false") {
+          a->value = Value(false);
+        } else if (t.text == "nil") {
+          a->value = Value();
+        } else if (t.text == "inf") {
+          a->value = Value(std::numeric_limits<double>::infinity());
+        } else if (t.text == "nan") {
+          a->value = Value(std::numeric_limits<double>::quiet_NaN());
+        } else {
+          a->kind = Ast::Kind::identifier;
+          a->name = t.text;
+        }
+        return a;
+      case Tok::lparen: {
+        AstPtr inner = expression(0);
+        expect(Tok::rparen, "')'");
+        return inner;
+      }
+      case Tok::lbracket: {
+        a->kind = Ast::Kind::list;
+        a->args = arguments(Tok::rbracket, "']'", false);
+        return a;
+      }
+      default:
+        fail("unexpected " + describe(t), t);
+    }
+  }
+
+  std::vector<Token> toks_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+std::vector<AstPtr> parse_program(std::string_view text, const std::string& file) {
+  return Parser(Lexer(text, file).run()).program();
+}
+
+AstPtr parse_expression(std::string_view text, const std::string& file) {
+  return Parser(Lexer(text, file).run()).single();
+}
+
+std::string Ast::str() const {
+  switch (kind) {
+    case Kind::literal: return value.is_string() ? "\"" + value.as_string() + "\"" : value.str();
+    case Kind::identifier: return name;
+    case Kind::list: {
+      std::string s = "[";
+      for (size_t i = 0; i < args.size(); ++i) s += (i ? ", " : "") + args[i].value->str();
+      return s + "]";
+    }
+    case Kind::call: {
+      std::string s = callee ? "(" + callee->str() + ")" : name;
+      s += "(";
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (i) s += ", ";
+        if (!args[i].name.empty()) s += args[i].name + "=";
+        s += args[i].value->str();
+      }
+      return s + ")";
+    }
+  }
+  return "?";
+}
+
+}  // namespace tessera

@@ -1,0 +1,132 @@
+#include "tessera/lang/program.hpp"
+
+#include <charconv>
+#include <functional>
+#include <sstream>
+#include <unordered_map>
+
+#include "tessera/lang/compiler.hpp"
+#include "tessera/lang/parser.hpp"
+#include "tessera/runtime/scheduler.hpp"
+
+namespace tessera {
+
+Program::Program(std::string_view text, std::string file) {
+  auto ast = parse_program(text, file);
+  code_ = compile_program(ast, {"argv"}, SourceLoc{file, 1, 1});
+}
+
+Future<Value> Program::start(std::vector<Value> args) const {
+  auto frame = std::make_shared<Frame>(code_->frame_size, nullptr);
+  frame->set(0, Value(List(args)));
+  auto code = code_;
+  SourceLoc loc = code_->loc;
+  return code_->body->eval(frame).then([frame, code, args, loc](const Value& v) -> Future<Value> {
+    if (v.is_function()) {
+      std::vector<CallArg> call_args;
+      for (const auto& a : args) call_args.push_back({"", a});
+      return invoke(v, std::move(call_args), loc);
+    }
+    return Future<Value>::ready(v);
+  });
+}
+
+Value Program::run(std::vector<Value> args) const {
+  // The tree is evaluated by a worker (deep stacks, part of the arena); this
+  // thread only waits for the result.
+  Promise<Value> done;
+  spawn([this, done, args = std::move(args)]() mutable {
+    Future<Value> f;
+    try {
+      f = start(std::move(args));
+    } catch (...) {
+      f = Future<Value>::failed(std::current_exception());
+    }
+    done.set_from(f);
+  });
+  return done.get_future().wait();
+}
+
+namespace {
+
+void visit(const Node* n, const std::function<void(const Node*, const Node*)>& fn,
+           const Node* parent = nullptr) {
+  fn(n, parent);
+  for (const Node* c : n->children()) visit(c, fn, n);
+}
+
+std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string Program::tree_dot() const {
+  std::ostringstream os;
+  std::unordered_map<const Node*, int> ids;
+  os << "digraph tessera {\n  node [shape=box, fontname=\"monospace\"];\n";
+  visit(code_->body.get(), [&](const Node* n, const Node* parent) {
+    int id = static_cast<int>(ids.size());
+    ids[n] = id;
+    const NodeCounters& c = n->counters();
+    os << "  n" << id << " [label=\"" << dot_escape(n->label()) << "\\n" << n->loc().str();
+    if (n->is_primitive()) {
+      os << "\\nevals=" << c.evaluations.load() << " time=" << c.total_ns.load() / 1000.0 << "us";
+    }
+    os << "\"];\n";
+    if (parent) os << "  n" << ids[parent] << " -> n" << id << ";\n";
+  });
+  os << "}\n";
+  return os.str();
+}
+
+std::string Program::counters_csv() const {
+  std::ostringstream os;
+  os << "name,position,evaluations,total_ns,mean_ns,execution\n";
+  visit(code_->body.get(), [&](const Node* n, const Node*) {
+    if (!n->is_primitive()) return;
+    const NodeCounters& c = n->counters();
+    uint64_t evals = c.evaluations.load(), spawned = c.spawned.load();
+    os << csv_escape(n->label()) << "," << csv_escape(n->loc().str()) << "," << evals << ","
+       << c.total_ns.load() << "," << static_cast<uint64_t>(c.mean_ns()) << ","
+       << (spawned == 0 ? "inline" : spawned == evals ? "async" : "mixed") << "\n";
+  });
+  return os.str();
+}
+
+void Program::reset_counters() const {
+  visit(code_->body.get(), [](const Node* n, const Node*) { n->counters().reset(); });
+}
+
+Value eval_string(std::string_view text, std::vector<Value> args, const std::string& file) {
+  return Program(text, file).run(std::move(args));
+}
+
+Value parse_cli_value(const std::string& text) {
+  int64_t i;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), i);
+  if (r.ec == std::errc() && r.ptr == text.data() + text.size()) return Value(i);
+  double d;
+  auto rd = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (rd.ec == std::errc() && rd.ptr == text.data() + text.size()) return Value(d);
+  if (text == "true") return Value(true);
+  if (text == "false") return Value(false);
+  return Value(text);
+}
+
+}  // namespace tessera

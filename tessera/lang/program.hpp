@@ -1,0 +1,48 @@
+// A compiled program: parse + compile once, run many times.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/lang/tree.hpp"
+
+namespace tessera {
+
+class Program {
+ public:
+  // Parses and compiles `text`; `file` names it in error messages. The
+  // program sees its command-line arguments in the variable `argv`.
+  explicit Program(std::string_view text, std::string file = "<expr>");
+
+  // Evaluates the program and waits for the result (the outermost boundary:
+  // never call from a task). If the program's value is a function, it is
+  // called with `args`. Errors are rethrown with their source positions.
+  Value run(std::vector<Value> args = {}) const;
+
+  // Starts evaluation and returns the future of the result.
+  Future<Value> start(std::vector<Value> args = {}) const;
+
+  // The execution tree as Graphviz DOT, with per-node counters.
+  std::string tree_dot() const;
+  // Per-node counters as CSV: name, source position, evaluations, total time
+  // (ns), mean time (ns), inline or async.
+  std::string counters_csv() const;
+  void reset_counters() const;
+
+  const FunctionCode& code() const { return *code_; }
+
+ private:
+  std::shared_ptr<const FunctionCode> code_;
+};
+
+// Convenience: compile and run a program text.
+Value eval_string(std::string_view text, std::vector<Value> args = {},
+                  const std::string& file = "<expr>");
+
+// Parses a command-line argument: ints and floats become numbers, true/false
+// bools, anything else a string.
+Value parse_cli_value(const std::string& text);
+
+}  // namespace tessera

@@ -1,0 +1,149 @@
+// The execution tree: nodes compiled from the AST, each evaluating to a
+// Future<Value>. Variables are resolved at compile time to (depth, slot) pairs
+// in a chain of frames; functions are closures over the frame they were made in.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/value.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/future.hpp"
+
+namespace tessera {
+
+// The variables of one function activation (or of the program's top level).
+class Frame {
+ public:
+  Frame(size_t n, std::shared_ptr<Frame> parent)
+      : slots_(n), defined_(n, 0), parent_(std::move(parent)) {}
+
+  // The value in `slot`; nullopt if it was never assigned.
+  std::optional<Value> get(size_t slot) const {
+    std::lock_guard lock(mutex_);
+    if (!defined_[slot]) return std::nullopt;
+    return slots_[slot];
+  }
+  void set(size_t slot, Value v) {
+    std::lock_guard lock(mutex_);
+    slots_[slot] = std::move(v);
+    defined_[slot] = 1;
+  }
+  bool defined(size_t slot) const {
+    std::lock_guard lock(mutex_);
+    return defined_[slot] != 0;
+  }
+  // The frame `depth` levels up the lexical chain (0 = this one).
+  Frame* up(int depth) {
+    Frame* f = this;
+    while (depth-- > 0) f = f->parent_.get();
+    return f;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Value> slots_;
+  std::vector<uint8_t> defined_;
+  std::shared_ptr<Frame> parent_;
+};
+using FramePtr = std::shared_ptr<Frame>;
+
+// Per-node measurements (Phylanx's performance counters): how often the node
+// ran, how long its own work took, and how often it was spawned as a task.
+struct NodeCounters {
+  std::atomic<uint64_t> evaluations{0};
+  std::atomic<uint64_t> total_ns{0};
+  std::atomic<uint64_t> spawned{0};
+
+  double mean_ns() const {
+    uint64_t n = evaluations.load(std::memory_order_relaxed);
+    return n ? double(total_ns.load(std::memory_order_relaxed)) / double(n) : 0.0;
+  }
+  void reset() {
+    evaluations = 0;
+    total_ns = 0;
+    spawned = 0;
+  }
+};
+
+// Work that takes longer than this (on average, as measured) is spawned as a
+// task so that siblings run in parallel; cheaper work runs inline in its
+// parent. Spawning costs about 1 us (bench/bench_runtime), so 20 us of work
+// keeps the overhead of a spawn near 5% while letting any operation of real
+// size run in parallel with its siblings.
+inline constexpr double kSpawnThresholdNs = 20000.0;
+
+class Node {
+ public:
+  explicit Node(SourceLoc loc) : loc_(std::move(loc)) {}
+  virtual ~Node() = default;
+
+  virtual Future<Value> eval(const FramePtr& frame) const = 0;
+  // A short label for the DOT tree and counters ("add", "define x", "if").
+  virtual std::string label() const = 0;
+  // Child nodes in evaluation order (for traversals).
+  virtual std::vector<const Node*> children() const { return {}; }
+  // True for nodes that do measurable work of their own (primitive calls).
+  virtual bool is_primitive() const { return false; }
+
+  const SourceLoc& loc() const { return loc_; }
+  NodeCounters& counters() const { return counters_; }
+
+ private:
+  SourceLoc loc_;
+  mutable NodeCounters counters_;
+};
+using NodePtr = std::shared_ptr<const Node>;
+
+// A compiled function body: parameters, defaults, frame size.
+struct FunctionCode {
+  std::string name;
+  std::vector<std::string> params;
+  std::vector<NodePtr> defaults;  // one per parameter; null when required
+  size_t frame_size = 0;
+  NodePtr body;
+  SourceLoc loc;
+};
+
+// A function value: code plus the frame it closes over.
+class Closure : public Callable {
+ public:
+  Closure(std::shared_ptr<const FunctionCode> code, FramePtr env, std::vector<std::optional<Value>> defaults)
+      : code_(std::move(code)), env_(std::move(env)), defaults_(std::move(defaults)) {}
+  std::string name() const override { return code_->name; }
+  const FunctionCode& code() const { return *code_; }
+  const FramePtr& env() const { return env_; }
+  const std::vector<std::optional<Value>>& defaults() const { return defaults_; }
+
+ private:
+  std::shared_ptr<const FunctionCode> code_;
+  FramePtr env_;
+  std::vector<std::optional<Value>> defaults_;
+};
+
+// A primitive used as a value (passed to another function).
+class PrimitiveFunction : public Callable {
+ public:
+  explicit PrimitiveFunction(const PrimitiveSpec* spec) : spec_(spec) {}
+  std::string name() const override { return spec_->name; }
+  const PrimitiveSpec& spec() const { return *spec_; }
+
+ private:
+  const PrimitiveSpec* spec_;
+};
+
+// Calls a function value with arguments (named ones carry a name). Errors
+// name the call site `loc`.
+Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc& loc);
+
+// Function calls nested deeper than this raise RuntimeError instead of
+// overflowing a worker's stack.
+inline constexpr int kMaxCallDepth = 4000;
+
+}  // namespace tessera

@@ -1,0 +1,138 @@
+// The control family: printing, sizes, ranges and other helpers that work
+// on any value rather than on arrays.
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+#include "tessera/core/error.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+namespace {
+
+std::mutex& output_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+Value print_values(Args& a) {
+  const List& items = a.list(0);
+  std::string line;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) line += " ";
+    line += items[i].str();
+  }
+  line += "\n";
+  std::lock_guard lock(output_mutex());
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+  return Value();
+}
+
+Value length(Args& a) {
+  const Value& v = a[0];
+  if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
+  if (v.is_string()) return Value(static_cast<int64_t>(v.as_string().size()));
+  if (v.is_dict()) return Value(static_cast<int64_t>(v.as_dict().items.size()));
+  if (v.is_array()) {
+    if (v.as_array().ndim() == 0) a.type_error(0, "a sized value (len() of a 0-d array)");
+    return Value(v.as_array().dim(0));
+  }
+  a.type_error(0, "a list, array, string or dict");
+}
+
+Value range_list(Args& a) {
+  int64_t start = a.integer(0), stop, step = a.integer(2);
+  if (a.is_nil(1)) {
+    stop = start;
+    start = 0;
+  } else {
+    stop = a.integer(1);
+  }
+  if (step == 0) a.value_error(2, "must not be zero");
+  int64_t n = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
+                       : (start > stop ? (start - stop - step - 1) / -step : 0);
+  if (n > (int64_t{1} << 31)) {
+    throw MemoryError(error_message("[range] range of ", n, " elements is too long for a list; use arange"));
+  }
+  List out;
+  out.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out.emplace_back(start + i * step);
+  return Value(std::move(out));
+}
+
+Value append(Args& a) {
+  List out = a.list(0);
+  out.push_back(a[1]);
+  return Value(std::move(out));
+}
+
+Value assert_true(Args& a) {
+  if (!a[0].truthy("assert")) {
+    std::string msg = a.is_nil(1) ? "assertion failed" : "assertion failed: " + a[1].str();
+    throw std::runtime_error("[assert] " + msg);
+  }
+  return Value();
+}
+
+Value type_name(Args& a) {
+  if (a[0].is_array()) return Value(std::string(dtype_name(a[0].as_array().dtype())) + " array");
+  return Value(a[0].kind_name());
+}
+
+Value to_string(Args& a) { return Value(a[0].str()); }
+
+Value is_nil(Args& a) { return Value(a[0].is_nil()); }
+
+const bool registered = register_primitives({
+    {.name = "print",
+     .family = "control",
+     .params = {{"values"}},
+     .variadic = true,
+     .help = "Prints the values separated by spaces, then a newline; returns nil. Arrays print "
+             "as NumPy prints them.",
+     .eval = print_values},
+    {.name = "len",
+     .family = "control",
+     .params = {{"x"}},
+     .help = "Length of a list, string or dict, or the first dimension of an array.",
+     .eval = length},
+    {.name = "range",
+     .family = "control",
+     .params = {{"start"}, opt("stop", Value()), opt("step", Value(int64_t{1}))},
+     .help = "A list of ints like Python's range: range(n) is 0..n-1, range(a, b, step). "
+             "For arrays use arange.",
+     .eval = range_list},
+    {.name = "append",
+     .family = "control",
+     .params = {{"list"}, {"item"}},
+     .help = "A new list: `list` with `item` added at the end (lists are values; the original "
+             "is unchanged).",
+     .eval = append},
+    {.name = "assert",
+     .family = "control",
+     .params = {{"condition"}, opt("message", Value())},
+     .help = "Raises a RuntimeError with the message when the condition is false; returns nil.",
+     .eval = assert_true},
+    {.name = "type",
+     .family = "control",
+     .params = {{"x"}},
+     .help = "The kind of a value as a string: nil, bool, int, float, string, list, dict, "
+             "function, slice, or '<dtype> array'.",
+     .eval = type_name},
+    {.name = "str",
+     .family = "control",
+     .params = {{"x"}},
+     .help = "The printed form of a value as a string.",
+     .eval = to_string},
+    {.name = "is_nil",
+     .family = "control",
+     .params = {{"x"}},
+     .help = "True if x is nil.",
+     .eval = is_nil},
+});
+
+}  // namespace
+
+}  // namespace tessera

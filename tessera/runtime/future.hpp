@@ -1,0 +1,308 @@
+// Futures with continuations and when_all, run on the scheduler's workers.
+//
+// A Future<T> is either ready at creation (the common case for cheap work
+// evaluated inline: no allocation, no locking) or backed by a shared state that
+// a Promise fulfils later. Continuations attached with `then` run as soon as
+// the value is there, on the thread that produced it (or as a new task when
+// that thread is deep in nested continuations). No worker ever waits on a
+// future; only the outermost boundary calls `wait`.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/runtime/scheduler.hpp"
+
+namespace tessera {
+
+template <class T>
+class Future;
+template <class T>
+class Promise;
+
+namespace detail {
+
+// Continuations run inline up to this nesting depth, then as new tasks, so
+// long chains cannot overflow a worker's stack.
+inline constexpr int kMaxInlineContinuationDepth = 48;
+int& continuation_depth();
+
+// Runs a continuation inline, or spawns it when the inline chain is deep.
+void run_continuation(std::function<void()> fn);
+
+template <class T>
+struct SharedState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::optional<T> value;
+  std::exception_ptr error;
+  std::vector<std::function<void()>> callbacks;
+
+  void finish() {
+    std::vector<std::function<void()>> cbs;
+    {
+      std::lock_guard lock(mutex);
+      done = true;
+      cbs.swap(callbacks);
+    }
+    cv.notify_all();
+    for (auto& cb : cbs) run_continuation(std::move(cb));
+  }
+};
+
+template <class T>
+struct is_future : std::false_type {};
+template <class T>
+struct is_future<Future<T>> : std::true_type {};
+
+}  // namespace detail
+
+template <class T>
+class Future {
+ public:
+  using value_type = T;
+
+  // An invalid future (only for default construction of containers).
+  Future() = default;
+  explicit Future(std::shared_ptr<detail::SharedState<T>> s) : state_(std::move(s)) {}
+
+  static Future ready(T value) {
+    Future f;
+    f.value_.emplace(std::move(value));
+    return f;
+  }
+  static Future failed(std::exception_ptr error) {
+    Future f;
+    f.error_ = std::move(error);
+    return f;
+  }
+  // Runs fn() now; a thrown exception becomes a failed future.
+  template <class F>
+  static Future from_call(F&& fn) {
+    try {
+      return ready(fn());
+    } catch (...) {
+      return failed(std::current_exception());
+    }
+  }
+
+  bool valid() const { return value_ || error_ || state_; }
+
+  bool is_ready() const {
+    if (value_ || error_) return true;
+    std::lock_guard lock(state_->mutex);
+    return state_->done;
+  }
+
+  // Requires is_ready(). Rethrows the stored error.
+  const T& get() const {
+    if (value_) return *value_;
+    if (error_) std::rethrow_exception(error_);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return *state_->value;
+  }
+  // Requires is_ready(). nullptr when the future holds a value.
+  std::exception_ptr error() const {
+    if (value_ || error_) return error_;
+    return state_->error;
+  }
+  // Moves the value out (requires is_ready() and no error).
+  T take() {
+    if (value_) return std::move(*value_);
+    return *state_->value;
+  }
+
+  // Blocks the calling thread until ready. Only for the outermost boundary
+  // (never from a task): the waiting thread is not a worker.
+  const T& wait() const {
+    if (state_) {
+      std::unique_lock lock(state_->mutex);
+      state_->cv.wait(lock, [&] { return state_->done; });
+    }
+    return get();
+  }
+
+  // Calls cb() once the future is ready (now, if it already is).
+  void on_ready(std::function<void()> cb) const {
+    if (!state_) {
+      cb();
+      return;
+    }
+    {
+      std::unique_lock lock(state_->mutex);
+      if (!state_->done) {
+        state_->callbacks.push_back(std::move(cb));
+        return;
+      }
+    }
+    cb();
+  }
+
+  // Calls f(ready_future) once ready; f returns a Future<R>. The general form
+  // of composition: f may inspect errors and recover.
+  template <class F>
+  auto chain(F&& f) const -> std::invoke_result_t<F, Future<T>> {
+    using FR = std::invoke_result_t<F, Future<T>>;
+    static_assert(detail::is_future<FR>::value, "chain's function must return a Future");
+    using R = typename FR::value_type;
+    if (!state_) return f(*this);
+    if (is_ready()) return f(*this);
+    auto out = std::make_shared<detail::SharedState<R>>();
+    Future self = *this;
+    on_ready([self, out, fn = std::forward<F>(f)]() mutable {
+      FR r;
+      try {
+        r = fn(self);
+      } catch (...) {
+        r = FR::failed(std::current_exception());
+      }
+      forward_into(r, out);
+    });
+    return FR(out);
+  }
+
+  // Calls f(value) once ready; f returns R or Future<R>. Errors skip f and
+  // propagate.
+  template <class F>
+  auto then(F&& f) const {
+    using R0 = std::invoke_result_t<F, const T&>;
+    if constexpr (detail::is_future<R0>::value) {
+      return chain([fn = std::forward<F>(f)](const Future<T>& fut) mutable -> R0 {
+        if (auto e = fut.error()) return R0::failed(e);
+        return fn(fut.get());
+      });
+    } else {
+      return chain([fn = std::forward<F>(f)](const Future<T>& fut) mutable -> Future<R0> {
+        if (auto e = fut.error()) return Future<R0>::failed(e);
+        return Future<R0>::from_call([&] { return fn(fut.get()); });
+      });
+    }
+  }
+
+  // Completes `out` from `src` (immediately if ready, else when it becomes so).
+  template <class U>
+  static void forward_into(const Future<U>& src, const std::shared_ptr<detail::SharedState<U>>& out) {
+    src.on_ready([src, out] {
+      {
+        std::lock_guard lock(out->mutex);
+        if (auto e = src.error()) {
+          out->error = e;
+        } else {
+          out->value.emplace(src.get());
+        }
+      }
+      out->finish();
+    });
+  }
+
+ private:
+  std::optional<T> value_;
+  std::exception_ptr error_;
+  std::shared_ptr<detail::SharedState<T>> state_;
+};
+
+// The producing side of a future.
+template <class T>
+class Promise {
+ public:
+  Promise() : state_(std::make_shared<detail::SharedState<T>>()) {}
+  Future<T> get_future() const { return Future<T>(state_); }
+  void set_value(T v) const {
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->value.emplace(std::move(v));
+    }
+    state_->finish();
+  }
+  void set_error(std::exception_ptr e) const {
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->error = std::move(e);
+    }
+    state_->finish();
+  }
+  // Completes from another future.
+  void set_from(const Future<T>& f) const { Future<T>::forward_into(f, state_); }
+
+ private:
+  std::shared_ptr<detail::SharedState<T>> state_;
+};
+
+// Runs fn() as a task on the scheduler; fn returns T or Future<T>.
+template <class F>
+auto async(F&& fn) {
+  using R0 = std::invoke_result_t<F>;
+  if constexpr (detail::is_future<R0>::value) {
+    using T = typename R0::value_type;
+    Promise<T> p;
+    spawn([p, f = std::forward<F>(fn)]() mutable {
+      R0 r;
+      try {
+        r = f();
+      } catch (...) {
+        r = R0::failed(std::current_exception());
+      }
+      p.set_from(r);
+    });
+    return p.get_future();
+  } else {
+    Promise<R0> p;
+    spawn([p, f = std::forward<F>(fn)]() mutable {
+      try {
+        p.set_value(f());
+      } catch (...) {
+        p.set_error(std::current_exception());
+      }
+    });
+    return p.get_future();
+  }
+}
+
+// A future of all values, in order, ready when every input is; the first
+// failed input (by position) decides the error.
+template <class T>
+Future<std::vector<T>> when_all(std::vector<Future<T>> futures) {
+  bool all_ready = true;
+  for (auto& f : futures) {
+    if (!f.is_ready()) {
+      all_ready = false;
+      break;
+    }
+  }
+  auto collect = [](std::vector<Future<T>>& fs) -> Future<std::vector<T>> {
+    std::vector<T> out;
+    out.reserve(fs.size());
+    for (auto& f : fs) {
+      if (auto e = f.error()) return Future<std::vector<T>>::failed(e);
+      out.push_back(f.take());
+    }
+    return Future<std::vector<T>>::ready(std::move(out));
+  };
+  if (all_ready) return collect(futures);
+  struct Join {
+    std::vector<Future<T>> futures;
+    std::atomic<size_t> remaining;
+    Promise<std::vector<T>> promise;
+  };
+  auto join = std::make_shared<Join>();
+  join->futures = std::move(futures);
+  join->remaining.store(join->futures.size());
+  Future<std::vector<T>> result = join->promise.get_future();
+  for (auto& f : join->futures) {
+    f.on_ready([join, collect] {
+      if (join->remaining.fetch_sub(1) == 1) join->promise.set_from(collect(join->futures));
+    });
+  }
+  return result;
+}
+
+}  // namespace tessera
