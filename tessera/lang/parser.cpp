@@ -10,7 +10,7 @@ namespace tessera {
 namespace {
 
 enum class Tok { number_int, number_float, string, ident, op, lparen, rparen, lbracket, rbracket,
-                 comma, assign, end };
+                 comma, assign, colon, end };
 
 struct Token {
   Tok kind = Tok::end;
@@ -18,6 +18,7 @@ struct Token {
   int64_t ival = 0;
   double fval = 0.0;
   SourceLoc loc;
+  bool space_before = false;  // whitespace or a comment precedes the token
 };
 
 class Lexer {
@@ -27,8 +28,10 @@ class Lexer {
   std::vector<Token> run() {
     std::vector<Token> out;
     for (;;) {
+      size_t before = pos_;
       skip_space();
       Token t;
+      t.space_before = pos_ != before;
       t.loc = here();
       if (pos_ >= text_.size()) {
         t.kind = Tok::end;
@@ -181,6 +184,7 @@ class Lexer {
       case '[': return one(Tok::lbracket, c);
       case ']': return one(Tok::rbracket, c);
       case ',': return one(Tok::comma, c);
+      case ':': return one(Tok::colon, c);
       case '=':
         if (n == '=') return two("==");
         return one(Tok::assign, c);
@@ -332,7 +336,14 @@ class Parser {
   }
 
   AstPtr postfix(AstPtr e) {
-    while (peek().kind == Tok::lparen) {
+    for (;;) {
+      // x[i, a:b] indexes, when `[` follows without a space: `f(x) [1, 2]`
+      // stays two expressions, as top-level expressions are space-separated.
+      if (peek().kind == Tok::lbracket && !peek().space_before) {
+        e = index(e);
+        continue;
+      }
+      if (peek().kind != Tok::lparen) break;
       Token lp = next();
       auto call = std::make_shared<Ast>();
       call->kind = Ast::Kind::call;
@@ -346,6 +357,57 @@ class Parser {
       e = call;
     }
     return e;
+  }
+
+  // x[i, start:stop:step, ...] becomes getitem(x, i, slice(start, stop, step), ...).
+  AstPtr index(AstPtr target) {
+    Token lb = next();
+    auto call = std::make_shared<Ast>();
+    call->kind = Ast::Kind::call;
+    call->name = "getitem";
+    call->loc = lb.loc;
+    call->args.push_back({"", target});
+    if (peek().kind == Tok::rbracket) fail("empty index []", peek());
+    for (;;) {
+      call->args.push_back({"", index_item()});
+      if (peek().kind == Tok::comma) {
+        next();
+        continue;
+      }
+      expect(Tok::rbracket, "',' or ']'");
+      return call;
+    }
+  }
+
+  AstPtr index_item() {
+    SourceLoc loc = peek().loc;
+    auto nil = [&] {
+      auto a = std::make_shared<Ast>();
+      a->loc = loc;
+      return a;
+    };
+    auto ends_part = [&] {
+      Tok k = peek().kind;
+      return k == Tok::colon || k == Tok::comma || k == Tok::rbracket;
+    };
+    AstPtr start = ends_part() ? nullptr : expression(0);
+    if (peek().kind != Tok::colon) {
+      if (!start) fail("expected an index, found " + describe(peek()), peek());
+      return start;
+    }
+    next();
+    AstPtr stop = ends_part() ? nullptr : expression(0);
+    AstPtr step;
+    if (peek().kind == Tok::colon) {
+      next();
+      step = ends_part() ? nullptr : expression(0);
+    }
+    auto call = std::make_shared<Ast>();
+    call->kind = Ast::Kind::call;
+    call->name = "slice";
+    call->loc = loc;
+    call->args = {{"", start ? start : nil()}, {"", stop ? stop : nil()}, {"", step ? step : nil()}};
+    return call;
   }
 
   std::vector<AstArg> arguments(Tok close, const char* close_text, bool allow_named) {

@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include "tessera/lang/program.hpp"
+#include "tessera/runtime/scheduler.hpp"
+#include "test_util.hpp"
+
+using namespace tessera;
+using tessera::test::array_eq;
+using tessera::test::throws_with;
+
+namespace {
+
+Value run(const std::string& text, std::vector<Value> args = {}) {
+  return eval_string(text, std::move(args), "t.tsl");
+}
+
+class LangThreads : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { set_num_threads(GetParam()); }
+  void TearDown() override { set_num_threads(2); }
+};
+
+}  // namespace
+
+TEST_P(LangThreads, ArithmeticAndVariables) {
+  EXPECT_EQ(run("1 + 2 * 3").as_int(), 7);
+  EXPECT_DOUBLE_EQ(run("7 / 2").as_float(), 3.5);
+  EXPECT_EQ(run("define(x, 4) define(y, x * x) y - 1").as_int(), 15);
+  EXPECT_EQ(run("block(define(x, 1), store(x, x + 41), x)").as_int(), 42);
+}
+
+TEST_P(LangThreads, FunctionsClosuresRecursionDefaults) {
+  EXPECT_EQ(run("define(fact, n, if(n <= 1, 1, n * fact(n - 1))) fact(10)").as_int(), 3628800);
+  EXPECT_EQ(run("define(fib, n, if(n < 2, n, fib(n - 1) + fib(n - 2))) fib(20)").as_int(), 6765);
+  EXPECT_EQ(run("define(adder, n, lambda(x, x + n)) define(add5, adder(5)) add5(10)").as_int(), 15);
+  EXPECT_EQ(run("define(f, a, b=10, a * b) f(2) + f(2, 3) + f(b=1, a=7)").as_int(), 20 + 6 + 7);
+  EXPECT_EQ(run("define(apply, f, x, f(x)) apply(lambda(v, v * 3), 4)").as_int(), 12);
+}
+
+TEST_P(LangThreads, WhileLoopsAndForEach) {
+  EXPECT_EQ(run("define(i, 0) define(s, 0) while(i < 100, block(store(s, s + i), store(i, i + 1))) s")
+                .as_int(),
+            4950);
+  EXPECT_EQ(run("define(s, 0) for_each(lambda(v, store(s, s + v)), range(5)) s").as_int(), 10);
+  EXPECT_EQ(run("define(s, 0) for_each(lambda(v, store(s, s + v)), list(1, 2, 3)) s").as_int(), 6);
+}
+
+TEST_P(LangThreads, ListsDictsAndArrays) {
+  Value a = run("[[1, 2], [3, 4]]");
+  EXPECT_TRUE(array_eq(a, DType::int64, {2, 2}, {1, 2, 3, 4}));
+  Value b = run("[1.5, 2] * 2");
+  EXPECT_TRUE(array_eq(b, DType::float64, {2}, {3.0, 4.0}));
+  Value l = run("list(1, \"two\", 3.0)");
+  ASSERT_TRUE(l.is_list());
+  EXPECT_EQ(l.str(), "[1, 'two', 3.0]");
+  Value d = run("dict(\"a\", 1, b=2)");
+  ASSERT_TRUE(d.is_dict());
+  EXPECT_EQ(d.str(), "{'a': 1, 'b': 2}");
+  EXPECT_EQ(run("len(list(1, 2, 3))").as_int(), 3);
+}
+
+TEST_P(LangThreads, ParallelBlockRunsEveryChild) {
+  Value v = run("define(a, 0) define(b, 0) parallel_block(store(a, 1), store(b, 2)) a * 10 + b");
+  EXPECT_EQ(v.as_int(), 12);
+}
+
+TEST_P(LangThreads, ShortCircuitLogic) {
+  EXPECT_EQ(run("false && undefined_function_would_fail(1)").as_bool(), false);
+  EXPECT_EQ(run("true || 1 / 0").as_bool(), true);
+  EXPECT_EQ(run("1 < 2 && 2 < 3").as_bool(), true);
+}
+
+TEST_P(LangThreads, ProgramValueFunctionIsCalledWithArguments) {
+  Value v = run("define(main, a, b, a * b) main", {Value(int64_t{6}), Value(int64_t{7})});
+  EXPECT_EQ(v.as_int(), 42);
+  EXPECT_EQ(run("len(argv)", {Value(1.0), Value("x")}).as_int(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, LangThreads, ::testing::Values(1, 2, 3, 4));
+
+TEST(LangErrors, UnknownNamesSuggestAlternatives) {
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("1 + undefined_thing"); },
+                                       "[compile] unknown name 'undefined_thing' (at t.tsl:1:5)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("sine(1)"); },
+                                       "unknown function 'sine'"));
+}
+
+TEST(LangErrors, ArityErrorsAtCompileTime) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("\n  len(1, 2)"); },
+                                                 "[len] takes at most 1 argument but 2 were given"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("\n  len(1, 2)"); }, "(at t.tsl:2:3)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("range()"); }, "missing argument 'start'"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("len(y=1)"); },
+                                                 "unexpected named argument 'y'"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("if(1)"); }, "[if] expects"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("store(zz, 1)"); }, "unknown variable 'zz'"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("define(1, 2)"); }, "must be a name"));
+}
+
+TEST(LangErrors, RuntimeErrorsCarryTheirPosition) {
+  EXPECT_TRUE(throws_with<TypeError>([] { run("define(f, x, x + 1)\nf(\"s\")"); }, "(at t.tsl:1:16)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("define(f, a, a) f(1, 2)"); },
+                                                 "[f] takes 1 argument but 2 were given"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("block(x, define(x, 1))"); },
+                                                 "variable 'x' is used before it is defined"));
+  EXPECT_TRUE(throws_with<TypeError>([] { run("define(x, 3) x(1)"); }, "int 3 is not a function"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { run("if([1, 2] > 0, 1, 2)"); },
+                                                 "truth value of an array with more than one element"));
+  EXPECT_TRUE(throws_with<std::runtime_error>([] { run("assert(1 > 2, \"math\")"); },
+                                              "[assert] assertion failed: math"));
+}
+
+TEST(LangErrors, RunawayRecursionIsAnErrorNotACrash) {
+  EXPECT_TRUE(throws_with<std::runtime_error>([] { run("define(f, n, f(n + 1)) f(0)"); },
+                                              "maximum call depth"));
+  // Deep but bounded recursion works.
+  EXPECT_EQ(run("define(f, n, if(n == 0, 0, 1 + f(n - 1))) f(3000)").as_int(), 3000);
+}
+
+TEST(LangTree, CountersAndDotDescribeEveryPrimitiveNode) {
+  Program p("define(x, 2)\nx * 3 + 1", "c.tsl");
+  EXPECT_EQ(p.run().as_int(), 7);
+  std::string csv = p.counters_csv();
+  EXPECT_NE(csv.find("name,position,evaluations,total_ns,mean_ns,execution"), std::string::npos);
+  EXPECT_NE(csv.find("multiply,c.tsl:2:3,1,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("add,c.tsl:2:7,1,"), std::string::npos) << csv;
+  std::string dot = p.tree_dot();
+  EXPECT_EQ(dot.rfind("digraph tessera {", 0), 0u);
+  EXPECT_NE(dot.find("multiply\\nc.tsl:2:3"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("->"), std::string::npos);
+}

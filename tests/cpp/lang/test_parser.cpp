@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include "tessera/lang/parser.hpp"
+#include "test_util.hpp"
+
+using namespace tessera;
+using tessera::test::throws_with;
+
+namespace {
+std::string roundtrip(const std::string& text) { return parse_expression(text)->str(); }
+}  // namespace
+
+TEST(LangParser, OperatorPrecedenceAndAssociativity) {
+  EXPECT_EQ(roundtrip("1 + 2 * 3"), "add(1, multiply(2, 3))");
+  EXPECT_EQ(roundtrip("(1 + 2) * 3"), "multiply(add(1, 2), 3)");
+  EXPECT_EQ(roundtrip("a - b - c"), "subtract(subtract(a, b), c)");
+  EXPECT_EQ(roundtrip("2 ** 3 ** 2"), "power(2, power(3, 2))");
+  EXPECT_EQ(roundtrip("-x ** 2"), "negative(power(x, 2))");
+  EXPECT_EQ(roundtrip("a < b && c >= d || !e"),
+            "__or__(__and__(less(a, b), greater_equal(c, d)), logical_not(e))");
+  EXPECT_EQ(roundtrip("a == b != c"), "not_equal(equal(a, b), c)");
+  EXPECT_EQ(roundtrip("x @ w + b"), "add(matmul(x, w), b)");
+  EXPECT_EQ(roundtrip("a % b / c"), "divide(mod(a, b), c)");
+}
+
+TEST(LangParser, LiteralsCallsAndNamedArguments) {
+  EXPECT_EQ(roundtrip("-3"), "-3");
+  EXPECT_EQ(roundtrip("1.5e3"), "1500.0");
+  EXPECT_EQ(roundtrip("\"a\\nb\""), "\"a\nb\"");
+  EXPECT_EQ(roundtrip("'single'"), "\"single\"");
+  EXPECT_EQ(roundtrip("sum(x, axis=1, keepdims=true)"), "sum(x, axis=1, keepdims=true)");
+  EXPECT_EQ(roundtrip("[[1, 2], [3, 4]]"), "[[1, 2], [3, 4]]");
+  EXPECT_EQ(roundtrip("f(1)(2)"), "(f(1))(2)");
+  EXPECT_EQ(roundtrip("f(a, b,)"), "f(a, b)");
+  EXPECT_EQ(roundtrip("nil"), "nil");
+  EXPECT_EQ(roundtrip("true"), "true");
+}
+
+TEST(LangParser, IndexingSugar) {
+  EXPECT_EQ(roundtrip("x[1, 2:3, ::-1]"), "getitem(x, 1, slice(2, 3, nil), slice(nil, nil, -1))");
+  EXPECT_EQ(roundtrip("shape(x)[0]"), "getitem(shape(x), 0)");
+  EXPECT_EQ(roundtrip("x[:, i + 1:]"), "getitem(x, slice(nil, nil, nil), slice(add(i, 1), nil, nil))");
+  EXPECT_EQ(roundtrip("m[0][1]"), "getitem(getitem(m, 0), 1)");
+  // With a space, `[` starts a new expression (top-level expressions are space-separated).
+  auto prog = parse_program("f(x) [1, 2]");
+  ASSERT_EQ(prog.size(), 2u);
+  EXPECT_EQ(prog[1]->str(), "[1, 2]");
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("x[]"); }, "empty index"));
+}
+
+TEST(LangParser, CommentsAndPositions) {
+  auto prog = parse_program("// a comment\ndefine(x, 1)  // trailing\n  x + 2\n", "t.tsl");
+  ASSERT_EQ(prog.size(), 2u);
+  EXPECT_EQ(prog[0]->loc.line, 2);
+  EXPECT_EQ(prog[0]->loc.column, 1);
+  EXPECT_EQ(prog[1]->loc.line, 3);
+  EXPECT_EQ(prog[1]->loc.column, 5);  // the operator's position
+  EXPECT_EQ(prog[1]->args[0].value->loc.column, 3);
+}
+
+TEST(LangParser, ErrorsNamePositionAndToken) {
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("f(1, 2", "a.tsl"); },
+                                       "expected ',' or ')', found end of input (at a.tsl:1:7)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("1 +\n  )", "b.tsl"); },
+                                       "unexpected ')' (at b.tsl:2:3)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("\"abc", "c.tsl"); },
+                                       "unterminated string literal (at c.tsl:1:1)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("x $ y"); },
+                                       "unexpected character '$' (at <expr>:1:3)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("99999999999999999999"); },
+                                       "too large for int64"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("12abc"); }, "invalid number literal"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_expression("1 2"); }, "unexpected '2'"));
+}
+
+TEST(LangParser, DeepNestingIsAnErrorNotACrash) {
+  std::string deep(100000, '(');
+  EXPECT_TRUE(throws_with<SyntaxError>([&] { parse_program(deep); }, "nested too deeply"));
+  std::string minus(100000, '-');
+  EXPECT_TRUE(throws_with<SyntaxError>([&] { parse_program(minus + "1"); }, "nested too deeply"));
+}

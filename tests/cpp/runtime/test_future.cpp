@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <stdexcept>
+
+#include "tessera/runtime/future.hpp"
+#include "tessera/runtime/parallel.hpp"
+#include "tessera/runtime/scheduler.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// Runs a test body under 1, 2, 3 and 4 worker threads.
+class RuntimeThreads : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { set_num_threads(GetParam()); }
+  void TearDown() override { set_num_threads(2); }
+};
+
+}  // namespace
+
+TEST_P(RuntimeThreads, ReadyFutureRunsContinuationInline) {
+  auto f = Future<int>::ready(20).then([](int v) { return v + 1; });
+  ASSERT_TRUE(f.is_ready());
+  EXPECT_EQ(f.get(), 21);
+}
+
+TEST_P(RuntimeThreads, AsyncValueArrivesThroughContinuations) {
+  auto f = async([] { return 6; }).then([](int v) { return v * 7; });
+  EXPECT_EQ(f.wait(), 42);
+}
+
+TEST_P(RuntimeThreads, ErrorsTravelThroughFutures) {
+  auto f = async([]() -> int { throw std::invalid_argument("[op] bad input"); })
+               .then([](int v) { return v + 1; });
+  EXPECT_THROW(f.wait(), std::invalid_argument);
+  try {
+    f.wait();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "[op] bad input");
+  }
+}
+
+TEST_P(RuntimeThreads, ChainCanRecoverFromErrors) {
+  auto f = async([]() -> int { throw std::runtime_error("boom"); })
+               .chain([](const Future<int>& r) {
+                 return Future<int>::ready(r.error() ? -1 : r.get());
+               });
+  EXPECT_EQ(f.wait(), -1);
+}
+
+TEST_P(RuntimeThreads, WhenAllKeepsOrderAndWaitsForEveryInput) {
+  std::vector<Future<int>> fs;
+  for (int i = 0; i < 100; ++i) fs.push_back(async([i] { return i * i; }));
+  auto all = when_all(std::move(fs));
+  const auto& v = all.wait();
+  ASSERT_EQ(v.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(v[i], i * i);
+}
+
+TEST_P(RuntimeThreads, WhenAllReportsFirstErrorByPosition) {
+  std::vector<Future<int>> fs;
+  fs.push_back(async([] { return 1; }));
+  fs.push_back(async([]() -> int { throw std::invalid_argument("second"); }));
+  fs.push_back(async([]() -> int { throw std::out_of_range("third"); }));
+  auto all = when_all(std::move(fs));
+  EXPECT_THROW(all.wait(), std::invalid_argument);
+}
+
+TEST_P(RuntimeThreads, WhenAllOfNothingIsReady) {
+  auto all = when_all(std::vector<Future<int>>{});
+  ASSERT_TRUE(all.is_ready());
+  EXPECT_TRUE(all.get().empty());
+}
+
+TEST_P(RuntimeThreads, LongContinuationChainsDoNotOverflowTheStack) {
+  Promise<int> start;
+  Future<int> f = start.get_future();
+  for (int i = 0; i < 100000; ++i) f = f.then([](int v) { return v + 1; });
+  start.set_value(0);
+  EXPECT_EQ(f.wait(), 100000);
+}
+
+TEST_P(RuntimeThreads, ParallelForCoversEveryItemOnce) {
+  const int64_t n = 1000003;
+  std::vector<std::atomic<int>> hits(n);
+  parallel_for(n, 50.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+}
+
+TEST_P(RuntimeThreads, ParallelForPropagatesExceptions) {
+  EXPECT_THROW(parallel_for(1000000, 100.0,
+                            [&](int64_t, int64_t e) {
+                              if (e == 1000000) throw std::invalid_argument("tile failed");
+                            }),
+               std::invalid_argument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, RuntimeThreads, ::testing::Values(1, 2, 3, 4));
+
+TEST(RuntimeCostModel, SmallWorkIsOneTileLargeWorkUsesEveryThread) {
+  set_num_threads(2);
+  EXPECT_EQ(tile_count(1000, 1.0), 1);
+  EXPECT_EQ(tile_count(0, 1.0), 0);
+  EXPECT_GE(tile_count(10000000, 1.0), 2);
+  EXPECT_LE(tile_count(10000000, 1.0), 8);
+  EXPECT_EQ(tile_count(3, 1e9), 3);  // never more tiles than items
+}
+
+TEST(RuntimeScheduler, ThreadCountIsConfigurable) {
+  set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  std::atomic<int> ran{0};
+  std::vector<Future<int>> fs;
+  for (int i = 0; i < 10; ++i) fs.push_back(async([&] { return ++ran; }));
+  when_all(std::move(fs)).wait();
+  EXPECT_EQ(ran.load(), 10);
+  set_num_threads(2);
+}
