@@ -305,22 +305,21 @@ class Compiler {
       return std::make_shared<ListNode>(a->loc, compile_all(args, scope), false);
     }
     if (n == "dict") {
+      // Entries keep their source order: k, v pairs and name=value items.
       std::vector<NodePtr> keys, values;
-      std::vector<AstArg> positional;
-      for (const auto& arg : args) {
-        if (arg.name.empty()) {
-          positional.push_back(arg);
-        } else {
-          keys.push_back(std::make_shared<ConstantNode>(arg.value->loc, Value(arg.name)));
-          values.push_back(compile(arg.value, scope));
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (!args[i].name.empty()) {
+          keys.push_back(std::make_shared<ConstantNode>(args[i].value->loc, Value(args[i].name)));
+          values.push_back(compile(args[i].value, scope));
+          continue;
         }
-      }
-      if (positional.size() % 2) {
-        syntax_error(a->loc, "[dict] expects key, value pairs: dict(k1, v1, k2, v2) or dict(k=v)");
-      }
-      for (size_t i = 0; i < positional.size(); i += 2) {
-        keys.push_back(compile(positional[i].value, scope));
-        values.push_back(compile(positional[i + 1].value, scope));
+        if (i + 1 >= args.size() || !args[i + 1].name.empty()) {
+          syntax_error(args[i].value->loc,
+                       "[dict] expects key, value pairs: dict(k1, v1, k2, v2) or dict(k=v)");
+        }
+        keys.push_back(compile(args[i].value, scope));
+        values.push_back(compile(args[i + 1].value, scope));
+        ++i;
       }
       return std::make_shared<DictNode>(a->loc, std::move(keys), std::move(values));
     }

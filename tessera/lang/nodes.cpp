@@ -36,12 +36,20 @@ Future<std::vector<Value>> eval_all(const std::vector<NodePtr>& nodes, const Fra
 
 thread_local int tl_call_depth = 0;
 
+std::atomic<double>& threshold() {
+  static std::atomic<double> t{kSpawnThresholdNs};
+  return t;
+}
+
 struct CallDepth {
   CallDepth() { ++tl_call_depth; }
   ~CallDepth() { --tl_call_depth; }
 };
 
 }  // namespace
+
+double spawn_threshold_ns() { return threshold().load(std::memory_order_relaxed); }
+void set_spawn_threshold_ns(double ns) { threshold().store(ns, std::memory_order_relaxed); }
 
 std::string ConstantNode::label() const {
   if (value_.is_string()) return "\"" + value_.as_string() + "\"";
@@ -157,7 +165,7 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
   // Phylanx's direct-execution rule: run inline unless this node has proven
   // costly, in which case it becomes a task and the parent moves on.
   NodeCounters& c = counters();
-  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > kSpawnThresholdNs &&
+  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > spawn_threshold_ns() &&
       num_threads() > 1) {
     c.spawned.fetch_add(1, std::memory_order_relaxed);
     return async([this, vals = std::move(operand_values)]() mutable -> Future<Value> {

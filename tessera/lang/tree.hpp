@@ -79,6 +79,11 @@ struct NodeCounters {
 // size run in parallel with its siblings.
 inline constexpr double kSpawnThresholdNs = 20000.0;
 
+// The threshold in force (kSpawnThresholdNs unless changed: benchmarks and
+// tests set 0 to force every measured node onto its own task).
+double spawn_threshold_ns();
+void set_spawn_threshold_ns(double ns);
+
 class Node {
  public:
   explicit Node(SourceLoc loc) : loc_(std::move(loc)) {}

@@ -83,6 +83,12 @@ Value type_name(Args& a) {
 
 Value to_string(Args& a) { return Value(a[0].str()); }
 
+Value concat(Args& a) {
+  std::string s;
+  for (const Value& v : a.list(0)) s += v.str();
+  return Value(std::move(s));
+}
+
 Value is_nil(Args& a) { return Value(a[0].is_nil()); }
 
 const bool registered = register_primitives({
@@ -126,6 +132,12 @@ const bool registered = register_primitives({
      .params = {{"x"}},
      .help = "The printed form of a value as a string.",
      .eval = to_string},
+    {.name = "concat",
+     .family = "control",
+     .params = {{"values"}},
+     .variadic = true,
+     .help = "A string joining the printed forms of the values: concat(\"n = \", 3) is \"n = 3\".",
+     .eval = concat},
     {.name = "is_nil",
      .family = "control",
      .params = {{"x"}},

@@ -14,10 +14,18 @@ Value run(const std::string& text, std::vector<Value> args = {}) {
   return eval_string(text, std::move(args), "t.tsl");
 }
 
-class LangThreads : public ::testing::TestWithParam<int> {
+// Sweeps thread counts, and runs each case once with the measured
+// direct-execution rule and once with every primitive spawned as a task.
+class LangThreads : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
-  void SetUp() override { set_num_threads(GetParam()); }
-  void TearDown() override { set_num_threads(2); }
+  void SetUp() override {
+    set_num_threads(std::get<0>(GetParam()));
+    if (std::get<1>(GetParam())) set_spawn_threshold_ns(0.0);
+  }
+  void TearDown() override {
+    set_num_threads(2);
+    set_spawn_threshold_ns(kSpawnThresholdNs);
+  }
 };
 
 }  // namespace
@@ -65,8 +73,9 @@ TEST_P(LangThreads, ParallelBlockRunsEveryChild) {
 }
 
 TEST_P(LangThreads, ShortCircuitLogic) {
-  EXPECT_EQ(run("false && undefined_function_would_fail(1)").as_bool(), false);
-  EXPECT_EQ(run("true || 1 / 0").as_bool(), true);
+  EXPECT_EQ(run("false && assert(false, \"evaluated\")").as_bool(), false);
+  EXPECT_EQ(run("true || assert(false, \"evaluated\")").as_bool(), true);
+  EXPECT_THROW(run("true && assert(false, \"evaluated\")"), std::runtime_error);
   EXPECT_EQ(run("1 < 2 && 2 < 3").as_bool(), true);
 }
 
@@ -76,7 +85,8 @@ TEST_P(LangThreads, ProgramValueFunctionIsCalledWithArguments) {
   EXPECT_EQ(run("len(argv)", {Value(1.0), Value("x")}).as_int(), 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, LangThreads, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(Threads, LangThreads,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Bool()));
 
 TEST(LangErrors, UnknownNamesSuggestAlternatives) {
   EXPECT_TRUE(throws_with<SyntaxError>([] { run("1 + undefined_thing"); },
