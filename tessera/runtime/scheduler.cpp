@@ -2,6 +2,9 @@
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +36,10 @@ struct Scheduler {
   std::unique_ptr<oneapi::tbb::global_control> parallelism;
   std::unique_ptr<oneapi::tbb::global_control> stack;
   std::unique_ptr<oneapi::tbb::task_arena> arena;
+  // Tasks are spawned into this group: from a worker that is a push onto its
+  // own deque (cheap, stolen by idle workers), unlike task_arena::enqueue,
+  // which goes through the arena's shared FIFO.
+  std::unique_ptr<oneapi::tbb::task_group> group;
   std::atomic<uint64_t> spawned{0};
 
   oneapi::tbb::task_arena& get() {
@@ -46,6 +53,7 @@ struct Scheduler {
           oneapi::tbb::global_control::thread_stack_size, kWorkerStackBytes);
       arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
       arena->initialize();
+      group = std::make_unique<oneapi::tbb::task_group>();
     }
     return *arena;
   }
@@ -73,6 +81,9 @@ void set_num_threads(int n) {
   if (n == s.threads && s.arena) return;
   s.threads = n;
   if (s.arena) {
+    // Tasks still queued finish before the arena goes away.
+    s.arena->execute([&] { s.group->wait(); });
+    s.group.reset();
     s.arena->terminate();
     s.arena.reset();
   }
@@ -81,11 +92,26 @@ void set_num_threads(int n) {
 void spawn(std::function<void()> task) {
   Scheduler& s = scheduler();
   s.spawned.fetch_add(1, std::memory_order_relaxed);
-  s.get().enqueue([t = std::move(task)] {
+  oneapi::tbb::task_arena& arena = s.get();
+  oneapi::tbb::task_group& group = *s.group;
+  auto body = [t = std::move(task)] {
     ++tl_inside;
-    t();
+    try {
+      t();
+    } catch (const std::exception& e) {
+      // Tasks report errors through their promises; an exception escaping
+      // here would cancel the whole group, so it is reported and dropped.
+      std::fprintf(stderr, "tessera: internal error: exception escaped a task: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "tessera: internal error: exception escaped a task\n");
+    }
     --tl_inside;
-  });
+  };
+  if (tl_inside > 0) {
+    group.run(std::move(body));
+  } else {
+    arena.execute([&] { group.run(std::move(body)); });
+  }
 }
 
 void run_in_arena(const std::function<void()>& fn) {
