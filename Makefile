@@ -20,7 +20,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 demo: build
-	@$(BUILD)/tessera eval examples/logistic_regression.tsl --time
+	@$(BUILD)/tessera eval --time examples/logistic_regression.tsl
 
 bench: build
 	@bench/run-all $(BUILD)

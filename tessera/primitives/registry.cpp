@@ -15,6 +15,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, std::unique_ptr<PrimitiveSpec>, std::less<>> by_name;
+  std::vector<std::string> problems;
 };
 
 Registry& registry() {
@@ -27,17 +28,21 @@ std::string default_str(const Value& v) {
   return v.str();
 }
 
+// Edit distance counting an adjacent transposition as one edit ("rnage" is
+// one edit from "range"), for suggestions.
 size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
-    std::swap(prev, cur);
   }
-  return prev[b.size()];
+  return d[a.size()][b.size()];
 }
 
 }  // namespace
@@ -57,13 +62,33 @@ bool register_primitives(std::vector<PrimitiveSpec> specs) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (auto& spec : specs) {
+    // Registration runs while the library loads, where throwing would abort
+    // the process: problems are recorded for the registry's test instead.
     if (r.by_name.count(spec.name)) {
-      throw std::logic_error("primitive registered twice: " + spec.name);
+      r.problems.push_back("primitive registered twice: " + spec.name);
+      continue;
+    }
+    if (!spec.eval || spec.help.empty() || spec.family.empty()) {
+      r.problems.push_back("primitive without eval, help or family: " + spec.name);
+    }
+    for (size_t i = 0; i < spec.params.size(); ++i) {
+      bool variadic_slot = spec.variadic && i + 1 == spec.params.size();
+      if (i > 0 && spec.params[i - 1].default_value && !spec.params[i].default_value &&
+          !variadic_slot) {
+        r.problems.push_back("primitive " + spec.name + ": required parameter '" +
+                             spec.params[i].name + "' follows an optional one");
+      }
     }
     std::string name = spec.name;
     r.by_name.emplace(std::move(name), std::make_unique<PrimitiveSpec>(std::move(spec)));
   }
   return true;
+}
+
+std::vector<std::string> registry_problems() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.problems;
 }
 
 const PrimitiveSpec* find_primitive(std::string_view name) {

@@ -53,10 +53,11 @@ struct PrimitiveSpec {
   std::string signature() const;
 };
 
-// Registers primitives; throws std::logic_error on a duplicate name (a
-// programming error caught by the tests). Returns true so it can initialize a
-// namespace-scope constant.
+// Registers primitives. Returns true so it can initialize a namespace-scope
+// constant. Programming errors (a duplicate name, a missing help text) are
+// recorded, not thrown, and listed by registry_problems() for the tests.
 bool register_primitives(std::vector<PrimitiveSpec> specs);
+std::vector<std::string> registry_problems();
 
 // Looks up a primitive; nullptr if unknown.
 const PrimitiveSpec* find_primitive(std::string_view name);

@@ -1,0 +1,146 @@
+#include "tessera/kernels/indexing.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tessera::kernels {
+
+namespace {
+
+constexpr double kGatherNs = 1.0;
+
+// Walks the selection in C order from `begin`, calling f(i, offset) for each
+// element i in [begin, end).
+template <class F>
+void walk_offsets(const OffsetLayout& l, int64_t begin, int64_t end, F&& f) {
+  const int nd = static_cast<int>(l.tables.size());
+  if (nd == 0) {
+    if (begin < end) f(begin, l.base);
+    return;
+  }
+  std::vector<int64_t> idx(nd, 0);
+  int64_t rem = begin;
+  for (int k = nd - 1; k >= 0; --k) {
+    int64_t n = static_cast<int64_t>(l.tables[k].size());
+    idx[k] = rem % n;
+    rem /= n;
+  }
+  int64_t outer = l.base;
+  for (int k = 0; k < nd - 1; ++k) outer += l.tables[k][idx[k]];
+  const std::vector<int64_t>& last = l.tables[nd - 1];
+  const int64_t n_last = static_cast<int64_t>(last.size());
+  int64_t i = begin;
+  while (i < end) {
+    int64_t stop = std::min(end - i, n_last - idx[nd - 1]) + idx[nd - 1];
+    for (int64_t j = idx[nd - 1]; j < stop; ++j) f(i++, outer + last[j]);
+    idx[nd - 1] = 0;
+    for (int k = nd - 2; k >= 0; --k) {
+      outer -= l.tables[k][idx[k]];
+      if (++idx[k] < static_cast<int64_t>(l.tables[k].size())) {
+        outer += l.tables[k][idx[k]];
+        break;
+      }
+      idx[k] = 0;
+      outer += l.tables[k][0];
+    }
+  }
+}
+
+template <class U>
+void gather_typed(const void* src, const OffsetLayout& l, void* dst, int64_t begin, int64_t end) {
+  const U* s = static_cast<const U*>(src);
+  U* d = static_cast<U*>(dst);
+  walk_offsets(l, begin, end, [&](int64_t i, int64_t off) { d[i] = s[off]; });
+}
+
+template <class U>
+void scatter_typed(const void* src, void* dst, const OffsetLayout& l, int64_t begin, int64_t end) {
+  const U* s = static_cast<const U*>(src);
+  U* d = static_cast<U*>(dst);
+  walk_offsets(l, begin, end, [&](int64_t i, int64_t off) { d[off] = s[i]; });
+}
+
+}  // namespace
+
+int64_t OffsetLayout::count() const {
+  int64_t n = 1;
+  for (const auto& t : tables) n *= static_cast<int64_t>(t.size());
+  return n;
+}
+
+OffsetLayout offsets_of(const StridedLayout& layout) {
+  OffsetLayout l;
+  l.base = layout.offset;
+  for (size_t k = 0; k < layout.shape.size(); ++k) {
+    std::vector<int64_t> t(layout.shape[k]);
+    for (int64_t i = 0; i < layout.shape[k]; ++i) t[i] = i * layout.strides[k];
+    l.tables.push_back(std::move(t));
+  }
+  return l;
+}
+
+void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst,
+                          size_t elem_size, int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  switch (elem_size) {
+    case 1: gather_typed<uint8_t>(src, layout, dst, begin, end); break;
+    case 4: gather_typed<uint32_t>(src, layout, dst, begin, end); break;
+    default: gather_typed<uint64_t>(src, layout, dst, begin, end); break;
+  }
+}
+
+void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layout,
+                           size_t elem_size, int64_t begin, int64_t end) {
+  if (begin >= end) return;
+  switch (elem_size) {
+    case 1: scatter_typed<uint8_t>(src, dst, layout, begin, end); break;
+    case 4: scatter_typed<uint32_t>(src, dst, layout, begin, end); break;
+    default: scatter_typed<uint64_t>(src, dst, layout, begin, end); break;
+  }
+}
+
+Array gather_offsets(const Array& src, const OffsetLayout& layout, Shape shape, ForRange run) {
+  Array out(src.dtype(), std::move(shape));
+  const size_t es = dtype_size(src.dtype());
+  const void* sp = src.raw();
+  void* dp = out.raw();
+  run(out.size(), kGatherNs, [&](int64_t b, int64_t e) {
+    gather_offsets_range(sp, layout, dp, es, b, e);
+  });
+  return out;
+}
+
+void scatter_offsets(const Array& src, Array& dst, const OffsetLayout& layout) {
+  scatter_offsets_range(src.raw(), dst.raw(), layout, dtype_size(dst.dtype()), 0, layout.count());
+}
+
+Array take_along_axis_array(const Array& x, const Array& idx, int axis, const Shape& out_shape,
+                            ForRange run) {
+  Array out(x.dtype(), out_shape);
+  StridedLayout xl = broadcast_layout(x, out_shape);
+  StridedLayout il = broadcast_layout(idx, out_shape);
+  // The index array is read along `axis` too; x's own stride there is the
+  // step between selected elements, never a broadcast one.
+  xl.strides[axis] = contiguous_strides(x.shape())[axis];
+  const size_t es = dtype_size(x.dtype());
+  const int nd = static_cast<int>(out_shape.size());
+  const int64_t* ip = idx.data<int64_t>();
+  run(out.size(), kGatherNs, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> pos(nd);
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t rem = i, xo = 0, io = 0;
+      for (int k = nd - 1; k >= 0; --k) {
+        pos[k] = rem % out_shape[k];
+        rem /= out_shape[k];
+        io += pos[k] * il.strides[k];
+        if (k != axis) xo += pos[k] * xl.strides[k];
+      }
+      xo += ip[io] * xl.strides[axis];
+      std::memcpy(static_cast<char*>(out.raw()) + i * es,
+                  static_cast<const char*>(x.raw()) + xo * es, es);
+    }
+  });
+  return out;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,56 @@
+// Indexing kernels: gathers and scatters through per-dimension offset tables.
+//
+// Any combination of integer, slice and (broadcast) integer-array indices
+// selects elements at base + sum_k table_k[i_k]: a slice's table is
+// start + i * step * stride, a block of broadcast advanced indices is one
+// table over its flattened shape. Pad's edge/reflect modes and roll use the
+// same tables.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+#include "tessera/kernels/shape.hpp"
+
+namespace tessera::kernels {
+
+// Element (i0, ..., in) of the selection lives at base + sum_k tables[k][i_k]
+// (in elements of the indexed buffer); the selection iterates in C order.
+struct OffsetLayout {
+  int64_t base = 0;
+  std::vector<std::vector<int64_t>> tables;
+  // Number of selected elements (product of the table sizes).
+  int64_t count() const;
+};
+
+// The tables of a strided view (table k holds i * strides[k]).
+OffsetLayout offsets_of(const StridedLayout& layout);
+
+// Copies selected elements [begin, end) of `src` into the contiguous `dst`
+// (dst[i] = src[offset(i)]).
+void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst,
+                          size_t elem_size, int64_t begin, int64_t end);
+
+// Writes the contiguous `src` into the selected elements [begin, end) of `dst`.
+// Repeated offsets are written in order (the last write wins).
+void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layout,
+                           size_t elem_size, int64_t begin, int64_t end);
+
+// A new array of shape `shape` (whose size equals layout.count()) holding the
+// selected elements of `src`.
+Array gather_offsets(const Array& src, const OffsetLayout& layout, Shape shape,
+                     ForRange run = serial_for);
+
+// Writes `src` (contiguous, layout.count() elements, dtype of dst) into the
+// selected elements of `dst`. Serial, so repeated offsets resolve in order.
+void scatter_offsets(const Array& src, Array& dst, const OffsetLayout& layout);
+
+// np.take_along_axis: out[..., i, ...] = x[..., idx[..., i, ...], ...] along
+// `axis`, where `idx` (int64, already normalized to [0, x.dim(axis))) and x
+// are broadcast against each other in every other dimension to `out_shape`.
+Array take_along_axis_array(const Array& x, const Array& idx, int axis, const Shape& out_shape,
+                            ForRange run = serial_for);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,210 @@
+#include "tessera/kernels/sort.hpp"
+
+#include "tessera/kernels/reduce.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tessera::kernels {
+
+namespace {
+
+template <class T>
+bool same_value(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return a == b || (std::isnan(a) && std::isnan(b));
+  } else {
+    return a == b;
+  }
+}
+
+int64_t lane_start(int64_t l, int64_t n, int64_t inner) { return (l / inner) * n * inner + l % inner; }
+
+}  // namespace
+
+void sort_lanes(const Array& in, Array& out, int64_t n, int64_t inner, int64_t begin,
+                int64_t end) {
+  dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = in.data<T>();
+    T* dst = out.data<T>();
+    LaneBuffer<T> scratch;
+    T* buf = scratch.get(n);
+    for (int64_t l = begin; l < end; ++l) {
+      int64_t s = lane_start(l, n, inner);
+      if (inner == 1) {
+        std::copy(src + s, src + s + n, dst + s);
+        std::stable_sort(dst + s, dst + s + n, sort_less<T>);
+        continue;
+      }
+      for (int64_t i = 0; i < n; ++i) buf[i] = src[s + i * inner];
+      std::stable_sort(buf, buf + n, sort_less<T>);
+      for (int64_t i = 0; i < n; ++i) dst[s + i * inner] = buf[i];
+    }
+  });
+}
+
+void argsort_lanes(const Array& in, Array& out, int64_t n, int64_t inner, int64_t begin,
+                   int64_t end) {
+  dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = in.data<T>();
+    int64_t* dst = out.data<int64_t>();
+    LaneBuffer<T> scratch;
+    T* keys = scratch.get(n);
+    std::vector<int64_t> perm(static_cast<size_t>(n));
+    for (int64_t l = begin; l < end; ++l) {
+      int64_t s = lane_start(l, n, inner);
+      for (int64_t i = 0; i < n; ++i) keys[i] = src[s + i * inner];
+      std::iota(perm.begin(), perm.end(), int64_t{0});
+      std::stable_sort(perm.begin(), perm.end(),
+                       [&](int64_t a, int64_t b) { return sort_less(keys[a], keys[b]); });
+      for (int64_t i = 0; i < n; ++i) dst[s + i * inner] = perm[i];
+    }
+  });
+}
+
+UniqueResult unique(const Array& in, bool want_index, bool want_inverse, bool want_counts) {
+  UniqueResult r;
+  dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = in.data<T>();
+    const int64_t n = in.size();
+    std::vector<int64_t> perm(static_cast<size_t>(n));
+    std::iota(perm.begin(), perm.end(), int64_t{0});
+    // Stable, so the first of a run of equal values is its first occurrence.
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](int64_t a, int64_t b) { return sort_less(src[a], src[b]); });
+    std::vector<int64_t> starts;
+    for (int64_t k = 0; k < n; ++k) {
+      if (k == 0 || !same_value(src[perm[k]], src[perm[k - 1]])) starts.push_back(k);
+    }
+    const int64_t m = static_cast<int64_t>(starts.size());
+    r.values = Array(in.dtype(), {m});
+    for (int64_t g = 0; g < m; ++g) r.values.data<T>()[g] = src[perm[starts[g]]];
+    if (want_index) {
+      r.index = Array(DType::int64, {m});
+      for (int64_t g = 0; g < m; ++g) r.index.data<int64_t>()[g] = perm[starts[g]];
+    }
+    if (want_counts) {
+      r.counts = Array(DType::int64, {m});
+      for (int64_t g = 0; g < m; ++g) {
+        int64_t stop = g + 1 < m ? starts[g + 1] : n;
+        r.counts.data<int64_t>()[g] = stop - starts[g];
+      }
+    }
+    if (want_inverse) {
+      r.inverse = Array(DType::int64, in.shape());
+      int64_t* inv = r.inverse.data<int64_t>();
+      int64_t g = -1;
+      for (int64_t k = 0; k < n; ++k) {
+        if (g + 1 < m && starts[g + 1] == k) ++g;
+        inv[perm[k]] = g;
+      }
+    }
+  });
+  return r;
+}
+
+void searchsorted_range(const Array& sorted, const Array& v, bool right, Array& out,
+                        int64_t begin, int64_t end) {
+  dispatch(v.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* a = sorted.data<T>();
+    const T* a_end = a + sorted.size();
+    const T* x = v.data<T>();
+    int64_t* dst = out.data<int64_t>();
+    for (int64_t i = begin; i < end; ++i) {
+      const T* pos = right ? std::upper_bound(a, a_end, x[i], sort_less<T>)
+                           : std::lower_bound(a, a_end, x[i], sort_less<T>);
+      dst[i] = pos - a;
+    }
+  });
+}
+
+int64_t count_nonzero(const Array& in) {
+  return dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = in.data<T>();
+    int64_t c = 0;
+    for (int64_t i = 0; i < in.size(); ++i) c += p[i] != T(0);
+    return c;
+  });
+}
+
+namespace {
+
+// Calls f(flat_index) for each nonzero element, in C order.
+template <class F>
+void for_each_nonzero(const Array& in, F&& f) {
+  dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = in.data<T>();
+    for (int64_t i = 0; i < in.size(); ++i) {
+      if (p[i] != T(0)) f(i);
+    }
+  });
+}
+
+// Writes the multi-index of each nonzero element: coordinate d of the k-th
+// one goes to dst[k * row_stride + d * col_stride].
+void write_coords(const Array& in, int64_t* dst, int64_t row_stride, int64_t col_stride) {
+  const int nd = in.ndim();
+  int64_t k = 0;
+  for_each_nonzero(in, [&](int64_t flat) {
+    for (int d = nd - 1; d >= 0; --d) {
+      dst[k * row_stride + d * col_stride] = flat % in.dim(d);
+      flat /= in.dim(d);
+    }
+    ++k;
+  });
+}
+
+}  // namespace
+
+std::vector<Array> nonzero(const Array& in) {
+  const int64_t count = count_nonzero(in);
+  const int nd = in.ndim();
+  Array coords(DType::int64, {nd, count});
+  write_coords(in, coords.data<int64_t>(), 1, count);
+  std::vector<Array> out;
+  for (int d = 0; d < nd; ++d) {
+    Array a(DType::int64, {count});
+    std::copy(coords.data<int64_t>() + d * count, coords.data<int64_t>() + (d + 1) * count,
+              a.data<int64_t>());
+    out.push_back(a);
+  }
+  return out;
+}
+
+Array argwhere(const Array& in) {
+  const int64_t count = count_nonzero(in);
+  Array out(DType::int64, {count, in.ndim()});
+  write_coords(in, out.data<int64_t>(), in.ndim(), 1);
+  return out;
+}
+
+Array flatnonzero(const Array& in) {
+  Array out(DType::int64, {count_nonzero(in)});
+  int64_t* dst = out.data<int64_t>();
+  int64_t k = 0;
+  for_each_nonzero(in, [&](int64_t flat) { dst[k++] = flat; });
+  return out;
+}
+
+Array bincount(const Array& x, const Array* weights, int64_t length) {
+  const int64_t* idx = x.data<int64_t>();
+  if (weights == nullptr) {
+    Array out = Array::zeros(DType::int64, {length});
+    int64_t* dst = out.data<int64_t>();
+    for (int64_t i = 0; i < x.size(); ++i) ++dst[idx[i]];
+    return out;
+  }
+  Array out = Array::zeros(DType::float64, {length});
+  double* dst = out.data<double>();
+  const double* w = weights->data<double>();
+  for (int64_t i = 0; i < x.size(); ++i) dst[idx[i]] += w[i];
+  return out;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,432 @@
+// Indexing primitives: slice, getitem, setitem, take, take_along_axis.
+//
+// The Python front end translates x[i, 1:3, None, ..., idx, mask] into
+// getitem(x, i, slice(1, 3), nil, "...", idx, mask). Every index resolves
+// into per-dimension offset tables (kernels/indexing.hpp); basic and advanced
+// indexing follow NumPy, including where the broadcast advanced dimensions
+// go: in place when the advanced indices are adjacent, first otherwise.
+#include <algorithm>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/indexing.hpp"
+#include "tessera/kernels/shape.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/parallel.hpp"
+
+namespace tessera {
+
+namespace {
+
+enum class IndexKind { new_axis, ellipsis, integer, slice, advanced, mask };
+
+struct Index {
+  Index(IndexKind k, int64_t i = 0, Slice s = {}, Array a = Array())
+      : kind(k), integer(i), slice(s), array(std::move(a)) {}
+  IndexKind kind;
+  int64_t integer;
+  Slice slice;
+  Array array;  // int64 for advanced, bool for mask
+};
+
+// The elements an index expression selects: offsets into x and the shape of
+// the result.
+struct Selection {
+  kernels::OffsetLayout layout;
+  Shape shape;
+};
+
+[[noreturn]] void invalid_index(const char* op, const Value& v) {
+  throw std::out_of_range(error_message(
+      "[", op, "] only integers, slices, nil (newaxis), '...' (ellipsis) and integer or boolean "
+      "arrays are valid indices, got ", v.describe()));
+}
+
+Index classify(const Value& v, const char* op) {
+  switch (v.kind()) {
+    case ValueKind::nil: return Index(IndexKind::new_axis);
+    case ValueKind::string:
+      if (v.as_string() == "...") return Index(IndexKind::ellipsis);
+      invalid_index(op, v);
+    case ValueKind::integer: return Index(IndexKind::integer, v.as_int());
+    case ValueKind::slice: {
+      if (v.as_slice().step && *v.as_slice().step == 0) {
+        throw std::invalid_argument(error_message("[", op, "] slice step cannot be zero"));
+      }
+      return Index(IndexKind::slice, 0, v.as_slice());
+    }
+    case ValueKind::boolean:
+      throw std::invalid_argument(error_message(
+          "[", op, "] boolean scalar indices are not supported; use a boolean array mask"));
+    case ValueKind::list:
+    case ValueKind::array: {
+      Array a = v.is_list() && v.as_list().empty() ? Array(DType::int64, {0})
+                                                   : to_array(v, op, "index");
+      if (a.dtype() == DType::bool_) {
+        if (a.ndim() == 0) {
+          throw std::invalid_argument(error_message(
+              "[", op, "] 0-d boolean indices are not supported; use a boolean array mask"));
+        }
+        return Index(IndexKind::mask, 0, {}, a);
+      }
+      if (a.dtype() != DType::int64) {
+        throw std::out_of_range(error_message(
+            "[", op, "] arrays used as indices must be of integer or boolean type, got ",
+            dtype_name(a.dtype())));
+      }
+      if (a.ndim() == 0) return Index(IndexKind::integer, a.get_int(0));
+      return Index(IndexKind::advanced, 0, {}, a);
+    }
+    default: invalid_index(op, v);
+  }
+}
+
+// Python's slice.indices(n): the first index, the step and the length.
+void slice_bounds(const Slice& s, int64_t n, int64_t& start, int64_t& step, int64_t& len) {
+  step = s.step.value_or(1);
+  if (step == std::numeric_limits<int64_t>::min()) step = -std::numeric_limits<int64_t>::max();
+  const int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
+  auto adjust = [&](std::optional<int64_t> v, int64_t def) {
+    if (!v) return def;
+    return *v < 0 ? std::max(*v + n, lower) : std::min(*v, upper);
+  };
+  start = adjust(s.start, step > 0 ? lower : upper);
+  int64_t stop = adjust(s.stop, step > 0 ? upper : lower);
+  if (step > 0) {
+    len = stop > start ? (stop - start - 1) / step + 1 : 0;
+  } else {
+    len = start > stop ? (start - stop - 1) / (-step) + 1 : 0;
+  }
+}
+
+int64_t normalize_index(int64_t i, int64_t n, int axis, const char* op) {
+  if (i < -n || i >= n) {
+    throw std::out_of_range(error_message("[", op, "] index ", i,
+                                          " is out of bounds for axis ", axis, " with size ", n));
+  }
+  return i < 0 ? i + n : i;
+}
+
+std::vector<Array> mask_to_indices(const Array& mask) {
+  std::vector<int64_t> strides = contiguous_strides(mask.shape());
+  int64_t count = 0;
+  const bool* m = mask.data<bool>();
+  for (int64_t i = 0; i < mask.size(); ++i) count += m[i];
+  std::vector<Array> out;
+  for (int k = 0; k < mask.ndim(); ++k) out.emplace_back(DType::int64, Shape{count});
+  int64_t j = 0;
+  for (int64_t i = 0; i < mask.size(); ++i) {
+    if (!m[i]) continue;
+    int64_t rem = i;
+    for (int k = 0; k < mask.ndim(); ++k) {
+      out[k].data<int64_t>()[j] = rem / strides[k];
+      rem %= strides[k];
+    }
+    ++j;
+  }
+  return out;
+}
+
+Selection select(const Array& x, const List& values, const char* op) {
+  std::vector<Index> items;
+  int consumed = 0, ellipses = 0;
+  bool has_adv = false;
+  for (const Value& v : values) {
+    items.push_back(classify(v, op));
+    switch (items.back().kind) {
+      case IndexKind::integer:
+      case IndexKind::slice: ++consumed; break;
+      case IndexKind::advanced: ++consumed; has_adv = true; break;
+      case IndexKind::mask: consumed += items.back().array.ndim(); has_adv = true; break;
+      case IndexKind::ellipsis: ++ellipses; break;
+      case IndexKind::new_axis: break;
+    }
+  }
+  if (ellipses > 1) {
+    throw std::out_of_range(
+        error_message("[", op, "] an index can only have a single ellipsis ('...')"));
+  }
+  if (consumed > x.ndim()) {
+    throw std::out_of_range(error_message("[", op, "] too many indices for array: array is ",
+                                          x.ndim(), "-dimensional, but ", consumed,
+                                          " were indexed"));
+  }
+  // Expand the ellipsis (or an implicit one at the end) into full slices.
+  std::vector<Index> expanded;
+  bool expanded_ellipsis = false;
+  for (Index& it : items) {
+    if (it.kind == IndexKind::ellipsis) {
+      for (int k = consumed; k < x.ndim(); ++k) expanded.push_back(Index(IndexKind::slice));
+      expanded_ellipsis = true;
+    } else {
+      expanded.push_back(std::move(it));
+    }
+  }
+  if (!expanded_ellipsis) {
+    for (int k = consumed; k < x.ndim(); ++k) expanded.push_back(Index(IndexKind::slice));
+  }
+
+  const std::vector<int64_t> strides = contiguous_strides(x.shape());
+  Selection sel;
+  // Output dimensions in index order; advanced ones are collected apart and
+  // marked by the position (in `dims`) where the broadcast block would go.
+  struct Dim {
+    int64_t size;
+    std::vector<int64_t> table;
+  };
+  std::vector<Dim> dims;
+  struct Adv {
+    Array idx;
+    int axis;
+  };
+  std::vector<Adv> advs;
+  std::vector<size_t> adv_items;  // item numbers of the advanced indices
+  size_t adv_dim_pos = 0;
+  int d = 0;
+  for (size_t n = 0; n < expanded.size(); ++n) {
+    Index& it = expanded[n];
+    if (it.kind == IndexKind::new_axis) {
+      dims.push_back({1, {0}});
+    } else if (it.kind == IndexKind::integer && !has_adv) {
+      sel.layout.base += normalize_index(it.integer, x.dim(d), d, op) * strides[d];
+      ++d;
+    } else if (it.kind == IndexKind::slice) {
+      int64_t start, step, len;
+      slice_bounds(it.slice, x.dim(d), start, step, len);
+      std::vector<int64_t> t(len);
+      for (int64_t i = 0; i < len; ++i) t[i] = (start + i * step) * strides[d];
+      dims.push_back({len, std::move(t)});
+      ++d;
+    } else if (it.kind == IndexKind::mask) {
+      const Array& m = it.array;
+      for (int k = 0; k < m.ndim(); ++k) {
+        if (m.dim(k) != x.dim(d + k)) {
+          throw std::out_of_range(error_message(
+              "[", op, "] boolean index did not match indexed array along axis ", d + k,
+              "; size of axis is ", x.dim(d + k), " but size of corresponding boolean axis is ",
+              m.dim(k)));
+        }
+      }
+      if (advs.empty()) adv_dim_pos = dims.size();
+      for (Array& idx : mask_to_indices(m)) advs.push_back({std::move(idx), d++});
+      adv_items.push_back(n);
+    } else {
+      // An advanced index, or an integer alongside advanced indices (NumPy
+      // then treats it as a 0-d index array, which affects placement).
+      if (advs.empty()) adv_dim_pos = dims.size();
+      Array idx = it.kind == IndexKind::integer ? Array::scalar_int(it.integer) : it.array;
+      advs.push_back({idx, d++});
+      adv_items.push_back(n);
+    }
+  }
+  if (advs.empty()) {
+    for (Dim& dim : dims) {
+      sel.shape.push_back(dim.size);
+      sel.layout.tables.push_back(std::move(dim.table));
+    }
+    return sel;
+  }
+  // Broadcast the advanced indices together and fold them into one table.
+  Shape block;
+  for (const Adv& a : advs) {
+    Shape next;
+    if (!kernels::broadcast_shape_pair(block, a.idx.shape(), next)) {
+      std::string shapes;
+      for (const Adv& b : advs) shapes += (shapes.empty() ? "" : " ") + shape_str(b.idx.shape());
+      throw std::out_of_range(error_message(
+          "[", op, "] shape mismatch: indexing arrays could not be broadcast together with "
+          "shapes ", shapes));
+    }
+    block = next;
+  }
+  const int64_t block_size = shape_size(block, op);
+  std::vector<int64_t> table(block_size, 0);
+  for (const Adv& a : advs) {
+    const int64_t n = x.dim(a.axis);
+    Array flat = kernels::gather_view(a.idx, kernels::broadcast_layout(a.idx, block));
+    const int64_t* p = flat.data<int64_t>();
+    for (int64_t j = 0; j < block_size; ++j) {
+      table[j] += normalize_index(p[j], n, a.axis, op) * strides[a.axis];
+    }
+  }
+  bool adjacent = true;
+  for (size_t i = 1; i < adv_items.size(); ++i) adjacent &= adv_items[i] == adv_items[i - 1] + 1;
+  size_t block_pos = adjacent ? adv_dim_pos : 0;
+  for (size_t i = 0; i <= dims.size(); ++i) {
+    if (i == block_pos) {
+      sel.shape.insert(sel.shape.end(), block.begin(), block.end());
+      sel.layout.tables.push_back(table);
+    }
+    if (i < dims.size()) {
+      sel.shape.push_back(dims[i].size);
+      sel.layout.tables.push_back(std::move(dims[i].table));
+    }
+  }
+  return sel;
+}
+
+// Indexing a list (the language's lists, e.g. the result of split): one int
+// or one slice.
+Value list_getitem(const List& l, const List& idx, const char* op) {
+  if (idx.size() != 1 || !(idx[0].is_int() || idx[0].is_slice())) {
+    throw std::out_of_range(
+        error_message("[", op, "] a list takes exactly one int or slice index"));
+  }
+  const int64_t n = static_cast<int64_t>(l.size());
+  if (idx[0].is_int()) {
+    int64_t i = idx[0].as_int();
+    if (i < -n || i >= n) {
+      throw std::out_of_range(error_message("[", op, "] list index ", i,
+                                            " is out of range for a list of length ", n));
+    }
+    return l[i < 0 ? i + n : i];
+  }
+  if (idx[0].as_slice().step == int64_t{0}) {
+    throw std::invalid_argument(error_message("[", op, "] slice step cannot be zero"));
+  }
+  int64_t start, step, len;
+  slice_bounds(idx[0].as_slice(), n, start, step, len);
+  List out;
+  for (int64_t i = 0; i < len; ++i) out.push_back(l[start + i * step]);
+  return out;
+}
+
+Value getitem(Args& a) {
+  const List& idx = a.list(1);
+  if (a[0].is_list()) return list_getitem(a[0].as_list(), idx, a.op());
+  Array x = a.array(0);
+  Selection sel = select(x, idx, a.op());
+  return kernels::gather_offsets(x, sel.layout, sel.shape, &parallel_for);
+}
+
+Value setitem(Args& a) {
+  const List& idx = a.list(2);
+  Array x = a.array(0);
+  Selection sel = select(x, idx, a.op());
+  if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
+  Array v = a.array(1).astype(x.dtype());
+  // NumPy lets the value carry extra leading extents of 1.
+  while (v.ndim() > static_cast<int>(sel.shape.size()) && v.dim(0) == 1) {
+    v = v.reshaped(Shape(v.shape().begin() + 1, v.shape().end()));
+  }
+  Shape common;
+  if (!kernels::broadcast_shape_pair(v.shape(), sel.shape, common) || common != sel.shape) {
+    throw std::invalid_argument(error_message("[", a.op(), "] could not broadcast value of shape ",
+                                              shape_str(v.shape()), " into selection of shape ",
+                                              shape_str(sel.shape)));
+  }
+  Array full = kernels::gather_view(v, kernels::broadcast_layout(v, sel.shape), &parallel_for);
+  Array out = x.copy();
+  kernels::scatter_offsets(full, out, sel.layout);
+  return out;
+}
+
+Value take(Args& a) {
+  Array x = a.array(0);
+  int axis = 0;
+  if (a.is_nil(2)) {
+    x = x.reshaped({x.size()});
+  } else {
+    axis = normalize_axis(a.integer(2), x.ndim(), a.op());
+  }
+  Value indices = a[1];
+  if (indices.is_bool()) indices = Value(int64_t{indices.as_bool()});
+  if (indices.is_array() && indices.as_array().dtype() == DType::bool_) {
+    indices = indices.as_array().astype(DType::int64);
+  }
+  if (!indices.is_int() && !indices.is_array() && !indices.is_list()) {
+    a.type_error(1, "an int or an integer array");
+  }
+  List items(axis, Value(Slice{}));
+  items.push_back(indices);
+  Selection sel = select(x, items, a.op());
+  return kernels::gather_offsets(x, sel.layout, sel.shape, &parallel_for);
+}
+
+Value take_along_axis(Args& a) {
+  Array x = a.array(0);
+  Array idx = a.array(1);
+  if (idx.dtype() != DType::int64) {
+    throw std::out_of_range(error_message("[", a.op(), "] indices must be an integer array, got ",
+                                          dtype_name(idx.dtype())));
+  }
+  int axis = 0;
+  if (a.is_nil(2)) {
+    x = x.reshaped({x.size()});
+    if (idx.ndim() != 1) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] when axis is nil, indices must be 1-d, got shape ",
+          shape_str(idx.shape())));
+    }
+  } else {
+    if (x.ndim() == 0) {
+      throw std::invalid_argument(error_message("[", a.op(), "] x must be at least 1-d"));
+    }
+    axis = normalize_axis(a.integer(2), x.ndim(), a.op());
+  }
+  if (idx.ndim() != x.ndim()) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] indices and x must have the same number of dimensions, got ", idx.ndim(),
+        " and ", x.ndim()));
+  }
+  Shape shape(x.ndim());
+  for (int k = 0; k < x.ndim(); ++k) {
+    if (k == axis) {
+      shape[k] = idx.dim(k);
+    } else if (x.dim(k) == idx.dim(k) || x.dim(k) == 1 || idx.dim(k) == 1) {
+      shape[k] = x.dim(k) == 1 ? idx.dim(k) : x.dim(k);
+    } else {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] shape mismatch: x of shape ", shape_str(x.shape()),
+          " and indices of shape ", shape_str(idx.shape()), " do not broadcast outside axis ",
+          axis));
+    }
+  }
+  shape_size(shape, a.op());
+  Array norm(DType::int64, idx.shape());
+  const int64_t n = x.dim(axis);
+  for (int64_t i = 0; i < idx.size(); ++i) {
+    norm.data<int64_t>()[i] = normalize_index(idx.data<int64_t>()[i], n, axis, a.op());
+  }
+  return kernels::take_along_axis_array(x, norm, axis, shape, &parallel_for);
+}
+
+const bool registered = register_primitives({
+    {.name = "slice", .family = "indexing",
+     .params = {opt("start", Value()), opt("stop", Value()), opt("step", Value())},
+     .help = "A slice start:stop:step for getitem/setitem, like Python's slice; nil parts are "
+             "open. A zero step is an error.",
+     .eval = [](Args& a) -> Value {
+       Slice s{a.opt_integer(0), a.opt_integer(1), a.opt_integer(2)};
+       if (s.step && *s.step == 0) {
+         throw std::invalid_argument(error_message("[", a.op(), "] slice step cannot be zero"));
+       }
+       return s;
+     },
+     .ns_per_element = 1.0},
+    {.name = "getitem", .family = "indexing", .params = {{"x"}, {"indices"}}, .variadic = true,
+     .help = "x[indices...] with NumPy semantics: ints, slices, nil (newaxis), '...', integer "
+             "arrays (broadcast together) and boolean masks. Also indexes lists by int or slice.",
+     .eval = getitem,
+     .ns_per_element = 1.0},
+    {.name = "setitem", .family = "indexing", .params = {{"x"}, {"value"}, {"indices"}},
+     .variadic = true,
+     .help = "A new array equal to x with x[indices...] = value (value broadcast to the "
+             "selection and cast to x's dtype); x itself is unchanged.",
+     .eval = setitem,
+     .ns_per_element = 1.0},
+    {.name = "take", .family = "indexing", .params = {{"x"}, {"indices"}, opt("axis", Value())},
+     .help = "Elements of x at integer indices along axis (the flattened array when nil), like "
+             "numpy.take.",
+     .eval = take,
+     .ns_per_element = 1.0},
+    {.name = "take_along_axis", .family = "indexing", .params = {{"x"}, {"indices"}, {"axis"}},
+     .help = "Picks values of x at indices along axis, indices broadcast against x elsewhere, "
+             "like numpy.take_along_axis (e.g. with argsort results).",
+     .eval = take_along_axis,
+     .ns_per_element = 2.0},
+});
+
+}  // namespace
+
+}  // namespace tessera
