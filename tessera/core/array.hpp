@@ -42,6 +42,8 @@ class Storage {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // False for wrapped foreign memory, which tessera must never modify.
+  bool owned() const { return owned_; }
 
  private:
   void* data_ = nullptr;
@@ -88,8 +90,9 @@ class Array {
   void* raw() { return storage_->data(); }
   const void* raw() const { return storage_->data(); }
 
-  // True when no other Array shares this buffer (safe to update in place).
-  bool unique() const { return storage_.use_count() == 1; }
+  // True when no other Array shares this buffer and tessera owns it (safe to
+  // update in place; a wrapped NumPy buffer is never unique).
+  bool unique() const { return storage_.use_count() == 1 && storage_->owned(); }
   // True when both arrays share one buffer.
   bool shares_storage(const Array& other) const { return storage_ == other.storage_; }
 

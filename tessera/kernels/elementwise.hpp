@@ -1,0 +1,303 @@
+// Elementwise kernels: NumPy broadcasting, binary and unary operations, where,
+// casts. Kernels are single-threaded and process output elements [begin, end)
+// so that the primitives layer can cut large outputs into tiles.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+
+namespace tessera {
+
+// Binary elementwise operations; the language's infix operators map onto these.
+enum class BinaryOp : uint8_t {
+  add,
+  subtract,
+  multiply,
+  divide,
+  floor_divide,
+  mod,
+  power,
+  maximum,
+  minimum,
+  fmax,
+  fmin,
+  arctan2,
+  hypot,
+  copysign,
+  equal,
+  not_equal,
+  less,
+  less_equal,
+  greater,
+  greater_equal,
+  logical_and,
+  logical_or,
+  logical_xor,
+};
+
+// Unary elementwise operations (unary - is negative, ! is logical_not).
+enum class UnaryOp : uint8_t {
+  negative,
+  positive,
+  abs,
+  sign,
+  sqrt,
+  square,
+  exp,
+  exp2,
+  expm1,
+  log,
+  log2,
+  log10,
+  log1p,
+  sin,
+  cos,
+  tan,
+  arcsin,
+  arccos,
+  arctan,
+  sinh,
+  cosh,
+  tanh,
+  arcsinh,
+  arccosh,
+  arctanh,
+  floor,
+  ceil,
+  rint,
+  trunc,
+  reciprocal,
+  isnan,
+  isinf,
+  isfinite,
+  logical_not,
+  deg2rad,
+  rad2deg,
+};
+
+// The primitive name of an operation ("add", "logical_not", ...).
+const char* op_name(BinaryOp op);
+const char* op_name(UnaryOp op);
+
+// True for the comparisons and logical operations (bool results).
+bool is_predicate(BinaryOp op);
+
+}  // namespace tessera
+
+namespace tessera::kernels {
+
+// Estimated nanoseconds per output element, for the runtime's cost model.
+double cost_ns(BinaryOp op);
+double cost_ns(UnaryOp op);
+
+// The dtype a binary operation computes in, given NumPy's common dtype of its
+// operands (ints divide in float64, bools floor-divide in int64). Throws
+// TypeError for unsupported combinations (bool subtract), naming `opname`.
+DType binary_compute_dtype(BinaryOp op, DType common, const char* opname);
+// The dtype of the result: bool for predicates, the compute dtype otherwise.
+DType binary_out_dtype(BinaryOp op, DType compute);
+// Compute and result dtypes of a unary operation on an input dtype (ints go to
+// float64 for float functions; negative of bool throws TypeError).
+DType unary_compute_dtype(UnaryOp op, DType in, const char* opname);
+DType unary_out_dtype(UnaryOp op, DType compute);
+
+// NumPy's broadcast result shape; throws ValueError
+// "[op] operands could not be broadcast together: shapes (2, 3) and (4,)".
+Shape broadcast_shapes(const std::vector<Shape>& shapes, const char* op);
+
+// N operands broadcast to one output: per-operand element strides (0 along
+// broadcast dimensions), with adjacent dimensions merged where every operand
+// allows it, so equal shapes and scalar operands become one flat loop.
+template <size_t N>
+struct Broadcast {
+  Shape out_shape;
+  int64_t size = 1;
+  std::vector<int64_t> dims;
+  std::array<std::vector<int64_t>, N> strides;
+};
+
+// Builds the layout of N operands of the given shapes (throws as broadcast_shapes).
+template <size_t N>
+Broadcast<N> make_broadcast(const std::array<Shape, N>& shapes, const char* op) {
+  Broadcast<N> b;
+  b.out_shape = broadcast_shapes(std::vector<Shape>(shapes.begin(), shapes.end()), op);
+  b.size = shape_size(b.out_shape, op);
+  const int nd = static_cast<int>(b.out_shape.size());
+  std::array<std::vector<int64_t>, N> full;
+  for (size_t k = 0; k < N; ++k) {
+    const Shape& s = shapes[k];
+    full[k].assign(nd, 0);
+    int64_t stride = 1;
+    int off = nd - static_cast<int>(s.size());
+    for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+      full[k][d + off] = s[d] == 1 ? 0 : stride;
+      stride *= s[d];
+    }
+  }
+  // Extent-1 dimensions carry no information; mergeable neighbours are fused.
+  for (int d = 0; d < nd; ++d) {
+    int64_t extent = b.out_shape[d];
+    if (extent == 1) continue;
+    bool merge = !b.dims.empty();
+    for (size_t k = 0; k < N && merge; ++k) {
+      merge = b.strides[k].back() == full[k][d] * extent;
+    }
+    if (merge) {
+      b.dims.back() *= extent;
+      for (size_t k = 0; k < N; ++k) b.strides[k].back() = full[k][d];
+    } else {
+      b.dims.push_back(extent);
+      for (size_t k = 0; k < N; ++k) b.strides[k].push_back(full[k][d]);
+    }
+  }
+  return b;
+}
+
+// Calls run(offsets, out_pos, len, inner_strides) for each contiguous run of
+// output elements in [begin, end): operand k's elements are at
+// offsets[k] + i * inner_strides[k] for i in [0, len).
+template <size_t N, class Run>
+void for_each_run(const Broadcast<N>& b, int64_t begin, int64_t end, Run&& run) {
+  std::array<int64_t, N> off{}, inner{};
+  if (begin >= end) return;
+  const int nd = static_cast<int>(b.dims.size());
+  if (nd == 0) {
+    run(off, begin, end - begin, inner);
+    return;
+  }
+  std::vector<int64_t> idx(nd);
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = rem % b.dims[d];
+    rem /= b.dims[d];
+    for (size_t k = 0; k < N; ++k) off[k] += idx[d] * b.strides[k][d];
+  }
+  for (size_t k = 0; k < N; ++k) inner[k] = b.strides[k][nd - 1];
+  const int64_t last = b.dims[nd - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t len = std::min(last - idx[nd - 1], end - pos);
+    run(off, pos, len, inner);
+    pos += len;
+    idx[nd - 1] += len;
+    for (size_t k = 0; k < N; ++k) off[k] += len * inner[k];
+    for (int d = nd - 1; d > 0 && idx[d] == b.dims[d]; --d) {
+      for (size_t k = 0; k < N; ++k) off[k] += b.strides[k][d - 1] - idx[d] * b.strides[k][d];
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+// Scalar element functions, shared by the kernels and the scalar fast path.
+// Signed overflow is undefined in C++; NumPy wraps, so integer arithmetic goes
+// through uint64_t.
+inline int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+inline int64_t wrap_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+inline int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+// Throws ValueError "[op] integer division by zero" (NumPy silently gives 0).
+[[noreturn]] void throw_zero_division(const char* opname);
+
+inline int64_t int_floor_divide(int64_t a, int64_t b, const char* opname) {
+  if (b == 0) throw_zero_division(opname);
+  if (b == -1) return wrap_sub(0, a);  // INT64_MIN // -1 wraps, as in NumPy
+  int64_t q = a / b;
+  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+inline int64_t int_mod(int64_t a, int64_t b, const char* opname) {
+  if (b == 0) throw_zero_division(opname);
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+
+// Throws ValueError for a negative integer exponent, as NumPy does.
+[[noreturn]] void throw_negative_power(const char* opname, int64_t exp);
+
+// Integer power with wrapping on overflow (NumPy's int64 behaviour).
+inline int64_t int_power(int64_t base, int64_t exp, const char* opname) {
+  if (exp < 0) throw_negative_power(opname, exp);
+  uint64_t result = 1, b = static_cast<uint64_t>(base);
+  for (uint64_t e = static_cast<uint64_t>(exp); e; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return static_cast<int64_t>(result);
+}
+
+// NumPy's npy_divmod: floor division consistent with the remainder's sign.
+template <class T>
+inline T float_floor_divide(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = std::fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0) {
+    if ((b < 0) != (mod < 0)) div -= T(1);
+  }
+  if (div != 0) {
+    T fl = std::floor(div);
+    if (div - fl > T(0.5)) fl += T(1);
+    return fl;
+  }
+  return std::copysign(T(0), a / b);
+}
+
+template <class T>
+inline T float_mod(T a, T b) {
+  T mod = std::fmod(a, b);
+  if (b == 0) return mod;
+  if (mod != 0) {
+    if ((b < 0) != (mod < 0)) mod += b;
+  } else {
+    mod = std::copysign(T(0), b);
+  }
+  return mod;
+}
+
+// One float function (sqrt .. rad2deg, floor, rint, ...) of a double, for the
+// scalar fast path; the same code as the array kernels.
+double unary_float(UnaryOp op, double v);
+
+// out[begin:end) = op(a, b). `a` and `b` hold the compute dtype, `out` the
+// result dtype and layout.out_shape. Integer division by zero and integer
+// negative powers throw ValueError naming `opname`.
+void binary_range(BinaryOp op, const Broadcast<2>& layout, const Array& a, const Array& b,
+                  Array& out, int64_t begin, int64_t end, const char* opname);
+
+// out[begin:end) = op(x). `x` holds the compute dtype, `out` the result dtype.
+void unary_range(UnaryOp op, const Array& x, Array& out, int64_t begin, int64_t end);
+
+// out[begin:end) = cond ? x : y; cond is bool, x, y and out share one dtype.
+void where_range(const Broadcast<3>& layout, const Array& cond, const Array& x, const Array& y,
+                 Array& out, int64_t begin, int64_t end);
+
+// out[begin:end) = in converted to out's dtype (NumPy casting: truncation,
+// NaN and out-of-range floats give INT64_MIN).
+void cast_range(const Array& in, Array& out, int64_t begin, int64_t end);
+
+// Replaces NaN, +inf and -inf in a floating array's [begin, end) (NumPy's nan_to_num).
+void nan_to_num_range(const Array& in, Array& out, double nan, double posinf, double neginf,
+                      int64_t begin, int64_t end);
+
+// out[begin:end) = |a - b| <= atol + rtol * |b| (infinities equal only to
+// themselves; NaNs equal when equal_nan). a and b hold float64.
+void isclose_range(const Broadcast<2>& layout, const Array& a, const Array& b, Array& out,
+                   double rtol, double atol, bool equal_nan, int64_t begin, int64_t end);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,131 @@
+// Binary elementwise kernels: one typed loop per (operation, dtype), with flat
+// inner loops for the contiguous and scalar-operand cases.
+#include <cmath>
+#include <stdexcept>
+#include <type_traits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+
+template <class T, class O, class F>
+void run_binary(const Broadcast<2>& layout, const Array& a, const Array& b, Array& out,
+                int64_t begin, int64_t end, F f) {
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  O* po = out.data<O>();
+  for_each_run(layout, begin, end, [&](const auto& off, int64_t pos, int64_t len, const auto& st) {
+    const T* x = pa + off[0];
+    const T* y = pb + off[1];
+    O* o = po + pos;
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i], y[i]);
+    } else if (st[0] == 0 && st[1] == 1) {
+      const T s = x[0];
+      for (int64_t i = 0; i < len; ++i) o[i] = f(s, y[i]);
+    } else if (st[0] == 1 && st[1] == 0) {
+      const T s = y[0];
+      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i], s);
+    } else {
+      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i * st[0]], y[i * st[1]]);
+    }
+  });
+}
+
+[[noreturn]] void unsupported(BinaryOp op, DType dt) {
+  throw std::logic_error(error_message("[", op_name(op), "] internal error: no kernel for dtype ",
+                                       dtype_name(dt)));
+}
+
+template <class T>
+void binary_typed(BinaryOp op, const Broadcast<2>& L, const Array& a, const Array& b, Array& out,
+                  int64_t begin, int64_t end, const char* opname) {
+  constexpr bool is_bool = std::is_same_v<T, bool>;
+  constexpr bool is_int = std::is_same_v<T, int64_t>;
+  constexpr bool is_float = std::is_floating_point_v<T>;
+  auto run = [&](auto f) { run_binary<T, T>(L, a, b, out, begin, end, f); };
+  auto pred = [&](auto f) { run_binary<T, bool>(L, a, b, out, begin, end, f); };
+  switch (op) {
+    case BinaryOp::add:
+      if constexpr (is_bool) return run([](T x, T y) -> T { return x || y; });
+      if constexpr (is_int) return run([](T x, T y) { return wrap_add(x, y); });
+      if constexpr (is_float) return run([](T x, T y) { return x + y; });
+      break;
+    case BinaryOp::subtract:
+      if constexpr (is_int) return run([](T x, T y) { return wrap_sub(x, y); });
+      if constexpr (is_float) return run([](T x, T y) { return x - y; });
+      break;
+    case BinaryOp::multiply:
+      if constexpr (is_bool) return run([](T x, T y) -> T { return x && y; });
+      if constexpr (is_int) return run([](T x, T y) { return wrap_mul(x, y); });
+      if constexpr (is_float) return run([](T x, T y) { return x * y; });
+      break;
+    case BinaryOp::divide:
+      if constexpr (is_float) return run([](T x, T y) { return x / y; });
+      break;
+    case BinaryOp::floor_divide:
+      if constexpr (is_int) return run([&](T x, T y) { return int_floor_divide(x, y, opname); });
+      if constexpr (is_float) return run([](T x, T y) { return float_floor_divide(x, y); });
+      break;
+    case BinaryOp::mod:
+      if constexpr (is_int) return run([&](T x, T y) { return int_mod(x, y, opname); });
+      if constexpr (is_float) return run([](T x, T y) { return float_mod(x, y); });
+      break;
+    case BinaryOp::power:
+      if constexpr (is_int) return run([&](T x, T y) { return int_power(x, y, opname); });
+      if constexpr (is_float) return run([](T x, T y) { return std::pow(x, y); });
+      break;
+    case BinaryOp::maximum:
+      if constexpr (is_float) return run([](T x, T y) { return (x >= y || x != x) ? x : y; });
+      return run([](T x, T y) { return x >= y ? x : y; });
+    case BinaryOp::minimum:
+      if constexpr (is_float) return run([](T x, T y) { return (x <= y || x != x) ? x : y; });
+      return run([](T x, T y) { return x <= y ? x : y; });
+    case BinaryOp::fmax:
+      if constexpr (is_float) return run([](T x, T y) { return (x >= y || y != y) ? x : y; });
+      return run([](T x, T y) { return x >= y ? x : y; });
+    case BinaryOp::fmin:
+      if constexpr (is_float) return run([](T x, T y) { return (x <= y || y != y) ? x : y; });
+      return run([](T x, T y) { return x <= y ? x : y; });
+    case BinaryOp::arctan2:
+      if constexpr (is_float) return run([](T x, T y) { return std::atan2(x, y); });
+      break;
+    case BinaryOp::hypot:
+      if constexpr (is_float) return run([](T x, T y) { return std::hypot(x, y); });
+      break;
+    case BinaryOp::copysign:
+      if constexpr (is_float) return run([](T x, T y) { return std::copysign(x, y); });
+      break;
+    case BinaryOp::equal: return pred([](T x, T y) { return x == y; });
+    case BinaryOp::not_equal: return pred([](T x, T y) { return x != y; });
+    case BinaryOp::less: return pred([](T x, T y) { return x < y; });
+    case BinaryOp::less_equal: return pred([](T x, T y) { return x <= y; });
+    case BinaryOp::greater: return pred([](T x, T y) { return x > y; });
+    case BinaryOp::greater_equal: return pred([](T x, T y) { return x >= y; });
+    case BinaryOp::logical_and:
+      if constexpr (is_bool) return pred([](T x, T y) { return x && y; });
+      break;
+    case BinaryOp::logical_or:
+      if constexpr (is_bool) return pred([](T x, T y) { return x || y; });
+      break;
+    case BinaryOp::logical_xor:
+      if constexpr (is_bool) return pred([](T x, T y) { return x != y; });
+      break;
+  }
+  unsupported(op, a.dtype());
+}
+
+}  // namespace
+
+void binary_range(BinaryOp op, const Broadcast<2>& layout, const Array& a, const Array& b,
+                  Array& out, int64_t begin, int64_t end, const char* opname) {
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    binary_typed<T>(op, layout, a, b, out, begin, end, opname);
+  });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,41 @@
+// File input/output kernels: CSV text (csv.cpp) and NumPy's .npy format
+// (npy.cpp), plus the whole-file read and atomic write they share (io.cpp).
+//
+// Errors name the calling op and the file: a file that cannot be opened is a
+// std::runtime_error, malformed content a ValueError (std::invalid_argument).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/core/array.hpp"
+
+namespace tessera::kernels {
+
+// The bytes of a file. Throws std::runtime_error
+// "[op] cannot open 'path': No such file or directory" when it cannot be read.
+std::string read_whole_file(const std::string& path, const char* op);
+
+// Writes `bytes` to a temporary file beside `path` and renames it into place,
+// so a failed write never leaves a partial file. Throws std::runtime_error.
+void write_file_atomic(const std::string& path, const std::string& bytes, const char* op);
+
+// Parses CSV text into a 2-d array of `dtype` (one column stays 2-d). Blank
+// lines and lines starting with '#' are skipped after the first `skip_header`
+// lines. `name` is the file name used in messages.
+Array parse_csv(const std::string& text, const std::string& name, const std::string& delimiter,
+                int64_t skip_header, DType dtype, const char* op);
+
+// CSV text of a 1-d (one value per line) or 2-d array; floats in the shortest
+// form that reads back exactly, bools as 1/0.
+std::string format_csv(const Array& x, const std::string& delimiter, const char* op);
+
+// Decodes a .npy file (format 1.0, 2.0 or 3.0). Reads descr '<f8' '<f4' '<f2'
+// (as float32), '|b1' and signed/unsigned integers up to '<i8'/'<u4' (as int64),
+// either byte order, C or Fortran order.
+Array parse_npy(const std::string& bytes, const std::string& name, const char* op);
+
+// Encodes an array as a .npy file (format 1.0, or 2.0 for very long headers).
+std::string format_npy(const Array& x);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,341 @@
+#include "tessera/kernels/linalg.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+namespace tessera::kernels {
+
+namespace {
+
+// The serial OpenBLAS has no thread pool, but a threaded one could be picked up
+// at run time; one scheduler owns the cores (DESIGN.md principle 1).
+void ensure_single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// Blocked i-p-j loop: streams rows of B through cache in (kBlockK, kBlockN) panels.
+constexpr int64_t kBlockK = 128;
+constexpr int64_t kBlockN = 512;
+
+void matmul_rows_int(const int64_t* a, const int64_t* b, int64_t* c, int64_t k, int64_t n,
+                     int64_t r0, int64_t r1) {
+  // Unsigned arithmetic wraps on overflow as NumPy's int64 does (signed overflow is UB).
+  const uint64_t* ua = reinterpret_cast<const uint64_t*>(a);
+  const uint64_t* ub = reinterpret_cast<const uint64_t*>(b);
+  uint64_t* uc = reinterpret_cast<uint64_t*>(c);
+  for (int64_t i = r0; i < r1; ++i) std::fill(uc + i * n, uc + (i + 1) * n, uint64_t{0});
+  for (int64_t jb = 0; jb < n; jb += kBlockN) {
+    int64_t je = std::min(n, jb + kBlockN);
+    for (int64_t pb = 0; pb < k; pb += kBlockK) {
+      int64_t pe = std::min(k, pb + kBlockK);
+      for (int64_t i = r0; i < r1; ++i) {
+        uint64_t* ci = uc + i * n;
+        for (int64_t p = pb; p < pe; ++p) {
+          uint64_t aip = ua[i * k + p];
+          if (aip == 0) continue;
+          const uint64_t* bp = ub + p * n;
+          for (int64_t j = jb; j < je; ++j) ci[j] += aip * bp[j];
+        }
+      }
+    }
+  }
+}
+
+void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t n, int64_t r0,
+                      int64_t r1) {
+  for (int64_t i = r0; i < r1; ++i) std::fill(c + i * n, c + (i + 1) * n, false);
+  for (int64_t jb = 0; jb < n; jb += kBlockN) {
+    int64_t je = std::min(n, jb + kBlockN);
+    for (int64_t pb = 0; pb < k; pb += kBlockK) {
+      int64_t pe = std::min(k, pb + kBlockK);
+      for (int64_t i = r0; i < r1; ++i) {
+        bool* ci = c + i * n;
+        for (int64_t p = pb; p < pe; ++p) {
+          if (!a[i * k + p]) continue;
+          const bool* bp = b + p * n;
+          for (int64_t j = jb; j < je; ++j) ci[j] = ci[j] | bp[j];
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_t r0, int64_t r1) {
+  ensure_single_threaded_blas();
+  const int64_t rows = r1 - r0;
+  const T* ar = a + r0 * k;
+  T* cr = c + r0 * n;
+  // BLAS needs leading dimensions >= 1, so degenerate products are done here.
+  if (k == 0) {
+    std::fill(cr, cr + rows * n, T(0));
+    return;
+  }
+  const blasint bk = static_cast<blasint>(k), bn = static_cast<blasint>(n);
+  const blasint brows = static_cast<blasint>(rows);
+  if constexpr (std::is_same_v<T, double>) {
+    if (n == 1) {
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0, ar, bk, b, 1, 0.0, cr, 1);
+    } else if (rows == 1) {
+      cblas_dgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0, b, bn, ar, 1, 0.0, cr, 1);
+    } else {
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0, ar, bk, b, bn,
+                  0.0, cr, bn);
+    }
+  } else {
+    if (n == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0f, ar, bk, b, 1, 0.0f, cr, 1);
+    } else if (rows == 1) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0f, b, bn, ar, 1, 0.0f, cr, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0f, ar, bk, b, bn,
+                  0.0f, cr, bn);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t n,
+                 int64_t row_begin, int64_t row_end) {
+  if (row_end <= row_begin || n == 0) return;
+  switch (dt) {
+    case DType::float64:
+      matmul_rows_blas(static_cast<const double*>(a), static_cast<const double*>(b),
+                       static_cast<double*>(c), k, n, row_begin, row_end);
+      break;
+    case DType::float32:
+      matmul_rows_blas(static_cast<const float*>(a), static_cast<const float*>(b),
+                       static_cast<float*>(c), k, n, row_begin, row_end);
+      break;
+    case DType::int64:
+      matmul_rows_int(static_cast<const int64_t*>(a), static_cast<const int64_t*>(b),
+                      static_cast<int64_t*>(c), k, n, row_begin, row_end);
+      break;
+    case DType::bool_:
+      matmul_rows_bool(static_cast<const bool*>(a), static_cast<const bool*>(b),
+                       static_cast<bool*>(c), k, n, row_begin, row_end);
+      break;
+  }
+}
+
+Array permute_axes(const Array& a, const std::vector<int>& perm) {
+  const int nd = a.ndim();
+  Shape out_shape(nd);
+  std::vector<int64_t> in_strides = contiguous_strides(a.shape());
+  std::vector<int64_t> strides(nd);
+  bool identity = true;
+  for (int i = 0; i < nd; ++i) {
+    out_shape[i] = a.shape()[perm[i]];
+    strides[i] = in_strides[perm[i]];
+    identity = identity && perm[i] == i;
+  }
+  if (identity) return a;
+  Array out(a.dtype(), out_shape);
+  if (out.size() == 0) return out;
+  const size_t es = dtype_size(a.dtype());
+  const char* src = static_cast<const char*>(a.raw());
+  char* dst = static_cast<char*>(out.raw());
+  // Odometer over the output; the last axis is the inner loop.
+  std::vector<int64_t> idx(nd, 0);
+  const int64_t inner = nd ? out_shape[nd - 1] : 1;
+  const int64_t inner_stride = nd ? strides[nd - 1] : 0;
+  int64_t offset = 0;
+  for (int64_t done = 0; done < out.size(); done += inner) {
+    const char* s = src + offset * static_cast<int64_t>(es);
+    for (int64_t j = 0; j < inner; ++j) {
+      std::memcpy(dst, s + j * inner_stride * static_cast<int64_t>(es), es);
+      dst += es;
+    }
+    for (int ax = nd - 2; ax >= 0; --ax) {
+      if (++idx[ax] < out_shape[ax]) {
+        offset += strides[ax];
+        break;
+      }
+      offset -= strides[ax] * (out_shape[ax] - 1);
+      idx[ax] = 0;
+    }
+  }
+  return out;
+}
+
+Array scale_by(const Array& a, const Array& s, DType dt) {
+  Array x = a.astype(dt);
+  Array out(dt, a.shape());
+  dispatch(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T f = s.astype(dt).template data<T>()[0];
+    const T* p = x.template data<T>();
+    T* q = out.template data<T>();
+    for (int64_t i = 0; i < x.size(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) {
+        q[i] = p[i] && f;
+      } else if constexpr (std::is_same_v<T, int64_t>) {
+        q[i] = static_cast<int64_t>(static_cast<uint64_t>(p[i]) * static_cast<uint64_t>(f));
+      } else {
+        q[i] = p[i] * f;
+      }
+    }
+  });
+  return out;
+}
+
+bool lu_factor(double* m, int64_t n, int64_t* pivots, int* sign) {
+  *sign = 1;
+  bool regular = true;
+  for (int64_t col = 0; col < n; ++col) {
+    int64_t best = col;
+    double best_abs = std::fabs(m[col * n + col]);
+    for (int64_t r = col + 1; r < n; ++r) {
+      double v = std::fabs(m[r * n + col]);
+      if (v > best_abs) {
+        best_abs = v;
+        best = r;
+      }
+    }
+    pivots[col] = best;
+    if (best != col) {
+      std::swap_ranges(m + col * n, m + (col + 1) * n, m + best * n);
+      *sign = -*sign;
+    }
+    const double p = m[col * n + col];
+    if (p == 0.0) {
+      regular = false;
+      continue;
+    }
+    for (int64_t r = col + 1; r < n; ++r) {
+      double f = m[r * n + col] / p;
+      m[r * n + col] = f;
+      if (f == 0.0) continue;
+      for (int64_t j = col + 1; j < n; ++j) m[r * n + j] -= f * m[col * n + j];
+    }
+  }
+  return regular;
+}
+
+void lu_solve(const double* lu, const int64_t* pivots, int64_t n, double* x, int64_t nrhs) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (pivots[i] != i) std::swap_ranges(x + i * nrhs, x + (i + 1) * nrhs, x + pivots[i] * nrhs);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t p = 0; p < i; ++p) {
+      double l = lu[i * n + p];
+      if (l == 0.0) continue;
+      for (int64_t j = 0; j < nrhs; ++j) x[i * nrhs + j] -= l * x[p * nrhs + j];
+    }
+  }
+  for (int64_t i = n - 1; i >= 0; --i) {
+    for (int64_t p = i + 1; p < n; ++p) {
+      double u = lu[i * n + p];
+      if (u == 0.0) continue;
+      for (int64_t j = 0; j < nrhs; ++j) x[i * nrhs + j] -= u * x[p * nrhs + j];
+    }
+    const double d = lu[i * n + i];
+    for (int64_t j = 0; j < nrhs; ++j) x[i * nrhs + j] /= d;
+  }
+}
+
+Array trace(const Array& a, int64_t offset, int axis1, int axis2) {
+  const int nd = a.ndim();
+  std::vector<int> perm;
+  Shape out_shape;
+  for (int i = 0; i < nd; ++i) {
+    if (i != axis1 && i != axis2) {
+      perm.push_back(i);
+      out_shape.push_back(a.shape()[i]);
+    }
+  }
+  perm.push_back(axis1);
+  perm.push_back(axis2);
+  const DType out_dt = is_floating(a.dtype()) ? a.dtype() : DType::int64;
+  Array x = permute_axes(a.astype(out_dt), perm);
+  const int64_t rows = a.shape()[axis1], cols = a.shape()[axis2];
+  Array out(out_dt, out_shape);
+  // Diagonal element d sits at (d - min(offset, 0), d + max(offset, 0)).
+  // Offsets beyond the matrix are clamped first: -INT64_MIN would overflow.
+  const int64_t r0 = offset < 0 ? (offset <= -rows ? rows : -offset) : 0;
+  const int64_t c0 = offset > 0 ? (offset >= cols ? cols : offset) : 0;
+  const int64_t len = (r0 >= rows || c0 >= cols) ? 0 : std::min(rows - r0, cols - c0);
+  dispatch(out_dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* p = x.template data<T>();
+      T* q = out.template data<T>();
+      for (int64_t o = 0; o < out.size(); ++o) {
+        const T* m = p + o * rows * cols;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          uint64_t s = 0;
+          for (int64_t d = 0; d < len; ++d) s += static_cast<uint64_t>(m[(r0 + d) * cols + c0 + d]);
+          q[o] = static_cast<int64_t>(s);
+        } else {
+          T s = 0;
+          for (int64_t d = 0; d < len; ++d) s += m[(r0 + d) * cols + c0 + d];
+          q[o] = s;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+double vector_norm(const double* x, int64_t n, double ord) {
+  if (std::isinf(ord)) {
+    double best = ord > 0 ? 0.0 : std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < n; ++i) {
+      double v = std::fabs(x[i]);
+      if (std::isnan(v)) return v;
+      best = ord > 0 ? std::max(best, v) : std::min(best, v);
+    }
+    return best;
+  }
+  if (ord == 0.0) {
+    double count = 0;
+    for (int64_t i = 0; i < n; ++i) count += x[i] != 0.0;
+    return count;
+  }
+  double s = 0;
+  if (ord == 1.0) {
+    for (int64_t i = 0; i < n; ++i) s += std::fabs(x[i]);
+    return s;
+  }
+  if (ord == 2.0) {
+    for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
+    return std::sqrt(s);
+  }
+  for (int64_t i = 0; i < n; ++i) s += std::pow(std::fabs(x[i]), ord);
+  return std::pow(s, 1.0 / ord);
+}
+
+double matrix_norm(const double* x, int64_t rows, int64_t cols, MatrixNorm kind) {
+  if (rows == 0 || cols == 0) return 0.0;
+  switch (kind) {
+    case MatrixNorm::frobenius: return vector_norm(x, rows * cols, 2.0);
+    case MatrixNorm::max_col_sum:
+    case MatrixNorm::min_col_sum: {
+      std::vector<double> sums(cols, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) sums[c] += std::fabs(x[r * cols + c]);
+      }
+      return kind == MatrixNorm::max_col_sum ? *std::max_element(sums.begin(), sums.end())
+                                             : *std::min_element(sums.begin(), sums.end());
+    }
+    case MatrixNorm::max_row_sum:
+    case MatrixNorm::min_row_sum: {
+      std::vector<double> sums(rows, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) sums[r] += std::fabs(x[r * cols + c]);
+      }
+      return kind == MatrixNorm::max_row_sum ? *std::max_element(sums.begin(), sums.end())
+                                             : *std::min_element(sums.begin(), sums.end());
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace tessera::kernels

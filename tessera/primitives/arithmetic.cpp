@@ -1,0 +1,241 @@
+// The arithmetic family: binary arithmetic, unary math, rounding, clip, where,
+// astype and nan_to_num. The work is done by elementwise_ops (dtype rules,
+// broadcasting, tiling) and the elementwise kernels.
+#include <cmath>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/parallel.hpp"
+
+namespace tessera {
+
+namespace {
+
+PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
+  return PrimitiveSpec{
+      .name = name,
+      .family = "arithmetic",
+      .params = {{"x"}, {"y"}},
+      .help = std::move(help),
+      .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
+      .ns_per_element = kernels::cost_ns(op)};
+}
+
+PrimitiveSpec unary_spec(const char* name, UnaryOp op, std::string help) {
+  return PrimitiveSpec{.name = name,
+                       .family = "arithmetic",
+                       .params = {{"x"}},
+                       .help = std::move(help),
+                       .eval = [op](Args& a) -> Value { return unary_op(op, a.take(0), a.op()); },
+                       .ns_per_element = kernels::cost_ns(op)};
+}
+
+// A float function: ints and bools give float64, float32 stays float32.
+PrimitiveSpec float_fn_spec(const char* name, UnaryOp op, const char* what, const char* numpy) {
+  return unary_spec(name, op,
+                    std::string(what) + " elementwise, like " + numpy +
+                        ". Integer and bool inputs give float64; float32 stays float32.");
+}
+
+bool is_integral_value(const Value& v) {
+  if (v.is_int() || v.is_bool()) return true;
+  return v.is_array() && !is_floating(v.as_array().dtype());
+}
+
+// NumPy's round: rint(x * 10**d) / 10**d, half to even; integers stay integers.
+Value round_value(const Value& x, int64_t decimals, const char* op) {
+  if (!x.is_numeric() && !x.is_list()) {
+    throw TypeError(error_message("[", op, "] argument 'x' must be a number or an array, got ",
+                                  x.describe()));
+  }
+  Value v = x.is_list() ? Value(to_array(x, op, "argument 'x'")) : x;
+  if (is_integral_value(v)) {
+    if (decimals >= 0) return v;
+    // Negative decimals round integers to tens, hundreds, ...: via float64.
+    double scale = std::pow(10.0, static_cast<double>(-decimals));
+    Value f = binary_op(BinaryOp::divide, v, Value(scale), op);
+    Value r = binary_op(BinaryOp::multiply, unary_op(UnaryOp::rint, f, op), Value(scale), op);
+    return cast_value(r, DType::int64, op);
+  }
+  if (decimals == 0) return unary_op(UnaryOp::rint, v, op);
+  double scale = std::pow(10.0, static_cast<double>(decimals >= 0 ? decimals : -decimals));
+  BinaryOp in = decimals > 0 ? BinaryOp::multiply : BinaryOp::divide;
+  BinaryOp back = decimals > 0 ? BinaryOp::divide : BinaryOp::multiply;
+  Value scaled = binary_op(in, v, Value(scale), op);
+  return binary_op(back, unary_op(UnaryOp::rint, scaled, op), Value(scale), op);
+}
+
+Value clip_value(Args& a) {
+  for (size_t i = 1; i < 3; ++i) {
+    if (!a.is_nil(i) && !a[i].is_numeric() && !a[i].is_list()) {
+      a.type_error(i, "a number, an array or nil");
+    }
+  }
+  Value r = a[0];
+  if (!r.is_numeric()) r = Value(a.array(0));
+  if (!a.is_nil(1)) r = binary_op(BinaryOp::maximum, r, a[1], a.op());
+  if (!a.is_nil(2)) r = binary_op(BinaryOp::minimum, std::move(r), a[2], a.op());
+  return r;
+}
+
+Value nan_to_num_value(Args& a) {
+  const Value& x = a[0];
+  if (x.is_scalar() && !x.is_float()) return x;
+  Array arr = a.array(0);
+  if (!is_floating(arr.dtype())) return arr;
+  const bool f32 = arr.dtype() == DType::float32;
+  double nan = a.number(1);
+  double posinf = a.is_nil(2) ? (f32 ? std::numeric_limits<float>::max()
+                                     : std::numeric_limits<double>::max())
+                              : a.number(2);
+  double neginf = a.is_nil(3) ? (f32 ? std::numeric_limits<float>::lowest()
+                                     : std::numeric_limits<double>::lowest())
+                              : a.number(3);
+  Array out(arr.dtype(), arr.shape());
+  parallel_for(arr.size(), 0.5, [&](int64_t b, int64_t e) {
+    kernels::nan_to_num_range(arr, out, nan, posinf, neginf, b, e);
+  });
+  if (x.is_float()) return Value(out.get_double(0));
+  return out;
+}
+
+const bool registered = register_primitives({
+    binary_spec("add", BinaryOp::add,
+                "Elementwise x + y with NumPy broadcasting and promotion, like numpy.add. "
+                "Two bool arrays give their logical or."),
+    binary_spec("subtract", BinaryOp::subtract,
+                "Elementwise x - y with broadcasting, like numpy.subtract. "
+                "Two bool operands raise TypeError (use logical_xor)."),
+    binary_spec("multiply", BinaryOp::multiply,
+                "Elementwise x * y with broadcasting, like numpy.multiply."),
+    binary_spec("divide", BinaryOp::divide,
+                "True division x / y with broadcasting, like numpy.divide: integers give "
+                "float64. Division by zero gives inf or nan."),
+    binary_spec("floor_divide", BinaryOp::floor_divide,
+                "Elementwise x // y rounded toward minus infinity, like numpy.floor_divide. "
+                "Integer division by zero raises ValueError (NumPy silently gives 0); float "
+                "division by zero gives inf or nan."),
+    binary_spec("mod", BinaryOp::mod,
+                "Elementwise remainder x % y with the sign of the divisor, like numpy.mod "
+                "(and Python). Integer division by zero raises ValueError."),
+    binary_spec("remainder", BinaryOp::mod,
+                "Alias of mod: remainder with the sign of the divisor, like numpy.remainder. "
+                "Integer division by zero raises ValueError."),
+    binary_spec("power", BinaryOp::power,
+                "Elementwise x ** y, like numpy.power. Integer arrays raised to negative "
+                "integer powers raise ValueError; two Python scalars follow Python (2 ** -1 "
+                "is 0.5)."),
+    binary_spec("maximum", BinaryOp::maximum,
+                "Elementwise maximum, like numpy.maximum: a NaN in either operand propagates."),
+    binary_spec("minimum", BinaryOp::minimum,
+                "Elementwise minimum, like numpy.minimum: a NaN in either operand propagates."),
+    binary_spec("fmax", BinaryOp::fmax,
+                "Elementwise maximum ignoring NaN, like numpy.fmax: NaN only when both are NaN."),
+    binary_spec("fmin", BinaryOp::fmin,
+                "Elementwise minimum ignoring NaN, like numpy.fmin: NaN only when both are NaN."),
+    binary_spec("arctan2", BinaryOp::arctan2,
+                "Elementwise arc tangent of x / y choosing the quadrant, like numpy.arctan2. "
+                "Integers give float64."),
+    binary_spec("hypot", BinaryOp::hypot,
+                "Elementwise sqrt(x**2 + y**2) without overflow, like numpy.hypot. "
+                "Integers give float64."),
+    binary_spec("copysign", BinaryOp::copysign,
+                "Elementwise magnitude of x with the sign of y, like numpy.copysign. "
+                "Integers give float64."),
+
+    unary_spec("negative", UnaryOp::negative,
+               "Elementwise -x, like numpy.negative. Bool arrays raise TypeError (use "
+               "logical_not)."),
+    unary_spec("positive", UnaryOp::positive,
+               "Elementwise +x (a copy), like numpy.positive; bool gives int64."),
+    unary_spec("abs", UnaryOp::abs,
+               "Elementwise absolute value, like numpy.abs; keeps the dtype (bool and int "
+               "stay)."),
+    unary_spec("absolute", UnaryOp::abs, "Alias of abs, like numpy.absolute."),
+    unary_spec("sign", UnaryOp::sign,
+               "Elementwise -1, 0 or 1 by sign, like numpy.sign; NaN stays NaN, ints stay "
+               "ints."),
+    unary_spec("square", UnaryOp::square,
+               "Elementwise x * x, like numpy.square; ints stay ints (wrapping on overflow)."),
+    float_fn_spec("sqrt", UnaryOp::sqrt, "Square root", "numpy.sqrt (negative gives nan)"),
+    float_fn_spec("exp", UnaryOp::exp, "e ** x", "numpy.exp"),
+    float_fn_spec("exp2", UnaryOp::exp2, "2 ** x", "numpy.exp2"),
+    float_fn_spec("expm1", UnaryOp::expm1, "exp(x) - 1, accurate near 0", "numpy.expm1"),
+    float_fn_spec("log", UnaryOp::log, "Natural logarithm", "numpy.log (log(0) is -inf)"),
+    float_fn_spec("log2", UnaryOp::log2, "Base-2 logarithm", "numpy.log2"),
+    float_fn_spec("log10", UnaryOp::log10, "Base-10 logarithm", "numpy.log10"),
+    float_fn_spec("log1p", UnaryOp::log1p, "log(1 + x), accurate near 0", "numpy.log1p"),
+    float_fn_spec("sin", UnaryOp::sin, "Sine (radians)", "numpy.sin"),
+    float_fn_spec("cos", UnaryOp::cos, "Cosine (radians)", "numpy.cos"),
+    float_fn_spec("tan", UnaryOp::tan, "Tangent (radians)", "numpy.tan"),
+    float_fn_spec("arcsin", UnaryOp::arcsin, "Inverse sine", "numpy.arcsin"),
+    float_fn_spec("arccos", UnaryOp::arccos, "Inverse cosine", "numpy.arccos"),
+    float_fn_spec("arctan", UnaryOp::arctan, "Inverse tangent", "numpy.arctan"),
+    float_fn_spec("sinh", UnaryOp::sinh, "Hyperbolic sine", "numpy.sinh"),
+    float_fn_spec("cosh", UnaryOp::cosh, "Hyperbolic cosine", "numpy.cosh"),
+    float_fn_spec("tanh", UnaryOp::tanh, "Hyperbolic tangent", "numpy.tanh"),
+    float_fn_spec("arcsinh", UnaryOp::arcsinh, "Inverse hyperbolic sine", "numpy.arcsinh"),
+    float_fn_spec("arccosh", UnaryOp::arccosh, "Inverse hyperbolic cosine", "numpy.arccosh"),
+    float_fn_spec("arctanh", UnaryOp::arctanh, "Inverse hyperbolic tangent", "numpy.arctanh"),
+    float_fn_spec("floor", UnaryOp::floor, "Largest integer not above x", "numpy.floor"),
+    float_fn_spec("ceil", UnaryOp::ceil, "Smallest integer not below x", "numpy.ceil"),
+    float_fn_spec("rint", UnaryOp::rint, "Round to the nearest integer, halves to even",
+                  "numpy.rint"),
+    float_fn_spec("trunc", UnaryOp::trunc, "Round toward zero", "numpy.trunc"),
+    unary_spec("reciprocal", UnaryOp::reciprocal,
+               "Elementwise 1 / x, like numpy.reciprocal. Integers give float64 (NumPy keeps "
+               "integers and truncates to 0)."),
+    unary_spec("isnan", UnaryOp::isnan, "Elementwise test for NaN, like numpy.isnan (bool)."),
+    unary_spec("isinf", UnaryOp::isinf,
+               "Elementwise test for positive or negative infinity, like numpy.isinf (bool)."),
+    unary_spec("isfinite", UnaryOp::isfinite,
+               "Elementwise test for neither infinity nor NaN, like numpy.isfinite (bool)."),
+    float_fn_spec("deg2rad", UnaryOp::deg2rad, "Degrees to radians", "numpy.deg2rad"),
+    float_fn_spec("rad2deg", UnaryOp::rad2deg, "Radians to degrees", "numpy.rad2deg"),
+
+    {.name = "round",
+     .family = "arithmetic",
+     .params = {{"x"}, opt("decimals", Value(int64_t{0}))},
+     .help = "Rounds to the given number of decimals, halves to even, like numpy.round. "
+             "Integers stay integers (negative decimals round them to tens, hundreds, ...).",
+     .eval = [](Args& a) -> Value { return round_value(a[0], a.integer(1), a.op()); },
+     .ns_per_element = 1.5},
+    {.name = "clip",
+     .family = "arithmetic",
+     .params = {{"x"}, opt("a_min", Value()), opt("a_max", Value())},
+     .help = "Limits x to [a_min, a_max] elementwise, like numpy.clip; a nil bound is "
+             "not applied. Dtypes promote with the bounds (NEP 50); NaN propagates.",
+     .eval = [](Args& a) -> Value { return clip_value(a); },
+     .ns_per_element = 1.0},
+    {.name = "where",
+     .family = "arithmetic",
+     .params = {{"condition"}, {"x"}, {"y"}},
+     .help = "Elementwise choice: x where condition is true, else y, like numpy.where(c, x, "
+             "y). The three operands broadcast together; x and y promote.",
+     .eval = [](Args& a) -> Value { return where_op(a[0], a[1], a[2], a.op()); },
+     .ns_per_element = 0.7},
+    {.name = "astype",
+     .family = "arithmetic",
+     .params = {{"x"}, {"dtype"}},
+     .help = "Converts x to the dtype named by a string ('bool', 'int64', 'float32', "
+             "'float64'), like ndarray.astype. Floats to int truncate; NaN gives INT64_MIN.",
+     .eval = [](Args& a) -> Value {
+       if (a.is_nil(1)) a.type_error(1, "a dtype name such as 'float32'");
+       return cast_value(a[0], *a.opt_dtype(1), a.op());
+     },
+     .ns_per_element = 0.5},
+    {.name = "nan_to_num",
+     .family = "arithmetic",
+     .params = {{"x"}, opt("nan", Value(0.0)), opt("posinf", Value()), opt("neginf", Value())},
+     .help = "Replaces NaN with `nan` and infinities with `posinf`/`neginf` (default: the "
+             "largest finite values of the dtype), like numpy.nan_to_num. Integers are "
+             "returned unchanged.",
+     .eval = [](Args& a) -> Value { return nan_to_num_value(a); },
+     .ns_per_element = 0.5},
+});
+
+}  // namespace
+
+}  // namespace tessera

@@ -1,0 +1,273 @@
+#include "tessera/primitives/elementwise_ops.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/runtime/parallel.hpp"
+
+namespace tessera {
+
+namespace {
+
+using kernels::cost_ns;
+
+// Operand Values as arrays (lists become arrays); others are TypeErrors.
+Array operand(const Value& v, const char* opname, const char* what) {
+  return to_array(v, opname, what);
+}
+
+// Moves the array out of an operand Value, so that a uniquely held buffer stays
+// unique; other kinds convert as operand() does.
+Array take_array(Value& v, const char* opname, const char* what) {
+  if (v.is_array()) return std::move(v.as_array());
+  return to_array(v, opname, what);
+}
+
+// True when an operand's buffer may hold the result: nobody else holds it and
+// it has the result's dtype and shape (elementwise kernels read element i
+// before writing it).
+bool reusable(const Array& candidate, DType dtype, const Shape& shape) {
+  return candidate.unique() && candidate.dtype() == dtype && candidate.shape() == shape;
+}
+
+// A numeric view of an operand for result_type: lists become strong arrays.
+Value numeric(const Value& v, const char* opname, const char* what) {
+  if (v.is_numeric()) return v;
+  return Value(operand(v, opname, what));
+}
+
+double as_double(const Value& v) {
+  if (v.is_float()) return v.as_float();
+  if (v.is_int()) return static_cast<double>(v.as_int());
+  return v.as_bool() ? 1.0 : 0.0;
+}
+
+int64_t as_int64(const Value& v) { return v.is_int() ? v.as_int() : (v.as_bool() ? 1 : 0); }
+
+[[noreturn]] void overflow(const char* opname, const char* sym, int64_t a, int64_t b) {
+  throw std::invalid_argument(error_message("[", opname, "] integer overflow: ", a, " ", sym, " ",
+                                            b, " does not fit in int64"));
+}
+
+int64_t checked_power(int64_t base, int64_t exp, const char* opname) {
+  int64_t result = 1, b = base;
+  for (int64_t e = exp; e; e >>= 1) {
+    if ((e & 1) && __builtin_mul_overflow(result, b, &result)) overflow(opname, "**", base, exp);
+    if (e > 1 && __builtin_mul_overflow(b, b, &b)) overflow(opname, "**", base, exp);
+  }
+  return result;
+}
+
+// Python's semantics for two Python-like scalars, without allocating.
+Value scalar_binary(BinaryOp op, const Value& a, const Value& b, const char* opname) {
+  const bool fl = a.is_float() || b.is_float();
+  const bool both_bool = a.is_bool() && b.is_bool();
+  const double x = as_double(a), y = as_double(b);
+  switch (op) {
+    case BinaryOp::equal: return fl ? x == y : as_int64(a) == as_int64(b);
+    case BinaryOp::not_equal: return fl ? x != y : as_int64(a) != as_int64(b);
+    case BinaryOp::less: return fl ? x < y : as_int64(a) < as_int64(b);
+    case BinaryOp::less_equal: return fl ? x <= y : as_int64(a) <= as_int64(b);
+    case BinaryOp::greater: return fl ? x > y : as_int64(a) > as_int64(b);
+    case BinaryOp::greater_equal: return fl ? x >= y : as_int64(a) >= as_int64(b);
+    case BinaryOp::logical_and: return a.truthy(opname) && b.truthy(opname);
+    case BinaryOp::logical_or: return a.truthy(opname) || b.truthy(opname);
+    case BinaryOp::logical_xor: return a.truthy(opname) != b.truthy(opname);
+    case BinaryOp::divide: return x / y;
+    case BinaryOp::arctan2: return std::atan2(x, y);
+    case BinaryOp::hypot: return std::hypot(x, y);
+    case BinaryOp::copysign: return std::copysign(x, y);
+    default: break;
+  }
+  if (fl) {
+    switch (op) {
+      case BinaryOp::add: return x + y;
+      case BinaryOp::subtract: return x - y;
+      case BinaryOp::multiply: return x * y;
+      case BinaryOp::floor_divide: return kernels::float_floor_divide(x, y);
+      case BinaryOp::mod: return kernels::float_mod(x, y);
+      case BinaryOp::power: return std::pow(x, y);
+      case BinaryOp::maximum: return (x >= y || x != x) ? x : y;
+      case BinaryOp::minimum: return (x <= y || x != x) ? x : y;
+      case BinaryOp::fmax: return (x >= y || y != y) ? x : y;
+      case BinaryOp::fmin: return (x <= y || y != y) ? x : y;
+      default: break;
+    }
+  }
+  const int64_t i = as_int64(a), j = as_int64(b);
+  int64_t r = 0;
+  switch (op) {
+    case BinaryOp::add:
+      if (__builtin_add_overflow(i, j, &r)) overflow(opname, "+", i, j);
+      return r;
+    case BinaryOp::subtract:
+      if (__builtin_sub_overflow(i, j, &r)) overflow(opname, "-", i, j);
+      return r;
+    case BinaryOp::multiply:
+      if (__builtin_mul_overflow(i, j, &r)) overflow(opname, "*", i, j);
+      return r;
+    case BinaryOp::floor_divide:
+      if (i == std::numeric_limits<int64_t>::min() && j == -1) overflow(opname, "//", i, j);
+      return kernels::int_floor_divide(i, j, opname);
+    case BinaryOp::mod: return kernels::int_mod(i, j, opname);
+    case BinaryOp::power:
+      // Python: a negative exponent gives a float.
+      if (j < 0) return std::pow(x, y);
+      return checked_power(i, j, opname);
+    case BinaryOp::maximum:
+    case BinaryOp::fmax: return both_bool ? Value(i >= j ? a : b) : Value(i >= j ? i : j);
+    case BinaryOp::minimum:
+    case BinaryOp::fmin: return both_bool ? Value(i <= j ? a : b) : Value(i <= j ? i : j);
+    default: break;
+  }
+  throw std::logic_error(error_message("[", opname, "] internal error: unhandled scalar op"));
+}
+
+Value scalar_unary(UnaryOp op, const Value& v, const char* opname) {
+  const double x = as_double(v);
+  switch (op) {
+    case UnaryOp::isnan: return std::isnan(x);
+    case UnaryOp::isinf: return std::isinf(x);
+    case UnaryOp::isfinite: return std::isfinite(x);
+    case UnaryOp::logical_not: return !v.truthy(opname);
+    default: break;
+  }
+  if (!v.is_float()) {
+    const int64_t i = as_int64(v);
+    const int64_t kMin = std::numeric_limits<int64_t>::min();
+    switch (op) {
+      case UnaryOp::negative:
+      case UnaryOp::abs:
+        if (i == kMin) {
+          throw std::invalid_argument(
+              error_message("[", opname, "] integer overflow: ", op_name(op), " of ", i,
+                            " does not fit in int64"));
+        }
+        return op == UnaryOp::negative || i < 0 ? -i : i;
+      case UnaryOp::positive: return i;
+      case UnaryOp::sign: return static_cast<int64_t>((i > 0) - (i < 0));
+      case UnaryOp::square: {
+        int64_t r;
+        if (__builtin_mul_overflow(i, i, &r)) overflow(opname, "*", i, i);
+        return r;
+      }
+      default: break;
+    }
+  }
+  if (op == UnaryOp::negative) return -x;
+  if (op == UnaryOp::positive) return x;
+  return kernels::unary_float(op, x);
+}
+
+}  // namespace
+
+Array cast_array(const Array& a, DType dtype) {
+  if (a.dtype() == dtype) return a;
+  Array out(dtype, a.shape());
+  parallel_for(a.size(), 0.5, [&](int64_t b, int64_t e) { kernels::cast_range(a, out, b, e); });
+  return out;
+}
+
+Value cast_value(const Value& v, DType dtype, const char* opname) {
+  if (v.is_scalar()) {
+    switch (dtype) {
+      case DType::bool_: return v.truthy(opname);
+      case DType::int64:
+        return v.is_float() ? element_cast<int64_t>(v.as_float()) : as_int64(v);
+      case DType::float64: return as_double(v);
+      case DType::float32: return Array::scalar(as_double(v), DType::float32);
+    }
+  }
+  return cast_array(operand(v, opname, "argument 'x'"), dtype);
+}
+
+Array binary_array(BinaryOp op, const Array& a, const Array& b, const char* opname) {
+  if (!opname) opname = op_name(op);
+  DType compute = kernels::binary_compute_dtype(op, promote(a.dtype(), b.dtype()), opname);
+  DType out_dtype = kernels::binary_out_dtype(op, compute);
+  Array x = cast_array(a, compute), y = cast_array(b, compute);
+  auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);
+  Array out(out_dtype, layout.out_shape);
+  parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {
+    kernels::binary_range(op, layout, x, y, out, begin, end, opname);
+  });
+  return out;
+}
+
+Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
+  if (!opname) opname = op_name(op);
+  if (a.is_scalar() && b.is_scalar()) return scalar_binary(op, a, b, opname);
+  if (!a.is_numeric()) a = numeric(a, opname, "argument 'x'");
+  if (!b.is_numeric()) b = numeric(b, opname, "argument 'y'");
+  DType compute = kernels::binary_compute_dtype(op, result_type(a, b), opname);
+  DType out_dtype = kernels::binary_out_dtype(op, compute);
+  Array x = cast_array(take_array(a, opname, "argument 'x'"), compute);
+  Array y = cast_array(take_array(b, opname, "argument 'y'"), compute);
+  auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);
+  const Shape& shape = layout.out_shape;
+  Array out = reusable(x, out_dtype, shape)   ? x
+              : reusable(y, out_dtype, shape) ? y
+                                              : Array(out_dtype, shape);
+  parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {
+    kernels::binary_range(op, layout, x, y, out, begin, end, opname);
+  });
+  return out;
+}
+
+namespace {
+
+Array unary_into(UnaryOp op, Array x, const char* opname) {
+  DType compute = kernels::unary_compute_dtype(op, x.dtype(), opname);
+  // Moved, not copied, so that a uniquely held buffer stays unique.
+  Array in = x.dtype() == compute ? std::move(x) : cast_array(x, compute);
+  DType out_dtype = kernels::unary_out_dtype(op, compute);
+  Array out = reusable(in, out_dtype, in.shape()) ? in : Array(out_dtype, in.shape());
+  parallel_for(out.size(), cost_ns(op),
+               [&](int64_t begin, int64_t end) { kernels::unary_range(op, in, out, begin, end); });
+  return out;
+}
+
+}  // namespace
+
+Array unary_array(UnaryOp op, const Array& x, const char* opname) {
+  return unary_into(op, x, opname ? opname : op_name(op));
+}
+
+Value unary_op(UnaryOp op, Value x, const char* opname) {
+  if (!opname) opname = op_name(op);
+  if (x.is_scalar()) return scalar_unary(op, x, opname);
+  return unary_into(op, take_array(x, opname, "argument 'x'"), opname);
+}
+
+Value where_op(const Value& cond, const Value& x, const Value& y, const char* opname) {
+  Value xv = numeric(x, opname, "argument 'x'"), yv = numeric(y, opname, "argument 'y'");
+  DType dtype = result_type(xv, yv);
+  if (cond.is_scalar() && xv.is_scalar() && yv.is_scalar()) {
+    return cast_value(cond.truthy(opname) ? xv : yv, dtype, opname);
+  }
+  Array c = cast_array(operand(cond, opname, "argument 'condition'"), DType::bool_);
+  Array a = cast_array(operand(xv, opname, "argument 'x'"), dtype);
+  Array b = cast_array(operand(yv, opname, "argument 'y'"), dtype);
+  auto layout = kernels::make_broadcast<3>({c.shape(), a.shape(), b.shape()}, opname);
+  Array out(dtype, layout.out_shape);
+  parallel_for(layout.size, 0.7, [&](int64_t begin, int64_t end) {
+    kernels::where_range(layout, c, a, b, out, begin, end);
+  });
+  return out;
+}
+
+Value isclose_op(const Value& a, const Value& b, double rtol, double atol, bool equal_nan,
+                 const char* opname) {
+  Array x = cast_array(operand(a, opname, "argument 'a'"), DType::float64);
+  Array y = cast_array(operand(b, opname, "argument 'b'"), DType::float64);
+  auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);
+  Array out(DType::bool_, layout.out_shape);
+  parallel_for(layout.size, 1.0, [&](int64_t begin, int64_t end) {
+    kernels::isclose_range(layout, x, y, out, rtol, atol, equal_nan, begin, end);
+  });
+  if (a.is_scalar() && b.is_scalar()) return Value(out.get_bool(0));
+  return out;
+}
+
+}  // namespace tessera
