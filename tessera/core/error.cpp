@@ -6,7 +6,11 @@ namespace tessera {
 
 std::string SourceLoc::str() const {
   if (!valid()) return file.empty() ? "<unknown>" : file;
-  return error_message(file.empty() ? "<expr>" : file, ":", line, ":", column);
+  const std::string& name = file.empty() ? std::string("<expr>") : file;
+  // Column 0: the position came from a #line directive (generated code), so
+  // only the line is meaningful.
+  if (column <= 0) return error_message(name, ":", line);
+  return error_message(name, ":", line, ":", column);
 }
 
 namespace {

@@ -16,7 +16,8 @@
 
 namespace tessera {
 
-// A position in a source text: file name (or "<expr>"), 1-based line and column.
+// A position in a source text: file name (or "<expr>"), 1-based line and
+// column; column 0 stands for "the whole line" (positions set by #line).
 struct SourceLoc {
   std::string file;
   int line = 0;

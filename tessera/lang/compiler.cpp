@@ -14,6 +14,8 @@ namespace {
 struct Scope {
   std::map<std::string, size_t> slots;
   Scope* parent = nullptr;
+  int loop_depth = 0;                // loops around the code being compiled
+  FunctionCode* function = nullptr;  // null at the program's top level
 
   size_t add(const std::string& name) {
     auto it = slots.find(name);
@@ -31,8 +33,9 @@ struct Resolved {
 
 const std::set<std::string>& special_form_names() {
   static const std::set<std::string> names = {
-      "define", "lambda", "block", "parallel_block", "if", "while", "for_each",
-      "store",  "list",   "dict",  "__and__",        "__or__"};
+      "define", "lambda", "block", "parallel_block", "if",      "while",  "for_each",
+      "store",  "list",   "dict",  "__and__",        "__or__", "break",  "continue",
+      "return"};
   return names;
 }
 
@@ -164,14 +167,18 @@ class Compiler {
   }
 
   // Builds the code of a function from parameter arguments and a body.
+  // `loop_body`: the function is the body of a for_each, so break() and
+  // continue() inside it belong to that loop.
   std::shared_ptr<FunctionCode> function(const std::string& name, const AstPtr& form,
                                          const std::vector<AstArg>& params, const AstPtr& body,
-                                         Scope& outer) {
+                                         Scope& outer, bool loop_body = false) {
     auto code = std::make_shared<FunctionCode>();
     code->name = name;
     code->loc = form->loc;
     Scope inner;
     inner.parent = &outer;
+    inner.function = code.get();
+    inner.loop_depth = loop_body ? 1 : 0;
     for (const auto& p : params) {
       std::string pname;
       AstPtr def;
@@ -234,6 +241,13 @@ class Compiler {
                                       std::move(names));
   }
 
+  NodePtr lambda(const AstPtr& a, Scope& scope, bool loop_body) {
+    expect_args(a, 1, 100000, "lambda(params..., body)");
+    std::vector<AstArg> params(a->args.begin(), a->args.end() - 1);
+    auto code = function("lambda", a, params, a->args.back().value, scope, loop_body);
+    return std::make_shared<FunctionNode>(a->loc, std::move(code), std::nullopt);
+  }
+
   NodePtr special_form(const AstPtr& a, Scope& scope) {
     const std::string& n = a->name;
     const auto& args = a->args;
@@ -255,11 +269,23 @@ class Compiler {
       auto code = function(target->name, a, params, args.back().value, scope);
       return std::make_shared<FunctionNode>(a->loc, std::move(code), slot);
     }
-    if (n == "lambda") {
-      expect_args(a, 1, 100000, "lambda(params..., body)");
-      std::vector<AstArg> params(args.begin(), args.end() - 1);
-      auto code = function("lambda", a, params, args.back().value, scope);
-      return std::make_shared<FunctionNode>(a->loc, std::move(code), std::nullopt);
+    if (n == "lambda") return lambda(a, scope, false);
+    if (n == "break" || n == "continue") {
+      expect_args(a, 0, 0, n == "break" ? "break()" : "continue()");
+      if (scope.loop_depth == 0) {
+        syntax_error(a->loc, "[" + n + "] outside a loop: " + n + "() must be inside while or for_each");
+      }
+      return std::make_shared<ControlNode>(
+          a->loc, n == "break" ? ControlNode::Kind::brk : ControlNode::Kind::cont, nullptr);
+    }
+    if (n == "return") {
+      expect_args(a, 0, 1, "return() or return(value)");
+      if (!scope.function) {
+        syntax_error(a->loc, "[return] outside a function: return() must be inside define or lambda");
+      }
+      scope.function->has_return = true;
+      return std::make_shared<ControlNode>(a->loc, ControlNode::Kind::ret,
+                                           args.empty() ? nullptr : compile(args[0].value, scope));
     }
     if (n == "store") {
       expect_args(a, 2, 2, "store(name, value)");
@@ -292,12 +318,19 @@ class Compiler {
     }
     if (n == "while") {
       expect_args(a, 2, 2, "while(condition, body)");
-      return std::make_shared<WhileNode>(a->loc, compile(args[0].value, scope),
-                                         compile(args[1].value, scope));
+      NodePtr cond = compile(args[0].value, scope);
+      ++scope.loop_depth;
+      NodePtr body = compile(args[1].value, scope);
+      --scope.loop_depth;
+      return std::make_shared<WhileNode>(a->loc, std::move(cond), std::move(body));
     }
     if (n == "for_each") {
       expect_args(a, 2, 2, "for_each(function, iterable)");
-      return std::make_shared<ForEachNode>(a->loc, compile(args[0].value, scope),
+      const AstPtr& fn = args[0].value;
+      bool literal = fn->kind == Ast::Kind::call && !fn->callee && fn->name == "lambda" &&
+                     !resolve("lambda", scope);
+      NodePtr fn_node = literal ? lambda(fn, scope, true) : compile(fn, scope);
+      return std::make_shared<ForEachNode>(a->loc, std::move(fn_node),
                                            compile(args[1].value, scope));
     }
     if (n == "list") {
@@ -364,6 +397,8 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
       {"for_each(function, iterable)",
        "Calls function on each element of a list, each row of an array, or each of 0..n-1."},
       {"store(name, value)", "Assigns a new value to an existing variable."},
+      {"break(), continue()", "Leave the innermost while/for_each loop, or go on with its next turn."},
+      {"return(value), return()", "Return from the innermost function (nil without a value)."},
       {"list(items...)", "A list of values."},
       {"dict(k1, v1, ...) / dict(name=value, ...)", "A dictionary with string or int keys."},
       {"a && b, a || b", "Logical and/or: short-circuit on scalars, elementwise on arrays."},

@@ -48,6 +48,32 @@ struct CallDepth {
 
 }  // namespace
 
+const std::exception_ptr& break_signal() {
+  static const std::exception_ptr e = std::make_exception_ptr(ControlSignal{"break"});
+  return e;
+}
+const std::exception_ptr& continue_signal() {
+  static const std::exception_ptr e = std::make_exception_ptr(ControlSignal{"continue"});
+  return e;
+}
+const std::exception_ptr& return_signal() {
+  static const std::exception_ptr e = std::make_exception_ptr(ControlSignal{"return"});
+  return e;
+}
+
+Future<Value> ControlNode::eval(const FramePtr& frame) const {
+  if (kind_ == Kind::brk) return Future<Value>::failed(break_signal());
+  if (kind_ == Kind::cont) return Future<Value>::failed(continue_signal());
+  if (!value_) {
+    frame->set_return_value(Value());
+    return Future<Value>::failed(return_signal());
+  }
+  return value_->eval(frame).then([frame](const Value& v) {
+    frame->set_return_value(v);
+    return Future<Value>::failed(return_signal());
+  });
+}
+
 double spawn_threshold_ns() { return threshold().load(std::memory_order_relaxed); }
 void set_spawn_threshold_ns(double ns) { threshold().store(ns, std::memory_order_relaxed); }
 
@@ -281,7 +307,12 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
                            " exceeded (unbounded recursion?)"));
   }
   CallDepth depth;
-  return code.body->eval(frame);
+  Future<Value> result = code.body->eval(frame);
+  if (!code.has_return) return result;
+  return result.chain([frame](const Future<Value>& r) {
+    if (r.error() == return_signal()) return Future<Value>::ready(frame->return_value());
+    return r;
+  });
 }
 
 std::vector<const Node*> BlockNode::children() const { return raw(body_); }
@@ -344,7 +375,8 @@ Future<Value> WhileNode::loop(const FramePtr& frame, Value last) const {
           return fail_at(loc(), std::current_exception());
         }
         if (!yes) return Future<Value>::ready(last);
-        return body_->eval(frame).then([this, frame](const Value& v) { return loop(frame, v); });
+        return body_->eval(frame).chain(
+            [this, frame, last](const Future<Value>& b) { return resume(frame, b, last); });
       });
     }
     if (c.error()) return c;
@@ -357,11 +389,26 @@ Future<Value> WhileNode::loop(const FramePtr& frame, Value last) const {
     if (!yes) return Future<Value>::ready(std::move(last));
     Future<Value> b = body_->eval(frame);
     if (!b.is_ready()) {
-      return b.then([this, frame](const Value& v) { return loop(frame, v); });
+      return b.chain(
+          [this, frame, last](const Future<Value>& r) { return resume(frame, r, last); });
     }
-    if (b.error()) return b;
+    if (auto e = b.error()) {
+      if (e == break_signal()) return Future<Value>::ready(std::move(last));
+      if (e == continue_signal()) continue;
+      return b;
+    }
     last = b.take();
   }
+}
+
+Future<Value> WhileNode::resume(const FramePtr& frame, const Future<Value>& body,
+                                const Value& last) const {
+  if (auto e = body.error()) {
+    if (e == break_signal()) return Future<Value>::ready(last);
+    if (e == continue_signal()) return loop(frame, last);
+    return body;
+  }
+  return loop(frame, body.get());
 }
 
 namespace {
@@ -405,9 +452,16 @@ Future<Value> for_each_from(std::shared_ptr<ForEachState> st, size_t i) {
   for (; i < st->items.size(); ++i) {
     Future<Value> f = invoke(st->fn, {CallArg{"", st->items[i]}}, st->loc);
     if (!f.is_ready()) {
-      return f.then([st, i](const Value&) { return for_each_from(st, i + 1); });
+      return f.chain([st, i](const Future<Value>& r) {
+        if (r.error() == break_signal()) return Future<Value>::ready(Value());
+        if (r.error() && r.error() != continue_signal()) return r;
+        return for_each_from(st, i + 1);
+      });
     }
-    if (f.error()) return f;
+    if (auto e = f.error()) {
+      if (e == break_signal()) break;
+      if (e != continue_signal()) return f;
+    }
   }
   return Future<Value>::ready(Value());
 }

@@ -153,6 +153,8 @@ class WhileNode : public Node {
 
  private:
   Future<Value> loop(const FramePtr& frame, Value last) const;
+  // Continues after a body evaluation that finished asynchronously.
+  Future<Value> resume(const FramePtr& frame, const Future<Value>& body, const Value& last) const;
   NodePtr cond_, body_;
 };
 
@@ -194,6 +196,26 @@ class DictNode : public Node {
 
  private:
   std::vector<NodePtr> keys_, values_;
+};
+
+// break(), continue(), return(value).
+class ControlNode : public Node {
+ public:
+  enum class Kind { brk, cont, ret };
+  ControlNode(SourceLoc loc, Kind kind, NodePtr value)
+      : Node(std::move(loc)), kind_(kind), value_(std::move(value)) {}
+  Future<Value> eval(const FramePtr& frame) const override;
+  std::string label() const override {
+    return kind_ == Kind::brk ? "break" : kind_ == Kind::cont ? "continue" : "return";
+  }
+  std::vector<const Node*> children() const override {
+    if (value_) return {value_.get()};
+    return {};
+  }
+
+ private:
+  Kind kind_;
+  NodePtr value_;  // return's value; may be null
 };
 
 // a && b, a || b: short-circuit on scalars, elementwise on arrays.

@@ -61,7 +61,7 @@ class Lexer {
   }
 
  private:
-  SourceLoc here() const { return SourceLoc{file_, line_, col_}; }
+  SourceLoc here() const { return SourceLoc{file_, line_, line_only_ ? 0 : col_}; }
 
   void advance() {
     if (text_[pos_] == '\n') {
@@ -85,12 +85,48 @@ class Lexer {
       } else if (c == '/' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '/') {
         while (pos_ < text_.size() && text_[pos_] != '\n') advance();
       } else if (c == '#') {
+        if (col_ == 1 && text_.substr(pos_, 6) == "#line ") {
+          line_directive();
+          continue;
+        }
         // Shell-style comments too, so scripts may start with "#!".
         while (pos_ < text_.size() && text_[pos_] != '\n') advance();
       } else {
         break;
       }
     }
+  }
+
+  // `#line N "file"` at the start of a line: the next line is line N of
+  // `file` (the file name is optional). Generated code (the Python front end)
+  // uses it so errors point at the user's source.
+  void line_directive() {
+    SourceLoc at = here();
+    size_t p = pos_ + 6;
+    while (p < text_.size() && text_[p] == ' ') ++p;
+    size_t b = p;
+    while (p < text_.size() && std::isdigit(static_cast<unsigned char>(text_[p]))) ++p;
+    int n = 0;
+    auto res = std::from_chars(text_.data() + b, text_.data() + p, n);
+    if (b == p || res.ec != std::errc() || n <= 0) fail("#line needs a positive line number", at);
+    while (p < text_.size() && text_[p] == ' ') ++p;
+    std::string name = file_;
+    if (p < text_.size() && text_[p] == '"') {
+      name.clear();
+      ++p;
+      while (p < text_.size() && text_[p] != '"' && text_[p] != '\n') {
+        if (text_[p] == '\\' && p + 1 < text_.size()) ++p;
+        name += text_[p++];
+      }
+      if (p >= text_.size() || text_[p] != '"') fail("unterminated file name in #line", at);
+      ++p;
+    }
+    while (p < text_.size() && text_[p] != '\n') ++p;
+    pos_ = p < text_.size() ? p + 1 : p;
+    line_ = n;
+    col_ = 1;
+    file_ = std::move(name);
+    line_only_ = true;
   }
 
   void lex_number(Token& t) {
@@ -220,6 +256,7 @@ class Lexer {
   std::string file_;
   size_t pos_ = 0;
   int line_ = 1, col_ = 1;
+  bool line_only_ = false;  // after a #line directive, positions carry no column
 };
 
 struct BinaryOpInfo {

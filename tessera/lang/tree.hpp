@@ -39,6 +39,15 @@ class Frame {
     std::lock_guard lock(mutex_);
     return defined_[slot] != 0;
   }
+  // The value given to return() in this activation.
+  void set_return_value(Value v) {
+    std::lock_guard lock(mutex_);
+    return_value_ = std::move(v);
+  }
+  Value return_value() const {
+    std::lock_guard lock(mutex_);
+    return return_value_;
+  }
   // The frame `depth` levels up the lexical chain (0 = this one).
   Frame* up(int depth) {
     Frame* f = this;
@@ -51,8 +60,20 @@ class Frame {
   std::vector<Value> slots_;
   std::vector<uint8_t> defined_;
   std::shared_ptr<Frame> parent_;
+  Value return_value_;
 };
 using FramePtr = std::shared_ptr<Frame>;
+
+// Control flow: break(), continue() and return(value) unwind to the
+// enclosing loop or function as failed futures carrying one of these
+// preallocated objects. They are recognized by identity and never thrown, so
+// leaving a loop costs no more than finishing it.
+struct ControlSignal {
+  const char* what;
+};
+const std::exception_ptr& break_signal();
+const std::exception_ptr& continue_signal();
+const std::exception_ptr& return_signal();
 
 // Per-node measurements (Phylanx's performance counters): how often the node
 // ran, how long its own work took, and how often it was spawned as a task.
@@ -114,6 +135,7 @@ struct FunctionCode {
   size_t frame_size = 0;
   NodePtr body;
   SourceLoc loc;
+  bool has_return = false;  // the body contains return()
 };
 
 // A function value: code plus the frame it closes over.

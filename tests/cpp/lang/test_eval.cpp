@@ -139,3 +139,47 @@ TEST(LangTree, CountersAndDotDescribeEveryPrimitiveNode) {
   EXPECT_NE(dot.find("multiply\\nc.tsl:2:3"), std::string::npos) << dot;
   EXPECT_NE(dot.find("->"), std::string::npos);
 }
+
+TEST_P(LangThreads, BreakContinueReturn) {
+  // Sum of odd numbers below 10, stopping at 7: 1 + 3 + 5 = 9.
+  EXPECT_EQ(run("define(i, 0) define(s, 0)\n"
+                "while(true, block(store(i, i + 1), if(i >= 7, break()),\n"
+                "                  if(i % 2 == 0, continue()), store(s, s + i)))\n"
+                "s")
+                .as_int(),
+            9);
+  EXPECT_EQ(run("define(s, 0)\n"
+                "for_each(lambda(v, block(if(v == 3, continue()), if(v == 6, break()),\n"
+                "                         store(s, s + v))), range(10))\n"
+                "s")
+                .as_int(),
+            0 + 1 + 2 + 4 + 5);
+  EXPECT_EQ(run("define(find, xs, target, block(\n"
+                "  define(i, 0),\n"
+                "  while(i < len(xs), block(if(xs[i] == target, return(i)), store(i, i + 1))),\n"
+                "  -1))\n"
+                "list(find(list(5, 7, 9), 9), find(list(5, 7, 9), 4))")
+                .str(),
+            "[2, -1]");
+  EXPECT_TRUE(run("define(f, lambda(return())) f()").is_nil());
+  // return() leaves only the innermost function.
+  EXPECT_EQ(run("define(outer, lambda(block(define(g, lambda(return(1))), g() + 10))) outer()").as_int(), 11);
+}
+
+TEST(LangErrors, ControlFlowOutsideItsConstruct) {
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("break()"); }, "[break] outside a loop"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("define(f, continue()) f()"); },
+                                       "[continue] outside a loop"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("return(1)"); }, "[return] outside a function"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("while(true, lambda(break()))"); },
+                                       "[break] outside a loop"));
+}
+
+TEST(LangErrors, LineDirectivesPointAtTheGeneratingSource) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { run("#line 41 \"model.py\"\ndefine(a, [1, 2, 3])\n#line 42\na + [1, 2]"); },
+      "(at model.py:42)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("#line 7 \"m.py\"\n1 + nope"); },
+                                       "unknown name 'nope' (at m.py:7)"));
+  EXPECT_TRUE(throws_with<SyntaxError>([] { run("#line x\n1"); }, "#line needs a positive line number"));
+}
