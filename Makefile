@@ -1,7 +1,9 @@
 # tessera: `make demo` installs what is missing, builds and runs the main job;
-# `make test` installs, builds and runs every test.
+# `make test` installs, builds and runs every test (C++ by ctest, then Python
+# by pytest).
 BUILD ?= build
 JOBS ?= 2
+PYTHON := $(CURDIR)/.venv/bin/python
 
 .PHONY: all deps configure build test demo bench clean
 
@@ -11,13 +13,22 @@ deps:
 	@scripts/install-deps
 
 configure: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DTESSERA_PYTHON=ON -DPython_EXECUTABLE=$(PYTHON) \
+	  -Dpybind11_DIR="$$($(PYTHON) -m pybind11 --cmakedir)" >/dev/null
 
+# After building, `import tessera` works from any directory with the venv's
+# python: a tessera.pth in its site-packages names this checkout's python/.
 build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
+	@site="$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
+	  if [ "$$(cat "$$site/tessera.pth" 2>/dev/null)" != "$(CURDIR)/python" ]; then \
+	    echo "$(CURDIR)/python" > "$$site/tessera.pth"; \
+	  fi
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	@$(PYTHON) -m pytest tests/python -q
 
 demo: build
 	@$(BUILD)/tessera eval --time examples/logistic_regression.tsl
