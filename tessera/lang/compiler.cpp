@@ -244,6 +244,7 @@ class Compiler {
   NodePtr lambda(const AstPtr& a, Scope& scope, bool loop_body) {
     expect_args(a, 1, 100000, "lambda(params..., body)");
     std::vector<AstArg> params(a->args.begin(), a->args.end() - 1);
+    if (scope.function) scope.function->makes_closures = true;
     auto code = function("lambda", a, params, a->args.back().value, scope, loop_body);
     return std::make_shared<FunctionNode>(a->loc, std::move(code), std::nullopt);
   }
@@ -266,6 +267,7 @@ class Compiler {
                                             compile(args[1].value, scope), false);
       }
       std::vector<AstArg> params(args.begin() + 1, args.end() - 1);
+      if (scope.function) scope.function->makes_closures = true;
       auto code = function(target->name, a, params, args.back().value, scope);
       return std::make_shared<FunctionNode>(a->loc, std::move(code), slot);
     }

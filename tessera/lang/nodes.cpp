@@ -308,9 +308,20 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
   }
   CallDepth depth;
   Future<Value> result = code.body->eval(frame);
-  if (!code.has_return) return result;
+  if (code.has_return) {
+    result = result.chain([frame](const Future<Value>& r) {
+      if (r.error() == return_signal()) return Future<Value>::ready(frame->return_value());
+      return r;
+    });
+  }
+  if (!code.makes_closures) return result;
+  // Closures made here may sit in this frame while referring to it (directly
+  // or through a frame inside it): a cycle. Unless one of them escaped (was
+  // stored outside or is returned), the frame is done and is cleared.
   return result.chain([frame](const Future<Value>& r) {
-    if (r.error() == return_signal()) return Future<Value>::ready(frame->return_value());
+    if (!frame->escaped() && (r.error() || !refers_to_frame(r.get(), frame.get()))) {
+      frame->clear();
+    }
     return r;
   });
 }

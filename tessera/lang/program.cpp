@@ -21,13 +21,20 @@ Future<Value> Program::start(std::vector<Value> args) const {
   frame->set(0, Value(List(args)));
   auto code = code_;
   SourceLoc loc = code_->loc;
-  return code_->body->eval(frame).then([frame, code, args, loc](const Value& v) -> Future<Value> {
-    if (v.is_function()) {
-      std::vector<CallArg> call_args;
-      for (const auto& a : args) call_args.push_back({"", a});
-      return invoke(v, std::move(call_args), loc);
-    }
-    return Future<Value>::ready(v);
+  Future<Value> result =
+      code_->body->eval(frame).then([frame, code, args, loc](const Value& v) -> Future<Value> {
+        if (v.is_function()) {
+          std::vector<CallArg> call_args;
+          for (const auto& a : args) call_args.push_back({"", a});
+          return invoke(v, std::move(call_args), loc);
+        }
+        return Future<Value>::ready(v);
+      });
+  // The run is over: clearing the top-level variables breaks reference
+  // cycles through them (a function stored there that made a closure).
+  return result.chain([frame](const Future<Value>& r) {
+    frame->clear();
+    return r;
   });
 }
 

@@ -3,6 +3,7 @@
 // in a chain of frames; functions are closures over the frame they were made in.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -25,19 +26,23 @@ class Frame {
       : slots_(n), defined_(n, 0), parent_(std::move(parent)) {}
 
   // The value in `slot`; nullopt if it was never assigned.
-  std::optional<Value> get(size_t slot) const {
-    std::lock_guard lock(mutex_);
-    if (!defined_[slot]) return std::nullopt;
-    return slots_[slot];
-  }
-  void set(size_t slot, Value v) {
-    std::lock_guard lock(mutex_);
-    slots_[slot] = std::move(v);
-    defined_[slot] = 1;
-  }
+  std::optional<Value> get(size_t slot) const;
+  // Assigns `slot`. A closure over this very frame is stored with a weak
+  // reference to it (a function defined in a scope refers to that scope,
+  // which holds the function: a strong reference would be a cycle that is
+  // never freed); get() hands out a strong copy again.
+  void set(size_t slot, Value v);
   bool defined(size_t slot) const {
     std::lock_guard lock(mutex_);
     return defined_[slot] != 0;
+  }
+  // Drops every value (ends a program's run: closures stored in the
+  // program's variables may refer back to it through their frames).
+  void clear() {
+    std::lock_guard lock(mutex_);
+    for (auto& v : slots_) v = Value();
+    std::fill(defined_.begin(), defined_.end(), 0);
+    return_value_ = Value();
   }
   // The value given to return() in this activation.
   void set_return_value(Value v) {
@@ -48,6 +53,17 @@ class Frame {
     std::lock_guard lock(mutex_);
     return return_value_;
   }
+  // True once a closure over this frame (or a frame inside it) was stored
+  // outside it: then the frame must outlive its function's return.
+  bool escaped() const { return escaped_.load(std::memory_order_relaxed); }
+  // True if `f` is this frame or one of its lexical ancestors.
+  bool within(const Frame* f) const {
+    for (const Frame* g = this; g; g = g->parent_.get()) {
+      if (g == f) return true;
+    }
+    return false;
+  }
+  Frame* parent() const { return parent_.get(); }
   // The frame `depth` levels up the lexical chain (0 = this one).
   Frame* up(int depth) {
     Frame* f = this;
@@ -61,6 +77,7 @@ class Frame {
   std::vector<uint8_t> defined_;
   std::shared_ptr<Frame> parent_;
   Value return_value_;
+  std::atomic<bool> escaped_{false};
 };
 using FramePtr = std::shared_ptr<Frame>;
 
@@ -135,22 +152,36 @@ struct FunctionCode {
   size_t frame_size = 0;
   NodePtr body;
   SourceLoc loc;
-  bool has_return = false;  // the body contains return()
+  bool has_return = false;      // the body contains return()
+  bool makes_closures = false;  // the body contains lambda or a function define
 };
 
 // A function value: code plus the frame it closes over.
 class Closure : public Callable {
  public:
-  Closure(std::shared_ptr<const FunctionCode> code, FramePtr env, std::vector<std::optional<Value>> defaults)
+  Closure(std::shared_ptr<const FunctionCode> code, FramePtr env,
+          std::vector<std::optional<Value>> defaults)
       : code_(std::move(code)), env_(std::move(env)), defaults_(std::move(defaults)) {}
   std::string name() const override { return code_->name; }
   const FunctionCode& code() const { return *code_; }
-  const FramePtr& env() const { return env_; }
+  // The frame the function closes over (null only for a weak closure whose
+  // frame is gone, which cannot be observed: weak closures live in that frame).
+  FramePtr env() const { return env_ ? env_ : weak_env_.lock(); }
   const std::vector<std::optional<Value>>& defaults() const { return defaults_; }
+
+  // The same function holding its frame weakly / strongly (see Frame::set).
+  bool is_weak() const { return !env_; }
+  // The closed-over frame without taking a reference (may be null if weak
+  // and gone).
+  Frame* env_raw() const { return env_ ? env_.get() : weak_env_.lock().get(); }
+  bool closes_over(const Frame* f) const { return env_.get() == f; }
+  std::shared_ptr<const Closure> weakened() const;
+  std::shared_ptr<const Closure> strengthened() const;
 
  private:
   std::shared_ptr<const FunctionCode> code_;
   FramePtr env_;
+  std::weak_ptr<Frame> weak_env_;
   std::vector<std::optional<Value>> defaults_;
 };
 
@@ -164,6 +195,10 @@ class PrimitiveFunction : public Callable {
  private:
   const PrimitiveSpec* spec_;
 };
+
+// True if `v` (or, looking a bounded way into lists and dicts, a value in
+// it) is a closure whose frame chain includes `frame`.
+bool refers_to_frame(const Value& v, const Frame* frame);
 
 // Calls a function value with arguments (named ones carry a name). Errors
 // name the call site `loc`.

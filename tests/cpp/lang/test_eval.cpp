@@ -183,3 +183,47 @@ TEST(LangErrors, LineDirectivesPointAtTheGeneratingSource) {
                                        "unknown name 'nope' (at m.py:7)"));
   EXPECT_TRUE(throws_with<SyntaxError>([] { run("#line x\n1"); }, "#line needs a positive line number"));
 }
+
+TEST(LangMemory, FramesAndClosuresAreFreedAfterARun) {
+  // Closures referring to their own scope, and one stored in an outer scope
+  // while referring to an inner one: after the run nothing may keep `a` alive.
+  Array a = Array::full(DType::float64, {4}, 1.0);
+  {
+    Program p(
+        "define(main, a, block(\n"
+        "  define(keep, lambda(x, a + x)),\n"
+        "  define(adder, n, lambda(x, x + n + a)),\n"
+        "  define(add5, adder(5)),\n"
+        "  define(rec, n, if(n == 0, a, rec(n - 1))),\n"
+        "  sum(add5(1) + keep(2) + rec(3))))\n"
+        "define(outer_keep, main)\n"
+        "main",
+        "m.tsl");
+    Value r = p.run({Value(a)});
+    EXPECT_DOUBLE_EQ(r.as_array().item(), 4 * (7 + 3 + 1));
+  }
+  EXPECT_TRUE(a.unique()) << "a frame holding the argument was not freed";
+}
+
+TEST_P(LangThreads, EscapingClosuresKeepTheirScope) {
+  // Returned: f still sees helper after make() returned.
+  EXPECT_EQ(run("define(make, lambda(block(define(helper, lambda(x, x + 1)),\n"
+                "                          define(f, lambda(x, helper(x) * 2)), f)))\n"
+                "define(g, make()) g(3)")
+                .as_int(),
+            8);
+  // Stored into an outer variable.
+  EXPECT_EQ(run("define(holder, nil)\n"
+                "define(setup, lambda(block(define(h, lambda(x, x * 3)),\n"
+                "                           store(holder, lambda(x, h(x))), 0)))\n"
+                "setup() holder(2)")
+                .as_int(),
+            6);
+  // Stored inside a list kept outside.
+  EXPECT_EQ(run("define(fs, list())\n"
+                "define(setup, lambda(block(define(h, lambda(x, x + 10)),\n"
+                "                           store(fs, append(fs, lambda(y, h(y)))), 0)))\n"
+                "setup() fs[0](1)")
+                .as_int(),
+            11);
+}
