@@ -264,6 +264,12 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
   if (!closure) {
     return fail_with<TypeError>(loc, "[call] value is not callable");
   }
+  if (tl_call_depth >= kMaxCallDepthOffWorker && !in_worker()) {
+    // Deep recursion moves to a worker's large stack.
+    return async([fn, args = std::move(args), loc]() mutable {
+      return invoke(fn, std::move(args), loc);
+    });
+  }
   const FunctionCode& code = closure->code();
   auto frame = std::make_shared<Frame>(code.frame_size, closure->env());
   size_t n = code.params.size();

@@ -39,19 +39,18 @@ Future<Value> Program::start(std::vector<Value> args) const {
 }
 
 Value Program::run(std::vector<Value> args) const {
-  // The tree is evaluated by a worker (deep stacks, part of the arena); this
-  // thread only waits for the result.
-  Promise<Value> done;
-  spawn([this, done, args = std::move(args)]() mutable {
-    Future<Value> f;
-    try {
-      f = start(std::move(args));
-    } catch (...) {
-      f = Future<Value>::failed(std::current_exception());
-    }
-    done.set_from(f);
-  });
-  return done.get_future().wait();
+  // Evaluation starts on the calling thread, which is not a worker: cheap
+  // programs finish right here with no hand-off between threads (the Python
+  // front end's call overhead), while costly nodes spawn tasks onto the
+  // workers and deep call chains move onto them (see invoke). This thread
+  // then only waits for the result.
+  Future<Value> f;
+  try {
+    f = start(std::move(args));
+  } catch (...) {
+    f = Future<Value>::failed(std::current_exception());
+  }
+  return f.wait();
 }
 
 namespace {

@@ -207,5 +207,8 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
 // Function calls nested deeper than this raise RuntimeError instead of
 // overflowing a worker's stack.
 inline constexpr int kMaxCallDepth = 4000;
+// On a thread that is not a worker (the caller of Program::run, whose stack
+// may be small), calls nested deeper than this continue on a worker.
+inline constexpr int kMaxCallDepthOffWorker = 100;
 
 }  // namespace tessera
