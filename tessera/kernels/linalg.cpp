@@ -100,7 +100,50 @@ void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_
   }
 }
 
+template <class T>
+void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int64_t n,
+                         int64_t r0, int64_t r1) {
+  ensure_single_threaded_blas();
+  const int64_t rows = r1 - r0;
+  T* cr = c + r0 * n;
+  if (k == 0) {
+    std::fill(cr, cr + rows * n, T(0));
+    return;
+  }
+  // Rows r0..r1 of A^T are columns r0..r1 of A: the block starting at a + r0
+  // with leading dimension p, read transposed.
+  const blasint bk = static_cast<blasint>(k), bn = static_cast<blasint>(n);
+  const blasint bp = static_cast<blasint>(p), brows = static_cast<blasint>(rows);
+  if constexpr (std::is_same_v<T, double>) {
+    if (n == 1) {
+      cblas_dgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0, a + r0, bp, b, 1, 0.0, cr, 1);
+    } else {
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0, a + r0, bp, b, bn,
+                  0.0, cr, bn);
+    }
+  } else {
+    if (n == 1) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0f, a + r0, bp, b, 1, 0.0f, cr, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0f, a + r0, bp, b,
+                  bn, 0.0f, cr, bn);
+    }
+  }
+}
+
 }  // namespace
+
+void matmul_tn_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t p,
+                    int64_t n, int64_t row_begin, int64_t row_end) {
+  if (row_end <= row_begin || n == 0) return;
+  if (dt == DType::float64) {
+    matmul_tn_rows_blas(static_cast<const double*>(a), static_cast<const double*>(b),
+                        static_cast<double*>(c), k, p, n, row_begin, row_end);
+  } else {
+    matmul_tn_rows_blas(static_cast<const float*>(a), static_cast<const float*>(b),
+                        static_cast<float*>(c), k, p, n, row_begin, row_end);
+  }
+}
 
 void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t n,
                  int64_t row_begin, int64_t row_end) {

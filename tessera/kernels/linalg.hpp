@@ -18,6 +18,12 @@ namespace tessera::kernels {
 void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t n,
                  int64_t row_begin, int64_t row_end);
 
+// Rows [row_begin, row_end) of C = A^T B without forming A^T: A is (k, p),
+// B is (k, n), C is (p, n), row-major float32 or float64 (BLAS reads A
+// transposed in place).
+void matmul_tn_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t p,
+                    int64_t n, int64_t row_begin, int64_t row_end);
+
 // A contiguous copy of `a` with its axes permuted: out.shape[i] = a.shape[perm[i]]
 // (numpy.transpose(a, perm)). `perm` must be a permutation of 0..ndim-1.
 Array permute_axes(const Array& a, const std::vector<int>& perm);

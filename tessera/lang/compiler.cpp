@@ -222,6 +222,7 @@ class Compiler {
     }
     const PrimitiveSpec* spec = find_primitive(n);
     if (!spec) unknown_name(a, "function");
+    if (AstPtr fused = fuse_transposed_product(a, scope)) return call(fused, scope);
     std::vector<std::string> names;
     for (const auto& arg : a->args) names.push_back(arg.name);
     std::vector<int> slots;
@@ -232,6 +233,25 @@ class Compiler {
     }
     return std::make_shared<PrimitiveCallNode>(a->loc, spec, compile_all(a->args, scope),
                                                std::move(slots));
+  }
+
+  // matmul(transpose(x), y) -> matmul_tn(x, y): the product reads x
+  // transposed instead of copying it (the gradient step of every linear model).
+  AstPtr fuse_transposed_product(const AstPtr& a, Scope& scope) {
+    if (a->name != "matmul" || a->args.size() != 2 || !a->args[0].name.empty() ||
+        !a->args[1].name.empty()) {
+      return nullptr;
+    }
+    const AstPtr& t = a->args[0].value;
+    if (t->kind != Ast::Kind::call || t->callee || t->name != "transpose" || t->args.size() != 1 ||
+        !t->args[0].name.empty() || resolve("transpose", scope) || resolve("matmul_tn", scope) ||
+        !find_primitive("matmul_tn")) {
+      return nullptr;
+    }
+    auto fused = std::make_shared<Ast>(*a);
+    fused->name = "matmul_tn";
+    fused->args[0] = t->args[0];
+    return fused;
   }
 
   NodePtr generic_call(const AstPtr& a, NodePtr callee, Scope& scope) {

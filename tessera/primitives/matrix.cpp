@@ -184,6 +184,30 @@ Value matmul(const Value& va, const Value& vb, const char* op) {
   return c.reshaped(out);
 }
 
+// a.T @ b for a 2-d float `a` without copying the transpose; any other case
+// is transpose + matmul, so results and errors are exactly matmul's.
+Value matmul_tn(const Value& va, const Value& vb, const char* op) {
+  if (va.is_array() && va.as_array().ndim() == 2 && vb.is_array() &&
+      (vb.as_array().ndim() == 1 || vb.as_array().ndim() == 2)) {
+    DType dt = result_type(va, vb);
+    const Array& a0 = va.as_array();
+    const Array& b0 = vb.as_array();
+    const int64_t k = a0.shape()[0], p = a0.shape()[1];
+    if (is_floating(dt) && b0.shape()[0] == k) {
+      Array a = a0.astype(dt), b = b0.astype(dt);
+      const bool b1 = b.ndim() == 1;
+      const int64_t n = b1 ? 1 : b.shape()[1];
+      Array out(dt, b1 ? Shape{p} : Shape{p, n});
+      if (out.size() == 0) return out;
+      parallel_for(p, row_cost_ns(dt, k, n), [&](int64_t begin, int64_t end) {
+        kn::matmul_tn_rows(dt, a.raw(), b.raw(), out.raw(), k, p, n, begin, end);
+      });
+      return out;
+    }
+  }
+  return matmul(call_primitive("transpose", std::vector<Value>{va}), vb, "matmul");
+}
+
 Value dot(const Value& va, const Value& vb, const char* op) {
   Array a = to_array(va, op), b = to_array(vb, op);
   if (a.ndim() == 0 || b.ndim() == 0) return scalar_case(va, vb, op);
@@ -665,6 +689,9 @@ Value matrix_power(Args& args) {
 }
 
 Value matmul_eval(Args& a) { return matmul(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); }
+Value matmul_tn_eval(Args& a) {
+  return matmul_tn(numeric_arg(a, 0), numeric_arg(a, 1), a.op());
+}
 
 const bool registered = register_primitives({
     {.name = "matmul",
@@ -674,6 +701,14 @@ const bool registered = register_primitives({
              "operands are promoted to matrices and the added dimension removed, leading "
              "dimensions are broadcast as a batch. Scalars are rejected; bool @ bool is bool.",
      .eval = matmul_eval,
+     .ns_per_element = 50.0},
+    {.name = "matmul_tn",
+     .family = "matrix",
+     .params = {{"x"}, {"y"}},
+     .help = "transpose(x) @ y without copying the transpose (BLAS reads x transposed) for a 2-d "
+             "float x; otherwise exactly transpose then matmul. The compiler rewrites "
+             "matmul(transpose(x), y) and transpose(x) @ y into it.",
+     .eval = matmul_tn_eval,
      .ns_per_element = 50.0},
     {.name = "dot",
      .family = "matrix",

@@ -227,3 +227,11 @@ TEST_P(LangThreads, EscapingClosuresKeepTheirScope) {
                 .as_int(),
             11);
 }
+
+TEST(LangOptimizer, TransposedProductIsFused) {
+  Program p("define(x, reshape(arange(6.0), [3, 2])) transpose(x) @ [1.0, 2.0, 3.0]", "o.tsl");
+  Value r = p.run();
+  EXPECT_TRUE(tessera::test::array_eq(r, DType::float64, {2}, {0 + 2 * 2 + 4 * 3, 1 + 3 * 2 + 5 * 3}));
+  EXPECT_NE(p.counters_csv().find("matmul_tn,"), std::string::npos) << p.counters_csv();
+  EXPECT_EQ(p.counters_csv().find("transpose,"), std::string::npos) << p.counters_csv();
+}

@@ -541,3 +541,26 @@ TEST(MatrixLu, Errors) {
       [] { call("matrix_power", {f64({1, 0, 0, 1}, {2, 2}), Value(1.5)}); },
       "[matrix_power] argument 'n' must be an integer, got float 1.5"));
 }
+
+TEST(MatrixTransposedProduct, MatchesTransposeThenMatmul) {
+  using namespace tessera::test;
+  Array a = call("random_normal", {Value(List{Value(int64_t{37}), Value(int64_t{19})})}).as_array();
+  Array b = call("random_normal", {Value(List{Value(int64_t{37}), Value(int64_t{5})})}).as_array();
+  Array v = call("random_normal", {Value(int64_t{37})}).as_array();
+  for (const Array& rhs : {b, v}) {
+    Value fused = call("matmul_tn", {a, rhs});
+    Value plain = call("matmul", {call("transpose", {a}), rhs});
+    ASSERT_EQ(fused.as_array().shape(), plain.as_array().shape());
+    for (int64_t i = 0; i < fused.as_array().size(); ++i) {
+      EXPECT_NEAR(fused.as_array().get_double(i), plain.as_array().get_double(i), 1e-12);
+    }
+  }
+  // float32 stays float32; int operands fall back to the general path.
+  Value f32 = call("matmul_tn", {call("astype", {a, Value("float32")}), call("astype", {b, Value("float32")})});
+  EXPECT_EQ(f32.as_array().dtype(), DType::float32);
+  EXPECT_TRUE(array_eq(call("matmul_tn", {i64({1, 2, 3, 4}, {2, 2}), i64({1, 1}, {2})}), DType::int64,
+                       {2}, {4, 6}));
+  // Errors are matmul's, with the transposed shape.
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("matmul_tn", {a, v.reshaped({37, 1}).copy().reshaped({1, 37})}); },
+                                                 "[matmul] shapes (19, 37) and (1, 37) are not aligned"));
+}
