@@ -44,6 +44,7 @@ Value Program::run(std::vector<Value> args) const {
   // front end's call overhead), while costly nodes spawn tasks onto the
   // workers and deep call chains move onto them (see invoke). This thread
   // then only waits for the result.
+  EvaluationScope scope;
   Future<Value> f;
   try {
     f = start(std::move(args));
@@ -51,6 +52,11 @@ Value Program::run(std::vector<Value> args) const {
     f = Future<Value>::failed(std::current_exception());
   }
   return f.wait();
+}
+
+Value call_function(const Value& fn, std::vector<CallArg> args) {
+  EvaluationScope scope;
+  return invoke(fn, std::move(args), SourceLoc{"<call>", 0, 0}).wait();
 }
 
 namespace {

@@ -37,6 +37,10 @@ class Program {
   std::shared_ptr<const FunctionCode> code_;
 };
 
+// Calls a function value (a closure returned by a program) from outside the
+// runtime and waits for its result, like Program::run.
+Value call_function(const Value& fn, std::vector<CallArg> args);
+
 // Convenience: compile and run a program text.
 Value eval_string(std::string_view text, std::vector<Value> args = {},
                   const std::string& file = "<expr>");

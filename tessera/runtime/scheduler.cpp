@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -66,7 +67,41 @@ Scheduler& scheduler() {
 
 thread_local int tl_inside = 0;
 
+// Evaluations enter shared, set_num_threads exclusively; a waiting
+// set_num_threads holds back new evaluations so that it is not starved.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int evaluations = 0;
+  int resizers_waiting = 0;
+  bool resizing = false;
+};
+
+Gate& gate() {
+  static Gate* g = new Gate();  // never destroyed: workers may outlive main's statics
+  return *g;
+}
+
+thread_local int tl_scopes = 0;
+
 }  // namespace
+
+EvaluationScope::EvaluationScope() {
+  // Nested scopes on one thread (a program started from within a call) must
+  // not wait behind a pending resize that waits for the outer scope.
+  if (tl_scopes++ > 0) return;
+  Gate& g = gate();
+  std::unique_lock lock(g.mutex);
+  g.cv.wait(lock, [&] { return !g.resizing && g.resizers_waiting == 0; });
+  ++g.evaluations;
+}
+
+EvaluationScope::~EvaluationScope() {
+  if (--tl_scopes > 0) return;
+  Gate& g = gate();
+  std::lock_guard lock(g.mutex);
+  if (--g.evaluations == 0) g.cv.notify_all();
+}
 
 int num_threads() {
   Scheduler& s = scheduler();
@@ -75,6 +110,22 @@ int num_threads() {
 }
 
 void set_num_threads(int n) {
+  Gate& g = gate();
+  {
+    std::unique_lock gl(g.mutex);
+    ++g.resizers_waiting;
+    g.cv.wait(gl, [&] { return !g.resizing && g.evaluations == 0; });
+    --g.resizers_waiting;
+    g.resizing = true;
+  }
+  struct Done {
+    Gate& g;
+    ~Done() {
+      std::lock_guard gl(g.mutex);
+      g.resizing = false;
+      g.cv.notify_all();
+    }
+  } done{g};
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
   n = std::max(1, n);

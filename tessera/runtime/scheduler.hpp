@@ -26,6 +26,18 @@ void run_in_arena(const std::function<void()>& fn);
 // run_in_arena).
 bool in_worker();
 
+// Held by every outermost evaluation (Program::run, a call from Python) for
+// its duration. set_num_threads waits until no evaluation holds one, and new
+// evaluations wait while it is pending, so the arena is never replaced under
+// running work. Never hold one while calling set_num_threads.
+class EvaluationScope {
+ public:
+  EvaluationScope();
+  ~EvaluationScope();
+  EvaluationScope(const EvaluationScope&) = delete;
+  EvaluationScope& operator=(const EvaluationScope&) = delete;
+};
+
 // Tasks spawned since the process started (a counter for tests and benches).
 uint64_t tasks_spawned();
 

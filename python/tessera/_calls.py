@@ -1,0 +1,325 @@
+"""How calls are translated: ``@tessera.jit`` functions, builtins, NumPy
+(``np.X``, ``np.linalg.X``, ``np.random.X``), ``math`` and array methods.
+
+A mixin of ``_translate.FunctionTranslator``; the tables it follows are in
+``_numpy_map.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+import numpy as np
+
+from . import _numpy_map as M
+from . import _translate as T
+
+
+class CallsMixin:
+    """The call-translating methods of FunctionTranslator."""
+
+    def call_args(self, node: ast.Call):
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                self.unsupported("star-args (*x) in a call", a)
+        for k in node.keywords:
+            if k.arg is None:
+                self.unsupported("star-args (**kw) in a call", k.value)
+        return list(node.args), {k.arg: k.value for k in node.keywords}
+
+    def call(self, node: ast.Call) -> str:
+        f = node.func
+        args, kws = self.call_args(node)
+        if isinstance(f, ast.Name) and self.is_variable(f.id):
+            return self.plain_call(self.local_name(f.id), args, kws, mangle_kw=True)
+        if isinstance(f, (ast.Name, ast.Attribute)):
+            obj = self.static_object(f)
+            if obj is not T._NO:
+                return self.call_object(obj, f, node, args, kws)
+            if isinstance(f, ast.Attribute):
+                base = self.static_object(f.value)
+                if base is T._tessera_module():
+                    if f.attr not in T.primitive_names():
+                        self.unsupported(f"tessera.{f.attr} (not a primitive)", node)
+                    return self.plain_call(f.attr, args, kws)
+                return self.method_call(f, node, args, kws)
+        callee = self.expr(f)
+        return self.plain_call(f"({callee})", args, kws, mangle_kw=True)
+
+    def plain_call(self, callee: str, args, kws, mangle_kw=False) -> str:
+        parts = [self.expr(a) for a in args]
+        for k, v in kws.items():
+            parts.append(f"{T.mangle(k) if mangle_kw else k}={self.expr(v)}")
+        return f"{callee}({', '.join(parts)})"
+
+    def call_object(self, obj, fnode, node, args, kws) -> str:
+        label = ast.unparse(fnode)
+        if T._is_jit(obj):
+            return self.plain_call(self.b.include(obj), args, kws, mangle_kw=True)
+        if isinstance(fnode, ast.Name) and getattr(builtins, fnode.id, None) is obj:
+            return self.builtin_call(fnode.id, node, args, kws)
+        dt = T.dtype_name_of(obj)
+        if dt is not None:
+            return self.convert_call(dt, obj, label, node, args, kws)
+        if obj is np.dtype:
+            a = self.single_arg(node, "np.dtype")
+            return self.expr(a)
+        ns, name = T._numpy_function(obj)
+        if ns == "numpy":
+            return self.numpy_call(name, node, args, kws)
+        if ns == "linalg":
+            if name not in T.primitive_names():
+                self.unsupported(f"the NumPy function np.linalg.{name}", node)
+            return self.plain_call(name, args, kws)
+        if ns == "random":
+            return self.random_call(name, node, args, kws)
+        if ns == "math":
+            return self.math_call(name, node, args, kws)
+        kind = "class" if isinstance(obj, type) else "function" if callable(obj) else "object"
+        self.unsupported(
+            f"calling the Python {kind} '{label}'",
+            node,
+            "only @tessera.jit functions, NumPy functions and builtins can be called",
+        )
+
+    def convert_call(self, dt, obj, label, node, args, kws) -> str:
+        """``float(x)``, ``np.float32(x)``: a conversion to a dtype."""
+        if len(args) != 1 or kws:
+            self.unsupported(f"{label}() with other than one argument", node)
+        a = args[0]
+        if isinstance(a, ast.Constant) and isinstance(a.value, str) and obj is float:
+            if a.value.strip().lower() in ("inf", "+inf", "infinity", "-inf", "nan", "-infinity"):
+                return T.float_literal(float(a.value))
+        return f"astype({self.expr(a)}, {T.string_literal(dt)})"
+
+    def emit_spec(self, spec: M.Spec, args, kws, node, receiver: str | None = None) -> str:
+        texts = [receiver] if receiver is not None else []
+        params = list(spec.params)
+        if spec.varargs:
+            fixed = len(params) - len(texts)
+            extra = args[fixed:] if len(args) >= fixed else []
+            args = args[:fixed]
+            if len(extra) == 1:
+                kws = dict(kws)
+                kws[spec.varargs] = extra[0]
+            elif len(extra) > 1:
+                kws = dict(kws)
+                kws[spec.varargs] = ast.Tuple(elts=extra, ctx=ast.Load(), lineno=extra[0].lineno)
+            params.append(spec.varargs)
+        bound: dict = {}
+        for i, a in enumerate(args):
+            idx = i + len(texts)
+            if idx >= len(params):
+                count = len(args) + len(texts)
+                self.unsupported(f"{spec.prim}() with {count} positional arguments", node)
+            bound[params[idx]] = self.expr(a)
+        for i, t in enumerate(texts):
+            bound[params[i]] = t
+        for k, v in kws.items():
+            if k == "a" and params and params[0] not in bound:
+                k = params[0]
+            if k in spec.ignore_none or k in ("retstep", "returned"):
+                if isinstance(v, ast.Constant) and v.value in (None, False):
+                    continue
+                self.unsupported(f"the argument {k}= of {spec.prim}", node)
+            if k == "kind":
+                continue
+            if k in bound:
+                self.unsupported(f"{spec.prim}() got argument '{k}' twice", node)
+            bound[k] = self.expr(v)
+        for k in ("retstep", "returned", "out", "kind"):
+            if k in bound and k not in kws:
+                if bound[k] in ("nil", "false"):
+                    del bound[k]
+                elif k == "kind":
+                    del bound[k]
+                else:
+                    self.unsupported(f"the argument {k}= of {spec.prim}", node)
+        out, positional = [], True
+        for i, p in enumerate(params):
+            if p not in bound:
+                positional = False
+                continue
+            if positional and i < spec.positional:
+                out.append(bound.pop(p))
+            else:
+                positional = False
+                out.append(f"{spec.rename.get(p, p)}={bound.pop(p)}")
+        for k, v in bound.items():
+            out.append(f"{spec.rename.get(k, k)}={v}")
+        return f"{spec.prim}({', '.join(out)})"
+
+    def numpy_call(self, name: str, node, args, kws) -> str:
+        if name == "where" and len(args) == 1 and not kws:
+            return f"nonzero({self.expr(args[0])})"
+        if name == "meshgrid":
+            xs = ", ".join(self.expr(a) for a in args)
+            rest = "".join(f", {k}={self.expr(v)}" for k, v in kws.items())
+            return f"meshgrid(list({xs}){rest})"
+        if name in M.NUMPY_SPECS:
+            return self.emit_spec(M.NUMPY_SPECS[name], args, kws, node)
+        prim = M.NUMPY_RENAMES.get(name, name)
+        if prim in T.primitive_names():
+            for k, v in kws.items():
+                if k in ("out", "where", "casting", "order", "subok"):
+                    if not (isinstance(v, ast.Constant) and v.value is None):
+                        self.unsupported(f"the argument {k}= of np.{name}", node)
+            kws = {k: v for k, v in kws.items() if k not in ("out", "order", "subok", "casting")}
+            return self.plain_call(prim, args, kws)
+        self.unsupported(f"the NumPy function np.{name}", node)
+
+    def random_call(self, name: str, node, args, kws) -> str:
+        if name in ("rand", "randn"):
+            if kws:
+                self.unsupported(f"np.random.{name} with keyword arguments", node)
+            dims = ", ".join(self.expr(a) for a in args)
+            prim = "random_uniform" if name == "rand" else "random_normal"
+            return f"{prim}(list({dims}))"
+        if name == "standard_normal":
+            size = args[0] if args else kws.get("size")
+            shape = self.expr(size) if size is not None else "list()"
+            return f"random_normal({shape})"
+        if name in M.RANDOM_SPECS:
+            spec = M.RANDOM_SPECS[name]
+            if "size" in spec.params:
+                given = len(args) > spec.params.index("size") or "size" in kws
+                if not given:
+                    kws = dict(kws)
+                    kws["size"] = ast.Tuple(elts=[], ctx=ast.Load(), lineno=node.lineno)
+            if name == "randint" and len(args) < 2 and "high" not in kws:
+                # randint(n) draws from [0, n).
+                kws = dict(kws)
+                low = args[0] if args else kws.pop("low")
+                args = []
+                kws["low"] = ast.Constant(0, lineno=node.lineno)
+                kws["high"] = low
+            return self.emit_spec(spec, args, kws, node)
+        self.unsupported(f"the NumPy function np.random.{name}", node)
+
+    def math_call(self, name: str, node, args, kws) -> str:
+        if kws:
+            self.unsupported(f"math.{name} with keyword arguments", node)
+        texts = [self.expr(a) for a in args]
+        if name in M.MATH_INT_RESULT:
+            return f"astype({name}({', '.join(texts)}), \"int64\")"
+        if name == "log" and len(texts) == 2:
+            return f"(log({texts[0]}) / log({texts[1]}))"
+        if name in M.MATH_RENAMES:
+            return f"{M.MATH_RENAMES[name]}({', '.join(texts)})"
+        self.unsupported(f"the function math.{name}", node)
+
+    def builtin_call(self, name: str, node, args, kws) -> str:
+        def texts():
+            return [self.expr(a) for a in args]
+
+        def one():
+            if len(args) != 1 or kws:
+                self.unsupported(f"{name}() with other than one argument", node)
+            return self.expr(args[0])
+
+        if name in ("len", "abs", "str"):
+            return f"{name}({one()})"
+        if name in ("int", "float", "bool"):
+            if not args:
+                return {"int": "0", "float": "0.0", "bool": "false"}[name]
+            obj = {"int": int, "float": float, "bool": bool}[name]
+            return self.convert_call(T.dtype_name_of(obj), obj, name, node, args, kws)
+        if name == "range":
+            if kws:
+                self.unsupported("range() with keyword arguments", node)
+            return f"range({', '.join(texts())})"
+        if name == "print":
+            for k, v in kws.items():
+                default = {"sep": " ", "end": "\n", "flush": None, "file": None}.get(k, 0)
+                if not (isinstance(v, ast.Constant) and (v.value == default or k == "flush")):
+                    self.unsupported(f"print() with {k}=", node)
+            return f"print({', '.join(texts())})"
+        if name in ("min", "max"):
+            if kws:
+                self.unsupported(f"{name}() with keyword arguments (key=, default=)", node)
+            t = texts()
+            if len(t) == 1:
+                return f"{name}({t[0]})"
+            prim = "minimum" if name == "min" else "maximum"
+            out = t[0]
+            for x in t[1:]:
+                out = f"{prim}({out}, {x})"
+            return out
+        if name == "sum":
+            if kws or not 1 <= len(args) <= 2:
+                self.unsupported("sum() with these arguments", node)
+            t = texts()
+            s = f"sum({t[0]}, axis=0)"
+            return s if len(t) == 1 else f"({s} + {t[1]})"
+        if name == "round":
+            t = texts()
+            nd = kws.get("ndigits")
+            if len(t) == 2 or nd is not None:
+                digits = t[1] if len(t) == 2 else self.expr(nd)
+                return f"round({t[0]}, decimals={digits})"
+            return f"{self.b.helper('__round_int')}({t[0]})"
+        if name == "pow":
+            t = texts()
+            if len(t) != 2:
+                self.unsupported("pow() with a modulus", node)
+            return f"power({t[0]}, {t[1]})"
+        if name == "divmod":
+            t = texts()
+            return f"list(floor_divide({t[0]}, {t[1]}), mod({t[0]}, {t[1]}))"
+        if name in ("all", "any"):
+            return f"{name}({one()})"
+        if name in ("list", "tuple"):
+            if not args:
+                return "list()"
+            a = args[0]
+            if isinstance(a, (ast.ListComp, ast.GeneratorExp)):
+                return self.expr(a)
+            if isinstance(a, ast.Call) and self.builtin_called(a) == "range":
+                return self.expr(a)
+            return f"{self.b.helper('__to_list')}({one()})"
+        if name == "sorted":
+            return f"{self.b.helper('__to_list')}(sort({one()}))"
+        if name in ("zip", "enumerate"):
+            self.unsupported(f"{name}() outside a for loop or comprehension", node)
+        self.unsupported(f"the builtin {name}()", node)
+
+    def method_call(self, f: ast.Attribute, node, args, kws) -> str:
+        attr = f.attr
+        recv = self.expr(f.value)
+        if attr in M.INPLACE_METHODS:
+            self.unsupported(
+                f"the in-place method .{attr}() inside an expression",
+                node,
+                f"write it as a statement on a variable: x.{attr}(...)",
+            )
+        if attr == "item":
+            if args or kws:
+                self.unsupported(".item() with arguments", node)
+            return f"{self.b.helper('__item')}({recv})"
+        if attr == "tolist":
+            return f"{self.b.helper('__to_list')}({recv})"
+        if attr in M.METHOD_SPECS:
+            return self.emit_spec(M.METHOD_SPECS[attr], args, kws, node, receiver=recv)
+        self.unsupported(f"the method .{attr}()", node)
+
+    def attribute(self, node: ast.Attribute) -> str:
+        obj = self.static_object(node)
+        if obj is not T._NO:
+            return self.value_text(obj, node, ast.unparse(node))
+        base = self.static_object(node.value)
+        if base is T._tessera_module():
+            if node.attr in T.primitive_names():
+                return node.attr
+            self.unsupported(f"tessera.{node.attr}", node)
+        x = self.expr(node.value)
+        attr = node.attr
+        if attr in ("shape", "ndim", "size"):
+            return f"{attr}({x})"
+        if attr == "T":
+            return f"transpose({x})"
+        if attr == "dtype":
+            return f"{self.b.helper('__dtype_name')}({x})"
+        if attr == "real":
+            return x
+        self.unsupported(f"the attribute .{attr}", node)

@@ -1,0 +1,222 @@
+"""Tables that map NumPy, ``math`` and builtin names onto tessera primitives.
+
+The translator (``_translate.py``) consults these tables; they hold no logic
+beyond the shape of each call: which primitive it becomes, which NumPy
+parameter names its positional arguments carry, and which keywords are
+renamed.  Everything numerical happens in the C++ core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The primitive names of the core (``tessera ops``), used when the compiled
+# extension is not importable (translation-only tests).  When ``_core`` is
+# available its own list is used instead, so new primitives are picked up.
+STATIC_PRIMITIVES = frozenset(
+    """
+    abs absolute add arccos arccosh arcsin arcsinh arctan arctan2 arctanh astype ceil clip
+    copysign cos cosh deg2rad divide exp exp2 expm1 floor floor_divide fmax fmin hypot isfinite
+    isinf isnan log log10 log1p log2 maximum minimum mod multiply nan_to_num negative positive
+    power rad2deg reciprocal remainder rint round sign sin sinh sqrt square subtract tan tanh
+    trunc where allclose array_equal equal greater greater_equal isclose less less_equal
+    logical_and logical_not logical_or logical_xor not_equal append assert concat is_nil len
+    print range str type arange array copy diag empty empty_like eye full full_like identity
+    linspace meshgrid ones ones_like tri tril triu zeros zeros_like getitem setitem slice take
+    take_along_axis file_read_csv file_read_npy file_write_csv file_write_npy load save det dot
+    inner inv kron matmul matrix_power norm outer solve tensordot trace vdot permutation
+    random_integers random_normal random_uniform set_seed shuffle atleast_1d atleast_2d
+    atleast_3d broadcast_to concatenate dstack expand_dims flatten flip hstack moveaxis ndim pad
+    ravel repeat reshape roll shape size split squeeze stack swapaxes tile transpose vstack
+    argsort argwhere bincount flatnonzero nonzero searchsorted sort unique all amax amin any
+    argmax argmin average count_nonzero cumprod cumsum logsumexp max mean median min nanmean
+    nansum prod ptp std sum var
+    """.split()
+)
+
+# Names the language gives a meaning of its own: user variables with these
+# names are renamed in the generated text.
+LANGUAGE_WORDS = frozenset(
+    """
+    define lambda block parallel_block if while for_each store list dict break continue return
+    true false nil inf nan argv
+    """.split()
+)
+
+# The dtypes tessera supports, under the names NumPy and Python use for them.
+DTYPE_NAMES = {
+    "bool": "bool",
+    "bool_": "bool",
+    "int": "int64",
+    "int64": "int64",
+    "float": "float64",
+    "float64": "float64",
+    "double": "float64",
+    "float32": "float32",
+    "single": "float32",
+    # Accepted by NumPy but not by tessera: passed through so the core names
+    # the dtype in its TypeError.
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "uint8": "uint8",
+    "float16": "float16",
+    "complex128": "complex128",
+}
+
+# dtype name -> the code used by the generated ``x.dtype`` helper.
+DTYPE_CODES = {"bool": 0, "int64": 1, "float32": 2, "float64": 3}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one NumPy-style call becomes a primitive call.
+
+    ``params`` are the NumPy parameter names in positional order (the first is
+    the data argument).  The first ``positional`` of them are passed by
+    position; the others by keyword, renamed by ``rename``.  Parameters in
+    ``ignore_none`` are dropped when they are the literal None (``out=None``);
+    any other value is unsupported.  ``varargs`` collects every positional
+    argument after the fixed ones into one list argument (``x.reshape(2, 3)``).
+    """
+
+    prim: str
+    params: tuple = ()
+    positional: int = 1
+    rename: dict = field(default_factory=dict)
+    ignore_none: tuple = ("out",)
+    varargs: str | None = None
+
+
+def _reduce(prim, *extra):
+    return Spec(prim, ("x", "axis") + extra, positional=1)
+
+
+_R_DTYPE = ("dtype", "out", "keepdims")  # sum, prod, mean, cumsum
+_R_PLAIN = ("out", "keepdims")  # max, min, any, all, argmax
+
+# np.NAME(...) calls whose parameters differ from the primitive's (by
+# position or name).  Any other ``np.NAME`` that is a primitive is passed
+# through unchanged; anything else is unsupported.
+NUMPY_SPECS = {
+    "sum": _reduce("sum", *_R_DTYPE),
+    "prod": _reduce("prod", *_R_DTYPE),
+    "mean": _reduce("mean", *_R_DTYPE),
+    "nansum": _reduce("nansum", *_R_DTYPE),
+    "nanmean": _reduce("nanmean", *_R_DTYPE),
+    "cumsum": _reduce("cumsum", "dtype", "out"),
+    "cumprod": _reduce("cumprod", "dtype", "out"),
+    "max": _reduce("max", *_R_PLAIN),
+    "min": _reduce("min", *_R_PLAIN),
+    "amax": _reduce("amax", *_R_PLAIN),
+    "amin": _reduce("amin", *_R_PLAIN),
+    "all": _reduce("all", *_R_PLAIN),
+    "any": _reduce("any", *_R_PLAIN),
+    "argmax": _reduce("argmax", *_R_PLAIN),
+    "argmin": _reduce("argmin", *_R_PLAIN),
+    "ptp": _reduce("ptp", *_R_PLAIN),
+    "median": _reduce("median", *_R_PLAIN),
+    "count_nonzero": Spec("count_nonzero", ("x", "axis", "keepdims")),
+    "std": _reduce("std", "dtype", "out", "ddof", "keepdims"),
+    "var": _reduce("var", "dtype", "out", "ddof", "keepdims"),
+    "average": Spec("average", ("x", "axis", "weights", "returned", "keepdims")),
+    "abs": Spec("abs", ("x",)),
+    "absolute": Spec("absolute", ("x",)),
+    "around": Spec("round", ("x", "decimals"), positional=2),
+    "round": Spec("round", ("x", "decimals"), positional=2),
+    "clip": Spec("clip", ("x", "a_min", "a_max"), positional=3,
+                 rename={"min": "a_min", "max": "a_max"}),
+    "reshape": Spec("reshape", ("x", "shape"), positional=2, rename={"newshape": "shape"}),
+    "transpose": Spec("transpose", ("x", "axes"), positional=2),
+    "where": Spec("where", ("condition", "x", "y"), positional=3),
+    "linspace": Spec("linspace", ("start", "stop", "num", "endpoint", "retstep", "dtype"),
+                     positional=2),
+    "sort": Spec("sort", ("x", "axis", "kind"), positional=2),
+    "argsort": Spec("argsort", ("x", "axis", "kind"), positional=2),
+    "asarray": Spec("array", ("object", "dtype"), positional=1),
+    "ascontiguousarray": Spec("array", ("object", "dtype"), positional=1),
+    "array": Spec("array", ("object", "dtype"), positional=1),
+    "matrix_power": Spec("matrix_power", ("x", "n"), positional=2),
+    "random_sample": Spec("random_uniform", ("shape",), positional=1),
+}
+
+# NumPy names that become a different primitive with the same arguments.
+NUMPY_RENAMES = {
+    "concat": "concatenate",
+    "row_stack": "vstack",
+    "fabs": "abs",
+    "true_divide": "divide",
+    "pow": "power",
+    "acos": "arccos",
+    "asin": "arcsin",
+    "atan": "arctan",
+    "atan2": "arctan2",
+    "fix": "trunc",
+}
+
+# np.random.NAME: how the legacy global-state API maps onto tessera's
+# counter-based generator (the values differ from NumPy's; shapes, dtypes
+# and ranges match).
+RANDOM_SPECS = {
+    "uniform": Spec("random_uniform", ("low", "high", "size"), positional=0,
+                    rename={"size": "shape"}),
+    "normal": Spec("random_normal", ("loc", "scale", "size"), positional=0,
+                   rename={"size": "shape", "loc": "mean", "scale": "std"}),
+    "randint": Spec("random_integers", ("low", "high", "size"), positional=0,
+                    rename={"size": "shape"}),
+    "random": Spec("random_uniform", ("size",), positional=0, rename={"size": "shape"}),
+    "random_sample": Spec("random_uniform", ("size",), positional=0, rename={"size": "shape"}),
+    "permutation": Spec("permutation", ("x",)),
+    "seed": Spec("set_seed", ("seed",)),
+}
+
+# x.NAME(...) methods of ndarray.  The receiver becomes the first argument.
+METHOD_SPECS = {
+    "sum": NUMPY_SPECS["sum"],
+    "prod": NUMPY_SPECS["prod"],
+    "mean": NUMPY_SPECS["mean"],
+    "cumsum": NUMPY_SPECS["cumsum"],
+    "cumprod": NUMPY_SPECS["cumprod"],
+    "max": NUMPY_SPECS["max"],
+    "min": NUMPY_SPECS["min"],
+    "all": NUMPY_SPECS["all"],
+    "any": NUMPY_SPECS["any"],
+    "argmax": NUMPY_SPECS["argmax"],
+    "argmin": NUMPY_SPECS["argmin"],
+    "ptp": NUMPY_SPECS["ptp"],
+    "std": NUMPY_SPECS["std"],
+    "var": NUMPY_SPECS["var"],
+    "round": NUMPY_SPECS["round"],
+    "clip": NUMPY_SPECS["clip"],
+    "argsort": NUMPY_SPECS["argsort"],
+    "astype": Spec("astype", ("x", "dtype"), positional=2),
+    "copy": Spec("copy", ("x",)),
+    "flatten": Spec("flatten", ("x",)),
+    "ravel": Spec("ravel", ("x",)),
+    "squeeze": Spec("squeeze", ("x", "axis"), positional=2),
+    "dot": Spec("dot", ("x", "y"), positional=2),
+    "repeat": Spec("repeat", ("x", "repeats", "axis"), positional=3),
+    "take": Spec("take", ("x", "indices", "axis"), positional=3),
+    "nonzero": Spec("nonzero", ("x",)),
+    "swapaxes": Spec("swapaxes", ("x", "axis1", "axis2"), positional=3),
+    "trace": Spec("trace", ("x", "offset", "axis1", "axis2"), positional=4),
+    "reshape": Spec("reshape", ("x",), varargs="shape"),
+    "transpose": Spec("transpose", ("x",), varargs="axes"),
+}
+
+# Methods that change their receiver in place: ``x.sort()`` is emitted as
+# ``define(x, sort(x))``.  Only allowed as statements on a variable.
+INPLACE_METHODS = {"sort", "fill", "append", "extend"}
+
+# math.NAME -> primitive (on scalars the primitives return Python scalars).
+MATH_RENAMES = {
+    "sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "log10",
+    "log1p": "log1p", "expm1": "expm1", "sin": "sin", "cos": "cos", "tan": "tan",
+    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
+    "fabs": "abs", "pow": "power", "hypot": "hypot", "isnan": "isnan", "isinf": "isinf",
+    "isfinite": "isfinite", "copysign": "copysign", "degrees": "rad2deg", "radians": "deg2rad",
+    "trunc": "trunc",
+}
+MATH_INT_RESULT = {"floor", "ceil"}  # math.floor(x) is an int
+MATH_CONSTANTS = {"pi", "e", "inf", "nan", "tau"}

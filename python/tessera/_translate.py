@@ -1,0 +1,1359 @@
+"""Python ``ast`` -> tessera expression-language text.
+
+The translator reads a function's source, walks its syntax tree and writes an
+equivalent program in the expression language (docs/language.md), with a
+``#line N "file.py"`` directive wherever the Python line changes, so that every
+error the core reports names the user's file and line.
+
+One ``ProgramBuilder`` makes one program: the entry function, every
+``@tessera.jit`` function it calls (transitively, once each), the small helper
+functions some constructs need, and the module-level arrays the code reads
+(passed as hidden extra arguments, never printed into the text).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math
+import os
+import re
+import textwrap
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _numpy_map as M
+from ._calls import CallsMixin
+
+
+class UnsupportedError(NotImplementedError):
+    """Python that ``tessera.jit`` cannot translate (a class, ``try``, a call of
+    an arbitrary Python object, ...).  The message names the construct and the
+    ``file.py:line`` where it appears.  A subclass of NotImplementedError."""
+
+
+# --------------------------------------------------------------------------- names
+
+_primitive_cache: frozenset | None = None
+
+
+def primitive_names() -> frozenset:
+    """The names of the core's primitives (from ``_core`` when it is built)."""
+    global _primitive_cache
+    if _primitive_cache is None:
+        try:
+            from . import _core  # noqa: PLC0415
+
+            _primitive_cache = frozenset(p[0] for p in _core.primitives())
+        except ImportError:
+            _primitive_cache = M.STATIC_PRIMITIVES
+    return _primitive_cache
+
+
+def _is_reserved(name: str) -> bool:
+    return name in M.LANGUAGE_WORDS or name in primitive_names() or name.startswith("__")
+
+
+def mangle(name: str) -> str:
+    """The name a Python variable gets in the generated text: its own name
+    unless that is a primitive, a word of the language, or starts with ``__``
+    (the prefix of generated names)."""
+    return "py_" + name if _is_reserved(name) else name
+
+
+# --------------------------------------------------------------------------- literals
+
+
+def int_literal(v: int) -> str:
+    if v < -(2**63) or v >= 2**63:
+        raise OverflowError(f"integer {v} does not fit in int64")
+    if v == -(2**63):
+        return "(-9223372036854775807 - 1)"
+    return str(v) if v >= 0 else f"({v})"
+
+
+def float_literal(v: float) -> str:
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "(-inf)"
+    text = repr(float(v))
+    return text if v >= 0 else f"({text})"
+
+
+def string_literal(s: str) -> str:
+    out = s.replace("\\", "\\\\").replace('"', '\\"')
+    out = out.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r").replace("\0", "\\0")
+    return '"' + out + '"'
+
+
+def dtype_name_of(obj) -> str | None:
+    """The dtype name of a Python/NumPy dtype-like object, or None."""
+    if obj is bool:
+        return "bool"
+    if obj is int:
+        return "int64"
+    if obj is float:
+        return "float64"
+    if isinstance(obj, np.dtype):
+        return M.DTYPE_NAMES.get(obj.name, obj.name)
+    if isinstance(obj, type) and issubclass(obj, np.generic):
+        return M.DTYPE_NAMES.get(np.dtype(obj).name, np.dtype(obj).name)
+    return None
+
+
+# --------------------------------------------------------------------------- helpers
+
+# Small functions in the language that some Python constructs need; a program
+# includes only those it uses.
+HELPERS = {
+    # 0 bool, 1 int64, 2 float32, 3 float64, found through promotion rules.
+    "__dtype_code": """define(__dtype_code, x, block(
+  define(o, getitem(pad(ravel(ones_like(x)), list(0, 1), constant_values=1), -1)),
+  if(astype(o + o, "int64") == 1, 0,
+    if(o * 9007199254740993 - 9007199254740992 == 1, 1,
+      if(o + 1e-10 != 1, 3, 2)))))""",
+    "__dtype_name": """define(__dtype_name, x,
+  getitem(list("bool", "int64", "float32", "float64"), __dtype_code(x)))""",
+    "__contains": """define(__contains, seq, item, block(
+  define(i, 0), define(n, len(seq)), define(found, false),
+  while(!found && i < n, block(
+    define(found, any(getitem(seq, i) == item)),
+    define(i, i + 1))),
+  found))""",
+    "__to_list": """define(__to_list, x, block(
+  define(r, list()), define(i, 0), define(n, len(x)),
+  while(i < n, block(define(r, append(r, getitem(x, i))), define(i, i + 1))),
+  r))""",
+    "__extend": """define(__extend, a, b, block(
+  define(i, 0), define(n, len(b)),
+  while(i < n, block(define(a, append(a, getitem(b, i))), define(i, i + 1))),
+  a))""",
+    "__round_int": """define(__round_int, x,
+  if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
+    "__item": """define(__item, x, getitem(ravel(x), 0))""",
+}
+_HELPER_DEPS = {"__dtype_name": ("__dtype_code",)}
+
+
+# --------------------------------------------------------------------------- program
+
+
+@dataclass
+class Translation:
+    """The result of translating an entry function."""
+
+    text: str  # the program
+    n_params: int  # parameters of the entry function
+    constants: list = field(default_factory=list)  # hidden arrays, appended to the arguments
+    # How to turn the list results back into tuples: None, or ("tuple" | "list",
+    # [spec of each item] or None), the same for every return of the entry.
+    result_spec: tuple | None = None
+
+
+_MARK = re.compile(r"\x00(\d+):(\d+)\x01")
+
+
+class ProgramBuilder:
+    """Collects the definitions of one program."""
+
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set()
+        self.defs: list[str] = []
+        self.helpers: list[str] = []
+        self.constants: list = []
+        self.const_names: dict[int, str] = {}
+        self.files: list[str] = []
+        self.counter = 0
+
+    def tmp(self, stem: str = "t") -> str:
+        self.counter += 1
+        return f"__{stem}{self.counter}"
+
+    def file_index(self, name: str) -> int:
+        if name not in self.files:
+            self.files.append(name)
+        return self.files.index(name)
+
+    def helper(self, name: str) -> str:
+        for dep in _HELPER_DEPS.get(name, ()):
+            self.helper(dep)
+        if name not in self.helpers:
+            self.helpers.append(name)
+        return name
+
+    def constant(self, value: np.ndarray) -> str:
+        key = id(value)
+        if key not in self.const_names:
+            self.const_names[key] = f"__c{len(self.constants)}"
+            self.constants.append(value)
+        return self.const_names[key]
+
+    def include(self, jitfn) -> str:
+        """The generated name of a @jit function, translating it on first use."""
+        func = jitfn.__wrapped__
+        key = id(func)
+        if key in self.names:
+            return self.names[key]
+        base = mangle(func.__name__ if func.__name__.isidentifier() else "lambda_fn")
+        name, n = base, 1
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        self.names[key] = name  # before translating: the function may recurse
+        self.defs.append(FunctionTranslator(self, func).translate_toplevel(name))
+        return name
+
+    def build(self, entry_jitfn) -> Translation:
+        entry = self.include(entry_jitfn)
+        func = entry_jitfn.__wrapped__
+        fdef, _ = parse_function(func)
+        n_params = len(fdef.args.posonlyargs) + len(fdef.args.args) + len(fdef.args.kwonlyargs)
+        reset = "\x000:0\x01"  # top-level text belongs to no Python line
+        parts = [reset + HELPERS[h] for h in self.helpers]
+        for i, c in enumerate(self.const_names.values()):
+            parts.append(f"{reset}define({c}, getitem(argv, {n_params + i}))")
+        parts.extend(self.defs)
+        parts.append(reset)
+        if self.constants:
+            ps = [f"__a{i}" for i in range(n_params)]
+            hs = [f"__h{i}" for i in range(len(self.constants))]
+            parts.append(f"lambda({', '.join(ps + hs + [entry + '(' + ', '.join(ps) + ')'])})")
+        else:
+            parts.append(entry)
+        text = self.resolve_markers("\n".join(parts) + "\n")
+        if isinstance(fdef, ast.Lambda):
+            spec = _result_spec(fdef.body)
+        else:
+            spec = _returns_spec(fdef)
+        return Translation(text, n_params, list(self.constants), spec)
+
+    def resolve_markers(self, text: str) -> str:
+        """Turns the line markers left by the translator into ``#line``
+        directives.  Generated lines that belong to the same Python line are
+        joined; before a token whose Python line is not the one the parser
+        would count, a directive is inserted."""
+        pieces = _MARK.split(text)
+        out: list[str] = []  # finished output lines
+        buf = ""  # the output line being built
+        physical = None  # (file index, line) the parser counts for buf
+        logical = None  # (file index, line) the text belongs to
+        newline = False  # a newline is pending before the next token
+        indent = ""  # the indentation that followed it
+
+        def directive(at):
+            name = self.files[at[0]].replace("\\", "\\\\").replace('"', '\\"')
+            return f'#line {at[1]} "{name}"\n'
+
+        for i in range(0, len(pieces), 3):
+            for part in re.split(r"(\n)", pieces[i]):
+                if part == "\n":
+                    if logical is None:
+                        out.append(buf + "\n")
+                        buf = ""
+                    else:
+                        newline = True
+                    continue
+                if not part:
+                    continue
+                m = re.search(r"[^\s),]", part)
+                if m is None:  # closing parentheses, commas, spaces
+                    if newline:
+                        stripped = part.strip()
+                        buf += stripped
+                        indent = indent + part if not stripped else ""
+                    else:
+                        buf += part
+                    continue
+                head, rest = part[: m.start()], part[m.start() :]
+                if newline:
+                    stripped = head.strip()
+                    buf += stripped
+                    indent = (indent if not stripped else "") + head[len(head.rstrip(" ")) :]
+                else:
+                    buf += head
+                if newline:
+                    if logical == physical:
+                        buf += " " + rest
+                    else:
+                        out.append(buf + "\n")
+                        nxt = None if physical is None else (physical[0], physical[1] + 1)
+                        if logical != nxt:
+                            out.append(directive(logical))
+                        buf = indent + rest
+                    newline = False
+                    indent = ""
+                elif logical is not None and logical != physical:
+                    if buf.strip():
+                        out.append(buf + "\n")
+                        buf = " " * (len(buf) - len(buf.lstrip()) + 4)
+                    out.append(directive(logical))
+                    buf += rest
+                else:
+                    buf += rest
+                physical = logical if logical is not None else physical
+            if i + 2 < len(pieces):
+                line = int(pieces[i + 1])
+                logical = (int(pieces[i + 2]), line) if line else None
+                if line == 0:
+                    physical = None
+                    if newline:
+                        out.append(buf + "\n")
+                        buf, newline, indent = indent, False, ""
+        out.append(buf + ("\n" if newline else ""))
+        return "".join(out)
+
+
+_TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod"}
+
+
+def _result_spec(node):
+    """Which parts of a returned expression are tuples in Python (the language
+    only has lists): tuple displays, ``x.shape``, ``np.nonzero(...)``, ..."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        return (kind, [_result_spec(e) for e in node.elts])
+    if isinstance(node, ast.Attribute) and node.attr == "shape":
+        return ("tuple", None)
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+        if name in _TUPLE_CALLS or (name == "where" and len(node.args) == 1):
+            return ("tuple", None)
+    return None
+
+
+def _returns_spec(fdef):
+    specs = []
+
+    def visit(n):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return
+        if isinstance(n, ast.Return):
+            specs.append(_result_spec(n.value) if n.value is not None else None)
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for s in fdef.body:
+        visit(s)
+    if specs and all(sp == specs[0] for sp in specs):
+        return specs[0]
+    return None
+
+
+def convert_result(value, spec):
+    """Applies a result spec: lists that were tuples in Python become tuples."""
+    if spec is None or not isinstance(value, list):
+        return value
+    kind, items = spec
+    if items is not None and len(items) == len(value):
+        value = [convert_result(v, s) for v, s in zip(value, items)]
+    return tuple(value) if kind == "tuple" else value
+
+
+# --------------------------------------------------------------------------- source
+
+
+def source_file(func) -> str:
+    return os.path.basename(func.__code__.co_filename)
+
+
+_parse_cache: dict = {}
+
+
+def parse_function(func):
+    """The ``ast.FunctionDef`` (or ``ast.Lambda``) of ``func`` with the line
+    numbers of its file, and the file's short name."""
+    key = func.__code__
+    if key in _parse_cache:
+        return _parse_cache[key]
+    fname = source_file(func)
+    where = f"{fname}:{func.__code__.co_firstlineno}"
+    try:
+        lines, start = inspect.getsourcelines(func)
+    except (OSError, TypeError) as e:
+        raise UnsupportedError(
+            f"the source of '{func.__name__}' is not available ({e}); tessera.jit needs "
+            f"functions defined in a file (at {where})"
+        ) from None
+    src = textwrap.dedent("".join(lines))
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        # A lambda inside a larger expression: parse the line as an expression.
+        try:
+            tree = ast.parse("(" + src.strip().rstrip(",") + ")")
+        except SyntaxError:
+            raise UnsupportedError(
+                f"cannot parse the source of '{func.__name__}' (at {where})"
+            ) from None
+    ast.increment_lineno(tree, start - 1)
+    node = None
+    if func.__name__ == "<lambda>":
+        lambdas = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
+        if len(lambdas) != 1:
+            raise UnsupportedError(
+                f"a lambda that does not stand alone on its line (at {where}); use def"
+            )
+        node = lambdas[0]
+    else:
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func.__name__:
+                node = n
+                break
+    if node is None:
+        raise UnsupportedError(f"cannot find the definition of '{func.__name__}' (at {where})")
+    if isinstance(node, ast.AsyncFunctionDef):
+        raise UnsupportedError(f"async function '{func.__name__}' (at {where})")
+    _parse_cache[key] = (node, fname)
+    return node, fname
+
+
+def _bound_names(stmts) -> set:
+    """Names a function body binds (its locals), as Python decides them."""
+    names: set = set()
+
+    def visit(n):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            for d in getattr(n, "decorator_list", []):
+                visit(d)
+            if not isinstance(n, ast.ClassDef):
+                for d in n.args.defaults + [d for d in n.args.kw_defaults if d]:
+                    visit(d)
+            return
+        if isinstance(n, ast.Lambda):
+            for d in n.args.defaults:
+                visit(d)
+            return
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            visit(n.generators[0].iter)
+            return
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                names.add((a.asname or a.name).split(".")[0])
+        for c in ast.iter_child_nodes(n):
+            visit(c)
+
+    for s in stmts:
+        visit(s)
+    return names
+
+
+class _Scope:
+    def __init__(self, parent, local_names):
+        self.parent = parent
+        self.locals = set(local_names)
+
+
+# Sources of a ``for`` loop.
+@dataclass
+class _Seq:
+    var: str
+
+    def length(self):
+        return f"len({self.var})"
+
+    def elem(self, k):
+        return f"getitem({self.var}, {k})"
+
+
+@dataclass
+class _Zip:
+    parts: list
+
+    def length(self):
+        text = self.parts[0].length()
+        for p in self.parts[1:]:
+            text = f"minimum({text}, {p.length()})"
+        return text
+
+    def elem(self, k):
+        return tuple(p.elem(k) for p in self.parts)
+
+
+@dataclass
+class _Enum:
+    part: object
+    start: str | None
+
+    def length(self):
+        return self.part.length()
+
+    def elem(self, k):
+        return (k if self.start is None else f"({k} + {self.start})", self.part.elem(k))
+
+
+_BINOPS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.MatMult: "@",
+}
+_BINOP_PRIMS = {
+    ast.FloorDiv: "floor_divide",
+    ast.BitAnd: "logical_and",
+    ast.BitOr: "logical_or",
+    ast.BitXor: "logical_xor",
+}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+_UNSUPPORTED_STMTS = {
+    ast.ClassDef: "class definition",
+    ast.Try: "try statement",
+    ast.With: "with statement",
+    ast.AsyncWith: "async with statement",
+    ast.AsyncFor: "async for statement",
+    ast.AsyncFunctionDef: "async function",
+    ast.Raise: "raise statement",
+    ast.Global: "global statement",
+    ast.Nonlocal: "nonlocal statement",
+    ast.Import: "import statement",
+    ast.ImportFrom: "import statement",
+    ast.Delete: "del statement",
+}
+if hasattr(ast, "TryStar"):
+    _UNSUPPORTED_STMTS[ast.TryStar] = "try statement"
+if hasattr(ast, "Match"):
+    _UNSUPPORTED_STMTS[ast.Match] = "match statement"
+
+_UNSUPPORTED_EXPRS = {
+    ast.Yield: "generator (yield)",
+    ast.YieldFrom: "generator (yield from)",
+    ast.Await: "await expression",
+    ast.SetComp: "set comprehension",
+    ast.DictComp: "dict comprehension",
+    ast.Set: "set literal",
+    ast.Starred: "star-args (*x)",
+}
+
+# Sentinel for "not statically resolvable".
+_NO = object()
+
+
+class FunctionTranslator(CallsMixin):
+    """Translates one Python function (and the functions nested in it)."""
+
+    def __init__(self, builder: ProgramBuilder, func):
+        self.b = builder
+        self.func = func
+        self.node, self.file = parse_function(func)
+        self.fidx = builder.file_index(self.file)
+        self.scope: _Scope | None = None
+        self.renames: list[dict] = []
+        self.line = self.node.lineno
+        self._closure = {}
+        if func.__closure__:
+            for name, cell in zip(func.__code__.co_freevars, func.__closure__):
+                try:
+                    self._closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+
+    # ------------------------------------------------------------------ errors
+
+    def where(self, node=None) -> str:
+        line = getattr(node, "lineno", None) or self.line
+        return f"{self.file}:{line}"
+
+    def unsupported(self, what: str, node=None, hint: str = ""):
+        msg = f"{what} is not supported by tessera.jit"
+        if hint:
+            msg += f"; {hint}"
+        raise UnsupportedError(f"{msg} (at {self.where(node)})")
+
+    def mark(self, line: int) -> str:
+        return f"\x00{line}:{self.fidx}\x01"
+
+    # ------------------------------------------------------------------ functions
+
+    def translate_toplevel(self, name: str) -> str:
+        """``define(name, params..., body)`` for the function being translated."""
+        node = self.node
+        if isinstance(node, ast.Lambda):
+            params = self.params(node.args, self.func)
+            self.scope = _Scope(None, self.param_names(node.args))
+            body = self.expr(node.body)
+            return self.mark(node.lineno) + _define_function(name, params, body)
+        # The decorators (tessera.jit) are what brought us here: ignored.
+        return self.function_def(node, name, toplevel=True)
+
+    def param_names(self, args: ast.arguments) -> list:
+        if args.vararg or args.kwarg:
+            self.unsupported("star-args (*args / **kwargs) in a function definition", args)
+        return [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+
+    def params(self, args: ast.arguments, func=None) -> list:
+        """Parameter texts with their defaults (``b=2``)."""
+        self.param_names(args)  # rejects *args / **kwargs
+        positional = args.posonlyargs + args.args
+        n_plain = len(positional) - len(args.defaults)
+        out = []
+        if func is not None:
+            # The decorated function itself: its defaults are Python values.
+            pos_defaults = list(func.__defaults__ or ())
+            kw_defaults = dict(func.__kwdefaults__ or {})
+            for i, a in enumerate(positional):
+                if i >= n_plain:
+                    out.append(f"{mangle(a.arg)}={self.value_text(pos_defaults[i - n_plain], a)}")
+                else:
+                    out.append(mangle(a.arg))
+            for a in args.kwonlyargs:
+                if a.arg in kw_defaults:
+                    out.append(f"{mangle(a.arg)}={self.value_text(kw_defaults[a.arg], a)}")
+                else:
+                    self._kwonly_without_default(out, a)
+            return out
+        for i, a in enumerate(positional):
+            if i >= n_plain:
+                out.append(f"{mangle(a.arg)}={self.expr(args.defaults[i - n_plain])}")
+            else:
+                out.append(mangle(a.arg))
+        for a, d in zip(args.kwonlyargs, args.kw_defaults):
+            if d is not None:
+                out.append(f"{mangle(a.arg)}={self.expr(d)}")
+            else:
+                self._kwonly_without_default(out, a)
+        return out
+
+    def _kwonly_without_default(self, out, a):
+        if any("=" in p for p in out):
+            self.unsupported(
+                f"keyword-only parameter '{a.arg}' without a default after parameters with one", a
+            )
+        out.append(mangle(a.arg))
+
+    def function_def(self, node: ast.FunctionDef, name: str, toplevel=False) -> str:
+        if not toplevel and node.decorator_list:
+            self.unsupported("a decorator on a nested function", node)
+        params = self.params(node.args, self.func if toplevel else None)
+        outer_scope, outer_renames = self.scope, self.renames
+        local_names = self.param_names(node.args) + sorted(_bound_names(node.body))
+        self.scope = _Scope(outer_scope, local_names)
+        self.renames = []
+        saved_line = self.line
+        self.line = node.lineno
+        try:
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    body = body[1:]  # the docstring
+            texts = self.stmts(body, tail=True)
+            body_text = self.block(texts)
+        finally:
+            self.scope, self.renames = outer_scope, outer_renames
+            self.line = saved_line
+        return self.mark(node.lineno) + _define_function(name, params, body_text)
+
+    @staticmethod
+    def block(texts: list) -> str:
+        if len(texts) == 1:
+            return texts[0]
+        inner = ",\n".join(textwrap.indent(t, "  ") for t in texts)
+        return "block(\n" + inner + ")"
+
+    # ------------------------------------------------------------------ statements
+
+    def stmts(self, body: list, tail=False) -> list:
+        out = []
+        for i, s in enumerate(body):
+            out.extend(self.stmt(s, tail and i == len(body) - 1))
+        if tail and not body:
+            out.append("nil")
+        return out or ["nil"]
+
+    def stmt(self, node, tail=False) -> list:
+        saved = self.line
+        self.line = node.lineno
+        try:
+            texts = self._stmt(node, tail)
+        finally:
+            self.line = saved
+        if texts:
+            texts[0] = self.mark(node.lineno) + texts[0]
+        return texts
+
+    def _stmt(self, node, tail) -> list:
+        kind = type(node)
+        if kind in _UNSUPPORTED_STMTS:
+            self.unsupported(_UNSUPPORTED_STMTS[kind], node)
+        if isinstance(node, ast.Return):
+            value = self.expr(node.value) if node.value is not None else None
+            if tail:
+                return [value if value is not None else "nil"]
+            return [f"return({value})" if value is not None else "return()"]
+        if isinstance(node, ast.If):
+            cond = self.expr(node.test)
+            then = self.block(self.stmts(node.body, tail))
+            if node.orelse:
+                other = self.block(self.stmts(node.orelse, tail))
+                return [f"if({cond}, {then}, {other})"]
+            if tail:
+                return [f"if({cond}, {then}, nil)"]
+            return [f"if({cond}, {then})"]
+        out = self._simple_stmt(node)
+        if tail:
+            out.append("nil")
+        return out
+
+    def _simple_stmt(self, node) -> list:
+        if isinstance(node, ast.Assign):
+            if len(node.targets) == 1:
+                return self.assign(node.targets[0], node.value)
+            tmp = self.b.tmp()
+            out = [f"define({tmp}, {self.expr(node.value)})"]
+            for t in node.targets:
+                out.extend(self.assign_text(t, tmp))
+            return out
+        if isinstance(node, ast.AnnAssign):
+            if node.value is None:
+                return []
+            return self.assign(node.target, node.value)
+        if isinstance(node, ast.AugAssign):
+            return self.aug_assign(node)
+        if isinstance(node, ast.Expr):
+            return self.expr_stmt(node.value)
+        if isinstance(node, ast.While):
+            if node.orelse:
+                self.unsupported("while ... else", node)
+            cond = self.expr(node.test)
+            return [f"while({cond}, {self.block(self.stmts(node.body))})"]
+        if isinstance(node, ast.For):
+            if node.orelse:
+                self.unsupported("for ... else", node)
+            return self.for_loop(node.target, node.iter, lambda: self.stmts(node.body), node)
+        if isinstance(node, ast.Break):
+            return ["break()"]
+        if isinstance(node, ast.Continue):
+            return ["continue()"]
+        if isinstance(node, ast.Pass):
+            return []
+        if isinstance(node, ast.Assert):
+            cond = self.expr(node.test)
+            if node.msg is not None:
+                return [f"assert({cond}, {self.expr(node.msg)})"]
+            return [f"assert({cond}, {string_literal(ast.unparse(node.test))})"]
+        if isinstance(node, ast.FunctionDef):
+            return [self.function_def(node, self.local_name(node.name))]
+        self.unsupported(f"the statement '{type(node).__name__}'", node)
+
+    def local_name(self, name: str) -> str:
+        for frame in reversed(self.renames):
+            if name in frame:
+                return frame[name]
+        return mangle(name)
+
+    def rebind(self, name: str, value: str, node) -> str:
+        """Assigns ``value`` to an existing variable ``name`` (x[i] = v, x.append(v))."""
+        for frame in reversed(self.renames):
+            if name in frame:
+                return f"define({frame[name]}, {value})"
+        scope = self.scope
+        if scope is not None and name in scope.locals:
+            return f"define({mangle(name)}, {value})"
+        while scope is not None:
+            if name in scope.locals:
+                return f"store({mangle(name)}, {value})"
+            scope = scope.parent
+        self.unsupported(f"changing the module-level variable '{name}'", node)
+
+    def assign(self, target, value_node) -> list:
+        if (
+            isinstance(target, (ast.Tuple, ast.List))
+            and isinstance(value_node, (ast.Tuple, ast.List))
+            and len(target.elts) == len(value_node.elts)
+            and not any(isinstance(e, ast.Starred) for e in target.elts + value_node.elts)
+        ):
+            # a, b = b, a: every value first, then the targets.
+            temps, out = [], []
+            for v in value_node.elts:
+                t = self.b.tmp()
+                temps.append(t)
+                out.append(f"define({t}, {self.expr(v)})")
+            for t, tmp in zip(target.elts, temps):
+                out.extend(self.assign_text(t, tmp))
+            return out
+        return self.assign_text(target, self.expr(value_node))
+
+    def assign_text(self, target, value: str) -> list:
+        if isinstance(target, ast.Name):
+            return [f"define({self.local_name(target.id)}, {_tuple_text(value)})"]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if any(isinstance(e, ast.Starred) for e in target.elts):
+                self.unsupported("starred assignment (a, *b = ...)", target)
+            if isinstance(value, tuple):  # the element of a zip / enumerate
+                if len(value) != len(target.elts):
+                    self.unsupported("unpacking a zip/enumerate element into another count", target)
+                out = []
+                for t, v in zip(target.elts, value):
+                    out.extend(self.assign_text(t, v))
+                return out
+            tmp = self.b.tmp()
+            out = [f"define({tmp}, {value})"]
+            for i, t in enumerate(target.elts):
+                out.extend(self.assign_text(t, f"getitem({tmp}, {i})"))
+            return out
+        value = _tuple_text(value)
+        if isinstance(target, ast.Subscript):
+            return [self.setitem(target, value)]
+        if isinstance(target, ast.Attribute):
+            self.unsupported(f"assignment to the attribute '.{target.attr}'", target)
+        self.unsupported(f"assignment to {type(target).__name__}", target)
+
+    def setitem(self, target: ast.Subscript, value: str) -> str:
+        base = target.value
+        new = f"setitem({', '.join([self.expr(base), value] + self.index(target.slice))})"
+        if isinstance(base, ast.Name):
+            return self.rebind(base.id, new, target)
+        if isinstance(base, ast.Subscript):
+            return self.setitem(base, new)
+        self.unsupported("assignment into this kind of subscript", target)
+
+    def aug_assign(self, node: ast.AugAssign) -> list:
+        t = node.target
+        if isinstance(t, ast.Name):
+            current = self.name(t.id, t)
+            return [self.rebind(t.id, self.binop(node.op, current, self.expr(node.value), node), t)]
+        if isinstance(t, ast.Subscript):
+            current = f"getitem({', '.join([self.expr(t.value)] + self.index(t.slice))})"
+            return [self.setitem(t, self.binop(node.op, current, self.expr(node.value), node))]
+        self.unsupported("augmented assignment to this target", node)
+
+    def expr_stmt(self, value) -> list:
+        if isinstance(value, ast.Constant):
+            return []  # a bare string (docstring-like) or number
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name)
+        ):
+            recv, attr = value.func.value, value.func.attr
+            if self.is_variable(recv.id) and attr in M.INPLACE_METHODS:
+                return [self.inplace_method(recv, attr, value)]
+            obj = self.static_object(value.func)
+            if obj is not _NO and getattr(np.random, "shuffle", None) is obj:
+                arg = self.single_arg(value, "np.random.shuffle")
+                if not isinstance(arg, ast.Name) or not self.is_variable(arg.id):
+                    self.unsupported("np.random.shuffle of something other than a variable", value)
+                return [self.rebind(arg.id, f"shuffle({self.expr(arg)})", value)]
+        return [self.expr(value)]
+
+    def inplace_method(self, recv: ast.Name, attr: str, call: ast.Call) -> str:
+        x = self.name(recv.id, recv)
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords
+        ):
+            self.unsupported("star-args (*x / **kw) in a call", call)
+        args = [self.expr(a) for a in call.args]
+        kws = {k.arg: self.expr(k.value) for k in call.keywords}
+        if attr == "append":
+            new = f"append({x}, {args[0]})"
+        elif attr == "extend":
+            new = f"{self.b.helper('__extend')}({x}, {args[0]})"
+        elif attr == "fill":
+            new = f"full_like({x}, {args[0]})"
+        else:  # sort
+            if "kind" in kws:
+                del kws["kind"]
+            axis = args[0] if args else kws.get("axis", "-1")
+            new = f"sort({x}, axis={axis})"
+        return self.rebind(recv.id, new, call)
+
+    def single_arg(self, call: ast.Call, what: str):
+        if len(call.args) != 1 or call.keywords:
+            self.unsupported(f"{what} with other than one argument", call)
+        return call.args[0]
+
+    # ------------------------------------------------------------------ loops
+
+    def for_loop(self, target, iter_node, make_body, node, before_target=None) -> list:
+        """A ``for`` loop as a ``while`` with hidden counters; the target stays
+        visible after the loop, as in Python."""
+        setup: list = []
+        rng = self.range_args(iter_node)
+        if rng is not None and isinstance(target, ast.Name):
+            start, stop, step, sign = rng
+            k, e = self.b.tmp("k"), self.b.tmp("e")
+            setup.append(f"define({k}, {start})")
+            setup.append(f"define({e}, {stop})")
+            if not _is_simple(step):
+                s = self.b.tmp("s")
+                setup.append(f"define({s}, {step})")
+                step = s
+            if sign > 0:
+                cond = f"{k} < {e}"
+            elif sign < 0:
+                cond = f"{k} > {e}"
+            else:
+                cond = f"({step} > 0 && {k} < {e}) || ({step} < 0 && {k} > {e})"
+            if before_target:
+                before_target()
+            head = self.assign_text(target, k) + [f"define({k}, {k} + {step})"]
+            return setup + [f"while({cond}, {self.block(head + make_body())})"]
+        source = self.iter_source(iter_node, setup)
+        if before_target:
+            before_target()
+        k, n = self.b.tmp("k"), self.b.tmp("n")
+        setup.append(f"define({k}, 0)")
+        setup.append(f"define({n}, {source.length()})")
+        head = self.assign_text(target, source.elem(k)) + [f"define({k}, {k} + 1)"]
+        return setup + [f"while({k} < {n}, {self.block(head + make_body())})"]
+
+    def range_args(self, node):
+        """(start, stop, step, sign of step) of a call to builtin range, or None."""
+        if not (isinstance(node, ast.Call) and self.builtin_called(node) == "range"):
+            return None
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            self.unsupported("range() with keyword or star arguments", node)
+        args = node.args
+        if not 1 <= len(args) <= 3:
+            self.unsupported("range() with this many arguments", node)
+        if len(args) == 1:
+            return "0", self.expr(args[0]), "1", 1
+        step_node = args[2] if len(args) == 3 else None
+        sign = 1
+        if step_node is not None:
+            c = _constant_number(step_node)
+            sign = 0 if c is None else (1 if c > 0 else -1)
+        step = self.expr(step_node) if step_node is not None else "1"
+        return self.expr(args[0]), self.expr(args[1]), step, sign
+
+    def iter_source(self, node, setup: list):
+        if isinstance(node, ast.Call) and not node.keywords:
+            which = self.builtin_called(node)
+            if which == "zip":
+                if any(isinstance(a, ast.Starred) for a in node.args) or not node.args:
+                    self.unsupported("zip() with star or no arguments", node)
+                return _Zip([self.iter_source(a, setup) for a in node.args])
+        if isinstance(node, ast.Call) and self.builtin_called(node) == "enumerate":
+            args = node.args
+            start = None
+            kws = {k.arg: k.value for k in node.keywords}
+            if len(args) == 2:
+                start = self.expr(args[1])
+            elif "start" in kws:
+                start = self.expr(kws["start"])
+            if not args or len(args) > 2 or set(kws) - {"start"}:
+                self.unsupported("enumerate() with these arguments", node)
+            return _Enum(self.iter_source(args[0], setup), start)
+        var = self.b.tmp("it")
+        setup.append(f"define({var}, {self.expr(node)})")
+        return _Seq(var)
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, node) -> str:
+        line = getattr(node, "lineno", None)
+        if line is not None and line != self.line:
+            saved = self.line
+            self.line = line
+            try:
+                text = self._expr(node)
+            finally:
+                self.line = saved
+            return self.mark(line) + text + self.mark(saved)
+        return self._expr(node)
+
+    def _expr(self, node) -> str:
+        kind = type(node)
+        if kind in _UNSUPPORTED_EXPRS:
+            self.unsupported(_UNSUPPORTED_EXPRS[kind], node)
+        if isinstance(node, ast.Constant):
+            return self.constant(node.value, node)
+        if isinstance(node, ast.Name):
+            return self.name(node.id, node)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
+        if isinstance(node, ast.UnaryOp):
+            operand = self.expr(node.operand)
+            if isinstance(node.op, ast.USub):
+                c = _constant_number(node.operand)
+                if c is not None and isinstance(node.operand, ast.Constant):
+                    return self.constant(-c, node)
+                return f"(-{operand})"
+            if isinstance(node.op, ast.UAdd):
+                return operand
+            if isinstance(node.op, ast.Not):
+                return f"(!{operand})"
+            return f"logical_not({operand})"  # ~ on bool arrays
+        if isinstance(node, ast.BoolOp):
+            op = " && " if isinstance(node.op, ast.And) else " || "
+            return "(" + op.join(self.expr(v) for v in node.values) + ")"
+        if isinstance(node, ast.Compare):
+            return self.compare(node)
+        if isinstance(node, ast.IfExp):
+            return f"if({self.expr(node.test)}, {self.expr(node.body)}, {self.expr(node.orelse)})"
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node)
+        if isinstance(node, ast.Subscript):
+            return f"getitem({', '.join([self.expr(node.value)] + self.index(node.slice))})"
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return f"list({', '.join(self.expr(e) for e in node.elts)})"
+        if isinstance(node, ast.Dict):
+            if any(k is None for k in node.keys):
+                self.unsupported("dict unpacking (**d)", node)
+            items = []
+            for k, v in zip(node.keys, node.values):
+                items += [self.expr(k), self.expr(v)]
+            return f"dict({', '.join(items)})"
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            return self.comprehension(node)
+        if isinstance(node, ast.Lambda):
+            return self.lambda_expr(node)
+        if isinstance(node, ast.JoinedStr):
+            return self.fstring(node)
+        if isinstance(node, ast.NamedExpr):
+            return self.rebind_walrus(node)
+        if isinstance(node, ast.Slice):
+            return self.slice_text(node)
+        self.unsupported(f"the expression '{type(node).__name__}'", node)
+
+    def constant(self, v, node) -> str:
+        if v is None:
+            return "nil"
+        if v is True:
+            return "true"
+        if v is False:
+            return "false"
+        if isinstance(v, int):
+            try:
+                return int_literal(v)
+            except OverflowError as e:
+                self.unsupported(f"the integer constant {v} ({e})", node)
+        if isinstance(v, float):
+            return float_literal(v)
+        if isinstance(v, str):
+            return string_literal(v)
+        if v is Ellipsis:
+            return '"..."'
+        self.unsupported(f"the constant {v!r} of type {type(v).__name__}", node)
+
+    def binop(self, op, a: str, b: str, node) -> str:
+        if type(op) in _BINOPS:
+            return f"({a} {_BINOPS[type(op)]} {b})"
+        if type(op) in _BINOP_PRIMS:
+            return f"{_BINOP_PRIMS[type(op)]}({a}, {b})"
+        self.unsupported(f"the operator {type(op).__name__}", node)
+
+    def compare(self, node: ast.Compare) -> str:
+        if len(node.ops) == 1:
+            op, left, right = node.ops[0], node.left, node.comparators[0]
+            special = self.special_compare(op, left, right, node)
+            if special is not None:
+                return special
+            return self.cmp_text(op, self.expr(left), self.expr(right), node)
+        # a < b < c: each middle operand is evaluated once (kept in a hidden variable).
+        operands = [node.left] + node.comparators
+        parts = []
+        a = self.expr(operands[0])
+        for i, op in enumerate(node.ops):
+            b = self.expr(operands[i + 1])
+            if i + 1 < len(node.ops) and not _is_simple(b):
+                tmp = self.b.tmp()
+                parts.append(self.cmp_text(op, a, f"define({tmp}, {b})", node))
+                a = tmp
+            else:
+                parts.append(self.cmp_text(op, a, b, node))
+                a = b
+        return "(" + " && ".join(parts) + ")"
+
+    def cmp_text(self, op, a: str, b: str, node) -> str:
+        if isinstance(op, (ast.In, ast.NotIn)):
+            c = f"{self.b.helper('__contains')}({b}, {a})"
+            return c if isinstance(op, ast.In) else f"(!{c})"
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            self.unsupported("'is' comparison other than with None", node)
+        return f"({a} {_CMPOPS[type(op)]} {b})"
+
+    def special_compare(self, op, left, right, node):
+        """``x is None``, dtype comparisons and shape comparisons."""
+        if isinstance(op, (ast.Is, ast.IsNot)) or (
+            isinstance(op, (ast.Eq, ast.NotEq)) and (_is_none(left) or _is_none(right))
+        ):
+            if _is_none(right) or _is_none(left):
+                other = left if _is_none(right) else right
+                text = f"is_nil({self.expr(other)})"
+                return text if isinstance(op, (ast.Is, ast.Eq)) else f"(!{text})"
+            return None
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            a, b = self.dtype_code(left), self.dtype_code(right)
+            if a is not None and b is not None:
+                return f"({a} {'==' if isinstance(op, ast.Eq) else '!='} {b})"
+            if self.is_shape(left) or self.is_shape(right):
+                text = f"array_equal({self.expr(left)}, {self.expr(right)})"
+                return text if isinstance(op, ast.Eq) else f"(!{text})"
+        return None
+
+    def dtype_code(self, node):
+        if isinstance(node, ast.Attribute) and node.attr == "dtype":
+            if self.static_object(node) is _NO:
+                return f"{self.b.helper('__dtype_code')}({self.expr(node.value)})"
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = M.DTYPE_NAMES.get(node.value)
+            return None if name is None else str(M.DTYPE_CODES.get(name, -1))
+        obj = self.static_object(node) if isinstance(node, (ast.Name, ast.Attribute)) else _NO
+        if obj is not _NO:
+            name = dtype_name_of(obj)
+            if name is not None:
+                return str(M.DTYPE_CODES.get(name, -1))
+        return None
+
+    def is_shape(self, node) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr == "shape":
+            return self.static_object(node) is _NO
+        return isinstance(node, ast.Tuple)
+
+    def index(self, node) -> list:
+        items = node.elts if isinstance(node, ast.Tuple) else [node]
+        out = []
+        for it in items:
+            if isinstance(it, ast.Starred):
+                self.unsupported("star-args (*x) in an index", it)
+            out.append(self.expr(it))
+        return out
+
+    def slice_text(self, node: ast.Slice) -> str:
+        bounds = (node.lower, node.upper, node.step)
+        parts = [self.expr(p) if p is not None else "nil" for p in bounds]
+        return f"slice({', '.join(parts)})"
+
+    def fstring(self, node: ast.JoinedStr) -> str:
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(string_literal(v.value))
+            elif isinstance(v, ast.FormattedValue):
+                if v.format_spec is not None:
+                    self.unsupported("a format specification in an f-string", v)
+                parts.append(f"str({self.expr(v.value)})")
+        if not parts:
+            return '""'
+        return f"concat({', '.join(parts)})"
+
+    def rebind_walrus(self, node: ast.NamedExpr) -> str:
+        name = node.target.id
+        value = self.expr(node.value)
+        if not self.is_variable(name) and self.scope is not None:
+            self.scope.locals.add(name)
+        return self.rebind(name, value, node)
+
+    def lambda_expr(self, node: ast.Lambda) -> str:
+        params = self.params(node.args)
+        outer_scope, outer_renames = self.scope, self.renames
+        self.scope = _Scope(outer_scope, self.param_names(node.args))
+        self.renames = []
+        try:
+            body = self.expr(node.body)
+        finally:
+            self.scope, self.renames = outer_scope, outer_renames
+        return f"lambda({', '.join(params + [body])})"
+
+    def comprehension(self, node) -> str:
+        """A list comprehension as a loop that appends to a hidden list; its
+        variables are hidden names, so they do not leak (as in Python 3)."""
+        acc = self.b.tmp("acc")
+        frame: dict = {}
+
+        def level(i) -> list:
+            if i == len(node.generators):
+                return [f"define({acc}, append({acc}, {self.expr(node.elt)}))"]
+            g = node.generators[i]
+            if g.is_async:
+                self.unsupported("async comprehension", node)
+
+            def bind_names():
+                for n in ast.walk(g.target):
+                    if isinstance(n, ast.Name):
+                        frame[n.id] = self.b.tmp("v")
+
+            def body():
+                inner = level(i + 1)
+                if g.ifs:
+                    conds = " && ".join(self.expr(c) for c in g.ifs)
+                    return [f"if({conds}, {self.block(inner)})"]
+                return inner
+
+            return self.for_loop(g.target, g.iter, body, node, before_target=bind_names)
+
+        self.renames.append(frame)
+        try:
+            loops = level(0)
+        finally:
+            self.renames.pop()
+        return self.block([f"define({acc}, list())"] + loops + [acc])
+
+    # ------------------------------------------------------------------ names and objects
+
+    def is_variable(self, name: str) -> bool:
+        if any(name in f for f in self.renames):
+            return True
+        scope = self.scope
+        while scope is not None:
+            if name in scope.locals:
+                return True
+            scope = scope.parent
+        return False
+
+    def name(self, name: str, node) -> str:
+        if self.is_variable(name):
+            return self.local_name(name)
+        return self.value_text(self.global_value(name, node), node, name)
+
+    def global_value(self, name: str, node):
+        if name in self._closure:
+            return self._closure[name]
+        g = self.func.__globals__
+        if name in g:
+            return g[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise NameError(f"name '{name}' is not defined (at {self.where(node)})")
+
+    def static_object(self, node):
+        """The Python object a global name or attribute chain denotes
+        (``np``, ``np.linalg.norm``, ``CONFIG.lr``), or _NO for run-time values."""
+        if isinstance(node, ast.Name):
+            if self.is_variable(node.id):
+                return _NO
+            return self.global_value(node.id, node)
+        if isinstance(node, ast.Attribute):
+            base = self.static_object(node.value)
+            if base is _NO or isinstance(base, (np.ndarray, np.generic, int, float, complex, str)):
+                return _NO
+            if isinstance(base, (list, tuple, dict)) or _is_jit(base):
+                return _NO
+            try:
+                return getattr(base, node.attr)
+            except AttributeError:
+                if base is _tessera_module():
+                    return _NO
+                raise AttributeError(
+                    f"'{getattr(base, '__name__', type(base).__name__)}' has no attribute "
+                    f"'{node.attr}' (at {self.where(node)})"
+                ) from None
+        return _NO
+
+    def value_text(self, v, node, name: str = "") -> str:
+        """The text of a Python object captured by value."""
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return self.constant(v, node)
+        if isinstance(v, np.generic):
+            return self.constant(v.item(), node)
+        if isinstance(v, np.ndarray):
+            return self.b.constant(v)
+        if isinstance(v, (tuple, list)):
+            return f"list({', '.join(self.value_text(x, node, name) for x in v)})"
+        if isinstance(v, dict):
+            items = []
+            for k, x in v.items():
+                items += [self.value_text(k, node, name), self.value_text(x, node, name)]
+            return f"dict({', '.join(items)})"
+        if _is_jit(v):
+            return self.b.include(v)
+        dt = dtype_name_of(v)
+        if dt is not None:
+            return string_literal(dt)
+        if inspect.ismodule(v):
+            self.unsupported(f"the module '{v.__name__}' used as a value", node)
+        ns, fname = _numpy_function(v)
+        if ns is not None and fname in primitive_names():
+            return fname
+        label = f"'{name}' " if name else ""
+        self.unsupported(
+            f"the Python object {label}of type {type(v).__name__}",
+            node,
+            "only numbers, strings, tuples, NumPy arrays and @tessera.jit functions can be used",
+        )
+
+    def builtin_called(self, call: ast.Call):
+        """The name of the builtin a call calls (``range``, ``len``, ...), or None."""
+        f = call.func
+        if isinstance(f, ast.Name) and not self.is_variable(f.id):
+            try:
+                obj = self.global_value(f.id, f)
+            except NameError:
+                return None
+            if getattr(builtins, f.id, None) is obj:
+                return f.id
+        return None
+
+
+# --------------------------------------------------------------------------- utilities
+
+
+def _define_function(name: str, params: list, body: str) -> str:
+    # define(f, body) would define a variable: a function without parameters
+    # is a lambda.
+    if not params:
+        return f"define({name}, lambda({body}))"
+    return f"define({', '.join([name] + params + [body])})"
+
+
+def _tuple_text(value) -> str:
+    """The text of a loop element: a tuple (from zip/enumerate) becomes a list."""
+    if isinstance(value, tuple):
+        return f"list({', '.join(_tuple_text(v) for v in value)})"
+    return value
+
+
+def _is_simple(text: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\(?-?[0-9.e+]+\)?", text) is not None
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _constant_number(node):
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) in (int, float)
+    ):
+        return -node.operand.value
+    return None
+
+
+def _is_jit(obj) -> bool:
+    return getattr(obj, "_tessera_jit", False) is True
+
+
+def _tessera_module():
+    import sys
+
+    return sys.modules.get("tessera")
+
+
+def _numpy_function(obj):
+    """('numpy' | 'linalg' | 'random' | 'math', name) for a function of those
+    namespaces, else (None, None)."""
+    name = getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        return None, None
+    for ns, mod in (("numpy", np), ("linalg", np.linalg), ("random", np.random), ("math", math)):
+        try:
+            if getattr(mod, name, None) is obj or (
+                ns == "random" and getattr(mod, name, None) == obj
+            ):
+                return ns, name
+        except Exception:  # noqa: BLE001 - comparing arbitrary objects
+            pass
+    # Aliases NumPy exports under another name (np.round is around, ...).
+    for alias in ("round", "abs", "max", "min", "concat"):
+        if getattr(np, alias, None) is obj:
+            return "numpy", alias
+    return None, None

@@ -1,0 +1,208 @@
+"""``@tessera.jit``: run a NumPy-style Python function on tessera's execution tree.
+
+The decorated function's source is translated into the expression language
+(see ``_translate.py`` and docs/python.md), compiled by the C++ core once per
+argument signature (dtype and rank of each array, type of each scalar), and
+evaluated with the GIL released.  Errors point at the user's Python lines.
+
+    import numpy as np
+    import tessera
+
+    @tessera.jit
+    def predict(x, w):
+        return 1.0 / (1.0 + np.exp(-(x @ w)))
+
+    predict(x, w)          # runs on the C++ runtime
+    print(predict.code)    # the generated program
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import threading
+
+import numpy as np
+
+from ._translate import ProgramBuilder, Translation, UnsupportedError, convert_result
+
+__all__ = ["jit", "set_eager", "is_eager", "UnsupportedError", "JitFunction"]
+
+_eager = os.environ.get("TESSERA_EAGER", "") not in ("", "0")
+
+
+def set_eager(enabled: bool = True) -> None:
+    """Module-level switch: when on, every jit function runs as the plain
+    Python/NumPy function it decorates (for debugging and comparison).  The
+    environment variable ``TESSERA_EAGER=1`` turns it on at import."""
+    global _eager
+    _eager = bool(enabled)
+
+
+def is_eager() -> bool:
+    """Whether the module-level eager switch is on."""
+    return _eager
+
+
+def _core():
+    from . import _core as core  # noqa: PLC0415 - the extension is optional for translation
+
+    return core
+
+
+def _arg_key(a):
+    """The part of the cache key one argument contributes: dtype and rank for
+    arrays, the type for anything else."""
+    t = type(a)
+    if t is np.ndarray:
+        return (a.dtype.char, a.ndim)
+    return t
+
+
+class JitFunction:
+    """A Python function compiled through tessera.  Call it like the original.
+
+    Attributes: ``code`` (the generated program text), ``tree()`` (Graphviz
+    DOT of the last compiled execution tree), ``counters()`` (per-node
+    counters of the last run, with ``performance=True``)."""
+
+    _tessera_jit = True
+
+    def __init__(self, func, *, debug=False, performance=False, threads=None, eager=False):
+        if not inspect.isfunction(func):
+            raise UnsupportedError(
+                f"tessera.jit needs a Python function, got {type(func).__name__}"
+            )
+        functools.update_wrapper(self, func)
+        self.debug = debug
+        self.performance = performance
+        self.threads = threads
+        self.eager = eager
+        self._signature = inspect.signature(func)
+        self._n_params = len(self._signature.parameters)
+        self._lock = threading.Lock()
+        self._translation: Translation | None = None
+        self._programs: dict = {}
+        self._last = None
+
+    # ------------------------------------------------------------------ translation
+
+    def _translate(self) -> Translation:
+        if self._translation is None:
+            with self._lock:
+                if self._translation is None:
+                    self._translation = ProgramBuilder().build(self)
+        return self._translation
+
+    @property
+    def code(self) -> str:
+        """The expression-language program this function is translated into."""
+        return self._translate().text
+
+    def _program(self, key):
+        prog = self._programs.get(key)
+        if prog is not None:
+            return prog
+        tr = self._translate()
+        with self._lock:
+            prog = self._programs.get(key)
+            if prog is None:
+                if self.debug:
+                    print(
+                        f"tessera.jit: {self.__qualname__} for {key}:\n{tr.text}", file=sys.stderr
+                    )
+                prog = _core().Program(tr.text, f"<jit {self.__name__}>")
+                self._programs[key] = prog
+        return prog
+
+    # ------------------------------------------------------------------ calling
+
+    def __call__(self, *args, **kwargs):
+        if self.eager or _eager:
+            return self.__wrapped__(*args, **kwargs)
+        if kwargs or len(args) != self._n_params:
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self.__name__}(): {e}") from None
+            bound.apply_defaults()
+            args = tuple(bound.arguments[p] for p in self._signature.parameters)
+        key = tuple(map(_arg_key, args))
+        prog = self._program(key)
+        self._last = prog
+        tr = self._translation
+        run_args = list(args)
+        if tr.constants:
+            run_args.extend(tr.constants)
+        if self.threads is not None:
+            core = _core()
+            if core.num_threads() != self.threads:
+                core.set_num_threads(self.threads)
+        if self.performance:
+            prog.reset_counters()
+        try:
+            result = prog.run(run_args)
+        except RuntimeError as e:
+            if str(e).startswith("[assert]"):
+                raise AssertionError(str(e)) from None
+            raise
+        if tr.result_spec is not None:
+            return convert_result(result, tr.result_spec)
+        return result
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        raise UnsupportedError(
+            f"tessera.jit on the method '{self.__qualname__}' (classes are not supported)"
+        )
+
+    # ------------------------------------------------------------------ introspection
+
+    def _last_program(self):
+        if self._last is None:
+            raise RuntimeError(f"{self.__name__} has not been run yet")
+        return self._last
+
+    def tree(self) -> str:
+        """The execution tree of the last compiled program as Graphviz DOT."""
+        return self._last_program().tree_dot()
+
+    def counters(self, parsed: bool = False):
+        """Per-node counters of the last run as CSV text (name, position,
+        evaluations, total_ns, mean_ns, execution), or as a list of dicts with
+        ``parsed=True``.  Meaningful after a run with ``performance=True``."""
+        text = self._last_program().counters_csv()
+        if not parsed:
+            return text
+        import csv  # noqa: PLC0415
+        import io  # noqa: PLC0415
+
+        rows = list(csv.DictReader(io.StringIO(text)))
+        for r in rows:
+            for k in ("evaluations", "total_ns", "mean_ns"):
+                r[k] = int(r[k])
+        return rows
+
+    def __repr__(self):
+        return f"<tessera.jit {self.__qualname__}>"
+
+
+def jit(func=None, *, debug=False, performance=False, threads=None, eager=False):
+    """Compile a NumPy-style Python function to run on tessera.
+
+    Use as ``@tessera.jit`` or ``@tessera.jit(debug=True, performance=True,
+    threads=N)``; ``tessera.jit(f, eager=True)`` returns a wrapper that runs
+    ``f`` as plain Python.  ``debug`` prints the generated program on first
+    compile (to stderr); ``performance`` resets the per-node counters before
+    each run so ``f.counters()`` describes the last call; ``threads`` sets the
+    runtime's thread count before each call.  Unsupported Python raises
+    :class:`UnsupportedError` (at the first call or on ``f.code``)."""
+    options = dict(debug=debug, performance=performance, threads=threads, eager=eager)
+    if func is None:
+        return lambda f: JitFunction(f, **options)
+    if isinstance(func, JitFunction):
+        func = func.__wrapped__
+    return JitFunction(func, **options)

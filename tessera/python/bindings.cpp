@@ -1,0 +1,208 @@
+// tessera._core: the C++ engine seen from Python.
+//
+// Program compiles expression text once and runs it many times with the GIL
+// released; conversions are in convert.cpp. C++ exceptions become Python's:
+// tessera::SyntaxError -> CompileError (a ValueError), TypeError -> TypeError,
+// std::invalid_argument -> ValueError, std::out_of_range -> IndexError,
+// MemoryError / std::bad_alloc -> MemoryError, std::runtime_error ->
+// RuntimeError; messages are kept as they are.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <functional>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/lang/program.hpp"
+#include "tessera/lang/tree.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/python/convert.hpp"
+#include "tessera/runtime/scheduler.hpp"
+
+namespace py = pybind11;
+
+namespace tessera::python {
+namespace {
+
+// tessera._core.CompileError (created at import, never freed).
+PyObject* compile_error = nullptr;
+
+void translate(std::exception_ptr error) {
+  // Most derived classes first: SyntaxError and TypeError are invalid_argument,
+  // MemoryError and overflow_error are runtime_error.
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const py::builtin_exception&) {
+    throw;  // pybind11's own (type_error, value_error, ...): its translator knows them
+  } catch (const SyntaxError& e) {
+    PyErr_SetString(compile_error, e.what());
+  } catch (const TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const MemoryError& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_SetString(PyExc_MemoryError, "[tessera] out of memory (std::bad_alloc)");
+  } catch (const std::length_error& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+  } catch (const std::out_of_range& e) {
+    PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const std::overflow_error& e) {
+    PyErr_SetString(PyExc_OverflowError, e.what());
+  } catch (const std::runtime_error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+std::vector<Value> to_values(const py::list& args) {
+  std::vector<Value> values;
+  values.reserve(args.size());
+  for (py::handle a : args) values.push_back(to_value(a));
+  return values;
+}
+
+py::object run_program(const Program& program, const py::list& args) {
+  drain_released_references();
+  std::vector<Value> values = to_values(args);
+  Value result;
+  {
+    py::gil_scoped_release release;
+    result = program.run(std::move(values));
+    await_sole_ownership(result);
+  }
+  py::object out = to_python(result);
+  drain_released_references();
+  return out;
+}
+
+py::object call_function_handle(const FunctionHandle& f, const py::args& args,
+                                const py::kwargs& kwargs) {
+  drain_released_references();
+  std::vector<CallArg> call_args;
+  for (py::handle a : args) call_args.push_back({"", to_value(a)});
+  for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});
+  Value fn = f.fn, result;
+  {
+    py::gil_scoped_release release;
+    result = tessera::call_function(fn, std::move(call_args));
+    await_sole_ownership(result);
+  }
+  py::object out = to_python(result);
+  drain_released_references();
+  return out;
+}
+
+py::object call_primitive_py(const std::string& name, const py::list& args,
+                             const py::dict& kwargs) {
+  drain_released_references();
+  std::vector<CallArg> call_args;
+  for (py::handle a : args) call_args.push_back({"", to_value(a)});
+  for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});
+  Value result;
+  {
+    py::gil_scoped_release release;
+    EvaluationScope scope;
+    result = call_primitive(name, std::move(call_args));
+  }
+  py::object out = to_python(result);
+  drain_released_references();
+  return out;
+}
+
+}  // namespace
+}  // namespace tessera::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace tessera;
+  using namespace tessera::python;
+
+  m.doc() = "tessera's C++ engine: compile expression text and run it on the task runtime.";
+
+  compile_error = PyErr_NewExceptionWithDoc(
+      "tessera._core.CompileError",
+      "The expression text does not parse or compile (a ValueError).", PyExc_ValueError, nullptr);
+  if (!compile_error) throw py::error_already_set();
+  m.add_object("CompileError", py::handle(compile_error));
+  py::register_exception_translator(&translate);
+
+  py::class_<Program>(m, "Program",
+                      "A compiled program: parsed and compiled once, run many times.")
+      .def(py::init([](const std::string& text, const std::string& file) {
+             py::gil_scoped_release release;
+             return Program(text, file);
+           }),
+           py::arg("text"), py::arg("file") = "<jit>",
+           "Compiles `text` (expression language); `file` names it in error messages. "
+           "Raises CompileError on errors.")
+      .def("run", &run_program, py::arg("args") = py::list(),
+           "Evaluates the program with the GIL released and returns its value; if the value "
+           "is a function it is called with `args`.")
+      .def("tree_dot", &Program::tree_dot,
+           "The execution tree as Graphviz DOT, with per-node counters.")
+      .def("counters_csv", &Program::counters_csv,
+           "Per-node counters as CSV: name, position, evaluations, total_ns, mean_ns, execution.")
+      .def("reset_counters", &Program::reset_counters, "Sets every node's counters to zero.")
+      .def("__repr__", [](const Program& p) {
+        return "<tessera.Program " + p.code().loc.file + ">";
+      });
+
+  py::class_<FunctionHandle>(m, "Function",
+                             "A tessera function (closure or primitive) returned by a program. "
+                             "It can be called, or passed back to a program as an argument.")
+      .def("__call__", &call_function_handle)
+      .def_property_readonly("name",
+                             [](const FunctionHandle& f) { return f.fn.as_function()->name(); })
+      .def("__repr__", [](const FunctionHandle& f) {
+        return "<tessera function " + f.fn.as_function()->name() + ">";
+      });
+
+  m.def(
+      "set_num_threads",
+      [](int n) {
+        if (n < 1) {
+          throw py::value_error("[set_num_threads] n must be at least 1, got " +
+                                std::to_string(n));
+        }
+        py::gil_scoped_release release;
+        tessera::set_num_threads(n);
+      },
+      py::arg("n"), "Sets the number of worker threads of the runtime.");
+  m.def(
+      "num_threads",
+      [] {
+        py::gil_scoped_release release;
+        return tessera::num_threads();
+      },
+      "The number of worker threads of the runtime.");
+
+  m.def(
+      "primitives",
+      [] {
+        std::vector<std::tuple<std::string, std::string, std::string, std::string>> out;
+        for (const PrimitiveSpec* p : all_primitives()) {
+          out.emplace_back(p->name, p->signature(), p->family, p->help);
+        }
+        return out;
+      },
+      "Every primitive as (name, signature, family, help), sorted by name.");
+
+  m.def("call_primitive", &call_primitive_py, py::arg("name"), py::arg("args") = py::list(),
+        py::arg("kwargs") = py::dict(),
+        "Calls one primitive with positional `args` and named `kwargs` and returns its value.");
+
+  m.def("_wrapped_buffer_count", &wrapped_buffer_count,
+        "Number of NumPy buffers currently viewed by tessera arrays (for tests).");
+  m.def("_drain", &drain_released_references,
+        "Drops Python references released by worker threads (for tests).");
+
+  // At interpreter exit, references still held by the runtime are leaked
+  // rather than dropped from a worker into a finalizing interpreter.
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([] { stop_releasing_references(); }));
+}

@@ -1,0 +1,352 @@
+#include "tessera/python/convert.hpp"
+
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::python {
+
+namespace {
+
+// Lists nested deeper than this are refused (a list containing itself would
+// otherwise recurse until the stack overflows).
+constexpr int kMaxNesting = 256;
+
+// A result shared with a worker that has not yet let go of it (the future
+// chain finishing) would be copied on the way out; results this large are
+// worth waiting a moment for instead.
+constexpr size_t kCopyCheapBytes = 64 * 1024;
+constexpr auto kOwnershipWait = std::chrono::microseconds(300);
+
+constexpr int kCContiguous = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
+constexpr int kAligned = py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+constexpr int kWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+
+// The byte-order character NumPy uses for this machine's order.
+constexpr char kNativeOrder = std::endian::native == std::endian::little ? '<' : '>';
+
+// NumPy objects looked up once (the module holds them for the process).
+struct NumPy {
+  py::object generic, bool_, int64, float32, float64, copyto;
+  py::dtype dt_bool, dt_int64, dt_float32, dt_float64;
+};
+
+const NumPy& numpy() {
+  // Intentionally leaked: destroying Python objects at C++ exit would run
+  // after the interpreter is gone.
+  static const NumPy* np = [] {
+    py::module_ m = py::module_::import("numpy");
+    return new NumPy{m.attr("generic"),        m.attr("bool_"),
+                     m.attr("int64"),          m.attr("float32"),
+                     m.attr("float64"),        m.attr("copyto"),
+                     py::dtype::of<bool>(),    py::dtype::of<int64_t>(),
+                     py::dtype::of<float>(),   py::dtype::of<double>()};
+  }();
+  return *np;
+}
+
+// Python references held by Arrays that wrap NumPy buffers. An Array may be
+// freed on a worker thread, which does not hold the GIL; its reference is
+// then queued and dropped by the next thread that has the GIL (a pending call
+// scheduled on the interpreter, or the next entry to the module), so workers
+// never wait for the GIL.
+struct References {
+  std::mutex mutex;
+  std::unordered_multimap<const void*, PyObject*> wrapped;  // buffer -> owner
+  std::vector<PyObject*> pending;
+  std::atomic<bool> stopped{false};
+};
+
+References& references() {
+  static References* r = new References();  // never destroyed: workers may outlive statics
+  return *r;
+}
+
+int drain_pending_call(void*) {
+  drain_released_references();
+  return 0;
+}
+
+void release_python_reference(const void* data, PyObject* obj) {
+  References& r = references();
+  bool schedule = false;
+  {
+    std::lock_guard lock(r.mutex);
+    auto range = r.wrapped.equal_range(data);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second == obj) {
+        r.wrapped.erase(it);
+        break;
+      }
+    }
+    if (r.stopped.load()) return;  // the interpreter is shutting down: leak
+    if (!PyGILState_Check()) {
+      schedule = r.pending.empty();
+      r.pending.push_back(obj);
+      obj = nullptr;
+    }
+  }
+  if (obj) {
+    Py_DECREF(obj);
+  } else if (schedule) {
+    // If the interpreter's queue is full the reference waits for the next
+    // entry to the module instead.
+    Py_AddPendingCall(&drain_pending_call, nullptr);
+  }
+}
+
+// True when `data` is a NumPy buffer wrapped by a live Array.
+bool is_wrapped(const void* data) {
+  References& r = references();
+  std::lock_guard lock(r.mutex);
+  return r.wrapped.count(data) != 0;
+}
+
+std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
+
+[[noreturn]] void unsupported(py::handle obj) {
+  throw py::type_error("[tessera] cannot pass a Python object of type '" + type_name(obj) +
+                       "' to tessera (supported: None, bool, int, float, str, list, tuple, "
+                       "dict, slice, NumPy arrays and scalars, tessera functions)");
+}
+
+int64_t to_int64(py::handle obj) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow != 0) {
+    throw std::overflow_error("[tessera] Python int " + std::string(py::str(obj)) +
+                              " does not fit in tessera's 64-bit integers");
+  }
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<int64_t>(v);
+}
+
+// The tessera dtype a NumPy dtype converts to (with a copy unless `exact`),
+// or a TypeError naming the dtype.
+DType dtype_for(const py::dtype& dt, bool& exact) {
+  char kind = dt.kind();
+  ssize_t size = dt.itemsize();
+  char order = dt.byteorder();
+  bool native = order == '=' || order == '|' || order == kNativeOrder;
+  exact = native;
+  if (kind == 'b' && size == 1) return DType::bool_;
+  if (kind == 'i' && size == 8) return DType::int64;
+  if (kind == 'f' && size == 4) return DType::float32;
+  if (kind == 'f' && size == 8) return DType::float64;
+  exact = false;
+  // Smaller types widen as NumPy's safe casting does.
+  if ((kind == 'i' && size < 8) || (kind == 'u' && size < 8)) return DType::int64;
+  if (kind == 'f' && size == 2) return DType::float32;
+  throw py::type_error("[tessera] NumPy arrays of dtype " + std::string(py::str(py::object(dt))) +
+                       " are not supported (tessera holds bool, int64, float32 and float64; "
+                       "smaller ints, uints below 64 bits and float16 are converted)");
+}
+
+py::dtype numpy_dtype(DType dt) {
+  const NumPy& np = numpy();
+  switch (dt) {
+    case DType::bool_: return np.dt_bool;
+    case DType::int64: return np.dt_int64;
+    case DType::float32: return np.dt_float32;
+    case DType::float64: break;
+  }
+  return np.dt_float64;
+}
+
+// A NumPy array viewing `a`'s buffer, which a capsule keeps alive.
+py::array view_of(const Array& a) {
+  std::vector<ssize_t> shape(a.shape().begin(), a.shape().end());
+  auto* keep = new Array(a);
+  py::capsule owner(keep, [](void* p) { delete static_cast<Array*>(p); });
+  return py::array(numpy_dtype(a.dtype()), std::move(shape), a.raw(), owner);
+}
+
+Array array_from_numpy(py::handle obj) {
+  auto arr = py::reinterpret_borrow<py::array>(obj);
+  bool exact = false;
+  DType dt = dtype_for(arr.dtype(), exact);
+  Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  const int need = kCContiguous | kAligned;
+  if (exact && (arr.flags() & need) == need) {
+    PyObject* ref = arr.ptr();
+    const void* data = arr.data();
+    Py_INCREF(ref);
+    std::shared_ptr<void> owner(ref, [data](void* p) {
+      release_python_reference(data, static_cast<PyObject*>(p));
+    });
+    {
+      References& r = references();
+      std::lock_guard lock(r.mutex);
+      r.wrapped.emplace(data, ref);
+    }
+    return Array::wrap(dt, std::move(shape), const_cast<void*>(data), std::move(owner));
+  }
+  // A copy in tessera's own (aligned, C-order) storage; NumPy does the
+  // strided walk and the widening.
+  Array a(dt, std::move(shape));
+  if (a.size() > 0) numpy().copyto(view_of(a), arr, py::arg("casting") = "safe");
+  return a;
+}
+
+Value scalar_from_numpy(py::handle obj) {
+  py::dtype dt = py::reinterpret_steal<py::dtype>(PyObject_GetAttrString(obj.ptr(), "dtype"));
+  if (!dt) throw py::error_already_set();
+  switch (dt.kind()) {
+    case 'b': return Value(PyObject_IsTrue(obj.ptr()) == 1);
+    case 'i':
+    case 'u': {
+      py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+      if (!i) throw py::error_already_set();
+      return Value(to_int64(i));
+    }
+    case 'f': return Value(PyFloat_AsDouble(obj.ptr()));
+    default:
+      throw py::type_error("[tessera] NumPy scalars of dtype " +
+                           std::string(py::str(py::object(dt))) + " are not supported");
+  }
+}
+
+Value convert(py::handle obj, int depth) {
+  if (depth > kMaxNesting) {
+    throw py::value_error("[tessera] lists or dicts nested deeper than " +
+                          std::to_string(kMaxNesting) + " levels (a list containing itself?)");
+  }
+  PyObject* p = obj.ptr();
+  if (p == Py_None) return Value();
+  if (PyBool_Check(p)) return Value(p == Py_True);
+  if (PyLong_CheckExact(p)) return Value(to_int64(obj));
+  if (PyFloat_Check(p)) return Value(PyFloat_AS_DOUBLE(p));  // also numpy.float64
+  if (py::isinstance<py::array>(obj)) return Value(array_from_numpy(obj));
+  if (PyUnicode_Check(p)) return Value(std::string(py::str(obj)));
+  if (PyList_Check(p) || PyTuple_Check(p)) {
+    List items;
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+    items.reserve(seq.size());
+    for (py::handle item : seq) items.push_back(convert(item, depth + 1));
+    return Value(std::move(items));
+  }
+  if (PyDict_Check(p)) {
+    Dict d;
+    for (auto [k, v] : py::reinterpret_borrow<py::dict>(obj)) {
+      d.set(convert(k, depth + 1), convert(v, depth + 1));
+    }
+    return Value(std::move(d));
+  }
+  if (PyLong_Check(p)) return Value(to_int64(obj));  // int subclasses (IntEnum)
+  if (PySlice_Check(p)) {
+    auto part = [&](const char* name) -> std::optional<int64_t> {
+      py::object v = obj.attr(name);
+      if (v.is_none()) return std::nullopt;
+      if (!PyIndex_Check(v.ptr())) {
+        throw py::type_error("[tessera] slice parts must be integers or None, got '" +
+                             type_name(v) + "'");
+      }
+      return to_int64(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())));
+    };
+    return Value(Slice{part("start"), part("stop"), part("step")});
+  }
+  if (py::isinstance(obj, numpy().generic)) return scalar_from_numpy(obj);
+  if (py::isinstance<FunctionHandle>(obj)) return obj.cast<const FunctionHandle&>().fn;
+  unsupported(obj);
+}
+
+py::object array_to_python(const Array& a) {
+  const NumPy& np = numpy();
+  if (a.ndim() == 0) {
+    switch (a.dtype()) {
+      case DType::bool_: return np.bool_(a.get_bool(0));
+      case DType::int64: return np.int64(a.get_int(0));
+      case DType::float32: return np.float32(a.get_double(0));
+      case DType::float64: return np.float64(a.get_double(0));
+    }
+  }
+  if (is_wrapped(a.raw())) {
+    // A user's input buffer: shared, but the result must not become a way to
+    // write into the argument.
+    py::array out = view_of(a);
+    py::detail::array_proxy(out.ptr())->flags &= ~kWriteable;
+    return out;
+  }
+  // A buffer tessera still holds elsewhere (a constant of the program, a
+  // value kept in a closure) is copied, so that writing into the result can
+  // never change the program.
+  return view_of(a.unique() ? a : a.copy());
+}
+
+}  // namespace
+
+Value to_value(py::handle obj) { return convert(obj, 0); }
+
+py::object to_python(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::nil: return py::none();
+    case ValueKind::boolean: return py::bool_(v.as_bool());
+    case ValueKind::integer: return py::int_(v.as_int());
+    case ValueKind::floating: return py::float_(v.as_float());
+    case ValueKind::string: return py::str(v.as_string());
+    case ValueKind::array: return array_to_python(v.as_array());
+    case ValueKind::list: {
+      const List& items = v.as_list();
+      py::list out(items.size());
+      for (size_t i = 0; i < items.size(); ++i) out[i] = to_python(items[i]);
+      return out;
+    }
+    case ValueKind::dict: {
+      py::dict out;
+      for (const auto& [k, val] : v.as_dict().items) out[to_python(k)] = to_python(val);
+      return out;
+    }
+    case ValueKind::function: return py::cast(FunctionHandle{v});
+    case ValueKind::slice: {
+      const Slice& s = v.as_slice();
+      auto part = [](const std::optional<int64_t>& x) -> py::object {
+        return x ? py::object(py::int_(*x)) : py::object(py::none());
+      };
+      return py::reinterpret_steal<py::object>(
+          PySlice_New(part(s.start).ptr(), part(s.stop).ptr(), part(s.step).ptr()));
+    }
+  }
+  return py::none();
+}
+
+void await_sole_ownership(const Value& v) {
+  if (!v.is_array()) return;
+  const Array& a = v.as_array();
+  if (a.unique() || a.nbytes() < kCopyCheapBytes || is_wrapped(a.raw())) return;
+  auto until = std::chrono::steady_clock::now() + kOwnershipWait;
+  while (!a.unique() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
+void drain_released_references() {
+  std::vector<PyObject*> pending;
+  {
+    References& r = references();
+    std::lock_guard lock(r.mutex);
+    if (r.pending.empty()) return;
+    pending.swap(r.pending);
+  }
+  for (PyObject* p : pending) Py_DECREF(p);
+}
+
+void stop_releasing_references() {
+  drain_released_references();
+  references().stopped = true;
+}
+
+size_t wrapped_buffer_count() {
+  References& r = references();
+  std::lock_guard lock(r.mutex);
+  return r.wrapped.size();
+}
+
+}  // namespace tessera::python

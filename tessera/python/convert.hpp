@@ -1,0 +1,50 @@
+// Conversions between Python objects and tessera Values (the contract of the
+// Python front end: docs in python/tessera/__init__.py).
+//
+// NumPy arrays of bool/int64/float32/float64 that are C-contiguous, aligned and
+// in native byte order cross into tessera without a copy: the Array wraps the
+// NumPy buffer and holds a reference to the NumPy object. Arrays come back as
+// NumPy arrays sharing tessera's buffer, kept alive by a capsule.
+//
+// Every function here needs the GIL, except await_sole_ownership.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "tessera/core/value.hpp"
+
+namespace tessera::python {
+
+namespace py = pybind11;
+
+// A tessera function (closure or primitive) seen from Python: opaque, can be
+// passed back as an argument or called.
+struct FunctionHandle {
+  Value fn;
+};
+
+// Converts a Python object to a Value. Raises TypeError for objects (and array
+// dtypes) tessera cannot hold, OverflowError for ints beyond int64.
+Value to_value(py::handle obj);
+
+// Converts a Value to a Python object: scalars to Python scalars, 0-d arrays to
+// NumPy scalars, arrays to NumPy arrays, lists, dicts, slices, functions.
+py::object to_python(const Value& v);
+
+// Without the GIL, after a run: waits (briefly) until a large array result is
+// held by `v` alone, so that converting it does not copy it only because a
+// worker still finishing the run shares it.
+void await_sole_ownership(const Value& v);
+
+// Drops Python references released by threads that did not hold the GIL
+// (a wrapped input freed on a worker). Called at every entry to the module.
+void drain_released_references();
+
+// Stops dropping Python references (interpreter shutdown: they are leaked).
+void stop_releasing_references();
+
+// Number of NumPy buffers currently wrapped by live Arrays (for tests).
+size_t wrapped_buffer_count();
+
+}  // namespace tessera::python

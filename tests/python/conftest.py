@@ -1,0 +1,43 @@
+"""Shared pytest setup for tessera's Python tests.
+
+`make build` puts the checkout's ``python/`` folder on the venv's path (a
+``tessera.pth``); the fallback below lets ``pytest tests/python`` work from a
+fresh build directory too. Fixtures stay few and small.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+_PYTHON_DIR = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "python")
+try:
+    import tessera  # noqa: F401
+except ImportError:  # pragma: no cover - only without `make build`'s .pth
+    sys.path.insert(0, os.path.abspath(_PYTHON_DIR))
+
+
+@pytest.fixture
+def core():
+    """The compiled extension ``tessera._core``."""
+    from tessera import _core
+
+    return _core
+
+
+@pytest.fixture
+def rng():
+    """A NumPy random generator with a fixed seed."""
+    return np.random.default_rng(12345)
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    """Runs a test once per worker-thread count, restoring the previous count."""
+    from tessera import _core
+
+    before = _core.num_threads()
+    _core.set_num_threads(request.param)
+    yield request.param
+    _core.set_num_threads(before)

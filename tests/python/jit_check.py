@@ -1,0 +1,106 @@
+"""The shared helper of the jit tests: run a function through ``tessera.jit``
+and as plain NumPy, and compare type, shape, dtype and values."""
+
+import copy
+import hashlib
+import importlib.util
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import tessera
+
+_GEN_DIR = tempfile.mkdtemp(prefix="tessera_jit_gen_")
+_generated: dict = {}
+
+
+def numpy_fn(expr: str, params: str = "x"):
+    """A plain function ``def f(params): return expr`` written to a real file
+    (the translator reads sources), so tables of expressions can be tested."""
+    return numpy_body(f"return {expr}", params)
+
+
+def numpy_body(body: str, params: str = "x"):
+    """A plain function ``def f(params): body``; lines of ``body`` are
+    separated by newlines (indentation is added)."""
+    key = (body, params)
+    if key not in _generated:
+        lines = "".join("    " + line + "\n" for line in body.split("\n"))
+        src = f"import numpy as np\n\n\ndef f({params}):\n{lines}"
+        name = "gen_" + hashlib.sha1(src.encode()).hexdigest()[:12]
+        path = os.path.join(_GEN_DIR, name + ".py")
+        with open(path, "w") as fh:
+            fh.write(src)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _generated[key] = mod.f
+    return _generated[key]
+
+
+def _kind(v):
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, (int, np.integer)):
+        return "int"
+    if isinstance(v, (float, np.floating)):
+        return "float"
+    return type(v).__name__
+
+
+def assert_same(got, expected, rtol=1e-6, atol=1e-12, path="result"):
+    """Asserts ``got`` (from tessera) matches ``expected`` (from NumPy)."""
+    if isinstance(expected, np.ndarray) and expected.ndim == 0 and isinstance(got, np.generic):
+        # tessera returns every 0-d result as a NumPy scalar (as NumPy's ufuncs
+        # and reductions do); NumPy keeps some 0-d arrays (x.T, astype, where).
+        assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
+        expected = expected[()]
+    if isinstance(expected, np.ndarray):
+        assert isinstance(got, np.ndarray), f"{path}: expected an ndarray, got {type(got)}"
+        assert got.shape == expected.shape, f"{path}: shape {got.shape} != {expected.shape}"
+        assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
+        if expected.dtype.kind == "f":
+            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True,
+                                       err_msg=path)
+        else:
+            np.testing.assert_array_equal(got, expected, err_msg=path)
+        return
+    if isinstance(expected, (tuple, list)):
+        assert type(got) is type(expected), f"{path}: {type(got)} != {type(expected)}"
+        assert len(got) == len(expected), f"{path}: length {len(got)} != {len(expected)}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_same(g, e, rtol, atol, f"{path}[{i}]")
+        return
+    if expected is None:
+        assert got is None, f"{path}: expected None, got {got!r}"
+        return
+    if isinstance(expected, str):
+        assert got == expected, f"{path}: {got!r} != {expected!r}"
+        return
+    # Scalars: the same kind (bool/int/float); NumPy scalars also the same dtype.
+    assert _kind(got) == _kind(expected), f"{path}: {got!r} ({type(got)}) vs {expected!r}"
+    if isinstance(expected, np.generic) and isinstance(got, np.generic):
+        assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
+    if _kind(expected) == "float":
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True,
+                                   err_msg=path)
+    else:
+        assert got == expected, f"{path}: {got!r} != {expected!r}"
+
+
+def check(f, *args, rtol=1e-6, atol=1e-12, **kwargs):
+    """Runs ``f`` through ``tessera.jit`` and as plain Python/NumPy (on copies
+    of the arguments) and compares the results.  When NumPy raises, tessera
+    must raise the same kind of exception.  Returns the jit result."""
+    try:
+        expected = f(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception as e:  # noqa: BLE001 - any NumPy error must be mirrored
+        kind = type(e) if type(e) in (ValueError, TypeError, IndexError) else Exception
+        with pytest.raises(kind):
+            tessera.jit(f)(*args, **kwargs)
+        return None
+    got = tessera.jit(f)(*args, **kwargs)
+    assert_same(got, expected, rtol=rtol, atol=atol)
+    return got

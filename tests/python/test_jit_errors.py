@@ -1,0 +1,347 @@
+"""Bad input: unsupported Python, run-time errors pointing at the user's line,
+and no crash from odd data."""
+
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import tessera
+
+FILE = os.path.basename(__file__)
+
+
+def line_of(func, marker="# HERE"):
+    """The file line of the first source line of ``func`` containing ``marker``."""
+    lines, start = inspect.getsourcelines(func)
+    for i, text in enumerate(lines):
+        if marker in text:
+            return start + i
+    raise AssertionError(f"no {marker} in {func.__name__}")
+
+
+def at(func, marker="# HERE"):
+    return f"(at {FILE}:{line_of(func, marker)})"
+
+
+def _not_jit(x):
+    return x
+
+
+class _Thing:
+    pass
+
+
+# ----------------------------------------------------------------- unsupported Python
+
+
+def f_class(x):
+    class Inner:  # HERE
+        pass
+
+    return x
+
+
+def f_try(x):
+    try:  # HERE
+        y = x
+    except ValueError:
+        y = 0
+    return y
+
+
+def f_with(x):
+    with open("x") as fh:  # HERE
+        return fh
+
+
+def f_generator(x):
+    yield x  # HERE
+
+
+def f_global(x):
+    global _G  # HERE
+    return x
+
+
+def f_nonlocal(x):
+    def inner():
+        nonlocal x  # HERE
+        x = 1
+
+    return x
+
+
+def f_unknown_module(x):
+    return os.path.join("a", "b")  # HERE
+
+
+def f_python_function(x):
+    return _not_jit(x)  # HERE
+
+
+def f_python_object(x):
+    return _Thing()  # HERE
+
+
+def f_star_args(x):
+    return np.maximum(*x)  # HERE
+
+
+def f_star_params(*xs):  # HERE
+    return xs
+
+
+def f_raise(x):
+    raise ValueError("no")  # HERE
+
+
+def f_set(x):
+    return {x, 1}  # HERE
+
+
+def f_import(x):
+    import math  # HERE
+
+    return math.sqrt(x)
+
+
+def f_unknown_numpy(x):
+    return np.fft.fft(x)  # HERE
+
+
+def f_for_else(x):
+    for i in range(3):  # HERE
+        pass
+    else:
+        x = 1
+    return x
+
+
+def f_format_spec(x):
+    print(f"{x:.3f}")  # HERE
+    return x
+
+
+@pytest.mark.parametrize(
+    "func, construct",
+    [
+        (f_class, "class definition"),
+        (f_try, "try statement"),
+        (f_with, "with statement"),
+        (f_generator, "generator"),
+        (f_global, "global statement"),
+        (f_nonlocal, "nonlocal statement"),
+        (f_unknown_module, "calling the Python function 'os.path.join'"),
+        (f_python_function, "calling the Python function '_not_jit'"),
+        (f_python_object, "calling the Python class '_Thing'"),
+        (f_star_args, "star-args"),
+        (f_star_params, "star-args"),
+        (f_raise, "raise statement"),
+        (f_set, "set literal"),
+        (f_import, "import statement"),
+        (f_for_else, "for ... else"),
+        (f_format_spec, "format specification"),
+    ],
+)
+def test_unsupported_python_names_the_construct_and_line(func, construct):
+    jf = tessera.jit(func)
+    with pytest.raises(tessera.UnsupportedError) as info:
+        jf(np.ones(2))
+    msg = str(info.value)
+    assert construct in msg
+    assert msg.endswith(at(func)), msg
+    assert isinstance(info.value, NotImplementedError)
+
+
+def test_unknown_numpy_attribute():
+    with pytest.raises((tessera.UnsupportedError, AttributeError)) as info:
+        tessera.jit(f_unknown_numpy)(np.ones(2))
+    assert f"{FILE}:{line_of(f_unknown_numpy)}" in str(info.value)
+
+
+def test_undefined_name_is_a_name_error_with_the_line():
+    def f(x):
+        return x + undefined_thing  # noqa: F821  # HERE
+
+    with pytest.raises(NameError, match="undefined_thing") as info:
+        tessera.jit(f)(1)
+    assert str(info.value).endswith(at(f))
+
+
+def test_methods_of_classes_are_unsupported():
+    class Model:
+        @tessera.jit
+        def forward(self, x):
+            return x
+
+    with pytest.raises(tessera.UnsupportedError, match="classes"):
+        Model().forward(1)
+
+
+def test_unsupported_error_also_on_code_attribute():
+    with pytest.raises(tessera.UnsupportedError):
+        tessera.jit(f_try).code
+
+
+# ----------------------------------------------------------------- run-time errors
+
+
+def test_shape_mismatch_is_a_value_error_at_the_user_line():
+    def f(x, y):
+        z = x * 2
+        w = z + y  # HERE
+        return w
+
+    with pytest.raises(ValueError, match=r"\[add\] operands could not be broadcast") as info:
+        tessera.jit(f)(np.ones(3), np.ones(4))
+    assert str(info.value).endswith(at(f))
+
+
+def test_matmul_shape_error_in_a_loop_names_the_line():
+    def f(x, w, n):
+        for i in range(n):
+            if i == 2:
+                w = np.ones(5)
+            x = x @ w  # HERE
+        return x
+
+    with pytest.raises(ValueError, match=r"\[matmul\]") as info:
+        tessera.jit(f)(np.ones((3, 3)), np.eye(3), 4)
+    assert str(info.value).endswith(at(f))
+
+
+def test_index_error_at_the_user_line():
+    def f(x):
+        total = 0.0
+        total = total + x[10]  # HERE
+        return total
+
+    with pytest.raises(IndexError, match=r"\[getitem\].*10") as info:
+        tessera.jit(f)(np.arange(3.0))
+    assert str(info.value).endswith(at(f))
+
+
+def test_type_error_at_the_user_line():
+    def f(x):
+        n = len(x)  # HERE
+        return n
+
+    with pytest.raises(TypeError, match=r"\[len\]") as info:
+        tessera.jit(f)(5)
+    assert str(info.value).endswith(at(f))
+
+
+def test_error_in_a_called_jit_function_points_into_it():
+    @tessera.jit
+    def inner(a):
+        return a.reshape(7)  # HERE
+
+    def outer(x):
+        return inner(x) + 1
+
+    with pytest.raises(ValueError, match=r"\[reshape\]") as info:
+        tessera.jit(outer)(np.ones(6))
+    assert str(info.value).endswith(f"(at {FILE}:{line_of(inner.__wrapped__)})")
+
+
+def test_error_in_a_multi_line_expression_names_the_inner_line():
+    def f(x, y):
+        return np.concatenate(
+            (
+                x,
+                y.reshape(5),  # HERE
+            )
+        )
+
+    with pytest.raises(ValueError, match=r"\[reshape\]") as info:
+        tessera.jit(f)(np.ones(2), np.ones(3))
+    assert str(info.value).endswith(at(f))
+
+
+def test_bad_keyword_is_a_value_error_at_compile_time_with_the_line():
+    def f(x):
+        return np.sum(x, axes=0)  # HERE
+
+    # The core checks named arguments when it compiles (a ValueError; its
+    # CompileError is a ValueError too).
+    with pytest.raises(ValueError, match="unexpected named argument 'axes'") as info:
+        tessera.jit(f)(np.ones(3))
+    assert f"{FILE}:{line_of(f)}" in str(info.value)
+
+
+def test_assert_becomes_assertion_error_with_the_line():
+    def f(x):
+        assert x.sum() > 10, "too small"  # HERE
+        return x
+
+    with pytest.raises(AssertionError, match="too small") as info:
+        tessera.jit(f)(np.ones(3))
+    assert f"{FILE}:{line_of(f)}" in str(info.value)
+
+
+def test_integer_division_by_zero_is_an_error():
+    def f(x):
+        return x // 0  # HERE
+
+    with pytest.raises(ValueError) as info:
+        tessera.jit(f)(np.arange(3))
+    assert str(info.value).endswith(at(f))
+
+
+# ----------------------------------------------------------------- no crash on odd data
+
+
+def test_huge_shapes_are_memory_errors():
+    def f(n):
+        return np.zeros((n, n))  # HERE
+
+    with pytest.raises(MemoryError) as info:
+        tessera.jit(f)(10**7)
+    assert f"{FILE}:{line_of(f)}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "value, exc",
+    [
+        (np.arange(3, dtype=np.uint64), TypeError),
+        (np.array([1 + 2j]), TypeError),
+        (np.array(["a"]), TypeError),
+        (object(), TypeError),
+        (2**70, OverflowError),
+    ],
+)
+def test_unsupported_inputs_raise_not_crash(value, exc):
+    @tessera.jit
+    def f(x):
+        return x
+
+    with pytest.raises(exc):
+        f(value)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "x.sum(axis=3)",
+        "x.reshape(-1, -1)",
+        "x[np.array([5])]",
+        "np.linalg.inv(x)",
+        "x.max()",
+        "np.concatenate((x, x[None]))",
+        "x @ x",
+        "x.astype('int8') + 1",
+        "np.ones(-1)",
+        "x[::0]",
+    ],
+)
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (), (2, 0, 1)])
+def test_odd_inputs_raise_python_errors_not_crashes(expr, shape):
+    from jit_check import numpy_fn
+
+    f = tessera.jit(numpy_fn(expr))
+    try:
+        f(np.zeros(shape))
+    except (ValueError, TypeError, IndexError, MemoryError, RuntimeError):
+        pass
