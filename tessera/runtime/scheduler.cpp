@@ -37,9 +37,9 @@ struct Scheduler {
   std::unique_ptr<oneapi::tbb::global_control> parallelism;
   std::unique_ptr<oneapi::tbb::global_control> stack;
   std::unique_ptr<oneapi::tbb::task_arena> arena;
-  // Tasks are spawned into this group: from a worker that is a push onto its
-  // own deque (cheap, stolen by idle workers), unlike task_arena::enqueue,
-  // which goes through the arena's shared FIFO.
+  // Workers spawn into this group: a push onto the worker's own deque (cheap,
+  // stolen by idle workers), unlike task_arena::enqueue, which goes through
+  // the arena's shared FIFO (used only from outside the arena).
   std::unique_ptr<oneapi::tbb::task_group> group;
   std::atomic<uint64_t> spawned{0};
 
@@ -161,7 +161,9 @@ void spawn(std::function<void()> task) {
   if (tl_inside > 0) {
     group.run(std::move(body));
   } else {
-    arena.execute([&] { group.run(std::move(body)); });
+    // From outside the arena (the thread that started an evaluation):
+    // enqueue, which does not wait for a slot the way execute() does.
+    arena.enqueue(std::move(body));
   }
 }
 
