@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -184,6 +185,46 @@ Value matmul(const Value& va, const Value& vb, const char* op) {
   return c.reshaped(out);
 }
 
+// A tall, thin a.T @ b (the gradient of a linear layer: k samples, small p x n
+// result) is cut along k: each chunk of rows gives a partial product, and the
+// partials are added in chunk order. Tiling the small output instead would
+// make every tile read all of `a`. The chunk size is fixed, so the result does
+// not depend on the number of threads.
+constexpr int64_t kReductionChunk = 8192;
+constexpr int64_t kSmallProduct = 1 << 14;
+
+template <class T>
+void add_into(T* dst, const T* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+Array chunked_tn(const Array& a, const Array& b, Array out, int64_t k, int64_t p, int64_t n) {
+  const DType dt = a.dtype();
+  const int64_t chunks = (k + kReductionChunk - 1) / kReductionChunk;
+  const size_t es = dtype_size(dt);
+  std::vector<Array> partial(chunks);
+  for (auto& part : partial) part = Array(dt, {p, n});
+  const char* pa = static_cast<const char*>(a.raw());
+  const char* pb = static_cast<const char*>(b.raw());
+  parallel_for(chunks, row_cost_ns(dt, kReductionChunk, n) * static_cast<double>(p),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t c = begin; c < end; ++c) {
+                   int64_t r0 = c * kReductionChunk, r1 = std::min(k, r0 + kReductionChunk);
+                   kn::matmul_tn_rows(dt, pa + r0 * p * es, pb + r0 * n * es, partial[c].raw(),
+                                      r1 - r0, p, n, 0, p);
+                 }
+               });
+  std::memcpy(out.raw(), partial[0].raw(), out.nbytes());
+  for (int64_t c = 1; c < chunks; ++c) {
+    if (dt == DType::float64) {
+      add_into(out.data<double>(), partial[c].data<double>(), p * n);
+    } else {
+      add_into(out.data<float>(), partial[c].data<float>(), p * n);
+    }
+  }
+  return out;
+}
+
 // a.T @ b for a 2-d float `a` without copying the transpose; any other case
 // is transpose + matmul, so results and errors are exactly matmul's.
 Value matmul_tn(const Value& va, const Value& vb, const char* op) {
@@ -199,6 +240,9 @@ Value matmul_tn(const Value& va, const Value& vb, const char* op) {
       const int64_t n = b1 ? 1 : b.shape()[1];
       Array out(dt, b1 ? Shape{p} : Shape{p, n});
       if (out.size() == 0) return out;
+      if (k >= 2 * kReductionChunk && p * n <= kSmallProduct) {
+        return chunked_tn(a, b, std::move(out), k, p, n);
+      }
       parallel_for(p, row_cost_ns(dt, k, n), [&](int64_t begin, int64_t end) {
         kn::matmul_tn_rows(dt, a.raw(), b.raw(), out.raw(), k, p, n, begin, end);
       });

@@ -564,3 +564,25 @@ TEST(MatrixTransposedProduct, MatchesTransposeThenMatmul) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("matmul_tn", {a, v.reshaped({37, 1}).copy().reshaped({1, 37})}); },
                                                  "[matmul] shapes (19, 37) and (1, 37) are not aligned"));
 }
+
+TEST(MatrixTransposedProduct, TallThinProductIsChunkedDeterministically) {
+  using namespace tessera::test;
+  // k = 50000 rows: the chunked path; compare with transpose + matmul and
+  // across thread counts (bitwise).
+  Array a = call_primitive("random_normal", {CallArg{"", Value(List{Value(int64_t{50000}), Value(int64_t{7})})},
+                                             CallArg{"seed", Value(int64_t{3})}}).as_array();
+  Array v = call_primitive("random_normal", {CallArg{"", Value(int64_t{50000})}, CallArg{"seed", Value(int64_t{4})}}).as_array();
+  Value plain = call("matmul", {call("transpose", {a}), v});
+  std::vector<Value> runs;
+  for (int threads : {1, 2, 3}) {
+    tessera::set_num_threads(threads);
+    runs.push_back(call("matmul_tn", {a, v}));
+  }
+  tessera::set_num_threads(2);
+  ASSERT_EQ(runs[0].as_array().shape(), (Shape{7}));
+  for (int64_t i = 0; i < 7; ++i) {
+    EXPECT_NEAR(runs[0].as_array().get_double(i), plain.as_array().get_double(i), 1e-9);
+  }
+  EXPECT_TRUE(runs[0].equals(runs[1]));
+  EXPECT_TRUE(runs[0].equals(runs[2]));
+}
