@@ -68,6 +68,11 @@ bool register_primitives(std::vector<PrimitiveSpec> specs) {
       r.problems.push_back("primitive registered twice: " + spec.name);
       continue;
     }
+    if (!spec.grads.empty() && spec.grads.size() != spec.params.size()) {
+      r.problems.push_back("primitive " + spec.name + ": grads has " +
+                           std::to_string(spec.grads.size()) + " entries for " +
+                           std::to_string(spec.params.size()) + " parameters");
+    }
     if (!spec.eval || spec.help.empty() || spec.family.empty()) {
       r.problems.push_back("primitive without eval, help or family: " + spec.name);
     }

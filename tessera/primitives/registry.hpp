@@ -48,6 +48,13 @@ struct PrimitiveSpec {
   // Estimated nanoseconds of work per output element, used by the runtime's
   // cost model to decide inline execution versus spawning a task.
   double ns_per_element = 1.0;
+  // Gradient rule (reverse mode), one entry per parameter: an expression of
+  // the language giving the cotangent of that parameter from the parameters
+  // (by name), `out` (this primitive's result) and `g` (the cotangent of
+  // `out`); "" where the primitive is not differentiable in that parameter.
+  // E.g. multiply: {"g * y", "g * x"}. Autodiff sums each cotangent back to its
+  // parameter's shape (broadcasting). Empty: not differentiable at all.
+  std::vector<std::string> grads = {};
 
   // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
   std::string signature() const;
