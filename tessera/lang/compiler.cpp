@@ -4,6 +4,7 @@
 #include <optional>
 #include <set>
 
+#include "tessera/lang/autodiff.hpp"
 #include "tessera/lang/nodes.hpp"
 
 namespace tessera {
@@ -16,6 +17,8 @@ struct Scope {
   Scope* parent = nullptr;
   int loop_depth = 0;                // loops around the code being compiled
   FunctionCode* function = nullptr;  // null at the program's top level
+  // Sources of the functions defined in this scope, for grad().
+  std::map<std::string, FunctionSource> functions;
 
   size_t add(const std::string& name) {
     auto it = slots.find(name);
@@ -35,7 +38,7 @@ const std::set<std::string>& special_form_names() {
   static const std::set<std::string> names = {
       "define", "lambda", "block", "parallel_block", "if",      "while",  "for_each",
       "store",  "list",   "dict",  "__and__",        "__or__", "break",  "continue",
-      "return"};
+      "return", "grad",   "value_and_grad"};
   return names;
 }
 
@@ -83,7 +86,13 @@ class Compiler {
     if (!a->callee && a->name == "define" && !a->args.empty() &&
         a->args[0].value->kind == Ast::Kind::identifier) {
       scope.add(a->args[0].value->name);
-      if (a->args.size() > 2) return;  // a function: its body has its own scope
+      if (a->args.size() > 2) {
+        // A function: its body has its own scope.
+        std::vector<AstArg> params(a->args.begin() + 1, a->args.end() - 1);
+        scope.functions[a->args[0].value->name] =
+            FunctionSource{a->args[0].value->name, params, a->args.back().value, a->loc};
+        return;
+      }
     }
     if (a->callee) hoist(a->callee, scope);
     for (const auto& e : a->args) hoist(e.value, scope);
@@ -269,9 +278,70 @@ class Compiler {
     return std::make_shared<FunctionNode>(a->loc, std::move(code), std::nullopt);
   }
 
+  // grad(f, argnums=0) and value_and_grad(f, argnums=0): the gradient
+  // function, built by transforming f's source (see autodiff.hpp).
+  NodePtr gradient(const AstPtr& a, Scope& scope) {
+    const std::string& n = a->name;
+    AstPtr f, argnums;
+    for (const auto& arg : a->args) {
+      if (arg.name == "argnums" || (arg.name.empty() && f && !argnums)) {
+        argnums = arg.value;
+      } else if (arg.name.empty() && !f) {
+        f = arg.value;
+      } else {
+        syntax_error(arg.value->loc, "[" + n + "] expects " + n + "(function, argnums=0)");
+      }
+    }
+    if (!f) syntax_error(a->loc, "[" + n + "] expects " + n + "(function, argnums=0)");
+    auto lookup = [&scope](const std::string& name) -> std::optional<FunctionSource> {
+      for (Scope* s = &scope; s; s = s->parent) {
+        if (auto it = s->functions.find(name); it != s->functions.end()) return it->second;
+        if (s->slots.count(name)) return std::nullopt;  // shadowed by a variable
+      }
+      return std::nullopt;
+    };
+    FunctionSource src;
+    if (f->kind == Ast::Kind::identifier) {
+      auto found = lookup(f->name);
+      if (!found) {
+        syntax_error(f->loc, "[" + n + "] '" + f->name +
+                                 "' is not a function defined with define(" + f->name +
+                                 ", params..., body)");
+      }
+      src = *found;
+    } else if (f->kind == Ast::Kind::call && !f->callee && f->name == "lambda" &&
+               !f->args.empty()) {
+      src = FunctionSource{"lambda", std::vector<AstArg>(f->args.begin(), f->args.end() - 1),
+                           f->args.back().value, f->loc};
+    } else {
+      syntax_error(f->loc, "[" + n + "] the function must be a name or a lambda, got " + f->str());
+    }
+    std::vector<int> nums;
+    bool single = true;
+    auto as_int = [&](const AstPtr& e) -> int {
+      if (e->kind != Ast::Kind::literal || !e->value.is_int()) {
+        syntax_error(e->loc, "[" + n + "] argnums must be an int or a list of ints, got " + e->str());
+      }
+      return static_cast<int>(e->value.as_int());
+    };
+    if (!argnums) {
+      nums.push_back(0);
+    } else if (argnums->kind == Ast::Kind::list ||
+               (argnums->kind == Ast::Kind::call && argnums->name == "list")) {
+      single = false;
+      for (const auto& e : argnums->args) nums.push_back(as_int(e.value));
+      if (nums.empty()) syntax_error(argnums->loc, "[" + n + "] argnums is empty");
+    } else {
+      nums.push_back(as_int(argnums));
+    }
+    AstPtr lambda = differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc);
+    return compile(lambda, scope);
+  }
+
   NodePtr special_form(const AstPtr& a, Scope& scope) {
     const std::string& n = a->name;
     const auto& args = a->args;
+    if (n == "grad" || n == "value_and_grad") return gradient(a, scope);
     if (n == "define") {
       expect_args(a, 2, 100000, "define(name, value) or define(name, params..., body)");
       const AstPtr& target = args[0].value;
@@ -421,6 +491,10 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
       {"store(name, value)", "Assigns a new value to an existing variable."},
       {"break(), continue()", "Leave the innermost while/for_each loop, or go on with its next turn."},
       {"return(value), return()", "Return from the innermost function (nil without a value)."},
+      {"grad(f, argnums=0)",
+       "The gradient function of f (reverse mode): w.r.t. one argument, or a list of gradients "
+       "for a list of argnums."},
+      {"value_and_grad(f, argnums=0)", "Like grad, returning list(value, gradients)."},
       {"list(items...)", "A list of values."},
       {"dict(k1, v1, ...) / dict(name=value, ...)", "A dictionary with string or int keys."},
       {"a && b, a || b", "Logical and/or: short-circuit on scalars, elementwise on arrays."},

@@ -53,7 +53,8 @@ Value array_equal_value(Args& a) {
   return all_true(eq);
 }
 
-const bool registered = register_primitives({
+// Comparisons and logic pass no gradient (their results are piecewise constant).
+const bool registered = register_primitives(without_gradient({
     compare_spec("equal", BinaryOp::equal,
                  "Elementwise x == y as bool with broadcasting, like numpy.equal; NaN is "
                  "never equal."),
@@ -110,7 +111,7 @@ const bool registered = register_primitives({
              "numpy.array_equal; different shapes give false, not an error.",
      .eval = [](Args& a) -> Value { return array_equal_value(a); },
      .ns_per_element = 0.5},
-});
+}));
 
 }  // namespace
 

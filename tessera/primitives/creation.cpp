@@ -328,20 +328,23 @@ const bool registered = register_primitives({
      .eval = [](Args& a) -> Value {
        return filled(a.dtype(1, DType::float64), shape_arg(a, 0), 0.0, a.op());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", ""}},
     {.name = "ones", .family = "creation", .params = {{"shape"}, opt("dtype", "float64")},
      .help = "An array of the given shape filled with ones, like numpy.ones.",
      .eval = [](Args& a) -> Value {
        return filled(a.dtype(1, DType::float64), shape_arg(a, 0), 1.0, a.op());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", ""}},
     {.name = "empty", .family = "creation", .params = {{"shape"}, opt("dtype", "float64")},
      .help = "An array of the given shape, like numpy.empty, except that it is zero-filled so "
              "no stale memory is ever visible.",
      .eval = [](Args& a) -> Value {
        return filled(a.dtype(1, DType::float64), shape_arg(a, 0), 0.0, a.op());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", ""}},
     {.name = "full", .family = "creation",
      .params = {{"shape"}, {"fill_value"}, opt("dtype", Value())},
      .help = "An array of the given shape filled with fill_value (broadcast), like numpy.full. "
@@ -350,7 +353,8 @@ const bool registered = register_primitives({
        Shape shape = shape_arg(a, 0);
        return full_of(a, 1, a.dtype(2, value_dtype(a[1])), shape);
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", "", ""}},
     {.name = "zeros_like", .family = "creation", .params = {{"x"}, opt("dtype", Value())},
      .help = "Zeros with the shape and dtype of x (dtype may be overridden), like "
              "numpy.zeros_like.",
@@ -358,21 +362,24 @@ const bool registered = register_primitives({
        Array x = a.array(0);
        return filled(a.dtype(1, x.dtype()), x.shape(), 0.0, a.op());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", ""}},
     {.name = "ones_like", .family = "creation", .params = {{"x"}, opt("dtype", Value())},
      .help = "Ones with the shape and dtype of x, like numpy.ones_like.",
      .eval = [](Args& a) -> Value {
        Array x = a.array(0);
        return filled(a.dtype(1, x.dtype()), x.shape(), 1.0, a.op());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", ""}},
     {.name = "empty_like", .family = "creation", .params = {{"x"}, opt("dtype", Value())},
      .help = "A zero-filled array with the shape and dtype of x, like numpy.empty_like.",
      .eval = [](Args& a) -> Value {
        Array x = a.array(0);
        return filled(a.dtype(1, x.dtype()), x.shape(), 0.0, a.op());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", ""}},
     {.name = "full_like", .family = "creation",
      .params = {{"x"}, {"fill_value"}, opt("dtype", Value())},
      .help = "An array with the shape and dtype of x filled with fill_value, like "
@@ -381,25 +388,29 @@ const bool registered = register_primitives({
        Array x = a.array(0);
        return full_of(a, 1, a.dtype(2, x.dtype()), x.shape());
      },
-     .ns_per_element = 0.2},
+     .ns_per_element = 0.2,
+     .grads = {"", "", ""}},
     {.name = "arange", .family = "creation",
      .params = {{"start"}, opt("stop", Value()), opt("step", int64_t{1}), opt("dtype", Value())},
      .help = "Evenly spaced values in [start, stop) by step, like numpy.arange; arange(n) counts "
              "from 0. Integer arguments give int64, otherwise float64; step 0 is an error.",
      .eval = arange,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"", "", "", ""}},
     {.name = "linspace", .family = "creation",
      .params = {{"start"}, {"stop"}, opt("num", int64_t{50}), opt("endpoint", true),
                 opt("dtype", Value())},
      .help = "num evenly spaced samples from start to stop (stop included when endpoint), like "
              "numpy.linspace.",
      .eval = linspace,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"", "", "", "", ""}},
     {.name = "eye", .family = "creation",
      .params = {{"n"}, opt("m", Value()), opt("k", int64_t{0}), opt("dtype", "float64")},
      .help = "An n x m matrix with ones on diagonal k and zeros elsewhere, like numpy.eye.",
      .eval = eye,
-     .ns_per_element = 0.3},
+     .ns_per_element = 0.3,
+     .grads = {"", "", "", ""}},
     {.name = "identity", .family = "creation", .params = {{"n"}, opt("dtype", "float64")},
      .help = "The n x n identity matrix, like numpy.identity.",
      .eval = [](Args& a) -> Value {
@@ -408,16 +419,19 @@ const bool registered = register_primitives({
        allocate(dt, {n, n}, a.op());
        return kernels::eye_array(n, n, 0, dt);
      },
-     .ns_per_element = 0.3},
+     .ns_per_element = 0.3,
+     .grads = {"", ""}},
     {.name = "array", .family = "creation", .params = {{"object"}, opt("dtype", Value())},
      .help = "An array from a number, an array (copied) or a nested list, like numpy.array. "
              "Ragged nested lists are an error.",
      .eval = array_of,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"g", ""}},
     {.name = "copy", .family = "creation", .params = {{"x"}},
      .help = "A copy of x with its own buffer, like numpy.copy.",
      .eval = [](Args& a) -> Value { return a.array(0).copy(); },
-     .ns_per_element = 0.3},
+     .ns_per_element = 0.3,
+     .grads = {"g"}},
     {.name = "diag", .family = "creation", .params = {{"v"}, opt("k", int64_t{0})},
      .help = "For 1-d v a square matrix with v on diagonal k; for 2-d v a copy of its diagonal "
              "k, like numpy.diag.",
@@ -427,17 +441,20 @@ const bool registered = register_primitives({
      .params = {{"n"}, opt("m", Value()), opt("k", int64_t{0}), opt("dtype", "float64")},
      .help = "An n x m matrix with ones at and below diagonal k, like numpy.tri.",
      .eval = tri,
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"", "", "", ""}},
     {.name = "tril", .family = "creation", .params = {{"m"}, opt("k", int64_t{0})},
      .help = "A copy of m with elements above diagonal k of the last two axes zeroed, like "
              "numpy.tril.",
      .eval = [](Args& a) -> Value { return triangle(a, true); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"tril(g, k)", ""}},
     {.name = "triu", .family = "creation", .params = {{"m"}, opt("k", int64_t{0})},
      .help = "A copy of m with elements below diagonal k of the last two axes zeroed, like "
              "numpy.triu.",
      .eval = [](Args& a) -> Value { return triangle(a, false); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"triu(g, k)", ""}},
     {.name = "meshgrid", .family = "creation", .params = {{"xs"}, opt("indexing", "xy")},
      .help = "Coordinate matrices from a list of 1-d coordinate arrays, like "
              "numpy.meshgrid(*xs, indexing=...). Returns a list of arrays.",
@@ -453,37 +470,43 @@ const bool registered = register_primitives({
        g_stream.store(0);
        return Value();
      },
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {""}},
     {.name = "random_uniform", .family = "random",
      .params = {{"shape"}, opt("low", 0.0), opt("high", 1.0), opt("seed", Value()),
                 opt("dtype", "float64")},
      .help = "Uniform samples in [low, high), like numpy's Generator.uniform. A given seed "
              "makes the draw reproducible; element i never depends on the thread count.",
      .eval = random_uniform,
-     .ns_per_element = 6.0},
+     .ns_per_element = 6.0,
+     .grads = {"", "", "", "", ""}},
     {.name = "random_normal", .family = "random",
      .params = {{"shape"}, opt("mean", 0.0), opt("std", 1.0), opt("seed", Value()),
                 opt("dtype", "float64")},
      .help = "Normal samples with the given mean and standard deviation, like numpy's "
              "Generator.normal (Box-Muller on a counter-based stream).",
      .eval = random_normal,
-     .ns_per_element = 25.0},
+     .ns_per_element = 25.0,
+     .grads = {"", "", "", "", ""}},
     {.name = "random_integers", .family = "random",
      .params = {{"low"}, {"high"}, opt("shape", Value()), opt("seed", Value())},
      .help = "Uniform int64 samples in [low, high), like numpy's Generator.integers; "
              "shape nil gives a 0-d array.",
      .eval = random_integers,
-     .ns_per_element = 8.0},
+     .ns_per_element = 8.0,
+     .grads = {"", "", "", ""}},
     {.name = "permutation", .family = "random", .params = {{"x"}, opt("seed", Value())},
      .help = "A random permutation of arange(x) for an int x, or a copy of array x with its "
              "first axis shuffled, like numpy's Generator.permutation.",
      .eval = [](Args& a) -> Value { return permutation(a, true); },
-     .ns_per_element = 10.0},
+     .ns_per_element = 10.0,
+     .grads = {"", ""}},
     {.name = "shuffle", .family = "random", .params = {{"x"}, opt("seed", Value())},
      .help = "A copy of x with its first axis shuffled (numpy's Generator.shuffle, but "
              "returning a new array instead of shuffling in place).",
      .eval = [](Args& a) -> Value { return permutation(a, false); },
-     .ns_per_element = 10.0},
+     .ns_per_element = 10.0,
+     .grads = {"", ""}},
 });
 
 }  // namespace

@@ -403,7 +403,8 @@ const bool registered = register_primitives({
        }
        return s;
      },
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"", "", ""}},
     {.name = "getitem", .family = "indexing", .params = {{"x"}, {"indices"}}, .variadic = true,
      .help = "x[indices...] with NumPy semantics: ints, slices, nil (newaxis), '...', integer "
              "arrays (broadcast together) and boolean masks. Also indexes lists by int or slice.",

@@ -60,6 +60,20 @@ struct PrimitiveSpec {
   std::string signature() const;
 };
 
+// `spec` with its gradient rule set (for table-built specs).
+inline PrimitiveSpec with_grads(PrimitiveSpec spec, std::vector<std::string> grads) {
+  spec.grads = std::move(grads);
+  return spec;
+}
+
+// `specs` marked as passing no gradient (comparisons, arg-reductions, shapes,
+// creation from shapes): their results are constant with respect to their
+// arguments, so differentiation stops there instead of failing.
+inline std::vector<PrimitiveSpec> without_gradient(std::vector<PrimitiveSpec> specs) {
+  for (auto& s : specs) s.grads.assign(s.params.size(), "");
+  return specs;
+}
+
 // Registers primitives. Returns true so it can initialize a namespace-scope
 // constant. Programming errors (a duplicate name, a missing help text) are
 // recorded, not thrown, and listed by registry_problems() for the tests.

@@ -1,0 +1,582 @@
+#include "tessera/lang/autodiff.hpp"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "tessera/lang/parser.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+namespace {
+
+[[noreturn]] void fail(const SourceLoc& loc, const std::string& msg) {
+  throw SyntaxError("[grad] " + msg + " (at " + loc.str() + ")");
+}
+
+AstPtr ident(const std::string& name, const SourceLoc& loc) {
+  auto a = std::make_shared<Ast>();
+  a->kind = Ast::Kind::identifier;
+  a->name = name;
+  a->loc = loc;
+  return a;
+}
+
+AstPtr literal(Value v, const SourceLoc& loc) {
+  auto a = std::make_shared<Ast>();
+  a->value = std::move(v);
+  a->loc = loc;
+  return a;
+}
+
+AstPtr call(const std::string& name, std::vector<AstPtr> args, const SourceLoc& loc) {
+  auto a = std::make_shared<Ast>();
+  a->kind = Ast::Kind::call;
+  a->name = name;
+  a->loc = loc;
+  for (auto& x : args) a->args.push_back({"", std::move(x)});
+  return a;
+}
+
+AstPtr define(const std::string& name, AstPtr value, const SourceLoc& loc) {
+  return call("define", {ident(name, loc), std::move(value)}, loc);
+}
+
+AstPtr block(std::vector<AstPtr> stmts, const SourceLoc& loc) {
+  return call("block", std::move(stmts), loc);
+}
+
+// The parsed gradient rules of a primitive (parsed once).
+const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_map<const PrimitiveSpec*, std::vector<AstPtr>> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(&spec);
+  if (it != cache.end()) return it->second;
+  std::vector<AstPtr> rules;
+  for (const std::string& r : spec.grads) {
+    rules.push_back(r.empty() ? nullptr : parse_expression(r, "<grad rule of " + spec.name + ">"));
+  }
+  return cache.emplace(&spec, std::move(rules)).first->second;
+}
+
+// A copy of `rule` with identifiers replaced by `bindings` and every position
+// set to `loc` (errors in a rule point at the differentiated call).
+AstPtr substitute(const AstPtr& rule, const std::map<std::string, AstPtr>& bindings,
+                  const SourceLoc& loc) {
+  if (rule->kind == Ast::Kind::identifier) {
+    auto it = bindings.find(rule->name);
+    if (it != bindings.end()) return it->second;
+  }
+  auto a = std::make_shared<Ast>(*rule);
+  a->loc = loc;
+  if (a->callee) a->callee = substitute(a->callee, bindings, loc);
+  for (auto& arg : a->args) arg.value = substitute(arg.value, bindings, loc);
+  return a;
+}
+
+// A value in the transformed program: an expression (literal, or the name of
+// a variable holding an intermediate) and, for intermediates, its id.
+struct Operand {
+  AstPtr ast;
+  int id = -1;
+};
+
+// One forward step whose backward the gradient needs.
+struct Step {
+  enum class Kind { primitive, getitem, cond };
+  Kind kind = Kind::primitive;
+  SourceLoc loc;
+  const PrimitiveSpec* spec = nullptr;
+  std::vector<Operand> args;  // per parameter; for getitem: target then indices
+  int out = -1;
+  AstPtr cond;
+  std::vector<Step> then_steps, else_steps;
+  struct Merge {
+    Operand then_src, else_src;
+    int out;
+  };
+  std::vector<Merge> merges;
+};
+
+struct Context {
+  std::map<std::string, Operand> env;
+  std::map<std::string, FunctionSource> functions;
+};
+
+const std::set<std::string>& unsupported_forms() {
+  static const std::set<std::string> forms = {"while", "for_each", "parallel_block", "break",
+                                              "continue", "return", "lambda", "grad",
+                                              "value_and_grad", "dict"};
+  return forms;
+}
+
+class Differentiator {
+ public:
+  explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
+
+  AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single,
+             bool with_value, const SourceLoc& at) {
+    SourceLoc loc = f.loc;
+    Context ctx;
+    std::vector<AstArg> params;
+    std::vector<Operand> param_ops;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const AstArg& p = f.params[i];
+      std::string pname = p.name.empty() ? p.value->name : p.name;
+      bool wrt = std::find(argnums.begin(), argnums.end(), static_cast<int>(i)) != argnums.end();
+      // Parameters are renamed so that they cannot shadow the primitives
+      // that gradient rules call.
+      int id = new_ref(wrt, "p" + std::to_string(i));
+      Operand op{ident(names_[id], loc), id};
+      ctx.env[pname] = op;
+      param_ops.push_back(op);
+      if (p.name.empty()) {
+        params.push_back({"", ident(names_[id], loc)});
+      } else {
+        params.push_back({names_[id], p.value});
+      }
+    }
+    for (int a : argnums) {
+      if (a < 0 || a >= static_cast<int>(f.params.size())) {
+        fail(at, error_message("argnums ", a, " is out of range: '", f.name, "' has ",
+                               f.params.size(), " parameter", f.params.size() == 1 ? "" : "s"));
+      }
+    }
+    inline_stack_.push_back(f.name);
+    std::vector<AstPtr> stmts;
+    std::vector<Step> steps;
+    Operand result = transform(f.body, ctx, stmts, steps);
+
+    // Backward: every intermediate's cotangent starts as nil (no
+    // contribution yet); the result's is its seed.
+    for (size_t id = 0; id < names_.size(); ++id) {
+      if (active_[id]) stmts.push_back(define(ct(static_cast<int>(id)), literal(Value(), loc), loc));
+    }
+    if (result.id >= 0 && active_[result.id]) {
+      stmts.push_back(define(ct(result.id), call("grad_seed", {result.ast}, loc), loc));
+      emit_backward(steps, stmts);
+    } else {
+      // The value does not depend on the differentiated parameters; the
+      // seed still checks that it is a scalar.
+      stmts.push_back(call("grad_seed", {result.ast}, loc));
+    }
+    std::vector<AstPtr> grads;
+    for (int a : argnums) {
+      const Operand& p = param_ops[a];
+      grads.push_back(call("if",
+                           {call("is_nil", {ident(ct(p.id), loc)}, loc),
+                            call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
+                           loc));
+    }
+    AstPtr g = single ? grads[0] : call("list", grads, loc);
+    stmts.push_back(with_value ? call("list", {result.ast, g}, loc) : g);
+    params.push_back({"", block(std::move(stmts), loc)});
+    auto lambda = std::make_shared<Ast>();
+    lambda->kind = Ast::Kind::call;
+    lambda->name = "lambda";
+    lambda->loc = at;
+    lambda->args = std::move(params);
+    return lambda;
+  }
+
+ private:
+  int new_ref(bool active, const std::string& hint) {
+    int id = static_cast<int>(names_.size());
+    names_.push_back("__ad_" + hint + "_" + std::to_string(id));
+    active_.push_back(active);
+    return id;
+  }
+
+  std::string ct(int id) const { return "__ct_" + std::to_string(id); }
+
+  bool is_active(const Operand& op) const { return op.id >= 0 && active_[op.id]; }
+
+  // Binds `value` to a new variable and returns it as an operand.
+  Operand bind(AstPtr value, bool active, std::vector<AstPtr>& out, const std::string& hint) {
+    int id = new_ref(active, hint);
+    SourceLoc loc = value->loc;
+    out.push_back(define(names_[id], std::move(value), loc));
+    return Operand{ident(names_[id], loc), id};
+  }
+
+  Operand transform(const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
+                    std::vector<Step>& steps) {
+    switch (a->kind) {
+      case Ast::Kind::literal: return Operand{a, -1};
+      case Ast::Kind::identifier: {
+        auto it = ctx.env.find(a->name);
+        if (it != ctx.env.end()) return it->second;
+        if (ctx.functions.count(a->name)) {
+          fail(a->loc, "cannot differentiate through the function value '" + a->name +
+                           "': call it instead");
+        }
+        return Operand{a, -1};  // a variable of an enclosing scope: a constant here
+      }
+      case Ast::Kind::list: {
+        auto copy = std::make_shared<Ast>(*a);
+        bool active = false;
+        for (auto& e : copy->args) {
+          Operand op = transform(e.value, ctx, out, steps);
+          active = active || is_active(op);
+          e.value = op.ast;
+        }
+        if (active) fail(a->loc, "cannot differentiate through a list literal [...]");
+        return Operand{copy, -1};
+      }
+      case Ast::Kind::call: break;
+    }
+    if (a->callee) fail(a->loc, "cannot differentiate a call of a computed function");
+    const std::string& n = a->name;
+    if (ctx.env.count(n)) {
+      fail(a->loc, "cannot differentiate a call of the function value '" + n + "'");
+    }
+    if (unsupported_forms().count(n)) {
+      fail(a->loc, "cannot differentiate through " + n + "(...): gradients support straight-line "
+                   "code, define, store, block, if and function calls");
+    }
+    if (n == "define" || n == "store") return assignment(a, ctx, out, steps);
+    if (n == "block") {
+      Operand last{literal(Value(), a->loc), -1};
+      for (const auto& e : a->args) last = transform(e.value, ctx, out, steps);
+      return last;
+    }
+    if (n == "if") return conditional(a->args[0].value, a->args[1].value,
+                                      a->args.size() > 2 ? a->args[2].value : nullptr, a->loc,
+                                      ctx, out, steps);
+    if (n == "__and__") {
+      return conditional(a->args[0].value, a->args[1].value, literal(Value(false), a->loc),
+                         a->loc, ctx, out, steps);
+    }
+    if (n == "__or__") {
+      return conditional(a->args[0].value, literal(Value(true), a->loc), a->args[1].value,
+                         a->loc, ctx, out, steps);
+    }
+    if (n == "list") {
+      std::vector<AstPtr> items;
+      for (const auto& e : a->args) {
+        Operand op = transform(e.value, ctx, out, steps);
+        if (is_active(op)) fail(a->loc, "cannot differentiate through list(...)");
+        items.push_back(op.ast);
+      }
+      return bind(call("list", std::move(items), a->loc), false, out, "list");
+    }
+    if (auto it = ctx.functions.find(n); it != ctx.functions.end()) {
+      return inline_call(it->second, a, ctx, ctx, out, steps);
+    }
+    if (const PrimitiveSpec* spec = find_primitive(n)) return primitive(*spec, a, ctx, out, steps);
+    if (auto src = lookup_(n)) {
+      Context outer;
+      return inline_call(*src, a, ctx, outer, out, steps);
+    }
+    fail(a->loc, "unknown function '" + n + "'");
+  }
+
+  Operand assignment(const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
+                     std::vector<Step>& steps) {
+    const std::string& n = a->name;
+    if (a->args.size() < 2 || a->args[0].value->kind != Ast::Kind::identifier) {
+      fail(a->loc, "malformed " + n + "(...)");
+    }
+    const std::string& target = a->args[0].value->name;
+    if (a->args.size() > 2) {
+      // A local function: recorded for inlining where it is called.
+      std::vector<AstArg> params(a->args.begin() + 1, a->args.end() - 1);
+      ctx.functions[target] = FunctionSource{target, params, a->args.back().value, a->loc};
+      return Operand{literal(Value(), a->loc), -1};
+    }
+    if (n == "store" && !ctx.env.count(target)) {
+      fail(a->loc, "cannot differentiate store(" + target +
+                       ", ...) to a variable outside the differentiated function");
+    }
+    Operand v = transform(a->args[1].value, ctx, out, steps);
+    ctx.env[target] = v;
+    return v;
+  }
+
+  Operand conditional(const AstPtr& cond, const AstPtr& then_ast, const AstPtr& else_ast,
+                      const SourceLoc& loc, Context& ctx, std::vector<AstPtr>& out,
+                      std::vector<Step>& steps) {
+    Operand c = transform(cond, ctx, out, steps);
+    Step step;
+    step.kind = Step::Kind::cond;
+    step.loc = loc;
+    step.cond = c.ast;
+    Context then_ctx = ctx, else_ctx = ctx;
+    std::vector<AstPtr> then_out, else_out;
+    Operand tv = transform(then_ast, then_ctx, then_out, step.then_steps);
+    Operand ev = else_ast ? transform(else_ast, else_ctx, else_out, step.else_steps)
+                          : Operand{literal(Value(), loc), -1};
+    // Variables (re)defined in either branch are carried out of the if.
+    std::vector<std::string> changed;
+    auto differs = [&](const Context& branch, const std::string& name) {
+      auto before = ctx.env.find(name);
+      auto after = branch.env.find(name);
+      if (after == branch.env.end()) return false;
+      return before == ctx.env.end() || before->second.ast != after->second.ast;
+    };
+    std::set<std::string> names;
+    for (const auto& [k, v] : then_ctx.env) names.insert(k);
+    for (const auto& [k, v] : else_ctx.env) names.insert(k);
+    for (const auto& k : names) {
+      if (differs(then_ctx, k) || differs(else_ctx, k)) changed.push_back(k);
+    }
+    auto source = [&](const Context& branch, const std::string& name) -> Operand {
+      if (auto it = branch.env.find(name); it != branch.env.end()) return it->second;
+      return Operand{literal(Value(), loc), -1};
+    };
+    std::vector<AstPtr> then_vals{tv.ast}, else_vals{ev.ast};
+    std::vector<std::pair<Operand, Operand>> sources{{tv, ev}};
+    for (const auto& k : changed) {
+      Operand ts = source(then_ctx, k), es = source(else_ctx, k);
+      then_vals.push_back(ts.ast);
+      else_vals.push_back(es.ast);
+      sources.emplace_back(ts, es);
+    }
+    then_out.push_back(call("list", then_vals, loc));
+    else_out.push_back(call("list", else_vals, loc));
+    Operand joined = bind(call("if", {c.ast, block(then_out, loc), block(else_out, loc)}, loc),
+                          false, out, "if");
+    std::vector<Operand> results;
+    for (size_t k = 0; k < sources.size(); ++k) {
+      bool active = is_active(sources[k].first) || is_active(sources[k].second);
+      Operand r = bind(call("getitem", {joined.ast, literal(Value(static_cast<int64_t>(k)), loc)},
+                            loc),
+                       active, out, "ifv");
+      step.merges.push_back({sources[k].first, sources[k].second, r.id});
+      results.push_back(r);
+    }
+    for (size_t k = 0; k < changed.size(); ++k) ctx.env[changed[k]] = results[k + 1];
+    for (auto& [k, v] : then_ctx.functions) ctx.functions.insert({k, v});
+    for (auto& [k, v] : else_ctx.functions) ctx.functions.insert({k, v});
+    steps.push_back(std::move(step));
+    return results[0];
+  }
+
+  Operand inline_call(const FunctionSource& f, const AstPtr& a, Context& caller,
+                      const Context& defining, std::vector<AstPtr>& out,
+                      std::vector<Step>& steps) {
+    if (std::find(inline_stack_.begin(), inline_stack_.end(), f.name) != inline_stack_.end()) {
+      fail(a->loc, "cannot differentiate the recursive function '" + f.name + "'");
+    }
+    // Arguments are evaluated in the caller, in order.
+    std::vector<Operand> positional;
+    std::map<std::string, Operand> named;
+    for (const auto& arg : a->args) {
+      Operand op = transform(arg.value, caller, out, steps);
+      if (arg.name.empty()) {
+        positional.push_back(op);
+      } else {
+        named[arg.name] = op;
+      }
+    }
+    // A local function sees the caller's variables (it closes over them).
+    Context callee;
+    callee.env = defining.env;
+    callee.functions = defining.functions;
+    if (positional.size() > f.params.size()) {
+      fail(a->loc, error_message("'", f.name, "' takes ", f.params.size(), " arguments but ",
+                                 positional.size(), " were given"));
+    }
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const AstArg& p = f.params[i];
+      std::string pname = p.name.empty() ? p.value->name : p.name;
+      if (i < positional.size()) {
+        callee.env[pname] = positional[i];
+      } else if (auto it = named.find(pname); it != named.end()) {
+        callee.env[pname] = it->second;
+      } else if (!p.name.empty()) {
+        callee.env[pname] = transform(p.value, callee, out, steps);
+      } else {
+        fail(a->loc, "missing argument '" + pname + "' of '" + f.name + "'");
+      }
+    }
+    inline_stack_.push_back(f.name);
+    Operand r = transform(f.body, callee, out, steps);
+    inline_stack_.pop_back();
+    return r;
+  }
+
+  Operand primitive(const PrimitiveSpec& spec, const AstPtr& a, Context& ctx,
+                    std::vector<AstPtr>& out, std::vector<Step>& steps) {
+    std::vector<std::string> arg_names;
+    for (const auto& arg : a->args) arg_names.push_back(arg.name);
+    std::vector<int> slots;
+    try {
+      slots = bind_arguments(spec, arg_names);
+    } catch (...) {
+      rethrow_with_location(std::current_exception(), a->loc);
+    }
+    auto emitted = std::make_shared<Ast>(*a);
+    std::vector<Operand> per_param(spec.params.size());
+    std::vector<AstPtr> variadic_items;
+    bool any_active = false, variadic_active = false;
+    for (size_t i = 0; i < a->args.size(); ++i) {
+      Operand op = transform(a->args[i].value, ctx, out, steps);
+      emitted->args[i].value = op.ast;
+      bool variadic = spec.variadic && static_cast<size_t>(slots[i]) + 1 == spec.params.size() &&
+                      a->args[i].name.empty();
+      if (variadic) {
+        variadic_items.push_back(op.ast);
+        variadic_active = variadic_active || is_active(op);
+      } else {
+        per_param[slots[i]] = op;
+      }
+      any_active = any_active || is_active(op);
+    }
+    for (size_t k = 0; k < spec.params.size(); ++k) {
+      if (per_param[k].ast) continue;
+      if (spec.variadic && k + 1 == spec.params.size()) {
+        per_param[k] = Operand{call("list", variadic_items, a->loc), -1};
+      } else if (spec.params[k].default_value) {
+        per_param[k] = Operand{literal(*spec.params[k].default_value, a->loc), -1};
+      }
+    }
+    if (spec.name == "getitem") {
+      // The indices are the variadic arguments: the rule is built here.
+      if (variadic_active) fail(a->loc, "cannot differentiate with respect to an index");
+      bool active = is_active(per_param[0]);
+      Operand r = bind(emitted, active, out, "t");
+      if (active) {
+        Step s;
+        s.kind = Step::Kind::getitem;
+        s.loc = a->loc;
+        s.args.push_back(per_param[0]);
+        for (auto& idx : variadic_items) s.args.push_back(Operand{idx, -1});
+        s.out = r.id;
+        steps.push_back(std::move(s));
+      }
+      return r;
+    }
+    bool active = false;
+    if (any_active) {
+      if (spec.grads.empty()) {
+        fail(a->loc, "'" + spec.name + "' has no gradient rule, and its argument depends on a "
+                     "differentiated parameter");
+      }
+      if (variadic_active) {
+        fail(a->loc, "cannot differentiate '" + spec.name + "' with respect to its variadic "
+                     "arguments");
+      }
+      for (size_t k = 0; k < spec.params.size(); ++k) {
+        if (is_active(per_param[k]) && !spec.grads[k].empty()) active = true;
+      }
+    }
+    Operand r = bind(emitted, active, out, "t");
+    if (active) {
+      Step s;
+      s.kind = Step::Kind::primitive;
+      s.loc = a->loc;
+      s.spec = &spec;
+      s.args = per_param;
+      s.out = r.id;
+      steps.push_back(std::move(s));
+    }
+    return r;
+  }
+
+  // Adds `contribution` to the cotangent of `target` (summed back to its shape).
+  AstPtr accumulate(const Operand& target, AstPtr contribution, const SourceLoc& loc) {
+    return define(ct(target.id),
+                  call("grad_accumulate",
+                       {ident(ct(target.id), loc),
+                        call("unbroadcast", {std::move(contribution), target.ast}, loc)},
+                       loc),
+                  loc);
+  }
+
+  void emit_backward(const std::vector<Step>& steps, std::vector<AstPtr>& out) {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const Step& s = *it;
+      const SourceLoc& loc = s.loc;
+      if (s.kind == Step::Kind::cond) {
+        std::vector<AstPtr> then_out, else_out;
+        for (const auto& m : s.merges) {
+          if (is_active(m.then_src)) then_out.push_back(flow(m.then_src, m.out, loc));
+          if (is_active(m.else_src)) else_out.push_back(flow(m.else_src, m.out, loc));
+        }
+        emit_backward(s.then_steps, then_out);
+        emit_backward(s.else_steps, else_out);
+        out.push_back(call("if", {s.cond, block(then_out, loc), block(else_out, loc)}, loc));
+        continue;
+      }
+      AstPtr g = ident(ct(s.out), loc);
+      std::vector<AstPtr> body;
+      if (s.kind == Step::Kind::getitem) {
+        std::vector<AstPtr> args{call("zeros_like", {s.args[0].ast}, loc), g};
+        for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
+        body.push_back(accumulate(s.args[0], call("setitem", std::move(args), loc), loc));
+      } else {
+        const auto& rules = parsed_rules(*s.spec);
+        std::map<std::string, AstPtr> bindings{{"g", g}, {"out", ident(names_[s.out], loc)}};
+        for (size_t k = 0; k < s.spec->params.size(); ++k) {
+          bindings[s.spec->params[k].name] = s.args[k].ast;
+        }
+        for (size_t k = 0; k < s.args.size(); ++k) {
+          if (!is_active(s.args[k]) || !rules[k]) continue;
+          body.push_back(accumulate(s.args[k], substitute(rules[k], bindings, loc), loc));
+        }
+      }
+      // No cotangent reached this step (it fed only a branch not taken).
+      out.push_back(call("if", {call("is_nil", {g}, loc), literal(Value(), loc), block(body, loc)},
+                         loc));
+    }
+  }
+
+  // The cotangent of an if's output flows to the branch value it came from.
+  AstPtr flow(const Operand& src, int merged, const SourceLoc& loc) {
+    return define(ct(src.id),
+                  call("grad_accumulate", {ident(ct(src.id), loc), ident(ct(merged), loc)}, loc),
+                  loc);
+  }
+
+  const FunctionLookup& lookup_;
+  std::vector<std::string> names_;
+  std::vector<bool> active_;
+  std::vector<std::string> inline_stack_;
+};
+
+void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {
+  if (a->kind == Ast::Kind::identifier) out.insert(a->name);
+  if (a->callee) collect_identifiers(a->callee, out);
+  for (const auto& arg : a->args) collect_identifiers(arg.value, out);
+}
+
+}  // namespace
+
+AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, bool single,
+                     bool with_value, const FunctionLookup& lookup, const SourceLoc& at) {
+  Differentiator d(lookup);
+  return d.run(f, argnums, single, with_value, at);
+}
+
+std::vector<std::string> check_gradient_rules() {
+  std::vector<std::string> problems;
+  for (const PrimitiveSpec* spec : all_primitives()) {
+    if (spec->grads.empty()) continue;
+    std::vector<AstPtr> rules;
+    try {
+      rules = parsed_rules(*spec);
+    } catch (const std::exception& e) {
+      problems.push_back(spec->name + ": " + e.what());
+      continue;
+    }
+    std::set<std::string> allowed{"g", "out", "true", "false", "nil"};
+    for (const auto& p : spec->params) allowed.insert(p.name);
+    for (const auto& r : rules) {
+      if (!r) continue;
+      std::set<std::string> names;
+      collect_identifiers(r, names);
+      for (const auto& n : names) {
+        if (!allowed.count(n) && !find_primitive(n)) {
+          problems.push_back(spec->name + ": gradient rule names unknown '" + n + "'");
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+}  // namespace tessera

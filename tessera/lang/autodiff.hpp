@@ -1,0 +1,42 @@
+// Reverse-mode automatic differentiation as a transformation of the program:
+// grad(f) becomes a new function whose body runs f's computation forward,
+// keeping the intermediates the backward pass needs, then applies each
+// primitive's gradient rule (PrimitiveSpec::grads) in reverse order.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/ast.hpp"
+
+namespace tessera {
+
+// A function known by its source: parameters (with defaults) and body.
+struct FunctionSource {
+  std::string name;
+  std::vector<AstArg> params;
+  AstPtr body;
+  SourceLoc loc;
+};
+
+// Finds the source of a function called by name from the function being
+// differentiated (for inlining); nullopt when the name is not a function
+// defined with define(name, params..., body).
+using FunctionLookup = std::function<std::optional<FunctionSource>(const std::string&)>;
+
+// The AST of lambda(params..., body) computing the gradient of `f` with
+// respect to the parameters at `argnums` (a single gradient when `single`,
+// else a list), preceded by f's value when `with_value`. Straight-line code,
+// define/store, block, if and calls of functions known to `lookup` are
+// differentiated; loops and other constructs raise SyntaxError naming the
+// construct and its position.
+AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, bool single,
+                     bool with_value, const FunctionLookup& lookup, const SourceLoc& at);
+
+// Parses every gradient rule of the registry; a list of problems (rules that
+// do not parse or name unknown variables), empty when all are well formed.
+std::vector<std::string> check_gradient_rules();
+
+}  // namespace tessera
