@@ -86,14 +86,29 @@ Value unbroadcast(Args& a) {
 Value reduce_grad(Args& a) {
   Value g = a[0];
   const Value& x = a[1];
+  if (!x.is_numeric()) a.type_error(1, "a number or an array");
+  if (!g.is_numeric()) a.type_error(0, "a number or an array");
   Shape xs = shape_of(x);
   if (!a.is_nil(2) && !a.boolean(3)) {
     std::vector<int64_t> axes = a.int_list(2);
     std::vector<int> norm;
     for (int64_t ax : axes) norm.push_back(normalize_axis(ax, static_cast<int>(xs.size()), a.op()));
     std::sort(norm.begin(), norm.end());
-    Shape kept = shape_of(g);
-    for (int ax : norm) kept.insert(kept.begin() + ax, 1);
+    norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
+    Shape reduced, kept = xs;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (std::find(norm.begin(), norm.end(), static_cast<int>(i)) == norm.end()) {
+        reduced.push_back(xs[i]);
+      } else {
+        kept[i] = 1;
+      }
+    }
+    if (shape_of(g) != reduced) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] cotangent of shape ", shape_str(shape_of(g)),
+          " does not match the reduction of shape ", shape_str(xs), " (expected ",
+          shape_str(reduced), ")"));
+    }
     g = prim("reshape", std::vector<Value>{g, shape_list(kept)});
   }
   return prim("broadcast_to", std::vector<Value>{g, shape_list(xs)});
