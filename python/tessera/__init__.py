@@ -35,6 +35,7 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
     ) from error
 from ._core import CompileError, Program, call_primitive, num_threads, set_num_threads
 from .jit import UnsupportedError, is_eager, jit, set_eager
+from .autodiff import grad, value_and_grad
 
 __version__ = "0.1.0"
 
@@ -43,12 +44,14 @@ __all__ = [
     "Program",
     "UnsupportedError",
     "call_primitive",
+    "grad",
     "is_eager",
     "jit",
     "num_threads",
     "ops",
     "set_eager",
     "set_num_threads",
+    "value_and_grad",
 ]
 
 

@@ -1,0 +1,106 @@
+"""tessera.grad / value_and_grad on @tessera.jit functions, against central
+finite differences computed with NumPy."""
+
+import numpy as np
+import pytest
+
+import tessera
+
+
+def numeric_grad(f, args, i, h=1e-6):
+    x = np.array(args[i], dtype=np.float64)
+    g = np.zeros_like(x)
+    for k in np.ndindex(x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[k] += h
+        minus[k] -= h
+        a_plus = list(args)
+        a_minus = list(args)
+        a_plus[i], a_minus[i] = plus, minus
+        g[k] = (f(*a_plus) - f(*a_minus)) / (2 * h)
+    return g
+
+
+def mlp_loss(w1, b1, w2, x, y):
+    h = np.tanh(x @ w1 + b1)
+    out = h @ w2
+    return np.mean((out - y) ** 2)
+
+
+def branchy(x, scale):
+    if np.sum(x) > 0:
+        y = np.exp(x) * scale
+    else:
+        y = np.sin(x)
+    return np.sum(y * y)
+
+
+@tessera.jit
+def helper(v):
+    return v * np.log1p(v * v)
+
+
+def with_call(x):
+    return np.sum(helper(x) + helper(2.0 * x))
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(7)
+    return {
+        "w1": rng.normal(size=(3, 4)),
+        "b1": rng.normal(size=4),
+        "w2": rng.normal(size=(4, 2)),
+        "x": rng.normal(size=(5, 3)),
+        "y": rng.normal(size=(5, 2)),
+    }
+
+
+def test_mlp_gradients_match_finite_differences(data):
+    args = [data[k] for k in ("w1", "b1", "w2", "x", "y")]
+    grads = tessera.grad(mlp_loss, argnums=(0, 1, 2))(*args)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numeric_grad(mlp_loss, args, i), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("x", [np.array([0.5, 0.25]), np.array([-0.5, -0.25])])
+def test_if_branches(x):
+    g = tessera.grad(branchy)(x, 1.5)
+    np.testing.assert_allclose(g, numeric_grad(branchy, [x, 1.5], 0), rtol=1e-5)
+
+
+def test_calls_of_other_functions_are_differentiated():
+    x = np.array([0.3, -0.2, 0.9])
+    value, g = tessera.value_and_grad(with_call)(x)
+    def reference(v):
+        return np.sum(helper.__wrapped__(v) + helper.__wrapped__(2.0 * v))
+
+    assert value == pytest.approx(reference(x))
+    np.testing.assert_allclose(g, numeric_grad(reference, [x], 0), rtol=1e-5)
+
+
+def test_loops_are_rejected_with_their_line():
+    def looped(x):
+        s = 0.0
+        for i in range(3):
+            s = s + np.sum(x * i)
+        return s
+
+    with pytest.raises(tessera.CompileError, match=r"cannot differentiate through while.*test_grad\.py:\d+"):
+        tessera.grad(looped)(np.ones(2))
+
+
+def test_float32_gradient_keeps_dtype():
+    def f(x):
+        return np.sum(x * x)
+
+    g = tessera.grad(f)(np.ones(3, dtype=np.float32))
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, 2.0)
+
+
+def test_bad_argnums():
+    with pytest.raises(ValueError, match="argnums 5 is out of range"):
+        tessera.grad(mlp_loss, argnums=5)(*[np.ones(1)] * 5)
+    with pytest.raises(TypeError, match="argnums"):
+        tessera.grad(mlp_loss, argnums="w")
