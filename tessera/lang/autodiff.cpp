@@ -118,7 +118,7 @@ class Differentiator {
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
 
   AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single,
-             bool with_value, const SourceLoc& at) {
+             bool with_value, const SourceLoc& at, bool has_aux) {
     SourceLoc loc = f.loc;
     Context ctx;
     std::vector<AstArg> params;
@@ -148,7 +148,30 @@ class Differentiator {
     inline_stack_.push_back(f.name);
     std::vector<AstPtr> stmts;
     std::vector<Step> steps;
-    Operand result = transform(f.body, ctx, stmts, steps);
+    Operand result;
+    AstPtr aux;
+    if (has_aux) {
+      // The body is list(value, aux) or block(..., list(value, aux)).
+      AstPtr body = f.body;
+      std::vector<AstPtr> prefix;
+      while (body->kind == Ast::Kind::call && !body->callee && body->name == "block" &&
+             !body->args.empty()) {
+        for (size_t i = 0; i + 1 < body->args.size(); ++i) prefix.push_back(body->args[i].value);
+        body = body->args.back().value;
+      }
+      if (body->kind != Ast::Kind::call || body->callee || body->name != "list" ||
+          body->args.size() != 2) {
+        fail(body->loc, "with has_aux the function must end in list(value, aux), got " +
+                            body->str());
+      }
+      for (const auto& e : prefix) transform(e, ctx, stmts, steps);
+      result = transform(body->args[0].value, ctx, stmts, steps);
+      Context aux_ctx = ctx;
+      std::vector<Step> aux_steps;  // the aux value carries no gradient
+      aux = transform(body->args[1].value, aux_ctx, stmts, aux_steps).ast;
+    } else {
+      result = transform(f.body, ctx, stmts, steps);
+    }
 
     // Backward: every intermediate's cotangent starts as nil (no
     // contribution yet); the result's is its seed.
@@ -172,7 +195,11 @@ class Differentiator {
                            loc));
     }
     AstPtr g = single ? grads[0] : call("list", grads, loc);
-    stmts.push_back(with_value ? call("list", {result.ast, g}, loc) : g);
+    if (has_aux) {
+      stmts.push_back(call("list", {result.ast, g, aux}, loc));
+    } else {
+      stmts.push_back(with_value ? call("list", {result.ast, g}, loc) : g);
+    }
     params.push_back({"", block(std::move(stmts), loc)});
     auto lambda = std::make_shared<Ast>();
     lambda->kind = Ast::Kind::call;
@@ -547,9 +574,10 @@ void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {
 }  // namespace
 
 AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, bool single,
-                     bool with_value, const FunctionLookup& lookup, const SourceLoc& at) {
+                     bool with_value, const FunctionLookup& lookup, const SourceLoc& at,
+                     bool has_aux) {
   Differentiator d(lookup);
-  return d.run(f, argnums, single, with_value, at);
+  return d.run(f, argnums, single, with_value, at, has_aux);
 }
 
 std::vector<std::string> check_gradient_rules() {

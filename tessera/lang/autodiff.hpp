@@ -32,8 +32,11 @@ using FunctionLookup = std::function<std::optional<FunctionSource>(const std::st
 // define/store, block, if and calls of functions known to `lookup` are
 // differentiated; loops and other constructs raise SyntaxError naming the
 // construct and its position.
+// With `has_aux`, f must end in list(value, aux): the value is differentiated
+// and the result is list(value, gradients, aux) (aux carries no gradient).
 AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, bool single,
-                     bool with_value, const FunctionLookup& lookup, const SourceLoc& at);
+                     bool with_value, const FunctionLookup& lookup, const SourceLoc& at,
+                     bool has_aux = false);
 
 // Parses every gradient rule of the registry; a list of problems (rules that
 // do not parse or name unknown variables), empty when all are well formed.

@@ -283,8 +283,14 @@ class Compiler {
   NodePtr gradient(const AstPtr& a, Scope& scope) {
     const std::string& n = a->name;
     AstPtr f, argnums;
+    bool has_aux = false;
     for (const auto& arg : a->args) {
-      if (arg.name == "argnums" || (arg.name.empty() && f && !argnums)) {
+      if (arg.name == "has_aux" && n == "value_and_grad") {
+        if (arg.value->kind != Ast::Kind::literal || !arg.value->value.is_bool()) {
+          syntax_error(arg.value->loc, "[" + n + "] has_aux must be true or false");
+        }
+        has_aux = arg.value->value.as_bool();
+      } else if (arg.name == "argnums" || (arg.name.empty() && f && !argnums)) {
         argnums = arg.value;
       } else if (arg.name.empty() && !f) {
         f = arg.value;
@@ -334,7 +340,8 @@ class Compiler {
     } else {
       nums.push_back(as_int(argnums));
     }
-    AstPtr lambda = differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc);
+    AstPtr lambda =
+        differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc, has_aux);
     return compile(lambda, scope);
   }
 
@@ -494,7 +501,9 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
       {"grad(f, argnums=0)",
        "The gradient function of f (reverse mode): w.r.t. one argument, or a list of gradients "
        "for a list of argnums."},
-      {"value_and_grad(f, argnums=0)", "Like grad, returning list(value, gradients)."},
+      {"value_and_grad(f, argnums=0, has_aux=false)",
+       "Like grad, returning list(value, gradients); with has_aux, f ends in list(value, aux) "
+       "and the result is list(value, gradients, aux)."},
       {"list(items...)", "A list of values."},
       {"dict(k1, v1, ...) / dict(name=value, ...)", "A dictionary with string or int keys."},
       {"a && b, a || b", "Logical and/or: short-circuit on scalars, elementwise on arrays."},

@@ -237,3 +237,14 @@ TEST(Autodiff, UnsupportedConstructsAreNamedWithTheirLine) {
       [] { eval_string("define(f, x, x * 2.0) grad(f)([1.0, 2.0])"); },
       "must return a single number"));
 }
+
+TEST(Autodiff, AuxiliaryValuesRideAlong) {
+  Value r = eval_string(
+      "define(f, w, x, block(define(p, x * w), list(sum(p * p), mean(p))))\n"
+      "value_and_grad(f, has_aux=true)([1.0, 2.0], [3.0, 4.0])");
+  // value 9 + 64 = 73, d/dw = 2 p x = [18, 64], aux mean(p) = 5.5
+  EXPECT_EQ(r.str(), "[73., [18. 64.], 5.5]");
+  EXPECT_TRUE(throws_with<SyntaxError>(
+      [] { eval_string("define(f, w, sum(w)) value_and_grad(f, has_aux=true)"); },
+      "must end in list(value, aux)"));
+}
