@@ -36,6 +36,7 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
 from ._core import CompileError, Program, call_primitive, num_threads, set_num_threads
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
+from . import data, nn, optim
 
 __version__ = "0.1.0"
 
@@ -44,10 +45,13 @@ __all__ = [
     "Program",
     "UnsupportedError",
     "call_primitive",
+    "data",
     "grad",
     "is_eager",
     "jit",
+    "nn",
     "num_threads",
+    "optim",
     "ops",
     "set_eager",
     "set_num_threads",

@@ -168,7 +168,9 @@ class Differentiator {
       result = transform(body->args[0].value, ctx, stmts, steps);
       Context aux_ctx = ctx;
       std::vector<Step> aux_steps;  // the aux value carries no gradient
+      aux_mode_ = true;
       aux = transform(body->args[1].value, aux_ctx, stmts, aux_steps).ast;
+      aux_mode_ = false;
     } else {
       result = transform(f.body, ctx, stmts, steps);
     }
@@ -250,7 +252,7 @@ class Differentiator {
           active = active || is_active(op);
           e.value = op.ast;
         }
-        if (active) fail(a->loc, "cannot differentiate through a list literal [...]");
+        if (active && !aux_mode_) fail(a->loc, "cannot differentiate through a list literal [...]");
         return Operand{copy, -1};
       }
       case Ast::Kind::call: break;
@@ -285,7 +287,7 @@ class Differentiator {
       std::vector<AstPtr> items;
       for (const auto& e : a->args) {
         Operand op = transform(e.value, ctx, out, steps);
-        if (is_active(op)) fail(a->loc, "cannot differentiate through list(...)");
+        if (is_active(op) && !aux_mode_) fail(a->loc, "cannot differentiate through list(...)");
         items.push_back(op.ast);
       }
       return bind(call("list", std::move(items), a->loc), false, out, "list");
@@ -478,7 +480,7 @@ class Differentiator {
       return r;
     }
     bool active = false;
-    if (any_active) {
+    if (any_active && !aux_mode_) {
       if (spec.grads.empty()) {
         fail(a->loc, "'" + spec.name + "' has no gradient rule, and its argument depends on a "
                      "differentiated parameter");
@@ -560,6 +562,7 @@ class Differentiator {
   }
 
   const FunctionLookup& lookup_;
+  bool aux_mode_ = false;  // transforming the aux value: lists of intermediates are fine
   std::vector<std::string> names_;
   std::vector<bool> active_;
   std::vector<std::string> inline_stack_;

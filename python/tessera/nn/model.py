@@ -1,0 +1,406 @@
+"""Sequential models: compile, fit, evaluate, predict, summary, weights.
+
+The training step of `fit` is one program of tessera's language — forward,
+backward (by the core's autodiff) and the optimizer update — compiled once and
+run for every mini-batch with the GIL released. Python only slices batches,
+passes arrays (without copies) and prints progress.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .. import _core, data as _data, optim as _optim
+from .layers import Context, Layer, initial_value
+from .weights import load_weights, save_weights
+
+__all__ = ["Sequential", "History"]
+
+LOSSES = {
+    "sparse_categorical_crossentropy": "sparse_categorical_crossentropy",
+    "categorical_crossentropy": "categorical_crossentropy",
+    "binary_crossentropy": "binary_crossentropy",
+    "mean_squared_error": "mean_squared_error",
+    "mse": "mean_squared_error",
+}
+
+
+def _optimizer(opt):
+    if isinstance(opt, _optim.Optimizer):
+        return opt
+    table = {"sgd": _optim.SGD, "adam": _optim.Adam, "adamw": _optim.AdamW}
+    if isinstance(opt, str) and opt.lower() in table:
+        return table[opt.lower()]()
+    raise ValueError(f"[compile] unknown optimizer {opt!r}: use 'sgd', 'adam', 'adamw' or a "
+                     "tessera.optim optimizer")
+
+
+class History:
+    """Per-epoch metrics of a fit: `history["loss"]`, `["accuracy"]`,
+    `["val_loss"]`, `["val_accuracy"]`, `["time"]`."""
+
+    def __init__(self):
+        self.history: dict = {}
+        self.epoch: list = []
+
+    def _add(self, epoch: int, logs: dict):
+        self.epoch.append(epoch)
+        for k, v in logs.items():
+            self.history.setdefault(k, []).append(v)
+
+
+class Sequential:
+    """A stack of layers, like keras.Sequential.
+
+        model = Sequential([Conv1D(64, 3, activation="relu"), Flatten(), Dense(6, "softmax")],
+                           input_shape=(128, 9))
+        model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.fit(x, y, batch_size=64, epochs=5, validation_data=(xv, yv))
+    """
+
+    def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed: int = 0,
+                 dtype: str = "float32"):
+        self.layers = list(layers)
+        for i, layer in enumerate(self.layers):
+            if not isinstance(layer, Layer):
+                raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"[Sequential] dtype must be 'float32' or 'float64', got {dtype!r}")
+        self.dtype = dtype
+        self.seed = seed
+        self.input_shape = tuple(input_shape) if input_shape is not None else None
+        self.weights: dict = {}
+        self._compiled = None
+        self._programs: dict = {}
+        self._opt_state: Optional[dict] = None
+        self._iteration = 0
+        if self.input_shape is not None:
+            self.build(self.input_shape)
+
+    def add(self, layer: Layer):
+        """Appends a layer (before the model is built)."""
+        if self.weights:
+            raise RuntimeError("[Sequential.add] the model is already built")
+        self.layers.append(layer)
+
+    # ------------------------------------------------------------------ building
+
+    def build(self, input_shape):
+        """Fixes every layer's shapes and creates the parameters (seeded)."""
+        shape = tuple(int(d) for d in input_shape)
+        self.input_shape = shape
+        for i, layer in enumerate(self.layers):
+            try:
+                shape = layer.build(shape)
+            except ValueError as e:
+                raise ValueError(f"layer {i} ({layer.kind}): {e}") from None
+        self.output_shape = shape
+        self.weights = {}
+        for i, layer in enumerate(self.layers):
+            for j, p in enumerate(layer.params):
+                self.weights[self._var(i, p)] = initial_value(p, self.seed * 1000 + i * 10 + j,
+                                                              self.dtype)
+        self._programs.clear()
+        self._opt_state = None
+        self._iteration = 0
+        return self
+
+    def _var(self, i: int, p) -> str:
+        return f"l{i}_{p.name}"
+
+    def _params(self, trainable: bool) -> list:
+        return [self._var(i, p) for i, layer in enumerate(self.layers) for p in layer.params
+                if p.trainable == trainable]
+
+    def count_params(self) -> int:
+        return sum(layer.count_params() for layer in self.layers)
+
+    def summary(self, print_fn=print):
+        """Prints each layer's type, output shape and parameter count."""
+        if not self.weights:
+            raise RuntimeError("[summary] the model is not built: pass input_shape or call build")
+        rows = [("Layer (type)", "Output Shape", "Param #")]
+        for i, layer in enumerate(self.layers):
+            name = layer.name or f"{layer.kind.lower()}_{i}"
+            rows.append((f"{name} ({layer.kind})", str((None,) + layer.output_shape),
+                         f"{layer.count_params():,}"))
+        widths = [max(len(r[k]) for r in rows) + 2 for k in range(3)]
+        line = "=" * sum(widths)
+        print_fn("Model: Sequential")
+        print_fn(line)
+        for n, r in enumerate(rows):
+            print_fn("".join(c.ljust(w) for c, w in zip(r, widths)))
+            print_fn(line if n == 0 else "-" * sum(widths))
+        trainable = sum(math.prod(self.weights[v].shape) for v in self._params(True))
+        print_fn(f"Total params: {self.count_params():,}")
+        print_fn(f"Trainable params: {trainable:,}")
+        print_fn(f"Non-trainable params: {self.count_params() - trainable:,}")
+
+    # ------------------------------------------------------------------ programs
+
+    def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=()):
+        """Chooses the optimizer, the loss and the metrics (only 'accuracy')."""
+        if loss not in LOSSES:
+            raise ValueError(f"[compile] unknown loss {loss!r}; expected one of {sorted(LOSSES)}")
+        for m in metrics:
+            if m not in ("accuracy", "acc"):
+                raise ValueError(f"[compile] unknown metric {m!r}; only 'accuracy' is supported")
+        self._compiled = (_optimizer(optimizer), LOSSES[loss], bool(metrics))
+        self._programs.clear()
+        self._opt_state = None
+        self._iteration = 0
+        return self
+
+    @property
+    def optimizer(self):
+        return self._compiled[0] if self._compiled else None
+
+    def _layer_code(self, training: str, seed: str):
+        stmts, stats = ["define(h0, x)"], []
+        h = "h0"
+        for i, layer in enumerate(self.layers):
+            ctx = Context(training, seed, i)
+            pmap = {p.name: self._var(i, p) for p in layer.params}
+            expr = layer.forward(h, pmap, ctx)
+            stmts.append(f"define(h{i + 1}, {expr})")
+            for bn, x in ctx.stats:
+                stats.append((i, bn, x))
+            h = f"h{i + 1}"
+        return stmts, h, stats
+
+    def _metric(self, y: str, h: str) -> str:
+        _, loss, metric = self._compiled
+        if not metric:
+            return "nil"
+        if loss == "binary_crossentropy":
+            return f"mean(astype(({h} > 0.5) == ({y} > 0.5), \"float64\"))"
+        return f"accuracy({y}, {h})"
+
+    def _program(self, kind: str):
+        prog = self._programs.get(kind)
+        if prog is not None:
+            return prog
+        if self._compiled is None and kind != "predict":
+            raise RuntimeError(f"[{kind}] call model.compile(optimizer, loss, metrics) first")
+        P, S = self._params(True), self._params(False)
+        args = ", ".join(P + S)
+        if kind == "train":
+            prog = self._train_program(P, S)
+        else:
+            stmts, h, _ = self._layer_code("false", "0")
+            if kind == "predict":
+                body = ",\n  ".join(stmts + [h])
+                text = f"define(predict_fn, {args}, x, block(\n  {body}))\npredict_fn\n"
+            else:
+                loss = self._compiled[1]
+                body = ",\n  ".join(stmts + [f"list({loss}(y, {h}), {self._metric('y', h)})"])
+                text = f"define(eval_fn, {args}, x, y, block(\n  {body}))\neval_fn\n"
+            prog = _core.Program(text, f"<model {kind}>")
+        self._programs[kind] = prog
+        return prog
+
+    def _train_program(self, P, S):
+        opt, loss, _ = self._compiled
+        if not P:
+            raise ValueError("[fit] the model has no trainable parameters")
+        stmts, h, stats = self._layer_code("true", "seed")
+        aux = [h] + [f"batch_norm_stats({x})" for _, _, x in stats]
+        args = ", ".join(P + S)
+        body = ",\n  ".join(stmts + [f"list({loss}(y, {h}), list({', '.join(aux)}))"])
+        loss_fn = f"define(loss_fn, {args}, x, y, seed, block(\n  {body}))\n"
+        grads = [f"grad_{k}" for k in range(len(P))]
+        upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
+                              iteration_expr="iteration")
+        self._opt_vars = [s.name for s in upd.state]
+        self._opt_statevars = upd.state
+        nums = ", ".join(str(k) for k in range(len(P)))
+        lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
+                 f"({args}, x, y, seed))",
+                 "define(grads, r[1])"]
+        lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
+        lines += upd.statements
+        for j, (i, bn, _) in enumerate(stats):
+            m = bn.momentum
+            mean_v = self._var(i, bn.params[2])
+            var_v = self._var(i, bn.params[3])
+            lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * r[2][{j + 1}][0])")
+            lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * r[2][{j + 1}][1])")
+        lines.append(f"list(r[0], {self._metric('y', 'r[2][0]')}, list({', '.join(P)}), "
+                     f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
+        step_args = ", ".join(P + S + self._opt_vars)
+        body = ",\n  ".join(lines)
+        text = (loss_fn + f"define(train_step, {step_args}, x, y, iteration, lr, seed, block(\n  "
+                f"{body}))\ntrain_step\n")
+        self.train_code = text
+        return _core.Program(text, "<model train step>")
+
+    # ------------------------------------------------------------------ data checks
+
+    def _check_xy(self, x, y, where: str):
+        x = np.asarray(x)
+        if x.dtype != np.dtype(self.dtype):
+            x = x.astype(self.dtype)
+        if not self.weights:
+            self.build(x.shape[1:])
+        if tuple(x.shape[1:]) != self.input_shape:
+            raise ValueError(f"[{where}] x has samples of shape {tuple(x.shape[1:])}, but the "
+                             f"model expects {self.input_shape}")
+        if y is not None:
+            y = np.asarray(y)
+            if len(y) != len(x):
+                raise ValueError(f"[{where}] x and y have different numbers of samples: "
+                                 f"{len(x)} and {len(y)}")
+            if self._compiled and self._compiled[1] == "sparse_categorical_crossentropy":
+                if not np.issubdtype(y.dtype, np.integer):
+                    raise ValueError(f"[{where}] sparse_categorical_crossentropy needs integer "
+                                     f"class labels, got dtype {y.dtype}")
+                y = y.astype(np.int64, copy=False)
+            elif y.dtype != np.dtype(self.dtype):
+                y = y.astype(self.dtype)
+        return x, y
+
+    # ------------------------------------------------------------------ training
+
+    def fit(self, x, y, batch_size: int = 32, epochs: int = 1, validation_data=None,
+            shuffle: bool = True, seed: int = 0, verbose: int = 1, nan_policy: str = "stop"):
+        """Trains for `epochs` passes over (x, y) in mini-batches. Returns a
+        History. A non-finite loss stops training with FloatingPointError
+        naming the step (nan_policy='continue' keeps going)."""
+        if self._compiled is None:
+            raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
+        if nan_policy not in ("stop", "continue"):
+            raise ValueError(f"[fit] nan_policy must be 'stop' or 'continue', got {nan_policy!r}")
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"[fit] batch_size must be a positive int, got {batch_size!r}")
+        x, y = self._check_xy(x, y, "fit")
+        if len(x) == 0:
+            raise ValueError("[fit] x is empty")
+        prog = self._program("train")
+        opt = self._compiled[0]
+        P, S = self._params(True), self._params(False)
+        if self._opt_state is None:
+            self._opt_state = opt.init_state(self.weights, self._opt_statevars)
+        history = History()
+        n_batches = -(-len(x) // batch_size)
+        for epoch in range(epochs):
+            start = time.perf_counter()
+            total_loss = total_acc = 0.0
+            seen = 0
+            for b, (xb, yb) in enumerate(_data.batches(x, y, batch_size, shuffle=shuffle,
+                                                      seed=seed, epoch=epoch)):
+                it = self._iteration
+                args = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
+                        + [self._opt_state[v] for v in self._opt_vars]
+                        + [xb, yb, it, opt.learning_rate(it), seed * 1_000_003 + it])
+                loss, acc, new_p, new_o, new_s = prog.run(args)
+                loss = float(loss)
+                if not math.isfinite(loss) and nan_policy == "stop":
+                    raise FloatingPointError(
+                        f"[fit] the loss became {loss} at epoch {epoch + 1}, step {b + 1} "
+                        f"(update {it + 1}); the weights are those before this step. Lower "
+                        "the learning rate, check the data, or pass nan_policy='continue'")
+                for v, a in zip(P, new_p):
+                    self.weights[v] = a
+                for v, a in zip(self._opt_vars, new_o):
+                    self._opt_state[v] = a
+                for v, a in zip(S, new_s):
+                    self.weights[v] = a
+                self._iteration += 1
+                n = len(xb)
+                seen += n
+                total_loss += loss * n
+                if acc is not None:
+                    total_acc += float(acc) * n
+                if verbose:
+                    self._progress(epoch, epochs, b + 1, n_batches, total_loss / seen,
+                                   total_acc / seen if acc is not None else None, start)
+            logs = {"loss": total_loss / seen}
+            if self._compiled[2]:
+                logs["accuracy"] = total_acc / seen
+            if validation_data is not None:
+                vl, va = self.evaluate(*validation_data, batch_size=max(batch_size, 256),
+                                       verbose=0)
+                logs["val_loss"] = vl
+                if va is not None:
+                    logs["val_accuracy"] = va
+            logs["time"] = time.perf_counter() - start
+            history._add(epoch, logs)
+            if verbose:
+                self._progress_end(epoch, epochs, logs)
+        return history
+
+    def _progress(self, epoch, epochs, b, n, loss, acc, start):
+        if not sys.stdout.isatty():
+            return
+        width = 24
+        done = int(width * b / n)
+        bar = "=" * max(0, done - 1) + (">" if done < width else "=") + "." * (width - done)
+        msg = f"\rEpoch {epoch + 1}/{epochs} [{bar}] {b}/{n} - loss {loss:.4f}"
+        if acc is not None:
+            msg += f" - accuracy {acc:.4f}"
+        msg += f" - {time.perf_counter() - start:.1f}s"
+        sys.stdout.write(msg)
+        sys.stdout.flush()
+
+    def _progress_end(self, epoch, epochs, logs):
+        parts = [f"Epoch {epoch + 1}/{epochs}"]
+        parts += [f"{k} {v:.4f}" for k, v in logs.items() if k != "time"]
+        parts.append(f"{logs['time']:.2f}s")
+        end = "\r" if sys.stdout.isatty() else ""
+        sys.stdout.write(end + " - ".join(parts) + " " * 10 + "\n")
+        sys.stdout.flush()
+
+    # ------------------------------------------------------------------ inference
+
+    def evaluate(self, x, y, batch_size: int = 256, verbose: int = 1):
+        """(loss, accuracy or None) over (x, y), in inference mode."""
+        x, y = self._check_xy(x, y, "evaluate")
+        prog = self._program("evaluate")
+        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        total_loss = total_acc = 0.0
+        has_acc = False
+        for xb, yb in _data.batches(x, y, batch_size, shuffle=False):
+            loss, acc = prog.run(args0 + [xb, yb])
+            total_loss += float(loss) * len(xb)
+            if acc is not None:
+                has_acc = True
+                total_acc += float(acc) * len(xb)
+        n = max(1, len(x))
+        result = (total_loss / n, total_acc / n if has_acc else None)
+        if verbose:
+            print(f"evaluate: loss {result[0]:.4f}" +
+                  (f" - accuracy {result[1]:.4f}" if has_acc else ""))
+        return result
+
+    def predict(self, x, batch_size: int = 256):
+        """The model's outputs for x, in inference mode, as one array."""
+        x, _ = self._check_xy(x, None, "predict")
+        prog = self._program("predict")
+        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        outs = [prog.run(args0 + [xb]) for xb in _data.batches(x, None, batch_size,
+                                                                 shuffle=False)]
+        if not outs:
+            return np.zeros((0,) + self.output_shape, dtype=self.dtype)
+        return outs[0] if len(outs) == 1 else _core.call_primitive("concatenate", [outs], {})
+
+    # ------------------------------------------------------------------ weights
+
+    def save_weights(self, path):
+        """Writes the weights in tessera's weights format (docs/nn.md)."""
+        if not self.weights:
+            raise RuntimeError("[save_weights] the model is not built")
+        save_weights(path, self.weights)
+
+    def load_weights(self, path):
+        """Reads weights written by save_weights; every name, shape and dtype
+        must match this model, and the checksum must be right, or nothing is
+        loaded."""
+        if not self.weights:
+            raise RuntimeError("[load_weights] the model is not built: build it first")
+        expected = {k: (v.shape, v.dtype) for k, v in self.weights.items()}
+        self.weights = load_weights(path, expected)
