@@ -1,0 +1,110 @@
+#include "tessera/kernels/optim.hpp"
+
+#include <cmath>
+#include <type_traits>
+
+namespace tessera::kernels {
+
+namespace {
+
+// Calls f(T{}) with T float or double for a floating dtype.
+template <class F>
+void floating_dispatch(DType dt, F&& f) {
+  if (dt == DType::float32) {
+    f(float{});
+  } else {
+    f(double{});
+  }
+}
+
+template <class T>
+double pairwise_squares(const T* p, int64_t n) {
+  if (n <= 128) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]) * static_cast<double>(p[i]);
+    return s;
+  }
+  int64_t half = n / 2;
+  return pairwise_squares(p, half) + pairwise_squares(p + half, n - half);
+}
+
+}  // namespace
+
+void sgd_update_range(const SgdSettings& s, const Array& w, const Array& g, const Array* v,
+                      Array& w_out, Array* v_out, int64_t begin, int64_t end) {
+  floating_dispatch(w.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* pw = w.data<T>();
+    const T* pg = g.data<T>();
+    T* po = w_out.data<T>();
+    const T lr = static_cast<T>(s.lr), mu = static_cast<T>(s.momentum),
+            wd = static_cast<T>(s.weight_decay);
+    if (!v_out) {
+      for (int64_t i = begin; i < end; ++i) po[i] = pw[i] - lr * (pg[i] + wd * pw[i]);
+      return;
+    }
+    const T* pv = v ? v->data<T>() : nullptr;
+    T* pvo = v_out->data<T>();
+    for (int64_t i = begin; i < end; ++i) {
+      T d = pg[i] + wd * pw[i];
+      T vel = pv ? mu * pv[i] + d : d;
+      T step = s.nesterov ? d + mu * vel : vel;
+      pvo[i] = vel;
+      po[i] = pw[i] - lr * step;
+    }
+  });
+}
+
+void adam_update_range(const AdamSettings& s, const Array& w, const Array& g, const Array& m,
+                       const Array& v, Array& w_out, Array& m_out, Array& v_out, int64_t begin,
+                       int64_t end) {
+  const double t = static_cast<double>(s.step);
+  const double correction1 = 1.0 - std::pow(s.beta1, t);
+  const double correction2 = 1.0 - std::pow(s.beta2, t);
+  floating_dispatch(w.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* pw = w.data<T>();
+    const T* pg = g.data<T>();
+    const T* pm = m.data<T>();
+    const T* pv = v.data<T>();
+    T* pwo = w_out.data<T>();
+    T* pmo = m_out.data<T>();
+    T* pvo = v_out.data<T>();
+    const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2);
+    const T one_b1 = static_cast<T>(1.0 - s.beta1), one_b2 = static_cast<T>(1.0 - s.beta2);
+    const T step_size = static_cast<T>(s.lr / correction1);
+    const T inv_sqrt_c2 = static_cast<T>(1.0 / std::sqrt(correction2));
+    const T eps = static_cast<T>(s.epsilon);
+    const T coupled = static_cast<T>(s.decoupled ? 0.0 : s.weight_decay);
+    const T shrink = static_cast<T>(s.decoupled ? 1.0 - s.lr * s.weight_decay : 1.0);
+    for (int64_t i = begin; i < end; ++i) {
+      T d = pg[i] + coupled * pw[i];
+      T mi = b1 * pm[i] + one_b1 * d;
+      T vi = b2 * pv[i] + one_b2 * d * d;
+      pmo[i] = mi;
+      pvo[i] = vi;
+      pwo[i] = pw[i] * shrink - step_size * mi / (std::sqrt(vi) * inv_sqrt_c2 + eps);
+    }
+  });
+}
+
+double sum_squares_range(const Array& x, int64_t begin, int64_t end) {
+  double s = 0.0;
+  floating_dispatch(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    s = pairwise_squares(x.data<T>() + begin, end - begin);
+  });
+  return s;
+}
+
+void scale_range(const Array& x, double factor, Array& out, int64_t begin, int64_t end) {
+  floating_dispatch(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const T f = static_cast<T>(factor);
+    for (int64_t i = begin; i < end; ++i) po[i] = px[i] * f;
+  });
+}
+
+}  // namespace tessera::kernels
