@@ -1,0 +1,512 @@
+// Convolution and pooling primitives (family "nn"), channels last as Keras:
+// conv1d/conv2d, max_pool1d/2d, avg_pool1d/2d, and the backward primitives
+// their gradient rules call.
+//
+// Each primitive checks its arguments, works out the geometry (output size and
+// padding), and cuts the batch into chunks of a fixed number of samples, run
+// in parallel with parallel_for; every chunk is one single-threaded kernel
+// call (oneDNN for float32, loops for float64). The chunk size depends only on
+// the shapes, never on the thread count, so results are identical for any
+// number of threads; weight gradients add the per-chunk partial sums in chunk
+// order.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/conv.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/parallel.hpp"
+
+namespace tessera {
+
+namespace {
+
+using kernels::ConvShape;
+using kernels::PoolKind;
+
+enum class Padding { valid, same, causal };
+
+// Work per chunk of samples: large enough that a kernel call dwarfs its
+// overhead, small enough for many chunks on a big batch.
+constexpr double kChunkMacs = 4.0e6;
+// Weight gradients use larger chunks (fewer partial sums to add).
+constexpr double kWeightChunkMacs = 1.6e7;
+constexpr double kPoolChunkVisits = 1.0e6;
+
+// Float dtype of a result: float32 only if every operand is float32.
+DType float_result(std::initializer_list<DType> dts) {
+  DType r = DType::float32;
+  for (DType d : dts) {
+    if (d != DType::float32) r = DType::float64;
+  }
+  return r;
+}
+
+const char* spatial_names(int spatial) {
+  return spatial == 1 ? "(batch, steps, channels)" : "(batch, height, width, channels)";
+}
+
+std::string extent_str(const ConvShape& s, const std::array<int64_t, 2>& v) {
+  if (s.spatial == 1) return std::to_string(v[0]);
+  return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
+}
+
+// A positive integer per spatial dimension: an int, or (2-d) a list of 2.
+std::array<int64_t, 2> spatial_arg(const Args& a, size_t i, int spatial) {
+  std::vector<int64_t> v;
+  const Value& val = a[i];
+  if (val.is_int() || val.is_bool() || (val.is_array() && val.as_array().ndim() == 0)) {
+    v.assign(static_cast<size_t>(spatial), a.integer(i));
+  } else if (val.is_list() || val.is_array()) {
+    v = a.int_list(i);
+    if (static_cast<int>(v.size()) != spatial) {
+      a.value_error(i, error_message("must be an integer or a list of ", spatial,
+                                     spatial == 1 ? " integer" : " integers", ", got ",
+                                     val.str()));
+    }
+  } else {
+    a.type_error(i, spatial == 1 ? "an integer" : "an integer or a list of 2 integers");
+  }
+  for (int64_t x : v) {
+    if (x < 1) a.value_error(i, error_message("must be a positive integer, got ", val.str()));
+  }
+  return {v[0], spatial == 2 ? v[1] : 1};
+}
+
+Padding padding_arg(const Args& a, size_t i, bool allow_causal) {
+  const std::string& p = a.string(i);
+  if (p == "valid") return Padding::valid;
+  if (p == "same") return Padding::same;
+  if (p == "causal" && allow_causal) return Padding::causal;
+  throw std::invalid_argument(error_message(
+      "[", a.op(), "] padding must be ",
+      allow_causal ? "'valid', 'same' or 'causal'" : "'valid' or 'same'", ", got '", p, "'"));
+}
+
+// Output extent and padding of one spatial dimension of input `n` under a
+// window of effective size `k` and stride `st`; false when 'valid' does not fit.
+bool window_geometry(Padding p, int64_t n, int64_t k, int64_t st, int64_t& out, int64_t& lo,
+                     int64_t& hi) {
+  switch (p) {
+    case Padding::valid:
+      if (k > n) return false;
+      out = (n - k) / st + 1;
+      lo = hi = 0;
+      return true;
+    case Padding::same: {
+      // TensorFlow's split: the odd element of the padding goes to the end.
+      out = (n + st - 1) / st;
+      int64_t total = std::max<int64_t>((out - 1) * st + k - n, 0);
+      lo = total / 2;
+      hi = total - lo;
+      return true;
+    }
+    case Padding::causal:
+      lo = k - 1;
+      hi = 0;
+      out = (n - 1) / st + 1;
+      return true;
+  }
+  return false;
+}
+
+Shape data_shape(const ConvShape& s, bool output) {
+  Shape sh{s.batch};
+  for (int d = 0; d < s.spatial; ++d) sh.push_back(output ? s.out[d] : s.in[d]);
+  sh.push_back(output ? s.channels_out : s.channels_in);
+  return sh;
+}
+
+// Checks the input and kernel shapes of a convolution and works out its
+// geometry. `input_what` names the input in messages ("input" or "x_shape").
+ConvShape conv_geometry(const Args& a, int spatial, const Shape& x, const Shape& w,
+                        size_t stride_i, size_t padding_i, size_t dilation_i,
+                        const char* input_what) {
+  const char* op = a.op();
+  const size_t rank = static_cast<size_t>(spatial) + 2;
+  if (x.size() != rank) {
+    throw std::invalid_argument(error_message("[", op, "] ", input_what, " must be ", rank, "-d ",
+                                              spatial_names(spatial), ", got shape ",
+                                              shape_str(x)));
+  }
+  if (w.size() != rank) {
+    throw std::invalid_argument(error_message(
+        "[", op, "] kernel must be ", rank, "-d ",
+        spatial == 1 ? "(kernel_size, in_channels, filters)"
+                     : "(kernel_height, kernel_width, in_channels, filters)",
+        ", got shape ", shape_str(w)));
+  }
+  for (int64_t d : w) {
+    if (d < 1) {
+      throw std::invalid_argument(error_message(
+          "[", op, "] kernel dimensions must be positive, got shape ", shape_str(w)));
+    }
+  }
+  for (int64_t d : x) {
+    if (d < 0) {
+      throw std::invalid_argument(
+          error_message("[", op, "] ", input_what, " has a negative extent: ", shape_str(x)));
+    }
+  }
+  if (x[rank - 1] != w[rank - 2]) {
+    throw std::invalid_argument(error_message(
+        "[", op, "] input has ", x[rank - 1], " channels but the kernel expects ", w[rank - 2],
+        " (input shape ", shape_str(x), ", kernel shape ", shape_str(w), ")"));
+  }
+  ConvShape s;
+  s.spatial = spatial;
+  s.batch = x[0];
+  s.channels_in = x[rank - 1];
+  s.channels_out = w[rank - 1];
+  s.stride = spatial_arg(a, stride_i, spatial);
+  s.dilation = spatial_arg(a, dilation_i, spatial);
+  const Padding pad = padding_arg(a, padding_i, spatial == 1);
+  for (int d = 0; d < spatial; ++d) {
+    s.in[d] = x[1 + d];
+    s.kernel[d] = w[d];
+    const int64_t effective = s.dilation[d] * (s.kernel[d] - 1) + 1;
+    if (!window_geometry(pad, s.in[d], effective, s.stride[d], s.out[d], s.pad_lo[d],
+                         s.pad_hi[d])) {
+      throw std::invalid_argument(error_message(
+          "[", op, "] kernel of effective size ", effective, " (size ", s.kernel[d],
+          ", dilation ", s.dilation[d], ") is larger than the input (", s.in[d],
+          spatial == 1 ? " steps" : d == 0 ? " rows" : " columns", ") with padding 'valid'"));
+    }
+  }
+  return s;
+}
+
+// Pooling geometry: x, pool_size, strides (nil = pool_size), padding.
+ConvShape pool_geometry(const Args& a, const Shape& x, int spatial, size_t pool_i,
+                        size_t strides_i, size_t padding_i) {
+  const char* op = a.op();
+  const size_t rank = static_cast<size_t>(spatial) + 2;
+  if (x.size() != rank) {
+    throw std::invalid_argument(error_message("[", op, "] input must be ", rank, "-d ",
+                                              spatial_names(spatial), ", got shape ",
+                                              shape_str(x)));
+  }
+  ConvShape s;
+  s.spatial = spatial;
+  s.batch = x[0];
+  s.channels_in = s.channels_out = x[rank - 1];
+  s.kernel = spatial_arg(a, pool_i, spatial);
+  s.stride = a.is_nil(strides_i) ? s.kernel : spatial_arg(a, strides_i, spatial);
+  const Padding pad = padding_arg(a, padding_i, false);
+  bool fits = true;
+  for (int d = 0; d < spatial; ++d) {
+    s.in[d] = x[1 + d];
+    fits = window_geometry(pad, s.in[d], s.kernel[d], s.stride[d], s.out[d], s.pad_lo[d],
+                           s.pad_hi[d]) && fits;
+  }
+  if (!fits) {
+    throw std::invalid_argument(error_message(
+        "[", op, "] pool_size ", extent_str(s, s.kernel), " is larger than the input ",
+        extent_str(s, s.in), " with padding 'valid'"));
+  }
+  return s;
+}
+
+// The shape argument of a backward primitive (a list of ints or 1-d array).
+Shape shape_arg(const Args& a, size_t i) { return a.int_list(i); }
+
+void check_grad_shape(const Args& a, const Array& g, const ConvShape& s) {
+  Shape expected = data_shape(s, true);
+  if (g.shape() != expected) {
+    throw std::invalid_argument(error_message("[", a.op(), "] g has shape ", shape_str(g.shape()),
+                                              " but the forward result has shape ",
+                                              shape_str(expected)));
+  }
+}
+
+int64_t macs_per_sample(const ConvShape& s) {
+  int64_t m = s.channels_in * s.channels_out;
+  for (int d = 0; d < s.spatial; ++d) m *= s.out[d] * s.kernel[d];
+  return std::max<int64_t>(m, 1);
+}
+
+int64_t visits_per_sample(const ConvShape& s) {
+  int64_t m = s.channels_in;
+  for (int d = 0; d < s.spatial; ++d) m *= std::max(s.out[d], s.in[d]) * s.kernel[d];
+  return std::max<int64_t>(m, 1);
+}
+
+double ns_per_mac(DType dt) { return dt == DType::float32 ? 0.05 : 0.3; }
+
+// Runs body(chunk_index, shape_of_chunk, first_sample) over fixed chunks of
+// `chunk` samples in parallel.
+template <class Body>
+void over_chunks(const ConvShape& s, int64_t chunk, double ns_per_sample, Body&& body) {
+  const int64_t n = s.batch;
+  if (n == 0) return;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  parallel_for(chunks, ns_per_sample * static_cast<double>(chunk),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t c = begin; c < end; ++c) {
+                   ConvShape part = s;
+                   part.batch = std::min(n, (c + 1) * chunk) - c * chunk;
+                   body(c, part, c * chunk);
+                 }
+               });
+}
+
+int64_t chunk_samples(double per_chunk, int64_t per_sample, int64_t n) {
+  return std::clamp<int64_t>(static_cast<int64_t>(per_chunk / static_cast<double>(per_sample)), 1,
+                             std::max<int64_t>(n, 1));
+}
+
+char* at(Array& a, int64_t elements) {
+  return static_cast<char*>(a.raw()) + elements * static_cast<int64_t>(dtype_size(a.dtype()));
+}
+const char* at(const Array& a, int64_t elements) {
+  return static_cast<const char*>(a.raw()) +
+         elements * static_cast<int64_t>(dtype_size(a.dtype()));
+}
+
+Array conv_forward(const ConvShape& s, const Array& x, const Array& w, const char* op) {
+  Shape shape = data_shape(s, true);
+  shape_size(shape, op);
+  Array y(x.dtype(), shape);
+  const int64_t macs = macs_per_sample(s);
+  over_chunks(s, chunk_samples(kChunkMacs, macs, s.batch), ns_per_mac(x.dtype()) * macs,
+              [&](int64_t, const ConvShape& part, int64_t first) {
+                kernels::conv_forward(x.dtype(), part, at(x, first * s.in_size()), w.raw(),
+                                      at(y, first * s.out_size()));
+              });
+  return y;
+}
+
+Array conv_grad_input(const ConvShape& s, const Array& g, const Array& w, const char* op) {
+  Shape shape = data_shape(s, false);
+  shape_size(shape, op);
+  Array dx(g.dtype(), shape);
+  const int64_t macs = macs_per_sample(s);
+  over_chunks(s, chunk_samples(kChunkMacs, macs, s.batch), ns_per_mac(g.dtype()) * macs,
+              [&](int64_t, const ConvShape& part, int64_t first) {
+                kernels::conv_backward_data(g.dtype(), part, at(g, first * s.out_size()),
+                                            w.raw(), at(dx, first * s.in_size()));
+              });
+  return dx;
+}
+
+template <class T>
+void add_into(T* dst, const T* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+Array conv_grad_weight(const ConvShape& s, const Array& g, const Array& x, const Shape& w_shape) {
+  const DType dt = g.dtype();
+  Array dw = Array::zeros(dt, w_shape);
+  if (s.batch == 0) return dw;
+  const int64_t macs = macs_per_sample(s);
+  const int64_t chunk = chunk_samples(kWeightChunkMacs, macs, s.batch);
+  const int64_t chunks = (s.batch + chunk - 1) / chunk;
+  const int64_t wsize = s.weight_size();
+  // One partial gradient per chunk, added in chunk order afterwards.
+  std::vector<Array> partial(static_cast<size_t>(chunks - 1));
+  for (auto& p : partial) p = Array(dt, w_shape);
+  over_chunks(s, chunk, ns_per_mac(dt) * macs,
+              [&](int64_t c, const ConvShape& part, int64_t first) {
+                void* out = c == 0 ? dw.raw() : partial[c - 1].raw();
+                kernels::conv_backward_weights(dt, part, at(x, first * s.in_size()),
+                                               at(g, first * s.out_size()), out);
+              });
+  for (const Array& p : partial) {
+    if (dt == DType::float32) {
+      add_into(dw.data<float>(), p.data<float>(), wsize);
+    } else {
+      add_into(dw.data<double>(), p.data<double>(), wsize);
+    }
+  }
+  return dw;
+}
+
+// conv1d / conv2d (x, w, stride(s), padding, dilation).
+Value conv_eval(Args& a, int spatial) {
+  Array x0 = a.array(0), w0 = a.array(1);
+  const DType dt = float_result({x0.dtype(), w0.dtype()});
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 2, 3, 4, "input");
+  return conv_forward(s, x0.astype(dt), w0.astype(dt), a.op());
+}
+
+// conv*_grad_input(g, w, x_shape, stride(s), padding, dilation).
+Value conv_grad_input_eval(Args& a, int spatial) {
+  Array g0 = a.array(0), w0 = a.array(1);
+  const DType dt = float_result({g0.dtype(), w0.dtype()});
+  ConvShape s = conv_geometry(a, spatial, shape_arg(a, 2), w0.shape(), 3, 4, 5, "x_shape");
+  check_grad_shape(a, g0, s);
+  return conv_grad_input(s, g0.astype(dt), w0.astype(dt), a.op());
+}
+
+// conv*_grad_weight(g, x, w_shape, stride(s), padding, dilation).
+Value conv_grad_weight_eval(Args& a, int spatial) {
+  Array g0 = a.array(0), x0 = a.array(1);
+  const DType dt = float_result({g0.dtype(), x0.dtype()});
+  Shape w_shape = shape_arg(a, 2);
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w_shape, 3, 4, 5, "input");
+  check_grad_shape(a, g0, s);
+  return conv_grad_weight(s, g0.astype(dt), x0.astype(dt), w_shape);
+}
+
+// max/avg_pool*(x, pool_size, strides, padding).
+Value pool_eval(Args& a, int spatial, PoolKind kind) {
+  Array x0 = a.array(0);
+  const DType dt = float_result({x0.dtype()});
+  ConvShape s = pool_geometry(a, x0.shape(), spatial, 1, 2, 3);
+  Array x = x0.astype(dt);
+  Shape shape = data_shape(s, true);
+  shape_size(shape, a.op());
+  Array y(dt, shape);
+  const int64_t visits = visits_per_sample(s);
+  over_chunks(s, chunk_samples(kPoolChunkVisits, visits, s.batch), 0.5 * visits,
+              [&](int64_t, const ConvShape& part, int64_t first) {
+                kernels::pool_forward(dt, kind, part, at(x, first * s.in_size()),
+                                      at(y, first * s.out_size()));
+              });
+  return y;
+}
+
+// max/avg_pool*_grad(g, x, pool_size, strides, padding).
+Value pool_grad_eval(Args& a, int spatial, PoolKind kind) {
+  Array g0 = a.array(0), x0 = a.array(1);
+  const DType dt = float_result({g0.dtype(), x0.dtype()});
+  ConvShape s = pool_geometry(a, x0.shape(), spatial, 2, 3, 4);
+  check_grad_shape(a, g0, s);
+  Array g = g0.astype(dt), x = x0.astype(dt);
+  Array dx(dt, x.shape());
+  const int64_t visits = visits_per_sample(s);
+  over_chunks(s, chunk_samples(kPoolChunkVisits, visits, s.batch), 1.0 * visits,
+              [&](int64_t, const ConvShape& part, int64_t first) {
+                kernels::pool_backward(dt, kind, part, at(x, first * s.in_size()),
+                                       at(g, first * s.out_size()), at(dx, first * s.in_size()));
+              });
+  return dx;
+}
+
+const char* kDtypeNote =
+    " float32 runs through oneDNN; float64 (which oneDNN does not support on CPU) through "
+    "direct loops. Integer and bool inputs become float64; float32 stays float32 only when "
+    "every array operand is float32. The batch is cut into fixed chunks run in parallel, so "
+    "results do not depend on the thread count.";
+
+std::string with_note(std::string text) { return text + kDtypeNote; }
+
+Value str(const char* s) { return Value(std::string(s)); }
+
+PrimitiveSpec pool_spec(const char* name, int spatial, PoolKind kind) {
+  const bool max = kind == PoolKind::max;
+  std::string dims = spatial == 1 ? "(batch, steps, channels)" : "(batch, height, width, channels)";
+  std::string grad = std::string(name) + "_grad(g, x, pool_size, strides, padding)";
+  return PrimitiveSpec{
+      .name = name,
+      .family = "nn",
+      .params = {{"x"}, opt("pool_size", Value(int64_t{2})), opt("strides", Value()),
+                 opt("padding", str("valid"))},
+      .help = with_note(
+          std::string(max ? "Max" : "Average") + " pooling of x " + dims +
+          " over windows of pool_size" + (spatial == 2 ? " (an int or [ph, pw])" : "") +
+          " moved by strides (nil: pool_size). padding 'valid' keeps whole windows only; "
+          "'same' gives ceil(n / stride) outputs with TensorFlow's padding split" +
+          (max ? " (padding never wins the max)." : ", averaging only the elements inside the "
+                                                    "input (Keras).")),
+      .eval = [spatial, kind](Args& a) -> Value { return pool_eval(a, spatial, kind); },
+      .ns_per_element = 2.0,
+      .grads = {grad, "", "", ""}};
+}
+
+PrimitiveSpec pool_grad_spec(const char* name, const char* forward, int spatial, PoolKind kind) {
+  return PrimitiveSpec{
+      .name = name,
+      .family = "nn",
+      .params = {{"g"}, {"x"}, opt("pool_size", Value(int64_t{2})), opt("strides", Value()),
+                 opt("padding", str("valid"))},
+      .help = with_note(std::string("Backward of ") + forward +
+                        ": the gradient with respect to x of sum(" + forward +
+                        "(x, ...) * g). " +
+                        (kind == PoolKind::max
+                             ? "Each g goes to the first maximum of its window (row-major)."
+                             : "Each g is spread evenly over the input elements of its window.")),
+      .eval = [spatial, kind](Args& a) -> Value { return pool_grad_eval(a, spatial, kind); },
+      .ns_per_element = 2.0};
+}
+
+const bool registered = register_primitives({
+    {.name = "conv1d",
+     .family = "nn",
+     .params = {{"x"}, {"w"}, opt("stride", Value(int64_t{1})), opt("padding", str("valid")),
+                opt("dilation", Value(int64_t{1}))},
+     .help = with_note(
+         "1-d convolution (cross-correlation, as Keras Conv1D, no bias) of x (batch, steps, "
+         "channels) with kernel w (kernel_size, in_channels, filters); result (batch, "
+         "out_steps, filters). padding: 'valid' (no padding), 'same' (ceil(steps / stride) "
+         "outputs, TensorFlow's padding split, the extra element at the end) or 'causal' "
+         "(left padding (kernel_size - 1) * dilation: output t sees inputs up to t)."),
+     .eval = [](Args& a) -> Value { return conv_eval(a, 1); },
+     .ns_per_element = 20.0,
+     .grads = {"conv1d_grad_input(g, w, shape(x), stride, padding, dilation)",
+               "conv1d_grad_weight(g, x, shape(w), stride, padding, dilation)", "", "", ""}},
+    {.name = "conv1d_grad_input",
+     .family = "nn",
+     .params = {{"g"}, {"w"}, {"x_shape"}, opt("stride", Value(int64_t{1})),
+                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
+     .help = with_note("Backward of conv1d for the input: the gradient with respect to x (of "
+                       "shape x_shape) of sum(conv1d(x, w, ...) * g)."),
+     .eval = [](Args& a) -> Value { return conv_grad_input_eval(a, 1); },
+     .ns_per_element = 20.0},
+    {.name = "conv1d_grad_weight",
+     .family = "nn",
+     .params = {{"g"}, {"x"}, {"w_shape"}, opt("stride", Value(int64_t{1})),
+                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
+     .help = with_note("Backward of conv1d for the kernel: the gradient with respect to w (of "
+                       "shape w_shape) of sum(conv1d(x, w, ...) * g), summed over the batch in "
+                       "a fixed order."),
+     .eval = [](Args& a) -> Value { return conv_grad_weight_eval(a, 1); },
+     .ns_per_element = 20.0},
+    {.name = "conv2d",
+     .family = "nn",
+     .params = {{"x"}, {"w"}, opt("strides", Value(int64_t{1})), opt("padding", str("valid")),
+                opt("dilation", Value(int64_t{1}))},
+     .help = with_note(
+         "2-d convolution (cross-correlation, as Keras Conv2D, no bias) of x (batch, height, "
+         "width, channels) with kernel w (kernel_height, kernel_width, in_channels, filters); "
+         "result (batch, out_height, out_width, filters). strides and dilation: an int or "
+         "[vertical, horizontal]. padding: 'valid' or 'same' (ceil(n / stride) outputs, "
+         "TensorFlow's padding split)."),
+     .eval = [](Args& a) -> Value { return conv_eval(a, 2); },
+     .ns_per_element = 20.0,
+     .grads = {"conv2d_grad_input(g, w, shape(x), strides, padding, dilation)",
+               "conv2d_grad_weight(g, x, shape(w), strides, padding, dilation)", "", "", ""}},
+    {.name = "conv2d_grad_input",
+     .family = "nn",
+     .params = {{"g"}, {"w"}, {"x_shape"}, opt("strides", Value(int64_t{1})),
+                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
+     .help = with_note("Backward of conv2d for the input: the gradient with respect to x (of "
+                       "shape x_shape) of sum(conv2d(x, w, ...) * g)."),
+     .eval = [](Args& a) -> Value { return conv_grad_input_eval(a, 2); },
+     .ns_per_element = 20.0},
+    {.name = "conv2d_grad_weight",
+     .family = "nn",
+     .params = {{"g"}, {"x"}, {"w_shape"}, opt("strides", Value(int64_t{1})),
+                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
+     .help = with_note("Backward of conv2d for the kernel: the gradient with respect to w (of "
+                       "shape w_shape) of sum(conv2d(x, w, ...) * g), summed over the batch in "
+                       "a fixed order."),
+     .eval = [](Args& a) -> Value { return conv_grad_weight_eval(a, 2); },
+     .ns_per_element = 20.0},
+    pool_spec("max_pool1d", 1, PoolKind::max),
+    pool_spec("avg_pool1d", 1, PoolKind::average),
+    pool_spec("max_pool2d", 2, PoolKind::max),
+    pool_spec("avg_pool2d", 2, PoolKind::average),
+    pool_grad_spec("max_pool1d_grad", "max_pool1d", 1, PoolKind::max),
+    pool_grad_spec("avg_pool1d_grad", "avg_pool1d", 1, PoolKind::average),
+    pool_grad_spec("max_pool2d_grad", "max_pool2d", 2, PoolKind::max),
+    pool_grad_spec("avg_pool2d_grad", "avg_pool2d", 2, PoolKind::average),
+});
+
+}  // namespace
+
+}  // namespace tessera

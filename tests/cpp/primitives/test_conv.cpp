@@ -1,0 +1,548 @@
+// Convolution and pooling: forward against direct-loop references written
+// here, backward against central differences (float64) and against float64
+// (float32), identical results for 1 and 2 threads, and every error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "grad_check.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/conv.hpp"
+#include "tessera/lang/program.hpp"
+#include "tessera/runtime/scheduler.hpp"
+#include "test_util.hpp"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+
+// Deterministic values in [-1, 1) (distinct enough that max pooling has no ties).
+Array random_array(Shape shape, uint64_t seed, DType dt = DType::float64) {
+  Array a(DType::float64, shape);
+  uint64_t s = seed * 2654435761ULL + 12345;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    a.data<double>()[i] = static_cast<double>(s >> 11) / static_cast<double>(1ULL << 52) - 1.0;
+  }
+  return a.astype(dt);
+}
+
+std::vector<double> values(const Array& a) {
+  std::vector<double> v(static_cast<size_t>(a.size()));
+  for (int64_t i = 0; i < a.size(); ++i) v[i] = a.get_double(i);
+  return v;
+}
+
+// Output length and left padding of one dimension, as Keras defines them.
+void keras_dim(const std::string& padding, int64_t n, int64_t k_eff, int64_t stride,
+               int64_t& out, int64_t& lo) {
+  if (padding == "valid") {
+    out = (n - k_eff) / stride + 1;
+    lo = 0;
+  } else if (padding == "same") {
+    out = (n + stride - 1) / stride;
+    lo = std::max<int64_t>((out - 1) * stride + k_eff - n, 0) / 2;
+  } else {  // causal
+    out = (n - 1) / stride + 1;
+    lo = k_eff - 1;
+  }
+}
+
+// Reference 2-d convolution in float64 of x (N, H, W, C) with w (KH, KW, C, F);
+// a 1-d convolution is the 2-d one with H = KH = 1.
+Array ref_conv(const Array& x, const Array& w, std::array<int64_t, 2> stride,
+               std::array<int64_t, 2> dil, const std::string& padding) {
+  const int64_t n = x.dim(0), h = x.dim(1), wd = x.dim(2), c = x.dim(3);
+  const int64_t kh = w.dim(0), kw = w.dim(1), f = w.dim(3);
+  int64_t oh, ow, ph, pw;
+  keras_dim(h == 1 && kh == 1 ? "valid" : padding, h, dil[0] * (kh - 1) + 1, stride[0], oh, ph);
+  keras_dim(padding, wd, dil[1] * (kw - 1) + 1, stride[1], ow, pw);
+  Array y = Array::zeros(DType::float64, {n, oh, ow, f});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t o = 0; o < f; ++o) {
+          double s = 0;
+          for (int64_t a = 0; a < kh; ++a)
+            for (int64_t e = 0; e < kw; ++e)
+              for (int64_t ci = 0; ci < c; ++ci) {
+                int64_t r = i * stride[0] - ph + a * dil[0], q = j * stride[1] - pw + e * dil[1];
+                if (r < 0 || r >= h || q < 0 || q >= wd) continue;
+                s += x.get_double(((b * h + r) * wd + q) * c + ci) *
+                     w.get_double(((a * kw + e) * c + ci) * f + o);
+              }
+          y.data<double>()[((b * oh + i) * ow + j) * f + o] = s;
+        }
+  return y;
+}
+
+Array ref_conv1d(const Array& x, const Array& w, int64_t stride, int64_t dil,
+                 const std::string& padding) {
+  Array y = ref_conv(x.reshaped({x.dim(0), 1, x.dim(1), x.dim(2)}),
+                     w.reshaped({1, w.dim(0), w.dim(1), w.dim(2)}), {1, stride}, {1, dil},
+                     padding);
+  return y.reshaped({y.dim(0), y.dim(2), y.dim(3)});
+}
+
+// Reference pooling of x (N, H, W, C): max or mean of the window's elements
+// inside the input.
+Array ref_pool(const Array& x, bool max, std::array<int64_t, 2> pool,
+               std::array<int64_t, 2> stride, const std::string& padding) {
+  const int64_t n = x.dim(0), h = x.dim(1), wd = x.dim(2), c = x.dim(3);
+  int64_t oh, ow, ph, pw;
+  keras_dim(padding, h, pool[0], stride[0], oh, ph);
+  keras_dim(padding, wd, pool[1], stride[1], ow, pw);
+  Array y(DType::float64, {n, oh, ow, c});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t ci = 0; ci < c; ++ci) {
+          double best = -std::numeric_limits<double>::infinity(), sum = 0;
+          int count = 0;
+          for (int64_t a = 0; a < pool[0]; ++a)
+            for (int64_t e = 0; e < pool[1]; ++e) {
+              int64_t r = i * stride[0] - ph + a, q = j * stride[1] - pw + e;
+              if (r < 0 || r >= h || q < 0 || q >= wd) continue;
+              double v = x.get_double(((b * h + r) * wd + q) * c + ci);
+              best = std::max(best, v);
+              sum += v;
+              ++count;
+            }
+          y.data<double>()[((b * oh + i) * ow + j) * c + ci] = max ? best : sum / count;
+        }
+  return y;
+}
+
+Array arr(const Value& v) { return v.as_array(); }
+
+Value pair(int64_t a, int64_t b) { return Value(List{Value(a), Value(b)}); }
+
+Value shape_of(const Array& a) { return call("shape", {a}); }
+
+bool bitwise_equal(const Array& a, const Array& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+TEST(Conv, Conv1dHandComputed) {
+  Array x = f64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {1, 4, 3});
+  Array w = Array::full(DType::float64, {2, 3, 2}, 1.0);
+  // 'same' with kernel 2: no left padding, one on the right.
+  EXPECT_TRUE(array_eq(call("conv1d", {x, w, 1, "same", 1}), DType::float64, {1, 4, 2},
+                       {15, 15, 33, 33, 51, 51, 30, 30}));
+  // 'causal': one on the left.
+  EXPECT_TRUE(array_eq(call("conv1d", {x, w, 1, "causal", 1}), DType::float64, {1, 4, 2},
+                       {3, 3, 15, 15, 33, 33, 51, 51}));
+  EXPECT_TRUE(array_eq(call("conv1d", {x, w, 2, "valid", 1}), DType::float64, {1, 2, 2},
+                       {15, 15, 51, 51}));
+  EXPECT_TRUE(array_eq(call("conv1d", {x, w, 1, "valid", 3}), DType::float64, {1, 1, 2},
+                       {33, 33}));
+}
+
+TEST(Conv, Conv1dForwardMatchesReference) {
+  for (std::string padding : {"valid", "same", "causal"})
+    for (int64_t stride : {1, 2})
+      for (int64_t dil : {1, 2})
+        for (int64_t k : {2, 3})
+          for (auto [ci, co] : {std::pair<int64_t, int64_t>{1, 1}, {3, 4}})
+            for (DType dt : {DType::float64, DType::float32}) {
+              SCOPED_TRACE(padding + " stride " + std::to_string(stride) + " dilation " +
+                           std::to_string(dil) + " kernel " + std::to_string(k) + " channels " +
+                           std::to_string(ci) + " " + std::string(dtype_name(dt)));
+              Array x = random_array({2, 9, ci}, 1, dt), w = random_array({k, ci, co}, 2, dt);
+              Array ref = ref_conv1d(x.astype(DType::float64), w.astype(DType::float64), stride,
+                                     dil, padding);
+              Value y = call("conv1d", {x, w, stride, Value(padding), dil});
+              EXPECT_TRUE(array_eq(y, dt, ref.shape(), values(ref), 1e-5, 1e-5));
+            }
+}
+
+TEST(Conv, Conv2dForwardMatchesReference) {
+  for (std::string padding : {"valid", "same"})
+    for (auto [sh, sw] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {2, 1}})
+      for (int64_t dil : {1, 2})
+        for (auto [ci, co] : {std::pair<int64_t, int64_t>{1, 1}, {3, 4}})
+          for (DType dt : {DType::float64, DType::float32}) {
+            SCOPED_TRACE(padding + " strides " + std::to_string(sh) + "," + std::to_string(sw) +
+                         " dilation " + std::to_string(dil) + " channels " + std::to_string(ci) +
+                         " " + std::string(dtype_name(dt)));
+            Array x = random_array({2, 7, 6, ci}, 3, dt), w = random_array({3, 2, ci, co}, 4, dt);
+            Array ref = ref_conv(x.astype(DType::float64), w.astype(DType::float64), {sh, sw},
+                                 {dil, dil}, padding);
+            Value y = call("conv2d", {x, w, pair(sh, sw), Value(padding), dil});
+            EXPECT_TRUE(array_eq(y, dt, ref.shape(), values(ref), 1e-5, 1e-5));
+          }
+  // A dilation per dimension.
+  Array x = random_array({1, 8, 8, 2}, 5), w = random_array({2, 2, 2, 3}, 6);
+  Array ref = ref_conv(x, w, {1, 1}, {3, 1}, "valid");
+  EXPECT_TRUE(array_eq(call("conv2d", {x, w, 1, "valid", pair(3, 1)}), DType::float64,
+                       ref.shape(), values(ref), 1e-9, 1e-12));
+}
+
+TEST(Conv, DtypeRules) {
+  Array x32 = random_array({1, 5, 2}, 7, DType::float32);
+  Array w32 = random_array({2, 2, 3}, 8, DType::float32);
+  EXPECT_EQ(arr(call("conv1d", {x32, w32})).dtype(), DType::float32);
+  EXPECT_EQ(arr(call("conv1d", {x32, w32.astype(DType::float64)})).dtype(), DType::float64);
+  Array xi = i64({1, 2, 3, 4}, {1, 4, 1});
+  Array wi = i64({1, 1}, {2, 1, 1});
+  EXPECT_TRUE(array_eq(call("conv1d", {xi, wi}), DType::float64, {1, 3, 1}, {3, 5, 7}));
+  EXPECT_TRUE(array_eq(call("max_pool1d", {xi}), DType::float64, {1, 2, 1}, {2, 4}));
+  EXPECT_EQ(arr(call("avg_pool2d", {random_array({1, 4, 4, 1}, 9, DType::float32)})).dtype(),
+            DType::float32);
+}
+
+TEST(Conv, Conv1dGradientsMatchFiniteDifferences) {
+  for (std::string padding : {"valid", "same", "causal"})
+    for (int64_t stride : {1, 2})
+      for (int64_t dil : {1, 2}) {
+        SCOPED_TRACE(padding + " stride " + std::to_string(stride) + " dilation " +
+                     std::to_string(dil));
+        Array x = random_array({2, 8, 3}, 10), w = random_array({3, 3, 2}, 11);
+        Value pad(padding);
+        Array y = arr(call("conv1d", {x, w, stride, pad, dil}));
+        Array g = random_array(y.shape(), 12);
+        Array dx = arr(call("conv1d_grad_input", {g, w, shape_of(x), stride, pad, dil}));
+        Array dw = arr(call("conv1d_grad_weight", {g, x, shape_of(w), stride, pad, dil}));
+        Array nx = numeric_vjp(
+            [&](const Array& v) { return arr(call("conv1d", {v, w, stride, pad, dil})); }, x, g);
+        Array nw = numeric_vjp(
+            [&](const Array& v) { return arr(call("conv1d", {x, v, stride, pad, dil})); }, w, g);
+        EXPECT_TRUE(grads_close(dx, nx));
+        EXPECT_TRUE(grads_close(dw, nw));
+        // float32 (oneDNN) against the float64 result.
+        auto f32_of = [](const Array& a) { return a.astype(DType::float32); };
+        Array dx32 = arr(call("conv1d_grad_input",
+                              {f32_of(g), f32_of(w), shape_of(x), stride, pad, dil}));
+        Array dw32 = arr(call("conv1d_grad_weight",
+                              {f32_of(g), f32_of(x), shape_of(w), stride, pad, dil}));
+        EXPECT_EQ(dx32.dtype(), DType::float32);
+        EXPECT_TRUE(grads_close(dx32, dx, 1e-4, 1e-4));
+        EXPECT_TRUE(grads_close(dw32, dw, 1e-4, 1e-4));
+      }
+}
+
+TEST(Conv, Conv2dGradientsMatchFiniteDifferences) {
+  for (std::string padding : {"valid", "same"})
+    for (auto [sh, sw] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}})
+      for (int64_t dil : {1, 2}) {
+        SCOPED_TRACE(padding + " strides " + std::to_string(sh) + "," + std::to_string(sw) +
+                     " dilation " + std::to_string(dil));
+        Array x = random_array({2, 6, 5, 2}, 13), w = random_array({2, 3, 2, 3}, 14);
+        Value pad(padding), st = pair(sh, sw);
+        Array y = arr(call("conv2d", {x, w, st, pad, dil}));
+        Array g = random_array(y.shape(), 15);
+        Array dx = arr(call("conv2d_grad_input", {g, w, shape_of(x), st, pad, dil}));
+        Array dw = arr(call("conv2d_grad_weight", {g, x, shape_of(w), st, pad, dil}));
+        Array nx = numeric_vjp(
+            [&](const Array& v) { return arr(call("conv2d", {v, w, st, pad, dil})); }, x, g);
+        Array nw = numeric_vjp(
+            [&](const Array& v) { return arr(call("conv2d", {x, v, st, pad, dil})); }, w, g);
+        EXPECT_TRUE(grads_close(dx, nx));
+        EXPECT_TRUE(grads_close(dw, nw));
+        auto f32_of = [](const Array& a) { return a.astype(DType::float32); };
+        Array dx32 =
+            arr(call("conv2d_grad_input", {f32_of(g), f32_of(w), shape_of(x), st, pad, dil}));
+        Array dw32 =
+            arr(call("conv2d_grad_weight", {f32_of(g), f32_of(x), shape_of(w), st, pad, dil}));
+        EXPECT_TRUE(grads_close(dx32, dx, 1e-4, 1e-4));
+        EXPECT_TRUE(grads_close(dw32, dw, 1e-4, 1e-4));
+      }
+}
+
+TEST(Conv, Float32RunsThroughOneDNN) {
+  Array x = random_array({4, 32, 9}, 16, DType::float32);
+  Array w = random_array({3, 9, 16}, 17, DType::float32);
+  uint64_t before = kernels::onednn_calls();
+  Array y = arr(call("conv1d", {x, w}));
+  call("conv1d_grad_input", {y, w, shape_of(x)});
+  call("conv1d_grad_weight", {y, x, shape_of(w)});
+  call("max_pool1d", {x});
+  call("max_pool1d_grad", {random_array({4, 16, 9}, 18, DType::float32), x});
+  EXPECT_GE(kernels::onednn_calls() - before, 5u);
+  // float64 never reaches oneDNN.
+  before = kernels::onednn_calls();
+  call("conv1d", {x.astype(DType::float64), w});
+  EXPECT_EQ(kernels::onednn_calls(), before);
+}
+
+TEST(Pool, ForwardMatchesReference) {
+  for (bool max : {true, false})
+    for (std::string padding : {"valid", "same"})
+      for (int64_t pool : {2, 3})
+        for (Value strides : {Value(), Value(int64_t{1}), Value(int64_t{2})})
+          for (DType dt : {DType::float64, DType::float32}) {
+            std::string kind = max ? "max" : "avg";
+            SCOPED_TRACE(kind + " " + padding + " pool " + std::to_string(pool) + " strides " +
+                         strides.str() + " " + std::string(dtype_name(dt)));
+            int64_t st = strides.is_nil() ? pool : strides.as_int();
+            // 1-d
+            Array x1 = random_array({2, 7, 3}, 20, dt);
+            Array r1 = ref_pool(x1.astype(DType::float64).reshaped({2, 1, 7, 3}), max, {1, pool},
+                                {1, st}, padding);
+            Value y1 = call((kind + "_pool1d").c_str(), {x1, pool, strides, Value(padding)});
+            EXPECT_TRUE(array_eq(y1, dt, {2, r1.dim(2), 3}, values(r1), 1e-6, 1e-6));
+            // 2-d
+            Array x2 = random_array({2, 5, 7, 2}, 21, dt);
+            Array r2 = ref_pool(x2.astype(DType::float64), max, {pool, pool}, {st, st}, padding);
+            Value y2 = call((kind + "_pool2d").c_str(), {x2, pool, strides, Value(padding)});
+            EXPECT_TRUE(array_eq(y2, dt, r2.shape(), values(r2), 1e-6, 1e-6));
+          }
+  // Separate pool sizes and strides per dimension.
+  Array x = random_array({1, 6, 7, 2}, 22);
+  Array r = ref_pool(x, true, {2, 3}, {1, 2}, "valid");
+  EXPECT_TRUE(array_eq(call("max_pool2d", {x, pair(2, 3), pair(1, 2)}), DType::float64, r.shape(),
+                       values(r)));
+}
+
+TEST(Pool, AverageSameExcludesPadding) {
+  Array x = f64({1, 2, 3}, {1, 3, 1});
+  EXPECT_TRUE(array_eq(call("avg_pool1d", {x, 2, 1, "same"}), DType::float64, {1, 3, 1},
+                       {1.5, 2.5, 3}));
+  EXPECT_TRUE(array_eq(call("avg_pool1d", {x.astype(DType::float32), 2, 1, "same"}),
+                       DType::float32, {1, 3, 1}, {1.5, 2.5, 3}));
+  // Max pooling never takes the padding, even for negative inputs.
+  Array neg = f64({-3, -2, -1}, {1, 3, 1});
+  EXPECT_TRUE(array_eq(call("max_pool1d", {neg, 2, 1, "same"}), DType::float64, {1, 3, 1},
+                       {-2, -1, -1}));
+}
+
+TEST(Pool, GradientsMatchFiniteDifferences) {
+  for (bool max : {true, false})
+    for (std::string padding : {"valid", "same"})
+      for (auto [pool, strides] : {std::pair<int64_t, Value>{2, Value()}, {3, Value(int64_t{1})},
+                                   {3, Value(int64_t{2})}}) {
+        std::string kind = max ? "max" : "avg";
+        SCOPED_TRACE(kind + " " + padding + " pool " + std::to_string(pool) + " strides " +
+                     strides.str());
+        Value pad(padding);
+        for (int spatial : {1, 2}) {
+          std::string fwd = kind + "_pool" + std::to_string(spatial) + "d";
+          Array x = spatial == 1 ? random_array({2, 7, 3}, 23) : random_array({2, 5, 6, 2}, 24);
+          Array y = arr(call(fwd.c_str(), {x, pool, strides, pad}));
+          Array g = random_array(y.shape(), 25);
+          Array dx = arr(call((fwd + "_grad").c_str(), {g, x, pool, strides, pad}));
+          Array nx = numeric_vjp(
+              [&](const Array& v) { return arr(call(fwd.c_str(), {v, pool, strides, pad})); }, x,
+              g);
+          EXPECT_TRUE(grads_close(dx, nx)) << fwd;
+          auto f32_of = [](const Array& a) { return a.astype(DType::float32); };
+          Array dx32 =
+              arr(call((fwd + "_grad").c_str(), {f32_of(g), f32_of(x), pool, strides, pad}));
+          EXPECT_EQ(dx32.dtype(), DType::float32);
+          EXPECT_TRUE(grads_close(dx32, dx, 1e-5, 1e-6)) << fwd;
+        }
+      }
+}
+
+TEST(Pool, MaxGradientGoesToTheFirstMaximum) {
+  for (DType dt : {DType::float64, DType::float32}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    Array x = Array::full(dt, {1, 4, 1}, 2.0);
+    Array g = Array::full(dt, {1, 2, 1}, 1.0);
+    EXPECT_TRUE(array_eq(call("max_pool1d_grad", {g, x}), dt, {1, 4, 1}, {1, 0, 1, 0}));
+    // Overlapping windows: each window's first maximum gets its g.
+    Array x2 = f64({1, 5, 5, 0}, {1, 4, 1}).astype(dt);
+    Array g2 = f64({1, 10, 100}, {1, 3, 1}).astype(dt);
+    EXPECT_TRUE(array_eq(call("max_pool1d_grad", {g2, x2, 2, 1}), dt, {1, 4, 1}, {0, 11, 100, 0}));
+    Array x3 = Array::full(dt, {1, 2, 2, 1}, 1.0);
+    Array g3 = Array::full(dt, {1, 1, 1, 1}, 3.0);
+    EXPECT_TRUE(array_eq(call("max_pool2d_grad", {g3, x3}), dt, {1, 2, 2, 1}, {3, 0, 0, 0}));
+  }
+}
+
+TEST(Conv, ResultsIdenticalForOneAndTwoThreads) {
+  // Large enough for several chunks (and several weight-gradient partials).
+  Array x = random_array({300, 64, 9}, 30, DType::float32);
+  Array w = random_array({3, 9, 32}, 31, DType::float32);
+  Array x2 = random_array({64, 12, 12, 3}, 32, DType::float32);
+  Array w2 = random_array({3, 3, 3, 16}, 33, DType::float32);
+  std::vector<Array> results[2];
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    auto& r = results[threads - 1];
+    for (DType dt : {DType::float32, DType::float64}) {
+      Array xd = x.astype(dt), wd = w.astype(dt), x2d = x2.astype(dt), w2d = w2.astype(dt);
+      Array y = arr(call("conv1d", {xd, wd, 1, "same", 1}));
+      r.push_back(y);
+      r.push_back(arr(call("conv1d_grad_input", {y, wd, shape_of(xd), 1, "same", 1})));
+      r.push_back(arr(call("conv1d_grad_weight", {y, xd, shape_of(wd), 1, "same", 1})));
+      Array y2 = arr(call("conv2d", {x2d, w2d, 1, "same"}));
+      r.push_back(y2);
+      r.push_back(arr(call("conv2d_grad_weight", {y2, x2d, shape_of(w2d), 1, "same"})));
+      Array p = arr(call("max_pool1d", {y}));
+      r.push_back(p);
+      r.push_back(arr(call("max_pool1d_grad", {p, y})));
+      r.push_back(arr(call("avg_pool2d_grad", {arr(call("avg_pool2d", {y2, 3, 2, "same"})), y2, 3,
+                                               2, "same"})));
+    }
+  }
+  set_num_threads(2);
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(results[0][i], results[1][i])) << "result " << i;
+  }
+  // And the tiled float32 result agrees with float64.
+  EXPECT_TRUE(grads_close(results[0][2], results[0][10], 1e-4, 1e-3));
+}
+
+TEST(Conv, GradientRulesNameTheBackwardPrimitives) {
+  const PrimitiveSpec* c1 = find_primitive("conv1d");
+  ASSERT_NE(c1, nullptr);
+  ASSERT_EQ(c1->grads.size(), 5u);
+  EXPECT_EQ(c1->grads[0], "conv1d_grad_input(g, w, shape(x), stride, padding, dilation)");
+  EXPECT_EQ(c1->grads[1], "conv1d_grad_weight(g, x, shape(w), stride, padding, dilation)");
+  for (const char* name : {"conv2d", "max_pool1d", "avg_pool1d", "max_pool2d", "avg_pool2d"}) {
+    const PrimitiveSpec* p = find_primitive(name);
+    ASSERT_NE(p, nullptr) << name;
+    ASSERT_FALSE(p->grads.empty()) << name;
+    EXPECT_NE(find_primitive(p->grads[0].substr(0, p->grads[0].find('('))), nullptr) << name;
+  }
+}
+
+TEST(Conv, Errors) {
+  Array x = random_array({2, 6, 3}, 40), w = random_array({3, 3, 4}, 41);
+  Array x2 = random_array({1, 5, 5, 2}, 42), w2 = random_array({2, 2, 2, 3}, 43);
+  using IA = std::invalid_argument;
+  EXPECT_TRUE(
+      throws_with<IA>([&] { call("conv1d", {random_array({2, 3}, 1), w}); },
+                      "[conv1d] input must be 3-d (batch, steps, channels), got shape (2, 3)"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv2d", {x, w2}); },
+                              "[conv2d] input must be 4-d (batch, height, width, channels), got "
+                              "shape (2, 6, 3)"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, random_array({3, 3}, 1)}); },
+                              "[conv1d] kernel must be 3-d (kernel_size, in_channels, filters), "
+                              "got shape (3, 3)"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv2d", {x2, w}); }, "[conv2d] kernel must be 4-d"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, random_array({3, 2, 4}, 1)}); },
+                              "[conv1d] input has 3 channels but the kernel expects 2"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, random_array({0, 3, 4}, 1)}); },
+                              "[conv1d] kernel dimensions must be positive"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, random_array({7, 3, 4}, 1)}); },
+                              "[conv1d] kernel of effective size 7 (size 7, dilation 1) is larger "
+                              "than the input (6 steps) with padding 'valid'"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, w, 1, "valid", 3}); },
+                              "kernel of effective size 7 (size 3, dilation 3)"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv2d", {x2, random_array({6, 1, 2, 1}, 1)}); },
+                              "larger than the input (5 rows)"));
+  // 'same' and 'causal' accept a kernel longer than the input.
+  EXPECT_EQ(arr(call("conv1d", {x, random_array({7, 3, 4}, 1), 1, "same"})).shape(),
+            (Shape{2, 6, 4}));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, w, 1, "full"}); },
+                              "[conv1d] padding must be 'valid', 'same' or 'causal', got 'full'"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv2d", {x2, w2, 1, "causal"}); },
+                              "[conv2d] padding must be 'valid' or 'same', got 'causal'"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { call("conv1d", {x, w, 1, 3}); }, "[conv1d]"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, w, 0}); },
+                              "[conv1d] argument 'stride' must be a positive integer, got 0"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv1d", {x, w, 1, "valid", -1}); },
+                              "[conv1d] argument 'dilation' must be a positive integer"));
+  EXPECT_TRUE(
+      throws_with<IA>([&] { call("conv2d", {x2, w2, pair(1, 0)}); },
+                      "[conv2d] argument 'strides' must be a positive integer, got [1, 0]"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("conv2d", {x2, w2, Value(List{1, 1, 1})}); },
+                              "[conv2d] argument 'strides' must be an integer or a list of 2"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { call("conv2d", {x2, w2, "two"}); },
+                                     "[conv2d] argument 'strides'"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { call("conv1d", {"x", w}); }, "[conv1d]"));
+  // Backward primitives check g against the forward result's shape.
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv1d_grad_input", {random_array({2, 5, 4}, 1), w, shape_of(x)}); },
+      "[conv1d_grad_input] g has shape (2, 5, 4) but the forward result has shape (2, 4, 4)"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv1d_grad_weight", {random_array({2, 4, 5}, 1), x, shape_of(w)}); },
+      "[conv1d_grad_weight] g has shape (2, 4, 5) but the forward result has shape (2, 4, 4)"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv1d_grad_input", {random_array({2, 4, 4}, 1), w, Value(List{2, 6})}); },
+      "[conv1d_grad_input] x_shape must be 3-d"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] {
+        call("conv2d_grad_input", {random_array({1, 4, 4, 3}, 1), w2, Value(List{1, 5, -5, 2})});
+      },
+      "[conv2d_grad_input] x_shape has a negative extent"));
+}
+
+TEST(Pool, Errors) {
+  Array x = random_array({2, 4, 3}, 50), x2 = random_array({1, 2, 5, 2}, 51);
+  using IA = std::invalid_argument;
+  EXPECT_TRUE(throws_with<IA>([&] { call("max_pool1d", {x2}); },
+                              "[max_pool1d] input must be 3-d (batch, steps, channels), got shape "
+                              "(1, 2, 5, 2)"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("avg_pool2d", {x}); },
+                              "[avg_pool2d] input must be 4-d (batch, height, width, channels)"));
+  EXPECT_TRUE(
+      throws_with<IA>([&] { call("max_pool1d", {x, 0}); },
+                      "[max_pool1d] argument 'pool_size' must be a positive integer, got 0"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("avg_pool1d", {x, 2, 0}); },
+                              "[avg_pool1d] argument 'strides' must be a positive integer, got 0"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("max_pool1d", {x, 5}); },
+                              "[max_pool1d] pool_size 5 is larger than the input 4 with padding "
+                              "'valid'"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("max_pool2d", {x2, 3}); },
+                              "[max_pool2d] pool_size (3, 3) is larger than the input (2, 5) with "
+                              "padding 'valid'"));
+  EXPECT_EQ(arr(call("max_pool2d", {x2, 3, Value(), "same"})).shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_TRUE(throws_with<IA>([&] { call("max_pool1d", {x, 2, Value(), "causal"}); },
+                              "[max_pool1d] padding must be 'valid' or 'same', got 'causal'"));
+  EXPECT_TRUE(throws_with<IA>([&] { call("max_pool1d_grad", {random_array({2, 3, 3}, 1), x}); },
+                              "[max_pool1d_grad] g has shape (2, 3, 3) but the forward result has "
+                              "shape (2, 2, 3)"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { call("avg_pool1d", {x, "2"}); },
+                                     "[avg_pool1d] argument 'pool_size'"));
+}
+
+TEST(Conv, EmptyBatch) {
+  Array x(DType::float32, {0, 6, 3});
+  Array w = random_array({3, 3, 4}, 60, DType::float32);
+  EXPECT_EQ(arr(call("conv1d", {x, w})).shape(), (Shape{0, 4, 4}));
+  Array g(DType::float32, {0, 4, 4});
+  EXPECT_TRUE(array_eq(call("conv1d_grad_weight", {g, x, shape_of(w)}), DType::float32, {3, 3, 4},
+                       std::vector<double>(36, 0.0)));
+  EXPECT_EQ(arr(call("max_pool1d", {x})).shape(), (Shape{0, 3, 3}));
+}
+
+// End to end: grad() in the language differentiates through the gradient rules.
+TEST(Conv, GradThroughTheLanguage) {
+  Array x = random_array({2, 9, 3}, 70), w = random_array({3, 3, 4}, 71);
+  Array y = arr(call("conv1d", {x, w, 1, "causal", 2}));
+  Array p = arr(call("max_pool1d", {y, 2, Value(), "same"}));
+  Array c = random_array(p.shape(), 72);
+  Value r = eval_string(
+      "define(f, x, w, c, sum(max_pool1d(conv1d(x, w, padding=\"causal\", dilation=2), 2, "
+      "padding=\"same\") * c))\n"
+      "grad(f, argnums=[0, 1])",
+      {x, w, c});
+  ASSERT_TRUE(r.is_list());
+  ASSERT_EQ(r.as_list().size(), 2u);
+  auto f = [&](const Array& xv, const Array& wv) {
+    Array yv = arr(call("conv1d", {xv, wv, 1, "causal", 2}));
+    return arr(call("max_pool1d", {yv, 2, Value(), "same"}));
+  };
+  EXPECT_TRUE(grads_close(arr(r.as_list()[0]),
+                          numeric_vjp([&](const Array& v) { return f(v, w); }, x, c)));
+  EXPECT_TRUE(grads_close(arr(r.as_list()[1]),
+                          numeric_vjp([&](const Array& v) { return f(x, v); }, w, c)));
+
+  Array x2 = random_array({2, 6, 6, 2}, 73), w2 = random_array({3, 3, 2, 3}, 74);
+  Array p2 = arr(call("avg_pool2d", {arr(call("conv2d", {x2, w2, 1, "same"})), 2}));
+  Array c2 = random_array(p2.shape(), 75);
+  Value r2 = eval_string(
+      "define(f, x, w, c, sum(avg_pool2d(conv2d(x, w, padding=\"same\"), 2) * c))\n"
+      "grad(f, argnums=1)",
+      {x2, w2, c2});
+  EXPECT_TRUE(grads_close(
+      arr(r2), numeric_vjp(
+                   [&](const Array& v) {
+                     return arr(call("avg_pool2d", {arr(call("conv2d", {x2, v, 1, "same"})), 2}));
+                   },
+                   w2, c2)));
+}
