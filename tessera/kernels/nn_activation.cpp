@@ -1,0 +1,282 @@
+// Activation, softmax and dropout kernels (see nn.hpp).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "tessera/kernels/nn.hpp"
+#include "tessera/kernels/random.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+
+// The stream of dropout draws, apart from the streams of the random family.
+constexpr uint64_t kDropoutStream = 0x64726f706f7574ull;  // "dropout"
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+
+// The element functions below are branch-free where the sign of x decides
+// (random signs would mispredict every other branch, and a branch stops the
+// vectorizer): they compute both sides and select, or blend.
+//
+// select(c, a, b) is c ? a : b as bit operations. GCC turns `g * (c ? 1 : k)`
+// back into a branch around the multiply (it will not speculate a floating
+// multiply under -ftrapping-math); a bitwise select it keeps as it is.
+template <class T>
+T select(bool c, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const U mask = U(0) - static_cast<U>(c);
+  return std::bit_cast<T>((std::bit_cast<U>(a) & mask) | (std::bit_cast<U>(b) & ~mask));
+}
+
+template <class T>
+T sigmoid(T x) {
+  const T e = std::exp(-std::fabs(x));
+  return select(x >= T(0), T(1), e) / (T(1) + e);
+}
+
+template <Activation F, class T>
+T forward(T x, T alpha) {
+  if constexpr (F == Activation::relu) {
+    return std::max(x, T(0));
+  } else if constexpr (F == Activation::leaky_relu) {
+    return x * select(x > T(0), T(1), alpha);
+  } else if constexpr (F == Activation::elu) {
+    // x for x > 0 (expm1(0) = 0), alpha * expm1(x) otherwise.
+    return std::max(x, T(0)) + alpha * std::expm1(std::min(x, T(0)));
+  } else if constexpr (F == Activation::gelu) {
+    return T(0.5) * x * (T(1) + std::erf(x * T(kSqrtHalf)));
+  } else if constexpr (F == Activation::gelu_tanh) {
+    const T u = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(u));
+  } else if constexpr (F == Activation::sigmoid) {
+    return sigmoid(x);
+  } else if constexpr (F == Activation::tanh) {
+    return std::tanh(x);
+  } else {
+    return std::max(x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
+  }
+}
+
+// The derivative at v (the input, or the output for sigmoid and tanh). relu'(0)
+// is 0 and leaky_relu'(0) is alpha, as in TensorFlow.
+template <Activation F, class T>
+T derivative(T v, T alpha) {
+  if constexpr (F == Activation::relu) {
+    return select(v > T(0), T(1), T(0));
+  } else if constexpr (F == Activation::leaky_relu) {
+    return select(v > T(0), T(1), alpha);
+  } else if constexpr (F == Activation::elu) {
+    const T positive = select(v > T(0), T(1), T(0));
+    return positive + (T(1) - positive) * alpha * std::exp(std::min(v, T(0)));
+  } else if constexpr (F == Activation::gelu) {
+    return T(0.5) * (T(1) + std::erf(v * T(kSqrtHalf))) +
+           v * T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+  } else if constexpr (F == Activation::gelu_tanh) {
+    const T u = T(kSqrt2OverPi) * (v + T(kGeluCubic) * v * v * v);
+    const T t = std::tanh(u);
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * v * v);
+    return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du;
+  } else if constexpr (F == Activation::sigmoid) {
+    return v * (T(1) - v);
+  } else if constexpr (F == Activation::tanh) {
+    return T(1) - v * v;
+  } else {
+    return sigmoid(v);
+  }
+}
+
+// Calls fn(std::integral_constant<Activation, f>{}), so each loop is compiled
+// for one activation.
+template <class Fn>
+void dispatch_activation(Activation f, Fn&& fn) {
+  using A = Activation;
+  switch (f) {
+    case A::relu: return fn(std::integral_constant<A, A::relu>{});
+    case A::leaky_relu: return fn(std::integral_constant<A, A::leaky_relu>{});
+    case A::elu: return fn(std::integral_constant<A, A::elu>{});
+    case A::gelu: return fn(std::integral_constant<A, A::gelu>{});
+    case A::gelu_tanh: return fn(std::integral_constant<A, A::gelu_tanh>{});
+    case A::sigmoid: return fn(std::integral_constant<A, A::sigmoid>{});
+    case A::tanh: return fn(std::integral_constant<A, A::tanh>{});
+    case A::softplus: return fn(std::integral_constant<A, A::softplus>{});
+  }
+}
+
+template <class F>
+void dispatch_float(DType dt, F&& f) {
+  if (dt == DType::float32) {
+    f(TypeTag<float>{});
+  } else {
+    f(TypeTag<double>{});
+  }
+}
+
+// out[i] = op(a[i], b[i]) over [begin, end). Writing in place (out == a or
+// out == b) gets a loop of its own that reads and writes through one pointer:
+// the vectorizer's overlap check would otherwise send it to the scalar loop.
+template <class T, class Op>
+void map2(const T* a, const T* b, T* out, int64_t begin, int64_t end, Op op) {
+  if (out == a) {
+    for (int64_t i = begin; i < end; ++i) out[i] = op(out[i], b[i]);
+  } else if (out == b) {
+    for (int64_t i = begin; i < end; ++i) out[i] = op(a[i], out[i]);
+  } else {
+    for (int64_t i = begin; i < end; ++i) out[i] = op(a[i], b[i]);
+  }
+}
+
+}  // namespace
+
+double activation_cost_ns(Activation f) {
+  switch (f) {
+    case Activation::relu:
+    case Activation::leaky_relu: return 0.3;
+    case Activation::elu:
+    case Activation::sigmoid:
+    case Activation::tanh: return 4.0;
+    case Activation::softplus: return 8.0;
+    case Activation::gelu:
+    case Activation::gelu_tanh: return 8.0;
+  }
+  return 1.0;
+}
+
+void activation_range(Activation f, double alpha, const Array& x, Array& out, int64_t begin,
+                      int64_t end) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_activation(f, [&](auto kind) {
+      constexpr Activation K = decltype(kind)::value;
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      const T a = static_cast<T>(alpha);
+      auto op = [a](T v) { return forward<K>(v, a); };
+      if (po == px) {
+        for (int64_t i = begin; i < end; ++i) po[i] = op(po[i]);
+      } else {
+        for (int64_t i = begin; i < end; ++i) po[i] = op(px[i]);
+      }
+    });
+  });
+}
+
+void activation_grad_range(Activation f, double alpha, const Array& g, const Array& v, Array& dx,
+                           int64_t begin, int64_t end) {
+  dispatch_float(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_activation(f, [&](auto kind) {
+      constexpr Activation K = decltype(kind)::value;
+      const T a = static_cast<T>(alpha);
+      map2(g.data<T>(), v.data<T>(), dx.data<T>(), begin, end,
+           [a](T gi, T vi) { return gi * derivative<K>(vi, a); });
+    });
+  });
+}
+
+AxisLanes axis_lanes(const Shape& shape, int axis) {
+  AxisLanes l;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d < axis) l.outer *= shape[d];
+    if (d > axis) l.inner *= shape[d];
+  }
+  l.n = shape[axis];
+  return l;
+}
+
+void softmax_range(const AxisLanes& lanes, bool log, const Array& x, Array& out, int64_t begin,
+                   int64_t end) {
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t n = lanes.n, s = lanes.inner;
+    for (int64_t l = begin; l < end; ++l) {
+      const int64_t base = (l / s) * n * s + l % s;
+      const T* px = x.data<T>() + base;
+      T* po = out.data<T>() + base;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, px[j * s]);
+      // A lane of -inf (or a NaN maximum) has no finite shift; shifting by 0
+      // gives NumPy's result (nan for all -inf, nan propagated).
+      if (!std::isfinite(m)) m = std::isnan(m) ? m : T(0);
+      double sum = 0.0;
+      if (log) {
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(px[j * s] - m));
+        const T lse = static_cast<T>(static_cast<double>(m) + std::log(sum));
+        for (int64_t j = 0; j < n; ++j) po[j * s] = px[j * s] - lse;
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          T e = std::exp(px[j * s] - m);
+          po[j * s] = e;
+          sum += e;
+        }
+        const T inv = static_cast<T>(1.0 / sum);
+        for (int64_t j = 0; j < n; ++j) po[j * s] *= inv;
+      }
+    }
+  });
+}
+
+void softmax_grad_range(const AxisLanes& lanes, bool log, const Array& g, const Array& out,
+                        Array& dx, int64_t begin, int64_t end) {
+  dispatch_float(g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t n = lanes.n, s = lanes.inner;
+    for (int64_t l = begin; l < end; ++l) {
+      const int64_t base = (l / s) * n * s + l % s;
+      const T* pg = g.data<T>() + base;
+      const T* po = out.data<T>() + base;
+      T* pd = dx.data<T>() + base;
+      double sum = 0.0;
+      if (log) {
+        for (int64_t j = 0; j < n; ++j) sum += pg[j * s];
+        const T t = static_cast<T>(sum);
+        for (int64_t j = 0; j < n; ++j) pd[j * s] = pg[j * s] - std::exp(po[j * s]) * t;
+      } else {
+        for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(pg[j * s]) * po[j * s];
+        const T t = static_cast<T>(sum);
+        for (int64_t j = 0; j < n; ++j) pd[j * s] = po[j * s] * (pg[j * s] - t);
+      }
+    }
+  });
+}
+
+uint64_t dropout_threshold(double rate) {
+  return static_cast<uint64_t>(std::llround(rate * 4294967296.0));
+}
+
+bool dropout_keeps(uint64_t seed, uint64_t threshold, int64_t i) {
+  auto w = philox4x32(RandomKey{seed, kDropoutStream}, static_cast<uint64_t>(i) >> 2);
+  return w[i & 3] >= threshold;
+}
+
+void dropout_range(const Array& x, Array& out, uint64_t seed, uint64_t threshold, double scale,
+                   int64_t begin, int64_t end) {
+  const RandomKey key{seed, kDropoutStream};
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const T k = static_cast<T>(scale);
+    int64_t i = begin;
+    // One Philox call gives the words of four consecutive elements; the
+    // multiplier is selected, not branched on (half the elements are dropped).
+    // The same formula everywhere (x * 0 keeps the sign of x), so the bits do
+    // not depend on where a tile starts.
+    auto one = [&](int64_t j) {
+      po[j] = px[j] * select(dropout_keeps(seed, threshold, j), k, T(0));
+    };
+    for (; i < end && (i & 3) != 0; ++i) one(i);
+    for (; i + 4 <= end; i += 4) {
+      const auto w = philox4x32(key, static_cast<uint64_t>(i) >> 2);
+      for (int j = 0; j < 4; ++j) po[i + j] = px[i + j] * select(w[j] >= threshold, k, T(0));
+    }
+    for (; i < end; ++i) one(i);
+  });
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,791 @@
+// Tests of the nn family (primitives/nn.cpp): forward values against plain-loop
+// references, backward primitives against central differences in float64,
+// dtypes, determinism across thread counts, and every error branch.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+
+#include "grad_check.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/nn.hpp"
+#include "tessera/lang/program.hpp"
+#include "tessera/runtime/scheduler.hpp"
+#include "test_util.hpp"
+
+using namespace tessera;
+using namespace tessera::test;
+
+namespace {
+
+// Normal values of a shape, reproducible from `seed` (float64).
+Array randn(Shape shape, unsigned seed, double scale = 1.0) {
+  Array a(DType::float64, shape);
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = d(gen);
+  return a;
+}
+
+// Values bounded away from 0 (for functions with a kink there).
+Array away_from_zero(Shape shape, unsigned seed) {
+  Array a = randn(shape, seed);
+  for (int64_t i = 0; i < a.size(); ++i) {
+    double& v = a.data<double>()[i];
+    v = v >= 0 ? v + 0.1 : v - 0.1;
+  }
+  return a;
+}
+
+Value named(const char* op, std::vector<CallArg> args) {
+  return call_primitive(op, std::move(args));
+}
+
+std::vector<double> values(const Array& a) {
+  std::vector<double> v(a.size());
+  for (int64_t i = 0; i < a.size(); ++i) v[i] = a.get_double(i);
+  return v;
+}
+
+// Reference: f applied to each element.
+std::vector<double> map(const Array& x, const std::function<double(double)>& f) {
+  std::vector<double> v(x.size());
+  for (int64_t i = 0; i < x.size(); ++i) v[i] = f(x.get_double(i));
+  return v;
+}
+
+double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Checks the backward primitive `grad_op(g, x_or_out, extra...)` of `op` against
+// central differences of sum(op(x) * g).
+void check_activation_grad(const char* op, const char* grad_op, bool from_out, const Array& x,
+                           std::vector<CallArg> extra = {}) {
+  auto f = [&](const Array& v) {
+    std::vector<CallArg> args{{"", v}};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return named(op, args).as_array();
+  };
+  Array g = randn(x.shape(), 99);
+  Array saved = from_out ? f(x) : x;
+  std::vector<CallArg> args{{"", g}, {"", saved}};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Array analytic = named(grad_op, args).as_array();
+  EXPECT_EQ(analytic.dtype(), DType::float64) << grad_op;
+  EXPECT_TRUE(grads_close(analytic, numeric_vjp(f, x, g))) << grad_op;
+}
+
+}  // namespace
+
+// ---- activations ----
+
+TEST(NnActivations, ForwardMatchesReference) {
+  Array x = f64({-3, -1.5, -0.2, 0, 0.2, 1.5, 3}, {7});
+  EXPECT_TRUE(array_eq(call("relu", {x}), DType::float64, {7}, {0, 0, 0, 0, 0.2, 1.5, 3}));
+  EXPECT_TRUE(array_eq(call("leaky_relu", {x}), DType::float64, {7},
+                       {-0.9, -0.45, -0.06, 0, 0.2, 1.5, 3}));
+  EXPECT_TRUE(array_eq(named("leaky_relu", {{"", x}, {"alpha", 0.1}}), DType::float64, {7},
+                       {-0.3, -0.15, -0.02, 0, 0.2, 1.5, 3}));
+  EXPECT_TRUE(array_eq(call("elu", {x}), DType::float64, {7},
+                       map(x, [](double v) { return v > 0 ? v : std::expm1(v); })));
+  EXPECT_TRUE(array_eq(named("elu", {{"", x}, {"alpha", 2.0}}), DType::float64, {7},
+                       map(x, [](double v) { return v > 0 ? v : 2 * std::expm1(v); })));
+  EXPECT_TRUE(array_eq(call("gelu", {x}), DType::float64, {7}, map(x, [](double v) {
+                         return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+                       })));
+  EXPECT_TRUE(array_eq(named("gelu", {{"", x}, {"approximate", true}}), DType::float64, {7},
+                       map(x, [](double v) {
+                         double c = std::sqrt(2 / M_PI);
+                         return 0.5 * v * (1 + std::tanh(c * (v + 0.044715 * v * v * v)));
+                       })));
+  EXPECT_TRUE(array_eq(call("sigmoid", {x}), DType::float64, {7}, map(x, sigmoid_ref)));
+  EXPECT_TRUE(array_eq(call("softplus", {x}), DType::float64, {7},
+                       map(x, [](double v) { return std::log(1 + std::exp(v)); })));
+}
+
+TEST(NnActivations, HandChecked) {
+  // gelu(1) = 0.8413447460685429 (= Phi(1)); sigmoid(0) = 0.5; softplus(0) = log 2.
+  EXPECT_TRUE(array_eq(call("gelu", {f64({1.0})}), DType::float64, {}, {0.8413447460685429}));
+  EXPECT_TRUE(array_eq(call("sigmoid", {f64({0.0})}), DType::float64, {}, {0.5}));
+  EXPECT_TRUE(array_eq(call("softplus", {f64({0.0})}), DType::float64, {}, {std::log(2.0)}));
+  EXPECT_TRUE(array_eq(call("elu", {f64({-1.0})}), DType::float64, {}, {std::exp(-1.0) - 1}));
+}
+
+TEST(NnActivations, ExtremeInputsStayFinite) {
+  Array x = f64({-1000, -50, 50, 1000}, {4});
+  EXPECT_TRUE(array_eq(call("sigmoid", {x}), DType::float64, {4},
+                       {0, sigmoid_ref(-50), sigmoid_ref(50), 1}, 1e-12, 1e-300));
+  EXPECT_TRUE(array_eq(call("softplus", {x}), DType::float64, {4},
+                       {0, std::log1p(std::exp(-50.0)), 50 + std::log1p(std::exp(-50.0)), 1000},
+                       1e-12, 1e-300));
+  Array f = f32({-100.f, 100.f}, {2});
+  EXPECT_TRUE(array_eq(call("sigmoid", {f}), DType::float32, {2}, {0, 1}, 1e-6, 1e-30));
+  EXPECT_TRUE(array_eq(call("softplus", {f}), DType::float32, {2}, {0, 100}, 1e-6, 1e-30));
+}
+
+TEST(NnActivations, Dtypes) {
+  Array f = f32({-1.f, 2.f}, {2});
+  for (const char* op : {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus"}) {
+    EXPECT_EQ(call(op, {f}).as_array().dtype(), DType::float32) << op;
+    EXPECT_EQ(call(op, {i64({-1, 2})}).as_array().dtype(), DType::float64) << op;
+  }
+  EXPECT_TRUE(array_eq(call("relu", {i64({-1, 2})}), DType::float64, {2}, {0, 2}));
+  EXPECT_TRUE(array_eq(call("relu", {b8({true, false})}), DType::float64, {2}, {1, 0}));
+  // Python-like scalars give 0-d float64 arrays; empty arrays stay empty.
+  EXPECT_TRUE(array_eq(call("relu", {Value(-2.5)}), DType::float64, {}, {0}));
+  EXPECT_TRUE(array_eq(call("sigmoid", {Value(int64_t{0})}), DType::float64, {}, {0.5}));
+  EXPECT_TRUE(array_eq(call("relu", {Array(DType::float32, {0, 3})}), DType::float32, {0, 3}, {}));
+  // A nested list is an array.
+  EXPECT_TRUE(array_eq(call("relu", {Value(List{Value(-1.0), Value(3.0)})}), DType::float64, {2},
+                       {0, 3}));
+  // float32 values agree with float64 to float precision.
+  Array x = randn({50}, 3);
+  Array r32 = call("gelu", {x.astype(DType::float32)}).as_array();
+  EXPECT_TRUE(array_eq(r32.astype(DType::float64), DType::float64, {50},
+                       values(call("gelu", {x}).as_array()), 1e-5, 1e-6));
+}
+
+TEST(NnActivations, ReusesAnUnsharedBufferOnly) {
+  Array x = f64({-1, 2}, {2});
+  Array out = call("relu", {x}).as_array();
+  EXPECT_FALSE(out.shares_storage(x));  // x is still held here
+  EXPECT_TRUE(array_eq(Value(x), DType::float64, {2}, {-1, 2}));
+}
+
+TEST(NnActivations, GradientsMatchFiniteDifferences) {
+  Array x = away_from_zero({3, 4}, 1);
+  check_activation_grad("relu", "relu_grad", false, x);
+  check_activation_grad("leaky_relu", "leaky_relu_grad", false, x);
+  check_activation_grad("leaky_relu", "leaky_relu_grad", false, x, {{"alpha", 0.05}});
+  check_activation_grad("elu", "elu_grad", false, x);
+  check_activation_grad("elu", "elu_grad", false, x, {{"alpha", 1.7}});
+  check_activation_grad("gelu", "gelu_grad", false, x);
+  check_activation_grad("gelu", "gelu_grad", false, x, {{"approximate", true}});
+  check_activation_grad("sigmoid", "sigmoid_grad", true, x);
+  check_activation_grad("tanh", "tanh_grad", true, x);
+  check_activation_grad("softplus", "softplus_grad", false, x);
+}
+
+TEST(NnActivations, GradientValuesAtHandPoints) {
+  // relu'(0) = 0 and leaky_relu'(0) = alpha, as TensorFlow.
+  EXPECT_TRUE(array_eq(call("relu_grad", {f64({2, 2, 2}, {3}), f64({-1, 0, 1}, {3})}),
+                       DType::float64, {3}, {0, 0, 2}));
+  EXPECT_TRUE(array_eq(call("leaky_relu_grad", {f64({2, 2, 2}, {3}), f64({-1, 0, 1}, {3})}),
+                       DType::float64, {3}, {0.6, 0.6, 2}));
+  EXPECT_TRUE(array_eq(call("sigmoid_grad", {f64({1.0}), f64({0.5})}), DType::float64, {}, {0.25}));
+  EXPECT_TRUE(array_eq(call("tanh_grad", {f64({2.0}), f64({0.5})}), DType::float64, {}, {1.5}));
+}
+
+TEST(NnActivations, GradientDtypesAndScalarCotangent) {
+  Array x = f32({-1.f, 2.f}, {2});
+  EXPECT_TRUE(array_eq(call("relu_grad", {f32({3.f, 3.f}, {2}), x}), DType::float32, {2}, {0, 3}));
+  // A Python float cotangent is weak: float32 stays float32; it broadcasts.
+  EXPECT_TRUE(array_eq(call("relu_grad", {Value(1.0), x}), DType::float32, {2}, {0, 1}));
+  EXPECT_TRUE(array_eq(call("relu_grad", {f64({1.0}), x}), DType::float64, {2}, {0, 1}));
+  EXPECT_TRUE(array_eq(call("relu_grad", {f64({1, 1}, {2}), x}), DType::float64, {2}, {0, 1}));
+}
+
+TEST(NnActivations, Errors) {
+  EXPECT_TRUE(throws_with<TypeError>([] { call("relu", {Value("abc")}); },
+                                     "[relu] argument 'x' must be a number or an array"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("relu_grad", {f64({1, 2}, {2}), f64({1, 2, 3}, {3})}); },
+      "[relu_grad] g has shape (2,) but x has shape (3,)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("sigmoid_grad", {f64({1, 2}, {2}), f64({1, 2, 3}, {3})}); },
+      "[sigmoid_grad] g has shape (2,) but out has shape (3,)"));
+  EXPECT_TRUE(throws_with<TypeError>([] { call("leaky_relu", {f64({1.0}), Value("x")}); },
+                                     "[leaky_relu] argument 'alpha' must be a number"));
+}
+
+// ---- softmax ----
+
+TEST(NnSoftmax, HandChecked) {
+  // softmax([1, 2, 3]) = [0.09003057, 0.24472847, 0.66524096]
+  EXPECT_TRUE(array_eq(call("softmax", {f64({1, 2, 3}, {3})}), DType::float64, {3},
+                       {0.09003057317038046, 0.24472847105479767, 0.6652409557748219}, 1e-12));
+  EXPECT_TRUE(array_eq(call("log_softmax", {f64({1, 2, 3}, {3})}), DType::float64, {3},
+                       {-2.40760596444438, -1.40760596444438, -0.40760596444438}, 1e-12));
+  // Large logits do not overflow.
+  EXPECT_TRUE(array_eq(call("softmax", {f64({1000, 1000}, {2})}), DType::float64, {2}, {0.5, 0.5}));
+  EXPECT_TRUE(array_eq(call("log_softmax", {f64({1000, 0}, {2})}), DType::float64, {2},
+                       {0, -1000}, 1e-12));
+}
+
+TEST(NnSoftmax, AxesMatchReference) {
+  Array x = randn({2, 3, 4}, 7, 3.0);
+  for (int axis : {0, 1, 2, -1, -2}) {
+    int ax = axis < 0 ? axis + 3 : axis;
+    std::vector<double> ref(24), logref(24);
+    int64_t strides[3] = {12, 4, 1};
+    for (int64_t i = 0; i < 24; ++i) {
+      int64_t pos = (i / strides[ax]) % x.dim(ax);
+      int64_t base = i - pos * strides[ax];
+      double m = -1e300, s = 0;
+      for (int64_t j = 0; j < x.dim(ax); ++j) m = std::max(m, x.get_double(base + j * strides[ax]));
+      for (int64_t j = 0; j < x.dim(ax); ++j) {
+        s += std::exp(x.get_double(base + j * strides[ax]) - m);
+      }
+      ref[i] = std::exp(x.get_double(i) - m) / s;
+      logref[i] = x.get_double(i) - m - std::log(s);
+    }
+    EXPECT_TRUE(array_eq(call("softmax", {x, int64_t{axis}}), DType::float64, {2, 3, 4}, ref,
+                         1e-12)) << axis;
+    EXPECT_TRUE(array_eq(call("log_softmax", {x, int64_t{axis}}), DType::float64, {2, 3, 4},
+                         logref, 1e-12)) << axis;
+  }
+}
+
+TEST(NnSoftmax, DtypesAndEdges) {
+  Array s = call("softmax", {f32({1.f, 2.f, 3.f}, {3})}).as_array();
+  EXPECT_TRUE(array_eq(s, DType::float32, {3}, {0.09003057, 0.24472847, 0.66524096}, 1e-6));
+  EXPECT_EQ(call("log_softmax", {i64({1, 2})}).as_array().dtype(), DType::float64);
+  EXPECT_TRUE(array_eq(call("softmax", {Array(DType::float64, {0, 3})}), DType::float64, {0, 3},
+                       {}));
+  // A lane of one element is 1 (log: 0).
+  EXPECT_TRUE(array_eq(call("softmax", {f64({5, -5}, {2, 1})}), DType::float64, {2, 1}, {1, 1}));
+  EXPECT_TRUE(array_eq(call("log_softmax", {f64({5, -5}, {2, 1})}), DType::float64, {2, 1},
+                       {0, 0}));
+}
+
+TEST(NnSoftmax, GradientsMatchFiniteDifferences) {
+  Array x = randn({2, 3, 4}, 11);
+  for (int axis : {-1, 1, 0}) {
+    for (const char* op : {"softmax", "log_softmax"}) {
+      auto f = [&](const Array& v) { return call(op, {v, int64_t{axis}}).as_array(); };
+      Array g = randn(x.shape(), 12);
+      std::string grad_op = std::string(op) + "_grad";
+      Array analytic = call(grad_op.c_str(), {g, f(x), int64_t{axis}}).as_array();
+      EXPECT_TRUE(grads_close(analytic, numeric_vjp(f, x, g))) << op << " axis " << axis;
+    }
+  }
+}
+
+TEST(NnSoftmax, Errors) {
+  EXPECT_TRUE(throws_with<std::out_of_range>(
+      [] { call("softmax", {f64({1, 2}, {2}), int64_t{1}}); },
+                                             "[softmax] axis 1 is out of bounds for array of "
+                                             "dimension 1"));
+  EXPECT_TRUE(throws_with<std::out_of_range>([] { call("log_softmax", {Value(1.0)}); },
+                                             "[log_softmax] axis -1 is out of bounds for array "
+                                             "of dimension 0"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("softmax_grad", {f64({1, 2}, {2}), f64({0.5, 0.25, 0.25}, {3})}); },
+      "[softmax_grad] g has shape (2,) but out has shape (3,)"));
+  EXPECT_TRUE(throws_with<TypeError>([] { call("softmax", {f64({1, 2}, {2}), 0.5}); },
+                                     "[softmax] argument 'axis' must be an integer"));
+}
+
+// ---- bias_add, batch_flatten ----
+
+TEST(NnBiasAdd, ForwardAndGradients) {
+  Array x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_TRUE(array_eq(call("bias_add", {x, f64({10, 20, 30}, {3})}), DType::float64, {2, 3},
+                       {11, 22, 33, 14, 25, 36}));
+  Array x3 = randn({2, 3, 4}, 5);
+  Array b = randn({4}, 6);
+  auto fb = [&](const Array& v) { return call("bias_add", {x3, v}).as_array(); };
+  Array g = randn({2, 3, 4}, 7);
+  EXPECT_TRUE(grads_close(call("bias_add_grad", {g}).as_array(), numeric_vjp(fb, b, g)));
+  EXPECT_TRUE(array_eq(call("bias_add_grad", {f64({1, 2, 3, 4, 5, 6}, {2, 3})}), DType::float64,
+                       {3}, {5, 7, 9}));
+  EXPECT_TRUE(array_eq(call("bias_add_grad", {Array::zeros(DType::float32, {0, 2})}),
+                       DType::float32, {2}, {0, 0}));
+}
+
+TEST(NnBiasAdd, Dtypes) {
+  EXPECT_TRUE(array_eq(call("bias_add", {f32({1, 2}, {1, 2}), f32({0.5f, 1.5f}, {2})}),
+                       DType::float32, {1, 2}, {1.5, 3.5}));
+  EXPECT_EQ(call("bias_add", {f32({1, 2}, {1, 2}), f64({0.5, 1.5}, {2})}).as_array().dtype(),
+            DType::float64);
+  EXPECT_TRUE(array_eq(call("bias_add", {i64({1, 2}, {1, 2}), i64({1, 1}, {2})}), DType::float64,
+                       {1, 2}, {2, 3}));
+}
+
+TEST(NnBiasAdd, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("bias_add", {f64({1, 2, 3, 4, 5, 6}, {2, 3}), f64({1, 2}, {2})}); },
+      "[bias_add] b must be 1-d with one value per channel (the last axis of x, 3), got shape "
+      "(2,) for x of shape (2, 3)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("bias_add", {Value(1.0), Value(1.0)}); },
+                                                 "[bias_add] x must have at least 1 dimension"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("bias_add_grad", {Value(1.0)}); },
+                                                 "[bias_add_grad] g must have at least 1 "
+                                                 "dimension"));
+}
+
+TEST(NnBatchFlatten, ShapesAndGradient) {
+  Array x = randn({2, 3, 4}, 1);
+  Value f = call("batch_flatten", {x});
+  EXPECT_TRUE(array_eq(f, DType::float64, {2, 12}, values(x)));
+  EXPECT_TRUE(f.as_array().shares_storage(x));
+  EXPECT_EQ(call("batch_flatten", {f64({1, 2, 3}, {3})}).as_array().shape(), (Shape{3, 1}));
+  EXPECT_EQ(call("batch_flatten", {Array(DType::float32, {0, 5, 2})}).as_array().shape(),
+            (Shape{0, 10}));
+  EXPECT_EQ(call("batch_flatten", {i64({1, 2}, {1, 2})}).as_array().dtype(), DType::int64);
+  // The gradient rule: reshape(g, shape(x)).
+  Value back = call("reshape", {call("batch_flatten", {x}), call("shape", {x})});
+  EXPECT_TRUE(array_eq(back, DType::float64, {2, 3, 4}, values(x)));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("batch_flatten", {Value(3.0)}); },
+      "[batch_flatten] x must have at least 1 dimension"));
+}
+
+// ---- dropout ----
+
+TEST(NnDropout, IdentityWhenNotTrainingOrRateZero) {
+  Array x = f64({1, 2, 3}, {3});
+  EXPECT_TRUE(named("dropout", {{"", x}, {"", 0.5}, {"", int64_t{1}}, {"training", false}})
+                  .as_array()
+                  .shares_storage(x));
+  EXPECT_TRUE(call("dropout", {x, 0.0, int64_t{1}}).as_array().shares_storage(x));
+  EXPECT_TRUE(call("dropout", {Value(2.0), 0.0, int64_t{1}}).equals(Value(2.0)));
+}
+
+TEST(NnDropout, MaskValuesAndStatistics) {
+  const int64_t n = 100000;
+  Array x = Array::full(DType::float64, {n}, 3.0);
+  for (double rate : {0.1, 0.5, 0.8}) {
+    Array y = call("dropout", {x, rate, int64_t{42}}).as_array();
+    int64_t kept = 0;
+    const uint64_t threshold = kernels::dropout_threshold(rate);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = y.get_double(i);
+      bool keep = v != 0.0;
+      if (keep) {
+        ++kept;
+        EXPECT_NEAR(v, 3.0 / (1.0 - rate), 1e-12);
+      }
+      // The mask is the documented function of (seed, index).
+      if (keep != kernels::dropout_keeps(42, threshold, i)) {
+        ADD_FAILURE() << "element " << i;
+        break;
+      }
+    }
+    // Binomial: the standard deviation of the kept fraction is < 0.0016.
+    EXPECT_NEAR(static_cast<double>(kept) / n, 1.0 - rate, 0.01) << rate;
+  }
+}
+
+TEST(NnDropout, DeterministicAcrossThreadsAndSeedsDiffer) {
+  const int before = num_threads();
+  Array x = randn({300000}, 3).astype(DType::float32);
+  set_num_threads(1);
+  Value one = call("dropout", {x, 0.5, int64_t{7}});
+  set_num_threads(4);
+  Value four = call("dropout", {x, 0.5, int64_t{7}});
+  set_num_threads(before);
+  EXPECT_TRUE(one.equals(four));
+  EXPECT_EQ(one.as_array().dtype(), DType::float32);
+  EXPECT_TRUE(call("dropout", {x, 0.5, int64_t{7}}).equals(one));
+  EXPECT_FALSE(call("dropout", {x, 0.5, int64_t{8}}).equals(one));
+  // Masks of a prefix agree: element i does not depend on the array's size.
+  Array ones = Array::full(DType::float64, {10}, 1.0);
+  Array head = call("dropout", {ones, 0.5, int64_t{7}}).as_array();
+  for (int64_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(head.get_double(i) != 0, one.as_array().get_double(i) != 0) << i;
+  }
+}
+
+TEST(NnDropout, GradientAppliesTheSameMask) {
+  Array x = randn({4, 5}, 2);
+  auto f = [&](const Array& v) { return call("dropout", {v, 0.4, int64_t{3}}).as_array(); };
+  Array g = randn({4, 5}, 4);
+  // The rule: dropout(g, rate, seed, training).
+  Array analytic = call("dropout", {g, 0.4, int64_t{3}, true}).as_array();
+  EXPECT_TRUE(grads_close(analytic, numeric_vjp(f, x, g)));
+}
+
+TEST(NnDropout, Errors) {
+  Array x = f64({1, 2}, {2});
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("dropout", {x, 1.0, int64_t{1}}); },
+                                                 "[dropout] argument 'rate' must be in [0, 1), "
+                                                 "got 1"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("dropout", {x, -0.1, int64_t{1}}); },
+                                                 "[dropout] argument 'rate' must be in [0, 1), "
+                                                 "got -0.1"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { call("dropout", {x, 0.5, 1.5}); },
+                                     "[dropout] argument 'seed' must be an integer"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { call("dropout", {Value("x"), 0.5, int64_t{1}}); },
+                                     "[dropout] argument 'x' must be a number or an array"));
+}
+
+// ---- batch normalization ----
+
+namespace {
+
+// Reference batch normalization of a (rows, channels) view.
+std::vector<double> bn_ref(const Array& x, const std::vector<double>& gamma,
+                           const std::vector<double>& beta, const std::vector<double>* mean_in,
+                           const std::vector<double>* var_in, double eps) {
+  const int64_t c = x.shape().back(), rows = x.size() / c;
+  std::vector<double> mean(c, 0), var(c, 0), out(x.size());
+  for (int64_t j = 0; j < c; ++j) {
+    if (mean_in) {
+      mean[j] = (*mean_in)[j];
+      var[j] = (*var_in)[j];
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) mean[j] += x.get_double(r * c + j) / rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      double d = x.get_double(r * c + j) - mean[j];
+      var[j] += d * d / rows;
+    }
+  }
+  for (int64_t i = 0; i < x.size(); ++i) {
+    int64_t j = i % c;
+    out[i] = gamma[j] * (x.get_double(i) - mean[j]) / std::sqrt(var[j] + eps) + beta[j];
+  }
+  return out;
+}
+
+Value bn(const Array& x, Value gamma, Value beta, Value mean, Value var, double eps,
+         bool training) {
+  return call("batch_norm", {x, gamma, beta, mean, var, eps, training});
+}
+
+}  // namespace
+
+TEST(NnBatchNorm, TrainingForward) {
+  Array x = randn({4, 3, 2}, 21, 2.0);
+  std::vector<double> gamma{1.5, -0.5}, beta{0.1, 0.2};
+  EXPECT_TRUE(array_eq(bn(x, f64(gamma, {2}), f64(beta, {2}), Value(), Value(), 1e-3, true),
+                       DType::float64, {4, 3, 2}, bn_ref(x, gamma, beta, nullptr, nullptr, 1e-3),
+                       1e-10));
+  // Defaults: gamma 1, beta 0, epsilon 1e-3, training.
+  EXPECT_TRUE(array_eq(call("batch_norm", {x}), DType::float64, {4, 3, 2},
+                       bn_ref(x, {1, 1}, {0, 0}, nullptr, nullptr, 1e-3), 1e-10));
+  // Hand-checked: channel [1, 3] has mean 2, variance 1 -> [-1, 1] / sqrt(1 + eps).
+  EXPECT_TRUE(array_eq(named("batch_norm", {{"", f64({1, 3}, {2, 1})}, {"epsilon", 0.0}}),
+                       DType::float64, {2, 1}, {-1, 1}));
+}
+
+TEST(NnBatchNorm, InferenceUsesGivenMoments) {
+  Array x = randn({5, 3}, 22);
+  std::vector<double> gamma{1, 2, 3}, beta{0, 1, 2}, mean{0.5, -0.5, 0}, var{1, 4, 0.25};
+  Value y = bn(x, f64(gamma, {3}), f64(beta, {3}), f64(mean, {3}), f64(var, {3}), 1e-3, false);
+  EXPECT_TRUE(array_eq(y, DType::float64, {5, 3}, bn_ref(x, gamma, beta, &mean, &var, 1e-3),
+                       1e-12));
+}
+
+TEST(NnBatchNorm, Stats) {
+  Array x = f64({1, 10, 3, 20, 5, 60}, {3, 2});
+  Value s = call("batch_norm_stats", {x});
+  ASSERT_TRUE(s.is_list());
+  EXPECT_TRUE(array_eq(s.as_list()[0], DType::float64, {2}, {3, 30}));
+  EXPECT_TRUE(array_eq(s.as_list()[1], DType::float64, {2}, {8.0 / 3, 1400.0 / 3}));
+  Value s32 = call("batch_norm_stats", {x.astype(DType::float32)});
+  EXPECT_EQ(s32.as_list()[0].as_array().dtype(), DType::float32);
+}
+
+TEST(NnBatchNorm, Dtypes) {
+  Array x = randn({6, 4}, 23).astype(DType::float32);
+  Value y = call("batch_norm", {x});
+  EXPECT_EQ(y.as_array().dtype(), DType::float32);
+  EXPECT_TRUE(array_eq(y.as_array().astype(DType::float64), DType::float64, {6, 4},
+                       bn_ref(x, {1, 1, 1, 1}, {0, 0, 0, 0}, nullptr, nullptr, 1e-3), 1e-5, 1e-5));
+  EXPECT_EQ(call("batch_norm", {i64({1, 2, 3, 4}, {2, 2})}).as_array().dtype(), DType::float64);
+  EXPECT_TRUE(array_eq(call("batch_norm", {Array(DType::float32, {0, 3})}), DType::float32,
+                       {0, 3}, {}));
+}
+
+TEST(NnBatchNorm, TrainingGradientsMatchFiniteDifferences) {
+  Array x = randn({3, 4, 3}, 31, 1.5);
+  Array gamma = f64({1.2, -0.7, 0.4}, {3});
+  Array beta = f64({0.3, -0.1, 0.0}, {3});
+  Array g = randn(x.shape(), 32);
+  const double eps = 1e-3;
+  const Value nil;
+  auto fx = [&](const Array& v) { return bn(v, gamma, beta, nil, nil, eps, true).as_array(); };
+  auto fgamma = [&](const Array& v) { return bn(x, v, beta, nil, nil, eps, true).as_array(); };
+  auto fbeta = [&](const Array& v) { return bn(x, gamma, v, nil, nil, eps, true).as_array(); };
+  Array dx = call("batch_norm_grad", {g, x, gamma, Value(), Value(), eps, true}).as_array();
+  EXPECT_TRUE(grads_close(dx, numeric_vjp(fx, x, g), 1e-5, 1e-6));
+  Array dgamma = call("batch_norm_gamma_grad", {g, x, Value(), Value(), eps, true}).as_array();
+  EXPECT_TRUE(grads_close(dgamma, numeric_vjp(fgamma, gamma, g)));
+  EXPECT_TRUE(grads_close(call("bias_add_grad", {g}).as_array(), numeric_vjp(fbeta, beta, g)));
+}
+
+TEST(NnBatchNorm, InferenceGradientsMatchFiniteDifferences) {
+  Array x = randn({5, 2}, 33);
+  Array gamma = f64({0.8, 1.3}, {2}), beta = f64({0.1, 0.2}, {2});
+  Array mean = f64({0.2, -0.3}, {2}), var = f64({0.5, 2.0}, {2});
+  Array g = randn(x.shape(), 34);
+  auto fx = [&](const Array& v) { return bn(v, gamma, beta, mean, var, 1e-3, false).as_array(); };
+  auto fgamma = [&](const Array& v) { return bn(x, v, beta, mean, var, 1e-3, false).as_array(); };
+  EXPECT_TRUE(grads_close(call("batch_norm_grad", {g, x, gamma, mean, var, 1e-3, false}).as_array(),
+                          numeric_vjp(fx, x, g)));
+  EXPECT_TRUE(grads_close(
+      call("batch_norm_gamma_grad", {g, x, mean, var, 1e-3, false}).as_array(),
+      numeric_vjp(fgamma, gamma, g)));
+}
+
+TEST(NnBatchNorm, DeterministicAcrossThreadCounts) {
+  const int before = num_threads();
+  Array x = randn({50000, 6}, 41, 3.0).astype(DType::float32);
+  Array g = randn({50000, 6}, 42).astype(DType::float32);
+  auto run = [&] {
+    return List{call("batch_norm", {x}), call("batch_norm_stats", {x}),
+                call("batch_norm_grad", {g, x}), call("batch_norm_gamma_grad", {g, x}),
+                call("bias_add_grad", {g})};
+  };
+  set_num_threads(1);
+  Value one = run();
+  set_num_threads(4);
+  Value four = run();
+  set_num_threads(before);
+  EXPECT_TRUE(one.equals(four));
+}
+
+TEST(NnBatchNorm, Errors) {
+  Array x = f64({1, 2, 3, 4, 5, 6}, {3, 2});
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("batch_norm", {Value(1.0)}); },
+                                                 "[batch_norm] x must have at least 1 dimension "
+                                                 "(channels last), got a 0-d array"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("batch_norm", {x, f64({1, 2, 3}, {3})}); },
+      "[batch_norm] argument 'gamma' must have shape (2,) (one value per channel), got shape "
+      "(3,)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { bn(x, Value(), Value(), Value(), Value(), 1e-3, false); },
+      "[batch_norm] inference (training=false) needs the moving 'mean' and 'var', got nil and "
+      "nil"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { bn(x, Value(), Value(), f64({0, 0}, {2}), f64({1, 1, 1}, {3}), 1e-3, false); },
+      "[batch_norm] argument 'var' must have shape (2,)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { bn(x, Value(), Value(), Value(), Value(), -1.0, true); },
+      "[batch_norm] argument 'epsilon' must be non-negative, got -1"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("batch_norm_stats", {Array(DType::float64, {0, 3})}); },
+      "[batch_norm_stats] batch statistics need a non-empty batch, got x of shape (0, 3)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("batch_norm_grad", {f64({1, 2}, {2}), x}); },
+      "[batch_norm_grad] g has shape (2,) but x has shape (3, 2)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("batch_norm_gamma_grad", {x, x, Value(), Value(), 1e-3, false}); },
+      "[batch_norm_gamma_grad] inference (training=false) needs the moving 'mean' and 'var'"));
+}
+
+// ---- one_hot, accuracy ----
+
+TEST(NnOneHot, Values) {
+  EXPECT_TRUE(array_eq(call("one_hot", {i64({0, 2, 1}, {3}), int64_t{3}}), DType::float32, {3, 3},
+                       {1, 0, 0, 0, 0, 1, 0, 1, 0}));
+  EXPECT_TRUE(array_eq(named("one_hot", {{"", i64({1, 0}, {2, 1})}, {"", int64_t{2}},
+                                         {"dtype", "int64"}}),
+                       DType::int64, {2, 1, 2}, {0, 1, 1, 0}));
+  EXPECT_TRUE(array_eq(call("one_hot", {Value(int64_t{2}), int64_t{4}}), DType::float32, {4},
+                       {0, 0, 1, 0}));
+  // Whole-number floats are labels too (datasets stored as float).
+  EXPECT_TRUE(array_eq(call("one_hot", {f64({1.0, 0.0}, {2}), int64_t{2}}), DType::float32, {2, 2},
+                       {0, 1, 1, 0}));
+  EXPECT_TRUE(array_eq(call("one_hot", {i64({}, {0}), int64_t{3}}), DType::float32, {0, 3}, {}));
+}
+
+TEST(NnOneHot, Errors) {
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("one_hot", {i64({0, 1, 6, 2}, {4}), int64_t{6}}); },
+      "[one_hot] label 6 at flat index 2 is out of range for depth 6 (valid labels are 0 to 5)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("one_hot", {i64({-1}, {1}), int64_t{6}}); },
+      "[one_hot] label -1 at flat index 0 is out of range for depth 6"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("one_hot", {f64({0.0, 2.5}, {2}), int64_t{6}}); },
+      "[one_hot] label 2.5 at flat index 1 is not a whole number"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("one_hot", {i64({0}, {1}), int64_t{0}}); },
+                                                 "[one_hot] argument 'depth' must be positive, "
+                                                 "got 0"));
+  EXPECT_TRUE(throws_with<TypeError>(
+      [] { call("one_hot", {i64({0}, {1}), int64_t{2}, Value("half")}); },
+                                     "half"));
+}
+
+TEST(NnAccuracy, Modes) {
+  Array probs = f64({0.1, 0.7, 0.2, 0.5, 0.3, 0.2, 0.2, 0.2, 0.6, 0.3, 0.3, 0.4}, {4, 3});
+  // argmax rows: 1, 0, 2, 2
+  Value acc = call("accuracy", {i64({1, 0, 1, 2}, {4}), probs});
+  EXPECT_TRUE(array_eq(acc, DType::float64, {}, {0.75}));
+  EXPECT_TRUE(array_eq(call("accuracy", {i64({1, 0, 1, 2}, {4, 1}), probs}), DType::float64, {},
+                       {0.75}));
+  Array onehot = call("one_hot", {i64({1, 1, 1, 2}, {4}), int64_t{3}}).as_array();
+  EXPECT_TRUE(array_eq(call("accuracy", {onehot, probs}), DType::float64, {}, {0.5}));
+  EXPECT_TRUE(array_eq(call("accuracy", {onehot, probs.astype(DType::float32)}), DType::float64,
+                       {}, {0.5}));
+  // A last axis of 1: binary at 0.5.
+  EXPECT_TRUE(array_eq(call("accuracy", {f64({1, 0, 1}, {3}), f64({0.9, 0.6, 0.4}, {3, 1})}),
+                       DType::float64, {}, {1.0 / 3}));
+  EXPECT_TRUE(array_eq(call("accuracy", {f64({1, 0, 1}, {3, 1}), f64({0.9, 0.2, 0.6}, {3, 1})}),
+                       DType::float64, {}, {1.0}));
+  // Ties pick the first maximum, as numpy.argmax.
+  EXPECT_TRUE(array_eq(call("accuracy", {i64({0}, {1}), f64({0.5, 0.5}, {1, 2})}), DType::float64,
+                       {}, {1.0}));
+}
+
+TEST(NnAccuracy, Errors) {
+  Array probs = f64({0.1, 0.9, 0.8, 0.2}, {2, 2});
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("accuracy", {i64({0, 2}, {2}), probs}); },
+      "[accuracy] label 2 at flat index 1 is out of range for depth 2"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("accuracy", {i64({0, 1, 1}, {3}), probs}); },
+      "[accuracy] y_true has shape (3,) but y_pred has shape (2, 2): expected class indices of "
+      "shape (2,) or one-hot rows of shape (2, 2)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("accuracy", {i64({}, {0}), Array(DType::float64, {0, 3})}); },
+      "[accuracy] y_pred is empty: shape (0, 3)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("accuracy", {Value(1.0), Value(1.0)}); },
+                                                 "[accuracy] y_pred must have at least 1 "
+                                                 "dimension"));
+}
+
+TEST(NnRegistry, GradientRulesAndFamilies) {
+  for (const char* op : {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax",
+                         "log_softmax", "bias_add", "batch_flatten", "dropout", "batch_norm"}) {
+    const PrimitiveSpec* s = find_primitive(op);
+    ASSERT_NE(s, nullptr) << op;
+    EXPECT_EQ(s->family, "nn") << op;
+    EXPECT_EQ(s->grads.size(), s->params.size()) << op;
+    EXPECT_FALSE(s->grads[0].empty()) << op;
+  }
+  for (const char* op : {"relu_grad", "tanh_grad", "sigmoid_grad", "softmax_grad",
+                         "batch_norm_grad", "batch_norm_gamma_grad", "bias_add_grad"}) {
+    ASSERT_NE(find_primitive(op), nullptr) << op;
+  }
+}
+
+// ---- end to end: grad() in the language through every rule of nn and losses ----
+
+namespace {
+
+// f(params...) = sum(body * weights) with fixed weights, differentiated by the
+// language's grad() and by central differences of the same program.
+struct LangCase {
+  std::string primitive;
+  std::string body;
+  std::vector<std::string> params;
+};
+
+Array lang_input(const std::string& name) {
+  if (name == "a") return f64({0.3, -0.7, 1.1, 0.45, -1.3, 0.8}, {2, 3});
+  if (name == "b") return f64({0.9, 0.35, -0.4, 1.2, 0.6, -0.25}, {2, 3});
+  if (name == "prob") return f64({0.2, 0.5, 0.3, 0.6, 0.1, 0.3}, {2, 3});
+  if (name == "pos") return f64({0.4, 1.5, 0.9, 2.0, 0.3, 1.1}, {2, 3});
+  if (name == "cube") {
+    return f64({0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2}, {2, 3, 2});
+  }
+  if (name == "w") return f64({1.5, -0.5}, {2});
+  if (name == "w2") return f64({0.2, 0.7}, {2});
+  ADD_FAILURE() << "no input " << name;
+  return Array();
+}
+
+const std::vector<LangCase>& lang_cases() {
+  static const std::vector<LangCase> c = {
+      {"relu", "relu(a)", {"a"}},
+      {"leaky_relu", "leaky_relu(a, alpha=0.1)", {"a"}},
+      {"elu", "elu(a)", {"a"}},
+      {"gelu", "gelu(a)", {"a"}},
+      {"gelu", "gelu(a, approximate=true)", {"a"}},
+      {"sigmoid", "sigmoid(a)", {"a"}},
+      {"softplus", "softplus(a)", {"a"}},
+      {"tanh", "tanh(a)", {"a"}},
+      {"softmax", "softmax(a)", {"a"}},
+      {"softmax", "softmax(cube, axis=1)", {"cube"}},
+      {"log_softmax", "log_softmax(a, axis=0)", {"a"}},
+      {"bias_add", "bias_add(cube, w)", {"cube", "w"}},
+      {"batch_flatten", "batch_flatten(cube) * 2.0", {"cube"}},
+      {"dropout", "dropout(a, 0.5, 3)", {"a"}},
+      {"batch_norm", "batch_norm(cube, w, w2)", {"cube", "w", "w2"}},
+      {"batch_norm",
+       "batch_norm(cube, w, w2, [0.1, -0.2], [0.5, 2.0], epsilon=0.01, training=false)",
+       {"cube", "w", "w2"}},
+      {"categorical_crossentropy",
+       "categorical_crossentropy(one_hot([1, 0], 3, \"float64\"), softmax(a))", {"a"}},
+      {"categorical_crossentropy", "categorical_crossentropy(P, b, from_logits=true)", {"b"}},
+      {"sparse_categorical_crossentropy", "sparse_categorical_crossentropy([2, 0], prob)",
+       {"prob"}},
+      {"sparse_categorical_crossentropy", "sparse_categorical_crossentropy([1, 2], pos)",
+       {"pos"}},
+      {"sparse_categorical_crossentropy",
+       "sparse_categorical_crossentropy([2, 0], a, from_logits=true)", {"a"}},
+      {"binary_crossentropy", "binary_crossentropy(P, sigmoid(a))", {"a"}},
+      {"binary_crossentropy", "binary_crossentropy(P, a, from_logits=true)", {"a"}},
+      {"mean_squared_error", "mean_squared_error(B, a)", {"a"}},
+  };
+  return c;
+}
+
+std::string lang_program(const LangCase& c, bool with_grad) {
+  std::string params;
+  for (const auto& p : c.params) params += p + ", ";
+  std::string wrt = "[";
+  for (size_t i = 0; i < c.params.size(); ++i) wrt += (i ? ", " : "") + std::to_string(i);
+  // Constants (not differentiated): P holds probability rows, B targets.
+  return "define(P, [[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]])\n"
+         "define(B, [[0.9, 0.35, -0.4], [1.2, 0.6, -0.25]])\n"
+         "define(weights, y, reshape(arange(size(y)) * 0.37 + 0.5, shape(y)))\n"
+         "define(f, " + params + "sum((" + c.body + ") * weights(" + c.body + ")))\n" +
+         (with_grad ? "grad(f, " + wrt + "])" : "f");
+}
+
+}  // namespace
+
+TEST(NnAutodiff, GradThroughTheLanguageMatchesCentralDifferences) {
+  const double h = 1e-6;
+  for (const auto& c : lang_cases()) {
+    SCOPED_TRACE(c.body);
+    Program f(lang_program(c, false), "f.tsl");
+    Program g(lang_program(c, true), "g.tsl");
+    std::vector<Array> args;
+    for (const auto& p : c.params) args.push_back(lang_input(p));
+    Value grads = g.run(std::vector<Value>(args.begin(), args.end()));
+    ASSERT_TRUE(grads.is_list());
+    auto value_at = [&](const std::vector<Array>& in) {
+      return f.run(std::vector<Value>(in.begin(), in.end())).as_array().get_double(0);
+    };
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Array& analytic = grads.as_list()[i].as_array();
+      ASSERT_EQ(analytic.shape(), args[i].shape());
+      for (int64_t k = 0; k < args[i].size(); ++k) {
+        std::vector<Array> plus = args, minus = args;
+        plus[i] = args[i].copy();
+        minus[i] = args[i].copy();
+        plus[i].data<double>()[k] += h;
+        minus[i].data<double>()[k] -= h;
+        double numeric = (value_at(plus) - value_at(minus)) / (2 * h);
+        EXPECT_NEAR(analytic.get_double(k), numeric, 1e-5 + 1e-5 * std::fabs(numeric))
+            << "d/d" << c.params[i] << "[" << k << "]";
+      }
+    }
+  }
+}
+
+TEST(NnAutodiff, EveryRuleOfNnAndLossesHasALanguageCase) {
+  // The differentiable primitives of nn.cpp and losses.cpp (convolution and
+  // pooling, also of the nn family, are tested with their own file).
+  std::set<std::string> covered;
+  for (const auto& c : lang_cases()) covered.insert(c.primitive);
+  for (const char* op : {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax",
+                         "log_softmax", "bias_add", "batch_flatten", "dropout", "batch_norm",
+                         "categorical_crossentropy", "sparse_categorical_crossentropy",
+                         "binary_crossentropy", "mean_squared_error"}) {
+    EXPECT_TRUE(covered.count(op)) << "no language case for " << op;
+  }
+  for (const PrimitiveSpec* s : all_primitives()) {
+    if (s->family != "losses") continue;
+    bool has_rule = false;
+    for (const auto& r : s->grads) has_rule = has_rule || !r.empty();
+    if (has_rule && !covered.count(s->name)) ADD_FAILURE() << "no language case for " << s->name;
+  }
+}
+
+TEST(NnAutodiff, ConstantsStopDifferentiation) {
+  // one_hot, accuracy and batch_norm_stats pass no gradient (and do not fail).
+  Value r = eval_string(
+      "define(f, x, sum(x * accuracy([1, 0], x)) + sum(batch_norm_stats(x)[0]))\n"
+      "grad(f)([[0.2, 0.8], [0.9, 0.1]])");
+  EXPECT_TRUE(array_eq(r, DType::float64, {2, 2}, {1, 1, 1, 1}));
+}
