@@ -31,7 +31,7 @@ test: build
 	@$(PYTHON) -m pytest tests/python -q
 
 demo: build
-	@$(BUILD)/tessera eval --time examples/logistic_regression.tsl
+	@$(PYTHON) examples/har_cnn.py
 
 bench: build
 	@bench/run-all $(BUILD)

@@ -1,0 +1,165 @@
+"""tessera.nn: shapes, the compiled training step against NumPy, training on
+synthetic HAR data, determinism, weights files, and bad input."""
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import data, nn
+
+
+def small_cnn(seed=0, dropout=0.2):
+    return nn.Sequential([
+        nn.Conv1D(16, 5, activation="relu"),
+        nn.Conv1D(16, 5, activation="relu"),
+        nn.MaxPool1D(4),
+        nn.Flatten(),
+        nn.Dropout(dropout),
+        nn.Dense(32, activation="relu"),
+        nn.Dense(6, activation="softmax"),
+    ], input_shape=(128, 9), seed=seed)
+
+
+def test_shapes_and_parameter_counts(capsys):
+    model = nn.Sequential([
+        nn.Conv1D(64, 3, activation="relu"), nn.Conv1D(64, 3, activation="relu"),
+        nn.Dropout(0.5), nn.MaxPool1D(2), nn.Flatten(), nn.Dense(100, activation="relu"),
+        nn.Dense(6, activation="softmax")], input_shape=(128, 9))
+    # The paper's HAR network: Keras reports the same counts.
+    assert [l.output_shape for l in model.layers] == [
+        (126, 64), (124, 64), (124, 64), (62, 64), (3968,), (100,), (6,)]
+    assert model.count_params() == (3 * 9 * 64 + 64) + (3 * 64 * 64 + 64) + (3968 * 100 + 100) \
+        + (100 * 6 + 6)
+    model.summary()
+    out = capsys.readouterr().out
+    assert "Total params: 411,650" in out and "Dense" in out
+    conv2 = nn.Sequential([nn.Conv2D(4, 3, padding="same"), nn.MaxPool2D(2), nn.Flatten()],
+                          input_shape=(28, 28, 1))
+    assert conv2.output_shape == (14 * 14 * 4,)
+
+
+def test_one_sgd_step_matches_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(8, 5)).astype(np.float32)
+    y = rng.integers(0, 3, size=8)
+    model = nn.Sequential([nn.Dense(3, activation="softmax")], input_shape=(5,), seed=4)
+    model.compile(tessera.optim.SGD(0.5), "sparse_categorical_crossentropy")
+    w0 = np.array(model.weights["l0_kernel"], dtype=np.float64)
+    b0 = np.array(model.weights["l0_bias"], dtype=np.float64)
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    z = x.astype(np.float64) @ w0 + b0
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    dz = (p - np.eye(3)[y]) / len(x)
+    np.testing.assert_allclose(model.weights["l0_kernel"], w0 - 0.5 * x.T @ dz, rtol=1e-4,
+                               atol=1e-6)
+    np.testing.assert_allclose(model.weights["l0_bias"], b0 - 0.5 * dz.sum(axis=0), rtol=1e-4,
+                               atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def har():
+    x, y = data.synthetic_har(n=1200, seed=0, split="train")
+    xv, yv = data.synthetic_har(n=300, seed=0, split="test")
+    return x, y, xv, yv
+
+
+def test_training_learns_synthetic_har(har):
+    x, y, xv, yv = har
+    model = small_cnn()
+    model.compile(tessera.optim.Adam(5e-3), "sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    history = model.fit(x, y, batch_size=32, epochs=10, validation_data=(xv, yv), verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0] * 0.5, losses
+    # Chance is 1/6; training is bitwise deterministic, so this cannot flake.
+    assert history.history["val_accuracy"][-1] > 0.75, history.history
+    loss, acc = model.evaluate(xv, yv, verbose=0)
+    assert acc == pytest.approx(history.history["val_accuracy"][-1])
+    probs = model.predict(xv[:10])
+    assert probs.shape == (10, 6)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_training_is_deterministic(har):
+    x, y, _, _ = har
+    runs = []
+    for threads in (1, 2):
+        tessera.set_num_threads(threads)
+        model = small_cnn(seed=5)
+        model.compile("adam", "sparse_categorical_crossentropy")
+        model.fit(x[:256], y[:256], batch_size=64, epochs=2, seed=9, verbose=0)
+        runs.append(model.weights)
+    tessera.set_num_threads(2)
+    for k in runs[0]:
+        np.testing.assert_array_equal(runs[0][k], runs[1][k])
+
+
+def test_batch_normalization_trains_and_tracks_statistics(har):
+    x, y, _, _ = har
+    model = nn.Sequential([nn.Conv1D(8, 5, strides=4), nn.BatchNormalization(),
+                           nn.Activation("relu"), nn.Flatten(), nn.Dense(6, "softmax")],
+                          input_shape=(128, 9))
+    model.compile(tessera.optim.SGD(0.05, momentum=0.9), "sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    h = model.fit(x[:512], y[:512], batch_size=64, epochs=3, verbose=0)
+    assert h.history["loss"][-1] < h.history["loss"][0]
+    assert not np.allclose(model.weights["l1_moving_mean"], 0.0)
+    assert model.predict(x[:4]).shape == (4, 6)
+
+
+def test_weights_round_trip_and_corruption(tmp_path, har):
+    x, _, _, _ = har
+    model = small_cnn(seed=1)
+    path = tmp_path / "w.tsw"
+    model.save_weights(path)
+    other = small_cnn(seed=2)
+    assert not np.array_equal(other.predict(x[:5]), model.predict(x[:5]))
+    other.load_weights(path)
+    np.testing.assert_array_equal(other.predict(x[:5]), model.predict(x[:5]))
+
+    blob = bytearray(path.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    bad = tmp_path / "bad.tsw"
+    bad.write_bytes(bytes(blob))
+    fresh = small_cnn(seed=3)
+    before = {k: v.copy() for k, v in fresh.weights.items()}
+    with pytest.raises(ValueError, match="checksum mismatch.*nothing was loaded"):
+        fresh.load_weights(bad)
+    for k in before:
+        np.testing.assert_array_equal(fresh.weights[k], before[k])
+    (tmp_path / "short.tsw").write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match="nothing was loaded"):
+        fresh.load_weights(tmp_path / "short.tsw")
+    wrong = nn.Sequential([nn.Flatten(), nn.Dense(6)], input_shape=(128, 9))
+    with pytest.raises(ValueError, match="do not match the model"):
+        wrong.load_weights(path)
+
+
+def test_bad_input_is_reported(har):
+    x, y, _, _ = har
+    model = small_cnn()
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    with pytest.raises(ValueError, match=r"samples of shape \(128, 3\).*expects \(128, 9\)"):
+        model.fit(x[:10, :, :3], y[:10], verbose=0)
+    with pytest.raises(ValueError, match="different numbers of samples: 10 and 9"):
+        model.fit(x[:10], y[:9], verbose=0)
+    with pytest.raises(ValueError, match=r"label"):
+        model.fit(x[:10], np.full(10, 7), verbose=0)
+    with pytest.raises(ValueError, match="unknown loss"):
+        model.compile("adam", "hinge")
+    with pytest.raises(ValueError, match=r"\[Dense\] units must be a positive int"):
+        nn.Dense(0)
+    with pytest.raises(ValueError, match=r"does not fit the input"):
+        nn.Sequential([nn.Conv1D(4, 200)], input_shape=(128, 9))
+
+
+def test_nan_loss_stops_with_the_step(har):
+    x, y, _, _ = har
+    xs = x[:64].copy()
+    xs[40] = np.nan
+    model = nn.Sequential([nn.Flatten(), nn.Dense(6, activation="softmax")], input_shape=(128, 9))
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 1, step 2"):
+        model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0)
+    model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0, nan_policy="continue")
