@@ -6,18 +6,16 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <mutex>
 
 namespace tessera::kernels {
 
 namespace {
 
-// The serial OpenBLAS has no thread pool, but a threaded one could be picked up
-// at run time; one scheduler owns the cores (DESIGN.md principle 1).
-void ensure_single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
+// BLAS is BLIS's serial build: no thread pool of its own (one scheduler owns
+// the cores, DESIGN.md principle 1), and reentrant, so row tiles of one product
+// call it concurrently from several workers. (Debian's serial OpenBLAS is not
+// safe for concurrent calls: its shared buffers gave wrong results.)
+using blasint = int;
 
 // Blocked i-p-j loop: streams rows of B through cache in (kBlockK, kBlockN) panels.
 constexpr int64_t kBlockK = 128;
@@ -68,7 +66,6 @@ void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t 
 
 template <class T>
 void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_t r0, int64_t r1) {
-  ensure_single_threaded_blas();
   const int64_t rows = r1 - r0;
   const T* ar = a + r0 * k;
   T* cr = c + r0 * n;
@@ -103,7 +100,6 @@ void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_
 template <class T>
 void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int64_t n,
                          int64_t r0, int64_t r1) {
-  ensure_single_threaded_blas();
   const int64_t rows = r1 - r0;
   T* cr = c + r0 * n;
   if (k == 0) {

@@ -586,3 +586,18 @@ TEST(MatrixTransposedProduct, TallThinProductIsChunkedDeterministically) {
   EXPECT_TRUE(runs[0].equals(runs[1]));
   EXPECT_TRUE(runs[0].equals(runs[2]));
 }
+
+TEST(MatrixConcurrency, RowTilesRunningAtOnceGiveIdenticalProducts) {
+  // Row tiles call BLAS from several workers at once; a BLAS that is not
+  // reentrant (Debian's serial OpenBLAS) corrupts some of them.
+  using namespace tessera::test;
+  tessera::set_num_threads(2);
+  Array a = call_primitive("random_normal", {CallArg{"", Value(List{Value(int64_t{64}), Value(int64_t{1600})})},
+                                             CallArg{"seed", Value(int64_t{1})}, CallArg{"dtype", Value("float32")}}).as_array();
+  Array b = call_primitive("random_normal", {CallArg{"", Value(List{Value(int64_t{1600}), Value(int64_t{128})})},
+                                             CallArg{"seed", Value(int64_t{2})}, CallArg{"dtype", Value("float32")}}).as_array();
+  Value first = call("matmul", {a, b});
+  int differing = 0;
+  for (int i = 0; i < 60; ++i) differing += !call("matmul", {a, b}).equals(first);
+  EXPECT_EQ(differing, 0);
+}
