@@ -202,7 +202,7 @@ class Differentiator {
     } else {
       stmts.push_back(with_value ? call("list", {result.ast, g}, loc) : g);
     }
-    params.push_back({"", block(std::move(stmts), loc)});
+    params.push_back({"", block(release_dead(std::move(stmts), loc), loc)});
     auto lambda = std::make_shared<Ast>();
     lambda->kind = Ast::Kind::call;
     lambda->name = "lambda";
@@ -559,6 +559,36 @@ class Differentiator {
     return define(ct(src.id),
                   call("grad_accumulate", {ident(ct(src.id), loc), ident(ct(merged), loc)}, loc),
                   loc);
+  }
+
+  // Frees every intermediate (forward value or cotangent) right after the
+  // last statement that reads it, so activations live only as long as the
+  // backward pass needs them. The last statement is the result.
+  static std::vector<AstPtr> release_dead(std::vector<AstPtr> stmts, const SourceLoc& loc) {
+    std::map<std::string, size_t> last_use;
+    for (size_t i = 0; i < stmts.size(); ++i) {
+      std::set<std::string> names;
+      collect_names(stmts[i], names);
+      for (const auto& n : names) {
+        if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0) last_use[n] = i;
+      }
+    }
+    std::vector<std::vector<std::string>> dead(stmts.size());
+    for (const auto& [n, i] : last_use) {
+      if (i + 1 < stmts.size()) dead[i].push_back(n);
+    }
+    std::vector<AstPtr> out;
+    for (size_t i = 0; i < stmts.size(); ++i) {
+      out.push_back(stmts[i]);
+      for (const auto& n : dead[i]) out.push_back(define(n, literal(Value(), loc), loc));
+    }
+    return out;
+  }
+
+  static void collect_names(const AstPtr& a, std::set<std::string>& out) {
+    if (a->kind == Ast::Kind::identifier) out.insert(a->name);
+    if (a->callee) collect_names(a->callee, out);
+    for (const auto& arg : a->args) collect_names(arg.value, out);
   }
 
   const FunctionLookup& lookup_;

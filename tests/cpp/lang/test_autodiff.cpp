@@ -248,3 +248,21 @@ TEST(Autodiff, AuxiliaryValuesRideAlong) {
       [] { eval_string("define(f, w, sum(w)) value_and_grad(f, has_aux=true)"); },
       "must end in list(value, aux)"));
 }
+
+TEST(Autodiff, IntermediatesAreFreedAfterTheirLastUse) {
+  // The gradient program releases every forward value and cotangent right
+  // after the statement that reads it last: count the releases in the tree.
+  Program p("define(f, x, sum(exp(x) * sin(x))) grad(f)", "m.tsl");
+  std::string dot = p.tree_dot();
+  size_t defines = 0, pos = 0;
+  while ((pos = dot.find("define __", pos)) != std::string::npos) ++defines, ++pos;
+  size_t releases = 0;
+  pos = 0;
+  while ((pos = dot.find("label=\"nil\\n", pos)) != std::string::npos) ++releases, ++pos;
+  EXPECT_GT(releases, 4u) << dot;
+  EXPECT_GT(defines, releases);
+  // And the gradient is still right: d/dx sum(exp(x) sin(x)) = exp(x) (sin x + cos x).
+  Value g = eval_string("define(f, x, sum(exp(x) * sin(x))) grad(f)([0.0, 1.0])");
+  EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {2},
+                                      {1.0, std::exp(1.0) * (std::sin(1.0) + std::cos(1.0))}));
+}
