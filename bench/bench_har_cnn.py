@@ -136,9 +136,11 @@ def main():
     m = tessera_model()
     start = time.perf_counter()
     t_acc = None
+    best = {"tessera": 0.0, "PyTorch": 0.0}
     for epoch in range(max_epochs):
         m.fit(xtr, ytr, batch_size=256, epochs=1, seed=epoch, verbose=0)
         _, acc = m.evaluate(xte, yte, verbose=0)
+        best["tessera"] = max(best["tessera"], acc)
         if acc >= target:
             t_acc = time.perf_counter() - start
             break
@@ -160,10 +162,15 @@ def main():
         net.eval()
         with torch.no_grad():
             acc = (net(Xe).argmax(1) == Ye).float().mean().item()
+        best["PyTorch"] = max(best["PyTorch"], acc)
         if acc >= target:
             p_acc = time.perf_counter() - start
             break
-    fmt = lambda t: f"{t:.1f} s" if t is not None else f"not reached in {max_epochs} epochs"
+    def fmt(t, who):
+        if t is not None:
+            return f"{t:.1f} s"
+        return f"not reached in {max_epochs} epochs (best {best[who]:.3f})"
+
     ratio = f"{t_acc / p_acc:.2f}" if t_acc and p_acc else "n/a"
     print(f"time to {target:.0%} test accuracy (synthetic HAR, batch 256): tessera {fmt(t_acc)}, "
           f"PyTorch {fmt(p_acc)}; tessera/PyTorch = {ratio}")
