@@ -172,8 +172,8 @@ def main():
         return f"not reached in {max_epochs} epochs (best {best[who]:.3f})"
 
     ratio = f"{t_acc / p_acc:.2f}" if t_acc and p_acc else "n/a"
-    print(f"time to {target:.0%} test accuracy (synthetic HAR, batch 256): tessera {fmt(t_acc)}, "
-          f"PyTorch {fmt(p_acc)}; tessera/PyTorch = {ratio}")
+    print(f"time to {target:.0%} test accuracy (synthetic HAR, batch 256): tessera {fmt(t_acc, 'tessera')}, "
+          f"PyTorch {fmt(p_acc, 'PyTorch')}; tessera/PyTorch = {ratio}")
 
 
 if __name__ == "__main__":
