@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "tessera/core/error.hpp"
@@ -49,19 +51,87 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+namespace {
+
+// Large buffers are kept for reuse when freed: a fresh large allocation is
+// mapped anew by the kernel and every page faults on first touch, which costs
+// as much as the elementwise work on it. Sizes are rounded to 64 KiB so that
+// the same shapes (every training step) find their blocks again. The cache
+// holds at most TESSERA_CACHE_BYTES (default 2 GiB; 0 disables it).
+constexpr size_t kCacheGranule = size_t{1} << 16;
+constexpr size_t kCacheMinBytes = size_t{1} << 20;
+
+struct BlockCache {
+  std::mutex mutex;
+  std::multimap<size_t, void*> free_blocks;
+  size_t cached = 0;
+  size_t limit = [] {
+    const char* env = std::getenv("TESSERA_CACHE_BYTES");
+    return env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{2} << 30;
+  }();
+};
+
+BlockCache& block_cache() {
+  static BlockCache* c = new BlockCache();  // never destroyed: arrays may outlive statics
+  return *c;
+}
+
+size_t rounded_size(size_t bytes) {
+  size_t r = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  if (r >= kCacheMinBytes) r = (r + kCacheGranule - 1) / kCacheGranule * kCacheGranule;
+  return r;
+}
+
+}  // namespace
+
 Storage::Storage(size_t bytes) : bytes_(bytes) {
-  size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  size_t rounded = rounded_size(bytes);
+  if (rounded >= kCacheMinBytes) {
+    BlockCache& c = block_cache();
+    std::lock_guard lock(c.mutex);
+    auto it = c.free_blocks.find(rounded);
+    if (it != c.free_blocks.end()) {
+      data_ = it->second;
+      c.cached -= rounded;
+      c.free_blocks.erase(it);
+      return;
+    }
+  }
   data_ = std::aligned_alloc(kAlignment, rounded);
+  if (!data_) {
+    // Cached blocks may be what stands in the way: give them back and retry.
+    release_cached_blocks();
+    data_ = std::aligned_alloc(kAlignment, rounded);
+  }
   if (!data_) {
     throw MemoryError(error_message("[array] cannot allocate ", bytes, " bytes"));
   }
+}
+
+void release_cached_blocks() {
+  BlockCache& c = block_cache();
+  std::lock_guard lock(c.mutex);
+  for (auto& [size, p] : c.free_blocks) std::free(p);
+  c.free_blocks.clear();
+  c.cached = 0;
 }
 
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
     : data_(data), bytes_(bytes), owned_(false), owner_(std::move(owner)) {}
 
 Storage::~Storage() {
-  if (owned_) std::free(data_);
+  if (!owned_) return;
+  size_t rounded = rounded_size(bytes_);
+  if (rounded >= kCacheMinBytes) {
+    BlockCache& c = block_cache();
+    std::lock_guard lock(c.mutex);
+    if (c.cached + rounded <= c.limit) {
+      c.free_blocks.emplace(rounded, data_);
+      c.cached += rounded;
+      return;
+    }
+  }
+  std::free(data_);
 }
 
 Array::Array() : Array(DType::float64, {}) { *data<double>() = 0.0; }

@@ -29,7 +29,12 @@ int64_t shape_size(const Shape& shape, const char* op = "array");
 // Row-major strides, in elements.
 std::vector<int64_t> contiguous_strides(const Shape& shape);
 
+// Frees the large blocks kept for reuse (see Storage); they are also
+// released by themselves when an allocation would otherwise fail.
+void release_cached_blocks();
+
 // A block of 64-byte-aligned memory, or a view of memory owned elsewhere.
+// Large blocks (1 MiB and up) are recycled through a cache when freed.
 class Storage {
  public:
   // Allocates `bytes` bytes (uninitialized); throws MemoryError on failure.

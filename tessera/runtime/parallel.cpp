@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tessera/runtime/future.hpp"
 #include "tessera/runtime/scheduler.hpp"
 
 namespace tessera {
@@ -40,9 +41,21 @@ void parallel_for(int64_t n, double ns_per_item,
   };
   if (in_worker()) {
     run();
-  } else {
-    run_in_arena(run);
+    return;
   }
+  // From outside the arena (a caller at the API boundary, which may wait):
+  // the work goes to a worker as a task, whose tiles the other workers steal.
+  // (Joining the arena through execute() left the tiles on one thread.)
+  Promise<int> done;
+  spawn([&] {
+    try {
+      run();
+      done.set_value(0);
+    } catch (...) {
+      done.set_error(std::current_exception());
+    }
+  });
+  done.get_future().wait();
 }
 
 }  // namespace tessera

@@ -38,3 +38,16 @@ TEST(Array, ResultTypeFollowsNep50) {
   EXPECT_EQ(result_type(i64, f32), DType::float64);
   EXPECT_EQ(result_type(Value(int64_t{1}), Value(2.0)), DType::float64);
 }
+
+TEST(Array, LargeBuffersAreRecycled) {
+  const void* first;
+  {
+    Array a(DType::float32, {1024, 1024});
+    first = a.raw();
+  }
+  Array b(DType::float32, {1024, 1024});
+  EXPECT_EQ(b.raw(), first);  // the freed block came back
+  Array c(DType::float32, {1024, 1024});
+  EXPECT_NE(c.raw(), b.raw());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c.raw()) % 64, 0u);
+}
