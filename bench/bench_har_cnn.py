@@ -67,6 +67,22 @@ def torch_model(torch):
     return Net()
 
 
+def copy_weights(model, net, torch):
+    """Gives the PyTorch network the tessera model's initial weights (layouts
+    converted: channels-last kernels, and the flatten order (steps, channels))."""
+    w = {k: np.asarray(v) for k, v in model.weights.items()}
+    with torch.no_grad():
+        net.c1.weight.copy_(torch.from_numpy(w["l0_kernel"].transpose(2, 1, 0).copy()))
+        net.c1.bias.copy_(torch.from_numpy(w["l0_bias"]))
+        net.c2.weight.copy_(torch.from_numpy(w["l1_kernel"].transpose(2, 1, 0).copy()))
+        net.c2.bias.copy_(torch.from_numpy(w["l1_bias"]))
+        d1 = w["l5_kernel"].reshape(62, 64, 100).transpose(1, 0, 2).reshape(3968, 100)
+        net.d1.weight.copy_(torch.from_numpy(d1.T.copy()))
+        net.d1.bias.copy_(torch.from_numpy(w["l5_bias"]))
+        net.d2.weight.copy_(torch.from_numpy(w["l6_kernel"].T.copy()))
+        net.d2.bias.copy_(torch.from_numpy(w["l6_bias"]))
+
+
 def median_time(fn, repeats):
     fn()
     times = []
@@ -151,6 +167,7 @@ def main():
             break
     torch.manual_seed(0)
     net = torch_model(torch)
+    copy_weights(tessera_model(), net, torch)  # both start from the same weights
     opt = torch.optim.Adam(net.parameters(), 1e-3)
     X, Y = torch.from_numpy(xtr), torch.from_numpy(ytr)
     Xe, Ye = torch.from_numpy(xte), torch.from_numpy(yte)
