@@ -13,27 +13,18 @@ run: .venv/bin/python bench/bench_har_cnn.py [--threads 2] [--repeats 3] [--skip
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
 
 import tessera
+from machine import cpu_model
 from tessera import data, nn
 
 FLOP_PER_SAMPLE = 4.28e6
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def tessera_model(seed=0):

@@ -7,13 +7,13 @@ run: python bench/bench_logreg.py [--n 100000] [--d 100] [--iterations 20] [--re
 
 import argparse
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
 
 import tessera
+from machine import cpu_model
 
 
 def train(x, y, iterations, learning_rate):
@@ -29,15 +29,6 @@ def trivial(x):
     return x
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def median_time(fn, repeats):

@@ -14,6 +14,17 @@
 
 namespace tessera::kernels {
 
+// True when the shapes are equal or differ only by a trailing 1 ((N,) and
+// (N, 1)): the label shapes losses and accuracy accept.
+inline bool same_but_trailing_one(const Shape& a, const Shape& b) {
+  if (a == b) return true;
+  auto with_one = [](Shape s) {
+    s.push_back(1);
+    return s;
+  };
+  return with_one(a) == b || a == with_one(b);
+}
+
 // The dtype nn primitives compute in: float32 stays float32, everything else
 // (float64, int64, bool) computes in float64.
 inline DType float_dtype(DType dt) {

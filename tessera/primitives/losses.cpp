@@ -67,15 +67,6 @@ void require_nonempty(const Args& a, const Array& y_pred) {
   }
 }
 
-bool same_but_trailing_one(const Shape& a, const Shape& b) {
-  if (a == b) return true;
-  auto with_one = [](Shape s) {
-    s.push_back(1);
-    return s;
-  };
-  return with_one(a) == b || a == with_one(b);
-}
-
 // y_true and y_pred of a loss that pairs them element by element, both in
 // y_pred's float dtype; `strict` demands equal shapes (categorical), otherwise
 // a trailing axis of 1 may differ ((N,) labels against (N, 1) outputs).
@@ -86,7 +77,7 @@ struct Pair {
 Pair paired(const Args& a, size_t ti, size_t pi, bool strict, bool classes_last) {
   Array yt = a.array(ti), yp = a.array(pi);
   if (classes_last) require_classes_last(a, yp);
-  const bool ok = strict ? yt.shape() == yp.shape() : same_but_trailing_one(yt.shape(), yp.shape());
+  const bool ok = strict ? yt.shape() == yp.shape() : kernels::same_but_trailing_one(yt.shape(), yp.shape());
   if (!ok) {
     throw std::invalid_argument(error_message("[", a.op(),
                                               "] y_true and y_pred must have the same shape "

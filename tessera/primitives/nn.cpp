@@ -460,15 +460,6 @@ Value eval_one_hot(Args& a) {
   return out;
 }
 
-bool same_but_trailing_one(const Shape& a, const Shape& b) {
-  if (a == b) return true;
-  auto with_one = [](Shape s) {
-    s.push_back(1);
-    return s;
-  };
-  return with_one(a) == b || a == with_one(b);
-}
-
 // accuracy(y_true, y_pred): the fraction of rows whose predicted class matches.
 Value eval_accuracy(Args& a) {
   Array yt = a.array(0), yp = a.array(1);
@@ -481,11 +472,11 @@ Value eval_accuracy(Args& a) {
   Shape rows_shape(yp.shape().begin(), yp.shape().end() - 1);
   const int64_t rows = shape_size(rows_shape);
   enum class Mode { binary, one_hot, indices } mode;
-  if (classes == 1 && same_but_trailing_one(yt.shape(), yp.shape())) {
+  if (classes == 1 && kernels::same_but_trailing_one(yt.shape(), yp.shape())) {
     mode = Mode::binary;
   } else if (yt.shape() == yp.shape()) {
     mode = Mode::one_hot;
-  } else if (same_but_trailing_one(yt.shape(), rows_shape) && yt.shape() != yp.shape()) {
+  } else if (kernels::same_but_trailing_one(yt.shape(), rows_shape) && yt.shape() != yp.shape()) {
     mode = Mode::indices;
   } else {
     throw std::invalid_argument(error_message(
