@@ -36,7 +36,7 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
 from ._core import CompileError, Program, call_primitive, num_threads, set_num_threads
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
-from . import data, nn, optim
+from . import data, distributed, nn, optim
 
 __version__ = "0.1.0"
 
@@ -46,6 +46,7 @@ __all__ = [
     "UnsupportedError",
     "call_primitive",
     "data",
+    "distributed",
     "grad",
     "is_eager",
     "jit",

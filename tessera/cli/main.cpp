@@ -9,10 +9,16 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/dist/locality.hpp"
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/scheduler.hpp"
+
+namespace tessera::cli {
+// `tessera run` (run.cpp).
+int cmd_run(const std::vector<std::string>& argv);
+}  // namespace tessera::cli
 
 namespace {
 
@@ -27,6 +33,10 @@ commands:
                             is a function it is called with them
   eval -e 'EXPR' [args...]  run an expression given on the command line
   ops [NAME]                list every primitive with its signature, or show one
+  run -n N [--hosts H1:2,H2:2] [--threads T] FILE.tsl|SCRIPT.py [args...]
+                            run a program on N localities (MPI ranks) through mpirun;
+                            each rank gets cores/N threads unless --threads; output lines
+                            are prefixed with [rank r]; a failing rank is named
   help                      this text
 
 eval options (before FILE):
@@ -212,10 +222,12 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "eval") return cmd_eval(rest);
     if (cmd == "ops") return cmd_ops(rest);
+    if (cmd == "run") return tessera::cli::cmd_run(rest);
     std::fprintf(stderr, "tessera: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (...) {
     std::exception_ptr e = std::current_exception();
+    tessera::dist::mark_failed();
     std::fflush(stdout);
     std::fprintf(stderr, "%s: %s\n", error_kind(e).c_str(), exception_message(e).c_str());
     return 1;

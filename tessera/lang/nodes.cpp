@@ -152,30 +152,41 @@ PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
 
 std::vector<const Node*> PrimitiveCallNode::children() const { return raw(operands_); }
 
-Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
-  const auto& params = spec_->params;
+namespace {
+
+// Binds a primitive node's operand values to its parameters (filling
+// defaults; variadic operands collected into the last parameter).
+Args bind_operands(const PrimitiveSpec& spec, const std::vector<int>& slots,
+                   const std::vector<bool>& variadic, std::vector<Value>& operand_values) {
+  const auto& params = spec.params;
   std::vector<Value> values(params.size());
   std::vector<bool> filled(params.size(), false);
   List rest;
   bool any_variadic = false;
   for (size_t i = 0; i < operand_values.size(); ++i) {
-    if (variadic_[i]) {
+    if (variadic[i]) {
       rest.push_back(std::move(operand_values[i]));
       any_variadic = true;
     } else {
-      values[slots_[i]] = std::move(operand_values[i]);
-      filled[slots_[i]] = true;
+      values[slots[i]] = std::move(operand_values[i]);
+      filled[slots[i]] = true;
     }
   }
   for (size_t k = 0; k < params.size(); ++k) {
-    bool variadic_slot = spec_->variadic && k + 1 == params.size();
+    bool variadic_slot = spec.variadic && k + 1 == params.size();
     if (variadic_slot) {
       values[k] = any_variadic ? Value(std::move(rest)) : Value(List{});
     } else if (!filled[k]) {
       values[k] = *params[k].default_value;
     }
   }
-  Args args(*spec_, std::move(values));
+  return Args(spec, std::move(values));
+}
+
+}  // namespace
+
+Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
+  Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
   auto t0 = std::chrono::steady_clock::now();
   Value result = spec_->eval(args);
   auto t1 = std::chrono::steady_clock::now();
@@ -188,6 +199,30 @@ Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
 }
 
 Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const {
+  if (spec_->eval_async) {
+    // An asynchronous primitive (a collective): its future is this node's
+    // future, completed later by the communication engine; no worker waits.
+    // Counters record the time to issue it, not the time until completion.
+    try {
+      Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
+      args.set_site(loc().str());
+      auto t0 = std::chrono::steady_clock::now();
+      Future<Value> result = spec_->eval_async(args);
+      auto t1 = std::chrono::steady_clock::now();
+      NodeCounters& c = counters();
+      c.evaluations.fetch_add(1, std::memory_order_relaxed);
+      c.total_ns.fetch_add(
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
+          std::memory_order_relaxed);
+      SourceLoc where = loc();
+      return result.chain([where](const Future<Value>& f) -> Future<Value> {
+        if (auto e = f.error()) return fail_at(where, e);
+        return f;
+      });
+    } catch (...) {
+      return fail_at(loc(), std::current_exception());
+    }
+  }
   // Phylanx's direct-execution rule: run inline unless this node has proven
   // costly, in which case it becomes a task and the parent moves on.
   NodeCounters& c = counters();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tessera/core/value.hpp"
+#include "tessera/runtime/future.hpp"
 
 namespace tessera {
 
@@ -45,6 +46,11 @@ struct PrimitiveSpec {
   bool variadic = false;
   std::string help;
   std::function<Value(Args&)> eval;
+  // Optional asynchronous evaluation (collectives): returns a future that
+  // completes later, without any worker waiting. When set, the execution tree
+  // uses it and `eval` is only the synchronous fallback of call_primitive,
+  // which runs at the outermost boundary and may wait on the future.
+  std::function<Future<Value>(Args&)> eval_async = nullptr;
   // Estimated nanoseconds of work per output element, used by the runtime's
   // cost model to decide inline execution versus spawning a task.
   double ns_per_element = 1.0;
@@ -121,6 +127,10 @@ class Args {
   Value take(size_t i) { return std::move(values_[i]); }
   bool is_nil(size_t i) const { return values_[i].is_nil(); }
   const std::string& param_name(size_t i) const { return spec_->params[i].name; }
+  // The call's source position ("file:line:col"), when known: the execution
+  // tree sets it for asynchronous primitives (collective fingerprints).
+  const std::string& site() const { return site_; }
+  void set_site(std::string site) { site_ = std::move(site); }
 
   // Numeric value as an Array (scalars become 0-d arrays).
   Array array(size_t i) const;
@@ -148,6 +158,7 @@ class Args {
  private:
   const PrimitiveSpec* spec_;
   std::vector<Value> values_;
+  std::string site_;
 };
 
 // Normalizes an axis against ndim (negative axes count from the end); throws

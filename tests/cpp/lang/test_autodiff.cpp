@@ -126,6 +126,11 @@ const std::vector<GradCase>& cases() {
       {"matmul_tn", "matmul_tn(m, transpose(b))", {"m", "b"}},
       {"matmul_tn", "transpose(m) @ v", {"m", "v"}},
       {"outer", "outer(v, w)", {"v", "w"}},
+      // Collectives on one locality (their multi-rank gradients: tests/dist).
+      {"all_reduce", "all_reduce(v)", {"v"}},
+      {"all_reduce", "all_reduce(v, \"max\")", {"v"}},
+      {"broadcast", "broadcast(v)", {"v"}},
+      {"reduce_scatter", "reduce_scatter(m)", {"m"}},
   };
   return c;
 }

@@ -1,0 +1,79 @@
+// The communication engine: every MPI call of the process is made by one
+// progress thread. Workers enqueue operations and get a Future<Value>; the
+// progress thread posts non-blocking MPI operations and polls them with
+// MPI_Testsome, so they progress while tasks compute and no worker blocks.
+//
+// Matching across ranks: a collective travels on one of 16 channels (a set of
+// communicators) chosen by its call site, and gets that channel's next
+// sequence number (its key, channel:n) when it is issued; ranks issue the
+// collectives of one call site in the same program order (SPMD) and the
+// engine posts each channel strictly in key order, never in the order the
+// requests reach it. Collectives of different sites issued by concurrent
+// tasks therefore do not need a common order. Each collective first exchanges a fingerprint
+// (operation, dtype, shape, source position) with the other ranks; ranks that
+// disagree get an error naming both sides instead of a hang. A collective
+// pending longer than TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails
+// with the list of what this rank waits for.
+//
+// With one locality (a process not started by mpirun) nothing here is used
+// and no MPI call is made: collectives.cpp computes the local results.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+#include "tessera/core/value.hpp"
+#include "tessera/runtime/future.hpp"
+
+namespace tessera::dist {
+
+enum class ReduceOp { sum, mean, max, min };
+
+// "sum", "mean", "max", "min"; throws ValueError naming `op` otherwise.
+ReduceOp parse_reduce_op(const std::string& name, const char* op);
+
+namespace detail {
+
+// True when the process was started by mpirun (OMPI_COMM_WORLD_SIZE or
+// PMIX_RANK is set). Makes no MPI call.
+bool started_by_mpirun();
+
+// Starts the engine (MPI_Init_thread on the progress thread) if needed and
+// returns {rank, size}. Throws RuntimeError if MPI cannot start.
+std::pair<int, int> world();
+
+// Marks this process as failing: at exit MPI_Finalize is skipped (it would
+// wait for ranks that may be waiting for this one), so mpirun stops the job.
+void mark_failed();
+
+// Seconds a collective may stay pending (TESSERA_COLLECTIVE_TIMEOUT, 300).
+double collective_timeout_seconds();
+
+// Multi-rank operations (require the engine; `site` is the source position).
+// Results: all_reduce, broadcast, reduce_scatter: an Array; all_gather,
+// gather (at the root), all_to_all: a List with one Array per rank, in rank
+// order (gather on a non-root rank: nil); scatter: this rank's part;
+// barrier, send: nil; recv: the received Array.
+Future<Value> all_reduce(const Array& x, ReduceOp op, const std::string& site);
+Future<Value> broadcast(const Array& x, int root, const std::string& site);
+// Every rank's x, whose shapes may differ along `free_axis` only.
+Future<Value> all_gather(const Array& x, int free_axis, const std::string& site);
+// x split along axis 0 in num_localities parts (the first size % n get one
+// more row); this rank gets the reduction of its part.
+Future<Value> reduce_scatter(const Array& x, ReduceOp op, const std::string& site);
+Future<Value> gather(const Array& x, int root, const std::string& site);
+// The root's x split along axis 0; the other ranks' x is ignored.
+Future<Value> scatter(const Array& x, int root, const std::string& site);
+// Part j of x (axis 0 split in num_localities parts) goes to rank j; the
+// result lists the parts received from every rank.
+Future<Value> all_to_all(const Array& x, const std::string& site);
+Future<Value> barrier(const std::string& site);
+Future<Value> send(const Array& x, int dest, int tag, const std::string& site);
+Future<Value> recv(int source, int tag, const std::string& site);
+
+// Row ranges of an axis-0 split of `rows` in `parts` parts (array_split).
+std::vector<int64_t> split_counts(int64_t rows, int parts);
+
+}  // namespace detail
+}  // namespace tessera::dist

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Runs a program under `tessera run` and checks its exit status, its output
+# and its duration.
+# usage: check.sh TESSERA N PROGRAM ok|fail PATTERN MAX_SECONDS
+# PATTERN is an extended regular expression that must match a line of the
+# combined output.
+tessera="$1"; n="$2"; program="$3"; expect="$4"; pattern="$5"; max_seconds="$6"
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+start=$(date +%s)
+"$tessera" run -n "$n" "$program" >"$out" 2>&1
+status=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$out"
+echo "--- status $status after ${elapsed}s"
+if [ "$expect" = ok ] && [ "$status" -ne 0 ]; then echo "FAIL: expected success"; exit 1; fi
+if [ "$expect" = fail ] && [ "$status" -eq 0 ]; then echo "FAIL: expected a failure"; exit 1; fi
+if ! grep -Eq -- "$pattern" "$out"; then echo "FAIL: no line matches: $pattern"; exit 1; fi
+if [ "$elapsed" -gt "$max_seconds" ]; then echo "FAIL: took ${elapsed}s, more than ${max_seconds}s"; exit 1; fi
+echo "PASS"
