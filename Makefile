@@ -30,8 +30,9 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	@$(PYTHON) -m pytest tests/python -q
 
+# The HAR CNN trained data-parallel on two localities (MPI ranks).
 demo: build
-	@$(PYTHON) examples/har_cnn.py
+	@TESSERA_PYTHON=$(PYTHON) $(BUILD)/tessera run -n 2 examples/har_cnn.py
 
 bench: build
 	@bench/run-all $(BUILD)

@@ -2,8 +2,8 @@
 //
 // Sets Open MPI's root-user flags, sizes each rank's threads so the ranks do
 // not oversubscribe the cores (cores / N each unless --threads), runs `.tsl`
-// files with this binary's `eval` and `.py` files with python3 (or
-// TESSERA_PYTHON), prefixes each output line with `[rank r] `, and when a
+// files with this binary's `eval` and `.py` files with the project's Python
+// (TESSERA_PYTHON, the .venv beside the build folder, or python3), prefixes each output line with `[rank r] `, and when a
 // rank fails says which one and with what error.
 #include <poll.h>
 #include <sys/wait.h>
@@ -30,6 +30,20 @@ std::string self_path() {
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n <= 0) return "tessera";
   return std::string(buf, static_cast<size_t>(n));
+}
+
+// The Python that runs scripts: TESSERA_PYTHON, else the project's virtual
+// environment next to this binary's build folder (build/../.venv), where
+// `import tessera` works after `make`, else python3 from PATH.
+std::string python_for_scripts() {
+  if (const char* py = std::getenv("TESSERA_PYTHON"); py && *py) return py;
+  std::string self = self_path();
+  auto slash = self.rfind('/');
+  if (slash != std::string::npos) {
+    std::string venv = self.substr(0, slash) + "/../.venv/bin/python";
+    if (access(venv.c_str(), X_OK) == 0) return venv;
+  }
+  return "python3";
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -161,8 +175,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (tsl) {
     cmd.insert(cmd.end(), {self_path(), "eval", "--threads", std::to_string(threads), script});
   } else {
-    const char* py = std::getenv("TESSERA_PYTHON");
-    cmd.insert(cmd.end(), {py && *py ? py : "python3", script});
+    cmd.insert(cmd.end(), {python_for_scripts(), script});
   }
   for (; i < argv.size(); ++i) cmd.push_back(argv[i]);
 

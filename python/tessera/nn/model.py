@@ -9,13 +9,14 @@ passes arrays (without copies) and prints progress.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from typing import Optional, Sequence
 
 import numpy as np
 
-from .. import _core, data as _data, optim as _optim
+from .. import _core, data as _data, distributed as _dist, optim as _optim
 from .layers import Context, Layer, initial_value
 from .weights import load_weights, save_weights
 
@@ -189,8 +190,8 @@ class Sequential:
             raise RuntimeError(f"[{kind}] call model.compile(optimizer, loss, metrics) first")
         P, S = self._params(True), self._params(False)
         args = ", ".join(P + S)
-        if kind == "train":
-            prog = self._train_program(P, S)
+        if kind in ("train", "train_dp"):
+            prog = self._train_program(P, S, data_parallel=kind == "train_dp")
         else:
             stmts, h, _ = self._layer_code("false", "0")
             if kind == "predict":
@@ -204,7 +205,47 @@ class Sequential:
         self._programs[kind] = prog
         return prog
 
-    def _train_program(self, P, S):
+    def _bucket_plan(self, P):
+        """Gradient buckets for the all-reduce, fixed when the step is compiled and
+        the same on every locality: parameters in the order the backward pass
+        finishes them (last layer first), grouped up to BUCKET_BYTES."""
+        buckets, current, size = [], [], 0
+        for v in reversed(P):
+            nbytes = int(np.prod(self.weights[v].shape)) * np.dtype(self.dtype).itemsize
+            if current and size + nbytes > self.BUCKET_BYTES:
+                buckets.append(current)
+                current, size = [], 0
+            current.append(v)
+            size += nbytes
+        if current:
+            buckets.append(current)
+        return buckets
+
+    # Gradients fused into one all-reduce up to this many bytes.
+    BUCKET_BYTES = 4 << 20
+
+    def _allreduce_code(self, P, grads) -> list:
+        """Statements replacing each local gradient by the weighted sum over
+        the localities (weight = local share of the global batch), bucket by
+        bucket: one all_reduce of the concatenated, flattened members."""
+        name = dict(zip(P, grads))
+        lines = []
+        for j, bucket in enumerate(self._bucket_plan(P)):
+            if len(bucket) == 1:
+                g = name[bucket[0]]
+                lines.append(f"define({g}, all_reduce({g} * weight, \"sum\"))")
+                continue
+            flat = ", ".join(f"ravel({name[v]} * weight)" for v in bucket)
+            lines.append(f"define(bucket_{j}, all_reduce(concatenate(list({flat})), \"sum\"))")
+            off = 0
+            for v in bucket:
+                n = int(np.prod(self.weights[v].shape))
+                lines.append(f"define({name[v]}, reshape(bucket_{j}[{off}:{off + n}], "
+                             f"shape({v})))")
+                off += n
+        return lines
+
+    def _train_program(self, P, S, data_parallel=False):
         opt, loss, _ = self._compiled
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
@@ -223,21 +264,42 @@ class Sequential:
                  f"({args}, x, y, seed))",
                  "define(grads, r[1])"]
         lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
+        if data_parallel:
+            lines += self._allreduce_code(P, grads)
         lines += upd.statements
+        def across(expr, op="sum", weighted=True):
+            if not data_parallel:
+                return expr
+            return f"all_reduce({expr} * weight, \"{op}\")" if weighted else \
+                f"all_reduce({expr}, \"{op}\")"
+
         for j, (i, bn, _) in enumerate(stats):
             m = bn.momentum
             mean_v = self._var(i, bn.params[2])
             var_v = self._var(i, bn.params[3])
-            lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * r[2][{j + 1}][0])")
-            lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * r[2][{j + 1}][1])")
-        lines.append(f"list(r[0], {self._metric('y', 'r[2][0]')}, list({', '.join(P)}), "
+            bmean = across(f"r[2][{j + 1}][0]")
+            bvar = across(f"r[2][{j + 1}][1]")
+            lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
+            lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
+        metric = self._metric("y", "r[2][0]")
+        if metric != "nil":
+            metric = across(metric)
+        lines.append(f"list({across('r[0]')}, {metric}, list({', '.join(P)}), "
                      f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
         step_args = ", ".join(P + S + self._opt_vars)
+        tail = ", weight" if data_parallel else ""
         body = ",\n  ".join(lines)
-        text = (loss_fn + f"define(train_step, {step_args}, x, y, iteration, lr, seed, block(\n  "
+        text = (loss_fn + f"define(train_step, {step_args}, x, y, iteration, lr, seed{tail}, "
+                f"block(\n  "
                 f"{body}))\ntrain_step\n")
         self.train_code = text
         return _core.Program(text, "<model train step>")
+
+    def _shard(self, xb, yb, n_ranks, rank):
+        """This locality's rows of a global batch, and its share of the batch."""
+        n = len(xb)
+        lo, hi = rank * n // n_ranks, (rank + 1) * n // n_ranks
+        return xb[lo:hi], yb[lo:hi], (hi - lo) / n
 
     # ------------------------------------------------------------------ data checks
 
@@ -267,10 +329,18 @@ class Sequential:
     # ------------------------------------------------------------------ training
 
     def fit(self, x, y, batch_size: int = 32, epochs: int = 1, validation_data=None,
-            shuffle: bool = True, seed: int = 0, verbose: int = 1, nan_policy: str = "stop"):
+            shuffle: bool = True, seed: int = 0, verbose: int = 1, nan_policy: str = "stop",
+            data_parallel=None):
         """Trains for `epochs` passes over (x, y) in mini-batches. Returns a
         History. A non-finite loss stops training with FloatingPointError
-        naming the step (nan_policy='continue' keeps going)."""
+        naming the step (nan_policy='continue' keeps going).
+
+        Under `tessera run -n N` (data_parallel None or True) every locality
+        holds the same data and parameters, takes its share of each global
+        batch of `batch_size` rows, and the gradients are summed across the
+        localities (weighted by share, in buckets fixed at compile time), so
+        the parameters stay identical; the loss and metrics printed are those
+        of the whole batch. Only locality 0 prints."""
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
         if nan_policy not in ("stop", "continue"):
@@ -280,7 +350,15 @@ class Sequential:
         x, y = self._check_xy(x, y, "fit")
         if len(x) == 0:
             raise ValueError("[fit] x is empty")
-        prog = self._program("train")
+        n_ranks = _dist.size() if data_parallel is not False else 1
+        rank = _dist.rank() if n_ranks > 1 else 0
+        if data_parallel and n_ranks == 1:
+            data_parallel = False
+        if n_ranks > 1 and batch_size < n_ranks:
+            raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
+                             "localities sharing each batch")
+        verbose = verbose if rank == 0 else 0
+        prog = self._program("train_dp" if n_ranks > 1 else "train")
         opt = self._compiled[0]
         P, S = self._params(True), self._params(False)
         if self._opt_state is None:
@@ -294,9 +372,15 @@ class Sequential:
             for b, (xb, yb) in enumerate(_data.batches(x, y, batch_size, shuffle=shuffle,
                                                       seed=seed, epoch=epoch)):
                 it = self._iteration
+                n = len(xb)
+                extra = []
+                if n_ranks > 1:
+                    xb, yb, share = self._shard(xb, yb, n_ranks, rank)
+                    extra = [share]
                 args = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
                         + [self._opt_state[v] for v in self._opt_vars]
-                        + [xb, yb, it, opt.learning_rate(it), seed * 1_000_003 + it])
+                        + [xb, yb, it, opt.learning_rate(it),
+                           (seed * 1_000_003 + it) * 64 + rank] + extra)
                 loss, acc, new_p, new_o, new_s = prog.run(args)
                 loss = float(loss)
                 if not math.isfinite(loss) and nan_policy == "stop":
@@ -311,7 +395,6 @@ class Sequential:
                 for v, a in zip(S, new_s):
                     self.weights[v] = a
                 self._iteration += 1
-                n = len(xb)
                 seen += n
                 total_loss += loss * n
                 if acc is not None:
@@ -334,8 +417,14 @@ class Sequential:
                 self._progress_end(epoch, epochs, logs)
         return history
 
+    @staticmethod
+    def _live() -> bool:
+        """A progress bar redrawn in place: only on a terminal, and not under
+        mpirun (which forwards output line by line)."""
+        return sys.stdout.isatty() and "OMPI_COMM_WORLD_SIZE" not in os.environ
+
     def _progress(self, epoch, epochs, b, n, loss, acc, start):
-        if not sys.stdout.isatty():
+        if not self._live():
             return
         width = 24
         done = int(width * b / n)
@@ -351,7 +440,7 @@ class Sequential:
         parts = [f"Epoch {epoch + 1}/{epochs}"]
         parts += [f"{k} {v:.4f}" for k, v in logs.items() if k != "time"]
         parts.append(f"{logs['time']:.2f}s")
-        end = "\r" if sys.stdout.isatty() else ""
+        end = "\r" if self._live() else ""
         sys.stdout.write(end + " - ".join(parts) + " " * 10 + "\n")
         sys.stdout.flush()
 
