@@ -3,6 +3,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include <cstdio>
 
@@ -31,6 +32,22 @@ int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// Set while a thread works in tessera's arena (observed entry and exit), so
+// in_worker() is true for every worker, including one running a stolen
+// parallel_for tile, and false for any other thread, even one that TBB has
+// attached to its implicit default arena.
+thread_local bool tl_in_arena = false;
+
+class ArenaObserver : public oneapi::tbb::task_scheduler_observer {
+ public:
+  explicit ArenaObserver(oneapi::tbb::task_arena& a) : task_scheduler_observer(a) {
+    observe(true);
+  }
+  ~ArenaObserver() override { observe(false); }
+  void on_scheduler_entry(bool) override { tl_in_arena = true; }
+  void on_scheduler_exit(bool) override { tl_in_arena = false; }
+};
+
 struct Scheduler {
   std::mutex mutex;
   int threads = default_threads();
@@ -41,6 +58,7 @@ struct Scheduler {
   // stolen by idle workers), unlike task_arena::enqueue, which goes through
   // the arena's shared FIFO (used only from outside the arena).
   std::unique_ptr<oneapi::tbb::task_group> group;
+  std::unique_ptr<ArenaObserver> observer;
   std::atomic<uint64_t> spawned{0};
 
   oneapi::tbb::task_arena& get() {
@@ -54,6 +72,7 @@ struct Scheduler {
           oneapi::tbb::global_control::thread_stack_size, kWorkerStackBytes);
       arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
       arena->initialize();
+      observer = std::make_unique<ArenaObserver>(*arena);
       group = std::make_unique<oneapi::tbb::task_group>();
     }
     return *arena;
@@ -135,6 +154,7 @@ void set_num_threads(int n) {
     // Tasks still queued finish before the arena goes away.
     s.arena->execute([&] { s.group->wait(); });
     s.group.reset();
+    s.observer.reset();
     s.arena->terminate();
     s.arena.reset();
   }
@@ -175,7 +195,7 @@ void run_in_arena(const std::function<void()>& fn) {
   });
 }
 
-bool in_worker() { return tl_inside > 0 || oneapi::tbb::this_task_arena::current_thread_index() >= 0; }
+bool in_worker() { return tl_inside > 0 || tl_in_arena; }
 
 uint64_t tasks_spawned() { return scheduler().spawned.load(std::memory_order_relaxed); }
 
