@@ -96,7 +96,9 @@ int cmd_ops(const std::vector<std::string>& args) {
         family = p->family;
         std::printf("\n%s:\n", family.c_str());
       }
-      std::string first = p->help.substr(0, p->help.find(". ") + 1);
+      // The first sentence (all of a one-sentence help).
+      size_t end = p->help.find(". ");
+      std::string first = end == std::string::npos ? p->help : p->help.substr(0, end + 1);
       std::printf("  %-44s %s\n", p->signature().c_str(), first.c_str());
     }
     std::printf("\n%zu primitives. `tessera ops NAME` shows one.\n", prims.size());

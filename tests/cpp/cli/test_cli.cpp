@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -89,6 +90,16 @@ TEST(Cli, OpsListsAndShowsPrimitives) {
   EXPECT_EQ(all.status, 0);
   EXPECT_NE(all.out.find("len(x)"), std::string::npos);
   EXPECT_NE(all.out.find("define(name, value)"), std::string::npos);
+  // Every listed primitive shows the first sentence of its help.
+  std::istringstream lines(all.out);
+  std::string line;
+  int listed = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("  ", 0) != 0 || line.find('(') == std::string::npos) continue;
+    ++listed;
+    EXPECT_GT(line.size(), 47u) << "no help text: " << line;
+  }
+  EXPECT_GT(listed, 200);
   Result one = run_cli("ops range");
   EXPECT_EQ(one.status, 0);
   EXPECT_NE(one.out.find("range(start, stop=nil, step=1)"), std::string::npos) << one.out;
