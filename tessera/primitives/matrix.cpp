@@ -90,18 +90,26 @@ Shape concat(Shape a, const Shape& b) {
 }
 
 // A large operand not aligned to 64 bytes (a NumPy buffer is aligned to 16) as
-// an aligned copy: BLAS tiles running concurrently on unaligned operands ran
-// at half speed, and the copy is O(n^2) against the product's O(n^3).
-Array aligned_operand(const Array& a) {
+// an aligned copy, when it is reused `reuse` times by the product (the other
+// operand's free dimension): BLAS tiles running concurrently on unaligned
+// operands of a matrix-matrix product ran at half speed, and there the copy
+// is cheap next to the product. A matrix-vector product reads each element
+// once, so it never copies.
+Array aligned_operand(const Array& a, int64_t reuse) {
   constexpr size_t kLarge = size_t{1} << 20;
-  if (a.nbytes() >= kLarge && reinterpret_cast<uintptr_t>(a.raw()) % 64 != 0) return a.copy();
+  constexpr int64_t kMinReuse = 32;
+  if (reuse >= kMinReuse && a.nbytes() >= kLarge &&
+      reinterpret_cast<uintptr_t>(a.raw()) % 64 != 0) {
+    return a.copy();
+  }
   return a;
 }
 
 // C = A B for a (batch_a..., m, k) and b (batch_b..., k, n) of one dtype whose
 // batch dims broadcast to `batch`; the result is (batch..., m, n).
 Array batched_product(const Array& a0, const Array& b0, const Shape& batch, const char* op) {
-  const Array a = aligned_operand(a0), b = aligned_operand(b0);
+  const Array a = aligned_operand(a0, b0.shape()[b0.ndim() - 1]);
+  const Array b = aligned_operand(b0, a0.shape()[a0.ndim() - 2]);
   const DType dt = a.dtype();
   const int64_t m = a.shape()[a.ndim() - 2], k = a.shape()[a.ndim() - 1];
   const int64_t n = b.shape()[b.ndim() - 1];
@@ -246,7 +254,8 @@ Value matmul_tn(const Value& va, const Value& vb, const char* op) {
     const Array& b0 = vb.as_array();
     const int64_t k = a0.shape()[0], p = a0.shape()[1];
     if (is_floating(dt) && b0.shape()[0] == k) {
-      Array a = aligned_operand(a0.astype(dt)), b = aligned_operand(b0.astype(dt));
+      const int64_t cols = b0.ndim() == 1 ? 1 : b0.shape()[1];
+      Array a = aligned_operand(a0.astype(dt), cols), b = aligned_operand(b0.astype(dt), p);
       const bool b1 = b.ndim() == 1;
       const int64_t n = b1 ? 1 : b.shape()[1];
       Array out(dt, b1 ? Shape{p} : Shape{p, n});
