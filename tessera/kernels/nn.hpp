@@ -14,6 +14,17 @@
 
 namespace tessera::kernels {
 
+// Calls f(TypeTag<float>{}) for float32 and f(TypeTag<double>{}) otherwise:
+// the nn kernels compute in float32 or float64 only (callers promote first).
+template <class F>
+void dispatch_float(DType dt, F&& f) {
+  if (dt == DType::float32) {
+    f(TypeTag<float>{});
+  } else {
+    f(TypeTag<double>{});
+  }
+}
+
 // True when the shapes are equal or differ only by a trailing 1 ((N,) and
 // (N, 1)): the label shapes losses and accuracy accept.
 inline bool same_but_trailing_one(const Shape& a, const Shape& b) {

@@ -108,15 +108,6 @@ void dispatch_activation(Activation f, Fn&& fn) {
   }
 }
 
-template <class F>
-void dispatch_float(DType dt, F&& f) {
-  if (dt == DType::float32) {
-    f(TypeTag<float>{});
-  } else {
-    f(TypeTag<double>{});
-  }
-}
-
 // out[i] = op(a[i], b[i]) over [begin, end). Writing in place (out == a or
 // out == b) gets a loop of its own that reads and writes through one pointer:
 // the vectorizer's overlap check would otherwise send it to the scalar loop.

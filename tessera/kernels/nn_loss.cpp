@@ -12,15 +12,6 @@ namespace tessera::kernels {
 
 namespace {
 
-template <class F>
-void dispatch_float(DType dt, F&& f) {
-  if (dt == DType::float32) {
-    f(TypeTag<float>{});
-  } else {
-    f(TypeTag<double>{});
-  }
-}
-
 constexpr double kClipLow = kLossEpsilon, kClipHigh = 1.0 - kLossEpsilon;
 
 double clip_prob(double q) { return std::min(std::max(q, kClipLow), kClipHigh); }

@@ -6,19 +6,6 @@
 
 namespace tessera::kernels {
 
-namespace {
-
-template <class F>
-void dispatch_float(DType dt, F&& f) {
-  if (dt == DType::float32) {
-    f(TypeTag<float>{});
-  } else {
-    f(TypeTag<double>{});
-  }
-}
-
-}  // namespace
-
 void channel_sum(const Array& x, int64_t channels, int64_t row_begin, int64_t row_end,
                  double* sums) {
   dispatch_float(x.dtype(), [&](auto tag) {
