@@ -59,13 +59,16 @@ bool Value::truthy(const char* op) const {
     case ValueKind::dict: return !as_dict().items.empty();
     case ValueKind::function: return true;
     case ValueKind::slice: return true;
+    case ValueKind::tiled:
+      throw std::invalid_argument(error_message("[", op, "] the truth value of a ", describe(),
+                                                " is ambiguous; reduce it first (e.g. all_gather_d, sum)"));
   }
   return false;
 }
 
 std::string Value::kind_name() const {
   static const char* names[] = {"nil",   "bool", "int",  "float",   "string",
-                                "array", "list", "dict", "function", "slice"};
+                                "array", "list", "dict", "function", "slice", "tiled array"};
   return names[static_cast<int>(kind())];
 }
 
@@ -103,6 +106,7 @@ std::string Value::str() const {
       const Slice& s = as_slice();
       return "slice(" + part(s.start) + ", " + part(s.stop) + ", " + part(s.step) + ")";
     }
+    case ValueKind::tiled: return as_tiled().str();
   }
   return "?";
 }
@@ -127,6 +131,7 @@ std::string Value::describe() const {
     case ValueKind::dict: return "dict of size " + std::to_string(as_dict().items.size());
     case ValueKind::function: return "function " + as_function()->name();
     case ValueKind::slice: return str();
+    case ValueKind::tiled: return as_tiled().describe();
   }
   return "?";
 }
@@ -170,6 +175,10 @@ bool Value::equals(const Value& other) const {
     }
     case ValueKind::function: return as_function() == other.as_function();
     case ValueKind::slice: return as_slice() == other.as_slice();
+    case ValueKind::tiled: {
+      const TiledArray &a = as_tiled(), &b = other.as_tiled();
+      return a.same_tiling(b) && a.locality == b.locality && Value(a.tile).equals(Value(b.tile));
+    }
     default: return false;
   }
 }

@@ -1,7 +1,7 @@
 // Value: what flows through the execution tree.
 //
 // A Value is nil, a bool, an int, a float, a string, an Array, a list, a dict,
-// a function or a slice. Python-like scalars (bool, int, float) are kept apart from
+// a function, a slice or a tiled array (tiled.hpp). Python-like scalars (bool, int, float) are kept apart from
 // 0-d arrays because they promote "weakly", as NumPy's Python scalars do:
 // float32 array + 1.5 stays float32, while float32 array + float64 array is
 // float64.
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tessera/core/array.hpp"
+#include "tessera/core/tiled.hpp"
 
 namespace tessera {
 
@@ -48,7 +49,7 @@ class Callable {
 };
 
 // The kinds a Value can hold, in variant order.
-enum class ValueKind { nil, boolean, integer, floating, string, array, list, dict, function, slice };
+enum class ValueKind { nil, boolean, integer, floating, string, array, list, dict, function, slice, tiled };
 
 class Value {
  public:
@@ -67,6 +68,8 @@ class Value {
   Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
   Value(std::shared_ptr<const Callable> f) : v_(std::move(f)) {}
   Value(Slice s) : v_(s) {}
+  Value(TiledArray t) : v_(std::make_shared<const TiledArray>(std::move(t))) {}
+  Value(std::shared_ptr<const TiledArray> t) : v_(std::move(t)) {}
 
   ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
   bool is_nil() const { return kind() == ValueKind::nil; }
@@ -81,6 +84,7 @@ class Value {
   bool is_dict() const { return kind() == ValueKind::dict; }
   bool is_function() const { return kind() == ValueKind::function; }
   bool is_slice() const { return kind() == ValueKind::slice; }
+  bool is_tiled() const { return kind() == ValueKind::tiled; }
   // Scalars and arrays: anything arithmetic accepts.
   bool is_numeric() const { return is_scalar() || is_array(); }
 
@@ -99,13 +103,17 @@ class Value {
     return std::get<std::shared_ptr<const Callable>>(v_);
   }
   const Slice& as_slice() const { return std::get<Slice>(v_); }
+  const TiledArray& as_tiled() const { return *std::get<std::shared_ptr<const TiledArray>>(v_); }
+  const std::shared_ptr<const TiledArray>& tiled_ptr() const {
+    return std::get<std::shared_ptr<const TiledArray>>(v_);
+  }
 
   // Truth value as in Python/NumPy; arrays must have exactly one element.
   // Throws ValueError naming `op` otherwise.
   bool truthy(const char* op = "if") const;
 
   // Name of the kind for messages: "nil", "bool", "int", "float", "string",
-  // "array", "list", "dict", "function", "slice".
+  // "array", "list", "dict", "function", "slice", "tiled array".
   std::string kind_name() const;
   // Printed form: arrays as NumPy prints them, lists as [a, b], strings bare.
   std::string str() const;
@@ -119,7 +127,8 @@ class Value {
 
  private:
   std::variant<Nil, bool, int64_t, double, std::string, Array, std::shared_ptr<const List>,
-               std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice>
+               std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice,
+               std::shared_ptr<const TiledArray>>
       v_;
 };
 

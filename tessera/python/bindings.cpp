@@ -162,6 +162,35 @@ PYBIND11_MODULE(_core, m) {
         return "<tessera function " + f.fn.as_function()->name() + ">";
       });
 
+  py::class_<TiledHandle>(m, "TiledArray",
+                          "This locality's view of an array tiled across localities: its tile "
+                          "plus the global shape and every locality's span. Passed back to a "
+                          "program it is the same tiled array.")
+      .def_property_readonly("tile", [](const TiledHandle& t) { return to_python(Value(t.value.as_tiled().tile)); },
+                             "This locality's part (a NumPy array).")
+      .def_property_readonly("shape",
+                             [](const TiledHandle& t) {
+                               py::tuple out(t.value.as_tiled().shape.size());
+                               for (size_t i = 0; i < out.size(); ++i) out[i] = t.value.as_tiled().shape[i];
+                               return out;
+                             },
+                             "Shape of the whole array.")
+      .def_property_readonly("spans",
+                             [](const TiledHandle& t) {
+                               py::list out;
+                               for (const Span& sp : t.value.as_tiled().spans) {
+                                 py::list dims;
+                                 for (int d = 0; d < sp.ndim(); ++d) dims.append(py::make_tuple(sp.start[d], sp.stop[d]));
+                                 out.append(py::tuple(dims));
+                               }
+                               return out;
+                             },
+                             "Every locality's span: a tuple of (start, stop) per dimension.")
+      .def_property_readonly("locality", [](const TiledHandle& t) { return t.value.as_tiled().locality; })
+      .def_property_readonly("tiling", [](const TiledHandle& t) { return t.value.as_tiled().tiling; })
+      .def_property_readonly("dtype", [](const TiledHandle& t) { return to_python(Value(t.value.as_tiled().tile)).attr("dtype"); })
+      .def("__repr__", [](const TiledHandle& t) { return "<" + t.value.as_tiled().describe() + ">"; });
+
   m.def(
       "set_num_threads",
       [](int n) {

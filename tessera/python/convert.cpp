@@ -257,6 +257,7 @@ Value convert(py::handle obj, int depth) {
   }
   if (py::isinstance(obj, numpy().generic)) return scalar_from_numpy(obj);
   if (py::isinstance<FunctionHandle>(obj)) return obj.cast<const FunctionHandle&>().fn;
+  if (py::isinstance<TiledHandle>(obj)) return obj.cast<const TiledHandle&>().value;
   unsupported(obj);
 }
 
@@ -315,6 +316,7 @@ py::object to_python(const Value& v) {
       return py::reinterpret_steal<py::object>(
           PySlice_New(part(s.start).ptr(), part(s.stop).ptr(), part(s.step).ptr()));
     }
+    case ValueKind::tiled: return py::cast(TiledHandle{v});
   }
   return py::none();
 }

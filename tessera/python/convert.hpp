@@ -24,6 +24,12 @@ struct FunctionHandle {
   Value fn;
 };
 
+// A tiled array returned to Python (tessera._core.TiledArray); passed back to
+// a program it is the same tiled array again.
+struct TiledHandle {
+  Value value;
+};
+
 // Converts a Python object to a Value. Raises TypeError for objects (and array
 // dtypes) tessera cannot hold, OverflowError for ints beyond int64.
 Value to_value(py::handle obj);

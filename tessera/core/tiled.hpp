@@ -1,0 +1,67 @@
+// TiledArray: one locality's view of an array whose whole lives across all
+// localities (Phylanx's "tiled" arrays with metadata).
+//
+// Every locality holds a TiledArray with the same metadata — the dtype, the
+// global shape and every locality's span — and its own tile, the elements of
+// the whole inside its span (SPMD). Spans are boxes [start, stop) per
+// dimension. A tiling usually partitions the array (each element in exactly
+// one span); a replicated tiling gives every locality the whole array, and an
+// overlapped tiling lets neighbouring spans share elements (the halo of a
+// spatially tiled convolution). Spans may be empty (a locality with no part).
+//
+// This header is data only: no MPI. The distributed primitives that make and
+// combine tiled arrays live in tessera/dist.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+
+namespace tessera {
+
+// A box of the global index space: [start[d], stop[d]) in every dimension d.
+struct Span {
+  std::vector<int64_t> start, stop;
+
+  int ndim() const { return static_cast<int>(start.size()); }
+  int64_t extent(int d) const { return stop[d] - start[d]; }
+  Shape shape() const;
+  int64_t size() const;
+  bool empty() const { return size() == 0; }
+  bool operator==(const Span&) const = default;
+  // "[0:5, 0:4]"
+  std::string str() const;
+};
+
+struct TiledArray {
+  // This locality's part: shape == spans[locality].shape().
+  Array tile;
+  // Shape of the whole.
+  Shape shape;
+  // spans[r]: the part of locality r, for every locality r.
+  std::vector<Span> spans;
+  // Which locality this is (the tile is spans[locality]).
+  int locality = 0;
+  // How the array was tiled, for messages and printing: "rows", "columns",
+  // "pages", "replicated", "overlapped" or "user".
+  std::string tiling = "user";
+
+  DType dtype() const { return tile.dtype(); }
+  int ndim() const { return static_cast<int>(shape.size()); }
+  int num_localities() const { return static_cast<int>(spans.size()); }
+  const Span& span() const { return spans[locality]; }
+
+  // True when the two have the same global shape and the same spans.
+  bool same_tiling(const TiledArray& other) const { return shape == other.shape && spans == other.spans; }
+  // True when every locality's span is the whole array.
+  bool replicated() const;
+
+  // "tiled float64 array of shape (10, 4), rows over 2 localities"
+  std::string describe() const;
+  // describe() plus this locality's span and its tile as NumPy prints it.
+  std::string str() const;
+};
+
+}  // namespace tessera
