@@ -64,4 +64,14 @@ struct TiledArray {
   std::string str() const;
 };
 
+// The span of the whole array.
+Span full_span(const Shape& shape);
+// `shape` split along `axis` in `parts` spans as numpy.array_split does (the
+// first shape[axis] % parts get one more index; some may be empty).
+std::vector<Span> split_spans(const Shape& shape, int axis, int parts);
+// Checks the spans against the global shape: one per locality, each inside
+// the array; with `must_cover`, every element of the array lies in some span.
+// Throws ValueError naming `op` and the offending span or element.
+void check_spans(const Shape& shape, const std::vector<Span>& spans, bool must_cover, const char* op);
+
 }  // namespace tessera
