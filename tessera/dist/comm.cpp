@@ -2,10 +2,13 @@
 
 #include <mpi.h>
 
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -14,8 +17,10 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "tessera/core/error.hpp"
+#include "tessera/runtime/scheduler.hpp"
 
 namespace tessera::dist {
 
@@ -52,65 +57,81 @@ std::vector<int64_t> split_counts(int64_t rows, int parts) {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr int kMaxDims = 8;
-// Collectives travel on kChannels independent channels (communicators),
-// chosen by their call site: the sequence numbers, and so the order in which
-// ranks must post them, are per channel. Collectives of different call sites
-// issued by concurrent tasks (whose order differs between ranks) thus do not
-// depend on each other unless their sites share a channel; then the
-// fingerprint check reports the disagreement instead of a hang.
-constexpr int kChannels = 16;
 constexpr int kDescBytes = 256;
+// Operations a rank offers per agreement round (see Engine).
+constexpr int kRoundEntries = 16;
+// All-reduces of at most this many bytes may be coalesced, up to this many
+// bytes per coalesced message (the size of the gradient buckets of fit).
+constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
+constexpr int64_t kCoalesceCapBytes = int64_t{4} << 20;
 
 enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter, gather, scatter, all_to_all,
-                  barrier, send, recv };
+                  barrier, send, recv, coalesced };
 
-// What each rank says about a collective before it runs it.
-struct Meta {
-  uint64_t hash = 0;
-  int32_t dtype = 0;
-  int32_t ndim = 0;
-  int64_t shape[kMaxDims] = {};
+enum class Stage { pending, root_meta, data, diag, header };
+
+// One operation as a rank offers it in an agreement round.
+struct Entry {
+  uint64_t site = 0;    // hash of the call site
+  uint64_t key = 0;     // sequence number of the call site
+  uint64_t hash = 0;    // fingerprint: operation, settings, dtype, shape, site
+  int64_t extent = 0;   // extent along the free axis (all_gather, gather, all_to_all)
 };
 
-enum class Stage { queued, meta, ordered, data, diag, header };
+struct Proposal {
+  int32_t count = 0;
+  int32_t finished = 0;  // this rank's program has ended: it will never offer more
+  int64_t reserved = 0;
+  Entry entries[kRoundEntries];
+};
+
+struct Op;
+using OpPtr = std::shared_ptr<Op>;
 
 struct Op {
   Kind kind;
-  std::string name, site, desc;
-  uint64_t key = 0;
-  int channel = 0;
-  Meta meta;
+  const char* name = "";
+  std::string what, site;
+  Entry entry;
+  bool has_x = false;
   Array x;
   ReduceOp rop = ReduceOp::sum;
   int root = 0, peer = 0, tag = 0, free_axis = -1;
   Promise<Value> promise;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  Clock::time_point start = Clock::now();
 
-  // Progress-thread state.
-  Stage stage = Stage::queued;
-  std::vector<Meta> metas;
+  // Progress state.
+  Stage stage = Stage::pending;
+  std::vector<int64_t> extents;  // every rank's extent along the free axis
   std::vector<char> diag_send, diag_recv, recv_bytes;
   Array out;
   std::vector<int> scounts, sdispls, rcounts, rdispls;
   int64_t header[2 + kMaxDims] = {};
   std::vector<MPI_Request> reqs;
+  std::vector<OpPtr> members;  // of a coalesced all-reduce
 
   bool collective() const { return kind != Kind::send && kind != Kind::recv; }
+  // "all_reduce(sum) float32 (1024,) at train.py:12:5" (built for messages only).
+  std::string desc() const {
+    std::string d = what;
+    if (has_x) d += error_message(" ", dtype_name(x.dtype()), " ", shape_str(x.shape()));
+    if (!site.empty()) d += " at " + site;
+    return d;
+  }
 };
 
-using OpPtr = std::shared_ptr<Op>;
-
-Shape meta_shape(const Meta& m) { return Shape(m.shape, m.shape + m.ndim); }
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
     h *= 1099511628211ull;
   }
   return h;
 }
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) { return fnv1a(s.data(), s.size(), h); }
 
 MPI_Datatype mpi_type(DType dt) {
   switch (dt) {
@@ -129,7 +150,7 @@ MPI_Op mpi_op(ReduceOp op) {
   }
 }
 
-int checked_int(int64_t v, const std::string& op) {
+int checked_int(int64_t v, const char* op) {
   if (v > 2147483647) {
     throw std::invalid_argument(error_message("[", op, "] message of ", v,
                                               " bytes is larger than MPI's 2 GiB count limit"));
@@ -143,16 +164,70 @@ int64_t row_bytes(DType dt, const Shape& shape) {
   return n;
 }
 
+std::string mpi_error(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, len);
+}
+
+// What this process runs: its command line and a hash of it and of the
+// program files it names (.py, .tsl), to tell ranks running different
+// programs apart.
+std::pair<uint64_t, std::string> program_identity() {
+  std::string cmdline;
+  if (FILE* f = std::fopen("/proc/self/cmdline", "rb")) {
+    char buf[4096];
+    size_t n = std::fread(buf, 1, sizeof buf, f);
+    std::fclose(f);
+    cmdline.assign(buf, n);
+  }
+  uint64_t h = fnv1a(cmdline);
+  std::string shown;
+  size_t at = 0;
+  while (at < cmdline.size()) {
+    std::string arg(cmdline.c_str() + at);
+    at += arg.size() + 1;
+    shown += (shown.empty() ? "" : " ") + arg;
+    bool program = arg.size() > 3 && (arg.ends_with(".py") || arg.ends_with(".tsl"));
+    if (!program) continue;
+    if (FILE* f = std::fopen(arg.c_str(), "rb")) {
+      char buf[65536];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) h = fnv1a(buf, n, h);
+      std::fclose(f);
+    }
+  }
+  return {h, shown};
+}
+
+// The communication engine. Every collective is identified by its call site
+// and that site's sequence number (ranks issue the collectives of one site in
+// the same order: SPMD). Ranks agree on what to run in rounds: each round is
+// one MPI_Iallgather in which every rank offers up to kRoundEntries of its
+// pending operations with their fingerprints; what every rank offered is
+// run, in an order all ranks derive from the same data; an operation offered
+// with different fingerprints fails on every rank with a message naming each
+// rank's side. Small all-reduces agreed in one round are coalesced into one
+// message. One round is in flight at a time; a rank that has nothing pending
+// posts none, so rounds match up one to one.
+//
+// Any thread may drive progress (one at a time): a thread that submits an
+// operation posts it at once, and a thread waiting at the outermost boundary
+// polls for a short while (Future::wait). The progress thread polls whenever
+// operations are in flight and nobody else does, so they advance while tasks
+// compute. Results are handed to workers when the progress thread completes
+// them; other threads complete them themselves.
 class Engine {
  public:
   static Engine& get() {
-    // Never destroyed: the progress thread is stopped by an atexit handler.
+    // Never destroyed: the engine is stopped by an atexit handler.
     static Engine* engine = new Engine();
     return *engine;
   }
 
   std::pair<int, int> world() {
-    std::unique_lock lock(mu_);
+    std::unique_lock lock(in_mu_);
     if (!started_) {
       started_ = true;
       thread_ = std::thread([this] { run(); });
@@ -166,201 +241,429 @@ class Engine {
   Future<Value> submit(OpPtr op) {
     world();
     Future<Value> f = op->promise.get_future();
-    std::lock_guard lock(mu_);
-    if (!broken_.empty()) {
-      op->promise.set_error(std::make_exception_ptr(std::runtime_error(error_message(
-          "[", op->name, "] the communication engine of rank ", rank_,
-          " stopped after an earlier error: ", broken_))));
-      return f;
+    {
+      std::lock_guard lock(in_mu_);
+      if (!broken_.empty()) {
+        op->promise.set_error(std::make_exception_ptr(std::runtime_error(error_message(
+            "[", op->name, "] the communication engine of rank ", rank_, " stopped after an earlier error: ",
+            broken_))));
+        return f;
+      }
+      if (op->collective()) op->entry.key = next_key_[op->entry.site]++;
+      incoming_.push_back(std::move(op));
+      work_.store(true, std::memory_order_release);
     }
-    if (op->collective()) {
-      op->channel = static_cast<int>(fnv1a(op->site) % kChannels);
-      op->key = next_key_[op->channel]++;
-    }
-    incoming_.push_back(std::move(op));
+    // Post it now instead of waiting for the progress thread to wake. The
+    // caller may be inside a node's evaluation: results completed on the way
+    // go to workers rather than running the program's continuations here.
+    help(/*complete_here=*/false);
     cv_.notify_all();
     return f;
   }
 
+  // One progress pass unless another thread is making one. Returns true while
+  // the engine has operations in flight.
+  bool help(bool complete_here = true) {
+    if (!work_.load(std::memory_order_acquire)) return false;
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      std::this_thread::yield();
+      return true;
+    }
+    std::vector<Completion> done;
+    pass(done);
+    lock.unlock();
+    for (auto& c : done) {
+      c.on_worker = !complete_here;
+      c.complete();
+    }
+    return work_.load(std::memory_order_acquire);
+  }
+
   void mark_failed() { failed_ = true; }
+
+  void set_coalescing(bool on) { coalesce_.store(on); }
 
   void stop() {
     {
-      std::lock_guard lock(mu_);
+      std::lock_guard lock(in_mu_);
       if (!started_ || stopping_) return;
       stopping_ = true;
-      cv_.notify_all();
     }
+    cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
 
  private:
+  // A finished operation: its result or error, handed over outside the lock.
+  struct Completion {
+    Promise<Value> promise;
+    Value value;
+    std::exception_ptr error;
+    bool on_worker = false;
+    void complete() {
+      if (on_worker) {
+        // The progress thread must not run the program's continuations.
+        spawn([p = promise, v = std::move(value), e = error]() mutable {
+          if (e) p.set_error(e); else p.set_value(std::move(v));
+        });
+      } else if (error) {
+        promise.set_error(error);
+      } else {
+        promise.set_value(std::move(value));
+      }
+    }
+  };
+
   void run() {
+    // Short sleeps between polls are short (the default timer slack is 50 µs).
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     int provided = 0;
     int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    {
-      std::lock_guard lock(mu_);
-      if (rc != MPI_SUCCESS) {
-        init_error_ = "[locality] MPI_Init_thread failed: " + mpi_error(rc);
-      } else {
-        // Only this thread calls MPI, so any level from SERIALIZED up is safe
-        // (and FUNNELED too, since this thread initialized MPI).
-        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-        MPI_Comm_size(MPI_COMM_WORLD, &size_);
-        // One communicator per kind of traffic, so that fingerprints, data,
-        // diagnostics and point-to-point messages never match each other.
-        std::vector<MPI_Comm*> comms = {&p2p_header_comm_, &p2p_data_comm_};
-        for (int c = 0; c < kChannels; ++c) {
-          comms.insert(comms.end(), {&meta_comm_[c], &data_comm_[c], &diag_comm_[c]});
-        }
-        for (MPI_Comm* c : comms) {
-          MPI_Comm_dup(MPI_COMM_WORLD, c);
-          MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
-        }
+    std::string init_error;
+    if (rc != MPI_SUCCESS) {
+      init_error = "[locality] MPI_Init_thread failed: " + mpi_error(rc);
+    } else {
+      // MPI is called by one thread at a time (under mu_), so any level from
+      // SERIALIZED up is safe.
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+      MPI_Comm_size(MPI_COMM_WORLD, &size_);
+      // One communicator per kind of traffic, so that agreement rounds, data,
+      // diagnostics and point-to-point messages never match each other.
+      for (MPI_Comm* c : {&round_comm_, &data_comm_, &diag_comm_, &p2p_header_comm_, &p2p_data_comm_}) {
+        MPI_Comm_dup(MPI_COMM_WORLD, c);
+        MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
       }
+      init_error = check_same_program();
+    }
+    {
+      std::lock_guard lock(in_mu_);
+      init_error_ = init_error;
       init_done_ = true;
     }
     cv_.notify_all();
     if (rc != MPI_SUCCESS) return;
+    if (!init_error.empty()) {
+      failed_ = true;
+      return;
+    }
+    tessera::detail::wait_helper().store([] { return Engine::get().help(); }, std::memory_order_release);
     loop();
-    bool clean = active_.empty() && !queued() && broken_.empty() && !failed_;
+    tessera::detail::wait_helper().store(nullptr, std::memory_order_release);
     // MPI_Finalize waits for the other ranks; after an error they may be
     // waiting for this one, so a failing rank exits without it and mpirun
     // ends the job.
-    if (clean) MPI_Finalize();
+    if (!failed_ && broken_.empty() && finish()) MPI_Finalize();
+  }
+
+  std::string check_same_program() {
+    struct Identity {
+      uint64_t hash;
+      char shown[248];
+    } mine{}, *all = nullptr;
+    auto [hash, shown] = program_identity();
+    mine.hash = hash;
+    std::strncpy(mine.shown, shown.c_str(), sizeof mine.shown - 1);
+    std::vector<Identity> ids(size_);
+    all = ids.data();
+    if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+      return "";
+    }
+    bool same = true;
+    for (const Identity& id : ids) same = same && id.hash == ids[0].hash;
+    if (same) return "";
+    std::string msg = "[locality] the localities run different programs or arguments:";
+    for (int r = 0; r < size_; ++r) msg += error_message("\n  rank ", r, ": ", ids[r].shown);
+    return msg;
   }
 
   void loop() {
     using namespace std::chrono;
+    int idle_passes = 0;
     for (;;) {
-      std::deque<OpPtr> fresh;
       {
-        std::unique_lock lock(mu_);
-        bool idle = active_.empty() && !queued();
-        if (idle) cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
-        if (stopping_ && incoming_.empty()) return;
-        fresh.swap(incoming_);
+        std::unique_lock lock(in_mu_);
+        cv_.wait(lock, [&] { return stopping_ || work_.load(); });
+        if (stopping_ && !work_.load()) return;
+        if (stopping_ && !broken_.empty()) return;
       }
-      for (auto& op : fresh) {
-        if (op->collective()) {
-          waiting_[op->channel][op->key] = op;
-        } else {
-          guarded(op, [&] { post_p2p(op); });
+      bool progressed = false;
+      {
+        std::unique_lock lock(mu_, std::try_to_lock);
+        if (lock.owns_lock()) {
+          std::vector<Completion> done;
+          progressed = pass(done);
+          lock.unlock();
+          for (auto& c : done) {
+            c.on_worker = true;
+            c.complete();
+          }
         }
       }
-      // Fingerprints are exchanged in key order (per channel).
-      for (int c = 0; c < kChannels; ++c) {
-        auto& w = waiting_[c];
-        for (auto it = w.find(next_meta_[c]); it != w.end(); it = w.find(next_meta_[c])) {
-          OpPtr op = it->second;
-          w.erase(it);
-          ++next_meta_[c];
-          guarded(op, [&] { post_meta(op); });
-        }
-      }
-      bool progressed = test_all();
-      // Data (or the diagnostics of a disagreement) are posted in key order.
-      for (int c = 0; c < kChannels; ++c) {
-        auto& o = ordered_[c];
-        for (auto it = o.find(next_data_[c]); it != o.end(); it = o.find(next_data_[c])) {
-          OpPtr op = it->second;
-          o.erase(it);
-          ++next_data_[c];
-          guarded(op, [&] { post_data(op); });
-          progressed = true;
-        }
-      }
-      check_timeouts();
-      if (!progressed) std::this_thread::sleep_for(microseconds(20));
+      // Poll continuously for a while after progress, then every 20 µs.
+      idle_passes = progressed ? 0 : idle_passes + 1;
+      if (idle_passes > 64) std::this_thread::sleep_for(microseconds(20));
+      else std::this_thread::yield();
     }
   }
 
-  // Runs fn; an exception fails the op (and, for MPI errors, the engine).
+  // After the program: tells the other ranks this one has finished (so a
+  // rank waiting for a collective this one never calls gets an error, not a
+  // hang) and waits until every rank has. Returns false if that failed.
+  bool finish() {
+    Proposal mine;
+    mine.finished = 1;
+    std::vector<Proposal> theirs(size_);
+    auto deadline = Clock::now() + std::chrono::duration<double>(collective_timeout_seconds());
+    for (;;) {
+      MPI_Request req;
+      if (MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, theirs.data(), sizeof mine, MPI_BYTE, round_comm_, &req) !=
+          MPI_SUCCESS) {
+        return false;
+      }
+      int flag = 0;
+      while (!flag) {
+        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+        if (!flag && Clock::now() > deadline) return false;
+        if (!flag) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      bool all = true;
+      for (const Proposal& p : theirs) all = all && p.finished;
+      if (all) return true;
+      // Another rank still offers work; it learns from this round that this
+      // one has finished and fails. Finalizing leaves the report of the
+      // failure to that rank (mpirun then ends the job).
+      for (const Proposal& p : theirs) {
+        if (!p.finished && p.count > 0) return true;
+      }
+    }
+  }
+
+  // One pass: posts new work, tests what is in flight, advances what
+  // completed. Requires mu_. Returns true if anything changed.
+  bool pass(std::vector<Completion>& done) {
+    std::deque<OpPtr> fresh;
+    {
+      std::lock_guard lock(in_mu_);
+      fresh.swap(incoming_);
+    }
+    bool progressed = !fresh.empty();
+    for (auto& op : fresh) {
+      if (op->collective()) {
+        pending_.emplace(std::make_pair(op->entry.key, op->entry.site), op);
+      } else {
+        guarded(op, done, [&] { post_p2p(op); });
+      }
+    }
+    if (!round_active_ && !pending_.empty() && !broken_flag_.load()) guarded_round(done);
+    progressed = test_all(done) || progressed;
+    if (++passes_ % 256 == 0) check_timeouts(done);
+    bool work = round_active_ || !pending_.empty() || !active_.empty();
+    {
+      std::lock_guard lock(in_mu_);
+      work = work || !incoming_.empty();
+      work_.store(work, std::memory_order_release);
+    }
+    return progressed;
+  }
+
   template <class F>
-  void guarded(const OpPtr& op, F&& fn) {
+  void guarded(const OpPtr& op, std::vector<Completion>& done, F&& fn) {
     try {
       fn();
     } catch (...) {
-      fail(op, std::current_exception());
+      active_.erase(std::remove(active_.begin(), active_.end(), op), active_.end());
+      fail(op, std::current_exception(), done);
     }
   }
 
-  void fail(const OpPtr& op, std::exception_ptr e) {
-    active_.erase(std::remove(active_.begin(), active_.end(), op), active_.end());
-    deliver_error(op, e);
+  static void fail(const OpPtr& op, std::exception_ptr e, std::vector<Completion>& done) {
+    if (op->kind == Kind::coalesced) {
+      for (auto& m : op->members) done.push_back({m->promise, Value(), e});
+    } else {
+      done.push_back({op->promise, Value(), e});
+    }
   }
 
-  // Results are handed to a worker: the continuations of a collective's
-  // future are the rest of the program, which must not run on (and stall)
-  // the progress thread.
-  static void deliver(const OpPtr& op, Value v) {
-    spawn([p = op->promise, v = std::move(v)]() mutable { p.set_value(std::move(v)); });
-  }
-  static void deliver_error(const OpPtr& op, std::exception_ptr e) {
-    spawn([p = op->promise, e] { p.set_error(e); });
+  void set_broken(const std::string& msg) {
+    std::lock_guard lock(in_mu_);
+    if (broken_.empty()) broken_ = msg;
+    broken_flag_.store(true);
   }
 
-  void check(int rc, const Op& op, const char* call) {
+  void check(int rc, const char* name, const char* call) {
     if (rc == MPI_SUCCESS) return;
-    std::string msg = error_message("[", op.name, "] ", call, " failed on rank ", rank_, ": ", mpi_error(rc));
-    {
-      std::lock_guard lock(mu_);
-      broken_ = msg;
-    }
+    std::string msg = error_message("[", name, "] ", call, " failed on rank ", rank_, ": ", mpi_error(rc));
+    set_broken(msg);
     throw std::runtime_error(msg);
   }
 
-  static std::string mpi_error(int rc) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-    return std::string(text, len);
+  // Offers the oldest pending operations (by sequence number) to the others.
+  void guarded_round(std::vector<Completion>& done) {
+    round_ = Proposal();
+    offered_.clear();
+    for (auto& [k, op] : pending_) {
+      if (round_.count == kRoundEntries) break;
+      round_.entries[round_.count++] = op->entry;
+      offered_.push_back(op);
+    }
+    theirs_.assign(size_, Proposal());
+    round_req_ = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgather(&round_, sizeof(Proposal), MPI_BYTE, theirs_.data(), sizeof(Proposal), MPI_BYTE,
+                            round_comm_, &round_req_);
+    if (rc != MPI_SUCCESS) {
+      std::string msg = error_message("[collective] MPI_Iallgather failed on rank ", rank_, ": ", mpi_error(rc));
+      set_broken(msg);
+      fail_all_pending(msg, done);
+      return;
+    }
+    round_active_ = true;
   }
 
-  void post_meta(const OpPtr& op) {
-    op->stage = Stage::meta;
-    op->metas.resize(size_);
+  void fail_all_pending(const std::string& msg, std::vector<Completion>& done) {
+    auto e = std::make_exception_ptr(std::runtime_error(msg));
+    for (auto& [k, op] : pending_) fail(op, e, done);
+    pending_.clear();
+  }
+
+  // What every rank offered runs; fingerprints must agree.
+  void resolve(std::vector<Completion>& done) {
+    round_active_ = false;
+    std::vector<OpPtr> agreed, disagreed;
+    for (const OpPtr& op : offered_) {
+      bool everywhere = true, same = true;
+      op->extents.assign(size_, 0);
+      for (int r = 0; r < size_ && everywhere; ++r) {
+        const Proposal& p = theirs_[r];
+        const Entry* found = nullptr;
+        for (int i = 0; i < p.count && !found; ++i) {
+          if (p.entries[i].site == op->entry.site && p.entries[i].key == op->entry.key) found = &p.entries[i];
+        }
+        everywhere = found != nullptr;
+        if (found) {
+          same = same && found->hash == op->entry.hash;
+          op->extents[r] = found->extent;
+        }
+      }
+      if (!everywhere) continue;
+      pending_.erase(std::make_pair(op->entry.key, op->entry.site));
+      (same ? agreed : disagreed).push_back(op);
+    }
+    offered_.clear();
+    // Every rank derives the same order from the same round.
+    auto order = [](const OpPtr& a, const OpPtr& b) {
+      return std::tie(a->entry.key, a->entry.site) < std::tie(b->entry.key, b->entry.site);
+    };
+    std::sort(agreed.begin(), agreed.end(), order);
+    std::sort(disagreed.begin(), disagreed.end(), order);
+    for (auto& op : disagreed) guarded(op, done, [&] { post_diag(op); });
+    post_agreed(agreed, done);
+    for (int r = 0; r < size_; ++r) {
+      if (theirs_[r].finished && !pending_.empty()) {
+        std::string msg;
+        if (pending_.size() == 1) {
+          const Op& op = *pending_.begin()->second;
+          msg = error_message("[", op.name, "] rank ", r, " finished its program without calling ", op.desc(),
+                              " (which rank ", rank_, " waits for)");
+        } else {
+          msg = error_message("[", pending_.begin()->second->name, "] rank ", r, " finished its program without ",
+                              "calling these collectives, which rank ", rank_, " waits for:");
+          for (auto& [k, op] : pending_) msg += "\n  " + op->desc();
+        }
+        set_broken(msg);
+        fail_all_pending(msg, done);
+        break;
+      }
+    }
+  }
+
+  // Posts the agreed operations in order; runs of small all-reduces of the
+  // same dtype and reduction become one message.
+  void post_agreed(const std::vector<OpPtr>& agreed, std::vector<Completion>& done) {
+    bool coalesce = coalesce_.load();
+    for (size_t i = 0; i < agreed.size();) {
+      const OpPtr& op = agreed[i];
+      size_t j = i + 1;
+      if (coalesce && fusable(*op)) {
+        int64_t bytes = op->x.nbytes();
+        while (j < agreed.size() && fusable(*agreed[j]) && agreed[j]->x.dtype() == op->x.dtype() &&
+               agreed[j]->rop == op->rop && bytes + agreed[j]->x.nbytes() <= kCoalesceCapBytes) {
+          bytes += agreed[j]->x.nbytes();
+          ++j;
+        }
+      }
+      if (j - i >= 2) {
+        auto group = std::make_shared<Op>();
+        group->kind = Kind::coalesced;
+        group->name = "all_reduce";
+        group->rop = op->rop;
+        group->members.assign(agreed.begin() + i, agreed.begin() + j);
+        guarded(group, done, [&] { post_coalesced(group); });
+      } else {
+        guarded(op, done, [&] { post_data(op); });
+      }
+      i = j;
+    }
+  }
+
+  static bool fusable(const Op& op) { return op.kind == Kind::all_reduce && op.x.nbytes() <= kCoalesceMaxBytes; }
+
+  void post_coalesced(const OpPtr& group) {
+    DType dt = group->members[0]->x.dtype();
+    int64_t n = 0;
+    for (auto& m : group->members) n += m->x.size();
+    Array in(dt, {n});
+    group->out = Array(dt, {n});
+    char* at = static_cast<char*>(in.raw());
+    for (auto& m : group->members) {
+      if (m->x.nbytes()) std::memcpy(at, m->x.raw(), m->x.nbytes());
+      at += m->x.nbytes();
+    }
+    group->x = in;
+    group->stage = Stage::data;
+    group->reqs.assign(1, MPI_REQUEST_NULL);
+    check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce"), mpi_type(dt), mpi_op(group->rop),
+                         data_comm_, &group->reqs[0]),
+          "all_reduce", "MPI_Iallreduce");
+    active_.push_back(group);
+  }
+
+  void post_diag(const OpPtr& op) {
+    op->stage = Stage::diag;
+    std::string d = op->desc();
+    op->diag_send.assign(kDescBytes, '\0');
+    std::memcpy(op->diag_send.data(), d.data(), std::min<size_t>(d.size(), kDescBytes - 1));
+    op->diag_recv.assign(static_cast<size_t>(kDescBytes) * size_, '\0');
     op->reqs.assign(1, MPI_REQUEST_NULL);
-    check(MPI_Iallgather(&op->meta, sizeof(Meta), MPI_BYTE, op->metas.data(), sizeof(Meta), MPI_BYTE,
-                         meta_comm_[op->channel], &op->reqs[0]),
-          *op, "MPI_Iallgather");
+    check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes, MPI_CHAR,
+                         diag_comm_, &op->reqs[0]),
+          op->name, "MPI_Iallgather");
     active_.push_back(op);
   }
 
   void post_data(const OpPtr& op) {
-    bool agree = true;
-    for (const Meta& m : op->metas) agree = agree && m.hash == op->metas[0].hash;
-    if (!agree) {
-      op->stage = Stage::diag;
-      op->diag_send.assign(kDescBytes, '\0');
-      std::memcpy(op->diag_send.data(), op->desc.data(), std::min<size_t>(op->desc.size(), kDescBytes - 1));
-      op->diag_recv.assign(static_cast<size_t>(kDescBytes) * size_, '\0');
-      op->reqs.assign(1, MPI_REQUEST_NULL);
-      check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes,
-                           MPI_CHAR, diag_comm_[op->channel], &op->reqs[0]),
-            *op, "MPI_Iallgather");
-      active_.push_back(op);
-      return;
-    }
     op->stage = Stage::data;
     op->reqs.assign(1, MPI_REQUEST_NULL);
     MPI_Request* req = &op->reqs[0];
-    MPI_Comm comm = data_comm_[op->channel];
+    MPI_Comm comm = data_comm_;
     const Array& x = op->x;
     DType dt = x.dtype();
+    const char* name = op->name;
     switch (op->kind) {
       case Kind::all_reduce: {
-        op->out = x.copy();
-        check(MPI_Iallreduce(MPI_IN_PLACE, op->out.raw(), checked_int(x.size(), op->name), mpi_type(dt),
-                             mpi_op(op->rop), comm, req),
-              *op, "MPI_Iallreduce");
+        // Separate buffers: an in-place all-reduce costs a copy, and Open MPI
+        // then picks a slower algorithm for large messages.
+        op->out = Array(dt, x.shape());
+        check(MPI_Iallreduce(x.raw(), op->out.raw(), checked_int(x.size(), name), mpi_type(dt), mpi_op(op->rop),
+                             comm, req),
+              name, "MPI_Iallreduce");
         break;
       }
       case Kind::broadcast: {
-        op->out = rank_ == op->root ? x.copy() : Array(dt, x.shape());
-        check(MPI_Ibcast(op->out.raw(), checked_int(x.nbytes(), op->name), MPI_BYTE, op->root, comm, req),
-              *op, "MPI_Ibcast");
+        op->out = rank_ == op->root ? x : Array(dt, x.shape());
+        check(MPI_Ibcast(op->out.raw(), checked_int(x.nbytes(), name), MPI_BYTE, op->root, comm, req), name,
+              "MPI_Ibcast");
         break;
       }
       case Kind::all_gather:
@@ -370,22 +673,23 @@ class Engine {
         op->rcounts.assign(size_, 0);
         op->rdispls.assign(size_, 0);
         for (int i = 0; i < size_; ++i) {
-          Shape s = meta_shape(op->metas[i]);
+          Shape s = x.shape();
+          s[op->free_axis] = op->extents[i];
           int64_t bytes = shape_size(s) * static_cast<int64_t>(dtype_size(dt));
-          op->rcounts[i] = checked_int(bytes, op->name);
-          op->rdispls[i] = checked_int(total, op->name);
+          op->rcounts[i] = checked_int(bytes, name);
+          op->rdispls[i] = checked_int(total, name);
           total += bytes;
         }
         if (receives) op->recv_bytes.resize(static_cast<size_t>(total) + 1);
-        int sendn = checked_int(x.nbytes(), op->name);
+        int sendn = checked_int(x.nbytes(), name);
         if (op->kind == Kind::all_gather) {
           check(MPI_Iallgatherv(x.raw(), sendn, MPI_BYTE, op->recv_bytes.data(), op->rcounts.data(),
                                 op->rdispls.data(), MPI_BYTE, comm, req),
-                *op, "MPI_Iallgatherv");
+                name, "MPI_Iallgatherv");
         } else {
-          check(MPI_Igatherv(x.raw(), sendn, MPI_BYTE, receives ? op->recv_bytes.data() : nullptr,
-                             op->rcounts.data(), op->rdispls.data(), MPI_BYTE, op->root, comm, req),
-                *op, "MPI_Igatherv");
+          check(MPI_Igatherv(x.raw(), sendn, MPI_BYTE, receives ? op->recv_bytes.data() : nullptr, op->rcounts.data(),
+                             op->rdispls.data(), MPI_BYTE, op->root, comm, req),
+                name, "MPI_Igatherv");
         }
         break;
       }
@@ -394,34 +698,21 @@ class Engine {
         std::vector<int64_t> rows = split_counts(s[0], size_);
         int64_t per_row = x.size() / std::max<int64_t>(s[0], 1);
         op->rcounts.resize(size_);
-        for (int i = 0; i < size_; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, op->name);
+        for (int i = 0; i < size_; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, name);
         s[0] = rows[rank_];
         op->out = Array(dt, s);
-        check(MPI_Ireduce_scatter(x.raw(), op->out.raw(), op->rcounts.data(), mpi_type(dt), mpi_op(op->rop),
-                                  comm, req),
-              *op, "MPI_Ireduce_scatter");
+        check(MPI_Ireduce_scatter(x.raw(), op->out.raw(), op->rcounts.data(), mpi_type(dt), mpi_op(op->rop), comm,
+                                  req),
+              name, "MPI_Ireduce_scatter");
         break;
       }
       case Kind::scatter: {
-        const Meta& rm = op->metas[op->root];
-        DType rdt = static_cast<DType>(rm.dtype);
-        Shape s = meta_shape(rm);
-        std::vector<int64_t> rows = split_counts(s[0], size_);
-        int64_t rb = row_bytes(rdt, s);
-        op->scounts.resize(size_);
-        op->sdispls.resize(size_);
-        int64_t off = 0;
-        for (int i = 0; i < size_; ++i) {
-          op->scounts[i] = checked_int(rows[i] * rb, op->name);
-          op->sdispls[i] = checked_int(off, op->name);
-          off += rows[i] * rb;
-        }
-        s[0] = rows[rank_];
-        op->out = Array(rdt, s);
-        bool is_root = rank_ == op->root;
-        check(MPI_Iscatterv(is_root ? x.raw() : nullptr, op->scounts.data(), op->sdispls.data(), MPI_BYTE,
-                            op->out.raw(), op->scounts[rank_], MPI_BYTE, op->root, comm, req),
-              *op, "MPI_Iscatterv");
+        // First the root's dtype and shape (the others' x is ignored).
+        op->stage = Stage::root_meta;
+        op->header[0] = static_cast<int64_t>(x.dtype());
+        op->header[1] = x.ndim();
+        for (int i = 0; i < x.ndim() && i < kMaxDims; ++i) op->header[2 + i] = x.shape()[i];
+        check(MPI_Ibcast(op->header, 2 + kMaxDims, MPI_INT64_T, op->root, comm, req), name, "MPI_Ibcast");
         break;
       }
       case Kind::all_to_all: {
@@ -433,31 +724,66 @@ class Engine {
         int64_t rb = row_bytes(dt, x.shape());
         int64_t off = 0;
         for (int j = 0; j < size_; ++j) {
-          op->scounts[j] = checked_int(mine[j] * rb, op->name);
-          op->sdispls[j] = checked_int(off, op->name);
+          op->scounts[j] = checked_int(mine[j] * rb, name);
+          op->sdispls[j] = checked_int(off, name);
           off += mine[j] * rb;
         }
         int64_t total = 0;
         for (int j = 0; j < size_; ++j) {
-          Shape sj = meta_shape(op->metas[j]);
-          int64_t bytes = split_counts(sj[0], size_)[rank_] * row_bytes(dt, sj);
-          op->rcounts[j] = checked_int(bytes, op->name);
-          op->rdispls[j] = checked_int(total, op->name);
+          int64_t bytes = split_counts(op->extents[j], size_)[rank_] * rb;
+          op->rcounts[j] = checked_int(bytes, name);
+          op->rdispls[j] = checked_int(total, name);
           total += bytes;
         }
         op->recv_bytes.resize(static_cast<size_t>(total) + 1);
         check(MPI_Ialltoallv(x.raw(), op->scounts.data(), op->sdispls.data(), MPI_BYTE, op->recv_bytes.data(),
                              op->rcounts.data(), op->rdispls.data(), MPI_BYTE, comm, req),
-              *op, "MPI_Ialltoallv");
+              name, "MPI_Ialltoallv");
         break;
       }
       case Kind::barrier:
-        check(MPI_Ibarrier(comm, req), *op, "MPI_Ibarrier");
+        check(MPI_Ibarrier(comm, req), name, "MPI_Ibarrier");
         break;
       default:
         break;
     }
     active_.push_back(op);
+    if (op->kind == Kind::scatter) scatters_.push_back(op);
+  }
+
+  // The second step of a scatter, once the root's shape is known. Posted in
+  // the order the scatters were agreed (every rank the same), after their
+  // first steps completed.
+  void post_scatter_data(std::vector<Completion>& done) {
+    while (!scatters_.empty() && scatters_.front()->stage == Stage::data) {
+      OpPtr op = scatters_.front();
+      scatters_.pop_front();
+      guarded(op, done, [&] {
+        const char* name = op->name;
+        DType rdt = static_cast<DType>(op->header[0]);
+        int ndim = static_cast<int>(op->header[1]);
+        Shape s(op->header + 2, op->header + 2 + ndim);
+        std::vector<int64_t> rows = split_counts(s[0], size_);
+        int64_t rb = row_bytes(rdt, s);
+        op->scounts.resize(size_);
+        op->sdispls.resize(size_);
+        int64_t off = 0;
+        for (int i = 0; i < size_; ++i) {
+          op->scounts[i] = checked_int(rows[i] * rb, name);
+          op->sdispls[i] = checked_int(off, name);
+          off += rows[i] * rb;
+        }
+        s[0] = rows[rank_];
+        op->out = Array(rdt, s);
+        bool is_root = rank_ == op->root;
+        op->reqs.assign(1, MPI_REQUEST_NULL);
+        check(MPI_Iscatterv(is_root ? op->x.raw() : nullptr, op->scounts.data(), op->sdispls.data(), MPI_BYTE,
+                            op->out.raw(), op->scounts[rank_], MPI_BYTE, op->root, data_comm_, &op->reqs[0]),
+              name, "MPI_Iscatterv");
+        op->stage = Stage::header;  // marks "second step posted"
+        active_.push_back(op);
+      });
+    }
   }
 
   void post_p2p(const OpPtr& op) {
@@ -469,23 +795,27 @@ class Engine {
       op->stage = Stage::data;
       op->reqs.assign(2, MPI_REQUEST_NULL);
       check(MPI_Isend(op->header, 2 + kMaxDims, MPI_INT64_T, op->peer, op->tag, p2p_header_comm_, &op->reqs[0]),
-            *op, "MPI_Isend");
+            op->name, "MPI_Isend");
       check(MPI_Isend(x.raw(), checked_int(x.nbytes(), op->name), MPI_BYTE, op->peer, op->tag, p2p_data_comm_,
                       &op->reqs[1]),
-            *op, "MPI_Isend");
+            op->name, "MPI_Isend");
     } else {
       op->stage = Stage::header;
       op->reqs.assign(1, MPI_REQUEST_NULL);
       check(MPI_Irecv(op->header, 2 + kMaxDims, MPI_INT64_T, op->peer, op->tag, p2p_header_comm_, &op->reqs[0]),
-            *op, "MPI_Irecv");
+            op->name, "MPI_Irecv");
     }
     active_.push_back(op);
   }
 
-  // Polls every outstanding request; advances the operations that completed.
-  bool test_all() {
+  // Polls every outstanding request; advances what completed.
+  bool test_all(std::vector<Completion>& done) {
     std::vector<MPI_Request> reqs;
     std::vector<std::pair<size_t, size_t>> owner;
+    if (round_active_) {
+      reqs.push_back(round_req_);
+      owner.push_back({SIZE_MAX, 0});
+    }
     for (size_t i = 0; i < active_.size(); ++i) {
       for (size_t k = 0; k < active_[i]->reqs.size(); ++k) {
         if (active_[i]->reqs[k] == MPI_REQUEST_NULL) continue;
@@ -493,66 +823,85 @@ class Engine {
         owner.push_back({i, k});
       }
     }
-    std::vector<OpPtr> completed;
-    if (!reqs.empty()) {
-      std::vector<int> indices(reqs.size());
-      int outcount = 0;
-      int rc = MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, indices.data(),
-                            MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        std::string msg = error_message("[collective] MPI_Testsome failed on rank ", rank_, ": ", mpi_error(rc));
-        {
-          std::lock_guard lock(mu_);
-          broken_ = msg;
-        }
-        auto ops = active_;
-        for (auto& op : ops) fail(op, std::make_exception_ptr(std::runtime_error(msg)));
-        return true;
-      }
-      if (outcount == MPI_UNDEFINED) outcount = 0;
-      for (size_t j = 0; j < reqs.size(); ++j) active_[owner[j].first]->reqs[owner[j].second] = reqs[j];
+    if (reqs.empty()) return false;
+    std::vector<int> indices(reqs.size());
+    int outcount = 0;
+    int rc = MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, indices.data(), MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      std::string msg = error_message("[collective] MPI_Testsome failed on rank ", rank_, ": ", mpi_error(rc));
+      set_broken(msg);
+      auto e = std::make_exception_ptr(std::runtime_error(msg));
+      for (auto& op : active_) fail(op, e, done);
+      active_.clear();
+      fail_all_pending(msg, done);
+      round_active_ = false;
+      return true;
     }
+    if (outcount == MPI_UNDEFINED || outcount == 0) return false;
+    bool round_done = false;
+    for (size_t j = 0; j < reqs.size(); ++j) {
+      if (owner[j].first == SIZE_MAX) {
+        round_done = reqs[j] == MPI_REQUEST_NULL;
+      } else {
+        active_[owner[j].first]->reqs[owner[j].second] = reqs[j];
+      }
+    }
+    std::vector<OpPtr> completed;
     for (const auto& op : active_) {
-      bool done = true;
-      for (auto r : op->reqs) done = done && r == MPI_REQUEST_NULL;
-      if (done) completed.push_back(op);
+      bool all = true;
+      for (auto r : op->reqs) all = all && r == MPI_REQUEST_NULL;
+      if (all) completed.push_back(op);
     }
     for (auto& op : completed) {
       active_.erase(std::remove(active_.begin(), active_.end(), op), active_.end());
-      guarded(op, [&] { advance(op); });
+      guarded(op, done, [&] { advance(op, done); });
     }
-    return !completed.empty();
+    post_scatter_data(done);
+    if (round_done) resolve(done);
+    return true;
   }
 
-  void advance(const OpPtr& op) {
+  void advance(const OpPtr& op, std::vector<Completion>& done) {
     switch (op->stage) {
-      case Stage::meta:
-        op->stage = Stage::ordered;
-        ordered_[op->channel][op->key] = op;
-        return;
       case Stage::diag:
-        deliver_error(op, std::make_exception_ptr(std::invalid_argument(disagreement(*op))));
+        done.push_back({op->promise, Value(), std::make_exception_ptr(std::invalid_argument(disagreement(*op)))});
         return;
-      case Stage::header: {
-        int ndim = static_cast<int>(op->header[1]);
-        Shape s(op->header + 2, op->header + 2 + ndim);
-        op->out = Array(static_cast<DType>(op->header[0]), s);
-        op->stage = Stage::data;
-        op->reqs.assign(1, MPI_REQUEST_NULL);
-        check(MPI_Irecv(op->out.raw(), checked_int(op->out.nbytes(), op->name), MPI_BYTE, op->peer, op->tag,
-                        p2p_data_comm_, &op->reqs[0]),
-              *op, "MPI_Irecv");
-        active_.push_back(op);
+      case Stage::root_meta:
+        op->stage = Stage::data;  // post_scatter_data posts the second step
         return;
-      }
+      case Stage::header:
+        if (op->kind == Kind::recv) {
+          int ndim = static_cast<int>(op->header[1]);
+          Shape s(op->header + 2, op->header + 2 + ndim);
+          op->out = Array(static_cast<DType>(op->header[0]), s);
+          op->stage = Stage::data;
+          op->reqs.assign(1, MPI_REQUEST_NULL);
+          check(MPI_Irecv(op->out.raw(), checked_int(op->out.nbytes(), op->name), MPI_BYTE, op->peer, op->tag,
+                          p2p_data_comm_, &op->reqs[0]),
+                op->name, "MPI_Irecv");
+          active_.push_back(op);
+          return;
+        }
+        done.push_back({op->promise, Value(std::move(op->out)), nullptr});  // scatter's second step
+        return;
       default:
-        deliver(op, result(*op));
+        if (op->kind == Kind::coalesced) {
+          const char* at = static_cast<const char*>(op->out.raw());
+          for (auto& m : op->members) {
+            Array r(m->x.dtype(), m->x.shape());
+            if (r.nbytes()) std::memcpy(r.raw(), at, r.nbytes());
+            at += r.nbytes();
+            done.push_back({m->promise, Value(std::move(r)), nullptr});
+          }
+          return;
+        }
+        done.push_back({op->promise, result(*op), nullptr});
         return;
     }
   }
 
   std::string disagreement(const Op& op) const {
-    std::string msg = "[" + op.name + "] ranks disagree on the collective: ";
+    std::string msg = "[" + std::string(op.name) + "] ranks disagree on the collective: ";
     for (int i = 0; i < size_; ++i) {
       std::string d(op.diag_recv.data() + static_cast<size_t>(i) * kDescBytes);
       msg += error_message(i ? ", " : "", "rank ", i, " has ", d);
@@ -575,19 +924,17 @@ class Engine {
     DType dt = op.x.dtype();
     switch (op.kind) {
       case Kind::all_gather:
-      case Kind::gather: {
+      case Kind::gather:
+      case Kind::all_to_all: {
         if (op.kind == Kind::gather && rank_ != op.root) return Value();
         std::vector<Shape> shapes;
-        for (const Meta& m : op.metas) shapes.push_back(meta_shape(m));
-        List out;
-        for (auto& a : unpack(op, shapes, dt)) out.push_back(Value(std::move(a)));
-        return Value(std::move(out));
-      }
-      case Kind::all_to_all: {
-        std::vector<Shape> shapes;
-        for (const Meta& m : op.metas) {
-          Shape s = meta_shape(m);
-          s[0] = split_counts(s[0], size_)[rank_];
+        for (int r = 0; r < size_; ++r) {
+          Shape s = op.x.shape();
+          if (op.kind == Kind::all_to_all) {
+            s[0] = split_counts(op.extents[r], size_)[rank_];
+          } else {
+            s[op.free_axis] = op.extents[r];
+          }
           shapes.push_back(s);
         }
         List out;
@@ -602,103 +949,105 @@ class Engine {
     }
   }
 
-  void check_timeouts() {
+  void check_timeouts(std::vector<Completion>& done) {
     using namespace std::chrono;
     double limit = collective_timeout_seconds();
-    auto now = steady_clock::now();
-    std::vector<OpPtr> pending = active_;
-    for (int c = 0; c < kChannels; ++c) {
-      for (auto& [k, op] : ordered_[c]) pending.push_back(op);
-      for (auto& [k, op] : waiting_[c]) pending.push_back(op);
-    }
-    bool expired = false;
-    for (auto& op : pending) {
-      expired = expired || duration<double>(now - op->start).count() > limit;
-    }
-    if (!expired) return;
-    std::string list;
-    for (auto& op : pending) {
-      const char* stage = op->stage == Stage::meta      ? "exchanging fingerprints"
-                          : op->stage == Stage::queued  ? "queued behind an earlier collective"
-                          : op->stage == Stage::ordered ? "waiting for an earlier collective"
-                          : op->stage == Stage::header  ? "waiting for a message"
-                                                        : "transferring data";
-      if (op->collective()) {
-        list += error_message("\n  ", op->desc, " (key ", op->channel, ":", op->key, ", ", stage, ")");
+    auto now = Clock::now();
+    std::vector<OpPtr> waiting;
+    for (auto& op : active_) {
+      if (op->kind == Kind::coalesced) {
+        waiting.insert(waiting.end(), op->members.begin(), op->members.end());
       } else {
-        list += error_message("\n  ", op->desc, " (tag ", op->tag, ", ", stage, ")");
+        waiting.push_back(op);
       }
     }
-    std::string msg = error_message("[", pending.front()->name, "] timed out after ", limit,
-                                    " s on rank ", rank_, " (TESSERA_COLLECTIVE_TIMEOUT); a rank did not join. ",
-                                    "This rank waits for:", list);
-    {
-      std::lock_guard lock(mu_);
-      broken_ = msg;
+    for (auto& [k, op] : pending_) waiting.push_back(op);
+    bool expired = false;
+    for (auto& op : waiting) expired = expired || duration<double>(now - op->start).count() > limit;
+    if (!expired) return;
+    std::string list;
+    for (auto& op : waiting) {
+      const char* stage = op->stage == Stage::pending ? "not joined by every rank"
+                          : op->stage == Stage::header && op->kind == Kind::recv ? "waiting for a message"
+                          : op->stage == Stage::diag                              ? "exchanging diagnostics"
+                                                                                  : "transferring data";
+      if (op->collective()) {
+        list += error_message("\n  ", op->desc(), " (call ", op->entry.key + 1, " of that site, ", stage, ")");
+      } else {
+        list += error_message("\n  ", op->desc(), " (tag ", op->tag, ", ", stage, ")");
+      }
     }
-    // MPI may still write into the buffers of the posted operations: keep
-    // them alive.
-    for (auto& op : pending) abandoned_.push_back(op);
+    std::string msg = error_message("[", waiting.front()->name, "] timed out after ", limit, " s on rank ", rank_,
+                                    " (TESSERA_COLLECTIVE_TIMEOUT); a rank did not join. This rank waits for:", list);
+    set_broken(msg);
+    // MPI may still write into the buffers of posted operations: keep them.
+    for (auto& op : active_) abandoned_.push_back(op);
+    for (auto& [k, op] : pending_) abandoned_.push_back(op);
+    auto e = std::make_exception_ptr(std::runtime_error(msg));
+    for (auto& op : waiting) done.push_back({op->promise, Value(), e});
     active_.clear();
-    for (int c = 0; c < kChannels; ++c) {
-      ordered_[c].clear();
-      waiting_[c].clear();
-    }
-    for (auto& op : pending) deliver_error(op, std::make_exception_ptr(std::runtime_error(msg)));
+    pending_.clear();
+    scatters_.clear();
   }
 
-  std::mutex mu_;
+  // Guards submission (incoming_, keys, broken_, start-up state).
+  std::mutex in_mu_;
   std::condition_variable cv_;
   bool started_ = false, init_done_ = false, stopping_ = false;
   std::string init_error_, broken_;
-  std::atomic<bool> failed_{false};
+  std::atomic<bool> failed_{false}, work_{false}, broken_flag_{false}, coalesce_{[] {
+    const char* s = std::getenv("TESSERA_COALESCE");
+    return !(s && std::string(s) == "0");
+  }()};
   int rank_ = 0, size_ = 1;
-  uint64_t next_key_[kChannels] = {};
+  std::map<uint64_t, uint64_t> next_key_;
   std::deque<OpPtr> incoming_;
   std::thread thread_;
 
-  // Progress-thread only.
-  MPI_Comm meta_comm_[kChannels], data_comm_[kChannels], diag_comm_[kChannels];
+  // Guards everything below and every MPI call after start-up.
+  std::mutex mu_;
+  MPI_Comm round_comm_ = MPI_COMM_NULL, data_comm_ = MPI_COMM_NULL, diag_comm_ = MPI_COMM_NULL;
   MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL;
-  std::map<uint64_t, OpPtr> waiting_[kChannels], ordered_[kChannels];
-  std::vector<OpPtr> active_, abandoned_;
-  uint64_t next_meta_[kChannels] = {}, next_data_[kChannels] = {};
-
-  bool queued() const {
-    for (int c = 0; c < kChannels; ++c) {
-      if (!waiting_[c].empty() || !ordered_[c].empty()) return true;
-    }
-    return false;
-  }
+  std::map<std::pair<uint64_t, uint64_t>, OpPtr> pending_;  // by (key, site)
+  std::vector<OpPtr> active_, abandoned_, offered_;
+  std::deque<OpPtr> scatters_;
+  bool round_active_ = false;
+  Proposal round_;
+  std::vector<Proposal> theirs_;
+  MPI_Request round_req_ = MPI_REQUEST_NULL;
+  uint64_t passes_ = 0;
 };
 
-// Fills the fingerprint: `what` names the op and its settings; the shape
-// (with `free_axis` left out of the hash) and dtype are those of x.
-OpPtr make_op(Kind kind, const char* name, const std::string& what, const Array* x, int free_axis,
-              const std::string& site) {
+// Fills the fingerprint: `what` names the op and its settings; dtype and
+// shape are those of x (the extent along `free_axis` travels apart).
+OpPtr make_op(Kind kind, const char* name, std::string what, const Array* x, int free_axis, const std::string& site) {
   auto op = std::make_shared<Op>();
   op->kind = kind;
   op->name = name;
+  op->what = std::move(what);
   op->site = site;
   op->free_axis = free_axis;
-  std::string hashed = what;
-  op->desc = what;
+  op->entry.site = fnv1a(site);
+  uint64_t h = fnv1a(op->what, op->entry.site);
   if (x) {
     if (x->ndim() > kMaxDims) {
       throw std::invalid_argument(error_message("[", name, "] arrays of more than ", kMaxDims,
                                                 " dimensions are not supported, got ", shape_str(x->shape())));
     }
     op->x = *x;
-    op->meta.dtype = static_cast<int32_t>(x->dtype());
-    op->meta.ndim = x->ndim();
-    for (int i = 0; i < x->ndim(); ++i) op->meta.shape[i] = x->shape()[i];
-    op->desc += error_message(" ", dtype_name(x->dtype()), " ", shape_str(x->shape()));
-    hashed += error_message("|", dtype_name(x->dtype()), "|", x->ndim());
-    for (int i = 0; i < x->ndim(); ++i) hashed += i == free_axis ? "|*" : "|" + std::to_string(x->shape()[i]);
+    op->has_x = true;
+    int64_t meta[2 + kMaxDims] = {static_cast<int64_t>(x->dtype()), x->ndim()};
+    for (int i = 0; i < x->ndim(); ++i) meta[2 + i] = i == free_axis ? -1 : x->shape()[i];
+    h = fnv1a(meta, sizeof(int64_t) * (2 + x->ndim()), h);
+    if (free_axis >= 0) op->entry.extent = x->shape()[free_axis];
   }
-  if (!site.empty()) op->desc += " at " + site;
-  op->meta.hash = fnv1a(hashed + "|" + site);
+  op->entry.hash = h;
   return op;
+}
+
+const char* reduce_name(ReduceOp op) {
+  static const char* names[] = {"all_reduce(sum)", "all_reduce(mean)", "all_reduce(max)", "all_reduce(min)"};
+  return names[static_cast<int>(op)];
 }
 
 }  // namespace
@@ -709,10 +1058,10 @@ void mark_failed() {
   if (started_by_mpirun()) Engine::get().mark_failed();
 }
 
+void set_coalescing(bool on) { Engine::get().set_coalescing(on); }
+
 Future<Value> all_reduce(const Array& x, ReduceOp op, const std::string& site) {
-  static const char* names[] = {"sum", "mean", "max", "min"};
-  auto o = make_op(Kind::all_reduce, "all_reduce",
-                   error_message("all_reduce(", names[static_cast<int>(op)], ")"), &x, -1, site);
+  auto o = make_op(Kind::all_reduce, "all_reduce", reduce_name(op), &x, -1, site);
   o->rop = op == ReduceOp::mean ? ReduceOp::sum : op;
   return Engine::get().submit(o);
 }
@@ -724,14 +1073,14 @@ Future<Value> broadcast(const Array& x, int root, const std::string& site) {
 }
 
 Future<Value> all_gather(const Array& x, int free_axis, const std::string& site) {
-  return Engine::get().submit(make_op(Kind::all_gather, "all_gather",
-                                      error_message("all_gather(axis=", free_axis, ")"), &x, free_axis, site));
+  return Engine::get().submit(
+      make_op(Kind::all_gather, "all_gather", error_message("all_gather(axis=", free_axis, ")"), &x, free_axis, site));
 }
 
 Future<Value> reduce_scatter(const Array& x, ReduceOp op, const std::string& site) {
-  static const char* names[] = {"sum", "mean", "max", "min"};
-  auto o = make_op(Kind::reduce_scatter, "reduce_scatter",
-                   error_message("reduce_scatter(", names[static_cast<int>(op)], ")"), &x, -1, site);
+  static const char* names[] = {"reduce_scatter(sum)", "reduce_scatter(mean)", "reduce_scatter(max)",
+                                "reduce_scatter(min)"};
+  auto o = make_op(Kind::reduce_scatter, "reduce_scatter", names[static_cast<int>(op)], &x, -1, site);
   o->rop = op == ReduceOp::mean ? ReduceOp::sum : op;
   return Engine::get().submit(o);
 }
@@ -744,13 +1093,10 @@ Future<Value> gather(const Array& x, int root, const std::string& site) {
 
 Future<Value> scatter(const Array& x, int root, const std::string& site) {
   // Only the root's array matters: the fingerprint leaves out dtype and shape.
+  if (x.ndim() > kMaxDims) throw std::invalid_argument("[scatter] more than 8 dimensions are not supported");
   auto o = make_op(Kind::scatter, "scatter", error_message("scatter(root=", root, ")"), nullptr, -1, site);
   o->root = root;
   o->x = x;
-  o->meta.dtype = static_cast<int32_t>(x.dtype());
-  o->meta.ndim = x.ndim();
-  if (x.ndim() > kMaxDims) throw std::invalid_argument("[scatter] more than 8 dimensions are not supported");
-  for (int i = 0; i < x.ndim(); ++i) o->meta.shape[i] = x.shape()[i];
   return Engine::get().submit(o);
 }
 
@@ -770,8 +1116,7 @@ Future<Value> send(const Array& x, int dest, int tag, const std::string& site) {
 }
 
 Future<Value> recv(int source, int tag, const std::string& site) {
-  auto o = make_op(Kind::recv, "recv", error_message("recv(source=", source, ", tag=", tag, ")"), nullptr, -1,
-                   site);
+  auto o = make_op(Kind::recv, "recv", error_message("recv(source=", source, ", tag=", tag, ")"), nullptr, -1, site);
   o->peer = source;
   o->tag = tag;
   return Engine::get().submit(o);

@@ -72,6 +72,10 @@ Future<Value> barrier(const std::string& site);
 Future<Value> send(const Array& x, int dest, int tag, const std::string& site);
 Future<Value> recv(int source, int tag, const std::string& site);
 
+// Coalescing of small all-reduces agreed in the same round (on by default;
+// TESSERA_COALESCE=0 turns it off). Must be set the same on every rank.
+void set_coalescing(bool on);
+
 // Row ranges of an axis-0 split of `rows` in `parts` parts (array_split).
 std::vector<int64_t> split_counts(int64_t rows, int parts);
 

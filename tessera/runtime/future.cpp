@@ -1,5 +1,7 @@
 #include "tessera/runtime/future.hpp"
 
+#include <chrono>
+
 namespace tessera::detail {
 
 int& continuation_depth() {
@@ -19,6 +21,22 @@ void run_continuation(std::function<void()> fn) {
     ~Restore() { --d; }
   } restore{depth};
   fn();
+}
+
+std::atomic<WaitHelper>& wait_helper() {
+  static std::atomic<WaitHelper> helper{nullptr};
+  return helper;
+}
+
+bool help_while_pending(const std::function<bool()>& ready) {
+  WaitHelper help = wait_helper().load(std::memory_order_acquire);
+  if (!help) return ready();
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + std::chrono::duration<double>(kWaitHelpSeconds);
+  while (!ready()) {
+    if (!help() || Clock::now() >= until) return false;
+  }
+  return true;
 }
 
 }  // namespace tessera::detail

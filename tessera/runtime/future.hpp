@@ -38,6 +38,16 @@ int& continuation_depth();
 // Runs a continuation inline, or spawns it when the inline chain is deep.
 void run_continuation(std::function<void()> fn);
 
+// Called over and over by Future::wait while the future is pending, for at
+// most kWaitHelpSeconds, before the thread blocks. The communication engine
+// installs one that progresses MPI, so an outermost wait for a collective
+// completes without a hand-off between threads. Returns false when it has
+// nothing to do (the waiting thread then blocks at once).
+using WaitHelper = bool (*)();
+std::atomic<WaitHelper>& wait_helper();
+inline constexpr double kWaitHelpSeconds = 200e-6;
+bool help_while_pending(const std::function<bool()>& ready);
+
 template <class T>
 struct SharedState {
   std::mutex mutex;
@@ -125,6 +135,7 @@ class Future {
   // (never from a task): the waiting thread is not a worker.
   const T& wait() const {
     if (state_) {
+      detail::help_while_pending([this] { return is_ready(); });
       std::unique_lock lock(state_->mutex);
       state_->cv.wait(lock, [&] { return state_->done; });
     }
