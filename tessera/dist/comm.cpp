@@ -61,8 +61,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxDims = 8;
 constexpr int kDescBytes = 256;
-// Operations a rank offers per agreement round (see Engine).
-constexpr int kRoundEntries = 16;
+// Operations a rank offers per agreement round at most (see Engine): all
+// it has pending, oldest first, so that ranks' offers overlap whatever order
+// concurrent tasks issued them in.
+constexpr int kRoundEntries = 4096;
+// All-reduces of at most kInlineBytes travel inside the agreement round
+// itself, up to kInlineBudget bytes per rank and round, and are reduced by
+// every rank in rank order: one message exchange, and the same bits on every
+// rank however the operations were grouped.
+constexpr int64_t kInlineBytes = int64_t{16} << 10;
+constexpr int64_t kInlineBudget = int64_t{48} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).
 constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
@@ -73,19 +81,164 @@ enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter, gather, sca
 
 enum class Stage { pending, root_meta, data, diag, header };
 
+std::string mpi_error(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, len);
+}
+
 // One operation as a rank offers it in an agreement round.
 struct Entry {
-  uint64_t site = 0;    // hash of the call site
-  uint64_t key = 0;     // sequence number of the call site
-  uint64_t hash = 0;    // fingerprint: operation, settings, dtype, shape, site
-  int64_t extent = 0;   // extent along the free axis (all_gather, gather, all_to_all)
+  uint64_t site = 0;        // hash of the call site
+  uint64_t key = 0;         // sequence number of the call site
+  uint64_t hash = 0;        // fingerprint: operation, settings, dtype, shape, site
+  int64_t extent = 0;       // extent along the free axis (all_gather, gather, all_to_all)
+  int64_t inline_bytes = -1;  // bytes of data carried in the round (-1: none)
 };
 
-struct Proposal {
+// What one rank offers in a round, as sent: a header, the entries, then the
+// inline data of the entries that carry some, in entry order.
+struct OfferHeader {
   int32_t count = 0;
   int32_t finished = 0;  // this rank's program has ended: it will never offer more
-  int64_t reserved = 0;
-  Entry entries[kRoundEntries];
+};
+
+struct Offer {
+  bool finished = false;
+  std::vector<Entry> entries;
+  std::vector<const char*> data;  // inline data of entries[i] (nullptr: none)
+};
+
+Offer parse_offer(const std::string& block) {
+  Offer o;
+  OfferHeader h;
+  if (block.size() < sizeof h) throw std::runtime_error("[collective] malformed agreement message");
+  std::memcpy(&h, block.data(), sizeof h);
+  o.finished = h.finished != 0;
+  size_t at = sizeof h;
+  if (h.count < 0 || block.size() < at + sizeof(Entry) * h.count) {
+    throw std::runtime_error("[collective] malformed agreement message");
+  }
+  o.entries.resize(h.count);
+  if (h.count) std::memcpy(o.entries.data(), block.data() + at, sizeof(Entry) * h.count);
+  at += sizeof(Entry) * h.count;
+  for (const Entry& e : o.entries) {
+    if (e.inline_bytes < 0) {
+      o.data.push_back(nullptr);
+      continue;
+    }
+    if (block.size() < at + static_cast<size_t>(e.inline_bytes)) {
+      throw std::runtime_error("[collective] malformed agreement message");
+    }
+    o.data.push_back(block.data() + at);
+    at += e.inline_bytes;
+  }
+  return o;
+}
+
+// Every rank's block of bytes on every rank (an allgather of blocks of any
+// size), by Bruck's algorithm over point-to-point messages: ceil(log2 N)
+// exchanges, any N. Blocks of different sizes are safe (receives are sized
+// by probing), which collective allgathers are not.
+class BlockGather {
+ public:
+  void start(MPI_Comm comm, int rank, int size, std::string mine) {
+    comm_ = comm;
+    rank_ = rank;
+    size_ = size;
+    blocks_.assign(size, std::string());
+    blocks_[rank] = std::move(mine);
+    held_ = 1;
+    stage_ = 0;
+    sent_ = receiving_ = false;
+    active_ = true;
+  }
+
+  bool active() const { return active_; }
+  const std::vector<std::string>& blocks() const { return blocks_; }
+
+  // Advances as far as messages allow; true once every block is here.
+  // Throws runtime_error on MPI errors.
+  bool progress() {
+    reap_sends();
+    while (active_ && held_ < size_) {
+      int d = 1 << stage_;
+      int count = std::min(d, size_ - d);
+      if (!sent_) {
+        auto buf = std::make_shared<std::string>();
+        for (int i = 0; i < count; ++i) {
+          const std::string& b = blocks_[(rank_ + i) % size_];
+          uint64_t n = b.size();
+          buf->append(reinterpret_cast<const char*>(&n), sizeof n);
+          buf->append(b);
+        }
+        MPI_Request req;
+        ok(MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, (rank_ - d + size_) % size_, stage_,
+                     comm_, &req),
+           "MPI_Isend");
+        sends_.push_back({req, std::move(buf)});
+        sent_ = true;
+      }
+      if (!receiving_) {
+        int flag = 0;
+        MPI_Status status;
+        ok(MPI_Improbe((rank_ + d) % size_, stage_, comm_, &flag, &message_, &status), "MPI_Improbe");
+        if (!flag) return false;
+        int bytes = 0;
+        MPI_Get_count(&status, MPI_BYTE, &bytes);
+        incoming_.resize(bytes);
+        ok(MPI_Imrecv(incoming_.data(), bytes, MPI_BYTE, &message_, &recv_), "MPI_Imrecv");
+        receiving_ = true;
+      }
+      int flag = 0;
+      ok(MPI_Test(&recv_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!flag) return false;
+      size_t at = 0;
+      for (int i = 0; i < count; ++i) {
+        uint64_t n = 0;
+        if (at + sizeof n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
+        std::memcpy(&n, incoming_.data() + at, sizeof n);
+        at += sizeof n;
+        if (at + n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
+        blocks_[(rank_ + d + i) % size_].assign(incoming_.data() + at, n);
+        at += n;
+      }
+      held_ += count;
+      ++stage_;
+      sent_ = receiving_ = false;
+    }
+    active_ = false;
+    return true;
+  }
+
+  // Completes the sends of earlier stages (their buffers live until then).
+  void reap_sends() {
+    for (size_t i = 0; i < sends_.size();) {
+      int flag = 0;
+      ok(MPI_Test(&sends_[i].first, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (flag) {
+        sends_[i] = std::move(sends_.back());
+        sends_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+
+ private:
+  static void ok(int rc, const char* call) {
+    if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("[collective] ") + call + " failed: " + mpi_error(rc));
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, held_ = 1, stage_ = 0;
+  bool sent_ = false, receiving_ = false, active_ = false;
+  std::vector<std::string> blocks_;
+  std::string incoming_;
+  MPI_Message message_ = MPI_MESSAGE_NULL;
+  MPI_Request recv_ = MPI_REQUEST_NULL;
+  std::vector<std::pair<MPI_Request, std::shared_ptr<std::string>>> sends_;
 };
 
 struct Op;
@@ -96,6 +249,8 @@ struct Op {
   const char* name = "";
   std::string what, site;
   Entry entry;
+  uint64_t seq = 0;  // order of submission on this rank
+  bool offered = false;  // in an earlier agreement round
   bool has_x = false;
   Array x;
   ReduceOp rop = ReduceOp::sum;
@@ -164,12 +319,6 @@ int64_t row_bytes(DType dt, const Shape& shape) {
   return n;
 }
 
-std::string mpi_error(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-  return std::string(text, len);
-}
 
 // What this process runs: its command line and a hash of it and of the
 // program files it names (.py, .tsl), to tell ranks running different
@@ -265,18 +414,24 @@ class Engine {
   // the engine has operations in flight.
   bool help(bool complete_here = true) {
     if (!work_.load(std::memory_order_acquire)) return false;
+    if (complete_here) last_help_ns_.store(now_ns(), std::memory_order_relaxed);
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
       std::this_thread::yield();
       return true;
     }
     std::vector<Completion> done;
-    pass(done);
-    lock.unlock();
-    for (auto& c : done) {
-      c.on_worker = !complete_here;
-      c.complete();
+    bool progressed = pass(done);
+    if (!complete_here && !done.empty()) {
+      // Left for the next thread that helps (usually the submitter itself,
+      // waiting at the boundary) or for the progress thread.
+      for (auto& c : done) deferred_.push_back(std::move(c));
+      work_.store(true, std::memory_order_release);
+      return true;
     }
+    lock.unlock();
+    for (auto& c : done) c.complete();
+    (void)progressed;
     return work_.load(std::memory_order_acquire);
   }
 
@@ -318,6 +473,10 @@ class Engine {
   void run() {
     // Short sleeps between polls are short (the default timer slack is 50 µs).
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    // Agreement rounds carry small all-reduces inline: let shared-memory
+    // messages of up to 64 KiB go eagerly (Open MPI's default is 4 KiB, which
+    // makes a 4 KiB all-reduce wait for a rendezvous). The user's setting wins.
+    setenv("OMPI_MCA_btl_vader_eager_limit", "65536", /*overwrite=*/0);
     int provided = 0;
     int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     std::string init_error;
@@ -380,13 +539,17 @@ class Engine {
 
   void loop() {
     using namespace std::chrono;
-    int idle_passes = 0;
     for (;;) {
       {
         std::unique_lock lock(in_mu_);
         cv_.wait(lock, [&] { return stopping_ || work_.load(); });
         if (stopping_ && !work_.load()) return;
         if (stopping_ && !broken_.empty()) return;
+      }
+      // A thread waiting at the boundary is polling: stay out of its way.
+      if (now_ns() - last_help_ns_.load(std::memory_order_relaxed) < 100000) {
+        std::this_thread::sleep_for(microseconds(50));
+        continue;
       }
       bool progressed = false;
       {
@@ -401,10 +564,9 @@ class Engine {
           }
         }
       }
-      // Poll continuously for a while after progress, then every 20 µs.
-      idle_passes = progressed ? 0 : idle_passes + 1;
-      if (idle_passes > 64) std::this_thread::sleep_for(microseconds(20));
-      else std::this_thread::yield();
+      // Poll again at once after progress, else every 20 µs (tasks may be
+      // computing on every core: a spinning poll would slow them down).
+      if (!progressed) std::this_thread::sleep_for(microseconds(20));
     }
   }
 
@@ -412,31 +574,34 @@ class Engine {
   // rank waiting for a collective this one never calls gets an error, not a
   // hang) and waits until every rank has. Returns false if that failed.
   bool finish() {
-    Proposal mine;
+    OfferHeader mine;
     mine.finished = 1;
-    std::vector<Proposal> theirs(size_);
     auto deadline = Clock::now() + std::chrono::duration<double>(collective_timeout_seconds());
-    for (;;) {
-      MPI_Request req;
-      if (MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, theirs.data(), sizeof mine, MPI_BYTE, round_comm_, &req) !=
-          MPI_SUCCESS) {
-        return false;
+    try {
+      for (;;) {
+        BlockGather g;
+        g.start(round_comm_, rank_, size_, std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+        while (!g.progress()) {
+          if (Clock::now() > deadline) return false;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        while (Clock::now() < deadline) {
+          g.reap_sends();
+          if (!g.active()) break;
+        }
+        bool all = true, work = false;
+        for (const std::string& b : g.blocks()) {
+          Offer o = parse_offer(b);
+          all = all && o.finished;
+          work = work || (!o.finished && !o.entries.empty());
+        }
+        // Another rank still offering work learns from this round that this
+        // one has finished and fails. Finalizing leaves the report of the
+        // failure to that rank (mpirun then ends the job).
+        if (all || work) return true;
       }
-      int flag = 0;
-      while (!flag) {
-        if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-        if (!flag && Clock::now() > deadline) return false;
-        if (!flag) std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      bool all = true;
-      for (const Proposal& p : theirs) all = all && p.finished;
-      if (all) return true;
-      // Another rank still offers work; it learns from this round that this
-      // one has finished and fails. Finalizing leaves the report of the
-      // failure to that rank (mpirun then ends the job).
-      for (const Proposal& p : theirs) {
-        if (!p.finished && p.count > 0) return true;
-      }
+    } catch (const std::exception&) {
+      return false;
     }
   }
 
@@ -448,18 +613,32 @@ class Engine {
       std::lock_guard lock(in_mu_);
       fresh.swap(incoming_);
     }
-    bool progressed = !fresh.empty();
+    bool progressed = !fresh.empty() || !deferred_.empty();
+    for (auto& c : deferred_) done.push_back(std::move(c));
+    deferred_.clear();
     for (auto& op : fresh) {
       if (op->collective()) {
-        pending_.emplace(std::make_pair(op->entry.key, op->entry.site), op);
+        op->seq = next_seq_++;
+        pending_.emplace(op->seq, op);
       } else {
         guarded(op, done, [&] { post_p2p(op); });
       }
     }
-    if (!round_active_ && !pending_.empty() && !broken_flag_.load()) guarded_round(done);
+    if (round_.active()) {
+      try {
+        if (round_.progress()) {
+          resolve(done);
+          progressed = true;
+        }
+      } catch (const std::exception& e) {
+        set_broken(e.what());
+        fail_all_pending(e.what(), done);
+      }
+    }
+    if (!round_.active() && !pending_.empty() && !broken_flag_.load()) guarded_round(done);
     progressed = test_all(done) || progressed;
     if (++passes_ % 256 == 0) check_timeouts(done);
-    bool work = round_active_ || !pending_.empty() || !active_.empty();
+    bool work = round_.active() || !pending_.empty() || !active_.empty();
     {
       std::lock_guard lock(in_mu_);
       work = work || !incoming_.empty();
@@ -501,24 +680,36 @@ class Engine {
 
   // Offers the oldest pending operations (by sequence number) to the others.
   void guarded_round(std::vector<Completion>& done) {
-    round_ = Proposal();
     offered_.clear();
+    std::vector<Entry> entries;
+    std::string data;
     for (auto& [k, op] : pending_) {
-      if (round_.count == kRoundEntries) break;
-      round_.entries[round_.count++] = op->entry;
+      if (static_cast<int>(entries.size()) == kRoundEntries) break;
+      Entry e = op->entry;
+      int64_t n = op->x.nbytes();
+      // Data travels inline the first time an operation is offered only: an
+      // operation another rank has not reached yet takes the data path.
+      if (op->kind == Kind::all_reduce && !op->offered && n <= kInlineBytes &&
+          static_cast<int64_t>(data.size()) + n <= kInlineBudget) {
+        e.inline_bytes = n;
+        data.append(static_cast<const char*>(op->x.raw()), n);
+      }
+      entries.push_back(e);
       offered_.push_back(op);
+      op->offered = true;
     }
-    theirs_.assign(size_, Proposal());
-    round_req_ = MPI_REQUEST_NULL;
-    int rc = MPI_Iallgather(&round_, sizeof(Proposal), MPI_BYTE, theirs_.data(), sizeof(Proposal), MPI_BYTE,
-                            round_comm_, &round_req_);
-    if (rc != MPI_SUCCESS) {
-      std::string msg = error_message("[collective] MPI_Iallgather failed on rank ", rank_, ": ", mpi_error(rc));
-      set_broken(msg);
-      fail_all_pending(msg, done);
-      return;
+    OfferHeader h;
+    h.count = static_cast<int32_t>(entries.size());
+    std::string block(reinterpret_cast<const char*>(&h), sizeof h);
+    block.append(reinterpret_cast<const char*>(entries.data()), sizeof(Entry) * entries.size());
+    block += data;
+    try {
+      round_.start(round_comm_, rank_, size_, std::move(block));
+      if (round_.progress()) resolve(done);
+    } catch (const std::exception& e) {
+      set_broken(e.what());
+      fail_all_pending(e.what(), done);
     }
-    round_active_ = true;
   }
 
   void fail_all_pending(const std::string& msg, std::vector<Completion>& done) {
@@ -529,26 +720,46 @@ class Engine {
 
   // What every rank offered runs; fingerprints must agree.
   void resolve(std::vector<Completion>& done) {
-    round_active_ = false;
+    std::vector<Offer> offers;
+    for (const std::string& b : round_.blocks()) offers.push_back(parse_offer(b));
+    // Each rank's entries by (site, key), for lookup.
+    std::vector<std::map<std::pair<uint64_t, uint64_t>, size_t>> index(size_);
+    for (int r = 0; r < size_; ++r) {
+      for (size_t i = 0; i < offers[r].entries.size(); ++i) {
+        index[r].emplace(std::make_pair(offers[r].entries[i].site, offers[r].entries[i].key), i);
+      }
+    }
     std::vector<OpPtr> agreed, disagreed;
     for (const OpPtr& op : offered_) {
-      bool everywhere = true, same = true;
+      bool everywhere = true, same = true, inline_everywhere = true;
       op->extents.assign(size_, 0);
+      std::vector<const char*> data(size_, nullptr);
       for (int r = 0; r < size_ && everywhere; ++r) {
-        const Proposal& p = theirs_[r];
+        const Offer& o = offers[r];
         const Entry* found = nullptr;
-        for (int i = 0; i < p.count && !found; ++i) {
-          if (p.entries[i].site == op->entry.site && p.entries[i].key == op->entry.key) found = &p.entries[i];
+        auto it = index[r].find(std::make_pair(op->entry.site, op->entry.key));
+        if (it != index[r].end()) {
+          found = &o.entries[it->second];
+          data[r] = o.data[it->second];
         }
         everywhere = found != nullptr;
         if (found) {
           same = same && found->hash == op->entry.hash;
           op->extents[r] = found->extent;
+          inline_everywhere = inline_everywhere && found->inline_bytes == op->x.nbytes();
         }
       }
       if (!everywhere) continue;
-      pending_.erase(std::make_pair(op->entry.key, op->entry.site));
+      pending_.erase(op->seq);
+      if (same && inline_everywhere && op->kind == Kind::all_reduce) {
+        done.push_back({op->promise, Value(reduce_in_rank_order(*op, data)), nullptr});
+        continue;
+      }
       (same ? agreed : disagreed).push_back(op);
+    }
+    if (std::getenv("TESSERA_DEBUG_ROUNDS")) {
+      std::fprintf(stderr, "[rank %d] %.1f round: offered %zu agreed %zu inline-done %zu pending %zu\n", rank_, std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(), offered_.size(),
+                   agreed.size(), done.size(), pending_.size());
     }
     offered_.clear();
     // Every rank derives the same order from the same round.
@@ -560,7 +771,7 @@ class Engine {
     for (auto& op : disagreed) guarded(op, done, [&] { post_diag(op); });
     post_agreed(agreed, done);
     for (int r = 0; r < size_; ++r) {
-      if (theirs_[r].finished && !pending_.empty()) {
+      if (offers[r].finished && !pending_.empty()) {
         std::string msg;
         if (pending_.size() == 1) {
           const Op& op = *pending_.begin()->second;
@@ -576,6 +787,48 @@ class Engine {
         break;
       }
     }
+  }
+
+  // The reduction of every rank's inline data, in rank order: the same bits
+  // on every rank.
+  Array reduce_in_rank_order(const Op& op, const std::vector<const char*>& data) const {
+    Array out(op.x.dtype(), op.x.shape());
+    int64_t n = out.size();
+    if (n == 0) return out;
+    std::memcpy(out.raw(), data[0], out.nbytes());
+    auto combine = [&](auto* acc) {
+      using T = std::remove_pointer_t<decltype(acc)>;
+      for (int r = 1; r < size_; ++r) {
+        T* in = reinterpret_cast<T*>(const_cast<char*>(data[r]));
+        T v;
+        switch (op.rop) {
+          case ReduceOp::max:
+            for (int64_t i = 0; i < n; ++i) {
+              std::memcpy(&v, in + i, sizeof v);
+              acc[i] = acc[i] < v || v != v ? v : acc[i];
+            }
+            break;
+          case ReduceOp::min:
+            for (int64_t i = 0; i < n; ++i) {
+              std::memcpy(&v, in + i, sizeof v);
+              acc[i] = v < acc[i] || v != v ? v : acc[i];
+            }
+            break;
+          default:
+            for (int64_t i = 0; i < n; ++i) {
+              std::memcpy(&v, in + i, sizeof v);
+              acc[i] += v;
+            }
+        }
+      }
+    };
+    switch (out.dtype()) {
+      case DType::float32: combine(static_cast<float*>(out.raw())); break;
+      case DType::float64: combine(static_cast<double*>(out.raw())); break;
+      case DType::int64: combine(static_cast<int64_t*>(out.raw())); break;
+      default: throw std::invalid_argument("[all_reduce] bool arrays cannot be reduced");
+    }
+    return out;
   }
 
   // Posts the agreed operations in order; runs of small all-reduces of the
@@ -812,10 +1065,6 @@ class Engine {
   bool test_all(std::vector<Completion>& done) {
     std::vector<MPI_Request> reqs;
     std::vector<std::pair<size_t, size_t>> owner;
-    if (round_active_) {
-      reqs.push_back(round_req_);
-      owner.push_back({SIZE_MAX, 0});
-    }
     for (size_t i = 0; i < active_.size(); ++i) {
       for (size_t k = 0; k < active_[i]->reqs.size(); ++k) {
         if (active_[i]->reqs[k] == MPI_REQUEST_NULL) continue;
@@ -834,18 +1083,10 @@ class Engine {
       for (auto& op : active_) fail(op, e, done);
       active_.clear();
       fail_all_pending(msg, done);
-      round_active_ = false;
       return true;
     }
     if (outcount == MPI_UNDEFINED || outcount == 0) return false;
-    bool round_done = false;
-    for (size_t j = 0; j < reqs.size(); ++j) {
-      if (owner[j].first == SIZE_MAX) {
-        round_done = reqs[j] == MPI_REQUEST_NULL;
-      } else {
-        active_[owner[j].first]->reqs[owner[j].second] = reqs[j];
-      }
-    }
+    for (size_t j = 0; j < reqs.size(); ++j) active_[owner[j].first]->reqs[owner[j].second] = reqs[j];
     std::vector<OpPtr> completed;
     for (const auto& op : active_) {
       bool all = true;
@@ -857,7 +1098,6 @@ class Engine {
       guarded(op, done, [&] { advance(op, done); });
     }
     post_scatter_data(done);
-    if (round_done) resolve(done);
     return true;
   }
 
@@ -1008,13 +1248,16 @@ class Engine {
   std::mutex mu_;
   MPI_Comm round_comm_ = MPI_COMM_NULL, data_comm_ = MPI_COMM_NULL, diag_comm_ = MPI_COMM_NULL;
   MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL;
-  std::map<std::pair<uint64_t, uint64_t>, OpPtr> pending_;  // by (key, site)
+  std::map<uint64_t, OpPtr> pending_;  // by order of submission
+  uint64_t next_seq_ = 0;
   std::vector<OpPtr> active_, abandoned_, offered_;
   std::deque<OpPtr> scatters_;
-  bool round_active_ = false;
-  Proposal round_;
-  std::vector<Proposal> theirs_;
-  MPI_Request round_req_ = MPI_REQUEST_NULL;
+  BlockGather round_;
+  std::vector<Completion> deferred_;
+  std::atomic<int64_t> last_help_ns_{0};
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
   uint64_t passes_ = 0;
 };
 

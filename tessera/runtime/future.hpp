@@ -45,7 +45,7 @@ void run_continuation(std::function<void()> fn);
 // nothing to do (the waiting thread then blocks at once).
 using WaitHelper = bool (*)();
 std::atomic<WaitHelper>& wait_helper();
-inline constexpr double kWaitHelpSeconds = 200e-6;
+inline constexpr double kWaitHelpSeconds = 2e-3;
 bool help_while_pending(const std::function<bool()>& ready);
 
 template <class T>
