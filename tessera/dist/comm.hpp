@@ -1,19 +1,22 @@
-// The communication engine: every MPI call of the process is made by one
-// progress thread. Workers enqueue operations and get a Future<Value>; the
-// progress thread posts non-blocking MPI operations and polls them with
-// MPI_Testsome, so they progress while tasks compute and no worker blocks.
+// The communication engine: MPI driven by the runtime. Workers enqueue
+// operations and get a Future<Value>; MPI is called by one thread at a time —
+// the issuing thread posts at once, a thread waiting at the outermost
+// boundary polls, otherwise a progress thread polls — so non-blocking
+// operations progress while tasks compute and no worker blocks.
 //
-// Matching across ranks: a collective travels on one of 16 channels (a set of
-// communicators) chosen by its call site, and gets that channel's next
-// sequence number (its key, channel:n) when it is issued; ranks issue the
-// collectives of one call site in the same program order (SPMD) and the
-// engine posts each channel strictly in key order, never in the order the
-// requests reach it. Collectives of different sites issued by concurrent
-// tasks therefore do not need a common order. Each collective first exchanges a fingerprint
-// (operation, dtype, shape, source position) with the other ranks; ranks that
-// disagree get an error naming both sides instead of a hang. A collective
-// pending longer than TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails
-// with the list of what this rank waits for.
+// Matching across ranks: a collective is identified by its call site and that
+// site's sequence number (ranks issue the collectives of one site in the same
+// order: SPMD). Ranks agree on what to run in rounds (comm.cpp, Engine):
+// every rank offers what it has pending with a fingerprint (operation,
+// dtype, shape, source position); what all offered runs, in an order all
+// derive from the same round, never in arrival order. Disagreeing
+// fingerprints give every rank an error naming both sides instead of a hang;
+// small all-reduces travel inside the round and are reduced in rank order;
+// other small all-reduces agreed together are coalesced into one message. A
+// rank whose program ends tells the others, so a collective called on one
+// rank only fails at once. A collective pending longer than
+// TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails with the list of
+// what this rank waits for.
 //
 // With one locality (a process not started by mpirun) nothing here is used
 // and no MPI call is made: collectives.cpp computes the local results.
