@@ -352,21 +352,24 @@ std::pair<uint64_t, std::string> program_identity() {
 
 // The communication engine. Every collective is identified by its call site
 // and that site's sequence number (ranks issue the collectives of one site in
-// the same order: SPMD). Ranks agree on what to run in rounds: each round is
-// one MPI_Iallgather in which every rank offers up to kRoundEntries of its
-// pending operations with their fingerprints; what every rank offered is
-// run, in an order all ranks derive from the same data; an operation offered
-// with different fingerprints fails on every rank with a message naming each
-// rank's side. Small all-reduces agreed in one round are coalesced into one
-// message. One round is in flight at a time; a rank that has nothing pending
-// posts none, so rounds match up one to one.
+// the same order: SPMD). Ranks agree on what to run in rounds: in each round
+// every rank offers its pending operations (oldest first, up to
+// kRoundEntries) with their fingerprints, gathered by every rank
+// (BlockGather); what every rank offered runs, in an order all ranks derive
+// from the same data; an operation offered with different fingerprints fails
+// on every rank with a message naming each rank's side. Small all-reduces
+// carry their data in the round and are reduced there; other small
+// all-reduces agreed in one round are coalesced into one message. One round
+// is in flight at a time; a rank with nothing pending posts none, so rounds
+// match up one to one, and a rank whose program has ended says so in a last
+// round (finish).
 //
 // Any thread may drive progress (one at a time): a thread that submits an
 // operation posts it at once, and a thread waiting at the outermost boundary
-// polls for a short while (Future::wait). The progress thread polls whenever
+// polls for a while (Future::wait). The progress thread polls whenever
 // operations are in flight and nobody else does, so they advance while tasks
 // compute. Results are handed to workers when the progress thread completes
-// them; other threads complete them themselves.
+// them; a waiting thread completes them itself.
 class Engine {
  public:
   static Engine& get() {
