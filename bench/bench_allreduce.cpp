@@ -1,13 +1,18 @@
-// Collectives: tessera's all_reduce primitive against raw MPI_Allreduce, fused
-// against unfused small all-reduces, and how much of a 16 MB all-reduce hides
-// behind computation. Run on 2 localities:
+// Collectives: tessera's all_reduce primitive against raw MPI_Allreduce from 4 B
+// to 64 MB, fused against unfused small all-reduces, and how much of a 16 MB
+// all-reduce hides behind computation. Run on 2 localities:
 //   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSERA_THREADS=1
-//   mpirun -n 2 --bind-to none build/bench/bench_allreduce
+//   mpirun -n 2 --bind-to none build/bench/bench_allreduce [--json] [--repeats N] [--max-bytes B]
+// --json prints one JSON object (rank 0) instead of the table, for
+// bench/bench_collectives.py, which also runs PyTorch's gloo at the same sizes.
+// Every figure is the median of single timed calls on rank 0 after one warm-up.
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -36,39 +41,104 @@ double median_s(int repeats, F&& f) {
   return t[t.size() / 2];
 }
 
+// Small messages are cheap and noisy, so they get more repetitions; a fixed
+// --repeats overrides this.
+int repeats_for(int64_t bytes, int fixed) {
+  if (fixed > 0) return fixed;
+  if (bytes <= (int64_t{64} << 10)) return 51;
+  if (bytes <= (int64_t{4} << 20)) return 15;
+  return 7;
+}
+
+struct Options {
+  bool json = false;
+  int repeats = 0;  // 0: by size (repeats_for)
+  int64_t max_bytes = int64_t{64} << 20;
+};
+
+// Returns false (after saying why on rank 0) when an argument is not understood.
+bool parse(int argc, char** argv, Options& o, bool speak) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    char* end = nullptr;
+    if (a == "--json") {
+      o.json = true;
+    } else if ((a == "--repeats" || a == "--max-bytes") && i + 1 < argc) {
+      long long v = std::strtoll(argv[++i], &end, 10);
+      if (*end != '\0' || v <= 0) {
+        if (speak) {
+          std::fprintf(stderr, "bench_allreduce: %s needs a positive integer, got '%s'\n", a.c_str(), argv[i]);
+        }
+        return false;
+      }
+      if (a == "--repeats") o.repeats = static_cast<int>(v);
+      else o.max_bytes = v;
+    } else {
+      if (speak) {
+        std::fprintf(stderr, "bench_allreduce: unknown argument '%s'; usage: bench_allreduce [--json] "
+                     "[--repeats N] [--max-bytes B]\n", a.c_str());
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int rank = static_cast<int>(call_primitive("locality", std::vector<Value>{}).as_int());
   int size = static_cast<int>(call_primitive("num_localities", std::vector<Value>{}).as_int());
+  Options opt;
+  if (!parse(argc, argv, opt, rank == 0)) return 2;
   if (size < 2) {
     std::printf("run on at least 2 localities: mpirun -n 2 build/bench/bench_allreduce\n");
     return 0;
   }
   int level = 0;
   MPI_Query_thread(&level);
+  // Raw MPI calls from this thread beside tessera's progress thread need
+  // MPI_THREAD_MULTIPLE; without it the MPI column is left out (0).
   bool raw_ok = level == MPI_THREAD_MULTIPLE;
-  if (rank == 0) {
-    std::printf("%s\nlocalities: %d, threads per locality: %d; median of 7\n\n",
-                bench::machine_line().c_str(), size, num_threads());
-    std::printf("%10s %14s %14s %8s\n", "bytes", "tessera us", "raw MPI us", "ratio");
+  if (rank == 0 && !opt.json) {
+    std::printf("%s\nlocalities: %d, threads per locality: %d; median of %s single calls\n\n",
+                bench::machine_line().c_str(), size, num_threads(),
+                opt.repeats ? std::to_string(opt.repeats).c_str() : "7 to 51");
+    std::printf("%10s %12s %12s %8s %12s %12s\n", "bytes", "tessera us", "raw MPI us", "ratio",
+                "tessera GB/s", "MPI GB/s");
   }
-  for (int64_t bytes = 4; bytes <= (int64_t{64} << 20); bytes *= 16) {
+  std::string rows;
+  Program p("define(f, x, all_reduce(x)) f", "bench.tsl");
+  for (int64_t bytes = 4; bytes <= opt.max_bytes; bytes *= 4) {
     int64_t n = std::max<int64_t>(1, bytes / 4);
+    int reps = repeats_for(bytes, opt.repeats);
     Array x = Array::full(DType::float32, {n}, 1.0);
-    Program p("define(f, x, all_reduce(x)) f", "bench.tsl");
-    double t = median_s(7, [&] { p.run({Value(x)}); });
+    double t = median_s(reps, [&] { p.run({Value(x)}); });
     double raw = 0;
     if (raw_ok) {
       std::vector<float> in(n, 1.0f), out(n);
-      raw = median_s(7, [&] {
-        MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD);
+      raw = median_s(reps, [&] {
+        MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       });
     }
-    if (rank == 0) {
-      std::printf("%10lld %14.1f %14.1f %8.2f\n", static_cast<long long>(bytes), t * 1e6,
-                  raw * 1e6, raw > 0 ? t / raw : 0.0);
+    if (rank != 0) continue;
+    if (opt.json) {
+      char row[160];
+      std::snprintf(row, sizeof row, "%s{\"bytes\": %lld, \"repeats\": %d, \"tessera_s\": %.9g, \"mpi_s\": %.9g}",
+                    rows.empty() ? "" : ", ", static_cast<long long>(bytes), reps, t, raw);
+      rows += row;
+    } else {
+      std::printf("%10lld %12.1f %12.1f %8.2f %12.3f %12.3f\n", static_cast<long long>(bytes), t * 1e6,
+                  raw * 1e6, raw > 0 ? t / raw : 0.0, bytes / t / 1e9, raw > 0 ? bytes / raw / 1e9 : 0.0);
     }
   }
 
@@ -83,9 +153,10 @@ int main() {
   Program fused("define(f, x, split(all_reduce(concatenate(list(" + cat + "))), 256)) f",
                 "fused.tsl");
   Array small = Array::full(DType::float32, {1024}, 1.0);
-  double tu = median_s(7, [&] { unfused.run({Value(small)}); });
-  double tf = median_s(7, [&] { fused.run({Value(small)}); });
-  if (rank == 0) {
+  int small_reps = opt.repeats ? opt.repeats : 15;
+  double tu = median_s(small_reps, [&] { unfused.run({Value(small)}); });
+  double tf = median_s(small_reps, [&] { fused.run({Value(small)}); });
+  if (rank == 0 && !opt.json) {
     std::printf("\n256 all-reduces of 4 KB: unfused %.2f ms, fused %.2f ms: fused %.1fx faster "
                 "(goal >= 5x)\n", tu * 1e3, tf * 1e3, tu / tf);
   }
@@ -98,14 +169,24 @@ int main() {
                "define(d, c @ m), sum(d))) f", "w.tsl");
   Program both("define(f, x, m, parallel_block(define(r, all_reduce(x)), block(define(a, m @ m), "
                "define(b, a @ m), define(c, b @ m), define(d, c @ m), sum(d)))) f", "b.tsl");
-  double tc = median_s(7, [&] { comm.run({Value(big), Value(m)}); });
-  double tw = median_s(7, [&] { work.run({Value(big), Value(m)}); });
-  double tb = median_s(7, [&] { both.run({Value(big), Value(m)}); });
-  if (rank == 0) {
-    double hidden = std::clamp((tc + tw - tb) / tc, 0.0, 1.0);
+  int big_reps = opt.repeats ? opt.repeats : 7;
+  double tc = median_s(big_reps, [&] { comm.run({Value(big), Value(m)}); });
+  double tw = median_s(big_reps, [&] { work.run({Value(big), Value(m)}); });
+  double tb = median_s(big_reps, [&] { both.run({Value(big), Value(m)}); });
+  double hidden = std::clamp((tc + tw - tb) / tc, 0.0, 1.0);
+  if (rank == 0 && !opt.json) {
     std::printf("\n16 MB all-reduce %.2f ms, computation %.2f ms, both at once %.2f ms: "
                 "%.0f%% of the all-reduce hidden (goal >= 90%%)\n", tc * 1e3, tw * 1e3, tb * 1e3,
                 hidden * 100);
+  }
+  if (rank == 0 && opt.json) {
+    std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"raw_mpi\": %s, \"allreduce\": [%s], "
+                "\"fused\": {\"count\": 256, \"bytes\": 4096, \"repeats\": %d, \"unfused_s\": %.9g, "
+                "\"fused_s\": %.9g}, \"overlap\": {\"bytes\": %lld, \"repeats\": %d, \"comm_s\": %.9g, "
+                "\"work_s\": %.9g, \"both_s\": %.9g, \"hidden\": %.6f}}\n",
+                json_string(bench::machine_line()).c_str(), size, num_threads(), raw_ok ? "true" : "false",
+                rows.c_str(), small_reps, tu, tf, static_cast<long long>(big.nbytes()), big_reps, tc, tw, tb,
+                hidden);
   }
   return 0;
 }

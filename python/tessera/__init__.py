@@ -33,7 +33,8 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
         "tessera's C++ extension tessera._core is missing or cannot be loaded "
         f"({error}); run `make build` in the tessera checkout, or `pip install .`"
     ) from error
-from ._core import CompileError, Program, call_primitive, num_threads, set_num_threads
+from ._core import (CompileError, Program, call_primitive, deterministic, num_threads,
+                    set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
 from . import data, distributed, nn, optim
@@ -46,6 +47,7 @@ __all__ = [
     "UnsupportedError",
     "call_primitive",
     "data",
+    "deterministic",
     "distributed",
     "grad",
     "is_eager",
@@ -54,6 +56,7 @@ __all__ = [
     "num_threads",
     "optim",
     "ops",
+    "set_deterministic",
     "set_eager",
     "set_num_threads",
     "value_and_grad",

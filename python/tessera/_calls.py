@@ -57,6 +57,10 @@ class CallsMixin:
         label = ast.unparse(fnode)
         if T._is_jit(obj):
             return self.plain_call(self.b.include(obj), args, kws, mangle_kw=True)
+        prim = getattr(obj, "_tessera_primitive", None)
+        if isinstance(prim, str) and prim in T.primitive_names():
+            # tessera.distributed's eager functions: the primitive of the same name.
+            return self.plain_call(prim, args, kws)
         if isinstance(fnode, ast.Name) and getattr(builtins, fnode.id, None) is obj:
             return self.builtin_call(fnode.id, node, args, kws)
         dt = T.dtype_name_of(obj)

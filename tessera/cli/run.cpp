@@ -5,16 +5,26 @@
 // files with this binary's `eval` and `.py` files with the project's Python
 // (TESSERA_PYTHON, the .venv beside the build folder, or python3), prefixes each output line with `[rank r] `, and when a
 // rank fails says which one and with what error.
+//
+// Each rank runs under a guard (this binary again, `run --rank-guard`): it
+// starts the rank's program as its child, passes on the signals mpirun sends,
+// and when the program ends writes one hidden line saying how (pid, exit
+// status or signal), so that a rank killed by a signal is named with its pid
+// and signal even though mpirun reports neither reliably.
 #include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -59,18 +69,71 @@ int positive(const std::string& flag, const std::string& v) {
   return static_cast<int>(n);
 }
 
+// The line a rank's guard writes on stderr when the rank's program ends.
+constexpr const char* kEndMarker = "tessera-run-rank-ended:";
+
+// How a rank's program ended, as its guard reported it.
+struct RankEnd {
+  long pid = 0;
+  int status = 0;     // exit status, when signal == 0
+  int signal = 0;     // the signal that ended it, or 0
+  int forwarded = 0;  // a signal the guard passed on from mpirun (the job was being stopped), or 0
+};
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "an unknown signal";
+}
+
+// Python scripts run through this bootstrap (`python -c BOOT script args`):
+// a script that calls sys.exit(3) would otherwise run MPI_Finalize at exit,
+// which waits for the other ranks, while they wait in a collective for it. On
+// a non-zero exit or an uncaught exception it leaves at once (os._exit, so no
+// MPI_Finalize) and mpirun stops the job. Tracebacks start at the script.
+constexpr const char* kPythonBootstrap = R"(import os, runpy, sys
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(script))
+def leave(code):
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+try:
+    runpy.run_path(script, run_name="__main__")
+except SystemExit as e:
+    if e.code is None or e.code == 0:
+        raise
+    if not isinstance(e.code, int):
+        print(e.code, file=sys.stderr)
+    leave(e.code if isinstance(e.code, int) else 1)
+except BaseException:
+    kind, value, tb = sys.exc_info()
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    sys.excepthook(kind, value.with_traceback(tb), tb)
+    leave(1)
+)";
+
 // Reads mpirun's tagged output ("[job,rank]<stdout>:text") and rewrites it.
 struct OutputFilter {
   std::map<int, std::string> last_error_line;
   std::map<int, bool> has_error_line;
+  std::map<int, RankEnd> ended;
+  std::vector<int> end_order;
   int failed_rank = -1;
   int failed_code = 0;
+  int signaled_rank = -1;
+  int improper_rank = -1;
   std::string pending[2];
 
   void line(int stream, const std::string& text) {
     static const std::regex tagged(R"(^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$)");
     static const std::regex process(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
     static const std::regex exit_code(R"(Exit code:\s*(-?\d+))");
+    static const std::regex on_signal(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal)");
+    static const std::regex improper(R"(due to process rank (\d+) with PID)");
     std::smatch m;
     if (std::regex_match(text, m, tagged)) {
       int rank = std::stoi(m[1]);
@@ -79,6 +142,16 @@ struct OutputFilter {
       // pieces carries further tags inside it.
       static const std::regex inner_tag(R"(\[\d+,\d+\]<(stdout|stderr)>:)");
       std::string body = std::regex_replace(std::string(m[3]), inner_tag, "");
+      // The guard's line (after any unfinished line of the program).
+      if (size_t at = body.find(kEndMarker); err && at != std::string::npos) {
+        RankEnd e;
+        std::sscanf(body.c_str() + at + std::strlen(kEndMarker), " pid=%ld status=%d signal=%d forwarded=%d",
+                    &e.pid, &e.status, &e.signal, &e.forwarded);
+        ended[rank] = e;
+        end_order.push_back(rank);
+        body.erase(at);
+        if (body.empty()) return;
+      }
       std::fprintf(err ? stderr : stdout, "[rank %d] %s\n", rank, body.c_str());
       std::fflush(err ? stderr : stdout);
       // The error of a rank is its last "SomethingError: ..." line (the
@@ -95,6 +168,8 @@ struct OutputFilter {
     }
     if (std::regex_search(text, m, process)) failed_rank = std::stoi(m[1]);
     if (std::regex_search(text, m, exit_code)) failed_code = std::stoi(m[1]);
+    if (std::regex_search(text, m, on_signal)) signaled_rank = std::stoi(m[1]);
+    if (std::regex_search(text, m, improper)) improper_rank = std::stoi(m[1]);
     FILE* out = stream == 1 ? stdout : stderr;
     std::fprintf(out, "%s\n", text.c_str());
     std::fflush(out);
@@ -118,9 +193,97 @@ struct OutputFilter {
   }
 };
 
+pid_t guarded_child = 0;
+volatile sig_atomic_t forwarded_signal = 0;
+
+void forward_signal(int sig) {
+  forwarded_signal = sig;
+  if (guarded_child > 0) kill(guarded_child, sig);
+}
+
+// `tessera run --rank-guard PROGRAM ARGS...`, started by mpirun for each rank.
+int guard_rank(std::vector<std::string> cmd) {
+  if (cmd.empty()) throw std::invalid_argument("[run] --rank-guard needs a program");
+  pid_t guard = getpid();
+  pid_t child = fork();
+  if (child < 0) throw std::runtime_error(std::string("[run] fork failed: ") + std::strerror(errno));
+  if (child == 0) {
+    // The program must not outlive its guard: mpirun stops a job by
+    // signalling the processes it started, which are the guards.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != guard) _exit(127);
+    std::vector<char*> args;
+    for (auto& s : cmd) args.push_back(s.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "tessera run: cannot start %s: %s\n", cmd[0].c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  guarded_child = child;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) std::signal(sig, forward_signal);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string("[run] waitpid failed: ") + std::strerror(errno));
+  }
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s pid=%ld status=%d signal=%d forwarded=%d\n", kEndMarker, static_cast<long>(child), code,
+               sig, static_cast<int>(forwarded_signal));
+  std::fflush(stderr);
+  if (sig != 0) {
+    // End the same way, so mpirun sees (and reports) the signal.
+    std::signal(sig, SIG_DFL);
+    kill(getpid(), sig);
+    return 128 + sig;
+  }
+  return code;
+}
+
+// What to say about the rank that ended the job, when the guards reported it.
+std::optional<std::string> rank_end_message(OutputFilter& f, int n) {
+  // mpirun names the rank it noticed first; otherwise the first rank whose
+  // program ended badly on its own (not by a signal passed on while mpirun
+  // was stopping the job).
+  int rank = f.signaled_rank >= 0 ? f.signaled_rank : f.improper_rank >= 0 ? f.improper_rank : f.failed_rank;
+  if (rank < 0 || !f.ended.count(rank)) {
+    for (int r : f.end_order) {
+      const RankEnd& e = f.ended[r];
+      if (!e.forwarded && (e.signal != 0 || e.status != 0)) {
+        rank = r;
+        break;
+      }
+    }
+  }
+  if (rank < 0 || !f.ended.count(rank)) return std::nullopt;
+  const RankEnd& e = f.ended[rank];
+  std::string who = "tessera run: rank " + std::to_string(rank) + " of " + std::to_string(n) + " (pid " +
+                    std::to_string(e.pid) + ")";
+  if (e.signal != 0) {
+    std::string msg = who + " was killed by signal " + std::to_string(e.signal) + " (" + signal_name(e.signal) + ")";
+    if (f.has_error_line[rank]) msg += " after printing " + f.last_error_line[rank];
+    return msg + "; the other ranks were stopped";
+  }
+  if (e.status != 0) {
+    if (f.has_error_line[rank]) {
+      return "tessera run: rank " + std::to_string(rank) + " of " + std::to_string(n) + " failed (exit code " +
+             std::to_string(e.status) + "): " + f.last_error_line[rank];
+    }
+    std::string msg = who + " exited with status " + std::to_string(e.status);
+    if (f.last_error_line.count(rank)) msg += ": " + f.last_error_line[rank];
+    return msg + "; the other ranks were stopped";
+  }
+  if (rank == f.improper_rank) {
+    return who + " exited with status 0 before the others, without finishing MPI (MPI_Finalize); the other "
+                 "ranks were stopped";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "--rank-guard") return guard_rank({argv.begin() + 1, argv.end()});
   int n = 0, threads = 0;
   std::string hosts, script;
   size_t i = 0;
@@ -172,10 +335,11 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::string kv = *e;
     if (kv.rfind("TESSERA_", 0) == 0) cmd.insert(cmd.end(), {"-x", kv.substr(0, kv.find('='))});
   }
+  cmd.insert(cmd.end(), {self_path(), "run", "--rank-guard"});
   if (tsl) {
     cmd.insert(cmd.end(), {self_path(), "eval", "--threads", std::to_string(threads), script});
   } else {
-    cmd.insert(cmd.end(), {python_for_scripts(), script});
+    cmd.insert(cmd.end(), {python_for_scripts(), "-c", kPythonBootstrap, script});
   }
   for (; i < argv.size(); ++i) cmd.push_back(argv[i]);
 
@@ -231,7 +395,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (code == 0) return 0;
-  if (filter.failed_rank >= 0) {
+  if (auto msg = rank_end_message(filter, n)) {
+    std::fprintf(stderr, "%s\n", msg->c_str());
+  } else if (filter.failed_rank >= 0) {
     std::string err = filter.last_error_line.count(filter.failed_rank)
                           ? filter.last_error_line[filter.failed_rank]
                           : std::string("(no error message)");

@@ -21,6 +21,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera::dist {
 
@@ -364,6 +365,23 @@ std::pair<uint64_t, std::string> program_identity() {
 // match up one to one, and a rank whose program has ended says so in a last
 // round (finish).
 //
+// A trace records the operation from submission to completion (the bytes
+// are those sent, or received for recv).
+void trace_op(const Op& op, const Future<Value>& f) {
+  trace::Event e;
+  e.kind = trace::EventKind::comm;
+  e.t0 = trace::now_ns();
+  e.what = trace::intern(op.what);
+  e.where = trace::intern(op.site);
+  e.amount = op.x.nbytes();
+  e.peer = op.collective() ? -1 : op.peer;
+  f.on_ready([e, f]() mutable {
+    e.t1 = trace::now_ns();
+    if (e.amount == 0 && !f.error() && f.get().is_array()) e.amount = f.get().as_array().nbytes();
+    trace::record(e);
+  });
+}
+
 // Any thread may drive progress (one at a time): a thread that submits an
 // operation posts it at once, and a thread waiting at the outermost boundary
 // polls for a while (Future::wait). The progress thread polls whenever
@@ -393,6 +411,7 @@ class Engine {
   Future<Value> submit(OpPtr op) {
     world();
     Future<Value> f = op->promise.get_future();
+    if (trace::on()) trace_op(*op, f);
     {
       std::lock_guard lock(in_mu_);
       if (!broken_.empty()) {

@@ -59,14 +59,14 @@ std::array<uint32_t, 4> philox4x32(const RandomKey& key, uint64_t counter) {
 }
 
 void uniform_fill_range(Array& out, const RandomKey& key, double low, double high, int64_t begin,
-                        int64_t end) {
+                        int64_t end, int64_t counter_offset) {
   const double span = high - low;
   dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
       T* p = out.data<T>();
       for (int64_t i = begin; i < end; ++i) {
-        auto w = philox4x32(key, static_cast<uint64_t>(i));
+        auto w = philox4x32(key, static_cast<uint64_t>(i + counter_offset));
         T v = static_cast<T>(low + span * unit_double(w[0], w[1]));
         // Rounding to float32 (or a huge span) can land on `high`; keep the
         // interval half-open.
@@ -78,14 +78,14 @@ void uniform_fill_range(Array& out, const RandomKey& key, double low, double hig
 }
 
 void normal_fill_range(Array& out, const RandomKey& key, double mean, double std, int64_t begin,
-                       int64_t end) {
+                       int64_t end, int64_t counter_offset) {
   constexpr double kTwoPi = 6.283185307179586476925;
   dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
       T* p = out.data<T>();
       for (int64_t i = begin; i < end; ++i) {
-        auto w = philox4x32(key, static_cast<uint64_t>(i));
+        auto w = philox4x32(key, static_cast<uint64_t>(i + counter_offset));
         double u1 = 1.0 - unit_double(w[0], w[1]);  // (0, 1]: log stays finite
         double u2 = unit_double(w[2], w[3]);
         double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
@@ -96,11 +96,11 @@ void normal_fill_range(Array& out, const RandomKey& key, double mean, double std
 }
 
 void integers_fill_range(Array& out, const RandomKey& key, int64_t low, int64_t high,
-                         int64_t begin, int64_t end) {
+                         int64_t begin, int64_t end, int64_t counter_offset) {
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   int64_t* p = out.data<int64_t>();
   for (int64_t i = begin; i < end; ++i) {
-    uint64_t r = bounded(key, static_cast<uint64_t>(i), range);
+    uint64_t r = bounded(key, static_cast<uint64_t>(i + counter_offset), range);
     p[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + r);
   }
 }

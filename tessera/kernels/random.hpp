@@ -27,19 +27,20 @@ inline double unit_double(uint32_t hi, uint32_t lo) {
 }
 
 // Fills elements [begin, end) of `out` (float32 or float64) with uniform
-// values in [low, high).
+// values in [low, high). Element i takes counter i + counter_offset (a tile of
+// a larger draw, as random_d makes, passes the tile's offset in the whole).
 void uniform_fill_range(Array& out, const RandomKey& key, double low, double high, int64_t begin,
-                        int64_t end);
+                        int64_t end, int64_t counter_offset = 0);
 
 // Fills elements [begin, end) of `out` (float32 or float64) with normal values
 // (Box-Muller; each element uses its own counter, so no pairing across tiles).
 void normal_fill_range(Array& out, const RandomKey& key, double mean, double std, int64_t begin,
-                       int64_t end);
+                       int64_t end, int64_t counter_offset = 0);
 
 // Fills elements [begin, end) of the int64 `out` with integers uniform in
 // [low, high) (high > low), without modulo bias.
 void integers_fill_range(Array& out, const RandomKey& key, int64_t low, int64_t high,
-                         int64_t begin, int64_t end);
+                         int64_t begin, int64_t end, int64_t counter_offset = 0);
 
 // A uniformly random permutation of 0..n-1 (Fisher-Yates driven by the
 // counter stream; sequential, since each swap depends on the previous ones).

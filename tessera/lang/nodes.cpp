@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera {
 
@@ -141,7 +142,8 @@ Future<Value> FunctionNode::eval(const FramePtr& frame) const {
 
 PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
                                      std::vector<NodePtr> operands, std::vector<int> slots)
-    : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)) {
+    : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)),
+      site_(this->loc().str()) {
   variadic_.resize(operands_.size(), false);
   if (spec_->variadic) {
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -187,6 +189,7 @@ Args bind_operands(const PrimitiveSpec& spec, const std::vector<int>& slots,
 
 Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
   Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
+  trace::NodeScope traced(this);
   auto t0 = std::chrono::steady_clock::now();
   Value result = spec_->eval(args);
   auto t1 = std::chrono::steady_clock::now();
@@ -199,15 +202,19 @@ Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
 }
 
 Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const {
-  if (spec_->eval_async) {
+  // A tiled array among the operands selects the primitive's tiled overload
+  // (registry.hpp), which may communicate: it runs like an asynchronous one.
+  const TiledOverload* tiled = find_tiled_overload(*spec_, operand_values);
+  if (spec_->eval_async || tiled) {
     // An asynchronous primitive (a collective): its future is this node's
     // future, completed later by the communication engine; no worker waits.
     // Counters record the time to issue it, not the time until completion.
     try {
       Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
-      args.set_site(loc().str());
+      args.set_site(site_);
+      trace::NodeScope traced(this);
       auto t0 = std::chrono::steady_clock::now();
-      Future<Value> result = spec_->eval_async(args);
+      Future<Value> result = tiled ? (*tiled)(*spec_, args) : spec_->eval_async(args);
       auto t1 = std::chrono::steady_clock::now();
       NodeCounters& c = counters();
       c.evaluations.fetch_add(1, std::memory_order_relaxed);
@@ -230,6 +237,7 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
       num_threads() > 1) {
     c.spawned.fetch_add(1, std::memory_order_relaxed);
     return async([this, vals = std::move(operand_values)]() mutable -> Future<Value> {
+      if (trace::on()) trace::set_task_node(this);
       try {
         return Future<Value>::ready(compute(vals));
       } catch (...) {

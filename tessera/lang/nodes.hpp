@@ -86,6 +86,9 @@ class PrimitiveCallNode : public Node {
   std::vector<NodePtr> operands_;
   std::vector<int> slots_;
   std::vector<bool> variadic_;
+  // loc().str(), made once: asynchronous primitives (collectives) key their
+  // matching across localities on it at every call.
+  std::string site_;
 };
 
 // A call of a function value: f(args) where f is a variable or expression.

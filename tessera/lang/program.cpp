@@ -3,20 +3,67 @@
 #include <charconv>
 #include <functional>
 #include <sstream>
+#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/parser.hpp"
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera {
 
 Program::Program(std::string_view text, std::string file) {
   auto ast = parse_program(text, file);
   code_ = compile_program(ast, {"argv"}, SourceLoc{file, 1, 1});
+  text_ = std::make_shared<const std::string>(text);
+}
+
+namespace {
+
+struct TracedPrograms {
+  std::mutex mutex;
+  std::unordered_set<const FunctionCode*> seen;
+  std::vector<TracedProgram> programs;
+};
+
+TracedPrograms& traced_programs() {
+  static TracedPrograms* t = new TracedPrograms();  // never destroyed: runs may end during exit
+  return *t;
+}
+
+// Keeps the program's tree (and the counters it starts from) for the trace.
+void note_traced(const std::shared_ptr<const FunctionCode>& code, const std::shared_ptr<const std::string>& text) {
+  TracedPrograms& t = traced_programs();
+  std::lock_guard lock(t.mutex);
+  if (!t.seen.insert(code.get()).second) return;
+  TracedProgram p{code, text, {}};
+  visit_tree(code->body.get(), [&](const Node* n, const Node*) {
+    const NodeCounters& c = n->counters();
+    p.baseline.push_back({c.evaluations.load(), c.total_ns.load(), c.spawned.load()});
+  });
+  t.programs.push_back(std::move(p));
+}
+
+}  // namespace
+
+void begin_traced_programs() {
+  TracedPrograms& t = traced_programs();
+  std::lock_guard lock(t.mutex);
+  t.seen.clear();
+  t.programs.clear();
+}
+
+std::vector<TracedProgram> end_traced_programs() {
+  TracedPrograms& t = traced_programs();
+  std::lock_guard lock(t.mutex);
+  t.seen.clear();
+  return std::move(t.programs);
 }
 
 Future<Value> Program::start(std::vector<Value> args) const {
+  if (trace::on()) note_traced(code_, text_);
   auto frame = std::make_shared<Frame>(code_->frame_size, nullptr);
   frame->set(0, Value(List(args)));
   auto code = code_;
@@ -59,13 +106,19 @@ Value call_function(const Value& fn, std::vector<CallArg> args) {
   return invoke(fn, std::move(args), SourceLoc{"<call>", 0, 0}).wait();
 }
 
-namespace {
-
-void visit(const Node* n, const std::function<void(const Node*, const Node*)>& fn,
-           const Node* parent = nullptr) {
-  fn(n, parent);
-  for (const Node* c : n->children()) visit(c, fn, n);
+void visit_tree(const Node* root, const std::function<void(const Node*, const Node*)>& fn) {
+  // An explicit stack: trees of long programs are deep enough to matter.
+  std::vector<std::pair<const Node*, const Node*>> stack{{root, nullptr}};
+  while (!stack.empty()) {
+    auto [n, parent] = stack.back();
+    stack.pop_back();
+    fn(n, parent);
+    std::vector<const Node*> kids = n->children();
+    for (auto it = kids.rbegin(); it != kids.rend(); ++it) stack.push_back({*it, n});
+  }
 }
+
+namespace {
 
 std::string dot_escape(const std::string& s) {
   std::string out;
@@ -92,7 +145,7 @@ std::string Program::tree_dot() const {
   std::ostringstream os;
   std::unordered_map<const Node*, int> ids;
   os << "digraph tessera {\n  node [shape=box, fontname=\"monospace\"];\n";
-  visit(code_->body.get(), [&](const Node* n, const Node* parent) {
+  visit_tree(code_->body.get(), [&](const Node* n, const Node* parent) {
     int id = static_cast<int>(ids.size());
     ids[n] = id;
     const NodeCounters& c = n->counters();
@@ -110,7 +163,7 @@ std::string Program::tree_dot() const {
 std::string Program::counters_csv() const {
   std::ostringstream os;
   os << "name,position,evaluations,total_ns,mean_ns,execution\n";
-  visit(code_->body.get(), [&](const Node* n, const Node*) {
+  visit_tree(code_->body.get(), [&](const Node* n, const Node*) {
     if (!n->is_primitive()) return;
     const NodeCounters& c = n->counters();
     uint64_t evals = c.evaluations.load(), spawned = c.spawned.load();
@@ -122,7 +175,7 @@ std::string Program::counters_csv() const {
 }
 
 void Program::reset_counters() const {
-  visit(code_->body.get(), [](const Node* n, const Node*) { n->counters().reset(); });
+  visit_tree(code_->body.get(), [](const Node* n, const Node*) { n->counters().reset(); });
 }
 
 Value eval_string(std::string_view text, std::vector<Value> args, const std::string& file) {

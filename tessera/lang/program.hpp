@@ -1,6 +1,7 @@
 // A compiled program: parse + compile once, run many times.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,10 +33,35 @@ class Program {
   void reset_counters() const;
 
   const FunctionCode& code() const { return *code_; }
+  // The program's text, as compiled.
+  const std::string& text() const { return *text_; }
 
  private:
   std::shared_ptr<const FunctionCode> code_;
+  std::shared_ptr<const std::string> text_;
 };
+
+// A program run while a trace was recording, as tessera/trace writes it: its
+// tree and text, and the counters of every node (in depth-first order, the
+// order of visit_tree) when the program was first run in the recording, so
+// that the trace holds the counts of the recorded runs only.
+struct TracedProgram {
+  std::shared_ptr<const FunctionCode> code;
+  std::shared_ptr<const std::string> text;
+  struct Counts {
+    uint64_t evaluations = 0, total_ns = 0, spawned = 0;
+  };
+  std::vector<Counts> baseline;
+};
+
+// Forgets the programs noted so far (a recording starts).
+void begin_traced_programs();
+// The programs run since begin_traced_programs, in the order first run.
+std::vector<TracedProgram> end_traced_programs();
+
+// Calls fn(node, parent) for every node of the tree under `root`, depth first
+// (parent is null for the root).
+void visit_tree(const Node* root, const std::function<void(const Node*, const Node*)>& fn);
 
 // Calls a function value (a closure returned by a program) from outside the
 // runtime and waits for its result, like Program::run.

@@ -42,11 +42,37 @@ Value grad_seed(Args& a) {
       "[grad] the differentiated function must return a single number, got ", out.describe()));
 }
 
-// a + b where nil stands for "no contribution yet".
+// a + b where nil stands for "no contribution yet". Cotangents of a tiled
+// array are tiled like it: their tiles are added.
 Value grad_accumulate(Args& a) {
   if (a.is_nil(0)) return a[1];
   if (a.is_nil(1)) return a[0];
+  if (a[0].is_tiled() || a[1].is_tiled()) {
+    if (!a[0].is_tiled() || !a[1].is_tiled() || !a[0].as_tiled().same_tiling(a[1].as_tiled())) {
+      throw std::invalid_argument(error_message(
+          "[grad] cannot add the cotangents ", a[0].describe(), " and ", a[1].describe(),
+          ": the cotangents of one value must be tiled alike"));
+    }
+    TiledArray sum = a[0].as_tiled();
+    sum.tile = prim("add", std::vector<Value>{Value(sum.tile), Value(a[1].as_tiled().tile)}).as_array();
+    return Value(std::move(sum));
+  }
   return prim("add", std::vector<Value>{a[0], a[1]});
+}
+
+// unbroadcast for a tiled x: its cotangent must be tiled like it (tiled
+// values never broadcast); the tile takes x's float dtype.
+Value unbroadcast_tiled(const Value& g, const Value& x) {
+  const TiledArray& xt = x.as_tiled();
+  if (!g.is_tiled() || !g.as_tiled().same_tiling(xt)) {
+    throw std::invalid_argument(error_message("[grad] the cotangent of ", xt.describe(),
+                                              " must be tiled like it, got ", g.describe()));
+  }
+  const TiledArray& gt = g.as_tiled();
+  if (!is_floating(xt.dtype()) || gt.dtype() == xt.dtype()) return g;
+  TiledArray cast = gt;
+  cast.tile = gt.tile.astype(xt.dtype());
+  return Value(std::move(cast));
 }
 
 // g summed back to the shape of x (undoing broadcasting), in x's float dtype.
@@ -54,6 +80,11 @@ Value unbroadcast(Args& a) {
   Value g = a[0];
   const Value& x = a[1];
   if (g.is_nil()) return g;
+  if (x.is_tiled()) return unbroadcast_tiled(g, x);
+  if (g.is_tiled()) {
+    throw std::invalid_argument(error_message("[grad] the cotangent of ", x.describe(),
+                                              " cannot be the tiled ", g.describe()));
+  }
   if (!x.is_array()) {
     // A Python-like scalar: its cotangent is a number.
     if (g.is_array()) g = prim("sum", std::vector<Value>{g});
@@ -154,13 +185,14 @@ const bool registered = register_primitives({
     {.name = "grad_accumulate",
      .family = "autodiff",
      .params = {{"a"}, {"b"}},
-     .help = "a + b, where nil stands for no contribution (the sum of cotangents).",
+     .help = "a + b, where nil stands for no contribution (the sum of cotangents); tiled cotangents "
+             "(tiled alike) add their tiles.",
      .eval = grad_accumulate},
     {.name = "unbroadcast",
      .family = "autodiff",
      .params = {{"g"}, {"x"}},
      .help = "g summed back to the shape of x (undoing broadcasting) and cast to x's float "
-             "dtype; a number when x is a Python-like scalar.",
+             "dtype; a number when x is a Python-like scalar; for a tiled x, g tiled like it.",
      .eval = unbroadcast},
     {.name = "reduce_grad",
      .family = "autodiff",

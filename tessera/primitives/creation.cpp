@@ -11,6 +11,7 @@
 #include "tessera/kernels/creation.hpp"
 #include "tessera/kernels/random.hpp"
 #include "tessera/kernels/shape.hpp"
+#include "tessera/primitives/random_key.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -510,5 +511,11 @@ const bool registered = register_primitives({
 });
 
 }  // namespace
+
+kernels::RandomKey random_draw_key(const Args& a, size_t seed_index, const char* distribution) {
+  std::string d = distribution;
+  RandomOp op = d == "normal" ? kNormal : d == "integers" ? kIntegers : kUniform;
+  return random_key(a, seed_index, op);
+}
 
 }  // namespace tessera

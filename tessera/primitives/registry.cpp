@@ -201,8 +201,45 @@ Value call_primitive(std::string_view name, std::vector<CallArg> args) {
       values[k] = *spec->params[k].default_value;
     }
   }
+  if (const TiledOverload* tiled = find_tiled_overload(*spec, values)) {
+    Args a(*spec, std::move(values));
+    return (*tiled)(*spec, a).wait();
+  }
   Args a(*spec, std::move(values));
   return spec->eval(a);
+}
+
+namespace {
+
+struct TiledOverloads {
+  std::mutex mutex;
+  // std::map: pointers to entries stay valid as others are added.
+  std::map<std::string, TiledOverload, std::less<>> by_key;
+};
+
+TiledOverloads& tiled_overloads() {
+  static TiledOverloads t;
+  return t;
+}
+
+}  // namespace
+
+bool register_tiled_overload(const std::string& key, TiledOverload fn) {
+  TiledOverloads& t = tiled_overloads();
+  std::lock_guard lock(t.mutex);
+  t.by_key[key] = std::move(fn);
+  return true;
+}
+
+const TiledOverload* find_tiled_overload(const PrimitiveSpec& spec, const std::vector<Value>& values) {
+  bool any = false;
+  for (const Value& v : values) any = any || v.is_tiled();
+  if (!any) return nullptr;
+  TiledOverloads& t = tiled_overloads();
+  std::lock_guard lock(t.mutex);
+  auto it = t.by_key.find(spec.name);
+  if (it == t.by_key.end()) it = t.by_key.find("family:" + spec.family);
+  return it == t.by_key.end() ? nullptr : &it->second;
 }
 
 Value call_primitive(std::string_view name, std::vector<Value> positional) {

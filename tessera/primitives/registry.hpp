@@ -111,6 +111,18 @@ std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std
 Value call_primitive(std::string_view name, std::vector<CallArg> args);
 Value call_primitive(std::string_view name, std::vector<Value> positional);
 
+// Tiled arrays (tessera/dist/tiled_ops.cpp): a call whose arguments include a
+// tiled array runs the primitive's tiled overload instead of its eval, when
+// it has one, so that user code stays the same as single-process code. The
+// overload may communicate, so it returns a future, as eval_async does.
+using TiledOverload = std::function<Future<Value>(const PrimitiveSpec&, Args&)>;
+// `key` is a primitive name, or "family:NAME" for every primitive of a family
+// that has no overload of its own. Returns true (for namespace-scope constants).
+bool register_tiled_overload(const std::string& key, TiledOverload fn);
+// The overload for a call of `spec` with these arguments (top-level values
+// only): nullptr when none is a tiled array or there is no overload.
+const TiledOverload* find_tiled_overload(const PrimitiveSpec& spec, const std::vector<Value>& values);
+
 // The arguments of one primitive call, with typed accessors whose errors name
 // the primitive and the parameter.
 class Args {

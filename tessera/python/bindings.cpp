@@ -18,16 +18,54 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/dist/locality.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/python/convert.hpp"
+#include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
 
 namespace py = pybind11;
 
 namespace tessera::python {
 namespace {
+
+// tessera._core.TiledArray(tile, shape, spans, tiling): checks the metadata
+// against this locality and the tile.
+TiledHandle make_tiled(py::handle tile, const Shape& shape,
+                       const std::vector<std::vector<std::pair<int64_t, int64_t>>>& spans, const std::string& tiling) {
+  Value v = to_value(tile);
+  if (!v.is_array()) throw TypeError("[TiledArray] tile must be an array, got " + v.describe());
+  TiledArray t;
+  t.tile = v.as_array();
+  t.shape = shape;
+  t.locality = dist::locality();
+  t.tiling = tiling;
+  if (static_cast<int>(spans.size()) != dist::num_localities()) {
+    throw std::invalid_argument(error_message("[TiledArray] needs one span per locality (", dist::num_localities(),
+                                              "), got ", spans.size()));
+  }
+  for (size_t r = 0; r < spans.size(); ++r) {
+    if (spans[r].size() != shape.size()) {
+      throw std::invalid_argument(error_message("[TiledArray] the span of locality ", r, " has ", spans[r].size(),
+                                                " dimensions, the array ", shape.size()));
+    }
+    Span sp;
+    for (const auto& [start, stop] : spans[r]) {
+      sp.start.push_back(start);
+      sp.stop.push_back(stop);
+    }
+    t.spans.push_back(std::move(sp));
+  }
+  check_spans(t.shape, t.spans, true, "TiledArray");
+  if (t.tile.shape() != t.span().shape()) {
+    throw std::invalid_argument(error_message("[TiledArray] locality ", t.locality, " has span ", t.span().str(),
+                                              " of shape ", shape_str(t.span().shape()), " but its tile has shape ",
+                                              shape_str(t.tile.shape())));
+  }
+  return TiledHandle{Value(std::move(t))};
+}
 
 // tessera._core.CompileError (created at import, never freed).
 PyObject* compile_error = nullptr;
@@ -166,6 +204,10 @@ PYBIND11_MODULE(_core, m) {
                           "This locality's view of an array tiled across localities: its tile "
                           "plus the global shape and every locality's span. Passed back to a "
                           "program it is the same tiled array.")
+      .def(py::init(&make_tiled), py::arg("tile"), py::arg("shape"), py::arg("spans"), py::arg("tiling") = "user",
+           "A tiled array from this locality's tile, the whole array's shape and every locality's span (a "
+           "tuple of (start, stop) per dimension, as .spans gives them), without communication: every "
+           "locality must pass the same shape and spans. The spans must cover the array.")
       .def_property_readonly("tile", [](const TiledHandle& t) { return to_python(Value(t.value.as_tiled().tile)); },
                              "This locality's part (a NumPy array).")
       .def_property_readonly("shape",
@@ -209,6 +251,13 @@ PYBIND11_MODULE(_core, m) {
         return tessera::num_threads();
       },
       "The number of worker threads of the runtime.");
+  m.def(
+      "set_deterministic",
+      [](bool on) { tessera::set_deterministic_tiling(on); }, py::arg("on"),
+      "Turns deterministic tiling on or off: results that do not depend on the number of threads.");
+  m.def(
+      "deterministic", [] { return tessera::deterministic_tiling(); },
+      "Whether deterministic tiling is on (set_deterministic, TESSERA_DETERMINISTIC=1).");
 
   m.def(
       "primitives",

@@ -22,4 +22,14 @@ inline constexpr double kMinTaskNs = 20000.0;
 void parallel_for(int64_t n, double ns_per_item,
                   const std::function<void(int64_t, int64_t)>& body);
 
+// Deterministic tiling: tile counts computed as if there were
+// kDeterministicThreads workers, and one worker runs the same tiles in turn,
+// so kernels whose result depends on their tiles (a BLAS call on a block of
+// rows) give the same bits with any number of threads. Off by default (tiles
+// then follow the thread count); TESSERA_DETERMINISTIC=1 turns it on at start,
+// and Sequential.fit(deterministic=True) while it trains.
+inline constexpr int kDeterministicThreads = 16;
+void set_deterministic_tiling(bool on);
+bool deterministic_tiling();
+
 }  // namespace tessera

@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "tessera/runtime/trace.hpp"
+
 namespace tessera {
 
 namespace {
@@ -85,6 +87,32 @@ Scheduler& scheduler() {
 }
 
 thread_local int tl_inside = 0;
+
+void run_task(const std::function<void()>& t) {
+  try {
+    t();
+  } catch (const std::exception& e) {
+    // Tasks report errors through their promises; an exception escaping
+    // here would cancel the whole group, so it is reported and dropped.
+    std::fprintf(stderr, "tessera: internal error: exception escaped a task: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tessera: internal error: exception escaped a task\n");
+  }
+}
+
+// A task while a trace records: its span, and the node whose work it ran (a
+// task started inside this one, on this thread, names its own node).
+void run_traced(const std::function<void()>& t) {
+  const void* outer = trace::take_task_node();
+  trace::Event e;
+  e.kind = trace::EventKind::task;
+  e.t0 = trace::now_ns();
+  run_task(t);
+  e.t1 = trace::now_ns();
+  e.what = trace::take_task_node();
+  trace::record(e);
+  trace::set_task_node(outer);
+}
 
 // Evaluations enter shared, set_num_threads exclusively; a waiting
 // set_num_threads holds back new evaluations so that it is not starved.
@@ -167,14 +195,10 @@ void spawn(std::function<void()> task) {
   oneapi::tbb::task_group& group = *s.group;
   auto body = [t = std::move(task)] {
     ++tl_inside;
-    try {
-      t();
-    } catch (const std::exception& e) {
-      // Tasks report errors through their promises; an exception escaping
-      // here would cancel the whole group, so it is reported and dropped.
-      std::fprintf(stderr, "tessera: internal error: exception escaped a task: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "tessera: internal error: exception escaped a task\n");
+    if (trace::on()) {
+      run_traced(t);
+    } else {
+      run_task(t);
     }
     --tl_inside;
   };

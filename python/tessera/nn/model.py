@@ -192,6 +192,8 @@ class Sequential:
         args = ", ".join(P + S)
         if kind in ("train", "train_dp"):
             prog = self._train_program(P, S, data_parallel=kind == "train_dp")
+        elif isinstance(kind, tuple) and kind[0] == "train_det":
+            prog = self._deterministic_program(P, S, *kind[1:])
         else:
             stmts, h, _ = self._layer_code("false", "0")
             if kind == "predict":
@@ -245,15 +247,24 @@ class Sequential:
                 off += n
         return lines
 
-    def _train_program(self, P, S, data_parallel=False):
-        opt, loss, _ = self._compiled
+    def _loss_fn(self, P, S, weighted=False):
+        """The training loss function's definition (value: list(loss, list(output,
+        batch statistics...))) and the batch norm layers' statistics. Weighted:
+        the loss times a last parameter w."""
+        loss = self._compiled[1]
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
         stmts, h, stats = self._layer_code("true", "seed")
         aux = [h] + [f"batch_norm_stats({x})" for _, _, x in stats]
         args = ", ".join(P + S)
-        body = ",\n  ".join(stmts + [f"list({loss}(y, {h}), list({', '.join(aux)}))"])
-        loss_fn = f"define(loss_fn, {args}, x, y, seed, block(\n  {body}))\n"
+        scale, w = (" * w", ", w") if weighted else ("", "")
+        body = ",\n  ".join(stmts + [f"list({loss}(y, {h}){scale}, list({', '.join(aux)}))"])
+        return f"define(loss_fn, {args}, x, y, seed{w}, block(\n  {body}))\n", stats
+
+    def _train_program(self, P, S, data_parallel=False):
+        opt, loss, _ = self._compiled
+        loss_fn, stats = self._loss_fn(P, S)
+        args = ", ".join(P + S)
         grads = [f"grad_{k}" for k in range(len(P))]
         upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
                               iteration_expr="iteration")
@@ -295,6 +306,111 @@ class Sequential:
         self.train_code = text
         return _core.Program(text, "<model train step>")
 
+    # Chunks of a global batch in deterministic mode: 8 is shared evenly by 1, 2,
+    # 4 or 8 localities and cuts the usual batch sizes (multiples of 8) evenly;
+    # more chunks cost more (smaller kernels, see docs/distributed.md).
+    DETERMINISTIC_CHUNKS = 8
+
+    @staticmethod
+    def _fixed_sum(terms):
+        """The sum of `terms` (expressions) in one fixed order: adjacent pairs,
+        level by level, an odd last term carried up. A block of 2**a terms
+        aligned at a multiple of 2**a is a node of this tree, so localities can
+        add their own aligned blocks first and the result stays the same."""
+        while len(terms) > 1:
+            terms = [f"({terms[i]} + {terms[i + 1]})" if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        return terms[0]
+
+    def _deterministic_program(self, P, S, local, chunks, n_ranks):
+        """The training step of deterministic mode. This locality computes the
+        gradients of its `local` chunks separately (of the chunk's loss times
+        its share of the batch; an empty chunk gives zeros), adds aligned
+        blocks of them in the fixed order of _fixed_sum, all-gathers those
+        block sums bucket by bucket, and every locality finishes the same sum
+        in the same order: the bits do not depend on the number of localities
+        (nor, with deterministic tiling, of threads). The loss, metric and
+        batch statistics, weighted, take the same way in one float64 bucket."""
+        opt, loss, has_metric = self._compiled
+        loss_fn, stats = self._loss_fn(P, S, weighted=True)
+        args = ", ".join(P + S)
+        grads = [f"grad_{k}" for k in range(len(P))]
+        upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
+                              iteration_expr="iteration")
+        self._opt_vars = [s.name for s in upd.state]
+        self._opt_statevars = upd.state
+        nums = ", ".join(str(k) for k in range(len(P)))
+        size = {v: int(np.prod(self.weights[v].shape)) for v in P}
+        # The float64 bucket: loss (already weighted), metric, then each batch
+        # norm's mean and variance.
+        aux = ["astype(r_{j}[0], \"float64\")"]
+        if has_metric:
+            aux.append(f"astype({self._metric('y_{j}', 'r_{j}[2][0]')}, \"float64\") * w_{{j}}")
+        widths = [1] * len(aux)
+        for s_i, (i, bn, _) in enumerate(stats):
+            channels = int(np.prod(self.weights[self._var(i, bn.params[2])].shape))
+            aux += [f"astype(r_{{j}}[2][{s_i + 1}][{m}], \"float64\") * w_{{j}}" for m in (0, 1)]
+            widths += [channels, channels]
+        lines = []
+        for j in range(local):
+            lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
+                         f"argnums=[{nums}], has_aux=true)({args}, x_{j}, y_{j}, seed_{j}, w_{j}), nil))")
+            for k, v in enumerate(P):
+                lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], zeros_like({v})))")
+            flat = ", ".join(f"ravel({e.format(j=j)})" for e in aux)
+            lines.append(f"define(g_{j}_aux, if(w_{j} > 0.0, concatenate(list({flat})), "
+                         f"zeros({sum(widths)}, dtype=\"float64\")))")
+        # Sums of aligned blocks of this locality's chunks (per parameter).
+        block = local & -local  # the largest power of two dividing `local`
+        starts = range(0, local, block)
+        names = [str(k) for k in range(len(P))] + ["aux"]
+        for k in names:
+            for s_ in starts:
+                terms = [f"g_{j}_{k}" for j in range(s_, s_ + block)]
+                lines.append(f"define(p_{s_}_{k}, {self._fixed_sum(terms)})")
+        index = {v: k for k, v in enumerate(P)}
+        groups = [[str(index[v]) for v in bucket] for bucket in self._bucket_plan(P)] + [["aux"]]
+        for b, members in enumerate(groups):
+            if n_ranks == 1:
+                for k in members:
+                    total = self._fixed_sum([f"p_{s_}_{k}" for s_ in starts])
+                    lines.append(f"define({'total_aux' if k == 'aux' else grads[int(k)]}, {total})")
+                continue
+            rows = ", ".join("concatenate(list(" + ", ".join(f"ravel(p_{s_}_{k})" for k in members) + "))"
+                             for s_ in starts)
+            lines.append(f"define(parts_{b}, all_gather(stack(list({rows}))))")
+            total = self._fixed_sum([f"parts_{b}[{i}]" for i in range(n_ranks * len(starts))])
+            lines.append(f"define(total_{b}, {total})")
+            off = 0
+            for k in members:
+                if k == "aux":
+                    lines.append(f"define(total_aux, total_{b})")
+                    continue
+                v = P[int(k)]
+                lines.append(f"define({grads[int(k)]}, reshape(total_{b}[{off}:{off + size[v]}], "
+                             f"shape({v})))")
+                off += size[v]
+        lines += upd.statements
+        off = 1 + int(has_metric)
+        for i, bn, _ in stats:
+            m = bn.momentum
+            for param in (bn.params[2], bn.params[3]):
+                v = self._var(i, param)
+                n = int(np.prod(self.weights[v].shape))
+                lines.append(f"define({v}, {m!r} * {v} + {1.0 - m!r} * "
+                             f"reshape(astype(total_aux[{off}:{off + n}], \"{self.dtype}\"), shape({v})))")
+                off += n
+        metric = "total_aux[1]" if has_metric else "nil"
+        lines.append(f"list(total_aux[0], {metric}, list({', '.join(P)}), "
+                     f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
+        chunk_args = ", ".join(f"{a}_{j}" for a in ("x", "y", "w", "seed") for j in range(local))
+        step_args = ", ".join(P + S + self._opt_vars)
+        body = ",\n  ".join(lines)
+        text = (loss_fn + f"define(train_step, {step_args}, {chunk_args}, iteration, lr, "
+                f"block(\n  {body}))\ntrain_step\n")
+        self.train_code = text
+        return _core.Program(text, "<model deterministic train step>")
+
     def _shard(self, xb, yb, n_ranks, rank):
         """This locality's rows of a global batch, and its share of the batch."""
         n = len(xb)
@@ -330,7 +446,7 @@ class Sequential:
 
     def fit(self, x, y, batch_size: int = 32, epochs: int = 1, validation_data=None,
             shuffle: bool = True, seed: int = 0, verbose: int = 1, nan_policy: str = "stop",
-            data_parallel=None):
+            data_parallel=None, deterministic=False):
         """Trains for `epochs` passes over (x, y) in mini-batches. Returns a
         History. A non-finite loss stops training with FloatingPointError
         naming the step (nan_policy='continue' keeps going).
@@ -340,7 +456,14 @@ class Sequential:
         batch of `batch_size` rows, and the gradients are summed across the
         localities (weighted by share, in buckets fixed at compile time), so
         the parameters stay identical; the loss and metrics printed are those
-        of the whole batch. Only locality 0 prints."""
+        of the whole batch. Only locality 0 prints.
+
+        deterministic=True (or a number of chunks) makes the result bitwise
+        the same for any number of localities and threads: each global batch
+        is cut into DETERMINISTIC_CHUNKS chunks (which the localities must
+        share evenly), the chunks' gradients are computed separately and
+        added in one fixed order, and kernels tile independently of the
+        thread count while fit runs."""
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
         if nan_policy not in ("stop", "continue"):
@@ -354,68 +477,109 @@ class Sequential:
         rank = _dist.rank() if n_ranks > 1 else 0
         if data_parallel and n_ranks == 1:
             data_parallel = False
-        if n_ranks > 1 and batch_size < n_ranks:
+        chunks = self._chunk_count(deterministic, n_ranks)
+        if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
                              "localities sharing each batch")
         verbose = verbose if rank == 0 else 0
-        prog = self._program("train_dp" if n_ranks > 1 else "train")
+        if chunks:
+            prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks))
+        else:
+            prog = self._program("train_dp" if n_ranks > 1 else "train")
         opt = self._compiled[0]
         P, S = self._params(True), self._params(False)
         if self._opt_state is None:
             self._opt_state = opt.init_state(self.weights, self._opt_statevars)
         history = History()
         n_batches = -(-len(x) // batch_size)
-        for epoch in range(epochs):
-            start = time.perf_counter()
-            total_loss = total_acc = 0.0
-            seen = 0
-            for b, (xb, yb) in enumerate(_data.batches(x, y, batch_size, shuffle=shuffle,
-                                                      seed=seed, epoch=epoch)):
-                it = self._iteration
-                n = len(xb)
-                extra = []
-                if n_ranks > 1:
-                    xb, yb, share = self._shard(xb, yb, n_ranks, rank)
-                    extra = [share]
-                args = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
-                        + [self._opt_state[v] for v in self._opt_vars]
-                        + [xb, yb, it, opt.learning_rate(it),
-                           (seed * 1_000_003 + it) * 64 + rank] + extra)
-                loss, acc, new_p, new_o, new_s = prog.run(args)
-                loss = float(loss)
-                if not math.isfinite(loss) and nan_policy == "stop":
-                    raise FloatingPointError(
-                        f"[fit] the loss became {loss} at epoch {epoch + 1}, step {b + 1} "
-                        f"(update {it + 1}); the weights are those before this step. Lower "
-                        "the learning rate, check the data, or pass nan_policy='continue'")
-                for v, a in zip(P, new_p):
-                    self.weights[v] = a
-                for v, a in zip(self._opt_vars, new_o):
-                    self._opt_state[v] = a
-                for v, a in zip(S, new_s):
-                    self.weights[v] = a
-                self._iteration += 1
-                seen += n
-                total_loss += loss * n
-                if acc is not None:
-                    total_acc += float(acc) * n
+        tiling = _core.deterministic()
+        if chunks:
+            _core.set_deterministic(True)
+        try:
+            for epoch in range(epochs):
+                start = time.perf_counter()
+                total_loss = total_acc = 0.0
+                seen = 0
+                for b, (xb, yb) in enumerate(_data.batches(x, y, batch_size, shuffle=shuffle,
+                                                          seed=seed, epoch=epoch)):
+                    it = self._iteration
+                    n = len(xb)
+                    state = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
+                             + [self._opt_state[v] for v in self._opt_vars])
+                    if chunks:
+                        args = state + self._chunk_args(xb, yb, chunks, n_ranks, rank, seed, it) \
+                            + [it, opt.learning_rate(it)]
+                    else:
+                        extra = []
+                        if n_ranks > 1:
+                            xb, yb, share = self._shard(xb, yb, n_ranks, rank)
+                            extra = [share]
+                        args = state + [xb, yb, it, opt.learning_rate(it),
+                                        (seed * 1_000_003 + it) * 64 + rank] + extra
+                    loss, acc, new_p, new_o, new_s = prog.run(args)
+                    loss = float(loss)
+                    if not math.isfinite(loss) and nan_policy == "stop":
+                        raise FloatingPointError(
+                            f"[fit] the loss became {loss} at epoch {epoch + 1}, step {b + 1} "
+                            f"(update {it + 1}); the weights are those before this step. Lower "
+                            "the learning rate, check the data, or pass nan_policy='continue'")
+                    for v, a in zip(P, new_p):
+                        self.weights[v] = a
+                    for v, a in zip(self._opt_vars, new_o):
+                        self._opt_state[v] = a
+                    for v, a in zip(S, new_s):
+                        self.weights[v] = a
+                    self._iteration += 1
+                    seen += n
+                    total_loss += loss * n
+                    if acc is not None:
+                        total_acc += float(acc) * n
+                    if verbose:
+                        self._progress(epoch, epochs, b + 1, n_batches, total_loss / seen,
+                                       total_acc / seen if acc is not None else None, start)
+                logs = {"loss": total_loss / seen}
+                if self._compiled[2]:
+                    logs["accuracy"] = total_acc / seen
+                if validation_data is not None:
+                    vl, va = self.evaluate(*validation_data, batch_size=max(batch_size, 256),
+                                           verbose=0)
+                    logs["val_loss"] = vl
+                    if va is not None:
+                        logs["val_accuracy"] = va
+                logs["time"] = time.perf_counter() - start
+                history._add(epoch, logs)
                 if verbose:
-                    self._progress(epoch, epochs, b + 1, n_batches, total_loss / seen,
-                                   total_acc / seen if acc is not None else None, start)
-            logs = {"loss": total_loss / seen}
-            if self._compiled[2]:
-                logs["accuracy"] = total_acc / seen
-            if validation_data is not None:
-                vl, va = self.evaluate(*validation_data, batch_size=max(batch_size, 256),
-                                       verbose=0)
-                logs["val_loss"] = vl
-                if va is not None:
-                    logs["val_accuracy"] = va
-            logs["time"] = time.perf_counter() - start
-            history._add(epoch, logs)
-            if verbose:
-                self._progress_end(epoch, epochs, logs)
+                    self._progress_end(epoch, epochs, logs)
+        finally:
+            _core.set_deterministic(tiling)
         return history
+
+    def _chunk_count(self, deterministic, n_ranks) -> int:
+        """The number of chunks per global batch in deterministic mode (0: off)."""
+        if deterministic is False or deterministic is None:
+            return 0
+        chunks = self.DETERMINISTIC_CHUNKS if deterministic is True else deterministic
+        if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+            raise ValueError("[fit] deterministic must be True, False or a number of chunks (a "
+                             f"positive int), got {deterministic!r}")
+        if chunks % n_ranks:
+            raise ValueError(f"[fit] deterministic mode cuts each global batch into {chunks} "
+                             f"chunks, which {n_ranks} localities cannot share evenly: run on a "
+                             f"number of localities that divides {chunks}, or pass "
+                             f"deterministic=<chunks> with a multiple of {n_ranks}")
+        return chunks
+
+    @staticmethod
+    def _chunk_args(xb, yb, chunks, n_ranks, rank, seed, it) -> list:
+        """This locality's chunks of a global batch (chunk c: rows c*n//chunks up to
+        (c+1)*n//chunks), their shares of the batch and their dropout seeds, as
+        the deterministic step takes them: x_0.., y_0.., w_0.., seed_0.."""
+        n, local = len(xb), chunks // n_ranks
+        mine = range(rank * local, (rank + 1) * local)
+        bounds = [(c * n // chunks, (c + 1) * n // chunks) for c in mine]
+        return ([xb[lo:hi] for lo, hi in bounds] + [yb[lo:hi] for lo, hi in bounds]
+                + [(hi - lo) / n for lo, hi in bounds]
+                + [(seed * 1_000_003 + it) * chunks + c for c in mine])
 
     @staticmethod
     def _live() -> bool:

@@ -63,6 +63,13 @@ TEST(Dist, GradientRulesWithOneLocality) {
   EXPECT_TRUE(array_eq(call("reduce_scatter_grad", {g, Value("mean")}), DType::float64, {2}, {1, 2}));
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("reduce_scatter_grad", {g, Value("max")}); },
                                                  "[reduce_scatter] has no gradient for op 'max'"));
+  // all_gather, gather, scatter, all_to_all: the cotangent itself.
+  EXPECT_TRUE(array_eq(call("all_gather_grad", {x, g, Value(0)}), DType::float64, {2}, {1, 2}));
+  EXPECT_TRUE(array_eq(call("gather_grad", {x, g, Value(0)}), DType::float64, {2}, {1, 2}));
+  EXPECT_TRUE(array_eq(call("scatter_grad", {x, g, Value(0)}), DType::float64, {2}, {1, 2}));
+  EXPECT_TRUE(array_eq(call("all_to_all_grad", {x, g}), DType::float64, {2}, {1, 2}));
+  EXPECT_TRUE(throws_with<std::out_of_range>([&] { call("gather_grad", {x, g, Value(1)}); },
+                                             "[gather_grad] argument 'root' is 1 but ranks are 0..0"));
 }
 
 TEST(Dist, Errors) {

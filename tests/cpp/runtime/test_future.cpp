@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "tessera/runtime/future.hpp"
 #include "tessera/runtime/parallel.hpp"
@@ -109,6 +113,29 @@ TEST(RuntimeCostModel, SmallWorkIsOneTileLargeWorkUsesEveryThread) {
   EXPECT_GE(tile_count(10000000, 1.0), 2);
   EXPECT_LE(tile_count(10000000, 1.0), 8);
   EXPECT_EQ(tile_count(3, 1e9), 3);  // never more tiles than items
+}
+
+TEST(RuntimeCostModel, DeterministicTilingIgnoresTheThreadCount) {
+  // The tiles parallel_for hands out, sorted, under 1 to 4 threads.
+  auto tiles = [](int threads) {
+    set_num_threads(threads);
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> out;
+    parallel_for(1000003, 50.0, [&](int64_t b, int64_t e) {
+      std::lock_guard lock(mu);
+      out.emplace_back(b, e);
+    });
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  set_deterministic_tiling(true);
+  auto one = tiles(1);
+  EXPECT_EQ(static_cast<int64_t>(one.size()), 4 * kDeterministicThreads);
+  for (int t = 2; t <= 4; ++t) EXPECT_EQ(tiles(t), one) << t << " threads";
+  set_deterministic_tiling(false);
+  EXPECT_EQ(tiles(1).size(), 1u);  // normally one thread runs one tile
+  EXPECT_NE(tiles(2), tiles(4));
+  set_num_threads(2);
 }
 
 TEST(RuntimeScheduler, ThreadCountIsConfigurable) {

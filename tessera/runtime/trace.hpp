@@ -1,0 +1,131 @@
+// The trace recorder: what the runtime did, event by event (tasks, primitive
+// evaluations, communication, training steps), for tessera/trace to write out
+// and draw. Off by default; a hook costs one relaxed atomic load when off.
+//
+// Each thread appends to a buffer of its own (no lock, no shared cache line on
+// the hot path); a buffer is read only when a recording stops. Times are
+// steady-clock nanoseconds; tessera/trace maps them onto the wall clock so
+// that localities line up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::trace {
+
+enum class EventKind : uint8_t {
+  node,  // a primitive node's own work: what = the Node
+  task,  // a task run by the scheduler (what = the Node whose work it ran, or null) or a tile
+         // of parallel_for (flags & kTile, what = the node that started it)
+  comm,  // a communication operation from submission to completion: what/where = interned
+         // operation and call site, amount = bytes, peer = rank or -1 for a collective
+  step,  // a training step: amount = its iteration
+};
+
+// Flags of a task event.
+inline constexpr uint8_t kTile = 1;  // a tile of parallel_for
+
+struct Event {
+  int64_t t0 = 0, t1 = 0;
+  const void* what = nullptr;
+  const void* where = nullptr;
+  uint64_t amount = 0;
+  int32_t peer = -1;
+  EventKind kind = EventKind::node;
+  uint8_t flags = 0;
+};
+
+namespace detail {
+extern std::atomic<bool> recording;
+}  // namespace detail
+
+// True while a recording is running (the check every hook makes first).
+inline bool on() { return detail::recording.load(std::memory_order_relaxed); }
+
+// The recorder's clock (steady, nanoseconds).
+int64_t now_ns();
+
+// Appends an event to the calling thread's buffer.
+void record(const Event& e);
+
+// A string that lives as long as the process (names of communication
+// operations and sites; takes a lock: for rare events only).
+const std::string* intern(const std::string& s);
+
+// The node whose work the current task runs: set by a spawned node's task
+// body so the scheduler's task event can name it.
+void set_task_node(const void* node);
+const void* take_task_node();
+
+// The work of a primitive node on this thread, recorded as a node event
+// when a trace records; parallel_for tiles started inside it are named after
+// the node (current_node).
+class NodeScope {
+ public:
+  explicit NodeScope(const void* node) {
+    if (on()) begin(node);
+  }
+  ~NodeScope() {
+    if (node_) end();
+  }
+  NodeScope(const NodeScope&) = delete;
+  NodeScope& operator=(const NodeScope&) = delete;
+
+ private:
+  void begin(const void* node);
+  void end();
+  const void* node_ = nullptr;
+  const void* outer_ = nullptr;
+  int64_t t0_ = 0;
+};
+
+// The node whose work this thread is doing (inside a NodeScope), or null.
+const void* current_node();
+
+// A tile of parallel_for, recorded as a task event of `node` (the node that
+// started the parallel_for) when a trace records.
+class TileScope {
+ public:
+  explicit TileScope(const void* node) {
+    if (on()) begin(node);
+  }
+  ~TileScope() {
+    if (t0_) end();
+  }
+  TileScope(const TileScope&) = delete;
+  TileScope& operator=(const TileScope&) = delete;
+
+ private:
+  void begin(const void* node);
+  void end();
+  const void* node_ = nullptr;
+  const void* outer_ = nullptr;
+  int64_t t0_ = 0;
+};
+
+// One thread's events of a recording.
+struct ThreadEvents {
+  int index = 0;     // in order of first event since the process started
+  std::string name;  // "worker" or "caller" (a thread outside the arena)
+  std::vector<Event> events;
+};
+
+struct Recording {
+  int64_t begin_ns = 0, end_ns = 0;
+  std::vector<ThreadEvents> threads;
+  uint64_t dropped = 0;  // events lost to a full buffer
+};
+
+// Starts a recording (an error if one is running).
+void start();
+// Stops the recording and returns what every thread recorded since start().
+Recording stop();
+
+// Events one thread can hold over the life of the process; beyond, events
+// are counted as dropped.
+inline constexpr size_t kChunkEvents = 1 << 15;
+inline constexpr size_t kMaxChunks = 1 << 12;
+
+}  // namespace tessera::trace

@@ -1,0 +1,64 @@
+// What a trace directory becomes: a Chrome trace (Perfetto, chrome://tracing),
+// the execution trees as Graphviz DOT, the counters as CSV, and the data and
+// page of `tessera report` (report.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/trace/trace_file.hpp"
+
+namespace tessera::trace {
+
+// Chrome trace-event JSON: one process per locality, one track per thread
+// that ran tasks, communication on tracks of its own (overlapping operations
+// on separate lanes), training steps and their phases on one track; complete
+// ("X") events on the merged clock, in microseconds. Problems of the trace
+// are in "otherData".
+std::string chrome_trace_json(const TraceSet& set);
+
+// Every program's execution tree (one cluster each) with per-node
+// evaluations, exclusive and inclusive times summed over the localities; the
+// node `pPnN` is row (program P, node N) of counters_csv.
+std::string tree_dot(const TraceSet& set);
+
+// Per-node counters, one row per locality and evaluated primitive node:
+// locality,program,node,name,family,position,evaluations,exclusive_ns,
+// inclusive_ns,mean_ns,spawned,execution.
+std::string counters_csv(const TraceSet& set);
+
+// Time accounting of one locality, in thread-nanoseconds over its threads.
+struct LocalityStats {
+  int locality = 0;
+  int threads = 0;
+  int64_t wall_ns = 0;       // from the start of its recording to its last event
+  int64_t compute_ns = 0;    // threads busy with tasks and primitive work
+  int64_t comm_wait_ns = 0;  // threads idle while communication was in flight
+  int64_t idle_ns = 0;       // threads idle otherwise
+  int64_t comm_ns = 0;       // wall time with any communication in flight
+  uint64_t comm_bytes = 0;
+  uint64_t comm_ops = 0, tasks = 0, node_events = 0, steps = 0;
+};
+std::vector<LocalityStats> locality_stats(const TraceSet& set);
+
+// A training step split in phases, from its events: forward (until the
+// gradient seed), backward (until the first communication or optimizer
+// update), communication wait (until the first optimizer update), optimizer
+// (until the last update) and the rest (losses and metrics).
+struct StepPhases {
+  int locality = 0;
+  uint64_t iteration = 0;
+  int64_t t0 = 0, t1 = 0;
+  int64_t forward = 0, backward = 0, comm_wait = 0, optimizer = 0, other = 0;
+  bool split = false;  // false: the step's events did not show its phases
+};
+std::vector<StepPhases> step_phases(const TraceSet& set);
+
+// Everything the report draws, as JSON (also what tessera.trace reads).
+std::string summary_json(const TraceSet& set);
+
+// The self-contained HTML report (no network needed to view it).
+std::string report_html(const TraceSet& set);
+
+}  // namespace tessera::trace

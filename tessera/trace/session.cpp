@@ -1,0 +1,243 @@
+#include "tessera/trace/session.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "tessera/core/error.hpp"
+#include "tessera/lang/program.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/trace.hpp"
+#include "tessera/trace/format.hpp"
+
+namespace tessera::trace {
+
+namespace {
+
+struct Session {
+  std::mutex mutex;
+  bool active = false;
+  std::string dir;
+  std::string run_id;
+  int64_t realtime_ns = 0;  // CLOCK_REALTIME when the recording started
+};
+
+Session& session() {
+  static Session* s = new Session();  // never destroyed: an atexit handler may stop it
+  return *s;
+}
+
+int env_int(const char* a, const char* b, int fallback) {
+  for (const char* name : {a, b}) {
+    if (!name) continue;
+    if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+  }
+  return fallback;
+}
+
+// This process's locality and the number of localities, from the variables
+// mpirun sets: no MPI call (the trace must not start MPI in a program that
+// does not use it).
+std::pair<int, int> locality_from_env() {
+  int rank = env_int("OMPI_COMM_WORLD_RANK", "PMIX_RANK", 0);
+  int size = env_int("OMPI_COMM_WORLD_SIZE", nullptr, 1);
+  return {rank, std::max(size, rank + 1)};
+}
+
+int64_t realtime_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// Writes the recording in the format of format.hpp.
+void write_trace(std::ostream& os, const Recording& rec, const std::vector<TracedProgram>& programs,
+                 const std::string& run_id, int64_t realtime) {
+  auto [rank, size] = locality_from_env();
+  int64_t base = rec.begin_ns;
+  os << kFileMagic << '\t' << kFileVersion << '\n';
+  os << "run\t" << escape_field(run_id) << '\n';
+  os << "locality\t" << rank << '\t' << size << '\n';
+  os << "host\t" << escape_field(hostname()) << '\t' << getpid() << '\n';
+  os << "clock\t" << realtime << '\n';
+  os << "span\t" << rec.end_ns - base << '\n';
+
+  // Every node of every program by address, as (program, id).
+  std::unordered_map<const void*, std::pair<int, int>> where;
+  for (size_t p = 0; p < programs.size(); ++p) {
+    const TracedProgram& prog = programs[p];
+    os << "program\t" << p << '\t' << escape_field(prog.code->loc.file) << '\n';
+    os << "text\t" << p << '\t' << escape_field(*prog.text) << '\n';
+    std::unordered_map<const Node*, int> ids;
+    visit_tree(prog.code->body.get(), [&](const Node* n, const Node* parent) {
+      int id = static_cast<int>(ids.size());
+      ids[n] = id;
+      where.emplace(n, std::make_pair(static_cast<int>(p), id));
+      const NodeCounters& c = n->counters();
+      TracedProgram::Counts before = id < static_cast<int>(prog.baseline.size()) ? prog.baseline[id]
+                                                                                  : TracedProgram::Counts{};
+      std::string family;
+      if (n->is_primitive()) {
+        if (const PrimitiveSpec* spec = find_primitive(n->label())) family = spec->family;
+      }
+      os << "node\t" << p << '\t' << id << '\t' << (parent ? ids[parent] : -1) << '\t' << (n->is_primitive() ? 1 : 0)
+         << '\t' << escape_field(family) << '\t' << escape_field(n->label()) << '\t' << escape_field(n->loc().str())
+         << '\t' << c.evaluations.load() - before.evaluations << '\t' << c.total_ns.load() - before.total_ns << '\t'
+         << c.spawned.load() - before.spawned << '\n';
+    });
+  }
+  auto node_ref = [&](const void* n) {
+    auto it = where.find(n);
+    return it == where.end() ? std::make_pair(-1, -1) : it->second;
+  };
+
+  std::unordered_map<const void*, int> strings;
+  auto string_id = [&](const void* s) {
+    auto [it, added] = strings.emplace(s, static_cast<int>(strings.size()));
+    if (added) os << "string\t" << it->second << '\t' << escape_field(*static_cast<const std::string*>(s)) << '\n';
+    return it->second;
+  };
+
+  uint64_t count = 0;
+  for (const ThreadEvents& t : rec.threads) {
+    bool named = false;
+    for (const Event& e : t.events) {
+      if ((e.kind == EventKind::node || e.kind == EventKind::task) && !named) {
+        os << "thread\t" << t.index << '\t' << escape_field(t.name) << '\n';
+        named = true;
+      }
+      int64_t t0 = e.t0 - base, t1 = std::max(e.t1, e.t0) - base;
+      switch (e.kind) {
+        case EventKind::node: {
+          auto [p, id] = node_ref(e.what);
+          os << "n\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\n';
+          break;
+        }
+        case EventKind::task: {
+          auto [p, id] = node_ref(e.what);
+          os << "t\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\t'
+             << ((e.flags & kTile) ? 1 : 0) << '\n';
+          break;
+        }
+        case EventKind::comm: {
+          int op = string_id(e.what), site = string_id(e.where);
+          os << "c\t" << t0 << '\t' << t1 << '\t' << e.amount << '\t' << e.peer << '\t' << op << '\t' << site << '\n';
+          break;
+        }
+        case EventKind::step:
+          os << "s\t" << t0 << '\t' << t1 << '\t' << e.amount << '\n';
+          break;
+      }
+      ++count;
+    }
+  }
+  os << "dropped\t" << rec.dropped << '\n';
+  os << "end\t" << count << '\n';
+}
+
+std::string make_run_id() {
+  return error_message(std::hex, realtime_ns(), "-", getpid());
+}
+
+}  // namespace
+
+std::string locality_file_name(int locality) { return error_message("locality-", locality, ".trace"); }
+
+void start_session(const std::string& dir) {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  if (s.active) {
+    throw std::runtime_error(error_message("[trace] a trace is already being recorded into '", s.dir,
+                                           "': stop it before starting another"));
+  }
+  if (dir.empty()) throw std::invalid_argument("[trace] the trace directory is an empty string");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw std::runtime_error(error_message("[trace] cannot create the trace directory '", dir,
+                                           "': ", ec ? ec.message() : "a file of that name exists"));
+  }
+  const char* run = std::getenv(kTraceRunEnv);
+  s.run_id = run && *run ? run : make_run_id();
+  s.dir = dir;
+  begin_traced_programs();
+  s.realtime_ns = realtime_ns();
+  trace::start();
+  s.active = true;
+}
+
+bool start_session_from_env() {
+  const char* dir = std::getenv(kTraceDirEnv);
+  if (!dir || !*dir || session_active()) return false;
+  start_session(dir);
+  return true;
+}
+
+bool session_active() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  return s.active;
+}
+
+std::string session_dir() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  return s.active ? s.dir : std::string();
+}
+
+std::string stop_session() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  if (!s.active) throw std::runtime_error("[trace] no trace is being recorded in this process");
+  s.active = false;
+  Recording rec = trace::stop();
+  std::vector<TracedProgram> programs = end_traced_programs();
+  auto [rank, size] = locality_from_env();
+  std::string path = (std::filesystem::path(s.dir) / locality_file_name(rank)).string();
+  std::string tmp = error_message(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      throw std::runtime_error(error_message("[trace] cannot write '", tmp, "': ", std::strerror(errno)));
+    }
+    write_trace(out, rec, programs, s.run_id, s.realtime_ns);
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error(error_message("[trace] writing '", tmp, "' failed (disk full?)"));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw std::runtime_error(error_message("[trace] cannot rename '", tmp, "' to '", path, "': ", why));
+  }
+  return path;
+}
+
+void record_step(int64_t iteration, int64_t t0, int64_t t1) {
+  if (!on()) return;
+  Event e;
+  e.kind = EventKind::step;
+  e.t0 = t0;
+  e.t1 = t1;
+  e.amount = static_cast<uint64_t>(iteration);
+  record(e);
+}
+
+}  // namespace tessera::trace
