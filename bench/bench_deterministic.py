@@ -43,7 +43,8 @@ def main():
         models = {}
         for mode, setting in MODES.items():
             m = build_model(0)
-            m.compile(tessera.optim.Adam(1e-3), "sparse_categorical_crossentropy", metrics=["accuracy"])
+            m.compile(tessera.optim.Adam(1e-3), "sparse_categorical_crossentropy",
+                      metrics=["accuracy"])
             m.fit(x[:batch], y[:batch], batch_size=batch, verbose=0, deterministic=setting)
             models[mode] = m
         times = {mode: [] for mode in MODES}

@@ -37,7 +37,7 @@ from ._core import (CompileError, Program, call_primitive, deterministic, num_th
                     set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
-from . import data, distributed, nn, optim
+from . import data, distributed, nn, optim, trace
 
 __version__ = "0.1.0"
 
@@ -59,6 +59,7 @@ __all__ = [
     "set_deterministic",
     "set_eager",
     "set_num_threads",
+    "trace",
     "value_and_grad",
 ]
 

@@ -46,6 +46,16 @@ def is_eager() -> bool:
     return _eager
 
 
+# The files of jit functions by the name their positions use (the base
+# name), so that a trace can show their lines.
+_source_files: dict = {}
+
+
+def source_files() -> dict:
+    """The source files of the jit functions made so far: ``{base name: path}``."""
+    return dict(_source_files)
+
+
 def _core():
     from . import _core as core  # noqa: PLC0415 - the extension is optional for translation
 
@@ -66,11 +76,13 @@ class JitFunction:
 
     Attributes: ``code`` (the generated program text), ``tree()`` (Graphviz
     DOT of the last compiled execution tree), ``counters()`` (per-node
-    counters of the last run, with ``performance=True``)."""
+    counters of the last run, with ``performance=True``), ``last_trace`` (the
+    trace of the last call, with ``trace=True`` or a directory)."""
 
     _tessera_jit = True
 
-    def __init__(self, func, *, debug=False, performance=False, threads=None, eager=False):
+    def __init__(self, func, *, debug=False, performance=False, threads=None, eager=False,
+                 trace=False):
         if not inspect.isfunction(func):
             raise UnsupportedError(
                 f"tessera.jit needs a Python function, got {type(func).__name__}"
@@ -80,6 +92,9 @@ class JitFunction:
         self.performance = performance
         self.threads = threads
         self.eager = eager
+        self.trace = trace
+        self.last_trace = None
+        _source_files[os.path.basename(func.__code__.co_filename)] = func.__code__.co_filename
         self._signature = inspect.signature(func)
         self._n_params = len(self._signature.parameters)
         self._lock = threading.Lock()
@@ -142,15 +157,39 @@ class JitFunction:
                 core.set_num_threads(self.threads)
         if self.performance:
             prog.reset_counters()
+        recording = self._start_trace()
         try:
             result = prog.run(run_args)
         except RuntimeError as e:
             if str(e).startswith("[assert]"):
                 raise AssertionError(str(e)) from None
             raise
+        finally:
+            if recording is not None:
+                recording.stop()
+                self.last_trace = recording
         if tr.result_spec is not None:
             return convert_result(result, tr.result_spec)
         return result
+
+    def _start_trace(self):
+        """With ``trace``, a recording of this call (none inside another recording)."""
+        if not self.trace or _core()._trace_active():
+            return None
+        from .trace import Trace  # noqa: PLC0415
+
+        if self.trace is True:
+            # One directory per function, rewritten by each call.
+            if self._trace_dir is None:
+                import tempfile  # noqa: PLC0415
+
+                self._trace_dir = tempfile.mkdtemp(prefix=f"tessera-trace-{self.__name__}-")
+            directory = self._trace_dir
+        else:
+            directory = os.fspath(self.trace)
+        return Trace(directory).start()
+
+    _trace_dir = None
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -190,7 +229,7 @@ class JitFunction:
         return f"<tessera.jit {self.__qualname__}>"
 
 
-def jit(func=None, *, debug=False, performance=False, threads=None, eager=False):
+def jit(func=None, *, debug=False, performance=False, threads=None, eager=False, trace=False):
     """Compile a NumPy-style Python function to run on tessera.
 
     Use as ``@tessera.jit`` or ``@tessera.jit(debug=True, performance=True,
@@ -198,9 +237,12 @@ def jit(func=None, *, debug=False, performance=False, threads=None, eager=False)
     ``f`` as plain Python.  ``debug`` prints the generated program on first
     compile (to stderr); ``performance`` resets the per-node counters before
     each run so ``f.counters()`` describes the last call; ``threads`` sets the
-    runtime's thread count before each call.  Unsupported Python raises
+    runtime's thread count before each call; ``trace`` (True, or a directory)
+    records each call, whose :class:`tessera.trace.Trace` is ``f.last_trace``
+    (shown as the report in Jupyter).  Unsupported Python raises
     :class:`UnsupportedError` (at the first call or on ``f.code``)."""
-    options = dict(debug=debug, performance=performance, threads=threads, eager=eager)
+    options = dict(debug=debug, performance=performance, threads=threads, eager=eager,
+                   trace=trace)
     if func is None:
         return lambda f: JitFunction(f, **options)
     if isinstance(func, JitFunction):

@@ -14,10 +14,13 @@
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/trace/session.hpp"
 
 namespace tessera::cli {
 // `tessera run` (run.cpp).
 int cmd_run(const std::vector<std::string>& argv);
+// `tessera report` (report.cpp).
+int cmd_report(const std::vector<std::string>& argv);
 }  // namespace tessera::cli
 
 namespace {
@@ -33,10 +36,11 @@ commands:
                             is a function it is called with them
   eval -e 'EXPR' [args...]  run an expression given on the command line
   ops [NAME]                list every primitive with its signature, or show one
-  run -n N [--hosts H1:2,H2:2] [--threads T] FILE.tsl|SCRIPT.py [args...]
+  run -n N [--hosts H1:2,H2:2] [--threads T] [--trace DIR] FILE.tsl|SCRIPT.py [args...]
                             run a program on N localities (MPI ranks) through mpirun;
                             each rank gets cores/N threads unless --threads; output lines
                             are prefixed with [rank r]; a failing rank is named
+  report DIR [options]      the report and exports of a trace directory (below)
   help                      this text
 
 eval options (before FILE):
@@ -44,7 +48,17 @@ eval options (before FILE):
   --time              print the evaluation time to stderr
   --dump-tree[=FILE]  write the execution tree as Graphviz DOT (stdout or FILE)
   --counters[=FILE]   write per-node counters as CSV (stdout or FILE)
+  --trace DIR         record a trace of the run into DIR (see `tessera report`)
   --quiet             do not print the program's value
+
+run options: --trace DIR records every locality's trace into DIR.
+
+report DIR [-o report.html] [--chrome trace.json] [--dot tree.dot] [--csv counters.csv]
+  Reads the trace in DIR (of `tessera run --trace DIR`, `tessera eval --trace DIR`,
+  or Python's `with tessera.trace(DIR):`), prints each locality's time split, and
+  writes the HTML report, the Chrome trace (Perfetto, chrome://tracing), the
+  execution trees (Graphviz DOT) and the counters (CSV). Without options all
+  four go into DIR: report.html, trace.json, tree.dot, counters.csv.
 )";
 
 // The Python-style name of an exception kind, for messages.
@@ -125,7 +139,7 @@ int cmd_ops(const std::vector<std::string>& args) {
 }
 
 int cmd_eval(const std::vector<std::string>& argv) {
-  std::string file, expr, tree_target, counters_target;
+  std::string file, expr, tree_target, counters_target, trace_dir;
   bool have_expr = false, show_time = false, dump_tree = false, counters = false, quiet = false;
   std::vector<Value> prog_args;
   size_t i = 0;
@@ -147,6 +161,8 @@ int cmd_eval(const std::vector<std::string>& argv) {
       int n = std::atoi(v.c_str());
       if (n <= 0) throw std::invalid_argument("--threads must be a positive integer, got '" + v + "'");
       set_num_threads(n);
+    } else if (a.rfind("--trace", 0) == 0 && (a.size() == 7 || a[7] == '=')) {
+      trace_dir = value_of("--trace");
     } else if (a == "--time") {
       show_time = true;
     } else if (a == "--quiet" || a == "-q") {
@@ -184,6 +200,13 @@ int cmd_eval(const std::vector<std::string>& argv) {
   }
 
   Program program(text, name);
+  // --trace DIR, or TESSERA_TRACE from `tessera run --trace DIR`.
+  bool tracing = !trace_dir.empty();
+  if (tracing) {
+    trace::start_session(trace_dir);
+  } else {
+    tracing = trace::start_session_from_env();
+  }
   auto t0 = std::chrono::steady_clock::now();
   Value result;
   std::exception_ptr failure;
@@ -193,6 +216,12 @@ int cmd_eval(const std::vector<std::string>& argv) {
     failure = std::current_exception();
   }
   auto t1 = std::chrono::steady_clock::now();
+  if (tracing) {
+    std::string path = trace::stop_session();
+    if (!trace_dir.empty()) {
+      std::fprintf(stderr, "trace: %s (view it: tessera report %s)\n", path.c_str(), trace_dir.c_str());
+    }
+  }
   // The tree and counters are written even when the run failed: they help
   // to find out why.
   if (dump_tree && !write_output(tree_target, program.tree_dot())) return 1;
@@ -225,6 +254,7 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return cmd_eval(rest);
     if (cmd == "ops") return cmd_ops(rest);
     if (cmd == "run") return tessera::cli::cmd_run(rest);
+    if (cmd == "report") return tessera::cli::cmd_report(rest);
     std::fprintf(stderr, "tessera: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (...) {

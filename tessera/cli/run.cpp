@@ -14,15 +14,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <regex>
@@ -232,7 +235,10 @@ int guard_rank(std::vector<std::string> cmd) {
                sig, static_cast<int>(forwarded_signal));
   std::fflush(stderr);
   if (sig != 0) {
-    // End the same way, so mpirun sees (and reports) the signal.
+    // End the same way, so mpirun sees (and reports) the signal, without a
+    // core file of the guard.
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
     std::signal(sig, SIG_DFL);
     kill(getpid(), sig);
     return 128 + sig;
@@ -280,12 +286,38 @@ std::optional<std::string> rank_end_message(OutputFilter& f, int n) {
   return std::nullopt;
 }
 
+// `--trace DIR`: every rank records into DIR (TESSERA_TRACE, passed on like
+// every TESSERA_ variable) under one run id; the directory says how many
+// localities to expect, and traces of an earlier run there are removed, so a
+// rank that writes none is reported missing rather than replaced by an old one.
+void prepare_trace(std::string& dir, int n, const std::string& script) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw std::runtime_error("[run] cannot create the trace directory '" + dir + "': " +
+                             (ec ? ec.message() : "a file of that name exists"));
+  }
+  dir = std::filesystem::absolute(dir).lexically_normal().string();
+  static const std::regex trace_file(R"(locality-\d+\.trace)");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (std::regex_match(entry.path().filename().string(), trace_file)) std::filesystem::remove(entry.path(), ec);
+  }
+  std::string run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
+                    std::to_string(getpid());
+  FILE* f = std::fopen((dir + "/tessera-run.txt").c_str(), "w");
+  if (!f) throw std::runtime_error("[run] cannot write into the trace directory '" + dir + "': " + std::strerror(errno));
+  std::fprintf(f, "run\t%s\nlocalities\t%d\nprogram\t%s\n", run.c_str(), n, script.c_str());
+  std::fclose(f);
+  setenv("TESSERA_TRACE", dir.c_str(), 1);
+  setenv("TESSERA_TRACE_RUN", run.c_str(), 1);
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "--rank-guard") return guard_rank({argv.begin() + 1, argv.end()});
   int n = 0, threads = 0;
-  std::string hosts, script;
+  std::string hosts, script, trace_dir;
   size_t i = 0;
   for (; i < argv.size(); ++i) {
     const std::string& a = argv[i];
@@ -300,6 +332,8 @@ int cmd_run(const std::vector<std::string>& argv) {
       hosts = value("--hosts");
     } else if (a.rfind("--threads", 0) == 0) {
       threads = positive("--threads", value("--threads"));
+    } else if (a == "--trace" || a.rfind("--trace=", 0) == 0) {
+      trace_dir = value("--trace");
     } else if (a.size() > 1 && a[0] == '-') {
       throw std::invalid_argument("[run] unknown option '" + a + "' (see `tessera help`)");
     } else {
@@ -323,6 +357,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   setenv("TESSERA_THREADS", std::to_string(threads).c_str(), 1);
+  if (!trace_dir.empty()) prepare_trace(trace_dir, n, script);
 
   std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(n), "--tag-output"};
   // Threads, not MPI's process binding, share the cores: each rank's task
@@ -394,6 +429,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (!trace_dir.empty()) {
+    std::fprintf(stderr, "trace: %s (view it: tessera report %s)\n", trace_dir.c_str(), trace_dir.c_str());
+  }
   if (code == 0) return 0;
   if (auto msg = rank_end_message(filter, n)) {
     std::fprintf(stderr, "%s\n", msg->c_str());

@@ -751,45 +751,54 @@ class Engine {
         index[r].emplace(std::make_pair(offers[r].entries[i].site, offers[r].entries[i].key), i);
       }
     }
-    std::vector<OpPtr> agreed, disagreed;
+    // What every rank offered, with each rank's inline data.
+    struct Candidate {
+      OpPtr op;
+      bool same, inline_everywhere;
+      std::vector<const char*> data;
+    };
+    std::vector<Candidate> candidates;
     for (const OpPtr& op : offered_) {
-      bool everywhere = true, same = true, inline_everywhere = true;
-      op->extents.assign(size_, 0);
-      std::vector<const char*> data(size_, nullptr);
+      Candidate c{op, true, true, std::vector<const char*>(size_, nullptr)};
+      std::vector<int64_t> extents(size_, 0);
+      bool everywhere = true;
       for (int r = 0; r < size_ && everywhere; ++r) {
-        const Offer& o = offers[r];
-        const Entry* found = nullptr;
         auto it = index[r].find(std::make_pair(op->entry.site, op->entry.key));
-        if (it != index[r].end()) {
-          found = &o.entries[it->second];
-          data[r] = o.data[it->second];
-        }
-        everywhere = found != nullptr;
-        if (found) {
-          same = same && found->hash == op->entry.hash;
-          op->extents[r] = found->extent;
-          inline_everywhere = inline_everywhere && found->inline_bytes == op->x.nbytes();
-        }
+        everywhere = it != index[r].end();
+        if (!everywhere) break;
+        const Entry& found = offers[r].entries[it->second];
+        c.data[r] = offers[r].data[it->second];
+        c.same = c.same && found.hash == op->entry.hash;
+        extents[r] = found.extent;
+        c.inline_everywhere = c.inline_everywhere && found.inline_bytes == op->x.nbytes();
       }
       if (!everywhere) continue;
-      pending_.erase(op->seq);
-      if (same && inline_everywhere && op->kind == Kind::all_reduce) {
-        done.push_back({op->promise, Value(reduce_in_rank_order(*op, data)), nullptr});
-        continue;
-      }
-      (same ? agreed : disagreed).push_back(op);
-    }
-    if (std::getenv("TESSERA_DEBUG_ROUNDS")) {
-      std::fprintf(stderr, "[rank %d] %.1f round: offered %zu agreed %zu inline-done %zu pending %zu\n", rank_, std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(), offered_.size(),
-                   agreed.size(), done.size(), pending_.size());
+      op->extents = std::move(extents);
+      candidates.push_back(std::move(c));
     }
     offered_.clear();
     // Every rank derives the same order from the same round.
-    auto order = [](const OpPtr& a, const OpPtr& b) {
-      return std::tie(a->entry.key, a->entry.site) < std::tie(b->entry.key, b->entry.site);
-    };
-    std::sort(agreed.begin(), agreed.end(), order);
-    std::sort(disagreed.begin(), disagreed.end(), order);
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      return std::tie(a.op->entry.key, a.op->entry.site) < std::tie(b.op->entry.key, b.op->entry.site);
+    });
+    // Without coalescing, one operation per round (the others wait, offered
+    // again without inline data, so each runs as its own MPI operation).
+    if (!coalesce_.load() && candidates.size() > 1) candidates.resize(1);
+    std::vector<OpPtr> agreed, disagreed;
+    size_t inline_done = 0;
+    for (Candidate& c : candidates) {
+      pending_.erase(c.op->seq);
+      if (c.same && c.inline_everywhere && c.op->kind == Kind::all_reduce) {
+        done.push_back({c.op->promise, Value(reduce_in_rank_order(*c.op, c.data)), nullptr});
+        ++inline_done;
+      } else {
+        (c.same ? agreed : disagreed).push_back(c.op);
+      }
+    }
+    if (debug_rounds_) {
+      std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n", rank_,
+                   offers[rank_].entries.size(), candidates.size(), inline_done, pending_.size());
+    }
     for (auto& op : disagreed) guarded(op, done, [&] { post_diag(op); });
     post_agreed(agreed, done);
     for (int r = 0; r < size_; ++r) {
@@ -1277,6 +1286,7 @@ class Engine {
   BlockGather round_;
   std::vector<Completion> deferred_;
   std::atomic<int64_t> last_help_ns_{0};
+  const bool debug_rounds_ = std::getenv("TESSERA_DEBUG_ROUNDS") != nullptr;
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }

@@ -1120,7 +1120,7 @@ const bool registered = register_primitives({
                         "tiled along its first with the same spans gives the replicated sum of local products (one "
                         "all_reduce); matmul and dot on tiled arrays do the same.",
                 .eval = nullptr,
-                .grads = {}},
+                .grads = {"matmul_grad_x(g, a, b)", "matmul_grad_y(g, a, b)"}},
                dot_d_async),
 });
 

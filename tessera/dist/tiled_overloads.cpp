@@ -1,16 +1,18 @@
 // The tiled overloads (registry.hpp) through which the ordinary primitives
 // take tiled arrays, so that user code is the same as single-process code:
 //
-// - elementwise families (arithmetic, comparison, the nn activations): the
-//   local kernel on each tile, no communication; operands must share one
-//   tiling, or be scalars, plain arrays or replicated tiled arrays, which are
-//   broadcast against the whole;
+// - elementwise families (arithmetic, comparison, the nn activations,
+//   bias_add, zeros_like and the other *_like): the local kernel on each
+//   tile, no communication; operands must share one tiling, or be scalars,
+//   plain arrays or replicated tiled arrays, which are broadcast against the
+//   whole;
 // - allclose, array_equal: the local answer and'ed over the localities;
 // - sum, mean, max, min, amax, amin, argmax, argmin: along untiled axes the
 //   result stays tiled (no communication); along a tiled axis (or all axes)
 //   each locality reduces its tile and one collective combines the partials
 //   into a plain array every locality holds;
 // - matmul and dot (as dot_d), transpose (as transpose_d), shape, ndim, size.
+// The gradient helpers' overloads are in tiled_grads.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -522,6 +524,11 @@ const bool overloads_registered = [] {
   // The elementwise activations and their gradient rules.
   for (const char* name : {"relu", "relu_grad", "sigmoid", "sigmoid_grad", "softplus", "softplus_grad", "elu",
                            "elu_grad", "gelu", "gelu_grad", "leaky_relu", "leaky_relu_grad", "tanh_grad"}) {
+    register_tiled_overload(name, elementwise_overload);
+  }
+  // bias_add (b broadcast along the last axis), and the arrays made like x,
+  // which gradients need (zeros_like for a parameter that gets no cotangent).
+  for (const char* name : {"bias_add", "zeros_like", "ones_like", "full_like", "empty_like"}) {
     register_tiled_overload(name, elementwise_overload);
   }
   for (const char* name : {"allclose", "array_equal"}) register_tiled_overload(name, all_true_overload);

@@ -25,6 +25,9 @@
 #include "tessera/python/convert.hpp"
 #include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/trace.hpp"
+#include "tessera/trace/export.hpp"
+#include "tessera/trace/session.hpp"
 
 namespace py = pybind11;
 
@@ -273,6 +276,42 @@ PYBIND11_MODULE(_core, m) {
   m.def("call_primitive", &call_primitive_py, py::arg("name"), py::arg("args") = py::list(),
         py::arg("kwargs") = py::dict(),
         "Calls one primitive with positional `args` and named `kwargs` and returns its value.");
+
+  // Tracing (python/tessera/trace.py is the Python interface).
+  m.def(
+      "_trace_start", [](const std::string& dir) { trace::start_session(dir); }, py::arg("dir"),
+      "Starts recording a trace of this process into `dir`.");
+  m.def(
+      "_trace_start_from_env", [] { return trace::start_session_from_env(); },
+      "Starts recording if TESSERA_TRACE names a directory; True if it did.");
+  m.def(
+      "_trace_stop",
+      [] {
+        py::gil_scoped_release release;
+        return trace::stop_session();
+      },
+      "Stops recording and writes this locality's trace file; returns its path.");
+  m.def("_trace_active", &trace::session_active, "Whether a trace is being recorded.");
+  m.def("_trace_now", &trace::now_ns, "The trace clock (nanoseconds).");
+  m.def("_trace_step", &trace::record_step, py::arg("iteration"), py::arg("t0"), py::arg("t1"),
+        "Records a training step from t0 to t1 (times of _trace_now).");
+  m.def("_trace_add_source", &trace::add_source, py::arg("name"), py::arg("text"),
+        "Keeps a source file's text with the running trace (for the report).");
+  m.def(
+      "_trace_export",
+      [](const std::string& dir, const std::string& what) {
+        py::gil_scoped_release release;
+        trace::TraceSet set = trace::load_trace(dir);
+        if (what == "summary") return trace::summary_json(set);
+        if (what == "html") return trace::report_html(set);
+        if (what == "chrome") return trace::chrome_trace_json(set);
+        if (what == "dot") return trace::tree_dot(set);
+        if (what == "csv") return trace::counters_csv(set);
+        throw std::invalid_argument("[trace] unknown export '" + what + "': summary, html, chrome, dot or csv");
+      },
+      py::arg("dir"), py::arg("what"),
+      "Reads the trace directory `dir` and returns one export as text: 'summary' (JSON), 'html', 'chrome', "
+      "'dot' or 'csv'.");
 
   m.def("_wrapped_buffer_count", &wrapped_buffer_count,
         "Number of NumPy buffers currently viewed by tessera arrays (for tests).");

@@ -74,6 +74,7 @@ void parallel_for(int64_t n, double ns_per_item,
   // (Joining the arena through execute() left the tiles on one thread.)
   Promise<int> done;
   spawn([&] {
+    if (node) trace::set_task_node(node);
     try {
       run();
       done.set_value(0);

@@ -13,6 +13,7 @@
 //   program        P  NAME                        a program run during the recording...
 //   text           P  TEXT                        ...its text
 //   node           P  ID  PARENT  PRIMITIVE  FAMILY  LABEL  POSITION  EVALUATIONS  TOTAL-NS  SPAWNED
+//   source         NAME  TEXT                     a source file the positions refer to
 //   string         S  TEXT                        names used by `c` records
 //   n              T  T0  T1  P  ID               a primitive node's own work on thread T
 //   t              T  T0  T1  P  ID  TILE         a task (TILE 1: a parallel_for tile of node P/ID)

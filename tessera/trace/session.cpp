@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -30,6 +31,7 @@ struct Session {
   std::string dir;
   std::string run_id;
   int64_t realtime_ns = 0;  // CLOCK_REALTIME when the recording started
+  std::map<std::string, std::string> sources;
 };
 
 Session& session() {
@@ -67,7 +69,7 @@ std::string hostname() {
 
 // Writes the recording in the format of format.hpp.
 void write_trace(std::ostream& os, const Recording& rec, const std::vector<TracedProgram>& programs,
-                 const std::string& run_id, int64_t realtime) {
+                 const std::string& run_id, int64_t realtime, const std::map<std::string, std::string>& sources) {
   auto [rank, size] = locality_from_env();
   int64_t base = rec.begin_ns;
   os << kFileMagic << '\t' << kFileVersion << '\n';
@@ -101,6 +103,7 @@ void write_trace(std::ostream& os, const Recording& rec, const std::vector<Trace
          << c.spawned.load() - before.spawned << '\n';
     });
   }
+  for (const auto& [name, text] : sources) os << "source\t" << escape_field(name) << '\t' << escape_field(text) << '\n';
   auto node_ref = [&](const void* n) {
     auto it = where.find(n);
     return it == where.end() ? std::make_pair(-1, -1) : it->second;
@@ -175,6 +178,7 @@ void start_session(const std::string& dir) {
   const char* run = std::getenv(kTraceRunEnv);
   s.run_id = run && *run ? run : make_run_id();
   s.dir = dir;
+  s.sources.clear();
   begin_traced_programs();
   s.realtime_ns = realtime_ns();
   trace::start();
@@ -215,7 +219,7 @@ std::string stop_session() {
     if (!out) {
       throw std::runtime_error(error_message("[trace] cannot write '", tmp, "': ", std::strerror(errno)));
     }
-    write_trace(out, rec, programs, s.run_id, s.realtime_ns);
+    write_trace(out, rec, programs, s.run_id, s.realtime_ns, s.sources);
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
@@ -228,6 +232,12 @@ std::string stop_session() {
     throw std::runtime_error(error_message("[trace] cannot rename '", tmp, "' to '", path, "': ", why));
   }
   return path;
+}
+
+void add_source(const std::string& name, const std::string& text) {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  if (s.active) s.sources[name] = text;
 }
 
 void record_step(int64_t iteration, int64_t t0, int64_t t1) {

@@ -34,6 +34,10 @@ std::string stop_session();
 // session runs (Sequential.fit calls it for every step).
 void record_step(int64_t iteration, int64_t t0, int64_t t1);
 
+// Source text for the report (a Python file whose jit functions ran): kept
+// for the running session and written with it.
+void add_source(const std::string& name, const std::string& text);
+
 // The name of locality r's file in a trace directory.
 std::string locality_file_name(int locality);
 

@@ -137,7 +137,7 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         out.events.push_back(e);
         ++events;
       } else if (kind == "node") {
-        need(f, 12);
+        need(f, 11);
         int64_t p = number(f[1]);
         if (p < 0 || p >= static_cast<int64_t>(out.programs.size())) throw BadRecord{"a node of an unknown program"};
         TraceProgram& prog = out.programs[p];
@@ -173,6 +173,9 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         int64_t p = number(f[1]);
         if (p < 0 || p >= static_cast<int64_t>(out.programs.size())) throw BadRecord{"text of an unknown program"};
         out.programs[p].text = unescape_field(f[2]);
+      } else if (kind == "source") {
+        need(f, 3);
+        out.sources[unescape_field(f[1])] = unescape_field(f[2]);
       } else if (kind == "run") {
         need(f, 2);
         out.run = unescape_field(f[1]);

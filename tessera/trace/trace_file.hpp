@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct LocalityTrace {
   std::vector<TraceThread> threads;
   std::vector<TraceProgram> programs;
   std::vector<std::string> strings;
+  std::map<std::string, std::string> sources;  // file name -> text
   std::vector<TraceEvent> events;  // node and task events per thread, in recorded order
   uint64_t dropped = 0;
   bool complete = false;  // the file ends with its `end` record

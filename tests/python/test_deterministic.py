@@ -55,7 +55,8 @@ def test_trains_like_the_normal_mode():
     hn = normal.fit(x, y, batch_size=200, epochs=2, seed=1, verbose=0)
     hd = det.fit(x, y, batch_size=200, epochs=2, seed=1, verbose=0, deterministic=5)
     for k in normal.weights:
-        np.testing.assert_allclose(det.weights[k], normal.weights[k], rtol=1e-3, atol=1e-4, err_msg=k)
+        np.testing.assert_allclose(det.weights[k], normal.weights[k], rtol=1e-3, atol=1e-4,
+                                   err_msg=k)
     np.testing.assert_allclose(hd.history["loss"], hn.history["loss"], rtol=1e-5)
     np.testing.assert_allclose(hd.history["accuracy"], hn.history["accuracy"], rtol=1e-12)
 
@@ -64,7 +65,8 @@ def test_bad_settings_and_the_tiling_mode_is_restored():
     x, y = _data()
     model = _model()
     for bad in (0, -2, 2.5, "yes"):
-        with pytest.raises(ValueError, match=r"\[fit\] deterministic must be True, False or a number of chunks"):
+        with pytest.raises(ValueError, match=r"\[fit\] deterministic must be True, False or a "
+                                             r"number of chunks"):
             model.fit(x[:16], y[:16], batch_size=8, verbose=0, deterministic=bad)
     assert not tessera.deterministic()
     with pytest.raises(Exception, match="sparse_categorical_crossentropy"):
@@ -85,5 +87,6 @@ def test_more_chunks_than_rows():
     hd = det.fit(x[:3], y[:3], batch_size=3, epochs=2, seed=1, verbose=0, deterministic=True)
     hn = normal.fit(x[:3], y[:3], batch_size=3, epochs=2, seed=1, verbose=0)
     for k in normal.weights:
-        np.testing.assert_allclose(det.weights[k], normal.weights[k], rtol=1e-3, atol=1e-4, err_msg=k)
+        np.testing.assert_allclose(det.weights[k], normal.weights[k], rtol=1e-3, atol=1e-4,
+                                   err_msg=k)
     np.testing.assert_allclose(hd.history["loss"], hn.history["loss"], rtol=1e-5)

@@ -330,8 +330,8 @@ class Sequential:
         block sums bucket by bucket, and every locality finishes the same sum
         in the same order: the bits do not depend on the number of localities
         (nor, with deterministic tiling, of threads). The loss, metric and
-        batch statistics, weighted, take the same way in one float64 bucket."""
-        opt, loss, has_metric = self._compiled
+        batch statistics, weighted, go the same way in one float64 bucket."""
+        opt, _, has_metric = self._compiled
         loss_fn, stats = self._loss_fn(P, S, weighted=True)
         args = ", ".join(P + S)
         grads = [f"grad_{k}" for k in range(len(P))]
@@ -354,7 +354,8 @@ class Sequential:
         lines = []
         for j in range(local):
             lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
-                         f"argnums=[{nums}], has_aux=true)({args}, x_{j}, y_{j}, seed_{j}, w_{j}), nil))")
+                         f"argnums=[{nums}], has_aux=true)({args}, x_{j}, y_{j}, seed_{j}, w_{j}), "
+                         "nil))")
             for k, v in enumerate(P):
                 lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], zeros_like({v})))")
             flat = ", ".join(f"ravel({e.format(j=j)})" for e in aux)
@@ -363,8 +364,7 @@ class Sequential:
         # Sums of aligned blocks of this locality's chunks (per parameter).
         block = local & -local  # the largest power of two dividing `local`
         starts = range(0, local, block)
-        names = [str(k) for k in range(len(P))] + ["aux"]
-        for k in names:
+        for k in [str(k) for k in range(len(P))] + ["aux"]:
             for s_ in starts:
                 terms = [f"g_{j}_{k}" for j in range(s_, s_ + block)]
                 lines.append(f"define(p_{s_}_{k}, {self._fixed_sum(terms)})")
@@ -376,8 +376,8 @@ class Sequential:
                     total = self._fixed_sum([f"p_{s_}_{k}" for s_ in starts])
                     lines.append(f"define({'total_aux' if k == 'aux' else grads[int(k)]}, {total})")
                 continue
-            rows = ", ".join("concatenate(list(" + ", ".join(f"ravel(p_{s_}_{k})" for k in members) + "))"
-                             for s_ in starts)
+            rows = ", ".join("concatenate(list(" + ", ".join(f"ravel(p_{s_}_{k})" for k in members)
+                             + "))" for s_ in starts)
             lines.append(f"define(parts_{b}, all_gather(stack(list({rows}))))")
             total = self._fixed_sum([f"parts_{b}[{i}]" for i in range(n_ranks * len(starts))])
             lines.append(f"define(total_{b}, {total})")
@@ -397,8 +397,9 @@ class Sequential:
             for param in (bn.params[2], bn.params[3]):
                 v = self._var(i, param)
                 n = int(np.prod(self.weights[v].shape))
+                stat = f"astype(total_aux[{off}:{off + n}], \"{self.dtype}\")"
                 lines.append(f"define({v}, {m!r} * {v} + {1.0 - m!r} * "
-                             f"reshape(astype(total_aux[{off}:{off + n}], \"{self.dtype}\"), shape({v})))")
+                             f"reshape({stat}, shape({v})))")
                 off += n
         metric = "total_aux[1]" if has_metric else "nil"
         lines.append(f"list(total_aux[0], {metric}, list({', '.join(P)}), "
@@ -516,7 +517,9 @@ class Sequential:
                             extra = [share]
                         args = state + [xb, yb, it, opt.learning_rate(it),
                                         (seed * 1_000_003 + it) * 64 + rank] + extra
+                    t_step = _core._trace_now()
                     loss, acc, new_p, new_o, new_s = prog.run(args)
+                    _core._trace_step(it, t_step, _core._trace_now())
                     loss = float(loss)
                     if not math.isfinite(loss) and nan_policy == "stop":
                         raise FloatingPointError(

@@ -1,0 +1,262 @@
+// Gradients through tiled arrays: the tiled overloads (registry.hpp) of the
+// helpers that gradient programs are made of (unbroadcast, reduce_grad,
+// bias_add_grad, matmul_grad_x, matmul_grad_y; tessera/primitives/autodiff.cpp
+// has their single-process forms), so that grad of a program on tiled arrays
+// is the single-process gradient of the same computation on the whole arrays.
+//
+// The convention: a plain value computed from tiled arrays (sum(t), a loss)
+// is one value that every locality holds, and its cotangent is the cotangent
+// of that one value, the same on every locality (not the sum of N copies).
+// The cotangent of a tiled array is tiled like it; the cotangent of a plain
+// (or replicated) parameter is the whole gradient on every locality. So where
+// a plain value meets a tiled one (y = t + b with a plain b broadcast against
+// the whole), each locality sums its tile of the cotangent back to its part of
+// b, and one all_reduce adds the parts. These are the only communications the
+// rules add; they are asynchronous (the overloads return futures), so no
+// worker waits. A replicated tiled array acts as a plain value: every
+// locality holds the whole, and its contribution, so nothing is added up.
+//
+// This agrees with conv1d_d's rules (conv_d.cpp): the cotangent of a tiling
+// that partitions the array is the whole-array gradient tiled like it. The
+// explicit collectives keep their own convention, the sum of every
+// locality's loss (docs/distributed.md, "Gradients of tiled programs").
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/tiled.hpp"
+#include "tessera/dist/comm.hpp"
+#include "tessera/dist/locality.hpp"
+#include "tessera/dist/tiled_ops.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera::dist {
+namespace {
+
+using namespace detail;
+
+Value shape_value(const Shape& s) {
+  List l;
+  for (int64_t d : s) l.push_back(Value(d));
+  return Value(std::move(l));
+}
+
+// True when the tiles of t are separate parts of the whole, whose
+// contributions to a plain parameter add up: a partition, or an overlapped
+// tiling (each copy of a shared element is an input of its own). False when
+// every locality holds the whole by intent (replicated).
+bool tiles_are_parts(const TiledArray& t) { return t.tiling == "overlapped" || !acts_replicated(t); }
+
+bool is_parts(const Value& v) { return v.is_tiled() && tiles_are_parts(v.as_tiled()); }
+
+// This locality's contribution to the cotangent of a plain x of shape xs
+// broadcast against the whole of g: its tile of g summed over the broadcast
+// axes, placed where its span lies in x, zeros elsewhere.
+Array local_part(const TiledArray& g, const Shape& xs, const char* op) {
+  const int off = g.ndim() - static_cast<int>(xs.size());
+  bool fits = off >= 0;
+  for (int e = 0; fits && e < static_cast<int>(xs.size()); ++e) fits = xs[e] == 1 || xs[e] == g.shape[e + off];
+  if (!fits) {
+    throw std::invalid_argument(error_message("[", op, "] the cotangent ", g.describe(),
+                                              " cannot be summed back to shape ", shape_str(xs),
+                                              ": the shapes do not broadcast"));
+  }
+  Array tile = is_floating(g.dtype()) ? g.tile : g.tile.astype(DType::float64);
+  const Span& mine = g.span();
+  Span box = full_span(xs);
+  List axes;
+  for (int d = 0; d < g.ndim(); ++d) {
+    const int e = d - off;
+    if (e >= 0 && xs[e] == g.shape[d]) {
+      box.start[e] = mine.start[d];
+      box.stop[e] = mine.stop[d];
+    } else {
+      axes.push_back(Value(int64_t{d}));
+    }
+  }
+  Array out = Array::zeros(tile.dtype(), xs);
+  if (mine.empty()) return out;
+  Array summed = tile;
+  if (!axes.empty()) {
+    summed = call_primitive("sum", std::vector<CallArg>{{"", Value(tile)},
+                                                        {"axis", Value(std::move(axes))},
+                                                        {"keepdims", Value(true)}})
+                 .as_array();
+  }
+  copy_box(summed.reshaped(box.shape()), box.start, out, std::vector<int64_t>(xs.size(), 0), box);
+  return out;
+}
+
+// `part` added over the localities when g's tiles are parts (one all_reduce).
+Future<Value> added_up(Array part, const TiledArray& g, const std::string& site) {
+  if (!tiles_are_parts(g) || num_localities() == 1) return Future<Value>::ready(Value(std::move(part)));
+  return detail::all_reduce(part, ReduceOp::sum, site);
+}
+
+// A plain cotangent `v` held by every locality, as the cotangent of a
+// replicated tiled x: tiled like it.
+Value replicated_like(const TiledArray& x, const Value& v, const char* op) {
+  Array whole = to_array(v, op);
+  if (whole.shape() != x.tile.shape()) {
+    throw std::invalid_argument(error_message("[", op, "] the cotangent of ", x.describe(), " has shape ",
+                                              shape_str(whole.shape())));
+  }
+  TiledArray t = x;
+  t.tile = std::move(whole);
+  return Value(std::move(t));
+}
+
+// The cotangent of a plain x (an array, or a Python-like number) from the
+// tiled g it was broadcast into: every locality's part added up; cast to x's
+// float dtype as unbroadcast does.
+Future<Value> plain_cotangent(const TiledArray& g, const Value& x, Args& a) {
+  if (!x.is_numeric()) a.type_error(1, "a number, an array or a tiled array");
+  const bool number = !x.is_array();
+  Shape xs = number ? Shape{} : x.as_array().shape();
+  std::optional<DType> cast;
+  if (!number && is_floating(x.as_array().dtype())) cast = x.as_array().dtype();
+  return added_up(local_part(g, xs, a.op()), g, a.site()).then([number, cast](const Value& v) {
+    const Array& r = v.as_array();
+    if (number) return Value(r.get_double(0));
+    return Value(cast && r.dtype() != *cast ? r.astype(*cast) : r);
+  });
+}
+
+// unbroadcast(g, x) when g or x is tiled.
+Future<Value> unbroadcast_overload(const PrimitiveSpec& spec, Args& a) {
+  const Value& g = a[0];
+  const Value& x = a[1];
+  if (g.is_nil()) return Future<Value>::ready(g);
+  if (!x.is_tiled()) return plain_cotangent(g.as_tiled(), x, a);
+  const TiledArray& xt = x.as_tiled();
+  const bool replicated = acts_replicated(xt) && xt.tiling != "overlapped";
+  if (!replicated || (g.is_tiled() && g.as_tiled().same_tiling(xt))) {
+    // The single-process form checks that g is tiled like x and casts it.
+    return Future<Value>::ready(spec.eval(a));
+  }
+  // A replicated x is a plain value every locality holds.
+  auto wrap = [xp = x.tiled_ptr()](const Value& v) { return replicated_like(*xp, v, "unbroadcast"); };
+  if (g.is_tiled()) return plain_cotangent(g.as_tiled(), Value(xt.tile), a).then(wrap);
+  Value plain = call_primitive("unbroadcast", std::vector<Value>{g, Value(xt.tile)});
+  return Future<Value>::ready(wrap(plain));
+}
+
+// The reduced axes of reduce_grad's `axis` (argument 2) for an x of nd
+// dimensions, sorted and unique; all of them for nil.
+std::vector<int> reduced_axes(Args& a, int nd) {
+  std::vector<int> axes;
+  if (a.is_nil(2)) {
+    for (int d = 0; d < nd; ++d) axes.push_back(d);
+    return axes;
+  }
+  for (int64_t ax : a.int_list(2)) axes.push_back(normalize_axis(ax, nd, a.op()));
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+// reduce_grad(g, x, axis, keepdims) for a tiled x: this locality's part of g
+// broadcast over its tile, tiled like x. g is tiled when the reduction kept
+// x's tiling (along untiled axes) and plain when it crossed tiles; either way
+// no communication.
+Future<Value> reduce_grad_overload(const PrimitiveSpec&, Args& a) {
+  if (!a[1].is_tiled()) {
+    throw TypeError(error_message("[", a.op(), "] the cotangent ", a[0].describe(), " of a reduction of ",
+                                  a[1].describe(), " cannot be tiled"));
+  }
+  const TiledArray& x = a[1].as_tiled();
+  std::vector<int> axes = reduced_axes(a, x.ndim());
+  const bool keepdims = a.boolean(3);
+  Shape kept_shape = x.shape, reduced;
+  Span box = x.span();
+  for (int d = 0; d < x.ndim(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) {
+      reduced.push_back(x.shape[d]);
+    } else {
+      kept_shape[d] = 1;
+      box.start[d] = 0;
+      box.stop[d] = 1;
+    }
+  }
+  const Shape& expected = keepdims ? kept_shape : reduced;
+  Array part;
+  if (a[0].is_tiled()) {
+    const TiledArray& g = a[0].as_tiled();
+    if (g.shape != expected || g.tile.size() != box.size()) {
+      throw std::invalid_argument(error_message("[", a.op(), "] the cotangent ", g.describe(), " with spans ",
+                                                spans_str(g.spans), " does not match the reduction of ",
+                                                x.describe(), " with spans ", spans_str(x.spans), " (expected shape ",
+                                                shape_str(expected), ", tiled like x)"));
+    }
+    part = g.tile.reshaped(box.shape());
+  } else {
+    if (!a[0].is_numeric()) a.type_error(0, "a number, an array or a tiled array");
+    Array g = a.array(0);
+    if (g.shape() != expected) {
+      throw std::invalid_argument(error_message("[", a.op(), "] cotangent of shape ", shape_str(g.shape()),
+                                                " does not match the reduction of ", x.describe(), " (expected ",
+                                                shape_str(expected), ")"));
+    }
+    part = extract(g.reshaped(kept_shape), full_span(kept_shape), box);
+  }
+  Array tile =
+      call_primitive("broadcast_to", std::vector<Value>{Value(part), shape_value(x.tile.shape())}).as_array();
+  TiledArray t = x;
+  t.tile = std::move(tile);
+  return Future<Value>::ready(Value(std::move(t)));
+}
+
+// bias_add_grad(g) for a tiled g: g summed over every axis but the last,
+// every locality's part added up: a plain array, the same everywhere.
+Future<Value> bias_add_grad_overload(const PrimitiveSpec&, Args& a) {
+  const TiledArray& g = tiled_arg(a, 0);
+  if (g.ndim() == 0) {
+    throw std::invalid_argument(error_message("[", a.op(), "] g must have a channel axis, got ", g.describe()));
+  }
+  return added_up(local_part(g, Shape{g.shape.back()}, a.op()), g, a.site());
+}
+
+// matmul_grad_x(g, x, y) and matmul_grad_y(g, x, y) for the products dot_d
+// makes (tessera/dist/tiled_ops.cpp, dot_tiled): the single-process rule on
+// the local operands (tiles, plain arrays), which gives a tiled operand's
+// cotangent tile; a plain operand multiplied with a tiled one gets every
+// locality's part added up (one all_reduce).
+Future<Value> matmul_grad_overload(const PrimitiveSpec& spec, Args& a) {
+  const bool for_x = spec.name == "matmul_grad_x";
+  auto local = [](const Value& v) { return v.is_tiled() ? Value(v.as_tiled().tile) : v; };
+  Value r = call_primitive(spec.name, std::vector<Value>{local(a[0]), local(a[1]), local(a[2])});
+  const Value& target = a[for_x ? 1 : 2];
+  const Value& other = a[for_x ? 2 : 1];
+  if (is_parts(target)) {
+    const TiledArray& t = target.as_tiled();
+    Array tile = to_array(r, a.op());
+    if (tile.shape() != t.tile.shape()) {
+      throw std::invalid_argument(error_message("[", a.op(), "] the cotangent tile of ", t.describe(),
+                                                " has shape ", shape_str(tile.shape()), " but its tile has shape ",
+                                                shape_str(t.tile.shape()), "; the tilings of g, x and y do not "
+                                                "belong to one product"));
+    }
+    TiledArray out = t;
+    out.tile = std::move(tile);
+    return Future<Value>::ready(Value(std::move(out)));
+  }
+  Future<Value> plain = is_parts(other) ? added_up(to_array(r, a.op()), other.as_tiled(), a.site())
+                                        : Future<Value>::ready(r);
+  if (!target.is_tiled()) return plain;
+  return plain.then([tp = target.tiled_ptr(), op = spec.name](const Value& v) {
+    return replicated_like(*tp, v, op.c_str());
+  });
+}
+
+const bool overloads_registered = [] {
+  register_tiled_overload("unbroadcast", unbroadcast_overload);
+  register_tiled_overload("reduce_grad", reduce_grad_overload);
+  register_tiled_overload("bias_add_grad", bias_add_grad_overload);
+  for (const char* name : {"matmul_grad_x", "matmul_grad_y"}) register_tiled_overload(name, matmul_grad_overload);
+  return true;
+}();
+
+}  // namespace
+}  // namespace tessera::dist
