@@ -187,6 +187,7 @@ def main():
           f"{args.threads} workers + its MPI progress thread; gloo: torch.set_num_threads("
           f"{args.threads}), PyTorch {torch_version}); median over {args.runs} launches of each "
           "launch's median of single calls on rank 0")
+    print(f"tessera: {os.path.join(args.build, 'bench', 'bench_allreduce')}")
     print(f"load average (1 min) before the run: {load_before:.2f} (above ~0.5, other work shared "
           "the cores and the figures are noisy)")
     if not first["raw_mpi"]:

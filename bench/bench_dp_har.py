@@ -108,7 +108,8 @@ def tessera_worker(args):
         np.save(os.path.join(args.out, "tessera_forward.npy"), out)
         with open(os.path.join(args.out, "tessera.json"), "w") as fh:
             json.dump({"forward": fwd, "step": stp, "first_loss": losses[0],
-                       "threads": tessera.num_threads(), "localities": size}, fh)
+                       "threads": tessera.num_threads(), "localities": size,
+                       "module": os.path.dirname(tessera.__file__)}, fh)
 
 
 def run_tessera(args, tmp):
@@ -262,6 +263,7 @@ def main():
           f"{ref['threads']})); global batch {args.batch}, {args.batch // RANKS} rows per rank; "
           f"slowest rank, median of {args.repeats} after {args.warmup} warm-up"
           f"{f', over {args.runs} alternating launches of each side' if args.runs > 1 else ''}")
+    print(f"tessera: {args.build}/tessera, Python package {tess['module']}")
     print(f"load average (1 min) before the run: {load_before:.2f} (above ~0.5, other work shared "
           "the cores and the figures are noisy)")
     print(f"same initial weights: gathered forward outputs differ by at most {diff:.1e}; "

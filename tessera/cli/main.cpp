@@ -216,19 +216,22 @@ int cmd_eval(const std::vector<std::string>& argv) {
     failure = std::current_exception();
   }
   auto t1 = std::chrono::steady_clock::now();
+  std::string trace_note;
   if (tracing) {
     std::string path = trace::stop_session();
-    if (!trace_dir.empty()) {
-      std::fprintf(stderr, "trace: %s (view it: tessera report %s)\n", path.c_str(), trace_dir.c_str());
-    }
+    if (!trace_dir.empty()) trace_note = "trace: " + path + " (view it: tessera report " + trace_dir + ")\n";
   }
   // The tree and counters are written even when the run failed: they help
   // to find out why.
   if (dump_tree && !write_output(tree_target, program.tree_dot())) return 1;
   if (counters && !write_output(counters_target, program.counters_csv())) return 1;
-  if (failure) std::rethrow_exception(failure);
+  if (failure) {
+    std::fputs(trace_note.c_str(), stderr);
+    std::rethrow_exception(failure);
+  }
   if (!quiet && !result.is_nil()) std::printf("%s\n", result.str().c_str());
   std::fflush(stdout);
+  std::fputs(trace_note.c_str(), stderr);
   if (show_time) {
     double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     std::fprintf(stderr, "time: %.3f ms (%d threads)\n", ms, num_threads());

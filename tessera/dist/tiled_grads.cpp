@@ -1,8 +1,9 @@
 // Gradients through tiled arrays: the tiled overloads (registry.hpp) of the
-// helpers that gradient programs are made of (unbroadcast, reduce_grad,
-// bias_add_grad, matmul_grad_x, matmul_grad_y; tessera/primitives/autodiff.cpp
-// has their single-process forms), so that grad of a program on tiled arrays
-// is the single-process gradient of the same computation on the whole arrays.
+// helpers that gradient programs are made of (grad_seed, unbroadcast,
+// reduce_grad, bias_add_grad, matmul_grad_x, matmul_grad_y,
+// matmul_tn_grad_x; tessera/primitives/autodiff.cpp has their single-process
+// forms), so that grad of a program on tiled arrays is the single-process
+// gradient of the same computation on the whole arrays.
 //
 // The convention: a plain value computed from tiled arrays (sum(t), a loss)
 // is one value that every locality holds, and its cotangent is the cotangent
@@ -124,6 +125,19 @@ Future<Value> plain_cotangent(const TiledArray& g, const Value& x, Args& a) {
   });
 }
 
+// grad_seed(out) for a tiled value of one element (the product of two
+// replicated vectors, say): ones tiled like it.
+Future<Value> grad_seed_overload(const PrimitiveSpec&, Args& a) {
+  const TiledArray& out = tiled_arg(a, 0);
+  if (shape_size(out.shape) != 1) {
+    throw std::invalid_argument(error_message("[grad] the differentiated function must return a single number, got ",
+                                              out.describe()));
+  }
+  TiledArray seed = out;
+  seed.tile = Array::full(is_floating(out.dtype()) ? out.dtype() : DType::float64, out.tile.shape(), 1.0);
+  return Future<Value>::ready(Value(std::move(seed)));
+}
+
 // unbroadcast(g, x) when g or x is tiled.
 Future<Value> unbroadcast_overload(const PrimitiveSpec& spec, Args& a) {
   const Value& g = a[0];
@@ -218,13 +232,14 @@ Future<Value> bias_add_grad_overload(const PrimitiveSpec&, Args& a) {
   return added_up(local_part(g, Shape{g.shape.back()}, a.op()), g, a.site());
 }
 
-// matmul_grad_x(g, x, y) and matmul_grad_y(g, x, y) for the products dot_d
-// makes (tessera/dist/tiled_ops.cpp, dot_tiled): the single-process rule on
+// matmul_grad_x(g, x, y), matmul_grad_y(g, x, y) and matmul_tn_grad_x(g, x,
+// y) for the products dot_d makes (tessera/dist/tiled_ops.cpp, dot_tiled;
+// matmul_tn's other rule is a matmul): the single-process rule on
 // the local operands (tiles, plain arrays), which gives a tiled operand's
 // cotangent tile; a plain operand multiplied with a tiled one gets every
 // locality's part added up (one all_reduce).
 Future<Value> matmul_grad_overload(const PrimitiveSpec& spec, Args& a) {
-  const bool for_x = spec.name == "matmul_grad_x";
+  const bool for_x = spec.name != "matmul_grad_y";
   auto local = [](const Value& v) { return v.is_tiled() ? Value(v.as_tiled().tile) : v; };
   Value r = call_primitive(spec.name, std::vector<Value>{local(a[0]), local(a[1]), local(a[2])});
   const Value& target = a[for_x ? 1 : 2];
@@ -251,10 +266,13 @@ Future<Value> matmul_grad_overload(const PrimitiveSpec& spec, Args& a) {
 }
 
 const bool overloads_registered = [] {
+  register_tiled_overload("grad_seed", grad_seed_overload);
   register_tiled_overload("unbroadcast", unbroadcast_overload);
   register_tiled_overload("reduce_grad", reduce_grad_overload);
   register_tiled_overload("bias_add_grad", bias_add_grad_overload);
-  for (const char* name : {"matmul_grad_x", "matmul_grad_y"}) register_tiled_overload(name, matmul_grad_overload);
+  for (const char* name : {"matmul_grad_x", "matmul_grad_y", "matmul_tn_grad_x"}) {
+    register_tiled_overload(name, matmul_grad_overload);
+  }
   return true;
 }();
 

@@ -11,7 +11,8 @@
 //   result stays tiled (no communication); along a tiled axis (or all axes)
 //   each locality reduces its tile and one collective combines the partials
 //   into a plain array every locality holds;
-// - matmul and dot (as dot_d), transpose (as transpose_d), shape, ndim, size.
+// - matmul, dot and matmul_tn (as dot_d), transpose (as transpose_d), shape,
+//   ndim, size.
 // The gradient helpers' overloads are in tiled_grads.cpp.
 #include <algorithm>
 #include <cmath>
@@ -487,6 +488,18 @@ Future<Value> reduction_overload(const PrimitiveSpec& spec, Args& a) {
 
 Future<Value> matmul_overload(const PrimitiveSpec&, Args& a) { return dot_tiled(a, a.op()); }
 
+// matmul_tn(x, y), which the compiler makes of transpose(x) @ y: x transposed
+// (a tiled x without communication), then as matmul.
+Future<Value> matmul_tn_overload(const PrimitiveSpec&, Args& a) {
+  if (a[0].is_tiled()) {
+    const TiledArray& x = a[0].as_tiled();
+    a.at(0) = permuted(x, reversed_axes(x.ndim()));
+  } else {
+    a.at(0) = call_primitive("transpose", std::vector<Value>{a[0]});
+  }
+  return dot_tiled(a, "matmul");
+}
+
 Future<Value> transpose_overload(const PrimitiveSpec&, Args& a) {
   const TiledArray& x = tiled_arg(a, 0);
   std::vector<int> perm = reversed_axes(x.ndim());
@@ -536,6 +549,7 @@ const bool overloads_registered = [] {
     register_tiled_overload(name, reduction_overload);
   }
   for (const char* name : {"matmul", "dot"}) register_tiled_overload(name, matmul_overload);
+  register_tiled_overload("matmul_tn", matmul_tn_overload);
   register_tiled_overload("transpose", transpose_overload);
   for (const char* name : {"shape", "ndim", "size"}) register_tiled_overload(name, shape_overload);
   return true;

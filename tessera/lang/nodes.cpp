@@ -193,6 +193,7 @@ Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
   auto t0 = std::chrono::steady_clock::now();
   Value result = spec_->eval(args);
   auto t1 = std::chrono::steady_clock::now();
+  traced.measured(t0, t1);
   NodeCounters& c = counters();
   c.evaluations.fetch_add(1, std::memory_order_relaxed);
   c.total_ns.fetch_add(
@@ -216,6 +217,7 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
       auto t0 = std::chrono::steady_clock::now();
       Future<Value> result = tiled ? (*tiled)(*spec_, args) : spec_->eval_async(args);
       auto t1 = std::chrono::steady_clock::now();
+      traced.measured(t0, t1);
       NodeCounters& c = counters();
       c.evaluations.fetch_add(1, std::memory_order_relaxed);
       c.total_ns.fetch_add(

@@ -192,7 +192,8 @@ const bool registered = register_primitives({
      .family = "autodiff",
      .params = {{"g"}, {"x"}},
      .help = "g summed back to the shape of x (undoing broadcasting) and cast to x's float "
-             "dtype; a number when x is a Python-like scalar; for a tiled x, g tiled like it.",
+             "dtype; a number when x is a Python-like scalar; for a tiled x, g tiled like it; for "
+             "a plain x and a tiled g, every locality's part added up (one all_reduce).",
      .eval = unbroadcast},
     {.name = "reduce_grad",
      .family = "autodiff",

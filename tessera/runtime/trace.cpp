@@ -104,14 +104,18 @@ void NodeScope::begin(const void* node) {
   node_ = node;
   outer_ = tl_current_node;
   tl_current_node = node;
-  t0_ = now_ns();
 }
 
 void NodeScope::end() {
   Event e;
   e.kind = EventKind::node;
-  e.t0 = t0_;
-  e.t1 = now_ns();
+  if (t1_ != 0) {
+    e.t0 = t0_;
+    e.t1 = t1_;
+  } else {
+    // Not measured (the work failed): the event ends now, a point.
+    e.t0 = e.t1 = now_ns();
+  }
   e.what = node_;
   record(e);
   tl_current_node = outer_;

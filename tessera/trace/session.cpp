@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,8 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "tessera/core/error.hpp"
@@ -67,9 +70,44 @@ std::string hostname() {
   return buf;
 }
 
+// Text into a stream through a large buffer, numbers by to_chars: a trace
+// of a million events is written in a fraction of a second.
+class Writer {
+ public:
+  explicit Writer(std::ostream& os) : os_(os) { buf_.reserve(kFlushBytes + 4096); }
+  ~Writer() { flush(); }
+  Writer& operator<<(std::string_view s) {
+    buf_ += s;
+    if (buf_.size() > kFlushBytes) flush();
+    return *this;
+  }
+  Writer& operator<<(char c) {
+    buf_ += c;
+    return *this;
+  }
+  template <class I>
+    requires(std::is_integral_v<I> && !std::is_same_v<I, char>)
+  Writer& operator<<(I v) {
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, r.ptr);
+    return *this;
+  }
+  void flush() {
+    os_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = 1 << 20;
+  std::ostream& os_;
+  std::string buf_;
+};
+
 // Writes the recording in the format of format.hpp.
-void write_trace(std::ostream& os, const Recording& rec, const std::vector<TracedProgram>& programs,
+void write_trace(std::ostream& stream, const Recording& rec, const std::vector<TracedProgram>& programs,
                  const std::string& run_id, int64_t realtime, const std::map<std::string, std::string>& sources) {
+  Writer os(stream);
   auto [rank, size] = locality_from_env();
   int64_t base = rec.begin_ns;
   os << kFileMagic << '\t' << kFileVersion << '\n';

@@ -268,10 +268,6 @@ TraceSet load_trace(const std::string& dir) {
   for (auto& [r, path] : files) {
     LocalityTrace loc;
     if (!read_locality(path, loc, problems)) continue;
-    if (loc.locality != r) {
-      problems.push_back(error_message(loc.file, " says it is locality ", loc.locality, "; it is read as locality ", r));
-      loc.locality = r;
-    }
     read.push_back(std::move(loc));
   }
   if (read.empty()) {
@@ -292,6 +288,11 @@ TraceSet load_trace(const std::string& dir) {
     if (l.run != run) {
       problems.push_back(error_message(l.file, " is from another run (", l.run, ") and is left out"));
       continue;
+    }
+    int r = std::stoi(l.file.substr(9));  // locality-R.trace
+    if (l.locality != r) {
+      problems.push_back(error_message(l.file, " says it is locality ", l.locality, "; it is read as locality ", r));
+      l.locality = r;
     }
     set.expected = std::max({set.expected, l.num_localities, l.locality + 1});
     set.localities.push_back(std::move(l));

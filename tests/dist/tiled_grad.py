@@ -44,7 +44,7 @@ def spans_along(shape, axis, sizes):
 def tilings(extent):
     """Ways to split `extent` over n localities: (name, [(locality, size)])."""
     even = [len(p) for p in np.array_split(np.arange(extent), n)]
-    out = [("even", list(enumerate(even)))]
+    out = [("even", list(enumerate(even)))]  # given the tiling's name below
     if n > 1:
         lopsided = [0] * n
         lopsided[0], lopsided[-1] = 2, extent - 2
@@ -61,8 +61,15 @@ def tile_of(a, span):
     return np.ascontiguousarray(a[tuple(slice(lo, hi) for lo, hi in span)])
 
 
-def tiled(a, spans, tiling="user"):
-    return _core.TiledArray(tile_of(a, spans[r]), a.shape, spans, tiling)
+def tiled(a, spans, name="user"):
+    return _core.TiledArray(tile_of(a, spans[r]), a.shape, spans, name)
+
+
+def tiling_name(tiling, axis):
+    """Even tiles go by the name of their axis ('columns' is axis 1, time in
+    (batch, steps, channels)), so that results have the same kind on one
+    locality as on N; the others by spans."""
+    return ("rows", "columns")[axis] if tiling == "even" else "user"
 
 
 def check(got, want, what, tiled_args):
@@ -123,18 +130,24 @@ conv_cases = [
      "sum(relu({conv}(x, w, " + CONV.format(p="same") + ")))", [0, 1, 2], [w, "v"]),
     ("only the plain parameters", "x, w, b",
      "sum(softplus(bias_add({conv}(x, w, " + CONV.format(p="same") + "), b)))", [1, 2], [w, b]),
+    # Overlapped tiles: each copy of a halo step has its own cotangent, and
+    # the plain c gets the sum over every copy.
+    ("overlap_d, + plain, relu, conv", "x, w, c",
+     "sum({conv}(relu({overlap} + c), w, " + CONV.format(p="same") + ") ** 2)", [0, 1, 2],
+     [w, rng.normal(size=CHANNELS)]),
 ]
 
 cases = 0
 for name, params, body, argnums, rest in conv_cases:
-    dist = program(params, body.format(conv="conv1d_d"), argnums, "tiled_grad_" + str(cases))
-    whole = program(params, body.format(conv="conv1d"), argnums, "whole_grad_" + str(cases))
+    overlap = "overlap_d(x, 3, " + CONV.format(p="same") + ")"
+    dist = program(params, body.format(conv="conv1d_d", overlap=overlap), argnums, "tiled_grad_" + str(cases))
+    whole = program(params, body.format(conv="conv1d", overlap="x"), argnums, "whole_grad_" + str(cases))
     whole_args = [x] + [u if isinstance(a, str) else a for a in rest]
     want_value, want_grads = whole.run(whole_args)
     for tiling, sizes in tilings(STEPS):
         spans = spans_along(x.shape, 1, sizes)
-        xt = tiled(x, spans)
-        args = [xt] + [tiled(u, spans) if isinstance(a, str) else a for a in rest]
+        xt = tiled(x, spans, tiling_name(tiling, 1))
+        args = [xt] + [tiled(u, spans, tiling_name(tiling, 1)) if isinstance(a, str) else a for a in rest]
         tiled_args = {argnums.index(k): args[k] for k in range(len(args))
                       if k in argnums and isinstance(args[k], _core.TiledArray)}
         check(dist.run(args), (want_value, want_grads), f"{name}, time tiles {tiling}", tiled_args)
@@ -143,8 +156,9 @@ for name, params, body, argnums, rest in conv_cases:
             v_grad = dist.run(args)[1][2]
             assert not v_grad.tile.any() and v_grad.tile.shape == tile_of(u, spans[r]).shape
 
-# Matrix products: tiled by rows times plain, plain times tiled by columns,
-# tiled along the contracted axis on both sides (dot_d and @), vectors.
+# Matrix products: tiled by rows times plain or replicated, plain times tiled
+# by columns, tiled along the contracted axis on both sides (dot_d and @),
+# vectors. (array, axis) is tiled along axis, (array, None) replicated.
 X = rng.normal(size=(7, 5))
 W = rng.normal(size=(5, 3))
 A = rng.normal(size=(4, 7))
@@ -153,9 +167,14 @@ dot_cases = [
     ("rows @ plain + plain", "x, w, c, q", "sum(tanh(x @ w + c) * q)", [0, 1, 2, 3],
      [(X, 0), W, rng.normal(size=3), rng.normal(size=(7, 3))]),
     ("dot_d(rows, plain vector)", "x, v", "sum(sin(dot_d(x, v)))", [0, 1], [(X, 0), V]),
+    ("rows @ replicated", "x, w", "mean(relu(x @ w))", [0, 1], [(X, 0), (W, None)]),
     ("plain @ columns", "a, y", "mean(cos(a @ y))", [0, 1], [A, (X, 1)]),
     ("columns @ rows", "x, y", "sum((x @ y) ** 2)", [0, 1], [(X, 1), (W, 0)]),
     ("vector @ vector", "v, z", "(v @ z) ** 2", [0, 1], [(V, 0), (W[:, 0].copy(), 0)]),
+    # The compiler makes matmul_tn of transpose(x) @ y.
+    ("transpose(rows) @ rows", "x, y, w", "sum(sin(transpose(x) @ (y * w)))", [0, 1, 2],
+     [(X, 0), (A.T.copy(), 0), rng.normal(size=4)]),
+    ("matmul_tn(rows, rows)", "x, y", "sum(matmul_tn(x, y) ** 2)", [0, 1], [(X, 0), (A.T.copy(), 0)]),
 ]
 for name, params, body, argnums, spec in dot_cases:
     dist = program(params, body, argnums, "tiled_dot_" + str(cases))
@@ -163,8 +182,16 @@ for name, params, body, argnums, spec in dot_cases:
     whole_args = [s[0] if isinstance(s, tuple) else s for s in spec]
     want = whole.run(whole_args)
     extent = next(s[0].shape[s[1]] for s in spec if isinstance(s, tuple))
+
+    def make(s, sizes, tiling):
+        if not isinstance(s, tuple):
+            return s
+        if s[1] is None:
+            return tiled(s[0], [[(0, e) for e in s[0].shape]] * n, "replicated")
+        return tiled(s[0], spans_along(s[0].shape, s[1], sizes), tiling_name(tiling, s[1]))
+
     for tiling, sizes in tilings(extent):
-        args = [tiled(s[0], spans_along(s[0].shape, s[1], sizes)) if isinstance(s, tuple) else s for s in spec]
+        args = [make(s, sizes, tiling) for s in spec]
         tiled_args = {argnums.index(k): a for k, a in enumerate(args) if isinstance(a, _core.TiledArray)}
         check(dist.run(args), want, f"{name}, tiles {tiling}", tiled_args)
         cases += 1
@@ -187,10 +214,21 @@ def whole_loss(x, w, b, q):
 q = rng.normal(size=(BATCH, FILTERS))
 want_value, want_grads = tessera.value_and_grad(whole_loss, argnums=(0, 1, 2, 3))(x, w, b, q)
 for tiling, sizes in tilings(STEPS):
-    xt = tiled(x, spans_along(x.shape, 1, sizes))
+    xt = tiled(x, spans_along(x.shape, 1, sizes), tiling_name(tiling, 1))
     got = tessera.value_and_grad(spatial_loss, argnums=(0, 1, 2, 3))(xt, w, b, q)
     check(got, (want_value, want_grads), f"jit, time tiles {tiling}", {0: xt})
     cases += 1
+
+# The two conventions side by side: sum(x) of a tiled x is one global value
+# (gradient 1 per element); all_reduce(sum(local_tile(x))) has the same value
+# on every rank, but the collective counts every rank's copy of its result as
+# a loss of its own (gradient N per element).
+xt = tiled(x, spans_along(x.shape, 1, tilings(STEPS)[-1][1]), "user")
+one = program("x", "sum(x * x)", [0], "global_loss").run([xt])
+copies = program("x", "all_reduce(sum(local_tile(x) * local_tile(x)))", [0], "collective_loss").run([xt])
+np.testing.assert_allclose(copies[0], one[0], rtol=1e-12)
+np.testing.assert_allclose(one[1][0].tile, 2 * xt.tile, rtol=1e-12)
+np.testing.assert_allclose(copies[1][0].tile, 2 * n * xt.tile, rtol=1e-12)
 
 td.barrier()
 assert cases == (len(conv_cases) + len(dot_cases) + 1) * len(tilings(STEPS)), cases

@@ -392,8 +392,13 @@ TEST(ConvD, AutodiffHelpersTakeTiledCotangents) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("unbroadcast", {Value(a), whole(b)}); },
                                                  "[grad] the cotangent of tiled float64 array of shape (2, 3, 1), "
                                                  "pages over 1 locality must be tiled like it, got float64 array"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("unbroadcast", {whole(a), Value(b)}); },
-                                                 "cannot be the tiled"));
+  // A plain x broadcast against a tiled whole: the cotangent summed back to x
+  // (over every locality's tile: tests/dist/tiled_grad.py).
+  Value plain = call("unbroadcast", {whole(a), Value(random_array({3, 1}, 13).astype(DType::float32))});
+  ASSERT_TRUE(plain.is_array());
+  EXPECT_EQ(plain.as_array().dtype(), DType::float32);
+  Array want_sum = call("sum", {Value(a), Value(int64_t{0})}).as_array().astype(DType::float32);
+  EXPECT_TRUE(close(plain.as_array().astype(DType::float64), want_sum.astype(DType::float64)));
 }
 
 }  // namespace

@@ -126,6 +126,8 @@ const std::vector<GradCase>& cases() {
       {"matmul_tn", "matmul_tn(m, transpose(b))", {"m", "b"}},
       {"matmul_tn", "transpose(m) @ v", {"m", "v"}},
       {"outer", "outer(v, w)", {"v", "w"}},
+      // Plain operands: a replicated tiled product (other tilings: tests/dist/tiled_grad.py).
+      {"dot_d", "dot_d(a, m)", {"a", "m"}},
       // Collectives on one locality (their multi-rank gradients: tests/dist).
       {"all_reduce", "all_reduce(v)", {"v"}},
       {"all_reduce", "all_reduce(v, \"max\")", {"v"}},

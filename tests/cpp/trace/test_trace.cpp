@@ -1,0 +1,365 @@
+// Tracing: the recorder, the trace files a session writes, reading them back
+// (also damaged or incomplete), and the exports' consistency.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "tessera/lang/program.hpp"
+#include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/trace.hpp"
+#include "tessera/trace/export.hpp"
+#include "tessera/trace/session.hpp"
+#include "tessera/trace/trace_file.hpp"
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+namespace {
+
+// Large enough for tiles and spawned nodes, with a deterministic result.
+const char* kProgram = R"(
+define(x, random_normal([300, 200], seed=3))
+define(w, random_normal([200, 50], seed=4))
+define(f, v, sum(tanh(v @ w) * 2.0, axis=0))
+define(a, f(x))
+define(b, f(x + 1.0))
+parallel_block(a + b, a - b)
+)";
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / ("tessera-trace-test-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string str() const { return path.string(); }
+};
+
+// Runs `program` once inside a trace session writing into `dir`.
+Value traced_run(const Program& program, const std::string& dir) {
+  trace::start_session(dir);
+  Value v;
+  try {
+    v = program.run();
+  } catch (...) {
+    trace::stop_session();
+    throw;
+  }
+  trace::stop_session();
+  return v;
+}
+
+bool same_bits(const Value& a, const Value& b) {
+  const Array &x = a.as_array(), &y = b.as_array();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() && std::memcmp(x.raw(), y.raw(), x.nbytes()) == 0;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TraceThreads : ::testing::TestWithParam<int> {
+  void SetUp() override {
+    before_ = num_threads();
+    set_num_threads(GetParam());
+  }
+  void TearDown() override {
+    set_spawn_threshold_ns(kSpawnThresholdNs);
+    set_num_threads(before_);
+  }
+  int before_ = 1;
+};
+
+}  // namespace
+
+TEST(Trace, OffByDefault) { EXPECT_FALSE(trace::on()); }
+
+TEST_P(TraceThreads, EveryEvaluationIsAnEventAndEverySpawnATask) {
+  // Everything measured is spawned: the asynchronous paths are traced too.
+  set_spawn_threshold_ns(0);
+  Program program(kProgram, "prog.tsl");
+  program.run();  // measured once, so the traced run spawns
+  TempDir dir;
+  traced_run(program, dir.str());
+  trace::TraceSet set = trace::load_trace(dir.str());
+  ASSERT_EQ(set.localities.size(), 1u);
+  EXPECT_TRUE(set.problems.empty()) << set.problems.front();
+  const trace::LocalityTrace& l = set.localities[0];
+  EXPECT_TRUE(l.complete);
+  ASSERT_EQ(l.programs.size(), 1u);
+  std::map<int, uint64_t> node_events, task_events;
+  for (const auto& e : l.events) {
+    ASSERT_LE(e.t0, e.t1);
+    if (e.kind == 'n') {
+      ASSERT_GE(e.node, 0) << "a node event of a node outside the program";
+      ++node_events[e.node];
+    }
+    if (e.kind == 't' && !e.tile && e.node >= 0) ++task_events[e.node];
+  }
+  uint64_t evaluations = 0, spawned = 0, tasks = 0;
+  for (const auto& n : l.programs[0].nodes) {
+    EXPECT_EQ(node_events[n.id], n.evaluations) << n.label << " at " << n.position;
+    // A spawned node's work is a task named after it. The task that
+    // completes the run may finish after the recording stopped (its event
+    // is then lost), so one may be missing.
+    EXPECT_LE(task_events[n.id], n.spawned) << n.label << " at " << n.position;
+    evaluations += n.evaluations;
+    spawned += n.spawned;
+    tasks += task_events[n.id];
+  }
+  EXPECT_GT(evaluations, 10u);
+  EXPECT_GE(tasks + 1, spawned);
+  if (GetParam() > 1) EXPECT_GT(tasks, 0u);
+}
+
+TEST_P(TraceThreads, TracingDoesNotChangeResults) {
+  Program program(kProgram, "prog.tsl");
+  Value plain = program.run();
+  TempDir dir;
+  Value traced = traced_run(program, dir.str());
+  ASSERT_TRUE(plain.is_array());
+  EXPECT_TRUE(same_bits(plain, traced));
+  EXPECT_TRUE(same_bits(plain, program.run()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, TraceThreads, ::testing::Values(1, 2, 4));
+
+TEST(Trace, CountersAreThoseOfTheRecordedRuns) {
+  Program program("define(x, [1.0, 2.0, 3.0])\nsum(exp(x) * 2.0)", "small.tsl");
+  program.run();
+  program.run();
+  TempDir dir;
+  traced_run(program, dir.str());
+  trace::TraceSet set = trace::load_trace(dir.str());
+  int primitives = 0;
+  for (const auto& n : set.localities[0].programs[0].nodes) {
+    if (!n.primitive) continue;
+    ++primitives;
+    EXPECT_EQ(n.evaluations, 1u) << n.label;
+  }
+  EXPECT_EQ(primitives, 3);  // sum, exp, multiply
+}
+
+TEST(Trace, EventsOutsideASessionAreNotRecorded) {
+  Program program("sum(exp(arange(1000) * 0.001))", "outside.tsl");
+  trace::start();
+  trace::Recording during = trace::stop();
+  program.run();  // after the recording: not in it, nor in the next one
+  trace::start();
+  trace::Recording next = trace::stop();
+  for (const auto& t : next.threads) EXPECT_TRUE(t.events.empty());
+  (void)during;
+}
+
+TEST(Trace, SecondSessionWhileOneRunsFails) {
+  TempDir dir;
+  trace::start_session(dir.str());
+  try {
+    trace::start_session(dir.str());
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("a trace is already being recorded into"), std::string::npos) << e.what();
+  }
+  trace::stop_session();
+  EXPECT_THROW(trace::stop_session(), std::runtime_error);
+}
+
+TEST(Trace, DotTotalsMatchCounters) {
+  Program program(kProgram, "prog.tsl");
+  TempDir dir;
+  traced_run(program, dir.str());
+  trace::TraceSet set = trace::load_trace(dir.str());
+  std::string dot = trace::tree_dot(set), csv = trace::counters_csv(set);
+  // DOT: pPnN [label=..., evaluations=E, exclusive_ns=X, inclusive_ns=I];
+  std::regex node(R"re((p\d+n\d+) \[label="[^"]*", evaluations=(\d+), exclusive_ns=(\d+), inclusive_ns=(\d+)\];)re");
+  std::map<std::string, std::pair<uint64_t, uint64_t>> from_dot;
+  uint64_t dot_total = 0;
+  for (std::sregex_iterator it(dot.begin(), dot.end(), node), end; it != end; ++it) {
+    from_dot[(*it)[1]] = {std::stoull((*it)[2]), std::stoull((*it)[3])};
+    dot_total += std::stoull((*it)[3]);
+  }
+  ASSERT_FALSE(from_dot.empty()) << dot;
+  std::istringstream rows(csv);
+  std::string line;
+  std::getline(rows, line);
+  EXPECT_EQ(line, "locality,program,node,name,family,position,evaluations,exclusive_ns,inclusive_ns,mean_ns,spawned,"
+                  "execution");
+  uint64_t csv_total = 0;
+  int count = 0;
+  while (std::getline(rows, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 12u) << line;
+    auto it = from_dot.find("p" + f[1] + "n" + f[2]);
+    ASSERT_NE(it, from_dot.end()) << line;
+    EXPECT_EQ(it->second.first, std::stoull(f[6])) << line;
+    EXPECT_EQ(it->second.second, std::stoull(f[7])) << line;
+    csv_total += std::stoull(f[7]);
+    ++count;
+  }
+  EXPECT_GT(count, 5);
+  EXPECT_EQ(dot_total, csv_total);
+  // The root's inclusive time is everything under it.
+  EXPECT_EQ(set.localities[0].programs[0].nodes[0].inclusive_ns, csv_total);
+}
+
+TEST(Trace, MissingLocalityIsReported) {
+  TempDir dir;
+  setenv(trace::kTraceRunEnv, "run-42", 1);
+  Program program("sum(arange(10))", "p.tsl");
+  traced_run(program, dir.str());
+  unsetenv(trace::kTraceRunEnv);
+  std::ofstream(dir.path / "tessera-run.txt") << "run\trun-42\nlocalities\t3\nprogram\tp.tsl\n";
+  trace::TraceSet set = trace::load_trace(dir.str());
+  EXPECT_EQ(set.expected, 3);
+  ASSERT_EQ(set.localities.size(), 1u);
+  ASSERT_EQ(set.problems.size(), 2u);
+  EXPECT_EQ(set.problems[0],
+            "locality 1 of 3 wrote no trace (locality-1.trace is missing): it failed or was stopped before the end "
+            "of its run");
+  EXPECT_NE(set.problems[1].find("locality 2 of 3 wrote no trace"), std::string::npos);
+  // The exports say it too.
+  EXPECT_NE(trace::chrome_trace_json(set).find("locality 1 of 3 wrote no trace"), std::string::npos);
+  EXPECT_NE(trace::report_html(set).find("locality 2 of 3 wrote no trace"), std::string::npos);
+}
+
+TEST(Trace, TruncatedFileIsReadAsFarAsItGoes) {
+  TempDir dir;
+  Program program(kProgram, "prog.tsl");
+  traced_run(program, dir.str());
+  fs::path file = dir.path / trace::locality_file_name(0);
+  std::string text = read_file(file);
+  size_t events_before = trace::load_trace(dir.str()).localities[0].events.size();
+  // Cut in the middle of a line, as a crash while writing would.
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text.substr(0, text.size() * 2 / 3 + 3);
+  trace::TraceSet set = trace::load_trace(dir.str());
+  ASSERT_EQ(set.localities.size(), 1u);
+  EXPECT_FALSE(set.localities[0].complete);
+  ASSERT_FALSE(set.problems.empty());
+  bool said = false;
+  for (const auto& p : set.problems) said = said || p.find("locality-0.trace is") != std::string::npos;
+  EXPECT_TRUE(said) << set.problems.front();
+  EXPECT_LT(set.localities[0].events.size(), events_before);
+  EXPECT_FALSE(trace::chrome_trace_json(set).empty());
+  EXPECT_FALSE(trace::report_html(set).empty());
+}
+
+TEST(Trace, NotATraceDirectory) {
+  TempDir dir;
+  auto message = [&](const std::string& d) {
+    try {
+      trace::load_trace(d);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(dir.str()), "[report] the trace directory '" + dir.str() + "' does not exist");
+  fs::create_directories(dir.path);
+  EXPECT_EQ(message(dir.str()),
+            "[report] '" + dir.str() +
+                "' is not a trace directory: it has no locality-N.trace files (record a trace with `tessera run "
+                "--trace DIR`, `tessera eval --trace DIR` or `with tessera.trace(DIR):`)");
+  std::ofstream(dir.path / "locality-0.trace") << "hello\n";
+  EXPECT_EQ(message(dir.str()), "[report] '" + dir.str() +
+                                    "' holds no readable trace: locality-0.trace is not a tessera trace file (it does "
+                                    "not start with 'tessera-trace'); it is left out");
+  std::ofstream(dir.path / "x") << "a file";
+  EXPECT_NE(message((dir.path / "x").string()).find("is not a trace directory: it is a file"), std::string::npos);
+}
+
+TEST(Trace, FilesOfAnotherRunAreLeftOut) {
+  TempDir dir;
+  Program program("sum(arange(10))", "p.tsl");
+  setenv(trace::kTraceRunEnv, "old", 1);
+  traced_run(program, dir.str());
+  fs::rename(dir.path / "locality-0.trace", dir.path / "locality-1.trace");
+  setenv(trace::kTraceRunEnv, "new", 1);
+  traced_run(program, dir.str());
+  unsetenv(trace::kTraceRunEnv);
+  trace::TraceSet set = trace::load_trace(dir.str());
+  ASSERT_EQ(set.localities.size(), 1u);
+  EXPECT_EQ(set.localities[0].run, "new");
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_EQ(set.problems[0], "locality-1.trace is from another run (old) and is left out");
+}
+
+TEST(Trace, StepPhasesFollowTheStepsEvents) {
+  // A training step in the language: forward, the gradient seed, backward,
+  // then an optimizer update (sgd_update, family optim).
+  Program program(R"(
+define(loss, w, x, sum(tanh(x @ w) ** 2.0))
+define(x, random_normal([64, 32], seed=1))
+define(w, random_normal([32, 8], seed=2))
+define(g, grad(loss)(w, x))
+sgd_update(w, g, 0.1)
+)",
+                  "step.tsl");
+  TempDir dir;
+  trace::start_session(dir.str());
+  int64_t t0 = trace::now_ns();
+  program.run();
+  trace::record_step(7, t0, trace::now_ns());
+  trace::stop_session();
+  std::vector<trace::StepPhases> steps = trace::step_phases(trace::load_trace(dir.str()));
+  ASSERT_EQ(steps.size(), 1u);
+  const trace::StepPhases& s = steps[0];
+  EXPECT_EQ(s.iteration, 7u);
+  ASSERT_TRUE(s.split);
+  EXPECT_GT(s.forward, 0);
+  EXPECT_GT(s.backward, 0);
+  EXPECT_EQ(s.comm_wait, 0);  // one locality
+  EXPECT_GT(s.optimizer, 0);
+  EXPECT_EQ(s.forward + s.backward + s.comm_wait + s.optimizer + s.other, s.t1 - s.t0);
+}
+
+TEST(TraceCli, EvalTraceThenReport) {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  fs::path program = dir.path / "p.tsl";
+  std::ofstream(program) << "define(x, random_normal([200, 100], seed=1))\nsum(x @ transpose(x))\n";
+  fs::path traced = dir.path / "t";
+  auto run = [](const std::string& args) {
+    std::string cmd = std::string(TESSERA_CLI) + " " + args + " 2>&1";
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int st = pclose(p);
+    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+  };
+  auto plain = run("eval " + program.string());
+  auto with = run("eval --trace " + traced.string() + " " + program.string());
+  ASSERT_EQ(plain.first, 0) << plain.second;
+  ASSERT_EQ(with.first, 0) << with.second;
+  // The same value, then where the trace went.
+  EXPECT_EQ(with.second, plain.second + "trace: " + (traced / "locality-0.trace").string() +
+                             " (view it: tessera report " + traced.string() + ")\n");
+  auto report = run("report " + traced.string() + " --csv " + (dir.path / "c.csv").string());
+  ASSERT_EQ(report.first, 0) << report.second;
+  EXPECT_NE(report.second.find("trace " + traced.string() + ": 1 of 1 localities"), std::string::npos) << report.second;
+  EXPECT_NE(read_file(dir.path / "c.csv").find(",matmul,matrix,"), std::string::npos);
+  EXPECT_FALSE(fs::exists(traced / "report.html"));  // only what was asked for
+  auto bad = run("report " + dir.path.string());
+  EXPECT_EQ(bad.first, 1);
+  EXPECT_NE(bad.second.find("ValueError: [report] '" + dir.path.string() + "' is not a trace directory"),
+            std::string::npos)
+      << bad.second;
+}
