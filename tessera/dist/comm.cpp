@@ -157,6 +157,8 @@ class BlockGather {
   }
 
   bool active() const { return active_; }
+  // True while messages this rank sent are not yet complete.
+  bool sending() const { return !sends_.empty(); }
   const std::vector<std::string>& blocks() const { return blocks_; }
 
   // Advances as far as messages allow; true once every block is here.
@@ -351,20 +353,6 @@ std::pair<uint64_t, std::string> program_identity() {
   return {h, shown};
 }
 
-// The communication engine. Every collective is identified by its call site
-// and that site's sequence number (ranks issue the collectives of one site in
-// the same order: SPMD). Ranks agree on what to run in rounds: in each round
-// every rank offers its pending operations (oldest first, up to
-// kRoundEntries) with their fingerprints, gathered by every rank
-// (BlockGather); what every rank offered runs, in an order all ranks derive
-// from the same data; an operation offered with different fingerprints fails
-// on every rank with a message naming each rank's side. Small all-reduces
-// carry their data in the round and are reduced there; other small
-// all-reduces agreed in one round are coalesced into one message. One round
-// is in flight at a time; a rank with nothing pending posts none, so rounds
-// match up one to one, and a rank whose program has ended says so in a last
-// round (finish).
-//
 // A trace records the operation from submission to completion (the bytes
 // are those sent, or received for recv).
 void trace_op(const Op& op, const Future<Value>& f) {
@@ -382,6 +370,20 @@ void trace_op(const Op& op, const Future<Value>& f) {
   });
 }
 
+// The communication engine. Every collective is identified by its call site
+// and that site's sequence number (ranks issue the collectives of one site in
+// the same order: SPMD). Ranks agree on what to run in rounds: in each round
+// every rank offers its pending operations (oldest first, up to
+// kRoundEntries) with their fingerprints, gathered by every rank
+// (BlockGather); what every rank offered runs, in an order all ranks derive
+// from the same data; an operation offered with different fingerprints fails
+// on every rank with a message naming each rank's side. Small all-reduces
+// carry their data in the round and are reduced there; other small
+// all-reduces agreed in one round are coalesced into one message. One round
+// is in flight at a time; a rank with nothing pending posts none, so rounds
+// match up one to one, and a rank whose program has ended says so in a last
+// round (finish).
+//
 // Any thread may drive progress (one at a time): a thread that submits an
 // operation posts it at once, and a thread waiting at the outermost boundary
 // polls for a while (Future::wait). The progress thread polls whenever
@@ -443,7 +445,7 @@ class Engine {
       return true;
     }
     std::vector<Completion> done;
-    bool progressed = pass(done);
+    pass(done);
     if (!complete_here && !done.empty()) {
       // Left for the next thread that helps (usually the submitter itself,
       // waiting at the boundary) or for the progress thread.
@@ -453,7 +455,6 @@ class Engine {
     }
     lock.unlock();
     for (auto& c : done) c.complete();
-    (void)progressed;
     return work_.load(std::memory_order_acquire);
   }
 
@@ -607,9 +608,14 @@ class Engine {
           if (Clock::now() > deadline) return false;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
-        while (Clock::now() < deadline) {
+        // The sends of this round and of the last regular one must complete
+        // before their buffers go (and before MPI_Finalize).
+        for (;;) {
           g.reap_sends();
-          if (!g.active()) break;
+          round_.reap_sends();
+          if (!g.sending() && !round_.sending()) break;
+          if (Clock::now() > deadline) return false;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
         bool all = true, work = false;
         for (const std::string& b : g.blocks()) {
@@ -648,10 +654,9 @@ class Engine {
     }
     if (round_.active()) {
       try {
-        if (round_.progress()) {
-          resolve(done);
-          progressed = true;
-        }
+        // A round that agreed on nothing (ranks with different operations
+        // pending) is not progress: the next one waits for the poll interval.
+        if (round_.progress()) progressed = resolve(done) > 0 || progressed;
       } catch (const std::exception& e) {
         set_broken(e.what());
         fail_all_pending(e.what(), done);
@@ -740,8 +745,9 @@ class Engine {
     pending_.clear();
   }
 
-  // What every rank offered runs; fingerprints must agree.
-  void resolve(std::vector<Completion>& done) {
+  // What every rank offered runs; fingerprints must agree. Returns how many
+  // operations were agreed (or found to disagree).
+  size_t resolve(std::vector<Completion>& done) {
     std::vector<Offer> offers;
     for (const std::string& b : round_.blocks()) offers.push_back(parse_offer(b));
     // Each rank's entries by (site, key), for lookup.
@@ -818,6 +824,7 @@ class Engine {
         break;
       }
     }
+    return candidates.size();
   }
 
   // The reduction of every rank's inline data, in rank order: the same bits
