@@ -5,9 +5,10 @@ trains for --steps steps at --batch rows per step, without a trace and inside
 `with tessera.trace(DIR)`, --repeats times each (alternating which goes first);
 the time per step is the median over the repetitions. Printed:
 
-  recording    step time traced / untraced (goal: below 1.05), in wall and
-               in process CPU time, events per step, and the time to write
-               the trace file (once, at the end);
+  recording    step time traced / untraced (goal: below 1.05): of the
+               medians, the median of the back-to-back pairs, and in process
+               CPU time; events per step, and the time to write the trace
+               file (once, at the end);
   when off     the hooks' cost with no trace running: the two Python calls
                fit makes per step (measured), and the C++ hooks, one relaxed
                atomic load and a branch each, as many per step as a traced
@@ -80,6 +81,9 @@ def main():
     # Process CPU time (all threads) is less disturbed by other work on a
     # shared machine than wall time.
     pc, qc = statistics.median(c for _, c in plain), statistics.median(c for _, c in traced)
+    # Each repetition's pair ran back to back: the median of their ratios
+    # cancels most of the drift of a shared machine's load.
+    paired = statistics.median(b[0] / a[0] for a, b in zip(plain, traced))
 
     # The hooks with no trace running: fit's two Python calls per step...
     n = 200000
@@ -96,6 +100,7 @@ def main():
           f"{args.steps} steps, median of {args.repeats}")
     print(f"step without trace     {p * 1e3:8.2f} ms")
     print(f"step while recording   {q * 1e3:8.2f} ms   ratio {q / p:.3f}  (goal < 1.05)")
+    print(f"paired repetitions                  ratio {paired:.3f}  (median of traced / untraced)")
     print(f"CPU time per step      {pc * 1e3:8.2f} ms / {qc * 1e3:.2f} ms   ratio {qc / pc:.3f}")
     print(f"events per step        {per_step_events:8.0f}")
     print(f"writing the trace      {statistics.median(writes) * 1e3:8.2f} ms for {events} events "
