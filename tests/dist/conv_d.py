@@ -10,6 +10,8 @@ import numpy as np
 import tessera.distributed as td
 from tessera import _core
 
+import tiling_cases  # tests/dist/tiling_cases.py
+
 r, n = td.rank(), td.size()
 BATCH, CHANNELS, FILTERS = 3, 3, 2
 SETTINGS = "stride=s, padding=p, dilation=d"
@@ -40,17 +42,7 @@ vjp = _core.Program(
 
 
 def spans_along(shape, axis, sizes):
-    """Spans giving locality q sizes[order[q]] indices along axis, in the order
-    of `sizes`' localities (sizes[i] = (locality, extent))."""
-    spans = [None] * n
-    at = 0
-    for q, extent in sizes:
-        box = [(0, e) for e in shape]
-        box[axis] = (at, at + extent)
-        spans[q] = box
-        at += extent
-    assert at == shape[axis] and None not in spans
-    return spans
+    return tiling_cases.spans_along(shape, axis, sizes, n)
 
 
 def time_tilings(steps):

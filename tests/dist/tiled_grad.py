@@ -14,6 +14,8 @@ import tessera
 import tessera.distributed as td
 from tessera import _core
 
+import tiling_cases  # tests/dist/tiling_cases.py
+
 r, n = td.rank(), td.size()
 BATCH, STEPS, CHANNELS, FILTERS = 2, 13, 3, 4
 CONV = "padding='{p}', dilation=2"
@@ -28,17 +30,7 @@ def program(params, body, argnums, name):
 
 
 def spans_along(shape, axis, sizes):
-    """Spans giving locality q the extent of (q, extent) in `sizes`, laid out
-    along `axis` in the order of `sizes`."""
-    spans = [None] * n
-    at = 0
-    for q, extent in sizes:
-        box = [(0, e) for e in shape]
-        box[axis] = (at, at + extent)
-        spans[q] = box
-        at += extent
-    assert at == shape[axis] and None not in spans
-    return spans
+    return tiling_cases.spans_along(shape, axis, sizes, n)
 
 
 def tilings(extent):
