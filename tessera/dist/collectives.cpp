@@ -22,11 +22,6 @@ namespace {
 
 using detail::split_counts;
 
-// The synchronous form of an asynchronous primitive: waits at the boundary.
-std::function<Value(Args&)> waiting(Future<Value> (*fn)(Args&)) {
-  return [fn](Args& a) -> Value { return fn(a).wait(); };
-}
-
 Array numeric_array(Args& a, size_t i, bool allow_bool) {
   Array x = a.array(i);
   if (!allow_bool && x.dtype() == DType::bool_) {
@@ -395,12 +390,6 @@ Future<Value> all_to_all_grad_async(Args& a) {
 constexpr bool kAttachGradientRules = true;
 std::vector<std::string> rules(std::vector<std::string> r) {
   return kAttachGradientRules ? r : std::vector<std::string>{};
-}
-
-PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&)) {
-  spec.eval_async = fn;
-  spec.eval = waiting(fn);
-  return spec;
 }
 
 const bool registered = register_primitives({

@@ -769,16 +769,6 @@ Value with_tile(Args& a) {
   return Value(std::move(t));
 }
 
-std::function<Value(Args&)> waiting(Future<Value> (*fn)(Args&)) {
-  return [fn](Args& a) -> Value { return fn(a).wait(); };
-}
-
-PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&)) {
-  spec.eval_async = fn;
-  spec.eval = waiting(fn);
-  return spec;
-}
-
 Value str(const char* s) { return Value(std::string(s)); }
 
 std::vector<Param> conv_settings() {

@@ -1046,16 +1046,6 @@ Future<Value> dot_d_async(Args& a) { return dot_tiled(a, a.op()); }
 
 // ---------------------------------------------------------------- registration
 
-std::function<Value(Args&)> waiting(Future<Value> (*fn)(Args&)) {
-  return [fn](Args& a) -> Value { return fn(a).wait(); };
-}
-
-PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&)) {
-  spec.eval_async = fn;
-  spec.eval = waiting(fn);
-  return spec;
-}
-
 const bool registered = register_primitives({
     async_spec({.name = "annotate_d",
                 .family = "dist",

@@ -58,6 +58,12 @@ std::string PrimitiveSpec::signature() const {
   return s + ")";
 }
 
+PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&)) {
+  spec.eval_async = fn;
+  spec.eval = [fn](Args& a) -> Value { return fn(a).wait(); };
+  return spec;
+}
+
 bool register_primitives(std::vector<PrimitiveSpec> specs) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

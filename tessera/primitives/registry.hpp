@@ -86,6 +86,11 @@ inline std::vector<PrimitiveSpec> without_gradient(std::vector<PrimitiveSpec> sp
 bool register_primitives(std::vector<PrimitiveSpec> specs);
 std::vector<std::string> registry_problems();
 
+// An asynchronous primitive (one that communicates): `fn` is its eval_async;
+// its synchronous eval, used by call_primitive at the outermost boundary,
+// waits for fn's future.
+PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&));
+
 // Looks up a primitive; nullptr if unknown.
 const PrimitiveSpec* find_primitive(std::string_view name);
 
