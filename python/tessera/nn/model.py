@@ -261,16 +261,21 @@ class Sequential:
         body = ",\n  ".join(stmts + [f"list({loss}(y, {h}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, x, y, seed{w}, block(\n  {body}))\n", stats
 
-    def _train_program(self, P, S, data_parallel=False):
-        opt, loss, _ = self._compiled
-        loss_fn, stats = self._loss_fn(P, S)
-        args = ", ".join(P + S)
+    def _update_setup(self, P, S):
+        """What both training programs start with: the argument list, the
+        gradient names, the optimizer's update code (its state variables are
+        kept on the model) and the argnums of value_and_grad."""
+        opt = self._compiled[0]
         grads = [f"grad_{k}" for k in range(len(P))]
         upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
                               iteration_expr="iteration")
         self._opt_vars = [s.name for s in upd.state]
         self._opt_statevars = upd.state
-        nums = ", ".join(str(k) for k in range(len(P)))
+        return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
+
+    def _train_program(self, P, S, data_parallel=False):
+        loss_fn, stats = self._loss_fn(P, S)
+        args, grads, upd, nums = self._update_setup(P, S)
         lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
                  f"({args}, x, y, seed))",
                  "define(grads, r[1])"]
@@ -331,15 +336,9 @@ class Sequential:
         in the same order: the bits do not depend on the number of localities
         (nor, with deterministic tiling, of threads). The loss, metric and
         batch statistics, weighted, go the same way in one float64 bucket."""
-        opt, _, has_metric = self._compiled
+        has_metric = self._compiled[2]
         loss_fn, stats = self._loss_fn(P, S, weighted=True)
-        args = ", ".join(P + S)
-        grads = [f"grad_{k}" for k in range(len(P))]
-        upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
-                              iteration_expr="iteration")
-        self._opt_vars = [s.name for s in upd.state]
-        self._opt_statevars = upd.state
-        nums = ", ".join(str(k) for k in range(len(P)))
+        args, grads, upd, nums = self._update_setup(P, S)
         size = {v: int(np.prod(self.weights[v].shape)) for v in P}
         # The float64 bucket: loss (already weighted), metric, then each batch
         # norm's mean and variance.
