@@ -399,6 +399,8 @@ class Engine {
   }
 
   std::pair<int, int> world() {
+    // Every collective asks: after start-up, no lock.
+    if (ready_.load(std::memory_order_acquire)) return {rank_, size_};
     std::unique_lock lock(in_mu_);
     if (!started_) {
       started_ = true;
@@ -523,6 +525,7 @@ class Engine {
       std::lock_guard lock(in_mu_);
       init_error_ = init_error;
       init_done_ = true;
+      ready_.store(rc == MPI_SUCCESS && init_error.empty(), std::memory_order_release);
     }
     cv_.notify_all();
     if (rc != MPI_SUCCESS) return;
@@ -1273,6 +1276,7 @@ class Engine {
   std::condition_variable cv_;
   bool started_ = false, init_done_ = false, stopping_ = false;
   std::string init_error_, broken_;
+  std::atomic<bool> ready_{false};  // started without error: rank_ and size_ are set
   std::atomic<bool> failed_{false}, work_{false}, broken_flag_{false}, coalesce_{[] {
     const char* s = std::getenv("TESSERA_COALESCE");
     return !(s && std::string(s) == "0");
