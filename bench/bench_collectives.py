@@ -21,14 +21,13 @@ run: .venv/bin/python bench/bench_collectives.py [--build build] [--runs 3]
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from machine import machine_line
+from machine import free_port, machine_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -123,12 +122,6 @@ def _gloo_worker(rank, port, threads, max_bytes, repeats, out_path):
                        "torch": torch.__version__}, fh)
     dist.barrier()
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_gloo(threads, max_bytes, repeats):

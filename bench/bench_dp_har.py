@@ -29,7 +29,6 @@ run: .venv/bin/python bench/bench_dp_har.py [--build build] [--repeats 5] [--war
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import types
 
 import numpy as np
 
-from machine import machine_line
+from machine import free_port, machine_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -200,12 +199,6 @@ def _torch_worker(rank, port, args, tmp):
                        "torch": torch.__version__, "threads": torch.get_num_threads()}, fh)
     dist.barrier()
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_torch(args, tmp):

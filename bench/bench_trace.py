@@ -30,17 +30,9 @@ import time
 import numpy as np
 
 import tessera
+from bench_har_cnn import tessera_model as har_cnn
 from machine import machine_line
-from tessera import _core, data, nn
-
-
-def har_cnn(seed=0):
-    m = nn.Sequential([
-        nn.Conv1D(64, 3, activation="relu"), nn.Conv1D(64, 3, activation="relu"),
-        nn.Dropout(0.5), nn.MaxPool1D(2), nn.Flatten(), nn.Dense(100, activation="relu"),
-        nn.Dense(6, activation="softmax")], input_shape=(128, 9), seed=seed)
-    m.compile(tessera.optim.Adam(1e-3), "sparse_categorical_crossentropy", metrics=["accuracy"])
-    return m
+from tessera import _core, data
 
 
 def main():

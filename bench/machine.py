@@ -1,7 +1,9 @@
-"""What every Python benchmark prints first: the machine."""
+"""What every Python benchmark prints first: the machine; and a free local port
+for the benchmarks that start PyTorch process groups."""
 
 import os
 import platform
+import socket
 
 
 def cpu_model() -> str:
@@ -18,3 +20,10 @@ def cpu_model() -> str:
 
 def machine_line() -> str:
     return f"machine: {cpu_model()}, {os.cpu_count()} cores"
+
+
+def free_port() -> int:
+    """A TCP port on localhost that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -236,18 +236,12 @@ Array moved_back(const Array& a, int axis) {
   return kernels::transpose_array(a, inverse);
 }
 
-int64_t bytes_per_row(const Array& a) {
-  int64_t n = static_cast<int64_t>(dtype_size(a.dtype()));
-  for (int i = 1; i < a.ndim(); ++i) n *= a.dim(i);
-  return n;
-}
-
 // Rows [begin, begin + count) of `a`, as a new array.
 Array row_block(const Array& a, int64_t begin, int64_t count) {
   Shape s = a.shape();
   s[0] = count;
   Array out(a.dtype(), s);
-  int64_t rb = bytes_per_row(a);
+  int64_t rb = detail::row_bytes(a.dtype(), a.shape());
   if (count > 0 && rb > 0) std::memcpy(out.raw(), static_cast<const char*>(a.raw()) + begin * rb, count * rb);
   return out;
 }
@@ -259,7 +253,7 @@ Array padded_blocks(const Array& a, const std::vector<int64_t>& offsets, const s
   Shape s = a.shape();
   s[0] = rows * static_cast<int64_t>(counts.size());
   Array out = Array::zeros(a.dtype(), s);
-  int64_t rb = bytes_per_row(a);
+  int64_t rb = detail::row_bytes(a.dtype(), a.shape());
   char* dst = static_cast<char*>(out.raw());
   const char* src = static_cast<const char*>(a.raw());
   for (size_t k = 0; k < counts.size(); ++k) {

@@ -50,6 +50,12 @@ double collective_timeout_seconds() {
   return seconds;
 }
 
+int64_t row_bytes(DType dt, const Shape& shape) {
+  int64_t n = static_cast<int64_t>(dtype_size(dt));
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
 std::vector<int64_t> split_counts(int64_t rows, int parts) {
   std::vector<int64_t> out(parts, rows / parts);
   for (int64_t i = 0; i < rows % parts; ++i) ++out[i];
@@ -314,12 +320,6 @@ int checked_int(int64_t v, const char* op) {
                                               " bytes is larger than MPI's 2 GiB count limit"));
   }
   return static_cast<int>(v);
-}
-
-int64_t row_bytes(DType dt, const Shape& shape) {
-  int64_t n = static_cast<int64_t>(dtype_size(dt));
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
 }
 
 
@@ -779,7 +779,7 @@ class Engine {
         c.data[r] = offers[r].data[it->second];
         c.same = c.same && found.hash == op->entry.hash;
         extents[r] = found.extent;
-        c.inline_everywhere = c.inline_everywhere && found.inline_bytes == op->x.nbytes();
+        c.inline_everywhere = c.inline_everywhere && found.inline_bytes == static_cast<int64_t>(op->x.nbytes());
       }
       if (!everywhere) continue;
       op->extents = std::move(extents);

@@ -79,6 +79,9 @@ Future<Value> recv(int source, int tag, const std::string& site);
 // TESSERA_COALESCE=0 turns it off). Must be set the same on every rank.
 void set_coalescing(bool on);
 
+// Bytes of one row (one index along axis 0) of an array of this dtype and shape.
+int64_t row_bytes(DType dt, const Shape& shape);
+
 // Row ranges of an axis-0 split of `rows` in `parts` parts (array_split).
 std::vector<int64_t> split_counts(int64_t rows, int parts);
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tessera/core/text.hpp"
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/parser.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -118,29 +119,6 @@ void visit_tree(const Node* root, const std::function<void(const Node*, const No
   }
 }
 
-namespace {
-
-std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out;
-}
-
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-}  // namespace
-
 std::string Program::tree_dot() const {
   std::ostringstream os;
   std::unordered_map<const Node*, int> ids;
@@ -167,7 +145,7 @@ std::string Program::counters_csv() const {
     if (!n->is_primitive()) return;
     const NodeCounters& c = n->counters();
     uint64_t evals = c.evaluations.load(), spawned = c.spawned.load();
-    os << csv_escape(n->label()) << "," << csv_escape(n->loc().str()) << "," << evals << ","
+    os << csv_field(n->label()) << "," << csv_field(n->loc().str()) << "," << evals << ","
        << c.total_ns.load() << "," << static_cast<uint64_t>(c.mean_ns()) << ","
        << (spawned == 0 ? "inline" : spawned == evals ? "async" : "mixed") << "\n";
   });

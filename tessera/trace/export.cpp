@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/text.hpp"
 
 namespace tessera::trace {
 
@@ -44,25 +45,6 @@ std::string micros(int64_t ns) {
   std::snprintf(buf, sizeof buf, "%s%lld.%03lld", ns < 0 ? "-" : "", static_cast<long long>(std::llabs(ns) / 1000),
                 static_cast<long long>(std::llabs(ns) % 1000));
   return buf;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out;
 }
 
 using Interval = std::pair<int64_t, int64_t>;

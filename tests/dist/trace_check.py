@@ -11,7 +11,7 @@ usage: trace_check.py TESSERA_CLI
   of both localities are split into phases;
 - a trace with a locality's file missing or truncated still gives a report
   that says so; a directory that is not a trace is a clear error;
-- the HTML report renders in headless Chromium (when installed) with its
+- the HTML report renders in headless Chromium with its
   Gantt chart, split and tree, without script errors; a screenshot is kept.
 """
 
@@ -151,26 +151,24 @@ for loc in summary["localities"]:
 
 # 3. The report in a browser.
 browser = shutil.which("chromium") or shutil.which("chromium-browser")
-if browser:
-    page = "file://" + os.path.join(d2, "report.html")
-    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2200"]
-    p = subprocess.run([browser, *flags, "--enable-logging=stderr", "--v=0", "--dump-dom", page],
-                       capture_output=True, text=True, timeout=120)
-    dom = p.stdout
-    errors = [line for line in p.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    check(not errors, "the report's script failed:\n" + "\n".join(errors))
-    check('data-rendered="yes"' in dom, "the report's script did not finish")
-    check('<canvas id="gantt"' in dom, "no Gantt chart")
-    check(dom.count('class="locality-row"') == 2, "the split does not show both localities")
-    check(dom.count('class="node') > 5, "the execution tree is not drawn")
-    check(dom.count('class="top-row"') > 3, "no top primitives")
-    check("utilization-line" in dom, "no utilization chart")
-    shot = os.path.join(os.getcwd(), "trace-report.png")  # ctest's: the build's tests/dist
-    subprocess.run([browser, *flags, "--screenshot=" + shot, page], capture_output=True, timeout=120)
-    check(os.path.getsize(shot) > 10000, "no screenshot")
-    print("screenshot:", shot)
-else:
-    print("chromium not installed: the report was not rendered")
+check(browser is not None, "chromium is not installed (scripts/install-deps installs it)")
+page = "file://" + os.path.join(d2, "report.html")
+flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,2200"]
+p = subprocess.run([browser, *flags, "--enable-logging=stderr", "--v=0", "--dump-dom", page],
+                   capture_output=True, text=True, timeout=120)
+dom = p.stdout
+errors = [line for line in p.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+check(not errors, "the report's script failed:\n" + "\n".join(errors))
+check('data-rendered="yes"' in dom, "the report's script did not finish")
+check('<canvas id="gantt"' in dom, "no Gantt chart")
+check(dom.count('class="locality-row"') == 2, "the split does not show both localities")
+check(dom.count('class="node') > 5, "the execution tree is not drawn")
+check(dom.count('class="top-row"') > 3, "no top primitives")
+check("utilization-line" in dom, "no utilization chart")
+shot = os.path.join(os.getcwd(), "trace-report.png")  # ctest's: the build's tests/dist
+subprocess.run([browser, *flags, "--screenshot=" + shot, page], capture_output=True, timeout=120)
+check(os.path.getsize(shot) > 10000, "no screenshot")
+print("screenshot:", shot)
 
 # 4. Incomplete traces still give exports that say what is missing.
 os.remove(os.path.join(d1, "locality-1.trace"))

@@ -132,8 +132,9 @@ def test_synthetic_har_is_learnable_and_splits_share_classes():
     assert nearest_mean(spectrum(x), spectrum(xt)) > 0.95
 
 
-@pytest.mark.skipif(not FASHION.is_dir(), reason="dataset-fashion-mnist is not installed")
 def test_fashion_mnist_from_the_debian_package():
+    # scripts/install-deps installs Debian's dataset-fashion-mnist.
+    assert FASHION.is_dir(), f"{FASHION} is missing: run scripts/install-deps"
     x, y = data.load_fashion_mnist("train")
     assert x.shape == (60000, 28, 28, 1) and x.dtype == np.float32
     assert y.shape == (60000,) and y.dtype == np.int64

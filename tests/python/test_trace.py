@@ -117,8 +117,7 @@ def test_errors(tmp_path):
 
 
 def test_plots(tmp_path):
-    pytest.importorskip("matplotlib")
-    import matplotlib
+    import matplotlib  # scripts/install-deps puts it in .venv for this test
 
     matplotlib.use("Agg")
     x, y = data.synthetic_har(n=128, seed=3)
