@@ -56,6 +56,20 @@ int64_t row_bytes(DType dt, const Shape& shape) {
   return n;
 }
 
+int internal_tag(const std::string& op, const std::string& site, uint64_t seq) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string* part : {&op, &site}) {
+    for (unsigned char c : *part) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    h ^= '|';
+    h *= 1099511628211ull;
+  }
+  h += seq * 0x9E3779B97F4A7C15ull;
+  return 32768 + static_cast<int>(h % (uint64_t{1} << 22));
+}
+
 std::vector<int64_t> split_counts(int64_t rows, int parts) {
   std::vector<int64_t> out(parts, rows / parts);
   for (int64_t i = 0; i < rows % parts; ++i) ++out[i];

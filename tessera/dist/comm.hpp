@@ -79,6 +79,13 @@ Future<Value> recv(int source, int tag, const std::string& site);
 // TESSERA_COALESCE=0 turns it off). Must be set the same on every rank.
 void set_coalescing(bool on);
 
+// A tag for point-to-point messages tessera sends for its own primitives
+// (halo exchanges, retiling): the same on every locality for the same
+// (op, site, seq), above the tags user programs give send/recv (0..32767) and
+// below 2^23 (the smallest tag bound of Open MPI's transports); different
+// (op, site, seq) share a tag with odds of one in four million.
+int internal_tag(const std::string& op, const std::string& site, uint64_t seq = 0);
+
 // Bytes of one row (one index along axis 0) of an array of this dtype and shape.
 int64_t row_bytes(DType dt, const Shape& shape);
 

@@ -276,25 +276,10 @@ Array padded_steps(const Array& a, int64_t from, int64_t len, int64_t before, in
 
 // ---- Halo exchanges.
 
-// The tag of the messages of one primitive at one call site: the same on
-// every locality, above the tags user programs give send/recv (0..32767), and
-// different for each call site and for the forward and backward exchanges of
-// one call, so that exchanges in flight together are never confused (two sites
-// share a tag with odds of one in four million).
-int message_tag(const char* op, const std::string& site) {
-  uint32_t h = 2166136261u;
-  auto mix = [&h](const std::string& s) {
-    for (unsigned char ch : s) {
-      h ^= ch;
-      h *= 16777619u;
-    }
-  };
-  mix(op);
-  mix("|");
-  mix(site);
-  // Below 2^23, the smallest tag bound of Open MPI's transports (UCX; ob1 allows 2^31 - 1).
-  return 32768 + static_cast<int>(h % (1u << 22));
-}
+// The tag of the messages of one primitive at one call site: different for
+// each call site and for the forward and backward exchanges of one call, so
+// that exchanges in flight together are never confused.
+int message_tag(const char* op, const std::string& site) { return detail::internal_tag(op, site); }
 
 // Locality `me`'s steps want[me] (with zero steps around them) of the array
 // whose steps owned[q] locality q holds in its tile: its own part is copied,

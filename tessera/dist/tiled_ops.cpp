@@ -930,23 +930,9 @@ Future<Value> transpose_d_async(Args& a) {
   return Future<Value>::ready(permuted(x, reversed_axes(x.ndim())));
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Point-to-point tags of retile_d: above the range the send/recv primitives
-// accept (0..32767), so they never match a user's message, and below 2^23 (the
-// smallest MPI_TAG_UB among Open MPI's transports). A call site's n-th call
-// gets the same tag on every locality (SPMD), and concurrent retiles from
-// different sites almost surely get different tags.
-constexpr int64_t kFirstTag = 32768;
-constexpr int64_t kTagRange = (int64_t{1} << 22);
-
+// Point-to-point tags of retile_d (detail::internal_tag): a call site's n-th
+// call gets the same tag on every locality (SPMD), and concurrent retiles
+// from different sites almost surely get different tags.
 int retile_tag(const std::string& site) {
   static std::mutex mu;
   static std::map<std::string, uint64_t> calls;
@@ -955,8 +941,7 @@ int retile_tag(const std::string& site) {
     std::lock_guard lock(mu);
     seq = calls[site]++;
   }
-  uint64_t h = fnv1a(site) + seq * 0x9E3779B97F4A7C15ull;
-  return static_cast<int>(kFirstTag + static_cast<int64_t>(h % static_cast<uint64_t>(kTagRange)));
+  return detail::internal_tag("retile_d", site, seq);
 }
 
 // x moved to the spans `target`: locality r sends locality q the part of its
