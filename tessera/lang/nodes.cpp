@@ -85,12 +85,47 @@ std::string ConstantNode::label() const {
 }
 
 Future<Value> VariableNode::eval(const FramePtr& frame) const {
-  std::optional<Value> v = frame->up(depth_)->get(slot_);
+  std::optional<Future<Value>> v = frame->up(depth_)->read(slot_);
   if (!v) {
     return fail_with<std::invalid_argument>(
         loc(), error_message("[", name_, "] variable '", name_, "' is used before it is defined"));
   }
-  return Future<Value>::ready(std::move(*v));
+  return std::move(*v);
+}
+
+namespace {
+
+// True if `n` computes a value and nothing else: primitives without effects
+// (registry.hpp: has_effects), no calls of functions (whose bodies may have
+// effects), no break(), continue() or return(). Only such a define may go
+// on computing while its block moves to the next statement: nothing it does
+// can be seen out of order.
+bool pure_value(const Node* n) {
+  if (dynamic_cast<const ControlNode*>(n) || dynamic_cast<const CallNode*>(n)) return false;
+  if (n->is_primitive() && has_effects(*static_cast<const PrimitiveCallNode*>(n)->spec())) return false;
+  for (const Node* c : n->children()) {
+    if (c && !pure_value(c)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+AssignNode::AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value,
+                       bool is_store)
+    : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot), value_(std::move(value)),
+      is_store_(is_store), deferrable_(pure_value(value_.get())) {}
+
+Future<Value> AssignNode::eval_dataflow(const FramePtr& frame) const {
+  Frame* target = frame->up(depth_);
+  if (is_store_ && !target->defined(slot_)) return eval(frame);  // the error
+  Future<Value> f = value_->eval(frame);
+  if (f.is_ready()) {
+    if (!f.error()) target->set(slot_, f.get());
+    return f;
+  }
+  target->set_pending(slot_, f, frame);
+  return f;
 }
 
 Future<Value> AssignNode::eval(const FramePtr& frame) const {
@@ -379,16 +414,48 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
 
 std::vector<const Node*> BlockNode::children() const { return raw(body_); }
 
-Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last) const {
+BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body) : Node(std::move(loc)), body_(std::move(body)) {
+  for (size_t i = 0; i < body_.size(); ++i) {
+    auto* a = dynamic_cast<const AssignNode*>(body_[i].get());
+    // The last statement is the block's value: nothing after it to let go on.
+    dataflow_.push_back(a && a->deferrable() && i + 1 < body_.size() ? a : nullptr);
+  }
+}
+
+Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, Deferred deferred) const {
+  // Waits for the deferred defines, then gives `result`; a deferred define
+  // that failed comes first (it is the earlier statement).
+  auto finish = [&deferred](Future<Value> result) -> Future<Value> {
+    if (!deferred) return result;
+    return when_all(std::move(*deferred)).chain([result](const Future<std::vector<Value>>& all) {
+      if (auto e = all.error()) return Future<Value>::failed(e);
+      return result;
+    });
+  };
   for (; i < body_.size(); ++i) {
-    Future<Value> f = body_[i]->eval(frame);
-    if (!f.is_ready()) {
-      return f.then([this, frame, i](const Value& v) { return eval_from(frame, i + 1, v); });
+    Future<Value> f;
+    if (const AssignNode* a = dataflow_[i]) {
+      f = a->eval_dataflow(frame);
+      if (!f.is_ready()) {
+        if (!deferred) deferred = std::make_shared<std::vector<Future<Value>>>();
+        // Only completion matters here: the value itself is not kept alive.
+        deferred->push_back(f.then([](const Value&) { return Value(); }));
+        continue;
+      }
+    } else {
+      f = body_[i]->eval(frame);
     }
-    if (f.error()) return f;
+    if (!f.is_ready()) {
+      return f.chain([this, frame, i, deferred](const Future<Value>& done) {
+        if (done.error()) return eval_from(frame, body_.size(), Value(), deferred).chain(
+            [done](const Future<Value>& joined) { return joined.error() ? joined : done; });
+        return eval_from(frame, i + 1, done.get(), deferred);
+      });
+    }
+    if (f.error()) return finish(f);
     last = f.take();
   }
-  return Future<Value>::ready(std::move(last));
+  return finish(Future<Value>::ready(std::move(last)));
 }
 
 std::vector<const Node*> ParallelBlockNode::children() const { return raw(body_); }

@@ -36,12 +36,18 @@ class VariableNode : public Node {
 // define(x, value) and store(x, value): evaluates value and assigns it.
 class AssignNode : public Node {
  public:
-  AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value, bool is_store)
-      : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot),
-        value_(std::move(value)), is_store_(is_store) {}
+  AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value, bool is_store);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return (is_store_ ? "store " : "define ") + name_; }
   std::vector<const Node*> children() const override { return {value_.get()}; }
+  // As a statement of a block (not its last): when the value is not ready,
+  // the variable becomes pending (Frame::set_pending) and the future is
+  // returned unassigned, so the block can go on while it computes.
+  Future<Value> eval_dataflow(const FramePtr& frame) const;
+  // False when the value may have effects (printing, random draws, files,
+  // function calls) or break(), continue() or return(): then the block
+  // waits for it before its next statement.
+  bool deferrable() const { return deferrable_; }
 
  private:
   std::string name_;
@@ -49,6 +55,7 @@ class AssignNode : public Node {
   size_t slot_;
   NodePtr value_;
   bool is_store_;
+  bool deferrable_;
 };
 
 // lambda(a, b, body) and define(f, a, b, body): makes a closure over the
@@ -77,6 +84,7 @@ class PrimitiveCallNode : public Node {
   std::string label() const override { return spec_->name; }
   std::vector<const Node*> children() const override;
   bool is_primitive() const override { return true; }
+  const PrimitiveSpec* spec() const { return spec_; }
 
  private:
   Value compute(std::vector<Value>& operand_values) const;
@@ -107,17 +115,24 @@ class CallNode : public Node {
   std::vector<std::string> names_;
 };
 
-// block(a, b, c): sequential, value of the last.
+// block(a, b, c): statements in order, value of the last. A statement
+// waits for the one before it, except that a define whose value is still
+// computing (a collective in flight, a spawned task) does not hold up the
+// statements after it: its variable is pending and whoever reads it waits
+// (dataflow). The block's value is ready when every statement is done.
 class BlockNode : public Node {
  public:
-  BlockNode(SourceLoc loc, std::vector<NodePtr> body) : Node(std::move(loc)), body_(std::move(body)) {}
-  Future<Value> eval(const FramePtr& frame) const override { return eval_from(frame, 0, Value()); }
+  BlockNode(SourceLoc loc, std::vector<NodePtr> body);
+  Future<Value> eval(const FramePtr& frame) const override { return eval_from(frame, 0, Value(), {}); }
   std::string label() const override { return "block"; }
   std::vector<const Node*> children() const override;
 
  private:
-  Future<Value> eval_from(const FramePtr& frame, size_t i, Value last) const;
+  // The defines still computing: done (nil) or failed futures, in order.
+  using Deferred = std::shared_ptr<std::vector<Future<Value>>>;
+  Future<Value> eval_from(const FramePtr& frame, size_t i, Value last, Deferred deferred) const;
   std::vector<NodePtr> body_;
+  std::vector<const AssignNode*> dataflow_;  // per statement: the define that may defer, or null
 };
 
 // parallel_block(a, b, c): all at once, value of the last.

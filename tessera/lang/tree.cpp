@@ -57,7 +57,18 @@ bool refers_to_frame(const Value& v, const Frame* frame) {
   return found;
 }
 
-void Frame::set(size_t slot, Value v) {
+std::optional<Future<Value>> Frame::read(size_t slot) const {
+  {
+    std::lock_guard lock(mutex_);
+    if (!defined_[slot]) return std::nullopt;
+    for (const auto& p : pending_) {
+      if (p.slot == slot) return p.future;
+    }
+  }
+  return Future<Value>::ready(*get(slot));
+}
+
+Value Frame::prepare(Value v) {
   // A closure stored here keeps every frame of its chain alive; those that
   // do not contain this frame have escaped their function.
   for_each_closure(v, kScanDepth, [&](const Closure& c) {
@@ -70,9 +81,43 @@ void Frame::set(size_t slot, Value v) {
       v = Value(std::static_pointer_cast<const Callable>(c->weakened()));
     }
   }
+  return v;
+}
+
+void Frame::drop_pending(size_t slot) {
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.slot == slot; });
+  if (it != pending_.end()) pending_.erase(it);
+}
+
+void Frame::set(size_t slot, Value v) {
+  v = prepare(std::move(v));
   std::lock_guard lock(mutex_);
+  drop_pending(slot);
   slots_[slot] = std::move(v);
   defined_[slot] = 1;
+}
+
+void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_ptr<Frame> keep) {
+  uint64_t serial;
+  {
+    std::lock_guard lock(mutex_);
+    serial = ++serial_;
+    drop_pending(slot);
+    pending_.push_back(Pending{slot, serial, pending});
+    slots_[slot] = Value();
+    defined_[slot] = 1;
+  }
+  pending.on_ready([this, slot, serial, pending, keep = std::move(keep)] {
+    // A failed define stays pending, so its readers get the error.
+    if (pending.error()) return;
+    Value v = prepare(pending.get());
+    std::lock_guard lock(mutex_);
+    auto it = std::find_if(pending_.begin(), pending_.end(),
+                           [&](const Pending& p) { return p.slot == slot && p.serial == serial; });
+    if (it == pending_.end()) return;  // assigned again meanwhile: the newer value stays
+    pending_.erase(it);
+    slots_[slot] = std::move(v);
+  });
 }
 
 }  // namespace tessera

@@ -25,8 +25,18 @@ class Frame {
   Frame(size_t n, std::shared_ptr<Frame> parent)
       : slots_(n), defined_(n, 0), parent_(std::move(parent)) {}
 
-  // The value in `slot`; nullopt if it was never assigned.
+  // The value in `slot`; nullopt if it was never assigned. Requires that
+  // the slot is not pending (see set_pending); read() is the general form.
   std::optional<Value> get(size_t slot) const;
+  // The variable as a future: ready with its value, or the pending future
+  // of a define whose value is still being computed; nullopt if never assigned.
+  std::optional<Future<Value>> read(size_t slot) const;
+  // Dataflow assignment: `slot` takes the value of `pending` once it is
+  // there; until then readers get the future and wait on it, not the
+  // block that assigned it. A later set/set_pending of the slot wins over a
+  // completion that arrives after it. `keep` is the frame (or a frame
+  // inside it) of the assignment, kept alive until then.
+  void set_pending(size_t slot, const Future<Value>& pending, std::shared_ptr<Frame> keep);
   // Assigns `slot`. A closure over this very frame is stored with a weak
   // reference to it (a function defined in a scope refers to that scope,
   // which holds the function: a strong reference would be a cycle that is
@@ -42,6 +52,7 @@ class Frame {
     std::lock_guard lock(mutex_);
     for (auto& v : slots_) v = Value();
     std::fill(defined_.begin(), defined_.end(), 0);
+    pending_.clear();
     return_value_ = Value();
   }
   // The value given to return() in this activation.
@@ -75,6 +86,19 @@ class Frame {
   mutable std::mutex mutex_;
   std::vector<Value> slots_;
   std::vector<uint8_t> defined_;
+  // Slots whose define is still computing (few at a time: a linear list),
+  // with the assignment's number so a stale completion is ignored.
+  struct Pending {
+    size_t slot;
+    uint64_t serial;
+    Future<Value> future;
+  };
+  std::vector<Pending> pending_;
+  uint64_t serial_ = 0;
+
+  // What set() stores for v (closures over this frame held weakly).
+  Value prepare(Value v);
+  void drop_pending(size_t slot);  // mutex_ held
   std::shared_ptr<Frame> parent_;
   Value return_value_;
   std::atomic<bool> escaped_{false};

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
@@ -100,6 +101,12 @@ std::vector<std::string> registry_problems() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   return r.problems;
+}
+
+bool has_effects(const PrimitiveSpec& spec) {
+  if (spec.family == "random" || spec.family == "io") return true;
+  static const std::set<std::string, std::less<>> names = {"print", "assert", "send", "recv", "barrier"};
+  return names.count(spec.name) != 0;
 }
 
 const PrimitiveSpec* find_primitive(std::string_view name) {

@@ -91,6 +91,13 @@ std::vector<std::string> registry_problems();
 // waits for fn's future.
 PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&));
 
+// True for primitives whose order of execution is visible: draws from the
+// global random state, files, printing, assertions, point-to-point messages
+// and barriers. A define whose value calls one of them is never left
+// running while its block goes on (see BlockNode), so they happen in
+// program order.
+bool has_effects(const PrimitiveSpec& spec);
+
 // Looks up a primitive; nullptr if unknown.
 const PrimitiveSpec* find_primitive(std::string_view name);
 

@@ -1,0 +1,244 @@
+// Blocks as dataflow: a define whose value is still computing (here a
+// test primitive whose future the test completes by hand, standing in for a
+// collective in flight) does not hold up the statements after it; readers of
+// its variable wait for it; the block ends when everything in it is done;
+// effects stay in program order.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "tessera/core/error.hpp"
+#include "tessera/lang/program.hpp"
+#include "tessera/runtime/scheduler.hpp"
+#include "test_util.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// test_gate(x, id): x, once the test opens gate id (a pending future until
+// then). A gate the test has not armed passes x at once, so other tests that
+// call every primitive (the fuzzer) never wait on it.
+// test_note(x, id): x, and records that it ran.
+struct Gates {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::map<int64_t, Promise<Value>> armed;
+  std::map<int64_t, Value> values;
+  std::map<int64_t, int> notes;
+};
+
+Gates& gates() {
+  static Gates g;
+  return g;
+}
+
+Future<Value> gate_eval(Args& a) {
+  Value x = a[0];
+  int64_t id = a.integer(1);
+  Gates& g = gates();
+  std::lock_guard lock(g.mutex);
+  auto it = g.armed.find(id);
+  if (it == g.armed.end()) return Future<Value>::ready(x);
+  g.values[id] = x;
+  return it->second.get_future();
+}
+
+void register_test_primitives() {
+  static const bool once = [] {
+    std::vector<PrimitiveSpec> specs;
+    specs.push_back(async_spec({.name = "test_gate", .family = "test", .params = {{"x"}, {"id"}},
+                                .help = "x, once the test opens gate id (tests only).", .eval = nullptr},
+                               gate_eval));
+    specs.push_back({.name = "test_note",
+                     .family = "test",
+                     .params = {{"x"}, {"id"}},
+                     .help = "x, recording that it ran (tests only).",
+                     .eval = [](Args& a) -> Value {
+                       Gates& g = gates();
+                       {
+                         std::lock_guard lock(g.mutex);
+                         ++g.notes[a.integer(1)];
+                       }
+                       g.cv.notify_all();
+                       return a[0];
+                     },
+                     .eval_async = nullptr});
+    return register_primitives(std::move(specs));
+  }();
+  (void)once;
+}
+
+void arm(int64_t id) {
+  std::lock_guard lock(gates().mutex);
+  gates().armed[id] = Promise<Value>();
+  gates().notes.erase(id);
+}
+
+// Completes gate id with the value it was given (or an error).
+void open(int64_t id, bool fail = false) {
+  Gates& g = gates();
+  Promise<Value> p;
+  Value v;
+  {
+    std::lock_guard lock(g.mutex);
+    p = g.armed.at(id);
+    v = g.values[id];
+    g.armed.erase(id);
+  }
+  if (fail) {
+    p.set_error(std::make_exception_ptr(std::invalid_argument("[test_gate] gate " + std::to_string(id) + " failed")));
+  } else {
+    p.set_value(v);
+  }
+}
+
+// True once note id has run, waiting up to `seconds`.
+bool noted(int64_t id, double seconds) {
+  Gates& g = gates();
+  std::unique_lock lock(g.mutex);
+  return g.cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return g.notes[id] > 0; });
+}
+
+// True once gate id has been reached (its future handed out), up to `seconds`.
+bool reached(int64_t id, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    {
+      std::lock_guard lock(gates().mutex);
+      if (gates().values.count(id)) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// Runs `text` on another thread (the boundary waits there).
+struct Running {
+  std::thread thread;
+  Value result;
+  std::exception_ptr error;
+  explicit Running(const std::string& text) {
+    thread = std::thread([this, text] {
+      try {
+        result = eval_string(text, {}, "df.tsl");
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+  }
+  void join() { thread.join(); }
+};
+
+class Dataflow : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    register_test_primitives();
+    std::lock_guard lock(gates().mutex);
+    gates().values.clear();
+  }
+};
+
+}  // namespace
+
+TEST_F(Dataflow, APendingDefineDoesNotHoldUpTheNextStatements) {
+  arm(1);
+  Running r("block(define(a, test_gate(40, 1)), define(b, test_note(2, 1)), a + b)");
+  // b runs while a's gate is still closed; with a sequential block it could not.
+  bool went_on = noted(1, 10.0);
+  open(1);
+  r.join();
+  EXPECT_TRUE(went_on);
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.result.as_int(), 42);
+}
+
+TEST_F(Dataflow, ReadersWaitForThePendingValue) {
+  arm(2);
+  Running r("block(define(a, test_gate(5, 2)), define(c, a * 2), define(d, c + 1), d)");
+  ASSERT_TRUE(reached(2, 10.0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  open(2);
+  r.join();
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.result.as_int(), 11);
+}
+
+TEST_F(Dataflow, TheBlockEndsOnlyWhenEveryDefineIsDone) {
+  // a is never read, yet its failure is the block's error, with its position.
+  arm(3);
+  Running r("block(\n  define(a, test_gate(1, 3)),\n  define(b, 7),\n  b)");
+  ASSERT_TRUE(reached(3, 10.0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  open(3, /*fail=*/true);
+  r.join();
+  ASSERT_TRUE(r.error);
+  try {
+    std::rethrow_exception(r.error);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gate 3 failed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("df.tsl:2"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Dataflow, ALaterAssignmentWinsOverALateCompletion) {
+  arm(4);
+  Running r("block(define(a, test_gate(1, 4)), store(a, 7), define(b, a + 1), b)");
+  ASSERT_TRUE(reached(4, 10.0));
+  open(4);
+  r.join();
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.result.as_int(), 8);
+}
+
+TEST_F(Dataflow, EffectsStayInProgramOrder) {
+  // print makes the define wait: the note after it must not run before the gate opens.
+  arm(5);
+  Running r("block(define(a, print(test_gate(1, 5))), define(b, test_note(2, 5)), b)");
+  ASSERT_TRUE(reached(5, 10.0));
+  bool overtaken = noted(5, 0.2);
+  open(5);
+  r.join();
+  EXPECT_FALSE(overtaken);
+  ASSERT_FALSE(r.error);
+  EXPECT_EQ(r.result.as_int(), 2);
+}
+
+TEST_F(Dataflow, ErrorsOfEarlierStatementsComeFirst) {
+  // Statement 2 fails at once; statement 1 (pending) fails later: the block
+  // reports statement 1's error, as a sequential run would.
+  arm(6);
+  Running r("block(\n  define(a, test_gate(1, 6)),\n  define(b, [1, 2] + [1, 2, 3]),\n  b)");
+  ASSERT_TRUE(reached(6, 10.0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  open(6, /*fail=*/true);
+  r.join();
+  ASSERT_TRUE(r.error);
+  try {
+    std::rethrow_exception(r.error);
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("gate 6 failed"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Dataflow, LoopsWaitForEachIterationsDefines) {
+  // Gates that were never armed pass at once; every iteration's pending
+  // define (spawned primitives at 2 threads) is done before the next.
+  set_num_threads(2);
+  set_spawn_threshold_ns(0.0);
+  Value v = eval_string(
+      "block(define(s, 0), define(i, 0),\n"
+      "  while(i < 50, block(define(t, test_gate(i * 2, 99)), define(u, sum(ones(t + 1))), store(s, s + u),"
+      " store(i, i + 1))),\n"
+      "  s)",
+      {}, "df.tsl");
+  set_spawn_threshold_ns(kSpawnThresholdNs);
+  int64_t expect = 0;
+  for (int i = 0; i < 50; ++i) expect += 2 * i + 1;
+  EXPECT_DOUBLE_EQ(v.as_array().item(), static_cast<double>(expect));
+}
