@@ -2,8 +2,9 @@
 // helpers that gradient programs are made of (grad_seed, unbroadcast,
 // reduce_grad, bias_add_grad, matmul_grad_x, matmul_grad_y,
 // matmul_tn_grad_x; tessera/primitives/autodiff.cpp has their single-process
-// forms), so that grad of a program on tiled arrays is the single-process
-// gradient of the same computation on the whole arrays.
+// forms), and retile_d_grad, the rule of retile_d and all_gather_d, so that
+// grad of a program on tiled arrays is the single-process gradient of the
+// same computation on the whole arrays.
 //
 // The convention: a plain value computed from tiled arrays (sum(t), a loss)
 // is one value that every locality holds, and its cotangent is the cotangent
@@ -22,8 +23,11 @@
 // explicit collectives keep their own convention, the sum of every
 // locality's loss (docs/distributed.md, "Gradients of tiled programs").
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/core/error.hpp"
@@ -264,6 +268,194 @@ Future<Value> matmul_grad_overload(const PrimitiveSpec& spec, Args& a) {
     return replicated_like(*tp, v, op.c_str());
   });
 }
+
+// ---------------------------------------------------------------- retile_d_grad
+//
+// y = retile_d(x, tiling) copies elements: locality q's tile of y holds, for
+// each element of its new span, its own copy when x's tile at q holds the
+// element, else the copy of the highest locality r holding it (move_tiles in
+// tiled_ops.cpp writes the received parts in locality order, then its own).
+// The cotangent of each copy of x is the sum of the cotangents of the
+// elements of y read from it: for tilings that partition the array this is
+// g moved back to x's spans, a retile_d of g; where tiles overlap, only the
+// copy that was read gets a cotangent, and an element of y held by several
+// localities (an overlapped y) adds the cotangents of its copies.
+//
+// A replicated y (and all_gather_d's plain result) is one whole value that
+// every locality holds with its whole cotangent (tiled_grads.cpp's
+// convention, as for sum(t)): each locality takes its own span of g, and
+// nothing travels. A replicated x is one value too: every locality adds its
+// tile of g where it lies in x, one all_reduce sums the parts, and every
+// locality holds the whole cotangent.
+
+// Point-to-point tags of retile_d_grad: a call site's n-th call gets the same
+// tag on every locality, different from retile_d's own at that site.
+int retile_grad_tag(const std::string& site) {
+  static std::mutex mu;
+  static std::map<std::string, uint64_t> calls;
+  uint64_t seq;
+  {
+    std::lock_guard lock(mu);
+    seq = calls[site]++;
+  }
+  return detail::internal_tag("retile_d_grad", site, seq);
+}
+
+bool holds(const Span& s, const std::vector<int64_t>& at) {
+  for (int d = 0; d < s.ndim(); ++d) {
+    if (at[d] < s.start[d] || at[d] >= s.stop[d]) return false;
+  }
+  return true;
+}
+
+// out (the tile of out_span) += part (the elements of `box`), except the
+// elements whose global index `skip` rejects; part and out share a float dtype.
+template <class Skip>
+void add_box(const Array& part, const Span& box, Array& out, const Span& out_span, Skip skip) {
+  if (box.empty()) return;
+  const int nd = box.ndim();
+  std::vector<int64_t> ps = contiguous_strides(part.shape()), os = contiguous_strides(out.shape());
+  dispatch(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* p = part.data<T>();
+      T* o = out.data<T>();
+      std::vector<int64_t> at = box.start;
+      for (;;) {
+        int64_t po = 0, oo = 0;
+        for (int d = 0; d < nd; ++d) {
+          po += (at[d] - box.start[d]) * ps[d];
+          oo += (at[d] - out_span.start[d]) * os[d];
+        }
+        if (!skip(at)) o[oo] += p[po];
+        int d = nd - 1;
+        while (d >= 0 && ++at[d] == box.stop[d]) {
+          at[d] = box.start[d];
+          --d;
+        }
+        if (d < 0) return;
+      }
+    }
+  });
+}
+
+// retile_d_grad's g as a tiled array of a float dtype: a plain g (the
+// cotangent of all_gather_d's result) is the whole cotangent, held by every
+// locality.
+TiledArray tiled_cotangent(Args& a, const TiledArray& x) {
+  TiledArray g;
+  if (a[0].is_tiled()) {
+    g = a[0].as_tiled();
+  } else {
+    if (!a[0].is_numeric()) a.type_error(0, "a number, an array or a tiled array");
+    Array whole = a.array(0);
+    g = make_tiled(whole, whole.shape(), std::vector<Span>(x.num_localities(), full_span(whole.shape())),
+                   "replicated");
+  }
+  if (g.shape != x.shape) {
+    throw std::invalid_argument(error_message("[", a.op(), "] the cotangent ", g.describe(), " does not match ",
+                                              x.describe(), ": the shapes differ"));
+  }
+  if (!is_floating(g.dtype())) g.tile = g.tile.astype(DType::float64);
+  return g;
+}
+
+Future<Value> retile_d_grad_async(Args& a) {
+  // all_gather_d returns a plain x as it is.
+  if (!a[1].is_tiled()) return Future<Value>::ready(a[0]);
+  const TiledArray& x = a[1].as_tiled();
+  TiledArray g = tiled_cotangent(a, x);
+  const int n = x.num_localities(), me = x.locality;
+  const std::vector<Span>& src = x.spans;
+  const DType dt = g.dtype();
+  auto like_x = [xp = a[1].tiled_ptr()](Array tile) {
+    TiledArray t = *xp;
+    t.tile = std::move(tile);
+    return Value(std::move(t));
+  };
+  // True when some locality above r (other than `except`) holds the element:
+  // its copy, not r's, is the one read.
+  const bool overlapped = !is_partition(src);
+  auto read_elsewhere = [src, overlapped](int r, int except) {
+    return [src, overlapped, r, except](const std::vector<int64_t>& at) {
+      if (!overlapped) return false;
+      if (except >= 0 && holds(src[except], at)) return true;
+      for (int q = r + 1; q < static_cast<int>(src.size()); ++q) {
+        if (q != except && holds(src[q], at)) return true;
+      }
+      return false;
+    };
+  };
+  if (!tiles_are_parts(g)) {
+    if (!tiles_are_parts(x)) return Future<Value>::ready(like_x(g.tile));
+    Array tile = Array::zeros(dt, src[me].shape());
+    add_box(extract(g.tile, g.span(), src[me]), src[me], tile, src[me], read_elsewhere(me, -1));
+    return Future<Value>::ready(like_x(std::move(tile)));
+  }
+  if (!tiles_are_parts(x)) {
+    Array whole = Array::zeros(dt, x.shape);
+    add_box(g.tile, g.span(), whole, full_span(x.shape), [](const std::vector<int64_t>&) { return false; });
+    if (n == 1) return Future<Value>::ready(like_x(std::move(whole)));
+    return detail::all_reduce(whole, ReduceOp::sum, a.site()).then([like_x](const Value& v) {
+      return like_x(v.as_array());
+    });
+  }
+  // Both are parts: the exchange of retile_d reversed. Locality q read from r
+  // (r != q) the overlap of r's old span with q's new one, unless q held its
+  // whole new span itself; q sends g's part over that overlap back to r.
+  const std::vector<Span>& dst = g.spans;
+  auto read = [&](int r, int q) {
+    return r != q && !contains(src[q], dst[q]) && !intersect(src[r], dst[q]).empty();
+  };
+  const int tag = retile_grad_tag(a.site());
+  const std::string site = a.site();
+  std::vector<Future<Value>> pending;
+  for (int r = 0; r < n; ++r) {
+    if (read(r, me)) {
+      pending.push_back(detail::send(extract(g.tile, dst[me], intersect(src[r], dst[me])), r, tag, site));
+    }
+  }
+  const size_t first_recv = pending.size();
+  std::vector<int> from;
+  for (int q = 0; q < n; ++q) {
+    if (read(me, q)) {
+      pending.push_back(detail::recv(q, tag, site));
+      from.push_back(q);
+    }
+  }
+  auto assemble = [g, src, dst, me, dt, from, first_recv, like_x, read_elsewhere](const std::vector<Value>& got) {
+    Array out = Array::zeros(dt, src[me].shape());
+    // The elements of y a locality holds in its own x tile were read from it.
+    Span own = intersect(src[me], dst[me]);
+    add_box(extract(g.tile, dst[me], own), own, out, src[me], [](const std::vector<int64_t>&) { return false; });
+    for (size_t i = 0; i < from.size(); ++i) {
+      Span box = intersect(src[me], dst[from[i]]);
+      const Array& part = got[first_recv + i].as_array();
+      if (part.shape() != box.shape() || part.dtype() != dt) {
+        throw std::runtime_error(error_message("[retile_d_grad] locality ", me, " received a ",
+                                               dtype_name(part.dtype()), " part of shape ", shape_str(part.shape()),
+                                               " from locality ", from[i], " where it expected ", dtype_name(dt), " ",
+                                               shape_str(box.shape())));
+      }
+      add_box(part, box, out, src[me], read_elsewhere(me, from[i]));
+    }
+    return like_x(std::move(out));
+  };
+  if (pending.empty()) return Future<Value>::ready(assemble({}));
+  return when_all(std::move(pending)).then(assemble);
+}
+
+const bool primitives_registered = register_primitives({
+    async_spec({.name = "retile_d_grad",
+                .family = "dist",
+                .params = {{"g"}, {"x"}},
+                .help = "The cotangent of the tiled x in retile_d(x, tiling) or all_gather_d(x) given the cotangent "
+                        "g of the result: g moved back to x's tiles, each copy of an overlapped tile getting the "
+                        "part that was read from it.",
+                .eval = nullptr,
+                .grads = {}},
+               retile_d_grad_async),
+});
 
 const bool overloads_registered = [] {
   register_tiled_overload("grad_seed", grad_seed_overload);

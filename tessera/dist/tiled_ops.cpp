@@ -1068,7 +1068,12 @@ const bool registered = register_primitives({
                 .help = "The whole of the tiled array x as a plain array on every locality (one all_gather; a "
                         "plain x is returned as it is).",
                 .eval = nullptr,
-                .grads = {}},
+                // The result is a plain value made from a tiled array: by the convention of tiled_grads.cpp
+                // one value that every locality holds, like sum(x), whose cotangent g every locality holds
+                // whole and alike. So each tile's cotangent is its own span of g, already at hand: nothing
+                // travels. (all_gather, whose copies are every locality's own values, adds the localities'
+                // cotangents instead; all_gather(local_tile(x)) keeps that convention.)
+                .grads = {"retile_d_grad(g, x)"}},
                all_gather_d_async),
     async_spec({.name = "transpose_d",
                 .family = "dist",
@@ -1076,7 +1081,7 @@ const bool registered = register_primitives({
                 .help = "The tiled array x with its axes reversed: each tile transposed and the spans with it "
                         "(rows become columns), without communication; transpose(x) does the same.",
                 .eval = nullptr,
-                .grads = {}},
+                .grads = {"transpose_d(g)"}},
                transpose_d_async),
     async_spec({.name = "retile_d",
                 .family = "dist",
@@ -1085,7 +1090,7 @@ const bool registered = register_primitives({
                         "tiled array of the same shape; only the overlaps of old and new tiles travel, point to "
                         "point.",
                 .eval = nullptr,
-                .grads = {}},
+                .grads = {"retile_d_grad(g, x)", ""}},
                retile_d_async),
     async_spec({.name = "dot_d",
                 .family = "dist",

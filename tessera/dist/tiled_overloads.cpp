@@ -13,7 +13,8 @@
 //   into a plain array every locality holds;
 // - matmul, dot and matmul_tn (as dot_d), transpose (as transpose_d), shape,
 //   ndim, size.
-// The gradient helpers' overloads are in tiled_grads.cpp.
+// The gradient helpers' overloads are in tiled_grads.cpp; softmax, the
+// losses and accuracy in tiled_losses.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

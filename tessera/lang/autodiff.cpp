@@ -539,6 +539,15 @@ class Differentiator {
         body.push_back(accumulate(s.args[0], call("setitem", std::move(args), loc), loc));
       } else {
         const auto& rules = parsed_rules(*s.spec);
+        // A gradient bucket member (grad_bucket) always contributes, zeros
+        // when no cotangent reached it, or its bucket would wait forever; and
+        // its statements stand alone, not inside the if below, so that its
+        // bucket's all-reduce, while in flight, leaves the backward pass going
+        // (a pending define does not hold up its block; an if would).
+        const bool bucket = s.spec->name == "grad_bucket";
+        if (bucket) {
+          g = call("if", {call("is_nil", {g}, loc), call("zeros_like", {s.args[0].ast}, loc), g}, loc);
+        }
         std::map<std::string, AstPtr> bindings{{"g", g}, {"out", ident(names_[s.out], loc)}};
         for (size_t k = 0; k < s.spec->params.size(); ++k) {
           bindings[s.spec->params[k].name] = s.args[k].ast;
@@ -546,6 +555,10 @@ class Differentiator {
         for (size_t k = 0; k < s.args.size(); ++k) {
           if (!is_active(s.args[k]) || !rules[k]) continue;
           body.push_back(accumulate(s.args[k], substitute(rules[k], bindings, loc), loc));
+        }
+        if (bucket) {
+          for (auto& b : body) out.push_back(std::move(b));
+          continue;
         }
       }
       // No cotangent reached this step (it fed only a branch not taken).

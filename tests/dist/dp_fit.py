@@ -11,10 +11,11 @@ x = rng.normal(size=(96, 6)).astype(np.float32)
 y = (x[:, 0] + x[:, 1] > 0).astype(np.int64) + (x[:, 2] > 0.5)
 
 
-def train(data_parallel):
+def train(data_parallel, overlap=True):
     model = nn.Sequential([nn.Dense(16, activation="tanh"), nn.Dense(8, activation="relu"),
                            nn.Dense(3, activation="softmax")], input_shape=(6,), seed=3)
     model.BUCKET_BYTES = 300  # several buckets, some with several members
+    model.OVERLAP_BACKWARD = overlap
     model.compile(tessera.optim.Adam(0.01), "sparse_categorical_crossentropy",
                   metrics=["accuracy"])
     h = model.fit(x, y, batch_size=32, epochs=3, seed=1, verbose=0, data_parallel=data_parallel)
@@ -23,11 +24,15 @@ def train(data_parallel):
 
 single, h1 = train(False)
 multi, hn = train(None)
-for k in single.weights:
-    np.testing.assert_allclose(multi.weights[k], single.weights[k], rtol=1e-4, atol=1e-5,
-                               err_msg=k)
-np.testing.assert_allclose(hn.history["loss"], h1.history["loss"], rtol=1e-4)
-np.testing.assert_allclose(hn.history["accuracy"], h1.history["accuracy"], rtol=1e-6)
+# Buckets reduced from inside the backward pass, and after it.
+after, ha = train(None, overlap=False)
+assert "grad_bucket" in multi.train_code and "grad_bucket" not in after.train_code
+for model, h in ((multi, hn), (after, ha)):
+    for k in single.weights:
+        np.testing.assert_allclose(model.weights[k], single.weights[k], rtol=1e-4, atol=1e-5,
+                                   err_msg=k)
+    np.testing.assert_allclose(h.history["loss"], h1.history["loss"], rtol=1e-4)
+    np.testing.assert_allclose(h.history["accuracy"], h1.history["accuracy"], rtol=1e-6)
 # Parameters stay identical on every locality.
 w = multi.weights["l0_kernel"]
 np.testing.assert_array_equal(td.broadcast(w, root=0), w)

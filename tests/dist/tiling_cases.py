@@ -14,3 +14,23 @@ def spans_along(shape, axis, sizes, n):
         at += extent
     assert at == shape[axis] and None not in spans
     return spans
+
+
+def splits(extent, n):
+    """Ways to split `extent` indices over n localities, as (name, [(locality,
+    size)]): "even" (numpy.array_split sizes, in locality order), and with more
+    than one locality "uneven, empty" (2 on the first, the rest on the last,
+    none between) and "reversed, empty" (laid out from the last locality to
+    the first, locality n // 2 empty). Feed the sizes to spans_along."""
+    even = [(q, extent // n + (q < extent % n)) for q in range(n)]  # numpy.array_split
+    out = [("even", even)]
+    if n > 1:
+        lopsided = [0] * n
+        lopsided[0], lopsided[-1] = 2, extent - 2
+        out.append(("uneven, empty", list(enumerate(lopsided))))
+        sizes, left = {}, extent
+        for q in reversed(range(n)):
+            sizes[q] = 0 if q == n // 2 else (left if q == 0 else min(left, 1 + q % 3))
+            left -= sizes[q]
+        out.append(("reversed, empty", [(q, sizes[q]) for q in reversed(range(n))]))
+    return out

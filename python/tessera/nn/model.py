@@ -161,12 +161,26 @@ class Sequential:
     def optimizer(self):
         return self._compiled[0] if self._compiled else None
 
-    def _layer_code(self, training: str, seed: str):
+    def _layer_code(self, training: str, seed: str, buckets=None):
+        """The forward pass as statements. With `buckets` (the bucket plan),
+        every trainable parameter is first marked as a member of its gradient
+        bucket (grad_bucket), just before the layer that uses it, so that the
+        backward pass starts each bucket's all-reduce as soon as the layers
+        after it in the backward order have produced all its gradients."""
         stmts, stats = ["define(h0, x)"], []
+        member = {}
+        for j, bucket in enumerate(buckets or []):
+            for m, v in enumerate(bucket):
+                member[v] = (j, m, len(bucket))
         h = "h0"
         for i, layer in enumerate(self.layers):
             ctx = Context(training, seed, i)
             pmap = {p.name: self._var(i, p) for p in layer.params}
+            for name, v in pmap.items():
+                if v in member:
+                    j, m, count = member[v]
+                    stmts.append(f"define(bk_{v}, grad_bucket({v}, \"g{j}\", {m}, {count}))")
+                    pmap[name] = f"bk_{v}"
             expr = layer.forward(h, pmap, ctx)
             stmts.append(f"define(h{i + 1}, {expr})")
             for bn, x in ctx.stats:
@@ -190,8 +204,10 @@ class Sequential:
             raise RuntimeError(f"[{kind}] call model.compile(optimizer, loss, metrics) first")
         P, S = self._params(True), self._params(False)
         args = ", ".join(P + S)
-        if kind in ("train", "train_dp"):
-            prog = self._train_program(P, S, data_parallel=kind == "train_dp")
+        if kind == "train":
+            prog = self._train_program(P, S)
+        elif isinstance(kind, tuple) and kind[0] == "train_dp":
+            prog = self._train_program(P, S, data_parallel=True)
         elif isinstance(kind, tuple) and kind[0] == "train_det":
             prog = self._deterministic_program(P, S, *kind[1:])
         else:
@@ -225,6 +241,9 @@ class Sequential:
 
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
+    # Data parallel: each bucket's all-reduce starts inside the backward pass
+    # as soon as its gradients are ready (False: all after the backward pass).
+    OVERLAP_BACKWARD = True
 
     def _allreduce_code(self, P, grads) -> list:
         """Statements replacing each local gradient by the weighted sum over
@@ -247,14 +266,15 @@ class Sequential:
                 off += n
         return lines
 
-    def _loss_fn(self, P, S, weighted=False):
+    def _loss_fn(self, P, S, weighted=False, buckets=None):
         """The training loss function's definition (value: list(loss, list(output,
         batch statistics...))) and the batch norm layers' statistics. Weighted:
-        the loss times a last parameter w."""
+        the loss times a last parameter w. Buckets: the gradients are summed
+        over the localities from inside the backward pass (_layer_code)."""
         loss = self._compiled[1]
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
-        stmts, h, stats = self._layer_code("true", "seed")
+        stmts, h, stats = self._layer_code("true", "seed", buckets)
         aux = [h] + [f"batch_norm_stats({x})" for _, _, x in stats]
         args = ", ".join(P + S)
         scale, w = (" * w", ", w") if weighted else ("", "")
@@ -274,13 +294,20 @@ class Sequential:
         return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
 
     def _train_program(self, P, S, data_parallel=False):
-        loss_fn, stats = self._loss_fn(P, S)
+        # Data parallel: each locality's loss is weighted by its share of the
+        # global batch, so the sum of the localities' gradients is the global
+        # batch's gradient; the sums run in gradient buckets that the
+        # backward pass starts itself (OVERLAP_BACKWARD), or after it.
+        overlap = data_parallel and self.OVERLAP_BACKWARD
+        buckets = self._bucket_plan(P) if overlap else None
+        loss_fn, stats = self._loss_fn(P, S, weighted=overlap, buckets=buckets)
         args, grads, upd, nums = self._update_setup(P, S)
+        extra = ", weight" if overlap else ""
         lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
-                 f"({args}, x, y, seed))",
+                 f"({args}, x, y, seed{extra}))",
                  "define(grads, r[1])"]
         lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
-        if data_parallel:
+        if data_parallel and not overlap:
             lines += self._allreduce_code(P, grads)
         lines += upd.statements
         def across(expr, op="sum", weighted=True):
@@ -300,7 +327,8 @@ class Sequential:
         metric = self._metric("y", "r[2][0]")
         if metric != "nil":
             metric = across(metric)
-        lines.append(f"list({across('r[0]')}, {metric}, list({', '.join(P)}), "
+        loss_value = across("r[0]", weighted=not overlap)  # the loss is weighted already
+        lines.append(f"list({loss_value}, {metric}, list({', '.join(P)}), "
                      f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
         step_args = ", ".join(P + S + self._opt_vars)
         tail = ", weight" if data_parallel else ""
@@ -485,7 +513,9 @@ class Sequential:
         if chunks:
             prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks))
         else:
-            prog = self._program("train_dp" if n_ranks > 1 else "train")
+            # The data-parallel step depends on the bucket settings.
+            prog = self._program(("train_dp", self.BUCKET_BYTES, self.OVERLAP_BACKWARD)
+                                 if n_ranks > 1 else "train")
         opt = self._compiled[0]
         P, S = self._params(True), self._params(False)
         if self._opt_state is None:

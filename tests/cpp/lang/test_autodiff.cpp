@@ -128,8 +128,13 @@ const std::vector<GradCase>& cases() {
       {"outer", "outer(v, w)", {"v", "w"}},
       // Plain operands: a replicated tiled product (other tilings: tests/dist/tiled_grad.py).
       {"dot_d", "dot_d(a, m)", {"a", "m"}},
+      // A plain x: returned as it is (tiled x: tests/dist/tiled_grad_moves.py).
+      {"all_gather_d", "all_gather_d(a) * b", {"a", "b"}},
       // Collectives on one locality (their multi-rank gradients: tests/dist).
       {"all_reduce", "all_reduce(v)", {"v"}},
+      // A gradient bucket member on one locality: the identity (buckets on
+      // several: tests/dist/grad_buckets.tsl).
+      {"grad_bucket", "grad_bucket(a, \"b\", 0, 1) * b", {"a", "b"}},
       {"all_reduce", "all_reduce(v, \"max\")", {"v"}},
       {"broadcast", "broadcast(v)", {"v"}},
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
@@ -168,8 +173,12 @@ TEST(Autodiff, EveryRuleHasAFiniteDifferenceCase) {
   std::set<std::string> covered;
   for (const auto& c : cases()) covered.insert(c.primitive);
   // Rules of primitives taking tiled arrays (the cases here take plain arrays):
-  // checked against finite differences in tests/cpp/dist/test_conv_d.cpp.
-  for (const char* name : {"conv1d_d", "overlap_d", "local_tile", "with_tile"}) covered.insert(name);
+  // checked against finite differences in tests/cpp/dist/test_conv_d.cpp, and
+  // against the single-process gradient of the whole arrays under 1, 2 and 4
+  // localities in tests/dist/tiled_grad_moves.py (retile_d, transpose_d).
+  for (const char* name : {"conv1d_d", "overlap_d", "local_tile", "with_tile", "retile_d", "transpose_d"}) {
+    covered.insert(name);
+  }
   for (const PrimitiveSpec* s : all_primitives()) {
     bool has_rule = false;
     for (const auto& r : s->grads) has_rule = has_rule || !r.empty();
