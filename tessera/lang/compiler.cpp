@@ -99,6 +99,7 @@ class Compiler {
   }
 
  private:
+  std::map<std::string, int> sites_;  // primitive calls compiled so far per source position
   static bool constant_array_part(const AstPtr& a) {
     if (a->kind == Ast::Kind::literal) {
       return a->value.is_int() || a->value.is_float() || a->value.is_bool();
@@ -240,8 +241,14 @@ class Compiler {
     } catch (...) {
       rethrow_with_location(std::current_exception(), a->loc);
     }
+    // Calls at one source position (a Python line holds several; gradient
+    // rules expand at their primitive's position) are told apart by their
+    // order in the program, the same on every locality: collectives are
+    // matched across localities by that site, and with dataflow blocks two
+    // collectives of one line need not be issued in the same order everywhere.
+    int same_site = sites_[a->loc.str()]++;
     return std::make_shared<PrimitiveCallNode>(a->loc, spec, compile_all(a->args, scope),
-                                               std::move(slots));
+                                               std::move(slots), same_site);
   }
 
   // matmul(transpose(x), y) -> matmul_tn(x, y): the product reads x

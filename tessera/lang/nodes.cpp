@@ -176,9 +176,9 @@ Future<Value> FunctionNode::eval(const FramePtr& frame) const {
 }
 
 PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
-                                     std::vector<NodePtr> operands, std::vector<int> slots)
+                                     std::vector<NodePtr> operands, std::vector<int> slots, int same_site)
     : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)),
-      site_(this->loc().str()) {
+      site_(this->loc().str() + (same_site > 0 ? " #" + std::to_string(same_site + 1) : "")) {
   variadic_.resize(operands_.size(), false);
   if (spec_->variadic) {
     for (size_t i = 0; i < slots_.size(); ++i) {

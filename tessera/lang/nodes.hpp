@@ -78,8 +78,10 @@ class PrimitiveCallNode : public Node {
  public:
   // slots[i] is the parameter index of operand i; operands beyond the fixed
   // parameters of a variadic primitive have the last index.
+  // `same_site`: how many primitive calls at the same source position come
+  // before this one in the program (their sites get " #2", " #3", ...).
   PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec, std::vector<NodePtr> operands,
-                    std::vector<int> slots);
+                    std::vector<int> slots, int same_site = 0);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return spec_->name; }
   std::vector<const Node*> children() const override;
@@ -94,8 +96,9 @@ class PrimitiveCallNode : public Node {
   std::vector<NodePtr> operands_;
   std::vector<int> slots_;
   std::vector<bool> variadic_;
-  // loc().str(), made once: asynchronous primitives (collectives) key their
-  // matching across localities on it at every call.
+  // loc().str() (with " #k" for the k-th call at that position), made once:
+  // asynchronous primitives (collectives) key their matching across
+  // localities on it at every call.
   std::string site_;
 };
 

@@ -433,9 +433,32 @@ std::vector<StepPhases> step_phases(const TraceSet& set) {
         if (comm_first < 0) comm_first = c->t0;
         comm_last = std::max(comm_last, std::min(c->t1, st->t1));
       }
+      // Between the gradient seed and the first update, communication
+      // waited for is the time communication is in flight while no thread
+      // computes (gradient buckets reduced while the backward pass runs are
+      // hidden by it); the rest is the backward pass. Drawn in that order.
+      // Without an optimizer update, the backward pass ends where
+      // communication starts.
       int64_t backward_end = st->t1;
-      if (opt_start >= 0) backward_end = opt_start;
-      if (comm_first >= 0) backward_end = std::min(backward_end, comm_first);
+      if (opt_start >= 0) {
+        std::vector<const TraceEvent*> in_comm, in_compute;
+        for (const TraceEvent* c : t.comm) {
+          if (c->t1 > seed && c->t0 < opt_start) in_comm.push_back(c);
+        }
+        for (const auto& track : t.top) {
+          for (const TraceEvent* e : track) {
+            if (e->t1 > seed && e->t0 < opt_start) in_compute.push_back(e);
+          }
+        }
+        auto clip = [&](std::vector<Interval> v) {
+          for (auto& iv : v) iv = {std::max(iv.first, seed), std::min(iv.second, opt_start)};
+          return v;
+        };
+        std::vector<Interval> comm = clip(intervals(in_comm)), busy = clip(intervals(in_compute));
+        backward_end = opt_start - (length(comm) - overlap(comm, busy));
+      } else if (comm_first >= 0) {
+        backward_end = std::min(backward_end, comm_first);
+      }
       int64_t wait_end = opt_start >= 0 ? opt_start : std::max(backward_end, comm_last);
       s.split = true;
       s.forward = seed - st->t0;

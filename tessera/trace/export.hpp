@@ -43,9 +43,11 @@ struct LocalityStats {
 std::vector<LocalityStats> locality_stats(const TraceSet& set);
 
 // A training step split in phases, from its events: forward (until the
-// gradient seed), backward (until the first communication or optimizer
-// update), communication wait (until the first optimizer update), optimizer
-// (until the last update) and the rest (losses and metrics).
+// gradient seed), backward (until the last computation before the first
+// optimizer update; all-reduces of gradient buckets may overlap it),
+// communication wait (the rest until the first optimizer update), optimizer
+// (until the last update) and the rest (losses and metrics). A step without
+// an optimizer update: backward until its first communication.
 struct StepPhases {
   int locality = 0;
   uint64_t iteration = 0;

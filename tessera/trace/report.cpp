@@ -335,8 +335,8 @@ resize();
   }
   box.append(table);
   box.append(el("p", { class: "hint" }, "Phases from each step's events: forward until the gradient seed, backward until " +
-    "the first communication or optimizer update, communication wait until the first update, optimizer until the last " +
-    "update; the rest is losses and metrics."));
+    "its last computation (gradient buckets are reduced while it runs), communication wait for what is left until the " +
+    "first optimizer update, optimizer until the last update; the rest is losses and metrics."));
 })();
 
 // Top primitives.

@@ -37,4 +37,28 @@ for model, h in ((multi, hn), (after, ha)):
 w = multi.weights["l0_kernel"]
 np.testing.assert_array_equal(td.broadcast(w, root=0), w)
 assert len(multi._bucket_plan(multi._params(True))) > 1
+
+# The buckets are reduced while the backward pass goes on: in a traced step,
+# the first bucket's all_reduce starts before the last gradient computation
+# (of the first layers) ends, and with OVERLAP_BACKWARD off after it.
+import json
+import tempfile
+
+
+def bucket_starts(model):
+    with tempfile.TemporaryDirectory() as d:
+        with tessera.trace(d) as t:
+            model.fit(x, y, batch_size=96, epochs=1, verbose=0, shuffle=False)
+        ev = [e for e in json.loads(t.chrome())["traceEvents"]
+              if e.get("ph") == "X" and e.get("pid") == td.rank()]
+    grads = [e for e in ev if e["name"].endswith("_grad") or "_grad_" in e["name"]]
+    reduces = [e for e in ev if e["name"].startswith("all_reduce(")
+               and e["ts"] < min(u["ts"] for u in ev if u["name"].endswith("_update"))]
+    return min(e["ts"] for e in reduces), max(e["ts"] + e["dur"] for e in grads)
+
+
+first, last_grad = bucket_starts(multi)
+assert first < last_grad, (first, last_grad)
+first, last_grad = bucket_starts(after)
+assert first >= last_grad, (first, last_grad)
 print("ok")
