@@ -15,6 +15,10 @@ std::shared_ptr<const Closure> Closure::strengthened() const {
 std::optional<Value> Frame::get(size_t slot) const {
   std::lock_guard lock(mutex_);
   if (!defined_[slot]) return std::nullopt;
+  return stored(slot);
+}
+
+Value Frame::stored(size_t slot) const {
   const Value& v = slots_[slot];
   if (v.is_function()) {
     if (auto* c = dynamic_cast<const Closure*>(v.as_function().get()); c && c->is_weak()) {
@@ -58,14 +62,12 @@ bool refers_to_frame(const Value& v, const Frame* frame) {
 }
 
 std::optional<Future<Value>> Frame::read(size_t slot) const {
-  {
-    std::lock_guard lock(mutex_);
-    if (!defined_[slot]) return std::nullopt;
-    for (const auto& p : pending_) {
-      if (p.slot == slot) return p.future;
-    }
+  std::lock_guard lock(mutex_);
+  if (!defined_[slot]) return std::nullopt;
+  for (const auto& p : pending_) {
+    if (p.slot == slot) return p.future;
   }
-  return Future<Value>::ready(*get(slot));
+  return Future<Value>::ready(stored(slot));
 }
 
 Value Frame::prepare(Value v) {

@@ -98,6 +98,8 @@ class Frame {
 
   // What set() stores for v (closures over this frame held weakly).
   Value prepare(Value v);
+  // What get() hands out for a defined slot (mutex_ held).
+  Value stored(size_t slot) const;
   void drop_pending(size_t slot);  // mutex_ held
   std::shared_ptr<Frame> parent_;
   Value return_value_;
