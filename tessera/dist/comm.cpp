@@ -450,15 +450,17 @@ class Engine {
     return f;
   }
 
-  // One progress pass unless another thread is making one. Returns true while
-  // the engine has operations in flight.
-  bool help(bool complete_here = true) {
-    if (!work_.load(std::memory_order_acquire)) return false;
+  // One progress pass unless another thread is making one. Returns
+  // kHelpIdle (future.hpp) when nothing is in flight, kHelpProgressed when
+  // it completed operations here, else kHelpBusy.
+  int help(bool complete_here = true) {
+    using tessera::detail::kHelpBusy, tessera::detail::kHelpIdle, tessera::detail::kHelpProgressed;
+    if (!work_.load(std::memory_order_acquire)) return kHelpIdle;
     if (complete_here) last_help_ns_.store(now_ns(), std::memory_order_relaxed);
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
       std::this_thread::yield();
-      return true;
+      return kHelpBusy;
     }
     std::vector<Completion> done;
     pass(done);
@@ -467,11 +469,12 @@ class Engine {
       // waiting at the boundary) or for the progress thread.
       for (auto& c : done) deferred_.push_back(std::move(c));
       work_.store(true, std::memory_order_release);
-      return true;
+      return kHelpBusy;
     }
     lock.unlock();
     for (auto& c : done) c.complete();
-    return work_.load(std::memory_order_acquire);
+    if (!done.empty()) return kHelpProgressed;
+    return work_.load(std::memory_order_acquire) ? kHelpBusy : kHelpIdle;
   }
 
   void mark_failed() { failed_ = true; }

@@ -491,53 +491,84 @@ Future<Value> IfNode::eval(const FramePtr& frame) const {
   });
 }
 
-Future<Value> WhileNode::loop(const FramePtr& frame, Value last) const {
+Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const {
+  // The loop's value goes to `done` once the loop has gone asynchronous (its
+  // future was handed out then); before, it is returned.
+  const bool first = !done;
+  auto give = [&](Future<Value> r) -> Future<Value> {
+    if (first) return r;
+    done->set_from(r);
+    return Future<Value>();
+  };
+  // An iteration that is not finished: the rest of the loop runs from its
+  // completion and fulfils the one promise, so a long loop of asynchronous
+  // iterations (collectives) does not build a chain of futures.
+  auto suspend = [&](const Future<Value>& pending, bool is_cond) -> Future<Value> {
+    if (first) done = std::make_shared<Promise<Value>>();
+    pending.on_ready([this, frame, last, pending, is_cond, done] {
+      if (!is_cond) {
+        resume(frame, pending, last, done);
+        return;
+      }
+      if (auto e = pending.error()) {
+        done->set_error(e);
+        return;
+      }
+      bool yes;
+      try {
+        yes = pending.get().truthy("while");
+      } catch (...) {
+        done->set_error(with_location(std::current_exception(), loc()));
+        return;
+      }
+      if (!yes) {
+        done->set_value(last);
+        return;
+      }
+      Future<Value> b = body_->eval(frame);
+      if (!b.is_ready()) {
+        b.on_ready([this, frame, last, b, done] { resume(frame, b, last, done); });
+        return;
+      }
+      resume(frame, b, last, done);
+    });
+    return first ? done->get_future() : Future<Value>();
+  };
   for (;;) {
     Future<Value> c = cond_->eval(frame);
-    if (!c.is_ready()) {
-      return c.chain([this, frame, last](const Future<Value>& cf) -> Future<Value> {
-        if (auto e = cf.error()) return Future<Value>::failed(e);
-        bool yes;
-        try {
-          yes = cf.get().truthy("while");
-        } catch (...) {
-          return fail_at(loc(), std::current_exception());
-        }
-        if (!yes) return Future<Value>::ready(last);
-        return body_->eval(frame).chain(
-            [this, frame, last](const Future<Value>& b) { return resume(frame, b, last); });
-      });
-    }
-    if (c.error()) return c;
+    if (!c.is_ready()) return suspend(c, true);
+    if (c.error()) return give(c);
     bool yes;
     try {
       yes = c.get().truthy("while");
     } catch (...) {
-      return fail_at(loc(), std::current_exception());
+      return give(fail_at(loc(), std::current_exception()));
     }
-    if (!yes) return Future<Value>::ready(std::move(last));
+    if (!yes) return give(Future<Value>::ready(std::move(last)));
     Future<Value> b = body_->eval(frame);
-    if (!b.is_ready()) {
-      return b.chain(
-          [this, frame, last](const Future<Value>& r) { return resume(frame, r, last); });
-    }
+    if (!b.is_ready()) return suspend(b, false);
     if (auto e = b.error()) {
-      if (e == break_signal()) return Future<Value>::ready(std::move(last));
+      if (e == break_signal()) return give(Future<Value>::ready(std::move(last)));
       if (e == continue_signal()) continue;
-      return b;
+      return give(b);
     }
     last = b.take();
   }
 }
 
-Future<Value> WhileNode::resume(const FramePtr& frame, const Future<Value>& body,
-                                const Value& last) const {
+void WhileNode::resume(const FramePtr& frame, const Future<Value>& body, const Value& last,
+                       const std::shared_ptr<Promise<Value>>& done) const {
   if (auto e = body.error()) {
-    if (e == break_signal()) return Future<Value>::ready(last);
-    if (e == continue_signal()) return loop(frame, last);
-    return body;
+    if (e == break_signal()) {
+      done->set_value(last);
+    } else if (e == continue_signal()) {
+      run(frame, last, done);
+    } else {
+      done->set_error(e);
+    }
+    return;
   }
-  return loop(frame, body.get());
+  run(frame, body.get(), done);
 }
 
 namespace {
@@ -575,24 +606,40 @@ struct ForEachState {
   Value fn;
   std::vector<Value> items;
   SourceLoc loc;
+  std::shared_ptr<Promise<Value>> done;  // set once the loop went asynchronous
 };
 
+// Calls from item i on. Once a call is pending, the rest runs from its
+// completion and fulfils st->done (one promise for the whole loop, as in
+// WhileNode::run); until then the result is returned.
 Future<Value> for_each_from(std::shared_ptr<ForEachState> st, size_t i) {
+  const bool first = !st->done;
+  auto give = [&](Future<Value> r) -> Future<Value> {
+    if (first) return r;
+    st->done->set_from(r);
+    return Future<Value>();
+  };
   for (; i < st->items.size(); ++i) {
     Future<Value> f = invoke(st->fn, {CallArg{"", st->items[i]}}, st->loc);
     if (!f.is_ready()) {
-      return f.chain([st, i](const Future<Value>& r) {
-        if (r.error() == break_signal()) return Future<Value>::ready(Value());
-        if (r.error() && r.error() != continue_signal()) return r;
-        return for_each_from(st, i + 1);
+      if (first) st->done = std::make_shared<Promise<Value>>();
+      f.on_ready([st, i, f] {
+        if (f.error() == break_signal()) {
+          st->done->set_value(Value());
+        } else if (f.error() && f.error() != continue_signal()) {
+          st->done->set_error(f.error());
+        } else {
+          for_each_from(st, i + 1);
+        }
       });
+      return first ? st->done->get_future() : Future<Value>();
     }
     if (auto e = f.error()) {
       if (e == break_signal()) break;
-      if (e != continue_signal()) return f;
+      if (e != continue_signal()) return give(f);
     }
   }
-  return Future<Value>::ready(Value());
+  return give(Future<Value>::ready(Value()));
 }
 
 }  // namespace

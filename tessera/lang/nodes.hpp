@@ -168,14 +168,17 @@ class WhileNode : public Node {
  public:
   WhileNode(SourceLoc loc, NodePtr cond, NodePtr body)
       : Node(std::move(loc)), cond_(std::move(cond)), body_(std::move(body)) {}
-  Future<Value> eval(const FramePtr& frame) const override { return loop(frame, Value()); }
+  Future<Value> eval(const FramePtr& frame) const override { return run(frame, Value(), nullptr); }
   std::string label() const override { return "while"; }
   std::vector<const Node*> children() const override { return {cond_.get(), body_.get()}; }
 
  private:
-  Future<Value> loop(const FramePtr& frame, Value last) const;
+  // Runs turns from here on; `done` is the loop's promise once a turn went
+  // asynchronous (null before: the result is returned then).
+  Future<Value> run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const;
   // Continues after a body evaluation that finished asynchronously.
-  Future<Value> resume(const FramePtr& frame, const Future<Value>& body, const Value& last) const;
+  void resume(const FramePtr& frame, const Future<Value>& body, const Value& last,
+              const std::shared_ptr<Promise<Value>>& done) const;
   NodePtr cond_, body_;
 };
 

@@ -32,9 +32,20 @@ bool help_while_pending(const std::function<bool()>& ready) {
   WaitHelper help = wait_helper().load(std::memory_order_acquire);
   if (!help) return ready();
   using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + std::chrono::duration<double>(kWaitHelpSeconds);
+  auto span = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
+  // A loop of collectives completes one every few microseconds: helping on
+  // after each completion keeps it on this thread. Computation between them
+  // longer than the short extension lets the thread block.
+  auto until = Clock::now() + span(kWaitHelpSeconds);
   while (!ready()) {
-    if (!help() || Clock::now() >= until) return false;
+    int r = help();
+    if (r == kHelpIdle) return false;
+    auto now = Clock::now();
+    if (r == kHelpProgressed) {
+      until = std::max(until, now + span(kWaitHelpAfterProgressSeconds));
+    } else if (now >= until) {
+      return false;
+    }
   }
   return true;
 }

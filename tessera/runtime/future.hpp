@@ -38,14 +38,19 @@ int& continuation_depth();
 // Runs a continuation inline, or spawns it when the inline chain is deep.
 void run_continuation(std::function<void()> fn);
 
-// Called over and over by Future::wait while the future is pending, for at
-// most kWaitHelpSeconds, before the thread blocks. The communication engine
-// installs one that progresses MPI, so an outermost wait for a collective
-// completes without a hand-off between threads. Returns false when it has
-// nothing to do (the waiting thread then blocks at once).
-using WaitHelper = bool (*)();
+// Called over and over by Future::wait while the future is pending, for
+// kWaitHelpSeconds, and again for kWaitHelpAfterProgressSeconds after each
+// time it completes something, before the thread blocks. The communication engine installs one that progresses MPI, so an
+// outermost wait for a collective completes without a hand-off between
+// threads, and so does a program's loop of collectives (each completion runs
+// the program on to its next one, here). Returns kHelpIdle when it has
+// nothing to do (the waiting thread then blocks at once), kHelpBusy while
+// work is in flight, kHelpProgressed when it completed something.
+inline constexpr int kHelpIdle = 0, kHelpBusy = 1, kHelpProgressed = 2;
+using WaitHelper = int (*)();
 std::atomic<WaitHelper>& wait_helper();
 inline constexpr double kWaitHelpSeconds = 2e-3;
+inline constexpr double kWaitHelpAfterProgressSeconds = 2e-4;
 bool help_while_pending(const std::function<bool()>& ready);
 
 template <class T>

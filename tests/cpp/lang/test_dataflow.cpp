@@ -242,3 +242,30 @@ TEST_F(Dataflow, LoopsWaitForEachIterationsDefines) {
   for (int i = 0; i < 50; ++i) expect += 2 * i + 1;
   EXPECT_DOUBLE_EQ(v.as_array().item(), static_cast<double>(expect));
 }
+
+TEST_F(Dataflow, AsynchronousLoopTurnsBreakAndContinue) {
+  // Every primitive spawned (2 threads): each turn of while and for_each
+  // finishes asynchronously; the loop goes on from its completion (one
+  // promise for the whole loop, no chain of futures per turn), and break and
+  // continue from such a turn still work.
+  set_num_threads(2);
+  set_spawn_threshold_ns(0.0);
+  Value w = eval_string(
+      "block(define(s, 0), define(i, 0),\n"
+      "  while(true, block(store(i, i + 1), if(i > 3000, break()), if(i % 2 == 0, continue()),\n"
+      "                    store(s, s + sum(ones(i))))),\n"
+      "  s)",
+      {}, "df.tsl");
+  Value f = eval_string(
+      "block(define(s, 0),\n"
+      "  for_each(lambda(k, block(if(k == 2000, break()), if(k % 3 == 0, continue()),"
+      " store(s, s + sum(ones(k))))), 5000),\n"
+      "  s)",
+      {}, "df.tsl");
+  set_spawn_threshold_ns(kSpawnThresholdNs);
+  double want_w = 0, want_f = 0;
+  for (int i = 1; i <= 3000; ++i) want_w += i % 2 ? i : 0;
+  for (int k = 0; k < 2000; ++k) want_f += k % 3 ? k : 0;
+  EXPECT_DOUBLE_EQ(w.as_array().item(), want_w);
+  EXPECT_DOUBLE_EQ(f.as_array().item(), want_f);
+}
