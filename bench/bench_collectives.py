@@ -218,6 +218,11 @@ def main():
         gf = med([r["fused"]["fused_s"] for r in gloo_runs])
         print(f"  gloo, same 256 x 4 KB: {gu * 1e3:.2f} ms as 256 async all_reduce calls, "
               f"{gf * 1e3:.2f} ms concatenated into one ({gu / gf:.1f}x)")
+    loop = med([r["loop"]["per_turn_s"] for r in tess_runs if "loop" in r])
+    if loop:
+        four = next((r for r in table if r["bytes"] == 4096), None)
+        single = f" (single calls: {four['tessera_s'] * 1e6:.1f} us)" if four else ""
+        print(f"a loop of 4 KB all-reduces inside one program: {loop * 1e6:.1f} us per turn{single}")
     ov = {k: med([r["overlap"][k] for r in tess_runs]) for k in ("comm_s", "work_s", "both_s")}
     hidden = statistics.median([r["overlap"]["hidden"] for r in tess_runs])
     print(f"\n16 MB all-reduce {ov['comm_s'] * 1e3:.2f} ms, computation "

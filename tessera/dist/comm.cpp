@@ -404,6 +404,10 @@ void trace_op(const Op& op, const Future<Value>& f) {
 // operations are in flight and nobody else does, so they advance while tasks
 // compute. Results are handed to workers when the progress thread completes
 // them; a waiting thread completes them itself.
+// True on a thread completing operations inside Engine::help at the
+// boundary (the program runs on from there and may submit more).
+thread_local bool tl_completing = false;
+
 class Engine {
  public:
   static Engine& get() {
@@ -446,7 +450,11 @@ class Engine {
     // caller may be inside a node's evaluation: results completed on the way
     // go to workers rather than running the program's continuations here.
     help(/*complete_here=*/false);
-    cv_.notify_all();
+    // A thread helping at the boundary (this one, running the program on
+    // from a completion) polls again right after: waking the progress thread
+    // would only cost two context switches per operation. It checks for work
+    // at least every millisecond anyway.
+    if (!tl_completing) cv_.notify_all();
     return f;
   }
 
@@ -472,7 +480,9 @@ class Engine {
       return kHelpBusy;
     }
     lock.unlock();
+    tl_completing = complete_here;
     for (auto& c : done) c.complete();
+    tl_completing = false;
     if (!done.empty()) return kHelpProgressed;
     return work_.load(std::memory_order_acquire) ? kHelpBusy : kHelpIdle;
   }
@@ -583,16 +593,20 @@ class Engine {
   void loop() {
     using namespace std::chrono;
     for (;;) {
-      {
-        std::unique_lock lock(in_mu_);
-        cv_.wait(lock, [&] { return stopping_ || work_.load(); });
-        if (stopping_ && !work_.load()) return;
-        if (stopping_ && !broken_.empty()) return;
-      }
-      // A thread waiting at the boundary is polling: stay out of its way.
+      // A thread waiting at the boundary is polling: stay out of its way,
+      // without even taking the submission lock it needs.
       if (now_ns() - last_help_ns_.load(std::memory_order_relaxed) < 100000) {
         std::this_thread::sleep_for(microseconds(50));
         continue;
+      }
+      {
+        std::unique_lock lock(in_mu_);
+        // Submissions from a helping thread do not notify (submit): look
+        // for work every millisecond as well.
+        cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_ || work_.load(); });
+        if (!stopping_ && !work_.load()) continue;
+        if (stopping_ && !work_.load()) return;
+        if (stopping_ && !broken_.empty()) return;
       }
       bool progressed = false;
       {

@@ -28,7 +28,7 @@ std::atomic<WaitHelper>& wait_helper() {
   return helper;
 }
 
-bool help_while_pending(const std::function<bool()>& ready) {
+bool help_while_pending(const std::function<bool()>& ready, double seconds) {
   WaitHelper help = wait_helper().load(std::memory_order_acquire);
   if (!help) return ready();
   using Clock = std::chrono::steady_clock;
@@ -36,7 +36,7 @@ bool help_while_pending(const std::function<bool()>& ready) {
   // A loop of collectives completes one every few microseconds: helping on
   // after each completion keeps it on this thread. Computation between them
   // longer than the short extension lets the thread block.
-  auto until = Clock::now() + span(kWaitHelpSeconds);
+  auto until = Clock::now() + span(seconds);
   while (!ready()) {
     int r = help();
     if (r == kHelpIdle) return false;

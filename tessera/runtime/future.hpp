@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -38,9 +39,12 @@ int& continuation_depth();
 // Runs a continuation inline, or spawns it when the inline chain is deep.
 void run_continuation(std::function<void()> fn);
 
-// Called over and over by Future::wait while the future is pending, for
-// kWaitHelpSeconds, and again for kWaitHelpAfterProgressSeconds after each
-// time it completes something, before the thread blocks. The communication engine installs one that progresses MPI, so an
+// Called over and over by Future::wait while the future is pending (the
+// waiting thread is not a worker): for kWaitHelpSeconds at first, and
+// kWaitHelpAfterProgressSeconds more after each time it completes
+// something, before the thread blocks; a blocked thread looks again every
+// kWaitRecheckSeconds and helps for kWaitRecheckHelpSeconds if there is
+// work. The communication engine installs one that progresses MPI, so an
 // outermost wait for a collective completes without a hand-off between
 // threads, and so does a program's loop of collectives (each completion runs
 // the program on to its next one, here). Returns kHelpIdle when it has
@@ -51,7 +55,11 @@ using WaitHelper = int (*)();
 std::atomic<WaitHelper>& wait_helper();
 inline constexpr double kWaitHelpSeconds = 2e-3;
 inline constexpr double kWaitHelpAfterProgressSeconds = 2e-4;
-bool help_while_pending(const std::function<bool()>& ready);
+inline constexpr double kWaitRecheckSeconds = 1e-3;
+inline constexpr double kWaitRecheckHelpSeconds = 5e-5;
+// Helps while `ready()` is false, for `seconds` plus the extensions after
+// progress. True once ready.
+bool help_while_pending(const std::function<bool()>& ready, double seconds = kWaitHelpSeconds);
 
 template <class T>
 struct SharedState {
@@ -140,9 +148,25 @@ class Future {
   // (never from a task): the waiting thread is not a worker.
   const T& wait() const {
     if (state_) {
-      detail::help_while_pending([this] { return is_ready(); });
-      std::unique_lock lock(state_->mutex);
-      state_->cv.wait(lock, [&] { return state_->done; });
+      // The first look helps for kWaitHelpSeconds; later ones briefly, so
+      // that a thread waiting through a long computation does not take a
+      // core from it while some communication is in flight.
+      for (double help = detail::kWaitHelpSeconds;; help = detail::kWaitRecheckHelpSeconds) {
+        if (detail::help_while_pending([this] { return is_ready(); }, help)) break;
+        std::unique_lock lock(state_->mutex);
+        if (!detail::wait_helper().load(std::memory_order_acquire)) {
+          state_->cv.wait(lock, [&] { return state_->done; });
+          break;
+        }
+        // With a helper (communication), look again now and then: the
+        // program may have started new communication, which this thread
+        // then drives and runs the program on from (instead of a hand-off
+        // through the progress thread to a worker for every completion).
+        if (state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kWaitRecheckSeconds),
+                                [&] { return state_->done; })) {
+          break;
+        }
+      }
     }
     return get();
   }
