@@ -384,6 +384,10 @@ void trace_op(const Op& op, const Future<Value>& f) {
   });
 }
 
+// True on a thread completing operations inside Engine::help at the
+// boundary (the program runs on from there and may submit more).
+thread_local bool tl_completing = false;
+
 // The communication engine. Every collective is identified by its call site
 // and that site's sequence number (ranks issue the collectives of one site in
 // the same order: SPMD). Ranks agree on what to run in rounds: in each round
@@ -404,10 +408,6 @@ void trace_op(const Op& op, const Future<Value>& f) {
 // operations are in flight and nobody else does, so they advance while tasks
 // compute. Results are handed to workers when the progress thread completes
 // them; a waiting thread completes them itself.
-// True on a thread completing operations inside Engine::help at the
-// boundary (the program runs on from there and may submit more).
-thread_local bool tl_completing = false;
-
 class Engine {
  public:
   static Engine& get() {
@@ -480,9 +480,15 @@ class Engine {
       return kHelpBusy;
     }
     lock.unlock();
-    tl_completing = complete_here;
-    for (auto& c : done) c.complete();
-    tl_completing = false;
+    {
+      // Only the complete_here path completes (the other returned above).
+      struct Completing {
+        bool outer = tl_completing;
+        Completing() { tl_completing = true; }
+        ~Completing() { tl_completing = outer; }
+      } completing;
+      for (auto& c : done) c.complete();
+    }
     if (!done.empty()) return kHelpProgressed;
     return work_.load(std::memory_order_acquire) ? kHelpBusy : kHelpIdle;
   }

@@ -432,6 +432,19 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
       return result;
     });
   };
+  // A statement failed: the block fails now, with the error of a deferred
+  // define that has already failed (an earlier statement) if there is one.
+  // The others are not waited for: they have no effects, and one may never
+  // finish because of this error (a gradient bucket whose last member this
+  // statement would have computed).
+  auto fail_now = [&deferred](Future<Value> failed) -> Future<Value> {
+    if (deferred) {
+      for (const auto& d : *deferred) {
+        if (d.is_ready() && d.error()) return d;
+      }
+    }
+    return failed;
+  };
   for (; i < body_.size(); ++i) {
     Future<Value> f;
     if (const AssignNode* a = dataflow_[i]) {
@@ -447,12 +460,18 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     }
     if (!f.is_ready()) {
       return f.chain([this, frame, i, deferred](const Future<Value>& done) {
-        if (done.error()) return eval_from(frame, body_.size(), Value(), deferred).chain(
-            [done](const Future<Value>& joined) { return joined.error() ? joined : done; });
+        if (done.error()) {
+          if (deferred) {
+            for (const auto& d : *deferred) {
+              if (d.is_ready() && d.error()) return d;
+            }
+          }
+          return done;
+        }
         return eval_from(frame, i + 1, done.get(), deferred);
       });
     }
-    if (f.error()) return finish(f);
+    if (f.error()) return fail_now(f);
     last = f.take();
   }
   return finish(Future<Value>::ready(std::move(last)));

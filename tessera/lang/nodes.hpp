@@ -122,7 +122,8 @@ class CallNode : public Node {
 // waits for the one before it, except that a define whose value is still
 // computing (a collective in flight, a spawned task) does not hold up the
 // statements after it: its variable is pending and whoever reads it waits
-// (dataflow). The block's value is ready when every statement is done.
+// (dataflow). The block's value is ready when every statement is done; a
+// statement that fails fails the block at once (docs/language.md).
 class BlockNode : public Node {
  public:
   BlockNode(SourceLoc loc, std::vector<NodePtr> body);

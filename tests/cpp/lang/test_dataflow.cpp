@@ -210,19 +210,38 @@ TEST_F(Dataflow, EffectsStayInProgramOrder) {
 }
 
 TEST_F(Dataflow, ErrorsOfEarlierStatementsComeFirst) {
-  // Statement 2 fails at once; statement 1 (pending) fails later: the block
-  // reports statement 1's error, as a sequential run would.
+  // Statement 1 (pending) fails first; statement 2 waits on gate 7, then fails
+  // too: the block reports statement 1's error, as a sequential run would.
   arm(6);
-  Running r("block(\n  define(a, test_gate(1, 6)),\n  define(b, [1, 2] + [1, 2, 3]),\n  b)");
+  arm(7);
+  Running r("block(\n  define(a, test_gate(1, 6)),\n  define(b, test_gate([1, 2], 7) + [1, 2, 3]),\n  b)");
   ASSERT_TRUE(reached(6, 10.0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(reached(7, 10.0));
   open(6, /*fail=*/true);
+  open(7);
   r.join();
   ASSERT_TRUE(r.error);
   try {
     std::rethrow_exception(r.error);
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("gate 6 failed"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Dataflow, AFailingStatementDoesNotWaitForPendingDefines) {
+  // Statement 2 fails while statement 1 is still pending (and would never
+  // finish, like a gradient bucket whose last member statement 2 was to
+  // compute): the block fails at once with statement 2's error.
+  arm(8);
+  Running r("block(\n  define(a, test_gate(1, 8)),\n  define(b, [1, 2] + [1, 2, 3]),\n  b)");
+  ASSERT_TRUE(reached(8, 10.0));
+  r.join();  // before the gate opens
+  open(8);
+  ASSERT_TRUE(r.error);
+  try {
+    std::rethrow_exception(r.error);
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("df.tsl:3"), std::string::npos) << e.what();
   }
 }
 
