@@ -148,6 +148,28 @@ void launch(const std::string& name, Bucket b) {
   });
 }
 
+}  // namespace
+
+int drop_gradient_buckets() {
+  Staging& s = staging();
+  std::map<std::string, Bucket> dropped;
+  {
+    std::lock_guard lock(s.mutex);
+    dropped.swap(s.buckets);
+  }
+  for (auto& [name, b] : dropped) {
+    auto e = std::make_exception_ptr(std::runtime_error(error_message(
+        "[bucket_all_reduce] gradient bucket '", name, "' was dropped before all its members arrived (its backward "
+        "pass failed)")));
+    for (auto& m : b.members) {
+      if (m.arrived) m.promise.set_error(e);
+    }
+  }
+  return static_cast<int>(dropped.size());
+}
+
+namespace {
+
 Future<Value> bucket_all_reduce_async(Args& a) {
   Array x = a.array(0);
   if (x.dtype() == DType::bool_) {

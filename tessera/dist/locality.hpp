@@ -20,4 +20,11 @@ bool distributed();
 // waiting for this one), so mpirun ends the job instead of hanging.
 void mark_failed();
 
+// Drops the gradient buckets (grad_bucket, buckets.cpp) still waiting for
+// members, failing the futures of those that arrived; returns how many.
+// For a front end after a training step failed part way through its
+// backward pass (the step's next run would otherwise meet its own members
+// there). No backward pass with buckets may be running meanwhile.
+int drop_gradient_buckets();
+
 }  // namespace tessera::dist

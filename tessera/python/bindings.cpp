@@ -277,6 +277,10 @@ PYBIND11_MODULE(_core, m) {
         py::arg("kwargs") = py::dict(),
         "Calls one primitive with positional `args` and named `kwargs` and returns its value.");
 
+  m.def("_drop_gradient_buckets", &dist::drop_gradient_buckets,
+        "Drops gradient buckets still waiting for members (after a training step failed part way); "
+        "returns how many.");
+
   // Tracing (python/tessera/trace.py is the Python interface).
   m.def(
       "_trace_start", [](const std::string& dir) { trace::start_session(dir); }, py::arg("dir"),

@@ -547,7 +547,14 @@ class Sequential:
                         args = state + [xb, yb, it, opt.learning_rate(it),
                                         (seed * 1_000_003 + it) * 64 + rank] + extra
                     t_step = _core._trace_now()
-                    loss, acc, new_p, new_o, new_s = prog.run(args)
+                    try:
+                        loss, acc, new_p, new_o, new_s = prog.run(args)
+                    except Exception:
+                        # A step that failed part way may leave gradient
+                        # buckets waiting for members; the next would meet them.
+                        if n_ranks > 1:
+                            _core._drop_gradient_buckets()
+                        raise
                     _core._trace_step(it, t_step, _core._trace_now())
                     loss = float(loss)
                     if not math.isfinite(loss) and nan_policy == "stop":
