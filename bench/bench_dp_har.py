@@ -57,6 +57,17 @@ def shard(n, rank, size):
     return rank * n // size, (rank + 1) * n // size
 
 
+def repetitions(fn, count, barrier):
+    """This rank's seconds for each of `count` calls of fn, each started after a barrier."""
+    times = []
+    for _ in range(count):
+        barrier()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return times
+
+
 def slowest(per_rank):
     """per_rank[r][i]: rank r's time of repetition i -> the slowest rank's, per repetition."""
     return [max(ts) for ts in zip(*per_rank)]
@@ -90,12 +101,7 @@ def tessera_worker(args):
         losses.append(h.history["loss"][0])
 
     def timed(fn):
-        times = []
-        for _ in range(args.warmup + args.repeats):
-            dist.barrier()
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
+        times = repetitions(fn, args.warmup + args.repeats, dist.barrier)
         # Every rank's times, so the slowest rank's can be taken per repetition.
         every = np.asarray(dist.all_gather(np.asarray(times, dtype=np.float64)))
         return every.reshape(size, -1)[:, args.warmup:].tolist()
@@ -179,12 +185,7 @@ def _torch_worker(rank, port, args, tmp):
         losses.append(float(stats[0]))
 
     def timed(fn):
-        times = []
-        for _ in range(args.warmup + args.repeats):
-            dist.barrier()
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
+        times = repetitions(fn, args.warmup + args.repeats, dist.barrier)
         every = [torch.zeros(len(times), dtype=torch.float64) for _ in range(RANKS)]
         dist.all_gather(every, torch.tensor(times, dtype=torch.float64))
         return [e[args.warmup:].tolist() for e in every]

@@ -38,7 +38,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Member {
   bool arrived = false;
-  Array x;
+  Array x;      // until the bucket starts
+  Shape shape;  // x's
   std::string site;
   Promise<Value> promise;
 };
@@ -131,7 +132,7 @@ void launch(const std::string& name, Bucket b) {
   }
   std::string site = "bucket " + name + " at " + b.members[0].site;
   auto members = std::make_shared<std::vector<Member>>(std::move(b.members));
-  for (auto& m : *members) m.x = Array(m.x.dtype(), m.x.shape());  // shape only: the data is in flat
+  for (auto& m : *members) m.x = Array();  // the data is in flat now
   Future<Value> f = detail::all_reduce(flat, ReduceOp::sum, site);
   f.on_ready([f, members, dt] {
     if (auto e = f.error()) {
@@ -141,8 +142,8 @@ void launch(const std::string& name, Bucket b) {
     auto sum = std::make_shared<Array>(f.get().as_array());
     auto* part = static_cast<char*>(sum->raw());
     for (auto& m : *members) {
-      Array view = Array::wrap(dt, m.x.shape(), part, sum);
-      part += m.x.nbytes();
+      Array view = Array::wrap(dt, m.shape, part, sum);
+      part += view.nbytes();
       m.promise.set_value(Value(std::move(view)));
     }
   });
@@ -204,6 +205,7 @@ Future<Value> bucket_all_reduce_async(Args& a) {
         "at ", m.site, ")"));
   }
   m.arrived = true;
+  m.shape = x.shape();
   m.x = std::move(x);
   m.site = a.site();
   Future<Value> result = m.promise.get_future();

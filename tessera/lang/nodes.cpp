@@ -414,6 +414,24 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
 
 std::vector<const Node*> BlockNode::children() const { return raw(body_); }
 
+namespace {
+
+// A statement failed: its block fails now, with the error of a deferred
+// define that has already failed (an earlier statement) if there is one.
+// The others are not waited for: they have no effects, and one may never
+// finish because of this error (a gradient bucket whose last member this
+// statement would have computed).
+Future<Value> fail_now(const std::shared_ptr<std::vector<Future<Value>>>& deferred, const Future<Value>& failed) {
+  if (deferred) {
+    for (const auto& d : *deferred) {
+      if (d.is_ready() && d.error()) return d;
+    }
+  }
+  return failed;
+}
+
+}  // namespace
+
 BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body) : Node(std::move(loc)), body_(std::move(body)) {
   for (size_t i = 0; i < body_.size(); ++i) {
     auto* a = dynamic_cast<const AssignNode*>(body_[i].get());
@@ -432,19 +450,6 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
       return result;
     });
   };
-  // A statement failed: the block fails now, with the error of a deferred
-  // define that has already failed (an earlier statement) if there is one.
-  // The others are not waited for: they have no effects, and one may never
-  // finish because of this error (a gradient bucket whose last member this
-  // statement would have computed).
-  auto fail_now = [&deferred](Future<Value> failed) -> Future<Value> {
-    if (deferred) {
-      for (const auto& d : *deferred) {
-        if (d.is_ready() && d.error()) return d;
-      }
-    }
-    return failed;
-  };
   for (; i < body_.size(); ++i) {
     Future<Value> f;
     if (const AssignNode* a = dataflow_[i]) {
@@ -460,18 +465,11 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     }
     if (!f.is_ready()) {
       return f.chain([this, frame, i, deferred](const Future<Value>& done) {
-        if (done.error()) {
-          if (deferred) {
-            for (const auto& d : *deferred) {
-              if (d.is_ready() && d.error()) return d;
-            }
-          }
-          return done;
-        }
+        if (done.error()) return fail_now(deferred, done);
         return eval_from(frame, i + 1, done.get(), deferred);
       });
     }
-    if (f.error()) return fail_now(f);
+    if (f.error()) return fail_now(deferred, f);
     last = f.take();
   }
   return finish(Future<Value>::ready(std::move(last)));

@@ -15,42 +15,15 @@ import tessera.distributed as td
 from tessera import _core
 
 import tiling_cases  # tests/dist/tiling_cases.py
+from tiling_cases import program, tile_of
 
 r, n = td.rank(), td.size()
 BATCH, STEPS, CHANNELS, FILTERS = 2, 13, 3, 4
 CONV = "padding='{p}', dilation=2"
 
 
-def program(params, body, argnums, name):
-    """value_and_grad of `body` with respect to the parameters at argnums."""
-    nums = ", ".join(map(str, argnums))
-    text = (f"define(loss, {params}, {body})\n"
-            f"define(f, {params}, value_and_grad(loss, [{nums}])({params}))\nf")
-    return _core.Program(text, name + ".tsl")
-
-
 def spans_along(shape, axis, sizes):
     return tiling_cases.spans_along(shape, axis, sizes, n)
-
-
-def tilings(extent):
-    """Ways to split `extent` over n localities: (name, [(locality, size)])."""
-    even = [len(p) for p in np.array_split(np.arange(extent), n)]
-    out = [("even", list(enumerate(even)))]  # given the tiling's name below
-    if n > 1:
-        lopsided = [0] * n
-        lopsided[0], lopsided[-1] = 2, extent - 2
-        out.append(("uneven, empty", list(enumerate(lopsided))))
-        sizes, left = {}, extent
-        for q in reversed(range(n)):
-            sizes[q] = 0 if q == n // 2 else (left if q == 0 else min(left, 1 + q % 3))
-            left -= sizes[q]
-        out.append(("reversed, empty", [(q, sizes[q]) for q in reversed(range(n))]))
-    return out
-
-
-def tile_of(a, span):
-    return np.ascontiguousarray(a[tuple(slice(lo, hi) for lo, hi in span)])
 
 
 def tiled(a, spans, name="user"):
@@ -136,7 +109,7 @@ for name, params, body, argnums, rest in conv_cases:
     whole = program(params, body.format(conv="conv1d", overlap="x"), argnums, "whole_grad_" + str(cases))
     whole_args = [x] + [u if isinstance(a, str) else a for a in rest]
     want_value, want_grads = whole.run(whole_args)
-    for tiling, sizes in tilings(STEPS):
+    for tiling, sizes in tiling_cases.splits(STEPS, n):
         spans = spans_along(x.shape, 1, sizes)
         xt = tiled(x, spans, tiling_name(tiling, 1))
         args = [xt] + [tiled(u, spans, tiling_name(tiling, 1)) if isinstance(a, str) else a for a in rest]
@@ -182,7 +155,7 @@ for name, params, body, argnums, spec in dot_cases:
             return tiled(s[0], [[(0, e) for e in s[0].shape]] * n, "replicated")
         return tiled(s[0], spans_along(s[0].shape, s[1], sizes), tiling_name(tiling, s[1]))
 
-    for tiling, sizes in tilings(extent):
+    for tiling, sizes in tiling_cases.splits(extent, n):
         args = [make(s, sizes, tiling) for s in spec]
         tiled_args = {argnums.index(k): a for k, a in enumerate(args) if isinstance(a, _core.TiledArray)}
         check(dist.run(args), want, f"{name}, tiles {tiling}", tiled_args)
@@ -205,7 +178,7 @@ def whole_loss(x, w, b, q):
 
 q = rng.normal(size=(BATCH, FILTERS))
 want_value, want_grads = tessera.value_and_grad(whole_loss, argnums=(0, 1, 2, 3))(x, w, b, q)
-for tiling, sizes in tilings(STEPS):
+for tiling, sizes in tiling_cases.splits(STEPS, n):
     xt = tiled(x, spans_along(x.shape, 1, sizes), tiling_name(tiling, 1))
     got = tessera.value_and_grad(spatial_loss, argnums=(0, 1, 2, 3))(xt, w, b, q)
     check(got, (want_value, want_grads), f"jit, time tiles {tiling}", {0: xt})
@@ -215,7 +188,7 @@ for tiling, sizes in tilings(STEPS):
 # (gradient 1 per element); all_reduce(sum(local_tile(x))) has the same value
 # on every rank, but the collective counts every rank's copy of its result as
 # a loss of its own (gradient N per element).
-xt = tiled(x, spans_along(x.shape, 1, tilings(STEPS)[-1][1]), "user")
+xt = tiled(x, spans_along(x.shape, 1, tiling_cases.splits(STEPS, n)[-1][1]), "user")
 one = program("x", "sum(x * x)", [0], "global_loss").run([xt])
 copies = program("x", "all_reduce(sum(local_tile(x) * local_tile(x)))", [0], "collective_loss").run([xt])
 np.testing.assert_allclose(copies[0], one[0], rtol=1e-12)
@@ -223,5 +196,5 @@ np.testing.assert_allclose(one[1][0].tile, 2 * xt.tile, rtol=1e-12)
 np.testing.assert_allclose(copies[1][0].tile, 2 * n * xt.tile, rtol=1e-12)
 
 td.barrier()
-assert cases == (len(conv_cases) + len(dot_cases) + 1) * len(tilings(STEPS)), cases
+assert cases == (len(conv_cases) + len(dot_cases) + 1) * len(tiling_cases.splits(STEPS, n)), cases
 print("ok")

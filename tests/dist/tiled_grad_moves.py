@@ -15,21 +15,10 @@ import tessera.distributed as td
 from tessera import _core
 
 import tiling_cases  # tests/dist/tiling_cases.py
+from tiling_cases import program, tile_of
 
 r, n = td.rank(), td.size()
 ROWS, COLS = 7, 5
-
-
-def program(params, body, argnums, name):
-    """value_and_grad of `body` with respect to the parameters at argnums."""
-    nums = ", ".join(map(str, argnums))
-    text = (f"define(loss, {params}, {body})\n"
-            f"define(f, {params}, value_and_grad(loss, [{nums}])({params}))\nf")
-    return _core.Program(text, name + ".tsl")
-
-
-def tile_of(a, span):
-    return np.ascontiguousarray(a[tuple(slice(lo, hi) for lo, hi in span)])
 
 
 def tiled(a, spans, name):

@@ -1,4 +1,25 @@
-"""Helpers shared by the distributed test scripts: spans of hand-made tilings."""
+"""Helpers shared by the distributed test scripts: spans of hand-made tilings,
+tiles of whole arrays, and gradient programs."""
+
+import numpy as np
+
+from tessera import _core
+
+
+def tile_of(a, span):
+    """The part of the whole array a inside span ([(lo, hi)] per axis)."""
+    return np.ascontiguousarray(a[tuple(slice(lo, hi) for lo, hi in span)])
+
+
+def program(params, body, argnums, name):
+    """value_and_grad of `body` with respect to the parameters at argnums
+    (just the value for no argnums), compiled as `name`.tsl."""
+    if not argnums:
+        return _core.Program(f"define(f, {params}, {body})\nf", name + ".tsl")
+    nums = ", ".join(map(str, argnums))
+    text = (f"define(loss, {params}, {body})\n"
+            f"define(f, {params}, value_and_grad(loss, [{nums}])({params}))\nf")
+    return _core.Program(text, name + ".tsl")
 
 
 def spans_along(shape, axis, sizes, n):
