@@ -1,5 +1,10 @@
-// Collectives: tessera's all_reduce primitive against raw MPI_Allreduce from 4 B
-// to 64 MB, fused against unfused small all-reduces, and how much of a 16 MB
+// Collectives: tessera's all_reduce against raw MPI_Allreduce from 4 B to
+// 64 MB, at two levels: the collective as the communication engine runs it
+// (the call the all_reduce primitive makes, waited for at once) and the
+// primitive in a program (Program::run of a one-line program, which adds the
+// interpreter's call and future plumbing). Also a 4 KB latency comparison
+// with the three interleaved in blocks (a noisy machine shifts them alike),
+// fused against unfused small all-reduces, and how much of a 16 MB
 // all-reduce hides behind computation. Run on 2 localities:
 //   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSERA_THREADS=1
 //   mpirun -n 2 --bind-to none build/bench/bench_allreduce [--json] [--repeats N] [--max-bytes B]
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "machine.hpp"
+#include "tessera/dist/comm.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -113,8 +119,8 @@ int main(int argc, char** argv) {
     std::printf("%s\nlocalities: %d, threads per locality: %d; median of %s single calls\n\n",
                 bench::machine_line().c_str(), size, num_threads(),
                 opt.repeats ? std::to_string(opt.repeats).c_str() : "7 to 51");
-    std::printf("%10s %12s %12s %8s %12s %12s\n", "bytes", "tessera us", "raw MPI us", "ratio",
-                "tessera GB/s", "MPI GB/s");
+    std::printf("%10s %12s %12s %12s %8s %8s %12s %12s\n", "bytes", "engine us", "program us", "raw MPI us",
+                "eng/MPI", "prog/MPI", "engine GB/s", "MPI GB/s");
   }
   std::string rows;
   Program p("define(f, x, all_reduce(x)) f", "bench.tsl");
@@ -123,6 +129,7 @@ int main(int argc, char** argv) {
     int reps = repeats_for(bytes, opt.repeats);
     Array x = Array::full(DType::float32, {n}, 1.0);
     double t = median_s(reps, [&] { p.run({Value(x)}); });
+    double te = median_s(reps, [&] { dist::detail::all_reduce(x, dist::ReduceOp::sum, "bench").wait(); });
     double raw = 0;
     if (raw_ok) {
       std::vector<float> in(n, 1.0f), out(n);
@@ -132,14 +139,56 @@ int main(int argc, char** argv) {
     }
     if (rank != 0) continue;
     if (opt.json) {
-      char row[160];
-      std::snprintf(row, sizeof row, "%s{\"bytes\": %lld, \"repeats\": %d, \"tessera_s\": %.9g, \"mpi_s\": %.9g}",
-                    rows.empty() ? "" : ", ", static_cast<long long>(bytes), reps, t, raw);
+      char row[256];
+      std::snprintf(row, sizeof row,
+                    "%s{\"bytes\": %lld, \"repeats\": %d, \"tessera_s\": %.9g, \"engine_s\": %.9g, \"mpi_s\": %.9g}",
+                    rows.empty() ? "" : ", ", static_cast<long long>(bytes), reps, t, te, raw);
       rows += row;
     } else {
-      std::printf("%10lld %12.1f %12.1f %8.2f %12.3f %12.3f\n", static_cast<long long>(bytes), t * 1e6,
-                  raw * 1e6, raw > 0 ? t / raw : 0.0, bytes / t / 1e9, raw > 0 ? bytes / raw / 1e9 : 0.0);
+      std::printf("%10lld %12.1f %12.1f %12.1f %8.2f %8.2f %12.3f %12.3f\n", static_cast<long long>(bytes), te * 1e6,
+                  t * 1e6, raw * 1e6, raw > 0 ? te / raw : 0.0, raw > 0 ? t / raw : 0.0, bytes / te / 1e9,
+                  raw > 0 ? bytes / raw / 1e9 : 0.0);
     }
+  }
+
+  // 4 KB latency, interleaved: blocks of 100 raw MPI calls, 100 engine
+  // calls, 100 one-line programs and a program looping over 100
+  // all-reduces, in turn; the median over the blocks of each block's mean.
+  Array four = Array::full(DType::float32, {1024}, 1.0);
+  Program loop("define(f, x, n, block(define(i, 0), while(i < n, block(define(r, all_reduce(x)), "
+               "store(i, i + 1))), i)) f", "loop.tsl");
+  std::vector<double> lat_mpi, lat_engine, lat_program, lat_loop;
+  {
+    std::vector<float> in(1024, 1.0f), out(1024);
+    auto block = [](std::vector<double>& into, auto&& f) {
+      double t0 = now_s();
+      for (int k = 0; k < 100; ++k) f();
+      into.push_back((now_s() - t0) / 100);
+    };
+    int blocks = opt.repeats ? opt.repeats : 31;
+    for (int b = 0; b < blocks; ++b) {
+      if (raw_ok) {
+        block(lat_mpi, [&] { MPI_Allreduce(in.data(), out.data(), 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+      }
+      block(lat_engine, [&] { dist::detail::all_reduce(four, dist::ReduceOp::sum, "bench").wait(); });
+      block(lat_program, [&] { p.run({Value(four)}); });
+      double t0 = now_s();
+      loop.run({Value(four), Value(int64_t{100})});
+      lat_loop.push_back((now_s() - t0) / 100);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double l_mpi = median(lat_mpi), l_engine = median(lat_engine), l_program = median(lat_program),
+         l_loop = median(lat_loop);
+  if (rank == 0 && !opt.json) {
+    std::printf("\n4 KB all-reduce, interleaved blocks of 100: raw MPI %.2f us, engine %.2f us (%.2fx), "
+                "program %.2f us (%.2fx), in a program's loop %.2f us per turn (%.2fx)\n",
+                l_mpi * 1e6, l_engine * 1e6, l_mpi > 0 ? l_engine / l_mpi : 0.0, l_program * 1e6,
+                l_mpi > 0 ? l_program / l_mpi : 0.0, l_loop * 1e6, l_mpi > 0 ? l_loop / l_mpi : 0.0);
   }
 
   // 256 all-reduces of 4 KB: separate (in flight together) or fused into one.
@@ -163,8 +212,6 @@ int main(int argc, char** argv) {
 
   // A loop of 4 KB all-reduces inside one program (a training loop written
   // in the language): the time per turn, against the single calls above.
-  Program loop("define(f, x, n, block(define(i, 0), while(i < n, block(define(r, all_reduce(x)), "
-               "store(i, i + 1))), i)) f", "loop.tsl");
   const int64_t turns = 2000;
   double tl = median_s(small_reps, [&] { loop.run({Value(small), Value(turns)}); }) / turns;
   if (rank == 0 && !opt.json) {
@@ -193,10 +240,13 @@ int main(int argc, char** argv) {
   if (rank == 0 && opt.json) {
     std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"raw_mpi\": %s, \"allreduce\": [%s], "
                 "\"fused\": {\"count\": 256, \"bytes\": 4096, \"repeats\": %d, \"unfused_s\": %.9g, "
-                "\"fused_s\": %.9g}, \"loop\": {\"bytes\": 4096, \"turns\": %lld, \"per_turn_s\": %.9g}, \"overlap\": {\"bytes\": %lld, \"repeats\": %d, \"comm_s\": %.9g, "
+                "\"fused_s\": %.9g}, \"loop\": {\"bytes\": 4096, \"turns\": %lld, \"per_turn_s\": %.9g}, "
+                "\"latency4k\": {\"mpi_s\": %.9g, \"engine_s\": %.9g, \"program_s\": %.9g, \"loop_s\": %.9g}, "
+                "\"overlap\": {\"bytes\": %lld, \"repeats\": %d, \"comm_s\": %.9g, "
                 "\"work_s\": %.9g, \"both_s\": %.9g, \"hidden\": %.6f}}\n",
                 json_string(bench::machine_line()).c_str(), size, num_threads(), raw_ok ? "true" : "false",
-                rows.c_str(), small_reps, tu, tf, static_cast<long long>(turns), tl,
+                rows.c_str(), small_reps, tu, tf, static_cast<long long>(turns), tl, l_mpi, l_engine, l_program,
+                l_loop,
                 static_cast<long long>(big.nbytes()), big_reps, tc, tw, tb,
                 hidden);
   }

@@ -37,7 +37,9 @@ ReduceOp parse_reduce_op(const std::string& name, const char* op) {
 namespace detail {
 
 bool started_by_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+  // Asked by every collective: the environment is read once.
+  static const bool started = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+  return started;
 }
 
 double collective_timeout_seconds() {
@@ -118,6 +120,32 @@ struct Entry {
   int64_t inline_bytes = -1;  // bytes of data carried in the round (-1: none)
 };
 
+// A byte buffer reused from round to round. Growing it leaves the bytes
+// unspecified (they are written or received into at once), where
+// std::string would zero them first.
+class Bytes {
+ public:
+  char* data() { return data_.get(); }
+  const char* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  // Sets the size to n; the contents are unspecified.
+  void reset(size_t n) {
+    if (n > capacity_) {
+      capacity_ = std::max(n, 2 * capacity_);
+      data_.reset(new char[capacity_]);
+    }
+    size_ = n;
+  }
+  void assign(const char* p, size_t n) {
+    reset(n);
+    if (n) std::memcpy(data_.get(), p, n);
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 // What one rank offers in a round, as sent: a header, the entries, then the
 // inline data of the entries that carry some, in entry order.
 struct OfferHeader {
@@ -131,8 +159,11 @@ struct Offer {
   std::vector<const char*> data;  // inline data of entries[i] (nullptr: none)
 };
 
-Offer parse_offer(const std::string& block) {
-  Offer o;
+// Parses into `o`, reusing its vectors (agreement rounds run per collective:
+// no allocation once warm).
+void parse_offer(const Bytes& block, Offer& o) {
+  o.entries.clear();
+  o.data.clear();
   OfferHeader h;
   if (block.size() < sizeof h) throw std::runtime_error("[collective] malformed agreement message");
   std::memcpy(&h, block.data(), sizeof h);
@@ -155,6 +186,11 @@ Offer parse_offer(const std::string& block) {
     o.data.push_back(block.data() + at);
     at += e.inline_bytes;
   }
+}
+
+Offer parse_offer(const Bytes& block) {
+  Offer o;
+  parse_offer(block, o);
   return o;
 }
 
@@ -164,12 +200,25 @@ Offer parse_offer(const std::string& block) {
 // by probing), which collective allgathers are not.
 class BlockGather {
  public:
-  void start(MPI_Comm comm, int rank, int size, std::string mine) {
+  // This rank's block for the next round, to fill before start(); its
+  // buffer is reused from round to round.
+  Bytes& next_block(int rank, int size) {
+    if (static_cast<int>(blocks_.size()) != size) blocks_.resize(size);
+    // A send of the last round may still read the old buffer: it keeps it.
+    if (own_send_ != MPI_REQUEST_NULL) {
+      sends_.push_back({own_send_, std::make_shared<Bytes>(std::move(blocks_[rank]))});
+      own_send_ = MPI_REQUEST_NULL;
+      blocks_[rank] = Bytes();
+    }
+    blocks_[rank].reset(0);
+    return blocks_[rank];
+  }
+
+  // Starts gathering every rank's block; this rank's is next_block's.
+  void start(MPI_Comm comm, int rank, int size) {
     comm_ = comm;
     rank_ = rank;
     size_ = size;
-    blocks_.assign(size, std::string());
-    blocks_[rank] = std::move(mine);
     held_ = 1;
     stage_ = 0;
     sent_ = receiving_ = false;
@@ -178,29 +227,40 @@ class BlockGather {
 
   bool active() const { return active_; }
   // True while messages this rank sent are not yet complete.
-  bool sending() const { return !sends_.empty(); }
-  const std::vector<std::string>& blocks() const { return blocks_; }
+  bool sending() const { return !sends_.empty() || own_send_ != MPI_REQUEST_NULL; }
+  const std::vector<Bytes>& blocks() const { return blocks_; }
 
   // Advances as far as messages allow; true once every block is here.
-  // Throws runtime_error on MPI errors.
+  // Throws runtime_error on MPI errors. A message holding one block is the
+  // block itself (sizes come from probing); one holding several frames each
+  // with its length.
   bool progress() {
     reap_sends();
     while (active_ && held_ < size_) {
       int d = 1 << stage_;
       int count = std::min(d, size_ - d);
+      int to = (rank_ - d + size_) % size_;
       if (!sent_) {
-        auto buf = std::make_shared<std::string>();
-        for (int i = 0; i < count; ++i) {
-          const std::string& b = blocks_[(rank_ + i) % size_];
-          uint64_t n = b.size();
-          buf->append(reinterpret_cast<const char*>(&n), sizeof n);
-          buf->append(b);
-        }
         MPI_Request req;
-        ok(MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, (rank_ - d + size_) % size_, stage_,
-                     comm_, &req),
-           "MPI_Isend");
-        sends_.push_back({req, std::move(buf)});
+        if (count == 1 && stage_ == 0) {
+          // This rank's own block, sent from its buffer (no copy).
+          const Bytes& b = blocks_[rank_];
+          ok(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, to, stage_, comm_, &req), "MPI_Isend");
+          own_send_ = req;
+        } else {
+          auto buf = std::make_shared<std::string>();
+          for (int i = 0; i < count; ++i) {
+            const Bytes& b = blocks_[(rank_ + i) % size_];
+            if (count > 1) {
+              uint64_t n = b.size();
+              buf->append(reinterpret_cast<const char*>(&n), sizeof n);
+            }
+            buf->append(b.data(), b.size());
+          }
+          ok(MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, to, stage_, comm_, &req),
+             "MPI_Isend");
+          sends_.push_back({req, std::move(buf)});
+        }
         sent_ = true;
       }
       if (!receiving_) {
@@ -210,22 +270,26 @@ class BlockGather {
         if (!flag) return false;
         int bytes = 0;
         MPI_Get_count(&status, MPI_BYTE, &bytes);
-        incoming_.resize(bytes);
-        ok(MPI_Imrecv(incoming_.data(), bytes, MPI_BYTE, &message_, &recv_), "MPI_Imrecv");
+        // One block lands in its place directly.
+        Bytes& into = count == 1 ? blocks_[(rank_ + d) % size_] : incoming_;
+        into.reset(bytes);
+        ok(MPI_Imrecv(into.data(), bytes, MPI_BYTE, &message_, &recv_), "MPI_Imrecv");
         receiving_ = true;
       }
       int flag = 0;
       ok(MPI_Test(&recv_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
       if (!flag) return false;
-      size_t at = 0;
-      for (int i = 0; i < count; ++i) {
-        uint64_t n = 0;
-        if (at + sizeof n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
-        std::memcpy(&n, incoming_.data() + at, sizeof n);
-        at += sizeof n;
-        if (at + n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
-        blocks_[(rank_ + d + i) % size_].assign(incoming_.data() + at, n);
-        at += n;
+      if (count > 1) {
+        size_t at = 0;
+        for (int i = 0; i < count; ++i) {
+          uint64_t n = 0;
+          if (at + sizeof n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
+          std::memcpy(&n, incoming_.data() + at, sizeof n);
+          at += sizeof n;
+          if (at + n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
+          blocks_[(rank_ + d + i) % size_].assign(incoming_.data() + at, n);
+          at += n;
+        }
       }
       held_ += count;
       ++stage_;
@@ -237,6 +301,10 @@ class BlockGather {
 
   // Completes the sends of earlier stages (their buffers live until then).
   void reap_sends() {
+    if (own_send_ != MPI_REQUEST_NULL) {
+      int flag = 0;
+      ok(MPI_Test(&own_send_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    }
     for (size_t i = 0; i < sends_.size();) {
       int flag = 0;
       ok(MPI_Test(&sends_[i].first, &flag, MPI_STATUS_IGNORE), "MPI_Test");
@@ -257,15 +325,23 @@ class BlockGather {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, held_ = 1, stage_ = 0;
   bool sent_ = false, receiving_ = false, active_ = false;
-  std::vector<std::string> blocks_;
-  std::string incoming_;
+  std::vector<Bytes> blocks_;
+  Bytes incoming_;
   MPI_Message message_ = MPI_MESSAGE_NULL;
   MPI_Request recv_ = MPI_REQUEST_NULL;
-  std::vector<std::pair<MPI_Request, std::shared_ptr<std::string>>> sends_;
+  MPI_Request own_send_ = MPI_REQUEST_NULL;  // this rank's block, sent from blocks_[rank_]
+  std::vector<std::pair<MPI_Request, std::shared_ptr<const void>>> sends_;  // with the buffer each reads
 };
 
 struct Op;
 using OpPtr = std::shared_ptr<Op>;
+
+// What an operation's arrays hold until set: a shared 0-d array (a default
+// Array allocates, and an operation is made per collective).
+const Array& no_array() {
+  static const Array* a = new Array();
+  return *a;
+}
 
 struct Op {
   Kind kind;
@@ -274,8 +350,9 @@ struct Op {
   Entry entry;
   uint64_t seq = 0;  // order of submission on this rank
   bool offered = false;  // in an earlier agreement round
+  bool inline_now = false;  // its data travels in the round being built
   bool has_x = false;
-  Array x;
+  Array x = no_array();
   ReduceOp rop = ReduceOp::sum;
   int root = 0, peer = 0, tag = 0, free_axis = -1;
   Promise<Value> promise;
@@ -285,7 +362,7 @@ struct Op {
   Stage stage = Stage::pending;
   std::vector<int64_t> extents;  // every rank's extent along the free axis
   std::vector<char> diag_send, diag_recv, recv_bytes;
-  Array out;
+  Array out = no_array();
   std::vector<int> scounts, sdispls, rcounts, rdispls;
   int64_t header[2 + kMaxDims] = {};
   std::vector<MPI_Request> reqs;
@@ -384,9 +461,6 @@ void trace_op(const Op& op, const Future<Value>& f) {
   });
 }
 
-// True on a thread completing operations inside Engine::help at the
-// boundary (the program runs on from there and may submit more).
-thread_local bool tl_completing = false;
 
 // The communication engine. Every collective is identified by its call site
 // and that site's sequence number (ranks issue the collectives of one site in
@@ -450,12 +524,38 @@ class Engine {
     // caller may be inside a node's evaluation: results completed on the way
     // go to workers rather than running the program's continuations here.
     help(/*complete_here=*/false);
-    // A thread helping at the boundary (this one, running the program on
-    // from a completion) polls again right after: waking the progress thread
-    // would only cost two context switches per operation. It checks for work
-    // at least every millisecond anyway.
-    if (!tl_completing) cv_.notify_all();
+    // Only a worker wakes the progress thread: a thread that is not one runs
+    // the program at the boundary and polls when it waits there (waking the
+    // progress thread would cost two context switches per operation, and on
+    // a full machine a core), and a polling thread is there already. The
+    // progress thread looks for work every millisecond anyway.
+    if (registered_.load(std::memory_order_acquire) == 0 && in_worker()) cv_.notify_all();
     return f;
+  }
+
+  // The wait helper (future.hpp). A thread waiting at the boundary is
+  // registered from its kHelpEnter to its kHelpLeave and polls all that time
+  // except while it runs the program on from a completion. While one has
+  // polled in the last kPollerAway the progress thread stays away; while
+  // one is registered the progress thread leaves the completions it makes
+  // to it (its next poll runs them), so a program's chain of collectives
+  // stays on that thread instead of hopping to a worker. When the last one
+  // leaves with work in flight, the progress thread takes over at once.
+  int wait_help(tessera::detail::HelpCall call) {
+    using tessera::detail::HelpCall;
+    switch (call) {
+      case HelpCall::enter:
+        polls_.fetch_add(1, std::memory_order_relaxed);
+        registered_.fetch_add(1, std::memory_order_acq_rel);
+        return tessera::detail::kHelpBusy;
+      case HelpCall::leave:
+        if (registered_.fetch_sub(1, std::memory_order_acq_rel) == 1 && work_.load(std::memory_order_acquire)) {
+          cv_.notify_all();
+        }
+        return tessera::detail::kHelpIdle;
+      default:
+        return help();
+    }
   }
 
   // One progress pass unless another thread is making one. Returns
@@ -464,13 +564,16 @@ class Engine {
   int help(bool complete_here = true) {
     using tessera::detail::kHelpBusy, tessera::detail::kHelpIdle, tessera::detail::kHelpProgressed;
     if (!work_.load(std::memory_order_acquire)) return kHelpIdle;
-    if (complete_here) last_help_ns_.store(now_ns(), std::memory_order_relaxed);
+    if (complete_here) polls_.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
       std::this_thread::yield();
       return kHelpBusy;
     }
-    std::vector<Completion> done;
+    // A list from this thread's pool (completions below may help again,
+    // nested): no allocation per pass once warm.
+    CompletionList list;
+    std::vector<Completion>& done = list.items;
     pass(done);
     if (!complete_here && !done.empty()) {
       // Left for the next thread that helps (usually the submitter itself,
@@ -482,11 +585,6 @@ class Engine {
     lock.unlock();
     {
       // Only the complete_here path completes (the other returned above).
-      struct Completing {
-        bool outer = tl_completing;
-        Completing() { tl_completing = true; }
-        ~Completing() { tl_completing = outer; }
-      } completing;
       for (auto& c : done) c.complete();
     }
     if (!done.empty()) return kHelpProgressed;
@@ -528,6 +626,26 @@ class Engine {
     }
   };
 
+  // A vector of completions taken from the calling thread's pool and given
+  // back (emptied, capacity kept) when done.
+  struct CompletionList {
+    std::vector<Completion> items;
+    static std::vector<std::vector<Completion>>& pool() {
+      thread_local std::vector<std::vector<Completion>> p;
+      return p;
+    }
+    CompletionList() {
+      if (!pool().empty()) {
+        items = std::move(pool().back());
+        pool().pop_back();
+      }
+    }
+    ~CompletionList() {
+      items.clear();
+      if (pool().size() < 8) pool().push_back(std::move(items));
+    }
+  };
+
   void run() {
     // Short sleeps between polls are short (the default timer slack is 50 µs).
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -566,7 +684,8 @@ class Engine {
       failed_ = true;
       return;
     }
-    tessera::detail::wait_helper().store([] { return Engine::get().help(); }, std::memory_order_release);
+    tessera::detail::wait_helper().store([](tessera::detail::HelpCall c) { return Engine::get().wait_help(c); },
+                                         std::memory_order_release);
     loop();
     tessera::detail::wait_helper().store(nullptr, std::memory_order_release);
     // MPI_Finalize waits for the other ranks; after an error they may be
@@ -599,11 +718,18 @@ class Engine {
   void loop() {
     using namespace std::chrono;
     for (;;) {
-      // A thread waiting at the boundary is polling: stay out of its way,
-      // without even taking the submission lock it needs.
-      if (now_ns() - last_help_ns_.load(std::memory_order_relaxed) < 100000) {
-        std::this_thread::sleep_for(microseconds(50));
-        continue;
+      // A thread waiting at the boundary polls: stay out of its way (it
+      // wakes this one when it leaves). If it has not polled for
+      // kPollerAway (it runs the program on from a completion), this thread
+      // polls meanwhile.
+      if (registered_.load(std::memory_order_acquire) > 0) {
+        uint64_t seen = polls_.load(std::memory_order_relaxed);
+        if (seen != polls_seen_) {
+          polls_seen_ = seen;
+          std::unique_lock lock(in_mu_);
+          cv_.wait_for(lock, kPollerAway, [&] { return stopping_ || registered_.load(std::memory_order_acquire) == 0; });
+          continue;
+        }
       }
       {
         std::unique_lock lock(in_mu_);
@@ -620,10 +746,24 @@ class Engine {
         if (lock.owns_lock()) {
           std::vector<Completion> done;
           progressed = pass(done);
+          if (!done.empty() && registered_.load(std::memory_order_acquire) > 0) {
+            for (auto& c : done) deferred_.push_back(std::move(c));
+            done.clear();
+            work_.store(true, std::memory_order_release);
+          }
           lock.unlock();
-          for (auto& c : done) {
-            c.on_worker = true;
-            c.complete();
+          // A thread blocked at the boundary runs the program on from these
+          // (and then polls for its next collective); else workers do.
+          if (!done.empty()) {
+            auto batch = std::make_shared<std::vector<Completion>>(std::move(done));
+            if (!tessera::detail::hand_to_boundary([batch] {
+                  for (auto& c : *batch) c.complete();
+                })) {
+              for (auto& c : *batch) {
+                c.on_worker = true;
+                c.complete();
+              }
+            }
           }
         }
       }
@@ -643,7 +783,8 @@ class Engine {
     try {
       for (;;) {
         BlockGather g;
-        g.start(round_comm_, rank_, size_, std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+        g.next_block(rank_, size_).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
+        g.start(round_comm_, rank_, size_);
         while (!g.progress()) {
           if (Clock::now() > deadline) return false;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -658,7 +799,7 @@ class Engine {
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
         bool all = true, work = false;
-        for (const std::string& b : g.blocks()) {
+        for (const Bytes& b : g.blocks()) {
           Offer o = parse_offer(b);
           all = all && o.finished;
           work = work || (!o.finished && !o.entries.empty());
@@ -676,7 +817,7 @@ class Engine {
   // One pass: posts new work, tests what is in flight, advances what
   // completed. Requires mu_. Returns true if anything changed.
   bool pass(std::vector<Completion>& done) {
-    std::deque<OpPtr> fresh;
+    std::vector<OpPtr>& fresh = fresh_;
     {
       std::lock_guard lock(in_mu_);
       fresh.swap(incoming_);
@@ -692,6 +833,7 @@ class Engine {
         guarded(op, done, [&] { post_p2p(op); });
       }
     }
+    fresh.clear();
     if (round_.active()) {
       try {
         // A round that agreed on nothing (ranks with different operations
@@ -746,32 +888,40 @@ class Engine {
   }
 
   // Offers the oldest pending operations (by sequence number) to the others.
+  // The block is written straight into the round's reused buffer: header,
+  // entries, then the inline data.
   void guarded_round(std::vector<Completion>& done) {
     offered_.clear();
-    std::vector<Entry> entries;
-    std::string data;
+    int64_t data_bytes = 0;
     for (auto& [k, op] : pending_) {
-      if (static_cast<int>(entries.size()) == kRoundEntries) break;
-      Entry e = op->entry;
+      if (static_cast<int>(offered_.size()) == kRoundEntries) break;
       int64_t n = op->x.nbytes();
       // Data travels inline the first time an operation is offered only: an
       // operation another rank has not reached yet takes the data path.
-      if (op->kind == Kind::all_reduce && !op->offered && n <= kInlineBytes &&
-          static_cast<int64_t>(data.size()) + n <= kInlineBudget) {
-        e.inline_bytes = n;
-        data.append(static_cast<const char*>(op->x.raw()), n);
-      }
-      entries.push_back(e);
+      op->inline_now = op->kind == Kind::all_reduce && !op->offered && n <= kInlineBytes &&
+                       data_bytes + n <= kInlineBudget;
+      if (op->inline_now) data_bytes += n;
       offered_.push_back(op);
       op->offered = true;
     }
     OfferHeader h;
-    h.count = static_cast<int32_t>(entries.size());
-    std::string block(reinterpret_cast<const char*>(&h), sizeof h);
-    block.append(reinterpret_cast<const char*>(entries.data()), sizeof(Entry) * entries.size());
-    block += data;
+    h.count = static_cast<int32_t>(offered_.size());
+    Bytes& block = round_.next_block(rank_, size_);
+    size_t entries_at = sizeof h, data_at = entries_at + sizeof(Entry) * offered_.size();
+    block.reset(data_at + static_cast<size_t>(data_bytes));
+    std::memcpy(block.data(), &h, sizeof h);
+    for (size_t i = 0; i < offered_.size(); ++i) {
+      const Op& op = *offered_[i];
+      Entry e = op.entry;
+      if (op.inline_now) {
+        e.inline_bytes = op.x.nbytes();
+        if (e.inline_bytes) std::memcpy(block.data() + data_at, op.x.raw(), e.inline_bytes);
+        data_at += e.inline_bytes;
+      }
+      std::memcpy(block.data() + entries_at + sizeof(Entry) * i, &e, sizeof e);
+    }
     try {
-      round_.start(round_comm_, rank_, size_, std::move(block));
+      round_.start(round_comm_, rank_, size_);
       if (round_.progress()) resolve(done);
     } catch (const std::exception& e) {
       set_broken(e.what());
@@ -788,65 +938,69 @@ class Engine {
   // What every rank offered runs; fingerprints must agree. Returns how many
   // operations were agreed (or found to disagree).
   size_t resolve(std::vector<Completion>& done) {
-    std::vector<Offer> offers;
-    for (const std::string& b : round_.blocks()) offers.push_back(parse_offer(b));
-    // Each rank's entries by (site, key), for lookup.
-    std::vector<std::map<std::pair<uint64_t, uint64_t>, size_t>> index(size_);
-    for (int r = 0; r < size_; ++r) {
-      for (size_t i = 0; i < offers[r].entries.size(); ++i) {
-        index[r].emplace(std::make_pair(offers[r].entries[i].site, offers[r].entries[i].key), i);
-      }
-    }
-    // What every rank offered, with each rank's inline data.
-    struct Candidate {
-      OpPtr op;
-      bool same, inline_everywhere;
-      std::vector<const char*> data;
-    };
-    std::vector<Candidate> candidates;
+    // Scratch space reused from round to round: a round runs per collective.
+    offers_.resize(size_);
+    for (int r = 0; r < size_; ++r) parse_offer(round_.blocks()[r], offers_[r]);
+    std::vector<Offer>& offers = offers_;
+    candidates_.clear();
+    candidate_data_.clear();
+    index_.resize(size_);
+    for (auto& index : index_) index.clear();
+    cursor_.assign(size_, 0);
     for (const OpPtr& op : offered_) {
-      Candidate c{op, true, true, std::vector<const char*>(size_, nullptr)};
-      std::vector<int64_t> extents(size_, 0);
+      Candidate c{op, true, true, candidate_data_.size()};
+      candidate_data_.resize(candidate_data_.size() + size_, nullptr);
       bool everywhere = true;
       for (int r = 0; r < size_ && everywhere; ++r) {
-        auto it = index[r].find(std::make_pair(op->entry.site, op->entry.key));
-        everywhere = it != index[r].end();
+        size_t at = find_entry(r, op->entry, cursor_[r]);
+        everywhere = at != kNotFound;
         if (!everywhere) break;
-        const Entry& found = offers[r].entries[it->second];
-        c.data[r] = offers[r].data[it->second];
+        cursor_[r] = at + 1;
+        const Entry& found = offers[r].entries[at];
+        candidate_data_[c.data_at + r] = offers[r].data[at];
         c.same = c.same && found.hash == op->entry.hash;
-        extents[r] = found.extent;
         c.inline_everywhere = c.inline_everywhere && found.inline_bytes == static_cast<int64_t>(op->x.nbytes());
       }
-      if (!everywhere) continue;
-      op->extents = std::move(extents);
-      candidates.push_back(std::move(c));
+      if (!everywhere) {
+        candidate_data_.resize(c.data_at);
+        continue;
+      }
+      if (op->kind == Kind::all_gather || op->kind == Kind::gather || op->kind == Kind::all_to_all) {
+        op->extents.assign(size_, 0);
+        for (int r = 0; r < size_; ++r) op->extents[r] = offers[r].entries[find_entry(r, op->entry, 0)].extent;
+      }
+      candidates_.push_back(c);
     }
     offered_.clear();
     // Every rank derives the same order from the same round.
-    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
       return std::tie(a.op->entry.key, a.op->entry.site) < std::tie(b.op->entry.key, b.op->entry.site);
     });
     // Without coalescing, one operation per round (the others wait, offered
     // again without inline data, so each runs as its own MPI operation).
-    if (!coalesce_.load() && candidates.size() > 1) candidates.resize(1);
-    std::vector<OpPtr> agreed, disagreed;
+    if (!coalesce_.load() && candidates_.size() > 1) candidates_.resize(1);
+    agreed_.clear();
+    disagreed_.clear();
     size_t inline_done = 0;
-    for (Candidate& c : candidates) {
+    for (Candidate& c : candidates_) {
       pending_.erase(c.op->seq);
       if (c.same && c.inline_everywhere && c.op->kind == Kind::all_reduce) {
-        done.push_back({c.op->promise, Value(reduce_in_rank_order(*c.op, c.data)), nullptr});
+        done.push_back({c.op->promise, Value(reduce_in_rank_order(*c.op, &candidate_data_[c.data_at])), nullptr});
         ++inline_done;
       } else {
-        (c.same ? agreed : disagreed).push_back(c.op);
+        (c.same ? agreed_ : disagreed_).push_back(c.op);
       }
+      c.op = nullptr;
     }
+    size_t agreed_count = candidates_.size();
     if (debug_rounds_) {
       std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n", rank_,
-                   offers[rank_].entries.size(), candidates.size(), inline_done, pending_.size());
+                   offers[rank_].entries.size(), agreed_count, inline_done, pending_.size());
     }
-    for (auto& op : disagreed) guarded(op, done, [&] { post_diag(op); });
-    post_agreed(agreed, done);
+    for (auto& op : disagreed_) guarded(op, done, [&] { post_diag(op); });
+    post_agreed(agreed_, done);
+    agreed_.clear();
+    disagreed_.clear();
     for (int r = 0; r < size_; ++r) {
       if (offers[r].finished && !pending_.empty()) {
         std::string msg;
@@ -864,12 +1018,31 @@ class Engine {
         break;
       }
     }
-    return candidates.size();
+    return agreed_count;
+  }
+
+  static constexpr size_t kNotFound = ~size_t{0};
+
+  // Where rank r offered the operation of `e` (its site and key), or
+  // kNotFound. Ranks usually offer in the same order: the entry at `hint`
+  // (just after the last one found) is tried first, then an index of that
+  // rank's entries is built once per round.
+  size_t find_entry(int r, const Entry& e, size_t hint) {
+    const std::vector<Entry>& entries = offers_[r].entries;
+    if (hint < entries.size() && entries[hint].site == e.site && entries[hint].key == e.key) return hint;
+    auto& index = index_[r];
+    if (index.empty() && !entries.empty()) {
+      for (size_t i = 0; i < entries.size(); ++i) index.push_back({entries[i].site, entries[i].key, i});
+      std::sort(index.begin(), index.end());
+    }
+    auto it = std::lower_bound(index.begin(), index.end(), std::make_tuple(e.site, e.key, size_t{0}));
+    if (it == index.end() || std::get<0>(*it) != e.site || std::get<1>(*it) != e.key) return kNotFound;
+    return std::get<2>(*it);
   }
 
   // The reduction of every rank's inline data, in rank order: the same bits
   // on every rank.
-  Array reduce_in_rank_order(const Op& op, const std::vector<const char*>& data) const {
+  Array reduce_in_rank_order(const Op& op, const char* const* data) const {
     Array out(op.x.dtype(), op.x.shape());
     int64_t n = out.size();
     if (n == 0) return out;
@@ -1320,7 +1493,7 @@ class Engine {
   }()};
   int rank_ = 0, size_ = 1;
   std::map<uint64_t, uint64_t> next_key_;
-  std::deque<OpPtr> incoming_;
+  std::vector<OpPtr> incoming_;
   std::thread thread_;
 
   // Guards everything below and every MPI call after start-up.
@@ -1330,14 +1503,29 @@ class Engine {
   std::map<uint64_t, OpPtr> pending_;  // by order of submission
   uint64_t next_seq_ = 0;
   std::vector<OpPtr> active_, abandoned_, offered_;
+  std::vector<OpPtr> fresh_;  // pass's take of incoming_ (swapped: both keep their capacity)
   std::deque<OpPtr> scatters_;
   BlockGather round_;
+  // resolve's scratch space.
+  struct Candidate {
+    OpPtr op;
+    bool same, inline_everywhere;
+    size_t data_at;  // every rank's inline data: candidate_data_[data_at + rank]
+  };
+  std::vector<Offer> offers_;
+  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>> index_;  // per rank: (site, key, entry)
+  std::vector<size_t> cursor_;  // per rank: just after the entry found last
+  std::vector<Candidate> candidates_;
+  std::vector<const char*> candidate_data_;
+  std::vector<OpPtr> agreed_, disagreed_;
   std::vector<Completion> deferred_;
-  std::atomic<int64_t> last_help_ns_{0};
+  // Threads waiting at the boundary (wait_help), and a count of their polls
+  // (the progress thread compares it with what it saw kPollerAway earlier).
+  std::atomic<int> registered_{0};
+  std::atomic<uint64_t> polls_{0};
+  uint64_t polls_seen_ = 0;  // the progress thread's
+  static constexpr std::chrono::microseconds kPollerAway{200};
   const bool debug_rounds_ = std::getenv("TESSERA_DEBUG_ROUNDS") != nullptr;
-  static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  }
   uint64_t passes_ = 0;
 };
 

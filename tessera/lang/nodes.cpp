@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -197,7 +198,16 @@ Args bind_operands(const PrimitiveSpec& spec, const std::vector<int>& slots,
                    const std::vector<bool>& variadic, std::vector<Value>& operand_values) {
   const auto& params = spec.params;
   std::vector<Value> values(params.size());
-  std::vector<bool> filled(params.size(), false);
+  // Which parameters an operand filled (on the stack for all but the
+  // rare primitive with many parameters: this runs per evaluation).
+  constexpr size_t kOnStack = 16;
+  bool on_stack[kOnStack] = {};
+  std::unique_ptr<bool[]> on_heap;
+  bool* filled = on_stack;
+  if (params.size() > kOnStack) {
+    on_heap.reset(new bool[params.size()]());
+    filled = on_heap.get();
+  }
   List rest;
   bool any_variadic = false;
   for (size_t i = 0; i < operand_values.size(); ++i) {

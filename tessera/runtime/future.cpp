@@ -1,6 +1,8 @@
 #include "tessera/runtime/future.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 
 namespace tessera::detail {
 
@@ -36,18 +38,76 @@ bool help_while_pending(const std::function<bool()>& ready, double seconds) {
   // A loop of collectives completes one every few microseconds: helping on
   // after each completion keeps it on this thread. Computation between them
   // longer than the short extension lets the thread block.
+  help(HelpCall::enter);
+  struct Leave {
+    WaitHelper help;
+    ~Leave() { help(HelpCall::leave); }
+  } leave{help};
   auto until = Clock::now() + span(seconds);
-  while (!ready()) {
-    int r = help();
+  // The clock is read after progress and every 16th busy poll only (a poll
+  // that finds nothing new is far cheaper than reading it).
+  for (unsigned busy = 0; !ready();) {
+    int r = help(HelpCall::poll);
     if (r == kHelpIdle) return false;
-    auto now = Clock::now();
     if (r == kHelpProgressed) {
-      until = std::max(until, now + span(kWaitHelpAfterProgressSeconds));
-    } else if (now >= until) {
+      until = std::max(until, Clock::now() + span(kWaitHelpAfterProgressSeconds));
+    } else if (++busy % 16 == 0 && Clock::now() >= until) {
       return false;
     }
   }
   return true;
 }
+
+namespace {
+
+struct Boundary {
+  std::mutex mutex;
+  std::vector<BlockedWaiter> blocked;
+  std::deque<std::function<void()>> handed;
+  std::atomic<bool> waiting{false};
+};
+
+Boundary& boundary() {
+  static Boundary* b = new Boundary();  // never destroyed: the engine's thread may outlive main
+  return *b;
+}
+
+}  // namespace
+
+void block_at_boundary(BlockedWaiter w) {
+  Boundary& b = boundary();
+  std::lock_guard lock(b.mutex);
+  b.blocked.push_back(w);
+}
+
+bool unblock_at_boundary(BlockedWaiter w) {
+  Boundary& b = boundary();
+  std::deque<std::function<void()>> work;
+  {
+    std::lock_guard lock(b.mutex);
+    auto it = std::find_if(b.blocked.begin(), b.blocked.end(), [&](const BlockedWaiter& x) { return x.cv == w.cv; });
+    if (it != b.blocked.end()) b.blocked.erase(it);
+    work.swap(b.handed);
+    b.waiting.store(false, std::memory_order_release);
+  }
+  for (auto& fn : work) fn();
+  return !work.empty();
+}
+
+bool hand_to_boundary(std::function<void()> fn) {
+  Boundary& b = boundary();
+  std::lock_guard lock(b.mutex);
+  if (b.blocked.empty()) return false;
+  b.handed.push_back(std::move(fn));
+  b.waiting.store(true, std::memory_order_release);
+  // The waiter checks `waiting` under its own mutex: taking it here means
+  // the notification cannot fall between its check and its sleep.
+  BlockedWaiter w = b.blocked.front();
+  { std::lock_guard wl(*w.mutex); }
+  w.cv->notify_all();
+  return true;
+}
+
+bool handed_work_waiting() { return boundary().waiting.load(std::memory_order_acquire); }
 
 }  // namespace tessera::detail

@@ -49,9 +49,13 @@ void run_continuation(std::function<void()> fn);
 // threads, and so does a program's loop of collectives (each completion runs
 // the program on to its next one, here). Returns kHelpIdle when it has
 // nothing to do (the waiting thread then blocks at once), kHelpBusy while
-// work is in flight, kHelpProgressed when it completed something.
+// work is in flight, kHelpProgressed when it completed something. A thread
+// calls it with kHelpEnter before its first poll and kHelpLeave after its
+// last, so the helper knows someone is polling (the engine's progress thread
+// then stays asleep instead of competing for the core and the results).
 inline constexpr int kHelpIdle = 0, kHelpBusy = 1, kHelpProgressed = 2;
-using WaitHelper = int (*)();
+enum class HelpCall { enter, poll, leave };
+using WaitHelper = int (*)(HelpCall);
 std::atomic<WaitHelper>& wait_helper();
 inline constexpr double kWaitHelpSeconds = 2e-3;
 inline constexpr double kWaitHelpAfterProgressSeconds = 2e-4;
@@ -60,6 +64,26 @@ inline constexpr double kWaitRecheckHelpSeconds = 5e-5;
 // Helps while `ready()` is false, for `seconds` plus the extensions after
 // progress. True once ready.
 bool help_while_pending(const std::function<bool()>& ready, double seconds = kWaitHelpSeconds);
+
+// Threads blocked in Future::wait (with a wait helper installed) take work
+// handed to them: the communication engine's progress thread gives them the
+// completions it makes, so a program waited for at the boundary runs on from
+// them on that thread (which then polls again) instead of moving to a
+// worker for good. A blocked thread registers its state's mutex and
+// condition variable while it blocks.
+struct BlockedWaiter {
+  std::mutex* mutex;
+  std::condition_variable* cv;
+};
+void block_at_boundary(BlockedWaiter w);
+// Unregisters and runs what was handed over meanwhile; true if it ran any.
+bool unblock_at_boundary(BlockedWaiter w);
+// True once `fn` is handed to a blocked boundary thread (woken to run it);
+// false when none is blocked.
+bool hand_to_boundary(std::function<void()> fn);
+// True while work handed over waits to be run (a blocked thread's wake-up
+// condition).
+bool handed_work_waiting();
 
 template <class T>
 struct SharedState {
@@ -151,21 +175,33 @@ class Future {
       // The first look helps for kWaitHelpSeconds; later ones briefly, so
       // that a thread waiting through a long computation does not take a
       // core from it while some communication is in flight.
-      for (double help = detail::kWaitHelpSeconds;; help = detail::kWaitRecheckHelpSeconds) {
+      for (double help = detail::kWaitHelpSeconds;;) {
         if (detail::help_while_pending([this] { return is_ready(); }, help)) break;
-        std::unique_lock lock(state_->mutex);
+        help = detail::kWaitRecheckHelpSeconds;
         if (!detail::wait_helper().load(std::memory_order_acquire)) {
+          std::unique_lock lock(state_->mutex);
           state_->cv.wait(lock, [&] { return state_->done; });
           break;
         }
         // With a helper (communication), look again now and then: the
         // program may have started new communication, which this thread
-        // then drives and runs the program on from (instead of a hand-off
-        // through the progress thread to a worker for every completion).
-        if (state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kWaitRecheckSeconds),
-                                [&] { return state_->done; })) {
-          break;
+        // then drives and runs the program on from. Completions the
+        // progress thread makes meanwhile are handed to this thread.
+        detail::BlockedWaiter me{&state_->mutex, &state_->cv};
+        detail::block_at_boundary(me);
+        bool done;
+        {
+          std::unique_lock lock(state_->mutex);
+          done = state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kWaitRecheckSeconds),
+                                     [&] { return state_->done || detail::handed_work_waiting(); }) &&
+                 state_->done;
         }
+        if (detail::unblock_at_boundary(me)) {
+          // The program went on here: help again as after the first look.
+          help = detail::kWaitHelpSeconds;
+          continue;
+        }
+        if (done) break;
       }
     }
     return get();
