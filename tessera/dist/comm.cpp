@@ -612,8 +612,12 @@ class Engine {
     Value value;
     std::exception_ptr error;
     bool on_worker = false;
+    // Completes it here if nothing waits on it with a continuation yet (a
+    // result the program has not reached), which costs no hand-off.
+    bool complete_quietly() { return promise.set_if_unobserved(value, error); }
     void complete() {
       if (on_worker) {
+        if (complete_quietly()) return;
         // The progress thread must not run the program's continuations.
         spawn([p = promise, v = std::move(value), e = error]() mutable {
           if (e) p.set_error(e); else p.set_value(std::move(v));
@@ -752,8 +756,11 @@ class Engine {
             work_.store(true, std::memory_order_release);
           }
           lock.unlock();
-          // A thread blocked at the boundary runs the program on from these
-          // (and then polls for its next collective); else workers do.
+          // What nothing waits on yet is completed here; a thread blocked at
+          // the boundary runs the program on from the rest (and then polls
+          // for its next collective); else workers do.
+          done.erase(std::remove_if(done.begin(), done.end(), [](Completion& c) { return c.complete_quietly(); }),
+                     done.end());
           if (!done.empty()) {
             auto batch = std::make_shared<std::vector<Completion>>(std::move(done));
             if (!tessera::detail::hand_to_boundary([batch] {
@@ -896,10 +903,15 @@ class Engine {
     for (auto& [k, op] : pending_) {
       if (static_cast<int>(offered_.size()) == kRoundEntries) break;
       int64_t n = op->x.nbytes();
-      // Data travels inline the first time an operation is offered only: an
-      // operation another rank has not reached yet takes the data path.
-      op->inline_now = op->kind == Kind::all_reduce && !op->offered && n <= kInlineBytes &&
-                       data_bytes + n <= kInlineBudget;
+      // Small all-reduces carry their data, oldest first, up to the budget
+      // the first time they are offered. Offered again (another rank had not
+      // reached them), only the oldest carry it again, up to kInlineBytes in
+      // all: when one rank runs ahead, its rounds offer many and the other's
+      // one at a time, and each round then agrees on the oldest; so that one
+      // still completes in its round instead of taking a separate collective,
+      // without re-sending the data of every operation pending.
+      int64_t budget = op->offered ? kInlineBytes : kInlineBudget;
+      op->inline_now = op->kind == Kind::all_reduce && n <= kInlineBytes && data_bytes + n <= budget;
       if (op->inline_now) data_bytes += n;
       offered_.push_back(op);
       op->offered = true;
@@ -976,8 +988,8 @@ class Engine {
     std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
       return std::tie(a.op->entry.key, a.op->entry.site) < std::tie(b.op->entry.key, b.op->entry.site);
     });
-    // Without coalescing, one operation per round (the others wait, offered
-    // again without inline data, so each runs as its own MPI operation).
+    // Without coalescing, one operation per round (the others wait and are
+    // offered again, so each runs as its own exchange or MPI operation).
     if (!coalesce_.load() && candidates_.size() > 1) candidates_.resize(1);
     agreed_.clear();
     disagreed_.clear();

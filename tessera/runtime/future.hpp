@@ -92,17 +92,23 @@ struct SharedState {
   bool done = false;
   std::optional<T> value;
   std::exception_ptr error;
-  std::vector<std::function<void()>> callbacks;
+  // Continuations in the order attached: most states get exactly one, kept
+  // in `first` (no vector to allocate), the others in `more`.
+  std::function<void()> first;
+  std::vector<std::function<void()>> more;
 
   void finish() {
+    std::function<void()> cb;
     std::vector<std::function<void()>> cbs;
     {
       std::lock_guard lock(mutex);
       done = true;
-      cbs.swap(callbacks);
+      cb.swap(first);
+      cbs.swap(more);
     }
     cv.notify_all();
-    for (auto& cb : cbs) run_continuation(std::move(cb));
+    if (cb) run_continuation(std::move(cb));
+    for (auto& c : cbs) run_continuation(std::move(c));
   }
 };
 
@@ -207,8 +213,10 @@ class Future {
     return get();
   }
 
-  // Calls cb() once the future is ready (now, if it already is).
-  void on_ready(std::function<void()> cb) const {
+  // Calls cb() once the future is ready (now, if it already is; only a
+  // pending future stores it as a std::function).
+  template <class F>
+  void on_ready(F&& cb) const {
     if (!state_) {
       cb();
       return;
@@ -216,7 +224,11 @@ class Future {
     {
       std::unique_lock lock(state_->mutex);
       if (!state_->done) {
-        state_->callbacks.push_back(std::move(cb));
+        if (!state_->first) {
+          state_->first = std::forward<F>(cb);
+        } else {
+          state_->more.emplace_back(std::forward<F>(cb));
+        }
         return;
       }
     }
@@ -267,17 +279,23 @@ class Future {
   // Completes `out` from `src` (immediately if ready, else when it becomes so).
   template <class U>
   static void forward_into(const Future<U>& src, const std::shared_ptr<detail::SharedState<U>>& out) {
-    src.on_ready([src, out] {
+    auto complete = [](const Future<U>& from, const std::shared_ptr<detail::SharedState<U>>& into) {
       {
-        std::lock_guard lock(out->mutex);
-        if (auto e = src.error()) {
-          out->error = e;
+        std::lock_guard lock(into->mutex);
+        if (auto e = from.error()) {
+          into->error = e;
         } else {
-          out->value.emplace(src.get());
+          into->value.emplace(from.get());
         }
       }
-      out->finish();
-    });
+      into->finish();
+    };
+    // A ready source completes `out` here, with no copy of it kept.
+    if (src.is_ready()) {
+      complete(src, out);
+      return;
+    }
+    src.on_ready([src, out, complete] { complete(src, out); });
   }
 
  private:
@@ -308,6 +326,25 @@ class Promise {
   }
   // Completes from another future.
   void set_from(const Future<T>& f) const { Future<T>::forward_into(f, state_); }
+
+  // Sets the value (or error, if `e` is set) only while no continuation is
+  // attached, so that none runs on the calling thread (a thread blocked in
+  // wait is woken). False, leaving the promise pending, otherwise: the
+  // caller then completes it where continuations should run.
+  bool set_if_unobserved(T& v, const std::exception_ptr& e) const {
+    {
+      std::lock_guard lock(state_->mutex);
+      if (state_->first || !state_->more.empty()) return false;
+      if (e) {
+        state_->error = e;
+      } else {
+        state_->value.emplace(std::move(v));
+      }
+      state_->done = true;
+    }
+    state_->cv.notify_all();
+    return true;
+  }
 
  private:
   std::shared_ptr<detail::SharedState<T>> state_;

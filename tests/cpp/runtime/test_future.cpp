@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <atomic>
 #include <mutex>
 #include <numeric>
@@ -147,4 +149,65 @@ TEST(RuntimeScheduler, ThreadCountIsConfigurable) {
   when_all(std::move(fs)).wait();
   EXPECT_EQ(ran.load(), 10);
   set_num_threads(2);
+}
+
+TEST(RuntimePromise, SetIfUnobservedOnlyWithoutContinuations) {
+  Promise<int> quiet;
+  int v = 5;
+  ASSERT_TRUE(quiet.set_if_unobserved(v, nullptr));
+  EXPECT_EQ(quiet.get_future().wait(), 5);
+
+  Promise<int> failing;
+  int unused = 0;
+  ASSERT_TRUE(failing.set_if_unobserved(unused, std::make_exception_ptr(std::runtime_error("[op] lost"))));
+  EXPECT_THROW(failing.get_future().wait(), std::runtime_error);
+
+  // With a continuation attached it must not run here: the promise stays
+  // pending and the caller completes it where continuations belong.
+  Promise<int> observed;
+  Future<int> next = observed.get_future().then([](int x) { return x + 1; });
+  int w = 7;
+  EXPECT_FALSE(observed.set_if_unobserved(w, nullptr));
+  EXPECT_FALSE(next.is_ready());
+  observed.set_value(w);
+  EXPECT_EQ(next.wait(), 8);
+}
+
+namespace {
+
+// A wait helper that always has work in flight, so that Future::wait polls
+// it and then blocks at the boundary (where work can be handed over).
+int busy_helper(detail::HelpCall call) {
+  return call == detail::HelpCall::poll ? detail::kHelpBusy : detail::kHelpIdle;
+}
+
+}  // namespace
+
+TEST(RuntimeBoundary, WorkHandedToABlockedWaiterRunsOnThatThread) {
+  EXPECT_FALSE(detail::hand_to_boundary([] {}));  // nobody blocked: the caller keeps it
+  detail::wait_helper().store(busy_helper);
+  Promise<int> p;
+  std::atomic<bool> waited{false};
+  std::thread::id waiter_id, ran_on;
+  std::thread waiter([&] {
+    waiter_id = std::this_thread::get_id();
+    EXPECT_EQ(p.get_future().wait(), 3);
+    waited = true;
+  });
+  // The waiter polls for 2 ms before it blocks; hand the completion over
+  // once it does (the program then runs on from it on that thread).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool handed = false;
+  while (!handed && std::chrono::steady_clock::now() < deadline) {
+    handed = detail::hand_to_boundary([&] {
+      ran_on = std::this_thread::get_id();
+      p.set_value(3);
+    });
+    if (!handed) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  waiter.join();
+  detail::wait_helper().store(nullptr);
+  ASSERT_TRUE(handed);
+  EXPECT_TRUE(waited.load());
+  EXPECT_EQ(ran_on, waiter_id);
 }

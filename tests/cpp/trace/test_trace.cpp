@@ -124,7 +124,9 @@ TEST_P(TraceThreads, EveryEvaluationIsAnEventAndEverySpawnATask) {
   }
   EXPECT_GT(evaluations, 10u);
   EXPECT_GE(tasks + 1, spawned);
-  if (GetParam() > 1) EXPECT_GT(tasks, 0u);
+  if (GetParam() > 1) {
+    EXPECT_GT(tasks, 0u);
+  }
 }
 
 TEST_P(TraceThreads, TracingDoesNotChangeResults) {
