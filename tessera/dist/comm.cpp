@@ -574,7 +574,7 @@ class Engine {
     // nested): no allocation per pass once warm.
     CompletionList list;
     std::vector<Completion>& done = list.items;
-    pass(done);
+    pass(done, /*may_defer_round=*/!complete_here);
     if (!complete_here && !done.empty()) {
       // Left for the next thread that helps (usually the submitter itself,
       // waiting at the boundary) or for the progress thread.
@@ -822,8 +822,13 @@ class Engine {
   }
 
   // One pass: posts new work, tests what is in flight, advances what
-  // completed. Requires mu_. Returns true if anything changed.
-  bool pass(std::vector<Completion>& done) {
+  // completed. Requires mu_. Returns true if anything changed. A pass made
+  // right after a submission (may_defer_round) starts no round while other
+  // ranks have offered operations this one has not issued yet: its program
+  // is about to issue them, and they then go in one round together (and
+  // are coalesced) instead of one round each, paced by this rank. The next
+  // pass of a waiting thread or of the progress thread starts it anyway.
+  bool pass(std::vector<Completion>& done, bool may_defer_round = false) {
     std::vector<OpPtr>& fresh = fresh_;
     {
       std::lock_guard lock(in_mu_);
@@ -836,6 +841,8 @@ class Engine {
       if (op->collective()) {
         op->seq = next_seq_++;
         pending_.emplace(op->seq, op);
+        auto it = std::lower_bound(expected_.begin(), expected_.end(), std::make_pair(op->entry.site, op->entry.key));
+        if (it != expected_.end() && *it == std::make_pair(op->entry.site, op->entry.key)) expected_.erase(it);
       } else {
         guarded(op, done, [&] { post_p2p(op); });
       }
@@ -851,7 +858,8 @@ class Engine {
         fail_all_pending(e.what(), done);
       }
     }
-    if (!round_.active() && !pending_.empty() && !broken_flag_.load()) guarded_round(done);
+    bool defer = may_defer_round && !expected_.empty();
+    if (!round_.active() && !pending_.empty() && !broken_flag_.load() && !defer) guarded_round(done);
     progressed = test_all(done) || progressed;
     if (++passes_ % 256 == 0) check_timeouts(done);
     bool work = round_.active() || !pending_.empty() || !active_.empty();
@@ -954,6 +962,7 @@ class Engine {
     offers_.resize(size_);
     for (int r = 0; r < size_; ++r) parse_offer(round_.blocks()[r], offers_[r]);
     std::vector<Offer>& offers = offers_;
+    note_expected();
     candidates_.clear();
     candidate_data_.clear();
     index_.resize(size_);
@@ -1031,6 +1040,24 @@ class Engine {
       }
     }
     return agreed_count;
+  }
+
+  // What the other ranks offered in this round and this one has not issued
+  // yet (pending_ holds everything it issued and has not completed).
+  void note_expected() {
+    mine_.clear();
+    for (auto& [k, op] : pending_) mine_.push_back({op->entry.site, op->entry.key});
+    std::sort(mine_.begin(), mine_.end());
+    expected_.clear();
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      for (const Entry& e : offers_[r].entries) {
+        auto id = std::make_pair(e.site, e.key);
+        if (!std::binary_search(mine_.begin(), mine_.end(), id)) expected_.push_back(id);
+      }
+    }
+    std::sort(expected_.begin(), expected_.end());
+    expected_.erase(std::unique(expected_.begin(), expected_.end()), expected_.end());
   }
 
   static constexpr size_t kNotFound = ~size_t{0};
@@ -1530,6 +1557,9 @@ class Engine {
   std::vector<Candidate> candidates_;
   std::vector<const char*> candidate_data_;
   std::vector<OpPtr> agreed_, disagreed_;
+  // (site, key) of operations other ranks offered and this one has not
+  // issued yet, sorted (note_expected), and resolve's scratch for it.
+  std::vector<std::pair<uint64_t, uint64_t>> expected_, mine_;
   std::vector<Completion> deferred_;
   // Threads waiting at the boundary (wait_help), and a count of their polls
   // (the progress thread compares it with what it saw kPollerAway earlier).
