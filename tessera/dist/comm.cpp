@@ -534,13 +534,14 @@ class Engine {
   }
 
   // The wait helper (future.hpp). A thread waiting at the boundary is
-  // registered from its kHelpEnter to its kHelpLeave and polls all that time
-  // except while it runs the program on from a completion. While one has
-  // polled in the last kPollerAway the progress thread stays away; while
-  // one is registered the progress thread leaves the completions it makes
-  // to it (its next poll runs them), so a program's chain of collectives
-  // stays on that thread instead of hopping to a worker. When the last one
-  // leaves with work in flight, the progress thread takes over at once.
+  // registered from its HelpCall::enter to its HelpCall::leave and polls all
+  // that time except while it runs the program on from a completion. While
+  // one has polled in the last kPollerAway the progress thread stays away;
+  // while one is registered the progress thread leaves the completions it
+  // makes to it (its next poll runs them), so a program's chain of
+  // collectives stays on that thread instead of hopping to a worker. When
+  // the last one leaves with work in flight, the progress thread takes over
+  // at once.
   int wait_help(tessera::detail::HelpCall call) {
     using tessera::detail::HelpCall;
     switch (call) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 
 namespace tessera::detail {
 
@@ -63,7 +62,7 @@ namespace {
 struct Boundary {
   std::mutex mutex;
   std::vector<BlockedWaiter> blocked;
-  std::deque<std::function<void()>> handed;
+  std::vector<std::function<void()>> handed;
   std::atomic<bool> waiting{false};
 };
 
@@ -82,7 +81,7 @@ void block_at_boundary(BlockedWaiter w) {
 
 bool unblock_at_boundary(BlockedWaiter w) {
   Boundary& b = boundary();
-  std::deque<std::function<void()>> work;
+  std::vector<std::function<void()>> work;
   {
     std::lock_guard lock(b.mutex);
     auto it = std::find_if(b.blocked.begin(), b.blocked.end(), [&](const BlockedWaiter& x) { return x.cv == w.cv; });

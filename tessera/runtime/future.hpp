@@ -50,9 +50,10 @@ void run_continuation(std::function<void()> fn);
 // the program on to its next one, here). Returns kHelpIdle when it has
 // nothing to do (the waiting thread then blocks at once), kHelpBusy while
 // work is in flight, kHelpProgressed when it completed something. A thread
-// calls it with kHelpEnter before its first poll and kHelpLeave after its
-// last, so the helper knows someone is polling (the engine's progress thread
-// then stays asleep instead of competing for the core and the results).
+// calls it with HelpCall::enter before its first poll and HelpCall::leave
+// after its last, so the helper knows someone is polling (the engine's
+// progress thread then stays asleep instead of competing for the core and
+// the results).
 inline constexpr int kHelpIdle = 0, kHelpBusy = 1, kHelpProgressed = 2;
 enum class HelpCall { enter, poll, leave };
 using WaitHelper = int (*)(HelpCall);
