@@ -17,8 +17,14 @@ each run's median of single timed calls (rank 0, after a warm-up). Sizes are
 float32 vectors of 4 B to 64 MB, by factors of 4. Bandwidth is the algorithm
 bandwidth, bytes / time (for 2 ranks it equals the bus bandwidth).
 
+With --tcp-rate RATE (root, Linux tc), the overlap is measured once more
+over TCP on the loopback device shaped to RATE (a token bucket, e.g. 4gbit):
+a network whose wire, not a core, moves the bytes, as between hosts. The
+shaping is removed afterwards; a loopback device that already has a
+queueing discipline is left alone and the measurement skipped.
+
 run: .venv/bin/python bench/bench_collectives.py [--build build] [--runs 3]
-         [--threads 1] [--max-bytes 67108864] [--json out.json]
+         [--threads 1] [--max-bytes 67108864] [--json out.json] [--tcp-rate 4gbit]
 """
 
 import argparse
@@ -72,6 +78,40 @@ def run_tessera(build, threads, max_bytes, repeats):
         sys.exit(f"bench_collectives: {' '.join(cmd)} failed (exit {proc.returncode}):\n"
                  f"{proc.stdout}{proc.stderr}")
     return json.loads(lines[-1])
+
+
+def run_overlap_over_tcp(build, threads, rate, repeats):
+    """bench_allreduce --only overlap over TCP on loopback shaped to `rate`; its
+    JSON object, or None (after saying why) when the device cannot be shaped."""
+    shown = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], capture_output=True, text=True)
+    if shown.returncode != 0:
+        print(f"--tcp-rate: `tc qdisc show dev lo` failed ({shown.stderr.strip()}): skipped")
+        return None
+    if "noqueue" not in shown.stdout:
+        print(f"--tcp-rate: lo already has a queueing discipline ({shown.stdout.strip()}): "
+              "left alone, skipped")
+        return None
+    add = subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst",
+                          "4mb", "latency", "50ms"], capture_output=True, text=True)
+    if add.returncode != 0:
+        print(f"--tcp-rate: could not shape lo to {rate} (root is needed): {add.stderr.strip()}")
+        return None
+    try:
+        exe = os.path.join(build, "bench", "bench_allreduce")
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   TESSERA_THREADS=str(threads))
+        cmd = ["mpirun", "-n", "2", "--bind-to", "none", "--mca", "btl", "tcp,self", "--mca",
+               "btl_tcp_if_include", "lo", exe, "--json", "--only", "overlap"]
+        if repeats:
+            cmd += ["--repeats", str(repeats)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            sys.exit(f"bench_collectives: {' '.join(cmd)} failed (exit {proc.returncode}):\n"
+                     f"{proc.stdout}{proc.stderr}")
+        return json.loads(lines[-1])
+    finally:
+        subprocess.run(["tc", "qdisc", "del", "dev", "lo", "root"], capture_output=True)
 
 
 # ---------------------------------------------------------------- gloo side
@@ -157,6 +197,9 @@ def main():
                         "then 7)")
     p.add_argument("--no-gloo", action="store_true", help="skip PyTorch (tessera and MPI only)")
     p.add_argument("--json", metavar="FILE", help="also write every run's figures to FILE")
+    p.add_argument("--tcp-rate", metavar="RATE",
+                   help="also measure the overlap over TCP on loopback shaped to RATE with tc "
+                        "(root; e.g. 4gbit)")
     args = p.parse_args()
     if args.runs < 1 or args.threads < 1 or args.max_bytes < 4:
         sys.exit("bench_collectives: --runs and --threads must be >= 1, --max-bytes >= 4")
@@ -171,10 +214,15 @@ def main():
 
     load_before = os.getloadavg()[0]
     tess_runs, gloo_runs = [], []
+    tcp_runs = []
     for _ in range(args.runs):
         tess_runs.append(run_tessera(args.build, args.threads, args.max_bytes, args.repeats))
         if have_torch:
             gloo_runs.append(run_gloo(args.threads, args.max_bytes, args.repeats))
+        if args.tcp_rate:
+            r = run_overlap_over_tcp(args.build, args.threads, args.tcp_rate, args.repeats)
+            if r:
+                tcp_runs.append(r)
 
     first = tess_runs[0]
     torch_version = gloo_runs[0]["torch"] if gloo_runs else "not run"
@@ -248,6 +296,16 @@ def main():
     print(f"\n16 MB all-reduce {ov['comm_s'] * 1e3:.2f} ms, computation "
           f"{ov['work_s'] * 1e3:.2f} ms, both at once {ov['both_s'] * 1e3:.2f} ms: {hidden:.0%} "
           "of the all-reduce hidden (median of the runs' shares; goal >= 90%)")
+    if tcp_runs:
+        t = {k: med([r["overlap"][k] for r in tcp_runs]) for k in ("comm_s", "work_s", "both_s")}
+        h = statistics.median([r["overlap"]["hidden"] for r in tcp_runs])
+        work_hidden = max(0.0, min(1.0, (t["comm_s"] + t["work_s"] - t["both_s"]) / t["work_s"]))
+        most = min(1.0, t["work_s"] / t["comm_s"])
+        print(f"  over TCP on loopback shaped to {args.tcp_rate} (the wire, not a core, moves the "
+              f"bytes): all-reduce {t['comm_s'] * 1e3:.2f} ms, computation {t['work_s'] * 1e3:.2f} "
+              f"ms, both at once {t['both_s'] * 1e3:.2f} ms: {h:.0%} of the all-reduce hidden (at "
+              f"most {most:.0%} when the computation is the shorter), {work_hidden:.0%} of the "
+              "computation hidden under it")
     reliable = 0.6 * 20e-3 < ov["work_s"] < 1.5 * 20e-3
     if not reliable:
         print(f"  the computation took {ov['work_s'] * 1e3:.0f} ms instead of about 20: the "
@@ -267,7 +325,8 @@ def main():
         with open(args.json, "w") as fh:
             json.dump({"machine": machine_line(), "threads": args.threads, "ranks": 2,
                        "date": time.strftime("%Y-%m-%d %H:%M"), "table": table,
-                       "tessera_runs": tess_runs, "gloo_runs": gloo_runs}, fh, indent=1)
+                       "tessera_runs": tess_runs, "gloo_runs": gloo_runs, "tcp_rate": args.tcp_rate,
+                       "tcp_runs": tcp_runs}, fh, indent=1)
 
 
 if __name__ == "__main__":
