@@ -461,7 +461,6 @@ void trace_op(const Op& op, const Future<Value>& f) {
   });
 }
 
-
 // The communication engine. Every collective is identified by its call site
 // and that site's sequence number (ranks issue the collectives of one site in
 // the same order: SPMD). Ranks agree on what to run in rounds: in each round
