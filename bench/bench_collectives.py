@@ -61,7 +61,7 @@ def sizes(max_bytes):
     return out
 
 
-def run_tessera(build, threads, max_bytes, repeats):
+def launch_bench_allreduce(build, threads, repeats, mpirun_args, bench_args):
     """One launch of bench_allreduce --json on 2 ranks; its JSON object."""
     exe = os.path.join(build, "bench", "bench_allreduce")
     if not os.access(exe, os.X_OK):
@@ -69,7 +69,7 @@ def run_tessera(build, threads, max_bytes, repeats):
                  f"(cmake --build {build} --target bench_allreduce)")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                TESSERA_THREADS=str(threads))
-    cmd = ["mpirun", "-n", "2", "--bind-to", "none", exe, "--json", "--max-bytes", str(max_bytes)]
+    cmd = ["mpirun", "-n", "2", "--bind-to", "none", *mpirun_args, exe, "--json", *bench_args]
     if repeats:
         cmd += ["--repeats", str(repeats)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -78,6 +78,11 @@ def run_tessera(build, threads, max_bytes, repeats):
         sys.exit(f"bench_collectives: {' '.join(cmd)} failed (exit {proc.returncode}):\n"
                  f"{proc.stdout}{proc.stderr}")
     return json.loads(lines[-1])
+
+
+def run_tessera(build, threads, max_bytes, repeats):
+    """The whole of bench_allreduce, over shared memory."""
+    return launch_bench_allreduce(build, threads, repeats, [], ["--max-bytes", str(max_bytes)])
 
 
 def run_overlap_over_tcp(build, threads, rate, repeats):
@@ -97,19 +102,10 @@ def run_overlap_over_tcp(build, threads, rate, repeats):
         print(f"--tcp-rate: could not shape lo to {rate} (root is needed): {add.stderr.strip()}")
         return None
     try:
-        exe = os.path.join(build, "bench", "bench_allreduce")
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   TESSERA_THREADS=str(threads))
-        cmd = ["mpirun", "-n", "2", "--bind-to", "none", "--mca", "btl", "tcp,self", "--mca",
-               "btl_tcp_if_include", "lo", exe, "--json", "--only", "overlap"]
-        if repeats:
-            cmd += ["--repeats", str(repeats)]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            sys.exit(f"bench_collectives: {' '.join(cmd)} failed (exit {proc.returncode}):\n"
-                     f"{proc.stdout}{proc.stderr}")
-        return json.loads(lines[-1])
+        return launch_bench_allreduce(
+            build, threads, repeats,
+            ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"],
+            ["--only", "overlap"])
     finally:
         subprocess.run(["tc", "qdisc", "del", "dev", "lo", "root"], capture_output=True)
 
