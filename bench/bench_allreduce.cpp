@@ -108,9 +108,25 @@ std::string json_string(const std::string& s) {
 // Overlap: a 16 MB all-reduce beside ~20 ms of matrix products, each alone
 // and both at once in a parallel_block (medians of single runs).
 struct Overlap {
-  double comm_s, work_s, both_s;
-  Array big;
-  int repeats;
+  double comm_s = 0, work_s = 0, both_s = 0;
+  int64_t bytes = 0;
+  int repeats = 0;
+  // The share of the all-reduce hidden: (t_comm + t_work - t_both) / t_comm.
+  double hidden() const { return std::clamp((comm_s + work_s - both_s) / comm_s, 0.0, 1.0); }
+  // "16 MB all-reduce ... hidden", for the table.
+  void print() const {
+    std::printf("16 MB all-reduce %.2f ms, computation %.2f ms, both at once %.2f ms: %.0f%% of the all-reduce "
+                "hidden (goal >= 90%%)\n", comm_s * 1e3, work_s * 1e3, both_s * 1e3, hidden() * 100);
+  }
+  // The "overlap" object of --json.
+  std::string json() const {
+    char out[256];
+    std::snprintf(out, sizeof out,
+                  "{\"bytes\": %lld, \"repeats\": %d, \"comm_s\": %.9g, \"work_s\": %.9g, \"both_s\": %.9g, "
+                  "\"hidden\": %.6f}",
+                  static_cast<long long>(bytes), repeats, comm_s, work_s, both_s, hidden());
+    return out;
+  }
 };
 
 Overlap measure_overlap(int repeats) {
@@ -121,7 +137,9 @@ Overlap measure_overlap(int repeats) {
                "define(d, c @ m), sum(d))) f", "w.tsl");
   Program both("define(f, x, m, parallel_block(define(r, all_reduce(x)), block(define(a, m @ m), "
                "define(b, a @ m), define(c, b @ m), define(d, c @ m), sum(d)))) f", "b.tsl");
-  Overlap o{0, 0, 0, big, repeats};
+  Overlap o;
+  o.bytes = big.nbytes();
+  o.repeats = repeats;
   o.comm_s = median_s(repeats, [&] { comm.run({Value(big), Value(m)}); });
   o.work_s = median_s(repeats, [&] { work.run({Value(big), Value(m)}); });
   o.both_s = median_s(repeats, [&] { both.run({Value(big), Value(m)}); });
@@ -155,17 +173,11 @@ int main(int argc, char** argv) {
   }
   if (opt.overlap_only) {
     Overlap o = measure_overlap(opt.repeats ? opt.repeats : 7);
-    if (rank == 0) {
-      double hidden = std::clamp((o.comm_s + o.work_s - o.both_s) / o.comm_s, 0.0, 1.0);
-      if (opt.json) {
-        std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"overlap\": {\"bytes\": %lld, "
-                    "\"repeats\": %d, \"comm_s\": %.9g, \"work_s\": %.9g, \"both_s\": %.9g, \"hidden\": %.6f}}\n",
-                    json_string(bench::machine_line()).c_str(), size, num_threads(),
-                    static_cast<long long>(o.big.nbytes()), o.repeats, o.comm_s, o.work_s, o.both_s, hidden);
-      } else {
-        std::printf("16 MB all-reduce %.2f ms, computation %.2f ms, both at once %.2f ms: %.0f%% of the "
-                    "all-reduce hidden\n", o.comm_s * 1e3, o.work_s * 1e3, o.both_s * 1e3, hidden * 100);
-      }
+    if (rank == 0 && opt.json) {
+      std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"overlap\": %s}\n",
+                  json_string(bench::machine_line()).c_str(), size, num_threads(), o.json().c_str());
+    } else if (rank == 0) {
+      o.print();
     }
     return 0;
   }
@@ -288,14 +300,9 @@ int main(int argc, char** argv) {
   }
 
   Overlap ov = measure_overlap(opt.repeats ? opt.repeats : 7);
-  double tc = ov.comm_s, tw = ov.work_s, tb = ov.both_s;
-  Array big = ov.big;
-  int big_reps = ov.repeats;
-  double hidden = std::clamp((tc + tw - tb) / tc, 0.0, 1.0);
   if (rank == 0 && !opt.json) {
-    std::printf("\n16 MB all-reduce %.2f ms, computation %.2f ms, both at once %.2f ms: "
-                "%.0f%% of the all-reduce hidden (goal >= 90%%)\n", tc * 1e3, tw * 1e3, tb * 1e3,
-                hidden * 100);
+    std::printf("\n");
+    ov.print();
   }
   if (rank == 0 && opt.json) {
     std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"raw_mpi\": %s, \"allreduce\": [%s], "
@@ -303,13 +310,10 @@ int main(int argc, char** argv) {
                 "\"coalesced_s\": %.9g, \"fused_s\": %.9g, \"mpi_unfused_s\": %.9g, \"mpi_fused_s\": %.9g}, "
                 "\"loop\": {\"bytes\": 4096, \"turns\": %lld, \"per_turn_s\": %.9g}, "
                 "\"latency4k\": {\"mpi_s\": %.9g, \"engine_s\": %.9g, \"program_s\": %.9g, \"loop_s\": %.9g}, "
-                "\"overlap\": {\"bytes\": %lld, \"repeats\": %d, \"comm_s\": %.9g, "
-                "\"work_s\": %.9g, \"both_s\": %.9g, \"hidden\": %.6f}}\n",
+                "\"overlap\": %s}\n",
                 json_string(bench::machine_line()).c_str(), size, num_threads(), raw_ok ? "true" : "false",
                 rows.c_str(), small_reps, tu, tco, tf, mu, mf, static_cast<long long>(turns), tl, l_mpi, l_engine,
-                l_program, l_loop,
-                static_cast<long long>(big.nbytes()), big_reps, tc, tw, tb,
-                hidden);
+                l_program, l_loop, ov.json().c_str());
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "tessera/core/error.hpp"
+#include "tessera/dist/round.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
@@ -103,235 +104,6 @@ enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter, gather, sca
                   barrier, send, recv, coalesced };
 
 enum class Stage { pending, root_meta, data, diag, header };
-
-std::string mpi_error(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-  return std::string(text, len);
-}
-
-// One operation as a rank offers it in an agreement round.
-struct Entry {
-  uint64_t site = 0;        // hash of the call site
-  uint64_t key = 0;         // sequence number of the call site
-  uint64_t hash = 0;        // fingerprint: operation, settings, dtype, shape, site
-  int64_t extent = 0;       // extent along the free axis (all_gather, gather, all_to_all)
-  int64_t inline_bytes = -1;  // bytes of data carried in the round (-1: none)
-};
-
-// A byte buffer reused from round to round. Growing it leaves the bytes
-// unspecified (they are written or received into at once), where
-// std::string would zero them first.
-class Bytes {
- public:
-  char* data() { return data_.get(); }
-  const char* data() const { return data_.get(); }
-  size_t size() const { return size_; }
-  // Sets the size to n; the contents are unspecified.
-  void reset(size_t n) {
-    if (n > capacity_) {
-      capacity_ = std::max(n, 2 * capacity_);
-      data_.reset(new char[capacity_]);
-    }
-    size_ = n;
-  }
-  void assign(const char* p, size_t n) {
-    reset(n);
-    if (n) std::memcpy(data_.get(), p, n);
-  }
-
- private:
-  std::unique_ptr<char[]> data_;
-  size_t size_ = 0, capacity_ = 0;
-};
-
-// What one rank offers in a round, as sent: a header, the entries, then the
-// inline data of the entries that carry some, in entry order.
-struct OfferHeader {
-  int32_t count = 0;
-  int32_t finished = 0;  // this rank's program has ended: it will never offer more
-};
-
-struct Offer {
-  bool finished = false;
-  std::vector<Entry> entries;
-  std::vector<const char*> data;  // inline data of entries[i] (nullptr: none)
-};
-
-// Parses into `o`, reusing its vectors (agreement rounds run per collective:
-// no allocation once warm).
-void parse_offer(const Bytes& block, Offer& o) {
-  o.entries.clear();
-  o.data.clear();
-  OfferHeader h;
-  if (block.size() < sizeof h) throw std::runtime_error("[collective] malformed agreement message");
-  std::memcpy(&h, block.data(), sizeof h);
-  o.finished = h.finished != 0;
-  size_t at = sizeof h;
-  if (h.count < 0 || block.size() < at + sizeof(Entry) * h.count) {
-    throw std::runtime_error("[collective] malformed agreement message");
-  }
-  o.entries.resize(h.count);
-  if (h.count) std::memcpy(o.entries.data(), block.data() + at, sizeof(Entry) * h.count);
-  at += sizeof(Entry) * h.count;
-  for (const Entry& e : o.entries) {
-    if (e.inline_bytes < 0) {
-      o.data.push_back(nullptr);
-      continue;
-    }
-    if (block.size() < at + static_cast<size_t>(e.inline_bytes)) {
-      throw std::runtime_error("[collective] malformed agreement message");
-    }
-    o.data.push_back(block.data() + at);
-    at += e.inline_bytes;
-  }
-}
-
-Offer parse_offer(const Bytes& block) {
-  Offer o;
-  parse_offer(block, o);
-  return o;
-}
-
-// Every rank's block of bytes on every rank (an allgather of blocks of any
-// size), by Bruck's algorithm over point-to-point messages: ceil(log2 N)
-// exchanges, any N. Blocks of different sizes are safe (receives are sized
-// by probing), which collective allgathers are not.
-class BlockGather {
- public:
-  // This rank's block for the next round, to fill before start(); its
-  // buffer is reused from round to round.
-  Bytes& next_block(int rank, int size) {
-    if (static_cast<int>(blocks_.size()) != size) blocks_.resize(size);
-    // A send of the last round may still read the old buffer: it keeps it.
-    if (own_send_ != MPI_REQUEST_NULL) {
-      sends_.push_back({own_send_, std::make_shared<Bytes>(std::move(blocks_[rank]))});
-      own_send_ = MPI_REQUEST_NULL;
-      blocks_[rank] = Bytes();
-    }
-    blocks_[rank].reset(0);
-    return blocks_[rank];
-  }
-
-  // Starts gathering every rank's block; this rank's is next_block's.
-  void start(MPI_Comm comm, int rank, int size) {
-    comm_ = comm;
-    rank_ = rank;
-    size_ = size;
-    held_ = 1;
-    stage_ = 0;
-    sent_ = receiving_ = false;
-    active_ = true;
-  }
-
-  bool active() const { return active_; }
-  // True while messages this rank sent are not yet complete.
-  bool sending() const { return !sends_.empty() || own_send_ != MPI_REQUEST_NULL; }
-  const std::vector<Bytes>& blocks() const { return blocks_; }
-
-  // Advances as far as messages allow; true once every block is here.
-  // Throws runtime_error on MPI errors. A message holding one block is the
-  // block itself (sizes come from probing); one holding several frames each
-  // with its length.
-  bool progress() {
-    reap_sends();
-    while (active_ && held_ < size_) {
-      int d = 1 << stage_;
-      int count = std::min(d, size_ - d);
-      int to = (rank_ - d + size_) % size_;
-      if (!sent_) {
-        MPI_Request req;
-        if (count == 1 && stage_ == 0) {
-          // This rank's own block, sent from its buffer (no copy).
-          const Bytes& b = blocks_[rank_];
-          ok(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, to, stage_, comm_, &req), "MPI_Isend");
-          own_send_ = req;
-        } else {
-          auto buf = std::make_shared<std::string>();
-          for (int i = 0; i < count; ++i) {
-            const Bytes& b = blocks_[(rank_ + i) % size_];
-            if (count > 1) {
-              uint64_t n = b.size();
-              buf->append(reinterpret_cast<const char*>(&n), sizeof n);
-            }
-            buf->append(b.data(), b.size());
-          }
-          ok(MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, to, stage_, comm_, &req),
-             "MPI_Isend");
-          sends_.push_back({req, std::move(buf)});
-        }
-        sent_ = true;
-      }
-      if (!receiving_) {
-        int flag = 0;
-        MPI_Status status;
-        ok(MPI_Improbe((rank_ + d) % size_, stage_, comm_, &flag, &message_, &status), "MPI_Improbe");
-        if (!flag) return false;
-        int bytes = 0;
-        MPI_Get_count(&status, MPI_BYTE, &bytes);
-        // One block lands in its place directly.
-        Bytes& into = count == 1 ? blocks_[(rank_ + d) % size_] : incoming_;
-        into.reset(bytes);
-        ok(MPI_Imrecv(into.data(), bytes, MPI_BYTE, &message_, &recv_), "MPI_Imrecv");
-        receiving_ = true;
-      }
-      int flag = 0;
-      ok(MPI_Test(&recv_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-      if (!flag) return false;
-      if (count > 1) {
-        size_t at = 0;
-        for (int i = 0; i < count; ++i) {
-          uint64_t n = 0;
-          if (at + sizeof n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
-          std::memcpy(&n, incoming_.data() + at, sizeof n);
-          at += sizeof n;
-          if (at + n > incoming_.size()) throw std::runtime_error("[collective] malformed agreement message");
-          blocks_[(rank_ + d + i) % size_].assign(incoming_.data() + at, n);
-          at += n;
-        }
-      }
-      held_ += count;
-      ++stage_;
-      sent_ = receiving_ = false;
-    }
-    active_ = false;
-    return true;
-  }
-
-  // Completes the sends of earlier stages (their buffers live until then).
-  void reap_sends() {
-    if (own_send_ != MPI_REQUEST_NULL) {
-      int flag = 0;
-      ok(MPI_Test(&own_send_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    }
-    for (size_t i = 0; i < sends_.size();) {
-      int flag = 0;
-      ok(MPI_Test(&sends_[i].first, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-      if (flag) {
-        sends_[i] = std::move(sends_.back());
-        sends_.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
-
- private:
-  static void ok(int rc, const char* call) {
-    if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("[collective] ") + call + " failed: " + mpi_error(rc));
-  }
-
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1, held_ = 1, stage_ = 0;
-  bool sent_ = false, receiving_ = false, active_ = false;
-  std::vector<Bytes> blocks_;
-  Bytes incoming_;
-  MPI_Message message_ = MPI_MESSAGE_NULL;
-  MPI_Request recv_ = MPI_REQUEST_NULL;
-  MPI_Request own_send_ = MPI_REQUEST_NULL;  // this rank's block, sent from blocks_[rank_]
-  std::vector<std::pair<MPI_Request, std::shared_ptr<const void>>> sends_;  // with the buffer each reads
-};
 
 struct Op;
 using OpPtr = std::shared_ptr<Op>;
@@ -578,8 +350,7 @@ class Engine {
     if (!complete_here && !done.empty()) {
       // Left for the next thread that helps (usually the submitter itself,
       // waiting at the boundary) or for the progress thread.
-      for (auto& c : done) deferred_.push_back(std::move(c));
-      work_.store(true, std::memory_order_release);
+      defer(done);
       return kHelpBusy;
     }
     lock.unlock();
@@ -611,24 +382,33 @@ class Engine {
     Promise<Value> promise;
     Value value;
     std::exception_ptr error;
-    bool on_worker = false;
     // Completes it here if nothing waits on it with a continuation yet (a
     // result the program has not reached), which costs no hand-off.
     bool complete_quietly() { return promise.set_if_unobserved(value, error); }
+    // Completes it here: the program's continuations run on this thread.
     void complete() {
-      if (on_worker) {
-        if (complete_quietly()) return;
-        // The progress thread must not run the program's continuations.
-        spawn([p = promise, v = std::move(value), e = error]() mutable {
-          if (e) p.set_error(e); else p.set_value(std::move(v));
-        });
-      } else if (error) {
+      if (error) {
         promise.set_error(error);
       } else {
         promise.set_value(std::move(value));
       }
     }
+    // Completes it on a worker (the progress thread must not run the
+    // program's continuations).
+    void complete_on_worker() {
+      spawn([p = promise, v = std::move(value), e = error]() mutable {
+        if (e) p.set_error(e); else p.set_value(std::move(v));
+      });
+    }
   };
+
+  // Leaves completions for the next pass of a helping thread (which runs
+  // them) or of the progress thread. Requires mu_.
+  void defer(std::vector<Completion>& done) {
+    for (auto& c : done) deferred_.push_back(std::move(c));
+    done.clear();
+    work_.store(true, std::memory_order_release);
+  }
 
   // A vector of completions taken from the calling thread's pool and given
   // back (emptied, capacity kept) when done.
@@ -750,11 +530,7 @@ class Engine {
         if (lock.owns_lock()) {
           std::vector<Completion> done;
           progressed = pass(done);
-          if (!done.empty() && registered_.load(std::memory_order_acquire) > 0) {
-            for (auto& c : done) deferred_.push_back(std::move(c));
-            done.clear();
-            work_.store(true, std::memory_order_release);
-          }
+          if (!done.empty() && registered_.load(std::memory_order_acquire) > 0) defer(done);
           lock.unlock();
           // What nothing waits on yet is completed here; a thread blocked at
           // the boundary runs the program on from the rest (and then polls
@@ -766,10 +542,7 @@ class Engine {
             if (!tessera::detail::hand_to_boundary([batch] {
                   for (auto& c : *batch) c.complete();
                 })) {
-              for (auto& c : *batch) {
-                c.on_worker = true;
-                c.complete();
-              }
+              for (auto& c : *batch) c.complete_on_worker();
             }
           }
         }
@@ -971,6 +744,9 @@ class Engine {
     for (const OpPtr& op : offered_) {
       Candidate c{op, true, true, candidate_data_.size()};
       candidate_data_.resize(candidate_data_.size() + size_, nullptr);
+      // Every rank's extent along the free axis travels in its entry.
+      bool extents = op->kind == Kind::all_gather || op->kind == Kind::gather || op->kind == Kind::all_to_all;
+      if (extents) op->extents.assign(size_, 0);
       bool everywhere = true;
       for (int r = 0; r < size_ && everywhere; ++r) {
         size_t at = find_entry(r, op->entry, cursor_[r]);
@@ -979,16 +755,13 @@ class Engine {
         cursor_[r] = at + 1;
         const Entry& found = offers[r].entries[at];
         candidate_data_[c.data_at + r] = offers[r].data[at];
+        if (extents) op->extents[r] = found.extent;
         c.same = c.same && found.hash == op->entry.hash;
         c.inline_everywhere = c.inline_everywhere && found.inline_bytes == static_cast<int64_t>(op->x.nbytes());
       }
       if (!everywhere) {
         candidate_data_.resize(c.data_at);
         continue;
-      }
-      if (op->kind == Kind::all_gather || op->kind == Kind::gather || op->kind == Kind::all_to_all) {
-        op->extents.assign(size_, 0);
-        for (int r = 0; r < size_; ++r) op->extents[r] = offers[r].entries[find_entry(r, op->entry, 0)].extent;
       }
       candidates_.push_back(c);
     }

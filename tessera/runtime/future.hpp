@@ -328,10 +328,11 @@ class Promise {
   // Completes from another future.
   void set_from(const Future<T>& f) const { Future<T>::forward_into(f, state_); }
 
-  // Sets the value (or error, if `e` is set) only while no continuation is
-  // attached, so that none runs on the calling thread (a thread blocked in
-  // wait is woken). False, leaving the promise pending, otherwise: the
-  // caller then completes it where continuations should run.
+  // Sets the error e, if set, else the value (moved from v), but only while
+  // no continuation is attached, so that none runs on the calling thread (a
+  // thread blocked in wait is woken). False, leaving the promise pending and
+  // v untouched, otherwise: the caller then completes it where continuations
+  // should run.
   bool set_if_unobserved(T& v, const std::exception_ptr& e) const {
     {
       std::lock_guard lock(state_->mutex);
