@@ -16,6 +16,11 @@ Future<Value> fail_at(const SourceLoc& loc, std::exception_ptr e) {
   return Future<Value>::failed(with_location(std::move(e), loc));
 }
 
+// An ErrorDecorator (future.hpp) adding a node's source position.
+std::exception_ptr locate_error(std::exception_ptr e, const void* loc) {
+  return with_location(std::move(e), *static_cast<const SourceLoc*>(loc));
+}
+
 template <class E>
 Future<Value> fail_with(const SourceLoc& loc, const std::string& msg) {
   return fail_at(loc, std::make_exception_ptr(E(msg)));
@@ -163,6 +168,13 @@ Future<Value> FunctionNode::eval(const FramePtr& frame) const {
   }
   auto code = code_;
   auto slot = slot_;
+  if (present.empty()) {
+    // No default values to evaluate (the common case): the closure now.
+    Value fn(std::static_pointer_cast<const Callable>(std::make_shared<Closure>(
+        code, frame, std::vector<std::optional<Value>>(code->params.size()))));
+    if (slot) frame->set(*slot, fn);
+    return Future<Value>::ready(std::move(fn));
+  }
   return eval_all(present, frame).then([code, slot, frame](const std::vector<Value>& vals) {
     std::vector<std::optional<Value>> defaults(code->params.size());
     size_t k = 0;
@@ -179,7 +191,8 @@ Future<Value> FunctionNode::eval(const FramePtr& frame) const {
 PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
                                      std::vector<NodePtr> operands, std::vector<int> slots, int same_site)
     : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)),
-      site_(this->loc().str() + (same_site > 0 ? " #" + std::to_string(same_site + 1) : "")) {
+      site_(this->loc().str() + (same_site > 0 ? " #" + std::to_string(same_site + 1) : "")),
+      shared_loc_(std::make_shared<const SourceLoc>(this->loc())) {
   variadic_.resize(operands_.size(), false);
   if (spec_->variadic) {
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -268,11 +281,10 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
       c.total_ns.fetch_add(
           static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
           std::memory_order_relaxed);
-      SourceLoc where = loc();
-      return result.chain([where](const Future<Value>& f) -> Future<Value> {
-        if (auto e = f.error()) return fail_at(where, e);
-        return f;
-      });
+      // Its error, whenever it comes, names this position: installed on the
+      // pending future itself, not by a continuation (no state, no
+      // allocation, no hop on completion).
+      return result.decorate_errors(&locate_error, shared_loc_);
     } catch (...) {
       return fail_at(loc(), std::current_exception());
     }
@@ -363,7 +375,16 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
   const FunctionCode& code = closure->code();
   auto frame = std::make_shared<Frame>(code.frame_size, closure->env());
   size_t n = code.params.size();
-  std::vector<bool> bound(n, false);
+  // Which parameters are bound (on the stack for all but functions with
+  // many parameters: this runs per call).
+  constexpr size_t kOnStack = 16;
+  bool bound_on_stack[kOnStack] = {};
+  std::unique_ptr<bool[]> bound_on_heap;
+  bool* bound = bound_on_stack;
+  if (n > kOnStack) {
+    bound_on_heap.reset(new bool[n]());
+    bound = bound_on_heap.get();
+  }
   size_t next = 0;
   for (auto& a : args) {
     size_t k;
@@ -440,6 +461,24 @@ Future<Value> fail_now(const std::shared_ptr<std::vector<Future<Value>>>& deferr
   return failed;
 }
 
+// `result` once every deferred define from `from` on is done, or the error
+// of the first that failed (by position). Keeps no values: a continuation on
+// the first one still computing, and so on (no join state, no copies).
+Future<Value> after_deferred(const std::shared_ptr<std::vector<Future<Value>>>& deferred, size_t from,
+                             Future<Value> result) {
+  for (size_t k = from; k < deferred->size(); ++k) {
+    if (!(*deferred)[k].is_ready()) {
+      return (*deferred)[k].chain([deferred, k, result](const Future<Value>&) {
+        return after_deferred(deferred, k + 1, result);
+      });
+    }
+  }
+  for (const auto& d : *deferred) {
+    if (auto e = d.error()) return Future<Value>::failed(e);
+  }
+  return result;
+}
+
 }  // namespace
 
 BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body) : Node(std::move(loc)), body_(std::move(body)) {
@@ -455,10 +494,7 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
   // that failed comes first (it is the earlier statement).
   auto finish = [&deferred](Future<Value> result) -> Future<Value> {
     if (!deferred) return result;
-    return when_all(std::move(*deferred)).chain([result](const Future<std::vector<Value>>& all) {
-      if (auto e = all.error()) return Future<Value>::failed(e);
-      return result;
-    });
+    return after_deferred(deferred, 0, std::move(result));
   };
   for (; i < body_.size(); ++i) {
     Future<Value> f;
@@ -466,8 +502,9 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
       f = a->eval_dataflow(frame);
       if (!f.is_ready()) {
         if (!deferred) deferred = std::make_shared<std::vector<Future<Value>>>();
-        // Only completion matters here: the value itself is not kept alive.
-        deferred->push_back(f.then([](const Value&) { return Value(); }));
+        // Only its completion matters here; its value is in the variable
+        // anyway, and this list lasts one evaluation of the block.
+        deferred->push_back(std::move(f));
         continue;
       }
     } else {

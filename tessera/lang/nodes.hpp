@@ -100,6 +100,9 @@ class PrimitiveCallNode : public Node {
   // asynchronous primitives (collectives) key their matching across
   // localities on it at every call.
   std::string site_;
+  // loc() shared with the futures of asynchronous calls, which add it to
+  // their errors (Future::decorate_errors) and may outlive the tree.
+  std::shared_ptr<const SourceLoc> shared_loc_;
 };
 
 // A call of a function value: f(args) where f is a variable or expression.

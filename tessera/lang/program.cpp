@@ -63,27 +63,61 @@ std::vector<TracedProgram> end_traced_programs() {
   return std::move(t.programs);
 }
 
-Future<Value> Program::start(std::vector<Value> args) const {
+namespace {
+
+// The program's value is the result, or, if it is a function, called with
+// the program's arguments.
+Future<Value> call_with(const Value& v, std::vector<Value>& args, const SourceLoc& loc) {
+  if (!v.is_function()) return Future<Value>::ready(v);
+  std::vector<CallArg> call_args;
+  call_args.reserve(args.size());
+  for (auto& a : args) call_args.push_back({"", std::move(a)});
+  return invoke(v, std::move(call_args), loc);
+}
+
+// Clears a run's top-level frame when the run is over, however it ends:
+// that breaks reference cycles through its variables (a function stored
+// there that made a closure).
+struct ClearFrame {
+  FramePtr& frame;
+  ~ClearFrame() {
+    if (frame) frame->clear();
+  }
+};
+
+}  // namespace
+
+Future<Value> Program::begin(std::vector<Value> args, FramePtr& frame) const {
   if (trace::on()) note_traced(code_, text_);
-  auto frame = std::make_shared<Frame>(code_->frame_size, nullptr);
+  frame = std::make_shared<Frame>(code_->frame_size, nullptr);
   frame->set(0, Value(List(args)));
-  auto code = code_;
-  SourceLoc loc = code_->loc;
-  Future<Value> result =
-      code_->body->eval(frame).then([frame, code, args, loc](const Value& v) -> Future<Value> {
-        if (v.is_function()) {
-          std::vector<CallArg> call_args;
-          for (const auto& a : args) call_args.push_back({"", a});
-          return invoke(v, std::move(call_args), loc);
-        }
-        return Future<Value>::ready(v);
-      });
-  // The run is over: clearing the top-level variables breaks reference
-  // cycles through them (a function stored there that made a closure).
-  return result.chain([frame](const Future<Value>& r) {
-    frame->clear();
-    return r;
+  Future<Value> body = code_->body->eval(frame);
+  // The usual program defines its function at once: call it here, with no
+  // continuation in between.
+  if (body.is_ready()) {
+    if (body.error()) return body;
+    return call_with(body.get(), args, code_->loc);
+  }
+  return body.then([code = code_, args = std::move(args)](const Value& v) mutable {
+    return call_with(v, args, code->loc);
   });
+}
+
+Future<Value> Program::start(std::vector<Value> args) const {
+  FramePtr frame;
+  Future<Value> result;
+  {
+    ClearFrame clear_on_error{frame};
+    result = begin(std::move(args), frame);
+    if (!result.is_ready()) {
+      result = result.chain([frame](const Future<Value>& r) {
+        frame->clear();
+        return r;
+      });
+      frame.reset();  // the continuation clears it
+    }
+  }
+  return result;
 }
 
 Value Program::run(std::vector<Value> args) const {
@@ -91,11 +125,14 @@ Value Program::run(std::vector<Value> args) const {
   // programs finish right here with no hand-off between threads (the Python
   // front end's call overhead), while costly nodes spawn tasks onto the
   // workers and deep call chains move onto them (see invoke). This thread
-  // then only waits for the result.
+  // then only waits for the result, and clears the frame after it: no
+  // continuation to do that on the result's way back.
   EvaluationScope scope;
+  FramePtr frame;
+  ClearFrame clear{frame};
   Future<Value> f;
   try {
-    f = start(std::move(args));
+    f = begin(std::move(args), frame);
   } catch (...) {
     f = Future<Value>::failed(std::current_exception());
   }

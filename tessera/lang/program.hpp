@@ -37,6 +37,10 @@ class Program {
   const std::string& text() const { return *text_; }
 
  private:
+  // Starts a run; `frame` is set to its top-level frame, which the caller
+  // clears once the result is there (see start).
+  Future<Value> begin(std::vector<Value> args, FramePtr& frame) const;
+
   std::shared_ptr<const FunctionCode> code_;
   std::shared_ptr<const std::string> text_;
 };

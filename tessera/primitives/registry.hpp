@@ -153,8 +153,9 @@ class Args {
   const std::string& param_name(size_t i) const { return spec_->params[i].name; }
   // The call's source position ("file:line:col"), when known: the execution
   // tree sets it for asynchronous primitives (collective fingerprints).
-  const std::string& site() const { return site_; }
-  void set_site(std::string site) { site_ = std::move(site); }
+  const std::string& site() const { return site_ ? *site_ : no_site(); }
+  // `site` must outlive the call (the node's own string; not copied).
+  void set_site(const std::string& site) { site_ = &site; }
 
   // Numeric value as an Array (scalars become 0-d arrays).
   Array array(size_t i) const;
@@ -182,7 +183,11 @@ class Args {
  private:
   const PrimitiveSpec* spec_;
   std::vector<Value> values_;
-  std::string site_;
+  const std::string* site_ = nullptr;
+  static const std::string& no_site() {
+    static const std::string empty;
+    return empty;
+  }
 };
 
 // Normalizes an axis against ndim (negative axes count from the end); throws

@@ -86,6 +86,10 @@ bool hand_to_boundary(std::function<void()> fn);
 // condition).
 bool handed_work_waiting();
 
+// Rewrites an error (adds the source position of the call that made the
+// future, say); `context` is what it was installed with.
+using ErrorDecorator = std::exception_ptr (*)(std::exception_ptr error, const void* context);
+
 template <class T>
 struct SharedState {
   std::mutex mutex;
@@ -93,6 +97,14 @@ struct SharedState {
   bool done = false;
   std::optional<T> value;
   std::exception_ptr error;
+  // Applied to the error this state is completed with (Future::decorate_errors).
+  ErrorDecorator decorate = nullptr;
+  std::shared_ptr<const void> decorate_context;
+
+  // Stores the error, decorated. Requires the mutex.
+  void set_error_locked(std::exception_ptr e) {
+    error = decorate ? decorate(std::move(e), decorate_context.get()) : std::move(e);
+  }
   // Continuations in the order attached: most states get exactly one, kept
   // in `first` (no vector to allocate), the others in `more`.
   std::function<void()> first;
@@ -259,6 +271,29 @@ class Future {
     return FR(out);
   }
 
+  // This future with `fn` applied to its error, if it fails: the same as
+  // chain(f -> failed(fn(f.error()))) but, for a pending future, without a
+  // new state and continuation: the decorator is installed on the state and
+  // applied when the error is set. Only for a future nothing else observes
+  // (fresh from an asynchronous primitive): every holder of the state sees
+  // the decorated error. `context` is kept alive until then.
+  Future decorate_errors(detail::ErrorDecorator fn, std::shared_ptr<const void> context) const {
+    if (!state_) return error_ ? failed(fn(error_, context.get())) : *this;
+    {
+      std::lock_guard lock(state_->mutex);
+      if (!state_->done && !state_->decorate) {
+        state_->decorate = fn;
+        state_->decorate_context = std::move(context);
+        return *this;
+      }
+      if (state_->done && !state_->error) return *this;
+    }
+    return chain([fn, context](const Future& f) -> Future {
+      if (auto e = f.error()) return failed(fn(e, context.get()));
+      return f;
+    });
+  }
+
   // Calls f(value) once ready; f returns R or Future<R>. Errors skip f and
   // propagate.
   template <class F>
@@ -284,7 +319,7 @@ class Future {
       {
         std::lock_guard lock(into->mutex);
         if (auto e = from.error()) {
-          into->error = e;
+          into->set_error_locked(e);
         } else {
           into->value.emplace(from.get());
         }
@@ -321,7 +356,7 @@ class Promise {
   void set_error(std::exception_ptr e) const {
     {
       std::lock_guard lock(state_->mutex);
-      state_->error = std::move(e);
+      state_->set_error_locked(std::move(e));
     }
     state_->finish();
   }
@@ -338,7 +373,7 @@ class Promise {
       std::lock_guard lock(state_->mutex);
       if (state_->first || !state_->more.empty()) return false;
       if (e) {
-        state_->error = e;
+        state_->set_error_locked(e);
       } else {
         state_->value.emplace(std::move(v));
       }

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -171,6 +172,61 @@ TEST(RuntimePromise, SetIfUnobservedOnlyWithoutContinuations) {
   EXPECT_FALSE(next.is_ready());
   observed.set_value(w);
   EXPECT_EQ(next.wait(), 8);
+}
+
+namespace {
+
+// An ErrorDecorator that prefixes the message with the context's string.
+std::exception_ptr prefix_error(std::exception_ptr e, const void* context) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& err) {
+    return std::make_exception_ptr(
+        std::runtime_error(*static_cast<const std::string*>(context) + ": " + err.what()));
+  }
+}
+
+std::string message_of(const Future<int>& f) {
+  try {
+    f.get();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(RuntimePromise, DecoratedErrorsWhereverTheyAreSet) {
+  auto where = std::make_shared<const std::string>("at f.tsl:3");
+  // Pending, then failed by set_error, set_if_unobserved or set_from: each
+  // applies the decorator; a value passes untouched.
+  Promise<int> p1, p2, p3, p4;
+  Future<int> f1 = p1.get_future().decorate_errors(&prefix_error, where);
+  Future<int> f2 = p2.get_future().decorate_errors(&prefix_error, where);
+  Future<int> f3 = p3.get_future().decorate_errors(&prefix_error, where);
+  Future<int> f4 = p4.get_future().decorate_errors(&prefix_error, where);
+  p1.set_error(std::make_exception_ptr(std::runtime_error("lost")));
+  int unused = 0;
+  ASSERT_TRUE(p2.set_if_unobserved(unused, std::make_exception_ptr(std::runtime_error("lost"))));
+  p3.set_from(Future<int>::failed(std::make_exception_ptr(std::runtime_error("lost"))));
+  p4.set_value(4);
+  EXPECT_EQ(message_of(f1), "at f.tsl:3: lost");
+  EXPECT_EQ(message_of(f2), "at f.tsl:3: lost");
+  EXPECT_EQ(message_of(f3), "at f.tsl:3: lost");
+  EXPECT_EQ(f4.wait(), 4);
+
+  // Already failed, or already decorated: decorated once by a continuation.
+  Future<int> ready = Future<int>::failed(std::make_exception_ptr(std::runtime_error("now")))
+                          .decorate_errors(&prefix_error, where);
+  EXPECT_EQ(message_of(ready), "at f.tsl:3: now");
+  auto outer = std::make_shared<const std::string>("in g");
+  Promise<int> p5;
+  Future<int> twice =
+      p5.get_future().decorate_errors(&prefix_error, where).decorate_errors(&prefix_error, outer);
+  p5.set_error(std::make_exception_ptr(std::runtime_error("late")));
+  EXPECT_EQ(message_of(twice), "in g: at f.tsl:3: late");
+  EXPECT_EQ(Future<int>::ready(1).decorate_errors(&prefix_error, where).wait(), 1);
 }
 
 namespace {
