@@ -9,6 +9,8 @@
 //   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSERA_THREADS=1
 //   mpirun -n 2 --bind-to none build/bench/bench_allreduce [--json] [--repeats N] [--max-bytes B]
 //   [--only overlap]   (the overlap measurement alone)
+//   [--profile engine|program|loop N]   (only N 4 KB all-reduces of one kind,
+//   to count instructions under callgrind: docs/benchmarks.md)
 // --json prints one JSON object (rank 0) instead of the table, for
 // bench/bench_collectives.py, which also runs PyTorch's gloo at the same sizes.
 // A figure is the median of single timed calls on rank 0 after one warm-up
@@ -63,6 +65,10 @@ struct Options {
   bool overlap_only = false;  // --only overlap
   int repeats = 0;  // 0: by size (repeats_for)
   int64_t max_bytes = int64_t{64} << 20;
+  // --profile MODE N: only N 4 KB all-reduces of one kind (engine, program
+  // or loop), for an instruction count under callgrind (docs/benchmarks.md).
+  std::string profile;
+  int64_t profile_calls = 0;
 };
 
 // Returns false (after saying why on rank 0) when an argument is not understood.
@@ -75,6 +81,17 @@ bool parse(int argc, char** argv, Options& o, bool speak) {
     } else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "overlap") {
       o.overlap_only = true;
       ++i;
+    } else if (a == "--profile" && i + 2 < argc) {
+      o.profile = argv[++i];
+      long long v = std::strtoll(argv[++i], &end, 10);
+      if ((o.profile != "engine" && o.profile != "program" && o.profile != "loop") || *end != '\0' || v <= 0) {
+        if (speak) {
+          std::fprintf(stderr, "bench_allreduce: --profile needs engine, program or loop and a positive count, "
+                       "got '%s %s'\n", o.profile.c_str(), argv[i]);
+        }
+        return false;
+      }
+      o.profile_calls = v;
     } else if ((a == "--repeats" || a == "--max-bytes") && i + 1 < argc) {
       long long v = std::strtoll(argv[++i], &end, 10);
       if (*end != '\0' || v <= 0) {
@@ -88,7 +105,7 @@ bool parse(int argc, char** argv, Options& o, bool speak) {
     } else {
       if (speak) {
         std::fprintf(stderr, "bench_allreduce: unknown argument '%s'; usage: bench_allreduce [--json] "
-                     "[--repeats N] [--max-bytes B] [--only overlap]\n", a.c_str());
+                     "[--repeats N] [--max-bytes B] [--only overlap] [--profile engine|program|loop N]\n", a.c_str());
       }
       return false;
     }
@@ -183,6 +200,31 @@ int main(int argc, char** argv) {
   }
   std::string rows;
   Program p("define(f, x, all_reduce(x)) f", "bench.tsl");
+  Program loop("define(f, x, n, block(define(i, 0), while(i < n, block(define(r, all_reduce(x)), "
+               "store(i, i + 1))), i)) f", "loop.tsl");
+  if (!opt.profile.empty()) {
+    // One warm-up call, then the counted ones (the figure is the mean).
+    Array four = Array::full(DType::float32, {1024}, 1.0);
+    auto one = [&](int64_t calls) {
+      if (opt.profile == "loop") {
+        loop.run({Value(four), Value(calls)});
+        return;
+      }
+      for (int64_t k = 0; k < calls; ++k) {
+        if (opt.profile == "engine") dist::detail::all_reduce(four, dist::ReduceOp::sum, "bench").wait();
+        else p.run({Value(four)});
+      }
+    };
+    one(1);
+    double t0 = now_s();
+    one(opt.profile_calls);
+    double t = (now_s() - t0) / static_cast<double>(opt.profile_calls);
+    if (rank == 0) {
+      std::printf("%lld 4 KB all-reduces (%s): %.2f us each\n", static_cast<long long>(opt.profile_calls),
+                  opt.profile.c_str(), t * 1e6);
+    }
+    return 0;
+  }
   for (int64_t bytes = 4; bytes <= opt.max_bytes; bytes *= 4) {
     int64_t n = std::max<int64_t>(1, bytes / 4);
     int reps = repeats_for(bytes, opt.repeats);
@@ -214,8 +256,6 @@ int main(int argc, char** argv) {
   // calls, 100 one-line programs and a program looping over 100
   // all-reduces, in turn; the median over the blocks of each block's mean.
   Array four = Array::full(DType::float32, {1024}, 1.0);
-  Program loop("define(f, x, n, block(define(i, 0), while(i < n, block(define(r, all_reduce(x)), "
-               "store(i, i + 1))), i)) f", "loop.tsl");
   std::vector<double> lat_mpi, lat_engine, lat_program, lat_loop;
   {
     std::vector<float> in(1024, 1.0f), out(1024);

@@ -210,6 +210,16 @@ namespace {
 Args bind_operands(const PrimitiveSpec& spec, const std::vector<int>& slots,
                    const std::vector<bool>& variadic, std::vector<Value>& operand_values) {
   const auto& params = spec.params;
+  // The usual call gives the leading parameters in order (no names, no
+  // variadic part): the operand values become the arguments in place, the
+  // rest filled with their defaults.
+  bool in_order = !spec.variadic && operand_values.size() <= params.size();
+  for (size_t i = 0; in_order && i < slots.size(); ++i) in_order = slots[i] == static_cast<int>(i);
+  if (in_order) {
+    operand_values.reserve(params.size());
+    for (size_t k = operand_values.size(); k < params.size(); ++k) operand_values.push_back(*params[k].default_value);
+    return Args(spec, std::move(operand_values));
+  }
   std::vector<Value> values(params.size());
   // Which parameters an operand filled (on the stack for all but the
   // rare primitive with many parameters: this runs per evaluation).
@@ -312,20 +322,34 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
 }
 
 Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
+  // Every operand is started before any is awaited. While they come back
+  // ready (the usual case) their values go straight into `vals` (room for
+  // the defaults bind_operands adds); from the first pending one on, the
+  // futures are gathered and joined instead.
+  std::vector<Value> vals;
+  vals.reserve(std::max(operands_.size(), spec_->params.size()));
+  std::exception_ptr error;  // the first failed operand's, while all are ready
   std::vector<Future<Value>> fs;
-  fs.reserve(operands_.size());
-  bool ready = true;
-  for (const auto& op : operands_) {
-    fs.push_back(op->eval(frame));
-    ready = ready && fs.back().is_ready();
-  }
-  if (ready) {
-    std::vector<Value> vals;
-    vals.reserve(fs.size());
-    for (auto& f : fs) {
-      if (auto e = f.error()) return Future<Value>::failed(e);
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    Future<Value> f = operands_[i]->eval(frame);
+    if (fs.empty() && f.is_ready()) {
+      if (error) continue;
+      if ((error = f.error())) continue;
       vals.push_back(f.take());
+      continue;
     }
+    if (fs.empty()) {
+      fs.reserve(operands_.size());
+      if (error) {
+        fs.push_back(Future<Value>::failed(error));  // fails the join: it is the first by position
+      } else {
+        for (auto& v : vals) fs.push_back(Future<Value>::ready(std::move(v)));
+      }
+    }
+    fs.push_back(std::move(f));
+  }
+  if (fs.empty()) {
+    if (error) return Future<Value>::failed(error);
     return finish(std::move(vals));
   }
   return when_all(std::move(fs)).then(
