@@ -115,12 +115,85 @@ bool pure_value(const Node* n) {
   return true;
 }
 
+// The variables of one frame F that evaluating `n` may read and assign, for
+// `n` run in F or inside `nesting` functions defined there (whose bodies
+// reach F's variables `nesting` frames up).
+struct FrameAccess {
+  std::vector<size_t> reads, writes;
+  bool writes_around = false;  // assigns a variable of a frame around F
+};
+
+void frame_access(const Node* n, int nesting, FrameAccess& acc) {
+  if (!n) return;
+  if (auto* v = dynamic_cast<const VariableNode*>(n)) {
+    if (v->depth() == nesting) acc.reads.push_back(v->slot());
+    return;
+  }
+  if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+    if (a->depth() == nesting) {
+      acc.writes.push_back(a->slot());
+    } else if (a->depth() > nesting) {
+      acc.writes_around = true;
+    }
+    frame_access(a->value(), nesting, acc);
+    return;
+  }
+  if (auto* f = dynamic_cast<const FunctionNode*>(n)) {
+    if (f->slot() && nesting == 0) acc.writes.push_back(*f->slot());
+    for (const auto& d : f->code().defaults) frame_access(d.get(), nesting, acc);
+    frame_access(f->code().body.get(), nesting + 1, acc);
+    return;
+  }
+  for (const Node* c : n->children()) frame_access(c, nesting, acc);
+}
+
+std::vector<size_t> sorted_unique(std::vector<size_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// True if evaluating `n` may call functions (which may assign anything).
+bool calls_functions(const Node* n) {
+  if (!n) return false;
+  if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
+  if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
+  for (const Node* c : n->children()) {
+    if (calls_functions(c)) return true;
+  }
+  return false;
+}
+
+// The variables of the frame they run in that `nodes`, evaluated late,
+// read: none to note if they have effects, assign variables or call
+// functions, since then the statement around them is not deferred (the
+// block waits for it) and notes of their own reads would make their own
+// statements wait for them.
+std::vector<size_t> late_reads(std::initializer_list<const Node*> nodes) {
+  FrameAccess acc;
+  for (const Node* n : nodes) {
+    if (n && (!pure_value(n) || calls_functions(n))) return {};
+    frame_access(n, 0, acc);
+  }
+  if (!acc.writes.empty() || acc.writes_around) return {};
+  return sorted_unique(std::move(acc.reads));
+}
+
+// A value that assigns variables of the frame it runs in (or of one around
+// it) cannot go on computing past the statements after it: they would read
+// those variables before or after the assignment depending on timing.
+bool assigns_variables(const Node* n) {
+  FrameAccess acc;
+  frame_access(n, 0, acc);
+  return !acc.writes.empty() || acc.writes_around;
+}
+
 }  // namespace
 
 AssignNode::AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value,
                        bool is_store)
     : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot), value_(std::move(value)),
-      is_store_(is_store), deferrable_(pure_value(value_.get())) {}
+      is_store_(is_store), deferrable_(pure_value(value_.get()) && !assigns_variables(value_.get())) {}
 
 Future<Value> AssignNode::eval_dataflow(const FramePtr& frame) const {
   Frame* target = frame->up(depth_);
@@ -505,11 +578,16 @@ Future<Value> after_deferred(const std::shared_ptr<std::vector<Future<Value>>>& 
 
 }  // namespace
 
-BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body) : Node(std::move(loc)), body_(std::move(body)) {
+BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body)
+    : Node(std::move(loc)), body_(std::move(body)) {
   for (size_t i = 0; i < body_.size(); ++i) {
     auto* a = dynamic_cast<const AssignNode*>(body_[i].get());
     // The last statement is the block's value: nothing after it to let go on.
     dataflow_.push_back(a && a->deferrable() && i + 1 < body_.size() ? a : nullptr);
+    FrameAccess acc;
+    frame_access(body_[i].get(), 0, acc);
+    writes_.push_back(sorted_unique(std::move(acc.writes)));
+    calls_.push_back(calls_functions(body_[i].get()));
   }
 }
 
@@ -521,6 +599,19 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     return after_deferred(deferred, 0, std::move(result));
   };
   for (; i < body_.size(); ++i) {
+    if ((calls_[i] || !writes_[i].empty()) && frame->has_late_reads()) {
+      // This statement assigns a variable that the branch of an earlier
+      // `if` whose condition was pending may still read (or calls functions,
+      // which may store() into it): it starts once that branch is done (its
+      // errors are its own statement's).
+      std::optional<Future<Value>> reader =
+          calls_[i] ? frame->late_read_of(nullptr) : frame->late_read_of(&writes_[i]);
+      if (reader) {
+        return reader->chain([this, frame, i, last, deferred](const Future<Value>&) {
+          return eval_from(frame, i, last, deferred);
+        });
+      }
+    }
     Future<Value> f;
     if (const AssignNode* a = dataflow_[i]) {
       f = a->eval_dataflow(frame);
@@ -565,8 +656,21 @@ std::vector<const Node*> IfNode::children() const {
   return out;
 }
 
+IfNode::IfNode(SourceLoc loc, NodePtr cond, NodePtr then, NodePtr otherwise)
+    : Node(std::move(loc)), cond_(std::move(cond)), then_(std::move(then)), else_(std::move(otherwise)),
+      branch_reads_(late_reads({then_.get(), else_.get()})) {}
+
 Future<Value> IfNode::eval(const FramePtr& frame) const {
-  return cond_->eval(frame).then([this, frame](const Value& c) -> Future<Value> {
+  Future<Value> c = cond_->eval(frame);
+  if (c.is_ready() || branch_reads_.empty()) return branch(frame, c);
+  // The branch reads its variables when the condition is there.
+  Future<Value> r = branch(frame, c);
+  frame->note_late_reads(&branch_reads_, r);
+  return r;
+}
+
+Future<Value> IfNode::branch(const FramePtr& frame, const Future<Value>& cond) const {
+  return cond.then([this, frame](const Value& c) -> Future<Value> {
     bool yes;
     try {
       yes = c.truthy("if");
@@ -793,9 +897,15 @@ Future<Value> DictNode::eval(const FramePtr& frame) const {
   });
 }
 
+LogicalNode::LogicalNode(SourceLoc loc, bool is_and, NodePtr lhs, NodePtr rhs)
+    : Node(std::move(loc)), is_and_(is_and), lhs_(std::move(lhs)), rhs_(std::move(rhs)),
+      rhs_reads_(late_reads({rhs_.get()})) {}
+
 Future<Value> LogicalNode::eval(const FramePtr& frame) const {
   const char* name = is_and_ ? "logical_and" : "logical_or";
-  return lhs_->eval(frame).then([this, frame, name](const Value& a) -> Future<Value> {
+  Future<Value> lhs = lhs_->eval(frame);
+  const bool late = !lhs.is_ready() && !rhs_reads_.empty();
+  Future<Value> r = lhs.then([this, frame, name](const Value& a) -> Future<Value> {
     if (!a.is_array()) {
       // Scalars short-circuit, as in C and Python.
       bool t;
@@ -816,6 +926,9 @@ Future<Value> LogicalNode::eval(const FramePtr& frame) const {
       }
     });
   });
+  // The right side reads its variables when the left side is there.
+  if (late) frame->note_late_reads(&rhs_reads_, r);
+  return r;
 }
 
 }  // namespace tessera

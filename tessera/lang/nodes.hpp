@@ -26,6 +26,8 @@ class VariableNode : public Node {
       : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot) {}
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return name_; }
+  int depth() const { return depth_; }
+  size_t slot() const { return slot_; }
 
  private:
   std::string name_;
@@ -45,9 +47,14 @@ class AssignNode : public Node {
   // returned unassigned, so the block can go on while it computes.
   Future<Value> eval_dataflow(const FramePtr& frame) const;
   // False when the value may have effects (printing, random draws, files,
-  // function calls) or break(), continue() or return(): then the block
-  // waits for it before its next statement.
+  // function calls), assigns variables of this frame or frames around it,
+  // or has break(), continue() or return(): then the block waits for it
+  // before its next statement.
   bool deferrable() const { return deferrable_; }
+  // The variable assigned: `depth` frames up, at `slot`.
+  int depth() const { return depth_; }
+  size_t slot() const { return slot_; }
+  const Node* value() const { return value_.get(); }
 
  private:
   std::string name_;
@@ -67,6 +74,9 @@ class FunctionNode : public Node {
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override;
   std::vector<const Node*> children() const override;
+  const FunctionCode& code() const { return *code_; }
+  // The variable define(f, ...) assigns in the frame it runs in (none for a lambda).
+  std::optional<size_t> slot() const { return slot_; }
 
  private:
   std::shared_ptr<const FunctionCode> code_;
@@ -125,8 +135,13 @@ class CallNode : public Node {
 // waits for the one before it, except that a define whose value is still
 // computing (a collective in flight, a spawned task) does not hold up the
 // statements after it: its variable is pending and whoever reads it waits
-// (dataflow). The block's value is ready when every statement is done; a
-// statement that fails fails the block at once (docs/language.md).
+// (dataflow). Such a define may still read variables while it computes (the
+// branch of an `if` whose condition is pending is evaluated when the
+// condition is there: Frame::note_late_reads), so a later statement that
+// assigns a variable it reads waits for it first: every read sees the value
+// of its turn in program order. The block's value is ready when every
+// statement is done; a statement that fails fails the block at once
+// (docs/language.md).
 class BlockNode : public Node {
  public:
   BlockNode(SourceLoc loc, std::vector<NodePtr> body);
@@ -140,6 +155,10 @@ class BlockNode : public Node {
   Future<Value> eval_from(const FramePtr& frame, size_t i, Value last, Deferred deferred) const;
   std::vector<NodePtr> body_;
   std::vector<const AssignNode*> dataflow_;  // per statement: the define that may defer, or null
+  // Per statement: the variables of the frame it assigns (sorted), and
+  // whether it calls functions (which may assign any).
+  std::vector<std::vector<size_t>> writes_;
+  std::vector<bool> calls_;
 };
 
 // parallel_block(a, b, c): all at once, value of the last.
@@ -157,15 +176,17 @@ class ParallelBlockNode : public Node {
 
 class IfNode : public Node {
  public:
-  IfNode(SourceLoc loc, NodePtr cond, NodePtr then, NodePtr otherwise)
-      : Node(std::move(loc)), cond_(std::move(cond)), then_(std::move(then)),
-        else_(std::move(otherwise)) {}
+  IfNode(SourceLoc loc, NodePtr cond, NodePtr then, NodePtr otherwise);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "if"; }
   std::vector<const Node*> children() const override;
 
  private:
+  Future<Value> branch(const FramePtr& frame, const Future<Value>& cond) const;
   NodePtr cond_, then_, else_;  // else_ may be null
+  // The variables of the frame the branches read (sorted): noted as late
+  // reads while the condition is pending (Frame::note_late_reads).
+  std::vector<size_t> branch_reads_;
 };
 
 class WhileNode : public Node {
@@ -249,8 +270,7 @@ class ControlNode : public Node {
 // a && b, a || b: short-circuit on scalars, elementwise on arrays.
 class LogicalNode : public Node {
  public:
-  LogicalNode(SourceLoc loc, bool is_and, NodePtr lhs, NodePtr rhs)
-      : Node(std::move(loc)), is_and_(is_and), lhs_(std::move(lhs)), rhs_(std::move(rhs)) {}
+  LogicalNode(SourceLoc loc, bool is_and, NodePtr lhs, NodePtr rhs);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return is_and_ ? "&&" : "||"; }
   std::vector<const Node*> children() const override { return {lhs_.get(), rhs_.get()}; }
@@ -258,6 +278,7 @@ class LogicalNode : public Node {
  private:
   bool is_and_;
   NodePtr lhs_, rhs_;
+  std::vector<size_t> rhs_reads_;  // as IfNode's branch_reads_, for the right side
 };
 
 }  // namespace tessera

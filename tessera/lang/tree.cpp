@@ -122,4 +122,34 @@ void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_p
   });
 }
 
+void Frame::note_late_reads(const std::vector<size_t>* slots, const Future<Value>& done) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(late_reads_, [](const LateRead& r) { return r.done.is_ready(); });
+  late_reads_.push_back({slots, done});
+  has_late_reads_.store(true, std::memory_order_release);
+}
+
+std::optional<Future<Value>> Frame::late_read_of(const std::vector<size_t>* slots) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(late_reads_, [](const LateRead& r) { return r.done.is_ready(); });
+  if (late_reads_.empty()) {
+    has_late_reads_.store(false, std::memory_order_release);
+    return std::nullopt;
+  }
+  for (const LateRead& r : late_reads_) {
+    if (!slots) return r.done;
+    // Both lists are sorted and short.
+    auto a = r.slots->begin(), b = slots->begin();
+    while (a != r.slots->end() && b != slots->end()) {
+      if (*a == *b) return r.done;
+      if (*a < *b) {
+        ++a;
+      } else {
+        ++b;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessera

@@ -46,6 +46,16 @@ class Frame {
     std::lock_guard lock(mutex_);
     return defined_[slot] != 0;
   }
+  // An evaluation that went on past a pending value (the branch of an if
+  // whose condition is still computing) will read `slots` (sorted; they must
+  // outlive it) before `done` is ready. A statement that assigns one of them
+  // waits for it first (BlockNode), so the read sees the value of its turn.
+  void note_late_reads(const std::vector<size_t>* slots, const Future<Value>& done);
+  // A late read noted on one of `slots` (sorted; null: on any variable)
+  // that is not done yet, if any (the finished ones are forgotten here).
+  std::optional<Future<Value>> late_read_of(const std::vector<size_t>* slots);
+  // False while no late read is noted (checked per statement, without the lock).
+  bool has_late_reads() const { return has_late_reads_.load(std::memory_order_acquire); }
   // Drops every value (ends a program's run: closures stored in the
   // program's variables may refer back to it through their frames).
   void clear() {
@@ -53,6 +63,8 @@ class Frame {
     for (auto& v : slots_) v = Value();
     std::fill(defined_.begin(), defined_.end(), 0);
     pending_.clear();
+    late_reads_.clear();
+    has_late_reads_.store(false, std::memory_order_release);
     return_value_ = Value();
   }
   // The value given to return() in this activation.
@@ -95,6 +107,12 @@ class Frame {
   };
   std::vector<Pending> pending_;
   uint64_t serial_ = 0;
+  struct LateRead {
+    const std::vector<size_t>* slots;
+    Future<Value> done;
+  };
+  std::vector<LateRead> late_reads_;  // few at a time: a linear list
+  std::atomic<bool> has_late_reads_{false};
 
   // What set() stores for v (closures over this frame held weakly).
   Value prepare(Value v);
