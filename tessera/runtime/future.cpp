@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "tessera/core/error.hpp"
 
 namespace tessera::detail {
 
@@ -108,5 +112,42 @@ bool hand_to_boundary(std::function<void()> fn) {
 }
 
 bool handed_work_waiting() { return boundary().waiting.load(std::memory_order_acquire); }
+
+namespace {
+
+std::atomic<double>& stuck_limit() {
+  static std::atomic<double> limit = [] {
+    const char* env = std::getenv("TESSERA_STUCK_SECONDS");
+    if (!env || !*env) return 10.0;
+    char* end = nullptr;
+    double v = std::strtod(env, &end);
+    return (*end == '\0' && v >= 0) ? v : 10.0;
+  }();
+  return limit;
+}
+
+}  // namespace
+
+double stuck_seconds() { return stuck_limit().load(std::memory_order_relaxed); }
+void set_stuck_seconds(double s) { stuck_limit().store(s, std::memory_order_relaxed); }
+
+void check_stuck(StuckWatch& w) {
+  double limit = stuck_seconds();
+  uint64_t spawned = tasks_spawned(), outstanding = tasks_outstanding();
+  // Idle: nothing queued or running now, at the last look, nor spawned in
+  // between; this thread's own evaluation the only one; no engine.
+  bool idle = limit > 0 && outstanding == 0 && w.outstanding == 0 && spawned == w.spawned &&
+              evaluations_in_progress() <= 1 && !wait_helper().load(std::memory_order_acquire);
+  w.idle = idle ? w.idle + kStuckCheckSeconds : 0;
+  w.spawned = spawned;
+  w.outstanding = outstanding;
+  if (idle && w.idle >= limit) {
+    throw std::runtime_error(error_message(
+        "[evaluation] internal error: the evaluation waits for a value that nothing is computing "
+        "(no task queued or running for ", w.idle, " s, no communication): a dependency cycle in "
+        "tessera's dataflow. Please report it with the program; TESSERA_STUCK_SECONDS sets how long "
+        "to wait before this error (0: forever)"));
+  }
+}
 
 }  // namespace tessera::detail

@@ -86,6 +86,21 @@ bool hand_to_boundary(std::function<void()> fn);
 // condition).
 bool handed_work_waiting();
 
+// A boundary wait that nothing can end: no task queued or running, no other
+// evaluation in progress and no communication engine (which completes
+// futures from outside tasks). A program cannot get there, but a bug (a
+// dependency cycle in the dataflow) could; the wait then fails after
+// stuck_seconds() of it (TESSERA_STUCK_SECONDS, default 10; 0: never)
+// instead of hanging. check_stuck is called every kStuckCheckSeconds.
+inline constexpr double kStuckCheckSeconds = 0.25;
+struct StuckWatch {
+  uint64_t spawned = 0, outstanding = 1;
+  double idle = 0;
+};
+void check_stuck(StuckWatch& w);
+double stuck_seconds();
+void set_stuck_seconds(double s);
+
 // Rewrites an error (adds the source position of the call that made the
 // future, say); `context` is what it was installed with.
 using ErrorDecorator = std::exception_ptr (*)(std::exception_ptr error, const void* context);
@@ -198,8 +213,14 @@ class Future {
         if (detail::help_while_pending([this] { return is_ready(); }, help)) break;
         help = detail::kWaitRecheckHelpSeconds;
         if (!detail::wait_helper().load(std::memory_order_acquire)) {
+          detail::StuckWatch watch;
           std::unique_lock lock(state_->mutex);
-          state_->cv.wait(lock, [&] { return state_->done; });
+          while (!state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kStuckCheckSeconds),
+                                      [&] { return state_->done; })) {
+            lock.unlock();
+            detail::check_stuck(watch);
+            lock.lock();
+          }
           break;
         }
         // With a helper (communication), look again now and then: the

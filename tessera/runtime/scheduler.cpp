@@ -62,6 +62,7 @@ struct Scheduler {
   std::unique_ptr<oneapi::tbb::task_group> group;
   std::unique_ptr<ArenaObserver> observer;
   std::atomic<uint64_t> spawned{0};
+  std::atomic<uint64_t> finished{0};
 
   oneapi::tbb::task_arena& get() {
     std::lock_guard lock(mutex);
@@ -193,7 +194,7 @@ void spawn(std::function<void()> task) {
   s.spawned.fetch_add(1, std::memory_order_relaxed);
   oneapi::tbb::task_arena& arena = s.get();
   oneapi::tbb::task_group& group = *s.group;
-  auto body = [t = std::move(task)] {
+  auto body = [t = std::move(task), &s] {
     ++tl_inside;
     if (trace::on()) {
       run_traced(t);
@@ -201,6 +202,7 @@ void spawn(std::function<void()> task) {
       run_task(t);
     }
     --tl_inside;
+    s.finished.fetch_add(1, std::memory_order_release);
   };
   if (tl_inside > 0) {
     group.run(std::move(body));
@@ -222,5 +224,18 @@ void run_in_arena(const std::function<void()>& fn) {
 bool in_worker() { return tl_inside > 0 || tl_in_arena; }
 
 uint64_t tasks_spawned() { return scheduler().spawned.load(std::memory_order_relaxed); }
+
+uint64_t tasks_outstanding() {
+  Scheduler& s = scheduler();
+  // Finished first: a task counted as finished was counted as spawned before.
+  uint64_t done = s.finished.load(std::memory_order_acquire);
+  return s.spawned.load(std::memory_order_acquire) - done;
+}
+
+int evaluations_in_progress() {
+  Gate& g = gate();
+  std::lock_guard lock(g.mutex);
+  return g.evaluations;
+}
 
 }  // namespace tessera

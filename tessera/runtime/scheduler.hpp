@@ -40,5 +40,9 @@ class EvaluationScope {
 
 // Tasks spawned since the process started (a counter for tests and benches).
 uint64_t tasks_spawned();
+// Tasks spawned and not finished yet (queued or running).
+uint64_t tasks_outstanding();
+// Outermost evaluations in progress (EvaluationScope holders).
+int evaluations_in_progress();
 
 }  // namespace tessera

@@ -268,3 +268,37 @@ TEST(RuntimeBoundary, WorkHandedToABlockedWaiterRunsOnThatThread) {
   EXPECT_TRUE(waited.load());
   EXPECT_EQ(ran_on, waiter_id);
 }
+
+TEST(RuntimeStuckWait, AWaitThatNothingCanEndFailsInsteadOfHanging) {
+  // A promise nobody keeps, no task queued or running, no engine: the wait
+  // gives up after the stuck limit with an error saying so.
+  double limit = detail::stuck_seconds();
+  detail::set_stuck_seconds(0.5);
+  Promise<int> never;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    never.get_future().wait();
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  detail::set_stuck_seconds(limit);
+  EXPECT_NE(what.find("waits for a value that nothing is computing"), std::string::npos) << what;
+  EXPECT_GE(took, 0.5);
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(RuntimeStuckWait, ATaskStillRunningIsNotStuck) {
+  // A task computing longer than the limit: the wait goes on until it is done.
+  double limit = detail::stuck_seconds();
+  detail::set_stuck_seconds(0.3);
+  Future<int> slow = async([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    return 7;
+  });
+  int got = -1;
+  EXPECT_NO_THROW(got = slow.wait());
+  detail::set_stuck_seconds(limit);
+  EXPECT_EQ(got, 7);
+}
