@@ -135,6 +135,20 @@ struct Running {
   void join() { thread.join(); }
 };
 
+// Runs `text`, whose gate `id` the test opens once the program has reached it
+// (and had a moment to go on past it), and gives the program's result.
+Value result_after_gate(const std::string& text, int64_t id) {
+  arm(id);
+  Running r(text);
+  bool got_there = reached(id, 10.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  open(id);
+  r.join();
+  EXPECT_TRUE(got_there) << text;
+  if (r.error) std::rethrow_exception(r.error);
+  return r.result;
+}
+
 class Dataflow : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -159,14 +173,9 @@ TEST_F(Dataflow, APendingDefineDoesNotHoldUpTheNextStatements) {
 }
 
 TEST_F(Dataflow, ReadersWaitForThePendingValue) {
-  arm(2);
-  Running r("block(define(a, test_gate(5, 2)), define(c, a * 2), define(d, c + 1), d)");
-  ASSERT_TRUE(reached(2, 10.0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  open(2);
-  r.join();
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 11);
+  EXPECT_EQ(result_after_gate("block(define(a, test_gate(5, 2)), define(c, a * 2), define(d, c + 1), d)", 2)
+                .as_int(),
+            11);
 }
 
 TEST_F(Dataflow, TheBlockEndsOnlyWhenEveryDefineIsDone) {
@@ -292,43 +301,30 @@ TEST_F(Dataflow, AsynchronousLoopTurnsBreakAndContinue) {
 TEST_F(Dataflow, ALaterAssignmentWaitsForAPendingDefineThatReadsTheVariable) {
   // The if's condition is pending, so its branch reads y only when the gate
   // opens; define(y, 100) after it must not change what the branch reads.
-  arm(20);
-  Running r("block(define(y, 1), define(a, if(test_gate(true, 20), y * 10, 0)), define(y, 100), a + y)");
-  ASSERT_TRUE(reached(20, 10.0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  open(20);
-  r.join();
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 110);
+  Value v = result_after_gate(
+      "block(define(y, 1), define(a, if(test_gate(true, 20), y * 10, 0)), define(y, 100), a + y)", 20);
+  EXPECT_EQ(v.as_int(), 110);
 }
 
 TEST_F(Dataflow, ALaterAssignmentFromTheDefinesOwnResultDoesNotDeadlock) {
   // y's new value is computed from a, which reads y: had the branch read the
-  // new (pending) y it would wait for itself forever. The training step of
-  // deterministic mode has this shape: parameters read by a chunk's pending
-  // `if`, then updated from its gradients.
-  arm(21);
-  Running r("block(define(y, 2), define(a, if(test_gate(true, 21), y * 10, 0)), define(y, a + 1), y)");
-  ASSERT_TRUE(reached(21, 10.0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  open(21);
-  r.join();
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 21);
+  // new (pending) y it would wait for itself (until the stuck-wait check
+  // failed it, docs/runtime.md). The training step of deterministic mode
+  // has this shape: parameters read by a chunk's pending `if`, then updated
+  // from its gradients.
+  Value v = result_after_gate(
+      "block(define(y, 2), define(a, if(test_gate(true, 21), y * 10, 0)), define(y, a + 1), y)", 21);
+  EXPECT_EQ(v.as_int(), 21);
 }
 
 TEST_F(Dataflow, ALaterAssignmentInsideAFunctionWaitsToo) {
   // store() from inside a function defined before, called after the if,
   // assigns the block's variable.
-  arm(22);
-  Running r("block(define(y, 3), define(set, lambda(v, store(y, v))),\n"
-            "  define(a, if(test_gate(true, 22), y + 1, 0)), set(50), a * 100 + y)");
-  ASSERT_TRUE(reached(22, 10.0));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  open(22);
-  r.join();
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 450);
+  Value v = result_after_gate(
+      "block(define(y, 3), define(set, lambda(v, store(y, v))),\n"
+      "  define(a, if(test_gate(true, 22), y + 1, 0)), set(50), a * 100 + y)",
+      22);
+  EXPECT_EQ(v.as_int(), 450);
 }
 
 TEST_F(Dataflow, AConditionThatIsThereReadsNothingLate) {
