@@ -149,6 +149,21 @@ Value result_after_gate(const std::string& text, int64_t id) {
   return r.result;
 }
 
+// Runs `text`, which passes gate `id` and then note `id`: whether the note
+// ran (given `seconds`) before the test opened the gate. `result` gets the
+// program's result.
+bool note_ran_before_gate(const std::string& text, int64_t id, Value& result, double seconds) {
+  arm(id);
+  Running r(text);
+  EXPECT_TRUE(reached(id, 10.0)) << text;
+  bool overtaken = noted(id, seconds);
+  open(id);
+  r.join();
+  if (r.error) std::rethrow_exception(r.error);
+  result = r.result;
+  return overtaken;
+}
+
 class Dataflow : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -161,15 +176,11 @@ class Dataflow : public ::testing::Test {
 }  // namespace
 
 TEST_F(Dataflow, APendingDefineDoesNotHoldUpTheNextStatements) {
-  arm(1);
-  Running r("block(define(a, test_gate(40, 1)), define(b, test_note(2, 1)), a + b)");
   // b runs while a's gate is still closed; with a sequential block it could not.
-  bool went_on = noted(1, 10.0);
-  open(1);
-  r.join();
-  EXPECT_TRUE(went_on);
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 42);
+  Value v;
+  EXPECT_TRUE(note_ran_before_gate("block(define(a, test_gate(40, 1)), define(b, test_note(2, 1)), a + b)", 1, v,
+                                   10.0));
+  EXPECT_EQ(v.as_int(), 42);
 }
 
 TEST_F(Dataflow, ReadersWaitForThePendingValue) {
@@ -207,15 +218,10 @@ TEST_F(Dataflow, ALaterAssignmentWinsOverALateCompletion) {
 
 TEST_F(Dataflow, EffectsStayInProgramOrder) {
   // print makes the define wait: the note after it must not run before the gate opens.
-  arm(5);
-  Running r("block(define(a, print(test_gate(1, 5))), define(b, test_note(2, 5)), b)");
-  ASSERT_TRUE(reached(5, 10.0));
-  bool overtaken = noted(5, 0.2);
-  open(5);
-  r.join();
-  EXPECT_FALSE(overtaken);
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 2);
+  Value v;
+  EXPECT_FALSE(
+      note_ran_before_gate("block(define(a, print(test_gate(1, 5))), define(b, test_note(2, 5)), b)", 5, v, 0.2));
+  EXPECT_EQ(v.as_int(), 2);
 }
 
 TEST_F(Dataflow, ErrorsOfEarlierStatementsComeFirst) {
@@ -332,28 +338,19 @@ TEST_F(Dataflow, AConditionThatIsThereReadsNothingLate) {
   // statement after it that assigns x need not wait (it runs before the gate
   // opens). Gradient buckets rely on this: a member's define waits for the
   // other members, which statements after it compute.
-  arm(24);
-  Running r("block(define(x, 1), define(a, test_gate(if(x > 0, x, 0), 24)),\n"
-            "  define(x, test_note(5, 24)), a + x)");
-  bool went_on = noted(24, 10.0);
-  open(24);
-  r.join();
-  EXPECT_TRUE(went_on);
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 6);
+  Value v;
+  EXPECT_TRUE(note_ran_before_gate("block(define(x, 1), define(a, test_gate(if(x > 0, x, 0), 24)),\n"
+                                   "  define(x, test_note(5, 24)), a + x)",
+                                   24, v, 10.0));
+  EXPECT_EQ(v.as_int(), 6);
 }
 
 TEST_F(Dataflow, ADefineThatAssignsVariablesIsNotDeferred) {
   // The branch defines z: the statement after it must see z, so the block
   // waits for the define (the note must not run before the gate opens).
-  arm(23);
-  Running r("block(define(a, if(test_gate(true, 23), block(define(z, 5), z), 0)),\n"
-            "  define(b, test_note(z, 23)), a + b)");
-  ASSERT_TRUE(reached(23, 10.0));
-  bool overtaken = noted(23, 0.2);
-  open(23);
-  r.join();
-  EXPECT_FALSE(overtaken);
-  ASSERT_FALSE(r.error);
-  EXPECT_EQ(r.result.as_int(), 10);
+  Value v;
+  EXPECT_FALSE(note_ran_before_gate("block(define(a, if(test_gate(true, 23), block(define(z, 5), z), 0)),\n"
+                                    "  define(b, test_note(z, 23)), a + b)",
+                                    23, v, 0.2));
+  EXPECT_EQ(v.as_int(), 10);
 }
