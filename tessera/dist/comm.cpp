@@ -562,24 +562,24 @@ class Engine {
     auto deadline = Clock::now() + std::chrono::duration<double>(collective_timeout_seconds());
     try {
       for (;;) {
-        BlockGather g;
-        g.next_block(rank_, size_).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
-        g.start(round_comm_, rank_, size_);
-        while (!g.progress()) {
+        // The regular rounds' object: its posted receives match the other
+        // ranks' next round, this one.
+        round_.next_block(rank_, size_).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
+        round_.start(round_comm_, rank_, size_);
+        while (!round_.progress()) {
           if (Clock::now() > deadline) return false;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
-        // The sends of this round and of the last regular one must complete
-        // before their buffers go (and before MPI_Finalize).
+        // The sends must complete before their buffers go (and before
+        // MPI_Finalize).
         for (;;) {
-          g.reap_sends();
           round_.reap_sends();
-          if (!g.sending() && !round_.sending()) break;
+          if (!round_.sending()) break;
           if (Clock::now() > deadline) return false;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
         bool all = true, work = false;
-        for (const Bytes& b : g.blocks()) {
+        for (const Bytes& b : round_.blocks()) {
           Offer o = parse_offer(b);
           all = all && o.finished;
           work = work || (!o.finished && !o.entries.empty());
@@ -587,7 +587,10 @@ class Engine {
         // Another rank still offering work learns from this round that this
         // one has finished and fails. Finalizing leaves the report of the
         // failure to that rank (mpirun then ends the job).
-        if (all || work) return true;
+        if (all || work) {
+          round_.cancel_posted();
+          return true;
+        }
       }
     } catch (const std::exception&) {
       return false;

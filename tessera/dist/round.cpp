@@ -57,6 +57,47 @@ Bytes& BlockGather::next_block(int rank, int size) {
   return blocks_[rank];
 }
 
+void BlockGather::start(MPI_Comm comm, int rank, int size) {
+  comm_ = comm;
+  rank_ = rank;
+  size_ = size;
+  held_ = 1;
+  stage_ = 0;
+  sent_ = receiving_ = large_ = false;
+  active_ = true;
+  int stages = 0;
+  while ((1 << stages) < size_) ++stages;
+  if (static_cast<int>(posted_.size()) != stages) {
+    posted_.assign(stages, MPI_REQUEST_NULL);
+    posted_buf_.resize(stages);
+  }
+  for (int s = 0; s < stages; ++s) post(s);
+}
+
+void BlockGather::post(int stage) {
+  if (posted_[stage] != MPI_REQUEST_NULL) return;
+  int from = (rank_ + (1 << stage)) % size_;
+  posted_buf_[stage].reset(kPostedBytes);
+  ok(MPI_Irecv(posted_buf_[stage].data(), kPostedBytes, MPI_BYTE, from, stage, comm_, &posted_[stage]), "MPI_Irecv");
+}
+
+void BlockGather::send(const char* p, size_t n, int to, std::shared_ptr<const void> keep, bool own) {
+  MPI_Request req;
+  int tag = stage_;
+  if (n > static_cast<size_t>(kPostedBytes)) {
+    // An empty message announces it; it goes on the large tag.
+    ok(MPI_Isend(nullptr, 0, MPI_BYTE, to, stage_, comm_, &req), "MPI_Isend");
+    sends_.push_back({req, nullptr});
+    tag = stage_ + kLargeTag;
+  }
+  ok(MPI_Isend(p, static_cast<int>(n), MPI_BYTE, to, tag, comm_, &req), "MPI_Isend");
+  if (own) {
+    own_send_ = req;
+  } else {
+    sends_.push_back({req, std::move(keep)});
+  }
+}
+
 bool BlockGather::progress() {
   reap_sends();
   while (active_ && held_ < size_) {
@@ -64,12 +105,10 @@ bool BlockGather::progress() {
     int count = std::min(d, size_ - d);
     int to = (rank_ - d + size_) % size_;
     if (!sent_) {
-      MPI_Request req;
       if (stage_ == 0) {
         // This rank's own block (stage 0 sends just it), from its buffer: no copy.
         const Bytes& b = blocks_[rank_];
-        ok(MPI_Isend(b.data(), static_cast<int>(b.size()), MPI_BYTE, to, stage_, comm_, &req), "MPI_Isend");
-        own_send_ = req;
+        send(b.data(), b.size(), to, nullptr, true);
       } else {
         auto buf = std::make_shared<std::string>();
         for (int i = 0; i < count; ++i) {
@@ -80,28 +119,46 @@ bool BlockGather::progress() {
           }
           buf->append(b.data(), b.size());
         }
-        ok(MPI_Isend(buf->data(), static_cast<int>(buf->size()), MPI_BYTE, to, stage_, comm_, &req),
-           "MPI_Isend");
-        sends_.push_back({req, std::move(buf)});
+        const char* data = buf->data();
+        size_t n = buf->size();
+        send(data, n, to, std::move(buf), false);
       }
       sent_ = true;
     }
+    // One block lands in its place directly.
+    Bytes& into = count == 1 ? blocks_[(rank_ + d) % size_] : incoming_;
     if (!receiving_) {
       int flag = 0;
       MPI_Status status;
-      ok(MPI_Improbe((rank_ + d) % size_, stage_, comm_, &flag, &message_, &status), "MPI_Improbe");
+      ok(MPI_Test(&posted_[stage_], &flag, &status), "MPI_Test");
       if (!flag) return false;
       int bytes = 0;
       MPI_Get_count(&status, MPI_BYTE, &bytes);
-      // One block lands in its place directly.
-      Bytes& into = count == 1 ? blocks_[(rank_ + d) % size_] : incoming_;
-      into.reset(bytes);
-      ok(MPI_Imrecv(into.data(), bytes, MPI_BYTE, &message_, &recv_), "MPI_Imrecv");
+      large_ = bytes == 0;
+      if (!large_) {
+        // The message is in the posted buffer: it becomes the block, and
+        // the block's old buffer takes the next round's receive.
+        into.swap(posted_buf_[stage_]);
+        into.reset(static_cast<size_t>(bytes));
+      }
+      post(stage_);
       receiving_ = true;
     }
-    int flag = 0;
-    ok(MPI_Test(&recv_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!flag) return false;
+    if (large_) {
+      if (recv_ == MPI_REQUEST_NULL) {
+        int flag = 0;
+        MPI_Status status;
+        ok(MPI_Improbe((rank_ + d) % size_, stage_ + kLargeTag, comm_, &flag, &message_, &status), "MPI_Improbe");
+        if (!flag) return false;
+        int bytes = 0;
+        MPI_Get_count(&status, MPI_BYTE, &bytes);
+        into.reset(bytes);
+        ok(MPI_Imrecv(into.data(), bytes, MPI_BYTE, &message_, &recv_), "MPI_Imrecv");
+      }
+      int flag = 0;
+      ok(MPI_Test(&recv_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!flag) return false;
+    }
     if (count > 1) {
       size_t at = 0;
       for (int i = 0; i < count; ++i) {
@@ -116,10 +173,18 @@ bool BlockGather::progress() {
     }
     held_ += count;
     ++stage_;
-    sent_ = receiving_ = false;
+    sent_ = receiving_ = large_ = false;
   }
   active_ = false;
   return true;
+}
+
+void BlockGather::cancel_posted() {
+  for (MPI_Request& r : posted_) {
+    if (r == MPI_REQUEST_NULL) continue;
+    ok(MPI_Cancel(&r), "MPI_Cancel");
+    ok(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
 }
 
 void BlockGather::reap_sends() {

@@ -47,6 +47,11 @@ class Bytes {
     reset(n);
     if (n) std::memcpy(data_.get(), p, n);
   }
+  void swap(Bytes& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+  }
 
  private:
   std::unique_ptr<char[]> data_;
@@ -73,24 +78,25 @@ Offer parse_offer(const Bytes& block);
 
 // Every rank's block of bytes on every rank (an allgather of blocks of any
 // size), by Bruck's algorithm over point-to-point messages: ceil(log2 N)
-// exchanges, any N. Blocks of different sizes are safe (receives are sized
-// by probing), which collective allgathers are not.
+// exchanges, any N. Blocks of different sizes are safe, which collective
+// allgathers are not. Each stage's receive for the next round is posted as
+// soon as this round's has arrived, so a message of up to kPostedBytes lands
+// in place (no probe, no copy out of MPI's queue of unexpected messages); a
+// larger one is announced by an empty message and sent on a tag of its own,
+// where it is probed for and received at its size.
 class BlockGather {
  public:
+  static constexpr int kPostedBytes = 64 << 10;
+  static constexpr int kLargeTag = 64;  // added to the stage's tag
+
   // This rank's block for the next round, to fill before start(); its
   // buffer is reused from round to round.
   Bytes& next_block(int rank, int size);
 
-  // Starts gathering every rank's block; this rank's is next_block's.
-  void start(MPI_Comm comm, int rank, int size) {
-    comm_ = comm;
-    rank_ = rank;
-    size_ = size;
-    held_ = 1;
-    stage_ = 0;
-    sent_ = receiving_ = false;
-    active_ = true;
-  }
+  // Starts gathering every rank's block; this rank's is next_block's. Every
+  // round on `comm` must go through this one object: its posted receives
+  // match the other ranks' next messages.
+  void start(MPI_Comm comm, int rank, int size);
 
   bool active() const { return active_; }
   // True while messages this rank sent are not yet complete.
@@ -99,21 +105,34 @@ class BlockGather {
 
   // Advances as far as messages allow; true once every block is here.
   // Throws runtime_error on MPI errors. A message holding one block is the
-  // block itself (sizes come from probing); one holding several frames each
-  // with its length.
+  // block itself; one holding several frames each with its length.
   bool progress();
 
   // Completes the sends of earlier stages (their buffers live until then).
   void reap_sends();
 
+  // Cancels the receives posted for a round that will not come (before
+  // MPI_Finalize). Throws runtime_error on MPI errors.
+  void cancel_posted();
+
  private:
   static void ok(int rc, const char* call);
+  // Posts the receive of the stage's next message (if not posted).
+  void post(int stage);
+  // Sends n bytes at p to `to` for this stage (announced, on the large tag,
+  // if more than kPostedBytes); `keep` holds the buffer until sent; `own`:
+  // this rank's block (tracked as own_send_).
+  void send(const char* p, size_t n, int to, std::shared_ptr<const void> keep, bool own);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, held_ = 1, stage_ = 0;
   bool sent_ = false, receiving_ = false, active_ = false;
+  bool large_ = false;  // this stage's block comes on the large tag (announced)
   std::vector<Bytes> blocks_;
   Bytes incoming_;
+  // Per stage: the receive posted for its next message, and its buffer.
+  std::vector<MPI_Request> posted_;
+  std::vector<Bytes> posted_buf_;
   MPI_Message message_ = MPI_MESSAGE_NULL;
   MPI_Request recv_ = MPI_REQUEST_NULL;
   MPI_Request own_send_ = MPI_REQUEST_NULL;  // this rank's block, sent from blocks_[rank_]
