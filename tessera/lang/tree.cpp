@@ -78,7 +78,11 @@ Value Frame::prepare(Value v) {
       if (!within(g)) g->escaped_.store(true, std::memory_order_relaxed);
     }
   });
-  if (v.is_function()) {
+  // A program's top-level frame (no parent) is cleared when its run ends
+  // (Program::run, Program::start), which breaks such a cycle: its closures
+  // are kept as they are, with no weak copy to make now and a strong one
+  // on every read.
+  if (v.is_function() && parent_) {
     if (auto* c = dynamic_cast<const Closure*>(v.as_function().get()); c && c->closes_over(this)) {
       v = Value(std::static_pointer_cast<const Callable>(c->weakened()));
     }
