@@ -83,46 +83,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// out = a + b and acc += in, elementwise, for the sums of inline all-reduces
-// (the contributions may be unaligned inside an offer). On x86-64 compiled
-// for AVX2 as well, chosen at load time on CPUs that have it; the same bits
-// either way (one addition per element, in the same order).
+// out = a + b (or, with b null, out += a), elementwise, for the sums of
+// inline all-reduces (the contributions may be unaligned inside an offer).
+template <class T>
+[[gnu::always_inline]] inline void sum_loop(T* out, const char* a, const char* b, int64_t n) {
+  // b, or out itself: the other operand (out[i] = b[i] + a[i]).
+  const char* other = b ? b : reinterpret_cast<const char*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    T x, y;
+    std::memcpy(&x, a + i * sizeof x, sizeof x);
+    std::memcpy(&y, other + i * sizeof y, sizeof y);
+    out[i] = y + x;
+  }
+}
+
+// sum_loop for float32 or float64. On x86-64 compiled for AVX2 as well,
+// chosen at load time on CPUs that have it; the same bits either way (one
+// addition per element, in the same order).
 #if defined(__x86_64__) && defined(__GNUC__)
-#define TESSERA_SUM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TESSERA_SUM_CLONES
+__attribute__((target_clones("avx2", "default")))
 #endif
-TESSERA_SUM_CLONES void sum_f32(float* out, const char* a, const char* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float x, y;
-    std::memcpy(&x, a + i * sizeof x, sizeof x);
-    std::memcpy(&y, b + i * sizeof y, sizeof y);
-    out[i] = x + y;
+void sum_floats(void* out, const char* a, const char* b, int64_t n, bool f64) {
+  if (f64) {
+    sum_loop(static_cast<double*>(out), a, b, n);
+  } else {
+    sum_loop(static_cast<float*>(out), a, b, n);
   }
 }
-TESSERA_SUM_CLONES void add_f32(float* acc, const char* in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float x;
-    std::memcpy(&x, in + i * sizeof x, sizeof x);
-    acc[i] += x;
-  }
-}
-TESSERA_SUM_CLONES void sum_f64(double* out, const char* a, const char* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double x, y;
-    std::memcpy(&x, a + i * sizeof x, sizeof x);
-    std::memcpy(&y, b + i * sizeof y, sizeof y);
-    out[i] = x + y;
-  }
-}
-TESSERA_SUM_CLONES void add_f64(double* acc, const char* in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double x;
-    std::memcpy(&x, in + i * sizeof x, sizeof x);
-    acc[i] += x;
-  }
-}
-#undef TESSERA_SUM_CLONES
 
 constexpr int kMaxDims = 8;
 constexpr int kDescBytes = 256;
@@ -905,13 +892,8 @@ class Engine {
     // Sums of floats: (data[0] + data[1]) + data[2] ..., in one pass each.
     bool f32 = out.dtype() == DType::float32, f64 = out.dtype() == DType::float64;
     if (op.rop == ReduceOp::sum && size_ >= 2 && (f32 || f64)) {
-      if (f32) {
-        sum_f32(static_cast<float*>(out.raw()), data[0], data[1], n);
-        for (int r = 2; r < size_; ++r) add_f32(static_cast<float*>(out.raw()), data[r], n);
-      } else {
-        sum_f64(static_cast<double*>(out.raw()), data[0], data[1], n);
-        for (int r = 2; r < size_; ++r) add_f64(static_cast<double*>(out.raw()), data[r], n);
-      }
+      sum_floats(out.raw(), data[1], data[0], n, f64);
+      for (int r = 2; r < size_; ++r) sum_floats(out.raw(), data[r], nullptr, n, f64);
       return out;
     }
     std::memcpy(out.raw(), data[0], out.nbytes());
