@@ -32,6 +32,11 @@ struct Ast {
   Value value;
   std::string name;
   AstPtr callee;  // for calls whose callee is an expression rather than a name
+  // A call the syntax makes (an operator such as `+`, `x[i]`, `a:b`) or a
+  // gradient expansion: `name` is the primitive or special form whatever
+  // the program defines under that name (a function of its own named `add`
+  // does not change what `x + y` means).
+  bool builtin = false;
   std::vector<AstArg> args;
 
   // The program text of this node (for messages and tests).

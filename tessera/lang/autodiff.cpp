@@ -35,6 +35,7 @@ AstPtr call(const std::string& name, std::vector<AstPtr> args, const SourceLoc& 
   auto a = std::make_shared<Ast>();
   a->kind = Ast::Kind::call;
   a->name = name;
+  a->builtin = true;  // the primitive or special form, whatever the program defines
   a->loc = loc;
   for (auto& x : args) a->args.push_back({"", std::move(x)});
   return a;
@@ -72,6 +73,8 @@ AstPtr substitute(const AstPtr& rule, const std::map<std::string, AstPtr>& bindi
   }
   auto a = std::make_shared<Ast>(*rule);
   a->loc = loc;
+  // A rule's calls are of primitives, whatever the program defines.
+  if (a->kind == Ast::Kind::call && !a->callee) a->builtin = true;
   if (a->callee) a->callee = substitute(a->callee, bindings, loc);
   for (auto& arg : a->args) arg.value = substitute(arg.value, bindings, loc);
   return a;
@@ -292,14 +295,19 @@ class Differentiator {
       }
       return bind(call("list", std::move(items), a->loc), false, out, "list");
     }
-    if (auto it = ctx.functions.find(n); it != ctx.functions.end()) {
-      return inline_call(it->second, a, ctx, ctx, out, steps);
+    // As the compiler resolves calls: a function the program defines (here,
+    // then around) before a primitive of that name, except for the
+    // syntax's own calls (operators: Ast::builtin).
+    if (!a->builtin) {
+      if (auto it = ctx.functions.find(n); it != ctx.functions.end()) {
+        return inline_call(it->second, a, ctx, ctx, out, steps);
+      }
+      if (auto src = lookup_(n)) {
+        Context outer;
+        return inline_call(*src, a, ctx, outer, out, steps);
+      }
     }
     if (const PrimitiveSpec* spec = find_primitive(n)) return primitive(*spec, a, ctx, out, steps);
-    if (auto src = lookup_(n)) {
-      Context outer;
-      return inline_call(*src, a, ctx, outer, out, steps);
-    }
     fail(a->loc, "unknown function '" + n + "'");
   }
 

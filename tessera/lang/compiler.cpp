@@ -226,8 +226,10 @@ class Compiler {
       return generic_call(a, callee, scope);
     }
     const std::string& n = a->name;
-    if (special_form_names().count(n) && !resolve(n, scope)) return special_form(a, scope);
-    if (auto r = resolve(n, scope)) {
+    // A name the program defines is called as its variable, unless the call
+    // is the syntax's own (an operator: Ast::builtin).
+    if (special_form_names().count(n) && (a->builtin || !resolve(n, scope))) return special_form(a, scope);
+    if (auto r = a->builtin ? std::nullopt : resolve(n, scope)) {
       return generic_call(a, std::make_shared<VariableNode>(a->loc, n, r->depth, r->slot), scope);
     }
     const PrimitiveSpec* spec = find_primitive(n);

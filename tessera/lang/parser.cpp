@@ -327,6 +327,7 @@ class Parser {
     auto a = std::make_shared<Ast>();
     a->kind = Ast::Kind::call;
     a->name = callee;
+    a->builtin = true;
     a->loc = std::move(loc);
     for (auto& o : operands) a->args.push_back({"", std::move(o)});
     return a;
@@ -402,6 +403,7 @@ class Parser {
     auto call = std::make_shared<Ast>();
     call->kind = Ast::Kind::call;
     call->name = "getitem";
+    call->builtin = true;
     call->loc = lb.loc;
     call->args.push_back({"", target});
     if (peek().kind == Tok::rbracket) fail("empty index []", peek());
@@ -442,6 +444,7 @@ class Parser {
     auto call = std::make_shared<Ast>();
     call->kind = Ast::Kind::call;
     call->name = "slice";
+    call->builtin = true;
     call->loc = loc;
     call->args = {{"", start ? start : nil()}, {"", stop ? stop : nil()}, {"", step ? step : nil()}};
     return call;

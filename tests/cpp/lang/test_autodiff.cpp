@@ -224,6 +224,21 @@ TEST(Autodiff, FunctionsIfAndValue) {
   EXPECT_EQ(r.str(), "[[10., [4. 8.]], [ 4. 12.], [[6.], 1.0]]");
 }
 
+TEST(Autodiff, FunctionsNamedLikePrimitivesAreTheProgramsOwn) {
+  // The forward pass calls the program's relu (x * 2) and its add (a * b),
+  // so must the gradient; the `+` operator stays the primitive.
+  Value r = eval_string(
+      "define(relu, x, x * 2)\n"
+      "define(add, a, b, a * b)\n"
+      "define(f, x, sum(relu(x)) + sum(add(x, x) + x))\n"
+      "list(f([1.0, -1.0]), grad(f)([1.0, -1.0]))");
+  // f = sum(2x) + sum(x^2 + x); df/dx = 2 + 2x + 1.
+  EXPECT_EQ(r.str(), "[2., [5. 1.]]");
+  // A function of the body's own named like the operator's primitive.
+  Value g = eval_string("define(f, x, block(define(add, a, b, a * b), sum(x + x))) grad(f)([1.0, -1.0])");
+  EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {2}, {2.0, 2.0}));
+}
+
 TEST(Autodiff, ConstantFunctionsGiveZeros) {
   Value r = eval_string("define(f, x, y, sum(y)) grad(f)([1.0, 2.0], [3.0])");
   EXPECT_TRUE(tessera::test::array_eq(r, DType::float64, {2}, {0.0, 0.0}));
