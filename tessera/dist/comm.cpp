@@ -376,8 +376,14 @@ class Engine {
     std::vector<Completion>& done = list.items;
     pass(done, /*may_defer_round=*/!complete_here);
     if (!complete_here && !done.empty()) {
-      // Left for the next thread that helps (usually the submitter itself,
-      // waiting at the boundary) or for the progress thread.
+      // What nothing waits on yet is completed here: that runs no
+      // continuation (an operation that completed within its own submit
+      // returns a ready future, and the program goes on without a wait).
+      // The rest is left for the next thread that helps (usually the
+      // submitter itself, waiting at the boundary) or for the progress thread.
+      done.erase(std::remove_if(done.begin(), done.end(), [](Completion& c) { return c.complete_quietly(); }),
+                 done.end());
+      if (done.empty()) return kHelpProgressed;
       defer(done);
       return kHelpBusy;
     }

@@ -99,30 +99,6 @@ Future<Value> VariableNode::eval(const FramePtr& frame) const {
   return std::move(*v);
 }
 
-namespace {
-
-// True if `n` computes a value and nothing else: primitives without effects
-// (registry.hpp: has_effects), no calls of functions (whose bodies may have
-// effects), no break(), continue() or return(). Only such a define may go
-// on computing while its block moves to the next statement: nothing it does
-// can be seen out of order.
-bool pure_value(const Node* n) {
-  if (dynamic_cast<const ControlNode*>(n) || dynamic_cast<const CallNode*>(n)) return false;
-  if (n->is_primitive() && has_effects(*static_cast<const PrimitiveCallNode*>(n)->spec())) return false;
-  for (const Node* c : n->children()) {
-    if (c && !pure_value(c)) return false;
-  }
-  return true;
-}
-
-// The variables of one frame F that evaluating `n` may read and assign, for
-// `n` run in F or inside `nesting` functions defined there (whose bodies
-// reach F's variables `nesting` frames up).
-struct FrameAccess {
-  std::vector<size_t> reads, writes;
-  bool writes_around = false;  // assigns a variable of a frame around F
-};
-
 void frame_access(const Node* n, int nesting, FrameAccess& acc) {
   if (!n) return;
   if (auto* v = dynamic_cast<const VariableNode*>(n)) {
@@ -145,6 +121,22 @@ void frame_access(const Node* n, int nesting, FrameAccess& acc) {
     return;
   }
   for (const Node* c : n->children()) frame_access(c, nesting, acc);
+}
+
+namespace {
+
+// True if `n` computes a value and nothing else: primitives without effects
+// (registry.hpp: has_effects), no calls of functions (whose bodies may have
+// effects), no break(), continue() or return(). Only such a define may go
+// on computing while its block moves to the next statement: nothing it does
+// can be seen out of order.
+bool pure_value(const Node* n) {
+  if (dynamic_cast<const ControlNode*>(n) || dynamic_cast<const CallNode*>(n)) return false;
+  if (n->is_primitive() && has_effects(*static_cast<const PrimitiveCallNode*>(n)->spec())) return false;
+  for (const Node* c : n->children()) {
+    if (c && !pure_value(c)) return false;
+  }
+  return true;
 }
 
 std::vector<size_t> sorted_unique(std::vector<size_t> v) {

@@ -281,4 +281,15 @@ class LogicalNode : public Node {
   std::vector<size_t> rhs_reads_;  // as IfNode's branch_reads_, for the right side
 };
 
+// The variables of one frame F that evaluating `n` may read and assign, for
+// `n` run in F (nesting 0) or inside `nesting` functions defined there
+// (whose bodies reach F's variables `nesting` frames up). Compile-time
+// analysis: the dataflow of blocks (BlockNode), and Program's resident
+// top-level frame.
+struct FrameAccess {
+  std::vector<size_t> reads, writes;
+  bool writes_around = false;  // assigns a variable of a frame around F
+};
+void frame_access(const Node* n, int nesting, FrameAccess& acc);
+
 }  // namespace tessera

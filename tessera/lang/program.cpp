@@ -1,5 +1,6 @@
 #include "tessera/lang/program.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <sstream>
@@ -9,16 +10,70 @@
 
 #include "tessera/core/text.hpp"
 #include "tessera/lang/compiler.hpp"
+#include "tessera/lang/nodes.hpp"
 #include "tessera/lang/parser.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
 namespace tessera {
 
+struct Program::Resident {
+  FramePtr frame;
+  Value fn;  // the function the program ends with
+  ~Resident() { frame->clear(); }  // its functions close over it: a cycle
+};
+
+// The resident top-level frame of `code` (resident_), or null if the
+// program is not of that form. Its functions are defined in it in order, as
+// a run would, so a name defined twice holds its last definition.
+std::shared_ptr<const Program::Resident> Program::make_resident(const FunctionCode& code) {
+  auto* block = dynamic_cast<const BlockNode*>(code.body.get());
+  if (!block) return nullptr;
+  std::vector<const Node*> statements = block->children();
+  auto* last = statements.empty() ? nullptr : dynamic_cast<const VariableNode*>(statements.back());
+  if (!last || last->depth() != 0) return nullptr;
+  std::vector<const FunctionNode*> defines;
+  std::vector<size_t> slots;
+  for (size_t i = 0; i + 1 < statements.size(); ++i) {
+    auto* f = dynamic_cast<const FunctionNode*>(statements[i]);
+    if (!f || !f->slot()) return nullptr;
+    // Default values are evaluated in the top-level frame: constants only.
+    for (const auto& d : f->code().defaults) {
+      if (d && !dynamic_cast<const ConstantNode*>(d.get())) return nullptr;
+    }
+    defines.push_back(f);
+    slots.push_back(*f->slot());
+  }
+  auto is_function = [&](size_t slot) { return std::find(slots.begin(), slots.end(), slot) != slots.end(); };
+  if (!is_function(last->slot())) return nullptr;
+  // The functions' bodies may read the top-level functions (calls between
+  // them, recursion) and nothing else there: not argv, not a variable of a
+  // run; and assign none of them.
+  for (const FunctionNode* f : defines) {
+    FrameAccess acc;
+    frame_access(f->code().body.get(), 1, acc);
+    if (!acc.writes.empty() || acc.writes_around) return nullptr;
+    for (size_t slot : acc.reads) {
+      if (!is_function(slot)) return nullptr;
+    }
+  }
+  auto r = std::make_shared<Program::Resident>();
+  r->frame = std::make_shared<Frame>(code.frame_size, nullptr);
+  for (const FunctionNode* f : defines) {
+    Future<Value> made = f->eval(r->frame);
+    if (!made.is_ready() || made.error()) return nullptr;
+  }
+  std::optional<Value> fn = r->frame->get(last->slot());
+  if (!fn || !fn->is_function()) return nullptr;
+  r->fn = std::move(*fn);
+  return r;
+}
+
 Program::Program(std::string_view text, std::string file) {
   auto ast = parse_program(text, file);
   code_ = compile_program(ast, {"argv"}, SourceLoc{file, 1, 1});
   text_ = std::make_shared<const std::string>(text);
+  resident_ = make_resident(*code_);
 }
 
 namespace {
@@ -89,6 +144,7 @@ struct ClearFrame {
 
 Future<Value> Program::begin(std::vector<Value> args, FramePtr& frame) const {
   if (trace::on()) note_traced(code_, text_);
+  if (resident_) return call_with(resident_->fn, args, code_->loc);
   frame = std::make_shared<Frame>(code_->frame_size, nullptr);
   frame->set(0, Value(List(args)));
   Future<Value> body = code_->body->eval(frame);
@@ -109,7 +165,7 @@ Future<Value> Program::start(std::vector<Value> args) const {
   {
     ClearFrame clear_on_error{frame};
     result = begin(std::move(args), frame);
-    if (!result.is_ready()) {
+    if (frame && !result.is_ready()) {
       result = result.chain([frame](const Future<Value>& r) {
         frame->clear();
         return r;

@@ -33,6 +33,9 @@ class Program {
   void reset_counters() const;
 
   const FunctionCode& code() const { return *code_; }
+  // True if the program's top-level frame is made once and kept (see
+  // resident_ below): a run then only calls the program's function.
+  bool resident() const { return resident_ != nullptr; }
   // The program's text, as compiled.
   const std::string& text() const { return *text_; }
 
@@ -43,6 +46,16 @@ class Program {
 
   std::shared_ptr<const FunctionCode> code_;
   std::shared_ptr<const std::string> text_;
+  // A program that only defines functions and ends with one of them (what
+  // the Python front end makes of a function, and the usual .tsl program
+  // run with arguments), whose functions neither read `argv` nor assign a
+  // top-level variable: its top-level frame is the same in every run, so it
+  // is made once, here, and a run only calls the function. Null for other
+  // programs. Shared by copies; cleared when the last one goes (the
+  // functions in it close over it).
+  struct Resident;
+  static std::shared_ptr<const Resident> make_resident(const FunctionCode& code);
+  std::shared_ptr<const Resident> resident_;
 };
 
 // A program run while a trace was recording, as tessera/trace writes it: its

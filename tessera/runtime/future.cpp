@@ -36,6 +36,7 @@ std::atomic<WaitHelper>& wait_helper() {
 bool help_while_pending(const std::function<bool()>& ready, double seconds) {
   WaitHelper help = wait_helper().load(std::memory_order_acquire);
   if (!help) return ready();
+  if (ready()) return true;  // no poll, and no registration as a poller
   using Clock = std::chrono::steady_clock;
   auto span = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
   // A loop of collectives completes one every few microseconds: helping on

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tessera/lang/program.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "test_util.hpp"
@@ -184,6 +186,20 @@ TEST(LangErrors, LineDirectivesPointAtTheGeneratingSource) {
   EXPECT_TRUE(throws_with<SyntaxError>([] { run("#line x\n1"); }, "#line needs a positive line number"));
 }
 
+TEST(LangNames, OperatorsMeanTheirPrimitivesWhateverTheProgramDefines) {
+  // A function of the program's own named add, negative, getitem or slice
+  // is what calls by that name get; +, unary -, x[i] and a:b stay the
+  // primitives.
+  EXPECT_EQ(run("define(f, x, block(define(add, lambda(y, x + y)), add(1) + add(2))) f", {Value(int64_t{10})})
+                .as_int(),
+            23);
+  EXPECT_EQ(run("block(define(negative, lambda(y, 0)), list(-(3 + 1), negative(5)))").str(), "[-4, 0]");
+  EXPECT_EQ(run("block(define(getitem, lambda(v, i, 0)), define(slice, lambda(a, b, c, 0)),\n"
+                "  define(v, [5, 6, 7]), list(v[1], v[1:], getitem(v, 1)))")
+                .str(),
+            "[6, [6 7], 0]");
+}
+
 TEST(LangMemory, FramesAndClosuresAreFreedAfterARun) {
   // Closures referring to their own scope, and one stored in an outer scope
   // while referring to an inner one: after the run nothing may keep `a` alive.
@@ -234,4 +250,82 @@ TEST(LangOptimizer, TransposedProductIsFused) {
   EXPECT_TRUE(tessera::test::array_eq(r, DType::float64, {2}, {0 + 2 * 2 + 4 * 3, 1 + 3 * 2 + 5 * 3}));
   EXPECT_NE(p.counters_csv().find("matmul_tn,"), std::string::npos) << p.counters_csv();
   EXPECT_EQ(p.counters_csv().find("transpose,"), std::string::npos) << p.counters_csv();
+}
+
+TEST(LangResident, ProgramsOfFunctionsKeepTheirTopLevelFrame) {
+  // The form the Python front end generates: functions, then one of them.
+  EXPECT_TRUE(Program("define(g, x, x + 2)\ndefine(f, x, y, g(x * y) + 1)\nf").resident());
+  EXPECT_TRUE(Program("define(fact, n, if(n <= 1, 1, n * fact(n - 1))) fact").resident());
+  EXPECT_TRUE(Program("define(f, x, k = 3, x * k) f").resident());
+  // Not of that form: the top level reads argv, computes, assigns, or a
+  // function reads argv, assigns a top-level variable or has a default
+  // computed at the top level.
+  EXPECT_FALSE(Program("define(f, x, x) f(1)").resident());
+  EXPECT_FALSE(Program("define(n, 2) define(f, x, x * n) f").resident());
+  EXPECT_FALSE(Program("define(f, x, len(argv) + x) f").resident());
+  EXPECT_FALSE(Program("define(g, x, x) define(f, x, block(store(g, lambda(y, y)), g(x))) f").resident());
+  EXPECT_FALSE(Program("define(f, x, k = 1 + 2, x * k) f").resident());
+  EXPECT_FALSE(Program("define(f, x, x) define(h, f) h").resident());
+  EXPECT_FALSE(Program("argv").resident());
+}
+
+TEST(LangResident, RunsGiveTheResultsOfTheGeneralPath) {
+  // Each case once as a resident program and once with a statement in front
+  // that makes it run the general way (a fresh top-level frame per run).
+  struct Case {
+    std::string text;
+    std::vector<Value> args;
+  };
+  std::vector<Case> cases = {
+      {"define(fact, n, if(n <= 1, 1, n * fact(n - 1))) fact", {Value(int64_t{10})}},
+      {"define(even, n, if(n == 0, true, odd(n - 1))) define(odd, n, if(n == 0, false, even(n - 1))) even",
+       {Value(int64_t{7})}},
+      {"define(g, x, x + 1) define(g, x, x * 10) define(f, x, g(x)) f", {Value(int64_t{4})}},
+      {"define(f, x, k = 3, x * k) f", {Value(int64_t{5})}},
+      {"define(f, x, block(define(add, lambda(y, x + y)), add(1) + add(2))) f", {Value(int64_t{10})}},
+  };
+  for (const Case& c : cases) {
+    Program resident(c.text, "r.tsl"), general("define(unused, 0)\n" + c.text, "g.tsl");
+    ASSERT_TRUE(resident.resident()) << c.text;
+    ASSERT_FALSE(general.resident()) << c.text;
+    for (int run = 0; run < 3; ++run) {
+      EXPECT_EQ(resident.run(c.args).str(), general.run(c.args).str()) << c.text;
+    }
+  }
+  // Too few arguments: the same error, naming the function.
+  Program p("define(f, x, y, x + y) f", "r.tsl");
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { p.run({Value(int64_t{1})}); }, "[f] missing argument 'y'"));
+}
+
+TEST(LangResident, ArgumentsAndClosuresAreFreedAfterEachRun) {
+  // The resident frame lives with the program; nothing of a run may stay
+  // in it (here: closures over the run's frame and recursion).
+  Array a = Array::full(DType::float64, {4}, 1.0);
+  Program p(
+      "define(main, a, block(\n"
+      "  define(keep, lambda(x, a + x)),\n"
+      "  define(adder, n, lambda(x, x + n + a)),\n"
+      "  define(add5, adder(5)),\n"
+      "  define(rec, n, if(n == 0, a, rec(n - 1))),\n"
+      "  sum(add5(1) + keep(2) + rec(3))))\n"
+      "main",
+      "m.tsl");
+  ASSERT_TRUE(p.resident());
+  for (int run = 0; run < 2; ++run) {
+    Value r = p.run({Value(a)});
+    EXPECT_DOUBLE_EQ(r.as_array().item(), 4 * (7 + 3 + 1));
+    EXPECT_TRUE(a.unique()) << "run " << run << " left the argument referenced";
+  }
+}
+
+TEST(LangResident, ConcurrentRunsOfOneProgram) {
+  Program p("define(fib, n, if(n < 2, n, fib(n - 1) + fib(n - 2))) fib", "r.tsl");
+  ASSERT_TRUE(p.resident());
+  std::vector<std::thread> threads;
+  std::vector<int64_t> got(4, -1);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { got[t] = p.run({Value(int64_t{12 + t})}).as_int(); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got, (std::vector<int64_t>{144, 233, 377, 610}));
 }
