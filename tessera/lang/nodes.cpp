@@ -431,6 +431,7 @@ Future<Value> CallNode::eval(const FramePtr& frame) const {
   std::vector<NodePtr> all{callee_};
   all.insert(all.end(), args_.begin(), args_.end());
   return eval_all(all, frame).then([this](const std::vector<Value>& vals) -> Future<Value> {
+    if (positional_) return invoke(vals[0], std::vector<Value>(vals.begin() + 1, vals.end()), loc());
     std::vector<CallArg> args;
     args.reserve(args_.size());
     for (size_t i = 0; i < args_.size(); ++i) args.push_back({names_[i], vals[i + 1]});
@@ -438,7 +439,26 @@ Future<Value> CallNode::eval(const FramePtr& frame) const {
   });
 }
 
-Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc& loc) {
+namespace {
+
+// invoke's arguments: named (CallArg) or all positional (Value).
+const std::string& arg_name(const CallArg& a) { return a.name; }
+Value& arg_value(CallArg& a) { return a.value; }
+const std::string& arg_name(const Value&) {
+  static const std::string* none = new std::string();
+  return *none;
+}
+Value& arg_value(Value& v) { return v; }
+std::vector<CallArg> call_args(std::vector<CallArg> args) { return args; }
+std::vector<CallArg> call_args(std::vector<Value> values) {
+  std::vector<CallArg> args;
+  args.reserve(values.size());
+  for (auto& v : values) args.push_back({"", std::move(v)});
+  return args;
+}
+
+template <class A>
+Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc& loc) {
   if (!fn.is_function()) {
     return fail_with<TypeError>(
         loc, error_message("[call] ", fn.describe(), " is not a function and cannot be called"));
@@ -446,7 +466,7 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
   const Callable* callable = fn.as_function().get();
   if (auto* prim = dynamic_cast<const PrimitiveFunction*>(callable)) {
     try {
-      return Future<Value>::ready(call_primitive(prim->spec().name, std::move(args)));
+      return Future<Value>::ready(call_primitive(prim->spec().name, call_args(std::move(args))));
     } catch (...) {
       return fail_at(loc, std::current_exception());
     }
@@ -458,7 +478,7 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
   if (tl_call_depth >= kMaxCallDepthOffWorker && !in_worker()) {
     // Deep recursion moves to a worker's large stack.
     return async([fn, args = std::move(args), loc]() mutable {
-      return invoke(fn, std::move(args), loc);
+      return invoke_with(fn, std::move(args), loc);
     });
   }
   const FunctionCode& code = closure->code();
@@ -477,7 +497,8 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
   size_t next = 0;
   for (auto& a : args) {
     size_t k;
-    if (a.name.empty()) {
+    const std::string& name = arg_name(a);
+    if (name.empty()) {
       if (next >= n) {
         return fail_with<std::invalid_argument>(
             loc, error_message("[", code.name, "] takes ", n, " argument", n == 1 ? "" : "s",
@@ -485,19 +506,19 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
       }
       k = next++;
     } else {
-      auto it = std::find(code.params.begin(), code.params.end(), a.name);
+      auto it = std::find(code.params.begin(), code.params.end(), name);
       if (it == code.params.end()) {
         return fail_with<std::invalid_argument>(
-            loc, error_message("[", code.name, "] unexpected named argument '", a.name, "'"));
+            loc, error_message("[", code.name, "] unexpected named argument '", name, "'"));
       }
       k = static_cast<size_t>(it - code.params.begin());
       if (bound[k]) {
         return fail_with<std::invalid_argument>(
-            loc, error_message("[", code.name, "] argument '", a.name, "' given more than once"));
+            loc, error_message("[", code.name, "] argument '", name, "' given more than once"));
       }
     }
     bound[k] = true;
-    frame->set(k, std::move(a.value));
+    frame->set(k, std::move(arg_value(a)));
   }
   for (size_t k = 0; k < n; ++k) {
     if (bound[k]) continue;
@@ -530,6 +551,16 @@ Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc
     }
     return r;
   });
+}
+
+}  // namespace
+
+Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc& loc) {
+  return invoke_with(fn, std::move(args), loc);
+}
+
+Future<Value> invoke(const Value& fn, std::vector<Value> args, const SourceLoc& loc) {
+  return invoke_with(fn, std::move(args), loc);
 }
 
 std::vector<const Node*> BlockNode::children() const { return raw(body_); }

@@ -2,6 +2,7 @@
 // function calls and the special forms of the language.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,8 @@ class CallNode : public Node {
  public:
   CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names)
       : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)),
-        names_(std::move(names)) {}
+        names_(std::move(names)),
+        positional_(std::all_of(names_.begin(), names_.end(), [](const std::string& n) { return n.empty(); })) {}
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "call " + callee_->label(); }
   std::vector<const Node*> children() const override;
@@ -129,6 +131,7 @@ class CallNode : public Node {
   NodePtr callee_;
   std::vector<NodePtr> args_;
   std::vector<std::string> names_;
+  bool positional_;  // no argument is named
 };
 
 // block(a, b, c): statements in order, value of the last. A statement

@@ -124,10 +124,7 @@ namespace {
 // the program's arguments.
 Future<Value> call_with(const Value& v, std::vector<Value>& args, const SourceLoc& loc) {
   if (!v.is_function()) return Future<Value>::ready(v);
-  std::vector<CallArg> call_args;
-  call_args.reserve(args.size());
-  for (auto& a : args) call_args.push_back({"", std::move(a)});
-  return invoke(v, std::move(call_args), loc);
+  return invoke(v, std::move(args), loc);
 }
 
 // Clears a run's top-level frame when the run is over, however it ends:

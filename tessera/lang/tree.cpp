@@ -14,12 +14,12 @@ std::shared_ptr<const Closure> Closure::strengthened() const {
 
 std::optional<Value> Frame::get(size_t slot) const {
   std::lock_guard lock(mutex_);
-  if (!defined_[slot]) return std::nullopt;
+  if (!slots_[slot].defined) return std::nullopt;
   return stored(slot);
 }
 
 Value Frame::stored(size_t slot) const {
-  const Value& v = slots_[slot];
+  const Value& v = slots_[slot].value;
   if (v.is_function()) {
     if (auto* c = dynamic_cast<const Closure*>(v.as_function().get()); c && c->is_weak()) {
       return Value(std::static_pointer_cast<const Callable>(c->strengthened()));
@@ -63,7 +63,7 @@ bool refers_to_frame(const Value& v, const Frame* frame) {
 
 std::optional<Future<Value>> Frame::read(size_t slot) const {
   std::lock_guard lock(mutex_);
-  if (!defined_[slot]) return std::nullopt;
+  if (!slots_[slot].defined) return std::nullopt;
   for (const auto& p : pending_) {
     if (p.slot == slot) return p.future;
   }
@@ -99,8 +99,8 @@ void Frame::set(size_t slot, Value v) {
   v = prepare(std::move(v));
   std::lock_guard lock(mutex_);
   drop_pending(slot);
-  slots_[slot] = std::move(v);
-  defined_[slot] = 1;
+  slots_[slot].value = std::move(v);
+  slots_[slot].defined = true;
 }
 
 void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_ptr<Frame> keep) {
@@ -110,8 +110,8 @@ void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_p
     serial = ++serial_;
     drop_pending(slot);
     pending_.push_back(Pending{slot, serial, pending});
-    slots_[slot] = Value();
-    defined_[slot] = 1;
+    slots_[slot].value = Value();
+    slots_[slot].defined = true;
   }
   pending.on_ready([this, slot, serial, pending, keep = std::move(keep)] {
     // A failed define stays pending, so its readers get the error.
@@ -122,7 +122,7 @@ void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_p
                            [&](const Pending& p) { return p.slot == slot && p.serial == serial; });
     if (it == pending_.end()) return;  // assigned again meanwhile: the newer value stays
     pending_.erase(it);
-    slots_[slot] = std::move(v);
+    slots_[slot].value = std::move(v);
   });
 }
 

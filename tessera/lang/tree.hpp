@@ -23,7 +23,7 @@ namespace tessera {
 class Frame {
  public:
   Frame(size_t n, std::shared_ptr<Frame> parent)
-      : slots_(n), defined_(n, 0), parent_(std::move(parent)) {}
+      : slots_(n), parent_(std::move(parent)) {}
 
   // The value in `slot`; nullopt if it was never assigned. Requires that
   // the slot is not pending (see set_pending); read() is the general form.
@@ -44,7 +44,7 @@ class Frame {
   void set(size_t slot, Value v);
   bool defined(size_t slot) const {
     std::lock_guard lock(mutex_);
-    return defined_[slot] != 0;
+    return slots_[slot].defined;
   }
   // An evaluation that went on past a pending value (the branch of an if
   // whose condition is still computing) will read `slots` (sorted; they must
@@ -60,8 +60,7 @@ class Frame {
   // program's variables may refer back to it through their frames).
   void clear() {
     std::lock_guard lock(mutex_);
-    for (auto& v : slots_) v = Value();
-    std::fill(defined_.begin(), defined_.end(), 0);
+    for (auto& s : slots_) s = Slot();
     pending_.clear();
     late_reads_.clear();
     has_late_reads_.store(false, std::memory_order_release);
@@ -96,8 +95,13 @@ class Frame {
 
  private:
   mutable std::mutex mutex_;
-  std::vector<Value> slots_;
-  std::vector<uint8_t> defined_;
+  // A variable: its value, and whether it was assigned (one allocation
+  // per frame for both).
+  struct Slot {
+    Value value;
+    bool defined = false;
+  };
+  std::vector<Slot> slots_;
   // Slots whose define is still computing (few at a time: a linear list),
   // with the assignment's number so a stale completion is ignored.
   struct Pending {
@@ -247,6 +251,8 @@ bool refers_to_frame(const Value& v, const Frame* frame);
 // Calls a function value with arguments (named ones carry a name). Errors
 // name the call site `loc`.
 Future<Value> invoke(const Value& fn, std::vector<CallArg> args, const SourceLoc& loc);
+// The same with positional arguments only.
+Future<Value> invoke(const Value& fn, std::vector<Value> args, const SourceLoc& loc);
 
 // Function calls nested deeper than this raise RuntimeError instead of
 // overflowing a worker's stack.

@@ -263,6 +263,7 @@ Value call_primitive(std::string_view name, std::vector<Value> positional) {
 
 Array Args::array(size_t i) const {
   const Value& v = values_[i];
+  if (v.is_array()) return v.as_array();  // the usual case: no message to build
   if (v.is_numeric() || v.is_list()) {
     return to_array(v, op(), ("argument '" + param_name(i) + "'").c_str());
   }

@@ -116,13 +116,17 @@ void run_traced(const std::function<void()>& t) {
 }
 
 // Evaluations enter shared, set_num_threads exclusively; a waiting
-// set_num_threads holds back new evaluations so that it is not starved.
+// set_num_threads holds back new evaluations so that it is not starved. An
+// evaluation enters and leaves with one atomic operation each while no
+// resize is pending or running (`blockers`, sequentially consistent with
+// `evaluations`: an evaluation and a resize that arrive together see each
+// other, and the evaluation backs off); the mutex and condition variable
+// are for the waits.
 struct Gate {
   std::mutex mutex;
   std::condition_variable cv;
-  int evaluations = 0;
-  int resizers_waiting = 0;
-  bool resizing = false;
+  std::atomic<int> evaluations{0};
+  std::atomic<int> blockers{0};  // resizes waiting or running
 };
 
 Gate& gate() {
@@ -132,6 +136,15 @@ Gate& gate() {
 
 thread_local int tl_scopes = 0;
 
+void leave_gate(Gate& g) {
+  if (g.evaluations.fetch_sub(1) == 1 && g.blockers.load() != 0) {
+    // The resize waits for the last evaluation: taking the mutex means the
+    // notification cannot fall between its check and its sleep.
+    std::lock_guard lock(g.mutex);
+    g.cv.notify_all();
+  }
+}
+
 }  // namespace
 
 EvaluationScope::EvaluationScope() {
@@ -139,16 +152,18 @@ EvaluationScope::EvaluationScope() {
   // not wait behind a pending resize that waits for the outer scope.
   if (tl_scopes++ > 0) return;
   Gate& g = gate();
-  std::unique_lock lock(g.mutex);
-  g.cv.wait(lock, [&] { return !g.resizing && g.resizers_waiting == 0; });
-  ++g.evaluations;
+  for (;;) {
+    g.evaluations.fetch_add(1);
+    if (g.blockers.load() == 0) return;
+    leave_gate(g);  // a resize is pending: let it go first
+    std::unique_lock lock(g.mutex);
+    g.cv.wait(lock, [&] { return g.blockers.load() == 0; });
+  }
 }
 
 EvaluationScope::~EvaluationScope() {
   if (--tl_scopes > 0) return;
-  Gate& g = gate();
-  std::lock_guard lock(g.mutex);
-  if (--g.evaluations == 0) g.cv.notify_all();
+  leave_gate(gate());
 }
 
 int num_threads() {
@@ -159,18 +174,20 @@ int num_threads() {
 
 void set_num_threads(int n) {
   Gate& g = gate();
+  // One resize at a time, after every evaluation has left; evaluations
+  // that arrive meanwhile wait for it.
+  static std::mutex resize_mutex;
+  std::lock_guard one_at_a_time(resize_mutex);
+  g.blockers.fetch_add(1);
   {
     std::unique_lock gl(g.mutex);
-    ++g.resizers_waiting;
-    g.cv.wait(gl, [&] { return !g.resizing && g.evaluations == 0; });
-    --g.resizers_waiting;
-    g.resizing = true;
+    g.cv.wait(gl, [&] { return g.evaluations.load() == 0; });
   }
   struct Done {
     Gate& g;
     ~Done() {
       std::lock_guard gl(g.mutex);
-      g.resizing = false;
+      g.blockers.fetch_sub(1);
       g.cv.notify_all();
     }
   } done{g};
@@ -232,10 +249,6 @@ uint64_t tasks_outstanding() {
   return s.spawned.load(std::memory_order_acquire) - done;
 }
 
-int evaluations_in_progress() {
-  Gate& g = gate();
-  std::lock_guard lock(g.mutex);
-  return g.evaluations;
-}
+int evaluations_in_progress() { return gate().evaluations.load(); }
 
 }  // namespace tessera
