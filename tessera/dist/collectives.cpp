@@ -63,13 +63,15 @@ Value concatenated(const Value& parts, int axis, DType dt) {
 }
 
 Future<Value> all_reduce_async(Args& a) {
-  Array x = numeric_array(a, 0, false);
+  // x is read here last: an array argument is moved on to the engine, not copied.
+  Array x = a[0].is_array() && a[0].as_array().dtype() != DType::bool_ ? std::move(a.at(0).as_array())
+                                                                       : numeric_array(a, 0, false);
   ReduceOp op = parse_reduce_op(a.string(1), a.op());
   int n = num_localities();
   if (n == 1) {
     return Future<Value>::ready(op == ReduceOp::mean ? divided(Value(x), 1) : Value(x));
   }
-  Future<Value> f = detail::all_reduce(x, op, a.site());
+  Future<Value> f = detail::all_reduce(std::move(x), op, a.site());
   if (op != ReduceOp::mean) return f;
   return f.then([n](const Value& v) { return divided(v, n); });
 }

@@ -59,7 +59,7 @@ double collective_timeout_seconds();
 // gather (at the root), all_to_all: a List with one Array per rank, in rank
 // order (gather on a non-root rank: nil); scatter: this rank's part;
 // barrier, send: nil; recv: the received Array.
-Future<Value> all_reduce(const Array& x, ReduceOp op, const std::string& site);
+Future<Value> all_reduce(Array x, ReduceOp op, const std::string& site);
 Future<Value> broadcast(const Array& x, int root, const std::string& site);
 // Every rank's x, whose shapes may differ along `free_axis` only.
 Future<Value> all_gather(const Array& x, int free_axis, const std::string& site);

@@ -47,7 +47,13 @@ Offer parse_offer(const Bytes& block) {
 
 Bytes& BlockGather::next_block(int rank, int size) {
   if (static_cast<int>(blocks_.size()) != size) blocks_.resize(size);
-  // A send of the last round may still read the old buffer: it keeps it.
+  // A send of the last round may still read the old buffer: it keeps it. A
+  // small one is usually complete (copied out eagerly): the buffer is
+  // reused, with no allocation.
+  if (own_send_ != MPI_REQUEST_NULL) {
+    int flag = 0;
+    ok(MPI_Test(&own_send_, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  }
   if (own_send_ != MPI_REQUEST_NULL) {
     sends_.push_back({own_send_, std::make_shared<Bytes>(std::move(blocks_[rank]))});
     own_send_ = MPI_REQUEST_NULL;

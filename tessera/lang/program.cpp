@@ -189,7 +189,8 @@ Value Program::run(std::vector<Value> args) const {
   } catch (...) {
     f = Future<Value>::failed(std::current_exception());
   }
-  return f.wait();
+  f.wait();  // rethrows an error
+  return f.take();
 }
 
 Value call_function(const Value& fn, std::vector<CallArg> args) {

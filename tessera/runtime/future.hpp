@@ -196,9 +196,11 @@ class Future {
     if (value_ || error_) return error_;
     return state_->error;
   }
-  // Moves the value out (requires is_ready() and no error).
+  // Moves the value out (requires is_ready() and no error); copies it from
+  // a shared state that another future or promise still holds.
   T take() {
     if (value_) return std::move(*value_);
+    if (state_.use_count() == 1) return std::move(*state_->value);
     return *state_->value;
   }
 
