@@ -387,6 +387,31 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
 }
 
 Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
+  if (spec_->scalar_binary && operands_.size() == 2) {
+    // Two scalars (a loop counter's `i < n`, `i + 1`): computed here, with
+    // no argument binding, timing or task; counted. Anything else goes on
+    // the general way with the two operands already started.
+    Future<Value> x = operands_[0]->eval(frame);
+    Future<Value> y = operands_[1]->eval(frame);
+    if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && x.get().is_scalar() && y.get().is_scalar() &&
+        !trace::on()) {
+      counters().evaluations.fetch_add(1, std::memory_order_relaxed);
+      try {
+        return Future<Value>::ready(spec_->scalar_binary(*spec_, x.get(), y.get()));
+      } catch (...) {
+        return fail_at(loc(), std::current_exception());
+      }
+    }
+    std::vector<Future<Value>> started;
+    started.reserve(2);
+    started.push_back(std::move(x));
+    started.push_back(std::move(y));
+    return join_operands(frame, std::move(started));
+  }
+  return join_operands(frame, {});
+}
+
+Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, std::vector<Future<Value>> started) const {
   // Every operand is started before any is awaited. While they come back
   // ready (the usual case) their values go straight into `vals` (room for
   // the defaults bind_operands adds); from the first pending one on, the
@@ -396,7 +421,7 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
   std::exception_ptr error;  // the first failed operand's, while all are ready
   std::vector<Future<Value>> fs;
   for (size_t i = 0; i < operands_.size(); ++i) {
-    Future<Value> f = operands_[i]->eval(frame);
+    Future<Value> f = i < started.size() ? std::move(started[i]) : operands_[i]->eval(frame);
     if (fs.empty() && f.is_ready()) {
       if (error) continue;
       if ((error = f.error())) continue;

@@ -20,7 +20,8 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
       .params = {{"x"}, {"y"}},
       .help = std::move(help),
       .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
-      .ns_per_element = kernels::cost_ns(op)};
+      .ns_per_element = kernels::cost_ns(op),
+      .scalar_binary = scalar_binary_of(op)};
 }
 
 PrimitiveSpec unary_spec(const char* name, UnaryOp op, std::string help) {

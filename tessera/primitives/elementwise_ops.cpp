@@ -1,9 +1,12 @@
 #include "tessera/primitives/elementwise_ops.hpp"
 
+#include <array>
 #include <cmath>
+#include <utility>
 #include <limits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
 namespace tessera {
@@ -268,6 +271,26 @@ Value isclose_op(const Value& a, const Value& b, double rtol, double atol, bool 
   });
   if (a.is_scalar() && b.is_scalar()) return Value(out.get_bool(0));
   return out;
+}
+
+namespace {
+
+template <BinaryOp Op>
+Value scalar_binary_for(const PrimitiveSpec& spec, const Value& a, const Value& b) {
+  return scalar_binary(Op, a, b, spec.name.c_str());
+}
+
+template <size_t... I>
+constexpr std::array<ScalarBinary, sizeof...(I)> scalar_binary_table(std::index_sequence<I...>) {
+  return {&scalar_binary_for<static_cast<BinaryOp>(I)>...};
+}
+
+}  // namespace
+
+ScalarBinary scalar_binary_of(BinaryOp op) {
+  static constexpr auto table =
+      scalar_binary_table(std::make_index_sequence<static_cast<size_t>(BinaryOp::logical_xor) + 1>());
+  return table[static_cast<size_t>(op)];
 }
 
 }  // namespace tessera

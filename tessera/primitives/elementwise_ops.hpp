@@ -15,6 +15,12 @@ namespace tessera {
 // buffer reused for the result when dtype and shape allow.
 Value binary_op(BinaryOp op, Value a, Value b, const char* opname = nullptr);
 
+// PrimitiveSpec::scalar_binary for a primitive computing `op` (binary_op on
+// two scalars, errors named by the primitive).
+struct PrimitiveSpec;
+using ScalarBinary = Value (*)(const PrimitiveSpec&, const Value&, const Value&);
+ScalarBinary scalar_binary_of(BinaryOp op);
+
 // OP x elementwise; a Python-like scalar gives a scalar (abs(-3) -> 3, sqrt(4) -> 2.0).
 // A uniquely held array moved in may be updated in place, as in binary_op.
 Value unary_op(UnaryOp op, Value x, const char* opname = nullptr);

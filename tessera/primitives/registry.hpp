@@ -61,6 +61,11 @@ struct PrimitiveSpec {
   // E.g. multiply: {"g * y", "g * x"}. Autodiff sums each cotangent back to its
   // parameter's shape (broadcasting). Empty: not differentiable at all.
   std::vector<std::string> grads = {};
+  // Elementwise binary primitives: the result for two Python-like scalars
+  // (bool, int, float), which the execution tree computes directly, without
+  // binding arguments or timing the call (a loop's `i < n`, `i + 1`); the
+  // name is the primitive's, for errors. Null for other primitives.
+  Value (*scalar_binary)(const PrimitiveSpec& spec, const Value& x, const Value& y) = nullptr;
 
   // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
   std::string signature() const;

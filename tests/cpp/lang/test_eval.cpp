@@ -4,6 +4,7 @@
 
 #include "tessera/lang/program.hpp"
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/trace.hpp"
 #include "test_util.hpp"
 
 using namespace tessera;
@@ -328,4 +329,35 @@ TEST(LangResident, ConcurrentRunsOfOneProgram) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(got, (std::vector<int64_t>{144, 233, 377, 610}));
+}
+
+TEST(LangScalars, ScalarOperandsTakeTheDirectPathWithTheSameResultsAndErrors) {
+  // Two scalar operands of an elementwise binary primitive are computed
+  // without binding arguments (PrimitiveSpec::scalar_binary); while a trace
+  // records, every call takes the general path. Both must agree.
+  const std::vector<std::string> ops = {"add",   "subtract", "multiply",   "divide",      "floor_divide",
+                                        "mod",   "power",    "maximum",    "minimum",     "equal",
+                                        "less",  "greater_equal", "logical_and", "logical_xor", "arctan2"};
+  const std::vector<std::string> operands = {"7, 2", "-7, 2", "7, -2.5", "true, true", "2, -1", "0.5, 3", "3, 0.25"};
+  std::string text = "define(f, list(";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (size_t j = 0; j < operands.size(); ++j) {
+      text += std::string(i || j ? ", " : "") + ops[i] + "(" + operands[j] + ")";
+    }
+  }
+  text += ")) f";
+  Program p(text, "s.tsl");
+  std::string direct = p.run().str();
+  trace::start();
+  std::string general = p.run().str();
+  trace::stop();
+  EXPECT_EQ(direct, general);
+  // Errors carry the operator's position either way.
+  Program overflow("define(f, n, block(define(i, n), i + 1)) f", "o.tsl");
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { overflow.run({Value(int64_t{9223372036854775807})}); },
+                                                 "(at o.tsl:1:36)"));
+  // And are counted.
+  Program loop("define(f, n, block(define(i, 0), while(i < n, store(i, i + 1)), i)) f", "l.tsl");
+  EXPECT_EQ(loop.run({Value(int64_t{5})}).as_int(), 5);
+  EXPECT_NE(loop.counters_csv().find("less,l.tsl:1:42,6,"), std::string::npos) << loop.counters_csv();
 }
