@@ -34,7 +34,8 @@ std::vector<int64_t> contiguous_strides(const Shape& shape);
 void release_cached_blocks();
 
 // A block of 64-byte-aligned memory, or a view of memory owned elsewhere.
-// Large blocks (1 MiB and up) are recycled through a cache when freed.
+// Large blocks (1 MiB and up) are recycled through a cache when freed, small
+// ones (up to 64 KiB) through per-thread lists of power-of-two sizes.
 class Storage {
  public:
   // Allocates `bytes` bytes (uninitialized); throws MemoryError on failure.

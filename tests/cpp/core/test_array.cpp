@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include "tessera/core/array.hpp"
 #include "tessera/core/value.hpp"
 
@@ -37,6 +40,52 @@ TEST(Array, ResultTypeFollowsNep50) {
   EXPECT_EQ(result_type(b, Value(int64_t{1})), DType::int64);
   EXPECT_EQ(result_type(i64, f32), DType::float64);
   EXPECT_EQ(result_type(Value(int64_t{1}), Value(2.0)), DType::float64);
+}
+
+TEST(Array, SmallBuffersAreRecycledPerThreadAndStayIntact) {
+  // A freed small block comes back to the next array of its size class on
+  // the same thread.
+  const void* first;
+  {
+    Array a(DType::float32, {1024});
+    first = a.raw();
+  }
+  Array b(DType::float32, {1000});  // 4,000 bytes: the same 4 KiB class
+  EXPECT_EQ(b.raw(), first);
+  // Many sizes, on several threads, freed on other threads than the one
+  // that made them: every block aligned, and no array's data changed by
+  // another's.
+  constexpr int kThreads = 4, kArrays = 300;
+  std::vector<std::vector<Array>> made(kThreads);
+  auto fill = [&](int t) {
+    for (int i = 0; i < kArrays; ++i) {
+      int64_t n = 1 + (i * 37 + t * 11) % 9000;  // up to 72 KB: small classes and beyond
+      Array a(DType::float64, {n});
+      double* d = a.data<double>();
+      for (int64_t k = 0; k < n; ++k) d[k] = t * 1e6 + i * 1e3 + static_cast<double>(k % 997);
+      made[t].push_back(a);
+      if (i % 3 == 0) made[t].pop_back();  // freed at once, on this thread
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(fill, t);
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    int i = 0;
+    for (const Array& a : made[t]) {
+      while (i % 3 == 0) ++i;  // the ones freed at once
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(a.raw()) % 64, 0u);
+      const double* d = a.data<double>();
+      bool intact = true;
+      for (int64_t k = 0; k < a.size(); ++k) {
+        intact = intact && d[k] == t * 1e6 + i * 1e3 + static_cast<double>(k % 997);
+      }
+      EXPECT_TRUE(intact) << "thread " << t << " array " << i;
+      ++i;
+    }
+  }
+  // Freed here, on the main thread (its lists take what fits, the rest is freed).
+  made.clear();
 }
 
 TEST(Array, LargeBuffersAreRecycled) {
