@@ -86,7 +86,9 @@ Offer parse_offer(const Bytes& block);
 // where it is probed for and received at its size.
 class BlockGather {
  public:
-  static constexpr int kPostedBytes = 64 << 10;
+  // Room for a round's offer with 64 KiB of inline data (comm.cpp:
+  // kInlineBudget) and its entries.
+  static constexpr int kPostedBytes = 72 << 10;
   static constexpr int kLargeTag = 64;  // added to the stage's tag
 
   // This rank's block for the next round, to fill before start(); its
