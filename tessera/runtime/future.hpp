@@ -109,7 +109,9 @@ template <class T>
 struct SharedState {
   std::mutex mutex;
   std::condition_variable cv;
-  bool done = false;
+  // Set (under the mutex, after the value or error) when complete; read
+  // without the mutex by is_ready, which then sees the value too.
+  std::atomic<bool> done{false};
   std::optional<T> value;
   std::exception_ptr error;
   // Applied to the error this state is completed with (Future::decorate_errors).
@@ -120,22 +122,24 @@ struct SharedState {
   void set_error_locked(std::exception_ptr e) {
     error = decorate ? decorate(std::move(e), decorate_context.get()) : std::move(e);
   }
-  // Continuations in the order attached: most states get exactly one, kept
-  // in `first` (no vector to allocate), the others in `more`.
-  std::function<void()> first;
+  // Continuations in the order attached: most states get one or two, kept
+  // in `first` and `second` (no vector to allocate), the others in `more`.
+  std::function<void()> first, second;
   std::vector<std::function<void()>> more;
 
   void finish() {
-    std::function<void()> cb;
+    std::function<void()> cb, cb2;
     std::vector<std::function<void()>> cbs;
     {
       std::lock_guard lock(mutex);
-      done = true;
+      done.store(true, std::memory_order_release);
       cb.swap(first);
+      cb2.swap(second);
       cbs.swap(more);
     }
     cv.notify_all();
     if (cb) run_continuation(std::move(cb));
+    if (cb2) run_continuation(std::move(cb2));
     for (auto& c : cbs) run_continuation(std::move(c));
   }
 };
@@ -180,8 +184,7 @@ class Future {
 
   bool is_ready() const {
     if (value_ || error_) return true;
-    std::lock_guard lock(state_->mutex);
-    return state_->done;
+    return state_->done.load(std::memory_order_acquire);
   }
 
   // Requires is_ready(). Rethrows the stored error.
@@ -218,7 +221,7 @@ class Future {
           detail::StuckWatch watch;
           std::unique_lock lock(state_->mutex);
           while (!state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kStuckCheckSeconds),
-                                      [&] { return state_->done; })) {
+                                      [&] { return state_->done.load(); })) {
             lock.unlock();
             detail::check_stuck(watch);
             lock.lock();
@@ -235,7 +238,7 @@ class Future {
         {
           std::unique_lock lock(state_->mutex);
           done = state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kWaitRecheckSeconds),
-                                     [&] { return state_->done || detail::handed_work_waiting(); }) &&
+                                     [&] { return state_->done.load() || detail::handed_work_waiting(); }) &&
                  state_->done;
         }
         if (detail::unblock_at_boundary(me)) {
@@ -262,6 +265,8 @@ class Future {
       if (!state_->done) {
         if (!state_->first) {
           state_->first = std::forward<F>(cb);
+        } else if (!state_->second) {
+          state_->second = std::forward<F>(cb);
         } else {
           state_->more.emplace_back(std::forward<F>(cb));
         }
@@ -394,13 +399,13 @@ class Promise {
   bool set_if_unobserved(T& v, const std::exception_ptr& e) const {
     {
       std::lock_guard lock(state_->mutex);
-      if (state_->first || !state_->more.empty()) return false;
+      if (state_->first || state_->second || !state_->more.empty()) return false;
       if (e) {
         state_->set_error_locked(e);
       } else {
         state_->value.emplace(std::move(v));
       }
-      state_->done = true;
+      state_->done.store(true, std::memory_order_release);
     }
     state_->cv.notify_all();
     return true;
