@@ -112,6 +112,45 @@ void sum_floats(void* out, const char* a, const char* b, int64_t n, bool f64) {
   }
 }
 
+// acc = acc OP in, elementwise, for n elements of dt (in may be unaligned).
+// max and min propagate NaN.
+void accumulate(void* acc, const char* in, int64_t n, DType dt, ReduceOp rop) {
+  bool f64 = dt == DType::float64;
+  if (rop == ReduceOp::sum && (f64 || dt == DType::float32)) {
+    sum_floats(acc, in, nullptr, n, f64);
+    return;
+  }
+  auto combine = [&](auto* a) {
+    using T = std::remove_pointer_t<decltype(a)>;
+    T v;
+    switch (rop) {
+      case ReduceOp::max:
+        for (int64_t i = 0; i < n; ++i) {
+          std::memcpy(&v, in + i * sizeof v, sizeof v);
+          a[i] = a[i] < v || v != v ? v : a[i];
+        }
+        break;
+      case ReduceOp::min:
+        for (int64_t i = 0; i < n; ++i) {
+          std::memcpy(&v, in + i * sizeof v, sizeof v);
+          a[i] = v < a[i] || v != v ? v : a[i];
+        }
+        break;
+      default:
+        for (int64_t i = 0; i < n; ++i) {
+          std::memcpy(&v, in + i * sizeof v, sizeof v);
+          a[i] += v;
+        }
+    }
+  };
+  switch (dt) {
+    case DType::float32: combine(static_cast<float*>(acc)); break;
+    case DType::float64: combine(static_cast<double*>(acc)); break;
+    case DType::int64: combine(static_cast<int64_t*>(acc)); break;
+    default: throw std::invalid_argument("[all_reduce] bool arrays cannot be reduced");
+  }
+}
+
 constexpr int kMaxDims = 8;
 constexpr int kDescBytes = 256;
 // Operations a rank offers per agreement round at most (see Engine): all
@@ -131,12 +170,18 @@ constexpr int64_t kInlineBudget = int64_t{64} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).
 constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
+// All-reduces (and coalesced groups) of at least this many bytes run as the
+// engine's own ring (Engine::post_ring) instead of MPI_Iallreduce, whose
+// schedule took 1.3-1.6x a blocking MPI_Allreduce from 256 KiB up on this
+// machine (TESSERA_RING=0 turns it off: the same on every rank).
+constexpr int64_t kRingMinBytes = int64_t{128} << 10;
+constexpr int64_t kRingMaxBytes = int64_t{4} << 20;
 constexpr int64_t kCoalesceCapBytes = int64_t{4} << 20;
 
 enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter, gather, scatter, all_to_all,
                   barrier, send, recv, coalesced };
 
-enum class Stage { pending, root_meta, data, diag, header };
+enum class Stage { pending, root_meta, data, diag, header, ring };
 
 struct Op;
 using OpPtr = std::shared_ptr<Op>;
@@ -172,6 +217,11 @@ struct Op {
   int64_t header[2 + kMaxDims] = {};
   std::vector<MPI_Request> reqs;
   std::vector<OpPtr> members;  // of a coalesced all-reduce
+  // A ring all-reduce's step and where its chunks start (elements; one
+  // more entry: the end) (Engine::post_ring).
+  int ring_step = 0;
+  std::vector<int64_t> chunk_at;
+  std::optional<Array> ring_in;  // where the reduce-scatter receives (a chunk)
 
   bool collective() const { return kind != Kind::send && kind != Kind::recv; }
   // "all_reduce(sum) float32 (1024,) at train.py:12:5" (built for messages only).
@@ -935,38 +985,7 @@ class Engine {
       return out;
     }
     std::memcpy(out.raw(), data[0], out.nbytes());
-    auto combine = [&](auto* acc) {
-      using T = std::remove_pointer_t<decltype(acc)>;
-      for (int r = 1; r < size_; ++r) {
-        T* in = reinterpret_cast<T*>(const_cast<char*>(data[r]));
-        T v;
-        switch (op.rop) {
-          case ReduceOp::max:
-            for (int64_t i = 0; i < n; ++i) {
-              std::memcpy(&v, in + i, sizeof v);
-              acc[i] = acc[i] < v || v != v ? v : acc[i];
-            }
-            break;
-          case ReduceOp::min:
-            for (int64_t i = 0; i < n; ++i) {
-              std::memcpy(&v, in + i, sizeof v);
-              acc[i] = v < acc[i] || v != v ? v : acc[i];
-            }
-            break;
-          default:
-            for (int64_t i = 0; i < n; ++i) {
-              std::memcpy(&v, in + i, sizeof v);
-              acc[i] += v;
-            }
-        }
-      }
-    };
-    switch (out.dtype()) {
-      case DType::float32: combine(static_cast<float*>(out.raw())); break;
-      case DType::float64: combine(static_cast<double*>(out.raw())); break;
-      case DType::int64: combine(static_cast<int64_t*>(out.raw())); break;
-      default: throw std::invalid_argument("[all_reduce] bool arrays cannot be reduced");
-    }
+    for (int r = 1; r < size_; ++r) accumulate(out.raw(), data[r], n, out.dtype(), op.rop);
     return out;
   }
 
@@ -1013,12 +1032,101 @@ class Engine {
       at += m->x.nbytes();
     }
     group->x = in;
+    if (use_ring(group->x)) {
+      post_ring(group);
+      return;
+    }
     group->stage = Stage::data;
     group->reqs.assign(1, MPI_REQUEST_NULL);
     check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce"), mpi_type(dt), mpi_op(group->rop),
                          data_comm_, &group->reqs[0]),
           "all_reduce", "MPI_Iallreduce");
     active_.push_back(group);
+  }
+
+  bool use_ring(const Array& x) const {
+    return ring_ && size_ > 1 && x.nbytes() >= kRingMinBytes && x.nbytes() < kRingMaxBytes;
+  }
+
+  // A ring all-reduce of op->x into op->out over point-to-point messages on
+  // data_comm_ (which carries no other point-to-point traffic): the
+  // elements in size_ nearly equal chunks; size_ - 1 steps of reduce-scatter
+  // (send a chunk to the right, receive the next from the left and reduce
+  // it into the result), then size_ - 1 of all-gather (pass the reduced
+  // chunks on). Each rank sends and receives 2 (size_ - 1) / size_ of the
+  // data, the least any all-reduce moves. Every chunk is reduced once, in
+  // an order fixed by the number of ranks, and then copied: the same bits
+  // on every rank and in every run. The tag tells concurrent rings apart:
+  // rings are posted in the agreed order, the same on every rank.
+  void post_ring(const OpPtr& op) {
+    const Array& x = op->x;
+    if (op->out.size() != x.size() || op->out.dtype() != x.dtype()) op->out = Array(x.dtype(), x.shape());
+    op->stage = Stage::ring;
+    op->ring_step = 0;
+    op->tag = 1 + static_cast<int>(ring_serial_++ % 30000);
+    op->chunk_at.assign(1, 0);
+    for (int64_t c : split_counts(x.size(), size_)) op->chunk_at.push_back(op->chunk_at.back() + c);
+    op->ring_in.emplace(x.dtype(), Shape{op->chunk_at[1]});  // the first chunk is the largest
+    post_ring_step(op);
+  }
+
+  // The chunk a rank sends and the one it receives at `step` (0 .. 2 size_ - 3).
+  std::pair<int, int> ring_chunks(int step) const {
+    int s = step < size_ - 1 ? step : step - (size_ - 1);
+    int shift = step < size_ - 1 ? 0 : 1;  // the all-gather passes the chunk reduced last
+    int send = ((rank_ - s + shift) % size_ + size_) % size_;
+    int recv = ((rank_ - s - 1 + shift) % size_ + size_) % size_;
+    return {send, recv};
+  }
+
+  void post_ring_step(const OpPtr& op) {
+    auto [send, recv] = ring_chunks(op->ring_step);
+    int64_t width = static_cast<int64_t>(dtype_size(op->x.dtype()));
+    char* out = static_cast<char*>(op->out.raw());
+    int right = (rank_ + 1) % size_, left = (rank_ - 1 + size_) % size_;
+    int64_t recv_bytes = (op->chunk_at[recv + 1] - op->chunk_at[recv]) * width;
+    int64_t send_bytes = (op->chunk_at[send + 1] - op->chunk_at[send]) * width;
+    // The reduce-scatter receives beside the result and reduces into it (its
+    // first step sends this rank's own chunk of x: the result holds only
+    // reduced chunks); the all-gather receives in place.
+    char* into = out + op->chunk_at[recv] * width;
+    if (op->ring_step < size_ - 1) into = static_cast<char*>(op->ring_in->raw());
+    const char* from = op->ring_step == 0 ? static_cast<const char*>(op->x.raw()) : out;
+    op->reqs.assign(2, MPI_REQUEST_NULL);
+    check(MPI_Irecv(into, checked_int(recv_bytes, op->name), MPI_BYTE, left, op->tag, data_comm_, &op->reqs[0]),
+          op->name, "MPI_Irecv");
+    check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_bytes, op->name), MPI_BYTE, right, op->tag,
+                    data_comm_, &op->reqs[1]),
+          op->name, "MPI_Isend");
+    active_.push_back(op);
+  }
+
+  // A step's messages are done: reduce what came (reduce-scatter), then the
+  // next step, or the result.
+  void advance_ring(const OpPtr& op, std::vector<Completion>& done) {
+    if (op->ring_step < size_ - 1) {
+      // The chunk received is reduced here for the first and only time: its
+      // base is this rank's contribution (x), and then the result holds it.
+      int c = ring_chunks(op->ring_step).second;
+      DType dt = op->x.dtype();
+      int64_t width = static_cast<int64_t>(dtype_size(dt)), count = op->chunk_at[c + 1] - op->chunk_at[c];
+      char* acc = static_cast<char*>(op->out.raw()) + op->chunk_at[c] * width;
+      const char* mine = static_cast<const char*>(op->x.raw()) + op->chunk_at[c] * width;
+      const char* came = static_cast<const char*>(op->ring_in->raw());
+      if (op->rop == ReduceOp::sum && (dt == DType::float32 || dt == DType::float64)) {
+        sum_floats(acc, came, mine, count, dt == DType::float64);  // acc = mine + came in one pass
+      } else {
+        if (count) std::memcpy(acc, mine, static_cast<size_t>(count * width));
+        accumulate(acc, came, count, dt, op->rop);
+      }
+    }
+    if (++op->ring_step < 2 * (size_ - 1)) {
+      post_ring_step(op);
+      return;
+    }
+    op->ring_in.reset();
+    op->stage = Stage::data;
+    advance(op, done);
   }
 
   void post_diag(const OpPtr& op) {
@@ -1044,6 +1152,10 @@ class Engine {
     const char* name = op->name;
     switch (op->kind) {
       case Kind::all_reduce: {
+        if (use_ring(x)) {
+          post_ring(op);
+          return;
+        }
         // Separate buffers: an in-place all-reduce costs a copy, and Open MPI
         // then picks a slower algorithm for large messages.
         op->out = Array(dt, x.shape());
@@ -1242,6 +1354,9 @@ class Engine {
 
   void advance(const OpPtr& op, std::vector<Completion>& done) {
     switch (op->stage) {
+      case Stage::ring:
+        advance_ring(op, done);
+        return;
       case Stage::diag:
         done.push_back({op->promise, Value(), std::make_exception_ptr(std::invalid_argument(disagreement(*op)))});
         return;
@@ -1381,6 +1496,11 @@ class Engine {
   }()};
   int rank_ = 0, size_ = 1;
   int64_t inline_budget_ = kInlineBudget;  // bytes of inline data per rank and round (set at start-up)
+  const bool ring_ = [] {
+    const char* env = std::getenv("TESSERA_RING");
+    return !env || std::string(env) != "0";
+  }();
+  uint64_t ring_serial_ = 0;  // rings posted so far (their tags)
   std::map<uint64_t, uint64_t> next_key_;
   std::vector<OpPtr> incoming_;
   std::thread thread_;
