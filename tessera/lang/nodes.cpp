@@ -91,12 +91,12 @@ std::string ConstantNode::label() const {
 }
 
 Future<Value> VariableNode::eval(const FramePtr& frame) const {
-  std::optional<Future<Value>> v = frame->up(depth_)->read(slot_);
-  if (!v) {
+  Future<Value> v = frame->up(depth_)->read(slot_);
+  if (!v.valid()) {
     return fail_with<std::invalid_argument>(
         loc(), error_message("[", name_, "] variable '", name_, "' is used before it is defined"));
   }
-  return std::move(*v);
+  return v;
 }
 
 void frame_access(const Node* n, int nesting, FrameAccess& acc) {
@@ -206,8 +206,14 @@ Future<Value> AssignNode::eval(const FramePtr& frame) const {
     return fail_with<std::invalid_argument>(
         loc(), error_message("[store] variable '", name_, "' is stored before it is defined"));
   }
+  Future<Value> value = value_->eval(frame);
+  if (value.is_ready() && !value.error()) {
+    // The usual case: assigned now, no continuation.
+    target->set(slot_, value.get());
+    return value;
+  }
   FramePtr keep = frame;
-  return value_->eval(frame).then([keep, target, slot = slot_](const Value& v) {
+  return value.then([keep, target, slot = slot_](const Value& v) {
     target->set(slot, v);
     return v;
   });

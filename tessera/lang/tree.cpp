@@ -61,9 +61,9 @@ bool refers_to_frame(const Value& v, const Frame* frame) {
   return found;
 }
 
-std::optional<Future<Value>> Frame::read(size_t slot) const {
+Future<Value> Frame::read(size_t slot) const {
   std::lock_guard lock(mutex_);
-  if (!slots_[slot].defined) return std::nullopt;
+  if (!slots_[slot].defined) return Future<Value>();
   for (const auto& p : pending_) {
     if (p.slot == slot) return p.future;
   }

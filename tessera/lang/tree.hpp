@@ -29,8 +29,9 @@ class Frame {
   // the slot is not pending (see set_pending); read() is the general form.
   std::optional<Value> get(size_t slot) const;
   // The variable as a future: ready with its value, or the pending future
-  // of a define whose value is still being computed; nullopt if never assigned.
-  std::optional<Future<Value>> read(size_t slot) const;
+  // of a define whose value is still being computed; an invalid future
+  // (valid() false) if never assigned.
+  Future<Value> read(size_t slot) const;
   // Dataflow assignment: `slot` takes the value of `pending` once it is
   // there; until then readers get the future and wait on it, not the
   // block that assigned it. A later set/set_pending of the slot wins over a
