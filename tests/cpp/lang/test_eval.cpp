@@ -201,21 +201,26 @@ TEST(LangNames, OperatorsMeanTheirPrimitivesWhateverTheProgramDefines) {
             "[6, [6 7], 0]");
 }
 
+namespace {
+
+// A function whose run makes closures referring to their own scope, one of
+// them stored in an outer scope while referring to an inner one, and
+// recursion; its value is 4 * (7 + 3 + 1) for a = ones(4).
+const char* kClosuresMain =
+    "define(main, a, block(\n"
+    "  define(keep, lambda(x, a + x)),\n"
+    "  define(adder, n, lambda(x, x + n + a)),\n"
+    "  define(add5, adder(5)),\n"
+    "  define(rec, n, if(n == 0, a, rec(n - 1))),\n"
+    "  sum(add5(1) + keep(2) + rec(3))))\n";
+
+}  // namespace
+
 TEST(LangMemory, FramesAndClosuresAreFreedAfterARun) {
-  // Closures referring to their own scope, and one stored in an outer scope
-  // while referring to an inner one: after the run nothing may keep `a` alive.
+  // After the run nothing may keep `a` alive.
   Array a = Array::full(DType::float64, {4}, 1.0);
   {
-    Program p(
-        "define(main, a, block(\n"
-        "  define(keep, lambda(x, a + x)),\n"
-        "  define(adder, n, lambda(x, x + n + a)),\n"
-        "  define(add5, adder(5)),\n"
-        "  define(rec, n, if(n == 0, a, rec(n - 1))),\n"
-        "  sum(add5(1) + keep(2) + rec(3))))\n"
-        "define(outer_keep, main)\n"
-        "main",
-        "m.tsl");
+    Program p(std::string(kClosuresMain) + "define(outer_keep, main)\nmain", "m.tsl");
     Value r = p.run({Value(a)});
     EXPECT_DOUBLE_EQ(r.as_array().item(), 4 * (7 + 3 + 1));
   }
@@ -302,15 +307,7 @@ TEST(LangResident, ArgumentsAndClosuresAreFreedAfterEachRun) {
   // The resident frame lives with the program; nothing of a run may stay
   // in it (here: closures over the run's frame and recursion).
   Array a = Array::full(DType::float64, {4}, 1.0);
-  Program p(
-      "define(main, a, block(\n"
-      "  define(keep, lambda(x, a + x)),\n"
-      "  define(adder, n, lambda(x, x + n + a)),\n"
-      "  define(add5, adder(5)),\n"
-      "  define(rec, n, if(n == 0, a, rec(n - 1))),\n"
-      "  sum(add5(1) + keep(2) + rec(3))))\n"
-      "main",
-      "m.tsl");
+  Program p(std::string(kClosuresMain) + "main", "m.tsl");
   ASSERT_TRUE(p.resident());
   for (int run = 0; run < 2; ++run) {
     Value r = p.run({Value(a)});
