@@ -1060,7 +1060,7 @@ class Engine {
   // rings are posted in the agreed order, the same on every rank.
   void post_ring(const OpPtr& op) {
     const Array& x = op->x;
-    if (op->out.size() != x.size() || op->out.dtype() != x.dtype()) op->out = Array(x.dtype(), x.shape());
+    if (op->kind != Kind::coalesced) op->out = Array(x.dtype(), x.shape());  // a group's is made already
     op->stage = Stage::ring;
     op->ring_step = 0;
     op->tag = 1 + static_cast<int>(ring_serial_++ % 30000);
