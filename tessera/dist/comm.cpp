@@ -165,7 +165,7 @@ constexpr int kRoundEntries = 4096;
 // eagerly (64 KiB: measured 1.1-1.5x a raw MPI_Allreduce, against 4x as a
 // round and then an MPI_Iallreduce). With more ranks the budget halves per
 // exchange of the round after the first, as the last exchange carries the
-// offers of half the ranks (inline_budget()).
+// offers of half the ranks (Engine::inline_budget_).
 constexpr int64_t kInlineBudget = int64_t{64} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).

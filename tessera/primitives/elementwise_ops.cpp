@@ -2,8 +2,8 @@
 
 #include <array>
 #include <cmath>
-#include <utility>
 #include <limits>
+#include <utility>
 
 #include "tessera/core/error.hpp"
 #include "tessera/primitives/registry.hpp"
