@@ -3,7 +3,8 @@
 # against NumPy over every rank's data, with element counts that do not
 # divide by the number of ranks and NaN in maxima and minima; every rank gets
 # the same bits, and so does a repeated call. Several smaller all-reduces in
-# flight together are coalesced into one ring. Prints "ok".
+# flight together are coalesced into one ring, and several rings run at once
+# beside the other paths. Prints "ok".
 import numpy as np
 
 import tessera
@@ -63,4 +64,18 @@ got = prog.run(parts)
 for k in range(4):
     want = sum(data(q, np.float64, 7_680, 10 + k) for q in range(n))
     assert np.allclose(got[k], want, rtol=1e-12, atol=1e-12), k
+# Rings in flight together (each above the coalescing limit: a ring of its
+# own, told apart by its tag), beside operations of every other path: inline
+# (small), coalesced (two of 40 KiB), and MPI_Iallreduce (5 MiB).
+sizes = [25_000, 30_001, 26_000, 27_500, 100, 5_120, 5_120, 655_360, 33_333, 29_000]
+arrays = [data(r, np.float64, c, 20 + k) for k, c in enumerate(sizes)]
+names = [f"a{k}" for k in range(len(sizes))]
+text = ("define(f, " + ", ".join(names) + ", block("
+        + ", ".join(f"define(r{k}, all_reduce({a}))" for k, a in enumerate(names))
+        + ", list(" + ", ".join(f"r{k}" for k in range(len(sizes))) + "))) f")
+for rep in range(3):
+    got = tessera.Program(text, "rings.tsl").run(arrays)
+    for k, c in enumerate(sizes):
+        want = sum(data(q, np.float64, c, 20 + k) for q in range(n))
+        assert np.allclose(got[k], want, rtol=1e-12, atol=1e-12), (rep, k, c)
 print("ok")
