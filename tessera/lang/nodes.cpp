@@ -408,16 +408,14 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
         return fail_at(loc(), std::current_exception());
       }
     }
-    std::vector<Future<Value>> started;
-    started.reserve(2);
-    started.push_back(std::move(x));
-    started.push_back(std::move(y));
-    return join_operands(frame, std::move(started));
+    Future<Value> started[2] = {std::move(x), std::move(y)};
+    return join_operands(frame, started, 2);
   }
-  return join_operands(frame, {});
+  return join_operands(frame, nullptr, 0);
 }
 
-Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, std::vector<Future<Value>> started) const {
+Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, Future<Value>* started,
+                                               size_t n_started) const {
   // Every operand is started before any is awaited. While they come back
   // ready (the usual case) their values go straight into `vals` (room for
   // the defaults bind_operands adds); from the first pending one on, the
@@ -427,7 +425,7 @@ Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, std::vecto
   std::exception_ptr error;  // the first failed operand's, while all are ready
   std::vector<Future<Value>> fs;
   for (size_t i = 0; i < operands_.size(); ++i) {
-    Future<Value> f = i < started.size() ? std::move(started[i]) : operands_[i]->eval(frame);
+    Future<Value> f = i < n_started ? std::move(started[i]) : operands_[i]->eval(frame);
     if (fs.empty() && f.is_ready()) {
       if (error) continue;
       if ((error = f.error())) continue;

@@ -102,9 +102,9 @@ class PrimitiveCallNode : public Node {
  private:
   Value compute(std::vector<Value>& operand_values) const;
   Future<Value> finish(std::vector<Value> operand_values) const;
-  // Evaluates the operands (the first started.size() are given, already
-  // started) and then the call.
-  Future<Value> join_operands(const FramePtr& frame, std::vector<Future<Value>> started) const;
+  // Evaluates the operands (the first n_started are given, already started,
+  // and moved from) and then the call.
+  Future<Value> join_operands(const FramePtr& frame, Future<Value>* started, size_t n_started) const;
 
   const PrimitiveSpec* spec_;
   std::vector<NodePtr> operands_;
