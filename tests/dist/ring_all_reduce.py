@@ -28,7 +28,7 @@ def same_everywhere(got, what):
 
 
 cases = [(np.float32, 40_001), (np.float32, 262_147), (np.float64, 16_384), (np.float64, 100_003),
-         (np.int64, 20_011)]
+         (np.int64, 20_011), (np.float32, 1_300_003)]
 for dtype, count in cases:
     xs = [data(k, dtype, count, 1) for k in range(n)]
     for op in ("sum", "mean", "max", "min"):
