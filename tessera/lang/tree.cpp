@@ -13,7 +13,7 @@ std::shared_ptr<const Closure> Closure::strengthened() const {
 }
 
 std::optional<Value> Frame::get(size_t slot) const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(spin_);
   if (!slots_[slot].defined) return std::nullopt;
   return stored(slot);
 }
@@ -62,7 +62,7 @@ bool refers_to_frame(const Value& v, const Frame* frame) {
 }
 
 Future<Value> Frame::read(size_t slot) const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(spin_);
   if (!slots_[slot].defined) return Future<Value>();
   for (const auto& p : pending_) {
     if (p.slot == slot) return p.future;
@@ -90,52 +90,73 @@ Value Frame::prepare(Value v) {
   return v;
 }
 
-void Frame::drop_pending(size_t slot) {
+Future<Value> Frame::take_pending(size_t slot) {
   auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.slot == slot; });
-  if (it != pending_.end()) pending_.erase(it);
+  if (it == pending_.end()) return Future<Value>();
+  Future<Value> f = std::move(it->future);
+  pending_.erase(it);
+  return f;
 }
 
 void Frame::set(size_t slot, Value v) {
   v = prepare(std::move(v));
-  std::lock_guard lock(mutex_);
-  drop_pending(slot);
-  slots_[slot].value = std::move(v);
-  slots_[slot].defined = true;
+  Future<Value> dropped;
+  {
+    std::lock_guard lock(spin_);
+    dropped = take_pending(slot);
+    std::swap(slots_[slot].value, v);
+    slots_[slot].defined = true;
+  }
+  // The old value (v now) and the dropped future are freed here.
 }
 
 void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_ptr<Frame> keep) {
   uint64_t serial;
+  Future<Value> dropped;
+  Value old;
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(spin_);
     serial = ++serial_;
-    drop_pending(slot);
+    dropped = take_pending(slot);
     pending_.push_back(Pending{slot, serial, pending});
-    slots_[slot].value = Value();
+    std::swap(slots_[slot].value, old);
     slots_[slot].defined = true;
   }
   pending.on_ready([this, slot, serial, pending, keep = std::move(keep)] {
     // A failed define stays pending, so its readers get the error.
     if (pending.error()) return;
     Value v = prepare(pending.get());
-    std::lock_guard lock(mutex_);
+    Future<Value> done;
+    std::lock_guard lock(spin_);
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&](const Pending& p) { return p.slot == slot && p.serial == serial; });
     if (it == pending_.end()) return;  // assigned again meanwhile: the newer value stays
+    done = std::move(it->future);
     pending_.erase(it);
-    slots_[slot].value = std::move(v);
+    std::swap(slots_[slot].value, v);
   });
 }
 
+std::vector<Frame::LateRead> Frame::take_finished_late_reads() {
+  auto mid = std::stable_partition(late_reads_.begin(), late_reads_.end(),
+                                   [](const LateRead& r) { return !r.done.is_ready(); });
+  std::vector<LateRead> out(std::make_move_iterator(mid), std::make_move_iterator(late_reads_.end()));
+  late_reads_.erase(mid, late_reads_.end());
+  return out;
+}
+
 void Frame::note_late_reads(const std::vector<size_t>* slots, const Future<Value>& done) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(late_reads_, [](const LateRead& r) { return r.done.is_ready(); });
+  std::vector<LateRead> finished;
+  std::lock_guard lock(spin_);
+  finished = take_finished_late_reads();
   late_reads_.push_back({slots, done});
   has_late_reads_.store(true, std::memory_order_release);
 }
 
 std::optional<Future<Value>> Frame::late_read_of(const std::vector<size_t>* slots) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(late_reads_, [](const LateRead& r) { return r.done.is_ready(); });
+  std::vector<LateRead> finished;
+  std::lock_guard lock(spin_);
+  finished = take_finished_late_reads();
   if (late_reads_.empty()) {
     has_late_reads_.store(false, std::memory_order_release);
     return std::nullopt;

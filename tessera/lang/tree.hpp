@@ -16,6 +16,7 @@
 #include "tessera/core/value.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/future.hpp"
+#include "tessera/runtime/spinlock.hpp"
 
 namespace tessera {
 
@@ -44,7 +45,7 @@ class Frame {
   // never freed); get() hands out a strong copy again.
   void set(size_t slot, Value v);
   bool defined(size_t slot) const {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(spin_);
     return slots_[slot].defined;
   }
   // An evaluation that went on past a pending value (the branch of an if
@@ -60,20 +61,28 @@ class Frame {
   // Drops every value (ends a program's run: closures stored in the
   // program's variables may refer back to it through their frames).
   void clear() {
-    std::lock_guard lock(mutex_);
-    for (auto& s : slots_) s = Slot();
-    pending_.clear();
-    late_reads_.clear();
-    has_late_reads_.store(false, std::memory_order_release);
-    return_value_ = Value();
+    // The values are freed after the lock is released (a large array's
+    // memory goes back to the system then).
+    std::vector<Slot> slots(slots_.size());
+    std::vector<Pending> pending;
+    std::vector<LateRead> late;
+    Value ret;
+    {
+      std::lock_guard lock(spin_);
+      slots_.swap(slots);
+      pending_.swap(pending);
+      late_reads_.swap(late);
+      has_late_reads_.store(false, std::memory_order_release);
+      std::swap(return_value_, ret);
+    }
   }
   // The value given to return() in this activation.
   void set_return_value(Value v) {
-    std::lock_guard lock(mutex_);
-    return_value_ = std::move(v);
+    std::lock_guard lock(spin_);
+    std::swap(return_value_, v);  // the old value is freed after the lock
   }
   Value return_value() const {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(spin_);
     return return_value_;
   }
   // True once a closure over this frame (or a frame inside it) was stored
@@ -95,7 +104,9 @@ class Frame {
   }
 
  private:
-  mutable std::mutex mutex_;
+  // Guards the slots and lists below (held for a few instructions: values
+  // a slot drops are freed after it is released).
+  mutable SpinLock spin_;
   // A variable: its value, and whether it was assigned (one allocation
   // per frame for both).
   struct Slot {
@@ -121,9 +132,13 @@ class Frame {
 
   // What set() stores for v (closures over this frame held weakly).
   Value prepare(Value v);
-  // What get() hands out for a defined slot (mutex_ held).
+  // What get() hands out for a defined slot (spin_ held).
   Value stored(size_t slot) const;
-  void drop_pending(size_t slot);  // mutex_ held
+  // Removes the slot's pending define, if any, and gives its future (to be
+  // dropped after spin_ is released; spin_ held).
+  Future<Value> take_pending(size_t slot);
+  // Removes the late reads that are done and gives them (spin_ held).
+  std::vector<LateRead> take_finished_late_reads();
   std::shared_ptr<Frame> parent_;
   Value return_value_;
   std::atomic<bool> escaped_{false};

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -26,6 +27,18 @@ void run_continuation(std::function<void()> fn) {
     ~Restore() { --d; }
   } restore{depth};
   fn();
+}
+
+Parking& parking_for(const void* state) {
+  // A power of two of places, each on its own cache lines; never destroyed
+  // (a thread may still wait or notify during static destruction).
+  constexpr size_t kPlaces = 64;
+  struct alignas(64) Place {
+    Parking p;
+  };
+  static Place* places = new Place[kPlaces];
+  auto a = reinterpret_cast<uintptr_t>(state);
+  return places[(a >> 6 ^ a >> 12) & (kPlaces - 1)].p;
 }
 
 std::atomic<WaitHelper>& wait_helper() {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/spinlock.hpp"
 
 namespace tessera {
 
@@ -70,8 +71,8 @@ bool help_while_pending(const std::function<bool()>& ready, double seconds = kWa
 // handed to them: the communication engine's progress thread gives them the
 // completions it makes, so a program waited for at the boundary runs on from
 // them on that thread (which then polls again) instead of moving to a
-// worker for good. A blocked thread registers its state's mutex and
-// condition variable while it blocks.
+// worker for good. A blocked thread registers the mutex and condition
+// variable it blocks on (its state's parking place) while it blocks.
 struct BlockedWaiter {
   std::mutex* mutex;
   std::condition_variable* cv;
@@ -105,20 +106,33 @@ void set_stuck_seconds(double s);
 // future, say); `context` is what it was installed with.
 using ErrorDecorator = std::exception_ptr (*)(std::exception_ptr error, const void* context);
 
-template <class T>
-struct SharedState {
+// Where a thread blocks until a shared state completes: one of a fixed set
+// of mutex and condition variable pairs, picked by the state's address (a
+// state has no condition variable of its own: most are never waited for,
+// and each would cost 88 bytes and a notification on completion). Threads
+// waiting on different states may share one; each checks its own state.
+struct Parking {
   std::mutex mutex;
   std::condition_variable cv;
-  // Set (under the mutex, after the value or error) when complete; read
-  // without the mutex by is_ready, which then sees the value too.
+};
+Parking& parking_for(const void* state);
+
+template <class T>
+struct SharedState {
+  SpinLock spin;
+  // Set (under spin, after the value or error) when complete; read
+  // without the lock by is_ready, which then sees the value too.
   std::atomic<bool> done{false};
+  // Set by a thread before it blocks on this state's parking place:
+  // completion then wakes it (wake_waiters).
+  std::atomic<bool> waited{false};
   std::optional<T> value;
   std::exception_ptr error;
   // Applied to the error this state is completed with (Future::decorate_errors).
   ErrorDecorator decorate = nullptr;
   std::shared_ptr<const void> decorate_context;
 
-  // Stores the error, decorated. Requires the mutex.
+  // Stores the error, decorated. Requires spin.
   void set_error_locked(std::exception_ptr e) {
     error = decorate ? decorate(std::move(e), decorate_context.get()) : std::move(e);
   }
@@ -127,17 +141,29 @@ struct SharedState {
   std::function<void()> first, second;
   std::vector<std::function<void()>> more;
 
+  // After `done` is set: wakes the threads blocked on this state. Both
+  // sides order their store before their load (sequentially consistent):
+  // either the waiter sees `done` and does not block, or this sees
+  // `waited` and notifies under the parking mutex, which the waiter holds
+  // from its check of `done` until it sleeps.
+  void wake_waiters() {
+    if (!waited.load(std::memory_order_seq_cst)) return;
+    Parking& p = parking_for(this);
+    { std::lock_guard lock(p.mutex); }
+    p.cv.notify_all();
+  }
+
   void finish() {
     std::function<void()> cb, cb2;
     std::vector<std::function<void()>> cbs;
     {
-      std::lock_guard lock(mutex);
-      done.store(true, std::memory_order_release);
+      std::lock_guard lock(spin);
+      done.store(true, std::memory_order_seq_cst);
       cb.swap(first);
       cb2.swap(second);
       cbs.swap(more);
     }
-    cv.notify_all();
+    wake_waiters();
     if (cb) run_continuation(std::move(cb));
     if (cb2) run_continuation(std::move(cb2));
     for (auto& c : cbs) run_continuation(std::move(c));
@@ -217,11 +243,13 @@ class Future {
       for (double help = detail::kWaitHelpSeconds;;) {
         if (detail::help_while_pending([this] { return is_ready(); }, help)) break;
         help = detail::kWaitRecheckHelpSeconds;
+        detail::Parking& parking = detail::parking_for(state_.get());
+        state_->waited.store(true, std::memory_order_seq_cst);
         if (!detail::wait_helper().load(std::memory_order_acquire)) {
           detail::StuckWatch watch;
-          std::unique_lock lock(state_->mutex);
-          while (!state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kStuckCheckSeconds),
-                                      [&] { return state_->done.load(); })) {
+          std::unique_lock lock(parking.mutex);
+          while (!parking.cv.wait_for(lock, std::chrono::duration<double>(detail::kStuckCheckSeconds),
+                                      [&] { return state_->done.load(std::memory_order_seq_cst); })) {
             lock.unlock();
             detail::check_stuck(watch);
             lock.lock();
@@ -232,13 +260,16 @@ class Future {
         // program may have started new communication, which this thread
         // then drives and runs the program on from. Completions the
         // progress thread makes meanwhile are handed to this thread.
-        detail::BlockedWaiter me{&state_->mutex, &state_->cv};
+        detail::BlockedWaiter me{&parking.mutex, &parking.cv};
         detail::block_at_boundary(me);
         bool done;
         {
-          std::unique_lock lock(state_->mutex);
-          done = state_->cv.wait_for(lock, std::chrono::duration<double>(detail::kWaitRecheckSeconds),
-                                     [&] { return state_->done.load() || detail::handed_work_waiting(); }) &&
+          std::unique_lock lock(parking.mutex);
+          done = parking.cv.wait_for(lock, std::chrono::duration<double>(detail::kWaitRecheckSeconds),
+                                     [&] {
+                                       return state_->done.load(std::memory_order_seq_cst) ||
+                                              detail::handed_work_waiting();
+                                     }) &&
                  state_->done;
         }
         if (detail::unblock_at_boundary(me)) {
@@ -261,7 +292,7 @@ class Future {
       return;
     }
     {
-      std::unique_lock lock(state_->mutex);
+      std::lock_guard lock(state_->spin);
       if (!state_->done) {
         if (!state_->first) {
           state_->first = std::forward<F>(cb);
@@ -308,7 +339,7 @@ class Future {
   Future decorate_errors(detail::ErrorDecorator fn, std::shared_ptr<const void> context) const {
     if (!state_) return error_ ? failed(fn(error_, context.get())) : *this;
     {
-      std::lock_guard lock(state_->mutex);
+      std::lock_guard lock(state_->spin);
       if (!state_->done && !state_->decorate) {
         state_->decorate = fn;
         state_->decorate_context = std::move(context);
@@ -345,7 +376,7 @@ class Future {
   static void forward_into(const Future<U>& src, const std::shared_ptr<detail::SharedState<U>>& out) {
     auto complete = [](const Future<U>& from, const std::shared_ptr<detail::SharedState<U>>& into) {
       {
-        std::lock_guard lock(into->mutex);
+        std::lock_guard lock(into->spin);
         if (auto e = from.error()) {
           into->set_error_locked(e);
         } else {
@@ -376,14 +407,14 @@ class Promise {
   Future<T> get_future() const { return Future<T>(state_); }
   void set_value(T v) const {
     {
-      std::lock_guard lock(state_->mutex);
+      std::lock_guard lock(state_->spin);
       state_->value.emplace(std::move(v));
     }
     state_->finish();
   }
   void set_error(std::exception_ptr e) const {
     {
-      std::lock_guard lock(state_->mutex);
+      std::lock_guard lock(state_->spin);
       state_->set_error_locked(std::move(e));
     }
     state_->finish();
@@ -398,16 +429,16 @@ class Promise {
   // should run.
   bool set_if_unobserved(T& v, const std::exception_ptr& e) const {
     {
-      std::lock_guard lock(state_->mutex);
+      std::lock_guard lock(state_->spin);
       if (state_->first || state_->second || !state_->more.empty()) return false;
       if (e) {
         state_->set_error_locked(e);
       } else {
         state_->value.emplace(std::move(v));
       }
-      state_->done.store(true, std::memory_order_release);
+      state_->done.store(true, std::memory_order_seq_cst);
     }
-    state_->cv.notify_all();
+    state_->wake_waiters();
     return true;
   }
 
