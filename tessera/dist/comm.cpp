@@ -285,10 +285,11 @@ MPI_Op mpi_op(ReduceOp op) {
   }
 }
 
-int checked_int(int64_t v, const char* op) {
+// An MPI count or displacement (`unit`: what it counts), which must fit an int.
+int checked_int(int64_t v, const char* op, const char* unit = "bytes") {
   if (v > 2147483647) {
-    throw std::invalid_argument(error_message("[", op, "] message of ", v,
-                                              " bytes is larger than MPI's 2 GiB count limit"));
+    throw std::invalid_argument(error_message("[", op, "] message of ", v, " ", unit,
+                                              " is larger than MPI's count limit of 2147483647"));
   }
   return static_cast<int>(v);
 }
@@ -1051,7 +1052,7 @@ class Engine {
     }
     group->stage = Stage::data;
     group->reqs.assign(1, MPI_REQUEST_NULL);
-    check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce"), mpi_type(dt), mpi_op(group->rop),
+    check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"), mpi_type(dt), mpi_op(group->rop),
                          data_comm_, &group->reqs[0]),
           "all_reduce", "MPI_Iallreduce");
     active_.push_back(group);
@@ -1094,11 +1095,14 @@ class Engine {
 
   void post_ring_step(const OpPtr& op) {
     auto [send, recv] = ring_chunks(op->ring_step);
-    int64_t width = static_cast<int64_t>(dtype_size(op->x.dtype()));
+    DType dt = op->x.dtype();
+    int64_t width = static_cast<int64_t>(dtype_size(dt));
     char* out = static_cast<char*>(op->out.raw());
     int right = (rank_ + 1) % size_, left = (rank_ - 1 + size_) % size_;
-    int64_t recv_bytes = (op->chunk_at[recv + 1] - op->chunk_at[recv]) * width;
-    int64_t send_bytes = (op->chunk_at[send + 1] - op->chunk_at[send]) * width;
+    // Counted in elements, not bytes: a chunk may hold up to MPI's count
+    // limit of them (as many as one MPI_Iallreduce of the whole array).
+    int64_t recv_count = op->chunk_at[recv + 1] - op->chunk_at[recv];
+    int64_t send_count = op->chunk_at[send + 1] - op->chunk_at[send];
     // The reduce-scatter receives beside the result and reduces into it (its
     // first step sends this rank's own chunk of x: the result holds only
     // reduced chunks); the all-gather receives in place.
@@ -1106,10 +1110,11 @@ class Engine {
     if (op->ring_step < size_ - 1) into = static_cast<char*>(op->ring_in->raw());
     const char* from = op->ring_step == 0 ? static_cast<const char*>(op->x.raw()) : out;
     op->reqs.assign(2, MPI_REQUEST_NULL);
-    check(MPI_Irecv(into, checked_int(recv_bytes, op->name), MPI_BYTE, left, op->tag, data_comm_, &op->reqs[0]),
+    check(MPI_Irecv(into, checked_int(recv_count, op->name, "elements"), mpi_type(dt), left, op->tag, data_comm_,
+                    &op->reqs[0]),
           op->name, "MPI_Irecv");
-    check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_bytes, op->name), MPI_BYTE, right, op->tag,
-                    data_comm_, &op->reqs[1]),
+    check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_count, op->name, "elements"), mpi_type(dt),
+                    right, op->tag, data_comm_, &op->reqs[1]),
           op->name, "MPI_Isend");
     active_.push_back(op);
   }
@@ -1172,7 +1177,7 @@ class Engine {
         // Separate buffers: an in-place all-reduce costs a copy, and Open MPI
         // then picks a slower algorithm for large messages.
         op->out = Array(dt, x.shape());
-        check(MPI_Iallreduce(x.raw(), op->out.raw(), checked_int(x.size(), name), mpi_type(dt), mpi_op(op->rop),
+        check(MPI_Iallreduce(x.raw(), op->out.raw(), checked_int(x.size(), name, "elements"), mpi_type(dt), mpi_op(op->rop),
                              comm, req),
               name, "MPI_Iallreduce");
         break;
@@ -1215,7 +1220,7 @@ class Engine {
         std::vector<int64_t> rows = split_counts(s[0], size_);
         int64_t per_row = x.size() / std::max<int64_t>(s[0], 1);
         op->rcounts.resize(size_);
-        for (int i = 0; i < size_; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, name);
+        for (int i = 0; i < size_; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, name, "elements");
         s[0] = rows[rank_];
         op->out = Array(dt, s);
         check(MPI_Ireduce_scatter(x.raw(), op->out.raw(), op->rcounts.data(), mpi_type(dt), mpi_op(op->rop), comm,
