@@ -190,6 +190,11 @@ AssignNode::AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, 
 Future<Value> AssignNode::eval_dataflow(const FramePtr& frame) const {
   Frame* target = frame->up(depth_);
   if (is_store_ && !target->defined(slot_)) return eval(frame);  // the error
+  Value now;
+  if (value_->eval_now(frame, now)) {
+    target->set(slot_, now);
+    return Future<Value>::ready(std::move(now));
+  }
   Future<Value> f = value_->eval(frame);
   if (f.is_ready()) {
     if (!f.error()) target->set(slot_, f.get());
@@ -205,6 +210,12 @@ Future<Value> AssignNode::eval(const FramePtr& frame) const {
     // store() assigns an existing variable; this one has no value yet.
     return fail_with<std::invalid_argument>(
         loc(), error_message("[store] variable '", name_, "' is stored before it is defined"));
+  }
+  Value now;
+  if (value_->eval_now(frame, now)) {
+    // A value at once (`store(i, i + 1)`): no future to make.
+    target->set(slot_, now);
+    return Future<Value>::ready(std::move(now));
   }
   Future<Value> value = value_->eval(frame);
   if (value.is_ready() && !value.error()) {
@@ -392,11 +403,31 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
   }
 }
 
+bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
+  // Two scalars (a loop counter's `i < n`, `i + 1`) from nodes that have
+  // them at once: computed here, with no future, argument binding, timing
+  // or task; counted. An error (integer division by zero) is left to eval,
+  // which computes it again and reports it with its position.
+  if (!spec_->scalar_binary || operands_.size() != 2 || trace::on()) return false;
+  Value x, y;
+  if (!operands_[0]->eval_now(frame, x) || !operands_[1]->eval_now(frame, y)) return false;
+  if (!x.is_scalar() || !y.is_scalar()) return false;
+  try {
+    out = spec_->scalar_binary(*spec_, x, y);
+  } catch (...) {
+    return false;
+  }
+  counters().evaluations.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
   if (spec_->scalar_binary && operands_.size() == 2) {
-    // Two scalars (a loop counter's `i < n`, `i + 1`): computed here, with
-    // no argument binding, timing or task; counted. Anything else goes on
-    // the general way with the two operands already started.
+    Value now;
+    if (eval_now(frame, now)) return Future<Value>::ready(std::move(now));
+    // Two scalars from operands that needed eval (a call's result): still
+    // computed here. Anything else goes on the general way with the two
+    // operands already started.
     Future<Value> x = operands_[0]->eval(frame);
     Future<Value> y = operands_[1]->eval(frame);
     if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && x.get().is_scalar() && y.get().is_scalar() &&
@@ -425,6 +456,14 @@ Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, Future<Val
   std::exception_ptr error;  // the first failed operand's, while all are ready
   std::vector<Future<Value>> fs;
   for (size_t i = 0; i < operands_.size(); ++i) {
+    if (i >= n_started && fs.empty() && !error) {
+      // A constant or a variable's value: no future.
+      Value v;
+      if (operands_[i]->eval_now(frame, v)) {
+        vals.push_back(std::move(v));
+        continue;
+      }
+    }
     Future<Value> f = i < n_started ? std::move(started[i]) : operands_[i]->eval(frame);
     if (fs.empty() && f.is_ready()) {
       if (error) continue;
@@ -779,14 +818,24 @@ Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<
     return first ? done->get_future() : Future<Value>();
   };
   for (;;) {
-    Future<Value> c = cond_->eval(frame);
-    if (!c.is_ready()) return suspend(c, true);
-    if (c.error()) return give(c);
     bool yes;
-    try {
-      yes = c.get().truthy("while");
-    } catch (...) {
-      return give(fail_at(loc(), std::current_exception()));
+    Value now;
+    if (cond_->eval_now(frame, now)) {
+      // `i < n`: no future.
+      try {
+        yes = now.truthy("while");
+      } catch (...) {
+        return give(fail_at(loc(), std::current_exception()));
+      }
+    } else {
+      Future<Value> c = cond_->eval(frame);
+      if (!c.is_ready()) return suspend(c, true);
+      if (c.error()) return give(c);
+      try {
+        yes = c.get().truthy("while");
+      } catch (...) {
+        return give(fail_at(loc(), std::current_exception()));
+      }
     }
     if (!yes) return give(Future<Value>::ready(std::move(last)));
     Future<Value> b = body_->eval(frame);

@@ -14,6 +14,10 @@ class ConstantNode : public Node {
  public:
   ConstantNode(SourceLoc loc, Value v) : Node(std::move(loc)), value_(std::move(v)) {}
   Future<Value> eval(const FramePtr&) const override { return Future<Value>::ready(value_); }
+  bool eval_now(const FramePtr&, Value& out) const override {
+    out = value_;
+    return true;
+  }
   std::string label() const override;
 
  private:
@@ -26,6 +30,9 @@ class VariableNode : public Node {
   VariableNode(SourceLoc loc, std::string name, int depth, size_t slot)
       : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot) {}
   Future<Value> eval(const FramePtr& frame) const override;
+  bool eval_now(const FramePtr& frame, Value& out) const override {
+    return frame->up(depth_)->read_now(slot_, out);
+  }
   std::string label() const override { return name_; }
   int depth() const { return depth_; }
   size_t slot() const { return slot_; }
@@ -94,6 +101,7 @@ class PrimitiveCallNode : public Node {
   PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec, std::vector<NodePtr> operands,
                     std::vector<int> slots, int same_site = 0);
   Future<Value> eval(const FramePtr& frame) const override;
+  bool eval_now(const FramePtr& frame, Value& out) const override;
   std::string label() const override { return spec_->name; }
   std::vector<const Node*> children() const override;
   bool is_primitive() const override { return true; }

@@ -70,6 +70,21 @@ Future<Value> Frame::read(size_t slot) const {
   return Future<Value>::ready(stored(slot));
 }
 
+bool Frame::read_now(size_t slot, Value& out) const {
+  std::lock_guard lock(spin_);
+  if (!slots_[slot].defined) return false;
+  for (const auto& p : pending_) {
+    if (p.slot == slot) return false;
+  }
+  const Value& v = slots_[slot].value;
+  if (v.is_function()) {
+    out = stored(slot);
+  } else {
+    out = v;
+  }
+  return true;
+}
+
 Value Frame::prepare(Value v) {
   // A closure stored here keeps every frame of its chain alive; those that
   // do not contain this frame have escaped their function.
@@ -101,13 +116,15 @@ Future<Value> Frame::take_pending(size_t slot) {
 void Frame::set(size_t slot, Value v) {
   v = prepare(std::move(v));
   Future<Value> dropped;
+  Value old;
   {
     std::lock_guard lock(spin_);
-    dropped = take_pending(slot);
-    std::swap(slots_[slot].value, v);
+    if (!pending_.empty()) dropped = take_pending(slot);
+    old = std::move(slots_[slot].value);
+    slots_[slot].value = std::move(v);
     slots_[slot].defined = true;
   }
-  // The old value (v now) and the dropped future are freed here.
+  // The old value and the dropped future are freed here, unlocked.
 }
 
 void Frame::set_pending(size_t slot, const Future<Value>& pending, std::shared_ptr<Frame> keep) {

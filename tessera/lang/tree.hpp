@@ -33,6 +33,9 @@ class Frame {
   // of a define whose value is still being computed; an invalid future
   // (valid() false) if never assigned.
   Future<Value> read(size_t slot) const;
+  // The slot's value into `out` if it holds one (assigned and not
+  // pending): read() without a future.
+  bool read_now(size_t slot, Value& out) const;
   // Dataflow assignment: `slot` takes the value of `pending` once it is
   // there; until then readers get the future and wait on it, not the
   // block that assigned it. A later set/set_pending of the slot wins over a
@@ -192,6 +195,13 @@ class Node {
   virtual ~Node() = default;
 
   virtual Future<Value> eval(const FramePtr& frame) const = 0;
+  // The value at once, into `out`, from the nodes that have it without a
+  // future: a constant, a variable holding its value, an elementwise
+  // operation on two scalars from such nodes (a loop's `i < n`, `i + 1`).
+  // False when eval must run instead (a pending or undefined variable, an
+  // error, a trace recording): such nodes have no effects, so nothing done
+  // here is observable, and `out` may hold anything then.
+  virtual bool eval_now(const FramePtr&, Value&) const { return false; }
   // A short label for the DOT tree and counters ("add", "define x", "if").
   virtual std::string label() const = 0;
   // Child nodes in evaluation order (for traversals).

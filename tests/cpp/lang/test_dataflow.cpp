@@ -189,6 +189,15 @@ TEST_F(Dataflow, ReadersWaitForThePendingValue) {
             11);
 }
 
+TEST_F(Dataflow, AnyPrimitiveReadingAPendingVariableWaitsForIt) {
+  // Operands a primitive reads at once (Node::eval_now) skip a variable
+  // whose define is pending, even one that held a value before.
+  EXPECT_EQ(result_after_gate("block(define(a, 1), define(a, test_gate(-5, 12)), define(c, append(list(), abs(a))), c)",
+                              12)
+                .str(),
+            "[5]");
+}
+
 TEST_F(Dataflow, TheBlockEndsOnlyWhenEveryDefineIsDone) {
   // a is never read, yet its failure is the block's error, with its position.
   arm(3);

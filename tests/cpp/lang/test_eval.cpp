@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "tessera/lang/nodes.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -326,6 +327,30 @@ TEST(LangResident, ConcurrentRunsOfOneProgram) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(got, (std::vector<int64_t>{144, 233, 377, 610}));
+}
+
+TEST(LangNow, OperandsReadAtOnceKeepTheirMeaning) {
+  // Constants, variables and scalar operations reach a primitive without
+  // futures (Node::eval_now); values, closures and errors are unchanged.
+  EXPECT_EQ(eval_string("block(define(i, 2), define(x, [1, 2, 3]), list(i, x, i * 3, 4 - i))").str(),
+            eval_string("list(2, [1, 2, 3], 6, 2)").str());
+  // A function over the frame it is defined in, read into a list and
+  // called after its run has ended: the list holds a strong reference.
+  Program p("define(f, n, block(define(k, lambda(x, x + n)), append(list(), k))) f", "k.tsl");
+  Value fns = p.run({Value(int64_t{10})});
+  ASSERT_TRUE(fns.is_list());
+  EXPECT_EQ(invoke(fns.as_list()[0], std::vector<Value>{Value(int64_t{5})}, SourceLoc{}).wait().as_int(), 15);
+  // A variable read before it is defined, and an integer division by zero
+  // in a loop's condition: the errors name their positions.
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { eval_string("block(define(j, i + 1), define(i, 0), j)", {}, "u.tsl"); }, "(at u.tsl:1:"));
+  EXPECT_TRUE(throws_with<std::exception>(
+      [] { eval_string("block(define(i, 3), while(floor_divide(1, i - 3) > 0, store(i, i + 1)), i)", {}, "z.tsl"); },
+      "z.tsl:1:"));
+  // A loop's condition and stores read at once, to the end.
+  EXPECT_EQ(eval_string("block(define(i, 0), define(s, 0), while(i < 100, block(store(s, s + i), store(i, i + 1))), s)")
+                .as_int(),
+            4950);
 }
 
 TEST(LangScalars, ScalarOperandsTakeTheDirectPathWithTheSameResultsAndErrors) {
