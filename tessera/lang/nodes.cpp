@@ -37,8 +37,30 @@ std::vector<const Node*> raw(const std::vector<NodePtr>& nodes) {
 Future<std::vector<Value>> eval_all(const std::vector<NodePtr>& nodes, const FramePtr& frame) {
   std::vector<Future<Value>> fs;
   fs.reserve(nodes.size());
-  for (const auto& n : nodes) fs.push_back(n->eval(frame));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (i + 1 < nodes.size()) {
+      InSequence off(false);  // the ones after it start before it is awaited
+      fs.push_back(nodes[i]->eval(frame));
+    } else {
+      fs.push_back(nodes[i]->eval(frame));
+    }
+  }
   return when_all(std::move(fs));
+}
+
+// True if evaluating `n` may reach settle_here: a block or a loop, or a
+// function body through a call. (A function made here runs nothing: only
+// its defaults, which are its children, are evaluated.)
+bool may_settle(const Node* n) {
+  if (!n) return false;
+  if (dynamic_cast<const BlockNode*>(n) || dynamic_cast<const WhileNode*>(n) || dynamic_cast<const CallNode*>(n) ||
+      dynamic_cast<const ForEachNode*>(n)) {
+    return true;
+  }
+  for (const Node* c : n->children()) {
+    if (may_settle(c)) return true;
+  }
+  return false;
 }
 
 thread_local int tl_call_depth = 0;
@@ -54,6 +76,20 @@ struct CallDepth {
 };
 
 }  // namespace
+
+bool& in_sequence() {
+  thread_local bool on = false;
+  return on;
+}
+
+bool settle_here(const Future<Value>& f) {
+  if (!in_sequence() || in_worker()) return false;
+  // Completions run here run their continuations on this thread, and those
+  // are not in sequence.
+  InSequence off(false);
+  f.wait_ready();
+  return true;
+}
 
 const std::exception_ptr& break_signal() {
   static const std::exception_ptr e = std::make_exception_ptr(ControlSignal{"break"});
@@ -275,6 +311,9 @@ PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
     : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)),
       site_(this->loc().str() + (same_site > 0 ? " #" + std::to_string(same_site + 1) : "")),
       shared_loc_(std::make_shared<const SourceLoc>(this->loc())) {
+  for (size_t i = 0; i + 1 < operands_.size(); ++i) {
+    early_operand_may_settle_ = early_operand_may_settle_ || may_settle(operands_[i].get());
+  }
   variadic_.resize(operands_.size(), false);
   if (spec_->variadic) {
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -428,7 +467,13 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
     // Two scalars from operands that needed eval (a call's result): still
     // computed here. Anything else goes on the general way with the two
     // operands already started.
-    Future<Value> x = operands_[0]->eval(frame);
+    Future<Value> x;
+    if (early_operand_may_settle_) {
+      InSequence off(false);
+      x = operands_[0]->eval(frame);
+    } else {
+      x = operands_[0]->eval(frame);
+    }
     Future<Value> y = operands_[1]->eval(frame);
     if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && x.get().is_scalar() && y.get().is_scalar() &&
         !trace::on()) {
@@ -464,7 +509,15 @@ Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, Future<Val
         continue;
       }
     }
-    Future<Value> f = i < n_started ? std::move(started[i]) : operands_[i]->eval(frame);
+    Future<Value> f;
+    if (i < n_started) {
+      f = std::move(started[i]);
+    } else if (early_operand_may_settle_ && i + 1 < operands_.size()) {
+      InSequence off(false);
+      f = operands_[i]->eval(frame);
+    } else {
+      f = operands_[i]->eval(frame);
+    }
     if (fs.empty() && f.is_ready()) {
       if (error) continue;
       if ((error = f.error())) continue;
@@ -675,6 +728,7 @@ BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body)
     auto* a = dynamic_cast<const AssignNode*>(body_[i].get());
     // The last statement is the block's value: nothing after it to let go on.
     dataflow_.push_back(a && a->deferrable() && i + 1 < body_.size() ? a : nullptr);
+    defer_may_settle_.push_back(dataflow_.back() && may_settle(dataflow_.back()->value()));
     FrameAccess acc;
     frame_access(body_[i].get(), 0, acc);
     writes_.push_back(sorted_unique(std::move(acc.writes)));
@@ -687,6 +741,11 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
   // that failed comes first (it is the earlier statement).
   auto finish = [&deferred](Future<Value> result) -> Future<Value> {
     if (!deferred) return result;
+    // In sequence, the pending defines are waited for here (settle_here);
+    // what is still pending then is chained.
+    for (const auto& d : *deferred) {
+      if (!d.is_ready() && !settle_here(d)) break;
+    }
     return after_deferred(deferred, 0, std::move(result));
   };
   for (; i < body_.size(); ++i) {
@@ -705,7 +764,12 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     }
     Future<Value> f;
     if (const AssignNode* a = dataflow_[i]) {
-      f = a->eval_dataflow(frame);
+      if (defer_may_settle_[i]) {
+        InSequence off(false);
+        f = a->eval_dataflow(frame);
+      } else {
+        f = a->eval_dataflow(frame);
+      }
       if (!f.is_ready()) {
         if (!deferred) deferred = std::make_shared<std::vector<Future<Value>>>();
         // Only its completion matters here; its value is in the variable
@@ -716,7 +780,7 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     } else {
       f = body_[i]->eval(frame);
     }
-    if (!f.is_ready()) {
+    if (!f.is_ready() && !settle_here(f)) {
       return f.chain([this, frame, i, deferred](const Future<Value>& done) {
         if (done.error()) return fail_now(deferred, done);
         return eval_from(frame, i + 1, done.get(), deferred);
@@ -829,7 +893,7 @@ Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<
       }
     } else {
       Future<Value> c = cond_->eval(frame);
-      if (!c.is_ready()) return suspend(c, true);
+      if (!c.is_ready() && !settle_here(c)) return suspend(c, true);
       if (c.error()) return give(c);
       try {
         yes = c.get().truthy("while");
@@ -839,7 +903,7 @@ Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<
     }
     if (!yes) return give(Future<Value>::ready(std::move(last)));
     Future<Value> b = body_->eval(frame);
-    if (!b.is_ready()) return suspend(b, false);
+    if (!b.is_ready() && !settle_here(b)) return suspend(b, false);
     if (auto e = b.error()) {
       if (e == break_signal()) return give(Future<Value>::ready(std::move(last)));
       if (e == continue_signal()) continue;

@@ -116,6 +116,9 @@ class PrimitiveCallNode : public Node {
 
   const PrimitiveSpec* spec_;
   std::vector<NodePtr> operands_;
+  // Whether an operand before the last may reach settle_here: it is then
+  // evaluated out of sequence (the later ones start before it is awaited).
+  bool early_operand_may_settle_ = false;
   std::vector<int> slots_;
   std::vector<bool> variadic_;
   // loc().str() (with " #k" for the k-th call at that position), made once:
@@ -169,6 +172,9 @@ class BlockNode : public Node {
   Future<Value> eval_from(const FramePtr& frame, size_t i, Value last, Deferred deferred) const;
   std::vector<NodePtr> body_;
   std::vector<const AssignNode*> dataflow_;  // per statement: the define that may defer, or null
+  // Per statement: a deferring define whose value may reach settle_here
+  // (evaluated out of sequence: the statements after it go on meanwhile).
+  std::vector<bool> defer_may_settle_;
   // Per statement: the variables of the frame it assigns (sorted), and
   // whether it calls functions (which may assign any).
   std::vector<std::vector<size_t>> writes_;

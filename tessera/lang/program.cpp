@@ -185,6 +185,7 @@ Value Program::run(std::vector<Value> args) const {
   ClearFrame clear{frame};
   Future<Value> f;
   try {
+    InSequence seq(true);  // this thread only waits for the result
     f = begin(std::move(args), frame);
   } catch (...) {
     f = Future<Value>::failed(std::current_exception());
@@ -195,7 +196,12 @@ Value Program::run(std::vector<Value> args) const {
 
 Value call_function(const Value& fn, std::vector<CallArg> args) {
   EvaluationScope scope;
-  return invoke(fn, std::move(args), SourceLoc{"<call>", 0, 0}).wait();
+  Future<Value> f;
+  {
+    InSequence seq(true);  // this thread only waits for the result
+    f = invoke(fn, std::move(args), SourceLoc{"<call>", 0, 0});
+  }
+  return f.wait();
 }
 
 void visit_tree(const Node* root, const std::function<void(const Node*, const Node*)>& fn) {

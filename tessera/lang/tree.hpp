@@ -148,6 +148,31 @@ class Frame {
 };
 using FramePtr = std::shared_ptr<Frame>;
 
+// In sequence: the calling thread evaluates what its caller awaits before it
+// does anything else. Program::run and call_function (the boundary, which
+// would only wait for the result) set it; a node that starts a child and
+// goes on before awaiting it (the operands of a call, a deferred define)
+// clears it for that child, and continuations run with it clear. In
+// sequence, a statement or a loop's turn whose result is pending (a
+// collective in flight, a task) is waited for in place (settle_here), as
+// the boundary would wait for the program's result, instead of being carried
+// on by continuations: no states, allocations or hand-offs per turn.
+bool& in_sequence();
+class InSequence {
+ public:
+  explicit InSequence(bool on) : saved_(in_sequence()) { in_sequence() = on; }
+  ~InSequence() { in_sequence() = saved_; }
+  InSequence(const InSequence&) = delete;
+  InSequence& operator=(const InSequence&) = delete;
+
+ private:
+  bool saved_;
+};
+// In sequence on a thread that is not a worker: waits until `f` is ready,
+// as Future::wait does at the boundary (polling the communication engine,
+// then blocking), and gives true. Otherwise false, at once.
+bool settle_here(const Future<Value>& f);
+
 // Control flow: break(), continue() and return(value) unwind to the
 // enclosing loop or function as failed futures carrying one of these
 // preallocated objects. They are recognized by identity and never thrown, so

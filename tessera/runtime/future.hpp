@@ -236,6 +236,12 @@ class Future {
   // Blocks the calling thread until ready. Only for the outermost boundary
   // (never from a task): the waiting thread is not a worker.
   const T& wait() const {
+    wait_ready();
+    return get();
+  }
+
+  // wait() without get(): an error stays in the future.
+  void wait_ready() const {
     if (state_) {
       // The first look helps for kWaitHelpSeconds; later ones briefly, so
       // that a thread waiting through a long computation does not take a
@@ -280,7 +286,6 @@ class Future {
         if (done) break;
       }
     }
-    return get();
   }
 
   // Calls cb() once the future is ready (now, if it already is; only a

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <unordered_set>
 
 #include "tessera/runtime/scheduler.hpp"
@@ -162,6 +163,16 @@ void start() {
 }
 
 Recording stop() {
+  // A task writes its event when its body returns, just after it delivered
+  // its result, so the evaluation it served may end first: tasks still
+  // running get a moment (at most 100 ms) to finish, so that their events
+  // are not lost.
+  if (!in_worker()) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (tasks_outstanding() > 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
   Registry& r = registry();
   Recording out;
   std::lock_guard lock(r.mutex);
