@@ -1052,8 +1052,8 @@ class Engine {
     }
     group->stage = Stage::data;
     group->reqs.assign(1, MPI_REQUEST_NULL);
-    check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"), mpi_type(dt), mpi_op(group->rop),
-                         data_comm_, &group->reqs[0]),
+    check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"), mpi_type(dt),
+                         mpi_op(group->rop), data_comm_, &group->reqs[0]),
           "all_reduce", "MPI_Iallreduce");
     active_.push_back(group);
   }
@@ -1177,8 +1177,8 @@ class Engine {
         // Separate buffers: an in-place all-reduce costs a copy, and Open MPI
         // then picks a slower algorithm for large messages.
         op->out = Array(dt, x.shape());
-        check(MPI_Iallreduce(x.raw(), op->out.raw(), checked_int(x.size(), name, "elements"), mpi_type(dt), mpi_op(op->rop),
-                             comm, req),
+        check(MPI_Iallreduce(x.raw(), op->out.raw(), checked_int(x.size(), name, "elements"), mpi_type(dt),
+                             mpi_op(op->rop), comm, req),
               name, "MPI_Iallreduce");
         break;
       }
