@@ -32,18 +32,23 @@ std::vector<const Node*> raw(const std::vector<NodePtr>& nodes) {
   return out;
 }
 
+// fn(), evaluated out of sequence (InSequence) if `off`: a child that is
+// started and not awaited before its caller goes on.
+template <class F>
+Future<Value> out_of_sequence_if(bool off, F&& fn) {
+  if (!off) return fn();
+  InSequence out(false);
+  return fn();
+}
+
 // Evaluates nodes (all started before any is awaited, so independent costly
-// operands run in parallel) and gathers their values.
+// operands run in parallel) and gathers their values. Each but the last is
+// out of sequence: the ones after it start before it is awaited.
 Future<std::vector<Value>> eval_all(const std::vector<NodePtr>& nodes, const FramePtr& frame) {
   std::vector<Future<Value>> fs;
   fs.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (i + 1 < nodes.size()) {
-      InSequence off(false);  // the ones after it start before it is awaited
-      fs.push_back(nodes[i]->eval(frame));
-    } else {
-      fs.push_back(nodes[i]->eval(frame));
-    }
+    fs.push_back(out_of_sequence_if(i + 1 < nodes.size(), [&] { return nodes[i]->eval(frame); }));
   }
   return when_all(std::move(fs));
 }
@@ -467,13 +472,7 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
     // Two scalars from operands that needed eval (a call's result): still
     // computed here. Anything else goes on the general way with the two
     // operands already started.
-    Future<Value> x;
-    if (early_operand_may_settle_) {
-      InSequence off(false);
-      x = operands_[0]->eval(frame);
-    } else {
-      x = operands_[0]->eval(frame);
-    }
+    Future<Value> x = out_of_sequence_if(early_operand_may_settle_, [&] { return operands_[0]->eval(frame); });
     Future<Value> y = operands_[1]->eval(frame);
     if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && x.get().is_scalar() && y.get().is_scalar() &&
         !trace::on()) {
@@ -509,15 +508,9 @@ Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, Future<Val
         continue;
       }
     }
-    Future<Value> f;
-    if (i < n_started) {
-      f = std::move(started[i]);
-    } else if (early_operand_may_settle_ && i + 1 < operands_.size()) {
-      InSequence off(false);
-      f = operands_[i]->eval(frame);
-    } else {
-      f = operands_[i]->eval(frame);
-    }
+    Future<Value> f = i < n_started ? std::move(started[i])
+                                    : out_of_sequence_if(early_operand_may_settle_ && i + 1 < operands_.size(),
+                                                         [&] { return operands_[i]->eval(frame); });
     if (fs.empty() && f.is_ready()) {
       if (error) continue;
       if ((error = f.error())) continue;
@@ -764,12 +757,7 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     }
     Future<Value> f;
     if (const AssignNode* a = dataflow_[i]) {
-      if (defer_may_settle_[i]) {
-        InSequence off(false);
-        f = a->eval_dataflow(frame);
-      } else {
-        f = a->eval_dataflow(frame);
-      }
+      f = out_of_sequence_if(defer_may_settle_[i], [&] { return a->eval_dataflow(frame); });
       if (!f.is_ready()) {
         if (!deferred) deferred = std::make_shared<std::vector<Future<Value>>>();
         // Only its completion matters here; its value is in the variable
@@ -882,24 +870,21 @@ Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<
     return first ? done->get_future() : Future<Value>();
   };
   for (;;) {
-    bool yes;
+    // The condition's value: at once (`i < n`, no future) or from its future.
     Value now;
-    if (cond_->eval_now(frame, now)) {
-      // `i < n`: no future.
-      try {
-        yes = now.truthy("while");
-      } catch (...) {
-        return give(fail_at(loc(), std::current_exception()));
-      }
-    } else {
-      Future<Value> c = cond_->eval(frame);
+    Future<Value> c;
+    const Value* cond = &now;
+    if (!cond_->eval_now(frame, now)) {
+      c = cond_->eval(frame);
       if (!c.is_ready() && !settle_here(c)) return suspend(c, true);
       if (c.error()) return give(c);
-      try {
-        yes = c.get().truthy("while");
-      } catch (...) {
-        return give(fail_at(loc(), std::current_exception()));
-      }
+      cond = &c.get();
+    }
+    bool yes;
+    try {
+      yes = cond->truthy("while");
+    } catch (...) {
+      return give(fail_at(loc(), std::current_exception()));
     }
     if (!yes) return give(Future<Value>::ready(std::move(last)));
     Future<Value> b = body_->eval(frame);

@@ -64,20 +64,14 @@ class Frame {
   // Drops every value (ends a program's run: closures stored in the
   // program's variables may refer back to it through their frames).
   void clear() {
-    // The values are freed after the lock is released (a large array's
-    // memory goes back to the system then).
-    std::vector<Slot> slots(slots_.size());
-    std::vector<Pending> pending;
-    std::vector<LateRead> late;
-    Value ret;
-    {
-      std::lock_guard lock(spin_);
-      slots_.swap(slots);
-      pending_.swap(pending);
-      late_reads_.swap(late);
-      has_late_reads_.store(false, std::memory_order_release);
-      std::swap(return_value_, ret);
-    }
+    // The frame's activation is over (nothing else uses it now), so the
+    // values are freed in place, under the lock, with no new allocation.
+    std::lock_guard lock(spin_);
+    for (auto& s : slots_) s = Slot();
+    pending_.clear();
+    late_reads_.clear();
+    has_late_reads_.store(false, std::memory_order_release);
+    return_value_ = Value();
   }
   // The value given to return() in this activation.
   void set_return_value(Value v) {
@@ -108,7 +102,7 @@ class Frame {
 
  private:
   // Guards the slots and lists below (held for a few instructions: values
-  // a slot drops are freed after it is released).
+  // a slot drops are freed after it is released, except by clear()).
   mutable SpinLock spin_;
   // A variable: its value, and whether it was assigned (one allocation
   // per frame for both).

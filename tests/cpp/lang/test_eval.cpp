@@ -344,7 +344,7 @@ TEST(LangNow, OperandsReadAtOnceKeepTheirMeaning) {
   // in a loop's condition: the errors name their positions.
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { eval_string("block(define(j, i + 1), define(i, 0), j)", {}, "u.tsl"); }, "(at u.tsl:1:"));
-  EXPECT_TRUE(throws_with<std::exception>(
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { eval_string("block(define(i, 3), while(floor_divide(1, i - 3) > 0, store(i, i + 1)), i)", {}, "z.tsl"); },
       "z.tsl:1:"));
   // A loop's condition and stores read at once, to the end.
