@@ -164,6 +164,8 @@ class CallsMixin:
         if name in M.NUMPY_SPECS:
             return self.emit_spec(M.NUMPY_SPECS[name], args, kws, node)
         prim = M.NUMPY_RENAMES.get(name, name)
+        if prim == "copyto":  # where= and casting= are copyto's own parameters
+            return self.plain_call(prim, args, kws)
         if prim in T.primitive_names():
             for k, v in kws.items():
                 if k in ("out", "where", "casting", "order", "subok"):

@@ -505,6 +505,20 @@ _BINOP_PRIMS = {
     ast.BitOr: "logical_or",
     ast.BitXor: "logical_xor",
 }
+# Augmented assignment x OP= y: the `augassign` primitive writes into an
+# array x (NumPy's in-place operators) and is x OP y for anything else.
+_AUG_PRIMS = {
+    ast.Add: "add",
+    ast.Sub: "subtract",
+    ast.Mult: "multiply",
+    ast.Div: "divide",
+    ast.Mod: "mod",
+    ast.Pow: "power",
+    ast.MatMult: "matmul",
+    ast.FloorDiv: "floor_divide",
+    ast.LShift: "left_shift",
+    ast.RShift: "right_shift",
+}
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 _UNSUPPORTED_STMTS = {
@@ -810,22 +824,44 @@ class FunctionTranslator(CallsMixin):
         self.unsupported(f"assignment to {type(target).__name__}", target)
 
     def setitem(self, target: ast.Subscript, value: str) -> str:
+        """x[i] = v: setitem writes into an array x in place (every view of
+        it sees the write) and gives x; for a list it gives the new list, so
+        the variable is rebound to the result either way.  x[i][j] = v writes
+        through the view x[i] (then x[i] = that view, a no-op for arrays)."""
         base = target.value
         new = f"setitem({', '.join([self.expr(base), value] + self.index(target.slice))})"
         if isinstance(base, ast.Name):
+            if not self.is_variable(base.id) and isinstance(
+                self.global_value(base.id, base), np.ndarray
+            ):
+                # A module-level array: written in place (it is passed by
+                # reference), as NumPy writes into it.
+                return new
             return self.rebind(base.id, new, target)
         if isinstance(base, ast.Subscript):
             return self.setitem(base, new)
+        if isinstance(base, (ast.Attribute, ast.Call)):
+            # x.T[0] = v, np.diagonal(x)[...] = v: a write through a view.
+            return new
         self.unsupported("assignment into this kind of subscript", target)
+
+    def augop(self, op, a: str, b: str, node) -> str:
+        if type(op) is ast.BitAnd or type(op) is ast.BitOr or type(op) is ast.BitXor:
+            name = _BINOP_PRIMS[type(op)]
+        elif type(op) in _AUG_PRIMS:
+            name = _AUG_PRIMS[type(op)]
+        else:
+            self.unsupported(f"the operator {type(op).__name__}", node)
+        return f'augassign({a}, {b}, "{name}")'
 
     def aug_assign(self, node: ast.AugAssign) -> list:
         t = node.target
         if isinstance(t, ast.Name):
             current = self.name(t.id, t)
-            return [self.rebind(t.id, self.binop(node.op, current, self.expr(node.value), node), t)]
+            return [self.rebind(t.id, self.augop(node.op, current, self.expr(node.value), node), t)]
         if isinstance(t, ast.Subscript):
             current = f"getitem({', '.join([self.expr(t.value)] + self.index(t.slice))})"
-            return [self.setitem(t, self.binop(node.op, current, self.expr(node.value), node))]
+            return [self.setitem(t, self.augop(node.op, current, self.expr(node.value), node))]
         self.unsupported("augmented assignment to this target", node)
 
     def expr_stmt(self, value) -> list:
@@ -844,7 +880,8 @@ class FunctionTranslator(CallsMixin):
                 arg = self.single_arg(value, "np.random.shuffle")
                 if not isinstance(arg, ast.Name) or not self.is_variable(arg.id):
                     self.unsupported("np.random.shuffle of something other than a variable", value)
-                return [self.rebind(arg.id, f"shuffle({self.expr(arg)})", value)]
+                x = self.expr(arg)
+                return [self.rebind(arg.id, f'setitem({x}, shuffle({x}), "...")', value)]
         return [self.expr(value)]
 
     def inplace_method(self, recv: ast.Name, attr: str, call: ast.Call) -> str:
@@ -860,12 +897,13 @@ class FunctionTranslator(CallsMixin):
         elif attr == "extend":
             new = f"{self.b.helper('__extend')}({x}, {args[0]})"
         elif attr == "fill":
-            new = f"full_like({x}, {args[0]})"
-        else:  # sort
+            new = f'setitem({x}, {args[0]}, "...")'
+        else:  # sort: in place, as ndarray.sort
             if "kind" in kws:
                 del kws["kind"]
             axis = args[0] if args else kws.get("axis", "-1")
-            new = f"sort({x}, axis={axis})"
+            new = f'setitem({x}, sort({x}, axis={axis}), "...")'
+
         return self.rebind(recv.id, new, call)
 
     def single_arg(self, call: ast.Call, what: str):

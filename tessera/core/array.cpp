@@ -229,6 +229,129 @@ Array Array::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> ow
   return a;
 }
 
+Array Array::wrap_strided(DType dtype, Shape shape, std::vector<int64_t> strides, void* data,
+                          int64_t lowest, int64_t highest, bool writable,
+                          std::shared_ptr<void> owner) {
+  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+  Array a;
+  a.dtype_ = dtype;
+  a.shape_ = std::move(shape);
+  a.size_ = shape_size(a.shape_);
+  // The storage spans the extreme elements; the view starts `-lowest`
+  // elements into it.
+  char* start = static_cast<char*>(data) + lowest * es;
+  a.storage_ = std::make_shared<Storage>(start, static_cast<size_t>((highest - lowest + 1) * es),
+                                         std::move(owner));
+  a.offset_ = -lowest;
+  a.readonly_ = !writable;
+  if (strides != contiguous_strides(a.shape_)) a.strides_ = std::move(strides);
+  a.normalize_strides();
+  return a;
+}
+
+Array Array::view(const Array& base, Shape shape, std::vector<int64_t> strides, int64_t offset,
+                  bool readonly) {
+  Array a;
+  a.dtype_ = base.dtype_;
+  a.shape_ = std::move(shape);
+  a.size_ = shape_size(a.shape_);
+  a.storage_ = base.storage_;
+  a.offset_ = offset;
+  a.readonly_ = base.readonly_ || readonly;
+  a.strides_ = std::move(strides);
+  a.normalize_strides();
+  return a;
+}
+
+void Array::normalize_strides() {
+  if (strides_.empty()) return;
+  // C-contiguous when every axis of extent > 1 has C order's stride (the
+  // strides of extent-1 axes never matter), or when there are no elements.
+  bool contiguous = true;
+  int64_t expect = 1;
+  for (int k = ndim() - 1; k >= 0; --k) {
+    if (shape_[k] == 0) {
+      contiguous = true;
+      break;
+    }
+    if (shape_[k] != 1 && strides_[k] != expect) contiguous = false;
+    expect *= shape_[k];
+  }
+  if (contiguous) strides_.clear();
+}
+
+std::vector<int64_t> Array::strides() const {
+  return strides_.empty() ? contiguous_strides(shape_) : strides_;
+}
+
+void Array::contiguity_error() const {
+  throw std::logic_error(error_message(
+      "[array] internal error: a strided view of shape ", shape_str(shape_),
+      " reached code that needs a contiguous array (it must be packed with contiguous() first)"));
+}
+
+int64_t Array::flat_offset(int64_t i) const {
+  if (strides_.empty()) return i;
+  int64_t off = 0;
+  for (int k = ndim() - 1; k >= 0; --k) {
+    off += (i % shape_[k]) * strides_[k];
+    i /= shape_[k];
+  }
+  return off;
+}
+
+bool Array::may_overlap(const Array& other) const {
+  if (storage_ != other.storage_ || size_ == 0 || other.size_ == 0) return false;
+  auto extent = [](const Array& a, int64_t& lo, int64_t& hi) {
+    lo = hi = a.offset_;
+    std::vector<int64_t> st = a.strides();
+    for (int k = 0; k < a.ndim(); ++k) {
+      const int64_t span = (a.shape_[k] - 1) * st[k];
+      (span < 0 ? lo : hi) += span;
+    }
+  };
+  int64_t lo1, hi1, lo2, hi2;
+  extent(*this, lo1, hi1);
+  extent(other, lo2, hi2);
+  return lo1 <= hi2 && lo2 <= hi1;
+}
+
+namespace {
+
+// Calls f(src_offset, dst_offset) for every element of `shape` in C order,
+// with offsets (in elements) through the two stride vectors; the innermost
+// axis runs as a plain loop.
+template <class F>
+void walk_two(const Shape& shape, const std::vector<int64_t>& s1, const std::vector<int64_t>& s2,
+              F&& f) {
+  const int nd = static_cast<int>(shape.size());
+  for (int64_t d : shape) {
+    if (d == 0) return;
+  }
+  if (nd == 0) {
+    f(0, 0);
+    return;
+  }
+  std::vector<int64_t> idx(nd, 0);
+  int64_t o1 = 0, o2 = 0;
+  const int64_t n = shape[nd - 1], st1 = s1[nd - 1], st2 = s2[nd - 1];
+  while (true) {
+    for (int64_t i = 0; i < n; ++i) f(o1 + i * st1, o2 + i * st2);
+    int k = nd - 2;
+    for (; k >= 0; --k) {
+      o1 += s1[k];
+      o2 += s2[k];
+      if (++idx[k] < shape[k]) break;
+      o1 -= s1[k] * shape[k];
+      o2 -= s2[k] * shape[k];
+      idx[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+}  // namespace
+
 Array Array::scalar(double v, DType dtype) { return full(dtype, {}, v); }
 Array Array::scalar_int(int64_t v) {
   Array a(DType::int64, {});
@@ -252,12 +375,17 @@ Array Array::full(DType dtype, Shape shape, double value) {
 
 Array Array::copy() const {
   Array a(dtype_, shape_);
-  if (nbytes()) std::memcpy(a.raw(), raw(), nbytes());
+  if (!nbytes()) return a;
+  if (strides_.empty()) {
+    std::memcpy(a.raw(), origin_raw(), nbytes());
+    return a;
+  }
+  a.assign(*this);
   return a;
 }
 
 Array Array::reshaped(Shape shape) const {
-  Array a = *this;
+  Array a = contiguous();
   a.shape_ = std::move(shape);
   return a;
 }
@@ -265,36 +393,58 @@ Array Array::reshaped(Shape shape) const {
 Array Array::astype(DType dtype) const {
   if (dtype == dtype_) return *this;
   Array out(dtype, shape_);
-  dispatch(dtype_, [&](auto from_tag) {
-    using From = typename decltype(from_tag)::type;
-    dispatch(dtype, [&](auto to_tag) {
-      using To = typename decltype(to_tag)::type;
-      const From* src = data<From>();
-      To* dst = out.data<To>();
-      for (int64_t i = 0; i < size_; ++i) dst[i] = element_cast<To>(src[i]);
-    });
-  });
+  out.assign(*this);
   return out;
 }
 
+void Array::assign(const Array& src0) {
+  // NumPy reads all of the value before it writes when the two overlap.
+  const Array src = src0.may_overlap(*this) ? src0.copy() : src0;
+  // The value broadcast to this shape: stretched axes get stride 0.
+  std::vector<int64_t> sst(ndim(), 0);
+  const std::vector<int64_t> src_strides = src.strides();
+  const int lead = ndim() - src.ndim();
+  for (int k = 0; k < src.ndim(); ++k) {
+    if (src.shape_[k] != 1) sst[lead + k] = src_strides[k];
+  }
+  const std::vector<int64_t> dst_strides = strides();
+  dispatch(src.dtype_, [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    dispatch(dtype_, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      const From* sp = src.origin<From>();
+      To* dp = origin<To>();
+      if (strides_.empty() && src.strides_.empty() && src.size_ == size_) {
+        for (int64_t i = 0; i < size_; ++i) dp[i] = element_cast<To>(sp[i]);
+        return;
+      }
+      walk_two(shape_, sst, dst_strides,
+               [&](int64_t so, int64_t d) { dp[d] = element_cast<To>(sp[so]); });
+    });
+  });
+}
+
 double Array::get_double(int64_t i) const {
+  const int64_t o = flat_offset(i);
   return dispatch(dtype_, [&](auto tag) -> double {
     using T = typename decltype(tag)::type;
-    return static_cast<double>(data<T>()[i]);
+    return static_cast<double>(origin<T>()[o]);
   });
 }
 
 int64_t Array::get_int(int64_t i) const {
+  const int64_t o = flat_offset(i);
   return dispatch(dtype_, [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
-    return element_cast<int64_t>(data<T>()[i]);
+    return element_cast<int64_t>(origin<T>()[o]);
   });
 }
 
 bool Array::get_bool(int64_t i) const {
+  const int64_t o = flat_offset(i);
   return dispatch(dtype_, [&](auto tag) -> bool {
     using T = typename decltype(tag)::type;
-    return data<T>()[i] != T(0);
+    return origin<T>()[o] != T(0);
   });
 }
 

@@ -1,9 +1,15 @@
-// Array: an n-dimensional, contiguous (C order) array of one dtype.
+// Array: an n-dimensional array of one dtype, and NumPy's views of one.
 //
 // Storage is 64-byte aligned and reference counted: copying an Array shares
-// the buffer (cheap), and operations produce new arrays. A buffer held by one
-// Array only (`unique()`) may be updated in place by its owner. Arrays may also
-// wrap memory owned by someone else (a NumPy array), kept alive by `owner`.
+// the buffer (cheap), and operations produce new arrays. As in NumPy, an
+// Array may be a *view*: it sees its storage from an offset and with strides
+// (in elements; negative for reversed slices, 0 for broadcast axes), and a
+// write through a view changes every array sharing the storage (see
+// docs/runtime.md, "Views and writes"). Kernels take C-contiguous arrays only
+// (`data()` checks it); the primitives layer packs a view with contiguous()
+// before a kernel sees it, except in the primitives that work on views.
+// Arrays may also wrap memory owned by someone else (a NumPy array), kept
+// alive by `owner`.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +72,17 @@ class Array {
   Array(DType dtype, Shape shape);
   // An array viewing foreign memory (contiguous, C order), kept alive by `owner`.
   static Array wrap(DType dtype, Shape shape, void* data, std::shared_ptr<void> owner);
+  // The same with strides (in elements) from `data`, which is element
+  // (0, ..., 0); `lowest`/`highest` are the element offsets of the extreme
+  // elements relative to it, and `writable` says whether writes are allowed.
+  static Array wrap_strided(DType dtype, Shape shape, std::vector<int64_t> strides, void* data,
+                            int64_t lowest, int64_t highest, bool writable,
+                            std::shared_ptr<void> owner);
+  // A view of `base`'s storage: element (i0, ..., in) at base-offset
+  // `offset` + sum_k i_k * strides[k] (offsets in elements from the start of
+  // the storage, see offset()). Read-only when `base` is or `readonly`.
+  static Array view(const Array& base, Shape shape, std::vector<int64_t> strides, int64_t offset,
+                    bool readonly = false);
 
   // 0-d arrays from C++ scalars.
   static Array scalar(double v, DType dtype = DType::float64);
@@ -85,31 +102,71 @@ class Array {
   size_t nbytes() const { return static_cast<size_t>(size_) * dtype_size(dtype_); }
   int64_t dim(int axis) const { return shape_[axis]; }
 
+  // The elements in C order; the array must be C-contiguous (a view that is
+  // not raises an internal error: it must be packed with contiguous() first).
   template <class T>
   T* data() {
-    return static_cast<T*>(storage_->data());
+    require_contiguous();
+    return origin<T>();
   }
   template <class T>
   const T* data() const {
-    return static_cast<const T*>(storage_->data());
+    require_contiguous();
+    return origin<T>();
   }
-  void* raw() { return storage_->data(); }
-  const void* raw() const { return storage_->data(); }
+  void* raw() {
+    require_contiguous();
+    return origin_raw();
+  }
+  const void* raw() const {
+    require_contiguous();
+    return origin_raw();
+  }
+  // Element (0, ..., 0) of any array, contiguous or not (with strides()).
+  template <class T>
+  T* origin() const {
+    return reinterpret_cast<T*>(static_cast<char*>(storage_->data()) + byte_offset());
+  }
+  void* origin_raw() const { return static_cast<char*>(storage_->data()) + byte_offset(); }
+  // The start of the whole storage (what a view's offset counts from).
+  void* storage_data() const { return storage_->data(); }
+  size_t storage_bytes() const { return storage_->bytes(); }
+
+  // True for a C-contiguous array (every array that is not a strided view).
+  bool is_contiguous() const { return strides_.empty(); }
+  // Strides in elements (C order's for a contiguous array).
+  std::vector<int64_t> strides() const;
+  // Offset of element (0, ..., 0) from the start of the storage, in elements.
+  int64_t offset() const { return offset_; }
+  // False for read-only arrays (broadcast views, read-only NumPy arrays).
+  bool writable() const { return !readonly_; }
+  // This array, or a C-contiguous copy of it when it is a strided view.
+  Array contiguous() const { return strides_.empty() ? *this : copy(); }
 
   // True when no other Array shares this buffer and tessera owns it (safe to
   // update in place; a wrapped NumPy buffer is never unique).
-  bool unique() const { return storage_.use_count() == 1 && storage_->owned(); }
+  bool unique() const { return storage_.use_count() == 1 && storage_->owned() && !readonly_; }
   // True when both arrays share one buffer.
   bool shares_storage(const Array& other) const { return storage_ == other.storage_; }
+  // True when the two arrays may have elements in common (same storage and
+  // overlapping extents).
+  bool may_overlap(const Array& other) const;
+  // How many Arrays (views included) share this buffer.
+  long use_count() const { return storage_.use_count(); }
 
-  // A deep copy with its own buffer.
+  // A deep copy with its own buffer (C order).
   Array copy() const;
-  // Same data, new shape (sizes must match; checked by the caller's op).
+  // Same data, new shape (sizes must match; checked by the caller's op): a
+  // view of a contiguous array, a copy of a strided one.
   Array reshaped(Shape shape) const;
   // Converts elements to another dtype (a copy; shares the buffer if equal).
   Array astype(DType dtype) const;
+  // Writes `src` (broadcast to this array's shape, converted to its dtype)
+  // into this array's elements, through its strides. `src` may overlap this
+  // array (it is copied first then). The caller checks writability and shapes.
+  void assign(const Array& src);
 
-  // Element i (flat index) converted to double / int64 / bool.
+  // Element i (flat index in C order, also for views) converted to double / int64 / bool.
   double get_double(int64_t i) const;
   int64_t get_int(int64_t i) const;
   bool get_bool(int64_t i) const;
@@ -122,10 +179,23 @@ class Array {
   std::string repr_short() const;
 
  private:
+  void require_contiguous() const {
+    if (!strides_.empty()) contiguity_error();
+  }
+  [[noreturn]] void contiguity_error() const;
+  // Drops the strides when they are C order's (the view is contiguous).
+  void normalize_strides();
+  int64_t byte_offset() const { return offset_ * static_cast<int64_t>(dtype_size(dtype_)); }
+  // Offset in elements (from origin) of flat C-order element i.
+  int64_t flat_offset(int64_t i) const;
+
   DType dtype_ = DType::float64;
+  bool readonly_ = false;
   Shape shape_;
   int64_t size_ = 1;
   std::shared_ptr<Storage> storage_;
+  int64_t offset_ = 0;             // element (0, ..., 0), in elements from the storage's start
+  std::vector<int64_t> strides_;  // empty: C-contiguous
 };
 
 template <class T>

@@ -154,7 +154,8 @@ bool Value::equals(const Value& other) const {
     case ValueKind::array: {
       const Array &a = as_array(), &b = other.as_array();
       if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-      return a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+      return a.nbytes() == 0 ||
+             std::memcmp(a.contiguous().raw(), b.contiguous().raw(), a.nbytes()) == 0;
     }
     case ValueKind::list: {
       const List &a = as_list(), &b = other.as_list();
@@ -191,7 +192,7 @@ DType scalar_dtype(const Value& v) {
 
 Array to_array(const Value& v, const char* op, const char* what) {
   switch (v.kind()) {
-    case ValueKind::array: return v.as_array();
+    case ValueKind::array: return v.as_array().contiguous();
     case ValueKind::boolean: return Array::scalar_bool(v.as_bool());
     case ValueKind::integer: return Array::scalar_int(v.as_int());
     case ValueKind::floating: return Array::scalar(v.as_float());
@@ -219,7 +220,7 @@ Array to_array(const Value& v, const char* op, const char* what) {
         using T = typename decltype(tag)::type;
         T* dst = out.data<T>();
         for (size_t r = 0; r < rows.size(); ++r) {
-          Array c = rows[r].astype(dt);
+          Array c = rows[r].astype(dt).contiguous();
           const T* src = c.data<T>();
           std::copy(src, src + inner, dst + r * inner);
         }

@@ -68,7 +68,9 @@ class Value {
   Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
   Value(std::shared_ptr<const Callable> f) : v_(std::move(f)) {}
   Value(Slice s) : v_(s) {}
-  Value(TiledArray t) : v_(std::make_shared<const TiledArray>(std::move(t))) {}
+  // A tiled array's tile is always C-contiguous (the distributed kernels
+  // work on it directly): a view is packed here.
+  Value(TiledArray t) : v_(make_tiled(std::move(t))) {}
   Value(std::shared_ptr<const TiledArray> t) : v_(std::move(t)) {}
 
   ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
@@ -126,6 +128,10 @@ class Value {
   bool equals(const Value& other) const;
 
  private:
+  static std::shared_ptr<const TiledArray> make_tiled(TiledArray t) {
+    if (!t.tile.is_contiguous()) t.tile = t.tile.contiguous();
+    return std::make_shared<const TiledArray>(std::move(t));
+  }
   std::variant<Nil, bool, int64_t, double, std::string, Array, std::shared_ptr<const List>,
                std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice,
                std::shared_ptr<const TiledArray>>

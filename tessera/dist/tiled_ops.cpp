@@ -235,7 +235,7 @@ Value permuted(const TiledArray& x, const std::vector<int>& perm) {
     int moved = static_cast<int>(std::find(perm.begin(), perm.end(), named->axis) - perm.begin());
     name = moved_name(name, moved, x.ndim());
   }
-  Array tile = call_primitive("transpose", std::vector<Value>{Value(x.tile), Value(axes)}).as_array();
+  Array tile = call_primitive("transpose", std::vector<Value>{Value(x.tile), Value(axes)}).as_array().contiguous();
   return Value(make_tiled(tile, shape, spans, name));
 }
 

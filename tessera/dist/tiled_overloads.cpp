@@ -130,7 +130,7 @@ Future<Value> elementwise_overload(const PrimitiveSpec& spec, Args& a) {
   LocalCall c = localize(a);
   Args local(spec, std::move(c.values));
   Value r = spec.eval(local);
-  Array tile = r.is_array() ? r.as_array() : to_array(r, a.op());
+  Array tile = r.is_array() ? r.as_array().contiguous() : to_array(r, a.op());
   const Span& mine = c.spans[locality()];
   if (tile.shape() != mine.shape()) {
     throw std::invalid_argument(error_message("[", a.op(), "] does not work on tiled arrays tile by tile: the tile ",

@@ -102,7 +102,7 @@ void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layou
 Array gather_offsets(const Array& src, const OffsetLayout& layout, Shape shape, ForRange run) {
   Array out(src.dtype(), std::move(shape));
   const size_t es = dtype_size(src.dtype());
-  const void* sp = src.raw();
+  const void* sp = src.origin_raw();
   void* dp = out.raw();
   run(out.size(), kGatherNs, [&](int64_t b, int64_t e) {
     gather_offsets_range(sp, layout, dp, es, b, e);
@@ -111,7 +111,7 @@ Array gather_offsets(const Array& src, const OffsetLayout& layout, Shape shape, 
 }
 
 void scatter_offsets(const Array& src, Array& dst, const OffsetLayout& layout) {
-  scatter_offsets_range(src.raw(), dst.raw(), layout, dtype_size(dst.dtype()), 0, layout.count());
+  scatter_offsets_range(src.raw(), dst.origin_raw(), layout, dtype_size(dst.dtype()), 0, layout.count());
 }
 
 Array take_along_axis_array(const Array& x, const Array& idx, int axis, const Shape& out_shape,

@@ -149,7 +149,7 @@ Array gather_view(const Array& src, const StridedLayout& layout, ForRange run) {
   Array out(src.dtype(), layout.shape);
   StridedLayout dl = contiguous_layout(layout.shape);
   const size_t es = dtype_size(src.dtype());
-  const void* sp = src.raw();
+  const void* sp = src.origin_raw();
   void* dp = out.raw();
   run(out.size(), kCopyNs, [&](int64_t b, int64_t e) {
     strided_copy_range(sp, layout, dp, dl, es, b, e);
@@ -160,8 +160,8 @@ Array gather_view(const Array& src, const StridedLayout& layout, ForRange run) {
 void scatter_view(const Array& src, const StridedLayout& src_layout, Array& dst,
                   const StridedLayout& dst_layout, ForRange run) {
   const size_t es = dtype_size(dst.dtype());
-  const void* sp = src.raw();
-  void* dp = dst.raw();
+  const void* sp = src.origin_raw();
+  void* dp = dst.origin_raw();
   int64_t n = 1;
   for (int64_t d : dst_layout.shape) n *= d;
   run(n, kCopyNs, [&](int64_t b, int64_t e) {

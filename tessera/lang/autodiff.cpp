@@ -544,7 +544,7 @@ class Differentiator {
       if (s.kind == Step::Kind::getitem) {
         std::vector<AstPtr> args{call("zeros_like", {s.args[0].ast}, loc), g};
         for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
-        body.push_back(accumulate(s.args[0], call("setitem", std::move(args), loc), loc));
+        body.push_back(accumulate(s.args[0], call("index_update", std::move(args), loc), loc));
       } else {
         const auto& rules = parsed_rules(*s.spec);
         // A gradient bucket member (grad_bucket) always contributes, zeros

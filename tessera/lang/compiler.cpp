@@ -473,9 +473,30 @@ class Compiler {
 
 }  // namespace
 
+namespace {
+
+// True if the program calls a primitive that writes into an array
+// (registry.hpp: PrimitiveSpec::writes) anywhere.
+bool calls_writing_primitive(const Ast& a) {
+  if (a.kind == Ast::Kind::call && a.callee == nullptr) {
+    const PrimitiveSpec* spec = find_primitive(a.name);
+    if (spec && spec->writes) return true;
+  }
+  if (a.callee && calls_writing_primitive(*a.callee)) return true;
+  for (const auto& arg : a.args) {
+    if (arg.value && calls_writing_primitive(*arg.value)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::shared_ptr<const FunctionCode> compile_program(const std::vector<AstPtr>& program,
                                                     const std::vector<std::string>& globals,
                                                     const SourceLoc& loc) {
+  bool writes = false;
+  for (const auto& e : program) writes = writes || calls_writing_primitive(*e);
+  ProgramWrites scope_of_flag(writes);
   Compiler c;
   Scope top;
   for (const auto& g : globals) top.add(g);

@@ -87,6 +87,11 @@ bool& in_sequence() {
   return on;
 }
 
+bool& program_writes() {
+  thread_local bool on = false;
+  return on;
+}
+
 bool settle_here(const Future<Value>& f) {
   if (!in_sequence() || in_worker()) return false;
   // Completions run here run their continuations on this thread, and those
@@ -193,6 +198,19 @@ bool calls_functions(const Node* n) {
   if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
   for (const Node* c : n->children()) {
     if (calls_functions(c)) return true;
+  }
+  return false;
+}
+
+// True if evaluating `n` may write into an array: a primitive that writes,
+// or a call of a function (whose body may write).
+bool may_write(const Node* n) {
+  if (!n) return false;
+  if (n->is_primitive() && static_cast<const PrimitiveCallNode*>(n)->spec()->writes) return true;
+  if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
+  if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
+  for (const Node* c : n->children()) {
+    if (may_write(c)) return true;
   }
   return false;
 }
@@ -385,7 +403,7 @@ Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
   Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
   trace::NodeScope traced(this);
   auto t0 = std::chrono::steady_clock::now();
-  Value result = spec_->eval(args);
+  Value result = run_primitive(*spec_, args);
   auto t1 = std::chrono::steady_clock::now();
   traced.measured(t0, t1);
   NodeCounters& c = counters();
@@ -726,6 +744,7 @@ BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body)
     frame_access(body_[i].get(), 0, acc);
     writes_.push_back(sorted_unique(std::move(acc.writes)));
     calls_.push_back(calls_functions(body_[i].get()));
+    ordered_.push_back(program_writes() && may_write(body_[i].get()));
   }
 }
 
@@ -742,13 +761,25 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, 
     return after_deferred(deferred, 0, std::move(result));
   };
   for (; i < body_.size(); ++i) {
-    if ((calls_[i] || !writes_[i].empty()) && frame->has_late_reads()) {
+    if (ordered_[i] && deferred) {
+      // This statement may write into an array that a define still
+      // computing reads: it starts once they are done, so each read sees
+      // the value of its turn (docs/runtime.md, "Views and writes").
+      for (const auto& d : *deferred) {
+        if (d.is_ready() || settle_here(d)) continue;
+        return d.chain([this, frame, i, last, deferred](const Future<Value>&) {
+          return eval_from(frame, i, last, deferred);
+        });
+      }
+    }
+    if ((calls_[i] || ordered_[i] || !writes_[i].empty()) && frame->has_late_reads()) {
       // This statement assigns a variable that the branch of an earlier
       // `if` whose condition was pending may still read (or calls functions,
       // which may store() into it): it starts once that branch is done (its
       // errors are its own statement's).
-      std::optional<Future<Value>> reader =
-          calls_[i] ? frame->late_read_of(nullptr) : frame->late_read_of(&writes_[i]);
+      std::optional<Future<Value>> reader = calls_[i] || ordered_[i]
+                                                ? frame->late_read_of(nullptr)
+                                                : frame->late_read_of(&writes_[i]);
       if (reader) {
         return reader->chain([this, frame, i, last, deferred](const Future<Value>&) {
           return eval_from(frame, i, last, deferred);

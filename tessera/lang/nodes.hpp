@@ -179,6 +179,9 @@ class BlockNode : public Node {
   // whether it calls functions (which may assign any).
   std::vector<std::vector<size_t>> writes_;
   std::vector<bool> calls_;
+  // Per statement: it may write into an array (in a program that writes),
+  // so it waits for the defines still computing before it.
+  std::vector<bool> ordered_;
 };
 
 // parallel_block(a, b, c): all at once, value of the last.

@@ -167,6 +167,24 @@ class InSequence {
 // then blocking), and gives true. Otherwise false, at once.
 bool settle_here(const Future<Value>& f);
 
+// True while compiling a program that writes into arrays (a call of a
+// primitive with PrimitiveSpec::writes anywhere in it): its blocks then
+// order every statement that may write (a writing primitive, or a call of
+// a function) after the defines still computing before it
+// (docs/runtime.md, "Views and writes"). Programs that never write keep
+// all their overlap.
+bool& program_writes();
+class ProgramWrites {
+ public:
+  explicit ProgramWrites(bool on) : saved_(program_writes()) { program_writes() = on; }
+  ~ProgramWrites() { program_writes() = saved_; }
+  ProgramWrites(const ProgramWrites&) = delete;
+  ProgramWrites& operator=(const ProgramWrites&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // Control flow: break(), continue() and return(value) unwind to the
 // enclosing loop or function as failed futures carrying one of these
 // preallocated objects. They are recognized by identity and never thrown, so

@@ -34,6 +34,10 @@ struct Index {
 struct Selection {
   kernels::OffsetLayout layout;
   Shape shape;
+  // Basic indexing only (ints, slices, newaxis, ellipsis): the selection is
+  // the view of x at origin offset layout.base with these strides.
+  bool basic = false;
+  std::vector<int64_t> strides;
 };
 
 [[noreturn]] void invalid_index(const char* op, const Value& v) {
@@ -166,13 +170,14 @@ Selection select(const Array& x, const List& values, const char* op) {
     for (int k = consumed; k < x.ndim(); ++k) expanded.push_back(Index(IndexKind::slice));
   }
 
-  const std::vector<int64_t> strides = contiguous_strides(x.shape());
+  const std::vector<int64_t> strides = x.strides();
   Selection sel;
   // Output dimensions in index order; advanced ones are collected apart and
   // marked by the position (in `dims`) where the broadcast block would go.
   struct Dim {
     int64_t size;
     std::vector<int64_t> table;
+    int64_t stride;  // of the view, for basic indexing
   };
   std::vector<Dim> dims;
   struct Adv {
@@ -186,7 +191,7 @@ Selection select(const Array& x, const List& values, const char* op) {
   for (size_t n = 0; n < expanded.size(); ++n) {
     Index& it = expanded[n];
     if (it.kind == IndexKind::new_axis) {
-      dims.push_back({1, {0}});
+      dims.push_back({1, {0}, 0});
     } else if (it.kind == IndexKind::integer && !has_adv) {
       sel.layout.base += normalize_index(it.integer, x.dim(d), d, op) * strides[d];
       ++d;
@@ -195,7 +200,8 @@ Selection select(const Array& x, const List& values, const char* op) {
       slice_bounds(it.slice, x.dim(d), start, step, len);
       std::vector<int64_t> t(len);
       for (int64_t i = 0; i < len; ++i) t[i] = (start + i * step) * strides[d];
-      dims.push_back({len, std::move(t)});
+      if (len > 0 && !has_adv) sel.layout.base += start * strides[d];
+      dims.push_back({len, std::move(t), step * strides[d]});
       ++d;
     } else if (it.kind == IndexKind::mask) {
       const Array& m = it.array;
@@ -220,8 +226,16 @@ Selection select(const Array& x, const List& values, const char* op) {
     }
   }
   if (advs.empty()) {
+    // The tables count from the selection's first element (moved into base
+    // above), so a view and the tables agree.
+    sel.basic = true;
     for (Dim& dim : dims) {
       sel.shape.push_back(dim.size);
+      sel.strides.push_back(dim.stride);
+      if (!dim.table.empty()) {
+        const int64_t first = dim.table[0];
+        for (int64_t& t : dim.table) t -= first;
+      }
       sel.layout.tables.push_back(std::move(dim.table));
     }
     return sel;
@@ -294,31 +308,110 @@ Value list_getitem(const List& l, const List& idx, const char* op) {
 Value getitem(Args& a) {
   const List& idx = a.list(1);
   if (a[0].is_list()) return list_getitem(a[0].as_list(), idx, a.op());
-  Array x = a.array(0);
+  Array x = a.view(0);
   Selection sel = select(x, idx, a.op());
+  // Basic indexing gives a view of x, as in NumPy; a single element (every
+  // axis indexed by an int) is a value of its own, as NumPy's scalars are.
+  if (sel.basic && !(sel.shape.empty() && !idx.empty())) {
+    return Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
+  }
+  if (sel.basic) {
+    Array one(x.dtype(), {});
+    one.assign(Array::view(x, {}, {}, x.offset() + sel.layout.base));
+    return one;
+  }
   return kernels::gather_offsets(x, sel.layout, sel.shape, &parallel_for);
 }
 
+// A list with item `idx` (one int or slice) replaced, as Python's
+// xs[i] = v / xs[a:b] = ys (the language's lists are values: the result is
+// the new list).
+Value list_setitem(const List& l, const Value& value, const List& idx, const char* op) {
+  if (idx.size() != 1 || !(idx[0].is_int() || idx[0].is_slice())) {
+    throw TypeError(error_message("[", op, "] list indices must be one int or slice, got ",
+                                  idx.size(), " indices"));
+  }
+  const int64_t n = static_cast<int64_t>(l.size());
+  List out = l;
+  if (idx[0].is_int()) {
+    int64_t i = idx[0].as_int();
+    if (i < -n || i >= n) {
+      throw std::out_of_range(error_message("[", op, "] list assignment index ", i,
+                                            " is out of range for a list of length ", n));
+    }
+    out[i < 0 ? i + n : i] = value;
+    return out;
+  }
+  if (!value.is_list()) {
+    throw TypeError(error_message("[", op, "] can only assign a list to a list slice, got ",
+                                  value.describe()));
+  }
+  const List& items = value.as_list();
+  int64_t start, step, len;
+  slice_bounds(idx[0].as_slice(), n, start, step, len);
+  if (step == 1) {
+    out.erase(out.begin() + start, out.begin() + start + len);
+    out.insert(out.begin() + start, items.begin(), items.end());
+    return out;
+  }
+  if (static_cast<int64_t>(items.size()) != len) {
+    throw std::invalid_argument(error_message("[", op, "] attempt to assign a list of size ",
+                                              items.size(), " to an extended slice of size ", len));
+  }
+  for (int64_t i = 0; i < len; ++i) out[start + i * step] = items[i];
+  return out;
+}
+
+// x[indices...] = value, written into x's buffer (and so into every view
+// of it), as NumPy does; x itself is the result.
 Value setitem(Args& a) {
   const List& idx = a.list(2);
-  Array x = a.array(0);
+  if (a[0].is_list()) return list_setitem(a[0].as_list(), a[1], idx, a.op());
+  if (!a[0].is_array()) {
+    if (a[0].is_numeric()) a.type_error(0, "an array or a list (a number does not support item assignment)");
+    a.type_error(0, "an array or a list");
+  }
+  Array x = a[0].as_array();
   Selection sel = select(x, idx, a.op());
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
-  Array v = a.array(1).astype(x.dtype());
+  if (!x.writable()) {
+    throw std::invalid_argument(error_message("[", a.op(), "] assignment destination is read-only"));
+  }
+  Array v = a.view(1);
   // NumPy lets the value carry extra leading extents of 1.
   while (v.ndim() > static_cast<int>(sel.shape.size()) && v.dim(0) == 1) {
-    v = v.reshaped(Shape(v.shape().begin() + 1, v.shape().end()));
+    const std::vector<int64_t> st = v.strides();
+    v = Array::view(v, Shape(v.shape().begin() + 1, v.shape().end()),
+                    std::vector<int64_t>(st.begin() + 1, st.end()), v.offset());
   }
   Shape common;
   if (!kernels::broadcast_shape_pair(v.shape(), sel.shape, common) || common != sel.shape) {
-    throw std::invalid_argument(error_message("[", a.op(), "] could not broadcast value of shape ",
-                                              shape_str(v.shape()), " into selection of shape ",
+    throw std::invalid_argument(error_message("[", a.op(), "] could not broadcast input array from shape ",
+                                              shape_str(v.shape()), " into shape ",
                                               shape_str(sel.shape)));
   }
-  Array full = kernels::gather_view(v, kernels::broadcast_layout(v, sel.shape), &parallel_for);
-  Array out = x.copy();
-  kernels::scatter_offsets(full, out, sel.layout);
-  return out;
+  if (sel.basic) {
+    Array target = Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
+    target.assign(v);
+    return x;
+  }
+  // Advanced indices: the value, broadcast and converted, is gathered first
+  // (it may be a view of x itself), then scattered in order (repeated
+  // indices: the last write wins, as in NumPy).
+  Array conv(x.dtype(), v.shape());
+  conv.assign(v);
+  Array full = kernels::gather_view(conv, kernels::broadcast_layout(conv, sel.shape), &parallel_for);
+  kernels::scatter_offsets(full, x, sel.layout);
+  return x;
+}
+
+// A new array equal to x with x[indices...] = value (x unchanged): what
+// gradients of indexing scatter into (autodiff), without a write.
+Value index_update(Args& a) {
+  Array x = a.array(0).copy();
+  std::vector<Value> vals{Value(x), a[1], a[2]};
+  Args inner(*find_primitive("setitem"), std::move(vals));
+  return setitem(inner);
 }
 
 Value take(Args& a) {
@@ -407,14 +500,26 @@ const bool registered = register_primitives({
      .grads = {"", "", ""}},
     {.name = "getitem", .family = "indexing", .params = {{"x"}, {"indices"}}, .variadic = true,
      .help = "x[indices...] with NumPy semantics: ints, slices, nil (newaxis), '...', integer "
-             "arrays (broadcast together) and boolean masks. Also indexes lists by int or slice.",
+             "arrays (broadcast together) and boolean masks. Basic indexing (ints, slices, nil, "
+             "'...') gives a view of x, which sees later writes to x and writes into it; "
+             "advanced indexing gives a copy. Also indexes lists by int or slice.",
      .eval = getitem,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .views = true},
     {.name = "setitem", .family = "indexing", .params = {{"x"}, {"value"}, {"indices"}},
      .variadic = true,
+     .help = "x[indices...] = value, written into x's buffer (so every view of x sees it), "
+             "value broadcast to the selection and cast to x's dtype; gives x. A read-only x "
+             "(a broadcast view, a read-only NumPy array) is a ValueError.",
+     .eval = setitem,
+     .ns_per_element = 1.0,
+     .views = true,
+     .writes = true},
+    {.name = "index_update", .family = "indexing",
+     .params = {{"x"}, {"value"}, {"indices"}}, .variadic = true,
      .help = "A new array equal to x with x[indices...] = value (value broadcast to the "
              "selection and cast to x's dtype); x itself is unchanged.",
-     .eval = setitem,
+     .eval = index_update,
      .ns_per_element = 1.0},
     {.name = "take", .family = "indexing", .params = {{"x"}, {"indices"}, opt("axis", Value())},
      .help = "Elements of x at integer indices along axis (the flattened array when nil), like "

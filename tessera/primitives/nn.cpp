@@ -626,10 +626,11 @@ const bool registered = register_primitives({
      .params = {{"x"}},
      .help = "Keeps axis 0 (the batch) and flattens the rest: (N, ...) -> (N, prod(...)), "
              "like keras.layers.Flatten and keras.backend.batch_flatten; (N,) gives (N, 1). "
-             "Shares x's data. (flatten, of the shape family, gives a 1-d array.)",
+             "A view of x when x is contiguous. (flatten, of the shape family, gives a 1-d copy.)",
      .eval = [](Args& a) -> Value { return eval_batch_flatten(a); },
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))"}},
+     .grads = {"reshape(g, shape(x))"},
+     .views = true},
 
     {.name = "dropout",
      .family = "nn",
@@ -640,7 +641,8 @@ const bool registered = register_primitives({
              "cotangent reproduces it; vary the seed per step for fresh masks.",
      .eval = [](Args& a) -> Value { return eval_dropout(a); },
      .ns_per_element = 2.5,
-     .grads = {"dropout(g, rate, seed, training)", "", "", ""}},
+     .grads = {"dropout(g, rate, seed, training)", "", "", ""},
+     .views = true},
 
     {.name = "batch_norm",
      .family = "nn",

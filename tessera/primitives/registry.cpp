@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/shape.hpp"
+#include "tessera/runtime/parallel.hpp"
 
 namespace tessera {
 
@@ -104,6 +106,7 @@ std::vector<std::string> registry_problems() {
 }
 
 bool has_effects(const PrimitiveSpec& spec) {
+  if (spec.writes) return true;
   if (spec.family == "random" || spec.family == "io") return true;
   static const std::set<std::string, std::less<>> names = {"print", "assert", "send", "recv", "barrier"};
   return names.count(spec.name) != 0;
@@ -219,7 +222,20 @@ Value call_primitive(std::string_view name, std::vector<CallArg> args) {
     return (*tiled)(*spec, a).wait();
   }
   Args a(*spec, std::move(values));
-  return spec->eval(a);
+  return run_primitive(*spec, a);
+}
+
+Value run_primitive(const PrimitiveSpec& spec, Args& args) {
+  Value result = spec.eval(args);
+  if (spec.views || !result.is_array()) return result;
+  // Only view primitives may hand back an argument's buffer: anything else
+  // (astype to the same dtype, a no-op reshape inside a kernel) is a new
+  // array in NumPy, which a later write must not reach the argument through.
+  const Array& r = result.as_array();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].is_array() && args[i].as_array().shares_storage(r)) return Value(r.copy());
+  }
+  return result;
 }
 
 namespace {
@@ -261,9 +277,47 @@ Value call_primitive(std::string_view name, std::vector<Value> positional) {
   return call_primitive(name, std::move(args));
 }
 
+namespace {
+
+Array packed(const Array& a) {
+  return kernels::gather_view(a, kernels::StridedLayout{a.shape(), a.strides(), 0}, &parallel_for);
+}
+
+}  // namespace
+
+void Args::pack_views() {
+  for (Value& v : values_) {
+    if (v.is_array()) {
+      if (!v.as_array().is_contiguous()) v = Value(packed(v.as_array()));
+    } else if (v.is_list()) {
+      const List& l = v.as_list();
+      bool any = false;
+      for (const Value& e : l) any = any || (e.is_array() && !e.as_array().is_contiguous());
+      if (!any) continue;
+      List copy = l;
+      for (Value& e : copy) {
+        if (e.is_array() && !e.as_array().is_contiguous()) e = Value(packed(e.as_array()));
+      }
+      v = Value(std::move(copy));
+    }
+  }
+}
+
 Array Args::array(size_t i) const {
   const Value& v = values_[i];
-  if (v.is_array()) return v.as_array();  // the usual case: no message to build
+  if (v.is_array()) {  // the usual case: no message to build
+    const Array& x = v.as_array();
+    return x.is_contiguous() ? x : packed(x);
+  }
+  if (v.is_numeric() || v.is_list()) {
+    return to_array(v, op(), ("argument '" + param_name(i) + "'").c_str());
+  }
+  type_error(i, "a number or an array");
+}
+
+Array Args::view(size_t i) const {
+  const Value& v = values_[i];
+  if (v.is_array()) return v.as_array();
   if (v.is_numeric() || v.is_list()) {
     return to_array(v, op(), ("argument '" + param_name(i) + "'").c_str());
   }

@@ -66,6 +66,18 @@ struct PrimitiveSpec {
   // binding arguments or timing the call (a loop's `i < n`, `i + 1`); the
   // name is the primitive's, for errors. Null for other primitives.
   Value (*scalar_binary)(const PrimitiveSpec& spec, const Value& x, const Value& y) = nullptr;
+  // True for primitives that work on strided views themselves (indexing,
+  // transpose, reshape, writes, ...): they see their array arguments as
+  // given, and a result may be a view of one. Every other primitive sees
+  // views packed into C-contiguous copies (Args), and a result that shares
+  // an argument's buffer is copied (PrimitiveCallNode), so only these
+  // primitives ever return an alias, as in NumPy.
+  bool views = false;
+  // True for primitives that write into their first argument's buffer
+  // (setitem, augmented assignment, copyto, fill, ...). The execution tree
+  // orders them against the statements around them (docs/runtime.md,
+  // "Views and writes").
+  bool writes = false;
 
   // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
   std::string signature() const;
@@ -124,6 +136,10 @@ struct CallArg {
 // call-site argument to its parameter index (variadic ones to the last).
 std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std::string>& names);
 
+// Runs spec.eval on bound arguments; a result sharing an argument's buffer
+// is copied unless the primitive works on views (PrimitiveSpec::views).
+Value run_primitive(const PrimitiveSpec& spec, Args& args);
+
 // Calls a primitive directly with values (used by tests and the Python front).
 Value call_primitive(std::string_view name, std::vector<CallArg> args);
 Value call_primitive(std::string_view name, std::vector<Value> positional);
@@ -145,7 +161,9 @@ const TiledOverload* find_tiled_overload(const PrimitiveSpec& spec, const std::v
 class Args {
  public:
   Args(const PrimitiveSpec& spec, std::vector<Value> values)
-      : spec_(&spec), values_(std::move(values)) {}
+      : spec_(&spec), values_(std::move(values)) {
+    if (!spec.views) pack_views();
+  }
 
   const char* op() const { return spec_->name.c_str(); }
   const PrimitiveSpec& spec() const { return *spec_; }
@@ -162,8 +180,12 @@ class Args {
   // `site` must outlive the call (the node's own string; not copied).
   void set_site(const std::string& site) { site_ = &site; }
 
-  // Numeric value as an Array (scalars become 0-d arrays).
+  // Numeric value as a C-contiguous Array (scalars become 0-d arrays, views
+  // are packed).
   Array array(size_t i) const;
+  // The same, but an array argument as given, strided view or not (for the
+  // primitives that work on views, PrimitiveSpec::views).
+  Array view(size_t i) const;
   // A number (scalar or size-1 array) as double.
   double number(size_t i) const;
   // An integer (int, bool or integral size-1 array).
@@ -186,6 +208,10 @@ class Args {
   [[noreturn]] void value_error(size_t i, std::string_view what) const;
 
  private:
+  // Replaces strided views among the arguments (and in list arguments) by
+  // C-contiguous copies.
+  void pack_views();
+
   const PrimitiveSpec* spec_;
   std::vector<Value> values_;
   const std::string* site_ = nullptr;

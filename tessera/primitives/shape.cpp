@@ -1,7 +1,8 @@
 // Shape primitives: reshape, transpose, concatenate, split, tile, pad, ...
-// Most are a strided view of the input gathered into a new contiguous array
-// (kernels/shape.hpp); reshape-like ones share the input's buffer, which is
-// safe because arrays are never changed in place while shared.
+// As in NumPy, transposes, reshapes of contiguous arrays, expand_dims,
+// squeeze, atleast_Nd and broadcast_to are views of their input (they share
+// its buffer; a write through one is seen by the other); the others gather a
+// strided view of the input into a new contiguous array (kernels/shape.hpp).
 #include <algorithm>
 #include <numeric>
 
@@ -102,12 +103,42 @@ Array reshape(const Array& x, const std::vector<int64_t>& req, const char* op) {
   return x.reshaped(shape);
 }
 
+// The view of x with axes permuted: out.shape[i] = x.shape[perm[i]].
 Array transpose(const Array& x, const std::vector<int>& perm) {
-  return kernels::transpose_array(x, perm, &parallel_for);
+  const std::vector<int64_t> st = x.strides();
+  Shape shape;
+  std::vector<int64_t> strides;
+  for (int p : perm) {
+    shape.push_back(x.dim(p));
+    strides.push_back(st[p]);
+  }
+  return Array::view(x, std::move(shape), std::move(strides), x.offset());
+}
+
+// The view of x with the given shape, which differs from x's only by axes
+// of extent 1 inserted (`is_new`) or dropped (`drop`).
+Array with_unit_axes(const Array& x, const std::vector<bool>& is_new, const std::vector<bool>& drop) {
+  const std::vector<int64_t> st = x.strides();
+  Shape shape;
+  std::vector<int64_t> strides;
+  int k = 0;
+  for (size_t i = 0; i < is_new.size(); ++i) {
+    if (is_new[i]) {
+      shape.push_back(1);
+      strides.push_back(0);
+      continue;
+    }
+    if (!drop[k]) {
+      shape.push_back(x.dim(k));
+      strides.push_back(st[k]);
+    }
+    ++k;
+  }
+  return Array::view(x, std::move(shape), std::move(strides), x.offset());
 }
 
 Value transpose_op(Args& a) {
-  Array x = a.array(0);
+  Array x = a.view(0);
   std::vector<int> perm;
   if (a.is_nil(1)) {
     for (int i = x.ndim() - 1; i >= 0; --i) perm.push_back(i);
@@ -124,7 +155,7 @@ Value transpose_op(Args& a) {
 }
 
 Value moveaxis(Args& a) {
-  Array x = a.array(0);
+  Array x = a.view(0);
   std::vector<int> src = unique_axes(a.int_list(1), x.ndim(), a.op());
   std::vector<int> dst = unique_axes(a.int_list(2), x.ndim(), a.op());
   if (src.size() != dst.size()) {
@@ -149,20 +180,19 @@ Value moveaxis(Args& a) {
 }
 
 Value expand_dims(Args& a) {
-  Array x = a.array(0);
+  Array x = a.view(0);
   std::vector<int64_t> axes = a.int_list(1);
   int nd = x.ndim() + static_cast<int>(axes.size());
   std::vector<int> ax = unique_axes(axes, nd, a.op());
   std::vector<bool> is_new(nd, false);
   for (int i : ax) is_new[i] = true;
-  Shape shape;
-  int k = 0;
-  for (int i = 0; i < nd; ++i) shape.push_back(is_new[i] ? 1 : x.dim(k++));
-  return x.reshaped(shape);
+  std::vector<bool> is_new_all(nd, false), keep(x.ndim(), false);
+  for (int i = 0; i < nd; ++i) is_new_all[i] = is_new[i];
+  return with_unit_axes(x, is_new_all, keep);
 }
 
 Value squeeze(Args& a) {
-  Array x = a.array(0);
+  Array x = a.view(0);
   std::vector<bool> drop(x.ndim(), false);
   if (a.is_nil(1)) {
     for (int i = 0; i < x.ndim(); ++i) drop[i] = x.dim(i) == 1;
@@ -176,11 +206,8 @@ Value squeeze(Args& a) {
       drop[i] = true;
     }
   }
-  Shape shape;
-  for (int i = 0; i < x.ndim(); ++i) {
-    if (!drop[i]) shape.push_back(x.dim(i));
-  }
-  return x.reshaped(shape);
+  std::vector<bool> is_new(x.ndim(), false);
+  return with_unit_axes(x, is_new, drop);
 }
 
 Array concatenate(std::vector<Array> parts, std::optional<int64_t> axis_opt, const char* op) {
@@ -228,12 +255,16 @@ Array concatenate(std::vector<Array> parts, std::optional<int64_t> axis_opt, con
 // (N,) -> (1, N) -> (1, N, 1); (M, N) -> (M, N, 1).
 Array at_least(const Array& x, int n) {
   if (x.ndim() >= n) return x;
-  Shape s = x.shape();
-  if (n == 1) return x.reshaped({1});
-  if (n == 2) return x.reshaped(x.ndim() == 0 ? Shape{1, 1} : Shape{1, s[0]});
-  if (x.ndim() == 0) return x.reshaped({1, 1, 1});
-  if (x.ndim() == 1) return x.reshaped({1, s[0], 1});
-  return x.reshaped({s[0], s[1], 1});
+  // Where NumPy puts the new axes: (N,) -> (1, N) and (1, N, 1); (M, N) -> (M, N, 1).
+  std::vector<bool> is_new;
+  if (n == 1) is_new = {true};
+  if (n == 2) is_new = x.ndim() == 0 ? std::vector<bool>{true, true} : std::vector<bool>{true, false};
+  if (n == 3) {
+    is_new = x.ndim() == 0   ? std::vector<bool>{true, true, true}
+             : x.ndim() == 1 ? std::vector<bool>{true, false, true}
+                             : std::vector<bool>{false, false, true};
+  }
+  return with_unit_axes(x, is_new, std::vector<bool>(x.ndim(), false));
 }
 
 Value stack(Args& a) {
@@ -459,7 +490,7 @@ Value pad(Args& a) {
 }
 
 Value broadcast_to(Args& a) {
-  Array x = a.array(0);
+  Array x = a.view(0);
   Shape shape = a.int_list(1);
   shape_size(shape, a.op());
   bool ok = x.ndim() <= static_cast<int>(shape.size());
@@ -472,7 +503,12 @@ Value broadcast_to(Args& a) {
                                               shape_str(x.shape()), " to shape ",
                                               shape_str(shape)));
   }
-  return gather(x, kernels::broadcast_layout(x, shape));
+  // A read-only view with stride 0 along the stretched axes, as NumPy's.
+  const std::vector<int64_t> st = x.strides();
+  std::vector<int64_t> strides(shape.size(), 0);
+  const size_t lead = shape.size() - x.ndim();
+  for (int k = 0; k < x.ndim(); ++k) strides[lead + k] = x.dim(k) == 1 ? 0 : st[k];
+  return Array::view(x, shape, strides, x.offset(), /*readonly=*/true);
 }
 
 Value stack_with(Args& a, int min_dims, int axis) {
@@ -485,29 +521,34 @@ Value stack_with(Args& a, int min_dims, int axis) {
 const bool registered = register_primitives({
     {.name = "reshape", .family = "shape", .params = {{"x"}, {"shape"}},
      .help = "x with a new shape of the same size, like numpy.reshape; one extent may be -1 "
-             "(inferred). Shares x's buffer.",
+             "(inferred). A view of x when x is contiguous, else a copy.",
      .eval = [](Args& a) -> Value { return reshape(a.array(0), a.int_list(1), a.op()); },
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))", ""}},
+     .grads = {"reshape(g, shape(x))", ""},
+     .views = true},
     {.name = "ravel", .family = "shape", .params = {{"x"}},
-     .help = "x as a 1-d array (C order), like numpy.ravel.",
+     .help = "x as a 1-d array (C order), like numpy.ravel: a view when x is contiguous, "
+             "else a copy.",
      .eval = [](Args& a) -> Value { Array x = a.array(0); return x.reshaped({x.size()}); },
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))"}},
+     .grads = {"reshape(g, shape(x))"},
+     .views = true},
     {.name = "flatten", .family = "shape", .params = {{"x"}},
-     .help = "x as a 1-d array (C order), like ndarray.flatten.",
-     .eval = [](Args& a) -> Value { Array x = a.array(0); return x.reshaped({x.size()}); },
+     .help = "A copy of x as a 1-d array (C order), like ndarray.flatten.",
+     .eval = [](Args& a) -> Value { Array x = a.array(0); return x.copy().reshaped({x.size()}); },
      .ns_per_element = 0.0,
      .grads = {"reshape(g, shape(x))"}},
     {.name = "transpose", .family = "shape", .params = {{"x"}, opt("axes", Value())},
-     .help = "x with its axes permuted (reversed when axes is nil), like numpy.transpose.",
+     .help = "x with its axes permuted (reversed when axes is nil), like numpy.transpose: a "
+             "view of x.",
      .eval = transpose_op,
      .ns_per_element = 1.0,
-     .grads = {"if(is_nil(axes), transpose(g), transpose(g, argsort(axes)))", ""}},
+     .grads = {"if(is_nil(axes), transpose(g), transpose(g, argsort(axes)))", ""},
+     .views = true},
     {.name = "swapaxes", .family = "shape", .params = {{"x"}, {"axis1"}, {"axis2"}},
-     .help = "x with two axes interchanged, like numpy.swapaxes.",
+     .help = "x with two axes interchanged, like numpy.swapaxes (a view).",
      .eval = [](Args& a) -> Value {
-       Array x = a.array(0);
+       Array x = a.view(0);
        int a1 = normalize_axis(a.integer(1), x.ndim(), a.op());
        int a2 = normalize_axis(a.integer(2), x.ndim(), a.op());
        std::vector<int> perm(x.ndim());
@@ -516,25 +557,29 @@ const bool registered = register_primitives({
        return transpose(x, perm);
      },
      .ns_per_element = 1.0,
-     .grads = {"swapaxes(g, axis1, axis2)", "", ""}},
+     .grads = {"swapaxes(g, axis1, axis2)", "", ""},
+     .views = true},
     {.name = "moveaxis", .family = "shape", .params = {{"x"}, {"source"}, {"destination"}},
      .help = "x with axes moved from source to destination positions (ints or lists), the "
-             "others keeping their order, like numpy.moveaxis.",
+             "others keeping their order, like numpy.moveaxis (a view).",
      .eval = moveaxis,
      .ns_per_element = 1.0,
-     .grads = {"moveaxis(g, destination, source)", "", ""}},
+     .grads = {"moveaxis(g, destination, source)", "", ""},
+     .views = true},
     {.name = "expand_dims", .family = "shape", .params = {{"x"}, {"axis"}},
      .help = "x with extents of 1 inserted at the given axes (int or list), like "
-             "numpy.expand_dims.",
+             "numpy.expand_dims (a view).",
      .eval = expand_dims,
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))", ""}},
+     .grads = {"reshape(g, shape(x))", ""},
+     .views = true},
     {.name = "squeeze", .family = "shape", .params = {{"x"}, opt("axis", Value())},
      .help = "x without extents of 1 (all, or the given axes, which must have size 1), like "
-             "numpy.squeeze.",
+             "numpy.squeeze (a view).",
      .eval = squeeze,
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))", ""}},
+     .grads = {"reshape(g, shape(x))", ""},
+     .views = true},
     {.name = "concatenate", .family = "shape", .params = {{"arrays"}, opt("axis", int64_t{0})},
      .help = "Joins a list of arrays along an existing axis (nil: flattened first), promoting "
              "dtypes, like numpy.concatenate.",
@@ -595,47 +640,55 @@ const bool registered = register_primitives({
      .eval = pad,
      .ns_per_element = 1.0},
     {.name = "broadcast_to", .family = "shape", .params = {{"x"}, {"shape"}},
-     .help = "x broadcast to a shape (a new array), like numpy.broadcast_to.",
+     .help = "x broadcast to a shape, like numpy.broadcast_to: a read-only view (stride 0 "
+             "along stretched axes).",
      .eval = broadcast_to,
      .ns_per_element = 0.5,
-     .grads = {"g", ""}},
+     .grads = {"g", ""},
+     .views = true},
     {.name = "shape", .family = "shape", .params = {{"x"}},
      .help = "The shape of x as a list of ints (numpy.shape); [] for scalars.",
      .eval = [](Args& a) -> Value {
-       Array x = a.array(0);
+       Array x = a.view(0);
        List out;
        for (int64_t d : x.shape()) out.push_back(Value(d));
        return out;
      },
      .ns_per_element = 0.0,
-     .grads = {""}},
+     .grads = {""},
+     .views = true},
     {.name = "ndim", .family = "shape", .params = {{"x"}},
      .help = "The number of dimensions of x (numpy.ndim).",
-     .eval = [](Args& a) -> Value { return Value(int64_t{a.array(0).ndim()}); },
+     .eval = [](Args& a) -> Value { return Value(int64_t{a.view(0).ndim()}); },
      .ns_per_element = 0.0,
-     .grads = {""}},
+     .grads = {""},
+     .views = true},
     {.name = "size", .family = "shape", .params = {{"x"}},
      .help = "The number of elements of x (numpy.size).",
-     .eval = [](Args& a) -> Value { return Value(a.array(0).size()); },
+     .eval = [](Args& a) -> Value { return Value(a.view(0).size()); },
      .ns_per_element = 0.0,
-     .grads = {""}},
+     .grads = {""},
+     .views = true},
     {.name = "atleast_1d", .family = "shape", .params = {{"x"}},
      .help = "x viewed with at least 1 dimension, like numpy.atleast_1d.",
-     .eval = [](Args& a) -> Value { return at_least(a.array(0), 1); },
+     .eval = [](Args& a) -> Value { return at_least(a.view(0), 1); },
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))"}},
+     .grads = {"reshape(g, shape(x))"},
+     .views = true},
     {.name = "atleast_2d", .family = "shape", .params = {{"x"}},
      .help = "x viewed with at least 2 dimensions ((N,) becomes (1, N)), like "
              "numpy.atleast_2d.",
-     .eval = [](Args& a) -> Value { return at_least(a.array(0), 2); },
+     .eval = [](Args& a) -> Value { return at_least(a.view(0), 2); },
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))"}},
+     .grads = {"reshape(g, shape(x))"},
+     .views = true},
     {.name = "atleast_3d", .family = "shape", .params = {{"x"}},
      .help = "x viewed with at least 3 dimensions ((N,) becomes (1, N, 1), (M, N) becomes "
              "(M, N, 1)), like numpy.atleast_3d.",
-     .eval = [](Args& a) -> Value { return at_least(a.array(0), 3); },
+     .eval = [](Args& a) -> Value { return at_least(a.view(0), 3); },
      .ns_per_element = 0.0,
-     .grads = {"reshape(g, shape(x))"}},
+     .grads = {"reshape(g, shape(x))"},
+     .views = true},
 });
 
 }  // namespace

@@ -110,6 +110,7 @@ std::vector<Value> to_values(const py::list& args) {
 
 py::object run_program(const Program& program, const py::list& args) {
   drain_released_references();
+  WriteBackScope write_back;
   std::vector<Value> values = to_values(args);
   Value result;
   {
@@ -125,6 +126,7 @@ py::object run_program(const Program& program, const py::list& args) {
 py::object call_function_handle(const FunctionHandle& f, const py::args& args,
                                 const py::kwargs& kwargs) {
   drain_released_references();
+  WriteBackScope write_back;
   std::vector<CallArg> call_args;
   for (py::handle a : args) call_args.push_back({"", to_value(a)});
   for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});
@@ -142,6 +144,7 @@ py::object call_function_handle(const FunctionHandle& f, const py::args& args,
 py::object call_primitive_py(const std::string& name, const py::list& args,
                              const py::dict& kwargs) {
   drain_released_references();
+  WriteBackScope write_back;
   std::vector<CallArg> call_args;
   for (py::handle a : args) call_args.push_back({"", to_value(a)});
   for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});

@@ -163,38 +163,68 @@ py::dtype numpy_dtype(DType dt) {
   return np.dt_float64;
 }
 
-// A NumPy array viewing `a`'s buffer, which a capsule keeps alive.
+// A NumPy array viewing `a`'s elements (with its strides: a view stays a
+// view), which a capsule keeps alive; read-only when `a` is.
 py::array view_of(const Array& a) {
   std::vector<ssize_t> shape(a.shape().begin(), a.shape().end());
+  std::vector<ssize_t> strides;
+  const ssize_t es = static_cast<ssize_t>(dtype_size(a.dtype()));
+  for (int64_t st : a.strides()) strides.push_back(static_cast<ssize_t>(st) * es);
   auto* keep = new Array(a);
   py::capsule owner(keep, [](void* p) { delete static_cast<Array*>(p); });
-  return py::array(numpy_dtype(a.dtype()), std::move(shape), a.raw(), owner);
+  py::array out(numpy_dtype(a.dtype()), std::move(shape), std::move(strides), a.origin_raw(), owner);
+  if (!a.writable()) py::detail::array_proxy(out.ptr())->flags &= ~kWriteable;
+  return out;
 }
+
+// The converted arrays of the WriteBackScope in force on this thread.
+thread_local std::vector<std::pair<py::object, Array>>* tl_write_back = nullptr;
 
 Array array_from_numpy(py::handle obj) {
   auto arr = py::reinterpret_borrow<py::array>(obj);
   bool exact = false;
   DType dt = dtype_for(arr.dtype(), exact);
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
-  const int need = kCContiguous | kAligned;
-  if (exact && (arr.flags() & need) == need) {
+  const ssize_t es = arr.itemsize();
+  // Any layout NumPy has (slices, transposes, negative or zero strides) is
+  // wrapped as it is, as long as its strides are whole elements: writes
+  // through it reach the caller's array, as they would in NumPy.
+  bool whole_elements = (arr.flags() & kAligned) != 0;
+  std::vector<int64_t> strides;
+  int64_t lowest = 0, highest = 0;
+  bool empty = false;
+  for (ssize_t k = 0; k < arr.ndim(); ++k) {
+    const ssize_t st = arr.strides()[k];
+    whole_elements = whole_elements && st % es == 0;
+    strides.push_back(st / es);
+    empty = empty || arr.shape()[k] == 0;
+    const int64_t span = (arr.shape()[k] - 1) * (st / es);
+    (span < 0 ? lowest : highest) += arr.shape()[k] > 0 ? span : 0;
+  }
+  if (exact && whole_elements && !empty) {
     PyObject* ref = arr.ptr();
-    const void* data = arr.data();
+    void* data = const_cast<void*>(arr.data());
+    const void* start = static_cast<const char*>(data) + lowest * es;
     Py_INCREF(ref);
-    std::shared_ptr<void> owner(ref, [data](void* p) {
-      release_python_reference(data, static_cast<PyObject*>(p));
+    std::shared_ptr<void> owner(ref, [start](void* p) {
+      release_python_reference(start, static_cast<PyObject*>(p));
     });
     {
       References& r = references();
       std::lock_guard lock(r.mutex);
-      r.wrapped.emplace(data, ref);
+      r.wrapped.emplace(start, ref);
     }
-    return Array::wrap(dt, std::move(shape), const_cast<void*>(data), std::move(owner));
+    const bool writable = (arr.flags() & kWriteable) != 0;
+    return Array::wrap_strided(dt, std::move(shape), std::move(strides), data, lowest, highest,
+                               writable, std::move(owner));
   }
   // A copy in tessera's own (aligned, C-order) storage; NumPy does the
   // strided walk and the widening.
   Array a(dt, std::move(shape));
   if (a.size() > 0) numpy().copyto(view_of(a), arr, py::arg("casting") = "safe");
+  if (tl_write_back && a.size() > 0 && (arr.flags() & kWriteable) != 0) {
+    tl_write_back->emplace_back(py::reinterpret_borrow<py::object>(obj), a);
+  }
   return a;
 }
 
@@ -271,13 +301,9 @@ py::object array_to_python(const Array& a) {
       case DType::float64: return np.float64(a.get_double(0));
     }
   }
-  if (is_wrapped(a.raw())) {
-    // A user's input buffer: shared, but the result must not become a way to
-    // write into the argument.
-    py::array out = view_of(a);
-    py::detail::array_proxy(out.ptr())->flags &= ~kWriteable;
-    return out;
-  }
+  // A user's input buffer, or a view of it, comes back as a NumPy view of
+  // the same memory, as NumPy would return it.
+  if (is_wrapped(a.storage_data())) return view_of(a);
   // A buffer tessera still holds elsewhere (a constant of the program, a
   // value kept in a closure) is copied, so that writing into the result can
   // never change the program.
@@ -285,6 +311,21 @@ py::object array_to_python(const Array& a) {
 }
 
 }  // namespace
+
+WriteBackScope::WriteBackScope() : saved_(tl_write_back) { tl_write_back = &pending_; }
+
+WriteBackScope::~WriteBackScope() {
+  tl_write_back = saved_;
+  for (auto& [obj, a] : pending_) {
+    // The values came from this array, so unchanged ones convert back
+    // exactly; changed ones are cast as NumPy's in-place writes cast.
+    try {
+      numpy().copyto(obj, view_of(a), py::arg("casting") = "unsafe");
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("tessera: copying a converted argument back");
+    }
+  }
+}
 
 Value to_value(py::handle obj) { return convert(obj, 0); }
 
@@ -324,7 +365,7 @@ py::object to_python(const Value& v) {
 void await_sole_ownership(const Value& v) {
   if (!v.is_array()) return;
   const Array& a = v.as_array();
-  if (a.unique() || a.nbytes() < kCopyCheapBytes || is_wrapped(a.raw())) return;
+  if (a.unique() || a.nbytes() < kCopyCheapBytes || is_wrapped(a.storage_data())) return;
   auto until = std::chrono::steady_clock::now() + kOwnershipWait;
   while (!a.unique() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }

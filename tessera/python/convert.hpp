@@ -38,6 +38,23 @@ Value to_value(py::handle obj);
 // NumPy scalars, arrays to NumPy arrays, lists, dicts, slices, functions.
 py::object to_python(const Value& v);
 
+// While one is alive on the calling thread, NumPy arrays that to_value had
+// to convert (a dtype tessera holds in another type: int32 as int64, ...)
+// are remembered, and copied back into the caller's arrays when it ends
+// (with the GIL held), so that writes a function made into them reach the
+// caller as they would in NumPy.
+class WriteBackScope {
+ public:
+  WriteBackScope();
+  ~WriteBackScope();
+  WriteBackScope(const WriteBackScope&) = delete;
+  WriteBackScope& operator=(const WriteBackScope&) = delete;
+
+ private:
+  std::vector<std::pair<py::object, Array>> pending_;
+  std::vector<std::pair<py::object, Array>>* saved_;
+};
+
 // Without the GIL, after a run: waits (briefly) until a large array result is
 // held by `v` alone, so that converting it does not copy it only because a
 // worker still finishing the run shares it.

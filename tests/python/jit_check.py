@@ -91,16 +91,35 @@ def assert_same(got, expected, rtol=1e-6, atol=1e-12, path="result"):
 
 
 def check(f, *args, rtol=1e-6, atol=1e-12, **kwargs):
-    """Runs ``f`` through ``tessera.jit`` and as plain Python/NumPy (on copies
-    of the arguments) and compares the results.  When NumPy raises, tessera
+    """Runs ``f`` through ``tessera.jit`` and as plain Python/NumPy, each on
+    its own copies of the arguments, and compares the results *and every
+    argument afterwards* (what the function wrote into its arrays, through
+    views too, must be what NumPy leaves there).  When NumPy raises, tessera
     must raise the same kind of exception.  Returns the jit result."""
+    np_args, np_kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
+    jit_args, jit_kwargs = copy.deepcopy(args), copy.deepcopy(kwargs)
     try:
-        expected = f(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        expected = f(*np_args, **np_kwargs)
     except Exception as e:  # noqa: BLE001 - any NumPy error must be mirrored
         kind = type(e) if type(e) in (ValueError, TypeError, IndexError) else Exception
         with pytest.raises(kind):
-            tessera.jit(f)(*args, **kwargs)
+            tessera.jit(f)(*jit_args, **jit_kwargs)
         return None
-    got = tessera.jit(f)(*args, **kwargs)
+    got = tessera.jit(f)(*jit_args, **jit_kwargs)
     assert_same(got, expected, rtol=rtol, atol=atol)
+    for i, (g, e) in enumerate(zip(jit_args, np_args)):
+        if _holds_array(e):
+            assert_same(g, e, rtol=rtol, atol=atol, path=f"argument {i} after the call")
+    for k in np_kwargs:
+        if _holds_array(np_kwargs[k]):
+            assert_same(jit_kwargs[k], np_kwargs[k], rtol=rtol, atol=atol,
+                        path=f"argument {k!r} after the call")
     return got
+
+
+def _holds_array(v) -> bool:
+    if isinstance(v, np.ndarray):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(_holds_array(x) for x in v)
+    return False

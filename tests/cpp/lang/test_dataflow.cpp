@@ -363,3 +363,40 @@ TEST_F(Dataflow, ADefineThatAssignsVariablesIsNotDeferred) {
                                     23, v, 0.2));
   EXPECT_EQ(v.as_int(), 10);
 }
+
+// Writes into arrays (docs/runtime.md, "Views and writes"): a define still
+// computing reads the array as it was at its turn, so a later write waits
+// for it; reads after the write see it.
+TEST_F(Dataflow, AWriteWaitsForAPendingDefineThatReadsTheArray) {
+  // Without the ordering the write would run while the gate is closed and
+  // the sum, reading x when the gate opens, would see 5s (15).
+  Value v = result_after_gate(
+      "block(define(x, zeros(3)), define(s, sum(test_gate(x, 30))), setitem(x, 5.0, \"...\"),\n"
+      "  s * 100 + sum(x))",
+      30);
+  EXPECT_DOUBLE_EQ(v.as_array().item(), 15.0);
+}
+
+TEST_F(Dataflow, AWriteThroughAViewWaitsToo) {
+  Value v = result_after_gate(
+      "block(define(x, zeros(4)), define(s, sum(test_gate(x, 31))), define(v, getitem(x, slice(1, 3))),\n"
+      "  augassign(v, 1.0, \"add\"), s * 100 + sum(x))",
+      31);
+  EXPECT_DOUBLE_EQ(v.as_array().item(), 2.0);
+}
+
+TEST_F(Dataflow, ACallThatMayWriteWaitsInAProgramThatWrites) {
+  Value v = result_after_gate(
+      "block(define(x, zeros(3)), define(f, lambda(a, setitem(a, 7.0, 0))),\n"
+      "  define(s, sum(test_gate(x, 32))), f(x), s * 100 + sum(x))",
+      32);
+  EXPECT_DOUBLE_EQ(v.as_array().item(), 7.0);
+}
+
+TEST_F(Dataflow, AWriteInALoopWaitsForADefineBeforeTheLoop) {
+  Value v = result_after_gate(
+      "block(define(x, zeros(3)), define(s, sum(test_gate(x, 33))), define(i, 0),\n"
+      "  while(i < 3, block(setitem(x, 1.0, i), store(i, i + 1))), s * 100 + sum(x))",
+      33);
+  EXPECT_DOUBLE_EQ(v.as_array().item(), 3.0);
+}

@@ -163,38 +163,79 @@ TEST(IndexingList, ListsTakeIntAndSlice) {
                                              "[getitem] a list takes exactly one int or slice index"));
 }
 
-TEST(IndexingSet, ReturnsNewArray) {
+TEST(IndexingSet, WritesIntoTheArray) {
+  // setitem writes into x's buffer, as NumPy does, and gives x itself.
   Array x = iota({3, 4});
   Value r = set(x, int64_t{0}, {int64_t{1}});
   EXPECT_TRUE(array_eq(r, DType::float64, {3, 4}, {0, 1, 2, 3, 0, 0, 0, 0, 8, 9, 10, 11}));
-  EXPECT_EQ(x.data<double>()[4], 4.0);  // the input is untouched
-  EXPECT_TRUE(array_eq(set(x, f64({10, 20, 30}), {sl({}, {}), int64_t{0}}), DType::float64, {3, 4},
-                       {10, 1, 2, 3, 20, 5, 6, 7, 30, 9, 10, 11}));
-  EXPECT_TRUE(array_eq(set(x, f64({1, 2, 3, 4}), {"..."}), DType::float64, {3, 4},
-                       {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}));
-  EXPECT_TRUE(array_eq(set(x, f64({-1, -2}, {2, 1}), {sl(0, {}, 2), sl(1, 3)}), DType::float64,
-                       {3, 4}, {0, -1, -1, 3, 4, 5, 6, 7, 8, -2, -2, 11}));
-  EXPECT_TRUE(array_eq(set(x, f64({1, 2, 3, 4}, {1, 4}), {int64_t{0}}), DType::float64, {3, 4},
-                       {1, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_TRUE(r.as_array().shares_storage(x));
+  EXPECT_EQ(x.data<double>()[4], 0.0);
+  auto fresh = [] { return iota({3, 4}); };
+  auto check = [&](const Value& value, List idx, std::vector<double> expected) {
+    Array y = fresh();
+    Value out = set(y, value, std::move(idx));
+    return array_eq(Value(y), DType::float64, {3, 4}, expected) &&
+           out.as_array().shares_storage(y);
+  };
+  EXPECT_TRUE(check(f64({10, 20, 30}), {sl({}, {}), int64_t{0}},
+                    {10, 1, 2, 3, 20, 5, 6, 7, 30, 9, 10, 11}));
+  EXPECT_TRUE(check(f64({1, 2, 3, 4}), {"..."}, {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}));
+  EXPECT_TRUE(check(f64({-1, -2}, {2, 1}), {sl(0, {}, 2), sl(1, 3)},
+                    {0, -1, -1, 3, 4, 5, 6, 7, 8, -2, -2, 11}));
+  EXPECT_TRUE(check(f64({1, 2, 3, 4}, {1, 4}), {int64_t{0}}, {1, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11}));
   Array mask(DType::bool_, {3, 4});
   for (int64_t i = 0; i < 12; ++i) mask.data<bool>()[i] = i % 5 == 0;
-  EXPECT_TRUE(array_eq(set(x, -1.0, {mask}), DType::float64, {3, 4},
-                       {-1, 1, 2, 3, 4, -1, 6, 7, 8, 9, -1, 11}));
-  EXPECT_TRUE(array_eq(set(x, f64({5, 6}), {ints({0, 0}), ints({1, 1})}), DType::float64, {3, 4},
-                       {0, 6, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_TRUE(check(-1.0, {mask}, {-1, 1, 2, 3, 4, -1, 6, 7, 8, 9, -1, 11}));
+  EXPECT_TRUE(check(f64({5, 6}), {ints({0, 0}), ints({1, 1})}, {0, 6, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_TRUE(check(1.0, {sl(2, 2)}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  // A value overlapping the target is read whole before it is written (NumPy).
+  Array y = fresh();
+  Value rev = get(y, {sl({}, {}, -1)});
+  set(y, rev, {sl({}, {})});
+  EXPECT_TRUE(array_eq(Value(y), DType::float64, {3, 4}, {8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3}));
   EXPECT_TRUE(array_eq(set(i64({1, 2, 3}), 2.7, {sl(1, {})}), DType::int64, {3}, {1, 2, 2}));
   EXPECT_TRUE(array_eq(set(b8({false, false}), int64_t{5}, {int64_t{0}}), DType::bool_, {2},
                        {1, 0}));
   EXPECT_TRUE(array_eq(set(f64({5}), 1.0, {}), DType::float64, {}, {1}));
-  EXPECT_TRUE(array_eq(set(x, 1.0, {sl(2, 2)}), DType::float64, {3, 4},
-                       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] { set(x, f64({1, 2, 3}), {int64_t{0}}); },
-      "[setitem] could not broadcast value of shape (3,) into selection of shape (4,)"));
+      "[setitem] could not broadcast input array from shape (3,) into shape (4,)"));
   EXPECT_TRUE(throws_with<std::out_of_range>([&] { set(x, 1.0, {int64_t{3}}); },
                                              "[setitem] index 3 is out of bounds for axis 0 with size 3"));
   EXPECT_TRUE(throws_with<TypeError>([&] { set(x, "a", {int64_t{0}}); },
                                      "[setitem] argument 'value' must be a number or an array"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { set(Value(3.0), 1.0, {int64_t{0}}); },
+                                     "does not support item assignment"));
+  // A broadcast view is read-only, as in NumPy.
+  Value b = call_primitive("broadcast_to", std::vector<Value>{f64({1, 2}), List{int64_t{3}, int64_t{2}}});
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { set(b, 1.0, {int64_t{0}}); },
+                                                 "[setitem] assignment destination is read-only"));
+}
+
+TEST(IndexingGet, BasicIndexingGivesViews) {
+  Array x = iota({3, 4});
+  Value row = get(x, {int64_t{1}});
+  Value col = get(x, {sl({}, {}), int64_t{2}});
+  Value rev = get(x, {sl({}, {}, -1), sl(1, {}, 2)});
+  EXPECT_TRUE(row.as_array().shares_storage(x));
+  EXPECT_TRUE(col.as_array().shares_storage(x));
+  EXPECT_FALSE(col.as_array().is_contiguous());
+  EXPECT_TRUE(array_eq(Value(col.as_array().contiguous()), DType::float64, {3}, {2, 6, 10}));
+  EXPECT_TRUE(array_eq(Value(rev.as_array().contiguous()), DType::float64, {3, 2}, {9, 11, 5, 7, 1, 3}));
+  // A write into x is seen through the views; a write through a view lands in x.
+  set(x, 100.0, {int64_t{1}, int64_t{2}});
+  EXPECT_EQ(col.as_array().get_double(1), 100.0);
+  EXPECT_EQ(row.as_array().get_double(2), 100.0);
+  set(col, -1.0, {int64_t{0}});
+  EXPECT_EQ(x.data<double>()[2], -1.0);
+  // A single element is a value of its own; advanced indexing copies.
+  Value one = get(x, {int64_t{0}, int64_t{0}});
+  Value fancy = get(x, {ints({0, 2})});
+  EXPECT_FALSE(one.as_array().shares_storage(x));
+  EXPECT_FALSE(fancy.as_array().shares_storage(x));
+  // Other primitives see views packed into contiguous arrays.
+  EXPECT_TRUE(array_eq(call_primitive("add", std::vector<Value>{col, 1.0}), DType::float64, {3},
+                       {0, 101, 11}));
 }
 
 TEST(IndexingTake, TakeAndTakeAlongAxis) {

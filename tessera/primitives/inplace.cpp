@@ -1,0 +1,176 @@
+// The in-place family: primitives that write into an existing array's
+// buffer, as NumPy's augmented assignment (x += y), np.copyto and
+// ndarray.fill do. Every array sharing the buffer (views, the caller's NumPy
+// array) sees the write. They are marked `writes`, so the execution tree
+// orders them after the reads before them (docs/runtime.md, "Views and
+// writes"). Indexed writes (x[i] = v) are setitem, in indexing.cpp.
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/shape.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+namespace {
+
+// NumPy's casting='same_kind': within a kind (bool < integer < float) or to
+// a higher kind.
+bool can_cast_same_kind(DType from, DType to) {
+  auto kind = [](DType d) { return d == DType::bool_ ? 0 : is_integer(d) ? 1 : 2; };
+  return kind(from) <= kind(to);
+}
+
+// The operators augmented assignment maps to (Python's x OP= y).
+const PrimitiveSpec& binary_primitive(const std::string& name, const char* op) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, const PrimitiveSpec*> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(name);
+  if (it != cache.end()) return *it->second;
+  static const char* const allowed[] = {"add",    "subtract",    "multiply",    "divide",
+                                        "floor_divide", "mod",  "power",       "matmul",
+                                        "bitwise_and",  "bitwise_or", "bitwise_xor",
+                                        "left_shift",   "right_shift", "logical_and",
+                                        "logical_or",   "logical_xor"};
+  bool ok = false;
+  for (const char* a : allowed) ok = ok || name == a;
+  const PrimitiveSpec* spec = ok ? find_primitive(name) : nullptr;
+  if (!spec) {
+    throw std::invalid_argument(
+        error_message("[", op, "] unknown operator '", name,
+                      "' (expected add, subtract, multiply, divide, floor_divide, mod, power, "
+                      "matmul, bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift)"));
+  }
+  cache.emplace(name, spec);
+  return *spec;
+}
+
+// Writes `value` into all of `x` as NumPy's in-place operations do: the
+// result must have x's shape and cast to x's dtype under `casting`.
+void write_result(Array& x, const Array& value, const std::string& what, const char* casting,
+                  const char* op) {
+  if (!x.writable()) {
+    throw std::invalid_argument(error_message("[", op, "] output array is read-only"));
+  }
+  if (std::string(casting) == "same_kind" && !can_cast_same_kind(value.dtype(), x.dtype())) {
+    throw TypeError(error_message("[", op, "] cannot cast ", what, " output from dtype('",
+                                  dtype_name(value.dtype()), "') to dtype('", dtype_name(x.dtype()),
+                                  "') with casting rule 'same_kind'"));
+  }
+  Shape common;
+  if (!kernels::broadcast_shape_pair(value.shape(), x.shape(), common) || common != x.shape()) {
+    throw std::invalid_argument(error_message("[", op, "] non-broadcastable output operand with shape ",
+                                              shape_str(x.shape()),
+                                              " doesn't match the broadcast shape ",
+                                              shape_str(common.empty() ? value.shape() : common)));
+  }
+  x.assign(value);
+}
+
+// x OP= y: in place into x when x is an array (the result x itself);
+// otherwise (numbers, lists, strings) x OP y, as Python rebinds them.
+Value augassign(Args& a) {
+  const std::string& name = a.string(2);
+  const PrimitiveSpec& spec = binary_primitive(name, a.op());
+  std::vector<Value> operands{a[0], a[1]};
+  Args inner(spec, std::move(operands));
+  Value r = run_primitive(spec, inner);
+  if (!a[0].is_array()) return r;
+  Array x = a[0].as_array();
+  Array value = to_array(r, a.op(), "result");
+  write_result(x, value, "ufunc '" + name + "'", "same_kind", a.op());
+  return x;
+}
+
+Value copyto(Args& a) {
+  if (!a[0].is_array()) a.type_error(0, "an array");
+  Array dst = a[0].as_array();
+  if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
+  const std::string& casting = a.string(2);
+  if (casting != "same_kind" && casting != "unsafe" && casting != "safe" && casting != "no" &&
+      casting != "equiv") {
+    a.value_error(2, "must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe', got '" +
+                         casting + "'");
+  }
+  Array src = a.array(1);
+  if ((casting == "no" || casting == "equiv") && src.dtype() != dst.dtype()) {
+    throw TypeError(error_message("[", a.op(), "] cannot cast array data from dtype('",
+                                  dtype_name(src.dtype()), "') to dtype('", dtype_name(dst.dtype()),
+                                  "') according to the rule '", casting, "'"));
+  }
+  if (casting == "safe" && promote(src.dtype(), dst.dtype()) != dst.dtype()) {
+    throw TypeError(error_message("[", a.op(), "] cannot cast array data from dtype('",
+                                  dtype_name(src.dtype()), "') to dtype('", dtype_name(dst.dtype()),
+                                  "') according to the rule 'safe'"));
+  }
+  if (a.is_nil(3) || (a[3].is_bool() && a[3].as_bool())) {
+    write_result(dst, src, "array data", casting == "same_kind" ? "same_kind" : "unsafe", a.op());
+    return dst;
+  }
+  // where=mask: only the elements where the mask is true are written.
+  Array mask = a.array(3);
+  if (mask.dtype() != DType::bool_) a.type_error(3, "a bool or a boolean array");
+  Shape common;
+  if (!kernels::broadcast_shape_pair(mask.shape(), dst.shape(), common) || common != dst.shape() ||
+      !kernels::broadcast_shape_pair(src.shape(), dst.shape(), common) || common != dst.shape()) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] could not broadcast where mask from shape ", shape_str(mask.shape()),
+        " and src from shape ", shape_str(src.shape()), " into shape ", shape_str(dst.shape())));
+  }
+  if (!dst.writable()) {
+    throw std::invalid_argument(error_message("[", a.op(), "] output array is read-only"));
+  }
+  if (casting == "same_kind" && !can_cast_same_kind(src.dtype(), dst.dtype())) {
+    throw TypeError(error_message("[", a.op(), "] cannot cast array data from dtype('",
+                                  dtype_name(src.dtype()), "') to dtype('", dtype_name(dst.dtype()),
+                                  "') according to the rule 'same_kind'"));
+  }
+  // Both broadcast to dst's shape, packed in C order, then merged.
+  Array s = kernels::gather_view(src.astype(dst.dtype()),
+                                 kernels::broadcast_layout(src.astype(dst.dtype()), dst.shape()));
+  Array m = kernels::gather_view(mask, kernels::broadcast_layout(mask, dst.shape()));
+  Array merged = dst.copy();
+  dispatch(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = merged.data<T>();
+    const T* in = s.data<T>();
+    const bool* w = m.data<bool>();
+    for (int64_t i = 0; i < merged.size(); ++i) {
+      if (w[i]) out[i] = in[i];
+    }
+  });
+  dst.assign(merged);
+  return dst;
+}
+
+const bool registered = register_primitives({
+    {.name = "augassign", .family = "inplace",
+     .params = {{"x"}, {"y"}, {"op"}},
+     .help = "Python's augmented assignment x OP= y (op: 'add', 'subtract', 'multiply', "
+             "'divide', 'floor_divide', 'mod', 'power', 'matmul', 'bitwise_and', 'bitwise_or', "
+             "'bitwise_xor', 'left_shift', 'right_shift'). For an array x, the result is "
+             "written into x's buffer (every view of x sees it) and x is returned; it must "
+             "keep x's shape and cast to x's dtype under casting='same_kind' (int += float is "
+             "a TypeError), as in NumPy. For anything else (numbers, lists, strings) it is "
+             "x OP y.",
+     .eval = augassign,
+     .ns_per_element = 1.0,
+     .views = true,
+     .writes = true},
+    {.name = "copyto", .family = "inplace",
+     .params = {{"dst"}, {"src"}, opt("casting", "same_kind"), opt("where", true)},
+     .help = "Copies src (broadcast) into the array dst, where the boolean mask `where` is "
+             "true, casting under `casting` ('no', 'equiv', 'safe', 'same_kind', 'unsafe'), "
+             "like numpy.copyto; gives dst.",
+     .eval = copyto,
+     .ns_per_element = 1.0,
+     .views = true,
+     .writes = true},
+});
+
+}  // namespace
+
+}  // namespace tessera
