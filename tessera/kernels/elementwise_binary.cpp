@@ -75,6 +75,21 @@ void binary_typed(BinaryOp op, const Broadcast<2>& L, const Array& a, const Arra
       if constexpr (is_float) return run([](T x, T y) { return float_mod(x, y); });
       break;
     case BinaryOp::power:
+      // A scalar exponent of 2, 3, 0.5, 1 or -1 (x ** 2 is the common one)
+      // is computed without the general pow, as NumPy's fast paths do.
+      if (b.size() == 1) {
+        const T e = b.data<T>()[0];
+        if constexpr (is_int) {
+          if (e == 2) return run([](T x, T) { return wrap_mul(x, x); });
+        }
+        if constexpr (is_float) {
+          if (e == T(2)) return run([](T x, T) { return x * x; });
+          if (e == T(3)) return run([](T x, T) { return x * x * x; });
+          if (e == T(0.5)) return run([](T x, T) { return std::sqrt(x); });
+          if (e == T(1)) return run([](T x, T) { return x; });
+          if (e == T(-1)) return run([](T x, T) { return T(1) / x; });
+        }
+      }
       if constexpr (is_int) return run([&](T x, T y) { return int_power(x, y, opname); });
       if constexpr (is_float) return run([](T x, T y) { return std::pow(x, y); });
       break;

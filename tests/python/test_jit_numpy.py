@@ -353,3 +353,17 @@ def test_random_shapes_dtypes_and_ranges():
     assert sorted(p.tolist()) == list(range(1000))
     again = draws(1000)
     np.testing.assert_array_equal(again[0], u)  # seeded: reproducible
+
+
+@pytest.mark.parametrize("expo", ["2", "3", "0.5", "1", "-1", "2.0", "1.5"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_power_by_a_scalar_matches_numpy_on_special_values(expo, dtype):
+    # x ** 2, ** 0.5, ** -1 ... take fast paths (x * x, sqrt, reciprocal), as
+    # NumPy's do: signed zeros, infinities and NaNs must come out the same.
+    x = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, -4.0, 2.5, 1e200], dtype=dtype)
+    with np.errstate(all="ignore"):
+        check(numpy_fn(f"x ** {expo}"), x)
+
+
+def test_integer_square_wraps_like_numpy():
+    check(numpy_fn("x ** 2"), np.array([3, -7, 2**32 + 1, 2**62], dtype=np.int64))
