@@ -505,19 +505,22 @@ _BINOP_PRIMS = {
     ast.BitOr: "logical_or",
     ast.BitXor: "logical_xor",
 }
-# Augmented assignment x OP= y: the `augassign` primitive writes into an
-# array x (NumPy's in-place operators) and is x OP y for anything else.
+# Augmented assignment x OP= y: the in-place primitive (iadd, ...) writes
+# into an array x (NumPy's in-place operators) and is x OP y for anything else.
 _AUG_PRIMS = {
-    ast.Add: "add",
-    ast.Sub: "subtract",
-    ast.Mult: "multiply",
-    ast.Div: "divide",
-    ast.Mod: "mod",
-    ast.Pow: "power",
-    ast.MatMult: "matmul",
-    ast.FloorDiv: "floor_divide",
-    ast.LShift: "left_shift",
-    ast.RShift: "right_shift",
+    ast.Add: "iadd",
+    ast.Sub: "isub",
+    ast.Mult: "imul",
+    ast.Div: "itruediv",
+    ast.Mod: "imod",
+    ast.Pow: "ipow",
+    ast.MatMult: "imatmul",
+    ast.FloorDiv: "ifloordiv",
+    ast.BitAnd: "iand",
+    ast.BitOr: "ior",
+    ast.BitXor: "ixor",
+    ast.LShift: "ilshift",
+    ast.RShift: "irshift",
 }
 _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
@@ -846,13 +849,9 @@ class FunctionTranslator(CallsMixin):
         self.unsupported("assignment into this kind of subscript", target)
 
     def augop(self, op, a: str, b: str, node) -> str:
-        if type(op) is ast.BitAnd or type(op) is ast.BitOr or type(op) is ast.BitXor:
-            name = _BINOP_PRIMS[type(op)]
-        elif type(op) in _AUG_PRIMS:
-            name = _AUG_PRIMS[type(op)]
-        else:
+        if type(op) not in _AUG_PRIMS:
             self.unsupported(f"the operator {type(op).__name__}", node)
-        return f'augassign({a}, {b}, "{name}")'
+        return f"{_AUG_PRIMS[type(op)]}({a}, {b})"
 
     def aug_assign(self, node: ast.AugAssign) -> list:
         t = node.target

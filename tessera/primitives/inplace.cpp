@@ -4,12 +4,12 @@
 // array) sees the write. They are marked `writes`, so the execution tree
 // orders them after the reads before them (docs/runtime.md, "Views and
 // writes"). Indexed writes (x[i] = v) are setitem, in indexing.cpp.
-#include <mutex>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/shape.hpp"
+#include "tessera/primitives/elementwise_ops.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -23,28 +23,14 @@ bool can_cast_same_kind(DType from, DType to) {
   return kind(from) <= kind(to);
 }
 
-// The operators augmented assignment maps to (Python's x OP= y).
-const PrimitiveSpec& binary_primitive(const std::string& name, const char* op) {
-  static std::mutex mutex;
-  static std::unordered_map<std::string, const PrimitiveSpec*> cache;
-  std::lock_guard lock(mutex);
-  auto it = cache.find(name);
-  if (it != cache.end()) return *it->second;
-  static const char* const allowed[] = {"add",    "subtract",    "multiply",    "divide",
-                                        "floor_divide", "mod",  "power",       "matmul",
-                                        "bitwise_and",  "bitwise_or", "bitwise_xor",
-                                        "left_shift",   "right_shift", "logical_and",
-                                        "logical_or",   "logical_xor"};
-  bool ok = false;
-  for (const char* a : allowed) ok = ok || name == a;
-  const PrimitiveSpec* spec = ok ? find_primitive(name) : nullptr;
+// The binary primitive an in-place operator applies ("add" for iadd);
+// looked up once (the registry is complete before any program runs).
+const PrimitiveSpec& binary_primitive(const char* name, const char* fallback) {
+  const PrimitiveSpec* spec = find_primitive(name);
+  if (!spec && fallback) spec = find_primitive(fallback);
   if (!spec) {
-    throw std::invalid_argument(
-        error_message("[", op, "] unknown operator '", name,
-                      "' (expected add, subtract, multiply, divide, floor_divide, mod, power, "
-                      "matmul, bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift)"));
+    throw std::logic_error(error_message("[", name, "] internal error: no such primitive"));
   }
-  cache.emplace(name, spec);
   return *spec;
 }
 
@@ -72,17 +58,64 @@ void write_result(Array& x, const Array& value, const std::string& what, const c
 
 // x OP= y: in place into x when x is an array (the result x itself);
 // otherwise (numbers, lists, strings) x OP y, as Python rebinds them.
-Value augassign(Args& a) {
-  const std::string& name = a.string(2);
-  const PrimitiveSpec& spec = binary_primitive(name, a.op());
+Value augmented(Args& a, const PrimitiveSpec& base) {
   std::vector<Value> operands{a[0], a[1]};
-  Args inner(spec, std::move(operands));
-  Value r = run_primitive(spec, inner);
+  Args inner(base, std::move(operands));
+  Value r = run_primitive(base, inner);
   if (!a[0].is_array()) return r;
   Array x = a[0].as_array();
   Array value = to_array(r, a.op(), "result");
-  write_result(x, value, "ufunc '" + name + "'", "same_kind", a.op());
+  write_result(x, value, "ufunc '" + base.name + "'", "same_kind", a.op());
   return x;
+}
+
+struct InPlaceOp {
+  const char* name;      // the operator module's name (iadd)
+  const char* symbol;    // Python's operator (+)
+  const char* base;      // the primitive it applies
+  const char* fallback;  // used when `base` is not registered
+  // The scalar path of the base operator, for two numbers (a loop's
+  // `s += x`), computed by the execution tree without binding arguments.
+  ScalarBinary scalar;
+};
+
+const InPlaceOp kInPlaceOps[] = {
+    {"iadd", "+", "add", nullptr, scalar_binary_of(BinaryOp::add)},
+    {"isub", "-", "subtract", nullptr, scalar_binary_of(BinaryOp::subtract)},
+    {"imul", "*", "multiply", nullptr, scalar_binary_of(BinaryOp::multiply)},
+    {"itruediv", "/", "divide", nullptr, scalar_binary_of(BinaryOp::divide)},
+    {"ifloordiv", "//", "floor_divide", nullptr, scalar_binary_of(BinaryOp::floor_divide)},
+    {"imod", "%", "mod", nullptr, scalar_binary_of(BinaryOp::mod)},
+    {"ipow", "**", "power", nullptr, scalar_binary_of(BinaryOp::power)},
+    {"imatmul", "@", "matmul", nullptr, nullptr},
+    {"iand", "&", "bitwise_and", "logical_and", nullptr},
+    {"ior", "|", "bitwise_or", "logical_or", nullptr},
+    {"ixor", "^", "bitwise_xor", "logical_xor", nullptr},
+    {"ilshift", "<<", "left_shift", nullptr, nullptr},
+    {"irshift", ">>", "right_shift", nullptr, nullptr},
+};
+
+std::vector<PrimitiveSpec> in_place_specs() {
+  std::vector<PrimitiveSpec> specs;
+  for (const InPlaceOp& op : kInPlaceOps) {
+    const std::string sym = op.symbol;
+    specs.push_back(PrimitiveSpec{
+        .name = op.name,
+        .family = "inplace",
+        .params = {{"x"}, {"y"}},
+        .help = "Python's x " + sym + "= y (the " + op.base +
+                " primitive): for an array x the result is written into x's buffer (every "
+                "view of x and the caller's array see it) and x is given; it must keep x's "
+                "shape and cast to x's dtype under casting='same_kind' (an int array and a "
+                "float give a TypeError), as in NumPy. For numbers, lists and strings it is "
+                "x " + sym + " y.",
+        .eval = [op](Args& a) -> Value { return augmented(a, binary_primitive(op.base, op.fallback)); },
+        .ns_per_element = 1.0,
+        .scalar_binary = op.scalar,
+        .views = true,
+        .writes = true});
+  }
+  return specs;
 }
 
 Value copyto(Args& a) {
@@ -146,20 +179,9 @@ Value copyto(Args& a) {
   return dst;
 }
 
+const bool registered_ops = register_primitives(in_place_specs());
+
 const bool registered = register_primitives({
-    {.name = "augassign", .family = "inplace",
-     .params = {{"x"}, {"y"}, {"op"}},
-     .help = "Python's augmented assignment x OP= y (op: 'add', 'subtract', 'multiply', "
-             "'divide', 'floor_divide', 'mod', 'power', 'matmul', 'bitwise_and', 'bitwise_or', "
-             "'bitwise_xor', 'left_shift', 'right_shift'). For an array x, the result is "
-             "written into x's buffer (every view of x sees it) and x is returned; it must "
-             "keep x's shape and cast to x's dtype under casting='same_kind' (int += float is "
-             "a TypeError), as in NumPy. For anything else (numbers, lists, strings) it is "
-             "x OP y.",
-     .eval = augassign,
-     .ns_per_element = 1.0,
-     .views = true,
-     .writes = true},
     {.name = "copyto", .family = "inplace",
      .params = {{"dst"}, {"src"}, opt("casting", "same_kind"), opt("where", true)},
      .help = "Copies src (broadcast) into the array dst, where the boolean mask `where` is "

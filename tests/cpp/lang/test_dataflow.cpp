@@ -380,7 +380,7 @@ TEST_F(Dataflow, AWriteWaitsForAPendingDefineThatReadsTheArray) {
 TEST_F(Dataflow, AWriteThroughAViewWaitsToo) {
   Value v = result_after_gate(
       "block(define(x, zeros(4)), define(s, sum(test_gate(x, 31))), define(v, getitem(x, slice(1, 3))),\n"
-      "  augassign(v, 1.0, \"add\"), s * 100 + sum(x))",
+      "  iadd(v, 1.0), s * 100 + sum(x))",
       31);
   EXPECT_DOUBLE_EQ(v.as_array().item(), 2.0);
 }
