@@ -151,6 +151,8 @@ class Array {
   // True when the two arrays may have elements in common (same storage and
   // overlapping extents).
   bool may_overlap(const Array& other) const;
+  // True when the buffer belongs to someone else (a wrapped NumPy array).
+  bool foreign() const { return !storage_->owned(); }
   // How many Arrays (views included) share this buffer.
   long use_count() const { return storage_.use_count(); }
 

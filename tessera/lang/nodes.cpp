@@ -465,6 +465,62 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
   }
 }
 
+namespace {
+
+// For the scalar path of a binary primitive: a Python-like scalar as it is,
+// or a 0-d float64 or int64 array (NumPy's strong scalars: an element x[i],
+// a reduction's result) as the number it holds, noting that it was strong.
+bool as_scalar_operand(const Value& v, Value& out, bool& strong) {
+  if (v.is_scalar()) {
+    out = v;
+    return true;
+  }
+  if (!v.is_array()) return false;
+  const Array& a = v.as_array();
+  if (a.ndim() != 0) return false;
+  if (a.dtype() == DType::float64) {
+    out = Value(a.origin<double>()[0]);
+  } else if (a.dtype() == DType::int64) {
+    out = Value(a.origin<int64_t>()[0]);
+  } else {
+    return false;
+  }
+  strong = true;
+  return true;
+}
+
+// The scalar path's result when an operand was strong: a 0-d array of the
+// dtype NumPy gives (float64 or int64 with a weak or strong int/float,
+// bool for comparisons).
+Value strong_result(Value r) {
+  if (r.is_float()) return Array::scalar(r.as_float());
+  if (r.is_int()) return Array::scalar_int(r.as_int());
+  if (r.is_bool()) return Array::scalar_bool(r.as_bool());
+  return r;
+}
+
+// The scalar path of `spec` on two operands, into `out`; false when they
+// are not both scalars (or strong 0-d scalars). Errors propagate.
+bool scalar_path(const PrimitiveSpec& spec, const Value& x0, const Value& y0, Value& out) {
+  Value x, y;
+  bool strong = false;
+  if (!as_scalar_operand(x0, x, strong) || !as_scalar_operand(y0, y, strong)) return false;
+  if (!strong) {
+    out = spec.scalar_binary(spec, x, y);
+    return true;
+  }
+  // Strong int64 operands wrap on overflow, as NumPy's do, where the scalar
+  // path raises: any error is left to the general path.
+  try {
+    out = strong_result(spec.scalar_binary(spec, x, y));
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
   // Two scalars (a loop counter's `i < n`, `i + 1`) from nodes that have
   // them at once: computed here, with no future, argument binding, timing
@@ -473,9 +529,8 @@ bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
   if (!spec_->scalar_binary || operands_.size() != 2 || trace::on()) return false;
   Value x, y;
   if (!operands_[0]->eval_now(frame, x) || !operands_[1]->eval_now(frame, y)) return false;
-  if (!x.is_scalar() || !y.is_scalar()) return false;
   try {
-    out = spec_->scalar_binary(*spec_, x, y);
+    if (!scalar_path(*spec_, x, y, out)) return false;
   } catch (...) {
     return false;
   }
@@ -492,12 +547,15 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
     // operands already started.
     Future<Value> x = out_of_sequence_if(early_operand_may_settle_, [&] { return operands_[0]->eval(frame); });
     Future<Value> y = operands_[1]->eval(frame);
-    if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && x.get().is_scalar() && y.get().is_scalar() &&
-        !trace::on()) {
-      counters().evaluations.fetch_add(1, std::memory_order_relaxed);
+    if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && !trace::on()) {
+      Value r;
       try {
-        return Future<Value>::ready(spec_->scalar_binary(*spec_, x.get(), y.get()));
+        if (scalar_path(*spec_, x.get(), y.get(), r)) {
+          counters().evaluations.fetch_add(1, std::memory_order_relaxed);
+          return Future<Value>::ready(std::move(r));
+        }
       } catch (...) {
+        counters().evaluations.fetch_add(1, std::memory_order_relaxed);
         return fail_at(loc(), std::current_exception());
       }
     }

@@ -6,6 +6,7 @@
 // indexing follow NumPy, including where the broadcast advanced dimensions
 // go: in place when the advanced indices are adjacent, first otherwise.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "tessera/core/error.hpp"
@@ -305,10 +306,32 @@ Value list_getitem(const List& l, const List& idx, const char* op) {
   return out;
 }
 
+// The offset (in elements, from x's origin) of the element that one int
+// per axis selects; false when `idx` is anything else. Errors as select's.
+bool element_offset(const Array& x, const List& idx, const char* op, int64_t& offset) {
+  if (static_cast<int>(idx.size()) != x.ndim() || idx.empty()) return false;
+  for (const Value& v : idx) {
+    if (!v.is_int()) return false;
+  }
+  const std::vector<int64_t> strides = x.strides();
+  offset = 0;
+  for (int d = 0; d < x.ndim(); ++d) {
+    offset += normalize_index(idx[d].as_int(), x.dim(d), d, op) * strides[d];
+  }
+  return true;
+}
+
 Value getitem(Args& a) {
   const List& idx = a.list(1);
   if (a[0].is_list()) return list_getitem(a[0].as_list(), idx, a.op());
   Array x = a.view(0);
+  int64_t offset;
+  if (element_offset(x, idx, a.op(), offset)) {  // x[i, j]: the loops' common case
+    Array one(x.dtype(), {});
+    const size_t es = dtype_size(x.dtype());
+    std::memcpy(one.raw(), static_cast<const char*>(x.origin_raw()) + offset * static_cast<int64_t>(es), es);
+    return one;
+  }
   Selection sel = select(x, idx, a.op());
   // Basic indexing gives a view of x, as in NumPy; a single element (every
   // axis indexed by an int) is a value of its own, as NumPy's scalars are.
@@ -372,11 +395,26 @@ Value setitem(Args& a) {
     a.type_error(0, "an array or a list");
   }
   Array x = a[0].as_array();
-  Selection sel = select(x, idx, a.op());
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
   if (!x.writable()) {
     throw std::invalid_argument(error_message("[", a.op(), "] assignment destination is read-only"));
   }
+  int64_t offset;
+  if ((a[1].is_scalar() || (a[1].is_array() && a[1].as_array().size() == 1 &&
+                            a[1].as_array().ndim() == 0)) &&
+      element_offset(x, idx, a.op(), offset)) {
+    // x[i, j] = v: one element, cast as NumPy's assignment casts.
+    Array v = a.array(1);
+    dispatch(x.dtype(), [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      dispatch(v.dtype(), [&](auto from_tag) {
+        using From = typename decltype(from_tag)::type;
+        x.origin<To>()[offset] = element_cast<To>(v.origin<From>()[0]);
+      });
+    });
+    return x;
+  }
+  Selection sel = select(x, idx, a.op());
   Array v = a.view(1);
   // NumPy lets the value carry extra leading extents of 1.
   while (v.ndim() > static_cast<int>(sel.shape.size()) && v.dim(0) == 1) {

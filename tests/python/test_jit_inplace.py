@@ -218,3 +218,28 @@ def test_writes_into_converted_arguments_reach_the_caller(dtype):
     tessera.jit(numpy_body("x[1:3] = 5\nreturn 0", "x"))(x)
     np.testing.assert_array_equal(x, expected)
     assert x.dtype == dtype
+
+
+# ------------------------------------------------------------ elements are NumPy scalars
+
+SCALARS = [
+    # an element or a reduction is an immutable scalar: += rebinds it
+    "a = x[0]\nb = a\na += 1\nreturn a, b",
+    "s = x.sum()\nt = s\ns *= 2\nreturn s, t",
+    # elements keep NumPy's strong dtypes in scalar arithmetic
+    "return x[0] * 0.5, x[1] + 2, x[0] < x[1], x[2] / 2, x[0] + y, x[1] * y[0]",
+    "acc = 0.0\nfor i in range(x.shape[0]):\n    acc += x[i] * x[i]\nreturn acc",
+    "k = 0\nfor i in range(x.shape[0]):\n    if x[i] > 0:\n        k += 1\nreturn k",
+]
+
+
+@pytest.mark.parametrize("body", SCALARS)
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_elements_behave_as_numpy_scalars(body, dtype):
+    check(numpy_body(body, "x, y"), arr(5, dtype=dtype, seed=6), arr(5, dtype=np.float32, seed=7))
+
+
+def test_int64_elements_wrap_on_overflow_like_numpy():
+    x = np.array([2**62, 3, -(2**63)], dtype=np.int64)
+    with np.errstate(over="ignore"):
+        check(numpy_body("return x[0] * x[1], x[2] - x[1], x[0] + x[0]", "x"), x)
