@@ -531,8 +531,8 @@ std::string format_float(double v, const FloatFormat& f) {
 
 std::string format_element(const Array& a, int64_t i, const FloatFormat& ff) {
   switch (a.dtype()) {
-    case DType::bool_: return a.data<bool>()[i] ? "True" : "False";
-    case DType::int64: return std::to_string(a.data<int64_t>()[i]);
+    case DType::bool_: return a.get_bool(i) ? "True" : "False";
+    case DType::int64: return std::to_string(a.get_int(i));
     default: return format_float(a.get_double(i), ff);
   }
 }

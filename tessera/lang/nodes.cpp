@@ -215,6 +215,42 @@ bool may_write(const Node* n) {
   return false;
 }
 
+// The operands of a call in a program that writes: operand i > 0 is marked
+// when it may write (a writing primitive or a call), so that it starts only
+// once the operands before it are done: Python reads them first (in
+// `g(x.sum(), h(x))` the sum must not see h's write). Empty when none is.
+std::vector<bool> ordered_operands(const std::vector<NodePtr>& operands) {
+  std::vector<bool> ordered(operands.size(), false);
+  bool any = false;
+  if (!program_writes()) return {};
+  for (size_t i = 1; i < operands.size(); ++i) {
+    ordered[i] = may_write(operands[i].get());
+    any = any || ordered[i];
+  }
+  if (!any) ordered.clear();
+  return ordered;
+}
+
+// eval_all, except that a node marked in `ordered` starts only once every
+// node before it is done (waited for in place in sequence, else by a
+// continuation that goes on from it).
+Future<std::vector<Value>> eval_all_ordered(const std::vector<NodePtr>* nodes, const std::vector<bool>* ordered,
+                                            const FramePtr& frame, size_t i,
+                                            std::shared_ptr<std::vector<Future<Value>>> fs) {
+  for (; i < nodes->size(); ++i) {
+    if ((*ordered)[i]) {
+      for (const auto& f : *fs) {
+        if (f.is_ready() || settle_here(f)) continue;
+        return f.chain([nodes, ordered, frame, i, fs](const Future<Value>&) {
+          return eval_all_ordered(nodes, ordered, frame, i, fs);
+        });
+      }
+    }
+    fs->push_back(out_of_sequence_if(i + 1 < nodes->size(), [&] { return (*nodes)[i]->eval(frame); }));
+  }
+  return when_all(std::move(*fs));
+}
+
 // The variables of the frame they run in that `nodes`, evaluated late,
 // read: none to note if they have effects, assign variables or call
 // functions, since then the statement around them is not deferred (the
@@ -337,6 +373,7 @@ PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
   for (size_t i = 0; i + 1 < operands_.size(); ++i) {
     early_operand_may_settle_ = early_operand_may_settle_ || may_settle(operands_[i].get());
   }
+  ordered_ = ordered_operands(operands_);
   variadic_.resize(operands_.size(), false);
   if (spec_->variadic) {
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -539,6 +576,10 @@ bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
 }
 
 Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
+  if (!ordered_.empty()) {
+    return eval_all_ordered(&operands_, &ordered_, frame, 0, std::make_shared<std::vector<Future<Value>>>())
+        .then([this](const std::vector<Value>& vals) { return finish(vals); });
+  }
   if (spec_->scalar_binary && operands_.size() == 2) {
     Value now;
     if (eval_now(frame, now)) return Future<Value>::ready(std::move(now));
@@ -617,10 +658,25 @@ std::vector<const Node*> CallNode::children() const {
   return out;
 }
 
-Future<Value> CallNode::eval(const FramePtr& frame) const {
+CallNode::CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names)
+    : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)), names_(std::move(names)),
+      positional_(std::all_of(names_.begin(), names_.end(), [](const std::string& n) { return n.empty(); })) {
   std::vector<NodePtr> all{callee_};
   all.insert(all.end(), args_.begin(), args_.end());
-  return eval_all(all, frame).then([this](const std::vector<Value>& vals) -> Future<Value> {
+  ordered_ = ordered_operands(all);
+  if (!ordered_.empty()) all_ = std::move(all);
+}
+
+Future<Value> CallNode::eval(const FramePtr& frame) const {
+  Future<std::vector<Value>> operands;
+  if (!ordered_.empty()) {
+    operands = eval_all_ordered(&all_, &ordered_, frame, 0, std::make_shared<std::vector<Future<Value>>>());
+  } else {
+    std::vector<NodePtr> all{callee_};
+    all.insert(all.end(), args_.begin(), args_.end());
+    operands = eval_all(all, frame);
+  }
+  return operands.then([this](const std::vector<Value>& vals) -> Future<Value> {
     if (positional_) return invoke(vals[0], std::vector<Value>(vals.begin() + 1, vals.end()), loc());
     std::vector<CallArg> args;
     args.reserve(args_.size());
@@ -1017,15 +1073,13 @@ std::vector<Value> iteration_items(const Value& it, const SourceLoc& loc) {
     if (a.ndim() == 0) {
       throw TypeError(error_message("[for_each] cannot iterate over a 0-d array"));
     }
+    // The rows are views of the array, as NumPy's iteration gives them (a
+    // write into one is a write into the array).
     Shape row_shape(a.shape().begin() + 1, a.shape().end());
-    int64_t row = a.dim(0) ? a.size() / a.dim(0) : 0;
+    const std::vector<int64_t> strides = a.strides();
+    const std::vector<int64_t> row_strides(strides.begin() + 1, strides.end());
     for (int64_t i = 0; i < a.dim(0); ++i) {
-      Array r(a.dtype(), row_shape);
-      size_t bytes = static_cast<size_t>(row) * dtype_size(a.dtype());
-      if (bytes) {
-        std::memcpy(r.raw(), static_cast<const char*>(a.raw()) + i * bytes, bytes);
-      }
-      items.emplace_back(std::move(r));
+      items.emplace_back(Array::view(a, row_shape, row_strides, a.offset() + i * strides[0]));
     }
     return items;
   }

@@ -121,6 +121,10 @@ class PrimitiveCallNode : public Node {
   bool early_operand_may_settle_ = false;
   std::vector<int> slots_;
   std::vector<bool> variadic_;
+  // In a program that writes: per operand, whether it starts only after
+  // the ones before it (it may write; nodes.cpp, ordered_operands); empty
+  // when none does.
+  std::vector<bool> ordered_;
   // loc().str() (with " #k" for the k-th call at that position), made once:
   // asynchronous primitives (collectives) key their matching across
   // localities on it at every call.
@@ -133,10 +137,7 @@ class PrimitiveCallNode : public Node {
 // A call of a function value: f(args) where f is a variable or expression.
 class CallNode : public Node {
  public:
-  CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names)
-      : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)),
-        names_(std::move(names)),
-        positional_(std::all_of(names_.begin(), names_.end(), [](const std::string& n) { return n.empty(); })) {}
+  CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "call " + callee_->label(); }
   std::vector<const Node*> children() const override;
@@ -146,6 +147,10 @@ class CallNode : public Node {
   std::vector<NodePtr> args_;
   std::vector<std::string> names_;
   bool positional_;  // no argument is named
+  // In a program that writes: per operand (the callee first), whether it
+  // starts only after the ones before it (ordered_operands); empty if none.
+  std::vector<bool> ordered_;
+  std::vector<NodePtr> all_;  // callee and arguments, when ordered_ is set
 };
 
 // block(a, b, c): statements in order, value of the last. A statement

@@ -30,7 +30,7 @@ double tolerance(Args& a, size_t i) {
 
 bool all_true(const Value& v) {
   if (!v.is_array()) return v.truthy();
-  const Array& a = v.as_array();
+  const Array a = v.as_array().contiguous();
   const bool* p = a.data<bool>();
   for (int64_t i = 0; i < a.size(); ++i) {
     if (!p[i]) return false;

@@ -384,7 +384,9 @@ std::vector<int64_t> Args::int_list(size_t i) const {
   }
   if (v.is_array() && v.as_array().dtype() == DType::int64 && v.as_array().ndim() <= 1) {
     const Array& a = v.as_array();
-    return std::vector<int64_t>(a.data<int64_t>(), a.data<int64_t>() + a.size());
+    std::vector<int64_t> out(a.size());
+    for (int64_t k = 0; k < a.size(); ++k) out[k] = a.get_int(k);  // a view too
+    return out;
   }
   type_error(i, "an int or a list of ints");
 }

@@ -243,3 +243,8 @@ def test_int64_elements_wrap_on_overflow_like_numpy():
     x = np.array([2**62, 3, -(2**63)], dtype=np.int64)
     with np.errstate(over="ignore"):
         check(numpy_body("return x[0] * x[1], x[2] - x[1], x[0] + x[0]", "x"), x)
+
+
+def test_rows_of_a_for_loop_are_views():
+    check(numpy_body("for row in x:\n    row[0] = row.sum()\nreturn x.sum()", "x"), arr(4, 3, seed=8))
+    check(numpy_body("for i, row in enumerate(x):\n    row += i\nreturn 0", "x"), arr(3, 2, seed=9))

@@ -400,3 +400,18 @@ TEST_F(Dataflow, AWriteInALoopWaitsForADefineBeforeTheLoop) {
       33);
   EXPECT_DOUBLE_EQ(v.as_array().item(), 3.0);
 }
+
+TEST_F(Dataflow, AnOperandThatMayWriteStartsAfterTheOperandsBeforeIt) {
+  // Python reads x.sum() before h(x) writes: the call operand waits for the
+  // pending sum (as a primitive's operand and as a function's argument).
+  Value v = result_after_gate(
+      "block(define(x, zeros(3)), define(h, lambda(a, block(setitem(a, 7.0, 0), 1.0))),\n"
+      "  add(sum(test_gate(x, 35)), h(x)))",
+      35);
+  EXPECT_DOUBLE_EQ(v.as_array().item(), 1.0);
+  Value w = result_after_gate(
+      "block(define(x, zeros(3)), define(h, lambda(a, block(setitem(a, 7.0, 0), 1.0))),\n"
+      "  define(g, lambda(p, q, p + q)), g(sum(test_gate(x, 36)), h(x)))",
+      36);
+  EXPECT_DOUBLE_EQ(w.as_array().item(), 1.0);
+}

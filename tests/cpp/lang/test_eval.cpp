@@ -55,6 +55,17 @@ TEST_P(LangThreads, WhileLoopsAndForEach) {
             4950);
   EXPECT_EQ(run("define(s, 0) for_each(lambda(v, store(s, s + v)), range(5)) s").as_int(), 10);
   EXPECT_EQ(run("define(s, 0) for_each(lambda(v, store(s, s + v)), list(1, 2, 3)) s").as_int(), 6);
+  // The rows of an array are views of it, as NumPy iterates them.
+  Value x = run("define(x, transpose(reshape(arange(6.0), [2, 3])))\n"
+                "for_each(lambda(row, setitem(row, -1.0, 0)), x) x");
+  EXPECT_EQ(x.str(), "[[-1.  3.]\n [-1.  4.]\n [-1.  5.]]");
+}
+
+TEST_P(LangThreads, ViewsArePrintedAndTestedAsTheirElements) {
+  // A program's value may be a strided view: printing walks its strides.
+  EXPECT_EQ(run("transpose(reshape(arange(6), [2, 3]))").str(), "[[0 3]\n [1 4]\n [2 5]]");
+  EXPECT_EQ(run("getitem(reshape(arange(6) > 2, [2, 3]), slice(nil, nil, -1), 2)").str(), "[ True False]");
+  EXPECT_EQ(run("reshape(arange(4), getitem(array([2, 9, 2]), slice(nil, nil, 2)))").str(), "[[0 1]\n [2 3]]");
 }
 
 TEST_P(LangThreads, ListsDictsAndArrays) {
