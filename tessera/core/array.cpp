@@ -233,7 +233,7 @@ Array Array::wrap_strided(DType dtype, Shape shape, std::vector<int64_t> strides
                           int64_t lowest, int64_t highest, bool writable,
                           std::shared_ptr<void> owner) {
   const int64_t es = static_cast<int64_t>(dtype_size(dtype));
-  Array a;
+  Array a{NoStorage{}};
   a.dtype_ = dtype;
   a.shape_ = std::move(shape);
   a.size_ = shape_size(a.shape_);
@@ -251,7 +251,7 @@ Array Array::wrap_strided(DType dtype, Shape shape, std::vector<int64_t> strides
 
 Array Array::view(const Array& base, Shape shape, std::vector<int64_t> strides, int64_t offset,
                   bool readonly) {
-  Array a;
+  Array a{NoStorage{}};
   a.dtype_ = base.dtype_;
   a.shape_ = std::move(shape);
   a.size_ = shape_size(a.shape_);

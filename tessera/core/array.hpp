@@ -181,6 +181,9 @@ class Array {
   std::string repr_short() const;
 
  private:
+  // An array with no storage yet (wrap_strided and view fill it in).
+  struct NoStorage {};
+  explicit Array(NoStorage) {}
   void require_contiguous() const {
     if (!strides_.empty()) contiguity_error();
   }

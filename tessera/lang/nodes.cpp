@@ -541,6 +541,12 @@ Value strong_result(Value r) {
 bool scalar_path(const PrimitiveSpec& spec, const Value& x0, const Value& y0, Value& out) {
   Value x, y;
   bool strong = false;
+  if (spec.writes && x0.is_array()) {
+    // x += y writes into a 0-d view (x[0, ...]) or a 0-d NumPy argument:
+    // only a 0-d value holding its own element (a scalar) is rebound here.
+    const Array& a = x0.as_array();
+    if (a.foreign() || a.storage_bytes() != dtype_size(a.dtype())) return false;
+  }
   if (!as_scalar_operand(x0, x, strong) || !as_scalar_operand(y0, y, strong)) return false;
   if (!strong) {
     out = spec.scalar_binary(spec, x, y);

@@ -6,6 +6,7 @@
 // indexing follow NumPy, including where the broadcast advanced dimensions
 // go: in place when the advanced indices are adjacent, first otherwise.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -328,21 +329,15 @@ Value getitem(Args& a) {
   int64_t offset;
   if (element_offset(x, idx, a.op(), offset)) {  // x[i, j]: the loops' common case
     Array one(x.dtype(), {});
-    const size_t es = dtype_size(x.dtype());
-    std::memcpy(one.raw(), static_cast<const char*>(x.origin_raw()) + offset * static_cast<int64_t>(es), es);
+    const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
+    std::memcpy(one.raw(), static_cast<const char*>(x.origin_raw()) + offset * es, es);
     return one;
   }
   Selection sel = select(x, idx, a.op());
-  // Basic indexing gives a view of x, as in NumPy; a single element (every
-  // axis indexed by an int) is a value of its own, as NumPy's scalars are.
-  if (sel.basic && !(sel.shape.empty() && !idx.empty())) {
-    return Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
-  }
-  if (sel.basic) {
-    Array one(x.dtype(), {});
-    one.assign(Array::view(x, {}, {}, x.offset() + sel.layout.base));
-    return one;
-  }
+  // Basic indexing gives a view of x, as in NumPy (a single element, every
+  // axis indexed by an int, was a value of its own above, as NumPy's
+  // scalars are; x[0, ...] is a 0-d view).
+  if (sel.basic) return Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
   return kernels::gather_offsets(x, sel.layout, sel.shape, &parallel_for);
 }
 
@@ -391,7 +386,9 @@ Value setitem(Args& a) {
   const List& idx = a.list(2);
   if (a[0].is_list()) return list_setitem(a[0].as_list(), a[1], idx, a.op());
   if (!a[0].is_array()) {
-    if (a[0].is_numeric()) a.type_error(0, "an array or a list (a number does not support item assignment)");
+    if (a[0].is_numeric()) {
+      a.type_error(0, "an array or a list (a number does not support item assignment)");
+    }
     a.type_error(0, "an array or a list");
   }
   Array x = a[0].as_array();
@@ -405,6 +402,12 @@ Value setitem(Args& a) {
       element_offset(x, idx, a.op(), offset)) {
     // x[i, j] = v: one element, cast as NumPy's assignment casts.
     Array v = a.array(1);
+    if (!is_floating(x.dtype()) && x.dtype() != DType::bool_ && is_floating(v.dtype()) &&
+        !std::isfinite(v.get_double(0))) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] cannot convert float ", std::isnan(v.get_double(0)) ? "NaN" : "infinity",
+          " to integer"));
+    }
     dispatch(x.dtype(), [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       dispatch(v.dtype(), [&](auto from_tag) {
@@ -424,7 +427,8 @@ Value setitem(Args& a) {
   }
   Shape common;
   if (!kernels::broadcast_shape_pair(v.shape(), sel.shape, common) || common != sel.shape) {
-    throw std::invalid_argument(error_message("[", a.op(), "] could not broadcast input array from shape ",
+    throw std::invalid_argument(error_message("[", a.op(),
+                                              "] could not broadcast input array from shape ",
                                               shape_str(v.shape()), " into shape ",
                                               shape_str(sel.shape)));
   }

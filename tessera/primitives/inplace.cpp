@@ -62,11 +62,13 @@ Value augmented(Args& a, const PrimitiveSpec& base) {
   std::vector<Value> operands{a[0], a[1]};
   Args inner(base, std::move(operands));
   Value r = run_primitive(base, inner);
-  // Numbers, lists and strings are rebound, and so are 0-d results of
-  // tessera's (what NumPy gives as immutable scalars: an element x[i], a
-  // sum); a 0-d NumPy array passed in is written, as NumPy writes it.
-  if (!a[0].is_array() || (a[0].as_array().ndim() == 0 && !a[0].as_array().foreign())) return r;
+  // Numbers, lists and strings are rebound, and so are 0-d results that
+  // hold their own one element (what NumPy gives as immutable scalars: an
+  // element x[i], a sum); a 0-d view (x[0, ...]) or a 0-d NumPy array
+  // passed in is written, as NumPy writes it.
+  if (!a[0].is_array()) return r;
   Array x = a[0].as_array();
+  if (x.ndim() == 0 && !x.foreign() && x.storage_bytes() == dtype_size(x.dtype())) return r;
   Array value = to_array(r, a.op(), "result");
   write_result(x, value, "ufunc '" + base.name + "'", "same_kind", a.op());
   return x;

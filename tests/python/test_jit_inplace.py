@@ -248,3 +248,10 @@ def test_int64_elements_wrap_on_overflow_like_numpy():
 def test_rows_of_a_for_loop_are_views():
     check(numpy_body("for row in x:\n    row[0] = row.sum()\nreturn x.sum()", "x"), arr(4, 3, seed=8))
     check(numpy_body("for i, row in enumerate(x):\n    row += i\nreturn 0", "x"), arr(3, 2, seed=9))
+
+
+def test_zero_d_views_and_nan_into_int():
+    check(numpy_body("v = x[1, ...]\nv += 5\nreturn x", "x"), arr(3, seed=10))
+    check(numpy_body("v = x[...]\nv[...] = 2\nreturn x", "x"), np.array(7.0))
+    with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
+        tessera.jit(numpy_body("x[0] = np.nan\nreturn x", "x"))(np.arange(3))
