@@ -234,9 +234,9 @@ std::vector<bool> ordered_operands(const std::vector<NodePtr>& operands) {
 // eval_all, except that a node marked in `ordered` starts only once every
 // node before it is done (waited for in place in sequence, else by a
 // continuation that goes on from it).
-Future<std::vector<Value>> eval_all_ordered(const std::vector<NodePtr>* nodes, const std::vector<bool>* ordered,
-                                            const FramePtr& frame, size_t i,
-                                            std::shared_ptr<std::vector<Future<Value>>> fs) {
+Future<std::vector<Value>> eval_all_ordered(const std::vector<NodePtr>* nodes,
+                                            const std::vector<bool>* ordered, const FramePtr& frame,
+                                            size_t i, std::shared_ptr<std::vector<Future<Value>>> fs) {
   for (; i < nodes->size(); ++i) {
     if ((*ordered)[i]) {
       for (const auto& f : *fs) {
@@ -246,7 +246,8 @@ Future<std::vector<Value>> eval_all_ordered(const std::vector<NodePtr>* nodes, c
         });
       }
     }
-    fs->push_back(out_of_sequence_if(i + 1 < nodes->size(), [&] { return (*nodes)[i]->eval(frame); }));
+    fs->push_back(
+        out_of_sequence_if(i + 1 < nodes->size(), [&] { return (*nodes)[i]->eval(frame); }));
   }
   return when_all(std::move(*fs));
 }
@@ -583,7 +584,8 @@ bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
 
 Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
   if (!ordered_.empty()) {
-    return eval_all_ordered(&operands_, &ordered_, frame, 0, std::make_shared<std::vector<Future<Value>>>())
+    auto started = std::make_shared<std::vector<Future<Value>>>();
+    return eval_all_ordered(&operands_, &ordered_, frame, 0, started)
         .then([this](const std::vector<Value>& vals) { return finish(vals); });
   }
   if (spec_->scalar_binary && operands_.size() == 2) {
@@ -664,9 +666,12 @@ std::vector<const Node*> CallNode::children() const {
   return out;
 }
 
-CallNode::CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names)
-    : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)), names_(std::move(names)),
-      positional_(std::all_of(names_.begin(), names_.end(), [](const std::string& n) { return n.empty(); })) {
+CallNode::CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args,
+                   std::vector<std::string> names)
+    : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)),
+      names_(std::move(names)),
+      positional_(std::all_of(names_.begin(), names_.end(),
+                              [](const std::string& n) { return n.empty(); })) {
   std::vector<NodePtr> all{callee_};
   all.insert(all.end(), args_.begin(), args_.end());
   ordered_ = ordered_operands(all);
@@ -676,7 +681,8 @@ CallNode::CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std
 Future<Value> CallNode::eval(const FramePtr& frame) const {
   Future<std::vector<Value>> operands;
   if (!ordered_.empty()) {
-    operands = eval_all_ordered(&all_, &ordered_, frame, 0, std::make_shared<std::vector<Future<Value>>>());
+    auto started = std::make_shared<std::vector<Future<Value>>>();
+    operands = eval_all_ordered(&all_, &ordered_, frame, 0, started);
   } else {
     std::vector<NodePtr> all{callee_};
     all.insert(all.end(), args_.begin(), args_.end());

@@ -394,7 +394,8 @@ Value setitem(Args& a) {
   Array x = a[0].as_array();
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
   if (!x.writable()) {
-    throw std::invalid_argument(error_message("[", a.op(), "] assignment destination is read-only"));
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] assignment destination is read-only"));
   }
   int64_t offset;
   if ((a[1].is_scalar() || (a[1].is_array() && a[1].as_array().size() == 1 &&
@@ -442,7 +443,8 @@ Value setitem(Args& a) {
   // indices: the last write wins, as in NumPy).
   Array conv(x.dtype(), v.shape());
   conv.assign(v);
-  Array full = kernels::gather_view(conv, kernels::broadcast_layout(conv, sel.shape), &parallel_for);
+  Array full =
+      kernels::gather_view(conv, kernels::broadcast_layout(conv, sel.shape), &parallel_for);
   kernels::scatter_offsets(full, x, sel.layout);
   return x;
 }

@@ -46,12 +46,13 @@ void write_result(Array& x, const Array& value, const std::string& what, const c
                                   dtype_name(value.dtype()), "') to dtype('", dtype_name(x.dtype()),
                                   "') with casting rule 'same_kind'"));
   }
+  // The value is the broadcast result of x OP y, so it must have x's shape
+  // or broadcast to it.
   Shape common;
   if (!kernels::broadcast_shape_pair(value.shape(), x.shape(), common) || common != x.shape()) {
-    throw std::invalid_argument(error_message("[", op, "] non-broadcastable output operand with shape ",
-                                              shape_str(x.shape()),
-                                              " doesn't match the broadcast shape ",
-                                              shape_str(common.empty() ? value.shape() : common)));
+    throw std::invalid_argument(error_message(
+        "[", op, "] non-broadcastable output operand with shape ", shape_str(x.shape()),
+        " doesn't match the broadcast shape ", shape_str(value.shape())));
   }
   x.assign(value);
 }
@@ -114,7 +115,9 @@ std::vector<PrimitiveSpec> in_place_specs() {
                 "shape and cast to x's dtype under casting='same_kind' (an int array and a "
                 "float give a TypeError), as in NumPy. For numbers, lists and strings it is "
                 "x " + sym + " y.",
-        .eval = [op](Args& a) -> Value { return augmented(a, binary_primitive(op.base, op.fallback)); },
+        .eval = [op](Args& a) -> Value {
+          return augmented(a, binary_primitive(op.base, op.fallback));
+        },
         .ns_per_element = 1.0,
         .scalar_binary = op.scalar,
         .views = true,
