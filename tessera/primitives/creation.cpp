@@ -428,6 +428,34 @@ const bool registered = register_primitives({
      .eval = array_of,
      .ns_per_element = 1.0,
      .grads = {"g", ""}},
+    {.name = "asarray", .family = "creation", .params = {{"object"}, opt("dtype", Value())},
+     .help = "x itself when it is an array of the dtype asked for (nil: any), as numpy.asarray "
+             "gives it (writes through the result reach x); otherwise array(object, dtype).",
+     .eval = [](Args& a) -> Value {
+       if (a[0].is_array() &&
+           (a.is_nil(1) || a.dtype(1, a[0].as_array().dtype()) == a[0].as_array().dtype())) {
+         return a[0];
+       }
+       return array_of(a);
+     },
+     .ns_per_element = 1.0,
+     .grads = {"g", ""},
+     .views = true},
+    {.name = "ascontiguousarray", .family = "creation",
+     .params = {{"object"}, opt("dtype", Value())},
+     .help = "Like asarray, but a strided view comes back as a C-contiguous copy, as "
+             "numpy.ascontiguousarray gives it.",
+     .eval = [](Args& a) -> Value {
+       if (a[0].is_array() && a[0].as_array().is_contiguous() &&
+           (a.is_nil(1) || a.dtype(1, a[0].as_array().dtype()) == a[0].as_array().dtype())) {
+         return a[0];
+       }
+       if (a[0].is_array() && a.is_nil(1)) return a[0].as_array().copy();
+       return array_of(a);
+     },
+     .ns_per_element = 1.0,
+     .grads = {"g", ""},
+     .views = true},
     {.name = "copy", .family = "creation", .params = {{"x"}},
      .help = "A copy of x with its own buffer, like numpy.copy.",
      .eval = [](Args& a) -> Value { return a.array(0).copy(); },

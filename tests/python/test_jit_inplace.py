@@ -255,3 +255,9 @@ def test_zero_d_views_and_nan_into_int():
     check(numpy_body("v = x[...]\nv[...] = 2\nreturn x", "x"), np.array(7.0))
     with pytest.raises(ValueError, match="cannot convert float NaN to integer"):
         tessera.jit(numpy_body("x[0] = np.nan\nreturn x", "x"))(np.arange(3))
+
+
+def test_asarray_is_the_array_and_array_copies():
+    check(numpy_body("a = np.asarray(x)\na[0] = 9\nb = np.array(x)\nb[1] = 7\nreturn a, b", "x"), arr(4))
+    check(numpy_body("c = np.ascontiguousarray(x.T)\nc[0, 0] = 5\nd = np.asarray(x, dtype=np.float64)\n"
+                     "d[1, 1] = 6\nreturn c", "x"), arr(2, 3))

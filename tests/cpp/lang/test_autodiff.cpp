@@ -91,6 +91,8 @@ const std::vector<GradCase>& cases() {
       {"astype", "astype(a, \"float64\") * b", {"a", "b"}},
       {"nan_to_num", "nan_to_num(a)", {"a"}},
       {"array", "array(a)", {"a"}},
+      {"asarray", "asarray(a)", {"a"}},
+      {"ascontiguousarray", "ascontiguousarray(transpose(a))", {"a"}},
       {"copy", "copy(a)", {"a"}},
       {"tril", "tril(m)", {"m"}},
       {"triu", "triu(m)", {"m"}},
