@@ -385,11 +385,21 @@ Value list_setitem(const List& l, const Value& value, const List& idx, const cha
 Value setitem(Args& a) {
   const List& idx = a.list(2);
   if (a[0].is_list()) return list_setitem(a[0].as_list(), a[1], idx, a.op());
+  if (a[0].is_dict()) {
+    // d[k] = v: the language's dicts are values, so this is the new dict.
+    if (idx.size() != 1) {
+      throw TypeError(error_message("[", a.op(), "] a dict takes exactly one key, got ",
+                                    idx.size(), " indices"));
+    }
+    Dict d = a[0].as_dict();
+    d.set(idx[0], a[1]);
+    return Value(std::move(d));
+  }
   if (!a[0].is_array()) {
     if (a[0].is_numeric()) {
       a.type_error(0, "an array or a list (a number does not support item assignment)");
     }
-    a.type_error(0, "an array or a list");
+    a.type_error(0, "an array, a list or a dict");
   }
   Array x = a[0].as_array();
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");

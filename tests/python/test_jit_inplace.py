@@ -261,3 +261,8 @@ def test_asarray_is_the_array_and_array_copies():
     check(numpy_body("a = np.asarray(x)\na[0] = 9\nb = np.array(x)\nb[1] = 7\nreturn a, b", "x"), arr(4))
     check(numpy_body("c = np.ascontiguousarray(x.T)\nc[0, 0] = 5\nd = np.asarray(x, dtype=np.float64)\n"
                      "d[1, 1] = 6\nreturn c", "x"), arr(2, 3))
+
+
+def test_item_assignment_into_lists_and_dicts():
+    check(numpy_body("xs = [1, 2, 3]\nxs[1] = 9\nxs[-1] += 1\nxs[0:2] = [5]\nd = {'a': 1}\n"
+                     "d['b'] = 2\nd['a'] = 3\nreturn xs, d", "x"), 0)
