@@ -80,11 +80,14 @@ class CallsMixin:
             return self.random_call(name, node, args, kws)
         if ns == "math":
             return self.math_call(name, node, args, kws)
+        if self.is_translatable_helper(obj):
+            return self.plain_call(self.b.include(obj), args, kws, mangle_kw=True)
+        self.reject_foreign_function(obj, node, label)
         kind = "class" if isinstance(obj, type) else "function" if callable(obj) else "object"
         self.unsupported(
             f"calling the Python {kind} '{label}'",
             node,
-            "only @tessera.jit functions, NumPy functions and builtins can be called",
+            "only functions, NumPy functions and builtins can be called",
         )
 
     def convert_call(self, dt, obj, label, node, args, kws) -> str:
@@ -161,6 +164,25 @@ class CallsMixin:
             xs = ", ".join(self.expr(a) for a in args)
             rest = "".join(f", {k}={self.expr(v)}" for k, v in kws.items())
             return f"meshgrid(list({xs}){rest})"
+        if name == "ndindex":
+            if kws:
+                self.unsupported("np.ndindex with keyword arguments", node)
+            if len(args) == 1:
+                return f"ndindex({self.expr(args[0])})"
+            return f"ndindex(list({', '.join(self.expr(a) for a in args)}))"
+        if name in ("vstack", "hstack", "row_stack") and ("dtype" in kws or "casting" in kws):
+            return self.stack_with_dtype(name, node, args, kws)
+        if name in M.QUANTILE_FUNCTIONS:
+            kws = dict(kws)
+            method = kws.pop("method", None)
+            if method is not None and not (
+                isinstance(method, ast.Constant) and method.value == "linear"
+            ):
+                self.unsupported(f"np.{name} with a method other than 'linear'", node)
+            if isinstance(kws.get("overwrite_input"), ast.Constant):
+                del kws["overwrite_input"]  # only allows NumPy to reuse the input
+        if name == "einsum":
+            kws = {k: v for k, v in kws.items() if k != "optimize"}  # a speed hint
         if name in M.NUMPY_SPECS:
             return self.emit_spec(M.NUMPY_SPECS[name], args, kws, node)
         prim = M.NUMPY_RENAMES.get(name, name)
@@ -174,6 +196,55 @@ class CallsMixin:
             kws = {k: v for k, v in kws.items() if k not in ("out", "order", "subok", "casting")}
             return self.plain_call(prim, args, kws)
         self.unsupported(f"the NumPy function np.{name}", node)
+
+    def stack_with_dtype(self, name: str, node, args, kws) -> str:
+        """``np.vstack(tup, dtype=d, casting=c)``: the stack converted with
+        NumPy's casting rule (same_kind by default)."""
+        kws = dict(kws)
+        dtype = kws.pop("dtype", None)
+        casting = kws.pop("casting", None)
+        prim = M.NUMPY_RENAMES.get(name, name)
+        stacked = self.plain_call(prim, args, kws)
+        if dtype is None or (isinstance(dtype, ast.Constant) and dtype.value is None):
+            return stacked
+        rule = self.expr(casting) if casting is not None else '"same_kind"'
+        return f"astype({stacked}, {self.expr(dtype)}, casting={rule})"
+
+    def info_constant(self, node: ast.Attribute):
+        """``np.iinfo(dtype).max``, ``np.finfo(np.float32).eps``: the constant,
+        or None when ``node`` is not such an attribute."""
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute))):
+            return None
+        fn = self.static_object(call.func)
+        if fn is not np.iinfo and fn is not np.finfo:
+            return None
+        label = f"np.{fn.__name__}"
+        if len(call.args) != 1 or call.keywords:
+            self.unsupported(f"{label}() with other than one argument", node)
+        arg = call.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            dt = arg.value
+        else:
+            obj = self.static_object(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else T._NO
+            dt = T.dtype_name_of(obj) if obj is not T._NO else None
+            if dt is None:
+                self.unsupported(
+                    f"{label}() of a dtype known only at run time", node,
+                    "name the dtype (np.float32, 'int64', ...)",
+                )
+        if node.attr not in M.INFO_ATTRIBUTES:
+            self.unsupported(f"the attribute {label}(...).{node.attr}", node)
+        try:
+            info = fn(dt)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"[{fn.__name__}] {e}: got {dt!r} (at {self.where(node)})") from None
+        try:
+            value = getattr(info, node.attr)
+        except AttributeError:
+            self.unsupported(f"the attribute {label}(...).{node.attr}", node)
+        value = value.item() if isinstance(value, np.generic) else value
+        return self.constant(value, node)
 
     def random_call(self, name: str, node, args, kws) -> str:
         if name in ("rand", "randn"):
@@ -307,9 +378,15 @@ class CallsMixin:
             return f"{self.b.helper('__to_list')}({recv})"
         if attr in M.METHOD_SPECS:
             return self.emit_spec(M.METHOD_SPECS[attr], args, kws, node, receiver=recv)
+        if attr in M.GENERATOR_SPECS:
+            # rng.random(...) on a generator of np.random.default_rng.
+            return self.emit_spec(M.GENERATOR_SPECS[attr], args, kws, node, receiver=recv)
         self.unsupported(f"the method .{attr}()", node)
 
     def attribute(self, node: ast.Attribute) -> str:
+        info = self.info_constant(node)
+        if info is not None:
+            return info
         obj = self.static_object(node)
         if obj is not T._NO:
             return self.value_text(obj, node, ast.unparse(node))

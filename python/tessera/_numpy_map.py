@@ -30,7 +30,11 @@ STATIC_PRIMITIVES = frozenset(
     ravel repeat reshape roll shape size split squeeze stack swapaxes tile transpose vstack
     argsort argwhere bincount flatnonzero nonzero searchsorted sort unique all amax amin any
     argmax argmin average count_nonzero cumprod cumsum logsumexp max mean median min nanmean
-    nansum prod ptp std sum var
+    nansum prod ptp std sum var bitwise_and bitwise_or bitwise_xor bitwise_not invert left_shift
+    right_shift percentile quantile nanpercentile nanquantile nanmedian nanprod nanvar nanstd
+    nanmin nanmax nanargmin nanargmax nancumsum isin diff cross einsum ndindex default_rng
+    rng_random rng_standard_normal rng_normal rng_uniform rng_integers rng_choice
+    rng_permutation broadcast_shapes_of
     """.split()
 )
 
@@ -138,7 +142,31 @@ NUMPY_SPECS = {
     "array": Spec("array", ("object", "dtype"), positional=1),
     "matrix_power": Spec("matrix_power", ("x", "n"), positional=2),
     "random_sample": Spec("random_uniform", ("shape",), positional=1),
+    "eye": Spec("eye", ("N", "M", "k", "dtype"), positional=4, rename={"N": "n", "M": "m"}),
+    "nanprod": _reduce("nanprod", *_R_DTYPE),
+    "nancumsum": _reduce("nancumsum", "dtype", "out"),
+    "nanmin": _reduce("nanmin", *_R_PLAIN),
+    "nanmax": _reduce("nanmax", *_R_PLAIN),
+    "nanargmin": _reduce("nanargmin", *_R_PLAIN),
+    "nanargmax": _reduce("nanargmax", *_R_PLAIN),
+    "nanmedian": _reduce("nanmedian", *_R_PLAIN),
+    "nanstd": _reduce("nanstd", "dtype", "out", "ddof", "keepdims"),
+    "nanvar": _reduce("nanvar", "dtype", "out", "ddof", "keepdims"),
+    "percentile": Spec("percentile", ("x", "q", "axis", "out", "overwrite_input", "method",
+                                      "keepdims"), positional=2),
+    "quantile": Spec("quantile", ("x", "q", "axis", "out", "overwrite_input", "method",
+                                  "keepdims"), positional=2),
+    "nanpercentile": Spec("nanpercentile", ("x", "q", "axis", "out", "overwrite_input",
+                                            "method", "keepdims"), positional=2),
+    "nanquantile": Spec("nanquantile", ("x", "q", "axis", "out", "overwrite_input", "method",
+                                        "keepdims"), positional=2),
+    "isin": Spec("isin", ("element", "test_elements", "assume_unique", "invert"), positional=4),
+    "diff": Spec("diff", ("x", "n", "axis", "prepend", "append"), positional=3),
+    "cross": Spec("cross", ("a", "b", "axisa", "axisb", "axisc", "axis"), positional=6),
 }
+
+# np.percentile(...)'s keywords that do not change the result tessera gives.
+QUANTILE_FUNCTIONS = {"percentile", "quantile", "nanpercentile", "nanquantile"}
 
 # NumPy names that become a different primitive with the same arguments.
 NUMPY_RENAMES = {
@@ -152,7 +180,14 @@ NUMPY_RENAMES = {
     "atan": "arctan",
     "atan2": "arctan2",
     "fix": "trunc",
+    "bitwise_invert": "invert",
+    "bitwise_left_shift": "left_shift",
+    "bitwise_right_shift": "right_shift",
 }
+
+# np.iinfo(dtype).NAME / np.finfo(dtype).NAME: constants at translation.
+INFO_ATTRIBUTES = {"max", "min", "eps", "tiny", "bits", "resolution", "smallest_normal",
+                   "epsneg", "precision"}
 
 # np.random.NAME: how the legacy global-state API maps onto tessera's
 # counter-based generator (the values differ from NumPy's; shapes, dtypes
@@ -168,6 +203,22 @@ RANDOM_SPECS = {
     "random_sample": Spec("random_uniform", ("size",), positional=0, rename={"size": "shape"}),
     "permutation": Spec("permutation", ("x",)),
     "seed": Spec("set_seed", ("seed",)),
+    "default_rng": Spec("default_rng", ("seed",)),
+}
+
+# rng.NAME(...) for a generator made by np.random.default_rng (NumPy's
+# Generator methods; the receiver becomes the first argument).
+GENERATOR_SPECS = {
+    "random": Spec("rng_random", ("rng", "size", "dtype", "out"), positional=3),
+    "standard_normal": Spec("rng_standard_normal", ("rng", "size", "dtype", "out"),
+                            positional=3),
+    "normal": Spec("rng_normal", ("rng", "loc", "scale", "size"), positional=4),
+    "uniform": Spec("rng_uniform", ("rng", "low", "high", "size"), positional=4),
+    "integers": Spec("rng_integers", ("rng", "low", "high", "size", "dtype", "endpoint"),
+                     positional=6),
+    "choice": Spec("rng_choice", ("rng", "a", "size", "replace", "p", "axis", "shuffle"),
+                   positional=7),
+    "permutation": Spec("rng_permutation", ("rng", "x"), positional=2),
 }
 
 # x.NAME(...) methods of ndarray.  The receiver becomes the first argument.

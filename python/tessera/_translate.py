@@ -134,6 +134,11 @@ HELPERS = {
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
     "__item": """define(__item, x, getitem(ravel(x), 0))""",
+    # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
+    "__index_tuple": """define(__index_tuple, x, t, block(
+  define(i, 0), define(n, len(t)),
+  while(i < n, block(define(x, getitem(x, getitem(t, i))), define(i, i + 1))),
+  x))""",
 }
 _HELPER_DEPS = {"__dtype_name": ("__dtype_code",)}
 
@@ -151,6 +156,7 @@ class Translation:
     # How to turn the list results back into tuples: None, or ("tuple" | "list",
     # [spec of each item] or None), the same for every return of the entry.
     result_spec: tuple | None = None
+    functions: list = field(default_factory=list)  # function arguments specialized on
 
 
 _MARK = re.compile(r"\x00(\d+):(\d+)\x01")
@@ -193,8 +199,9 @@ class ProgramBuilder:
         return self.const_names[key]
 
     def include(self, jitfn) -> str:
-        """The generated name of a @jit function, translating it on first use."""
-        func = jitfn.__wrapped__
+        """The generated name of a @jit function or of a plain Python function
+        (a helper it calls), translating it on first use."""
+        func = jitfn.__wrapped__ if _is_jit(jitfn) else jitfn
         key = id(func)
         if key in self.names:
             return self.names[key]
@@ -208,8 +215,26 @@ class ProgramBuilder:
         self.defs.append(FunctionTranslator(self, func).translate_toplevel(name))
         return name
 
-    def build(self, entry_jitfn) -> Translation:
+    def function_value(self, f) -> str:
+        """The text of a function passed as an argument: a NumPy function that
+        is a primitive by its name, anything else translated in."""
+        ns, name = _numpy_function(f)
+        if ns is not None:
+            if name not in primitive_names():
+                raise UnsupportedError(
+                    f"the NumPy function {name} passed as an argument is not supported by "
+                    "tessera.jit"
+                )
+            return name
+        return self.include(f)
+
+    def build(self, entry_jitfn, fn_args=None) -> Translation:
+        """The program of an entry function. ``fn_args`` maps parameter
+        positions to the functions (jit or plain) passed there in this call:
+        they are translated into the program and passed by name, the caller
+        passing None in their place."""
         entry = self.include(entry_jitfn)
+        fn_names = {i: self.function_value(f) for i, f in (fn_args or {}).items()}
         func = entry_jitfn.__wrapped__
         fdef, _ = parse_function(func)
         n_params = len(fdef.args.posonlyargs) + len(fdef.args.args) + len(fdef.args.kwonlyargs)
@@ -219,10 +244,12 @@ class ProgramBuilder:
             parts.append(f"{reset}define({c}, getitem(argv, {n_params + i}))")
         parts.extend(self.defs)
         parts.append(reset)
-        if self.constants:
+        if self.constants or fn_names:
             ps = [f"__a{i}" for i in range(n_params)]
             hs = [f"__h{i}" for i in range(len(self.constants))]
-            parts.append(f"lambda({', '.join(ps + hs + [entry + '(' + ', '.join(ps) + ')'])})")
+            passed = [fn_names.get(i, p) for i, p in enumerate(ps)]
+            call = entry + "(" + ", ".join(passed) + ")"
+            parts.append(f"lambda({', '.join(ps + hs + [call])})")
         else:
             parts.append(entry)
         text = self.resolve_markers("\n".join(parts) + "\n")
@@ -501,9 +528,12 @@ _BINOPS = {
 }
 _BINOP_PRIMS = {
     ast.FloorDiv: "floor_divide",
-    ast.BitAnd: "logical_and",
-    ast.BitOr: "logical_or",
-    ast.BitXor: "logical_xor",
+    # Bitwise on ints, logical on bools (the two coincide there), as in NumPy.
+    ast.BitAnd: "bitwise_and",
+    ast.BitOr: "bitwise_or",
+    ast.BitXor: "bitwise_xor",
+    ast.LShift: "left_shift",
+    ast.RShift: "right_shift",
 }
 # Augmented assignment x OP= y: the in-place primitive (iadd, ...) writes
 # into an array x (NumPy's in-place operators) and is x OP y for anything else.
@@ -568,6 +598,7 @@ class FunctionTranslator(CallsMixin):
         self.scope: _Scope | None = None
         self.renames: list[dict] = []
         self.line = self.node.lineno
+        self._index_tuples: list[set] = [set()]  # np.ndindex loop variables
         self._closure = {}
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
@@ -832,6 +863,9 @@ class FunctionTranslator(CallsMixin):
         the variable is rebound to the result either way.  x[i][j] = v writes
         through the view x[i] (then x[i] = that view, a no-op for arrays)."""
         base = target.value
+        if self.is_index_tuple(target.slice):
+            self.unsupported("assigning through an np.ndindex tuple (x[idx] = v)", target,
+                             "unpack it: for i, j in np.ndindex(...): x[i, j] = v")
         new = f"setitem({', '.join([self.expr(base), value] + self.index(target.slice))})"
         if isinstance(base, ast.Name):
             if not self.is_variable(base.id) and isinstance(
@@ -939,6 +973,8 @@ class FunctionTranslator(CallsMixin):
         source = self.iter_source(iter_node, setup)
         if before_target:
             before_target()
+        if self.is_ndindex_call(iter_node) and isinstance(target, ast.Name):
+            self._index_tuples[-1].add(target.id)
         k, n = self.b.tmp("k"), self.b.tmp("n")
         setup.append(f"define({k}, 0)")
         setup.append(f"define({n}, {source.length()})")
@@ -986,6 +1022,18 @@ class FunctionTranslator(CallsMixin):
         setup.append(f"define({var}, {self.expr(node)})")
         return _Seq(var)
 
+    def is_ndindex_call(self, node) -> bool:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
+            return False
+        return self.static_object(node.func) is getattr(np, "ndindex", None)
+
+    def is_index_tuple(self, node) -> bool:
+        """A loop variable bound to the tuples of ``np.ndindex`` (``x[idx]``
+        indexes with the tuple, not with a list of indices)."""
+        return isinstance(node, ast.Name) and any(
+            node.id in names for names in self._index_tuples
+        )
+
     # ------------------------------------------------------------------ expressions
 
     def expr(self, node) -> str:
@@ -1021,7 +1069,7 @@ class FunctionTranslator(CallsMixin):
                 return operand
             if isinstance(node.op, ast.Not):
                 return f"(!{operand})"
-            return f"logical_not({operand})"  # ~ on bool arrays
+            return f"invert({operand})"  # ~: bitwise on ints, logical on bools
         if isinstance(node, ast.BoolOp):
             op = " && " if isinstance(node.op, ast.And) else " || "
             return "(" + op.join(self.expr(v) for v in node.values) + ")"
@@ -1034,6 +1082,9 @@ class FunctionTranslator(CallsMixin):
         if isinstance(node, ast.Attribute):
             return self.attribute(node)
         if isinstance(node, ast.Subscript):
+            if self.is_index_tuple(node.slice):
+                helper = self.b.helper("__index_tuple")
+                return f"{helper}({self.expr(node.value)}, {self.expr(node.slice)})"
             return f"getitem({', '.join([self.expr(node.value)] + self.index(node.slice))})"
         if isinstance(node, (ast.Tuple, ast.List)):
             return f"list({', '.join(self.expr(e) for e in node.elts)})"
@@ -1298,6 +1349,8 @@ class FunctionTranslator(CallsMixin):
             return f"dict({', '.join(items)})"
         if _is_jit(v):
             return self.b.include(v)
+        if self.is_translatable_helper(v):
+            return self.b.include(v)
         dt = dtype_name_of(v)
         if dt is not None:
             return string_literal(dt)
@@ -1306,12 +1359,36 @@ class FunctionTranslator(CallsMixin):
         ns, fname = _numpy_function(v)
         if ns is not None and fname in primitive_names():
             return fname
+        self.reject_foreign_function(v, node)
         label = f"'{name}' " if name else ""
         self.unsupported(
             f"the Python object {label}of type {type(v).__name__}",
             node,
             "only numbers, strings, tuples, NumPy arrays and @tessera.jit functions can be used",
         )
+
+    def is_translatable_helper(self, v) -> bool:
+        """A plain Python function (or lambda) of the module being translated:
+        it is translated too, as Numba compiles the callees of an @njit
+        function, so only the entry point needs the decorator."""
+        return (
+            inspect.isfunction(v)
+            and not _is_jit(v)
+            and getattr(v, "__module__", None) == getattr(self.func, "__module__", None)
+            and _numpy_function(v)[0] is None
+        )
+
+    def reject_foreign_function(self, v, node, label=None):
+        """A plain function of another module: not translated (it may be
+        anything), a clear error instead."""
+        if inspect.isfunction(v) and _numpy_function(v)[0] is None:
+            label = label or v.__qualname__
+            self.unsupported(
+                f"calling the Python function '{label}' of the module '{v.__module__}'",
+                node,
+                "plain functions of the jit function's own module are translated "
+                "automatically; decorate functions of other modules with @tessera.jit",
+            )
 
     def builtin_called(self, call: ast.Call):
         """The name of the builtin a call calls (``range``, ``len``, ...), or None."""

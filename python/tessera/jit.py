@@ -68,7 +68,19 @@ def _arg_key(a):
     t = type(a)
     if t is np.ndarray:
         return (a.dtype.char, a.ndim)
+    if _is_function_arg(a):
+        return ("function", id(getattr(a, "__wrapped__", a)))
     return t
+
+
+def _is_function_arg(a) -> bool:
+    """A jit function or a plain Python function passed as an argument: the
+    program is specialized on it (it is translated in), as Numba does."""
+    return (
+        getattr(a, "_tessera_jit", False) is True
+        or inspect.isfunction(a)
+        or isinstance(a, np.ufunc)
+    )
 
 
 class JitFunction:
@@ -99,6 +111,7 @@ class JitFunction:
         self._n_params = len(self._signature.parameters)
         self._lock = threading.Lock()
         self._translation: Translation | None = None
+        self._specialized: dict = {}  # function arguments -> Translation
         self._programs: dict = {}
         self._last = None
 
@@ -116,11 +129,29 @@ class JitFunction:
         """The expression-language program this function is translated into."""
         return self._translate().text
 
-    def _program(self, key):
+    def _translate_for(self, args) -> Translation:
+        """The translation for a call: the plain one, or one specialized on the
+        functions passed as arguments."""
+        fns = {i: a for i, a in enumerate(args) if _is_function_arg(a)}
+        if not fns:
+            return self._translate()
+        key = tuple((i, id(f)) for i, f in fns.items())
+        tr = self._specialized.get(key)
+        if tr is None:
+            with self._lock:
+                tr = self._specialized.get(key)
+                if tr is None:
+                    tr = ProgramBuilder().build(self, fn_args=fns)
+                    # Keeps the functions alive, so their ids stay theirs.
+                    tr.functions = list(fns.values())
+                    self._specialized[key] = tr
+        return tr
+
+    def _program(self, key, tr=None):
         prog = self._programs.get(key)
         if prog is not None:
             return prog
-        tr = self._translate()
+        tr = tr or self._translate()
         with self._lock:
             prog = self._programs.get(key)
             if prog is None:
@@ -145,10 +176,10 @@ class JitFunction:
             bound.apply_defaults()
             args = tuple(bound.arguments[p] for p in self._signature.parameters)
         key = tuple(map(_arg_key, args))
-        prog = self._program(key)
+        tr = self._translate_for(args)
+        prog = self._program(key, tr)
         self._last = prog
-        tr = self._translation
-        run_args = list(args)
+        run_args = [None if _is_function_arg(a) else a for a in args]
         if tr.constants:
             run_args.extend(tr.constants)
         if self.threads is not None:

@@ -102,6 +102,35 @@ Value nan_to_num_value(Args& a) {
   return out;
 }
 
+// NumPy's casting rules between tessera's dtypes (kinds bool < int < float).
+void check_casting(const Args& a, DType to) {
+  const std::string& rule = a.string(2);
+  DType from = a[0].is_numeric() ? (a[0].is_array() ? a[0].as_array().dtype()
+                                                    : scalar_dtype(a[0]))
+                                 : to;
+  auto kind = [](DType d) { return d == DType::bool_ ? 0 : is_floating(d) ? 2 : 1; };
+  bool ok;
+  if (rule == "unsafe") {
+    ok = true;
+  } else if (rule == "no" || rule == "equiv") {
+    ok = from == to;
+  } else if (rule == "same_kind") {
+    ok = kind(from) <= kind(to);
+  } else if (rule == "safe") {
+    ok = from == to || from == DType::bool_ ||
+         (from == DType::float32 && to == DType::float64) ||
+         (from == DType::int64 && to == DType::float64);
+  } else {
+    a.value_error(2, "must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe': got '" +
+                         rule + "'");
+  }
+  if (!ok) {
+    throw TypeError(error_message("[", a.op(), "] cannot cast array data from ",
+                                  dtype_name(from), " to ", dtype_name(to),
+                                  " according to the rule '", rule, "'"));
+  }
+}
+
 const bool registered = register_primitives({
     with_grads(binary_spec("add", BinaryOp::add,
                 "Elementwise x + y with NumPy broadcasting and promotion, like numpy.add. "
@@ -222,15 +251,19 @@ const bool registered = register_primitives({
      .grads = {"", "where(condition, g, 0.0)", "where(condition, 0.0, g)"}},
     {.name = "astype",
      .family = "arithmetic",
-     .params = {{"x"}, {"dtype"}},
+     .params = {{"x"}, {"dtype"}, opt("casting", "unsafe")},
      .help = "Converts x to the dtype named by a string ('bool', 'int64', 'float32', "
-             "'float64'), like ndarray.astype. Floats to int truncate; NaN gives INT64_MIN.",
+             "'float64'), like ndarray.astype. Floats to int truncate; NaN gives INT64_MIN. "
+             "casting ('no', 'equiv', 'safe', 'same_kind', 'unsafe') refuses other "
+             "conversions with a TypeError, as NumPy's casting rules do.",
      .eval = [](Args& a) -> Value {
        if (a.is_nil(1)) a.type_error(1, "a dtype name such as 'float32'");
-       return cast_value(a[0], *a.opt_dtype(1), a.op());
+       DType to = *a.opt_dtype(1);
+       check_casting(a, to);
+       return cast_value(a[0], to, a.op());
      },
      .ns_per_element = 0.5,
-     .grads = {"g", ""}},
+     .grads = {"g", "", ""}},
     {.name = "nan_to_num",
      .family = "arithmetic",
      .params = {{"x"}, opt("nan", Value(0.0)), opt("posinf", Value()), opt("neginf", Value())},

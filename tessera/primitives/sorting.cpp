@@ -141,7 +141,53 @@ Value eval_bincount(Args& a) {
   return kernels::bincount(x, &w, length);
 }
 
+
+// isin(element, test_elements, invert): membership by binary search in the
+// sorted test values; ints compare exactly, anything with a float as float64.
+Value eval_isin(Args& a) {
+  Array x = a.array(0);
+  Array t = a.array(1);
+  bool invert = a.boolean(3);
+  Array out(DType::bool_, x.shape());
+  bool* po = out.data<bool>();
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    DType dt = std::is_same_v<T, double> ? DType::float64 : DType::int64;
+    Array xs = x.astype(dt), ts = t.astype(dt);
+    std::vector<T> sorted;
+    for (int64_t i = 0; i < ts.size(); ++i) {
+      T v = ts.data<T>()[i];
+      if constexpr (std::is_same_v<T, double>) {
+        if (std::isnan(v)) continue;  // NaN equals nothing
+      }
+      sorted.push_back(v);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    const T* px = xs.data<T>();
+    for (int64_t i = 0; i < xs.size(); ++i) {
+      bool found = std::binary_search(sorted.begin(), sorted.end(), px[i]);
+      if constexpr (std::is_same_v<T, double>) found = found && !std::isnan(px[i]);
+      po[i] = found != invert;
+    }
+  };
+  if (is_floating(x.dtype()) || is_floating(t.dtype())) {
+    run(0.0);
+  } else {
+    run(int64_t{0});
+  }
+  return out;
+}
+
 const bool registered = register_primitives({
+    {.name = "isin",
+     .family = "sorting",
+     .params = {{"element"}, {"test_elements"}, opt("assume_unique", false), opt("invert", false)},
+     .help = "True where an element of `element` is in `test_elements` (any shape), like "
+             "numpy.isin; invert=true gives the complement. The result has element's shape; "
+             "NaN is in nothing.",
+     .eval = eval_isin,
+     .ns_per_element = 20.0,
+     .grads = {"", "", "", ""}},
     {.name = "sort",
      .family = "sorting",
      .params = {{"x"}, opt("axis", -1)},

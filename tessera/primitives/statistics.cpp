@@ -94,9 +94,14 @@ Value eval_mean_like(Args& a, ReduceKind kind) {
   return run_reduce(kind, x, axes, a.boolean(2), out);
 }
 
-// var, std: (x, axis, ddof, keepdims).
+// var, std: (x, axis, ddof, keepdims, dtype); a float dtype converts x first,
+// so the arithmetic happens in it as in NumPy.
 Value eval_var(Args& a, bool sqrt) {
   Array x = a.array(0);
+  if (auto dt = a.opt_dtype(4)) {
+    if (!is_floating(*dt)) a.type_error(4, "a float dtype ('float32' or 'float64') or nil");
+    x = x.astype(*dt);
+  }
   auto axes = reduce_axes(a, 1, x.ndim());
   ReduceOptions opts{a.number(2), sqrt};
   return run_reduce(ReduceKind::var, x, axes, a.boolean(3),
@@ -246,7 +251,8 @@ std::vector<Param> axis_keepdims_dtype() {
 }
 
 std::vector<Param> var_params() {
-  return {{"x"}, opt("axis", Value()), opt("ddof", 0), opt("keepdims", false)};
+  return {{"x"}, opt("axis", Value()), opt("ddof", 0), opt("keepdims", false),
+          opt("dtype", Value())};
 }
 
 PrimitiveSpec extreme_spec(const char* name, bool is_max, const char* numpy) {
@@ -300,17 +306,17 @@ const bool registered = register_primitives({
     {.name = "var",
      .family = "statistics",
      .params = var_params(),
-     .help = "Variance mean(|x - mean(x)|^2) * n / (n - ddof), like numpy.var (two passes).",
+     .help = "Variance mean(|x - mean(x)|^2) * n / (n - ddof), like numpy.var (two passes); a float dtype is the dtype of the arithmetic and the result.",
      .eval = [](Args& a) -> Value { return eval_var(a, false); },
      .ns_per_element = 2 * kReduceNs,
-     .grads = {"reduce_grad(g, x, axis, keepdims) * 2.0 * (x - mean(x, axis=axis, keepdims=true)) / (size(x) / size(out) - ddof)", "", "", ""}},
+     .grads = {"reduce_grad(g, x, axis, keepdims) * 2.0 * (x - mean(x, axis=axis, keepdims=true)) / (size(x) / size(out) - ddof)", "", "", "", ""}},
     {.name = "std",
      .family = "statistics",
      .params = var_params(),
-     .help = "Standard deviation, the square root of var, like numpy.std.",
+     .help = "Standard deviation, the square root of var, like numpy.std (dtype as for var).",
      .eval = [](Args& a) -> Value { return eval_var(a, true); },
      .ns_per_element = 2 * kReduceNs,
-     .grads = {"reduce_grad(g / out, x, axis, keepdims) * (x - mean(x, axis=axis, keepdims=true)) / (size(x) / size(out) - ddof)", "", "", ""}},
+     .grads = {"reduce_grad(g / out, x, axis, keepdims) * (x - mean(x, axis=axis, keepdims=true)) / (size(x) / size(out) - ddof)", "", "", "", ""}},
     with_grads(extreme_spec("min", false, "numpy.min"),
                {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
     with_grads(extreme_spec("amin", false, "numpy.amin"),

@@ -25,10 +25,6 @@ def at(func, marker="# HERE"):
     return f"(at {FILE}:{line_of(func, marker)})"
 
 
-def _not_jit(x):
-    return x
-
-
 class _Thing:
     pass
 
@@ -75,10 +71,6 @@ def f_nonlocal(x):
 
 def f_unknown_module(x):
     return os.path.join("a", "b")  # HERE
-
-
-def f_python_function(x):
-    return _not_jit(x)  # HERE
 
 
 def f_python_object(x):
@@ -134,7 +126,6 @@ def f_format_spec(x):
         (f_global, "global statement"),
         (f_nonlocal, "nonlocal statement"),
         (f_unknown_module, "calling the Python function 'os.path.join'"),
-        (f_python_function, "calling the Python function '_not_jit'"),
         (f_python_object, "calling the Python class '_Thing'"),
         (f_star_args, "star-args"),
         (f_star_params, "star-args"),
