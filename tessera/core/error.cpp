@@ -37,6 +37,8 @@ void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
   } catch (const MemoryError& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw MemoryError(located(e.what(), loc));
+  } catch (const Interrupted&) {
+    throw;  // where it stopped is not an error of that line
   } catch (const std::invalid_argument& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::invalid_argument(located(e.what(), loc));

@@ -45,6 +45,13 @@ class MemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An evaluation stopped by an interrupt (Ctrl-C, see runtime/interrupt.hpp):
+// KeyboardInterrupt in Python. Keeps its type when a location is added.
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Builds a message from streamable parts: error_message("[add] bad: ", 3).
 template <class... Parts>
 std::string error_message(Parts&&... parts) {

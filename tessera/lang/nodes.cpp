@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
@@ -1027,6 +1028,11 @@ Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<
     return first ? done->get_future() : Future<Value>();
   };
   for (;;) {
+    // Ctrl-C: an endless loop must stop (one relaxed load per iteration).
+    if (interrupt_requested()) {
+      return give(Future<Value>::failed(std::make_exception_ptr(
+          Interrupted("[while] interrupted (SIGINT) (at " + loc().str() + ")"))));
+    }
     // The condition's value: at once (`i < n`, no future) or from its future.
     Value now;
     Future<Value> c;
@@ -1117,6 +1123,10 @@ Future<Value> for_each_from(std::shared_ptr<ForEachState> st, size_t i) {
     return Future<Value>();
   };
   for (; i < st->items.size(); ++i) {
+    if (interrupt_requested()) {
+      return give(Future<Value>::failed(std::make_exception_ptr(
+          Interrupted("[for_each] interrupted (SIGINT) (at " + st->loc.str() + ")"))));
+    }
     Future<Value> f = invoke(st->fn, {CallArg{"", st->items[i]}}, st->loc);
     if (!f.is_ready()) {
       if (first) st->done = std::make_shared<Promise<Value>>();

@@ -8,7 +8,9 @@
 // RuntimeError; messages are kept as they are.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <pythread.h>
 
+#include <csignal>
 #include <functional>
 #include <new>
 #include <stdexcept>
@@ -23,6 +25,7 @@
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/python/convert.hpp"
+#include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -70,6 +73,52 @@ TiledHandle make_tiled(py::handle tile, const Shape& shape,
   return TiledHandle{Value(std::move(t))};
 }
 
+// Ctrl-C during a run. While the GIL is released Python cannot run its
+// SIGINT handler, and the evaluation may be an endless loop on this very
+// thread, so polling from here would not do: for the duration of a run from
+// the main thread, a C handler asks the runtime to stop (loops and tiles
+// check the flag) and forwards the signal to Python's own C handler, which
+// marks it pending. The failed run (Interrupted) then lets Python run its
+// handler: KeyboardInterrupt, or whatever the user installed.
+unsigned long g_main_thread = 0;
+struct sigaction g_python_sigint;
+
+extern "C" void on_sigint(int sig) {
+  request_interrupt();
+  if (g_python_sigint.sa_flags & SA_SIGINFO) return;
+  void (*forward)(int) = g_python_sigint.sa_handler;
+  if (forward != SIG_DFL && forward != SIG_IGN && forward != nullptr) forward(sig);
+}
+
+class SigintGuard {
+ public:
+  SigintGuard() {
+    clear_interrupt();
+    if (PyThread_get_thread_ident() != g_main_thread) return;
+    struct sigaction current;
+    if (sigaction(SIGINT, nullptr, &current) != 0) return;
+    // Python's handler is a plain function; SIG_IGN / SIG_DFL (ignored, or
+    // not Python's) are left alone, as is a handler taking siginfo.
+    if (current.sa_flags & SA_SIGINFO) return;
+    if (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL) return;
+    g_python_sigint = current;
+    struct sigaction mine {};
+    mine.sa_handler = &on_sigint;
+    sigemptyset(&mine.sa_mask);
+    mine.sa_flags = current.sa_flags;
+    installed_ = sigaction(SIGINT, &mine, nullptr) == 0;
+  }
+  ~SigintGuard() {
+    if (installed_) sigaction(SIGINT, &g_python_sigint, nullptr);
+    clear_interrupt();
+  }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  bool installed_ = false;
+};
+
 // tessera._core.CompileError (created at import, never freed).
 PyObject* compile_error = nullptr;
 
@@ -80,6 +129,10 @@ void translate(std::exception_ptr error) {
     if (error) std::rethrow_exception(error);
   } catch (const py::builtin_exception&) {
     throw;  // pybind11's own (type_error, value_error, ...): its translator knows them
+  } catch (const Interrupted& e) {
+    // Python's handler runs now (KeyboardInterrupt by default); a handler
+    // that does not raise still ends the call with KeyboardInterrupt.
+    if (PyErr_CheckSignals() == 0) PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
   } catch (const SyntaxError& e) {
     PyErr_SetString(compile_error, e.what());
   } catch (const TypeError& e) {
@@ -114,6 +167,7 @@ py::object run_program(const Program& program, const py::list& args) {
   std::vector<Value> values = to_values(args);
   Value result;
   {
+    SigintGuard sigint;
     py::gil_scoped_release release;
     result = program.run(std::move(values));
     await_sole_ownership(result);
@@ -132,6 +186,7 @@ py::object call_function_handle(const FunctionHandle& f, const py::args& args,
   for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});
   Value fn = f.fn, result;
   {
+    SigintGuard sigint;
     py::gil_scoped_release release;
     result = tessera::call_function(fn, std::move(call_args));
     await_sole_ownership(result);
@@ -174,6 +229,10 @@ PYBIND11_MODULE(_core, m) {
   if (!compile_error) throw py::error_already_set();
   m.add_object("CompileError", py::handle(compile_error));
   py::register_exception_translator(&translate);
+  g_main_thread = py::module_::import("threading")
+                      .attr("main_thread")()
+                      .attr("ident")
+                      .cast<unsigned long>();
 
   py::class_<Program>(m, "Program",
                       "A compiled program: parsed and compiled once, run many times.")

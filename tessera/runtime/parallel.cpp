@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "tessera/runtime/future.hpp"
+#include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
@@ -43,6 +44,7 @@ int64_t tile_count(int64_t n, double ns_per_item) {
 
 void parallel_for(int64_t n, double ns_per_item,
                   const std::function<void(int64_t, int64_t)>& body) {
+  check_interrupt();  // a long run of kernels stops at the next one
   int64_t tiles = tile_count(n, ns_per_item);
   if (tiles <= 1 || num_threads() == 1) {
     if (tiles > 1 && deterministic_tiling()) {
@@ -59,6 +61,7 @@ void parallel_for(int64_t n, double ns_per_item,
         [&](const oneapi::tbb::blocked_range<int64_t>& r) {
           for (int64_t t = r.begin(); t != r.end(); ++t) {
             int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
+            check_interrupt();
             trace::TileScope traced(node);
             if (b < e) body(b, e);
           }

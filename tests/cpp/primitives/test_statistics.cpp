@@ -421,7 +421,8 @@ TEST(StatisticsRegistry, HelpAndSignatures) {
     EXPECT_FALSE(spec->help.empty()) << name;
   }
   EXPECT_EQ(find_primitive("sum")->signature(), "sum(x, axis=nil, keepdims=false, dtype=nil)");
-  EXPECT_EQ(find_primitive("var")->signature(), "var(x, axis=nil, ddof=0, keepdims=false)");
+  EXPECT_EQ(find_primitive("var")->signature(),
+            "var(x, axis=nil, ddof=0, keepdims=false, dtype=nil)");
 }
 
 TEST(StatisticsPlan, SizeOneDimsAndMergedAxes) {
