@@ -335,7 +335,8 @@ class ProgramBuilder:
         return "".join(out)
 
 
-_TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod"}
+_TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod", "svd", "eigh", "eig", "qr", "lstsq",
+                "slogdet"}
 
 
 def _result_spec(node):

@@ -2,11 +2,26 @@
 through ``check`` (type, shape, dtype, values), and each validation branch
 raising NumPy's kind of error."""
 
+import copy
+
 import numpy as np
 import pytest
 
 import tessera
-from jit_check import check, numpy_body, numpy_fn
+from jit_check import check as _check
+from jit_check import numpy_body, numpy_fn
+
+
+def check(f, *args, **kwargs):
+    """jit_check.check, refusing a test whose own function is wrong (a NameError
+    in NumPy would otherwise pass as 'both raised')."""
+    try:
+        f(*copy.deepcopy(args))
+    except NameError as e:
+        raise AssertionError(f"the test's function is wrong: {e}") from None
+    except Exception:  # noqa: BLE001 - NumPy's own errors are what check compares
+        pass
+    return _check(f, *args, **kwargs)
 
 RNG = np.random.default_rng(7)
 F = RNG.standard_normal((4, 5))
@@ -112,7 +127,7 @@ def test_einsum(expr, shapes):
     args = [RNG.standard_normal(s) for s in shapes]
     check(f, *args, rtol=1e-10)
     check(f, *[np.round(a * 10).astype(np.int64) for a in args])
-    check(f, *[a.astype(np.float32) for a in args], rtol=1e-5)
+    check(f, *[a.astype(np.float32) for a in args], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -555,3 +570,149 @@ def test_generator_errors(body):
 def test_generator_seed_must_be_non_negative():
     with pytest.raises(ValueError, match="non-negative"):
         tessera.jit(_gen("return rng.random(2)"))(-1)
+
+
+# --------------------------------------------------------------------------- np.linalg (LAPACK)
+
+SQ = RNG.standard_normal((4, 4))
+SPD = SQ @ SQ.T + 4 * np.eye(4)
+TALL = RNG.standard_normal((6, 3))
+WIDE = RNG.standard_normal((3, 5))
+STACK = RNG.standard_normal((2, 3, 4, 3))
+
+
+def _jit(expr, params="a"):
+    return tessera.jit(numpy_fn(expr, params))
+
+
+@pytest.mark.parametrize("a", [SQ, TALL, WIDE, STACK, SQ.astype(np.float32), np.arange(12).reshape(4, 3)])
+@pytest.mark.parametrize("full", [True, False])
+def test_svd_reconstructs(a, full):
+    u, s, vh = _jit(f"np.linalg.svd(a, full_matrices={full})")(a)
+    eu, es, evh = np.linalg.svd(a, full_matrices=full)
+    assert (u.shape, s.shape, vh.shape) == (eu.shape, es.shape, evh.shape)
+    assert u.dtype == eu.dtype and s.dtype == es.dtype
+    tol = 1e-4 if a.dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(s, es, rtol=tol, atol=tol)
+    k = s.shape[-1]
+    rebuilt = (u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :]
+    np.testing.assert_allclose(rebuilt, a, rtol=tol, atol=tol)
+    eye = np.eye(u.shape[-1])
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(eye, u.shape[:-2] + eye.shape), atol=tol)
+    check(numpy_fn("np.linalg.svd(a, compute_uv=False)", "a"), a, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_and_eigvalsh(uplo):
+    skewed = SPD + np.triu(np.ones((4, 4)), 1) * 5  # only one triangle is symmetric data
+    a = skewed if uplo == "L" else skewed.T
+    w, v = _jit(f"np.linalg.eigh(a, UPLO='{uplo}')")(a)
+    ew, ev = np.linalg.eigh(a, UPLO=uplo)
+    np.testing.assert_allclose(w, ew, rtol=1e-10)
+    sym = np.tril(a) + np.tril(a, -1).T if uplo == "L" else np.triu(a) + np.triu(a, 1).T
+    np.testing.assert_allclose(sym @ v, v * w, atol=1e-9)
+    np.testing.assert_allclose(np.abs(v.T @ ev), np.eye(4), atol=1e-9)  # same vectors up to sign
+    check(numpy_fn(f"np.linalg.eigvalsh(a, UPLO='{uplo}')", "a"), a, rtol=1e-10)
+    check(numpy_fn("np.linalg.eigvalsh(a)", "a"), np.stack([SPD, 2 * SPD]), rtol=1e-10)
+
+
+def test_eig_real_and_complex():
+    a = SPD + np.diag([1.0, 2.0, 3.0, 4.0])
+    w, v = _jit("np.linalg.eig(a)")(a)
+    ew, _ = np.linalg.eig(a)
+    assert w.dtype == ew.dtype == np.float64
+    np.testing.assert_allclose(np.sort(w), np.sort(ew), rtol=1e-10)
+    np.testing.assert_allclose(a @ v, v * w, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.sort(_jit("np.linalg.eigvals(a)")(a)), np.sort(ew), rtol=1e-10)
+    rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
+    assert np.iscomplexobj(np.linalg.eigvals(rotation))
+    for expr in ("np.linalg.eig(a)", "np.linalg.eigvals(a)"):
+        with pytest.raises(TypeError, match="complex results are not supported yet"):
+            _jit(expr)(rotation)
+
+
+@pytest.mark.parametrize("a", [TALL, WIDE, SQ, STACK])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr(a, mode):
+    q, r = _jit(f"np.linalg.qr(a, mode='{mode}')")(a)
+    eq, er = np.linalg.qr(a, mode=mode)
+    assert q.shape == eq.shape and r.shape == er.shape
+    np.testing.assert_allclose(q @ r, a, atol=1e-10)
+    np.testing.assert_allclose(np.abs(r), np.abs(er), atol=1e-10)  # equal up to row signs
+    np.testing.assert_allclose(np.tril(r, -1), 0.0)
+    r_only = _jit("np.linalg.qr(a, mode='r')")(a)
+    np.testing.assert_allclose(np.abs(r_only), np.abs(np.linalg.qr(a, mode="r")), atol=1e-10)
+
+
+def test_qr_raw_is_unsupported():
+    with pytest.raises(ValueError, match="raw"):
+        _jit("np.linalg.qr(a, mode='raw')")(SQ)
+
+
+def test_cholesky():
+    check(numpy_fn("np.linalg.cholesky(a)", "a"), SPD, rtol=1e-10)
+    check(numpy_fn("np.linalg.cholesky(a, upper=True)", "a"), SPD, rtol=1e-10)
+    check(numpy_fn("np.linalg.cholesky(a)", "a"), np.stack([SPD, 3 * SPD]), rtol=1e-10)
+    check(numpy_fn("np.linalg.cholesky(a)", "a"), SPD.astype(np.float32), rtol=1e-5)
+    check(numpy_fn("np.linalg.cholesky(a)", "a"), -SPD)  # not positive definite: ValueError
+    with pytest.raises(ValueError, match=r"\[cholesky\] Matrix is not positive definite"):
+        _jit("np.linalg.cholesky(a)")(-SPD)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (TALL, RNG.standard_normal(6)),
+        (TALL, RNG.standard_normal((6, 2))),
+        (WIDE, RNG.standard_normal(3)),
+        (SQ, RNG.standard_normal(4)),
+        (np.ones((5, 3)), RNG.standard_normal(5)),  # rank deficient: no residuals
+    ],
+)
+def test_lstsq(a, b):
+    f = numpy_fn("np.linalg.lstsq(a, b, rcond=None)", "a, b")
+    check(f, a, b, rtol=1e-8, atol=1e-10)
+
+
+def test_lstsq_errors():
+    check(numpy_fn("np.linalg.lstsq(a, b)", "a, b"), TALL, np.ones(5))
+    with pytest.raises(ValueError, match="Incompatible dimensions"):
+        _jit("np.linalg.lstsq(a, b)", "a, b")(TALL, np.ones(5))
+
+
+@pytest.mark.parametrize("expr", ["np.linalg.pinv(a)", "np.linalg.pinv(a, rcond=1e-3)",
+                                  "np.linalg.pinv(a, rtol=None)", "np.linalg.pinv(a, rtol=0.5)"])
+def test_pinv(expr):
+    for a in (TALL, WIDE, SQ, STACK, np.ones((3, 3))):
+        check(numpy_fn(expr, "a"), a, rtol=1e-8, atol=1e-10)
+
+
+def test_slogdet():
+    pair = numpy_body("sign, logdet = np.linalg.slogdet(a)\nreturn sign, logdet", "a")
+    check(pair, SQ, rtol=1e-10)
+    check(pair, SQ.astype(np.float32), rtol=1e-5)
+    sign, logdet = _jit("np.linalg.slogdet(a)")(STACK[:, :, :3, :])
+    es, el = np.linalg.slogdet(STACK[:, :, :3, :])
+    np.testing.assert_allclose(sign, es)
+    np.testing.assert_allclose(logdet, el, rtol=1e-10)
+    check(pair, np.ones((3, 3)))  # singular: (0, -inf)
+    check(pair, TALL)  # not square: ValueError
+
+
+@pytest.mark.parametrize(
+    "expr", ["np.linalg.matrix_rank(a)", "np.linalg.matrix_rank(a, tol=0.5)",
+             "np.linalg.matrix_rank(a, rtol=0.1)"]
+)
+def test_matrix_rank(expr):
+    for a in (TALL, WIDE, np.ones((4, 4)), np.zeros((3, 3)), STACK, np.ones(3), np.zeros(2)):
+        check(numpy_fn(expr, "a"), a)
+
+
+def test_linalg_dimension_errors():
+    for expr in ("np.linalg.svd(a)", "np.linalg.qr(a)", "np.linalg.pinv(a)"):
+        check(numpy_fn(expr, "a"), np.ones(3))
+    for expr in ("np.linalg.eigh(a)", "np.linalg.eig(a)", "np.linalg.cholesky(a)"):
+        check(numpy_fn(expr, "a"), TALL)
+        with pytest.raises(ValueError, match="must be square"):
+            _jit(expr)(TALL)
