@@ -1365,7 +1365,7 @@ class FunctionTranslator(CallsMixin):
         self.unsupported(
             f"the Python object {label}of type {type(v).__name__}",
             node,
-            "only numbers, strings, tuples, NumPy arrays and @tessera.jit functions can be used",
+            "only numbers, strings, tuples, NumPy arrays and functions can be used",
         )
 
     def is_translatable_helper(self, v) -> bool:

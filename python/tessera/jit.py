@@ -69,8 +69,12 @@ def _arg_key(a):
     if t is np.ndarray:
         return (a.dtype.char, a.ndim)
     if _is_function_arg(a):
-        return ("function", id(getattr(a, "__wrapped__", a)))
+        return _FunctionKey(("function", id(getattr(a, "__wrapped__", a))))
     return t
+
+
+class _FunctionKey(tuple):
+    """The cache-key entry of a function argument: ("function", id)."""
 
 
 def _is_function_arg(a) -> bool:
@@ -147,21 +151,25 @@ class JitFunction:
                     self._specialized[key] = tr
         return tr
 
-    def _program(self, key, tr=None):
-        prog = self._programs.get(key)
-        if prog is not None:
-            return prog
-        tr = tr or self._translate()
+    def _program(self, key, args):
+        """(program, translation, specialized) for a cache key; specialized
+        when function arguments were translated in (they are passed as None)."""
+        entry = self._programs.get(key)
+        if entry is not None:
+            return entry
+        specialized = any(type(k) is _FunctionKey for k in key)
+        tr = self._translate_for(args) if specialized else self._translate()
         with self._lock:
-            prog = self._programs.get(key)
-            if prog is None:
+            entry = self._programs.get(key)
+            if entry is None:
                 if self.debug:
                     print(
                         f"tessera.jit: {self.__qualname__} for {key}:\n{tr.text}", file=sys.stderr
                     )
                 prog = _core().Program(tr.text, f"<jit {self.__name__}>")
-                self._programs[key] = prog
-        return prog
+                entry = (prog, tr, specialized)
+                self._programs[key] = entry
+        return entry
 
     # ------------------------------------------------------------------ calling
 
@@ -176,10 +184,12 @@ class JitFunction:
             bound.apply_defaults()
             args = tuple(bound.arguments[p] for p in self._signature.parameters)
         key = tuple(map(_arg_key, args))
-        tr = self._translate_for(args)
-        prog = self._program(key, tr)
+        prog, tr, specialized = self._program(key, args)
         self._last = prog
-        run_args = [None if _is_function_arg(a) else a for a in args]
+        if specialized:
+            run_args = [None if _is_function_arg(a) else a for a in args]
+        else:
+            run_args = list(args)
         if tr.constants:
             run_args.extend(tr.constants)
         if self.threads is not None:

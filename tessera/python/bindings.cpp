@@ -75,49 +75,42 @@ TiledHandle make_tiled(py::handle tile, const Shape& shape,
 
 // Ctrl-C during a run. While the GIL is released Python cannot run its
 // SIGINT handler, and the evaluation may be an endless loop on this very
-// thread, so polling from here would not do: for the duration of a run from
-// the main thread, a C handler asks the runtime to stop (loops and tiles
-// check the flag) and forwards the signal to Python's own C handler, which
-// marks it pending. The failed run (Interrupted) then lets Python run its
-// handler: KeyboardInterrupt, or whatever the user installed.
+// thread, so polling from here would not do. Instead a C handler sits in
+// front of Python's: it asks the runtime to stop (loops and tiles check the
+// flag) and forwards the signal to Python's C handler, which marks it
+// pending; the failed run (Interrupted) then lets Python run its handler
+// (KeyboardInterrupt, or whatever the user installed). Outside runs the
+// forwarding makes it invisible.
 unsigned long g_main_thread = 0;
-struct sigaction g_python_sigint;
+struct sigaction g_python_sigint;  // the handler ours forwards to
 
 extern "C" void on_sigint(int sig) {
-  request_interrupt();
   if (g_python_sigint.sa_flags & SA_SIGINFO) return;
   void (*forward)(int) = g_python_sigint.sa_handler;
-  if (forward != SIG_DFL && forward != SIG_IGN && forward != nullptr) forward(sig);
+  if (forward == SIG_DFL || forward == SIG_IGN || forward == nullptr) return;
+  request_interrupt();
+  forward(sig);
 }
 
-class SigintGuard {
- public:
-  SigintGuard() {
-    clear_interrupt();
-    if (PyThread_get_thread_ident() != g_main_thread) return;
-    struct sigaction current;
-    if (sigaction(SIGINT, nullptr, &current) != 0) return;
-    // Python's handler is a plain function; SIG_IGN / SIG_DFL (ignored, or
-    // not Python's) are left alone, as is a handler taking siginfo.
-    if (current.sa_flags & SA_SIGINFO) return;
-    if (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL) return;
-    g_python_sigint = current;
-    struct sigaction mine {};
-    mine.sa_handler = &on_sigint;
-    sigemptyset(&mine.sa_mask);
-    mine.sa_flags = current.sa_flags;
-    installed_ = sigaction(SIGINT, &mine, nullptr) == 0;
-  }
-  ~SigintGuard() {
-    if (installed_) sigaction(SIGINT, &g_python_sigint, nullptr);
-    clear_interrupt();
-  }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
-
- private:
-  bool installed_ = false;
-};
+// Before each run from the main thread: clears the flag and puts our handler
+// in front of Python's unless it is there already (one system call; Python
+// reinstalls its own on signal.signal(), and SIG_IGN / SIG_DFL or a siginfo
+// handler are left alone: SIGINT ignored stays ignored).
+void watch_sigint() {
+  clear_interrupt();
+  if (PyThread_get_thread_ident() != g_main_thread) return;
+  struct sigaction current;
+  if (sigaction(SIGINT, nullptr, &current) != 0) return;
+  if (current.sa_flags & SA_SIGINFO) return;
+  if (current.sa_handler == &on_sigint) return;
+  if (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL) return;
+  g_python_sigint = current;
+  struct sigaction mine {};
+  mine.sa_handler = &on_sigint;
+  sigemptyset(&mine.sa_mask);
+  mine.sa_flags = current.sa_flags;
+  sigaction(SIGINT, &mine, nullptr);
+}
 
 // tessera._core.CompileError (created at import, never freed).
 PyObject* compile_error = nullptr;
@@ -167,7 +160,7 @@ py::object run_program(const Program& program, const py::list& args) {
   std::vector<Value> values = to_values(args);
   Value result;
   {
-    SigintGuard sigint;
+    watch_sigint();
     py::gil_scoped_release release;
     result = program.run(std::move(values));
     await_sole_ownership(result);
@@ -186,7 +179,7 @@ py::object call_function_handle(const FunctionHandle& f, const py::args& args,
   for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});
   Value fn = f.fn, result;
   {
-    SigintGuard sigint;
+    watch_sigint();
     py::gil_scoped_release release;
     result = tessera::call_function(fn, std::move(call_args));
     await_sole_ownership(result);

@@ -126,3 +126,20 @@ def test_a_run_without_sigint_is_unaffected():
 
     assert count(100000) == 100000
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n" + CHILD)
+    proc = subprocess.Popen([sys.executable, str(script), "while"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    lines = _reader(proc)
+    try:
+        assert _readline(lines, time.monotonic() + 60) == "ready"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None and lines.empty(), "SIG_IGN did not keep the loop running"
+    finally:
+        proc.kill()
+        proc.wait()
