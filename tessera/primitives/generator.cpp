@@ -214,8 +214,36 @@ Value rng_choice(Args& a) {
     }
     if (std::abs(total - 1.0) > 1e-8) a.value_error(4, "probabilities do not sum to 1");
     if (!replace) {
-      throw std::invalid_argument(error_message(
-          "[", a.op(), "] replace=False with p is not supported by tessera yet"));
+      // One weighted draw at a time from what is left (the chosen weight is
+      // zeroed), each by walking the remaining cumulative weights.
+      int64_t nonzero = 0;
+      for (int64_t i = 0; i < n; ++i) nonzero += p.get_double(i) > 0.0;
+      if (k > nonzero) {
+        throw std::invalid_argument(error_message("[", a.op(), "] Fewer non-zero entries in p "
+                                                  "than size: ", nonzero, " for ", k));
+      }
+      std::vector<double> w(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) w[i] = p.get_double(i);
+      Array u = to_array(prim("random_uniform", {{"", Value(int64_t{k})}, {"seed", Value(seed)}}),
+                         a.op());
+      Array picked(DType::int64, {k});
+      for (int64_t j = 0; j < k; ++j) {
+        double total = 0.0;
+        for (double v : w) total += v;
+        double target = u.get_double(j) * total, acc = 0.0;
+        int64_t choice = -1;
+        for (int64_t i = 0; i < n; ++i) {
+          if (w[i] <= 0.0) continue;
+          choice = i;  // the last positive weight catches rounding at the top
+          acc += w[i];
+          if (target < acc) break;
+        }
+        picked.data<int64_t>()[j] = choice;
+        w[choice] = 0.0;
+      }
+      idx = prim("reshape", {{"", picked}, {"", shape}});
+      if (pool.is_nil()) return scalar_if_0d(idx);
+      return prim("getitem", {{"", pool}, {"", idx}});
     }
     // Inverse CDF: the first bin whose cumulative probability exceeds u.
     Value cdf = prim("cumsum", {{"", p}});
@@ -281,8 +309,9 @@ const bool registered = register_primitives({
                 opt("axis", int64_t{0}), opt("shuffle", true)},
      .help = "Random samples of arange(a) (an int) or of a's first axis from a generator, "
              "like Generator.choice: with replacement, without (replace=false; a larger "
-             "sample than the population is a ValueError) or with probabilities p (which "
-             "must be non-negative and sum to 1; with replace=false not supported yet).",
+             "sample than the population is a ValueError), with probabilities p (which "
+             "must be non-negative and sum to 1; without replacement each draw renormalizes what "
+             "is left).",
      .eval = rng_choice, .ns_per_element = 10.0},
     {.name = "rng_permutation", .family = "random", .params = {{"rng"}, {"x"}},
      .help = "A random permutation of arange(x) (an int) or a copy of x with its first axis "

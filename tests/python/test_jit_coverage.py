@@ -514,6 +514,8 @@ def _gen(body):
         ("return rng.choice(10, size=5)", (5,), np.int64, 0, 9),
         ("return rng.choice(10, size=(2, 5), replace=False)", (2, 5), np.int64, 0, 9),
         ("return rng.choice(np.arange(3.0), size=8, p=[0.2, 0.3, 0.5])", (8,), np.float64, 0, 2),
+        ("return rng.choice(5, size=3, replace=False, p=[0.1, 0.0, 0.4, 0.2, 0.3])", (3,),
+         np.int64, 0, 4),
         ("return rng.permutation(10)", (10,), np.int64, 0, 9),
         ("return rng.permutation(np.arange(6.0))", (6,), np.float64, 0, 5),
     ],
@@ -539,6 +541,21 @@ def test_generator_scalars_and_streams():
     assert isinstance(i, (int, np.integer)) and 0 <= i < 3
     assert a != b  # each draw advances the generator
     assert isinstance(n, float)
+
+
+def test_choice_without_replacement_with_p():
+    f = _gen("return rng.choice(5, size=4, replace=False, p=[0.1, 0.0, 0.4, 0.2, 0.3])")
+    for seed in range(20):
+        got = tessera.jit(f)(seed)
+        assert len(set(got.tolist())) == 4 and 1 not in got  # distinct, never p == 0
+    counts = np.zeros(3)
+    g = _gen("return rng.choice(3, size=1, replace=False, p=[0.7, 0.2, 0.1])")
+    jg = tessera.jit(g)
+    for seed in range(300):
+        counts[jg(seed)[0]] += 1
+    assert counts[0] > counts[1] > counts[2] > 0  # follows p
+    with pytest.raises(ValueError, match="Fewer non-zero entries in p"):
+        tessera.jit(_gen("return rng.choice(3, size=3, replace=False, p=[0.5, 0.5, 0.0])"))(0)
 
 
 def test_generator_permutation_is_a_permutation():
