@@ -193,6 +193,7 @@ def test_diff_errors():
         ("np.cross(a, b)", (4, 5), (4, 3)),  # ValueError
     ],
 )
+@pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors:DeprecationWarning")
 def test_cross(expr, sa, sb):
     f = numpy_fn(expr, "a, b")
     a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
@@ -733,3 +734,37 @@ def test_linalg_dimension_errors():
         check(numpy_fn(expr, "a"), TALL)
         with pytest.raises(ValueError, match="must be square"):
             _jit(expr)(TALL)
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _numeric_grad(f, x, h=1e-6):
+    g = np.zeros_like(x)
+    for k in np.ndindex(x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[k] += h
+        minus[k] -= h
+        g[k] = (f(plus) - f(minus)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "np.sum(np.diff(x) ** 2)",
+        "np.sum(np.diff(x, 2, axis=0) * np.arange(2.0)[:, None])",
+        "np.sum(np.sin(np.diff(x, axis=1, prepend=1.0, append=x[:, :1])))",
+        "np.sum(np.diff(x, 3, axis=-1, prepend=x[:, -2:]) ** 3)",
+    ],
+)
+def test_diff_gradient_matches_finite_differences(expr):
+    f = numpy_fn(expr)
+    x = RNG.standard_normal((4, 5))
+    got = tessera.grad(tessera.jit(f))(x)
+    np.testing.assert_allclose(got, _numeric_grad(f, x), rtol=1e-5, atol=1e-6)
+
+
+def test_einsum_gradient_is_a_clear_error():
+    with pytest.raises(tessera.CompileError, match="einsum"):
+        tessera.grad(tessera.jit(numpy_fn("np.sum(np.einsum('ij->i', x))")))(F)
