@@ -6,6 +6,7 @@
 // result into the output's order; the dtypes are those of matmul and sum.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -384,6 +385,49 @@ Value cross(Args& a) {
   return prim("moveaxis", {stacked, Value(int64_t{-1}), axc});
 }
 
+// The cotangent of cross's a or b (part): with 2-vectors taken as 3-vectors
+// whose z is 0, g . (a x b) = a . (b x g) = b . (g x a).
+Value cross_grad(Args& a) {
+  Value axa = a[3], axb = a[4], axc = a[5];
+  if (!a.is_nil(6)) axa = axb = axc = a[6];
+  Array xa = a.array(1), xb = a.array(2);
+  const std::string& part = a.string(7);
+  // Axes counted from the end stay valid on broadcast results.
+  auto from_end = [](const Value& ax, int ndim) {
+    int64_t v = ax.is_int() ? ax.as_int() : -1;
+    return Value(v < 0 ? v : v - ndim);
+  };
+  Value va = prim("moveaxis", {xa, axa, Value(int64_t{-1})});
+  Value vb = prim("moveaxis", {xb, axb, Value(int64_t{-1})});
+  int64_t na = to_array(va, "cross").shape().back();
+  int64_t nb = to_array(vb, "cross").shape().back();
+  auto as3 = [](const Value& v, int64_t n) {
+    if (n == 3) return v;
+    Array x = to_array(v, "cross");
+    List widths;
+    for (int d = 0; d < x.ndim(); ++d) {
+      bool last = d + 1 == x.ndim();
+      widths.push_back(Value(List{Value(int64_t{0}), Value(int64_t{last ? 1 : 0})}));
+    }
+    return prim("pad", {v, Value(widths)});
+  };
+  Value g3;
+  if (na == 2 && nb == 2) {
+    Value zero = prim("zeros_like", {a[0]});
+    g3 = prim("stack", {Value(List{zero, zero, a[0]}), Value(int64_t{-1})});
+  } else {
+    g3 = prim("moveaxis", {a[0], axc, Value(int64_t{-1})});
+  }
+  bool want_a = part == "a";
+  Value r = want_a ? prim("cross", {as3(vb, nb), g3}) : prim("cross", {g3, as3(va, na)});
+  int64_t keep = want_a ? na : nb;
+  if (keep == 2) {
+    r = prim("getitem", {r, Value("..."), Value(Slice{0, 2, std::nullopt})});
+  }
+  return prim("moveaxis", {r, Value(int64_t{-1}),
+                           want_a ? from_end(axa, xa.ndim()) : from_end(axb, xb.ndim())});
+}
+
 const bool registered = register_primitives({
     {.name = "einsum",
      .family = "matrix",
@@ -404,7 +448,16 @@ const bool registered = register_primitives({
              "broadcasting the others), like numpy.cross; two 2-vectors give the scalar z "
              "component. axis sets axisa, axisb and axisc at once.",
      .eval = cross,
-     .ns_per_element = 5.0},
+     .ns_per_element = 5.0,
+     .grads = {"cross_grad(g, a, b, axisa, axisb, axisc, axis, \"a\")",
+               "cross_grad(g, a, b, axisa, axisb, axisc, axis, \"b\")", "", "", "", ""}},
+    {.name = "cross_grad",
+     .family = "matrix",
+     .params = {{"g"}, {"a"}, {"b"}, {"axisa"}, {"axisb"}, {"axisc"}, {"axis"}, opt("part", "a")},
+     .help = "The gradient of cross(a, b, axisa, axisb, axisc, axis) with respect to a or b "
+             "(part), given the cotangent g of its result (used by autodiff).",
+     .eval = cross_grad,
+     .ns_per_element = 10.0},
 });
 
 }  // namespace

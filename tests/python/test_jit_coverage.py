@@ -768,3 +768,25 @@ def test_diff_gradient_matches_finite_differences(expr):
 def test_einsum_gradient_is_a_clear_error():
     with pytest.raises(tessera.CompileError, match="einsum"):
         tessera.grad(tessera.jit(numpy_fn("np.sum(np.einsum('ij->i', x))")))(F)
+
+
+@pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors:DeprecationWarning")
+@pytest.mark.parametrize(
+    "expr, sa, sb",
+    [
+        ("np.sum(np.cross(a, b) ** 2)", (4, 3), (4, 3)),
+        ("np.sum(np.sin(np.cross(a, b)))", (4, 3), (3,)),
+        ("np.sum(np.cross(a, b, axisa=0, axisb=0) * np.arange(5.0)[:, None])", (3, 5), (3, 5)),
+        ("np.sum(np.cross(a, b, axis=0) ** 2)", (3, 5), (3, 5)),
+        ("np.sum(np.cross(a, b, axisc=0) * np.arange(3.0)[:, None])", (5, 3), (5, 3)),
+        ("np.sum(np.cross(a, b) ** 2)", (4, 2), (4, 3)),
+        ("np.sum(np.cross(a, b) ** 2)", (4, 3), (4, 2)),
+        ("np.sum(np.cross(a, b) ** 2)", (4, 2), (4, 2)),
+    ],
+)
+def test_cross_gradient_matches_finite_differences(expr, sa, sb):
+    f = numpy_fn(expr, "a, b")
+    a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
+    da, db = tessera.grad(tessera.jit(f), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(da, _numeric_grad(lambda v: f(v, b), a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(db, _numeric_grad(lambda v: f(a, v), b), rtol=1e-5, atol=1e-6)
