@@ -30,6 +30,13 @@ class CallsMixin:
 
     def call(self, node: ast.Call) -> str:
         f = node.func
+        if (
+            len(node.args) == 1
+            and isinstance(node.args[0], ast.Starred)
+            and not node.keywords
+            and self.is_ndindex_call(node)
+        ):
+            return f"ndindex({self.expr(node.args[0].value)})"  # np.ndindex(*x.shape)
         args, kws = self.call_args(node)
         if isinstance(f, ast.Name) and self.is_variable(f.id):
             return self.plain_call(self.local_name(f.id), args, kws, mangle_kw=True)

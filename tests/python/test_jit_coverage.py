@@ -334,6 +334,19 @@ def test_ndindex_loops():
     check(numpy_body(body, ""))
     check(numpy_fn("len(list(np.ndindex(2, 3, 4)))", ""))
     check(numpy_fn("[i + j for i, j in np.ndindex((2, 5))]", ""))
+    check(numpy_fn("[x[idx] * 2 for idx in np.ndindex(x.shape)]"), F)
+    check(numpy_fn("sum(x[i] for i in np.ndindex(*x.shape))"), F)
+    nested = "\n".join(
+        [
+            "def total(y):",
+            "    t = 0.0",
+            "    for k in np.ndindex(y.shape):",
+            "        t += y[k]",
+            "    return t",
+            "return total(x) + total(x * 2)",
+        ]
+    )
+    check(numpy_body(nested), F)
 
 
 def test_ndindex_tuple_assignment_is_unsupported():
