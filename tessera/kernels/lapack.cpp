@@ -18,12 +18,9 @@ lapack_int li(int64_t v) { return static_cast<lapack_int>(v); }
 
 template <class T>
 int lapack_svd(int64_t m, int64_t n, T* a, T* s, T* u, T* vt, char jobz) {
-  int64_t k = std::min(m, n);
-  int64_t ucols = jobz == 'A' ? m : k;
-  int64_t vrows = jobz == 'A' ? n : k;
+  int64_t ucols = jobz == 'A' ? m : std::min(m, n);
   // LAPACK wants valid leading dimensions even when u/vt are not referenced.
   lapack_int ldu = li(std::max<int64_t>(ucols, 1)), ldvt = li(std::max<int64_t>(n, 1));
-  (void)vrows;
   if constexpr (std::is_same_v<T, double>) {
     return LAPACKE_dgesdd(kRow, jobz, li(m), li(n), a, li(std::max<int64_t>(n, 1)), s, u, ldu,
                           vt, ldvt);

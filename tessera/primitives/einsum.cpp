@@ -50,7 +50,9 @@ std::vector<int> parse_term(const std::string& s, int ndim, const std::string& a
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c == '.') {
-      if (ellipsis || s.compare(i, 3, "...") != 0) einsum_error("invalid '.' (an ellipsis is '...', once per operand)", all);
+      if (ellipsis || s.compare(i, 3, "...") != 0) {
+        einsum_error("invalid '.' (an ellipsis is '...', once per operand)", all);
+      }
       ellipsis = true;
       i += 2;
       continue;

@@ -616,7 +616,9 @@ def _jit(expr, params="a"):
     return tessera.jit(numpy_fn(expr, params))
 
 
-@pytest.mark.parametrize("a", [SQ, TALL, WIDE, STACK, SQ.astype(np.float32), np.arange(12).reshape(4, 3)])
+@pytest.mark.parametrize(
+    "a", [SQ, TALL, WIDE, STACK, SQ.astype(np.float32), np.arange(12).reshape(4, 3)]
+)
 @pytest.mark.parametrize("full", [True, False])
 def test_svd_reconstructs(a, full):
     u, s, vh = _jit(f"np.linalg.svd(a, full_matrices={full})")(a)
@@ -629,7 +631,8 @@ def test_svd_reconstructs(a, full):
     rebuilt = (u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :]
     np.testing.assert_allclose(rebuilt, a, rtol=tol, atol=tol)
     eye = np.eye(u.shape[-1])
-    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(eye, u.shape[:-2] + eye.shape), atol=tol)
+    identity = np.broadcast_to(eye, u.shape[:-2] + eye.shape)
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, identity, atol=tol)
     check(numpy_fn("np.linalg.svd(a, compute_uv=False)", "a"), a, rtol=tol, atol=tol)
 
 

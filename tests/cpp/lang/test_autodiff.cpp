@@ -128,6 +128,13 @@ const std::vector<GradCase>& cases() {
       {"matmul_tn", "matmul_tn(m, transpose(b))", {"m", "b"}},
       {"matmul_tn", "transpose(m) @ v", {"m", "v"}},
       {"outer", "outer(v, w)", {"v", "w"}},
+      {"diff", "diff(a)", {"a"}},
+      {"diff", "diff(cube, 2, axis=0, prepend=cube[0:1] * 2.0, append=1.5)", {"cube"}},
+      {"diff", "diff(a, axis=0, prepend=b[0:1], append=reshape(row, [1, 3]))", {"a", "b", "row"}},
+      {"cross", "cross(a, b)", {"a", "b"}},
+      {"cross", "cross(a, row)", {"a", "row"}},
+      {"cross", "cross(m, w, axisa=0, axisb=0)", {"m", "w"}},
+      {"cross", "cross(transpose(a), m, axis=0)", {"a", "m"}},
       // Plain operands: a replicated tiled product (other tilings: tests/dist/tiled_grad.py).
       {"dot_d", "dot_d(a, m)", {"a", "m"}},
       // A plain x: returned as it is (tiled x: tests/dist/tiled_grad_moves.py).
