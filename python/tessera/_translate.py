@@ -975,6 +975,7 @@ class FunctionTranslator(CallsMixin):
         if before_target:
             before_target()
         if self.is_ndindex_call(iter_node) and isinstance(target, ast.Name):
+            self.check_index_tuple_name(target, iter_node)
             self._index_tuples[-1].add(target.id)
         k, n = self.b.tmp("k"), self.b.tmp("n")
         setup.append(f"define({k}, 0)")
@@ -1027,6 +1028,30 @@ class FunctionTranslator(CallsMixin):
         if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
             return False
         return self.static_object(node.func) is getattr(np, "ndindex", None)
+
+    def check_index_tuple_name(self, target: ast.Name, iter_node):
+        """An np.ndindex loop variable indexes as a tuple wherever its name
+        appears; the name bound to anything else (another assignment, a
+        parameter) would index differently in NumPy, so it is refused."""
+        name = target.id
+        for n in ast.walk(self.node):
+            if isinstance(n, ast.arg) and n.arg == name:
+                bad = n
+            elif isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+                if n is target or any(
+                    isinstance(p, (ast.For, ast.comprehension))
+                    and p.target is n
+                    and self.is_ndindex_call(p.iter)
+                    for p in ast.walk(self.node)
+                ):
+                    continue
+                bad = n
+            else:
+                continue
+            self.unsupported(
+                f"the np.ndindex loop variable '{name}' also bound to other values", bad,
+                "give the index tuple a name of its own",
+            )
 
     def is_index_tuple(self, node) -> bool:
         """A loop variable bound to the tuples of ``np.ndindex`` (``x[idx]``

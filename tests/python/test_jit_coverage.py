@@ -349,6 +349,20 @@ def test_ndindex_loops():
     check(numpy_body(nested), F)
 
 
+def test_ndindex_name_reused_for_other_values_is_unsupported():
+    body = "\n".join(
+        [
+            "t = 0.0",
+            "for idx in np.ndindex(x.shape):",
+            "    t += x[idx]",
+            "idx = [0, 1]",
+            "return t + np.sum(x[idx])",
+        ]
+    )
+    with pytest.raises(tessera.UnsupportedError, match="also bound to other values"):
+        tessera.jit(numpy_body(body))(F)
+
+
 def test_ndindex_tuple_assignment_is_unsupported():
     body = "\n".join(["for idx in np.ndindex(x.shape):", "    x[idx] = 0", "return x"])
     with pytest.raises(tessera.UnsupportedError, match="ndindex"):
