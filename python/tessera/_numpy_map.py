@@ -34,7 +34,7 @@ STATIC_PRIMITIVES = frozenset(
     right_shift percentile quantile nanpercentile nanquantile nanmedian nanprod nanvar nanstd
     nanmin nanmax nanargmin nanargmax nancumsum isin diff cross einsum ndindex default_rng
     rng_random rng_standard_normal rng_normal rng_uniform rng_integers rng_choice
-    rng_permutation broadcast_shapes_of svd eigh eigvalsh eig eigvals qr cholesky lstsq pinv
+    rng_permutation svd eigh eigvalsh eig eigvals qr cholesky lstsq pinv
     slogdet matrix_rank
     """.split()
 )

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -47,46 +48,23 @@ int64_t next_seed(Args& a) {
 
 // NumPy's size: nil (one value), an int or a list of ints.
 Value size_shape(const Args& a, size_t i) {
-  if (a.is_nil(i)) return Value(List{});
-  return Value(a.int_list(i).empty() ? List{} : [&] {
-    List l;
+  List l;
+  if (!a.is_nil(i)) {
     for (int64_t d : a.int_list(i)) l.push_back(Value(d));
-    return l;
-  }());
+  }
+  return Value(std::move(l));
 }
 
 // size nil and array parameters: the draw has their broadcast shape.
 Value draw_shape(const Args& a, size_t size_index, std::vector<size_t> params) {
   if (!a.is_nil(size_index)) return size_shape(a, size_index);
-  Value shape = Value(List{});
+  std::vector<Shape> shapes{Shape{}};
   for (size_t i : params) {
-    if (a[i].is_array()) {
-      shape = prim("broadcast_shapes_of", {{"", shape}, {"", a[i]}});
-    }
-  }
-  return shape;
-}
-
-// The broadcast shape of a shape (list) and an array, for draw_shape.
-Value broadcast_shapes_of(Args& a) {
-  Shape s;
-  for (int64_t d : a.int_list(0)) s.push_back(d);
-  Array x = a.array(1);
-  Shape t = x.shape();
-  size_t n = std::max(s.size(), t.size());
-  Shape out(n, 1);
-  for (size_t k = 0; k < n; ++k) {
-    int64_t u = k < n - s.size() ? 1 : s[k - (n - s.size())];
-    int64_t v = k < n - t.size() ? 1 : t[k - (n - t.size())];
-    if (u != v && u != 1 && v != 1) {
-      throw std::invalid_argument(error_message("[", a.op(), "] shapes ", shape_str(s), " and ",
-                                                shape_str(t), " do not broadcast"));
-    }
-    out[k] = std::max(u, v);
+    if (a[i].is_array()) shapes.push_back(a[i].as_array().shape());
   }
   List l;
-  for (int64_t d : out) l.push_back(Value(d));
-  return l;
+  for (int64_t d : kernels::broadcast_shapes(shapes, a.op())) l.push_back(Value(d));
+  return Value(std::move(l));
 }
 
 // Scalars come back as Python floats/ints (size=None), as NumPy does.
@@ -317,10 +295,6 @@ const bool registered = register_primitives({
      .help = "A random permutation of arange(x) (an int) or a copy of x with its first axis "
              "shuffled, from a generator, like Generator.permutation.",
      .eval = rng_permutation, .ns_per_element = 10.0},
-    {.name = "broadcast_shapes_of", .family = "shape", .params = {{"shape"}, {"x"}},
-     .help = "The broadcast shape (a list) of a shape and an array's shape, like "
-             "numpy.broadcast_shapes(shape, x.shape); used by the generator's draws.",
-     .eval = broadcast_shapes_of, .ns_per_element = 1.0, .grads = {"", ""}},
 });
 
 }  // namespace

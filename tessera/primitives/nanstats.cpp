@@ -6,6 +6,7 @@
 // per output element (in C order of the reduced axes, so a full reduction's
 // lane position is the flat index), and the rows are processed in parallel.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -285,14 +286,14 @@ Value eval_nanarg(Args& a, bool is_max) {
                                               " of an empty sequence: shape ",
                                               shape_str(x.shape())));
   }
-  bool all_nan = false;
+  std::atomic<bool> all_nan{false};
   Array out = reduce_rows(l, DType::int64, 0.5, [&all_nan, is_max](const double* v, int64_t n) {
     int64_t best = -1;
     for (int64_t i = 0; i < n; ++i) {
       if (std::isnan(v[i])) continue;
       if (best < 0 || (is_max ? v[i] > v[best] : v[i] < v[best])) best = i;
     }
-    if (best < 0) all_nan = true;  // benign race: every writer stores true
+    if (best < 0) all_nan = true;
     return static_cast<double>(best);
   });
   if (all_nan) {
