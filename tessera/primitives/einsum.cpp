@@ -294,7 +294,13 @@ Value einsum(Args& a) {
                      all);
       }
     }
-    // An output '...' with no input ellipsis stands for nothing.
+    // An output '...' with no input ellipsis stands for nothing; input
+    // ellipsis axes need one in the output (NumPy does not sum them away).
+    if (max_ell > 0 && rhs.find("...") == std::string::npos) {
+      einsum_error("output has more dimensions than subscripts given, but no '...' in the "
+                   "output to broadcast the extra dimensions",
+                   all);
+    }
   } else {
     // Implicit output: the ellipsis axes, then the letters used once, sorted.
     std::map<int, int> count;

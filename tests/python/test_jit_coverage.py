@@ -820,3 +820,51 @@ def test_cross_gradient_matches_finite_differences(expr, sa, sb):
     da, db = tessera.grad(tessera.jit(f), argnums=(0, 1))(a, b)
     np.testing.assert_allclose(da, _numeric_grad(lambda v: f(v, b), a), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(db, _numeric_grad(lambda v: f(a, v), b), rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- remaining validation
+
+
+@pytest.mark.parametrize(
+    "expr, args, error, match",
+    [
+        ("np.linalg.eigh(a, UPLO='X')", (SPD,), ValueError, "'L' or 'U'"),
+        ("np.linalg.qr(a, mode='full')", (SQ,), ValueError, "'reduced', 'complete' or 'r'"),
+        ("np.linalg.lstsq(a, b)", (STACK, np.ones(3)), ValueError, "2-dimensional"),
+        ("np.linalg.lstsq(a, b)", (TALL, np.ones((6, 1, 1))), ValueError, "1- or 2-dim"),
+        ("np.linalg.pinv(a, rcond=0.1, rtol=0.1)", (SQ,), ValueError, "can't be both set"),
+        ("np.einsum('i...,j...->', a, b)", (SQ, SQ), ValueError, "no '...' in the output"),
+        ("np.einsum('i...,j...->...', a, b)", (SQ, SQ), None, None),
+        ("np.einsum('ij...->j', a)", (SQ,), None, None),
+        ("np.einsum('i....->i', a)", (SQ,), ValueError, "ellipsis"),
+        ("np.einsum('ij->i->j', a)", (SQ,), ValueError, "more than one '->'"),
+        ("np.cross(a, b)", (np.float64(1.0), np.ones(3)), ValueError, "at least one dimension"),
+        ("np.percentile(a, 50)", (B,), TypeError, "bool"),
+        ("np.nanvar(a)", (B,), TypeError, "bool"),
+        ("list(np.ndindex(a, 2))", (-1,), ValueError, "negative"),
+    ],
+)
+def test_validation_branches(expr, args, error, match):
+    params = "a, b=None"
+    f = numpy_fn(expr, params)
+    if error is None:  # valid in NumPy: compare
+        check(f, *args)
+        return
+    with pytest.raises(error, match=match):
+        tessera.jit(f)(*args)
+
+
+@pytest.mark.parametrize(
+    "body, error, match",
+    [
+        ("return rng.random(3, dtype=np.int64)", ValueError, "float32"),
+        ("return rng.standard_normal(3, dtype=np.int64)", ValueError, "float32"),
+        ("return rng.integers(0, 5, size=3, dtype=np.float64)", ValueError, "int64"),
+        ("return rng.choice(np.ones((3, 2)), size=2, axis=1)", ValueError, "axis"),
+        ("return rng.choice(np.ones(3), size=2, p=[0.5, 0.5, 0.0, 0.0])", ValueError, "length"),
+        ("return rng.choice(3, size=2, p=[-0.5, 1.0, 0.5])", ValueError, "non-negative"),
+    ],
+)
+def test_generator_validation(body, error, match):
+    with pytest.raises(error, match=match):
+        tessera.jit(_gen(body))(0)
