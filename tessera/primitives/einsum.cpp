@@ -269,8 +269,13 @@ Value einsum(Args& a) {
   }
   int max_ell = 0;
   std::vector<Term> terms;
+  // All-bool operands give a bool result in NumPy (products are and, sums
+  // or): computed on 0/1 ints, then compared with 0.
+  bool all_bool = true;
+  for (const Value& op : ops) all_bool = all_bool && to_array(op, "einsum").dtype() == DType::bool_;
   for (size_t i = 0; i < ops.size(); ++i) {
     Array x = to_array(ops[i], "einsum", "operand");
+    if (all_bool) x = x.astype(DType::int64);
     terms.push_back({x, parse_term(parts[i], x.ndim(), all, &max_ell, false)});
   }
   std::vector<int> out_labels;
@@ -350,6 +355,7 @@ Value einsum(Args& a) {
     for (int l : out_labels) shape.push_back(extent_of(acc, l));
     out = to_array(prim("reshape", {out, Value(int_list(shape))}), "einsum");
   }
+  if (all_bool) return prim("not_equal", {out, Value(int64_t{0})});
   return out.shares_storage(terms[0].x) ? out.copy() : out;
 }
 
@@ -445,7 +451,8 @@ const bool registered = register_primitives({
              "(implicit: the labels used once, sorted), repeated labels for diagonals and "
              "traces ('ii', 'ii->i'), '...' for broadcast axes. Each pair of operands is one "
              "batched matmul (transpose and reshape around it), single labels are summed; "
-             "dtypes follow matmul and sum.",
+             "dtypes follow matmul and sum, and all-bool operands give a bool result (and "
+             "and or), as in NumPy.",
      .eval = einsum,
      .ns_per_element = 2.0},
     {.name = "cross",

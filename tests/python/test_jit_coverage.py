@@ -128,6 +128,8 @@ def test_einsum(expr, shapes):
     check(f, *args, rtol=1e-10)
     check(f, *[np.round(a * 10).astype(np.int64) for a in args])
     check(f, *[a.astype(np.float32) for a in args], rtol=1e-5, atol=1e-5)
+    check(f, *[a > 0 for a in args])  # bools: and / or, a bool result
+    check(f, args[0].astype(np.float32), np.round(args[1] * 10).astype(np.int64), rtol=1e-5)
 
 
 @pytest.mark.parametrize(
