@@ -274,7 +274,9 @@ Value einsum(Args& a) {
   bool all_bool = true;
   for (const Value& op : ops) all_bool = all_bool && to_array(op, "einsum").dtype() == DType::bool_;
   for (size_t i = 0; i < ops.size(); ++i) {
-    Array x = to_array(ops[i], "einsum", "operand");
+    // Operands arrive in a list, which may hold strided views: kernels below
+    // read contiguous elements.
+    Array x = to_array(ops[i], "einsum", "operand").contiguous();
     if (all_bool) x = x.astype(DType::int64);
     terms.push_back({x, parse_term(parts[i], x.ndim(), all, &max_ell, false)});
   }

@@ -870,3 +870,43 @@ def test_validation_branches(expr, args, error, match):
 def test_generator_validation(body, error, match):
     with pytest.raises(error, match=match):
         tessera.jit(_gen(body))(0)
+
+
+# --------------------------------------------------------------------------- views as operands
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "np.einsum('ij,jk->ik', x.T, x[:, ::2])",
+        "np.einsum('ii', x[:4, :4].T)",
+        "np.einsum('ij->ji', x[::2])",
+        "np.percentile(x[:, ::2], 40, axis=0)",
+        "np.nanmax(x.T, axis=1)",
+        "np.diff(x.T, axis=0)",
+        "np.cross(x[:3, :3].T, x[1:4, :3])",
+        "np.isin(x.T, x[0, ::2])",
+        "np.linalg.svd(x[:4, :4].T, compute_uv=False)",
+        "np.linalg.cholesky(x[:4, :4].T @ x[:4, :4] + np.eye(4))",
+        "np.bitwise_and((x > 0).T, (x < 1).T)",
+    ],
+)
+def test_views_as_operands(expr):
+    check(numpy_fn(expr), F, rtol=1e-9, atol=1e-12)
+
+
+def test_generator_in_a_program_that_writes():
+    body = "\n".join(
+        [
+            "rng = np.random.default_rng(seed)",
+            "out = np.zeros(4)",
+            "for i in range(4):",
+            "    out[i] = rng.random()",
+            "out += rng.normal(size=4) * 0.0",
+            "return out",
+        ]
+    )
+    got = tessera.jit(numpy_body(body, "seed"))(5)
+    assert got.shape == (4,) and len(set(got.tolist())) == 4
+    assert np.all((got >= 0) & (got < 1))
+    np.testing.assert_array_equal(tessera.jit(numpy_body(body, "seed"))(5), got)
