@@ -20,7 +20,12 @@ Value slice_along(const Value& x, int ndim, int axis, std::optional<int64_t> sta
                   std::optional<int64_t> stop) {
   std::vector<Value> args{x};
   for (int d = 0; d < ndim; ++d) {
-    args.push_back(d == axis ? Value(Slice{start, stop, std::nullopt}) : Value(Slice{}));
+    Slice s;
+    if (d == axis) {
+      s.start = start;
+      s.stop = stop;
+    }
+    args.emplace_back(s);
   }
   return call_primitive("getitem", std::move(args));
 }
