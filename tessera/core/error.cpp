@@ -42,6 +42,9 @@ void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
   } catch (const std::invalid_argument& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::invalid_argument(located(e.what(), loc));
+  } catch (const KeyError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw KeyError(located(e.what(), loc));
   } catch (const std::out_of_range& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::out_of_range(located(e.what(), loc));

@@ -2,7 +2,7 @@
 //
 // Errors are ordinary C++ exceptions so that they travel through futures and
 // map onto Python's exception classes: std::invalid_argument -> ValueError,
-// TypeError -> TypeError, std::out_of_range -> IndexError, MemoryError ->
+// TypeError -> TypeError, KeyError -> KeyError, std::out_of_range -> IndexError, MemoryError ->
 // MemoryError, everything else derived from std::runtime_error -> RuntimeError.
 // Messages follow "[op] what was wrong: values received (at file:line:col)".
 #pragma once
@@ -31,6 +31,13 @@ struct SourceLoc {
 class TypeError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+};
+
+// A key missing from a dict (Python's KeyError; an out_of_range so that C++
+// callers may treat it as any failed lookup).
+class KeyError : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
 };
 
 // The program text does not parse or refers to unknown names.

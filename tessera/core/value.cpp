@@ -69,6 +69,7 @@ bool Value::truthy(const char* op) const {
 std::string Value::kind_name() const {
   static const char* names[] = {"nil",   "bool", "int",  "float",   "string",
                                 "array", "list", "dict", "function", "slice", "tiled array"};
+  if (is_tuple()) return "tuple";
   return names[static_cast<int>(kind())];
 }
 
@@ -81,12 +82,13 @@ std::string Value::str() const {
     case ValueKind::string: return as_string();
     case ValueKind::array: return as_array().str();
     case ValueKind::list: {
-      std::string s = "[";
+      std::string s = is_tuple() ? "(" : "[";
       const List& l = as_list();
       for (size_t i = 0; i < l.size(); ++i) {
         if (i) s += ", ";
         s += l[i].is_string() ? "'" + l[i].as_string() + "'" : l[i].str();
       }
+      if (is_tuple()) return s + (l.size() == 1 ? ",)" : ")");
       return s + "]";
     }
     case ValueKind::dict: {
@@ -127,7 +129,8 @@ std::string Value::describe() const {
       std::string s = std::string(dtype_name(a.dtype())) + " array of shape " + shape_str(a.shape());
       return s;
     }
-    case ValueKind::list: return "list of length " + std::to_string(as_list().size());
+    case ValueKind::list:
+      return kind_name() + " of length " + std::to_string(as_list().size());
     case ValueKind::dict: return "dict of size " + std::to_string(as_dict().items.size());
     case ValueKind::function: return "function " + as_function()->name();
     case ValueKind::slice: return str();
@@ -147,7 +150,7 @@ bool Value::equals(const Value& other) const {
     auto i = [](const Value& v) { return v.is_int() ? v.as_int() : int64_t(v.as_bool()); };
     return i(*this) == i(other);
   }
-  if (kind() != other.kind()) return false;
+  if (kind() != other.kind() || is_tuple() != other.is_tuple()) return false;
   switch (kind()) {
     case ValueKind::nil: return true;
     case ValueKind::string: return as_string() == other.as_string();

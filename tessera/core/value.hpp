@@ -1,7 +1,8 @@
 // Value: what flows through the execution tree.
 //
-// A Value is nil, a bool, an int, a float, a string, an Array, a list, a dict,
-// a function, a slice or a tiled array (tiled.hpp). Python-like scalars (bool, int, float) are kept apart from
+// A Value is nil, a bool, an int, a float, a string, an Array, a list (or a
+// tuple: a list marked as one), a dict, a function, a slice or a tiled array
+// (tiled.hpp). Python-like scalars (bool, int, float) are kept apart from
 // 0-d arrays because they promote "weakly", as NumPy's Python scalars do:
 // float32 array + 1.5 stays float32, while float32 array + float64 array is
 // float64.
@@ -64,6 +65,18 @@ class Value {
   Value(Array a) : v_(std::move(a)) {}
   Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}
   Value(std::shared_ptr<const List> l) : v_(std::move(l)) {}
+  // A tuple: a list that Python code sees as a tuple (indexing, printing,
+  // equality, results returned to Python). Every list operation accepts it.
+  static Value tuple(List items) {
+    Value v(std::move(items));
+    v.tuple_ = true;
+    return v;
+  }
+  static Value tuple(std::shared_ptr<const List> items) {
+    Value v(std::move(items));
+    v.tuple_ = true;
+    return v;
+  }
   Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
   Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
   Value(std::shared_ptr<const Callable> f) : v_(std::move(f)) {}
@@ -82,7 +95,9 @@ class Value {
   bool is_scalar() const { return is_bool() || is_int() || is_float(); }
   bool is_string() const { return kind() == ValueKind::string; }
   bool is_array() const { return kind() == ValueKind::array; }
+  // True for lists and tuples alike (both are sequences of Values).
   bool is_list() const { return kind() == ValueKind::list; }
+  bool is_tuple() const { return tuple_ && is_list(); }
   bool is_dict() const { return kind() == ValueKind::dict; }
   bool is_function() const { return kind() == ValueKind::function; }
   bool is_slice() const { return kind() == ValueKind::slice; }
@@ -115,7 +130,7 @@ class Value {
   bool truthy(const char* op = "if") const;
 
   // Name of the kind for messages: "nil", "bool", "int", "float", "string",
-  // "array", "list", "dict", "function", "slice", "tiled array".
+  // "array", "list", "tuple", "dict", "function", "slice", "tiled array".
   std::string kind_name() const;
   // Printed form: arrays as NumPy prints them, lists as [a, b], strings bare.
   std::string str() const;
@@ -124,7 +139,7 @@ class Value {
   std::string describe() const;
 
   // Structural equality (used for dict keys and tests); arrays compare dtype,
-  // shape and elements.
+  // shape and elements; a tuple never equals a list, as in Python.
   bool equals(const Value& other) const;
 
  private:
@@ -136,6 +151,7 @@ class Value {
                std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice,
                std::shared_ptr<const TiledArray>>
       v_;
+  bool tuple_ = false;  // a list that is a tuple (see tuple())
 };
 
 // Converts a numeric Value (scalar or array) to an Array; scalars become 0-d

@@ -162,8 +162,8 @@ class Differentiator {
         for (size_t i = 0; i + 1 < body->args.size(); ++i) prefix.push_back(body->args[i].value);
         body = body->args.back().value;
       }
-      if (body->kind != Ast::Kind::call || body->callee || body->name != "list" ||
-          body->args.size() != 2) {
+      if (body->kind != Ast::Kind::call || body->callee ||
+          (body->name != "list" && body->name != "tuple") || body->args.size() != 2) {
         fail(body->loc, "with has_aux the function must end in list(value, aux), got " +
                             body->str());
       }
@@ -286,14 +286,14 @@ class Differentiator {
       return conditional(a->args[0].value, literal(Value(true), a->loc), a->args[1].value,
                          a->loc, ctx, out, steps);
     }
-    if (n == "list") {
+    if (n == "list" || n == "tuple") {
       std::vector<AstPtr> items;
       for (const auto& e : a->args) {
         Operand op = transform(e.value, ctx, out, steps);
-        if (is_active(op) && !aux_mode_) fail(a->loc, "cannot differentiate through list(...)");
+        if (is_active(op) && !aux_mode_) fail(a->loc, "cannot differentiate through " + n + "(...)");
         items.push_back(op.ast);
       }
-      return bind(call("list", std::move(items), a->loc), false, out, "list");
+      return bind(call(n, std::move(items), a->loc), false, out, n);
     }
     // As the compiler resolves calls: a function the program defines (here,
     // then around) before a primitive of that name, except for the

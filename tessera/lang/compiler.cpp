@@ -37,7 +37,7 @@ struct Resolved {
 const std::set<std::string>& special_form_names() {
   static const std::set<std::string> names = {
       "define", "lambda", "block", "parallel_block", "if",      "while",  "for_each",
-      "store",  "list",   "dict",  "__and__",        "__or__", "break",  "continue",
+      "store",  "list",   "tuple", "dict",  "__and__",        "__or__", "break",  "continue",
       "return", "grad",   "value_and_grad"};
   return names;
 }
@@ -342,7 +342,7 @@ class Compiler {
     if (!argnums) {
       nums.push_back(0);
     } else if (argnums->kind == Ast::Kind::list ||
-               (argnums->kind == Ast::Kind::call && argnums->name == "list")) {
+               (argnums->kind == Ast::Kind::call && (argnums->name == "list" || argnums->name == "tuple"))) {
       single = false;
       for (const auto& e : argnums->args) nums.push_back(as_int(e.value));
       if (nums.empty()) syntax_error(argnums->loc, "[" + n + "] argnums is empty");
@@ -441,9 +441,9 @@ class Compiler {
       return std::make_shared<ForEachNode>(a->loc, std::move(fn_node),
                                            compile(args[1].value, scope));
     }
-    if (n == "list") {
-      expect_args(a, 0, 100000, "list(items...)");
-      return std::make_shared<ListNode>(a->loc, compile_all(args, scope), false);
+    if (n == "list" || n == "tuple") {
+      expect_args(a, 0, 100000, n == "tuple" ? "tuple(items...)" : "list(items...)");
+      return std::make_shared<ListNode>(a->loc, compile_all(args, scope), false, n == "tuple");
     }
     if (n == "dict") {
       // Entries keep their source order: k, v pairs and name=value items.
@@ -535,6 +535,9 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
        "Like grad, returning list(value, gradients); with has_aux, f ends in list(value, aux) "
        "and the result is list(value, gradients, aux)."},
       {"list(items...)", "A list of values."},
+      {"tuple(items...)",
+       "A tuple of values: a list that Python code sees as a tuple (a multi-dimensional index, "
+       "returned to Python as a tuple)."},
       {"dict(k1, v1, ...) / dict(name=value, ...)", "A dictionary with string or int keys."},
       {"a && b, a || b", "Logical and/or: short-circuit on scalars, elementwise on arrays."},
   };

@@ -1180,6 +1180,7 @@ Future<Value> ListNode::eval(const FramePtr& frame) const {
         }
       }
     }
+    if (tuple_) return Value::tuple(List(vals));
     return Value(List(vals));
   });
 }

@@ -251,15 +251,16 @@ class ForEachNode : public Node {
 // list(a, b) and [a, b]: builds a list (or, for [..] of numbers, an array).
 class ListNode : public Node {
  public:
-  ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array)
-      : Node(std::move(loc)), items_(std::move(items)), as_array_(as_array) {}
+  ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array, bool tuple = false)
+      : Node(std::move(loc)), items_(std::move(items)), as_array_(as_array), tuple_(tuple) {}
   Future<Value> eval(const FramePtr& frame) const override;
-  std::string label() const override { return as_array_ ? "[...]" : "list"; }
+  std::string label() const override { return as_array_ ? "[...]" : tuple_ ? "tuple" : "list"; }
   std::vector<const Node*> children() const override;
 
  private:
   std::vector<NodePtr> items_;
   bool as_array_;
+  bool tuple_;  // tuple(...): the list is marked as a tuple
 };
 
 // dict(k1, v1, k2, v2, ...) and dict(name=value, ...).

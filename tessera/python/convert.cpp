@@ -263,6 +263,7 @@ Value convert(py::handle obj, int depth) {
     py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
     items.reserve(seq.size());
     for (py::handle item : seq) items.push_back(convert(item, depth + 1));
+    if (PyTuple_Check(p)) return Value::tuple(std::move(items));
     return Value(std::move(items));
   }
   if (PyDict_Check(p)) {
@@ -339,6 +340,11 @@ py::object to_python(const Value& v) {
     case ValueKind::array: return array_to_python(v.as_array());
     case ValueKind::list: {
       const List& items = v.as_list();
+      if (v.is_tuple()) {
+        py::tuple out(items.size());
+        for (size_t i = 0; i < items.size(); ++i) out[i] = to_python(items[i]);
+        return out;
+      }
       py::list out(items.size());
       for (size_t i = 0; i < items.size(); ++i) out[i] = to_python(items[i]);
       return out;

@@ -185,8 +185,10 @@ def test_python_scalars_and_containers():
     assert type(r) is float and r == 2.5
     assert run(IDENTITY, "text") == "text"
     assert run(IDENTITY, [1, 2.5, "a", None, [True]]) == [1, 2.5, "a", None, [True]]
-    assert run(IDENTITY, (1, (2, 3))) == [1, [2, 3]]
-    assert run(IDENTITY, {"a": 1, 2: [3]}) == {"a": 1, 2: [3]}
+    # Tuples stay tuples (nested too), lists stay lists.
+    r = run(IDENTITY, (1, (2, 3), [4]))
+    assert r == (1, (2, 3), [4]) and type(r[1]) is tuple and type(r[2]) is list
+    assert run(IDENTITY, {"a": 1, 2: [3], (4, 5): 6}) == {"a": 1, 2: [3], (4, 5): 6}
     assert run(IDENTITY, slice(1, None, -2)) == slice(1, None, -2)
     assert run(IDENTITY, -(2**63)) == -(2**63)
     assert run(IDENTITY, 2**63 - 1) == 2**63 - 1
