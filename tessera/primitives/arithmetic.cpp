@@ -6,6 +6,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -22,6 +23,20 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
       .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
       .ns_per_element = kernels::cost_ns(op),
       .scalar_binary = scalar_binary_of(op)};
+}
+
+// add and multiply: Python's concatenation and repetition when no operand
+// is an array (list + list, [0] * 3, "ab" * 2), NumPy's arithmetic otherwise.
+PrimitiveSpec sequence_aware_spec(const char* name, BinaryOp op, std::string help) {
+  PrimitiveSpec spec = binary_spec(name, op, std::move(help));
+  spec.eval = [op](Args& a) -> Value {
+    if (python_operands(a[0], a[1])) {
+      return op == BinaryOp::add ? sequence_add(a[0], a[1], a.op())
+                                 : sequence_multiply(a[0], a[1], a.op());
+    }
+    return binary_op(op, a.take(0), a.take(1), a.op());
+  };
+  return spec;
 }
 
 PrimitiveSpec unary_spec(const char* name, UnaryOp op, std::string help) {
@@ -132,14 +147,18 @@ void check_casting(const Args& a, DType to) {
 }
 
 const bool registered = register_primitives({
-    with_grads(binary_spec("add", BinaryOp::add,
+    with_grads(sequence_aware_spec("add", BinaryOp::add,
                 "Elementwise x + y with NumPy broadcasting and promotion, like numpy.add. "
-                "Two bool arrays give their logical or."), {"g", "g"}),
+                "Two bool arrays give their logical or. Without an array operand, Python's +: "
+                "list + list, tuple + tuple and string + string concatenate (other pairs of "
+                "non-numbers raise TypeError)."), {"g", "g"}),
     with_grads(binary_spec("subtract", BinaryOp::subtract,
                 "Elementwise x - y with broadcasting, like numpy.subtract. "
                 "Two bool operands raise TypeError (use logical_xor)."), {"g", "-g"}),
-    with_grads(binary_spec("multiply", BinaryOp::multiply,
-                "Elementwise x * y with broadcasting, like numpy.multiply."), {"g * y", "g * x"}),
+    with_grads(sequence_aware_spec("multiply", BinaryOp::multiply,
+                "Elementwise x * y with broadcasting, like numpy.multiply. Without an array "
+                "operand, Python's *: a list, tuple or string times an int repeats it ([0] * 3 "
+                "is [0, 0, 0])."), {"g * y", "g * x"}),
     with_grads(binary_spec("divide", BinaryOp::divide,
                 "True division x / y with broadcasting, like numpy.divide: integers give "
                 "float64. Division by zero gives inf or nan."), {"g / y", "-g * x / (y * y)"}),

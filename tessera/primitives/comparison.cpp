@@ -2,6 +2,7 @@
 // broadcasting), isclose, allclose and array_equal.
 #include "tessera/core/error.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -17,6 +18,17 @@ PrimitiveSpec compare_spec(const char* name, BinaryOp op, std::string help) {
       .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
       .ns_per_element = kernels::cost_ns(op),
       .scalar_binary = scalar_binary_of(op)};
+}
+
+// ==, !=, <, ...: Python's comparison when no operand is an array ([1, 2] ==
+// [1, 2] is one bool, "a" < "b"), NumPy's elementwise one otherwise.
+PrimitiveSpec python_aware_spec(const char* name, BinaryOp op, std::string help) {
+  PrimitiveSpec spec = compare_spec(name, op, std::move(help));
+  spec.eval = [op](Args& a) -> Value {
+    if (python_operands(a[0], a[1])) return python_compare(op, a[0], a[1], a.op());
+    return binary_op(op, a.take(0), a.take(1), a.op());
+  };
+  return spec;
 }
 
 // Tolerances must be finite and non-negative to mean anything.
@@ -56,18 +68,22 @@ Value array_equal_value(Args& a) {
 
 // Comparisons and logic pass no gradient (their results are piecewise constant).
 const bool registered = register_primitives(without_gradient({
-    compare_spec("equal", BinaryOp::equal,
+    python_aware_spec("equal", BinaryOp::equal,
                  "Elementwise x == y as bool with broadcasting, like numpy.equal; NaN is "
-                 "never equal."),
-    compare_spec("not_equal", BinaryOp::not_equal,
+                 "never equal. Without an array operand, Python's == (one bool: [1, 2] == "
+                 "[1, 2], 'a' == 'a', None == None; a tuple never equals a list)."),
+    python_aware_spec("not_equal", BinaryOp::not_equal,
                  "Elementwise x != y as bool with broadcasting, like numpy.not_equal."),
-    compare_spec("less", BinaryOp::less,
-                 "Elementwise x < y as bool with broadcasting, like numpy.less."),
-    compare_spec("less_equal", BinaryOp::less_equal,
+    python_aware_spec("less", BinaryOp::less,
+                 "Elementwise x < y as bool with broadcasting, like numpy.less. Without an "
+                 "array operand, Python's < (strings, lists and tuples compare "
+                 "lexicographically; other pairs of non-numbers raise TypeError); likewise "
+                 "less_equal, greater, greater_equal and not_equal."),
+    python_aware_spec("less_equal", BinaryOp::less_equal,
                  "Elementwise x <= y as bool with broadcasting, like numpy.less_equal."),
-    compare_spec("greater", BinaryOp::greater,
+    python_aware_spec("greater", BinaryOp::greater,
                  "Elementwise x > y as bool with broadcasting, like numpy.greater."),
-    compare_spec("greater_equal", BinaryOp::greater_equal,
+    python_aware_spec("greater_equal", BinaryOp::greater_equal,
                  "Elementwise x >= y as bool with broadcasting, like numpy.greater_equal."),
     compare_spec("logical_and", BinaryOp::logical_and,
                  "Elementwise truth of x and y (nonzero is true), like numpy.logical_and."),

@@ -6,6 +6,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/primitives/registry.hpp"
+#include "tessera/primitives/text.hpp"
 
 namespace tessera {
 
@@ -21,7 +22,7 @@ Value print_values(Args& a) {
   std::string line;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) line += " ";
-    line += items[i].str();
+    line += python_str(items[i]);
   }
   line += "\n";
   std::lock_guard lock(output_mutex());
@@ -33,7 +34,7 @@ Value print_values(Args& a) {
 Value length(Args& a) {
   const Value& v = a[0];
   if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
-  if (v.is_string()) return Value(static_cast<int64_t>(v.as_string().size()));
+  if (v.is_string()) return Value(utf8_length(v.as_string()));
   if (v.is_dict()) return Value(static_cast<int64_t>(v.as_dict().items.size()));
   if (v.is_array()) {
     if (v.as_array().ndim() == 0) a.type_error(0, "a sized value (len() of a 0-d array)");
@@ -70,7 +71,7 @@ Value append(Args& a) {
 
 Value assert_true(Args& a) {
   if (!a[0].truthy("assert")) {
-    std::string msg = a.is_nil(1) ? "assertion failed" : "assertion failed: " + a[1].str();
+    std::string msg = a.is_nil(1) ? "assertion failed" : "assertion failed: " + python_str(a[1]);
     throw std::runtime_error("[assert] " + msg);
   }
   return Value();
@@ -81,11 +82,11 @@ Value type_name(Args& a) {
   return Value(a[0].kind_name());
 }
 
-Value to_string(Args& a) { return Value(a[0].str()); }
+Value to_string(Args& a) { return Value(python_str(a[0])); }
 
 Value concat(Args& a) {
   std::string s;
-  for (const Value& v : a.list(0)) s += v.str();
+  for (const Value& v : a.list(0)) s += python_str(v);
   return Value(std::move(s));
 }
 
@@ -96,14 +97,15 @@ const bool registered = register_primitives({
      .family = "control",
      .params = {{"values"}},
      .variadic = true,
-     .help = "Prints the values separated by spaces, then a newline; returns nil. Arrays print "
-             "as NumPy prints them.",
+     .help = "Prints the values separated by spaces, then a newline, as Python's print: "
+             "str() of each (None, True, 0.1, (1, 2)); arrays as NumPy prints them. Returns nil.",
      .eval = print_values,
      .grads = {""}},
     {.name = "len",
      .family = "control",
      .params = {{"x"}},
-     .help = "Length of a list, string or dict, or the first dimension of an array.",
+     .help = "Length of a list, tuple, string (in characters) or dict, or the first dimension "
+             "of an array.",
      .eval = length,
      .grads = {""}},
     {.name = "range",
@@ -135,14 +137,15 @@ const bool registered = register_primitives({
     {.name = "str",
      .family = "control",
      .params = {{"x"}},
-     .help = "The printed form of a value as a string.",
+     .help = "Python's str(x): the printed form of a value as a string (None, True, 0.1, "
+             "'a' inside lists, (1,) for tuples, arrays as NumPy prints them).",
      .eval = to_string,
      .grads = {""}},
     {.name = "concat",
      .family = "control",
      .params = {{"values"}},
      .variadic = true,
-     .help = "A string joining the printed forms of the values: concat(\"n = \", 3) is \"n = 3\".",
+     .help = "A string joining str() of the values: concat(\"n = \", 3) is \"n = 3\".",
      .eval = concat,
      .grads = {""}},
     {.name = "is_nil",

@@ -13,6 +13,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/indexing.hpp"
 #include "tessera/kernels/shape.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -281,32 +282,6 @@ Selection select(const Array& x, const List& values, const char* op) {
   return sel;
 }
 
-// Indexing a list (the language's lists, e.g. the result of split): one int
-// or one slice.
-Value list_getitem(const List& l, const List& idx, const char* op) {
-  if (idx.size() != 1 || !(idx[0].is_int() || idx[0].is_slice())) {
-    throw std::out_of_range(
-        error_message("[", op, "] a list takes exactly one int or slice index"));
-  }
-  const int64_t n = static_cast<int64_t>(l.size());
-  if (idx[0].is_int()) {
-    int64_t i = idx[0].as_int();
-    if (i < -n || i >= n) {
-      throw std::out_of_range(error_message("[", op, "] list index ", i,
-                                            " is out of range for a list of length ", n));
-    }
-    return l[i < 0 ? i + n : i];
-  }
-  if (idx[0].as_slice().step == int64_t{0}) {
-    throw std::invalid_argument(error_message("[", op, "] slice step cannot be zero"));
-  }
-  int64_t start, step, len;
-  slice_bounds(idx[0].as_slice(), n, start, step, len);
-  List out;
-  for (int64_t i = 0; i < len; ++i) out.push_back(l[start + i * step]);
-  return out;
-}
-
 // The offset (in elements, from x's origin) of the element that one int
 // per axis selects; false when `idx` is anything else. Errors as select's.
 bool element_offset(const Array& x, const List& idx, const char* op, int64_t& offset) {
@@ -324,16 +299,22 @@ bool element_offset(const Array& x, const List& idx, const char* op, int64_t& of
 
 Value getitem(Args& a) {
   const List& idx = a.list(1);
-  if (a[0].is_list()) return list_getitem(a[0].as_list(), idx, a.op());
+  if (a[0].is_list() || a[0].is_dict() || a[0].is_string()) {
+    return sequence_getitem(a[0], idx, a.op());
+  }
   Array x = a.view(0);
+  // A tuple as the whole index is a multi-dimensional index (idx = i, j;
+  // x[idx] is x[i, j]); a list stays an integer array index, as in NumPy.
+  const bool tuple_index = idx.size() == 1 && idx[0].is_tuple();
+  const List& index = tuple_index ? idx[0].as_list() : idx;
   int64_t offset;
-  if (element_offset(x, idx, a.op(), offset)) {  // x[i, j]: the loops' common case
+  if (element_offset(x, index, a.op(), offset)) {  // x[i, j]: the loops' common case
     Array one(x.dtype(), {});
     const int64_t es = static_cast<int64_t>(dtype_size(x.dtype()));
     std::memcpy(one.raw(), static_cast<const char*>(x.origin_raw()) + offset * es, es);
     return one;
   }
-  Selection sel = select(x, idx, a.op());
+  Selection sel = select(x, index, a.op());
   // Basic indexing gives a view of x, as in NumPy (a single element, every
   // axis indexed by an int, was a value of its own above, as NumPy's
   // scalars are; x[0, ...] is a 0-d view).
@@ -554,9 +535,11 @@ const bool registered = register_primitives({
      .grads = {"", "", ""}},
     {.name = "getitem", .family = "indexing", .params = {{"x"}, {"indices"}}, .variadic = true,
      .help = "x[indices...] with NumPy semantics: ints, slices, nil (newaxis), '...', integer "
-             "arrays (broadcast together) and boolean masks. Basic indexing (ints, slices, nil, "
-             "'...') gives a view of x, which sees later writes to x and writes into it; "
-             "advanced indexing gives a copy. Also indexes lists by int or slice.",
+             "arrays (broadcast together) and boolean masks; a tuple as the only index is a "
+             "multi-dimensional index. Basic indexing (ints, slices, nil, '...') gives a view of "
+             "x, which sees later writes to x and writes into it; advanced indexing gives a "
+             "copy. Also indexes lists, tuples and strings by int or slice, and dicts by key "
+             "(KeyError when missing), as Python does.",
      .eval = getitem,
      .ns_per_element = 1.0,
      .views = true},

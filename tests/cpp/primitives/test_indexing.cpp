@@ -158,9 +158,46 @@ TEST(IndexingList, ListsTakeIntAndSlice) {
   EXPECT_TRUE(get(l, {int64_t{-1}}).equals(Value(3.0)));
   EXPECT_TRUE(get(l, {sl({}, {}, -2)}).equals(Value(List{3.0, int64_t{1}})));
   EXPECT_TRUE(throws_with<std::out_of_range>(
-      [&] { get(l, {int64_t{3}}); }, "[getitem] list index 3 is out of range for a list of length 3"));
-  EXPECT_TRUE(throws_with<std::out_of_range>([&] { get(l, {int64_t{0}, int64_t{0}}); },
-                                             "[getitem] a list takes exactly one int or slice index"));
+      [&] { get(l, {int64_t{3}}); }, "[getitem] list index 3 out of range (length 3)"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { get(l, {int64_t{0}, int64_t{0}}); },
+                                     "[getitem] list indices must be integers or slices, not tuple"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { get(l, {1.0}); },
+                                     "[getitem] list indices must be integers or slices, not float"));
+  // NumPy integers and bools index lists, as in Python.
+  EXPECT_TRUE(get(l, {Array::scalar_int(1)}).equals(Value("b")));
+  EXPECT_TRUE(get(l, {true}).equals(Value("b")));
+}
+
+TEST(IndexingList, TuplesStringsAndDicts) {
+  Value t = Value::tuple(List{int64_t{1}, int64_t{2}, int64_t{3}});
+  Value s = get(t, {sl(int64_t{1}, {})});
+  EXPECT_TRUE(s.is_tuple() && s.equals(Value::tuple(List{int64_t{2}, int64_t{3}})));
+  EXPECT_TRUE(throws_with<std::out_of_range>([&] { get(t, {int64_t{5}}); },
+                                             "[getitem] tuple index 5 out of range"));
+  Value str("h\xc3\xa9llo");  // UTF-8: indices count characters
+  EXPECT_EQ(get(str, {int64_t{1}}).as_string(), "\xc3\xa9");
+  EXPECT_EQ(get(str, {sl({}, {}, -1)}).as_string(), "oll\xc3\xa9h");
+  EXPECT_TRUE(throws_with<TypeError>([&] { get(str, {1.5}); },
+                                     "[getitem] str indices must be integers, not float"));
+  Dict d;
+  d.set(Value("a"), Value(int64_t{1}));
+  d.set(Value::tuple(List{int64_t{1}, int64_t{2}}), Value("pair"));
+  Value dv(d);
+  EXPECT_TRUE(get(dv, {Value("a")}).equals(Value(int64_t{1})));
+  EXPECT_TRUE(get(dv, {int64_t{1}, int64_t{2}}).equals(Value("pair")));
+  EXPECT_TRUE(throws_with<KeyError>([&] { get(dv, {Value("b")}); },
+                                    "[getitem] key 'b' is not in the dict"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { get(dv, {Value(List{1})}); },
+                                     "[getitem] unhashable type: 'list'"));
+}
+
+TEST(IndexingTuple, ATupleIndexIsMultiDimensional) {
+  Array x = iota({3, 4});
+  Value one = get(x, {Value::tuple(List{int64_t{1}, int64_t{2}})});
+  EXPECT_TRUE(array_eq(one, DType::float64, {}, {6}));
+  // A list stays an integer array index: rows 1 and 2.
+  Value rows = get(x, {Value(List{int64_t{1}, int64_t{2}})});
+  EXPECT_EQ(rows.as_array().shape(), (Shape{2, 4}));
 }
 
 TEST(IndexingSet, WritesIntoTheArray) {

@@ -1,0 +1,606 @@
+// The python family: Python's semantics for lists, tuples, strings, dicts and
+// None (see python_values.hpp), and the primitives the Python front end
+// writes for `in`, `not`, unpacking, for loops and the list and dict methods.
+// Lists are values: the methods return new lists, which the front end binds
+// back to the variable (xs.append(v) is define(xs, append(xs, v))).
+#include "tessera/primitives/python_values.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tessera/core/error.hpp"
+#include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/primitives/text.hpp"
+
+namespace tessera {
+
+namespace {
+
+bool is_array_like(const Value& v) { return v.is_array() || v.is_tiled(); }
+
+const char* symbol(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "+";
+    case BinaryOp::multiply: return "*";
+    case BinaryOp::equal: return "==";
+    case BinaryOp::not_equal: return "!=";
+    case BinaryOp::less: return "<";
+    case BinaryOp::less_equal: return "<=";
+    case BinaryOp::greater: return ">";
+    case BinaryOp::greater_equal: return ">=";
+    default: return op_name(op);
+  }
+}
+
+[[noreturn]] void unsupported_operands(const char* op, const char* sym, const Value& a,
+                                       const Value& b) {
+  throw TypeError(error_message("[", op, "] unsupported operand type(s) for ", sym, ": '",
+                                python_type_name(a), "' and '", python_type_name(b), "'"));
+}
+
+// A sequence of the same kind as `like` (list, tuple) holding `items`.
+Value same_kind(const Value& like, List items) {
+  return like.is_tuple() ? Value::tuple(std::move(items)) : Value(std::move(items));
+}
+
+// An index into a sequence: an int, a bool or an integral 0-d array, as
+// Python accepts NumPy integers.
+std::optional<int64_t> as_index(const Value& v) {
+  if (v.is_int()) return v.as_int();
+  if (v.is_bool()) return v.as_bool() ? 1 : 0;
+  if (v.is_array() && v.as_array().ndim() == 0 && v.as_array().dtype() == DType::int64) {
+    return v.as_array().get_int(0);
+  }
+  return std::nullopt;
+}
+
+// Python's slice.indices(n): start, step and the number of elements.
+void slice_range(const Slice& s, int64_t n, int64_t& start, int64_t& step, int64_t& len,
+                 const char* op) {
+  step = s.step.value_or(1);
+  if (step == 0) throw std::invalid_argument(error_message("[", op, "] slice step cannot be zero"));
+  const int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
+  auto adjust = [&](std::optional<int64_t> v, int64_t def) {
+    if (!v) return def;
+    return *v < 0 ? std::max(*v + n, lower) : std::min(*v, upper);
+  };
+  start = adjust(s.start, step > 0 ? lower : upper);
+  const int64_t stop = adjust(s.stop, step > 0 ? upper : lower);
+  if (step > 0) {
+    len = stop > start ? (stop - start - 1) / step + 1 : 0;
+  } else {
+    len = start > stop ? (start - stop - 1) / (-step) + 1 : 0;
+  }
+}
+
+void check_hashable(const Value& key, const char* op) {
+  if ((key.is_list() && !key.is_tuple()) || key.is_dict() || key.is_array()) {
+    throw TypeError(error_message("[", op, "] unhashable type: '", python_type_name(key), "'"));
+  }
+  if (key.is_tuple()) {
+    for (const Value& k : key.as_list()) check_hashable(k, op);
+  }
+}
+
+// Row i of an array along its first axis (a 0-d array for 1-d arrays).
+Array row_of(const Array& a, int64_t i) {
+  Shape sub(a.shape().begin() + 1, a.shape().end());
+  Array row(a.dtype(), sub);
+  const size_t bytes = row.nbytes();
+  if (bytes) std::memcpy(row.raw(), static_cast<const char*>(a.raw()) + i * bytes, bytes);
+  return row;
+}
+
+int64_t length_of(const Value& items) {
+  return items.is_array() ? items.as_array().dim(0) : static_cast<int64_t>(items.as_list().size());
+}
+
+Value item_at(const Value& items, int64_t i) {
+  return items.is_array() ? Value(row_of(items.as_array(), i)) : items.as_list()[i];
+}
+
+bool ordering(BinaryOp op, const Value& a, const Value& b, const char* opname) {
+  if (a.is_scalar() && b.is_scalar()) return binary_op(op, a, b, opname).truthy(opname);
+  if (is_array_like(a) || is_array_like(b)) return binary_op(op, a, b, opname).truthy(opname);
+  auto holds = [op](int c) {
+    switch (op) {
+      case BinaryOp::less: return c < 0;
+      case BinaryOp::less_equal: return c <= 0;
+      case BinaryOp::greater: return c > 0;
+      default: return c >= 0;
+    }
+  };
+  if (a.is_string() && b.is_string()) return holds(a.as_string().compare(b.as_string()));
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    const List &x = a.as_list(), &y = b.as_list();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!python_equal(x[i], y[i], opname)) return ordering(op, x[i], y[i], opname);
+    }
+    return holds(x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0);
+  }
+  throw TypeError(error_message("[", opname, "] '", symbol(op),
+                                "' not supported between instances of '", python_type_name(a),
+                                "' and '", python_type_name(b), "'"));
+}
+
+}  // namespace
+
+bool python_operands(const Value& a, const Value& b) {
+  if (is_array_like(a) || is_array_like(b)) return false;
+  return !(a.is_scalar() && b.is_scalar());
+}
+
+Value sequence_add(const Value& a, const Value& b, const char* op) {
+  if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    List out = a.as_list();
+    out.insert(out.end(), b.as_list().begin(), b.as_list().end());
+    return same_kind(a, std::move(out));
+  }
+  if (a.is_string() || a.is_list()) {
+    const std::string name = python_type_name(a);
+    throw TypeError(error_message("[", op, "] can only concatenate ", name, " (not \"",
+                                  python_type_name(b), "\") to ", name));
+  }
+  unsupported_operands(op, "+", a, b);
+}
+
+Value sequence_multiply(const Value& a, const Value& b, const char* op) {
+  const bool a_seq = a.is_string() || a.is_list();
+  const Value& seq = a_seq ? a : b;
+  const Value& count = a_seq ? b : a;
+  if (!(seq.is_string() || seq.is_list())) unsupported_operands(op, "*", a, b);
+  if (!count.is_int() && !count.is_bool()) {
+    throw TypeError(error_message("[", op, "] can't multiply sequence by non-int of type '",
+                                  python_type_name(count), "'"));
+  }
+  const int64_t n = std::max<int64_t>(count.is_int() ? count.as_int() : count.as_bool(), 0);
+  const size_t size = seq.is_string() ? seq.as_string().size() : seq.as_list().size();
+  if (size && n > static_cast<int64_t>((size_t{1} << 34) / size)) {
+    throw MemoryError(error_message("[", op, "] repeating a ", python_type_name(seq),
+                                    " of length ", size, " ", n, " times is too large"));
+  }
+  if (seq.is_string()) {
+    std::string out;
+    out.reserve(size * n);
+    for (int64_t i = 0; i < n; ++i) out += seq.as_string();
+    return Value(std::move(out));
+  }
+  List out;
+  out.reserve(size * n);
+  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
+  return same_kind(seq, std::move(out));
+}
+
+bool python_equal(const Value& a, const Value& b, const char* op) {
+  if (is_array_like(a) || is_array_like(b)) {
+    return binary_op(BinaryOp::equal, a, b, op).truthy(op);
+  }
+  if (a.is_scalar() && b.is_scalar()) return a.equals(b);
+  if (a.kind() != b.kind() || a.is_tuple() != b.is_tuple()) return false;
+  if (a.is_list()) {
+    const List &x = a.as_list(), &y = b.as_list();
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!python_equal(x[i], y[i], op)) return false;
+    }
+    return true;
+  }
+  if (a.is_dict()) {
+    const Dict &x = a.as_dict(), &y = b.as_dict();
+    if (x.items.size() != y.items.size()) return false;
+    for (const auto& [k, v] : x.items) {
+      const Value* w = y.find(k);
+      if (!w || !python_equal(v, *w, op)) return false;
+    }
+    return true;
+  }
+  return a.equals(b);
+}
+
+Value python_compare(BinaryOp op, const Value& a, const Value& b, const char* opname) {
+  switch (op) {
+    case BinaryOp::equal: return python_equal(a, b, opname);
+    case BinaryOp::not_equal: return !python_equal(a, b, opname);
+    default: return ordering(op, a, b, opname);
+  }
+}
+
+bool python_contains(const Value& container, const Value& item, const char* op) {
+  switch (container.kind()) {
+    case ValueKind::dict:
+      check_hashable(item, op);
+      return container.as_dict().find(item) != nullptr;
+    case ValueKind::string:
+      if (!item.is_string()) {
+        throw TypeError(error_message("[", op, "] 'in <string>' requires string as left operand, not ",
+                                      python_type_name(item)));
+      }
+      return container.as_string().find(item.as_string()) != std::string::npos;
+    case ValueKind::list:
+      for (const Value& v : container.as_list()) {
+        if (python_equal(v, item, op)) return true;
+      }
+      return false;
+    case ValueKind::array: {
+      // NumPy's ndarray.__contains__: (container == item).any().
+      Value eq = binary_op(BinaryOp::equal, container, item, op);
+      if (!eq.is_array()) return eq.truthy(op);
+      const Array& e = eq.as_array();
+      for (int64_t i = 0; i < e.size(); ++i) {
+        if (e.get_bool(i)) return true;
+      }
+      return false;
+    }
+    default:
+      throw TypeError(error_message("[", op, "] argument of type '", python_type_name(container),
+                                    "' is not iterable"));
+  }
+}
+
+Value iteration_items(const Value& v, const char* op) {
+  switch (v.kind()) {
+    case ValueKind::list: return v;
+    case ValueKind::array:
+      if (v.as_array().ndim() == 0) {
+        throw TypeError(error_message("[", op, "] iteration over a 0-d array"));
+      }
+      return v;
+    case ValueKind::string: {
+      List chars;
+      for (std::string& c : utf8_chars(v.as_string())) chars.emplace_back(std::move(c));
+      return Value(std::move(chars));
+    }
+    case ValueKind::dict: {
+      List keys;
+      for (const auto& kv : v.as_dict().items) keys.push_back(kv.first);
+      return Value(std::move(keys));
+    }
+    default:
+      throw TypeError(error_message("[", op, "] '", python_type_name(v), "' object is not iterable"));
+  }
+}
+
+Value sequence_getitem(const Value& container, const List& indices, const char* op) {
+  if (container.is_dict()) {
+    Value key = indices.size() == 1 ? indices[0] : Value::tuple(indices);
+    check_hashable(key, op);
+    const Value* found = container.as_dict().find(key);
+    if (!found) throw KeyError(error_message("[", op, "] key ", python_repr(key), " is not in the dict"));
+    return *found;
+  }
+  const std::string name = python_type_name(container);
+  const bool is_str = container.is_string();
+  if (indices.size() != 1 || !(as_index(indices[0]) || indices[0].is_slice())) {
+    const std::string got =
+        indices.size() != 1 ? std::string("tuple") : python_type_name(indices[0]);
+    throw TypeError(error_message("[", op, "] ", name, " indices must be integers",
+                                  is_str ? "" : " or slices", ", not ", got));
+  }
+  std::vector<std::string> chars;
+  if (is_str) chars = utf8_chars(container.as_string());
+  const List* items = is_str ? nullptr : &container.as_list();
+  const int64_t n = is_str ? static_cast<int64_t>(chars.size()) : static_cast<int64_t>(items->size());
+  if (auto i = as_index(indices[0])) {
+    if (*i < -n || *i >= n) {
+      throw std::out_of_range(error_message("[", op, "] ", name, " index ", *i,
+                                            " out of range (length ", n, ")"));
+    }
+    const int64_t k = *i < 0 ? *i + n : *i;
+    return is_str ? Value(chars[k]) : (*items)[k];
+  }
+  int64_t start, step, len;
+  slice_range(indices[0].as_slice(), n, start, step, len, op);
+  if (is_str) {
+    std::string out;
+    for (int64_t i = 0; i < len; ++i) out += chars[start + i * step];
+    return Value(std::move(out));
+  }
+  List out;
+  out.reserve(len);
+  for (int64_t i = 0; i < len; ++i) out.push_back((*items)[start + i * step]);
+  return same_kind(container, std::move(out));
+}
+
+Value sequence_setitem(const Value& container, const Value& value, const List& indices,
+                       const char* op) {
+  if (container.is_dict()) {
+    Value key = indices.size() == 1 ? indices[0] : Value::tuple(indices);
+    check_hashable(key, op);
+    Dict d = container.as_dict();
+    d.set(std::move(key), value);
+    return Value(std::move(d));
+  }
+  if (!container.is_list() || container.is_tuple()) {
+    throw TypeError(error_message("[", op, "] '", python_type_name(container),
+                                  "' object does not support item assignment"));
+  }
+  List items = container.as_list();
+  const int64_t n = static_cast<int64_t>(items.size());
+  if (indices.size() == 1) {
+    if (auto i = as_index(indices[0])) {
+      if (*i < -n || *i >= n) {
+        throw std::out_of_range(error_message("[", op, "] list assignment index ", *i,
+                                              " out of range (length ", n, ")"));
+      }
+      items[*i < 0 ? *i + n : *i] = value;
+      return Value(std::move(items));
+    }
+    if (indices[0].is_slice()) {
+      int64_t start, step, len;
+      slice_range(indices[0].as_slice(), n, start, step, len, op);
+      Value src = iteration_items(value, op);
+      List repl;
+      for (int64_t i = 0; i < length_of(src); ++i) repl.push_back(item_at(src, i));
+      if (step == 1) {
+        items.erase(items.begin() + start, items.begin() + start + len);
+        items.insert(items.begin() + start, repl.begin(), repl.end());
+        return Value(std::move(items));
+      }
+      if (static_cast<int64_t>(repl.size()) != len) {
+        throw std::invalid_argument(error_message(
+            "[", op, "] attempt to assign sequence of size ", repl.size(),
+            " to extended slice of size ", len));
+      }
+      for (int64_t i = 0; i < len; ++i) items[start + i * step] = repl[i];
+      return Value(std::move(items));
+    }
+  }
+  const std::string got = indices.size() != 1 ? std::string("tuple") : python_type_name(indices[0]);
+  throw TypeError(error_message("[", op, "] list indices must be integers or slices, not ", got));
+}
+
+namespace {
+
+Value unpack(Args& a) {
+  Value items = iteration_items(a[0], "unpack");
+  const int64_t want = a.integer(1), got = length_of(items);
+  if (got > want) {
+    throw std::invalid_argument(
+        error_message("[unpack] too many values to unpack (expected ", want, ")"));
+  }
+  if (got < want) {
+    throw std::invalid_argument(error_message("[unpack] not enough values to unpack (expected ",
+                                              want, ", got ", got, ")"));
+  }
+  return items;
+}
+
+Value to_sequence(Args& a, bool tuple) {
+  Value items = iteration_items(a[0], a.op());
+  List out;
+  const int64_t n = length_of(items);
+  out.reserve(n);
+  for (int64_t i = 0; i < n; ++i) out.push_back(item_at(items, i));
+  return tuple ? Value::tuple(std::move(out)) : Value(std::move(out));
+}
+
+const List& list_arg(Args& a, size_t i) {
+  if (!a[i].is_list() || a[i].is_tuple()) a.type_error(i, "a list");
+  return a[i].as_list();
+}
+
+const Dict& dict_arg(Args& a, size_t i) {
+  if (!a[i].is_dict()) a.type_error(i, "a dict");
+  return a[i].as_dict();
+}
+
+Value pop(Args& a) {
+  if (a[0].is_dict()) {
+    if (a.is_nil(1) && !a.boolean(3)) {
+      throw TypeError(error_message("[pop] dict.pop expected at least 1 argument, got 0"));
+    }
+    check_hashable(a[1], a.op());
+    Dict d = a[0].as_dict();
+    auto it = std::find_if(d.items.begin(), d.items.end(),
+                           [&](const auto& kv) { return kv.first.equals(a[1]); });
+    if (it == d.items.end()) {
+      if (a.boolean(3)) return Value::tuple(List{a[0], a[2]});
+      throw KeyError(error_message("[pop] key ", python_repr(a[1]), " is not in the dict"));
+    }
+    Value v = it->second;
+    d.items.erase(it);
+    return Value::tuple(List{Value(std::move(d)), std::move(v)});
+  }
+  List items = list_arg(a, 0);
+  const int64_t n = static_cast<int64_t>(items.size());
+  if (n == 0) throw std::out_of_range("[pop] pop from empty list");
+  int64_t i = a.is_nil(1) ? -1 : a.integer(1);
+  if (i < -n || i >= n) {
+    throw std::out_of_range(error_message("[pop] pop index ", i, " out of range (length ", n, ")"));
+  }
+  if (i < 0) i += n;
+  Value v = items[i];
+  items.erase(items.begin() + i);
+  return Value::tuple(List{Value(std::move(items)), std::move(v)});
+}
+
+Value insert(Args& a) {
+  List items = list_arg(a, 0);
+  const int64_t n = static_cast<int64_t>(items.size());
+  int64_t i = a.integer(1);
+  if (i < 0) i = std::max<int64_t>(i + n, 0);
+  i = std::min(i, n);
+  items.insert(items.begin() + i, a[2]);
+  return Value(std::move(items));
+}
+
+Value index_of(Args& a) {
+  const Value& seq = a[0];
+  if (seq.is_string()) {
+    if (!a[1].is_string()) a.type_error(1, "a string");
+    const std::vector<std::string> chars = utf8_chars(seq.as_string());
+    const int64_t n = static_cast<int64_t>(chars.size());
+    int64_t start = a.integer(2), stop = a.is_nil(3) ? n : a.integer(3);
+    if (start < 0) start = std::max<int64_t>(start + n, 0);
+    if (stop < 0) stop = std::max<int64_t>(stop + n, 0);
+    start = std::min(start, n);
+    stop = std::min(stop, n);
+    std::string hay;
+    std::vector<int64_t> at;  // byte offset -> character index
+    for (int64_t i = start; i < stop; ++i) {
+      for (size_t b = 0; b < chars[i].size(); ++b) at.push_back(i);
+      hay += chars[i];
+    }
+    size_t found = hay.find(a[1].as_string());
+    if (found == std::string::npos) throw std::invalid_argument("[index] substring not found");
+    return Value(found < at.size() ? at[found] : stop);
+  }
+  if (!seq.is_list()) a.type_error(0, "a list, tuple or string");
+  const List& items = seq.as_list();
+  const int64_t n = static_cast<int64_t>(items.size());
+  int64_t start = a.integer(2), stop = a.is_nil(3) ? n : a.integer(3);
+  if (start < 0) start = std::max<int64_t>(start + n, 0);
+  if (stop < 0) stop = std::max<int64_t>(stop + n, 0);
+  for (int64_t i = start; i < std::min(stop, n); ++i) {
+    if (python_equal(items[i], a[1], a.op())) return Value(i);
+  }
+  if (seq.is_tuple()) throw std::invalid_argument("[index] tuple.index(x): x not in tuple");
+  throw std::invalid_argument(error_message("[index] ", python_repr(a[1]), " is not in list"));
+}
+
+Value count(Args& a) {
+  const Value& seq = a[0];
+  if (seq.is_string()) {
+    if (!a[1].is_string()) a.type_error(1, "a string");
+    const std::string &s = seq.as_string(), &sub = a[1].as_string();
+    if (sub.empty()) return Value(utf8_length(s) + 1);
+    int64_t n = 0;
+    for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + sub.size())) ++n;
+    return Value(n);
+  }
+  if (!seq.is_list()) a.type_error(0, "a list, tuple or string");
+  int64_t n = 0;
+  for (const Value& v : seq.as_list()) n += python_equal(v, a[1], a.op());
+  return Value(n);
+}
+
+Value update(Args& a) {
+  Dict d = dict_arg(a, 0);
+  if (a[1].is_dict()) {
+    for (const auto& [k, v] : a[1].as_dict().items) d.set(k, v);
+    return Value(std::move(d));
+  }
+  Value pairs = iteration_items(a[1], a.op());
+  for (int64_t i = 0; i < length_of(pairs); ++i) {
+    Value p = item_at(pairs, i);
+    if (!p.is_list() || p.as_list().size() != 2) {
+      throw std::invalid_argument(error_message(
+          "[update] dictionary update sequence element #", i, " is not a (key, value) pair: got ",
+          p.describe()));
+    }
+    check_hashable(p.as_list()[0], a.op());
+    d.set(p.as_list()[0], p.as_list()[1]);
+  }
+  return Value(std::move(d));
+}
+
+PrimitiveSpec python_spec(const char* name, std::vector<Param> params, std::string help,
+                          std::function<Value(Args&)> eval) {
+  PrimitiveSpec spec{.name = name,
+                     .family = "python",
+                     .params = std::move(params),
+                     .help = std::move(help),
+                     .eval = std::move(eval)};
+  spec.grads.assign(spec.params.size(), "");
+  return spec;
+}
+
+const bool registered = register_primitives({
+    python_spec("contains", {{"container"}, {"item"}},
+                "Python's `item in container`: a key of a dict, a substring of a string, an "
+                "element of a list or tuple (compared with ==); for an array NumPy's "
+                "(container == item).any().",
+                [](Args& a) -> Value { return python_contains(a[0], a[1], a.op()); }),
+    python_spec("not_", {{"x"}},
+                "Python's `not x`: true for None, False, zero, empty strings, lists and dicts; an "
+                "array must have exactly one element (ValueError otherwise).",
+                [](Args& a) -> Value { return !a[0].truthy("not"); }),
+    python_spec("unpack", {{"x"}, {"count"}},
+                "x checked for Python's `a, b = x` with `count` targets: x's items (a dict's keys, "
+                "a string's characters; lists, tuples and arrays (first axis) themselves). "
+                "ValueError 'too many values to unpack (expected N)' or 'not enough values to "
+                "unpack (expected N, got M)' otherwise.",
+                unpack),
+    python_spec("iterate", {{"x"}},
+                "What a Python for loop over x visits, indexable by 0..len-1: lists, tuples and "
+                "arrays themselves, a dict's keys, a string's characters. TypeError for values "
+                "that are not iterable.",
+                [](Args& a) -> Value { return iteration_items(a[0], a.op()); }),
+    python_spec("to_list", {{"x"}},
+                "Python's list(x): the items of x as a list (an array's rows or elements, a dict's "
+                "keys, a string's characters).",
+                [](Args& a) -> Value { return to_sequence(a, false); }),
+    python_spec("to_tuple", {{"x"}}, "Python's tuple(x): the items of x as a tuple.",
+                [](Args& a) -> Value { return to_sequence(a, true); }),
+    python_spec("pop", {{"x"}, opt("key", Value()), opt("default", Value()),
+                        opt("has_default", Value(false))},
+                "Python's x.pop(key) as a value: tuple(new x, popped item). For a list `key` is "
+                "the index (the last when nil; IndexError when out of range); for a dict the key "
+                "(KeyError when missing, unless has_default, which gives `default`).",
+                pop),
+    python_spec("insert", {{"list"}, {"index"}, {"item"}},
+                "Python's list.insert as a value: a new list with item before index (clamped "
+                "to the list, negative from the end).",
+                insert),
+    python_spec("index", {{"x"}, {"item"}, opt("start", Value(int64_t{0})), opt("stop", Value())},
+                "Python's x.index(item[, start[, stop]]) for lists, tuples (first equal element) "
+                "and strings (first substring); ValueError when absent.",
+                index_of),
+    python_spec("count", {{"x"}, {"item"}},
+                "Python's x.count(item): equal elements of a list or tuple, non-overlapping "
+                "occurrences of a substring in a string.",
+                count),
+    python_spec("reverse", {{"list"}}, "Python's list.reverse as a value: the reversed list.",
+                [](Args& a) -> Value {
+                  List items = list_arg(a, 0);
+                  std::reverse(items.begin(), items.end());
+                  return Value(std::move(items));
+                }),
+    python_spec("extend", {{"list"}, {"items"}},
+                "Python's list.extend as a value: a new list with the items of `items` (any "
+                "iterable: list, tuple, array rows, dict keys, string characters) appended.",
+                [](Args& a) -> Value {
+                  List items = list_arg(a, 0);
+                  Value more = iteration_items(a[1], a.op());
+                  for (int64_t i = 0; i < length_of(more); ++i) items.push_back(item_at(more, i));
+                  return Value(std::move(items));
+                }),
+    python_spec("get", {{"dict"}, {"key"}, opt("default", Value())},
+                "Python's d.get(key, default): the value of key in the dict, or default (nil).",
+                [](Args& a) -> Value {
+                  check_hashable(a[1], a.op());
+                  const Value* v = dict_arg(a, 0).find(a[1]);
+                  return v ? *v : a[2];
+                }),
+    python_spec("keys", {{"dict"}}, "Python's d.keys() as a list, in insertion order.",
+                [](Args& a) -> Value {
+                  List out;
+                  for (const auto& kv : dict_arg(a, 0).items) out.push_back(kv.first);
+                  return Value(std::move(out));
+                }),
+    python_spec("values", {{"dict"}}, "Python's d.values() as a list, in insertion order.",
+                [](Args& a) -> Value {
+                  List out;
+                  for (const auto& kv : dict_arg(a, 0).items) out.push_back(kv.second);
+                  return Value(std::move(out));
+                }),
+    python_spec("items", {{"dict"}},
+                "Python's d.items() as a list of (key, value) tuples, in insertion order.",
+                [](Args& a) -> Value {
+                  List out;
+                  for (const auto& kv : dict_arg(a, 0).items) {
+                    out.push_back(Value::tuple(List{kv.first, kv.second}));
+                  }
+                  return Value(std::move(out));
+                }),
+    python_spec("update", {{"dict"}, {"other"}},
+                "Python's d.update(other) as a value: a new dict with the entries of other (a "
+                "dict or a list of (key, value) pairs) set.",
+                update),
+});
+
+}  // namespace
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// Python's semantics for Python values (lists, tuples, strings, dicts, None):
+// the rules the arithmetic and comparison primitives follow when no operand is
+// an array (list + list concatenates, [0] * 3 repeats, [1, 2] == [1, 2] is one
+// bool), and the helpers behind `in`, unpacking, iteration, indexing of lists,
+// tuples, strings and dicts, and the list and dict methods.
+//
+// Where an operand is an array NumPy's rules apply instead (array + list is
+// elementwise): these helpers are only for values Python itself would handle.
+#pragma once
+
+#include "tessera/core/value.hpp"
+#include "tessera/kernels/elementwise.hpp"
+
+namespace tessera {
+
+// True when a binary operator on a and b follows Python's rules: neither is
+// an array (or tiled array) and one is not a number (a list, tuple, string,
+// dict, None, ...). Two numbers keep the scalar rules; anything with an
+// array keeps NumPy's.
+bool python_operands(const Value& a, const Value& b);
+
+// a + b: list + list, tuple + tuple and str + str concatenate; other pairs
+// raise TypeError with Python's message. Named `op` in errors. For `x += v`
+// on lists as well.
+Value sequence_add(const Value& a, const Value& b, const char* op = "add");
+// a * b with one a list, tuple or string and the other an int (or bool):
+// repetition (a count <= 0 gives an empty one); other pairs raise TypeError.
+Value sequence_multiply(const Value& a, const Value& b, const char* op = "multiply");
+// Python's a OP b for a comparison op (equal, not_equal, less, ...) on
+// python_operands: == is structural (a tuple never equals a list), ordering
+// is lexicographic for strings, lists and tuples, TypeError otherwise.
+Value python_compare(BinaryOp op, const Value& a, const Value& b, const char* opname);
+// Python's a == b as a bool (elements that are arrays compare elementwise and
+// must then give one truth value, as in Python).
+bool python_equal(const Value& a, const Value& b, const char* op = "equal");
+
+// Python's `item in container`: a key of a dict, a substring of a string, an
+// element of a list or tuple; for an array NumPy's (container == item).any().
+bool python_contains(const Value& container, const Value& item, const char* op = "contains");
+
+// What a for loop over v visits, as something indexable by 0..len-1: lists,
+// tuples and arrays themselves, a dict's keys, a string's characters.
+// TypeError for values that are not iterable (numbers, None, 0-d arrays).
+Value iteration_items(const Value& v, const char* op = "iterate");
+
+// container[indices...] for a list, tuple, string or dict (d[a, b] looks up
+// the tuple key (a, b)); KeyError / IndexError / TypeError as in Python.
+Value sequence_getitem(const Value& container, const List& indices, const char* op = "getitem");
+// container[index] = value for a list (int or slice index) or a dict (any
+// hashable key): the new container (values are never changed in place).
+Value sequence_setitem(const Value& container, const Value& value, const List& indices,
+                       const char* op = "setitem");
+
+}  // namespace tessera

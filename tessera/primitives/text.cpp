@@ -1,0 +1,579 @@
+// The text family: Python's str(), repr() and format() of Values, and the
+// primitives `format` and `repr` (the Python front end writes f"{x:.4f}" as
+// concat(format(x, ".4f")) and f"{x!r}" as repr(x)).
+//
+// Float digits come from std::to_chars, which rounds correctly, as Python's
+// dtoa does; the layout rules (when to use an exponent, ".0", "1e+16") are
+// Python's (Python/pystrtod.c and Python/formatter_unicode.c).
+#include "tessera/primitives/text.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+std::vector<std::string> utf8_chars(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 1;
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0xF0) n = 4;
+    else if (c >= 0xE0) n = 3;
+    else if (c >= 0xC0) n = 2;
+    n = std::min(n, s.size() - i);
+    out.push_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+int64_t utf8_length(const std::string& s) {
+  int64_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+namespace {
+
+// The decimal digits of |v| and the exponent of the first one, rounded to
+// `precision` digits after the first (shortest round-trip when negative).
+struct Decimal {
+  std::string digits;
+  int exp = 0;
+};
+
+Decimal decimal_of(double v, int precision) {
+  std::string buf(static_cast<size_t>(std::max(precision, 0)) + 32, '\0');
+  auto r = precision < 0
+               ? std::to_chars(buf.data(), buf.data() + buf.size(), std::fabs(v),
+                               std::chars_format::scientific)
+               : std::to_chars(buf.data(), buf.data() + buf.size(), std::fabs(v),
+                               std::chars_format::scientific, precision);
+  std::string s(buf.data(), r.ptr);
+  size_t e = s.find('e');
+  Decimal d;
+  d.exp = std::stoi(s.substr(e + 1));
+  for (size_t i = 0; i < e; ++i) {
+    if (s[i] >= '0' && s[i] <= '9') d.digits += s[i];
+  }
+  return d;
+}
+
+std::string exponent_text(int exp) {
+  std::string digits = std::to_string(exp < 0 ? -exp : exp);
+  if (digits.size() < 2) digits = "0" + digits;
+  return std::string(exp < 0 ? "e-" : "e+") + digits;
+}
+
+// digits with the decimal point after `decpt` of them (zeros added either side).
+std::string fixed_layout(const std::string& digits, int decpt) {
+  const int n = static_cast<int>(digits.size());
+  if (decpt <= 0) return "0." + std::string(-decpt, '0') + digits;
+  if (decpt >= n) return digits + std::string(decpt - n, '0');
+  return digits.substr(0, decpt) + "." + digits.substr(decpt);
+}
+
+std::string sci_layout(const std::string& digits, int exp) {
+  std::string s = digits.substr(0, 1);
+  if (digits.size() > 1) s += "." + digits.substr(1);
+  return s + exponent_text(exp);
+}
+
+// |v| in Python's repr form: shortest digits, an exponent below 1e-4 and
+// from 1e16 on, ".0" on integral values.
+std::string repr_body(double v) {
+  Decimal d = decimal_of(v, -1);
+  const int decpt = d.exp + 1;
+  if (decpt <= -4 || decpt > 16) return sci_layout(d.digits, d.exp);
+  std::string s = fixed_layout(d.digits, decpt);
+  if (s.find('.') == std::string::npos) s += ".0";
+  return s;
+}
+
+// |v| in the 'g' style with `precision` significant digits; `add_dot_0` is
+// the style of an omitted type with a precision (at least one decimal).
+std::string general_body(double v, int precision, bool alt, bool add_dot_0) {
+  if (precision == 0) precision = 1;
+  Decimal d = decimal_of(v, precision - 1);
+  const int decpt = d.exp + 1;
+  if (!alt) {
+    while (d.digits.size() > 1 && d.digits.back() == '0') d.digits.pop_back();
+  }
+  const bool use_exp = decpt <= -4 || decpt > (add_dot_0 ? precision - 1 : precision);
+  std::string s = use_exp ? sci_layout(d.digits, d.exp) : fixed_layout(d.digits, decpt);
+  if (alt && s.find('.') == std::string::npos) {
+    size_t e = s.find('e');
+    s.insert(e == std::string::npos ? s.size() : e, ".");
+  }
+  if (add_dot_0 && !use_exp && s.find('.') == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string to_chars_text(double v, std::chars_format fmt, int precision) {
+  std::string buf(static_cast<size_t>(precision) + 400, '\0');
+  auto r = std::to_chars(buf.data(), buf.data() + buf.size(), std::fabs(v), fmt, precision);
+  return std::string(buf.data(), r.ptr);
+}
+
+std::string float32_repr_body(float v) {
+  // NumPy prints float32 scalars with the shortest digits of the float32.
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, std::fabs(v), std::chars_format::scientific);
+  std::string s(buf, r.ptr);
+  size_t e = s.find('e');
+  Decimal d;
+  d.exp = std::stoi(s.substr(e + 1));
+  for (size_t i = 0; i < e; ++i) {
+    if (s[i] >= '0' && s[i] <= '9') d.digits += s[i];
+  }
+  const int decpt = d.exp + 1;
+  if (decpt <= -4 || decpt > 16) return sci_layout(d.digits, d.exp);
+  std::string out = fixed_layout(d.digits, decpt);
+  if (out.find('.') == std::string::npos) out += ".0";
+  return out;
+}
+
+std::string float_str(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return (std::signbit(v) ? "-" : "") + repr_body(v);
+}
+
+std::string float32_str(float v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return (std::signbit(v) ? "-" : "") + float32_repr_body(v);
+}
+
+// A 0-d array as the NumPy scalar it comes back to Python as.
+Value scalar_of(const Array& a) {
+  switch (a.dtype()) {
+    case DType::bool_: return Value(a.get_bool(0));
+    case DType::int64: return Value(a.get_int(0));
+    default: return Value(a.get_double(0));
+  }
+}
+
+std::string string_repr(const std::string& s) {
+  const bool has_single = s.find('\'') != std::string::npos;
+  const bool has_double = s.find('"') != std::string::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == quote || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\r') {
+      out += "\\r";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out + quote;
+}
+
+std::string sequence_text(const Value& v) {
+  const List& items = v.as_list();
+  std::string s = v.is_tuple() ? "(" : "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) s += ", ";
+    s += python_repr(items[i]);
+  }
+  if (v.is_tuple()) return s + (items.size() == 1 ? ",)" : ")");
+  return s + "]";
+}
+
+}  // namespace
+
+std::string python_type_name(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::nil: return "NoneType";
+    case ValueKind::string: return "str";
+    case ValueKind::array: return "numpy.ndarray";
+    case ValueKind::tiled: return "TiledArray";
+    default: return v.kind_name();
+  }
+}
+
+std::string python_str(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::nil: return "None";
+    case ValueKind::boolean: return v.as_bool() ? "True" : "False";
+    case ValueKind::floating: return float_str(v.as_float());
+    case ValueKind::string: return v.as_string();
+    case ValueKind::array: {
+      const Array& a = v.as_array();
+      if (a.ndim() != 0) return a.str();
+      if (a.dtype() == DType::float32) return float32_str(static_cast<float>(a.get_double(0)));
+      return python_str(scalar_of(a));
+    }
+    case ValueKind::list: return sequence_text(v);
+    case ValueKind::dict: {
+      std::string s = "{";
+      bool first = true;
+      for (const auto& [k, x] : v.as_dict().items) {
+        if (!first) s += ", ";
+        first = false;
+        s += python_repr(k) + ": " + python_repr(x);
+      }
+      return s + "}";
+    }
+    case ValueKind::slice: {
+      auto part = [](const std::optional<int64_t>& p) { return p ? std::to_string(*p) : "None"; };
+      const Slice& s = v.as_slice();
+      return "slice(" + part(s.start) + ", " + part(s.stop) + ", " + part(s.step) + ")";
+    }
+    default: return v.str();
+  }
+}
+
+std::string python_repr(const Value& v) {
+  if (v.is_string()) return string_repr(v.as_string());
+  if (v.is_array() && v.as_array().ndim() == 0) {
+    const Array& a = v.as_array();
+    std::string body = python_str(v);
+    if (a.dtype() == DType::bool_) return a.get_bool(0) ? "np.True_" : "np.False_";
+    return "np." + std::string(dtype_name(a.dtype())) + "(" + body + ")";
+  }
+  if (v.is_array()) {
+    throw TypeError(error_message("[repr] repr() of an array (", v.describe(),
+                                  ") is not supported inside a jit function; use str()"));
+  }
+  return python_str(v);
+}
+
+namespace {
+
+struct FormatSpec {
+  std::string fill = " ";
+  char align = 0;  // 0: the type's default
+  char sign = 0;
+  bool z = false, alt = false, zero = false;
+  int64_t width = -1, precision = -1;
+  char grouping = 0;
+  char type = 0;
+};
+
+[[noreturn]] void spec_error(const char* op, const std::string& what) {
+  throw std::invalid_argument(error_message("[", op, "] ", what));
+}
+
+bool is_align(char c) { return c == '<' || c == '>' || c == '=' || c == '^'; }
+
+FormatSpec parse_spec(const std::string& spec, const Value& v, const char* op) {
+  FormatSpec f;
+  size_t pos = 0;
+  const std::vector<std::string> chars = utf8_chars(spec);
+  // [[fill]align]: the fill is one character (code point).
+  size_t first_len = chars.empty() ? 0 : chars[0].size();
+  if (chars.size() >= 2 && chars[1].size() == 1 && is_align(chars[1][0])) {
+    f.fill = chars[0];
+    f.align = chars[1][0];
+    pos = first_len + 1;
+  } else if (!spec.empty() && is_align(spec[0])) {
+    f.align = spec[0];
+    pos = 1;
+  }
+  const bool fill_given = pos == first_len + 1 && chars.size() >= 2 && f.align != 0;
+  auto at = [&](char c) { return pos < spec.size() && spec[pos] == c; };
+  if (at('+') || at('-') || at(' ')) f.sign = spec[pos++];
+  if (at('z')) {
+    f.z = true;
+    ++pos;
+  }
+  if (at('#')) {
+    f.alt = true;
+    ++pos;
+  }
+  if (!fill_given && at('0')) {
+    f.zero = true;
+    ++pos;
+  }
+  auto number = [&]() -> int64_t {
+    int64_t n = -1;
+    while (pos < spec.size() && spec[pos] >= '0' && spec[pos] <= '9') {
+      n = (n < 0 ? 0 : n) * 10 + (spec[pos++] - '0');
+      if (n > std::numeric_limits<int32_t>::max()) spec_error(op, "Too many decimal digits in format string");
+    }
+    return n;
+  };
+  f.width = number();
+  if (at(',') || at('_')) {
+    f.grouping = spec[pos++];
+    if (at(',') || at('_')) {
+      if (spec[pos] != f.grouping) spec_error(op, "Cannot specify both ',' and '_'.");
+      spec_error(op, std::string("Cannot specify '") + f.grouping + "' with '" + f.grouping + "'.");
+    }
+  }
+  if (at('.')) {
+    ++pos;
+    f.precision = number();
+    if (f.precision < 0) spec_error(op, "Format specifier missing precision");
+  }
+  if (spec.size() - pos > 1) {
+    spec_error(op, "Invalid format specifier '" + spec + "' for object of type '" +
+                       python_type_name(v) + "'");
+  }
+  if (pos < spec.size()) f.type = spec[pos];
+  return f;
+}
+
+// Pads `body` (the sign and prefix first, `lead` bytes of it) to the width.
+std::string pad(const FormatSpec& f, const std::string& body, size_t lead, char default_align) {
+  const int64_t len = utf8_length(body);
+  if (f.width <= len) return body;
+  const int64_t n = f.width - len;
+  const char align = f.align ? f.align : default_align;
+  auto fill = [&](int64_t k) {
+    std::string s;
+    for (int64_t i = 0; i < k; ++i) s += f.fill;
+    return s;
+  };
+  switch (align) {
+    case '<': return body + fill(n);
+    case '^': return fill(n / 2) + body + fill(n - n / 2);
+    case '=': return body.substr(0, lead) + fill(n) + body.substr(lead);
+    default: return fill(n) + body;
+  }
+}
+
+// Digits with a separator every `group` from the right; with `min_width` > 0
+// zeros (and separators) are added on the left up to that width, as Python
+// does for zero-padded, grouped numbers.
+std::string group_digits(const std::string& digits, int group, char sep, int64_t min_width) {
+  if (!sep) {
+    const int64_t n = static_cast<int64_t>(digits.size());
+    return (min_width > n ? std::string(min_width - n, '0') : "") + digits;
+  }
+  std::string out;  // built right to left
+  int64_t remaining = static_cast<int64_t>(digits.size());
+  size_t end = digits.size();
+  bool first = true;
+  while (true) {
+    int64_t len = std::min<int64_t>(group, std::max<int64_t>(std::max(remaining, min_width), 1));
+    int64_t zeros = std::max<int64_t>(0, len - remaining);
+    int64_t chars = std::max<int64_t>(0, std::min(remaining, len));
+    if (!first) out += sep;
+    first = false;
+    for (int64_t i = 0; i < chars; ++i) out += digits[--end];
+    out.append(static_cast<size_t>(zeros), '0');
+    remaining -= chars;
+    min_width -= len;
+    if (remaining <= 0 && min_width <= 0) break;
+    min_width -= 1;
+  }
+  return std::string(out.rbegin(), out.rend());
+}
+
+// sign + prefix + digits (grouped) + rest, padded: the layout shared by ints
+// and floats.
+std::string number_layout(const FormatSpec& f, bool negative, const std::string& prefix,
+                          const std::string& digits, const std::string& rest, int group) {
+  std::string sign = negative ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "";
+  const bool zero_pad = f.fill == "0" && (f.align ? f.align : (f.zero ? '=' : '>')) == '=';
+  int64_t min_width = 0;
+  if (zero_pad && f.width > 0) {
+    min_width = f.width - static_cast<int64_t>(sign.size() + prefix.size() + rest.size());
+  }
+  std::string body = sign + prefix + group_digits(digits, group, f.grouping, min_width) + rest;
+  FormatSpec g = f;
+  if (f.zero && !f.align) g.align = '=';
+  return pad(g, body, sign.size() + prefix.size(), '>');
+}
+
+std::string format_int(int64_t v, FormatSpec f, const char* op) {
+  const char type = f.type ? f.type : 'd';
+  if (f.precision >= 0) spec_error(op, "Precision not allowed in integer format specifier");
+  if (f.z) spec_error(op, "Negative zero coercion (z) not allowed in integer format specifier");
+  if (f.grouping == ',' && type != 'd') {
+    spec_error(op, std::string("Cannot specify ',' with '") + type + "'.");
+  }
+  if (f.grouping == '_' && type == 'n') spec_error(op, "Cannot specify '_' with 'n'.");
+  if (f.zero && !f.align) f.fill = "0";
+  if (type == 'c') {
+    if (f.sign) spec_error(op, "Sign not allowed with integer format specifier 'c'");
+    if (f.alt) spec_error(op, "Alternate form (#) not allowed with integer format specifier 'c'");
+    if (f.grouping) spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 'c'.");
+    if (v < 0 || v > 0x10FFFF) {
+      throw std::overflow_error(error_message("[", op, "] %c arg not in range(0x110000)"));
+    }
+    std::string ch;
+    auto c = static_cast<uint32_t>(v);
+    if (c < 0x80) {
+      ch += static_cast<char>(c);
+    } else if (c < 0x800) {
+      ch += static_cast<char>(0xC0 | (c >> 6));
+      ch += static_cast<char>(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+      ch += static_cast<char>(0xE0 | (c >> 12));
+      ch += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      ch += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+      ch += static_cast<char>(0xF0 | (c >> 18));
+      ch += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+      ch += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      ch += static_cast<char>(0x80 | (c & 0x3F));
+    }
+    return pad(f, ch, 0, '>');
+  }
+  int base = 10;
+  std::string prefix;
+  switch (type) {
+    case 'd':
+    case 'n': break;
+    case 'b': base = 2; prefix = "0b"; break;
+    case 'o': base = 8; prefix = "0o"; break;
+    case 'x': base = 16; prefix = "0x"; break;
+    case 'X': base = 16; prefix = "0X"; break;
+    default:
+      spec_error(op, std::string("Unknown format code '") + type + "' for object of type 'int'");
+  }
+  if (!f.alt) prefix.clear();
+  const bool negative = v < 0;
+  uint64_t mag = negative ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  std::string digits;
+  const char* symbols = type == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
+  do {
+    digits += symbols[mag % base];
+    mag /= base;
+  } while (mag);
+  digits = std::string(digits.rbegin(), digits.rend());
+  return number_layout(f, negative, prefix, digits, "", base == 10 ? 3 : 4);
+}
+
+std::string format_float(double v, FormatSpec f, const char* op) {
+  char type = f.type;
+  if (type && std::string("eEfFgGn%").find(type) == std::string::npos) {
+    spec_error(op, std::string("Unknown format code '") + type + "' for object of type 'float'");
+  }
+  if (type == 'n' && f.grouping) spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 'n'.");
+  if (f.zero && !f.align) f.fill = "0";
+  const bool upper = type == 'E' || type == 'F' || type == 'G';
+  bool percent = type == '%';
+  if (percent) v *= 100.0;
+  bool negative = std::signbit(v) && !std::isnan(v);
+  std::string body;
+  if (std::isnan(v) || std::isinf(v)) {
+    body = std::isnan(v) ? "nan" : "inf";
+    if (upper) body = std::isnan(v) ? "NAN" : "INF";
+    if (percent) body += "%";
+    return number_layout(f, negative, "", "", body, 3);
+  }
+  const int p = static_cast<int>(f.precision);
+  switch (type) {
+    case 0:
+      body = p < 0 ? repr_body(v) : general_body(v, p, f.alt, true);
+      break;
+    case 'e':
+    case 'E':
+      body = to_chars_text(v, std::chars_format::scientific, p < 0 ? 6 : p);
+      if (f.alt && body.find('.') == std::string::npos) body.insert(body.find('e'), ".");
+      break;
+    case 'f':
+    case 'F':
+    case '%':
+      body = to_chars_text(v, std::chars_format::fixed, p < 0 ? 6 : p);
+      if (f.alt && body.find('.') == std::string::npos) body += ".";
+      break;
+    default:  // g, G, n
+      body = general_body(v, p < 0 ? 6 : p, f.alt, false);
+  }
+  if (upper) {
+    for (char& c : body) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  if (percent) body += "%";
+  if (f.z && negative && body.find_first_of("123456789") >= body.find_first_of("eE%")) {
+    negative = false;  // a negative zero after rounding
+  }
+  size_t int_end = body.find_first_not_of("0123456789");
+  if (int_end == std::string::npos) int_end = body.size();
+  return number_layout(f, negative, "", body.substr(0, int_end), body.substr(int_end), 3);
+}
+
+std::string format_string(const std::string& s, FormatSpec f, const char* op) {
+  if (f.type && f.type != 's') {
+    spec_error(op, std::string("Unknown format code '") + f.type + "' for object of type 'str'");
+  }
+  if (f.sign) spec_error(op, "Sign not allowed in string format specifier");
+  if (f.alt) spec_error(op, "Alternate form (#) not allowed in string format specifier");
+  if (f.z) spec_error(op, "Negative zero coercion (z) not allowed in format specifier");
+  if (f.align == '=') spec_error(op, "'=' alignment not allowed in string format specifier");
+  if (f.grouping) spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 's'.");
+  if (f.zero && !f.align) f.fill = "0";
+  std::string body = s;
+  if (f.precision >= 0 && utf8_length(s) > f.precision) {
+    body.clear();
+    std::vector<std::string> chars = utf8_chars(s);
+    for (int64_t i = 0; i < f.precision; ++i) body += chars[i];
+  }
+  return pad(f, body, 0, '<');
+}
+
+}  // namespace
+
+std::string format_value(const Value& v, const std::string& spec, const char* op) {
+  if (spec.empty()) return python_str(v);
+  Value x = v;
+  if (x.is_array() && x.as_array().ndim() == 0) x = scalar_of(x.as_array());
+  // A bool with a spec formats as the int it is (format(True, ">5") is "    1").
+  if (x.is_bool()) x = Value(int64_t{x.as_bool()});
+  switch (x.kind()) {
+    case ValueKind::integer: {
+      FormatSpec f = parse_spec(spec, x, op);
+      if (f.type && std::string("eEfFgG%").find(f.type) != std::string::npos) {
+        return format_float(static_cast<double>(x.as_int()), f, op);
+      }
+      return format_int(x.as_int(), f, op);
+    }
+    case ValueKind::floating: {
+      double d = x.as_float();
+      if (v.is_array() && v.as_array().dtype() == DType::float32) d = static_cast<float>(d);
+      return format_float(d, parse_spec(spec, x, op), op);
+    }
+    case ValueKind::string: return format_string(x.as_string(), parse_spec(spec, x, op), op);
+    default:
+      throw TypeError(error_message("[", op, "] unsupported format string passed to ",
+                                    python_type_name(v), ".__format__: '", spec, "'"));
+  }
+}
+
+namespace {
+
+const bool registered = register_primitives({
+    {.name = "format",
+     .family = "text",
+     .params = {{"value"}, opt("spec", Value(std::string()))},
+     .help = "Python's format(value, spec) with the format mini-language "
+             "[[fill]align][sign][z][#][0][width][,|_][.precision][type] for ints (b c d o x X n "
+             "and the float types), floats (e E f F g G n % or none) and strings (s); an empty "
+             "spec gives str(value) for any value. f\"{x:.4f}\" is format(x, \".4f\"). Bad specs "
+             "raise ValueError, values that take no spec (None, lists, arrays) TypeError.",
+     .eval = [](Args& a) -> Value { return Value(format_value(a[0], a.string(1), a.op())); },
+     .grads = {"", ""}},
+    {.name = "repr",
+     .family = "text",
+     .params = {{"x"}},
+     .help = "Python's repr(x): strings quoted ('a', \"it's\"), NumPy scalars as np.float64(0.5), "
+             "other values as str(x). repr of an n-d array raises TypeError.",
+     .eval = [](Args& a) -> Value { return Value(python_repr(a[0])); },
+     .grads = {""}},
+});
+
+}  // namespace
+
+}  // namespace tessera
