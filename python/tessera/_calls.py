@@ -302,8 +302,12 @@ class CallsMixin:
                 self.unsupported(f"{name}() with other than one argument", node)
             return self.expr(args[0])
 
-        if name in ("len", "abs", "str"):
+        if name in ("len", "abs", "str", "repr"):
             return f"{name}({one()})"
+        if name == "format":
+            if kws or not 1 <= len(args) <= 2:
+                self.unsupported("format() with these arguments", node)
+            return f"format({', '.join(texts())})"
         if name in ("int", "float", "bool"):
             if not args:
                 return {"int": "0", "float": "0.0", "bool": "false"}[name]
@@ -350,20 +354,26 @@ class CallsMixin:
             return f"power({t[0]}, {t[1]})"
         if name == "divmod":
             t = texts()
-            return f"list(floor_divide({t[0]}, {t[1]}), mod({t[0]}, {t[1]}))"
+            return f"tuple(floor_divide({t[0]}, {t[1]}), mod({t[0]}, {t[1]}))"
         if name in ("all", "any"):
             return f"{name}({one()})"
         if name in ("list", "tuple"):
             if not args:
-                return "list()"
+                return f"{name}()"
             a = args[0]
-            if isinstance(a, (ast.ListComp, ast.GeneratorExp)):
-                return self.expr(a)
-            if isinstance(a, ast.Call) and self.builtin_called(a) == "range":
-                return self.expr(a)
-            return f"{self.b.helper('__to_list')}({one()})"
+            made = isinstance(a, (ast.ListComp, ast.GeneratorExp)) or (
+                isinstance(a, ast.Call) and self.builtin_called(a) == "range"
+            )
+            if made and name == "list":
+                return self.expr(a)  # already a new list
+            return f"to_{name}({one()})"
         if name == "sorted":
             return f"{self.b.helper('__to_list')}(sort({one()}))"
+        if name == "slice":
+            if kws or not 1 <= len(args) <= 3:
+                self.unsupported("slice() with these arguments", node)
+            t = texts()
+            return f"slice(nil, {t[0]})" if len(t) == 1 else f"slice({', '.join(t)})"
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
         self.unsupported(f"the builtin {name}()", node)
@@ -377,6 +387,16 @@ class CallsMixin:
                 node,
                 f"write it as a statement on a variable: x.{attr}(...)",
             )
+        if attr in M.MUTATING_LIST_METHODS:
+            self.unsupported(
+                f"the list/dict method .{attr}() inside an expression",
+                node,
+                f"write it as a statement on a variable: x.{attr}(...)",
+            )
+        if attr == "pop":
+            return self.pop_call(f, node, args, kws)
+        if attr in M.VALUE_METHODS:
+            return self.emit_spec(M.VALUE_METHODS[attr], args, kws, node, receiver=recv)
         if attr == "item":
             if args or kws:
                 self.unsupported(".item() with arguments", node)
@@ -389,6 +409,35 @@ class CallsMixin:
             # rng.random(...) on a generator of np.random.default_rng.
             return self.emit_spec(M.GENERATOR_SPECS[attr], args, kws, node, receiver=recv)
         self.unsupported(f"the method .{attr}()", node)
+
+    def pop_call(self, f: ast.Attribute, node, args, kws) -> str:
+        """``xs.pop(i)`` / ``d.pop(k, default)``: pop gives tuple(new value,
+        item); the variable is rebound to the new value and the item is the
+        expression's value."""
+        if not (isinstance(f.value, ast.Name) and self.is_variable(f.value.id)):
+            self.unsupported(".pop() on something other than a variable", node)
+        if kws or len(args) > 2:
+            self.unsupported(".pop() with these arguments", node)
+        parts = [self.expr(f.value)] + [self.expr(a) for a in args[:1]]
+        if len(args) == 2:
+            parts += [f"default={self.expr(args[1])}", "has_default=true"]
+        t = self.b.tmp()
+        rebound = self.rebind(f.value.id, f"getitem({t}, 0)", node)
+        return f"block(define({t}, pop({', '.join(parts)})), {rebound}, getitem({t}, 1))"
+
+    def list_method_stmt(self, recv: ast.Name, attr: str, call: ast.Call) -> str:
+        """A statement calling a method that changes a list or dict
+        (``xs.insert(0, v)``, ``d.update(e)``): the variable is rebound to the
+        primitive's new value."""
+        args, kws = self.call_args(call)
+        if kws:
+            self.unsupported(f".{attr}() with keyword arguments", call)
+        x = self.name(recv.id, recv)
+        texts = [self.expr(a) for a in args]
+        want = {"insert": 2, "reverse": 0, "update": 1, "remove": 1, "clear": 0}[attr]
+        if len(texts) != want:
+            self.unsupported(f".{attr}() with {len(texts)} arguments", call)
+        return self.rebind(recv.id, f"{M.MUTATING_LIST_METHODS[attr]}({', '.join([x] + texts)})", call)
 
     def attribute(self, node: ast.Attribute) -> str:
         info = self.info_constant(node)

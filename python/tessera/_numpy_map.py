@@ -260,6 +260,26 @@ METHOD_SPECS = {
 # ``define(x, sort(x))``.  Only allowed as statements on a variable.
 INPLACE_METHODS = {"sort", "fill", "append", "extend"}
 
+# Methods of lists and dicts that change them, as statements on a variable:
+# the primitive giving the new value (xs.insert(0, v) is define(xs, insert(xs, 0, v))).
+MUTATING_LIST_METHODS = {
+    "insert": "insert",
+    "reverse": "reverse",
+    "update": "update",
+    "remove": "remove",
+    "clear": "clear",
+}
+
+# Methods of lists, tuples, strings and dicts that give a value.
+VALUE_METHODS = {
+    "index": Spec("index", ("x", "item", "start", "stop")),
+    "count": Spec("count", ("x", "item")),
+    "get": Spec("get", ("dict", "key", "default")),
+    "keys": Spec("keys", ("dict",)),
+    "values": Spec("values", ("dict",)),
+    "items": Spec("items", ("dict",)),
+}
+
 # math.NAME -> primitive (on scalars the primitives return Python scalars).
 MATH_RENAMES = {
     "sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "log10",

@@ -117,20 +117,10 @@ HELPERS = {
       if(o + 1e-10 != 1, 3, 2)))))""",
     "__dtype_name": """define(__dtype_name, x,
   getitem(list("bool", "int64", "float32", "float64"), __dtype_code(x)))""",
-    "__contains": """define(__contains, seq, item, block(
-  define(i, 0), define(n, len(seq)), define(found, false),
-  while(!found && i < n, block(
-    define(found, any(getitem(seq, i) == item)),
-    define(i, i + 1))),
-  found))""",
     "__to_list": """define(__to_list, x, block(
   define(r, list()), define(i, 0), define(n, len(x)),
   while(i < n, block(define(r, append(r, getitem(x, i))), define(i, i + 1))),
   r))""",
-    "__extend": """define(__extend, a, b, block(
-  define(i, 0), define(n, len(b)),
-  while(i < n, block(define(a, append(a, getitem(b, i))), define(i, i + 1))),
-  a))""",
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
     "__item": """define(__item, x, getitem(ravel(x), 0))""",
@@ -374,12 +364,14 @@ def _returns_spec(fdef):
 
 
 def convert_result(value, spec):
-    """Applies a result spec: lists that were tuples in Python become tuples."""
-    if spec is None or not isinstance(value, list):
+    """Applies a result spec: lists that were tuples in Python become tuples
+    (tuples made by the program already come back as tuples; the spec covers
+    the primitives that return lists where NumPy returns tuples)."""
+    if spec is None or not isinstance(value, (list, tuple)):
         return value
     kind, items = spec
     if items is not None and len(items) == len(value):
-        value = [convert_result(v, s) for v, s in zip(value, items)]
+        value = type(value)(convert_result(v, s) for v, s in zip(value, items))
     return tuple(value) if kind == "tuple" else value
 
 
@@ -846,8 +838,9 @@ class FunctionTranslator(CallsMixin):
                 for t, v in zip(target.elts, value):
                     out.extend(self.assign_text(t, v))
                 return out
+            # unpack checks the count as Python does (too many / not enough values).
             tmp = self.b.tmp()
-            out = [f"define({tmp}, {value})"]
+            out = [f"define({tmp}, unpack({value}, {len(target.elts)}))"]
             for i, t in enumerate(target.elts):
                 out.extend(self.assign_text(t, f"getitem({tmp}, {i})"))
             return out
@@ -909,6 +902,8 @@ class FunctionTranslator(CallsMixin):
             recv, attr = value.func.value, value.func.attr
             if self.is_variable(recv.id) and attr in M.INPLACE_METHODS:
                 return [self.inplace_method(recv, attr, value)]
+            if self.is_variable(recv.id) and attr in M.MUTATING_LIST_METHODS:
+                return [self.list_method_stmt(recv, attr, value)]
             obj = self.static_object(value.func)
             if obj is not _NO and getattr(np.random, "shuffle", None) is obj:
                 arg = self.single_arg(value, "np.random.shuffle")
@@ -929,7 +924,7 @@ class FunctionTranslator(CallsMixin):
         if attr == "append":
             new = f"append({x}, {args[0]})"
         elif attr == "extend":
-            new = f"{self.b.helper('__extend')}({x}, {args[0]})"
+            new = f"extend({x}, {args[0]})"
         elif attr == "fill":
             new = f'setitem({x}, {args[0]}, "...")'
         else:  # sort: in place, as ndarray.sort
@@ -1020,8 +1015,9 @@ class FunctionTranslator(CallsMixin):
             if not args or len(args) > 2 or set(kws) - {"start"}:
                 self.unsupported("enumerate() with these arguments", node)
             return _Enum(self.iter_source(args[0], setup), start)
+        # iterate: a dict's keys, a string's characters, lists and arrays themselves.
         var = self.b.tmp("it")
-        setup.append(f"define({var}, {self.expr(node)})")
+        setup.append(f"define({var}, iterate({self.expr(node)}))")
         return _Seq(var)
 
     def is_ndindex_call(self, node) -> bool:
@@ -1094,7 +1090,7 @@ class FunctionTranslator(CallsMixin):
             if isinstance(node.op, ast.UAdd):
                 return operand
             if isinstance(node.op, ast.Not):
-                return f"(!{operand})"
+                return f"not_({operand})"
             return f"invert({operand})"  # ~: bitwise on ints, logical on bools
         if isinstance(node, ast.BoolOp):
             op = " && " if isinstance(node.op, ast.And) else " || "
@@ -1112,7 +1108,9 @@ class FunctionTranslator(CallsMixin):
                 helper = self.b.helper("__index_tuple")
                 return f"{helper}({self.expr(node.value)}, {self.expr(node.slice)})"
             return f"getitem({', '.join([self.expr(node.value)] + self.index(node.slice))})"
-        if isinstance(node, (ast.Tuple, ast.List)):
+        if isinstance(node, ast.Tuple):
+            return f"tuple({', '.join(self.expr(e) for e in node.elts)})"
+        if isinstance(node, ast.List):
             return f"list({', '.join(self.expr(e) for e in node.elts)})"
         if isinstance(node, ast.Dict):
             if any(k is None for k in node.keys):
@@ -1184,14 +1182,14 @@ class FunctionTranslator(CallsMixin):
 
     def cmp_text(self, op, a: str, b: str, node) -> str:
         if isinstance(op, (ast.In, ast.NotIn)):
-            c = f"{self.b.helper('__contains')}({b}, {a})"
+            c = f"contains({b}, {a})"
             return c if isinstance(op, ast.In) else f"(!{c})"
         if isinstance(op, (ast.Is, ast.IsNot)):
             self.unsupported("'is' comparison other than with None", node)
         return f"({a} {_CMPOPS[type(op)]} {b})"
 
     def special_compare(self, op, left, right, node):
-        """``x is None``, dtype comparisons and shape comparisons."""
+        """``x is None`` and dtype comparisons (shapes are tuples: ``==`` compares them)."""
         if isinstance(op, (ast.Is, ast.IsNot)) or (
             isinstance(op, (ast.Eq, ast.NotEq)) and (_is_none(left) or _is_none(right))
         ):
@@ -1204,9 +1202,6 @@ class FunctionTranslator(CallsMixin):
             a, b = self.dtype_code(left), self.dtype_code(right)
             if a is not None and b is not None:
                 return f"({a} {'==' if isinstance(op, ast.Eq) else '!='} {b})"
-            if self.is_shape(left) or self.is_shape(right):
-                text = f"array_equal({self.expr(left)}, {self.expr(right)})"
-                return text if isinstance(op, ast.Eq) else f"(!{text})"
         return None
 
     def dtype_code(self, node):
@@ -1223,11 +1218,6 @@ class FunctionTranslator(CallsMixin):
                 return str(M.DTYPE_CODES.get(name, -1))
         return None
 
-    def is_shape(self, node) -> bool:
-        if isinstance(node, ast.Attribute) and node.attr == "shape":
-            return self.static_object(node) is _NO
-        return isinstance(node, ast.Tuple)
-
     def index(self, node) -> list:
         items = node.elts if isinstance(node, ast.Tuple) else [node]
         out = []
@@ -1243,16 +1233,27 @@ class FunctionTranslator(CallsMixin):
         return f"slice({', '.join(parts)})"
 
     def fstring(self, node: ast.JoinedStr) -> str:
+        """concat of the literal parts and each field: str(x), format(x, spec)
+        with the spec itself an f-string, repr(x) for !r."""
         parts = []
         for v in node.values:
             if isinstance(v, ast.Constant):
                 parts.append(string_literal(v.value))
             elif isinstance(v, ast.FormattedValue):
+                value = self.expr(v.value)
+                conversion = chr(v.conversion) if v.conversion > 0 else None
+                if conversion == "a":
+                    self.unsupported("the !a conversion (ascii) in an f-string", v)
+                if conversion is not None:
+                    value = f"{'repr' if conversion == 'r' else 'str'}({value})"
                 if v.format_spec is not None:
-                    self.unsupported("a format specification in an f-string", v)
-                parts.append(f"str({self.expr(v.value)})")
+                    parts.append(f"format({value}, {self.fstring(v.format_spec)})")
+                else:
+                    parts.append(value if conversion is not None else f"str({value})")
         if not parts:
             return '""'
+        if len(parts) == 1 and parts[0].startswith('"'):
+            return parts[0]
         return f"concat({', '.join(parts)})"
 
     def rebind_walrus(self, node: ast.NamedExpr) -> str:
@@ -1367,7 +1368,8 @@ class FunctionTranslator(CallsMixin):
         if isinstance(v, np.ndarray):
             return self.b.constant(v)
         if isinstance(v, (tuple, list)):
-            return f"list({', '.join(self.value_text(x, node, name) for x in v)})"
+            kind = "tuple" if isinstance(v, tuple) else "list"
+            return f"{kind}({', '.join(self.value_text(x, node, name) for x in v)})"
         if isinstance(v, dict):
             items = []
             for k, x in v.items():
@@ -1441,9 +1443,9 @@ def _define_function(name: str, params: list, body: str) -> str:
 
 
 def _tuple_text(value) -> str:
-    """The text of a loop element: a tuple (from zip/enumerate) becomes a list."""
+    """The text of a loop element: a tuple (from zip/enumerate) becomes tuple(...)."""
     if isinstance(value, tuple):
-        return f"list({', '.join(_tuple_text(v) for v in value)})"
+        return f"tuple({', '.join(_tuple_text(v) for v in value)})"
     return value
 
 

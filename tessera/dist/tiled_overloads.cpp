@@ -528,7 +528,7 @@ Future<Value> shape_overload(const PrimitiveSpec& spec, Args& a) {
   if (spec.name == "size") return Future<Value>::ready(Value(shape_size(x.shape)));
   List out;
   for (int64_t d : x.shape) out.push_back(Value(d));
-  return Future<Value>::ready(Value(out));
+  return Future<Value>::ready(Value::tuple(std::move(out)));
 }
 
 const bool overloads_registered = [] {

@@ -567,6 +567,25 @@ const bool registered = register_primitives({
                   for (int64_t i = 0; i < length_of(more); ++i) items.push_back(item_at(more, i));
                   return Value(std::move(items));
                 }),
+    python_spec("remove", {{"list"}, {"item"}},
+                "Python's list.remove as a value: the list without its first element equal to "
+                "item; ValueError when there is none.",
+                [](Args& a) -> Value {
+                  List items = list_arg(a, 0);
+                  for (size_t i = 0; i < items.size(); ++i) {
+                    if (python_equal(items[i], a[1], a.op())) {
+                      items.erase(items.begin() + static_cast<std::ptrdiff_t>(i));
+                      return Value(std::move(items));
+                    }
+                  }
+                  throw std::invalid_argument("[remove] list.remove(x): x not in list");
+                }),
+    python_spec("clear", {{"x"}}, "Python's list.clear / dict.clear as a value: an empty one.",
+                [](Args& a) -> Value {
+                  if (a[0].is_dict()) return Value(Dict{});
+                  list_arg(a, 0);
+                  return Value(List{});
+                }),
     python_spec("get", {{"dict"}, {"key"}, opt("default", Value())},
                 "Python's d.get(key, default): the value of key in the dict, or default (nil).",
                 [](Args& a) -> Value {

@@ -647,12 +647,12 @@ const bool registered = register_primitives({
      .grads = {"g", ""},
      .views = true},
     {.name = "shape", .family = "shape", .params = {{"x"}},
-     .help = "The shape of x as a list of ints (numpy.shape); [] for scalars.",
+     .help = "The shape of x as a tuple of ints (numpy.shape); () for scalars.",
      .eval = [](Args& a) -> Value {
        Array x = a.view(0);
        List out;
        for (int64_t d : x.shape()) out.push_back(Value(d));
-       return out;
+       return Value::tuple(std::move(out));
      },
      .ns_per_element = 0.0,
      .grads = {""},

@@ -111,8 +111,8 @@ def f_for_else(x):
     return x
 
 
-def f_format_spec(x):
-    print(f"{x:.3f}")  # HERE
+def f_ascii_conversion(x):
+    print(f"{x!a}")  # HERE
     return x
 
 
@@ -133,7 +133,7 @@ def f_format_spec(x):
         (f_set, "set literal"),
         (f_import, "import statement"),
         (f_for_else, "for ... else"),
-        (f_format_spec, "format specification"),
+        (f_ascii_conversion, "the !a conversion"),
     ],
 )
 def test_unsupported_python_names_the_construct_and_line(func, construct):

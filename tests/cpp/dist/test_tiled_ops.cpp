@@ -239,7 +239,7 @@ TEST(Tiled, DotTransposeRetile) {
   // shape, ndim and size describe the whole.
   EXPECT_EQ(call("size", {rows}).as_int(), 12);
   EXPECT_EQ(call("ndim", {rows}).as_int(), 2);
-  EXPECT_EQ(call("shape", {rows}).str(), "[3, 4]");
+  EXPECT_EQ(call("shape", {rows}).str(), "(3, 4)");
   EXPECT_TRUE(same(call("all_gather_d", {x}), x));
 }
 
@@ -257,7 +257,7 @@ TEST(Tiled, ThroughTheTree) {
   EXPECT_TRUE(same(l[1], call("sum", {u, Value(1)})));
   EXPECT_TRUE(same(l[2], Value(Array::scalar_int(11))));
   EXPECT_TRUE(same(l[3], eval_string("reshape(arange(12.0), [3, 4]) @ ones([4, 2])")));
-  EXPECT_EQ(l[4].str(), "[3, 4]");
+  EXPECT_EQ(l[4].str(), "(3, 4)");
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { eval_string("annotate_d(ones([2, 2]), spans=[[0, 2], [0, 1]])"); },
       "its tile has shape (2, 2) but its span [0:2, 0:1] has shape (2, 1) (at <expr>:1:1)"));
