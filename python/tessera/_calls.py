@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import string
 
 import numpy as np
 
@@ -395,6 +396,10 @@ class CallsMixin:
             )
         if attr == "pop":
             return self.pop_call(f, node, args, kws)
+        if attr == "format" and isinstance(f.value, ast.Constant) and isinstance(f.value.value, str):
+            return self.str_format(f.value.value, node, args, kws)
+        if attr == "copy" and not args and not kws:
+            return f"copy_value({recv})"
         if attr in M.VALUE_METHODS:
             return self.emit_spec(M.VALUE_METHODS[attr], args, kws, node, receiver=recv)
         if attr == "item":
@@ -409,6 +414,61 @@ class CallsMixin:
             # rng.random(...) on a generator of np.random.default_rng.
             return self.emit_spec(M.GENERATOR_SPECS[attr], args, kws, node, receiver=recv)
         self.unsupported(f"the method .{attr}()", node)
+
+    def str_format(self, template: str, node, args, kws) -> str:
+        """``"{} = {:.3f}".format(a, b)`` on a literal template: the same
+        concat of literal text, str(), format() and repr() as an f-string."""
+        try:
+            pieces = list(string.Formatter().parse(template))
+        except ValueError as e:
+            raise ValueError(f"{e} (at {self.where(node)})") from None
+        parts, auto, used = [], 0, None
+        for literal, field, spec, conversion in pieces:
+            if literal:
+                parts.append(T.string_literal(literal))
+            if field is None:
+                continue
+            if field == "" or field.isdigit():
+                numbering = "automatic" if field == "" else "manual"
+                if numbering != (used or numbering):
+                    a, b = ("automatic", "manual") if used == "automatic" else ("manual", "automatic")
+                    raise ValueError(
+                        f"cannot switch from {a} field numbering to {b} field specification "
+                        f"(at {self.where(node)})"
+                    )
+                used = numbering
+            if field == "":
+                key, auto = auto, auto + 1
+            elif field.isdigit():
+                key = int(field)
+            elif field.isidentifier():
+                key = field
+            else:
+                self.unsupported(f"the format field '{{{field}}}' (attributes or indices)", node)
+            if isinstance(key, int):
+                if key >= len(args):
+                    raise IndexError(
+                        f"Replacement index {key} out of range for positional args tuple "
+                        f"(at {self.where(node)})"
+                    )
+                value = self.expr(args[key])
+            else:
+                if key not in kws:
+                    raise KeyError(f"'{key}' (at {self.where(node)})")
+                value = self.expr(kws[key])
+            if conversion == "a":
+                self.unsupported("the !a conversion (ascii) in str.format", node)
+            if conversion in ("r", "s"):
+                value = f"{'repr' if conversion == 'r' else 'str'}({value})"
+            if "{" in (spec or ""):
+                self.unsupported("a nested field in a str.format specification", node)
+            if spec:
+                parts.append(f"format({value}, {T.string_literal(spec)})")
+            else:
+                parts.append(value if conversion else f"str({value})")
+        if not parts:
+            return '""'
+        return f"concat({', '.join(parts)})"
 
     def pop_call(self, f: ast.Attribute, node, args, kws) -> str:
         """``xs.pop(i)`` / ``d.pop(k, default)``: pop gives tuple(new value,

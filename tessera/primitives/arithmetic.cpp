@@ -25,14 +25,22 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
       .scalar_binary = scalar_binary_of(op)};
 }
 
-// add and multiply: Python's concatenation and repetition when no operand
-// is an array (list + list, [0] * 3, "ab" * 2), NumPy's arithmetic otherwise.
+// add, multiply, maximum and minimum: Python's concatenation, repetition and
+// max/min when no operand is an array (list + list, [0] * 3, "ab" * 2,
+// max("a", "b")), NumPy's arithmetic otherwise.
 PrimitiveSpec sequence_aware_spec(const char* name, BinaryOp op, std::string help) {
   PrimitiveSpec spec = binary_spec(name, op, std::move(help));
   spec.eval = [op](Args& a) -> Value {
     if (python_operands(a[0], a[1])) {
-      return op == BinaryOp::add ? sequence_add(a[0], a[1], a.op())
-                                 : sequence_multiply(a[0], a[1], a.op());
+      switch (op) {
+        case BinaryOp::add: return sequence_add(a[0], a[1], a.op());
+        case BinaryOp::multiply: return sequence_multiply(a[0], a[1], a.op());
+        // Python's max(a, b) / min(a, b): a unless b is strictly greater / less.
+        case BinaryOp::maximum:
+          return python_compare(BinaryOp::greater, a[1], a[0], a.op()).as_bool() ? a[1] : a[0];
+        default:
+          return python_compare(BinaryOp::less, a[1], a[0], a.op()).as_bool() ? a[1] : a[0];
+      }
     }
     return binary_op(op, a.take(0), a.take(1), a.op());
   };
@@ -176,10 +184,13 @@ const bool registered = register_primitives({
                 "Elementwise x ** y, like numpy.power. Integer arrays raised to negative "
                 "integer powers raise ValueError; two Python scalars follow Python (2 ** -1 "
                 "is 0.5)."), {"g * y * power(x, y - 1)", "g * out * log(x)"}),
-    with_grads(binary_spec("maximum", BinaryOp::maximum,
-                "Elementwise maximum, like numpy.maximum: a NaN in either operand propagates."), {"g * (x >= y)", "g * (x < y)"}),
-    with_grads(binary_spec("minimum", BinaryOp::minimum,
-                "Elementwise minimum, like numpy.minimum: a NaN in either operand propagates."), {"g * (x <= y)", "g * (x > y)"}),
+    with_grads(sequence_aware_spec("maximum", BinaryOp::maximum,
+                "Elementwise maximum, like numpy.maximum: a NaN in either operand propagates. "
+                "Without an array operand, Python's max(x, y) (strings, lists and tuples "
+                "compare lexicographically)."), {"g * (x >= y)", "g * (x < y)"}),
+    with_grads(sequence_aware_spec("minimum", BinaryOp::minimum,
+                "Elementwise minimum, like numpy.minimum: a NaN in either operand propagates. "
+                "Without an array operand, Python's min(x, y)."), {"g * (x <= y)", "g * (x > y)"}),
     with_grads(binary_spec("fmax", BinaryOp::fmax,
                 "Elementwise maximum ignoring NaN, like numpy.fmax: NaN only when both are NaN."), {"g * (x >= y)", "g * (x < y)"}),
     with_grads(binary_spec("fmin", BinaryOp::fmin,

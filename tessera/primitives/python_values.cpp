@@ -586,6 +586,13 @@ const bool registered = register_primitives({
                   list_arg(a, 0);
                   return Value(List{});
                 }),
+    with_grads(python_spec("copy_value", {{"x"}},
+                "Python's x.copy(): an array gets its own buffer (as the copy primitive); lists, "
+                "tuples, dicts and strings are values, so the copy is the value itself.",
+                [](Args& a) -> Value {
+                  if (a[0].is_array()) return call_primitive("copy", std::vector<Value>{a[0]});
+                  return a[0];
+                }), {"g"}),
     python_spec("get", {{"dict"}, {"key"}, opt("default", Value())},
                 "Python's d.get(key, default): the value of key in the dict, or default (nil).",
                 [](Args& a) -> Value {

@@ -513,3 +513,57 @@ def list_write(xs):
 def test_subscript_assignment_into_dicts_and_lists():
     check(dict_write, {"a": 1})
     check(list_write, [1, 2])
+
+
+# --------------------------------------------------------------------------- more builtins and methods
+
+
+def str_format_method(x, n, s):
+    return "{} and {:.3f} | {n:>4} {s!r}".format(n, x, n=n, s=s), "{{literal}}".format()
+
+
+def str_format_mixed_numbering(x):
+    return "{} {0}".format(x)
+
+
+def str_format_missing_argument(x):
+    return "{} {}".format(x)
+
+
+def copies(xs, d, x):
+    ys = xs.copy()
+    ys.append(0)
+    e = d.copy()
+    e.update({"z": 1})
+    y = x.copy()
+    return xs, ys, d, e, y
+
+
+def min_max_of_python_values(a, b):
+    return max(a, b), min(a, b)
+
+
+def aug_add_lists(xs, s):
+    xs += [3]
+    s += "!"
+    return xs, s
+
+
+def test_str_format_method():
+    check(str_format_method, 2.0 / 3.0, 7, "ab")
+    check(str_format_mixed_numbering, 1)  # ValueError in both
+    check(str_format_missing_argument, 1)  # IndexError in both
+
+
+def test_copy_of_lists_and_dicts_stays_a_list_or_dict():
+    check(copies, [1, 2], {"a": 1}, np.arange(3.0))
+
+
+def test_min_max_of_strings_lists_and_tuples():
+    check(min_max_of_python_values, "abc", "abd")
+    check(min_max_of_python_values, [1, 2], [1, 2, 0])
+    check(min_max_of_python_values, (3,), (2, 9))
+
+
+def test_augmented_add_of_lists_and_strings():
+    check(aug_add_lists, [1, 2], "a")

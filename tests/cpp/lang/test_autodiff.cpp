@@ -94,6 +94,7 @@ const std::vector<GradCase>& cases() {
       {"asarray", "asarray(a)", {"a"}},
       {"ascontiguousarray", "ascontiguousarray(transpose(a))", {"a"}},
       {"copy", "copy(a)", {"a"}},
+      {"copy_value", "copy_value(a)", {"a"}},
       {"tril", "tril(m)", {"m"}},
       {"triu", "triu(m)", {"m"}},
       {"reshape", "reshape(a, [3, 2]) * m", {"a", "m"}},

@@ -131,6 +131,12 @@ TEST(ArithmeticAdd, PythonValuesFollowPython) {
                                      "[multiply] can't multiply sequence by non-int of type 'float'"));
   EXPECT_TRUE(throws_with<TypeError>([] { call("multiply", {Value(List{1}), Value(List{1})}); },
                                      "can't multiply sequence by non-int of type 'list'"));
+  // maximum / minimum: Python's max(a, b) and min(a, b) (the first unless the
+  // second is strictly greater / less).
+  EXPECT_EQ(call("maximum", {Value("abc"), Value("abd")}).as_string(), "abd");
+  EXPECT_TRUE(call("minimum", {Value(List{1, 2}), Value(List{1, 2, 0})}).equals(Value(List{1, 2})));
+  EXPECT_TRUE(throws_with<TypeError>([] { call("maximum", {Value("a"), Value(List{1})}); },
+                                     "[maximum] '>' not supported between instances of 'list' and 'str'"));
 }
 
 TEST(ArithmeticAdd, IntegerArraysWrapLikeNumPy) {
