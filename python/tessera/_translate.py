@@ -1361,7 +1361,7 @@ class FunctionTranslator(CallsMixin):
 
     def value_text(self, v, node, name: str = "") -> str:
         """The text of a Python object captured by value."""
-        if v is None or isinstance(v, (bool, int, float, str)):
+        if v is None or v is Ellipsis or isinstance(v, (bool, int, float, str)):
             return self.constant(v, node)
         if isinstance(v, np.generic):
             return self.constant(v.item(), node)
