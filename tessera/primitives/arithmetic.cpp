@@ -8,6 +8,7 @@
 #include "tessera/primitives/elementwise_ops.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
+#include "tessera/primitives/text.hpp"
 #include "tessera/runtime/parallel.hpp"
 
 namespace tessera {
@@ -23,6 +24,27 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
       .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
       .ns_per_element = kernels::cost_ns(op),
       .scalar_binary = scalar_binary_of(op)};
+}
+
+// -, /, //, % and **: Python raises TypeError for a list, tuple, string,
+// dict or None operand when no operand is an array (NumPy would compute
+// elementwise: a different answer).
+PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, std::string help) {
+  PrimitiveSpec spec = binary_spec(name, op, std::move(help));
+  spec.help += " Without an array operand, a list, tuple, string, dict or nil operand raises "
+               "TypeError, as Python's operator does.";
+  spec.eval = [op, symbol](Args& a) -> Value {
+    if (python_operands(a[0], a[1])) {
+      if (op == BinaryOp::mod && a[0].is_string()) {
+        throw TypeError(error_message("[", a.op(), "] printf-style string formatting (\"...\" % x) "
+                                      "is not supported; use an f-string or str.format"));
+      }
+      throw TypeError(error_message("[", a.op(), "] unsupported operand type(s) for ", symbol, ": '",
+                                    python_type_name(a[0]), "' and '", python_type_name(a[1]), "'"));
+    }
+    return binary_op(op, a.take(0), a.take(1), a.op());
+  };
+  return spec;
 }
 
 // add, multiply, maximum and minimum: Python's concatenation, repetition and
@@ -160,27 +182,27 @@ const bool registered = register_primitives({
                 "Two bool arrays give their logical or. Without an array operand, Python's +: "
                 "list + list, tuple + tuple and string + string concatenate (other pairs of "
                 "non-numbers raise TypeError)."), {"g", "g"}),
-    with_grads(binary_spec("subtract", BinaryOp::subtract,
+    with_grads(operator_spec("subtract", BinaryOp::subtract, "-",
                 "Elementwise x - y with broadcasting, like numpy.subtract. "
                 "Two bool operands raise TypeError (use logical_xor)."), {"g", "-g"}),
     with_grads(sequence_aware_spec("multiply", BinaryOp::multiply,
                 "Elementwise x * y with broadcasting, like numpy.multiply. Without an array "
                 "operand, Python's *: a list, tuple or string times an int repeats it ([0] * 3 "
                 "is [0, 0, 0])."), {"g * y", "g * x"}),
-    with_grads(binary_spec("divide", BinaryOp::divide,
+    with_grads(operator_spec("divide", BinaryOp::divide, "/",
                 "True division x / y with broadcasting, like numpy.divide: integers give "
                 "float64. Division by zero gives inf or nan."), {"g / y", "-g * x / (y * y)"}),
-    with_grads(binary_spec("floor_divide", BinaryOp::floor_divide,
+    with_grads(operator_spec("floor_divide", BinaryOp::floor_divide, "//",
                 "Elementwise x // y rounded toward minus infinity, like numpy.floor_divide. "
                 "Integer division by zero raises ValueError (NumPy silently gives 0); float "
                 "division by zero gives inf or nan."), {"", ""}),
-    with_grads(binary_spec("mod", BinaryOp::mod,
+    with_grads(operator_spec("mod", BinaryOp::mod, "%",
                 "Elementwise remainder x % y with the sign of the divisor, like numpy.mod "
                 "(and Python). Integer division by zero raises ValueError."), {"g", "-g * floor_divide(x, y)"}),
-    with_grads(binary_spec("remainder", BinaryOp::mod,
+    with_grads(operator_spec("remainder", BinaryOp::mod, "%",
                 "Alias of mod: remainder with the sign of the divisor, like numpy.remainder. "
                 "Integer division by zero raises ValueError."), {"g", "-g * floor_divide(x, y)"}),
-    with_grads(binary_spec("power", BinaryOp::power,
+    with_grads(operator_spec("power", BinaryOp::power, "**",
                 "Elementwise x ** y, like numpy.power. Integer arrays raised to negative "
                 "integer powers raise ValueError; two Python scalars follow Python (2 ** -1 "
                 "is 0.5)."), {"g * y * power(x, y - 1)", "g * out * log(x)"}),

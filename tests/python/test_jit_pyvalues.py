@@ -163,6 +163,14 @@ def in_int(x):
     return 1 in x  # HERE
 
 
+def list_minus_list(xs):
+    return xs - xs  # HERE
+
+
+def percent_format(n):
+    return "%d items" % n  # HERE
+
+
 def list_index_tuple(xs):
     return xs[0, 1]  # HERE
 
@@ -181,8 +189,10 @@ def test_list_errors_are_pythons():
     raises_at(TypeError, in_int, 3, message="argument of type 'int' is not iterable")
     raises_at(TypeError, list_index_tuple, [1], message="list indices must be integers or slices, not tuple")
     raises_at(IndexError, list_index_out_of_range, [1], message="list index 5 out of range")
+    raises_at(TypeError, list_minus_list, [1], message="unsupported operand type\\(s\\) for -: 'list' and 'list'")
+    raises_at(TypeError, percent_format, 3, message="printf-style string formatting")
     # The same functions fail in plain Python with the same kinds.
-    for f, args in ((list_plus_int, ([1],)), (list_lt_int, ([1],)), (list_times_float, ([1],))):
+    for f, args in ((list_plus_int, ([1],)), (list_lt_int, ([1],)), (list_times_float, ([1],)), (list_minus_list, ([1],))):
         check(f, *args)
 
 
