@@ -218,7 +218,7 @@ Value meshgrid(Args& a) {
     l.strides[pos] = 1;
     out.push_back(kernels::gather_view(xs[i], l, &parallel_for));
   }
-  return out;
+  return Value::tuple(std::move(out));
 }
 
 // Global seed and stream counter of the draws that give no seed: a program
@@ -486,7 +486,7 @@ const bool registered = register_primitives({
      .grads = {"triu(g, k)", ""}},
     {.name = "meshgrid", .family = "creation", .params = {{"xs"}, opt("indexing", "xy")},
      .help = "Coordinate matrices from a list of 1-d coordinate arrays, like "
-             "numpy.meshgrid(*xs, indexing=...). Returns a list of arrays.",
+             "numpy.meshgrid(*xs, indexing=...). Returns a tuple of arrays.",
      .eval = meshgrid,
      .ns_per_element = 0.5},
     {.name = "set_seed", .family = "random", .params = {{"seed"}},

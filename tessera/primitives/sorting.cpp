@@ -66,7 +66,7 @@ Value eval_unique(Args& a) {
   if (want_index) out.push_back(r.index);
   if (want_inverse) out.push_back(r.inverse);
   if (want_counts) out.push_back(r.counts);
-  return out;
+  return Value::tuple(std::move(out));
 }
 
 Value eval_searchsorted(Args& a) {
@@ -101,7 +101,8 @@ Value eval_nonzero(Args& a) {
   }
   List out;
   for (Array& idx : kernels::nonzero(x)) out.push_back(idx);
-  return out;
+  // A tuple, as NumPy's: x[nonzero(m)] is a multi-dimensional index.
+  return Value::tuple(std::move(out));
 }
 
 Value eval_bincount(Args& a) {
@@ -210,8 +211,8 @@ const bool registered = register_primitives({
                 opt("return_inverse", false),
                 opt("return_counts", false)},
      .help = "Sorted distinct elements of the flattened x, like numpy.unique (NaNs count as "
-             "one value). With return_* flags the result is the list [values, index, "
-             "inverse, counts] holding the requested parts.",
+             "one value). With return_* flags the result is the tuple (values, index, "
+             "inverse, counts) holding the requested parts.",
      .eval = [](Args& a) -> Value { return eval_unique(a); },
      .ns_per_element = kSortNs,
      .grads = {"", "", "", ""}},
@@ -227,7 +228,7 @@ const bool registered = register_primitives({
     {.name = "nonzero",
      .family = "sorting",
      .params = {{"x"}},
-     .help = "Indices of the nonzero elements as a list of int64 arrays, one per dimension, "
+     .help = "Indices of the nonzero elements as a tuple of int64 arrays, one per dimension, "
              "like numpy.nonzero. 0-d input is a ValueError.",
      .eval = [](Args& a) -> Value { return eval_nonzero(a); },
      .ns_per_element = 2.0,

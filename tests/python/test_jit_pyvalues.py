@@ -577,3 +577,12 @@ def test_min_max_of_strings_lists_and_tuples():
 
 def test_augmented_add_of_lists_and_strings():
     check(aug_add_lists, [1, 2], "a")
+
+
+def nonzero_index(x):
+    idx = np.nonzero(x > 2)
+    return x[idx], x[np.where(x > 2)], idx, [np.nonzero(x)]
+
+
+def test_nonzero_gives_a_tuple_index():
+    check(nonzero_index, np.arange(6.0).reshape(2, 3))
