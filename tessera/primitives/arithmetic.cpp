@@ -28,17 +28,19 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
 
 // -, /, //, % and **: Python raises TypeError for a list, tuple, string,
 // dict or None operand when no operand is an array (NumPy would compute
-// elementwise: a different answer).
+// elementwise: a different answer); a string % values formats, as in Python.
 PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, std::string help) {
   PrimitiveSpec spec = binary_spec(name, op, std::move(help));
   spec.help += " Without an array operand, a list, tuple, string, dict or nil operand raises "
                "TypeError, as Python's operator does.";
+  if (op == BinaryOp::mod) {
+    spec.help += " A string x formats as Python's printf-style x % y (\"%5.2f\" % v, \"%s and %d\" "
+                 "% (a, b)).";
+  }
   spec.eval = [op, symbol](Args& a) -> Value {
+    // "%d items" % n: Python's printf-style formatting.
+    if (op == BinaryOp::mod && a[0].is_string()) return percent_format(a[0].as_string(), a[1], a.op());
     if (python_operands(a[0], a[1])) {
-      if (op == BinaryOp::mod && a[0].is_string()) {
-        throw TypeError(error_message("[", a.op(), "] printf-style string formatting (\"...\" % x) "
-                                      "is not supported; use an f-string or str.format"));
-      }
       throw TypeError(error_message("[", a.op(), "] unsupported operand type(s) for ", symbol, ": '",
                                     python_type_name(a[0]), "' and '", python_type_name(a[1]), "'"));
     }

@@ -552,6 +552,125 @@ std::string format_value(const Value& v, const std::string& spec, const char* op
   }
 }
 
+std::string percent_format(const std::string& fmt, const Value& args, const char* op) {
+  const bool is_tuple = args.is_tuple();
+  const List single{args};
+  const List& values = is_tuple ? args.as_list() : single;
+  size_t next = 0;
+  bool used_mapping = false;
+  std::string out;
+  auto fail = [&](const std::string& what) -> void {
+    throw TypeError(error_message("[", op, "] ", what));
+  };
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    if (++i >= fmt.size()) throw std::invalid_argument(error_message("[", op, "] incomplete format"));
+    if (fmt[i] == '%') {
+      out += '%';
+      continue;
+    }
+    const Value* value = nullptr;
+    if (fmt[i] == '(') {
+      size_t close = fmt.find(')', i);
+      if (close == std::string::npos) {
+        throw std::invalid_argument(error_message("[", op, "] incomplete format key"));
+      }
+      if (!args.is_dict()) fail("format requires a mapping");
+      Value key(fmt.substr(i + 1, close - i - 1));
+      value = args.as_dict().find(key);
+      if (!value) throw KeyError(error_message("[", op, "] ", python_repr(key)));
+      used_mapping = true;
+      i = close + 1;
+    }
+    std::string flags;
+    while (i < fmt.size() && std::string("#0- +").find(fmt[i]) != std::string::npos) flags += fmt[i++];
+    auto number = [&]() -> std::string {
+      std::string n;
+      if (i < fmt.size() && fmt[i] == '*') {
+        if (next >= values.size()) fail("not enough arguments for format string");
+        const Value& w = values[next++];
+        if (!w.is_int()) fail("* wants int");
+        ++i;
+        return std::to_string(w.as_int());
+      }
+      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') n += fmt[i++];
+      return n;
+    };
+    std::string width = number(), precision;
+    if (i < fmt.size() && fmt[i] == '.') {
+      ++i;
+      precision = number();
+      if (precision.empty()) precision = "0";
+    }
+    while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
+    if (i >= fmt.size()) throw std::invalid_argument(error_message("[", op, "] incomplete format"));
+    char type = fmt[i];
+    if (!value) {
+      if (next >= values.size()) fail("not enough arguments for format string");
+      value = &values[next++];
+    }
+    const bool left = flags.find('-') != std::string::npos;
+    std::string spec(left ? "<" : ">");
+    Value v = *value;
+    if (v.is_array() && v.as_array().ndim() == 0) v = scalar_of(v.as_array());
+    if (type == 's' || type == 'r') {
+      std::string text = type == 's' ? python_str(*value) : python_repr(*value);
+      spec += width;
+      if (!precision.empty()) spec += "." + precision;
+      out += format_value(Value(text), spec, op);
+      continue;
+    }
+    if (type == 'c') {
+      if (v.is_string()) {
+        if (utf8_length(v.as_string()) != 1) fail("%c requires an int or a unicode character");
+        out += format_value(v, spec + width, op);
+      } else {
+        if (!v.is_int() && !v.is_bool()) fail("%c requires an int or a unicode character");
+        out += format_value(v, spec + width + "c", op);
+      }
+      continue;
+    }
+    const std::string numeric_types = "diuoxXeEfFgG";
+    if (numeric_types.find(type) == std::string::npos) {
+      throw std::invalid_argument(error_message("[", op, "] unsupported format character '",
+                                                std::string(1, type), "'"));
+    }
+    if (!v.is_scalar()) {
+      fail(error_message("%", type, " format: a real number is required, not ", python_type_name(*value)));
+    }
+    if (flags.find('+') != std::string::npos) {
+      spec += "+";
+    } else if (flags.find(' ') != std::string::npos) {
+      spec += " ";
+    }
+    if (flags.find('#') != std::string::npos) spec += "#";
+    if (flags.find('0') != std::string::npos && !left) spec = "0=" + spec.substr(1);
+    spec += width;
+    if (type == 'd' || type == 'i' || type == 'u') {
+      if (v.is_float()) {
+        const double d = std::trunc(v.as_float());
+        if (!std::isfinite(d)) fail("cannot convert float infinity or NaN to integer");
+        v = Value(static_cast<int64_t>(d));
+      }
+      out += format_value(v, spec + "d", op);
+    } else if (type == 'o' || type == 'x' || type == 'X') {
+      if (v.is_float()) fail(error_message("%", type, " format: an integer is required, not float"));
+      out += format_value(v, spec + type, op);
+    } else {
+      if (!precision.empty()) spec += "." + precision;
+      if (v.is_int() || v.is_bool()) v = Value(static_cast<double>(v.is_int() ? v.as_int() : v.as_bool()));
+      out += format_value(v, spec + type, op);
+    }
+  }
+  if (!used_mapping && !args.is_dict() && next < values.size()) {
+    fail("not all arguments converted during string formatting");
+  }
+  return out;
+}
+
 namespace {
 
 const bool registered = register_primitives({

@@ -26,6 +26,11 @@ std::string python_type_name(const Value& v);
 // values that take no spec TypeError, with Python's messages, named by `op`.
 std::string format_value(const Value& v, const std::string& spec, const char* op = "format");
 
+// Python's printf-style formatting: `fmt % args` (%d %i %u %o %x %X %e %E %f %F
+// %g %G %c %s %r %%, flags #0- +, width, precision, %(name)s with a dict);
+// a tuple gives the positional arguments, any other value is the only one.
+std::string percent_format(const std::string& fmt, const Value& args, const char* op = "mod");
+
 // The characters (code points) of a UTF-8 string, each as its own string.
 std::vector<std::string> utf8_chars(const std::string& s);
 // The number of code points of a UTF-8 string (Python's len).

@@ -167,8 +167,22 @@ def list_minus_list(xs):
     return xs - xs  # HERE
 
 
-def percent_format(n):
-    return "%d items" % n  # HERE
+def percent_format(n, x, s):
+    return (
+        "%d items" % n,
+        "%5.2f|%-6s|%+d|%05d|%x|%#o|%e|%g|%%|%r|%c|%.2s|%i" % (x, s, n, n, n, n, x, x, s, 65, s, x),
+        "%(a)s-%(b)5.1f" % {"a": s, "b": x},
+        "%s" % [1, "a"],
+        "%*d" % (4, n),
+    )
+
+
+def percent_too_many(n):
+    return "%d" % (n, n)  # HERE
+
+
+def percent_too_few(n):
+    return "%d %d" % (n,)  # HERE
 
 
 def list_index_tuple(xs):
@@ -190,7 +204,10 @@ def test_list_errors_are_pythons():
     raises_at(TypeError, list_index_tuple, [1], message="list indices must be integers or slices, not tuple")
     raises_at(IndexError, list_index_out_of_range, [1], message="list index 5 out of range")
     raises_at(TypeError, list_minus_list, [1], message="unsupported operand type\\(s\\) for -: 'list' and 'list'")
-    raises_at(TypeError, percent_format, 3, message="printf-style string formatting")
+    raises_at(TypeError, percent_too_many, 3, message="not all arguments converted during string formatting")
+    raises_at(TypeError, percent_too_few, 3, message="not enough arguments for format string")
+    check(percent_too_many, 3)
+    check(percent_too_few, 3)
     # The same functions fail in plain Python with the same kinds.
     for f, args in ((list_plus_int, ([1],)), (list_lt_int, ([1],)), (list_times_float, ([1],)), (list_minus_list, ([1],))):
         check(f, *args)
@@ -354,6 +371,11 @@ def fstrings(x, n, s):
 
 def format_builtin(v, spec):
     return format(v, spec), f"{v:{spec}}"
+
+
+def test_printf_style_formatting():
+    check(percent_format, 7, 3.14159, "abc")
+    check(percent_format, -12, -0.5, "x")
 
 
 def test_string_operations():
