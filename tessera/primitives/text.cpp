@@ -47,7 +47,10 @@ struct Decimal {
   int exp = 0;
 };
 
-Decimal decimal_of(double v, int precision) {
+// T is double, or float for the shortest digits of a float32 (NumPy prints
+// float32 scalars with those).
+template <class T>
+Decimal decimal_of(T v, int precision) {
   std::string buf(static_cast<size_t>(std::max(precision, 0)) + 32, '\0');
   auto r = precision < 0
                ? std::to_chars(buf.data(), buf.data() + buf.size(), std::fabs(v),
@@ -86,7 +89,8 @@ std::string sci_layout(const std::string& digits, int exp) {
 
 // |v| in Python's repr form: shortest digits, an exponent below 1e-4 and
 // from 1e16 on, ".0" on integral values.
-std::string repr_body(double v) {
+template <class T>
+std::string repr_body(T v) {
   Decimal d = decimal_of(v, -1);
   const int decpt = d.exp + 1;
   if (decpt <= -4 || decpt > 16) return sci_layout(d.digits, d.exp);
@@ -120,24 +124,6 @@ std::string to_chars_text(double v, std::chars_format fmt, int precision) {
   return std::string(buf.data(), r.ptr);
 }
 
-std::string float32_repr_body(float v) {
-  // NumPy prints float32 scalars with the shortest digits of the float32.
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, std::fabs(v), std::chars_format::scientific);
-  std::string s(buf, r.ptr);
-  size_t e = s.find('e');
-  Decimal d;
-  d.exp = std::stoi(s.substr(e + 1));
-  for (size_t i = 0; i < e; ++i) {
-    if (s[i] >= '0' && s[i] <= '9') d.digits += s[i];
-  }
-  const int decpt = d.exp + 1;
-  if (decpt <= -4 || decpt > 16) return sci_layout(d.digits, d.exp);
-  std::string out = fixed_layout(d.digits, decpt);
-  if (out.find('.') == std::string::npos) out += ".0";
-  return out;
-}
-
 std::string float_str(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -147,7 +133,7 @@ std::string float_str(double v) {
 std::string float32_str(float v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return (std::signbit(v) ? "-" : "") + float32_repr_body(v);
+  return (std::signbit(v) ? "-" : "") + repr_body(v);
 }
 
 // A 0-d array as the NumPy scalar it comes back to Python as.
@@ -280,16 +266,16 @@ FormatSpec parse_spec(const std::string& spec, const Value& v, const char* op) {
   size_t pos = 0;
   const std::vector<std::string> chars = utf8_chars(spec);
   // [[fill]align]: the fill is one character (code point).
-  size_t first_len = chars.empty() ? 0 : chars[0].size();
+  bool fill_given = false;
   if (chars.size() >= 2 && chars[1].size() == 1 && is_align(chars[1][0])) {
     f.fill = chars[0];
     f.align = chars[1][0];
-    pos = first_len + 1;
+    pos = chars[0].size() + 1;
+    fill_given = true;
   } else if (!spec.empty() && is_align(spec[0])) {
     f.align = spec[0];
     pos = 1;
   }
-  const bool fill_given = pos == first_len + 1 && chars.size() >= 2 && f.align != 0;
   auto at = [&](char c) { return pos < spec.size() && spec[pos] == c; };
   if (at('+') || at('-') || at(' ')) f.sign = spec[pos++];
   if (at('z')) {
@@ -301,7 +287,9 @@ FormatSpec parse_spec(const std::string& spec, const Value& v, const char* op) {
     ++pos;
   }
   if (!fill_given && at('0')) {
+    // The 0 flag: zeros as the fill, after the sign unless aligned otherwise.
     f.zero = true;
+    f.fill = "0";
     ++pos;
   }
   auto number = [&]() -> int64_t {
@@ -404,7 +392,6 @@ std::string format_int(int64_t v, FormatSpec f, const char* op) {
     spec_error(op, std::string("Cannot specify ',' with '") + type + "'.");
   }
   if (f.grouping == '_' && type == 'n') spec_error(op, "Cannot specify '_' with 'n'.");
-  if (f.zero && !f.align) f.fill = "0";
   if (type == 'c') {
     if (f.sign) spec_error(op, "Sign not allowed with integer format specifier 'c'");
     if (f.alt) spec_error(op, "Alternate form (#) not allowed with integer format specifier 'c'");
@@ -462,7 +449,6 @@ std::string format_float(double v, FormatSpec f, const char* op) {
     spec_error(op, std::string("Unknown format code '") + type + "' for object of type 'float'");
   }
   if (type == 'n' && f.grouping) spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 'n'.");
-  if (f.zero && !f.align) f.fill = "0";
   const bool upper = type == 'E' || type == 'F' || type == 'G';
   bool percent = type == '%';
   if (percent) v *= 100.0;
@@ -514,7 +500,6 @@ std::string format_string(const std::string& s, FormatSpec f, const char* op) {
   if (f.z) spec_error(op, "Negative zero coercion (z) not allowed in format specifier");
   if (f.align == '=') spec_error(op, "'=' alignment not allowed in string format specifier");
   if (f.grouping) spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 's'.");
-  if (f.zero && !f.align) f.fill = "0";
   std::string body = s;
   if (f.precision >= 0 && utf8_length(s) > f.precision) {
     body.clear();

@@ -140,6 +140,16 @@ TEST(TextFormat, MatchesPythonFormat) {
   }
 }
 
+TEST(TextFormat, TheZeroFlagFillsWithZerosWhateverTheAlignment) {
+  // Expected strings from CPython 3.11's format().
+  EXPECT_EQ(format_value(Value(int64_t{5}), "<05"), "50000");
+  EXPECT_EQ(format_value(Value("ab"), ">05"), "000ab");
+  EXPECT_EQ(format_value(Value(5.5), "^08"), "005.5000");
+  EXPECT_EQ(format_value(Value(int64_t{-5}), "<06"), "-50000");
+  EXPECT_EQ(format_value(Value(int64_t{1234}), "<010,"), "1,23400000");
+  EXPECT_EQ(format_value(Value(int64_t{12}), "x<05"), "12xxx");
+}
+
 TEST(TextFormat, ZeroDimensionalArraysFormatAsNumPyScalars) {
   EXPECT_EQ(format_value(Array::scalar(0.1f, DType::float32), ".10f"), "0.1000000015");
   EXPECT_EQ(format_value(Array::scalar(1.5), ".2f"), "1.50");
