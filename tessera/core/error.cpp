@@ -50,6 +50,9 @@ void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
     throw std::out_of_range(located(e.what(), loc));
   } catch (const std::bad_alloc&) {
     throw MemoryError(located("out of memory", loc));
+  } catch (const std::overflow_error& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw std::overflow_error(located(e.what(), loc));
   } catch (const std::runtime_error& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::runtime_error(located(e.what(), loc));

@@ -458,12 +458,14 @@ std::string format_float(double v, FormatSpec f, const char* op) {
     body = std::isnan(v) ? "nan" : "inf";
     if (upper) body = std::isnan(v) ? "NAN" : "INF";
     if (percent) body += "%";
+    f.grouping = 0;  // no digits to group (Python pads inf with plain zeros)
     return number_layout(f, negative, "", "", body, 3);
   }
   const int p = static_cast<int>(f.precision);
   switch (type) {
     case 0:
       body = p < 0 ? repr_body(v) : general_body(v, p, f.alt, true);
+      if (f.alt && body.find('.') == std::string::npos) body.insert(body.find('e'), ".");
       break;
     case 'e':
     case 'E':

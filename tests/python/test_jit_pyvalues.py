@@ -609,3 +609,57 @@ def nonzero_index(x):
 
 def test_nonzero_gives_a_tuple_index():
     check(nonzero_index, np.arange(6.0).reshape(2, 3))
+
+
+def _random_spec(rng, kind):
+    s = ""
+    if rng.random() < 0.3:
+        if rng.random() < 0.5:
+            s += rng.choice("*x0 ")
+        s += rng.choice("<>^=")
+    for chars, p in (("+- ", 0.3), ("z", 0.1), ("#", 0.2), ("0", 0.2)):
+        if rng.random() < p:
+            s += rng.choice(chars)
+    if rng.random() < 0.5:
+        s += str(rng.randint(0, 20))
+    if rng.random() < 0.2:
+        s += rng.choice(",_")
+    if rng.random() < 0.5:
+        s += "." + str(rng.randint(0, 20))
+    if rng.random() < 0.8:
+        s += rng.choice({"i": "bcdoxXneEfFgG%", "f": "eEfFgGn%", "s": "s"}[kind])
+    return s
+
+
+def _random_value(rng, kind):
+    if kind == "i":
+        return rng.choice([0, 1, -1, 7, 255, -1234567, 2**40, rng.randint(-(10**9), 10**9)])
+    if kind == "f":
+        return rng.choice(
+            [0.0, -0.0, 0.5, 1 / 3, -2.5, 1e16, 1e-7, 123456.789, 9.5, 0.05, 1e300, 5e-324,
+             float("inf"), float("nan"), rng.uniform(-1e6, 1e6),
+             rng.uniform(-1, 1) * 10 ** rng.randint(-20, 20)]
+        )
+    return rng.choice(["", "a", "hello", "h\u00e9llo"])
+
+
+def test_format_matches_python_on_random_specs():
+    import random
+
+    rng = random.Random(15)
+    jf = tessera.jit(format_builtin)
+    mismatches = []
+    for _ in range(1500):
+        kind = rng.choice("ifs")
+        v, spec = _random_value(rng, kind), _random_spec(rng, kind)
+        try:
+            expected = ("ok", format(v, spec))
+        except Exception as e:  # noqa: BLE001 - the kind must match
+            expected = ("error", type(e).__name__)
+        try:
+            got = ("ok", jf(v, spec)[0])
+        except Exception as e:  # noqa: BLE001
+            got = ("error", type(e).__name__)
+        if got != expected:
+            mismatches.append((v, spec, expected, got))
+    assert not mismatches, mismatches[:10]

@@ -148,6 +148,10 @@ TEST(TextFormat, TheZeroFlagFillsWithZerosWhateverTheAlignment) {
   EXPECT_EQ(format_value(Value(int64_t{-5}), "<06"), "-50000");
   EXPECT_EQ(format_value(Value(int64_t{1234}), "<010,"), "1,23400000");
   EXPECT_EQ(format_value(Value(int64_t{12}), "x<05"), "12xxx");
+  EXPECT_EQ(format_value(Value(std::numeric_limits<double>::infinity()), "+012,.14"), "+00000000inf");
+  EXPECT_EQ(format_value(Value(std::nan("")), ",.3f"), "nan");
+  EXPECT_EQ(format_value(Value(1e16), "#"), "1.e+16");
+  EXPECT_EQ(format_value(Value(5e-324), "0=#13"), "0000005.e-324");
 }
 
 TEST(TextFormat, ZeroDimensionalArraysFormatAsNumPyScalars) {
