@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "tessera/core/error.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -88,12 +89,19 @@ std::string sci_layout(const std::string& digits, int exp) {
 }
 
 // |v| in Python's repr form: shortest digits, an exponent below 1e-4 and
-// from 1e16 on, ".0" on integral values.
+// from 1e16 on, ".0" on integral values. NumPy prints float32 scalars with
+// their own shortest digits and an exponent when the value is below 1e-4 or
+// from 1e6 on.
 template <class T>
 std::string repr_body(T v) {
   Decimal d = decimal_of(v, -1);
   const int decpt = d.exp + 1;
-  if (decpt <= -4 || decpt > 16) return sci_layout(d.digits, d.exp);
+  bool sci = decpt <= -4 || decpt > 16;
+  if constexpr (std::is_same_v<T, float>) {
+    const double a = std::fabs(static_cast<double>(v));
+    sci = a != 0.0 && (a < 1e-4 || a >= 1e6);
+  }
+  if (sci) return sci_layout(d.digits, d.exp);
   std::string s = fixed_layout(d.digits, decpt);
   if (s.find('.') == std::string::npos) s += ".0";
   return s;

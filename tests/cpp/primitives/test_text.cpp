@@ -160,6 +160,10 @@ TEST(TextFormat, ZeroDimensionalArraysFormatAsNumPyScalars) {
   EXPECT_EQ(format_value(Array::scalar_int(42), "05d"), "00042");
   EXPECT_EQ(format_value(Array::scalar_bool(true), ">5"), "    1");
   EXPECT_EQ(format_value(Array::scalar(0.1f, DType::float32), ""), "0.1");
+  // NumPy's str of float32 scalars: an exponent from 1e6 on.
+  EXPECT_EQ(python_str(Array::scalar(999999.0, DType::float32)), "999999.0");
+  EXPECT_EQ(python_str(Array::scalar(1234567.0, DType::float32)), "1.234567e+06");
+  EXPECT_EQ(python_str(Array::scalar(1e-4, DType::float32)), "1e-04");
 }
 
 TEST(TextFormat, ErrorsAreThoseOfPython) {
