@@ -402,6 +402,8 @@ class CallsMixin:
             return f"copy_value({recv})"
         if attr in M.VALUE_METHODS:
             return self.emit_spec(M.VALUE_METHODS[attr], args, kws, node, receiver=recv)
+        if attr in M.STRING_METHODS:
+            return self.emit_spec(M.STRING_METHODS[attr], args, kws, node, receiver=recv)
         if attr == "item":
             if args or kws:
                 self.unsupported(".item() with arguments", node)

@@ -270,6 +270,21 @@ MUTATING_LIST_METHODS = {
     "clear": "clear",
 }
 
+# Methods of strings (the text family's str_NAME primitives).
+STRING_METHODS = {
+    "split": Spec("str_split", ("s", "sep", "maxsplit")),
+    "join": Spec("str_join", ("sep", "items")),
+    "strip": Spec("str_strip", ("s", "chars")),
+    "lstrip": Spec("str_lstrip", ("s", "chars")),
+    "rstrip": Spec("str_rstrip", ("s", "chars")),
+    "upper": Spec("str_upper", ("s",)),
+    "lower": Spec("str_lower", ("s",)),
+    "startswith": Spec("str_startswith", ("s", "prefix")),
+    "endswith": Spec("str_endswith", ("s", "suffix")),
+    "replace": Spec("str_replace", ("s", "old", "new", "count")),
+    "find": Spec("str_find", ("s", "sub")),
+}
+
 # Methods of lists, tuples, strings and dicts that give a value.
 VALUE_METHODS = {
     "index": Spec("index", ("x", "item", "start", "stop")),

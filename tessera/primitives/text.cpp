@@ -7,6 +7,7 @@
 // Python's (Python/pystrtod.c and Python/formatter_unicode.c).
 #include "tessera/primitives/text.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -668,7 +669,191 @@ std::string percent_format(const std::string& fmt, const Value& args, const char
 
 namespace {
 
+bool is_ascii(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// Python's str.isspace() for one character (code point) of UTF-8 text.
+bool is_space(const std::string& c) {
+  if (c.size() == 1) {
+    const auto b = static_cast<unsigned char>(c[0]);
+    return b == ' ' || (b >= '\t' && b <= '\r') || (b >= 0x1c && b <= 0x1f);
+  }
+  static const char* const wide[] = {"\xc2\x85",     "\xc2\xa0",     "\xe1\x9a\x80", "\xe2\x80\xa8",
+                                     "\xe2\x80\xa9", "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80"};
+  for (const char* w : wide) {
+    if (c == w) return true;
+  }
+  // U+2000..U+200A
+  return c.size() == 3 && c[0] == '\xe2' && c[1] == '\x80' && static_cast<unsigned char>(c[2]) >= 0x80 &&
+         static_cast<unsigned char>(c[2]) <= 0x8a;
+}
+
+Value str_split(Args& a) {
+  const std::string& s = a.string(0);
+  int64_t maxsplit = a.integer(2);
+  List out;
+  if (a.is_nil(1)) {
+    // Runs of whitespace separate; leading and trailing whitespace give nothing.
+    const std::vector<std::string> cs = utf8_chars(s);
+    size_t i = 0;
+    while (i < cs.size() && is_space(cs[i])) ++i;
+    while (i < cs.size()) {
+      std::string piece;
+      if (maxsplit == 0) {  // the rest, trailing whitespace kept
+        while (i < cs.size()) piece += cs[i++];
+        out.emplace_back(std::move(piece));
+        break;
+      }
+      while (i < cs.size() && !is_space(cs[i])) piece += cs[i++];
+      out.emplace_back(std::move(piece));
+      --maxsplit;
+      while (i < cs.size() && is_space(cs[i])) ++i;
+    }
+    return Value(std::move(out));
+  }
+  const std::string& sep = a.string(1);
+  if (sep.empty()) a.value_error(1, "is an empty separator");
+  size_t i = 0;
+  for (size_t at = s.find(sep); at != std::string::npos && maxsplit != 0; at = s.find(sep, i)) {
+    out.emplace_back(s.substr(i, at - i));
+    i = at + sep.size();
+    --maxsplit;
+  }
+  out.emplace_back(s.substr(i));
+  return Value(std::move(out));
+}
+
+Value str_strip(Args& a, bool left, bool right) {
+  // Whole characters (code points) are compared, not bytes.
+  const std::vector<std::string> cs = utf8_chars(a.string(0));
+  std::vector<std::string> set;
+  if (!a.is_nil(1)) set = utf8_chars(a.string(1));
+  auto strip = [&](const std::string& c) {
+    return a.is_nil(1) ? is_space(c) : std::find(set.begin(), set.end(), c) != set.end();
+  };
+  size_t b = 0, e = cs.size();
+  while (left && b < e && strip(cs[b])) ++b;
+  while (right && e > b && strip(cs[e - 1])) --e;
+  std::string out;
+  for (size_t i = b; i < e; ++i) out += cs[i];
+  return Value(std::move(out));
+}
+
+Value str_case(Args& a, bool upper) {
+  const std::string& s = a.string(0);
+  if (!is_ascii(s)) {
+    throw std::invalid_argument(error_message("[", a.op(), "] changing the case of non-ASCII text is "
+                                              "not supported: got ", a[0].describe()));
+  }
+  std::string out = s;
+  for (char& c : out) c = static_cast<char>(upper ? std::toupper(c) : std::tolower(c));
+  return Value(std::move(out));
+}
+
+// s.startswith(prefix) / endswith: prefix may be a tuple of strings.
+Value str_affix(Args& a, bool start) {
+  const std::string& s = a.string(0);
+  List options = a[1].is_list() ? a[1].as_list() : List{a[1]};
+  for (const Value& o : options) {
+    if (!o.is_string()) a.type_error(1, "a string or a tuple of strings");
+    const std::string& p = o.as_string();
+    if (p.size() <= s.size() && s.compare(start ? 0 : s.size() - p.size(), p.size(), p) == 0) return true;
+  }
+  return false;
+}
+
+Value str_replace(Args& a) {
+  const std::string &s = a.string(0), &old = a.string(1), &repl = a.string(2);
+  int64_t count = a.integer(3);
+  if (old.empty()) {
+    // Python inserts repl between every character (and at both ends).
+    std::vector<std::string> cs = utf8_chars(s);
+    std::string out;
+    for (size_t i = 0; i <= cs.size(); ++i) {
+      if (count != 0) {
+        out += repl;
+        --count;
+      }
+      if (i < cs.size()) out += cs[i];
+    }
+    return Value(std::move(out));
+  }
+  std::string out;
+  size_t i = 0;
+  for (size_t at = s.find(old); at != std::string::npos && count != 0; at = s.find(old, i)) {
+    out += s.substr(i, at - i) + repl;
+    i = at + old.size();
+    --count;
+  }
+  return Value(out + s.substr(i));
+}
+
+Value str_join(Args& a) {
+  const std::string& sep = a.string(0);
+  if (!a[1].is_list()) a.type_error(1, "a list or tuple of strings");
+  std::string out;
+  const List& items = a[1].as_list();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_string()) {
+      throw TypeError(error_message("[", a.op(), "] sequence item ", i, ": expected str instance, ",
+                                    python_type_name(items[i]), " found"));
+    }
+    if (i) out += sep;
+    out += items[i].as_string();
+  }
+  return Value(std::move(out));
+}
+
+Value str_find(Args& a) {
+  const std::string &s = a.string(0), &sub = a.string(1);
+  size_t at = s.find(sub);
+  if (at == std::string::npos) return Value(int64_t{-1});
+  return Value(utf8_length(s.substr(0, at)));
+}
+
+PrimitiveSpec str_spec(const char* name, std::vector<Param> params, std::string help,
+                       std::function<Value(Args&)> eval) {
+  PrimitiveSpec spec{.name = name,
+                     .family = "text",
+                     .params = std::move(params),
+                     .help = std::move(help),
+                     .eval = std::move(eval)};
+  spec.grads.assign(spec.params.size(), "");
+  return spec;
+}
+
 const bool registered = register_primitives({
+    str_spec("str_split", {{"s"}, opt("sep", Value()), opt("maxsplit", Value(int64_t{-1}))},
+             "Python's s.split(sep, maxsplit): a list of strings; without sep, runs of whitespace "
+             "separate.",
+             str_split),
+    str_spec("str_join", {{"sep"}, {"items"}},
+             "Python's sep.join(items) for a list or tuple of strings (TypeError naming a "
+             "non-string item).",
+             str_join),
+    str_spec("str_strip", {{"s"}, opt("chars", Value())},
+             "Python's s.strip(chars): without chars, whitespace.",
+             [](Args& a) { return str_strip(a, true, true); }),
+    str_spec("str_lstrip", {{"s"}, opt("chars", Value())}, "Python's s.lstrip(chars).",
+             [](Args& a) { return str_strip(a, true, false); }),
+    str_spec("str_rstrip", {{"s"}, opt("chars", Value())}, "Python's s.rstrip(chars).",
+             [](Args& a) { return str_strip(a, false, true); }),
+    str_spec("str_upper", {{"s"}}, "Python's s.upper() (ASCII text only).",
+             [](Args& a) { return str_case(a, true); }),
+    str_spec("str_lower", {{"s"}}, "Python's s.lower() (ASCII text only).",
+             [](Args& a) { return str_case(a, false); }),
+    str_spec("str_startswith", {{"s"}, {"prefix"}},
+             "Python's s.startswith(prefix); prefix may be a tuple of strings.",
+             [](Args& a) { return str_affix(a, true); }),
+    str_spec("str_endswith", {{"s"}, {"suffix"}},
+             "Python's s.endswith(suffix); suffix may be a tuple of strings.",
+             [](Args& a) { return str_affix(a, false); }),
+    str_spec("str_replace", {{"s"}, {"old"}, {"new"}, opt("count", Value(int64_t{-1}))},
+             "Python's s.replace(old, new, count).", str_replace),
+    str_spec("str_find", {{"s"}, {"sub"}},
+             "Python's s.find(sub): the index (in characters) of the first occurrence, or -1.",
+             str_find),
     {.name = "format",
      .family = "text",
      .params = {{"value"}, opt("spec", Value(std::string()))},

@@ -663,3 +663,33 @@ def test_format_matches_python_on_random_specs():
         if got != expected:
             mismatches.append((v, spec, expected, got))
     assert not mismatches, mismatches[:10]
+
+
+def string_methods(s, sep):
+    return (
+        s.split(), s.split(sep), s.split(sep, 1), s.split(None, 1), s.strip(), s.strip(" x"),
+        s.lstrip(), s.rstrip("y "), s.upper(), s.lower(), s.startswith("x"), s.endswith(("y", " ")),
+        s.replace(sep, "+"), s.replace(sep, "", 1), s.find(sep), s.find("zz"), sep.join(s.split()),
+        "-".join(["a", "b"]), "".join(("c",)), s.replace("", "|"),
+    )
+
+
+def join_non_strings(xs):
+    return ",".join(xs)  # HERE
+
+
+def unicode_split_strip(s):
+    return s.split(), s.strip(), s.split(None, 1), s.strip("\u00e9 ")
+
+
+def upper_non_ascii(s):
+    return s.upper()  # HERE
+
+
+def test_string_methods():
+    for s, sep in ((" x,a b,,c  y ", ","), ("", ","), ("xy", "y"), ("\tx y\n", " ")):
+        check(string_methods, s, sep)
+    check(unicode_split_strip, "\u00e9\u00a0a\u2003b\u3000 c\u00e9 ")
+    raises_at(ValueError, upper_non_ascii, "\u00e9", message="changing the case of non-ASCII text is not supported")
+    raises_at(TypeError, join_non_strings, ["a", 1], message="sequence item 1: expected str instance, int found")
+    check(join_non_strings, ["a", 1])

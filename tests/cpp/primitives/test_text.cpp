@@ -222,6 +222,41 @@ TEST(TextStr, PythonForms) {
   EXPECT_TRUE(throws_with<TypeError>([] { python_repr(f64({1, 2}, {2})); }, "[repr] repr() of an array"));
 }
 
+TEST(TextMethods, StringMethodsAsPythons) {
+  auto strs = [](std::vector<std::string> v) {
+    List l;
+    for (auto& s : v) l.emplace_back(s);
+    return Value(std::move(l));
+  };
+  EXPECT_TRUE(call("str_split", {Value(" a  b ")}).equals(strs({"a", "b"})));
+  EXPECT_TRUE(call("str_split", {Value(" a b c  "), Value(), Value(int64_t{1})}).equals(strs({"a", "b c  "})));
+  EXPECT_TRUE(call("str_split", {Value("a,,b"), Value(",")}).equals(strs({"a", "", "b"})));
+  EXPECT_TRUE(call("str_split", {Value("x\xc2\xa0y")}).equals(strs({"x", "y"})));  // U+00A0 is a space
+  EXPECT_EQ(call("str_join", {Value("-"), strs({"a", "b"})}).as_string(), "a-b");
+  EXPECT_EQ(call("str_strip", {Value("xxaxx"), Value("x")}).as_string(), "a");
+  EXPECT_EQ(call("str_rstrip", {Value(" a ")}).as_string(), " a");
+  EXPECT_EQ(call("str_upper", {Value("aB1")}).as_string(), "AB1");
+  EXPECT_TRUE(call("str_endswith", {Value("abc"), Value::tuple(List{Value("x"), Value("bc")})}).as_bool());
+  EXPECT_EQ(call("str_replace", {Value("a-b-c"), Value("-"), Value("+"), Value(int64_t{1})}).as_string(),
+            "a+b-c");
+  EXPECT_EQ(call("str_replace", {Value("ab"), Value(""), Value("|")}).as_string(), "|a|b|");
+  EXPECT_EQ(call("str_find", {Value("h\xc3\xa9llo"), Value("l")}).as_int(), 2);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("str_split", {Value("a"), Value("")}); },
+                                                 "[str_split] argument 'sep' is an empty separator"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("str_lower", {Value("\xc3\x89")}); },
+                                                 "[str_lower] changing the case of non-ASCII text"));
+}
+
+TEST(TextPercent, PrintfStyle) {
+  EXPECT_EQ(percent_format("%5.2f|%-4s|%03d|%%", Value::tuple(List{Value(3.14159), Value("a"), Value(int64_t{7})})),
+            " 3.14|a   |007|%");
+  EXPECT_EQ(percent_format("%d", Value(3.9)), "3");
+  EXPECT_TRUE(throws_with<TypeError>([] { percent_format("%d %d", Value(int64_t{1})); },
+                                     "[mod] not enough arguments for format string"));
+  EXPECT_TRUE(throws_with<TypeError>([] { percent_format("%x", Value(1.5)); },
+                                     "%x format: an integer is required, not float"));
+}
+
 TEST(TextUtf8, CountsCharacters) {
   const std::string s = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
   EXPECT_EQ(utf8_length(s), 4);
