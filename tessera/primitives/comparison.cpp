@@ -24,6 +24,10 @@ PrimitiveSpec compare_spec(const char* name, BinaryOp op, std::string help) {
 // [1, 2] is one bool, "a" < "b"), NumPy's elementwise one otherwise.
 PrimitiveSpec python_aware_spec(const char* name, BinaryOp op, std::string help) {
   PrimitiveSpec spec = compare_spec(name, op, std::move(help));
+  if (spec.help.find("Python") == std::string::npos) {
+    spec.help += " Without an array operand, Python's comparison: one bool (strings, lists and "
+                 "tuples compare lexicographically; other pairs of non-numbers raise TypeError).";
+  }
   spec.eval = [op](Args& a) -> Value {
     if (python_operands(a[0], a[1])) return python_compare(op, a[0], a[1], a.op());
     return binary_op(op, a.take(0), a.take(1), a.op());
@@ -75,10 +79,7 @@ const bool registered = register_primitives(without_gradient({
     python_aware_spec("not_equal", BinaryOp::not_equal,
                  "Elementwise x != y as bool with broadcasting, like numpy.not_equal."),
     python_aware_spec("less", BinaryOp::less,
-                 "Elementwise x < y as bool with broadcasting, like numpy.less. Without an "
-                 "array operand, Python's < (strings, lists and tuples compare "
-                 "lexicographically; other pairs of non-numbers raise TypeError); likewise "
-                 "less_equal, greater, greater_equal and not_equal."),
+                 "Elementwise x < y as bool with broadcasting, like numpy.less."),
     python_aware_spec("less_equal", BinaryOp::less_equal,
                  "Elementwise x <= y as bool with broadcasting, like numpy.less_equal."),
     python_aware_spec("greater", BinaryOp::greater,
