@@ -39,10 +39,13 @@ PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, s
   }
   spec.eval = [op, symbol](Args& a) -> Value {
     // "%d items" % n: Python's printf-style formatting.
-    if (op == BinaryOp::mod && a[0].is_string()) return percent_format(a[0].as_string(), a[1], a.op());
+    if (op == BinaryOp::mod && a[0].is_string()) {
+      return percent_format(a[0].as_string(), a[1], a.op());
+    }
     if (python_operands(a[0], a[1])) {
-      throw TypeError(error_message("[", a.op(), "] unsupported operand type(s) for ", symbol, ": '",
-                                    python_type_name(a[0]), "' and '", python_type_name(a[1]), "'"));
+      throw TypeError(error_message("[", a.op(), "] unsupported operand type(s) for ", symbol,
+                                    ": '", python_type_name(a[0]), "' and '",
+                                    python_type_name(a[1]), "'"));
     }
     return binary_op(op, a.take(0), a.take(1), a.op());
   };

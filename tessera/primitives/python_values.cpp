@@ -214,7 +214,8 @@ bool python_contains(const Value& container, const Value& item, const char* op) 
       return container.as_dict().find(item) != nullptr;
     case ValueKind::string:
       if (!item.is_string()) {
-        throw TypeError(error_message("[", op, "] 'in <string>' requires string as left operand, not ",
+        throw TypeError(error_message("[", op,
+                                      "] 'in <string>' requires string as left operand, not ",
                                       python_type_name(item)));
       }
       return container.as_string().find(item.as_string()) != std::string::npos;
@@ -258,7 +259,8 @@ Value iteration_items(const Value& v, const char* op) {
       return Value(std::move(keys));
     }
     default:
-      throw TypeError(error_message("[", op, "] '", python_type_name(v), "' object is not iterable"));
+      throw TypeError(
+          error_message("[", op, "] '", python_type_name(v), "' object is not iterable"));
   }
 }
 
@@ -267,7 +269,9 @@ Value sequence_getitem(const Value& container, const List& indices, const char* 
     Value key = indices.size() == 1 ? indices[0] : Value::tuple(indices);
     check_hashable(key, op);
     const Value* found = container.as_dict().find(key);
-    if (!found) throw KeyError(error_message("[", op, "] key ", python_repr(key), " is not in the dict"));
+    if (!found) {
+      throw KeyError(error_message("[", op, "] key ", python_repr(key), " is not in the dict"));
+    }
     return *found;
   }
   const std::string name = python_type_name(container);
@@ -281,7 +285,7 @@ Value sequence_getitem(const Value& container, const List& indices, const char* 
   std::vector<std::string> chars;
   if (is_str) chars = utf8_chars(container.as_string());
   const List* items = is_str ? nullptr : &container.as_list();
-  const int64_t n = is_str ? static_cast<int64_t>(chars.size()) : static_cast<int64_t>(items->size());
+  const int64_t n = static_cast<int64_t>(is_str ? chars.size() : items->size());
   if (auto i = as_index(indices[0])) {
     if (*i < -n || *i >= n) {
       throw std::out_of_range(error_message("[", op, "] ", name, " index ", *i,

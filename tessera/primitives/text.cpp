@@ -305,7 +305,9 @@ FormatSpec parse_spec(const std::string& spec, const Value& v, const char* op) {
     int64_t n = -1;
     while (pos < spec.size() && spec[pos] >= '0' && spec[pos] <= '9') {
       n = (n < 0 ? 0 : n) * 10 + (spec[pos++] - '0');
-      if (n > std::numeric_limits<int32_t>::max()) spec_error(op, "Too many decimal digits in format string");
+      if (n > std::numeric_limits<int32_t>::max()) {
+        spec_error(op, "Too many decimal digits in format string");
+      }
     }
     return n;
   };
@@ -457,7 +459,9 @@ std::string format_float(double v, FormatSpec f, const char* op) {
   if (type && std::string("eEfFgGn%").find(type) == std::string::npos) {
     spec_error(op, std::string("Unknown format code '") + type + "' for object of type 'float'");
   }
-  if (type == 'n' && f.grouping) spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 'n'.");
+  if (type == 'n' && f.grouping) {
+    spec_error(op, std::string("Cannot specify '") + f.grouping + "' with 'n'.");
+  }
   const bool upper = type == 'E' || type == 'F' || type == 'G';
   bool percent = type == '%';
   if (percent) v *= 100.0;
@@ -563,7 +567,9 @@ std::string percent_format(const std::string& fmt, const Value& args, const char
       out += fmt[i];
       continue;
     }
-    if (++i >= fmt.size()) throw std::invalid_argument(error_message("[", op, "] incomplete format"));
+    if (++i >= fmt.size()) {
+      throw std::invalid_argument(error_message("[", op, "] incomplete format"));
+    }
     if (fmt[i] == '%') {
       out += '%';
       continue;
@@ -582,7 +588,8 @@ std::string percent_format(const std::string& fmt, const Value& args, const char
       i = close + 1;
     }
     std::string flags;
-    while (i < fmt.size() && std::string("#0- +").find(fmt[i]) != std::string::npos) flags += fmt[i++];
+    const std::string flag_chars = "#0- +";
+    while (i < fmt.size() && flag_chars.find(fmt[i]) != std::string::npos) flags += fmt[i++];
     auto number = [&]() -> std::string {
       std::string n;
       if (i < fmt.size() && fmt[i] == '*') {
@@ -635,7 +642,8 @@ std::string percent_format(const std::string& fmt, const Value& args, const char
                                                 std::string(1, type), "'"));
     }
     if (!v.is_scalar()) {
-      fail(error_message("%", type, " format: a real number is required, not ", python_type_name(*value)));
+      fail(error_message("%", type, " format: a real number is required, not ",
+                         python_type_name(*value)));
     }
     if (flags.find('+') != std::string::npos) {
       spec += "+";
@@ -653,11 +661,14 @@ std::string percent_format(const std::string& fmt, const Value& args, const char
       }
       out += format_value(v, spec + "d", op);
     } else if (type == 'o' || type == 'x' || type == 'X') {
-      if (v.is_float()) fail(error_message("%", type, " format: an integer is required, not float"));
+      if (v.is_float()) {
+        fail(error_message("%", type, " format: an integer is required, not float"));
+      }
       out += format_value(v, spec + type, op);
     } else {
       if (!precision.empty()) spec += "." + precision;
-      if (v.is_int() || v.is_bool()) v = Value(static_cast<double>(v.is_int() ? v.as_int() : v.as_bool()));
+      if (v.is_int()) v = Value(static_cast<double>(v.as_int()));
+      if (v.is_bool()) v = Value(v.as_bool() ? 1.0 : 0.0);
       out += format_value(v, spec + type, op);
     }
   }
@@ -670,7 +681,8 @@ std::string percent_format(const std::string& fmt, const Value& args, const char
 namespace {
 
 bool is_ascii(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
 }
 
 // Python's str.isspace() for one character (code point) of UTF-8 text.
@@ -679,14 +691,16 @@ bool is_space(const std::string& c) {
     const auto b = static_cast<unsigned char>(c[0]);
     return b == ' ' || (b >= '\t' && b <= '\r') || (b >= 0x1c && b <= 0x1f);
   }
-  static const char* const wide[] = {"\xc2\x85",     "\xc2\xa0",     "\xe1\x9a\x80", "\xe2\x80\xa8",
-                                     "\xe2\x80\xa9", "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80"};
+  static const char* const wide[] = {"\xc2\x85",     "\xc2\xa0",     "\xe1\x9a\x80",
+                                     "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaf",
+                                     "\xe2\x81\x9f", "\xe3\x80\x80"};
   for (const char* w : wide) {
     if (c == w) return true;
   }
   // U+2000..U+200A
-  return c.size() == 3 && c[0] == '\xe2' && c[1] == '\x80' && static_cast<unsigned char>(c[2]) >= 0x80 &&
-         static_cast<unsigned char>(c[2]) <= 0x8a;
+  if (c.size() != 3 || c[0] != '\xe2' || c[1] != '\x80') return false;
+  const auto last = static_cast<unsigned char>(c[2]);
+  return last >= 0x80 && last <= 0x8a;
 }
 
 Value str_split(Args& a) {
@@ -743,8 +757,10 @@ Value str_strip(Args& a, bool left, bool right) {
 Value str_case(Args& a, bool upper) {
   const std::string& s = a.string(0);
   if (!is_ascii(s)) {
-    throw std::invalid_argument(error_message("[", a.op(), "] changing the case of non-ASCII text is "
-                                              "not supported: got ", a[0].describe()));
+    throw std::invalid_argument(error_message("[", a.op(),
+                                              "] changing the case of non-ASCII text is not "
+                                              "supported: got ",
+                                              a[0].describe()));
   }
   std::string out = s;
   for (char& c : out) c = static_cast<char>(upper ? std::toupper(c) : std::tolower(c));
@@ -758,7 +774,8 @@ Value str_affix(Args& a, bool start) {
   for (const Value& o : options) {
     if (!o.is_string()) a.type_error(1, "a string or a tuple of strings");
     const std::string& p = o.as_string();
-    if (p.size() <= s.size() && s.compare(start ? 0 : s.size() - p.size(), p.size(), p) == 0) return true;
+    if (p.size() > s.size()) continue;
+    if (s.compare(start ? 0 : s.size() - p.size(), p.size(), p) == 0) return true;
   }
   return false;
 }
