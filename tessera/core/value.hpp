@@ -28,6 +28,11 @@ struct Nil {
 
 using List = std::vector<Value>;
 
+// The deleter of a tuple's items (Value::tuple): what tells a tuple from a list.
+struct TupleMark {
+  void operator()(const List* items) const { delete items; }
+};
+
 // An ordered dictionary with scalar or string keys (insertion order kept).
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
@@ -67,15 +72,10 @@ class Value {
   Value(std::shared_ptr<const List> l) : v_(std::move(l)) {}
   // A tuple: a list that Python code sees as a tuple (indexing, printing,
   // equality, results returned to Python). Every list operation accepts it.
+  // The mark travels with the items' storage (made with the TupleMark
+  // deleter), so a Value keeps its size and layout.
   static Value tuple(List items) {
-    Value v(std::move(items));
-    v.tuple_ = true;
-    return v;
-  }
-  static Value tuple(std::shared_ptr<const List> items) {
-    Value v(std::move(items));
-    v.tuple_ = true;
-    return v;
+    return Value(std::shared_ptr<const List>(new List(std::move(items)), TupleMark{}));
   }
   Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
   Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
@@ -97,7 +97,9 @@ class Value {
   bool is_array() const { return kind() == ValueKind::array; }
   // True for lists and tuples alike (both are sequences of Values).
   bool is_list() const { return kind() == ValueKind::list; }
-  bool is_tuple() const { return tuple_ && is_list(); }
+  bool is_tuple() const {
+    return is_list() && std::get_deleter<TupleMark>(list_ptr()) != nullptr;
+  }
   bool is_dict() const { return kind() == ValueKind::dict; }
   bool is_function() const { return kind() == ValueKind::function; }
   bool is_slice() const { return kind() == ValueKind::slice; }
@@ -151,7 +153,6 @@ class Value {
                std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice,
                std::shared_ptr<const TiledArray>>
       v_;
-  bool tuple_ = false;  // a list that is a tuple (see tuple())
 };
 
 // Converts a numeric Value (scalar or array) to an Array; scalars become 0-d

@@ -146,6 +146,14 @@ Value sequence_add(const Value& a, const Value& b, const char* op) {
   unsupported_operands(op, "+", a, b);
 }
 
+Value sequence_inplace_add(const Value& a, const Value& b, const char* op) {
+  if (!a.is_list() || a.is_tuple()) return sequence_add(a, b, op);
+  Value more = iteration_items(b, op);
+  List out = a.as_list();
+  for (int64_t i = 0; i < length_of(more); ++i) out.push_back(item_at(more, i));
+  return Value(std::move(out));
+}
+
 Value sequence_multiply(const Value& a, const Value& b, const char* op) {
   const bool a_seq = a.is_string() || a.is_list();
   const Value& seq = a_seq ? a : b;

@@ -23,6 +23,9 @@ bool python_operands(const Value& a, const Value& b);
 // raise TypeError with Python's message. Named `op` in errors. For `x += v`
 // on lists as well.
 Value sequence_add(const Value& a, const Value& b, const char* op = "add");
+// x += v as Python's: a list extends with the items of any iterable v
+// (xs += (1, 2), xs += "ab"); tuples and strings concatenate as sequence_add.
+Value sequence_inplace_add(const Value& a, const Value& b, const char* op = "iadd");
 // a * b with one a list, tuple or string and the other an int (or bool):
 // repetition (a count <= 0 gives an empty one); other pairs raise TypeError.
 Value sequence_multiply(const Value& a, const Value& b, const char* op = "multiply");

@@ -185,6 +185,13 @@ TEST(PythonSequences, HelpersForInPlaceAdd) {
   EXPECT_TRUE(throws_with<TypeError>([] { sequence_add(ints({1}), Value("a"), "iadd"); },
                                      "[iadd] can only concatenate list (not \"str\") to list"));
   EXPECT_TRUE(sequence_multiply(Value(int64_t{2}), tup({1}), "imul").equals(tup({1, 1})));
+  // list += any iterable extends (Python's list.__iadd__); a tuple concatenates.
+  EXPECT_TRUE(sequence_inplace_add(ints({1}), tup({2, 3})).equals(ints({1, 2, 3})));
+  EXPECT_TRUE(sequence_inplace_add(ints({}), Value("ab")).equals(Value(List{Value("a"), Value("b")})));
+  EXPECT_TRUE(throws_with<TypeError>([] { sequence_inplace_add(ints({1}), Value(int64_t{2})); },
+                                     "[iadd] 'int' object is not iterable"));
+  EXPECT_TRUE(throws_with<TypeError>([] { sequence_inplace_add(tup({1}), ints({2})); },
+                                     "[iadd] can only concatenate tuple (not \"list\") to tuple"));
 }
 
 }  // namespace
