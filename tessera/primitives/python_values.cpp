@@ -83,8 +83,10 @@ void check_hashable(const Value& key, const char* op) {
   }
 }
 
-// Row i of an array along its first axis (a 0-d array for 1-d arrays).
-Array row_of(const Array& a, int64_t i) {
+// Row i of an array along its first axis (a 0-d array for 1-d arrays), as a
+// copy of its own.
+Array row_of(const Array& view, int64_t i) {
+  const Array a = view.is_contiguous() ? view : view.contiguous();
   Shape sub(a.shape().begin() + 1, a.shape().end());
   Array row(a.dtype(), sub);
   const size_t bytes = row.nbytes();
@@ -508,13 +510,16 @@ Value update(Args& a) {
   return Value(std::move(d));
 }
 
+// `views`: the primitive hands back its array argument itself (a loop over
+// an array's rows must see the array, not a copy; see PrimitiveSpec::views).
 PrimitiveSpec python_spec(const char* name, std::vector<Param> params, std::string help,
-                          std::function<Value(Args&)> eval) {
+                          std::function<Value(Args&)> eval, bool views = false) {
   PrimitiveSpec spec{.name = name,
                      .family = "python",
                      .params = std::move(params),
                      .help = std::move(help),
-                     .eval = std::move(eval)};
+                     .eval = std::move(eval),
+                     .views = views};
   spec.grads.assign(spec.params.size(), "");
   return spec;
 }
@@ -534,12 +539,12 @@ const bool registered = register_primitives({
                 "a string's characters; lists, tuples and arrays (first axis) themselves). "
                 "ValueError 'too many values to unpack (expected N)' or 'not enough values to "
                 "unpack (expected N, got M)' otherwise.",
-                unpack),
+                unpack, /*views=*/true),
     python_spec("iterate", {{"x"}},
                 "What a Python for loop over x visits, indexable by 0..len-1: lists, tuples and "
                 "arrays themselves, a dict's keys, a string's characters. TypeError for values "
                 "that are not iterable.",
-                [](Args& a) -> Value { return iteration_items(a[0], a.op()); }),
+                [](Args& a) -> Value { return iteration_items(a[0], a.op()); }, /*views=*/true),
     python_spec("to_list", {{"x"}},
                 "Python's list(x): the items of x as a list (an array's rows or elements, a dict's "
                 "keys, a string's characters).",
