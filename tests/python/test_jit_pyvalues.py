@@ -542,11 +542,6 @@ def test_subscript_assignment_into_lists():
     check(list_write, [1, 2])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="setitem (indexing.cpp) does not take dicts yet; it should call sequence_setitem "
-    "(python_values.hpp) for them",
-)
 def test_subscript_assignment_into_dicts():
     check(dict_write, {"a": 1})
 
