@@ -322,60 +322,13 @@ Value getitem(Args& a) {
   return kernels::gather_offsets(x, sel.layout, sel.shape, &parallel_for);
 }
 
-// A list with item `idx` (one int or slice) replaced, as Python's
-// xs[i] = v / xs[a:b] = ys (the language's lists are values: the result is
-// the new list).
-Value list_setitem(const List& l, const Value& value, const List& idx, const char* op) {
-  if (idx.size() != 1 || !(idx[0].is_int() || idx[0].is_slice())) {
-    throw TypeError(error_message("[", op, "] list indices must be one int or slice, got ",
-                                  idx.size(), " indices"));
-  }
-  const int64_t n = static_cast<int64_t>(l.size());
-  List out = l;
-  if (idx[0].is_int()) {
-    int64_t i = idx[0].as_int();
-    if (i < -n || i >= n) {
-      throw std::out_of_range(error_message("[", op, "] list assignment index ", i,
-                                            " is out of range for a list of length ", n));
-    }
-    out[i < 0 ? i + n : i] = value;
-    return out;
-  }
-  if (!value.is_list()) {
-    throw TypeError(error_message("[", op, "] can only assign a list to a list slice, got ",
-                                  value.describe()));
-  }
-  const List& items = value.as_list();
-  int64_t start, step, len;
-  slice_bounds(idx[0].as_slice(), n, start, step, len);
-  if (step == 1) {
-    out.erase(out.begin() + start, out.begin() + start + len);
-    out.insert(out.begin() + start, items.begin(), items.end());
-    return out;
-  }
-  if (static_cast<int64_t>(items.size()) != len) {
-    throw std::invalid_argument(error_message("[", op, "] attempt to assign a list of size ",
-                                              items.size(), " to an extended slice of size ", len));
-  }
-  for (int64_t i = 0; i < len; ++i) out[start + i * step] = items[i];
-  return out;
-}
-
 // x[indices...] = value, written into x's buffer (and so into every view
 // of it), as NumPy does; x itself is the result.
 Value setitem(Args& a) {
   const List& idx = a.list(2);
-  if (a[0].is_list()) return list_setitem(a[0].as_list(), a[1], idx, a.op());
-  if (a[0].is_dict()) {
-    // d[k] = v: the language's dicts are values, so this is the new dict.
-    if (idx.size() != 1) {
-      throw TypeError(error_message("[", a.op(), "] a dict takes exactly one key, got ",
-                                    idx.size(), " indices"));
-    }
-    Dict d = a[0].as_dict();
-    d.set(idx[0], a[1]);
-    return Value(std::move(d));
-  }
+  // Lists and dicts are values: xs[i] = v gives the new list (Python's
+  // rules for the index and the key, python_values.hpp).
+  if (a[0].is_list() || a[0].is_dict()) return sequence_setitem(a[0], a[1], idx, a.op());
   if (!a[0].is_array()) {
     if (a[0].is_numeric()) {
       a.type_error(0, "an array or a list (a number does not support item assignment)");

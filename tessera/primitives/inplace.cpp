@@ -10,6 +10,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -60,6 +61,11 @@ void write_result(Array& x, const Array& value, const std::string& what, const c
 // x OP= y: in place into x when x is an array (the result x itself);
 // otherwise (numbers, lists, strings) x OP y, as Python rebinds them.
 Value augmented(Args& a, const PrimitiveSpec& base) {
+  // xs += v on a list extends it with any iterable, as Python's (where
+  // xs + v takes lists only).
+  if (base.name == "add" && a[0].is_list() && python_operands(a[0], a[1])) {
+    return sequence_inplace_add(a[0], a[1], a.op());
+  }
   std::vector<Value> operands{a[0], a[1]};
   Args inner(base, std::move(operands));
   Value r = run_primitive(base, inner);

@@ -266,3 +266,7 @@ def test_asarray_is_the_array_and_array_copies():
 def test_item_assignment_into_lists_and_dicts():
     check(numpy_body("xs = [1, 2, 3]\nxs[1] = 9\nxs[-1] += 1\nxs[0:2] = [5]\nd = {'a': 1}\n"
                      "d['b'] = 2\nd['a'] = 3\nreturn xs, d", "x"), 0)
+
+
+def test_list_augmented_assignment_extends_with_any_iterable():
+    check(numpy_body("xs = [1]\nxs += (2, 3)\nxs += [4]\nd = {}\nd[1, 2] = 'a'\nreturn xs, d", "x"), 0)
