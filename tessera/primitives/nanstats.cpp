@@ -23,24 +23,6 @@ namespace {
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-// The reduced axes of argument i, sorted (nil = all); a repeated axis is a
-// ValueError as in NumPy.
-std::vector<int> lane_axes(const Args& a, size_t i, int ndim) {
-  std::vector<int> axes;
-  auto given = a.axes(i);
-  if (!given) {
-    for (int d = 0; d < ndim; ++d) axes.push_back(d);
-    return axes;
-  }
-  for (int64_t ax : *given) axes.push_back(normalize_axis(ax, ndim, a.op()));
-  std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
-    throw std::invalid_argument(
-        error_message("[", a.op(), "] duplicate value in 'axis': ", a[i].str()));
-  }
-  return axes;
-}
-
 // x's elements as float64 rows: one row per combination of the kept axes,
 // each row the reduced axes in C order.
 struct Lanes {
@@ -146,7 +128,7 @@ Value eval_quantile(Args& a, double scale, bool skip_nan) {
     }
     qs[i] = scale == 100.0 ? v / 100.0 : v;
   }
-  auto axes = lane_axes(a, 2, x.ndim());
+  auto axes = reduction_axes(a, 2, x.ndim());
   Lanes l = gather_lanes(x, axes, a.boolean(3));
   if (l.inner == 0 && l.outer > 0) {
     throw std::invalid_argument(error_message("[", a.op(), "] cannot take a quantile of an "
@@ -208,7 +190,7 @@ Value plain(Args& a, const char* name, size_t n_params) {
 Value eval_nanprod(Args& a) {
   Array x = a.array(0);
   if (!is_float(x)) return plain(a, "prod", 4);
-  auto axes = lane_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   Lanes l = gather_lanes(x, axes, a.boolean(2));
   return reduce_rows(l, a.dtype(3, x.dtype()), 1.0, [](const double* v, int64_t n) {
     double p = 1.0;
@@ -224,7 +206,7 @@ Value eval_nanprod(Args& a) {
 Value eval_nanvar(Args& a, bool take_sqrt) {
   Array x = a.array(0);
   reject_bool(a, x);
-  auto axes = lane_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   double ddof = a.number(2);
   Lanes l = gather_lanes(x, axes, a.boolean(3));
   DType out = a.dtype(4, float_result(x.dtype()));
@@ -256,7 +238,7 @@ void check_lanes_nonempty(const Args& a, const Array& x, const Lanes& l) {
 Value eval_nanextreme(Args& a, bool is_max) {
   Array x = a.array(0);
   if (!is_float(x)) return plain(a, is_max ? "max" : "min", 3);
-  auto axes = lane_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   Lanes l = gather_lanes(x, axes, a.boolean(2));
   check_lanes_nonempty(a, x, l);
   return reduce_rows(l, x.dtype(), 0.5, [is_max](const double* v, int64_t n) {

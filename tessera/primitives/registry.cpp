@@ -304,15 +304,8 @@ void Args::pack_views() {
 }
 
 Array Args::array(size_t i) const {
-  const Value& v = values_[i];
-  if (v.is_array()) {  // the usual case: no message to build
-    const Array& x = v.as_array();
-    return x.is_contiguous() ? x : packed(x);
-  }
-  if (v.is_numeric() || v.is_list()) {
-    return to_array(v, op(), ("argument '" + param_name(i) + "'").c_str());
-  }
-  type_error(i, "a number or an array");
+  Array x = view(i);
+  return x.is_contiguous() ? x : packed(x);
 }
 
 Array Args::view(size_t i) const {
@@ -423,6 +416,22 @@ int normalize_axis(int64_t axis, int ndim, const char* op) {
                                           " is out of bounds for array of dimension ", ndim));
   }
   return static_cast<int>(axis < 0 ? axis + ndim : axis);
+}
+
+std::vector<int> reduction_axes(const Args& a, size_t i, int ndim) {
+  std::vector<int> axes;
+  auto given = a.axes(i);
+  if (!given) {
+    for (int d = 0; d < ndim; ++d) axes.push_back(d);
+    return axes;
+  }
+  for (int64_t ax : *given) axes.push_back(normalize_axis(ax, ndim, a.op()));
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] duplicate value in 'axis': ", a[i].str()));
+  }
+  return axes;
 }
 
 }  // namespace tessera

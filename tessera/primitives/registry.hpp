@@ -225,4 +225,8 @@ class Args {
 // IndexError "[op] axis 3 is out of bounds for array of dimension 2".
 int normalize_axis(int64_t axis, int ndim, const char* op);
 
+// The axes a reduction's argument i names, normalized and sorted (nil: all
+// of 0..ndim-1); a repeated axis is a ValueError as in NumPy.
+std::vector<int> reduction_axes(const Args& a, size_t i, int ndim);
+
 }  // namespace tessera

@@ -31,24 +31,6 @@ const kernels::LeafRunner kParallelLeaves =
       parallel_for(count, kReduceNs * static_cast<double>(kernels::kLeafSize), body);
     };
 
-// Normalized, sorted axes of argument i (nil = all axes); a repeated axis is a
-// ValueError as in NumPy.
-std::vector<int> reduce_axes(const Args& a, size_t i, int ndim) {
-  auto given = a.axes(i);
-  std::vector<int> axes;
-  if (!given) {
-    for (int d = 0; d < ndim; ++d) axes.push_back(d);
-    return axes;
-  }
-  for (int64_t ax : *given) axes.push_back(normalize_axis(ax, ndim, a.op()));
-  std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
-    throw std::invalid_argument(
-        error_message("[", a.op(), "] duplicate value in 'axis': ", a[i].str()));
-  }
-  return axes;
-}
-
 // Runs a reduction of x over `axes` into an array of `out_dtype`.
 Array run_reduce(ReduceKind kind, const Array& x, const std::vector<int>& axes, bool keepdims,
                  DType out_dtype, const ReduceOptions& opts = {}, double ns = kReduceNs) {
@@ -81,7 +63,7 @@ void check_nonempty(const Args& a, const Array& x, const std::vector<int>& axes)
 // sum, prod, nansum: (x, axis, keepdims, dtype).
 Value eval_sum_like(Args& a, ReduceKind kind) {
   Array x = a.array(0);
-  auto axes = reduce_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   DType out = a.dtype(3, kernels::reduce_result_dtype(kind, x.dtype()));
   return run_reduce(kind, x, axes, a.boolean(2), out);
 }
@@ -89,7 +71,7 @@ Value eval_sum_like(Args& a, ReduceKind kind) {
 // mean, nanmean: (x, axis, keepdims, dtype).
 Value eval_mean_like(Args& a, ReduceKind kind) {
   Array x = a.array(0);
-  auto axes = reduce_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   DType out = a.dtype(3, kernels::reduce_result_dtype(kind, x.dtype()));
   return run_reduce(kind, x, axes, a.boolean(2), out);
 }
@@ -102,7 +84,7 @@ Value eval_var(Args& a, bool sqrt) {
     if (!is_floating(*dt)) a.type_error(4, "a float dtype ('float32' or 'float64') or nil");
     x = x.astype(*dt);
   }
-  auto axes = reduce_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   ReduceOptions opts{a.number(2), sqrt};
   return run_reduce(ReduceKind::var, x, axes, a.boolean(3),
                     kernels::reduce_result_dtype(ReduceKind::var, x.dtype()), opts, 2 * kReduceNs);
@@ -111,7 +93,7 @@ Value eval_var(Args& a, bool sqrt) {
 // Reductions taking (x, axis, keepdims) with the default result dtype.
 Value eval_plain(Args& a, ReduceKind kind, bool needs_elements, double ns = kReduceNs) {
   Array x = a.array(0);
-  auto axes = reduce_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   if (needs_elements) check_nonempty(a, x, axes);
   return run_reduce(kind, x, axes, a.boolean(2), kernels::reduce_result_dtype(kind, x.dtype()),
                     {}, ns);
@@ -203,7 +185,7 @@ Array expand_weights(const Args& a, const Array& x, const Array& w) {
 // average(x, axis, weights, keepdims): sum(x * w) / sum(w) over the axes.
 Value eval_average(Args& a) {
   Array x = a.array(0);
-  auto axes = reduce_axes(a, 1, x.ndim());
+  auto axes = reduction_axes(a, 1, x.ndim());
   bool keepdims = a.boolean(3);
   if (a.is_nil(2)) {
     return run_reduce(ReduceKind::mean, x, axes, keepdims,
