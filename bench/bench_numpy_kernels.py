@@ -819,6 +819,11 @@ def run_kernel(kernel, quick=False, runs=5, check_only=False):
         return res
 
     contenders = [("numpy", kernel.func, None, _copy)]
+    blas1 = _blas_one_thread()
+    if blas1 is not None and not res["scalar_loop"]:
+        # NumPy at its best: on a busy machine OpenBLAS's threads can make a product
+        # many times slower than one thread; the faster of the two is the peer.
+        contenders.append(("numpy_blas1", blas1(kernel.func), None, _copy))
     contenders += [(f"tessera{t}", jits[t], t, _copy) for t in THREADS]
     if with_lists:
         contenders.append(("cpython_lists", kernel.func, None, _as_lists))
@@ -838,7 +843,35 @@ def run_kernel(kernel, quick=False, runs=5, check_only=False):
     res["runs"] = n_runs
     res["times_s"] = times
     res["ms"] = {name: statistics.median(v) * 1e3 for name, v in times.items()}
+    _pick_best_numpy(res)
     return res
+
+
+def _blas_one_thread():
+    """A wrapper running a function with NumPy's BLAS on one thread (None
+    without threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415
+    except ImportError:
+        return None
+
+    def wrap(f):
+        def g(*a):
+            with threadpool_limits(limits=1, user_api="blas"):
+                return f(*a)
+        return g
+
+    return wrap
+
+
+def _pick_best_numpy(res):
+    """The NumPy column is the faster of NumPy with its BLAS threads and with one."""
+    ms = res["ms"]
+    if "numpy_blas1" in ms:
+        ms["numpy_blas_threads"] = ms["numpy"]
+        if ms["numpy_blas1"] < ms["numpy"]:
+            ms["numpy"] = ms["numpy_blas1"]
+            res["numpy_best"] = "BLAS on 1 thread"
 
 
 # ---------------------------------------------------------------- report
@@ -913,6 +946,8 @@ def format_row(r):
     notes = []
     if r["scalar_loop"]:
         notes.append("NumPy column = CPython")
+    if "numpy_blas1" in ms and ms["numpy_blas1"] < 0.8 * ms["numpy_blas_threads"]:
+        notes.append(f"NumPy with BLAS threads {ms['numpy_blas_threads']:.2f}")
     if "cpython_lists" in ms:
         notes.append(f"CPython on lists {ms['cpython_lists']:.2f}")
     if r.get("runs") == 1:
@@ -964,6 +999,44 @@ def print_summary(results):
               f">= {TARGET_SPEEDUP}: {met} of {len(big)}")
 
 
+def combine(paths):
+    """Results of several --json files merged: each time is the median over the
+    files of each file's median (a kernel failing in any file is a FAIL)."""
+    runs = []
+    for path in paths:
+        with open(path) as fh:
+            runs.append({r["name"]: r for r in json.load(fh)["results"]})
+    merged = []
+    for name in runs[0]:
+        rs = [run[name] for run in runs if name in run]
+        bad = [r for r in rs if r["status"] != "ok" or "ms" not in r]
+        if bad:
+            merged.append(bad[0])
+            continue
+        r = dict(rs[0])
+        r["ms"] = {c: statistics.median(x["ms"][c] for x in rs if c in x["ms"])
+                   for c in rs[0]["ms"]}
+        r["runs"] = sum(x["runs"] for x in rs)
+        merged.append(r)
+    return merged
+
+
+def print_markdown(results):
+    print("| kernel | category | NumPy ms | tessera 1t ms | tessera 2t ms | 2t / NumPy | 2t / 1t |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in results:
+        if r["status"] != "ok":
+            print(f"| {r['name']} | {r['category']} | FAIL: {r['error'].split(' (at ')[0]} | | | | |")
+            continue
+        ms = r["ms"]
+        peer = f"{ms['numpy']:.1f}" + (" (CPython)" if r["scalar_loop"] else "")
+        if "cpython_lists" in ms:
+            peer += f"; lists {ms['cpython_lists']:.1f}"
+        print(f"| {r['name']} | {r['category']} | {peer} | {ms['tessera1']:.1f} | "
+              f"{ms['tessera2']:.1f} | {ms['tessera2'] / ms['numpy']:.2f} | "
+              f"{ms['tessera1'] / ms['tessera2']:.2f} |")
+
+
 # ---------------------------------------------------------------- driver
 
 
@@ -999,8 +1072,22 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per kernel")
     ap.add_argument("--in-process", action="store_true",
                     help="run the kernels in this process (to debug; a crash ends the suite)")
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="no run: merge earlier --json files (median of their medians)")
+    ap.add_argument("--markdown", action="store_true", help="with --combine: a markdown table")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+
+    if args.combine:
+        results = combine(args.combine)
+        if args.markdown:
+            print_markdown(results)
+        else:
+            print(COLUMNS)
+            for r in results:
+                print(format_row(r))
+        print_summary(results)
+        return 0
 
     if args.one:
         try:
