@@ -1029,9 +1029,11 @@ def print_markdown(results):
             print(f"| {r['name']} | {r['category']} | FAIL: {r['error'].split(' (at ')[0]} | | | | |")
             continue
         ms = r["ms"]
-        peer = f"{ms['numpy']:.1f}" + (" (CPython)" if r["scalar_loop"] else "")
+        peer = f"{ms['numpy']:.1f}"
         if "cpython_lists" in ms:
-            peer += f"; lists {ms['cpython_lists']:.1f}"
+            peer += f" (CPython; on lists {ms['cpython_lists']:.1f})"
+        elif r["scalar_loop"]:
+            peer += " (CPython)"
         print(f"| {r['name']} | {r['category']} | {peer} | {ms['tessera1']:.1f} | "
               f"{ms['tessera2']:.1f} | {ms['tessera2'] / ms['numpy']:.2f} | "
               f"{ms['tessera1'] / ms['tessera2']:.2f} |")
