@@ -56,8 +56,12 @@ def jacobi_1d(a, b, steps):
 
 def jacobi_2d(a, b, steps):
     for t in range(steps):
-        b[1:-1, 1:-1] = 0.2 * (a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[2:, 1:-1] + a[:-2, 1:-1])
-        a[1:-1, 1:-1] = 0.2 * (b[1:-1, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:] + b[2:, 1:-1] + b[:-2, 1:-1])
+        b[1:-1, 1:-1] = 0.2 * (
+            a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[2:, 1:-1] + a[:-2, 1:-1]
+        )
+        a[1:-1, 1:-1] = 0.2 * (
+            b[1:-1, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:] + b[2:, 1:-1] + b[:-2, 1:-1]
+        )
 
 
 def heat_1d(u0, alpha, steps):
@@ -82,7 +86,9 @@ def laplacian_2d(u, dx):
 def wave_2d(u_prev, u, c, steps):
     for _ in range(steps):
         lap = np.zeros_like(u)
-        lap[1:-1, 1:-1] = u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1]
+        lap[1:-1, 1:-1] = (
+            u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1]
+        )
         u_next = 2 * u - u_prev + c**2 * lap
         u_prev, u = u, u_next
     return u
@@ -189,8 +195,12 @@ def box_blur_3x3(img):
 
 
 def sobel(img):
-    gx = (img[:-2, 2:] + 2 * img[1:-1, 2:] + img[2:, 2:]) - (img[:-2, :-2] + 2 * img[1:-1, :-2] + img[2:, :-2])
-    gy = (img[2:, :-2] + 2 * img[2:, 1:-1] + img[2:, 2:]) - (img[:-2, :-2] + 2 * img[:-2, 1:-1] + img[:-2, 2:])
+    gx = (img[:-2, 2:] + 2 * img[1:-1, 2:] + img[2:, 2:]) - (
+        img[:-2, :-2] + 2 * img[1:-1, :-2] + img[2:, :-2]
+    )
+    gy = (img[2:, :-2] + 2 * img[2:, 1:-1] + img[2:, 2:]) - (
+        img[:-2, :-2] + 2 * img[:-2, 1:-1] + img[:-2, 2:]
+    )
     return np.sqrt(gx**2 + gy**2)
 
 
@@ -928,8 +938,8 @@ def print_header(info, args):
     print()
 
 
-COLUMNS = f"{'kernel':22s} {'category':16s} {'NumPy':>9s} {'tessera 1t':>10s} {'tessera 2t':>10s} " \
-          f"{'ratio':>7s} {'2t/1t':>6s}"
+COLUMNS = (f"{'kernel':22s} {'category':16s} {'NumPy':>9s} {'tessera 1t':>10s} "
+           f"{'tessera 2t':>10s} {'ratio':>7s} {'2t/1t':>6s}")
 
 
 def format_row(r):
@@ -1026,7 +1036,8 @@ def print_markdown(results):
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         if r["status"] != "ok":
-            print(f"| {r['name']} | {r['category']} | FAIL: {r['error'].split(' (at ')[0]} | | | | |")
+            error = r["error"].split(" (at ")[0]
+            print(f"| {r['name']} | {r['category']} | FAIL: {error} | | | | |")
             continue
         ms = r["ms"]
         peer = f"{ms['numpy']:.1f}"
