@@ -360,7 +360,7 @@ def test_random_shapes_dtypes_and_ranges():
 def test_power_by_a_scalar_matches_numpy_on_special_values(expo, dtype):
     # x ** 2, ** 0.5, ** -1 ... take fast paths (x * x, sqrt, reciprocal), as
     # NumPy's do: signed zeros, infinities and NaNs must come out the same.
-    x = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, -4.0, 2.5, 1e200], dtype=dtype)
+    x = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, -4.0, 2.5, 1e30], dtype=dtype)
     with np.errstate(all="ignore"):
         check(numpy_fn(f"x ** {expo}"), x)
 
