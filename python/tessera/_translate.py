@@ -117,10 +117,11 @@ HELPERS = {
       if(o + 1e-10 != 1, 3, 2)))))""",
     "__dtype_name": """define(__dtype_name, x,
   getitem(list("bool", "int64", "float32", "float64"), __dtype_code(x)))""",
-    "__to_list": """define(__to_list, x, block(
+    # x.tolist(): nested lists as deep as x (a 0-d array gives its element).
+    "__to_list": """define(__to_list, x, if(ndim(x) == 0, getitem(x), block(
   define(r, list()), define(i, 0), define(n, len(x)),
-  while(i < n, block(define(r, append(r, getitem(x, i))), define(i, i + 1))),
-  r))""",
+  while(i < n, block(define(r, append(r, __to_list(getitem(x, i)))), define(i, i + 1))),
+  r)))""",
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
     "__item": """define(__item, x, getitem(ravel(x), 0))""",

@@ -270,3 +270,7 @@ def test_item_assignment_into_lists_and_dicts():
 
 def test_list_augmented_assignment_extends_with_any_iterable():
     check(numpy_body("xs = [1]\nxs += (2, 3)\nxs += [4]\nd = {}\nd[1, 2] = 'a'\nreturn xs, d", "x"), 0)
+
+
+def test_tolist_nests_as_deep_as_the_array():
+    check(numpy_body("return x.tolist(), x[0].tolist(), x[0, 0].tolist()", "x"), arr(2, 3))
