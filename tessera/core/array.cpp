@@ -366,7 +366,7 @@ Array Array::scalar_bool(bool v) {
 
 Array Array::full(DType dtype, Shape shape, double value) {
   Array a(dtype, std::move(shape));
-  dispatch(dtype, [&](auto tag) {
+  dispatch_all(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     std::fill_n(a.data<T>(), a.size(), element_cast<T>(value));
   });
@@ -408,9 +408,9 @@ void Array::assign(const Array& src0) {
     if (src.shape_[k] != 1) sst[lead + k] = src_strides[k];
   }
   const std::vector<int64_t> dst_strides = strides();
-  dispatch(src.dtype_, [&](auto from_tag) {
+  dispatch_all(src.dtype_, [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
-    dispatch(dtype_, [&](auto to_tag) {
+    dispatch_all(dtype_, [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       const From* sp = src.origin<From>();
       To* dp = origin<To>();
@@ -426,25 +426,33 @@ void Array::assign(const Array& src0) {
 
 double Array::get_double(int64_t i) const {
   const int64_t o = flat_offset(i);
-  return dispatch(dtype_, [&](auto tag) -> double {
+  return dispatch_all(dtype_, [&](auto tag) -> double {
     using T = typename decltype(tag)::type;
-    return static_cast<double>(origin<T>()[o]);
+    return element_cast<double>(origin<T>()[o]);
   });
 }
 
 int64_t Array::get_int(int64_t i) const {
   const int64_t o = flat_offset(i);
-  return dispatch(dtype_, [&](auto tag) -> int64_t {
+  return dispatch_all(dtype_, [&](auto tag) -> int64_t {
     using T = typename decltype(tag)::type;
     return element_cast<int64_t>(origin<T>()[o]);
   });
 }
 
+std::complex<double> Array::get_complex(int64_t i) const {
+  const int64_t o = flat_offset(i);
+  return dispatch_all(dtype_, [&](auto tag) -> std::complex<double> {
+    using T = typename decltype(tag)::type;
+    return element_cast<std::complex<double>>(origin<T>()[o]);
+  });
+}
+
 bool Array::get_bool(int64_t i) const {
   const int64_t o = flat_offset(i);
-  return dispatch(dtype_, [&](auto tag) -> bool {
+  return dispatch_all(dtype_, [&](auto tag) -> bool {
     using T = typename decltype(tag)::type;
-    return origin<T>()[o] != T(0);
+    return element_cast<bool>(origin<T>()[o]);
   });
 }
 
@@ -529,12 +537,47 @@ std::string format_float(double v, const FloatFormat& f) {
   return s + std::string(removed, ' ');
 }
 
-std::string format_element(const Array& a, int64_t i, const FloatFormat& ff) {
-  switch (a.dtype()) {
-    case DType::bool_: return a.get_bool(i) ? "True" : "False";
-    case DType::int64: return std::to_string(a.get_int(i));
-    default: return format_float(a.get_double(i), ff);
+// The shortest decimal that reads back as the same 16-bit float (NumPy
+// prints float16 0.1 as "0.1", not as its float64 value 0.0999755859375).
+double shortest_16(double v, DType dt) {
+  if (!std::isfinite(v)) return v;
+  auto bits = [dt](double x) {
+    return dt == DType::float16 ? double_to_half(x) : float_to_bfloat(static_cast<float>(x));
+  };
+  for (int p = 1; p <= 6; ++p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    double r = std::strtod(buf, nullptr);
+    if (bits(r) == bits(v)) return r;
   }
+  return v;
+}
+
+// Element i as a real number for printing (a 16-bit float as its shortest
+// decimal).
+double print_value(const Array& a, int64_t i) {
+  double v = a.get_double(i);
+  if (a.dtype() == DType::float16 || a.dtype() == DType::bfloat16) v = shortest_16(v, a.dtype());
+  return v;
+}
+
+std::string format_element(const Array& a, int64_t i, const FloatFormat& ff,
+                           const FloatFormat& imag_ff = FloatFormat{}) {
+  if (a.dtype() == DType::bool_) return a.get_bool(i) ? "True" : "False";
+  if (is_integer(a.dtype())) {
+    if (a.dtype() == DType::uint64) {
+      return std::to_string(static_cast<uint64_t>(a.get_int(i)));
+    }
+    return std::to_string(a.get_int(i));
+  }
+  if (is_complex(a.dtype())) {
+    std::complex<double> z = a.get_complex(i);
+    std::string re = format_float(z.real(), ff);
+    std::string im = format_float(std::fabs(z.imag()), imag_ff);
+    while (!im.empty() && im.back() == ' ') im.pop_back();
+    return re + (std::signbit(z.imag()) && !std::isnan(z.imag()) ? "-" : "+") + im + "j";
+  }
+  return format_float(print_value(a, i), ff);
 }
 
 constexpr int64_t kSummarizeThreshold = 1000;
@@ -587,14 +630,29 @@ void print_rec(std::ostringstream& os, const Array& a, const std::vector<std::st
 std::string Array::str() const {
   FloatFormat ff;
   bool summarize = size_ > kSummarizeThreshold;
+  FloatFormat imag_ff;
   if (is_floating(dtype_)) {
     std::vector<double> vals;
     vals.reserve(std::min<int64_t>(size_, 4096));
     int64_t step = summarize ? std::max<int64_t>(1, size_ / 4096) : 1;
-    for (int64_t i = 0; i < size_; i += step) vals.push_back(get_double(i));
+    for (int64_t i = 0; i < size_; i += step) vals.push_back(print_value(*this, i));
     ff = choose_format(vals, dtype_ == DType::float32);
+  } else if (is_complex(dtype_)) {
+    std::vector<double> re, im;
+    int64_t step = summarize ? std::max<int64_t>(1, size_ / 4096) : 1;
+    for (int64_t i = 0; i < size_; i += step) {
+      std::complex<double> z = get_complex(i);
+      if (dtype_ == DType::complex64) {
+        z = {static_cast<float>(z.real()), static_cast<float>(z.imag())};
+      }
+      re.push_back(z.real());
+      im.push_back(std::fabs(z.imag()));
+    }
+    ff = choose_format(re, dtype_ == DType::complex64);
+    imag_ff = choose_format(im, dtype_ == DType::complex64);
+    // NumPy prints a whole-number part as "1." and "0.j".
   }
-  if (ndim() == 0) return format_element(*this, 0, ff);
+  if (ndim() == 0) return format_element(*this, 0, ff, imag_ff);
   if (size_ == 0) return "[]";
   std::vector<std::string> cells(size_);
   size_t width = 0;
@@ -605,7 +663,7 @@ std::string Array::str() const {
       cells[i] = "";
       continue;
     }
-    cells[i] = format_element(*this, i, ff);
+    cells[i] = format_element(*this, i, ff, imag_ff);
     width = std::max(width, cells[i].size());
   }
   if (summarize && size_ > 100000) {
@@ -623,7 +681,7 @@ std::string Array::str() const {
         }
       }
       if (edge) {
-        cells[i] = format_element(*this, i, ff);
+        cells[i] = format_element(*this, i, ff, imag_ff);
         width = std::max(width, cells[i].size());
       }
     }
@@ -637,7 +695,7 @@ std::string Array::repr_short() const {
   std::string s = "array of shape " + shape_str(shape_) + " and dtype " +
                   std::string(dtype_name(dtype_));
   if (size_ == 1) {
-    s += " (value " + (is_floating(dtype_) ? shortest(get_double(0))
+    s += " (value " + (is_floating(dtype_) ? shortest(print_value(*this, 0))
                                            : format_element(*this, 0, FloatFormat{})) + ")";
   }
   return s;

@@ -12,6 +12,7 @@
 // alive by `owner`.
 #pragma once
 
+#include <complex>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -172,6 +173,7 @@ class Array {
   double get_double(int64_t i) const;
   int64_t get_int(int64_t i) const;
   bool get_bool(int64_t i) const;
+  std::complex<double> get_complex(int64_t i) const;
   // The single element of a size-1 array as double.
   double item() const { return get_double(0); }
 
@@ -214,16 +216,54 @@ Array Array::from_vector(const std::vector<T>& values, Shape shape) {
 
 // Converts one element between C++ element types with NumPy's casting
 // (bool from nonzero, float to int by truncation).
+template <class T> struct is_std_complex : std::false_type {};
+template <class T> struct is_std_complex<std::complex<T>> : std::true_type {};
+
+// A 16-bit float as float; any other element as itself.
+template <class From>
+inline auto widen_element(From v) {
+  if constexpr (std::is_same_v<From, float16_t>) {
+    return half_to_float(v.bits);
+  } else if constexpr (std::is_same_v<From, bfloat16_t>) {
+    return bfloat_to_float(v.bits);
+  } else {
+    return v;
+  }
+}
+
+// Converts one element as NumPy's astype does: integers wrap around modulo
+// their width, floats truncate toward zero, complex to real drops the
+// imaginary part, anything to bool is "!= 0". A float outside int64's range
+// becomes the target's minimum (NumPy's result on x86; it warns).
 template <class To, class From>
-inline To element_cast(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    // Out-of-range and NaN conversions are undefined in C++; NumPy yields INT64_MIN.
-    if (!(v >= From(-9.2233720368547758e18) && v < From(9.2233720368547758e18))) {
+inline To element_cast(From v0) {
+  const auto v = widen_element(v0);
+  using W = std::remove_const_t<decltype(v)>;
+  if constexpr (std::is_same_v<To, W>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != W(0);
+  } else if constexpr (is_std_complex<To>::value) {
+    using R = typename To::value_type;
+    if constexpr (is_std_complex<W>::value) {
+      return To(static_cast<R>(v.real()), static_cast<R>(v.imag()));
+    } else {
+      return To(static_cast<R>(v), R(0));
+    }
+  } else if constexpr (is_std_complex<W>::value) {
+    return element_cast<To>(v.real());
+  } else if constexpr (std::is_same_v<To, float16_t>) {
+    return float16_t{double_to_half(static_cast<double>(v))};
+  } else if constexpr (std::is_same_v<To, bfloat16_t>) {
+    return bfloat16_t{float_to_bfloat(static_cast<float>(v))};
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<W>) {
+    if (!(v >= W(-9.2233720368547758e18) && v < W(9.2233720368547758e18))) {
+      if constexpr (std::is_same_v<To, uint64_t>) {
+        if (v >= W(0) && v < W(1.8446744073709552e19)) return static_cast<uint64_t>(v);
+      }
       return std::numeric_limits<To>::min();
     }
-    return static_cast<To>(v);
+    return static_cast<To>(static_cast<int64_t>(v));
   } else {
     return static_cast<To>(v);
   }

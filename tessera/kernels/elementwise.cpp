@@ -240,9 +240,9 @@ void where_range(const Broadcast<3>& layout, const Array& cond, const Array& x, 
 }
 
 void cast_range(const Array& in, Array& out, int64_t begin, int64_t end) {
-  dispatch(in.dtype(), [&](auto from_tag) {
+  dispatch_all(in.dtype(), [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
-    dispatch(out.dtype(), [&](auto to_tag) {
+    dispatch_all(out.dtype(), [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       const From* src = in.data<From>();
       To* dst = out.data<To>();

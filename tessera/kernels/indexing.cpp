@@ -85,7 +85,8 @@ void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst
   switch (elem_size) {
     case 1: gather_typed<uint8_t>(src, layout, dst, begin, end); break;
     case 4: gather_typed<uint32_t>(src, layout, dst, begin, end); break;
-    default: gather_typed<uint64_t>(src, layout, dst, begin, end); break;
+    case 8: gather_typed<uint64_t>(src, layout, dst, begin, end); break;
+    default: gather_typed<Bytes16>(src, layout, dst, begin, end); break;
   }
 }
 
@@ -95,7 +96,8 @@ void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layou
   switch (elem_size) {
     case 1: scatter_typed<uint8_t>(src, dst, layout, begin, end); break;
     case 4: scatter_typed<uint32_t>(src, dst, layout, begin, end); break;
-    default: scatter_typed<uint64_t>(src, dst, layout, begin, end); break;
+    case 8: scatter_typed<uint64_t>(src, dst, layout, begin, end); break;
+    default: scatter_typed<Bytes16>(src, dst, layout, begin, end); break;
   }
 }
 

@@ -141,7 +141,8 @@ void strided_copy_range(const void* src, const StridedLayout& src_layout, void* 
     case 1: copy_typed<uint8_t>(src, src_layout, dst, dst_layout, begin, end); break;
     case 2: copy_typed<uint16_t>(src, src_layout, dst, dst_layout, begin, end); break;
     case 4: copy_typed<uint32_t>(src, src_layout, dst, dst_layout, begin, end); break;
-    default: copy_typed<uint64_t>(src, src_layout, dst, dst_layout, begin, end); break;
+    case 8: copy_typed<uint64_t>(src, src_layout, dst, dst_layout, begin, end); break;
+    default: copy_typed<Bytes16>(src, src_layout, dst, dst_layout, begin, end); break;
   }
 }
 

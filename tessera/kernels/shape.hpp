@@ -15,6 +15,11 @@
 
 namespace tessera::kernels {
 
+// A 16-byte element (complex128) for copies by element size.
+struct Bytes16 {
+  uint64_t lo, hi;
+};
+
 // Element (i0, ..., in) of a view lives at offset + sum(i_k * strides[k]),
 // counted in elements of the underlying buffer. Strides may be 0 (broadcast)
 // or negative (flip).

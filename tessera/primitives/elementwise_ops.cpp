@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/complex.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -180,6 +181,7 @@ Value cast_value(const Value& v, DType dtype, const char* opname) {
         return v.is_float() ? element_cast<int64_t>(v.as_float()) : as_int64(v);
       case DType::float64: return as_double(v);
       case DType::float32: return Array::scalar(as_double(v), DType::float32);
+      default: break;
     }
   }
   return cast_array(operand(v, opname, "argument 'x'"), dtype);
@@ -187,6 +189,7 @@ Value cast_value(const Value& v, DType dtype, const char* opname) {
 
 Array binary_array(BinaryOp op, const Array& a, const Array& b, const char* opname) {
   if (!opname) opname = op_name(op);
+  if (is_complex(a.dtype()) || is_complex(b.dtype())) return kernels::complex_binary(op, a, b, opname);
   DType compute = kernels::binary_compute_dtype(op, promote(a.dtype(), b.dtype()), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
   Array x = cast_array(a, compute), y = cast_array(b, compute);
@@ -203,6 +206,11 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
   if (a.is_scalar() && b.is_scalar()) return scalar_binary(op, a, b, opname);
   if (!a.is_numeric()) a = numeric(a, opname, "argument 'x'");
   if (!b.is_numeric()) b = numeric(b, opname, "argument 'y'");
+  if ((a.is_array() && is_complex(a.as_array().dtype())) ||
+      (b.is_array() && is_complex(b.as_array().dtype()))) {
+    return kernels::complex_binary(op, to_array(a, opname, "argument 'x'"),
+                                   to_array(b, opname, "argument 'y'"), opname);
+  }
   DType compute = kernels::binary_compute_dtype(op, result_type(a, b), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
   Array x = cast_array(take_array(a, opname, "argument 'x'"), compute);
@@ -221,6 +229,7 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
 namespace {
 
 Array unary_into(UnaryOp op, Array x, const char* opname) {
+  if (is_complex(x.dtype())) return kernels::complex_unary(op, x, opname);
   DType compute = kernels::unary_compute_dtype(op, x.dtype(), opname);
   // Moved, not copied, so that a uniquely held buffer stays unique.
   Array in = x.dtype() == compute ? std::move(x) : cast_array(x, compute);

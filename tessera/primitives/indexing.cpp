@@ -337,6 +337,7 @@ Value setitem(Args& a) {
   }
   Array x = a[0].as_array();
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
+  check_python_int(a[1], x.dtype(), a.op());
   if (!x.writable()) {
     throw std::invalid_argument(
         error_message("[", a.op(), "] assignment destination is read-only"));
@@ -353,9 +354,9 @@ Value setitem(Args& a) {
           "[", a.op(), "] cannot convert float ", std::isnan(v.get_double(0)) ? "NaN" : "infinity",
           " to integer"));
     }
-    dispatch(x.dtype(), [&](auto to_tag) {
+    dispatch_all(x.dtype(), [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
-      dispatch(v.dtype(), [&](auto from_tag) {
+      dispatch_all(v.dtype(), [&](auto from_tag) {
         using From = typename decltype(from_tag)::type;
         x.origin<To>()[offset] = element_cast<To>(v.origin<From>()[0]);
       });

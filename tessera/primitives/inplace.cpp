@@ -17,13 +17,6 @@ namespace tessera {
 
 namespace {
 
-// NumPy's casting='same_kind': within a kind (bool < integer < float) or to
-// a higher kind.
-bool can_cast_same_kind(DType from, DType to) {
-  auto kind = [](DType d) { return d == DType::bool_ ? 0 : is_integer(d) ? 1 : 2; };
-  return kind(from) <= kind(to);
-}
-
 // The binary primitive an in-place operator applies ("add" for iadd);
 // looked up once (the registry is complete before any program runs).
 const PrimitiveSpec& binary_primitive(const char* name, const char* fallback) {

@@ -71,6 +71,7 @@ bool register_primitives(std::vector<PrimitiveSpec> specs) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   for (auto& spec : specs) {
+    apply_dtype_rules(spec);
     // Registration runs while the library loads, where throwing would abort
     // the process: problems are recorded for the registry's test instead.
     if (r.by_name.count(spec.name)) {
@@ -226,7 +227,18 @@ Value call_primitive(std::string_view name, std::vector<CallArg> args) {
 }
 
 Value run_primitive(const PrimitiveSpec& spec, Args& args) {
-  Value result = spec.eval(args);
+  Value result;
+  try {
+    result = args.complex_kind() ? run_complex(spec, args) : spec.eval(args);
+  } catch (const TypeError& e) {
+    // A kernel without a loop for a dtype (dtype.hpp, dispatch): name the
+    // primitive.
+    static const std::string kernel = "[this kernel]";
+    const std::string what = e.what();
+    if (what.compare(0, kernel.size(), kernel) != 0) throw;
+    throw TypeError("[" + spec.name + "]" + what.substr(kernel.size()));
+  }
+  if (args.converted()) result = args.store_result(std::move(result));
   if (spec.views || !result.is_array()) return result;
   // Only view primitives may hand back an argument's buffer: anything else
   // (astype to the same dtype, a no-op reshape inside a kernel) is a new

@@ -37,6 +37,20 @@ struct Param {
 // Optional settings a primitive may declare (all named, with defaults).
 inline Param opt(std::string name, Value def) { return Param{std::move(name), std::move(def)}; }
 
+// How a primitive's result dtype follows storage dtypes (dtype.hpp; the
+// arguments are converted to the compute type of the promoted dtype S of the
+// data parameters, with Python scalars weak as in NumPy 2):
+//   keep        the result as the kernel gives it (argmax, linalg, shapes);
+//   same        a ufunc or data movement: a result in S's compute type is
+//               stored in S (int8 + int8 -> int8, wrapping); a float result
+//               of one integer operand in float_for(S) (sqrt(int8) -> float16);
+//   accumulate  sum/prod/cumsum: small integers widen to int64/uint64, float16
+//               and complex64 stay;
+//   mean        mean/var/median: a result in S's compute type is stored in S;
+//   raw         no conversion: the primitive handles every dtype (astype,
+//               print, str, file writers).
+enum class DTypeRule : uint8_t { keep, same, accumulate, mean, raw };
+
 struct PrimitiveSpec {
   std::string name;
   std::string family;
@@ -78,10 +92,25 @@ struct PrimitiveSpec {
   // orders them against the statements around them (docs/runtime.md,
   // "Views and writes").
   bool writes = false;
+  // Storage dtypes (dtype.hpp): how the result dtype follows the arguments'
+  // dtypes, which parameters are data (promoted together, like a ufunc's
+  // operands; the others, such as indices, are converted on their own), and
+  // whether complex arguments are accepted. Set from a table at registration
+  // (storage.cpp); specs need not set them.
+  DTypeRule dtype_rule = DTypeRule::keep;
+  uint32_t data_params = ~0u;
+  bool complex = false;
+  // True for primitives whose results are exact for uint64 values of 2**63
+  // and more when computed on their int64 bits (add, sum, concatenate, ...).
+  bool modular = false;
 
   // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
   std::string signature() const;
 };
+
+// Sets dtype_rule, data_params, complex and modular of a spec from the table
+// in storage.cpp (by name and family); called by register_primitives.
+void apply_dtype_rules(PrimitiveSpec& spec);
 
 // `spec` with its gradient rule set (for table-built specs).
 inline PrimitiveSpec with_grads(PrimitiveSpec spec, std::vector<std::string> grads) {
@@ -140,6 +169,14 @@ std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std
 // is copied unless the primitive works on views (PrimitiveSpec::views).
 Value run_primitive(const PrimitiveSpec& spec, Args& args);
 
+// NumPy 2's OverflowError for a Python int `v` written into (or combined with)
+// an integer array of dtype `dt` that cannot hold it.
+void check_python_int(const Value& v, DType dt, const char* op);
+
+// Evaluates a primitive linear (or bilinear) in its data on complex
+// arguments by evaluating it on their real and imaginary parts (storage.cpp).
+Value run_complex(const PrimitiveSpec& spec, Args& args);
+
 // Calls a primitive directly with values (used by tests and the Python front).
 Value call_primitive(std::string_view name, std::vector<CallArg> args);
 Value call_primitive(std::string_view name, std::vector<Value> positional);
@@ -163,6 +200,7 @@ class Args {
   Args(const PrimitiveSpec& spec, std::vector<Value> values)
       : spec_(&spec), values_(std::move(values)) {
     if (!spec.views) pack_views();
+    convert_storage();
   }
 
   const char* op() const { return spec_->name.c_str(); }
@@ -211,6 +249,30 @@ class Args {
   // Replaces strided views among the arguments (and in list arguments) by
   // C-contiguous copies.
   void pack_views();
+  // Converts arguments of storage dtypes to compute dtypes (dtype.hpp) and
+  // records how to store the result (store_result).
+  void convert_storage();
+
+ public:
+  // True when convert_storage converted something: run_primitive then passes
+  // the result through store_result.
+  bool converted() const { return storage_.active; }
+  // 1: a complex argument to a primitive linear in its data, 2: bilinear
+  // (matmul, dot, ...): run_primitive evaluates it on real parts.
+  int complex_kind() const { return storage_.complex_kind; }
+  Value store_result(Value result) const;
+
+ private:
+  struct StorageState {
+    bool active = false;
+    DTypeRule rule = DTypeRule::keep;
+    DType result = DType::float64;  // S
+    bool one_operand = false;
+    bool has_overflow_check = false;
+    int64_t python_int = 0;  // a Python int among the data arguments
+    int complex_kind = 0;
+  };
+  StorageState storage_;
 
   const PrimitiveSpec* spec_;
   std::vector<Value> values_;

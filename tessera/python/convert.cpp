@@ -143,13 +143,20 @@ DType dtype_for(const py::dtype& dt, bool& exact) {
   if (kind == 'i' && size == 8) return DType::int64;
   if (kind == 'f' && size == 4) return DType::float32;
   if (kind == 'f' && size == 8) return DType::float64;
+  if (kind == 'i' && size == 1) return DType::int8;
+  if (kind == 'i' && size == 2) return DType::int16;
+  if (kind == 'i' && size == 4) return DType::int32;
+  if (kind == 'u' && size == 1) return DType::uint8;
+  if (kind == 'u' && size == 2) return DType::uint16;
+  if (kind == 'u' && size == 4) return DType::uint32;
+  if (kind == 'u' && size == 8) return DType::uint64;
+  if (kind == 'f' && size == 2) return DType::float16;
+  if (kind == 'c' && size == 8) return DType::complex64;
+  if (kind == 'c' && size == 16) return DType::complex128;
   exact = false;
-  // Smaller types widen as NumPy's safe casting does.
-  if ((kind == 'i' && size < 8) || (kind == 'u' && size < 8)) return DType::int64;
-  if (kind == 'f' && size == 2) return DType::float32;
   throw py::type_error("[tessera] NumPy arrays of dtype " + std::string(py::str(py::object(dt))) +
-                       " are not supported (tessera holds bool, int64, float32 and float64; "
-                       "smaller ints, uints below 64 bits and float16 are converted)");
+                       " are not supported (tessera holds bool, int8/16/32/64, uint8/16/32/64, "
+                       "float16/32/64 and complex64/128)");
 }
 
 py::dtype numpy_dtype(DType dt) {
@@ -158,9 +165,11 @@ py::dtype numpy_dtype(DType dt) {
     case DType::bool_: return np.dt_bool;
     case DType::int64: return np.dt_int64;
     case DType::float32: return np.dt_float32;
-    case DType::float64: break;
+    case DType::float64: return np.dt_float64;
+    default: break;
   }
-  return np.dt_float64;
+  // NumPy has no bfloat16: array_to_python hands those out as float32.
+  return py::dtype(std::string(dtype_name(dt == DType::bfloat16 ? DType::float32 : dt)));
 }
 
 // A NumPy array viewing `a`'s elements (with its strides: a view stays a
@@ -228,6 +237,12 @@ Array array_from_numpy(py::handle obj) {
   return a;
 }
 
+// A 0-d NumPy array holding the NumPy scalar `obj` (new reference).
+PyObject* PyArray_FromScalar_compat(py::handle obj) {
+  static py::object asarray = py::module_::import("numpy").attr("asarray");
+  return asarray(obj).release().ptr();
+}
+
 Value scalar_from_numpy(py::handle obj) {
   py::dtype dt = py::reinterpret_steal<py::dtype>(PyObject_GetAttrString(obj.ptr(), "dtype"));
   if (!dt) throw py::error_already_set();
@@ -235,11 +250,25 @@ Value scalar_from_numpy(py::handle obj) {
     case 'b': return Value(PyObject_IsTrue(obj.ptr()) == 1);
     case 'i':
     case 'u': {
+      if (dt.itemsize() != 8 || dt.kind() == 'u') {
+        // int8 ... uint64 scalars keep their dtype (np.uint8(255) + 1 wraps).
+        auto a = py::reinterpret_steal<py::object>(PyArray_FromScalar_compat(obj));
+        return Value(array_from_numpy(a).copy());
+      }
       py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
       if (!i) throw py::error_already_set();
       return Value(to_int64(i));
     }
-    case 'f': return Value(PyFloat_AsDouble(obj.ptr()));
+    case 'f':
+      if (dt.itemsize() == 8) return Value(PyFloat_AsDouble(obj.ptr()));
+      [[fallthrough]];
+    case 'c': {
+      // NumPy 2's float32, float16 and complex scalars keep their dtype
+      // (np.float32(1) * x is float32 for any x): a 0-d array of it.
+      auto a = py::reinterpret_steal<py::object>(
+          PyArray_FromScalar_compat(obj));
+      return Value(array_from_numpy(a).copy());
+    }
     default:
       throw py::type_error("[tessera] NumPy scalars of dtype " +
                            std::string(py::str(py::object(dt))) + " are not supported");
@@ -256,6 +285,11 @@ Value convert(py::handle obj, int depth) {
   if (PyBool_Check(p)) return Value(p == Py_True);
   if (PyLong_CheckExact(p)) return Value(to_int64(obj));
   if (PyFloat_Check(p)) return Value(PyFloat_AS_DOUBLE(p));  // also numpy.float64
+  if (PyComplex_CheckExact(p)) {
+    Array z(DType::complex128, {});
+    *z.data<std::complex<double>>() = {PyComplex_RealAsDouble(p), PyComplex_ImagAsDouble(p)};
+    return Value(z);
+  }
   if (py::isinstance<py::array>(obj)) return Value(array_from_numpy(obj));
   if (PyUnicode_Check(p)) return Value(std::string(py::str(obj)));
   if (PyList_Check(p) || PyTuple_Check(p)) {
@@ -300,8 +334,15 @@ py::object array_to_python(const Array& a) {
       case DType::int64: return np.int64(a.get_int(0));
       case DType::float32: return np.float32(a.get_double(0));
       case DType::float64: return np.float64(a.get_double(0));
+      default: {
+        // The NumPy scalar of the array's dtype (int8, float16, complex64, ...).
+        Array own = a.dtype() == DType::bfloat16 ? a.astype(DType::float32) : a.copy();
+        py::object v = view_of(own);
+        return v[py::tuple()];
+      }
     }
   }
+  if (a.dtype() == DType::bfloat16) return view_of(a.astype(DType::float32));
   // A user's input buffer, or a view of it, comes back as a NumPy view of
   // the same memory, as NumPy would return it.
   if (is_wrapped(a.storage_data())) return view_of(a);

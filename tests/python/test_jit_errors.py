@@ -296,9 +296,8 @@ def test_huge_shapes_are_memory_errors():
 @pytest.mark.parametrize(
     "value, exc",
     [
-        (np.arange(3, dtype=np.uint64), TypeError),
-        (np.array([1 + 2j]), TypeError),
         (np.array(["a"]), TypeError),
+        (np.array([1.0], dtype=np.longdouble), TypeError),
         (object(), TypeError),
         (2**70, OverflowError),
     ],

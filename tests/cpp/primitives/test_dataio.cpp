@@ -248,7 +248,7 @@ TEST_F(DataIoTest, IdxContentErrors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { read_idx(huge); }, "not a valid extent"));
   EXPECT_TRUE(throws_with<std::runtime_error>([&] { read_idx(path("missing")); },
                                               "[file_read_idx] cannot open"));
-  EXPECT_TRUE(throws_with<TypeError>([&] { read_idx(p, Value("complex")); }, "complex"));
+  EXPECT_TRUE(throws_with<TypeError>([&] { read_idx(p, Value("quaternion")); }, "quaternion"));
 }
 
 TEST_F(DataIoTest, TextInTheHarFormat) {

@@ -1,0 +1,91 @@
+// Complex numbers: complex(re, im), real, imag, conj, angle (NumPy's
+// functions; the arithmetic is in kernels/complex.cpp, and linear primitives
+// split complex arguments in storage.cpp).
+#include <cmath>
+#include <complex>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/complex.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+namespace {
+
+// A complex or real argument as an array (Python numbers become 0-d).
+Array numeric_arg(Args& a, size_t i) {
+  if (!a[i].is_numeric() && !a[i].is_list()) a.type_error(i, "a number or an array");
+  return a.array(i);
+}
+
+// Scalars give scalars where Python would (real/imag of a float).
+Value part(Args& a, int which) {
+  Array x = numeric_arg(a, 0);
+  if (is_complex(x.dtype())) return Value(kernels::complex_part(x, which));
+  switch (which) {
+    case 0: return a[0].is_scalar() ? a[0] : Value(x.copy());  // real of a real value
+    case 1:
+      if (a[0].is_scalar()) return a[0].is_float() ? Value(0.0) : Value(int64_t{0});
+      return Value(Array::zeros(x.dtype(), x.shape()));
+    case 2: return a[0].is_scalar() ? a[0] : Value(x.copy());
+    default: {
+      Array angle = kernels::complex_part(x, 3);
+      return a[0].is_scalar() ? Value(angle.get_double(0)) : Value(angle);
+    }
+  }
+}
+
+Value angle(Args& a) {
+  Value r = part(a, 3);
+  if (a.boolean(1)) {
+    Array x = to_array(r, a.op(), "result");
+    Array out(DType::float64, x.shape());
+    for (int64_t i = 0; i < x.size(); ++i) out.data<double>()[i] = x.get_double(i) * 180.0 / M_PI;
+    return a[0].is_scalar() ? Value(out.get_double(0)) : Value(out);
+  }
+  return r;
+}
+
+PrimitiveSpec part_spec(const char* name, int which, const char* help) {
+  return PrimitiveSpec{.name = name,
+                       .family = "arithmetic",
+                       .params = {{"x"}},
+                       .help = help,
+                       .eval = [which](Args& a) { return part(a, which); },
+                       .ns_per_element = 1.0};
+}
+
+const bool registered = register_primitives(without_gradient({
+    {.name = "complex", .family = "arithmetic",
+     .params = {{"real"}, opt("imag", 0.0)},
+     .help = "real + 1j * imag as complex128 (broadcasting), like Python's complex() and "
+             "np.complex128; complex(2) is 2+0j.",
+     .eval = [](Args& a) -> Value {
+       Array re = numeric_arg(a, 0), im = numeric_arg(a, 1);
+       if (is_complex(re.dtype()) || is_complex(im.dtype())) {
+         // complex(z, w) = z + 1j * w, as Python computes it; 1j * w is
+         // -imag(w) + 1j * real(w).
+         Array minus_im = kernels::complex_part(im, 1);
+         for (int64_t i = 0; i < minus_im.size(); ++i) minus_im.data<double>()[i] *= -1.0;
+         Array jw = kernels::make_complex(minus_im, kernels::complex_part(im, 0));
+         return Value(kernels::complex_binary(BinaryOp::add, re, jw, a.op()));
+       }
+       return Value(kernels::make_complex(re, im));
+     }},
+    part_spec("real", 0, "The real part, like numpy.real (float64 for complex128, float32 for "
+                         "complex64; a real array's copy)."),
+    part_spec("imag", 1, "The imaginary part, like numpy.imag (zeros of the dtype for real "
+                         "input)."),
+    part_spec("conj", 2, "The complex conjugate elementwise, like numpy.conj (real input is "
+                         "returned as it is)."),
+    part_spec("conjugate", 2, "Alias of conj, like numpy.conjugate."),
+    {.name = "angle", .family = "arithmetic",
+     .params = {{"z"}, opt("deg", false)},
+     .help = "The argument (phase) of complex numbers in radians (degrees with deg=true), like "
+             "numpy.angle; float64.",
+     .eval = angle},
+}));
+
+}  // namespace
+
+}  // namespace tessera
