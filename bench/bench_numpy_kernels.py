@@ -726,7 +726,6 @@ KERNELS = [
 # to pass; this list is the work list for making tessera complete.
 KNOWN_FAILURES: dict[str, str] = {
     "haversine": "the builtin map() is not supported (lat1, lon1, ... = map(np.radians, (...)))",
-    "mandelbrot_complex": "complex numbers are not supported (the constant 1j; complex128 arrays)",
     "nbody_forces": "np.fill_diagonal (a NumPy function writing into its argument) is not "
                     "supported",
 }

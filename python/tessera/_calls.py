@@ -309,6 +309,12 @@ class CallsMixin:
             if kws or not 1 <= len(args) <= 2:
                 self.unsupported("format() with these arguments", node)
             return f"format({', '.join(texts())})"
+        if name == "complex":
+            if kws or len(args) > 2:
+                self.unsupported("complex() with keyword or more than two arguments", node)
+            if not args:
+                return "complex(0.0)"
+            return f"complex({', '.join(texts())})"
         if name in ("int", "float", "bool"):
             if not args:
                 return {"int": "0", "float": "0.0", "bool": "false"}[name]
@@ -520,7 +526,7 @@ class CallsMixin:
         if attr == "T":
             return f"transpose({x})"
         if attr == "dtype":
-            return f"{self.b.helper('__dtype_name')}({x})"
-        if attr == "real":
-            return x
+            return f"dtype_name({x})"
+        if attr in ("real", "imag"):
+            return f"{attr}({x})"
         self.unsupported(f"the attribute .{attr}", node)

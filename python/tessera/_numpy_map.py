@@ -53,24 +53,32 @@ DTYPE_NAMES = {
     "bool": "bool",
     "bool_": "bool",
     "int": "int64",
-    "int64": "int64",
-    "float": "float64",
-    "float64": "float64",
-    "double": "float64",
-    "float32": "float32",
-    "single": "float32",
-    # Accepted by NumPy but not by tessera: passed through so the core names
-    # the dtype in its TypeError.
+    "int_": "int64",
+    "intp": "int64",
     "int8": "int8",
     "int16": "int16",
     "int32": "int32",
+    "int64": "int64",
     "uint8": "uint8",
+    "uint16": "uint16",
+    "uint32": "uint32",
+    "uint64": "uint64",
+    "uint": "uint64",
+    "uintp": "uint64",
+    "float": "float64",
     "float16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "single": "float32",
+    "float64": "float64",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "complex": "complex128",
+    "complex64": "complex64",
+    "csingle": "complex64",
     "complex128": "complex128",
+    "cdouble": "complex128",
 }
-
-# dtype name -> the code used by the generated ``x.dtype`` helper.
-DTYPE_CODES = {"bool": 0, "int64": 1, "float32": 2, "float64": 3}
 
 
 @dataclass(frozen=True)
@@ -243,6 +251,8 @@ METHOD_SPECS = {
     "argsort": NUMPY_SPECS["argsort"],
     "astype": Spec("astype", ("x", "dtype"), positional=2),
     "copy": Spec("copy", ("x",)),
+    "conj": Spec("conj", ("x",)),
+    "conjugate": Spec("conj", ("x",)),
     "flatten": Spec("flatten", ("x",)),
     "ravel": Spec("ravel", ("x",)),
     "squeeze": Spec("squeeze", ("x", "axis"), positional=2),

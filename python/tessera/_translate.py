@@ -109,14 +109,6 @@ def dtype_name_of(obj) -> str | None:
 # Small functions in the language that some Python constructs need; a program
 # includes only those it uses.
 HELPERS = {
-    # 0 bool, 1 int64, 2 float32, 3 float64, found through promotion rules.
-    "__dtype_code": """define(__dtype_code, x, block(
-  define(o, getitem(pad(ravel(ones_like(x)), list(0, 1), constant_values=1), -1)),
-  if(astype(o + o, "int64") == 1, 0,
-    if(o * 9007199254740993 - 9007199254740992 == 1, 1,
-      if(o + 1e-10 != 1, 3, 2)))))""",
-    "__dtype_name": """define(__dtype_name, x,
-  getitem(list("bool", "int64", "float32", "float64"), __dtype_code(x)))""",
     # x.tolist(): nested lists as deep as x (a 0-d array gives its element).
     "__to_list": """define(__to_list, x, if(ndim(x) == 0, getitem(x), block(
   define(r, list()), define(i, 0), define(n, len(x)),
@@ -131,7 +123,7 @@ HELPERS = {
   while(i < n, block(define(x, getitem(x, getitem(t, i))), define(i, i + 1))),
   x))""",
 }
-_HELPER_DEPS = {"__dtype_name": ("__dtype_code",)}
+_HELPER_DEPS: dict = {}
 
 
 # --------------------------------------------------------------------------- program
@@ -1150,6 +1142,8 @@ class FunctionTranslator(CallsMixin):
             return string_literal(v)
         if v is Ellipsis:
             return '"..."'
+        if isinstance(v, complex):
+            return f"complex({float_literal(v.real)}, {float_literal(v.imag)})"
         self.unsupported(f"the constant {v!r} of type {type(v).__name__}", node)
 
     def binop(self, op, a: str, b: str, node) -> str:
@@ -1206,17 +1200,19 @@ class FunctionTranslator(CallsMixin):
         return None
 
     def dtype_code(self, node):
+        """The text of a dtype operand of ``==`` (``x.dtype == np.float32``): the
+        dtype's name as a string, or None when `node` is not a dtype."""
         if isinstance(node, ast.Attribute) and node.attr == "dtype":
             if self.static_object(node) is _NO:
-                return f"{self.b.helper('__dtype_code')}({self.expr(node.value)})"
+                return f"dtype_name({self.expr(node.value)})"
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            name = M.DTYPE_NAMES.get(node.value)
-            return None if name is None else str(M.DTYPE_CODES.get(name, -1))
+            name = M.DTYPE_NAMES.get(node.value, node.value)
+            return string_literal(name) if name in M.DTYPE_NAMES.values() else None
         obj = self.static_object(node) if isinstance(node, (ast.Name, ast.Attribute)) else _NO
         if obj is not _NO:
             name = dtype_name_of(obj)
             if name is not None:
-                return str(M.DTYPE_CODES.get(name, -1))
+                return string_literal(name)
         return None
 
     def index(self, node) -> list:

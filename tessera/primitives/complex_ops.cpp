@@ -79,6 +79,15 @@ const bool registered = register_primitives(without_gradient({
     part_spec("conj", 2, "The complex conjugate elementwise, like numpy.conj (real input is "
                          "returned as it is)."),
     part_spec("conjugate", 2, "Alias of conj, like numpy.conjugate."),
+    {.name = "dtype_name", .family = "arithmetic",
+     .params = {{"x"}},
+     .help = "NumPy's name of the dtype of x (\"int8\", \"float32\", ...; a Python bool, int "
+             "or float gives bool, int64, float64): what x.dtype compares and converts as.",
+     .eval = [](Args& a) -> Value {
+       if (a[0].is_array()) return Value(std::string(dtype_name(a[0].as_array().dtype())));
+       if (a[0].is_scalar()) return Value(std::string(dtype_name(scalar_dtype(a[0]))));
+       a.type_error(0, "a number or an array");
+     }},
     {.name = "angle", .family = "arithmetic",
      .params = {{"z"}, opt("deg", false)},
      .help = "The argument (phase) of complex numbers in radians (degrees with deg=true), like "

@@ -45,7 +45,7 @@ const Names& kMean() {
   return names;
 }
 const Names& kRaw() {
-  static const Names names = {"astype", "print", "str", "repr", "format", "type", "len", "file_write_npy",
+  static const Names names = {"astype", "dtype_name", "print", "str", "repr", "format", "type", "len", "file_write_npy",
                     "save", "shape", "ndim", "size"};
   return names;
 }
