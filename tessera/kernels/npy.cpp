@@ -158,109 +158,76 @@ ElementFormat element_format(const std::string& descr, const std::string& name, 
   auto unsupported = [&]() -> ElementFormat {
     throw std::invalid_argument(
         error_message("[", op, "] '", name, "': unsupported dtype '", descr,
-                      "' (supported: float16/32/64, int8-64, uint8-32, bool)"));
+                      "' (supported: bool, int8-64, uint8-64, float16/32/64, complex64/128)"));
   };
-  if (descr.size() < 3) unsupported();
+  if (descr.size() < 3 || descr.size() > 4) unsupported();
   ElementFormat f;
   char order = descr[0];
   if (order != '<' && order != '>' && order != '|' && order != '=') unsupported();
   f.kind = descr[1];
   std::string digits = descr.substr(2);
-  if (digits.size() != 1 || !std::isdigit(static_cast<unsigned char>(digits[0]))) unsupported();
-  f.size = digits[0] - '0';
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) unsupported();
+  }
+  f.size = std::stoi(digits);
   f.swap = order == '>' && f.size > 1;
+  auto pick = [&](std::initializer_list<std::pair<int, DType>> options) {
+    for (auto [size, dt] : options) {
+      if (size == f.size) {
+        f.dtype = dt;
+        return;
+      }
+    }
+    unsupported();
+  };
   switch (f.kind) {
-    case 'f':
-      if (f.size != 2 && f.size != 4 && f.size != 8) unsupported();
-      f.dtype = f.size == 8 ? DType::float64 : DType::float32;
-      break;
+    case 'f': pick({{2, DType::float16}, {4, DType::float32}, {8, DType::float64}}); break;
     case 'i':
-      if (f.size != 1 && f.size != 2 && f.size != 4 && f.size != 8) unsupported();
-      f.dtype = DType::int64;
+      pick({{1, DType::int8}, {2, DType::int16}, {4, DType::int32}, {8, DType::int64}});
       break;
     case 'u':
-      // uint64 does not fit int64; NumPy would keep it unsigned.
-      if (f.size != 1 && f.size != 2 && f.size != 4) unsupported();
-      f.dtype = DType::int64;
+      pick({{1, DType::uint8}, {2, DType::uint16}, {4, DType::uint32}, {8, DType::uint64}});
       break;
-    case 'b':
-      if (f.size != 1) unsupported();
-      f.dtype = DType::bool_;
-      break;
+    case 'c': pick({{8, DType::complex64}, {16, DType::complex128}}); break;
+    case 'b': pick({{1, DType::bool_}}); break;
     default: unsupported();
   }
   return f;
 }
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(mant), -24);
-  } else if (exp == 31) {
-    v = mant ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
-}
-
-// Decodes n elements from `src` into `out` (whose dtype is f.dtype).
+// Decodes n elements from `src` into `out` (whose dtype is f.dtype): the
+// bytes as they are, swapped for big-endian data (each part of a complex
+// number on its own), bools normalised to 0/1.
 void decode(const ElementFormat& f, const unsigned char* src, int64_t n, Array& out) {
-  unsigned char tmp[8];
-  auto element = [&](int64_t i) -> const unsigned char* {
-    const unsigned char* p = src + i * f.size;
-    if (!f.swap) return p;
-    std::reverse_copy(p, p + f.size, tmp);
-    return tmp;
-  };
-  auto load = [](const unsigned char* p, auto& v) { std::memcpy(&v, p, sizeof v); };
-  for (int64_t i = 0; i < n; ++i) {
-    const unsigned char* p = element(i);
-    switch (f.kind) {
-      case 'b': out.data<bool>()[i] = p[0] != 0; break;
-      case 'f':
-        if (f.size == 8) {
-          double v;
-          load(p, v);
-          out.data<double>()[i] = v;
-        } else if (f.size == 4) {
-          float v;
-          load(p, v);
-          out.data<float>()[i] = v;
-        } else {
-          uint16_t v;
-          load(p, v);
-          out.data<float>()[i] = half_to_float(v);
-        }
-        break;
-      case 'i': {
-        int64_t v = 0;
-        if (f.size == 1) v = static_cast<int8_t>(p[0]);
-        if (f.size == 2) { int16_t x; load(p, x); v = x; }
-        if (f.size == 4) { int32_t x; load(p, x); v = x; }
-        if (f.size == 8) load(p, v);
-        out.data<int64_t>()[i] = v;
-        break;
-      }
-      default: {
-        int64_t v = 0;
-        if (f.size == 1) v = p[0];
-        if (f.size == 2) { uint16_t x; load(p, x); v = x; }
-        if (f.size == 4) { uint32_t x; load(p, x); v = x; }
-        out.data<int64_t>()[i] = v;
-        break;
-      }
-    }
+  auto* dst = static_cast<unsigned char*>(out.raw());
+  const size_t bytes = static_cast<size_t>(n) * f.size;
+  std::memcpy(dst, src, bytes);
+  if (f.swap) {
+    const int unit = f.kind == 'c' ? f.size / 2 : f.size;
+    for (size_t i = 0; i < bytes; i += unit) std::reverse(dst + i, dst + i + unit);
+  }
+  if (f.kind == 'b') {
+    for (size_t i = 0; i < bytes; ++i) dst[i] = dst[i] != 0;
   }
 }
 
 const char* descr_of(DType dt) {
   switch (dt) {
     case DType::bool_: return "|b1";
+    case DType::int8: return "|i1";
+    case DType::int16: return "<i2";
+    case DType::int32: return "<i4";
     case DType::int64: return "<i8";
-    case DType::float32: return "<f4";
-    case DType::float64: break;
+    case DType::uint8: return "|u1";
+    case DType::uint16: return "<u2";
+    case DType::uint32: return "<u4";
+    case DType::uint64: return "<u8";
+    case DType::float16: return "<f2";
+    case DType::float32:
+    case DType::bfloat16: return "<f4";  // NumPy has no bfloat16: stored as float32
+    case DType::float64: return "<f8";
+    case DType::complex64: return "<c8";
+    case DType::complex128: return "<c16";
   }
   return "<f8";
 }
@@ -326,7 +293,8 @@ Array parse_npy(const std::string& bytes, const std::string& name, const char* o
   return permute_axes(tmp, perm);
 }
 
-std::string format_npy(const Array& x) {
+std::string format_npy(const Array& x0) {
+  const Array x = x0.dtype() == DType::bfloat16 ? x0.astype(DType::float32) : x0.contiguous();
   std::string dict = "{'descr': '";
   dict += descr_of(x.dtype());
   dict += "', 'fortran_order': False, 'shape': (";
