@@ -724,11 +724,7 @@ KERNELS = [
 # Kernels that tessera does not run correctly today, with the reason. The
 # smoke test (tests/python/test_bench_kernels.py) requires every other kernel
 # to pass; this list is the work list for making tessera complete.
-KNOWN_FAILURES: dict[str, str] = {
-    "haversine": "the builtin map() is not supported (lat1, lon1, ... = map(np.radians, (...)))",
-    "nbody_forces": "np.fill_diagonal (a NumPy function writing into its argument) is not "
-                    "supported",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------- checking

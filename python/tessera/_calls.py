@@ -381,6 +381,27 @@ class CallsMixin:
                 self.unsupported("slice() with these arguments", node)
             t = texts()
             return f"slice(nil, {t[0]})" if len(t) == 1 else f"slice({', '.join(t)})"
+        if name == "map":
+            # map(f, xs, ys): the list [f(x, y) for x, y in zip(xs, ys)] (Python's
+            # iterator, consumed at once: unpacking, list(), for loops see the same items).
+            if kws or len(args) < 2:
+                self.unsupported("map() without a function and an iterable", node)
+            names = [f"tessera_map_item{i}" for i in range(len(args) - 1)]
+            loads = [ast.Name(id=n, ctx=ast.Load()) for n in names]
+            target = (ast.Name(id=names[0], ctx=ast.Store()) if len(names) == 1 else
+                      ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names],
+                                ctx=ast.Store()))
+            source = (args[1] if len(args) == 2 else
+                      ast.Call(func=ast.Name(id="zip", ctx=ast.Load()), args=list(args[1:]),
+                               keywords=[]))
+            comp = ast.ListComp(
+                elt=ast.Call(func=args[0], args=loads, keywords=[]),
+                generators=[ast.comprehension(target=target, iter=source, ifs=[], is_async=0)])
+            ast.copy_location(comp, node)
+            for sub in ast.walk(comp):
+                if not hasattr(sub, "lineno") or getattr(sub, "lineno", None) is None:
+                    ast.copy_location(sub, node)
+            return self.expr(comp)
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
         self.unsupported(f"the builtin {name}()", node)

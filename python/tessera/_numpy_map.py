@@ -180,6 +180,8 @@ QUANTILE_FUNCTIONS = {"percentile", "quantile", "nanpercentile", "nanquantile"}
 # NumPy names that become a different primitive with the same arguments.
 NUMPY_RENAMES = {
     "concat": "concatenate",
+    "radians": "deg2rad",
+    "degrees": "rad2deg",
     "row_stack": "vstack",
     "fabs": "abs",
     "true_divide": "divide",

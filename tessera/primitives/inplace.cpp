@@ -4,6 +4,7 @@
 // array) sees the write. They are marked `writes`, so the execution tree
 // orders them after the reads before them (docs/runtime.md, "Views and
 // writes"). Indexed writes (x[i] = v) are setitem, in indexing.cpp.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,57 @@ Value copyto(Args& a) {
   return dst;
 }
 
+// np.fill_diagonal(a, val, wrap=False): writes val (a scalar, or the
+// flattened values repeated) along the main diagonal of `a`, in place. 2-D:
+// NumPy's flat positions k * (ncols + 1), up to ncols**2 unless `wrap` (a tall
+// matrix then continues every ncols + 1 rows); n-d: all extents equal.
+Value fill_diagonal(Args& a) {
+  if (!a[0].is_array()) a.type_error(0, "an array");
+  Array x = a[0].as_array();
+  if (!x.writable()) {
+    throw std::invalid_argument(error_message("[", a.op(), "] assignment destination is read-only"));
+  }
+  if (x.ndim() < 2) {
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] array must be at least 2-d, got ", x.ndim(), "-d"));
+  }
+  if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
+  check_python_int(a[1], x.dtype(), a.op());
+  const bool wrap = a.boolean(2);
+  const std::vector<int64_t> st = x.strides();
+  std::vector<int64_t> offsets;  // element offsets from x's origin
+  if (x.ndim() == 2) {
+    const int64_t rows = x.dim(0), cols = x.dim(1);
+    const int64_t total = rows * cols;
+    const int64_t end = wrap ? total : std::min(total, cols * cols);
+    for (int64_t pos = 0; pos < end; pos += cols + 1) {
+      offsets.push_back((pos / cols) * st[0] + (pos % cols) * st[1]);
+    }
+  } else {
+    for (int k = 1; k < x.ndim(); ++k) {
+      if (x.dim(k) != x.dim(0)) {
+        throw std::invalid_argument(error_message("[", a.op(),
+                                                  "] all dimensions of input must be of equal "
+                                                  "length, got shape ", shape_str(x.shape())));
+      }
+    }
+    int64_t step = 0;
+    for (int64_t s : st) step += s;
+    for (int64_t i = 0; i < x.dim(0); ++i) offsets.push_back(i * step);
+  }
+  if (offsets.empty()) return x;
+  Array v = a.array(1).astype(x.dtype()).contiguous();
+  if (v.size() == 0) return x;
+  const size_t es = dtype_size(x.dtype());
+  auto* base = static_cast<char*>(x.origin_raw());
+  const auto* src = static_cast<const char*>(v.raw());
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    std::memcpy(base + offsets[k] * static_cast<int64_t>(es),
+                src + (k % static_cast<size_t>(v.size())) * es, es);
+  }
+  return x;
+}
+
 const bool registered_ops = register_primitives(in_place_specs());
 
 const bool registered = register_primitives({
@@ -195,6 +247,16 @@ const bool registered = register_primitives({
              "true, casting under `casting` ('no', 'equiv', 'safe', 'same_kind', 'unsafe'), "
              "like numpy.copyto; gives dst.",
      .eval = copyto,
+     .ns_per_element = 1.0,
+     .views = true,
+     .writes = true},
+    {.name = "fill_diagonal", .family = "inplace",
+     .params = {{"a"}, {"val"}, opt("wrap", false)},
+     .help = "Writes val along the main diagonal of the array a, in place, like "
+             "numpy.fill_diagonal (an array val is flattened and repeated; wrap=true continues "
+             "a tall matrix's diagonal every ncols + 1 rows; n-d arrays need equal extents); "
+             "gives a.",
+     .eval = fill_diagonal,
      .ns_per_element = 1.0,
      .views = true,
      .writes = true},

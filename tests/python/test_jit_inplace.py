@@ -274,3 +274,46 @@ def test_list_augmented_assignment_extends_with_any_iterable():
 
 def test_tolist_nests_as_deep_as_the_array():
     check(numpy_body("return x.tolist(), x[0].tolist(), x[0, 0].tolist()", "x"), arr(2, 3))
+
+
+# ------------------------------------------------------------ np.fill_diagonal
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, val, wrap",
+    [
+        ((3, 3), np.float64, 7.0, False),
+        ((3, 3), np.int8, 5, False),
+        ((7, 3), np.float64, [1.0, 2.0], True),
+        ((7, 3), np.float64, [1.0, 2.0], False),
+        ((2, 5), np.float32, np.arange(4.0), False),
+        ((3, 3, 3), np.int64, 9, False),
+    ],
+)
+def test_fill_diagonal_writes_as_numpy(shape, dtype, val, wrap):
+    def f(a, v):
+        np.fill_diagonal(a, v, wrap=wrap)
+        return a.sum()
+
+    check(f, arr(*shape, dtype=dtype), val)
+
+
+def test_fill_diagonal_through_a_view_writes_the_base():
+    def f(a):
+        np.fill_diagonal(a.T[1:], -1.0)
+        return a
+
+    check(f, arr(4, 3))
+
+
+def test_fill_diagonal_errors_as_numpy():
+    def one_d(a):
+        np.fill_diagonal(a, 1)
+        return a
+
+    def unequal(a):
+        np.fill_diagonal(a, 1)
+        return a
+
+    check(one_d, arr(3))  # ValueError in both
+    check(unequal, arr(2, 3, 2))

@@ -691,3 +691,34 @@ def test_string_methods():
     raises_at(ValueError, upper_non_ascii, "\u00e9", message="changing the case of non-ASCII text is not supported")
     raises_at(TypeError, join_non_strings, ["a", 1], message="sequence item 1: expected str instance, int found")
     check(join_non_strings, ["a", 1])
+
+
+# ------------------------------------------------------------ map()
+
+
+def test_map_with_a_numpy_function_unpacks_as_python():
+    def f(lat1, lon1, lat2, lon2):
+        lat1, lon1, lat2, lon2 = map(np.radians, (lat1, lon1, lat2, lon2))
+        return np.sin(lat2 - lat1) + np.cos(lon2 - lon1)
+
+    rng = np.random.default_rng(3)
+    check(f, *(rng.uniform(-90, 90, 5) for _ in range(4)))
+
+
+def test_map_with_a_lambda_and_several_iterables():
+    def f(xs, ys):
+        return list(map(lambda a, b: a * b + 1, xs, ys)), sum(map(abs, [-1, 2, -3]))
+
+    check(f, [1, 2, 3], [4, 5, 6])
+
+
+def test_map_without_an_iterable_is_unsupported():
+    def f(xs):
+        return list(map(abs))
+
+    with pytest.raises(tessera.UnsupportedError, match=r"map\(\)"):
+        tessera.jit(f)([1])
+
+
+def test_np_degrees_and_radians():
+    check(lambda x: (np.degrees(x), np.radians(x)), np.linspace(-3, 3, 7))
