@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+extern "C" void bli_init(void);  // blis.h, not included for its macros
+
 namespace tessera::kernels {
 
 namespace {
@@ -30,21 +32,33 @@ using blasint = int;
 // 2-3x faster matrix products measured on a Zen 5 EPYC. BLIS 0.9 reads
 // BLIS_ARCH_TYPE as its arch_t number (blis.h: BLIS_ARCH_SKX 0, BLIS_ARCH_ZEN3
 // 6) at its first call, after this runs; a BLIS_ARCH_TYPE the user set wins.
-const bool blis_arch_chosen = [] {
-  if (std::getenv("BLIS_ARCH_TYPE") != nullptr) return false;
+// The CPU's BLIS configuration when BLIS would fall back to 'generic', else
+// null.
+const char* blis_arch_for_this_cpu() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return nullptr;
   const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
-  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return nullptr;
   unsigned family = (eax >> 8) & 0xf;
   if (family == 0xf) family += (eax >> 20) & 0xff;
   __builtin_cpu_init();
   const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool zen4_or_later =
       family > 0x19 || (family == 0x19 && __builtin_cpu_supports("avx512f"));
-  if (!avx2_fma || !zen4_or_later) return false;
-  const char* arch = __builtin_cpu_supports("avx512f") ? "0" : "6";
-  return setenv("BLIS_ARCH_TYPE", arch, 0) == 0;
+  if (!avx2_fma || !zen4_or_later) return nullptr;
+  return __builtin_cpu_supports("avx512f") ? "0" : "6";
+}
+
+const bool blis_arch_chosen = [] {
+  const char* arch = blis_arch_for_this_cpu();
+  if (std::getenv("BLIS_ARCH_TYPE") == nullptr && arch != nullptr) {
+    setenv("BLIS_ARCH_TYPE", arch, 0);
+  }
+  // With BLIS_ARCH_TYPE set, BLIS 0.9 aborts the process when its
+  // architecture is queried before it is initialised, which is what
+  // threadpoolctl (imported by scikit-learn) does: initialise it now.
+  if (std::getenv("BLIS_ARCH_TYPE") != nullptr) bli_init();
+  return true;
 }();
 #endif
 

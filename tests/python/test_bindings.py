@@ -574,3 +574,32 @@ def test_changing_threads_while_other_threads_run_programs():
         t.join()
     _core.set_num_threads(before)
     assert not errors, errors
+
+
+@pytest.mark.parametrize("arch", [None, "3"])
+def test_blas_survives_threadpoolctl_queries(arch):
+    # BLIS 0.9 aborts when its architecture is queried before it is
+    # initialised with BLIS_ARCH_TYPE set (tessera sets it on CPUs BLIS does
+    # not know); threadpoolctl, which scikit-learn imports, queries it.
+    pytest.importorskip("threadpoolctl")
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env.pop("BLIS_ARCH_TYPE", None)
+    if arch is not None:
+        env["BLIS_ARCH_TYPE"] = arch
+    code = (
+        "import tessera, numpy as np, threadpoolctl\n"
+        "info = threadpoolctl.threadpool_info()\n"
+        "assert any(i['internal_api'] == 'blis' for i in info), info\n"
+        "a = np.arange(16.0).reshape(4, 4)\n"
+        "f = tessera.Program('define(f, a, a @ a) f')\n"
+        "assert np.allclose(f.run([a]), a @ a)\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
