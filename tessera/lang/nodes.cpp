@@ -984,6 +984,18 @@ Future<Value> IfNode::branch(const FramePtr& frame, const Future<Value>& cond) c
   });
 }
 
+Future<Value> WhileNode::eval(const FramePtr& frame) const {
+  Value last;
+  if (fast_loops_enabled() && !trace::on()) {
+    std::call_once(fast_once_, [this] { fast_ = FastLoop::compile(*this); });
+    // The loop on registers while it stays scalar code; where it stops (an
+    // error to report, a value of another kind) the general evaluation goes
+    // on from that turn.
+    if (fast_ && fast_->run(frame, last)) return Future<Value>::ready(std::move(last));
+  }
+  return run(frame, std::move(last), nullptr);
+}
+
 Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const {
   // The loop's value goes to `done` once the loop has gone asynchronous (its
   // future was handed out then); before, it is returned.

@@ -3,14 +3,19 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "tessera/lang/fastloop.hpp"
 #include "tessera/lang/tree.hpp"
 
 namespace tessera {
 
 class ConstantNode : public Node {
+  friend class FastLoop;
+
  public:
   ConstantNode(SourceLoc loc, Value v) : Node(std::move(loc)), value_(std::move(v)) {}
   Future<Value> eval(const FramePtr&) const override { return Future<Value>::ready(value_); }
@@ -45,6 +50,8 @@ class VariableNode : public Node {
 
 // define(x, value) and store(x, value): evaluates value and assigns it.
 class AssignNode : public Node {
+  friend class FastLoop;
+
  public:
   AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value, bool is_store);
   Future<Value> eval(const FramePtr& frame) const override;
@@ -93,6 +100,8 @@ class FunctionNode : public Node {
 
 // A call of a primitive with operands bound to its parameters at compile time.
 class PrimitiveCallNode : public Node {
+  friend class FastLoop;
+
  public:
   // slots[i] is the parameter index of operand i; operands beyond the fixed
   // parameters of a variadic primitive have the last index.
@@ -165,6 +174,8 @@ class CallNode : public Node {
 // statement is done; a statement that fails fails the block at once
 // (docs/language.md).
 class BlockNode : public Node {
+  friend class FastLoop;
+
  public:
   BlockNode(SourceLoc loc, std::vector<NodePtr> body);
   Future<Value> eval(const FramePtr& frame) const override { return eval_from(frame, 0, Value(), {}); }
@@ -203,6 +214,8 @@ class ParallelBlockNode : public Node {
 };
 
 class IfNode : public Node {
+  friend class FastLoop;
+
  public:
   IfNode(SourceLoc loc, NodePtr cond, NodePtr then, NodePtr otherwise);
   Future<Value> eval(const FramePtr& frame) const override;
@@ -218,10 +231,12 @@ class IfNode : public Node {
 };
 
 class WhileNode : public Node {
+  friend class FastLoop;
+
  public:
   WhileNode(SourceLoc loc, NodePtr cond, NodePtr body)
       : Node(std::move(loc)), cond_(std::move(cond)), body_(std::move(body)) {}
-  Future<Value> eval(const FramePtr& frame) const override { return run(frame, Value(), nullptr); }
+  Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "while"; }
   std::vector<const Node*> children() const override { return {cond_.get(), body_.get()}; }
 
@@ -233,6 +248,10 @@ class WhileNode : public Node {
   void resume(const FramePtr& frame, const Future<Value>& body, const Value& last,
               const std::shared_ptr<Promise<Value>>& done) const;
   NodePtr cond_, body_;
+  // The scalar fast path (fastloop.hpp), compiled at the first evaluation;
+  // null when the loop is outside its subset.
+  mutable std::once_flag fast_once_;
+  mutable std::unique_ptr<FastLoop> fast_;
 };
 
 // for_each(f, iterable): calls f on each element in order.
@@ -278,6 +297,8 @@ class DictNode : public Node {
 
 // break(), continue(), return(value).
 class ControlNode : public Node {
+  friend class FastLoop;
+
  public:
   enum class Kind { brk, cont, ret };
   ControlNode(SourceLoc loc, Kind kind, NodePtr value)
@@ -298,6 +319,8 @@ class ControlNode : public Node {
 
 // a && b, a || b: short-circuit on scalars, elementwise on arrays.
 class LogicalNode : public Node {
+  friend class FastLoop;
+
  public:
   LogicalNode(SourceLoc loc, bool is_and, NodePtr lhs, NodePtr rhs);
   Future<Value> eval(const FramePtr& frame) const override;

@@ -1,0 +1,755 @@
+// The scalar loop fast path (fastloop.hpp). The loop's nodes are compiled
+// once into a small tree of operations on registers, one per variable the
+// loop touches. A register holds what the general evaluation would hold
+// there, in one of the kinds it knows how to compute with: Python-like
+// scalars, NumPy's strong scalars (an element x[i], a 0-d own array of
+// float64, int64 or bool) and arrays (which only pass through, or are
+// indexed). Every operation does exactly what the general evaluation does
+// (the same scalar functions, the same element casts), and anything else
+// (an error to report, a value of another kind) rolls the turn back: the
+// elements it wrote get their old bytes, the registers their values at the
+// start of the turn, and the general evaluation runs the loop from there,
+// so errors keep their messages and positions and nothing is done twice.
+#include "tessera/lang/fastloop.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "tessera/core/error.hpp"
+#include "tessera/lang/nodes.hpp"
+#include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/interrupt.hpp"
+
+namespace tessera {
+
+bool fast_loops_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_FAST_LOOPS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+namespace {
+
+struct Reg {
+  enum Kind : uint8_t { Undef, Nil, PyBool, PyInt, PyFloat, NpBool, NpInt, NpFloat, Arr };
+  Kind k = Undef;
+  union {
+    bool b;
+    int64_t i;
+    double f;
+    int32_t a;  // index into State::arrays
+  };
+  Reg() : i(0) {}
+  static Reg make(Kind k, int64_t i) {
+    Reg r;
+    r.k = k;
+    r.i = i;
+    return r;
+  }
+  static Reg real(Kind k, double f) {
+    Reg r;
+    r.k = k;
+    r.f = f;
+    return r;
+  }
+  static Reg boolean(Kind k, bool b) {
+    Reg r;
+    r.k = k;
+    r.i = 0;
+    r.b = b;
+    return r;
+  }
+  bool strong() const { return k == NpBool || k == NpInt || k == NpFloat; }
+  bool scalar() const { return k >= PyBool && k <= NpFloat; }
+};
+
+// Thrown inside a turn for anything the fast path leaves to the general
+// evaluation; caught where the turn began.
+struct Bail {};
+
+constexpr int kMaxDims = 4;
+constexpr size_t kMaxArrays = 4096;
+
+struct ArrEntry {
+  Array array;
+  char* base = nullptr;
+  DType dt = DType::float64;
+  int nd = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};  // elements
+  bool writable = false;
+  bool indexable = false;  // nd <= kMaxDims
+};
+
+enum class Op : uint8_t {
+  Const, Var, Assign, Block, If, While, Break, Continue, Logic, Binary, GetItem, SetItem, AsType,
+  Call
+};
+
+// Binary operations computed inline for two ints or two floats.
+enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne };
+
+}  // namespace
+
+struct FastLoop::Impl {
+  struct FNode {
+    Op op = Op::Const;
+    Reg constant;
+    int reg = -1;
+    bool is_and = false;
+    Fast fast = Fast::none;
+    DType cast_to = DType::float64;
+    const PrimitiveSpec* spec = nullptr;
+    const PrimitiveCallNode* call = nullptr;
+    int counter = -1;  // index into State::counts (primitives computed inline)
+    std::vector<FNode> kids;
+  };
+  struct VarRef {
+    int depth;
+    size_t slot;
+  };
+  FNode cond, body;
+  std::vector<VarRef> vars;
+  std::map<std::pair<int, size_t>, int> reg_of;
+  // The primitive nodes computed inline, whose evaluations are counted in
+  // State::counts and added to the nodes' counters when the run ends (the
+  // general evaluation counts each one as it goes).
+  std::vector<const Node*> counted;
+
+  struct State {
+    std::vector<Reg> regs, saved;
+    std::vector<uint8_t> assigned, saved_assigned;
+    std::vector<uint64_t> counts, saved_counts;
+    std::vector<ArrEntry> arrays;
+    struct Undo {
+      int32_t arr;
+      int64_t offset;  // bytes from the entry's base
+      uint8_t old[16];
+      uint8_t size;
+    };
+    std::vector<Undo> undo;
+    enum class Flow { normal, brk, cont } flow = Flow::normal;
+  };
+
+  // ---- compilation
+  bool compile(const Node* n, FNode& out);
+  int reg(int depth, size_t slot) {
+    auto key = std::make_pair(depth, slot);
+    auto it = reg_of.find(key);
+    if (it != reg_of.end()) return it->second;
+    int r = static_cast<int>(vars.size());
+    vars.push_back({depth, slot});
+    reg_of[key] = r;
+    return r;
+  }
+
+  // ---- execution
+  Reg eval(const FNode& n, State& st) const;
+  static Reg to_reg(const Value& v, State& st);
+  static Value to_value(const Reg& r, const State& st);
+  static bool truthy(const Reg& r) {
+    switch (r.k) {
+      case Reg::PyBool:
+      case Reg::NpBool: return r.b;
+      case Reg::PyInt:
+      case Reg::NpInt: return r.i != 0;
+      case Reg::PyFloat:
+      case Reg::NpFloat: return r.f != 0.0;
+      default: throw Bail{};
+    }
+  }
+  static Value py(const Reg& r) {
+    switch (r.k) {
+      case Reg::PyBool:
+      case Reg::NpBool: return Value(r.b);
+      case Reg::PyInt:
+      case Reg::NpInt: return Value(r.i);
+      case Reg::PyFloat:
+      case Reg::NpFloat: return Value(r.f);
+      default: throw Bail{};
+    }
+  }
+  Reg binary(const FNode& n, const Reg& a, const Reg& b) const;
+  Reg getitem(const FNode& n, State& st) const;
+  Reg setitem(const FNode& n, State& st) const;
+  Reg astype(const FNode& n, State& st) const;
+  Reg call(const FNode& n, State& st) const;
+  void rollback(State& st, size_t arrays_before) const;
+  void write_back(const FramePtr& frame, const State& st) const;
+};
+
+namespace {
+
+bool pure_primitive(const PrimitiveSpec& spec) {
+  return !spec.writes && !spec.eval_async && !has_effects(spec) && spec.family != "dist" &&
+         spec.family != "autodiff";
+}
+
+Fast fast_of(const std::string& name) {
+  static const std::map<std::string, Fast, std::less<>> table = {
+      {"add", Fast::add},     {"iadd", Fast::add},   {"subtract", Fast::sub},
+      {"isub", Fast::sub},    {"multiply", Fast::mul}, {"imul", Fast::mul},
+      {"divide", Fast::div},  {"itruediv", Fast::div}, {"less", Fast::lt},
+      {"less_equal", Fast::le}, {"greater", Fast::gt}, {"greater_equal", Fast::ge},
+      {"equal", Fast::eq},    {"not_equal", Fast::ne}};
+  auto it = table.find(name);
+  return it == table.end() ? Fast::none : it->second;
+}
+
+}  // namespace
+
+bool FastLoop::Impl::compile(const Node* n, FNode& out) {
+  if (auto* c = dynamic_cast<const ConstantNode*>(n)) {
+    const Value& v = c->value_;
+    out.op = Op::Const;
+    if (v.is_bool()) {
+      out.constant = Reg::boolean(Reg::PyBool, v.as_bool());
+    } else if (v.is_int()) {
+      out.constant = Reg::make(Reg::PyInt, v.as_int());
+    } else if (v.is_float()) {
+      out.constant = Reg::real(Reg::PyFloat, v.as_float());
+    } else if (v.is_nil()) {
+      out.constant.k = Reg::Nil;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  if (auto* v = dynamic_cast<const VariableNode*>(n)) {
+    out.op = Op::Var;
+    out.reg = reg(v->depth(), v->slot());
+    return true;
+  }
+  if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+    out.op = Op::Assign;
+    out.reg = reg(a->depth(), a->slot());
+    out.kids.resize(1);
+    return compile(a->value(), out.kids[0]);
+  }
+  if (auto* b = dynamic_cast<const BlockNode*>(n)) {
+    out.op = Op::Block;
+    out.kids.resize(b->body_.size());
+    for (size_t i = 0; i < b->body_.size(); ++i) {
+      if (!compile(b->body_[i].get(), out.kids[i])) return false;
+    }
+    return true;
+  }
+  if (auto* f = dynamic_cast<const IfNode*>(n)) {
+    out.op = Op::If;
+    out.kids.resize(f->else_ ? 3 : 2);
+    return compile(f->cond_.get(), out.kids[0]) && compile(f->then_.get(), out.kids[1]) &&
+           (!f->else_ || compile(f->else_.get(), out.kids[2]));
+  }
+  if (auto* w = dynamic_cast<const WhileNode*>(n)) {
+    out.op = Op::While;
+    out.kids.resize(2);
+    return compile(w->cond_.get(), out.kids[0]) && compile(w->body_.get(), out.kids[1]);
+  }
+  if (auto* c = dynamic_cast<const ControlNode*>(n)) {
+    if (c->kind_ == ControlNode::Kind::ret) return false;
+    out.op = c->kind_ == ControlNode::Kind::brk ? Op::Break : Op::Continue;
+    return true;
+  }
+  if (auto* l = dynamic_cast<const LogicalNode*>(n)) {
+    out.op = Op::Logic;
+    out.is_and = l->is_and_;
+    out.kids.resize(2);
+    return compile(l->lhs_.get(), out.kids[0]) && compile(l->rhs_.get(), out.kids[1]);
+  }
+  if (auto* p = dynamic_cast<const PrimitiveCallNode*>(n)) {
+    const PrimitiveSpec& spec = *p->spec_;
+    out.spec = &spec;
+    out.call = p;
+    // Operands bound in order to the leading parameters only (no named or
+    // variadic reordering), so kids[i] is parameter i.
+    for (size_t i = 0; i < p->slots_.size(); ++i) {
+      if (p->slots_[i] != static_cast<int>(i) && !spec.variadic) return false;
+    }
+    out.kids.resize(p->operands_.size());
+    for (size_t i = 0; i < p->operands_.size(); ++i) {
+      if (!compile(p->operands_[i].get(), out.kids[i])) return false;
+    }
+    out.counter = static_cast<int>(counted.size());
+    counted.push_back(p);
+    if (spec.scalar_binary && p->operands_.size() == 2) {
+      out.op = Op::Binary;
+      out.fast = fast_of(spec.name);
+      return true;
+    }
+    if (spec.name == "getitem") {
+      out.op = Op::GetItem;
+      return true;
+    }
+    if (spec.name == "setitem") {
+      out.op = Op::SetItem;
+      return p->operands_.size() >= 3;
+    }
+    if (spec.name == "astype" && p->operands_.size() == 2) {
+      auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
+      if (d && d->value_.is_string()) {
+        const std::string& s = d->value_.as_string();
+        if (s == "int64" || s == "float64" || s == "bool") {
+          out.op = Op::AsType;
+          out.cast_to = dtype_from_name(s);
+          out.kids.resize(1);
+          return true;
+        }
+      }
+    }
+    if (!pure_primitive(spec)) return false;
+    out.op = Op::Call;
+    out.counter = -1;  // compute() counts it
+    counted.pop_back();
+    return true;
+  }
+  return false;  // function calls, lambdas, lists, dicts, for_each, parallel blocks
+}
+
+Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
+  if (v.is_bool()) return Reg::boolean(Reg::PyBool, v.as_bool());
+  if (v.is_int()) return Reg::make(Reg::PyInt, v.as_int());
+  if (v.is_float()) return Reg::real(Reg::PyFloat, v.as_float());
+  if (v.is_nil()) {
+    Reg r;
+    r.k = Reg::Nil;
+    return r;
+  }
+  if (!v.is_array()) throw Bail{};
+  const Array& a = v.as_array();
+  // An own 0-d value of these dtypes is a strong scalar; a 0-d view or a
+  // NumPy array passed in stays an array (writes reach it).
+  if (a.ndim() == 0 && !a.foreign() && a.storage_bytes() == dtype_size(a.dtype())) {
+    switch (a.dtype()) {
+      case DType::float64: return Reg::real(Reg::NpFloat, a.origin<double>()[0]);
+      case DType::int64: return Reg::make(Reg::NpInt, a.origin<int64_t>()[0]);
+      case DType::bool_: return Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
+      default: break;
+    }
+  }
+  if (st.arrays.size() >= kMaxArrays) throw Bail{};
+  ArrEntry e;
+  e.array = a;
+  e.base = static_cast<char*>(a.origin_raw());
+  e.dt = a.dtype();
+  e.nd = a.ndim();
+  e.writable = a.writable();
+  e.indexable = e.nd <= kMaxDims;
+  if (e.indexable) {
+    const std::vector<int64_t> s = a.strides();
+    for (int k = 0; k < e.nd; ++k) {
+      e.shape[k] = a.dim(k);
+      e.strides[k] = s[k];
+    }
+  }
+  st.arrays.push_back(std::move(e));
+  Reg r;
+  r.k = Reg::Arr;
+  r.i = 0;
+  r.a = static_cast<int32_t>(st.arrays.size() - 1);
+  return r;
+}
+
+Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
+  switch (r.k) {
+    case Reg::PyBool: return Value(r.b);
+    case Reg::PyInt: return Value(r.i);
+    case Reg::PyFloat: return Value(r.f);
+    case Reg::NpBool: return Value(Array::scalar_bool(r.b));
+    case Reg::NpInt: return Value(Array::scalar_int(r.i));
+    case Reg::NpFloat: return Value(Array::scalar(r.f));
+    case Reg::Arr: return Value(st.arrays[r.a].array);
+    default: return Value();
+  }
+}
+
+Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
+  // NumPy's 0-d bool and anything not a number go the general way.
+  if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) throw Bail{};
+  const bool strong = a.strong() || b.strong();
+  const bool ints = (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
+  const bool floats = !ints && a.k != Reg::PyBool && b.k != Reg::PyBool;
+  const Reg::Kind fk = strong ? Reg::NpFloat : Reg::PyFloat;
+  const Reg::Kind ik = strong ? Reg::NpInt : Reg::PyInt;
+  const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
+  if (ints && n.fast != Fast::none) {
+    int64_t r = 0;
+    switch (n.fast) {
+      case Fast::add:
+        if (__builtin_add_overflow(a.i, b.i, &r)) throw Bail{};
+        return Reg::make(ik, r);
+      case Fast::sub:
+        if (__builtin_sub_overflow(a.i, b.i, &r)) throw Bail{};
+        return Reg::make(ik, r);
+      case Fast::mul:
+        if (__builtin_mul_overflow(a.i, b.i, &r)) throw Bail{};
+        return Reg::make(ik, r);
+      case Fast::div:
+        if (b.i == 0) throw Bail{};
+        return Reg::real(fk, static_cast<double>(a.i) / static_cast<double>(b.i));
+      case Fast::lt: return Reg::boolean(bk, a.i < b.i);
+      case Fast::le: return Reg::boolean(bk, a.i <= b.i);
+      case Fast::gt: return Reg::boolean(bk, a.i > b.i);
+      case Fast::ge: return Reg::boolean(bk, a.i >= b.i);
+      case Fast::eq: return Reg::boolean(bk, a.i == b.i);
+      case Fast::ne: return Reg::boolean(bk, a.i != b.i);
+      default: break;
+    }
+  }
+  if (floats && n.fast != Fast::none) {
+    const double x = (a.k == Reg::PyInt || a.k == Reg::NpInt) ? static_cast<double>(a.i) : a.f;
+    const double y = (b.k == Reg::PyInt || b.k == Reg::NpInt) ? static_cast<double>(b.i) : b.f;
+    switch (n.fast) {
+      case Fast::add: return Reg::real(fk, x + y);
+      case Fast::sub: return Reg::real(fk, x - y);
+      case Fast::mul: return Reg::real(fk, x * y);
+      case Fast::div: return Reg::real(fk, x / y);
+      case Fast::lt: return Reg::boolean(bk, x < y);
+      case Fast::le: return Reg::boolean(bk, x <= y);
+      case Fast::gt: return Reg::boolean(bk, x > y);
+      case Fast::ge: return Reg::boolean(bk, x >= y);
+      case Fast::eq: return Reg::boolean(bk, x == y);
+      case Fast::ne: return Reg::boolean(bk, x != y);
+      default: break;
+    }
+  }
+  // Everything else through the primitive's own scalar function (what the
+  // general evaluation calls); its errors go the general way.
+  Value r;
+  try {
+    r = n.spec->scalar_binary(*n.spec, py(a), py(b));
+  } catch (...) {
+    throw Bail{};
+  }
+  if (r.is_float()) return Reg::real(fk, r.as_float());
+  if (r.is_int()) return Reg::make(ik, r.as_int());
+  if (r.is_bool()) return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, r.as_bool());
+  throw Bail{};
+}
+
+Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
+  Reg x = eval(n.kids[0], st);
+  const size_t nidx = n.kids.size() - 1;
+  if (x.k == Reg::Arr && nidx > 0) {
+    const ArrEntry& e = st.arrays[x.a];
+    if (e.indexable && static_cast<size_t>(e.nd) == nidx &&
+        (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_)) {
+      int64_t off = 0;
+      for (size_t k = 0; k < nidx; ++k) {
+        Reg i = eval(n.kids[k + 1], st);
+        if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw Bail{};
+        int64_t j = i.i < 0 ? i.i + e.shape[k] : i.i;
+        if (j < 0 || j >= e.shape[k]) throw Bail{};
+        off += j * e.strides[k];
+      }
+      // The element (a 0-d own value in the general evaluation).
+      const ArrEntry& e2 = st.arrays[x.a];  // eval above may have grown the table
+      switch (e2.dt) {
+        case DType::float64:
+          return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e2.base)[off]);
+        case DType::int64:
+          return Reg::make(Reg::NpInt, reinterpret_cast<const int64_t*>(e2.base)[off]);
+        default: return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e2.base)[off]);
+      }
+    }
+  }
+  // Other indexing (slices, rows, lists): the primitive itself.
+  std::vector<Value> vals;
+  vals.reserve(n.kids.size());
+  vals.push_back(to_value(x, st));
+  for (size_t k = 1; k < n.kids.size(); ++k) vals.push_back(to_value(eval(n.kids[k], st), st));
+  Value r;
+  try {
+    r = n.call->compute(vals);
+  } catch (...) {
+    throw Bail{};
+  }
+  --st.counts[n.counter];  // compute() counted it; eval adds one for every getitem
+  return to_reg(r, st);
+}
+
+Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
+  Reg x = eval(n.kids[0], st);
+  Reg v = eval(n.kids[1], st);
+  const size_t nidx = n.kids.size() - 2;
+  if (x.k != Reg::Arr || !v.scalar()) throw Bail{};
+  int64_t off = 0;
+  {
+    const ArrEntry& e = st.arrays[x.a];
+    if (!e.indexable || !e.writable || static_cast<size_t>(e.nd) != nidx || is_complex(e.dt)) {
+      throw Bail{};
+    }
+  }
+  for (size_t k = 0; k < nidx; ++k) {
+    Reg i = eval(n.kids[k + 2], st);
+    if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw Bail{};
+    const ArrEntry& e = st.arrays[x.a];
+    int64_t j = i.i < 0 ? i.i + e.shape[k] : i.i;
+    if (j < 0 || j >= e.shape[k]) throw Bail{};
+    off += j * e.strides[k];
+  }
+  const ArrEntry& e = st.arrays[x.a];
+  const bool float_value = v.k == Reg::PyFloat || v.k == Reg::NpFloat;
+  // NaN or infinity into integers, and Python ints a narrow dtype cannot
+  // hold, are errors the general evaluation reports.
+  if (float_value && !std::isfinite(v.f) && !is_inexact(e.dt) && e.dt != DType::bool_) throw Bail{};
+  if (v.k == Reg::PyInt && is_integer(e.dt) && e.dt != DType::int64) {
+    try {
+      check_python_int(Value(v.i), e.dt, "setitem");
+    } catch (...) {
+      throw Bail{};
+    }
+  }
+  const size_t es = dtype_size(e.dt);
+  char* p = e.base + off * static_cast<int64_t>(es);
+  State::Undo u;
+  u.arr = x.a;
+  u.offset = off * static_cast<int64_t>(es);
+  u.size = static_cast<uint8_t>(es);
+  std::memcpy(u.old, p, es);
+  st.undo.push_back(u);
+  dispatch_all(e.dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = reinterpret_cast<T*>(p);
+    switch (v.k) {
+      case Reg::PyBool:
+      case Reg::NpBool: *dst = element_cast<T>(v.b); break;
+      case Reg::PyInt:
+      case Reg::NpInt: *dst = element_cast<T>(v.i); break;
+      default: *dst = element_cast<T>(v.f); break;
+    }
+  });
+  return x;
+}
+
+Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
+  Reg v = eval(n.kids[0], st);
+  if (!v.scalar()) throw Bail{};
+  const bool strong = v.strong();
+  double f = v.k == Reg::PyFloat || v.k == Reg::NpFloat ? v.f
+             : (v.k == Reg::PyBool || v.k == Reg::NpBool) ? (v.b ? 1.0 : 0.0)
+                                                           : static_cast<double>(v.i);
+  switch (n.cast_to) {
+    case DType::int64: {
+      int64_t i = v.k == Reg::PyInt || v.k == Reg::NpInt ? v.i : element_cast<int64_t>(f);
+      return Reg::make(strong ? Reg::NpInt : Reg::PyInt, i);
+    }
+    case DType::float64:
+      return Reg::real(strong ? Reg::NpFloat : Reg::PyFloat,
+                       v.k == Reg::PyInt || v.k == Reg::NpInt ? static_cast<double>(v.i) : f);
+    default: return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, truthy(v));
+  }
+}
+
+Reg FastLoop::Impl::call(const FNode& n, State& st) const {
+  std::vector<Value> vals;
+  vals.reserve(n.kids.size());
+  for (const FNode& k : n.kids) {
+    Reg r = eval(k, st);
+    if (r.k == Reg::Undef) throw Bail{};
+    vals.push_back(to_value(r, st));
+  }
+  Value r;
+  try {
+    r = n.call->compute(vals);
+  } catch (...) {
+    throw Bail{};
+  }
+  return to_reg(r, st);
+}
+
+Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
+  switch (n.op) {
+    case Op::Const: return n.constant;
+    case Op::Var: {
+      const Reg& r = st.regs[n.reg];
+      if (r.k == Reg::Undef) throw Bail{};
+      return r;
+    }
+    case Op::Assign: {
+      Reg v = eval(n.kids[0], st);
+      if (v.k == Reg::Undef) throw Bail{};
+      st.regs[n.reg] = v;
+      st.assigned[n.reg] = 1;
+      return v;
+    }
+    case Op::Block: {
+      Reg last;
+      last.k = Reg::Nil;
+      for (const FNode& k : n.kids) {
+        last = eval(k, st);
+        if (st.flow != State::Flow::normal) return last;
+      }
+      return last;
+    }
+    case Op::If: {
+      if (truthy(eval(n.kids[0], st))) return eval(n.kids[1], st);
+      if (n.kids.size() > 2) return eval(n.kids[2], st);
+      Reg nil;
+      nil.k = Reg::Nil;
+      return nil;
+    }
+    case Op::While: {
+      Reg last;
+      last.k = Reg::Nil;
+      for (;;) {
+        if (interrupt_requested()) throw Bail{};
+        if (!truthy(eval(n.kids[0], st))) return last;
+        Reg v = eval(n.kids[1], st);
+        if (st.flow == State::Flow::brk) {
+          st.flow = State::Flow::normal;
+          return last;
+        }
+        if (st.flow == State::Flow::cont) {
+          st.flow = State::Flow::normal;
+          continue;
+        }
+        last = v;
+      }
+    }
+    case Op::Break:
+    case Op::Continue: {
+      st.flow = n.op == Op::Break ? State::Flow::brk : State::Flow::cont;
+      Reg nil;
+      nil.k = Reg::Nil;
+      return nil;
+    }
+    case Op::Logic: {
+      Reg a = eval(n.kids[0], st);
+      if (!a.scalar()) throw Bail{};
+      const bool ta = truthy(a);
+      if (!a.strong()) {
+        // Python-like scalars short-circuit and give a bool.
+        if (n.is_and && !ta) return Reg::boolean(Reg::PyBool, false);
+        if (!n.is_and && ta) return Reg::boolean(Reg::PyBool, true);
+      }
+      Reg b = eval(n.kids[1], st);
+      if (!b.scalar()) throw Bail{};
+      const bool tb = truthy(b);
+      if (!a.strong() && !b.strong()) return Reg::boolean(Reg::PyBool, tb);
+      // A 0-d array on either side: logical_and/or elementwise, a 0-d bool.
+      return Reg::boolean(Reg::NpBool, n.is_and ? (ta && tb) : (ta || tb));
+    }
+    case Op::Binary: {
+      Reg a = eval(n.kids[0], st);
+      Reg b = eval(n.kids[1], st);
+      Reg r = binary(n, a, b);
+      ++st.counts[n.counter];
+      return r;
+    }
+    case Op::GetItem: {
+      Reg r = getitem(n, st);
+      ++st.counts[n.counter];
+      return r;
+    }
+    case Op::SetItem: {
+      Reg r = setitem(n, st);
+      ++st.counts[n.counter];
+      return r;
+    }
+    case Op::AsType: {
+      Reg r = astype(n, st);
+      ++st.counts[n.counter];
+      return r;
+    }
+    case Op::Call: return call(n, st);
+  }
+  throw Bail{};
+}
+
+void FastLoop::Impl::rollback(State& st, size_t arrays_before) const {
+  for (auto it = st.undo.rbegin(); it != st.undo.rend(); ++it) {
+    std::memcpy(st.arrays[it->arr].base + it->offset, it->old, it->size);
+  }
+  st.undo.clear();
+  st.regs = st.saved;
+  st.assigned = st.saved_assigned;
+  st.counts = st.saved_counts;
+  st.arrays.resize(arrays_before);
+  st.flow = State::Flow::normal;
+}
+
+void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
+  for (size_t c = 0; c < counted.size(); ++c) {
+    if (st.counts[c]) counted[c]->counters().evaluations.fetch_add(st.counts[c], std::memory_order_relaxed);
+  }
+  for (size_t r = 0; r < vars.size(); ++r) {
+    if (!st.assigned[r]) continue;
+    frame->up(vars[r].depth)->set(vars[r].slot, to_value(st.regs[r], st));
+  }
+}
+
+FastLoop::FastLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FastLoop::~FastLoop() = default;
+
+std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
+  auto impl = std::make_unique<Impl>();
+  if (!impl->compile(loop.cond_.get(), impl->cond) || !impl->compile(loop.body_.get(), impl->body)) {
+    return nullptr;
+  }
+  return std::unique_ptr<FastLoop>(new FastLoop(std::move(impl)));
+}
+
+bool FastLoop::run(const FramePtr& frame, Value& result) const {
+  const Impl& im = *impl_;
+  Impl::State st;
+  const size_t n = im.vars.size();
+  st.regs.resize(n);
+  st.assigned.assign(n, 0);
+  st.counts.assign(im.counted.size(), 0);
+  result = Value();
+  // The variables as they are now; a pending one (a define still
+  // computing) leaves the loop to the general evaluation.
+  for (size_t r = 0; r < n; ++r) {
+    const Frame* f = frame->up(im.vars[r].depth);
+    Value v;
+    if (!f->read_now(im.vars[r].slot, v)) {
+      if (f->defined(im.vars[r].slot)) return false;
+      continue;  // not assigned yet: Undef until the loop assigns it
+    }
+    try {
+      st.regs[r] = Impl::to_reg(v, st);
+    } catch (const Bail&) {
+      st.regs[r].k = Reg::Undef;  // lists, strings, ...: only if the loop never reads it
+    }
+  }
+  Reg last;
+  last.k = Reg::Nil;
+  for (;;) {
+    if (interrupt_requested()) break;
+    st.saved = st.regs;
+    st.saved_assigned = st.assigned;
+    st.saved_counts = st.counts;
+    st.undo.clear();
+    const size_t arrays_before = st.arrays.size();
+    try {
+      if (!Impl::truthy(im.eval(im.cond, st))) {
+        im.write_back(frame, st);
+        result = Impl::to_value(last, st);
+        return true;
+      }
+      Reg v = im.eval(im.body, st);
+      if (st.flow == Impl::State::Flow::brk) {
+        im.write_back(frame, st);
+        result = Impl::to_value(last, st);
+        return true;
+      }
+      if (st.flow == Impl::State::Flow::cont) {
+        st.flow = Impl::State::Flow::normal;
+        continue;
+      }
+      last = v;
+    } catch (const Bail&) {
+      im.rollback(st, arrays_before);
+      break;
+    }
+  }
+  im.write_back(frame, st);
+  result = Impl::to_value(last, st);
+  return false;
+}
+
+}  // namespace tessera
