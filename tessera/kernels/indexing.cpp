@@ -84,9 +84,10 @@ void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst
   if (begin >= end) return;
   switch (elem_size) {
     case 1: gather_typed<uint8_t>(src, layout, dst, begin, end); break;
+    case 2: gather_typed<uint16_t>(src, layout, dst, begin, end); break;
     case 4: gather_typed<uint32_t>(src, layout, dst, begin, end); break;
     case 8: gather_typed<uint64_t>(src, layout, dst, begin, end); break;
-    default: gather_typed<Bytes16>(src, layout, dst, begin, end); break;
+    default: gather_typed<Bytes16>(src, layout, dst, begin, end); break;  // complex128
   }
 }
 
@@ -95,9 +96,10 @@ void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layou
   if (begin >= end) return;
   switch (elem_size) {
     case 1: scatter_typed<uint8_t>(src, dst, layout, begin, end); break;
+    case 2: scatter_typed<uint16_t>(src, dst, layout, begin, end); break;
     case 4: scatter_typed<uint32_t>(src, dst, layout, begin, end); break;
     case 8: scatter_typed<uint64_t>(src, dst, layout, begin, end); break;
-    default: scatter_typed<Bytes16>(src, dst, layout, begin, end); break;
+    default: scatter_typed<Bytes16>(src, dst, layout, begin, end); break;  // complex128
   }
 }
 
