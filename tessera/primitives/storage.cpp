@@ -45,8 +45,11 @@ const Names& kMean() {
   return names;
 }
 const Names& kRaw() {
-  static const Names names = {"astype", "dtype_name", "print", "str", "repr", "format", "type", "len", "file_write_npy",
-                    "save", "shape", "ndim", "size"};
+  // copy_value (x.copy()) forwards arrays to the copy primitive, which
+  // converts and stores back itself.
+  static const Names names = {"astype", "dtype_name", "print", "str", "repr", "format", "type",
+                              "len", "file_write_npy", "save", "shape", "ndim", "size",
+                              "copy_value"};
   return names;
 }
 // Exact on the int64 bits of uint64 values >= 2**63 (modular arithmetic and
@@ -104,7 +107,10 @@ uint32_t data_mask(std::string_view name) {
       "nanpercentile", "quantile", "nanquantile", "max", "min", "amax", "amin", "ptp", "nanmax",
       "nanmin", "norm", "trace", "logsumexp", "diff", "flatten", "copy", "array", "zeros_like",
       "ones_like", "full_like", "empty_like", "argmax", "argmin", "nanargmax", "nanargmin",
-      "argsort", "searchsorted"};
+      "argsort", "searchsorted",
+      // The arrays joined are the first argument; axis is not data (its
+      // imaginary part is not 0.0 when complex arrays are joined).
+      "concatenate", "stack"};
   if (first_only.count(name)) return 0b1;
   return ~0u;
 }
@@ -170,7 +176,12 @@ void apply_dtype_rules(PrimitiveSpec& spec) {
   if (kSame().count(n)) spec.dtype_rule = DTypeRule::same;
   if (kAccumulate().count(n)) spec.dtype_rule = DTypeRule::accumulate;
   if (kMean().count(n)) spec.dtype_rule = DTypeRule::mean;
-  if (kRaw().count(n) || spec.family == "text") spec.dtype_rule = DTypeRule::raw;
+  // x OP= y runs the OP primitive, which converts and stores back itself: y
+  // converted here would reach it as int64 (uint8 -= uint8 computed in int64
+  // and refused by same_kind).
+  if (kRaw().count(n) || spec.family == "text" || spec.family == "inplace") {
+    spec.dtype_rule = DTypeRule::raw;
+  }
   spec.data_params = data_mask(n);
   spec.complex = kComplex().count(n) != 0 || kLinear().count(n) != 0 ||
                  kBilinear().count(n) != 0 || spec.views || spec.dtype_rule == DTypeRule::raw ||
@@ -178,17 +189,44 @@ void apply_dtype_rules(PrimitiveSpec& spec) {
   spec.modular = kModular().count(n) != 0 || spec.views;
 }
 
+namespace {
+
+// Calls f(array) for every array in v, in lists nested to any depth (a
+// variadic primitive called with one list, np.hstack([x, y]), packs a list
+// in a list).
+template <class F>
+void for_each_array(const Value& v, F&& f) {
+  if (v.is_array()) {
+    f(v.as_array());
+  } else if (v.is_list()) {
+    for (const Value& e : v.as_list()) for_each_array(e, f);
+  }
+}
+
+// v with every array a (in nested lists too) replaced by f(a).
+template <class F>
+Value map_arrays(const Value& v, F&& f) {
+  if (v.is_array()) return Value(f(v.as_array()));
+  if (!v.is_list()) return v;
+  List l = v.as_list();
+  for (Value& e : l) e = map_arrays(e, f);
+  return v.is_tuple() ? Value::tuple(std::move(l)) : Value(std::move(l));
+}
+
+// A parameter that counts or positions elements (np.zeros(300, dtype=np.int8)'s
+// shape): its Python ints are no values of the result dtype.
+bool is_count(const PrimitiveSpec& spec, size_t i) {
+  static const Names names = {"shape", "n", "m", "k", "num", "reps", "repeats", "axis"};
+  return i < spec.params.size() && names.count(spec.params[i].name) != 0;
+}
+
+}  // namespace
+
 void Args::convert_storage() {
   const PrimitiveSpec& s = *spec_;
   bool any = false;
   for (const Value& v : values_) {
-    if (v.is_array()) {
-      any = any || !real_compute(v.as_array().dtype());
-    } else if (v.is_list()) {
-      for (const Value& e : v.as_list()) {
-        any = any || (e.is_array() && !real_compute(e.as_array().dtype()));
-      }
-    }
+    for_each_array(v, [&](const Array& x) { any = any || !real_compute(x.dtype()); });
   }
   // A storage dtype requested by name: the kernel makes the compute type.
   std::optional<DType> requested;
@@ -213,7 +251,9 @@ void Args::convert_storage() {
   // S: the data parameters' dtypes promoted, Python scalars weak (NumPy 2).
   bool have = false, weak_int = false, weak_float = false;
   DType S = DType::bool_;
-  int64_t python_int = 0;
+  // The smallest and largest Python ints among the data (-5 fits int8 but
+  // not uint8: keeping only one that does not fit int8 missed it).
+  int64_t python_lo = 0, python_hi = 0;
   bool have_python_int = false;
   auto join = [&](const Array& x, size_t i) {
     refuse_complex(x, i);
@@ -230,13 +270,17 @@ void Args::convert_storage() {
         refuse_complex(v.as_array(), i);
       }
     } else if (v.is_list()) {
-      for (const Value& e : v.as_list()) {
-        if (e.is_array() && data) join(e.as_array(), i);
-        if (e.is_array() && !data) refuse_complex(e.as_array(), i);
-      }
-    } else if (data && v.is_int()) {
+      for_each_array(v, [&](const Array& x) {
+        if (data) {
+          join(x, i);
+        } else {
+          refuse_complex(x, i);
+        }
+      });
+    } else if (data && v.is_int() && !is_count(s, i)) {
       weak_int = true;
-      if (!have_python_int || !fits(v.as_int(), DType::int8)) python_int = v.as_int();
+      python_lo = have_python_int ? std::min(python_lo, v.as_int()) : v.as_int();
+      python_hi = have_python_int ? std::max(python_hi, v.as_int()) : v.as_int();
       have_python_int = true;
     } else if (data && v.is_float()) {
       weak_float = true;
@@ -267,8 +311,9 @@ void Args::convert_storage() {
   } else if (!have) {
     storage_.active = false;
   }
-  storage_.has_overflow_check = have_python_int && is_integer(S) && !fits(python_int, S);
-  storage_.python_int = python_int;
+  storage_.has_overflow_check =
+      have_python_int && is_integer(S) && (!fits(python_lo, S) || !fits(python_hi, S));
+  storage_.python_int = fits(python_lo, S) ? python_hi : python_lo;
 
   if (is_complex(S) && !s.views) {
     storage_.complex_kind = kBilinear().count(s.name) ? 2 : kLinear().count(s.name) ? 1 : 0;
@@ -289,16 +334,10 @@ void Args::convert_storage() {
       }
     } else if (v.is_list()) {
       bool need = false;
-      for (const Value& e : v.as_list()) {
-        need = need || (e.is_array() && (!real_compute(e.as_array().dtype()) ||
-                                         (data && e.as_array().dtype() != C)));
-      }
-      if (!need) continue;
-      List copy = v.as_list();
-      for (Value& e : copy) {
-        if (e.is_array()) e = Value(convert(e.as_array()));
-      }
-      v = Value(std::move(copy));
+      for_each_array(v, [&](const Array& x) {
+        need = need || !real_compute(x.dtype()) || (data && x.dtype() != C);
+      });
+      if (need) v = map_arrays(v, convert);
     }
   }
 }
@@ -368,7 +407,9 @@ Value split_part(const Value& v, int part, bool data) {
   if (v.is_list() && !v.is_tuple()) {
     List l = v.as_list();
     for (Value& e : l) {
-      if (e.is_array() && is_complex(e.as_array().dtype())) {
+      if (e.is_list()) {
+        e = split_part(e, part, data);  // np.hstack([x, z]): the list in the variadic list
+      } else if (e.is_array() && is_complex(e.as_array().dtype())) {
         e = Value(kernels::complex_part(e.as_array(), part));
       } else if (data && part == 1 && e.is_array()) {
         e = Value(Array::zeros(DType::float64, e.as_array().shape()));
