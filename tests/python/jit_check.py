@@ -47,7 +47,36 @@ def _kind(v):
         return "int"
     if isinstance(v, (float, np.floating)):
         return "float"
+    if isinstance(v, (complex, np.complexfloating)):
+        return "complex"
     return type(v).__name__
+
+
+# Half precision carries 11 significant bits (bfloat16 8): a tolerance tighter
+# than one rounding of the result would compare NumPy's rounding order, not
+# tessera's values.
+_MIN_RTOL = {np.dtype(np.float16): 1e-3, np.dtype(np.complex64): 1e-6}
+
+
+# The dtypes tessera stores but does not compute in (tessera/core/dtype.hpp);
+# not int32: np.linalg.lstsq's rank (np.int32) is a Python int in tessera.
+_STORAGE_DTYPES = {"int8", "int16", "uint8", "uint16", "uint32", "uint64", "float16",
+                   "complex64", "complex128"}
+
+
+def _rtol_for(dtype, rtol):
+    return max(rtol, _MIN_RTOL.get(np.dtype(dtype), 0.0))
+
+
+# The exception kinds tessera must mirror when NumPy raises one of them or a
+# subclass of exactly one (NumPy's casting errors are TypeErrors); others,
+# and AxisError (an IndexError and a ValueError), need only be some exception.
+_MIRRORED = (OverflowError, IndexError, TypeError, ValueError)
+
+
+def _mirrored_kind(e):
+    kinds = [kind for kind in _MIRRORED if isinstance(e, kind)]
+    return kinds[0] if len(kinds) == 1 else Exception
 
 
 def assert_same(got, expected, rtol=1e-6, atol=1e-12, path="result"):
@@ -61,9 +90,9 @@ def assert_same(got, expected, rtol=1e-6, atol=1e-12, path="result"):
         assert isinstance(got, np.ndarray), f"{path}: expected an ndarray, got {type(got)}"
         assert got.shape == expected.shape, f"{path}: shape {got.shape} != {expected.shape}"
         assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
-        if expected.dtype.kind == "f":
-            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True,
-                                       err_msg=path)
+        if expected.dtype.kind in "fc":
+            np.testing.assert_allclose(got, expected, rtol=_rtol_for(expected.dtype, rtol),
+                                       atol=atol, equal_nan=True, err_msg=path)
         else:
             np.testing.assert_array_equal(got, expected, err_msg=path)
         return
@@ -79,13 +108,18 @@ def assert_same(got, expected, rtol=1e-6, atol=1e-12, path="result"):
     if isinstance(expected, str):
         assert got == expected, f"{path}: {got!r} != {expected!r}"
         return
-    # Scalars: the same kind (bool/int/float); NumPy scalars also the same dtype.
+    # Scalars: the same kind (bool/int/float/complex); NumPy scalars also the
+    # same dtype, and one of a storage dtype (np.int8, np.float16, complex)
+    # must come back as a NumPy scalar (a Python int would lose its dtype).
     assert _kind(got) == _kind(expected), f"{path}: {got!r} ({type(got)}) vs {expected!r}"
+    if isinstance(expected, np.generic) and expected.dtype.name in _STORAGE_DTYPES:
+        assert isinstance(got, np.generic), f"{path}: {got!r} ({type(got)}) is no NumPy scalar"
     if isinstance(expected, np.generic) and isinstance(got, np.generic):
         assert got.dtype == expected.dtype, f"{path}: dtype {got.dtype} != {expected.dtype}"
-    if _kind(expected) == "float":
-        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True,
-                                   err_msg=path)
+    if _kind(expected) in ("float", "complex"):
+        dt = expected.dtype if isinstance(expected, np.generic) else np.float64
+        np.testing.assert_allclose(got, expected, rtol=_rtol_for(dt, rtol), atol=atol,
+                                   equal_nan=True, err_msg=path)
     else:
         assert got == expected, f"{path}: {got!r} != {expected!r}"
 
@@ -101,7 +135,7 @@ def check(f, *args, rtol=1e-6, atol=1e-12, **kwargs):
     try:
         expected = f(*np_args, **np_kwargs)
     except Exception as e:  # noqa: BLE001 - any NumPy error must be mirrored
-        kind = type(e) if type(e) in (ValueError, TypeError, IndexError) else Exception
+        kind = _mirrored_kind(e)
         with pytest.raises(kind):
             tessera.jit(f)(*jit_args, **jit_kwargs)
         return None
