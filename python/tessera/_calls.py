@@ -550,4 +550,8 @@ class CallsMixin:
             return f"dtype_name({x})"
         if attr in ("real", "imag"):
             return f"{attr}({x})"
+        if attr == "itemsize":
+            return f"itemsize({x})"
+        if attr == "nbytes":
+            return f"(size({x}) * itemsize({x}))"
         self.unsupported(f"the attribute .{attr}", node)

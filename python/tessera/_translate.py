@@ -95,6 +95,8 @@ def dtype_name_of(obj) -> str | None:
         return "bool"
     if obj is int:
         return "int64"
+    if obj is complex:
+        return "complex128"
     if obj is float:
         return "float64"
     if isinstance(obj, np.dtype):

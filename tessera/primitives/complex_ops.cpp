@@ -88,6 +88,27 @@ const bool registered = register_primitives(without_gradient({
        if (a[0].is_scalar()) return Value(std::string(dtype_name(scalar_dtype(a[0]))));
        a.type_error(0, "a number or an array");
      }},
+    {.name = "itemsize", .family = "arithmetic",
+     .params = {{"x"}},
+     .help = "Bytes per element of x's dtype, like ndarray.itemsize (Python numbers: 8, or 1 "
+             "for a bool).",
+     .eval = [](Args& a) -> Value {
+       if (a[0].is_array()) return Value(static_cast<int64_t>(dtype_size(a[0].as_array().dtype())));
+       if (a[0].is_scalar()) return Value(static_cast<int64_t>(dtype_size(scalar_dtype(a[0]))));
+       a.type_error(0, "a number or an array");
+     }},
+    {.name = "iscomplexobj", .family = "arithmetic",
+     .params = {{"x"}},
+     .help = "True when x has a complex dtype (whatever its values), like numpy.iscomplexobj.",
+     .eval = [](Args& a) -> Value {
+       return Value(a[0].is_array() && is_complex(a[0].as_array().dtype()));
+     }},
+    {.name = "isrealobj", .family = "arithmetic",
+     .params = {{"x"}},
+     .help = "True when x has no complex dtype, like numpy.isrealobj.",
+     .eval = [](Args& a) -> Value {
+       return Value(!(a[0].is_array() && is_complex(a[0].as_array().dtype())));
+     }},
     {.name = "angle", .family = "arithmetic",
      .params = {{"z"}, opt("deg", false)},
      .help = "The argument (phase) of complex numbers in radians (degrees with deg=true), like "

@@ -271,6 +271,7 @@ class Args {
     bool has_overflow_check = false;
     int64_t python_int = 0;  // a Python int among the data arguments
     int complex_kind = 0;
+    bool force = false;  // every result array is stored as `result`
   };
   StorageState storage_;
 

@@ -47,7 +47,8 @@ const Names& kMean() {
 const Names& kRaw() {
   // copy_value (x.copy()) forwards arrays to the copy primitive, which
   // converts and stores back itself.
-  static const Names names = {"astype", "dtype_name", "print", "str", "repr", "format", "type",
+  static const Names names = {"astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj",
+                              "print", "str", "repr", "format", "type",
                               "len", "file_write_npy", "save", "shape", "ndim", "size",
                               "copy_value"};
   return names;
@@ -306,6 +307,12 @@ void Args::convert_storage() {
     storage_.result = *requested;
     storage_.one_operand = false;
     values_[dtype_param] = Value(std::string(dtype_name(compute_dtype(*requested))));
+    if (is_complex(*requested) && !s.complex) {
+      // np.zeros(n, dtype=complex), x.sum(dtype=complex): the kernel makes
+      // real values (imaginary parts zero), stored as complex.
+      values_[dtype_param] = Value(std::string("float64"));
+      storage_.force = true;
+    }
     S = *requested;
     have = true;
   } else if (!have) {
@@ -479,7 +486,7 @@ Value run_complex(const PrimitiveSpec& spec, Args& args) {
 Value Args::store_result(Value result) const {
   const StorageState& st = storage_;
   auto one = [&](const Array& r) {
-    Array out = store_one(r, st.rule, st.result, st.one_operand, op());
+    Array out = st.force ? r.astype(st.result) : store_one(r, st.rule, st.result, st.one_operand, op());
     if (st.has_overflow_check && out.dtype() == st.result && r.dtype() == compute_dtype(st.result)) {
       throw std::overflow_error(error_message("[", op(), "] Python integer ",
                                               std::to_string(st.python_int), " out of bounds for ",
