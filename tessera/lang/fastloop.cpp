@@ -13,6 +13,7 @@
 #include "tessera/lang/fastloop.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -31,6 +32,19 @@ bool fast_loops_enabled() {
   }();
   return on;
 }
+
+namespace {
+
+// TESSERA_FAST_LOOPS=debug: says on stderr which loops stay general and why.
+bool debug() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_FAST_LOOPS");
+    return v && std::string(v) == "debug";
+  }();
+  return on;
+}
+
+}  // namespace
 
 namespace {
 
@@ -69,7 +83,10 @@ struct Reg {
 
 // Thrown inside a turn for anything the fast path leaves to the general
 // evaluation; caught where the turn began.
-struct Bail {};
+struct Bail {
+  int line;  // where in this file (TESSERA_FAST_LOOPS=debug reports it)
+};
+#define BAIL Bail{__LINE__}
 
 constexpr int kMaxDims = 4;
 constexpr size_t kMaxArrays = 4096;
@@ -159,7 +176,7 @@ struct FastLoop::Impl {
       case Reg::NpInt: return r.i != 0;
       case Reg::PyFloat:
       case Reg::NpFloat: return r.f != 0.0;
-      default: throw Bail{};
+      default: throw BAIL;
     }
   }
   static Value py(const Reg& r) {
@@ -170,7 +187,7 @@ struct FastLoop::Impl {
       case Reg::NpInt: return Value(r.i);
       case Reg::PyFloat:
       case Reg::NpFloat: return Value(r.f);
-      default: throw Bail{};
+      default: throw BAIL;
     }
   }
   Reg binary(const FNode& n, const Reg& a, const Reg& b) const;
@@ -215,6 +232,7 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     } else if (v.is_nil()) {
       out.constant.k = Reg::Nil;
     } else {
+      if (debug()) std::fprintf(stderr, "[fast loops] %s: the constant %s is outside the subset\n", n->loc().str().c_str(), n->label().c_str());
       return false;
     }
     return true;
@@ -267,14 +285,29 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     // Operands bound in order to the leading parameters only (no named or
     // variadic reordering), so kids[i] is parameter i.
     for (size_t i = 0; i < p->slots_.size(); ++i) {
-      if (p->slots_[i] != static_cast<int>(i) && !spec.variadic) return false;
+      if (p->slots_[i] != static_cast<int>(i) && !spec.variadic) {
+        if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' has named arguments\n", n->loc().str().c_str(), spec.name.c_str());
+        return false;
+      }
+    }
+    out.counter = static_cast<int>(counted.size());
+    counted.push_back(p);
+    if (spec.name == "astype" && p->operands_.size() == 2) {
+      auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
+      if (d && d->value_.is_string()) {
+        const std::string& s = d->value_.as_string();
+        if (s == "int64" || s == "float64" || s == "bool") {
+          out.op = Op::AsType;
+          out.cast_to = dtype_from_name(s);
+          out.kids.resize(1);
+          return compile(p->operands_[0].get(), out.kids[0]);
+        }
+      }
     }
     out.kids.resize(p->operands_.size());
     for (size_t i = 0; i < p->operands_.size(); ++i) {
       if (!compile(p->operands_[i].get(), out.kids[i])) return false;
     }
-    out.counter = static_cast<int>(counted.size());
-    counted.push_back(p);
     if (spec.scalar_binary && p->operands_.size() == 2) {
       out.op = Op::Binary;
       out.fast = fast_of(spec.name);
@@ -288,25 +321,17 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
       out.op = Op::SetItem;
       return p->operands_.size() >= 3;
     }
-    if (spec.name == "astype" && p->operands_.size() == 2) {
-      auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
-      if (d && d->value_.is_string()) {
-        const std::string& s = d->value_.as_string();
-        if (s == "int64" || s == "float64" || s == "bool") {
-          out.op = Op::AsType;
-          out.cast_to = dtype_from_name(s);
-          out.kids.resize(1);
-          return true;
-        }
-      }
+    if (!pure_primitive(spec)) {
+      if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' has effects\n", n->loc().str().c_str(), spec.name.c_str());
+      return false;
     }
-    if (!pure_primitive(spec)) return false;
     out.op = Op::Call;
-    out.counter = -1;  // compute() counts it
-    counted.pop_back();
+    out.counter = -1;  // compute() counts it (its entry in `counted` stays at 0)
     return true;
   }
-  return false;  // function calls, lambdas, lists, dicts, for_each, parallel blocks
+  // function calls, lambdas, lists, dicts, for_each, parallel blocks
+  if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' is outside the subset\n", n->loc().str().c_str(), n->label().c_str());
+  return false;
 }
 
 Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
@@ -318,7 +343,7 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
     r.k = Reg::Nil;
     return r;
   }
-  if (!v.is_array()) throw Bail{};
+  if (!v.is_array()) throw BAIL;
   const Array& a = v.as_array();
   // An own 0-d value of these dtypes is a strong scalar; a 0-d view or a
   // NumPy array passed in stays an array (writes reach it).
@@ -330,7 +355,7 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
       default: break;
     }
   }
-  if (st.arrays.size() >= kMaxArrays) throw Bail{};
+  if (st.arrays.size() >= kMaxArrays) throw BAIL;
   ArrEntry e;
   e.array = a;
   e.base = static_cast<char*>(a.origin_raw());
@@ -368,7 +393,7 @@ Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
 
 Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
   // NumPy's 0-d bool and anything not a number go the general way.
-  if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) throw Bail{};
+  if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) throw BAIL;
   const bool strong = a.strong() || b.strong();
   const bool ints = (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
   const bool floats = !ints && a.k != Reg::PyBool && b.k != Reg::PyBool;
@@ -379,16 +404,16 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
     int64_t r = 0;
     switch (n.fast) {
       case Fast::add:
-        if (__builtin_add_overflow(a.i, b.i, &r)) throw Bail{};
+        if (__builtin_add_overflow(a.i, b.i, &r)) throw BAIL;
         return Reg::make(ik, r);
       case Fast::sub:
-        if (__builtin_sub_overflow(a.i, b.i, &r)) throw Bail{};
+        if (__builtin_sub_overflow(a.i, b.i, &r)) throw BAIL;
         return Reg::make(ik, r);
       case Fast::mul:
-        if (__builtin_mul_overflow(a.i, b.i, &r)) throw Bail{};
+        if (__builtin_mul_overflow(a.i, b.i, &r)) throw BAIL;
         return Reg::make(ik, r);
       case Fast::div:
-        if (b.i == 0) throw Bail{};
+        if (b.i == 0) throw BAIL;
         return Reg::real(fk, static_cast<double>(a.i) / static_cast<double>(b.i));
       case Fast::lt: return Reg::boolean(bk, a.i < b.i);
       case Fast::le: return Reg::boolean(bk, a.i <= b.i);
@@ -422,12 +447,12 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
   try {
     r = n.spec->scalar_binary(*n.spec, py(a), py(b));
   } catch (...) {
-    throw Bail{};
+    throw BAIL;
   }
   if (r.is_float()) return Reg::real(fk, r.as_float());
   if (r.is_int()) return Reg::make(ik, r.as_int());
   if (r.is_bool()) return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, r.as_bool());
-  throw Bail{};
+  throw BAIL;
 }
 
 Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
@@ -440,9 +465,9 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
       int64_t off = 0;
       for (size_t k = 0; k < nidx; ++k) {
         Reg i = eval(n.kids[k + 1], st);
-        if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw Bail{};
+        if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw BAIL;
         int64_t j = i.i < 0 ? i.i + e.shape[k] : i.i;
-        if (j < 0 || j >= e.shape[k]) throw Bail{};
+        if (j < 0 || j >= e.shape[k]) throw BAIL;
         off += j * e.strides[k];
       }
       // The element (a 0-d own value in the general evaluation).
@@ -465,7 +490,7 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
   try {
     r = n.call->compute(vals);
   } catch (...) {
-    throw Bail{};
+    throw BAIL;
   }
   --st.counts[n.counter];  // compute() counted it; eval adds one for every getitem
   return to_reg(r, st);
@@ -475,32 +500,32 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
   Reg v = eval(n.kids[1], st);
   const size_t nidx = n.kids.size() - 2;
-  if (x.k != Reg::Arr || !v.scalar()) throw Bail{};
+  if (x.k != Reg::Arr || !v.scalar()) throw BAIL;
   int64_t off = 0;
   {
     const ArrEntry& e = st.arrays[x.a];
     if (!e.indexable || !e.writable || static_cast<size_t>(e.nd) != nidx || is_complex(e.dt)) {
-      throw Bail{};
+      throw BAIL;
     }
   }
   for (size_t k = 0; k < nidx; ++k) {
     Reg i = eval(n.kids[k + 2], st);
-    if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw Bail{};
+    if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw BAIL;
     const ArrEntry& e = st.arrays[x.a];
     int64_t j = i.i < 0 ? i.i + e.shape[k] : i.i;
-    if (j < 0 || j >= e.shape[k]) throw Bail{};
+    if (j < 0 || j >= e.shape[k]) throw BAIL;
     off += j * e.strides[k];
   }
   const ArrEntry& e = st.arrays[x.a];
   const bool float_value = v.k == Reg::PyFloat || v.k == Reg::NpFloat;
   // NaN or infinity into integers, and Python ints a narrow dtype cannot
   // hold, are errors the general evaluation reports.
-  if (float_value && !std::isfinite(v.f) && !is_inexact(e.dt) && e.dt != DType::bool_) throw Bail{};
+  if (float_value && !std::isfinite(v.f) && !is_inexact(e.dt) && e.dt != DType::bool_) throw BAIL;
   if (v.k == Reg::PyInt && is_integer(e.dt) && e.dt != DType::int64) {
     try {
       check_python_int(Value(v.i), e.dt, "setitem");
     } catch (...) {
-      throw Bail{};
+      throw BAIL;
     }
   }
   const size_t es = dtype_size(e.dt);
@@ -527,7 +552,7 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
 
 Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
-  if (!v.scalar()) throw Bail{};
+  if (!v.scalar()) throw BAIL;
   const bool strong = v.strong();
   double f = v.k == Reg::PyFloat || v.k == Reg::NpFloat ? v.f
              : (v.k == Reg::PyBool || v.k == Reg::NpBool) ? (v.b ? 1.0 : 0.0)
@@ -549,14 +574,14 @@ Reg FastLoop::Impl::call(const FNode& n, State& st) const {
   vals.reserve(n.kids.size());
   for (const FNode& k : n.kids) {
     Reg r = eval(k, st);
-    if (r.k == Reg::Undef) throw Bail{};
+    if (r.k == Reg::Undef) throw BAIL;
     vals.push_back(to_value(r, st));
   }
   Value r;
   try {
     r = n.call->compute(vals);
   } catch (...) {
-    throw Bail{};
+    throw BAIL;
   }
   return to_reg(r, st);
 }
@@ -566,12 +591,12 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
     case Op::Const: return n.constant;
     case Op::Var: {
       const Reg& r = st.regs[n.reg];
-      if (r.k == Reg::Undef) throw Bail{};
+      if (r.k == Reg::Undef) throw BAIL;
       return r;
     }
     case Op::Assign: {
       Reg v = eval(n.kids[0], st);
-      if (v.k == Reg::Undef) throw Bail{};
+      if (v.k == Reg::Undef) throw BAIL;
       st.regs[n.reg] = v;
       st.assigned[n.reg] = 1;
       return v;
@@ -596,7 +621,7 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
       Reg last;
       last.k = Reg::Nil;
       for (;;) {
-        if (interrupt_requested()) throw Bail{};
+        if (interrupt_requested()) throw BAIL;
         if (!truthy(eval(n.kids[0], st))) return last;
         Reg v = eval(n.kids[1], st);
         if (st.flow == State::Flow::brk) {
@@ -619,7 +644,7 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
     }
     case Op::Logic: {
       Reg a = eval(n.kids[0], st);
-      if (!a.scalar()) throw Bail{};
+      if (!a.scalar()) throw BAIL;
       const bool ta = truthy(a);
       if (!a.strong()) {
         // Python-like scalars short-circuit and give a bool.
@@ -627,7 +652,7 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
         if (!n.is_and && ta) return Reg::boolean(Reg::PyBool, true);
       }
       Reg b = eval(n.kids[1], st);
-      if (!b.scalar()) throw Bail{};
+      if (!b.scalar()) throw BAIL;
       const bool tb = truthy(b);
       if (!a.strong() && !b.strong()) return Reg::boolean(Reg::PyBool, tb);
       // A 0-d array on either side: logical_and/or elementwise, a 0-d bool.
@@ -657,7 +682,7 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
     }
     case Op::Call: return call(n, st);
   }
-  throw Bail{};
+  throw BAIL;
 }
 
 void FastLoop::Impl::rollback(State& st, size_t arrays_before) const {
@@ -707,8 +732,16 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     const Frame* f = frame->up(im.vars[r].depth);
     Value v;
     if (!f->read_now(im.vars[r].slot, v)) {
-      if (f->defined(im.vars[r].slot)) return false;
-      continue;  // not assigned yet: Undef until the loop assigns it
+      if (!f->defined(im.vars[r].slot)) continue;  // not assigned yet: Undef until the loop assigns it
+      // A define still computing (a deferred statement before the loop):
+      // waited for where the caller waits anyway, else the general way.
+      Future<Value> pending = f->read(im.vars[r].slot);
+      if (!pending.is_ready() && !settle_here(pending)) {
+        if (debug()) std::fprintf(stderr, "[fast loops] a variable is still computing at the loop's start\n");
+        return false;
+      }
+      if (pending.error()) return false;
+      v = pending.get();
     }
     try {
       st.regs[r] = Impl::to_reg(v, st);
@@ -742,7 +775,10 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         continue;
       }
       last = v;
-    } catch (const Bail&) {
+    } catch (const Bail& b) {
+      if (debug()) {
+        std::fprintf(stderr, "[fast loops] turn rolled back (fastloop.cpp:%d); the loop goes on in the general evaluation\n", b.line);
+      }
       im.rollback(st, arrays_before);
       break;
     }

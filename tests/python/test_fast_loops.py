@@ -1,0 +1,184 @@
+"""Scalar loops on registers (tessera/lang/fastloop.cpp): loops of scalar code
+give what NumPy/Python give -- values, result types (Python numbers stay
+Python numbers, array elements stay NumPy scalars), the arrays they write --
+also when a turn meets something the fast path leaves to the general
+evaluation (an error, a list, another dtype): the turn is rolled back and
+redone there, so errors and partial writes are as in Python. Each function is
+checked against plain Python/NumPy (jit_check.check), and the same programs run
+with TESSERA_FAST_LOOPS=0 in a subprocess must print the same."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from jit_check import check
+
+import tessera
+
+
+def prefix(x):
+    out = np.empty_like(x)
+    total = 0  # int first, float after the first element: as Python
+    for i in range(len(x)):
+        total += x[i]
+        out[i] = total
+    return out, total
+
+
+def mixed_kinds(n):
+    s = 0
+    f = 0.5
+    k = 0
+    while k < n:
+        if k % 3 == 0:
+            s = s + k
+        elif k % 3 == 1:
+            s = s * 1.5
+        else:
+            f = f / 2 + s
+        k += 1
+    return s, f, k
+
+
+def breaks_and_continues(x):
+    count = 0
+    total = 0.0
+    for i in range(len(x)):
+        if x[i] < 0:
+            continue
+        if x[i] > 3:
+            break
+        count += 1
+        total += x[i]
+    return count, total
+
+
+def nested(n, m):
+    grid = np.zeros((n, m), dtype=np.int64)
+    for i in range(n):
+        j = 0
+        while j < m:
+            grid[i, j] = i * m + j if (i + j) % 2 == 0 else -(i + j)
+            j += 1
+    return grid
+
+
+def strong_scalars(x):
+    acc = x[0]  # a NumPy float64 scalar
+    best = 0
+    for i in range(1, len(x)):
+        v = x[i]
+        if v > acc:
+            acc = v
+            best = i
+    return acc, best, acc * 2, int(acc)
+
+
+def int_elements(a):
+    out = np.zeros(len(a), dtype=np.int64)
+    for i in range(len(a)):
+        k = a[i]
+        steps = 0
+        while k != 1 and steps < 50:
+            k = k // 2 if k % 2 == 0 else 3 * k + 1
+            steps += 1
+        out[i] = steps
+    return out
+
+
+def writes_other_dtypes(x, y):
+    for i in range(len(x)):
+        x[i] = y[i] * 3      # float into int8: truncated then wrapped, as NumPy casts
+        y[i] = y[i] - 0.25   # float32 element
+    return x, y
+
+
+def negative_indices(x):
+    n = len(x)
+    for i in range(1, n):
+        x[-i] = x[-i - 1] + x[-i]
+    return x
+
+
+def logical_ops(x):
+    c = 0
+    for i in range(len(x)):
+        if (x[i] > 0 and x[i] < 2) or not x[i] != 5:
+            c += 1
+    return c
+
+
+def index_error_after_writes(x):
+    for i in range(len(x) + 2):
+        x[i % len(x)] = i      # written before the failing read, kept as in Python
+        x[i] = x[i] + 1        # i == len(x): IndexError
+    return x
+
+
+def lists_in_the_loop(n):
+    out = []
+    for i in range(n):
+        out.append(i * i)
+    return out
+
+
+def deep_turn_then_error(x, d):
+    total = 0.0
+    for i in range(len(x)):
+        total += x[i] / d[i]   # d[3] == 0.0: inf, as NumPy (no error)
+    return total
+
+
+CASES = [
+    (prefix, (np.arange(1.0, 9.0),)),
+    (prefix, (np.arange(5, dtype=np.int64),)),
+    (mixed_kinds, (20,)),
+    (breaks_and_continues, (np.array([1.0, -2.0, 2.5, 0.5, 7.0, 1.0]),)),
+    (nested, (4, 5)),
+    (strong_scalars, (np.array([0.5, 2.5, 1.0, 3.25, -1.0]),)),
+    (int_elements, (np.array([1, 2, 3, 7, 27], dtype=np.int64),)),
+    (writes_other_dtypes, (np.zeros(4, dtype=np.int8), np.array([10.2, 20.5, -3.7, 40.0], np.float32))),
+    (negative_indices, (np.arange(6.0),)),
+    (logical_ops, (np.array([0.5, 1.5, 5.0, -1.0, 2.0]),)),
+    (index_error_after_writes, (np.zeros(4),)),
+    (lists_in_the_loop, (5,)),
+    (deep_turn_then_error, (np.ones(5), np.array([1.0, 2.0, 4.0, 0.0, 1.0]))),
+]
+
+
+@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
+def test_loops_agree_with_python(f, args):
+    check(f, *args)
+
+
+def test_fast_path_on_and_off_print_the_same():
+    code = (
+        "import sys, numpy as np, tessera\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "import test_fast_loops as t\n"
+        "for f, args in t.CASES:\n"
+        "    import copy\n"
+        "    a = copy.deepcopy(args)\n"
+        "    try:\n"
+        "        r = tessera.jit(f)(*a)\n"
+        "        print(f.__name__, repr(r), repr(a))\n"
+        "    except Exception as e:\n"
+        "        print(f.__name__, type(e).__name__, str(e), repr(a))\n"
+        "g = tessera.jit(t.prefix)\n"
+        "g(np.arange(3.0))\n"
+        "print([l for l in g.counters().splitlines() if 'getitem' in l or 'setitem' in l])\n"
+    )
+    outs = []
+    for flag in ("1", "0"):
+        env = dict(os.environ, TESSERA_FAST_LOOPS=flag)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    fast, general = outs
+    # The counters' times differ; evaluations must not.
+    strip = lambda s: [",".join(p.split(",")[:3]) for p in s.replace("'", "").split()]  # noqa: E731
+    assert strip(fast) == strip(general)
+    assert "IndexError" in fast
