@@ -16,9 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -108,7 +110,7 @@ enum class Op : uint8_t {
 };
 
 // Binary operations computed inline for two ints or two floats.
-enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne };
+enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne, floordiv, mod };
 
 }  // namespace
 
@@ -191,10 +193,25 @@ struct FastLoop::Impl {
     }
   }
   Reg binary(const FNode& n, const Reg& a, const Reg& b) const;
-  Reg getitem(const FNode& n, State& st) const;
-  Reg setitem(const FNode& n, State& st) const;
-  Reg astype(const FNode& n, State& st) const;
-  Reg call(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg loop(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
+  // A variable's or constant's register without a call of eval; any other
+  // node evaluated into `tmp`.
+  const Reg& operand(const FNode& k, State& st, Reg& tmp) const {
+    if (k.op == Op::Var) {
+      const Reg& r = st.regs[k.reg];
+      if (r.k == Reg::Undef) throw BAIL;
+      return r;
+    }
+    if (k.op == Op::Const) return k.constant;
+    tmp = eval(k, st);
+    return tmp;
+  }
+  __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg astype(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
   void rollback(State& st, size_t arrays_before) const;
   void write_back(const FramePtr& frame, const State& st) const;
 };
@@ -212,7 +229,9 @@ Fast fast_of(const std::string& name) {
       {"isub", Fast::sub},    {"multiply", Fast::mul}, {"imul", Fast::mul},
       {"divide", Fast::div},  {"itruediv", Fast::div}, {"less", Fast::lt},
       {"less_equal", Fast::le}, {"greater", Fast::gt}, {"greater_equal", Fast::ge},
-      {"equal", Fast::eq},    {"not_equal", Fast::ne}};
+      {"equal", Fast::eq},    {"not_equal", Fast::ne}, {"floor_divide", Fast::floordiv},
+      {"ifloordiv", Fast::floordiv}, {"mod", Fast::mod}, {"remainder", Fast::mod},
+      {"imod", Fast::mod}};
   auto it = table.find(name);
   return it == table.end() ? Fast::none : it->second;
 }
@@ -421,6 +440,14 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
       case Fast::ge: return Reg::boolean(bk, a.i >= b.i);
       case Fast::eq: return Reg::boolean(bk, a.i == b.i);
       case Fast::ne: return Reg::boolean(bk, a.i != b.i);
+      case Fast::floordiv:
+        // Division by zero and INT64_MIN // -1 are the general path's to
+        // report (or, for NumPy's scalars, to wrap).
+        if (b.i == 0 || (b.i == -1 && a.i == std::numeric_limits<int64_t>::min())) throw BAIL;
+        return Reg::make(ik, kernels::int_floor_divide(a.i, b.i, "floor_divide"));
+      case Fast::mod:
+        if (b.i == 0) throw BAIL;
+        return Reg::make(ik, kernels::int_mod(a.i, b.i, "mod"));
       default: break;
     }
   }
@@ -438,6 +465,8 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
       case Fast::ge: return Reg::boolean(bk, x >= y);
       case Fast::eq: return Reg::boolean(bk, x == y);
       case Fast::ne: return Reg::boolean(bk, x != y);
+      case Fast::floordiv: return Reg::real(fk, kernels::float_floor_divide(x, y));
+      case Fast::mod: return Reg::real(fk, kernels::float_mod(x, y));
       default: break;
     }
   }
@@ -611,13 +640,32 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
       return last;
     }
     case Op::If: {
-      if (truthy(eval(n.kids[0], st))) return eval(n.kids[1], st);
+      Reg tc;
+      if (truthy(operand(n.kids[0], st, tc))) return eval(n.kids[1], st);
       if (n.kids.size() > 2) return eval(n.kids[2], st);
       Reg nil;
       nil.k = Reg::Nil;
       return nil;
     }
-    case Op::While: {
+    case Op::Binary: {
+      Reg ta, tb;
+      const Reg& a = operand(n.kids[0], st, ta);
+      const Reg& b = operand(n.kids[1], st, tb);
+      Reg r = binary(n, a, b);
+      ++st.counts[n.counter];
+      return r;
+    }
+    case Op::While: return loop(n, st);
+    case Op::Logic: return logic(n, st);
+    default: return rest(n, st);
+  }
+}
+
+// The parts of eval that are not on every turn's path (kept out of it so
+// that its frame stays small).
+Reg FastLoop::Impl::loop(const FNode& n, State& st) const {
+  {
+    {
       Reg last;
       last.k = Reg::Nil;
       for (;;) {
@@ -635,35 +683,17 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
         last = v;
       }
     }
+  }
+}
+
+Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
+  switch (n.op) {
     case Op::Break:
     case Op::Continue: {
       st.flow = n.op == Op::Break ? State::Flow::brk : State::Flow::cont;
       Reg nil;
       nil.k = Reg::Nil;
       return nil;
-    }
-    case Op::Logic: {
-      Reg a = eval(n.kids[0], st);
-      if (!a.scalar()) throw BAIL;
-      const bool ta = truthy(a);
-      if (!a.strong()) {
-        // Python-like scalars short-circuit and give a bool.
-        if (n.is_and && !ta) return Reg::boolean(Reg::PyBool, false);
-        if (!n.is_and && ta) return Reg::boolean(Reg::PyBool, true);
-      }
-      Reg b = eval(n.kids[1], st);
-      if (!b.scalar()) throw BAIL;
-      const bool tb = truthy(b);
-      if (!a.strong() && !b.strong()) return Reg::boolean(Reg::PyBool, tb);
-      // A 0-d array on either side: logical_and/or elementwise, a 0-d bool.
-      return Reg::boolean(Reg::NpBool, n.is_and ? (ta && tb) : (ta || tb));
-    }
-    case Op::Binary: {
-      Reg a = eval(n.kids[0], st);
-      Reg b = eval(n.kids[1], st);
-      Reg r = binary(n, a, b);
-      ++st.counts[n.counter];
-      return r;
     }
     case Op::GetItem: {
       Reg r = getitem(n, st);
@@ -683,6 +713,28 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
     case Op::Call: return call(n, st);
   }
   throw BAIL;
+}
+
+Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
+  switch (n.op) {
+    case Op::Logic: {
+      Reg a = eval(n.kids[0], st);
+      if (!a.scalar()) throw BAIL;
+      const bool ta = truthy(a);
+      if (!a.strong()) {
+        // Python-like scalars short-circuit and give a bool.
+        if (n.is_and && !ta) return Reg::boolean(Reg::PyBool, false);
+        if (!n.is_and && ta) return Reg::boolean(Reg::PyBool, true);
+      }
+      Reg b = eval(n.kids[1], st);
+      if (!b.scalar()) throw BAIL;
+      const bool tb = truthy(b);
+      if (!a.strong() && !b.strong()) return Reg::boolean(Reg::PyBool, tb);
+      // A 0-d array on either side: logical_and/or elementwise, a 0-d bool.
+      return Reg::boolean(Reg::NpBool, n.is_and ? (ta && tb) : (ta || tb));
+    }
+    default: throw BAIL;
+  }
 }
 
 void FastLoop::Impl::rollback(State& st, size_t arrays_before) const {
@@ -749,15 +801,28 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       st.regs[r].k = Reg::Undef;  // lists, strings, ...: only if the loop never reads it
     }
   }
-  Reg last;
+  Reg last, saved_last;
   last.k = Reg::Nil;
+  // Checkpoints every kCheckpointTurns turns (or when many elements were
+  // written): a turn that meets anything outside the subset rolls back to
+  // the last one, and the general evaluation redoes the turns since (they
+  // are pure apart from the element writes undone, so it computes the same).
+  constexpr int kCheckpointTurns = 64;
+  constexpr size_t kMaxUndo = 1 << 14;
+  int since = kCheckpointTurns;
+  size_t arrays_before = 0;
   for (;;) {
-    if (interrupt_requested()) break;
-    st.saved = st.regs;
-    st.saved_assigned = st.assigned;
-    st.saved_counts = st.counts;
-    st.undo.clear();
-    const size_t arrays_before = st.arrays.size();
+    if (interrupt_requested()) break;  // between turns: nothing to undo
+    if (since >= kCheckpointTurns || st.undo.size() > kMaxUndo) {
+      st.saved = st.regs;
+      st.saved_assigned = st.assigned;
+      st.saved_counts = st.counts;
+      saved_last = last;
+      st.undo.clear();
+      arrays_before = st.arrays.size();
+      since = 0;
+    }
+    ++since;
     try {
       if (!Impl::truthy(im.eval(im.cond, st))) {
         im.write_back(frame, st);
@@ -777,9 +842,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       last = v;
     } catch (const Bail& b) {
       if (debug()) {
-        std::fprintf(stderr, "[fast loops] turn rolled back (fastloop.cpp:%d); the loop goes on in the general evaluation\n", b.line);
+        std::fprintf(stderr,
+                     "[fast loops] rolled back to the last checkpoint (fastloop.cpp:%d); the loop "
+                     "goes on in the general evaluation\n",
+                     b.line);
       }
       im.rollback(st, arrays_before);
+      last = saved_last;
       break;
     }
   }
