@@ -50,7 +50,12 @@ const Names& kRaw() {
   static const Names names = {"astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj",
                               "print", "str", "repr", "format", "type",
                               "len", "file_write_npy", "save", "shape", "ndim", "size",
-                              "copy_value"};
+                              "copy_value",
+                              // Python values only held or moved: a list keeps
+                              // its elements' dtypes (uint64 2**64 - 1 too).
+                              "append", "extend", "insert", "concat", "to_list", "to_tuple",
+                              "unpack", "get", "keys", "values", "items", "update", "pop",
+                              "reverse", "clear"};
   return names;
 }
 // Exact on the int64 bits of uint64 values >= 2**63 (modular arithmetic and

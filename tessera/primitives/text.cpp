@@ -5,6 +5,7 @@
 // Float digits come from std::to_chars, which rounds correctly, as Python's
 // dtoa does; the layout rules (when to use an exponent, ".0", "1e+16") are
 // Python's (Python/pystrtod.c and Python/formatter_unicode.c).
+#include <complex>
 #include "tessera/primitives/text.hpp"
 
 #include <algorithm>
@@ -145,6 +146,36 @@ std::string float32_str(float v) {
   return (std::signbit(v) ? "-" : "") + repr_body(v);
 }
 
+// The shortest decimal that reads back as the same 16-bit float, as NumPy
+// prints np.float16(0.1) ("0.1").
+double shortest_16(double v, DType dt) {
+  if (!std::isfinite(v)) return v;
+  auto bits = [dt](double x) {
+    return dt == DType::float16 ? double_to_half(x) : float_to_bfloat(static_cast<float>(x));
+  };
+  for (int p = 1; p <= 6; ++p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    double r = std::strtod(buf, nullptr);
+    if (bits(r) == bits(v)) return r;
+  }
+  return v;
+}
+
+// Python's and NumPy's text of a complex number: "(1+2j)", "2j", "(1.5-0.5j)";
+// the parts in their shortest digits (float32's for complex64), without ".0".
+std::string complex_str(std::complex<double> z, bool single) {
+  auto part = [single](double v) {
+    std::string t = single ? float32_str(static_cast<float>(v)) : float_str(v);
+    if (t.size() > 2 && t.compare(t.size() - 2, 2, ".0") == 0) t.resize(t.size() - 2);
+    return t;
+  };
+  std::string im = part(std::fabs(z.imag()));
+  if (z.real() == 0.0 && !std::signbit(z.real())) return (std::signbit(z.imag()) ? "-" : "") + im + "j";
+  const bool minus = std::signbit(z.imag()) && !std::isnan(z.imag());
+  return "(" + part(z.real()) + (minus ? "-" : "+") + im + "j)";
+}
+
 // A 0-d array as the NumPy scalar it comes back to Python as.
 Value scalar_of(const Array& a) {
   switch (a.dtype()) {
@@ -215,6 +246,12 @@ std::string python_str(const Value& v) {
       const Array& a = v.as_array();
       if (a.ndim() != 0) return a.str();
       if (a.dtype() == DType::float32) return float32_str(static_cast<float>(a.get_double(0)));
+      if (a.dtype() == DType::uint64) return std::to_string(static_cast<uint64_t>(a.get_int(0)));
+      if (is_integer(a.dtype())) return std::to_string(a.get_int(0));
+      if (a.dtype() == DType::float16 || a.dtype() == DType::bfloat16) {
+        return float_str(shortest_16(a.get_double(0), a.dtype()));
+      }
+      if (is_complex(a.dtype())) return complex_str(a.get_complex(0), a.dtype() == DType::complex64);
       return python_str(scalar_of(a));
     }
     case ValueKind::list: return sequence_text(v);
@@ -243,6 +280,9 @@ std::string python_repr(const Value& v) {
     const Array& a = v.as_array();
     std::string body = python_str(v);
     if (a.dtype() == DType::bool_) return a.get_bool(0) ? "np.True_" : "np.False_";
+    if (is_complex(a.dtype()) && body.size() > 1 && body.front() == '(') {
+      body = body.substr(1, body.size() - 2);  // np.complex128(1+2j), not ((1+2j))
+    }
     return "np." + std::string(dtype_name(a.dtype())) + "(" + body + ")";
   }
   if (v.is_array()) {
