@@ -21,6 +21,37 @@ namespace tessera {
 
 namespace {
 
+// target[...] = v for a basic selection: Array::assign, split along the first
+// axis across the workers when large (a 1M-element slice write is memory
+// bound; one thread does not saturate the memory bus).
+void assign_parallel(Array& target, const Array& v0) {
+  constexpr int64_t kParallelElements = 1 << 16;
+  if (target.size() < kParallelElements || target.ndim() == 0 || target.dim(0) < 2) {
+    target.assign(v0);
+    return;
+  }
+  // NumPy reads the whole value before writing when the two overlap.
+  const Array v = v0.may_overlap(target) ? v0.copy() : v0;
+  // The value broadcast to the target's shape (stretched axes: stride 0).
+  const int nd = target.ndim(), lead = nd - v.ndim();
+  std::vector<int64_t> vst(nd, 0);
+  const std::vector<int64_t> own = v.strides();
+  for (int k = 0; k < v.ndim(); ++k) {
+    if (v.dim(k) != 1) vst[lead + k] = own[k];
+  }
+  const std::vector<int64_t> tst = target.strides();
+  Shape rest(target.shape().begin() + 1, target.shape().end());
+  const int64_t row = std::max<int64_t>(1, target.size() / target.dim(0));
+  parallel_for(target.dim(0), 0.3 * static_cast<double>(row), [&](int64_t b, int64_t e) {
+    Shape shape = target.shape();
+    shape[0] = e - b;
+    Array t = Array::view(target, shape, tst, target.offset() + b * tst[0]);
+    Array src = Array::view(v, shape, vst, v.offset() + b * vst[0], true);
+    t.assign(src);
+  });
+}
+
+
 enum class IndexKind { new_axis, ellipsis, integer, slice, advanced, mask };
 
 struct Index {
@@ -201,8 +232,12 @@ Selection select(const Array& x, const List& values, const char* op) {
     } else if (it.kind == IndexKind::slice) {
       int64_t start, step, len;
       slice_bounds(it.slice, x.dim(d), start, step, len);
-      std::vector<int64_t> t(len);
-      for (int64_t i = 0; i < len; ++i) t[i] = (start + i * step) * strides[d];
+      // Offset tables only for selections with advanced indices: a basic
+      // one is a view (shape and strides), at no cost per element.
+      std::vector<int64_t> t(has_adv ? len : 0);
+      if (has_adv) {
+        for (int64_t i = 0; i < len; ++i) t[i] = (start + i * step) * strides[d];
+      }
       if (len > 0 && !has_adv) sel.layout.base += start * strides[d];
       dims.push_back({len, std::move(t), step * strides[d]});
       ++d;
@@ -235,11 +270,6 @@ Selection select(const Array& x, const List& values, const char* op) {
     for (Dim& dim : dims) {
       sel.shape.push_back(dim.size);
       sel.strides.push_back(dim.stride);
-      if (!dim.table.empty()) {
-        const int64_t first = dim.table[0];
-        for (int64_t& t : dim.table) t -= first;
-      }
-      sel.layout.tables.push_back(std::move(dim.table));
     }
     return sel;
   }
@@ -387,7 +417,7 @@ Value setitem(Args& a) {
   }
   if (sel.basic) {
     Array target = Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
-    target.assign(v);
+    assign_parallel(target, v);
     return x;
   }
   // Advanced indices: the value, broadcast and converted, is gathered first
@@ -429,6 +459,7 @@ Value take(Args& a) {
   List items(axis, Value(Slice{}));
   items.push_back(indices);
   Selection sel = select(x, items, a.op());
+  if (sel.basic) return Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base).copy();
   return kernels::gather_offsets(x, sel.layout, sel.shape, &parallel_for);
 }
 
