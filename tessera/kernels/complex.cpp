@@ -16,16 +16,55 @@ namespace {
 
 using C = std::complex<double>;
 
-// `a` as complex128, broadcast to `shape` and packed.
-Array packed_complex(const Array& a, const Shape& shape) {
-  Array c = a.astype(DType::complex128);
-  return gather_view(c, broadcast_layout(c, shape));
-}
-
 [[noreturn]] void unsupported(const char* opname) {
   throw TypeError(error_message("[", opname,
                                 "] this operation does not support complex numbers (dtype "
                                 "complex128)"));
+}
+
+}  // namespace
+
+namespace {
+
+// `a` as a C-contiguous complex128 array of `shape` (no copy when it is one).
+Array dense_complex(const Array& a, const Shape& shape) {
+  Array c = a.astype(DType::complex128);
+  if (c.is_contiguous() && c.shape() == shape) return c;
+  return gather_view(c, broadcast_layout(c, shape));
+}
+
+// out[i] = f(x[i], y[i]) where an operand of one element is read once
+// (x ** 2, z * 1j): no broadcast copy of it.
+template <class Out, class F>
+void binary_loop(const Array& a, const Array& b, Array& out, double cost, F f) {
+  const Shape& shape = out.shape();
+  const bool a_one = a.size() == 1, b_one = b.size() == 1;
+  Array x = a_one ? a.astype(DType::complex128).contiguous() : dense_complex(a, shape);
+  Array y = b_one ? b.astype(DType::complex128).contiguous() : dense_complex(b, shape);
+  const C* px = x.data<C>();
+  const C* py = y.data<C>();
+  Out* po = out.data<Out>();
+  parallel_for(out.size(), cost, [&](int64_t begin, int64_t end) {
+    if (a_one) {
+      const C u = px[0];
+      for (int64_t i = begin; i < end; ++i) po[i] = f(u, py[i]);
+    } else if (b_one) {
+      const C v = py[0];
+      for (int64_t i = begin; i < end; ++i) po[i] = f(px[i], v);
+    } else {
+      for (int64_t i = begin; i < end; ++i) po[i] = f(px[i], py[i]);
+    }
+  });
+}
+
+template <class Out, class F>
+void unary_loop(const Array& a, Array& out, double cost, F f) {
+  Array x = a.astype(DType::complex128).contiguous();
+  const C* px = x.data<C>();
+  Out* po = out.data<Out>();
+  parallel_for(out.size(), cost, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+  });
 }
 
 }  // namespace
@@ -38,92 +77,74 @@ Array complex_binary(BinaryOp op, const Array& a, const Array& b, const char* op
                                               shape_str(a.shape()), " ", shape_str(b.shape())));
   }
   const bool predicate = op == BinaryOp::equal || op == BinaryOp::not_equal;
+  Array out(predicate ? DType::bool_ : DType::complex128, shape);
   switch (op) {
-    case BinaryOp::add:
-    case BinaryOp::subtract:
+    case BinaryOp::add: binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x + y; }); break;
+    case BinaryOp::subtract: binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x - y; }); break;
     case BinaryOp::multiply:
-    case BinaryOp::divide:
+      binary_loop<C>(a, b, out, 2.0, [](C x, C y) {
+        // (a+bi)(c+di) without std::complex's NaN/infinity recovery (what
+        // NumPy computes too).
+        return C(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());
+      });
+      break;
+    case BinaryOp::divide: binary_loop<C>(a, b, out, 8.0, [](C x, C y) { return x / y; }); break;
     case BinaryOp::power:
-    case BinaryOp::equal:
-    case BinaryOp::not_equal: break;
+      binary_loop<C>(a, b, out, 20.0, [](C x, C y) {
+        if (y == C(2, 0)) {
+          return C(x.real() * x.real() - x.imag() * x.imag(), 2 * x.real() * x.imag());
+        }
+        return std::pow(x, y);
+      });
+      break;
+    case BinaryOp::equal: binary_loop<bool>(a, b, out, 1.0, [](C x, C y) { return x == y; }); break;
+    case BinaryOp::not_equal:
+      binary_loop<bool>(a, b, out, 1.0, [](C x, C y) { return x != y; });
+      break;
     default: unsupported(opname);
   }
-  Array x = packed_complex(a, shape), y = packed_complex(b, shape);
-  Array out(predicate ? DType::bool_ : DType::complex128, shape);
-  const C* px = x.data<C>();
-  const C* py = y.data<C>();
-  parallel_for(out.size(), 4.0, [&](int64_t begin, int64_t end) {
-    if (predicate) {
-      bool* po = out.data<bool>();
-      for (int64_t i = begin; i < end; ++i) {
-        po[i] = (px[i] == py[i]) == (op == BinaryOp::equal);
-      }
-      return;
-    }
-    C* po = out.data<C>();
-    for (int64_t i = begin; i < end; ++i) {
-      switch (op) {
-        case BinaryOp::add: po[i] = px[i] + py[i]; break;
-        case BinaryOp::subtract: po[i] = px[i] - py[i]; break;
-        case BinaryOp::multiply: po[i] = px[i] * py[i]; break;
-        case BinaryOp::divide: po[i] = px[i] / py[i]; break;
-        default: po[i] = (py[i] == C(2, 0)) ? px[i] * px[i] : std::pow(px[i], py[i]); break;
-      }
-    }
-  });
   return out;
 }
 
 Array complex_unary(UnaryOp op, const Array& a, const char* opname) {
   DType out_dtype = DType::complex128;
+  if (op == UnaryOp::abs) out_dtype = DType::float64;
+  if (op == UnaryOp::isnan || op == UnaryOp::isinf || op == UnaryOp::isfinite) {
+    out_dtype = DType::bool_;
+  }
+  Array out(out_dtype, a.shape());
   switch (op) {
-    case UnaryOp::abs: out_dtype = DType::float64; break;
+    case UnaryOp::abs:
+      unary_loop<double>(a, out, 4.0, [](C z) { return std::hypot(z.real(), z.imag()); });
+      break;
     case UnaryOp::isnan:
+      unary_loop<bool>(a, out, 1.0, [](C z) { return std::isnan(z.real()) || std::isnan(z.imag()); });
+      break;
     case UnaryOp::isinf:
-    case UnaryOp::isfinite: out_dtype = DType::bool_; break;
-    case UnaryOp::negative:
-    case UnaryOp::positive:
-    case UnaryOp::sqrt:
+      unary_loop<bool>(a, out, 1.0, [](C z) { return std::isinf(z.real()) || std::isinf(z.imag()); });
+      break;
+    case UnaryOp::isfinite:
+      unary_loop<bool>(a, out, 1.0,
+                       [](C z) { return std::isfinite(z.real()) && std::isfinite(z.imag()); });
+      break;
+    case UnaryOp::negative: unary_loop<C>(a, out, 1.0, [](C z) { return -z; }); break;
+    case UnaryOp::positive: unary_loop<C>(a, out, 1.0, [](C z) { return z; }); break;
+    case UnaryOp::sqrt: unary_loop<C>(a, out, 20.0, [](C z) { return std::sqrt(z); }); break;
     case UnaryOp::square:
-    case UnaryOp::exp:
-    case UnaryOp::log:
-    case UnaryOp::sin:
-    case UnaryOp::cos:
-    case UnaryOp::tanh:
-    case UnaryOp::reciprocal: break;
+      unary_loop<C>(a, out, 2.0, [](C z) {
+        return C(z.real() * z.real() - z.imag() * z.imag(), 2 * z.real() * z.imag());
+      });
+      break;
+    case UnaryOp::exp: unary_loop<C>(a, out, 20.0, [](C z) { return std::exp(z); }); break;
+    case UnaryOp::log: unary_loop<C>(a, out, 20.0, [](C z) { return std::log(z); }); break;
+    case UnaryOp::sin: unary_loop<C>(a, out, 20.0, [](C z) { return std::sin(z); }); break;
+    case UnaryOp::cos: unary_loop<C>(a, out, 20.0, [](C z) { return std::cos(z); }); break;
+    case UnaryOp::tanh: unary_loop<C>(a, out, 20.0, [](C z) { return std::tanh(z); }); break;
+    case UnaryOp::reciprocal:
+      unary_loop<C>(a, out, 8.0, [](C z) { return C(1, 0) / z; });
+      break;
     default: unsupported(opname);
   }
-  Array x = a.astype(DType::complex128).contiguous();
-  Array out(out_dtype, x.shape());
-  const C* px = x.data<C>();
-  parallel_for(out.size(), 8.0, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const C z = px[i];
-      switch (op) {
-        case UnaryOp::abs: out.data<double>()[i] = std::abs(z); break;
-        case UnaryOp::isnan:
-          out.data<bool>()[i] = std::isnan(z.real()) || std::isnan(z.imag());
-          break;
-        case UnaryOp::isinf:
-          out.data<bool>()[i] = std::isinf(z.real()) || std::isinf(z.imag());
-          break;
-        case UnaryOp::isfinite:
-          out.data<bool>()[i] = std::isfinite(z.real()) && std::isfinite(z.imag());
-          break;
-        case UnaryOp::negative: out.data<C>()[i] = -z; break;
-        case UnaryOp::positive: out.data<C>()[i] = z; break;
-        case UnaryOp::sqrt: out.data<C>()[i] = std::sqrt(z); break;
-        case UnaryOp::square: out.data<C>()[i] = z * z; break;
-        case UnaryOp::exp: out.data<C>()[i] = std::exp(z); break;
-        case UnaryOp::log: out.data<C>()[i] = std::log(z); break;
-        case UnaryOp::sin: out.data<C>()[i] = std::sin(z); break;
-        case UnaryOp::cos: out.data<C>()[i] = std::cos(z); break;
-        case UnaryOp::tanh: out.data<C>()[i] = std::tanh(z); break;
-        case UnaryOp::reciprocal: out.data<C>()[i] = C(1, 0) / z; break;
-        default: break;
-      }
-    }
-  });
   return out;
 }
 

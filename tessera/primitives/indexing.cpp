@@ -327,6 +327,56 @@ bool element_offset(const Array& x, const List& idx, const char* op, int64_t& of
   return true;
 }
 
+// x[mask] with a boolean mask of x's own shape (the usual masked update,
+// z[mask] = z[mask] ** 2 + c[mask]): the mask itself, else null. Such a
+// selection is read and written in one pass over the mask, with no index
+// arrays or offset tables.
+const Array* whole_mask(const Array& x, const List& index) {
+  if (index.size() != 1 || !index[0].is_array() || x.ndim() == 0) return nullptr;
+  const Array& m = index[0].as_array();
+  return m.dtype() == DType::bool_ && m.shape() == x.shape() ? &m : nullptr;
+}
+
+Array mask_gather(const Array& x0, const Array& m0) {
+  const Array x = x0.contiguous(), m = m0.contiguous();
+  const bool* pm = m.data<bool>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < m.size(); ++i) count += pm[i];
+  Array out(x.dtype(), {count});
+  const size_t es = dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int64_t i = 0; i < m.size(); ++i) {
+    if (pm[i]) {
+      std::memcpy(dst, src + i * es, es);
+      dst += es;
+    }
+  }
+  return out;
+}
+
+// x[mask] = v into a C-contiguous x; false (nothing written) when v is not
+// one value or one per true element, which the general path reports.
+bool mask_scatter(Array& x, const Array& m0, const Array& v0) {
+  const Array m = m0.contiguous();
+  const bool* pm = m.data<bool>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < m.size(); ++i) count += pm[i];
+  if (v0.size() != 1 && !(v0.ndim() == 1 && v0.dim(0) == count)) return false;
+  const Array v = (v0.may_overlap(x) ? v0.copy() : v0).astype(x.dtype()).contiguous();
+  const size_t es = dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(v.raw());
+  const int64_t step = v.size() == 1 ? 0 : static_cast<int64_t>(es);
+  char* dst = static_cast<char*>(x.raw());
+  for (int64_t i = 0; i < m.size(); ++i) {
+    if (pm[i]) {
+      std::memcpy(dst + i * es, src, es);
+      src += step;
+    }
+  }
+  return true;
+}
+
 Value getitem(Args& a) {
   const List& idx = a.list(1);
   if (a[0].is_list() || a[0].is_dict() || a[0].is_string()) {
@@ -344,6 +394,7 @@ Value getitem(Args& a) {
     std::memcpy(one.raw(), static_cast<const char*>(x.origin_raw()) + offset * es, es);
     return one;
   }
+  if (const Array* m = whole_mask(x, index)) return mask_gather(x, *m);
   Selection sel = select(x, index, a.op());
   // Basic indexing gives a view of x, as in NumPy (a single element, every
   // axis indexed by an int, was a value of its own above, as NumPy's
@@ -399,6 +450,10 @@ Value setitem(Args& a) {
       });
     });
     return x;
+  }
+  if (const Array* m = whole_mask(x, idx); m && x.is_contiguous() &&
+                                            (a[1].is_numeric() || a[1].is_list())) {
+    if (mask_scatter(x, *m, a.view(1))) return x;
   }
   Selection sel = select(x, idx, a.op());
   Array v = a.view(1);
