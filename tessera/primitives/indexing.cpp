@@ -337,21 +337,33 @@ const Array* whole_mask(const Array& x, const List& index) {
   return m.dtype() == DType::bool_ && m.shape() == x.shape() ? &m : nullptr;
 }
 
+// Calls f(T{}) with T a plain type of `bytes` bytes (element copies by
+// size, inlined instead of a memcpy call per element).
+template <class F>
+void by_element_size(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    default: f(kernels::Bytes16{}); break;
+  }
+}
+
 Array mask_gather(const Array& x0, const Array& m0) {
   const Array x = x0.contiguous(), m = m0.contiguous();
   const bool* pm = m.data<bool>();
   int64_t count = 0;
   for (int64_t i = 0; i < m.size(); ++i) count += pm[i];
   Array out(x.dtype(), {count});
-  const size_t es = dtype_size(x.dtype());
-  const char* src = static_cast<const char*>(x.raw());
-  char* dst = static_cast<char*>(out.raw());
-  for (int64_t i = 0; i < m.size(); ++i) {
-    if (pm[i]) {
-      std::memcpy(dst, src + i * es, es);
-      dst += es;
+  by_element_size(dtype_size(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(x.raw());
+    T* dst = static_cast<T*>(out.raw());
+    for (int64_t i = 0; i < m.size(); ++i) {
+      if (pm[i]) *dst++ = src[i];
     }
-  }
+  });
   return out;
 }
 
@@ -364,16 +376,18 @@ bool mask_scatter(Array& x, const Array& m0, const Array& v0) {
   for (int64_t i = 0; i < m.size(); ++i) count += pm[i];
   if (v0.size() != 1 && !(v0.ndim() == 1 && v0.dim(0) == count)) return false;
   const Array v = (v0.may_overlap(x) ? v0.copy() : v0).astype(x.dtype()).contiguous();
-  const size_t es = dtype_size(x.dtype());
-  const char* src = static_cast<const char*>(v.raw());
-  const int64_t step = v.size() == 1 ? 0 : static_cast<int64_t>(es);
-  char* dst = static_cast<char*>(x.raw());
-  for (int64_t i = 0; i < m.size(); ++i) {
-    if (pm[i]) {
-      std::memcpy(dst + i * es, src, es);
-      src += step;
+  by_element_size(dtype_size(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(v.raw());
+    const int64_t step = v.size() == 1 ? 0 : 1;
+    T* dst = static_cast<T*>(x.raw());
+    for (int64_t i = 0; i < m.size(); ++i) {
+      if (pm[i]) {
+        dst[i] = *src;
+        src += step;
+      }
     }
-  }
+  });
   return true;
 }
 
