@@ -112,6 +112,13 @@ int lapack_lu(int64_t n, T* a, int64_t* ipiv) {
   return info;
 }
 
+int lapack_getrs(int64_t n, int64_t nrhs, const double* lu, const int64_t* pivots, double* b) {
+  std::vector<lapack_int> piv(static_cast<size_t>(std::max<int64_t>(n, 1)));
+  for (int64_t i = 0; i < n; ++i) piv[i] = static_cast<lapack_int>(pivots[i] + 1);
+  return LAPACKE_dgetrs(kRow, 'N', li(n), li(nrhs), lu, li(std::max<int64_t>(n, 1)), piv.data(), b,
+                        li(std::max<int64_t>(nrhs, 1)));
+}
+
 #define TESSERA_LAPACK_INSTANTIATE(T)                                                     \
   template int lapack_svd<T>(int64_t, int64_t, T*, T*, T*, T*, char);                     \
   template int lapack_eigh<T>(int64_t, T*, T*, char, bool);                               \

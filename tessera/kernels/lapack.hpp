@@ -44,4 +44,8 @@ int lapack_lstsq(int64_t m, int64_t n, int64_t nrhs, T* a, T* b, T* s, double rc
 template <class T>
 int lapack_lu(int64_t n, T* a, int64_t* ipiv);
 
+// Solves (LU) x = b in place for the factors of lapack_lu, with 0-based row
+// interchanges `pivots` (as lu_factor gives them); b is (n, nrhs) row-major.
+int lapack_getrs(int64_t n, int64_t nrhs, const double* lu, const int64_t* pivots, double* b);
+
 }  // namespace tessera::kernels

@@ -1,4 +1,5 @@
 #include "tessera/kernels/linalg.hpp"
+#include "tessera/kernels/lapack.hpp"
 
 #include <cblas.h>
 #if defined(__x86_64__)
@@ -271,8 +272,21 @@ Array scale_by(const Array& a, const Array& s, DType dt) {
   return out;
 }
 
+// Matrices of this order and more are factored and solved by LAPACK (blocked,
+// on BLAS 3); smaller ones by the loops below, which cost less than the
+// call and the layout conversions.
+constexpr int64_t kLapackOrder = 48;
+
 bool lu_factor(double* m, int64_t n, int64_t* pivots, int* sign) {
   *sign = 1;
+  if (n >= kLapackOrder) {
+    const int info = lapack_lu(n, m, pivots);  // 1-based interchanges
+    for (int64_t i = 0; i < n; ++i) {
+      pivots[i] -= 1;
+      if (pivots[i] != i) *sign = -*sign;
+    }
+    return info == 0;
+  }
   bool regular = true;
   for (int64_t col = 0; col < n; ++col) {
     int64_t best = col;
@@ -305,6 +319,10 @@ bool lu_factor(double* m, int64_t n, int64_t* pivots, int* sign) {
 }
 
 void lu_solve(const double* lu, const int64_t* pivots, int64_t n, double* x, int64_t nrhs) {
+  if (n >= kLapackOrder) {
+    lapack_getrs(n, nrhs, lu, pivots, x);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     if (pivots[i] != i) std::swap_ranges(x + i * nrhs, x + (i + 1) * nrhs, x + pivots[i] * nrhs);
   }

@@ -910,3 +910,19 @@ def test_generator_in_a_program_that_writes():
     assert got.shape == (4,) and len(set(got.tolist())) == 4
     assert np.all((got >= 0) & (got < 1))
     np.testing.assert_array_equal(tessera.jit(numpy_body(body, "seed"))(5), got)
+
+
+@pytest.mark.parametrize("n", [5, 47, 48, 120])
+def test_lu_based_linalg_small_and_large_orders(n):
+    # Orders from 48 on go to LAPACK's blocked LU; below, tessera's own loops.
+    rng = np.random.default_rng(n)
+    a = rng.normal(size=(n, n)) + n * np.eye(n)
+    b = rng.normal(size=(n, 3))
+    check(lambda a, b: (np.linalg.solve(a, b), np.linalg.inv(a), np.linalg.det(a)), a, b,
+          rtol=1e-9, atol=1e-9)
+    singular = a.copy()
+    singular[:, 1] = 0.0  # an exact zero pivot: LinAlgError in NumPy, ValueError here
+    with pytest.raises((np.linalg.LinAlgError, ValueError)):
+        np.linalg.solve(singular, b)
+    with pytest.raises(ValueError, match="singular"):
+        tessera.jit(lambda a, b: np.linalg.solve(a, b))(singular, b)
