@@ -22,6 +22,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/nodes.hpp"
+#include "tessera/primitives/random_stream.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/interrupt.hpp"
 
@@ -106,7 +107,7 @@ struct ArrEntry {
 
 enum class Op : uint8_t {
   Const, Var, Assign, Block, If, While, Break, Continue, Logic, Binary, GetItem, SetItem, AsType,
-  Call
+  Call, Uniform
 };
 
 // Binary operations computed inline for two ints or two floats.
@@ -152,6 +153,8 @@ struct FastLoop::Impl {
     };
     std::vector<Undo> undo;
     enum class Flow { normal, brk, cont } flow = Flow::normal;
+    uint64_t draws = 0;  // random draws since the checkpoint
+    uint64_t stream_at_checkpoint = 0;
   };
 
   // ---- compilation
@@ -311,6 +314,15 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     }
     out.counter = static_cast<int>(counted.size());
     counted.push_back(p);
+    if (spec.name == "random_uniform" && p->operands_.size() == 1) {
+      // np.random.random(): random_uniform(shape=tuple()), one draw of the
+      // global stream, made here (the stream is rewound on a roll-back).
+      auto* l = dynamic_cast<const ListNode*>(p->operands_[0].get());
+      if (l && l->items_.empty() && !l->as_array_) {
+        out.op = Op::Uniform;
+        return true;
+      }
+    }
     if (spec.name == "astype" && p->operands_.size() == 2) {
       auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
       if (d && d->value_.is_string()) {
@@ -711,6 +723,16 @@ Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
       return r;
     }
     case Op::Call: return call(n, st);
+    case Op::Uniform: {
+      // random_uniform's value for element 0 of the draw, low 0 and high 1
+      // (creation.cpp, kernels::uniform_fill_range): a 0-d float64 array.
+      const kernels::RandomKey key = next_uniform_key();
+      ++st.draws;
+      auto w = kernels::philox4x32(key, 0);
+      ++st.counts[n.counter];
+      return Reg::real(Reg::NpFloat, kernels::unit_double(w[0], w[1]));
+    }
+    default: break;
   }
   throw BAIL;
 }
@@ -747,6 +769,10 @@ void FastLoop::Impl::rollback(State& st, size_t arrays_before) const {
   st.counts = st.saved_counts;
   st.arrays.resize(arrays_before);
   st.flow = State::Flow::normal;
+  // The draws since the checkpoint are made again by the general
+  // evaluation: the stream goes back (unless another task drew meanwhile).
+  if (st.draws) rewind_random_stream(st.stream_at_checkpoint + st.draws, st.stream_at_checkpoint);
+  st.draws = 0;
 }
 
 void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
@@ -819,6 +845,8 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       st.saved_counts = st.counts;
       saved_last = last;
       st.undo.clear();
+      st.draws = 0;
+      st.stream_at_checkpoint = random_stream_position();
       arrays_before = st.arrays.size();
       since = 0;
     }

@@ -269,6 +269,8 @@ class ForEachNode : public Node {
 
 // list(a, b) and [a, b]: builds a list (or, for [..] of numbers, an array).
 class ListNode : public Node {
+  friend class FastLoop;
+
  public:
   ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array, bool tuple = false)
       : Node(std::move(loc)), items_(std::move(items)), as_array_(as_array), tuple_(tuple) {}

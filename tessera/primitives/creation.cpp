@@ -12,6 +12,7 @@
 #include "tessera/kernels/random.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/primitives/random_key.hpp"
+#include "tessera/primitives/random_stream.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -240,6 +241,22 @@ kernels::RandomKey random_key(const Args& a, size_t seed_index, RandomOp op) {
   uint64_t stream = g_stream.fetch_add(1) & ((uint64_t{1} << 56) - 1);
   return {g_seed.load(), tag | stream};
 }
+
+}  // namespace
+
+kernels::RandomKey next_uniform_key() {
+  uint64_t tag = static_cast<uint64_t>(kUniform) << 56;
+  uint64_t stream = g_stream.fetch_add(1) & ((uint64_t{1} << 56) - 1);
+  return {g_seed.load(), tag | stream};
+}
+
+uint64_t random_stream_position() { return g_stream.load(); }
+
+bool rewind_random_stream(uint64_t now, uint64_t to) {
+  return g_stream.compare_exchange_strong(now, to);
+}
+
+namespace {
 
 DType float_dtype(const Args& a, size_t i) {
   DType dt = a.dtype(i, DType::float64);

@@ -131,6 +131,24 @@ def deep_turn_then_error(x, d):
     return total
 
 
+def random_draws(n, fail_at):
+    # Scalar draws in a fast loop come from the same stream as the general
+    # path's, also when a roll-back (an IndexError at `fail_at`) makes the
+    # general path draw the last turns again.
+    np.random.seed(5)
+    out = np.zeros(n)
+    inside = 0
+    for i in range(n):
+        x = np.random.random()
+        y = np.random.random()
+        out[i] = x
+        if x * x + y * y <= 1.0:
+            inside += 1
+        if i == fail_at:
+            out[n + 1] = 0.0
+    return out, inside
+
+
 CASES = [
     (prefix, (np.arange(1.0, 9.0),)),
     (prefix, (np.arange(5, dtype=np.int64),)),
@@ -166,6 +184,12 @@ def test_fast_path_on_and_off_print_the_same():
         "        print(f.__name__, repr(r), repr(a))\n"
         "    except Exception as e:\n"
         "        print(f.__name__, type(e).__name__, str(e), repr(a))\n"
+        "for fail_at in (-1, 90):\n"
+        "    try:\n"
+        "        print(repr(tessera.jit(t.random_draws)(100, fail_at)))\n"
+        "    except IndexError as e:\n"
+        "        print('IndexError', e)\n"
+        "    print(repr(tessera.jit(t.random_draws)(100, -1)))\n"
         "g = tessera.jit(t.prefix)\n"
         "g(np.arange(3.0))\n"
         "print([l for l in g.counters().splitlines() if 'getitem' in l or 'setitem' in l])\n"
