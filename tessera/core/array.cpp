@@ -537,27 +537,12 @@ std::string format_float(double v, const FloatFormat& f) {
   return s + std::string(removed, ' ');
 }
 
-// The shortest decimal that reads back as the same 16-bit float (NumPy
-// prints float16 0.1 as "0.1", not as its float64 value 0.0999755859375).
-double shortest_16(double v, DType dt) {
-  if (!std::isfinite(v)) return v;
-  auto bits = [dt](double x) {
-    return dt == DType::float16 ? double_to_half(x) : float_to_bfloat(static_cast<float>(x));
-  };
-  for (int p = 1; p <= 6; ++p) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*g", p, v);
-    double r = std::strtod(buf, nullptr);
-    if (bits(r) == bits(v)) return r;
-  }
-  return v;
-}
 
 // Element i as a real number for printing (a 16-bit float as its shortest
 // decimal).
 double print_value(const Array& a, int64_t i) {
   double v = a.get_double(i);
-  if (a.dtype() == DType::float16 || a.dtype() == DType::bfloat16) v = shortest_16(v, a.dtype());
+  if (a.dtype() == DType::float16 || a.dtype() == DType::bfloat16) v = shortest_decimal_16(v, a.dtype());
   return v;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "tessera/core/error.hpp"
 
@@ -232,5 +234,19 @@ uint16_t double_to_half(double v) {
 }
 
 uint16_t float_to_half(float v) { return double_to_half(static_cast<double>(v)); }
+
+double shortest_decimal_16(double v, DType dt) {
+  if (!std::isfinite(v)) return v;
+  auto bits = [dt](double x) {
+    return dt == DType::float16 ? double_to_half(x) : float_to_bfloat(static_cast<float>(x));
+  };
+  for (int p = 1; p <= 6; ++p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    double r = std::strtod(buf, nullptr);
+    if (bits(r) == bits(v)) return r;
+  }
+  return v;
+}
 
 }  // namespace tessera

@@ -128,6 +128,11 @@ inline uint16_t float_to_bfloat(float v) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// The shortest decimal (as a double) that reads back as the same float16 or
+// bfloat16 value `v`: how NumPy prints them (np.float16(0.1) is "0.1", not
+// its float64 value 0.0999755859375); `v` itself when not finite.
+double shortest_decimal_16(double v, DType dt);
+
 // The C++ type stored for each dtype.
 template <DType D> struct dtype_traits;
 template <> struct dtype_traits<DType::bool_> { using type = bool; };

@@ -124,7 +124,16 @@ Array batched_product(const Array& a0, const Array& b0, const Shape& batch, cons
   const char* pb = static_cast<const char*>(b.raw());
   char* pc = static_cast<char*>(out.raw());
   const int64_t total_rows = static_cast<int64_t>(a_off.size()) * m;
-  parallel_for(total_rows, row_cost_ns(dt, k, n), [&](int64_t begin, int64_t end) {
+  // As few tiles as there are threads (or fewer, by the work): each BLAS call
+  // packs all of B, so 8 tiles on 2 threads packed it 8 times and ran slower
+  // than one thread. Rows are split evenly, the same for any thread count in
+  // deterministic mode (each element's sum runs in the same order anyway).
+  const int64_t by_work = static_cast<int64_t>(
+      static_cast<double>(total_rows) * row_cost_ns(dt, k, n) / kMinTaskNs);
+  const int64_t threads = deterministic_tiling() ? kDeterministicThreads : num_threads();
+  const int64_t chunks = std::clamp<int64_t>(std::min(by_work, threads), 1, total_rows);
+  parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = total_rows * c0 / chunks, end = total_rows * c1 / chunks;
     // A tile may span several matrices of the batch: one kernel call per matrix.
     for (int64_t r = begin; r < end;) {
       int64_t bi = r / m, row = r % m;

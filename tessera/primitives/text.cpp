@@ -146,21 +146,6 @@ std::string float32_str(float v) {
   return (std::signbit(v) ? "-" : "") + repr_body(v);
 }
 
-// The shortest decimal that reads back as the same 16-bit float, as NumPy
-// prints np.float16(0.1) ("0.1").
-double shortest_16(double v, DType dt) {
-  if (!std::isfinite(v)) return v;
-  auto bits = [dt](double x) {
-    return dt == DType::float16 ? double_to_half(x) : float_to_bfloat(static_cast<float>(x));
-  };
-  for (int p = 1; p <= 6; ++p) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*g", p, v);
-    double r = std::strtod(buf, nullptr);
-    if (bits(r) == bits(v)) return r;
-  }
-  return v;
-}
 
 // Python's and NumPy's text of a complex number: "(1+2j)", "2j", "(1.5-0.5j)";
 // the parts in their shortest digits (float32's for complex64), without ".0".
@@ -249,7 +234,7 @@ std::string python_str(const Value& v) {
       if (a.dtype() == DType::uint64) return std::to_string(static_cast<uint64_t>(a.get_int(0)));
       if (is_integer(a.dtype())) return std::to_string(a.get_int(0));
       if (a.dtype() == DType::float16 || a.dtype() == DType::bfloat16) {
-        return float_str(shortest_16(a.get_double(0), a.dtype()));
+        return float_str(shortest_decimal_16(a.get_double(0), a.dtype()));
       }
       if (is_complex(a.dtype())) return complex_str(a.get_complex(0), a.dtype() == DType::complex64);
       return python_str(scalar_of(a));
