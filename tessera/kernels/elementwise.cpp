@@ -176,6 +176,9 @@ DType unary_compute_dtype(UnaryOp op, DType in, const char* opname) {
     case UnaryOp::positive:
     case UnaryOp::sign:
     case UnaryOp::square: return in == DType::bool_ ? DType::int64 : in;
+    case UnaryOp::floor:
+    case UnaryOp::ceil:
+    case UnaryOp::trunc: return in;  // NumPy 2: integers and bools stay as they are
     default: return is_floating(in) ? in : DType::float64;
   }
 }

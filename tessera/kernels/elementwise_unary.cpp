@@ -96,6 +96,12 @@ void unary_typed(UnaryOp op, const Array& x, Array& out, int64_t begin, int64_t 
     case UnaryOp::logical_not: return pred([](T v) { return v == T(0); });
     default: break;
   }
+  // floor, ceil and trunc of integers and bools are the values themselves.
+  if constexpr (is_bool || is_int) {
+    if (op == UnaryOp::floor || op == UnaryOp::ceil || op == UnaryOp::trunc) {
+      return run([](T v) { return v; });
+    }
+  }
   if constexpr (is_bool) {
     if (op == UnaryOp::abs) return run([](T v) { return v; });
   } else if constexpr (is_int) {

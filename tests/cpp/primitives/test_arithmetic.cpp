@@ -414,7 +414,10 @@ TEST(ArithmeticUnary, FloatFunctionsTable) {
 TEST(ArithmeticUnary, IntegerInputsGiveFloat64) {
   EXPECT_TRUE(array_eq(call("sqrt", {i64({4, 9})}), DType::float64, {2}, {2, 3}));
   EXPECT_TRUE(array_eq(call("exp", {b8({false}, {1})}), DType::float64, {1}, {1}));
-  EXPECT_TRUE(array_eq(call("floor", {i64({3}, {1})}), DType::float64, {1}, {3}));
+  // NumPy 2: floor, ceil and trunc keep integers and bools as they are.
+  EXPECT_TRUE(array_eq(call("floor", {i64({3, -2})}), DType::int64, {2}, {3, -2}));
+  EXPECT_TRUE(array_eq(call("trunc", {b8({true}, {1})}), DType::bool_, {1}, {1}));
+  EXPECT_TRUE(array_eq(call("rint", {i64({3}, {1})}), DType::float64, {1}, {3}));
   EXPECT_TRUE(array_eq(call("reciprocal", {i64({2, 0})}), DType::float64, {2}, {0.5, kInf}));
   Value s = call("sqrt", {Value(int64_t{4})});
   ASSERT_TRUE(s.is_float());
