@@ -843,6 +843,9 @@ class FunctionTranslator(CallsMixin):
         if isinstance(target, ast.Subscript):
             return [self.setitem(target, value)]
         if isinstance(target, ast.Attribute):
+            if target.attr in ("real", "imag"):
+                # z.real = v: a write through the view, as NumPy's.
+                return [f"setitem({target.attr}({self.expr(target.value)}), {value}, \"...\")"]
             self.unsupported(f"assignment to the attribute '.{target.attr}'", target)
         self.unsupported(f"assignment to {type(target).__name__}", target)
 

@@ -263,6 +263,21 @@ Array Array::view(const Array& base, Shape shape, std::vector<int64_t> strides, 
   return a;
 }
 
+Array Array::complex_part_view(const Array& z, int part) {
+  Array a{NoStorage{}};
+  a.dtype_ = z.dtype_ == DType::complex64 ? DType::float32 : DType::float64;
+  a.shape_ = z.shape_;
+  a.size_ = z.size_;
+  a.storage_ = z.storage_;
+  // Two floats per complex element: offsets and strides in floats double.
+  a.offset_ = 2 * z.offset_ + part;
+  a.readonly_ = z.readonly_;
+  a.strides_ = z.strides();
+  for (int64_t& st : a.strides_) st *= 2;
+  a.normalize_strides();
+  return a;
+}
+
 void Array::normalize_strides() {
   if (strides_.empty()) return;
   // C-contiguous when every axis of extent > 1 has C order's stride (the

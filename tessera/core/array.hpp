@@ -84,6 +84,9 @@ class Array {
   // the storage, see offset()). Read-only when `base` is or `readonly`.
   static Array view(const Array& base, Shape shape, std::vector<int64_t> strides, int64_t offset,
                     bool readonly = false);
+  // The real (part 0) or imaginary (part 1) parts of a complex array as a
+  // float view of its buffer (NumPy's z.real, z.imag): writes reach z.
+  static Array complex_part_view(const Array& z, int part);
 
   // 0-d arrays from C++ scalars.
   static Array scalar(double v, DType dtype = DType::float64);

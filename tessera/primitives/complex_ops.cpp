@@ -20,13 +20,21 @@ Array numeric_arg(Args& a, size_t i) {
 
 // Scalars give scalars where Python would (real/imag of a float).
 Value part(Args& a, int which) {
+  if ((which == 0 || which == 1) && a[0].is_array() && is_complex(a[0].as_array().dtype())) {
+    // z.real and z.imag are views of z, as in NumPy (z.imag[0] = 7 writes z).
+    return Value(Array::complex_part_view(a.view(0), which));
+  }
   Array x = numeric_arg(a, 0);
   if (is_complex(x.dtype())) return Value(kernels::complex_part(x, which));
   switch (which) {
-    case 0: return a[0].is_scalar() ? a[0] : Value(x.copy());  // real of a real value
-    case 1:
+    // x.real of a real array is x itself (a view: writes reach x), and
+    // x.imag a new read-only array of zeros, as NumPy gives them.
+    case 0: return a[0].is_array() ? Value(a.view(0)) : a[0];
+    case 1: {
       if (a[0].is_scalar()) return a[0].is_float() ? Value(0.0) : Value(int64_t{0});
-      return Value(Array::zeros(x.dtype(), x.shape()));
+      Array z = Array::zeros(x.dtype(), x.shape());
+      return Value(Array::view(z, z.shape(), z.strides(), 0, true));
+    }
     case 2: return a[0].is_scalar() ? a[0] : Value(x.copy());
     default: {
       Array angle = kernels::complex_part(x, 3);
@@ -52,7 +60,9 @@ PrimitiveSpec part_spec(const char* name, int which, const char* help) {
                        .params = {{"x"}},
                        .help = help,
                        .eval = [which](Args& a) { return part(a, which); },
-                       .ns_per_element = 1.0};
+                       .ns_per_element = 1.0,
+                       // real/imag of a complex array are views of it.
+                       .views = which == 0 || which == 1};
 }
 
 const bool registered = register_primitives(without_gradient({
@@ -72,10 +82,11 @@ const bool registered = register_primitives(without_gradient({
        }
        return Value(kernels::make_complex(re, im));
      }},
-    part_spec("real", 0, "The real part, like numpy.real (float64 for complex128, float32 for "
-                         "complex64; a real array's copy)."),
-    part_spec("imag", 1, "The imaginary part, like numpy.imag (zeros of the dtype for real "
-                         "input)."),
+    part_spec("real", 0, "The real part, like numpy.real and z.real: a view of a complex array "
+                         "(float64 for complex128, float32 for complex64; writes reach z); a "
+                         "real array's copy."),
+    part_spec("imag", 1, "The imaginary part, like numpy.imag and z.imag: a view of a complex "
+                         "array (writes reach z); zeros of the dtype for real input."),
     part_spec("conj", 2, "The complex conjugate elementwise, like numpy.conj (real input is "
                          "returned as it is)."),
     part_spec("conjugate", 2, "Alias of conj, like numpy.conjugate."),

@@ -48,6 +48,7 @@ const Names& kRaw() {
   // copy_value (x.copy()) forwards arrays to the copy primitive, which
   // converts and stores back itself.
   static const Names names = {"astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj",
+                              "real", "imag",
                               "print", "str", "repr", "format", "type",
                               "len", "file_write_npy", "save", "shape", "ndim", "size",
                               "copy_value",
