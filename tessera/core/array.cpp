@@ -263,6 +263,13 @@ Array Array::view(const Array& base, Shape shape, std::vector<int64_t> strides, 
   return a;
 }
 
+Array Array::weak_complex(std::complex<double> v) {
+  Array a(DType::complex128, {});
+  *a.data<std::complex<double>>() = v;
+  a.weak_ = true;
+  return a;
+}
+
 Array Array::complex_part_view(const Array& z, int part) {
   Array a{NoStorage{}};
   a.dtype_ = z.dtype_ == DType::complex64 ? DType::float32 : DType::float64;

@@ -144,6 +144,12 @@ class Array {
   int64_t offset() const { return offset_; }
   // False for read-only arrays (broadcast views, read-only NumPy arrays).
   bool writable() const { return !readonly_; }
+  // True for a 0-d complex128 value that stands for a Python complex number
+  // (a literal 1j, complex(a, b) of numbers, a complex argument): weak in
+  // NumPy 2's promotion, as Python ints and floats are (float32_array * 1j
+  // is complex64). Arrays made from it are not weak.
+  bool weak() const { return weak_; }
+  static Array weak_complex(std::complex<double> v);
   // This array, or a C-contiguous copy of it when it is a strided view.
   Array contiguous() const { return strides_.empty() ? *this : copy(); }
 
@@ -201,6 +207,7 @@ class Array {
 
   DType dtype_ = DType::float64;
   bool readonly_ = false;
+  bool weak_ = false;  // a Python complex number (see weak())
   Shape shape_;
   int64_t size_ = 1;
   std::shared_ptr<Storage> storage_;

@@ -80,7 +80,10 @@ const bool registered = register_primitives(without_gradient({
          Array jw = kernels::make_complex(minus_im, kernels::complex_part(im, 0));
          return Value(kernels::complex_binary(BinaryOp::add, re, jw, a.op()));
        }
-       return Value(kernels::make_complex(re, im));
+       Array z = kernels::make_complex(re, im);
+       // complex(1, 2) of two numbers: a Python complex number, weak in promotion.
+       if (a[0].is_scalar() && a[1].is_scalar()) return Value(Array::weak_complex(z.get_complex(0)));
+       return Value(z);
      }},
     part_spec("real", 0, "The real part, like numpy.real and z.real: a view of a complex array "
                          "(float64 for complex128, float32 for complex64; writes reach z); a "

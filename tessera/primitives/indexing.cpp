@@ -433,9 +433,10 @@ Value setitem(Args& a) {
   Array x = a[0].as_array();
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
   check_python_int(a[1], x.dtype(), a.op());
-  if (a[1].is_array() && a[1].as_array().ndim() == 0 && is_complex(a[1].as_array().dtype()) &&
-      !is_complex(x.dtype())) {
-    // NumPy: a complex number does not go into a real array's element.
+  if (a[1].is_array() && a[1].as_array().weak() && !is_complex(x.dtype()) &&
+      x.dtype() != DType::bool_) {
+    // NumPy: a Python complex number does not go into a real array (a NumPy
+    // complex scalar is cast, dropping the imaginary part with a warning).
     throw TypeError(error_message("[", a.op(), "] cannot assign the complex value ",
                                   a[1].as_array().str(), " to an array of dtype ",
                                   dtype_name(x.dtype())));

@@ -272,6 +272,7 @@ class Args {
     int64_t python_int = 0;  // a Python int among the data arguments
     int complex_kind = 0;
     bool force = false;  // every result array is stored as `result`
+    bool weak_result = false;  // Python numbers in, a Python complex out
   };
   StorageState storage_;
 

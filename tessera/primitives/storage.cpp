@@ -262,8 +262,13 @@ void Args::convert_storage() {
   // not uint8: keeping only one that does not fit int8 missed it).
   int64_t python_lo = 0, python_hi = 0;
   bool have_python_int = false;
+  bool weak_complex = false;
   auto join = [&](const Array& x, size_t i) {
     refuse_complex(x, i);
+    if (x.weak()) {
+      weak_complex = true;  // a Python complex: weak, as Python's ints and floats
+      return;
+    }
     S = have ? promote(S, x.dtype()) : x.dtype();
     have = true;
   };
@@ -296,6 +301,13 @@ void Args::convert_storage() {
   if (have) {
     if (weak_float && !is_inexact(S)) S = DType::float64;
     if (weak_int && S == DType::bool_) S = DType::int64;
+    if (weak_complex && !is_complex(S)) S = complex_for(is_inexact(S) ? S : DType::float64);
+  } else if (weak_complex) {
+    // Only Python numbers (one of them complex): the result is a Python
+    // complex number too, weak as well.
+    S = DType::complex128;
+    have = true;
+    storage_.weak_result = true;
   }
   storage_.active = true;
   storage_.rule = s.dtype_rule;
@@ -493,6 +505,9 @@ Value Args::store_result(Value result) const {
   const StorageState& st = storage_;
   auto one = [&](const Array& r) {
     Array out = st.force ? r.astype(st.result) : store_one(r, st.rule, st.result, st.one_operand, op());
+    if (st.weak_result && out.ndim() == 0 && out.dtype() == DType::complex128) {
+      out = Array::weak_complex(out.get_complex(0));
+    }
     if (st.has_overflow_check && out.dtype() == st.result && r.dtype() == compute_dtype(st.result)) {
       throw std::overflow_error(error_message("[", op(), "] Python integer ",
                                               std::to_string(st.python_int), " out of bounds for ",

@@ -286,9 +286,7 @@ Value convert(py::handle obj, int depth) {
   if (PyLong_CheckExact(p)) return Value(to_int64(obj));
   if (PyFloat_Check(p)) return Value(PyFloat_AS_DOUBLE(p));  // also numpy.float64
   if (PyComplex_CheckExact(p)) {
-    Array z(DType::complex128, {});
-    *z.data<std::complex<double>>() = {PyComplex_RealAsDouble(p), PyComplex_ImagAsDouble(p)};
-    return Value(z);
+    return Value(Array::weak_complex({PyComplex_RealAsDouble(p), PyComplex_ImagAsDouble(p)}));
   }
   if (py::isinstance<py::array>(obj)) return Value(array_from_numpy(obj));
   if (PyUnicode_Check(p)) return Value(std::string(py::str(obj)));
@@ -335,6 +333,10 @@ py::object array_to_python(const Array& a) {
       case DType::float32: return np.float32(a.get_double(0));
       case DType::float64: return np.float64(a.get_double(0));
       default: {
+        if (a.weak()) {  // a Python complex number stays one
+          const std::complex<double> z = a.get_complex(0);
+          return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(z.real(), z.imag()));
+        }
         // The NumPy scalar of the array's dtype (int8, float16, complex64, ...).
         Array own = a.dtype() == DType::bfloat16 ? a.astype(DType::float32) : a.copy();
         py::object v = view_of(own);

@@ -59,11 +59,6 @@ def sample(dt, shape=(5,), seed=0, nonzero=False, positive=False):
 # literals, complex(), .real/.imag/.conj(), dtype objects.
 TRANSLATOR = "translator (python/tessera): not supported yet"
 KNOWN = [
-    (r"x\[0, 0\] = y\[0\] \(y complex", "a complex 0-d value into a real array's element raises "
-     "TypeError (NumPy raises for Python complex, casts np.complex128 scalars with a warning)"),
-    (r"x \+ 0j", "a complex literal is a strong complex128 value"),
-    (r"1j|2j|3j|\(1 \+ 2j\)", "a complex literal is a strong complex128 value: float32/complex64 "
-     "arrays with it give complex128 (NumPy: complex64)"),
     (r"out=x|np\.cbrt", TRANSLATOR + ": np.add(out=), np.cbrt"),
     (r"repr\(x\)|str\(x|print|f'\{", "printing: NumPy's float16/float32/complex/uint64 "
      "layout and scalar text (str(np.int8(5)) gives '5.0')"),
