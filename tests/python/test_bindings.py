@@ -225,9 +225,14 @@ def test_unsupported_objects_raise_type_error(value):
         run(IDENTITY, value)
 
 
-def test_python_complex_numbers_become_complex128():
+def test_python_complex_numbers_stay_python_complex_numbers():
+    # Held as a weak complex128 value; arithmetic with numbers keeps it one.
     r = run(TWICE, 1 + 2j)
+    assert type(r) is complex and r == 2 + 4j
+    r = run(TWICE, np.complex128(1 + 2j))
     assert type(r) is np.complex128 and r == 2 + 4j
+    r = run("define(f, x, y, x * y) f", np.ones(2, np.float32), 1j)
+    assert r.dtype == np.complex64
 
 
 def test_self_referential_list_is_refused():
