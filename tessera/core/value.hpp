@@ -117,6 +117,14 @@ class Value {
   const std::shared_ptr<const List>& list_ptr() const {
     return std::get<std::shared_ptr<const List>>(v_);
   }
+  // The items of a list (not a tuple) that this Value alone holds, to extend
+  // in place (xs.append(x) in a loop without copying xs each time); null
+  // when the list is shared (lists are values: others must not see it).
+  List* unique_list() {
+    if (!is_list() || is_tuple()) return nullptr;
+    auto& p = std::get<std::shared_ptr<const List>>(v_);
+    return p.use_count() == 1 ? const_cast<List*>(p.get()) : nullptr;
+  }
   const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(v_); }
   const std::shared_ptr<const Callable>& as_function() const {
     return std::get<std::shared_ptr<const Callable>>(v_);

@@ -52,13 +52,15 @@ bool debug() {
 namespace {
 
 struct Reg {
-  enum Kind : uint8_t { Undef, Nil, PyBool, PyInt, PyFloat, NpBool, NpInt, NpFloat, Arr };
+  // Obj: any other value (a slice, a string, a list), held in State::objects,
+  // passed to primitives as it is.
+  enum Kind : uint8_t { Undef, Nil, PyBool, PyInt, PyFloat, NpBool, NpInt, NpFloat, Arr, Obj };
   Kind k = Undef;
   union {
     bool b;
     int64_t i;
     double f;
-    int32_t a;  // index into State::arrays
+    int32_t a;  // index into State::arrays (Arr) or State::objects (Obj)
   };
   Reg() : i(0) {}
   static Reg make(Kind k, int64_t i) {
@@ -145,13 +147,18 @@ struct FastLoop::Impl {
     std::vector<uint8_t> assigned, saved_assigned;
     std::vector<uint64_t> counts, saved_counts;
     std::vector<ArrEntry> arrays;
+    std::vector<Value> objects;
     struct Undo {
-      int32_t arr;
-      int64_t offset;  // bytes from the entry's base
+      int32_t arr;     // element write: the entry written; -1 for a snapshot
+      int64_t offset;  // bytes from the entry's base; a snapshot's index
       uint8_t old[16];
       uint8_t size;
     };
     std::vector<Undo> undo;
+    // What an array-writing primitive (x += y on arrays, x[1:] = v, copyto)
+    // wrote into, and its elements before: restored on a roll-back.
+    std::vector<std::pair<Array, Array>> snapshots;
+    int64_t snapshot_elements = 0;
     enum class Flow { normal, brk, cont } flow = Flow::normal;
     uint64_t draws = 0;  // random draws since the checkpoint
     uint64_t stream_at_checkpoint = 0;
@@ -195,7 +202,7 @@ struct FastLoop::Impl {
       default: throw BAIL;
     }
   }
-  Reg binary(const FNode& n, const Reg& a, const Reg& b) const;
+  Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
   __attribute__((noinline)) Reg loop(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
@@ -213,9 +220,17 @@ struct FastLoop::Impl {
   }
   __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;
+  // True when every index operand of setitem `n` is an int expression that
+  // is a variable or a constant (an element write; checked without
+  // evaluating anything else).
+  static bool element_index(const FNode& n, const State& st, const Reg& x);
   __attribute__((noinline)) Reg astype(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
-  void rollback(State& st, size_t arrays_before) const;
+  // The primitive of `n` on `vals` by the general code (compute()), after a
+  // snapshot of what it writes into for one that writes.
+  __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,
+                                            State& st) const;
+  void rollback(State& st, size_t arrays_before, size_t objects_before) const;
   void write_back(const FramePtr& frame, const State& st) const;
 };
 
@@ -224,6 +239,13 @@ namespace {
 bool pure_primitive(const PrimitiveSpec& spec) {
   return !spec.writes && !spec.eval_async && !has_effects(spec) && spec.family != "dist" &&
          spec.family != "autodiff";
+}
+
+// A primitive whose only effect is writing into its first argument (x += y,
+// copyto, setitem): the fast path snapshots what it writes into first.
+bool writes_only(const PrimitiveSpec& spec) {
+  return spec.writes && !spec.eval_async && spec.family != "random" && spec.family != "io" &&
+         spec.family != "dist";
 }
 
 Fast fast_of(const std::string& name) {
@@ -352,7 +374,13 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
       out.op = Op::SetItem;
       return p->operands_.size() >= 3;
     }
-    if (!pure_primitive(spec)) {
+    if (spec.name == "append") {
+      // xs = append(xs, x) appends in place on the general path (AssignNode);
+      // here the list would be copied at every turn.
+      if (debug()) std::fprintf(stderr, "[fast loops] %s: list building stays general\n", n->loc().str().c_str());
+      return false;
+    }
+    if (!pure_primitive(spec) && !writes_only(spec)) {
       if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' has effects\n", n->loc().str().c_str(), spec.name.c_str());
       return false;
     }
@@ -374,7 +402,15 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
     r.k = Reg::Nil;
     return r;
   }
-  if (!v.is_array()) throw BAIL;
+  if (!v.is_array()) {
+    if (st.objects.size() >= kMaxArrays) throw BAIL;
+    st.objects.push_back(v);
+    Reg r;
+    r.k = Reg::Obj;
+    r.i = 0;
+    r.a = static_cast<int32_t>(st.objects.size() - 1);
+    return r;
+  }
   const Array& a = v.as_array();
   // An own 0-d value of these dtypes is a strong scalar; a 0-d view or a
   // NumPy array passed in stays an array (writes reach it).
@@ -418,13 +454,20 @@ Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
     case Reg::NpInt: return Value(Array::scalar_int(r.i));
     case Reg::NpFloat: return Value(Array::scalar(r.f));
     case Reg::Arr: return Value(st.arrays[r.a].array);
+    case Reg::Obj: return st.objects[r.a];
     default: return Value();
   }
 }
 
-Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b) const {
-  // NumPy's 0-d bool and anything not a number go the general way.
-  if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) throw BAIL;
+Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st) const {
+  // Arrays (and NumPy's 0-d bools) go through the primitive itself.
+  if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) {
+    if (a.k == Reg::Undef || b.k == Reg::Undef || a.k == Reg::Nil || b.k == Reg::Nil) throw BAIL;
+    std::vector<Value> vals{to_value(a, st), to_value(b, st)};
+    Reg r = call_values(n, vals, st);
+    --st.counts[n.counter];  // compute() counted it; eval adds one for every binary
+    return r;
+  }
   const bool strong = a.strong() || b.strong();
   const bool ints = (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
   const bool floats = !ints && a.k != Reg::PyBool && b.k != Reg::PyBool;
@@ -541,7 +584,15 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
   Reg v = eval(n.kids[1], st);
   const size_t nidx = n.kids.size() - 2;
-  if (x.k != Reg::Arr || !v.scalar()) throw BAIL;
+  if (x.k != Reg::Arr || !v.scalar() || !element_index(n, st, x)) {
+    // Slices, masks, array values: setitem itself, after a snapshot.
+    if (x.k != Reg::Arr || v.k == Reg::Undef) throw BAIL;
+    std::vector<Value> vals{to_value(x, st), to_value(v, st)};
+    for (size_t k = 2; k < n.kids.size(); ++k) vals.push_back(to_value(eval(n.kids[k], st), st));
+    Reg r = call_values(n, vals, st);
+    --st.counts[n.counter];  // compute() counted it; eval adds one for every setitem
+    return r;
+  }
   int64_t off = 0;
   {
     const ArrEntry& e = st.arrays[x.a];
@@ -591,6 +642,22 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   return x;
 }
 
+bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x) {
+  const size_t nidx = n.kids.size() - 2;
+  const ArrEntry& e = st.arrays[x.a];
+  if (!e.indexable || static_cast<size_t>(e.nd) != nidx) return false;
+  for (size_t k = 0; k < nidx; ++k) {
+    const FNode& i = n.kids[k + 2];
+    Reg::Kind kind = Reg::Undef;
+    if (i.op == Op::Const) kind = i.constant.k;
+    else if (i.op == Op::Var) kind = st.regs[i.reg].k;
+    else if (i.op == Op::Binary || i.op == Op::AsType) kind = Reg::PyInt;  // evaluated below
+    else return false;
+    if (kind != Reg::PyInt && kind != Reg::NpInt) return false;
+  }
+  return true;
+}
+
 Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
   if (!v.scalar()) throw BAIL;
@@ -617,6 +684,25 @@ Reg FastLoop::Impl::call(const FNode& n, State& st) const {
     Reg r = eval(k, st);
     if (r.k == Reg::Undef) throw BAIL;
     vals.push_back(to_value(r, st));
+  }
+  return call_values(n, vals, st);
+}
+
+Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State& st) const {
+  if (n.spec->writes) {
+    // The elements it may write, as they are now (small arrays only: a
+    // large one goes the general way, where the copy would cost more than
+    // the per-statement cost it saves).
+    constexpr int64_t kMaxSnapshot = 1 << 16;
+    if (vals.empty() || !vals[0].is_array()) throw BAIL;
+    const Array& target = vals[0].as_array();
+    if (target.size() > kMaxSnapshot || !target.writable()) throw BAIL;
+    st.snapshots.emplace_back(target, target.copy());
+    st.snapshot_elements += target.size();
+    State::Undo u{};
+    u.arr = -1;
+    u.offset = static_cast<int64_t>(st.snapshots.size() - 1);
+    st.undo.push_back(u);
   }
   Value r;
   try {
@@ -663,7 +749,7 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
       Reg ta, tb;
       const Reg& a = operand(n.kids[0], st, ta);
       const Reg& b = operand(n.kids[1], st, tb);
-      Reg r = binary(n, a, b);
+      Reg r = binary(n, a, b, st);
       ++st.counts[n.counter];
       return r;
     }
@@ -759,15 +845,23 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
   }
 }
 
-void FastLoop::Impl::rollback(State& st, size_t arrays_before) const {
+void FastLoop::Impl::rollback(State& st, size_t arrays_before, size_t objects_before) const {
   for (auto it = st.undo.rbegin(); it != st.undo.rend(); ++it) {
-    std::memcpy(st.arrays[it->arr].base + it->offset, it->old, it->size);
+    if (it->arr < 0) {
+      auto& [target, before] = st.snapshots[static_cast<size_t>(it->offset)];
+      target.assign(before);
+    } else {
+      std::memcpy(st.arrays[it->arr].base + it->offset, it->old, it->size);
+    }
   }
   st.undo.clear();
+  st.snapshots.clear();
+  st.snapshot_elements = 0;
   st.regs = st.saved;
   st.assigned = st.saved_assigned;
   st.counts = st.saved_counts;
   st.arrays.resize(arrays_before);
+  st.objects.resize(objects_before);
   st.flow = State::Flow::normal;
   // The draws since the checkpoint are made again by the general
   // evaluation: the stream goes back (unless another task drew meanwhile).
@@ -836,18 +930,22 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   constexpr int kCheckpointTurns = 64;
   constexpr size_t kMaxUndo = 1 << 14;
   int since = kCheckpointTurns;
-  size_t arrays_before = 0;
+  size_t arrays_before = 0, objects_before = 0;
   for (;;) {
     if (interrupt_requested()) break;  // between turns: nothing to undo
-    if (since >= kCheckpointTurns || st.undo.size() > kMaxUndo) {
+    if (since >= kCheckpointTurns || st.undo.size() > kMaxUndo ||
+        st.snapshot_elements > (int64_t{1} << 20)) {
       st.saved = st.regs;
       st.saved_assigned = st.assigned;
       st.saved_counts = st.counts;
       saved_last = last;
       st.undo.clear();
+      st.snapshots.clear();
+      st.snapshot_elements = 0;
       st.draws = 0;
       st.stream_at_checkpoint = random_stream_position();
       arrays_before = st.arrays.size();
+      objects_before = st.objects.size();
       since = 0;
     }
     ++since;
@@ -875,7 +973,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
                      "goes on in the general evaluation\n",
                      b.line);
       }
-      im.rollback(st, arrays_before);
+      im.rollback(st, arrays_before, objects_before);
       last = saved_last;
       break;
     }

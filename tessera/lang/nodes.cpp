@@ -282,11 +282,44 @@ bool assigns_variables(const Node* n) {
 AssignNode::AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value,
                        bool is_store)
     : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot), value_(std::move(value)),
-      is_store_(is_store), deferrable_(pure_value(value_.get()) && !assigns_variables(value_.get())) {}
+      is_store_(is_store), deferrable_(pure_value(value_.get()) && !assigns_variables(value_.get())) {
+  if (auto* call = dynamic_cast<const PrimitiveCallNode*>(value_.get())) {
+    auto* list = call->operands_.size() == 2
+                     ? dynamic_cast<const VariableNode*>(call->operands_[0].get())
+                     : nullptr;
+    appends_to_itself_ = call->spec()->name == "append" && call->slots_ == std::vector<int>{0, 1} &&
+                         list && list->depth() == depth_ && list->slot() == slot_;
+  }
+}
+
+bool AssignNode::append_in_place(const FramePtr& frame, Future<Value>& result) const {
+  if (!appends_to_itself_ || trace::on()) return false;
+  // xs = append(xs, x): the item first (it may read xs), then the list
+  // moved out of the variable, so that append holds the only reference and
+  // extends it in place (a loop of appends is linear, not quadratic).
+  auto* call = static_cast<const PrimitiveCallNode*>(value_.get());
+  Value item;
+  if (!call->operands_[1]->eval_now(frame, item)) return false;
+  Frame* target = frame->up(depth_);
+  std::vector<Value> vals(2);
+  if (!target->take_now(slot_, vals[0])) return false;
+  vals[1] = item;
+  try {
+    Value r = call->compute(vals);
+    target->set_appended(slot_, r, item);
+    result = Future<Value>::ready(std::move(r));
+  } catch (...) {
+    // Only an allocation can fail here (take_now took a list): the variable
+    // is lost with the program's run.
+    result = fail_at(call->loc(), std::current_exception());
+  }
+  return true;
+}
 
 Future<Value> AssignNode::eval_dataflow(const FramePtr& frame) const {
   Frame* target = frame->up(depth_);
   if (is_store_ && !target->defined(slot_)) return eval(frame);  // the error
+  if (Future<Value> r; append_in_place(frame, r)) return r;
   Value now;
   if (value_->eval_now(frame, now)) {
     target->set(slot_, now);
@@ -308,6 +341,7 @@ Future<Value> AssignNode::eval(const FramePtr& frame) const {
     return fail_with<std::invalid_argument>(
         loc(), error_message("[store] variable '", name_, "' is stored before it is defined"));
   }
+  if (Future<Value> r; append_in_place(frame, r)) return r;
   Value now;
   if (value_->eval_now(frame, now)) {
     // A value at once (`store(i, i + 1)`): no future to make.
@@ -862,6 +896,10 @@ Future<Value> after_deferred(const std::shared_ptr<std::vector<Future<Value>>>& 
 
 BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body)
     : Node(std::move(loc)), body_(std::move(body)) {
+  for (size_t i = 0; i + 1 < body_.size(); ++i) {
+    // A loop before the block's last statement: nobody reads its value.
+    if (auto* w = dynamic_cast<const WhileNode*>(body_[i].get())) w->mark_value_unused();
+  }
   for (size_t i = 0; i < body_.size(); ++i) {
     auto* a = dynamic_cast<const AssignNode*>(body_[i].get());
     // The last statement is the block's value: nothing after it to let go on.
@@ -1069,7 +1107,10 @@ Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<
       if (e == continue_signal()) continue;
       return give(b);
     }
-    last = b.take();
+    // The last turn's value is the loop's; a loop whose value nobody reads
+    // keeps none (it would hold the body's value, a list being appended to
+    // say, and make it shared at the next turn).
+    if (!value_unused_) last = b.take();
   }
 }
 
@@ -1085,7 +1126,7 @@ void WhileNode::resume(const FramePtr& frame, const Future<Value>& body, const V
     }
     return;
   }
-  run(frame, body.get(), done);
+  run(frame, value_unused_ ? Value() : body.get(), done);
 }
 
 namespace {

@@ -72,12 +72,16 @@ class AssignNode : public Node {
   const Node* value() const { return value_.get(); }
 
  private:
+  // xs = append(xs, x) with the list moved out of xs (appended in place);
+  // false when this is not that pattern or the values are not there yet.
+  bool append_in_place(const FramePtr& frame, Future<Value>& result) const;
   std::string name_;
   int depth_;
   size_t slot_;
   NodePtr value_;
   bool is_store_;
   bool deferrable_;
+  bool appends_to_itself_ = false;
 };
 
 // lambda(a, b, body) and define(f, a, b, body): makes a closure over the
@@ -101,6 +105,7 @@ class FunctionNode : public Node {
 // A call of a primitive with operands bound to its parameters at compile time.
 class PrimitiveCallNode : public Node {
   friend class FastLoop;
+  friend class AssignNode;
 
  public:
   // slots[i] is the parameter index of operand i; operands beyond the fixed
@@ -239,8 +244,12 @@ class WhileNode : public Node {
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "while"; }
   std::vector<const Node*> children() const override { return {cond_.get(), body_.get()}; }
+  // Set by the block that holds the loop as a statement whose value is not
+  // used (before the block's last statement).
+  void mark_value_unused() const { value_unused_ = true; }
 
  private:
+  mutable bool value_unused_ = false;
   // Runs turns from here on; `done` is the loop's promise once a turn went
   // asynchronous (null before: the result is returned then).
   Future<Value> run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const;

@@ -70,6 +70,18 @@ Future<Value> Frame::read(size_t slot) const {
   return Future<Value>::ready(stored(slot));
 }
 
+bool Frame::take_now(size_t slot, Value& out) {
+  std::lock_guard lock(spin_);
+  if (!slots_[slot].defined) return false;
+  for (const auto& p : pending_) {
+    if (p.slot == slot) return false;
+  }
+  if (!slots_[slot].value.is_list()) return false;
+  out = std::move(slots_[slot].value);
+  slots_[slot].value = Value();
+  return true;
+}
+
 bool Frame::read_now(size_t slot, Value& out) const {
   std::lock_guard lock(spin_);
   if (!slots_[slot].defined) return false;
@@ -111,6 +123,19 @@ Future<Value> Frame::take_pending(size_t slot) {
   Future<Value> f = std::move(it->future);
   pending_.erase(it);
   return f;
+}
+
+void Frame::set_appended(size_t slot, Value list, const Value& item) {
+  prepare(item);  // the list's other items were looked at when they were stored
+  Future<Value> dropped;
+  Value old;
+  {
+    std::lock_guard lock(spin_);
+    if (!pending_.empty()) dropped = take_pending(slot);
+    old = std::move(slots_[slot].value);
+    slots_[slot].value = std::move(list);
+    slots_[slot].defined = true;
+  }
 }
 
 void Frame::set(size_t slot, Value v) {

@@ -36,6 +36,10 @@ class Frame {
   // The slot's value into `out` if it holds one (assigned and not
   // pending): read() without a future.
   bool read_now(size_t slot, Value& out) const;
+  // The slot's value moved into `out` (the slot keeps nil until it is set
+  // again), under the same conditions as read_now: for xs = append(xs, x),
+  // which then holds the only reference and appends in place.
+  bool take_now(size_t slot, Value& out);
   // Dataflow assignment: `slot` takes the value of `pending` once it is
   // there; until then readers get the future and wait on it, not the
   // block that assigned it. A later set/set_pending of the slot wins over a
@@ -47,6 +51,9 @@ class Frame {
   // which holds the function: a strong reference would be a cycle that is
   // never freed); get() hands out a strong copy again.
   void set(size_t slot, Value v);
+  // set() of `list`, which is the list the slot held with `item` appended:
+  // only the item is scanned for closures (a loop of appends stays linear).
+  void set_appended(size_t slot, Value list, const Value& item);
   bool defined(size_t slot) const {
     std::lock_guard lock(spin_);
     return slots_[slot].defined;

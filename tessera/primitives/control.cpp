@@ -64,7 +64,13 @@ Value range_list(Args& a) {
 }
 
 Value append(Args& a) {
-  List out = a.list(0);
+  a.list(0);  // a TypeError for anything but a list
+  Value list = a.take(0);
+  if (List* items = list.unique_list()) {  // held by nobody else: extended in place
+    items->push_back(a[1]);
+    return list;
+  }
+  List out = list.as_list();
   out.push_back(a[1]);
   return Value(std::move(out));
 }

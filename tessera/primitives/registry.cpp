@@ -301,7 +301,9 @@ void Args::pack_views() {
   for (Value& v : values_) {
     if (v.is_array()) {
       if (!v.as_array().is_contiguous()) v = Value(packed(v.as_array()));
-    } else if (v.is_list()) {
+    } else if (v.is_list() && spec_->dtype_rule != DTypeRule::raw) {
+      // (raw primitives, which hold list items as they are (append, extend,
+      // to_tuple...), do not scan them: an append stays O(1).)
       const List& l = v.as_list();
       bool any = false;
       for (const Value& e : l) any = any || (e.is_array() && !e.as_array().is_contiguous());

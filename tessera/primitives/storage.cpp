@@ -231,6 +231,9 @@ bool is_count(const PrimitiveSpec& spec, size_t i) {
 
 void Args::convert_storage() {
   const PrimitiveSpec& s = *spec_;
+  // raw primitives see every dtype as it is (and lists are not scanned: an
+  // append to a long list stays O(1)).
+  if (s.dtype_rule == DTypeRule::raw) return;
   bool any = false;
   for (const Value& v : values_) {
     for_each_array(v, [&](const Array& x) { any = any || !real_compute(x.dtype()); });

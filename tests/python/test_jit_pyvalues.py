@@ -722,3 +722,25 @@ def test_map_without_an_iterable_is_unsupported():
 
 def test_np_degrees_and_radians():
     check(lambda x: (np.degrees(x), np.radians(x)), np.linspace(-3, 3, 7))
+
+
+def test_appends_in_a_loop_extend_in_place_but_lists_stay_values():
+    # xs.append(x) in a loop extends the list in place when nothing else
+    # holds it (linear time); a list another variable holds is copied first,
+    # so that one keeps its value (lists are values, docs/python.md).
+    def build(n):
+        xs = []
+        for i in range(n):
+            xs.append(i * i)
+        return xs
+
+    check(build, 5000)
+
+    def aliased(n):
+        xs = [1]
+        ys = xs
+        for i in range(n):
+            xs.append(i)
+        return xs, ys
+
+    assert tessera.jit(aliased)(3) == ([1, 0, 1, 2], [1])
