@@ -12,6 +12,7 @@
 // so errors keep their messages and positions and nothing is done twice.
 #include "tessera/lang/fastloop.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +95,12 @@ struct Bail {
 #define BAIL Bail{__LINE__}
 
 constexpr int kMaxDims = 4;
-constexpr size_t kMaxArrays = 4096;
+// Arrays made since the last checkpoint are kept (registers may refer to
+// them until a roll-back is no longer possible): at most this many entries,
+// and this many bytes of buffers the loop allocated itself (views share their
+// base's buffer and cost nothing).
+constexpr size_t kMaxArrays = 1 << 16;
+constexpr int64_t kMaxNewBytes = int64_t{64} << 20;
 
 struct ArrEntry {
   Array array;
@@ -141,6 +147,9 @@ struct FastLoop::Impl {
   // State::counts and added to the nodes' counters when the run ends (the
   // general evaluation counts each one as it goes).
   std::vector<const Node*> counted;
+  // Set when a run found the loop to be mostly array operations: later runs
+  // go straight to the general path.
+  mutable std::atomic<bool> prefer_general{false};
 
   struct State {
     std::vector<Reg> regs, saved;
@@ -148,6 +157,10 @@ struct FastLoop::Impl {
     std::vector<uint64_t> counts, saved_counts;
     std::vector<ArrEntry> arrays;
     std::vector<Value> objects;
+    int64_t new_bytes = 0;  // of arrays made since the checkpoint
+    // Operations done here and ones handed to the primitives (arrays): a
+    // loop of mostly array operations runs better on the general path.
+    int64_t inline_ops = 0, general_ops = 0;
     struct Undo {
       int32_t arr;     // element write: the entry written; -1 for a snapshot
       int64_t offset;  // bytes from the entry's base; a snapshot's index
@@ -423,6 +436,10 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
     }
   }
   if (st.arrays.size() >= kMaxArrays) throw BAIL;
+  if (a.use_count() <= 2 && !a.foreign()) {  // a buffer of its own, made in the loop
+    st.new_bytes += static_cast<int64_t>(a.storage_bytes());
+    if (st.new_bytes > kMaxNewBytes) throw BAIL;
+  }
   ArrEntry e;
   e.array = a;
   e.base = static_cast<char*>(a.origin_raw());
@@ -542,34 +559,48 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
 Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
   const size_t nidx = n.kids.size() - 1;
-  if (x.k == Reg::Arr && nidx > 0) {
+  Reg idx[kMaxDims];
+  bool element = x.k == Reg::Arr && nidx > 0 && nidx <= static_cast<size_t>(kMaxDims);
+  std::vector<Value> vals;  // the general way: every operand as a value
+  if (!element) vals.push_back(to_value(x, st));
+  for (size_t k = 0; k < nidx; ++k) {
+    Reg i = eval(n.kids[k + 1], st);
+    if (element && k < static_cast<size_t>(kMaxDims)) {
+      idx[k] = i;
+      if (i.k != Reg::PyInt && i.k != Reg::NpInt) {
+        // A slice, a list, an array: indexing by the primitive itself.
+        element = false;
+        vals.push_back(to_value(x, st));
+        for (size_t j = 0; j <= k; ++j) vals.push_back(to_value(idx[j], st));
+      }
+    } else {
+      vals.push_back(to_value(i, st));
+    }
+  }
+  if (element) {
     const ArrEntry& e = st.arrays[x.a];
     if (e.indexable && static_cast<size_t>(e.nd) == nidx &&
         (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_)) {
       int64_t off = 0;
       for (size_t k = 0; k < nidx; ++k) {
-        Reg i = eval(n.kids[k + 1], st);
-        if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw BAIL;
-        int64_t j = i.i < 0 ? i.i + e.shape[k] : i.i;
-        if (j < 0 || j >= e.shape[k]) throw BAIL;
+        int64_t j = idx[k].i < 0 ? idx[k].i + e.shape[k] : idx[k].i;
+        if (j < 0 || j >= e.shape[k]) throw BAIL;  // the IndexError is the general path's
         off += j * e.strides[k];
       }
       // The element (a 0-d own value in the general evaluation).
-      const ArrEntry& e2 = st.arrays[x.a];  // eval above may have grown the table
-      switch (e2.dt) {
+      switch (e.dt) {
         case DType::float64:
-          return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e2.base)[off]);
+          return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e.base)[off]);
         case DType::int64:
-          return Reg::make(Reg::NpInt, reinterpret_cast<const int64_t*>(e2.base)[off]);
-        default: return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e2.base)[off]);
+          return Reg::make(Reg::NpInt, reinterpret_cast<const int64_t*>(e.base)[off]);
+        default: return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
       }
     }
+    vals.push_back(to_value(x, st));
+    for (size_t k = 0; k < nidx; ++k) vals.push_back(to_value(idx[k], st));
   }
-  // Other indexing (slices, rows, lists): the primitive itself.
-  std::vector<Value> vals;
-  vals.reserve(n.kids.size());
-  vals.push_back(to_value(x, st));
-  for (size_t k = 1; k < n.kids.size(); ++k) vals.push_back(to_value(eval(n.kids[k], st), st));
+  // Other indexing (slices, rows, lists, other dtypes): the primitive itself.
+  ++st.general_ops;
   Value r;
   try {
     r = n.call->compute(vals);
@@ -689,6 +720,7 @@ Reg FastLoop::Impl::call(const FNode& n, State& st) const {
 }
 
 Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State& st) const {
+  ++st.general_ops;
   if (n.spec->writes) {
     // The elements it may write, as they are now (small arrays only: a
     // large one goes the general way, where the copy would cost more than
@@ -751,6 +783,7 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
       const Reg& b = operand(n.kids[1], st, tb);
       Reg r = binary(n, a, b, st);
       ++st.counts[n.counter];
+      ++st.inline_ops;
       return r;
     }
     case Op::While: return loop(n, st);
@@ -892,6 +925,10 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
 
 bool FastLoop::run(const FramePtr& frame, Value& result) const {
   const Impl& im = *impl_;
+  if (im.prefer_general.load(std::memory_order_relaxed)) {
+    result = Value();
+    return false;
+  }
   Impl::State st;
   const size_t n = im.vars.size();
   st.regs.resize(n);
@@ -933,6 +970,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   size_t arrays_before = 0, objects_before = 0;
   for (;;) {
     if (interrupt_requested()) break;  // between turns: nothing to undo
+    // Mostly array operations (each through the primitive, with a value
+    // conversion more than the general path): the rest of the loop, and its
+    // later runs, go the general way (between turns: nothing to undo).
+    if (st.general_ops > 64 && st.general_ops * 2 > st.inline_ops) {
+      im.prefer_general.store(true, std::memory_order_relaxed);
+      break;
+    }
     if (since >= kCheckpointTurns || st.undo.size() > kMaxUndo ||
         st.snapshot_elements > (int64_t{1} << 20)) {
       st.saved = st.regs;
@@ -946,6 +990,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       st.stream_at_checkpoint = random_stream_position();
       arrays_before = st.arrays.size();
       objects_before = st.objects.size();
+      st.new_bytes = 0;
       since = 0;
     }
     ++since;
