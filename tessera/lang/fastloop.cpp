@@ -216,6 +216,9 @@ struct FastLoop::Impl {
     }
   }
   Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
+  // Arrays and NumPy's 0-d bools: the primitive itself.
+  __attribute__((noinline)) Reg binary_general(const FNode& n, const Reg& a, const Reg& b,
+                                               State& st) const;
   __attribute__((noinline)) Reg loop(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
@@ -232,6 +235,8 @@ struct FastLoop::Impl {
     return tmp;
   }
   __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg getitem_general(const FNode& n, const Reg& x, const Reg* idx,
+                                                size_t done, State& st) const;
   __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;
   // True when every index operand of setitem `n` is an int expression that
   // is a variable or a constant (an element write; checked without
@@ -479,11 +484,7 @@ Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
 Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st) const {
   // Arrays (and NumPy's 0-d bools) go through the primitive itself.
   if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) {
-    if (a.k == Reg::Undef || b.k == Reg::Undef || a.k == Reg::Nil || b.k == Reg::Nil) throw BAIL;
-    std::vector<Value> vals{to_value(a, st), to_value(b, st)};
-    Reg r = call_values(n, vals, st);
-    --st.counts[n.counter];  // compute() counted it; eval adds one for every binary
-    return r;
+    return binary_general(n, a, b, st);
   }
   const bool strong = a.strong() || b.strong();
   const bool ints = (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
@@ -556,30 +557,28 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
   throw BAIL;
 }
 
+Reg FastLoop::Impl::binary_general(const FNode& n, const Reg& a, const Reg& b, State& st) const {
+  if (a.k == Reg::Undef || b.k == Reg::Undef || a.k == Reg::Nil || b.k == Reg::Nil) throw BAIL;
+  std::vector<Value> vals{to_value(a, st), to_value(b, st)};
+  Reg r = call_values(n, vals, st);
+  --st.counts[n.counter];  // compute() counted it; eval adds one for every binary
+  return r;
+}
+
 Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
   const size_t nidx = n.kids.size() - 1;
   Reg idx[kMaxDims];
-  bool element = x.k == Reg::Arr && nidx > 0 && nidx <= static_cast<size_t>(kMaxDims);
-  std::vector<Value> vals;  // the general way: every operand as a value
-  if (!element) vals.push_back(to_value(x, st));
-  for (size_t k = 0; k < nidx; ++k) {
-    Reg i = eval(n.kids[k + 1], st);
-    if (element && k < static_cast<size_t>(kMaxDims)) {
-      idx[k] = i;
-      if (i.k != Reg::PyInt && i.k != Reg::NpInt) {
-        // A slice, a list, an array: indexing by the primitive itself.
-        element = false;
-        vals.push_back(to_value(x, st));
-        for (size_t j = 0; j <= k; ++j) vals.push_back(to_value(idx[j], st));
-      }
-    } else {
-      vals.push_back(to_value(i, st));
+  size_t done = 0;  // index operands evaluated into idx
+  if (x.k == Reg::Arr && nidx > 0 && nidx <= static_cast<size_t>(kMaxDims)) {
+    // x[i, j] of ints: the element, read here.
+    bool ints = true;
+    for (; done < nidx && ints; ++done) {
+      idx[done] = eval(n.kids[done + 1], st);
+      ints = idx[done].k == Reg::PyInt || idx[done].k == Reg::NpInt;
     }
-  }
-  if (element) {
     const ArrEntry& e = st.arrays[x.a];
-    if (e.indexable && static_cast<size_t>(e.nd) == nidx &&
+    if (ints && e.indexable && static_cast<size_t>(e.nd) == nidx &&
         (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_)) {
       int64_t off = 0;
       for (size_t k = 0; k < nidx; ++k) {
@@ -596,10 +595,18 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
         default: return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
       }
     }
-    vals.push_back(to_value(x, st));
-    for (size_t k = 0; k < nidx; ++k) vals.push_back(to_value(idx[k], st));
   }
-  // Other indexing (slices, rows, lists, other dtypes): the primitive itself.
+  return getitem_general(n, x, idx, done, st);
+}
+
+Reg FastLoop::Impl::getitem_general(const FNode& n, const Reg& x, const Reg* idx, size_t done,
+                                    State& st) const {
+  // Other indexing (slices, rows, lists, other dtypes): the primitive itself,
+  // with the operands evaluated so far and the rest.
+  std::vector<Value> vals;
+  vals.push_back(to_value(x, st));
+  for (size_t k = 0; k < done; ++k) vals.push_back(to_value(idx[k], st));
+  for (size_t k = done + 1; k < n.kids.size(); ++k) vals.push_back(to_value(eval(n.kids[k], st), st));
   ++st.general_ops;
   Value r;
   try {
