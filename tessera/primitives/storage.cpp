@@ -175,6 +175,20 @@ void check_python_int(const Value& v, DType dt, const char* op) {
   }
 }
 
+namespace {
+
+void check_python_ints_in(const Value& list, DType dt, const char* op) {
+  for (const Value& e : list.as_list()) {
+    if (e.is_list()) {
+      check_python_ints_in(e, dt, op);
+    } else {
+      check_python_int(e, dt, op);
+    }
+  }
+}
+
+}  // namespace
+
 void apply_dtype_rules(PrimitiveSpec& spec) {
   const std::string& n = spec.name;
   if (spec.family == "arithmetic" || spec.family == "bitwise" || spec.family == "comparison") {
@@ -336,6 +350,13 @@ void Args::convert_storage() {
     }
     S = *requested;
     have = true;
+    if (is_integer(S) && (s.name == "array" || s.name == "asarray")) {
+      // np.array([300, 1], dtype=np.int8): NumPy 2 refuses a Python int the
+      // dtype cannot hold (a nested list's too).
+      for (size_t i = 0; i < values_.size(); ++i) {
+        if (values_[i].is_list()) check_python_ints_in(values_[i], S, s.name.c_str());
+      }
+    }
   } else if (!have) {
     storage_.active = false;
   }
