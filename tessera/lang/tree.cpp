@@ -127,19 +127,12 @@ Future<Value> Frame::take_pending(size_t slot) {
 
 void Frame::set_appended(size_t slot, Value list, const Value& item) {
   prepare(item);  // the list's other items were looked at when they were stored
-  Future<Value> dropped;
-  Value old;
-  {
-    std::lock_guard lock(spin_);
-    if (!pending_.empty()) dropped = take_pending(slot);
-    old = std::move(slots_[slot].value);
-    slots_[slot].value = std::move(list);
-    slots_[slot].defined = true;
-  }
+  store(slot, std::move(list));
 }
 
-void Frame::set(size_t slot, Value v) {
-  v = prepare(std::move(v));
+void Frame::set(size_t slot, Value v) { store(slot, prepare(std::move(v))); }
+
+void Frame::store(size_t slot, Value v) {
   Future<Value> dropped;
   Value old;
   {

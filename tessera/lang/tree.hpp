@@ -136,6 +136,8 @@ class Frame {
 
   // What set() stores for v (closures over this frame held weakly).
   Value prepare(Value v);
+  // Assigns an already prepared value.
+  void store(size_t slot, Value v);
   // What get() hands out for a defined slot (spin_ held).
   Value stored(size_t slot) const;
   // Removes the slot's pending define, if any, and gives its future (to be
