@@ -269,8 +269,41 @@ Value where_op(const Value& cond, const Value& x, const Value& y, const char* op
   return out;
 }
 
+namespace {
+
+// isclose of complex operands, by NumPy's formula: |a - b| <= atol + rtol |b|
+// where b is finite, or a == b (infinities), or both NaN with equal_nan.
+Array isclose_complex(const Array& A, const Array& B, double rtol, double atol, bool equal_nan,
+                      const char* op) {
+  using kernels::complex_binary;
+  using kernels::complex_unary;
+  Array diff = complex_unary(UnaryOp::abs, complex_binary(BinaryOp::subtract, A, B, op), op);
+  Array tol = binary_array(BinaryOp::add, Array::scalar(atol),
+                           binary_array(BinaryOp::multiply, Array::scalar(rtol),
+                                        complex_unary(UnaryOp::abs, B, op), op),
+                           op);
+  Array close = binary_array(BinaryOp::logical_and, binary_array(BinaryOp::less_equal, diff, tol, op),
+                             complex_unary(UnaryOp::isfinite, B, op), op);
+  Array out = binary_array(BinaryOp::logical_or, close, complex_binary(BinaryOp::equal, A, B, op), op);
+  if (equal_nan) {
+    Array nans = binary_array(BinaryOp::logical_and, complex_unary(UnaryOp::isnan, A, op),
+                              complex_unary(UnaryOp::isnan, B, op), op);
+    out = binary_array(BinaryOp::logical_or, out, nans, op);
+  }
+  return out;
+}
+
+}  // namespace
+
 Value isclose_op(const Value& a, const Value& b, double rtol, double atol, bool equal_nan,
                  const char* opname) {
+  if ((a.is_array() && is_complex(a.as_array().dtype())) ||
+      (b.is_array() && is_complex(b.as_array().dtype()))) {
+    Array out = isclose_complex(operand(a, opname, "argument 'a'"),
+                                operand(b, opname, "argument 'b'"), rtol, atol, equal_nan, opname);
+    if (out.ndim() == 0 && !a.is_array() && !b.is_array()) return Value(out.get_bool(0));
+    return out;
+  }
   Array x = cast_array(operand(a, opname, "argument 'a'"), DType::float64);
   Array y = cast_array(operand(b, opname, "argument 'b'"), DType::float64);
   auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);

@@ -756,3 +756,11 @@ def test_real_and_imag_are_views():
         return x
 
     check(write_imag_of_real, sample("float64", (3,), 42))  # ValueError (read-only) in both
+
+
+def test_isclose_of_complex_compares_both_parts():
+    # (It cast to float64 and compared the real parts only.)
+    z = np.array([1 + 2j, 0j, 3 - 1j, complex(np.inf, 1), complex(np.nan, 0)])
+    w = np.array([1 + 2.5j, 0j, 3 - 1j, complex(np.inf, 1), complex(np.nan, 0)])
+    check(lambda z, w: (np.isclose(z, w), np.allclose(z, w), np.isclose(z, w, equal_nan=True),
+                        np.isclose(z, 1 + 2j)), z, w)
