@@ -30,7 +30,7 @@ const Names& kSame() {
     "empty_like", "diag", "tril", "triu", "array", "dot", "matmul", "inner", "outer", "tensordot",
     "kron", "vdot", "einsum", "cross", "permutation", "rng_choice", "rng_permutation", "relu",
     "sigmoid", "softmax", "log_softmax", "gelu", "elu", "leaky_relu", "softplus", "where",
-    "nan_to_num", "clip", "flatten", "diff", "matmul_tn"};
+    "nan_to_num", "clip", "flatten", "diff", "matmul_tn", "full"};
   return names;
 }
 const Names& kAccumulate() {
@@ -105,6 +105,7 @@ const Names& kBilinear() {
 // all parameters as data.
 uint32_t data_mask(std::string_view name) {
   if (name == "where") return 0b110;  // cond is not promoted
+  if (name == "full") return 0b10;    // the fill value, not the shape
   // (Function-local tables: registration runs during static initialisation.)
   static const Names first_only = {
       "take", "take_along_axis", "index_update", "tile", "repeat", "roll", "pad", "split",
@@ -371,7 +372,14 @@ void Args::convert_storage() {
   for (size_t i = 0; i < values_.size(); ++i) {
     Value& v = values_[i];
     if (s.views && i == 0) continue;  // view primitives work on the array's own bytes
-    bool data = i < 32 && ((s.data_params >> i) & 1u) && have && !s.views;
+    // Data arguments meet in S's compute type only for primitives whose
+    // operands are promoted together (ufuncs, joins, reductions); any other
+    // (full's shape and fill value, reshape's shape) keeps its own kind.
+    const bool promoted = storage_.rule == DTypeRule::same ||
+                          storage_.rule == DTypeRule::accumulate ||
+                          storage_.rule == DTypeRule::mean;
+    bool data = i < 32 && ((s.data_params >> i) & 1u) && have && !s.views && promoted &&
+                !requested;
     auto convert = [&](const Array& x) {
       DType target = data && !requested ? C : compute_dtype(x.dtype());
       if (data && requested && !real_compute(x.dtype())) target = compute_dtype(x.dtype());

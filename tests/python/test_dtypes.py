@@ -764,3 +764,18 @@ def test_isclose_of_complex_compares_both_parts():
     w = np.array([1 + 2.5j, 0j, 3 - 1j, complex(np.inf, 1), complex(np.nan, 0)])
     check(lambda z, w: (np.isclose(z, w), np.allclose(z, w), np.isclose(z, w, equal_nan=True),
                         np.isclose(z, 1 + 2j)), z, w)
+
+
+@pytest.mark.parametrize("n, k, s", [(np.int32(3), np.int8(2), np.float32(1.5)),
+                                     (np.uint16(3), np.uint64(2), np.float16(2.0))])
+def test_numpy_scalars_as_shapes_indices_and_fill_values(n, k, s):
+    # A shape or an index stays an integer (it is not promoted with the fill
+    # value); np.full's dtype is its fill value's.
+    def f(n, k, s):
+        a = np.zeros(n)
+        b = [i for i in range(n)]
+        c = np.arange(10.0)[k]
+        d = np.ones((n, 2)).reshape(n * 2)
+        return a, b, c, d, a * s, np.full(n, s)
+
+    check(f, n, k, s)
