@@ -112,13 +112,13 @@ def dtype_name_of(obj) -> str | None:
 # includes only those it uses.
 HELPERS = {
     # x.tolist(): nested lists as deep as x (a 0-d array gives its element).
-    "__to_list": """define(__to_list, x, if(ndim(x) == 0, getitem(x), block(
+    "__to_list": """define(__to_list, x, if(ndim(x) == 0, item(x), block(
   define(r, list()), define(i, 0), define(n, len(x)),
   while(i < n, block(define(r, append(r, __to_list(getitem(x, i)))), define(i, i + 1))),
   r)))""",
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
-    "__item": """define(__item, x, getitem(ravel(x), 0))""",
+    "__item": """define(__item, x, item(x))""",
     # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
     "__index_tuple": """define(__index_tuple, x, t, block(
   define(i, 0), define(n, len(t)),

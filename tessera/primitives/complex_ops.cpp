@@ -111,6 +111,27 @@ const bool registered = register_primitives(without_gradient({
        if (a[0].is_scalar()) return Value(static_cast<int64_t>(dtype_size(scalar_dtype(a[0]))));
        a.type_error(0, "a number or an array");
      }},
+    {.name = "item", .family = "arithmetic",
+     .params = {{"x"}},
+     .help = "The one element of x as a Python number, like ndarray.item(): bool, int, float or "
+             "complex (a uint64 above int64's range stays a NumPy uint64); a ValueError unless x "
+             "has exactly one element.",
+     .eval = [](Args& a) -> Value {
+       if (a[0].is_scalar()) return a[0];
+       if (!a[0].is_array()) a.type_error(0, "a number or an array");
+       const Array& x = a[0].as_array();
+       if (x.size() != 1) {
+         throw std::invalid_argument(error_message(
+             "[", a.op(), "] can only convert an array of size 1 to a Python scalar, got ",
+             x.repr_short()));
+       }
+       const DType dt = x.dtype();
+       if (dt == DType::bool_) return Value(x.get_bool(0));
+       if (dt == DType::uint64 && x.get_int(0) < 0) return Value(x.reshaped({}).copy());
+       if (is_integer(dt)) return Value(x.get_int(0));
+       if (is_complex(dt)) return Value(Array::weak_complex(x.get_complex(0)));
+       return Value(x.get_double(0));
+     }},
     {.name = "iscomplexobj", .family = "arithmetic",
      .params = {{"x"}},
      .help = "True when x has a complex dtype (whatever its values), like numpy.iscomplexobj.",

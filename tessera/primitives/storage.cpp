@@ -47,7 +47,7 @@ const Names& kMean() {
 const Names& kRaw() {
   // copy_value (x.copy()) forwards arrays to the copy primitive, which
   // converts and stores back itself.
-  static const Names names = {"astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj",
+  static const Names names = {"astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj", "item",
                               "real", "imag",
                               "print", "str", "repr", "format", "type",
                               "len", "file_write_npy", "save", "shape", "ndim", "size",

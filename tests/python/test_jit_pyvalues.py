@@ -744,3 +744,26 @@ def test_appends_in_a_loop_extend_in_place_but_lists_stay_values():
         return xs, ys
 
     assert tessera.jit(aliased)(3) == ([1, 0, 1, 2], [1])
+
+
+def test_tolist_and_item_give_python_numbers():
+    # As NumPy's: Python int/float/bool/complex elements, not NumPy scalars.
+    def f(x, y, z, b, c):
+        return x.tolist(), y.tolist(), z.tolist(), x[0].item(), y.sum().item(), b.tolist(), c.item()
+
+    args = (np.arange(3), np.array([[1.5, 2.0]], np.float32), np.array([1, 2], np.uint8),
+            np.array([True, False]), np.array([1 + 2j]))
+    got = tessera.jit(f)(*args)
+    want = f(*args)
+    assert got == want
+
+    def types(v):
+        return [types(e) for e in v] if isinstance(v, list) else type(v)
+
+    assert types(list(got)) == types(list(want))
+
+    def two(x):
+        return x.item()
+
+    with pytest.raises(ValueError, match="size 1"):
+        tessera.jit(two)(np.arange(2))
