@@ -336,10 +336,15 @@ class CallsMixin:
             t = texts()
             if len(t) == 1:
                 return f"{name}({t[0]})"
-            prim = "minimum" if name == "min" else "maximum"
+            # Python's min(a, b): b if b < a else a -- the object itself
+            # (min(2, 3.5) is 2), NaN as Python orders it, and arrays of more
+            # than one element an error (an ambiguous truth value), as in
+            # Python; each argument evaluated once.
+            cmp = "<" if name == "min" else ">"
             out = t[0]
             for x in t[1:]:
-                out = f"{prim}({out}, {x})"
+                a, b = self.b.tmp(), self.b.tmp()
+                out = f"block(define({a}, {out}), define({b}, {x}), if(({b} {cmp} {a}), {b}, {a}))"
             return out
         if name == "sum":
             if kws or not 1 <= len(args) <= 2:

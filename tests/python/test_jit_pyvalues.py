@@ -767,3 +767,19 @@ def test_tolist_and_item_give_python_numbers():
 
     with pytest.raises(ValueError, match="size 1"):
         tessera.jit(two)(np.arange(2))
+
+
+def test_builtin_min_and_max_of_several_values_are_pythons():
+    # The object itself (min(2, 3.5) is 2), NaN ordered as Python orders it,
+    # each argument evaluated once; arrays of several elements are an error.
+    def f(a, b):
+        return (min(2, 3.5), max(2, 3.5), min(a, b), max(a, b, 0.5), min(float("nan"), 1.0),
+                min(1.0, float("nan")), min(3, 1, 2), max(True, 0))
+
+    check(f, 1.5, 0.25)
+
+    def arrays(x, y):
+        return min(x, y)
+
+    check(arrays, np.arange(3.0), np.ones(3))  # ValueError in both
+    check(arrays, np.arange(1.0), np.ones(1))  # one element each: fine
