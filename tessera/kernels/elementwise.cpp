@@ -175,6 +175,12 @@ DType unary_compute_dtype(UnaryOp op, DType in, const char* opname) {
     case UnaryOp::logical_not: return in;
     case UnaryOp::positive:
     case UnaryOp::sign:
+      if (in == DType::bool_) {
+        // NumPy has no loop for these on bools (UFuncTypeError).
+        throw TypeError(error_message("[", opname, "] ", op_name(op),
+                                      " of a bool array is not supported: got dtype bool"));
+      }
+      return in;
     case UnaryOp::square: return in == DType::bool_ ? DType::int64 : in;
     case UnaryOp::floor:
     case UnaryOp::ceil:

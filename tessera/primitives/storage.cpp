@@ -263,6 +263,33 @@ void Args::convert_storage() {
       if (!real_compute(*requested)) any = true;
     }
   }
+  if (!any && s.dtype_rule == DTypeRule::same && s.family == "arithmetic" &&
+      (s.scalar_binary != nullptr || s.params.size() == 1)) {
+    // Bool arrays only (no Python numbers): NumPy computes b // b, b % b,
+    // b ** 2 in int8 and sqrt(b) in float16; the kernels give int64 and
+    // float64, stored back by the same rule as the storage dtypes'.
+    bool bools = false, others = false;
+    for (size_t i = 0; i < values_.size() && i < 32; ++i) {
+      if (!((s.data_params >> i) & 1u)) continue;
+      const Value& v = values_[i];
+      if (v.is_array()) {
+        (v.as_array().dtype() == DType::bool_ ? bools : others) = true;
+      } else if (v.is_int() || v.is_float() || v.is_list()) {
+        others = true;
+      }
+    }
+    if (bools && !others) {
+      storage_.active = true;
+      storage_.rule = DTypeRule::same;
+      storage_.result = DType::bool_;
+      int operands = 0;
+      for (size_t i = 0; i < values_.size() && i < 32; ++i) {
+        if (((s.data_params >> i) & 1u) && values_[i].is_numeric()) ++operands;
+      }
+      storage_.one_operand = operands == 1;
+    }
+    return;
+  }
   if (!any || s.dtype_rule == DTypeRule::raw) return;
 
   auto refuse_complex = [&](const Array& x, size_t i) {
@@ -411,6 +438,8 @@ Array store_one(const Array& r, DTypeRule rule, DType S, bool one_operand, const
     case DTypeRule::same:
       if (R == C) {
         target = S;
+      } else if (S == DType::bool_ && R == DType::int64) {
+        target = DType::int8;  // b // b, b ** 2, np.square(b): NumPy's int8
       } else if (is_floating(R) && !is_inexact(S) && one_operand) {
         target = float_for(S);  // sqrt(int8) -> float16
         if (float_for(S) == DType::float64) target = R;
