@@ -76,9 +76,10 @@ KNOWN = [
     (r"^test_creation\w*\[complex\d+\]: np\.(zeros|ones|full|arange|eye|identity|empty|linspace)",
      "creation kernels have no complex128 loop"),
     (r"^test_creation_with_dtype\[bool\]: np\.arange", "np.arange(dtype=bool) is no error"),
-    (r"\[bool\]: (x // y|x % y|x \*\* 2|\+x|np\.square|np\.sign|np\.floor_divide|np\.remainder|"
-     r"np\.floor|np\.round|np\.conj)|bool bool$", "bool arithmetic: int64 where NumPy gives int8 "
-     "(bool // bool), +bool and sign(bool) are no error"),
+    (r"\[bool\]: (x // y|x % y|x \*\* 2|\+x|np\.floor_divide|np\.remainder|"
+     r"np\.round|np\.conj)|bool bool$", "bool arithmetic: division by False is a ValueError "
+     "(NumPy: 0 with a warning), b ** 2 is int64 (NumPy's square gives int8), +b is b "
+     "(NumPy: an error)"),
     (r"= -2\.5", "x[1:] = -2.5 on uint8: OverflowError expected? (NumPy raises)"),
     (r"^test_math_functions\[\w+\]: np\.(floor|ceil|trunc|reciprocal|hypot)|arctan2",
      "np.floor/ceil/trunc of ints keep the int dtype (NumPy 2.4), np.reciprocal of ints is an "
