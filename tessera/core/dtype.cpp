@@ -18,13 +18,20 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kInfo[kNumDTypes] = {
-    {DType::bool_, "bool", 1},          {DType::int64, "int64", 8},
-    {DType::float32, "float32", 4},     {DType::float64, "float64", 8},
-    {DType::int8, "int8", 1},           {DType::int16, "int16", 2},
-    {DType::int32, "int32", 4},         {DType::uint8, "uint8", 1},
-    {DType::uint16, "uint16", 2},       {DType::uint32, "uint32", 4},
-    {DType::uint64, "uint64", 8},       {DType::float16, "float16", 2},
-    {DType::bfloat16, "bfloat16", 2},   {DType::complex64, "complex64", 8},
+    {DType::bool_, "bool", 1},
+    {DType::int64, "int64", 8},
+    {DType::float32, "float32", 4},
+    {DType::float64, "float64", 8},
+    {DType::int8, "int8", 1},
+    {DType::int16, "int16", 2},
+    {DType::int32, "int32", 4},
+    {DType::uint8, "uint8", 1},
+    {DType::uint16, "uint16", 2},
+    {DType::uint32, "uint32", 4},
+    {DType::uint64, "uint64", 8},
+    {DType::float16, "float16", 2},
+    {DType::bfloat16, "bfloat16", 2},
+    {DType::complex64, "complex64", 8},
     {DType::complex128, "complex128", 16},
 };
 
@@ -35,24 +42,33 @@ struct Alias {
 
 // NumPy's aliases and type codes (np.dtype("i4") etc.), and Python's types.
 constexpr Alias kAliases[] = {
-    {"bool_", DType::bool_},      {"?", DType::bool_},          {"b1", DType::bool_},
-    {"int", DType::int64},        {"i8", DType::int64},         {"long", DType::int64},
-    {"intp", DType::int64},       {"int_", DType::int64},       {"longlong", DType::int64},
-    {"q", DType::int64},          {"l", DType::int64},          {"i1", DType::int8},
-    {"byte", DType::int8},        {"b", DType::int8},           {"i2", DType::int16},
-    {"short", DType::int16},      {"h", DType::int16},          {"i4", DType::int32},
-    {"intc", DType::int32},       {"i", DType::int32},          {"u1", DType::uint8},
-    {"ubyte", DType::uint8},      {"B", DType::uint8},          {"u2", DType::uint16},
-    {"ushort", DType::uint16},    {"H", DType::uint16},         {"u4", DType::uint32},
-    {"uintc", DType::uint32},     {"I", DType::uint32},         {"u8", DType::uint64},
-    {"uint", DType::uint64},      {"uintp", DType::uint64},     {"ulonglong", DType::uint64},
-    {"Q", DType::uint64},         {"L", DType::uint64},         {"f2", DType::float16},
-    {"half", DType::float16},     {"e", DType::float16},        {"f4", DType::float32},
-    {"single", DType::float32},   {"f", DType::float32},        {"float", DType::float64},
-    {"f8", DType::float64},       {"double", DType::float64},   {"d", DType::float64},
-    {"float_", DType::float64},   {"c8", DType::complex64},     {"csingle", DType::complex64},
-    {"F", DType::complex64},      {"complex", DType::complex128}, {"c16", DType::complex128},
-    {"cdouble", DType::complex128}, {"D", DType::complex128},   {"complex_", DType::complex128},
+    {"bool_", DType::bool_},      {"?", DType::bool_},
+    {"b1", DType::bool_},         {"int", DType::int64},
+    {"i8", DType::int64},         {"long", DType::int64},
+    {"intp", DType::int64},       {"int_", DType::int64},
+    {"longlong", DType::int64},   {"q", DType::int64},
+    {"l", DType::int64},          {"i1", DType::int8},
+    {"byte", DType::int8},        {"b", DType::int8},
+    {"i2", DType::int16},         {"short", DType::int16},
+    {"h", DType::int16},          {"i4", DType::int32},
+    {"intc", DType::int32},       {"i", DType::int32},
+    {"u1", DType::uint8},         {"ubyte", DType::uint8},
+    {"B", DType::uint8},          {"u2", DType::uint16},
+    {"ushort", DType::uint16},    {"H", DType::uint16},
+    {"u4", DType::uint32},        {"uintc", DType::uint32},
+    {"I", DType::uint32},         {"u8", DType::uint64},
+    {"uint", DType::uint64},      {"uintp", DType::uint64},
+    {"ulonglong", DType::uint64}, {"Q", DType::uint64},
+    {"L", DType::uint64},         {"f2", DType::float16},
+    {"half", DType::float16},     {"e", DType::float16},
+    {"f4", DType::float32},       {"single", DType::float32},
+    {"f", DType::float32},        {"float", DType::float64},
+    {"f8", DType::float64},       {"double", DType::float64},
+    {"d", DType::float64},        {"float_", DType::float64},
+    {"c8", DType::complex64},     {"csingle", DType::complex64},
+    {"F", DType::complex64},      {"complex", DType::complex128},
+    {"c16", DType::complex128},   {"cdouble", DType::complex128},
+    {"D", DType::complex128},     {"complex_", DType::complex128},
     {"bf16", DType::bfloat16},
 };
 
@@ -69,10 +85,14 @@ int int_bits(DType dt) { return static_cast<int>(dtype_size(dt)) * 8; }
 
 DType signed_of_bits(int bits) {
   switch (bits) {
-    case 8: return DType::int8;
-    case 16: return DType::int16;
-    case 32: return DType::int32;
-    default: return DType::int64;
+    case 8:
+      return DType::int8;
+    case 16:
+      return DType::int16;
+    case 32:
+      return DType::int32;
+    default:
+      return DType::int64;
   }
 }
 
@@ -97,8 +117,8 @@ int needed_float_bits(DType dt) {
 }  // namespace
 
 void unsupported_dtype(DType dt, const char* where) {
-  throw TypeError(error_message("[", where, "] dtype ", dtype_name(dt),
-                                " is not supported by this operation"));
+  throw TypeError(
+      error_message("[", where, "] dtype ", dtype_name(dt), " is not supported by this operation"));
 }
 
 std::string_view dtype_name(DType dt) {
@@ -175,14 +195,13 @@ DType promote(DType a, DType b) {
   }
   // b complex
   return std::max(needed_float_bits(a), needed_float_bits(b)) <= 32 ? DType::complex64
-                                                                      : DType::complex128;
+                                                                    : DType::complex128;
 }
 
 bool can_cast_safe(DType from, DType to) { return promote(from, to) == to; }
 
 bool can_cast_same_kind(DType from, DType to) {
-  return can_cast_safe(from, to) || kind(from) <= kind(to) ||
-         (kind(from) == 2 && kind(to) == 2);
+  return can_cast_safe(from, to) || kind(from) <= kind(to) || (kind(from) == 2 && kind(to) == 2);
 }
 
 float half_to_float(uint16_t bits) {
@@ -216,11 +235,11 @@ uint16_t double_to_half(double v) {
   double a = std::fabs(v);
   if (std::isnan(v)) return static_cast<uint16_t>(sign | 0x7e00u);
   if (a >= 65520.0) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
-  if (a < 5.9604644775390625e-08 / 2) return sign;                  // below half the least subnormal
+  if (a < 5.9604644775390625e-08 / 2) return sign;                 // below half the least subnormal
   int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  int exp = e - 1;    // a = 1.x * 2^exp
-  if (exp < -14) {    // subnormal: units of 2^-24
+  std::frexp(a, &e);                                   // a = m * 2^e, m in [0.5, 1)
+  int exp = e - 1;                                     // a = 1.x * 2^exp
+  if (exp < -14) {                                     // subnormal: units of 2^-24
     double units = std::nearbyint(std::ldexp(a, 24));  // ties to even (default rounding)
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(units));
   }

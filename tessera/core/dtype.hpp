@@ -69,8 +69,8 @@ inline bool is_inexact(DType dt) { return is_floating(dt) || is_complex(dt); }
 // True for the types kernels compute in: bool, int64, float32, float64 and
 // complex128.
 inline bool is_compute_dtype(DType dt) {
-  return dt == DType::bool_ || dt == DType::int64 || dt == DType::float32 ||
-         dt == DType::float64 || dt == DType::complex128;
+  return dt == DType::bool_ || dt == DType::int64 || dt == DType::float32 || dt == DType::float64 ||
+         dt == DType::complex128;
 }
 
 // The type a value of `dt` is computed in: narrower integers and uint64 in
@@ -134,31 +134,93 @@ inline uint16_t float_to_bfloat(float v) {
 double shortest_decimal_16(double v, DType dt);
 
 // The C++ type stored for each dtype.
-template <DType D> struct dtype_traits;
-template <> struct dtype_traits<DType::bool_> { using type = bool; };
-template <> struct dtype_traits<DType::int64> { using type = int64_t; };
-template <> struct dtype_traits<DType::float32> { using type = float; };
-template <> struct dtype_traits<DType::float64> { using type = double; };
+template <DType D>
+struct dtype_traits;
+template <>
+struct dtype_traits<DType::bool_> {
+  using type = bool;
+};
+template <>
+struct dtype_traits<DType::int64> {
+  using type = int64_t;
+};
+template <>
+struct dtype_traits<DType::float32> {
+  using type = float;
+};
+template <>
+struct dtype_traits<DType::float64> {
+  using type = double;
+};
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::bool_; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::int64; }
-template <> constexpr DType dtype_of<float>() { return DType::float32; }
-template <> constexpr DType dtype_of<double>() { return DType::float64; }
-template <> constexpr DType dtype_of<int8_t>() { return DType::int8; }
-template <> constexpr DType dtype_of<int16_t>() { return DType::int16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::int32; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::uint8; }
-template <> constexpr DType dtype_of<uint16_t>() { return DType::uint16; }
-template <> constexpr DType dtype_of<uint32_t>() { return DType::uint32; }
-template <> constexpr DType dtype_of<uint64_t>() { return DType::uint64; }
-template <> constexpr DType dtype_of<float16_t>() { return DType::float16; }
-template <> constexpr DType dtype_of<bfloat16_t>() { return DType::bfloat16; }
-template <> constexpr DType dtype_of<std::complex<float>>() { return DType::complex64; }
-template <> constexpr DType dtype_of<std::complex<double>>() { return DType::complex128; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::bool_;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::int64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::float64;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return DType::int8;
+}
+template <>
+constexpr DType dtype_of<int16_t>() {
+  return DType::int16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::int32;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::uint8;
+}
+template <>
+constexpr DType dtype_of<uint16_t>() {
+  return DType::uint16;
+}
+template <>
+constexpr DType dtype_of<uint32_t>() {
+  return DType::uint32;
+}
+template <>
+constexpr DType dtype_of<uint64_t>() {
+  return DType::uint64;
+}
+template <>
+constexpr DType dtype_of<float16_t>() {
+  return DType::float16;
+}
+template <>
+constexpr DType dtype_of<bfloat16_t>() {
+  return DType::bfloat16;
+}
+template <>
+constexpr DType dtype_of<std::complex<float>>() {
+  return DType::complex64;
+}
+template <>
+constexpr DType dtype_of<std::complex<double>>() {
+  return DType::complex128;
+}
 
 // A value standing for a C++ element type, passed to visitors.
-template <class T> struct TypeTag { using type = T; };
+template <class T>
+struct TypeTag {
+  using type = T;
+};
 
 // Thrown by dispatch() for a dtype the calling kernel has no loop for.
 [[noreturn]] void unsupported_dtype(DType dt, const char* where);
@@ -170,11 +232,16 @@ template <class T> struct TypeTag { using type = T; };
 template <class F>
 decltype(auto) dispatch(DType dt, F&& f) {
   switch (dt) {
-    case DType::bool_: return f(TypeTag<bool>{});
-    case DType::int64: return f(TypeTag<int64_t>{});
-    case DType::float32: return f(TypeTag<float>{});
-    case DType::float64: return f(TypeTag<double>{});
-    default: unsupported_dtype(dt, "this kernel");
+    case DType::bool_:
+      return f(TypeTag<bool>{});
+    case DType::int64:
+      return f(TypeTag<int64_t>{});
+    case DType::float32:
+      return f(TypeTag<float>{});
+    case DType::float64:
+      return f(TypeTag<double>{});
+    default:
+      unsupported_dtype(dt, "this kernel");
   }
 }
 
@@ -182,21 +249,36 @@ decltype(auto) dispatch(DType dt, F&& f) {
 template <class F>
 decltype(auto) dispatch_all(DType dt, F&& f) {
   switch (dt) {
-    case DType::bool_: return f(TypeTag<bool>{});
-    case DType::int64: return f(TypeTag<int64_t>{});
-    case DType::float32: return f(TypeTag<float>{});
-    case DType::float64: return f(TypeTag<double>{});
-    case DType::int8: return f(TypeTag<int8_t>{});
-    case DType::int16: return f(TypeTag<int16_t>{});
-    case DType::int32: return f(TypeTag<int32_t>{});
-    case DType::uint8: return f(TypeTag<uint8_t>{});
-    case DType::uint16: return f(TypeTag<uint16_t>{});
-    case DType::uint32: return f(TypeTag<uint32_t>{});
-    case DType::uint64: return f(TypeTag<uint64_t>{});
-    case DType::float16: return f(TypeTag<float16_t>{});
-    case DType::bfloat16: return f(TypeTag<bfloat16_t>{});
-    case DType::complex64: return f(TypeTag<std::complex<float>>{});
-    case DType::complex128: return f(TypeTag<std::complex<double>>{});
+    case DType::bool_:
+      return f(TypeTag<bool>{});
+    case DType::int64:
+      return f(TypeTag<int64_t>{});
+    case DType::float32:
+      return f(TypeTag<float>{});
+    case DType::float64:
+      return f(TypeTag<double>{});
+    case DType::int8:
+      return f(TypeTag<int8_t>{});
+    case DType::int16:
+      return f(TypeTag<int16_t>{});
+    case DType::int32:
+      return f(TypeTag<int32_t>{});
+    case DType::uint8:
+      return f(TypeTag<uint8_t>{});
+    case DType::uint16:
+      return f(TypeTag<uint16_t>{});
+    case DType::uint32:
+      return f(TypeTag<uint32_t>{});
+    case DType::uint64:
+      return f(TypeTag<uint64_t>{});
+    case DType::float16:
+      return f(TypeTag<float16_t>{});
+    case DType::bfloat16:
+      return f(TypeTag<bfloat16_t>{});
+    case DType::complex64:
+      return f(TypeTag<std::complex<float>>{});
+    case DType::complex128:
+      return f(TypeTag<std::complex<double>>{});
   }
   unsupported_dtype(dt, "dispatch_all");
 }

@@ -79,16 +79,23 @@ Array complex_binary(BinaryOp op, const Array& a, const Array& b, const char* op
   const bool predicate = op == BinaryOp::equal || op == BinaryOp::not_equal;
   Array out(predicate ? DType::bool_ : DType::complex128, shape);
   switch (op) {
-    case BinaryOp::add: binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x + y; }); break;
-    case BinaryOp::subtract: binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x - y; }); break;
+    case BinaryOp::add:
+      binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x + y; });
+      break;
+    case BinaryOp::subtract:
+      binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x - y; });
+      break;
     case BinaryOp::multiply:
       binary_loop<C>(a, b, out, 2.0, [](C x, C y) {
         // (a+bi)(c+di) without std::complex's NaN/infinity recovery (what
         // NumPy computes too).
-        return C(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());
+        return C(x.real() * y.real() - x.imag() * y.imag(),
+                 x.real() * y.imag() + x.imag() * y.real());
       });
       break;
-    case BinaryOp::divide: binary_loop<C>(a, b, out, 8.0, [](C x, C y) { return x / y; }); break;
+    case BinaryOp::divide:
+      binary_loop<C>(a, b, out, 8.0, [](C x, C y) { return x / y; });
+      break;
     case BinaryOp::power:
       binary_loop<C>(a, b, out, 20.0, [](C x, C y) {
         if (y == C(2, 0)) {
@@ -97,11 +104,14 @@ Array complex_binary(BinaryOp op, const Array& a, const Array& b, const char* op
         return std::pow(x, y);
       });
       break;
-    case BinaryOp::equal: binary_loop<bool>(a, b, out, 1.0, [](C x, C y) { return x == y; }); break;
+    case BinaryOp::equal:
+      binary_loop<bool>(a, b, out, 1.0, [](C x, C y) { return x == y; });
+      break;
     case BinaryOp::not_equal:
       binary_loop<bool>(a, b, out, 1.0, [](C x, C y) { return x != y; });
       break;
-    default: unsupported(opname);
+    default:
+      unsupported(opname);
   }
   return out;
 }
@@ -118,32 +128,51 @@ Array complex_unary(UnaryOp op, const Array& a, const char* opname) {
       unary_loop<double>(a, out, 4.0, [](C z) { return std::hypot(z.real(), z.imag()); });
       break;
     case UnaryOp::isnan:
-      unary_loop<bool>(a, out, 1.0, [](C z) { return std::isnan(z.real()) || std::isnan(z.imag()); });
+      unary_loop<bool>(a, out, 1.0,
+                       [](C z) { return std::isnan(z.real()) || std::isnan(z.imag()); });
       break;
     case UnaryOp::isinf:
-      unary_loop<bool>(a, out, 1.0, [](C z) { return std::isinf(z.real()) || std::isinf(z.imag()); });
+      unary_loop<bool>(a, out, 1.0,
+                       [](C z) { return std::isinf(z.real()) || std::isinf(z.imag()); });
       break;
     case UnaryOp::isfinite:
       unary_loop<bool>(a, out, 1.0,
                        [](C z) { return std::isfinite(z.real()) && std::isfinite(z.imag()); });
       break;
-    case UnaryOp::negative: unary_loop<C>(a, out, 1.0, [](C z) { return -z; }); break;
-    case UnaryOp::positive: unary_loop<C>(a, out, 1.0, [](C z) { return z; }); break;
-    case UnaryOp::sqrt: unary_loop<C>(a, out, 20.0, [](C z) { return std::sqrt(z); }); break;
+    case UnaryOp::negative:
+      unary_loop<C>(a, out, 1.0, [](C z) { return -z; });
+      break;
+    case UnaryOp::positive:
+      unary_loop<C>(a, out, 1.0, [](C z) { return z; });
+      break;
+    case UnaryOp::sqrt:
+      unary_loop<C>(a, out, 20.0, [](C z) { return std::sqrt(z); });
+      break;
     case UnaryOp::square:
       unary_loop<C>(a, out, 2.0, [](C z) {
         return C(z.real() * z.real() - z.imag() * z.imag(), 2 * z.real() * z.imag());
       });
       break;
-    case UnaryOp::exp: unary_loop<C>(a, out, 20.0, [](C z) { return std::exp(z); }); break;
-    case UnaryOp::log: unary_loop<C>(a, out, 20.0, [](C z) { return std::log(z); }); break;
-    case UnaryOp::sin: unary_loop<C>(a, out, 20.0, [](C z) { return std::sin(z); }); break;
-    case UnaryOp::cos: unary_loop<C>(a, out, 20.0, [](C z) { return std::cos(z); }); break;
-    case UnaryOp::tanh: unary_loop<C>(a, out, 20.0, [](C z) { return std::tanh(z); }); break;
+    case UnaryOp::exp:
+      unary_loop<C>(a, out, 20.0, [](C z) { return std::exp(z); });
+      break;
+    case UnaryOp::log:
+      unary_loop<C>(a, out, 20.0, [](C z) { return std::log(z); });
+      break;
+    case UnaryOp::sin:
+      unary_loop<C>(a, out, 20.0, [](C z) { return std::sin(z); });
+      break;
+    case UnaryOp::cos:
+      unary_loop<C>(a, out, 20.0, [](C z) { return std::cos(z); });
+      break;
+    case UnaryOp::tanh:
+      unary_loop<C>(a, out, 20.0, [](C z) { return std::tanh(z); });
+      break;
     case UnaryOp::reciprocal:
       unary_loop<C>(a, out, 8.0, [](C z) { return C(1, 0) / z; });
       break;
-    default: unsupported(opname);
+    default:
+      unsupported(opname);
   }
   return out;
 }
@@ -154,10 +183,18 @@ Array complex_part(const Array& a, int part) {
   const C* px = x.data<C>();
   for (int64_t i = 0; i < x.size(); ++i) {
     switch (part) {
-      case 0: out.data<double>()[i] = px[i].real(); break;
-      case 1: out.data<double>()[i] = px[i].imag(); break;
-      case 2: out.data<C>()[i] = std::conj(px[i]); break;
-      default: out.data<double>()[i] = std::arg(px[i]); break;
+      case 0:
+        out.data<double>()[i] = px[i].real();
+        break;
+      case 1:
+        out.data<double>()[i] = px[i].imag();
+        break;
+      case 2:
+        out.data<C>()[i] = std::conj(px[i]);
+        break;
+      default:
+        out.data<double>()[i] = std::arg(px[i]);
+        break;
     }
   }
   return out;
@@ -167,8 +204,8 @@ Array make_complex(const Array& re, const Array& im) {
   Shape shape;
   if (!broadcast_shape_pair(re.shape(), im.shape(), shape)) {
     throw std::invalid_argument(error_message("[complex] real and imaginary parts of shapes ",
-                                              shape_str(re.shape()), " and ",
-                                              shape_str(im.shape()), " do not broadcast"));
+                                              shape_str(re.shape()), " and ", shape_str(im.shape()),
+                                              " do not broadcast"));
   }
   Array r = re.astype(DType::float64), i = im.astype(DType::float64);
   r = gather_view(r, broadcast_layout(r, shape));

@@ -92,7 +92,8 @@ struct Reg {
 struct Bail {
   int line;  // where in this file (TESSERA_FAST_LOOPS=debug reports it)
 };
-#define BAIL Bail{__LINE__}
+#define BAIL \
+  Bail { __LINE__ }
 
 constexpr int kMaxDims = 4;
 // Arrays made since the last checkpoint are kept (registers may refer to
@@ -114,8 +115,21 @@ struct ArrEntry {
 };
 
 enum class Op : uint8_t {
-  Const, Var, Assign, Block, If, While, Break, Continue, Logic, Binary, GetItem, SetItem, AsType,
-  Call, Uniform
+  Const,
+  Var,
+  Assign,
+  Block,
+  If,
+  While,
+  Break,
+  Continue,
+  Logic,
+  Binary,
+  GetItem,
+  SetItem,
+  AsType,
+  Call,
+  Uniform
 };
 
 // Binary operations computed inline for two ints or two floats.
@@ -196,23 +210,31 @@ struct FastLoop::Impl {
   static bool truthy(const Reg& r) {
     switch (r.k) {
       case Reg::PyBool:
-      case Reg::NpBool: return r.b;
+      case Reg::NpBool:
+        return r.b;
       case Reg::PyInt:
-      case Reg::NpInt: return r.i != 0;
+      case Reg::NpInt:
+        return r.i != 0;
       case Reg::PyFloat:
-      case Reg::NpFloat: return r.f != 0.0;
-      default: throw BAIL;
+      case Reg::NpFloat:
+        return r.f != 0.0;
+      default:
+        throw BAIL;
     }
   }
   static Value py(const Reg& r) {
     switch (r.k) {
       case Reg::PyBool:
-      case Reg::NpBool: return Value(r.b);
+      case Reg::NpBool:
+        return Value(r.b);
       case Reg::PyInt:
-      case Reg::NpInt: return Value(r.i);
+      case Reg::NpInt:
+        return Value(r.i);
       case Reg::PyFloat:
-      case Reg::NpFloat: return Value(r.f);
-      default: throw BAIL;
+      case Reg::NpFloat:
+        return Value(r.f);
+      default:
+        throw BAIL;
     }
   }
   Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
@@ -267,14 +289,25 @@ bool writes_only(const PrimitiveSpec& spec) {
 }
 
 Fast fast_of(const std::string& name) {
-  static const std::map<std::string, Fast, std::less<>> table = {
-      {"add", Fast::add},     {"iadd", Fast::add},   {"subtract", Fast::sub},
-      {"isub", Fast::sub},    {"multiply", Fast::mul}, {"imul", Fast::mul},
-      {"divide", Fast::div},  {"itruediv", Fast::div}, {"less", Fast::lt},
-      {"less_equal", Fast::le}, {"greater", Fast::gt}, {"greater_equal", Fast::ge},
-      {"equal", Fast::eq},    {"not_equal", Fast::ne}, {"floor_divide", Fast::floordiv},
-      {"ifloordiv", Fast::floordiv}, {"mod", Fast::mod}, {"remainder", Fast::mod},
-      {"imod", Fast::mod}};
+  static const std::map<std::string, Fast, std::less<>> table = {{"add", Fast::add},
+                                                                 {"iadd", Fast::add},
+                                                                 {"subtract", Fast::sub},
+                                                                 {"isub", Fast::sub},
+                                                                 {"multiply", Fast::mul},
+                                                                 {"imul", Fast::mul},
+                                                                 {"divide", Fast::div},
+                                                                 {"itruediv", Fast::div},
+                                                                 {"less", Fast::lt},
+                                                                 {"less_equal", Fast::le},
+                                                                 {"greater", Fast::gt},
+                                                                 {"greater_equal", Fast::ge},
+                                                                 {"equal", Fast::eq},
+                                                                 {"not_equal", Fast::ne},
+                                                                 {"floor_divide", Fast::floordiv},
+                                                                 {"ifloordiv", Fast::floordiv},
+                                                                 {"mod", Fast::mod},
+                                                                 {"remainder", Fast::mod},
+                                                                 {"imod", Fast::mod}};
   auto it = table.find(name);
   return it == table.end() ? Fast::none : it->second;
 }
@@ -294,7 +327,9 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     } else if (v.is_nil()) {
       out.constant.k = Reg::Nil;
     } else {
-      if (debug()) std::fprintf(stderr, "[fast loops] %s: the constant %s is outside the subset\n", n->loc().str().c_str(), n->label().c_str());
+      if (debug())
+        std::fprintf(stderr, "[fast loops] %s: the constant %s is outside the subset\n",
+                     n->loc().str().c_str(), n->label().c_str());
       return false;
     }
     return true;
@@ -348,7 +383,9 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     // variadic reordering), so kids[i] is parameter i.
     for (size_t i = 0; i < p->slots_.size(); ++i) {
       if (p->slots_[i] != static_cast<int>(i) && !spec.variadic) {
-        if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' has named arguments\n", n->loc().str().c_str(), spec.name.c_str());
+        if (debug())
+          std::fprintf(stderr, "[fast loops] %s: '%s' has named arguments\n",
+                       n->loc().str().c_str(), spec.name.c_str());
         return false;
       }
     }
@@ -395,11 +432,15 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     if (spec.name == "append") {
       // xs = append(xs, x) appends in place on the general path (AssignNode);
       // here the list would be copied at every turn.
-      if (debug()) std::fprintf(stderr, "[fast loops] %s: list building stays general\n", n->loc().str().c_str());
+      if (debug())
+        std::fprintf(stderr, "[fast loops] %s: list building stays general\n",
+                     n->loc().str().c_str());
       return false;
     }
     if (!pure_primitive(spec) && !writes_only(spec)) {
-      if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' has effects\n", n->loc().str().c_str(), spec.name.c_str());
+      if (debug())
+        std::fprintf(stderr, "[fast loops] %s: '%s' has effects\n", n->loc().str().c_str(),
+                     spec.name.c_str());
       return false;
     }
     out.op = Op::Call;
@@ -407,7 +448,9 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     return true;
   }
   // function calls, lambdas, lists, dicts, for_each, parallel blocks
-  if (debug()) std::fprintf(stderr, "[fast loops] %s: '%s' is outside the subset\n", n->loc().str().c_str(), n->label().c_str());
+  if (debug())
+    std::fprintf(stderr, "[fast loops] %s: '%s' is outside the subset\n", n->loc().str().c_str(),
+                 n->label().c_str());
   return false;
 }
 
@@ -434,10 +477,14 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
   // NumPy array passed in stays an array (writes reach it).
   if (a.ndim() == 0 && !a.foreign() && a.storage_bytes() == dtype_size(a.dtype())) {
     switch (a.dtype()) {
-      case DType::float64: return Reg::real(Reg::NpFloat, a.origin<double>()[0]);
-      case DType::int64: return Reg::make(Reg::NpInt, a.origin<int64_t>()[0]);
-      case DType::bool_: return Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
-      default: break;
+      case DType::float64:
+        return Reg::real(Reg::NpFloat, a.origin<double>()[0]);
+      case DType::int64:
+        return Reg::make(Reg::NpInt, a.origin<int64_t>()[0]);
+      case DType::bool_:
+        return Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
+      default:
+        break;
     }
   }
   if (st.arrays.size() >= kMaxArrays) throw BAIL;
@@ -469,15 +516,24 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
 
 Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
   switch (r.k) {
-    case Reg::PyBool: return Value(r.b);
-    case Reg::PyInt: return Value(r.i);
-    case Reg::PyFloat: return Value(r.f);
-    case Reg::NpBool: return Value(Array::scalar_bool(r.b));
-    case Reg::NpInt: return Value(Array::scalar_int(r.i));
-    case Reg::NpFloat: return Value(Array::scalar(r.f));
-    case Reg::Arr: return Value(st.arrays[r.a].array);
-    case Reg::Obj: return st.objects[r.a];
-    default: return Value();
+    case Reg::PyBool:
+      return Value(r.b);
+    case Reg::PyInt:
+      return Value(r.i);
+    case Reg::PyFloat:
+      return Value(r.f);
+    case Reg::NpBool:
+      return Value(Array::scalar_bool(r.b));
+    case Reg::NpInt:
+      return Value(Array::scalar_int(r.i));
+    case Reg::NpFloat:
+      return Value(Array::scalar(r.f));
+    case Reg::Arr:
+      return Value(st.arrays[r.a].array);
+    case Reg::Obj:
+      return st.objects[r.a];
+    default:
+      return Value();
   }
 }
 
@@ -487,7 +543,8 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
     return binary_general(n, a, b, st);
   }
   const bool strong = a.strong() || b.strong();
-  const bool ints = (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
+  const bool ints =
+      (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
   const bool floats = !ints && a.k != Reg::PyBool && b.k != Reg::PyBool;
   const Reg::Kind fk = strong ? Reg::NpFloat : Reg::PyFloat;
   const Reg::Kind ik = strong ? Reg::NpInt : Reg::PyInt;
@@ -507,12 +564,18 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
       case Fast::div:
         if (b.i == 0) throw BAIL;
         return Reg::real(fk, static_cast<double>(a.i) / static_cast<double>(b.i));
-      case Fast::lt: return Reg::boolean(bk, a.i < b.i);
-      case Fast::le: return Reg::boolean(bk, a.i <= b.i);
-      case Fast::gt: return Reg::boolean(bk, a.i > b.i);
-      case Fast::ge: return Reg::boolean(bk, a.i >= b.i);
-      case Fast::eq: return Reg::boolean(bk, a.i == b.i);
-      case Fast::ne: return Reg::boolean(bk, a.i != b.i);
+      case Fast::lt:
+        return Reg::boolean(bk, a.i < b.i);
+      case Fast::le:
+        return Reg::boolean(bk, a.i <= b.i);
+      case Fast::gt:
+        return Reg::boolean(bk, a.i > b.i);
+      case Fast::ge:
+        return Reg::boolean(bk, a.i >= b.i);
+      case Fast::eq:
+        return Reg::boolean(bk, a.i == b.i);
+      case Fast::ne:
+        return Reg::boolean(bk, a.i != b.i);
       case Fast::floordiv:
         // Division by zero and INT64_MIN // -1 are the general path's to
         // report (or, for NumPy's scalars, to wrap).
@@ -521,26 +584,40 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
       case Fast::mod:
         if (b.i == 0) throw BAIL;
         return Reg::make(ik, kernels::int_mod(a.i, b.i, "mod"));
-      default: break;
+      default:
+        break;
     }
   }
   if (floats && n.fast != Fast::none) {
     const double x = (a.k == Reg::PyInt || a.k == Reg::NpInt) ? static_cast<double>(a.i) : a.f;
     const double y = (b.k == Reg::PyInt || b.k == Reg::NpInt) ? static_cast<double>(b.i) : b.f;
     switch (n.fast) {
-      case Fast::add: return Reg::real(fk, x + y);
-      case Fast::sub: return Reg::real(fk, x - y);
-      case Fast::mul: return Reg::real(fk, x * y);
-      case Fast::div: return Reg::real(fk, x / y);
-      case Fast::lt: return Reg::boolean(bk, x < y);
-      case Fast::le: return Reg::boolean(bk, x <= y);
-      case Fast::gt: return Reg::boolean(bk, x > y);
-      case Fast::ge: return Reg::boolean(bk, x >= y);
-      case Fast::eq: return Reg::boolean(bk, x == y);
-      case Fast::ne: return Reg::boolean(bk, x != y);
-      case Fast::floordiv: return Reg::real(fk, kernels::float_floor_divide(x, y));
-      case Fast::mod: return Reg::real(fk, kernels::float_mod(x, y));
-      default: break;
+      case Fast::add:
+        return Reg::real(fk, x + y);
+      case Fast::sub:
+        return Reg::real(fk, x - y);
+      case Fast::mul:
+        return Reg::real(fk, x * y);
+      case Fast::div:
+        return Reg::real(fk, x / y);
+      case Fast::lt:
+        return Reg::boolean(bk, x < y);
+      case Fast::le:
+        return Reg::boolean(bk, x <= y);
+      case Fast::gt:
+        return Reg::boolean(bk, x > y);
+      case Fast::ge:
+        return Reg::boolean(bk, x >= y);
+      case Fast::eq:
+        return Reg::boolean(bk, x == y);
+      case Fast::ne:
+        return Reg::boolean(bk, x != y);
+      case Fast::floordiv:
+        return Reg::real(fk, kernels::float_floor_divide(x, y));
+      case Fast::mod:
+        return Reg::real(fk, kernels::float_mod(x, y));
+      default:
+        break;
     }
   }
   // Everything else through the primitive's own scalar function (what the
@@ -592,7 +669,8 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
           return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e.base)[off]);
         case DType::int64:
           return Reg::make(Reg::NpInt, reinterpret_cast<const int64_t*>(e.base)[off]);
-        default: return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
+        default:
+          return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
       }
     }
   }
@@ -606,7 +684,8 @@ Reg FastLoop::Impl::getitem_general(const FNode& n, const Reg& x, const Reg* idx
   std::vector<Value> vals;
   vals.push_back(to_value(x, st));
   for (size_t k = 0; k < done; ++k) vals.push_back(to_value(idx[k], st));
-  for (size_t k = done + 1; k < n.kids.size(); ++k) vals.push_back(to_value(eval(n.kids[k], st), st));
+  for (size_t k = done + 1; k < n.kids.size(); ++k)
+    vals.push_back(to_value(eval(n.kids[k], st), st));
   ++st.general_ops;
   Value r;
   try {
@@ -671,10 +750,16 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
     T* dst = reinterpret_cast<T*>(p);
     switch (v.k) {
       case Reg::PyBool:
-      case Reg::NpBool: *dst = element_cast<T>(v.b); break;
+      case Reg::NpBool:
+        *dst = element_cast<T>(v.b);
+        break;
       case Reg::PyInt:
-      case Reg::NpInt: *dst = element_cast<T>(v.i); break;
-      default: *dst = element_cast<T>(v.f); break;
+      case Reg::NpInt:
+        *dst = element_cast<T>(v.i);
+        break;
+      default:
+        *dst = element_cast<T>(v.f);
+        break;
     }
   });
   return x;
@@ -687,10 +772,14 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
   for (size_t k = 0; k < nidx; ++k) {
     const FNode& i = n.kids[k + 2];
     Reg::Kind kind = Reg::Undef;
-    if (i.op == Op::Const) kind = i.constant.k;
-    else if (i.op == Op::Var) kind = st.regs[i.reg].k;
-    else if (i.op == Op::Binary || i.op == Op::AsType) kind = Reg::PyInt;  // evaluated below
-    else return false;
+    if (i.op == Op::Const)
+      kind = i.constant.k;
+    else if (i.op == Op::Var)
+      kind = st.regs[i.reg].k;
+    else if (i.op == Op::Binary || i.op == Op::AsType)
+      kind = Reg::PyInt;  // evaluated below
+    else
+      return false;
     if (kind != Reg::PyInt && kind != Reg::NpInt) return false;
   }
   return true;
@@ -700,9 +789,9 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
   if (!v.scalar()) throw BAIL;
   const bool strong = v.strong();
-  double f = v.k == Reg::PyFloat || v.k == Reg::NpFloat ? v.f
+  double f = v.k == Reg::PyFloat || v.k == Reg::NpFloat   ? v.f
              : (v.k == Reg::PyBool || v.k == Reg::NpBool) ? (v.b ? 1.0 : 0.0)
-                                                           : static_cast<double>(v.i);
+                                                          : static_cast<double>(v.i);
   switch (n.cast_to) {
     case DType::int64: {
       int64_t i = v.k == Reg::PyInt || v.k == Reg::NpInt ? v.i : element_cast<int64_t>(f);
@@ -711,7 +800,8 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
     case DType::float64:
       return Reg::real(strong ? Reg::NpFloat : Reg::PyFloat,
                        v.k == Reg::PyInt || v.k == Reg::NpInt ? static_cast<double>(v.i) : f);
-    default: return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, truthy(v));
+    default:
+      return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, truthy(v));
   }
 }
 
@@ -754,7 +844,8 @@ Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State&
 
 Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
   switch (n.op) {
-    case Op::Const: return n.constant;
+    case Op::Const:
+      return n.constant;
     case Op::Var: {
       const Reg& r = st.regs[n.reg];
       if (r.k == Reg::Undef) throw BAIL;
@@ -793,9 +884,12 @@ Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
       ++st.inline_ops;
       return r;
     }
-    case Op::While: return loop(n, st);
-    case Op::Logic: return logic(n, st);
-    default: return rest(n, st);
+    case Op::While:
+      return loop(n, st);
+    case Op::Logic:
+      return logic(n, st);
+    default:
+      return rest(n, st);
   }
 }
 
@@ -848,7 +942,8 @@ Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
       ++st.counts[n.counter];
       return r;
     }
-    case Op::Call: return call(n, st);
+    case Op::Call:
+      return call(n, st);
     case Op::Uniform: {
       // random_uniform's value for element 0 of the draw, low 0 and high 1
       // (creation.cpp, kernels::uniform_fill_range): a 0-d float64 array.
@@ -858,7 +953,8 @@ Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
       ++st.counts[n.counter];
       return Reg::real(Reg::NpFloat, kernels::unit_double(w[0], w[1]));
     }
-    default: break;
+    default:
+      break;
   }
   throw BAIL;
 }
@@ -881,7 +977,8 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
       // A 0-d array on either side: logical_and/or elementwise, a 0-d bool.
       return Reg::boolean(Reg::NpBool, n.is_and ? (ta && tb) : (ta || tb));
     }
-    default: throw BAIL;
+    default:
+      throw BAIL;
   }
 }
 
@@ -911,7 +1008,8 @@ void FastLoop::Impl::rollback(State& st, size_t arrays_before, size_t objects_be
 
 void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
   for (size_t c = 0; c < counted.size(); ++c) {
-    if (st.counts[c]) counted[c]->counters().evaluations.fetch_add(st.counts[c], std::memory_order_relaxed);
+    if (st.counts[c])
+      counted[c]->counters().evaluations.fetch_add(st.counts[c], std::memory_order_relaxed);
   }
   for (size_t r = 0; r < vars.size(); ++r) {
     if (!st.assigned[r]) continue;
@@ -924,7 +1022,8 @@ FastLoop::~FastLoop() = default;
 
 std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
   auto impl = std::make_unique<Impl>();
-  if (!impl->compile(loop.cond_.get(), impl->cond) || !impl->compile(loop.body_.get(), impl->body)) {
+  if (!impl->compile(loop.cond_.get(), impl->cond) ||
+      !impl->compile(loop.body_.get(), impl->body)) {
     return nullptr;
   }
   return std::unique_ptr<FastLoop>(new FastLoop(std::move(impl)));
@@ -948,12 +1047,14 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     const Frame* f = frame->up(im.vars[r].depth);
     Value v;
     if (!f->read_now(im.vars[r].slot, v)) {
-      if (!f->defined(im.vars[r].slot)) continue;  // not assigned yet: Undef until the loop assigns it
+      if (!f->defined(im.vars[r].slot))
+        continue;  // not assigned yet: Undef until the loop assigns it
       // A define still computing (a deferred statement before the loop):
       // waited for where the caller waits anyway, else the general way.
       Future<Value> pending = f->read(im.vars[r].slot);
       if (!pending.is_ready() && !settle_here(pending)) {
-        if (debug()) std::fprintf(stderr, "[fast loops] a variable is still computing at the loop's start\n");
+        if (debug())
+          std::fprintf(stderr, "[fast loops] a variable is still computing at the loop's start\n");
         return false;
       }
       if (pending.error()) return false;

@@ -29,13 +29,15 @@ Value part(Args& a, int which) {
   switch (which) {
     // x.real of a real array is x itself (a view: writes reach x), and
     // x.imag a new read-only array of zeros, as NumPy gives them.
-    case 0: return a[0].is_array() ? Value(a.view(0)) : a[0];
+    case 0:
+      return a[0].is_array() ? Value(a.view(0)) : a[0];
     case 1: {
       if (a[0].is_scalar()) return a[0].is_float() ? Value(0.0) : Value(int64_t{0});
       Array z = Array::zeros(x.dtype(), x.shape());
       return Value(Array::view(z, z.shape(), z.strides(), 0, true));
     }
-    case 2: return a[0].is_scalar() ? a[0] : Value(x.copy());
+    case 2:
+      return a[0].is_scalar() ? a[0] : Value(x.copy());
     default: {
       Array angle = kernels::complex_part(x, 3);
       return a[0].is_scalar() ? Value(angle.get_double(0)) : Value(angle);
@@ -66,7 +68,8 @@ PrimitiveSpec part_spec(const char* name, int which, const char* help) {
 }
 
 const bool registered = register_primitives(without_gradient({
-    {.name = "complex", .family = "arithmetic",
+    {.name = "complex",
+     .family = "arithmetic",
      .params = {{"real"}, opt("imag", 0.0)},
      .help = "real + 1j * imag as complex128 (broadcasting), like Python's complex() and "
              "np.complex128; complex(2) is 2+0j.",
@@ -82,18 +85,23 @@ const bool registered = register_primitives(without_gradient({
        }
        Array z = kernels::make_complex(re, im);
        // complex(1, 2) of two numbers: a Python complex number, weak in promotion.
-       if (a[0].is_scalar() && a[1].is_scalar()) return Value(Array::weak_complex(z.get_complex(0)));
+       if (a[0].is_scalar() && a[1].is_scalar())
+         return Value(Array::weak_complex(z.get_complex(0)));
        return Value(z);
      }},
-    part_spec("real", 0, "The real part, like numpy.real and z.real: a view of a complex array "
-                         "(float64 for complex128, float32 for complex64; writes reach z); a "
-                         "real array's copy."),
-    part_spec("imag", 1, "The imaginary part, like numpy.imag and z.imag: a view of a complex "
-                         "array (writes reach z); zeros of the dtype for real input."),
-    part_spec("conj", 2, "The complex conjugate elementwise, like numpy.conj (real input is "
-                         "returned as it is)."),
+    part_spec("real", 0,
+              "The real part, like numpy.real and z.real: a view of a complex array "
+              "(float64 for complex128, float32 for complex64; writes reach z); a "
+              "real array's copy."),
+    part_spec("imag", 1,
+              "The imaginary part, like numpy.imag and z.imag: a view of a complex "
+              "array (writes reach z); zeros of the dtype for real input."),
+    part_spec("conj", 2,
+              "The complex conjugate elementwise, like numpy.conj (real input is "
+              "returned as it is)."),
     part_spec("conjugate", 2, "Alias of conj, like numpy.conjugate."),
-    {.name = "dtype_name", .family = "arithmetic",
+    {.name = "dtype_name",
+     .family = "arithmetic",
      .params = {{"x"}},
      .help = "NumPy's name of the dtype of x (\"int8\", \"float32\", ...; a Python bool, int "
              "or float gives bool, int64, float64): what x.dtype compares and converts as.",
@@ -102,7 +110,8 @@ const bool registered = register_primitives(without_gradient({
        if (a[0].is_scalar()) return Value(std::string(dtype_name(scalar_dtype(a[0]))));
        a.type_error(0, "a number or an array");
      }},
-    {.name = "itemsize", .family = "arithmetic",
+    {.name = "itemsize",
+     .family = "arithmetic",
      .params = {{"x"}},
      .help = "Bytes per element of x's dtype, like ndarray.itemsize (Python numbers: 8, or 1 "
              "for a bool).",
@@ -111,7 +120,8 @@ const bool registered = register_primitives(without_gradient({
        if (a[0].is_scalar()) return Value(static_cast<int64_t>(dtype_size(scalar_dtype(a[0]))));
        a.type_error(0, "a number or an array");
      }},
-    {.name = "item", .family = "arithmetic",
+    {.name = "item",
+     .family = "arithmetic",
      .params = {{"x"}},
      .help = "The one element of x as a Python number, like ndarray.item(): bool, int, float or "
              "complex (a uint64 above int64's range stays a NumPy uint64); a ValueError unless x "
@@ -132,19 +142,22 @@ const bool registered = register_primitives(without_gradient({
        if (is_complex(dt)) return Value(Array::weak_complex(x.get_complex(0)));
        return Value(x.get_double(0));
      }},
-    {.name = "iscomplexobj", .family = "arithmetic",
+    {.name = "iscomplexobj",
+     .family = "arithmetic",
      .params = {{"x"}},
      .help = "True when x has a complex dtype (whatever its values), like numpy.iscomplexobj.",
      .eval = [](Args& a) -> Value {
        return Value(a[0].is_array() && is_complex(a[0].as_array().dtype()));
      }},
-    {.name = "isrealobj", .family = "arithmetic",
+    {.name = "isrealobj",
+     .family = "arithmetic",
      .params = {{"x"}},
      .help = "True when x has no complex dtype, like numpy.isrealobj.",
      .eval = [](Args& a) -> Value {
        return Value(!(a[0].is_array() && is_complex(a[0].as_array().dtype())));
      }},
-    {.name = "angle", .family = "arithmetic",
+    {.name = "angle",
+     .family = "arithmetic",
      .params = {{"z"}, opt("deg", false)},
      .help = "The argument (phase) of complex numbers in radians (degrees with deg=true), like "
              "numpy.angle; float64.",

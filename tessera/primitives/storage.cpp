@@ -23,76 +23,106 @@ using Names = std::set<std::string, std::less<>>;
 // files' statics initialise, in no defined order.
 // Results in the dtype of the operands (ufuncs, data movement).
 const Names& kSame() {
-  static const Names names = {
-    "max", "min", "amax", "amin", "ptp", "nanmax", "nanmin", "concatenate", "dstack", "hstack",
-    "vstack", "stack", "tile", "repeat", "flip", "roll", "pad", "split", "sort", "unique",
-    "take", "take_along_axis", "index_update", "copy", "zeros_like", "ones_like", "full_like",
-    "empty_like", "diag", "tril", "triu", "array", "dot", "matmul", "inner", "outer", "tensordot",
-    "kron", "vdot", "einsum", "cross", "permutation", "rng_choice", "rng_permutation", "relu",
-    "sigmoid", "softmax", "log_softmax", "gelu", "elu", "leaky_relu", "softplus", "where",
-    "nan_to_num", "clip", "flatten", "diff", "matmul_tn", "full"};
+  static const Names names = {"max",          "min",
+                              "amax",         "amin",
+                              "ptp",          "nanmax",
+                              "nanmin",       "concatenate",
+                              "dstack",       "hstack",
+                              "vstack",       "stack",
+                              "tile",         "repeat",
+                              "flip",         "roll",
+                              "pad",          "split",
+                              "sort",         "unique",
+                              "take",         "take_along_axis",
+                              "index_update", "copy",
+                              "zeros_like",   "ones_like",
+                              "full_like",    "empty_like",
+                              "diag",         "tril",
+                              "triu",         "array",
+                              "dot",          "matmul",
+                              "inner",        "outer",
+                              "tensordot",    "kron",
+                              "vdot",         "einsum",
+                              "cross",        "permutation",
+                              "rng_choice",   "rng_permutation",
+                              "relu",         "sigmoid",
+                              "softmax",      "log_softmax",
+                              "gelu",         "elu",
+                              "leaky_relu",   "softplus",
+                              "where",        "nan_to_num",
+                              "clip",         "flatten",
+                              "diff",         "matmul_tn",
+                              "full"};
   return names;
 }
 const Names& kAccumulate() {
-  static const Names names = {"sum", "prod", "cumsum", "cumprod", "nansum", "nanprod", "nancumsum",
-                           "trace"};
+  static const Names names = {"sum",    "prod",    "cumsum",    "cumprod",
+                              "nansum", "nanprod", "nancumsum", "trace"};
   return names;
 }
 const Names& kMean() {
-  static const Names names = {"mean", "average", "std", "var", "nanmean", "nanstd", "nanvar", "median",
-                     "nanmedian", "percentile", "nanpercentile", "quantile", "nanquantile",
-                     "logsumexp", "norm"};
+  static const Names names = {"mean",          "average",  "std",         "var",       "nanmean",
+                              "nanstd",        "nanvar",   "median",      "nanmedian", "percentile",
+                              "nanpercentile", "quantile", "nanquantile", "logsumexp", "norm"};
   return names;
 }
 const Names& kRaw() {
   // copy_value (x.copy()) forwards arrays to the copy primitive, which
   // converts and stores back itself.
-  static const Names names = {"astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj", "item",
-                              "real", "imag",
-                              "print", "str", "repr", "format", "type",
-                              "len", "file_write_npy", "save", "shape", "ndim", "size",
-                              "copy_value",
-                              // Python values only held or moved: a list keeps
-                              // its elements' dtypes (uint64 2**64 - 1 too).
-                              "append", "extend", "insert", "concat", "to_list", "to_tuple",
-                              "unpack", "get", "keys", "values", "items", "update", "pop",
-                              "reverse", "clear"};
+  static const Names names = {
+      "astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj", "item", "real", "imag",
+      "print", "str", "repr", "format", "type", "len", "file_write_npy", "save", "shape", "ndim",
+      "size", "copy_value",
+      // Python values only held or moved: a list keeps
+      // its elements' dtypes (uint64 2**64 - 1 too).
+      "append", "extend", "insert", "concat", "to_list", "to_tuple", "unpack", "get", "keys",
+      "values", "items", "update", "pop", "reverse", "clear"};
   return names;
 }
 // Exact on the int64 bits of uint64 values >= 2**63 (modular arithmetic and
 // data movement).
 const Names& kModular() {
   static const Names names = {
-    "add", "subtract", "multiply", "negative", "positive", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_not", "invert", "left_shift", "equal", "not_equal", "sum", "cumsum",
-    "prod", "cumprod", "concatenate", "dstack", "hstack", "vstack", "stack", "tile", "repeat",
-    "flip", "roll", "pad", "split", "take", "take_along_axis", "index_update", "copy", "zeros_like",
-    "ones_like", "full_like", "empty_like", "diag", "tril", "triu", "array", "where", "flatten",
-    "permutation", "rng_choice", "rng_permutation", "square", "shape", "ndim", "size", "len",
-    "count_nonzero", "nonzero", "flatnonzero", "argwhere", "any", "all", "logical_not",
-    "logical_and", "logical_or", "logical_xor", "trace"};
+      "add",           "subtract",    "multiply",    "negative",    "positive",
+      "bitwise_and",   "bitwise_or",  "bitwise_xor", "bitwise_not", "invert",
+      "left_shift",    "equal",       "not_equal",   "sum",         "cumsum",
+      "prod",          "cumprod",     "concatenate", "dstack",      "hstack",
+      "vstack",        "stack",       "tile",        "repeat",      "flip",
+      "roll",          "pad",         "split",       "take",        "take_along_axis",
+      "index_update",  "copy",        "zeros_like",  "ones_like",   "full_like",
+      "empty_like",    "diag",        "tril",        "triu",        "array",
+      "where",         "flatten",     "permutation", "rng_choice",  "rng_permutation",
+      "square",        "shape",       "ndim",        "size",        "len",
+      "count_nonzero", "nonzero",     "flatnonzero", "argwhere",    "any",
+      "all",           "logical_not", "logical_and", "logical_or",  "logical_xor",
+      "trace"};
   return names;
 }
 // Primitives computing complex128 (the rest refuse complex arguments).
 const Names& kComplex() {
   static const Names names = {
-    "add", "subtract", "multiply", "divide", "negative", "positive", "power", "square",
-    "reciprocal", "abs", "absolute", "sqrt", "exp", "log", "sin", "cos", "tanh", "equal",
-    "not_equal", "isfinite", "isnan", "isinf", "sum", "mean", "prod", "cumsum", "matmul", "dot",
-    "vdot", "inner", "outer", "conj", "conjugate", "real", "imag", "angle", "concatenate",
-    "stack", "hstack", "vstack", "where", "copy", "array", "zeros_like", "ones_like", "full_like",
-    "empty_like", "flip", "tile", "repeat", "take", "index_update", "allclose", "isclose",
-    "array_equal", "trace", "sign", "diag", "tril", "triu", "roll", "pad", "flatten", "split",
-    "einsum", "tensordot", "kron", "count_nonzero", "nonzero", "any", "all"};
+      "add",         "subtract",      "multiply",   "divide",       "negative",   "positive",
+      "power",       "square",        "reciprocal", "abs",          "absolute",   "sqrt",
+      "exp",         "log",           "sin",        "cos",          "tanh",       "equal",
+      "not_equal",   "isfinite",      "isnan",      "isinf",        "sum",        "mean",
+      "prod",        "cumsum",        "matmul",     "dot",          "vdot",       "inner",
+      "outer",       "conj",          "conjugate",  "real",         "imag",       "angle",
+      "concatenate", "stack",         "hstack",     "vstack",       "where",      "copy",
+      "array",       "zeros_like",    "ones_like",  "full_like",    "empty_like", "flip",
+      "tile",        "repeat",        "take",       "index_update", "allclose",   "isclose",
+      "array_equal", "trace",         "sign",       "diag",         "tril",       "triu",
+      "roll",        "pad",           "flatten",    "split",        "einsum",     "tensordot",
+      "kron",        "count_nonzero", "nonzero",    "any",          "all"};
   return names;
 }
 
 // Linear in their data arguments: run on the real and imaginary parts.
 const Names& kLinear() {
   static const Names names = {
-      "sum", "mean", "cumsum", "trace", "flip", "tile", "repeat", "roll", "pad", "diag", "tril",
-      "triu", "take", "take_along_axis", "copy", "array", "concatenate", "stack", "hstack",
-      "vstack", "dstack", "where", "split", "flatten", "zeros_like", "index_update", "average"};
+      "sum",   "mean",  "cumsum",      "trace",      "flip",         "tile",   "repeat",
+      "roll",  "pad",   "diag",        "tril",       "triu",         "take",   "take_along_axis",
+      "copy",  "array", "concatenate", "stack",      "hstack",       "vstack", "dstack",
+      "where", "split", "flatten",     "zeros_like", "index_update", "average"};
   return names;
 }
 // Bilinear in their two arguments: four real products.
@@ -108,10 +138,10 @@ uint32_t data_mask(std::string_view name) {
   if (name == "full") return 0b10;    // the fill value, not the shape
   // (Function-local tables: registration runs during static initialisation.)
   static const Names first_only = {
-      "take", "take_along_axis", "index_update", "tile", "repeat", "roll", "pad", "split",
-      "sort", "unique", "permutation", "rng_choice", "rng_permutation", "diag", "tril", "triu",
-      "flip", "cumsum", "cumprod", "nancumsum", "sum", "prod", "nansum", "nanprod", "mean",
-      "average", "std", "var", "nanmean", "nanstd", "nanvar", "median", "nanmedian", "percentile",
+      "take", "take_along_axis", "index_update", "tile", "repeat", "roll", "pad", "split", "sort",
+      "unique", "permutation", "rng_choice", "rng_permutation", "diag", "tril", "triu", "flip",
+      "cumsum", "cumprod", "nancumsum", "sum", "prod", "nansum", "nanprod", "mean", "average",
+      "std", "var", "nanmean", "nanstd", "nanvar", "median", "nanmedian", "percentile",
       "nanpercentile", "quantile", "nanquantile", "max", "min", "amax", "amin", "ptp", "nanmax",
       "nanmin", "norm", "trace", "logsumexp", "diff", "flatten", "copy", "array", "zeros_like",
       "ones_like", "full_like", "empty_like", "argmax", "argmin", "nanargmax", "nanargmin",
@@ -124,20 +154,34 @@ uint32_t data_mask(std::string_view name) {
 }
 
 bool real_compute(DType dt) {
-  return dt == DType::bool_ || dt == DType::int64 || dt == DType::float32 ||
-         dt == DType::float64;
+  return dt == DType::bool_ || dt == DType::int64 || dt == DType::float32 || dt == DType::float64;
 }
 
 void int_range(DType dt, int64_t& lo, uint64_t& hi) {
   switch (dt) {
-    case DType::int8: lo = -128, hi = 127; break;
-    case DType::int16: lo = -32768, hi = 32767; break;
-    case DType::int32: lo = std::numeric_limits<int32_t>::min(), hi = 2147483647; break;
-    case DType::uint8: lo = 0, hi = 255; break;
-    case DType::uint16: lo = 0, hi = 65535; break;
-    case DType::uint32: lo = 0, hi = 4294967295u; break;
-    case DType::uint64: lo = 0, hi = std::numeric_limits<uint64_t>::max(); break;
-    default: lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+    case DType::int8:
+      lo = -128, hi = 127;
+      break;
+    case DType::int16:
+      lo = -32768, hi = 32767;
+      break;
+    case DType::int32:
+      lo = std::numeric_limits<int32_t>::min(), hi = 2147483647;
+      break;
+    case DType::uint8:
+      lo = 0, hi = 255;
+      break;
+    case DType::uint16:
+      lo = 0, hi = 65535;
+      break;
+    case DType::uint32:
+      lo = 0, hi = 4294967295u;
+      break;
+    case DType::uint64:
+      lo = 0, hi = std::numeric_limits<uint64_t>::max();
+      break;
+    default:
+      lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
   }
 }
 
@@ -158,8 +202,9 @@ Array to_compute(const Array& x, DType target, const PrimitiveSpec& spec, size_t
     for (int64_t i = 0; i < c.size(); ++i) {
       if (p[i] >> 63) {
         throw TypeError(error_message(
-            "[", spec.name, "] argument '", spec.params[std::min(param, spec.params.size() - 1)].name,
-            "' holds the uint64 value ", std::to_string(p[i]),
+            "[", spec.name, "] argument '",
+            spec.params[std::min(param, spec.params.size() - 1)].name, "' holds the uint64 value ",
+            std::to_string(p[i]),
             ", and tessera computes this operation on uint64 only for values below 2**63"));
       }
     }
@@ -171,8 +216,9 @@ Array to_compute(const Array& x, DType target, const PrimitiveSpec& spec, size_t
 
 void check_python_int(const Value& v, DType dt, const char* op) {
   if (v.is_int() && is_integer(dt) && !fits(v.as_int(), dt)) {
-    throw std::overflow_error(error_message("[", op, "] Python integer ", std::to_string(v.as_int()),
-                                            " out of bounds for ", dtype_name(dt)));
+    throw std::overflow_error(error_message("[", op, "] Python integer ",
+                                            std::to_string(v.as_int()), " out of bounds for ",
+                                            dtype_name(dt)));
   }
 }
 
@@ -205,9 +251,9 @@ void apply_dtype_rules(PrimitiveSpec& spec) {
     spec.dtype_rule = DTypeRule::raw;
   }
   spec.data_params = data_mask(n);
-  spec.complex = kComplex().count(n) != 0 || kLinear().count(n) != 0 ||
-                 kBilinear().count(n) != 0 || spec.views || spec.dtype_rule == DTypeRule::raw ||
-                 spec.family == "python" || spec.family == "control";
+  spec.complex = kComplex().count(n) != 0 || kLinear().count(n) != 0 || kBilinear().count(n) != 0 ||
+                 spec.views || spec.dtype_rule == DTypeRule::raw || spec.family == "python" ||
+                 spec.family == "control";
   spec.modular = kModular().count(n) != 0 || spec.views;
 }
 
@@ -295,8 +341,8 @@ void Args::convert_storage() {
   auto refuse_complex = [&](const Array& x, size_t i) {
     if (is_complex(x.dtype()) && !s.complex) {
       throw TypeError(error_message("[", s.name, "] argument '",
-                                    s.params[std::min(i, s.params.size() - 1)].name,
-                                    "' has dtype ", dtype_name(x.dtype()),
+                                    s.params[std::min(i, s.params.size() - 1)].name, "' has dtype ",
+                                    dtype_name(x.dtype()),
                                     ": this operation does not support complex numbers"));
     }
   };
@@ -405,8 +451,7 @@ void Args::convert_storage() {
     const bool promoted = storage_.rule == DTypeRule::same ||
                           storage_.rule == DTypeRule::accumulate ||
                           storage_.rule == DTypeRule::mean;
-    bool data = i < 32 && ((s.data_params >> i) & 1u) && have && !s.views && promoted &&
-                !requested;
+    bool data = i < 32 && ((s.data_params >> i) & 1u) && have && !s.views && promoted && !requested;
     auto convert = [&](const Array& x) {
       DType target = data && !requested ? C : compute_dtype(x.dtype());
       if (data && requested && !real_compute(x.dtype())) target = compute_dtype(x.dtype());
@@ -434,7 +479,8 @@ Array store_one(const Array& r, DTypeRule rule, DType S, bool one_operand, const
   DType target = R;
   switch (rule) {
     case DTypeRule::keep:
-    case DTypeRule::raw: break;
+    case DTypeRule::raw:
+      break;
     case DTypeRule::same:
       if (R == C) {
         target = S;
@@ -565,11 +611,13 @@ Value run_complex(const PrimitiveSpec& spec, Args& args) {
 Value Args::store_result(Value result) const {
   const StorageState& st = storage_;
   auto one = [&](const Array& r) {
-    Array out = st.force ? r.astype(st.result) : store_one(r, st.rule, st.result, st.one_operand, op());
+    Array out =
+        st.force ? r.astype(st.result) : store_one(r, st.rule, st.result, st.one_operand, op());
     if (st.weak_result && out.ndim() == 0 && out.dtype() == DType::complex128) {
       out = Array::weak_complex(out.get_complex(0));
     }
-    if (st.has_overflow_check && out.dtype() == st.result && r.dtype() == compute_dtype(st.result)) {
+    if (st.has_overflow_check && out.dtype() == st.result &&
+        r.dtype() == compute_dtype(st.result)) {
       throw std::overflow_error(error_message("[", op(), "] Python integer ",
                                               std::to_string(st.python_int), " out of bounds for ",
                                               dtype_name(st.result)));

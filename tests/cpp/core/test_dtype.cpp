@@ -102,7 +102,7 @@ TEST(DType, BFloat16KeepsTheTopBitsRounded) {
 TEST(DType, ElementCastWrapsAndTruncatesAsNumPy) {
   EXPECT_EQ(element_cast<int8_t>(int64_t{300}), 44);
   EXPECT_EQ(element_cast<uint8_t>(int64_t{-1}), 255);
-  EXPECT_EQ(element_cast<int8_t>(300.7), 44);     // truncate, then wrap
+  EXPECT_EQ(element_cast<int8_t>(300.7), 44);  // truncate, then wrap
   EXPECT_EQ(element_cast<uint8_t>(-1.5), 255);
   EXPECT_EQ(element_cast<uint64_t>(1.8e19), uint64_t(18000000000000000000ull));
   EXPECT_EQ(element_cast<double>(std::complex<double>(2, 3)), 2.0);
