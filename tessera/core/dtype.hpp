@@ -249,14 +249,6 @@ decltype(auto) dispatch(DType dt, F&& f) {
 template <class F>
 decltype(auto) dispatch_all(DType dt, F&& f) {
   switch (dt) {
-    case DType::bool_:
-      return f(TypeTag<bool>{});
-    case DType::int64:
-      return f(TypeTag<int64_t>{});
-    case DType::float32:
-      return f(TypeTag<float>{});
-    case DType::float64:
-      return f(TypeTag<double>{});
     case DType::int8:
       return f(TypeTag<int8_t>{});
     case DType::int16:
@@ -279,8 +271,9 @@ decltype(auto) dispatch_all(DType dt, F&& f) {
       return f(TypeTag<std::complex<float>>{});
     case DType::complex128:
       return f(TypeTag<std::complex<double>>{});
+    default:
+      return dispatch(dt, std::forward<F>(f));  // bool, int64, float32, float64
   }
-  unsupported_dtype(dt, "dispatch_all");
 }
 
 }  // namespace tessera

@@ -29,26 +29,29 @@
 
 namespace tessera {
 
-bool fast_loops_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_FAST_LOOPS");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
 namespace {
 
-// TESSERA_FAST_LOOPS=debug: says on stderr which loops stay general and why.
-bool debug() {
-  static const bool on = [] {
+// TESSERA_FAST_LOOPS: "0" turns the fast path off, "debug" says on stderr
+// which loops stay general and why; read once.
+const std::string& fast_loops_setting() {
+  static const std::string setting = [] {
     const char* v = std::getenv("TESSERA_FAST_LOOPS");
-    return v && std::string(v) == "debug";
+    return std::string(v ? v : "");
   }();
+  return setting;
+}
+
+bool debug() {
+  static const bool on = fast_loops_setting() == "debug";
   return on;
 }
 
 }  // namespace
+
+bool fast_loops_enabled() {
+  static const bool on = fast_loops_setting() != "0";
+  return on;
+}
 
 namespace {
 

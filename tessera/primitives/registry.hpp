@@ -103,6 +103,11 @@ struct PrimitiveSpec {
   // True for primitives whose results are exact for uint64 values of 2**63
   // and more when computed on their int64 bits (add, sum, concatenate, ...).
   bool modular = false;
+  // The index of the parameter named "dtype" (-1: none), and whether the
+  // primitive is an elementwise arithmetic ufunc (bool arrays alone follow
+  // NumPy's int8/float16 results): found once, not at every call.
+  int dtype_param = -1;
+  bool bool_ufunc = false;
 
   // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
   std::string signature() const;
@@ -252,6 +257,8 @@ class Args {
   // Converts arguments of storage dtypes to compute dtypes (dtype.hpp) and
   // records how to store the result (store_result).
   void convert_storage();
+  // How many numbers and arrays stand at data parameters (one: a unary ufunc).
+  int data_operands() const;
 
  public:
   // True when convert_storage converted something: run_primitive then passes

@@ -255,6 +255,11 @@ void apply_dtype_rules(PrimitiveSpec& spec) {
                  spec.views || spec.dtype_rule == DTypeRule::raw || spec.family == "python" ||
                  spec.family == "control";
   spec.modular = kModular().count(n) != 0 || spec.views;
+  for (size_t i = 0; i < spec.params.size(); ++i) {
+    if (spec.params[i].name == "dtype") spec.dtype_param = static_cast<int>(i);
+  }
+  spec.bool_ufunc = spec.dtype_rule == DTypeRule::same && spec.family == "arithmetic" &&
+                    (spec.scalar_binary != nullptr || spec.params.size() == 1);
 }
 
 namespace {
@@ -290,6 +295,14 @@ bool is_count(const PrimitiveSpec& spec, size_t i) {
 
 }  // namespace
 
+int Args::data_operands() const {
+  int operands = 0;
+  for (size_t i = 0; i < values_.size() && i < 32; ++i) {
+    if (((spec_->data_params >> i) & 1u) && values_[i].is_numeric()) ++operands;
+  }
+  return operands;
+}
+
 void Args::convert_storage() {
   const PrimitiveSpec& s = *spec_;
   // raw primitives see every dtype as it is (and lists are not scanned: an
@@ -301,16 +314,12 @@ void Args::convert_storage() {
   }
   // A storage dtype requested by name: the kernel makes the compute type.
   std::optional<DType> requested;
-  size_t dtype_param = s.params.size();
-  for (size_t i = 0; i < s.params.size() && i < values_.size(); ++i) {
-    if (s.params[i].name == "dtype" && values_[i].is_string()) {
-      dtype_param = i;
-      requested = dtype_from_name(values_[i].as_string(), s.name);
-      if (!real_compute(*requested)) any = true;
-    }
+  const size_t dtype_param = s.dtype_param < 0 ? s.params.size() : static_cast<size_t>(s.dtype_param);
+  if (dtype_param < values_.size() && values_[dtype_param].is_string()) {
+    requested = dtype_from_name(values_[dtype_param].as_string(), s.name);
+    if (!real_compute(*requested)) any = true;
   }
-  if (!any && s.dtype_rule == DTypeRule::same && s.family == "arithmetic" &&
-      (s.scalar_binary != nullptr || s.params.size() == 1)) {
+  if (!any && s.bool_ufunc) {
     // Bool arrays only (no Python numbers): NumPy computes b // b, b % b,
     // b ** 2 in int8 and sqrt(b) in float16; the kernels give int64 and
     // float64, stored back by the same rule as the storage dtypes'.
@@ -328,15 +337,11 @@ void Args::convert_storage() {
       storage_.active = true;
       storage_.rule = DTypeRule::same;
       storage_.result = DType::bool_;
-      int operands = 0;
-      for (size_t i = 0; i < values_.size() && i < 32; ++i) {
-        if (((s.data_params >> i) & 1u) && values_[i].is_numeric()) ++operands;
-      }
-      storage_.one_operand = operands == 1;
+      storage_.one_operand = data_operands() == 1;
     }
     return;
   }
-  if (!any || s.dtype_rule == DTypeRule::raw) return;
+  if (!any) return;
 
   auto refuse_complex = [&](const Array& x, size_t i) {
     if (is_complex(x.dtype()) && !s.complex) {
@@ -403,13 +408,7 @@ void Args::convert_storage() {
   storage_.active = true;
   storage_.rule = s.dtype_rule;
   storage_.result = S;
-  storage_.one_operand = false;
-  int operands = 0;
-  for (size_t i = 0; i < values_.size(); ++i) {
-    bool data = i < 32 && ((s.data_params >> i) & 1u);
-    if (data && (values_[i].is_array() || values_[i].is_numeric())) ++operands;
-  }
-  storage_.one_operand = operands == 1;
+  storage_.one_operand = data_operands() == 1;
   if (requested) {
     // dtype="int8": the kernel computes in the compute type, stored as asked.
     storage_.rule = DTypeRule::same;
