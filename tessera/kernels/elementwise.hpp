@@ -7,7 +7,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/array.hpp"
@@ -268,6 +271,117 @@ inline T float_mod(T a, T b) {
     mod = std::copysign(T(0), b);
   }
   return mod;
+}
+
+// The float binary functions (T float or double), written once for the
+// array kernels and fused expressions (fused.hpp), so both give the same
+// bits. power's scalar-exponent shortcuts are the kernels' (pow_shortcut).
+template <BinaryOp Op, class T>
+inline T float_binary(T x, T y) {
+  if constexpr (Op == BinaryOp::add) return x + y;
+  if constexpr (Op == BinaryOp::subtract) return x - y;
+  if constexpr (Op == BinaryOp::multiply) return x * y;
+  if constexpr (Op == BinaryOp::divide) return x / y;
+  if constexpr (Op == BinaryOp::floor_divide) return float_floor_divide(x, y);
+  if constexpr (Op == BinaryOp::mod) return float_mod(x, y);
+  if constexpr (Op == BinaryOp::power) return std::pow(x, y);
+  if constexpr (Op == BinaryOp::maximum) return (x >= y || x != x) ? x : y;
+  if constexpr (Op == BinaryOp::minimum) return (x <= y || x != x) ? x : y;
+  if constexpr (Op == BinaryOp::fmax) return (x >= y || y != y) ? x : y;
+  if constexpr (Op == BinaryOp::fmin) return (x <= y || y != y) ? x : y;
+  if constexpr (Op == BinaryOp::arctan2) return std::atan2(x, y);
+  if constexpr (Op == BinaryOp::hypot) return std::hypot(x, y);
+  if constexpr (Op == BinaryOp::copysign) return std::copysign(x, y);
+  return x;
+}
+
+// Calls f(std::integral_constant<BinaryOp, op>) for the float binary
+// functions above; false for the others (comparisons, logical operations).
+template <class F>
+bool with_float_binary(BinaryOp op, F&& f) {
+  using B = BinaryOp;
+  auto one = [&](auto c) {
+    if (op != decltype(c)::value) return false;
+    f(c);
+    return true;
+  };
+  return one(std::integral_constant<B, B::add>{}) || one(std::integral_constant<B, B::subtract>{}) ||
+         one(std::integral_constant<B, B::multiply>{}) || one(std::integral_constant<B, B::divide>{}) ||
+         one(std::integral_constant<B, B::floor_divide>{}) || one(std::integral_constant<B, B::mod>{}) ||
+         one(std::integral_constant<B, B::power>{}) || one(std::integral_constant<B, B::maximum>{}) ||
+         one(std::integral_constant<B, B::minimum>{}) || one(std::integral_constant<B, B::fmax>{}) ||
+         one(std::integral_constant<B, B::fmin>{}) || one(std::integral_constant<B, B::arctan2>{}) ||
+         one(std::integral_constant<B, B::hypot>{}) || one(std::integral_constant<B, B::copysign>{});
+}
+
+// x ** e for a scalar exponent the kernels compute without pow (as NumPy's
+// fast paths do): 2, 3, 0.5, 1, -1; 0 for any other exponent.
+enum class PowShortcut : uint8_t { none, square, cube, sqrt, identity, reciprocal };
+template <class T>
+inline PowShortcut pow_shortcut(T e) {
+  if (e == T(2)) return PowShortcut::square;
+  if (e == T(3)) return PowShortcut::cube;
+  if (e == T(0.5)) return PowShortcut::sqrt;
+  if (e == T(1)) return PowShortcut::identity;
+  if (e == T(-1)) return PowShortcut::reciprocal;
+  return PowShortcut::none;
+}
+
+// The float functions, one per operation, written once for the array kernels
+// and the scalar path.
+template <UnaryOp Op, class T>
+inline T float_fn(T v) {
+  if constexpr (Op == UnaryOp::abs) return std::fabs(v);
+  if constexpr (Op == UnaryOp::sign) return v > 0 ? T(1) : v < 0 ? T(-1) : v == 0 ? T(0) : v;
+  if constexpr (Op == UnaryOp::sqrt) return std::sqrt(v);
+  if constexpr (Op == UnaryOp::square) return v * v;
+  if constexpr (Op == UnaryOp::exp) return std::exp(v);
+  if constexpr (Op == UnaryOp::exp2) return std::exp2(v);
+  if constexpr (Op == UnaryOp::expm1) return std::expm1(v);
+  if constexpr (Op == UnaryOp::log) return std::log(v);
+  if constexpr (Op == UnaryOp::log2) return std::log2(v);
+  if constexpr (Op == UnaryOp::log10) return std::log10(v);
+  if constexpr (Op == UnaryOp::log1p) return std::log1p(v);
+  if constexpr (Op == UnaryOp::sin) return std::sin(v);
+  if constexpr (Op == UnaryOp::cos) return std::cos(v);
+  if constexpr (Op == UnaryOp::tan) return std::tan(v);
+  if constexpr (Op == UnaryOp::arcsin) return std::asin(v);
+  if constexpr (Op == UnaryOp::arccos) return std::acos(v);
+  if constexpr (Op == UnaryOp::arctan) return std::atan(v);
+  if constexpr (Op == UnaryOp::sinh) return std::sinh(v);
+  if constexpr (Op == UnaryOp::cosh) return std::cosh(v);
+  if constexpr (Op == UnaryOp::tanh) return std::tanh(v);
+  if constexpr (Op == UnaryOp::arcsinh) return std::asinh(v);
+  if constexpr (Op == UnaryOp::arccosh) return std::acosh(v);
+  if constexpr (Op == UnaryOp::arctanh) return std::atanh(v);
+  if constexpr (Op == UnaryOp::floor) return std::floor(v);
+  if constexpr (Op == UnaryOp::ceil) return std::ceil(v);
+  // nearbyint rounds half to even under the default rounding mode, like NumPy.
+  if constexpr (Op == UnaryOp::rint) return std::nearbyint(v);
+  if constexpr (Op == UnaryOp::trunc) return std::trunc(v);
+  if constexpr (Op == UnaryOp::reciprocal) return T(1) / v;
+  if constexpr (Op == UnaryOp::deg2rad) return v * static_cast<T>(std::numbers::pi / 180.0);
+  if constexpr (Op == UnaryOp::rad2deg) return v * static_cast<T>(180.0 / std::numbers::pi);
+  return v;
+}
+
+// Calls f(std::integral_constant<UnaryOp, op>) when op is one of Ops; false
+// otherwise. Runs once per kernel call, not per element.
+template <UnaryOp... Ops, class F>
+bool with_op_constant(UnaryOp op, F&& f) {
+  return ((op == Ops && (f(std::integral_constant<UnaryOp, Ops>{}), true)) || ...);
+}
+
+// Calls f(std::integral_constant<UnaryOp, op>) for the float functions; false
+// for operations that are not one of them.
+template <class F>
+bool with_float_fn(UnaryOp op, F&& f) {
+  using U = UnaryOp;
+  return with_op_constant<U::abs, U::sign, U::sqrt, U::square, U::exp, U::exp2, U::expm1, U::log,
+                          U::log2, U::log10, U::log1p, U::sin, U::cos, U::tan, U::arcsin,
+                          U::arccos, U::arctan, U::sinh, U::cosh, U::tanh, U::arcsinh,
+                          U::arccosh, U::arctanh, U::floor, U::ceil, U::rint, U::trunc,
+                          U::reciprocal, U::deg2rad, U::rad2deg>(op, std::forward<F>(f));
 }
 
 // One float function (sqrt .. rad2deg, floor, rint, ...) of a double, for the

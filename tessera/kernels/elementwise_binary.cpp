@@ -48,72 +48,57 @@ void binary_typed(BinaryOp op, const Broadcast<2>& L, const Array& a, const Arra
   constexpr bool is_float = std::is_floating_point_v<T>;
   auto run = [&](auto f) { run_binary<T, T>(L, a, b, out, begin, end, f); };
   auto pred = [&](auto f) { run_binary<T, bool>(L, a, b, out, begin, end, f); };
+  if constexpr (is_float) {
+    if (op == BinaryOp::power && b.size() == 1) {
+      // A scalar exponent of 2, 3, 0.5, 1 or -1 (x ** 2 is the common one)
+      // is computed without the general pow, as NumPy's fast paths do.
+      switch (pow_shortcut(b.data<T>()[0])) {
+        case PowShortcut::square: return run([](T x, T) { return x * x; });
+        case PowShortcut::cube: return run([](T x, T) { return x * x * x; });
+        case PowShortcut::sqrt: return run([](T x, T) { return std::sqrt(x); });
+        case PowShortcut::identity: return run([](T x, T) { return x; });
+        case PowShortcut::reciprocal: return run([](T x, T) { return T(1) / x; });
+        case PowShortcut::none: break;
+      }
+    }
+    if (with_float_binary(op, [&](auto c) {
+          run([](T x, T y) { return float_binary<decltype(c)::value>(x, y); });
+        })) {
+      return;
+    }
+  }
   switch (op) {
     case BinaryOp::add:
       if constexpr (is_bool) return run([](T x, T y) -> T { return x || y; });
       if constexpr (is_int) return run([](T x, T y) { return wrap_add(x, y); });
-      if constexpr (is_float) return run([](T x, T y) { return x + y; });
       break;
     case BinaryOp::subtract:
       if constexpr (is_int) return run([](T x, T y) { return wrap_sub(x, y); });
-      if constexpr (is_float) return run([](T x, T y) { return x - y; });
       break;
     case BinaryOp::multiply:
       if constexpr (is_bool) return run([](T x, T y) -> T { return x && y; });
       if constexpr (is_int) return run([](T x, T y) { return wrap_mul(x, y); });
-      if constexpr (is_float) return run([](T x, T y) { return x * y; });
-      break;
-    case BinaryOp::divide:
-      if constexpr (is_float) return run([](T x, T y) { return x / y; });
       break;
     case BinaryOp::floor_divide:
       if constexpr (is_int) return run([&](T x, T y) { return int_floor_divide(x, y, opname); });
-      if constexpr (is_float) return run([](T x, T y) { return float_floor_divide(x, y); });
       break;
     case BinaryOp::mod:
       if constexpr (is_int) return run([&](T x, T y) { return int_mod(x, y, opname); });
-      if constexpr (is_float) return run([](T x, T y) { return float_mod(x, y); });
       break;
     case BinaryOp::power:
-      // A scalar exponent of 2, 3, 0.5, 1 or -1 (x ** 2 is the common one)
-      // is computed without the general pow, as NumPy's fast paths do.
-      if (b.size() == 1) {
-        const T e = b.data<T>()[0];
-        if constexpr (is_int) {
-          if (e == 2) return run([](T x, T) { return wrap_mul(x, x); });
-        }
-        if constexpr (is_float) {
-          if (e == T(2)) return run([](T x, T) { return x * x; });
-          if (e == T(3)) return run([](T x, T) { return x * x * x; });
-          if (e == T(0.5)) return run([](T x, T) { return std::sqrt(x); });
-          if (e == T(1)) return run([](T x, T) { return x; });
-          if (e == T(-1)) return run([](T x, T) { return T(1) / x; });
-        }
+      if constexpr (is_int) {
+        if (b.size() == 1 && b.data<T>()[0] == 2) return run([](T x, T) { return wrap_mul(x, x); });
+        return run([&](T x, T y) { return int_power(x, y, opname); });
       }
-      if constexpr (is_int) return run([&](T x, T y) { return int_power(x, y, opname); });
-      if constexpr (is_float) return run([](T x, T y) { return std::pow(x, y); });
       break;
     case BinaryOp::maximum:
-      if constexpr (is_float) return run([](T x, T y) { return (x >= y || x != x) ? x : y; });
-      return run([](T x, T y) { return x >= y ? x : y; });
+    case BinaryOp::fmax: return run([](T x, T y) { return x >= y ? x : y; });
     case BinaryOp::minimum:
-      if constexpr (is_float) return run([](T x, T y) { return (x <= y || x != x) ? x : y; });
-      return run([](T x, T y) { return x <= y ? x : y; });
-    case BinaryOp::fmax:
-      if constexpr (is_float) return run([](T x, T y) { return (x >= y || y != y) ? x : y; });
-      return run([](T x, T y) { return x >= y ? x : y; });
-    case BinaryOp::fmin:
-      if constexpr (is_float) return run([](T x, T y) { return (x <= y || y != y) ? x : y; });
-      return run([](T x, T y) { return x <= y ? x : y; });
+    case BinaryOp::fmin: return run([](T x, T y) { return x <= y ? x : y; });
+    case BinaryOp::divide:
     case BinaryOp::arctan2:
-      if constexpr (is_float) return run([](T x, T y) { return std::atan2(x, y); });
-      break;
     case BinaryOp::hypot:
-      if constexpr (is_float) return run([](T x, T y) { return std::hypot(x, y); });
-      break;
-    case BinaryOp::copysign:
-      if constexpr (is_float) return run([](T x, T y) { return std::copysign(x, y); });
-      break;
+    case BinaryOp::copysign: break;
     case BinaryOp::equal: return pred([](T x, T y) { return x == y; });
     case BinaryOp::not_equal: return pred([](T x, T y) { return x != y; });
     case BinaryOp::less: return pred([](T x, T y) { return x < y; });

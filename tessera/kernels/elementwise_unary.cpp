@@ -12,63 +12,6 @@ namespace tessera::kernels {
 
 namespace {
 
-// The float functions, one per operation, written once for the array kernels
-// and the scalar path.
-template <UnaryOp Op, class T>
-inline T float_fn(T v) {
-  if constexpr (Op == UnaryOp::abs) return std::fabs(v);
-  if constexpr (Op == UnaryOp::sign) return v > 0 ? T(1) : v < 0 ? T(-1) : v == 0 ? T(0) : v;
-  if constexpr (Op == UnaryOp::sqrt) return std::sqrt(v);
-  if constexpr (Op == UnaryOp::square) return v * v;
-  if constexpr (Op == UnaryOp::exp) return std::exp(v);
-  if constexpr (Op == UnaryOp::exp2) return std::exp2(v);
-  if constexpr (Op == UnaryOp::expm1) return std::expm1(v);
-  if constexpr (Op == UnaryOp::log) return std::log(v);
-  if constexpr (Op == UnaryOp::log2) return std::log2(v);
-  if constexpr (Op == UnaryOp::log10) return std::log10(v);
-  if constexpr (Op == UnaryOp::log1p) return std::log1p(v);
-  if constexpr (Op == UnaryOp::sin) return std::sin(v);
-  if constexpr (Op == UnaryOp::cos) return std::cos(v);
-  if constexpr (Op == UnaryOp::tan) return std::tan(v);
-  if constexpr (Op == UnaryOp::arcsin) return std::asin(v);
-  if constexpr (Op == UnaryOp::arccos) return std::acos(v);
-  if constexpr (Op == UnaryOp::arctan) return std::atan(v);
-  if constexpr (Op == UnaryOp::sinh) return std::sinh(v);
-  if constexpr (Op == UnaryOp::cosh) return std::cosh(v);
-  if constexpr (Op == UnaryOp::tanh) return std::tanh(v);
-  if constexpr (Op == UnaryOp::arcsinh) return std::asinh(v);
-  if constexpr (Op == UnaryOp::arccosh) return std::acosh(v);
-  if constexpr (Op == UnaryOp::arctanh) return std::atanh(v);
-  if constexpr (Op == UnaryOp::floor) return std::floor(v);
-  if constexpr (Op == UnaryOp::ceil) return std::ceil(v);
-  // nearbyint rounds half to even under the default rounding mode, like NumPy.
-  if constexpr (Op == UnaryOp::rint) return std::nearbyint(v);
-  if constexpr (Op == UnaryOp::trunc) return std::trunc(v);
-  if constexpr (Op == UnaryOp::reciprocal) return T(1) / v;
-  if constexpr (Op == UnaryOp::deg2rad) return v * static_cast<T>(std::numbers::pi / 180.0);
-  if constexpr (Op == UnaryOp::rad2deg) return v * static_cast<T>(180.0 / std::numbers::pi);
-  return v;
-}
-
-// Calls f(std::integral_constant<UnaryOp, op>) when op is one of Ops; false
-// otherwise. Runs once per kernel call, not per element.
-template <UnaryOp... Ops, class F>
-bool with_op_constant(UnaryOp op, F&& f) {
-  return ((op == Ops && (f(std::integral_constant<UnaryOp, Ops>{}), true)) || ...);
-}
-
-// Calls f(std::integral_constant<UnaryOp, op>) for the float functions; false
-// for operations that are not one of them.
-template <class F>
-bool with_float_fn(UnaryOp op, F&& f) {
-  using U = UnaryOp;
-  return with_op_constant<U::abs, U::sign, U::sqrt, U::square, U::exp, U::exp2, U::expm1, U::log,
-                          U::log2, U::log10, U::log1p, U::sin, U::cos, U::tan, U::arcsin,
-                          U::arccos, U::arctan, U::sinh, U::cosh, U::tanh, U::arcsinh,
-                          U::arccosh, U::arctanh, U::floor, U::ceil, U::rint, U::trunc,
-                          U::reciprocal, U::deg2rad, U::rad2deg>(op, std::forward<F>(f));
-}
-
 template <class T, class O, class F>
 void run_unary(const Array& x, Array& out, int64_t begin, int64_t end, F f) {
   const T* px = x.data<T>();

@@ -249,8 +249,12 @@ class Compiler {
     // matched across localities by that site, and with dataflow blocks two
     // collectives of one line need not be issued in the same order everywhere.
     int same_site = sites_[a->loc.str()]++;
-    return std::make_shared<PrimitiveCallNode>(a->loc, spec, compile_all(a->args, scope),
-                                               std::move(slots), same_site);
+    std::vector<NodePtr> operands = compile_all(a->args, scope);
+    if (NodePtr fused = PrimitiveCallNode::fuse(a->loc, spec, operands, slots, same_site)) {
+      return fused;
+    }
+    return std::make_shared<PrimitiveCallNode>(a->loc, spec, std::move(operands), std::move(slots),
+                                               same_site);
   }
 
   // matmul(transpose(x), y) -> matmul_tn(x, y): the product reads x

@@ -379,6 +379,8 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     return compile(l->lhs_.get(), out.kids[0]) && compile(l->rhs_.get(), out.kids[1]);
   }
   if (auto* p = dynamic_cast<const PrimitiveCallNode*>(n)) {
+    // A fused expression runs here as the tree of its operations.
+    if (p->unfused_) return compile(p->unfused_.get(), out);
     const PrimitiveSpec& spec = *p->spec_;
     out.spec = &spec;
     out.call = p;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/lang/fastloop.hpp"
+#include "tessera/primitives/fused.hpp"
 #include "tessera/lang/tree.hpp"
 
 namespace tessera {
@@ -121,6 +122,19 @@ class PrimitiveCallNode : public Node {
   bool is_primitive() const override { return true; }
   const PrimitiveSpec* spec() const { return spec_; }
 
+  // The call of an elementwise primitive (add, sqrt, ...) on operands that
+  // include elementwise calls: one call of a fused primitive on the leaves
+  // of the expression (primitives/fused.hpp), which keeps the unfused tree
+  // for scalar operands and the scalar loops (fastloop.cpp). Null when the
+  // call does not fuse: not elementwise, named arguments, no elementwise
+  // operand, or a leaf that may write into an array or have effects (the
+  // fused call computes after all leaves, the unfused one between them).
+  static NodePtr fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
+                      const std::vector<NodePtr>& operands, const std::vector<int>& slots,
+                      int same_site);
+  // For a fused call: the same expression as a tree of ordinary calls.
+  const Node* unfused() const { return unfused_.get(); }
+
  private:
   Value compute(std::vector<Value>& operand_values) const;
   Future<Value> finish(std::vector<Value> operand_values) const;
@@ -146,6 +160,10 @@ class PrimitiveCallNode : public Node {
   // loc() shared with the futures of asynchronous calls, which add it to
   // their errors (Future::decorate_errors) and may outlive the tree.
   std::shared_ptr<const SourceLoc> shared_loc_;
+  // A fused call's own primitive (spec_ points at it) and unfused tree.
+  std::shared_ptr<const PrimitiveSpec> owned_spec_;
+  std::shared_ptr<const FusedExpr> fused_;
+  NodePtr unfused_;
 };
 
 // A call of a function value: f(args) where f is a variable or expression.

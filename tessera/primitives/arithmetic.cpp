@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/fused.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -23,7 +24,8 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
       .help = std::move(help),
       .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
       .ns_per_element = kernels::cost_ns(op),
-      .scalar_binary = scalar_binary_of(op)};
+      .scalar_binary = scalar_binary_of(op),
+      .fuse_binary = kernels::fusable(op) ? static_cast<int>(op) : -1};
 }
 
 // -, /, //, % and **: Python raises TypeError for a list, tuple, string,
@@ -80,7 +82,8 @@ PrimitiveSpec unary_spec(const char* name, UnaryOp op, std::string help) {
                        .params = {{"x"}},
                        .help = std::move(help),
                        .eval = [op](Args& a) -> Value { return unary_op(op, a.take(0), a.op()); },
-                       .ns_per_element = kernels::cost_ns(op)};
+                       .ns_per_element = kernels::cost_ns(op),
+                       .fuse_unary = kernels::fusable(op) ? static_cast<int>(op) : -1};
 }
 
 // A float function: ints and bools give float64, float32 stays float32.

@@ -108,6 +108,11 @@ struct PrimitiveSpec {
   // NumPy's int8/float16 results): found once, not at every call.
   int dtype_param = -1;
   bool bool_ufunc = false;
+  // Elementwise float operations that may be part of a fused expression
+  // (primitives/fused.hpp): the BinaryOp or UnaryOp this primitive
+  // computes, -1 for none.
+  int fuse_binary = -1;
+  int fuse_unary = -1;
 
   // "add(x, y)", "sum(x, axis=nil, keepdims=false)".
   std::string signature() const;

@@ -1,0 +1,230 @@
+#include "tessera/kernels/fused.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::kernels {
+
+bool fusable(BinaryOp op) {
+  return with_float_binary(op, [](auto) {});
+}
+
+bool fusable(UnaryOp op) {
+  return op == UnaryOp::negative || op == UnaryOp::positive || with_float_fn(op, [](auto) {});
+}
+
+FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, DType dtype,
+                     const Shape& out_shape)
+    : steps_(std::move(steps)), dtype_(dtype) {
+  if (dtype != DType::float32 && dtype != DType::float64) {
+    throw std::logic_error("[fused] internal error: not a float dtype");
+  }
+  const int nd = static_cast<int>(out_shape.size());
+  for (int64_t e : out_shape) size_ *= e;
+  const size_t nl = leaves.size();
+  origin_.resize(nl, nullptr);
+  scalar_.resize(nl, 0.0);
+  strides_.resize(nl);
+  // Each array leaf's element strides along the output's dimensions (0
+  // where it is broadcast), from its own strides: views are read in place.
+  std::vector<std::vector<int64_t>> full(nl, std::vector<int64_t>(nd, 0));
+  for (size_t k = 0; k < nl; ++k) {
+    const Array* a = leaves[k].array;
+    if (!a) {
+      scalar_[k] = leaves[k].scalar;
+      continue;
+    }
+    if (a->dtype() != dtype) throw std::logic_error("[fused] internal error: leaf dtype");
+    origin_[k] = a->origin_raw();
+    const std::vector<int64_t> st = a->strides();
+    const int off = nd - a->ndim();
+    if (off < 0) throw std::logic_error("[fused] internal error: leaf rank");
+    for (int d = 0; d < a->ndim(); ++d) {
+      if (a->dim(d) != 1) {
+        if (a->dim(d) != out_shape[d + off]) {
+          throw std::logic_error("[fused] internal error: leaf shape");
+        }
+        full[k][d + off] = st[d];
+      }
+    }
+  }
+  // Extent-1 dimensions carry nothing; a dimension merges into the one
+  // before it when every leaf steps through both as through one.
+  for (int d = 0; d < nd; ++d) {
+    const int64_t extent = out_shape[d];
+    if (extent == 1) continue;
+    bool merge = !dims_.empty();
+    for (size_t k = 0; k < nl && merge; ++k) {
+      if (origin_[k]) merge = strides_[k].back() == full[k][d] * extent;
+    }
+    if (merge) {
+      dims_.back() *= extent;
+      for (size_t k = 0; k < nl; ++k) {
+        if (origin_[k]) strides_[k].back() = full[k][d];
+      }
+    } else {
+      dims_.push_back(extent);
+      for (size_t k = 0; k < nl; ++k) {
+        if (origin_[k]) strides_[k].push_back(full[k][d]);
+      }
+    }
+  }
+}
+
+namespace {
+
+// An operand over one chunk: `p` points at its values, or is null when the
+// operand is the value `v` throughout the chunk.
+template <class T>
+struct Operand {
+  const T* p = nullptr;
+  T v = T(0);
+};
+
+template <class T, class F>
+Operand<T> apply_binary(const Operand<T>& x, const Operand<T>& y, T* dst, int64_t n, F f) {
+  if (x.p && y.p) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = f(x.p[i], y.p[i]);
+  } else if (x.p) {
+    const T s = y.v;
+    for (int64_t i = 0; i < n; ++i) dst[i] = f(x.p[i], s);
+  } else if (y.p) {
+    const T s = x.v;
+    for (int64_t i = 0; i < n; ++i) dst[i] = f(s, y.p[i]);
+  } else {
+    return Operand<T>{nullptr, f(x.v, y.v)};
+  }
+  return Operand<T>{dst, T(0)};
+}
+
+template <class T, class F>
+Operand<T> apply_unary(const Operand<T>& x, T* dst, int64_t n, F f) {
+  if (!x.p) return Operand<T>{nullptr, f(x.v)};
+  for (int64_t i = 0; i < n; ++i) dst[i] = f(x.p[i]);
+  return Operand<T>{dst, T(0)};
+}
+
+template <class T>
+Operand<T> apply_step(const FusedStep& st, const Operand<T>& x, const Operand<T>& y, T* dst,
+                      int64_t n) {
+  Operand<T> r;
+  if (st.binary) {
+    switch (st.pow) {
+      case PowShortcut::square:
+        return apply_unary(x, dst, n, [](T v) { return v * v; });
+      case PowShortcut::cube:
+        return apply_unary(x, dst, n, [](T v) { return v * v * v; });
+      case PowShortcut::sqrt:
+        return apply_unary(x, dst, n, [](T v) { return std::sqrt(v); });
+      case PowShortcut::identity:
+        return apply_unary(x, dst, n, [](T v) { return v; });
+      case PowShortcut::reciprocal:
+        return apply_unary(x, dst, n, [](T v) { return T(1) / v; });
+      case PowShortcut::none:
+        break;
+    }
+    with_float_binary(st.bop, [&](auto c) {
+      r = apply_binary(x, y, dst, n,
+                       [](T a, T b) { return float_binary<decltype(c)::value>(a, b); });
+    });
+    return r;
+  }
+  if (st.uop == UnaryOp::negative) return apply_unary(x, dst, n, [](T v) { return -v; });
+  if (st.uop == UnaryOp::positive) return apply_unary(x, dst, n, [](T v) { return v; });
+  with_float_fn(st.uop, [&](auto c) {
+    r = apply_unary(x, dst, n, [](T v) { return float_fn<decltype(c)::value>(v); });
+  });
+  return r;
+}
+
+}  // namespace
+
+template <class T>
+void FusedPlan::run_typed(T* out, int64_t begin, int64_t end) const {
+  if (begin >= end) return;
+  // Elements per chunk: the scratch of a dozen steps stays within L2.
+  constexpr int64_t kChunk = 512;
+  const size_t nl = origin_.size(), ns = steps_.size();
+  const int nd = static_cast<int>(dims_.size());
+  std::vector<T> scratch((nl + ns) * kChunk);
+  std::vector<Operand<T>> ops(nl + ns);
+  std::vector<int64_t> idx(nd, 0), off(nl, 0), inner(nl, 0);
+  for (size_t k = 0; k < nl; ++k) {
+    if (!origin_[k]) ops[k] = Operand<T>{nullptr, static_cast<T>(scalar_[k])};
+  }
+  // The run of output elements [pos, pos + len) along the last merged
+  // dimension: leaf k's elements at off[k] + i * inner[k].
+  auto run_chunks = [&](int64_t pos, int64_t len) {
+    for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, len - c0);
+      for (size_t k = 0; k < nl; ++k) {
+        if (!origin_[k]) continue;
+        const T* base = static_cast<const T*>(origin_[k]) + off[k] + c0 * inner[k];
+        if (inner[k] == 0) {
+          ops[k] = Operand<T>{nullptr, *base};
+        } else if (inner[k] == 1) {
+          ops[k] = Operand<T>{base, T(0)};
+        } else {
+          T* buf = scratch.data() + k * kChunk;
+          const int64_t s = inner[k];
+          for (int64_t i = 0; i < n; ++i) buf[i] = base[i * s];
+          ops[k] = Operand<T>{buf, T(0)};
+        }
+      }
+      for (size_t s = 0; s < ns; ++s) {
+        const FusedStep& st = steps_[s];
+        const bool last = s + 1 == ns;
+        T* dst = last ? out + pos + c0 : scratch.data() + (nl + s) * kChunk;
+        Operand<T> r = apply_step<T>(st, ops[st.a], st.binary ? ops[st.b] : ops[st.a], dst, n);
+        if (last && !r.p) std::fill(dst, dst + n, r.v);
+        ops[nl + s] = r;
+      }
+    }
+  };
+  if (nd == 0) {
+    run_chunks(begin, end - begin);
+    return;
+  }
+  int64_t rem = begin;
+  for (int d = nd - 1; d >= 0; --d) {
+    idx[d] = rem % dims_[d];
+    rem /= dims_[d];
+    for (size_t k = 0; k < nl; ++k) {
+      if (origin_[k]) off[k] += idx[d] * strides_[k][d];
+    }
+  }
+  for (size_t k = 0; k < nl; ++k) {
+    if (origin_[k]) inner[k] = strides_[k][nd - 1];
+  }
+  const int64_t last_extent = dims_[nd - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    const int64_t len = std::min(last_extent - idx[nd - 1], end - pos);
+    run_chunks(pos, len);
+    pos += len;
+    idx[nd - 1] += len;
+    for (size_t k = 0; k < nl; ++k) off[k] += len * inner[k];
+    for (int d = nd - 1; d > 0 && idx[d] == dims_[d]; --d) {
+      for (size_t k = 0; k < nl; ++k) {
+        if (origin_[k]) off[k] += strides_[k][d - 1] - idx[d] * strides_[k][d];
+      }
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+void FusedPlan::run(Array& out, int64_t begin, int64_t end) const {
+  if (out.dtype() != dtype_ || out.size() != size_) {
+    throw std::logic_error("[fused] internal error: output");
+  }
+  if (dtype_ == DType::float64) {
+    run_typed(out.data<double>(), begin, end);
+  } else {
+    run_typed(out.data<float>(), begin, end);
+  }
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,80 @@
+// Fused elementwise expressions: a tree of float arithmetic over arrays of
+// one float dtype (float32 or float64) and scalars, computed in one pass over
+// the output. Each tile of the output is cut into chunks of a few hundred
+// elements; per chunk every step of the expression runs over the chunk with
+// its intermediate results in small scratch buffers that stay in the L1/L2
+// cache, instead of one pass over memory (and one new array) per operation.
+// The operands are read where they are, through their strides (a slice or a
+// transposed or broadcast view is not packed first).
+//
+// The per-element functions are the array kernels' own (float_binary,
+// float_fn, pow_shortcut in elementwise.hpp), so a fused expression gives
+// the same bits as the same operations one at a time. The primitives layer
+// (primitives/fused.cpp) decides when an expression qualifies and otherwise
+// runs it one operation at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+#include "tessera/kernels/elementwise.hpp"
+
+namespace tessera::kernels {
+
+// One operation of a fused expression. Operands are numbered: 0 .. n_leaves-1
+// are the leaves (arrays and scalars), n_leaves + k is the result of step k.
+// Every step's result is used exactly once, by a later step, except the last
+// step's, which is the expression's value.
+struct FusedStep {
+  bool binary = true;
+  BinaryOp bop = BinaryOp::add;
+  UnaryOp uop = UnaryOp::negative;
+  int a = 0, b = 0;  // b unused for unary steps
+  // power with an exponent that is the same scalar everywhere (a scalar or
+  // size-1 operand): the kernels' shortcut for it.
+  PowShortcut pow = PowShortcut::none;
+};
+
+// True for the operations a fused expression can compute: the float binary
+// functions (float_binary) and the float unary functions with negative and
+// positive; not comparisons, logical operations or predicates (bool results).
+bool fusable(BinaryOp op);
+bool fusable(UnaryOp op);
+
+// A leaf: an array of the expression's dtype (any strides; broadcast against
+// the output shape) or a scalar already converted to that dtype.
+struct FusedLeaf {
+  const Array* array = nullptr;  // null: the scalar
+  double scalar = 0.0;
+};
+
+// The expression with its leaves laid out over the output: built once per
+// call, then run over disjoint ranges of output elements (in parallel).
+class FusedPlan {
+ public:
+  // `dtype` is float32 or float64; `out_shape` the broadcast shape of the
+  // array leaves, which must broadcast to it.
+  FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, DType dtype,
+            const Shape& out_shape);
+  // out[begin:end) (C order over out_shape) = the expression; `out` is a
+  // C-contiguous array of the plan's dtype and shape.
+  void run(Array& out, int64_t begin, int64_t end) const;
+  int64_t size() const { return size_; }
+
+ private:
+  template <class T>
+  void run_typed(T* out, int64_t begin, int64_t end) const;
+
+  std::vector<FusedStep> steps_;
+  std::vector<const void*> origin_;  // per leaf: element (0, ..., 0), or null for a scalar
+  std::vector<double> scalar_;       // per leaf: the scalar's value
+  DType dtype_;
+  int64_t size_ = 1;
+  // The output's dimensions with adjacent ones merged where every leaf
+  // allows it, and per leaf its element stride along each (0: broadcast).
+  std::vector<int64_t> dims_;
+  std::vector<std::vector<int64_t>> strides_;
+};
+
+}  // namespace tessera::kernels

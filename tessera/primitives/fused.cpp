@@ -1,0 +1,217 @@
+#include "tessera/primitives/fused.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "tessera/kernels/fused.hpp"
+#include "tessera/runtime/parallel.hpp"
+
+namespace tessera {
+
+bool fusable_spec(const PrimitiveSpec& spec) {
+  return spec.fuse_binary >= 0 || spec.fuse_unary >= 0;
+}
+
+bool fusion_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_FUSION");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+namespace {
+
+// Runs step `s` as its own primitive on operand values (moved in: each is
+// used once, so a buffer held nowhere else is reused as the unfused call
+// would); errors name the step's position.
+Value run_step(const FusedExpr::Step& s, Value x, std::optional<Value> y) {
+  try {
+    std::vector<Value> vals;
+    vals.push_back(std::move(x));
+    if (y) vals.push_back(std::move(*y));
+    Args args(*s.spec, std::move(vals));
+    return run_primitive(*s.spec, args);
+  } catch (...) {
+    rethrow_with_location(std::current_exception(), s.loc);
+  }
+}
+
+// The steps one at a time from step `from` on, with `vals` holding the
+// leaves and the results of the steps before `from`.
+Value run_unfused(const FusedExpr& fx, std::vector<Value>& vals, size_t from) {
+  for (size_t k = from; k < fx.steps.size(); ++k) {
+    const FusedExpr::Step& s = fx.steps[k];
+    std::optional<Value> y;
+    if (s.binary) y = std::move(vals[s.b]);
+    vals[fx.n_leaves + k] = run_step(s, std::move(vals[s.a]), std::move(y));
+  }
+  return std::move(vals.back());
+}
+
+bool python_number(const Value& v) { return v.is_bool() || v.is_int() || v.is_float(); }
+
+// A Python number converted to `dtype` as NumPy 2 converts a weak scalar
+// combined with a float array, kept as a double (exact for float32 too).
+double weak_scalar(const Value& v, DType dtype) {
+  if (dtype == DType::float32) {
+    if (v.is_float()) return static_cast<float>(v.as_float());
+    if (v.is_int()) return static_cast<float>(v.as_int());
+    return v.as_bool() ? 1.0 : 0.0;
+  }
+  if (v.is_float()) return v.as_float();
+  if (v.is_int()) return static_cast<double>(v.as_int());
+  return v.as_bool() ? 1.0 : 0.0;
+}
+
+Value eval_fused(const FusedExpr& fx, Args& args) {
+  const size_t nl = fx.n_leaves, ns = fx.steps.size();
+  std::vector<Value> vals(nl + ns);
+  for (size_t i = 0; i < nl; ++i) vals[i] = args.take(i);
+
+  // Which operands are "large": an array of more than one element, or a
+  // step with a large operand. A step of small operands only (Python
+  // numbers, size-1 arrays) is computed first, on its own, exactly as the
+  // unfused call (Python's rules for two numbers, NumPy's power shortcuts
+  // for a size-1 exponent); its result becomes a leaf of the rest.
+  std::vector<bool> large(nl + ns, false);
+  std::optional<DType> dtype;
+  bool plain = true;  // every leaf a Python number or a float32/float64 array
+  for (size_t i = 0; i < nl; ++i) {
+    const Value& v = vals[i];
+    if (v.is_array()) {
+      large[i] = v.as_array().size() > 1;
+    } else if (!python_number(v)) {
+      plain = false;
+    }
+  }
+  size_t n_large = 0;
+  for (size_t k = 0; k < ns; ++k) {
+    const FusedExpr::Step& s = fx.steps[k];
+    large[nl + k] = large[s.a] || (s.binary && large[s.b]);
+    n_large += large[nl + k];
+  }
+  if (!plain || n_large == 0) return run_unfused(fx, vals, 0);
+  for (size_t k = 0; k < ns; ++k) {
+    const FusedExpr::Step& s = fx.steps[k];
+    if (large[nl + k]) continue;
+    std::optional<Value> y;
+    if (s.binary) y = std::move(vals[s.b]);
+    vals[nl + k] = run_step(s, std::move(vals[s.a]), std::move(y));
+  }
+  // The array operands of the large steps share one float dtype; the
+  // other operands are Python numbers (weak: they take that dtype).
+  std::vector<Shape> shapes;
+  auto leaf_ok = [&](size_t id) {
+    const Value& v = vals[id];
+    if (python_number(v)) return true;
+    if (!v.is_array()) return false;
+    const Array& a = v.as_array();
+    if (a.dtype() != DType::float64 && a.dtype() != DType::float32) return false;
+    if (a.weak()) return false;
+    if (!dtype) dtype = a.dtype();
+    if (*dtype != a.dtype()) return false;
+    shapes.push_back(a.shape());
+    return true;
+  };
+  bool ok = true;
+  std::vector<kernels::FusedStep> steps;
+  std::vector<int> renumber(nl + ns, -1);
+  std::vector<size_t> leaf_ids;
+  auto operand = [&](size_t id) -> int {
+    if (id >= nl && large[id]) return renumber[id];
+    ok = ok && leaf_ok(id);
+    leaf_ids.push_back(id);
+    return -1 - static_cast<int>(leaf_ids.size() - 1);  // fixed up below
+  };
+  for (size_t k = 0; k < ns && ok; ++k) {
+    const FusedExpr::Step& s = fx.steps[k];
+    if (!large[nl + k]) continue;
+    kernels::FusedStep st;
+    st.binary = s.binary;
+    st.bop = s.bop;
+    st.uop = s.uop;
+    st.a = operand(s.a);
+    if (s.binary) st.b = operand(s.b);
+    renumber[nl + k] = static_cast<int>(steps.size());
+    steps.push_back(st);
+  }
+  // The small steps are done: the unfused way goes on from the first large one.
+  size_t first_large = 0;
+  while (first_large < ns && !large[nl + first_large]) ++first_large;
+  if (!ok || !dtype) return run_unfused(fx, vals, first_large);
+  Shape out_shape;
+  try {
+    out_shape = kernels::broadcast_shapes(shapes, "fused");
+  } catch (const std::invalid_argument&) {
+    // Shapes that do not broadcast: the unfused steps report it where it fails.
+    return run_unfused(fx, vals, first_large);
+  }
+  // Leaves in order, then step results: renumber operands to the kernel's
+  // numbering (leaves first).
+  const int n_kleaves = static_cast<int>(leaf_ids.size());
+  std::vector<kernels::FusedLeaf> leaves(leaf_ids.size());
+  for (size_t j = 0; j < leaf_ids.size(); ++j) {
+    const Value& v = vals[leaf_ids[j]];
+    if (v.is_array()) {
+      leaves[j].array = &v.as_array();
+    } else {
+      leaves[j].scalar = weak_scalar(v, *dtype);
+    }
+  }
+  auto fix = [&](int id) { return id < 0 ? -1 - id : n_kleaves + id; };
+  for (size_t k = 0; k < steps.size(); ++k) {
+    kernels::FusedStep& st = steps[k];
+    st.a = fix(st.a);
+    if (!st.binary) continue;
+    st.b = fix(st.b);
+    if (st.bop == BinaryOp::power && st.b < n_kleaves) {
+      // A scalar or size-1 exponent: the kernels' shortcuts (x ** 2 is x * x).
+      const kernels::FusedLeaf& e = leaves[st.b];
+      if (!e.array) {
+        st.pow = *dtype == DType::float32 ? kernels::pow_shortcut(static_cast<float>(e.scalar))
+                                          : kernels::pow_shortcut(e.scalar);
+      } else if (e.array->size() == 1) {
+        st.pow = *dtype == DType::float32 ? kernels::pow_shortcut(*e.array->origin<float>())
+                                          : kernels::pow_shortcut(*e.array->origin<double>());
+      }
+    }
+  }
+  double cost = 0.0;
+  for (const kernels::FusedStep& st : steps) {
+    cost += st.binary ? kernels::cost_ns(st.bop) : kernels::cost_ns(st.uop);
+  }
+  kernels::FusedPlan plan(std::move(steps), std::move(leaves), *dtype, out_shape);
+  Array out(*dtype, out_shape);
+  parallel_for(plan.size(), cost, [&](int64_t b, int64_t e) { plan.run(out, b, e); });
+  return Value(std::move(out));
+}
+
+}  // namespace
+
+std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const FusedExpr> expr) {
+  auto spec = std::make_shared<PrimitiveSpec>();
+  std::string name = "fused(";
+  double cost = 0.0;
+  for (size_t k = 0; k < expr->steps.size(); ++k) {
+    name += (k ? "+" : "") + expr->steps[k].spec->name;
+    cost += expr->steps[k].spec->ns_per_element;
+  }
+  spec->name = name + ")";
+  // The elementwise family: tiled arrays among the leaves go through the
+  // elementwise tiled overload (each locality computes its tile).
+  spec->family = "arithmetic";
+  for (size_t i = 0; i < expr->n_leaves; ++i) spec->params.push_back({"x" + std::to_string(i)});
+  spec->help = "An expression of elementwise primitives computed in one pass (docs/runtime.md).";
+  spec->ns_per_element = cost;
+  // Leaves reach eval as they are: views unpacked (the kernel reads them
+  // through their strides), dtypes unconverted (the steps convert their own).
+  spec->views = true;
+  spec->dtype_rule = DTypeRule::raw;
+  spec->complex = true;
+  spec->eval = [expr](Args& a) -> Value { return eval_fused(*expr, a); };
+  return spec;
+}
+
+}  // namespace tessera

@@ -1,0 +1,49 @@
+// Fused elementwise expressions (docs/runtime.md, "Fused expressions"): the
+// compiler turns a nested expression of elementwise arithmetic, such as
+// 0.2 * (a[1:-1] + a[:-2] + a[2:]), into one call of a fused primitive whose
+// operands are the expression's leaves. When the leaves are arrays of one
+// float dtype and Python scalars, the fused primitive computes the whole
+// expression in one pass over the output (kernels/fused.hpp), reading views
+// in place; otherwise it runs the expression's primitives one at a time, as
+// the unfused tree would, so results, dtypes and errors are the same.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+struct FusedExpr {
+  struct Step {
+    const PrimitiveSpec* spec = nullptr;  // the primitive the step stands for
+    bool binary = true;
+    BinaryOp bop = BinaryOp::add;
+    UnaryOp uop = UnaryOp::negative;
+    // Operands: 0 .. n_leaves-1 are leaves, n_leaves + k is step k's result
+    // (kernels::FusedStep's numbering). Each is used exactly once.
+    int a = 0, b = 0;
+    SourceLoc loc;  // the operation's position, for its errors
+  };
+  std::vector<Step> steps;  // in evaluation order; the last gives the value
+  size_t n_leaves = 0;
+};
+
+// The operation a primitive computes when it can take part in a fused
+// expression (add, multiply, sqrt, ...: PrimitiveSpec::fuse_binary/fuse_unary).
+bool fusable_spec(const PrimitiveSpec& spec);
+
+// A primitive (not registered: owned by the call node) evaluating `expr` on
+// its operands, the expression's leaves; its name lists the operations
+// ("fused(multiply+add+add)"), its help says what it stands for.
+std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const FusedExpr> expr);
+
+// Turns fused expressions on or off (TESSERA_FUSION=0 at start turns them
+// off; the compiler reads it when it builds a program).
+bool fusion_enabled();
+
+}  // namespace tessera
