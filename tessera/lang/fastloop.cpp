@@ -141,7 +141,16 @@ enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne
 }  // namespace
 
 struct FastLoop::Impl {
+  struct State;
+  struct FNode;
+  // What evaluates a node: chosen once per node after compilation (link), by
+  // its operation and, for arithmetic, by the primitive and the operands'
+  // shapes, so that a turn goes from node to node through one indirect call
+  // each instead of one large switch (whose frame and branches every
+  // operation paid for).
+  using Handler = Reg (*)(const Impl&, const FNode&, State&);
   struct FNode {
+    Handler fn = nullptr;
     Op op = Op::Const;
     Reg constant;
     int reg = -1;
@@ -206,8 +215,11 @@ struct FastLoop::Impl {
     return r;
   }
 
+  // Sets the handlers of `n` and of the nodes under it.
+  static void link(FNode& n);
+
   // ---- execution
-  Reg eval(const FNode& n, State& st) const;
+  Reg eval(const FNode& n, State& st) const { return n.fn(*this, n, st); }
   static Reg to_reg(const Value& v, State& st);
   static Value to_value(const Reg& r, const State& st);
   static bool truthy(const Reg& r) {
@@ -247,18 +259,6 @@ struct FastLoop::Impl {
   __attribute__((noinline)) Reg loop(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
-  // A variable's or constant's register without a call of eval; any other
-  // node evaluated into `tmp`.
-  const Reg& operand(const FNode& k, State& st, Reg& tmp) const {
-    if (k.op == Op::Var) {
-      const Reg& r = st.regs[k.reg];
-      if (r.k == Reg::Undef) throw BAIL;
-      return r;
-    }
-    if (k.op == Op::Const) return k.constant;
-    tmp = eval(k, st);
-    return tmp;
-  }
   __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg getitem_general(const FNode& n, const Reg& x, const Reg* idx,
                                                 size_t done, State& st) const;
@@ -313,6 +313,125 @@ Fast fast_of(const std::string& name) {
                                                                  {"imod", Fast::mod}};
   auto it = table.find(name);
   return it == table.end() ? Fast::none : it->second;
+}
+
+// The inline arithmetic and comparisons of two ints (Python's or NumPy's,
+// `strong` when either is NumPy's) and of two floats: what the primitives'
+// scalar functions give; what they would report or wrap (an overflow, a
+// division by zero) is left to the general path.
+template <Fast F>
+inline Reg int_op(bool strong, int64_t a, int64_t b) {
+  const Reg::Kind ik = strong ? Reg::NpInt : Reg::PyInt;
+  const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
+  int64_t r = 0;
+  if constexpr (F == Fast::add) {
+    if (__builtin_add_overflow(a, b, &r)) throw BAIL;
+    return Reg::make(ik, r);
+  } else if constexpr (F == Fast::sub) {
+    if (__builtin_sub_overflow(a, b, &r)) throw BAIL;
+    return Reg::make(ik, r);
+  } else if constexpr (F == Fast::mul) {
+    if (__builtin_mul_overflow(a, b, &r)) throw BAIL;
+    return Reg::make(ik, r);
+  } else if constexpr (F == Fast::div) {
+    if (b == 0) throw BAIL;
+    return Reg::real(strong ? Reg::NpFloat : Reg::PyFloat,
+                     static_cast<double>(a) / static_cast<double>(b));
+  } else if constexpr (F == Fast::lt) {
+    return Reg::boolean(bk, a < b);
+  } else if constexpr (F == Fast::le) {
+    return Reg::boolean(bk, a <= b);
+  } else if constexpr (F == Fast::gt) {
+    return Reg::boolean(bk, a > b);
+  } else if constexpr (F == Fast::ge) {
+    return Reg::boolean(bk, a >= b);
+  } else if constexpr (F == Fast::eq) {
+    return Reg::boolean(bk, a == b);
+  } else if constexpr (F == Fast::ne) {
+    return Reg::boolean(bk, a != b);
+  } else if constexpr (F == Fast::floordiv) {
+    // By a positive power of two (k // 2): a shift, the floor for negative
+    // k too, without the division (tens of cycles).
+    if (b > 0 && (b & (b - 1)) == 0) {
+      return Reg::make(ik, a >> __builtin_ctzll(static_cast<uint64_t>(b)));
+    }
+    // Division by zero and INT64_MIN // -1 are the general path's to
+    // report (or, for NumPy's scalars, to wrap).
+    if (b == 0 || (b == -1 && a == std::numeric_limits<int64_t>::min())) throw BAIL;
+    return Reg::make(ik, kernels::int_floor_divide(a, b, "floor_divide"));
+  } else {
+    static_assert(F == Fast::mod);
+    // By a positive power of two: the low bits (in [0, b) for negative k
+    // too, as Python's and NumPy's modulo).
+    if (b > 0 && (b & (b - 1)) == 0) return Reg::make(ik, a & (b - 1));
+    if (b == 0) throw BAIL;
+    return Reg::make(ik, kernels::int_mod(a, b, "mod"));
+  }
+}
+
+template <Fast F>
+inline Reg float_op(bool strong, double x, double y) {
+  const Reg::Kind fk = strong ? Reg::NpFloat : Reg::PyFloat;
+  const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
+  if constexpr (F == Fast::add) {
+    return Reg::real(fk, x + y);
+  } else if constexpr (F == Fast::sub) {
+    return Reg::real(fk, x - y);
+  } else if constexpr (F == Fast::mul) {
+    return Reg::real(fk, x * y);
+  } else if constexpr (F == Fast::div) {
+    return Reg::real(fk, x / y);
+  } else if constexpr (F == Fast::lt) {
+    return Reg::boolean(bk, x < y);
+  } else if constexpr (F == Fast::le) {
+    return Reg::boolean(bk, x <= y);
+  } else if constexpr (F == Fast::gt) {
+    return Reg::boolean(bk, x > y);
+  } else if constexpr (F == Fast::ge) {
+    return Reg::boolean(bk, x >= y);
+  } else if constexpr (F == Fast::eq) {
+    return Reg::boolean(bk, x == y);
+  } else if constexpr (F == Fast::ne) {
+    return Reg::boolean(bk, x != y);
+  } else if constexpr (F == Fast::floordiv) {
+    return Reg::real(fk, kernels::float_floor_divide(x, y));
+  } else {
+    static_assert(F == Fast::mod);
+    return Reg::real(fk, kernels::float_mod(x, y));
+  }
+}
+
+// fn(std::integral_constant<Fast, f>) for the inline operation f.
+template <class Fn>
+inline auto with_fast(Fast f, Fn&& fn) {
+  switch (f) {
+    case Fast::add:
+      return fn(std::integral_constant<Fast, Fast::add>{});
+    case Fast::sub:
+      return fn(std::integral_constant<Fast, Fast::sub>{});
+    case Fast::mul:
+      return fn(std::integral_constant<Fast, Fast::mul>{});
+    case Fast::div:
+      return fn(std::integral_constant<Fast, Fast::div>{});
+    case Fast::lt:
+      return fn(std::integral_constant<Fast, Fast::lt>{});
+    case Fast::le:
+      return fn(std::integral_constant<Fast, Fast::le>{});
+    case Fast::gt:
+      return fn(std::integral_constant<Fast, Fast::gt>{});
+    case Fast::ge:
+      return fn(std::integral_constant<Fast, Fast::ge>{});
+    case Fast::eq:
+      return fn(std::integral_constant<Fast, Fast::eq>{});
+    case Fast::ne:
+      return fn(std::integral_constant<Fast, Fast::ne>{});
+    case Fast::floordiv:
+      return fn(std::integral_constant<Fast, Fast::floordiv>{});
+    case Fast::mod:
+      return fn(std::integral_constant<Fast, Fast::mod>{});
+    default:
+      return fn(std::integral_constant<Fast, Fast::none>{});
+  }
 }
 
 }  // namespace
@@ -553,77 +672,25 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
   const bool floats = !ints && a.k != Reg::PyBool && b.k != Reg::PyBool;
   const Reg::Kind fk = strong ? Reg::NpFloat : Reg::PyFloat;
   const Reg::Kind ik = strong ? Reg::NpInt : Reg::PyInt;
-  const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
   if (ints && n.fast != Fast::none) {
-    int64_t r = 0;
-    switch (n.fast) {
-      case Fast::add:
-        if (__builtin_add_overflow(a.i, b.i, &r)) throw BAIL;
-        return Reg::make(ik, r);
-      case Fast::sub:
-        if (__builtin_sub_overflow(a.i, b.i, &r)) throw BAIL;
-        return Reg::make(ik, r);
-      case Fast::mul:
-        if (__builtin_mul_overflow(a.i, b.i, &r)) throw BAIL;
-        return Reg::make(ik, r);
-      case Fast::div:
-        if (b.i == 0) throw BAIL;
-        return Reg::real(fk, static_cast<double>(a.i) / static_cast<double>(b.i));
-      case Fast::lt:
-        return Reg::boolean(bk, a.i < b.i);
-      case Fast::le:
-        return Reg::boolean(bk, a.i <= b.i);
-      case Fast::gt:
-        return Reg::boolean(bk, a.i > b.i);
-      case Fast::ge:
-        return Reg::boolean(bk, a.i >= b.i);
-      case Fast::eq:
-        return Reg::boolean(bk, a.i == b.i);
-      case Fast::ne:
-        return Reg::boolean(bk, a.i != b.i);
-      case Fast::floordiv:
-        // Division by zero and INT64_MIN // -1 are the general path's to
-        // report (or, for NumPy's scalars, to wrap).
-        if (b.i == 0 || (b.i == -1 && a.i == std::numeric_limits<int64_t>::min())) throw BAIL;
-        return Reg::make(ik, kernels::int_floor_divide(a.i, b.i, "floor_divide"));
-      case Fast::mod:
-        if (b.i == 0) throw BAIL;
-        return Reg::make(ik, kernels::int_mod(a.i, b.i, "mod"));
-      default:
-        break;
-    }
+    return with_fast(n.fast, [&](auto f) -> Reg {
+      if constexpr (decltype(f)::value == Fast::none) {
+        return Reg();
+      } else {
+        return int_op<decltype(f)::value>(strong, a.i, b.i);
+      }
+    });
   }
   if (floats && n.fast != Fast::none) {
     const double x = (a.k == Reg::PyInt || a.k == Reg::NpInt) ? static_cast<double>(a.i) : a.f;
     const double y = (b.k == Reg::PyInt || b.k == Reg::NpInt) ? static_cast<double>(b.i) : b.f;
-    switch (n.fast) {
-      case Fast::add:
-        return Reg::real(fk, x + y);
-      case Fast::sub:
-        return Reg::real(fk, x - y);
-      case Fast::mul:
-        return Reg::real(fk, x * y);
-      case Fast::div:
-        return Reg::real(fk, x / y);
-      case Fast::lt:
-        return Reg::boolean(bk, x < y);
-      case Fast::le:
-        return Reg::boolean(bk, x <= y);
-      case Fast::gt:
-        return Reg::boolean(bk, x > y);
-      case Fast::ge:
-        return Reg::boolean(bk, x >= y);
-      case Fast::eq:
-        return Reg::boolean(bk, x == y);
-      case Fast::ne:
-        return Reg::boolean(bk, x != y);
-      case Fast::floordiv:
-        return Reg::real(fk, kernels::float_floor_divide(x, y));
-      case Fast::mod:
-        return Reg::real(fk, kernels::float_mod(x, y));
-      default:
-        break;
-    }
+    return with_fast(n.fast, [&](auto f) -> Reg {
+      if constexpr (decltype(f)::value == Fast::none) {
+        return Reg();
+      } else {
+        return float_op<decltype(f)::value>(strong, x, y);
+      }
+    });
   }
   // Everything else through the primitive's own scalar function (what the
   // general evaluation calls); its errors go the general way.
@@ -847,54 +914,152 @@ Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State&
   return to_reg(r, st);
 }
 
-Reg FastLoop::Impl::eval(const FNode& n, State& st) const {
+namespace {
+
+using FNode = FastLoop::Impl::FNode;
+using State = FastLoop::Impl::State;
+using Handler = FastLoop::Impl::Handler;
+
+// An operand's shape, known when the loop is compiled: a variable's register
+// or a constant is read in place, anything else evaluated.
+enum OperandShape { kVar, kConst, kExpr };
+
+OperandShape shape_of(const FNode& k) {
+  return k.op == Op::Var ? kVar : k.op == Op::Const ? kConst : kExpr;
+}
+
+template <int S>
+inline const Reg& fetch(const FastLoop::Impl& im, const FNode& k, State& st, Reg& tmp) {
+  if constexpr (S == kVar) {
+    const Reg& r = st.regs[k.reg];
+    if (r.k == Reg::Undef) throw BAIL;
+    return r;
+  } else if constexpr (S == kConst) {
+    return k.constant;
+  } else {
+    tmp = im.eval(k, st);
+    return tmp;
+  }
+}
+
+inline bool truth(const Reg& r) { return r.k == Reg::PyBool ? r.b : FastLoop::Impl::truthy(r); }
+
+Reg h_const(const FastLoop::Impl&, const FNode& n, State&) { return n.constant; }
+
+Reg h_var(const FastLoop::Impl&, const FNode& n, State& st) {
+  const Reg& r = st.regs[n.reg];
+  if (r.k == Reg::Undef) throw BAIL;
+  return r;
+}
+
+template <int S>
+Reg h_assign(const FastLoop::Impl& im, const FNode& n, State& st) {
+  Reg tmp;
+  const Reg v = fetch<S>(im, n.kids[0], st, tmp);
+  if (v.k == Reg::Undef) throw BAIL;
+  st.regs[n.reg] = v;
+  st.assigned[n.reg] = 1;
+  return v;
+}
+
+Reg h_block(const FastLoop::Impl& im, const FNode& n, State& st) {
+  Reg last;
+  last.k = Reg::Nil;
+  for (const FNode& k : n.kids) {
+    last = im.eval(k, st);
+    if (st.flow != State::Flow::normal) return last;
+  }
+  return last;
+}
+
+template <int S>
+Reg h_if(const FastLoop::Impl& im, const FNode& n, State& st) {
+  Reg tc;
+  if (truth(fetch<S>(im, n.kids[0], st, tc))) return im.eval(n.kids[1], st);
+  if (n.kids.size() > 2) return im.eval(n.kids[2], st);
+  Reg nil;
+  nil.k = Reg::Nil;
+  return nil;
+}
+
+// A binary primitive: two Python or NumPy floats, or two ints, computed
+// here for the operations computed inline; any other pair of kinds (and
+// any other primitive) by binary().
+template <Fast F, int SA, int SB>
+Reg h_binary(const FastLoop::Impl& im, const FNode& n, State& st) {
+  Reg ta, tb;
+  const Reg& a = fetch<SA>(im, n.kids[0], st, ta);
+  const Reg& b = fetch<SB>(im, n.kids[1], st, tb);
+  Reg r;
+  if constexpr (F != Fast::none) {
+    if ((a.k == Reg::PyFloat || a.k == Reg::NpFloat) &&
+        (b.k == Reg::PyFloat || b.k == Reg::NpFloat)) {
+      r = float_op<F>(a.k == Reg::NpFloat || b.k == Reg::NpFloat, a.f, b.f);
+    } else if ((a.k == Reg::PyInt || a.k == Reg::NpInt) &&
+               (b.k == Reg::PyInt || b.k == Reg::NpInt)) {
+      r = int_op<F>(a.k == Reg::NpInt || b.k == Reg::NpInt, a.i, b.i);
+    } else {
+      r = im.binary(n, a, b, st);
+    }
+  } else {
+    r = im.binary(n, a, b, st);
+  }
+  ++st.counts[n.counter];
+  ++st.inline_ops;
+  return r;
+}
+
+template <Fast F>
+Handler binary_handler(OperandShape a, OperandShape b) {
+  static constexpr Handler table[3][3] = {
+      {&h_binary<F, kVar, kVar>, &h_binary<F, kVar, kConst>, &h_binary<F, kVar, kExpr>},
+      {&h_binary<F, kConst, kVar>, &h_binary<F, kConst, kConst>, &h_binary<F, kConst, kExpr>},
+      {&h_binary<F, kExpr, kVar>, &h_binary<F, kExpr, kConst>, &h_binary<F, kExpr, kExpr>}};
+  return table[a][b];
+}
+
+Reg h_while(const FastLoop::Impl& im, const FNode& n, State& st) { return im.loop(n, st); }
+Reg h_logic(const FastLoop::Impl& im, const FNode& n, State& st) { return im.logic(n, st); }
+Reg h_rest(const FastLoop::Impl& im, const FNode& n, State& st) { return im.rest(n, st); }
+
+}  // namespace
+
+void FastLoop::Impl::link(FNode& n) {
+  for (FNode& k : n.kids) link(k);
   switch (n.op) {
     case Op::Const:
-      return n.constant;
-    case Op::Var: {
-      const Reg& r = st.regs[n.reg];
-      if (r.k == Reg::Undef) throw BAIL;
-      return r;
-    }
+      n.fn = &h_const;
+      break;
+    case Op::Var:
+      n.fn = &h_var;
+      break;
     case Op::Assign: {
-      Reg v = eval(n.kids[0], st);
-      if (v.k == Reg::Undef) throw BAIL;
-      st.regs[n.reg] = v;
-      st.assigned[n.reg] = 1;
-      return v;
+      static constexpr Handler by_shape[3] = {&h_assign<kVar>, &h_assign<kConst>, &h_assign<kExpr>};
+      n.fn = by_shape[shape_of(n.kids[0])];
+      break;
     }
-    case Op::Block: {
-      Reg last;
-      last.k = Reg::Nil;
-      for (const FNode& k : n.kids) {
-        last = eval(k, st);
-        if (st.flow != State::Flow::normal) return last;
-      }
-      return last;
-    }
+    case Op::Block:
+      n.fn = &h_block;
+      break;
     case Op::If: {
-      Reg tc;
-      if (truthy(operand(n.kids[0], st, tc))) return eval(n.kids[1], st);
-      if (n.kids.size() > 2) return eval(n.kids[2], st);
-      Reg nil;
-      nil.k = Reg::Nil;
-      return nil;
+      static constexpr Handler by_shape[3] = {&h_if<kVar>, &h_if<kConst>, &h_if<kExpr>};
+      n.fn = by_shape[shape_of(n.kids[0])];
+      break;
     }
     case Op::Binary: {
-      Reg ta, tb;
-      const Reg& a = operand(n.kids[0], st, ta);
-      const Reg& b = operand(n.kids[1], st, tb);
-      Reg r = binary(n, a, b, st);
-      ++st.counts[n.counter];
-      ++st.inline_ops;
-      return r;
+      const OperandShape a = shape_of(n.kids[0]), b = shape_of(n.kids[1]);
+      n.fn = with_fast(n.fast, [&](auto f) { return binary_handler<decltype(f)::value>(a, b); });
+      break;
     }
     case Op::While:
-      return loop(n, st);
+      n.fn = &h_while;
+      break;
     case Op::Logic:
-      return logic(n, st);
+      n.fn = &h_logic;
+      break;
     default:
-      return rest(n, st);
+      n.fn = &h_rest;
+      break;
   }
 }
 
@@ -907,7 +1072,7 @@ Reg FastLoop::Impl::loop(const FNode& n, State& st) const {
       last.k = Reg::Nil;
       for (;;) {
         if (interrupt_requested()) throw BAIL;
-        if (!truthy(eval(n.kids[0], st))) return last;
+        if (!truth(eval(n.kids[0], st))) return last;
         Reg v = eval(n.kids[1], st);
         if (st.flow == State::Flow::brk) {
           st.flow = State::Flow::normal;
@@ -1031,6 +1196,8 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
       !impl->compile(loop.body_.get(), impl->body)) {
     return nullptr;
   }
+  Impl::link(impl->cond);
+  Impl::link(impl->body);
   return std::unique_ptr<FastLoop>(new FastLoop(std::move(impl)));
 }
 
@@ -1108,7 +1275,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     }
     ++since;
     try {
-      if (!Impl::truthy(im.eval(im.cond, st))) {
+      if (!truth(im.eval(im.cond, st))) {
         im.write_back(frame, st);
         result = Impl::to_value(last, st);
         return true;

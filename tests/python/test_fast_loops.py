@@ -172,6 +172,29 @@ def array_ops_in_a_loop(a, n):
     return total, rows
 
 
+def division_by_powers_of_two(a):
+    # k // 2**m and k % 2**m (m known or not when the loop is compiled) are
+    # computed without a division on the fast path: the floor and the
+    # remainder of the divisor's sign also for negative k, as Python's ints
+    # and NumPy's int64 elements give them.
+    n = len(a)
+    out = np.zeros((n, 10), dtype=np.int64)
+    for i in range(n):
+        k = i - n // 2
+        d = 2 ** (i % 4)
+        out[i, 0] = k // 2
+        out[i, 1] = k % 2
+        out[i, 2] = k // 8
+        out[i, 3] = k % 8
+        out[i, 4] = k // d
+        out[i, 5] = k % d
+        out[i, 6] = a[i] // 4
+        out[i, 7] = a[i] % 4
+        out[i, 8] = a[i] // -d
+        out[i, 9] = a[i] % -d
+    return out
+
+
 CASES = [
     (prefix, (np.arange(1.0, 9.0),)),
     (prefix, (np.arange(5, dtype=np.int64),)),
@@ -188,6 +211,8 @@ CASES = [
     (deep_turn_then_error, (np.ones(5), np.array([1.0, 2.0, 4.0, 0.0, 1.0]))),
     (array_writes_then_error, (np.arange(6.0), np.linspace(1.0, 2.0, 6))),
     (array_ops_in_a_loop, (np.arange(12.0).reshape(3, 4), 7)),
+    (division_by_powers_of_two,
+     (np.concatenate([[5, -2**63, 2**63 - 1], np.arange(-20, 20, dtype=np.int64) * 7 + 3]),)),
 ]
 
 
