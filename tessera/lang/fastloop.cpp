@@ -982,7 +982,11 @@ Reg h_if(const FastLoop::Impl& im, const FNode& n, State& st) {
   return nil;
 }
 
-// A binary primitive: two Python or NumPy floats, or two ints, computed
+// The kinds that are numbers and not bools, as a mask of bits 1 << kind.
+constexpr unsigned kNumbers =
+    (1u << Reg::PyInt) | (1u << Reg::PyFloat) | (1u << Reg::NpInt) | (1u << Reg::NpFloat);
+
+// A binary primitive: two numbers (Python's or NumPy's, not bools) computed
 // here for the operations computed inline; any other pair of kinds (and
 // any other primitive) by binary().
 template <Fast F, int SA, int SB>
@@ -998,6 +1002,11 @@ Reg h_binary(const FastLoop::Impl& im, const FNode& n, State& st) {
     } else if ((a.k == Reg::PyInt || a.k == Reg::NpInt) &&
                (b.k == Reg::PyInt || b.k == Reg::NpInt)) {
       r = int_op<F>(a.k == Reg::NpInt || b.k == Reg::NpInt, a.i, b.i);
+    } else if ((kNumbers >> a.k) & (kNumbers >> b.k) & 1) {
+      // An int and a float (i * dx, x[i] * nbins): in floats, as binary().
+      const double x = a.k == Reg::PyInt || a.k == Reg::NpInt ? static_cast<double>(a.i) : a.f;
+      const double y = b.k == Reg::PyInt || b.k == Reg::NpInt ? static_cast<double>(b.i) : b.f;
+      r = float_op<F>(a.strong() || b.strong(), x, y);
     } else {
       r = im.binary(n, a, b, st);
     }

@@ -195,6 +195,24 @@ def division_by_powers_of_two(a):
     return out
 
 
+def int_and_float_pairs(a, x):
+    # An int and a float in one operation, either way round, Python's or
+    # NumPy's: a float (NumPy's when either is), compared as floats.
+    s = 0.0
+    c = d = False
+    p = q = r = f = g = 0.0
+    for i in range(len(a)):
+        p = a[i] * 0.5
+        q = i * 1.5
+        r = x[i] - i
+        c = i < x[i]
+        d = a[i] >= 2.5
+        f = i // 0.75
+        g = a[i] % 2.5
+        s = s + p + q + r + f + g
+    return s, p, q, r, c, d, f, g
+
+
 CASES = [
     (prefix, (np.arange(1.0, 9.0),)),
     (prefix, (np.arange(5, dtype=np.int64),)),
@@ -211,6 +229,7 @@ CASES = [
     (deep_turn_then_error, (np.ones(5), np.array([1.0, 2.0, 4.0, 0.0, 1.0]))),
     (array_writes_then_error, (np.arange(6.0), np.linspace(1.0, 2.0, 6))),
     (array_ops_in_a_loop, (np.arange(12.0).reshape(3, 4), 7)),
+    (int_and_float_pairs, (np.array([3, -4, 7, 2], dtype=np.int64), np.array([0.5, 2.0, -1.5, 3.0]))),
     (division_by_powers_of_two,
      (np.concatenate([[5, -2**63, 2**63 - 1], np.arange(-20, 20, dtype=np.int64) * 7 + 3]),)),
 ]
