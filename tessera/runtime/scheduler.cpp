@@ -5,12 +5,12 @@
 #include <oneapi/tbb/task_group.h>
 #include <oneapi/tbb/task_scheduler_observer.h>
 
-#include <cstdio>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,9 +42,7 @@ thread_local bool tl_in_arena = false;
 
 class ArenaObserver : public oneapi::tbb::task_scheduler_observer {
  public:
-  explicit ArenaObserver(oneapi::tbb::task_arena& a) : task_scheduler_observer(a) {
-    observe(true);
-  }
+  explicit ArenaObserver(oneapi::tbb::task_arena& a) : task_scheduler_observer(a) { observe(true); }
   ~ArenaObserver() override { observe(false); }
   void on_scheduler_entry(bool) override { tl_in_arena = true; }
   void on_scheduler_exit(bool) override { tl_in_arena = false; }
@@ -54,31 +52,51 @@ struct Scheduler {
   std::mutex mutex;
   int threads = default_threads();
   std::unique_ptr<oneapi::tbb::global_control> parallelism;
+  int parallelism_limit = 0;
   std::unique_ptr<oneapi::tbb::global_control> stack;
-  std::unique_ptr<oneapi::tbb::task_arena> arena;
-  // Workers spawn into this group: a push onto the worker's own deque (cheap,
-  // stolen by idle workers), unlike task_arena::enqueue, which goes through
-  // the arena's shared FIFO (used only from outside the arena).
-  std::unique_ptr<oneapi::tbb::task_group> group;
-  std::unique_ptr<ArenaObserver> observer;
+  // One arena per thread count used so far, kept: switching between counts
+  // (a benchmark alternating 1 and 2 threads, jit(threads=N) functions
+  // called in turn) is a pointer change, not the end of the workers of one
+  // arena and the start of another's, which left the first parallel loops
+  // after each switch on one thread.
+  struct Slot {
+    std::unique_ptr<oneapi::tbb::task_arena> arena;
+    // Workers spawn into this group: a push onto the worker's own deque
+    // (cheap, stolen by idle workers), unlike task_arena::enqueue, which
+    // goes through the arena's shared FIFO (used only from outside the arena).
+    std::unique_ptr<oneapi::tbb::task_group> group;
+    std::unique_ptr<ArenaObserver> observer;
+  };
+  std::map<int, Slot> slots;
+  Slot* current = nullptr;
   std::atomic<uint64_t> spawned{0};
   std::atomic<uint64_t> finished{0};
 
   oneapi::tbb::task_arena& get() {
     std::lock_guard lock(mutex);
-    if (!arena) {
+    if (!current) {
       // All `threads` slots go to workers: the thread that waits at the API
-      // boundary is not one of them. TBB's market must allow that many workers.
-      parallelism = std::make_unique<oneapi::tbb::global_control>(
-          oneapi::tbb::global_control::max_allowed_parallelism, threads + 1);
-      stack = std::make_unique<oneapi::tbb::global_control>(
-          oneapi::tbb::global_control::thread_stack_size, kWorkerStackBytes);
-      arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
-      arena->initialize();
-      observer = std::make_unique<ArenaObserver>(*arena);
-      group = std::make_unique<oneapi::tbb::task_group>();
+      // boundary is not one of them. TBB's market must allow that many
+      // workers (never lowered: the other arenas keep theirs).
+      if (threads + 1 > parallelism_limit) {
+        parallelism_limit = threads + 1;
+        parallelism = std::make_unique<oneapi::tbb::global_control>(
+            oneapi::tbb::global_control::max_allowed_parallelism, parallelism_limit);
+      }
+      if (!stack) {
+        stack = std::make_unique<oneapi::tbb::global_control>(
+            oneapi::tbb::global_control::thread_stack_size, kWorkerStackBytes);
+      }
+      Slot& slot = slots[threads];
+      if (!slot.arena) {
+        slot.arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
+        slot.arena->initialize();
+        slot.observer = std::make_unique<ArenaObserver>(*slot.arena);
+        slot.group = std::make_unique<oneapi::tbb::task_group>();
+      }
+      current = &slot;
     }
-    return *arena;
+    return *current->arena;
   }
 };
 
@@ -194,15 +212,13 @@ void set_num_threads(int n) {
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
   n = std::max(1, n);
-  if (n == s.threads && s.arena) return;
+  if (n == s.threads && s.current) return;
   s.threads = n;
-  if (s.arena) {
-    // Tasks still queued finish before the arena goes away.
-    s.arena->execute([&] { s.group->wait(); });
-    s.group.reset();
-    s.observer.reset();
-    s.arena->terminate();
-    s.arena.reset();
+  if (s.current) {
+    // Tasks still queued finish in their arena before another takes over.
+    Scheduler::Slot* slot = s.current;
+    slot->arena->execute([&] { slot->group->wait(); });
+    s.current = nullptr;
   }
 }
 
@@ -210,7 +226,7 @@ void spawn(std::function<void()> task) {
   Scheduler& s = scheduler();
   s.spawned.fetch_add(1, std::memory_order_relaxed);
   oneapi::tbb::task_arena& arena = s.get();
-  oneapi::tbb::task_group& group = *s.group;
+  oneapi::tbb::task_group& group = *s.current->group;
   auto body = [t = std::move(task), &s] {
     ++tl_inside;
     if (trace::on()) {
