@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
+#include "tessera/runtime/parallel.hpp"
 
 namespace tessera::kernels {
 
@@ -229,6 +230,38 @@ void FusedPlan::run(Array& out, int64_t begin, int64_t end) const {
   } else {
     run_typed(out.data<float>(), begin, end);
   }
+}
+
+bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out) {
+  const DType dt = out.dtype();
+  if (!fusable(op) || x.dtype() != dt || y.dtype() != dt ||
+      (dt != DType::float32 && dt != DType::float64)) {
+    return false;
+  }
+  FusedStep st;
+  st.bop = op;
+  st.a = 0;
+  st.b = 1;
+  if (op == BinaryOp::power && y.size() == 1) {
+    st.pow =
+        dt == DType::float32 ? pow_shortcut(*y.origin<float>()) : pow_shortcut(*y.origin<double>());
+  }
+  FusedPlan plan({st}, {FusedLeaf{&x}, FusedLeaf{&y}}, dt, out.shape());
+  parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(out, b, e); });
+  return true;
+}
+
+bool strided_unary(UnaryOp op, const Array& x, Array& out) {
+  const DType dt = out.dtype();
+  if (!fusable(op) || x.dtype() != dt || (dt != DType::float32 && dt != DType::float64)) {
+    return false;
+  }
+  FusedStep st;
+  st.binary = false;
+  st.uop = op;
+  FusedPlan plan({st}, {FusedLeaf{&x}}, dt, out.shape());
+  parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(out, b, e); });
+  return true;
 }
 
 }  // namespace tessera::kernels

@@ -77,4 +77,11 @@ class FusedPlan {
   std::vector<std::vector<int64_t>> strides_;
 };
 
+// One operation on float arrays of one dtype (`out`'s, C-contiguous, of the
+// broadcast shape), reading strided views in place: x OP y, or OP x with
+// `y` null. False (nothing done) when the operation is not fusable or a
+// dtype differs. Runs in tiles with parallel_for.
+bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out);
+bool strided_unary(UnaryOp op, const Array& x, Array& out);
+
 }  // namespace tessera::kernels

@@ -25,6 +25,8 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
       .eval = [op](Args& a) -> Value { return binary_op(op, a.take(0), a.take(1), a.op()); },
       .ns_per_element = kernels::cost_ns(op),
       .scalar_binary = scalar_binary_of(op),
+      // binary_op reads strided views in place (or packs them itself).
+      .strided = true,
       .fuse_binary = kernels::fusable(op) ? static_cast<int>(op) : -1};
 }
 
@@ -33,15 +35,18 @@ PrimitiveSpec binary_spec(const char* name, BinaryOp op, std::string help) {
 // elementwise: a different answer); a string % values formats, as in Python.
 PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, std::string help) {
   PrimitiveSpec spec = binary_spec(name, op, std::move(help));
-  spec.help += " Without an array operand, a list, tuple, string, dict or nil operand raises "
-               "TypeError, as Python's operator does.";
+  spec.help +=
+      " Without an array operand, a list, tuple, string, dict or nil operand raises "
+      "TypeError, as Python's operator does.";
   if (op == BinaryOp::mod) {
-    spec.help += " A string x formats as Python's printf-style x % y (\"%5.2f\" % v, \"%s and %d\" "
-                 "% (a, b)).";
+    spec.help +=
+        " A string x formats as Python's printf-style x % y (\"%5.2f\" % v, \"%s and %d\" "
+        "% (a, b)).";
   }
   spec.eval = [op, symbol](Args& a) -> Value {
     // "%d items" % n: Python's printf-style formatting.
     if (op == BinaryOp::mod && a[0].is_string()) {
+      a.pack_views();
       return percent_format(a[0].as_string(), a[1], a.op());
     }
     if (python_operands(a[0], a[1])) {
@@ -62,8 +67,10 @@ PrimitiveSpec sequence_aware_spec(const char* name, BinaryOp op, std::string hel
   spec.eval = [op](Args& a) -> Value {
     if (python_operands(a[0], a[1])) {
       switch (op) {
-        case BinaryOp::add: return sequence_add(a[0], a[1], a.op());
-        case BinaryOp::multiply: return sequence_multiply(a[0], a[1], a.op());
+        case BinaryOp::add:
+          return sequence_add(a[0], a[1], a.op());
+        case BinaryOp::multiply:
+          return sequence_multiply(a[0], a[1], a.op());
         // Python's max(a, b) / min(a, b): a unless b is strictly greater / less.
         case BinaryOp::maximum:
           return python_compare(BinaryOp::greater, a[1], a[0], a.op()).as_bool() ? a[1] : a[0];
@@ -83,6 +90,7 @@ PrimitiveSpec unary_spec(const char* name, UnaryOp op, std::string help) {
                        .help = std::move(help),
                        .eval = [op](Args& a) -> Value { return unary_op(op, a.take(0), a.op()); },
                        .ns_per_element = kernels::cost_ns(op),
+                       .strided = true,  // unary_op reads strided views (binary_spec)
                        .fuse_unary = kernels::fusable(op) ? static_cast<int>(op) : -1};
 }
 
@@ -101,8 +109,8 @@ bool is_integral_value(const Value& v) {
 // NumPy's round: rint(x * 10**d) / 10**d, half to even; integers stay integers.
 Value round_value(const Value& x, int64_t decimals, const char* op) {
   if (!x.is_numeric() && !x.is_list()) {
-    throw TypeError(error_message("[", op, "] argument 'x' must be a number or an array, got ",
-                                  x.describe()));
+    throw TypeError(
+        error_message("[", op, "] argument 'x' must be a number or an array, got ", x.describe()));
   }
   Value v = x.is_list() ? Value(to_array(x, op, "argument 'x'")) : x;
   if (is_integral_value(v)) {
@@ -141,9 +149,9 @@ Value nan_to_num_value(Args& a) {
   if (!is_floating(arr.dtype())) return arr;
   const bool f32 = arr.dtype() == DType::float32;
   double nan = a.number(1);
-  double posinf = a.is_nil(2) ? (f32 ? std::numeric_limits<float>::max()
-                                     : std::numeric_limits<double>::max())
-                              : a.number(2);
+  double posinf =
+      a.is_nil(2) ? (f32 ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max())
+                  : a.number(2);
   double neginf = a.is_nil(3) ? (f32 ? std::numeric_limits<float>::lowest()
                                      : std::numeric_limits<double>::lowest())
                               : a.number(3);
@@ -158,9 +166,8 @@ Value nan_to_num_value(Args& a) {
 // NumPy's casting rules between tessera's dtypes (kinds bool < int < float).
 void check_casting(const Args& a, DType to) {
   const std::string& rule = a.string(2);
-  DType from = a[0].is_numeric() ? (a[0].is_array() ? a[0].as_array().dtype()
-                                                    : scalar_dtype(a[0]))
-                                 : to;
+  DType from =
+      a[0].is_numeric() ? (a[0].is_array() ? a[0].as_array().dtype() : scalar_dtype(a[0])) : to;
   auto kind = [](DType d) { return d == DType::bool_ ? 0 : is_floating(d) ? 2 : 1; };
   bool ok;
   if (rule == "unsafe") {
@@ -170,120 +177,192 @@ void check_casting(const Args& a, DType to) {
   } else if (rule == "same_kind") {
     ok = kind(from) <= kind(to);
   } else if (rule == "safe") {
-    ok = from == to || from == DType::bool_ ||
-         (from == DType::float32 && to == DType::float64) ||
+    ok = from == to || from == DType::bool_ || (from == DType::float32 && to == DType::float64) ||
          (from == DType::int64 && to == DType::float64);
   } else {
-    a.value_error(2, "must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe': got '" +
-                         rule + "'");
+    a.value_error(
+        2, "must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe': got '" + rule + "'");
   }
   if (!ok) {
-    throw TypeError(error_message("[", a.op(), "] cannot cast array data from ",
-                                  dtype_name(from), " to ", dtype_name(to),
-                                  " according to the rule '", rule, "'"));
+    throw TypeError(error_message("[", a.op(), "] cannot cast array data from ", dtype_name(from),
+                                  " to ", dtype_name(to), " according to the rule '", rule, "'"));
   }
 }
 
 const bool registered = register_primitives({
-    with_grads(sequence_aware_spec("add", BinaryOp::add,
-                "Elementwise x + y with NumPy broadcasting and promotion, like numpy.add. "
-                "Two bool arrays give their logical or. Without an array operand, Python's +: "
-                "list + list, tuple + tuple and string + string concatenate (other pairs of "
-                "non-numbers raise TypeError)."), {"g", "g"}),
+    with_grads(sequence_aware_spec(
+                   "add", BinaryOp::add,
+                   "Elementwise x + y with NumPy broadcasting and promotion, like numpy.add. "
+                   "Two bool arrays give their logical or. Without an array operand, Python's +: "
+                   "list + list, tuple + tuple and string + string concatenate (other pairs of "
+                   "non-numbers raise TypeError)."),
+               {"g", "g"}),
     with_grads(operator_spec("subtract", BinaryOp::subtract, "-",
-                "Elementwise x - y with broadcasting, like numpy.subtract. "
-                "Two bool operands raise TypeError (use logical_xor)."), {"g", "-g"}),
-    with_grads(sequence_aware_spec("multiply", BinaryOp::multiply,
-                "Elementwise x * y with broadcasting, like numpy.multiply. Without an array "
-                "operand, Python's *: a list, tuple or string times an int repeats it ([0] * 3 "
-                "is [0, 0, 0])."), {"g * y", "g * x"}),
-    with_grads(operator_spec("divide", BinaryOp::divide, "/",
-                "True division x / y with broadcasting, like numpy.divide: integers give "
-                "float64. Division by zero gives inf or nan."), {"g / y", "-g * x / (y * y)"}),
-    with_grads(operator_spec("floor_divide", BinaryOp::floor_divide, "//",
-                "Elementwise x // y rounded toward minus infinity, like numpy.floor_divide. "
-                "Integer division by zero raises ValueError (NumPy silently gives 0); float "
-                "division by zero gives inf or nan."), {"", ""}),
-    with_grads(operator_spec("mod", BinaryOp::mod, "%",
-                "Elementwise remainder x % y with the sign of the divisor, like numpy.mod "
-                "(and Python). Integer division by zero raises ValueError."), {"g", "-g * floor_divide(x, y)"}),
-    with_grads(operator_spec("remainder", BinaryOp::mod, "%",
-                "Alias of mod: remainder with the sign of the divisor, like numpy.remainder. "
-                "Integer division by zero raises ValueError."), {"g", "-g * floor_divide(x, y)"}),
-    with_grads(operator_spec("power", BinaryOp::power, "**",
-                "Elementwise x ** y, like numpy.power. Integer arrays raised to negative "
-                "integer powers raise ValueError; two Python scalars follow Python (2 ** -1 "
-                "is 0.5)."), {"g * y * power(x, y - 1)", "g * out * log(x)"}),
-    with_grads(sequence_aware_spec("maximum", BinaryOp::maximum,
-                "Elementwise maximum, like numpy.maximum: a NaN in either operand propagates. "
-                "Without an array operand, Python's max(x, y) (strings, lists and tuples "
-                "compare lexicographically)."), {"g * (x >= y)", "g * (x < y)"}),
-    with_grads(sequence_aware_spec("minimum", BinaryOp::minimum,
-                "Elementwise minimum, like numpy.minimum: a NaN in either operand propagates. "
-                "Without an array operand, Python's min(x, y)."), {"g * (x <= y)", "g * (x > y)"}),
-    with_grads(binary_spec("fmax", BinaryOp::fmax,
-                "Elementwise maximum ignoring NaN, like numpy.fmax: NaN only when both are NaN."), {"g * (x >= y)", "g * (x < y)"}),
-    with_grads(binary_spec("fmin", BinaryOp::fmin,
-                "Elementwise minimum ignoring NaN, like numpy.fmin: NaN only when both are NaN."), {"g * (x <= y)", "g * (x > y)"}),
-    with_grads(binary_spec("arctan2", BinaryOp::arctan2,
-                "Elementwise arc tangent of x / y choosing the quadrant, like numpy.arctan2. "
-                "Integers give float64."), {"g * y / (x * x + y * y)", "-g * x / (x * x + y * y)"}),
+                             "Elementwise x - y with broadcasting, like numpy.subtract. "
+                             "Two bool operands raise TypeError (use logical_xor)."),
+               {"g", "-g"}),
+    with_grads(sequence_aware_spec(
+                   "multiply", BinaryOp::multiply,
+                   "Elementwise x * y with broadcasting, like numpy.multiply. Without an array "
+                   "operand, Python's *: a list, tuple or string times an int repeats it ([0] * 3 "
+                   "is [0, 0, 0])."),
+               {"g * y", "g * x"}),
+    with_grads(
+        operator_spec("divide", BinaryOp::divide, "/",
+                      "True division x / y with broadcasting, like numpy.divide: integers give "
+                      "float64. Division by zero gives inf or nan."),
+        {"g / y", "-g * x / (y * y)"}),
+    with_grads(
+        operator_spec("floor_divide", BinaryOp::floor_divide, "//",
+                      "Elementwise x // y rounded toward minus infinity, like numpy.floor_divide. "
+                      "Integer division by zero raises ValueError (NumPy silently gives 0); float "
+                      "division by zero gives inf or nan."),
+        {"", ""}),
+    with_grads(
+        operator_spec("mod", BinaryOp::mod, "%",
+                      "Elementwise remainder x % y with the sign of the divisor, like numpy.mod "
+                      "(and Python). Integer division by zero raises ValueError."),
+        {"g", "-g * floor_divide(x, y)"}),
+    with_grads(
+        operator_spec("remainder", BinaryOp::mod, "%",
+                      "Alias of mod: remainder with the sign of the divisor, like numpy.remainder. "
+                      "Integer division by zero raises ValueError."),
+        {"g", "-g * floor_divide(x, y)"}),
+    with_grads(
+        operator_spec("power", BinaryOp::power, "**",
+                      "Elementwise x ** y, like numpy.power. Integer arrays raised to negative "
+                      "integer powers raise ValueError; two Python scalars follow Python (2 ** -1 "
+                      "is 0.5)."),
+        {"g * y * power(x, y - 1)", "g * out * log(x)"}),
+    with_grads(sequence_aware_spec(
+                   "maximum", BinaryOp::maximum,
+                   "Elementwise maximum, like numpy.maximum: a NaN in either operand propagates. "
+                   "Without an array operand, Python's max(x, y) (strings, lists and tuples "
+                   "compare lexicographically)."),
+               {"g * (x >= y)", "g * (x < y)"}),
+    with_grads(sequence_aware_spec(
+                   "minimum", BinaryOp::minimum,
+                   "Elementwise minimum, like numpy.minimum: a NaN in either operand propagates. "
+                   "Without an array operand, Python's min(x, y)."),
+               {"g * (x <= y)", "g * (x > y)"}),
+    with_grads(
+        binary_spec(
+            "fmax", BinaryOp::fmax,
+            "Elementwise maximum ignoring NaN, like numpy.fmax: NaN only when both are NaN."),
+        {"g * (x >= y)", "g * (x < y)"}),
+    with_grads(
+        binary_spec(
+            "fmin", BinaryOp::fmin,
+            "Elementwise minimum ignoring NaN, like numpy.fmin: NaN only when both are NaN."),
+        {"g * (x <= y)", "g * (x > y)"}),
+    with_grads(
+        binary_spec("arctan2", BinaryOp::arctan2,
+                    "Elementwise arc tangent of x / y choosing the quadrant, like numpy.arctan2. "
+                    "Integers give float64."),
+        {"g * y / (x * x + y * y)", "-g * x / (x * x + y * y)"}),
     with_grads(binary_spec("hypot", BinaryOp::hypot,
-                "Elementwise sqrt(x**2 + y**2) without overflow, like numpy.hypot. "
-                "Integers give float64."), {"g * x / out", "g * y / out"}),
+                           "Elementwise sqrt(x**2 + y**2) without overflow, like numpy.hypot. "
+                           "Integers give float64."),
+               {"g * x / out", "g * y / out"}),
     with_grads(binary_spec("copysign", BinaryOp::copysign,
-                "Elementwise magnitude of x with the sign of y, like numpy.copysign. "
-                "Integers give float64."), {"g * sign(out) * sign(x)", ""}),
+                           "Elementwise magnitude of x with the sign of y, like numpy.copysign. "
+                           "Integers give float64."),
+               {"g * sign(out) * sign(x)", ""}),
 
     with_grads(unary_spec("negative", UnaryOp::negative,
-               "Elementwise -x, like numpy.negative. Bool arrays raise TypeError (use "
-               "logical_not)."), {"-g"}),
+                          "Elementwise -x, like numpy.negative. Bool arrays raise TypeError (use "
+                          "logical_not)."),
+               {"-g"}),
     with_grads(unary_spec("positive", UnaryOp::positive,
-               "Elementwise +x (a copy), like numpy.positive; bool gives int64."), {"g"}),
-    with_grads(unary_spec("abs", UnaryOp::abs,
-               "Elementwise absolute value, like numpy.abs; keeps the dtype (bool and int "
-               "stay)."), {"g * sign(x)"}),
-    with_grads(unary_spec("absolute", UnaryOp::abs, "Alias of abs, like numpy.absolute."), {"g * sign(x)"}),
-    with_grads(unary_spec("sign", UnaryOp::sign,
-               "Elementwise -1, 0 or 1 by sign, like numpy.sign; NaN stays NaN, ints stay "
-               "ints."), {""}),
-    with_grads(unary_spec("square", UnaryOp::square,
-               "Elementwise x * x, like numpy.square; ints stay ints (wrapping on overflow)."), {"2.0 * g * x"}),
-    with_grads(float_fn_spec("sqrt", UnaryOp::sqrt, "Square root", "numpy.sqrt (negative gives nan)"), {"g * 0.5 / out"}),
+                          "Elementwise +x (a copy), like numpy.positive; bool gives int64."),
+               {"g"}),
+    with_grads(
+        unary_spec("abs", UnaryOp::abs,
+                   "Elementwise absolute value, like numpy.abs; keeps the dtype (bool and int "
+                   "stay)."),
+        {"g * sign(x)"}),
+    with_grads(unary_spec("absolute", UnaryOp::abs, "Alias of abs, like numpy.absolute."),
+               {"g * sign(x)"}),
+    with_grads(
+        unary_spec("sign", UnaryOp::sign,
+                   "Elementwise -1, 0 or 1 by sign, like numpy.sign; NaN stays NaN, ints stay "
+                   "ints."),
+        {""}),
+    with_grads(
+        unary_spec("square", UnaryOp::square,
+                   "Elementwise x * x, like numpy.square; ints stay ints (wrapping on overflow)."),
+        {"2.0 * g * x"}),
+    with_grads(
+        float_fn_spec("sqrt", UnaryOp::sqrt, "Square root", "numpy.sqrt (negative gives nan)"),
+        {"g * 0.5 / out"}),
     with_grads(float_fn_spec("exp", UnaryOp::exp, "e ** x", "numpy.exp"), {"g * out"}),
-    with_grads(float_fn_spec("exp2", UnaryOp::exp2, "2 ** x", "numpy.exp2"), {"g * out * 0.6931471805599453"}),
-    with_grads(float_fn_spec("expm1", UnaryOp::expm1, "exp(x) - 1, accurate near 0", "numpy.expm1"), {"g * (out + 1.0)"}),
-    with_grads(float_fn_spec("log", UnaryOp::log, "Natural logarithm", "numpy.log (log(0) is -inf)"), {"g / x"}),
-    with_grads(float_fn_spec("log2", UnaryOp::log2, "Base-2 logarithm", "numpy.log2"), {"g / (x * 0.6931471805599453)"}),
-    with_grads(float_fn_spec("log10", UnaryOp::log10, "Base-10 logarithm", "numpy.log10"), {"g / (x * 2.302585092994046)"}),
-    with_grads(float_fn_spec("log1p", UnaryOp::log1p, "log(1 + x), accurate near 0", "numpy.log1p"), {"g / (1.0 + x)"}),
+    with_grads(float_fn_spec("exp2", UnaryOp::exp2, "2 ** x", "numpy.exp2"),
+               {"g * out * 0.6931471805599453"}),
+    with_grads(float_fn_spec("expm1", UnaryOp::expm1, "exp(x) - 1, accurate near 0", "numpy.expm1"),
+               {"g * (out + 1.0)"}),
+    with_grads(
+        float_fn_spec("log", UnaryOp::log, "Natural logarithm", "numpy.log (log(0) is -inf)"),
+        {"g / x"}),
+    with_grads(float_fn_spec("log2", UnaryOp::log2, "Base-2 logarithm", "numpy.log2"),
+               {"g / (x * 0.6931471805599453)"}),
+    with_grads(float_fn_spec("log10", UnaryOp::log10, "Base-10 logarithm", "numpy.log10"),
+               {"g / (x * 2.302585092994046)"}),
+    with_grads(float_fn_spec("log1p", UnaryOp::log1p, "log(1 + x), accurate near 0", "numpy.log1p"),
+               {"g / (1.0 + x)"}),
     with_grads(float_fn_spec("sin", UnaryOp::sin, "Sine (radians)", "numpy.sin"), {"g * cos(x)"}),
-    with_grads(float_fn_spec("cos", UnaryOp::cos, "Cosine (radians)", "numpy.cos"), {"-g * sin(x)"}),
-    with_grads(float_fn_spec("tan", UnaryOp::tan, "Tangent (radians)", "numpy.tan"), {"g * (1.0 + out * out)"}),
-    with_grads(float_fn_spec("arcsin", UnaryOp::arcsin, "Inverse sine", "numpy.arcsin"), {"g / sqrt(1.0 - x * x)"}),
-    with_grads(float_fn_spec("arccos", UnaryOp::arccos, "Inverse cosine", "numpy.arccos"), {"-g / sqrt(1.0 - x * x)"}),
-    with_grads(float_fn_spec("arctan", UnaryOp::arctan, "Inverse tangent", "numpy.arctan"), {"g / (1.0 + x * x)"}),
-    with_grads(float_fn_spec("sinh", UnaryOp::sinh, "Hyperbolic sine", "numpy.sinh"), {"g * cosh(x)"}),
-    with_grads(float_fn_spec("cosh", UnaryOp::cosh, "Hyperbolic cosine", "numpy.cosh"), {"g * sinh(x)"}),
-    with_grads(float_fn_spec("tanh", UnaryOp::tanh, "Hyperbolic tangent", "numpy.tanh"), {"g * (1.0 - out * out)"}),
-    with_grads(float_fn_spec("arcsinh", UnaryOp::arcsinh, "Inverse hyperbolic sine", "numpy.arcsinh"), {"g / sqrt(x * x + 1.0)"}),
-    with_grads(float_fn_spec("arccosh", UnaryOp::arccosh, "Inverse hyperbolic cosine", "numpy.arccosh"), {"g / sqrt(x * x - 1.0)"}),
-    with_grads(float_fn_spec("arctanh", UnaryOp::arctanh, "Inverse hyperbolic tangent", "numpy.arctanh"), {"g / (1.0 - x * x)"}),
-    with_grads(float_fn_spec("floor", UnaryOp::floor, "Largest integer not above x", "numpy.floor"), {""}),
-    with_grads(float_fn_spec("ceil", UnaryOp::ceil, "Smallest integer not below x", "numpy.ceil"), {""}),
+    with_grads(float_fn_spec("cos", UnaryOp::cos, "Cosine (radians)", "numpy.cos"),
+               {"-g * sin(x)"}),
+    with_grads(float_fn_spec("tan", UnaryOp::tan, "Tangent (radians)", "numpy.tan"),
+               {"g * (1.0 + out * out)"}),
+    with_grads(float_fn_spec("arcsin", UnaryOp::arcsin, "Inverse sine", "numpy.arcsin"),
+               {"g / sqrt(1.0 - x * x)"}),
+    with_grads(float_fn_spec("arccos", UnaryOp::arccos, "Inverse cosine", "numpy.arccos"),
+               {"-g / sqrt(1.0 - x * x)"}),
+    with_grads(float_fn_spec("arctan", UnaryOp::arctan, "Inverse tangent", "numpy.arctan"),
+               {"g / (1.0 + x * x)"}),
+    with_grads(float_fn_spec("sinh", UnaryOp::sinh, "Hyperbolic sine", "numpy.sinh"),
+               {"g * cosh(x)"}),
+    with_grads(float_fn_spec("cosh", UnaryOp::cosh, "Hyperbolic cosine", "numpy.cosh"),
+               {"g * sinh(x)"}),
+    with_grads(float_fn_spec("tanh", UnaryOp::tanh, "Hyperbolic tangent", "numpy.tanh"),
+               {"g * (1.0 - out * out)"}),
+    with_grads(
+        float_fn_spec("arcsinh", UnaryOp::arcsinh, "Inverse hyperbolic sine", "numpy.arcsinh"),
+        {"g / sqrt(x * x + 1.0)"}),
+    with_grads(
+        float_fn_spec("arccosh", UnaryOp::arccosh, "Inverse hyperbolic cosine", "numpy.arccosh"),
+        {"g / sqrt(x * x - 1.0)"}),
+    with_grads(
+        float_fn_spec("arctanh", UnaryOp::arctanh, "Inverse hyperbolic tangent", "numpy.arctanh"),
+        {"g / (1.0 - x * x)"}),
+    with_grads(float_fn_spec("floor", UnaryOp::floor, "Largest integer not above x", "numpy.floor"),
+               {""}),
+    with_grads(float_fn_spec("ceil", UnaryOp::ceil, "Smallest integer not below x", "numpy.ceil"),
+               {""}),
     with_grads(float_fn_spec("rint", UnaryOp::rint, "Round to the nearest integer, halves to even",
-                  "numpy.rint"), {""}),
+                             "numpy.rint"),
+               {""}),
     with_grads(float_fn_spec("trunc", UnaryOp::trunc, "Round toward zero", "numpy.trunc"), {""}),
-    with_grads(unary_spec("reciprocal", UnaryOp::reciprocal,
-               "Elementwise 1 / x, like numpy.reciprocal. Integers give float64 (NumPy keeps "
-               "integers and truncates to 0)."), {"-g * out * out"}),
-    with_grads(unary_spec("isnan", UnaryOp::isnan, "Elementwise test for NaN, like numpy.isnan (bool)."), {""}),
-    with_grads(unary_spec("isinf", UnaryOp::isinf,
-               "Elementwise test for positive or negative infinity, like numpy.isinf (bool)."), {""}),
-    with_grads(unary_spec("isfinite", UnaryOp::isfinite,
-               "Elementwise test for neither infinity nor NaN, like numpy.isfinite (bool)."), {""}),
-    with_grads(float_fn_spec("deg2rad", UnaryOp::deg2rad, "Degrees to radians", "numpy.deg2rad"), {"g * 0.017453292519943295"}),
-    with_grads(float_fn_spec("rad2deg", UnaryOp::rad2deg, "Radians to degrees", "numpy.rad2deg"), {"g * 57.29577951308232"}),
+    with_grads(
+        unary_spec("reciprocal", UnaryOp::reciprocal,
+                   "Elementwise 1 / x, like numpy.reciprocal. Integers give float64 (NumPy keeps "
+                   "integers and truncates to 0)."),
+        {"-g * out * out"}),
+    with_grads(
+        unary_spec("isnan", UnaryOp::isnan, "Elementwise test for NaN, like numpy.isnan (bool)."),
+        {""}),
+    with_grads(
+        unary_spec("isinf", UnaryOp::isinf,
+                   "Elementwise test for positive or negative infinity, like numpy.isinf (bool)."),
+        {""}),
+    with_grads(
+        unary_spec("isfinite", UnaryOp::isfinite,
+                   "Elementwise test for neither infinity nor NaN, like numpy.isfinite (bool)."),
+        {""}),
+    with_grads(float_fn_spec("deg2rad", UnaryOp::deg2rad, "Degrees to radians", "numpy.deg2rad"),
+               {"g * 0.017453292519943295"}),
+    with_grads(float_fn_spec("rad2deg", UnaryOp::rad2deg, "Radians to degrees", "numpy.rad2deg"),
+               {"g * 57.29577951308232"}),
 
     {.name = "round",
      .family = "arithmetic",

@@ -7,6 +7,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/complex.hpp"
+#include "tessera/kernels/fused.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -32,7 +33,8 @@ Array take_array(Value& v, const char* opname, const char* what) {
 // it has the result's dtype and shape (elementwise kernels read element i
 // before writing it).
 bool reusable(const Array& candidate, DType dtype, const Shape& shape) {
-  return candidate.unique() && candidate.dtype() == dtype && candidate.shape() == shape;
+  return candidate.unique() && candidate.is_contiguous() && candidate.dtype() == dtype &&
+         candidate.shape() == shape;
 }
 
 // A numeric view of an operand for result_type: lists become strong arrays.
@@ -69,34 +71,59 @@ Value scalar_binary(BinaryOp op, const Value& a, const Value& b, const char* opn
   const bool both_bool = a.is_bool() && b.is_bool();
   const double x = as_double(a), y = as_double(b);
   switch (op) {
-    case BinaryOp::equal: return fl ? x == y : as_int64(a) == as_int64(b);
-    case BinaryOp::not_equal: return fl ? x != y : as_int64(a) != as_int64(b);
-    case BinaryOp::less: return fl ? x < y : as_int64(a) < as_int64(b);
-    case BinaryOp::less_equal: return fl ? x <= y : as_int64(a) <= as_int64(b);
-    case BinaryOp::greater: return fl ? x > y : as_int64(a) > as_int64(b);
-    case BinaryOp::greater_equal: return fl ? x >= y : as_int64(a) >= as_int64(b);
-    case BinaryOp::logical_and: return a.truthy(opname) && b.truthy(opname);
-    case BinaryOp::logical_or: return a.truthy(opname) || b.truthy(opname);
-    case BinaryOp::logical_xor: return a.truthy(opname) != b.truthy(opname);
-    case BinaryOp::divide: return x / y;
-    case BinaryOp::arctan2: return std::atan2(x, y);
-    case BinaryOp::hypot: return std::hypot(x, y);
-    case BinaryOp::copysign: return std::copysign(x, y);
-    default: break;
+    case BinaryOp::equal:
+      return fl ? x == y : as_int64(a) == as_int64(b);
+    case BinaryOp::not_equal:
+      return fl ? x != y : as_int64(a) != as_int64(b);
+    case BinaryOp::less:
+      return fl ? x < y : as_int64(a) < as_int64(b);
+    case BinaryOp::less_equal:
+      return fl ? x <= y : as_int64(a) <= as_int64(b);
+    case BinaryOp::greater:
+      return fl ? x > y : as_int64(a) > as_int64(b);
+    case BinaryOp::greater_equal:
+      return fl ? x >= y : as_int64(a) >= as_int64(b);
+    case BinaryOp::logical_and:
+      return a.truthy(opname) && b.truthy(opname);
+    case BinaryOp::logical_or:
+      return a.truthy(opname) || b.truthy(opname);
+    case BinaryOp::logical_xor:
+      return a.truthy(opname) != b.truthy(opname);
+    case BinaryOp::divide:
+      return x / y;
+    case BinaryOp::arctan2:
+      return std::atan2(x, y);
+    case BinaryOp::hypot:
+      return std::hypot(x, y);
+    case BinaryOp::copysign:
+      return std::copysign(x, y);
+    default:
+      break;
   }
   if (fl) {
     switch (op) {
-      case BinaryOp::add: return x + y;
-      case BinaryOp::subtract: return x - y;
-      case BinaryOp::multiply: return x * y;
-      case BinaryOp::floor_divide: return kernels::float_floor_divide(x, y);
-      case BinaryOp::mod: return kernels::float_mod(x, y);
-      case BinaryOp::power: return std::pow(x, y);
-      case BinaryOp::maximum: return (x >= y || x != x) ? x : y;
-      case BinaryOp::minimum: return (x <= y || x != x) ? x : y;
-      case BinaryOp::fmax: return (x >= y || y != y) ? x : y;
-      case BinaryOp::fmin: return (x <= y || y != y) ? x : y;
-      default: break;
+      case BinaryOp::add:
+        return x + y;
+      case BinaryOp::subtract:
+        return x - y;
+      case BinaryOp::multiply:
+        return x * y;
+      case BinaryOp::floor_divide:
+        return kernels::float_floor_divide(x, y);
+      case BinaryOp::mod:
+        return kernels::float_mod(x, y);
+      case BinaryOp::power:
+        return std::pow(x, y);
+      case BinaryOp::maximum:
+        return (x >= y || x != x) ? x : y;
+      case BinaryOp::minimum:
+        return (x <= y || x != x) ? x : y;
+      case BinaryOp::fmax:
+        return (x >= y || y != y) ? x : y;
+      case BinaryOp::fmin:
+        return (x <= y || y != y) ? x : y;
+      default:
+        break;
     }
   }
   const int64_t i = as_int64(a), j = as_int64(b);
@@ -114,16 +141,20 @@ Value scalar_binary(BinaryOp op, const Value& a, const Value& b, const char* opn
     case BinaryOp::floor_divide:
       if (i == std::numeric_limits<int64_t>::min() && j == -1) overflow(opname, "//", i, j);
       return kernels::int_floor_divide(i, j, opname);
-    case BinaryOp::mod: return kernels::int_mod(i, j, opname);
+    case BinaryOp::mod:
+      return kernels::int_mod(i, j, opname);
     case BinaryOp::power:
       // Python: a negative exponent gives a float.
       if (j < 0) return std::pow(x, y);
       return checked_power(i, j, opname);
     case BinaryOp::maximum:
-    case BinaryOp::fmax: return both_bool ? Value(i >= j ? a : b) : Value(i >= j ? i : j);
+    case BinaryOp::fmax:
+      return both_bool ? Value(i >= j ? a : b) : Value(i >= j ? i : j);
     case BinaryOp::minimum:
-    case BinaryOp::fmin: return both_bool ? Value(i <= j ? a : b) : Value(i <= j ? i : j);
-    default: break;
+    case BinaryOp::fmin:
+      return both_bool ? Value(i <= j ? a : b) : Value(i <= j ? i : j);
+    default:
+      break;
   }
   throw std::logic_error(error_message("[", opname, "] internal error: unhandled scalar op"));
 }
@@ -131,11 +162,16 @@ Value scalar_binary(BinaryOp op, const Value& a, const Value& b, const char* opn
 Value scalar_unary(UnaryOp op, const Value& v, const char* opname) {
   const double x = as_double(v);
   switch (op) {
-    case UnaryOp::isnan: return std::isnan(x);
-    case UnaryOp::isinf: return std::isinf(x);
-    case UnaryOp::isfinite: return std::isfinite(x);
-    case UnaryOp::logical_not: return !v.truthy(opname);
-    default: break;
+    case UnaryOp::isnan:
+      return std::isnan(x);
+    case UnaryOp::isinf:
+      return std::isinf(x);
+    case UnaryOp::isfinite:
+      return std::isfinite(x);
+    case UnaryOp::logical_not:
+      return !v.truthy(opname);
+    default:
+      break;
   }
   if (!v.is_float()) {
     const int64_t i = as_int64(v);
@@ -144,19 +180,22 @@ Value scalar_unary(UnaryOp op, const Value& v, const char* opname) {
       case UnaryOp::negative:
       case UnaryOp::abs:
         if (i == kMin) {
-          throw std::invalid_argument(
-              error_message("[", opname, "] integer overflow: ", op_name(op), " of ", i,
-                            " does not fit in int64"));
+          throw std::invalid_argument(error_message("[", opname,
+                                                    "] integer overflow: ", op_name(op), " of ", i,
+                                                    " does not fit in int64"));
         }
         return op == UnaryOp::negative || i < 0 ? -i : i;
-      case UnaryOp::positive: return i;
-      case UnaryOp::sign: return static_cast<int64_t>((i > 0) - (i < 0));
+      case UnaryOp::positive:
+        return i;
+      case UnaryOp::sign:
+        return static_cast<int64_t>((i > 0) - (i < 0));
       case UnaryOp::square: {
         int64_t r;
         if (__builtin_mul_overflow(i, i, &r)) overflow(opname, "*", i, i);
         return r;
       }
-      default: break;
+      default:
+        break;
     }
   }
   if (op == UnaryOp::negative) return -x;
@@ -168,20 +207,25 @@ Value scalar_unary(UnaryOp op, const Value& v, const char* opname) {
 
 Array cast_array(const Array& a, DType dtype) {
   if (a.dtype() == dtype) return a;
-  Array out(dtype, a.shape());
-  parallel_for(a.size(), 0.5, [&](int64_t b, int64_t e) { kernels::cast_range(a, out, b, e); });
+  const Array in = a.contiguous();
+  Array out(dtype, in.shape());
+  parallel_for(in.size(), 0.5, [&](int64_t b, int64_t e) { kernels::cast_range(in, out, b, e); });
   return out;
 }
 
 Value cast_value(const Value& v, DType dtype, const char* opname) {
   if (v.is_scalar()) {
     switch (dtype) {
-      case DType::bool_: return v.truthy(opname);
+      case DType::bool_:
+        return v.truthy(opname);
       case DType::int64:
         return v.is_float() ? element_cast<int64_t>(v.as_float()) : as_int64(v);
-      case DType::float64: return as_double(v);
-      case DType::float32: return Array::scalar(as_double(v), DType::float32);
-      default: break;
+      case DType::float64:
+        return as_double(v);
+      case DType::float32:
+        return Array::scalar(as_double(v), DType::float32);
+      default:
+        break;
     }
   }
   return cast_array(operand(v, opname, "argument 'x'"), dtype);
@@ -189,7 +233,8 @@ Value cast_value(const Value& v, DType dtype, const char* opname) {
 
 Array binary_array(BinaryOp op, const Array& a, const Array& b, const char* opname) {
   if (!opname) opname = op_name(op);
-  if (is_complex(a.dtype()) || is_complex(b.dtype())) return kernels::complex_binary(op, a, b, opname);
+  if (is_complex(a.dtype()) || is_complex(b.dtype()))
+    return kernels::complex_binary(op, a, b, opname);
   DType compute = kernels::binary_compute_dtype(op, promote(a.dtype(), b.dtype()), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
   Array x = cast_array(a, compute), y = cast_array(b, compute);
@@ -208,13 +253,23 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
   if (!b.is_numeric()) b = numeric(b, opname, "argument 'y'");
   if ((a.is_array() && is_complex(a.as_array().dtype())) ||
       (b.is_array() && is_complex(b.as_array().dtype()))) {
-    return kernels::complex_binary(op, to_array(a, opname, "argument 'x'"),
-                                   to_array(b, opname, "argument 'y'"), opname);
+    return kernels::complex_binary(op, to_array(a, opname, "argument 'x'").contiguous(),
+                                   to_array(b, opname, "argument 'y'").contiguous(), opname);
   }
   DType compute = kernels::binary_compute_dtype(op, result_type(a, b), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
   Array x = cast_array(take_array(a, opname, "argument 'x'"), compute);
   Array y = cast_array(take_array(b, opname, "argument 'y'"), compute);
+  if (!x.is_contiguous() || !y.is_contiguous()) {
+    // A strided view (a slice, a column, x.T): float operations read it in
+    // place; anything else works on a packed copy.
+    if (out_dtype == compute) {
+      Array out(out_dtype, kernels::broadcast_shapes({x.shape(), y.shape()}, opname));
+      if (kernels::strided_binary(op, x, y, out)) return out;
+    }
+    x = x.contiguous();
+    y = y.contiguous();
+  }
   auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);
   const Shape& shape = layout.out_shape;
   Array out = reusable(x, out_dtype, shape)   ? x
@@ -229,11 +284,19 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
 namespace {
 
 Array unary_into(UnaryOp op, Array x, const char* opname) {
-  if (is_complex(x.dtype())) return kernels::complex_unary(op, x, opname);
+  if (is_complex(x.dtype())) return kernels::complex_unary(op, x.contiguous(), opname);
   DType compute = kernels::unary_compute_dtype(op, x.dtype(), opname);
   // Moved, not copied, so that a uniquely held buffer stays unique.
   Array in = x.dtype() == compute ? std::move(x) : cast_array(x, compute);
   DType out_dtype = kernels::unary_out_dtype(op, compute);
+  if (!in.is_contiguous()) {
+    // A strided view: float functions read it in place (binary_op).
+    if (out_dtype == compute) {
+      Array out(out_dtype, in.shape());
+      if (kernels::strided_unary(op, in, out)) return out;
+    }
+    in = in.contiguous();
+  }
   Array out = reusable(in, out_dtype, in.shape()) ? in : Array(out_dtype, in.shape());
   parallel_for(out.size(), cost_ns(op),
                [&](int64_t begin, int64_t end) { kernels::unary_range(op, in, out, begin, end); });
@@ -278,13 +341,15 @@ Array isclose_complex(const Array& A, const Array& B, double rtol, double atol, 
   using kernels::complex_binary;
   using kernels::complex_unary;
   Array diff = complex_unary(UnaryOp::abs, complex_binary(BinaryOp::subtract, A, B, op), op);
-  Array tol = binary_array(BinaryOp::add, Array::scalar(atol),
-                           binary_array(BinaryOp::multiply, Array::scalar(rtol),
-                                        complex_unary(UnaryOp::abs, B, op), op),
-                           op);
-  Array close = binary_array(BinaryOp::logical_and, binary_array(BinaryOp::less_equal, diff, tol, op),
-                             complex_unary(UnaryOp::isfinite, B, op), op);
-  Array out = binary_array(BinaryOp::logical_or, close, complex_binary(BinaryOp::equal, A, B, op), op);
+  Array tol = binary_array(
+      BinaryOp::add, Array::scalar(atol),
+      binary_array(BinaryOp::multiply, Array::scalar(rtol), complex_unary(UnaryOp::abs, B, op), op),
+      op);
+  Array close =
+      binary_array(BinaryOp::logical_and, binary_array(BinaryOp::less_equal, diff, tol, op),
+                   complex_unary(UnaryOp::isfinite, B, op), op);
+  Array out =
+      binary_array(BinaryOp::logical_or, close, complex_binary(BinaryOp::equal, A, B, op), op);
   if (equal_nan) {
     Array nans = binary_array(BinaryOp::logical_and, complex_unary(UnaryOp::isnan, A, op),
                               complex_unary(UnaryOp::isnan, B, op), op);
@@ -330,8 +395,8 @@ constexpr std::array<ScalarBinary, sizeof...(I)> scalar_binary_table(std::index_
 }  // namespace
 
 ScalarBinary scalar_binary_of(BinaryOp op) {
-  static constexpr auto table =
-      scalar_binary_table(std::make_index_sequence<static_cast<size_t>(BinaryOp::logical_xor) + 1>());
+  static constexpr auto table = scalar_binary_table(
+      std::make_index_sequence<static_cast<size_t>(BinaryOp::logical_xor) + 1>());
   return table[static_cast<size_t>(op)];
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -128,8 +129,8 @@ Array batched_product(const Array& a0, const Array& b0, const Shape& batch, cons
   // packs all of B, so 8 tiles on 2 threads packed it 8 times and ran slower
   // than one thread. Rows are split evenly, the same for any thread count in
   // deterministic mode (each element's sum runs in the same order anyway).
-  const int64_t by_work = static_cast<int64_t>(
-      static_cast<double>(total_rows) * row_cost_ns(dt, k, n) / kMinTaskNs);
+  const int64_t by_work =
+      static_cast<int64_t>(static_cast<double>(total_rows) * row_cost_ns(dt, k, n) / kMinTaskNs);
   const int64_t threads = deterministic_tiling() ? kDeterministicThreads : num_threads();
   const int64_t chunks = std::clamp<int64_t>(std::min(by_work, threads), 1, total_rows);
   parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
@@ -138,8 +139,8 @@ Array batched_product(const Array& a0, const Array& b0, const Shape& batch, cons
     for (int64_t r = begin; r < end;) {
       int64_t bi = r / m, row = r % m;
       int64_t row_end = std::min(m, row + (end - r));
-      kn::matmul_rows(dt, pa + a_off[bi] * es, pb + b_off[bi] * es, pc + bi * m * n * es, k, n,
-                      row, row_end);
+      kn::matmul_rows(dt, pa + a_off[bi] * es, pb + b_off[bi] * es, pc + bi * m * n * es, k, n, row,
+                      row_end);
       r += row_end - row;
     }
   });
@@ -151,8 +152,8 @@ Array product_2d(const Array& a, const Array& b, const char* op) {
   return batched_product(a, b, {}, op);
 }
 
-[[noreturn]] void not_aligned(const char* op, const Shape& sa, const Shape& sb, int64_t ka,
-                              int da, int64_t kb, int db) {
+[[noreturn]] void not_aligned(const char* op, const Shape& sa, const Shape& sb, int64_t ka, int da,
+                              int64_t kb, int db) {
   throw std::invalid_argument(error_message("[", op, "] shapes ", shape_str(sa), " and ",
                                             shape_str(sb), " are not aligned: ", ka, " (dim ", da,
                                             ") != ", kb, " (dim ", db, ")"));
@@ -308,14 +309,46 @@ Value dot(const Value& va, const Value& vb, const char* op) {
   return product_2d(a2, b2.reshaped({kb, q}), op).reshaped(out);
 }
 
+// dot of two 1-d float64 arrays, views read through their strides (a
+// column Q[:, i] is not packed first: Gram-Schmidt's inner loop); nullopt for
+// anything else.
+std::optional<Value> strided_vector_dot(const Value& va, const Value& vb) {
+  if (!va.is_array() || !vb.is_array()) return std::nullopt;
+  const Array& a = va.as_array();
+  const Array& b = vb.as_array();
+  if (a.ndim() != 1 || b.ndim() != 1 || a.dtype() != DType::float64 ||
+      b.dtype() != DType::float64 || a.size() != b.size()) {
+    return std::nullopt;
+  }
+  const int64_t n = a.size(), sa = a.strides()[0], sb = b.strides()[0];
+  const double* x = a.origin<double>();
+  const double* y = b.origin<double>();
+  // Four partial sums, as BLAS's ddot keeps several: independent additions.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i * sa] * y[i * sb];
+    s1 += x[(i + 1) * sa] * y[(i + 1) * sb];
+    s2 += x[(i + 2) * sa] * y[(i + 2) * sb];
+    s3 += x[(i + 3) * sa] * y[(i + 3) * sb];
+  }
+  for (; i < n; ++i) s0 += x[i * sa] * y[i * sb];
+  return Value(Array::scalar((s0 + s1) + (s2 + s3)));
+}
+
+Value dot_eval(Args& a) {
+  if (auto r = strided_vector_dot(a[0], a[1])) return *r;
+  a.pack_views();
+  return dot(numeric_arg(a, 0), numeric_arg(a, 1), a.op());
+}
+
 Value vdot(const Value& va, const Value& vb, const char* op) {
   DType dt = result_type(va, vb);
   Array a = to_array(va, op).astype(dt), b = to_array(vb, op).astype(dt);
   if (a.size() != b.size()) {
-    throw std::invalid_argument(error_message("[", op, "] arrays must have the same size: ",
-                                              a.size(), " (shape ", shape_str(a.shape()),
-                                              ") and ", b.size(), " (shape ",
-                                              shape_str(b.shape()), ")"));
+    throw std::invalid_argument(error_message(
+        "[", op, "] arrays must have the same size: ", a.size(), " (shape ", shape_str(a.shape()),
+        ") and ", b.size(), " (shape ", shape_str(b.shape()), ")"));
   }
   return product_2d(a.reshaped({1, a.size()}), b.reshaped({b.size(), 1}), op).reshaped({});
 }
@@ -350,9 +383,9 @@ void tensordot_axes(const Args& args, const Array& a, const Array& b, std::vecto
     int64_t n = args.integer(2);
     if (n < 0) args.value_error(2, error_message("must be non-negative, got ", n));
     if (n > a.ndim() || n > b.ndim()) {
-      throw std::invalid_argument(error_message(
-          "[", op, "] axes=", n, " exceeds the dimensions of the operands: shapes ",
-          shape_str(a.shape()), " and ", shape_str(b.shape())));
+      throw std::invalid_argument(
+          error_message("[", op, "] axes=", n, " exceeds the dimensions of the operands: shapes ",
+                        shape_str(a.shape()), " and ", shape_str(b.shape())));
     }
     for (int64_t i = 0; i < n; ++i) {
       ax_a.push_back(static_cast<int>(a.ndim() - n + i));
@@ -379,9 +412,9 @@ void tensordot_axes(const Args& args, const Array& a, const Array& b, std::vecto
       int ax = normalize_axis(r, x.ndim(), op);
       for (int seen : out) {
         if (seen == ax) {
-          throw std::invalid_argument(
-              error_message("[", op, "] repeated axis ", r, " in axes for an array of shape ",
-                            shape_str(x.shape())));
+          throw std::invalid_argument(error_message("[", op, "] repeated axis ", r,
+                                                    " in axes for an array of shape ",
+                                                    shape_str(x.shape())));
         }
       }
       out.push_back(ax);
@@ -390,8 +423,8 @@ void tensordot_axes(const Args& args, const Array& a, const Array& b, std::vecto
   read(v.as_list()[0], a, ax_a);
   read(v.as_list()[1], b, ax_b);
   if (ax_a.size() != ax_b.size()) {
-    throw std::invalid_argument(error_message("[", op, "] axes lists have different lengths: ",
-                                              ax_a.size(), " and ", ax_b.size()));
+    throw std::invalid_argument(error_message(
+        "[", op, "] axes lists have different lengths: ", ax_a.size(), " and ", ax_b.size()));
   }
 }
 
@@ -406,9 +439,9 @@ Value tensordot(Args& args) {
   for (size_t i = 0; i < ax_a.size(); ++i) {
     int64_t la = a.shape()[ax_a[i]], lb = b.shape()[ax_b[i]];
     if (la != lb) {
-      throw std::invalid_argument(error_message("[", op, "] shape mismatch for sum: axis ",
-                                                ax_a[i], " of a has length ", la, " but axis ",
-                                                ax_b[i], " of b has length ", lb));
+      throw std::invalid_argument(error_message("[", op, "] shape mismatch for sum: axis ", ax_a[i],
+                                                " of a has length ", la, " but axis ", ax_b[i],
+                                                " of b has length ", lb));
     }
     k *= la;
   }
@@ -501,8 +534,8 @@ NormOrder norm_order(const Args& args) {
       o.is_string = true;
       o.name = s;
     } else {
-      args.value_error(1, error_message("must be a number, 'fro', 'nuc', 'inf' or '-inf', got '",
-                                        s, "'"));
+      args.value_error(
+          1, error_message("must be a number, 'fro', 'nuc', 'inf' or '-inf', got '", s, "'"));
     }
     return o;
   }
@@ -524,8 +557,8 @@ Value norm(Args& args) {
     for (int64_t a : *ax) {
       int n = normalize_axis(a, nd, op);
       if (std::find(axes.begin(), axes.end(), n) != axes.end()) {
-        throw std::invalid_argument(error_message("[", op, "] duplicate axes given: ",
-                                                  Value(args[2]).str()));
+        throw std::invalid_argument(
+            error_message("[", op, "] duplicate axes given: ", Value(args[2]).str()));
       }
       axes.push_back(n);
     }
@@ -546,8 +579,10 @@ Value norm(Args& args) {
     axes = {0, 1};
   } else {
     throw std::invalid_argument(error_message(
-        "[", op, "] improper number of dimensions to norm: with ord given and axis=nil the array "
-        "must be 1-d or 2-d, got shape ", shape_str(x.shape())));
+        "[", op,
+        "] improper number of dimensions to norm: with ord given and axis=nil the array "
+        "must be 1-d or 2-d, got shape ",
+        shape_str(x.shape())));
   }
   std::vector<int> perm;
   Shape kept, kept_keepdims;
@@ -572,8 +607,8 @@ Value norm(Args& args) {
           error_message("[", op, "] invalid norm order ", ord.str(), " for vectors"));
     }
     if (std::isinf(ord.value) && inner == 0 && outer > 0) {
-      throw std::invalid_argument(error_message(
-          "[", op, "] zero-size array has no maximum or minimum: ord=", ord.str()));
+      throw std::invalid_argument(
+          error_message("[", op, "] zero-size array has no maximum or minimum: ord=", ord.str()));
     }
     for (int64_t o = 0; o < outer; ++o) dst[o] = kn::vector_norm(src + o * inner, inner, ord.value);
   } else {
@@ -598,8 +633,8 @@ Value norm(Args& args) {
     }
     const int64_t rows = x.shape()[axes[0]], cols = x.shape()[axes[1]];
     if (max_min && (rows == 0 || cols == 0) && outer > 0) {
-      throw std::invalid_argument(error_message(
-          "[", op, "] zero-size array has no maximum or minimum: ord=", ord.str()));
+      throw std::invalid_argument(
+          error_message("[", op, "] zero-size array has no maximum or minimum: ord=", ord.str()));
     }
     for (int64_t o = 0; o < outer; ++o) {
       dst[o] = kn::matrix_norm(src + o * inner, rows, cols, kind);
@@ -617,9 +652,9 @@ int64_t square_order(const Array& a, const char* op) {
   }
   int64_t n = a.shape()[a.ndim() - 1];
   if (a.shape()[a.ndim() - 2] != n) {
-    throw std::invalid_argument(error_message(
-        "[", op, "] last 2 dimensions of the array must be square: got shape ",
-        shape_str(a.shape())));
+    throw std::invalid_argument(
+        error_message("[", op, "] last 2 dimensions of the array must be square: got shape ",
+                      shape_str(a.shape())));
   }
   return n;
 }
@@ -762,9 +797,7 @@ Value matrix_power(Args& args) {
 }
 
 Value matmul_eval(Args& a) { return matmul(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); }
-Value matmul_tn_eval(Args& a) {
-  return matmul_tn(numeric_arg(a, 0), numeric_arg(a, 1), a.op());
-}
+Value matmul_tn_eval(Args& a) { return matmul_tn(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); }
 
 const bool registered = register_primitives({
     {.name = "matmul",
@@ -791,8 +824,9 @@ const bool registered = register_primitives({
      .help = "numpy.dot: multiply for scalars, inner product of 1-d arrays, matrix product of "
              "2-d arrays, and for N-d arrays a sum product over the last axis of x and the "
              "second-to-last of y.",
-     .eval = [](Args& a) -> Value { return dot(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); },
-     .ns_per_element = 50.0},
+     .eval = dot_eval,
+     .ns_per_element = 50.0,
+     .strided = true},
     {.name = "vdot",
      .family = "matrix",
      .params = {{"x"}, {"y"}},
@@ -830,7 +864,9 @@ const bool registered = register_primitives({
      .ns_per_element = 2.0},
     {.name = "trace",
      .family = "matrix",
-     .params = {{"x"}, opt("offset", Value(int64_t{0})), opt("axis1", Value(int64_t{0})),
+     .params = {{"x"},
+                opt("offset", Value(int64_t{0})),
+                opt("axis1", Value(int64_t{0})),
                 opt("axis2", Value(int64_t{1}))},
      .help = "Sum along a diagonal (numpy.trace); offset selects the diagonal, axis1 and axis2 "
              "the plane. bool and int sum to int64.",

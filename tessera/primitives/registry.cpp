@@ -39,7 +39,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
@@ -109,7 +110,8 @@ std::vector<std::string> registry_problems() {
 bool has_effects(const PrimitiveSpec& spec) {
   if (spec.writes) return true;
   if (spec.family == "random" || spec.family == "io") return true;
-  static const std::set<std::string, std::less<>> names = {"print", "assert", "send", "recv", "barrier"};
+  static const std::set<std::string, std::less<>> names = {"print", "assert", "send", "recv",
+                                                           "barrier"};
   return names.count(spec.name) != 0;
 }
 
@@ -150,8 +152,8 @@ std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i].empty()) {
       if (seen_named) {
-        throw SyntaxError(error_message("[", spec.name,
-                                        "] positional argument follows a named argument"));
+        throw SyntaxError(
+            error_message("[", spec.name, "] positional argument follows a named argument"));
       }
       if (next_positional < n_fixed) {
         slot[i] = static_cast<int>(next_positional);
@@ -160,10 +162,10 @@ std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std
         slot[i] = static_cast<int>(params.size() - 1);
         filled[params.size() - 1] = true;
       } else {
-        throw std::invalid_argument(error_message(
-            "[", spec.name, "] takes at most ", params.size(), " argument",
-            params.size() == 1 ? "" : "s", " but ", names.size(), " were given: ",
-            spec.signature()));
+        throw std::invalid_argument(error_message("[", spec.name, "] takes at most ", params.size(),
+                                                  " argument", params.size() == 1 ? "" : "s",
+                                                  " but ", names.size(),
+                                                  " were given: ", spec.signature()));
       }
     } else {
       seen_named = true;
@@ -175,8 +177,8 @@ std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std
       }
       size_t k = static_cast<size_t>(it - params.begin());
       if (filled[k]) {
-        throw std::invalid_argument(error_message("[", spec.name, "] argument '", names[i],
-                                                  "' given more than once"));
+        throw std::invalid_argument(
+            error_message("[", spec.name, "] argument '", names[i], "' given more than once"));
       }
       slot[i] = static_cast<int>(k);
       filled[k] = true;
@@ -229,7 +231,12 @@ Value call_primitive(std::string_view name, std::vector<CallArg> args) {
 Value run_primitive(const PrimitiveSpec& spec, Args& args) {
   Value result;
   try {
-    result = args.complex_kind() ? run_complex(spec, args) : spec.eval(args);
+    if (args.complex_kind()) {
+      if (spec.views || spec.strided) args.pack_views();  // the parts are computed on packed copies
+      result = run_complex(spec, args);
+    } else {
+      result = spec.eval(args);
+    }
   } catch (const TypeError& e) {
     // A kernel without a loop for a dtype (dtype.hpp, dispatch): name the
     // primitive.
@@ -272,7 +279,8 @@ bool register_tiled_overload(const std::string& key, TiledOverload fn) {
   return true;
 }
 
-const TiledOverload* find_tiled_overload(const PrimitiveSpec& spec, const std::vector<Value>& values) {
+const TiledOverload* find_tiled_overload(const PrimitiveSpec& spec,
+                                         const std::vector<Value>& values) {
   bool any = false;
   for (const Value& v : values) any = any || v.is_tiled();
   if (!any) return nullptr;
@@ -420,14 +428,13 @@ void Args::type_error(size_t i, std::string_view expected) const {
 }
 
 void Args::value_error(size_t i, std::string_view what) const {
-  throw std::invalid_argument(
-      error_message("[", op(), "] argument '", param_name(i), "' ", what));
+  throw std::invalid_argument(error_message("[", op(), "] argument '", param_name(i), "' ", what));
 }
 
 int normalize_axis(int64_t axis, int ndim, const char* op) {
   if (axis < -ndim || axis >= ndim) {
-    throw std::out_of_range(error_message("[", op, "] axis ", axis,
-                                          " is out of bounds for array of dimension ", ndim));
+    throw std::out_of_range(
+        error_message("[", op, "] axis ", axis, " is out of bounds for array of dimension ", ndim));
   }
   return static_cast<int>(axis < 0 ? axis + ndim : axis);
 }

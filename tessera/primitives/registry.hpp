@@ -87,6 +87,10 @@ struct PrimitiveSpec {
   // an argument's buffer is copied (PrimitiveCallNode), so only these
   // primitives ever return an alias, as in NumPy.
   bool views = false;
+  // True for primitives that read strided views themselves (elementwise
+  // arithmetic, dot) but are otherwise ordinary: their arguments are not
+  // packed, while dtypes convert and results are new arrays as for any other.
+  bool strided = false;
   // True for primitives that write into their first argument's buffer
   // (setitem, augmented assignment, copyto, fill, ...). The execution tree
   // orders them against the statements around them (docs/runtime.md,
@@ -209,7 +213,7 @@ class Args {
  public:
   Args(const PrimitiveSpec& spec, std::vector<Value> values)
       : spec_(&spec), values_(std::move(values)) {
-    if (!spec.views) pack_views();
+    if (!spec.views && !spec.strided) pack_views();
     convert_storage();
   }
 
@@ -255,10 +259,12 @@ class Args {
   // Throws ValueError: "[op] argument 'p' WHAT".
   [[noreturn]] void value_error(size_t i, std::string_view what) const;
 
- private:
   // Replaces strided views among the arguments (and in list arguments) by
-  // C-contiguous copies.
+  // C-contiguous copies: done before eval for primitives without `views`;
+  // one with `views` that reads some views itself calls it for the others.
   void pack_views();
+
+ private:
   // Converts arguments of storage dtypes to compute dtypes (dtype.hpp) and
   // records how to store the result (store_result).
   void convert_storage();

@@ -197,3 +197,38 @@ def test_scalar_loop_with_fused_expressions():
             "return n, zr * zr + zi * zi")
     for c in ((-0.5, 0.5), (0.3, 0.6), (-1.0, 0.0)):
         check(numpy_body(body, "cr, ci"), *c)
+
+
+# Single operations and dot on strided views read the view in place (no
+# packed copy); the result is a new array that writes do not share.
+VIEW_CASES = [
+    ("x[::-1] * 2.0", "x", lambda: (np.linspace(-3, 3, 1001),)),
+    ("np.sqrt(np.abs(x[:, 1]))", "x", lambda: (np.arange(60.0).reshape(20, 3) - 30,)),
+    ("x.T - 1.5", "x", lambda: (np.arange(12.0).reshape(3, 4),)),
+    ("x[1::3, ::2] ** 2", "x", lambda: (np.arange(200.0).reshape(10, 20),)),
+    ("x[:, 0] ** y[0]", "x, y", lambda: (np.arange(1.0, 41.0).reshape(20, 2), np.array([0.5]))),
+    ("x[::2] / x[1::2]", "x", lambda: (np.arange(1.0, 101.0, dtype=np.float32),)),
+    ("x[::2] + 1", "x", lambda: (np.arange(100),)),
+    ("x[::2] * 1.5", "x", lambda: (np.arange(100, dtype=np.int8),)),
+    ("-x[::3]", "x", lambda: (np.arange(30, dtype=np.uint8),)),
+    ("x[::2] * 1j + x[1::2]", "x", lambda: (np.arange(20.0),)),
+    ("np.abs(z[::2])", "z", lambda: (np.arange(10.0) + 1j * np.arange(10.0)[::-1],)),
+    ("x[::2] > x[1::2]", "x", lambda: (np.sin(np.arange(100.0)),)),
+    ("np.dot(q[:, 1], q[:, 2])", "q", lambda: (np.random.default_rng(1).random((500, 4)),)),
+    ("np.dot(q[::-1, 0], q[:, 3]) * q[:, 1]", "q",
+     lambda: (np.random.default_rng(2).random((300, 4)),)),
+    ("np.dot(q[:, 1], q[:, 2])", "q", lambda: (np.arange(40).reshape(10, 4),)),
+    ("np.dot(q[:, 1], q[:, 2])", "q", lambda: (np.arange(40, dtype=np.float32).reshape(10, 4),)),
+    ("np.dot(q.T, q[:, 1])", "q", lambda: (np.random.default_rng(3).random((30, 4)),)),
+    ("np.dot(q[:, 1], q[:3, 2])", "q", lambda: (np.ones((10, 4)),)),
+]
+
+
+@pytest.mark.parametrize("expr, params, build", VIEW_CASES, ids=[c[0] for c in VIEW_CASES])
+def test_operations_on_views_match_numpy(expr, params, build):
+    check(numpy_fn(expr, params), *build())
+
+
+def test_a_result_computed_from_a_view_is_not_the_view():
+    body = "y = x[::2] * 1.0\ny[0] = 99.0\nz = np.sqrt(x[1::2])\nz[1] = -1.0\nreturn y, z, x"
+    check(numpy_body(body, "x"), np.arange(1.0, 11.0))
