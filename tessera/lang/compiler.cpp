@@ -36,9 +36,9 @@ struct Resolved {
 
 const std::set<std::string>& special_form_names() {
   static const std::set<std::string> names = {
-      "define", "lambda", "block", "parallel_block", "if",      "while",  "for_each",
-      "store",  "list",   "tuple", "dict",  "__and__",        "__or__", "break",  "continue",
-      "return", "grad",   "value_and_grad"};
+      "define",   "lambda", "block",    "parallel_block", "if",   "while",
+      "for_each", "store",  "list",     "tuple",          "dict", "__and__",
+      "__or__",   "break",  "continue", "return",         "grad", "value_and_grad"};
   return names;
 }
 
@@ -50,8 +50,10 @@ class Compiler {
  public:
   NodePtr compile(const AstPtr& a, Scope& scope) {
     switch (a->kind) {
-      case Ast::Kind::literal: return std::make_shared<ConstantNode>(a->loc, a->value);
-      case Ast::Kind::identifier: return identifier(a, scope);
+      case Ast::Kind::literal:
+        return std::make_shared<ConstantNode>(a->loc, a->value);
+      case Ast::Kind::identifier:
+        return identifier(a, scope);
       case Ast::Kind::list: {
         bool all_literal = !a->args.empty();
         for (const auto& e : a->args) all_literal = all_literal && constant_array_part(e.value);
@@ -70,7 +72,8 @@ class Compiler {
         }
         return std::make_shared<ListNode>(a->loc, std::move(items), true);
       }
-      case Ast::Kind::call: return call(a, scope);
+      case Ast::Kind::call:
+        return call(a, scope);
     }
     syntax_error(a->loc, "[compile] unknown syntax");
   }
@@ -146,9 +149,9 @@ class Compiler {
       return std::make_shared<VariableNode>(a->loc, a->name, r->depth, r->slot);
     }
     if (const PrimitiveSpec* spec = find_primitive(a->name)) {
-      return std::make_shared<ConstantNode>(
-          a->loc, Value(std::static_pointer_cast<const Callable>(
-                      std::make_shared<PrimitiveFunction>(spec))));
+      return std::make_shared<ConstantNode>(a->loc,
+                                            Value(std::static_pointer_cast<const Callable>(
+                                                std::make_shared<PrimitiveFunction>(spec))));
     }
     if (special_form_names().count(a->name)) {
       syntax_error(a->loc, "[compile] '" + a->name + "' is a special form and must be called");
@@ -164,8 +167,9 @@ class Compiler {
     }
     for (const auto& arg : a->args) {
       if (!arg.name.empty() && a->name != "define" && a->name != "lambda" && a->name != "dict") {
-        syntax_error(arg.value->loc, error_message("[", a->name, "] takes no named arguments, got '",
-                                                   arg.name, "='"));
+        syntax_error(
+            arg.value->loc,
+            error_message("[", a->name, "] takes no named arguments, got '", arg.name, "='"));
       }
     }
   }
@@ -198,8 +202,9 @@ class Compiler {
       } else if (p.value->kind == Ast::Kind::identifier) {
         pname = p.value->name;
       } else {
-        syntax_error(p.value->loc, error_message("[", form->name, "] parameter must be a name, got ",
-                                                 p.value->str()));
+        syntax_error(
+            p.value->loc,
+            error_message("[", form->name, "] parameter must be a name, got ", p.value->str()));
       }
       if (inner.slots.count(pname)) {
         syntax_error(p.value->loc,
@@ -228,7 +233,8 @@ class Compiler {
     const std::string& n = a->name;
     // A name the program defines is called as its variable, unless the call
     // is the syntax's own (an operator: Ast::builtin).
-    if (special_form_names().count(n) && (a->builtin || !resolve(n, scope))) return special_form(a, scope);
+    if (special_form_names().count(n) && (a->builtin || !resolve(n, scope)))
+      return special_form(a, scope);
     if (auto r = a->builtin ? std::nullopt : resolve(n, scope)) {
       return generic_call(a, std::make_shared<VariableNode>(a->loc, n, r->depth, r->slot), scope);
     }
@@ -250,11 +256,33 @@ class Compiler {
     // collectives of one line need not be issued in the same order everywhere.
     int same_site = sites_[a->loc.str()]++;
     std::vector<NodePtr> operands = compile_all(a->args, scope);
+    if (NodePtr folded = fold_constant_slice(a->loc, *spec, operands, slots)) return folded;
     if (NodePtr fused = PrimitiveCallNode::fuse(a->loc, spec, operands, slots, same_site)) {
       return fused;
     }
     return std::make_shared<PrimitiveCallNode>(a->loc, spec, std::move(operands), std::move(slots),
                                                same_site);
+  }
+
+  // slice(nil, nil, nil) and the like with constant bounds (x[:, i], x[1:-1])
+  // is a constant: made once here instead of at every evaluation (a slice
+  // is an immutable value). Bounds that are not constants, or that the
+  // primitive refuses (raised at run time, with its position), are left.
+  NodePtr fold_constant_slice(const SourceLoc& loc, const PrimitiveSpec& spec,
+                              const std::vector<NodePtr>& operands, const std::vector<int>& slots) {
+    if (spec.name != "slice") return nullptr;
+    std::vector<CallArg> args;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (!dynamic_cast<const ConstantNode*>(operands[i].get())) return nullptr;
+      Value v;
+      operands[i]->eval_now(nullptr, v);
+      args.push_back({spec.params[static_cast<size_t>(slots[i])].name, std::move(v)});
+    }
+    try {
+      return std::make_shared<ConstantNode>(loc, call_primitive("slice", std::move(args)));
+    } catch (...) {
+      return nullptr;
+    }
   }
 
   // matmul(transpose(x), y) -> matmul_tn(x, y): the product reads x
@@ -339,14 +367,16 @@ class Compiler {
     bool single = true;
     auto as_int = [&](const AstPtr& e) -> int {
       if (e->kind != Ast::Kind::literal || !e->value.is_int()) {
-        syntax_error(e->loc, "[" + n + "] argnums must be an int or a list of ints, got " + e->str());
+        syntax_error(e->loc,
+                     "[" + n + "] argnums must be an int or a list of ints, got " + e->str());
       }
       return static_cast<int>(e->value.as_int());
     };
     if (!argnums) {
       nums.push_back(0);
     } else if (argnums->kind == Ast::Kind::list ||
-               (argnums->kind == Ast::Kind::call && (argnums->name == "list" || argnums->name == "tuple"))) {
+               (argnums->kind == Ast::Kind::call &&
+                (argnums->name == "list" || argnums->name == "tuple"))) {
       single = false;
       for (const auto& e : argnums->args) nums.push_back(as_int(e.value));
       if (nums.empty()) syntax_error(argnums->loc, "[" + n + "] argnums is empty");
@@ -366,12 +396,14 @@ class Compiler {
       expect_args(a, 2, 100000, "define(name, value) or define(name, params..., body)");
       const AstPtr& target = args[0].value;
       if (target->kind != Ast::Kind::identifier || !args[0].name.empty()) {
-        syntax_error(target->loc, "[define] the first argument must be a name, got " + target->str());
+        syntax_error(target->loc,
+                     "[define] the first argument must be a name, got " + target->str());
       }
       size_t slot = scope.add(target->name);
       if (args.size() == 2) {
         if (!args[1].name.empty()) {
-          syntax_error(args[1].value->loc, "[define] the value of a variable cannot be a named argument");
+          syntax_error(args[1].value->loc,
+                       "[define] the value of a variable cannot be a named argument");
         }
         return std::make_shared<AssignNode>(a->loc, target->name, 0, slot,
                                             compile(args[1].value, scope), false);
@@ -385,7 +417,8 @@ class Compiler {
     if (n == "break" || n == "continue") {
       expect_args(a, 0, 0, n == "break" ? "break()" : "continue()");
       if (scope.loop_depth == 0) {
-        syntax_error(a->loc, "[" + n + "] outside a loop: " + n + "() must be inside while or for_each");
+        syntax_error(a->loc,
+                     "[" + n + "] outside a loop: " + n + "() must be inside while or for_each");
       }
       return std::make_shared<ControlNode>(
           a->loc, n == "break" ? ControlNode::Kind::brk : ControlNode::Kind::cont, nullptr);
@@ -393,7 +426,8 @@ class Compiler {
     if (n == "return") {
       expect_args(a, 0, 1, "return() or return(value)");
       if (!scope.function) {
-        syntax_error(a->loc, "[return] outside a function: return() must be inside define or lambda");
+        syntax_error(a->loc,
+                     "[return] outside a function: return() must be inside define or lambda");
       }
       scope.function->has_return = true;
       return std::make_shared<ControlNode>(a->loc, ControlNode::Kind::ret,
@@ -403,8 +437,8 @@ class Compiler {
       expect_args(a, 2, 2, "store(name, value)");
       const AstPtr& target = args[0].value;
       if (target->kind != Ast::Kind::identifier) {
-        syntax_error(target->loc, "[store] the first argument must be a variable name, got " +
-                                      target->str());
+        syntax_error(target->loc,
+                     "[store] the first argument must be a variable name, got " + target->str());
       }
       auto r = resolve(target->name, scope);
       if (!r) {
@@ -525,12 +559,14 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
       {"block(expressions...)", "Evaluates expressions in order; the value of the last."},
       {"parallel_block(expressions...)",
        "Evaluates expressions concurrently as separate tasks; the value of the last."},
-      {"if(condition, then, else)", "Evaluates `then` if the condition is true, else `else` (or nil)."},
+      {"if(condition, then, else)",
+       "Evaluates `then` if the condition is true, else `else` (or nil)."},
       {"while(condition, body)", "Repeats body while the condition is true; the last body value."},
       {"for_each(function, iterable)",
        "Calls function on each element of a list, each row of an array, or each of 0..n-1."},
       {"store(name, value)", "Assigns a new value to an existing variable."},
-      {"break(), continue()", "Leave the innermost while/for_each loop, or go on with its next turn."},
+      {"break(), continue()",
+       "Leave the innermost while/for_each loop, or go on with its next turn."},
       {"return(value), return()", "Return from the innermost function (nil without a value)."},
       {"grad(f, argnums=0)",
        "The gradient function of f (reverse mode): w.r.t. one argument, or a list of gradients "

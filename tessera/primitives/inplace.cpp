@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/fused.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
 #include "tessera/primitives/python_values.hpp"
@@ -52,6 +53,40 @@ void write_result(Array& x, const Array& value, const std::string& what, const c
   x.assign(value);
 }
 
+// x OP= y for a C-contiguous float array x and an operand of its dtype (an
+// array, or a Python number, weak as in NumPy 2) that broadcasts to x's shape
+// and does not overlap x: computed straight into x's buffer in one pass
+// (the general way computes x OP y into a new array and copies it in).
+// False when any of that does not hold; nothing is done then.
+bool in_place_float(Args& a, const PrimitiveSpec& base) {
+  if (base.fuse_binary < 0 || !a[0].is_array()) return false;
+  const Array& x = a[0].as_array();
+  const DType dt = x.dtype();
+  if (x.ndim() == 0 || !x.is_contiguous() || !x.writable() ||
+      (dt != DType::float64 && dt != DType::float32)) {
+    return false;
+  }
+  Array y;
+  if (a[1].is_array()) {
+    y = a[1].as_array();
+    if (y.dtype() != dt || y.shares_storage(x)) return false;
+    Shape common;
+    if (!kernels::broadcast_shape_pair(y.shape(), x.shape(), common) || common != x.shape()) {
+      return false;
+    }
+  } else if (a[1].is_float() || a[1].is_int() || a[1].is_bool()) {
+    const Value& v = a[1];
+    const double d = v.is_float() ? v.as_float()
+                     : v.is_int() ? static_cast<double>(v.as_int())
+                                  : (v.as_bool() ? 1.0 : 0.0);
+    y = Array::scalar(dt == DType::float32 ? static_cast<double>(static_cast<float>(d)) : d, dt);
+  } else {
+    return false;
+  }
+  Array out = x;
+  return kernels::strided_binary(static_cast<BinaryOp>(base.fuse_binary), x, y, out);
+}
+
 // x OP= y: in place into x when x is an array (the result x itself);
 // otherwise (numbers, lists, strings) x OP y, as Python rebinds them.
 Value augmented(Args& a, const PrimitiveSpec& base) {
@@ -60,6 +95,7 @@ Value augmented(Args& a, const PrimitiveSpec& base) {
   if (base.name == "add" && a[0].is_list() && python_operands(a[0], a[1])) {
     return sequence_inplace_add(a[0], a[1], a.op());
   }
+  if (in_place_float(a, base)) return a[0];
   std::vector<Value> operands{a[0], a[1]};
   Args inner(base, std::move(operands));
   Value r = run_primitive(base, inner);
@@ -114,7 +150,8 @@ std::vector<PrimitiveSpec> in_place_specs() {
                 "view of x and the caller's array see it) and x is given; it must keep x's "
                 "shape and cast to x's dtype under casting='same_kind' (an int array and a "
                 "float give a TypeError), as in NumPy. For numbers, lists and strings it is "
-                "x " + sym + " y.",
+                "x " +
+                sym + " y.",
         .eval = [op](Args& a) -> Value {
           return augmented(a, binary_primitive(op.base, op.fallback));
         },
@@ -133,8 +170,8 @@ Value copyto(Args& a) {
   const std::string& casting = a.string(2);
   if (casting != "same_kind" && casting != "unsafe" && casting != "safe" && casting != "no" &&
       casting != "equiv") {
-    a.value_error(2, "must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe', got '" +
-                         casting + "'");
+    a.value_error(
+        2, "must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe', got '" + casting + "'");
   }
   Array src = a.array(1);
   if ((casting == "no" || casting == "equiv") && src.dtype() != dst.dtype()) {
@@ -195,7 +232,8 @@ Value fill_diagonal(Args& a) {
   if (!a[0].is_array()) a.type_error(0, "an array");
   Array x = a[0].as_array();
   if (!x.writable()) {
-    throw std::invalid_argument(error_message("[", a.op(), "] assignment destination is read-only"));
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] assignment destination is read-only"));
   }
   if (x.ndim() < 2) {
     throw std::invalid_argument(
@@ -218,7 +256,8 @@ Value fill_diagonal(Args& a) {
       if (x.dim(k) != x.dim(0)) {
         throw std::invalid_argument(error_message("[", a.op(),
                                                   "] all dimensions of input must be of equal "
-                                                  "length, got shape ", shape_str(x.shape())));
+                                                  "length, got shape ",
+                                                  shape_str(x.shape())));
       }
     }
     int64_t step = 0;
@@ -241,7 +280,8 @@ Value fill_diagonal(Args& a) {
 const bool registered_ops = register_primitives(in_place_specs());
 
 const bool registered = register_primitives({
-    {.name = "copyto", .family = "inplace",
+    {.name = "copyto",
+     .family = "inplace",
      .params = {{"dst"}, {"src"}, opt("casting", "same_kind"), opt("where", true)},
      .help = "Copies src (broadcast) into the array dst, where the boolean mask `where` is "
              "true, casting under `casting` ('no', 'equiv', 'safe', 'same_kind', 'unsafe'), "
@@ -250,7 +290,8 @@ const bool registered = register_primitives({
      .ns_per_element = 1.0,
      .views = true,
      .writes = true},
-    {.name = "fill_diagonal", .family = "inplace",
+    {.name = "fill_diagonal",
+     .family = "inplace",
      .params = {{"a"}, {"val"}, opt("wrap", false)},
      .help = "Writes val along the main diagonal of the array a, in place, like "
              "numpy.fill_diagonal (an array val is flattened and repeated; wrap=true continues "

@@ -232,3 +232,27 @@ def test_operations_on_views_match_numpy(expr, params, build):
 def test_a_result_computed_from_a_view_is_not_the_view():
     body = "y = x[::2] * 1.0\ny[0] = 99.0\nz = np.sqrt(x[1::2])\nz[1] = -1.0\nreturn y, z, x"
     check(numpy_body(body, "x"), np.arange(1.0, 11.0))
+
+
+# x OP= y straight into x's buffer (float x, y of its dtype or a Python number,
+# no overlap), and the general way for everything else.
+INPLACE_CASES = [
+    ("x -= y\nreturn x", "x, y", lambda: (np.linspace(0, 1, 1000), np.linspace(1, 2, 1000))),
+    ("x += 0.1\nx *= 3\nx /= 7\nx **= 2\nreturn x", "x",
+     lambda: (np.linspace(0, 1, 999, dtype=np.float32),)),
+    ("x *= y[:, None]\nreturn x", "x, y", lambda: (np.ones((30, 40)), np.arange(30.0))),
+    ("x[1:] += x[:-1]\nreturn x", "x", lambda: (np.arange(100.0),)),
+    ("x += x\nx -= x[::-1]\nreturn x", "x", lambda: (np.arange(100.0),)),
+    ("x += y\nreturn x", "x, y", lambda: (np.linspace(0, 1, 100, dtype=np.float32),
+                                          np.linspace(0, 1e-9, 100))),
+    ("x.T[...] += 1\nv = x.T\nv += 2\nreturn x", "x", lambda: (np.zeros((5, 7)),)),
+    ("x //= 0.3\nx %= 0.7\nreturn x", "x", lambda: (np.linspace(-3, 3, 500),)),
+    ("x += y\nreturn x", "x, y", lambda: (np.ones(4), np.ones(5))),
+    ("x += 1.5\nreturn x", "x", lambda: (np.arange(10),)),
+    ("x -= y\nreturn x", "x, y", lambda: (np.zeros((3, 4)), np.ones((2, 3, 4)))),
+]
+
+
+@pytest.mark.parametrize("body, params, build", INPLACE_CASES, ids=[c[0] for c in INPLACE_CASES])
+def test_in_place_operators_match_numpy(body, params, build):
+    check(numpy_body(body, params), *build())
