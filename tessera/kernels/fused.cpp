@@ -16,28 +16,30 @@ bool fusable(UnaryOp op) {
   return op == UnaryOp::negative || op == UnaryOp::positive || with_float_fn(op, [](auto) {});
 }
 
-FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, DType dtype,
-                     const Shape& out_shape)
-    : steps_(std::move(steps)), dtype_(dtype) {
-  if (dtype != DType::float32 && dtype != DType::float64) {
+FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, Array& out)
+    : steps_(std::move(steps)), n_in_(leaves.size()), dtype_(out.dtype()), size_(out.size()) {
+  if (dtype_ != DType::float32 && dtype_ != DType::float64) {
     throw std::logic_error("[fused] internal error: not a float dtype");
   }
+  if (steps_.empty()) throw std::logic_error("[fused] internal error: no steps");
+  const Shape& out_shape = out.shape();
   const int nd = static_cast<int>(out_shape.size());
-  for (int64_t e : out_shape) size_ *= e;
-  const size_t nl = leaves.size();
-  origin_.resize(nl, nullptr);
-  scalar_.resize(nl, 0.0);
-  strides_.resize(nl);
-  // Each array leaf's element strides along the output's dimensions (0
-  // where it is broadcast), from its own strides: views are read in place.
-  std::vector<std::vector<int64_t>> full(nl, std::vector<int64_t>(nd, 0));
-  for (size_t k = 0; k < nl; ++k) {
-    const Array* a = leaves[k].array;
+  // Slots 0 .. n_in-1 are the leaves, slot n_in the output (written
+  // through its strides, like the leaves are read through theirs).
+  const size_t slots = n_in_ + 1;
+  origin_.resize(slots, nullptr);
+  scalar_.resize(n_in_, 0.0);
+  strides_.resize(slots);
+  // Each array's element strides along the output's dimensions (0 where it
+  // is broadcast), from its own strides: views are read in place.
+  std::vector<std::vector<int64_t>> full(slots, std::vector<int64_t>(nd, 0));
+  for (size_t k = 0; k < slots; ++k) {
+    const Array* a = k < n_in_ ? leaves[k].array : &out;
     if (!a) {
       scalar_[k] = leaves[k].scalar;
       continue;
     }
-    if (a->dtype() != dtype) throw std::logic_error("[fused] internal error: leaf dtype");
+    if (a->dtype() != dtype_) throw std::logic_error("[fused] internal error: leaf dtype");
     origin_[k] = a->origin_raw();
     const std::vector<int64_t> st = a->strides();
     const int off = nd - a->ndim();
@@ -52,22 +54,22 @@ FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves
     }
   }
   // Extent-1 dimensions carry nothing; a dimension merges into the one
-  // before it when every leaf steps through both as through one.
+  // before it when every array steps through both as through one.
   for (int d = 0; d < nd; ++d) {
     const int64_t extent = out_shape[d];
     if (extent == 1) continue;
     bool merge = !dims_.empty();
-    for (size_t k = 0; k < nl && merge; ++k) {
+    for (size_t k = 0; k < slots && merge; ++k) {
       if (origin_[k]) merge = strides_[k].back() == full[k][d] * extent;
     }
     if (merge) {
       dims_.back() *= extent;
-      for (size_t k = 0; k < nl; ++k) {
+      for (size_t k = 0; k < slots; ++k) {
         if (origin_[k]) strides_[k].back() = full[k][d];
       }
     } else {
       dims_.push_back(extent);
-      for (size_t k = 0; k < nl; ++k) {
+      for (size_t k = 0; k < slots; ++k) {
         if (origin_[k]) strides_[k].push_back(full[k][d]);
       }
     }
@@ -143,25 +145,26 @@ Operand<T> apply_step(const FusedStep& st, const Operand<T>& x, const Operand<T>
 }  // namespace
 
 template <class T>
-void FusedPlan::run_typed(T* out, int64_t begin, int64_t end) const {
+void FusedPlan::run_typed(int64_t begin, int64_t end) const {
   if (begin >= end) return;
   // Elements per chunk: the scratch of a dozen steps stays within L2.
   constexpr int64_t kChunk = 512;
   // Scratch buffers a multiple of 4 KiB apart would make every load of one
   // step alias the store of the next in the CPU's store-to-load check (4K
-  // aliasing: the f9 stencil ran 2x slower); a 3-cache-line pad staggers them.
+  // aliasing: a 9-slice stencil ran 2x slower); a 3-cache-line pad staggers them.
   constexpr int64_t kPitch = kChunk + 192 / static_cast<int64_t>(sizeof(T));
-  const size_t nl = origin_.size(), ns = steps_.size();
+  const size_t nl = n_in_, ns = steps_.size(), slots = nl + 1;
   const int nd = static_cast<int>(dims_.size());
   std::vector<T> scratch((nl + ns) * kPitch);
   std::vector<Operand<T>> ops(nl + ns);
-  std::vector<int64_t> idx(nd, 0), off(nl, 0), inner(nl, 0);
+  std::vector<int64_t> idx(nd, 0), off(slots, 0), inner(slots, 0);
   for (size_t k = 0; k < nl; ++k) {
     if (!origin_[k]) ops[k] = Operand<T>{nullptr, static_cast<T>(scalar_[k])};
   }
+  T* const out = static_cast<T*>(origin_[nl]);
   // The run of output elements [pos, pos + len) along the last merged
-  // dimension: leaf k's elements at off[k] + i * inner[k].
-  auto run_chunks = [&](int64_t pos, int64_t len) {
+  // dimension: slot k's elements at off[k] + i * inner[k].
+  auto run_chunks = [&](int64_t len) {
     for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
       const int64_t n = std::min(kChunk, len - c0);
       for (size_t k = 0; k < nl; ++k) {
@@ -178,41 +181,50 @@ void FusedPlan::run_typed(T* out, int64_t begin, int64_t end) const {
           ops[k] = Operand<T>{buf, T(0)};
         }
       }
+      T* const dst_out = out + off[nl] + c0 * inner[nl];
+      const bool direct = inner[nl] == 1;
       for (size_t s = 0; s < ns; ++s) {
         const FusedStep& st = steps_[s];
         const bool last = s + 1 == ns;
-        T* dst = last ? out + pos + c0 : scratch.data() + (nl + s) * kPitch;
+        T* dst = last && direct ? dst_out : scratch.data() + (nl + s) * kPitch;
         Operand<T> r = apply_step<T>(st, ops[st.a], st.binary ? ops[st.b] : ops[st.a], dst, n);
-        if (last && !r.p) std::fill(dst, dst + n, r.v);
         ops[nl + s] = r;
+        if (!last) continue;
+        if (direct) {
+          if (!r.p) std::fill(dst, dst + n, r.v);
+        } else {
+          // A strided destination (x[1:-1, 1:-1] += ...): scattered from the chunk.
+          const int64_t so = inner[nl];
+          for (int64_t i = 0; i < n; ++i) dst_out[i * so] = r.p ? r.p[i] : r.v;
+        }
       }
     }
   };
   if (nd == 0) {
-    run_chunks(begin, end - begin);
+    run_chunks(end - begin);
     return;
   }
   int64_t rem = begin;
   for (int d = nd - 1; d >= 0; --d) {
     idx[d] = rem % dims_[d];
     rem /= dims_[d];
-    for (size_t k = 0; k < nl; ++k) {
+    for (size_t k = 0; k < slots; ++k) {
       if (origin_[k]) off[k] += idx[d] * strides_[k][d];
     }
   }
-  for (size_t k = 0; k < nl; ++k) {
+  for (size_t k = 0; k < slots; ++k) {
     if (origin_[k]) inner[k] = strides_[k][nd - 1];
   }
   const int64_t last_extent = dims_[nd - 1];
   int64_t pos = begin;
   while (pos < end) {
     const int64_t len = std::min(last_extent - idx[nd - 1], end - pos);
-    run_chunks(pos, len);
+    run_chunks(len);
     pos += len;
     idx[nd - 1] += len;
-    for (size_t k = 0; k < nl; ++k) off[k] += len * inner[k];
+    for (size_t k = 0; k < slots; ++k) off[k] += len * inner[k];
     for (int d = nd - 1; d > 0 && idx[d] == dims_[d]; --d) {
-      for (size_t k = 0; k < nl; ++k) {
+      for (size_t k = 0; k < slots; ++k) {
         if (origin_[k]) off[k] += strides_[k][d - 1] - idx[d] * strides_[k][d];
       }
       idx[d] = 0;
@@ -221,14 +233,11 @@ void FusedPlan::run_typed(T* out, int64_t begin, int64_t end) const {
   }
 }
 
-void FusedPlan::run(Array& out, int64_t begin, int64_t end) const {
-  if (out.dtype() != dtype_ || out.size() != size_) {
-    throw std::logic_error("[fused] internal error: output");
-  }
+void FusedPlan::run(int64_t begin, int64_t end) const {
   if (dtype_ == DType::float64) {
-    run_typed(out.data<double>(), begin, end);
+    run_typed<double>(begin, end);
   } else {
-    run_typed(out.data<float>(), begin, end);
+    run_typed<float>(begin, end);
   }
 }
 
@@ -246,8 +255,8 @@ bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out) {
     st.pow =
         dt == DType::float32 ? pow_shortcut(*y.origin<float>()) : pow_shortcut(*y.origin<double>());
   }
-  FusedPlan plan({st}, {FusedLeaf{&x}, FusedLeaf{&y}}, dt, out.shape());
-  parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(out, b, e); });
+  FusedPlan plan({st}, {FusedLeaf{&x}, FusedLeaf{&y}}, out);
+  parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(b, e); });
   return true;
 }
 
@@ -259,8 +268,8 @@ bool strided_unary(UnaryOp op, const Array& x, Array& out) {
   FusedStep st;
   st.binary = false;
   st.uop = op;
-  FusedPlan plan({st}, {FusedLeaf{&x}}, dt, out.shape());
-  parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(out, b, e); });
+  FusedPlan plan({st}, {FusedLeaf{&x}}, out);
+  parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(b, e); });
   return true;
 }
 

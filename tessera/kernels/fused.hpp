@@ -53,32 +53,32 @@ struct FusedLeaf {
 // call, then run over disjoint ranges of output elements (in parallel).
 class FusedPlan {
  public:
-  // `dtype` is float32 or float64; `out_shape` the broadcast shape of the
-  // array leaves, which must broadcast to it.
-  FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, DType dtype,
-            const Shape& out_shape);
-  // out[begin:end) (C order over out_shape) = the expression; `out` is a
-  // C-contiguous array of the plan's dtype and shape.
-  void run(Array& out, int64_t begin, int64_t end) const;
+  // `out` (float32 or float64; it must outlive the plan) receives the
+  // expression, written through its strides (a view: x[1:-1, 1:-1] += ...);
+  // the array leaves have its dtype and broadcast to its shape.
+  FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, Array& out);
+  // out[begin:end) (in C order over out's shape) = the expression.
+  void run(int64_t begin, int64_t end) const;
   int64_t size() const { return size_; }
 
  private:
   template <class T>
-  void run_typed(T* out, int64_t begin, int64_t end) const;
+  void run_typed(int64_t begin, int64_t end) const;
 
   std::vector<FusedStep> steps_;
-  std::vector<const void*> origin_;  // per leaf: element (0, ..., 0), or null for a scalar
-  std::vector<double> scalar_;       // per leaf: the scalar's value
+  size_t n_in_;                 // leaves; slot n_in_ is the output
+  std::vector<void*> origin_;   // per slot: element (0, ..., 0), or null for a scalar leaf
+  std::vector<double> scalar_;  // per leaf: the scalar's value
   DType dtype_;
-  int64_t size_ = 1;
-  // The output's dimensions with adjacent ones merged where every leaf
-  // allows it, and per leaf its element stride along each (0: broadcast).
+  int64_t size_;
+  // The output's dimensions with adjacent ones merged where every array
+  // allows it, and per slot its element stride along each (0: broadcast).
   std::vector<int64_t> dims_;
   std::vector<std::vector<int64_t>> strides_;
 };
 
-// One operation on float arrays of one dtype (`out`'s, C-contiguous, of the
-// broadcast shape), reading strided views in place: x OP y, or OP x with
+// One operation on float arrays of one dtype (`out`'s, of the broadcast
+// shape, any strides), reading strided views in place: x OP y, or OP x with
 // `y` null. False (nothing done) when the operation is not fusable or a
 // dtype differs. Runs in tiles with parallel_for.
 bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out);

@@ -59,8 +59,8 @@ Future<std::vector<Value>> eval_all(const std::vector<NodePtr>& nodes, const Fra
 // its defaults, which are its children, are evaluated.)
 bool may_settle(const Node* n) {
   if (!n) return false;
-  if (dynamic_cast<const BlockNode*>(n) || dynamic_cast<const WhileNode*>(n) || dynamic_cast<const CallNode*>(n) ||
-      dynamic_cast<const ForEachNode*>(n)) {
+  if (dynamic_cast<const BlockNode*>(n) || dynamic_cast<const WhileNode*>(n) ||
+      dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) {
     return true;
   }
   for (const Node* c : n->children()) {
@@ -179,7 +179,8 @@ namespace {
 // can be seen out of order.
 bool pure_value(const Node* n) {
   if (dynamic_cast<const ControlNode*>(n) || dynamic_cast<const CallNode*>(n)) return false;
-  if (n->is_primitive() && has_effects(*static_cast<const PrimitiveCallNode*>(n)->spec())) return false;
+  if (n->is_primitive() && has_effects(*static_cast<const PrimitiveCallNode*>(n)->spec()))
+    return false;
   for (const Node* c : n->children()) {
     if (c && !pure_value(c)) return false;
   }
@@ -237,7 +238,8 @@ std::vector<bool> ordered_operands(const std::vector<NodePtr>& operands) {
 // continuation that goes on from it).
 Future<std::vector<Value>> eval_all_ordered(const std::vector<NodePtr>* nodes,
                                             const std::vector<bool>* ordered, const FramePtr& frame,
-                                            size_t i, std::shared_ptr<std::vector<Future<Value>>> fs) {
+                                            size_t i,
+                                            std::shared_ptr<std::vector<Future<Value>>> fs) {
   for (; i < nodes->size(); ++i) {
     if ((*ordered)[i]) {
       for (const auto& f : *fs) {
@@ -281,8 +283,13 @@ bool assigns_variables(const Node* n) {
 
 AssignNode::AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, NodePtr value,
                        bool is_store)
-    : Node(std::move(loc)), name_(std::move(name)), depth_(depth), slot_(slot), value_(std::move(value)),
-      is_store_(is_store), deferrable_(pure_value(value_.get()) && !assigns_variables(value_.get())) {
+    : Node(std::move(loc)),
+      name_(std::move(name)),
+      depth_(depth),
+      slot_(slot),
+      value_(std::move(value)),
+      is_store_(is_store),
+      deferrable_(pure_value(value_.get()) && !assigns_variables(value_.get())) {
   if (auto* call = dynamic_cast<const PrimitiveCallNode*>(value_.get())) {
     auto* list = call->operands_.size() == 2
                      ? dynamic_cast<const VariableNode*>(call->operands_[0].get())
@@ -361,9 +368,7 @@ Future<Value> AssignNode::eval(const FramePtr& frame) const {
   });
 }
 
-std::string FunctionNode::label() const {
-  return (slot_ ? "define " : "lambda ") + code_->name;
-}
+std::string FunctionNode::label() const { return (slot_ ? "define " : "lambda ") + code_->name; }
 
 std::vector<const Node*> FunctionNode::children() const {
   std::vector<const Node*> out;
@@ -402,8 +407,12 @@ Future<Value> FunctionNode::eval(const FramePtr& frame) const {
 }
 
 PrimitiveCallNode::PrimitiveCallNode(SourceLoc loc, const PrimitiveSpec* spec,
-                                     std::vector<NodePtr> operands, std::vector<int> slots, int same_site)
-    : Node(std::move(loc)), spec_(spec), operands_(std::move(operands)), slots_(std::move(slots)),
+                                     std::vector<NodePtr> operands, std::vector<int> slots,
+                                     int same_site)
+    : Node(std::move(loc)),
+      spec_(spec),
+      operands_(std::move(operands)),
+      slots_(std::move(slots)),
       site_(this->loc().str() + (same_site > 0 ? " #" + std::to_string(same_site + 1) : "")),
       shared_loc_(std::make_shared<const SourceLoc>(this->loc())) {
   for (size_t i = 0; i + 1 < operands_.size(); ++i) {
@@ -441,7 +450,8 @@ Args bind_operands(const PrimitiveSpec& spec, const std::vector<int>& slots,
   for (size_t i = 0; in_order && i < slots.size(); ++i) in_order = slots[i] == static_cast<int>(i);
   if (in_order) {
     operand_values.reserve(params.size());
-    for (size_t k = operand_values.size(); k < params.size(); ++k) operand_values.push_back(*params[k].default_value);
+    for (size_t k = operand_values.size(); k < params.size(); ++k)
+      operand_values.push_back(*params[k].default_value);
     return Args(spec, std::move(operand_values));
   }
   std::vector<Value> values(params.size());
@@ -513,7 +523,8 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
       NodeCounters& c = counters();
       c.evaluations.fetch_add(1, std::memory_order_relaxed);
       c.total_ns.fetch_add(
-          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
+          static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
           std::memory_order_relaxed);
       // Its error, whenever it comes, names this position: installed on the
       // pending future itself, not by a continuation (no state, no
@@ -524,10 +535,14 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
     }
   }
   // Phylanx's direct-execution rule: run inline unless this node has proven
-  // costly, in which case it becomes a task and the parent moves on.
+  // costly, in which case it becomes a task and the parent moves on. On the
+  // thread that runs the program (outside the worker arena) the bar is ten
+  // times higher: there the result is mostly awaited next (a loop-carried
+  // value), and handing the work over and waking this thread again costs
+  // 10-20 us, which a 30 us step paid on every turn (2 threads slower than 1).
   NodeCounters& c = counters();
-  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > spawn_threshold_ns() &&
-      num_threads() > 1) {
+  const double bar = in_worker() ? spawn_threshold_ns() : 10 * spawn_threshold_ns();
+  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > bar && num_threads() > 1) {
     c.spawned.fetch_add(1, std::memory_order_relaxed);
     return async([this, vals = std::move(operand_values)]() mutable -> Future<Value> {
       if (trace::on()) trace::set_task_node(this);
@@ -727,8 +742,8 @@ NodePtr PrimitiveCallNode::fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
                                                   std::move(leaf_slots), same_site);
   node->owned_spec_ = std::move(fused_spec);
   node->fused_ = std::move(expr);
-  node->unfused_ = std::make_shared<PrimitiveCallNode>(loc, spec, std::move(unfused_operands), slots,
-                                                       same_site);
+  node->unfused_ =
+      std::make_shared<PrimitiveCallNode>(loc, spec, std::move(unfused_operands), slots, same_site);
   return node;
 }
 
@@ -769,7 +784,8 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
     // Two scalars from operands that needed eval (a call's result): still
     // computed here. Anything else goes on the general way with the two
     // operands already started.
-    Future<Value> x = out_of_sequence_if(early_operand_may_settle_, [&] { return operands_[0]->eval(frame); });
+    Future<Value> x =
+        out_of_sequence_if(early_operand_may_settle_, [&] { return operands_[0]->eval(frame); });
     Future<Value> y = operands_[1]->eval(frame);
     if (x.is_ready() && y.is_ready() && !x.error() && !y.error() && !trace::on()) {
       Value r;
@@ -809,8 +825,9 @@ Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, Future<Val
       }
     }
     Future<Value> f = i < n_started ? std::move(started[i])
-                                    : out_of_sequence_if(early_operand_may_settle_ && i + 1 < operands_.size(),
-                                                         [&] { return operands_[i]->eval(frame); });
+                                    : out_of_sequence_if(
+                                          early_operand_may_settle_ && i + 1 < operands_.size(),
+                                          [&] { return operands_[i]->eval(frame); });
     if (fs.empty() && f.is_ready()) {
       if (error) continue;
       if ((error = f.error())) continue;
@@ -831,8 +848,9 @@ Future<Value> PrimitiveCallNode::join_operands(const FramePtr& frame, Future<Val
     if (error) return Future<Value>::failed(error);
     return finish(std::move(vals));
   }
-  return when_all(std::move(fs)).then(
-      [this](const std::vector<Value>& vals) { return finish(vals); });
+  return when_all(std::move(fs)).then([this](const std::vector<Value>& vals) {
+    return finish(vals);
+  });
 }
 
 std::vector<const Node*> CallNode::children() const {
@@ -843,7 +861,9 @@ std::vector<const Node*> CallNode::children() const {
 
 CallNode::CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args,
                    std::vector<std::string> names)
-    : Node(std::move(loc)), callee_(std::move(callee)), args_(std::move(args)),
+    : Node(std::move(loc)),
+      callee_(std::move(callee)),
+      args_(std::move(args)),
       names_(std::move(names)),
       positional_(std::all_of(names_.begin(), names_.end(),
                               [](const std::string& n) { return n.empty(); })) {
@@ -864,7 +884,8 @@ Future<Value> CallNode::eval(const FramePtr& frame) const {
     operands = eval_all(all, frame);
   }
   return operands.then([this](const std::vector<Value>& vals) -> Future<Value> {
-    if (positional_) return invoke(vals[0], std::vector<Value>(vals.begin() + 1, vals.end()), loc());
+    if (positional_)
+      return invoke(vals[0], std::vector<Value>(vals.begin() + 1, vals.end()), loc());
     std::vector<CallArg> args;
     args.reserve(args_.size());
     for (size_t i = 0; i < args_.size(); ++i) args.push_back({names_[i], vals[i + 1]});
@@ -1005,7 +1026,8 @@ namespace {
 // The others are not waited for: they have no effects, and one may never
 // finish because of this error (a gradient bucket whose last member this
 // statement would have computed).
-Future<Value> fail_now(const std::shared_ptr<std::vector<Future<Value>>>& deferred, const Future<Value>& failed) {
+Future<Value> fail_now(const std::shared_ptr<std::vector<Future<Value>>>& deferred,
+                       const Future<Value>& failed) {
   if (deferred) {
     for (const auto& d : *deferred) {
       if (d.is_ready() && d.error()) return d;
@@ -1017,8 +1039,8 @@ Future<Value> fail_now(const std::shared_ptr<std::vector<Future<Value>>>& deferr
 // `result` once every deferred define from `from` on is done, or the error
 // of the first that failed (by position). Keeps no values: a continuation on
 // the first one still computing, and so on (no join state, no copies).
-Future<Value> after_deferred(const std::shared_ptr<std::vector<Future<Value>>>& deferred, size_t from,
-                             Future<Value> result) {
+Future<Value> after_deferred(const std::shared_ptr<std::vector<Future<Value>>>& deferred,
+                             size_t from, Future<Value> result) {
   for (size_t k = from; k < deferred->size(); ++k) {
     if (!(*deferred)[k].is_ready()) {
       return (*deferred)[k].chain([deferred, k, result](const Future<Value>&) {
@@ -1053,7 +1075,8 @@ BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body)
   }
 }
 
-Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last, Deferred deferred) const {
+Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last,
+                                   Deferred deferred) const {
   // Waits for the deferred defines, then gives `result`; a deferred define
   // that failed comes first (it is the earlier statement).
   auto finish = [&deferred](Future<Value> result) -> Future<Value> {
@@ -1136,7 +1159,10 @@ std::vector<const Node*> IfNode::children() const {
 }
 
 IfNode::IfNode(SourceLoc loc, NodePtr cond, NodePtr then, NodePtr otherwise)
-    : Node(std::move(loc)), cond_(std::move(cond)), then_(std::move(then)), else_(std::move(otherwise)),
+    : Node(std::move(loc)),
+      cond_(std::move(cond)),
+      then_(std::move(then)),
+      else_(std::move(otherwise)),
       branch_reads_(late_reads({then_.get(), else_.get()})) {}
 
 Future<Value> IfNode::eval(const FramePtr& frame) const {
@@ -1174,7 +1200,8 @@ Future<Value> WhileNode::eval(const FramePtr& frame) const {
   return run(frame, std::move(last), nullptr);
 }
 
-Future<Value> WhileNode::run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const {
+Future<Value> WhileNode::run(const FramePtr& frame, Value last,
+                             std::shared_ptr<Promise<Value>> done) const {
   // The loop's value goes to `done` once the loop has gone asynchronous (its
   // future was handed out then); before, it is returned.
   const bool first = !done;
@@ -1345,17 +1372,18 @@ Future<Value> for_each_from(std::shared_ptr<ForEachState> st, size_t i) {
 }  // namespace
 
 Future<Value> ForEachNode::eval(const FramePtr& frame) const {
-  return eval_all({fn_, iterable_}, frame).then([this](const std::vector<Value>& v) -> Future<Value> {
-    auto st = std::make_shared<ForEachState>();
-    st->fn = v[0];
-    st->loc = loc();
-    try {
-      st->items = iteration_items(v[1], loc());
-    } catch (...) {
-      return fail_at(loc(), std::current_exception());
-    }
-    return for_each_from(st, 0);
-  });
+  return eval_all({fn_, iterable_}, frame)
+      .then([this](const std::vector<Value>& v) -> Future<Value> {
+        auto st = std::make_shared<ForEachState>();
+        st->fn = v[0];
+        st->loc = loc();
+        try {
+          st->items = iteration_items(v[1], loc());
+        } catch (...) {
+          return fail_at(loc(), std::current_exception());
+        }
+        return for_each_from(st, 0);
+      });
 }
 
 std::vector<const Node*> ListNode::children() const { return raw(items_); }
@@ -1407,7 +1435,10 @@ Future<Value> DictNode::eval(const FramePtr& frame) const {
 }
 
 LogicalNode::LogicalNode(SourceLoc loc, bool is_and, NodePtr lhs, NodePtr rhs)
-    : Node(std::move(loc)), is_and_(is_and), lhs_(std::move(lhs)), rhs_(std::move(rhs)),
+    : Node(std::move(loc)),
+      is_and_(is_and),
+      lhs_(std::move(lhs)),
+      rhs_(std::move(rhs)),
       rhs_reads_(late_reads({rhs_.get()})) {}
 
 Future<Value> LogicalNode::eval(const FramePtr& frame) const {

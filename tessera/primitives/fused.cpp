@@ -182,9 +182,9 @@ Value eval_fused(const FusedExpr& fx, Args& args) {
   for (const kernels::FusedStep& st : steps) {
     cost += st.binary ? kernels::cost_ns(st.bop) : kernels::cost_ns(st.uop);
   }
-  kernels::FusedPlan plan(std::move(steps), std::move(leaves), *dtype, out_shape);
   Array out(*dtype, out_shape);
-  parallel_for(plan.size(), cost, [&](int64_t b, int64_t e) { plan.run(out, b, e); });
+  kernels::FusedPlan plan(std::move(steps), std::move(leaves), out);
+  parallel_for(plan.size(), cost, [&](int64_t b, int64_t e) { plan.run(b, e); });
   return Value(std::move(out));
 }
 

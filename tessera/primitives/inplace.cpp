@@ -53,7 +53,7 @@ void write_result(Array& x, const Array& value, const std::string& what, const c
   x.assign(value);
 }
 
-// x OP= y for a C-contiguous float array x and an operand of its dtype (an
+// x OP= y for a float array x (a view too) and an operand of its dtype (an
 // array, or a Python number, weak as in NumPy 2) that broadcasts to x's shape
 // and does not overlap x: computed straight into x's buffer in one pass
 // (the general way computes x OP y into a new array and copies it in).
@@ -62,8 +62,7 @@ bool in_place_float(Args& a, const PrimitiveSpec& base) {
   if (base.fuse_binary < 0 || !a[0].is_array()) return false;
   const Array& x = a[0].as_array();
   const DType dt = x.dtype();
-  if (x.ndim() == 0 || !x.is_contiguous() || !x.writable() ||
-      (dt != DType::float64 && dt != DType::float32)) {
+  if (x.ndim() == 0 || !x.writable() || (dt != DType::float64 && dt != DType::float32)) {
     return false;
   }
   Array y;

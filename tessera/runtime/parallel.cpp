@@ -46,6 +46,13 @@ void parallel_for(int64_t n, double ns_per_item,
                   const std::function<void(int64_t, int64_t)>& body) {
   check_interrupt();  // a long run of kernels stops at the next one
   int64_t tiles = tile_count(n, ns_per_item);
+  // From outside the arena the tiles go to a worker as a task and this
+  // thread sleeps until they are done: a hand-over and a wake-up (10-20 us
+  // here) that work of less than kMinOutsideNs does not repay.
+  if (tiles > 1 && !in_worker() && !deterministic_tiling() &&
+      static_cast<double>(n) * ns_per_item < kMinOutsideNs) {
+    tiles = 1;
+  }
   if (tiles <= 1 || num_threads() == 1) {
     if (tiles > 1 && deterministic_tiling()) {
       for (int64_t t = 0; t < tiles; ++t) body(n * t / tiles, n * (t + 1) / tiles);

@@ -218,6 +218,10 @@ void set_num_threads(int n) {
     // Tasks still queued finish in their arena before another takes over.
     Scheduler::Slot* slot = s.current;
     slot->arena->execute([&] { slot->group->wait(); });
+    slot->group.reset();
+    slot->observer.reset();
+    slot->arena->terminate();
+    slot->arena.reset();
     s.current = nullptr;
   }
 }

@@ -249,6 +249,11 @@ INPLACE_CASES = [
     ("x //= 0.3\nx %= 0.7\nreturn x", "x", lambda: (np.linspace(-3, 3, 500),)),
     ("x += y\nreturn x", "x, y", lambda: (np.ones(4), np.ones(5))),
     ("x += 1.5\nreturn x", "x", lambda: (np.arange(10),)),
+    ("for _ in range(3):\n    u[1:-1, 1:-1] += 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] - 2 * u[1:-1, 1:-1])\n"
+     "return u", "u", lambda: (np.random.default_rng(5).random((40, 30)),)),
+    ("v = x[::2]\nv *= y\nx[1::2] -= 0.5\nreturn x", "x, y",
+     lambda: (np.arange(20, dtype=np.float32), np.arange(10, dtype=np.float32))),
+    ("x[:, 1] -= x[:, 0]\nx.T[0] /= 3\nreturn x", "x", lambda: (np.arange(12.0).reshape(4, 3),)),
     ("x -= y\nreturn x", "x, y", lambda: (np.zeros((3, 4)), np.ones((2, 3, 4)))),
 ]
 
