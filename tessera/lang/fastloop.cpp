@@ -140,6 +140,10 @@ enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne
 
 }  // namespace
 
+// An array result of this many elements makes a loop go the general way
+// (FastLoop::run).
+constexpr int64_t kLargeResult = 4096;
+
 struct FastLoop::Impl {
   struct State;
   struct FNode;
@@ -187,6 +191,8 @@ struct FastLoop::Impl {
     // Operations done here and ones handed to the primitives (arrays): a
     // loop of mostly array operations runs better on the general path.
     int64_t inline_ops = 0, general_ops = 0;
+    // Primitive calls that made arrays of kLargeResult elements or more.
+    int64_t large_results = 0;
     struct Undo {
       int32_t arr;     // element write: the entry written; -1 for a snapshot
       int64_t offset;  // bytes from the entry's base; a snapshot's index
@@ -911,6 +917,7 @@ Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State&
   } catch (...) {
     throw BAIL;
   }
+  if (r.is_array() && r.as_array().size() >= kLargeResult) ++st.large_results;
   return to_reg(r, st);
 }
 
@@ -1262,7 +1269,10 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     // Mostly array operations (each through the primitive, with a value
     // conversion more than the general path): the rest of the loop, and its
     // later runs, go the general way (between turns: nothing to undo).
-    if (st.general_ops > 64 && st.general_ops * 2 > st.inline_ops) {
+    // So do loops over large arrays at once: there their expressions run
+    // fused and their operations may run in parallel (here each operation
+    // of `result = result * x + c` was a pass over memory of its own).
+    if ((st.general_ops > 64 && st.general_ops * 2 > st.inline_ops) || st.large_results > 0) {
       im.prefer_general.store(true, std::memory_order_relaxed);
       break;
     }

@@ -1,14 +1,15 @@
 // Creation primitives (zeros, arange, eye, array, ...) and seeded random
 // numbers. Random draws are keyed by (seed, stream) and element index, so the
 // same program gives the same numbers for any number of threads.
+#include "tessera/kernels/creation.hpp"
+
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tessera/core/error.hpp"
-#include "tessera/kernels/creation.hpp"
 #include "tessera/kernels/random.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/primitives/random_key.hpp"
@@ -36,7 +37,10 @@ Array filled(DType dt, const Shape& shape, double value, const char* op) {
   Array out = allocate(dt, shape, op);
   dispatch(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::fill_n(out.data<T>(), out.size(), element_cast<T>(value));
+    T* p = out.data<T>();
+    const T v = element_cast<T>(value);
+    // In tiles: a large fill is a pass over memory like any other.
+    parallel_for(out.size(), 0.2, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
   });
   return out;
 }
@@ -49,9 +53,7 @@ Shape shape_arg(const Args& a, size_t i) {
 
 // The dtype NumPy gives a fill value: its own for arrays, the natural one for
 // Python scalars.
-DType value_dtype(const Value& v) {
-  return v.is_array() ? v.as_array().dtype() : scalar_dtype(v);
-}
+DType value_dtype(const Value& v) { return v.is_array() ? v.as_array().dtype() : scalar_dtype(v); }
 
 // full/full_like: `value` broadcast to `shape`, cast to `dt`.
 Array full_of(const Args& a, size_t value_index, DType dt, const Shape& shape) {
@@ -111,9 +113,8 @@ Value arange(Args& a) {
   }
   int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
   Array out = allocate(dt.value_or(DType::float64), {n}, op);
-  parallel_for(n, 1.0, [&](int64_t b, int64_t e) {
-    kernels::arange_fill_range(out, start, step, b, e);
-  });
+  parallel_for(n, 1.0,
+               [&](int64_t b, int64_t e) { kernels::arange_fill_range(out, start, step, b, e); });
   return out;
 }
 
@@ -165,8 +166,8 @@ Value diag(Args& a) {
     return kernels::diag_from_vector(v, k);
   }
   if (v.ndim() == 2) return kernels::diag_of_matrix(v, clamp_offset(k, v.dim(0), v.dim(1)));
-  throw std::invalid_argument(error_message("[", a.op(), "] input must be 1-d or 2-d, got shape ",
-                                            shape_str(v.shape())));
+  throw std::invalid_argument(
+      error_message("[", a.op(), "] input must be 1-d or 2-d, got shape ", shape_str(v.shape())));
 }
 
 Value triangle(Args& a, bool lower) {
@@ -270,8 +271,8 @@ Value random_uniform(Args& a) {
   Shape shape = shape_arg(a, 0);
   double low = a.number(1), high = a.number(2);
   if (!std::isfinite(low) || !std::isfinite(high)) {
-    throw std::invalid_argument(error_message("[", a.op(), "] low and high must be finite, got ",
-                                              low, " and ", high));
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] low and high must be finite, got ", low, " and ", high));
   }
   DType dt = float_dtype(a, 4);
   kernels::RandomKey key = random_key(a, 3, kUniform);
@@ -340,7 +341,9 @@ Value permutation(Args& a, bool allow_int) {
 }
 
 const bool registered = register_primitives({
-    {.name = "zeros", .family = "creation", .params = {{"shape"}, opt("dtype", "float64")},
+    {.name = "zeros",
+     .family = "creation",
+     .params = {{"shape"}, opt("dtype", "float64")},
      .help = "An array of the given shape filled with zeros, like numpy.zeros. The shape is an "
              "int or a list of ints.",
      .eval = [](Args& a) -> Value {
@@ -348,14 +351,18 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.2,
      .grads = {"", ""}},
-    {.name = "ones", .family = "creation", .params = {{"shape"}, opt("dtype", "float64")},
+    {.name = "ones",
+     .family = "creation",
+     .params = {{"shape"}, opt("dtype", "float64")},
      .help = "An array of the given shape filled with ones, like numpy.ones.",
      .eval = [](Args& a) -> Value {
        return filled(a.dtype(1, DType::float64), shape_arg(a, 0), 1.0, a.op());
      },
      .ns_per_element = 0.2,
      .grads = {"", ""}},
-    {.name = "empty", .family = "creation", .params = {{"shape"}, opt("dtype", "float64")},
+    {.name = "empty",
+     .family = "creation",
+     .params = {{"shape"}, opt("dtype", "float64")},
      .help = "An array of the given shape, like numpy.empty, except that it is zero-filled so "
              "no stale memory is ever visible.",
      .eval = [](Args& a) -> Value {
@@ -363,7 +370,8 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.2,
      .grads = {"", ""}},
-    {.name = "full", .family = "creation",
+    {.name = "full",
+     .family = "creation",
      .params = {{"shape"}, {"fill_value"}, opt("dtype", Value())},
      .help = "An array of the given shape filled with fill_value (broadcast), like numpy.full. "
              "The dtype defaults to fill_value's (int64 for ints, float64 for floats).",
@@ -373,16 +381,21 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.2,
      .grads = {"", "", ""}},
-    {.name = "zeros_like", .family = "creation", .params = {{"x"}, opt("dtype", Value())},
+    {.name = "zeros_like",
+     .family = "creation",
+     .params = {{"x"}, opt("dtype", Value())},
      .help = "Zeros with the shape and dtype of x (dtype may be overridden), like "
              "numpy.zeros_like.",
      .eval = [](Args& a) -> Value {
-       Array x = a.array(0);
+       const Array x = a.view(0);  // its shape and dtype: a view is not packed for them
        return filled(a.dtype(1, x.dtype()), x.shape(), 0.0, a.op());
      },
      .ns_per_element = 0.2,
-     .grads = {"", ""}},
-    {.name = "ones_like", .family = "creation", .params = {{"x"}, opt("dtype", Value())},
+     .grads = {"", ""},
+     .strided = true},
+    {.name = "ones_like",
+     .family = "creation",
+     .params = {{"x"}, opt("dtype", Value())},
      .help = "Ones with the shape and dtype of x, like numpy.ones_like.",
      .eval = [](Args& a) -> Value {
        Array x = a.array(0);
@@ -390,15 +403,19 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.2,
      .grads = {"", ""}},
-    {.name = "empty_like", .family = "creation", .params = {{"x"}, opt("dtype", Value())},
+    {.name = "empty_like",
+     .family = "creation",
+     .params = {{"x"}, opt("dtype", Value())},
      .help = "A zero-filled array with the shape and dtype of x, like numpy.empty_like.",
      .eval = [](Args& a) -> Value {
-       Array x = a.array(0);
+       const Array x = a.view(0);  // its shape and dtype: a view is not packed for them
        return filled(a.dtype(1, x.dtype()), x.shape(), 0.0, a.op());
      },
      .ns_per_element = 0.2,
-     .grads = {"", ""}},
-    {.name = "full_like", .family = "creation",
+     .grads = {"", ""},
+     .strided = true},
+    {.name = "full_like",
+     .family = "creation",
      .params = {{"x"}, {"fill_value"}, opt("dtype", Value())},
      .help = "An array with the shape and dtype of x filled with fill_value, like "
              "numpy.full_like.",
@@ -408,28 +425,36 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.2,
      .grads = {"", "", ""}},
-    {.name = "arange", .family = "creation",
+    {.name = "arange",
+     .family = "creation",
      .params = {{"start"}, opt("stop", Value()), opt("step", int64_t{1}), opt("dtype", Value())},
      .help = "Evenly spaced values in [start, stop) by step, like numpy.arange; arange(n) counts "
              "from 0. Integer arguments give int64, otherwise float64; step 0 is an error.",
      .eval = arange,
      .ns_per_element = 1.0,
      .grads = {"", "", "", ""}},
-    {.name = "linspace", .family = "creation",
-     .params = {{"start"}, {"stop"}, opt("num", int64_t{50}), opt("endpoint", true),
+    {.name = "linspace",
+     .family = "creation",
+     .params = {{"start"},
+                {"stop"},
+                opt("num", int64_t{50}),
+                opt("endpoint", true),
                 opt("dtype", Value())},
      .help = "num evenly spaced samples from start to stop (stop included when endpoint), like "
              "numpy.linspace.",
      .eval = linspace,
      .ns_per_element = 1.0,
      .grads = {"", "", "", "", ""}},
-    {.name = "eye", .family = "creation",
+    {.name = "eye",
+     .family = "creation",
      .params = {{"n"}, opt("m", Value()), opt("k", int64_t{0}), opt("dtype", "float64")},
      .help = "An n x m matrix with ones on diagonal k and zeros elsewhere, like numpy.eye.",
      .eval = eye,
      .ns_per_element = 0.3,
      .grads = {"", "", "", ""}},
-    {.name = "identity", .family = "creation", .params = {{"n"}, opt("dtype", "float64")},
+    {.name = "identity",
+     .family = "creation",
+     .params = {{"n"}, opt("dtype", "float64")},
      .help = "The n x n identity matrix, like numpy.identity.",
      .eval = [](Args& a) -> Value {
        int64_t n = a.integer(0);
@@ -439,13 +464,17 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.3,
      .grads = {"", ""}},
-    {.name = "array", .family = "creation", .params = {{"object"}, opt("dtype", Value())},
+    {.name = "array",
+     .family = "creation",
+     .params = {{"object"}, opt("dtype", Value())},
      .help = "An array from a number, an array (copied) or a nested list, like numpy.array. "
              "Ragged nested lists are an error.",
      .eval = array_of,
      .ns_per_element = 1.0,
      .grads = {"g", ""}},
-    {.name = "asarray", .family = "creation", .params = {{"object"}, opt("dtype", Value())},
+    {.name = "asarray",
+     .family = "creation",
+     .params = {{"object"}, opt("dtype", Value())},
      .help = "x itself when it is an array of the dtype asked for (nil: any), as numpy.asarray "
              "gives it (writes through the result reach x); otherwise array(object, dtype).",
      .eval = [](Args& a) -> Value {
@@ -458,7 +487,8 @@ const bool registered = register_primitives({
      .ns_per_element = 1.0,
      .grads = {"g", ""},
      .views = true},
-    {.name = "ascontiguousarray", .family = "creation",
+    {.name = "ascontiguousarray",
+     .family = "creation",
      .params = {{"object"}, opt("dtype", Value())},
      .help = "Like asarray, but a strided view comes back as a C-contiguous copy, as "
              "numpy.ascontiguousarray gives it.",
@@ -473,40 +503,53 @@ const bool registered = register_primitives({
      .ns_per_element = 1.0,
      .grads = {"g", ""},
      .views = true},
-    {.name = "copy", .family = "creation", .params = {{"x"}},
+    {.name = "copy",
+     .family = "creation",
+     .params = {{"x"}},
      .help = "A copy of x with its own buffer, like numpy.copy.",
      .eval = [](Args& a) -> Value { return a.array(0).copy(); },
      .ns_per_element = 0.3,
      .grads = {"g"}},
-    {.name = "diag", .family = "creation", .params = {{"v"}, opt("k", int64_t{0})},
+    {.name = "diag",
+     .family = "creation",
+     .params = {{"v"}, opt("k", int64_t{0})},
      .help = "For 1-d v a square matrix with v on diagonal k; for 2-d v a copy of its diagonal "
              "k, like numpy.diag.",
      .eval = diag,
      .ns_per_element = 0.5},
-    {.name = "tri", .family = "creation",
+    {.name = "tri",
+     .family = "creation",
      .params = {{"n"}, opt("m", Value()), opt("k", int64_t{0}), opt("dtype", "float64")},
      .help = "An n x m matrix with ones at and below diagonal k, like numpy.tri.",
      .eval = tri,
      .ns_per_element = 0.5,
      .grads = {"", "", "", ""}},
-    {.name = "tril", .family = "creation", .params = {{"m"}, opt("k", int64_t{0})},
+    {.name = "tril",
+     .family = "creation",
+     .params = {{"m"}, opt("k", int64_t{0})},
      .help = "A copy of m with elements above diagonal k of the last two axes zeroed, like "
              "numpy.tril.",
      .eval = [](Args& a) -> Value { return triangle(a, true); },
      .ns_per_element = 0.5,
      .grads = {"tril(g, k)", ""}},
-    {.name = "triu", .family = "creation", .params = {{"m"}, opt("k", int64_t{0})},
+    {.name = "triu",
+     .family = "creation",
+     .params = {{"m"}, opt("k", int64_t{0})},
      .help = "A copy of m with elements below diagonal k of the last two axes zeroed, like "
              "numpy.triu.",
      .eval = [](Args& a) -> Value { return triangle(a, false); },
      .ns_per_element = 0.5,
      .grads = {"triu(g, k)", ""}},
-    {.name = "meshgrid", .family = "creation", .params = {{"xs"}, opt("indexing", "xy")},
+    {.name = "meshgrid",
+     .family = "creation",
+     .params = {{"xs"}, opt("indexing", "xy")},
      .help = "Coordinate matrices from a list of 1-d coordinate arrays, like "
              "numpy.meshgrid(*xs, indexing=...). Returns a tuple of arrays.",
      .eval = meshgrid,
      .ns_per_element = 0.5},
-    {.name = "set_seed", .family = "random", .params = {{"seed"}},
+    {.name = "set_seed",
+     .family = "random",
+     .params = {{"seed"}},
      .help = "Sets the global seed of draws made without a seed and restarts their stream "
              "counter, so what follows is reproducible. Returns nil.",
      .eval = [](Args& a) -> Value {
@@ -518,36 +561,49 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 1.0,
      .grads = {""}},
-    {.name = "random_uniform", .family = "random",
-     .params = {{"shape"}, opt("low", 0.0), opt("high", 1.0), opt("seed", Value()),
+    {.name = "random_uniform",
+     .family = "random",
+     .params = {{"shape"},
+                opt("low", 0.0),
+                opt("high", 1.0),
+                opt("seed", Value()),
                 opt("dtype", "float64")},
      .help = "Uniform samples in [low, high), like numpy's Generator.uniform. A given seed "
              "makes the draw reproducible; element i never depends on the thread count.",
      .eval = random_uniform,
      .ns_per_element = 6.0,
      .grads = {"", "", "", "", ""}},
-    {.name = "random_normal", .family = "random",
-     .params = {{"shape"}, opt("mean", 0.0), opt("std", 1.0), opt("seed", Value()),
+    {.name = "random_normal",
+     .family = "random",
+     .params = {{"shape"},
+                opt("mean", 0.0),
+                opt("std", 1.0),
+                opt("seed", Value()),
                 opt("dtype", "float64")},
      .help = "Normal samples with the given mean and standard deviation, like numpy's "
              "Generator.normal (Box-Muller on a counter-based stream).",
      .eval = random_normal,
      .ns_per_element = 25.0,
      .grads = {"", "", "", "", ""}},
-    {.name = "random_integers", .family = "random",
+    {.name = "random_integers",
+     .family = "random",
      .params = {{"low"}, {"high"}, opt("shape", Value()), opt("seed", Value())},
      .help = "Uniform int64 samples in [low, high), like numpy's Generator.integers; "
              "shape nil gives a 0-d array.",
      .eval = random_integers,
      .ns_per_element = 8.0,
      .grads = {"", "", "", ""}},
-    {.name = "permutation", .family = "random", .params = {{"x"}, opt("seed", Value())},
+    {.name = "permutation",
+     .family = "random",
+     .params = {{"x"}, opt("seed", Value())},
      .help = "A random permutation of arange(x) for an int x, or a copy of array x with its "
              "first axis shuffled, like numpy's Generator.permutation.",
      .eval = [](Args& a) -> Value { return permutation(a, true); },
      .ns_per_element = 10.0,
      .grads = {"", ""}},
-    {.name = "shuffle", .family = "random", .params = {{"x"}, opt("seed", Value())},
+    {.name = "shuffle",
+     .family = "random",
+     .params = {{"x"}, opt("seed", Value())},
      .help = "A copy of x with its first axis shuffled (numpy's Generator.shuffle, but "
              "returning a new array instead of shuffling in place).",
      .eval = [](Args& a) -> Value { return permutation(a, false); },
