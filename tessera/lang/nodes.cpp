@@ -747,6 +747,40 @@ NodePtr PrimitiveCallNode::fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
   return node;
 }
 
+NodePtr PrimitiveCallNode::fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,
+                                        const std::vector<NodePtr>& operands,
+                                        const std::vector<int>& slots, int same_site) {
+  // setitem(x, value, indices...) with the operands in order and a fused value.
+  if (!fusion_enabled() || spec->name != "setitem" || operands.size() < 2) return nullptr;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] != static_cast<int>(std::min<size_t>(i, 2))) return nullptr;
+  }
+  auto* value = dynamic_cast<const PrimitiveCallNode*>(operands[1].get());
+  if (!value || !value->fused_) return nullptr;
+  // x and the indices are evaluated before the value's leaves here, after
+  // them in setitem's order: only when none of them may write or has effects.
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (i != 1 && (!pure_value(operands[i].get()) || may_write(operands[i].get()))) return nullptr;
+  }
+  const size_t n_indices = operands.size() - 2;
+  std::shared_ptr<const PrimitiveSpec> fused_spec =
+      make_fused_setitem_spec(value->fused_, n_indices);
+  std::vector<NodePtr> all{operands[0]};
+  all.insert(all.end(), operands.begin() + 2, operands.end());
+  all.insert(all.end(), value->operands_.begin(), value->operands_.end());
+  std::vector<int> all_slots(all.size());
+  for (size_t i = 0; i < all_slots.size(); ++i) all_slots[i] = static_cast<int>(i);
+  auto node = std::make_shared<PrimitiveCallNode>(loc, fused_spec.get(), std::move(all),
+                                                  std::move(all_slots), same_site);
+  node->owned_spec_ = std::move(fused_spec);
+  node->fused_ = value->fused_;
+  std::vector<NodePtr> unfused_operands = operands;
+  unfused_operands[1] = value->unfused_;
+  node->unfused_ =
+      std::make_shared<PrimitiveCallNode>(loc, spec, std::move(unfused_operands), slots, same_site);
+  return node;
+}
+
 bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
   // Two scalars (a loop counter's `i < n`, `i + 1`) from nodes that have
   // them at once: computed here, with no future, argument binding, timing

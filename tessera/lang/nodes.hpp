@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tessera/lang/fastloop.hpp"
-#include "tessera/primitives/fused.hpp"
 #include "tessera/lang/tree.hpp"
+#include "tessera/primitives/fused.hpp"
 
 namespace tessera {
 
@@ -132,6 +132,12 @@ class PrimitiveCallNode : public Node {
   static NodePtr fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
                       const std::vector<NodePtr>& operands, const std::vector<int>& slots,
                       int same_site);
+  // setitem(x, value, indices...) whose value fuses: one call that writes
+  // the expression straight into x's selection when it can (fused.hpp);
+  // null otherwise.
+  static NodePtr fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,
+                              const std::vector<NodePtr>& operands, const std::vector<int>& slots,
+                              int same_site);
   // For a fused call: the same expression as a tree of ordinary calls.
   const Node* unfused() const { return unfused_.get(); }
 
@@ -140,7 +146,8 @@ class PrimitiveCallNode : public Node {
   Future<Value> finish(std::vector<Value> operand_values) const;
   // Evaluates the operands (the first n_started are given, already started,
   // and moved from) and then the call.
-  Future<Value> join_operands(const FramePtr& frame, Future<Value>* started, size_t n_started) const;
+  Future<Value> join_operands(const FramePtr& frame, Future<Value>* started,
+                              size_t n_started) const;
 
   const PrimitiveSpec* spec_;
   std::vector<NodePtr> operands_;
@@ -169,7 +176,8 @@ class PrimitiveCallNode : public Node {
 // A call of a function value: f(args) where f is a variable or expression.
 class CallNode : public Node {
  public:
-  CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args, std::vector<std::string> names);
+  CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args,
+           std::vector<std::string> names);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "call " + callee_->label(); }
   std::vector<const Node*> children() const override;
@@ -201,7 +209,9 @@ class BlockNode : public Node {
 
  public:
   BlockNode(SourceLoc loc, std::vector<NodePtr> body);
-  Future<Value> eval(const FramePtr& frame) const override { return eval_from(frame, 0, Value(), {}); }
+  Future<Value> eval(const FramePtr& frame) const override {
+    return eval_from(frame, 0, Value(), {});
+  }
   std::string label() const override { return "block"; }
   std::vector<const Node*> children() const override;
 

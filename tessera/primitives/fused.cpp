@@ -65,10 +65,36 @@ double weak_scalar(const Value& v, DType dtype) {
   return v.as_bool() ? 1.0 : 0.0;
 }
 
-Value eval_fused(const FusedExpr& fx, Args& args) {
+// True when the elements of `a` and `b` may share memory: same buffer and
+// intersecting ranges of element offsets (NumPy's first, cheap check).
+bool may_overlap(const Array& a, const Array& b) {
+  if (!a.shares_storage(b)) return false;
+  auto range = [](const Array& x, int64_t& lo, int64_t& hi) {
+    lo = hi = x.offset();
+    const std::vector<int64_t> st = x.strides();
+    for (int d = 0; d < x.ndim(); ++d) {
+      const int64_t span = st[d] * (x.dim(d) - 1);
+      (span < 0 ? lo : hi) += span;
+    }
+  };
+  if (a.size() == 0 || b.size() == 0) return false;
+  int64_t alo, ahi, blo, bhi;
+  range(a, alo, ahi);
+  range(b, blo, bhi);
+  return !(ahi < blo || bhi < alo);
+}
+
+// The expression on the leaves' values (moved from `leaves`). With `dest`
+// (a float view being assigned, x[1:-1, 1:-1] = expr): written straight into
+// it when the fused pass applies, its dtype is the expression's, the value
+// broadcasts to its shape and no leaf overlaps it; *wrote tells, and the
+// value is nil then. Otherwise the value, for the caller to assign.
+Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Array* dest,
+                 bool* wrote) {
   const size_t nl = fx.n_leaves, ns = fx.steps.size();
   std::vector<Value> vals(nl + ns);
-  for (size_t i = 0; i < nl; ++i) vals[i] = args.take(i);
+  for (size_t i = 0; i < nl; ++i) vals[i] = std::move(leaf_values[i]);
+  if (wrote) *wrote = false;
 
   // Which operands are "large": an array of more than one element, or a
   // step with a large operand. A step of small operands only (Python
@@ -182,10 +208,77 @@ Value eval_fused(const FusedExpr& fx, Args& args) {
   for (const kernels::FusedStep& st : steps) {
     cost += st.binary ? kernels::cost_ns(st.bop) : kernels::cost_ns(st.uop);
   }
+  if (dest && dest->dtype() == *dtype && dest->writable() && dest->ndim() > 0) {
+    bool fits = true;
+    for (const kernels::FusedLeaf& l : leaves) {
+      if (l.array && (l.array->ndim() > dest->ndim() || may_overlap(*l.array, *dest))) fits = false;
+    }
+    if (fits) {
+      shapes.push_back(dest->shape());
+      try {
+        fits = kernels::broadcast_shapes(shapes, "fused") == dest->shape();
+      } catch (const std::invalid_argument&) {
+        fits = false;
+      }
+    }
+    if (fits) {
+      Array target = *dest;
+      kernels::FusedPlan plan(std::move(steps), std::move(leaves), target);
+      parallel_for(plan.size(), cost, [&](int64_t b, int64_t e) { plan.run(b, e); });
+      *wrote = true;
+      return Value();
+    }
+  }
   Array out(*dtype, out_shape);
   kernels::FusedPlan plan(std::move(steps), std::move(leaves), out);
   parallel_for(plan.size(), cost, [&](int64_t b, int64_t e) { plan.run(b, e); });
   return Value(std::move(out));
+}
+
+// An index of basic indexing (a view of x): an int, a slice, nil (newaxis)
+// or "..." (a bool is a mask, as in NumPy).
+bool basic_index(const Value& v) {
+  return v.is_int() || v.is_slice() || v.is_nil() || (v.is_string() && v.as_string() == "...");
+}
+
+// The indices a[1 .. n], as the list getitem's and setitem's variadic
+// parameter takes them.
+Value indices_of(const Args& a, size_t n) {
+  List l;
+  for (size_t i = 0; i < n; ++i) l.push_back(a[1 + i]);
+  return Value(std::move(l));
+}
+
+// x[indices...] = expr: leaves after x and the indices. The selection as a
+// view of x is the fused pass's destination when it qualifies
+// (eval_fused); otherwise the value is computed and setitem assigns it.
+Value eval_fused_setitem(const FusedExpr& fx, const PrimitiveSpec& value_spec, size_t n_indices,
+                         Args& a) {
+  static const PrimitiveSpec& getitem = *find_primitive("getitem");
+  static const PrimitiveSpec& setitem = *find_primitive("setitem");
+  std::vector<Value> leaves;
+  for (size_t i = 0; i < fx.n_leaves; ++i) leaves.push_back(a.take(1 + n_indices + i));
+  const Value& x = a[0];
+  if (const TiledOverload* tiled = find_tiled_overload(value_spec, leaves)) {
+    // Tiled leaves: the value by the elementwise tiled overload, as unfused.
+    Args va(value_spec, std::move(leaves));
+    Value v = (*tiled)(value_spec, va).wait();
+    Args sa(setitem, {x, std::move(v), indices_of(a, n_indices)});
+    return run_primitive(setitem, sa);
+  }
+  std::optional<Array> dest;
+  bool basic = x.is_array() && is_floating(x.as_array().dtype()) && x.as_array().writable();
+  for (size_t i = 0; i < n_indices && basic; ++i) basic = basic_index(a[1 + i]);
+  if (basic) {
+    Args ga(getitem, {x, indices_of(a, n_indices)});
+    Value d = run_primitive(getitem, ga);
+    if (d.is_array() && d.as_array().shares_storage(x.as_array())) dest = d.as_array();
+  }
+  bool wrote = false;
+  Value v = eval_fused(fx, std::move(leaves), dest ? &*dest : nullptr, &wrote);
+  if (wrote) return x;
+  Args sa(setitem, {x, std::move(v), indices_of(a, n_indices)});
+  return run_primitive(setitem, sa);
 }
 
 }  // namespace
@@ -210,7 +303,31 @@ std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const Fused
   spec->views = true;
   spec->dtype_rule = DTypeRule::raw;
   spec->complex = true;
-  spec->eval = [expr](Args& a) -> Value { return eval_fused(*expr, a); };
+  spec->eval = [expr](Args& a) -> Value {
+    std::vector<Value> leaves;
+    for (size_t i = 0; i < expr->n_leaves; ++i) leaves.push_back(a.take(i));
+    return eval_fused(*expr, std::move(leaves), nullptr, nullptr);
+  };
+  return spec;
+}
+
+std::shared_ptr<const PrimitiveSpec> make_fused_setitem_spec(std::shared_ptr<const FusedExpr> expr,
+                                                             size_t n_indices) {
+  std::shared_ptr<const PrimitiveSpec> value_spec = make_fused_spec(expr);
+  auto spec = std::make_shared<PrimitiveSpec>(*value_spec);
+  spec->name = "setitem_" + spec->name;
+  spec->family = "indexing";  // no tiled overload: a tiled x is handled by the fallback's setitem
+  spec->params.clear();
+  spec->params.push_back({"x"});
+  for (size_t i = 0; i < n_indices; ++i) spec->params.push_back({"index" + std::to_string(i)});
+  for (size_t i = 0; i < expr->n_leaves; ++i) spec->params.push_back({"x" + std::to_string(i)});
+  spec->help =
+      "x[indices] = an expression of elementwise primitives, computed in one pass into "
+      "x's selection when it can be (docs/runtime.md).";
+  spec->writes = true;
+  spec->eval = [expr, value_spec, n_indices](Args& a) -> Value {
+    return eval_fused_setitem(*expr, *value_spec, n_indices, a);
+  };
   return spec;
 }
 

@@ -42,6 +42,14 @@ bool fusable_spec(const PrimitiveSpec& spec);
 // ("fused(multiply+add+add)"), its help says what it stands for.
 std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const FusedExpr> expr);
 
+// The same for x[indices...] = expression (setitem of a fused value): its
+// operands are x, the n_indices indices, then the expression's leaves. The
+// selection, when it is a float view of x that no leaf overlaps, receives
+// the expression directly (one pass, no temporary); otherwise the value is
+// computed and assigned by setitem, as unfused.
+std::shared_ptr<const PrimitiveSpec> make_fused_setitem_spec(std::shared_ptr<const FusedExpr> expr,
+                                                             size_t n_indices);
+
 // Turns fused expressions on or off (TESSERA_FUSION=0 at start turns them
 // off; the compiler reads it when it builds a program).
 bool fusion_enabled();

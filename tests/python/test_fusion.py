@@ -261,3 +261,43 @@ INPLACE_CASES = [
 @pytest.mark.parametrize("body, params, build", INPLACE_CASES, ids=[c[0] for c in INPLACE_CASES])
 def test_in_place_operators_match_numpy(body, params, build):
     check(numpy_body(body, params), *build())
+
+
+# x[indices] = fused expression: written straight into the selection when it
+# is a float view of x's dtype that no leaf overlaps; assigned by setitem
+# otherwise (overlap, casts, masks, broadcasting ranks, errors).
+SETITEM_CASES = [
+    ("b[1:-1] = (a[:-2] + a[1:-1] + a[2:]) / 3.0\nreturn b", "a, b",
+     lambda: (np.linspace(0, 1, 1000), np.zeros(1000))),
+    ("a[1:-1] = (a[:-2] + a[2:]) * 0.5\nreturn a", "a", lambda: (np.sin(np.arange(500.0)),)),
+    ("x[::2] = x[1::2] * 2 + 1\nreturn x", "x", lambda: (np.arange(100.0),)),
+    ("for t in range(9):\n    h[t + 1] = h[t] * (1 + r)\nreturn h", "h, r",
+     lambda: (np.ones((10, 300)), np.linspace(0, 0.1, 300))),
+    ("x[:, 1:] = y[None, :] * 2 + 1\nreturn x", "x, y", lambda: (np.zeros((4, 6)), np.arange(5.0))),
+    ("x[0] = y * 2 + 1\nreturn x", "x, y", lambda: (np.zeros((3, 5)), np.ones((1, 5)))),
+    ("x[1:] = y[1:] * 2 + 1\nreturn x", "x, y",
+     lambda: (np.zeros(10, dtype=np.float32), np.linspace(0, 1, 10))),
+    ("x[1:] = y[1:] * 2.5 + 1\nreturn x", "x, y", lambda: (np.zeros(10, dtype=np.int64),
+                                                          np.linspace(0, 3, 10))),
+    ("x[y > 0.5] = y[y > 0.5] * 2 + 1\nreturn x", "x, y", lambda: (np.zeros(10), np.linspace(0, 1, 10))),
+    ("x[..., 2] = y * y - 1\nx[1, 2] = y[0] * 2 + 3\nreturn x", "x, y",
+     lambda: (np.zeros((3, 4)), np.arange(3.0))),
+    ("x[1:] = y * 2 + 1\nreturn x", "x, y", lambda: (np.zeros(10), np.ones(4))),
+    ("v = x.T\nv[1:, :] = y.T * 3 - y.T\nreturn x", "x, y", lambda: (np.zeros((4, 5)), np.ones((5, 3)))),
+]
+
+
+@pytest.mark.parametrize("body, params, build", SETITEM_CASES, ids=[c[0] for c in SETITEM_CASES])
+def test_assignments_of_fused_expressions_match_numpy(body, params, build):
+    check(numpy_body(body, params), *build())
+
+
+def test_an_assigned_expression_is_written_in_one_call():
+    src = numpy_body("b[1:-1] = (a[:-2] + a[1:-1] + a[2:]) / 3.0\nreturn b", "a, b")
+    f = tessera.jit(src, performance=True)
+    a, b = np.linspace(0, 1, 10_000), np.zeros(10_000)
+    f(a, b)
+    ev = _evaluations(f)
+    assert ev.get("setitem_fused(add+add+divide)") == 1, ev
+    assert ev.get("setitem") == 0 and ev.get("add") == 0, ev
+    np.testing.assert_allclose(b[1:-1], (a[:-2] + a[1:-1] + a[2:]) / 3.0, rtol=1e-15)
