@@ -116,6 +116,17 @@ Array complex_binary(BinaryOp op, const Array& a, const Array& b, const char* op
   return out;
 }
 
+// |x + iy|: sqrt(x*x + y*y) where neither square can overflow or lose the
+// result to underflow (within ~1 ulp of hypot, and several times faster:
+// np.abs(z) of the vectorised Mandelbrot set), hypot outside that range and
+// for infinities and NaN (hypot(inf, nan) is inf).
+inline double complex_abs(double x, double y) {
+  const double ax = std::fabs(x), ay = std::fabs(y);
+  const double m = ax > ay ? ax : ay;
+  if (m > 1e-150 && m < 1e150) return std::sqrt(x * x + y * y);
+  return std::hypot(x, y);
+}
+
 Array complex_unary(UnaryOp op, const Array& a, const char* opname) {
   DType out_dtype = DType::complex128;
   if (op == UnaryOp::abs) out_dtype = DType::float64;
@@ -125,7 +136,7 @@ Array complex_unary(UnaryOp op, const Array& a, const char* opname) {
   Array out(out_dtype, a.shape());
   switch (op) {
     case UnaryOp::abs:
-      unary_loop<double>(a, out, 4.0, [](C z) { return std::hypot(z.real(), z.imag()); });
+      unary_loop<double>(a, out, 1.5, [](C z) { return complex_abs(z.real(), z.imag()); });
       break;
     case UnaryOp::isnan:
       unary_loop<bool>(a, out, 1.0,

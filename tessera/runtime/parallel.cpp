@@ -9,6 +9,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include "tessera/runtime/future.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -25,6 +29,12 @@ std::atomic<bool>& deterministic_flag() {
     return s != nullptr && std::strcmp(s, "1") == 0;
   }();
   return on;
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
 }
 
 }  // namespace
@@ -46,13 +56,6 @@ void parallel_for(int64_t n, double ns_per_item,
                   const std::function<void(int64_t, int64_t)>& body) {
   check_interrupt();  // a long run of kernels stops at the next one
   int64_t tiles = tile_count(n, ns_per_item);
-  // From outside the arena the tiles go to a worker as a task and this
-  // thread sleeps until they are done: a hand-over and a wake-up (10-20 us
-  // here) that work of less than kMinOutsideNs does not repay.
-  if (tiles > 1 && !in_worker() && !deterministic_tiling() &&
-      static_cast<double>(n) * ns_per_item < kMinOutsideNs) {
-    tiles = 1;
-  }
   if (tiles <= 1 || num_threads() == 1) {
     if (tiles > 1 && deterministic_tiling()) {
       for (int64_t t = 0; t < tiles; ++t) body(n * t / tiles, n * (t + 1) / tiles);
@@ -79,20 +82,51 @@ void parallel_for(int64_t n, double ns_per_item,
     run();
     return;
   }
-  // From outside the arena (a caller at the API boundary, which may wait):
-  // the work goes to a worker as a task, whose tiles the other workers steal.
-  // (Joining the arena through execute() left the tiles on one thread.)
-  Promise<int> done;
-  spawn([&] {
-    if (node) trace::set_task_node(node);
-    try {
-      run();
-      done.set_value(0);
-    } catch (...) {
-      done.set_error(std::current_exception());
+  // From outside the arena (the thread that runs a program): this thread
+  // takes tiles itself while helper tasks take the others as workers come
+  // to them. Handing all tiles over and sleeping until they were done put a
+  // wake-up of this thread (10-20 us) on every call's critical path, which a
+  // 30-100 us operation in a loop did not repay. Tiles are claimed one at a
+  // time, so nobody waits for a helper that has not started; at the end this
+  // thread waits only for tiles a helper is running.
+  struct Shared {
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+    std::mutex mutex;
+    std::exception_ptr error;
+  };
+  auto shared = std::make_shared<Shared>();
+  auto work = [n, tiles, node, &body](Shared& sh) {
+    for (;;) {
+      const int64_t t = sh.next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= tiles) return;
+      try {
+        check_interrupt();
+        trace::TileScope traced(node);
+        const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
+        if (b < e) body(b, e);
+      } catch (...) {
+        std::lock_guard lock(sh.mutex);
+        if (!sh.error) sh.error = std::current_exception();
+      }
+      sh.done.fetch_add(1, std::memory_order_release);
     }
-  });
-  done.get_future().wait();
+  };
+  const int64_t helpers = std::min<int64_t>(tiles - 1, num_threads() - 1);
+  for (int64_t h = 0; h < helpers; ++h) {
+    // The helper holds the shared state; it touches `body` only for a tile
+    // it claimed, and this thread returns only when every tile is done.
+    spawn([shared, work] { work(*shared); });
+  }
+  work(*shared);
+  for (int spins = 0; shared->done.load(std::memory_order_acquire) < tiles; ++spins) {
+    if (spins < 64) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  if (shared->error) std::rethrow_exception(shared->error);
 }
 
 }  // namespace tessera

@@ -15,10 +15,6 @@ int64_t tile_count(int64_t n, double ns_per_item);
 // measurement behind it: spawning costs well under a microsecond, so 20 us of
 // work per task keeps the overhead near 1%).
 inline constexpr double kMinTaskNs = 20000.0;
-// Minimum work worth tiles when parallel_for is called from outside the
-// worker arena (by the thread that runs a program, which hands the tiles
-// over and waits): below it, one tile on the calling thread.
-inline constexpr double kMinOutsideNs = 150000.0;
 
 // Runs body(begin, end) over [0, n) in tiles; tiles run in parallel on the
 // arena's workers, the caller participates (fork-join, no blocking on futures).
