@@ -517,6 +517,9 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
       args.set_site(site_);
       trace::NodeScope traced(this);
       auto t0 = std::chrono::steady_clock::now();
+      // Tiled overloads read plain operands as contiguous arrays (primitives
+      // that read views themselves, strided or fused, still have them here).
+      if (tiled) args.pack_views();
       Future<Value> result = tiled ? (*tiled)(*spec_, args) : spec_->eval_async(args);
       auto t1 = std::chrono::steady_clock::now();
       traced.measured(t0, t1);

@@ -262,6 +262,7 @@ Value eval_fused_setitem(const FusedExpr& fx, const PrimitiveSpec& value_spec, s
   if (const TiledOverload* tiled = find_tiled_overload(value_spec, leaves)) {
     // Tiled leaves: the value by the elementwise tiled overload, as unfused.
     Args va(value_spec, std::move(leaves));
+    va.pack_views();
     Value v = (*tiled)(value_spec, va).wait();
     Args sa(setitem, {x, std::move(v), indices_of(a, n_indices)});
     return run_primitive(setitem, sa);

@@ -222,6 +222,7 @@ Value call_primitive(std::string_view name, std::vector<CallArg> args) {
   }
   if (const TiledOverload* tiled = find_tiled_overload(*spec, values)) {
     Args a(*spec, std::move(values));
+    a.pack_views();  // tiled overloads read plain operands as contiguous arrays
     return (*tiled)(*spec, a).wait();
   }
   Args a(*spec, std::move(values));
