@@ -223,8 +223,9 @@ void reduce_typed(ReduceKind kind, const Array& in, const ReducePlan& plan, Arra
         break;
       case ReduceKind::nansum:
         dst[o] = static_cast<Out>(reduce_lane(sum_reducer<T, Acc>([](T x) {
-                                                return is_nan(x) ? Acc(0)
-                                                                 : static_cast<Acc>(element_cast<Out>(x));
+                                                return is_nan(x)
+                                                           ? Acc(0)
+                                                           : static_cast<Acc>(element_cast<Out>(x));
                                               }),
                                               p, n, run));
         break;
@@ -346,8 +347,29 @@ void reduce_range(ReduceKind kind, const Array& in, const ReducePlan& plan, Arra
   });
 }
 
-void scan_range(bool product, const Array& in, Array& out, int64_t n, int64_t inner,
-                int64_t begin, int64_t end) {
+void scan_columns(bool product, const Array& in, Array& out, int64_t n, int64_t inner, int64_t ob,
+                  int64_t j0, int64_t j1) {
+  dispatch(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = AccOf<T>;
+    const T* s = in.data<T>() + ob * n * inner;
+    T* d = out.data<T>() + ob * n * inner;
+    if (n == 0) return;
+    for (int64_t j = j0; j < j1; ++j) d[j] = s[j];
+    for (int64_t i = 1; i < n; ++i) {
+      const T* prev = d + (i - 1) * inner;
+      const T* cur = s + i * inner;
+      T* o = d + i * inner;
+      for (int64_t j = j0; j < j1; ++j) {
+        Acc a = static_cast<Acc>(prev[j]), b = static_cast<Acc>(cur[j]);
+        o[j] = static_cast<T>(product ? a * b : a + b);
+      }
+    }
+  });
+}
+
+void scan_range(bool product, const Array& in, Array& out, int64_t n, int64_t inner, int64_t begin,
+                int64_t end) {
   dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = AccOf<T>;

@@ -221,8 +221,22 @@ inline bool is_nan(T v) {
 
 // Which elementwise reductions the kernels know.
 enum class ReduceKind {
-  sum, prod, min, max, all, any, count_nonzero, nansum, mean, nanmean, var, logsumexp, median,
-  ptp, argmin, argmax
+  sum,
+  prod,
+  min,
+  max,
+  all,
+  any,
+  count_nonzero,
+  nansum,
+  mean,
+  nanmean,
+  var,
+  logsumexp,
+  median,
+  ptp,
+  argmin,
+  argmax
 };
 
 // Options of a reduction: degrees of freedom for var/std, sqrt for std.
@@ -246,7 +260,11 @@ void reduce_range(ReduceKind kind, const Array& in, const ReducePlan& plan, Arra
 // Cumulative sum or product along an axis, viewed as (outer, n, inner):
 // processes the outer blocks [begin, end). `out` has in's shape and the
 // accumulation dtype; `in` must already have that dtype.
-void scan_range(bool product, const Array& in, Array& out, int64_t n, int64_t inner,
-                int64_t begin, int64_t end);
+void scan_range(bool product, const Array& in, Array& out, int64_t n, int64_t inner, int64_t begin,
+                int64_t end);
+// The same for outer block `ob`, inner positions [j0, j1) only (each
+// position's accumulation is the same as scan_range's).
+void scan_columns(bool product, const Array& in, Array& out, int64_t n, int64_t inner, int64_t ob,
+                  int64_t j0, int64_t j1);
 
 }  // namespace tessera::kernels

@@ -610,7 +610,9 @@ Value norm(Args& args) {
       throw std::invalid_argument(
           error_message("[", op, "] zero-size array has no maximum or minimum: ord=", ord.str()));
     }
-    for (int64_t o = 0; o < outer; ++o) dst[o] = kn::vector_norm(src + o * inner, inner, ord.value);
+    parallel_for(outer, 2.0 * static_cast<double>(inner), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) dst[o] = kn::vector_norm(src + o * inner, inner, ord.value);
+    });
   } else {
     kn::MatrixNorm kind;
     bool max_min = true;

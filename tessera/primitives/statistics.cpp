@@ -14,6 +14,7 @@
 #include "tessera/kernels/reduce.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
+#include "tessera/runtime/scheduler.hpp"
 
 namespace tessera {
 
@@ -26,10 +27,10 @@ using kernels::ReduceOptions;
 constexpr double kReduceNs = 0.5;
 
 // Evaluates the leaves of a long lane in parallel through the runtime.
-const kernels::LeafRunner kParallelLeaves =
-    [](int64_t count, const std::function<void(int64_t, int64_t)>& body) {
-      parallel_for(count, kReduceNs * static_cast<double>(kernels::kLeafSize), body);
-    };
+const kernels::LeafRunner kParallelLeaves = [](int64_t count,
+                                               const std::function<void(int64_t, int64_t)>& body) {
+  parallel_for(count, kReduceNs * static_cast<double>(kernels::kLeafSize), body);
+};
 
 // Runs a reduction of x over `axes` into an array of `out_dtype`.
 Array run_reduce(ReduceKind kind, const Array& x, const std::vector<int>& axes, bool keepdims,
@@ -51,9 +52,8 @@ void check_nonempty(const Args& a, const Array& x, const std::vector<int>& axes)
   if (inner != 0) return;
   std::string op = a.op();
   if (op == "argmin" || op == "argmax") {
-    throw std::invalid_argument(
-        error_message("[", op, "] attempt to get ", op, " of an empty sequence: shape ",
-                      shape_str(x.shape())));
+    throw std::invalid_argument(error_message(
+        "[", op, "] attempt to get ", op, " of an empty sequence: shape ", shape_str(x.shape())));
   }
   throw std::invalid_argument(error_message("[", op, "] zero-size array to reduction operation ",
                                             op, " which has no identity: shape ",
@@ -95,8 +95,8 @@ Value eval_plain(Args& a, ReduceKind kind, bool needs_elements, double ns = kRed
   Array x = a.array(0);
   auto axes = reduction_axes(a, 1, x.ndim());
   if (needs_elements) check_nonempty(a, x, axes);
-  return run_reduce(kind, x, axes, a.boolean(2), kernels::reduce_result_dtype(kind, x.dtype()),
-                    {}, ns);
+  return run_reduce(kind, x, axes, a.boolean(2), kernels::reduce_result_dtype(kind, x.dtype()), {},
+                    ns);
 }
 
 // argmin, argmax: (x, axis, keepdims); axis is nil (flat index) or one int.
@@ -132,6 +132,18 @@ Value eval_scan(Args& a, bool product) {
   for (int d = axis + 1; d < x.ndim(); ++d) inner *= x.dim(d);
   const int64_t n = x.dim(axis);
   if (out.size() == 0) return out;
+  if (outer < 4 * static_cast<int64_t>(num_threads()) && inner >= 1024) {
+    // Few outer blocks (cumsum(x, axis=0) of a matrix): the positions along
+    // the inner axes are independent, so they are split instead.
+    parallel_for(outer * inner, static_cast<double>(n), [&](int64_t b, int64_t e) {
+      for (int64_t ob = b / inner; ob * inner < e; ++ob) {
+        const int64_t j0 = std::max(b, ob * inner) - ob * inner;
+        const int64_t j1 = std::min(e, (ob + 1) * inner) - ob * inner;
+        kernels::scan_columns(product, src, out, n, inner, ob, j0, j1);
+      }
+    });
+    return out;
+  }
   parallel_for(outer, static_cast<double>(n * inner), [&](int64_t b, int64_t e) {
     kernels::scan_range(product, src, out, n, inner, b, e);
   });
@@ -141,9 +153,10 @@ Value eval_scan(Args& a, bool product) {
 Value eval_ptp(Args& a) {
   Array x = a.array(0);
   if (x.dtype() == DType::bool_) {
-    throw TypeError(error_message("[ptp] bool arrays are not supported (booleans cannot be "
-                                  "subtracted): got ",
-                                  Value(x).describe()));
+    throw TypeError(
+        error_message("[ptp] bool arrays are not supported (booleans cannot be "
+                      "subtracted): got ",
+                      Value(x).describe()));
   }
   return eval_plain(a, ReduceKind::ptp, true);
 }
@@ -233,8 +246,8 @@ std::vector<Param> axis_keepdims_dtype() {
 }
 
 std::vector<Param> var_params() {
-  return {{"x"}, opt("axis", Value()), opt("ddof", 0), opt("keepdims", false),
-          opt("dtype", Value())};
+  return {
+      {"x"}, opt("axis", Value()), opt("ddof", 0), opt("keepdims", false), opt("dtype", Value())};
 }
 
 PrimitiveSpec extreme_spec(const char* name, bool is_max, const char* numpy) {
@@ -288,25 +301,34 @@ const bool registered = register_primitives({
     {.name = "var",
      .family = "statistics",
      .params = var_params(),
-     .help = "Variance mean(|x - mean(x)|^2) * n / (n - ddof), like numpy.var (two passes); a float dtype is the dtype of the arithmetic and the result.",
+     .help = "Variance mean(|x - mean(x)|^2) * n / (n - ddof), like numpy.var (two passes); a "
+             "float dtype is the dtype of the arithmetic and the result.",
      .eval = [](Args& a) -> Value { return eval_var(a, false); },
      .ns_per_element = 2 * kReduceNs,
-     .grads = {"reduce_grad(g, x, axis, keepdims) * 2.0 * (x - mean(x, axis=axis, keepdims=true)) / (size(x) / size(out) - ddof)", "", "", "", ""}},
+     .grads = {"reduce_grad(g, x, axis, keepdims) * 2.0 * (x - mean(x, axis=axis, keepdims=true)) "
+               "/ (size(x) / size(out) - ddof)",
+               "", "", "", ""}},
     {.name = "std",
      .family = "statistics",
      .params = var_params(),
      .help = "Standard deviation, the square root of var, like numpy.std (dtype as for var).",
      .eval = [](Args& a) -> Value { return eval_var(a, true); },
      .ns_per_element = 2 * kReduceNs,
-     .grads = {"reduce_grad(g / out, x, axis, keepdims) * (x - mean(x, axis=axis, keepdims=true)) / (size(x) / size(out) - ddof)", "", "", "", ""}},
-    with_grads(extreme_spec("min", false, "numpy.min"),
-               {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
-    with_grads(extreme_spec("amin", false, "numpy.amin"),
-               {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
-    with_grads(extreme_spec("max", true, "numpy.max"),
-               {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
-    with_grads(extreme_spec("amax", true, "numpy.amax"),
-               {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
+     .grads = {"reduce_grad(g / out, x, axis, keepdims) * (x - mean(x, axis=axis, keepdims=true)) "
+               "/ (size(x) / size(out) - ddof)",
+               "", "", "", ""}},
+    with_grads(
+        extreme_spec("min", false, "numpy.min"),
+        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
+    with_grads(
+        extreme_spec("amin", false, "numpy.amin"),
+        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
+    with_grads(
+        extreme_spec("max", true, "numpy.max"),
+        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
+    with_grads(
+        extreme_spec("amax", true, "numpy.amax"),
+        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
     {.name = "ptp",
      .family = "statistics",
      .params = axis_keepdims(),
@@ -360,7 +382,8 @@ const bool registered = register_primitives({
              "scipy.special.logsumexp. Ints give float64.",
      .eval = [](Args& a) -> Value { return eval_plain(a, ReduceKind::logsumexp, false, 10.0); },
      .ns_per_element = 10.0,
-     .grads = {"reduce_grad(g, x, axis, keepdims) * exp(x - reduce_grad(out, x, axis, keepdims))", "", ""}},
+     .grads = {"reduce_grad(g, x, axis, keepdims) * exp(x - reduce_grad(out, x, axis, keepdims))",
+               "", ""}},
     {.name = "median",
      .family = "statistics",
      .params = axis_keepdims(),

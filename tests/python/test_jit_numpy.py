@@ -367,3 +367,19 @@ def test_power_by_a_scalar_matches_numpy_on_special_values(expo, dtype):
 
 def test_integer_square_wraps_like_numpy():
     check(numpy_fn("x ** 2"), np.array([3, -7, 2**32 + 1, 2**62], dtype=np.int64))
+
+
+@pytest.mark.parametrize("expr", ["np.cumsum(x, axis=0)", "np.cumprod(x * 0.01 + 1, axis=0)",
+                                  "np.cumsum(y, axis=1)", "np.cumsum(x.astype(np.int64), axis=0)",
+                                  "np.linalg.norm(x, axis=1)", "np.linalg.norm(x, axis=0)",
+                                  "np.linalg.norm(x, ord=1, axis=1)"])
+def test_scans_and_norms_split_across_threads_match_numpy(expr):
+    # Large enough to be cut into tiles: cumsum along axis 0 of a wide matrix
+    # splits its columns, which keeps every column's order of additions.
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6, 5000)) * 100
+    y = rng.standard_normal((3, 4, 2000))
+    # Scans add in NumPy's order (bit for bit); norms sum in tessera's own.
+    exact = "cum" in expr
+    got = check(numpy_fn(expr, "x, y"), x, y, rtol=0 if exact else 1e-13, atol=0)
+    assert got is not None
