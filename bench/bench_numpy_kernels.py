@@ -932,6 +932,32 @@ def machine_info():
     return info
 
 
+def _scale2(x):
+    return x * 2.0
+
+
+def bandwidth_probe(runs=5):
+    """Memory bandwidth seen by tessera at 1 and 2 threads: x * 2.0 over a
+    256 MB array (read + write). A kernel that streams memory gains at most
+    this ratio from a second thread, whatever the runtime does."""
+    import tessera  # noqa: PLC0415
+    from tessera import _core  # noqa: PLC0415
+
+    x = np.ones(32_000_000)
+    fn = tessera.jit(_scale2)
+    out = {}
+    for t in THREADS:
+        _core.set_num_threads(t)
+        fn(x)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn(x)
+            times.append(time.perf_counter() - t0)
+        out[t] = 2 * x.nbytes / statistics.median(times) / 1e9
+    return out
+
+
 def print_header(info, args):
     print(info["machine"])
     print(f"Python {info['python']}, NumPy {info['numpy']}, tessera {info['tessera']}; "
@@ -951,6 +977,12 @@ def print_header(info, args):
         env = " ".join(f"{k}={v}" for k, v in sorted(info["openblas_env"].items()))
         print(f"note: {env} is set: NumPy's OpenBLAS runs that core type's kernels, not its "
               "best; unset both for NumPy at its best (docs/benchmarks.md)")
+    bw = info.get("bandwidth_gbs")
+    if bw:
+        one, two = bw[THREADS[0]], bw[THREADS[-1]]
+        print(f"memory bandwidth (tessera, x * 2.0 over 256 MB, read + write): {one:.0f} GB/s at "
+              f"1 thread, {two:.0f} GB/s at 2: a kernel that streams memory gains at most "
+              f"{two / one:.2f}x from a second thread on this machine")
     mode = "quick sizes, " if args.quick else ""
     if args.check_only:
         print(f"{mode}checking every kernel against NumPy (no timing)")
@@ -1144,6 +1176,8 @@ def main(argv=None):
 
     kernels = [k for k in KERNELS if args.filter in k.name]
     info = machine_info()
+    if not args.check_only and not args.quick:
+        info["bandwidth_gbs"] = bandwidth_probe()
     print_header(info, args)
     print(COLUMNS, flush=True)
     results = []
