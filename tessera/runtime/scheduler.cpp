@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,11 +53,11 @@ struct Scheduler {
   std::unique_ptr<oneapi::tbb::global_control> parallelism;
   int parallelism_limit = 0;
   std::unique_ptr<oneapi::tbb::global_control> stack;
-  // One arena per thread count used so far, kept: switching between counts
-  // (a benchmark alternating 1 and 2 threads, jit(threads=N) functions
-  // called in turn) is a pointer change, not the end of the workers of one
-  // arena and the start of another's, which left the first parallel loops
-  // after each switch on one thread.
+  // The arena of the current thread count (null until first used, and
+  // after set_num_threads: made again at the next use). Switching counts
+  // ends the old arena, which frees its workers for the new one at once (a
+  // kept arena held a worker spinning in it, and the new arena's parallel
+  // loops then ran on one thread).
   struct Slot {
     std::unique_ptr<oneapi::tbb::task_arena> arena;
     // Workers spawn into this group: a push onto the worker's own deque
@@ -67,7 +66,7 @@ struct Scheduler {
     std::unique_ptr<oneapi::tbb::task_group> group;
     std::unique_ptr<ArenaObserver> observer;
   };
-  std::map<int, Slot> slots;
+  Slot slot;
   Slot* current = nullptr;
   std::atomic<uint64_t> spawned{0};
   std::atomic<uint64_t> finished{0};
@@ -77,7 +76,8 @@ struct Scheduler {
     if (!current) {
       // All `threads` slots go to workers: the thread that waits at the API
       // boundary is not one of them. TBB's market must allow that many
-      // workers (never lowered: the other arenas keep theirs).
+      // workers (never lowered: lowering it ended worker threads that the
+      // next switch back had to start again).
       if (threads + 1 > parallelism_limit) {
         parallelism_limit = threads + 1;
         parallelism = std::make_unique<oneapi::tbb::global_control>(
@@ -87,13 +87,10 @@ struct Scheduler {
         stack = std::make_unique<oneapi::tbb::global_control>(
             oneapi::tbb::global_control::thread_stack_size, kWorkerStackBytes);
       }
-      Slot& slot = slots[threads];
-      if (!slot.arena) {
-        slot.arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
-        slot.arena->initialize();
-        slot.observer = std::make_unique<ArenaObserver>(*slot.arena);
-        slot.group = std::make_unique<oneapi::tbb::task_group>();
-      }
+      slot.arena = std::make_unique<oneapi::tbb::task_arena>(threads, 0);
+      slot.arena->initialize();
+      slot.observer = std::make_unique<ArenaObserver>(*slot.arena);
+      slot.group = std::make_unique<oneapi::tbb::task_group>();
       current = &slot;
     }
     return *current->arena;
@@ -215,7 +212,7 @@ void set_num_threads(int n) {
   if (n == s.threads && s.current) return;
   s.threads = n;
   if (s.current) {
-    // Tasks still queued finish in their arena before another takes over.
+    // Tasks still queued finish before the arena goes away.
     Scheduler::Slot* slot = s.current;
     slot->arena->execute([&] { slot->group->wait(); });
     slot->group.reset();
