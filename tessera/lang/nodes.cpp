@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "tessera/runtime/interrupt.hpp"
+#include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
@@ -492,11 +493,15 @@ Args bind_operands(const PrimitiveSpec& spec, const std::vector<int>& slots,
 Value PrimitiveCallNode::compute(std::vector<Value>& operand_values) const {
   Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
   trace::NodeScope traced(this);
+  take_tiled_flag();
   auto t0 = std::chrono::steady_clock::now();
   Value result = run_primitive(*spec_, args);
   auto t1 = std::chrono::steady_clock::now();
   traced.measured(t0, t1);
   NodeCounters& c = counters();
+  if (take_tiled_flag() && !c.tiled.load(std::memory_order_relaxed)) {
+    c.tiled.store(true, std::memory_order_relaxed);
+  }
   c.evaluations.fetch_add(1, std::memory_order_relaxed);
   c.total_ns.fetch_add(
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
@@ -539,13 +544,21 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
   }
   // Phylanx's direct-execution rule: run inline unless this node has proven
   // costly, in which case it becomes a task and the parent moves on. On the
-  // thread that runs the program (outside the worker arena) the bar is ten
-  // times higher: there the result is mostly awaited next (a loop-carried
-  // value), and handing the work over and waking this thread again costs
-  // 10-20 us, which a 30 us step paid on every turn (2 threads slower than 1).
+  // thread that runs the program (outside the worker arena):
+  // - a node whose work is cut into parallel tiles stays inline: its tiles
+  //   already use every thread (this thread takes some, parallel_for), and
+  //   spawned, its tiles often ran on one worker for the whole call while
+  //   the other slept (2 threads as slow as 1 in half the runs);
+  // - for others the bar is ten times higher: the result is mostly awaited
+  //   next (a loop-carried value), and handing the work over and waking this
+  //   thread again costs 10-20 us, which a 30 us step paid on every turn.
+  // A threshold of 0 (the tests' "spawn everything") keeps its meaning.
   NodeCounters& c = counters();
-  const double bar = in_worker() ? spawn_threshold_ns() : 10 * spawn_threshold_ns();
-  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > bar && num_threads() > 1) {
+  const double threshold = spawn_threshold_ns();
+  const bool outside = !in_worker() && threshold > 0;
+  const double bar = outside ? 10 * threshold : threshold;
+  if (c.evaluations.load(std::memory_order_relaxed) > 0 && c.mean_ns() > bar && num_threads() > 1 &&
+      !(outside && c.tiled.load(std::memory_order_relaxed))) {
     c.spawned.fetch_add(1, std::memory_order_relaxed);
     return async([this, vals = std::move(operand_values)]() mutable -> Future<Value> {
       if (trace::on()) trace::set_task_node(this);

@@ -23,8 +23,7 @@ namespace tessera {
 // The variables of one function activation (or of the program's top level).
 class Frame {
  public:
-  Frame(size_t n, std::shared_ptr<Frame> parent)
-      : slots_(n), parent_(std::move(parent)) {}
+  Frame(size_t n, std::shared_ptr<Frame> parent) : slots_(n), parent_(std::move(parent)) {}
 
   // The value in `slot`; nullopt if it was never assigned. Requires that
   // the slot is not pending (see set_pending); read() is the general form.
@@ -211,6 +210,9 @@ struct NodeCounters {
   std::atomic<uint64_t> evaluations{0};
   std::atomic<uint64_t> total_ns{0};
   std::atomic<uint64_t> spawned{0};
+  // Set when an evaluation cut its work into parallel tiles (parallel_for):
+  // such a node uses every thread by itself.
+  std::atomic<bool> tiled{false};
 
   double mean_ns() const {
     uint64_t n = evaluations.load(std::memory_order_relaxed);
@@ -220,6 +222,7 @@ struct NodeCounters {
     evaluations = 0;
     total_ns = 0;
     spawned = 0;
+    tiled = false;
   }
 };
 

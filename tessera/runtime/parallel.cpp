@@ -31,6 +31,8 @@ std::atomic<bool>& deterministic_flag() {
   return on;
 }
 
+thread_local bool tl_tiled = false;
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -38,6 +40,12 @@ inline void cpu_relax() {
 }
 
 }  // namespace
+
+bool take_tiled_flag() {
+  const bool was = tl_tiled;
+  tl_tiled = false;
+  return was;
+}
 
 void set_deterministic_tiling(bool on) { deterministic_flag() = on; }
 bool deterministic_tiling() { return deterministic_flag(); }
@@ -64,6 +72,7 @@ void parallel_for(int64_t n, double ns_per_item,
     }
     return;
   }
+  tl_tiled = true;
   const void* node = trace::current_node();
   auto run = [&] {
     oneapi::tbb::parallel_for(

@@ -21,6 +21,11 @@ inline constexpr double kMinTaskNs = 20000.0;
 // Tiles are disjoint, so bodies may write disjoint parts of one output.
 void parallel_for(int64_t n, double ns_per_item, const std::function<void(int64_t, int64_t)>& body);
 
+// True when parallel_for ran tiles in parallel on this thread since the last
+// call (which clears it): the execution tree's note that a node's work is
+// parallel by itself.
+bool take_tiled_flag();
+
 // Deterministic tiling: tile counts computed as if there were
 // kDeterministicThreads workers, and one worker runs the same tiles in turn,
 // so kernels whose result depends on their tiles (a BLAS call on a block of
