@@ -858,8 +858,9 @@ def run_kernel(kernel, quick=False, runs=5, check_only=False):
     # race, OpenBLAS's idle threads spin for ~0.1 s after each of NumPy's
     # BLAS calls (or threadpoolctl's limits) on the core that tessera's
     # second thread needs, which is NumPy's doing, not tessera's scaling.
+    # (Twice the rounds of the race: the ratio of two noisy medians.)
     time.sleep(0.3)
-    for r in range(n_runs + 1):
+    for r in range(2 * n_runs + 1):
         for t in THREADS if r % 2 == 0 else THREADS[::-1]:
             call_args = _copy(args)
             _core.set_num_threads(t)
