@@ -5,13 +5,14 @@
 // into per-dimension offset tables (kernels/indexing.hpp); basic and advanced
 // indexing follow NumPy, including where the broadcast advanced dimensions
 // go: in place when the advanced indices are adjacent, first otherwise.
+#include "tessera/kernels/indexing.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "tessera/core/error.hpp"
-#include "tessera/kernels/indexing.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -51,7 +52,6 @@ void assign_parallel(Array& target, const Array& v0) {
   });
 }
 
-
 enum class IndexKind { new_axis, ellipsis, integer, slice, advanced, mask };
 
 struct Index {
@@ -76,17 +76,21 @@ struct Selection {
 
 [[noreturn]] void invalid_index(const char* op, const Value& v) {
   throw std::out_of_range(error_message(
-      "[", op, "] only integers, slices, nil (newaxis), '...' (ellipsis) and integer or boolean "
-      "arrays are valid indices, got ", v.describe()));
+      "[", op,
+      "] only integers, slices, nil (newaxis), '...' (ellipsis) and integer or boolean "
+      "arrays are valid indices, got ",
+      v.describe()));
 }
 
 Index classify(const Value& v, const char* op) {
   switch (v.kind()) {
-    case ValueKind::nil: return Index(IndexKind::new_axis);
+    case ValueKind::nil:
+      return Index(IndexKind::new_axis);
     case ValueKind::string:
       if (v.as_string() == "...") return Index(IndexKind::ellipsis);
       invalid_index(op, v);
-    case ValueKind::integer: return Index(IndexKind::integer, v.as_int());
+    case ValueKind::integer:
+      return Index(IndexKind::integer, v.as_int());
     case ValueKind::slice: {
       if (v.as_slice().step && *v.as_slice().step == 0) {
         throw std::invalid_argument(error_message("[", op, "] slice step cannot be zero"));
@@ -98,8 +102,8 @@ Index classify(const Value& v, const char* op) {
           "[", op, "] boolean scalar indices are not supported; use a boolean array mask"));
     case ValueKind::list:
     case ValueKind::array: {
-      Array a = v.is_list() && v.as_list().empty() ? Array(DType::int64, {0})
-                                                   : to_array(v, op, "index");
+      Array a =
+          v.is_list() && v.as_list().empty() ? Array(DType::int64, {0}) : to_array(v, op, "index");
       if (a.dtype() == DType::bool_) {
         if (a.ndim() == 0) {
           throw std::invalid_argument(error_message(
@@ -115,7 +119,8 @@ Index classify(const Value& v, const char* op) {
       if (a.ndim() == 0) return Index(IndexKind::integer, a.get_int(0));
       return Index(IndexKind::advanced, 0, {}, a);
     }
-    default: invalid_index(op, v);
+    default:
+      invalid_index(op, v);
   }
 }
 
@@ -139,8 +144,8 @@ void slice_bounds(const Slice& s, int64_t n, int64_t& start, int64_t& step, int6
 
 int64_t normalize_index(int64_t i, int64_t n, int axis, const char* op) {
   if (i < -n || i >= n) {
-    throw std::out_of_range(error_message("[", op, "] index ", i,
-                                          " is out of bounds for axis ", axis, " with size ", n));
+    throw std::out_of_range(error_message("[", op, "] index ", i, " is out of bounds for axis ",
+                                          axis, " with size ", n));
   }
   return i < 0 ? i + n : i;
 }
@@ -173,11 +178,22 @@ Selection select(const Array& x, const List& values, const char* op) {
     items.push_back(classify(v, op));
     switch (items.back().kind) {
       case IndexKind::integer:
-      case IndexKind::slice: ++consumed; break;
-      case IndexKind::advanced: ++consumed; has_adv = true; break;
-      case IndexKind::mask: consumed += items.back().array.ndim(); has_adv = true; break;
-      case IndexKind::ellipsis: ++ellipses; break;
-      case IndexKind::new_axis: break;
+      case IndexKind::slice:
+        ++consumed;
+        break;
+      case IndexKind::advanced:
+        ++consumed;
+        has_adv = true;
+        break;
+      case IndexKind::mask:
+        consumed += items.back().array.ndim();
+        has_adv = true;
+        break;
+      case IndexKind::ellipsis:
+        ++ellipses;
+        break;
+      case IndexKind::new_axis:
+        break;
     }
   }
   if (ellipses > 1) {
@@ -245,10 +261,10 @@ Selection select(const Array& x, const List& values, const char* op) {
       const Array& m = it.array;
       for (int k = 0; k < m.ndim(); ++k) {
         if (m.dim(k) != x.dim(d + k)) {
-          throw std::out_of_range(error_message(
-              "[", op, "] boolean index did not match indexed array along axis ", d + k,
-              "; size of axis is ", x.dim(d + k), " but size of corresponding boolean axis is ",
-              m.dim(k)));
+          throw std::out_of_range(
+              error_message("[", op, "] boolean index did not match indexed array along axis ",
+                            d + k, "; size of axis is ", x.dim(d + k),
+                            " but size of corresponding boolean axis is ", m.dim(k)));
         }
       }
       if (advs.empty()) adv_dim_pos = dims.size();
@@ -280,9 +296,11 @@ Selection select(const Array& x, const List& values, const char* op) {
     if (!kernels::broadcast_shape_pair(block, a.idx.shape(), next)) {
       std::string shapes;
       for (const Adv& b : advs) shapes += (shapes.empty() ? "" : " ") + shape_str(b.idx.shape());
-      throw std::out_of_range(error_message(
-          "[", op, "] shape mismatch: indexing arrays could not be broadcast together with "
-          "shapes ", shapes));
+      throw std::out_of_range(
+          error_message("[", op,
+                        "] shape mismatch: indexing arrays could not be broadcast together with "
+                        "shapes ",
+                        shapes));
     }
     block = next;
   }
@@ -342,27 +360,66 @@ const Array* whole_mask(const Array& x, const List& index) {
 template <class F>
 void by_element_size(size_t bytes, F&& f) {
   switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: f(kernels::Bytes16{}); break;
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    case 8:
+      f(uint64_t{});
+      break;
+    default:
+      f(kernels::Bytes16{});
+      break;
   }
 }
+
+// The true elements of a mask in tiles: per tile t (of `tiles` over [0, n)),
+// before[t] is the number of true elements before it, before[tiles] all of
+// them. Counted in parallel, so that a masked read or write can place each
+// tile's elements on its own.
+std::vector<int64_t> mask_counts(const bool* pm, int64_t n, int64_t tiles) {
+  std::vector<int64_t> before(static_cast<size_t>(tiles) + 1, 0);
+  parallel_for(tiles, 0.3 * static_cast<double>(n) / static_cast<double>(tiles),
+               [&](int64_t t0, int64_t t1) {
+                 for (int64_t t = t0; t < t1; ++t) {
+                   int64_t c = 0;
+                   const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
+                   for (int64_t i = b; i < e; ++i) c += pm[i];
+                   before[t + 1] = c;
+                 }
+               });
+  for (int64_t t = 0; t < tiles; ++t) before[t + 1] += before[t];
+  return before;
+}
+
+// Tiles for a masked read or write of n elements.
+int64_t mask_tiles(int64_t n) { return std::max<int64_t>(1, tile_count(n, 0.8)); }
 
 Array mask_gather(const Array& x0, const Array& m0) {
   const Array x = x0.contiguous(), m = m0.contiguous();
   const bool* pm = m.data<bool>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < m.size(); ++i) count += pm[i];
-  Array out(x.dtype(), {count});
+  const int64_t n = m.size(), tiles = mask_tiles(n);
+  const std::vector<int64_t> before = mask_counts(pm, n, tiles);
+  Array out(x.dtype(), {before[tiles]});
   by_element_size(dtype_size(x.dtype()), [&](auto tag) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(x.raw());
-    T* dst = static_cast<T*>(out.raw());
-    for (int64_t i = 0; i < m.size(); ++i) {
-      if (pm[i]) *dst++ = src[i];
-    }
+    T* const base = static_cast<T*>(out.raw());
+    parallel_for(tiles, 0.8 * static_cast<double>(n) / static_cast<double>(tiles),
+                 [&](int64_t t0, int64_t t1) {
+                   for (int64_t t = t0; t < t1; ++t) {
+                     T* dst = base + before[t];
+                     const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
+                     for (int64_t i = b; i < e; ++i) {
+                       if (pm[i]) *dst++ = src[i];
+                     }
+                   }
+                 });
   });
   return out;
 }
@@ -372,21 +429,29 @@ Array mask_gather(const Array& x0, const Array& m0) {
 bool mask_scatter(Array& x, const Array& m0, const Array& v0) {
   const Array m = m0.contiguous();
   const bool* pm = m.data<bool>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < m.size(); ++i) count += pm[i];
+  const int64_t n = m.size(), tiles = mask_tiles(n);
+  const std::vector<int64_t> before = mask_counts(pm, n, tiles);
+  const int64_t count = before[tiles];
   if (v0.size() != 1 && !(v0.ndim() == 1 && v0.dim(0) == count)) return false;
   const Array v = (v0.may_overlap(x) ? v0.copy() : v0).astype(x.dtype()).contiguous();
   by_element_size(dtype_size(x.dtype()), [&](auto tag) {
     using T = decltype(tag);
-    const T* src = static_cast<const T*>(v.raw());
+    const T* const values = static_cast<const T*>(v.raw());
     const int64_t step = v.size() == 1 ? 0 : 1;
     T* dst = static_cast<T*>(x.raw());
-    for (int64_t i = 0; i < m.size(); ++i) {
-      if (pm[i]) {
-        dst[i] = *src;
-        src += step;
-      }
-    }
+    parallel_for(tiles, 0.8 * static_cast<double>(n) / static_cast<double>(tiles),
+                 [&](int64_t t0, int64_t t1) {
+                   for (int64_t t = t0; t < t1; ++t) {
+                     const T* src = values + before[t] * step;
+                     const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
+                     for (int64_t i = b; i < e; ++i) {
+                       if (pm[i]) {
+                         dst[i] = *src;
+                         src += step;
+                       }
+                     }
+                   }
+                 });
   });
   return true;
 }
@@ -446,16 +511,16 @@ Value setitem(Args& a) {
         error_message("[", a.op(), "] assignment destination is read-only"));
   }
   int64_t offset;
-  if ((a[1].is_scalar() || (a[1].is_array() && a[1].as_array().size() == 1 &&
-                            a[1].as_array().ndim() == 0)) &&
+  if ((a[1].is_scalar() ||
+       (a[1].is_array() && a[1].as_array().size() == 1 && a[1].as_array().ndim() == 0)) &&
       element_offset(x, idx, a.op(), offset)) {
     // x[i, j] = v: one element, cast as NumPy's assignment casts.
     Array v = a.array(1);
     if (!is_floating(x.dtype()) && x.dtype() != DType::bool_ && is_floating(v.dtype()) &&
         !std::isfinite(v.get_double(0))) {
-      throw std::invalid_argument(error_message(
-          "[", a.op(), "] cannot convert float ", std::isnan(v.get_double(0)) ? "NaN" : "infinity",
-          " to integer"));
+      throw std::invalid_argument(error_message("[", a.op(), "] cannot convert float ",
+                                                std::isnan(v.get_double(0)) ? "NaN" : "infinity",
+                                                " to integer"));
     }
     dispatch_all(x.dtype(), [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
@@ -466,8 +531,8 @@ Value setitem(Args& a) {
     });
     return x;
   }
-  if (const Array* m = whole_mask(x, idx); m && x.is_contiguous() &&
-                                            (a[1].is_numeric() || a[1].is_list())) {
+  if (const Array* m = whole_mask(x, idx);
+      m && x.is_contiguous() && (a[1].is_numeric() || a[1].is_list())) {
     if (mask_scatter(x, *m, a.view(1))) return x;
   }
   Selection sel = select(x, idx, a.op());
@@ -480,10 +545,9 @@ Value setitem(Args& a) {
   }
   Shape common;
   if (!kernels::broadcast_shape_pair(v.shape(), sel.shape, common) || common != sel.shape) {
-    throw std::invalid_argument(error_message("[", a.op(),
-                                              "] could not broadcast input array from shape ",
-                                              shape_str(v.shape()), " into shape ",
-                                              shape_str(sel.shape)));
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] could not broadcast input array from shape ",
+                      shape_str(v.shape()), " into shape ", shape_str(sel.shape)));
   }
   if (sel.basic) {
     Array target = Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
@@ -544,9 +608,9 @@ Value take_along_axis(Args& a) {
   if (a.is_nil(2)) {
     x = x.reshaped({x.size()});
     if (idx.ndim() != 1) {
-      throw std::invalid_argument(error_message(
-          "[", a.op(), "] when axis is nil, indices must be 1-d, got shape ",
-          shape_str(idx.shape())));
+      throw std::invalid_argument(
+          error_message("[", a.op(), "] when axis is nil, indices must be 1-d, got shape ",
+                        shape_str(idx.shape())));
     }
   } else {
     if (x.ndim() == 0) {
@@ -555,9 +619,9 @@ Value take_along_axis(Args& a) {
     axis = normalize_axis(a.integer(2), x.ndim(), a.op());
   }
   if (idx.ndim() != x.ndim()) {
-    throw std::invalid_argument(error_message(
-        "[", a.op(), "] indices and x must have the same number of dimensions, got ", idx.ndim(),
-        " and ", x.ndim()));
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] indices and x must have the same number of dimensions, got ",
+                      idx.ndim(), " and ", x.ndim()));
   }
   Shape shape(x.ndim());
   for (int k = 0; k < x.ndim(); ++k) {
@@ -566,10 +630,10 @@ Value take_along_axis(Args& a) {
     } else if (x.dim(k) == idx.dim(k) || x.dim(k) == 1 || idx.dim(k) == 1) {
       shape[k] = x.dim(k) == 1 ? idx.dim(k) : x.dim(k);
     } else {
-      throw std::invalid_argument(error_message(
-          "[", a.op(), "] shape mismatch: x of shape ", shape_str(x.shape()),
-          " and indices of shape ", shape_str(idx.shape()), " do not broadcast outside axis ",
-          axis));
+      throw std::invalid_argument(error_message("[", a.op(), "] shape mismatch: x of shape ",
+                                                shape_str(x.shape()), " and indices of shape ",
+                                                shape_str(idx.shape()),
+                                                " do not broadcast outside axis ", axis));
     }
   }
   shape_size(shape, a.op());
@@ -582,7 +646,8 @@ Value take_along_axis(Args& a) {
 }
 
 const bool registered = register_primitives({
-    {.name = "slice", .family = "indexing",
+    {.name = "slice",
+     .family = "indexing",
      .params = {opt("start", Value()), opt("stop", Value()), opt("step", Value())},
      .help = "A slice start:stop:step for getitem/setitem, like Python's slice; nil parts are "
              "open. A zero step is an error.",
@@ -595,7 +660,10 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 1.0,
      .grads = {"", "", ""}},
-    {.name = "getitem", .family = "indexing", .params = {{"x"}, {"indices"}}, .variadic = true,
+    {.name = "getitem",
+     .family = "indexing",
+     .params = {{"x"}, {"indices"}},
+     .variadic = true,
      .help = "x[indices...] with NumPy semantics: ints, slices, nil (newaxis), '...', integer "
              "arrays (broadcast together) and boolean masks; a tuple as the only index is a "
              "multi-dimensional index. Basic indexing (ints, slices, nil, '...') gives a view of "
@@ -605,7 +673,9 @@ const bool registered = register_primitives({
      .eval = getitem,
      .ns_per_element = 1.0,
      .views = true},
-    {.name = "setitem", .family = "indexing", .params = {{"x"}, {"value"}, {"indices"}},
+    {.name = "setitem",
+     .family = "indexing",
+     .params = {{"x"}, {"value"}, {"indices"}},
      .variadic = true,
      .help = "x[indices...] = value, written into x's buffer (so every view of x sees it), "
              "value broadcast to the selection and cast to x's dtype; gives x. A read-only x "
@@ -614,18 +684,24 @@ const bool registered = register_primitives({
      .ns_per_element = 1.0,
      .views = true,
      .writes = true},
-    {.name = "index_update", .family = "indexing",
-     .params = {{"x"}, {"value"}, {"indices"}}, .variadic = true,
+    {.name = "index_update",
+     .family = "indexing",
+     .params = {{"x"}, {"value"}, {"indices"}},
+     .variadic = true,
      .help = "A new array equal to x with x[indices...] = value (value broadcast to the "
              "selection and cast to x's dtype); x itself is unchanged.",
      .eval = index_update,
      .ns_per_element = 1.0},
-    {.name = "take", .family = "indexing", .params = {{"x"}, {"indices"}, opt("axis", Value())},
+    {.name = "take",
+     .family = "indexing",
+     .params = {{"x"}, {"indices"}, opt("axis", Value())},
      .help = "Elements of x at integer indices along axis (the flattened array when nil), like "
              "numpy.take.",
      .eval = take,
      .ns_per_element = 1.0},
-    {.name = "take_along_axis", .family = "indexing", .params = {{"x"}, {"indices"}, {"axis"}},
+    {.name = "take_along_axis",
+     .family = "indexing",
+     .params = {{"x"}, {"indices"}, {"axis"}},
      .help = "Picks values of x at indices along axis, indices broadcast against x elsewhere, "
              "like numpy.take_along_axis (e.g. with argsort results).",
      .eval = take_along_axis,

@@ -383,3 +383,18 @@ def test_scans_and_norms_split_across_threads_match_numpy(expr):
     exact = "cum" in expr
     got = check(numpy_fn(expr, "x, y"), x, y, rtol=0 if exact else 1e-13, atol=0)
     assert got is not None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int8, np.complex128])
+def test_large_masked_reads_and_writes_split_across_threads_match_numpy(dtype):
+    # Large enough for tiles: each tile places its elements after the true
+    # elements of the tiles before it.
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(400_000) * 50).astype(dtype)
+    c = (rng.standard_normal(400_000) * 50).astype(dtype)
+    body = ("m = np.abs(x) > 20\n"
+            "y = x[m]\n"
+            "x[m] = c[m] * 2\n"
+            "c[np.abs(c) < 10] = 7\n"
+            "return y, x, c")
+    check(numpy_body(body, "x, c"), x, c, rtol=0, atol=0)
