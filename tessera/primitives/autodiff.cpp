@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/linalg.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -49,12 +50,13 @@ Value grad_accumulate(Args& a) {
   if (a.is_nil(1)) return a[0];
   if (a[0].is_tiled() || a[1].is_tiled()) {
     if (!a[0].is_tiled() || !a[1].is_tiled() || !a[0].as_tiled().same_tiling(a[1].as_tiled())) {
-      throw std::invalid_argument(error_message(
-          "[grad] cannot add the cotangents ", a[0].describe(), " and ", a[1].describe(),
-          ": the cotangents of one value must be tiled alike"));
+      throw std::invalid_argument(
+          error_message("[grad] cannot add the cotangents ", a[0].describe(), " and ",
+                        a[1].describe(), ": the cotangents of one value must be tiled alike"));
     }
     TiledArray sum = a[0].as_tiled();
-    sum.tile = prim("add", std::vector<Value>{Value(sum.tile), Value(a[1].as_tiled().tile)}).as_array();
+    sum.tile =
+        prim("add", std::vector<Value>{Value(sum.tile), Value(a[1].as_tiled().tile)}).as_array();
     return Value(std::move(sum));
   }
   return prim("add", std::vector<Value>{a[0], a[1]});
@@ -135,10 +137,10 @@ Value reduce_grad(Args& a) {
       }
     }
     if (shape_of(g) != reduced) {
-      throw std::invalid_argument(error_message(
-          "[", a.op(), "] cotangent of shape ", shape_str(shape_of(g)),
-          " does not match the reduction of shape ", shape_str(xs), " (expected ",
-          shape_str(reduced), ")"));
+      throw std::invalid_argument(
+          error_message("[", a.op(), "] cotangent of shape ", shape_str(shape_of(g)),
+                        " does not match the reduction of shape ", shape_str(xs), " (expected ",
+                        shape_str(reduced), ")"));
     }
     g = prim("reshape", std::vector<Value>{g, shape_list(kept)});
   }
@@ -152,8 +154,9 @@ Value matmul_grad_x(Args& a) {
   if (nx == 1 && ny == 1) return prim("multiply", std::vector<Value>{g, y});
   if (ny == 1) return prim("outer", std::vector<Value>{g, y});
   if (nx == 1) return prim("matmul", std::vector<Value>{y, g});
-  return prim("matmul", std::vector<Value>{g, prim("swapaxes", std::vector<Value>{
-                                                     y, Value(int64_t{-1}), Value(int64_t{-2})})});
+  return prim("matmul",
+              std::vector<Value>{g, prim("swapaxes", std::vector<Value>{y, Value(int64_t{-1}),
+                                                                        Value(int64_t{-2})})});
 }
 
 // d/dy of matmul(x, y) given its cotangent g.
@@ -163,9 +166,10 @@ Value matmul_grad_y(Args& a) {
   if (nx == 1 && ny == 1) return prim("multiply", std::vector<Value>{g, x});
   if (nx == 1) return prim("outer", std::vector<Value>{x, g});
   if (nx == 2) return prim("matmul_tn", std::vector<Value>{x, g});
-  return prim("matmul", std::vector<Value>{prim("swapaxes", std::vector<Value>{
-                                               x, Value(int64_t{-1}), Value(int64_t{-2})}),
-                                           g});
+  return prim(
+      "matmul",
+      std::vector<Value>{
+          prim("swapaxes", std::vector<Value>{x, Value(int64_t{-1}), Value(int64_t{-2})}), g});
 }
 
 // d/dx of matmul_tn(x, y) = transpose(x) @ y, for a 2-d x.
@@ -173,6 +177,145 @@ Value matmul_tn_grad_x(Args& a) {
   const Value &g = a[0], &y = a[2];
   if (ndim_of(y) == 1) return prim("outer", std::vector<Value>{y, g});
   return prim("matmul", std::vector<Value>{y, prim("transpose", std::vector<Value>{g})});
+}
+
+// The cotangent of x in dot(x, y) (numpy.dot), given g. Scalars: dot is
+// multiply (the autodiff sums the cotangent back to x's shape). Up to 2-d:
+// matmul's rules. N-d: dot(x, y)[I..., J..., n] = sum_k x[I..., k] y[J..., k, n],
+// so d/dx[I..., k] = sum over J..., n of g y, a tensordot.
+Value dot_grad_x(Args& a) {
+  const Value &g = a[0], &x = a[1], &y = a[2];
+  const int nx = ndim_of(x), ny = ndim_of(y);
+  if (nx == 0 || ny == 0) return prim("multiply", std::vector<Value>{g, y});
+  if (nx <= 2 && ny <= 2) return matmul_grad_x(a);
+  if (ny == 1) {
+    return prim("multiply", std::vector<Value>{
+                                prim("expand_dims", std::vector<Value>{g, Value(int64_t{-1})}), y});
+  }
+  List g_axes, y_axes;
+  for (int j = 0; j < ny - 2; ++j) {
+    g_axes.emplace_back(int64_t{nx - 1 + j});
+    y_axes.emplace_back(int64_t{j});
+  }
+  g_axes.emplace_back(int64_t{nx - 1 + ny - 2});
+  y_axes.emplace_back(int64_t{ny - 1});
+  return prim(
+      "tensordot",
+      std::vector<Value>{g, y, Value(List{Value(std::move(g_axes)), Value(std::move(y_axes))})});
+}
+
+// The cotangent of y in dot(x, y): sum over x's leading axes I... of x g,
+// with k moved to its place in y.
+Value dot_grad_y(Args& a) {
+  const Value &g = a[0], &x = a[1], &y = a[2];
+  const int nx = ndim_of(x), ny = ndim_of(y);
+  if (nx == 0 || ny == 0) return prim("multiply", std::vector<Value>{g, x});
+  if (nx <= 2 && ny <= 2) return matmul_grad_y(a);
+  List lead;
+  for (int i = 0; i < nx - 1; ++i) lead.emplace_back(int64_t{i});
+  Value r = prim("tensordot", std::vector<Value>{x, g, Value(List{Value(lead), Value(lead)})});
+  if (ny == 1) return r;  // (k,)
+  return prim("moveaxis", std::vector<Value>{r, Value(int64_t{0}), Value(int64_t{-2})});
+}
+
+// The cotangent of x in cumsum(x, axis): each x[i] reaches out[j] for j >= i,
+// so it is the reversed cumulative sum of g (of the flattened g for axis nil).
+Value cumsum_grad(Args& a) {
+  const Value &g = a[0], &x = a[1];
+  if (a.is_nil(2)) {
+    Value flat = prim("ravel", std::vector<Value>{g});
+    Value r =
+        prim("flip", std::vector<Value>{prim(
+                         "cumsum", std::vector<Value>{prim("flip", std::vector<Value>{flat})})});
+    return prim("reshape", std::vector<Value>{r, shape_list(shape_of(x))});
+  }
+  const Value axis = a[2];
+  Value flipped = prim("flip", std::vector<Value>{g, axis});
+  return prim("flip",
+              std::vector<Value>{
+                  prim("cumsum", std::vector<CallArg>{{"", flipped}, {"axis", axis}}), axis});
+}
+
+// d prod(x over axes) / dx[i]: the product of the other elements of x[i]'s
+// lane (exact with zeros in the lane, unlike prod / x), times g broadcast back.
+Value prod_grad(Args& a) {
+  const Value& x = a[1];
+  if (!x.is_array()) return reduce_grad(a);  // a number: d prod(x)/dx = 1
+  const Array xa = a.array(1).astype(DType::float64);
+  const int nd = xa.ndim();
+  std::vector<bool> reduced(nd, a.is_nil(2));
+  if (!a.is_nil(2)) {
+    for (int64_t ax : a.int_list(2)) reduced[normalize_axis(ax, nd, a.op())] = true;
+  }
+  // Kept axes first, reduced axes last: lanes of K contiguous elements.
+  std::vector<int> perm, inverse(nd);
+  int64_t lane = 1;
+  for (int d = 0; d < nd; ++d) {
+    if (!reduced[d]) perm.push_back(d);
+  }
+  for (int d = 0; d < nd; ++d) {
+    if (reduced[d]) {
+      perm.push_back(d);
+      lane *= xa.dim(d);
+    }
+  }
+  for (int i = 0; i < nd; ++i) inverse[perm[i]] = i;
+  Array moved = kernels::permute_axes(xa, perm);
+  Array others(DType::float64, moved.shape());
+  const double* src = moved.data<double>();
+  double* dst = others.data<double>();
+  const int64_t lanes = lane ? moved.size() / lane : 0;
+  for (int64_t l = 0; l < lanes; ++l) {
+    const double* v = src + l * lane;
+    double* o = dst + l * lane;
+    double left = 1.0;
+    for (int64_t i = 0; i < lane; ++i) {
+      o[i] = left;
+      left *= v[i];
+    }
+    double right = 1.0;
+    for (int64_t i = lane - 1; i >= 0; --i) {
+      o[i] *= right;
+      right *= v[i];
+    }
+  }
+  Value back = Value(kernels::permute_axes(others, inverse));
+  Value spread = reduce_grad(a);
+  Value r = prim("multiply", std::vector<Value>{spread, back});
+  const DType dt = a.array(1).dtype();
+  if (is_floating(dt) && r.is_array() && r.as_array().dtype() != dt) r = r.as_array().astype(dt);
+  return r;
+}
+
+// The cotangent of x in norm(x, ord, axis, keepdims) for the 2-norm of
+// vectors and the Frobenius norm of matrices (g x / norm, 0 where the norm
+// is 0) and the 1-norm of vectors (g sign(x)). Other orders raise.
+Value norm_grad(Args& a) {
+  const Value &g = a[0], &x = a[1], &out = a[2];
+  const Value& ord = a[3];
+  const bool number = ord.is_int() || ord.is_float();
+  // A matrix norm: over two axes, or of a 2-d x with ord given and no axis.
+  const bool matrix = a.is_nil(4) ? !ord.is_nil() && ndim_of(x) == 2 : a.int_list(4).size() == 2;
+  const bool fro = ord.is_nil() || (ord.is_string() && ord.as_string() == "fro" && matrix);
+  const bool two = fro || (number && a.number(3) == 2.0 && !matrix);
+  const bool one = number && a.number(3) == 1.0 && !matrix;
+  if (!two && !one) {
+    throw std::invalid_argument(
+        error_message("[", a.op(),
+                      "] norm has a gradient rule for the 2-norm and the 1-norm of vectors and "
+                      "the Frobenius norm of matrices; got ord=",
+                      ord.str(), matrix ? " of a matrix" : ""));
+  }
+  // g and the norm broadcast back over the reduced axes.
+  std::vector<CallArg> spread_g{{"", g}, {"", x}, {"axis", a[4]}, {"keepdims", a[5]}};
+  Value gb = prim("reduce_grad", std::move(spread_g));
+  if (one) return prim("multiply", std::vector<Value>{gb, prim("sign", std::vector<Value>{x})});
+  std::vector<CallArg> spread_out{{"", out}, {"", x}, {"axis", a[4]}, {"keepdims", a[5]}};
+  Value nb = prim("reduce_grad", std::move(spread_out));
+  Value zero = prim("equal", std::vector<Value>{nb, Value(0.0)});
+  Value safe = prim("where", std::vector<Value>{zero, Value(1.0), nb});
+  Value r = prim("divide", std::vector<Value>{prim("multiply", std::vector<Value>{gb, x}), safe});
+  return prim("where", std::vector<Value>{zero, Value(0.0), r});
 }
 
 const bool registered = register_primitives({
@@ -185,8 +328,9 @@ const bool registered = register_primitives({
     {.name = "grad_accumulate",
      .family = "autodiff",
      .params = {{"a"}, {"b"}},
-     .help = "a + b, where nil stands for no contribution (the sum of cotangents); tiled cotangents "
-             "(tiled alike) add their tiles.",
+     .help =
+         "a + b, where nil stands for no contribution (the sum of cotangents); tiled cotangents "
+         "(tiled alike) add their tiles.",
      .eval = grad_accumulate},
     {.name = "unbroadcast",
      .family = "autodiff",
@@ -210,6 +354,35 @@ const bool registered = register_primitives({
      .params = {{"g"}, {"x"}, {"y"}},
      .help = "The cotangent of y in matmul(x, y) given the cotangent g of the product.",
      .eval = matmul_grad_y},
+    {.name = "dot_grad_x",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"y"}},
+     .help = "The cotangent of x in dot(x, y) given the cotangent g of the product (numpy.dot's "
+             "shapes: scalars, vectors, matrices and N-d).",
+     .eval = dot_grad_x},
+    {.name = "dot_grad_y",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"y"}},
+     .help = "The cotangent of y in dot(x, y) given the cotangent g of the product.",
+     .eval = dot_grad_y},
+    {.name = "cumsum_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, opt("axis", Value())},
+     .help = "The cotangent of x in cumsum(x, axis): the reversed cumulative sum of g.",
+     .eval = cumsum_grad},
+    {.name = "prod_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, opt("axis", Value()), opt("keepdims", false)},
+     .help = "The cotangent of x in prod(x, axis, keepdims): g times the product of the other "
+             "elements of each reduced lane (exact when the lane holds zeros).",
+     .eval = prod_grad},
+    {.name = "norm_grad",
+     .family = "autodiff",
+     .params =
+         {{"g"}, {"x"}, {"out"}, opt("ord", Value()), opt("axis", Value()), opt("keepdims", false)},
+     .help = "The cotangent of x in norm(x, ord, axis, keepdims) = out: g x / out for the 2-norm "
+             "and the Frobenius norm (0 where out is 0), g sign(x) for the vector 1-norm.",
+     .eval = norm_grad},
     {.name = "matmul_tn_grad_x",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},

@@ -828,6 +828,7 @@ const bool registered = register_primitives({
              "second-to-last of y.",
      .eval = dot_eval,
      .ns_per_element = 50.0,
+     .grads = {"dot_grad_x(g, x, y)", "dot_grad_y(g, x, y)"},
      .strided = true},
     {.name = "vdot",
      .family = "matrix",
@@ -881,7 +882,8 @@ const bool registered = register_primitives({
              "array; vector ord 0, 1, 2, inf, -inf or any p; matrix ord 'fro', 1, -1, inf, -inf. "
              "Integer input gives float64.",
      .eval = norm,
-     .ns_per_element = 2.0},
+     .ns_per_element = 2.0,
+     .grads = {"norm_grad(g, x, out, ord, axis, keepdims)", "", "", ""}},
     {.name = "det",
      .family = "matrix",
      .params = {{"x"}},

@@ -277,7 +277,8 @@ const bool registered = register_primitives({
      .help = "Product over the given axes (nil = all), like numpy.prod. Bool and int "
              "multiply in int64 (wrapping on overflow).",
      .eval = [](Args& a) -> Value { return eval_sum_like(a, ReduceKind::prod); },
-     .ns_per_element = kReduceNs},
+     .ns_per_element = kReduceNs,
+     .grads = {"prod_grad(g, x, axis, keepdims)", "", "", ""}},
     {.name = "nansum",
      .family = "statistics",
      .params = axis_keepdims_dtype(),
@@ -397,7 +398,8 @@ const bool registered = register_primitives({
      .help = "Cumulative sum along an axis (nil = the flattened array), like numpy.cumsum. "
              "Bool and int accumulate in int64.",
      .eval = [](Args& a) -> Value { return eval_scan(a, false); },
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"cumsum_grad(g, x, axis)", "", ""}},
     {.name = "cumprod",
      .family = "statistics",
      .params = {{"x"}, opt("axis", Value()), opt("dtype", Value())},

@@ -104,3 +104,27 @@ def test_bad_argnums():
         tessera.grad(mlp_loss, argnums=5)(*[np.ones(1)] * 5)
     with pytest.raises(TypeError, match="argnums"):
         tessera.grad(mlp_loss, argnums="w")
+
+
+def dot_model(w, x, y):
+    # np.dot, np.cumsum, np.prod and np.linalg.norm in one differentiated loss.
+    h = np.dot(x, w)
+    r = np.cumsum(h, axis=1) - y
+    return np.sum(r ** 2) + 0.1 * np.linalg.norm(w) + 0.01 * np.prod(w[0] + 2.0)
+
+
+def test_dot_cumsum_prod_norm_gradients_match_finite_differences():
+    rng = np.random.default_rng(3)
+    args = [rng.normal(size=(3, 4)), rng.normal(size=(5, 3)), rng.normal(size=(5, 4))]
+    grads = tessera.grad(dot_model, argnums=(0, 1))(*args)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numeric_grad(dot_model, args, i), rtol=1e-5, atol=1e-7)
+
+
+def inf_norm(w):
+    return np.linalg.norm(w, np.inf)
+
+
+def test_a_norm_without_a_gradient_rule_says_which():
+    with pytest.raises(ValueError, match=r"\[norm_grad\].*ord=inf"):
+        tessera.grad(inf_norm)(np.array([1.0, -3.0, 2.0]))

@@ -28,6 +28,7 @@ Array input(const std::string& name) {
       {"v", {{3}, {0.3, -0.5, 0.8}}},
       {"w", {{2}, {1.5, -0.5}}},
       {"cube", {{2, 3, 2}, {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2}}},
+      {"zeroed", {{2, 3}, {0.3, 0.0, 1.1, 0.45, -1.3, 0.8}}},
   };
   auto& [shape, values] = inputs.at(name);
   return Array::from_vector<double>(values, shape);
@@ -147,6 +148,26 @@ const std::vector<GradCase>& cases() {
       {"grad_bucket", "grad_bucket(a, \"b\", 0, 1) * b", {"a", "b"}},
       {"all_reduce", "all_reduce(v, \"max\")", {"v"}},
       {"broadcast", "broadcast(v)", {"v"}},
+      {"dot", "dot(a, m)", {"a", "m"}},
+      {"dot", "dot(v, v)", {"v"}},
+      {"dot", "dot(a, v)", {"a", "v"}},
+      {"dot", "dot(w, a)", {"w", "a"}},
+      {"dot", "dot(cube, w)", {"cube", "w"}},  // N-d with a vector
+      {"dot", "dot(a, cube)", {"a", "cube"}},  // N-d: (2, 3) . (2, 3, 2)
+      {"dot", "dot(cube, transpose(m))", {"cube", "m"}},  // N-d . 2-d
+      {"dot", "dot(a, 2.5) + dot(1.5, b)", {"a", "b"}},
+      {"cumsum", "cumsum(a, axis=1)", {"a"}},
+      {"cumsum", "cumsum(cube, axis=0)", {"cube"}},
+      {"cumsum", "cumsum(cube)", {"cube"}},
+      {"prod", "prod(a, axis=1)", {"a"}},
+      {"prod", "prod(zeroed, axis=0)", {"zeroed"}},  // a zero in a lane: exact
+      {"prod", "prod(cube, axis=[0, 2], keepdims=true)", {"cube"}},
+      {"prod", "prod(a)", {"a"}},
+      {"norm", "norm(a)", {"a"}},
+      {"norm", "norm(a, axis=1)", {"a"}},
+      {"norm", "norm(cube, axis=2, keepdims=true)", {"cube"}},
+      {"norm", "norm(a, 1, 0)", {"a"}},
+      {"norm", "norm(a, \"fro\")", {"a"}},
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
       {"all_gather", "all_gather(a, axis=1)", {"a"}},
       {"gather", "gather(m)", {"m"}},
