@@ -318,6 +318,72 @@ Value norm_grad(Args& a) {
   return prim("where", std::vector<Value>{zero, Value(0.0), r});
 }
 
+// The cotangent of x in sort(x, axis): g sent back to where each sorted
+// value came from (the inverse of argsort's permutation).
+Value sort_grad(Args& a) {
+  const Value &g = a[0], &x = a[1];
+  if (a.is_nil(2)) {
+    Value p = prim("argsort", std::vector<CallArg>{{"", prim("ravel", std::vector<Value>{x})},
+                                                   {"axis", Value(int64_t{-1})}});
+    Value inv = prim("argsort", std::vector<CallArg>{{"", p}, {"axis", Value(int64_t{-1})}});
+    Value r = prim("take_along_axis", std::vector<Value>{prim("ravel", std::vector<Value>{g}), inv,
+                                                         Value(int64_t{-1})});
+    return prim("reshape", std::vector<Value>{r, shape_list(shape_of(x))});
+  }
+  Value p = prim("argsort", std::vector<CallArg>{{"", x}, {"axis", a[2]}});
+  Value inv = prim("argsort", std::vector<CallArg>{{"", p}, {"axis", a[2]}});
+  return prim("take_along_axis", std::vector<Value>{g, inv, a[2]});
+}
+
+// The cotangent of x in tile(x, reps): the copies summed. With shapes padded
+// to one rank d as NumPy pads them, g reshaped to (r0, s0, r1, s1, ...) and
+// summed over the r axes.
+Value tile_grad(Args& a) {
+  const Value &g = a[0], &x = a[1];
+  std::vector<int64_t> reps = a[2].is_int() ? std::vector<int64_t>{a[2].as_int()} : a.int_list(2);
+  Shape xs = shape_of(x);
+  const size_t d = std::max(reps.size(), xs.size());
+  reps.insert(reps.begin(), d - reps.size(), 1);
+  xs.insert(xs.begin(), d - xs.size(), 1);
+  List split, axes;
+  for (size_t i = 0; i < d; ++i) {
+    split.emplace_back(reps[i]);
+    split.emplace_back(xs[i]);
+    axes.emplace_back(static_cast<int64_t>(2 * i));
+  }
+  Value r = prim("reshape", std::vector<Value>{g, Value(std::move(split))});
+  r = prim("sum", std::vector<CallArg>{{"", r}, {"axis", Value(std::move(axes))}});
+  return prim("reshape", std::vector<Value>{r, shape_list(shape_of(x))});
+}
+
+// The cotangent of x in repeat(x, n, axis) for an integer n: each element's
+// n consecutive copies summed (of the flattened x for axis nil).
+Value repeat_grad(Args& a) {
+  const Value &g = a[0], &x = a[1];
+  if (!a[2].is_int()) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] repeat has a gradient rule for an integer number of repeats; got ",
+        a[2].describe()));
+  }
+  const int64_t n = a[2].as_int();
+  const Shape xs = shape_of(x);
+  if (a.is_nil(3)) {
+    int64_t size = 1;
+    for (int64_t e : xs) size *= e;
+    Value r = prim("reshape", std::vector<Value>{g, Value(List{Value(size), Value(n)})});
+    r = prim("sum", std::vector<CallArg>{{"", r}, {"axis", Value(int64_t{1})}});
+    return prim("reshape", std::vector<Value>{r, shape_list(xs)});
+  }
+  const int axis = normalize_axis(a.integer(3), static_cast<int>(xs.size()), a.op());
+  List split;
+  for (int i = 0; i < static_cast<int>(xs.size()); ++i) {
+    split.emplace_back(xs[i]);
+    if (i == axis) split.emplace_back(n);
+  }
+  Value r = prim("reshape", std::vector<Value>{g, Value(std::move(split))});
+  return prim("sum", std::vector<CallArg>{{"", r}, {"axis", Value(int64_t{axis + 1})}});
+}
+
 const bool registered = register_primitives({
     {.name = "grad_seed",
      .family = "autodiff",
@@ -383,6 +449,23 @@ const bool registered = register_primitives({
      .help = "The cotangent of x in norm(x, ord, axis, keepdims) = out: g x / out for the 2-norm "
              "and the Frobenius norm (0 where out is 0), g sign(x) for the vector 1-norm.",
      .eval = norm_grad},
+    {.name = "sort_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, opt("axis", int64_t{-1})},
+     .help = "The cotangent of x in sort(x, axis): g sent back to where each sorted value came "
+             "from.",
+     .eval = sort_grad},
+    {.name = "tile_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"reps"}},
+     .help = "The cotangent of x in tile(x, reps): the cotangents of the copies summed.",
+     .eval = tile_grad},
+    {.name = "repeat_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"repeats"}, opt("axis", Value())},
+     .help = "The cotangent of x in repeat(x, n, axis) for an integer n: the n copies of each "
+             "element summed.",
+     .eval = repeat_grad},
     {.name = "matmul_tn_grad_x",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},

@@ -626,13 +626,15 @@ const bool registered = register_primitives({
     {.name = "tile", .family = "shape", .params = {{"x"}, {"reps"}},
      .help = "x repeated reps times along each axis, like numpy.tile.",
      .eval = tile,
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"tile_grad(g, x, reps)", ""}},
     {.name = "repeat", .family = "shape",
      .params = {{"x"}, {"repeats"}, opt("axis", Value())},
      .help = "Each element repeated (an int, or one count per element) along axis (the "
              "flattened array when nil), like numpy.repeat.",
      .eval = repeat,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"repeat_grad(g, x, repeats, axis)", "", ""}},
     {.name = "pad", .family = "shape",
      .params = {{"x"}, {"pad_width"}, opt("mode", "constant"), opt("constant_values", int64_t{0})},
      .help = "x padded by pad_width (an int, a [before, after] pair, or one pair per axis), "

@@ -195,7 +195,8 @@ const bool registered = register_primitives({
      .help = "Sorted copy along an axis (nil = flattened), like numpy.sort(kind='stable'); "
              "NaNs sort last.",
      .eval = [](Args& a) -> Value { return eval_sort(a, false); },
-     .ns_per_element = kSortNs},
+     .ns_per_element = kSortNs,
+     .grads = {"sort_grad(g, x, axis)", ""}},
     {.name = "argsort",
      .family = "sorting",
      .params = {{"x"}, opt("axis", -1)},

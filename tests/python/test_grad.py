@@ -128,3 +128,23 @@ def inf_norm(w):
 def test_a_norm_without_a_gradient_rule_says_which():
     with pytest.raises(ValueError, match=r"\[norm_grad\].*ord=inf"):
         tessera.grad(inf_norm)(np.array([1.0, -3.0, 2.0]))
+
+
+def shaped_model(w):
+    return np.sum(np.sort(w, axis=1) * np.arange(4.0)) + np.sum(np.tile(w, (2, 1)) ** 2) \
+        + np.sum(np.repeat(w, 3, axis=0) * 0.5 * w[0])
+
+
+def test_sort_tile_repeat_gradients_match_finite_differences():
+    w = np.random.default_rng(9).normal(size=(3, 4))
+    g = tessera.grad(shaped_model)(w)
+    np.testing.assert_allclose(g, numeric_grad(shaped_model, [w], 0), rtol=1e-5, atol=1e-7)
+
+
+def per_element_repeat(w):
+    return np.sum(np.repeat(w, [1, 2, 3]))
+
+
+def test_repeat_with_per_element_counts_says_it_has_no_rule():
+    with pytest.raises(ValueError, match=r"\[repeat_grad\].*integer number of repeats"):
+        tessera.grad(per_element_repeat)(np.array([1.0, 2.0, 3.0]))
