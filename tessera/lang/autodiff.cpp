@@ -89,7 +89,7 @@ struct Operand {
 
 // One forward step whose backward the gradient needs.
 struct Step {
-  enum class Kind { primitive, getitem, cond };
+  enum class Kind { primitive, getitem, cond, list };
   Kind kind = Kind::primitive;
   SourceLoc loc;
   const PrimitiveSpec* spec = nullptr;
@@ -110,9 +110,9 @@ struct Context {
 };
 
 const std::set<std::string>& unsupported_forms() {
-  static const std::set<std::string> forms = {"while", "for_each", "parallel_block", "break",
-                                              "continue", "return", "lambda", "grad",
-                                              "value_and_grad", "dict"};
+  static const std::set<std::string> forms = {
+      "while",  "for_each", "parallel_block", "break",          "continue",
+      "return", "lambda",   "grad",           "value_and_grad", "dict"};
   return forms;
 }
 
@@ -120,8 +120,8 @@ class Differentiator {
  public:
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
 
-  AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single,
-             bool with_value, const SourceLoc& at, bool has_aux) {
+  AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single, bool with_value,
+             const SourceLoc& at, bool has_aux) {
     SourceLoc loc = f.loc;
     Context ctx;
     std::vector<AstArg> params;
@@ -164,8 +164,8 @@ class Differentiator {
       }
       if (body->kind != Ast::Kind::call || body->callee ||
           (body->name != "list" && body->name != "tuple") || body->args.size() != 2) {
-        fail(body->loc, "with has_aux the function must end in list(value, aux), got " +
-                            body->str());
+        fail(body->loc,
+             "with has_aux the function must end in list(value, aux), got " + body->str());
       }
       for (const auto& e : prefix) transform(e, ctx, stmts, steps);
       result = transform(body->args[0].value, ctx, stmts, steps);
@@ -181,7 +181,8 @@ class Differentiator {
     // Backward: every intermediate's cotangent starts as nil (no
     // contribution yet); the result's is its seed.
     for (size_t id = 0; id < names_.size(); ++id) {
-      if (active_[id]) stmts.push_back(define(ct(static_cast<int>(id)), literal(Value(), loc), loc));
+      if (active_[id])
+        stmts.push_back(define(ct(static_cast<int>(id)), literal(Value(), loc), loc));
     }
     if (result.id >= 0 && active_[result.id]) {
       stmts.push_back(define(ct(result.id), call("grad_seed", {result.ast}, loc), loc));
@@ -237,7 +238,8 @@ class Differentiator {
   Operand transform(const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
                     std::vector<Step>& steps) {
     switch (a->kind) {
-      case Ast::Kind::literal: return Operand{a, -1};
+      case Ast::Kind::literal:
+        return Operand{a, -1};
       case Ast::Kind::identifier: {
         auto it = ctx.env.find(a->name);
         if (it != ctx.env.end()) return it->second;
@@ -258,7 +260,8 @@ class Differentiator {
         if (active && !aux_mode_) fail(a->loc, "cannot differentiate through a list literal [...]");
         return Operand{copy, -1};
       }
-      case Ast::Kind::call: break;
+      case Ast::Kind::call:
+        break;
     }
     if (a->callee) fail(a->loc, "cannot differentiate a call of a computed function");
     const std::string& n = a->name;
@@ -266,8 +269,9 @@ class Differentiator {
       fail(a->loc, "cannot differentiate a call of the function value '" + n + "'");
     }
     if (unsupported_forms().count(n)) {
-      fail(a->loc, "cannot differentiate through " + n + "(...): gradients support straight-line "
-                   "code, define, store, block, if and function calls");
+      fail(a->loc, "cannot differentiate through " + n +
+                       "(...): gradients support straight-line "
+                       "code, define, store, block, if and function calls");
     }
     if (n == "define" || n == "store") return assignment(a, ctx, out, steps);
     if (n == "block") {
@@ -275,25 +279,40 @@ class Differentiator {
       for (const auto& e : a->args) last = transform(e.value, ctx, out, steps);
       return last;
     }
-    if (n == "if") return conditional(a->args[0].value, a->args[1].value,
-                                      a->args.size() > 2 ? a->args[2].value : nullptr, a->loc,
-                                      ctx, out, steps);
+    if (n == "if")
+      return conditional(a->args[0].value, a->args[1].value,
+                         a->args.size() > 2 ? a->args[2].value : nullptr, a->loc, ctx, out, steps);
     if (n == "__and__") {
-      return conditional(a->args[0].value, a->args[1].value, literal(Value(false), a->loc),
-                         a->loc, ctx, out, steps);
+      return conditional(a->args[0].value, a->args[1].value, literal(Value(false), a->loc), a->loc,
+                         ctx, out, steps);
     }
     if (n == "__or__") {
-      return conditional(a->args[0].value, literal(Value(true), a->loc), a->args[1].value,
-                         a->loc, ctx, out, steps);
+      return conditional(a->args[0].value, literal(Value(true), a->loc), a->args[1].value, a->loc,
+                         ctx, out, steps);
     }
     if (n == "list" || n == "tuple") {
+      // A list of values (concatenate([a, b]), stack((a, b))): its cotangent
+      // is a list of the items' cotangents, handed to each active item.
       std::vector<AstPtr> items;
+      std::vector<Operand> ops;
+      bool active = false;
       for (const auto& e : a->args) {
         Operand op = transform(e.value, ctx, out, steps);
-        if (is_active(op) && !aux_mode_) fail(a->loc, "cannot differentiate through " + n + "(...)");
+        active = active || is_active(op);
         items.push_back(op.ast);
+        ops.push_back(op);
       }
-      return bind(call(n, std::move(items), a->loc), false, out, n);
+      active = active && !aux_mode_;
+      Operand r = bind(call(n, std::move(items), a->loc), active, out, n);
+      if (active) {
+        Step s;
+        s.kind = Step::Kind::list;
+        s.loc = a->loc;
+        s.args = std::move(ops);
+        s.out = r.id;
+        steps.push_back(std::move(s));
+      }
+      return r;
     }
     // As the compiler resolves calls: a function the program defines (here,
     // then around) before a primitive of that name, except for the
@@ -379,9 +398,9 @@ class Differentiator {
     std::vector<Operand> results;
     for (size_t k = 0; k < sources.size(); ++k) {
       bool active = is_active(sources[k].first) || is_active(sources[k].second);
-      Operand r = bind(call("getitem", {joined.ast, literal(Value(static_cast<int64_t>(k)), loc)},
-                            loc),
-                       active, out, "ifv");
+      Operand r =
+          bind(call("getitem", {joined.ast, literal(Value(static_cast<int64_t>(k)), loc)}, loc),
+               active, out, "ifv");
       step.merges.push_back({sources[k].first, sources[k].second, r.id});
       results.push_back(r);
     }
@@ -393,8 +412,7 @@ class Differentiator {
   }
 
   Operand inline_call(const FunctionSource& f, const AstPtr& a, Context& caller,
-                      const Context& defining, std::vector<AstPtr>& out,
-                      std::vector<Step>& steps) {
+                      const Context& defining, std::vector<AstPtr>& out, std::vector<Step>& steps) {
     if (std::find(inline_stack_.begin(), inline_stack_.end(), f.name) != inline_stack_.end()) {
       fail(a->loc, "cannot differentiate the recursive function '" + f.name + "'");
     }
@@ -490,12 +508,14 @@ class Differentiator {
     bool active = false;
     if (any_active && !aux_mode_) {
       if (spec.grads.empty()) {
-        fail(a->loc, "'" + spec.name + "' has no gradient rule, and its argument depends on a "
-                     "differentiated parameter");
+        fail(a->loc, "'" + spec.name +
+                         "' has no gradient rule, and its argument depends on a "
+                         "differentiated parameter");
       }
       if (variadic_active) {
-        fail(a->loc, "cannot differentiate '" + spec.name + "' with respect to its variadic "
-                     "arguments");
+        fail(a->loc, "cannot differentiate '" + spec.name +
+                         "' with respect to its variadic "
+                         "arguments");
       }
       for (size_t k = 0; k < spec.params.size(); ++k) {
         if (is_active(per_param[k]) && !spec.grads[k].empty()) active = true;
@@ -541,7 +561,14 @@ class Differentiator {
       }
       AstPtr g = ident(ct(s.out), loc);
       std::vector<AstPtr> body;
-      if (s.kind == Step::Kind::getitem) {
+      if (s.kind == Step::Kind::list) {
+        // Item i's cotangent is element i of the list's (nil: none reached it).
+        for (size_t i = 0; i < s.args.size(); ++i) {
+          if (!is_active(s.args[i])) continue;
+          AstPtr gi = call("getitem", {g, literal(Value(static_cast<int64_t>(i)), loc)}, loc);
+          body.push_back(accumulate(s.args[i], gi, loc));
+        }
+      } else if (s.kind == Step::Kind::getitem) {
         std::vector<AstPtr> args{call("zeros_like", {s.args[0].ast}, loc), g};
         for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
         body.push_back(accumulate(s.args[0], call("index_update", std::move(args), loc), loc));
@@ -554,7 +581,8 @@ class Differentiator {
         // (a pending define does not hold up its block; an if would).
         const bool bucket = s.spec->name == "grad_bucket";
         if (bucket) {
-          g = call("if", {call("is_nil", {g}, loc), call("zeros_like", {s.args[0].ast}, loc), g}, loc);
+          g = call("if", {call("is_nil", {g}, loc), call("zeros_like", {s.args[0].ast}, loc), g},
+                   loc);
         }
         std::map<std::string, AstPtr> bindings{{"g", g}, {"out", ident(names_[s.out], loc)}};
         for (size_t k = 0; k < s.spec->params.size(); ++k) {
@@ -570,8 +598,8 @@ class Differentiator {
         }
       }
       // No cotangent reached this step (it fed only a branch not taken).
-      out.push_back(call("if", {call("is_nil", {g}, loc), literal(Value(), loc), block(body, loc)},
-                         loc));
+      out.push_back(
+          call("if", {call("is_nil", {g}, loc), literal(Value(), loc), block(body, loc)}, loc));
     }
   }
 

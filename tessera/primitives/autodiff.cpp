@@ -48,6 +48,21 @@ Value grad_seed(Args& a) {
 Value grad_accumulate(Args& a) {
   if (a.is_nil(0)) return a[1];
   if (a.is_nil(1)) return a[0];
+  if (a[0].is_list() && a[1].is_list()) {
+    // The cotangents of a list (concatenate([a, b]) used twice): item by item.
+    const List &x = a[0].as_list(), &y = a[1].as_list();
+    if (x.size() != y.size()) {
+      throw std::invalid_argument(error_message("[grad] cannot add list cotangents of ", x.size(),
+                                                " and ", y.size(), " items"));
+    }
+    List sum;
+    for (size_t i = 0; i < x.size(); ++i) {
+      std::vector<Value> pair{x[i], y[i]};
+      Args inner(a.spec(), std::move(pair));
+      sum.push_back(grad_accumulate(inner));
+    }
+    return Value(std::move(sum));
+  }
   if (a[0].is_tiled() || a[1].is_tiled()) {
     if (!a[0].is_tiled() || !a[1].is_tiled() || !a[0].as_tiled().same_tiling(a[1].as_tiled())) {
       throw std::invalid_argument(
@@ -82,6 +97,16 @@ Value unbroadcast(Args& a) {
   Value g = a[0];
   const Value& x = a[1];
   if (g.is_nil()) return g;
+  if (x.is_list() && g.is_list() && x.as_list().size() == g.as_list().size()) {
+    // A list's cotangent: each item summed back to its own item's shape.
+    List out;
+    for (size_t i = 0; i < x.as_list().size(); ++i) {
+      std::vector<Value> pair{g.as_list()[i], x.as_list()[i]};
+      Args inner(a.spec(), std::move(pair));
+      out.push_back(unbroadcast(inner));
+    }
+    return Value(std::move(out));
+  }
   if (x.is_tiled()) return unbroadcast_tiled(g, x);
   if (g.is_tiled()) {
     throw std::invalid_argument(error_message("[grad] the cotangent of ", x.describe(),
@@ -318,6 +343,58 @@ Value norm_grad(Args& a) {
   return prim("where", std::vector<Value>{zero, Value(0.0), r});
 }
 
+// The cotangents of the arrays in concatenate(arrays, axis): g cut back into
+// their extents along the axis (for axis nil, the flattened arrays, reshaped).
+Value concatenate_grad(Args& a) {
+  const Value& g = a[0];
+  const List& xs = a.list(1);
+  List out;
+  if (a.is_nil(2)) {
+    Value flat = prim("ravel", std::vector<Value>{g});
+    int64_t at = 0;
+    for (const Value& x : xs) {
+      const Shape s = shape_of(x);
+      int64_t n = 1;
+      for (int64_t e : s) n *= e;
+      Value piece =
+          prim("getitem", std::vector<Value>{flat, Value(Slice{at, at + n, std::nullopt})});
+      out.push_back(prim("reshape", std::vector<Value>{piece, shape_list(s)}));
+      at += n;
+    }
+    return Value(std::move(out));
+  }
+  const int nd = ndim_of(g);
+  const int axis = normalize_axis(a.integer(2), nd, a.op());
+  int64_t at = 0;
+  for (const Value& x : xs) {
+    const int64_t n = shape_of(x).at(axis);
+    std::vector<Value> index{g};  // getitem(g, i0, i1, ...): one index per axis
+    for (int d = 0; d < nd; ++d) {
+      index.push_back(d == axis ? Value(Slice{at, at + n, std::nullopt})
+                                : Value(Slice{std::nullopt, std::nullopt, std::nullopt}));
+    }
+    out.push_back(prim("getitem", std::move(index)));
+    at += n;
+  }
+  return Value(std::move(out));
+}
+
+// The cotangents of the arrays in stack(arrays, axis): g's slices along the
+// new axis.
+Value stack_grad(Args& a) {
+  const Value& g = a[0];
+  const List& xs = a.list(1);
+  const int nd = ndim_of(g);
+  const int axis = normalize_axis(a.integer(2), nd, a.op());
+  List out;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    out.push_back(prim("take", std::vector<CallArg>{{"", g},
+                                                    {"", Value(static_cast<int64_t>(i))},
+                                                    {"axis", Value(static_cast<int64_t>(axis))}}));
+  }
+  return Value(std::move(out));
+}
+
 // The cotangent of x in sort(x, axis): g sent back to where each sorted
 // value came from (the inverse of argsort's permutation).
 Value sort_grad(Args& a) {
@@ -449,6 +526,18 @@ const bool registered = register_primitives({
      .help = "The cotangent of x in norm(x, ord, axis, keepdims) = out: g x / out for the 2-norm "
              "and the Frobenius norm (0 where out is 0), g sign(x) for the vector 1-norm.",
      .eval = norm_grad},
+    {.name = "concatenate_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"arrays"}, opt("axis", int64_t{0})},
+     .help = "The cotangents of the arrays in concatenate(arrays, axis): g cut back into their "
+             "extents (a list).",
+     .eval = concatenate_grad},
+    {.name = "stack_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"arrays"}, opt("axis", int64_t{0})},
+     .help = "The cotangents of the arrays in stack(arrays, axis): g's slices along the new "
+             "axis (a list).",
+     .eval = stack_grad},
     {.name = "sort_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", int64_t{-1})},

@@ -586,11 +586,13 @@ const bool registered = register_primitives({
      .eval = [](Args& a) -> Value {
        return concatenate(array_list(a, 0), a.opt_integer(1), a.op());
      },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"concatenate_grad(g, arrays, axis)", ""}},
     {.name = "stack", .family = "shape", .params = {{"arrays"}, opt("axis", int64_t{0})},
      .help = "Joins a list of equally shaped arrays along a new axis, like numpy.stack.",
      .eval = stack,
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"stack_grad(g, arrays, axis)", ""}},
     {.name = "hstack", .family = "shape", .params = {{"arrays"}}, .variadic = true,
      .help = "Concatenates arrays along axis 1 (axis 0 for 1-d arrays), like numpy.hstack; "
              "takes arrays or one list.",

@@ -148,3 +148,17 @@ def per_element_repeat(w):
 def test_repeat_with_per_element_counts_says_it_has_no_rule():
     with pytest.raises(ValueError, match=r"\[repeat_grad\].*integer number of repeats"):
         tessera.grad(per_element_repeat)(np.array([1.0, 2.0, 3.0]))
+
+
+def joined(w):
+    a = np.concatenate([w, w * 2], axis=1)
+    b = np.stack((w, np.sin(w), np.ones_like(w)), axis=1)
+    return np.sum(a ** 2 * np.arange(8.0)) + np.sum(b * np.arange(3.0)[None, :, None]) \
+        + np.sum(np.concatenate([w, w], axis=None) ** 3)
+
+
+def test_concatenate_and_stack_gradients_match_finite_differences():
+    # The list of arrays is differentiated item by item (w appears in several).
+    w = np.random.default_rng(4).normal(size=(2, 4))
+    g = tessera.grad(joined)(w)
+    np.testing.assert_allclose(g, numeric_grad(joined, [w], 0), rtol=1e-5, atol=1e-7)

@@ -175,6 +175,11 @@ const std::vector<GradCase>& cases() {
       {"tile", "tile(v, 2)", {"v"}},
       {"repeat", "repeat(a, 2, axis=1)", {"a"}},
       {"repeat", "repeat(cube, 3)", {"cube"}},
+      {"concatenate", "concatenate(list(a, b * 2.0), axis=1)", {"a", "b"}},
+      {"concatenate", "concatenate(list(a, a * a))", {"a"}},  // one value in two items
+      {"concatenate", "concatenate(tuple(a, transpose(m)), axis=nil)", {"a", "m"}},
+      {"stack", "stack(list(a, b, a * b), axis=1)", {"a", "b"}},
+      {"stack", "stack(tuple(v, v * 3.0))", {"v"}},
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
       {"all_gather", "all_gather(a, axis=1)", {"a"}},
       {"gather", "gather(m)", {"m"}},
