@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace tessera::kernels {
 
@@ -79,27 +80,47 @@ OffsetLayout offsets_of(const StridedLayout& layout) {
   return l;
 }
 
-void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst,
-                          size_t elem_size, int64_t begin, int64_t end) {
+void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst, size_t elem_size,
+                          int64_t begin, int64_t end) {
   if (begin >= end) return;
   switch (elem_size) {
-    case 1: gather_typed<uint8_t>(src, layout, dst, begin, end); break;
-    case 2: gather_typed<uint16_t>(src, layout, dst, begin, end); break;
-    case 4: gather_typed<uint32_t>(src, layout, dst, begin, end); break;
-    case 8: gather_typed<uint64_t>(src, layout, dst, begin, end); break;
-    default: gather_typed<Bytes16>(src, layout, dst, begin, end); break;  // complex128
+    case 1:
+      gather_typed<uint8_t>(src, layout, dst, begin, end);
+      break;
+    case 2:
+      gather_typed<uint16_t>(src, layout, dst, begin, end);
+      break;
+    case 4:
+      gather_typed<uint32_t>(src, layout, dst, begin, end);
+      break;
+    case 8:
+      gather_typed<uint64_t>(src, layout, dst, begin, end);
+      break;
+    default:
+      gather_typed<Bytes16>(src, layout, dst, begin, end);
+      break;  // complex128
   }
 }
 
-void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layout,
-                           size_t elem_size, int64_t begin, int64_t end) {
+void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layout, size_t elem_size,
+                           int64_t begin, int64_t end) {
   if (begin >= end) return;
   switch (elem_size) {
-    case 1: scatter_typed<uint8_t>(src, dst, layout, begin, end); break;
-    case 2: scatter_typed<uint16_t>(src, dst, layout, begin, end); break;
-    case 4: scatter_typed<uint32_t>(src, dst, layout, begin, end); break;
-    case 8: scatter_typed<uint64_t>(src, dst, layout, begin, end); break;
-    default: scatter_typed<Bytes16>(src, dst, layout, begin, end); break;  // complex128
+    case 1:
+      scatter_typed<uint8_t>(src, dst, layout, begin, end);
+      break;
+    case 2:
+      scatter_typed<uint16_t>(src, dst, layout, begin, end);
+      break;
+    case 4:
+      scatter_typed<uint32_t>(src, dst, layout, begin, end);
+      break;
+    case 8:
+      scatter_typed<uint64_t>(src, dst, layout, begin, end);
+      break;
+    default:
+      scatter_typed<Bytes16>(src, dst, layout, begin, end);
+      break;  // complex128
   }
 }
 
@@ -108,14 +129,29 @@ Array gather_offsets(const Array& src, const OffsetLayout& layout, Shape shape, 
   const size_t es = dtype_size(src.dtype());
   const void* sp = src.origin_raw();
   void* dp = out.raw();
-  run(out.size(), kGatherNs, [&](int64_t b, int64_t e) {
-    gather_offsets_range(sp, layout, dp, es, b, e);
-  });
+  run(out.size(), kGatherNs,
+      [&](int64_t b, int64_t e) { gather_offsets_range(sp, layout, dp, es, b, e); });
   return out;
 }
 
 void scatter_offsets(const Array& src, Array& dst, const OffsetLayout& layout) {
-  scatter_offsets_range(src.raw(), dst.origin_raw(), layout, dtype_size(dst.dtype()), 0, layout.count());
+  scatter_offsets_range(src.raw(), dst.origin_raw(), layout, dtype_size(dst.dtype()), 0,
+                        layout.count());
+}
+
+void scatter_add_offsets(const Array& src, Array& dst, const OffsetLayout& layout) {
+  dispatch(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* s = src.data<T>();
+    T* d = dst.origin<T>();
+    walk_offsets(layout, 0, layout.count(), [&](int64_t i, int64_t off) {
+      if constexpr (std::is_same_v<T, bool>) {
+        d[off] = d[off] || s[i];
+      } else {
+        d[off] = d[off] + s[i];
+      }
+    });
+  });
 }
 
 Array take_along_axis_array(const Array& x, const Array& idx, int axis, const Shape& out_shape,

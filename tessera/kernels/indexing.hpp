@@ -30,13 +30,13 @@ OffsetLayout offsets_of(const StridedLayout& layout);
 
 // Copies selected elements [begin, end) of `src` into the contiguous `dst`
 // (dst[i] = src[offset(i)]).
-void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst,
-                          size_t elem_size, int64_t begin, int64_t end);
+void gather_offsets_range(const void* src, const OffsetLayout& layout, void* dst, size_t elem_size,
+                          int64_t begin, int64_t end);
 
 // Writes the contiguous `src` into the selected elements [begin, end) of `dst`.
 // Repeated offsets are written in order (the last write wins).
-void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layout,
-                           size_t elem_size, int64_t begin, int64_t end);
+void scatter_offsets_range(const void* src, void* dst, const OffsetLayout& layout, size_t elem_size,
+                           int64_t begin, int64_t end);
 
 // A new array of shape `shape` (whose size equals layout.count()) holding the
 // selected elements of `src`.
@@ -46,6 +46,11 @@ Array gather_offsets(const Array& src, const OffsetLayout& layout, Shape shape,
 // Writes `src` (contiguous, layout.count() elements, dtype of dst) into the
 // selected elements of `dst`. Serial, so repeated offsets resolve in order.
 void scatter_offsets(const Array& src, Array& dst, const OffsetLayout& layout);
+
+// Adds `src` (contiguous, layout.count() elements, dtype of dst) into the
+// selected elements of `dst`; repeated offsets accumulate (numpy.add.at).
+// dst must hold a compute dtype (bool, int64, float32, float64).
+void scatter_add_offsets(const Array& src, Array& dst, const OffsetLayout& layout);
 
 // np.take_along_axis: out[..., i, ...] = x[..., idx[..., i, ...], ...] along
 // `axis`, where `idx` (int64, already normalized to [0, x.dim(axis))) and x

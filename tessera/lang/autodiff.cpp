@@ -571,7 +571,8 @@ class Differentiator {
       } else if (s.kind == Step::Kind::getitem) {
         std::vector<AstPtr> args{call("zeros_like", {s.args[0].ast}, loc), g};
         for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
-        body.push_back(accumulate(s.args[0], call("index_update", std::move(args), loc), loc));
+        // index_add: repeated indices (x[[0, 0]]) add their cotangents up.
+        body.push_back(accumulate(s.args[0], call("index_add", std::move(args), loc), loc));
       } else {
         const auto& rules = parsed_rules(*s.spec);
         // A gradient bucket member (grad_bucket) always contributes, zeros

@@ -574,6 +574,32 @@ Value index_update(Args& a) {
   return setitem(inner);
 }
 
+// index_add: a copy of x with value added at x[indices...], repeated
+// indices accumulating (numpy.add.at on a copy): the cotangent of x[...].
+Value index_add(Args& a) {
+  Array x = a.array(0).copy();
+  const List& idx = a.list(2);
+  const bool tuple_index = idx.size() == 1 && idx[0].is_tuple();
+  const List& index = tuple_index ? idx[0].as_list() : idx;
+  Selection sel = select(x, index, a.op());
+  Array v = a.array(1);
+  Shape common;
+  if (!kernels::broadcast_shape_pair(v.shape(), sel.shape, common) || common != sel.shape) {
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] could not broadcast the value of shape ",
+                      shape_str(v.shape()), " into shape ", shape_str(sel.shape)));
+  }
+  Array conv = v.astype(x.dtype());
+  Array full =
+      kernels::gather_view(conv, kernels::broadcast_layout(conv, sel.shape), &parallel_for);
+  const kernels::OffsetLayout layout =
+      sel.basic
+          ? kernels::offsets_of(kernels::StridedLayout{sel.shape, sel.strides, sel.layout.base})
+          : sel.layout;
+  kernels::scatter_add_offsets(full, x, layout);
+  return x;
+}
+
 Value take(Args& a) {
   Array x = a.array(0);
   int axis = 0;
@@ -692,6 +718,14 @@ const bool registered = register_primitives({
              "selection and cast to x's dtype); x itself is unchanged.",
      .eval = index_update,
      .ns_per_element = 1.0},
+    {.name = "index_add",
+     .family = "indexing",
+     .params = {{"x"}, {"value"}, {"indices"}},
+     .variadic = true,
+     .help = "A new array equal to x with value added at x[indices...] (value broadcast to the "
+             "selection and cast to x's dtype); repeated indices accumulate, as numpy.add.at "
+             "does. The cotangent of an indexing x[...] is index_add(zeros_like(x), g, ...).",
+     .eval = index_add},
     {.name = "take",
      .family = "indexing",
      .params = {{"x"}, {"indices"}, opt("axis", Value())},

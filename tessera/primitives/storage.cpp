@@ -34,7 +34,7 @@ const Names& kSame() {
                               "pad",          "split",
                               "sort",         "unique",
                               "take",         "take_along_axis",
-                              "index_update", "copy",
+                              "index_update", "index_add", "copy",
                               "zeros_like",   "ones_like",
                               "full_like",    "empty_like",
                               "diag",         "tril",
@@ -89,7 +89,7 @@ const Names& kModular() {
       "prod",          "cumprod",     "concatenate", "dstack",      "hstack",
       "vstack",        "stack",       "tile",        "repeat",      "flip",
       "roll",          "pad",         "split",       "take",        "take_along_axis",
-      "index_update",  "copy",        "zeros_like",  "ones_like",   "full_like",
+      "index_update",  "index_add",   "copy",        "zeros_like",  "ones_like",   "full_like",
       "empty_like",    "diag",        "tril",        "triu",        "array",
       "where",         "flatten",     "permutation", "rng_choice",  "rng_permutation",
       "square",        "shape",       "ndim",        "size",        "len",
@@ -109,7 +109,7 @@ const Names& kComplex() {
       "outer",       "conj",          "conjugate",  "real",         "imag",       "angle",
       "concatenate", "stack",         "hstack",     "vstack",       "where",      "copy",
       "array",       "zeros_like",    "ones_like",  "full_like",    "empty_like", "flip",
-      "tile",        "repeat",        "take",       "index_update", "allclose",   "isclose",
+      "tile",        "repeat",        "take",       "index_update", "index_add", "allclose",   "isclose",
       "array_equal", "trace",         "sign",       "diag",         "tril",       "triu",
       "roll",        "pad",           "flatten",    "split",        "einsum",     "tensordot",
       "kron",        "count_nonzero", "nonzero",    "any",          "all"};
@@ -122,7 +122,7 @@ const Names& kLinear() {
       "sum",   "mean",  "cumsum",      "trace",      "flip",         "tile",   "repeat",
       "roll",  "pad",   "diag",        "tril",       "triu",         "take",   "take_along_axis",
       "copy",  "array", "concatenate", "stack",      "hstack",       "vstack", "dstack",
-      "where", "split", "flatten",     "zeros_like", "index_update", "average"};
+      "where", "split", "flatten",     "zeros_like", "index_update", "index_add", "average"};
   return names;
 }
 // Bilinear in their two arguments: four real products.
@@ -138,7 +138,7 @@ uint32_t data_mask(std::string_view name) {
   if (name == "full") return 0b10;    // the fill value, not the shape
   // (Function-local tables: registration runs during static initialisation.)
   static const Names first_only = {
-      "take", "take_along_axis", "index_update", "tile", "repeat", "roll", "pad", "split", "sort",
+      "take", "take_along_axis", "index_update", "index_add", "tile", "repeat", "roll", "pad", "split", "sort",
       "unique", "permutation", "rng_choice", "rng_permutation", "diag", "tril", "triu", "flip",
       "cumsum", "cumprod", "nancumsum", "sum", "prod", "nansum", "nanprod", "mean", "average",
       "std", "var", "nanmean", "nanstd", "nanvar", "median", "nanmedian", "percentile",
@@ -572,7 +572,7 @@ Value add_values(const Value& a, const Value& b, double sign, const char* op) {
 }  // namespace
 
 Value run_complex(const PrimitiveSpec& spec, Args& args) {
-  const uint32_t mask = spec.name == "index_update" ? 0b101u : spec.data_params;
+  const uint32_t mask = spec.name == "index_update" || spec.name == "index_add" ? 0b101u : spec.data_params;
   auto parts = [&](int part, bool conj_first) {
     std::vector<Value> values;
     for (size_t i = 0; i < args.size(); ++i) {

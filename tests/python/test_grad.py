@@ -162,3 +162,27 @@ def test_concatenate_and_stack_gradients_match_finite_differences():
     w = np.random.default_rng(4).normal(size=(2, 4))
     g = tessera.grad(joined)(w)
     np.testing.assert_allclose(g, numeric_grad(joined, [w], 0), rtol=1e-5, atol=1e-7)
+
+
+def repeated_rows(x):
+    idx = np.array([0, 2, 0, 0])
+    return np.sum(x[idx] ** 2 * np.arange(1.0, 5.0)[:, None]) + np.sum(x[1:, ::2] * 3.0)
+
+
+def test_repeated_indices_add_their_cotangents():
+    # x[[0, 2, 0, 0]]: row 0 is read three times, so its gradient is the sum
+    # of three contributions (a "last write wins" scatter would keep one).
+    x = np.random.default_rng(2).normal(size=(3, 4))
+    g = tessera.grad(repeated_rows)(x)
+    np.testing.assert_allclose(g, numeric_grad(repeated_rows, [x], 0), rtol=1e-5, atol=1e-7)
+
+
+def test_index_add_is_numpy_add_at():
+    x = np.arange(12.0).reshape(3, 4)
+    v = np.arange(8.0).reshape(4, 2)
+    expected = x.copy()
+    np.add.at(expected, (np.array([0, 2, 0, 0]), slice(1, 3)), v)
+    got = tessera._core.call_primitive("index_add", [x, v, np.array([0, 2, 0, 0]),
+                                                      slice(1, 3)])
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(x, np.arange(12.0).reshape(3, 4))  # x unchanged
