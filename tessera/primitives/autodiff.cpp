@@ -395,6 +395,67 @@ Value stack_grad(Args& a) {
   return Value(std::move(out));
 }
 
+// The cotangent of x in take(x, indices, axis): g added at the taken
+// positions (repeated indices accumulate).
+Value take_grad(Args& a) {
+  const Value &g = a[0], &x = a[1], &indices = a[2];
+  const Shape xs = shape_of(x);
+  if (a.is_nil(3)) {
+    int64_t size = 1;
+    for (int64_t e : xs) size *= e;
+    Value zeros = prim("zeros", std::vector<Value>{Value(size)});
+    Value r = prim("index_add", std::vector<Value>{zeros, g, indices});
+    return prim("reshape", std::vector<Value>{r, shape_list(xs)});
+  }
+  const int axis = normalize_axis(a.integer(3), static_cast<int>(xs.size()), a.op());
+  std::vector<Value> args{prim("zeros_like", std::vector<Value>{x}), g};
+  for (int d = 0; d < axis; ++d) args.emplace_back(Slice{});
+  args.push_back(indices);
+  return prim("index_add", std::move(args));
+}
+
+// The cotangent of x in pad(x, pad_width) with mode "constant": the part of
+// g where x was placed.
+Value pad_grad(Args& a) {
+  const Value &g = a[0], &x = a[1], &pw = a[2];
+  if (!a[3].is_string() || a[3].as_string() != "constant") {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] pad has a gradient rule for mode 'constant'; got mode ", a[3].str()));
+  }
+  const Shape xs = shape_of(x);
+  const size_t nd = xs.size();
+  // pad_width as pad itself reads it: n, [b, a], [[b, a]] or one pair per axis.
+  std::vector<int64_t> before(nd, 0);
+  if (pw.is_int()) {
+    before.assign(nd, pw.as_int());
+  } else if (pw.is_list() && !pw.as_list().empty() && pw.as_list()[0].is_list()) {
+    const List& pairs = pw.as_list();
+    for (size_t d = 0; d < nd; ++d) {
+      const Value& p = pairs[pairs.size() == 1 ? 0 : d];
+      before[d] = p.as_list().at(0).as_int();
+    }
+  } else {
+    before.assign(nd, a.int_list(2).at(0));
+  }
+  std::vector<Value> index{g};
+  for (size_t d = 0; d < nd; ++d)
+    index.emplace_back(Slice{before[d], before[d] + xs[d], std::nullopt});
+  return prim("getitem", std::move(index));
+}
+
+// The cotangent of x in roll(x, shift, axis): g rolled back.
+Value roll_grad(Args& a) {
+  Value back;
+  if (a[2].is_int()) {
+    back = Value(-a[2].as_int());
+  } else {
+    List l;
+    for (int64_t v : a.int_list(2)) l.emplace_back(-v);
+    back = Value(std::move(l));
+  }
+  return prim("roll", std::vector<CallArg>{{"", a[0]}, {"", back}, {"axis", a[3]}});
+}
+
 // The cotangent of x in sort(x, axis): g sent back to where each sorted
 // value came from (the inverse of argsort's permutation).
 Value sort_grad(Args& a) {
@@ -538,6 +599,22 @@ const bool registered = register_primitives({
      .help = "The cotangents of the arrays in stack(arrays, axis): g's slices along the new "
              "axis (a list).",
      .eval = stack_grad},
+    {.name = "take_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"indices"}, opt("axis", Value())},
+     .help = "The cotangent of x in take(x, indices, axis): g added at the taken positions.",
+     .eval = take_grad},
+    {.name = "pad_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"pad_width"}, opt("mode", "constant")},
+     .help = "The cotangent of x in pad(x, pad_width, mode='constant'): the part of g where x "
+             "was placed.",
+     .eval = pad_grad},
+    {.name = "roll_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"shift"}, opt("axis", Value())},
+     .help = "The cotangent of x in roll(x, shift, axis): g rolled back by -shift.",
+     .eval = roll_grad},
     {.name = "sort_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", int64_t{-1})},

@@ -732,7 +732,8 @@ const bool registered = register_primitives({
      .help = "Elements of x at integer indices along axis (the flattened array when nil), like "
              "numpy.take.",
      .eval = take,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"take_grad(g, x, indices, axis)", "", ""}},
     {.name = "take_along_axis",
      .family = "indexing",
      .params = {{"x"}, {"indices"}, {"axis"}},

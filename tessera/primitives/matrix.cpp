@@ -836,7 +836,8 @@ const bool registered = register_primitives({
      .help = "Dot product of the flattened arrays (numpy.vdot); both must have the same size. "
              "Returns a 0-d array.",
      .eval = [](Args& a) -> Value { return vdot(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); },
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"reshape(g * ravel(y), shape(x))", "reshape(g * ravel(x), shape(y))"}},
     {.name = "inner",
      .family = "matrix",
      .params = {{"x"}, {"y"}},

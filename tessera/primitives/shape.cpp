@@ -624,7 +624,8 @@ const bool registered = register_primitives({
      .help = "x with elements shifted cyclically along axes (the flattened array when nil), "
              "like numpy.roll.",
      .eval = roll,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"roll_grad(g, x, shift, axis)", "", ""}},
     {.name = "tile", .family = "shape", .params = {{"x"}, {"reps"}},
      .help = "x repeated reps times along each axis, like numpy.tile.",
      .eval = tile,
@@ -642,7 +643,8 @@ const bool registered = register_primitives({
      .help = "x padded by pad_width (an int, a [before, after] pair, or one pair per axis), "
              "like numpy.pad; modes 'constant', 'edge' and 'reflect'.",
      .eval = pad,
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"pad_grad(g, x, pad_width, mode)", "", "", ""}},
     {.name = "broadcast_to", .family = "shape", .params = {{"x"}, {"shape"}},
      .help = "x broadcast to a shape, like numpy.broadcast_to: a read-only view (stride 0 "
              "along stretched axes).",

@@ -186,3 +186,25 @@ def test_index_add_is_numpy_add_at():
                                                       slice(1, 3)])
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(x, np.arange(12.0).reshape(3, 4))  # x unchanged
+
+
+def moved(w):
+    t = np.take(w, [3, 0, 3], axis=1)
+    p = np.pad(w, ((1, 0), (2, 1)))
+    r = np.roll(w, 1, axis=0)
+    return np.sum(t ** 2) + np.sum(p * np.arange(7.0)) + np.sum(r * w) + np.vdot(w, w[::-1])
+
+
+def test_take_pad_roll_vdot_gradients_match_finite_differences():
+    w = np.random.default_rng(6).normal(size=(3, 4))
+    g = tessera.grad(moved)(w)
+    np.testing.assert_allclose(g, numeric_grad(moved, [w], 0), rtol=1e-5, atol=1e-7)
+
+
+def reflected(w):
+    return np.sum(np.pad(w, 1, mode="reflect"))
+
+
+def test_pad_modes_without_a_rule_say_which():
+    with pytest.raises(ValueError, match=r"\[pad_grad\].*mode 'constant'.*reflect"):
+        tessera.grad(reflected)(np.ones((3, 3)))
