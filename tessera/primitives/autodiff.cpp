@@ -395,6 +395,69 @@ Value stack_grad(Args& a) {
   return Value(std::move(out));
 }
 
+// The cotangent of x in cumprod(x, axis): for a lane with its first zero at
+// z, d out[j] / d x[i] is out[j] / x[i] for i < z (no zero divides), the
+// product of the others for i = z, and 0 past z (every product holds x[z]).
+Value cumprod_grad(Args& a) {
+  const Value& x = a[1];
+  const Shape xs = shape_of(x);
+  const bool flat = a.is_nil(2);
+  const Array x64 = a.array(1).astype(DType::float64);
+  const Array xa = flat ? x64.contiguous().reshaped({x64.size()}) : x64;
+  Array ga = a.array(0).astype(DType::float64).reshaped(xa.shape());
+  const int nd = xa.ndim();
+  const int axis = flat ? 0 : normalize_axis(a.integer(2), nd, a.op());
+  // Lanes along `axis` as rows of (outer, n, inner).
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= xa.dim(d);
+  for (int d = axis + 1; d < nd; ++d) inner *= xa.dim(d);
+  const int64_t n = nd ? xa.dim(axis) : 1;
+  const Array xc = xa.contiguous(), gc = ga.contiguous();
+  const double* px = xc.data<double>();
+  const double* pg = gc.data<double>();
+  Array out(DType::float64, xa.shape());
+  double* po = out.data<double>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&](int64_t i) { return (o * n + i) * inner + in; };
+      int64_t z = n;
+      for (int64_t i = 0; i < n; ++i) {
+        if (px[at(i)] == 0.0) {
+          z = i;
+          break;
+        }
+      }
+      // sum_{j >= i, j < z} g[j] out[j], from the back; out[j] = prefix products.
+      std::vector<double> prefix(n);
+      double p = 1.0;
+      for (int64_t i = 0; i < n; ++i) {
+        p *= px[at(i)];
+        prefix[i] = p;
+      }
+      double tail = 0.0;
+      for (int64_t i = std::min(z, n) - 1; i >= 0; --i) {
+        tail += pg[at(i)] * prefix[i];
+        po[at(i)] = tail / px[at(i)];
+      }
+      if (z < n) {
+        // i = z: sum_{j >= z} g[j] * (product before z) * (product of z+1..j).
+        const double before = z > 0 ? prefix[z - 1] : 1.0;
+        double run = 1.0, acc = pg[at(z)];
+        for (int64_t j = z + 1; j < n; ++j) {
+          run *= px[at(j)];
+          acc += pg[at(j)] * run;
+        }
+        po[at(z)] = before * acc;
+        for (int64_t i = z + 1; i < n; ++i) po[at(i)] = 0.0;
+      }
+    }
+  }
+  Value r = Value(out.reshaped(xs));
+  const DType dt = a.array(1).dtype();
+  if (is_floating(dt) && dt != DType::float64) r = r.as_array().astype(dt);
+  return r;
+}
+
 // The cotangent of x in take(x, indices, axis): g added at the taken
 // positions (repeated indices accumulate).
 Value take_grad(Args& a) {
@@ -599,6 +662,11 @@ const bool registered = register_primitives({
      .help = "The cotangents of the arrays in stack(arrays, axis): g's slices along the new "
              "axis (a list).",
      .eval = stack_grad},
+    {.name = "cumprod_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, opt("axis", Value())},
+     .help = "The cotangent of x in cumprod(x, axis), exact with zeros in x.",
+     .eval = cumprod_grad},
     {.name = "take_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"indices"}, opt("axis", Value())},

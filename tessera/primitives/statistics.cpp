@@ -406,7 +406,8 @@ const bool registered = register_primitives({
      .help = "Cumulative product along an axis (nil = the flattened array), like "
              "numpy.cumprod.",
      .eval = [](Args& a) -> Value { return eval_scan(a, true); },
-     .ns_per_element = 1.0},
+     .ns_per_element = 1.0,
+     .grads = {"cumprod_grad(g, x, axis)", "", ""}},
     {.name = "average",
      .family = "statistics",
      .params = {{"x"}, opt("axis", Value()), opt("weights", Value()), opt("keepdims", false)},

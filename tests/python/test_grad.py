@@ -208,3 +208,14 @@ def reflected(w):
 def test_pad_modes_without_a_rule_say_which():
     with pytest.raises(ValueError, match=r"\[pad_grad\].*mode 'constant'.*reflect"):
         tessera.grad(reflected)(np.ones((3, 3)))
+
+
+def running_product(w):
+    return np.sum(np.cumprod(w, axis=1) * np.arange(1.0, 5.0)) + np.sum(np.cumprod(w[0]))
+
+
+def test_cumprod_gradient_matches_finite_differences_with_a_zero():
+    w = np.random.default_rng(8).normal(size=(3, 4))
+    w[1, 1] = 0.0  # the product is linear in each element: differences are exact
+    g = tessera.grad(running_product)(w)
+    np.testing.assert_allclose(g, numeric_grad(running_product, [w], 0), rtol=1e-5, atol=1e-7)

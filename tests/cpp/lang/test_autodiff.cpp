@@ -188,6 +188,10 @@ const std::vector<GradCase>& cases() {
       {"roll", "roll(cube, [1, -1], axis=[0, 2])", {"cube"}},
       {"roll", "roll(a, 4)", {"a"}},
       {"vdot", "vdot(a, transpose(m)) * a", {"a", "m"}},
+      {"cumprod", "cumprod(a, axis=1)", {"a"}},
+      {"cumprod", "cumprod(zeroed, axis=1)", {"zeroed"}},  // a zero: exact
+      {"cumprod", "cumprod(cube)", {"cube"}},
+      {"cumprod", "cumprod(cube, axis=0)", {"cube"}},
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
       {"all_gather", "all_gather(a, axis=1)", {"a"}},
       {"gather", "gather(m)", {"m"}},
