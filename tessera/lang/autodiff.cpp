@@ -467,6 +467,7 @@ class Differentiator {
     auto emitted = std::make_shared<Ast>(*a);
     std::vector<Operand> per_param(spec.params.size());
     std::vector<AstPtr> variadic_items;
+    std::vector<Operand> variadic_ops;
     bool any_active = false, variadic_active = false;
     for (size_t i = 0; i < a->args.size(); ++i) {
       Operand op = transform(a->args[i].value, ctx, out, steps);
@@ -475,6 +476,7 @@ class Differentiator {
                       a->args[i].name.empty();
       if (variadic) {
         variadic_items.push_back(op.ast);
+        variadic_ops.push_back(op);
         variadic_active = variadic_active || is_active(op);
       } else {
         per_param[slots[i]] = op;
@@ -513,9 +515,21 @@ class Differentiator {
                          "differentiated parameter");
       }
       if (variadic_active) {
-        fail(a->loc, "cannot differentiate '" + spec.name +
-                         "' with respect to its variadic "
-                         "arguments");
+        // The variadic arguments as one list value (einsum's operands): the
+        // rule gives a list of cotangents, which a list step hands to each.
+        const size_t k = spec.params.size() - 1;
+        if (spec.grads[k].empty()) {
+          fail(a->loc,
+               "cannot differentiate '" + spec.name + "' with respect to its variadic arguments");
+        }
+        Operand lst = bind(call("list", variadic_items, a->loc), true, out, "v");
+        Step ls;
+        ls.kind = Step::Kind::list;
+        ls.loc = a->loc;
+        ls.args = variadic_ops;
+        ls.out = lst.id;
+        steps.push_back(std::move(ls));
+        per_param[k] = lst;
       }
       for (size_t k = 0; k < spec.params.size(); ++k) {
         if (is_active(per_param[k]) && !spec.grads[k].empty()) active = true;

@@ -2,6 +2,8 @@
 // (seeding, accumulating and un-broadcasting cotangents) and the backward
 // parts of reductions and matrix products. See tessera/lang/autodiff.hpp.
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/linalg.hpp"
@@ -367,7 +369,11 @@ Value concatenate_grad(Args& a) {
   const int axis = normalize_axis(a.integer(2), nd, a.op());
   int64_t at = 0;
   for (const Value& x : xs) {
-    const int64_t n = shape_of(x).at(axis);
+    const Shape xs = shape_of(x);
+    if (static_cast<int>(xs.size()) != nd) {
+      a.value_error(1, "must hold arrays of the cotangent's rank " + std::to_string(nd));
+    }
+    const int64_t n = xs[axis];
     std::vector<Value> index{g};  // getitem(g, i0, i1, ...): one index per axis
     for (int d = 0; d < nd; ++d) {
       index.push_back(d == axis ? Value(Slice{at, at + n, std::nullopt})
@@ -393,6 +399,103 @@ Value stack_grad(Args& a) {
                                                     {"axis", Value(static_cast<int64_t>(axis))}}));
   }
   return Value(std::move(out));
+}
+
+// The cotangents of the operands of einsum(subscripts, operands...) (a
+// list): for operand i with labels s_i and output labels s_out,
+// einsum("s_out,<the others>->s_i", g, others...), broadcast over the labels
+// only operand i has (summed away in the product). Explicit or implicit
+// output; an operand with a repeated label (a diagonal) or '...' raises.
+Value einsum_grad(Args& a) {
+  const Value& g = a[0];
+  std::string subs = a.string(1);
+  const List& ops = a.list(2);
+  subs.erase(std::remove(subs.begin(), subs.end(), ' '), subs.end());
+  if (subs.find("...") != std::string::npos) {
+    throw std::invalid_argument(error_message("[", a.op(),
+                                              "] einsum with '...' has no gradient "
+                                              "rule; got '",
+                                              subs, "'"));
+  }
+  std::string lhs = subs, out;
+  const size_t arrow = subs.find("->");
+  if (arrow != std::string::npos) {
+    lhs = subs.substr(0, arrow);
+    out = subs.substr(arrow + 2);
+  }
+  std::vector<std::string> in;
+  for (size_t st = 0;;) {
+    const size_t comma = lhs.find(',', st);
+    in.push_back(lhs.substr(st, comma == std::string::npos ? std::string::npos : comma - st));
+    if (comma == std::string::npos) break;
+    st = comma + 1;
+  }
+  if (arrow == std::string::npos) {
+    // Implicit output: the labels used once, sorted.
+    std::map<char, int> count;
+    for (const auto& s : in) {
+      for (char c : s) ++count[c];
+    }
+    for (auto [c, n] : count) {
+      if (n == 1) out.push_back(c);
+    }
+  }
+  if (in.size() != ops.size()) {
+    throw std::invalid_argument(error_message("[", a.op(), "] ", in.size(), " operand labels in '",
+                                              subs, "' for ", ops.size(), " operands"));
+  }
+  List grads;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string& si = in[i];
+    for (size_t p = 0; p < si.size(); ++p) {
+      if (si.find(si[p], p + 1) != std::string::npos) {
+        throw std::invalid_argument(error_message(
+            "[", a.op(), "] einsum with a repeated label in an operand (a diagonal or trace, '", si,
+            "') has no gradient rule"));
+      }
+    }
+    std::string others, target;
+    std::vector<Value> args;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (k == i) continue;
+      others += "," + in[k];
+      args.push_back(ops[k]);
+    }
+    // Labels of operand i that appear nowhere else: g does not depend on
+    // them, so its cotangent is the same along them (a broadcast).
+    std::vector<bool> lonely(si.size());
+    for (size_t p = 0; p < si.size(); ++p) {
+      const char c = si[p];
+      bool elsewhere = out.find(c) != std::string::npos;
+      for (size_t k = 0; k < in.size() && !elsewhere; ++k) {
+        elsewhere = k != i && in[k].find(c) != std::string::npos;
+      }
+      lonely[p] = !elsewhere;
+      if (!lonely[p]) target.push_back(c);
+    }
+    Value r;
+    if (out.empty()) {
+      // A full contraction: g is one number, times the others' product.
+      if (args.empty()) {
+        r = Value(1.0);
+      } else {
+        std::vector<Value> v{Value(others.substr(1) + "->" + target)};
+        v.insert(v.end(), args.begin(), args.end());
+        r = prim("einsum", std::move(v));
+      }
+      r = prim("multiply", std::vector<Value>{r, g});
+    } else {
+      std::vector<Value> v{Value(out + others + "->" + target), g};
+      v.insert(v.end(), args.begin(), args.end());
+      r = prim("einsum", std::move(v));
+    }
+    const Shape xs = shape_of(ops[i]);
+    List with_ones;
+    for (size_t p = 0; p < si.size(); ++p) with_ones.emplace_back(lonely[p] ? int64_t{1} : xs[p]);
+    r = prim("reshape", std::vector<Value>{r, Value(std::move(with_ones))});
+    grads.push_back(prim("broadcast_to", std::vector<Value>{r, shape_list(xs)}));
+  }
+  return Value(std::move(grads));
 }
 
 // The cotangent of x in cumprod(x, axis): for a lane with its first zero at
@@ -489,16 +592,20 @@ Value pad_grad(Args& a) {
   const size_t nd = xs.size();
   // pad_width as pad itself reads it: n, [b, a], [[b, a]] or one pair per axis.
   std::vector<int64_t> before(nd, 0);
-  if (pw.is_int()) {
-    before.assign(nd, pw.as_int());
-  } else if (pw.is_list() && !pw.as_list().empty() && pw.as_list()[0].is_list()) {
+  auto first = [&](const Value& p) {
+    Args sub(a.spec(), {a[0], p});
+    std::vector<int64_t> v = sub.int_list(1);
+    if (v.empty()) a.value_error(2, "must be an int, a pair or one pair per axis, got " + pw.str());
+    return v[0];
+  };
+  if (pw.is_list() && !pw.as_list().empty() && pw.as_list()[0].is_list()) {
     const List& pairs = pw.as_list();
-    for (size_t d = 0; d < nd; ++d) {
-      const Value& p = pairs[pairs.size() == 1 ? 0 : d];
-      before[d] = p.as_list().at(0).as_int();
+    if (pairs.size() != 1 && pairs.size() != nd) {
+      a.value_error(2, "must be one pair per axis, got " + pw.str());
     }
+    for (size_t d = 0; d < nd; ++d) before[d] = first(pairs[pairs.size() == 1 ? 0 : d]);
   } else {
-    before.assign(nd, a.int_list(2).at(0));
+    before.assign(nd, first(pw));
   }
   std::vector<Value> index{g};
   for (size_t d = 0; d < nd; ++d)
@@ -662,6 +769,11 @@ const bool registered = register_primitives({
      .help = "The cotangents of the arrays in stack(arrays, axis): g's slices along the new "
              "axis (a list).",
      .eval = stack_grad},
+    {.name = "einsum_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"subscripts"}, {"operands"}},
+     .help = "The cotangents of the operands of einsum(subscripts, operands...), as a list.",
+     .eval = einsum_grad},
     {.name = "cumprod_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", Value())},

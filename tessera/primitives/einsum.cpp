@@ -456,7 +456,8 @@ const bool registered = register_primitives({
              "dtypes follow matmul and sum, and all-bool operands give a bool result (and "
              "and or), as in NumPy.",
      .eval = einsum,
-     .ns_per_element = 2.0},
+     .ns_per_element = 2.0,
+     .grads = {"", "einsum_grad(g, subscripts, operands)"}},
     {.name = "cross",
      .family = "matrix",
      .params = {{"a"}, {"b"}, opt("axisa", int64_t{-1}), opt("axisb", int64_t{-1}),

@@ -219,3 +219,25 @@ def test_cumprod_gradient_matches_finite_differences_with_a_zero():
     w[1, 1] = 0.0  # the product is linear in each element: differences are exact
     g = tessera.grad(running_product)(w)
     np.testing.assert_allclose(g, numeric_grad(running_product, [w], 0), rtol=1e-5, atol=1e-7)
+
+
+def attention_scores(q, k):
+    s = np.einsum("id,jd->ij", q, k) / np.sqrt(q.shape[1])
+    return np.sum(np.exp(s) * np.einsum("ij->i", q)[:, None])
+
+
+def test_einsum_gradients_match_finite_differences():
+    rng = np.random.default_rng(12)
+    args = [rng.normal(size=(3, 4)), rng.normal(size=(5, 4))]
+    grads = tessera.grad(attention_scores, argnums=(0, 1))(*args)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numeric_grad(attention_scores, args, i), rtol=1e-5, atol=1e-7)
+
+
+def trace_of(a):
+    return np.einsum("ii", a)
+
+
+def test_einsum_with_a_diagonal_says_it_has_no_rule():
+    with pytest.raises(ValueError, match=r"\[einsum_grad\].*repeated label.*'ii'"):
+        tessera.grad(trace_of)(np.ones((3, 3)))

@@ -192,6 +192,10 @@ const std::vector<GradCase>& cases() {
       {"cumprod", "cumprod(zeroed, axis=1)", {"zeroed"}},  // a zero: exact
       {"cumprod", "cumprod(cube)", {"cube"}},
       {"cumprod", "cumprod(cube, axis=0)", {"cube"}},
+      {"einsum", "einsum(\"ij,jk->ik\", a, m)", {"a", "m"}},
+      {"einsum", "einsum(\"ij,jk\", a, m)", {"a", "m"}},  // implicit output
+      {"einsum", "einsum(\"ijk,j->ik\", cube, v) + einsum(\"ij->i\", a)[0]", {"cube", "v", "a"}},
+      {"einsum", "einsum(\"ij,ij->\", a, b)", {"a", "b"}},  // a full contraction
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
       {"all_gather", "all_gather(a, axis=1)", {"a"}},
       {"gather", "gather(m)", {"m"}},
