@@ -385,6 +385,46 @@ Value concatenate_grad(Args& a) {
   return Value(std::move(out));
 }
 
+// The cotangents of the arrays of hstack/vstack/dstack (arrays made at least
+// `min_dims`-d as NumPy makes them, then concatenated along `axis`; hstack
+// of 1-d arrays along 0): g's part for each, in the arrays' own shapes, as a
+// list nested like the arguments (hstack(a, b) or hstack([a, b])).
+Value stacked_grad(Args& a) {
+  const Value& g = a[0];
+  const List& given = a.list(1);
+  const bool nested = given.size() == 1 && given[0].is_list();
+  const List& items = nested ? given[0].as_list() : given;
+  const int64_t min_dims = a.integer(2);
+  int64_t axis = a.integer(3);
+  auto promoted = [&](const Shape& s) {
+    const int64_t r = static_cast<int64_t>(s.size());
+    if (r >= min_dims) return s;
+    if (min_dims == 1) return Shape{1};
+    if (min_dims == 2) return r == 0 ? Shape{1, 1} : Shape{1, s[0]};
+    return r == 0 ? Shape{1, 1, 1} : r == 1 ? Shape{1, s[0], 1} : Shape{s[0], s[1], 1};
+  };
+  if (min_dims == 1 && !items.empty() && promoted(shape_of(items[0])).size() == 1) axis = 0;
+  const int nd = ndim_of(g);
+  List out;
+  int64_t at = 0;
+  for (const Value& x : items) {
+    const Shape ps = promoted(shape_of(x));
+    if (static_cast<int>(ps.size()) != nd || axis >= nd) {
+      a.value_error(1, "must hold arrays that stack to the cotangent's rank " + std::to_string(nd));
+    }
+    std::vector<Value> index{g};
+    for (int d = 0; d < nd; ++d) {
+      index.push_back(d == axis ? Value(Slice{at, at + ps[d], std::nullopt})
+                                : Value(Slice{std::nullopt, std::nullopt, std::nullopt}));
+    }
+    at += ps[axis];
+    out.push_back(prim(
+        "reshape", std::vector<Value>{prim("getitem", std::move(index)), shape_list(shape_of(x))}));
+  }
+  if (nested) return Value(List{Value(std::move(out))});
+  return Value(std::move(out));
+}
+
 // The cotangents of the arrays in stack(arrays, axis): g's slices along the
 // new axis.
 Value stack_grad(Args& a) {
@@ -763,6 +803,12 @@ const bool registered = register_primitives({
      .help = "The cotangents of the arrays in concatenate(arrays, axis): g cut back into their "
              "extents (a list).",
      .eval = concatenate_grad},
+    {.name = "stacked_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"arrays"}, {"min_dims"}, {"axis"}},
+     .help = "The cotangents of the arrays of hstack (min_dims 1, axis 1), vstack (2, 0) and "
+             "dstack (3, 2): g's part for each, as a list nested like the arguments.",
+     .eval = stacked_grad},
     {.name = "stack_grad",
      .family = "autodiff",
      .params = {{"g"}, {"arrays"}, opt("axis", int64_t{0})},

@@ -597,17 +597,20 @@ const bool registered = register_primitives({
      .help = "Concatenates arrays along axis 1 (axis 0 for 1-d arrays), like numpy.hstack; "
              "takes arrays or one list.",
      .eval = [](Args& a) -> Value { return stack_with(a, 1, 1); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"stacked_grad(g, arrays, 1, 1)"}},
     {.name = "vstack", .family = "shape", .params = {{"arrays"}}, .variadic = true,
      .help = "Concatenates arrays along axis 0 after making them at least 2-d, like "
              "numpy.vstack; takes arrays or one list.",
      .eval = [](Args& a) -> Value { return stack_with(a, 2, 0); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"stacked_grad(g, arrays, 2, 0)"}},
     {.name = "dstack", .family = "shape", .params = {{"arrays"}}, .variadic = true,
      .help = "Concatenates arrays along axis 2 after making them at least 3-d, like "
              "numpy.dstack; takes arrays or one list.",
      .eval = [](Args& a) -> Value { return stack_with(a, 3, 2); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"stacked_grad(g, arrays, 3, 2)"}},
     {.name = "split", .family = "shape",
      .params = {{"x"}, {"indices_or_sections"}, opt("axis", int64_t{0})},
      .help = "A list of sub-arrays: an int splits into equal sections (an error if it does not "

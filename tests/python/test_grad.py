@@ -241,3 +241,17 @@ def trace_of(a):
 def test_einsum_with_a_diagonal_says_it_has_no_rule():
     with pytest.raises(ValueError, match=r"\[einsum_grad\].*repeated label.*'ii'"):
         tessera.grad(trace_of)(np.ones((3, 3)))
+
+
+def stacked(w, v):
+    h = np.hstack([w, w * 2])
+    s = np.vstack((w, v, v * v))
+    return np.sum(h ** 2 * np.arange(8.0)) + np.sum(s * 1.5) + np.sum(np.dstack([w, w]) ** 3)
+
+
+def test_hstack_vstack_dstack_gradients_match_finite_differences():
+    rng = np.random.default_rng(13)
+    args = [rng.normal(size=(2, 4)), rng.normal(size=4)]
+    grads = tessera.grad(stacked, argnums=(0, 1))(*args)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, numeric_grad(stacked, args, i), rtol=1e-5, atol=1e-7)

@@ -196,6 +196,10 @@ const std::vector<GradCase>& cases() {
       {"einsum", "einsum(\"ij,jk\", a, m)", {"a", "m"}},  // implicit output
       {"einsum", "einsum(\"ijk,j->ik\", cube, v) + einsum(\"ij->i\", a)[0]", {"cube", "v", "a"}},
       {"einsum", "einsum(\"ij,ij->\", a, b)", {"a", "b"}},  // a full contraction
+      {"hstack", "hstack(a, b * 2.0)", {"a", "b"}},
+      {"hstack", "hstack(list(v, v * v))", {"v"}},  // 1-d: along axis 0
+      {"vstack", "vstack(list(a, row, b))", {"a", "row", "b"}},
+      {"dstack", "dstack(a, b)", {"a", "b"}},
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
       {"all_gather", "all_gather(a, axis=1)", {"a"}},
       {"gather", "gather(m)", {"m"}},
