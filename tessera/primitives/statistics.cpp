@@ -250,6 +250,14 @@ std::vector<Param> var_params() {
       {"x"}, opt("axis", Value()), opt("ddof", 0), opt("keepdims", false), opt("dtype", Value())};
 }
 
+// The cotangent of max/min: shared equally by the elements that tie for the
+// extreme (as PyTorch's amax/amin share it), so the cotangents of a lane add
+// up to g; a single extreme takes all of g.
+constexpr const char* kExtremeGrad =
+    "reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims)) / "
+    "reduce_grad(sum(x == reduce_grad(out, x, axis, keepdims), axis=axis, keepdims=keepdims), "
+    "x, axis, keepdims)";
+
 PrimitiveSpec extreme_spec(const char* name, bool is_max, const char* numpy) {
   ReduceKind kind = is_max ? ReduceKind::max : ReduceKind::min;
   return {.name = name,
@@ -318,18 +326,10 @@ const bool registered = register_primitives({
      .grads = {"reduce_grad(g / out, x, axis, keepdims) * (x - mean(x, axis=axis, keepdims=true)) "
                "/ (size(x) / size(out) - ddof)",
                "", "", "", ""}},
-    with_grads(
-        extreme_spec("min", false, "numpy.min"),
-        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
-    with_grads(
-        extreme_spec("amin", false, "numpy.amin"),
-        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
-    with_grads(
-        extreme_spec("max", true, "numpy.max"),
-        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
-    with_grads(
-        extreme_spec("amax", true, "numpy.amax"),
-        {"reduce_grad(g, x, axis, keepdims) * (x == reduce_grad(out, x, axis, keepdims))", "", ""}),
+    with_grads(extreme_spec("min", false, "numpy.min"), {kExtremeGrad, "", ""}),
+    with_grads(extreme_spec("amin", false, "numpy.amin"), {kExtremeGrad, "", ""}),
+    with_grads(extreme_spec("max", true, "numpy.max"), {kExtremeGrad, "", ""}),
+    with_grads(extreme_spec("amax", true, "numpy.amax"), {kExtremeGrad, "", ""}),
     {.name = "ptp",
      .family = "statistics",
      .params = axis_keepdims(),

@@ -255,3 +255,21 @@ def test_hstack_vstack_dstack_gradients_match_finite_differences():
     grads = tessera.grad(stacked, argnums=(0, 1))(*args)
     for i, g in enumerate(grads):
         np.testing.assert_allclose(g, numeric_grad(stacked, args, i), rtol=1e-5, atol=1e-7)
+
+
+def top(x):
+    return np.max(x) + np.sum(np.min(x, axis=1) * np.array([1.0, 10.0]))
+
+
+def test_ties_share_the_cotangent_of_max_and_min():
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 5.0]])
+    g = tessera.grad(top)(x)
+    # The max 5.0 is alone: all of its cotangent; the second row's min 2.0
+    # ties twice: 10 / 2 each.
+    np.testing.assert_allclose(g, [[1.0, 0.0, 0.0], [5.0, 5.0, 1.0]])
+    y = np.array([4.0, 4.0, 4.0, 1.0])
+    np.testing.assert_allclose(tessera.grad(lambda_free_max)(y), [1 / 3, 1 / 3, 1 / 3, 0.0])
+
+
+def lambda_free_max(y):
+    return np.amax(y)
