@@ -166,3 +166,41 @@ def test_nan_loss_stops_with_the_step(har):
     with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 1, step 2"):
         model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0)
     model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0, nan_policy="continue")
+
+
+def test_input_shape_on_the_first_layer_as_keras_allows():
+    model = nn.Sequential([nn.Conv1D(8, 3, input_shape=(16, 9), activation="relu"),
+                           nn.Flatten(), nn.Dense(6, activation="softmax")])
+    assert model.input_shape == (16, 9) and model.output_shape == (6,)
+    assert model.count_params() == (3 * 9 * 8 + 8) + (14 * 8 * 6 + 6)
+    built_later = nn.Sequential()
+    built_later.add(nn.Dense(4, activation="tanh", input_shape=(3,)))
+    built_later.add(nn.Dense(2))
+    built_later.compile("sgd", "mse")
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    assert built_later.predict(x).shape == (5, 2)
+    with pytest.raises(ValueError, match=r"\[Dense\] input_shape must be .*positive ints.*\(0, 3\)"):
+        nn.Dense(4, input_shape=(0, 3))
+    with pytest.raises(TypeError, match=r"\[Dropout\] input_shape must be a tuple of ints"):
+        nn.Dropout(0.5, input_shape=3)
+
+
+def test_get_and_set_weights_round_trip_and_check_what_they_get():
+    model = nn.Sequential([nn.Dense(4, input_shape=(3,)), nn.Dense(2)], seed=1)
+    w = model.get_weights()
+    assert [a.shape for a in w] == [(3, 4), (4,), (4, 2), (2,)]
+    x = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    before = model.predict(x)
+    w[0][...] = 0.0  # a copy: the model is unchanged
+    np.testing.assert_array_equal(model.predict(x), before)
+    other = nn.Sequential([nn.Dense(4, input_shape=(3,)), nn.Dense(2)], seed=7)
+    assert not np.allclose(other.predict(x), before)
+    other.set_weights(model.get_weights())
+    np.testing.assert_array_equal(other.predict(x), before)
+    kept = other.get_weights()
+    with pytest.raises(ValueError, match=r"\[set_weights\] the model has 4 weight arrays, got 3"):
+        other.set_weights(kept[:3])
+    with pytest.raises(ValueError, match=r"weight 2 \(l1_kernel\) must have shape \(4, 2\)"):
+        other.set_weights(kept[:2] + [np.zeros((2, 4)), kept[3]])
+    for got, want in zip(other.get_weights(), kept):  # nothing changed
+        np.testing.assert_array_equal(got, want)

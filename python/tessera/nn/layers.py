@@ -95,8 +95,21 @@ class Layer:
 
     kind = "Layer"
 
-    def __init__(self, name: Optional[str] = None):
+    def __init__(self, name: Optional[str] = None, input_shape=None):
         self.name = name
+        # Keras's input_shape= on a model's first layer (the per-sample shape,
+        # without the batch axis): the model is built with it.
+        self.declared_input_shape: Optional[tuple] = None
+        if input_shape is not None:
+            try:
+                shape = tuple(int(d) for d in input_shape)
+            except TypeError:
+                raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape of "
+                                f"one sample), got {input_shape!r}") from None
+            if not shape or any(d <= 0 for d in shape):
+                raise ValueError(f"[{self.kind}] input_shape must be a non-empty tuple of "
+                                 f"positive ints, got {input_shape!r}")
+            self.declared_input_shape = shape
         self.params: list = []
         self.input_shape: Optional[tuple] = None
         self.output_shape: Optional[tuple] = None
@@ -127,8 +140,8 @@ class Dense(Layer):
 
     kind = "Dense"
 
-    def __init__(self, units: int, activation=None, use_bias: bool = True, name=None):
-        super().__init__(name)
+    def __init__(self, units: int, activation=None, use_bias: bool = True, name=None, input_shape=None):
+        super().__init__(name, input_shape)
         self.units = _positive(units, "units", "Dense")
         self.activation = _activation(activation, "Dense")
         self.use_bias = use_bias
@@ -152,8 +165,8 @@ class _Conv(Layer):
     rank = 1
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
-                 activation=None, use_bias=True, name=None):
-        super().__init__(name)
+                 activation=None, use_bias=True, name=None, input_shape=None):
+        super().__init__(name, input_shape)
         self.filters = _positive(filters, "filters", self.kind)
         if self.rank == 1:
             self.kernel_size = (_positive(kernel_size if isinstance(kernel_size, int)
@@ -219,8 +232,8 @@ class _Pool(Layer):
     rank = 1
     op = "max"
 
-    def __init__(self, pool_size=2, strides=None, padding="valid", name=None):
-        super().__init__(name)
+    def __init__(self, pool_size=2, strides=None, padding="valid", name=None, input_shape=None):
+        super().__init__(name, input_shape)
         if self.rank == 1:
             self.pool = (_positive(pool_size, "pool_size", self.kind),)
             self.strides = self.pool if strides is None else (
@@ -283,8 +296,8 @@ class Dropout(Layer):
 
     kind = "Dropout"
 
-    def __init__(self, rate: float, name=None):
-        super().__init__(name)
+    def __init__(self, rate: float, name=None, input_shape=None):
+        super().__init__(name, input_shape)
         if not (isinstance(rate, (int, float)) and 0.0 <= rate < 1.0):
             raise ValueError(f"[Dropout] rate must be in [0, 1), got {rate!r}")
         self.rate = float(rate)
@@ -310,8 +323,8 @@ class Activation(Layer):
 
     kind = "Activation"
 
-    def __init__(self, activation, name=None):
-        super().__init__(name)
+    def __init__(self, activation, name=None, input_shape=None):
+        super().__init__(name, input_shape)
         self.activation = _activation(activation, "Activation")
 
     def forward(self, x, p, ctx):
@@ -324,8 +337,8 @@ class BatchNormalization(Layer):
 
     kind = "BatchNormalization"
 
-    def __init__(self, momentum: float = 0.99, epsilon: float = 1e-3, name=None):
-        super().__init__(name)
+    def __init__(self, momentum: float = 0.99, epsilon: float = 1e-3, name=None, input_shape=None):
+        super().__init__(name, input_shape)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"[BatchNormalization] momentum must be in [0, 1], got {momentum!r}")
         if not epsilon > 0:

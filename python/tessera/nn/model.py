@@ -74,6 +74,8 @@ class Sequential:
             raise ValueError(f"[Sequential] dtype must be 'float32' or 'float64', got {dtype!r}")
         self.dtype = dtype
         self.seed = seed
+        if input_shape is None and self.layers and self.layers[0].declared_input_shape:
+            input_shape = self.layers[0].declared_input_shape  # Keras: on the first layer
         self.input_shape = tuple(input_shape) if input_shape is not None else None
         self.weights: dict = {}
         self._compiled = None
@@ -87,6 +89,10 @@ class Sequential:
         """Appends a layer (before the model is built)."""
         if self.weights:
             raise RuntimeError("[Sequential.add] the model is already built")
+        if not isinstance(layer, Layer):
+            raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
+        if not self.layers and self.input_shape is None and layer.declared_input_shape:
+            self.input_shape = layer.declared_input_shape  # built at compile/fit
         self.layers.append(layer)
 
     # ------------------------------------------------------------------ building
@@ -681,6 +687,39 @@ class Sequential:
         return outs[0] if len(outs) == 1 else _core.call_primitive("concatenate", [outs], {})
 
     # ------------------------------------------------------------------ weights
+
+    def get_weights(self) -> list:
+        """The weights as a list of NumPy arrays (copies), layer by layer in
+        the order of each layer's parameters, as Keras's get_weights."""
+        if not self.weights:
+            raise RuntimeError("[get_weights] the model is not built: pass input_shape or call "
+                               "build")
+        return [np.array(v, copy=True) for v in self.weights.values()]
+
+    def set_weights(self, weights):
+        """Replaces the weights from a list like get_weights gives: the same
+        count, and each array of the same shape (cast to the model's dtype).
+        Nothing is changed when any of them does not fit."""
+        if not self.weights:
+            raise RuntimeError("[set_weights] the model is not built: pass input_shape or call "
+                               "build")
+        weights = list(weights)
+        names = list(self.weights)
+        if len(weights) != len(names):
+            raise ValueError(f"[set_weights] the model has {len(names)} weight arrays, got "
+                             f"{len(weights)}")
+        new = {}
+        for i, (name, w) in enumerate(zip(names, weights)):
+            w = np.asarray(w)
+            want = self.weights[name].shape
+            if w.shape != want:
+                raise ValueError(f"[set_weights] weight {i} ({name}) must have shape {want}, got "
+                                 f"{w.shape}")
+            if not np.issubdtype(w.dtype, np.number) or np.iscomplexobj(w):
+                raise TypeError(f"[set_weights] weight {i} ({name}) must hold real numbers, got "
+                                f"dtype {w.dtype}")
+            new[name] = np.array(w, dtype=self.dtype, copy=True)
+        self.weights.update(new)
 
     def save_weights(self, path):
         """Writes the weights in tessera's weights format (docs/nn.md)."""
