@@ -204,3 +204,40 @@ def test_get_and_set_weights_round_trip_and_check_what_they_get():
         other.set_weights(kept[:2] + [np.zeros((2, 4)), kept[3]])
     for got, want in zip(other.get_weights(), kept):  # nothing changed
         np.testing.assert_array_equal(got, want)
+
+
+def _keras_losses_in_numpy(y, p):
+    e = p - y
+    yc, pc = np.clip(y, 1e-7, 1.0), np.clip(p, 1e-7, 1.0)
+    return {
+        "mae": np.mean(np.abs(e)),
+        "mape": 100.0 * np.mean(np.abs((y - p) / np.maximum(np.abs(y), 1e-7))),
+        "msle": np.mean((np.log(np.maximum(p, 1e-7) + 1) - np.log(np.maximum(y, 1e-7) + 1)) ** 2),
+        "huber": np.mean(np.where(np.abs(e) <= 1.0, 0.5 * e ** 2, np.abs(e) - 0.5)),
+        "log_cosh": np.mean(np.log(np.cosh(e))),
+        "kld": np.mean(np.sum(yc * np.log(yc / pc), axis=-1)),
+        "poisson": np.mean(p - y * np.log(p + 1e-7)),
+        "mean_squared_error": np.mean(e ** 2),
+    }
+
+
+@pytest.mark.parametrize("loss", ["mae", "mape", "msle", "huber", "log_cosh", "kld", "poisson",
+                                  "mean_squared_error"])
+def test_keras_regression_losses_match_their_definitions_and_train(loss):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 5))
+    y = np.abs(rng.normal(size=(64, 3))) * 2.0
+    model = nn.Sequential([nn.Dense(3, activation="softplus", input_shape=(5,))], seed=3,
+                          dtype="float64")
+    model.compile("adam", loss)
+    before, _ = model.evaluate(x, y)
+    expected = _keras_losses_in_numpy(y, model.predict(x))[loss]
+    np.testing.assert_allclose(before, expected, rtol=1e-9)
+    model.fit(x, y, batch_size=16, epochs=3, seed=0)
+    assert model.evaluate(x, y)[0] < before
+
+
+def test_an_unknown_loss_names_the_known_ones():
+    model = nn.Sequential([nn.Dense(3, input_shape=(5,))])
+    with pytest.raises(ValueError, match=r"unknown loss 'hubber'.*'huber'"):
+        model.compile("adam", "hubber")

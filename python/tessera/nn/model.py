@@ -22,12 +22,31 @@ from .weights import load_weights, save_weights
 
 __all__ = ["Sequential", "History"]
 
+# Each loss as an expression of the language in the labels {y} and the
+# model's output {p} (a variable), with Keras's names and definitions (the
+# mean over samples of the per-sample loss; Keras's epsilon 1e-7 where it
+# clips).
 LOSSES = {
-    "sparse_categorical_crossentropy": "sparse_categorical_crossentropy",
-    "categorical_crossentropy": "categorical_crossentropy",
-    "binary_crossentropy": "binary_crossentropy",
-    "mean_squared_error": "mean_squared_error",
-    "mse": "mean_squared_error",
+    "sparse_categorical_crossentropy": "sparse_categorical_crossentropy({y}, {p})",
+    "categorical_crossentropy": "categorical_crossentropy({y}, {p})",
+    "binary_crossentropy": "binary_crossentropy({y}, {p})",
+    "mean_squared_error": "mean_squared_error({y}, {p})",
+    "mean_absolute_error": "mean(abs({p} - {y}))",
+    "mean_absolute_percentage_error":
+        "100.0 * mean(abs(({y} - {p}) / maximum(abs({y}), 1e-7)))",
+    "mean_squared_logarithmic_error":
+        "mean((log(maximum({p}, 1e-7) + 1.0) - log(maximum({y}, 1e-7) + 1.0)) ** 2)",
+    "huber": "mean(where(abs({p} - {y}) <= 1.0, 0.5 * ({p} - {y}) ** 2, abs({p} - {y}) - 0.5))",
+    "log_cosh": "mean(({p} - {y}) + softplus(-2.0 * ({p} - {y})) - 0.6931471805599453)",
+    "kl_divergence": "mean(sum(clip({y}, 1e-7, 1.0) * log(clip({y}, 1e-7, 1.0) / "
+                     "clip({p}, 1e-7, 1.0)), axis=-1))",
+    "poisson": "mean({p} - {y} * log({p} + 1e-7))",
+}
+# Keras's other names for them.
+LOSS_ALIASES = {
+    "mse": "mean_squared_error", "mae": "mean_absolute_error",
+    "mape": "mean_absolute_percentage_error", "msle": "mean_squared_logarithmic_error",
+    "logcosh": "log_cosh", "kld": "kl_divergence", "kullback_leibler_divergence": "kl_divergence",
 }
 
 
@@ -152,12 +171,15 @@ class Sequential:
 
     def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=()):
         """Chooses the optimizer, the loss and the metrics (only 'accuracy')."""
+        if isinstance(loss, str):
+            loss = LOSS_ALIASES.get(loss, loss)
         if loss not in LOSSES:
-            raise ValueError(f"[compile] unknown loss {loss!r}; expected one of {sorted(LOSSES)}")
+            raise ValueError(f"[compile] unknown loss {loss!r}; expected one of "
+                             f"{sorted(set(LOSSES) | set(LOSS_ALIASES))}")
         for m in metrics:
             if m not in ("accuracy", "acc"):
                 raise ValueError(f"[compile] unknown metric {m!r}; only 'accuracy' is supported")
-        self._compiled = (_optimizer(optimizer), LOSSES[loss], bool(metrics))
+        self._compiled = (_optimizer(optimizer), loss, bool(metrics))
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0
@@ -194,6 +216,10 @@ class Sequential:
             h = f"h{i + 1}"
         return stmts, h, stats
 
+    def _loss(self, y: str, h: str) -> str:
+        """The compiled loss as an expression of the labels y and the output h."""
+        return LOSSES[self._compiled[1]].format(y=y, p=h)
+
     def _metric(self, y: str, h: str) -> str:
         _, loss, metric = self._compiled
         if not metric:
@@ -222,8 +248,7 @@ class Sequential:
                 body = ",\n  ".join(stmts + [h])
                 text = f"define(predict_fn, {args}, x, block(\n  {body}))\npredict_fn\n"
             else:
-                loss = self._compiled[1]
-                body = ",\n  ".join(stmts + [f"list({loss}(y, {h}), {self._metric('y', h)})"])
+                body = ",\n  ".join(stmts + [f"list({self._loss('y', h)}, {self._metric('y', h)})"])
                 text = f"define(eval_fn, {args}, x, y, block(\n  {body}))\neval_fn\n"
             prog = _core.Program(text, f"<model {kind}>")
         self._programs[kind] = prog
@@ -277,14 +302,13 @@ class Sequential:
         batch statistics...))) and the batch norm layers' statistics. Weighted:
         the loss times a last parameter w. Buckets: the gradients are summed
         over the localities from inside the backward pass (_layer_code)."""
-        loss = self._compiled[1]
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
         stmts, h, stats = self._layer_code("true", "seed", buckets)
         aux = [h] + [f"batch_norm_stats({x})" for _, _, x in stats]
         args = ", ".join(P + S)
         scale, w = (" * w", ", w") if weighted else ("", "")
-        body = ",\n  ".join(stmts + [f"list({loss}(y, {h}){scale}, list({', '.join(aux)}))"])
+        body = ",\n  ".join(stmts + [f"list(({self._loss('y', h)}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, x, y, seed{w}, block(\n  {body}))\n", stats
 
     def _update_setup(self, P, S):
