@@ -55,6 +55,8 @@ __all__ = [
     "SGD",
     "Adam",
     "AdamW",
+    "RMSprop",
+    "Adagrad",
     "Optimizer",
     "UpdateCode",
     "StateVar",
@@ -367,3 +369,52 @@ class AdamW(Adam):
     def __init__(self, learning_rate=0.001, weight_decay=0.01, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-7, clipnorm=None):
         super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay, clipnorm)
+
+
+class RMSprop(Optimizer):
+    """RMSprop as Keras defines it: ``v = rho * v + (1 - rho) * g**2``, then
+    ``w -= learning_rate * g / (sqrt(v) + epsilon)`` (Keras's defaults:
+    learning rate 0.001, rho 0.9, epsilon 1e-7)."""
+
+    def __init__(self, learning_rate=0.001, rho=0.9, epsilon=1e-7, clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        if isinstance(rho, bool) or not isinstance(rho, numbers.Real) or not 0 <= rho < 1:
+            raise ValueError(f"[RMSprop] rho must be in [0, 1), got {rho!r}")
+        self.rho = float(rho)
+        self.epsilon = _positive("[RMSprop] epsilon", epsilon, allow_zero=True)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "rho": self.rho, "epsilon": self.epsilon}
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        v = f"{prefix}{param}_rms"
+        state.append(StateVar(v, param))
+        # Elementwise expressions: each update runs as one fused pass.
+        statements.append(f"define({v}, {_num(self.rho)} * {v} + {_num(1 - self.rho)} * "
+                          f"({grad}) * ({grad}))")
+        statements.append(f"define({param}, {param} - {lr} * ({grad}) / (sqrt({v}) + "
+                          f"{_num(self.epsilon)}))")
+
+
+class Adagrad(Optimizer):
+    """Adagrad as Keras defines it: ``a += g**2`` (``a`` starting at
+    ``initial_accumulator_value``), then ``w -= learning_rate * g / (sqrt(a) +
+    epsilon)`` (Keras's defaults: learning rate 0.001, 0.1, 1e-7)."""
+
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7,
+                 clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        self.initial_accumulator_value = _positive("[Adagrad] initial_accumulator_value",
+                                                   initial_accumulator_value, allow_zero=True)
+        self.epsilon = _positive("[Adagrad] epsilon", epsilon, allow_zero=True)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "initial_accumulator_value":
+                self.initial_accumulator_value, "epsilon": self.epsilon}
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        a = f"{prefix}{param}_accumulator"
+        state.append(StateVar(a, param, self.initial_accumulator_value))
+        statements.append(f"define({a}, {a} + ({grad}) * ({grad}))")
+        statements.append(f"define({param}, {param} - {lr} * ({grad}) / (sqrt({a}) + "
+                          f"{_num(self.epsilon)}))")

@@ -241,3 +241,15 @@ def test_an_unknown_loss_names_the_known_ones():
     model = nn.Sequential([nn.Dense(3, input_shape=(5,))])
     with pytest.raises(ValueError, match=r"unknown loss 'hubber'.*'huber'"):
         model.compile("adam", "hubber")
+
+
+@pytest.mark.parametrize("opt", ["rmsprop", "adagrad"])
+def test_keras_optimizers_by_name_train(opt):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 5))
+    y = x @ rng.normal(size=(5, 2))
+    model = nn.Sequential([nn.Dense(2, input_shape=(5,))], seed=2, dtype="float64")
+    model.compile(opt, "mse")
+    before = model.evaluate(x, y)[0]
+    model.fit(x, y, batch_size=16, epochs=5, seed=0)
+    assert model.evaluate(x, y)[0] < before

@@ -199,3 +199,46 @@ def test_parameters_passed_from_numpy_are_not_modified():
     out = step.run([w, np.array([1.0, 1.0])])
     np.testing.assert_array_equal(out, [0.5, 1.5])
     np.testing.assert_array_equal(w, [1.0, 2.0])
+
+
+def numpy_rmsprop(w, grads, lr, rho=0.9, eps=1e-7):
+    v = np.zeros_like(w)
+    for g in grads:
+        v = rho * v + (1 - rho) * g * g
+        w = w - lr * g / (np.sqrt(v) + eps)
+    return w, v
+
+
+def numpy_adagrad(w, grads, lr, init=0.1, eps=1e-7):
+    a = np.full_like(w, init)
+    for g in grads:
+        a = a + g * g
+        w = w - lr * g / (np.sqrt(a) + eps)
+    return w, a
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(rho=0.5, epsilon=1e-3)])
+def test_rmsprop_against_numpy(kwargs):
+    opt = optim.RMSprop(learning_rate=0.01, **kwargs)
+    got, state, upd = run_steps(opt, {"w": W0}, [{"w": g} for g in GRADS])
+    w, v = numpy_rmsprop(W0, GRADS, 0.01, kwargs.get("rho", 0.9), kwargs.get("epsilon", 1e-7))
+    np.testing.assert_allclose(got["w"], w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["opt_w_rms"], v, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(initial_accumulator_value=0.0, epsilon=1e-3)])
+def test_adagrad_against_numpy(kwargs):
+    opt = optim.Adagrad(learning_rate=0.05, **kwargs)
+    got, state, upd = run_steps(opt, {"w": W0}, [{"w": g} for g in GRADS])
+    w, a = numpy_adagrad(W0, GRADS, 0.05, kwargs.get("initial_accumulator_value", 0.1),
+                         kwargs.get("epsilon", 1e-7))
+    np.testing.assert_allclose(got["w"], w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["opt_w_accumulator"], a, rtol=1e-12, atol=1e-14)
+    assert upd.state[0].init == kwargs.get("initial_accumulator_value", 0.1)
+
+
+def test_rmsprop_and_adagrad_reject_bad_settings():
+    with pytest.raises(ValueError, match=r"\[RMSprop\] rho must be in \[0, 1\), got 1.5"):
+        optim.RMSprop(rho=1.5)
+    with pytest.raises(ValueError, match=r"\[Adagrad\] initial_accumulator_value"):
+        optim.Adagrad(initial_accumulator_value=-1.0)

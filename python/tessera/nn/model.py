@@ -53,10 +53,11 @@ LOSS_ALIASES = {
 def _optimizer(opt):
     if isinstance(opt, _optim.Optimizer):
         return opt
-    table = {"sgd": _optim.SGD, "adam": _optim.Adam, "adamw": _optim.AdamW}
+    table = {"sgd": _optim.SGD, "adam": _optim.Adam, "adamw": _optim.AdamW,
+             "rmsprop": _optim.RMSprop, "adagrad": _optim.Adagrad}
     if isinstance(opt, str) and opt.lower() in table:
         return table[opt.lower()]()
-    raise ValueError(f"[compile] unknown optimizer {opt!r}: use 'sgd', 'adam', 'adamw' or a "
+    raise ValueError(f"[compile] unknown optimizer {opt!r}: use one of {sorted(table)} or a "
                      "tessera.optim optimizer")
 
 
