@@ -253,3 +253,48 @@ def test_keras_optimizers_by_name_train(opt):
     before = model.evaluate(x, y)[0]
     model.fit(x, y, batch_size=16, epochs=5, seed=0)
     assert model.evaluate(x, y)[0] < before
+
+
+def _log_softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+
+
+def test_loss_objects_with_keras_arguments_match_their_definitions():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(40, 4))
+    labels = rng.integers(0, 3, size=40)
+    onehot = np.eye(3)[labels]
+
+    def model_for(loss):
+        m = nn.Sequential([nn.Dense(3, input_shape=(4,))], seed=4, dtype="float64")  # logits
+        m.compile("adam", loss)
+        return m
+
+    m = model_for(nn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    z = m.predict(x)
+    np.testing.assert_allclose(m.evaluate(x, labels)[0],
+                               -np.mean(_log_softmax(z)[np.arange(40), labels]), rtol=1e-9)
+    m = model_for(nn.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1))
+    smooth = onehot * 0.9 + 0.1 / 3
+    np.testing.assert_allclose(m.evaluate(x, onehot)[0],
+                               np.mean(-np.sum(smooth * _log_softmax(z), axis=-1)), rtol=1e-9)
+    m = model_for(nn.losses.BinaryCrossentropy(from_logits=True, label_smoothing=0.2))
+    t = onehot * 0.8 + 0.1
+    bce = np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z)))
+    np.testing.assert_allclose(m.evaluate(x, onehot)[0], np.mean(bce), rtol=1e-9)
+    m = model_for(nn.losses.Huber(delta=0.5))
+    e = z - onehot
+    huber = np.where(np.abs(e) <= 0.5, 0.5 * e ** 2, 0.5 * (np.abs(e) - 0.25))
+    np.testing.assert_allclose(m.evaluate(x, onehot)[0], np.mean(huber), rtol=1e-9)
+    m.fit(x, onehot, batch_size=10, epochs=2, seed=0)  # differentiable: it trains
+
+
+def test_loss_arguments_and_functions_are_checked():
+    with pytest.raises(ValueError, match=r"\[Huber\] delta must be a positive number, got -1"):
+        nn.losses.Huber(delta=-1)
+    with pytest.raises(ValueError, match=r"\[CategoricalCrossentropy\] label_smoothing must be"):
+        nn.losses.CategoricalCrossentropy(label_smoothing=1.5)
+    model = nn.Sequential([nn.Dense(3, input_shape=(5,))])
+    with pytest.raises(TypeError, match=r"a loss function of \(y_true, y_pred\).*not supported"):
+        model.compile("adam", lambda y_true, y_pred: np.mean((y_true - y_pred) ** 2))

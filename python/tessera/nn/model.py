@@ -17,38 +17,11 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .. import _core, data as _data, distributed as _dist, optim as _optim
+from . import losses as _losses
 from .layers import Context, Layer, initial_value
 from .weights import load_weights, save_weights
 
 __all__ = ["Sequential", "History"]
-
-# Each loss as an expression of the language in the labels {y} and the
-# model's output {p} (a variable), with Keras's names and definitions (the
-# mean over samples of the per-sample loss; Keras's epsilon 1e-7 where it
-# clips).
-LOSSES = {
-    "sparse_categorical_crossentropy": "sparse_categorical_crossentropy({y}, {p})",
-    "categorical_crossentropy": "categorical_crossentropy({y}, {p})",
-    "binary_crossentropy": "binary_crossentropy({y}, {p})",
-    "mean_squared_error": "mean_squared_error({y}, {p})",
-    "mean_absolute_error": "mean(abs({p} - {y}))",
-    "mean_absolute_percentage_error":
-        "100.0 * mean(abs(({y} - {p}) / maximum(abs({y}), 1e-7)))",
-    "mean_squared_logarithmic_error":
-        "mean((log(maximum({p}, 1e-7) + 1.0) - log(maximum({y}, 1e-7) + 1.0)) ** 2)",
-    "huber": "mean(where(abs({p} - {y}) <= 1.0, 0.5 * ({p} - {y}) ** 2, abs({p} - {y}) - 0.5))",
-    "log_cosh": "mean(({p} - {y}) + softplus(-2.0 * ({p} - {y})) - 0.6931471805599453)",
-    "kl_divergence": "mean(sum(clip({y}, 1e-7, 1.0) * log(clip({y}, 1e-7, 1.0) / "
-                     "clip({p}, 1e-7, 1.0)), axis=-1))",
-    "poisson": "mean({p} - {y} * log({p} + 1e-7))",
-}
-# Keras's other names for them.
-LOSS_ALIASES = {
-    "mse": "mean_squared_error", "mae": "mean_absolute_error",
-    "mape": "mean_absolute_percentage_error", "msle": "mean_squared_logarithmic_error",
-    "logcosh": "log_cosh", "kld": "kl_divergence", "kullback_leibler_divergence": "kl_divergence",
-}
-
 
 def _optimizer(opt):
     if isinstance(opt, _optim.Optimizer):
@@ -172,11 +145,7 @@ class Sequential:
 
     def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=()):
         """Chooses the optimizer, the loss and the metrics (only 'accuracy')."""
-        if isinstance(loss, str):
-            loss = LOSS_ALIASES.get(loss, loss)
-        if loss not in LOSSES:
-            raise ValueError(f"[compile] unknown loss {loss!r}; expected one of "
-                             f"{sorted(set(LOSSES) | set(LOSS_ALIASES))}")
+        loss = _losses.get(loss)
         for m in metrics:
             if m not in ("accuracy", "acc"):
                 raise ValueError(f"[compile] unknown metric {m!r}; only 'accuracy' is supported")
@@ -219,7 +188,7 @@ class Sequential:
 
     def _loss(self, y: str, h: str) -> str:
         """The compiled loss as an expression of the labels y and the output h."""
-        return LOSSES[self._compiled[1]].format(y=y, p=h)
+        return self._compiled[1].expression(y, h)
 
     def _metric(self, y: str, h: str) -> str:
         _, loss, metric = self._compiled
@@ -492,7 +461,7 @@ class Sequential:
             if len(y) != len(x):
                 raise ValueError(f"[{where}] x and y have different numbers of samples: "
                                  f"{len(x)} and {len(y)}")
-            if self._compiled and self._compiled[1] == "sparse_categorical_crossentropy":
+            if self._compiled and self._compiled[1].sparse_labels:
                 if not np.issubdtype(y.dtype, np.integer):
                     raise ValueError(f"[{where}] sparse_categorical_crossentropy needs integer "
                                      f"class labels, got dtype {y.dtype}")
