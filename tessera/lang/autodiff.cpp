@@ -304,6 +304,7 @@ class Differentiator {
       }
       active = active && !aux_mode_;
       Operand r = bind(call(n, std::move(items), a->loc), active, out, n);
+      if (active) list_values_.insert(r.id);
       if (active) {
         Step s;
         s.kind = Step::Kind::list;
@@ -494,6 +495,11 @@ class Differentiator {
     if (spec.name == "getitem") {
       // The indices are the variadic arguments: the rule is built here.
       if (variadic_active) fail(a->loc, "cannot differentiate with respect to an index");
+      if (is_active(per_param[0]) && list_values_.count(per_param[0].id)) {
+        fail(a->loc,
+             "cannot differentiate an element of a list or tuple of differentiated "
+             "values (xs[i], or unpacking one): use the values themselves");
+      }
       bool active = is_active(per_param[0]);
       Operand r = bind(emitted, active, out, "t");
       if (active) {
@@ -659,6 +665,7 @@ class Differentiator {
   bool aux_mode_ = false;  // transforming the aux value: lists of intermediates are fine
   std::vector<std::string> names_;
   std::vector<bool> active_;
+  std::set<int> list_values_;  // ids bound to a list or tuple of differentiated values
   std::vector<std::string> inline_stack_;
 };
 

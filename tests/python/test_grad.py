@@ -273,3 +273,13 @@ def test_ties_share_the_cotangent_of_max_and_min():
 
 def lambda_free_max(y):
     return np.amax(y)
+
+
+def list_element(w):
+    lst = [w, w * 2]
+    return np.sum(lst[0] * lst[1])
+
+
+def test_an_element_of_a_differentiated_list_is_a_clear_error():
+    with pytest.raises(tessera.CompileError, match=r"element of a list or tuple.*test_grad.py"):
+        tessera.grad(list_element)(np.array([1.0, 2.0]))
