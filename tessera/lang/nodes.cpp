@@ -171,8 +171,6 @@ void frame_access(const Node* n, int nesting, FrameAccess& acc) {
   for (const Node* c : n->children()) frame_access(c, nesting, acc);
 }
 
-namespace {
-
 // True if `n` computes a value and nothing else: primitives without effects
 // (registry.hpp: has_effects), no calls of functions (whose bodies may have
 // effects), no break(), continue() or return(). Only such a define may go
@@ -188,6 +186,21 @@ bool pure_value(const Node* n) {
   return true;
 }
 
+// True if evaluating `n` may write into an array: a primitive that writes,
+// or a call of a function (whose body may write).
+bool may_write(const Node* n) {
+  if (!n) return false;
+  if (n->is_primitive() && static_cast<const PrimitiveCallNode*>(n)->spec()->writes) return true;
+  if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
+  if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
+  for (const Node* c : n->children()) {
+    if (may_write(c)) return true;
+  }
+  return false;
+}
+
+namespace {
+
 std::vector<size_t> sorted_unique(std::vector<size_t> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -201,19 +214,6 @@ bool calls_functions(const Node* n) {
   if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
   for (const Node* c : n->children()) {
     if (calls_functions(c)) return true;
-  }
-  return false;
-}
-
-// True if evaluating `n` may write into an array: a primitive that writes,
-// or a call of a function (whose body may write).
-bool may_write(const Node* n) {
-  if (!n) return false;
-  if (n->is_primitive() && static_cast<const PrimitiveCallNode*>(n)->spec()->writes) return true;
-  if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
-  if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
-  for (const Node* c : n->children()) {
-    if (may_write(c)) return true;
   }
   return false;
 }
@@ -637,165 +637,6 @@ bool scalar_path(const PrimitiveSpec& spec, const Value& x0, const Value& y0, Va
 }
 
 }  // namespace
-
-namespace {
-
-// At most this many operations in one fused expression: longer chains
-// (a sum of thousands of terms) are fused in pieces of this size.
-constexpr size_t kMaxFusedSteps = 32;
-
-// Operands bound positionally to exactly the primitive's parameters.
-bool positional(const PrimitiveSpec& spec, const std::vector<int>& slots) {
-  if (spec.variadic || slots.size() != spec.params.size()) return false;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i] != static_cast<int>(i)) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-NodePtr PrimitiveCallNode::fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
-                                const std::vector<NodePtr>& operands, const std::vector<int>& slots,
-                                int same_site) {
-  if (!fusion_enabled() || !fusable_spec(*spec) || !positional(*spec, slots)) return nullptr;
-  // Each operand is a part: a fused call (its steps and leaves), an
-  // elementwise call (one step over its operands) or a leaf.
-  struct Part {
-    std::vector<FusedExpr::Step> steps;
-    std::vector<NodePtr> leaves;
-    NodePtr unfused;
-  };
-  auto step_of = [](const PrimitiveCallNode& p) {
-    FusedExpr::Step st;
-    st.spec = p.spec_;
-    st.binary = p.spec_->fuse_binary >= 0;
-    if (st.binary) {
-      st.bop = static_cast<BinaryOp>(p.spec_->fuse_binary);
-    } else {
-      st.uop = static_cast<UnaryOp>(p.spec_->fuse_unary);
-    }
-    st.a = 0;
-    st.b = 1;
-    st.loc = p.loc();
-    return st;
-  };
-  std::vector<Part> parts;
-  size_t n_steps = 1, n_leaves = 0;
-  bool any = false;
-  for (const NodePtr& o : operands) {
-    Part part;
-    auto* p = dynamic_cast<const PrimitiveCallNode*>(o.get());
-    if (p && p->fused_) {
-      part.steps = p->fused_->steps;
-      part.leaves = p->operands_;
-      part.unfused = p->unfused_;
-    } else if (p && fusable_spec(*p->spec_) && positional(*p->spec_, p->slots_)) {
-      part.steps = {step_of(*p)};
-      part.leaves = p->operands_;
-      part.unfused = o;
-    } else {
-      part.leaves = {o};
-      part.unfused = o;
-    }
-    any = any || !part.steps.empty();
-    n_steps += part.steps.size();
-    n_leaves += part.leaves.size();
-    parts.push_back(std::move(part));
-  }
-  if (!any || n_steps > kMaxFusedSteps) return nullptr;
-  for (const Part& part : parts) {
-    for (const NodePtr& leaf : part.leaves) {
-      if (!pure_value(leaf.get()) || may_write(leaf.get())) return nullptr;
-    }
-  }
-  // Renumber: the leaves of all parts first (in operand order: the order
-  // the unfused tree evaluates them), then the steps of all parts.
-  auto expr = std::make_shared<FusedExpr>();
-  expr->n_leaves = n_leaves;
-  std::vector<NodePtr> leaves, unfused_operands;
-  std::vector<int> value_of;  // per operand: the id of its value
-  size_t leaf_base = 0, step_base = 0;
-  for (const Part& part : parts) {
-    const int nl = static_cast<int>(part.leaves.size());
-    auto renumber = [&](int id) {
-      return id < nl ? static_cast<int>(leaf_base) + id
-                     : static_cast<int>(n_leaves + step_base) + (id - nl);
-    };
-    for (const FusedExpr::Step& st : part.steps) {
-      FusedExpr::Step s = st;
-      s.a = renumber(st.a);
-      if (s.binary) s.b = renumber(st.b);
-      expr->steps.push_back(std::move(s));
-    }
-    value_of.push_back(part.steps.empty()
-                           ? static_cast<int>(leaf_base)
-                           : static_cast<int>(n_leaves + step_base + part.steps.size() - 1));
-    leaves.insert(leaves.end(), part.leaves.begin(), part.leaves.end());
-    unfused_operands.push_back(part.unfused);
-    leaf_base += part.leaves.size();
-    step_base += part.steps.size();
-  }
-  // A single-step part numbers its operands 0 and 1 as leaves: renumber()
-  // above mapped them; this call's own step reads the parts' values.
-  FusedExpr::Step own;
-  own.spec = spec;
-  own.binary = spec->fuse_binary >= 0;
-  if (own.binary) {
-    own.bop = static_cast<BinaryOp>(spec->fuse_binary);
-    own.b = value_of.at(1);
-  } else {
-    own.uop = static_cast<UnaryOp>(spec->fuse_unary);
-  }
-  own.a = value_of.at(0);
-  own.loc = loc;
-  expr->steps.push_back(std::move(own));
-
-  std::shared_ptr<const PrimitiveSpec> fused_spec = make_fused_spec(expr);
-  std::vector<int> leaf_slots(leaves.size());
-  for (size_t i = 0; i < leaf_slots.size(); ++i) leaf_slots[i] = static_cast<int>(i);
-  auto node = std::make_shared<PrimitiveCallNode>(loc, fused_spec.get(), std::move(leaves),
-                                                  std::move(leaf_slots), same_site);
-  node->owned_spec_ = std::move(fused_spec);
-  node->fused_ = std::move(expr);
-  node->unfused_ =
-      std::make_shared<PrimitiveCallNode>(loc, spec, std::move(unfused_operands), slots, same_site);
-  return node;
-}
-
-NodePtr PrimitiveCallNode::fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,
-                                        const std::vector<NodePtr>& operands,
-                                        const std::vector<int>& slots, int same_site) {
-  // setitem(x, value, indices...) with the operands in order and a fused value.
-  if (!fusion_enabled() || spec->name != "setitem" || operands.size() < 2) return nullptr;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i] != static_cast<int>(std::min<size_t>(i, 2))) return nullptr;
-  }
-  auto* value = dynamic_cast<const PrimitiveCallNode*>(operands[1].get());
-  if (!value || !value->fused_) return nullptr;
-  // x and the indices are evaluated before the value's leaves here, after
-  // them in setitem's order: only when none of them may write or has effects.
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (i != 1 && (!pure_value(operands[i].get()) || may_write(operands[i].get()))) return nullptr;
-  }
-  const size_t n_indices = operands.size() - 2;
-  std::shared_ptr<const PrimitiveSpec> fused_spec =
-      make_fused_setitem_spec(value->fused_, n_indices);
-  std::vector<NodePtr> all{operands[0]};
-  all.insert(all.end(), operands.begin() + 2, operands.end());
-  all.insert(all.end(), value->operands_.begin(), value->operands_.end());
-  std::vector<int> all_slots(all.size());
-  for (size_t i = 0; i < all_slots.size(); ++i) all_slots[i] = static_cast<int>(i);
-  auto node = std::make_shared<PrimitiveCallNode>(loc, fused_spec.get(), std::move(all),
-                                                  std::move(all_slots), same_site);
-  node->owned_spec_ = std::move(fused_spec);
-  node->fused_ = value->fused_;
-  std::vector<NodePtr> unfused_operands = operands;
-  unfused_operands[1] = value->unfused_;
-  node->unfused_ =
-      std::make_shared<PrimitiveCallNode>(loc, spec, std::move(unfused_operands), slots, same_site);
-  return node;
-}
 
 bool PrimitiveCallNode::eval_now(const FramePtr& frame, Value& out) const {
   // Two scalars (a loop counter's `i < n`, `i + 1`) from nodes that have

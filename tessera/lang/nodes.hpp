@@ -142,6 +142,13 @@ class PrimitiveCallNode : public Node {
   const Node* unfused() const { return unfused_.get(); }
 
  private:
+  // The fused call of `fused_spec` (fuse, fuse_setitem; lang/fusion.cpp) on
+  // `operands`, over `expr`, standing for the call of `spec` on
+  // `unfused_operands`.
+  static NodePtr fused_call(const SourceLoc& loc, std::shared_ptr<const PrimitiveSpec> fused_spec,
+                            std::shared_ptr<const FusedExpr> expr, std::vector<NodePtr> operands,
+                            const PrimitiveSpec* spec, std::vector<NodePtr> unfused_operands,
+                            const std::vector<int>& slots, int same_site);
   Value compute(std::vector<Value>& operand_values) const;
   Future<Value> finish(std::vector<Value> operand_values) const;
   // Evaluates the operands (the first n_started are given, already started,
@@ -382,5 +389,13 @@ struct FrameAccess {
   bool writes_around = false;  // assigns a variable of a frame around F
 };
 void frame_access(const Node* n, int nesting, FrameAccess& acc);
+
+// True if `n` computes a value and nothing else: no primitive with effects
+// (registry.hpp: has_effects), no call of a function, no break(),
+// continue() or return() (nodes.cpp).
+bool pure_value(const Node* n);
+// True if evaluating `n` may write into an array: a primitive that writes,
+// or a call of a function (whose body may write).
+bool may_write(const Node* n);
 
 }  // namespace tessera

@@ -65,25 +65,6 @@ double weak_scalar(const Value& v, DType dtype) {
   return v.as_bool() ? 1.0 : 0.0;
 }
 
-// True when the elements of `a` and `b` may share memory: same buffer and
-// intersecting ranges of element offsets (NumPy's first, cheap check).
-bool may_overlap(const Array& a, const Array& b) {
-  if (!a.shares_storage(b)) return false;
-  auto range = [](const Array& x, int64_t& lo, int64_t& hi) {
-    lo = hi = x.offset();
-    const std::vector<int64_t> st = x.strides();
-    for (int d = 0; d < x.ndim(); ++d) {
-      const int64_t span = st[d] * (x.dim(d) - 1);
-      (span < 0 ? lo : hi) += span;
-    }
-  };
-  if (a.size() == 0 || b.size() == 0) return false;
-  int64_t alo, ahi, blo, bhi;
-  range(a, alo, ahi);
-  range(b, blo, bhi);
-  return !(ahi < blo || bhi < alo);
-}
-
 // The expression on the leaves' values (moved from `leaves`). With `dest`
 // (a float view being assigned, x[1:-1, 1:-1] = expr): written straight into
 // it when the fused pass applies, its dtype is the expression's, the value
@@ -211,7 +192,7 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
   if (dest && dest->dtype() == *dtype && dest->writable() && dest->ndim() > 0) {
     bool fits = true;
     for (const kernels::FusedLeaf& l : leaves) {
-      if (l.array && (l.array->ndim() > dest->ndim() || may_overlap(*l.array, *dest))) fits = false;
+      if (l.array && (l.array->ndim() > dest->ndim() || l.array->may_overlap(*dest))) fits = false;
     }
     if (fits) {
       shapes.push_back(dest->shape());

@@ -378,21 +378,27 @@ void by_element_size(size_t bytes, F&& f) {
   }
 }
 
+// Calls f(t, begin, end) for each of `tiles` tiles over [0, n), in parallel
+// (each costing about ns_per_item per element).
+template <class F>
+void for_mask_tiles(int64_t n, int64_t tiles, double ns_per_item, F&& f) {
+  parallel_for(tiles, ns_per_item * static_cast<double>(n) / static_cast<double>(tiles),
+               [&](int64_t t0, int64_t t1) {
+                 for (int64_t t = t0; t < t1; ++t) f(t, n * t / tiles, n * (t + 1) / tiles);
+               });
+}
+
 // The true elements of a mask in tiles: per tile t (of `tiles` over [0, n)),
 // before[t] is the number of true elements before it, before[tiles] all of
 // them. Counted in parallel, so that a masked read or write can place each
 // tile's elements on its own.
 std::vector<int64_t> mask_counts(const bool* pm, int64_t n, int64_t tiles) {
   std::vector<int64_t> before(static_cast<size_t>(tiles) + 1, 0);
-  parallel_for(tiles, 0.3 * static_cast<double>(n) / static_cast<double>(tiles),
-               [&](int64_t t0, int64_t t1) {
-                 for (int64_t t = t0; t < t1; ++t) {
-                   int64_t c = 0;
-                   const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
-                   for (int64_t i = b; i < e; ++i) c += pm[i];
-                   before[t + 1] = c;
-                 }
-               });
+  for_mask_tiles(n, tiles, 0.3, [&](int64_t t, int64_t b, int64_t e) {
+    int64_t c = 0;
+    for (int64_t i = b; i < e; ++i) c += pm[i];
+    before[t + 1] = c;
+  });
   for (int64_t t = 0; t < tiles; ++t) before[t + 1] += before[t];
   return before;
 }
@@ -410,16 +416,12 @@ Array mask_gather(const Array& x0, const Array& m0) {
     using T = decltype(tag);
     const T* src = static_cast<const T*>(x.raw());
     T* const base = static_cast<T*>(out.raw());
-    parallel_for(tiles, 0.8 * static_cast<double>(n) / static_cast<double>(tiles),
-                 [&](int64_t t0, int64_t t1) {
-                   for (int64_t t = t0; t < t1; ++t) {
-                     T* dst = base + before[t];
-                     const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
-                     for (int64_t i = b; i < e; ++i) {
-                       if (pm[i]) *dst++ = src[i];
-                     }
-                   }
-                 });
+    for_mask_tiles(n, tiles, 0.8, [&](int64_t t, int64_t b, int64_t e) {
+      T* dst = base + before[t];
+      for (int64_t i = b; i < e; ++i) {
+        if (pm[i]) *dst++ = src[i];
+      }
+    });
   });
   return out;
 }
@@ -439,19 +441,15 @@ bool mask_scatter(Array& x, const Array& m0, const Array& v0) {
     const T* const values = static_cast<const T*>(v.raw());
     const int64_t step = v.size() == 1 ? 0 : 1;
     T* dst = static_cast<T*>(x.raw());
-    parallel_for(tiles, 0.8 * static_cast<double>(n) / static_cast<double>(tiles),
-                 [&](int64_t t0, int64_t t1) {
-                   for (int64_t t = t0; t < t1; ++t) {
-                     const T* src = values + before[t] * step;
-                     const int64_t b = n * t / tiles, e = n * (t + 1) / tiles;
-                     for (int64_t i = b; i < e; ++i) {
-                       if (pm[i]) {
-                         dst[i] = *src;
-                         src += step;
-                       }
-                     }
-                   }
-                 });
+    for_mask_tiles(n, tiles, 0.8, [&](int64_t t, int64_t b, int64_t e) {
+      const T* src = values + before[t] * step;
+      for (int64_t i = b; i < e; ++i) {
+        if (pm[i]) {
+          dst[i] = *src;
+          src += step;
+        }
+      }
+    });
   });
   return true;
 }

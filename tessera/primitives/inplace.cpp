@@ -55,8 +55,8 @@ void write_result(Array& x, const Array& value, const std::string& what, const c
 
 // x OP= y for a float array x (a view too) and an operand of its dtype (an
 // array, or a Python number, weak as in NumPy 2) that broadcasts to x's shape
-// and does not overlap x: computed straight into x's buffer in one pass
-// (the general way computes x OP y into a new array and copies it in).
+// and whose elements do not overlap x's: computed straight into x's buffer in
+// one pass (the general way computes x OP y into a new array and copies it in).
 // False when any of that does not hold; nothing is done then.
 bool in_place_float(Args& a, const PrimitiveSpec& base) {
   if (base.fuse_binary < 0 || !a[0].is_array()) return false;
@@ -68,7 +68,7 @@ bool in_place_float(Args& a, const PrimitiveSpec& base) {
   Array y;
   if (a[1].is_array()) {
     y = a[1].as_array();
-    if (y.dtype() != dt || y.shares_storage(x)) return false;
+    if (y.dtype() != dt || y.may_overlap(x)) return false;
     Shape common;
     if (!kernels::broadcast_shape_pair(y.shape(), x.shape(), common) || common != x.shape()) {
       return false;

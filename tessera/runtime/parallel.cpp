@@ -14,7 +14,6 @@
 #include <mutex>
 #include <thread>
 
-#include "tessera/runtime/future.hpp"
 #include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"

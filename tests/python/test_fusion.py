@@ -243,6 +243,8 @@ INPLACE_CASES = [
     ("x *= y[:, None]\nreturn x", "x, y", lambda: (np.ones((30, 40)), np.arange(30.0))),
     ("x[1:] += x[:-1]\nreturn x", "x", lambda: (np.arange(100.0),)),
     ("x += x\nx -= x[::-1]\nreturn x", "x", lambda: (np.arange(100.0),)),
+    ("for t in range(4):\n    h[t + 1] += h[t] * 0.5\nreturn h", "h",  # rows of one buffer
+     lambda: (np.arange(50.0).reshape(5, 10),)),
     ("x += y\nreturn x", "x, y", lambda: (np.linspace(0, 1, 100, dtype=np.float32),
                                           np.linspace(0, 1e-9, 100))),
     ("x.T[...] += 1\nv = x.T\nv += 2\nreturn x", "x", lambda: (np.zeros((5, 7)),)),
