@@ -990,15 +990,19 @@ class Dataset:
 
     def _sample_stream(self, epoch: int):
         """For a generator: the samples of the epoch, shuffled and taken."""
-        stream = self._source.samples()
-        if self._plan["take_rows"] is not None:
-            stream = itertools.islice(stream, self._plan["take_rows"])
-        if self._plan["shuffle"] is not None:
-            rng = np.random.default_rng(_mix(self._plan["shuffle"][1], epoch))
-            stream = _shuffle_buffer(stream, self._plan["shuffle"][0], rng)
-        if self._plan["take_shuffled"] is not None:
-            stream = itertools.islice(stream, self._plan["take_shuffled"])
-        return stream
+        samples = self._source.samples()
+        try:
+            stream = samples
+            if self._plan["take_rows"] is not None:
+                stream = itertools.islice(stream, self._plan["take_rows"])
+            if self._plan["shuffle"] is not None:
+                rng = np.random.default_rng(_mix(self._plan["shuffle"][1], epoch))
+                stream = _shuffle_buffer(stream, self._plan["shuffle"][0], rng)
+            if self._plan["take_shuffled"] is not None:
+                stream = itertools.islice(stream, self._plan["take_shuffled"])
+            yield from stream
+        finally:
+            samples.close()
 
     def _samples(self, epoch: int):
         """The samples of an unbatched dataset, each in the source's structure."""
@@ -1010,6 +1014,7 @@ class Dataset:
                 yield _build(src.tree, [np.array(a[i]) if _is_mapped(a) else a[i]
                                         for a in src.arrays])
         else:
+            src.specs()
             stream = self._sample_stream(epoch)
             try:
                 for s in stream:
