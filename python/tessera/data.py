@@ -11,6 +11,11 @@
   ``y`` int64 in 0..9.
 * ``batches(x, y, batch_size, shuffle=True, seed=0, epoch=0)``: mini-batches in
   an order that depends only on (seed, epoch).
+* ``Dataset``: a tf.data-like pipeline (``from_tensor_slices``, ``from_npy``
+  memory-mapped, ``from_generator``; ``shuffle``, ``batch``, ``map``, ``take``,
+  ``shard``, ``repeat``, ``prefetch``) whose ``epoch_batches(epoch, num_shards=,
+  shard_index=, start_batch=)`` is what ``Model.fit`` reads: each locality only
+  its rows of every global batch, resumable at any batch.
 
 The numerical work happens in tessera's C++ primitives (``file_read_txt``,
 ``file_read_idx``, ``stack``, ``take``, ``permutation``, the random draws of a
@@ -586,7 +591,7 @@ def _prefetched(make, depth: int):
             for item in it:
                 if not put((True, item)):
                     return
-        except Exception as e:  # noqa: BLE001 - handed to the consumer
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
             e.add_note("[Dataset.prefetch] raised in the prefetch thread")
             put((False, e))
             return
