@@ -23,6 +23,11 @@ def py_scale(x, y):
     return x * 2.0, y + 1
 
 
+@tessera.jit
+def jit_step(x):
+    return np.sum(x * x)
+
+
 def make_xyw(n=23, seed=0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3, 2)).astype(np.float32)
@@ -487,6 +492,26 @@ def test_prefetch_runs_ahead_in_a_thread_and_stops():
     seen.clear()
     list(ds.prefetch(0).epoch_batches(0))
     assert set(seen) == {threading.current_thread().name}
+
+
+def test_prefetch_jit_map_beside_a_step_in_the_main_thread():
+    # The prefetch thread runs a jit map while the consumer runs tessera programs.
+    x, y, _ = make_xyw(200)
+    x = x.astype(np.float64)
+    ds = Dataset.from_tensor_slices((x, y)).shuffle(seed=1).batch(8).map(jit_scale).prefetch(3)
+
+    def train():
+        out = []
+        for b in ds.epoch_batches(0):
+            out.append((b.arrays[1] - 1, float(jit_step(b.arrays[0]))))
+        return out
+
+    got = run_with_timeout(train)
+    order = expected_batches(200, 8, True, seed=1)
+    assert len(got) == len(order) == 25
+    for (labels, total), rows in zip(got, order):
+        np.testing.assert_array_equal(labels, y[rows])
+        assert total == pytest.approx(float(np.sum((2.0 * x[rows]) ** 2)))
 
 
 def test_prefetch_error_is_raised_in_the_consumer():
