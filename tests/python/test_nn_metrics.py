@@ -341,7 +341,8 @@ ALL = [M.Accuracy(), M.BinaryAccuracy(threshold=0.3), M.CategoricalAccuracy(name
        M.MeanAbsoluteError(), M.MeanSquaredError(), M.RootMeanSquaredError(),
        M.MeanAbsolutePercentageError(), M.MeanSquaredLogarithmicError(),
        M.BinaryCrossentropy(from_logits=True, label_smoothing=0.1),
-       M.CategoricalCrossentropy(label_smoothing=0.2), M.SparseCategoricalCrossentropy(from_logits=True)]
+       M.CategoricalCrossentropy(label_smoothing=0.2),
+       M.SparseCategoricalCrossentropy(from_logits=True)]
 
 
 @pytest.mark.parametrize("metric", ALL, ids=repr)
@@ -352,3 +353,17 @@ def test_config_round_trip(metric):
     assert type(back) is type(metric) and back.get_config() == config
     assert back.expressions("y", "p", "w") == metric.expressions("y", "p", "w")
     assert M.get(config).get_config() == config
+
+
+@pytest.mark.parametrize("metric", ALL, ids=repr)
+def test_empty_batch_gives_zero_sums(metric):
+    n_out = 1 if isinstance(metric, (M.AUC, M.BinaryAccuracy, M.BinaryCrossentropy)) else 4
+    sparse = isinstance(metric, (M.SparseCategoricalAccuracy, M.SparseTopKCategoricalAccuracy,
+                                 M.SparseCategoricalCrossentropy))
+    y = np.zeros(0, np.int64) if sparse else np.zeros((0, n_out))
+    p = np.zeros((0, n_out), np.float32)
+    for w in (None, np.zeros(0)):
+        exprs = metric.expressions("y", "p", None if w is None else "w")
+        out = _core.Program(f"lambda(y, p, w, list({', '.join(exprs)}))").run([y, p, w])
+        assert all(np.all(np.asarray(o) == 0) and np.asarray(o).dtype == np.float64
+                   for o in out)

@@ -131,7 +131,7 @@ class MeanMetricWrapper(Metric):
         per_sample = f"mean(batch_flatten({_f64(self.values(y, p))}), axis=1)"
         if w is None:
             return [f"sum({per_sample})",
-                    f"sum(ones_like(reshape({p}, list(shape({p})[0], -1))[:, 0], dtype={_F64}))"]
+                    f"zeros(list(), dtype={_F64}) + shape({p})[0]"]
         return [f"sum({per_sample} * {_f64(w)})", f"sum({_f64(w)})"]
 
     def result(self, totals):
