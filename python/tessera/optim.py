@@ -63,7 +63,7 @@ import numbers
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 __all__ = [
     "SGD",
@@ -816,9 +816,9 @@ class Lamb(Optimizer):
 
 _OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop,
                "adagrad": Adagrad, "nadam": Nadam, "lamb": Lamb}
-_SCHEDULES = {c.__name__: c for c in (StepDecay, ExponentialDecay, InverseTimeDecay,
-                                       PiecewiseConstantDecay, PolynomialDecay, CosineDecay,
-                                       CosineDecayRestarts, LinearWarmup)}
+_SCHEDULES = {c.__name__: c for c in (
+    StepDecay, ExponentialDecay, InverseTimeDecay, PiecewiseConstantDecay, PolynomialDecay,
+    CosineDecay, CosineDecayRestarts, LinearWarmup)}
 
 
 def _lr_config(owner: str, lr):

@@ -460,8 +460,8 @@ def test_config_round_trip_through_json(obj):
         assert [back(i) for i in range(0, 300, 7)] == [obj(i) for i in range(0, 300, 7)]
     else:
         assert back.update_code(["w"], ["g"]) == obj.update_code(["w"], ["g"])
-        assert [back.learning_rate(i) for i in range(20)] == [obj.learning_rate(i)
-                                                               for i in range(20)]
+        rates = [obj.learning_rate(i) for i in range(20)]
+        assert [back.learning_rate(i) for i in range(20)] == rates
         assert repr(back) == repr(obj)
 
 
@@ -491,3 +491,16 @@ def test_get_and_config_errors():
                                         r"function"):
         optim.SGD(lambda i: 0.1).get_config()
     assert "SGD(learning_rate=<function" in repr(optim.SGD(lambda i: 0.1))
+
+
+@pytest.mark.parametrize("opt", [optim.Nadam(0.01), optim.Lamb(0.01)], ids=repr)
+def test_nadam_and_lamb_train_a_model(opt):
+    from tessera import nn
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 4)).astype(np.float32)
+    y = (x[:, 0] - x[:, 1] > 0).astype(np.int64)
+    model = nn.Sequential([nn.Dense(8, activation="relu", input_shape=(4,)), nn.Dense(2)])
+    model.compile(opt, nn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, batch_size=32, epochs=4, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
