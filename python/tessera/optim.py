@@ -1,8 +1,12 @@
 """Optimizers and learning-rate schedules.
 
-The update rules are PyTorch's (``torch.optim.SGD``, ``Adam``, ``AdamW``) and
-run as fused C++ primitives (``sgd_update``, ``adam_update``,
-``clip_by_global_norm``); the hyperparameter names are Keras's::
+The update rules of SGD, Adam and AdamW are PyTorch's (``torch.optim.SGD``,
+``Adam``, ``AdamW``) and run as fused C++ primitives (``sgd_update``,
+``adam_update``, ``clip_by_global_norm``); RMSprop, Adagrad, Nadam and Lamb
+are Keras's definitions written as elementwise expressions. The
+hyperparameter names are Keras's, and so are the schedules
+(``ExponentialDecay``, ``InverseTimeDecay``, ``PiecewiseConstantDecay``,
+``PolynomialDecay``, ``CosineDecay`` with warmup, ``CosineDecayRestarts``)::
 
     opt = tessera.optim.Adam(learning_rate=tessera.optim.CosineDecay(1e-3, 10_000))
     opt = tessera.optim.SGD(0.01, momentum=0.9, nesterov=True, clipnorm=1.0)
@@ -33,6 +37,16 @@ of the expression language, for the caller to splice into that program::
   ``init_state(params)`` makes them as NumPy arrays.
 * ``learning_rate(iteration)`` gives the (scheduled) learning rate of an
   update as a Python float, to pass to the program as ``lr`` each step.
+* ``set_learning_rate(value)`` replaces a constant learning rate (a
+  TypeError for a schedule-driven optimizer, as in Keras).
+
+``get(identifier)`` makes an optimizer from a name (``"adam"``, any case), a
+config dict or an Optimizer. ``get_config()`` of every optimizer and schedule
+is a JSON-serializable dict naming its ``"class"``; ``from_config(config)``
+rebuilds it (optimizer state is not part of it).
+
+A state may also be a *scalar* (``StateVar.scalar``; Nadam's ``u_product``):
+one Python float for the whole optimizer, ``param`` None.
 
 Semantics (all PyTorch's): SGD ``d = g + weight_decay * w``; with momentum
 ``v = momentum * v + d`` and the step is ``v`` (``d + momentum * v`` with
@@ -49,7 +63,7 @@ import numbers
 import operator
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 __all__ = [
     "SGD",
@@ -57,13 +71,22 @@ __all__ = [
     "AdamW",
     "RMSprop",
     "Adagrad",
+    "Nadam",
+    "Lamb",
     "Optimizer",
     "UpdateCode",
     "StateVar",
     "LearningRateSchedule",
     "StepDecay",
+    "ExponentialDecay",
+    "InverseTimeDecay",
+    "PiecewiseConstantDecay",
+    "PolynomialDecay",
     "CosineDecay",
+    "CosineDecayRestarts",
     "LinearWarmup",
+    "get",
+    "from_config",
 ]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -73,13 +96,26 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class LearningRateSchedule:
-    """A learning rate as a function of the update count (0 for the first update)."""
+    """A learning rate as a function of the update count (0 for the first update).
+
+    ``get_config()`` is a JSON-serializable dict naming the class (key
+    ``"class"``) and the constructor's arguments; ``from_config(config)`` (on
+    the class, or the module's ``from_config``) rebuilds the schedule."""
 
     def __call__(self, iteration: int) -> float:
         raise NotImplementedError
 
     def get_config(self) -> dict:
         return {"class": type(self).__name__}
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> "LearningRateSchedule":
+        """The schedule ``get_config`` described."""
+        return _rebuild(config, cls)
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
+        return f"{type(self).__name__}({items})"
 
 
 def _check_iteration(iteration) -> int:
@@ -102,6 +138,12 @@ def _positive(name: str, value, allow_zero: bool = False) -> float:
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
     return value
+
+
+def _steps(name: str, value):
+    """A positive number of updates: kept an int when given one."""
+    out = _positive(name, value)
+    return operator.index(value) if isinstance(value, numbers.Integral) else out
 
 
 def _count(name: str, value, minimum: int) -> int:
@@ -132,25 +174,223 @@ class StepDecay(LearningRateSchedule):
                 "gamma": self.gamma}
 
 
-class CosineDecay(LearningRateSchedule):
-    """Cosine decay from ``initial`` to ``initial * alpha`` over ``decay_steps`` updates,
-    then constant (Keras's CosineDecay without warmup)."""
+def _number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
 
-    def __init__(self, initial: float, decay_steps: int, alpha: float = 0.0):
-        self.initial = _positive("[CosineDecay] initial", initial, allow_zero=True)
-        self.decay_steps = _count("[CosineDecay] decay_steps", decay_steps, 1)
-        self.alpha = _positive("[CosineDecay] alpha", alpha, allow_zero=True)
-        if self.alpha > 1:
-            raise ValueError(f"[CosineDecay] alpha must be in [0, 1], got {alpha!r}")
+
+def _schedule_name(cls: str, name) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"[{cls}] name must be a string, got {name!r}")
+    return name
+
+
+class ExponentialDecay(LearningRateSchedule):
+    """Keras's ExponentialDecay: ``initial_learning_rate * decay_rate ** (i /
+    decay_steps)``, the exponent floored with ``staircase``."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps, decay_rate: float,
+                 staircase: bool = False, name: str = "ExponentialDecay"):
+        cls = "[ExponentialDecay]"
+        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
+                                               initial_learning_rate, allow_zero=True)
+        self.decay_steps = _steps(f"{cls} decay_steps", decay_steps)
+        self.decay_rate = _positive(f"{cls} decay_rate", decay_rate, allow_zero=True)
+        self.staircase = bool(staircase)
+        self.name = _schedule_name("ExponentialDecay", name)
 
     def __call__(self, iteration: int) -> float:
-        t = min(_check_iteration(iteration), self.decay_steps) / self.decay_steps
-        cosine = 0.5 * (1.0 + math.cos(math.pi * t))
-        return self.initial * ((1.0 - self.alpha) * cosine + self.alpha)
+        p = _check_iteration(iteration) / self.decay_steps
+        if self.staircase:
+            p = math.floor(p)
+        return self.initial_learning_rate * self.decay_rate ** p
 
     def get_config(self) -> dict:
-        return {"class": "CosineDecay", "initial": self.initial,
-                "decay_steps": self.decay_steps, "alpha": self.alpha}
+        return {"class": "ExponentialDecay", "initial_learning_rate": self.initial_learning_rate,
+                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
+                "staircase": self.staircase, "name": self.name}
+
+
+class InverseTimeDecay(LearningRateSchedule):
+    """Keras's InverseTimeDecay: ``initial_learning_rate / (1 + decay_rate * i /
+    decay_steps)``, the quotient ``i / decay_steps`` floored with ``staircase``."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps, decay_rate: float,
+                 staircase: bool = False, name: str = "InverseTimeDecay"):
+        cls = "[InverseTimeDecay]"
+        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
+                                               initial_learning_rate, allow_zero=True)
+        self.decay_steps = _steps(f"{cls} decay_steps", decay_steps)
+        self.decay_rate = _positive(f"{cls} decay_rate", decay_rate, allow_zero=True)
+        self.staircase = bool(staircase)
+        self.name = _schedule_name("InverseTimeDecay", name)
+
+    def __call__(self, iteration: int) -> float:
+        p = _check_iteration(iteration) / self.decay_steps
+        if self.staircase:
+            p = math.floor(p)
+        return self.initial_learning_rate / (1.0 + self.decay_rate * p)
+
+    def get_config(self) -> dict:
+        return {"class": "InverseTimeDecay", "initial_learning_rate": self.initial_learning_rate,
+                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
+                "staircase": self.staircase, "name": self.name}
+
+
+class PiecewiseConstantDecay(LearningRateSchedule):
+    """Keras's PiecewiseConstantDecay: ``values[0]`` while ``i <= boundaries[0]``,
+    ``values[k]`` while ``boundaries[k - 1] < i <= boundaries[k]``, and
+    ``values[-1]`` after the last boundary (one more value than boundaries)."""
+
+    def __init__(self, boundaries: Sequence, values: Sequence, name: str = "PiecewiseConstant"):
+        cls = "[PiecewiseConstantDecay]"
+        try:
+            boundaries, values = list(boundaries), list(values)
+        except TypeError:
+            raise TypeError(f"{cls} boundaries and values must be lists, got {boundaries!r} and "
+                            f"{values!r}") from None
+        if len(values) != len(boundaries) + 1:
+            raise ValueError(f"{cls} values must have one more element than boundaries, got "
+                             f"{len(boundaries)} boundaries and {len(values)} values")
+        self.boundaries = [_number(f"{cls} boundaries", b) for b in boundaries]
+        if any(a >= b for a, b in zip(self.boundaries, self.boundaries[1:])):
+            raise ValueError(f"{cls} boundaries must increase, got {boundaries!r}")
+        self.boundaries = [int(b) if b == int(b) else b for b in self.boundaries]
+        self.values = [_positive(f"{cls} values", v, allow_zero=True) for v in values]
+        self.name = _schedule_name("PiecewiseConstantDecay", name)
+
+    def __call__(self, iteration: int) -> float:
+        i = _check_iteration(iteration)
+        for b, v in zip(self.boundaries, self.values):
+            if i <= b:
+                return v
+        return self.values[-1]
+
+    def get_config(self) -> dict:
+        return {"class": "PiecewiseConstantDecay", "boundaries": list(self.boundaries),
+                "values": list(self.values), "name": self.name}
+
+
+class PolynomialDecay(LearningRateSchedule):
+    """Keras's PolynomialDecay: from ``initial_learning_rate`` to
+    ``end_learning_rate`` as ``(initial - end) * (1 - i / decay_steps) ** power +
+    end``, then constant; with ``cycle``, ``decay_steps`` is multiplied by
+    ``ceil(i / decay_steps)`` (1 at ``i == 0``) so the decay restarts."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps, end_learning_rate=0.0001,
+                 power=1.0, cycle: bool = False, name: str = "PolynomialDecay"):
+        cls = "[PolynomialDecay]"
+        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
+                                               initial_learning_rate, allow_zero=True)
+        self.decay_steps = _steps(f"{cls} decay_steps", decay_steps)
+        self.end_learning_rate = _positive(f"{cls} end_learning_rate", end_learning_rate,
+                                           allow_zero=True)
+        self.power = _positive(f"{cls} power", power, allow_zero=True)
+        self.cycle = bool(cycle)
+        self.name = _schedule_name("PolynomialDecay", name)
+
+    def __call__(self, iteration: int) -> float:
+        i = float(_check_iteration(iteration))
+        steps = self.decay_steps
+        if self.cycle:
+            steps *= 1.0 if i == 0 else math.ceil(i / steps)
+        else:
+            i = min(i, steps)
+        p = i / steps
+        return ((self.initial_learning_rate - self.end_learning_rate) * (1.0 - p) ** self.power
+                + self.end_learning_rate)
+
+    def get_config(self) -> dict:
+        return {"class": "PolynomialDecay", "initial_learning_rate": self.initial_learning_rate,
+                "decay_steps": self.decay_steps, "end_learning_rate": self.end_learning_rate,
+                "power": self.power, "cycle": self.cycle, "name": self.name}
+
+
+class CosineDecay(LearningRateSchedule):
+    """Keras 3's CosineDecay: an optional linear warmup from
+    ``initial_learning_rate`` to ``warmup_target`` over ``warmup_steps``
+    updates, then a cosine decay over ``decay_steps`` updates from the warmup
+    target (or, without one, from ``initial_learning_rate``) to ``alpha``
+    times it, then constant::
+
+        decayed(s, lr0) = lr0 * ((1 - alpha) * 0.5 * (1 + cos(pi * s / decay_steps)) + alpha)
+        i < warmup_steps:  initial + (warmup_target - initial) * i / warmup_steps
+        otherwise:         decayed(min(i - warmup_steps, decay_steps), warmup_target or initial)
+    """
+
+    def __init__(self, initial_learning_rate: float, decay_steps: int, alpha: float = 0.0,
+                 name: str = "CosineDecay", warmup_target: Optional[float] = None,
+                 warmup_steps: int = 0):
+        cls = "[CosineDecay]"
+        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
+                                               initial_learning_rate, allow_zero=True)
+        self.decay_steps = _count(f"{cls} decay_steps", decay_steps, 1)
+        self.alpha = _positive(f"{cls} alpha", alpha, allow_zero=True)
+        if self.alpha > 1:
+            raise ValueError(f"{cls} alpha must be in [0, 1], got {alpha!r}")
+        self.name = _schedule_name("CosineDecay", name)
+        self.warmup_target = None if warmup_target is None else _positive(
+            f"{cls} warmup_target", warmup_target, allow_zero=True)
+        self.warmup_steps = _count(f"{cls} warmup_steps", warmup_steps, 0)
+
+    def _decayed(self, step: float, start: float) -> float:
+        cosine = 0.5 * (1.0 + math.cos(math.pi * step / self.decay_steps))
+        return start * ((1.0 - self.alpha) * cosine + self.alpha)
+
+    def __call__(self, iteration: int) -> float:
+        i = _check_iteration(iteration)
+        if self.warmup_target is None:
+            return self._decayed(min(i, self.decay_steps), self.initial_learning_rate)
+        i = min(i, self.decay_steps + self.warmup_steps)
+        if i < self.warmup_steps:
+            delta = self.warmup_target - self.initial_learning_rate
+            return delta * i / self.warmup_steps + self.initial_learning_rate
+        return self._decayed(i - self.warmup_steps, self.warmup_target)
+
+    def get_config(self) -> dict:
+        return {"class": "CosineDecay", "initial_learning_rate": self.initial_learning_rate,
+                "decay_steps": self.decay_steps, "alpha": self.alpha, "name": self.name,
+                "warmup_target": self.warmup_target, "warmup_steps": self.warmup_steps}
+
+
+class CosineDecayRestarts(LearningRateSchedule):
+    """Keras's CosineDecayRestarts (SGDR): cosine decays whose periods start at
+    ``first_decay_steps`` and grow by ``t_mul`` each restart, each starting
+    ``m_mul`` times lower; ``alpha`` is the floor as a fraction of the start."""
+
+    def __init__(self, initial_learning_rate: float, first_decay_steps, t_mul: float = 2.0,
+                 m_mul: float = 1.0, alpha: float = 0.0, name: str = "SGDRDecay"):
+        cls = "[CosineDecayRestarts]"
+        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
+                                               initial_learning_rate, allow_zero=True)
+        self.first_decay_steps = _steps(f"{cls} first_decay_steps", first_decay_steps)
+        self.t_mul = _positive(f"{cls} t_mul", t_mul)
+        self.m_mul = _positive(f"{cls} m_mul", m_mul, allow_zero=True)
+        self.alpha = _positive(f"{cls} alpha", alpha, allow_zero=True)
+        self.name = _schedule_name("CosineDecayRestarts", name)
+
+    def __call__(self, iteration: int) -> float:
+        fraction = _check_iteration(iteration) / self.first_decay_steps
+        if self.t_mul == 1.0:
+            restart = math.floor(fraction)
+            fraction -= restart
+        else:
+            t = self.t_mul
+            restart = math.floor(math.log(1.0 - fraction * (1.0 - t)) / math.log(t))
+            done = (1.0 - t ** restart) / (1.0 - t)
+            fraction = (fraction - done) / t ** restart
+        cosine = 0.5 * self.m_mul ** restart * (1.0 + math.cos(math.pi * fraction))
+        return self.initial_learning_rate * ((1.0 - self.alpha) * cosine + self.alpha)
+
+    def get_config(self) -> dict:
+        return {"class": "CosineDecayRestarts",
+                "initial_learning_rate": self.initial_learning_rate,
+                "first_decay_steps": self.first_decay_steps, "t_mul": self.t_mul,
+                "m_mul": self.m_mul, "alpha": self.alpha, "name": self.name}
 
 
 class LinearWarmup(LearningRateSchedule):
@@ -179,9 +419,11 @@ class LinearWarmup(LearningRateSchedule):
         return self._after(i - self.warmup_steps)
 
     def get_config(self) -> dict:
-        after = self.after.get_config() if isinstance(self.after, LearningRateSchedule) else (
-            self.after)
-        return {"class": "LinearWarmup", "schedule": after, "warmup_steps": self.warmup_steps}
+        return {"class": "LinearWarmup", "schedule": _lr_config("LinearWarmup", self.after),
+                "warmup_steps": self.warmup_steps}
+
+    def __repr__(self) -> str:
+        return f"LinearWarmup({self.after!r}, warmup_steps={self.warmup_steps})"
 
 
 # --------------------------------------------------------------------------- optimizers
@@ -189,16 +431,22 @@ class LinearWarmup(LearningRateSchedule):
 
 @dataclass(frozen=True)
 class StateVar:
-    """A state array of an optimizer: its variable name, the parameter whose
-    shape and dtype it takes, and its start value."""
+    """A state of an optimizer: its variable name, the parameter whose shape
+    and dtype it takes, and its start value. A *scalar* state (``scalar=True``,
+    ``param`` None: one number for the whole optimizer, such as Nadam's
+    momentum-cache product) is a Python float, which the language treats as a
+    weak scalar (it does not promote float32 parameters)."""
 
     name: str
-    param: str
+    param: Optional[str]
     init: float = 0.0
+    scalar: bool = False
 
     @property
     def init_expr(self) -> str:
-        """The expression creating the state from its parameter."""
+        """The expression creating the state (from its parameter unless scalar)."""
+        if self.scalar:
+            return _num(self.init)
         if self.init == 0.0:
             return f"zeros_like({self.param})"
         return f"full_like({self.param}, {_num(self.init)})"
@@ -244,6 +492,17 @@ class Optimizer:
             return float(self._lr(iteration))
         return self._lr
 
+    def set_learning_rate(self, value: float) -> None:
+        """Sets a constant learning rate (what ReduceLROnPlateau does); used from
+        the next update on. An optimizer driven by a schedule has no rate to set
+        (a TypeError, as in Keras)."""
+        cls = type(self).__name__
+        if callable(self._lr):
+            raise TypeError(f"[{cls}.set_learning_rate] this optimizer was created with a "
+                            f"learning rate schedule ({self._lr!r}), so its learning rate cannot "
+                            "be set; create it with a number to change the rate while training")
+        self._lr = _positive(f"[{cls}.set_learning_rate] value", value, allow_zero=True)
+
     def update_code(self, param_names: Sequence[str], grad_names: Sequence[str],
                     state_prefix: str = "opt_", lr_expr: str = "lr",
                     iteration_expr: str = "iteration") -> UpdateCode:
@@ -264,6 +523,9 @@ class Optimizer:
             statements.append(f"define({clipped}, clip_by_global_norm(list({', '.join(grads)}), "
                               f"{_num(self.clipnorm)}))")
             grads = [f"{clipped}[{i}]" for i in range(len(params))]
+        if params:
+            self._emit_prelude(state_prefix, f"({lr_expr})", f"({iteration_expr})", statements,
+                               state)
         for i, (p, g) in enumerate(zip(params, grads)):
             self._emit(i, p, g, state_prefix, f"({lr_expr})", f"({iteration_expr})", statements,
                        state)
@@ -276,18 +538,37 @@ class Optimizer:
 
         out = {}
         for s in state:
+            if s.scalar:
+                out[s.name] = float(s.init)
+                continue
             p = np.asarray(params[s.param])
             dtype = p.dtype if p.dtype in (np.float32, np.float64) else np.float64
             out[s.name] = np.full(p.shape, s.init, dtype=dtype)
         return out
 
     def get_config(self) -> dict:
-        lr = self._lr.get_config() if isinstance(self._lr, LearningRateSchedule) else self._lr
-        return {"class": type(self).__name__, "learning_rate": lr, "clipnorm": self.clipnorm}
+        """The constructor's arguments and ``"class"``, JSON-serializable (a
+        schedule as its own config; a learning rate given as a plain Python
+        function cannot be serialized: TypeError)."""
+        return {"class": type(self).__name__,
+                "learning_rate": _lr_config(type(self).__name__, self._lr),
+                **self._config()}
+
+    def _config(self) -> dict:
+        return {"clipnorm": self.clipnorm}
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> "Optimizer":
+        """The optimizer ``get_config`` described (without its state)."""
+        return _rebuild(config, cls)
 
     def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
+        items = ", ".join(f"{k}={v!r}" for k, v in
+                          {"learning_rate": self._lr, **self._config()}.items())
         return f"{type(self).__name__}({items})"
+
+    def _emit_prelude(self, prefix, lr, iteration, statements, state):
+        """Statements once per update before the parameters' (shared scalars)."""
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         raise NotImplementedError
@@ -306,8 +587,8 @@ class SGD(Optimizer):
         if self.nesterov and self.momentum == 0:
             raise ValueError("[SGD] nesterov=True requires a momentum > 0")
 
-    def get_config(self) -> dict:
-        return {**super().get_config(), "momentum": self.momentum, "nesterov": self.nesterov,
+    def _config(self) -> dict:
+        return {**super()._config(), "momentum": self.momentum, "nesterov": self.nesterov,
                 "weight_decay": self.weight_decay}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
@@ -342,8 +623,8 @@ class Adam(Optimizer):
         self.epsilon = _positive(f"[{cls}] epsilon", epsilon, allow_zero=True)
         self.weight_decay = _positive(f"[{cls}] weight_decay", weight_decay, allow_zero=True)
 
-    def get_config(self) -> dict:
-        return {**super().get_config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
+    def _config(self) -> dict:
+        return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
                 "epsilon": self.epsilon, "weight_decay": self.weight_decay}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
@@ -383,8 +664,8 @@ class RMSprop(Optimizer):
         self.rho = float(rho)
         self.epsilon = _positive("[RMSprop] epsilon", epsilon, allow_zero=True)
 
-    def get_config(self) -> dict:
-        return {**super().get_config(), "rho": self.rho, "epsilon": self.epsilon}
+    def _config(self) -> dict:
+        return {**super()._config(), "rho": self.rho, "epsilon": self.epsilon}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         v = f"{prefix}{param}_rms"
@@ -408,8 +689,8 @@ class Adagrad(Optimizer):
                                                    initial_accumulator_value, allow_zero=True)
         self.epsilon = _positive("[Adagrad] epsilon", epsilon, allow_zero=True)
 
-    def get_config(self) -> dict:
-        return {**super().get_config(), "initial_accumulator_value":
+    def _config(self) -> dict:
+        return {**super()._config(), "initial_accumulator_value":
                 self.initial_accumulator_value, "epsilon": self.epsilon}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
@@ -418,3 +699,202 @@ class Adagrad(Optimizer):
         statements.append(f"define({a}, {a} + ({grad}) * ({grad}))")
         statements.append(f"define({param}, {param} - {lr} * ({grad}) / (sqrt({a}) + "
                           f"{_num(self.epsilon)}))")
+
+
+def _decay_first(param, lr, weight_decay, statements):
+    """Keras's decoupled weight decay, applied before the update step."""
+    if weight_decay:
+        statements.append(f"define({param}, {param} - {param} * {_num(weight_decay)} * {lr})")
+
+
+def _beta(cls: str, name: str, b) -> float:
+    if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0 <= b < 1:
+        raise ValueError(f"[{cls}] {name} must be in [0, 1), got {b!r}")
+    return float(b)
+
+
+class Nadam(Optimizer):
+    """Nadam as Keras defines it (Adam with Nesterov momentum and Dozat's
+    momentum schedule). With ``t = iteration + 1``,
+    ``u_t = beta_1 * (1 - 0.5 * 0.96 ** t)`` and the running product
+    ``u_product *= u_t`` (a scalar state starting at 1)::
+
+        m = m + (g - m) * (1 - beta_1);  v = v + (g**2 - v) * (1 - beta_2)
+        m_hat = u_{t+1} * m / (1 - u_product * u_{t+1}) + (1 - u_t) * g / (1 - u_product)
+        v_hat = v / (1 - beta_2 ** t)
+        w -= learning_rate * m_hat / (sqrt(v_hat) + epsilon)
+
+    ``weight_decay`` is Keras's decoupled decay (``w -= w * weight_decay *
+    learning_rate`` before the step). Keras's defaults: 0.001, 0.9, 0.999, 1e-7.
+    """
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 weight_decay=0.0, clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        self.beta_1 = _beta("Nadam", "beta_1", beta_1)
+        self.beta_2 = _beta("Nadam", "beta_2", beta_2)
+        self.epsilon = _positive("[Nadam] epsilon", epsilon, allow_zero=True)
+        self.weight_decay = _positive("[Nadam] weight_decay", weight_decay, allow_zero=True)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon, "weight_decay": self.weight_decay}
+
+    def _emit_prelude(self, prefix, lr, iteration, statements, state):
+        b1, b2 = _num(self.beta_1), _num(self.beta_2)
+        product = f"{prefix}u_product"
+        state.append(StateVar(product, None, 1.0, scalar=True))
+        u_t, u_next = f"{prefix}nadam_u_t", f"{prefix}nadam_u_next"
+        statements += [
+            f"define({u_t}, {b1} * (1.0 - 0.5 * 0.96 ** ({iteration} + 1)))",
+            f"define({u_next}, {b1} * (1.0 - 0.5 * 0.96 ** ({iteration} + 2)))",
+            f"define({product}, {product} * {u_t})",
+            # The coefficients of m and g in m_hat, and v's bias correction.
+            f"define({prefix}nadam_cm, {u_next} / (1.0 - {product} * {u_next}))",
+            f"define({prefix}nadam_cg, (1.0 - {u_t}) / (1.0 - {product}))",
+            f"define({prefix}nadam_cv, 1.0 - {b2} ** ({iteration} + 1))",
+        ]
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        m, v = f"{prefix}{param}_m", f"{prefix}{param}_v"
+        state += [StateVar(m, param), StateVar(v, param)]
+        _decay_first(param, lr, self.weight_decay, statements)
+        statements += [
+            f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})",
+            f"define({v}, {v} + (({grad}) * ({grad}) - {v}) * {_num(1 - self.beta_2)})",
+            f"define({param}, {param} - ({prefix}nadam_cm * {m} + {prefix}nadam_cg * ({grad}))"
+            f" * {lr} / (sqrt({v} / {prefix}nadam_cv) + {_num(self.epsilon)}))",
+        ]
+
+
+class Lamb(Optimizer):
+    """Lamb as Keras defines it: Adam's bias-corrected direction
+    ``r = m_hat / (sqrt(v_hat) + epsilon)`` scaled per parameter (layer-wise) by
+    the trust ratio ``||w|| / ||r||`` (1 when either norm is 0)::
+
+        w -= trust_ratio * learning_rate * r
+
+    ``weight_decay`` is Keras's decoupled decay, applied before the step.
+    Keras's defaults: 0.001, 0.9, 0.999, 1e-7."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 weight_decay=0.0, clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        self.beta_1 = _beta("Lamb", "beta_1", beta_1)
+        self.beta_2 = _beta("Lamb", "beta_2", beta_2)
+        self.epsilon = _positive("[Lamb] epsilon", epsilon, allow_zero=True)
+        self.weight_decay = _positive("[Lamb] weight_decay", weight_decay, allow_zero=True)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon, "weight_decay": self.weight_decay}
+
+    def _emit_prelude(self, prefix, lr, iteration, statements, state):
+        statements += [
+            f"define({prefix}lamb_c1, 1.0 - {_num(self.beta_1)} ** ({iteration} + 1))",
+            f"define({prefix}lamb_c2, 1.0 - {_num(self.beta_2)} ** ({iteration} + 1))",
+        ]
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        m, v = f"{prefix}{param}_m", f"{prefix}{param}_v"
+        r, wn, rn = f"{prefix}r{i}", f"{prefix}wnorm{i}", f"{prefix}rnorm{i}"
+        state += [StateVar(m, param), StateVar(v, param)]
+        _decay_first(param, lr, self.weight_decay, statements)
+        statements += [
+            f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})",
+            f"define({v}, {v} + (({grad}) * ({grad}) - {v}) * {_num(1 - self.beta_2)})",
+            f"define({r}, ({m} / {prefix}lamb_c1) / (sqrt({v} / {prefix}lamb_c2) + "
+            f"{_num(self.epsilon)}))",
+            f"define({wn}, sqrt(sum(square({param}))))",
+            f"define({rn}, sqrt(sum(square({r}))))",
+            f"define({param}, {param} - where({wn} > 0.0, where({rn} > 0.0, {wn} / {rn}, 1.0), "
+            f"1.0) * {lr} * {r})",
+        ]
+
+
+# --------------------------------------------------------------------------- by name, configs
+
+_OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop,
+               "adagrad": Adagrad, "nadam": Nadam, "lamb": Lamb}
+_SCHEDULES = {c.__name__: c for c in (
+    StepDecay, ExponentialDecay, InverseTimeDecay, PiecewiseConstantDecay, PolynomialDecay,
+    CosineDecay, CosineDecayRestarts, LinearWarmup)}
+
+
+def _lr_config(owner: str, lr):
+    """A learning rate (number or schedule) as JSON-serializable config."""
+    if isinstance(lr, LearningRateSchedule):
+        return lr.get_config()
+    if callable(lr):
+        raise TypeError(f"[{owner}.get_config] a learning rate given as a Python function "
+                        f"({lr!r}) cannot be serialized; use a tessera.optim "
+                        "LearningRateSchedule")
+    return lr
+
+
+def _lr_from_config(value):
+    return from_config(value) if isinstance(value, Mapping) else value
+
+
+def _rebuild(config: Mapping, expected=None):
+    """The object a get_config dict describes: ``{"class": name, **arguments}``
+    (or Keras's ``{"class_name": name, "config": {...}}``)."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"[from_config] config must be a dict, got {config!r}")
+    config = dict(config)
+    if "class_name" in config and "class" not in config:
+        inner = config.get("config") or {}
+        config = {"class": config["class_name"], **inner}
+    name = config.pop("class", None)
+    known = {c.__name__: c for c in _OPTIMIZERS.values()} | _SCHEDULES
+    cls = known.get(name)
+    if cls is None:
+        import difflib  # noqa: PLC0415
+
+        close = difflib.get_close_matches(str(name), list(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"[from_config] unknown class {name!r}{hint} Known: {sorted(known)}")
+    if expected is not None and not issubclass(cls, expected):
+        raise ValueError(f"[{expected.__name__}.from_config] the config describes a {name}")
+    if cls is not LinearWarmup and issubclass(cls, LearningRateSchedule):
+        return cls(**config)
+    if cls is LinearWarmup:
+        if "schedule" in config:
+            config["schedule_or_value"] = config.pop("schedule")
+        config["schedule_or_value"] = _lr_from_config(config["schedule_or_value"])
+        return cls(**config)
+    if "learning_rate" in config:
+        config["learning_rate"] = _lr_from_config(config["learning_rate"])
+    return cls(**config)
+
+
+def from_config(config: Mapping) -> Union[Optimizer, LearningRateSchedule]:
+    """The optimizer or learning-rate schedule a ``get_config()`` dict describes."""
+    return _rebuild(config)
+
+
+def get(identifier) -> Optimizer:
+    """An optimizer from a name (``"sgd"``, ``"adam"``, ``"adamw"``,
+    ``"rmsprop"``, ``"adagrad"``, ``"nadam"``, ``"lamb"``, any case; Keras's
+    defaults), a config dict (``get_config()``'s) or an Optimizer (returned as
+    is)."""
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, str):
+        cls = _OPTIMIZERS.get(identifier.lower())
+        if cls is None:
+            import difflib  # noqa: PLC0415
+
+            close = difflib.get_close_matches(identifier.lower(), list(_OPTIMIZERS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"[optim.get] unknown optimizer {identifier!r}{hint} Known: "
+                             f"{sorted(_OPTIMIZERS)}")
+        return cls()
+    if isinstance(identifier, Mapping):
+        out = from_config(identifier)
+        if not isinstance(out, Optimizer):
+            raise ValueError(f"[optim.get] the config describes a learning-rate schedule, not an "
+                             f"optimizer: {dict(identifier)!r}")
+        return out
+    raise TypeError(f"[optim.get] expected an optimizer name, config dict or Optimizer, got "
+                    f"{identifier!r}")

@@ -242,3 +242,265 @@ def test_rmsprop_and_adagrad_reject_bad_settings():
         optim.RMSprop(rho=1.5)
     with pytest.raises(ValueError, match=r"\[Adagrad\] initial_accumulator_value"):
         optim.Adagrad(initial_accumulator_value=-1.0)
+
+
+# --------------------------------------------------------------------------- Nadam, Lamb
+
+
+def numpy_nadam(w, grads, lr, b1=0.9, b2=0.999, eps=1e-7, wd=0.0):
+    """Keras 3's Nadam (keras/src/optimizers/nadam.py), one variable."""
+    m, v, u_product = np.zeros_like(w), np.zeros_like(w), 1.0
+    for it, g in enumerate(grads):
+        u_t = b1 * (1.0 - 0.5 * 0.96 ** (it + 1))
+        u_t_1 = b1 * (1.0 - 0.5 * 0.96 ** (it + 2))
+        u_product = u_product * u_t
+        u_product_t_1 = u_product * u_t_1
+        w = w - w * wd * lr
+        m = m + (g - m) * (1 - b1)
+        v = v + (np.square(g) - v) * (1 - b2)
+        m_hat = u_t_1 * m / (1 - u_product_t_1) + (1 - u_t) * g / (1 - u_product)
+        v_hat = v / (1 - b2 ** (it + 1))
+        w = w - (m_hat * lr) / (np.sqrt(v_hat) + eps)
+    return w, m, v, u_product
+
+
+def numpy_lamb(w, grads, lr, b1=0.9, b2=0.999, eps=1e-7, wd=0.0):
+    """Keras 3's Lamb (keras/src/optimizers/lamb.py), one variable."""
+    m, v = np.zeros_like(w), np.zeros_like(w)
+    for it, g in enumerate(grads):
+        w = w - w * wd * lr
+        m = m + (g - m) * (1 - b1)
+        v = v + (np.square(g) - v) * (1 - b2)
+        m_hat = m / (1.0 - b1 ** (it + 1))
+        v_sqrt = np.sqrt(v / (1.0 - b2 ** (it + 1))) + eps
+        update = m_hat / v_sqrt
+        w_norm, g_norm = np.sqrt(np.sum(w ** 2)), np.sqrt(np.sum(update ** 2))
+        ratio = w_norm / g_norm if w_norm > 0 and g_norm > 0 else 1.0
+        w = w - ratio * lr * update
+    return w, m, v
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(beta_1=0.5, beta_2=0.9, epsilon=1e-3),
+                                    dict(weight_decay=0.1)])
+def test_nadam_against_keras_definition(kwargs):
+    opt = optim.Nadam(learning_rate=0.01, **kwargs)
+    got, state, upd = run_steps(opt, {"w": W0}, [{"w": g} for g in GRADS])
+    w, m, v, u = numpy_nadam(W0, GRADS, 0.01, kwargs.get("beta_1", 0.9),
+                             kwargs.get("beta_2", 0.999), kwargs.get("epsilon", 1e-7),
+                             kwargs.get("weight_decay", 0.0))
+    np.testing.assert_allclose(got["w"], w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["opt_w_m"], m, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["opt_w_v"], v, rtol=1e-12, atol=1e-14)
+    assert state["opt_u_product"] == pytest.approx(u, rel=1e-14)
+    assert [(s.name, s.param, s.init, s.scalar) for s in upd.state] == [
+        ("opt_u_product", None, 1.0, True), ("opt_w_m", "w", 0.0, False),
+        ("opt_w_v", "w", 0.0, False)]
+    assert upd.state[0].init_expr == "1.0"
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(beta_1=0.5, beta_2=0.9, epsilon=1e-3),
+                                    dict(weight_decay=0.1)])
+def test_lamb_against_keras_definition(kwargs):
+    opt = optim.Lamb(learning_rate=0.01, **kwargs)
+    params = {"w": W0, "b": np.array([0.0, 0.0])}  # b: ||w|| = 0, trust ratio 1
+    grads = [{"w": g, "b": g[0]} for g in GRADS]
+    got, state, upd = run_steps(opt, params, grads)
+    args = (0.01, kwargs.get("beta_1", 0.9), kwargs.get("beta_2", 0.999),
+            kwargs.get("epsilon", 1e-7), kwargs.get("weight_decay", 0.0))
+    w, m, v = numpy_lamb(W0, GRADS, *args)
+    b, _, _ = numpy_lamb(np.zeros(2), [g[0] for g in GRADS], *args)
+    np.testing.assert_allclose(got["w"], w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got["b"], b, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["opt_w_m"], m, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["opt_w_v"], v, rtol=1e-12, atol=1e-14)
+
+
+def test_lamb_zero_update_and_float32_nadam():
+    # A zero gradient: the update's norm is 0, the trust ratio 1, nothing moves.
+    got, _, _ = run_steps(optim.Lamb(0.1), {"w": W0}, [{"w": np.zeros_like(W0)}])
+    np.testing.assert_array_equal(got["w"], W0)
+    # float32 parameters stay float32 (the scalar state is a weak Python float).
+    w32 = W0.astype(np.float32)
+    for opt in (optim.Nadam(0.01), optim.Lamb(0.01)):
+        got, state, _ = run_steps(opt, {"w": w32}, [{"w": g.astype(np.float32)} for g in GRADS])
+        assert got["w"].dtype == np.float32
+        ref = (numpy_nadam if isinstance(opt, optim.Nadam) else numpy_lamb)(W0, GRADS, 0.01)[0]
+        np.testing.assert_allclose(got["w"], ref, rtol=1e-5)
+    assert isinstance(state.get("opt_u_product", 1.0), float)
+    init = optim.Nadam().init_state({"w": w32}, optim.Nadam().update_code(["w"], ["g"]).state)
+    assert init["opt_u_product"] == 1.0 and init["opt_w_m"].dtype == np.float32
+
+
+def test_set_learning_rate():
+    opt = optim.Adam(0.01)
+    opt.set_learning_rate(0.005)
+    assert opt.learning_rate(7) == 0.005 and opt.get_config()["learning_rate"] == 0.005
+    with pytest.raises(ValueError, match=r"\[Adam.set_learning_rate\] value must be a finite"):
+        opt.set_learning_rate(-1.0)
+    sched = optim.Adam(optim.ExponentialDecay(0.1, 10, 0.5))
+    with pytest.raises(TypeError, match=r"\[Adam.set_learning_rate\] .*schedule"):
+        sched.set_learning_rate(0.1)
+
+
+# --------------------------------------------------------------------------- Keras schedules
+
+
+def test_keras_schedules_formulas():
+    e = optim.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    assert e(0) == 0.1 and e(5) == pytest.approx(0.1 * 0.5 ** 0.5)
+    assert e(20) == pytest.approx(0.025)
+    es = optim.ExponentialDecay(0.1, 10, 0.5, staircase=True)
+    assert es(9) == 0.1 and es(10) == pytest.approx(0.05)
+    it = optim.InverseTimeDecay(1.0, decay_steps=2, decay_rate=0.5)
+    assert it(3) == pytest.approx(1.0 / (1 + 0.5 * 1.5))
+    assert optim.InverseTimeDecay(1.0, 2, 0.5, staircase=True)(3) == pytest.approx(1 / 1.5)
+    pc = optim.PiecewiseConstantDecay([10, 20], [1.0, 0.5, 0.1])
+    assert [pc(0), pc(10), pc(11), pc(20), pc(21), pc(1000)] == [1.0, 1.0, 0.5, 0.5, 0.1, 0.1]
+    pd = optim.PolynomialDecay(1.0, decay_steps=10, end_learning_rate=0.1, power=2.0)
+    assert pd(0) == 1.0 and pd(5) == pytest.approx(0.9 * 0.25 + 0.1)
+    assert pd(10) == pytest.approx(0.1) and pd(50) == pytest.approx(0.1)
+    pcyc = optim.PolynomialDecay(1.0, 10, 0.0, cycle=True)
+    # Keras: decay_steps * ceil(i / decay_steps) (1 at 0): i=15 decays over 20 steps.
+    assert pcyc(0) == 1.0 and pcyc(15) == pytest.approx(1 - 15 / 20)
+    assert pcyc(10) == pytest.approx(0.0) and pcyc(11) == pytest.approx(1 - 11 / 20)
+    assert optim.PolynomialDecay(1.0, 10)(10) == pytest.approx(0.0001)
+
+
+def keras_cosine(i, lr0, steps, alpha=0.0, target=None, warm=0):
+    def decayed(s, start):
+        return start * ((1 - alpha) * 0.5 * (1 + math.cos(math.pi * s / steps)) + alpha)
+    if target is None:
+        return decayed(min(i, steps), lr0)
+    i = min(i, steps + warm)
+    if i < warm:
+        return (target - lr0) * i / warm + lr0
+    return decayed(i - warm, target)
+
+
+def keras_restarts(i, lr0, first, t_mul=2.0, m_mul=1.0, alpha=0.0):
+    frac = i / first
+    if t_mul == 1.0:
+        r = math.floor(frac)
+        frac -= r
+    else:
+        r = math.floor(math.log(1 - frac * (1 - t_mul)) / math.log(t_mul))
+        frac = (frac - (1 - t_mul ** r) / (1 - t_mul)) / t_mul ** r
+    return lr0 * ((1 - alpha) * 0.5 * m_mul ** r * (1 + math.cos(math.pi * frac)) + alpha)
+
+
+def test_cosine_decay_warmup_and_restarts():
+    c = optim.CosineDecay(0.0, 100, alpha=0.1, warmup_target=1.0, warmup_steps=10)
+    for i in (0, 1, 5, 9, 10, 11, 60, 110, 500):
+        assert c(i) == pytest.approx(keras_cosine(i, 0.0, 100, 0.1, 1.0, 10)), i
+    assert c(5) == pytest.approx(0.5) and c(10) == pytest.approx(1.0)
+    assert c(110) == pytest.approx(0.1)
+    plain = optim.CosineDecay(2.0, 100, 0.1)  # the positional use of before
+    assert plain(50) == pytest.approx(keras_cosine(50, 2.0, 100, 0.1))
+    for kw in (dict(), dict(t_mul=1.0), dict(t_mul=1.5, m_mul=0.5, alpha=0.1)):
+        r = optim.CosineDecayRestarts(1.0, 10, **kw)
+        for i in (0, 3, 9, 10, 11, 29, 30, 31, 75, 200):
+            assert r(i) == pytest.approx(keras_restarts(i, 1.0, 10, **kw)), (kw, i)
+    r = optim.CosineDecayRestarts(1.0, 10)
+    assert r(10) == pytest.approx(1.0) and r(30) == pytest.approx(1.0)  # restarts at 10, 30
+    assert r(20) == pytest.approx(0.5)
+
+
+def test_schedule_errors():
+    with pytest.raises(ValueError, match=r"\[PiecewiseConstantDecay\] values must have one more"):
+        optim.PiecewiseConstantDecay([1, 2], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"\[PiecewiseConstantDecay\] boundaries must increase"):
+        optim.PiecewiseConstantDecay([2, 1], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"\[ExponentialDecay\] decay_steps must be a finite "
+                                         r"number > 0, got 0.0"):
+        optim.ExponentialDecay(0.1, 0, 0.5)
+    with pytest.raises(TypeError, match=r"\[CosineDecay\] warmup_steps must be an int"):
+        optim.CosineDecay(0.1, 10, warmup_steps=1.5)
+    with pytest.raises(ValueError, match=r"\[CosineDecayRestarts\] t_mul must be a finite"):
+        optim.CosineDecayRestarts(0.1, 10, t_mul=0.0)
+
+
+# --------------------------------------------------------------------------- configs, get()
+
+ALL_SCHEDULES = [
+    optim.StepDecay(0.5, 3, 0.2),
+    optim.ExponentialDecay(0.1, 1000, 0.96, staircase=True),
+    optim.InverseTimeDecay(0.1, 7.5, 0.5),
+    optim.PiecewiseConstantDecay([100, 200], [0.1, 0.01, 0.001]),
+    optim.PolynomialDecay(0.1, 100, 0.001, power=0.5, cycle=True),
+    optim.CosineDecay(0.001, 100),
+    optim.CosineDecay(0.0, 100, 0.05, warmup_target=0.01, warmup_steps=5),
+    optim.CosineDecayRestarts(0.1, 20, t_mul=1.5, m_mul=0.9, alpha=0.01),
+    optim.LinearWarmup(optim.CosineDecay(1e-3, 50), 5),
+    optim.LinearWarmup(0.1, 3),
+]
+
+ALL_OPTIMIZERS = [
+    optim.SGD(0.05, momentum=0.9, nesterov=True, weight_decay=1e-4, clipnorm=1.0),
+    optim.Adam(optim.ExponentialDecay(0.1, 10, 0.5), beta_1=0.8),
+    optim.AdamW(0.002, weight_decay=0.05, epsilon=1e-6),
+    optim.RMSprop(0.01, rho=0.8),
+    optim.Adagrad(0.1, initial_accumulator_value=0.0),
+    optim.Nadam(optim.LinearWarmup(optim.CosineDecay(0.01, 100), 10), beta_2=0.99),
+    optim.Lamb(0.01, weight_decay=0.01, clipnorm=2.0),
+]
+
+
+@pytest.mark.parametrize("obj", ALL_SCHEDULES + ALL_OPTIMIZERS,
+                         ids=lambda o: type(o).__name__)
+def test_config_round_trip_through_json(obj):
+    import json
+
+    config = obj.get_config()
+    text = json.dumps(config)
+    assert config["class"] == type(obj).__name__
+    back = optim.from_config(json.loads(text))
+    assert type(back) is type(obj) and back.get_config() == config
+    assert type(obj).from_config(json.loads(text)).get_config() == config
+    if isinstance(obj, optim.LearningRateSchedule):
+        assert [back(i) for i in range(0, 300, 7)] == [obj(i) for i in range(0, 300, 7)]
+    else:
+        assert back.update_code(["w"], ["g"]) == obj.update_code(["w"], ["g"])
+        rates = [obj.learning_rate(i) for i in range(20)]
+        assert [back.learning_rate(i) for i in range(20)] == rates
+        assert repr(back) == repr(obj)
+
+
+def test_get_and_config_errors():
+    for name, cls in [("sgd", optim.SGD), ("Adam", optim.Adam), ("ADAMW", optim.AdamW),
+                      ("rmsprop", optim.RMSprop), ("adagrad", optim.Adagrad),
+                      ("nadam", optim.Nadam), ("Lamb", optim.Lamb)]:
+        assert type(optim.get(name)) is cls
+    opt = optim.Nadam()
+    assert optim.get(opt) is opt
+    assert optim.get(opt.get_config()).get_config() == opt.get_config()
+    keras_style = {"class_name": "Adam", "config": {"learning_rate": 0.01}}
+    assert optim.get(keras_style).learning_rate() == 0.01
+    with pytest.raises(ValueError, match=r"unknown optimizer 'nadan'; did you mean 'nadam'\?"):
+        optim.get("nadan")
+    with pytest.raises(TypeError, match=r"\[optim.get\] expected an optimizer name"):
+        optim.get(3)
+    with pytest.raises(ValueError, match=r"describes a learning-rate schedule"):
+        optim.get(optim.CosineDecay(0.1, 10).get_config())
+    with pytest.raises(ValueError, match=r"unknown class 'CosineDecai'; did you mean "
+                                         r"'CosineDecay'\?"):
+        optim.from_config({"class": "CosineDecai"})
+    with pytest.raises(ValueError, match=r"\[CosineDecay.from_config\] the config describes a "
+                                         r"StepDecay"):
+        optim.CosineDecay.from_config(optim.StepDecay(1.0, 2).get_config())
+    with pytest.raises(TypeError, match=r"\[SGD.get_config\] a learning rate given as a Python "
+                                        r"function"):
+        optim.SGD(lambda i: 0.1).get_config()
+    assert "SGD(learning_rate=<function" in repr(optim.SGD(lambda i: 0.1))
+
+
+@pytest.mark.parametrize("opt", [optim.Nadam(0.01), optim.Lamb(0.01)], ids=repr)
+def test_nadam_and_lamb_train_a_model(opt):
+    from tessera import nn
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 4)).astype(np.float32)
+    y = (x[:, 0] - x[:, 1] > 0).astype(np.int64)
+    model = nn.Sequential([nn.Dense(8, activation="relu", input_shape=(4,)), nn.Dense(2)])
+    model.compile(opt, nn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, batch_size=32, epochs=4, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]

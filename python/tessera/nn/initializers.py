@@ -1,0 +1,435 @@
+"""tessera.nn.initializers: Keras's weight initializers, with Keras's names,
+arguments, defaults and definitions, drawing from tessera's counter-based
+generators (the values of a seed do not depend on the number of threads).
+
+    init = nn.initializers.HeNormal(seed=1)
+    w = init((3, 3, 16, 32))                   # a NumPy array, float32
+    nn.initializers.get("glorot_uniform")      # by Keras's snake_case name
+
+Each initializer is called as Keras's: ``init(shape, dtype="float32")``. A
+seeded initializer (``seed=`` an int) uses its seed every call, so, as in
+Keras, *the same seeded initializer object gives the same values each call*
+(give different seeds, or no seed, to layers that should differ); an
+unseeded one draws from tessera's global random state (``set_seed``).
+``init.generate(shape, dtype, seed)`` is what a model calls with a seed of
+its own per parameter: the initializer's own seed, when it has one, wins.
+
+The fans are Keras's ``compute_fans``: a 1-d shape has fan_in = fan_out =
+shape[0], a 2-d (Dense kernel) shape (in, out), and a convolution kernel
+(k..., in, out) multiplies both by the receptive field size prod(k).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .. import _core
+
+__all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUniform",
+           "TruncatedNormal", "VarianceScaling", "GlorotUniform", "GlorotNormal", "HeNormal",
+           "HeUniform", "LecunNormal", "LecunUniform", "Orthogonal", "Identity",
+           "compute_fans", "get", "serialize", "deserialize"]
+
+_DTYPES = ("float32", "float64", "float16")
+
+
+def compute_fans(shape) -> Tuple[int, int]:
+    """(fan_in, fan_out) of a weight shape, as Keras computes them."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) < 1:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def _index(d) -> int:
+    if isinstance(d, bool):
+        raise TypeError("a bool is not a size")
+    return operator.index(d)
+
+
+def _shape(cls: str, shape) -> Tuple[int, ...]:
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        out = tuple(_index(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"[{cls}] shape must be a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"[{cls}] shape must not have negative sizes, got {shape!r}")
+    return out
+
+
+def _dtype(cls: str, dtype) -> str:
+    name = np.dtype(dtype).name if dtype is not None else "float32"
+    if name not in _DTYPES:
+        raise ValueError(f"[{cls}] dtype must be a float dtype ({', '.join(_DTYPES)}), got "
+                         f"{dtype!r}")
+    return name
+
+
+def _seed(cls: str, seed) -> Optional[int]:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"[{cls}] seed must be None or an int >= 0, got {seed!r}")
+    return int(seed)
+
+
+def _number(cls: str, name: str, value, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not math.isfinite(value) or (positive and value <= 0):
+        what = "a positive number" if positive else "a finite number"
+        raise ValueError(f"[{cls}] {name} must be {what}, got {value!r}")
+    return float(value)
+
+
+def _mix(seed: int, k: int) -> int:
+    """A derived seed (for the redraws of a truncated normal): splitmix64."""
+    z = (seed + 0x9E3779B97F4A7C15 * (k + 1)) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (z ^ (z >> 31)) >> 1  # non-negative int64
+
+
+def _normal(shape, mean, std, seed, dtype):
+    attrs = {"mean": float(mean), "std": float(std), "dtype": dtype}
+    if seed is not None:
+        attrs["seed"] = seed
+    return np.asarray(_core.call_primitive("random_normal", [list(shape)], attrs))
+
+
+def _uniform(shape, low, high, seed, dtype):
+    attrs = {"low": float(low), "high": float(high), "dtype": dtype}
+    if seed is not None:
+        attrs["seed"] = seed
+    return np.asarray(_core.call_primitive("random_uniform", [list(shape)], attrs))
+
+
+def _truncated_normal(shape, mean, std, seed, dtype):
+    """A normal draw whose values beyond 2 stddev are redrawn (Keras's
+    truncated_normal), the redraws from seeds derived from ``seed``."""
+    x = _normal(shape, 0.0, 1.0, seed, "float64")
+    k = 0
+    while True:
+        bad = np.abs(x) > 2.0
+        n = int(bad.sum())
+        if not n:
+            break
+        x[bad] = _normal((n,), 0.0, 1.0, None if seed is None else _mix(seed, k), "float64")
+        k += 1
+    return (mean + std * x).astype(dtype)
+
+
+class Initializer:
+    """An initializer: ``init(shape, dtype="float32")`` returns a NumPy array.
+    ``get_config()`` names the class (``"class"``) and the arguments;
+    ``from_config`` (or the module's ``deserialize``) rebuilds it."""
+
+    seed: Optional[int] = None
+
+    def __call__(self, shape, dtype="float32") -> np.ndarray:
+        return self.generate(shape, dtype, None)
+
+    def generate(self, shape, dtype="float32", seed: Optional[int] = None) -> np.ndarray:
+        """The values for ``shape``, drawn with the initializer's own seed if it
+        has one, else with ``seed`` (None: tessera's global random state)."""
+        cls = type(self).__name__
+        shape, dtype = _shape(cls, shape), _dtype(cls, dtype)
+        own = self.seed if self.seed is not None else _seed(cls, seed)
+        return self._generate(shape, dtype, own)
+
+    def _generate(self, shape, dtype, seed) -> np.ndarray:
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        return {"class": type(self).__name__}
+
+    @classmethod
+    def from_config(cls, config) -> "Initializer":
+        config = dict(config)
+        name = config.pop("class", cls.__name__)
+        if name != cls.__name__:
+            raise ValueError(f"[{cls.__name__}.from_config] the config describes a {name}")
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
+        return f"{type(self).__name__}({items})"
+
+
+class Constant(Initializer):
+    """Every value ``value``."""
+
+    def __init__(self, value=0.0):
+        self.value = _number("Constant", "value", value)
+
+    def _generate(self, shape, dtype, seed):
+        return np.full(shape, self.value, dtype=dtype)
+
+    def get_config(self):
+        return {"class": "Constant", "value": self.value}
+
+
+class Zeros(Initializer):
+    """Zeros."""
+
+    def _generate(self, shape, dtype, seed):
+        return np.zeros(shape, dtype=dtype)
+
+
+class Ones(Initializer):
+    """Ones."""
+
+    def _generate(self, shape, dtype, seed):
+        return np.ones(shape, dtype=dtype)
+
+
+class RandomNormal(Initializer):
+    """Normal values with ``mean`` and ``stddev`` (Keras's defaults 0, 0.05)."""
+
+    def __init__(self, mean=0.0, stddev=0.05, seed=None):
+        cls = type(self).__name__
+        self.mean = _number(cls, "mean", mean)
+        self.stddev = _number(cls, "stddev", stddev, positive=True)
+        self.seed = _seed(cls, seed)
+
+    def _generate(self, shape, dtype, seed):
+        return _normal(shape, self.mean, self.stddev, seed, dtype)
+
+    def get_config(self):
+        return {"class": type(self).__name__, "mean": self.mean, "stddev": self.stddev,
+                "seed": self.seed}
+
+
+class TruncatedNormal(RandomNormal):
+    """Normal values with ``mean`` and ``stddev``, those more than 2 stddev from
+    the mean redrawn (Keras's defaults 0, 0.05)."""
+
+    def _generate(self, shape, dtype, seed):
+        return _truncated_normal(shape, self.mean, self.stddev, seed, dtype)
+
+
+class RandomUniform(Initializer):
+    """Uniform values in [minval, maxval) (Keras's defaults -0.05, 0.05)."""
+
+    def __init__(self, minval=-0.05, maxval=0.05, seed=None):
+        self.minval = _number("RandomUniform", "minval", minval)
+        self.maxval = _number("RandomUniform", "maxval", maxval)
+        if self.maxval < self.minval:
+            raise ValueError(f"[RandomUniform] maxval must be >= minval, got minval={minval!r}, "
+                             f"maxval={maxval!r}")
+        self.seed = _seed("RandomUniform", seed)
+
+    def _generate(self, shape, dtype, seed):
+        return _uniform(shape, self.minval, self.maxval, seed, dtype)
+
+    def get_config(self):
+        return {"class": "RandomUniform", "minval": self.minval, "maxval": self.maxval,
+                "seed": self.seed}
+
+
+class VarianceScaling(Initializer):
+    """Keras's VarianceScaling: ``scale`` divided by the fan of ``mode``
+    ("fan_in", "fan_out", "fan_avg": their mean, each at least 1) is the
+    variance of ``distribution``: "truncated_normal" (stddev sqrt(scale) /
+    0.8796..., the stddev of a unit normal truncated at 2), "untruncated_normal"
+    (stddev sqrt(scale); "normal" means "truncated_normal", as in Keras) or
+    "uniform" (in +-sqrt(3 scale))."""
+
+    _modes = ("fan_in", "fan_out", "fan_avg")
+    _distributions = ("truncated_normal", "untruncated_normal", "uniform")
+
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+        cls = type(self).__name__
+        self.scale = _number(cls, "scale", scale, positive=True)
+        mode = mode.lower() if isinstance(mode, str) else mode
+        if mode not in self._modes:
+            raise ValueError(f"[{cls}] mode must be one of {list(self._modes)}, got {mode!r}")
+        dist = distribution.lower() if isinstance(distribution, str) else distribution
+        if dist == "normal":
+            dist = "truncated_normal"
+        if dist not in self._distributions:
+            raise ValueError(f"[{cls}] distribution must be one of {list(self._distributions)}, "
+                             f"got {distribution!r}")
+        self.mode, self.distribution = mode, dist
+        self.seed = _seed(cls, seed)
+
+    def _generate(self, shape, dtype, seed):
+        fan_in, fan_out = compute_fans(shape)
+        fan = {"fan_in": fan_in, "fan_out": fan_out,
+               "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
+        scale = self.scale / max(1.0, fan)
+        if self.distribution == "truncated_normal":
+            return _truncated_normal(shape, 0.0, math.sqrt(scale) / 0.87962566103423978, seed,
+                                     dtype)
+        if self.distribution == "untruncated_normal":
+            return _normal(shape, 0.0, math.sqrt(scale), seed, dtype)
+        limit = math.sqrt(3.0 * scale)
+        return _uniform(shape, -limit, limit, seed, dtype)
+
+    def get_config(self):
+        return {"class": "VarianceScaling", "scale": self.scale, "mode": self.mode,
+                "distribution": self.distribution, "seed": self.seed}
+
+
+class _Fixed(VarianceScaling):
+    """A VarianceScaling preset: only the seed is an argument."""
+
+    _preset = (1.0, "fan_in", "truncated_normal")
+
+    def __init__(self, seed=None):
+        super().__init__(*self._preset, seed=seed)
+
+    def get_config(self):
+        return {"class": type(self).__name__, "seed": self.seed}
+
+
+class GlorotUniform(_Fixed):
+    """Uniform in +-sqrt(6 / (fan_in + fan_out)) (Keras's default kernel initializer)."""
+
+    _preset = (1.0, "fan_avg", "uniform")
+
+
+class GlorotNormal(_Fixed):
+    """Truncated normal with stddev sqrt(2 / (fan_in + fan_out))."""
+
+    _preset = (1.0, "fan_avg", "truncated_normal")
+
+
+class HeNormal(_Fixed):
+    """Truncated normal with stddev sqrt(2 / fan_in)."""
+
+    _preset = (2.0, "fan_in", "truncated_normal")
+
+
+class HeUniform(_Fixed):
+    """Uniform in +-sqrt(6 / fan_in)."""
+
+    _preset = (2.0, "fan_in", "uniform")
+
+
+class LecunNormal(_Fixed):
+    """Truncated normal with stddev sqrt(1 / fan_in)."""
+
+    _preset = (1.0, "fan_in", "truncated_normal")
+
+
+class LecunUniform(_Fixed):
+    """Uniform in +-sqrt(3 / fan_in)."""
+
+    _preset = (1.0, "fan_in", "uniform")
+
+
+class Orthogonal(Initializer):
+    """Keras's Orthogonal: the shape flattened to (prod(shape[:-1]), shape[-1]),
+    a normal matrix's QR factor Q (signs fixed by R's diagonal), times ``gain``:
+    orthonormal columns (or rows, when there are fewer rows than columns)."""
+
+    def __init__(self, gain=1.0, seed=None):
+        self.gain = _number("Orthogonal", "gain", gain)
+        self.seed = _seed("Orthogonal", seed)
+
+    def _generate(self, shape, dtype, seed):
+        if len(shape) < 2:
+            raise ValueError(f"[Orthogonal] needs a shape of at least 2 dimensions, got {shape}")
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        a = _normal((max(rows, cols), min(rows, cols)), 0.0, 1.0, seed, "float64")
+        q, r = np.linalg.qr(a)
+        q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+        if rows < cols:
+            q = q.T
+        return (self.gain * q).reshape(shape).astype(dtype)
+
+    def get_config(self):
+        return {"class": "Orthogonal", "gain": self.gain, "seed": self.seed}
+
+
+class Identity(Initializer):
+    """``gain`` times the identity matrix (2-d shapes only, as in Keras)."""
+
+    def __init__(self, gain=1.0):
+        self.gain = _number("Identity", "gain", gain)
+
+    def _generate(self, shape, dtype, seed):
+        if len(shape) != 2:
+            raise ValueError(f"[Identity] needs a 2-d shape, got {shape}")
+        return (self.gain * np.eye(*shape)).astype(dtype)
+
+    def get_config(self):
+        return {"class": "Identity", "gain": self.gain}
+
+
+_CLASSES = {c.__name__: c for c in (
+    Zeros, Ones, Constant, RandomNormal, RandomUniform, TruncatedNormal, VarianceScaling,
+    GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, Orthogonal,
+    Identity)}
+
+# Keras's snake_case names (and its aliases).
+_BY_NAME = {
+    "zeros": Zeros, "zero": Zeros, "ones": Ones, "one": Ones, "constant": Constant,
+    "random_normal": RandomNormal, "normal": RandomNormal, "random_uniform": RandomUniform,
+    "uniform": RandomUniform, "truncated_normal": TruncatedNormal,
+    "variance_scaling": VarianceScaling, "glorot_uniform": GlorotUniform,
+    "glorot_normal": GlorotNormal, "he_normal": HeNormal, "he_uniform": HeUniform,
+    "lecun_normal": LecunNormal, "lecun_uniform": LecunUniform, "orthogonal": Orthogonal,
+    "identity": Identity,
+}
+
+
+def serialize(initializer: Initializer) -> dict:
+    """``initializer.get_config()``."""
+    return initializer.get_config()
+
+
+def deserialize(config) -> Initializer:
+    """The initializer a ``get_config()`` dict (or Keras's ``{"class_name": ...,
+    "config": {...}}``) describes."""
+    config = dict(config)
+    if "class_name" in config and "class" not in config:
+        config = {"class": config["class_name"], **(config.get("config") or {})}
+    name = config.get("class")
+    cls = _CLASSES.get(name)
+    if cls is None:
+        raise ValueError(f"[initializers.deserialize] unknown initializer class {name!r}"
+                         f"{_hint(str(name), _CLASSES)} Known: {sorted(_CLASSES)}")
+    return cls.from_config(config)
+
+
+def _hint(name: str, known) -> str:
+    import difflib  # noqa: PLC0415
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def get(identifier):
+    """An initializer from Keras's snake_case name (``"glorot_uniform"``,
+    ``"he_normal"``, ``"zeros"``, ...; a class name such as ``"HeNormal"`` too),
+    a config dict, or an initializer or other callable (returned as is)."""
+    if identifier is None:
+        return None
+    if isinstance(identifier, Initializer) or (callable(identifier) and
+                                               not isinstance(identifier, type)):
+        return identifier
+    if isinstance(identifier, type) and issubclass(identifier, Initializer):
+        return identifier()
+    if isinstance(identifier, str):
+        cls = _BY_NAME.get(identifier.lower()) or _CLASSES.get(identifier)
+        if cls is None:
+            raise ValueError(f"[initializers.get] unknown initializer {identifier!r}"
+                             f"{_hint(identifier.lower(), _BY_NAME)} Known: {sorted(_BY_NAME)}")
+        return cls()
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    raise TypeError(f"[initializers.get] expected an initializer name, config dict or "
+                    f"initializer, got {identifier!r}")

@@ -1,0 +1,690 @@
+"""tessera.nn.metrics: Keras's metrics, in a form a compiled training step
+computes batch by batch.
+
+A metric does not keep state itself. ``expressions(y, p, w)`` gives
+expressions of tessera's language in the labels variable ``y``, the model's
+output ``p`` (batch first) and the optional per-sample weights ``w`` (a 1-d
+float array variable, or None); each is a float64 array of a fixed shape
+whose values are *sums over the batch* (accuracy: ``[sum(w * correct),
+sum(w)]``). Whoever runs them adds them over the batches (and localities)
+and ``result(totals)`` gives the metric::
+
+    m = nn.metrics.SparseCategoricalAccuracy()
+    step = tessera.Program(f"lambda(y, p, list({', '.join(m.expressions('y', 'p', None))}))")
+    totals = [sum(parts) for parts in zip(*(step.run([yb, pb]) for yb, pb in batches))]
+    m.result(totals)
+
+The definitions, names and defaults are Keras 3's:
+
+* Mean metrics (accuracies, errors, crossentropies, ``MeanMetricWrapper``):
+  Keras's per-sample values, averaged over any axes after the batch, then
+  ``sum(w * values) / sum(w)`` (without weights: over the samples).
+* ``Precision``, ``Recall``: counts of true/false positives (a prediction is
+  positive when ``> threshold``; labels are positive when nonzero); each
+  sample's weight counts for all its outputs. Several thresholds give a list.
+* ``AUC``: Keras's confusion counts at ``num_thresholds`` thresholds evenly
+  spread over [0, 1] (plus -1e-7 and 1 + 1e-7 at the ends), bucketed as
+  Keras does, and its Riemann sums (``interpolation``, ``minoring``,
+  ``majoring``; PR interpolation by Davis & Goadrich).
+* Top-k accuracies count the target as in the top k when fewer than k
+  classes score strictly higher (TensorFlow's ``in_top_k``: ties straddling
+  the boundary are all in).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
+           "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
+           "SparseTopKCategoricalAccuracy", "Precision", "Recall", "AUC", "MeanAbsoluteError",
+           "MeanSquaredError", "RootMeanSquaredError", "MeanAbsolutePercentageError",
+           "MeanSquaredLogarithmicError", "BinaryCrossentropy", "CategoricalCrossentropy",
+           "SparseCategoricalCrossentropy", "get", "serialize", "deserialize"]
+
+_EPS = 1e-7  # Keras's backend.epsilon()
+_F64 = '"float64"'
+
+
+def _num(x) -> str:
+    return repr(float(x))
+
+
+def _f64(expr: str) -> str:
+    return f"astype({expr}, {_F64})"
+
+
+def _like(y: str, p: str) -> str:
+    """The labels in the output's dtype, of the output's rank when they differ
+    by a last axis of 1 (Keras's squeeze_or_expand_to_same_rank); otherwise
+    as they are (broadcasting)."""
+    return (f"(lambda(t, if(ndim(t) == ndim({p}) - 1 && shape({p})[-1] == 1, expand_dims(t, -1), "
+            f"if(ndim(t) == ndim({p}) + 1 && shape(t)[-1] == 1, squeeze(t, -1), t))))"
+            f"(astype({y}, dtype_name({p})))")
+
+
+def _sparse(y: str, p: str) -> str:
+    """Integer class labels shaped like the output without its class axis."""
+    return f"reshape(astype({y}, \"int64\"), shape({p})[:-1])"
+
+
+class Metric:
+    """A metric: ``expressions(y, p, w)`` (sums over a batch, float64) and
+    ``result(totals)`` (the metric from their sums over batches)."""
+
+    name = "metric"
+
+    def __init__(self, name: Optional[str] = None):
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"[{type(self).__name__}] name must be a non-empty string, got "
+                                 f"{name!r}")
+            self.name = name
+
+    def expressions(self, y: str, p: str, w: Optional[str] = None) -> List[str]:
+        raise NotImplementedError
+
+    def result(self, totals: Sequence) -> float:
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        return {"class": type(self).__name__, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config) -> "Metric":
+        config = dict(config)
+        name = config.pop("class", cls.__name__)
+        if name != cls.__name__:
+            raise ValueError(f"[{cls.__name__}.from_config] the config describes a {name}")
+        return cls(**config)
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
+        return f"{type(self).__name__}({items})"
+
+
+# --------------------------------------------------------------------------- mean metrics
+
+
+class MeanMetricWrapper(Metric):
+    """The weighted mean over the samples of per-sample values.
+    ``fn(y, p, **kwargs)`` returns an expression of the values, shaped
+    (batch, ...) (any axes after the batch are averaged, as Keras does)."""
+
+    def __init__(self, fn: Callable[..., str], name: Optional[str] = None, **kwargs):
+        if not callable(fn):
+            raise TypeError(f"[MeanMetricWrapper] fn must be a callable (y, p) -> expression, "
+                            f"got {fn!r}")
+        super().__init__(name if name is not None else getattr(fn, "__name__", "mean_metric"))
+        self._fn = fn
+        self._fn_kwargs = kwargs
+
+    def values(self, y: str, p: str) -> str:
+        """The expression of the per-sample values."""
+        return self._fn(y, p, **self._fn_kwargs)
+
+    def expressions(self, y, p, w=None):
+        per_sample = f"mean(batch_flatten({_f64(self.values(y, p))}), axis=1)"
+        if w is None:
+            return [f"sum({per_sample})",
+                    f"zeros(list(), dtype={_F64}) + shape({p})[0]"]
+        return [f"sum({per_sample} * {_f64(w)})", f"sum({_f64(w)})"]
+
+    def result(self, totals):
+        total, count = (float(np.asarray(t)) for t in totals)
+        return total / count if count else 0.0
+
+    def get_config(self):
+        if type(self) is MeanMetricWrapper:
+            raise TypeError(f"[MeanMetricWrapper.get_config] a metric of a Python function "
+                            f"({self._fn!r}) cannot be serialized")
+        return super().get_config()
+
+
+class _Builtin(MeanMetricWrapper):
+    """A mean metric whose values are a method of the class."""
+
+    def __init__(self, name: Optional[str] = None):
+        super().__init__(self._values, name if name is not None else type(self).name)
+
+    def _values(self, y, p):
+        raise NotImplementedError
+
+
+class Accuracy(_Builtin):
+    """How often the output equals the label (elementwise)."""
+
+    name = "accuracy"
+
+    def _values(self, y, p):
+        return f"equal({_like(y, p)}, {p})"
+
+
+class BinaryAccuracy(_Builtin):
+    """How often ``p > threshold`` equals the 0/1 label."""
+
+    name = "binary_accuracy"
+
+    def __init__(self, name=None, dtype=None, threshold=0.5):
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+            raise ValueError(f"[BinaryAccuracy] threshold must be a number, got {threshold!r}")
+        self.threshold = float(threshold)
+        super().__init__(name)
+
+    def _values(self, y, p):
+        return (f"equal({_like(y, p)}, astype({p} > {_num(self.threshold)}, "
+                f"dtype_name({p})))")
+
+    def get_config(self):
+        return {**super().get_config(), "threshold": self.threshold}
+
+
+class CategoricalAccuracy(_Builtin):
+    """How often the output's arg max is the one-hot label's."""
+
+    name = "categorical_accuracy"
+
+    def _values(self, y, p):
+        return f"equal(argmax({y}, axis=-1), argmax({p}, axis=-1))"
+
+
+class SparseCategoricalAccuracy(_Builtin):
+    """How often the output's arg max is the integer label."""
+
+    name = "sparse_categorical_accuracy"
+
+    def _values(self, y, p):
+        return f"equal({_sparse(y, p)}, argmax({p}, axis=-1))"
+
+
+class _TopK(_Builtin):
+    def __init__(self, k=5, name=None, dtype=None):
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ValueError(f"[{type(self).__name__}] k must be an int >= 1, got {k!r}")
+        self.k = int(k)
+        super().__init__(name)
+
+    def _targets(self, y, p):
+        raise NotImplementedError
+
+    def _values(self, y, p):
+        target = f"take_along_axis({p}, expand_dims({self._targets(y, p)}, -1), -1)"
+        return f"sum({p} > {target}, axis=-1) < {self.k}"
+
+    def get_config(self):
+        return {**super().get_config(), "k": self.k}
+
+
+class TopKCategoricalAccuracy(_TopK):
+    """How often the one-hot label's class is in the output's top k."""
+
+    name = "top_k_categorical_accuracy"
+
+    def _targets(self, y, p):
+        return f"argmax({y}, axis=-1)"
+
+
+class SparseTopKCategoricalAccuracy(_TopK):
+    """How often the integer label is in the output's top k."""
+
+    name = "sparse_top_k_categorical_accuracy"
+
+    def _targets(self, y, p):
+        return _sparse(y, p)
+
+
+class MeanAbsoluteError(_Builtin):
+    name = "mean_absolute_error"
+
+    def _values(self, y, p):
+        return f"mean(abs({_like(y, p)} - {p}), axis=-1)"
+
+
+class MeanSquaredError(_Builtin):
+    name = "mean_squared_error"
+
+    def _values(self, y, p):
+        return f"mean(square({_like(y, p)} - {p}), axis=-1)"
+
+
+class RootMeanSquaredError(_Builtin):
+    """The square root of the (weighted) mean of the squared errors."""
+
+    name = "root_mean_squared_error"
+
+    def _values(self, y, p):
+        return f"square({p} - {_like(y, p)})"
+
+    def result(self, totals):
+        return math.sqrt(super().result(totals))
+
+
+class MeanAbsolutePercentageError(_Builtin):
+    name = "mean_absolute_percentage_error"
+
+    def _values(self, y, p):
+        t = _like(y, p)
+        return f"100.0 * mean(abs(({t} - {p}) / maximum(abs({t}), {_num(_EPS)})), axis=-1)"
+
+
+class MeanSquaredLogarithmicError(_Builtin):
+    name = "mean_squared_logarithmic_error"
+
+    def _values(self, y, p):
+        t = _like(y, p)
+        return (f"mean(square(log(maximum({p}, {_num(_EPS)}) + 1.0) - "
+                f"log(maximum({t}, {_num(_EPS)}) + 1.0)), axis=-1)")
+
+
+def _smoothing(cls: str, s) -> float:
+    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0 <= s <= 1:
+        raise ValueError(f"[{cls}] label_smoothing must be a number in [0, 1], got {s!r}")
+    return float(s)
+
+
+class BinaryCrossentropy(_Builtin):
+    """Keras's binary crossentropy per sample (mean over the last axis; the
+    output clipped to [1e-7, 1 - 1e-7], or the stable form with logits)."""
+
+    name = "binary_crossentropy"
+
+    def __init__(self, name=None, dtype=None, from_logits=False, label_smoothing=0.0):
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = _smoothing("BinaryCrossentropy", label_smoothing)
+        super().__init__(name)
+
+    def _values(self, y, p):
+        t = _like(y, p)
+        s = self.label_smoothing
+        if s:
+            t = f"({t} * {_num(1 - s)} + {_num(0.5 * s)})"
+        if self.from_logits:
+            elem = f"maximum({p}, 0.0) - {p} * {t} + log1p(exp(-abs({p})))"
+        else:
+            q = f"clip({p}, {_num(_EPS)}, {_num(1 - _EPS)})"
+            elem = f"-({t} * log({q}) + (1.0 - {t}) * log(1.0 - {q}))"
+        return f"mean({elem}, axis=-1)"
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing}
+
+
+def _log_probs(p: str, from_logits: bool) -> str:
+    if from_logits:
+        return f"log_softmax({p}, axis=-1)"
+    return (f"log(clip({p} / sum({p}, axis=-1, keepdims=true), {_num(_EPS)}, "
+            f"{_num(1 - _EPS)}))")
+
+
+class CategoricalCrossentropy(_Builtin):
+    """Keras's categorical crossentropy per sample (one-hot labels, smoothed
+    toward uniform by ``label_smoothing``)."""
+
+    name = "categorical_crossentropy"
+
+    def __init__(self, name=None, dtype=None, from_logits=False, label_smoothing=0.0):
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = _smoothing("CategoricalCrossentropy", label_smoothing)
+        super().__init__(name)
+
+    def _values(self, y, p):
+        t = _like(y, p)
+        s = self.label_smoothing
+        if s:
+            t = f"({t} * {_num(1 - s)} + {_num(s)} / shape({p})[-1])"
+        return f"-sum({t} * {_log_probs(p, self.from_logits)}, axis=-1)"
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing}
+
+
+class SparseCategoricalCrossentropy(_Builtin):
+    """Keras's sparse categorical crossentropy per sample (integer labels)."""
+
+    name = "sparse_categorical_crossentropy"
+
+    def __init__(self, name=None, dtype=None, from_logits=False):
+        self.from_logits = bool(from_logits)
+        super().__init__(name)
+
+    def _values(self, y, p):
+        picked = (f"take_along_axis({_log_probs(p, self.from_logits)}, "
+                  f"expand_dims({_sparse(y, p)}, -1), -1)")
+        return f"-sum({picked}, axis=-1)"
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits}
+
+
+# --------------------------------------------------------------------------- confusion counts
+
+_NEG_INF = -1e10  # Keras's metrics_utils.NEG_INF
+
+
+def _thresholds(cls: str, thresholds, default: float) -> List[float]:
+    if thresholds is None:
+        return [default]
+    values = [thresholds] if isinstance(thresholds, numbers.Real) else list(thresholds)
+    out = []
+    for t in values:
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 <= t <= 1:
+            raise ValueError(f"[{cls}] thresholds must be numbers in [0, 1], got {thresholds!r}")
+        out.append(float(t))
+    if not out:
+        raise ValueError(f"[{cls}] thresholds must not be empty")
+    return out
+
+
+def _flat_parts(y: str, p: str, w: Optional[str], top_k, class_id, from_logits=False):
+    """Flattened predictions, 0/1 labels (float64) and weights (float64, each
+    sample's weight for all its outputs), as Keras's confusion counts use."""
+    t = _like(y, p)
+    q = f"sigmoid({p})" if from_logits else p
+    if top_k is not None:
+        # Keras's _filter_top_k: outputs outside each sample's top k (ties by
+        # lower index, like top_k) become -1e10.
+        kth = f"expand_dims(take(sort({q}, axis=-1), -{top_k}, axis=-1), -1)"
+        above, tie = f"({q} > {kth})", f"({q} == {kth})"
+        need = f"({top_k} - sum({above}, axis=-1, keepdims=true))"
+        keep = f"logical_or({above}, logical_and({tie}, cumsum({tie}, axis=-1) <= {need}))"
+        q = f"where({keep}, {q}, {_num(_NEG_INF)})"
+    if class_id is not None:
+        q, t = f"take({q}, {class_id}, axis=-1)", f"take({t}, {class_id}, axis=-1)"
+    preds = f"ravel({_f64(q)})"
+    labels = f"ravel(astype({t} != 0, {_F64}))"
+    ones = f"ones_like({q}, dtype={_F64})"
+    weights = f"ravel({ones})" if w is None else f"ravel(transpose(transpose({ones}) * {_f64(w)}))"
+    return preds, labels, weights
+
+
+def _counts(thresholds: Sequence[float], kinds: str, preds, labels, weights) -> str:
+    """One expression: a float64 array (len(kinds), len(thresholds)) of the
+    weighted counts (kinds from 'tp', 'fp', 'tn', 'fn'), thresholds compared
+    directly (prediction > threshold)."""
+    ts = "array([" + ", ".join(_num(t) for t in thresholds) + "])"
+    rows = {"tp": "sum(g * l * v, axis=1)", "fp": "sum(g * (1.0 - l) * v, axis=1)",
+            "tn": "sum((1.0 - g) * (1.0 - l) * v, axis=1)", "fn": "sum((1.0 - g) * l * v, axis=1)"}
+    body = f"stack(list({', '.join(rows[k] for k in kinds)}))"
+    greater = f"astype(reshape(q, list(1, -1)) > reshape({ts}, list(-1, 1)), {_F64})"
+    return (f"(lambda(q, l, v, (lambda(g, {body}))({greater})))"
+            f"({preds}, {labels}, {weights})")
+
+
+def _bucket_counts(n: int, preds, labels, weights) -> str:
+    """Keras's optimized confusion counts at n evenly spaced thresholds (the
+    ends -1e-7 and 1 + 1e-7): a float64 array (4, n) of tp, fp, tn, fn."""
+    idx = f"astype(maximum(ceil(clip(q, 0.0, 1.0) * {_num(n - 1)}) - 1.0, 0.0), \"int64\")"
+    tp = f"flip(cumsum(flip(bincount(i, weights=l * v, minlength={n}))))"
+    fp = f"flip(cumsum(flip(bincount(i, weights=(1.0 - l) * v, minlength={n}))))"
+    body = ("stack(list(tp, fp, sum((1.0 - l) * v) - fp, sum(l * v) - tp))")
+    return (f"(lambda(q, l, v, (lambda(i, (lambda(tp, fp, {body}))({tp}, {fp})))({idx})))"
+            f"({preds}, {labels}, {weights})")
+
+
+def _divide_no_nan(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
+
+
+class _PrecisionRecall(Metric):
+    _kinds = ("tp", "fp")
+
+    def __init__(self, thresholds=None, top_k=None, class_id=None, name=None, dtype=None):
+        cls = type(self).__name__
+        if top_k is not None and (isinstance(top_k, bool) or
+                                  not isinstance(top_k, numbers.Integral) or top_k < 1):
+            raise ValueError(f"[{cls}] top_k must be None or an int >= 1, got {top_k!r}")
+        if class_id is not None and (isinstance(class_id, bool) or
+                                     not isinstance(class_id, numbers.Integral) or class_id < 0):
+            raise ValueError(f"[{cls}] class_id must be None or an int >= 0, got {class_id!r}")
+        self.init_thresholds = thresholds if thresholds is None or isinstance(
+            thresholds, numbers.Real) else list(thresholds)
+        self.thresholds = _thresholds(cls, thresholds, 0.5 if top_k is None else _NEG_INF)
+        self.top_k = None if top_k is None else int(top_k)
+        self.class_id = None if class_id is None else int(class_id)
+        super().__init__(name)
+
+    def expressions(self, y, p, w=None):
+        parts = _flat_parts(y, p, w, self.top_k, self.class_id)
+        return [_counts(self.thresholds, self._kinds, *parts)]
+
+    def _ratio(self, tp, other):
+        return _divide_no_nan(tp, tp + other)
+
+    def result(self, totals):
+        counts = np.asarray(totals[0], np.float64)
+        out = self._ratio(counts[0], counts[1])
+        return float(out[0]) if len(out) == 1 else [float(v) for v in out]
+
+    def get_config(self):
+        return {**super().get_config(), "thresholds": self.init_thresholds,
+                "top_k": self.top_k, "class_id": self.class_id}
+
+
+class Precision(_PrecisionRecall):
+    """True positives / predicted positives (0 when nothing is predicted)."""
+
+    name = "precision"
+    _kinds = ("tp", "fp")
+
+
+class Recall(_PrecisionRecall):
+    """True positives / actual positives (0 when there are none)."""
+
+    name = "recall"
+    _kinds = ("tp", "fn")
+
+
+class AUC(Metric):
+    """Keras's AUC (single label): the area under the ROC or PR curve from the
+    confusion counts at ``num_thresholds`` thresholds (or at ``thresholds``
+    plus the ends), summed as ``summation_method`` says."""
+
+    name = "auc"
+
+    def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation",
+                 name=None, dtype=None, thresholds=None, multi_label=False, num_labels=None,
+                 label_weights=None, from_logits=False):
+        if multi_label or label_weights is not None:
+            raise ValueError("[AUC] multi_label=True and label_weights are not supported yet: "
+                             "use one AUC per label (class_id) or the default single-label AUC")
+        curve = curve.upper() if isinstance(curve, str) else curve
+        if curve not in ("ROC", "PR"):
+            raise ValueError(f"[AUC] curve must be 'ROC' or 'PR', got {curve!r}")
+        method = summation_method.lower() if isinstance(summation_method, str) else None
+        if method not in ("interpolation", "minoring", "majoring"):
+            raise ValueError(f"[AUC] summation_method must be 'interpolation', 'minoring' or "
+                             f"'majoring', got {summation_method!r}")
+        self.curve, self.summation_method = curve, method
+        self.from_logits = bool(from_logits)
+        self.init_thresholds = None if thresholds is None else list(thresholds)
+        if thresholds is not None:
+            inner = sorted(_thresholds("AUC", list(thresholds), 0.5))
+            self.num_thresholds = len(inner) + 2
+            ends = np.array([0.0] + inner + [1.0])
+            even = np.arange(len(ends), dtype=np.float32) / (len(ends) - 1)
+            self.evenly = len(ends) >= 3 and bool(np.allclose(ends, even, atol=_EPS))
+        else:
+            if isinstance(num_thresholds, bool) or not isinstance(num_thresholds,
+                                                                  numbers.Integral) or \
+                    num_thresholds <= 1:
+                raise ValueError(f"[AUC] num_thresholds must be an int > 1, got "
+                                 f"{num_thresholds!r}")
+            self.num_thresholds = int(num_thresholds)
+            inner = [(i + 1) * 1.0 / (self.num_thresholds - 1)
+                     for i in range(self.num_thresholds - 2)]
+            self.evenly = True
+        self.thresholds = [0.0 - _EPS] + inner + [1.0 + _EPS]
+        super().__init__(name)
+
+    def expressions(self, y, p, w=None):
+        parts = _flat_parts(y, p, w, None, None, self.from_logits)
+        if self.evenly:
+            return [_bucket_counts(self.num_thresholds, *parts)]
+        return [_counts(self.thresholds, ("tp", "fp", "tn", "fn"), *parts)]
+
+    def result(self, totals):
+        tp, fp, tn, fn = np.asarray(totals[0], np.float64)
+        if self.curve == "PR" and self.summation_method == "interpolation":
+            return self._interpolate_pr_auc(tp, fp, fn)
+        recall = _divide_no_nan(tp, tp + fn)
+        if self.curve == "ROC":
+            x, y = _divide_no_nan(fp, fp + tn), recall
+        else:
+            x, y = recall, _divide_no_nan(tp, tp + fp)
+        if self.summation_method == "interpolation":
+            heights = (y[:-1] + y[1:]) / 2.0
+        elif self.summation_method == "minoring":
+            heights = np.minimum(y[:-1], y[1:])
+        else:
+            heights = np.maximum(y[:-1], y[1:])
+        return float(np.sum((x[:-1] - x[1:]) * heights))
+
+    @staticmethod
+    def _interpolate_pr_auc(tp, fp, fn):
+        dtp = tp[:-1] - tp[1:]
+        p = tp + fp
+        dp = p[:-1] - p[1:]
+        slope = _divide_no_nan(dtp, np.maximum(dp, 0))
+        intercept = tp[1:] - slope * p[1:]
+        both = (p[:-1] > 0) & (p[1:] > 0)
+        ratio = np.where(both, _divide_no_nan(p[:-1], np.maximum(p[1:], 0)), 1.0)
+        increment = _divide_no_nan(slope * (dtp + intercept * np.log(ratio)),
+                                   np.maximum(tp[1:] + fn[1:], 0))
+        return float(np.sum(increment))
+
+    def get_config(self):
+        return {**super().get_config(), "num_thresholds": self.num_thresholds,
+                "curve": self.curve, "summation_method": self.summation_method,
+                "thresholds": self.init_thresholds, "from_logits": self.from_logits}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if config.get("thresholds") is not None:
+            config.pop("num_thresholds", None)
+        return super().from_config(config)
+
+
+# --------------------------------------------------------------------------- by name
+
+_CLASSES = {c.__name__: c for c in (
+    Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy,
+    TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall, AUC,
+    MeanAbsoluteError, MeanSquaredError, RootMeanSquaredError, MeanAbsolutePercentageError,
+    MeanSquaredLogarithmicError, BinaryCrossentropy, CategoricalCrossentropy,
+    SparseCategoricalCrossentropy)}
+
+_BY_NAME = {
+    "binary_accuracy": BinaryAccuracy, "categorical_accuracy": CategoricalAccuracy,
+    "sparse_categorical_accuracy": SparseCategoricalAccuracy,
+    "top_k_categorical_accuracy": TopKCategoricalAccuracy,
+    "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy,
+    "precision": Precision, "recall": Recall, "auc": AUC,
+    "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
+    "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
+    "root_mean_squared_error": RootMeanSquaredError, "rmse": RootMeanSquaredError,
+    "mean_absolute_percentage_error": MeanAbsolutePercentageError,
+    "mape": MeanAbsolutePercentageError,
+    "mean_squared_logarithmic_error": MeanSquaredLogarithmicError,
+    "msle": MeanSquaredLogarithmicError,
+    "binary_crossentropy": BinaryCrossentropy,
+    "categorical_crossentropy": CategoricalCrossentropy,
+    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+}
+
+_ACCURACY_FOR_LOSS = {
+    "sparse_categorical_crossentropy": SparseCategoricalAccuracy,
+    "binary_crossentropy": BinaryAccuracy,
+    "categorical_crossentropy": CategoricalAccuracy,
+}
+
+
+def _hint(name: str, known) -> str:
+    import difflib  # noqa: PLC0415
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _loss_name(loss) -> Optional[str]:
+    if loss is None:
+        return None
+    if isinstance(loss, str):
+        name = loss.lower()
+    else:
+        name = getattr(loss, "name", None)
+    try:
+        from . import losses  # noqa: PLC0415
+
+        return losses.get(name).name if isinstance(name, str) else None
+    except (ValueError, TypeError):
+        return name
+
+
+def _accuracy(name: str, loss, y_shape, p_shape) -> Metric:
+    """Keras's "accuracy" by the loss, else by the shapes (Keras 3's rule)."""
+    cls = _ACCURACY_FOR_LOSS.get(_loss_name(loss))
+    if cls is None and y_shape is not None and p_shape is not None:
+        y_shape, p_shape = tuple(y_shape), tuple(p_shape)
+        is_binary = p_shape[-1] == 1
+        is_sparse = len(y_shape) < len(p_shape) or (y_shape[-1] == 1 and p_shape[-1] > 1)
+        cls = (BinaryAccuracy if is_binary else SparseCategoricalAccuracy if is_sparse
+               else CategoricalAccuracy)
+    return (cls or Accuracy)(name=name)
+
+
+def serialize(metric: Metric) -> dict:
+    """``metric.get_config()``."""
+    return metric.get_config()
+
+
+def deserialize(config) -> Metric:
+    """The metric a ``get_config()`` dict (or Keras's ``{"class_name": ...,
+    "config": {...}}``) describes."""
+    config = dict(config)
+    if "class_name" in config and "class" not in config:
+        config = {"class": config["class_name"], **(config.get("config") or {})}
+    cls = _CLASSES.get(config.get("class"))
+    if cls is None:
+        raise ValueError(f"[metrics.deserialize] unknown metric class {config.get('class')!r}"
+                         f"{_hint(str(config.get('class')), _CLASSES)} Known: "
+                         f"{sorted(_CLASSES)}")
+    return cls.from_config(config)
+
+
+def get(identifier, loss=None, y_shape=None, p_shape=None) -> Metric:
+    """A metric from Keras's names and aliases (the metric is named as given:
+    ``"mae"`` logs as ``mae``), a config dict or a Metric (returned as is).
+
+    ``"accuracy"``/``"acc"`` resolve as Keras does: from the loss (sparse
+    categorical crossentropy: SparseCategoricalAccuracy; binary: BinaryAccuracy;
+    categorical: CategoricalAccuracy), otherwise from the shapes of the labels
+    and outputs (with the batch axis; Keras 3's rule: a last output axis of 1
+    is binary; labels of lower rank, or a last label axis of 1 with several
+    outputs, sparse; else categorical), otherwise elementwise Accuracy."""
+    if isinstance(identifier, Metric):
+        return identifier
+    if isinstance(identifier, str):
+        key = identifier.lower()
+        if key in ("accuracy", "acc"):
+            return _accuracy(identifier, loss, y_shape, p_shape)
+        cls = _BY_NAME.get(key) or _CLASSES.get(identifier)
+        if cls is None:
+            known = sorted(set(_BY_NAME) | {"accuracy", "acc"})
+            raise ValueError(f"[metrics.get] unknown metric {identifier!r}"
+                             f"{_hint(key, known)} Known: {known}")
+        return cls(name=identifier)
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    if callable(identifier):
+        raise TypeError(f"[metrics.get] a Python function ({identifier!r}) is not a metric "
+                        "object: wrap an expression builder with MeanMetricWrapper(fn, name)")
+    raise TypeError(f"[metrics.get] expected a metric name, config dict or Metric, got "
+                    f"{identifier!r}")
