@@ -69,8 +69,16 @@ def test_bad_settings_and_the_tiling_mode_is_restored():
                                              r"number of chunks"):
             model.fit(x[:16], y[:16], batch_size=8, verbose=0, deterministic=bad)
     assert not tessera.deterministic()
-    with pytest.raises(Exception, match="sparse_categorical_crossentropy"):
+    with pytest.raises(ValueError, match=r"y\[0\] \(sample 0\) holds the label"):
         model.fit(x[:16], y[:16] + 7, batch_size=8, verbose=0, deterministic=True)
+    assert not tessera.deterministic()
+
+    def fail(batch, logs):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        model.fit(x[:16], y[:16], batch_size=8, verbose=0, deterministic=True,
+                  callbacks=[nn.callbacks.LambdaCallback(on_batch_end=fail)])
     assert not tessera.deterministic()
     tessera.set_deterministic(True)
     try:

@@ -163,9 +163,13 @@ def test_nan_loss_stops_with_the_step(har):
     xs[40] = np.nan
     model = nn.Sequential([nn.Flatten(), nn.Dense(6, activation="softmax")], input_shape=(128, 9))
     model.compile("sgd", "sparse_categorical_crossentropy")
-    with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 1, step 2"):
+    # Found before the first step, naming the sample.
+    with pytest.raises(ValueError, match=r"x\[40\] \(sample 40\) holds a NaN"):
         model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0)
-    model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0, nan_policy="continue")
+    with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 1, step 2"):
+        model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0, check_inputs=False)
+    model.fit(xs, y[:64], batch_size=32, shuffle=False, verbose=0, nan_policy="continue",
+              check_inputs=False)
 
 
 def test_input_shape_on_the_first_layer_as_keras_allows():
@@ -200,7 +204,7 @@ def test_get_and_set_weights_round_trip_and_check_what_they_get():
     kept = other.get_weights()
     with pytest.raises(ValueError, match=r"\[set_weights\] the model has 4 weight arrays, got 3"):
         other.set_weights(kept[:3])
-    with pytest.raises(ValueError, match=r"weight 2 \(l1_kernel\) must have shape \(4, 2\)"):
+    with pytest.raises(ValueError, match=r"weight 2 \(dense\w*/kernel\) must have shape \(4, 2\)"):
         other.set_weights(kept[:2] + [np.zeros((2, 4)), kept[3]])
     for got, want in zip(other.get_weights(), kept):  # nothing changed
         np.testing.assert_array_equal(got, want)
@@ -230,11 +234,11 @@ def test_keras_regression_losses_match_their_definitions_and_train(loss):
     model = nn.Sequential([nn.Dense(3, activation="softplus", input_shape=(5,))], seed=3,
                           dtype="float64")
     model.compile("adam", loss)
-    before, _ = model.evaluate(x, y)
+    before = model.evaluate(x, y)
     expected = _keras_losses_in_numpy(y, model.predict(x))[loss]
     np.testing.assert_allclose(before, expected, rtol=1e-9)
     model.fit(x, y, batch_size=16, epochs=3, seed=0)
-    assert model.evaluate(x, y)[0] < before
+    assert model.evaluate(x, y) < before
 
 
 def test_an_unknown_loss_names_the_known_ones():
@@ -250,9 +254,9 @@ def test_keras_optimizers_by_name_train(opt):
     y = x @ rng.normal(size=(5, 2))
     model = nn.Sequential([nn.Dense(2, input_shape=(5,))], seed=2, dtype="float64")
     model.compile(opt, "mse")
-    before = model.evaluate(x, y)[0]
+    before = model.evaluate(x, y)
     model.fit(x, y, batch_size=16, epochs=5, seed=0)
-    assert model.evaluate(x, y)[0] < before
+    assert model.evaluate(x, y) < before
 
 
 def _log_softmax(z):
@@ -273,20 +277,20 @@ def test_loss_objects_with_keras_arguments_match_their_definitions():
 
     m = model_for(nn.losses.SparseCategoricalCrossentropy(from_logits=True))
     z = m.predict(x)
-    np.testing.assert_allclose(m.evaluate(x, labels)[0],
+    np.testing.assert_allclose(m.evaluate(x, labels),
                                -np.mean(_log_softmax(z)[np.arange(40), labels]), rtol=1e-9)
     m = model_for(nn.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1))
     smooth = onehot * 0.9 + 0.1 / 3
-    np.testing.assert_allclose(m.evaluate(x, onehot)[0],
+    np.testing.assert_allclose(m.evaluate(x, onehot),
                                np.mean(-np.sum(smooth * _log_softmax(z), axis=-1)), rtol=1e-9)
     m = model_for(nn.losses.BinaryCrossentropy(from_logits=True, label_smoothing=0.2))
     t = onehot * 0.8 + 0.1
     bce = np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z)))
-    np.testing.assert_allclose(m.evaluate(x, onehot)[0], np.mean(bce), rtol=1e-9)
+    np.testing.assert_allclose(m.evaluate(x, onehot), np.mean(bce), rtol=1e-9)
     m = model_for(nn.losses.Huber(delta=0.5))
     e = z - onehot
     huber = np.where(np.abs(e) <= 0.5, 0.5 * e ** 2, 0.5 * (np.abs(e) - 0.25))
-    np.testing.assert_allclose(m.evaluate(x, onehot)[0], np.mean(huber), rtol=1e-9)
+    np.testing.assert_allclose(m.evaluate(x, onehot), np.mean(huber), rtol=1e-9)
     m.fit(x, onehot, batch_size=10, epochs=2, seed=0)  # differentiable: it trains
 
 
@@ -295,6 +299,5 @@ def test_loss_arguments_and_functions_are_checked():
         nn.losses.Huber(delta=-1)
     with pytest.raises(ValueError, match=r"\[CategoricalCrossentropy\] label_smoothing must be"):
         nn.losses.CategoricalCrossentropy(label_smoothing=1.5)
-    model = nn.Sequential([nn.Dense(3, input_shape=(5,))])
-    with pytest.raises(TypeError, match=r"a loss function of \(y_true, y_pred\).*not supported"):
-        model.compile("adam", lambda y_true, y_pred: np.mean((y_true - y_pred) ** 2))
+    with pytest.raises(TypeError, match=r"\[compile\] loss must be a name"):
+        nn.Sequential([nn.Dense(3, input_shape=(5,))]).compile("adam", 3)

@@ -17,22 +17,68 @@ __all__ = [
     "BatchNormalization", "Activation",
 ]
 
+# Activations by Keras's names: the language's text of each, in {x}.
 ACTIVATIONS = {
-    None: None, "linear": None, "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh",
-    "softmax": "softmax", "log_softmax": "log_softmax", "elu": "elu", "gelu": "gelu",
-    "leaky_relu": "leaky_relu", "softplus": "softplus",
+    None: None, "linear": None, "relu": "relu({x})", "sigmoid": "sigmoid({x})",
+    "tanh": "tanh({x})", "softmax": "softmax({x})", "log_softmax": "log_softmax({x})",
+    "elu": "elu({x})", "gelu": "gelu({x})", "leaky_relu": "leaky_relu({x})",
+    "softplus": "softplus({x})", "silu": "{x} * sigmoid({x})", "swish": "{x} * sigmoid({x})",
+    "relu6": "minimum(relu({x}), 6.0)", "exponential": "exp({x})",
+    "selu": "1.0507009873554805 * elu({x}, alpha=1.6732632423543772)",
+    "hard_sigmoid": "minimum(relu({x} + 3.0), 6.0) / 6.0",
+    "hard_silu": "{x} * (minimum(relu({x} + 3.0), 6.0) / 6.0)",
+    "hard_swish": "{x} * (minimum(relu({x} + 3.0), 6.0) / 6.0)",
+    "mish": "{x} * tanh(softplus({x}))", "softsign": "{x} / (1.0 + abs({x}))",
 }
 
 
 def _activation(name, where: str):
+    """An activation: a name (checked) or a function of a symbolic tensor."""
+    if callable(name) and not isinstance(name, str):
+        return name
     if name not in ACTIVATIONS:
-        raise ValueError(f"[{where}] unknown activation {name!r}; expected one of "
-                         f"{sorted(k for k in ACTIVATIONS if k)}")
-    return ACTIVATIONS[name]
+        import difflib  # noqa: PLC0415
+
+        names = sorted(k for k in ACTIVATIONS if k)
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"[{where}] unknown activation {name!r}{hint} Known: {names}")
+    return None if ACTIVATIONS[name] is None else name
 
 
-def _apply(activation: Optional[str], expr: str) -> str:
-    return f"{activation}({expr})" if activation else expr
+def _apply(activation, expr: str, ctx=None, shape=None) -> str:
+    """The text of activation(expr); a function activation is traced."""
+    if activation is None:
+        return expr
+    if callable(activation):
+        from .functional import apply_function  # noqa: PLC0415
+
+        return apply_function(activation, [expr], [shape], ctx)
+    template = ACTIVATIONS[activation]
+    if template.count("{x}") > 1 and ctx is not None:
+        expr = ctx.define("act", expr)
+    return template.format(x=expr)
+
+
+def _initializer(v, where: str, name: str):
+    """Checks an initializer argument (a name or an initializer object)."""
+    from . import initializers  # noqa: PLC0415
+
+    try:
+        return initializers.get(v)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"[{where}] {name}: {e}") from None
+
+
+def _regularizer(v, where: str, name: str):
+    if v is None:
+        return None
+    from . import regularizers  # noqa: PLC0415
+
+    try:
+        return regularizers.get(v)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"[{where}] {name}: {e}") from None
 
 
 def _pair(v, name: str, where: str) -> Tuple[int, int]:
@@ -67,40 +113,121 @@ def _conv_length(n: int, k: int, stride: int, dilation: int, padding: str) -> in
 
 @dataclass
 class Param:
-    """A parameter (or, when not trainable, a state) of a layer."""
+    """A parameter (or, when not trainable, a state) of a layer. `init` is an
+    initializer: a name ("glorot_uniform", "zeros", ...) or an object of
+    tessera.nn.initializers."""
 
     name: str
     shape: Tuple[int, ...]
-    init: str  # "glorot_uniform", "zeros", "ones"
+    init: object  # "glorot_uniform", "zeros", "ones", or an initializer
     fan_in: int = 0
     fan_out: int = 0
     trainable: bool = True
+    regularizer: object = None
 
 
 class Context:
     """What a layer's forward code may refer to: the `training` flag and the
-    dropout `seed` expressions, and the layer's index."""
+    dropout `seed` expressions, the call's index (unique in the model), and a
+    way to write statements before the layer's expression (`emit`, with fresh
+    temporary names from `fresh`)."""
 
-    def __init__(self, training: str, seed: str, index: int):
+    def __init__(self, training: str, seed: str, index: int, emit=None, fresh=None, param=None,
+                 layer_code=None):
         self.training = training
         self.seed = seed
         self.index = index
         self.stats: list = []  # expressions of batch statistics (batch norm), for the fit loop
+        self._emit = emit
+        self._fresh = fresh
+        self.param = param  # (layer, param name) -> variable, for layers calling layers
+        self.layer_code = layer_code
+
+    @property
+    def is_training(self) -> bool:
+        return self.training == "true"
+
+    def emit(self, statement: str):
+        """Adds `define(...)` (or any expression) before the layer's result."""
+        self._emit(statement)
+
+    def fresh(self, tag: str) -> str:
+        """A variable name no other code of the model uses."""
+        return self._fresh(tag)
+
+    def define(self, tag: str, expr: str) -> str:
+        """Defines a fresh variable as `expr` and returns its name."""
+        name = self.fresh(tag)
+        self.emit(f"define({name}, {expr})")
+        return name
+
+
+_name_counts: dict = {}
+
+
+def _snake(name: str) -> str:
+    out = []
+    for i, c in enumerate(name):
+        if c.isupper() and i and (not name[i - 1].isupper() or
+                                  (i + 1 < len(name) and name[i + 1].islower())):
+            out.append("_")
+        out.append(c.lower())
+    return "".join(out)
+
+
+def _auto_name(kind: str) -> str:
+    base = _snake(kind)
+    n = _name_counts.get(base, 0)
+    _name_counts[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+# Keras keyword arguments and what a user should pass instead, for the ones
+# tessera does not take.
+_KERAS_ALTERNATIVES = {
+    "kernel_constraint": "constraints are not supported; clip the weights in a callback",
+    "bias_constraint": "constraints are not supported",
+    "activity_regularizer": "use kernel_regularizer, or add the penalty to a custom loss",
+    "autocast": "tessera computes in the model's dtype",
+    "input_length": "give Input(shape=(length,)) or input_shape=(length,)",
+}
 
 
 class Layer:
-    """A layer: `build` fixes its parameters from the input shape (without the
-    batch axis) and returns the output shape; `forward` returns the statements
-    and the expression of its output."""
+    """A layer. Built-in layers implement `compute_output_shape` (per-sample
+    shapes, without the batch axis; it also declares the parameters) and
+    `forward` (the language's text of the output). A user's layer subclasses
+    Layer as in Keras: `build(input_shape)` creates weights with `add_weight`,
+    and `call(inputs)` computes with NumPy functions and operators on them
+    (it is traced when the model is built: see docs/nn.md "Writing layers")."""
 
     kind = "Layer"
 
-    def __init__(self, name: Optional[str] = None, input_shape=None):
-        self.name = name
+    def __new__(cls, *args, **kwargs):
+        obj = super().__new__(cls)
+        obj._init_args = (args, kwargs)  # for get_config (model.save)
+        return obj
+
+    def __init__(self, name: Optional[str] = None, input_shape=None, trainable: bool = True,
+                 dtype=None, input_dim=None, batch_input_shape=None, **kwargs):
+        if kwargs:
+            self._unknown_arguments(kwargs)
+        if type(self).kind == "Layer" and type(self) is not Layer:
+            self.kind = type(self).__name__
+        self.name = name if name is not None else _auto_name(self.kind)
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"[{self.kind}] name must be a non-empty string, got {name!r}")
+        if input_shape is None and batch_input_shape is not None:
+            input_shape = tuple(batch_input_shape)[1:]
+        if input_shape is None and input_dim is not None:
+            input_shape = (input_dim,)
         # Keras's input_shape= on a model's first layer (the per-sample shape,
         # without the batch axis): the model is built with it.
         self.declared_input_shape: Optional[tuple] = None
         if input_shape is not None:
+            if isinstance(input_shape, int):
+                raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape "
+                                f"of one sample), got {input_shape!r}; write ({input_shape},)")
             try:
                 shape = tuple(int(d) for d in input_shape)
             except TypeError:
@@ -110,23 +237,137 @@ class Layer:
                 raise ValueError(f"[{self.kind}] input_shape must be a non-empty tuple of "
                                  f"positive ints, got {input_shape!r}")
             self.declared_input_shape = shape
+        self.trainable = bool(trainable)
+        self.dtype = dtype
         self.params: list = []
         self.input_shape: Optional[tuple] = None
         self.output_shape: Optional[tuple] = None
+        self.built = False
+        self._values: dict = {}  # parameter name -> array, once created
+        self._symbols: dict = {}  # parameter name -> symbolic tensor (add_weight)
 
-    def build(self, input_shape: tuple) -> tuple:
-        self.input_shape = tuple(input_shape)
-        self.output_shape = self.compute_output_shape(self.input_shape)
-        return self.output_shape
+    def _unknown_arguments(self, kwargs):
+        import difflib  # noqa: PLC0415
+        import inspect  # noqa: PLC0415
 
-    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        known = set()
+        for cls in type(self).__mro__:
+            if "__init__" in cls.__dict__:
+                known |= set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+        for k in kwargs:
+            if k in _KERAS_ALTERNATIVES:
+                raise TypeError(f"[{self.kind}] the Keras argument {k!r} is not supported: "
+                                f"{_KERAS_ALTERNATIVES[k]}")
+            close = difflib.get_close_matches(k, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"[{self.kind}] unexpected keyword argument {k!r}{hint} "
+                            f"(arguments: {', '.join(sorted(known))})")
+
+    # ---------------------------------------------------------------- shapes
+    def compute_output_shape(self, input_shape):
+        if self._is_custom():
+            raise NotImplementedError
         return input_shape
 
-    def forward(self, x: str, p: dict, ctx: Context) -> str:
+    def forward(self, x, p: dict, ctx: Context, **kwargs):
+        if self._is_custom():
+            return _custom_forward(self, x, p, ctx, kwargs)
         raise NotImplementedError
+
+    def _is_custom(self) -> bool:
+        """A user's layer: it defines call (and is written in NumPy style)."""
+        return type(self).call is not Layer.call
+
+    def call(self, *args, **kwargs):
+        raise NotImplementedError(f"[{self.kind}] a Layer subclass must define call(self, inputs)")
+
+    def build(self, input_shape):
+        """Creates the weights for `input_shape` (with the batch axis, None).
+        A user's layer overrides it and calls add_weight; built-in layers
+        declare theirs in compute_output_shape."""
+
+    def add_weight(self, shape=None, initializer="glorot_uniform", trainable: bool = True,
+                   name: Optional[str] = None, regularizer=None, dtype=None, **kwargs):
+        """A weight of a user's layer, like Keras's Layer.add_weight: returns
+        the symbolic tensor to use in call()."""
+        from .symbolic import KerasTensor  # noqa: PLC0415
+
+        for k in kwargs:
+            if k not in ("constraint", "aggregation", "synchronization", "autocast"):
+                raise TypeError(f"[{self.kind}.add_weight] unexpected keyword argument {k!r}")
+        shape = () if shape is None else tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise ValueError(f"[{self.kind}.add_weight] shape must hold non-negative ints, got "
+                             f"{shape}")
+        pname = name or f"weight_{len(self.params)}"
+        if any(q.name == pname for q in self.params):
+            pname = f"{pname}_{len(self.params)}"
+        fan_in, fan_out = _fans(shape)
+        self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
+                                 regularizer))
+        t = KerasTensor(shape, _float_dtype(dtype or self.dtype), "param", (self, pname),
+                        name=pname)
+        self._symbols[pname] = t
+        return t
 
     def count_params(self) -> int:
         return sum(math.prod(q.shape) for q in self.params)
+
+    @property
+    def weights(self) -> list:
+        return [self._values[q.name] for q in self.params if q.name in self._values]
+
+    def get_weights(self) -> list:
+        """This layer's weights as NumPy arrays (copies), in declaration order."""
+        import numpy as np  # noqa: PLC0415
+
+        return [np.array(self._values[q.name], copy=True) for q in self.params
+                if q.name in self._values]
+
+    def set_weights(self, weights):
+        """Replaces this layer's weights (same count and shapes as get_weights)."""
+        import numpy as np  # noqa: PLC0415
+
+        weights = list(weights)
+        if len(weights) != len(self.params):
+            raise ValueError(f"[{self.kind}.set_weights] layer {self.name!r} has "
+                             f"{len(self.params)} weights, got {len(weights)}")
+        new = {}
+        for q, w in zip(self.params, weights):
+            w = np.asarray(w)
+            if tuple(w.shape) != tuple(q.shape):
+                raise ValueError(f"[{self.kind}.set_weights] {self.name}/{q.name} must have shape "
+                                 f"{q.shape}, got {w.shape}")
+            old = self._values.get(q.name)
+            new[q.name] = np.array(w, dtype=old.dtype if old is not None else w.dtype, copy=True)
+        self._values.update(new)
+
+    def get_config(self) -> dict:
+        """The constructor arguments (for model.save), as given when the
+        layer was made, with its name."""
+        import inspect  # noqa: PLC0415
+
+        args, kwargs = getattr(self, "_init_args", ((), {}))
+        try:
+            bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
+        except TypeError:
+            bound = None
+        config = {}
+        if bound is not None:
+            for k, v in bound.arguments.items():
+                if k == "self":
+                    continue
+                if k == "kwargs":
+                    config.update(v)
+                else:
+                    config[k] = v
+        config["name"] = self.name
+        return config
+
+    def __call__(self, inputs, *args, **kwargs):
+        from .functional import call_layer  # noqa: PLC0415
+
+        return call_layer(self, inputs, args, kwargs)
 
     def _need_rank(self, shape: tuple, rank: int, what: str):
         if len(shape) != rank:
@@ -134,88 +375,164 @@ class Layer:
                 f"[{self.kind}] expects inputs of shape (batch, {what}), got per-sample shape "
                 f"{shape} (rank {len(shape) + 1} with the batch)")
 
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _float_dtype(dtype) -> str:
+    return "float32" if dtype is None else str(dtype)
+
+
+def _fans(shape) -> Tuple[int, int]:
+    """Keras's compute_fans."""
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def _custom_forward(layer: Layer, x, p: dict, ctx: Context, kwargs: dict):
+    """A user's layer: runs its call() on symbolic stand-ins of the inputs
+    (with Python's True/False as `training`) and writes what it records."""
+    from .functional import custom_forward  # noqa: PLC0415
+
+    exprs = list(x) if isinstance(x, (list, tuple)) else [x]
+    return custom_forward(layer, exprs, ctx, kwargs)
+
 
 class Dense(Layer):
-    """Fully connected: activation(x @ kernel + bias)."""
+    """Fully connected: activation(x @ kernel + bias), over the last axis."""
 
     kind = "Dense"
 
-    def __init__(self, units: int, activation=None, use_bias: bool = True, name=None, input_shape=None):
-        super().__init__(name, input_shape)
+    def __init__(self, units: int, activation=None, use_bias: bool = True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
         self.units = _positive(units, "units", "Dense")
         self.activation = _activation(activation, "Dense")
-        self.use_bias = use_bias
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = _initializer(kernel_initializer, "Dense", "kernel_initializer")
+        self.bias_initializer = _initializer(bias_initializer, "Dense", "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, "Dense", "kernel_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, "Dense", "bias_regularizer")
 
     def compute_output_shape(self, s):
         if len(s) < 1:
             raise ValueError(f"[Dense] expects inputs with a feature axis, got per-sample shape {s}")
-        self.params = [Param("kernel", (s[-1], self.units), "glorot_uniform", s[-1], self.units)]
+        self.params = [Param("kernel", (s[-1], self.units), self.kernel_initializer, s[-1],
+                             self.units, regularizer=self.kernel_regularizer)]
         if self.use_bias:
-            self.params.append(Param("bias", (self.units,), "zeros"))
+            self.params.append(Param("bias", (self.units,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
         return s[:-1] + (self.units,)
 
     def forward(self, x, p, ctx):
         y = f"({x} @ {p['kernel']})"
         if self.use_bias:
             y = f"bias_add({y}, {p['bias']})"
-        return _apply(self.activation, y)
+        return _apply(self.activation, y, ctx, self.output_shape)
+
+
+def _ints(v, rank: int, name: str, where: str) -> tuple:
+    if isinstance(v, int):
+        v = (v,) * rank
+    v = tuple(v)
+    if len(v) != rank or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0
+                                 for i in v):
+        raise ValueError(f"[{where}] {name} must be a positive int or {rank} of them, got {v!r}")
+    return v
+
+
+def _list(v) -> str:
+    return "[" + ", ".join(str(i) for i in v) + "]"
 
 
 class _Conv(Layer):
     rank = 1
+    transpose = False
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
-                 activation=None, use_bias=True, name=None, input_shape=None):
-        super().__init__(name, input_shape)
-        self.filters = _positive(filters, "filters", self.kind)
-        if self.rank == 1:
-            self.kernel_size = (_positive(kernel_size if isinstance(kernel_size, int)
-                                          else tuple(kernel_size)[0], "kernel_size", self.kind),)
-            self.strides = (_positive(strides if isinstance(strides, int) else tuple(strides)[0],
-                                      "strides", self.kind),)
-            self.dilation = (_positive(dilation_rate if isinstance(dilation_rate, int)
-                                       else tuple(dilation_rate)[0], "dilation_rate", self.kind),)
-            self.padding = _padding(padding, self.kind, ("valid", "same", "causal"))
-        else:
-            self.kernel_size = _pair(kernel_size, "kernel_size", self.kind)
-            self.strides = _pair(strides, "strides", self.kind)
-            self.dilation = _pair(dilation_rate, "dilation_rate", self.kind)
-            self.padding = _padding(padding, self.kind)
-        self.activation = _activation(activation, self.kind)
-        self.use_bias = use_bias
+                 activation=None, use_bias=True, groups=1, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 data_format=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        k = self.kind
+        if data_format not in (None, "channels_last"):
+            raise ValueError(f"[{k}] data_format {data_format!r} is not supported: tessera's "
+                             "layers are channels_last")
+        self.filters = _positive(filters, "filters", k)
+        self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
+        self.strides = _ints(strides, self.rank, "strides", k)
+        self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
+        allowed = ("valid", "same", "causal") if self.rank == 1 and not self.transpose \
+            else ("valid", "same")
+        self.padding = _padding(padding, k, allowed)
+        self.groups = _positive(groups, "groups", k)
+        if self.filters % self.groups:
+            raise ValueError(f"[{k}] filters ({self.filters}) must be divisible by groups "
+                             f"({self.groups})")
+        self.activation = _activation(activation, k)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = _initializer(kernel_initializer, k, "kernel_initializer")
+        self.bias_initializer = _initializer(bias_initializer, k, "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, k, "kernel_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+
+    def _spatial(self, s):
+        return tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
+                     zip(s[:-1], self.kernel_size, self.strides, self.dilation))
 
     def compute_output_shape(self, s):
         self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
                         else "height, width, channels")
         cin = s[-1]
-        spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
-                        zip(s[:-1], self.kernel_size, self.strides, self.dilation))
+        if cin % self.groups:
+            raise ValueError(f"[{self.kind}] the input's channels ({cin}) must be divisible by "
+                             f"groups ({self.groups})")
+        spatial = self._spatial(s)
         if any(n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
                              f"{self.dilation} does not fit the input {s} with padding "
                              f"'{self.padding}'")
         ks = math.prod(self.kernel_size)
-        self.params = [Param("kernel", self.kernel_size + (cin, self.filters), "glorot_uniform",
-                             ks * cin, ks * self.filters)]
+        self.params = [Param("kernel", self._kernel_shape(cin), self.kernel_initializer,
+                             ks * cin // self.groups, ks * self.filters,
+                             regularizer=self.kernel_regularizer)]
         if self.use_bias:
-            self.params.append(Param("bias", (self.filters,), "zeros"))
+            self.params.append(Param("bias", (self.filters,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
         return spatial + (self.filters,)
 
-    def forward(self, x, p, ctx):
+    def _kernel_shape(self, cin):
+        return self.kernel_size + (cin // self.groups, self.filters)
+
+    def _options(self) -> str:
+        g = f", groups={self.groups}" if self.groups != 1 else ""
         if self.rank == 1:
-            conv = (f"conv1d({x}, {p['kernel']}, stride={self.strides[0]}, "
-                    f"padding=\"{self.padding}\", dilation={self.dilation[0]})")
-        else:
-            conv = (f"conv2d({x}, {p['kernel']}, strides=[{self.strides[0]}, {self.strides[1]}], "
-                    f"padding=\"{self.padding}\", dilation=[{self.dilation[0]}, "
-                    f"{self.dilation[1]}])")
+            return (f"stride={self.strides[0]}, padding=\"{self.padding}\", "
+                    f"dilation={self.dilation[0]}{g}")
+        return (f"strides={_list(self.strides)}, padding=\"{self.padding}\", "
+                f"dilation={_list(self.dilation)}{g}")
+
+    def _conv(self, x, kernel, ctx) -> str:
+        return f"conv{self.rank}d({x}, {kernel}, {self._options()})"
+
+    def forward(self, x, p, ctx):
+        conv = self._conv(x, p["kernel"], ctx)
         if self.use_bias:
             conv = f"bias_add({conv}, {p['bias']})"
-        return _apply(self.activation, conv)
+        return _apply(self.activation, conv, ctx, self.output_shape)
 
 
 class Conv1D(_Conv):
-    """1-d convolution over (batch, steps, channels), like keras.layers.Conv1D."""
+    """1-d convolution over (batch, steps, channels), like keras.layers.Conv1D
+    (groups: the channels split into groups convolved separately)."""
 
     kind = "Conv1D"
     rank = 1
@@ -228,16 +545,135 @@ class Conv2D(_Conv):
     rank = 2
 
 
+class _ConvTranspose(_Conv):
+    """Transposed convolution (the gradient of a convolution with respect to
+    its input), like keras.layers.Conv2DTranspose: kernel (k..., filters,
+    in_channels); output length (n - 1) * stride + dilation * (k - 1) + 1
+    ('valid') or n * stride ('same')."""
+
+    transpose = True
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None,
+                 dilation_rate=1, activation=None, use_bias=True, **kwargs):
+        if output_padding is not None:
+            raise ValueError(f"[{self.kind}] output_padding is not supported; leave it None")
+        super().__init__(filters, kernel_size, strides, padding, dilation_rate, activation,
+                         use_bias, **kwargs)
+
+    def _spatial(self, s):
+        out = []
+        for n, k, st, d in zip(s[:-1], self.kernel_size, self.strides, self.dilation):
+            out.append(n * st if self.padding == "same" else (n - 1) * st + d * (k - 1) + 1)
+        return tuple(out)
+
+    def _kernel_shape(self, cin):
+        return self.kernel_size + (self.filters, cin)
+
+    def _conv(self, x, kernel, ctx):
+        xv = ctx.define("ct_in", x)
+        shape = f"list(shape({xv})[0], {', '.join(str(n) for n in self.output_shape)})"
+        return f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {self._options()})"
+
+
+class Conv1DTranspose(_ConvTranspose):
+    """1-d transposed convolution, like keras.layers.Conv1DTranspose."""
+
+    kind = "Conv1DTranspose"
+    rank = 1
+
+
+class Conv2DTranspose(_ConvTranspose):
+    """2-d transposed convolution, like keras.layers.Conv2DTranspose."""
+
+    kind = "Conv2DTranspose"
+    rank = 2
+
+
+class _DepthwiseConv(Layer):
+    rank = 2
+
+    def __init__(self, kernel_size, strides=1, padding="valid", depth_multiplier=1,
+                 dilation_rate=1, activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform", bias_initializer="zeros",
+                 depthwise_regularizer=None, bias_regularizer=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        k = self.kind
+        self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
+        self.strides = _ints(strides, self.rank, "strides", k)
+        self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
+        self.padding = _padding(padding, k)
+        self.depth_multiplier = _positive(depth_multiplier, "depth_multiplier", k)
+        self.activation = _activation(activation, k)
+        self.use_bias = bool(use_bias)
+        self.depthwise_initializer = _initializer(depthwise_initializer, k,
+                                                  "depthwise_initializer")
+        self.bias_initializer = _initializer(bias_initializer, k, "bias_initializer")
+        self.depthwise_regularizer = _regularizer(depthwise_regularizer, k,
+                                                  "depthwise_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
+                        else "height, width, channels")
+        c, m = s[-1], self.depth_multiplier
+        spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
+                        zip(s[:-1], self.kernel_size, self.strides, self.dilation))
+        if any(n <= 0 for n in spatial):
+            raise ValueError(f"[{self.kind}] kernel {self.kernel_size} does not fit the input {s}")
+        ks = math.prod(self.kernel_size)
+        self.params = [Param("kernel", self.kernel_size + (c, m), self.depthwise_initializer,
+                             ks * m, ks * m, regularizer=self.depthwise_regularizer)]
+        if self.use_bias:
+            self.params.append(Param("bias", (c * m,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
+        return spatial + (c * m,)
+
+    def forward(self, x, p, ctx):
+        c = self.input_shape[-1]
+        m = self.depth_multiplier
+        kernel = f"reshape({p['kernel']}, {_list(self.kernel_size + (1, c * m))})"
+        if self.rank == 1:
+            opts = (f"stride={self.strides[0]}, padding=\"{self.padding}\", "
+                    f"dilation={self.dilation[0]}")
+        else:
+            opts = (f"strides={_list(self.strides)}, padding=\"{self.padding}\", "
+                    f"dilation={_list(self.dilation)}")
+        y = f"conv{self.rank}d({x}, {kernel}, {opts}, groups={c})"
+        if self.use_bias:
+            y = f"bias_add({y}, {p['bias']})"
+        return _apply(self.activation, y, ctx, self.output_shape)
+
+
+class DepthwiseConv1D(_DepthwiseConv):
+    """Each channel convolved with its own depth_multiplier filters, like
+    keras.layers.DepthwiseConv1D (kernel (k, channels, depth_multiplier))."""
+
+    kind = "DepthwiseConv1D"
+    rank = 1
+
+
+class DepthwiseConv2D(_DepthwiseConv):
+    """Each channel convolved with its own depth_multiplier filters, like
+    keras.layers.DepthwiseConv2D (kernel (kh, kw, channels, depth_multiplier))."""
+
+    kind = "DepthwiseConv2D"
+    rank = 2
+
+
 class _Pool(Layer):
     rank = 1
     op = "max"
 
-    def __init__(self, pool_size=2, strides=None, padding="valid", name=None, input_shape=None):
-        super().__init__(name, input_shape)
+    def __init__(self, pool_size=2, strides=None, padding="valid", name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
         if self.rank == 1:
-            self.pool = (_positive(pool_size, "pool_size", self.kind),)
+            self.pool = (_positive(pool_size if isinstance(pool_size, int)
+                                   else tuple(pool_size)[0], "pool_size", self.kind),)
             self.strides = self.pool if strides is None else (
-                _positive(strides, "strides", self.kind),)
+                _positive(strides if isinstance(strides, int) else tuple(strides)[0],
+                          "strides", self.kind),)
         else:
             self.pool = _pair(pool_size, "pool_size", self.kind)
             self.strides = self.pool if strides is None else _pair(strides, "strides", self.kind)
@@ -289,21 +725,83 @@ MaxPooling1D, AveragePooling1D = MaxPool1D, AvgPool1D
 MaxPooling2D, AveragePooling2D = MaxPool2D, AvgPool2D
 
 
+class _GlobalPool(Layer):
+    rank = 1
+    op = "mean"
+
+    def __init__(self, keepdims: bool = False, data_format=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if data_format not in (None, "channels_last"):
+            raise ValueError(f"[{self.kind}] data_format {data_format!r} is not supported: "
+                             "tessera's layers are channels_last")
+        self.keepdims = bool(keepdims)
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
+                        else "height, width, channels")
+        return (1,) * self.rank + (s[-1],) if self.keepdims else (s[-1],)
+
+    def forward(self, x, p, ctx):
+        axes = _list(range(1, self.rank + 1))
+        keep = ", keepdims=true" if self.keepdims else ""
+        return f"{self.op}({x}, axis={axes}{keep})"
+
+
+class GlobalAveragePooling1D(_GlobalPool):
+    """The mean over steps, like keras.layers.GlobalAveragePooling1D."""
+
+    kind, rank, op = "GlobalAveragePooling1D", 1, "mean"
+
+
+class GlobalAveragePooling2D(_GlobalPool):
+    """The mean over height and width, like keras.layers.GlobalAveragePooling2D."""
+
+    kind, rank, op = "GlobalAveragePooling2D", 2, "mean"
+
+
+class GlobalMaxPooling1D(_GlobalPool):
+    """The maximum over steps, like keras.layers.GlobalMaxPooling1D."""
+
+    kind, rank, op = "GlobalMaxPooling1D", 1, "max"
+
+
+class GlobalMaxPooling2D(_GlobalPool):
+    """The maximum over height and width, like keras.layers.GlobalMaxPooling2D."""
+
+    kind, rank, op = "GlobalMaxPooling2D", 2, "max"
+
+
+GlobalAvgPool1D, GlobalAvgPool2D = GlobalAveragePooling1D, GlobalAveragePooling2D
+GlobalMaxPool1D, GlobalMaxPool2D = GlobalMaxPooling1D, GlobalMaxPooling2D
+
+
 class Dropout(Layer):
     """Inverted dropout in training, identity otherwise. The mask is drawn
     from tessera's counter-based generator, keyed by the training step's seed
-    and the layer, so runs are reproducible."""
+    and the layer call, so runs are reproducible."""
 
     kind = "Dropout"
 
-    def __init__(self, rate: float, name=None, input_shape=None):
-        super().__init__(name, input_shape)
-        if not (isinstance(rate, (int, float)) and 0.0 <= rate < 1.0):
+    def __init__(self, rate: float, noise_shape=None, seed=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0.0 <= rate < 1.0):
             raise ValueError(f"[Dropout] rate must be in [0, 1), got {rate!r}")
+        if noise_shape is not None:
+            raise ValueError("[Dropout] noise_shape is not supported; leave it None")
         self.rate = float(rate)
+        self.seed = seed
 
     def forward(self, x, p, ctx):
-        return f"dropout({x}, {self.rate!r}, {ctx.seed} * 64 + {ctx.index}, {ctx.training})"
+        if not self.rate:
+            return x
+        return dropout_expr(x, self.rate, ctx)
+
+
+def dropout_expr(x: str, rate: float, ctx) -> str:
+    """Dropout keyed by the step's seed and the call's index."""
+    return f"dropout({x}, {rate!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, {ctx.training})"
 
 
 class Flatten(Layer):
@@ -318,54 +816,251 @@ class Flatten(Layer):
         return f"batch_flatten({x})"
 
 
+class Reshape(Layer):
+    """Reshapes each sample to target_shape (one axis may be -1), like keras.layers.Reshape."""
+
+    kind = "Reshape"
+
+    def __init__(self, target_shape, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        try:
+            self.target_shape = tuple(int(d) for d in target_shape)
+        except TypeError:
+            raise TypeError(f"[Reshape] target_shape must be a tuple of ints, got "
+                            f"{target_shape!r}") from None
+        if sum(d == -1 for d in self.target_shape) > 1 or any(
+                d == 0 or d < -1 for d in self.target_shape):
+            raise ValueError(f"[Reshape] target_shape must hold positive ints and at most one "
+                             f"-1, got {target_shape!r}")
+
+    def compute_output_shape(self, s):
+        n = math.prod(s)
+        known = math.prod(d for d in self.target_shape if d != -1)
+        if -1 in self.target_shape:
+            if n % known:
+                raise ValueError(f"[Reshape] cannot reshape samples of shape {s} ({n} elements) "
+                                 f"into {self.target_shape}")
+            return tuple(n // known if d == -1 else d for d in self.target_shape)
+        if known != n:
+            raise ValueError(f"[Reshape] cannot reshape samples of shape {s} ({n} elements) into "
+                             f"{self.target_shape} ({known} elements)")
+        return self.target_shape
+
+    def forward(self, x, p, ctx):
+        return f"reshape({x}, {_list((-1,) + self.output_shape)})"
+
+
+class Permute(Layer):
+    """Permutes the axes of each sample (dims count from 1), like keras.layers.Permute."""
+
+    kind = "Permute"
+
+    def __init__(self, dims, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.dims = tuple(int(d) for d in dims)
+        if sorted(self.dims) != list(range(1, len(self.dims) + 1)):
+            raise ValueError(f"[Permute] dims must be a permutation of 1..{len(self.dims)}, got "
+                             f"{dims!r}")
+
+    def compute_output_shape(self, s):
+        if len(s) != len(self.dims):
+            raise ValueError(f"[Permute] dims {self.dims} do not match samples of shape {s}")
+        return tuple(s[d - 1] for d in self.dims)
+
+    def forward(self, x, p, ctx):
+        return f"transpose({x}, {_list((0,) + self.dims)})"
+
+
+class RepeatVector(Layer):
+    """Repeats a (batch, features) input n times: (batch, n, features)."""
+
+    kind = "RepeatVector"
+
+    def __init__(self, n, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.n = _positive(n, "n", "RepeatVector")
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, 1, "features")
+        return (self.n, s[0])
+
+    def forward(self, x, p, ctx):
+        return f"repeat(expand_dims({x}, 1), {self.n}, axis=1)"
+
+
 class Activation(Layer):
     """An activation function as a layer."""
 
     kind = "Activation"
 
-    def __init__(self, activation, name=None, input_shape=None):
-        super().__init__(name, input_shape)
+    def __init__(self, activation, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
         self.activation = _activation(activation, "Activation")
 
     def forward(self, x, p, ctx):
-        return _apply(self.activation, x)
+        return _apply(self.activation, x, ctx, self.output_shape)
+
+
+class Identity(Layer):
+    """Returns its input, like keras.layers.Identity."""
+
+    kind = "Identity"
+
+    def forward(self, x, p, ctx):
+        return x
+
+
+class Embedding(Layer):
+    """Maps integer ids (any shape) to rows of a (input_dim, output_dim)
+    table, like keras.layers.Embedding. Ids outside [0, input_dim) are an
+    IndexError naming them."""
+
+    kind = "Embedding"
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, mask_zero=False, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.input_dim = _positive(input_dim, "input_dim", "Embedding")
+        self.output_dim = _positive(output_dim, "output_dim", "Embedding")
+        if mask_zero:
+            raise ValueError("[Embedding] mask_zero is not supported: pass an attention_mask to "
+                             "MultiHeadAttention, or sample weights to fit")
+        self.embeddings_initializer = _initializer(embeddings_initializer, "Embedding",
+                                                   "embeddings_initializer")
+        self.embeddings_regularizer = _regularizer(embeddings_regularizer, "Embedding",
+                                                   "embeddings_regularizer")
+
+    def compute_output_shape(self, s):
+        self.params = [Param("embeddings", (self.input_dim, self.output_dim),
+                             self.embeddings_initializer, self.input_dim, self.output_dim,
+                             regularizer=self.embeddings_regularizer)]
+        return tuple(s) + (self.output_dim,)
+
+    def forward(self, x, p, ctx):
+        return f"take({p['embeddings']}, astype({x}, \"int64\"), axis=0)"
+
+
+class LayerNormalization(Layer):
+    """Normalizes each sample over the last axis (or `axis`): gamma * (x -
+    mean) / sqrt(var + epsilon) + beta, like keras.layers.LayerNormalization."""
+
+    kind = "LayerNormalization"
+
+    def __init__(self, axis=-1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
+                 beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
+                 gamma_regularizer=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.axis = tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),)
+        if not epsilon > 0:
+            raise ValueError(f"[LayerNormalization] epsilon must be positive, got {epsilon!r}")
+        self.epsilon = float(epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        self.beta_initializer = _initializer(beta_initializer, self.kind, "beta_initializer")
+        self.gamma_initializer = _initializer(gamma_initializer, self.kind, "gamma_initializer")
+        self.beta_regularizer = _regularizer(beta_regularizer, self.kind, "beta_regularizer")
+        self.gamma_regularizer = _regularizer(gamma_regularizer, self.kind, "gamma_regularizer")
+
+    def _axes(self, s):
+        rank = len(s) + 1
+        axes = []
+        for a in self.axis:
+            b = a + rank if a < 0 else a
+            if not 1 <= b < rank:
+                raise ValueError(f"[LayerNormalization] axis {a} is out of range for inputs of "
+                                 f"rank {rank} (the batch axis 0 cannot be normalized)")
+            axes.append(b)
+        return sorted(set(axes))
+
+    def compute_output_shape(self, s):
+        axes = self._axes(s)
+        shape = tuple(s[a - 1] for a in axes)
+        self.params = []
+        if self.scale:
+            self.params.append(Param("gamma", shape, self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer))
+        if self.center:
+            self.params.append(Param("beta", shape, self.beta_initializer,
+                                     regularizer=self.beta_regularizer))
+        return s
+
+    def forward(self, x, p, ctx):
+        s = self.input_shape
+        axes = self._axes(s)
+        xv = ctx.define("ln_x", x)
+        ax = _list(axes)
+        centered = ctx.define("ln_c", f"{xv} - mean({xv}, axis={ax}, keepdims=true)")
+        y = (f"{centered} / sqrt(mean({centered} * {centered}, axis={ax}, keepdims=true) + "
+             f"{self.epsilon!r})")
+        # gamma and beta broadcast along the normalized axes
+        bshape = [s[a - 1] if a in axes else 1 for a in range(1, len(s) + 1)]
+        contiguous_last = axes == list(range(len(s) - len(axes) + 1, len(s) + 1))
+        def shaped(v):
+            return v if contiguous_last else f"reshape({v}, {_list(bshape)})"
+        if self.scale:
+            y = f"({y}) * {shaped(p['gamma'])}"
+        if self.center:
+            y = f"({y}) + {shaped(p['beta'])}"
+        return y
 
 
 class BatchNormalization(Layer):
     """Normalizes each channel (last axis): batch statistics in training, the
-    moving averages in inference, like keras.layers.BatchNormalization."""
+    moving averages in inference, like keras.layers.BatchNormalization. With
+    trainable=False it runs in inference mode (Keras 3's rule)."""
 
     kind = "BatchNormalization"
 
-    def __init__(self, momentum: float = 0.99, epsilon: float = 1e-3, name=None, input_shape=None):
-        super().__init__(name, input_shape)
-        if not 0.0 <= momentum <= 1.0:
+    def __init__(self, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,
+                 center: bool = True, scale: bool = True, beta_initializer="zeros",
+                 gamma_initializer="ones", moving_mean_initializer="zeros",
+                 moving_variance_initializer="ones", beta_regularizer=None,
+                 gamma_regularizer=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if axis not in (-1,):
+            raise ValueError(f"[BatchNormalization] only axis=-1 (channels last) is supported, "
+                             f"got {axis!r}")
+        if isinstance(momentum, bool) or not 0.0 <= momentum <= 1.0:
             raise ValueError(f"[BatchNormalization] momentum must be in [0, 1], got {momentum!r}")
         if not epsilon > 0:
             raise ValueError(f"[BatchNormalization] epsilon must be positive, got {epsilon!r}")
         self.momentum = float(momentum)
         self.epsilon = float(epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        k = self.kind
+        self.beta_initializer = _initializer(beta_initializer, k, "beta_initializer")
+        self.gamma_initializer = _initializer(gamma_initializer, k, "gamma_initializer")
+        self.moving_mean_initializer = _initializer(moving_mean_initializer, k,
+                                                    "moving_mean_initializer")
+        self.moving_variance_initializer = _initializer(moving_variance_initializer, k,
+                                                        "moving_variance_initializer")
+        self.beta_regularizer = _regularizer(beta_regularizer, k, "beta_regularizer")
+        self.gamma_regularizer = _regularizer(gamma_regularizer, k, "gamma_regularizer")
 
     def compute_output_shape(self, s):
         c = s[-1]
-        self.params = [Param("gamma", (c,), "ones"), Param("beta", (c,), "zeros"),
-                       Param("moving_mean", (c,), "zeros", trainable=False),
-                       Param("moving_variance", (c,), "ones", trainable=False)]
+        self.params = [Param("gamma", (c,), self.gamma_initializer, trainable=self.scale,
+                             regularizer=self.gamma_regularizer),
+                       Param("beta", (c,), self.beta_initializer, trainable=self.center,
+                             regularizer=self.beta_regularizer),
+                       Param("moving_mean", (c,), self.moving_mean_initializer, trainable=False),
+                       Param("moving_variance", (c,), self.moving_variance_initializer,
+                             trainable=False)]
         return s
 
     def forward(self, x, p, ctx):
-        ctx.stats.append((self, x))
+        training = ctx.training if self.trainable else "false"
+        if training != "false":
+            ctx.stats.append((self, x))
         return (f"batch_norm({x}, {p['gamma']}, {p['beta']}, {p['moving_mean']}, "
-                f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={ctx.training})")
+                f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={training})")
 
 
 def initial_value(param: Param, seed: int, dtype: str = "float32"):
-    """The starting value of a parameter, made by tessera's seeded generators."""
-    shape = list(param.shape)
-    if param.init == "zeros":
-        return _core.call_primitive("zeros", [shape], {"dtype": dtype})
-    if param.init == "ones":
-        return _core.call_primitive("ones", [shape], {"dtype": dtype})
-    limit = math.sqrt(6.0 / max(1, param.fan_in + param.fan_out))
-    return _core.call_primitive("random_uniform", [shape],
-                                {"low": -limit, "high": limit, "seed": seed, "dtype": dtype})
+    """The starting value of a parameter: its initializer's draw from
+    tessera's seeded generators (an initializer with a seed of its own uses
+    that one)."""
+    from . import initializers  # noqa: PLC0415
+
+    init = initializers.get(param.init)
+    return init.generate(tuple(param.shape), dtype, seed)

@@ -14,7 +14,7 @@ import numbers
 __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "Huber", "LogCosh", "KLDivergence", "Poisson",
            "SparseCategoricalCrossentropy", "CategoricalCrossentropy", "BinaryCrossentropy",
-           "get"]
+           "FunctionLoss", "get"]
 
 # Keras's epsilon where its losses clip.
 _EPS = "1e-7"
@@ -38,7 +38,19 @@ class Loss:
     sparse_labels = False  # integer class labels (checked by fit/evaluate)
 
     def expression(self, y: str, p: str) -> str:
-        raise NotImplementedError
+        return f"mean({self.per_sample(y, p)})"
+
+    def per_sample(self, y: str, p: str) -> str:
+        """Each sample's loss (the last axis reduced, as Keras's functions do),
+        for sample weights."""
+        raise NotImplementedError(f"[{type(self).__name__}] per-sample losses are not available")
+
+    def expression_for(self, y, p, ctx, label_spec, out_shape) -> str:
+        """The mean loss as the model writes it (shapes known)."""
+        return self.expression(y, p)
+
+    def per_sample_for(self, y, p, ctx, label_spec, out_shape) -> str:
+        return self.per_sample(y, p)
 
     def get_config(self) -> dict:
         return {"name": self.name}
@@ -54,27 +66,30 @@ class MeanSquaredError(Loss):
     def expression(self, y, p):
         return f"mean_squared_error({y}, {p})"
 
+    def per_sample(self, y, p):
+        return f"mean(square({p} - {y}), axis=-1)"
+
 
 class MeanAbsoluteError(Loss):
     name = "mean_absolute_error"
 
-    def expression(self, y, p):
-        return f"mean(abs({p} - {y}))"
+    def per_sample(self, y, p):
+        return f"mean(abs({p} - {y}), axis=-1)"
 
 
 class MeanAbsolutePercentageError(Loss):
     name = "mean_absolute_percentage_error"
 
-    def expression(self, y, p):
-        return f"100.0 * mean(abs(({y} - {p}) / maximum(abs({y}), {_EPS})))"
+    def per_sample(self, y, p):
+        return f"100.0 * mean(abs(({y} - {p}) / maximum(abs({y}), {_EPS})), axis=-1)"
 
 
 class MeanSquaredLogarithmicError(Loss):
     name = "mean_squared_logarithmic_error"
 
-    def expression(self, y, p):
+    def per_sample(self, y, p):
         return (f"mean((log(maximum({p}, {_EPS}) + 1.0) - log(maximum({y}, {_EPS}) + 1.0)) "
-                "** 2)")
+                "** 2, axis=-1)")
 
 
 class Huber(Loss):
@@ -90,33 +105,34 @@ class Huber(Loss):
     def get_config(self):
         return {"name": self.name, "delta": self.delta}
 
-    def expression(self, y, p):
+    def per_sample(self, y, p):
         d = _num(self.delta)
         e = f"({p} - {y})"
-        return (f"mean(where(abs{e} <= {d}, 0.5 * {e} ** 2, {d} * (abs{e} - 0.5 * {d})))")
+        return (f"mean(where(abs{e} <= {d}, 0.5 * {e} ** 2, {d} * (abs{e} - 0.5 * {d})), "
+                "axis=-1)")
 
 
 class LogCosh(Loss):
     name = "log_cosh"
 
-    def expression(self, y, p):
+    def per_sample(self, y, p):
         e = f"({p} - {y})"
-        return f"mean({e} + softplus(-2.0 * {e}) - 0.6931471805599453)"
+        return f"mean({e} + softplus(-2.0 * {e}) - 0.6931471805599453, axis=-1)"
 
 
 class KLDivergence(Loss):
     name = "kl_divergence"
 
-    def expression(self, y, p):
+    def per_sample(self, y, p):
         yc, pc = f"clip({y}, {_EPS}, 1.0)", f"clip({p}, {_EPS}, 1.0)"
-        return f"mean(sum({yc} * log({yc} / {pc}), axis=-1))"
+        return f"sum({yc} * log({yc} / {pc}), axis=-1)"
 
 
 class Poisson(Loss):
     name = "poisson"
 
-    def expression(self, y, p):
-        return f"mean({p} - {y} * log({p} + {_EPS}))"
+    def per_sample(self, y, p):
+        return f"mean({p} - {y} * log({p} + {_EPS}), axis=-1)"
 
 
 class SparseCategoricalCrossentropy(Loss):
@@ -136,6 +152,10 @@ class SparseCategoricalCrossentropy(Loss):
         logits = "true" if self.from_logits else "false"
         return f"sparse_categorical_crossentropy({y}, {p}, from_logits={logits})"
 
+    def per_sample(self, y, p):
+        return _crossentropy(f"one_hot({y}, shape({p})[-1], dtype=dtype_name({p}))", p,
+                             self.from_logits)
+
 
 class _SmoothedCrossentropy(Loss):
     def __init__(self, from_logits=False, label_smoothing=0.0):
@@ -152,6 +172,9 @@ class _SmoothedCrossentropy(Loss):
     def expression(self, y, p):
         logits = "true" if self.from_logits else "false"
         return f"{self.name}({self._labels(y, p)}, {p}, from_logits={logits})"
+
+    def per_sample(self, y, p):
+        return _crossentropy(self._labels(y, p), p, self.from_logits)
 
 
 class CategoricalCrossentropy(_SmoothedCrossentropy):
@@ -170,6 +193,13 @@ class BinaryCrossentropy(_SmoothedCrossentropy):
     """0/1 labels, smoothed toward 0.5: y (1 - s) + s / 2."""
 
     name = "binary_crossentropy"
+
+    def per_sample(self, y, p):
+        t = self._labels(y, p)
+        if self.from_logits:
+            return f"mean(relu({p}) - {p} * {t} + log1p(exp(-abs({p}))), axis=-1)"
+        q = f"clip({p}, {_EPS}, {1 - 1e-7!r})"
+        return f"-mean({t} * log({q}) + (1.0 - {t}) * log(1.0 - {q}), axis=-1)"
 
     def _labels(self, y, p):
         s = self.label_smoothing
@@ -194,6 +224,39 @@ _BY_NAME = {
 }
 
 
+def _crossentropy(t: str, p: str, from_logits: bool) -> str:
+    """Keras's categorical crossentropy of targets t per sample."""
+    if from_logits:
+        return f"-sum({t} * log_softmax({p}, axis=-1), axis=-1)"
+    q = f"clip({p} / sum({p}, axis=-1, keepdims=true), {_EPS}, {1 - 1e-7!r})"
+    return f"-sum({t} * log({q}), axis=-1)"
+
+
+class FunctionLoss(Loss):
+    """A loss given as a Python function of (y_true, y_pred), written in
+    NumPy style: traced when the model's programs are written, its values
+    averaged (Keras: the function gives each sample's loss)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "loss")
+
+    def _values(self, y, p, ctx, label_spec, out_shape) -> str:
+        from .functional import apply_function  # noqa: PLC0415
+
+        shape, dtype = label_spec
+        return apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+
+    def expression_for(self, y, p, ctx, label_spec, out_shape):
+        return f"mean({self._values(y, p, ctx, label_spec, out_shape)})"
+
+    def per_sample_for(self, y, p, ctx, label_spec, out_shape):
+        return self._values(y, p, ctx, label_spec, out_shape)
+
+    def get_config(self):
+        return {"name": self.name}
+
+
 def get(loss) -> Loss:
     """A loss object from a name (Keras's names and aliases) or a Loss."""
     if isinstance(loss, Loss):
@@ -208,6 +271,5 @@ def get(loss) -> Loss:
             raise ValueError(f"[compile] unknown loss {loss!r}{hint} Known: {sorted(_BY_NAME)}")
         return cls()
     if callable(loss):
-        raise TypeError(f"[compile] a loss function of (y_true, y_pred) ({loss!r}) is not "
-                        "supported yet: use a loss name or a tessera.nn.losses object")
+        return FunctionLoss(loss)
     raise TypeError(f"[compile] loss must be a name or a tessera.nn.losses object, got {loss!r}")

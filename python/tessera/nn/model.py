@@ -1,31 +1,44 @@
-"""Sequential models: compile, fit, evaluate, predict, summary, weights.
+"""Models: functional (`Model(inputs, outputs)`), `Sequential`, and
+subclassed (`class M(Model)` with `call`), with Keras's compile, fit,
+evaluate, predict, summary, weights and saving.
 
 The training step of `fit` is one program of tessera's language — forward,
-backward (by the core's autodiff) and the optimizer update — compiled once and
-run for every mini-batch with the GIL released. Python only slices batches,
-passes arrays (without copies) and prints progress.
+backward (by the core's autodiff) and the optimizer update — written from the
+model's graph, compiled once and run for every mini-batch with the GIL
+released. Python only slices batches, passes arrays (without copies), runs
+callbacks and prints progress.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from typing import Optional, Sequence
 
 import numpy as np
 
-from .. import _core, data as _data, distributed as _dist, optim as _optim
+from .. import _core, distributed as _dist, optim as _optim
 from . import losses as _losses
+from . import metrics as _metrics
+from .functional import call_layer, clone_graph, collect_layers, layer_inputs  # noqa: F401
 from .layers import Context, Layer, initial_value
-from .weights import load_weights, save_weights
+from .symbolic import GraphWriter, Input, KerasTensor, user_location
 
-__all__ = ["Sequential", "History"]
+__all__ = ["Model", "Sequential", "History"]
+
 
 def _optimizer(opt):
     if isinstance(opt, _optim.Optimizer):
         return opt
+    getter = getattr(_optim, "get", None)
+    if getter is not None and isinstance(opt, (str, dict)):
+        try:
+            return getter(opt)
+        except ValueError as e:
+            raise ValueError(f"[compile] {e}") from None
     table = {"sgd": _optim.SGD, "adam": _optim.Adam, "adamw": _optim.AdamW,
              "rmsprop": _optim.RMSprop, "adagrad": _optim.Adagrad}
     if isinstance(opt, str) and opt.lower() in table:
@@ -34,13 +47,24 @@ def _optimizer(opt):
                      "tessera.optim optimizer")
 
 
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
 class History:
-    """Per-epoch metrics of a fit: `history["loss"]`, `["accuracy"]`,
-    `["val_loss"]`, `["val_accuracy"]`, `["time"]`."""
+    """Per-epoch logs of a fit: `history["loss"]`, `["accuracy"]`,
+    `["val_loss"]`, `["val_accuracy"]`, ..., `["time"]`; `epoch` lists the
+    epochs run."""
 
     def __init__(self):
         self.history: dict = {}
         self.epoch: list = []
+        self.params: dict = {}
+        self.model = None
 
     def _add(self, epoch: int, logs: dict):
         self.epoch.append(epoch)
@@ -48,157 +72,520 @@ class History:
             self.history.setdefault(k, []).append(v)
 
 
-class Sequential:
-    """A stack of layers, like keras.Sequential.
+class _Compiled:
+    """What compile() chose: the optimizer, a loss and its weight per output,
+    the metrics per output."""
 
-        model = Sequential([Conv1D(64, 3, activation="relu"), Flatten(), Dense(6, "softmax")],
-                           input_shape=(128, 9))
-        model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-        model.fit(x, y, batch_size=64, epochs=5, validation_data=(xv, yv))
+    def __init__(self, optimizer, losses, loss_weights, metrics):
+        self.optimizer = optimizer
+        self.losses = losses
+        self.loss_weights = loss_weights
+        self.metrics = metrics  # per output: list of Metric
+
+    @property
+    def has_metrics(self) -> bool:
+        return any(self.metrics)
+
+
+class Model(Layer):
+    """A model, like keras.Model. Three ways to make one:
+
+        inputs = nn.Input((128, 9))                       # functional
+        h = nn.Conv1D(64, 3, activation="relu")(inputs)
+        model = nn.Model(inputs, nn.Dense(6, activation="softmax")(nn.Flatten()(h)))
+
+        model = nn.Sequential([nn.Dense(64, "relu"), nn.Dense(10)])   # a stack
+
+        class MLP(nn.Model):                              # subclassing
+            def __init__(self):
+                super().__init__()
+                self.hidden, self.out = nn.Dense(64, "relu"), nn.Dense(10)
+            def call(self, x):
+                return self.out(self.hidden(x) + np.tanh(x @ np.ones((x.shape[-1], 64))))
+
+    A subclass's `call` runs when the model is built, on symbolic tensors:
+    layer calls, operators and NumPy functions are recorded (docs/nn.md).
     """
 
-    def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed: int = 0,
-                 dtype: str = "float32"):
-        self.layers = list(layers)
-        for i, layer in enumerate(self.layers):
-            if not isinstance(layer, Layer):
-                raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
+    kind = "Model"
+
+    def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed: int = 0,
+                 dtype: str = "float32", trainable: bool = True, **kwargs):
+        super().__init__(name=name, trainable=trainable, **kwargs)
         if dtype not in ("float32", "float64"):
-            raise ValueError(f"[Sequential] dtype must be 'float32' or 'float64', got {dtype!r}")
+            raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")
         self.dtype = dtype
         self.seed = seed
-        if input_shape is None and self.layers and self.layers[0].declared_input_shape:
-            input_shape = self.layers[0].declared_input_shape  # Keras: on the first layer
-        self.input_shape = tuple(input_shape) if input_shape is not None else None
-        self.weights: dict = {}
-        self._compiled = None
+        self.layers: list = []
+        self._inputs: list = []
+        self._outputs: list = []
+        self._var_of: dict = {}
+        self._owner: dict = {}
+        self._compiled: Optional[_Compiled] = None
         self._programs: dict = {}
         self._opt_state: Optional[dict] = None
         self._iteration = 0
-        if self.input_shape is not None:
-            self.build(self.input_shape)
+        self._lr_override = None
+        self.stop_training = False
+        self.history: Optional[History] = None
+        self._functional = inputs is not None or outputs is not None
+        if self._functional:
+            if inputs is None or outputs is None:
+                raise TypeError(f"[{self.kind}] a functional model needs both inputs and outputs")
+            self._init_graph(inputs, outputs)
 
-    def add(self, layer: Layer):
-        """Appends a layer (before the model is built)."""
-        if self.weights:
-            raise RuntimeError("[Sequential.add] the model is already built")
-        if not isinstance(layer, Layer):
-            raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
-        if not self.layers and self.input_shape is None and layer.declared_input_shape:
-            self.input_shape = layer.declared_input_shape  # built at compile/fit
-        self.layers.append(layer)
+    # ------------------------------------------------------------------ graph
 
-    # ------------------------------------------------------------------ building
-
-    def build(self, input_shape):
-        """Fixes every layer's shapes and creates the parameters (seeded)."""
-        shape = tuple(int(d) for d in input_shape)
-        self.input_shape = shape
-        for i, layer in enumerate(self.layers):
-            try:
-                shape = layer.build(shape)
-            except ValueError as e:
-                raise ValueError(f"layer {i} ({layer.kind}): {e}") from None
-        self.output_shape = shape
-        self.weights = {}
-        for i, layer in enumerate(self.layers):
-            for j, p in enumerate(layer.params):
-                self.weights[self._var(i, p)] = initial_value(p, self.seed * 1000 + i * 10 + j,
-                                                              self.dtype)
+    def _init_graph(self, inputs, outputs):
+        ins, outs = _as_list(inputs), _as_list(outputs)
+        for t in ins:
+            if not isinstance(t, KerasTensor) or t.op != "input":
+                raise TypeError(f"[{self.kind}] inputs must be made by nn.Input(...), got "
+                                f"{t!r}")
+        for t in outs:
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f"[{self.kind}] outputs must be symbolic tensors (the results of "
+                                f"layers called on the inputs), got {type(t).__name__}")
+        if len({t.id for t in ins}) != len(ins):
+            raise ValueError(f"[{self.kind}] an Input appears twice among the inputs")
+        self._inputs, self._outputs = ins, outs
+        self._multi_in = isinstance(inputs, (list, tuple))
+        self._multi_out = isinstance(outputs, (list, tuple))
+        self.layers = [l for l in collect_layers(outs) if l is not self]
+        self._check_reachable()
+        self._assign_vars()
+        self._create_values()
+        self.built = True
+        self.input_shape = [t.shape[1:] for t in ins] if self._multi_in else ins[0].shape[1:]
+        self.output_shape = [t.shape[1:] for t in outs] if self._multi_out else outs[0].shape[1:]
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0
+
+    def _check_reachable(self):
+        """Every Input the outputs depend on must be one of the model's inputs."""
+        ids = {t.id for t in self._inputs}
+        seen, stack = set(), list(self._outputs)
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            if t.op == "input" and t.id not in ids:
+                raise ValueError(f"[{self.kind}] the outputs depend on an Input made at {t.where} "
+                                 "that is not among the model's inputs")
+            stack.extend(GraphWriter._inputs(t))
+
+    def _assign_vars(self):
+        self._var_of, self._owner = {}, {}
+        for i, layer in enumerate(self.layers):
+            for j, p in enumerate(layer.params):
+                base = p.name if re.fullmatch(r"[A-Za-z_]\w*", p.name) else f"w{j}"
+                var = f"l{i}_{base}"
+                self._var_of[(id(layer), p.name)] = var
+                self._owner[var] = (layer, p)
+
+    def _create_values(self):
+        for i, layer in enumerate(self.layers):
+            for j, p in enumerate(layer.params):
+                if p.name not in layer._values:
+                    layer._values[p.name] = initial_value(p, self.seed * 1000 + i * 10 + j,
+                                                          self.dtype)
+
+    def call(self, inputs, training=None):
+        """A functional or Sequential model called on symbolic tensors (as a
+        layer of another model) records its graph again on them."""
+        self._ensure_built_for_call(inputs)
+        new = _as_list(inputs)
+        if len(new) != len(self._inputs):
+            raise ValueError(f"[{self.name}] the model has {len(self._inputs)} inputs, called "
+                             f"with {len(new)}")
+        outs = clone_graph(self._outputs, self._inputs, new)
+        return outs if self._multi_out else outs[0]
+
+    def _ensure_built_for_call(self, inputs):
+        if not self._inputs:
+            raise ValueError(f"[{self.kind}] the model is not built")
+
+    def _is_custom(self) -> bool:
+        return True
+
+    def build(self, input_shape=None):
+        """Builds the model for inputs of `input_shape` (one sample's shape,
+        or Keras's with a leading None; a list of them for several inputs)."""
+        if self._functional:
+            return self
+        if input_shape is None:
+            raise ValueError(f"[{self.kind}.build] input_shape is required")
+        shapes = input_shape
+        multi = isinstance(shapes, list) and shapes and isinstance(shapes[0], (list, tuple))
+        shapes = [tuple(s) for s in shapes] if multi else [tuple(shapes)]
+        shapes = [s[1:] if s and s[0] is None else s for s in shapes]
+        inputs = [Input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
+        self.built = True
+        try:
+            outputs = call_layer(self, inputs if multi else inputs[0], (), {})
+        except Exception:
+            self.built = False
+            raise
+        self._init_graph(inputs if multi else inputs[0], outputs)
         return self
 
-    def _var(self, i: int, p) -> str:
-        return f"l{i}_{p.name}"
+    def _input_dtype(self, k: int) -> str:
+        return self.dtype
+
+    def _check_built(self, where: str):
+        if not self.built or not self._inputs:
+            raise RuntimeError(f"[{where}] the model is not built: give it an input shape "
+                               "(input_shape= on the first layer, nn.Input, or model.build)")
+
+    # ------------------------------------------------------------------ weights
+
+    @property
+    def weights(self) -> dict:
+        """The weights as {variable name: array} (l<layer index>_<name>)."""
+        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+
+    def _set(self, var: str, value):
+        layer, p = self._owner[var]
+        layer._values[p.name] = value
+
+    @property
+    def trainable_weights(self) -> list:
+        return [self.weights[v] for v in self._params(True)]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [self.weights[v] for v in self._params(False)]
+
+    def _trainable(self, layer, p) -> bool:
+        return p.trainable and layer.trainable and self.trainable
 
     def _params(self, trainable: bool) -> list:
-        return [self._var(i, p) for i, layer in enumerate(self.layers) for p in layer.params
-                if p.trainable == trainable]
+        return [v for v, (layer, p) in self._owner.items()
+                if self._trainable(layer, p) == trainable]
 
     def count_params(self) -> int:
         return sum(layer.count_params() for layer in self.layers)
 
+    def get_layer(self, name: Optional[str] = None, index: Optional[int] = None):
+        """A layer by name or by index, like Keras's get_layer."""
+        if index is not None:
+            return self.layers[index]
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"[get_layer] no layer named {name!r}; layers: "
+                         f"{[l.name for l in self.layers]}")
+
     def summary(self, print_fn=print):
         """Prints each layer's type, output shape and parameter count."""
-        if not self.weights:
-            raise RuntimeError("[summary] the model is not built: pass input_shape or call build")
+        self._check_built("summary")
         rows = [("Layer (type)", "Output Shape", "Param #")]
-        for i, layer in enumerate(self.layers):
-            name = layer.name or f"{layer.kind.lower()}_{i}"
-            rows.append((f"{name} ({layer.kind})", str((None,) + layer.output_shape),
-                         f"{layer.count_params():,}"))
+        for layer in self.layers:
+            shape = layer.output_shape
+            shape = str([(None,) + tuple(s) for s in shape]) if isinstance(shape, list) \
+                else str((None,) + tuple(shape or ()))
+            rows.append((f"{layer.name} ({layer.kind})", shape, f"{layer.count_params():,}"))
         widths = [max(len(r[k]) for r in rows) + 2 for k in range(3)]
         line = "=" * sum(widths)
-        print_fn("Model: Sequential")
+        print_fn(f"Model: \"{self.name}\"")
         print_fn(line)
         for n, r in enumerate(rows):
             print_fn("".join(c.ljust(w) for c, w in zip(r, widths)))
             print_fn(line if n == 0 else "-" * sum(widths))
         trainable = sum(math.prod(self.weights[v].shape) for v in self._params(True))
-        print_fn(f"Total params: {self.count_params():,}")
+        total = sum(math.prod(a.shape) for a in self.weights.values())
+        print_fn(f"Total params: {total:,}")
         print_fn(f"Trainable params: {trainable:,}")
-        print_fn(f"Non-trainable params: {self.count_params() - trainable:,}")
+        print_fn(f"Non-trainable params: {total - trainable:,}")
 
-    # ------------------------------------------------------------------ programs
+    def get_weights(self) -> list:
+        """The weights as a list of NumPy arrays (copies), layer by layer in
+        the order of each layer's parameters, as Keras's get_weights."""
+        self._check_built("get_weights")
+        return [np.array(v, copy=True) for v in self.weights.values()]
 
-    def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=()):
-        """Chooses the optimizer, the loss and the metrics (only 'accuracy')."""
-        loss = _losses.get(loss)
-        for m in metrics:
-            if m not in ("accuracy", "acc"):
-                raise ValueError(f"[compile] unknown metric {m!r}; only 'accuracy' is supported")
-        self._compiled = (_optimizer(optimizer), loss, bool(metrics))
+    def set_weights(self, weights):
+        """Replaces the weights from a list like get_weights gives: the same
+        count, and each array of the same shape (cast to the model's dtype).
+        Nothing is changed when any of them does not fit."""
+        self._check_built("set_weights")
+        weights = list(weights)
+        names = list(self._owner)
+        if len(weights) != len(names):
+            raise ValueError(f"[set_weights] the model has {len(names)} weight arrays, got "
+                             f"{len(weights)}")
+        new = {}
+        current = self.weights
+        for i, (name, w) in enumerate(zip(names, weights)):
+            w = np.asarray(w)
+            want = current[name].shape
+            if w.shape != want:
+                layer, p = self._owner[name]
+                raise ValueError(f"[set_weights] weight {i} ({layer.name}/{p.name}) must have "
+                                 f"shape {want}, got {w.shape}")
+            if not np.issubdtype(w.dtype, np.number) or np.iscomplexobj(w):
+                raise TypeError(f"[set_weights] weight {i} ({name}) must hold real numbers, got "
+                                f"dtype {w.dtype}")
+            new[name] = np.array(w, dtype=current[name].dtype, copy=True)
+        for name, w in new.items():
+            self._set(name, w)
+
+    def save_weights(self, path):
+        """Writes the weights in tessera's weights format (docs/nn.md)."""
+        from .saving import save_file  # noqa: PLC0415
+
+        self._check_built("save_weights")
+        save_file(path, self.weights, {}, "save_weights")
+
+    def load_weights(self, path):
+        """Reads weights written by save_weights (or model.save); every name,
+        shape and dtype must match this model, and the checksum must be
+        right, or nothing is loaded."""
+        from .saving import load_weights_into  # noqa: PLC0415
+
+        self._check_built("load_weights")
+        load_weights_into(self, path)
+
+    def save(self, path):
+        """Writes the model: architecture, weights, compile settings and
+        optimizer state (tessera's checksummed format, no code; docs/nn.md)."""
+        from .saving import save_model  # noqa: PLC0415
+
+        save_model(self, path, training_state=None)
+
+    def save_checkpoint(self, path):
+        """Writes the whole training state (weights, optimizer state and
+        step, schedule, epoch and position in the epoch), for fit(resume_from=)."""
+        from .saving import save_model  # noqa: PLC0415
+
+        save_model(self, path, training_state=self._training_state())
+
+    # ------------------------------------------------------------------ compile
+
+    def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=(),
+                loss_weights=None, weighted_metrics=None, run_eagerly=None, jit_compile=None,
+                steps_per_execution=None):
+        """Chooses the optimizer, the loss (one, or one per output as a list or
+        a dict by output layer name) and the metrics (names, Metric objects or
+        functions of (y_true, y_pred); a list, or per output)."""
+        n_out = len(self._outputs) if self._outputs else 1
+        losses = self._per_output(loss, "loss", n_out)
+        losses = [self._get_loss(l) for l in losses]
+        if loss_weights is None:
+            loss_weights = [1.0] * n_out
+        else:
+            loss_weights = [float(w) for w in self._per_output(loss_weights, "loss_weights",
+                                                               n_out)]
+        if metrics is None:
+            metrics = ()
+        if isinstance(metrics, dict) or (n_out > 1 and isinstance(metrics, (list, tuple)) and
+                                         metrics and isinstance(metrics[0], (list, tuple))):
+            per = self._per_output(metrics, "metrics", n_out)
+        else:
+            per = [list(_as_list(metrics)) if k == 0 or n_out > 1 else [] for k in range(n_out)]
+            if n_out > 1:
+                per = [list(_as_list(metrics))] * n_out
+        mets = [[self._get_metric(m, losses[k], k) for m in (ms or [])]
+                for k, ms in enumerate(per)]
+        self._compiled = _Compiled(_optimizer(optimizer), losses, loss_weights, mets)
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0
+        self._lr_override = None
         return self
+
+    def _output_names(self) -> list:
+        names = []
+        for t in self._outputs:
+            node = t.args[0] if t.op == "item" else t
+            layer = node.args[0] if node.op == "layer" else None
+            names.append(layer.name if layer is not None else f"output_{len(names)}")
+        return names
+
+    def _per_output(self, v, what: str, n: int) -> list:
+        if isinstance(v, dict):
+            names = self._output_names()
+            unknown = sorted(set(v) - set(names))
+            if unknown:
+                raise ValueError(f"[compile] {what} names outputs {unknown} the model does not "
+                                 f"have; its outputs are {names}")
+            return [v.get(k) for k in names]
+        if isinstance(v, (list, tuple)) and what != "metrics" or (
+                what == "metrics" and isinstance(v, (list, tuple))):
+            if len(v) != n:
+                raise ValueError(f"[compile] {what} has {len(v)} entries for a model with {n} "
+                                 "outputs")
+            return list(v)
+        return [v] * n
+
+    def _get_loss(self, loss):
+        if callable(loss) and not isinstance(loss, (_losses.Loss, str)):
+            return _losses.FunctionLoss(loss)
+        return _losses.get(loss)
+
+    def _get_metric(self, m, loss, k):
+        if callable(m) and not isinstance(m, (str, _metrics.Metric)):
+            return _function_metric(m)
+        p_shape = tuple(self._outputs[k].shape) if self._outputs else None
+        try:
+            return _metrics.get(m, loss=loss, p_shape=p_shape)
+        except ValueError as e:
+            raise ValueError(f"[compile] {e}") from None
 
     @property
     def optimizer(self):
-        return self._compiled[0] if self._compiled else None
+        return self._compiled.optimizer if self._compiled else None
 
-    def _layer_code(self, training: str, seed: str, buckets=None):
-        """The forward pass as statements. With `buckets` (the bucket plan),
-        every trainable parameter is first marked as a member of its gradient
-        bucket (grad_bucket), just before the layer that uses it, so that the
-        backward pass starts each bucket's all-reduce as soon as the layers
-        after it in the backward order have produced all its gradients."""
-        stmts, stats = ["define(h0, x)"], []
+    @property
+    def metrics_names(self) -> list:
+        names = ["loss"]
+        if self._compiled:
+            prefix = self._output_names() if len(self._outputs) > 1 else [""]
+            for k, ms in enumerate(self._compiled.metrics):
+                for m in ms:
+                    names.append(f"{prefix[k]}_{m.name}" if prefix[k] else m.name)
+        return names
+
+    # ------------------------------------------------------------------ programs
+
+    def _names(self):
+        """The programs' names of the inputs and labels."""
+        xs = ["x"] if len(self._inputs) == 1 else [f"x{i}" for i in range(len(self._inputs))]
+        ys = ["y"] if len(self._outputs) == 1 else [f"y{i}" for i in range(len(self._outputs))]
+        return xs, ys
+
+    def _forward_code(self, training: str, seed: str, buckets=None, names=None):
+        """The forward pass as statements and the outputs' names. With
+        `buckets` (the bucket plan), every trainable parameter is first
+        marked as a member of its gradient bucket (grad_bucket), just before
+        the code that first uses it, so that the backward pass starts each
+        bucket's all-reduce as soon as the code after it in the backward
+        order has produced all its gradients."""
+        xs = names or self._names()[0]
         member = {}
         for j, bucket in enumerate(buckets or []):
             for m, v in enumerate(bucket):
                 member[v] = (j, m, len(bucket))
-        h = "h0"
-        for i, layer in enumerate(self.layers):
-            ctx = Context(training, seed, i)
-            pmap = {p.name: self._var(i, p) for p in layer.params}
-            for name, v in pmap.items():
-                if v in member:
+        stats: list = []
+        marked: dict = {}
+        counter = iter(range(1 << 30))
+        fresh_count = iter(range(1 << 30))
+        writer = None
+
+        def param(layer, pname):
+            key = (id(layer), pname)
+            if key not in self._var_of:
+                raise ValueError(f"[{self.kind}] layer {layer.name!r} is used by the model but "
+                                 "was not found when it was built (is it called only in a "
+                                 "branch of call()?)")
+            v = self._var_of[key]
+            if v in member:
+                if v not in marked:
                     j, m, count = member[v]
-                    stmts.append(f"define(bk_{v}, grad_bucket({v}, \"g{j}\", {m}, {count}))")
-                    pmap[name] = f"bk_{v}"
-            expr = layer.forward(h, pmap, ctx)
-            stmts.append(f"define(h{i + 1}, {expr})")
-            for bn, x in ctx.stats:
-                stats.append((i, bn, x))
-            h = f"h{i + 1}"
-        return stmts, h, stats
+                    writer.stmts.append(f"define(bk_{v}, grad_bucket({v}, \"g{j}\", {m}, "
+                                        f"{count}))")
+                    marked[v] = f"bk_{v}"
+                return marked[v]
+            return v
 
-    def _loss(self, y: str, h: str) -> str:
-        """The compiled loss as an expression of the labels y and the output h."""
-        return self._compiled[1].expression(y, h)
+        def fresh(tag):
+            return f"_{_ident(tag)}{next(fresh_count)}"
 
-    def _metric(self, y: str, h: str) -> str:
-        _, loss, metric = self._compiled
-        if not metric:
-            return "nil"
-        if loss == "binary_crossentropy":
-            return f"mean(astype(({h} > 0.5) == ({y} > 0.5), \"float64\"))"
-        return f"accuracy({y}, {h})"
+        stride = 64 if len(self.layers) <= 32 else 1 << 16
 
-    def _program(self, kind: str):
+        def layer_code(t, name, w):
+            layer, ins, multi = t.args
+            exprs = [w.names[i.id] for i in ins]
+            static = dict(t.kwargs)
+            forced = static.pop("training", None)
+            train = training if forced is None else ("true" if forced else "false")
+            ctx = Context(train, seed, next(counter), w.stmts.append, fresh, param,
+                          layer_code)
+            ctx.seed_stride = stride
+            ctx.input_shapes = [i.shape for i in ins]
+            p = {q.name: param(layer, q.name) for q in layer.params} if not \
+                layer._is_custom() else {}
+            out = layer.forward(exprs if multi else exprs[0], p, ctx, **static)
+            stats.extend(ctx.stats)
+            return out
+
+        writer = GraphWriter({t.id: n for t, n in zip(self._inputs, xs)}, param, layer_code,
+                             prefix="h")
+        outs = [writer.expr(o) for o in self._outputs]
+        return writer.stmts, outs, stats
+
+    def _loss_ctx(self):
+        count = iter(range(1 << 30))
+        stmts: list = []
+        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"_loss{next(count)}",
+                      None, None)
+        return ctx, stmts
+
+    def _loss_text(self, ys, hs, sw=None) -> tuple:
+        """(statements, expression) of the compiled loss of labels `ys` and
+        outputs `hs`, weighted per sample by `sw`, plus the regularizers."""
+        ctx, stmts = self._loss_ctx()
+        terms = []
+        for k, (loss, weight) in enumerate(zip(self._compiled.losses,
+                                               self._compiled.loss_weights)):
+            if loss is None or not weight:
+                continue
+            spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
+            out_shape = self._outputs[k].shape[1:]
+            if sw is None:
+                e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
+            else:
+                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+                e = (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
+                     f"/ size({per})")
+            terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
+        if not terms:
+            raise ValueError("[compile] the model has no loss")
+        for v in self._params(True):
+            layer, p = self._owner[v]
+            if p.regularizer is not None:
+                terms.append(f"astype({p.regularizer.expression(v)}, \"{self.dtype}\")")
+        return stmts, " + ".join(f"({t})" for t in terms)
+
+    def _metric_exprs(self, ys, hs, sw=None) -> tuple:
+        """(statements, expressions): every metric's sums (float64), in order."""
+        ctx, stmts = self._loss_ctx()
+        out = []
+        for k, ms in enumerate(self._compiled.metrics):
+            for m in ms:
+                if isinstance(m, _FunctionMetric):
+                    spec = self._label_specs[k]
+                    exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
+                                              self._outputs[k].shape[1:])
+                else:
+                    exprs = m.expressions(ys[k], hs[k], sw)
+                out += [f"astype({e}, \"float64\")" for e in exprs]
+        return stmts, out
+
+    def _metric_sizes(self) -> list:
+        """The shape of every metric sum, in order (found by
+        running the metrics' expressions once on stand-in data)."""
+        if not self._compiled or not self._compiled.has_metrics:
+            return []
+        key = ("metric_sizes",)
+        if key in self._programs:
+            return self._programs[key]
+        xs, ys = self._names()
+        hs = [f"h{k}" for k in range(len(self._outputs))]
+        stmts, exprs = self._metric_exprs(ys, hs, None)
+        body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
+        prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
+                             "<model metrics>")
+        labels = [np.zeros((2,) + tuple(shape), dtype=dtype) for shape, dtype in
+                  self._label_specs]
+        outs = [np.asarray(o._dummies[0], dtype=self.dtype) for o in self._outputs]
+        sizes = [tuple(np.shape(v)) for v in prog.run(labels + outs)]
+        self._programs[key] = sizes
+        return sizes
+
+    def _program(self, kind):
         prog = self._programs.get(kind)
         if prog is not None:
             return prog
@@ -206,21 +593,31 @@ class Sequential:
             raise RuntimeError(f"[{kind}] call model.compile(optimizer, loss, metrics) first")
         P, S = self._params(True), self._params(False)
         args = ", ".join(P + S)
-        if kind == "train":
-            prog = self._train_program(P, S)
+        xs, ys = self._names()
+        if kind == "train" or (isinstance(kind, tuple) and kind[0] == "train"):
+            prog = self._train_program(P, S, weighted=kind[1] if isinstance(kind, tuple)
+                                       else False)
         elif isinstance(kind, tuple) and kind[0] == "train_dp":
-            prog = self._train_program(P, S, data_parallel=True)
+            prog = self._train_program(P, S, data_parallel=True, weighted=kind[3])
         elif isinstance(kind, tuple) and kind[0] == "train_det":
             prog = self._deterministic_program(P, S, *kind[1:])
         else:
-            stmts, h, _ = self._layer_code("false", "0")
+            stmts, hs, _ = self._forward_code("false", "0")
+            head = ", ".join(([args] if args else []) + xs)
             if kind == "predict":
-                body = ",\n  ".join(stmts + [h])
-                text = f"define(predict_fn, {args}, x, block(\n  {body}))\npredict_fn\n"
+                result = hs[0] if len(hs) == 1 else f"list({', '.join(hs)})"
+                body = ",\n  ".join(stmts + [result])
+                text = f"define(predict_fn, {head}, block(\n  {body}))\npredict_fn\n"
             else:
-                body = ",\n  ".join(stmts + [f"list({self._loss('y', h)}, {self._metric('y', h)})"])
-                text = f"define(eval_fn, {args}, x, y, block(\n  {body}))\neval_fn\n"
-            prog = _core.Program(text, f"<model {kind}>")
+                weighted = isinstance(kind, tuple) and kind[1]
+                sw = "sw" if weighted else None
+                lstmts, loss = self._loss_text(ys, hs, sw)
+                mstmts, mets = self._metric_exprs(ys, hs, sw)
+                body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
+                extra = ", sw" if weighted else ""
+                text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
+                        "eval_fn\n")
+            prog = _core.Program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
         self._programs[kind] = prog
         return prog
 
@@ -229,8 +626,9 @@ class Sequential:
         the same on every locality: parameters in the order the backward pass
         finishes them (last layer first), grouped up to BUCKET_BYTES."""
         buckets, current, size = [], [], 0
+        weights = self.weights
         for v in reversed(P):
-            nbytes = int(np.prod(self.weights[v].shape)) * np.dtype(self.dtype).itemsize
+            nbytes = int(np.prod(weights[v].shape)) * np.dtype(self.dtype).itemsize
             if current and size + nbytes > self.BUCKET_BYTES:
                 buckets.append(current)
                 current, size = [], 0
@@ -251,6 +649,7 @@ class Sequential:
         the localities (weight = local share of the global batch), bucket by
         bucket: one all_reduce of the concatenated, flattened members."""
         name = dict(zip(P, grads))
+        weights = self.weights
         lines = []
         for j, bucket in enumerate(self._bucket_plan(P)):
             if len(bucket) == 1:
@@ -261,31 +660,34 @@ class Sequential:
             lines.append(f"define(bucket_{j}, all_reduce(concatenate(list({flat})), \"sum\"))")
             off = 0
             for v in bucket:
-                n = int(np.prod(self.weights[v].shape))
+                n = int(np.prod(weights[v].shape))
                 lines.append(f"define({name[v]}, reshape(bucket_{j}[{off}:{off + n}], "
                              f"shape({v})))")
                 off += n
         return lines
 
-    def _loss_fn(self, P, S, weighted=False, buckets=None):
-        """The training loss function's definition (value: list(loss, list(output,
-        batch statistics...))) and the batch norm layers' statistics. Weighted:
-        the loss times a last parameter w. Buckets: the gradients are summed
-        over the localities from inside the backward pass (_layer_code)."""
+    def _loss_fn(self, P, S, weighted=False, buckets=None, sample_weighted=False):
+        """The training loss function's definition (value: list(loss,
+        list(list(outputs...), batch statistics...))) and the batch norm
+        layers' statistics. Weighted: the loss times a last parameter w.
+        Buckets: the gradients are summed over the localities from inside
+        the backward pass (_forward_code)."""
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
-        stmts, h, stats = self._layer_code("true", "seed", buckets)
-        aux = [h] + [f"batch_norm_stats({x})" for _, _, x in stats]
-        args = ", ".join(P + S)
+        xs, ys = self._names()
+        stmts, hs, stats = self._forward_code("true", "seed", buckets)
+        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
+        aux = [f"list({', '.join(hs)})"] + [f"batch_norm_stats({x})" for _, x in stats]
+        args = ", ".join(P + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
-        body = ",\n  ".join(stmts + [f"list(({self._loss('y', h)}){scale}, list({', '.join(aux)}))"])
-        return f"define(loss_fn, {args}, x, y, seed{w}, block(\n  {body}))\n", stats
+        body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
+        return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
 
     def _update_setup(self, P, S):
         """What both training programs start with: the argument list, the
         gradient names, the optimizer's update code (its state variables are
         kept on the model) and the argnums of value_and_grad."""
-        opt = self._compiled[0]
+        opt = self._compiled.optimizer
         grads = [f"grad_{k}" for k in range(len(P))]
         upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
                               iteration_expr="iteration")
@@ -293,49 +695,55 @@ class Sequential:
         self._opt_statevars = upd.state
         return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
 
-    def _train_program(self, P, S, data_parallel=False):
+    def _bn_var(self, bn, index: int) -> str:
+        return self._var_of[(id(bn), bn.params[index].name)]
+
+    def _train_program(self, P, S, data_parallel=False, weighted=False):
         # Data parallel: each locality's loss is weighted by its share of the
         # global batch, so the sum of the localities' gradients is the global
         # batch's gradient; the sums run in gradient buckets that the
         # backward pass starts itself (OVERLAP_BACKWARD), or after it.
         overlap = data_parallel and self.OVERLAP_BACKWARD
         buckets = self._bucket_plan(P) if overlap else None
-        loss_fn, stats = self._loss_fn(P, S, weighted=overlap, buckets=buckets)
+        loss_fn, stats = self._loss_fn(P, S, weighted=overlap, buckets=buckets,
+                                       sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
+        xs, ys = self._names()
+        data = ", ".join(xs + ys + (["sw"] if weighted else []))
         extra = ", weight" if overlap else ""
         lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
-                 f"({args}, x, y, seed{extra}))",
+                 f"({args}, {data}, seed{extra}))",
                  "define(grads, r[1])"]
         lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
         if data_parallel and not overlap:
             lines += self._allreduce_code(P, grads)
         lines += upd.statements
-        def across(expr, op="sum", weighted=True):
+
+        def across(expr, weighted_=True):
             if not data_parallel:
                 return expr
-            return f"all_reduce({expr} * weight, \"{op}\")" if weighted else \
-                f"all_reduce({expr}, \"{op}\")"
+            return f"all_reduce({expr} * weight, \"sum\")" if weighted_ else \
+                f"all_reduce({expr}, \"sum\")"
 
-        for j, (i, bn, _) in enumerate(stats):
+        for j, (bn, _) in enumerate(stats):
             m = bn.momentum
-            mean_v = self._var(i, bn.params[2])
-            var_v = self._var(i, bn.params[3])
+            mean_v, var_v = self._bn_var(bn, 2), self._bn_var(bn, 3)
             bmean = across(f"r[2][{j + 1}][0]")
             bvar = across(f"r[2][{j + 1}][1]")
             lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
-        metric = self._metric("y", "r[2][0]")
-        if metric != "nil":
-            metric = across(metric)
-        loss_value = across("r[0]", weighted=not overlap)  # the loss is weighted already
-        lines.append(f"list({loss_value}, {metric}, list({', '.join(P)}), "
+        hs = [f"r[2][0][{k}]" for k in range(len(self._outputs))]
+        mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
+        lines += mstmts
+        mets = [across(e, weighted_=False) for e in mets]
+        loss_value = across("r[0]", weighted_=not overlap)  # the loss is weighted already
+        lines.append(f"list({loss_value}, list({', '.join(mets)}), list({', '.join(P)}), "
                      f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
         step_args = ", ".join(P + S + self._opt_vars)
         tail = ", weight" if data_parallel else ""
         body = ",\n  ".join(lines)
-        text = (loss_fn + f"define(train_step, {step_args}, x, y, iteration, lr, seed{tail}, "
-                f"block(\n  "
-                f"{body}))\ntrain_step\n")
+        text = (loss_fn + f"define(train_step, {step_args}, {data}, iteration, lr, seed{tail}, "
+                f"block(\n  {body}))\ntrain_step\n")
         self.train_code = text
         return _core.Program(text, "<model train step>")
 
@@ -355,39 +763,42 @@ class Sequential:
                      for i in range(0, len(terms), 2)]
         return terms[0]
 
-    def _deterministic_program(self, P, S, local, chunks, n_ranks):
+    def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False):
         """The training step of deterministic mode. This locality computes the
         gradients of its `local` chunks separately (of the chunk's loss times
         its share of the batch; an empty chunk gives zeros), adds aligned
         blocks of them in the fixed order of _fixed_sum, all-gathers those
         block sums bucket by bucket, and every locality finishes the same sum
         in the same order: the bits do not depend on the number of localities
-        (nor, with deterministic tiling, of threads). The loss, metric and
-        batch statistics, weighted, go the same way in one float64 bucket."""
-        has_metric = self._compiled[2]
-        loss_fn, stats = self._loss_fn(P, S, weighted=True)
+        (nor, with deterministic tiling, of threads). The loss, the metrics'
+        sums and the batch statistics, weighted, go the same way in one
+        float64 bucket."""
+        loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
-        size = {v: int(np.prod(self.weights[v].shape)) for v in P}
-        # The float64 bucket: loss (already weighted), metric, then each batch
-        # norm's mean and variance.
-        aux = ["astype(r_{j}[0], \"float64\")"]
-        if has_metric:
-            aux.append(f"astype({self._metric('y_{j}', 'r_{j}[2][0]')}, \"float64\") * w_{{j}}")
-        widths = [1] * len(aux)
-        for s_i, (i, bn, _) in enumerate(stats):
-            channels = int(np.prod(self.weights[self._var(i, bn.params[2])].shape))
-            aux += [f"astype(r_{{j}}[2][{s_i + 1}][{m}], \"float64\") * w_{{j}}" for m in (0, 1)]
-            widths += [channels, channels]
+        xs, ys = self._names()
+        streams = xs + ys + (["sw"] if weighted else [])
+        weights = self.weights
+        size = {v: int(np.prod(weights[v].shape)) for v in P}
+        n_sums = sum(math.prod(s) for s in self._metric_sizes())
         lines = []
         for j in range(local):
+            data = ", ".join(f"{s}_{j}" for s in streams)
             lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
-                         f"argnums=[{nums}], has_aux=true)({args}, x_{j}, y_{j}, seed_{j}, w_{j}), "
+                         f"argnums=[{nums}], has_aux=true)({args}, {data}, seed_{j}, w_{j}), "
                          "nil))")
             for k, v in enumerate(P):
                 lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], zeros_like({v})))")
-            flat = ", ".join(f"ravel({e.format(j=j)})" for e in aux)
-            lines.append(f"define(g_{j}_aux, if(w_{j} > 0.0, concatenate(list({flat})), "
-                         f"zeros({sum(widths)}, dtype=\"float64\")))")
+            aux = [f"astype(r_{j}[0], \"float64\")"]
+            cys = [f"{y}_{j}" for y in ys]
+            chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
+            mstmts, mets = self._metric_exprs(cys, chs, f"sw_{j}" if weighted else None)
+            aux += [f"ravel({e})" for e in mets]
+            for s_i, (bn, _) in enumerate(stats):
+                aux += [f"astype(r_{j}[2][{s_i + 1}][{m}], \"float64\") * w_{j}" for m in (0, 1)]
+            flat = ", ".join(f"ravel({e})" for e in aux)
+            body = mstmts + [f"concatenate(list({flat}))"]
+            lines.append(f"define(g_{j}_aux, if(w_{j} > 0.0, block({', '.join(body)}), "
+                         f"zeros(aux_width, dtype=\"float64\")))")
         # Sums of aligned blocks of this locality's chunks (per parameter).
         block = local & -local  # the largest power of two dividing `local`
         starts = range(0, local, block)
@@ -418,20 +829,22 @@ class Sequential:
                              f"shape({v})))")
                 off += size[v]
         lines += upd.statements
-        off = 1 + int(has_metric)
-        for i, bn, _ in stats:
+        off = 1 + n_sums
+        for bn, _ in stats:
             m = bn.momentum
-            for param in (bn.params[2], bn.params[3]):
-                v = self._var(i, param)
-                n = int(np.prod(self.weights[v].shape))
+            for index_ in (2, 3):
+                v = self._bn_var(bn, index_)
+                n = int(np.prod(weights[v].shape))
                 stat = f"astype(total_aux[{off}:{off + n}], \"{self.dtype}\")"
                 lines.append(f"define({v}, {m!r} * {v} + {1.0 - m!r} * "
                              f"reshape({stat}, shape({v})))")
                 off += n
-        metric = "total_aux[1]" if has_metric else "nil"
-        lines.append(f"list(total_aux[0], {metric}, list({', '.join(P)}), "
+        width = 1 + n_sums + sum(2 * int(np.prod(weights[self._bn_var(bn, 2)].shape))
+                                 for bn, _ in stats)
+        lines.insert(0, f"define(aux_width, {width})")
+        lines.append(f"list(total_aux[0], list(total_aux[1:{1 + n_sums}]), list({', '.join(P)}), "
                      f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
-        chunk_args = ", ".join(f"{a}_{j}" for a in ("x", "y", "w", "seed") for j in range(local))
+        chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(local))
         step_args = ", ".join(P + S + self._opt_vars)
         body = ",\n  ".join(lines)
         text = (loss_fn + f"define(train_step, {step_args}, {chunk_args}, iteration, lr, "
@@ -439,116 +852,380 @@ class Sequential:
         self.train_code = text
         return _core.Program(text, "<model deterministic train step>")
 
-    def _shard(self, xb, yb, n_ranks, rank):
+    def _shard(self, arrays, n_ranks, rank):
         """This locality's rows of a global batch, and its share of the batch."""
-        n = len(xb)
+        n = len(arrays[0])
         lo, hi = rank * n // n_ranks, (rank + 1) * n // n_ranks
-        return xb[lo:hi], yb[lo:hi], (hi - lo) / n
+        return [a[lo:hi] for a in arrays], (hi - lo) / n
 
-    # ------------------------------------------------------------------ data checks
+    # ------------------------------------------------------------------ data
 
-    def _check_xy(self, x, y, where: str):
-        x = np.asarray(x)
-        if x.dtype != np.dtype(self.dtype):
-            x = x.astype(self.dtype)
-        if not self.weights:
-            self.build(x.shape[1:])
-        if tuple(x.shape[1:]) != self.input_shape:
-            raise ValueError(f"[{where}] x has samples of shape {tuple(x.shape[1:])}, but the "
-                             f"model expects {self.input_shape}")
-        if y is not None:
-            y = np.asarray(y)
-            if len(y) != len(x):
-                raise ValueError(f"[{where}] x and y have different numbers of samples: "
-                                 f"{len(x)} and {len(y)}")
-            if self._compiled and self._compiled[1].sparse_labels:
-                if not np.issubdtype(y.dtype, np.integer):
-                    raise ValueError(f"[{where}] sparse_categorical_crossentropy needs integer "
-                                     f"class labels, got dtype {y.dtype}")
-                y = y.astype(np.int64, copy=False)
-            elif y.dtype != np.dtype(self.dtype):
-                y = y.astype(self.dtype)
-        return x, y
+    def _ensure_built(self, xs):
+        if self.built and self._inputs:
+            return
+        if isinstance(self, Sequential) or not self._functional:
+            shapes = [tuple(a.shape[1:]) for a in xs]
+            self.build(shapes if len(shapes) > 1 else shapes[0])
+
+    def _prepare_x(self, x, where: str) -> list:
+        if x is None:
+            raise ValueError(f"[{where}] x is required")
+        if isinstance(x, dict):
+            names = [t.name for t in self._inputs]
+            missing = [n for n in names if n not in x]
+            if missing or None in names:
+                raise ValueError(f"[{where}] x is a dict but the model's inputs are named "
+                                 f"{names} (missing {missing})")
+            x = [x[n] for n in names]
+        xs = [np.asarray(a) for a in _as_list(x)]
+        for a in xs:
+            if a.ndim == 0:
+                raise ValueError(f"[{where}] x must have a batch axis, got a scalar")
+            if a.dtype == object:
+                raise TypeError(f"[{where}] x must hold numbers, got dtype object")
+        self._ensure_built(xs)
+        if len(xs) != len(self._inputs):
+            raise ValueError(f"[{where}] the model has {len(self._inputs)} inputs, got "
+                             f"{len(xs)} arrays")
+        out = []
+        for k, (a, t) in enumerate(zip(xs, self._inputs)):
+            if tuple(a.shape[1:]) != tuple(t.shape[1:]):
+                which = f"x[{k}]" if len(xs) > 1 else "x"
+                raise ValueError(f"[{where}] {which} has samples of shape {tuple(a.shape[1:])}, "
+                                 f"but the model expects {tuple(t.shape[1:])}")
+            want = t.dtype if not t.dtype.startswith("float") else self.dtype
+            if np.issubdtype(np.dtype(want), np.integer):
+                if not np.issubdtype(a.dtype, np.integer):
+                    if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and \
+                            np.all(a == np.round(a)):
+                        a = a.astype(np.int64)
+                    else:
+                        raise ValueError(f"[{where}] input {k} takes integers (dtype {t.dtype}), "
+                                         f"got dtype {a.dtype} with non-integer values")
+                a = a.astype(np.int64, copy=False)
+            elif a.dtype != np.dtype(want):
+                a = a.astype(want)
+            out.append(a)
+        n = len(out[0])
+        for k, a in enumerate(out):
+            if len(a) != n:
+                raise ValueError(f"[{where}] the inputs have different numbers of samples: "
+                                 f"{[len(b) for b in out]}")
+        return out
+
+    def _prepare_y(self, y, n: int, where: str) -> list:
+        if isinstance(y, dict):
+            names = self._output_names()
+            missing = [k for k in names if k not in y]
+            if missing:
+                raise ValueError(f"[{where}] y is a dict but misses outputs {missing} (outputs: "
+                                 f"{names})")
+            y = [y[k] for k in names]
+        ys = [np.asarray(a) for a in _as_list(y)] if len(self._outputs) > 1 else [np.asarray(y)]
+        if len(ys) != len(self._outputs):
+            raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
+                             f"{len(ys)} label arrays")
+        out = []
+        for k, (a, loss) in enumerate(zip(ys, self._compiled.losses)):
+            which = f"y[{k}]" if len(ys) > 1 else "y"
+            if a.ndim == 0 or len(a) != n:
+                raise ValueError(f"[{where}] x and {which} have different numbers of samples: "
+                                 f"{n} and {len(a) if a.ndim else 'a scalar'}")
+            out_shape = tuple(self._outputs[k].shape[1:])
+            if loss is not None and loss.sparse_labels:
+                a = self._check_sparse(a, out_shape, which, where)
+            elif loss is not None and not isinstance(loss, _losses.FunctionLoss):
+                if a.ndim == 1 and out_shape == (1,):
+                    a = a.reshape(-1, 1)
+                if tuple(a.shape[1:]) != out_shape:
+                    raise ValueError(f"[{where}] {which} has samples of shape "
+                                     f"{tuple(a.shape[1:])}, but the output "
+                                     f"{self._output_names()[k]!r} has {out_shape} (the loss "
+                                     f"{loss.name} compares them elementwise)")
+                a = a.astype(self.dtype, copy=False)
+                bad = ~np.isfinite(a)
+                if bad.any():
+                    i = int(np.argwhere(bad)[0][0])
+                    raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds a NaN or "
+                                     "infinite label")
+            elif a.dtype.kind == "f":
+                a = a.astype(self.dtype, copy=False)
+            out.append(a)
+        return out
+
+    def _check_sparse(self, a, out_shape, which, where):
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_)):
+            if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and \
+                    np.all(a == np.round(a)):
+                a = a.astype(np.int64)
+            else:
+                raise ValueError(f"[{where}] sparse_categorical_crossentropy needs integer class "
+                                 f"labels in {which}, got dtype {a.dtype}")
+        a = a.astype(np.int64, copy=False)
+        if a.ndim == len(out_shape) + 1 and a.shape[-1] == 1 and out_shape[-1] != 1 and \
+                a.shape[1:-1] == out_shape[:-1]:
+            a = a.reshape(a.shape[:-1])
+        if tuple(a.shape[1:]) != tuple(out_shape[:-1]):
+            raise ValueError(f"[{where}] {which} has labels of shape {tuple(a.shape[1:])} per "
+                             f"sample, but the output of shape {out_shape} needs "
+                             f"{tuple(out_shape[:-1])} (one class index per row)")
+        classes = out_shape[-1]
+        bad = (a < 0) | (a >= classes)
+        if bad.any():
+            pos = np.argwhere(bad)[0]
+            i = int(pos[0])
+            raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds the label "
+                             f"{int(a[tuple(pos)])}, outside the model's {classes} classes "
+                             f"[0, {classes})")
+        return a
+
+    @staticmethod
+    def _check_finite(xs, where: str):
+        for k, a in enumerate(xs):
+            if a.dtype.kind != "f":
+                continue
+            step = 65536
+            for start in range(0, len(a), step):
+                chunk = a[start:start + step]
+                ok = np.isfinite(chunk).reshape(len(chunk), -1).all(axis=1)
+                if not ok.all():
+                    i = start + int(np.argmin(ok))
+                    which = f"x[{k}]" if len(xs) > 1 else "x"
+                    raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds a NaN or "
+                                     "infinite value; clean the data or pass "
+                                     "check_inputs=False")
+
+    def _prepare_sw(self, sample_weight, class_weight, ys, n, where):
+        sw = None
+        if sample_weight is not None:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+            if sw.shape != (n,):
+                raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
+                                 f"shape ({n},), got {sw.shape}")
+            if not np.all(np.isfinite(sw)) or (sw < 0).any():
+                i = int(np.argmax(~np.isfinite(sw) | (sw < 0)))
+                raise ValueError(f"[{where}] sample_weight[{i}] is {sw[i]}: weights must be "
+                                 "finite and non-negative")
+        if class_weight is not None:
+            if len(ys) != 1:
+                raise ValueError(f"[{where}] class_weight works with one output only")
+            if not isinstance(class_weight, dict):
+                raise TypeError(f"[{where}] class_weight must be a dict {{class: weight}}, got "
+                                f"{type(class_weight).__name__}")
+            y = ys[0]
+            if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
+                cls = y.reshape(len(y)).astype(np.int64)
+            elif y.ndim == 2:
+                cls = np.argmax(y, axis=1)
+            else:
+                raise ValueError(f"[{where}] class_weight needs one label per sample, got labels "
+                                 f"of shape {y.shape[1:]}")
+            table = {int(k): float(v) for k, v in class_weight.items()}
+            missing = sorted(set(np.unique(cls).tolist()) - set(table))
+            if missing:
+                raise ValueError(f"[{where}] class_weight has no weight for the classes "
+                                 f"{missing[:10]}")
+            cw = np.array([table[int(c)] for c in cls], dtype=np.float64)
+            sw = cw if sw is None else sw * cw
+        return None if sw is None else sw.astype(self.dtype)
+
+    def _label_specs_from(self, ys):
+        self._label_specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in ys]
 
     # ------------------------------------------------------------------ training
 
-    def fit(self, x, y, batch_size: int = 32, epochs: int = 1, validation_data=None,
-            shuffle: bool = True, seed: int = 0, verbose: int = 1, nan_policy: str = "stop",
-            data_parallel=None, deterministic=False):
-        """Trains for `epochs` passes over (x, y) in mini-batches. Returns a
-        History. A non-finite loss stops training with FloatingPointError
-        naming the step (nan_policy='continue' keeps going).
+    def _dataset_arrays(self, ds, where: str):
+        """Checks a Dataset's components against the model (inputs, labels,
+        optional sample weights) and validates its data once, up front."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        spec = ds.element_spec
+        if len(spec) not in (n_in, n_in + n_out, n_in + n_out + 1):
+            raise ValueError(f"[{where}] the dataset's elements have {len(spec)} components; the "
+                             f"model takes {n_in} input(s), then {n_out} label array(s), then "
+                             "optional sample weights")
+        return len(spec)
+
+    def fit(self, x=None, y=None, batch_size=None, epochs: int = 1, verbose="auto",
+            callbacks=None, validation_split: float = 0.0, validation_data=None,
+            shuffle: bool = True, class_weight=None, sample_weight=None, initial_epoch: int = 0,
+            steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
+            validation_freq: int = 1, seed: int = 0, nan_policy: str = "stop",
+            data_parallel=None, deterministic=False, resume_from=None, check_inputs=True):
+        """Trains for `epochs` passes over (x, y) in mini-batches, like Keras's
+        fit (x, y: arrays, lists of arrays for several inputs/outputs, or a
+        tessera.data.Dataset of (x, y[, sample_weight]) batches). Returns a
+        History. Data is checked before the first step (labels in range,
+        finite inputs, lengths), naming the first bad sample.
 
         Under `tessera run -n N` (data_parallel None or True) every locality
-        holds the same data and parameters, takes its share of each global
-        batch of `batch_size` rows, and the gradients are summed across the
-        localities (weighted by share, in buckets fixed at compile time), so
-        the parameters stay identical; the loss and metrics printed are those
-        of the whole batch. Only locality 0 prints.
+        takes its share of each global batch of `batch_size` rows (from a
+        Dataset, it reads only those rows), and the gradients are summed
+        across the localities (weighted by share, in buckets fixed at compile
+        time), so the parameters stay identical; the loss and metrics printed
+        are those of the whole batch. Only locality 0 prints.
 
         deterministic=True (or a number of chunks) makes the result bitwise
-        the same for any number of localities and threads: each global batch
-        is cut into DETERMINISTIC_CHUNKS chunks (which the localities must
-        share evenly), the chunks' gradients are computed separately and
-        added in one fixed order, and kernels tile independently of the
-        thread count while fit runs."""
+        the same for any number of localities and threads (docs/nn.md).
+        resume_from=path continues from a checkpoint written by
+        save_checkpoint or ModelCheckpoint(save_training_state=True): the same
+        steps follow as in the run that wrote it."""
+        from .. import data as _data  # noqa: PLC0415
+        from . import callbacks as _cb  # noqa: PLC0415
+
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
         if nan_policy not in ("stop", "continue"):
             raise ValueError(f"[fit] nan_policy must be 'stop' or 'continue', got {nan_policy!r}")
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"[fit] batch_size must be a positive int, got {batch_size!r}")
-        x, y = self._check_xy(x, y, "fit")
-        if len(x) == 0:
-            raise ValueError("[fit] x is empty")
+        for name, v in (("epochs", epochs), ("initial_epoch", initial_epoch)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"[fit] {name} must be an int >= 0, got {v!r}")
+        if steps_per_epoch is not None and (isinstance(steps_per_epoch, bool) or not isinstance(
+                steps_per_epoch, int) or steps_per_epoch <= 0):
+            raise ValueError(f"[fit] steps_per_epoch must be a positive int, got "
+                             f"{steps_per_epoch!r}")
+        if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
+            raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
+        is_ds = isinstance(x, _data.Dataset)
+        if is_ds:
+            if y is not None or sample_weight is not None or class_weight is not None:
+                raise ValueError("[fit] with a Dataset, labels and sample weights come from the "
+                                 "dataset: y, sample_weight and class_weight must be None")
+            if batch_size is not None:
+                raise ValueError("[fit] with a Dataset, batch it with ds.batch(n); batch_size "
+                                 "must be None")
+            if validation_split:
+                raise ValueError("[fit] validation_split needs arrays; pass validation_data")
+            ds = x
+            if ds.batch_size is None:
+                raise ValueError("[fit] the Dataset is not batched: call ds.batch(batch_size)")
+            if not self.built:
+                spec = ds.element_spec
+                n_in = 1 if self._functional is False and not isinstance(self, Sequential) \
+                    else len(self._inputs) or 1
+                shapes = [tuple(s.shape) for s in spec[:n_in]]
+                self.build(shapes if len(shapes) > 1 else shapes[0])
+            self._dataset_arrays(ds, "fit")
+            spec = ds.element_spec
+            n_in, n_out = len(self._inputs), len(self._outputs)
+            self._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
+                                    for s in spec[n_in:n_in + n_out]])
+            weighted = len(spec) == n_in + n_out + 1
+            if check_inputs:
+                self._validate_dataset(ds, n_in, n_out)
+            batch_size = ds.batch_size
+        else:
+            if batch_size is None:
+                batch_size = 32
+            if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+                raise ValueError(f"[fit] batch_size must be a positive int, got {batch_size!r}")
+            xs = self._prepare_x(x, "fit")
+            n = len(xs[0])
+            if y is None:
+                raise ValueError("[fit] y (the labels) is required with array inputs")
+            ys = self._prepare_y(y, n, "fit")
+            if check_inputs:
+                self._check_finite(xs, "fit")
+            sw = self._prepare_sw(sample_weight, class_weight, ys, n, "fit")
+            if validation_split:
+                cut = int(n * (1 - validation_split))
+                if cut == 0 or cut == n:
+                    raise ValueError(f"[fit] validation_split {validation_split} of {n} samples "
+                                     "leaves no training or no validation samples")
+                validation_data = ([a[cut:] for a in xs] if len(xs) > 1 else xs[0][cut:],
+                                   [a[cut:] for a in ys] if len(ys) > 1 else ys[0][cut:],
+                                   None if sw is None else sw[cut:])
+                xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
+                sw = None if sw is None else sw[:cut]
+                n = cut
+            if n == 0:
+                raise ValueError("[fit] x is empty")
+            self._label_specs_from(ys)
+            weighted = sw is not None
+            arrays = tuple(xs + ys + ([sw] if weighted else []))
+            ds = _data.Dataset.from_tensor_slices(arrays)
+            if shuffle:
+                ds = ds.shuffle(seed=seed)
+            ds = ds.batch(batch_size)
         n_ranks = _dist.size() if data_parallel is not False else 1
         rank = _dist.rank() if n_ranks > 1 else 0
-        if data_parallel and n_ranks == 1:
-            data_parallel = False
         chunks = self._chunk_count(deterministic, n_ranks)
         if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
                              "localities sharing each batch")
+        if verbose == "auto":
+            verbose = 1
         verbose = verbose if rank == 0 else 0
         if chunks:
-            prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks))
+            prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks, weighted))
+        elif n_ranks > 1:
+            prog = self._program(("train_dp", self.BUCKET_BYTES, self.OVERLAP_BACKWARD, weighted))
         else:
-            # The data-parallel step depends on the bucket settings.
-            prog = self._program(("train_dp", self.BUCKET_BYTES, self.OVERLAP_BACKWARD)
-                                 if n_ranks > 1 else "train")
-        opt = self._compiled[0]
+            prog = self._program(("train", weighted))
+        opt = self._compiled.optimizer
         P, S = self._params(True), self._params(False)
         if self._opt_state is None:
             self._opt_state = opt.init_state(self.weights, self._opt_statevars)
+        sizes = self._metric_sizes()
+        start_epoch, start_batch, acc0 = initial_epoch, 0, None
+        if resume_from is not None:
+            from .saving import load_training_state  # noqa: PLC0415
+
+            state = load_training_state(self, resume_from)
+            start_epoch, start_batch, acc0 = state["epoch"], state["batch"], state.get("acc")
+            seed = state.get("seed", seed)
+        n_batches = ds.num_batches()
+        steps = n_batches if steps_per_epoch is None else (
+            steps_per_epoch if n_batches is None else min(steps_per_epoch, n_batches))
         history = History()
-        n_batches = -(-len(x) // batch_size)
+        self.history = history
+        cbs = _cb.CallbackList(callbacks, history=history, model=self,
+                               params={"epochs": epochs, "steps": steps, "verbose": verbose})
+        self.stop_training = False
+        self._fit_settings = {"seed": seed, "batch_size": batch_size}
         tiling = _core.deterministic()
         if chunks:
             _core.set_deterministic(True)
+        names = self.metrics_names[1:]
         try:
-            for epoch in range(epochs):
+            cbs.on_train_begin()
+            for epoch in range(start_epoch, epochs):
+                cbs.on_epoch_begin(epoch)
                 start = time.perf_counter()
-                total_loss = total_acc = 0.0
-                seen = 0
-                for b, (xb, yb) in enumerate(_data.batches(x, y, batch_size, shuffle=shuffle,
-                                                          seed=seed, epoch=epoch)):
+                first = start_batch if epoch == start_epoch else 0
+                if acc0 is not None and epoch == start_epoch:
+                    total_loss, seen = acc0["loss"], acc0["seen"]
+                    totals = [np.asarray(t, dtype=np.float64) for t in acc0["totals"]]
+                else:
+                    total_loss, seen = 0.0, 0
+                    totals = [np.zeros(s) for s in sizes]
+                logs = {}
+                shard = {"num_shards": n_ranks, "shard_index": rank} if n_ranks > 1 and \
+                    not chunks else {}
+                batches = ds.epoch_batches(epoch, start_batch=first, **shard)
+                b = first - 1
+                for batch in batches:
+                    b = batch.index
+                    if steps is not None and b >= steps:
+                        break
                     it = self._iteration
-                    n = len(xb)
+                    cbs.on_train_batch_begin(b)
+                    arrays = list(batch.arrays)
+                    n = batch.global_size
+                    lr = self._learning_rate(it)
                     state = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
                              + [self._opt_state[v] for v in self._opt_vars])
                     if chunks:
-                        args = state + self._chunk_args(xb, yb, chunks, n_ranks, rank, seed, it) \
-                            + [it, opt.learning_rate(it)]
+                        args = state + self._chunk_args(arrays, chunks, n_ranks, rank, seed, it) \
+                            + [it, lr]
                     else:
                         extra = []
                         if n_ranks > 1:
-                            xb, yb, share = self._shard(xb, yb, n_ranks, rank)
-                            extra = [share]
-                        args = state + [xb, yb, it, opt.learning_rate(it),
-                                        (seed * 1_000_003 + it) * 64 + rank] + extra
+                            extra = [len(arrays[0]) / n]
+                        args = state + arrays + [it, lr, (seed * 1_000_003 + it) * 64 + rank] \
+                            + extra
                     t_step = _core._trace_now()
                     try:
-                        loss, acc, new_p, new_o, new_s = prog.run(args)
+                        loss, mets, new_p, new_o, new_s = prog.run(args)
                     except Exception:
                         # A step that failed part way may leave gradient
                         # buckets waiting for members; the next would meet them.
@@ -557,41 +1234,117 @@ class Sequential:
                         raise
                     _core._trace_step(it, t_step, _core._trace_now())
                     loss = float(loss)
-                    if not math.isfinite(loss) and nan_policy == "stop":
+                    if not math.isfinite(loss) and nan_policy == "stop" and not cbs.stops_on_nan:
                         raise FloatingPointError(
                             f"[fit] the loss became {loss} at epoch {epoch + 1}, step {b + 1} "
                             f"(update {it + 1}); the weights are those before this step. Lower "
                             "the learning rate, check the data, or pass nan_policy='continue'")
                     for v, a in zip(P, new_p):
-                        self.weights[v] = a
+                        self._set(v, a)
                     for v, a in zip(self._opt_vars, new_o):
                         self._opt_state[v] = a
                     for v, a in zip(S, new_s):
-                        self.weights[v] = a
+                        self._set(v, a)
                     self._iteration += 1
                     seen += n
                     total_loss += loss * n
-                    if acc is not None:
-                        total_acc += float(acc) * n
-                    if verbose:
-                        self._progress(epoch, epochs, b + 1, n_batches, total_loss / seen,
-                                       total_acc / seen if acc is not None else None, start)
-                logs = {"loss": total_loss / seen}
-                if self._compiled[2]:
-                    logs["accuracy"] = total_acc / seen
-                if validation_data is not None:
-                    vl, va = self.evaluate(*validation_data, batch_size=max(batch_size, 256),
-                                           verbose=0)
-                    logs["val_loss"] = vl
-                    if va is not None:
-                        logs["val_accuracy"] = va
+                    mets = self._split_sums(mets, sizes, chunks)
+                    for t, m in zip(totals, mets):
+                        t += np.asarray(m, dtype=np.float64).reshape(t.shape)
+                    logs = {"loss": total_loss / seen}
+                    logs.update(zip(names, self._metric_results(totals)))
+                    self._position = {"epoch": epoch, "batch": b + 1,
+                                      "acc": {"loss": total_loss, "seen": seen,
+                                              "totals": [t.tolist() for t in totals]}}
+                    if verbose == 1:
+                        self._progress(epoch, epochs, b + 1, steps, logs, start)
+                    cbs.on_train_batch_end(b, dict(logs))
+                    if self.stop_training:
+                        break
+                if seen == 0:
+                    raise ValueError("[fit] the data gave no batches in this epoch")
+                self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
+                logs = dict(logs)
+                if validation_data is not None and (epoch + 1) % validation_freq == 0:
+                    vlogs = self._validate(validation_data, validation_batch_size or
+                                           max(batch_size, 256), validation_steps)
+                    logs.update({f"val_{k}": v for k, v in vlogs.items()})
                 logs["time"] = time.perf_counter() - start
                 history._add(epoch, logs)
                 if verbose:
                     self._progress_end(epoch, epochs, logs)
+                cbs.on_epoch_end(epoch, logs)
+                if self.stop_training:
+                    break
+            cbs.on_train_end(dict(history.history and {k: v[-1] for k, v in
+                                                       history.history.items()}))
         finally:
             _core.set_deterministic(tiling)
         return history
+
+    def _learning_rate(self, iteration: int) -> float:
+        if self._lr_override is not None:
+            return self._lr_override
+        return self._compiled.optimizer.learning_rate(iteration)
+
+    @staticmethod
+    def _split_sums(mets, sizes, chunks):
+        """The metric sums of a step as arrays (deterministic mode returns them
+        as one flat float64 array)."""
+        if not sizes:
+            return []
+        if chunks:
+            flat = np.asarray(mets[0], dtype=np.float64)
+            out, off = [], 0
+            for s in sizes:
+                n = math.prod(s)
+                out.append(flat[off:off + n].reshape(s))
+                off += n
+            return out
+        return list(mets)
+
+    def _metric_results(self, totals) -> list:
+        out, k = [], 0
+        for ms in self._compiled.metrics:
+            for m in ms:
+                n = len(m.expressions("y", "h", None)) if not isinstance(m, _FunctionMetric) \
+                    else 2
+                out.append(float(m.result(totals[k:k + n])))
+                k += n
+        return out
+
+    def _validate_dataset(self, ds, n_in, n_out):
+        """Labels and inputs checked once, before training, naming the sample."""
+        losses = self._compiled.losses
+
+        def check(c, start, chunk):
+            chunk = np.asarray(chunk)
+            if c < n_in:
+                if chunk.dtype.kind == "f":
+                    ok = np.isfinite(chunk).reshape(len(chunk), -1).all(axis=1)
+                    if not ok.all():
+                        i = start + int(np.argmin(ok))
+                        raise ValueError(f"[fit] the dataset's input {c} at sample {i} holds a "
+                                         "NaN or infinite value")
+                want = tuple(self._inputs[c].shape[1:])
+                if tuple(chunk.shape[1:]) != want:
+                    raise ValueError(f"[fit] the dataset's input {c} has samples of shape "
+                                     f"{tuple(chunk.shape[1:])}, the model expects {want}")
+            elif c < n_in + n_out:
+                k = c - n_in
+                if losses[k] is not None and losses[k].sparse_labels:
+                    try:
+                        self._check_sparse(chunk, tuple(self._outputs[k].shape[1:]),
+                                           f"labels {k}" if n_out > 1 else "the labels", "fit")
+                    except ValueError as e:
+                        msg = str(e)
+                        m = re.search(r"\[(\d+)\] \(sample (\d+)\)", msg)
+                        if m:
+                            i = start + int(m.group(2))
+                            msg = msg.replace(m.group(0), f"[{i}] (sample {i})")
+                        raise ValueError(msg) from None
+
+        ds.validate(check)
 
     def _chunk_count(self, deterministic, n_ranks) -> int:
         """The number of chunks per global batch in deterministic mode (0: off)."""
@@ -609,16 +1362,26 @@ class Sequential:
         return chunks
 
     @staticmethod
-    def _chunk_args(xb, yb, chunks, n_ranks, rank, seed, it) -> list:
+    def _chunk_args(arrays, chunks, n_ranks, rank, seed, it) -> list:
         """This locality's chunks of a global batch (chunk c: rows c*n//chunks up to
         (c+1)*n//chunks), their shares of the batch and their dropout seeds, as
-        the deterministic step takes them: x_0.., y_0.., w_0.., seed_0.."""
-        n, local = len(xb), chunks // n_ranks
+        the deterministic step takes them: stream by stream (x_0.., y_0..),
+        then w_0.., seed_0.."""
+        n, local = len(arrays[0]), chunks // n_ranks
         mine = range(rank * local, (rank + 1) * local)
         bounds = [(c * n // chunks, (c + 1) * n // chunks) for c in mine]
-        return ([xb[lo:hi] for lo, hi in bounds] + [yb[lo:hi] for lo, hi in bounds]
-                + [(hi - lo) / n for lo, hi in bounds]
+        out = []
+        for a in arrays:
+            out += [a[lo:hi] for lo, hi in bounds]
+        return (out + [(hi - lo) / n for lo, hi in bounds]
                 + [(seed * 1_000_003 + it) * chunks + c for c in mine])
+
+    def _training_state(self) -> dict:
+        pos = getattr(self, "_position", None) or {"epoch": 0, "batch": 0, "acc": None}
+        settings = getattr(self, "_fit_settings", {})
+        return {"iteration": self._iteration, "epoch": pos["epoch"], "batch": pos["batch"],
+                "acc": pos["acc"], "seed": settings.get("seed", 0),
+                "lr_override": self._lr_override}
 
     @staticmethod
     def _live() -> bool:
@@ -626,15 +1389,17 @@ class Sequential:
         mpirun (which forwards output line by line)."""
         return sys.stdout.isatty() and "OMPI_COMM_WORLD_SIZE" not in os.environ
 
-    def _progress(self, epoch, epochs, b, n, loss, acc, start):
+    def _progress(self, epoch, epochs, b, n, logs, start):
         if not self._live():
             return
         width = 24
-        done = int(width * b / n)
-        bar = "=" * max(0, done - 1) + (">" if done < width else "=") + "." * (width - done)
-        msg = f"\rEpoch {epoch + 1}/{epochs} [{bar}] {b}/{n} - loss {loss:.4f}"
-        if acc is not None:
-            msg += f" - accuracy {acc:.4f}"
+        if n:
+            done = int(width * b / n)
+            bar = "=" * max(0, done - 1) + (">" if done < width else "=") + "." * (width - done)
+            msg = f"\rEpoch {epoch + 1}/{epochs} [{bar}] {b}/{n}"
+        else:
+            msg = f"\rEpoch {epoch + 1}/{epochs} {b}"
+        msg += "".join(f" - {k} {v:.4f}" for k, v in logs.items())
         msg += f" - {time.perf_counter() - start:.1f}s"
         sys.stdout.write(msg)
         sys.stdout.flush()
@@ -649,83 +1414,221 @@ class Sequential:
 
     # ------------------------------------------------------------------ inference
 
-    def evaluate(self, x, y, batch_size: int = 256, verbose: int = 1):
-        """(loss, accuracy or None) over (x, y), in inference mode."""
-        x, y = self._check_xy(x, y, "evaluate")
-        prog = self._program("evaluate")
-        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
-        total_loss = total_acc = 0.0
-        has_acc = False
-        for xb, yb in _data.batches(x, y, batch_size, shuffle=False):
-            loss, acc = prog.run(args0 + [xb, yb])
-            total_loss += float(loss) * len(xb)
-            if acc is not None:
-                has_acc = True
-                total_acc += float(acc) * len(xb)
-        n = max(1, len(x))
-        result = (total_loss / n, total_acc / n if has_acc else None)
-        if verbose:
-            print(f"evaluate: loss {result[0]:.4f}" +
-                  (f" - accuracy {result[1]:.4f}" if has_acc else ""))
-        return result
+    def _validate(self, validation_data, batch_size, steps) -> dict:
+        from .. import data as _data  # noqa: PLC0415
 
-    def predict(self, x, batch_size: int = 256):
-        """The model's outputs for x, in inference mode, as one array."""
-        x, _ = self._check_xy(x, None, "predict")
+        if isinstance(validation_data, _data.Dataset):
+            r = self.evaluate(validation_data, verbose=0, return_dict=True, steps=steps)
+        else:
+            vd = tuple(validation_data)
+            if len(vd) not in (2, 3):
+                raise ValueError("[fit] validation_data must be (x, y) or (x, y, sample_weight) "
+                                 "or a Dataset")
+            r = self.evaluate(vd[0], vd[1], batch_size=batch_size, verbose=0,
+                              sample_weight=vd[2] if len(vd) == 3 else None, return_dict=True,
+                              steps=steps)
+        return r
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict: bool = False):
+        """The loss (and metrics) over (x, y), in inference mode, like Keras:
+        the loss alone without metrics, else [loss, metric...] (a dict with
+        return_dict)."""
+        from .. import data as _data  # noqa: PLC0415
+
+        if self._compiled is None:
+            raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
+        if isinstance(x, _data.Dataset):
+            ds = x
+            if not self.built:
+                raise RuntimeError("[evaluate] the model is not built")
+            n_parts = self._dataset_arrays(ds, "evaluate")
+            n_in = len(self._inputs)
+            if n_parts == n_in:
+                raise ValueError("[evaluate] the dataset has no labels")
+            spec = ds.element_spec
+            self._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
+                                    for s in spec[n_in:n_in + len(self._outputs)]])
+            weighted = n_parts == n_in + len(self._outputs) + 1
+            batches = (b.arrays for b in ds.epoch_batches(0))
+        else:
+            xs = self._prepare_x(x, "evaluate")
+            ys = self._prepare_y(y, len(xs[0]), "evaluate")
+            sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
+            self._label_specs_from(ys)
+            weighted = sw is not None
+            data = tuple(xs + ys + ([sw] if weighted else []))
+            bs = batch_size or 256
+            batches = (tuple(a[i:i + bs] for a in data) for i in range(0, len(xs[0]), bs))
+        prog = self._program(("evaluate", weighted))
+        sizes = self._metric_sizes()
+        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        total_loss, seen = 0.0, 0
+        totals = [np.zeros(s) for s in sizes]
+        for i, arrays in enumerate(batches):
+            if steps is not None and i >= steps:
+                break
+            loss, mets = prog.run(args0 + list(arrays))
+            n = len(arrays[0])
+            total_loss += float(loss) * n
+            seen += n
+            for t, m in zip(totals, mets):
+                t += np.asarray(m, dtype=np.float64).reshape(t.shape)
+        result = {"loss": total_loss / max(seen, 1)}
+        result.update(zip(self.metrics_names[1:], self._metric_results(totals)))
+        if verbose and verbose != "auto" or verbose == "auto" and sys.stdout.isatty():
+            print("evaluate: " + " - ".join(f"{k} {v:.4f}" for k, v in result.items()))
+        if return_dict:
+            return result
+        values = list(result.values())
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The model's outputs for x, in inference mode: one array (a list
+        for several outputs)."""
+        from .. import data as _data  # noqa: PLC0415
+
+        if isinstance(x, _data.Dataset):
+            n_in = len(self._inputs) if self.built else 1
+            parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
+            xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
+        else:
+            xs = self._prepare_x(x, "predict")
         prog = self._program("predict")
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
-        outs = [prog.run(args0 + [xb]) for xb in _data.batches(x, None, batch_size,
-                                                                 shuffle=False)]
-        if not outs:
-            return np.zeros((0,) + self.output_shape, dtype=self.dtype)
-        return outs[0] if len(outs) == 1 else _core.call_primitive("concatenate", [outs], {})
+        bs = batch_size or 256
+        outs = []
+        for i, start in enumerate(range(0, len(xs[0]), bs)):
+            if steps is not None and i >= steps:
+                break
+            r = prog.run(args0 + [a[start:start + bs] for a in xs])
+            outs.append(list(r) if len(self._outputs) > 1 else [r])
+        results = []
+        for k, t in enumerate(self._outputs):
+            parts = [o[k] for o in outs]
+            if not parts:
+                results.append(np.zeros((0,) + tuple(t.shape[1:]), dtype=self.dtype))
+            elif len(parts) == 1:
+                results.append(np.asarray(parts[0]))
+            else:
+                results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
+        return results if len(self._outputs) > 1 else results[0]
 
-    # ------------------------------------------------------------------ weights
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(inputs, *args, **kwargs)
 
-    def get_weights(self) -> list:
-        """The weights as a list of NumPy arrays (copies), layer by layer in
-        the order of each layer's parameters, as Keras's get_weights."""
-        if not self.weights:
-            raise RuntimeError("[get_weights] the model is not built: pass input_shape or call "
-                               "build")
-        return [np.array(v, copy=True) for v in self.weights.values()]
 
-    def set_weights(self, weights):
-        """Replaces the weights from a list like get_weights gives: the same
-        count, and each array of the same shape (cast to the model's dtype).
-        Nothing is changed when any of them does not fit."""
-        if not self.weights:
-            raise RuntimeError("[set_weights] the model is not built: pass input_shape or call "
-                               "build")
-        weights = list(weights)
-        names = list(self.weights)
-        if len(weights) != len(names):
-            raise ValueError(f"[set_weights] the model has {len(names)} weight arrays, got "
-                             f"{len(weights)}")
-        new = {}
-        for i, (name, w) in enumerate(zip(names, weights)):
-            w = np.asarray(w)
-            want = self.weights[name].shape
-            if w.shape != want:
-                raise ValueError(f"[set_weights] weight {i} ({name}) must have shape {want}, got "
-                                 f"{w.shape}")
-            if not np.issubdtype(w.dtype, np.number) or np.iscomplexobj(w):
-                raise TypeError(f"[set_weights] weight {i} ({name}) must hold real numbers, got "
-                                f"dtype {w.dtype}")
-            new[name] = np.array(w, dtype=self.dtype, copy=True)
-        self.weights.update(new)
+class _FunctionMetric:
+    """A metric given as a Python function of (y_true, y_pred): the mean of
+    its values (Keras's MeanMetricWrapper), traced like a custom layer."""
 
-    def save_weights(self, path):
-        """Writes the weights in tessera's weights format (docs/nn.md)."""
-        if not self.weights:
-            raise RuntimeError("[save_weights] the model is not built")
-        save_weights(path, self.weights)
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "metric")
 
-    def load_weights(self, path):
-        """Reads weights written by save_weights; every name, shape and dtype
-        must match this model, and the checksum must be right, or nothing is
-        loaded."""
-        if not self.weights:
-            raise RuntimeError("[load_weights] the model is not built: build it first")
-        expected = {k: (v.shape, v.dtype) for k, v in self.weights.items()}
-        self.weights = load_weights(path, expected)
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
+        from .functional import apply_function  # noqa: PLC0415
+
+        shape, dtype = label_spec
+        v = apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+        v = ctx.define("mv", f"astype({v}, \"float64\")")
+        if w is None:
+            return [f"sum({v})", f"astype(size({v}), \"float64\")"]
+        per = f"reshape({v}, list(shape({v})[0], -1))"
+        wv = f"reshape(astype({w}, \"float64\"), [-1, 1])"
+        return [f"sum({per} * {wv})", f"sum(broadcast_to({wv}, shape({per})))"]
+
+    def expressions(self, y, p, w):
+        return ["0.0", "0.0"]
+
+    def result(self, totals):
+        return float(totals[0] / totals[1]) if totals[1] else 0.0
+
+
+def _function_metric(fn):
+    return _FunctionMetric(fn)
+
+
+class Sequential(Model):
+    """A stack of layers, like keras.Sequential.
+
+        model = Sequential([Conv1D(64, 3, activation="relu", input_shape=(128, 9)), Flatten(),
+                            Dense(6, activation="softmax")])
+        model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.fit(x, y, batch_size=64, epochs=5, validation_split=0.1)
+    """
+
+    kind = "Sequential"
+
+    def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed: int = 0,
+                 dtype: str = "float32", name: Optional[str] = None, trainable: bool = True):
+        super().__init__(name=name, seed=seed, dtype=dtype, trainable=trainable)
+        self._stack: list = []
+        self._declared_input = None
+        if layers is None:
+            layers = ()
+        if not isinstance(layers, (list, tuple)):
+            raise TypeError(f"[Sequential] layers must be a list of layers, got "
+                            f"{type(layers).__name__}")
+        for i, layer in enumerate(layers):
+            if isinstance(layer, KerasTensor) and layer.op == "input" and i == 0:
+                self._declared_input = layer.shape[1:]
+                continue
+            if not isinstance(layer, Layer):
+                raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
+            self._stack.append(layer)
+        self.layers = list(self._stack)
+        if input_shape is None and self._stack and self._stack[0].declared_input_shape:
+            input_shape = self._stack[0].declared_input_shape  # Keras: on the first layer
+        if input_shape is None:
+            input_shape = self._declared_input
+        if input_shape is not None:
+            self.build(tuple(input_shape))
+
+    def add(self, layer):
+        """Appends a layer (before the model is built)."""
+        if self.built:
+            raise RuntimeError("[Sequential.add] the model is already built")
+        if isinstance(layer, KerasTensor) and layer.op == "input" and not self._stack:
+            self._declared_input = layer.shape[1:]
+            return
+        if not isinstance(layer, Layer):
+            raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
+        self._stack.append(layer)
+        self.layers = list(self._stack)
+
+    def pop(self):
+        """Removes the last layer (before the model is built)."""
+        if self.built:
+            raise RuntimeError("[Sequential.pop] the model is already built")
+        if not self._stack:
+            raise IndexError("[Sequential.pop] the model has no layers")
+        layer = self._stack.pop()
+        self.layers = list(self._stack)
+        return layer
+
+    def build(self, input_shape=None):
+        """Fixes every layer's shapes and creates the parameters (seeded)."""
+        if input_shape is None:
+            input_shape = self._declared_input or (
+                self._stack[0].declared_input_shape if self._stack else None)
+        if input_shape is None:
+            raise ValueError("[Sequential.build] input_shape is required")
+        shape = tuple(input_shape)
+        if shape and shape[0] is None:
+            shape = shape[1:]
+        if not self._stack:
+            raise ValueError("[Sequential.build] the model has no layers")
+        inputs = Input(shape, dtype=self.dtype)
+        h = inputs
+        for i, layer in enumerate(self._stack):
+            try:
+                h = layer(h)
+            except ValueError as e:
+                raise ValueError(f"layer {i} ({layer.kind}): {e}") from None
+            if isinstance(h, list):
+                raise ValueError(f"[Sequential] layer {i} ({layer.kind}) has several outputs; "
+                                 "use the functional API")
+        self._init_graph(inputs, h)
+        self.layers = [l for l in self.layers if l is not self]
+        return self

@@ -1,0 +1,399 @@
+"""tessera.nn.callbacks: Keras's callbacks for fit, with Keras's names,
+arguments and behaviour, and the base class for your own.
+
+    class Printer(nn.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            print(epoch, logs["loss"])
+
+    model.fit(x, y, epochs=50, validation_split=0.1, callbacks=[
+        nn.callbacks.EarlyStopping(patience=3, restore_best_weights=True),
+        nn.callbacks.ModelCheckpoint("best.tsm", save_best_only=True),
+        Printer()])
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import tempfile
+
+import numpy as np
+
+__all__ = ["Callback", "CallbackList", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
+           "ReduceLROnPlateau", "CSVLogger", "TerminateOnNaN", "LambdaCallback", "History"]
+
+
+class Callback:
+    """Base class: override any of the hooks. `self.model` is the model being
+    trained and `self.params` holds epochs, steps and verbose."""
+
+    def __init__(self):
+        self.model = None
+        self.params: dict = {}
+
+    def set_model(self, model):
+        self.model = model
+
+    def set_params(self, params):
+        self.params = params
+
+    def on_train_begin(self, logs=None): pass
+    def on_train_end(self, logs=None): pass
+    def on_epoch_begin(self, epoch, logs=None): pass
+    def on_epoch_end(self, epoch, logs=None): pass
+    def on_train_batch_begin(self, batch, logs=None): pass
+    def on_train_batch_end(self, batch, logs=None): pass
+
+    # Keras's older names of the batch hooks.
+    def on_batch_begin(self, batch, logs=None): pass
+    def on_batch_end(self, batch, logs=None): pass
+
+
+def History():  # noqa: N802 - Keras's name, the model's History object
+    from .model import History as _History  # noqa: PLC0415
+
+    return _History()
+
+
+class CallbackList:
+    """Calls every callback's hook in order (the History first)."""
+
+    def __init__(self, callbacks, history, model, params):
+        callbacks = [] if callbacks is None else list(callbacks)
+        for c in callbacks:
+            if not isinstance(c, Callback):
+                raise TypeError(f"[fit] callbacks must be tessera.nn.callbacks.Callback objects, "
+                                f"got {type(c).__name__}")
+        self.callbacks = callbacks
+        self.stops_on_nan = any(isinstance(c, TerminateOnNaN) for c in callbacks)
+        history.model = model
+        history.params = params
+        for c in callbacks:
+            c.set_model(model)
+            c.set_params(params)
+
+    def _each(self, hook, *args):
+        for c in self.callbacks:
+            getattr(c, hook)(*args)
+
+    def on_train_begin(self, logs=None):
+        self._each("on_train_begin", logs)
+
+    def on_train_end(self, logs=None):
+        self._each("on_train_end", logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._each("on_epoch_begin", epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._each("on_epoch_end", epoch, logs)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        for c in self.callbacks:
+            c.on_train_batch_begin(batch, logs)
+            c.on_batch_begin(batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        for c in self.callbacks:
+            c.on_train_batch_end(batch, logs)
+            c.on_batch_end(batch, logs)
+
+
+def _mode(monitor: str, mode: str, where: str):
+    if mode not in ("auto", "min", "max"):
+        raise ValueError(f"[{where}] mode must be 'auto', 'min' or 'max', got {mode!r}")
+    if mode == "auto":
+        name = monitor.lower()
+        mode = "max" if any(k in name for k in ("acc", "auc", "precision", "recall")) and \
+            "loss" not in name else "min"
+    return mode
+
+
+def _monitored(logs, monitor, where):
+    if logs is None or monitor not in logs:
+        available = sorted((logs or {}).keys())
+        raise ValueError(f"[{where}] the monitored value {monitor!r} is not in the logs; "
+                         f"available: {available} (val_* need validation data)")
+    return float(logs[monitor])
+
+
+class EarlyStopping(Callback):
+    """Stops training when `monitor` has stopped improving (by more than
+    min_delta) for `patience` epochs; restore_best_weights puts back the
+    weights of the best epoch."""
+
+    def __init__(self, monitor="val_loss", min_delta=0.0, patience=0, verbose=0, mode="auto",
+                 baseline=None, restore_best_weights=False, start_from_epoch=0):
+        super().__init__()
+        self.monitor = monitor
+        self.min_delta = abs(float(min_delta))
+        self.patience = int(patience)
+        self.verbose = verbose
+        self.mode = _mode(monitor, mode, "EarlyStopping")
+        self.baseline = baseline
+        self.restore_best_weights = bool(restore_best_weights)
+        self.start_from_epoch = int(start_from_epoch)
+
+    def _better(self, a, b):
+        if b is None:
+            return True
+        return a < b - self.min_delta if self.mode == "min" else a > b + self.min_delta
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = None
+        self.best_epoch = 0
+        self.best_weights = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch < self.start_from_epoch:
+            return
+        current = _monitored(logs, self.monitor, "EarlyStopping")
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()
+        self.wait += 1
+        if self._better(current, self.best):
+            self.best, self.best_epoch = current, epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self._better(current, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.restore_best_weights and self.best_weights is not None:
+                self.model.set_weights(self.best_weights)
+            if self.verbose:
+                print(f"Epoch {epoch + 1}: early stopping (best {self.monitor} "
+                      f"{self.best:.4f} at epoch {self.best_epoch + 1})")
+
+
+class ModelCheckpoint(Callback):
+    """Saves the model (model.save, or save_weights with
+    save_weights_only, or the whole training state with
+    save_training_state) at the end of every epoch, or every `save_freq`
+    batches; with save_best_only only when `monitor` improves. `filepath`
+    may hold {epoch} and log names: "ckpt-{epoch:02d}-{val_loss:.3f}.tsm".
+    Files are written to a temporary in the same folder and renamed."""
+
+    def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
+                 save_weights_only=False, mode="auto", save_freq="epoch",
+                 initial_value_threshold=None, save_training_state=False):
+        super().__init__()
+        self.filepath = os.fspath(filepath)
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_best_only = bool(save_best_only)
+        self.save_weights_only = bool(save_weights_only)
+        self.save_training_state = bool(save_training_state)
+        if self.save_weights_only and self.save_training_state:
+            raise ValueError("[ModelCheckpoint] save_weights_only and save_training_state "
+                             "exclude each other")
+        self.mode = _mode(monitor, mode, "ModelCheckpoint")
+        if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int)
+                                     or save_freq <= 0):
+            raise ValueError(f"[ModelCheckpoint] save_freq must be 'epoch' or a positive int "
+                             f"(batches), got {save_freq!r}")
+        self.save_freq = save_freq
+        self.best = initial_value_threshold
+        self._batches = 0
+
+    def _path(self, epoch, logs):
+        try:
+            return self.filepath.format(epoch=epoch + 1, **(logs or {}))
+        except KeyError as e:
+            raise ValueError(f"[ModelCheckpoint] filepath {self.filepath!r} names {e} which is "
+                             f"not in the logs {sorted(logs or {})}") from None
+
+    def _save(self, epoch, logs):
+        if self.save_best_only:
+            current = _monitored(logs, self.monitor, "ModelCheckpoint")
+            better = self.best is None or (current < self.best if self.mode == "min"
+                                           else current > self.best)
+            if not better:
+                return
+            self.best = current
+        path = self._path(epoch, logs)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        if self.save_weights_only:
+            self.model.save_weights(path)
+        elif self.save_training_state:
+            self.model.save_checkpoint(path)
+        else:
+            self.model.save(path)
+        if self.verbose:
+            print(f"Epoch {epoch + 1}: saved {path}")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        self._batches += 1
+        if self._batches % self.save_freq == 0:
+            self._save(self._epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self._save(epoch, logs)
+
+
+class LearningRateScheduler(Callback):
+    """Sets the learning rate at the start of every epoch to
+    schedule(epoch, lr) (or schedule(epoch))."""
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        if not callable(schedule):
+            raise TypeError("[LearningRateScheduler] schedule must be a function of (epoch, lr)")
+        self.schedule = schedule
+        self.verbose = verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = self.model._learning_rate(self.model._iteration)
+        try:
+            new = self.schedule(epoch, lr)
+        except TypeError:
+            new = self.schedule(epoch)
+        if isinstance(new, bool) or not isinstance(new, (int, float, np.floating)) or \
+                not math.isfinite(new) or new < 0:
+            raise ValueError(f"[LearningRateScheduler] the schedule returned {new!r} for epoch "
+                             f"{epoch}; it must give a finite number >= 0")
+        self.model._lr_override = float(new)
+        if self.verbose:
+            print(f"Epoch {epoch + 1}: learning rate {new:.6g}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = self.model._learning_rate(self.model._iteration)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` when `monitor` has not
+    improved for `patience` epochs (not below min_lr), then waits `cooldown`
+    epochs."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto",
+                 min_delta=1e-4, cooldown=0, min_lr=0.0):
+        super().__init__()
+        if not 0 < factor < 1:
+            raise ValueError(f"[ReduceLROnPlateau] factor must be in (0, 1), got {factor!r}")
+        self.monitor = monitor
+        self.factor = float(factor)
+        self.patience = int(patience)
+        self.verbose = verbose
+        self.mode = _mode(monitor, mode, "ReduceLROnPlateau")
+        self.min_delta = float(min_delta)
+        self.cooldown = int(cooldown)
+        self.min_lr = float(min_lr)
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.cooldown_counter = 0
+        self.best = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = _monitored(logs, self.monitor, "ReduceLROnPlateau")
+        lr = self.model._learning_rate(self.model._iteration)
+        if logs is not None:
+            logs["learning_rate"] = lr
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        better = self.best is None or (current < self.best - self.min_delta if self.mode == "min"
+                                       else current > self.best + self.min_delta)
+        if better:
+            self.best = current
+            self.wait = 0
+            return
+        if self.cooldown_counter > 0:
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            new = max(lr * self.factor, self.min_lr)
+            if new < lr:
+                self.model._lr_override = new
+                if self.verbose:
+                    print(f"Epoch {epoch + 1}: ReduceLROnPlateau reducing the learning rate to "
+                          f"{new:.6g}")
+            self.cooldown_counter = self.cooldown
+            self.wait = 0
+
+
+class CSVLogger(Callback):
+    """Writes one row per epoch (epoch, then the logs in sorted order) to a
+    CSV file; append=True continues an existing file. The file is
+    rewritten whole (to a temporary, renamed) after every epoch, so a kill
+    never leaves a torn row."""
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        self.filename = os.fspath(filename)
+        self.sep = separator
+        self.append = bool(append)
+
+    def on_train_begin(self, logs=None):
+        self.rows = []
+        self.keys = None
+        if self.append and os.path.exists(self.filename):
+            with open(self.filename, newline="") as f:
+                self.rows = list(csv.reader(f, delimiter=self.sep))
+            if self.rows:
+                self.keys = self.rows[0][1:]
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = dict(logs or {})
+        if self.keys is None:
+            self.keys = sorted(logs)
+            self.rows = [["epoch"] + self.keys]
+        self.rows.append([str(epoch)] + [repr(float(logs[k])) if k in logs else ""
+                                         for k in self.keys])
+        buf = io.StringIO()
+        csv.writer(buf, delimiter=self.sep, lineterminator="\n").writerows(self.rows)
+        folder = os.path.dirname(os.path.abspath(self.filename))
+        fd, tmp = tempfile.mkstemp(prefix=".tessera-csv-", dir=folder)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(buf.getvalue())
+            os.replace(tmp, self.filename)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+class TerminateOnNaN(Callback):
+    """Stops training at the first batch whose loss is NaN or infinite."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            print(f"Batch {batch}: invalid loss {loss}, terminating training")
+            self.model.stop_training = True
+
+
+class LambdaCallback(Callback):
+    """A callback from functions: on_epoch_begin/on_epoch_end(epoch, logs),
+    on_batch_begin/on_batch_end(batch, logs), on_train_begin/on_train_end(logs)."""
+
+    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_batch_begin=None,
+                 on_batch_end=None, on_train_begin=None, on_train_end=None):
+        super().__init__()
+        if on_epoch_begin:
+            self.on_epoch_begin = on_epoch_begin
+        if on_epoch_end:
+            self.on_epoch_end = on_epoch_end
+        if on_batch_begin:
+            self.on_batch_begin = on_batch_begin
+        if on_batch_end:
+            self.on_batch_end = on_batch_end
+        if on_train_begin:
+            self.on_train_begin = on_train_begin
+        if on_train_end:
+            self.on_train_end = on_train_end

@@ -1,0 +1,384 @@
+"""Layer calls on symbolic tensors, tracing of users' Python (custom layers'
+and subclassed models' ``call``, activation, loss and metric functions), and
+the discovery of the layers a graph uses."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from .symbolic import GraphWriter, KerasTensor, _Index, _record, user_location
+
+__all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
+           "clone_graph"]
+
+
+def _flatten(x) -> list:
+    if isinstance(x, dict):
+        x = list(x.values())
+    if isinstance(x, (list, tuple)):
+        out = []
+        for v in x:
+            out += _flatten(v)
+        return out
+    return [x]
+
+
+def _per_sample(t: KerasTensor, layer) -> tuple:
+    if not t.shape or t.shape[0] is not None:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on a "
+                         f"tensor of shape {t.shape} without a batch axis")
+    return t.shape[1:]
+
+
+def _accepts(fn, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+
+def call_layer(layer, inputs, args: tuple, kwargs: dict):
+    """layer(inputs, *args, **kwargs): records a layer call on symbolic
+    tensors, or computes it at once on arrays."""
+    tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
+               if isinstance(t, KerasTensor)]
+    if not tensors:
+        return _eager_call(layer, inputs, args, kwargs)
+    if layer._is_custom():
+        return _call_custom(layer, inputs, args, kwargs)
+    in_list, static = layer_inputs(layer, inputs, args, kwargs)
+    shapes = [_per_sample(t, layer) for t in in_list]
+    multi = getattr(layer, "multi_input", False)
+    shape_arg = shapes if multi else shapes[0]
+    where = user_location()
+    if not layer.built:
+        try:
+            out = layer.compute_output_shape(shape_arg)
+        except ValueError as e:
+            raise ValueError(f"{e} (layer {layer.name!r} called at {where})") from None
+        layer.input_shape, layer.output_shape, layer.built = shape_arg, out, True
+        layer._built_for = shapes
+    elif shapes != layer._built_for:
+        old = list(layer.params)
+        try:
+            out = layer.compute_output_shape(shape_arg)
+        except ValueError as e:
+            raise ValueError(f"{e} (layer {layer.name!r}, built for inputs {layer._built_for}, "
+                             f"called at {where})") from None
+        if [(q.name, q.shape) for q in old] != [(q.name, q.shape) for q in layer.params]:
+            layer.params = old
+            raise ValueError(f"[{layer.kind}] layer {layer.name!r} was built for inputs of shape "
+                             f"{layer._built_for} and cannot be shared with inputs of shape "
+                             f"{shapes} (called at {where}): its weights would differ")
+    else:
+        out = layer.output_shape
+    dtype = _out_dtype(layer, in_list)
+    node_args = (layer, tuple(in_list), multi)
+    if isinstance(out, list):
+        node = KerasTensor((), dtype, "layer", node_args, static, where=where)
+        node.n_outputs = len(out)
+        return [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
+                for k, s in enumerate(out)]
+    return KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+
+
+def _out_dtype(layer, in_list) -> str:
+    if getattr(layer, "output_dtype", None):
+        return layer.output_dtype
+    floats = [t.dtype for t in in_list if t.dtype.startswith("float")]
+    return floats[0] if floats else "float32"
+
+
+def layer_inputs(layer, inputs, args, kwargs):
+    """The symbolic inputs of a call (in order) and its other arguments."""
+    split = getattr(layer, "split_call", None)
+    if split is not None:
+        return split(inputs, *args, **kwargs)
+    if args:
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} takes one input (or a list of "
+                        f"inputs), got {1 + len(args)} positional arguments")
+    static = {}
+    for k, v in kwargs.items():
+        if k == "training":
+            if v is not None and not isinstance(v, bool):
+                raise TypeError(f"[{layer.kind}] training must be True, False or None, got {v!r}")
+            if v is not None:
+                static[k] = v
+        elif k == "mask":
+            if v is not None:
+                raise ValueError(f"[{layer.kind}] masks are not supported")
+        else:
+            raise TypeError(f"[{layer.kind}] layer {layer.name!r} called with an unexpected "
+                            f"keyword argument {k!r}")
+    multi = getattr(layer, "multi_input", False)
+    in_list = list(inputs) if multi and isinstance(inputs, (list, tuple)) else [inputs]
+    if multi and not isinstance(inputs, (list, tuple)):
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} takes a list of inputs, got one "
+                        "tensor")
+    for t in in_list:
+        if not isinstance(t, KerasTensor):
+            raise TypeError(f"[{layer.kind}] layer {layer.name!r} got a {type(t).__name__} among "
+                            "symbolic inputs; every input must come from Input() or a layer")
+    return in_list, static
+
+
+# ---------------------------------------------------------------- custom layers
+
+
+def _placeholders(shapes, dtypes):
+    return [KerasTensor(tuple(s), d, "input") for s, d in zip(shapes, dtypes)]
+
+
+def _restructure(template, flat: list):
+    """`flat` arranged like `template` (a tensor or a list/tuple of them)."""
+    it = iter(flat)
+
+    def build(t):
+        if isinstance(t, dict):
+            return {k: build(v) for k, v in t.items()}
+        if isinstance(t, (list, tuple)):
+            return type(t)(build(v) for v in t)
+        return next(it) if isinstance(t, KerasTensor) else t
+
+    return build(template)
+
+
+def trace_call(layer, template, kwargs: dict, training: bool):
+    """Runs layer.call on fresh symbolic stand-ins for the inputs described by
+    `template` (tensors arranged as the call received them). Returns the
+    outputs (flat list), the placeholders, and whether there was one output."""
+    flat = [t for t in _flatten(template) if isinstance(t, KerasTensor)]
+    ph = _placeholders([t.shape for t in flat], [t.dtype for t in flat])
+    call_args = _restructure(template, ph)
+    kw = dict(kwargs)
+    if _accepts(layer.call, "training"):
+        kw["training"] = training
+    else:
+        kw.pop("training", None)
+    args, kwa = call_args
+    out = layer.call(*args, **kwa, **kw)
+    single = not isinstance(out, (list, tuple))
+    outs = [out] if single else list(out)
+    for o in outs:
+        if not isinstance(o, KerasTensor):
+            raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
+                            f"tensors (computed from its inputs), got {type(o).__name__}")
+    return outs, ph, single
+
+
+def write_traced(outs, placeholders, exprs, ctx) -> list:
+    """Writes traced outputs with the placeholders bound to `exprs`."""
+    sub = GraphWriter({p.id: e for p, e in zip(placeholders, exprs)}, ctx.param, ctx.layer_code,
+                      prefix=ctx.fresh("c") + "_")
+    results = [sub.expr(o) for o in outs]
+    for s in sub.stmts:
+        ctx.emit(s)
+    return results
+
+
+def _call_custom(layer, inputs, args, kwargs):
+    """A user's layer (or model) called on symbolic tensors: builds it on the
+    first call, traces call() once for the output shapes, and records one
+    node that is traced again, with Python's training flag, when the model's
+    programs are written."""
+    tensor_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, KerasTensor)}
+    static = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
+    template = ((inputs,) + tuple(args), tensor_kwargs)
+    flat = [t for t in _flatten([inputs, list(args), list(tensor_kwargs.values())])
+            if isinstance(t, KerasTensor)]
+    where = user_location()
+    if not layer.built:
+        shapes = [t.shape for t in flat]
+        layer.build(shapes[0] if len(shapes) == 1 else shapes)
+        layer.built = True
+    static.pop("training", None)
+    try:
+        outs, _, single = trace_call(layer, _template_of(template), static, False)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
+                      f"{where})") from None
+    node = KerasTensor((), outs[0].dtype, "layer", (layer, tuple(flat), True),
+                       dict(static, _template=_template_of(template)), where=where)
+    node.n_outputs = len(outs)
+    if not layer.input_shape:
+        layer.input_shape = [t.shape[1:] for t in flat]
+        layer.output_shape = [o.shape[1:] for o in outs]
+    results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
+               for k, o in enumerate(outs)]
+    return results[0] if single else results
+
+
+def _template_of(template):
+    """The call's structure with tensors replaced by shape-only stand-ins."""
+    def strip(t):
+        if isinstance(t, KerasTensor):
+            return KerasTensor(t.shape, t.dtype, "input")
+        if isinstance(t, (list, tuple)):
+            return type(t)(strip(v) for v in t)
+        if isinstance(t, dict):
+            return {k: strip(v) for k, v in t.items()}
+        return t
+
+    return strip(template)
+
+
+def custom_forward(layer, exprs: list, ctx, static: dict):
+    """The text of a user's layer call: call() traced with Python's training
+    flag and written with its inputs bound to `exprs`."""
+    template = static["_template"]
+    kwargs = {k: v for k, v in static.items() if k != "_template"}
+    outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training)
+    return write_traced(outs, ph, exprs, ctx)
+
+
+def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
+    """The text of a Python function of symbolic tensors (an activation, a
+    loss or a metric) applied to expressions of the given per-sample shapes."""
+    ph = _placeholders([(None,) + tuple(s) for s in shapes],
+                       dtypes or ["float32"] * len(shapes))
+    try:
+        out = fn(*ph)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{e} (in {getattr(fn, '__name__', fn)!r})") from None
+    if not isinstance(out, KerasTensor):
+        raise TypeError(f"[{getattr(fn, '__name__', fn)}] must return a symbolic tensor computed "
+                        f"from its arguments, got {type(out).__name__}")
+    return write_traced([out], ph, exprs, ctx)[0]
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def _deps(t: KerasTensor) -> list:
+    return GraphWriter._inputs(t)
+
+
+def collect_layers(outputs, exclude=None) -> list:
+    """The layers (and owners of weights) a graph uses, in the order of a
+    depth-first walk from the inputs; custom layers' calls are traced (in
+    both training modes) to find the layers they use."""
+    order, seen_layers, seen = [], set(), set()
+
+    def add(layer):
+        if layer is not exclude and id(layer) not in seen_layers:
+            seen_layers.add(id(layer))
+            order.append(layer)
+
+    def walk(roots):
+        stack = [(t, False) for t in reversed(roots)]
+        while stack:
+            t, ready = stack.pop()
+            if t.id in seen:
+                continue
+            if not ready:
+                stack.append((t, True))
+                for d in reversed(_deps(t)):
+                    if d.id not in seen:
+                        stack.append((d, False))
+                continue
+            seen.add(t.id)
+            if t.op == "param":
+                add(t.args[0])
+            elif t.op == "layer":
+                layer = t.args[0]
+                if layer._is_custom():
+                    for training in (False, True):
+                        static = {k: v for k, v in t.kwargs.items() if k != "_template"}
+                        outs, _, _ = trace_call(layer, t.kwargs["_template"], static, training)
+                        walk(outs)
+                    if layer.params:
+                        add(layer)
+                else:
+                    add(layer)
+
+    walk(list(outputs))
+    return order
+
+
+def clone_graph(outputs, inputs, new_inputs) -> list:
+    """The graph from `inputs` to `outputs` recorded again on `new_inputs`
+    (a functional model called as a layer)."""
+    mapping = {i.id: n for i, n in zip(inputs, new_inputs)}
+
+    def arg(a):
+        if isinstance(a, KerasTensor):
+            return mapping[a.id]
+        if isinstance(a, _Index):
+            return a.value
+        if isinstance(a, (list, tuple)):
+            return type(a)(arg(v) for v in a)
+        return a
+
+    stack = [(t, False) for t in outputs]
+    while stack:
+        t, ready = stack.pop()
+        if t.id in mapping:
+            continue
+        if not ready:
+            stack.append((t, True))
+            for d in _deps(t):
+                if d.id not in mapping:
+                    stack.append((d, False))
+            continue
+        if t.op == "input":
+            raise ValueError(f"[Model] the graph reaches an Input (made at {t.where}) that is "
+                             "not among the model's inputs")
+        if t.op == "param":
+            mapping[t.id] = t
+        elif t.op == "item":
+            node_out = mapping[t.args[0].id]
+            mapping[t.id] = node_out[t.args[1]]
+        elif t.op == "layer":
+            layer, ins, multi = t.args
+            static = {k: v for k, v in t.kwargs.items() if k != "_template"}
+            if layer._is_custom():
+                template = t.kwargs["_template"]
+                flat_new = [mapping[i.id] for i in ins]
+                (pos, tkw) = _restructure(template, flat_new)
+                res = layer(*pos, **tkw, **static)
+                mapping[t.id] = res if isinstance(res, list) else [res]
+                continue
+            new_ins = [mapping[i.id] for i in ins]
+            res = layer(new_ins if multi else new_ins[0], **static)
+            mapping[t.id] = res
+        else:
+            if t.fn == "getitem":
+                x = mapping[t.args[0].id]
+                mapping[t.id] = x[tuple(a.value for a in t.args[1:])]
+            else:
+                mapping[t.id] = _record(t.fn, arg(t.args), {k: arg(v) for k, v in
+                                                            t.kwargs.items()})
+    return [mapping[o.id] for o in outputs]
+
+
+def _eager_call(layer, inputs, args, kwargs):
+    """A layer called on arrays: a one-layer model's prediction (weights made
+    on the first call, as Keras does)."""
+    from .model import Model  # noqa: PLC0415
+    from .symbolic import Input  # noqa: PLC0415
+
+    arrays = [np.asarray(a) for a in _flatten([inputs, list(args)])]
+    if not arrays:
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} called without inputs")
+    sym = [Input(a.shape[1:], dtype=str(a.dtype)) for a in arrays]
+    it = iter(sym)
+
+    def rebuild(v):
+        if isinstance(v, (list, tuple)):
+            return type(v)(rebuild(u) for u in v)
+        return next(it)
+
+    sym_inputs = rebuild(inputs)
+    sym_args = rebuild(list(args))
+    training = kwargs.pop("training", None)
+    out = layer(sym_inputs, *sym_args, **kwargs)
+    dtype = str(arrays[0].dtype) if arrays[0].dtype in (np.float32, np.float64) else "float32"
+    model = Model(sym, out, dtype=dtype)
+    if training:
+        raise ValueError(f"[{layer.kind}] calling a layer on arrays with training=True is not "
+                         "supported; use a model's fit")
+    return model.predict(arrays if len(arrays) > 1 else arrays[0], batch_size=max(
+        1, len(arrays[0])), verbose=0)

@@ -1,0 +1,454 @@
+"""Symbolic tensors: what ``Input`` returns, what a layer returns when it is
+called on symbolic tensors, and what NumPy-style code makes of them.
+
+A model is a graph of these tensors. Building it runs the user's Python once
+(a functional model's layer calls, a subclassed model's ``call``, a custom
+layer's ``call``, a loss or metric function): each layer call, operator and
+NumPy function applied to a symbolic tensor records one node and knows its
+shape at once (the batch axis is ``None``). The training step, evaluation and
+prediction programs are then written from the graph as tessera's language.
+
+Shapes are found by running every operation on small stand-in arrays with
+batch sizes 2 and 3: an axis whose extent differs between the two is the
+batch axis. So any primitive's shape rule is the primitive itself, and a
+mistake (shapes that do not broadcast, a wrong axis) is reported at the line
+of user code that made it, when the model is built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+import os
+import sys
+from typing import Optional
+
+import numpy as np
+
+from .. import _core
+from .._numpy_map import DTYPE_NAMES, METHOD_SPECS, NUMPY_RENAMES, NUMPY_SPECS
+
+__all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"]
+
+_ids = itertools.count()
+_DUMMY_BATCH = (2, 3)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_location() -> str:
+    """file:line of the innermost frame outside the tessera package (the user's code)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(_PACKAGE_DIR + os.sep):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+def _dtype_name(dtype) -> str:
+    if dtype is None:
+        return "float32"
+    if isinstance(dtype, str) and dtype in DTYPE_NAMES:
+        return DTYPE_NAMES[dtype]
+    try:
+        return str(np.dtype(dtype))
+    except TypeError:
+        raise TypeError(f"[Input] unknown dtype {dtype!r}") from None
+
+
+def is_symbolic(x) -> bool:
+    return isinstance(x, KerasTensor)
+
+
+def _dummy(shape, dtype, batch: int):
+    shape = tuple(batch if d is None else d for d in shape)
+    if dtype == "bool":
+        return np.ones(shape, dtype=bool)
+    return np.ones(shape, dtype=dtype)
+
+
+class KerasTensor:
+    """A symbolic tensor: a shape (batch axis ``None``), a dtype, and the
+    operation that makes it. Supports Python's operators, NumPy's functions
+    and ufuncs (``np.tanh(x)``, ``np.concatenate([a, b], -1)``), indexing and
+    the usual array methods, each recording one operation."""
+
+    __array_priority__ = 1000
+
+    def __init__(self, shape, dtype, op: str, args=(), kwargs=None, dummies=None, where=None,
+                 name: Optional[str] = None, fn: Optional[str] = None):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.op = op  # "input", "param", "layer", "item", "prim"
+        self.fn = fn  # the primitive of a "prim" tensor
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.id = next(_ids)
+        self.where = where or user_location()
+        self.name = name
+        if dummies is None:
+            dummies = tuple(_dummy(self.shape, dtype, b) for b in _DUMMY_BATCH)
+        self._dummies = dummies
+
+    # ------------------------------------------------------------ basics
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def T(self):
+        return _record("transpose", (self,), {})
+
+    def __repr__(self):
+        return f"<KerasTensor shape={self.shape} dtype={self.dtype} op={self.op}>"
+
+    def __bool__(self):
+        raise TypeError(
+            f"[{self.where}] a symbolic tensor has no truth value while the model is being "
+            "built: Python's if/while/and/or cannot look at values that exist only when the "
+            "model runs; use np.where(cond, a, b), np.maximum, ... instead")
+
+    def __len__(self):
+        if not self.shape or self.shape[0] is None:
+            raise TypeError(f"[{self.where}] len() of a symbolic tensor with shape {self.shape} "
+                            "is not known while the model is being built")
+        return self.shape[0]
+
+    def __iter__(self):
+        raise TypeError(f"[{self.where}] a symbolic tensor cannot be iterated while the model is "
+                        "being built; index it (x[:, 0]) or use np.split")
+
+    def __hash__(self):
+        return self.id
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError(f"[{self.where}] a symbolic tensor (shape {self.shape}) has no values "
+                        "while the model is being built; use NumPy functions on it (they are "
+                        "recorded), not np.asarray")
+
+    # ------------------------------------------------------------ operators
+    def __add__(self, o): return _record("add", (self, o), {})
+    def __radd__(self, o): return _record("add", (o, self), {})
+    def __sub__(self, o): return _record("subtract", (self, o), {})
+    def __rsub__(self, o): return _record("subtract", (o, self), {})
+    def __mul__(self, o): return _record("multiply", (self, o), {})
+    def __rmul__(self, o): return _record("multiply", (o, self), {})
+    def __truediv__(self, o): return _record("divide", (self, o), {})
+    def __rtruediv__(self, o): return _record("divide", (o, self), {})
+    def __floordiv__(self, o): return _record("floor_divide", (self, o), {})
+    def __rfloordiv__(self, o): return _record("floor_divide", (o, self), {})
+    def __mod__(self, o): return _record("mod", (self, o), {})
+    def __pow__(self, o): return _record("power", (self, o), {})
+    def __rpow__(self, o): return _record("power", (o, self), {})
+    def __matmul__(self, o): return _record("matmul", (self, o), {})
+    def __rmatmul__(self, o): return _record("matmul", (o, self), {})
+    def __neg__(self): return _record("negative", (self,), {})
+    def __pos__(self): return self
+    def __abs__(self): return _record("abs", (self,), {})
+    def __invert__(self): return _record("invert", (self,), {})
+    def __lt__(self, o): return _record("less", (self, o), {})
+    def __le__(self, o): return _record("less_equal", (self, o), {})
+    def __gt__(self, o): return _record("greater", (self, o), {})
+    def __ge__(self, o): return _record("greater_equal", (self, o), {})
+    def __eq__(self, o): return _record("equal", (self, o), {})  # noqa: E704
+    def __ne__(self, o): return _record("not_equal", (self, o), {})
+    def __and__(self, o): return _record("logical_and", (self, o), {})
+    def __or__(self, o): return _record("logical_or", (self, o), {})
+
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        return _record("getitem", (self,) + tuple(_Index(i) for i in index), {})
+
+    # ------------------------------------------------------------ methods
+    def __getattr__(self, name):
+        spec = METHOD_SPECS.get(name)
+        if spec is None or name.startswith("_"):
+            raise AttributeError(f"[{self.__dict__.get('where', '?')}] a symbolic tensor has no "
+                                 f"method {name!r}")
+
+        def method(*args, **kwargs):
+            if spec.varargs and args and not (len(args) == 1 and isinstance(args[0],
+                                                                             (tuple, list))):
+                args = (tuple(args),)
+            elif spec.varargs and len(args) == 1:
+                args = (tuple(args[0]),)
+            return _call_spec(spec, (self,) + tuple(args), kwargs)
+
+        return method
+
+    # ------------------------------------------------------------ NumPy protocol
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs.get("out") is not None:
+            return NotImplemented
+        kwargs.pop("out", None)
+        name = NUMPY_RENAMES.get(ufunc.__name__, ufunc.__name__)
+        return _record(name, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        name = func.__name__
+        if func.__module__ and "linalg" in func.__module__ and name != "norm":
+            name = name  # linalg functions share the primitives' names
+        spec = NUMPY_SPECS.get(name)
+        if spec is not None:
+            return _call_spec(spec, args, kwargs)
+        return _record(NUMPY_RENAMES.get(name, name), args, kwargs)
+
+
+class _Index:
+    """One component of an index, written as the language writes it."""
+
+    def __init__(self, value):
+        if isinstance(value, KerasTensor):
+            raise TypeError(f"[{value.where}] indexing with a symbolic tensor is not supported "
+                            "while the model is being built; use np.take or np.where")
+        self.value = value
+
+
+def _call_spec(spec, args, kwargs):
+    """A NumPy call through the translator's table: positional arguments past
+    the primitive's own become keywords, NumPy's names renamed."""
+    args = list(args)
+    kw = {}
+    for i, a in enumerate(args[spec.positional:], start=spec.positional):
+        if i < len(spec.params):
+            kw[spec.params[i]] = a
+    args = args[:spec.positional]
+    for k, v in kwargs.items():
+        kw[spec.rename.get(k, k)] = v
+    for k in spec.ignore_none:
+        if k in kw and kw[k] is None:
+            del kw[k]
+    if "out" in kw:
+        raise TypeError("[symbolic] out= is not supported on symbolic tensors")
+    return _record(spec.prim, args, kw)
+
+
+_PRIMITIVES = None
+
+
+def _primitive_names():
+    global _PRIMITIVES
+    if _PRIMITIVES is None:
+        _PRIMITIVES = {p[0] for p in _core.primitives()}
+    return _PRIMITIVES
+
+
+def _concrete(a, k: int):
+    """The stand-in value of an argument for dummy batch number k."""
+    if isinstance(a, KerasTensor):
+        return a._dummies[k]
+    if isinstance(a, _Index):
+        v = a.value
+        if isinstance(v, slice):
+            return v
+        return v
+    if isinstance(a, (list, tuple)):
+        return type(a)(_concrete(v, k) for v in a)
+    if isinstance(a, dict):
+        return {key: _concrete(v, k) for key, v in a.items()}
+    return a
+
+
+def _call_concrete(name, args, kwargs, k):
+    if name == "getitem":
+        x = _concrete(args[0], k)
+        index = tuple(_concrete(a, k) for a in args[1:])
+        return np.asarray(x)[index if len(index) != 1 else index[0]]
+    cargs = [_concrete(a, k) for a in args]
+    ckw = {key: _concrete(v, k) for key, v in kwargs.items()}
+    if "dtype" in ckw and ckw["dtype"] is not None and not isinstance(ckw["dtype"], str):
+        ckw["dtype"] = _dtype_name(ckw["dtype"])
+    return _core.call_primitive(name, cargs, ckw)
+
+
+def _result_tensor(name, args, kwargs, values, where):
+    """The symbolic result of an operation from its stand-in values."""
+    if isinstance(values[0], list):
+        raise TypeError(f"[{name}] at {where}: operations giving lists are not supported on "
+                        "symbolic tensors yet")
+    a, b = np.asarray(values[0]), np.asarray(values[1])
+    if a.ndim != b.ndim:
+        raise ValueError(f"[{name}] at {where}: the result's rank depends on the batch size")
+    shape = tuple(None if p != q else p for p, q in zip(a.shape, b.shape))
+    return KerasTensor(shape, str(a.dtype), "prim", args, kwargs, dummies=(a, b), where=where,
+                       fn=name)
+
+
+def _record(name: str, args, kwargs):
+    """Records the primitive `name` applied to args/kwargs (some symbolic)."""
+    where = user_location()
+    if name not in _primitive_names():
+        raise TypeError(f"[{name}] at {where}: {name!r} is not an operation tessera can apply to "
+                        "symbolic tensors (see `tessera ops` for the list)")
+    try:
+        values = [_call_concrete(name, args, kwargs, k) for k in range(len(_DUMMY_BATCH))]
+    except Exception as e:  # noqa: BLE001 - re-raised with the user's location
+        shapes = [a.shape for a in args if isinstance(a, KerasTensor)]
+        raise type(e)(f"{e} (symbolic operation {name} on shapes {shapes} at {where})") from None
+    return _result_tensor(name, args, kwargs, values, where)
+
+
+def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):  # noqa: N802
+    """A model input, like keras.Input: `shape` is one sample's shape (the
+    batch axis is added in front)."""
+    if batch_shape is not None:
+        shape = tuple(batch_shape)[1:]
+    if shape is None:
+        raise ValueError("[Input] shape is required (the shape of one sample)")
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(None if d is None else int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"[Input] shape must be a tuple of ints, got {shape!r}") from None
+    if any(d is not None and d <= 0 for d in shape):
+        raise ValueError(f"[Input] shape must hold positive ints, got {shape!r}")
+    if any(d is None for d in shape):
+        raise ValueError(f"[Input] shape {shape!r}: axes of unknown length (None) are not "
+                         "supported; give every axis but the batch a length")
+    return KerasTensor((None,) + shape, _dtype_name(dtype), "input", name=name)
+
+
+# ----------------------------------------------------------------- writing code
+
+
+def _literal(v) -> str:
+    if v is None:
+        return "nil"
+    if isinstance(v, bool) or isinstance(v, np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if f != f:
+            return "nan"
+        if f in (float("inf"), float("-inf")):
+            return "inf" if f > 0 else "-inf"
+        return repr(f)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, type) or isinstance(v, np.dtype):
+        return _literal(_dtype_name(v))
+    raise TypeError(f"[symbolic] cannot write {v!r} into the model's program")
+
+
+class GraphWriter:
+    """Writes the statements computing a graph of symbolic tensors.
+
+    `names` maps tensors already bound (inputs) to expressions; `param_var`
+    gives a parameter's variable; `layer_code(tensor, input_exprs)` writes a
+    layer call and returns its expression (or list of expressions)."""
+
+    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t"):
+        self.names = dict(names)
+        self.param_var = param_var
+        self.layer_code = layer_code
+        self.prefix = prefix
+        self.stmts: list = []
+        self._count = itertools.count()
+
+    def expr(self, t: KerasTensor) -> str:
+        self._visit(t)
+        return self.names[t.id]
+
+    def _arg(self, a) -> str:
+        if isinstance(a, KerasTensor):
+            return self.names[a.id]
+        if isinstance(a, (list, tuple)):
+            items = [self._arg(v) for v in a]
+            if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in a):
+                return "[" + ", ".join(items) + "]"
+            return "list(" + ", ".join(items) + ")"
+        if isinstance(a, np.ndarray):
+            if a.ndim == 0:
+                return _literal(a.item())
+            return f"array({self._arg(a.tolist())}, dtype={_literal(str(a.dtype))})"
+        return _literal(a)
+
+    def _index(self, a: _Index) -> str:
+        v = a.value
+        if v is None:
+            return "nil"
+        if v is Ellipsis:
+            return '"..."'
+        if isinstance(v, slice):
+            parts = [_literal(v.start), _literal(v.stop), _literal(v.step)]
+            return f"slice({', '.join(parts)})"
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return self._arg(list(np.asarray(v).tolist()))
+        return _literal(v)
+
+    @staticmethod
+    def _inputs(t: KerasTensor):
+        out = []
+
+        def walk(a):
+            if isinstance(a, KerasTensor):
+                out.append(a)
+            elif isinstance(a, (list, tuple)):
+                for v in a:
+                    walk(v)
+            elif isinstance(a, dict):
+                for v in a.values():
+                    walk(v)
+
+        walk(t.args)
+        walk({k: v for k, v in t.kwargs.items() if k != "_template"})
+        return out
+
+    def _visit(self, root: KerasTensor):
+        stack = [(root, False)]
+        while stack:
+            t, ready = stack.pop()
+            if t.id in self.names:
+                continue
+            if not ready:
+                stack.append((t, True))
+                for a in self._inputs(t):
+                    if a.id not in self.names:
+                        stack.append((a, False))
+                continue
+            self._write(t)
+
+    def _write(self, t: KerasTensor):
+        if t.op == "input":
+            raise ValueError(f"[Model] the graph reaches an Input (made at {t.where}) that is "
+                             "not among the model's inputs")
+        if t.op == "param":
+            self.names[t.id] = self.param_var(*t.args)
+            return
+        name = f"{self.prefix}{next(self._count)}"
+        if t.op == "item":
+            # a layer with several outputs: each was defined on its own (the
+            # autodiff does not look into elements of lists)
+            self.names[t.id] = self.names[t.args[0].id][t.args[1]]
+            return
+        if t.op == "layer":
+            expr = self.layer_code(t, name, self)
+            if isinstance(expr, (list, tuple)):
+                names = []
+                for k, e in enumerate(expr):
+                    self.stmts.append(f"define({name}_{k}, {e})")
+                    names.append(f"{name}_{k}")
+                self.names[t.id] = names
+                return
+            self.stmts.append(f"define({name}, {expr})")
+        else:
+            self.stmts.append(f"define({name}, {self._prim_expr(t)})")
+        self.names[t.id] = name
+
+    def _prim_expr(self, t: KerasTensor) -> str:
+        fn = t.fn
+        if fn == "getitem":
+            x = self._arg(t.args[0])
+            index = ", ".join(self._index(a) for a in t.args[1:])
+            return f"getitem({x}, {index})"
+        parts = [self._arg(a) for a in t.args]
+        for k, v in t.kwargs.items():
+            if k == "dtype" and v is not None:
+                v = _dtype_name(v)
+            parts.append(f"{k}={self._arg(v)}")
+        return f"{fn}({', '.join(parts)})"
