@@ -125,6 +125,16 @@ const std::vector<GradCase>& cases() {
       {"atleast_2d", "atleast_2d(row)", {"row"}},
       {"atleast_3d", "atleast_3d(a)", {"a"}},
       {"getitem", "a[1, 0:2] * row[0:2]", {"a", "row"}},
+      // An item of a list of differentiated values: the list's cotangent is
+      // a list, nil for the items no gradient reached.
+      {"getitem", "list(a, a * b)[1] * tuple(b, a)[0]", {"a", "b"}},
+      {"getitem", "list(a, b, a * b)[0:2][1] * a", {"a", "b"}},
+      // split gives a list: pieces used, unused (nil), and overlapping ones
+      // when the split points are out of order.
+      {"split", "split(a, 3, axis=1)[2] * split(a, [1], axis=1)[0]", {"a"}},
+      {"split", "split(a, [2, 1], axis=1)[2] * 3.0 + split(a, [2, 1], axis=1)[0][:, 1:]", {"a"}},
+      {"split", "concatenate(split(cube, 2, axis=2), axis=0) * 2.0", {"cube"}},
+      {"unpack", "unpack(a, 2)[1] * unpack(split(v, 3), 3)[0]", {"a", "v"}},
       // Convolutions with groups, and the transposed convolution (the
       // backward primitives differentiated in their arrays).
       {"conv1d", "conv1d(sig, k1, 2, \"same\", 1, 2)", {"sig", "k1"}},
