@@ -30,7 +30,7 @@ int64_t ConvShape::out_size() const {
 }
 
 int64_t ConvShape::weight_size() const {
-  int64_t n = channels_in * channels_out;
+  int64_t n = channels_in / groups * channels_out;
   for (int d = 0; d < spatial; ++d) n *= kernel[d];
   return n;
 }
@@ -43,8 +43,10 @@ std::atomic<uint64_t> g_onednn_calls{0};
 // Direct loops (float64, and float32 where oneDNN declines). A 1-d shape is
 // the 2-d one with height 1.
 
+// ci and co count all channels; cg = ci / groups and fg = co / groups are
+// the input and output channels of one group.
 struct Geom2 {
-  int64_t n, ci, co, h, w, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw;
+  int64_t n, ci, co, h, w, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, groups, cg, fg;
 };
 
 Geom2 as_2d(const ConvShape& s) {
@@ -64,7 +66,10 @@ Geom2 as_2d(const ConvShape& s) {
                two ? s.dilation[0] : 1,
                s.dilation[x],
                two ? s.pad_lo[0] : 0,
-               s.pad_lo[x]};
+               s.pad_lo[x],
+               s.groups,
+               s.channels_in / s.groups,
+               s.channels_out / s.groups};
 }
 
 template <class T>
@@ -81,11 +86,14 @@ void conv_forward_loops(const Geom2& g, const T* x, const T* w, T* y) {
             int64_t iw = ow * g.sw - g.pw + kw * g.dw;
             if (iw < 0 || iw >= g.w) continue;
             const T* xp = x + ((n * g.h + ih) * g.w + iw) * g.ci;
-            const T* wp = w + (kh * g.kw + kw) * g.ci * g.co;
-            for (int64_t c = 0; c < g.ci; ++c) {
-              const T xv = xp[c];
-              const T* wr = wp + c * g.co;
-              for (int64_t o = 0; o < g.co; ++o) yp[o] += xv * wr[o];
+            const T* wp = w + (kh * g.kw + kw) * g.cg * g.co;
+            for (int64_t gr = 0; gr < g.groups; ++gr) {
+              T* yo = yp + gr * g.fg;
+              for (int64_t c = 0; c < g.cg; ++c) {
+                const T xv = xp[gr * g.cg + c];
+                const T* wr = wp + c * g.co + gr * g.fg;
+                for (int64_t o = 0; o < g.fg; ++o) yo[o] += xv * wr[o];
+              }
             }
           }
         }
@@ -108,12 +116,15 @@ void conv_backward_data_loops(const Geom2& g, const T* gy, const T* w, T* dx) {
             int64_t iw = ow * g.sw - g.pw + kw * g.dw;
             if (iw < 0 || iw >= g.w) continue;
             T* dp = dx + ((n * g.h + ih) * g.w + iw) * g.ci;
-            const T* wp = w + (kh * g.kw + kw) * g.ci * g.co;
-            for (int64_t c = 0; c < g.ci; ++c) {
-              const T* wr = wp + c * g.co;
-              T sum = 0;
-              for (int64_t o = 0; o < g.co; ++o) sum += gp[o] * wr[o];
-              dp[c] += sum;
+            const T* wp = w + (kh * g.kw + kw) * g.cg * g.co;
+            for (int64_t gr = 0; gr < g.groups; ++gr) {
+              const T* go = gp + gr * g.fg;
+              for (int64_t c = 0; c < g.cg; ++c) {
+                const T* wr = wp + c * g.co + gr * g.fg;
+                T sum = 0;
+                for (int64_t o = 0; o < g.fg; ++o) sum += go[o] * wr[o];
+                dp[gr * g.cg + c] += sum;
+              }
             }
           }
         }
@@ -124,7 +135,7 @@ void conv_backward_data_loops(const Geom2& g, const T* gy, const T* w, T* dx) {
 
 template <class T>
 void conv_backward_weights_loops(const Geom2& g, const T* x, const T* gy, T* dw) {
-  std::fill(dw, dw + g.kh * g.kw * g.ci * g.co, T(0));
+  std::fill(dw, dw + g.kh * g.kw * g.cg * g.co, T(0));
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t oh = 0; oh < g.oh; ++oh) {
       for (int64_t ow = 0; ow < g.ow; ++ow) {
@@ -136,11 +147,14 @@ void conv_backward_weights_loops(const Geom2& g, const T* x, const T* gy, T* dw)
             int64_t iw = ow * g.sw - g.pw + kw * g.dw;
             if (iw < 0 || iw >= g.w) continue;
             const T* xp = x + ((n * g.h + ih) * g.w + iw) * g.ci;
-            T* wp = dw + (kh * g.kw + kw) * g.ci * g.co;
-            for (int64_t c = 0; c < g.ci; ++c) {
-              const T xv = xp[c];
-              T* wr = wp + c * g.co;
-              for (int64_t o = 0; o < g.co; ++o) wr[o] += xv * gp[o];
+            T* wp = dw + (kh * g.kw + kw) * g.cg * g.co;
+            for (int64_t gr = 0; gr < g.groups; ++gr) {
+              const T* go = gp + gr * g.fg;
+              for (int64_t c = 0; c < g.cg; ++c) {
+                const T xv = xp[gr * g.cg + c];
+                T* wr = wp + c * g.co + gr * g.fg;
+                for (int64_t o = 0; o < g.fg; ++o) wr[o] += xv * go[o];
+              }
             }
           }
         }
@@ -280,15 +294,20 @@ memory::desc dst_md(const ConvShape& s) {
                       s.spatial == 1 ? tag::nwc : tag::nhwc);
 }
 
+// Grouped weights are (groups, out / groups, in / groups, kernel...) to
+// oneDNN; the user's (kernel..., in / groups, out) buffer, whose out index is
+// group * (out / groups) + o, is exactly its wigo / hwigo layout.
 memory::dims weight_dims(const ConvShape& s) {
   memory::dims d{s.channels_out, s.channels_in};
+  if (s.groups > 1) d = {s.groups, s.channels_out / s.groups, s.channels_in / s.groups};
   for (int i = 0; i < s.spatial; ++i) d.push_back(s.kernel[i]);
   return d;
 }
 
 memory::desc user_weights_md(const ConvShape& s) {
-  return memory::desc(weight_dims(s), memory::data_type::f32,
-                      s.spatial == 1 ? tag::wio : tag::hwio);
+  const tag t = s.groups > 1 ? (s.spatial == 1 ? tag::wigo : tag::hwigo)
+                             : (s.spatial == 1 ? tag::wio : tag::hwio);
+  return memory::desc(weight_dims(s), memory::data_type::f32, t);
 }
 
 memory::desc any_weights_md(const ConvShape& s) {
@@ -353,6 +372,7 @@ struct KeyHash {
 std::vector<int64_t> make_key(Op op, const ConvShape& s, int64_t extra) {
   std::vector<int64_t> k{static_cast<int64_t>(op), extra, s.spatial, s.batch, s.channels_in,
                          s.channels_out};
+  k.push_back(s.groups);
   for (const auto* a : {&s.in, &s.kernel, &s.out, &s.stride, &s.dilation, &s.pad_lo, &s.pad_hi}) {
     k.push_back((*a)[0]);
     k.push_back((*a)[1]);

@@ -1,5 +1,10 @@
 // Convolution and pooling kernels over channels-last data: 1-d (N, W, C) with
-// kernels (K, C_in, C_out), 2-d (N, H, W, C) with kernels (KH, KW, C_in, C_out).
+// kernels (K, C_in / groups, C_out), 2-d (N, H, W, C) with kernels
+// (KH, KW, C_in / groups, C_out).
+//
+// Grouped convolution (Keras's `groups`): the channels fall into `groups`
+// equal blocks; output channel o reads only the input channels of block
+// o / (C_out / groups). Depthwise convolution is groups = C_in.
 //
 // float32 runs through oneDNN (convolution_forward / _backward_data /
 // _backward_weights, pooling_forward / _backward) on the caller's buffers with
@@ -23,15 +28,16 @@ namespace tessera::kernels {
 // The geometry of one convolution or pooling call. Spatial extents are given
 // per spatial dimension ([0] only for 1-d; [0] = height, [1] = width for 2-d).
 // For pooling, channels_out == channels_in and `kernel` is the pool size.
+// groups divides channels_in and channels_out (the primitives check it).
 struct ConvShape {
   int spatial = 1;  // 1 or 2
-  int64_t batch = 0, channels_in = 0, channels_out = 0;
+  int64_t batch = 0, channels_in = 0, channels_out = 0, groups = 1;
   std::array<int64_t, 2> in{1, 1}, kernel{1, 1}, out{1, 1};
   std::array<int64_t, 2> stride{1, 1}, dilation{1, 1}, pad_lo{0, 0}, pad_hi{0, 0};
 
   int64_t in_size() const;      // elements of one sample of the input
   int64_t out_size() const;     // elements of one sample of the output
-  int64_t weight_size() const;  // elements of the convolution kernel
+  int64_t weight_size() const;  // elements of the convolution kernel (grouped)
 };
 
 // y = conv(x, w) for `batch` samples; y is fully written. dt: float32/float64.

@@ -14,6 +14,8 @@ constexpr double kGatherNs = 1.0;
 // element i in [begin, end).
 template <class F>
 void walk_offsets(const OffsetLayout& l, int64_t begin, int64_t end, F&& f) {
+  // An empty range may have an empty table (x[[]]), which has no first entry.
+  if (begin >= end) return;
   const int nd = static_cast<int>(l.tables.size());
   if (nd == 0) {
     if (begin < end) f(begin, l.base);

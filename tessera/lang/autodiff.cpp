@@ -304,7 +304,6 @@ class Differentiator {
       }
       active = active && !aux_mode_;
       Operand r = bind(call(n, std::move(items), a->loc), active, out, n);
-      if (active) list_values_.insert(r.id);
       if (active) {
         Step s;
         s.kind = Step::Kind::list;
@@ -495,11 +494,6 @@ class Differentiator {
     if (spec.name == "getitem") {
       // The indices are the variadic arguments: the rule is built here.
       if (variadic_active) fail(a->loc, "cannot differentiate with respect to an index");
-      if (is_active(per_param[0]) && list_values_.count(per_param[0].id)) {
-        fail(a->loc,
-             "cannot differentiate an element of a list or tuple of differentiated "
-             "values (xs[i], or unpacking one): use the values themselves");
-      }
       bool active = is_active(per_param[0]);
       Operand r = bind(emitted, active, out, "t");
       if (active) {
@@ -589,10 +583,12 @@ class Differentiator {
           body.push_back(accumulate(s.args[i], gi, loc));
         }
       } else if (s.kind == Step::Kind::getitem) {
-        std::vector<AstPtr> args{call("zeros_like", {s.args[0].ast}, loc), g};
+        std::vector<AstPtr> args{g, s.args[0].ast};
         for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
-        // index_add: repeated indices (x[[0, 0]]) add their cotangents up.
-        body.push_back(accumulate(s.args[0], call("index_add", std::move(args), loc), loc));
+        // An array's: index_add, so repeated indices (x[[0, 0]]) add their
+        // cotangents up; a list's (split's result, a list of differentiated
+        // values): a list with g at the index, nil elsewhere.
+        body.push_back(accumulate(s.args[0], call("getitem_grad", std::move(args), loc), loc));
       } else {
         const auto& rules = parsed_rules(*s.spec);
         // A gradient bucket member (grad_bucket) always contributes, zeros
@@ -665,7 +661,6 @@ class Differentiator {
   bool aux_mode_ = false;  // transforming the aux value: lists of intermediates are fine
   std::vector<std::string> names_;
   std::vector<bool> active_;
-  std::set<int> list_values_;  // ids bound to a list or tuple of differentiated values
   std::vector<std::string> inline_stack_;
 };
 

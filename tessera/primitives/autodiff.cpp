@@ -7,6 +7,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/linalg.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -383,6 +384,86 @@ Value concatenate_grad(Args& a) {
     at += n;
   }
   return Value(std::move(out));
+}
+
+// The cotangent of x in split(x, indices_or_sections, axis), from g, the list
+// of the pieces' cotangents (nil for a piece no gradient reached): each put
+// back where its piece came from, zeros elsewhere.
+Value split_grad(Args& a) {
+  if (!a[0].is_list()) a.type_error(0, "a list of the pieces' cotangents");
+  const List& gs = a.list(0);
+  const Shape xs = shape_of(a[1]);
+  if (xs.empty()) a.value_error(1, "must be an array of at least 1 dimension");
+  const int axis = normalize_axis(a.integer(3), static_cast<int>(xs.size()), a.op());
+  const int64_t n = xs[axis];
+  // The pieces' bounds as split finds them (numpy.split's clamping).
+  std::vector<int64_t> bounds{0};
+  const Value& ios = a[2];
+  if (ios.is_int() || ios.is_bool() || (ios.is_array() && ios.as_array().ndim() == 0)) {
+    const int64_t sections = a.integer(2);
+    if (sections <= 0 || n % sections != 0) {
+      a.value_error(2, error_message("must divide the axis of ", n, " elements, got ", sections));
+    }
+    for (int64_t i = 1; i <= sections; ++i) bounds.push_back(i * (n / sections));
+  } else {
+    for (int64_t i : a.int_list(2))
+      bounds.push_back(std::min(i < 0 ? std::max<int64_t>(0, i + n) : i, n));
+    bounds.push_back(n);
+  }
+  if (gs.size() + 1 != bounds.size()) {
+    throw std::invalid_argument(error_message("[", a.op(), "] split into ", bounds.size() - 1,
+                                              " pieces, but the cotangent has ", gs.size()));
+  }
+  DType dt = DType::float64;
+  bool any = false;
+  for (const Value& g : gs) {
+    if (g.is_nil()) continue;
+    if (!any && g.is_array() && is_floating(g.as_array().dtype())) dt = g.as_array().dtype();
+    any = true;
+  }
+  if (!any) return Value();
+  auto piece_shape = [&](size_t i) {
+    Shape s = xs;
+    s[axis] = std::max(bounds[i], bounds[i + 1]) - bounds[i];
+    return s;
+  };
+  if (std::is_sorted(bounds.begin(), bounds.end())) {
+    // The pieces tile x: one concatenation.
+    List parts;
+    for (size_t i = 0; i < gs.size(); ++i) {
+      parts.push_back(gs[i].is_nil() ? Value(Array::zeros(dt, piece_shape(i))) : gs[i]);
+    }
+    return prim("concatenate", std::vector<CallArg>{{"", Value(std::move(parts))},
+                                                    {"axis", Value(int64_t{axis})}});
+  }
+  // Split points out of order give overlapping pieces: added where each came from.
+  Value dx(Array::zeros(dt, xs));
+  for (size_t i = 0; i < gs.size(); ++i) {
+    if (gs[i].is_nil()) continue;
+    std::vector<Value> args{dx, gs[i]};
+    for (int d = 0; d < static_cast<int>(xs.size()); ++d) {
+      args.push_back(d == axis
+                         ? Value(Slice{bounds[i], bounds[i] + piece_shape(i)[axis], std::nullopt})
+                         : Value(Slice{}));
+    }
+    dx = prim("index_add", std::move(args));
+  }
+  return dx;
+}
+
+// The cotangent of x in getitem(x, indices...) given g: for an array, g added
+// at x[indices...] into zeros; for a list or tuple (a list-valued result,
+// such as split's), a list as long as x with g at the index and nil
+// elsewhere (nothing reached the other items).
+Value getitem_grad(Args& a) {
+  const Value& x = a[1];
+  const List& indices = a.list(2);
+  if (x.is_list()) {
+    return sequence_setitem(Value(List(x.as_list().size())), a[0], indices, a.op());
+  }
+  std::vector<Value> args{prim("zeros_like", std::vector<Value>{x}), a[0]};
+  args.insert(args.end(), indices.begin(), indices.end());
+  return prim("index_add", std::move(args));
 }
 
 // The cotangents of the arrays of hstack/vstack/dstack (arrays made at least
@@ -803,6 +884,22 @@ const bool registered = register_primitives({
      .help = "The cotangents of the arrays in concatenate(arrays, axis): g cut back into their "
              "extents (a list).",
      .eval = concatenate_grad},
+    {.name = "split_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"indices_or_sections"}, opt("axis", int64_t{0})},
+     .help = "The cotangent of x in split(x, indices_or_sections, axis) from the list of the "
+             "pieces' cotangents (nil for a piece no gradient reached): each put back where its "
+             "piece came from, zeros elsewhere.",
+     .eval = split_grad},
+    {.name = "getitem_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"indices"}},
+     .variadic = true,
+     .help = "The cotangent of x in getitem(x, indices...) given g: index_add(zeros_like(x), g, "
+             "indices...) for an array; for a list or tuple x, a list as long as x with g at the "
+             "index (an int or a slice) and nil elsewhere.",
+     .eval = getitem_grad,
+     .views = true},
     {.name = "stacked_grad",
      .family = "autodiff",
      .params = {{"g"}, {"arrays"}, {"min_dims"}, {"axis"}},

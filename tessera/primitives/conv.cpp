@@ -123,9 +123,12 @@ Shape data_shape(const ConvShape& s, bool output) {
 
 // Checks the input and kernel shapes of a convolution and works out its
 // geometry. `input_what` names the input in messages ("input" or "x_shape").
+// The arguments stride, padding, dilation and groups follow each other from
+// index `settings_i`.
 ConvShape conv_geometry(const Args& a, int spatial, const Shape& x, const Shape& w,
-                        size_t stride_i, size_t padding_i, size_t dilation_i,
-                        const char* input_what) {
+                        size_t settings_i, const char* input_what) {
+  const size_t stride_i = settings_i, padding_i = settings_i + 1, dilation_i = settings_i + 2,
+               groups_i = settings_i + 3;
   const char* op = a.op();
   const size_t rank = static_cast<size_t>(spatial) + 2;
   if (x.size() != rank) {
@@ -152,16 +155,39 @@ ConvShape conv_geometry(const Args& a, int spatial, const Shape& x, const Shape&
           error_message("[", op, "] ", input_what, " has a negative extent: ", shape_str(x)));
     }
   }
-  if (x[rank - 1] != w[rank - 2]) {
+  const int64_t groups = a.integer(groups_i);
+  if (groups < 1)
+    a.value_error(groups_i, error_message("must be a positive integer, got ", groups));
+  const int64_t channels = x[rank - 1], filters = w[rank - 1];
+  if (groups == 1 && channels != w[rank - 2]) {
     throw std::invalid_argument(error_message(
-        "[", op, "] input has ", x[rank - 1], " channels but the kernel expects ", w[rank - 2],
+        "[", op, "] input has ", channels, " channels but the kernel expects ", w[rank - 2],
         " (input shape ", shape_str(x), ", kernel shape ", shape_str(w), ")"));
+  }
+  if (channels % groups != 0) {
+    throw std::invalid_argument(error_message("[", op, "] input channels (", channels,
+                                              ") must be divisible by groups (", groups,
+                                              "); input shape ", shape_str(x)));
+  }
+  if (filters % groups != 0) {
+    throw std::invalid_argument(error_message("[", op, "] filters (", filters,
+                                              ", the kernel's last dimension) must be divisible "
+                                              "by groups (",
+                                              groups, "); kernel shape ", shape_str(w)));
+  }
+  if (channels / groups != w[rank - 2]) {
+    throw std::invalid_argument(
+        error_message("[", op, "] input has ", channels, " channels in ", groups, " groups of ",
+                      channels / groups, ", so the kernel's in_channels dimension must be ",
+                      channels / groups, ", got ", w[rank - 2], " (input shape ", shape_str(x),
+                      ", kernel shape ", shape_str(w), ")"));
   }
   ConvShape s;
   s.spatial = spatial;
   s.batch = x[0];
-  s.channels_in = x[rank - 1];
-  s.channels_out = w[rank - 1];
+  s.channels_in = channels;
+  s.channels_out = filters;
+  s.groups = groups;
   s.stride = spatial_arg(a, stride_i, spatial);
   s.dilation = spatial_arg(a, dilation_i, spatial);
   const Padding pad = padding_arg(a, padding_i, spatial == 1);
@@ -217,14 +243,14 @@ Shape shape_arg(const Args& a, size_t i) { return a.int_list(i); }
 void check_grad_shape(const Args& a, const Array& g, const ConvShape& s) {
   Shape expected = data_shape(s, true);
   if (g.shape() != expected) {
-    throw std::invalid_argument(error_message("[", a.op(), "] g has shape ", shape_str(g.shape()),
-                                              " but the forward result has shape ",
-                                              shape_str(expected)));
+    throw std::invalid_argument(
+        error_message("[", a.op(), "] ", a.param_name(0), " has shape ", shape_str(g.shape()),
+                      " but the forward result has shape ", shape_str(expected)));
   }
 }
 
 int64_t macs_per_sample(const ConvShape& s) {
-  int64_t m = s.channels_in * s.channels_out;
+  int64_t m = s.channels_in / s.groups * s.channels_out;
   for (int d = 0; d < s.spatial; ++d) m *= s.out[d] * s.kernel[d];
   return std::max<int64_t>(m, 1);
 }
@@ -325,29 +351,29 @@ Array conv_grad_weight(const ConvShape& s, const Array& g, const Array& x, const
   return dw;
 }
 
-// conv1d / conv2d (x, w, stride(s), padding, dilation).
+// conv1d / conv2d (x, w, stride(s), padding, dilation, groups).
 Value conv_eval(Args& a, int spatial) {
   Array x0 = a.array(0), w0 = a.array(1);
   const DType dt = float_result({x0.dtype(), w0.dtype()});
-  ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 2, 3, 4, "input");
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 2, "input");
   return conv_forward(s, x0.astype(dt), w0.astype(dt), a.op());
 }
 
-// conv*_grad_input(g, w, x_shape, stride(s), padding, dilation).
+// conv*_grad_input(dy, w, x_shape, stride(s), padding, dilation, groups).
 Value conv_grad_input_eval(Args& a, int spatial) {
   Array g0 = a.array(0), w0 = a.array(1);
   const DType dt = float_result({g0.dtype(), w0.dtype()});
-  ConvShape s = conv_geometry(a, spatial, shape_arg(a, 2), w0.shape(), 3, 4, 5, "x_shape");
+  ConvShape s = conv_geometry(a, spatial, shape_arg(a, 2), w0.shape(), 3, "x_shape");
   check_grad_shape(a, g0, s);
   return conv_grad_input(s, g0.astype(dt), w0.astype(dt), a.op());
 }
 
-// conv*_grad_weight(g, x, w_shape, stride(s), padding, dilation).
+// conv*_grad_weight(g, x, w_shape, stride(s), padding, dilation, groups).
 Value conv_grad_weight_eval(Args& a, int spatial) {
   Array g0 = a.array(0), x0 = a.array(1);
   const DType dt = float_result({g0.dtype(), x0.dtype()});
   Shape w_shape = shape_arg(a, 2);
-  ConvShape s = conv_geometry(a, spatial, x0.shape(), w_shape, 3, 4, 5, "input");
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w_shape, 3, "input");
   check_grad_shape(a, g0, s);
   return conv_grad_weight(s, g0.astype(dt), x0.astype(dt), w_shape);
 }
@@ -434,69 +460,117 @@ PrimitiveSpec pool_grad_spec(const char* name, const char* forward, int spatial,
       .ns_per_element = 2.0};
 }
 
+// The settings every convolution primitive takes after its arrays; conv1d
+// names its stride "stride", conv2d "strides", as Keras does.
+std::vector<Param> conv_params(int spatial, std::vector<Param> head) {
+  head.push_back(opt(spatial == 1 ? "stride" : "strides", Value(int64_t{1})));
+  head.push_back(opt("padding", str("valid")));
+  head.push_back(opt("dilation", Value(int64_t{1})));
+  head.push_back(opt("groups", Value(int64_t{1})));
+  return head;
+}
+
+// "stride, padding, dilation, groups" as the gradient rules pass them on.
+std::string conv_settings(int spatial) {
+  return std::string(spatial == 1 ? "stride" : "strides") + ", padding, dilation, groups";
+}
+
+const char* kGroupsNote =
+    " groups (Keras's groups): channels and filters must both be divisible by it; the kernel's "
+    "in_channels dimension is channels / groups, and output channel f reads only the input "
+    "channels of group f // (filters / groups).";
+
+PrimitiveSpec conv_spec(int spatial) {
+  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string set = conv_settings(spatial);
+  std::string help =
+      spatial == 1
+          ? "1-d convolution (cross-correlation, as Keras Conv1D, no bias) of x (batch, steps, "
+            "channels) with kernel w (kernel_size, channels / groups, filters); result (batch, "
+            "out_steps, filters). padding: 'valid' (no padding), 'same' (ceil(steps / stride) "
+            "outputs, TensorFlow's padding split, the extra element at the end) or 'causal' "
+            "(left padding (kernel_size - 1) * dilation: output t sees inputs up to t)."
+          : "2-d convolution (cross-correlation, as Keras Conv2D, no bias) of x (batch, height, "
+            "width, channels) with kernel w (kernel_height, kernel_width, channels / groups, "
+            "filters); result (batch, out_height, out_width, filters). strides and dilation: an "
+            "int or [vertical, horizontal]. padding: 'valid' or 'same' (ceil(n / stride) "
+            "outputs, TensorFlow's padding split).";
+  help += kGroupsNote;
+  if (spatial == 2) {
+    help +=
+        " A depthwise convolution (Keras DepthwiseConv2D, kernel (kh, kw, channels, m)) is "
+        "conv2d with groups = channels and that kernel reshaped to (kh, kw, 1, channels * m): "
+        "output channel c * m + j is input channel c under the kernel's [:, :, c, j].";
+  }
+  return PrimitiveSpec{
+      .name = conv,
+      .family = "nn",
+      .params = conv_params(spatial, {{"x"}, {"w"}}),
+      .help = with_note(help),
+      .eval = [spatial](Args& a) -> Value { return conv_eval(a, spatial); },
+      .ns_per_element = 20.0,
+      .grads = {conv + "_grad_input(g, w, shape(x), " + set + ")",
+                conv + "_grad_weight(g, x, shape(w), " + set + ")", "", "", "", ""}};
+}
+
+// conv*_grad_input is also the transposed convolution, so it has gradient
+// rules of its own: it is linear in dy (its adjoint is the forward
+// convolution) and in w.
+PrimitiveSpec conv_grad_input_spec(int spatial) {
+  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string set = conv_settings(spatial);
+  std::string help = "Backward of " + conv;
+  help += " for the input: the gradient with respect to x (of shape x_shape) of sum(" + conv;
+  help += "(x, w, ...) * dy), dy having the shape of " + conv + "'s result. It is also the ";
+  help += spatial == 1 ? "transposed convolution (Keras Conv1DTranspose, no bias) of dy "
+                         "(in_channels channels) with a kernel (kernel_size, filters / groups, "
+                         "in_channels)"
+                       : "transposed convolution (Keras Conv2DTranspose, no bias) of dy "
+                         "(in_channels channels) with a kernel (kernel_height, kernel_width, "
+                         "filters / groups, in_channels)";
+  help += ", to the output shape x_shape, one of the shapes that " + conv;
+  help +=
+      " with these settings maps to dy's (Keras's output length for n inputs: n * stride + "
+      "max(k - stride, 0) for 'valid', n * stride for 'same', with k = (kernel_size - 1) * "
+      "dilation + 1). groups: as in ";
+  help += conv + ".";
+  return PrimitiveSpec{
+      .name = conv + "_grad_input",
+      .family = "nn",
+      .params = conv_params(spatial, {{"dy"}, {"w"}, {"x_shape"}}),
+      .help = with_note(help),
+      .eval = [spatial](Args& a) -> Value { return conv_grad_input_eval(a, spatial); },
+      .ns_per_element = 20.0,
+      .grads = {conv + "(g, w, " + set + ")", conv + "_grad_weight(dy, g, shape(w), " + set + ")",
+                "", "", "", "", ""}};
+}
+
+// conv*_grad_weight is bilinear in dy and x; its rules give second
+// derivatives (a gradient of a gradient).
+PrimitiveSpec conv_grad_weight_spec(int spatial) {
+  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string set = conv_settings(spatial);
+  std::string help = "Backward of " + conv;
+  help += " for the kernel: the gradient with respect to w (of shape w_shape) of sum(" + conv;
+  help += "(x, w, ...) * dy), summed over the batch in a fixed order. groups: as in " + conv + ".";
+  return PrimitiveSpec{
+      .name = conv + "_grad_weight",
+      .family = "nn",
+      .params = conv_params(spatial, {{"dy"}, {"x"}, {"w_shape"}}),
+      .help = with_note(help),
+      .eval = [spatial](Args& a) -> Value { return conv_grad_weight_eval(a, spatial); },
+      .ns_per_element = 20.0,
+      .grads = {conv + "(x, g, " + set + ")", conv + "_grad_input(dy, g, shape(x), " + set + ")",
+                "", "", "", "", ""}};
+}
+
 const bool registered = register_primitives({
-    {.name = "conv1d",
-     .family = "nn",
-     .params = {{"x"}, {"w"}, opt("stride", Value(int64_t{1})), opt("padding", str("valid")),
-                opt("dilation", Value(int64_t{1}))},
-     .help = with_note(
-         "1-d convolution (cross-correlation, as Keras Conv1D, no bias) of x (batch, steps, "
-         "channels) with kernel w (kernel_size, in_channels, filters); result (batch, "
-         "out_steps, filters). padding: 'valid' (no padding), 'same' (ceil(steps / stride) "
-         "outputs, TensorFlow's padding split, the extra element at the end) or 'causal' "
-         "(left padding (kernel_size - 1) * dilation: output t sees inputs up to t)."),
-     .eval = [](Args& a) -> Value { return conv_eval(a, 1); },
-     .ns_per_element = 20.0,
-     .grads = {"conv1d_grad_input(g, w, shape(x), stride, padding, dilation)",
-               "conv1d_grad_weight(g, x, shape(w), stride, padding, dilation)", "", "", ""}},
-    {.name = "conv1d_grad_input",
-     .family = "nn",
-     .params = {{"g"}, {"w"}, {"x_shape"}, opt("stride", Value(int64_t{1})),
-                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
-     .help = with_note("Backward of conv1d for the input: the gradient with respect to x (of "
-                       "shape x_shape) of sum(conv1d(x, w, ...) * g)."),
-     .eval = [](Args& a) -> Value { return conv_grad_input_eval(a, 1); },
-     .ns_per_element = 20.0},
-    {.name = "conv1d_grad_weight",
-     .family = "nn",
-     .params = {{"g"}, {"x"}, {"w_shape"}, opt("stride", Value(int64_t{1})),
-                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
-     .help = with_note("Backward of conv1d for the kernel: the gradient with respect to w (of "
-                       "shape w_shape) of sum(conv1d(x, w, ...) * g), summed over the batch in "
-                       "a fixed order."),
-     .eval = [](Args& a) -> Value { return conv_grad_weight_eval(a, 1); },
-     .ns_per_element = 20.0},
-    {.name = "conv2d",
-     .family = "nn",
-     .params = {{"x"}, {"w"}, opt("strides", Value(int64_t{1})), opt("padding", str("valid")),
-                opt("dilation", Value(int64_t{1}))},
-     .help = with_note(
-         "2-d convolution (cross-correlation, as Keras Conv2D, no bias) of x (batch, height, "
-         "width, channels) with kernel w (kernel_height, kernel_width, in_channels, filters); "
-         "result (batch, out_height, out_width, filters). strides and dilation: an int or "
-         "[vertical, horizontal]. padding: 'valid' or 'same' (ceil(n / stride) outputs, "
-         "TensorFlow's padding split)."),
-     .eval = [](Args& a) -> Value { return conv_eval(a, 2); },
-     .ns_per_element = 20.0,
-     .grads = {"conv2d_grad_input(g, w, shape(x), strides, padding, dilation)",
-               "conv2d_grad_weight(g, x, shape(w), strides, padding, dilation)", "", "", ""}},
-    {.name = "conv2d_grad_input",
-     .family = "nn",
-     .params = {{"g"}, {"w"}, {"x_shape"}, opt("strides", Value(int64_t{1})),
-                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
-     .help = with_note("Backward of conv2d for the input: the gradient with respect to x (of "
-                       "shape x_shape) of sum(conv2d(x, w, ...) * g)."),
-     .eval = [](Args& a) -> Value { return conv_grad_input_eval(a, 2); },
-     .ns_per_element = 20.0},
-    {.name = "conv2d_grad_weight",
-     .family = "nn",
-     .params = {{"g"}, {"x"}, {"w_shape"}, opt("strides", Value(int64_t{1})),
-                opt("padding", str("valid")), opt("dilation", Value(int64_t{1}))},
-     .help = with_note("Backward of conv2d for the kernel: the gradient with respect to w (of "
-                       "shape w_shape) of sum(conv2d(x, w, ...) * g), summed over the batch in "
-                       "a fixed order."),
-     .eval = [](Args& a) -> Value { return conv_grad_weight_eval(a, 2); },
-     .ns_per_element = 20.0},
+    conv_spec(1),
+    conv_grad_input_spec(1),
+    conv_grad_weight_spec(1),
+    conv_spec(2),
+    conv_grad_input_spec(2),
+    conv_grad_weight_spec(2),
     pool_spec("max_pool1d", 1, PoolKind::max),
     pool_spec("avg_pool1d", 1, PoolKind::average),
     pool_spec("max_pool2d", 2, PoolKind::max),

@@ -534,12 +534,15 @@ const bool registered = register_primitives({
                 "Python's `not x`: true for None, False, zero, empty strings, lists and dicts; an "
                 "array must have exactly one element (ValueError otherwise).",
                 [](Args& a) -> Value { return !a[0].truthy("not"); }),
-    python_spec("unpack", {{"x"}, {"count"}},
-                "x checked for Python's `a, b = x` with `count` targets: x's items (a dict's keys, "
-                "a string's characters; lists, tuples and arrays (first axis) themselves). "
-                "ValueError 'too many values to unpack (expected N)' or 'not enough values to "
-                "unpack (expected N, got M)' otherwise.",
-                unpack, /*views=*/true),
+    // x itself for lists, tuples and arrays, so its cotangent is g (a, b =
+    // split(x, 2) differentiates through the items' getitem).
+    with_grads(python_spec("unpack", {{"x"}, {"count"}},
+                           "x checked for Python's `a, b = x` with `count` targets: x's items (a "
+                           "dict's keys, a string's characters; lists, tuples and arrays (first "
+                           "axis) themselves). ValueError 'too many values to unpack (expected "
+                           "N)' or 'not enough values to unpack (expected N, got M)' otherwise.",
+                           unpack, /*views=*/true),
+               {"g", ""}),
     python_spec("iterate", {{"x"}},
                 "What a Python for loop over x visits, indexable by 0..len-1: lists, tuples and "
                 "arrays themselves, a dict's keys, a string's characters. TypeError for values "

@@ -616,7 +616,8 @@ const bool registered = register_primitives({
      .help = "A list of sub-arrays: an int splits into equal sections (an error if it does not "
              "divide), a list gives split points, like numpy.split.",
      .eval = split,
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"split_grad(g, x, indices_or_sections, axis)", "", ""}},
     {.name = "flip", .family = "shape", .params = {{"x"}, opt("axis", Value())},
      .help = "x with the order of elements reversed along the given axes (all when nil), like "
              "numpy.flip.",

@@ -68,11 +68,12 @@ const Names& kMean() {
 }
 const Names& kRaw() {
   // copy_value (x.copy()) forwards arrays to the copy primitive, which
-  // converts and stores back itself.
+  // converts and stores back itself; getitem_grad likewise to zeros_like and
+  // index_add.
   static const Names names = {
       "astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj", "item", "real", "imag",
       "print", "str", "repr", "format", "type", "len", "file_write_npy", "save", "shape", "ndim",
-      "size", "copy_value",
+      "size", "copy_value", "getitem_grad",
       // Python values only held or moved: a list keeps
       // its elements' dtypes (uint64 2**64 - 1 too).
       "append", "extend", "insert", "concat", "to_list", "to_tuple", "unpack", "get", "keys",

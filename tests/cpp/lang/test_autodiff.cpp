@@ -30,6 +30,18 @@ Array input(const std::string& name) {
       {"cube", {{2, 3, 2}, {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2}}},
       {"zeroed", {{2, 3}, {0.3, 0.0, 1.1, 0.45, -1.3, 0.8}}},
   };
+  // Convolutions' data (batch, steps or rows and columns, channels) and
+  // kernels: k1 is (kernel_size, channels / 2, filters) for groups 2, k2 a
+  // depthwise kernel over 2 channels. Fixed values of both signs.
+  static const std::map<std::string, Shape> conv_inputs = {
+      {"sig", {2, 5, 4}},      {"sig10", {2, 10, 4}},   {"k1", {3, 2, 4}},    {"img", {1, 3, 3, 2}},
+      {"img45", {1, 4, 5, 2}}, {"img43", {1, 4, 3, 2}}, {"k2", {2, 2, 1, 2}},
+  };
+  if (auto it = conv_inputs.find(name); it != conv_inputs.end()) {
+    Array a(DType::float64, it->second);
+    for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = std::sin(1.3 * i + 0.4) * 0.9;
+    return a;
+  }
   auto& [shape, values] = inputs.at(name);
   return Array::from_vector<double>(values, shape);
 }
@@ -113,6 +125,38 @@ const std::vector<GradCase>& cases() {
       {"atleast_2d", "atleast_2d(row)", {"row"}},
       {"atleast_3d", "atleast_3d(a)", {"a"}},
       {"getitem", "a[1, 0:2] * row[0:2]", {"a", "row"}},
+      // An item of a list of differentiated values: the list's cotangent is
+      // a list, nil for the items no gradient reached.
+      {"getitem", "list(a, a * b)[1] * tuple(b, a)[0]", {"a", "b"}},
+      {"getitem", "list(a, b, a * b)[0:2][1] * a", {"a", "b"}},
+      // split gives a list: pieces used, unused (nil), and overlapping ones
+      // when the split points are out of order.
+      {"split", "split(a, 3, axis=1)[2] * split(a, [1], axis=1)[0]", {"a"}},
+      {"split", "split(a, [2, 1], axis=1)[2] * 3.0 + split(a, [2, 1], axis=1)[0][:, 1:]", {"a"}},
+      {"split", "concatenate(split(cube, 2, axis=2), axis=0) * 2.0", {"cube"}},
+      {"unpack", "unpack(a, 2)[1] * unpack(split(v, 3), 3)[0]", {"a", "v"}},
+      // Convolutions with groups, and the transposed convolution (the
+      // backward primitives differentiated in their arrays).
+      {"conv1d", "conv1d(sig, k1, 2, \"same\", 1, 2)", {"sig", "k1"}},
+      {"conv2d", "conv2d(img45, k2, [1, 2], \"same\", 1, 2)", {"img45", "k2"}},
+      {"conv1d_grad_input",
+       "conv1d_grad_input(sig, k1, [2, 10, 4], 2, \"same\", 1, 2)",
+       {"sig", "k1"}},
+      {"conv1d_grad_input",
+       "conv1d_grad_input(sig, k1, [2, 9, 4], 2, \"causal\", 1, 2)",
+       {"sig", "k1"}},
+      {"conv2d_grad_input",
+       "conv2d_grad_input(img, k2, [1, 7, 4, 2], [2, 1], \"valid\", 1, 2)",
+       {"img", "k2"}},
+      {"conv2d_grad_input",
+       "conv2d_grad_input(img, k2, [1, 5, 5, 2], 1, \"valid\", 2, 2)",
+       {"img", "k2"}},
+      {"conv1d_grad_weight",
+       "conv1d_grad_weight(sig, sig10, [3, 2, 4], 2, \"same\", 1, 2)",
+       {"sig", "sig10"}},
+      {"conv2d_grad_weight",
+       "conv2d_grad_weight(img43, img45, [2, 2, 1, 2], [1, 2], \"same\", 1, 2)",
+       {"img43", "img45"}},
       {"sum", "sum(a, axis=1) * col[:, 0]", {"a", "col"}},
       {"sum", "sum(cube, axis=[0, 2], keepdims=true)", {"cube"}},
       {"mean", "mean(a, axis=0) * row", {"a", "row"}},
@@ -152,8 +196,8 @@ const std::vector<GradCase>& cases() {
       {"dot", "dot(v, v)", {"v"}},
       {"dot", "dot(a, v)", {"a", "v"}},
       {"dot", "dot(w, a)", {"w", "a"}},
-      {"dot", "dot(cube, w)", {"cube", "w"}},  // N-d with a vector
-      {"dot", "dot(a, cube)", {"a", "cube"}},  // N-d: (2, 3) . (2, 3, 2)
+      {"dot", "dot(cube, w)", {"cube", "w"}},             // N-d with a vector
+      {"dot", "dot(a, cube)", {"a", "cube"}},             // N-d: (2, 3) . (2, 3, 2)
       {"dot", "dot(cube, transpose(m))", {"cube", "m"}},  // N-d . 2-d
       {"dot", "dot(a, 2.5) + dot(1.5, b)", {"a", "b"}},
       {"cumsum", "cumsum(a, axis=1)", {"a"}},

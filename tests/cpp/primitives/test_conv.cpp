@@ -275,6 +275,75 @@ TEST(Conv, Float32RunsThroughOneDNN) {
   EXPECT_EQ(kernels::onednn_calls(), before);
 }
 
+// Grouped convolution (values against NumPy in tests/python/test_conv_groups.py):
+// float32 takes oneDNN's grouped path, and agrees with the float64 loops.
+TEST(Conv, GroupsRunThroughOneDNN) {
+  Array x = random_array({2, 7, 6, 6}, 19), w = random_array({3, 2, 2, 9}, 20);
+  Value st = pair(2, 1);
+  Array y = arr(call("conv2d", {x, w, st, "same", 1, 3}));
+  Array g = random_array(y.shape(), 21);
+  Array dx = arr(call("conv2d_grad_input", {g, w, shape_of(x), st, "same", 1, 3}));
+  Array dw = arr(call("conv2d_grad_weight", {g, x, shape_of(w), st, "same", 1, 3}));
+  auto f32_of = [](const Array& a) { return a.astype(DType::float32); };
+  uint64_t before = kernels::onednn_calls();
+  Array y32 = arr(call("conv2d", {f32_of(x), f32_of(w), st, "same", 1, 3}));
+  Array dx32 =
+      arr(call("conv2d_grad_input", {f32_of(g), f32_of(w), shape_of(x), st, "same", 1, 3}));
+  Array dw32 =
+      arr(call("conv2d_grad_weight", {f32_of(g), f32_of(x), shape_of(w), st, "same", 1, 3}));
+  EXPECT_EQ(kernels::onednn_calls() - before, 3u);
+  EXPECT_EQ(y32.dtype(), DType::float32);
+  EXPECT_TRUE(grads_close(y32, y, 1e-4, 1e-4));
+  EXPECT_TRUE(grads_close(dx32, dx, 1e-4, 1e-4));
+  EXPECT_TRUE(grads_close(dw32, dw, 1e-4, 1e-4));
+  // Depthwise (groups = channels) and 1-d.
+  Array xd = random_array({2, 9, 4}, 22, DType::float32), wd = random_array({3, 1, 8}, 23);
+  before = kernels::onednn_calls();
+  Array yd = arr(call("conv1d", {xd, wd.astype(DType::float32), 1, "causal", 2, 4}));
+  EXPECT_EQ(kernels::onednn_calls() - before, 1u);
+  EXPECT_TRUE(grads_close(
+      yd, arr(call("conv1d", {xd.astype(DType::float64), wd, 1, "causal", 2, 4})), 1e-4, 1e-4));
+}
+
+TEST(Conv, GroupsErrors) {
+  using IA = std::invalid_argument;
+  Array x2 = random_array({1, 5, 5, 6}, 44);
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv2d", {x2, random_array({2, 2, 2, 9}, 1), 1, "valid", 1, 4}); },
+      "[conv2d] input channels (6) must be divisible by groups (4); input "
+      "shape (1, 5, 5, 6)"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv2d", {x2, random_array({2, 2, 2, 8}, 1), 1, "valid", 1, 3}); },
+      "[conv2d] filters (8, the kernel's last dimension) must be divisible "
+      "by groups (3); kernel shape (2, 2, 2, 8)"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv2d", {x2, random_array({2, 2, 3, 9}, 1), 1, "valid", 1, 3}); },
+      "[conv2d] input has 6 channels in 3 groups of 2, so the kernel's "
+      "in_channels dimension must be 2, got 3"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] { call("conv2d", {x2, random_array({2, 2, 6, 6}, 1), 1, "valid", 1, 0}); },
+      "[conv2d] argument 'groups' must be a positive integer, got 0"));
+  EXPECT_TRUE(throws_with<TypeError>(
+      [&] {
+        call("conv1d",
+             {random_array({1, 5, 2}, 1), random_array({2, 1, 2}, 1), 1, "valid", 1, "two"});
+      },
+      "[conv1d] argument 'groups'"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] {
+        call("conv1d_grad_weight", {random_array({1, 4, 4}, 1), random_array({1, 5, 4}, 1),
+                                    Value(List{2, 2, 4}), 1, "valid", 1, 3});
+      },
+      "[conv1d_grad_weight] input channels (4) must be divisible by groups (3)"));
+  EXPECT_TRUE(throws_with<IA>(
+      [&] {
+        call("conv2d_grad_input", {random_array({1, 4, 4, 4}, 1), random_array({2, 2, 1, 4}, 1),
+                                   Value(List{1, 5, 5, 3}), 1, "valid", 1, 3});
+      },
+      "[conv2d_grad_input] filters (4, the kernel's last dimension) must be divisible by groups "
+      "(3)"));
+}
+
 TEST(Pool, ForwardMatchesReference) {
   for (bool max : {true, false})
     for (std::string padding : {"valid", "same"})
@@ -398,9 +467,16 @@ TEST(Conv, ResultsIdenticalForOneAndTwoThreads) {
 TEST(Conv, GradientRulesNameTheBackwardPrimitives) {
   const PrimitiveSpec* c1 = find_primitive("conv1d");
   ASSERT_NE(c1, nullptr);
-  ASSERT_EQ(c1->grads.size(), 5u);
-  EXPECT_EQ(c1->grads[0], "conv1d_grad_input(g, w, shape(x), stride, padding, dilation)");
-  EXPECT_EQ(c1->grads[1], "conv1d_grad_weight(g, x, shape(w), stride, padding, dilation)");
+  ASSERT_EQ(c1->grads.size(), 6u);
+  EXPECT_EQ(c1->grads[0], "conv1d_grad_input(g, w, shape(x), stride, padding, dilation, groups)");
+  EXPECT_EQ(c1->grads[1], "conv1d_grad_weight(g, x, shape(w), stride, padding, dilation, groups)");
+  // The transposed convolution (conv*_grad_input) is differentiable too.
+  const PrimitiveSpec* t2 = find_primitive("conv2d_grad_input");
+  ASSERT_NE(t2, nullptr);
+  ASSERT_EQ(t2->grads.size(), 7u);
+  EXPECT_EQ(t2->grads[0], "conv2d(g, w, strides, padding, dilation, groups)");
+  EXPECT_EQ(t2->grads[1],
+            "conv2d_grad_weight(dy, g, shape(w), strides, padding, dilation, groups)");
   for (const char* name : {"conv2d", "max_pool1d", "avg_pool1d", "max_pool2d", "avg_pool2d"}) {
     const PrimitiveSpec* p = find_primitive(name);
     ASSERT_NE(p, nullptr) << name;
@@ -457,10 +533,10 @@ TEST(Conv, Errors) {
   // Backward primitives check g against the forward result's shape.
   EXPECT_TRUE(throws_with<IA>(
       [&] { call("conv1d_grad_input", {random_array({2, 5, 4}, 1), w, shape_of(x)}); },
-      "[conv1d_grad_input] g has shape (2, 5, 4) but the forward result has shape (2, 4, 4)"));
+      "[conv1d_grad_input] dy has shape (2, 5, 4) but the forward result has shape (2, 4, 4)"));
   EXPECT_TRUE(throws_with<IA>(
       [&] { call("conv1d_grad_weight", {random_array({2, 4, 5}, 1), x, shape_of(w)}); },
-      "[conv1d_grad_weight] g has shape (2, 4, 5) but the forward result has shape (2, 4, 4)"));
+      "[conv1d_grad_weight] dy has shape (2, 4, 5) but the forward result has shape (2, 4, 4)"));
   EXPECT_TRUE(throws_with<IA>(
       [&] { call("conv1d_grad_input", {random_array({2, 4, 4}, 1), w, Value(List{2, 6})}); },
       "[conv1d_grad_input] x_shape must be 3-d"));

@@ -109,6 +109,12 @@ TEST(IndexingAdvanced, IntegerArrays) {
   EXPECT_TRUE(array_eq(get(x, {sl(1, {}), ints({0, -1})}), DType::float64, {2, 2},
                        {4, 7, 8, 11}));
   EXPECT_TRUE(array_eq(get(x, {List{}}), DType::float64, {0, 4}, {}));
+  // An empty selection writes nothing (and reads no index table).
+  std::vector<double> x_values(12);
+  std::iota(x_values.begin(), x_values.end(), 0.0);
+  EXPECT_TRUE(array_eq(call("index_add", {x, 1.0, List{}}), DType::float64, {3, 4}, x_values));
+  EXPECT_TRUE(
+      array_eq(call("index_add", {x, 1.0, sl({}, {}), List{}}), DType::float64, {3, 4}, x_values));
   EXPECT_TRUE(array_eq(get(i64({5, 6, 7}), {i64({2, 2, 0, 1}, {2, 2})}), DType::int64, {2, 2},
                        {7, 7, 5, 6}));
   Value z = iota({2, 3, 4});
