@@ -2,7 +2,7 @@
 subclassed) whose training step (forward, backward, update) is one compiled
 tessera program."""
 
-from . import callbacks, initializers, losses, metrics, regularizers
+from . import callbacks, initializers, losses, metrics, regularizers, saving
 from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
                      BatchNormalization, Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose,
                      DepthwiseConv1D, DepthwiseConv2D, Dense, Dropout, Embedding, Flatten,
@@ -10,10 +10,18 @@ from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, 
                      GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
                      GlobalMaxPooling2D, Identity, Layer, LayerNormalization, MaxPool1D,
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Permute, RepeatVector, Reshape)
+from .attention import MultiHeadAttention
+from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
+                      average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
+from .recurrent import GRU, LSTM, SimpleRNN
+from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
 
 __all__ = [
+    "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
+    "MultiHeadAttention", "SimpleRNN", "Subtract", "add", "average", "concatenate", "load_model",
+    "maximum", "minimum", "multiply", "register_keras_serializable", "subtract",
     "Activation", "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
     "BatchNormalization", "Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose",
     "DepthwiseConv1D", "DepthwiseConv2D", "Dense", "Dropout", "Embedding", "Flatten",

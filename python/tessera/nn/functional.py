@@ -61,7 +61,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
             raise ValueError(f"{e} (layer {layer.name!r} called at {where})") from None
         layer.input_shape, layer.output_shape, layer.built = shape_arg, out, True
         layer._built_for = shapes
-    elif shapes != layer._built_for:
+    elif shapes != layer._built_for or getattr(layer, "split_call", None) is not None:
         old = list(layer.params)
         try:
             out = layer.compute_output_shape(shape_arg)

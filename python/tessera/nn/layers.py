@@ -1062,5 +1062,5 @@ def initial_value(param: Param, seed: int, dtype: str = "float32"):
     that one)."""
     from . import initializers  # noqa: PLC0415
 
-    init = initializers.get(param.init)
+    init = param.init if hasattr(param.init, "generate") else initializers.get(param.init)
     return init.generate(tuple(param.shape), dtype, seed)

@@ -586,7 +586,10 @@ class Model(Layer):
         return sizes
 
     def _program(self, kind):
-        prog = self._programs.get(kind)
+        # trainable flags may change between calls (Keras: recompile; here
+        # the programs follow)
+        kind_key = (kind, tuple(self._params(True)))
+        prog = self._programs.get(kind_key)
         if prog is not None:
             return prog
         if self._compiled is None and kind != "predict":
@@ -618,7 +621,7 @@ class Model(Layer):
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
                         "eval_fn\n")
             prog = _core.Program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
-        self._programs[kind] = prog
+        self._programs[kind_key] = prog
         return prog
 
     def _bucket_plan(self, P):
@@ -1163,7 +1166,7 @@ class Model(Layer):
             prog = self._program(("train", weighted))
         opt = self._compiled.optimizer
         P, S = self._params(True), self._params(False)
-        if self._opt_state is None:
+        if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
             self._opt_state = opt.init_state(self.weights, self._opt_statevars)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None

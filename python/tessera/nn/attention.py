@@ -1,0 +1,174 @@
+"""Multi-head attention, like keras.layers.MultiHeadAttention: the same
+weights (query/key/value kernels (dim, heads, key_dim) with biases (heads,
+key_dim), output kernel (heads, value_dim, dim)), scaling, masks and call
+signature:
+
+    mha = nn.MultiHeadAttention(num_heads=4, key_dim=64)
+    y = mha(x, x, use_causal_mask=True)                # self-attention, causal
+    y = mha(q, v, attention_mask=mask)                  # mask (batch, Tq, Tv): 1 = attend
+    y, scores = mha(q, v, return_attention_scores=True)
+
+A key padding mask is an attention_mask of shape (batch, 1, Tv)."""
+
+from __future__ import annotations
+
+import math
+
+from .layers import Layer, Param, _initializer, _positive, _regularizer
+from .symbolic import KerasTensor
+
+__all__ = ["MultiHeadAttention"]
+
+
+class MultiHeadAttention(Layer):
+    """Scaled dot-product attention over num_heads heads."""
+
+    kind = "MultiHeadAttention"
+    multi_input = True
+
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True,
+                 output_shape=None, attention_axes=None, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        k = self.kind
+        self.num_heads = _positive(num_heads, "num_heads", k)
+        self.key_dim = _positive(key_dim, "key_dim", k)
+        self.value_dim = self.key_dim if value_dim is None else _positive(value_dim,
+                                                                          "value_dim", k)
+        if isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"[{k}] dropout must be in [0, 1), got {dropout!r}")
+        self.dropout = float(dropout)
+        self.use_bias = bool(use_bias)
+        if output_shape is not None and not isinstance(output_shape, int):
+            output_shape = tuple(output_shape)
+            if len(output_shape) != 1:
+                raise ValueError(f"[{k}] output_shape must be an int (the last axis), got "
+                                 f"{output_shape!r}")
+            output_shape = output_shape[0]
+        self.out_dim = output_shape
+        if attention_axes is not None:
+            raise ValueError(f"[{k}] attention_axes is not supported: attention runs over axis 1 "
+                             "(timesteps) of (batch, timesteps, features) inputs")
+        self.kernel_initializer = _initializer(kernel_initializer, k, "kernel_initializer")
+        self.bias_initializer = _initializer(bias_initializer, k, "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, k, "kernel_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+
+    def split_call(self, query, value=None, key=None, query_mask=None, value_mask=None,
+                   key_mask=None, attention_mask=None, return_attention_scores=False,
+                   training=None, use_causal_mask=False, _has_key=None, _has_mask=None):
+        """The symbolic inputs [query, value, (key), (attention_mask)] and the
+        call's flags."""
+        if isinstance(query, (list, tuple)):  # a recorded call, rebuilt by load_model
+            items = list(query)
+            query, value = items[0], items[1]
+            rest = items[2:]
+            key = rest.pop(0) if _has_key else None
+            attention_mask = rest.pop(0) if _has_mask else None
+        for name, m in (("query_mask", query_mask), ("value_mask", value_mask),
+                        ("key_mask", key_mask)):
+            if m is not None:
+                raise ValueError(f"[MultiHeadAttention] {name} is not supported; pass an "
+                                 "attention_mask of shape (batch, Tq, Tv) (or (batch, 1, Tv) for "
+                                 "key padding)")
+        if value is None:
+            raise TypeError("[MultiHeadAttention] called without value: mha(query, value)")
+        ins = [query, value] + ([key] if key is not None else []) + \
+            ([attention_mask] if attention_mask is not None else [])
+        for t in ins:
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f"[MultiHeadAttention] inputs must be symbolic tensors, got "
+                                f"{type(t).__name__}")
+        static = {"_has_key": key is not None, "_has_mask": attention_mask is not None}
+        if return_attention_scores:
+            static["return_attention_scores"] = True
+        if use_causal_mask:
+            static["use_causal_mask"] = True
+        if training is not None:
+            static["training"] = bool(training)
+        self._flags = static
+        return ins, static
+
+    def compute_output_shape(self, shapes):
+        flags = getattr(self, "_flags", {})
+        q, v = shapes[0], shapes[1]
+        k = shapes[2] if flags.get("_has_key") else v
+        for name, s in (("query", q), ("value", v), ("key", k)):
+            if len(s) != 2:
+                raise ValueError(f"[MultiHeadAttention] {name} must have shape (batch, "
+                                 f"timesteps, features), got {(None,) + tuple(s)}")
+        if k[0] != v[0]:
+            raise ValueError(f"[MultiHeadAttention] key and value must have the same length, got "
+                             f"{k[0]} and {v[0]}")
+        if flags.get("_has_mask"):
+            m = shapes[-1]
+            ok = len(m) == 2 and m[0] in (1, q[0]) and m[1] == v[0]
+            if not ok:
+                raise ValueError(f"[MultiHeadAttention] attention_mask must have shape (batch, "
+                                 f"{q[0]}, {v[0]}) or (batch, 1, {v[0]}), got "
+                                 f"{(None,) + tuple(m)}")
+        h, kd, vd = self.num_heads, self.key_dim, self.value_dim
+        d_out = self.out_dim or q[-1]
+        kinit, binit = self.kernel_initializer, self.bias_initializer
+        kreg, breg = self.kernel_regularizer, self.bias_regularizer
+        self.params = []
+        for part, dim, size in (("query", q[-1], kd), ("key", k[-1], kd), ("value", v[-1], vd)):
+            self.params.append(Param(f"{part}_kernel", (dim, h, size), kinit, regularizer=kreg))
+            if self.use_bias:
+                self.params.append(Param(f"{part}_bias", (h, size), binit, regularizer=breg))
+        self.params.append(Param("output_kernel", (h, vd, d_out), kinit, regularizer=kreg))
+        if self.use_bias:
+            self.params.append(Param("output_bias", (d_out,), binit, regularizer=breg))
+        out = (q[0], d_out)
+        if flags.get("return_attention_scores"):
+            return [out, (h, q[0], v[0])]
+        return out
+
+    def forward(self, xs, p, ctx, _has_key=False, _has_mask=False, return_attention_scores=False,
+                use_causal_mask=False):
+        shapes = [s[1:] for s in ctx.input_shapes]
+        q_in, v_in = xs[0], xs[1]
+        k_in = xs[2] if _has_key else v_in
+        mask = xs[-1] if _has_mask else None
+        tq, tv = shapes[0][0], shapes[1][0]
+        h, kd, vd = self.num_heads, self.key_dim, self.value_dim
+
+        def project(x, part, dim, size, t):
+            y = f"({x} @ reshape({p[part + '_kernel']}, [{dim}, {h * size}]))"
+            if self.use_bias:
+                y = f"({y} + reshape({p[part + '_bias']}, [{h * size}]))"
+            # (batch, t, heads, size) -> (batch, heads, t, size)
+            return ctx.define(part[0], f"transpose(reshape({y}, [-1, {t}, {h}, {size}]), "
+                                       "[0, 2, 1, 3])")
+
+        q = project(q_in, "query", shapes[0][-1], kd, tq)
+        k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
+        v = project(v_in, "value", shapes[1][-1], vd, tv)
+        scale = 1.0 / math.sqrt(kd)
+        scores = ctx.define("s", f"matmul({q} * {scale!r}, transpose({k}, [0, 1, 3, 2]))")
+        keep = []
+        if use_causal_mask:
+            keep.append(f"tril(ones([{tq}, {tv}]))")
+        if mask is not None:
+            keep.append(f"expand_dims(astype({mask}, \"float64\"), 1)")
+        if keep:
+            m = " * ".join(keep)
+            scores = ctx.define("s", f"{scores} + astype((1.0 - {m}) * -1e9, "
+                                     f"dtype_name({scores}))")
+        probs = ctx.define("p", f"softmax({scores}, axis=-1)")
+        attended = probs
+        if self.dropout:
+            attended = ctx.define("p", f"dropout({probs}, {self.dropout!r}, "
+                                       f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}, "
+                                       f"{ctx.training})")
+        o = ctx.define("o", f"reshape(transpose(matmul({attended}, {v}), [0, 2, 1, 3]), "
+                            f"[-1, {tq}, {h * vd}])")
+        d_out = self.out_dim or shapes[0][-1]
+        out = f"({o} @ reshape({p['output_kernel']}, [{h * vd}, {d_out}]))"
+        if self.use_bias:
+            out = f"bias_add({out}, {p['output_bias']})"
+        if return_attention_scores:
+            return [out, probs]
+        return out
+

@@ -1,0 +1,204 @@
+"""Recurrent layers, like Keras's SimpleRNN, LSTM and GRU (Keras's gate
+order, weight layouts and defaults), over inputs (batch, timesteps,
+features).
+
+The time loop is unrolled into the training step's program: the input
+projection of all timesteps is one matrix product, each step adds its
+recurrent product and gates, and the backward pass (the core's autodiff)
+runs back through the steps. The number of timesteps is fixed by the input
+shape."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layers import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
+
+__all__ = ["SimpleRNN", "LSTM", "GRU"]
+
+
+class _ForgetBias:
+    """LSTM bias: zeros, with ones for the forget gate (Keras's unit_forget_bias)."""
+
+    def __init__(self, units: int):
+        self.units = units
+
+    def generate(self, shape, dtype, seed):
+        b = np.zeros(shape, dtype=dtype)
+        b[self.units:2 * self.units] = 1.0
+        return b
+
+
+class _RNN(Layer):
+    gates = 1
+
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+                 kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
+                 bias_initializer="zeros", kernel_regularizer=None, recurrent_regularizer=None,
+                 bias_regularizer=None, dropout=0.0, recurrent_dropout=0.0,
+                 return_sequences=False, return_state=False, go_backwards=False, stateful=False,
+                 unroll=False, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        k = self.kind
+        self.units = _positive(units, "units", k)
+        self.activation = _activation(activation, k)
+        self.recurrent_activation = _activation(recurrent_activation, k)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = _initializer(kernel_initializer, k, "kernel_initializer")
+        self.recurrent_initializer = _initializer(recurrent_initializer, k,
+                                                  "recurrent_initializer")
+        self.bias_initializer = _initializer(bias_initializer, k, "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, k, "kernel_regularizer")
+        self.recurrent_regularizer = _regularizer(recurrent_regularizer, k,
+                                                  "recurrent_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+        if isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"[{k}] dropout must be in [0, 1), got {dropout!r}")
+        if recurrent_dropout:
+            raise ValueError(f"[{k}] recurrent_dropout is not supported; use dropout (on the "
+                             "inputs) or a Dropout layer")
+        if stateful:
+            raise ValueError(f"[{k}] stateful=True is not supported")
+        self.dropout = float(dropout)
+        self.return_sequences = bool(return_sequences)
+        self.return_state = bool(return_state)
+        self.go_backwards = bool(go_backwards)
+
+    def _bias_shape(self):
+        return (self.gates * self.units,)
+
+    def _bias_init(self):
+        return self.bias_initializer
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, 2, "timesteps, features")
+        t, f = s
+        u, g = self.units, self.gates
+        self.params = [
+            Param("kernel", (f, g * u), self.kernel_initializer,
+                  regularizer=self.kernel_regularizer),
+            Param("recurrent_kernel", (u, g * u), self.recurrent_initializer,
+                  regularizer=self.recurrent_regularizer)]
+        if self.use_bias:
+            self.params.append(Param("bias", self._bias_shape(), self._bias_init(),
+                                     regularizer=self.bias_regularizer))
+        out = (t, u) if self.return_sequences else (u,)
+        if self.return_state:
+            return [out] + [(u,)] * self._n_states()
+        return out
+
+    def _n_states(self):
+        return 1
+
+    def forward(self, x, p, ctx):
+        steps = self.input_shape[0]
+        u = self.units
+        if self.dropout:
+            x = f"dropout({x}, {self.dropout!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, " \
+                f"{ctx.training})"
+        xw = f"({x} @ {p['kernel']})"
+        if self.use_bias:
+            xw = f"({xw} + {self._input_bias(p)})"
+        xw = ctx.define("xw", xw)
+        zero = ctx.define("h0", f"zeros_like({xw}[:, 0, 0:{u}])")
+        states = [zero] * self._n_states()
+        outputs = []
+        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
+        for t in order:
+            states = self._step(f"{xw}[:, {t}, :]", states, p, ctx)
+            outputs.append(states[0])
+        out = f"stack(list({', '.join(outputs)}), axis=1)" if self.return_sequences \
+            else states[0]
+        if self.return_state:
+            return [out] + list(states)
+        return out
+
+    def _input_bias(self, p):
+        return p["bias"]
+
+    def _act(self, expr, ctx):
+        return ctx.define("a", _apply(self.activation, expr, ctx))
+
+    def _ract(self, expr, ctx):
+        return ctx.define("r", _apply(self.recurrent_activation, expr, ctx))
+
+
+class SimpleRNN(_RNN):
+    """h_t = activation(x_t @ kernel + h_{t-1} @ recurrent_kernel + bias)."""
+
+    kind = "SimpleRNN"
+    gates = 1
+
+    def _step(self, xt, states, p, ctx):
+        (h,) = states
+        return [self._act(f"{xt} + {h} @ {p['recurrent_kernel']}", ctx)]
+
+
+class LSTM(_RNN):
+    """Long short-term memory, Keras's gate order (input, forget, cell,
+    output) and unit_forget_bias."""
+
+    kind = "LSTM"
+    gates = 4
+
+    def __init__(self, units, *args, unit_forget_bias=True, **kwargs):
+        super().__init__(units, *args, **kwargs)
+        self.unit_forget_bias = bool(unit_forget_bias)
+
+    def _bias_init(self):
+        return _ForgetBias(self.units) if self.unit_forget_bias else self.bias_initializer
+
+    def _n_states(self):
+        return 2
+
+    def _step(self, xt, states, p, ctx):
+        h, c = states
+        u = self.units
+        z = ctx.define("z", f"{xt} + {h} @ {p['recurrent_kernel']}")
+        i = self._ract(f"{z}[:, 0:{u}]", ctx)
+        f = self._ract(f"{z}[:, {u}:{2 * u}]", ctx)
+        g = self._act(f"{z}[:, {2 * u}:{3 * u}]", ctx)
+        o = self._ract(f"{z}[:, {3 * u}:{4 * u}]", ctx)
+        c = ctx.define("c", f"{f} * {c} + {i} * {g}")
+        h = ctx.define("h", f"{o} * {_apply(self.activation, c, ctx)}")
+        return [h, c]
+
+
+class GRU(_RNN):
+    """Gated recurrent unit, Keras's gate order (update, reset, candidate);
+    reset_after=True (Keras 3's default) applies the reset gate after the
+    recurrent product and has separate input and recurrent biases."""
+
+    kind = "GRU"
+    gates = 3
+
+    def __init__(self, units, *args, reset_after=True, **kwargs):
+        super().__init__(units, *args, **kwargs)
+        self.reset_after = bool(reset_after)
+
+    def _bias_shape(self):
+        return (2, 3 * self.units) if self.reset_after else (3 * self.units,)
+
+    def _input_bias(self, p):
+        return f"{p['bias']}[0]" if self.reset_after else p["bias"]
+
+    def _step(self, xt, states, p, ctx):
+        (h,) = states
+        u = self.units
+        xz = ctx.define("xz", xt)
+        U = p["recurrent_kernel"]
+        if self.reset_after:
+            hu = f"{h} @ {U}"
+            if self.use_bias:
+                hu = f"{hu} + {p['bias']}[1]"
+            hu = ctx.define("hu", hu)
+            z = self._ract(f"{xz}[:, 0:{u}] + {hu}[:, 0:{u}]", ctx)
+            r = self._ract(f"{xz}[:, {u}:{2 * u}] + {hu}[:, {u}:{2 * u}]", ctx)
+            hh = self._act(f"{xz}[:, {2 * u}:{3 * u}] + {r} * {hu}[:, {2 * u}:{3 * u}]", ctx)
+        else:
+            hu = ctx.define("hu", f"{h} @ {U}[:, 0:{2 * u}]")
+            z = self._ract(f"{xz}[:, 0:{u}] + {hu}[:, 0:{u}]", ctx)
+            r = self._ract(f"{xz}[:, {u}:{2 * u}] + {hu}[:, {u}:{2 * u}]", ctx)
+            hh = self._act(f"{xz}[:, {2 * u}:{3 * u}] + ({r} * {h}) @ {U}[:, {2 * u}:{3 * u}]",
+                           ctx)
+        return [ctx.define("h", f"{z} * {h} + (1.0 - {z}) * {hh}")]
