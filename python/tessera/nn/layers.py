@@ -166,6 +166,7 @@ _name_counts: dict = {}
 
 
 def _snake(name: str) -> str:
+    name = name.lstrip("_") or "layer"
     out = []
     for i, c in enumerate(name):
         if c.isupper() and i and (not name[i - 1].isupper() or
@@ -204,6 +205,8 @@ class Layer:
     kind = "Layer"
 
     def __new__(cls, *args, **kwargs):
+        if kwargs:
+            _check_keywords(cls, kwargs)
         obj = super().__new__(cls)
         obj._init_args = (args, kwargs)  # for get_config (model.save)
         return obj
@@ -247,21 +250,7 @@ class Layer:
         self._symbols: dict = {}  # parameter name -> symbolic tensor (add_weight)
 
     def _unknown_arguments(self, kwargs):
-        import difflib  # noqa: PLC0415
-        import inspect  # noqa: PLC0415
-
-        known = set()
-        for cls in type(self).__mro__:
-            if "__init__" in cls.__dict__:
-                known |= set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
-        for k in kwargs:
-            if k in _KERAS_ALTERNATIVES:
-                raise TypeError(f"[{self.kind}] the Keras argument {k!r} is not supported: "
-                                f"{_KERAS_ALTERNATIVES[k]}")
-            close = difflib.get_close_matches(k, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(f"[{self.kind}] unexpected keyword argument {k!r}{hint} "
-                            f"(arguments: {', '.join(sorted(known))})")
+        _check_keywords(type(self), kwargs, strict=True)
 
     # ---------------------------------------------------------------- shapes
     def compute_output_shape(self, input_shape):
@@ -377,6 +366,39 @@ class Layer:
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _check_keywords(cls, kwargs, strict=False):
+    """Unknown keyword arguments of a layer's constructor: a TypeError naming
+    the closest known one (and what to use for Keras arguments tessera lacks)."""
+    import difflib  # noqa: PLC0415
+    import inspect  # noqa: PLC0415
+
+    known, open_ended = set(), False
+    for c in cls.__mro__:
+        if "__init__" in c.__dict__ and c is not object:
+            params = inspect.signature(c.__init__).parameters
+            known |= {n for n, p in params.items() if p.kind not in (p.VAR_KEYWORD,
+                                                                      p.VAR_POSITIONAL)}
+            if c.__module__.startswith("tessera.") is False and any(
+                    p.kind == p.VAR_KEYWORD for p in params.values()):
+                open_ended = True  # a user's class passing **kwargs on
+    known.discard("self")
+    if open_ended and not strict:
+        return
+    kind = getattr(cls, "kind", cls.__name__)
+    if kind == "Layer":
+        kind = cls.__name__
+    for k in kwargs:
+        if k in known:
+            continue
+        if k in _KERAS_ALTERNATIVES:
+            raise TypeError(f"[{kind}] the Keras argument {k!r} is not supported: "
+                            f"{_KERAS_ALTERNATIVES[k]}")
+        close = difflib.get_close_matches(k, sorted(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise TypeError(f"[{kind}] unexpected keyword argument {k!r}{hint} "
+                        f"(arguments: {', '.join(sorted(known))})")
 
 
 def _float_dtype(dtype) -> str:

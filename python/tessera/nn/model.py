@@ -1273,10 +1273,10 @@ class Model(Layer):
                                            max(batch_size, 256), validation_steps)
                     logs.update({f"val_{k}": v for k, v in vlogs.items()})
                 logs["time"] = time.perf_counter() - start
+                cbs.on_epoch_end(epoch, logs)  # may add to the logs (learning_rate)
                 history._add(epoch, logs)
                 if verbose:
                     self._progress_end(epoch, epochs, logs)
-                cbs.on_epoch_end(epoch, logs)
                 if self.stop_training:
                     break
             cbs.on_train_end(dict(history.history and {k: v[-1] for k, v in
