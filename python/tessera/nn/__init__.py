@@ -31,3 +31,15 @@ __all__ = [
     "MaxPooling1D", "MaxPooling2D", "Model", "Permute", "RepeatVector", "Reshape", "Sequential",
     "callbacks", "initializers", "losses", "metrics", "regularizers",
 ]
+
+
+def __getattr__(name):
+    """A Keras name tessera lacks: an AttributeError naming the closest one."""
+    import difflib  # noqa: PLC0415
+
+    if name.startswith("__"):
+        raise AttributeError(name)
+    close = difflib.get_close_matches(name, __all__, n=2)
+    hint = f"; the closest are {close}" if close else ""
+    raise AttributeError(f"[tessera.nn] has no {name!r} (Keras's {name} is not supported yet)"
+                         f"{hint}. Supported: docs/nn.md")

@@ -101,6 +101,13 @@ class CallbackList:
             c.on_batch_end(batch, logs)
 
 
+def _chief() -> bool:
+    """Locality 0 writes files (the others hold the same model)."""
+    from .. import distributed  # noqa: PLC0415
+
+    return distributed.size() == 1 or distributed.rank() == 0
+
+
 def _mode(monitor: str, mode: str, where: str):
     if mode not in ("auto", "min", "max"):
         raise ValueError(f"[{where}] mode must be 'auto', 'min' or 'max', got {mode!r}")
@@ -210,6 +217,8 @@ class ModelCheckpoint(Callback):
                              f"not in the logs {sorted(logs or {})}") from None
 
     def _save(self, epoch, logs):
+        if not _chief():
+            return  # under tessera run -n N every locality holds the same state
         if self.save_best_only:
             current = _monitored(logs, self.monitor, "ModelCheckpoint")
             better = self.best is None or (current < self.best if self.mode == "min"
@@ -348,6 +357,8 @@ class CSVLogger(Callback):
                 self.keys = self.rows[0][1:]
 
     def on_epoch_end(self, epoch, logs=None):
+        if not _chief():
+            return
         logs = dict(logs or {})
         if self.keys is None:
             self.keys = sorted(logs)

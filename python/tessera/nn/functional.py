@@ -58,7 +58,8 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         try:
             out = layer.compute_output_shape(shape_arg)
         except ValueError as e:
-            raise ValueError(f"{e} (layer {layer.name!r} called at {where})") from None
+            raise ValueError(f"{e} (layer {layer.name!r} called at {where} on "
+                             f"{_producers(in_list)})") from None
         layer.input_shape, layer.output_shape, layer.built = shape_arg, out, True
         layer._built_for = shapes
     elif shapes != layer._built_for or getattr(layer, "split_call", None) is not None:
@@ -83,6 +84,20 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         return [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
                 for k, s in enumerate(out)]
     return KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+
+
+def _producers(tensors) -> str:
+    """Where each input comes from, for errors: "the output (None, 4) of layer 'dense'"."""
+    parts = []
+    for t in tensors:
+        node = t.args[0] if t.op == "item" else t
+        if node.op == "layer":
+            parts.append(f"the output {t.shape} of layer {node.args[0].name!r}")
+        elif t.op == "input":
+            parts.append(f"the Input {t.shape}")
+        else:
+            parts.append(f"the result {t.shape} of {t.fn} at {t.where}")
+    return ", ".join(parts)
 
 
 def _out_dtype(layer, in_list) -> str:

@@ -1202,8 +1202,9 @@ class Model(Layer):
                     total_loss, seen = 0.0, 0
                     totals = [np.zeros(s) for s in sizes]
                 logs = {}
-                shard = {"num_shards": n_ranks, "shard_index": rank} if n_ranks > 1 and \
-                    not chunks else {}
+                # each locality reads only its rows of every global batch (in
+                # deterministic mode, its chunks are those same rows)
+                shard = {"num_shards": n_ranks, "shard_index": rank} if n_ranks > 1 else {}
                 batches = ds.epoch_batches(epoch, start_batch=first, **shard)
                 b = first - 1
                 for batch in batches:
@@ -1218,8 +1219,8 @@ class Model(Layer):
                     state = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
                              + [self._opt_state[v] for v in self._opt_vars])
                     if chunks:
-                        args = state + self._chunk_args(arrays, chunks, n_ranks, rank, seed, it) \
-                            + [it, lr]
+                        args = state + self._chunk_args(arrays, n, chunks, n_ranks, rank, seed,
+                                                        it) + [it, lr]
                     else:
                         extra = []
                         if n_ranks > 1:
@@ -1365,14 +1366,16 @@ class Model(Layer):
         return chunks
 
     @staticmethod
-    def _chunk_args(arrays, chunks, n_ranks, rank, seed, it) -> list:
-        """This locality's chunks of a global batch (chunk c: rows c*n//chunks up to
-        (c+1)*n//chunks), their shares of the batch and their dropout seeds, as
-        the deterministic step takes them: stream by stream (x_0.., y_0..),
-        then w_0.., seed_0.."""
-        n, local = len(arrays[0]), chunks // n_ranks
+    def _chunk_args(arrays, n, chunks, n_ranks, rank, seed, it) -> list:
+        """This locality's chunks of a global batch of n rows (chunk c: rows
+        c*n//chunks up to (c+1)*n//chunks), their shares of the batch and their
+        dropout seeds, as the deterministic step takes them: stream by stream
+        (x_0.., y_0..), then w_0.., seed_0... `arrays` hold this locality's
+        rows, [rank*n//n_ranks, (rank+1)*n//n_ranks): exactly its chunks."""
+        local = chunks // n_ranks
         mine = range(rank * local, (rank + 1) * local)
-        bounds = [(c * n // chunks, (c + 1) * n // chunks) for c in mine]
+        base = rank * n // n_ranks
+        bounds = [(c * n // chunks - base, (c + 1) * n // chunks - base) for c in mine]
         out = []
         for a in arrays:
             out += [a[lo:hi] for lo, hi in bounds]
