@@ -194,6 +194,17 @@ Value matmul_grad_y(Args& a) {
   if (nx == 1 && ny == 1) return prim("multiply", std::vector<Value>{g, x});
   if (nx == 1) return prim("outer", std::vector<Value>{x, g});
   if (nx == 2) return prim("matmul_tn", std::vector<Value>{x, g});
+  if (ny == 2) {
+    // A batch of rows times one matrix (a dense layer on (batch, steps,
+    // features)): one tall product over all rows, not a product per batch
+    // element summed afterwards.
+    Shape xs = shape_of(x), gs = shape_of(g);
+    const int64_t k = xs.back(), n = gs.back();
+    const int64_t rows = k == 0 ? 0 : shape_size(xs) / k;
+    return prim("matmul_tn",
+                std::vector<Value>{prim("reshape", std::vector<Value>{x, shape_list({rows, k})}),
+                                   prim("reshape", std::vector<Value>{g, shape_list({rows, n})})});
+  }
   return prim(
       "matmul",
       std::vector<Value>{

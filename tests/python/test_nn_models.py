@@ -385,3 +385,30 @@ def test_bad_models_and_data_are_reported_before_training(data):
         model.predict(x[:, :5])
     with pytest.raises(ValueError, match=r"\[Model\] the outputs depend on an Input"):
         nn.Model(nn.Input((6,)), nn.Dense(2)(nn.Input((6,))))
+
+
+def test_metrics_in_fit_and_evaluate_are_exact_over_batches(data):
+    x, y = data
+    model = nn.Sequential([nn.Dense(3, activation="softmax")], input_shape=(6,), seed=1)
+    model.compile("adam", "sparse_categorical_crossentropy",
+                  metrics=["accuracy", nn.metrics.SparseTopKCategoricalAccuracy(k=2)])
+    model.fit(x, y, batch_size=10, epochs=1, verbose=0)
+    loss, acc, top2 = model.evaluate(x, y, batch_size=7, verbose=0)
+    p = model.predict(x)
+    np.testing.assert_allclose(acc, np.mean(np.argmax(p, 1) == y))
+    np.testing.assert_allclose(top2, np.mean([y[i] in np.argsort(-p[i])[:2]
+                                              for i in range(len(y))]))
+    yb = (y > 0).astype(np.float32)
+    binary = nn.Sequential([nn.Dense(1, activation="sigmoid")], input_shape=(6,), seed=1)
+    binary.compile("adam", "binary_crossentropy", metrics=["auc", "precision", "recall"])
+    h = binary.fit(x, yb, batch_size=10, epochs=1, verbose=0)
+    assert {"auc", "precision", "recall"} <= set(h.history)
+    _, auc, prec, rec = binary.evaluate(x, yb, batch_size=9, verbose=0)
+    q = binary.predict(x)[:, 0]
+    pred = q > 0.5
+    np.testing.assert_allclose(prec, np.sum(pred & (yb > 0)) / max(1, np.sum(pred)), rtol=1e-6)
+    np.testing.assert_allclose(rec, np.sum(pred & (yb > 0)) / np.sum(yb > 0), rtol=1e-6)
+    # AUC from 200 thresholds is close to the exact ROC AUC
+    pos, neg = q[yb > 0], q[yb == 0]
+    exact = np.mean(pos[:, None] > neg[None, :]) + 0.5 * np.mean(pos[:, None] == neg[None, :])
+    assert abs(auc - exact) < 0.02

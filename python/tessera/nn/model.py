@@ -47,6 +47,10 @@ def _optimizer(opt):
                      "tessera.optim optimizer")
 
 
+def _fmt(v) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
 def _as_list(v) -> list:
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
@@ -1313,7 +1317,8 @@ class Model(Layer):
             for m in ms:
                 n = len(m.expressions("y", "h", None)) if not isinstance(m, _FunctionMetric) \
                     else 2
-                out.append(float(m.result(totals[k:k + n])))
+                r = m.result(totals[k:k + n])
+                out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
                 k += n
         return out
 
@@ -1405,14 +1410,14 @@ class Model(Layer):
             msg = f"\rEpoch {epoch + 1}/{epochs} [{bar}] {b}/{n}"
         else:
             msg = f"\rEpoch {epoch + 1}/{epochs} {b}"
-        msg += "".join(f" - {k} {v:.4f}" for k, v in logs.items())
+        msg += "".join(f" - {k} {_fmt(v)}" for k, v in logs.items())
         msg += f" - {time.perf_counter() - start:.1f}s"
         sys.stdout.write(msg)
         sys.stdout.flush()
 
     def _progress_end(self, epoch, epochs, logs):
         parts = [f"Epoch {epoch + 1}/{epochs}"]
-        parts += [f"{k} {v:.4f}" for k, v in logs.items() if k != "time"]
+        parts += [f"{k} {_fmt(v)}" for k, v in logs.items() if k != "time"]
         parts.append(f"{logs['time']:.2f}s")
         end = "\r" if self._live() else ""
         sys.stdout.write(end + " - ".join(parts) + " " * 10 + "\n")
@@ -1483,7 +1488,7 @@ class Model(Layer):
         result = {"loss": total_loss / max(seen, 1)}
         result.update(zip(self.metrics_names[1:], self._metric_results(totals)))
         if verbose and verbose != "auto" or verbose == "auto" and sys.stdout.isatty():
-            print("evaluate: " + " - ".join(f"{k} {v:.4f}" for k, v in result.items()))
+            print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
             return result
         values = list(result.values())
