@@ -412,3 +412,42 @@ def test_metrics_in_fit_and_evaluate_are_exact_over_batches(data):
     pos, neg = q[yb > 0], q[yb == 0]
     exact = np.mean(pos[:, None] > neg[None, :]) + 0.5 * np.mean(pos[:, None] == neg[None, :])
     assert abs(auc - exact) < 0.02
+
+
+def test_crafted_files_raise_value_error(tmp_path):
+    import hashlib
+    import json
+    import struct
+
+    model = nn.Sequential([nn.Dense(2)], input_shape=(3,))
+
+    def write(header, data=b""):
+        text = json.dumps(header).encode() if not isinstance(header, bytes) else header
+        body = b"TSRWGHT1" + struct.pack("<Q", len(text)) + text + data
+        path = tmp_path / "crafted.tsm"
+        path.write_bytes(body + hashlib.sha256(body).digest())
+        return path
+
+    cases = [
+        [1, 2, 3],                                                     # not an object
+        {"format": "tessera-weights", "version": 1, "tensors": 5},
+        {"format": "tessera-weights", "version": 1, "tensors": [7]},
+        {"format": "tessera-weights", "version": 1, "tensors": [
+            {"name": "l0_kernel", "dtype": "float32", "shape": [2 ** 39] * 4, "offset": 0,
+             "nbytes": 4}]},                                           # overflowing size
+        {"format": "tessera-weights", "version": 1, "tensors": [
+            {"name": "l0_kernel", "dtype": "float32", "shape": [-1], "offset": 0, "nbytes": 4}]},
+        {"format": "tessera-weights", "version": 1, "tensors": [
+            {"name": "l0_kernel", "dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}]},
+        {"format": "tessera-weights", "version": 1, "tensors": [], "model": {"kind": 3}},
+        {"format": "tessera-weights", "version": 1, "tensors": [],
+         "model": {"kind": "Functional", "layers": [], "nodes": [{"op": "item", "node": 9}]}},
+        {"format": "tessera-weights", "version": 1, "tensors": [],
+         "model": {"kind": "Sequential", "layers": [{"class": "Dense", "config": 5}]}},
+        b"[" * 100000,                                                 # deep nesting
+    ]
+    for header in cases:
+        path = write(header)
+        for load in (model.load_weights, nn.load_model):
+            with pytest.raises(ValueError):
+                load(path)

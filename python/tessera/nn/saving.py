@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import numbers
 import os
 import struct
@@ -114,7 +115,7 @@ def read_file(path, where: str):
                 len(shape) > _MAX_RANK or not all(isinstance(d, int) and not isinstance(d, bool)
                                                   and 0 <= d < 2 ** 40 for d in shape):
             raise bad(f"tensor entry {str(name)[:64]!r} is malformed")
-        count = int(np.prod(shape)) if shape else 1
+        count = math.prod(shape)  # Python ints: no overflow
         nbytes = count * np.dtype(DTYPES[dt]).itemsize
         start = t.get("offset")
         if not isinstance(start, int) or isinstance(start, bool) or start < 0 or \
@@ -525,7 +526,11 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
     weights, and (compile=True) the compile settings and optimizer state."""
     custom = dict(custom_objects or {})
     tensors, header = read_file(path, "load_model")
-    model = _model_from(header.get("model"), custom)
+    try:
+        model = _model_from(header.get("model"), custom)
+    except (KeyError, IndexError, AttributeError, RecursionError) as e:
+        raise ValueError(f"[load_model] {os.fspath(path)}: the architecture is malformed "
+                         f"({type(e).__name__}: {e}); nothing was loaded") from None
     load_weights_into(model, path, "load_model")
     if compile and header.get("compile"):
         _compile_from(model, header["compile"], custom)
