@@ -388,8 +388,9 @@ Value concatenate_grad(Args& a) {
     const int64_t n = xs[axis];
     std::vector<Value> index{g};  // getitem(g, i0, i1, ...): one index per axis
     for (int d = 0; d < nd; ++d) {
-      index.push_back(d == axis ? Value(Slice{at, at + n, std::nullopt})
-                                : Value(Slice{std::nullopt, std::nullopt, std::nullopt}));
+      Slice s{std::nullopt, std::nullopt, std::nullopt};
+      if (d == axis) s = Slice{at, at + n, std::nullopt};
+      index.emplace_back(s);
     }
     out.push_back(prim("getitem", std::move(index)));
     at += n;
@@ -506,8 +507,9 @@ Value stacked_grad(Args& a) {
     }
     std::vector<Value> index{g};
     for (int d = 0; d < nd; ++d) {
-      index.push_back(d == axis ? Value(Slice{at, at + ps[d], std::nullopt})
-                                : Value(Slice{std::nullopt, std::nullopt, std::nullopt}));
+      Slice s{std::nullopt, std::nullopt, std::nullopt};
+      if (d == axis) s = Slice{at, at + ps[d], std::nullopt};
+      index.emplace_back(s);
     }
     at += ps[axis];
     out.push_back(prim(
@@ -709,6 +711,34 @@ Value take_grad(Args& a) {
   std::vector<Value> args{prim("zeros_like", std::vector<Value>{x}), g};
   for (int d = 0; d < axis; ++d) args.emplace_back(Slice{});
   args.push_back(indices);
+  return prim("index_add", std::move(args));
+}
+
+// The cotangent of x in take_along_axis(x, indices, axis): g added at the
+// taken positions, each other axis indexed by its own position (an x axis of
+// length 1, broadcast against the indices, gathers its cotangent from all).
+Value take_along_axis_grad(Args& a) {
+  const Value &g = a[0], &x = a[1], &indices = a[2];
+  const Shape xs = shape_of(x);
+  if (a.is_nil(3)) {
+    Value zeros = prim("zeros", std::vector<Value>{Value(shape_size(xs, a.op()))});
+    Value r = prim("index_add", std::vector<Value>{zeros, g, indices});
+    return prim("reshape", std::vector<Value>{r, shape_list(xs)});
+  }
+  const int nd = static_cast<int>(xs.size());
+  const int axis = normalize_axis(a.integer(3), nd, a.op());
+  std::vector<Value> args{prim("zeros_like", std::vector<Value>{x}), g};
+  for (int d = 0; d < nd; ++d) {
+    if (d == axis) {
+      args.push_back(indices);
+      continue;
+    }
+    Shape at(nd, 1);
+    at[d] = xs[d];
+    args.push_back(prim("reshape", std::vector<Value>{prim("arange", std::vector<Value>{
+                                                          Value(xs[d])}),
+                                                      shape_list(at)}));
+  }
   return prim("index_add", std::move(args));
 }
 
@@ -933,6 +963,12 @@ const bool registered = register_primitives({
      .params = {{"g"}, {"x"}, opt("axis", Value())},
      .help = "The cotangent of x in cumprod(x, axis), exact with zeros in x.",
      .eval = cumprod_grad},
+    {.name = "take_along_axis_grad",
+     .family = "autodiff",
+     .params = {{"g"}, {"x"}, {"indices"}, {"axis"}},
+     .help = "The cotangent of x in take_along_axis(x, indices, axis): g added at the taken "
+             "positions (repeated indices accumulate).",
+     .eval = take_along_axis_grad},
     {.name = "take_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"indices"}, opt("axis", Value())},

@@ -738,7 +738,7 @@ const bool registered = register_primitives({
      .help = "Picks values of x at indices along axis, indices broadcast against x elsewhere, "
              "like numpy.take_along_axis (e.g. with argsort results).",
      .eval = take_along_axis,
-     .ns_per_element = 2.0},
+     .grads = {"take_along_axis_grad(g, x, indices, axis)", "", ""}},
 });
 
 }  // namespace

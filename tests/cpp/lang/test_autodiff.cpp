@@ -226,6 +226,10 @@ const std::vector<GradCase>& cases() {
       {"stack", "stack(tuple(v, v * 3.0))", {"v"}},
       {"take", "take(a, [2, 0, 2], axis=1)", {"a"}},  // a repeated index adds up
       {"take", "take(cube, [[1, 4], [4, 4]])", {"cube"}},
+      {"take_along_axis", "take_along_axis(a, astype([[2, 0, 2], [1, 1, 0]], \"int64\"), 1)",
+       {"a"}},  // repeated indices add up
+      {"take_along_axis", "take_along_axis(cube, astype([[[1], [0], [1]]], \"int64\"), 2)",
+       {"cube"}},  // an axis of length 1 in the indices broadcasts
       {"pad", "pad(a, list(list(1, 0), list(2, 3)))", {"a"}},
       {"pad", "pad(v, 2)", {"v"}},
       {"roll", "roll(a, 2, axis=1)", {"a"}},
