@@ -451,3 +451,31 @@ def test_crafted_files_raise_value_error(tmp_path):
         for load in (model.load_weights, nn.load_model):
             with pytest.raises(ValueError):
                 load(path)
+
+
+def test_a_killed_save_leaves_no_temporary_behind(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import numpy as np, sys\n"
+            "from tessera.nn import saving\n"
+            "big = {f'w{i}': np.ones((1 << 20,), np.float32) for i in range(64)}\n"
+            "print('ready', flush=True)\n"
+            "while True:\n"
+            "    saving.save_file(sys.argv[1], big, {}, 'save_weights')\n")
+    path = tmp_path / "w.tsw"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
+                            env=dict(__import__("os").environ))
+    proc.stdout.readline()
+    deadline = time.time() + 30
+    while not any(p.name.startswith(".tessera-weights-") for p in tmp_path.iterdir()):
+        assert time.time() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    model = nn.Sequential([nn.Dense(2)], input_shape=(3,))
+    model.save_weights(tmp_path / "other.tsw")
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".tessera")]
+    assert leftovers == []

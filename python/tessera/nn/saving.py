@@ -35,6 +35,41 @@ _MAX_RANK = 32
 __all__ = ["save_file", "read_file", "load_model", "register_keras_serializable"]
 
 
+_TMP_PREFIX = ".tessera-weights-"
+
+
+def _host() -> str:
+    import socket  # noqa: PLC0415
+
+    return socket.gethostname().replace("-", "_")
+
+
+def _sweep_temporaries(folder: str):
+    """Removes the temporaries of writes killed part way (SIGKILL leaves no
+    chance to clean up): files named by this host and a process that no
+    longer exists. Other hosts' files (a shared file system) are left alone."""
+    prefix = f"{_TMP_PREFIX}{_host()}-"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, another user's
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
 def save_file(path, tensors: dict, meta: dict, where: str):
     """Writes `tensors` (name -> array) and `meta` atomically: a temporary in
     the same folder renamed into place, so a failed or killed write leaves
@@ -59,7 +94,8 @@ def save_file(path, tensors: dict, meta: dict, where: str):
     digest = hashlib.sha256(body).digest()
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tessera-weights-", dir=folder)
+    _sweep_temporaries(folder)
+    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{_host()}-{os.getpid()}-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(body)
