@@ -293,6 +293,7 @@ def loss_race(args, train, val, vocab, use_compiled):
     used = {"tessera": 0.0, "PyTorch": 0.0}
     steps = {"tessera": 0, "PyTorch": 0}
     first = {}
+    each = {"tessera": [], "PyTorch": []}
     i = 0
     while min(used.values()) < args.train_seconds and i < len(train):
         for side in ("tessera", "PyTorch") if i % 2 == 0 else ("PyTorch", "tessera"):
@@ -305,14 +306,17 @@ def loss_race(args, train, val, vocab, use_compiled):
                        shuffle=False)
             else:
                 step(tt[0][k], tt[1][k])
+            dt = time.perf_counter() - t
             if k == 0:
-                first[side] = time.perf_counter() - t
+                first[side] = dt
             else:
-                used[side] += time.perf_counter() - t
+                used[side] += dt
+                each[side].append(dt)
             steps[side] += 1
         i += 1
     end = {"tessera": val_loss_tessera(), "PyTorch": val_loss_torch()}
-    return {"start": start, "end": end, "steps": steps, "seconds": used, "first": first}
+    return {"start": start, "end": end, "steps": steps, "seconds": used, "first": first,
+            "median_step": {k: fair.med(v) for k, v in each.items() if v}}
 
 
 def main():
@@ -394,8 +398,11 @@ def main():
               f"same initial weights and batches, one step each in turn; {len(val) * BATCH} "
               f"held-out sequences of {CONTEXT}; uniform prediction: {np.log(vocab):.3f}):")
         for side in ("tessera", "PyTorch"):
-            print(f"  {side:<8} {race['steps'][side]:>4} steps in {race['seconds'][side]:.1f} s: "
-                  f"validation loss {race['start'][side]:.3f} -> {race['end'][side]:.3f} nats/char")
+            print(f"  {side:<8} {race['steps'][side]:>4} steps (the first uncounted) in "
+                  f"{race['seconds'][side]:.1f} s: "
+                  f"validation loss {race['start'][side]:.3f} -> {race['end'][side]:.3f} nats/char "
+                  f"(median step {race['median_step'].get(side, float('nan')):.3f} s; first, "
+                  f"uncounted, {race['first'][side]:.1f} s)")
         print(f"load average at end: {fair.load_average()}")
     if args.json:
         with open(args.json, "w") as fh:

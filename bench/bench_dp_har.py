@@ -23,8 +23,9 @@ the slowest rank's (every repetition starts after a barrier), median of the
 repetitions after warm-up.
 
 PyTorch is raced at its best (fair.py): the benchmark re-executes itself under
-a tuned allocator (default glibc-tuned: MALLOC_MMAP_MAX_=0
-MALLOC_TRIM_THRESHOLD_=100000000000), which every launched process inherits,
+a tuned allocator (default tcmalloc by LD_PRELOAD; --allocator glibc-tuned:
+MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000), which every launched
+process inherits,
 tessera's localities too; the data in PyTorch's (N, C, L) layout; forward under
 torch.inference_mode(); torch.optim.Adam(fused=True); DDP eager and
 torch.compile(DDP) (the faster is the peer; their repetitions interleave in the
@@ -33,7 +34,7 @@ same processes). A further launch times DDP in PyTorch's default configuration
 would see. Targets (issue 16): forward <= 0.75, step <= 0.6 of the best DDP.
 
 run: .venv/bin/python bench/bench_dp_har.py [--build build] [--repeats 5] [--warmup 2]
-         [--runs 1] [--batch 8000] [--threads 1] [--allocator glibc-tuned] [--no-compile]
+         [--runs 1] [--batch 8000] [--threads 1] [--allocator tcmalloc|glibc-tuned|jemalloc|glibc] [--no-compile]
          [--no-default] [--json out.json]
 """
 
@@ -203,6 +204,7 @@ def _torch_worker(rank, port, args, tmp, default_config):
             losses.append(float(stats[0]))
         return step
 
+    out = forward_of(ddp)().numpy()  # before any step changes the weights
     variants = {"eager": ddp}
     compile_s = {}
     if not (default_config or args.no_compile):
@@ -238,7 +240,6 @@ def _torch_worker(rank, port, args, tmp, default_config):
             res[n] = [e[args.warmup:].tolist() for e in every]
         return res
 
-    out = forward_of(ddp)().numpy()
     fwd = timed({n: forward_of(m) for n, m in variants.items()})
     stp = timed({n: step_of(m) for n, m in variants.items()})
     if rank == 0:

@@ -12,8 +12,9 @@ same machine, same process, same thread count (see fair.py for the rules).
 
 at 1 and 2 threads. PyTorch gets its native (N, C, L) layout (the data is
 transposed once, outside the timed region); the process runs under a tuned
-allocator (default glibc-tuned: MALLOC_MMAP_MAX_=0
-MALLOC_TRIM_THRESHOLD_=100000000000; tessera runs under it too). A child
+allocator (default tcmalloc by LD_PRELOAD, the fastest here for both; or
+--allocator glibc-tuned: MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000;
+tessera runs under it too). A child
 process under stock glibc malloc times PyTorch in its default configuration
 (eager; torch.no_grad() forward; torch.optim.Adam()) interleaved with tessera,
 for the ratio most users would see.
@@ -22,7 +23,7 @@ Ratios are tessera/PyTorch (below 1: tessera is faster) against the faster of
 eager and compiled. Targets (issue 16): forward <= 0.75, step <= 0.6.
 
 run: .venv/bin/python bench/bench_har_cnn.py [--threads 1,2] [--rounds 5]
-         [--allocator glibc-tuned|jemalloc|tcmalloc|glibc] [--no-compile] [--no-default]
+         [--allocator tcmalloc|glibc-tuned|jemalloc|glibc] [--no-compile] [--no-default]
          [--accuracy] [--quick]
 """
 

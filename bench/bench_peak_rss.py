@@ -7,15 +7,16 @@ child process imports its framework, makes the data and the model, notes its
 resident set (VmRSS: the baseline), runs --steps training steps (tessera:
 model.fit on one batch; PyTorch eager: forward, loss, backward,
 Adam/AdamW(fused=True) step) and reports getrusage's ru_maxrss (the peak). Each
-framework runs under the race's allocator (default glibc-tuned:
-MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000) and under stock glibc
-malloc; PyTorch's peer figure is the lower of the two. PyTorch runs eager: a
+framework runs under each of --allocators (default: tcmalloc, the races'
+allocator; glibc-tuned, MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000;
+and stock glibc malloc); tessera's figure is under the first, PyTorch's the
+lowest of all. PyTorch runs eager: a
 torch.compile'd step's process also holds the compiler (several hundred MB).
 
 Target (issue 16): tessera's peak RSS <= PyTorch's.
 
 run: .venv/bin/python bench/bench_peak_rss.py [--workloads har,gpt,resnet] [--threads 1]
-         [--steps 3] [--allocators glibc-tuned,glibc]
+         [--steps 3] [--allocators tcmalloc,glibc-tuned,glibc]
 """
 
 import argparse
@@ -104,7 +105,7 @@ def main():
     p.add_argument("--workloads", default="har,gpt,resnet")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--allocators", default="glibc-tuned,glibc")
+    p.add_argument("--allocators", default="tcmalloc,glibc-tuned,glibc")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--workload", help=argparse.SUPPRESS)
     p.add_argument("--side", help=argparse.SUPPRESS)

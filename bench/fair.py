@@ -7,9 +7,11 @@ PyTorch is raced at its best on this machine:
   buffers of every pass (hundreds of MB at batch 8000) are mmap'ed and unmapped
   each time, and a step pays page faults for all of them. The cure is set in
   the environment before the process starts: glibc's
-  ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000`` (the default here:
-  see ALLOCATORS and docs/benchmarks.md for the measurements), or Debian's
-  jemalloc/tcmalloc by ``LD_PRELOAD``. A benchmark re-executes itself with
+  ``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=100000000000``, or Debian's
+  jemalloc/tcmalloc by ``LD_PRELOAD``. bench_allocators.py measures them: tcmalloc
+  is as fast as the tuned glibc for PyTorch or faster, and the fastest for
+  tessera (which the tuned glibc slows down), so it is the default
+  (BEST_ALLOCATOR; docs/benchmarks.md has the figures). A benchmark re-executes itself with
   the chosen environment (``ensure_allocator``); tessera runs in the same
   process, so under the same allocator;
 - PyTorch's native layouts (N, C, L) and (N, C, H, W): the data is handed to
@@ -49,7 +51,7 @@ ALLOCATORS = {
                  f"tcmalloc (Debian libtcmalloc-minimal4, "
                  f"LD_PRELOAD={LIBDIR}/libtcmalloc_minimal.so.4)"),
 }
-BEST_ALLOCATOR = "glibc-tuned"  # the fastest for PyTorch here (docs/benchmarks.md)
+BEST_ALLOCATOR = "tcmalloc"  # fastest here for both (bench_allocators.py, docs/benchmarks.md)
 MARK = "TESSERA_BENCH_ALLOCATOR"
 _ALLOC_VARS = ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "LD_PRELOAD")
 
@@ -75,6 +77,13 @@ def ensure_allocator(name: str) -> None:
     under it (environment variables of malloc count only from the start)."""
     if os.environ.get(MARK) == name:
         return
+    lib = ALLOCATORS.get(name, ({}, ""))[0].get("LD_PRELOAD")
+    if lib and not os.path.exists(lib):
+        print(f"WARNING: {lib} is not installed (apt-get install libtcmalloc-minimal4 "
+              "libjemalloc2): racing under glibc-tuned instead")
+        name = "glibc-tuned"
+        if os.environ.get(MARK) == name:
+            return
     env = allocator_env(name)
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
