@@ -6,7 +6,8 @@ machine, the model of bench_har_cnn.py and examples/har_cnn.py:
   forward   each rank predicts its rows (inference mode, softmax output) and
             the 8000 x 6 outputs are gathered on every rank (tessera:
             model.predict + distributed.all_gather; PyTorch: the DDP module
-            under no_grad + all_gather_single);
+            under inference_mode (no_grad in the default configuration) +
+            all_gather_single);
   step      one data-parallel training step: forward, backward, gradients
             summed across the ranks, Adam update, and the loss and accuracy of
             the whole batch (tessera: model.fit on the one global batch, which
