@@ -35,7 +35,8 @@ same processes). A further launch times DDP in PyTorch's default configuration
 would see. Targets (issue 16): forward <= 0.75, step <= 0.6 of the best DDP.
 
 run: .venv/bin/python bench/bench_dp_har.py [--build build] [--repeats 5] [--warmup 2]
-         [--runs 1] [--batch 8000] [--threads 1] [--allocator tcmalloc|glibc-tuned|jemalloc|glibc] [--no-compile]
+         [--runs 1] [--batch 8000] [--threads 1]
+         [--allocator tcmalloc|glibc-tuned|jemalloc|glibc] [--no-compile]
          [--no-default] [--json out.json]
 """
 

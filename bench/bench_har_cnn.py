@@ -298,7 +298,8 @@ def main():
             label = f"forward, batch {args.batch}" if what == "forward" else \
                 f"training step, batch {args.batch}"
             print(f"{label:<28} {t:>3} {tt:>10.3f} {pe:>9.3f} "
-                  f"{(f'{pc:.3f}' if pc else '-'):>11} {('compiled' if pc and pc < pe else 'eager'):>9}"
+                  f"{(f'{pc:.3f}' if pc else '-'):>11} "
+                  f"{('compiled' if pc and pc < pe else 'eager'):>9}"
                   f" {ratio:>6.2f} {f'<={targets[what]} ' + met:>11} {ds:>10} {dr:>10}")
             summary[f"{what}_{t}t"] = {"tessera": tt, "eager": pe, "compiled": pc, "ratio": ratio,
                                       "default": fair.med(d["eager"]) if d else None,

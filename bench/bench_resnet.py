@@ -175,7 +175,8 @@ def main():
     gf = flop_per_sample() * args.batch * 3 / 1e9
     fair.header("small ResNet training step (28x28x1), tessera vs PyTorch at its best",
                 args.threads, [
-                    f"batch {args.batch}; stages {STAGES} (channels, stride), one basic block each; "
+                    f"batch {args.batch}; stages {STAGES} (channels, stride), one basic block "
+                    "each; "
                     f"~{gf:.1f} GFLOP per step (3 x forward); medians of {args.rounds} interleaved "
                     "rounds after 1 warm-up round",
                     "tessera: channels last (N, H, W, C); PyTorch: NCHW (native), "
