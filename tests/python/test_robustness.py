@@ -1,0 +1,139 @@
+"""Bad input of any kind ends in one of tessera's documented errors, never a
+crash, a hang or memory exhaustion: deeply nested programs (C++ parser and the
+jit translator), mutated programs."""
+
+import glob
+import os
+import random
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _core
+
+ROOT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
+LIMIT = 256  # tessera/lang/parser.hpp kMaxExpressionDepth
+
+
+def _on_small_stack(fn, kb=1024):
+    """Runs fn on a thread with a small stack; returns what it raised (or None)."""
+    box = {}
+
+    def body():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    old = threading.stack_size(kb * 1024)
+    try:
+        t = threading.Thread(target=body)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    return box.get("error")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "+".join(["1"] * 10000),
+        "x" + "[0]" * 10000,
+        "(" * 5000 + "1" + ")" * 5000,
+        "abs(" * 5000 + "1" + ")" * 5000,
+        "-" * 10000 + "1",
+    ],
+    ids=["sum", "index", "parentheses", "calls", "unary"],
+)
+def test_deep_programs_are_compile_errors_even_on_a_small_stack(text):
+    err = _on_small_stack(lambda: _core.Program(text, "deep.tsl"))
+    assert isinstance(err, _core.CompileError) and isinstance(err, ValueError), err
+    msg = str(err)
+    assert "[parse] expression nested " in msg and f"the limit is {LIMIT}" in msg, msg
+    assert "(at deep.tsl:1:" in msg, msg
+
+
+def test_the_depth_of_a_chain_is_in_the_message():
+    with pytest.raises(_core.CompileError, match=r"nested 10000 levels deep: the limit is 256 .*\(at deep.tsl:1:1\)"):
+        _core.Program("+".join(["1"] * 10000), "deep.tsl")
+
+
+def test_programs_at_the_limit_run_on_a_small_stack():
+    text = "+".join(["1"] * LIMIT)
+    box = {}
+    err = _on_small_stack(lambda: box.update(v=_core.Program(text, "ok.tsl").run()))
+    assert err is None and box["v"] == LIMIT
+
+
+def _jit_function(tmp_path, name, body):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = __import__(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+    return tessera.jit(module.f), path
+
+
+@pytest.mark.parametrize("terms", [LIMIT + 10, 900])
+def test_jit_of_a_deep_expression_is_a_compile_error_naming_the_line(tmp_path, terms):
+    f, path = _jit_function(
+        tmp_path,
+        f"deep_jit_{terms}",
+        "def f(x):\n    y = x * 2\n    return " + " + ".join(["y"] * terms) + "\n",
+    )
+    with pytest.raises(_core.CompileError, match=rf"nested more than 256 levels deep.*\(at {path.name}:3\)"):
+        f(np.ones(3))
+
+
+def test_jit_at_the_limit_still_works(tmp_path):
+    f, _ = _jit_function(
+        tmp_path, "deep_jit_ok", "def f(x):\n    return " + " + ".join(["x"] * 200) + "\n"
+    )
+    np.testing.assert_allclose(f(np.ones(3)), np.full(3, 200.0))
+
+
+# Errors a program may raise (tessera's documented exception classes).
+_DOCUMENTED = (ValueError, TypeError, IndexError, KeyError, RuntimeError, MemoryError,
+               ZeroDivisionError, NotImplementedError)
+
+
+def test_mutated_examples_compile_or_fail_cleanly():
+    """A few seconds of random truncations and byte edits of examples/*.tsl,
+    through Program (parse and compile; nothing runs)."""
+    files = sorted(glob.glob(os.path.join(ROOT, "examples", "*.tsl")))
+    assert files
+    sources = [open(p, encoding="utf-8").read() for p in files]
+    rnd = random.Random(1717)
+    alphabet = "()[]{},=:+-*/%@!<>&|\"'.#\\ \n\t0123456789abcxyz_" + "\x00\xff"
+    count = 0
+    for trial in range(1500):
+        text = rnd.choice(sources)
+        kind = trial % 4
+        if kind == 0:
+            text = text[: rnd.randrange(len(text) + 1)]
+        else:
+            chars = list(text)
+            for _ in range(rnd.randint(1, 6)):
+                pos = rnd.randrange(len(chars) + 1)
+                c = rnd.choice(alphabet)
+                op = rnd.randrange(3)
+                if op == 0 and pos < len(chars):
+                    chars[pos] = c
+                elif op == 1:
+                    chars.insert(pos, c * rnd.choice([1, 1, 1, 300]))
+                elif pos < len(chars):
+                    del chars[pos]
+            text = "".join(chars)
+        try:
+            _core.Program(text, "mutant.tsl")
+        except _DOCUMENTED as e:
+            assert str(e).startswith("["), (text, e)
+        count += 1
+    assert count == 1500
