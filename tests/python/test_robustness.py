@@ -137,3 +137,12 @@ def test_mutated_examples_compile_or_fail_cleanly():
             assert str(e).startswith("["), (text, e)
         count += 1
     assert count == 1500
+
+
+def test_an_unknown_name_of_a_megabyte_fails_in_milliseconds():
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(_core.CompileError, match=r"unknown name 'a{60}\.\.\. \(1048576 characters\)' \(at big.tsl:1:1\)"):
+        _core.Program("a" * (1 << 20), "big.tsl")
+    assert time.perf_counter() - t0 < 2.0

@@ -13,6 +13,7 @@
 
 #include "tessera/lang/parser.hpp"
 #include "tessera/lang/program.hpp"
+#include "tessera/primitives/registry.hpp"
 #include "test_util.hpp"
 
 using namespace tessera;
@@ -142,4 +143,20 @@ TEST(LangLimits, GradientsAndLoopsOfDeepExpressionsFitInASmallStack) {
                           "), store(i, i + 1)))\ns");
     EXPECT_DOUBLE_EQ(s.as_float(), 50.0 * (n / 4));
   });
+}
+
+TEST(LangLimits, UnknownNamesOfAnyLengthFailAtOnce) {
+  std::string name(1 << 20, 'a');
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(test::throws_with<SyntaxError>([&] { Program p(name + "(1)", "long.tsl"); },
+                                             "unknown function 'aaaaaaaaaa"));
+  EXPECT_TRUE(test::throws_with<SyntaxError>([&] { Program p(name, "long.tsl"); },
+                                             "... (1048576 characters)' (at long.tsl:1:1)"));
+  // A name as long as a primitive's plus two thirds: compared, not matched.
+  EXPECT_TRUE(test::throws_with<SyntaxError>([&] { Program p(std::string(200, 'x')); }, "unknown name"));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 1.0);
+  // Suggestions still come for near misses.
+  EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("sumn([1, 2])"); }, "did you mean sum?"));
+  EXPECT_TRUE(similar_primitive_names(std::string(5000, 's')).empty());
 }
