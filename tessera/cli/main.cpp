@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/dist/locality.hpp"
+#include "tessera/kernels/io.hpp"
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -189,13 +190,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
     name = "<expr>";
   } else {
     if (file.empty()) throw std::invalid_argument("eval needs a FILE.tsl or -e 'EXPR' (see `tessera help`)");
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      throw std::runtime_error("cannot open '" + file + "': " + std::strerror(errno));
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = kernels::read_whole_file(file, "eval");
     name = file;
   }
 

@@ -146,3 +146,19 @@ def test_an_unknown_name_of_a_megabyte_fails_in_milliseconds():
     with pytest.raises(_core.CompileError, match=r"unknown name 'a{60}\.\.\. \(1048576 characters\)' \(at big.tsl:1:1\)"):
         _core.Program("a" * (1 << 20), "big.tsl")
     assert time.perf_counter() - t0 < 2.0
+
+
+@pytest.mark.parametrize("op", ["file_read_npy", "file_read_csv", "file_read_txt", "file_read_idx", "load"])
+def test_readers_refuse_devices_at_once(op):
+    with pytest.raises(ValueError, match=rf"\[{op}\] cannot read '/dev/zero': it is a character device, not a regular file"):
+        _core.Program(f'{op}("/dev/zero")').run()
+
+
+def test_readers_refuse_files_over_the_limit(tmp_path, monkeypatch):
+    p = tmp_path / "a.npy"
+    np.save(p, np.zeros(1000))
+    monkeypatch.setenv("TESSERA_MAX_FILE_BYTES", "1000")
+    with pytest.raises(ValueError, match=r"it has 8128 bytes, more than the limit of 1000 .*TESSERA_MAX_FILE_BYTES"):
+        _core.Program(f'file_read_npy("{p}")').run()
+    monkeypatch.delenv("TESSERA_MAX_FILE_BYTES")
+    assert _core.Program(f'file_read_npy("{p}")').run().shape == (1000,)
