@@ -88,10 +88,10 @@ bool write_output(const std::string& target, const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return true;
   }
-  std::ofstream out(target);
-  out << text;
-  if (!out) {
-    std::fprintf(stderr, "tessera: cannot write '%s'\n", target.c_str());
+  try {
+    kernels::write_file_atomic(target, text, "eval");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: %s\n", e.what());
     return false;
   }
   return true;

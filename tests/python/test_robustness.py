@@ -162,3 +162,16 @@ def test_readers_refuse_files_over_the_limit(tmp_path, monkeypatch):
         _core.Program(f'file_read_npy("{p}")').run()
     monkeypatch.delenv("TESSERA_MAX_FILE_BYTES")
     assert _core.Program(f'file_read_npy("{p}")').run().shape == (1000,)
+
+
+def test_trace_exports_replace_planted_links_instead_of_following_them(tmp_path):
+    d = tmp_path / "t"
+    with tessera.trace(d):
+        _core.Program("sum(arange(10))").run()
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (d / "report.html").symlink_to(victim)
+    paths = tessera.trace(d).export()
+    assert victim.read_text() == "precious"
+    assert not os.path.islink(paths["html"]) and "<html" in open(paths["html"]).read()
+    assert not [p for p in os.listdir(d) if p.endswith(".tmp")]

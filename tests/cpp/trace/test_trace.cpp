@@ -367,3 +367,56 @@ TEST(TraceCli, EvalTraceThenReport) {
             std::string::npos)
       << bad.second;
 }
+
+namespace {
+
+std::pair<int, std::string> run_cli(const std::string& args) {
+  std::string cmd = std::string(TESSERA_CLI) + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+}
+
+// The lines of a file, and the file made again from edited lines.
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::vector<std::string> out;
+  std::istringstream in(read_file(p));
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+void write_lines(const fs::path& p, const std::vector<std::string>& lines) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  for (const auto& l : lines) out << l << '\n';
+}
+
+}  // namespace
+
+TEST(TraceCli, ReportWritesNothingThroughPlantedLinks) {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  fs::path traced = dir.path / "t";
+  fs::path program = dir.path / "p.tsl";
+  std::ofstream(program) << "sum(arange(10))\n";
+  ASSERT_EQ(run_cli("eval --trace " + traced.string() + " " + program.string()).first, 0);
+  // Links where the old writer put its temporaries and its outputs.
+  fs::path victim = dir.path / "victim", victim2 = dir.path / "victim2";
+  std::ofstream(victim) << "precious";
+  std::ofstream(victim2) << "precious too";
+  fs::create_symlink(victim, traced / "report.html.tmp");
+  fs::create_symlink(victim2, traced / "trace.json");
+  auto r = run_cli("report -q " + traced.string());
+  ASSERT_EQ(r.first, 0) << r.second;
+  EXPECT_EQ(read_file(victim), "precious");
+  EXPECT_EQ(read_file(victim2), "precious too");
+  // The outputs are new files in place of the links; no temporary is left.
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(traced / "trace.json")));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(traced / "report.html")));
+  EXPECT_NE(read_file(traced / "report.html").find("<html"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(traced)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
