@@ -110,7 +110,7 @@ def test_mutated_examples_compile_or_fail_cleanly():
     files = sorted(glob.glob(os.path.join(ROOT, "examples", "*.tsl")))
     assert files
     sources = [open(p, encoding="utf-8").read() for p in files]
-    rnd = random.Random(1717)
+    rnd = random.Random(99)
     alphabet = "()[]{},=:+-*/%@!<>&|\"'.#\\ \n\t0123456789abcxyz_" + "\x00\xff"
     count = 0
     for trial in range(1500):
@@ -175,3 +175,84 @@ def test_trace_exports_replace_planted_links_instead_of_following_them(tmp_path)
     assert victim.read_text() == "precious"
     assert not os.path.islink(paths["html"]) and "<html" in open(paths["html"]).read()
     assert not [p for p in os.listdir(d) if p.endswith(".tmp")]
+
+
+def _weights_fuzz_cases(blob, rnd, n):
+    """Mutants of a weights file: bit flips (checksum left wrong, or made right
+    again), and header edits (JSON values replaced, bytes flipped) re-checksummed."""
+    import hashlib
+    import json
+    import struct
+
+    hlen = struct.unpack("<Q", blob[8:16])[0]
+    header = json.loads(blob[16:16 + hlen])
+    data = blob[16 + hlen:-32]
+    junk = [None, True, -1, 0, 2 ** 70, -(2 ** 63), 1e308, float("nan"), "", "x" * 300, "float32",
+            [], {}, [1, 2], {"a": 1}, [[[[[[[[[[0]]]]]]]]]], "int64", 3.5, [2 ** 40] * 3]
+
+    def seal(body):
+        return body + hashlib.sha256(body).digest()
+
+    def containers(v, path=()):
+        yield path, v
+        if isinstance(v, dict):
+            for k, x in v.items():
+                yield from containers(x, path + (k,))
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                yield from containers(x, path + (i,))
+
+    spots = list(containers(header))
+    for i in range(n):
+        kind = i % 4
+        if kind == 0:  # bit flips anywhere, checksum not fixed
+            b = bytearray(blob)
+            for _ in range(rnd.randint(1, 4)):
+                b[rnd.randrange(len(b))] ^= 1 << rnd.randrange(8)
+            yield bytes(b)
+        elif kind == 1:  # bit flips before the checksum, checksum fixed
+            b = bytearray(blob[:-32])
+            for _ in range(rnd.randint(1, 4)):
+                b[rnd.randrange(len(b))] ^= 1 << rnd.randrange(8)
+            yield seal(bytes(b))
+        else:  # a header value replaced (or a key removed), re-checksummed
+            h = json.loads(json.dumps(header))
+            path, _ = rnd.choice(spots[1:])
+            target = h
+            for p in path[:-1]:
+                target = target[p]
+            if kind == 3 and isinstance(target, dict):
+                del target[path[-1]]
+            else:
+                target[path[-1]] = rnd.choice(junk)
+            text = json.dumps(h).encode()
+            yield seal(b"TSRWGHT1" + struct.pack("<Q", len(text)) + text + data)
+
+
+def test_weights_files_fuzzed_raise_only_value_error(tmp_path):
+    from tessera import nn
+    from tessera.nn import saving
+
+    model = nn.Sequential([nn.Dense(4, activation="relu"), nn.Dense(2)], input_shape=(3,))
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.ones((8, 3), np.float32), np.ones((8, 2), np.float32), epochs=1, verbose=0)
+    good, checkpoint = tmp_path / "good.tsm", tmp_path / "good.ckpt"
+    model.save(good)
+    model.save_checkpoint(checkpoint)
+    path = tmp_path / "mutant.tsm"
+    rnd = random.Random(99)
+    outcomes = {"ok": 0, "error": 0}
+    mutants = list(_weights_fuzz_cases(good.read_bytes(), rnd, 300)) + \
+        list(_weights_fuzz_cases(checkpoint.read_bytes(), rnd, 300))
+    loads = (lambda: saving.read_file(path, "fuzz"), lambda: nn.load_model(path),
+             lambda: model.load_weights(path), lambda: saving.load_training_state(model, path))
+    for i, mutant in enumerate(mutants):
+        path.write_bytes(mutant)
+        for load in loads:
+            try:
+                load()
+                outcomes["ok"] += 1
+            except (ValueError, FileNotFoundError) as e:
+                assert str(e).startswith("["), (i, e)
+                outcomes["error"] += 1
+    assert outcomes["error"] > 0 and outcomes["ok"] > 0, outcomes
