@@ -65,10 +65,12 @@ class Lexer {
   SourceLoc here() const { return SourceLoc{file_, line_, line_only_ ? 0 : col_}; }
 
   void advance() {
+    // Positions stop counting at INT_MAX (a #line near it, a 2 GB line)
+    // rather than overflow.
     if (text_[pos_] == '\n') {
-      ++line_;
+      if (line_ < std::numeric_limits<int>::max()) ++line_;
       col_ = 1;
-    } else {
+    } else if (col_ < std::numeric_limits<int>::max()) {
       ++col_;
     }
     ++pos_;

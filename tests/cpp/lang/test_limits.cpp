@@ -160,3 +160,8 @@ TEST(LangLimits, UnknownNamesOfAnyLengthFailAtOnce) {
   EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("sumn([1, 2])"); }, "did you mean sum?"));
   EXPECT_TRUE(similar_primitive_names(std::string(5000, 's')).empty());
 }
+
+TEST(LangLimits, LineNumbersStopAtTheLargestInt) {
+  EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("#line 2147483647 \"big.py\"\n\n\nnope"); },
+                                             "(at big.py:2147483647)"));
+}
