@@ -122,7 +122,8 @@ std::string read_whole_file(const std::string& path, const char* op) {
     }
     if (got == 0) break;
     // A file that grows while it is read stops at the limit too.
-    if (bytes.size() + static_cast<size_t>(got) > limit) too_large(bytes.size() + static_cast<size_t>(got));
+    const uint64_t total = bytes.size() + static_cast<size_t>(got);
+    if (total > limit) too_large(total);
     bytes.append(buf, static_cast<size_t>(got));
   }
   ::close(fd);
@@ -130,7 +131,10 @@ std::string read_whole_file(const std::string& path, const char* op) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes, const char* op) {
-  write_file_atomic(path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); }, op);
+  auto write = [&](std::ostream& out) {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  };
+  write_file_atomic(path, write, op);
 }
 
 void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write,

@@ -308,14 +308,16 @@ class Parser {
   [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& what, const Token& at) const {
     fail(what, at.loc);
   }
-  [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& what, const SourceLoc& at) const {
+  [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& what,
+                                                   const SourceLoc& at) const {
     throw SyntaxError(error_message("[parse] ", what, " (at ", at.str(), ")"));
   }
   [[noreturn, gnu::noinline, gnu::cold]] void fail_unexpected(const Token& t) const {
     fail("unexpected " + describe(t), t);
   }
   // "expected WHAT, found ..." at the next token.
-  [[noreturn, gnu::noinline, gnu::cold]] void fail_expected(const char* what, const char* more = "") const {
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_expected(const char* what,
+                                                            const char* more = "") const {
     fail(std::string("expected ") + what + more + ", found " + describe(peek()), peek());
   }
 

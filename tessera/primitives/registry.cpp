@@ -139,7 +139,7 @@ std::vector<std::string> similar_primitive_names(std::string_view name) {
   const size_t within = std::max<size_t>(1, name.size() / 3);
   for (const PrimitiveSpec* s : all_primitives()) {
     // The distance is at least the difference in length.
-    size_t gap = name.size() > s->name.size() ? name.size() - s->name.size() : s->name.size() - name.size();
+    size_t gap = std::max(name.size(), s->name.size()) - std::min(name.size(), s->name.size());
     if (gap > within) continue;
     size_t d = edit_distance(name, s->name);
     if (d <= within) scored.emplace_back(d, s->name);

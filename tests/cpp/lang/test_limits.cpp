@@ -88,8 +88,9 @@ TEST(LangLimits, DeepNestingIsASyntaxErrorNamingTheDepthAndTheLimit) {
     EXPECT_LT(s, 2.0) << what;
   }
   // A chain built by a loop (no recursion in the parser) says how deep it is.
-  EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("1" + repeat("+1", 9999), "deep.tsl"); },
-                                             "expression nested 10000 levels deep: the limit is 256"));
+  EXPECT_TRUE(test::throws_with<SyntaxError>(
+      [] { Program p("1" + repeat("+1", 9999), "deep.tsl"); },
+      "expression nested 10000 levels deep: the limit is 256"));
   // Very long chains too, in time and memory proportional to their length.
   EXPECT_THROW(Program("y" + repeat("[0]", 500000)), SyntaxError);
   // The limit holds in each top-level expression, in a function body, in
@@ -153,15 +154,17 @@ TEST(LangLimits, UnknownNamesOfAnyLengthFailAtOnce) {
   EXPECT_TRUE(test::throws_with<SyntaxError>([&] { Program p(name, "long.tsl"); },
                                              "... (1048576 characters)' (at long.tsl:1:1)"));
   // A name as long as a primitive's plus two thirds: compared, not matched.
-  EXPECT_TRUE(test::throws_with<SyntaxError>([&] { Program p(std::string(200, 'x')); }, "unknown name"));
+  EXPECT_TRUE(
+      test::throws_with<SyntaxError>([&] { Program p(std::string(200, 'x')); }, "unknown name"));
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 1.0);
   // Suggestions still come for near misses.
-  EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("sumn([1, 2])"); }, "did you mean sum?"));
+  EXPECT_TRUE(
+      test::throws_with<SyntaxError>([] { Program p("sumn([1, 2])"); }, "did you mean sum?"));
   EXPECT_TRUE(similar_primitive_names(std::string(5000, 's')).empty());
 }
 
 TEST(LangLimits, LineNumbersStopAtTheLargestInt) {
-  EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("#line 2147483647 \"big.py\"\n\n\nnope"); },
-                                             "(at big.py:2147483647)"));
+  EXPECT_TRUE(test::throws_with<SyntaxError>(
+      [] { Program p("#line 2147483647 \"big.py\"\n\n\nnope"); }, "(at big.py:2147483647)"));
 }
