@@ -67,7 +67,12 @@ void on_stack(size_t bytes, const std::function<void()>& fn) {
   if (job.error) std::rethrow_exception(job.error);
 }
 
+// 1 MB; sanitizers' redzones make every frame several times larger.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kSmallStack = size_t{4} << 20;
+#else
 constexpr size_t kSmallStack = size_t{1} << 20;
+#endif
 
 }  // namespace
 
