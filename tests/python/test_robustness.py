@@ -256,3 +256,12 @@ def test_weights_files_fuzzed_raise_only_value_error(tmp_path):
                 assert str(e).startswith("["), (i, e)
                 outcomes["error"] += 1
     assert outcomes["error"] > 0 and outcomes["ok"] > 0, outcomes
+
+
+def test_dataset_from_npy_refuses_devices(tmp_path):
+    from tessera.data import Dataset
+
+    with pytest.raises(ValueError, match=r"\[Dataset.from_npy\] '/dev/zero' is not a regular file"):
+        Dataset.from_npy("/dev/zero")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Dataset.from_npy(tmp_path / "none.npy")
