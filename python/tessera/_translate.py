@@ -52,6 +52,34 @@ def primitive_names() -> frozenset:
     return _primitive_cache
 
 
+# How deep an expression may nest: the core's limit (tessera/lang/parser.hpp,
+# kMaxExpressionDepth), checked here too so the translator never recurses
+# past it.
+MAX_EXPRESSION_DEPTH = 256
+
+
+def _too_deep(levels: str, where: str) -> Exception:
+    from . import _core  # noqa: PLC0415
+
+    return _core.CompileError(
+        f"[jit] expression nested {levels} levels deep: the limit is {MAX_EXPRESSION_DEPTH} "
+        f"(split it into steps with variables) (at {where})"
+    )
+
+
+def _check_depth(root, fname: str) -> None:
+    """Raises CompileError at the first expression of ``root`` nested deeper than
+    MAX_EXPRESSION_DEPTH (walked with a stack: the translator's passes recurse)."""
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.expr):
+            depth += 1
+            if depth > MAX_EXPRESSION_DEPTH:
+                raise _too_deep(f"more than {MAX_EXPRESSION_DEPTH}", f"{fname}:{node.lineno}")
+        stack.extend((c, depth) for c in ast.iter_child_nodes(node))
+
+
 def _is_reserved(name: str) -> bool:
     return name in M.LANGUAGE_WORDS or name in primitive_names() or name.startswith("__")
 
@@ -398,6 +426,9 @@ def parse_function(func):
     src = textwrap.dedent("".join(lines))
     try:
         tree = ast.parse(src)
+    except (RecursionError, MemoryError):
+        # CPython's parser refuses some very deep nesting this way.
+        raise _too_deep("too", where) from None
     except SyntaxError:
         # A lambda inside a larger expression: parse the line as an expression.
         try:
@@ -424,6 +455,7 @@ def parse_function(func):
         raise UnsupportedError(f"cannot find the definition of '{func.__name__}' (at {where})")
     if isinstance(node, ast.AsyncFunctionDef):
         raise UnsupportedError(f"async function '{func.__name__}' (at {where})")
+    _check_depth(node, fname)
     _parse_cache[key] = (node, fname)
     return node, fname
 
@@ -587,6 +619,7 @@ class FunctionTranslator(CallsMixin):
         self.renames: list[dict] = []
         self.line = self.node.lineno
         self._index_tuples: list[set] = [set()]  # np.ndindex loop variables
+        self._depth = 0  # nesting of expr()
         self._closure = {}
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
@@ -1057,6 +1090,22 @@ class FunctionTranslator(CallsMixin):
     # ------------------------------------------------------------------ expressions
 
     def expr(self, node) -> str:
+        # Nesting is bounded as the core's parser bounds it: past the limit,
+        # a clear error at the line rather than Python's RecursionError.
+        self._depth += 1
+        try:
+            if self._depth > MAX_EXPRESSION_DEPTH:
+                raise _too_deep(f"more than {MAX_EXPRESSION_DEPTH}", self.where(node))
+            return self._expr_at_line(node)
+        except RecursionError:
+            # Python's own limit, reached first when statements nest deeply too.
+            if self._depth > 1:
+                raise
+            raise _too_deep("too", self.where(node)) from None
+        finally:
+            self._depth -= 1
+
+    def _expr_at_line(self, node) -> str:
         line = getattr(node, "lineno", None)
         if line is not None and line != self.line:
             saved = self.line

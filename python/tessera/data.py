@@ -688,6 +688,9 @@ class Dataset:
         for p in paths:
             p = os.fspath(p)
             if not os.path.isfile(p):
+                if os.path.exists(p):
+                    raise ValueError(f"[Dataset.from_npy] '{p}' is not a regular file (a device, "
+                                     "a pipe or a directory)")
                 raise FileNotFoundError(f"[Dataset.from_npy] '{p}' does not exist")
             try:
                 a = np.load(p, mmap_mode=mmap_mode, allow_pickle=False)

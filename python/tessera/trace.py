@@ -101,8 +101,7 @@ class Trace:
     def _write(self, what, path):
         text = self._export(what)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+            _write_file(os.fspath(path), text)
         return text
 
     def report(self, path=None) -> str:
@@ -145,6 +144,24 @@ class Trace:
     def __repr__(self):
         state = "recording" if self._recording else "recorded" if self.path else "directory"
         return f"<tessera.Trace {self.directory!r} ({state})>"
+
+
+def _write_file(path, text):
+    """Writes through a new temporary beside ``path`` (created exclusively, so a
+    link planted at a guessable name is never followed), renamed into place."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the output is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def trace(directory=None) -> Trace:

@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/dist/locality.hpp"
+#include "tessera/kernels/io.hpp"
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -87,10 +88,10 @@ bool write_output(const std::string& target, const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return true;
   }
-  std::ofstream out(target);
-  out << text;
-  if (!out) {
-    std::fprintf(stderr, "tessera: cannot write '%s'\n", target.c_str());
+  try {
+    kernels::write_file_atomic(target, text, "eval");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: %s\n", e.what());
     return false;
   }
   return true;
@@ -189,13 +190,7 @@ int cmd_eval(const std::vector<std::string>& argv) {
     name = "<expr>";
   } else {
     if (file.empty()) throw std::invalid_argument("eval needs a FILE.tsl or -e 'EXPR' (see `tessera help`)");
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      throw std::runtime_error("cannot open '" + file + "': " + std::strerror(errno));
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = kernels::read_whole_file(file, "eval");
     name = file;
   }
 

@@ -3,12 +3,12 @@
 // locality's time split and what the trace is missing.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/io.hpp"
 #include "tessera/trace/export.hpp"
 #include "tessera/trace/trace_file.hpp"
 
@@ -16,22 +16,10 @@ namespace tessera::cli {
 
 namespace {
 
+// Through a new temporary beside the file (never a path that exists), so
+// an interrupted report leaves no half file and a planted link is not followed.
 void write_file(const std::string& path, const std::string& text) {
-  // Through a temporary file, so an interrupted report leaves no half file.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(error_message("[report] cannot write '", path, "'"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(error_message("[report] cannot write '", path, "'"));
-  }
+  kernels::write_file_atomic(path, text, "report");
 }
 
 std::string seconds(int64_t ns) {

@@ -34,6 +34,8 @@
 #include <thread>
 #include <vector>
 
+#include "tessera/kernels/io.hpp"
+
 namespace tessera::cli {
 
 namespace {
@@ -304,10 +306,9 @@ void prepare_trace(std::string& dir, int n, const std::string& script) {
   }
   std::string run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
                     std::to_string(getpid());
-  FILE* f = std::fopen((dir + "/tessera-run.txt").c_str(), "w");
-  if (!f) throw std::runtime_error("[run] cannot write into the trace directory '" + dir + "': " + std::strerror(errno));
-  std::fprintf(f, "run\t%s\nlocalities\t%d\nprogram\t%s\n", run.c_str(), n, script.c_str());
-  std::fclose(f);
+  kernels::write_file_atomic(dir + "/tessera-run.txt",
+                             "run\t" + run + "\nlocalities\t" + std::to_string(n) + "\nprogram\t" + script + "\n",
+                             "run");
   setenv("TESSERA_TRACE", dir.c_str(), 1);
   setenv("TESSERA_TRACE_RUN", run.c_str(), 1);
 }

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/io.hpp"
 
 namespace tessera::kernels {
 
@@ -125,8 +126,19 @@ std::string gunzip(std::string_view bytes, const std::string& name, const char* 
     inflateEnd(&zs);
     throw std::invalid_argument(error_message("[", op, "] '", name, "': ", what));
   };
+  // A small file may inflate to any size (a "zip bomb"): the output is held
+  // to the limit on files read whole.
+  const uint64_t limit = max_file_bytes();
+  out.resize(std::min<uint64_t>(out.size(), limit + 1));
   for (;;) {
-    if (produced == out.size()) out.resize(out.size() * 2);
+    if (produced == out.size()) {
+      if (out.size() > limit) {
+        fail(error_message("the data decompresses to more than ", limit,
+                           " bytes, the limit (the machine's memory; set TESSERA_MAX_FILE_BYTES to "
+                           "change it)"));
+      }
+      out.resize(std::min<uint64_t>(out.size() * 2, limit + 1));
+    }
     size_t in_left = bytes.size() - consumed;
     zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + consumed));
     zs.avail_in = static_cast<uInt>(std::min<size_t>(in_left, UINT_MAX));

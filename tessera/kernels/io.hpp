@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 
 #include "tessera/core/array.hpp"
@@ -13,12 +15,23 @@
 namespace tessera::kernels {
 
 // The bytes of a file. Throws std::runtime_error
-// "[op] cannot open 'path': No such file or directory" when it cannot be read.
+// "[op] cannot open 'path': No such file or directory" when it cannot be read,
+// and ValueError when it is not a regular file (a device, a pipe: /dev/zero
+// would never end) or is larger than max_file_bytes().
 std::string read_whole_file(const std::string& path, const char* op);
 
+// The largest file (or decompressed stream) a reader takes in whole:
+// TESSERA_MAX_FILE_BYTES if set, else the machine's physical memory.
+uint64_t max_file_bytes();
+
 // Writes `bytes` to a temporary file beside `path` and renames it into place,
-// so a failed write never leaves a partial file. Throws std::runtime_error.
+// so a failed write never leaves a partial file. The temporary is a new file
+// (mkstemp: O_CREAT|O_EXCL), so nothing planted at a predictable name (a
+// symbolic link) is followed. Throws std::runtime_error.
 void write_file_atomic(const std::string& path, const std::string& bytes, const char* op);
+// The same with the content streamed by `write` (large outputs: traces).
+void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write,
+                       const char* op);
 
 // Parses CSV text into a 2-d array of `dtype` (one column stays 2-d). Blank
 // lines and lines starting with '#' are skipped after the first `skip_header`

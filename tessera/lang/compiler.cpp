@@ -134,7 +134,13 @@ class Compiler {
   }
 
   [[noreturn]] void unknown_name(const AstPtr& a, const std::string& what) {
-    std::string msg = error_message("[compile] unknown ", what, " '", a->name, "'");
+    // A name of any length may come in: the message shows its start.
+    constexpr size_t kShown = 60;
+    std::string shown = a->name.size() <= kShown + 20
+                            ? a->name
+                            : error_message(a->name.substr(0, kShown), "... (", a->name.size(),
+                                            " characters)");
+    std::string msg = error_message("[compile] unknown ", what, " '", shown, "'");
     auto similar = similar_primitive_names(a->name);
     if (!similar.empty()) {
       msg += "; did you mean ";

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <unordered_map>
 
 namespace tessera {
 
@@ -64,10 +65,12 @@ class Lexer {
   SourceLoc here() const { return SourceLoc{file_, line_, line_only_ ? 0 : col_}; }
 
   void advance() {
+    // Positions stop counting at INT_MAX (a #line near it, a 2 GB line)
+    // rather than overflow.
     if (text_[pos_] == '\n') {
-      ++line_;
+      if (line_ < std::numeric_limits<int>::max()) ++line_;
       col_ = 1;
-    } else {
+    } else if (col_ < std::numeric_limits<int>::max()) {
       ++col_;
     }
     ++pos_;
@@ -274,7 +277,6 @@ constexpr BinaryOpInfo kBinaryOps[] = {
     {"%", 6, false, "mod"},        {"@", 6, false, "matmul"},     {"**", 8, true, "power"},
 };
 constexpr int kUnaryPrecedence = 7;
-constexpr int kMaxNesting = 2000;
 
 class Parser {
  public:
@@ -283,7 +285,7 @@ class Parser {
   std::vector<AstPtr> program() {
     std::vector<AstPtr> out;
     while (peek().kind != Tok::end) {
-      out.push_back(expression(0));
+      out.push_back(top_level());
       // Optional separators between top-level expressions.
       while (peek().kind == Tok::comma) next();
     }
@@ -291,17 +293,32 @@ class Parser {
   }
 
   AstPtr single() {
-    AstPtr e = expression(0);
+    AstPtr e = top_level();
     if (peek().kind != Tok::end) fail("unexpected '" + peek().text + "' after expression", peek());
     return e;
   }
 
  private:
   const Token& peek() const { return toks_[pos_]; }
-  Token next() { return toks_[pos_++]; }
+  const Token& next() { return toks_[pos_++]; }
 
-  [[noreturn]] void fail(const std::string& what, const Token& at) const {
-    throw SyntaxError(error_message("[parse] ", what, " (at ", at.loc.str(), ")"));
+  // The error paths stay out of line: their temporaries would otherwise
+  // grow the frames of the recursive functions, which the nesting limit
+  // multiplies.
+  [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& what, const Token& at) const {
+    fail(what, at.loc);
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void fail(const std::string& what,
+                                                   const SourceLoc& at) const {
+    throw SyntaxError(error_message("[parse] ", what, " (at ", at.str(), ")"));
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_unexpected(const Token& t) const {
+    fail("unexpected " + describe(t), t);
+  }
+  // "expected WHAT, found ..." at the next token.
+  [[noreturn, gnu::noinline, gnu::cold]] void fail_expected(const char* what,
+                                                            const char* more = "") const {
+    fail(std::string("expected ") + what + more + ", found " + describe(peek()), peek());
   }
 
   std::string describe(const Token& t) const {
@@ -311,7 +328,7 @@ class Parser {
   }
 
   void expect(Tok kind, const char* what) {
-    if (peek().kind != kind) fail(std::string("expected ") + what + ", found " + describe(peek()), peek());
+    if (peek().kind != kind) fail_expected(what);
     next();
   }
 
@@ -330,16 +347,71 @@ class Parser {
     a->builtin = true;
     a->loc = std::move(loc);
     for (auto& o : operands) a->args.push_back({"", std::move(o)});
+    return made(std::move(a));
+  }
+
+  // One top-level expression; an error if it nests deeper than
+  // kMaxExpressionDepth (see made()).
+  AstPtr top_level() {
+    start_ = peek().loc;
+    AstPtr e = expression(0);
+    if (deepest_ > 0) {
+      fail(error_message("expression nested ", deepest_, " levels deep: the limit is ",
+                         kMaxExpressionDepth, " (split it into steps with define)"),
+           start_);
+    }
+    heights_.clear();
+    return e;
+  }
+
+  // The height of a node made by this parser (1 for a leaf).
+  int height(const AstPtr& a) const {
+    auto it = heights_.find(a.get());
+    return it == heights_.end() ? 1 : it->second.second;
+  }
+
+  // Notes the height of a node just made: one more than its deepest child.
+  // A node past the limit keeps its height but drops its children, so the
+  // parser can go on counting how deep a long chain (`1+1+...`, `x[0][0]...`,
+  // built by loops, not recursion) gets without holding a tree that every
+  // later pass (and the destructor) would recurse through; top_level() then
+  // fails with the depth.
+  AstPtr made(std::shared_ptr<Ast> a) {
+    int h = a->callee ? height(a->callee) : 0;
+    for (const auto& arg : a->args) h = std::max(h, height(arg.value));
+    ++h;
+    if (h > kMaxExpressionDepth) {
+      deepest_ = std::max(deepest_, h);
+      if (a->callee) heights_.erase(a->callee.get());
+      for (const auto& arg : a->args) heights_.erase(arg.value.get());
+      a->callee = nullptr;
+      a->args.clear();
+    }
+    if (h > 1) heights_[a.get()] = {a, h};
     return a;
   }
 
+  // Recursion of the parser itself (parentheses, calls, brackets) cannot go
+  // on past the limit: the error says so at the level that passes it. (The
+  // right operand of the innermost operator is one call deeper than the
+  // tree it makes.)
+  void enter(const Token& at) {
+    if (++depth_ > kMaxExpressionDepth + 1) too_deep(at);
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] void too_deep(const Token& at) const {
+    fail(error_message("expression nested more than ", kMaxExpressionDepth,
+                       " levels deep (the expression starts at ", start_.str(), "): the limit is ",
+                       kMaxExpressionDepth, " (split it into steps with define)"),
+         at);
+  }
+
   AstPtr expression(int min_prec) {
-    if (++depth_ > kMaxNesting) fail("expression nested too deeply", peek());
+    enter(peek());
     AstPtr lhs = unary();
     for (;;) {
       const BinaryOpInfo* op = binary_op(peek());
       if (!op || op->precedence < min_prec) break;
-      Token t = next();
+      const Token& t = next();
       int next_min = op->right_assoc ? op->precedence : op->precedence + 1;
       AstPtr rhs = expression(next_min);
       lhs = make_call(op->callee, t.loc, {lhs, rhs});
@@ -351,10 +423,8 @@ class Parser {
   AstPtr unary() {
     const Token& t = peek();
     if (t.kind == Tok::op && (t.text == "-" || t.text == "!" || t.text == "+")) {
-      Token op = next();
-      if (++depth_ > kMaxNesting) fail("expression nested too deeply", op);
+      const Token& op = next();
       AstPtr operand = expression(kUnaryPrecedence);
-      --depth_;
       // Fold negative number literals so that -1 is a constant, not a call.
       if (op.text == "-" && operand->kind == Ast::Kind::literal &&
           (operand->value.is_int() || operand->value.is_float())) {
@@ -382,7 +452,7 @@ class Parser {
         continue;
       }
       if (peek().kind != Tok::lparen) break;
-      Token lp = next();
+      next();
       auto call = std::make_shared<Ast>();
       call->kind = Ast::Kind::call;
       call->loc = e->loc;
@@ -392,14 +462,14 @@ class Parser {
         call->callee = e;
       }
       call->args = arguments(Tok::rparen, "')'", true);
-      e = call;
+      e = made(std::move(call));
     }
     return e;
   }
 
   // x[i, start:stop:step, ...] becomes getitem(x, i, slice(start, stop, step), ...).
   AstPtr index(AstPtr target) {
-    Token lb = next();
+    const Token& lb = next();
     auto call = std::make_shared<Ast>();
     call->kind = Ast::Kind::call;
     call->name = "getitem";
@@ -414,7 +484,7 @@ class Parser {
         continue;
       }
       expect(Tok::rbracket, "',' or ']'");
-      return call;
+      return made(std::move(call));
     }
   }
 
@@ -431,7 +501,7 @@ class Parser {
     };
     AstPtr start = ends_part() ? nullptr : expression(0);
     if (peek().kind != Tok::colon) {
-      if (!start) fail("expected an index, found " + describe(peek()), peek());
+      if (!start) fail_expected("an index");
       return start;
     }
     next();
@@ -447,7 +517,7 @@ class Parser {
     call->builtin = true;
     call->loc = loc;
     call->args = {{"", start ? start : nil()}, {"", stop ? stop : nil()}, {"", step ? step : nil()}};
-    return call;
+    return made(std::move(call));
   }
 
   std::vector<AstArg> arguments(Tok close, const char* close_text, bool allow_named) {
@@ -476,12 +546,12 @@ class Parser {
         next();
         return args;
       }
-      fail(std::string("expected ',' or ") + close_text + ", found " + describe(peek()), peek());
+      fail_expected("',' or ", close_text);
     }
   }
 
   AstPtr primary() {
-    Token t = next();
+    const Token& t = next();
     auto a = std::make_shared<Ast>();
     a->loc = t.loc;
     switch (t.kind) {
@@ -512,16 +582,21 @@ class Parser {
       case Tok::lbracket: {
         a->kind = Ast::Kind::list;
         a->args = arguments(Tok::rbracket, "']'", false);
-        return a;
+        return made(std::move(a));
       }
       default:
-        fail("unexpected " + describe(t), t);
+        fail_unexpected(t);
     }
   }
 
   std::vector<Token> toks_;
   size_t pos_ = 0;
-  int depth_ = 0;
+  int depth_ = 0;  // recursion of expression()
+  SourceLoc start_;  // where the current top-level expression starts
+  int deepest_ = 0;  // the height of the deepest node past the limit, if any
+  // Heights of the nodes made for the current top-level expression, with
+  // the nodes (kept so an address is never reused while it is here).
+  std::unordered_map<const Ast*, std::pair<AstPtr, int>> heights_;
 };
 
 }  // namespace

@@ -9,6 +9,13 @@
 
 namespace tessera {
 
+// How deep expressions may nest (operators, calls, brackets, indexing): a
+// deeper one is a SyntaxError. Every pass over a program's tree (compiler,
+// autodiff, evaluation, printing) recurses once per level; at this depth
+// they stay well inside a 1 MB stack, while written and generated programs
+// nest a few dozen levels.
+inline constexpr int kMaxExpressionDepth = 256;
+
 // Parses a whole program: a sequence of expressions. Throws SyntaxError with
 // "file:line:col" on malformed input.
 std::vector<AstPtr> parse_program(std::string_view text, const std::string& file = "<expr>");

@@ -132,9 +132,17 @@ std::vector<const PrimitiveSpec*> all_primitives() {
 
 std::vector<std::string> similar_primitive_names(std::string_view name) {
   std::vector<std::pair<size_t, std::string>> scored;
+  // Primitive names are short: a long name resembles none (and the distance
+  // costs the product of the lengths, per primitive).
+  constexpr size_t kLongestCompared = 64;
+  if (name.size() > kLongestCompared) return {};
+  const size_t within = std::max<size_t>(1, name.size() / 3);
   for (const PrimitiveSpec* s : all_primitives()) {
+    // The distance is at least the difference in length.
+    size_t gap = std::max(name.size(), s->name.size()) - std::min(name.size(), s->name.size());
+    if (gap > within) continue;
     size_t d = edit_distance(name, s->name);
-    if (d <= std::max<size_t>(1, name.size() / 3)) scored.emplace_back(d, s->name);
+    if (d <= within) scored.emplace_back(d, s->name);
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;

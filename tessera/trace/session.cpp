@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -19,6 +18,7 @@
 #include <unordered_map>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/io.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -251,24 +251,9 @@ std::string stop_session() {
   std::vector<TracedProgram> programs = end_traced_programs();
   auto [rank, size] = locality_from_env();
   std::string path = (std::filesystem::path(s.dir) / locality_file_name(rank)).string();
-  std::string tmp = error_message(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw std::runtime_error(error_message("[trace] cannot write '", tmp, "': ", std::strerror(errno)));
-    }
-    write_trace(out, rec, programs, s.run_id, s.realtime_ns, s.sources);
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(error_message("[trace] writing '", tmp, "' failed (disk full?)"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error(error_message("[trace] cannot rename '", tmp, "' to '", path, "': ", why));
-  }
+  kernels::write_file_atomic(
+      path, [&](std::ostream& out) { write_trace(out, rec, programs, s.run_id, s.realtime_ns, s.sources); },
+      "trace");
   return path;
 }
 

@@ -33,10 +33,40 @@ int64_t number(std::string_view s) {
   return v;
 }
 
+// Times of a recording (nanoseconds) lie within +-2^52 (52 days) of its
+// start, and wall clocks within [0, 2^62): sums and differences of them
+// cannot overflow.
+constexpr int64_t kMaxTime = int64_t{1} << 52;
+constexpr int64_t kMaxRealtime = int64_t{1} << 62;
+
+// A number in [lo, hi], or a BadRecord naming the field and the range.
+int64_t number_in(std::string_view s, int64_t lo, int64_t hi, const char* what) {
+  int64_t v = number(s);
+  if (v < lo || v > hi) {
+    throw BadRecord{error_message(what, " ", v, " is out of range (", lo, " to ", hi, ")")};
+  }
+  return v;
+}
+
+// An index into a table of `size` entries read so far; -1 too when `none`.
+int index_into(std::string_view s, size_t size, bool none, const char* what) {
+  int64_t v = number(s);
+  if ((none && v == -1) || (v >= 0 && static_cast<uint64_t>(v) < size)) return static_cast<int>(v);
+  throw BadRecord{error_message(what, " ", v, " is not defined before this record (", size,
+                                size == 1 ? " is" : " are", " defined", none ? ", or -1 for none" : "",
+                                ")")};
+}
+
 void need(const std::vector<std::string_view>& f, size_t n) {
   if (f.size() < n) {
     throw BadRecord{error_message("a '", f[0], "' record needs ", n - 1, " fields, this one has ", f.size() - 1)};
   }
+}
+
+// T0 and T1 of an event: within the recording, T0 <= T1.
+void times(std::string_view t0, std::string_view t1, TraceEvent& e) {
+  e.t0 = number_in(t0, -kMaxTime, kMaxTime, "time");
+  e.t1 = number_in(t1, e.t0, kMaxTime, "end time");
 }
 
 struct RunFile {
@@ -56,7 +86,7 @@ RunFile read_run_file(const fs::path& dir) {
     if (f.size() >= 2 && f[0] == "run") r.run = unescape_field(f[1]);
     if (f.size() >= 2 && f[0] == "localities") {
       try {
-        r.localities = static_cast<int>(number(f[1]));
+        r.localities = static_cast<int>(number_in(f[1], 0, kMaxLocalities, "locality count"));
       } catch (const BadRecord&) {
       }
     }
@@ -101,65 +131,58 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         auto th = thread_of.find(number(f[1]));
         if (th == thread_of.end()) throw BadRecord{error_message("thread ", f[1], " has no thread record")};
         e.thread = th->second;
-        e.t0 = number(f[2]);
-        e.t1 = number(f[3]);
-        e.program = static_cast<int>(number(f[4]));
-        e.node = static_cast<int>(number(f[5]));
-        if (kind == "t") e.tile = number(f[6]) != 0;
-        if (e.program >= static_cast<int>(out.programs.size()) ||
-            (e.program >= 0 && e.node >= static_cast<int>(out.programs[e.program].nodes.size()))) {
-          e.program = e.node = -1;
-        }
+        times(f[2], f[3], e);
+        // -1/-1: a node of no program run during the recording.
+        e.program = index_into(f[4], out.programs.size(), true, "program");
+        e.node = e.program < 0 ? static_cast<int>(number_in(f[5], -1, -1, "the node of no program"))
+                               : index_into(f[5], out.programs[e.program].nodes.size(), false, "node");
+        if (kind == "t") e.tile = number_in(f[6], 0, 1, "tile flag") != 0;
         out.events.push_back(e);
         ++events;
       } else if (kind == "c") {
         need(f, 7);
         TraceEvent e;
         e.kind = 'c';
-        e.t0 = number(f[1]);
-        e.t1 = number(f[2]);
-        e.amount = static_cast<uint64_t>(number(f[3]));
-        e.peer = static_cast<int>(number(f[4]));
-        e.op = static_cast<int>(number(f[5]));
-        e.site = static_cast<int>(number(f[6]));
-        if (e.op >= static_cast<int>(out.strings.size()) || e.site >= static_cast<int>(out.strings.size())) {
-          throw BadRecord{"a communication names a string not defined before it"};
-        }
+        times(f[1], f[2], e);
+        e.amount = static_cast<uint64_t>(number_in(f[3], 0, INT64_MAX, "byte count"));
+        e.peer = static_cast<int>(number_in(f[4], -1, kMaxLocalities - 1, "peer"));
+        e.op = index_into(f[5], out.strings.size(), false, "string");
+        e.site = index_into(f[6], out.strings.size(), false, "string");
         out.events.push_back(e);
         ++events;
       } else if (kind == "s") {
         need(f, 4);
         TraceEvent e;
         e.kind = 's';
-        e.t0 = number(f[1]);
-        e.t1 = number(f[2]);
-        e.amount = static_cast<uint64_t>(number(f[3]));
+        times(f[1], f[2], e);
+        e.amount = static_cast<uint64_t>(number_in(f[3], 0, INT64_MAX, "iteration"));
         out.events.push_back(e);
         ++events;
       } else if (kind == "node") {
         need(f, 11);
-        int64_t p = number(f[1]);
-        if (p < 0 || p >= static_cast<int64_t>(out.programs.size())) throw BadRecord{"a node of an unknown program"};
-        TraceProgram& prog = out.programs[p];
+        TraceProgram& prog = out.programs[index_into(f[1], out.programs.size(), false, "program")];
         TraceNode n;
-        n.id = static_cast<int>(number(f[2]));
-        n.parent = static_cast<int>(number(f[3]));
-        if (n.id != static_cast<int>(prog.nodes.size()) || n.parent >= n.id) {
-          throw BadRecord{"nodes out of order"};
+        if (number(f[2]) != static_cast<int64_t>(prog.nodes.size())) {
+          throw BadRecord{error_message("nodes out of order: node ", f[2], " where node ", prog.nodes.size(),
+                                        " comes next")};
         }
-        n.primitive = number(f[4]) != 0;
+        n.id = static_cast<int>(prog.nodes.size());
+        // Depth first: the parent is a node before this one (-1 for the root).
+        n.parent = index_into(f[3], prog.nodes.size(), true, "parent node");
+        n.primitive = number_in(f[4], 0, 1, "primitive flag") != 0;
         n.family = unescape_field(f[5]);
         n.label = unescape_field(f[6]);
         n.position = unescape_field(f[7]);
-        n.evaluations = static_cast<uint64_t>(number(f[8]));
-        n.exclusive_ns = static_cast<uint64_t>(number(f[9]));
-        n.spawned = static_cast<uint64_t>(number(f[10]));
+        n.evaluations = static_cast<uint64_t>(number_in(f[8], 0, INT64_MAX, "evaluation count"));
+        n.exclusive_ns = static_cast<uint64_t>(number_in(f[9], 0, kMaxTime, "time"));
+        n.spawned = static_cast<uint64_t>(number_in(f[10], 0, INT64_MAX, "spawn count"));
         if (n.parent >= 0) prog.nodes[n.parent].children.push_back(n.id);
         prog.nodes.push_back(std::move(n));
       } else if (kind == "thread") {
         need(f, 3);
-        thread_of[number(f[1])] = static_cast<int>(out.threads.size());
-        out.threads.push_back({static_cast<int>(number(f[1])), unescape_field(f[2])});
+        int index = static_cast<int>(number_in(f[1], 0, kMaxThreads - 1, "thread"));
+        thread_of[index] = static_cast<int>(out.threads.size());
+        out.threads.push_back({index, unescape_field(f[2])});
       } else if (kind == "string") {
         need(f, 3);
         if (number(f[1]) != static_cast<int64_t>(out.strings.size())) throw BadRecord{"strings out of order"};
@@ -181,21 +204,21 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         out.run = unescape_field(f[1]);
       } else if (kind == "locality") {
         need(f, 3);
-        out.locality = static_cast<int>(number(f[1]));
-        out.num_localities = static_cast<int>(number(f[2]));
+        out.num_localities = static_cast<int>(number_in(f[2], 1, kMaxLocalities, "locality count"));
+        out.locality = static_cast<int>(number_in(f[1], 0, out.num_localities - 1, "locality"));
       } else if (kind == "host") {
         need(f, 3);
         out.host = unescape_field(f[1]);
         out.pid = number(f[2]);
       } else if (kind == "clock") {
         need(f, 2);
-        out.realtime_ns = number(f[1]);
+        out.realtime_ns = number_in(f[1], 0, kMaxRealtime, "wall clock");
       } else if (kind == "span") {
         need(f, 2);
-        out.end = number(f[1]);
+        out.end = number_in(f[1], 0, kMaxTime, "span");
       } else if (kind == "dropped") {
         need(f, 2);
-        out.dropped = static_cast<uint64_t>(number(f[1]));
+        out.dropped = static_cast<uint64_t>(number_in(f[1], 0, INT64_MAX, "dropped count"));
       } else if (kind == "end") {
         out.complete = true;
         break;
@@ -243,10 +266,20 @@ TraceSet load_trace(const std::string& dir) {
   }
   static const std::regex file_name(R"(locality-(\d+)\.trace)");
   std::map<int, fs::path> files;
+  std::vector<std::string> problems;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     std::smatch m;
     std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, m, file_name)) files[std::stoi(m[1])] = entry.path();
+    if (!entry.is_regular_file(ec) || !std::regex_match(name, m, file_name)) continue;
+    std::string digits = m[1];
+    int64_t r = -1;
+    auto res = std::from_chars(digits.data(), digits.data() + digits.size(), r);
+    if (res.ec != std::errc() || r >= kMaxLocalities) {
+      problems.push_back(error_message(name, " is left out: locality ", digits, " is past the largest one tessera runs (",
+                                       kMaxLocalities - 1, ")"));
+      continue;
+    }
+    files[static_cast<int>(r)] = entry.path();
   }
   RunFile run_file = read_run_file(root);
   if (files.empty()) {
@@ -264,11 +297,12 @@ TraceSet load_trace(const std::string& dir) {
   TraceSet set;
   set.dir = dir;
   std::vector<LocalityTrace> read;
-  std::vector<std::string> problems;
+  std::vector<int> read_as;  // the locality each file's name gives
   for (auto& [r, path] : files) {
     LocalityTrace loc;
     if (!read_locality(path, loc, problems)) continue;
     read.push_back(std::move(loc));
+    read_as.push_back(r);
   }
   if (read.empty()) {
     throw std::invalid_argument(error_message("[report] '", dir, "' holds no readable trace: ", problems.front()));
@@ -284,12 +318,13 @@ TraceSet load_trace(const std::string& dir) {
             return a.realtime_ns < b.realtime_ns;
           })->run;
   }
-  for (auto& l : read) {
+  for (size_t i = 0; i < read.size(); ++i) {
+    LocalityTrace& l = read[i];
     if (l.run != run) {
       problems.push_back(error_message(l.file, " is from another run (", l.run, ") and is left out"));
       continue;
     }
-    int r = std::stoi(l.file.substr(9));  // locality-R.trace
+    int r = read_as[i];
     if (l.locality != r) {
       problems.push_back(error_message(l.file, " says it is locality ", l.locality, "; it is read as locality ", r));
       l.locality = r;
@@ -298,15 +333,29 @@ TraceSet load_trace(const std::string& dir) {
     set.localities.push_back(std::move(l));
   }
   if (run_file.present && run_file.run == run) set.expected = std::max(set.expected, run_file.localities);
-  std::vector<bool> present(set.expected, false);
-  for (const auto& l : set.localities) present[l.locality] = true;
+  // The localities without a file, one sentence per run of them (a count
+  // read from a file is not trusted with an allocation of its size).
   std::vector<std::string> missing;
-  for (int r = 0; r < set.expected; ++r) {
-    if (!present[r]) {
-      missing.push_back(error_message("locality ", r, " of ", set.expected, " wrote no trace (", locality_file_name(r),
-                                      " is missing): it failed or was stopped before the end of its run"));
+  int next = 0;  // the localities are in increasing order
+  auto note_missing = [&](int from, int to) {  // [from, to)
+    if (to - from <= 4) {
+      for (int r = from; r < to; ++r) {
+        missing.push_back(error_message("locality ", r, " of ", set.expected, " wrote no trace (",
+                                        locality_file_name(r),
+                                        " is missing): it failed or was stopped before the end of its run"));
+      }
+    } else {
+      missing.push_back(error_message("localities ", from, " to ", to - 1, " of ", set.expected,
+                                      " wrote no trace (", locality_file_name(from), " to ",
+                                      locality_file_name(to - 1),
+                                      " are missing): they failed or were stopped before the end of their run"));
     }
+  };
+  for (const auto& l : set.localities) {
+    note_missing(next, l.locality);
+    next = std::max(next, l.locality + 1);
   }
+  note_missing(next, set.expected);
   problems.insert(problems.begin(), missing.begin(), missing.end());
   set.problems = std::move(problems);
 

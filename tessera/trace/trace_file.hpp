@@ -9,6 +9,11 @@
 
 namespace tessera::trace {
 
+// The reader's bounds on what a file may claim (larger values mark the
+// file as damaged): localities of a run, and threads of one locality.
+inline constexpr int kMaxLocalities = 1 << 20;
+inline constexpr int kMaxThreads = 1 << 16;
+
 struct TraceNode {
   int id = 0, parent = -1;
   bool primitive = false;

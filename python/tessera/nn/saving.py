@@ -133,7 +133,7 @@ def read_file(path, where: str):
         raise bad("header length exceeds the file")
     try:
         header = json.loads(body[16:16 + hlen].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # also JSON integers past Python's digit limit
         raise bad(f"unreadable header ({type(e).__name__})") from None
     if not isinstance(header, dict) or header.get("format") != "tessera-weights" or \
             header.get("version") != 1:
@@ -147,7 +147,8 @@ def read_file(path, where: str):
         if not isinstance(t, dict):
             raise bad("a tensor entry is not an object")
         name, dt, shape = t.get("name"), t.get("dtype"), t.get("shape", [])
-        if not isinstance(name, str) or dt not in DTYPES or not isinstance(shape, list) or \
+        if not isinstance(name, str) or not isinstance(dt, str) or dt not in DTYPES or \
+                not isinstance(shape, list) or \
                 len(shape) > _MAX_RANK or not all(isinstance(d, int) and not isinstance(d, bool)
                                                   and 0 <= d < 2 ** 40 for d in shape):
             raise bad(f"tensor entry {str(name)[:64]!r} is malformed")
@@ -564,14 +565,27 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
     tensors, header = read_file(path, "load_model")
     try:
         model = _model_from(header.get("model"), custom)
-    except (KeyError, IndexError, AttributeError, RecursionError) as e:
+    except _MALFORMED + (ValueError,) as e:
+        if isinstance(e, ValueError) and str(e).startswith("["):
+            raise  # already says what and where
         raise ValueError(f"[load_model] {os.fspath(path)}: the architecture is malformed "
-                         f"({type(e).__name__}: {e}); nothing was loaded") from None
+                         f"({type(e).__name__}: {str(e)[:200]}); nothing was loaded") from None
     load_weights_into(model, path, "load_model")
     if compile and header.get("compile"):
-        _compile_from(model, header["compile"], custom)
-        _restore_optimizer(model, tensors, header)
+        try:
+            _compile_from(model, header["compile"], custom)
+            _restore_optimizer(model, tensors, header)
+        except _MALFORMED + (ValueError,) as e:
+            if isinstance(e, ValueError) and str(e).startswith("["):
+                raise
+            raise ValueError(f"[load_model] {os.fspath(path)}: the compile settings are malformed "
+                             f"({type(e).__name__}: {str(e)[:200]})") from None
     return model
+
+
+# What a crafted configuration makes the constructors it names raise.
+_MALFORMED = (KeyError, IndexError, AttributeError, TypeError, OverflowError, RecursionError,
+              ImportError)
 
 
 def _restore_optimizer(model, tensors, header):
@@ -598,7 +612,13 @@ def load_training_state(model, path) -> dict:
                          "model.save or save_weights?): write it with save_checkpoint or "
                          "ModelCheckpoint(save_training_state=True)")
     load_weights_into(model, path, "resume_from")
-    _restore_optimizer(model, tensors, header)
-    model._iteration = int(training["iteration"])
+    try:
+        _restore_optimizer(model, tensors, header)
+        model._iteration = int(training["iteration"])
+    except _MALFORMED + (ValueError,) as e:
+        if isinstance(e, ValueError) and str(e).startswith("["):
+            raise
+        raise ValueError(f"[resume_from] {os.fspath(path)}: the training state is malformed "
+                         f"({type(e).__name__}: {str(e)[:200]})") from None
     model._lr_override = training.get("lr_override")
     return training

@@ -75,7 +75,7 @@ TEST(LangParser, ErrorsNamePositionAndToken) {
 
 TEST(LangParser, DeepNestingIsAnErrorNotACrash) {
   std::string deep(100000, '(');
-  EXPECT_TRUE(throws_with<SyntaxError>([&] { parse_program(deep); }, "nested too deeply"));
+  EXPECT_TRUE(throws_with<SyntaxError>([&] { parse_program(deep); }, "nested more than 256 levels deep"));
   std::string minus(100000, '-');
-  EXPECT_TRUE(throws_with<SyntaxError>([&] { parse_program(minus + "1"); }, "nested too deeply"));
+  EXPECT_TRUE(throws_with<SyntaxError>([&] { parse_program(minus + "1"); }, "nested more than 256 levels deep"));
 }

@@ -199,6 +199,18 @@ TEST_F(DataIoTest, IdxGzipFromTheGzipTool) {
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { read_idx(badp); }, "corrupt gzip data"));
 }
 
+TEST_F(DataIoTest, IdxGzipBombStopsAtTheLimit) {
+  if (std::system("command -v gzip >/dev/null 2>&1") != 0) GTEST_SKIP() << "no gzip tool";
+  // 4 MB of zeros compress to a few KB, and decompress past a 64 KB limit.
+  std::string p = write("bomb", std::string(4 << 20, '\0'));
+  ASSERT_EQ(std::system(("gzip -9 '" + p + "'").c_str()), 0);
+  ::setenv("TESSERA_MAX_FILE_BYTES", "65536", 1);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { read_idx(p + ".gz"); },
+      "[file_read_idx] '" + p + ".gz': the data decompresses to more than 65536 bytes, the limit"));
+  ::unsetenv("TESSERA_MAX_FILE_BYTES");
+}
+
 TEST_F(DataIoTest, IdxGzipErrors) {
   std::string gz = gzip_stored(image_idx());
   std::string cut = write("cut.gz", gz.substr(0, gz.size() - 20));

@@ -1,6 +1,7 @@
 // Tests of the file I/O primitives: CSV and .npy round trips for every dtype in
 // a temporary directory, files written by hand so the formats themselves are
 // checked, malformed and missing files, and every error message.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +201,31 @@ TEST_F(IoTest, MissingAndUnwritableFiles) {
   EXPECT_TRUE(throws_with<std::runtime_error>(
       [&] { call("file_write_npy", {nodir, f64({1}, {1})}); },
       "[file_write_npy] cannot write '" + nodir + "'"));
+}
+
+TEST_F(IoTest, ReadersRefuseFilesThatAreNotRegularOrTooLarge) {
+  // /dev/zero never ends: refused before anything is read.
+  for (const char* op : {"file_read_npy", "file_read_csv", "load", "file_read_idx", "file_read_txt"}) {
+    EXPECT_TRUE(throws_with<std::invalid_argument>(
+        [&] { call(op, {std::string("/dev/zero")}); },
+        std::string("[") + op + "] cannot read '/dev/zero': it is a character device, not a regular file"))
+        << op;
+  }
+  // A pipe with no writer: refused at once, not waited on.
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("file_read_npy", {fifo}); },
+                                                 "': it is a pipe, not a regular file"));
+  // Larger than the limit (a setting): refused before it is read.
+  write_bytes("big.csv", std::string(5000, '1'));
+  ::setenv("TESSERA_MAX_FILE_BYTES", "4096", 1);
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("file_read_csv", {path("big.csv")}); },
+      "[file_read_csv] cannot read '" + path("big.csv") +
+          "': it has 5000 bytes, more than the limit of 4096 (the machine's memory; set "
+          "TESSERA_MAX_FILE_BYTES to change it)"));
+  ::unsetenv("TESSERA_MAX_FILE_BYTES");
+  EXPECT_NO_THROW(call("file_read_csv", {path("big.csv")}));
 }
 
 TEST_F(IoTest, FailedWritesLeaveNoPartialFile) {

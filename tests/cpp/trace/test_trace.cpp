@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -366,4 +367,209 @@ TEST(TraceCli, EvalTraceThenReport) {
   EXPECT_NE(bad.second.find("ValueError: [report] '" + dir.path.string() + "' is not a trace directory"),
             std::string::npos)
       << bad.second;
+}
+
+namespace {
+
+std::pair<int, std::string> run_cli(const std::string& args) {
+  std::string cmd = std::string(TESSERA_CLI) + " " + args + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+}
+
+// The lines of a file, and the file made again from edited lines.
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::vector<std::string> out;
+  std::istringstream in(read_file(p));
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+void write_lines(const fs::path& p, const std::vector<std::string>& lines) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  for (const auto& l : lines) out << l << '\n';
+}
+
+}  // namespace
+
+TEST(TraceCli, ReportWritesNothingThroughPlantedLinks) {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  fs::path traced = dir.path / "t";
+  fs::path program = dir.path / "p.tsl";
+  std::ofstream(program) << "sum(arange(10))\n";
+  ASSERT_EQ(run_cli("eval --trace " + traced.string() + " " + program.string()).first, 0);
+  // Links where the old writer put its temporaries and its outputs.
+  fs::path victim = dir.path / "victim", victim2 = dir.path / "victim2";
+  std::ofstream(victim) << "precious";
+  std::ofstream(victim2) << "precious too";
+  fs::create_symlink(victim, traced / "report.html.tmp");
+  fs::create_symlink(victim2, traced / "trace.json");
+  auto r = run_cli("report -q " + traced.string());
+  ASSERT_EQ(r.first, 0) << r.second;
+  EXPECT_EQ(read_file(victim), "precious");
+  EXPECT_EQ(read_file(victim2), "precious too");
+  // The outputs are new files in place of the links; no temporary is left.
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(traced / "trace.json")));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(traced / "report.html")));
+  EXPECT_NE(read_file(traced / "report.html").find("<html"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(traced)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+}
+
+TEST(Trace, DamagedRecordsAreProblemsNamingTheLine) {
+  TempDir dir;
+  Program program(kProgram, "prog.tsl");
+  traced_run(program, dir.str());
+  fs::path file = dir.path / trace::locality_file_name(0);
+  const std::vector<std::string> good = lines_of(file);
+  auto find_line = [&](const std::string& kind) {
+    for (size_t i = 0; i < good.size(); ++i) {
+      if (good[i].rfind(kind + "\t", 0) == 0) return i;
+    }
+    return size_t(0);
+  };
+  auto edit = [&](const std::string& kind, size_t field, const std::string& value) {
+    size_t i = find_line(kind);
+    EXPECT_GT(i, 0u) << kind;
+    std::vector<std::string> lines = good;
+    std::vector<std::string> f;
+    std::string part;
+    std::istringstream in(lines[i]);
+    while (std::getline(in, part, '\t')) f.push_back(part);
+    f[field] = value;
+    std::string joined;
+    for (size_t k = 0; k < f.size(); ++k) joined += (k ? "\t" : "") + f[k];
+    lines[i] = joined;
+    write_lines(file, lines);
+    return i + 1;  // the line number
+  };
+  struct Case {
+    std::string kind;
+    size_t field;
+    std::string value, why;
+  };
+  const std::vector<Case> cases = {
+      {"locality", 2, "2000000000", "locality count 2000000000 is out of range (1 to 1048576)"},
+      {"locality", 1, "-1", "locality -1 is out of range (0 to 0)"},
+      {"n", 5, "-3", "node -3 is not defined before this record"},
+      {"n", 4, "-2", "program -2 is not defined before this record"},
+      {"n", 4, "7", "program 7 is not defined before this record"},
+      {"n", 2, "-9223372036854775808", "time -9223372036854775808 is out of range"},
+      {"n", 3, "0", "end time 0 is out of range"},
+      {"node", 3, "-7", "parent node -7 is not defined before this record"},
+      {"node", 2, "99", "nodes out of order: node 99 where node 0 comes next"},
+      {"thread", 1, "99999999999", "thread 99999999999 is out of range"},
+      {"clock", 1, "9223372036854775807", "wall clock 9223372036854775807 is out of range"},
+      {"span", 1, "-5", "span -5 is out of range"},
+  };
+  for (const Case& c : cases) {
+    size_t line = edit(c.kind, c.field, c.value);
+    trace::TraceSet set = trace::load_trace(dir.str());
+    std::string all;
+    for (const auto& p : set.problems) all += p + "\n";
+    EXPECT_NE(all.find(error_message("locality-0.trace is damaged at line ", line, " (", c.why)), std::string::npos)
+        << c.kind << " " << c.value << ":\n" << all;
+    // What was read before the damage is usable.
+    EXPECT_FALSE(trace::report_html(set).empty());
+    EXPECT_FALSE(trace::chrome_trace_json(set).empty());
+    EXPECT_FALSE(trace::tree_dot(set).empty());
+    EXPECT_FALSE(trace::counters_csv(set).empty());
+  }
+  // A communication naming a string that does not exist.
+  std::vector<std::string> lines = good;
+  lines.insert(lines.end() - 2, "c\t1\t2\t8\t-1\t-5\t0");
+  write_lines(file, lines);
+  EXPECT_NE(trace::load_trace(dir.str()).problems.at(0).find("string -5 is not defined before this record"),
+            std::string::npos);
+}
+
+TEST(Trace, LocalityNumbersAndCountsDoNotDriveAllocations) {
+  TempDir dir;
+  Program program("sum(arange(10))", "p.tsl");
+  traced_run(program, dir.str());
+  fs::path file = dir.path / trace::locality_file_name(0);
+  std::vector<std::string> lines = lines_of(file);
+  // A file named for the largest int (it says it is locality 0 of 1).
+  fs::copy_file(file, dir.path / "locality-2147483647.trace");
+  fs::copy_file(file, dir.path / "locality-99999999999999999999.trace");
+  trace::TraceSet set = trace::load_trace(dir.str());
+  std::string all;
+  for (const auto& p : set.problems) all += p + "\n";
+  EXPECT_NE(all.find("locality-2147483647.trace is left out: locality 2147483647 is past the largest one tessera "
+                     "runs (1048575)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("locality-99999999999999999999.trace is left out"), std::string::npos) << all;
+  EXPECT_EQ(set.localities.size(), 1u);
+  // A million localities claimed: one sentence for the missing ones.
+  fs::remove(dir.path / "locality-2147483647.trace");
+  fs::remove(dir.path / "locality-99999999999999999999.trace");
+  for (auto& l : lines) {
+    if (l.rfind("locality\t", 0) == 0) l = "locality\t0\t1000000";
+  }
+  write_lines(file, lines);
+  set = trace::load_trace(dir.str());
+  EXPECT_EQ(set.expected, 1000000);
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_EQ(set.problems[0],
+            "localities 1 to 999999 of 1000000 wrote no trace (locality-1.trace to locality-999999.trace are "
+            "missing): they failed or were stopped before the end of their run");
+  EXPECT_FALSE(trace::report_html(set).empty());
+}
+
+TEST(Trace, MutatedFilesAreReadOrReportedNeverACrash) {
+  TempDir dir;
+  Program program(kProgram, "prog.tsl");
+  traced_run(program, dir.str());
+  fs::path file = dir.path / trace::locality_file_name(0);
+  const std::vector<std::string> good = lines_of(file);
+  const std::vector<std::string> values = {"-1", "-2", "0", "1", "2", "7", "65535", "2147483647", "-2147483648",
+                                           "4294967296", "9223372036854775807", "-9223372036854775808",
+                                           "99999999999999999999", "", "x", "1e3"};
+  std::mt19937 rng(2024);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<std::string> lines = good;
+    int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = 1 + rng() % (lines.size() - 1);
+      std::string line = lines[at];
+      std::vector<std::string> f;
+      std::string part;
+      std::istringstream in(line);
+      while (std::getline(in, part, '\t')) f.push_back(part);
+      switch (rng() % 4) {
+        case 0:
+        case 1:
+          if (f.size() > 1) f[1 + rng() % (f.size() - 1)] = values[rng() % values.size()];
+          break;
+        case 2:
+          f.resize(rng() % (f.size() + 1));
+          break;
+        default:
+          lines.push_back(line);  // a record repeated at the end
+          break;
+      }
+      std::string joined;
+      for (size_t k = 0; k < f.size(); ++k) joined += (k ? "\t" : "") + f[k];
+      lines[at] = joined;
+    }
+    write_lines(file, lines);
+    try {
+      trace::TraceSet set = trace::load_trace(dir.str());
+      trace::report_html(set);
+      trace::chrome_trace_json(set);
+      trace::tree_dot(set);
+      trace::counters_csv(set);
+      trace::locality_stats(set);
+      trace::step_phases(set);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("[report] ", 0), 0u) << e.what();
+    }
+  }
 }
