@@ -310,9 +310,9 @@ TextError parse_text_rows(const TextLines& text, Array& out, int64_t begin, int6
     case DType::float32: return parse_rows(text, out.data<float>(), begin, end, out.dtype());
     case DType::float64: return parse_rows(text, out.data<double>(), begin, end, out.dtype());
     case DType::int64: return parse_rows(text, out.data<int64_t>(), begin, end, out.dtype());
-    case DType::bool_: break;
+    default: break;
   }
-  return {0, "bool is not a text dtype"};
+  return {0, std::string(dtype_name(out.dtype())) + " is not a text dtype"};
 }
 
 }  // namespace tessera::kernels

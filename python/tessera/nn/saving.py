@@ -611,14 +611,31 @@ def load_training_state(model, path) -> dict:
         raise ValueError(f"[resume_from] {os.fspath(path)} holds no training state (written by "
                          "model.save or save_weights?): write it with save_checkpoint or "
                          "ModelCheckpoint(save_training_state=True)")
-    load_weights_into(model, path, "resume_from")
+    def whole(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    lr = training.get("lr_override")
+    acc = training.get("acc")
+    if not all(whole(training.get(k)) for k in ("iteration", "epoch", "batch")) or not (
+            lr is None or (isinstance(lr, (int, float)) and not isinstance(lr, bool))) or not (
+            acc is None or (isinstance(acc, dict) and {"loss", "seen", "totals"} <= set(acc))):
+        raise ValueError(f"[resume_from] {os.fspath(path)}: the training state is malformed "
+                         f"(iteration, epoch, batch, lr_override, acc); nothing was loaded")
+    # all or nothing: the model is put back as it was if any part fails
+    before = (dict(model.weights), model._opt_state, model._iteration, model._lr_override)
     try:
+        load_weights_into(model, path, "resume_from")
         _restore_optimizer(model, tensors, header)
-        model._iteration = int(training["iteration"])
-    except _MALFORMED + (ValueError,) as e:
+    except BaseException as e:
+        for name, value in before[0].items():
+            model._set(name, value)
+        model._opt_state, model._iteration, model._lr_override = before[1:]
         if isinstance(e, ValueError) and str(e).startswith("["):
             raise
-        raise ValueError(f"[resume_from] {os.fspath(path)}: the training state is malformed "
-                         f"({type(e).__name__}: {str(e)[:200]})") from None
-    model._lr_override = training.get("lr_override")
+        if isinstance(e, _MALFORMED + (ValueError,)):
+            raise ValueError(f"[resume_from] {os.fspath(path)}: the training state is malformed "
+                             f"({type(e).__name__}: {str(e)[:200]}); nothing was loaded") from None
+        raise
+    model._iteration = training["iteration"]
+    model._lr_override = None if lr is None else float(lr)
     return training
