@@ -262,6 +262,15 @@ void dropout_range(const Array& x, Array& out, uint64_t seed, uint64_t threshold
       po[j] = px[j] * select(dropout_keeps(seed, threshold, j), k, T(0));
     };
     for (; i < end && (i & 3) != 0; ++i) one(i);
+    // The words of 64 elements at a time (16 counters, computed together).
+    constexpr int64_t kBlock = 64;
+    uint32_t words[kBlock];
+    for (; i + kBlock <= end; i += kBlock) {
+      philox4x32_many(key, static_cast<uint64_t>(i) >> 2, kBlock / 4, words);
+      for (int64_t j = 0; j < kBlock; ++j) {
+        po[i + j] = px[i + j] * select(words[j] >= threshold, k, T(0));
+      }
+    }
     for (; i + 4 <= end; i += 4) {
       const auto w = philox4x32(key, static_cast<uint64_t>(i) >> 2);
       for (int j = 0; j < 4; ++j) po[i + j] = px[i + j] * select(w[j] >= threshold, k, T(0));

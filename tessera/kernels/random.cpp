@@ -58,6 +58,46 @@ std::array<uint32_t, 4> philox4x32(const RandomKey& key, uint64_t counter) {
   return {c0, c1, c2, c3};
 }
 
+void philox4x32_many(const RandomKey& key, uint64_t first, int64_t count, uint32_t* out) {
+  const uint64_t mixed = mix64(key.seed ^ mix64(key.stream));
+  const uint32_t key0 = static_cast<uint32_t>(mixed), key1 = static_cast<uint32_t>(mixed >> 32);
+  const uint32_t s0 = static_cast<uint32_t>(key.stream), s1 = static_cast<uint32_t>(key.stream >> 32);
+  constexpr int kLanes = 8;
+  for (int64_t b = 0; b < count; b += kLanes) {
+    uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t counter = first + static_cast<uint64_t>(b + l);
+      c0[l] = static_cast<uint32_t>(counter);
+      c1[l] = static_cast<uint32_t>(counter >> 32);
+      c2[l] = s0;
+      c3[l] = s1;
+    }
+    uint32_t k0 = key0, k1 = key1;
+    for (int round = 0; round < 10; ++round) {
+      for (int l = 0; l < kLanes; ++l) {
+        const uint64_t p0 = static_cast<uint64_t>(kMul0) * c0[l];
+        const uint64_t p1 = static_cast<uint64_t>(kMul1) * c2[l];
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+        c1[l] = static_cast<uint32_t>(p1);
+        c3[l] = static_cast<uint32_t>(p0);
+        c0[l] = n0;
+        c2[l] = n2;
+      }
+      k0 += kWeyl0;
+      k1 += kWeyl1;
+    }
+    const int n = static_cast<int>(std::min<int64_t>(kLanes, count - b));
+    for (int l = 0; l < n; ++l) {
+      uint32_t* w = out + 4 * (b + l);
+      w[0] = c0[l];
+      w[1] = c1[l];
+      w[2] = c2[l];
+      w[3] = c3[l];
+    }
+  }
+}
+
 void uniform_fill_range(Array& out, const RandomKey& key, double low, double high, int64_t begin,
                         int64_t end, int64_t counter_offset) {
   const double span = high - low;

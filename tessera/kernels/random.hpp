@@ -20,6 +20,11 @@ struct RandomKey {
 // Four 32-bit random words for counter value `counter` under `key`.
 std::array<uint32_t, 4> philox4x32(const RandomKey& key, uint64_t counter);
 
+// The words of `count` consecutive counters from `first` (4 * count words,
+// counter by counter): exactly philox4x32 of each, computed several counters
+// at a time (the key mixed once, the rounds vectorisable).
+void philox4x32_many(const RandomKey& key, uint64_t first, int64_t count, uint32_t* out);
+
 // Uniform doubles in [0, 1) with 53 random bits, from two 32-bit words.
 inline double unit_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>((static_cast<uint64_t>(hi) << 21) ^ (lo >> 11)) *
