@@ -11,6 +11,7 @@
 #include "grad_check.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/nn.hpp"
+#include "tessera/kernels/random.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "test_util.hpp"
@@ -788,4 +789,20 @@ TEST(NnAutodiff, ConstantsStopDifferentiation) {
       "define(f, x, sum(x * accuracy([1, 0], x)) + sum(batch_norm_stats(x)[0]))\n"
       "grad(f)([[0.2, 0.8], [0.9, 0.1]])");
   EXPECT_TRUE(array_eq(r, DType::float64, {2, 2}, {1, 1, 1, 1}));
+}
+
+// Dropout draws its words several counters at a time: the same words as one
+// counter at a time, for any start and count (so masks did not change).
+TEST(NnDropout, BatchedPhiloxWordsEqualOneAtATime) {
+  const tessera::kernels::RandomKey key{0x1234567890abcdefull, 0x64726f706f7574ull};
+  for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3}) {
+    for (int64_t count : {1, 7, 8, 9, 16, 33}) {
+      std::vector<uint32_t> words(4 * count);
+      tessera::kernels::philox4x32_many(key, first, count, words.data());
+      for (int64_t c = 0; c < count; ++c) {
+        auto w = tessera::kernels::philox4x32(key, first + c);
+        for (int j = 0; j < 4; ++j) EXPECT_EQ(words[4 * c + j], w[j]) << first << " " << c;
+      }
+    }
+  }
 }
