@@ -105,8 +105,9 @@ def main(argv=None):
     report(f"test accuracy: {acc:.4f}  test loss: {loss:.4f}  training time: {train_time:.1f} s "
            f"({epochs} epochs)")
     ok = args.min_accuracy is None or acc >= args.min_accuracy
-    if not ok:
-        report(f"FAILED: test accuracy {acc:.4f} is below {args.min_accuracy}")
+    if args.min_accuracy is not None:
+        report(f"{'ok' if ok else 'FAILED'}: test accuracy {acc:.4f} "
+               f"{'>=' if ok else '<'} {args.min_accuracy}")
     return {"accuracy": acc, "loss": loss, "time": train_time, "ok": ok}
 
 
