@@ -10,7 +10,7 @@ Data: Debian's bible-kjv package (scripts/install-deps installs it);
 `bible -f "Genesis 1:1-Revelation 22:21"` prints one verse per line, each
 starting with its reference ("Ge1:1 In the beginning ..."). The references are
 stripped, so the text is the verses separated by newlines (4,137,850
-characters, 65 distinct). The last 5% (Hebrews 11 onwards, about) is held out
+characters, 63 distinct). The last 5% (from Colossians 1:11 on) is held out
 for validation. A training sample is a window of `context` characters starting
 at any position of the training text, its labels the same window moved on by
 one character; each epoch draws a new permutation of the start positions.
