@@ -8,7 +8,7 @@ GlobalAveragePooling2D and Dense(10) (logits). Adam with a cosine decay of the
 learning rate over the run; random horizontal flips of the training images (a
 Dataset.map on each batch). The test set is the validation data.
 
-run: .venv/bin/python examples/resnet_fashion.py [--epochs 10] [--batch-size 128]
+run: .venv/bin/python examples/resnet_fashion.py [--epochs 8] [--batch-size 128]
      .venv/bin/python examples/resnet_fashion.py --quick   # a CI-sized run
      build/tessera run -n 2 examples/resnet_fashion.py --quick
 """
@@ -63,7 +63,7 @@ def flip(seed):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=int, default=None, help="(10; quick: 2)")
+    p.add_argument("--epochs", type=int, default=None, help="(8; quick: 2)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--learning-rate", type=float, default=3e-3)
     p.add_argument("--widths", default=None, help="stage widths (16,32,64; quick: 8,16,32)")
@@ -82,7 +82,7 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     quick = args.quick
-    epochs = args.epochs or (2 if quick else 10)
+    epochs = args.epochs or (2 if quick else 8)
     widths = tuple(int(w) for w in (args.widths or ("8,16,32" if quick else "16,32,64"))
                    .split(","))
     n_train = args.train_samples or (12000 if quick else None)
