@@ -1,14 +1,15 @@
 #!/bin/sh
 # Runs a program under `tessera run` and checks its exit status, its output
 # and its duration.
-# usage: check.sh TESSERA N PROGRAM ok|fail PATTERN MAX_SECONDS
+# usage: check.sh TESSERA N PROGRAM ok|fail PATTERN MAX_SECONDS [PROGRAM_ARGS...]
 # PATTERN is an extended regular expression that must match a line of the
 # combined output.
 tessera="$1"; n="$2"; program="$3"; expect="$4"; pattern="$5"; max_seconds="$6"
+shift 6
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 start=$(date +%s)
-"$tessera" run -n "$n" "$program" >"$out" 2>&1
+"$tessera" run -n "$n" "$program" "$@" >"$out" 2>&1
 status=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"

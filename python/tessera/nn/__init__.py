@@ -3,6 +3,7 @@ subclassed) whose training step (forward, backward, update) is one compiled
 tessera program."""
 
 from . import callbacks, initializers, losses, metrics, regularizers, saving
+from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
 from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
                      BatchNormalization, Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose,
                      DepthwiseConv1D, DepthwiseConv2D, Dense, Dropout, Embedding, Flatten,

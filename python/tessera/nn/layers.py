@@ -1086,3 +1086,30 @@ def initial_value(param: Param, seed: int, dtype: str = "float32"):
 
     init = param.init if hasattr(param.init, "generate") else initializers.get(param.init)
     return init.generate(tuple(param.shape), dtype, seed)
+
+
+# keras.layers offers every layer: `from tessera.nn import layers` then
+# layers.LSTM, layers.MultiHeadAttention, layers.Add, layers.Input. The layers
+# of the other modules are found on first use (those modules import this one).
+_ELSEWHERE = {
+    "MultiHeadAttention": "attention",
+    "GRU": "recurrent", "LSTM": "recurrent", "SimpleRNN": "recurrent",
+    "Add": "merging", "Average": "merging", "Concatenate": "merging", "Dot": "merging",
+    "Maximum": "merging", "Minimum": "merging", "Multiply": "merging", "Subtract": "merging",
+    "add": "merging", "average": "merging", "concatenate": "merging", "maximum": "merging",
+    "minimum": "merging", "multiply": "merging", "subtract": "merging",
+    "Input": "symbolic",
+}
+
+
+def __getattr__(name):
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
+
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_ELSEWHERE))

@@ -1,0 +1,16 @@
+"""keras.models for code written against Keras: Model, Sequential,
+load_model and save_model."""
+
+from .model import Model, Sequential
+from .saving import load_model
+
+__all__ = ["Model", "Sequential", "load_model", "save_model"]
+
+
+def save_model(model, filepath, overwrite=True):
+    """model.save(filepath) (keras.models.save_model / keras.saving.save_model)."""
+    import os  # noqa: PLC0415
+
+    if not overwrite and os.path.exists(filepath):
+        raise FileExistsError(f"[save_model] {filepath} exists and overwrite=False")
+    model.save(filepath)

@@ -1,0 +1,20 @@
+"""keras.optimizers for code written against Keras: tessera.optim's
+optimizers under Keras's names (`keras.optimizers.Adam(learning_rate=1e-3)`),
+and its learning-rate schedules as `keras.optimizers.schedules`."""
+
+from ...optim import (SGD, Adagrad, Adam, AdamW, Lamb, Nadam, Optimizer, RMSprop, from_config,
+                      get)
+from . import schedules
+
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lamb", "Nadam", "Optimizer", "RMSprop",
+           "deserialize", "from_config", "get", "schedules", "serialize"]
+
+
+def serialize(optimizer) -> dict:
+    """The optimizer's config (keras.optimizers.serialize)."""
+    return optimizer.get_config()
+
+
+def deserialize(config):
+    """The optimizer a config describes (keras.optimizers.deserialize)."""
+    return get(config)

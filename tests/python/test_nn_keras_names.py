@@ -1,0 +1,83 @@
+"""Keras's namespaces on tessera.nn, for scripts written as Keras documents
+them (`import tessera.nn as keras; from tessera.nn import layers`)."""
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.nn as keras
+from tessera.nn import layers
+
+
+def test_layers_module_offers_every_layer():
+    from tessera.nn.layers import LSTM, Add, MultiHeadAttention, concatenate  # noqa: F401
+
+    assert layers.LSTM is keras.LSTM and layers.GRU is keras.GRU
+    assert layers.SimpleRNN is keras.SimpleRNN
+    assert layers.MultiHeadAttention is keras.MultiHeadAttention
+    for name in ("Add", "Average", "Concatenate", "Dot", "Maximum", "Minimum", "Multiply",
+                 "Subtract", "add", "average", "concatenate", "maximum", "minimum", "multiply",
+                 "subtract"):
+        assert getattr(layers, name) is getattr(keras, name)
+    assert layers.Input is keras.Input
+    assert "LSTM" in dir(layers)
+    with pytest.raises(AttributeError, match="no attribute 'Bogus'"):
+        layers.Bogus  # noqa: B018
+
+
+def test_optimizers_models_utils():
+    assert keras.optimizers.Adam is tessera.optim.Adam
+    assert keras.optimizers.RMSprop is tessera.optim.RMSprop
+    s = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5,
+                                                    staircase=True)
+    assert s(10) == pytest.approx(0.05)
+    assert isinstance(keras.optimizers.get("adam"), tessera.optim.Adam)
+    opt = keras.optimizers.deserialize(keras.optimizers.serialize(keras.optimizers.SGD(0.5)))
+    assert opt.learning_rate(0) == 0.5
+    assert keras.models.Model is keras.Model and keras.models.Sequential is keras.Sequential
+    assert keras.models.load_model is keras.load_model
+
+    y = keras.utils.to_categorical(np.array([[2], [0], [1]]))
+    np.testing.assert_array_equal(y, np.eye(3, dtype=np.float32)[[2, 0, 1]])
+    assert y.dtype == np.float32
+    assert keras.utils.to_categorical([1.0, 3.0], num_classes=5).shape == (2, 5)
+    with pytest.raises(ValueError, match="label 5 is out of range"):
+        keras.utils.to_categorical([5], num_classes=3)
+
+
+def test_set_random_seed_repeats_unseeded_initializers():
+    init = keras.initializers.get("glorot_uniform")
+    keras.utils.set_random_seed(3)
+    a = init((4, 4))
+    keras.utils.set_random_seed(3)
+    np.testing.assert_array_equal(a, init((4, 4)))
+
+
+def test_save_and_load_model_through_keras_names(tmp_path):
+    inputs = keras.Input(shape=(4,))
+    outputs = layers.Dense(3, activation="softmax")(layers.Dense(8, activation="relu")(inputs))
+    model = keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(optimizer=keras.optimizers.RMSprop(learning_rate=1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(),
+                  metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)  # float labels holding classes, as Keras's guide
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    path = str(tmp_path / "m.keras")
+    keras.models.save_model(model, path)
+    with pytest.raises(FileExistsError):
+        keras.models.save_model(model, path, overwrite=False)
+    again = keras.models.load_model(path)
+    np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_fashion_mnist_load_data_has_keras_arrays():
+    try:
+        (x, y), (xt, yt) = keras.datasets.fashion_mnist.load_data()
+    except FileNotFoundError:
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    assert x.shape == (60000, 28, 28) and x.dtype == np.uint8 and y.dtype == np.uint8
+    assert xt.shape == (10000, 28, 28) and yt.shape == (10000,)
+    assert x.max() == 255 and set(np.unique(y)) == set(range(10))
+    xf, _ = tessera.data.load_fashion_mnist("test")
+    np.testing.assert_array_equal(xt, np.rint(xf[..., 0] * 255).astype(np.uint8))
