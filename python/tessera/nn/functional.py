@@ -219,8 +219,10 @@ def _call_custom(layer, inputs, args, kwargs):
                        dict(static, _template=_template_of(template)), where=where)
     node.n_outputs = len(outs)
     if not layer.input_shape:
-        layer.input_shape = [t.shape[1:] for t in flat]
-        layer.output_shape = [o.shape[1:] for o in outs]
+        ins = [t.shape[1:] for t in flat]
+        outs_ = [o.shape[1:] for o in outs]
+        layer.input_shape = ins[0] if len(ins) == 1 else ins
+        layer.output_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
     return results[0] if single else results

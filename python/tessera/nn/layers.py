@@ -166,14 +166,12 @@ _name_counts: dict = {}
 
 
 def _snake(name: str) -> str:
+    """Keras's snake_case of a class name: Conv2D -> conv2d, MaxPooling2D -> max_pooling2d."""
+    import re  # noqa: PLC0415
+
     name = name.lstrip("_") or "layer"
-    out = []
-    for i, c in enumerate(name):
-        if c.isupper() and i and (not name[i - 1].isupper() or
-                                  (i + 1 < len(name) and name[i + 1].islower())):
-            out.append("_")
-        out.append(c.lower())
-    return "".join(out)
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 def _auto_name(kind: str) -> str:
