@@ -187,9 +187,7 @@ class KerasTensor:
         return _record(name, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        name = func.__name__
-        if func.__module__ and "linalg" in func.__module__ and name != "norm":
-            name = name  # linalg functions share the primitives' names
+        name = func.__name__  # np.linalg's functions share the primitives' names too
         spec = NUMPY_SPECS.get(name)
         if spec is not None:
             return _call_spec(spec, args, kwargs)

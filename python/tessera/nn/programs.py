@@ -1,0 +1,468 @@
+"""The programs of a model, written from its graph in tessera's language:
+the forward pass, the loss and metrics, the training step (data parallel,
+with gradient buckets overlapping the backward pass, or deterministic, in
+fixed chunks summed in a fixed order), evaluation and prediction."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from .. import _core
+from .layers import Context
+from .symbolic import GraphWriter
+
+__all__ = ["ProgramsMixin"]
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+class _FunctionMetric:
+    """A metric given as a Python function of (y_true, y_pred): the mean of
+    its values (Keras's MeanMetricWrapper), traced like a custom layer."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "metric")
+
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
+        from .functional import apply_function  # noqa: PLC0415
+
+        shape, dtype = label_spec
+        v = apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+        v = ctx.define("mv", f"astype({v}, \"float64\")")
+        if w is None:
+            return [f"sum({v})", f"astype(size({v}), \"float64\")"]
+        per = f"reshape({v}, list(shape({v})[0], -1))"
+        wv = f"reshape(astype({w}, \"float64\"), [-1, 1])"
+        return [f"sum({per} * {wv})", f"sum(broadcast_to({wv}, shape({per})))"]
+
+    def expressions(self, y, p, w):
+        return ["0.0", "0.0"]
+
+    def result(self, totals):
+        return float(totals[0] / totals[1]) if totals[1] else 0.0
+
+
+def _function_metric(fn):
+    return _FunctionMetric(fn)
+
+
+class ProgramsMixin:
+    """Program writing for Model (see the module doc)."""
+
+
+    def _names(self):
+        """The programs' names of the inputs and labels."""
+        xs = ["x"] if len(self._inputs) == 1 else [f"x{i}" for i in range(len(self._inputs))]
+        ys = ["y"] if len(self._outputs) == 1 else [f"y{i}" for i in range(len(self._outputs))]
+        return xs, ys
+
+    def _forward_code(self, training: str, seed: str, buckets=None, names=None):
+        """The forward pass as statements and the outputs' names. With
+        `buckets` (the bucket plan), every trainable parameter is first
+        marked as a member of its gradient bucket (grad_bucket), just before
+        the code that first uses it, so that the backward pass starts each
+        bucket's all-reduce as soon as the code after it in the backward
+        order has produced all its gradients."""
+        xs = names or self._names()[0]
+        member = {}
+        for j, bucket in enumerate(buckets or []):
+            for m, v in enumerate(bucket):
+                member[v] = (j, m, len(bucket))
+        stats: list = []
+        marked: dict = {}
+        counter = iter(range(1 << 30))
+        fresh_count = iter(range(1 << 30))
+        writer = None
+
+        def param(layer, pname):
+            key = (id(layer), pname)
+            if key not in self._var_of:
+                raise ValueError(f"[{self.kind}] layer {layer.name!r} is used by the model but "
+                                 "was not found when it was built (is it called only in a "
+                                 "branch of call()?)")
+            v = self._var_of[key]
+            if v in member:
+                if v not in marked:
+                    j, m, count = member[v]
+                    writer.stmts.append(f"define(bk_{v}, grad_bucket({v}, \"g{j}\", {m}, "
+                                        f"{count}))")
+                    marked[v] = f"bk_{v}"
+                return marked[v]
+            return v
+
+        def fresh(tag):
+            return f"_{_ident(tag)}{next(fresh_count)}"
+
+        stride = 64 if len(self.layers) <= 32 else 1 << 16
+
+        def layer_code(t, name, w):
+            layer, ins, multi = t.args
+            exprs = [w.names[i.id] for i in ins]
+            static = dict(t.kwargs)
+            forced = static.pop("training", None)
+            train = training if forced is None else ("true" if forced else "false")
+            ctx = Context(train, seed, next(counter), w.stmts.append, fresh, param,
+                          layer_code)
+            ctx.seed_stride = stride
+            ctx.input_shapes = [i.shape for i in ins]
+            p = {q.name: param(layer, q.name) for q in layer.params} if not \
+                layer._is_custom() else {}
+            out = layer.forward(exprs if multi else exprs[0], p, ctx, **static)
+            stats.extend(ctx.stats)
+            return out
+
+        writer = GraphWriter({t.id: n for t, n in zip(self._inputs, xs)}, param, layer_code,
+                             prefix="h")
+        outs = [writer.expr(o) for o in self._outputs]
+        return writer.stmts, outs, stats
+
+    def _loss_ctx(self):
+        count = iter(range(1 << 30))
+        stmts: list = []
+        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"_loss{next(count)}",
+                      None, None)
+        return ctx, stmts
+
+    def _loss_text(self, ys, hs, sw=None) -> tuple:
+        """(statements, expression) of the compiled loss of labels `ys` and
+        outputs `hs`, weighted per sample by `sw`, plus the regularizers."""
+        ctx, stmts = self._loss_ctx()
+        terms = []
+        for k, (loss, weight) in enumerate(zip(self._compiled.losses,
+                                               self._compiled.loss_weights)):
+            if loss is None or not weight:
+                continue
+            spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
+            out_shape = self._outputs[k].shape[1:]
+            if sw is None:
+                e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
+            else:
+                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+                e = (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
+                     f"/ size({per})")
+            terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
+        if not terms:
+            raise ValueError("[compile] the model has no loss")
+        for v in self._params(True):
+            layer, p = self._owner[v]
+            if p.regularizer is not None:
+                terms.append(f"astype({p.regularizer.expression(v)}, \"{self.dtype}\")")
+        return stmts, " + ".join(f"({t})" for t in terms)
+
+    def _metric_exprs(self, ys, hs, sw=None) -> tuple:
+        """(statements, expressions): every metric's sums (float64), in order."""
+        ctx, stmts = self._loss_ctx()
+        out = []
+        for k, ms in enumerate(self._compiled.metrics):
+            for m in ms:
+                if isinstance(m, _FunctionMetric):
+                    spec = self._label_specs[k]
+                    exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
+                                              self._outputs[k].shape[1:])
+                else:
+                    exprs = m.expressions(ys[k], hs[k], sw)
+                out += [f"astype({e}, \"float64\")" for e in exprs]
+        return stmts, out
+
+    def _metric_sizes(self) -> list:
+        """The shape of every metric sum, in order (found by
+        running the metrics' expressions once on stand-in data)."""
+        if not self._compiled or not self._compiled.has_metrics:
+            return []
+        key = ("metric_sizes",)
+        if key in self._programs:
+            return self._programs[key]
+        xs, ys = self._names()
+        hs = [f"h{k}" for k in range(len(self._outputs))]
+        stmts, exprs = self._metric_exprs(ys, hs, None)
+        body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
+        prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
+                             "<model metrics>")
+        labels = [np.zeros((2,) + tuple(shape), dtype=dtype) for shape, dtype in
+                  self._label_specs]
+        outs = [np.asarray(o._dummies[0], dtype=self.dtype) for o in self._outputs]
+        sizes = [tuple(np.shape(v)) for v in prog.run(labels + outs)]
+        self._programs[key] = sizes
+        return sizes
+
+    def _program(self, kind):
+        # trainable flags may change between calls (Keras: recompile; here
+        # the programs follow)
+        kind_key = (kind, tuple(self._params(True)))
+        prog = self._programs.get(kind_key)
+        if prog is not None:
+            return prog
+        if self._compiled is None and kind != "predict":
+            raise RuntimeError(f"[{kind}] call model.compile(optimizer, loss, metrics) first")
+        P, S = self._params(True), self._params(False)
+        args = ", ".join(P + S)
+        xs, ys = self._names()
+        if kind == "train" or (isinstance(kind, tuple) and kind[0] == "train"):
+            prog = self._train_program(P, S, weighted=kind[1] if isinstance(kind, tuple)
+                                       else False)
+        elif isinstance(kind, tuple) and kind[0] == "train_dp":
+            prog = self._train_program(P, S, data_parallel=True, weighted=kind[3])
+        elif isinstance(kind, tuple) and kind[0] == "train_det":
+            prog = self._deterministic_program(P, S, *kind[1:])
+        else:
+            stmts, hs, _ = self._forward_code("false", "0")
+            head = ", ".join(([args] if args else []) + xs)
+            if kind == "predict":
+                result = hs[0] if len(hs) == 1 else f"list({', '.join(hs)})"
+                body = ",\n  ".join(stmts + [result])
+                text = f"define(predict_fn, {head}, block(\n  {body}))\npredict_fn\n"
+            else:
+                weighted = isinstance(kind, tuple) and kind[1]
+                sw = "sw" if weighted else None
+                lstmts, loss = self._loss_text(ys, hs, sw)
+                mstmts, mets = self._metric_exprs(ys, hs, sw)
+                body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
+                extra = ", sw" if weighted else ""
+                text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
+                        "eval_fn\n")
+            prog = _core.Program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
+        self._programs[kind_key] = prog
+        return prog
+
+    def _bucket_plan(self, P):
+        """Gradient buckets for the all-reduce, fixed when the step is compiled and
+        the same on every locality: parameters in the order the backward pass
+        finishes them (last layer first), grouped up to BUCKET_BYTES."""
+        buckets, current, size = [], [], 0
+        weights = self.weights
+        for v in reversed(P):
+            nbytes = int(np.prod(weights[v].shape)) * np.dtype(self.dtype).itemsize
+            if current and size + nbytes > self.BUCKET_BYTES:
+                buckets.append(current)
+                current, size = [], 0
+            current.append(v)
+            size += nbytes
+        if current:
+            buckets.append(current)
+        return buckets
+
+    # Gradients fused into one all-reduce up to this many bytes.
+    BUCKET_BYTES = 4 << 20
+    # Data parallel: each bucket's all-reduce starts inside the backward pass
+    # as soon as its gradients are ready (False: all after the backward pass).
+    OVERLAP_BACKWARD = True
+
+    def _allreduce_code(self, P, grads) -> list:
+        """Statements replacing each local gradient by the weighted sum over
+        the localities (weight = local share of the global batch), bucket by
+        bucket: one all_reduce of the concatenated, flattened members."""
+        name = dict(zip(P, grads))
+        weights = self.weights
+        lines = []
+        for j, bucket in enumerate(self._bucket_plan(P)):
+            if len(bucket) == 1:
+                g = name[bucket[0]]
+                lines.append(f"define({g}, all_reduce({g} * weight, \"sum\"))")
+                continue
+            flat = ", ".join(f"ravel({name[v]} * weight)" for v in bucket)
+            lines.append(f"define(bucket_{j}, all_reduce(concatenate(list({flat})), \"sum\"))")
+            off = 0
+            for v in bucket:
+                n = int(np.prod(weights[v].shape))
+                lines.append(f"define({name[v]}, reshape(bucket_{j}[{off}:{off + n}], "
+                             f"shape({v})))")
+                off += n
+        return lines
+
+    def _loss_fn(self, P, S, weighted=False, buckets=None, sample_weighted=False):
+        """The training loss function's definition (value: list(loss,
+        list(list(outputs...), batch statistics...))) and the batch norm
+        layers' statistics. Weighted: the loss times a last parameter w.
+        Buckets: the gradients are summed over the localities from inside
+        the backward pass (_forward_code)."""
+        if not P:
+            raise ValueError("[fit] the model has no trainable parameters")
+        xs, ys = self._names()
+        stmts, hs, stats = self._forward_code("true", "seed", buckets)
+        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
+        aux = [f"list({', '.join(hs)})"] + [f"batch_norm_stats({x})" for _, x in stats]
+        args = ", ".join(P + S + xs + ys + (["sw"] if sample_weighted else []))
+        scale, w = (" * w", ", w") if weighted else ("", "")
+        body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
+        return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
+
+    def _update_setup(self, P, S):
+        """What both training programs start with: the argument list, the
+        gradient names, the optimizer's update code (its state variables are
+        kept on the model) and the argnums of value_and_grad."""
+        opt = self._compiled.optimizer
+        grads = [f"grad_{k}" for k in range(len(P))]
+        upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
+                              iteration_expr="iteration")
+        self._opt_vars = [s.name for s in upd.state]
+        self._opt_statevars = upd.state
+        return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
+
+    def _bn_var(self, bn, index: int) -> str:
+        return self._var_of[(id(bn), bn.params[index].name)]
+
+    def _train_program(self, P, S, data_parallel=False, weighted=False):
+        # Data parallel: each locality's loss is weighted by its share of the
+        # global batch, so the sum of the localities' gradients is the global
+        # batch's gradient; the sums run in gradient buckets that the
+        # backward pass starts itself (OVERLAP_BACKWARD), or after it.
+        overlap = data_parallel and self.OVERLAP_BACKWARD
+        buckets = self._bucket_plan(P) if overlap else None
+        loss_fn, stats = self._loss_fn(P, S, weighted=overlap, buckets=buckets,
+                                       sample_weighted=weighted)
+        args, grads, upd, nums = self._update_setup(P, S)
+        xs, ys = self._names()
+        data = ", ".join(xs + ys + (["sw"] if weighted else []))
+        extra = ", weight" if overlap else ""
+        lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
+                 f"({args}, {data}, seed{extra}))",
+                 "define(grads, r[1])"]
+        lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
+        if data_parallel and not overlap:
+            lines += self._allreduce_code(P, grads)
+        lines += upd.statements
+
+        def across(expr, weighted_=True):
+            if not data_parallel:
+                return expr
+            return f"all_reduce({expr} * weight, \"sum\")" if weighted_ else \
+                f"all_reduce({expr}, \"sum\")"
+
+        for j, (bn, _) in enumerate(stats):
+            m = bn.momentum
+            mean_v, var_v = self._bn_var(bn, 2), self._bn_var(bn, 3)
+            bmean = across(f"r[2][{j + 1}][0]")
+            bvar = across(f"r[2][{j + 1}][1]")
+            lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
+            lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
+        hs = [f"r[2][0][{k}]" for k in range(len(self._outputs))]
+        mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
+        lines += mstmts
+        mets = [across(e, weighted_=False) for e in mets]
+        loss_value = across("r[0]", weighted_=not overlap)  # the loss is weighted already
+        lines.append(f"list({loss_value}, list({', '.join(mets)}), list({', '.join(P)}), "
+                     f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
+        step_args = ", ".join(P + S + self._opt_vars)
+        tail = ", weight" if data_parallel else ""
+        body = ",\n  ".join(lines)
+        text = (loss_fn + f"define(train_step, {step_args}, {data}, iteration, lr, seed{tail}, "
+                f"block(\n  {body}))\ntrain_step\n")
+        self.train_code = text
+        return _core.Program(text, "<model train step>")
+
+    # Chunks of a global batch in deterministic mode: 8 is shared evenly by 1, 2,
+    # 4 or 8 localities and cuts the usual batch sizes (multiples of 8) evenly;
+    # more chunks cost more (smaller kernels, see docs/distributed.md).
+    DETERMINISTIC_CHUNKS = 8
+
+    @staticmethod
+    def _fixed_sum(terms):
+        """The sum of `terms` (expressions) in one fixed order: adjacent pairs,
+        level by level, an odd last term carried up. A block of 2**a terms
+        aligned at a multiple of 2**a is a node of this tree, so localities can
+        add their own aligned blocks first and the result stays the same."""
+        while len(terms) > 1:
+            terms = [f"({terms[i]} + {terms[i + 1]})" if i + 1 < len(terms) else terms[i]
+                     for i in range(0, len(terms), 2)]
+        return terms[0]
+
+    def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False):
+        """The training step of deterministic mode. This locality computes the
+        gradients of its `local` chunks separately (of the chunk's loss times
+        its share of the batch; an empty chunk gives zeros), adds aligned
+        blocks of them in the fixed order of _fixed_sum, all-gathers those
+        block sums bucket by bucket, and every locality finishes the same sum
+        in the same order: the bits do not depend on the number of localities
+        (nor, with deterministic tiling, of threads). The loss, the metrics'
+        sums and the batch statistics, weighted, go the same way in one
+        float64 bucket."""
+        loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
+        args, grads, upd, nums = self._update_setup(P, S)
+        xs, ys = self._names()
+        streams = xs + ys + (["sw"] if weighted else [])
+        weights = self.weights
+        size = {v: int(np.prod(weights[v].shape)) for v in P}
+        n_sums = sum(math.prod(s) for s in self._metric_sizes())
+        lines = []
+        for j in range(local):
+            data = ", ".join(f"{s}_{j}" for s in streams)
+            lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
+                         f"argnums=[{nums}], has_aux=true)({args}, {data}, seed_{j}, w_{j}), "
+                         "nil))")
+            for k, v in enumerate(P):
+                lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], zeros_like({v})))")
+            aux = [f"astype(r_{j}[0], \"float64\")"]
+            cys = [f"{y}_{j}" for y in ys]
+            chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
+            mstmts, mets = self._metric_exprs(cys, chs, f"sw_{j}" if weighted else None)
+            aux += [f"ravel({e})" for e in mets]
+            for s_i, (bn, _) in enumerate(stats):
+                aux += [f"astype(r_{j}[2][{s_i + 1}][{m}], \"float64\") * w_{j}" for m in (0, 1)]
+            flat = ", ".join(f"ravel({e})" for e in aux)
+            body = mstmts + [f"concatenate(list({flat}))"]
+            lines.append(f"define(g_{j}_aux, if(w_{j} > 0.0, block({', '.join(body)}), "
+                         f"zeros(aux_width, dtype=\"float64\")))")
+        # Sums of aligned blocks of this locality's chunks (per parameter).
+        block = local & -local  # the largest power of two dividing `local`
+        starts = range(0, local, block)
+        for k in [str(k) for k in range(len(P))] + ["aux"]:
+            for s_ in starts:
+                terms = [f"g_{j}_{k}" for j in range(s_, s_ + block)]
+                lines.append(f"define(p_{s_}_{k}, {self._fixed_sum(terms)})")
+        index = {v: k for k, v in enumerate(P)}
+        groups = [[str(index[v]) for v in bucket] for bucket in self._bucket_plan(P)] + [["aux"]]
+        for b, members in enumerate(groups):
+            if n_ranks == 1:
+                for k in members:
+                    total = self._fixed_sum([f"p_{s_}_{k}" for s_ in starts])
+                    lines.append(f"define({'total_aux' if k == 'aux' else grads[int(k)]}, {total})")
+                continue
+            rows = ", ".join("concatenate(list(" + ", ".join(f"ravel(p_{s_}_{k})" for k in members)
+                             + "))" for s_ in starts)
+            lines.append(f"define(parts_{b}, all_gather(stack(list({rows}))))")
+            total = self._fixed_sum([f"parts_{b}[{i}]" for i in range(n_ranks * len(starts))])
+            lines.append(f"define(total_{b}, {total})")
+            off = 0
+            for k in members:
+                if k == "aux":
+                    lines.append(f"define(total_aux, total_{b})")
+                    continue
+                v = P[int(k)]
+                lines.append(f"define({grads[int(k)]}, reshape(total_{b}[{off}:{off + size[v]}], "
+                             f"shape({v})))")
+                off += size[v]
+        lines += upd.statements
+        off = 1 + n_sums
+        for bn, _ in stats:
+            m = bn.momentum
+            for index_ in (2, 3):
+                v = self._bn_var(bn, index_)
+                n = int(np.prod(weights[v].shape))
+                stat = f"astype(total_aux[{off}:{off + n}], \"{self.dtype}\")"
+                lines.append(f"define({v}, {m!r} * {v} + {1.0 - m!r} * "
+                             f"reshape({stat}, shape({v})))")
+                off += n
+        width = 1 + n_sums + sum(2 * int(np.prod(weights[self._bn_var(bn, 2)].shape))
+                                 for bn, _ in stats)
+        lines.insert(0, f"define(aux_width, {width})")
+        lines.append(f"list(total_aux[0], list(total_aux[1:{1 + n_sums}]), list({', '.join(P)}), "
+                     f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
+        chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(local))
+        step_args = ", ".join(P + S + self._opt_vars)
+        body = ",\n  ".join(lines)
+        text = (loss_fn + f"define(train_step, {step_args}, {chunk_args}, iteration, lr, "
+                f"block(\n  {body}))\ntrain_step\n")
+        self.train_code = text
+        return _core.Program(text, "<model deterministic train step>")
+
+    def _shard(self, arrays, n_ranks, rank):
+        """This locality's rows of a global batch, and its share of the batch."""
+        n = len(arrays[0])
+        lo, hi = rank * n // n_ranks, (rank + 1) * n // n_ranks
+        return [a[lo:hi] for a in arrays], (hi - lo) / n
