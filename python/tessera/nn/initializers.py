@@ -29,6 +29,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _core
+from ._config import Configurable
 
 __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUniform",
            "TruncatedNormal", "VarianceScaling", "GlorotUniform", "GlorotNormal", "HeNormal",
@@ -130,7 +131,7 @@ def _truncated_normal(shape, mean, std, seed, dtype):
     return (mean + std * x).astype(dtype)
 
 
-class Initializer:
+class Initializer(Configurable):
     """An initializer: ``init(shape, dtype="float32")`` returns a NumPy array.
     ``get_config()`` names the class (``"class"``) and the arguments;
     ``from_config`` (or the module's ``deserialize``) rebuilds it."""
@@ -154,17 +155,6 @@ class Initializer:
     def get_config(self) -> dict:
         return {"class": type(self).__name__}
 
-    @classmethod
-    def from_config(cls, config) -> "Initializer":
-        config = dict(config)
-        name = config.pop("class", cls.__name__)
-        if name != cls.__name__:
-            raise ValueError(f"[{cls.__name__}.from_config] the config describes a {name}")
-        return cls(**config)
-
-    def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
-        return f"{type(self).__name__}({items})"
 
 
 class Constant(Initializer):

@@ -39,6 +39,8 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
+from ._config import Configurable
+
 __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
            "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
            "SparseTopKCategoricalAccuracy", "Precision", "Recall", "AUC", "MeanAbsoluteError",
@@ -72,7 +74,7 @@ def _sparse(y: str, p: str) -> str:
     return f"reshape(astype({y}, \"int64\"), shape({p})[:-1])"
 
 
-class Metric:
+class Metric(Configurable):
     """A metric: ``expressions(y, p, w)`` (sums over a batch, float64) and
     ``result(totals)`` (the metric from their sums over batches)."""
 
@@ -94,17 +96,6 @@ class Metric:
     def get_config(self) -> dict:
         return {"class": type(self).__name__, "name": self.name}
 
-    @classmethod
-    def from_config(cls, config) -> "Metric":
-        config = dict(config)
-        name = config.pop("class", cls.__name__)
-        if name != cls.__name__:
-            raise ValueError(f"[{cls.__name__}.from_config] the config describes a {name}")
-        return cls(**config)
-
-    def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
-        return f"{type(self).__name__}({items})"
 
 
 # --------------------------------------------------------------------------- mean metrics

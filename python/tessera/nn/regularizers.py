@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from ._config import Configurable
+
 __all__ = ["Regularizer", "L1", "L2", "L1L2", "OrthogonalRegularizer", "get", "serialize",
            "deserialize"]
 
@@ -33,7 +35,7 @@ def _factor(cls: str, name: str, value) -> float:
     return float(value)
 
 
-class Regularizer:
+class Regularizer(Configurable):
     """A penalty on a weight: ``expression(w)`` is the language's text of it
     for the weight variable named ``w``; calling the regularizer on a NumPy
     array evaluates that expression."""
@@ -53,17 +55,6 @@ class Regularizer:
     def get_config(self) -> dict:
         return {"class": type(self).__name__}
 
-    @classmethod
-    def from_config(cls, config) -> "Regularizer":
-        config = dict(config)
-        name = config.pop("class", cls.__name__)
-        if name != cls.__name__:
-            raise ValueError(f"[{cls.__name__}.from_config] the config describes a {name}")
-        return cls(**config)
-
-    def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "class")
-        return f"{type(self).__name__}({items})"
 
 
 class L1L2(Regularizer):
