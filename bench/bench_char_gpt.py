@@ -369,22 +369,19 @@ def main():
     summary = {}
     for t in threads:
         r = results[str(t)]
-        tt, pe = fair.med(r["tessera"]), fair.med(r["eager"])
-        pc = fair.med(r["compiled"]) if "compiled" in r else None
-        best = min(pe, pc) if pc else pe
-        ratio = tt / best
-        d = default.get(str(t))
-        ds = f"{fair.med(d['eager']):.3f}" if d else "-"
-        dr = f"{fair.med(d['tessera']) / fair.med(d['eager']):.2f}" if d else "-"
+        x = fair.race(r, default.get(str(t)))
+        tt, pe, pc, best, ratio = x["tessera"], x["eager"], x["compiled"], x["best"], x["ratio"]
+        ds = f"{x['default']:.3f}" if x["default"] else "-"
+        dr = f"{x['default_ratio']:.2f}" if x["default"] else "-"
         met = "met" if ratio <= 0.8 else "NOT met"
         print(f"{t:>3} {tt:>10.3f} {pe:>8.3f} {(f'{pc:.3f}' if pc else '-'):>11} "
-              f"{('compiled' if pc and pc < pe else 'eager'):>9} {ratio:>6.2f} "
+              f"{x['best_name']:>9} {ratio:>6.2f} "
               f"{'<=0.8 ' + met:>12} {tokens / tt:>14.0f} {tokens / best:>14.0f} {ds:>10} {dr:>10}")
         print(f"    initial logits differ by {r['_check']['diff']:.1e}"
               + (f"; compiled step's first call {r['_check']['compile_s']:.1f} s"
                  if "compile_s" in r["_check"] else ""))
         summary[f"{t}t"] = {"tessera": tt, "eager": pe, "compiled": pc, "ratio": ratio,
-                            "default": fair.med(d["eager"]) if d else None}
+                            "default": x["default"]}
     print(f"load average after the steps: {fair.load_average()}")
     race = None
     if args.train_seconds > 0:

@@ -194,21 +194,18 @@ def main():
     summary = {}
     for t in threads:
         r = results[str(t)]
-        tt, pe = fair.med(r["tessera"]), fair.med(r["eager"])
-        pc = fair.med(r["compiled"]) if "compiled" in r else None
-        best = min(pe, pc) if pc else pe
-        ratio = tt / best
-        d = default.get(str(t))
-        ds = f"{fair.med(d['eager']):.3f}" if d else "-"
-        dr = f"{fair.med(d['tessera']) / fair.med(d['eager']):.2f}" if d else "-"
+        x = fair.race(r, default.get(str(t)))
+        tt, pe, pc, ratio = x["tessera"], x["eager"], x["compiled"], x["ratio"]
+        ds = f"{x['default']:.3f}" if x["default"] else "-"
+        dr = f"{x['default_ratio']:.2f}" if x["default"] else "-"
         print(f"{t:>3} {tt:>10.3f} {pe:>8.3f} {(f'{pc:.3f}' if pc else '-'):>11} "
-              f"{('compiled' if pc and pc < pe else 'eager'):>9} {ratio:>6.2f} "
+              f"{x['best_name']:>9} {ratio:>6.2f} "
               f"{'<=0.8 ' + ('met' if ratio <= 0.8 else 'NOT met'):>12} {gf / tt:>13.1f} "
               f"{ds:>10} {dr:>10}")
         if r.get("_compile_s"):
             print(f"    compiled step's first call {r['_compile_s']:.1f} s")
         summary[f"{t}t"] = {"tessera": tt, "eager": pe, "compiled": pc, "ratio": ratio,
-                            "default": fair.med(d["eager"]) if d else None}
+                            "default": x["default"]}
     print(f"load average at end: {fair.load_average()}")
     if args.json:
         with open(args.json, "w") as fh:

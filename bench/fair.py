@@ -139,6 +139,22 @@ def med(ts) -> float:
     return statistics.median(ts)
 
 
+def race(r: dict, default=None) -> dict:
+    """One thread count's medians: tessera, PyTorch eager and compiled (when
+    it ran), the faster of the two (the peer raced), the ratio, and the
+    default-configuration child's PyTorch time and ratio (None without it)."""
+    tt, pe = med(r["tessera"]), med(r["eager"])
+    pc = med(r["compiled"]) if "compiled" in r else None
+    best = min(pe, pc) if pc else pe
+    out = {"tessera": tt, "eager": pe, "compiled": pc, "best": best,
+           "best_name": "compiled" if pc and pc < pe else "eager", "ratio": tt / best,
+           "default": None, "default_ratio": None}
+    if default:
+        out["default"] = med(default["eager"])
+        out["default_ratio"] = med(default["tessera"]) / out["default"]
+    return out
+
+
 def spread(ts) -> str:
     return f"{min(ts):.3f}-{max(ts):.3f}"
 
