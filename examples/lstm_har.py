@@ -17,7 +17,9 @@ import argparse
 import time
 
 import tessera
-from tessera import data, nn, optim
+from tessera import nn, optim
+
+from har_cnn import load  # the same data: UCI HAR when on disk, else synthetic
 
 
 def build_model(units=64, layers=2, timesteps=128, channels=9, dropout=0.0, frame=1):
@@ -31,19 +33,6 @@ def build_model(units=64, layers=2, timesteps=128, channels=9, dropout=0.0, fram
             x = nn.Dropout(dropout)(x)
     outputs = nn.Dense(6, activation="softmax", name="activity")(x)
     return nn.Model(inputs, outputs, name="lstm_har")
-
-
-def load(args):
-    if not args.synthetic:
-        try:
-            xtr, ytr = data.load_har(args.data, "train")
-            xte, yte = data.load_har(args.data, "test")
-            return xtr, ytr, xte, yte, "UCI HAR"
-        except FileNotFoundError:
-            pass
-    xtr, ytr = data.synthetic_har(n=args.train_samples, seed=1, split="train")
-    xte, yte = data.synthetic_har(n=args.test_samples, seed=1, split="test")
-    return xtr, ytr, xte, yte, "synthetic HAR (UCI HAR files not found)"
 
 
 def main(argv=None):

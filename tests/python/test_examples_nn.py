@@ -6,6 +6,7 @@ import importlib.util
 import math
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +15,10 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "exampl
 
 
 def load(name):
+    # as `python examples/NAME.py` runs it: the examples folder on the path
+    # (lstm_har imports har_cnn's data loading)
+    if os.path.abspath(EXAMPLES) not in map(os.path.abspath, sys.path):
+        sys.path.insert(0, os.path.abspath(EXAMPLES))
     spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

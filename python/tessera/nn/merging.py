@@ -9,6 +9,14 @@ __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Conc
            "add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate"]
 
 
+def _fold(fn: str, xs) -> str:
+    """fn(fn(x0, x1), x2)...: a binary primitive over all inputs."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = f"{fn}({out}, {x})"
+    return out
+
+
 class _Merge(Layer):
     multi_input = True
     min_inputs = 2
@@ -79,10 +87,7 @@ class Maximum(_Merge):
     kind = "Maximum"
 
     def forward(self, xs, p, ctx):
-        out = xs[0]
-        for x in xs[1:]:
-            out = f"maximum({out}, {x})"
-        return out
+        return _fold("maximum", xs)
 
 
 class Minimum(_Merge):
@@ -91,10 +96,7 @@ class Minimum(_Merge):
     kind = "Minimum"
 
     def forward(self, xs, p, ctx):
-        out = xs[0]
-        for x in xs[1:]:
-            out = f"minimum({out}, {x})"
-        return out
+        return _fold("minimum", xs)
 
 
 class Concatenate(_Merge):
