@@ -189,56 +189,58 @@ def _schedule_name(cls: str, name) -> str:
     return name
 
 
-class ExponentialDecay(LearningRateSchedule):
+class _RateDecay(LearningRateSchedule):
+    """The arguments Keras's ExponentialDecay and InverseTimeDecay share; the
+    decay of ``p = i / decay_steps`` (floored with ``staircase``) is _decay's."""
+
+    def __init__(self, initial_learning_rate: float, decay_steps, decay_rate: float,
+                 staircase: bool, name: str):
+        cls = f"[{type(self).__name__}]"
+        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
+                                               initial_learning_rate, allow_zero=True)
+        self.decay_steps = _steps(f"{cls} decay_steps", decay_steps)
+        self.decay_rate = _positive(f"{cls} decay_rate", decay_rate, allow_zero=True)
+        self.staircase = bool(staircase)
+        self.name = _schedule_name(type(self).__name__, name)
+
+    def __call__(self, iteration: int) -> float:
+        p = _check_iteration(iteration) / self.decay_steps
+        if self.staircase:
+            p = math.floor(p)
+        return self._decay(p)
+
+    def _decay(self, p: float) -> float:
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        return {"class": type(self).__name__,
+                "initial_learning_rate": self.initial_learning_rate,
+                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
+                "staircase": self.staircase, "name": self.name}
+
+
+class ExponentialDecay(_RateDecay):
     """Keras's ExponentialDecay: ``initial_learning_rate * decay_rate ** (i /
     decay_steps)``, the exponent floored with ``staircase``."""
 
     def __init__(self, initial_learning_rate: float, decay_steps, decay_rate: float,
                  staircase: bool = False, name: str = "ExponentialDecay"):
-        cls = "[ExponentialDecay]"
-        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
-                                               initial_learning_rate, allow_zero=True)
-        self.decay_steps = _steps(f"{cls} decay_steps", decay_steps)
-        self.decay_rate = _positive(f"{cls} decay_rate", decay_rate, allow_zero=True)
-        self.staircase = bool(staircase)
-        self.name = _schedule_name("ExponentialDecay", name)
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
-    def __call__(self, iteration: int) -> float:
-        p = _check_iteration(iteration) / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
+    def _decay(self, p):
         return self.initial_learning_rate * self.decay_rate ** p
 
-    def get_config(self) -> dict:
-        return {"class": "ExponentialDecay", "initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
 
-
-class InverseTimeDecay(LearningRateSchedule):
+class InverseTimeDecay(_RateDecay):
     """Keras's InverseTimeDecay: ``initial_learning_rate / (1 + decay_rate * i /
     decay_steps)``, the quotient ``i / decay_steps`` floored with ``staircase``."""
 
     def __init__(self, initial_learning_rate: float, decay_steps, decay_rate: float,
                  staircase: bool = False, name: str = "InverseTimeDecay"):
-        cls = "[InverseTimeDecay]"
-        self.initial_learning_rate = _positive(f"{cls} initial_learning_rate",
-                                               initial_learning_rate, allow_zero=True)
-        self.decay_steps = _steps(f"{cls} decay_steps", decay_steps)
-        self.decay_rate = _positive(f"{cls} decay_rate", decay_rate, allow_zero=True)
-        self.staircase = bool(staircase)
-        self.name = _schedule_name("InverseTimeDecay", name)
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
-    def __call__(self, iteration: int) -> float:
-        p = _check_iteration(iteration) / self.decay_steps
-        if self.staircase:
-            p = math.floor(p)
+    def _decay(self, p):
         return self.initial_learning_rate / (1.0 + self.decay_rate * p)
-
-    def get_config(self) -> dict:
-        return {"class": "InverseTimeDecay", "initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
