@@ -25,7 +25,7 @@ from . import losses as _losses
 from . import metrics as _metrics
 from .functional import call_layer, clone_graph, collect_layers
 from .layers import Layer, initial_value
-from .programs import ProgramsMixin, _FunctionMetric, _function_metric  # noqa: F401
+from .programs import ProgramsMixin, _function_metric
 from .symbolic import GraphWriter, Input, KerasTensor
 
 __all__ = ["Model", "Sequential", "History"]
@@ -847,7 +847,7 @@ class Model(ProgramsMixin, Layer):
                     logs.update(zip(names, self._metric_results(totals)))
                     self._position = {"epoch": epoch, "batch": b + 1,
                                       "acc": {"loss": total_loss, "seen": seen,
-                                              "totals": [t.tolist() for t in totals]}}
+                                              "totals": [t.copy() for t in totals]}}
                     if verbose == 1:
                         self._progress(epoch, epochs, b + 1, steps, logs, start)
                     cbs.on_train_batch_end(b, dict(logs))
@@ -897,13 +897,11 @@ class Model(ProgramsMixin, Layer):
 
     def _metric_results(self, totals) -> list:
         out, k = [], 0
-        for ms in self._compiled.metrics:
-            for m in ms:
-                n = len(m.expressions("y", "h", None)) if not isinstance(m, _FunctionMetric) \
-                    else 2
-                r = m.result(totals[k:k + n])
-                out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
-                k += n
+        metrics = [m for ms in self._compiled.metrics for m in ms]
+        for m, n in zip(metrics, self._metric_counts()):
+            r = m.result(totals[k:k + n])
+            out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
+            k += n
         return out
 
     def _validate_dataset(self, ds, n_in, n_out):
@@ -974,9 +972,11 @@ class Model(ProgramsMixin, Layer):
     def _training_state(self) -> dict:
         pos = getattr(self, "_position", None) or {"epoch": 0, "batch": 0, "acc": None}
         settings = getattr(self, "_fit_settings", {})
+        acc = pos["acc"]
+        if acc is not None:  # the epoch's running sums, as JSON
+            acc = dict(acc, totals=[np.asarray(t).tolist() for t in acc["totals"]])
         return {"iteration": self._iteration, "epoch": pos["epoch"], "batch": pos["batch"],
-                "acc": pos["acc"], "seed": settings.get("seed", 0),
-                "lr_override": self._lr_override}
+                "acc": acc, "seed": settings.get("seed", 0), "lr_override": self._lr_override}
 
     @staticmethod
     def _live() -> bool:

@@ -41,9 +41,6 @@ class _FunctionMetric:
         wv = f"reshape(astype({w}, \"float64\"), [-1, 1])"
         return [f"sum({per} * {wv})", f"sum(broadcast_to({wv}, shape({per})))"]
 
-    def expressions(self, y, p, w):
-        return ["0.0", "0.0"]
-
     def result(self, totals):
         return float(totals[0] / totals[1]) if totals[1] else 0.0
 
@@ -155,8 +152,9 @@ class ProgramsMixin:
                 terms.append(f"astype({p.regularizer.expression(v)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
-    def _metric_exprs(self, ys, hs, sw=None) -> tuple:
-        """(statements, expressions): every metric's sums (float64), in order."""
+    def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
+        """(statements, expressions): every metric's sums (float64), in order;
+        `counts`, a list, gets each metric's number of sums."""
         ctx, stmts = self._loss_ctx()
         out = []
         for k, ms in enumerate(self._compiled.metrics):
@@ -168,19 +166,24 @@ class ProgramsMixin:
                 else:
                     exprs = m.expressions(ys[k], hs[k], sw)
                 out += [f"astype({e}, \"float64\")" for e in exprs]
+                if counts is not None:
+                    counts.append(len(exprs))
         return stmts, out
 
     def _metric_sizes(self) -> list:
-        """The shape of every metric sum, in order (found by
-        running the metrics' expressions once on stand-in data)."""
+        """The shape of every metric sum, in order (found by running the
+        metrics' expressions once on stand-in data); _metric_counts then
+        gives how many sums each metric has."""
         if not self._compiled or not self._compiled.has_metrics:
+            self._programs[("metric_counts",)] = []
             return []
         key = ("metric_sizes",)
         if key in self._programs:
             return self._programs[key]
         xs, ys = self._names()
         hs = [f"h{k}" for k in range(len(self._outputs))]
-        stmts, exprs = self._metric_exprs(ys, hs, None)
+        counts: list = []
+        stmts, exprs = self._metric_exprs(ys, hs, None, counts)
         body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
         prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
                              "<model metrics>")
@@ -189,7 +192,12 @@ class ProgramsMixin:
         outs = [np.asarray(o._dummies[0], dtype=self.dtype) for o in self._outputs]
         sizes = [tuple(np.shape(v)) for v in prog.run(labels + outs)]
         self._programs[key] = sizes
+        self._programs[("metric_counts",)] = counts
         return sizes
+
+    def _metric_counts(self) -> list:
+        """The number of sums of each metric (after _metric_sizes)."""
+        return self._programs[("metric_counts",)]
 
     def _program(self, kind):
         # trainable flags may change between calls (Keras: recompile; here

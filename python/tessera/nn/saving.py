@@ -462,7 +462,7 @@ def _compile_config(model, where) -> dict:
     c = model._compiled
     if c is None:
         return {}
-    from .model import _FunctionMetric  # noqa: PLC0415
+    from .programs import _FunctionMetric  # noqa: PLC0415
 
     def loss_cfg(loss):
         if loss is None:
