@@ -479,3 +479,15 @@ def test_a_killed_save_leaves_no_temporary_behind(tmp_path):
     model.save_weights(tmp_path / "other.tsw")
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".tessera")]
     assert leftovers == []
+
+
+def test_array_methods_on_symbolic_tensors_match_numpy():
+    x = np.random.default_rng(2).normal(size=(4, 2, 3)).astype(np.float32)
+    i = nn.Input((2, 3))
+    outs = [i.reshape(-1, 6), i.reshape((-1, 3, 2)), i.transpose(0, 2, 1), i.sum(axis=-1),
+            i.mean(axis=1, keepdims=True), i.max(axis=2), np.swapaxes(i, 1, 2)[:, 1:, :]]
+    got = nn.Model(i, outs, dtype="float32").predict(x)
+    want = [x.reshape(-1, 6), x.reshape((-1, 3, 2)), x.transpose(0, 2, 1), x.sum(axis=-1),
+            x.mean(axis=1, keepdims=True), x.max(axis=2), np.swapaxes(x, 1, 2)[:, 1:, :]]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -691,8 +691,7 @@ class Model(ProgramsMixin, Layer):
                 raise ValueError("[fit] the Dataset is not batched: call ds.batch(batch_size)")
             if not self.built:
                 spec = ds.element_spec
-                n_in = 1 if self._functional is False and not isinstance(self, Sequential) \
-                    else len(self._inputs) or 1
+                n_in = len(self._inputs) or 1  # not built: one input
                 shapes = [tuple(s.shape) for s in spec[:n_in]]
                 self.build(shapes if len(shapes) > 1 else shapes[0])
             self._dataset_arrays(ds, "fit")

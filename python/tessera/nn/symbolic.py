@@ -169,11 +169,9 @@ class KerasTensor:
                                  f"method {name!r}")
 
         def method(*args, **kwargs):
-            if spec.varargs and args and not (len(args) == 1 and isinstance(args[0],
-                                                                             (tuple, list))):
-                args = (tuple(args),)
-            elif spec.varargs and len(args) == 1:
-                args = (tuple(args[0]),)
+            if spec.varargs and args:  # x.reshape(2, 3) and x.reshape((2, 3)) alike
+                one = len(args) == 1 and isinstance(args[0], (tuple, list))
+                args = (tuple(args[0]) if one else tuple(args),)
             return _call_spec(spec, (self,) + tuple(args), kwargs)
 
         return method
@@ -209,9 +207,13 @@ def _call_spec(spec, args, kwargs):
     the primitive's own become keywords, NumPy's names renamed."""
     args = list(args)
     kw = {}
+    if spec.varargs and len(args) > spec.positional:  # x.reshape(...): the packed shape
+        kw[spec.varargs] = args.pop(spec.positional)
     for i, a in enumerate(args[spec.positional:], start=spec.positional):
         if i < len(spec.params):
             kw[spec.params[i]] = a
+        else:
+            raise TypeError(f"[{spec.prim}] too many arguments: {len(args)}")
     args = args[:spec.positional]
     for k, v in kwargs.items():
         kw[spec.rename.get(k, k)] = v
@@ -238,10 +240,7 @@ def _concrete(a, k: int):
     if isinstance(a, KerasTensor):
         return a._dummies[k]
     if isinstance(a, _Index):
-        v = a.value
-        if isinstance(v, slice):
-            return v
-        return v
+        return a.value
     if isinstance(a, (list, tuple)):
         return type(a)(_concrete(v, k) for v in a)
     if isinstance(a, dict):
