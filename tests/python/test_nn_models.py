@@ -491,3 +491,11 @@ def test_array_methods_on_symbolic_tensors_match_numpy():
             x.mean(axis=1, keepdims=True), x.max(axis=2), np.swapaxes(x, 1, 2)[:, 1:, :]]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_a_dataset_without_labels_is_refused_by_fit(data):
+    x, _ = data
+    model = nn.Sequential(_mlp_layers(), input_shape=(6,))
+    model.compile("adam", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match=r"\[fit\] the dataset has no labels"):
+        model.fit(tessera.data.Dataset.from_tensor_slices(x).batch(8), verbose=0)

@@ -388,14 +388,13 @@ def _eager_call(layer, inputs, args, kwargs):
             return type(v)(rebuild(u) for u in v)
         return next(it)
 
+    if kwargs.pop("training", None):
+        raise ValueError(f"[{layer.kind}] calling a layer on arrays with training=True is not "
+                         "supported; use a model's fit")
     sym_inputs = rebuild(inputs)
     sym_args = rebuild(list(args))
-    training = kwargs.pop("training", None)
     out = layer(sym_inputs, *sym_args, **kwargs)
     dtype = str(arrays[0].dtype) if arrays[0].dtype in (np.float32, np.float64) else "float32"
     model = Model(sym, out, dtype=dtype)
-    if training:
-        raise ValueError(f"[{layer.kind}] calling a layer on arrays with training=True is not "
-                         "supported; use a model's fit")
     return model.predict(arrays if len(arrays) > 1 else arrays[0], batch_size=max(
         1, len(arrays[0])), verbose=0)

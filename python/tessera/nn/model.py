@@ -625,9 +625,9 @@ class Model(ProgramsMixin, Layer):
 
     # ------------------------------------------------------------------ training
 
-    def _dataset_arrays(self, ds, where: str):
-        """Checks a Dataset's components against the model (inputs, labels,
-        optional sample weights) and validates its data once, up front."""
+    def _dataset_parts(self, ds, where: str):
+        """The number of components of a Dataset's elements, checked against
+        the model (inputs, labels, optional sample weights)."""
         n_in, n_out = len(self._inputs), len(self._outputs)
         spec = ds.element_spec
         if len(spec) not in (n_in, n_in + n_out, n_in + n_out + 1):
@@ -694,9 +694,12 @@ class Model(ProgramsMixin, Layer):
                 n_in = len(self._inputs) or 1  # not built: one input
                 shapes = [tuple(s.shape) for s in spec[:n_in]]
                 self.build(shapes if len(shapes) > 1 else shapes[0])
-            self._dataset_arrays(ds, "fit")
+            n_parts = self._dataset_parts(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
+            if n_parts == n_in:
+                raise ValueError("[fit] the dataset has no labels: its elements must be (x, y) "
+                                 "or (x, y, sample_weight)")
             self._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
                                     for s in spec[n_in:n_in + n_out]])
             weighted = len(spec) == n_in + n_out + 1
@@ -1036,7 +1039,7 @@ class Model(ProgramsMixin, Layer):
             ds = x
             if not self.built:
                 raise RuntimeError("[evaluate] the model is not built")
-            n_parts = self._dataset_arrays(ds, "evaluate")
+            n_parts = self._dataset_parts(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:
                 raise ValueError("[evaluate] the dataset has no labels")
