@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "machine.hpp"
-#include "tessera/dist/comm.hpp"
+#include "tessera/distributed/comm.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
         return;
       }
       for (int64_t k = 0; k < calls; ++k) {
-        if (opt.profile == "engine") dist::detail::all_reduce(four, dist::ReduceOp::sum, "bench").wait();
+        if (opt.profile == "engine") distributed::detail::all_reduce(four, distributed::ReduceOp::sum, "bench").wait();
         else p.run({Value(four)});
       }
     };
@@ -256,10 +256,10 @@ int main(int argc, char** argv) {
     // new size over the first calls: timed first, the program paid for it).
     for (int w = 0; w < 3; ++w) {
       p.run({Value(x)});
-      dist::detail::all_reduce(x, dist::ReduceOp::sum, "bench").wait();
+      distributed::detail::all_reduce(x, distributed::ReduceOp::sum, "bench").wait();
     }
     double t = median_s(reps, [&] { p.run({Value(x)}); });
-    double te = median_s(reps, [&] { dist::detail::all_reduce(x, dist::ReduceOp::sum, "bench").wait(); });
+    double te = median_s(reps, [&] { distributed::detail::all_reduce(x, distributed::ReduceOp::sum, "bench").wait(); });
     double raw = 0;
     if (raw_ok) {
       std::vector<float> in(n, 1.0f), out(n);
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
       if (raw_ok) {
         block(lat_mpi, [&] { MPI_Allreduce(in.data(), out.data(), 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
       }
-      block(lat_engine, [&] { dist::detail::all_reduce(four, dist::ReduceOp::sum, "bench").wait(); });
+      block(lat_engine, [&] { distributed::detail::all_reduce(four, distributed::ReduceOp::sum, "bench").wait(); });
       block(lat_program, [&] { p.run({Value(four)}); });
       double t0 = now_s();
       loop.run({Value(four), Value(int64_t{100})});
@@ -331,9 +331,9 @@ int main(int argc, char** argv) {
   Array small = Array::full(DType::float32, {1024}, 1.0);
   int small_reps = opt.repeats ? opt.repeats : 15;
   double tco = median_s(small_reps, [&] { unfused.run({Value(small)}); });
-  dist::detail::set_coalescing(false);
+  distributed::detail::set_coalescing(false);
   double tu = median_s(small_reps, [&] { unfused.run({Value(small)}); });
-  dist::detail::set_coalescing(true);
+  distributed::detail::set_coalescing(true);
   double tf = median_s(small_reps, [&] { fused.run({Value(small)}); });
   double mu = 0, mf = 0;
   if (raw_ok) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/io.hpp"
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/program.hpp"
@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (...) {
     std::exception_ptr e = std::current_exception();
-    tessera::dist::mark_failed();
+    tessera::distributed::mark_failed();
     std::fflush(stdout);
     std::fprintf(stderr, "%s: %s\n", error_kind(e).c_str(), exception_message(e).c_str());
     return 1;

@@ -10,7 +10,7 @@
 // spatially tiled convolution). Spans may be empty (a locality with no part).
 //
 // This header is data only: no MPI. The distributed primitives that make and
-// combine tiled arrays live in tessera/dist.
+// combine tiled arrays live in tessera/distributed.
 #pragma once
 
 #include <cstdint>

@@ -286,7 +286,7 @@ struct FastLoop::Impl {
 namespace {
 
 bool pure_primitive(const PrimitiveSpec& spec) {
-  return !spec.writes && !spec.eval_async && !has_effects(spec) && spec.family != "dist" &&
+  return !spec.writes && !spec.eval_async && !has_effects(spec) && spec.family != "distributed" &&
          spec.family != "autodiff";
 }
 
@@ -294,7 +294,7 @@ bool pure_primitive(const PrimitiveSpec& spec) {
 // copyto, setitem): the fast path snapshots what it writes into first.
 bool writes_only(const PrimitiveSpec& spec) {
   return spec.writes && !spec.eval_async && spec.family != "random" && spec.family != "io" &&
-         spec.family != "dist";
+         spec.family != "distributed";
 }
 
 Fast fast_of(const std::string& name) {

@@ -195,7 +195,7 @@ Value run_complex(const PrimitiveSpec& spec, Args& args);
 Value call_primitive(std::string_view name, std::vector<CallArg> args);
 Value call_primitive(std::string_view name, std::vector<Value> positional);
 
-// Tiled arrays (tessera/dist/tiled_ops.cpp): a call whose arguments include a
+// Tiled arrays (tessera/distributed/tiled_ops.cpp): a call whose arguments include a
 // tiled array runs the primitive's tiled overload instead of its eval, when
 // it has one, so that user code stays the same as single-process code. The
 // overload may communicate, so it returns a future, as eval_async does.

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/locality.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -46,10 +46,10 @@ TiledHandle make_tiled(py::handle tile, const Shape& shape,
   TiledArray t;
   t.tile = v.as_array();
   t.shape = shape;
-  t.locality = dist::locality();
+  t.locality = distributed::locality();
   t.tiling = tiling;
-  if (static_cast<int>(spans.size()) != dist::num_localities()) {
-    throw std::invalid_argument(error_message("[TiledArray] needs one span per locality (", dist::num_localities(),
+  if (static_cast<int>(spans.size()) != distributed::num_localities()) {
+    throw std::invalid_argument(error_message("[TiledArray] needs one span per locality (", distributed::num_localities(),
                                               "), got ", spans.size()));
   }
   for (size_t r = 0; r < spans.size(); ++r) {
@@ -334,7 +334,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("kwargs") = py::dict(),
         "Calls one primitive with positional `args` and named `kwargs` and returns its value.");
 
-  m.def("_drop_gradient_buckets", &dist::drop_gradient_buckets,
+  m.def("_drop_gradient_buckets", &distributed::drop_gradient_buckets,
         "Drops gradient buckets still waiting for members (after a training step failed part way); "
         "returns how many.");
 

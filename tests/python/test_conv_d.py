@@ -1,5 +1,5 @@
 """conv1d_d from Python on one locality (the multi-locality runs are
-tests/dist/conv_d.py): tessera._core.TiledArray made from a tile and its
+tests/distributed/conv_d.py): tessera._core.TiledArray made from a tile and its
 metadata, and conv1d_d with its gradient inside jit functions."""
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Deterministic training on one process: fit(deterministic=...) gives the same
 bits with any number of threads, trains like the normal mode up to rounding,
 rejects bad settings, and leaves the tiling mode as it found it. (Several
-localities: tests/dist/dp_fit_deterministic.py.)"""
+localities: tests/distributed/dp_fit_deterministic.py.)"""
 
 import numpy as np
 import pytest

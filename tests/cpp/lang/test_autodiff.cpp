@@ -181,14 +181,14 @@ const std::vector<GradCase>& cases() {
       {"cross", "cross(a, row)", {"a", "row"}},
       {"cross", "cross(m, w, axisa=0, axisb=0)", {"m", "w"}},
       {"cross", "cross(transpose(a), m, axis=0)", {"a", "m"}},
-      // Plain operands: a replicated tiled product (other tilings: tests/dist/tiled_grad.py).
+      // Plain operands: a replicated tiled product (other tilings: tests/distributed/tiled_grad.py).
       {"dot_d", "dot_d(a, m)", {"a", "m"}},
-      // A plain x: returned as it is (tiled x: tests/dist/tiled_grad_moves.py).
+      // A plain x: returned as it is (tiled x: tests/distributed/tiled_grad_moves.py).
       {"all_gather_d", "all_gather_d(a) * b", {"a", "b"}},
-      // Collectives on one locality (their multi-rank gradients: tests/dist).
+      // Collectives on one locality (their multi-rank gradients: tests/distributed).
       {"all_reduce", "all_reduce(v)", {"v"}},
       // A gradient bucket member on one locality: the identity (buckets on
-      // several: tests/dist/grad_buckets.tsl).
+      // several: tests/distributed/grad_buckets.tsl).
       {"grad_bucket", "grad_bucket(a, \"b\", 0, 1) * b", {"a", "b"}},
       {"all_reduce", "all_reduce(v, \"max\")", {"v"}},
       {"broadcast", "broadcast(v)", {"v"}},
@@ -284,9 +284,9 @@ TEST(Autodiff, EveryRuleHasAFiniteDifferenceCase) {
   std::set<std::string> covered;
   for (const auto& c : cases()) covered.insert(c.primitive);
   // Rules of primitives taking tiled arrays (the cases here take plain arrays):
-  // checked against finite differences in tests/cpp/dist/test_conv_d.cpp, and
+  // checked against finite differences in tests/cpp/distributed/test_conv_d.cpp, and
   // against the single-process gradient of the whole arrays under 1, 2 and 4
-  // localities in tests/dist/tiled_grad_moves.py (retile_d, transpose_d).
+  // localities in tests/distributed/tiled_grad_moves.py (retile_d, transpose_d).
   for (const char* name : {"conv1d_d", "overlap_d", "local_tile", "with_tile", "retile_d", "transpose_d"}) {
     covered.insert(name);
   }

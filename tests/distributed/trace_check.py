@@ -165,7 +165,7 @@ check(dom.count('class="locality-row"') == 2, "the split does not show both loca
 check(dom.count('class="node') > 5, "the execution tree is not drawn")
 check(dom.count('class="top-row"') > 3, "no top primitives")
 check("utilization-line" in dom, "no utilization chart")
-shot = os.path.join(os.getcwd(), "trace-report.png")  # ctest's: the build's tests/dist
+shot = os.path.join(os.getcwd(), "trace-report.png")  # ctest's: the build's tests/distributed
 subprocess.run([browser, *flags, "--screenshot=" + shot, page], capture_output=True, timeout=120)
 check(os.path.getsize(shot) > 10000, "no screenshot")
 print("screenshot:", shot)

@@ -3,25 +3,25 @@
 // computes, where its input gradient goes), and the primitives on one
 // locality (where a tiling is the whole array) against conv1d, with gradients
 // against finite differences. The exchanges themselves run under mpirun in
-// tests/dist/conv_d.py.
+// tests/distributed/conv_d.py.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "tessera/dist/conv_d.hpp"
+#include "tessera/distributed/conv_d.hpp"
 #include "tessera/lang/program.hpp"
 #include "test_util.hpp"
 
-namespace tessera::dist::detail {
+namespace tessera::distributed::detail {
 void PrintTo(const Steps& s, std::ostream* os) { *os << s.str(); }
-}  // namespace tessera::dist::detail
+}  // namespace tessera::distributed::detail
 
 namespace tessera::test {
 namespace {
 
-using dist::detail::ConvSteps;
-using dist::detail::Steps;
-using dist::detail::TimePlan;
+using distributed::detail::ConvSteps;
+using distributed::detail::Steps;
+using distributed::detail::TimePlan;
 
 Array random_array(Shape shape, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -176,23 +176,23 @@ TEST(ConvD, PlansOfManyLocalitiesMatchTheWholeConvolution) {
           for (int64_t stride : {1, 2, 3}) {
             if (std::string(pad) == "valid" && dil * (k - 1) + 1 > n) {
               EXPECT_TRUE(throws_with<std::invalid_argument>(
-                  [&] { dist::detail::conv_steps(n, k, stride, pad, dil, "conv1d_d"); },
+                  [&] { distributed::detail::conv_steps(n, k, stride, pad, dil, "conv1d_d"); },
                   "is larger than the input"));
               continue;
             }
-            ConvSteps g = dist::detail::conv_steps(n, k, stride, pad, dil, "conv1d_d");
+            ConvSteps g = distributed::detail::conv_steps(n, k, stride, pad, dil, "conv1d_d");
             Array gy = random_array({2, g.out, 2}, static_cast<uint32_t>(7 * n + k));
             for (int m : {1, 2, 3, 4, 5}) {
               for (const auto& tiles : tilings(n, m, static_cast<uint32_t>(n * 31 + m))) {
                 SCOPED_TRACE(::testing::Message() << "n=" << n << " " << g.settings() << " localities=" << m
                                                   << " first tile " << tiles[0].str());
-                TimePlan plan = dist::detail::plan_time(tiles, g, "conv1d_d");
+                TimePlan plan = distributed::detail::plan_time(tiles, g, "conv1d_d");
                 ASSERT_FALSE(plan.overlapped);
                 check_plan(plan, g, x, w, gy);
                 ++plans;
                 // The overlapped tiling of the same parts: the same work, no exchange.
-                std::vector<Steps> widened = dist::detail::halo_steps(plan.owned, g);
-                TimePlan over = dist::detail::plan_time(widened, g, "conv1d_d");
+                std::vector<Steps> widened = distributed::detail::halo_steps(plan.owned, g);
+                TimePlan over = distributed::detail::plan_time(widened, g, "conv1d_d");
                 int whole_spans = 0;
                 for (const Steps& s : widened) whole_spans += s.start == 0 && s.stop == n ? 1 : 0;
                 if (over.overlapped) {
@@ -216,23 +216,23 @@ TEST(ConvD, PlansOfManyLocalitiesMatchTheWholeConvolution) {
 }
 
 TEST(ConvD, PlanErrorsNameTheSteps) {
-  ConvSteps g = dist::detail::conv_steps(10, 3, 1, "same", 2, "conv1d_d");
+  ConvSteps g = distributed::detail::conv_steps(10, 3, 1, "same", 2, "conv1d_d");
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [&] { dist::detail::plan_time({{0, 4}, {5, 10}}, g, "conv1d_d"); },
+      [&] { distributed::detail::plan_time({{0, 4}, {5, 10}}, g, "conv1d_d"); },
       "[conv1d_d] the time spans of x do not cover its 10 steps: steps [4, 5) are in no locality's span"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { dist::detail::plan_time({{0, 4}, {2, 9}}, g, "conv1d_d"); },
+  EXPECT_TRUE(throws_with<std::invalid_argument>([&] { distributed::detail::plan_time({{0, 4}, {2, 9}}, g, "conv1d_d"); },
                                                  "steps [9, 10) are in no locality's span"));
   // Overlapping by one step where the kernel reads two on each side.
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [&] { dist::detail::plan_time({{0, 6}, {5, 10}}, g, "conv1d_d"); },
+      [&] { distributed::detail::plan_time({{0, 6}, {5, 10}}, g, "conv1d_d"); },
       "[conv1d_d] x has overlapping time spans, but they do not hold the halo this convolution (kernel_size=3, "
       "stride=1, padding='same', dilation=2) needs: locality 0 holds steps [0, 6) and its outputs [0, 7) read "
       "steps [0, 9); make the tiling with overlap_d(x, kernel_size=3, stride=1, padding='same', dilation=2)"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [&] { dist::detail::conv_steps(10, 3, 1, "full", 1, "conv1d_d"); },
+      [&] { distributed::detail::conv_steps(10, 3, 1, "full", 1, "conv1d_d"); },
       "[conv1d_d] padding must be 'valid', 'same' or 'causal', got 'full'"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [&] { dist::detail::conv_steps(4, 3, 1, "valid", 2, "conv1d_d"); },
+      [&] { distributed::detail::conv_steps(4, 3, 1, "valid", 2, "conv1d_d"); },
       "[conv1d_d] kernel of effective size 5 (size 3, dilation 2) is larger than the input (4 steps) with padding "
       "'valid'"));
 }
@@ -393,7 +393,7 @@ TEST(ConvD, AutodiffHelpersTakeTiledCotangents) {
                                                  "[grad] the cotangent of tiled float64 array of shape (2, 3, 1), "
                                                  "pages over 1 locality must be tiled like it, got float64 array"));
   // A plain x broadcast against a tiled whole: the cotangent summed back to x
-  // (over every locality's tile: tests/dist/tiled_grad.py).
+  // (over every locality's tile: tests/distributed/tiled_grad.py).
   Value plain = call("unbroadcast", {whole(a), Value(random_array({3, 1}, 13).astype(DType::float32))});
   ASSERT_TRUE(plain.is_array());
   EXPECT_EQ(plain.as_array().dtype(), DType::float32);

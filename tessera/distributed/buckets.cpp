@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -220,7 +220,7 @@ Future<Value> bucket_all_reduce_async(Args& a) {
 
 const bool registered = register_primitives({
     {.name = "grad_bucket",
-     .family = "dist",
+     .family = "distributed",
      .params = {{"x"}, {"bucket"}, {"member"}, {"members"}},
      .help = "x unchanged; in the backward pass its gradient is summed over all localities in one all_reduce "
              "with the other members of the named bucket, started as soon as all members' gradients are ready "
@@ -228,7 +228,7 @@ const bool registered = register_primitives({
      .eval = [](Args& a) -> Value { return a[0]; },
      .grads = {"bucket_all_reduce(g, bucket, member, members)", "", "", ""}},
     async_spec({.name = "bucket_all_reduce",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"bucket"}, {"member"}, {"members"}},
                 .help = "Member `member` of the gradient bucket named `bucket` (of `members`): once all have "
                         "arrived, one all_reduce (sum) of all of them; the result is this member's part.",
@@ -238,4 +238,4 @@ const bool registered = register_primitives({
 });
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

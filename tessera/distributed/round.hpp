@@ -1,6 +1,6 @@
 // Agreement rounds of the communication engine (comm.cpp): what one rank
 // offers in a round and the allgather that brings every rank's offer to every
-// rank. Internal to tessera/dist.
+// rank. Internal to tessera/distributed.
 #pragma once
 
 #include <mpi.h>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace tessera::dist::detail {
+namespace tessera::distributed::detail {
 
 // MPI's text for an error code.
 std::string mpi_error(int rc);
@@ -141,4 +141,4 @@ class BlockGather {
   std::vector<std::pair<MPI_Request, std::shared_ptr<const void>>> sends_;  // with the buffer each reads
 };
 
-}  // namespace tessera::dist::detail
+}  // namespace tessera::distributed::detail

@@ -13,7 +13,7 @@
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/future.hpp"
 
-namespace tessera::dist::detail {
+namespace tessera::distributed::detail {
 
 // The elements two spans share (an empty span when none).
 Span intersect(const Span& a, const Span& b);
@@ -64,4 +64,4 @@ std::vector<int> reversed_axes(int nd);
 // (dot_d, and matmul/dot given tiled arrays); errors name `op`.
 Future<Value> dot_tiled(Args& a, const char* op);
 
-}  // namespace tessera::dist::detail
+}  // namespace tessera::distributed::detail

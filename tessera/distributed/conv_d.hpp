@@ -1,5 +1,5 @@
 // The geometry of conv1d_d, the 1-d convolution of an array tiled along time
-// (tessera/dist/conv_d.cpp): which outputs each locality computes, which input
+// (tessera/distributed/conv_d.cpp): which outputs each locality computes, which input
 // steps those outputs read, and where the halo (the steps read beyond a
 // locality's own part) comes from. Pure functions of the tiling, the same on
 // every locality, so each one knows what to send and what to receive without
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace tessera::dist::detail {
+namespace tessera::distributed::detail {
 
 // Time steps [start, stop).
 struct Steps {
@@ -80,4 +80,4 @@ TimePlan plan_time(const std::vector<Steps>& tiles, const ConvSteps& g, const ch
 // were made from.
 std::vector<Steps> halo_steps(const std::vector<Steps>& owned, const ConvSteps& g);
 
-}  // namespace tessera::dist::detail
+}  // namespace tessera::distributed::detail

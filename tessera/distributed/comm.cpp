@@ -1,4 +1,4 @@
-#include "tessera/dist/comm.hpp"
+#include "tessera/distributed/comm.hpp"
 
 #include <mpi.h>
 
@@ -21,11 +21,11 @@
 #include <tuple>
 
 #include "tessera/core/error.hpp"
-#include "tessera/dist/round.hpp"
+#include "tessera/distributed/round.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 
 ReduceOp parse_reduce_op(const std::string& name, const char* op) {
   if (name == "sum") return ReduceOp::sum;
@@ -1670,4 +1670,4 @@ Future<Value> recv(int source, int tag, const std::string& site) {
 }
 
 }  // namespace detail
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

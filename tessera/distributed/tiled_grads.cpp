@@ -32,12 +32,12 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/tiled.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
-#include "tessera/dist/tiled_ops.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
+#include "tessera/distributed/tiled_ops.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 namespace {
 
 using namespace detail;
@@ -237,7 +237,7 @@ Future<Value> bias_add_grad_overload(const PrimitiveSpec&, Args& a) {
 }
 
 // matmul_grad_x(g, x, y), matmul_grad_y(g, x, y) and matmul_tn_grad_x(g, x,
-// y) for the products dot_d makes (tessera/dist/tiled_ops.cpp, dot_tiled;
+// y) for the products dot_d makes (tessera/distributed/tiled_ops.cpp, dot_tiled;
 // matmul_tn's other rule is a matmul): the single-process rule on
 // the local operands (tiles, plain arrays), which gives a tiled operand's
 // cotangent tile; a plain operand multiplied with a tiled one gets every
@@ -447,7 +447,7 @@ Future<Value> retile_d_grad_async(Args& a) {
 
 const bool primitives_registered = register_primitives({
     async_spec({.name = "retile_d_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"g"}, {"x"}},
                 .help = "The cotangent of the tiled x in retile_d(x, tiling) or all_gather_d(x) given the cotangent "
                         "g of the result: g moved back to x's tiles, each copy of an overlapped tile getting the "
@@ -469,4 +469,4 @@ const bool overloads_registered = [] {
 }();
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

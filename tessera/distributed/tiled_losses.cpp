@@ -25,13 +25,13 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/tiled.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
-#include "tessera/dist/tiled_ops.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
+#include "tessera/distributed/tiled_ops.hpp"
 #include "tessera/kernels/nn.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 namespace {
 
 using namespace detail;
@@ -356,4 +356,4 @@ const bool overloads_registered = [] {
 }();
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

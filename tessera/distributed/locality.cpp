@@ -1,9 +1,9 @@
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/locality.hpp"
 
-#include "tessera/dist/comm.hpp"
+#include "tessera/distributed/comm.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 
 int locality() { return detail::started_by_mpirun() ? detail::world().first : 0; }
 
@@ -17,12 +17,12 @@ namespace {
 
 const bool registered = register_primitives(without_gradient({
     {.name = "locality",
-     .family = "dist",
+     .family = "distributed",
      .params = {},
      .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun.",
      .eval = [](Args&) -> Value { return Value(static_cast<int64_t>(locality())); }},
     {.name = "num_localities",
-     .family = "dist",
+     .family = "distributed",
      .params = {},
      .help = "Number of localities (MPI ranks) running this program: 1 when not started by "
              "`tessera run` or mpirun.",
@@ -30,4 +30,4 @@ const bool registered = register_primitives(without_gradient({
 }));
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

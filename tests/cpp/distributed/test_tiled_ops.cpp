@@ -3,7 +3,7 @@
 // holds the whole array, checked against the local primitives on the same
 // arrays; and the errors that one locality can raise. Several localities
 // (uneven and empty tiles, the exchange, retiling) are tested by
-// tests/dist/tiled.tsl and tiled.py under mpirun.
+// tests/distributed/tiled.tsl and tiled.py under mpirun.
 #include <gtest/gtest.h>
 
 #include "tessera/lang/program.hpp"

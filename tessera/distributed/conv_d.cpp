@@ -1,4 +1,4 @@
-// conv1d_d: the 1-d convolution of a tiled array (family "dist"), with its
+// conv1d_d: the 1-d convolution of a tiled array (family "distributed"), with its
 // gradient, and the primitives around it: overlap_d (a time tiling widened by
 // the halo a convolution reads), local_tile and with_tile (a tiled array's
 // own tile, and back).
@@ -20,7 +20,7 @@
 // all_reduce), the same on every locality.
 //
 // With one locality the tiling is the whole array and conv1d_d is conv1d.
-#include "tessera/dist/conv_d.hpp"
+#include "tessera/distributed/conv_d.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 
 namespace detail {
 
@@ -767,7 +767,7 @@ std::vector<Param> params(std::vector<Param> head) {
 
 const bool registered = register_primitives({
     async_spec({.name = "conv1d_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = params({{"x"}, {"w"}}),
                 .help = "conv1d of a tiled x (batch, steps, channels) with a plain kernel w, tiled like x: batch "
                         "tiles convolve locally, time tiles first receive from their neighbours the "
@@ -779,7 +779,7 @@ const bool registered = register_primitives({
                           "conv1d_d_grad_weight(g, x, shape(w), stride, padding, dilation)", "", "", ""}},
                conv1d_d_async),
     async_spec({.name = "conv1d_d_grad_input",
-                .family = "dist",
+                .family = "distributed",
                 .params = params({{"g"}, {"w"}, {"x"}}),
                 .help = "The gradient rule of conv1d_d for x: tiled like x, each halo's part sent back to the "
                         "locality owning those steps and added there.",
@@ -787,7 +787,7 @@ const bool registered = register_primitives({
                 .ns_per_element = 20.0},
                conv1d_d_grad_input_async),
     async_spec({.name = "conv1d_d_grad_weight",
-                .family = "dist",
+                .family = "distributed",
                 .params = params({{"g"}, {"x"}, {"w_shape"}}),
                 .help = "The gradient rule of conv1d_d for the kernel: every locality's part summed with one "
                         "all_reduce, the same on every locality.",
@@ -795,7 +795,7 @@ const bool registered = register_primitives({
                 .ns_per_element = 20.0},
                conv1d_d_grad_weight_async),
     async_spec({.name = "overlap_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = params({{"x"}, {"kernel_size"}}),
                 .help = "x tiled along time with every span widened by the halo a conv1d_d with these settings "
                         "reads (tiling 'overlapped'; the steps come from the neighbours), so that conv1d_d of "
@@ -804,20 +804,20 @@ const bool registered = register_primitives({
                 .grads = {"overlap_d_grad(g, x, kernel_size, stride, padding, dilation)", "", "", "", ""}},
                overlap_d_async),
     async_spec({.name = "overlap_d_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = params({{"g"}, {"x"}, {"kernel_size"}}),
                 .help = "The gradient rule of overlap_d: each halo's cotangent added to the locality owning "
                         "those steps; tiled like x.",
                 .eval = nullptr},
                overlap_d_grad_async),
     {.name = "local_tile",
-     .family = "dist",
+     .family = "distributed",
      .params = {{"x"}},
      .help = "This locality's tile of the tiled array x, as a plain array.",
      .eval = local_tile,
      .grads = {"with_tile(x, g)"}},
     {.name = "with_tile",
-     .family = "dist",
+     .family = "distributed",
      .params = {{"x"}, {"tile"}},
      .help = "The tiled array x with this locality's tile replaced by tile (a plain array of the same shape).",
      .eval = with_tile,
@@ -825,4 +825,4 @@ const bool registered = register_primitives({
 });
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

@@ -1,4 +1,4 @@
-// Collectives as primitives of the execution tree (family "dist"). Each has an
+// Collectives as primitives of the execution tree (family "distributed"). Each has an
 // asynchronous evaluation: the node's future is the collective's future,
 // completed by the communication engine (comm.hpp), so no worker waits. The
 // synchronous `eval` is the fallback of call_primitive (the outermost
@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 namespace {
 
 using detail::split_counts;
@@ -382,7 +382,7 @@ Future<Value> all_to_all_grad_async(Args& a) {
 // The gradient rules of the collectives (a switch kept for bisecting: the
 // autodiff suite, tests/cpp/lang/test_autodiff.cpp, requires a
 // finite-difference case for every attached rule; the multi-rank gradients
-// are checked by tests/dist/collective_grads.tsl).
+// are checked by tests/distributed/collective_grads.tsl).
 constexpr bool kAttachGradientRules = true;
 std::vector<std::string> rules(std::vector<std::string> r) {
   return kAttachGradientRules ? r : std::vector<std::string>{};
@@ -390,7 +390,7 @@ std::vector<std::string> rules(std::vector<std::string> r) {
 
 const bool registered = register_primitives({
     async_spec({.name = "all_reduce",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("op", Value("sum"))},
                 .help = "Reduces x elementwise over all localities (op: 'sum', 'mean', 'max', 'min'); "
                         "every locality gets the result. Shapes and dtypes must agree on every locality.",
@@ -398,7 +398,7 @@ const bool registered = register_primitives({
                 .grads = rules({"all_reduce_grad(x, out, g, op)", ""})},
                all_reduce_async),
     async_spec({.name = "broadcast",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("root", Value(0))},
                 .help = "The root locality's x, on every locality (x must have the same shape and dtype "
                         "everywhere).",
@@ -406,7 +406,7 @@ const bool registered = register_primitives({
                 .grads = rules({"all_reduce(g, \"sum\") * (locality() == root)", ""})},
                broadcast_async),
     async_spec({.name = "all_gather",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("axis", Value(0))},
                 .help = "Every locality's x joined along axis, in locality order; the extents along axis "
                         "may differ between localities.",
@@ -414,7 +414,7 @@ const bool registered = register_primitives({
                 .grads = rules({"all_gather_grad(x, g, axis)", ""})},
                all_gather_async),
     async_spec({.name = "reduce_scatter",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("op", Value("sum"))},
                 .help = "Reduces x over all localities (op: 'sum', 'mean', 'max', 'min') and gives each "
                         "locality its part of axis 0 (split in num_localities() parts; the first "
@@ -423,7 +423,7 @@ const bool registered = register_primitives({
                 .grads = rules({"reduce_scatter_grad(g, op)", ""})},
                reduce_scatter_async),
     async_spec({.name = "gather",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("root", Value(0))},
                 .help = "On the root: every locality's x joined along axis 0 (extents may differ); on the "
                         "other localities: x itself.",
@@ -431,7 +431,7 @@ const bool registered = register_primitives({
                 .grads = rules({"gather_grad(x, g, root)", ""})},
                gather_async),
     async_spec({.name = "scatter",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("root", Value(0))},
                 .help = "This locality's part of the root's x, split along axis 0 in num_localities() "
                         "parts (the first shape(x)[0] % num_localities() have one more row); x is ignored "
@@ -440,7 +440,7 @@ const bool registered = register_primitives({
                 .grads = rules({"scatter_grad(x, g, root)", ""})},
                scatter_async),
     async_spec({.name = "all_to_all",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}},
                 .help = "Splits x along axis 0 in num_localities() parts, sends part j to locality j, and "
                         "joins the parts received, in locality order, along axis 0 (the localities' x may "
@@ -449,28 +449,28 @@ const bool registered = register_primitives({
                 .grads = rules({"all_to_all_grad(x, g)"})},
                all_to_all_async),
     async_spec({.name = "barrier",
-                .family = "dist",
+                .family = "distributed",
                 .params = {},
                 .help = "Completes (as nil) once every locality has reached it.",
                 .eval = nullptr,
                 .grads = {}},
                barrier_async),
     async_spec({.name = "send",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"dest"}, opt("tag", Value(0))},
                 .help = "Sends x to locality dest (its shape and dtype travel with it); nil once sent.",
                 .eval = nullptr,
                 .grads = {}},
                send_async),
     async_spec({.name = "recv",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"source"}, opt("tag", Value(0))},
                 .help = "The array sent by locality source with the same tag.",
                 .eval = nullptr,
                 .grads = {}},
                recv_async),
     async_spec({.name = "all_reduce_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"out"}, {"g"}, opt("op", Value("sum"))},
                 .help = "The gradient rule of all_reduce: the cotangent of x given out = all_reduce(x, "
                         "op) and its cotangent g (a collective itself).",
@@ -478,7 +478,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                all_reduce_grad_async),
     async_spec({.name = "reduce_scatter_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"g"}, opt("op", Value("sum"))},
                 .help = "The gradient rule of reduce_scatter (op 'sum' or 'mean'): every locality's "
                         "cotangent g joined along axis 0 (a collective itself).",
@@ -486,7 +486,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                reduce_scatter_grad_async),
     async_spec({.name = "all_gather_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"g"}, opt("axis", Value(0))},
                 .help = "The gradient rule of all_gather: the sum over localities of the slice of their "
                         "cotangent g that came from this locality's x (a collective itself).",
@@ -494,7 +494,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                all_gather_grad_async),
     async_spec({.name = "gather_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"g"}, opt("root", Value(0))},
                 .help = "The gradient rule of gather: this locality's part of the root's cotangent g, plus "
                         "its own g on the other localities (a collective itself).",
@@ -502,7 +502,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                gather_grad_async),
     async_spec({.name = "scatter_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"g"}, opt("root", Value(0))},
                 .help = "The gradient rule of scatter: on the root every locality's cotangent g joined along "
                         "axis 0, elsewhere zeros shaped like x (a collective itself).",
@@ -510,7 +510,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                scatter_grad_async),
     async_spec({.name = "all_to_all_grad",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"g"}},
                 .help = "The gradient rule of all_to_all: the rows of every locality's cotangent g that came "
                         "from this locality's x, sent back and joined in order (a collective itself).",
@@ -520,4 +520,4 @@ const bool registered = register_primitives({
 });
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

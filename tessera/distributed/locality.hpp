@@ -4,7 +4,7 @@
 // locality 0 and makes no MPI call at all. MPI_Finalize runs at exit.
 #pragma once
 
-namespace tessera::dist {
+namespace tessera::distributed {
 
 // This process's locality (MPI rank), 0 without mpirun.
 int locality();
@@ -27,4 +27,4 @@ void mark_failed();
 // there). No backward pass with buckets may be running meanwhile.
 int drop_gradient_buckets();
 
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

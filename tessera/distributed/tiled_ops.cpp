@@ -1,4 +1,4 @@
-// Tiled arrays across localities (family "dist"): the primitives that make
+// Tiled arrays across localities (family "distributed"): the primitives that make
 // them (annotate_d, constant_d, random_d), move them (retile_d, all_gather_d,
 // transpose_d) and multiply them (dot_d). The ordinary primitives take tiled
 // arrays through the overloads of tiled_overloads.cpp.
@@ -19,15 +19,15 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/tiled.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
-#include "tessera/dist/tiled_ops.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
+#include "tessera/distributed/tiled_ops.hpp"
 #include "tessera/kernels/random.hpp"
 #include "tessera/primitives/random_key.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
-namespace tessera::dist::detail {
+namespace tessera::distributed::detail {
 namespace {
 
 // The tilings by name: the axis split across localities (numpy.array_split
@@ -376,9 +376,9 @@ Future<Value> dot_tiled(Args& a, const char* op) {
                                    " is tiled by rows."));
 }
 
-}  // namespace tessera::dist::detail
+}  // namespace tessera::distributed::detail
 
-namespace tessera::dist {
+namespace tessera::distributed {
 namespace {
 
 using namespace detail;
@@ -1033,7 +1033,7 @@ Future<Value> dot_d_async(Args& a) { return dot_tiled(a, a.op()); }
 
 const bool registered = register_primitives({
     async_spec({.name = "annotate_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, opt("tiling", Value("rows")), opt("spans", Value()), opt("shape", Value())},
                 .help = "Makes x, this locality's tile, part of a tiled array: by 'rows' (axis 0), 'columns' (axis "
                         "1), 'pages' (axis 0 of a 3-d or higher batch) or 'replicated', the tiles joined in "
@@ -1043,7 +1043,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                annotate_d_async),
     async_spec({.name = "constant_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"value"}, {"shape"}, opt("tiling", Value("rows")), opt("dtype", Value())},
                 .help = "A tiled array of the given global shape filled with value, tiled by a tiling name "
                         "('rows', 'columns', 'pages', 'replicated'; numpy.array_split sizes) or by this "
@@ -1052,7 +1052,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                constant_d_async),
     async_spec({.name = "random_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"shape"}, opt("tiling", Value("rows")), opt("distribution", Value("uniform")),
                            opt("seed", Value()), opt("low", Value(0.0)), opt("high", Value(1.0)),
                            opt("mean", Value(0.0)), opt("std", Value(1.0)), opt("dtype", Value("float64"))},
@@ -1063,7 +1063,7 @@ const bool registered = register_primitives({
                 .grads = {}},
                random_d_async),
     async_spec({.name = "all_gather_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}},
                 .help = "The whole of the tiled array x as a plain array on every locality (one all_gather; a "
                         "plain x is returned as it is).",
@@ -1076,7 +1076,7 @@ const bool registered = register_primitives({
                 .grads = {"retile_d_grad(g, x)"}},
                all_gather_d_async),
     async_spec({.name = "transpose_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}},
                 .help = "The tiled array x with its axes reversed: each tile transposed and the spans with it "
                         "(rows become columns), without communication; transpose(x) does the same.",
@@ -1084,7 +1084,7 @@ const bool registered = register_primitives({
                 .grads = {"transpose_d(g)"}},
                transpose_d_async),
     async_spec({.name = "retile_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"x"}, {"tiling"}},
                 .help = "The tiled array x tiled anew: by a tiling name, by this locality's spans, or like another "
                         "tiled array of the same shape; only the overlaps of old and new tiles travel, point to "
@@ -1093,7 +1093,7 @@ const bool registered = register_primitives({
                 .grads = {"retile_d_grad(g, x)", ""}},
                retile_d_async),
     async_spec({.name = "dot_d",
-                .family = "dist",
+                .family = "distributed",
                 .params = {{"a"}, {"b"}},
                 .help = "numpy.dot of 1-d and 2-d tiled arrays: rows-tiled a times a replicated b stays tiled by "
                         "rows; a times columns-tiled b stays tiled by columns; a tiled along its last axis times b "
@@ -1105,4 +1105,4 @@ const bool registered = register_primitives({
 });
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

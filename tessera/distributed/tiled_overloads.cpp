@@ -24,14 +24,14 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/tiled.hpp"
-#include "tessera/dist/comm.hpp"
-#include "tessera/dist/locality.hpp"
-#include "tessera/dist/tiled_ops.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/locality.hpp"
+#include "tessera/distributed/tiled_ops.hpp"
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/kernels/reduce.hpp"
 #include "tessera/primitives/registry.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 namespace {
 
 using namespace detail;
@@ -557,4 +557,4 @@ const bool overloads_registered = [] {
 }();
 
 }  // namespace
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

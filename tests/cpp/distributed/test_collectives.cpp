@@ -1,10 +1,10 @@
 // Collectives in a single process (no mpirun): every collective is the
 // identity or the obvious local result, no MPI call is made, and the
 // asynchronous primitive path (PrimitiveSpec::eval_async) runs through the
-// execution tree. Multi-rank behaviour is tested by tests/dist under mpirun.
+// execution tree. Multi-rank behaviour is tested by tests/distributed under mpirun.
 #include <gtest/gtest.h>
 
-#include "tessera/dist/locality.hpp"
+#include "tessera/distributed/locality.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "test_util.hpp"
@@ -13,8 +13,8 @@ namespace tessera::test {
 namespace {
 
 TEST(Dist, OneLocalityWithoutMpirun) {
-  EXPECT_EQ(dist::locality(), 0);
-  EXPECT_EQ(dist::num_localities(), 1);
+  EXPECT_EQ(distributed::locality(), 0);
+  EXPECT_EQ(distributed::num_localities(), 1);
   EXPECT_EQ(eval_string("locality()").as_int(), 0);
   EXPECT_EQ(eval_string("num_localities()").as_int(), 1);
 }

@@ -30,7 +30,7 @@
 #include "tessera/core/value.hpp"
 #include "tessera/runtime/future.hpp"
 
-namespace tessera::dist {
+namespace tessera::distributed {
 
 enum class ReduceOp { sum, mean, max, min };
 
@@ -94,4 +94,4 @@ int64_t row_bytes(DType dt, const Shape& shape);
 std::vector<int64_t> split_counts(int64_t rows, int parts);
 
 }  // namespace detail
-}  // namespace tessera::dist
+}  // namespace tessera::distributed

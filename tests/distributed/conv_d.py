@@ -10,7 +10,7 @@ import numpy as np
 import tessera.distributed as td
 from tessera import _core
 
-import tiling_cases  # tests/dist/tiling_cases.py
+import tiling_cases  # tests/distributed/tiling_cases.py
 
 r, n = td.rank(), td.size()
 BATCH, CHANNELS, FILTERS = 3, 3, 2

@@ -1,9 +1,9 @@
-#include "tessera/dist/round.hpp"
+#include "tessera/distributed/round.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace tessera::dist::detail {
+namespace tessera::distributed::detail {
 
 std::string mpi_error(int rc) {
   char text[MPI_MAX_ERROR_STRING];
@@ -214,4 +214,4 @@ void BlockGather::ok(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("[collective] ") + call + " failed: " + mpi_error(rc));
 }
 
-}  // namespace tessera::dist::detail
+}  // namespace tessera::distributed::detail

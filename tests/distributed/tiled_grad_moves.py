@@ -14,7 +14,7 @@ import tessera
 import tessera.distributed as td
 from tessera import _core
 
-import tiling_cases  # tests/dist/tiling_cases.py
+import tiling_cases  # tests/distributed/tiling_cases.py
 from tiling_cases import program, tile_of
 
 r, n = td.rank(), td.size()
