@@ -75,7 +75,7 @@ def main():
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the calls per round")
     args = parser.parse_args()
 
-    print(machine_line())
+    print(machine_line() + f", load average {os.getloadavg()[0]:.1f} (other processes share it)")
     print(f"tessera {tessera.__version__}, NumPy {np.__version__}, Python {platform.python_version()}")
     print(f"median of {args.rounds} rounds; per call, in microseconds; ratio to the plain call")
     before = _core.num_threads()

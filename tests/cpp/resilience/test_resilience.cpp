@@ -256,7 +256,9 @@ TEST(Resilience, KeywordOnlySettingsBindByNameOnly) {
 TEST(Resilience, NotDifferentiableButGradientsCanBeReplayed) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { run("define(f, x, sum(x * x)) define(g, x, replay(2, f, x)) grad(g)([1.0, 2.0])"); },
-      "'replay' has no gradient rule"));
+      "'replay' has no gradient rule, and its argument depends on a differentiated parameter "
+      "(differentiate the function it calls, and replay the gradient: replay(n, grad(f), x)) (at "
+      "t.tsl:1:"));
   EXPECT_TRUE(array_eq(run("define(f, x, sum(x * x)) replicate(3, grad(f), [1.0, 2.0])"),
                        DType::float64, {2}, {2.0, 4.0}));
 }
