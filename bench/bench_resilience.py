@@ -6,8 +6,9 @@ and a medium one (sin(x) * 2 + cos(x) on 20,000 doubles, about 1 ms). Each
 form is called `calls` times in a loop of the language (no Python in the
 loop), so the figures are the runtime's own cost per call; the median of
 `rounds` rounds is printed, with the ratio to the plain call measured in the
-same run, for 1 and all worker threads, without fault injection and with the
-injector on at zero probabilities (the cost of its bookkeeping alone).
+same run (each round times every form in turn), for 1 and all worker
+threads, without fault injection and with the injector on at zero
+probabilities (the cost of its bookkeeping alone, timed in rounds of its own).
 
 replicate(3) runs three copies as three tasks: with 2 threads the medium
 function's copies run two at a time, so it costs about 3/2 of the plain call
@@ -59,14 +60,18 @@ def program(body: str, call: str) -> "_core.Program":
     return _core.Program(text, "bench_resilience.tsl")
 
 
-def per_call_us(prog, x, calls, rounds):
-    prog.run([x, max(1, calls // 10)])  # warm up: first evaluation, caches, threads
-    times = []
+def per_call_us(progs, x, calls, rounds):
+    """Median per-call time of each program; every round times each program
+    in turn, so that the load of the machine weighs on all alike."""
+    for prog in progs:
+        prog.run([x, max(1, calls // 10)])  # warm up: first evaluation, caches, threads
+    times = [[] for _ in progs]
     for _ in range(rounds):
-        t0 = time.perf_counter_ns()
-        prog.run([x, calls])
-        times.append((time.perf_counter_ns() - t0) / calls / 1000.0)
-    return statistics.median(times)
+        for prog, t in zip(progs, times):
+            t0 = time.perf_counter_ns()
+            prog.run([x, calls])
+            t.append((time.perf_counter_ns() - t0) / calls / 1000.0)
+    return [statistics.median(t) for t in times]
 
 
 def main():
@@ -85,16 +90,17 @@ def main():
             calls = max(1, int(calls * args.scale))
             print(f"\nthreads: {threads}; {fname} function f(x) = {body}, x of {x.size} doubles, "
                   f"{calls} calls per round")
-            plain = None
-            for label, call in FORMS:
-                prog = program(body, call)
-                us = per_call_us(prog, x, calls, args.rounds)
-                plain = plain or us
-                print(f"  {label:36s} {us:10.2f} us  {us / plain:6.2f}x")
+            progs = [program(body, call) for _, call in FORMS]
             with inject_faults(throw=0.0, bitflip=0.0, seed=1):
-                prog = program(body, "replicate(3, f, x)")
-                us = per_call_us(prog, x, calls, args.rounds)
-            print(f"  {'replicate(3, f, x), injector on, p=0':36s} {us:10.2f} us  {us / plain:6.2f}x")
+                # The injector's bookkeeping alone: on, at zero probabilities.
+                injected = per_call_us([program(body, "replicate(3, f, x)")], x, calls,
+                                       args.rounds)[0]
+            results = per_call_us(progs, x, calls, args.rounds)
+            plain = results[0]
+            for (label, _), us in zip(FORMS, results):
+                print(f"  {label:36s} {us:10.2f} us  {us / plain:6.2f}x")
+            label = "replicate(3, f, x), injector on, p=0"
+            print(f"  {label:36s} {injected:10.2f} us  {injected / plain:6.2f}x")
     _core.set_num_threads(before)
 
 

@@ -12,9 +12,12 @@
 #include "tessera/resilience/resilience.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "tessera/core/error.hpp"
 #include "tessera/lang/tree.hpp"
@@ -344,6 +347,34 @@ Future<Value> choose(const std::shared_ptr<Call>& c, const std::vector<Future<Va
                     " different checksums, copies agreeing: ", listed, c->at()))));
 }
 
+// Phylanx's direct-execution rule for the copies: the measured time of
+// copy 1 at each call site (keyed by the node's site string, which lives
+// as long as the node), so that copies too cheap to be worth a task run
+// one after the other on the calling thread.
+class CopyCosts {
+ public:
+  // The last measured time of one copy at `site` in ns; negative if none.
+  double get(const std::string* site) {
+    std::lock_guard lock(mutex_);
+    auto it = ns_.find(site);
+    return it == ns_.end() ? -1.0 : it->second;
+  }
+  void set(const std::string* site, double ns) {
+    std::lock_guard lock(mutex_);
+    if (ns_.size() > 4096) ns_.clear();  // sites of programs long gone
+    ns_[site] = ns;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<const std::string*, double> ns_;
+};
+
+CopyCosts& copy_costs() {
+  static CopyCosts costs;
+  return costs;
+}
+
 Future<Value> replicate(Args& a) {
   std::shared_ptr<Call> c = read_call(a, "replicate", true);
   struct Join {
@@ -354,11 +385,30 @@ Future<Value> replicate(Args& a) {
   auto join = std::make_shared<Join>();
   join->copies.reserve(c->n);
   join->remaining.store(c->n);
-  // Every copy is a task of its own, so the scheduler runs them on
-  // different workers as they are free; each is awaited by none of them.
-  for (int i = 0; i < c->n; ++i) {
+  const std::string* site = &a.site();
+  const double cost = copy_costs().get(site);
+  const bool inline_all = cost >= 0 && cost < spawn_threshold_ns();
+  // Copies 2..n are tasks of their own, spawned first so that the
+  // scheduler runs them on other workers while the calling thread runs
+  // copy 1 (a task for it too would only leave this thread waiting);
+  // copies cheaper than a spawn all run here, in order.
+  join->copies.emplace_back();
+  for (int i = 1; i < c->n && !inline_all; ++i) {
     join->copies.push_back(async([c, i] { return attempt(c, i); }));
   }
+  auto run_here = [&c](int i) {
+    try {
+      return attempt(c, i);
+    } catch (...) {
+      return Future<Value>::failed(std::current_exception());
+    }
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  join->copies[0] = run_here(0);
+  copy_costs().set(site, static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - t0)
+                                                 .count()));
+  for (int i = 1; i < c->n && inline_all; ++i) join->copies.push_back(run_here(i));
   Future<Value> result = join->promise.get_future();
   for (int i = 0; i < c->n; ++i) {
     join->copies[i].on_ready([c, join] {
@@ -407,8 +457,11 @@ const bool registered = register_primitives({
          .family = "resilience",
          .params = {{"n"}, {"f"}, keyword("validate", Value()), keyword("vote", Value()), {"args"}},
          .variadic = true,
-         .help = "n copies of f(args...) run at once, as n tasks (HPX's async_replicate): "
-                 "copies that raise (or that validate rejects) are dropped, then the value is, "
+         .help = "n copies of f(args...) run at once (HPX's async_replicate): the first on the "
+                 "calling thread, the others as tasks on other workers (copies measured to take "
+                 "less than a spawn costs, about 20 us, run one after the other on the calling "
+                 "thread). "
+                 "Copies that raise (or that validate rejects) are dropped, then the value is, "
                  "with vote, vote(list of the remaining results); else with validate, the first "
                  "valid result (by copy number); else the consensus: the result whose checksum "
                  "(bitwise, over dtype, shape and bytes) more than half of the remaining results "

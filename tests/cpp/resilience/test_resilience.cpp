@@ -40,14 +40,19 @@ bool bitwise_equal(const Array& a, const Array& b) {
 // fault flips) and its plain result.
 const char* kWork = "define(work, x, sin(x) * 2.0 + cos(x))\n";
 
-class Resilience : public ::testing::TestWithParam<int> {
+// Sweeps thread counts, once with the measured direct-execution rule (cheap
+// copies of replicate run on the calling thread) and once with every copy
+// spawned as a task.
+class Resilience : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
   void SetUp() override {
-    set_num_threads(GetParam());
+    set_num_threads(std::get<0>(GetParam()));
+    if (std::get<1>(GetParam())) set_spawn_threshold_ns(0.0);
     clear_fault_injection();
   }
   void TearDown() override {
     set_num_threads(2);
+    set_spawn_threshold_ns(kSpawnThresholdNs);
     clear_fault_injection();
   }
 };
@@ -223,7 +228,22 @@ TEST_P(Resilience, OnlyNamesTheFunctionFaulted) {
                                               "injected fault in attempt 1 of g"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, Resilience, ::testing::Values(1, 2));
+INSTANTIATE_TEST_SUITE_P(Threads, Resilience,
+                         ::testing::Combine(::testing::Values(1, 2), ::testing::Bool()));
+
+TEST(Resilience, CopiesAreTasksUnlessCheaperThanASpawn) {
+  Program p("define(f, x, x + 1.0) define(main, x, replicate(3, f, x)) main", "t.tsl");
+  Value x = Value(test::f64({1, 2, 3}));
+  set_spawn_threshold_ns(0.0);  // every copy is worth a task
+  uint64_t before = tasks_spawned();
+  p.run({x});
+  EXPECT_GE(tasks_spawned() - before, 2u);  // copies 2 and 3; copy 1 runs on this thread
+  set_spawn_threshold_ns(kSpawnThresholdNs);
+  p.run({x});  // measures copy 1 at this site: far cheaper than a spawn
+  before = tasks_spawned();
+  EXPECT_TRUE(array_eq(p.run({x}), DType::float64, {3}, {2, 3, 4}));
+  EXPECT_EQ(tasks_spawned() - before, 0u);
+}
 
 TEST(Resilience, ArgumentErrors) {
   EXPECT_TRUE(
