@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import operator
 import os
 import pickle
 import sys
@@ -63,14 +64,21 @@ def _name(f):
 
 
 def _check(op, n, f, validate, vote, where):
+    """The arguments' errors, as the primitives give them; n as an int."""
     what = "attempts" if op == "replay" else "copies"
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1 << 20:
-        shown = f"{type(n).__name__} {n!r}"
-        if isinstance(n, int) and not isinstance(n, bool):
-            shown = str(n)
-        raise (ValueError if isinstance(n, int) and not isinstance(n, bool) else TypeError)(
+    try:
+        count = operator.index(n) if not isinstance(n, bool) else None
+    except TypeError:
+        count = None
+    if count is None:
+        raise TypeError(
+            f"[{op}] argument 'n' must be an int (a number of {what}), got "
+            f"{type(n).__name__} {n!r} (at {where})"
+        )
+    if not 1 <= count <= 1 << 20:
+        raise ValueError(
             f"[{op}] argument 'n' must be a number of {what} from 1 to {1 << 20}, "
-            f"got {shown} (at {where})"
+            f"got {count} (at {where})"
         )
     if not callable(f):
         raise TypeError(
@@ -82,6 +90,7 @@ def _check(op, n, f, validate, vote, where):
                 f"[{op}] argument '{pname}' must be a function or None, got "
                 f"{type(g).__name__} {g!r} (at {where})"
             )
+    return count
 
 
 class _Rejected(Exception):
@@ -140,7 +149,7 @@ def replay(n, f, *args, validate=None):
     Inside ``@tessera.jit`` it is the language's ``replay`` primitive.
     """
     where = _where()
-    _check("replay", n, f, validate, None, where)
+    n = _check("replay", n, f, validate, None, where)
     call = _core._fault_call()
     last = None
     for k in range(n):
@@ -170,7 +179,7 @@ def replicate(n, f, *args, validate=None, vote=None):
     the copies run as tasks at once; here they run one after the other.
     """
     where = _where()
-    _check("replicate", n, f, validate, vote, where)
+    n = _check("replicate", n, f, validate, vote, where)
     call = _core._fault_call()
     ok, last, failed = [], None, 0
     for i in range(n):

@@ -221,6 +221,10 @@ def test_argument_errors():
     with pytest.raises(ValueError, match=r"\[replay\] argument 'n' must be a number of attempts "
                        r"from 1 to 1048576, got 0 \(at "):
         replay(0, step, X)
+    with pytest.raises(TypeError, match=r"\[replay\] argument 'n' must be an int \(a number of "
+                       r"attempts\), got float 2.5"):
+        replay(2.5, step, X)
+    assert replay(np.int64(2), lambda: 7) == 7
     with pytest.raises(TypeError, match=r"\[replicate\] argument 'f' must be a function, got int"):
         replicate(2, 5, X)
     with pytest.raises(TypeError, match=r"argument 'vote' must be a function or None"):
