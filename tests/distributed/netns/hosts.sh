@@ -62,8 +62,9 @@ up)
   cat >"$dir/agent" <<AGENT
 #!/bin/sh
 # rsh agent for Open MPI (plm_rsh_agent): AGENT HOST COMMAND...
+# Like ssh, the command gets a fresh environment, not mpirun's.
 host="\$1"; shift
-exec "$here/hosts.sh" run "$prefix" "\$host" "\$*"
+exec env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root "$here/hosts.sh" run "$prefix" "\$host" "\$*"
 AGENT
   chmod +x "$dir/agent"
   ;;
