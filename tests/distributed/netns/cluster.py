@@ -6,7 +6,8 @@ Cases on emulated hosts (network namespaces made by hosts.sh, ranks started
 through an rsh agent that enters them, each with a fresh environment as ssh
 gives): hosts, env_list, network, link_down, sigterm, sigint, sigkill. Exit
 status 77 (ctest: skipped) where namespaces cannot be made. Cases on this
-machine alone: local_sigterm, local_sigkill, options, output_dir.
+machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
+partial_lines.
 """
 import os
 import re
@@ -26,6 +27,15 @@ CASE = sys.argv[2]
 PREFIX = f"ts{os.getpid()}"
 NETDIR = f"/tmp/tessera-netns/{PREFIX}"
 AGENT = ["--mca", "plm_rsh_agent", f"{NETDIR}/agent"]
+
+
+BOILERPLATE = re.compile(r"^-{20,}$|^ORTE |^mpirun noticed|^Primary job|^WARNING: Open MPI", re.M)
+
+
+def no_boilerplate(out):
+    """Open MPI's own messages stay hidden without --verbose."""
+    if BOILERPLATE.search(out):
+        fail("Open MPI's message shown without --verbose", out)
 
 
 def fail(msg, output=""):
@@ -171,6 +181,7 @@ def case_network():
     want = "--mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24"
     if code == 0 or want not in out.strip().splitlines()[-1]:
         fail(f"the last line does not say: {want}")
+    no_boilerplate(out)
 
 
 def start_training(n=4):
@@ -192,6 +203,7 @@ def case_link_down():
     last = out.strip().splitlines()[-1] if out.strip() else ""
     if p.returncode in (0, None) or not re.search(r"host node2 \(rank 2 of 4\)", last):
         fail("the last line does not name node2 and rank 2")
+    no_boilerplate(out)
     gone = wait_gone(pids, max(0.5, 15 - took))
     print(f"job gone {took + gone:.1f} s after the link went down")
 
@@ -214,24 +226,26 @@ def case_signal(sig):
 def local_signal(sig):
     def run():
         tmp = tempfile.mkdtemp()
+        script = os.path.join(tmp, f"train_{os.getpid()}_{sig}.py")
+        name = os.path.basename(script)
+
+        def left():
+            found = subprocess.run(["pgrep", "-f", name], capture_output=True, text=True).stdout.split()
+            return [q for q in found if int(q) != os.getpid()]
+
         try:
-            script = os.path.join(tmp, f"train_{os.getpid()}_{sig}.py")
             shutil.copy(os.path.join(HERE, "long_train.py"), script)
             p = subprocess.Popen([TESSERA, "run", "-n", "2", script], stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
             output = Output(p)
             output.wait_for(r"^\[rank 0\] training$", 60)
             os.kill(p.pid, sig)
-            name = os.path.basename(script)
-
-            def left():
-                found = subprocess.run(["pgrep", "-f", name], capture_output=True, text=True).stdout.split()
-                return [q for q in found if int(q) != os.getpid()]
-
             gone = wait_gone(left, 10)
             print(output.finish(2))
             print(f"{signal.Signals(sig).name} of the launcher: every process gone after {gone:.1f} s")
         finally:
+            for q in left():  # what a failed run left behind
+                os.kill(int(q), signal.SIGKILL)
             shutil.rmtree(tmp)
     return run
 
@@ -281,6 +295,22 @@ def case_options():
     print("ok")
 
 
+def case_partial_lines():
+    n = 3
+    p = subprocess.run([TESSERA, "run", "-n", str(n), os.path.join(HERE, "partial_lines.py")],
+                       capture_output=True, text=True, timeout=60)
+    lines = (p.stdout + p.stderr).splitlines()
+    print("\n".join(lines))
+    if p.returncode != 0:
+        fail("partial_lines.py failed")
+    for r in range(n):
+        want = [f"[rank {r}] {r}<{r}{r}{r}:{k}{r}>" for k in range(30)]
+        got = [line for line in lines if line.startswith(f"[rank {r}] ")]
+        if sorted(got) != sorted(want):
+            fail(f"rank {r}'s lines: {sorted(set(got) ^ set(want))[:6]}")
+    print("ok")
+
+
 def case_output_dir():
     tmp = tempfile.mkdtemp()
     try:
@@ -322,6 +352,7 @@ LOCAL_CASES = {
     "local_sigkill": local_signal(signal.SIGKILL),
     "options": case_options,
     "output_dir": case_output_dir,
+    "partial_lines": case_partial_lines,
 }
 
 
