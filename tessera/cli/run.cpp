@@ -185,6 +185,7 @@ struct RunOptions {
   std::vector<std::string> env;          // -x VAR or VAR=VALUE
   std::vector<std::string> mpirun_args;  // after --
   bool verbose = false;
+  bool help = false;
   std::string script;
   std::vector<std::string> script_args;
 };
@@ -265,6 +266,9 @@ RunOptions parse_options(const std::vector<std::string>& argv) {
       check_policy("--map-by", o.map_by,
                    {"slot", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa",
                     "board", "node", "seq", "dist", "ppr"});
+    } else if (a == "--help" || a == "-h") {
+      o.help = true;  // before the program only: after it, --help is the program's
+      return o;
     } else if (a == "--verbose" || a == "-v") {
       o.verbose = true;
     } else if (a == "--") {
@@ -513,12 +517,11 @@ int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOpti
 
 int cmd_run(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "--rank-guard") return guard_rank({argv.begin() + 1, argv.end()});
-  if (std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
-      (!argv.empty() && (argv[0] == "-h" || argv[0] == "help"))) {
+  RunOptions o = parse_options(argv);
+  if (o.help) {
     std::fputs(kRunUsage, stdout);
     return 0;
   }
-  RunOptions o = parse_options(argv);
 
   // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
   // with srun by itself; tessera only needs the ranks and the host names.
@@ -655,10 +658,13 @@ int cmd_run(const std::vector<std::string>& argv) {
   cmd.insert(cmd.end(), o.script_args.begin(), o.script_args.end());
   if (o.verbose) {
     std::string line;
-    for (const auto& c : cmd)
-      line += (line.empty() ? "" : " ") +
-              (c.find_first_of(" \n;") == std::string::npos ? c : "'" + c + "'");
-    std::fprintf(stderr, "tessera run: %s\n", line.c_str());
+    for (const auto& c : cmd) {
+      std::string shown = c == kPythonBootstrap ? "BOOTSTRAP" : c;
+      if (shown.find_first_of(" \n;'\"$") != std::string::npos) shown = "'" + shown + "'";
+      line += (line.empty() ? "" : " ") + shown;
+    }
+    std::fprintf(stderr, "tessera run: %s%s\n", line.c_str(),
+                 tsl ? "" : " (BOOTSTRAP: the Python bootstrap)");
   }
 
   OutputOptions out_opt;
