@@ -196,7 +196,13 @@ void OutputFilter::mpirun_line(const std::string& text) {
     in_tcp_warning_ = false;
     if (failure_.empty()) failure_ = "cannot connect";
   }
-  if (opt_.verbose) {
+  if (text.size() >= 20 && text.find_first_not_of('-') == std::string::npos) {
+    in_frame_ = !in_frame_;
+  } else if (!in_frame_ && text.find_first_not_of(" \t") != std::string::npos) {
+    loose_lines_.push_back(text);
+  }
+  // The launcher's own words (mpirun could not be started) are always shown.
+  if (opt_.verbose || text.rfind("tessera run:", 0) == 0) {
     std::fprintf(stderr, "%s\n", text.c_str());
     std::fflush(stderr);
   }
@@ -282,11 +288,10 @@ std::optional<std::string> OutputFilter::mpirun_message() {
   }
   if (said("ORTE was unable to reliably start one or more daemons") ||
       said("ORTE daemon has unexpectedly failed")) {
+    // What the remote shell said (ssh: Could not resolve hostname ...).
     std::string detail;
-    for (const auto& l : mpirun_lines_) {
-      if (l.find("ssh:") != std::string::npos || l.find("Permission denied") != std::string::npos ||
-          l.find("not found") != std::string::npos ||
-          l.find("Could not resolve") != std::string::npos) {
+    for (const auto& l : loose_lines_) {
+      if (l.rfind("tessera run:", 0) != 0 && l.rfind("[", 0) != 0) {
         detail = l;
         break;
       }

@@ -81,6 +81,9 @@ class OutputFilter {
   std::map<int, RankEnd> ended_;
   std::vector<int> end_order_;
   std::vector<std::string> mpirun_lines_;
+  std::vector<std::string>
+      loose_lines_;  // mpirun's lines outside its framed messages (ssh's errors, say)
+  bool in_frame_ = false;
   std::string failure_;
   int failed_rank_ = -1;
   int failed_code_ = 0;

@@ -4,9 +4,9 @@ usage: cluster.py TESSERA CASE
 
 Cases on emulated hosts (network namespaces made by hosts.sh, ranks started
 through an rsh agent that enters them, each with a fresh environment as ssh
-gives): hosts, env_list, network, link_down, sigterm, sigint, sigkill. Exit
-status 77 (ctest: skipped) where namespaces cannot be made. Cases on this
-machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
+gives): hosts, env_list, network, start_errors, link_down, sigterm, sigint,
+sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
+Cases on this machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
 partial_lines.
 """
 import os
@@ -184,6 +184,22 @@ def case_network():
     no_boilerplate(out)
 
 
+def case_start_errors():
+    # A host that does not exist: the remote shell's own words, on one line.
+    code, out = run_on_node1(["-n", "4", "--hosts", "node1:2,node7:2", *AGENT, os.path.join(DIST, "collectives.tsl")])
+    print(out)
+    want = "tessera run: could not start Open MPI's daemon (orted) on a remote host: Cannot open network namespace"
+    if code == 0 or want not in out.strip().splitlines()[-1]:
+        fail(f"the last line does not say: {want}")
+    no_boilerplate(out)
+    # More ranks than slots.
+    code, out = run_on_node1(["-n", "5", "--hosts", "node1:2,node2:2", *AGENT, os.path.join(DIST, "collectives.tsl")])
+    print(out)
+    if code == 0 or "the hosts have fewer slots than the 5 ranks asked for" not in out.strip().splitlines()[-1]:
+        fail("more ranks than slots")
+    no_boilerplate(out)
+
+
 def start_training(n=4):
     p = on_node1(["-n", str(n), "--hosts", "node1:2,node2:1,node3:1", *AGENT, os.path.join(HERE, "long_train.py")])
     out = Output(p)
@@ -341,6 +357,7 @@ NETNS_CASES = {
     "hosts": case_hosts,
     "env_list": case_env_list,
     "network": case_network,
+    "start_errors": case_start_errors,
     "link_down": case_link_down,
     "sigterm": case_signal(signal.SIGTERM),
     "sigint": case_signal(signal.SIGINT),
