@@ -23,6 +23,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 case "$cmd" in
 up)
   n="$3"
+  if ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
+    echo "hosts.sh: ip (iproute2) and unshare (util-linux) are needed: scripts/install-deps" >&2
+    exit 1
+  fi
   if ! ip netns add "$prefix-br" 2>/dev/null; then
     echo "hosts.sh: cannot create network namespaces here (ip netns add: needs root and CAP_SYS_ADMIN)" >&2
     exit 77
