@@ -4,8 +4,8 @@ usage: cluster.py TESSERA CASE
 
 Cases on emulated hosts (network namespaces made by hosts.sh, ranks started
 through an rsh agent that enters them, each with a fresh environment as ssh
-gives): hosts, env_list, network, start_errors, link_down, sigterm, sigint,
-sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
+gives): hosts, env_list, network, start_errors, rank_dies, link_down, sigterm,
+sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
 Cases on this machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
 partial_lines.
 """
@@ -200,6 +200,24 @@ def case_start_errors():
     no_boilerplate(out)
 
 
+def case_rank_dies():
+    # A rank killed on node3 while the others wait for it in a collective: the
+    # last line names it and its host, and the whole job is gone in seconds.
+    env = dict(os.environ, TESSERA_TEST_DEATH="kill")
+    start = time.time()
+    p = on_node1(["-n", "4", "--hosts", "node1:2,node2:1,node3:1", *AGENT, os.path.join(DIST, "rank_dies.py")], env)
+    out = Output(p).finish(60)
+    took = time.time() - start
+    print(out)
+    last = out.strip().splitlines()[-1]
+    want = r"^tessera run: rank 3 of 4 \(pid \d+ on node3\) was killed by signal 9 \(SIGKILL\); the other ranks"
+    if p.returncode == 0 or not re.search(want, last):
+        fail(f"the last line does not match {want}")
+    no_boilerplate(out)
+    gone = wait_gone(pids, 10)
+    print(f"launcher done after {took:.1f} s, every process gone {gone:.1f} s later")
+
+
 def start_training(n=4):
     p = on_node1(["-n", str(n), "--hosts", "node1:2,node2:1,node3:1", *AGENT, os.path.join(HERE, "long_train.py")])
     out = Output(p)
@@ -358,6 +376,7 @@ NETNS_CASES = {
     "env_list": case_env_list,
     "network": case_network,
     "start_errors": case_start_errors,
+    "rank_dies": case_rank_dies,
     "link_down": case_link_down,
     "sigterm": case_signal(signal.SIGTERM),
     "sigint": case_signal(signal.SIGINT),
