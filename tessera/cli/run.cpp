@@ -494,6 +494,9 @@ int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOpti
   ssize_t ignored = write(keep_fd, "x", 1);
   (void)ignored;
   close(keep_fd);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_DFL);
+  close(signal_pipe[0]);
+  close(signal_pipe[1]);
   int code =
       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (!o.trace_dir.empty()) {

@@ -396,6 +396,11 @@ def main():
     if CASE in LOCAL_CASES:
         LOCAL_CASES[CASE]()
         return
+    # Namespaces of an earlier run that was killed outright (no cleanup then).
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for stale in sorted(set(re.findall(r"^ts(\d+)-", listed, re.M))):
+        if not os.path.exists(f"/proc/{stale}"):
+            hosts("down", f"ts{stale}", check=False)
     up = hosts("up", PREFIX, "3", check=False)
     if up.returncode == 77:
         print(f"SKIP: {up.stderr.strip()}")
