@@ -4,8 +4,8 @@ usage: cluster.py TESSERA CASE
 
 Cases on emulated hosts (network namespaces made by hosts.sh, ranks started
 through an rsh agent that enters them, each with a fresh environment as ssh
-gives): hosts, env_list, network, start_errors, rank_dies, link_down, sigterm,
-sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
+gives): hosts, env_list, network, start_errors, rank_dies, slurm, link_down,
+sigterm, sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
 Cases on this machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
 partial_lines.
 """
@@ -218,6 +218,23 @@ def case_rank_dies():
     print(f"launcher done after {took:.1f} s, every process gone {gone:.1f} s later")
 
 
+def case_slurm():
+    # Inside a SLURM allocation (emulated: SLURM is not installed here, and
+    # Open MPI's SLURM components, which would start daemons with srun, are
+    # turned off and the hosts given to mpirun after --): -n comes from
+    # SLURM_NTASKS, and the hosts tessera reads from the node list decide the
+    # network and the [rank r@host] labels.
+    env = dict(os.environ, SLURM_JOB_ID="77", SLURM_NTASKS="3", SLURM_JOB_NODELIST="node[1-3]")
+    code, out = run_on_node1(["--verbose", *AGENT, "--", "--mca", "ras", "^slurm", "--mca", "plm", "^slurm",
+                              "--mca", "ess", "^slurm", "--host", "node1,node2,node3",
+                              os.path.join(DIST, "collectives.tsl")], env)
+    print(out)
+    if code != 0 or not re.search(r"^\[rank 2@node3\] ok$", out, re.M):
+        fail("3 ranks from SLURM_NTASKS on the hosts of SLURM_JOB_NODELIST")
+    if "-n 3 " not in out or "--mca btl_tcp_if_include 10.77.0.0/24" not in out:
+        fail("-n from SLURM_NTASKS and the network from the node list")
+
+
 def start_training(n=4):
     p = on_node1(["-n", str(n), "--hosts", "node1:2,node2:1,node3:1", *AGENT, os.path.join(HERE, "long_train.py")])
     out = Output(p)
@@ -377,6 +394,7 @@ NETNS_CASES = {
     "network": case_network,
     "start_errors": case_start_errors,
     "rank_dies": case_rank_dies,
+    "slurm": case_slurm,
     "link_down": case_link_down,
     "sigterm": case_signal(signal.SIGTERM),
     "sigint": case_signal(signal.SIGINT),
