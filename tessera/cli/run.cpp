@@ -57,7 +57,7 @@ span hosts); when the job fails, the last line names the rank (or host) that
 failed and why.
 
 options:
-  -n N, --np N           number of ranks (default under SLURM: SLURM_NTASKS)
+  -n N, -np N, --np N    number of ranks (default under SLURM: SLURM_NTASKS)
   --hosts H1:2,H2:2      hosts and their slots (mpirun --host)
   --hostfile FILE        Open MPI hostfile: lines 'node1 slots=4'
   --mca KEY VALUE        an Open MPI setting (repeatable), e.g. --mca btl_tcp_if_include eth0
@@ -215,7 +215,7 @@ RunOptions parse_options(const std::vector<std::string>& argv) {
         throw std::invalid_argument("[run] option " + flag + " needs a value");
       return argv[++i];
     };
-    if (a == "-n" || flag == "--np" || a.rfind("-n=", 0) == 0) {
+    if (a == "-n" || a == "-np" || flag == "--np" || a.rfind("-n=", 0) == 0) {
       if (a.rfind("-n=", 0) == 0) {
         o.n = positive("-n", a.substr(3));
       } else {
