@@ -53,6 +53,10 @@ eval options (before FILE):
   --quiet             do not print the program's value
 
 run options: --trace DIR records every locality's trace into DIR.
+  --max-restarts N    launch the job again after a rank or host fails, up to N times
+  --checkpoint-dir D  the job's checkpoint folder: the ranks get TESSERA_CHECKPOINT_DIR=D
+                      (fit writes checkpoints there and resumes from the newest complete
+                      one) and TESSERA_RESTART=k (0 on the first launch)
 
 report DIR [-o report.html] [--chrome trace.json] [--dot tree.dot] [--csv counters.csv]
   Reads the trace in DIR (of `tessera run --trace DIR`, `tessera eval --trace DIR`,

@@ -313,10 +313,126 @@ void prepare_trace(std::string& dir, int n, const std::string& script) {
   setenv("TESSERA_TRACE_RUN", run.c_str(), 1);
 }
 
+// What the last launch said about its failure, for the restart line.
+std::string last_failure;
+
+void report_failure(const std::string& msg) {
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  last_failure = msg.rfind("tessera run: ", 0) == 0 ? msg.substr(13) : msg;
+}
+
+// `--max-restarts N` and `--checkpoint-dir DIR` (before the program), taken
+// out of the arguments the launch itself reads.
+struct RestartOptions {
+  int max_restarts = 0;
+  std::string checkpoint_dir;
+  std::vector<std::string> rest;
+};
+
+std::optional<RestartOptions> restart_options(const std::vector<std::string>& argv) {
+  RestartOptions o;
+  bool found = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    // The program (a .tsl or .py file): everything from it on is its own.
+    if (!a.empty() && a[0] != '-' && (ends_with(a, ".py") || ends_with(a, ".tsl"))) {
+      o.rest.insert(o.rest.end(), argv.begin() + static_cast<long>(i), argv.end());
+      break;
+    }
+    std::string flag = a.substr(0, a.find('='));
+    if (flag != "--max-restarts" && flag != "--checkpoint-dir") {
+      o.rest.push_back(a);
+      continue;
+    }
+    std::string v;
+    if (a.size() > flag.size()) {
+      v = a.substr(flag.size() + 1);
+    } else if (i + 1 < argv.size()) {
+      v = argv[++i];
+    } else {
+      throw std::invalid_argument("[run] option " + flag + " needs a value");
+    }
+    if (flag == "--checkpoint-dir") {
+      if (v.empty()) throw std::invalid_argument("[run] --checkpoint-dir needs a folder, got ''");
+      o.checkpoint_dir = v;
+    } else {
+      o.max_restarts = v == "0" ? 0 : positive("--max-restarts", v);
+    }
+    found = true;
+  }
+  if (!found) return std::nullopt;
+  return o;
+}
+
+// The newest committed checkpoint in DIR (a ckpt-<step> folder holding a
+// manifest.json; fit checks its checksums when it resumes), or "".
+std::string newest_checkpoint(const std::string& dir) {
+  static const std::regex name(R"(ckpt-(\d+))");
+  std::error_code ec;
+  long best = -1;
+  std::string path;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    std::string base = it->path().filename().string();
+    if (!std::regex_match(base, m, name) ||
+        !std::filesystem::is_regular_file(it->path() / "manifest.json", ec)) {
+      continue;
+    }
+    long step = std::stol(m[1]);
+    if (step > best) best = step, path = it->path().string();
+  }
+  return path;
+}
+
 }  // namespace
+
+int cmd_run(const std::vector<std::string>& argv);
+
+// `tessera run --max-restarts N --checkpoint-dir DIR ...`: launches the job
+// again after a failure, up to N times; the ranks find DIR in
+// TESSERA_CHECKPOINT_DIR (fit resumes from its newest complete checkpoint)
+// and the attempt in TESSERA_RESTART (0 for the first launch).
+static int run_with_restarts(const RestartOptions& o) {
+  std::string dir;
+  if (!o.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.checkpoint_dir)) {
+      throw std::runtime_error("[run] cannot create the checkpoint folder '" + o.checkpoint_dir +
+                               "': " + (ec ? ec.message() : "a file of that name exists"));
+    }
+    dir = std::filesystem::absolute(o.checkpoint_dir).lexically_normal().string();
+    setenv("TESSERA_CHECKPOINT_DIR", dir.c_str(), 1);
+  }
+  for (int attempt = 0;; ++attempt) {
+    setenv("TESSERA_RESTART", std::to_string(attempt).c_str(), 1);
+    last_failure.clear();
+    int code = cmd_run(o.rest);
+    if (code == 0) return 0;
+    std::string why = last_failure.empty()
+                          ? "the job failed (exit status " + std::to_string(code) + ")"
+                          : last_failure;
+    if (attempt >= o.max_restarts) {
+      if (o.max_restarts > 0) {
+        std::fprintf(stderr, "tessera run: giving up after %d restart%s; the last failure: %s\n",
+                     o.max_restarts, o.max_restarts == 1 ? "" : "s", why.c_str());
+      }
+      return code;
+    }
+    std::string from = dir.empty() ? "" : newest_checkpoint(dir);
+    if (from.empty())
+      from = dir.empty() ? "the script's own checkpoints"
+                         : "the start (no complete checkpoint in " + dir + " yet)";
+    // The line before this one names the rank that failed and how.
+    std::fprintf(stderr, "tessera run: restart %d of %d from %s\n", attempt + 1, o.max_restarts,
+                 from.c_str());
+    std::fflush(stderr);
+  }
+}
 
 int cmd_run(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "--rank-guard") return guard_rank({argv.begin() + 1, argv.end()});
+  if (auto restarts = restart_options(argv)) return run_with_restarts(*restarts);
   int n = 0, threads = 0;
   std::string hosts, script, trace_dir;
   size_t i = 0;
@@ -435,20 +551,21 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   if (code == 0) return 0;
   if (auto msg = rank_end_message(filter, n)) {
-    std::fprintf(stderr, "%s\n", msg->c_str());
+    report_failure(*msg);
   } else if (filter.failed_rank >= 0) {
     std::string err = filter.last_error_line.count(filter.failed_rank)
                           ? filter.last_error_line[filter.failed_rank]
                           : std::string("(no error message)");
-    std::fprintf(stderr, "tessera run: rank %d of %d failed (exit code %d): %s\n", filter.failed_rank, n,
-                 filter.failed_code, err.c_str());
+    report_failure("tessera run: rank " + std::to_string(filter.failed_rank) + " of " +
+                   std::to_string(n) + " failed (exit code " + std::to_string(filter.failed_code) +
+                   "): " + err);
   } else if (!filter.last_error_line.empty()) {
     for (auto& [rank, err] : filter.last_error_line) {
       std::fprintf(stderr, "tessera run: rank %d of %d: %s\n", rank, n, err.c_str());
     }
-    std::fprintf(stderr, "tessera run: failed (mpirun exit status %d)\n", code);
+    report_failure("tessera run: failed (mpirun exit status " + std::to_string(code) + ")");
   } else {
-    std::fprintf(stderr, "tessera run: failed (mpirun exit status %d)\n", code);
+    report_failure("tessera run: failed (mpirun exit status " + std::to_string(code) + ")");
   }
   return code;
 }
