@@ -356,7 +356,13 @@ std::optional<RestartOptions> restart_options(const std::vector<std::string>& ar
       if (v.empty()) throw std::invalid_argument("[run] --checkpoint-dir needs a folder, got ''");
       o.checkpoint_dir = v;
     } else {
-      o.max_restarts = v == "0" ? 0 : positive("--max-restarts", v);
+      char* end = nullptr;
+      long k = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || k < 0 || k > 1000000) {
+        throw std::invalid_argument("[run] --max-restarts must be an integer >= 0, got '" + v +
+                                    "'");
+      }
+      o.max_restarts = static_cast<int>(k);
     }
     found = true;
   }
