@@ -9,7 +9,8 @@ The reference is ckpt_train.py on one process without checkpoints
            rank 1 before the first checkpoint, rank 1 between checkpoints
            on the restarted job, and rank 0 on the third launch
   write    the same, killing a rank half way through writing its shard of a
-           checkpoint (rank 1, then rank 0 on the restarted job)
+           checkpoint (rank 1, then rank 0 on the restarted job); the checkpoints
+           come from ModelCheckpoint(folder, save_training_state=True)
   resize   4 localities write checkpoints and stop; the job resumes on 2
            and, from a copy, on 3 localities
   giveup   a rank killed on every launch: the launcher gives up after its
@@ -114,7 +115,7 @@ if SCENARIO == "kills":
     if text.count("[rank 0] [fit] resuming from ") != 2:
         fail("the restarted jobs did not report what they resumed from")
 elif SCENARIO == "write":
-    text, got = launch(2, D, "--kill", "0:1:12:write", "--kill", "1:0:18:write")
+    text, got = launch(2, D, "--kill", "0:1:12:write", "--kill", "1:0:18:write", "--callback")
     r = restarts(text)
     if len(r) != 2 or not r[0][2].endswith("/ckpt-6") or not r[1][2].endswith("/ckpt-12"):
         fail(f"expected two restarts, from ckpt-6 then ckpt-12, got {r}")

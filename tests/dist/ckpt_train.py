@@ -30,6 +30,8 @@ p.add_argument("--chunks", type=int, default=8)
 p.add_argument("--kill", action="append", default=[])
 p.add_argument("--stop", type=int, default=None)
 p.add_argument("--single", action="store_true", help="one process, no checkpoints (the reference)")
+p.add_argument("--callback", action="store_true",
+               help="checkpoints from ModelCheckpoint(folder, save_training_state=True)")
 args = p.parse_args()
 
 rng = np.random.default_rng(3)
@@ -91,6 +93,11 @@ model = make()
 if args.single:
     model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=0, deterministic=args.chunks,
               data_parallel=False, checkpoint_dir=False)
+elif args.callback:
+    folder = nn.callbacks.ModelCheckpoint(os.environ["TESSERA_CHECKPOINT_DIR"], save_training_state=True,
+                                          save_freq=args.every, keep_checkpoints=args.keep, verbose=1)
+    model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=2, deterministic=args.chunks,
+              callbacks=[Killer(), folder])
 else:
     model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=2, deterministic=args.chunks,
               checkpoint_every=[args.every, "epoch"], keep_checkpoints=args.keep, callbacks=[Killer()])

@@ -43,7 +43,7 @@ __all__ = ["CheckpointDir", "newest_checkpoint"]
 FORMAT = "tessera-checkpoint"
 VERSION = 1
 MANIFEST = "manifest.json"
-_FOLDER = re.compile(r"ckpt-(\d+)")
+_FOLDER = re.compile(r"ckpt-([1-9]\d*)")
 _TMP_PREFIX = ".tessera-ckpt-"
 
 # Called by the writer thread half way through writing a shard, before the
