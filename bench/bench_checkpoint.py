@@ -252,7 +252,8 @@ def main():
         totals.append(read("first_step.txt") - read("killed.txt"))
         restores.append(read("restored.txt") - read("fit_start.txt"))  # fit's start, restore in it
         shutil.rmtree(work, ignore_errors=True)
-    print(f"restart: from the kill to the restarted job's first update {statistics.median(totals):.2f} s "
+    print(f"restart: from the kill to the restarted job's first update "
+          f"{statistics.median(totals):.2f} s "
           f"(min {min(totals):.2f}, max {max(totals):.2f}); of which fit's restore "
           f"{1e3 * statistics.median(restores):.0f} ms (median of {args.repeats})")
 

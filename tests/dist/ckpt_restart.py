@@ -49,9 +49,10 @@ def digest(path):
 
 def reference(*extra):
     out = os.path.join(WORK, "ref.txt")
-    env = {k: v for k, v in os.environ.items() if k not in ("TESSERA_CHECKPOINT_DIR", "TESSERA_RESTART")}
-    p = subprocess.run([PY, TRAIN, "--single", "--out", out, *extra], capture_output=True, text=True,
-                       timeout=60, env=env)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TESSERA_CHECKPOINT_DIR", "TESSERA_RESTART")}
+    p = subprocess.run([PY, TRAIN, "--single", "--out", out, *extra], capture_output=True,
+                       text=True, timeout=60, env=env)
     if p.returncode:
         fail(f"the reference run failed:\n{p.stdout}\n{p.stderr}")
     return digest(out)
@@ -61,8 +62,8 @@ def launch(n, ckdir, *extra, restarts=3, expect=0):
     out = os.path.join(WORK, "out.txt")
     if os.path.exists(out):
         os.unlink(out)
-    cmd = [CLI, "run", "-n", str(n), "--max-restarts", str(restarts), "--checkpoint-dir", ckdir, TRAIN,
-           "--out", out, *extra]
+    cmd = [CLI, "run", "-n", str(n), "--max-restarts", str(restarts), "--checkpoint-dir", ckdir,
+           TRAIN, "--out", out, *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     text = p.stdout + p.stderr
     print(f"$ {' '.join(cmd)}\n{text}--- status {p.returncode}")
@@ -96,8 +97,8 @@ def restarts(text):
     """(k, N, from) of each restart line; the line before must name the failure."""
     found = re.findall(r"^(.*)\ntessera run: restart (\d+) of (\d+) from (.*)$", text, re.M)
     for before, k, _, _ in found:
-        if not re.match(r"tessera run: rank \d of \d \(pid \d+\) was killed by signal 9 \(SIGKILL\)",
-                        before):
+        if not re.match(r"tessera run: rank \d of \d \(pid \d+\) was killed by signal 9 "
+                        r"\(SIGKILL\)", before):
             fail(f"restart {k} does not follow a line naming the failed rank: {before!r}")
     return [f[1:] for f in found]
 
@@ -109,8 +110,8 @@ if SCENARIO == "kills":
     r = restarts(text)
     if [k for k, _, _ in r] != ["1", "2", "3"]:
         fail(f"expected restarts 1, 2, 3 of 3, got {r}")
-    if not r[0][2].startswith("the start (no complete checkpoint") or not r[1][2].endswith("/ckpt-12") \
-            or not r[2][2].endswith("/ckpt-24"):
+    if not r[0][2].startswith("the start (no complete checkpoint") or \
+            not r[1][2].endswith("/ckpt-12") or not r[2][2].endswith("/ckpt-24"):
         fail(f"the restarts should start from the start, ckpt-12 and ckpt-24: {r}")
     if text.count("[rank 0] [fit] resuming from ") != 2:
         fail("the restarted jobs did not report what they resumed from")
@@ -139,8 +140,8 @@ elif SCENARIO == "resize":
     D = D3
 elif SCENARIO == "giveup":
     text, got = launch(2, D, "--kill", "0:1:3", "--kill", "1:1:9", restarts=1, expect=1)
-    if not re.search(r"^tessera run: giving up after 1 restart; the last failure: rank 1 of 2 \(pid \d+\) "
-                     r"was killed by signal 9 \(SIGKILL\)", text, re.M):
+    if not re.search(r"^tessera run: giving up after 1 restart; the last failure: rank 1 of 2 "
+                     r"\(pid \d+\) was killed by signal 9 \(SIGKILL\)", text, re.M):
         fail("no 'giving up' line naming the last failure")
     shutil.rmtree(WORK, ignore_errors=True)
     print("ok")
@@ -158,8 +159,9 @@ elif SCENARIO == "corrupt":
         f.write(bytes([b[0] ^ 1]))
     os.unlink(os.path.join(D, "ckpt-18", "manifest.json"))
     text, got = launch(2, D, "--keep", "3")
-    if not re.search(r"ckpt-24 is not a valid checkpoint: shard .*shard-00001-of-00002.bin: checksum "
-                     r"mismatch \(corrupted\); removed it and falling back to the previous one", text):
+    if not re.search(r"ckpt-24 is not a valid checkpoint: shard .*shard-00001-of-00002.bin: "
+                     r"checksum mismatch \(corrupted\); removed it and falling back to the "
+                     r"previous one", text):
         fail("no warning naming the corrupted shard")
     if "resuming from " + os.path.join(D, "ckpt-12") not in text:
         fail("did not fall back to ckpt-12")

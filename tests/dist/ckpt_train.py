@@ -40,10 +40,11 @@ y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64) + (x[:, 2] > 1)
 
 
 def make():
-    m = nn.Sequential([nn.Dense(32, activation="relu"), nn.Dropout(0.25), nn.Dense(16, activation="tanh"),
-                       nn.Dense(3, activation="softmax")], input_shape=(10,), seed=5)
-    m.compile(tessera.optim.Adam(tessera.optim.CosineDecay(1e-2, 60)), "sparse_categorical_crossentropy",
-              metrics=["accuracy"])
+    m = nn.Sequential([nn.Dense(32, activation="relu"), nn.Dropout(0.25),
+                       nn.Dense(16, activation="tanh"), nn.Dense(3, activation="softmax")],
+                      input_shape=(10,), seed=5)
+    m.compile(tessera.optim.Adam(tessera.optim.CosineDecay(1e-2, 60)),
+              "sparse_categorical_crossentropy", metrics=["accuracy"])
     return m
 
 
@@ -94,13 +95,15 @@ if args.single:
     model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=0, deterministic=args.chunks,
               data_parallel=False, checkpoint_dir=False)
 elif args.callback:
-    folder = nn.callbacks.ModelCheckpoint(os.environ["TESSERA_CHECKPOINT_DIR"], save_training_state=True,
-                                          save_freq=args.every, keep_checkpoints=args.keep, verbose=1)
+    folder = nn.callbacks.ModelCheckpoint(os.environ["TESSERA_CHECKPOINT_DIR"],
+                                          save_training_state=True, save_freq=args.every,
+                                          keep_checkpoints=args.keep, verbose=1)
     model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=2, deterministic=args.chunks,
               callbacks=[Killer(), folder])
 else:
     model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=2, deterministic=args.chunks,
-              checkpoint_every=[args.every, "epoch"], keep_checkpoints=args.keep, callbacks=[Killer()])
+              checkpoint_every=[args.every, "epoch"], keep_checkpoints=args.keep,
+              callbacks=[Killer()])
 h = hashlib.sha256()
 for k in sorted(model.weights):
     h.update(np.ascontiguousarray(model.weights[k]).tobytes())

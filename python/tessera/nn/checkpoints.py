@@ -348,10 +348,10 @@ class CheckpointDir(Callback):
         training = apply_training_state(model, tensors, header, path, self.where)
         self._last_step = manifest["step"]
         if self.verbose and rank == 0:
+            n = manifest["localities"]
             print(f"[{self.where}] resuming from {path} (epoch {training['epoch'] + 1}, batch "
-                  f"{training['batch']}, update {manifest['step']}; written by "
-                  f"{manifest['localities']} localit{'y' if manifest['localities'] == 1 else 'ies'})",
-                  flush=True)
+                  f"{training['batch']}, update {manifest['step']}; written by {n} "
+                  f"localit{'y' if n == 1 else 'ies'})", flush=True)
         return training
 
     # ------------------------------------------------------------- writing
