@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import warnings
+import zlib
 
 import numpy as np
 
@@ -324,8 +325,13 @@ class CheckpointDir(Callback):
         nonce = int.from_bytes(os.urandom(6), "little")
         chosen = -1 if found is None else found[1]["step"]
         if n_ranks > 1:
-            agreed = np.asarray(_dist.broadcast(np.array([chosen, nonce], dtype=np.int64)))
+            name = zlib.crc32(self.folder.encode())
+            agreed = np.asarray(_dist.broadcast(np.array([chosen, nonce, name], dtype=np.int64)))
             chosen, nonce = int(agreed[0]), int(agreed[1])
+            if int(agreed[2]) != name:
+                raise ValueError(f"[{self.where}] locality {rank} writes its checkpoints to "
+                                 f"{self.folder}, which is not locality 0's folder: every "
+                                 "locality must name the same checkpoint folder")
         elif not self.writes:
             found = newest_checkpoint(self.folder, warn=False)
             chosen = -1 if found is None else found[1]["step"]
