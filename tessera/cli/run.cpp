@@ -69,6 +69,10 @@ options:
   --output-dir DIR       each rank's output into DIR/rank-<r>.log instead of the terminal
   --trace DIR            record every locality's trace into DIR (see `tessera report`)
   --verbose              show Open MPI's own messages and the mpirun command
+  --max-restarts N       launch the job again after a rank or host fails, up to N times
+  --checkpoint-dir DIR   the job's checkpoint folder: the ranks get TESSERA_CHECKPOINT_DIR=DIR
+                         (fit writes checkpoints there and resumes from the newest complete
+                         one) and TESSERA_RESTART=k (0 on the first launch)
   -h, --help             this text
   --                     what follows, up to the program, goes to mpirun as it is
                          (e.g. -- --report-bindings --display-map train.py)
@@ -186,6 +190,8 @@ struct RunOptions {
   std::vector<std::string> mpirun_args;  // after --
   bool verbose = false;
   bool help = false;
+  int max_restarts = 0;
+  std::string checkpoint_dir;
   std::string script;
   std::vector<std::string> script_args;
 };
@@ -230,6 +236,19 @@ RunOptions parse_options(const std::vector<std::string>& argv) {
       o.threads = positive("--threads", value());
     } else if (flag == "--trace") {
       o.trace_dir = value();
+    } else if (flag == "--checkpoint-dir") {
+      o.checkpoint_dir = value();
+      if (o.checkpoint_dir.empty())
+        throw std::invalid_argument("[run] --checkpoint-dir needs a folder, got ''");
+    } else if (flag == "--max-restarts") {
+      std::string v = value();
+      char* end = nullptr;
+      long k = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || k < 0 || k > 1000000) {
+        throw std::invalid_argument("[run] --max-restarts must be an integer >= 0, got '" + v +
+                                    "'");
+      }
+      o.max_restarts = static_cast<int>(k);
     } else if (flag == "--output-dir") {
       o.output_dir = value();
       if (o.output_dir.empty())
@@ -379,6 +398,12 @@ pid_t start_keeper(pid_t mpirun, int& keep_fd) {
 
 // Starts mpirun in a process group of its own, relays its output through the
 // filter, and bounds every wait (see the comment at the top).
+// What the last launch said about its failure (its last line), for the
+// restart line of --max-restarts; the signal that stopped it, or 0 (a job
+// stopped by the user or the batch system is not restarted).
+std::string last_failure;
+int last_stop_signal = 0;
+
 int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOptions& o) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
@@ -504,6 +529,7 @@ int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOpti
                  o.trace_dir.c_str());
   }
   if (stop_signal != 0) {
+    last_stop_signal = stop_signal;
     std::fprintf(stderr, "tessera run: stopped by %s; the job was ended%s\n",
                  signal_name(stop_signal).c_str(), killed ? " (mpirun killed)" : "");
     return 128 + stop_signal;
@@ -512,8 +538,47 @@ int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOpti
     if (auto note = filter.warnings_note()) std::fprintf(stderr, "%s\n", note->c_str());
     return 0;
   }
-  for (const auto& line : filter.failure_report(code)) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const auto& line : filter.failure_report(code)) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    last_failure = line.rfind("tessera run: ", 0) == 0 ? line.substr(13) : line;
+  }
   return code == 0 ? 1 : code;
+}
+
+// The newest committed checkpoint in DIR (a ckpt-<step> folder holding a
+// manifest.json; fit checks its checksums when it resumes), or "".
+std::string newest_checkpoint(const std::string& dir) {
+  static const std::regex name(R"(ckpt-(\d+))");
+  std::error_code ec;
+  long best = -1;
+  std::string path;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    std::string base = it->path().filename().string();
+    if (!std::regex_match(base, m, name) ||
+        !std::filesystem::is_regular_file(it->path() / "manifest.json", ec)) {
+      continue;
+    }
+    long step = std::stol(m[1]);
+    if (step > best) best = step, path = it->path().string();
+  }
+  return path;
+}
+
+// `--checkpoint-dir DIR`: created if needed; the ranks find it in
+// TESSERA_CHECKPOINT_DIR (passed on like every TESSERA_ variable). Returns
+// its absolute path, or "" without the option.
+std::string prepare_checkpoint_dir(const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw std::runtime_error("[run] cannot create the checkpoint folder '" + dir +
+                             "': " + (ec ? ec.message() : "a file of that name exists"));
+  }
+  std::string abs = std::filesystem::absolute(dir).lexically_normal().string();
+  setenv("TESSERA_CHECKPOINT_DIR", abs.c_str(), 1);
+  return abs;
 }
 
 }  // namespace
@@ -525,6 +590,10 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::fputs(kRunUsage, stdout);
     return 0;
   }
+  // Set before the environment to pass on is gathered (both are TESSERA_
+  // variables); TESSERA_RESTART is updated for each launch.
+  const std::string checkpoint_dir = prepare_checkpoint_dir(o.checkpoint_dir);
+  setenv("TESSERA_RESTART", "0", 1);
 
   // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
   // with srun by itself; tessera only needs the ranks and the host names.
@@ -676,12 +745,39 @@ int cmd_run(const std::vector<std::string>& argv) {
   out_opt.verbose = o.verbose;
   out_opt.output_dir = o.output_dir;
   out_opt.network = network;
-  OutputFilter filter(out_opt);
   if (!o.output_dir.empty()) {
     std::fprintf(stderr, "tessera run: the output of rank r goes to %s/rank-<r>.log\n",
                  o.output_dir.c_str());
   }
-  return supervise(cmd, filter, o);
+  // --max-restarts: the job is launched again after a failure (not after a
+  // stop by a signal), with a fresh output filter, up to max_restarts times.
+  for (int attempt = 0;; ++attempt) {
+    setenv("TESSERA_RESTART", std::to_string(attempt).c_str(), 1);
+    last_failure.clear();
+    OutputFilter filter(out_opt);
+    const int code = supervise(cmd, filter, o);
+    if (code == 0 || last_stop_signal != 0) return code;
+    const std::string why = last_failure.empty()
+                                ? "the job failed (exit status " + std::to_string(code) + ")"
+                                : last_failure;
+    if (attempt >= o.max_restarts) {
+      if (o.max_restarts > 0) {
+        std::fprintf(stderr, "tessera run: giving up after %d restart%s; the last failure: %s\n",
+                     o.max_restarts, o.max_restarts == 1 ? "" : "s", why.c_str());
+      }
+      return code;
+    }
+    std::string from = checkpoint_dir.empty() ? "" : newest_checkpoint(checkpoint_dir);
+    if (from.empty()) {
+      from = checkpoint_dir.empty()
+                 ? "the script's own checkpoints"
+                 : "the start (no complete checkpoint in " + checkpoint_dir + " yet)";
+    }
+    // The line before this one names the rank that failed and how.
+    std::fprintf(stderr, "tessera run: restart %d of %d from %s\n", attempt + 1, o.max_restarts,
+                 from.c_str());
+    std::fflush(stderr);
+  }
 }
 
 }  // namespace tessera::cli
