@@ -92,7 +92,8 @@ T derivative(T v, T alpha) {
   }
 }
 
-// Activations whose transcendental functions run through vmath.hpp a block
+// Activations whose transcendental functions run (in float32; float64 keeps
+// the scalar std:: functions, see elementwise.hpp) through vmath.hpp a block
 // at a time (the argument computed into a buffer, the vector function applied,
 // the result combined), rather than std::erf / std::tanh / std::exp per
 // element, which do not vectorise. sigmoid's and tanh's derivatives take the
@@ -214,7 +215,7 @@ void activation_range(Activation f, double alpha, const Array& x, Array& out, in
       const T* px = x.data<T>();
       T* po = out.data<T>();
       const T a = static_cast<T>(alpha);
-      if constexpr (kVectorMath<K>) {
+      if constexpr (kVectorMath<K> && std::is_same_v<T, float>) {
         for (int64_t i = begin; i < end; i += kMathBlock) {
           forward_block<K>(px + i, po + i, std::min(kMathBlock, end - i));
         }
@@ -237,7 +238,8 @@ void activation_grad_range(Activation f, double alpha, const Array& g, const Arr
     dispatch_activation(f, [&](auto kind) {
       constexpr Activation K = decltype(kind)::value;
       const T a = static_cast<T>(alpha);
-      if constexpr (kVectorMath<K> && K != Activation::sigmoid && K != Activation::tanh) {
+      if constexpr (kVectorMath<K> && K != Activation::sigmoid && K != Activation::tanh &&
+                    std::is_same_v<T, float>) {
         const T* pg = g.data<T>();
         const T* pv = v.data<T>();
         T* pd = dx.data<T>();
