@@ -99,6 +99,49 @@ def test_jit_at_the_limit_still_works(tmp_path):
     np.testing.assert_allclose(f(np.ones(3)), np.full(3, 200.0))
 
 
+_DEEP_LIST = ("define(x, list()) define(i, 0)\n"
+              "while(i < 200000, block(store(x, list(x)), store(i, i + 1)))\n")
+
+
+def test_a_deep_list_built_in_a_loop_is_freed_and_compared_on_a_small_stack():
+    box = {}
+
+    def run():
+        box["len"] = _core.Program(_DEEP_LIST + "len(x)", "deep.tsl").run()
+        box["eq"] = _core.Program(_DEEP_LIST + "x == list(x)[0]", "deep.tsl").run()
+
+    assert _on_small_stack(run) is None
+    assert box == {"len": 1, "eq": True}
+
+
+def test_a_deep_list_returned_to_python_is_a_value_error_naming_the_limit():
+    err = _on_small_stack(lambda: _core.Program(_DEEP_LIST + "x", "deep.tsl").run())
+    assert isinstance(err, ValueError), err
+    assert "a list nested more than 256 levels deep" in str(err), err
+
+
+def test_jit_deep_list_from_a_loop(tmp_path):
+    f, path = _jit_function(tmp_path, "deep_list_jit", """\
+        def f(n):
+            x = []
+            for i in range(n):
+                x = [x, i]
+            return len(x)
+
+
+        def g(n):
+            x = []
+            for i in range(n):
+                x = [x, i]
+            return str(x)
+        """)
+    assert _on_small_stack(lambda: f(100000)) is None
+    assert f(100000) == 2
+    g = tessera.jit(sys.modules["deep_list_jit"].g)
+    with pytest.raises(ValueError, match=rf"nested more than 256 levels deep.*\(at {path.name}:12\)"):
+        g(100000)
+
+
 # Errors a program may raise (tessera's documented exception classes).
 _DOCUMENTED = (ValueError, TypeError, IndexError, KeyError, RuntimeError, MemoryError,
                ZeroDivisionError, NotImplementedError)

@@ -4,7 +4,6 @@
 // (parse, compile, autodiff, evaluation, printing, the tree dump, freeing
 // the tree) fits in a 1 MB stack.
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <chrono>
 #include <exception>
@@ -42,45 +41,13 @@ std::vector<std::pair<std::string, std::string>> shapes(int n) {
   };
 }
 
-// Runs fn on a thread with a stack of `bytes`; rethrows what it throws.
-void on_stack(size_t bytes, const std::function<void()>& fn) {
-  struct Job {
-    const std::function<void()>* fn;
-    std::exception_ptr error;
-  } job{&fn, nullptr};
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
-  pthread_t t;
-  auto body = [](void* p) -> void* {
-    auto* j = static_cast<Job*>(p);
-    try {
-      (*j->fn)();
-    } catch (...) {
-      j->error = std::current_exception();
-    }
-    return nullptr;
-  };
-  ASSERT_EQ(pthread_create(&t, &attr, body, &job), 0);
-  pthread_join(t, nullptr);
-  pthread_attr_destroy(&attr);
-  if (job.error) std::rethrow_exception(job.error);
-}
-
-// 1 MB; sanitizers' redzones make every frame several times larger.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr size_t kSmallStack = size_t{4} << 20;
-#else
-constexpr size_t kSmallStack = size_t{1} << 20;
-#endif
-
 }  // namespace
 
 TEST(LangLimits, DeepNestingIsASyntaxErrorNamingTheDepthAndTheLimit) {
   for (const auto& [what, text] : shapes(10000)) {
     auto t0 = std::chrono::steady_clock::now();
     try {
-      on_stack(kSmallStack, [&] { Program p(text, "deep.tsl"); });
+      test::on_stack(test::kSmallStack, [&] { Program p(text, "deep.tsl"); });
       ADD_FAILURE() << what << ": no error";
     } catch (const SyntaxError& e) {
       std::string msg = e.what();
@@ -111,7 +78,7 @@ TEST(LangLimits, AtTheLimitEveryPassFitsInASmallStack) {
         "define(x, reshape(arange(4.0), [1, 1, 1, 1, 4]))\n"
         "define(f, a, abs),\n" +
         text;
-    on_stack(kSmallStack, [&, what = what] {
+    test::on_stack(test::kSmallStack, [&, what = what] {
       try {
         Program p(program, "limit.tsl");
         EXPECT_FALSE(p.tree_dot().empty());
@@ -138,7 +105,7 @@ TEST(LangLimits, GradientsAndLoopsOfDeepExpressionsFitInASmallStack) {
   const int n = kMaxExpressionDepth - 8;
   std::string product = "x" + repeat(" * sin(x)", n / 2);
   std::string sum = "x" + repeat(" + x * 0.5", n / 2);
-  on_stack(kSmallStack, [&] {
+  test::on_stack(test::kSmallStack, [&] {
     Value g = eval_string("define(f, x, " + product + ")\ngrad(f)(0.5)");
     EXPECT_TRUE(g.is_float() || g.is_array());
     Value v = eval_string("define(f, x, sum(" + sum + "))\nvalue_and_grad(f)([1.0, 2.0])");
