@@ -301,6 +301,45 @@ def test_weights_files_fuzzed_raise_only_value_error(tmp_path):
     assert outcomes["error"] > 0 and outcomes["ok"] > 0, outcomes
 
 
+def _with_header(path, edit):
+    """The weights file at path with its JSON header changed by edit(header)."""
+    import hashlib
+    import json
+    import struct
+
+    blob = path.read_bytes()
+    (length,) = struct.unpack("<Q", blob[8:16])
+    header = json.loads(blob[16:16 + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    body = blob[:8] + struct.pack("<Q", len(text)) + text + blob[16 + length:-32]
+    path.write_bytes(body + hashlib.sha256(body).digest())
+
+
+@pytest.mark.parametrize("edit, message", [
+    # (symbolic tensors of 800 TB: more than any address space, whatever the overcommit policy)
+    (lambda h: h["model"]["layers"][0]["config"]["__dict__"].update(units=10 ** 14),
+     r"the architecture needs more memory than there is"),
+    (lambda h: h["model"].update(input_shape=[10 ** 14]),
+     r"the architecture needs more memory than there is"),
+    (lambda h: h["model"].update(input_shape=[10 ** 6]),
+     r"the architecture makes a weight 'kernel' of shape \(1000000, 3\) past the 17 weight "
+     r"values in the file"),
+], ids=["units", "input", "weights"])
+def test_a_crafted_architecture_is_refused_before_it_exhausts_memory(tmp_path, edit, message):
+    """A file whose architecture makes weights (or symbolic tensors) far
+    larger than the file holds is a ValueError, not a MemoryError or an
+    allocation of gigabytes."""
+    from tessera import nn
+
+    model = nn.Sequential([nn.Dense(3, activation="relu"), nn.Dense(2)], input_shape=(2,))
+    path = tmp_path / "crafted.tsm"
+    model.save(path)
+    _with_header(path, edit)
+    with pytest.raises(ValueError, match=r"\[load_model\] .*crafted.tsm: (" + message + ")"):
+        nn.load_model(path)
+
+
 def test_dataset_from_npy_refuses_devices(tmp_path):
     from tessera.data import Dataset
 
