@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "tessera/lang/autodiff.hpp"
 #include "tessera/lang/parser.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -139,4 +140,23 @@ TEST(LangLimits, UnknownNamesOfAnyLengthFailAtOnce) {
 TEST(LangLimits, LineNumbersStopAtTheLargestInt) {
   EXPECT_TRUE(test::throws_with<SyntaxError>(
       [] { Program p("#line 2147483647 \"big.py\"\n\n\nnope"); }, "(at big.py:2147483647)"));
+}
+
+TEST(LangLimits, GradientsThatExpandExponentiallyAreRefusedQuickly) {
+  // f1 calls f0 four times, f2 calls f1 four times...: grad(f12) would expand
+  // 4^12 calls (minutes and gigabytes before the limit).
+  std::string text = "define(f0, x, x * x)\n";
+  for (int i = 1; i <= 12; ++i) {
+    std::string inner = "f" + std::to_string(i - 1);
+    text += "define(f" + std::to_string(i) + ", x, " + repeat(inner + "(", 4) + "x)))))\n";
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(test::throws_with<SyntaxError>(
+      [&] { Program p(text + "define(g, grad(f12))\n1\n", "expand.tsl"); },
+      "[grad] differentiating 'f12' expands more than " + std::to_string(kMaxGradientExpressions) +
+          " expressions (in 'f"));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 20.0);
+  // Below the limit the same functions differentiate.
+  EXPECT_NO_THROW(Program(text + "define(g, grad(f3))\ng(0.5)\n", "expand.tsl").run());
 }
