@@ -1,11 +1,12 @@
 # tessera: `make demo` installs what is missing, builds and runs the main job;
-# `make test` installs, builds and runs every test (C++ by ctest, then Python
-# by pytest).
+# `make test` installs, builds and runs every test (a short run of each fuzz
+# target, then C++ by ctest, then Python by pytest).
 BUILD ?= build
+FUZZ_BUILD ?= build-fuzz
 JOBS ?= 2
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build fuzz-build fuzz test demo bench clean
 
 all: build
 
@@ -26,7 +27,17 @@ build: configure
 	    echo "$(CURDIR)/python" > "$$site/tessera.pth"; \
 	  fi
 
-test: build
+# The fuzz targets (fuzz/, docs/fuzzing.md): a clang build of their own with
+# libFuzzer and the sanitizers; `make fuzz` runs each for a few seconds.
+fuzz-build: deps
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz
+
+fuzz: fuzz-build
+	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
+
+test: build fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	@$(PYTHON) -m pytest tests/python -q
 
@@ -38,4 +49,4 @@ bench: build
 	@bench/run-all $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

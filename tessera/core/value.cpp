@@ -1,5 +1,6 @@
 #include "tessera/core/value.hpp"
 
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -20,7 +21,54 @@ std::string float_repr(double v) {
   return s;
 }
 
+thread_local int tl_nesting = 0;
+
 }  // namespace
+
+NestingLevel::NestingLevel(const char* op, const Value& v) {
+  if (tl_nesting >= kMaxNestingDepth) {
+    throw std::invalid_argument(
+        error_message("[", op, "] a ", v.kind_name(), " nested more than ", kMaxNestingDepth,
+                      " levels deep (in lists or dicts): ", op, " follows at most ",
+                      kMaxNestingDepth, " levels; index into it to reach the inner values"));
+  }
+  ++tl_nesting;
+}
+
+NestingLevel::~NestingLevel() { --tl_nesting; }
+
+void Value::take_nested(std::vector<Value>& out) {
+  if (!(is_list() || is_dict()) || !owns_nested()) return;
+  // Alone in holding it (use_count 1): whoever held it before has let go,
+  // and the fence orders their last reads before the moves below.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  auto take = [&out](Value& item) {
+    if ((item.is_list() || item.is_dict()) && item.owns_nested()) out.push_back(std::move(item));
+  };
+  // The rest (leaves, and lists others hold too) go now, one level deep.
+  if (is_list()) {
+    auto& items = const_cast<List&>(*list_ptr());
+    for (Value& item : items) take(item);
+    items.clear();
+  } else {
+    auto& items = const_cast<Dict&>(*std::get<std::shared_ptr<const Dict>>(v_)).items;
+    for (auto& [k, item] : items) {
+      take(k);
+      take(item);
+    }
+    items.clear();
+  }
+}
+
+void Value::release_nested() noexcept {
+  std::vector<Value> pending;
+  take_nested(pending);
+  while (!pending.empty()) {
+    Value v = std::move(pending.back());
+    pending.pop_back();
+    v.take_nested(pending);  // v is left empty, and goes without recursing
+  }
+}
 
 const Value* Dict::find(const Value& key) const {
   for (const auto& [k, v] : items) {
@@ -82,6 +130,7 @@ std::string Value::str() const {
     case ValueKind::string: return as_string();
     case ValueKind::array: return as_array().str();
     case ValueKind::list: {
+      NestingLevel level("str", *this);
       std::string s = is_tuple() ? "(" : "[";
       const List& l = as_list();
       for (size_t i = 0; i < l.size(); ++i) {
@@ -92,6 +141,7 @@ std::string Value::str() const {
       return s + "]";
     }
     case ValueKind::dict: {
+      NestingLevel level("str", *this);
       std::string s = "{";
       bool first = true;
       for (const auto& [k, v] : as_dict().items) {
@@ -139,52 +189,79 @@ std::string Value::describe() const {
   return "?";
 }
 
-bool Value::equals(const Value& other) const {
-  if (is_scalar() && other.is_scalar()) {
-    if (is_float() || other.is_float()) {
+namespace {
+
+// Equality of a and b but for the items of lists and dicts: their pairs are
+// pushed to `pending` for the caller's loop (nesting of any depth is
+// compared without recursion).
+bool equal_here(const Value& a, const Value& b,
+                std::vector<std::pair<const Value*, const Value*>>& pending) {
+  if (a.is_scalar() && b.is_scalar()) {
+    if (a.is_float() || b.is_float()) {
       auto d = [](const Value& v) {
         return v.is_float() ? v.as_float() : v.is_int() ? double(v.as_int()) : double(v.as_bool());
       };
-      return d(*this) == d(other);
+      return d(a) == d(b);
     }
     auto i = [](const Value& v) { return v.is_int() ? v.as_int() : int64_t(v.as_bool()); };
-    return i(*this) == i(other);
+    return i(a) == i(b);
   }
-  if (kind() != other.kind() || is_tuple() != other.is_tuple()) return false;
-  switch (kind()) {
+  if (a.kind() != b.kind() || a.is_tuple() != b.is_tuple()) return false;
+  switch (a.kind()) {
     case ValueKind::nil: return true;
-    case ValueKind::string: return as_string() == other.as_string();
+    case ValueKind::string:
+      return a.as_string() == b.as_string();
     case ValueKind::array: {
-      const Array &a = as_array(), &b = other.as_array();
-      if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-      return a.nbytes() == 0 ||
-             std::memcmp(a.contiguous().raw(), b.contiguous().raw(), a.nbytes()) == 0;
+      const Array &x = a.as_array(), &y = b.as_array();
+      if (x.dtype() != y.dtype() || x.shape() != y.shape()) return false;
+      return x.nbytes() == 0 ||
+             std::memcmp(x.contiguous().raw(), y.contiguous().raw(), x.nbytes()) == 0;
     }
     case ValueKind::list: {
-      const List &a = as_list(), &b = other.as_list();
-      if (a.size() != b.size()) return false;
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (!a[i].equals(b[i])) return false;
+      const List &x = a.as_list(), &y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (x[i].is_list() || x[i].is_dict()) {
+          pending.emplace_back(&x[i], &y[i]);
+        } else if (!equal_here(x[i], y[i], pending)) {
+          return false;
+        }
       }
       return true;
     }
     case ValueKind::dict: {
-      const Dict &a = as_dict(), &b = other.as_dict();
-      if (a.items.size() != b.items.size()) return false;
-      for (const auto& [k, v] : a.items) {
-        const Value* o = b.find(k);
-        if (!o || !o->equals(v)) return false;
+      const Dict &x = a.as_dict(), &y = b.as_dict();
+      if (x.items.size() != y.items.size()) return false;
+      for (const auto& [k, v] : x.items) {
+        const Value* w = y.find(k);
+        if (!w) return false;
+        pending.emplace_back(&v, w);
       }
       return true;
     }
-    case ValueKind::function: return as_function() == other.as_function();
-    case ValueKind::slice: return as_slice() == other.as_slice();
+    case ValueKind::function:
+      return a.as_function() == b.as_function();
+    case ValueKind::slice:
+      return a.as_slice() == b.as_slice();
     case ValueKind::tiled: {
-      const TiledArray &a = as_tiled(), &b = other.as_tiled();
-      return a.same_tiling(b) && a.locality == b.locality && Value(a.tile).equals(Value(b.tile));
+      const TiledArray &x = a.as_tiled(), &y = b.as_tiled();
+      return x.same_tiling(y) && x.locality == y.locality && Value(x.tile).equals(Value(y.tile));
     }
     default: return false;
   }
+}
+
+}  // namespace
+
+bool Value::equals(const Value& other) const {
+  std::vector<std::pair<const Value*, const Value*>> pending;
+  if (!equal_here(*this, other, pending)) return false;
+  while (!pending.empty()) {
+    auto [a, b] = pending.back();
+    pending.pop_back();
+    if (!equal_here(*a, *b, pending)) return false;
+  }
+  return true;
 }
 
 DType scalar_dtype(const Value& v) {
@@ -201,6 +278,7 @@ Array to_array(const Value& v, const char* op, const char* what) {
     case ValueKind::floating: return Array::scalar(v.as_float());
     case ValueKind::list: {
       // Nested lists of numbers become arrays, as np.array does.
+      NestingLevel level(op, v);
       const List& l = v.as_list();
       if (l.empty()) return Array(DType::float64, {0});
       std::vector<Array> rows;

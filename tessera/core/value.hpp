@@ -30,7 +30,7 @@ using List = std::vector<Value>;
 
 // The deleter of a tuple's items (Value::tuple): what tells a tuple from a list.
 struct TupleMark {
-  void operator()(const List* items) const { delete items; }
+  void operator()(const List* items) const;  // defined after Value, once it is complete
 };
 
 // An ordered dictionary with scalar or string keys (insertion order kept).
@@ -53,6 +53,11 @@ class Callable {
   virtual ~Callable() = default;
   virtual std::string name() const = 0;
 };
+
+// How deep lists and dicts may nest for the walks that recurse once per level
+// (printing, conversion to Python or to an array, ordering): deeper is a
+// ValueError naming the op. Freeing, equality and hashing take any depth.
+inline constexpr int kMaxNestingDepth = 256;
 
 // The kinds a Value can hold, in variant order.
 enum class ValueKind { nil, boolean, integer, floating, string, array, list, dict, function, slice, tiled };
@@ -85,6 +90,17 @@ class Value {
   // work on it directly): a view is packed here.
   Value(TiledArray t) : v_(make_tiled(std::move(t))) {}
   Value(std::shared_ptr<const TiledArray> t) : v_(std::move(t)) {}
+
+  Value(const Value&) = default;
+  Value(Value&&) = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) = default;
+  // Lists and dicts nested to any depth are freed with an explicit stack:
+  // the default destructor would recurse once per level (a list built by
+  // x = [x] in a loop would overflow the stack).
+  ~Value() {
+    if ((is_list() || is_dict()) && owns_nested()) release_nested();
+  }
 
   ValueKind kind() const { return static_cast<ValueKind>(v_.index()); }
   bool is_nil() const { return kind() == ValueKind::nil; }
@@ -153,6 +169,20 @@ class Value {
   bool equals(const Value& other) const;
 
  private:
+  // True when this Value alone holds a non-empty list or dict.
+  bool owns_nested() const {
+    if (is_list()) {
+      const auto& p = std::get<std::shared_ptr<const List>>(v_);
+      return p && p.use_count() == 1 && !p->empty();
+    }
+    const auto& p = std::get<std::shared_ptr<const Dict>>(v_);
+    return p && p.use_count() == 1 && !p->items.empty();
+  }
+  // Moves the items of a list or dict this Value alone holds that are
+  // themselves such lists or dicts into `out` (the rest stay to be freed
+  // with their list).
+  void take_nested(std::vector<Value>& out);
+  void release_nested() noexcept;
   static std::shared_ptr<const TiledArray> make_tiled(TiledArray t) {
     if (!t.tile.is_contiguous()) t.tile = t.tile.contiguous();
     return std::make_shared<const TiledArray>(std::move(t));
@@ -161,6 +191,19 @@ class Value {
                std::shared_ptr<const Dict>, std::shared_ptr<const Callable>, Slice,
                std::shared_ptr<const TiledArray>>
       v_;
+};
+
+inline void TupleMark::operator()(const List* items) const { delete items; }
+
+// One level of a walk over nested lists and dicts that recurses (see
+// kMaxNestingDepth), counted per thread: the constructor throws ValueError
+// "[op] ..." naming `v` when the walk is kMaxNestingDepth levels deep.
+class NestingLevel {
+ public:
+  NestingLevel(const char* op, const Value& v);
+  ~NestingLevel();
+  NestingLevel(const NestingLevel&) = delete;
+  NestingLevel& operator=(const NestingLevel&) = delete;
 };
 
 // Converts a numeric Value (scalar or array) to an Array; scalars become 0-d

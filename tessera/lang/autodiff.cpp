@@ -123,6 +123,7 @@ class Differentiator {
   AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single, bool with_value,
              const SourceLoc& at, bool has_aux) {
     SourceLoc loc = f.loc;
+    root_ = f.name;
     Context ctx;
     std::vector<AstArg> params;
     std::vector<Operand> param_ops;
@@ -237,6 +238,13 @@ class Differentiator {
 
   Operand transform(const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
                     std::vector<Step>& steps) {
+    if (++expressions_ > kMaxGradientExpressions) {
+      fail(a->loc, error_message("differentiating '", root_, "' expands more than ",
+                                 kMaxGradientExpressions, " expressions (in '",
+                                 inline_stack_.empty() ? root_ : inline_stack_.back(),
+                                 "'): the calls of functions defined with define are expanded in "
+                                 "the gradient, and these call each other too many times"));
+    }
     switch (a->kind) {
       case Ast::Kind::literal:
         return Operand{a, -1};
@@ -671,6 +679,8 @@ class Differentiator {
   std::vector<std::string> names_;
   std::vector<bool> active_;
   std::vector<std::string> inline_stack_;
+  std::string root_;        // the function differentiated
+  size_t expressions_ = 0;  // transformed so far (see kMaxGradientExpressions)
 };
 
 void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {

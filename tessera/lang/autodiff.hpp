@@ -4,6 +4,7 @@
 // primitive's gradient rule (PrimitiveSpec::grads) in reverse order.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -12,6 +13,12 @@
 #include "tessera/lang/ast.hpp"
 
 namespace tessera {
+
+// How many expressions differentiating one function may go through, calls
+// of defined functions expanded: more is a SyntaxError. Functions calling
+// each other (f1 calls f0 four times, f2 calls f1 four times, ...) expand
+// exponentially: a program of a few lines would take minutes and gigabytes.
+inline constexpr size_t kMaxGradientExpressions = 1000000;
 
 // A function known by its source: parameters (with defaults) and body.
 struct FunctionSource {

@@ -102,6 +102,7 @@ Value unbroadcast(Args& a) {
   if (g.is_nil()) return g;
   if (x.is_list() && g.is_list() && x.as_list().size() == g.as_list().size()) {
     // A list's cotangent: each item summed back to its own item's shape.
+    NestingLevel level("grad", x);
     List out;
     for (size_t i = 0; i < x.as_list().size(); ++i) {
       std::vector<Value> pair{g.as_list()[i], x.as_list()[i]};

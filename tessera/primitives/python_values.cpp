@@ -75,11 +75,17 @@ void slice_range(const Slice& s, int64_t n, int64_t& start, int64_t& step, int64
 }
 
 void check_hashable(const Value& key, const char* op) {
-  if ((key.is_list() && !key.is_tuple()) || key.is_dict() || key.is_array()) {
-    throw TypeError(error_message("[", op, "] unhashable type: '", python_type_name(key), "'"));
-  }
-  if (key.is_tuple()) {
-    for (const Value& k : key.as_list()) check_hashable(k, op);
+  // Tuples nested to any depth: an explicit stack, no recursion.
+  std::vector<const Value*> pending{&key};
+  while (!pending.empty()) {
+    const Value& k = *pending.back();
+    pending.pop_back();
+    if ((k.is_list() && !k.is_tuple()) || k.is_dict() || k.is_array()) {
+      throw TypeError(error_message("[", op, "] unhashable type: '", python_type_name(k), "'"));
+    }
+    if (k.is_tuple()) {
+      for (const Value& item : k.as_list()) pending.push_back(&item);
+    }
   }
 }
 
@@ -115,6 +121,7 @@ bool ordering(BinaryOp op, const Value& a, const Value& b, const char* opname) {
   };
   if (a.is_string() && b.is_string()) return holds(a.as_string().compare(b.as_string()));
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    NestingLevel level(opname, a);
     const List &x = a.as_list(), &y = b.as_list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (!python_equal(x[i], y[i], opname)) return ordering(op, x[i], y[i], opname);
@@ -183,7 +190,12 @@ Value sequence_multiply(const Value& a, const Value& b, const char* op) {
   return same_kind(seq, std::move(out));
 }
 
-bool python_equal(const Value& a, const Value& b, const char* op) {
+namespace {
+
+// Python's == of a and b but for the items of lists and dicts, whose pairs
+// are pushed to `pending` (nesting of any depth without recursion).
+bool python_equal_here(const Value& a, const Value& b, const char* op,
+                       std::vector<std::pair<const Value*, const Value*>>& pending) {
   if (is_array_like(a) || is_array_like(b)) {
     return binary_op(BinaryOp::equal, a, b, op).truthy(op);
   }
@@ -192,21 +204,38 @@ bool python_equal(const Value& a, const Value& b, const char* op) {
   if (a.is_list()) {
     const List &x = a.as_list(), &y = b.as_list();
     if (x.size() != y.size()) return false;
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (!python_equal(x[i], y[i], op)) return false;
-    }
+    // In reverse: the caller takes pairs from the back, so items are
+    // compared in order (an array item that cannot be compared raises the
+    // error of the first such pair, as Python would).
+    for (size_t i = x.size(); i-- > 0;) pending.emplace_back(&x[i], &y[i]);
     return true;
   }
   if (a.is_dict()) {
     const Dict &x = a.as_dict(), &y = b.as_dict();
     if (x.items.size() != y.items.size()) return false;
+    const size_t first = pending.size();
     for (const auto& [k, v] : x.items) {
       const Value* w = y.find(k);
-      if (!w || !python_equal(v, *w, op)) return false;
+      if (!w) return false;
+      pending.emplace_back(&v, w);
     }
+    std::reverse(pending.begin() + static_cast<std::ptrdiff_t>(first), pending.end());
     return true;
   }
   return a.equals(b);
+}
+
+}  // namespace
+
+bool python_equal(const Value& a, const Value& b, const char* op) {
+  std::vector<std::pair<const Value*, const Value*>> pending;
+  if (!python_equal_here(a, b, op, pending)) return false;
+  while (!pending.empty()) {
+    auto [x, y] = pending.back();
+    pending.pop_back();
+    if (!python_equal_here(*x, *y, op, pending)) return false;
+  }
+  return true;
 }
 
 Value python_compare(BinaryOp op, const Value& a, const Value& b, const char* opname) {

@@ -226,12 +226,18 @@ void check_python_int(const Value& v, DType dt, const char* op) {
 namespace {
 
 void check_python_ints_in(const Value& list, DType dt, const char* op) {
-  for (const Value& e : list.as_list()) {
-    if (e.is_list()) {
-      check_python_ints_in(e, dt, op);
-    } else {
-      check_python_int(e, dt, op);
+  // Nested to any depth: an explicit stack (in reverse, so that the first
+  // int out of bounds is the one named).
+  std::vector<const Value*> pending{&list};
+  while (!pending.empty()) {
+    const Value& v = *pending.back();
+    pending.pop_back();
+    if (!v.is_list()) {
+      check_python_int(v, dt, op);
+      continue;
     }
+    const List& items = v.as_list();
+    for (size_t i = items.size(); i-- > 0;) pending.push_back(&items[i]);
   }
 }
 
@@ -272,18 +278,32 @@ template <class F>
 void for_each_array(const Value& v, F&& f) {
   if (v.is_array()) {
     f(v.as_array());
-  } else if (v.is_list()) {
-    for (const Value& e : v.as_list()) for_each_array(e, f);
+    return;
+  }
+  if (!v.is_list()) return;
+  // Nested to any depth (== of two lists built by x = [x]): an explicit
+  // stack, in reverse so that arrays are seen in order.
+  std::vector<const Value*> pending{&v};
+  while (!pending.empty()) {
+    const Value& e = *pending.back();
+    pending.pop_back();
+    if (e.is_array()) {
+      f(e.as_array());
+    } else if (e.is_list()) {
+      const List& items = e.as_list();
+      for (size_t i = items.size(); i-- > 0;) pending.push_back(&items[i]);
+    }
   }
 }
 
 // v with every array a (in nested lists too) replaced by f(a).
 template <class F>
-Value map_arrays(const Value& v, F&& f) {
+Value map_arrays(const Value& v, const char* op, F&& f) {
   if (v.is_array()) return Value(f(v.as_array()));
   if (!v.is_list()) return v;
+  NestingLevel level(op, v);
   List l = v.as_list();
-  for (Value& e : l) e = map_arrays(e, f);
+  for (Value& e : l) e = map_arrays(e, op, f);
   return v.is_tuple() ? Value::tuple(std::move(l)) : Value(std::move(l));
 }
 
@@ -466,7 +486,7 @@ void Args::convert_storage() {
       for_each_array(v, [&](const Array& x) {
         need = need || !real_compute(x.dtype()) || (data && x.dtype() != C);
       });
-      if (need) v = map_arrays(v, convert);
+      if (need) v = map_arrays(v, s.name.c_str(), convert);
     }
   }
 }
@@ -520,7 +540,7 @@ namespace {
 
 // The real (part 0) or imaginary (part 1) part of a data argument; other
 // arguments as they are (a real data argument's imaginary part is zero).
-Value part_of(const Value& v, int part, bool data) {
+Value part_of(const Value& v, int part, bool data, const char* op) {
   if (v.is_array() && is_complex(v.as_array().dtype())) {
     return Value(kernels::complex_part(v.as_array(), part));
   }
@@ -528,19 +548,21 @@ Value part_of(const Value& v, int part, bool data) {
   if (v.is_array()) return Value(Array::zeros(DType::float64, v.as_array().shape()));
   if (v.is_numeric()) return Value(0.0);
   if (v.is_list()) {
+    NestingLevel level(op, v);
     List l = v.as_list();
-    for (Value& e : l) e = part_of(e, part, data);
+    for (Value& e : l) e = part_of(e, part, data, op);
     return Value(std::move(l));
   }
   return v;
 }
 
-Value split_part(const Value& v, int part, bool data) {
+Value split_part(const Value& v, int part, bool data, const char* op) {
   if (v.is_list() && !v.is_tuple()) {
+    NestingLevel level(op, v);
     List l = v.as_list();
     for (Value& e : l) {
       if (e.is_list()) {
-        e = split_part(e, part, data);  // np.hstack([x, z]): the list in the variadic list
+        e = split_part(e, part, data, op);  // np.hstack([x, z]): the list in the variadic list
       } else if (e.is_array() && is_complex(e.as_array().dtype())) {
         e = Value(kernels::complex_part(e.as_array(), part));
       } else if (data && part == 1 && e.is_array()) {
@@ -551,11 +573,12 @@ Value split_part(const Value& v, int part, bool data) {
     }
     return Value(std::move(l));
   }
-  return part_of(v, part, data);
+  return part_of(v, part, data, op);
 }
 
 Value combine(const Value& re, const Value& im, const char* op) {
   if (re.is_list() && im.is_list()) {
+    NestingLevel level(op, re);
     List l;
     for (size_t i = 0; i < re.as_list().size(); ++i) {
       l.push_back(combine(re.as_list()[i], im.as_list()[i], op));
@@ -578,7 +601,7 @@ Value run_complex(const PrimitiveSpec& spec, Args& args) {
     std::vector<Value> values;
     for (size_t i = 0; i < args.size(); ++i) {
       bool data = i < 32 && ((mask >> i) & 1u);
-      Value v = split_part(args[i], part, data);
+      Value v = split_part(args[i], part, data, spec.name.c_str());
       if (conj_first && i == 0 && part == 1 && v.is_array()) {
         v = Value(unary_array(UnaryOp::negative, v.as_array()));
       }

@@ -199,6 +199,7 @@ std::string string_repr(const std::string& s) {
 }
 
 std::string sequence_text(const Value& v) {
+  NestingLevel level("str", v);
   const List& items = v.as_list();
   std::string s = v.is_tuple() ? "(" : "[";
   for (size_t i = 0; i < items.size(); ++i) {
@@ -241,6 +242,7 @@ std::string python_str(const Value& v) {
     }
     case ValueKind::list: return sequence_text(v);
     case ValueKind::dict: {
+      NestingLevel level("str", v);
       std::string s = "{";
       bool first = true;
       for (const auto& [k, x] : v.as_dict().items) {

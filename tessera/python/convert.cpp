@@ -382,6 +382,7 @@ py::object to_python(const Value& v) {
     case ValueKind::string: return py::str(v.as_string());
     case ValueKind::array: return array_to_python(v.as_array());
     case ValueKind::list: {
+      NestingLevel level("tessera", v);
       const List& items = v.as_list();
       if (v.is_tuple()) {
         py::tuple out(items.size());
@@ -393,6 +394,7 @@ py::object to_python(const Value& v) {
       return out;
     }
     case ValueKind::dict: {
+      NestingLevel level("tessera", v);
       py::dict out;
       for (const auto& [k, val] : v.as_dict().items) out[to_python(k)] = to_python(val);
       return out;

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,6 +80,38 @@ template <class E, class F>
   }
   return ::testing::AssertionFailure() << "no exception thrown";
 }
+
+// Runs fn on a thread with a stack of `bytes`; rethrows what it throws.
+inline void on_stack(size_t bytes, const std::function<void()>& fn) {
+  struct Job {
+    const std::function<void()>* fn;
+    std::exception_ptr error;
+  } job{&fn, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
+  pthread_t t;
+  auto body = [](void* p) -> void* {
+    auto* j = static_cast<Job*>(p);
+    try {
+      (*j->fn)();
+    } catch (...) {
+      j->error = std::current_exception();
+    }
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&t, &attr, body, &job), 0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+// 1 MB; sanitizers' redzones make every frame several times larger.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr size_t kSmallStack = size_t{4} << 20;
+#else
+inline constexpr size_t kSmallStack = size_t{1} << 20;
+#endif
 
 // Calls a primitive with positional values (shorthand for tests).
 inline Value call(const char* name, std::vector<Value> args) {

@@ -99,6 +99,49 @@ def test_jit_at_the_limit_still_works(tmp_path):
     np.testing.assert_allclose(f(np.ones(3)), np.full(3, 200.0))
 
 
+_DEEP_LIST = ("define(x, list()) define(i, 0)\n"
+              "while(i < 200000, block(store(x, list(x)), store(i, i + 1)))\n")
+
+
+def test_a_deep_list_built_in_a_loop_is_freed_and_compared_on_a_small_stack():
+    box = {}
+
+    def run():
+        box["len"] = _core.Program(_DEEP_LIST + "len(x)", "deep.tsl").run()
+        box["eq"] = _core.Program(_DEEP_LIST + "x == list(x)[0]", "deep.tsl").run()
+
+    assert _on_small_stack(run) is None
+    assert box == {"len": 1, "eq": True}
+
+
+def test_a_deep_list_returned_to_python_is_a_value_error_naming_the_limit():
+    err = _on_small_stack(lambda: _core.Program(_DEEP_LIST + "x", "deep.tsl").run())
+    assert isinstance(err, ValueError), err
+    assert "a list nested more than 256 levels deep" in str(err), err
+
+
+def test_jit_deep_list_from_a_loop(tmp_path):
+    f, path = _jit_function(tmp_path, "deep_list_jit", """\
+        def f(n):
+            x = []
+            for i in range(n):
+                x = [x, i]
+            return len(x)
+
+
+        def g(n):
+            x = []
+            for i in range(n):
+                x = [x, i]
+            return str(x)
+        """)
+    assert _on_small_stack(lambda: f(100000)) is None
+    assert f(100000) == 2
+    g = tessera.jit(sys.modules["deep_list_jit"].g)
+    with pytest.raises(ValueError, match=rf"nested more than 256 levels deep.*\(at {path.name}:12\)"):
+        g(100000)
+
+
 # Errors a program may raise (tessera's documented exception classes).
 _DOCUMENTED = (ValueError, TypeError, IndexError, KeyError, RuntimeError, MemoryError,
                ZeroDivisionError, NotImplementedError)
@@ -256,6 +299,45 @@ def test_weights_files_fuzzed_raise_only_value_error(tmp_path):
                 assert str(e).startswith("["), (i, e)
                 outcomes["error"] += 1
     assert outcomes["error"] > 0 and outcomes["ok"] > 0, outcomes
+
+
+def _with_header(path, edit):
+    """The weights file at path with its JSON header changed by edit(header)."""
+    import hashlib
+    import json
+    import struct
+
+    blob = path.read_bytes()
+    (length,) = struct.unpack("<Q", blob[8:16])
+    header = json.loads(blob[16:16 + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    body = blob[:8] + struct.pack("<Q", len(text)) + text + blob[16 + length:-32]
+    path.write_bytes(body + hashlib.sha256(body).digest())
+
+
+@pytest.mark.parametrize("edit, message", [
+    # (symbolic tensors of 800 TB: more than any address space, whatever the overcommit policy)
+    (lambda h: h["model"]["layers"][0]["config"]["__dict__"].update(units=10 ** 14),
+     r"the architecture needs more memory than there is"),
+    (lambda h: h["model"].update(input_shape=[10 ** 14]),
+     r"the architecture needs more memory than there is"),
+    (lambda h: h["model"].update(input_shape=[10 ** 6]),
+     r"the architecture makes a weight 'kernel' of shape \(1000000, 3\) past the 17 weight "
+     r"values in the file"),
+], ids=["units", "input", "weights"])
+def test_a_crafted_architecture_is_refused_before_it_exhausts_memory(tmp_path, edit, message):
+    """A file whose architecture makes weights (or symbolic tensors) far
+    larger than the file holds is a ValueError, not a MemoryError or an
+    allocation of gigabytes."""
+    from tessera import nn
+
+    model = nn.Sequential([nn.Dense(3, activation="relu"), nn.Dense(2)], input_shape=(2,))
+    path = tmp_path / "crafted.tsm"
+    model.save(path)
+    _with_header(path, edit)
+    with pytest.raises(ValueError, match=r"\[load_model\] .*crafted.tsm: (" + message + ")"):
+        nn.load_model(path)
 
 
 def test_dataset_from_npy_refuses_devices(tmp_path):

@@ -5,6 +5,7 @@ channels last, kernels (kernel_size..., in_channels, filters), Dense weights
 
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -1075,11 +1076,28 @@ class BatchNormalization(Layer):
                 f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={training})")
 
 
+# While load_model rebuilds a model from a file: {"left", "total", "path"},
+# the weight values the file holds. A model whose weights outgrow them cannot
+# match the file, and a damaged or crafted architecture (Dense(units=10**10))
+# would exhaust memory before the mismatch was seen.
+WEIGHTS_IN_FILE = contextvars.ContextVar("tessera_weights_in_file", default=None)
+
+
 def initial_value(param: Param, seed: int, dtype: str = "float32"):
     """The starting value of a parameter: its initializer's draw from
     tessera's seeded generators (an initializer with a seed of its own uses
     that one)."""
     from . import initializers  # noqa: PLC0415
+
+    budget = WEIGHTS_IN_FILE.get()
+    if budget is not None:
+        count = math.prod(param.shape)
+        if count > budget["left"]:
+            raise ValueError(f"[load_model] {budget['path']}: the architecture makes a weight "
+                             f"{param.name!r} of shape {tuple(param.shape)} past the "
+                             f"{budget['total']} weight values in the file (damaged or not made "
+                             "by model.save); nothing was loaded")
+        budget["left"] -= count
 
     init = param.init if hasattr(param.init, "generate") else initializers.get(param.init)
     return init.generate(tuple(param.shape), dtype, seed)

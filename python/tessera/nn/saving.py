@@ -567,15 +567,24 @@ def _compile_from(model, cfg, custom):
 def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
     """A model saved by model.save (or save_checkpoint): architecture,
     weights, and (compile=True) the compile settings and optimizer state."""
+    from .layers import WEIGHTS_IN_FILE  # noqa: PLC0415
+
     custom = dict(custom_objects or {})
     tensors, header = read_file(path, "load_model")
+    total = sum(a.size for name, a in tensors.items() if not name.startswith("optimizer/"))
+    budget = WEIGHTS_IN_FILE.set({"left": total, "total": total, "path": os.fspath(path)})
     try:
         model = _model_from(header.get("model"), custom)
+    except MemoryError as e:  # the shapes of a damaged or crafted architecture
+        raise ValueError(f"[load_model] {os.fspath(path)}: the architecture needs more memory "
+                         f"than there is ({str(e)[:200]}); nothing was loaded") from None
     except _MALFORMED + (ValueError,) as e:
         if isinstance(e, ValueError) and str(e).startswith("["):
             raise  # already says what and where
         raise ValueError(f"[load_model] {os.fspath(path)}: the architecture is malformed "
                          f"({type(e).__name__}: {str(e)[:200]}); nothing was loaded") from None
+    finally:
+        WEIGHTS_IN_FILE.reset(budget)
     load_weights_into(model, path, "load_model")
     if compile and header.get("compile"):
         try:

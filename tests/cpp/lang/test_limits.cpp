@@ -4,13 +4,13 @@
 // (parse, compile, autodiff, evaluation, printing, the tree dump, freeing
 // the tree) fits in a 1 MB stack.
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <chrono>
 #include <exception>
 #include <functional>
 #include <string>
 
+#include "tessera/lang/autodiff.hpp"
 #include "tessera/lang/parser.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -42,45 +42,13 @@ std::vector<std::pair<std::string, std::string>> shapes(int n) {
   };
 }
 
-// Runs fn on a thread with a stack of `bytes`; rethrows what it throws.
-void on_stack(size_t bytes, const std::function<void()>& fn) {
-  struct Job {
-    const std::function<void()>* fn;
-    std::exception_ptr error;
-  } job{&fn, nullptr};
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
-  pthread_t t;
-  auto body = [](void* p) -> void* {
-    auto* j = static_cast<Job*>(p);
-    try {
-      (*j->fn)();
-    } catch (...) {
-      j->error = std::current_exception();
-    }
-    return nullptr;
-  };
-  ASSERT_EQ(pthread_create(&t, &attr, body, &job), 0);
-  pthread_join(t, nullptr);
-  pthread_attr_destroy(&attr);
-  if (job.error) std::rethrow_exception(job.error);
-}
-
-// 1 MB; sanitizers' redzones make every frame several times larger.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr size_t kSmallStack = size_t{4} << 20;
-#else
-constexpr size_t kSmallStack = size_t{1} << 20;
-#endif
-
 }  // namespace
 
 TEST(LangLimits, DeepNestingIsASyntaxErrorNamingTheDepthAndTheLimit) {
   for (const auto& [what, text] : shapes(10000)) {
     auto t0 = std::chrono::steady_clock::now();
     try {
-      on_stack(kSmallStack, [&] { Program p(text, "deep.tsl"); });
+      test::on_stack(test::kSmallStack, [&] { Program p(text, "deep.tsl"); });
       ADD_FAILURE() << what << ": no error";
     } catch (const SyntaxError& e) {
       std::string msg = e.what();
@@ -111,7 +79,7 @@ TEST(LangLimits, AtTheLimitEveryPassFitsInASmallStack) {
         "define(x, reshape(arange(4.0), [1, 1, 1, 1, 4]))\n"
         "define(f, a, abs),\n" +
         text;
-    on_stack(kSmallStack, [&, what = what] {
+    test::on_stack(test::kSmallStack, [&, what = what] {
       try {
         Program p(program, "limit.tsl");
         EXPECT_FALSE(p.tree_dot().empty());
@@ -138,7 +106,7 @@ TEST(LangLimits, GradientsAndLoopsOfDeepExpressionsFitInASmallStack) {
   const int n = kMaxExpressionDepth - 8;
   std::string product = "x" + repeat(" * sin(x)", n / 2);
   std::string sum = "x" + repeat(" + x * 0.5", n / 2);
-  on_stack(kSmallStack, [&] {
+  test::on_stack(test::kSmallStack, [&] {
     Value g = eval_string("define(f, x, " + product + ")\ngrad(f)(0.5)");
     EXPECT_TRUE(g.is_float() || g.is_array());
     Value v = eval_string("define(f, x, sum(" + sum + "))\nvalue_and_grad(f)([1.0, 2.0])");
@@ -172,4 +140,23 @@ TEST(LangLimits, UnknownNamesOfAnyLengthFailAtOnce) {
 TEST(LangLimits, LineNumbersStopAtTheLargestInt) {
   EXPECT_TRUE(test::throws_with<SyntaxError>(
       [] { Program p("#line 2147483647 \"big.py\"\n\n\nnope"); }, "(at big.py:2147483647)"));
+}
+
+TEST(LangLimits, GradientsThatExpandExponentiallyAreRefusedQuickly) {
+  // f1 calls f0 four times, f2 calls f1 four times...: grad(f12) would expand
+  // 4^12 calls (minutes and gigabytes before the limit).
+  std::string text = "define(f0, x, x * x)\n";
+  for (int i = 1; i <= 12; ++i) {
+    std::string inner = "f" + std::to_string(i - 1);
+    text += "define(f" + std::to_string(i) + ", x, " + repeat(inner + "(", 4) + "x)))))\n";
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(test::throws_with<SyntaxError>(
+      [&] { Program p(text + "define(g, grad(f12))\n1\n", "expand.tsl"); },
+      "[grad] differentiating 'f12' expands more than " + std::to_string(kMaxGradientExpressions) +
+          " expressions (in 'f"));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 20.0);
+  // Below the limit the same functions differentiate.
+  EXPECT_NO_THROW(Program(text + "define(g, grad(f3))\ng(0.5)\n", "expand.tsl").run());
 }
