@@ -3,7 +3,7 @@ on a folder, TESSERA_CHECKPOINT_DIR, resuming bitwise after an interruption
 at any point (also during a write), falling back past corrupted or
 uncommitted checkpoints, keeping the last K, no temporaries left, and the
 errors. The same on several localities and with `tessera run
---max-restarts`: tests/dist/ckpt_restart.py."""
+--max-restarts`: tests/distributed/ckpt_restart.py."""
 
 import hashlib
 import json
