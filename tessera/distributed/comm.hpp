@@ -6,7 +6,7 @@
 //
 // Matching across ranks: a collective is identified by its call site and that
 // site's sequence number (ranks issue the collectives of one site in the same
-// order: SPMD). Ranks agree on what to run in rounds (comm.cpp, Engine; the
+// order: SPMD). Ranks agree on what to run in rounds (engine.hpp, Engine; the
 // offers and their allgather: round.hpp):
 // every rank offers what it has pending with a fingerprint (operation,
 // dtype, shape, source position); what all offered runs, in an order all
