@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -34,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "tessera/distributed/comm.hpp"
 #include "tessera/kernels/io.hpp"
 
 namespace tessera::cli {
@@ -85,6 +87,18 @@ struct RankEnd {
   int forwarded = 0;  // a signal the guard passed on from mpirun (the job was being stopped), or 0
 };
 
+// A rank declared failed by another (its heartbeats stopped: failure
+// detection, distributed/heartbeat.hpp), as the first rank to say so wrote it.
+struct PeerFailed {
+  int rank = -1;
+  char host[256] = "?";
+  char addr[64] = "-";  // its IPv4 address, or "-"
+  double silent = 0;
+  int by = -1;
+  int cut_off = 0;         // the rank heard from none of its peers (its link is down)
+  size_t ends_before = 0;  // how many ranks' ends the guards had reported before
+};
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : "an unknown signal";
@@ -131,6 +145,7 @@ struct OutputFilter {
   int failed_code = 0;
   int signaled_rank = -1;
   int improper_rank = -1;
+  PeerFailed peer_failed;
   std::string pending[2];
 
   void line(int stream, const std::string& text) {
@@ -154,6 +169,18 @@ struct OutputFilter {
                     &e.pid, &e.status, &e.signal, &e.forwarded);
         ended[rank] = e;
         end_order.push_back(rank);
+        body.erase(at);
+        if (body.empty()) return;
+      }
+      if (size_t at = body.find(distributed::detail::kPeerFailedMarker);
+          err && at != std::string::npos) {
+        PeerFailed p;
+        int got =
+            std::sscanf(body.c_str() + at + std::strlen(distributed::detail::kPeerFailedMarker),
+                        " rank=%d host=%255s addr=%63s silent=%lf by=%d cutoff=%d", &p.rank, p.host,
+                        p.addr, &p.silent, &p.by, &p.cut_off);
+        p.ends_before = end_order.size();
+        if (got == 6 && peer_failed.rank < 0) peer_failed = p;
         body.erase(at);
         if (body.empty()) return;
       }
@@ -250,10 +277,40 @@ int guard_rank(std::vector<std::string> cmd) {
 
 // What to say about the rank that ended the job, when the guards reported it.
 std::optional<std::string> rank_end_message(OutputFilter& f, int n) {
+  // A rank declared failed by the others is the one that ended the job (the
+  // ranks that noticed ended because of it); it is named by how it ended
+  // when its guard saw it end before that, else as the others saw it.
+  int rank = -1;
+  if (const PeerFailed& p = f.peer_failed; p.rank >= 0) {
+    auto first = f.end_order.begin();
+    if (std::find(first, first + static_cast<std::ptrdiff_t>(p.ends_before), p.rank) !=
+        first + p.ends_before) {
+      rank = p.rank;
+    } else {
+      char silent[32];
+      std::snprintf(silent, sizeof silent, "%.1f", p.silent);
+      std::string who = "tessera run: rank " + std::to_string(p.rank) + " of " + std::to_string(n) +
+                        " on host " + p.host +
+                        (std::strcmp(p.addr, "-") ? std::string(" (") + p.addr + ")" : "");
+      if (p.cut_off && p.by == p.rank) {
+        return who + " heard from none of the ranks it watches for " + silent +
+               " s (TESSERA_FAILURE_TIMEOUT): its network link is probably down; the other ranks "
+               "were stopped";
+      }
+      return who + " was not heard from for " + silent +
+             " s (TESSERA_FAILURE_TIMEOUT): it stopped, died, or its network link is down (noticed "
+             "by rank " +
+             std::to_string(p.by) + "); the other ranks were stopped";
+    }
+  }
   // mpirun names the rank it noticed first; otherwise the first rank whose
   // program ended badly on its own (not by a signal passed on while mpirun
   // was stopping the job).
-  int rank = f.signaled_rank >= 0 ? f.signaled_rank : f.improper_rank >= 0 ? f.improper_rank : f.failed_rank;
+  if (rank < 0) {
+    rank = f.signaled_rank >= 0   ? f.signaled_rank
+           : f.improper_rank >= 0 ? f.improper_rank
+                                  : f.failed_rank;
+  }
   if (rank < 0 || !f.ended.count(rank)) {
     for (int r : f.end_order) {
       const RankEnd& e = f.ended[r];

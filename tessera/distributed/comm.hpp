@@ -51,6 +51,16 @@ std::pair<int, int> world();
 // wait for ranks that may be waiting for this one), so mpirun stops the job.
 void mark_failed();
 
+// The exit status of a rank that ends because a peer failed (EX_TEMPFAIL:
+// the job may succeed when started again).
+inline constexpr int kPeerFailedExitStatus = 75;
+
+// The line a rank writes on stderr when it declares a rank failed, read by
+// `tessera run` (cli/run.cpp) to name that rank in its last line:
+// "tessera-run-peer-failed: rank=R host=NAME addr=IPV4|- silent=SECONDS by=RANK
+// cutoff=0|1".
+inline constexpr const char* kPeerFailedMarker = "tessera-run-peer-failed:";
+
 // Seconds a collective may stay pending (TESSERA_COLLECTIVE_TIMEOUT, 300).
 double collective_timeout_seconds();
 

@@ -3,6 +3,7 @@
 #include "tessera/distributed/engine.hpp"
 
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -95,9 +96,11 @@ Future<Value> Engine::submit(OpPtr op) {
   {
     std::lock_guard lock(in_mu_);
     if (!broken_.empty()) {
-      op->promise.set_error(std::make_exception_ptr(std::runtime_error(error_message(
-          "[", op->name, "] the communication engine of rank ", rank_, " stopped after an earlier error: ",
-          broken_))));
+      std::string msg = peer_failed_.load()
+                            ? error_message("[", op->name, "] ", peer_failure_)
+                            : error_message("[", op->name, "] the communication engine of rank ",
+                                            rank_, " stopped after an earlier error: ", broken_);
+      op->promise.set_error(std::make_exception_ptr(std::runtime_error(msg)));
       return f;
     }
     if (op->collective()) op->entry.key = next_key_[op->entry.site]++;
@@ -125,6 +128,14 @@ void Engine::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // The program ended, but the job failed: the launcher names the rank
+  // (peer_failed wrote the marker), this rank leaves with the status that
+  // says so.
+  if (peer_failed_.load()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(kPeerFailedExitStatus);
+  }
 }
 
 void Engine::defer(std::vector<Completion>& done) {
@@ -162,6 +173,7 @@ void Engine::run() {
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
     init_error = check_same_program();
+    if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
   }
   {
     std::lock_guard lock(in_mu_);
@@ -182,7 +194,10 @@ void Engine::run() {
   // MPI_Finalize waits for the other ranks; after an error they may be
   // waiting for this one, so a failing rank exits without it and mpirun
   // ends the job.
-  if (!failed_ && broken_.empty() && finish()) MPI_Finalize();
+  if (!failed_ && broken_.empty() && finish()) {
+    MPI_Finalize();
+    heartbeat_.goodbye();
+  }
 }
 
 std::string Engine::check_same_program() {
@@ -217,7 +232,7 @@ bool Engine::finish() {
       round_.next_block(rank_, size_).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
       round_.start(round_comm_, rank_, size_);
       while (!round_.progress()) {
-        if (Clock::now() > deadline) return false;
+        if (Clock::now() > deadline || broken_flag_.load()) return false;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       // The sends must complete before their buffers go (and before
@@ -225,7 +240,7 @@ bool Engine::finish() {
       for (;;) {
         round_.reap_sends();
         if (!round_.sending()) break;
-        if (Clock::now() > deadline) return false;
+        if (Clock::now() > deadline || broken_flag_.load()) return false;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       bool all = true, work = false;
@@ -267,6 +282,11 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
     }
   }
   fresh.clear();
+  if (peer_failed_.load(std::memory_order_acquire) && !peer_failure_handled_) {
+    peer_failure_handled_ = true;
+    fail_on_peer_failure(done);
+    progressed = true;
+  }
   if (round_.active()) {
     try {
       // A round that agreed on nothing (ranks with different operations

@@ -25,6 +25,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/round.hpp"
 #include "tessera/runtime/future.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -345,7 +346,30 @@ class Engine {
 
   Value result(Op& op) const;
 
+  // What this rank waits for: posted operations (the members of coalesced
+  // ones) and pending collectives, and their list for an error message.
+  std::vector<OpPtr> waiting_ops() const;
+  static std::string waiting_list(const std::vector<OpPtr>& waiting);
+
+  // Fails `waiting` with `msg` and stops the engine; the buffers of posted
+  // operations are kept (MPI may still write into them).
+  void abandon_waiting(const std::vector<OpPtr>& waiting, const std::string& msg,
+                       std::vector<Completion>& done);
+
   void check_timeouts(std::vector<Completion>& done);
+
+  // Failure detection (heartbeat.hpp), started with the engine when there
+  // are several ranks and TESSERA_FAILURE_TIMEOUT is not 0. Returns an error
+  // message, or "".
+  std::string start_heartbeat();
+  // On the heartbeat thread: a rank was declared failed. Writes the marker
+  // line for `tessera run` and the trace, and stops the engine: every
+  // collective waited for (at the next pass) and every later one fails.
+  void peer_failed(const PeerFailure& f);
+  // On the heartbeat thread, when the program did not end after a failure.
+  [[noreturn]] void give_up();
+  // In a pass, once after peer_failed: fails what this rank waits for.
+  void fail_on_peer_failure(std::vector<Completion>& done);
 
   // Guards submission (incoming_, keys, broken_, start-up state).
   std::mutex in_mu_;
@@ -405,6 +429,12 @@ class Engine {
   static constexpr std::chrono::microseconds kPollerAway{200};
   const bool debug_rounds_ = std::getenv("TESSERA_DEBUG_ROUNDS") != nullptr;
   uint64_t passes_ = 0;
+
+  Heartbeat heartbeat_;
+  // Set by peer_failed; peer_failure_ (under in_mu_) says which rank and why.
+  std::atomic<bool> peer_failed_{false};
+  std::string peer_failure_;
+  bool peer_failure_handled_ = false;  // fail_on_peer_failure ran (under mu_)
 };
 
 }  // namespace tessera::distributed::detail

@@ -1,10 +1,14 @@
 // The communication engine's progress: posting MPI operations, polling them,
 // advancing what completed, the progress thread, timeouts (see engine.hpp).
-#include "tessera/distributed/engine.hpp"
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
+
+#include "tessera/distributed/engine.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera::distributed::detail {
 
@@ -461,10 +465,7 @@ Value Engine::result(Op& op) const {
   }
 }
 
-void Engine::check_timeouts(std::vector<Completion>& done) {
-  using namespace std::chrono;
-  double limit = collective_timeout_seconds();
-  auto now = Clock::now();
+std::vector<OpPtr> Engine::waiting_ops() const {
   std::vector<OpPtr> waiting;
   for (auto& op : active_) {
     if (op->kind == Kind::coalesced) {
@@ -474,9 +475,10 @@ void Engine::check_timeouts(std::vector<Completion>& done) {
     }
   }
   for (auto& [k, op] : pending_) waiting.push_back(op);
-  bool expired = false;
-  for (auto& op : waiting) expired = expired || duration<double>(now - op->start).count() > limit;
-  if (!expired) return;
+  return waiting;
+}
+
+std::string Engine::waiting_list(const std::vector<OpPtr>& waiting) {
   std::string list;
   for (auto& op : waiting) {
     const char* stage = op->stage == Stage::pending ? "not joined by every rank"
@@ -489,8 +491,11 @@ void Engine::check_timeouts(std::vector<Completion>& done) {
       list += error_message("\n  ", op->desc(), " (tag ", op->tag, ", ", stage, ")");
     }
   }
-  std::string msg = error_message("[", waiting.front()->name, "] timed out after ", limit, " s on rank ", rank_,
-                                  " (TESSERA_COLLECTIVE_TIMEOUT); a rank did not join. This rank waits for:", list);
+  return list;
+}
+
+void Engine::abandon_waiting(const std::vector<OpPtr>& waiting, const std::string& msg,
+                             std::vector<Completion>& done) {
   set_broken(msg);
   // MPI may still write into the buffers of posted operations: keep them.
   for (auto& op : active_) abandoned_.push_back(op);
@@ -500,6 +505,83 @@ void Engine::check_timeouts(std::vector<Completion>& done) {
   active_.clear();
   pending_.clear();
   scatters_.clear();
+}
+
+void Engine::check_timeouts(std::vector<Completion>& done) {
+  using namespace std::chrono;
+  double limit = collective_timeout_seconds();
+  auto now = Clock::now();
+  std::vector<OpPtr> waiting = waiting_ops();
+  bool expired = false;
+  for (auto& op : waiting) expired = expired || duration<double>(now - op->start).count() > limit;
+  if (!expired) return;
+  std::string msg =
+      error_message("[", waiting.front()->name, "] timed out after ", limit, " s on rank ", rank_,
+                    " (TESSERA_COLLECTIVE_TIMEOUT); a rank did not join. This rank waits for:",
+                    waiting_list(waiting));
+  abandon_waiting(waiting, msg, done);
+}
+
+std::string Engine::start_heartbeat() {
+  double timeout = 0;
+  try {
+    timeout = failure_timeout_seconds();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (timeout <= 0) return "";
+  auto allgather = [](const void* mine, void* all, size_t bytes) {
+    int n = static_cast<int>(bytes);
+    return MPI_Allgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD) == MPI_SUCCESS;
+  };
+  return heartbeat_.start(
+      allgather, rank_, size_, timeout,
+      {[this](const PeerFailure& f) { peer_failed(f); }, [this] { give_up(); }});
+}
+
+void Engine::peer_failed(const PeerFailure& f) {
+  // First the launcher's marker and this rank's trace: the program may end
+  // as soon as its collectives fail.
+  std::fprintf(stderr, "%s\n", f.marker().c_str());
+  std::fflush(stderr);
+  trace::write_before_abrupt_end();
+  {
+    std::lock_guard lock(in_mu_);
+    peer_failure_ = f.message();
+    if (broken_.empty()) broken_ = peer_failure_;
+    broken_flag_.store(true);
+    peer_failed_.store(true, std::memory_order_release);
+    work_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void Engine::give_up() {
+  std::string failure;
+  {
+    std::lock_guard lock(in_mu_);
+    failure = peer_failure_;
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "RuntimeError: [locality] %s; rank %d ends (its program did not end within %g s)\n",
+               failure.c_str(), rank_, Heartbeat::kExitGrace);
+  std::fflush(stderr);
+  _exit(kPeerFailedExitStatus);
+}
+
+void Engine::fail_on_peer_failure(std::vector<Completion>& done) {
+  std::string failure;
+  {
+    std::lock_guard lock(in_mu_);
+    failure = peer_failure_;
+  }
+  std::vector<OpPtr> waiting = waiting_ops();
+  // Later submissions fail at once (submit).
+  if (waiting.empty()) return;
+  std::string msg = error_message("[", waiting.front()->name, "] ", failure, "; rank ", rank_,
+                                  " was waiting for:", waiting_list(waiting));
+  abandon_waiting(waiting, msg, done);
 }
 
 }  // namespace tessera::distributed::detail
