@@ -19,6 +19,14 @@
 // TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails with the list of
 // what this rank waits for.
 //
+// Failure detection (heartbeat.hpp): every rank sends heartbeats to a few
+// peers on a thread and sockets of its own, independent of MPI; a rank not
+// heard from for TESSERA_FAILURE_TIMEOUT seconds (default 30; 0 or "off":
+// none) is declared failed, every collective waited for and every later one
+// fails naming it, its host and what this rank waited for, the rank writes
+// its trace and a marker line for `tessera run` (kPeerFailedMarker), and
+// leaves (kPeerFailedExitStatus if its program does not end by itself).
+//
 // With one locality (a process not started by mpirun) nothing here is used
 // and no MPI call is made: collectives.cpp computes the local results.
 #pragma once

@@ -43,15 +43,16 @@ def leftovers(name):
             and "ps -eo" not in line]
 
 
-def run_once(cli, n, loss, busy=0.0, timeout=TIMEOUT, trace_dir=None, limit=120):
+def run_once(cli, n, loss, busy=0.0, timeout=TIMEOUT, trace_dir=None, limit=120, env=None):
     """Runs rank_lost.py; returns the output lines with the time each came,
-    the exit status, the times of the loss, the first failure error and the
-    launcher's end (time.time()), and the processes of the run left after it."""
+    the exit status, the times of the loss, the first failure error (or
+    collective timeout) and the launcher's end (time.time()), and the
+    processes of the run left after it."""
     work = tempfile.mkdtemp(prefix="tessera-failure-")
     script = os.path.join(work, f"rank_lost_{os.getpid()}_{int(time.time() * 1000) % 10**9}.py")
     shutil.copy(os.path.join(HERE, "rank_lost.py"), script)
     env = dict(os.environ, TESSERA_FAILURE_TIMEOUT=str(timeout), TESSERA_TEST_LOSS=loss,
-               TESSERA_TEST_BUSY=str(busy))
+               TESSERA_TEST_BUSY=str(busy), **(env or {}))
     cmd = [cli, "run", "-n", str(n)] + (["--trace", trace_dir] if trace_dir else []) + [script]
     start = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -67,7 +68,7 @@ def run_once(cli, n, loss, busy=0.0, timeout=TIMEOUT, trace_dir=None, limit=120)
         m = re.search(r"lost at (\d+\.\d+)", line)
         if m:
             lost = float(m.group(1))
-        if error is None and re.search(r"(has not been heard from|has not heard from|heard from none)", line):
+        if error is None and re.search(r"(has not been heard from|has not heard from|heard from none|timed out after)", line):
             error = now
     status = p.wait()
     timer.cancel()
