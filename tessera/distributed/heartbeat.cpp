@@ -299,6 +299,9 @@ void Heartbeat::loop() {
       }
       continue;
     }
+    // A peer is failed after `timeout_` of silence; this rank is cut off
+    // when, by then, every peer it watches has been silent for half as long
+    // at least (a live peer is heard from every interval_).
     std::vector<int> quiet;
     int watching = 0, worst = -1;
     double worst_silence = 0, least_silence = 1e300;
@@ -306,12 +309,11 @@ void Heartbeat::loop() {
       if (left[w]) continue;
       ++watching;
       double s = seconds_between(heard[w], now);
-      if (s <= timeout_) continue;
-      quiet.push_back(w);
       if (s > worst_silence) worst_silence = s, worst = w;
       least_silence = std::min(least_silence, s);
+      if (s > timeout_ / 2) quiet.push_back(w);
     }
-    if (quiet.empty()) continue;
+    if (worst_silence <= timeout_) continue;
     PeerFailure f;
     f.noticed_by = rank_;
     if (watching >= 2 && static_cast<int>(quiet.size()) == watching) {
@@ -319,7 +321,7 @@ void Heartbeat::loop() {
       f.rank = rank_;
       f.peers = quiet;
       std::sort(f.peers.begin(), f.peers.end());
-      f.silent = least_silence;
+      f.silent = worst_silence;
     } else {
       f.rank = worst;
       f.silent = worst_silence;

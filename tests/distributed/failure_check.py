@@ -17,6 +17,11 @@ TESSERA_FAILURE_TIMEOUT=3 and checks, by scenario:
 - busy: nobody is lost; rank 0 computes 8 s (beyond the timeout) while the
   others wait in the all-reduce, on an oversubscribed machine: no failure.
 - trace: stop with `--trace DIR`: the healthy ranks' trace files are written.
+- link: the run alone in a network namespace (unshare -n), whose network
+  (lo) the last rank takes down mid-training: MPI goes on through shared
+  memory, the heartbeats vanish; every rank says it is cut off within the
+  timeout, the launcher's last line names one, the job is gone. Skipped
+  (exit status 77) where namespaces cannot be made.
 
 bench/bench_failure.py times the same runs (run_once).
 """
@@ -43,7 +48,7 @@ def leftovers(name):
             and "ps -eo" not in line]
 
 
-def run_once(cli, n, loss, busy=0.0, timeout=TIMEOUT, trace_dir=None, limit=120, env=None):
+def run_once(cli, n, loss, busy=0.0, timeout=TIMEOUT, trace_dir=None, limit=120, env=None, netns=False):
     """Runs rank_lost.py; returns the output lines with the time each came,
     the exit status, the times of the loss, the first failure error (or
     collective timeout) and the launcher's end (time.time()), and the
@@ -54,6 +59,8 @@ def run_once(cli, n, loss, busy=0.0, timeout=TIMEOUT, trace_dir=None, limit=120,
     env = dict(os.environ, TESSERA_FAILURE_TIMEOUT=str(timeout), TESSERA_TEST_LOSS=loss,
                TESSERA_TEST_BUSY=str(busy), **(env or {}))
     cmd = [cli, "run", "-n", str(n)] + (["--trace", trace_dir] if trace_dir else []) + [script]
+    if netns:
+        cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"] + cmd
     start = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     # A run that hangs is ended (and fails the checks) after `limit` seconds.
@@ -136,6 +143,25 @@ def main():
         check(r["status"] == 0 and any(line.endswith("] ok") for _, line in r["lines"]),
               "a slow rank made the run fail", r)
         check(r["error"] is None, "a slow rank was declared failed", r)
+    elif scenario == "link":
+        probe = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True)
+        if probe.returncode != 0:
+            print(f"SKIP: cannot make a network namespace: {probe.stderr.decode().strip()}")
+            sys.exit(77)
+        r = run_once(cli, n, "link", netns=True)
+        check(r["status"] != 0 and r["lost"] is not None and r["error"] is not None, "no failure reported", r)
+        check(not r["left"], f"processes of the run are left: {r['left']}", r)
+        host = os.uname().nodename
+        check(any(re.search(rf"this rank, rank \d on host {re.escape(host)}, has heard from none of the ranks it "
+                            r"watches \(\d, \d\)", line) for _, line in r["lines"]), "no rank said it is cut off", r)
+        delay, gone = r["error"] - r["lost"], r["end"] - r["error"]
+        check(TIMEOUT <= delay + 0.5 and delay < TIMEOUT + SLACK, f"the error came {delay:.1f} s after the loss", r)
+        check(gone < GONE_AFTER_ERROR, f"the job took {gone:.1f} s after the error to go", r)
+        last = r["lines"][-1][1]
+        check(re.match(rf"^tessera run: rank \d of {n} on host {re.escape(host)} heard from none of the ranks it "
+                       r"watches for \d+\.\d s \(TESSERA_FAILURE_TIMEOUT\): its network link is probably down",
+                       last), f"the last line does not name a cut-off rank: {last}", r)
+        print(f"error {delay:.1f} s after the link went down, job gone {gone:.1f} s after the error")
     elif scenario == "trace":
         d = tempfile.mkdtemp(prefix="tessera-failure-trace-")
         try:

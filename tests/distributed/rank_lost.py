@@ -4,12 +4,15 @@
 #   kill       the last rank kills itself (SIGKILL) after its 3rd batch;
 #   stop_busy  as stop, and the others compute TESSERA_TEST_BUSY seconds
 #              after that batch, in no collective;
+#   link       the last rank takes the network down (`ip link set lo down`:
+#              the run is alone in a network namespace) after its 3rd batch;
 #   none       nobody is lost; rank 0 computes TESSERA_TEST_BUSY seconds
 #              after its 3rd batch while the others wait in the all-reduce
 #              (a slow rank is no failure).
 # Prints "lost at <epoch seconds>" when the rank is lost, "ok" at the end.
 import os
 import signal
+import subprocess
 import time
 
 import numpy as np
@@ -35,10 +38,13 @@ class Lose(nn.callbacks.Callback):
         if batch != 3 or self.done:
             return
         self.done = True
-        lost = how in ("stop", "kill", "stop_busy")
+        lost = how in ("stop", "kill", "stop_busy", "link")
         if lost and td.rank() == victim:
             print(f"lost at {time.time():.3f}", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+            if how == "link":
+                subprocess.run(["ip", "link", "set", "lo", "down"], check=True)
+            else:
+                os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGSTOP)
         if (how == "stop_busy" and td.rank() != victim) or (how == "none" and td.rank() == 0):
             compute(busy)
 
@@ -51,5 +57,8 @@ y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
 model = nn.Sequential([nn.Dense(64, activation="relu"), nn.Dense(64, activation="relu"),
                        nn.Dense(2, activation="softmax")], input_shape=(32,), seed=3)
 model.compile(tessera.optim.Adam(0.01), "sparse_categorical_crossentropy")
-model.fit(x, y, batch_size=64, epochs=3, seed=1, verbose=0, callbacks=[Lose()])
+# Training goes on after a network loss (MPI does, through shared memory):
+# long enough for the loss to be found in the middle of it.
+epochs = 200 if how == "link" else 3
+model.fit(x, y, batch_size=64, epochs=epochs, seed=1, verbose=0, callbacks=[Lose()])
 print("ok")
