@@ -37,7 +37,7 @@ from ._core import (CompileError, Program, call_primitive, deterministic, num_th
                     set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
-from . import data, distributed, nn, optim, trace
+from . import data, distributed, nn, optim, resilience, trace
 
 __version__ = "0.1.0"
 
@@ -55,6 +55,7 @@ __all__ = [
     "nn",
     "num_threads",
     "optim",
+    "resilience",
     "ops",
     "set_deterministic",
     "set_eager",

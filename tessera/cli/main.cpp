@@ -37,10 +37,12 @@ commands:
                             is a function it is called with them
   eval -e 'EXPR' [args...]  run an expression given on the command line
   ops [NAME]                list every primitive with its signature, or show one
-  run -n N [--hosts H1:2,H2:2] [--threads T] [--trace DIR] FILE.tsl|SCRIPT.py [args...]
-                            run a program on N localities (MPI ranks) through mpirun;
-                            each rank gets cores/N threads unless --threads; output lines
-                            are prefixed with [rank r]; a failing rank is named
+  run -n N [options] FILE.tsl|SCRIPT.py [args...]
+                            run a program on N localities (MPI ranks) through mpirun,
+                            here or on --hosts/--hostfile/SLURM hosts; each rank gets its
+                            host's cores over the ranks there unless --threads; output
+                            lines are prefixed with [rank r]; a failing rank is named;
+                            `tessera run --help` lists every option
   report DIR [options]      the report and exports of a trace directory (below)
   help                      this text
 
@@ -52,7 +54,7 @@ eval options (before FILE):
   --trace DIR         record a trace of the run into DIR (see `tessera report`)
   --quiet             do not print the program's value
 
-run options: --trace DIR records every locality's trace into DIR.
+run options: see `tessera run --help` (--hostfile, --mca, -x, --output-dir, ...).
 
 report DIR [-o report.html] [--chrome trace.json] [--dot tree.dot] [--csv counters.csv]
   Reads the trace in DIR (of `tessera run --trace DIR`, `tessera eval --trace DIR`,

@@ -1,20 +1,24 @@
-// `tessera run`: starts an SPMD program on N localities through mpirun.
+// `tessera run`: starts an SPMD program on N localities through mpirun, on
+// this machine or on the hosts of a hostfile, --hosts or a SLURM allocation.
 //
-// Sets Open MPI's root-user flags, sizes each rank's threads so the ranks do
-// not oversubscribe the cores (cores / N each unless --threads), runs `.tsl`
-// files with this binary's `eval` and `.py` files with the project's Python
-// (TESSERA_PYTHON, the .venv beside the build folder, or python3), prefixes each output line with `[rank r] `, and when a
-// rank fails says which one and with what error.
+// Sets Open MPI's root-user flags, passes the user's Open MPI settings on
+// (--mca, -x, --bind-to, --map-by, anything after --), forwards the
+// environment that matters to every rank, picks the network the hosts share,
+// sizes each rank's threads from its own host's cores, runs `.tsl` files with
+// this binary's `eval` and `.py` files with the project's Python
+// (TESSERA_PYTHON, the .venv beside the build folder, or python3), prefixes
+// each output line with `[rank r]` (`[rank r@host]` across hosts) or writes it
+// to the rank's log, and when the job fails says which rank or host it was.
 //
-// Each rank runs under a guard (this binary again, `run --rank-guard`): it
-// starts the rank's program as its child, passes on the signals mpirun sends,
-// and when the program ends writes one hidden line saying how (pid, exit
-// status or signal), so that a rank killed by a signal is named with its pid
-// and signal even though mpirun reports neither reliably.
+// Each rank runs under a guard (run_guard.cpp). The launcher bounds every
+// wait: a job that failed is stopped within seconds even when mpirun hangs on
+// a lost host, and a launcher that is stopped or killed takes the whole job
+// with it (mpirun runs in its own process group, watched by a keeper process
+// that outlives the launcher only to stop that group).
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,20 +31,61 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "tessera/distributed/comm.hpp"
+#include "tessera/cli/cluster.hpp"
+#include "tessera/cli/run_guard.hpp"
+#include "tessera/cli/run_output.hpp"
 #include "tessera/kernels/io.hpp"
 
 namespace tessera::cli {
 
 namespace {
+
+constexpr const char* kRunUsage =
+    R"(usage: tessera run [options] [-- MPIRUN_OPTIONS...] FILE.tsl|SCRIPT.py [args...]
+
+Runs the program on N localities (MPI ranks) through Open MPI's mpirun. Every
+rank's output line is prefixed with [rank r] ([rank r@host] when the job may
+span hosts); when the job fails, the last line names the rank (or host) that
+failed and why.
+
+options:
+  -n N, -np N, --np N    number of ranks (default under SLURM: SLURM_NTASKS)
+  --hosts H1:2,H2:2      hosts and their slots (mpirun --host)
+  --hostfile FILE        Open MPI hostfile: lines 'node1 slots=4'
+  --mca KEY VALUE        an Open MPI setting (repeatable), e.g. --mca btl_tcp_if_include eth0
+  -x VAR[=VALUE]         pass VAR (this environment's value, or VALUE) to every rank (repeatable)
+  --bind-to WHAT         process binding (default none: threads share the cores)
+  --map-by WHAT          how ranks are placed on the hosts (slot, node, ppr:2:node, ...)
+  --threads T            worker threads per rank (default: the cores of each rank's
+                         host over the ranks on that host; or TESSERA_THREADS if set)
+  --output-dir DIR       each rank's output into DIR/rank-<r>.log instead of the terminal
+  --trace DIR            record every locality's trace into DIR (see `tessera report`)
+  --verbose              show Open MPI's own messages and the mpirun command
+  --max-restarts N       launch the job again after a rank or host fails, up to N times
+  --checkpoint-dir DIR   the job's checkpoint folder: the ranks get TESSERA_CHECKPOINT_DIR=DIR
+                         (fit writes checkpoints there and resumes from the newest complete
+                         one) and TESSERA_RESTART=k (0 on the first launch)
+  -h, --help             this text
+  --                     what follows, up to the program, goes to mpirun as it is
+                         (e.g. -- --report-bindings --display-map train.py)
+
+Every rank gets PYTHONPATH, PYTHONHASHSEED, PYTHONUNBUFFERED, PYTHONWARNINGS,
+VIRTUAL_ENV, LD_LIBRARY_PATH, OMP_* and TESSERA_* from this environment, and the
+variables named with -x (through mca_base_env_list when you set that). With
+several hosts the launcher chooses the network the hosts share
+(btl_tcp_if_include, oob_tcp_if_include) unless you set it, and detects a
+lost host within seconds (oob_tcp_keepalive_*). SIGTERM, SIGINT or SIGHUP stop
+every rank on every host (a second one kills at once); so does killing the
+launcher. See docs/distributed.md, "Running on a cluster".
+)";
 
 std::string self_path() {
   char buf[PATH_MAX];
@@ -64,45 +109,20 @@ std::string python_for_scripts() {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 int positive(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   long n = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || n <= 0 || n > 1 << 20) {
-    throw std::invalid_argument(flag + " must be a positive integer, got '" + v + "'");
+    throw std::invalid_argument("[run] " + flag + " must be a positive integer, got '" + v + "'");
   }
   return static_cast<int>(n);
 }
 
-// The line a rank's guard writes on stderr when the rank's program ends.
-constexpr const char* kEndMarker = "tessera-run-rank-ended:";
-
-// How a rank's program ended, as its guard reported it.
-struct RankEnd {
-  long pid = 0;
-  int status = 0;     // exit status, when signal == 0
-  int signal = 0;     // the signal that ended it, or 0
-  int forwarded = 0;  // a signal the guard passed on from mpirun (the job was being stopped), or 0
-};
-
-// A rank declared failed by another (its heartbeats stopped: failure
-// detection, distributed/heartbeat.hpp), as the first rank to say so wrote it.
-struct PeerFailed {
-  int rank = -1;
-  char host[256] = "?";
-  char addr[64] = "-";  // its IPv4 address, or "-"
-  double silent = 0;
-  int by = -1;
-  int cut_off = 0;         // the rank heard from none of its peers (its link is down)
-  size_t ends_before = 0;  // how many ranks' ends the guards had reported before
-};
-
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "an unknown signal";
-}
+bool is_program(const std::string& a) { return ends_with(a, ".tsl") || ends_with(a, ".py"); }
 
 // Python scripts run through this bootstrap (`python -c BOOT script args`):
 // a script that calls sys.exit(3) would otherwise run MPI_Finalize at exit,
@@ -135,216 +155,6 @@ except BaseException:
     leave(1)
 )";
 
-// Reads mpirun's tagged output ("[job,rank]<stdout>:text") and rewrites it.
-struct OutputFilter {
-  std::map<int, std::string> last_error_line;
-  std::map<int, bool> has_error_line;
-  std::map<int, RankEnd> ended;
-  std::vector<int> end_order;
-  int failed_rank = -1;
-  int failed_code = 0;
-  int signaled_rank = -1;
-  int improper_rank = -1;
-  PeerFailed peer_failed;
-  std::string pending[2];
-
-  void line(int stream, const std::string& text) {
-    static const std::regex tagged(R"(^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$)");
-    static const std::regex process(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
-    static const std::regex exit_code(R"(Exit code:\s*(-?\d+))");
-    static const std::regex on_signal(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal)");
-    static const std::regex improper(R"(due to process rank (\d+) with PID)");
-    std::smatch m;
-    if (std::regex_match(text, m, tagged)) {
-      int rank = std::stoi(m[1]);
-      bool err = m[2] == "stderr";
-      // mpirun tags every chunk a process writes, so a line written in
-      // pieces carries further tags inside it.
-      static const std::regex inner_tag(R"(\[\d+,\d+\]<(stdout|stderr)>:)");
-      std::string body = std::regex_replace(std::string(m[3]), inner_tag, "");
-      // The guard's line (after any unfinished line of the program).
-      if (size_t at = body.find(kEndMarker); err && at != std::string::npos) {
-        RankEnd e;
-        std::sscanf(body.c_str() + at + std::strlen(kEndMarker), " pid=%ld status=%d signal=%d forwarded=%d",
-                    &e.pid, &e.status, &e.signal, &e.forwarded);
-        ended[rank] = e;
-        end_order.push_back(rank);
-        body.erase(at);
-        if (body.empty()) return;
-      }
-      if (size_t at = body.find(distributed::detail::kPeerFailedMarker);
-          err && at != std::string::npos) {
-        PeerFailed p;
-        int got =
-            std::sscanf(body.c_str() + at + std::strlen(distributed::detail::kPeerFailedMarker),
-                        " rank=%d host=%255s addr=%63s silent=%lf by=%d cutoff=%d", &p.rank, p.host,
-                        p.addr, &p.silent, &p.by, &p.cut_off);
-        p.ends_before = end_order.size();
-        if (got == 6 && peer_failed.rank < 0) peer_failed = p;
-        body.erase(at);
-        if (body.empty()) return;
-      }
-      std::fprintf(err ? stderr : stdout, "[rank %d] %s\n", rank, body.c_str());
-      std::fflush(err ? stderr : stdout);
-      // The error of a rank is its last "SomethingError: ..." line (the
-      // first line of a multi-line message, the last of a Python traceback),
-      // else its last line on stderr.
-      static const std::regex error_line(R"(^\[?\w*(Error|Exception)\b.*)");
-      if (err && std::regex_match(body, error_line)) {
-        last_error_line[rank] = body;
-        has_error_line[rank] = true;
-      } else if (err && !has_error_line[rank] && body.find_first_not_of(" \t") != std::string::npos) {
-        last_error_line[rank] = body;
-      }
-      return;
-    }
-    if (std::regex_search(text, m, process)) failed_rank = std::stoi(m[1]);
-    if (std::regex_search(text, m, exit_code)) failed_code = std::stoi(m[1]);
-    if (std::regex_search(text, m, on_signal)) signaled_rank = std::stoi(m[1]);
-    if (std::regex_search(text, m, improper)) improper_rank = std::stoi(m[1]);
-    FILE* out = stream == 1 ? stdout : stderr;
-    std::fprintf(out, "%s\n", text.c_str());
-    std::fflush(out);
-  }
-
-  void feed(int stream, const char* data, size_t n) {
-    std::string& buf = pending[stream - 1];
-    buf.append(data, n);
-    size_t pos;
-    while ((pos = buf.find('\n')) != std::string::npos) {
-      line(stream, buf.substr(0, pos));
-      buf.erase(0, pos + 1);
-    }
-  }
-
-  void flush() {
-    for (int s = 1; s <= 2; ++s) {
-      if (!pending[s - 1].empty()) line(s, pending[s - 1]);
-      pending[s - 1].clear();
-    }
-  }
-};
-
-pid_t guarded_child = 0;
-volatile sig_atomic_t forwarded_signal = 0;
-
-void forward_signal(int sig) {
-  forwarded_signal = sig;
-  if (guarded_child > 0) kill(guarded_child, sig);
-}
-
-// `tessera run --rank-guard PROGRAM ARGS...`, started by mpirun for each rank.
-int guard_rank(std::vector<std::string> cmd) {
-  if (cmd.empty()) throw std::invalid_argument("[run] --rank-guard needs a program");
-  pid_t guard = getpid();
-  pid_t child = fork();
-  if (child < 0) throw std::runtime_error(std::string("[run] fork failed: ") + std::strerror(errno));
-  if (child == 0) {
-    // The program must not outlive its guard: mpirun stops a job by
-    // signalling the processes it started, which are the guards.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != guard) _exit(127);
-    std::vector<char*> args;
-    for (auto& s : cmd) args.push_back(s.data());
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "tessera run: cannot start %s: %s\n", cmd[0].c_str(), std::strerror(errno));
-    _exit(127);
-  }
-  guarded_child = child;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) std::signal(sig, forward_signal);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("[run] waitpid failed: ") + std::strerror(errno));
-  }
-  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-  std::fflush(stdout);
-  std::fprintf(stderr, "%s pid=%ld status=%d signal=%d forwarded=%d\n", kEndMarker, static_cast<long>(child), code,
-               sig, static_cast<int>(forwarded_signal));
-  std::fflush(stderr);
-  if (sig != 0) {
-    // End the same way, so mpirun sees (and reports) the signal, without a
-    // core file of the guard.
-    rlimit no_core{0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    std::signal(sig, SIG_DFL);
-    kill(getpid(), sig);
-    return 128 + sig;
-  }
-  return code;
-}
-
-// What to say about the rank that ended the job, when the guards reported it.
-std::optional<std::string> rank_end_message(OutputFilter& f, int n) {
-  // A rank declared failed by the others is the one that ended the job (the
-  // ranks that noticed ended because of it); it is named by how it ended
-  // when its guard saw it end before that, else as the others saw it.
-  int rank = -1;
-  if (const PeerFailed& p = f.peer_failed; p.rank >= 0) {
-    auto first = f.end_order.begin();
-    if (std::find(first, first + static_cast<std::ptrdiff_t>(p.ends_before), p.rank) !=
-        first + p.ends_before) {
-      rank = p.rank;
-    } else {
-      char silent[32];
-      std::snprintf(silent, sizeof silent, "%.1f", p.silent);
-      std::string who = "tessera run: rank " + std::to_string(p.rank) + " of " + std::to_string(n) +
-                        " on host " + p.host +
-                        (std::strcmp(p.addr, "-") ? std::string(" (") + p.addr + ")" : "");
-      if (p.cut_off && p.by == p.rank) {
-        return who + " heard from none of the ranks it watches for " + silent +
-               " s (TESSERA_FAILURE_TIMEOUT): its network link is probably down; the other ranks "
-               "were stopped";
-      }
-      return who + " was not heard from for " + silent +
-             " s (TESSERA_FAILURE_TIMEOUT): it stopped, died, or its network link is down (noticed "
-             "by rank " +
-             std::to_string(p.by) + "); the other ranks were stopped";
-    }
-  }
-  // mpirun names the rank it noticed first; otherwise the first rank whose
-  // program ended badly on its own (not by a signal passed on while mpirun
-  // was stopping the job).
-  if (rank < 0) {
-    rank = f.signaled_rank >= 0   ? f.signaled_rank
-           : f.improper_rank >= 0 ? f.improper_rank
-                                  : f.failed_rank;
-  }
-  if (rank < 0 || !f.ended.count(rank)) {
-    for (int r : f.end_order) {
-      const RankEnd& e = f.ended[r];
-      if (!e.forwarded && (e.signal != 0 || e.status != 0)) {
-        rank = r;
-        break;
-      }
-    }
-  }
-  if (rank < 0 || !f.ended.count(rank)) return std::nullopt;
-  const RankEnd& e = f.ended[rank];
-  std::string who = "tessera run: rank " + std::to_string(rank) + " of " + std::to_string(n) + " (pid " +
-                    std::to_string(e.pid) + ")";
-  if (e.signal != 0) {
-    std::string msg = who + " was killed by signal " + std::to_string(e.signal) + " (" + signal_name(e.signal) + ")";
-    if (f.has_error_line[rank]) msg += " after printing " + f.last_error_line[rank];
-    return msg + "; the other ranks were stopped";
-  }
-  if (e.status != 0) {
-    if (f.has_error_line[rank]) {
-      return "tessera run: rank " + std::to_string(rank) + " of " + std::to_string(n) + " failed (exit code " +
-             std::to_string(e.status) + "): " + f.last_error_line[rank];
-    }
-    std::string msg = who + " exited with status " + std::to_string(e.status);
-    if (f.last_error_line.count(rank)) msg += ": " + f.last_error_line[rank];
-    return msg + "; the other ranks were stopped";
-  }
-  if (rank == f.improper_rank) {
-    return who + " exited with status 0 before the others, without finishing MPI (MPI_Finalize); the other "
-                 "ranks were stopped";
-  }
-  return std::nullopt;
-}
-
 // `--trace DIR`: every rank records into DIR (TESSERA_TRACE, passed on like
 // every TESSERA_ variable) under one run id; the directory says how many
 // localities to expect, and traces of an earlier run there are removed, so a
@@ -353,161 +163,621 @@ void prepare_trace(std::string& dir, int n, const std::string& script) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir)) {
-    throw std::runtime_error("[run] cannot create the trace directory '" + dir + "': " +
-                             (ec ? ec.message() : "a file of that name exists"));
+    throw std::runtime_error("[run] cannot create the trace directory '" + dir +
+                             "': " + (ec ? ec.message() : "a file of that name exists"));
   }
   dir = std::filesystem::absolute(dir).lexically_normal().string();
   static const std::regex trace_file(R"(locality-\d+\.trace)");
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (std::regex_match(entry.path().filename().string(), trace_file)) std::filesystem::remove(entry.path(), ec);
+    if (std::regex_match(entry.path().filename().string(), trace_file))
+      std::filesystem::remove(entry.path(), ec);
   }
-  std::string run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
-                    std::to_string(getpid());
-  kernels::write_file_atomic(dir + "/tessera-run.txt",
-                             "run\t" + run + "\nlocalities\t" + std::to_string(n) + "\nprogram\t" + script + "\n",
-                             "run");
+  std::string run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) +
+                    "-" + std::to_string(getpid());
+  kernels::write_file_atomic(
+      dir + "/tessera-run.txt",
+      "run\t" + run + "\nlocalities\t" + std::to_string(n) + "\nprogram\t" + script + "\n", "run");
   setenv("TESSERA_TRACE", dir.c_str(), 1);
   setenv("TESSERA_TRACE_RUN", run.c_str(), 1);
+}
+
+struct RunOptions {
+  int n = 0;
+  int threads = 0;
+  std::string hosts, hostfile, trace_dir, output_dir, bind_to, map_by;
+  std::vector<std::pair<std::string, std::string>> mca;
+  std::vector<std::string> env;          // -x VAR or VAR=VALUE
+  std::vector<std::string> mpirun_args;  // after --
+  bool verbose = false;
+  bool help = false;
+  int max_restarts = 0;
+  std::string checkpoint_dir;
+  std::string script;
+  std::vector<std::string> script_args;
+};
+
+// An Open MPI binding or mapping policy: its first word before ':' must be one
+// Open MPI knows (mpirun would stop with a page of help otherwise).
+void check_policy(const std::string& flag, const std::string& v,
+                  const std::set<std::string>& known) {
+  std::string word = v.substr(0, v.find(':'));
+  if (!known.count(word)) {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("[run] " + flag + " must be one of " + list +
+                                " (with Open MPI's ':' modifiers), got '" + v + "'");
+  }
+}
+
+RunOptions parse_options(const std::vector<std::string>& argv) {
+  RunOptions o;
+  size_t i = 0;
+  for (; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    std::string flag = a.rfind("--", 0) == 0 ? a.substr(0, a.find('=')) : a;
+    auto value = [&]() -> std::string {
+      if (flag.size() < a.size()) return a.substr(flag.size() + 1);
+      if (i + 1 >= argv.size())
+        throw std::invalid_argument("[run] option " + flag + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-n" || a == "-np" || flag == "--np" || a.rfind("-n=", 0) == 0) {
+      if (a.rfind("-n=", 0) == 0) {
+        o.n = positive("-n", a.substr(3));
+      } else {
+        o.n = positive(flag, value());
+      }
+    } else if (flag == "--hosts" || flag == "--host") {
+      o.hosts = value();
+      parse_hosts(o.hosts);
+    } else if (flag == "--hostfile" || flag == "--machinefile") {
+      o.hostfile = value();
+    } else if (flag == "--threads") {
+      o.threads = positive("--threads", value());
+    } else if (flag == "--trace") {
+      o.trace_dir = value();
+    } else if (flag == "--checkpoint-dir") {
+      o.checkpoint_dir = value();
+      if (o.checkpoint_dir.empty())
+        throw std::invalid_argument("[run] --checkpoint-dir needs a folder, got ''");
+    } else if (flag == "--max-restarts") {
+      std::string v = value();
+      char* end = nullptr;
+      long k = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || k < 0 || k > 1000000) {
+        throw std::invalid_argument("[run] --max-restarts must be an integer >= 0, got '" + v +
+                                    "'");
+      }
+      o.max_restarts = static_cast<int>(k);
+    } else if (flag == "--output-dir") {
+      o.output_dir = value();
+      if (o.output_dir.empty())
+        throw std::invalid_argument("[run] --output-dir needs a directory, got ''");
+    } else if (flag == "--mca" || a == "-mca") {
+      if (i + 2 >= argv.size())
+        throw std::invalid_argument("[run] " + a + " needs a KEY and a VALUE");
+      std::string key = argv[i + 1], v = argv[i + 2];
+      i += 2;
+      if (key.empty() || !valid_env_name(key)) {
+        throw std::invalid_argument("[run] --mca: '" + key +
+                                    "' is not an Open MPI setting name (letters, digits, _)");
+      }
+      o.mca.emplace_back(key, v);
+    } else if (a == "-x") {
+      if (i + 1 >= argv.size())
+        throw std::invalid_argument("[run] -x needs a variable: -x VAR or -x VAR=VALUE");
+      std::string item = argv[++i];
+      std::string name = item.substr(0, item.find('='));
+      if (!valid_env_name(name))
+        throw std::invalid_argument("[run] -x: '" + item + "' is not VAR or VAR=VALUE");
+      if (item.find('=') == std::string::npos && !std::getenv(name.c_str())) {
+        throw std::invalid_argument("[run] -x " + name + ": no variable " + name +
+                                    " in this environment (set it, or give -x " + name + "=VALUE)");
+      }
+      o.env.push_back(item);
+    } else if (flag == "--bind-to") {
+      o.bind_to = value();
+      check_policy("--bind-to", o.bind_to,
+                   {"none", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa",
+                    "board", "cpu-list"});
+    } else if (flag == "--map-by") {
+      o.map_by = value();
+      check_policy("--map-by", o.map_by,
+                   {"slot", "hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa",
+                    "board", "node", "seq", "dist", "ppr"});
+    } else if (a == "--help" || a == "-h") {
+      o.help = true;  // before the program only: after it, --help is the program's
+      return o;
+    } else if (a == "--verbose" || a == "-v") {
+      o.verbose = true;
+    } else if (a == "--") {
+      for (++i; i < argv.size() && !is_program(argv[i]); ++i) o.mpirun_args.push_back(argv[i]);
+      if (i >= argv.size()) {
+        throw std::invalid_argument(
+            "[run] no program after '--': the options for mpirun end at the first .tsl or .py "
+            "file");
+      }
+      --i;
+    } else if (a.size() > 1 && a[0] == '-') {
+      throw std::invalid_argument("[run] unknown option '" + a +
+                                  "' (see `tessera run --help`; pass options for "
+                                  "mpirun after --)");
+    } else {
+      o.script = a;
+      o.script_args.assign(argv.begin() + static_cast<long>(i) + 1, argv.end());
+      break;
+    }
+  }
+  if (!o.hosts.empty() && !o.hostfile.empty()) {
+    throw std::invalid_argument("[run] give --hosts or --hostfile, not both");
+  }
+  return o;
+}
+
+// The hosts named by `scontrol show hostnames NODELIST`, or by tessera's own
+// reading of the node list where scontrol is not installed.
+std::vector<std::string> slurm_hosts(const std::string& nodelist) {
+  std::string cmd = "scontrol show hostnames '" + nodelist + "' 2>/dev/null";
+  if (nodelist.find('\'') == std::string::npos &&
+      std::system("command -v scontrol >/dev/null 2>&1") == 0) {
+    if (FILE* p = popen(cmd.c_str(), "r")) {
+      std::vector<std::string> hosts;
+      char line[1024];
+      while (std::fgets(line, sizeof line, p)) {
+        std::string h = line;
+        while (!h.empty() && std::isspace(static_cast<unsigned char>(h.back()))) h.pop_back();
+        if (!h.empty()) hosts.push_back(h);
+      }
+      if (pclose(p) == 0 && !hosts.empty()) return hosts;
+    }
+  }
+  return expand_nodelist(nodelist);
+}
+
+// Where the user set an Open MPI setting: --mca, the arguments after --, or
+// OMPI_MCA_<key> in the environment. The value, or nullopt.
+std::optional<std::string> user_mca(const RunOptions& o, const std::string& key) {
+  for (const auto& [k, v] : o.mca) {
+    if (k == key) return v;
+  }
+  for (size_t i = 0; i + 1 < o.mpirun_args.size(); ++i) {
+    const auto& a = o.mpirun_args[i];
+    if ((a == "--mca" || a == "-mca" || a == "--gmca" || a == "-gmca") &&
+        o.mpirun_args[i + 1] == key) {
+      return i + 2 < o.mpirun_args.size() ? o.mpirun_args[i + 2] : "";
+    }
+  }
+  if (const char* v = std::getenv(("OMPI_MCA_" + key).c_str())) return std::string(v);
+  return std::nullopt;
+}
+
+// Signals that reach the launcher, through a pipe so that poll() wakes up.
+int signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t ignored = write(signal_pipe[1], &b, 1);
+  (void)ignored;
+}
+
+// The keeper: a process of its own session that stops mpirun's process group
+// when the launcher dies without saying it is done (SIGKILL, a crash), since
+// nothing else would: mpirun gets SIGTERM from PR_SET_PDEATHSIG, but a mpirun
+// stuck on a lost host never ends by itself. It reads the launcher's pipe:
+// one byte means done, end of file means the launcher is gone.
+pid_t start_keeper(pid_t mpirun, int& keep_fd) {
+  int keep[2];
+  if (pipe2(keep, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("[run] pipe failed: ") + std::strerror(errno));
+  pid_t keeper = fork();
+  if (keeper < 0)
+    throw std::runtime_error(std::string("[run] fork failed: ") + std::strerror(errno));
+  if (keeper == 0) {
+    setsid();
+    // Only the pipe stays open, so the keeper holds no one's output open.
+    int null = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+    for (int fd = 3; fd < 1024; ++fd) {
+      if (fd != keep[0]) close(fd);
+    }
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) signal(sig, SIG_IGN);
+    char b;
+    ssize_t got;
+    while ((got = read(keep[0], &b, 1)) < 0 && errno == EINTR) {
+    }
+    if (got == 1) _exit(0);
+    kill(-mpirun, SIGTERM);
+    for (int k = 0; k < 30 && kill(-mpirun, 0) == 0; ++k) usleep(100000);
+    kill(-mpirun, SIGKILL);
+    _exit(0);
+  }
+  close(keep[0]);
+  keep_fd = keep[1];
+  return keeper;
+}
+
+// Starts mpirun in a process group of its own, relays its output through the
+// filter, and bounds every wait (see the comment at the top).
+// What the last launch said about its failure (its last line), for the
+// restart line of --max-restarts; the signal that stopped it, or 0 (a job
+// stopped by the user or the batch system is not restarted).
+std::string last_failure;
+int last_stop_signal = 0;
+
+int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOptions& o) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      pipe2(signal_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("[run] pipe failed: ") + std::strerror(errno));
+  }
+  fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t launcher = getpid();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("[run] fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C or a batch system's signal
+    // to the launcher's group reaches the launcher, which stops the job in
+    // order, and the group is what the launcher (or the keeper) kills.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(127);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    // A process group in the background that reads the terminal is stopped
+    // (SIGTTIN): mpirun forwards stdin to rank 0, so give it none then.
+    if (isatty(0)) {
+      int null = open("/dev/null", O_RDONLY);
+      dup2(null, 0);
+    }
+    std::vector<char*> args;
+    for (auto& s : cmd) args.push_back(s.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(
+        stderr,
+        "tessera run: cannot start mpirun: %s (install openmpi-bin: scripts/install-deps)\n",
+        std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  int keep_fd = -1;
+  start_keeper(pid, keep_fd);
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+
+  using Clock = std::chrono::steady_clock;
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  std::optional<Clock::time_point> stop_at, kill_at, drain_until;
+  int stop_signal = 0, status = 0;
+  bool done = false, killed = false;
+  pollfd fds[3] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}, {signal_pipe[0], POLLIN, 0}};
+  char buf[65536];
+  for (;;) {
+    int ready = poll(fds, 3, 100);
+    if (ready < 0 && errno != EINTR)
+      throw std::runtime_error(std::string("[run] poll failed: ") + std::strerror(errno));
+    for (int k = 0; ready > 0 && k < 2; ++k) {
+      if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t got = read(fds[k].fd, buf, sizeof buf);
+      if (got > 0) {
+        filter.feed(k + 1, buf, static_cast<size_t>(got));
+      } else if (got == 0 || errno != EINTR) {
+        close(fds[k].fd);
+        fds[k].fd = -1;
+      }
+    }
+    auto now = Clock::now();
+    if (ready > 0 && (fds[2].revents & POLLIN)) {
+      unsigned char sig;
+      while (read(signal_pipe[0], &sig, 1) == 1) {
+        if (stop_signal == 0) {
+          stop_signal = sig;
+          std::fprintf(stderr, "tessera run: got %s: stopping every rank\n",
+                       signal_name(sig).c_str());
+          kill(pid, SIGTERM);
+          kill_at = now + seconds(5);
+        } else if (!killed) {
+          kill(-pid, SIGKILL);
+          killed = true;
+        }
+        fcntl(signal_pipe[0], F_SETFL, O_NONBLOCK);
+      }
+    }
+    // A failure ends the job: mpirun does that itself within a second or
+    // so, unless it waits on a host it lost; then it is stopped, and killed.
+    if (!done && filter.failure_seen() && !stop_at && !kill_at) stop_at = now + seconds(3);
+    if (!done && stop_at && now >= *stop_at && !kill_at) {
+      if (o.verbose)
+        std::fprintf(stderr, "tessera run: mpirun has not ended the job: stopping it\n");
+      kill(pid, SIGTERM);
+      kill_at = now + seconds(3);
+    }
+    if (!done && kill_at && now >= *kill_at && !killed) {
+      kill(-pid, SIGKILL);
+      killed = true;
+    }
+    if (!done && waitpid(pid, &status, WNOHANG) == pid) {
+      done = true;
+      // What mpirun relayed is read to the end, unless a rank's guard that
+      // lost mpirun still holds the pipes open.
+      drain_until = now + seconds(2);
+    }
+    if (done && ((fds[0].fd < 0 && fds[1].fd < 0) || now >= *drain_until)) break;
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (fds[k].fd >= 0) close(fds[k].fd);
+  }
+  filter.finish();
+  // The keeper may go: the job is over.
+  ssize_t ignored = write(keep_fd, "x", 1);
+  (void)ignored;
+  close(keep_fd);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_DFL);
+  close(signal_pipe[0]);
+  close(signal_pipe[1]);
+  int code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (!o.trace_dir.empty()) {
+    std::fprintf(stderr, "trace: %s (view it: tessera report %s)\n", o.trace_dir.c_str(),
+                 o.trace_dir.c_str());
+  }
+  if (stop_signal != 0) {
+    last_stop_signal = stop_signal;
+    std::fprintf(stderr, "tessera run: stopped by %s; the job was ended%s\n",
+                 signal_name(stop_signal).c_str(), killed ? " (mpirun killed)" : "");
+    return 128 + stop_signal;
+  }
+  if (code == 0 && !filter.failure_seen()) {
+    if (auto note = filter.warnings_note()) std::fprintf(stderr, "%s\n", note->c_str());
+    return 0;
+  }
+  for (const auto& line : filter.failure_report(code)) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    last_failure = line.rfind("tessera run: ", 0) == 0 ? line.substr(13) : line;
+  }
+  return code == 0 ? 1 : code;
+}
+
+// The newest committed checkpoint in DIR (a ckpt-<step> folder holding a
+// manifest.json; fit checks its checksums when it resumes), or "".
+std::string newest_checkpoint(const std::string& dir) {
+  static const std::regex name(R"(ckpt-(\d+))");
+  std::error_code ec;
+  long best = -1;
+  std::string path;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    std::string base = it->path().filename().string();
+    if (!std::regex_match(base, m, name) ||
+        !std::filesystem::is_regular_file(it->path() / "manifest.json", ec)) {
+      continue;
+    }
+    long step = std::stol(m[1]);
+    if (step > best) best = step, path = it->path().string();
+  }
+  return path;
+}
+
+// `--checkpoint-dir DIR`: created if needed; the ranks find it in
+// TESSERA_CHECKPOINT_DIR (passed on like every TESSERA_ variable). Returns
+// its absolute path, or "" without the option.
+std::string prepare_checkpoint_dir(const std::string& dir) {
+  if (dir.empty()) return "";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir)) {
+    throw std::runtime_error("[run] cannot create the checkpoint folder '" + dir +
+                             "': " + (ec ? ec.message() : "a file of that name exists"));
+  }
+  std::string abs = std::filesystem::absolute(dir).lexically_normal().string();
+  setenv("TESSERA_CHECKPOINT_DIR", abs.c_str(), 1);
+  return abs;
 }
 
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "--rank-guard") return guard_rank({argv.begin() + 1, argv.end()});
-  int n = 0, threads = 0;
-  std::string hosts, script, trace_dir;
-  size_t i = 0;
-  for (; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    auto value = [&](const std::string& flag) -> std::string {
-      if (a.size() > flag.size() && a[flag.size()] == '=') return a.substr(flag.size() + 1);
-      if (i + 1 >= argv.size()) throw std::invalid_argument("option " + flag + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-n" || a == "--np" || a.rfind("-n=", 0) == 0) {
-      n = positive("-n", value(a.rfind("--np", 0) == 0 ? "--np" : "-n"));
-    } else if (a.rfind("--hosts", 0) == 0) {
-      hosts = value("--hosts");
-    } else if (a.rfind("--threads", 0) == 0) {
-      threads = positive("--threads", value("--threads"));
-    } else if (a == "--trace" || a.rfind("--trace=", 0) == 0) {
-      trace_dir = value("--trace");
-    } else if (a.size() > 1 && a[0] == '-') {
-      throw std::invalid_argument("[run] unknown option '" + a + "' (see `tessera help`)");
-    } else {
-      script = a;
-      ++i;
-      break;
+  RunOptions o = parse_options(argv);
+  if (o.help) {
+    std::fputs(kRunUsage, stdout);
+    return 0;
+  }
+  // Set before the environment to pass on is gathered (both are TESSERA_
+  // variables); TESSERA_RESTART is updated for each launch.
+  const std::string checkpoint_dir = prepare_checkpoint_dir(o.checkpoint_dir);
+  setenv("TESSERA_RESTART", "0", 1);
+
+  // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
+  // with srun by itself; tessera only needs the ranks and the host names.
+  std::vector<std::string> hosts;
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  bool slurm = slurm_job && o.hosts.empty() && o.hostfile.empty();
+  if (slurm) {
+    if (o.n == 0) {
+      const char* tasks =
+          std::getenv("SLURM_NTASKS") ? std::getenv("SLURM_NTASKS") : std::getenv("SLURM_NPROCS");
+      if (tasks) o.n = positive("SLURM_NTASKS", tasks);
+    }
+    if (const char* list = std::getenv("SLURM_JOB_NODELIST") ? std::getenv("SLURM_JOB_NODELIST")
+                                                             : std::getenv("SLURM_NODELIST")) {
+      hosts = slurm_hosts(list);
     }
   }
-  if (n == 0) throw std::invalid_argument("[run] needs the number of localities: tessera run -n N FILE");
-  if (script.empty()) throw std::invalid_argument("[run] needs a program: a .tsl or .py file");
-  bool tsl = ends_with(script, ".tsl");
-  if (!tsl && !ends_with(script, ".py")) {
-    throw std::invalid_argument("[run] the program must be a .tsl or .py file, got '" + script + "'");
+  if (!o.hosts.empty()) hosts = parse_hosts(o.hosts);
+  if (!o.hostfile.empty()) hosts = read_hostfile(o.hostfile);
+  if (o.n == 0) {
+    throw std::invalid_argument(
+        "[run] needs the number of localities: tessera run -n N FILE (see tessera run --help)");
   }
-  if (access(script.c_str(), R_OK) != 0) {
-    throw std::runtime_error("[run] cannot open '" + script + "': " + std::strerror(errno));
+  if (o.script.empty()) throw std::invalid_argument("[run] needs a program: a .tsl or .py file");
+  bool tsl = ends_with(o.script, ".tsl");
+  if (!is_program(o.script)) {
+    throw std::invalid_argument("[run] the program must be a .tsl or .py file, got '" + o.script +
+                                "'");
   }
+  if (access(o.script.c_str(), R_OK) != 0) {
+    throw std::runtime_error("[run] cannot open '" + o.script + "': " + std::strerror(errno));
+  }
+  bool several_hosts = hosts.size() > 1 || (hosts.size() == 1 && !is_local_host(hosts[0]));
 
-  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (threads == 0) threads = std::max(1, cores / n);
+  // Threads: --threads or TESSERA_THREADS everywhere, else each rank's guard
+  // divides its own host's cores among the ranks there.
+  if (o.threads == 0) {
+    if (const char* t = std::getenv("TESSERA_THREADS"); t && *t)
+      o.threads = positive("TESSERA_THREADS", t);
+  }
+  if (o.threads > 0) setenv("TESSERA_THREADS", std::to_string(o.threads).c_str(), 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("TESSERA_THREADS", std::to_string(threads).c_str(), 1);
-  if (!trace_dir.empty()) prepare_trace(trace_dir, n, script);
+  if (!o.trace_dir.empty()) prepare_trace(o.trace_dir, o.n, o.script);
 
-  std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(n), "--tag-output"};
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(o.n), "--tag-output"};
   // Threads, not MPI's process binding, share the cores: each rank's task
   // arena is sized to its share, and binding one rank to one core would
   // leave its workers on that core.
-  cmd.insert(cmd.end(), {"--bind-to", "none"});
-  if (n > cores && hosts.empty()) cmd.push_back("--oversubscribe");
-  if (!hosts.empty()) cmd.insert(cmd.end(), {"--host", hosts});
+  cmd.insert(cmd.end(), {"--bind-to", o.bind_to.empty() ? "none" : o.bind_to});
+  if (!o.map_by.empty()) cmd.insert(cmd.end(), {"--map-by", o.map_by});
+  if (o.n > cores && hosts.empty()) cmd.push_back("--oversubscribe");
+  if (!o.hosts.empty()) cmd.insert(cmd.end(), {"--host", o.hosts});
+  if (!o.hostfile.empty()) cmd.insert(cmd.end(), {"--hostfile", o.hostfile});
+  for (const auto& [k, v] : o.mca) cmd.insert(cmd.end(), {"--mca", k, v});
+  auto set_mca = [&](const std::string& key, const std::string& v) {
+    if (!user_mca(o, key)) cmd.insert(cmd.end(), {"--mca", key, v});
+  };
+
+  // The network: with several hosts, the one this machine's routes to them
+  // use, so that an address of another interface (a management or container
+  // network) is never tried; Open MPI would wait on it and hang.
+  std::string network;
+  if (several_hosts) {
+    std::string why;
+    if (auto net = network_to_hosts(hosts, why)) {
+      network = *net;
+      if (!user_mca(o, "btl_tcp_if_include") && !user_mca(o, "btl_tcp_if_exclude")) {
+        cmd.insert(cmd.end(), {"--mca", "btl_tcp_if_include", network});
+      }
+      if (!user_mca(o, "oob_tcp_if_include") && !user_mca(o, "oob_tcp_if_exclude")) {
+        cmd.insert(cmd.end(), {"--mca", "oob_tcp_if_include", network});
+      }
+    } else if (o.verbose) {
+      std::fprintf(stderr, "tessera run: leaving the choice of network to Open MPI: %s\n",
+                   why.c_str());
+    }
+    // A host or link lost: mpirun and the daemons notice within ~5 s
+    // (keepalive probes) instead of TCP's ~15 minutes of retries.
+    set_mca("oob_tcp_keepalive_time", "2");
+    set_mca("oob_tcp_keepalive_intvl", "1");
+    set_mca("oob_tcp_keepalive_probes", "3");
+  }
+
+  // The environment every rank gets: -x for each variable, or, when the user
+  // set mca_base_env_list (which Open MPI refuses to combine with -x), added
+  // to that list.
+  std::vector<std::string> forward;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
-    if (kv.rfind("TESSERA_", 0) == 0) cmd.insert(cmd.end(), {"-x", kv.substr(0, kv.find('='))});
+    std::string name = kv.substr(0, kv.find('='));
+    if (forwarded_by_default(name)) forward.push_back(name);
   }
-  cmd.insert(cmd.end(), {self_path(), "run", "--rank-guard"});
-  if (tsl) {
-    cmd.insert(cmd.end(), {self_path(), "eval", "--threads", std::to_string(threads), script});
-  } else {
-    cmd.insert(cmd.end(), {python_for_scripts(), "-c", kPythonBootstrap, script});
+  for (const auto& item : o.env) {
+    std::string name = item.substr(0, item.find('='));
+    forward.erase(std::remove(forward.begin(), forward.end(), name), forward.end());
+    forward.push_back(item);
   }
-  for (; i < argv.size(); ++i) cmd.push_back(argv[i]);
-
-  int out_pipe[2], err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
-    throw std::runtime_error(std::string("[run] pipe failed: ") + std::strerror(errno));
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("[run] fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    close(out_pipe[1]);
-    close(err_pipe[1]);
-    std::vector<char*> args;
-    for (auto& s : cmd) args.push_back(s.data());
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "tessera run: cannot start mpirun: %s (install openmpi-bin: scripts/install-deps)\n",
-                 std::strerror(errno));
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  OutputFilter filter;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  char buf[65536];
-  while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int k = 0; k < 2; ++k) {
-      if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t got = read(fds[k].fd, buf, sizeof buf);
-      if (got > 0) {
-        filter.feed(k + 1, buf, static_cast<size_t>(got));
-      } else {
-        close(fds[k].fd);
-        fds[k].fd = -1;
-        --open_fds;
+  if (auto list = user_mca(o, "mca_base_env_list")) {
+    std::string merged = *list;
+    for (const auto& f : forward) merged += (merged.empty() ? "" : ";") + f;
+    bool in_args = false;
+    for (size_t k = 0; k + 1 < o.mpirun_args.size(); ++k) {
+      if (o.mpirun_args[k].find("mca") != std::string::npos &&
+          o.mpirun_args[k + 1] == "mca_base_env_list") {
+        in_args = true;
       }
     }
-  }
-  filter.flush();
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  if (!trace_dir.empty()) {
-    std::fprintf(stderr, "trace: %s (view it: tessera report %s)\n", trace_dir.c_str(), trace_dir.c_str());
-  }
-  if (code == 0) return 0;
-  if (auto msg = rank_end_message(filter, n)) {
-    std::fprintf(stderr, "%s\n", msg->c_str());
-  } else if (filter.failed_rank >= 0) {
-    std::string err = filter.last_error_line.count(filter.failed_rank)
-                          ? filter.last_error_line[filter.failed_rank]
-                          : std::string("(no error message)");
-    std::fprintf(stderr, "tessera run: rank %d of %d failed (exit code %d): %s\n", filter.failed_rank, n,
-                 filter.failed_code, err.c_str());
-  } else if (!filter.last_error_line.empty()) {
-    for (auto& [rank, err] : filter.last_error_line) {
-      std::fprintf(stderr, "tessera run: rank %d of %d: %s\n", rank, n, err.c_str());
+    if (in_args) {
+      throw std::invalid_argument(
+          "[run] give mca_base_env_list with --mca (before --), so that tessera can add "
+          "the variables it passes on");
     }
-    std::fprintf(stderr, "tessera run: failed (mpirun exit status %d)\n", code);
+    auto own = std::find_if(cmd.begin(), cmd.end(),
+                            [](const std::string& s) { return s == "mca_base_env_list"; });
+    if (own != cmd.end()) {
+      *(own + 1) = merged;
+    } else {
+      cmd.insert(cmd.end(), {"--mca", "mca_base_env_list", merged});
+    }
   } else {
-    std::fprintf(stderr, "tessera run: failed (mpirun exit status %d)\n", code);
+    for (const auto& f : forward) cmd.insert(cmd.end(), {"-x", f});
   }
-  return code;
+  cmd.insert(cmd.end(), o.mpirun_args.begin(), o.mpirun_args.end());
+
+  cmd.insert(cmd.end(), {self_path(), "run", "--rank-guard"});
+  if (o.threads == 0) cmd.push_back("--threads-per-host");
+  if (tsl) {
+    cmd.insert(cmd.end(), {self_path(), "eval", o.script});
+  } else {
+    cmd.insert(cmd.end(), {python_for_scripts(), "-c", kPythonBootstrap, o.script});
+  }
+  cmd.insert(cmd.end(), o.script_args.begin(), o.script_args.end());
+  if (o.verbose) {
+    std::string line;
+    for (const auto& c : cmd) {
+      std::string shown = c == kPythonBootstrap ? "BOOTSTRAP" : c;
+      if (shown.find_first_of(" \n;'\"$") != std::string::npos) shown = "'" + shown + "'";
+      line += (line.empty() ? "" : " ") + shown;
+    }
+    std::fprintf(stderr, "tessera run: %s%s\n", line.c_str(),
+                 tsl ? "" : " (BOOTSTRAP: the Python bootstrap)");
+  }
+
+  OutputOptions out_opt;
+  out_opt.ranks = o.n;
+  out_opt.show_hosts = several_hosts;
+  out_opt.verbose = o.verbose;
+  out_opt.output_dir = o.output_dir;
+  out_opt.network = network;
+  if (!o.output_dir.empty()) {
+    std::fprintf(stderr, "tessera run: the output of rank r goes to %s/rank-<r>.log\n",
+                 o.output_dir.c_str());
+  }
+  // --max-restarts: the job is launched again after a failure (not after a
+  // stop by a signal), with a fresh output filter, up to max_restarts times.
+  for (int attempt = 0;; ++attempt) {
+    setenv("TESSERA_RESTART", std::to_string(attempt).c_str(), 1);
+    last_failure.clear();
+    OutputFilter filter(out_opt);
+    const int code = supervise(cmd, filter, o);
+    if (code == 0 || last_stop_signal != 0) return code;
+    const std::string why = last_failure.empty()
+                                ? "the job failed (exit status " + std::to_string(code) + ")"
+                                : last_failure;
+    if (attempt >= o.max_restarts) {
+      if (o.max_restarts > 0) {
+        std::fprintf(stderr, "tessera run: giving up after %d restart%s; the last failure: %s\n",
+                     o.max_restarts, o.max_restarts == 1 ? "" : "s", why.c_str());
+      }
+      return code;
+    }
+    std::string from = checkpoint_dir.empty() ? "" : newest_checkpoint(checkpoint_dir);
+    if (from.empty()) {
+      from = checkpoint_dir.empty()
+                 ? "the script's own checkpoints"
+                 : "the start (no complete checkpoint in " + checkpoint_dir + " yet)";
+    }
+    // The line before this one names the rank that failed and how.
+    std::fprintf(stderr, "tessera run: restart %d of %d from %s\n", attempt + 1, o.max_restarts,
+                 from.c_str());
+    std::fflush(stderr);
+  }
 }
 
 }  // namespace tessera::cli

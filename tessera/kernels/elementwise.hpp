@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/core/array.hpp"
+#include "tessera/kernels/vmath.hpp"
 
 namespace tessera {
 
@@ -363,6 +364,35 @@ inline T float_fn(T v) {
   if constexpr (Op == UnaryOp::deg2rad) return v * static_cast<T>(std::numbers::pi / 180.0);
   if constexpr (Op == UnaryOp::rad2deg) return v * static_cast<T>(180.0 / std::numbers::pi);
   return v;
+}
+
+// The float functions computed a vector at a time by vmath.hpp (libmvec):
+// sets f and returns true for exp .. arctanh; false for the others. Every
+// path (array kernels, fused loops, scalars) computes these through vmath,
+// so an element's bits do not depend on the path.
+inline bool vector_fn_of(UnaryOp op, VecFn& f) {
+  switch (op) {
+    case UnaryOp::exp: f = VecFn::exp; return true;
+    case UnaryOp::exp2: f = VecFn::exp2; return true;
+    case UnaryOp::expm1: f = VecFn::expm1; return true;
+    case UnaryOp::log: f = VecFn::log; return true;
+    case UnaryOp::log2: f = VecFn::log2; return true;
+    case UnaryOp::log10: f = VecFn::log10; return true;
+    case UnaryOp::log1p: f = VecFn::log1p; return true;
+    case UnaryOp::sin: f = VecFn::sin; return true;
+    case UnaryOp::cos: f = VecFn::cos; return true;
+    case UnaryOp::tan: f = VecFn::tan; return true;
+    case UnaryOp::arcsin: f = VecFn::asin; return true;
+    case UnaryOp::arccos: f = VecFn::acos; return true;
+    case UnaryOp::arctan: f = VecFn::atan; return true;
+    case UnaryOp::sinh: f = VecFn::sinh; return true;
+    case UnaryOp::cosh: f = VecFn::cosh; return true;
+    case UnaryOp::tanh: f = VecFn::tanh; return true;
+    case UnaryOp::arcsinh: f = VecFn::asinh; return true;
+    case UnaryOp::arccosh: f = VecFn::acosh; return true;
+    case UnaryOp::arctanh: f = VecFn::atanh; return true;
+    default: return false;
+  }
 }
 
 // Calls f(std::integral_constant<UnaryOp, op>) when op is one of Ops; false

@@ -137,6 +137,15 @@ Operand<T> apply_step(const FusedStep& st, const Operand<T>& x, const Operand<T>
   }
   if (st.uop == UnaryOp::negative) return apply_unary(x, dst, n, [](T v) { return -v; });
   if (st.uop == UnaryOp::positive) return apply_unary(x, dst, n, [](T v) { return v; });
+  if (VecFn f; vector_fn_of(st.uop, f)) {
+    if (!x.p) {
+      T v = x.v;
+      vmath(f, &v, &v, 1);
+      return Operand<T>{nullptr, v};
+    }
+    vmath(f, x.p, dst, n);
+    return Operand<T>{dst, T(0)};
+  }
   with_float_fn(st.uop, [&](auto c) {
     r = apply_unary(x, dst, n, [](T v) { return float_fn<decltype(c)::value>(v); });
   });

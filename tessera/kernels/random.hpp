@@ -22,8 +22,12 @@ std::array<uint32_t, 4> philox4x32(const RandomKey& key, uint64_t counter);
 
 // The words of `count` consecutive counters from `first` (4 * count words,
 // counter by counter): exactly philox4x32 of each, computed several counters
-// at a time (the key mixed once, the rounds vectorisable).
+// at a time (the key mixed once; 16 or 8 counters per vector where the CPU
+// has AVX-512F or AVX2, chosen at run time).
 void philox4x32_many(const RandomKey& key, uint64_t first, int64_t count, uint32_t* out);
+// The same with the vector paths limited to `isa` (2: AVX-512F, 1: AVX2,
+// 0: portable) and to what the CPU has: for tests of each path.
+void philox4x32_many_isa(int isa, const RandomKey& key, uint64_t first, int64_t count, uint32_t* out);
 
 // Uniform doubles in [0, 1) with 53 random bits, from two 32-bit words.
 inline double unit_double(uint32_t hi, uint32_t lo) {

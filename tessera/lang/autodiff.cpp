@@ -510,9 +510,18 @@ class Differentiator {
     bool active = false;
     if (any_active && !aux_mode_) {
       if (spec.grads.empty()) {
+        // Primitives that call a function (replay, replicate): their
+        // gradient program would call it once, unprotected; the gradient
+        // function itself can be replayed instead.
+        std::string hint =
+            spec.calls_functions
+                ? " (differentiate the function it calls, and " + spec.name +
+                      " the gradient: " + spec.name + "(n, grad(f), x))"
+                : "";
         fail(a->loc, "'" + spec.name +
                          "' has no gradient rule, and its argument depends on a "
-                         "differentiated parameter");
+                         "differentiated parameter" +
+                         hint);
       }
       if (variadic_active) {
         // The variadic arguments as one list value (einsum's operands): the

@@ -64,6 +64,8 @@ bool may_settle(const Node* n) {
       dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) {
     return true;
   }
+  if (n->is_primitive() && static_cast<const PrimitiveCallNode*>(n)->spec()->calls_functions)
+    return true;
   for (const Node* c : n->children()) {
     if (may_settle(c)) return true;
   }
@@ -190,7 +192,10 @@ bool pure_value(const Node* n) {
 // or a call of a function (whose body may write).
 bool may_write(const Node* n) {
   if (!n) return false;
-  if (n->is_primitive() && static_cast<const PrimitiveCallNode*>(n)->spec()->writes) return true;
+  if (n->is_primitive()) {
+    const PrimitiveSpec* spec = static_cast<const PrimitiveCallNode*>(n)->spec();
+    if (spec->writes || spec->calls_functions) return true;
+  }
   if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
   if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
   for (const Node* c : n->children()) {
@@ -211,6 +216,8 @@ std::vector<size_t> sorted_unique(std::vector<size_t> v) {
 bool calls_functions(const Node* n) {
   if (!n) return false;
   if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
+  if (n->is_primitive() && static_cast<const PrimitiveCallNode*>(n)->spec()->calls_functions)
+    return true;
   if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
   for (const Node* c : n->children()) {
     if (calls_functions(c)) return true;
@@ -520,6 +527,7 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
     try {
       Args args = bind_operands(*spec_, slots_, variadic_, operand_values);
       args.set_site(site_);
+      args.set_loc(*shared_loc_);
       trace::NodeScope traced(this);
       auto t0 = std::chrono::steady_clock::now();
       // Tiled overloads read plain operands as contiguous arrays (primitives

@@ -52,12 +52,19 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string PrimitiveSpec::signature() const {
+  // Keyword-only settings come last, after the variadic parameter, as in
+  // Python: replay(n, f, *args, validate=nil).
   std::string s = name + "(";
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (i) s += ", ";
-    if (variadic && i + 1 == params.size()) s += "*";
-    s += params[i].name;
-    if (params[i].default_value) s += "=" + default_str(*params[i].default_value);
+  bool first = true;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].keyword_only != (pass == 1)) continue;
+      if (!first) s += ", ";
+      first = false;
+      if (variadic && i + 1 == params.size()) s += "*";
+      s += params[i].name;
+      if (params[i].default_value) s += "=" + default_str(*params[i].default_value);
+    }
   }
   return s + ")";
 }
@@ -108,7 +115,7 @@ std::vector<std::string> registry_problems() {
 }
 
 bool has_effects(const PrimitiveSpec& spec) {
-  if (spec.writes) return true;
+  if (spec.writes || spec.calls_functions) return true;
   if (spec.family == "random" || spec.family == "io") return true;
   static const std::set<std::string, std::less<>> names = {"print", "assert", "send", "recv",
                                                            "barrier"};
@@ -163,6 +170,7 @@ std::vector<int> bind_arguments(const PrimitiveSpec& spec, const std::vector<std
         throw SyntaxError(
             error_message("[", spec.name, "] positional argument follows a named argument"));
       }
+      while (next_positional < n_fixed && params[next_positional].keyword_only) ++next_positional;
       if (next_positional < n_fixed) {
         slot[i] = static_cast<int>(next_positional);
         filled[next_positional++] = true;

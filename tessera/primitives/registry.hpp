@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/core/error.hpp"
 #include "tessera/core/value.hpp"
 #include "tessera/runtime/future.hpp"
 
@@ -32,10 +33,17 @@ class Args;
 struct Param {
   std::string name;
   std::optional<Value> default_value = std::nullopt;
+  // Given by name only: positional arguments skip it (a setting after the
+  // variadic arguments, as Python's `def f(*args, validate=None)`).
+  bool keyword_only = false;
 };
 
 // Optional settings a primitive may declare (all named, with defaults).
 inline Param opt(std::string name, Value def) { return Param{std::move(name), std::move(def)}; }
+// A setting that can only be given by name (see Param::keyword_only).
+inline Param keyword(std::string name, Value def) {
+  return Param{std::move(name), std::move(def), true};
+}
 
 // How a primitive's result dtype follows storage dtypes (dtype.hpp; the
 // arguments are converted to the compute type of the promoted dtype S of the
@@ -96,6 +104,11 @@ struct PrimitiveSpec {
   // orders them against the statements around them (docs/runtime.md,
   // "Views and writes").
   bool writes = false;
+  // True for primitives that call function values among their arguments
+  // (replay, replicate): the execution tree treats a call of one as a call
+  // of a function, which may have effects, write into arrays and assign
+  // variables (has_effects is true for them).
+  bool calls_functions = false;
   // Storage dtypes (dtype.hpp): how the result dtype follows the arguments'
   // dtypes, which parameters are data (promoted together, like a ufunc's
   // operands; the others, such as indices, are converted on their own), and
@@ -231,6 +244,10 @@ class Args {
   const std::string& site() const { return site_ ? *site_ : no_site(); }
   // `site` must outlive the call (the node's own string; not copied).
   void set_site(const std::string& site) { site_ = &site; }
+  // The call's source position as a SourceLoc (invalid when unknown), set
+  // with the site: primitives that call functions pass it to their calls.
+  const SourceLoc& loc() const { return loc_ ? *loc_ : no_loc(); }
+  void set_loc(const SourceLoc& loc) { loc_ = &loc; }
 
   // Numeric value as a C-contiguous Array (scalars become 0-d arrays, views
   // are packed).
@@ -297,9 +314,14 @@ class Args {
   const PrimitiveSpec* spec_;
   std::vector<Value> values_;
   const std::string* site_ = nullptr;
+  const SourceLoc* loc_ = nullptr;
   static const std::string& no_site() {
     static const std::string empty;
     return empty;
+  }
+  static const SourceLoc& no_loc() {
+    static const SourceLoc none;
+    return none;
   }
 };
 

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <functional>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -25,6 +26,8 @@
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/python/convert.hpp"
+#include "tessera/resilience/faults.hpp"
+#include "tessera/resilience/resilience.hpp"
 #include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -333,6 +336,64 @@ PYBIND11_MODULE(_core, m) {
   m.def("call_primitive", &call_primitive_py, py::arg("name"), py::arg("args") = py::list(),
         py::arg("kwargs") = py::dict(),
         "Calls one primitive with positional `args` and named `kwargs` and returns its value.");
+
+  // The fault injector and checksums (python/tessera/resilience.py is the
+  // Python interface; its eager replay and replicate use these).
+  m.def(
+      "_set_fault_injection",
+      [](const std::optional<std::string>& config) {
+        if (config) {
+          set_fault_injection(parse_fault_config(*config, "inject_faults"));
+        } else {
+          clear_fault_injection();
+        }
+      },
+      py::arg("config"),
+      "Turns fault injection on with a configuration 'throw=P,bitflip=P,seed=S,only=NAME', or "
+      "off with None.");
+  m.def(
+      "_fault_injection",
+      []() -> std::optional<std::string> {
+        auto c = fault_injection();
+        if (!c) return std::nullopt;
+        return c->str();
+      },
+      "The fault injection in force as 'throw=...,seed=...', or None.");
+  m.def(
+      "_fault_counts",
+      [] {
+        FaultCounts c = fault_counts();
+        return std::make_tuple(c.calls, c.throws, c.bitflips);
+      },
+      "(results seen, throws injected, bits flipped) since injection was last set.");
+  m.def(
+      "_fault_call",
+      []() -> std::optional<uint64_t> {
+        if (!fault_injection_on()) return std::nullopt;
+        check_fault_environment("inject_faults");
+        return next_fault_call();
+      },
+      "The serial number of a new eager replay or replicate call, or None when injection is off.");
+  m.def(
+      "_inject_fault",
+      [](py::handle value, uint64_t call, int index, const std::string& fn, const std::string& op,
+         const std::string& where) -> py::object {
+        Value v = to_value(value);
+        const char* name = op == "replay" ? "replay" : "replicate";
+        Value out = inject_fault(v, call, index, fn, name, where);
+        if (out.is_array() && v.is_array() &&
+            out.as_array().origin_raw() == v.as_array().origin_raw()) {
+          return py::reinterpret_borrow<py::object>(value);  // untouched: the caller's own object
+        }
+        return to_python(out);
+      },
+      py::arg("value"), py::arg("call"), py::arg("index"), py::arg("fn"), py::arg("op"),
+      py::arg("where"),
+      "The fault injector applied to one attempt's result (may raise, or return a copy with a bit "
+      "flipped).");
+  m.def(
+      "_value_checksum", [](py::handle value) { return value_checksum(to_value(value)); },
+      py::arg("value"), "replicate's bitwise checksum of a value.");
 
   m.def("_drop_gradient_buckets", &distributed::drop_gradient_buckets,
         "Drops gradient buckets still waiting for members (after a training step failed part way); "

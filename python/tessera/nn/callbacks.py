@@ -185,13 +185,26 @@ class ModelCheckpoint(Callback):
     save_training_state) at the end of every epoch, or every `save_freq`
     batches; with save_best_only only when `monitor` improves. `filepath`
     may hold {epoch} and log names: "ckpt-{epoch:02d}-{val_loss:.3f}.tsm".
-    Files are written to a temporary in the same folder and renamed."""
+    Files are written to a temporary in the same folder and renamed.
+
+    With save_training_state and a filepath without a file extension (a
+    folder, "ckpts"), it writes distributed checkpoints there as
+    fit(checkpoint_dir=...) does: every locality its share, asynchronously,
+    keeping the last `keep_checkpoints`, and fit resumes from the newest."""
 
     def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
                  save_weights_only=False, mode="auto", save_freq="epoch",
-                 initial_value_threshold=None, save_training_state=False):
+                 initial_value_threshold=None, save_training_state=False, keep_checkpoints=3):
         super().__init__()
         self.filepath = os.fspath(filepath)
+        self.folder_mode = bool(save_training_state) and \
+            os.path.splitext(self.filepath.rstrip("/" + os.sep))[1] == ""
+        self.keep_checkpoints = keep_checkpoints
+        if self.folder_mode and (save_best_only or "{" in self.filepath):
+            raise ValueError(f"[ModelCheckpoint] {self.filepath!r} is a checkpoint folder (no "
+                             "file extension, save_training_state=True): it keeps the newest "
+                             "checkpoints, so save_best_only and {...} names do not apply; give "
+                             "a file name such as 'best.tsm' for those")
         self.monitor = monitor
         self.verbose = verbose
         self.save_best_only = bool(save_best_only)
@@ -217,6 +230,8 @@ class ModelCheckpoint(Callback):
                              f"not in the logs {sorted(logs or {})}") from None
 
     def _save(self, epoch, logs):
+        if self.folder_mode:
+            return  # fit's CheckpointDir writes the folder
         if not _chief():
             return  # under tessera run -n N every locality holds the same state
         if self.save_best_only:

@@ -641,7 +641,8 @@ class Model(ProgramsMixin, Layer):
             shuffle: bool = True, class_weight=None, sample_weight=None, initial_epoch: int = 0,
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
             validation_freq: int = 1, seed: int = 0, nan_policy: str = "stop",
-            data_parallel=None, deterministic=False, resume_from=None, check_inputs=True):
+            data_parallel=None, deterministic=False, resume_from=None, check_inputs=True,
+            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3):
         """Trains for `epochs` passes over (x, y) in mini-batches, like Keras's
         fit (x, y: arrays, lists of arrays for several inputs/outputs, or a
         tessera.data.Dataset of (x, y[, sample_weight]) batches). Returns a
@@ -659,7 +660,16 @@ class Model(ProgramsMixin, Layer):
         the same for any number of localities and threads (docs/nn.md).
         resume_from=path continues from a checkpoint written by
         save_checkpoint or ModelCheckpoint(save_training_state=True): the same
-        steps follow as in the run that wrote it."""
+        steps follow as in the run that wrote it.
+
+        checkpoint_dir=DIR writes distributed checkpoints of the training
+        state into DIR (every locality its share, asynchronously) every
+        `checkpoint_every` ('epoch', a number of updates, or both in a list),
+        keeping the last `keep_checkpoints`; when DIR already holds a
+        complete checkpoint, fit resumes from the newest (so a restarted job
+        continues). TESSERA_CHECKPOINT_DIR (set by `tessera run
+        --checkpoint-dir`) gives DIR when neither this nor a ModelCheckpoint
+        names one; checkpoint_dir=False turns that off (docs/nn.md)."""
         from .. import data as _data  # noqa: PLC0415
         from . import callbacks as _cb  # noqa: PLC0415
 
@@ -760,10 +770,19 @@ class Model(ProgramsMixin, Layer):
             self._opt_state = opt.init_state(self.weights, self._opt_statevars)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
-        if resume_from is not None:
+        callbacks, ckpts = self._checkpoint_dir(callbacks, checkpoint_dir, checkpoint_every,
+                                                keep_checkpoints, verbose)
+        state = None
+        if ckpts is not None:
+            state = ckpts.restore(self, n_ranks, rank)
+        if state is None and resume_from is not None:
             from .saving import load_training_state  # noqa: PLC0415
 
-            state = load_training_state(self, resume_from)
+            if os.path.isdir(resume_from):
+                state = self._resume_from_folder(os.fspath(resume_from))
+            else:
+                state = load_training_state(self, resume_from)
+        if state is not None:
             start_epoch, start_batch, acc0 = state["epoch"], state["batch"], state.get("acc")
             seed = state.get("seed", seed)
         n_batches = ds.num_batches()
@@ -874,7 +893,60 @@ class Model(ProgramsMixin, Layer):
                                                        history.history.items()}))
         finally:
             _core.set_deterministic(tiling)
+            if ckpts is not None:
+                ckpts.finish(abandon=True)  # fit failed: no commit may wait for the dead
         return history
+
+    def _checkpoint_dir(self, callbacks, checkpoint_dir, every, keep, verbose):
+        """(callbacks, CheckpointDir or None): the checkpoint folder of this
+        fit, from checkpoint_dir, a ModelCheckpoint naming a folder, or
+        TESSERA_CHECKPOINT_DIR; its writer runs after every other callback."""
+        from .callbacks import ModelCheckpoint  # noqa: PLC0415
+        from .checkpoints import CheckpointDir  # noqa: PLC0415
+
+        callbacks = [] if callbacks is None else list(callbacks)
+        named = [c for c in callbacks if isinstance(c, ModelCheckpoint) and c.folder_mode]
+        if checkpoint_dir is not None and checkpoint_dir is not False:
+            if named:
+                raise ValueError(f"[fit] checkpoint_dir={os.fspath(checkpoint_dir)!r} and "
+                                 f"ModelCheckpoint({named[0].filepath!r}, "
+                                 "save_training_state=True) both name a checkpoint folder; give "
+                                 "one")
+            ckpts = CheckpointDir(checkpoint_dir, every, keep, verbose)
+        elif len(named) > 1:
+            raise ValueError(f"[fit] several ModelCheckpoint callbacks name checkpoint folders "
+                             f"({[c.filepath for c in named]}); give one")
+        elif named:
+            c = named[0]
+            ckpts = CheckpointDir(c.filepath, c.save_freq, c.keep_checkpoints, c.verbose,
+                                  "ModelCheckpoint")
+        elif checkpoint_dir is None and os.environ.get("TESSERA_CHECKPOINT_DIR"):
+            ckpts = CheckpointDir(os.environ["TESSERA_CHECKPOINT_DIR"], every, keep, verbose)
+        else:
+            return callbacks, None
+        return callbacks + [ckpts], ckpts
+
+    def _resume_from_folder(self, folder):
+        """fit(resume_from=folder): a checkpoint folder (ckpt-<step>, or a
+        folder of them: the newest complete one), read without changing it."""
+        from . import checkpoints as _ck  # noqa: PLC0415
+        from .saving import apply_training_state  # noqa: PLC0415
+
+        try:
+            if os.path.exists(os.path.join(folder, _ck.MANIFEST)):
+                manifest = _ck.read_manifest(folder)
+                found = (folder, manifest, _ck.read_state(folder, manifest))
+            else:
+                found = _ck.newest_checkpoint(folder)
+        except ValueError as e:
+            raise ValueError(f"[resume_from] {folder}: {e}; nothing was loaded") from None
+        if found is None:
+            raise FileNotFoundError(f"[resume_from] {folder} holds no complete checkpoint "
+                                    "(ckpt-<step> folders with a manifest.json)")
+        path, manifest, data = found
+        header = {"training": manifest["training"], "iteration": manifest["step"]}
+        return apply_training_state(self, _ck._tensors_from(manifest, data, path), header, path,
+                                    "resume_from")
 
     def _learning_rate(self, iteration: int) -> float:
         if self._lr_override is not None:

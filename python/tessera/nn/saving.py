@@ -167,23 +167,29 @@ def load_weights_into(model, path, where="load_weights"):
     """Sets the model's weights from a file; every name, shape and dtype must
     match, or nothing is loaded (the first mismatch is named)."""
     tensors, _ = read_file(path, where)
+    set_weights_from(model, tensors, os.fspath(path), where)
+    return tensors
+
+
+def set_weights_from(model, tensors: dict, source: str, where: str):
+    """Sets the model's weights from the non-optimizer entries of `tensors`
+    (read from `source`), or nothing when a name, shape or dtype differs."""
     weights = {k: v for k, v in tensors.items() if not k.startswith("optimizer/")}
     expected = model.weights
     missing = sorted(set(expected) - set(weights))
     extra = sorted(set(weights) - set(expected))
     if missing or extra:
-        raise ValueError(f"[{where}] {os.fspath(path)}: the weights do not match the model: "
+        raise ValueError(f"[{where}] {source}: the weights do not match the model: "
                          f"missing {missing}, unexpected {extra}; nothing was loaded")
     for name, a in expected.items():
         w = weights[name]
         if w.shape != a.shape or w.dtype != a.dtype:
             layer, p = model._owner[name]
-            raise ValueError(f"[{where}] {os.fspath(path)}: {name} ({layer.name}/{p.name}) has "
+            raise ValueError(f"[{where}] {source}: {name} ({layer.name}/{p.name}) has "
                              f"shape {w.shape} and dtype {w.dtype}, the model expects {a.shape} "
                              f"and {a.dtype}; nothing was loaded")
     for name, w in weights.items():
         model._set(name, w)
-    return tensors
 
 
 # ------------------------------------------------------------------ configs
@@ -611,20 +617,30 @@ def load_training_state(model, path) -> dict:
         raise ValueError(f"[resume_from] {os.fspath(path)} holds no training state (written by "
                          "model.save or save_weights?): write it with save_checkpoint or "
                          "ModelCheckpoint(save_training_state=True)")
+    return apply_training_state(model, tensors, header, os.fspath(path), "resume_from")
+
+
+def apply_training_state(model, tensors: dict, header: dict, source: str, where: str) -> dict:
+    """Puts the weights, optimizer state and training position of a
+    checkpoint (tensors, and a header with "training" and "iteration") into
+    the model: all of it, or nothing."""
+    training = header.get("training")
+
     def whole(v):
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
-    lr = training.get("lr_override")
-    acc = training.get("acc")
-    if not all(whole(training.get(k)) for k in ("iteration", "epoch", "batch")) or not (
+    lr = training.get("lr_override") if isinstance(training, dict) else None
+    acc = training.get("acc") if isinstance(training, dict) else None
+    if not isinstance(training, dict) or not all(
+            whole(training.get(k)) for k in ("iteration", "epoch", "batch")) or not (
             lr is None or (isinstance(lr, (int, float)) and not isinstance(lr, bool))) or not (
             acc is None or (isinstance(acc, dict) and {"loss", "seen", "totals"} <= set(acc))):
-        raise ValueError(f"[resume_from] {os.fspath(path)}: the training state is malformed "
+        raise ValueError(f"[{where}] {source}: the training state is malformed "
                          f"(iteration, epoch, batch, lr_override, acc); nothing was loaded")
     # all or nothing: the model is put back as it was if any part fails
     before = (dict(model.weights), model._opt_state, model._iteration, model._lr_override)
     try:
-        load_weights_into(model, path, "resume_from")
+        set_weights_from(model, tensors, source, where)
         _restore_optimizer(model, tensors, header)
     except BaseException as e:
         for name, value in before[0].items():
@@ -633,7 +649,7 @@ def load_training_state(model, path) -> dict:
         if isinstance(e, ValueError) and str(e).startswith("["):
             raise
         if isinstance(e, _MALFORMED + (ValueError,)):
-            raise ValueError(f"[resume_from] {os.fspath(path)}: the training state is malformed "
+            raise ValueError(f"[{where}] {source}: the training state is malformed "
                              f"({type(e).__name__}: {str(e)[:200]}); nothing was loaded") from None
         raise
     model._iteration = training["iteration"]

@@ -792,16 +792,20 @@ TEST(NnAutodiff, ConstantsStopDifferentiation) {
 }
 
 // Dropout draws its words several counters at a time: the same words as one
-// counter at a time, for any start and count (so masks did not change).
+// counter at a time, for any start (also where the low word of the counter
+// wraps inside a vector) and count, on each path the CPU has (AVX-512F, AVX2,
+// portable), so masks did not change.
 TEST(NnDropout, BatchedPhiloxWordsEqualOneAtATime) {
   const tessera::kernels::RandomKey key{0x1234567890abcdefull, 0x64726f706f7574ull};
-  for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3}) {
-    for (int64_t count : {1, 7, 8, 9, 16, 33}) {
-      std::vector<uint32_t> words(4 * count);
-      tessera::kernels::philox4x32_many(key, first, count, words.data());
-      for (int64_t c = 0; c < count; ++c) {
-        auto w = tessera::kernels::philox4x32(key, first + c);
-        for (int j = 0; j < 4; ++j) EXPECT_EQ(words[4 * c + j], w[j]) << first << " " << c;
+  for (int isa : {0, 1, 2}) {
+    for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3, (uint64_t{5} << 32) - 12}) {
+      for (int64_t count : {1, 7, 8, 9, 16, 17, 33, 64, 100}) {
+        std::vector<uint32_t> words(4 * count);
+        tessera::kernels::philox4x32_many_isa(isa, key, first, count, words.data());
+        for (int64_t c = 0; c < count; ++c) {
+          auto w = tessera::kernels::philox4x32(key, first + c);
+          for (int j = 0; j < 4; ++j) EXPECT_EQ(words[4 * c + j], w[j]) << isa << " " << first << " " << c;
+        }
       }
     }
   }
