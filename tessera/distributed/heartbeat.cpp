@@ -243,7 +243,7 @@ void Heartbeat::declare(PeerFailure f) {
 void Heartbeat::loop() {
   auto now = Clock::now();
   std::vector<Clock::time_point> heard(size_, now);
-  std::vector<char> left(size_, 0);
+  std::vector<char> left(size_, 0), ever(size_, 0);
   auto next_beat = now, last_turn = now;
   std::optional<Clock::time_point> give_up_at;
   auto interval =
@@ -266,6 +266,7 @@ void Heartbeat::loop() {
         continue;
       if (p.kind == Packet::beat) {
         heard[p.from] = now;
+        ever[p.from] = 1;
       } else if (p.kind == Packet::goodbye) {
         left[p.from] = 1;
       } else if (p.kind == Packet::failed && !declared_ && p.subject >= 0 && p.subject < size_) {
@@ -304,13 +305,25 @@ void Heartbeat::loop() {
     // at least (a live peer is heard from every interval_).
     std::vector<int> quiet;
     int watching = 0, worst = -1;
-    double worst_silence = 0, least_silence = 1e300;
+    double worst_silence = 0;
     for (int w : watched_) {
       if (left[w]) continue;
-      ++watching;
       double s = seconds_between(heard[w], now);
+      if (!ever[w] && s > timeout_) {
+        // Not one heartbeat of w ever came: its datagrams do not get here
+        // (UDP blocked between the hosts), which says nothing about w.
+        std::fprintf(
+            stderr,
+            "tessera: warning: [locality] rank %d has received no heartbeat from rank %d on "
+            "host %s (UDP port %u) since the start, %.0f s ago: failure detection of rank %d "
+            "is off here (is UDP blocked between the hosts? TESSERA_FAILURE_TIMEOUT=off "
+            "turns detection off)\n",
+            rank_, w, contacts_[w].host.c_str(), ntohs(contacts_[w].port), s, w);
+        left[w] = 1;
+        continue;
+      }
+      ++watching;
       if (s > worst_silence) worst_silence = s, worst = w;
-      least_silence = std::min(least_silence, s);
       if (s > timeout_ / 2) quiet.push_back(w);
     }
     if (worst_silence <= timeout_) continue;
