@@ -366,10 +366,12 @@ inline T float_fn(T v) {
   return v;
 }
 
-// The float functions computed a vector at a time by vmath.hpp (libmvec):
-// sets f and returns true for exp .. arctanh; false for the others. Every
-// path (array kernels, fused loops, scalars) computes these through vmath,
-// so an element's bits do not depend on the path.
+// The float functions computed a vector at a time by vmath.hpp (libmvec) in
+// float32: sets f and returns true for exp .. arctanh; false for the others.
+// Every float32 path (array kernels, fused loops) computes these through
+// vmath, so an element's bits do not depend on the path. float64 keeps
+// glibc's scalar functions (correctly rounded in nearly every case, as
+// NumPy's float64 results on most machines; libmvec's are within 4 ulp).
 inline bool vector_fn_of(UnaryOp op, VecFn& f) {
   switch (op) {
     case UnaryOp::exp: f = VecFn::exp; return true;

@@ -67,9 +67,11 @@ void unary_typed(UnaryOp op, const Array& x, Array& out, int64_t begin, int64_t 
       case UnaryOp::negative: return run([](T v) { return -v; });
       case UnaryOp::positive: return run([](T v) { return v; });
       default: {
-        if (VecFn f; vector_fn_of(op, f)) {
-          vmath(f, x.data<T>() + begin, out.data<T>() + begin, end - begin);
-          return;
+        if constexpr (std::is_same_v<T, float>) {
+          if (VecFn f; vector_fn_of(op, f)) {
+            vmath(f, x.data<T>() + begin, out.data<T>() + begin, end - begin);
+            return;
+          }
         }
         auto apply = [&](auto c) { run([](T v) { return float_fn<decltype(c)::value>(v); }); };
         if (with_float_fn(op, apply)) return;
@@ -84,10 +86,6 @@ void unary_typed(UnaryOp op, const Array& x, Array& out, int64_t begin, int64_t 
 
 double unary_float(UnaryOp op, double v) {
   double r = v;
-  if (VecFn f; vector_fn_of(op, f)) {
-    vmath(f, &v, &r, 1);
-    return r;
-  }
   if (!with_float_fn(op, [&](auto c) { r = float_fn<decltype(c)::value>(v); })) {
     throw std::logic_error(
         error_message("[", op_name(op), "] internal error: not a float function"));

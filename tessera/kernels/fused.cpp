@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 
 #include "tessera/core/error.hpp"
 #include "tessera/runtime/parallel.hpp"
@@ -137,14 +138,16 @@ Operand<T> apply_step(const FusedStep& st, const Operand<T>& x, const Operand<T>
   }
   if (st.uop == UnaryOp::negative) return apply_unary(x, dst, n, [](T v) { return -v; });
   if (st.uop == UnaryOp::positive) return apply_unary(x, dst, n, [](T v) { return v; });
-  if (VecFn f; vector_fn_of(st.uop, f)) {
-    if (!x.p) {
-      T v = x.v;
-      vmath(f, &v, &v, 1);
-      return Operand<T>{nullptr, v};
+  if constexpr (std::is_same_v<T, float>) {
+    if (VecFn f; vector_fn_of(st.uop, f)) {
+      if (!x.p) {
+        T v = x.v;
+        vmath(f, &v, &v, 1);
+        return Operand<T>{nullptr, v};
+      }
+      vmath(f, x.p, dst, n);
+      return Operand<T>{dst, T(0)};
     }
-    vmath(f, x.p, dst, n);
-    return Operand<T>{dst, T(0)};
   }
   with_float_fn(st.uop, [&](auto c) {
     r = apply_unary(x, dst, n, [](T v) { return float_fn<decltype(c)::value>(v); });

@@ -92,7 +92,8 @@ T derivative(T v, T alpha) {
   }
 }
 
-// Activations whose transcendental functions run through vmath.hpp a block
+// Activations whose transcendental functions run (in float32; float64 keeps
+// the scalar std:: functions, see elementwise.hpp) through vmath.hpp a block
 // at a time (the argument computed into a buffer, the vector function applied,
 // the result combined), rather than std::erf / std::tanh / std::exp per
 // element, which do not vectorise. sigmoid's and tanh's derivatives take the
@@ -116,7 +117,9 @@ void forward_block(const T* x, T* y, int64_t n) {
     verf(t, t, n);
     for (int64_t j = 0; j < n; ++j) y[j] = T(0.5) * x[j] * (T(1) + t[j]);
   } else if constexpr (F == Activation::gelu_tanh) {
-    for (int64_t j = 0; j < n; ++j) t[j] = T(kSqrt2OverPi) * (x[j] + T(kGeluCubic) * x[j] * x[j] * x[j]);
+    for (int64_t j = 0; j < n; ++j) {
+      t[j] = T(kSqrt2OverPi) * (x[j] + T(kGeluCubic) * x[j] * x[j] * x[j]);
+    }
     vtanh(t, t, n);
     for (int64_t j = 0; j < n; ++j) y[j] = T(0.5) * x[j] * (T(1) + t[j]);
   } else if constexpr (F == Activation::sigmoid) {
@@ -147,7 +150,9 @@ void grad_block(const T* g, const T* v, T* dx, int64_t n) {
     }
   } else {
     static_assert(F == Activation::gelu_tanh);
-    for (int64_t j = 0; j < n; ++j) t[j] = T(kSqrt2OverPi) * (v[j] + T(kGeluCubic) * v[j] * v[j] * v[j]);
+    for (int64_t j = 0; j < n; ++j) {
+      t[j] = T(kSqrt2OverPi) * (v[j] + T(kGeluCubic) * v[j] * v[j] * v[j]);
+    }
     vtanh(t, t, n);
     for (int64_t j = 0; j < n; ++j) {
       const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * v[j] * v[j]);
@@ -214,7 +219,7 @@ void activation_range(Activation f, double alpha, const Array& x, Array& out, in
       const T* px = x.data<T>();
       T* po = out.data<T>();
       const T a = static_cast<T>(alpha);
-      if constexpr (kVectorMath<K>) {
+      if constexpr (kVectorMath<K> && std::is_same_v<T, float>) {
         for (int64_t i = begin; i < end; i += kMathBlock) {
           forward_block<K>(px + i, po + i, std::min(kMathBlock, end - i));
         }
@@ -237,7 +242,8 @@ void activation_grad_range(Activation f, double alpha, const Array& g, const Arr
     dispatch_activation(f, [&](auto kind) {
       constexpr Activation K = decltype(kind)::value;
       const T a = static_cast<T>(alpha);
-      if constexpr (kVectorMath<K> && K != Activation::sigmoid && K != Activation::tanh) {
+      if constexpr (kVectorMath<K> && K != Activation::sigmoid && K != Activation::tanh &&
+                    std::is_same_v<T, float>) {
         const T* pg = g.data<T>();
         const T* pv = v.data<T>();
         T* pd = dx.data<T>();
@@ -327,37 +333,54 @@ bool dropout_keeps(uint64_t seed, uint64_t threshold, int64_t i) {
   return w[i & 3] >= threshold;
 }
 
+namespace {
+
+// po[j] = px[j] * (words[j] >= t ? k : 0) for j < n: the multiplier is
+// selected, not branched on (half the elements are dropped), and x * 0 keeps
+// the sign of x, as everywhere, so the bits do not depend on the path.
+// Compiled for AVX2 as well (chosen at load time; the same bits).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void apply_dropout_mask(const float* px, float* po, const uint32_t* words, uint32_t t, float k,
+                        int64_t n) {
+  for (int64_t j = 0; j < n; ++j) po[j] = px[j] * (words[j] >= t ? k : 0.0f);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void apply_dropout_mask(const double* px, double* po, const uint32_t* words, uint32_t t, double k,
+                        int64_t n) {
+  for (int64_t j = 0; j < n; ++j) po[j] = px[j] * (words[j] >= t ? k : 0.0);
+}
+
+}  // namespace
+
 void dropout_range(const Array& x, Array& out, uint64_t seed, uint64_t threshold, double scale,
                    int64_t begin, int64_t end) {
   const RandomKey key{seed, kDropoutStream};
+  // A threshold of 2^32 (rate 1) keeps nothing: every word passes 0, times 0.
+  const bool none_kept = threshold > 0xFFFFFFFFull;
+  const uint32_t t = none_kept ? 0u : static_cast<uint32_t>(threshold);
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    const T k = static_cast<T>(scale);
-    int64_t i = begin;
-    // One Philox call gives the words of four consecutive elements; the
-    // multiplier is selected, not branched on (half the elements are dropped).
-    // The same formula everywhere (x * 0 keeps the sign of x), so the bits do
-    // not depend on where a tile starts.
-    auto one = [&](int64_t j) {
-      po[j] = px[j] * select(dropout_keeps(seed, threshold, j), k, T(0));
-    };
-    for (; i < end && (i & 3) != 0; ++i) one(i);
-    // The words of 64 elements at a time (16 counters, computed together).
-    constexpr int64_t kBlock = 64;
-    uint32_t words[kBlock];
-    for (; i + kBlock <= end; i += kBlock) {
-      philox4x32_many(key, static_cast<uint64_t>(i) >> 2, kBlock / 4, words);
-      for (int64_t j = 0; j < kBlock; ++j) {
-        po[i + j] = px[i + j] * select(words[j] >= threshold, k, T(0));
-      }
+    const T k = none_kept ? T(0) : static_cast<T>(scale);
+    // Element e takes word e % 4 of Philox at counter e / 4: the words of up
+    // to 64 counters at a time (vectorised), from the counter of the block's
+    // first element, whatever the alignment of begin.
+    constexpr int64_t kCounters = 64;
+    uint32_t words[4 * kCounters];
+    for (int64_t i = begin; i < end;) {
+      const int64_t c0 = i >> 2;
+      const int64_t stop = std::min(end, 4 * (c0 + kCounters));
+      const int64_t c1 = (stop + 3) >> 2;
+      philox4x32_many(key, static_cast<uint64_t>(c0), c1 - c0, words);
+      apply_dropout_mask(px + i, po + i, words + (i - 4 * c0), t, k, stop - i);
+      i = stop;
     }
-    for (; i + 4 <= end; i += 4) {
-      const auto w = philox4x32(key, static_cast<uint64_t>(i) >> 2);
-      for (int j = 0; j < 4; ++j) po[i + j] = px[i + j] * select(w[j] >= threshold, k, T(0));
-    }
-    for (; i < end; ++i) one(i);
   });
 }
 

@@ -84,8 +84,8 @@ void check_activation_grad(const char* op, const char* grad_op, bool from_out, c
 TEST(NnActivations, ForwardMatchesReference) {
   Array x = f64({-3, -1.5, -0.2, 0, 0.2, 1.5, 3}, {7});
   EXPECT_TRUE(array_eq(call("relu", {x}), DType::float64, {7}, {0, 0, 0, 0, 0.2, 1.5, 3}));
-  EXPECT_TRUE(array_eq(call("leaky_relu", {x}), DType::float64, {7},
-                       {-0.9, -0.45, -0.06, 0, 0.2, 1.5, 3}));
+  EXPECT_TRUE(
+      array_eq(call("leaky_relu", {x}), DType::float64, {7}, {-0.9, -0.45, -0.06, 0, 0.2, 1.5, 3}));
   EXPECT_TRUE(array_eq(named("leaky_relu", {{"", x}, {"alpha", 0.1}}), DType::float64, {7},
                        {-0.3, -0.15, -0.02, 0, 0.2, 1.5, 3}));
   EXPECT_TRUE(array_eq(call("elu", {x}), DType::float64, {7},
@@ -138,8 +138,8 @@ TEST(NnActivations, Dtypes) {
   EXPECT_TRUE(array_eq(call("sigmoid", {Value(int64_t{0})}), DType::float64, {}, {0.5}));
   EXPECT_TRUE(array_eq(call("relu", {Array(DType::float32, {0, 3})}), DType::float32, {0, 3}, {}));
   // A nested list is an array.
-  EXPECT_TRUE(array_eq(call("relu", {Value(List{Value(-1.0), Value(3.0)})}), DType::float64, {2},
-                       {0, 3}));
+  EXPECT_TRUE(
+      array_eq(call("relu", {Value(List{Value(-1.0), Value(3.0)})}), DType::float64, {2}, {0, 3}));
   // float32 values agree with float64 to float precision.
   Array x = randn({50}, 3);
   Array r32 = call("gelu", {x.astype(DType::float32)}).as_array();
@@ -210,8 +210,8 @@ TEST(NnSoftmax, HandChecked) {
                        {-2.40760596444438, -1.40760596444438, -0.40760596444438}, 1e-12));
   // Large logits do not overflow.
   EXPECT_TRUE(array_eq(call("softmax", {f64({1000, 1000}, {2})}), DType::float64, {2}, {0.5, 0.5}));
-  EXPECT_TRUE(array_eq(call("log_softmax", {f64({1000, 0}, {2})}), DType::float64, {2},
-                       {0, -1000}, 1e-12));
+  EXPECT_TRUE(
+      array_eq(call("log_softmax", {f64({1000, 0}, {2})}), DType::float64, {2}, {0, -1000}, 1e-12));
 }
 
 TEST(NnSoftmax, AxesMatchReference) {
@@ -231,10 +231,12 @@ TEST(NnSoftmax, AxesMatchReference) {
       ref[i] = std::exp(x.get_double(i) - m) / s;
       logref[i] = x.get_double(i) - m - std::log(s);
     }
-    EXPECT_TRUE(array_eq(call("softmax", {x, int64_t{axis}}), DType::float64, {2, 3, 4}, ref,
-                         1e-12)) << axis;
-    EXPECT_TRUE(array_eq(call("log_softmax", {x, int64_t{axis}}), DType::float64, {2, 3, 4},
-                         logref, 1e-12)) << axis;
+    EXPECT_TRUE(
+        array_eq(call("softmax", {x, int64_t{axis}}), DType::float64, {2, 3, 4}, ref, 1e-12))
+        << axis;
+    EXPECT_TRUE(
+        array_eq(call("log_softmax", {x, int64_t{axis}}), DType::float64, {2, 3, 4}, logref, 1e-12))
+        << axis;
   }
 }
 
@@ -242,12 +244,12 @@ TEST(NnSoftmax, DtypesAndEdges) {
   Array s = call("softmax", {f32({1.f, 2.f, 3.f}, {3})}).as_array();
   EXPECT_TRUE(array_eq(s, DType::float32, {3}, {0.09003057, 0.24472847, 0.66524096}, 1e-6));
   EXPECT_EQ(call("log_softmax", {i64({1, 2})}).as_array().dtype(), DType::float64);
-  EXPECT_TRUE(array_eq(call("softmax", {Array(DType::float64, {0, 3})}), DType::float64, {0, 3},
-                       {}));
+  EXPECT_TRUE(
+      array_eq(call("softmax", {Array(DType::float64, {0, 3})}), DType::float64, {0, 3}, {}));
   // A lane of one element is 1 (log: 0).
   EXPECT_TRUE(array_eq(call("softmax", {f64({5, -5}, {2, 1})}), DType::float64, {2, 1}, {1, 1}));
-  EXPECT_TRUE(array_eq(call("log_softmax", {f64({5, -5}, {2, 1})}), DType::float64, {2, 1},
-                       {0, 0}));
+  EXPECT_TRUE(
+      array_eq(call("log_softmax", {f64({5, -5}, {2, 1})}), DType::float64, {2, 1}, {0, 0}));
 }
 
 TEST(NnSoftmax, GradientsMatchFiniteDifferences) {
@@ -264,10 +266,10 @@ TEST(NnSoftmax, GradientsMatchFiniteDifferences) {
 }
 
 TEST(NnSoftmax, Errors) {
-  EXPECT_TRUE(throws_with<std::out_of_range>(
-      [] { call("softmax", {f64({1, 2}, {2}), int64_t{1}}); },
-                                             "[softmax] axis 1 is out of bounds for array of "
-                                             "dimension 1"));
+  EXPECT_TRUE(
+      throws_with<std::out_of_range>([] { call("softmax", {f64({1, 2}, {2}), int64_t{1}}); },
+                                     "[softmax] axis 1 is out of bounds for array of "
+                                     "dimension 1"));
   EXPECT_TRUE(throws_with<std::out_of_range>([] { call("log_softmax", {Value(1.0)}); },
                                              "[log_softmax] axis -1 is out of bounds for array "
                                              "of dimension 0"));
@@ -328,9 +330,9 @@ TEST(NnBatchFlatten, ShapesAndGradient) {
   // The gradient rule: reshape(g, shape(x)).
   Value back = call("reshape", {call("batch_flatten", {x}), call("shape", {x})});
   EXPECT_TRUE(array_eq(back, DType::float64, {2, 3, 4}, values(x)));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { call("batch_flatten", {Value(3.0)}); },
-      "[batch_flatten] x must have at least 1 dimension"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([] { call("batch_flatten", {Value(3.0)}); },
+                                         "[batch_flatten] x must have at least 1 dimension"));
 }
 
 // ---- dropout ----
@@ -466,8 +468,8 @@ TEST(NnBatchNorm, InferenceUsesGivenMoments) {
   Array x = randn({5, 3}, 22);
   std::vector<double> gamma{1, 2, 3}, beta{0, 1, 2}, mean{0.5, -0.5, 0}, var{1, 4, 0.25};
   Value y = bn(x, f64(gamma, {3}), f64(beta, {3}), f64(mean, {3}), f64(var, {3}), 1e-3, false);
-  EXPECT_TRUE(array_eq(y, DType::float64, {5, 3}, bn_ref(x, gamma, beta, &mean, &var, 1e-3),
-                       1e-12));
+  EXPECT_TRUE(
+      array_eq(y, DType::float64, {5, 3}, bn_ref(x, gamma, beta, &mean, &var, 1e-3), 1e-12));
 }
 
 TEST(NnBatchNorm, Stats) {
@@ -487,8 +489,8 @@ TEST(NnBatchNorm, Dtypes) {
   EXPECT_TRUE(array_eq(y.as_array().astype(DType::float64), DType::float64, {6, 4},
                        bn_ref(x, {1, 1, 1, 1}, {0, 0, 0, 0}, nullptr, nullptr, 1e-3), 1e-5, 1e-5));
   EXPECT_EQ(call("batch_norm", {i64({1, 2, 3, 4}, {2, 2})}).as_array().dtype(), DType::float64);
-  EXPECT_TRUE(array_eq(call("batch_norm", {Array(DType::float32, {0, 3})}), DType::float32,
-                       {0, 3}, {}));
+  EXPECT_TRUE(
+      array_eq(call("batch_norm", {Array(DType::float32, {0, 3})}), DType::float32, {0, 3}, {}));
 }
 
 TEST(NnBatchNorm, TrainingGradientsMatchFiniteDifferences) {
@@ -517,9 +519,8 @@ TEST(NnBatchNorm, InferenceGradientsMatchFiniteDifferences) {
   auto fgamma = [&](const Array& v) { return bn(x, v, beta, mean, var, 1e-3, false).as_array(); };
   EXPECT_TRUE(grads_close(call("batch_norm_grad", {g, x, gamma, mean, var, 1e-3, false}).as_array(),
                           numeric_vjp(fx, x, g)));
-  EXPECT_TRUE(grads_close(
-      call("batch_norm_gamma_grad", {g, x, mean, var, 1e-3, false}).as_array(),
-      numeric_vjp(fgamma, gamma, g)));
+  EXPECT_TRUE(grads_close(call("batch_norm_gamma_grad", {g, x, mean, var, 1e-3, false}).as_array(),
+                          numeric_vjp(fgamma, gamma, g)));
 }
 
 TEST(NnBatchNorm, DeterministicAcrossThreadCounts) {
@@ -574,9 +575,9 @@ TEST(NnBatchNorm, Errors) {
 TEST(NnOneHot, Values) {
   EXPECT_TRUE(array_eq(call("one_hot", {i64({0, 2, 1}, {3}), int64_t{3}}), DType::float32, {3, 3},
                        {1, 0, 0, 0, 0, 1, 0, 1, 0}));
-  EXPECT_TRUE(array_eq(named("one_hot", {{"", i64({1, 0}, {2, 1})}, {"", int64_t{2}},
-                                         {"dtype", "int64"}}),
-                       DType::int64, {2, 1, 2}, {0, 1, 1, 0}));
+  EXPECT_TRUE(
+      array_eq(named("one_hot", {{"", i64({1, 0}, {2, 1})}, {"", int64_t{2}}, {"dtype", "int64"}}),
+               DType::int64, {2, 1, 2}, {0, 1, 1, 0}));
   EXPECT_TRUE(array_eq(call("one_hot", {Value(int64_t{2}), int64_t{4}}), DType::float32, {4},
                        {0, 0, 1, 0}));
   // Whole-number floats are labels too (datasets stored as float).
@@ -595,13 +596,12 @@ TEST(NnOneHot, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { call("one_hot", {f64({0.0, 2.5}, {2}), int64_t{6}}); },
       "[one_hot] label 2.5 at flat index 1 is not a whole number"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
-      [] { call("one_hot", {i64({0}, {1}), int64_t{0}}); },
-                                                 "[one_hot] argument 'depth' must be positive, "
-                                                 "got 0"));
+  EXPECT_TRUE(
+      throws_with<std::invalid_argument>([] { call("one_hot", {i64({0}, {1}), int64_t{0}}); },
+                                         "[one_hot] argument 'depth' must be positive, "
+                                         "got 0"));
   EXPECT_TRUE(throws_with<TypeError>(
-      [] { call("one_hot", {i64({0}, {1}), int64_t{2}, Value("quaternion")}); },
-                                     "quaternion"));
+      [] { call("one_hot", {i64({0}, {1}), int64_t{2}, Value("quaternion")}); }, "quaternion"));
 }
 
 TEST(NnAccuracy, Modes) {
@@ -609,12 +609,12 @@ TEST(NnAccuracy, Modes) {
   // argmax rows: 1, 0, 2, 2
   Value acc = call("accuracy", {i64({1, 0, 1, 2}, {4}), probs});
   EXPECT_TRUE(array_eq(acc, DType::float64, {}, {0.75}));
-  EXPECT_TRUE(array_eq(call("accuracy", {i64({1, 0, 1, 2}, {4, 1}), probs}), DType::float64, {},
-                       {0.75}));
+  EXPECT_TRUE(
+      array_eq(call("accuracy", {i64({1, 0, 1, 2}, {4, 1}), probs}), DType::float64, {}, {0.75}));
   Array onehot = call("one_hot", {i64({1, 1, 1, 2}, {4}), int64_t{3}}).as_array();
   EXPECT_TRUE(array_eq(call("accuracy", {onehot, probs}), DType::float64, {}, {0.5}));
-  EXPECT_TRUE(array_eq(call("accuracy", {onehot, probs.astype(DType::float32)}), DType::float64,
-                       {}, {0.5}));
+  EXPECT_TRUE(array_eq(call("accuracy", {onehot, probs.astype(DType::float32)}), DType::float64, {},
+                       {0.5}));
   // A last axis of 1: binary at 0.5.
   EXPECT_TRUE(array_eq(call("accuracy", {f64({1, 0, 1}, {3}), f64({0.9, 0.6, 0.4}, {3, 1})}),
                        DType::float64, {}, {1.0 / 3}));
@@ -704,14 +704,16 @@ const std::vector<LangCase>& lang_cases() {
        "batch_norm(cube, w, w2, [0.1, -0.2], [0.5, 2.0], epsilon=0.01, training=false)",
        {"cube", "w", "w2"}},
       {"categorical_crossentropy",
-       "categorical_crossentropy(one_hot([1, 0], 3, \"float64\"), softmax(a))", {"a"}},
+       "categorical_crossentropy(one_hot([1, 0], 3, \"float64\"), softmax(a))",
+       {"a"}},
       {"categorical_crossentropy", "categorical_crossentropy(P, b, from_logits=true)", {"b"}},
-      {"sparse_categorical_crossentropy", "sparse_categorical_crossentropy([2, 0], prob)",
-       {"prob"}},
-      {"sparse_categorical_crossentropy", "sparse_categorical_crossentropy([1, 2], pos)",
-       {"pos"}},
       {"sparse_categorical_crossentropy",
-       "sparse_categorical_crossentropy([2, 0], a, from_logits=true)", {"a"}},
+       "sparse_categorical_crossentropy([2, 0], prob)",
+       {"prob"}},
+      {"sparse_categorical_crossentropy", "sparse_categorical_crossentropy([1, 2], pos)", {"pos"}},
+      {"sparse_categorical_crossentropy",
+       "sparse_categorical_crossentropy([2, 0], a, from_logits=true)",
+       {"a"}},
       {"binary_crossentropy", "binary_crossentropy(P, sigmoid(a))", {"a"}},
       {"binary_crossentropy", "binary_crossentropy(P, a, from_logits=true)", {"a"}},
       {"mean_squared_error", "mean_squared_error(B, a)", {"a"}},
@@ -728,7 +730,8 @@ std::string lang_program(const LangCase& c, bool with_grad) {
   return "define(P, [[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]])\n"
          "define(B, [[0.9, 0.35, -0.4], [1.2, 0.6, -0.25]])\n"
          "define(weights, y, reshape(arange(size(y)) * 0.37 + 0.5, shape(y)))\n"
-         "define(f, " + params + "sum((" + c.body + ") * weights(" + c.body + ")))\n" +
+         "define(f, " +
+         params + "sum((" + c.body + ") * weights(" + c.body + ")))\n" +
          (with_grad ? "grad(f, " + wrt + "])" : "f");
 }
 
@@ -769,10 +772,10 @@ TEST(NnAutodiff, EveryRuleOfNnAndLossesHasALanguageCase) {
   // pooling, also of the nn family, are tested with their own file).
   std::set<std::string> covered;
   for (const auto& c : lang_cases()) covered.insert(c.primitive);
-  for (const char* op : {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax",
-                         "log_softmax", "bias_add", "batch_flatten", "dropout", "batch_norm",
-                         "categorical_crossentropy", "sparse_categorical_crossentropy",
-                         "binary_crossentropy", "mean_squared_error"}) {
+  for (const char* op :
+       {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax", "log_softmax",
+        "bias_add", "batch_flatten", "dropout", "batch_norm", "categorical_crossentropy",
+        "sparse_categorical_crossentropy", "binary_crossentropy", "mean_squared_error"}) {
     EXPECT_TRUE(covered.count(op)) << "no language case for " << op;
   }
   for (const PrimitiveSpec* s : all_primitives()) {
@@ -791,6 +794,42 @@ TEST(NnAutodiff, ConstantsStopDifferentiation) {
   EXPECT_TRUE(array_eq(r, DType::float64, {2, 2}, {1, 1, 1, 1}));
 }
 
+// dropout_range over any sub-range (tiles start anywhere) gives the bits of
+// the whole range; rate 1 keeps nothing (x * 0, sign kept); float64 too.
+TEST(NnDropout, RangesAnywhereGiveTheSameBits) {
+  for (DType dt : {DType::float32, DType::float64}) {
+    const int64_t n = 700;
+    std::vector<double> values(n);
+    for (int64_t i = 0; i < n; ++i) values[i] = std::sin(0.37 * static_cast<double>(i));
+    Array x = Array::from_vector(values, {n}).astype(dt);
+    for (double rate : {0.3, 1.0}) {
+      const uint64_t threshold = tessera::kernels::dropout_threshold(rate);
+      const double scale = rate < 1 ? 1.0 / (1.0 - rate) : 0.0;
+      Array whole = Array::zeros(dt, {n});
+      tessera::kernels::dropout_range(x, whole, 9, threshold, scale, 0, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = rate < 1 && tessera::kernels::dropout_keeps(9, threshold, i);
+        const double m = keep ? scale : 0.0;
+        const double want =
+            dt == DType::float32
+                ? static_cast<double>(static_cast<float>(x.get_double(i)) * static_cast<float>(m))
+                : x.get_double(i) * m;
+        ASSERT_EQ(whole.get_double(i), want) << i;
+        ASSERT_EQ(std::signbit(whole.get_double(i)), std::signbit(want)) << i;
+      }
+      for (int64_t b : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{255}, int64_t{257}}) {
+        for (int64_t e : {b + 1, b + 6, b + 300, n}) {
+          Array part = Array::zeros(dt, {n});
+          tessera::kernels::dropout_range(x, part, 9, threshold, scale, b, std::min(e, n));
+          for (int64_t i = b; i < std::min(e, n); ++i) {
+            ASSERT_EQ(part.get_double(i), whole.get_double(i)) << b << " " << e << " " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Dropout draws its words several counters at a time: the same words as one
 // counter at a time, for any start (also where the low word of the counter
 // wraps inside a vector) and count, on each path the CPU has (AVX-512F, AVX2,
@@ -798,13 +837,15 @@ TEST(NnAutodiff, ConstantsStopDifferentiation) {
 TEST(NnDropout, BatchedPhiloxWordsEqualOneAtATime) {
   const tessera::kernels::RandomKey key{0x1234567890abcdefull, 0x64726f706f7574ull};
   for (int isa : {0, 1, 2}) {
-    for (uint64_t first : {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3, (uint64_t{5} << 32) - 12}) {
+    for (uint64_t first :
+         {uint64_t{0}, uint64_t{7}, (uint64_t{1} << 32) - 3, (uint64_t{5} << 32) - 12}) {
       for (int64_t count : {1, 7, 8, 9, 16, 17, 33, 64, 100}) {
         std::vector<uint32_t> words(4 * count);
         tessera::kernels::philox4x32_many_isa(isa, key, first, count, words.data());
         for (int64_t c = 0; c < count; ++c) {
           auto w = tessera::kernels::philox4x32(key, first + c);
-          for (int j = 0; j < 4; ++j) EXPECT_EQ(words[4 * c + j], w[j]) << isa << " " << first << " " << c;
+          for (int j = 0; j < 4; ++j)
+            EXPECT_EQ(words[4 * c + j], w[j]) << isa << " " << first << " " << c;
         }
       }
     }
