@@ -214,7 +214,8 @@ int cmd_eval(const std::vector<std::string>& argv) {
   }
   auto t1 = std::chrono::steady_clock::now();
   std::string trace_note;
-  if (tracing) {
+  // (A locality whose peer failed has written its trace already.)
+  if (tracing && trace::session_active()) {
     std::string path = trace::stop_session();
     if (!trace_dir.empty()) trace_note = "trace: " + path + " (view it: tessera report " + trace_dir + ")\n";
   }

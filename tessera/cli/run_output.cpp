@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <regex>
 #include <stdexcept>
+
+#include "tessera/distributed/comm.hpp"
 
 namespace tessera::cli {
 
@@ -131,6 +134,20 @@ void OutputFilter::rank_line(int rank, bool err, std::string body) {
     body.erase(at);
     if (body.empty()) return;
   }
+  if (size_t at = body.find(distributed::detail::kPeerFailedMarker);
+      err && at != std::string::npos) {
+    PeerFailed p;
+    int got = std::sscanf(body.c_str() + at + std::strlen(distributed::detail::kPeerFailedMarker),
+                          " rank=%d host=%255s addr=%63s silent=%lf by=%d cutoff=%d", &p.rank,
+                          p.host, p.addr, &p.silent, &p.by, &p.cut_off);
+    p.ends_before = end_order_.size();
+    if (got == 6 && peer_failed_.rank < 0) {
+      peer_failed_ = p;
+      if (failure_.empty()) failure_ = "rank " + std::to_string(p.rank) + " was lost";
+    }
+    body.erase(at);
+    if (body.empty()) return;
+  }
   // The error of a rank is its last "SomethingError: ..." line (the first
   // line of a multi-line message, the last of a Python traceback), else its
   // last line on stderr.
@@ -228,6 +245,31 @@ std::string OutputFilter::ranks_on(const std::string& host) const {
   return list;
 }
 
+// What to say about a rank the others declared failed (they ended because of
+// it), unless its guard saw it end on its own before that (rank_end_message
+// names it by how).
+std::optional<std::string> OutputFilter::peer_failed_message() {
+  const PeerFailed& p = peer_failed_;
+  if (p.rank < 0) return std::nullopt;
+  auto first = end_order_.begin();
+  auto before = first + static_cast<std::ptrdiff_t>(p.ends_before);
+  if (std::find(first, before, p.rank) != before) return std::nullopt;
+  char silent[32];
+  std::snprintf(silent, sizeof silent, "%.1f", p.silent);
+  std::string who = "tessera run: rank " + std::to_string(p.rank) + " of " +
+                    std::to_string(opt_.ranks) + " on host " + p.host +
+                    (std::strcmp(p.addr, "-") ? std::string(" (") + p.addr + ")" : "");
+  if (p.cut_off && p.by == p.rank) {
+    return who + " heard from none of the ranks it watches for " + silent +
+           " s (TESSERA_FAILURE_TIMEOUT): its network link is probably down; the other ranks "
+           "were stopped";
+  }
+  return who + " was not heard from for " + silent +
+         " s (TESSERA_FAILURE_TIMEOUT): it stopped, died, or its network link is down (noticed "
+         "by rank " +
+         std::to_string(p.by) + "); the other ranks were stopped";
+}
+
 // What to say about the rank that ended the job, when the guards reported it.
 std::optional<std::string> OutputFilter::rank_end_message() {
   // mpirun names the rank it noticed first; otherwise the first rank whose
@@ -321,6 +363,15 @@ std::vector<std::string> OutputFilter::failure_report(int code) {
     out.push_back("tessera run: lost contact with host " + lost_host_ + on +
                   ": its network link or the host itself is down; the job was stopped");
     return out;
+  }
+  if (auto msg = peer_failed_message()) {
+    out.push_back(*msg);
+    return out;
+  }
+  if (peer_failed_.rank >= 0 && ended_.count(peer_failed_.rank)) {
+    // The lost rank had ended on its own before the others noticed.
+    improper_rank_ = signaled_rank_ = -1;
+    failed_rank_ = peer_failed_.rank;
   }
   if (auto msg = rank_end_message()) {
     out.push_back(*msg);

@@ -26,6 +26,19 @@ struct RankEnd {
   int forwarded = 0;  // a signal the guard passed on from mpirun (the job was being stopped), or 0
 };
 
+// A rank declared failed by another (its heartbeats stopped: failure
+// detection, distributed/heartbeat.hpp), as the first rank to say so wrote it
+// (distributed::detail::kPeerFailedMarker).
+struct PeerFailed {
+  int rank = -1;
+  char host[256] = "?";
+  char addr[64] = "-";  // its IPv4 address, or "-"
+  double silent = 0;
+  int by = -1;
+  int cut_off = 0;         // the rank heard from none of its peers (its link is down)
+  size_t ends_before = 0;  // how many ranks' ends the guards had reported before
+};
+
 struct OutputOptions {
   int ranks = 1;
   bool show_hosts = false;  // `[rank r@host]`: the job may span several hosts
@@ -66,6 +79,7 @@ class OutputFilter {
   void rank_line(int rank, bool err, std::string body);
   void emit(int rank, bool err, const std::string& body);
   std::optional<std::string> rank_end_message();
+  std::optional<std::string> peer_failed_message();
   std::optional<std::string> mpirun_message();
 
   OutputOptions opt_;
@@ -80,6 +94,7 @@ class OutputFilter {
   std::map<int, bool> has_error_line_;
   std::map<int, RankEnd> ended_;
   std::vector<int> end_order_;
+  PeerFailed peer_failed_;
   std::vector<std::string> mpirun_lines_;
   std::vector<std::string>
       loose_lines_;  // mpirun's lines outside its framed messages (ssh's errors, say)

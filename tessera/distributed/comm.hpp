@@ -6,7 +6,7 @@
 //
 // Matching across ranks: a collective is identified by its call site and that
 // site's sequence number (ranks issue the collectives of one site in the same
-// order: SPMD). Ranks agree on what to run in rounds (comm.cpp, Engine; the
+// order: SPMD). Ranks agree on what to run in rounds (engine.hpp, Engine; the
 // offers and their allgather: round.hpp):
 // every rank offers what it has pending with a fingerprint (operation,
 // dtype, shape, source position); what all offered runs, in an order all
@@ -18,6 +18,14 @@
 // rank only fails at once. A collective pending longer than
 // TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails with the list of
 // what this rank waits for.
+//
+// Failure detection (heartbeat.hpp): every rank sends heartbeats to a few
+// peers on a thread and sockets of its own, independent of MPI; a rank not
+// heard from for TESSERA_FAILURE_TIMEOUT seconds (default 30; 0 or "off":
+// none) is declared failed, every collective waited for and every later one
+// fails naming it, its host and what this rank waited for, the rank writes
+// its trace and a marker line for `tessera run` (kPeerFailedMarker), and
+// leaves (kPeerFailedExitStatus if its program does not end by itself).
 //
 // With one locality (a process not started by mpirun) nothing here is used
 // and no MPI call is made: collectives.cpp computes the local results.
@@ -50,6 +58,16 @@ std::pair<int, int> world();
 // Marks this process as failing: at exit MPI_Finalize is skipped (it would
 // wait for ranks that may be waiting for this one), so mpirun stops the job.
 void mark_failed();
+
+// The exit status of a rank that ends because a peer failed (EX_TEMPFAIL:
+// the job may succeed when started again).
+inline constexpr int kPeerFailedExitStatus = 75;
+
+// The line a rank writes on stderr when it declares a rank failed, read by
+// `tessera run` (cli/run.cpp) to name that rank in its last line:
+// "tessera-run-peer-failed: rank=R host=NAME addr=IPV4|- silent=SECONDS by=RANK
+// cutoff=0|1".
+inline constexpr const char* kPeerFailedMarker = "tessera-run-peer-failed:";
 
 // Seconds a collective may stay pending (TESSERA_COLLECTIVE_TIMEOUT, 300).
 double collective_timeout_seconds();

@@ -1,4 +1,4 @@
-// Agreement rounds of the communication engine (comm.cpp): what one rank
+// Agreement rounds of the communication engine (engine.hpp): what one rank
 // offers in a round and the allgather that brings every rank's offer to every
 // rank. Internal to tessera/distributed.
 #pragma once
@@ -86,7 +86,7 @@ Offer parse_offer(const Bytes& block);
 // where it is probed for and received at its size.
 class BlockGather {
  public:
-  // Room for a round's offer with 64 KiB of inline data (comm.cpp:
+  // Room for a round's offer with 64 KiB of inline data (engine.hpp:
   // kInlineBudget) and its entries.
   static constexpr int kPostedBytes = 72 << 10;
   static constexpr int kLargeTag = 64;  // added to the stage's tag

@@ -162,6 +162,19 @@ void start() {
   detail::recording.store(true, std::memory_order_release);
 }
 
+namespace {
+std::atomic<bool (*)()> abrupt_end_writer{nullptr};
+}  // namespace
+
+void set_abrupt_end_writer(bool (*writer)()) {
+  abrupt_end_writer.store(writer, std::memory_order_release);
+}
+
+bool write_before_abrupt_end() {
+  bool (*writer)() = abrupt_end_writer.load(std::memory_order_acquire);
+  return writer && writer();
+}
+
 Recording stop() {
   // A task writes its event when its body returns, just after it delivered
   // its result, so the evaluation it served may end first: tasks still

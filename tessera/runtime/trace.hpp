@@ -134,6 +134,13 @@ void start();
 // Stops the recording and returns what every thread recorded since start().
 Recording stop();
 
+// What writes a running recording out (tessera/trace's session sets it when
+// it starts one): a process about to end abruptly (a locality whose peer
+// failed, communication engine) calls write_before_abrupt_end() so that its
+// trace is not lost. Returns false when there was nothing to write.
+void set_abrupt_end_writer(bool (*writer)());
+bool write_before_abrupt_end();
+
 // Events one thread can hold over the life of the process; beyond, events
 // are counted as dropped.
 inline constexpr size_t kChunkEvents = 1 << 15;

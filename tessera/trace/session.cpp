@@ -199,6 +199,40 @@ std::string make_run_id() {
 
 std::string locality_file_name(int locality) { return error_message("locality-", locality, ".trace"); }
 
+namespace {
+
+// Stops the session and writes its file; requires s.mutex and s.active.
+std::string stop_locked(Session& s) {
+  s.active = false;
+  Recording rec = trace::stop();
+  std::vector<TracedProgram> programs = end_traced_programs();
+  auto [rank, size] = locality_from_env();
+  std::string path = (std::filesystem::path(s.dir) / locality_file_name(rank)).string();
+  kernels::write_file_atomic(
+      path,
+      [&](std::ostream& out) {
+        write_trace(out, rec, programs, s.run_id, s.realtime_ns, s.sources);
+      },
+      "trace");
+  return path;
+}
+
+// The abrupt-end writer (runtime/trace.hpp): never throws.
+bool write_if_active() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  if (!s.active) return false;
+  try {
+    stop_locked(s);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: the trace could not be written: %s\n", e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
 void start_session(const std::string& dir) {
   Session& s = session();
   std::lock_guard lock(s.mutex);
@@ -221,6 +255,7 @@ void start_session(const std::string& dir) {
   s.realtime_ns = realtime_ns();
   trace::start();
   s.active = true;
+  trace::set_abrupt_end_writer(write_if_active);
 }
 
 bool start_session_from_env() {
@@ -246,15 +281,7 @@ std::string stop_session() {
   Session& s = session();
   std::lock_guard lock(s.mutex);
   if (!s.active) throw std::runtime_error("[trace] no trace is being recorded in this process");
-  s.active = false;
-  Recording rec = trace::stop();
-  std::vector<TracedProgram> programs = end_traced_programs();
-  auto [rank, size] = locality_from_env();
-  std::string path = (std::filesystem::path(s.dir) / locality_file_name(rank)).string();
-  kernels::write_file_atomic(
-      path, [&](std::ostream& out) { write_trace(out, rec, programs, s.run_id, s.realtime_ns, s.sources); },
-      "trace");
-  return path;
+  return stop_locked(s);
 }
 
 void add_source(const std::string& name, const std::string& text) {

@@ -1,4 +1,4 @@
-# All-reduces of 128 KiB and more run as the engine's own ring (comm.cpp:
+# All-reduces of 128 KiB and more run as the engine's own ring (ring.cpp:
 # post_ring): sums, means, maxima and minima of float32, float64 and int64
 # against NumPy over every rank's data, with element counts that do not
 # divide by the number of ranks and NaN in maxima and minima; every rank gets

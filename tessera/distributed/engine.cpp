@@ -1,0 +1,496 @@
+// The communication engine: start-up, submission, agreement rounds and the
+// end of the program (see engine.hpp).
+#include "tessera/distributed/engine.hpp"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "tessera/runtime/trace.hpp"
+
+namespace tessera::distributed::detail {
+
+namespace {
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) { return fnv1a(s.data(), s.size(), h); }
+
+// What this process runs: its command line and a hash of it and of the
+// program files it names (.py, .tsl), to tell ranks running different
+// programs apart.
+std::pair<uint64_t, std::string> program_identity() {
+  std::string cmdline;
+  if (FILE* f = std::fopen("/proc/self/cmdline", "rb")) {
+    char buf[4096];
+    size_t n = std::fread(buf, 1, sizeof buf, f);
+    std::fclose(f);
+    cmdline.assign(buf, n);
+  }
+  uint64_t h = fnv1a(cmdline);
+  std::string shown;
+  size_t at = 0;
+  while (at < cmdline.size()) {
+    std::string arg(cmdline.c_str() + at);
+    at += arg.size() + 1;
+    shown += (shown.empty() ? "" : " ") + arg;
+    bool program = arg.size() > 3 && (arg.ends_with(".py") || arg.ends_with(".tsl"));
+    if (!program) continue;
+    if (FILE* f = std::fopen(arg.c_str(), "rb")) {
+      char buf[65536];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) h = fnv1a(buf, n, h);
+      std::fclose(f);
+    }
+  }
+  return {h, shown};
+}
+
+// A trace records the operation from submission to completion (the bytes
+// are those sent, or received for recv).
+void trace_op(const Op& op, const Future<Value>& f) {
+  trace::Event e;
+  e.kind = trace::EventKind::comm;
+  e.t0 = trace::now_ns();
+  e.what = trace::intern(op.what);
+  e.where = trace::intern(op.site);
+  e.amount = op.x.nbytes();
+  e.peer = op.collective() ? -1 : op.peer;
+  f.on_ready([e, f]() mutable {
+    e.t1 = trace::now_ns();
+    if (e.amount == 0 && !f.error() && f.get().is_array()) e.amount = f.get().as_array().nbytes();
+    trace::record(e);
+  });
+}
+
+}  // namespace
+
+std::pair<int, int> Engine::world() {
+  // Every collective asks: after start-up, no lock.
+  if (ready_.load(std::memory_order_acquire)) return {rank_, size_};
+  std::unique_lock lock(in_mu_);
+  if (!started_) {
+    started_ = true;
+    thread_ = std::thread([this] { run(); });
+    std::atexit([] { Engine::get().stop(); });
+  }
+  cv_.wait(lock, [&] { return init_done_; });
+  if (!init_error_.empty()) throw std::runtime_error(init_error_);
+  return {rank_, size_};
+}
+
+Future<Value> Engine::submit(OpPtr op) {
+  world();
+  Future<Value> f = op->promise.get_future();
+  if (trace::on()) trace_op(*op, f);
+  {
+    std::lock_guard lock(in_mu_);
+    if (!broken_.empty()) {
+      std::string msg = peer_failed_.load()
+                            ? error_message("[", op->name, "] ", peer_failure_)
+                            : error_message("[", op->name, "] the communication engine of rank ",
+                                            rank_, " stopped after an earlier error: ", broken_);
+      op->promise.set_error(std::make_exception_ptr(std::runtime_error(msg)));
+      return f;
+    }
+    if (op->collective()) op->entry.key = next_key_[op->entry.site]++;
+    incoming_.push_back(std::move(op));
+    work_.store(true, std::memory_order_release);
+  }
+  // Post it now instead of waiting for the progress thread to wake. The
+  // caller may be inside a node's evaluation: results completed on the way
+  // go to workers rather than running the program's continuations here.
+  help(/*complete_here=*/false);
+  // Only a worker wakes the progress thread: a thread that is not one runs
+  // the program at the boundary and polls when it waits there (waking the
+  // progress thread would cost two context switches per operation, and on
+  // a full machine a core), and a polling thread is there already. The
+  // progress thread looks for work every millisecond anyway.
+  if (registered_.load(std::memory_order_acquire) == 0 && in_worker()) cv_.notify_all();
+  return f;
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(in_mu_);
+    if (!started_ || stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The program ended, but the job failed: the launcher names the rank
+  // (peer_failed wrote the marker), this rank leaves with the status that
+  // says so.
+  if (peer_failed_.load()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(kPeerFailedExitStatus);
+  }
+}
+
+void Engine::defer(std::vector<Completion>& done) {
+  for (auto& c : done) deferred_.push_back(std::move(c));
+  done.clear();
+  work_.store(true, std::memory_order_release);
+}
+
+void Engine::run() {
+  // Short sleeps between polls are short (the default timer slack is 50 µs).
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  // Agreement rounds carry small all-reduces inline: let shared-memory
+  // messages the size of a round's posted receive go eagerly (Open MPI's
+  // default is 4 KiB, which makes a 4 KiB all-reduce wait for a
+  // rendezvous, and a 64 KiB one wait for the other rank's progress). The
+  // user's setting wins.
+  setenv("OMPI_MCA_btl_vader_eager_limit", std::to_string(BlockGather::kPostedBytes + 1024).c_str(),
+         /*overwrite=*/0);
+  int provided = 0;
+  int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  std::string init_error;
+  if (rc != MPI_SUCCESS) {
+    init_error = "[locality] MPI_Init_thread failed: " + mpi_error(rc);
+  } else {
+    // MPI is called by one thread at a time (under mu_), so any level from
+    // SERIALIZED up is safe.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    for (int reach = 2; reach < size_; reach *= 2) inline_budget_ /= 2;
+    // One communicator per kind of traffic, so that agreement rounds, data,
+    // diagnostics and point-to-point messages never match each other.
+    for (MPI_Comm* c : {&round_comm_, &data_comm_, &diag_comm_, &p2p_header_comm_, &p2p_data_comm_}) {
+      MPI_Comm_dup(MPI_COMM_WORLD, c);
+      MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+    }
+    init_error = check_same_program();
+    if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
+  }
+  {
+    std::lock_guard lock(in_mu_);
+    init_error_ = init_error;
+    init_done_ = true;
+    ready_.store(rc == MPI_SUCCESS && init_error.empty(), std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (rc != MPI_SUCCESS) return;
+  if (!init_error.empty()) {
+    failed_ = true;
+    return;
+  }
+  tessera::detail::wait_helper().store([](tessera::detail::HelpCall c) { return Engine::get().wait_help(c); },
+                                       std::memory_order_release);
+  loop();
+  tessera::detail::wait_helper().store(nullptr, std::memory_order_release);
+  // MPI_Finalize waits for the other ranks; after an error they may be
+  // waiting for this one, so a failing rank exits without it and mpirun
+  // ends the job.
+  if (!failed_ && broken_.empty() && finish()) {
+    MPI_Finalize();
+    heartbeat_.goodbye();
+  }
+}
+
+std::string Engine::check_same_program() {
+  struct Identity {
+    uint64_t hash;
+    char shown[248];
+  } mine{}, *all = nullptr;
+  auto [hash, shown] = program_identity();
+  mine.hash = hash;
+  std::strncpy(mine.shown, shown.c_str(), sizeof mine.shown - 1);
+  std::vector<Identity> ids(size_);
+  all = ids.data();
+  if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    return "";
+  }
+  bool same = true;
+  for (const Identity& id : ids) same = same && id.hash == ids[0].hash;
+  if (same) return "";
+  std::string msg = "[locality] the localities run different programs or arguments:";
+  for (int r = 0; r < size_; ++r) msg += error_message("\n  rank ", r, ": ", ids[r].shown);
+  return msg;
+}
+
+bool Engine::finish() {
+  OfferHeader mine;
+  mine.finished = 1;
+  auto deadline = Clock::now() + std::chrono::duration<double>(collective_timeout_seconds());
+  try {
+    for (;;) {
+      // The regular rounds' object: its posted receives match the other
+      // ranks' next round, this one.
+      round_.next_block(rank_, size_).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
+      round_.start(round_comm_, rank_, size_);
+      while (!round_.progress()) {
+        if (Clock::now() > deadline || broken_flag_.load()) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      // The sends must complete before their buffers go (and before
+      // MPI_Finalize).
+      for (;;) {
+        round_.reap_sends();
+        if (!round_.sending()) break;
+        if (Clock::now() > deadline || broken_flag_.load()) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      bool all = true, work = false;
+      for (const Bytes& b : round_.blocks()) {
+        Offer o = parse_offer(b);
+        all = all && o.finished;
+        work = work || (!o.finished && !o.entries.empty());
+      }
+      // Another rank still offering work learns from this round that this
+      // one has finished and fails. Finalizing leaves the report of the
+      // failure to that rank (mpirun then ends the job).
+      if (all || work) {
+        round_.cancel_posted();
+        return true;
+      }
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
+  std::vector<OpPtr>& fresh = fresh_;
+  {
+    std::lock_guard lock(in_mu_);
+    fresh.swap(incoming_);
+  }
+  bool progressed = !fresh.empty() || !deferred_.empty();
+  for (auto& c : deferred_) done.push_back(std::move(c));
+  deferred_.clear();
+  for (auto& op : fresh) {
+    if (op->collective()) {
+      op->seq = next_seq_++;
+      pending_.emplace(op->seq, op);
+      auto it = std::lower_bound(expected_.begin(), expected_.end(), std::make_pair(op->entry.site, op->entry.key));
+      if (it != expected_.end() && *it == std::make_pair(op->entry.site, op->entry.key)) expected_.erase(it);
+    } else {
+      guarded(op, done, [&] { post_p2p(op); });
+    }
+  }
+  fresh.clear();
+  if (peer_failed_.load(std::memory_order_acquire) && !peer_failure_handled_) {
+    peer_failure_handled_ = true;
+    fail_on_peer_failure(done);
+    progressed = true;
+  }
+  if (round_.active()) {
+    try {
+      // A round that agreed on nothing (ranks with different operations
+      // pending) is not progress: the next one waits for the poll interval.
+      if (round_.progress()) progressed = resolve(done) > 0 || progressed;
+    } catch (const std::exception& e) {
+      set_broken(e.what());
+      fail_all_pending(e.what(), done);
+    }
+  }
+  bool defer = may_defer_round && !expected_.empty();
+  if (!round_.active() && !pending_.empty() && !broken_flag_.load() && !defer) guarded_round(done);
+  progressed = test_all(done) || progressed;
+  if (++passes_ % 256 == 0) check_timeouts(done);
+  bool work = round_.active() || !pending_.empty() || !active_.empty();
+  {
+    std::lock_guard lock(in_mu_);
+    work = work || !incoming_.empty();
+    work_.store(work, std::memory_order_release);
+  }
+  return progressed;
+}
+
+void Engine::fail(const OpPtr& op, std::exception_ptr e, std::vector<Completion>& done) {
+  if (op->kind == Kind::coalesced) {
+    for (auto& m : op->members) done.push_back({m->promise, Value(), e});
+  } else {
+    done.push_back({op->promise, Value(), e});
+  }
+}
+
+void Engine::set_broken(const std::string& msg) {
+  std::lock_guard lock(in_mu_);
+  if (broken_.empty()) broken_ = msg;
+  broken_flag_.store(true);
+}
+
+void Engine::check(int rc, const char* name, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  std::string msg = error_message("[", name, "] ", call, " failed on rank ", rank_, ": ", mpi_error(rc));
+  set_broken(msg);
+  throw std::runtime_error(msg);
+}
+
+void Engine::guarded_round(std::vector<Completion>& done) {
+  offered_.clear();
+  int64_t data_bytes = 0;
+  for (auto& [k, op] : pending_) {
+    if (static_cast<int>(offered_.size()) == kRoundEntries) break;
+    int64_t n = op->x.nbytes();
+    // Small all-reduces carry their data, oldest first, up to the round's
+    // budget, every time they are offered: when one rank runs ahead, its
+    // rounds offer many and the other's one at a time, and each round then
+    // agrees on the oldest, which still completes in its round instead of
+    // taking a separate collective.
+    op->inline_now =
+        op->kind == Kind::all_reduce && n <= inline_budget_ && data_bytes + n <= inline_budget_;
+    if (op->inline_now) data_bytes += n;
+    offered_.push_back(op);
+    op->offered = true;
+  }
+  OfferHeader h;
+  h.count = static_cast<int32_t>(offered_.size());
+  Bytes& block = round_.next_block(rank_, size_);
+  size_t entries_at = sizeof h, data_at = entries_at + sizeof(Entry) * offered_.size();
+  block.reset(data_at + static_cast<size_t>(data_bytes));
+  std::memcpy(block.data(), &h, sizeof h);
+  for (size_t i = 0; i < offered_.size(); ++i) {
+    const Op& op = *offered_[i];
+    Entry e = op.entry;
+    if (op.inline_now) {
+      e.inline_bytes = op.x.nbytes();
+      if (e.inline_bytes) std::memcpy(block.data() + data_at, op.x.raw(), e.inline_bytes);
+      data_at += e.inline_bytes;
+    }
+    std::memcpy(block.data() + entries_at + sizeof(Entry) * i, &e, sizeof e);
+  }
+  try {
+    round_.start(round_comm_, rank_, size_);
+    if (round_.progress()) resolve(done);
+  } catch (const std::exception& e) {
+    set_broken(e.what());
+    fail_all_pending(e.what(), done);
+  }
+}
+
+void Engine::fail_all_pending(const std::string& msg, std::vector<Completion>& done) {
+  auto e = std::make_exception_ptr(std::runtime_error(msg));
+  for (auto& [k, op] : pending_) fail(op, e, done);
+  pending_.clear();
+}
+
+size_t Engine::resolve(std::vector<Completion>& done) {
+  // Scratch space reused from round to round: a round runs per collective.
+  offers_.resize(size_);
+  for (int r = 0; r < size_; ++r) parse_offer(round_.blocks()[r], offers_[r]);
+  std::vector<Offer>& offers = offers_;
+  note_expected();
+  candidates_.clear();
+  candidate_data_.clear();
+  index_.resize(size_);
+  for (auto& index : index_) index.clear();
+  cursor_.assign(size_, 0);
+  for (const OpPtr& op : offered_) {
+    Candidate c{op, true, true, candidate_data_.size()};
+    candidate_data_.resize(candidate_data_.size() + size_, nullptr);
+    // Every rank's extent along the free axis travels in its entry.
+    bool extents = op->kind == Kind::all_gather || op->kind == Kind::gather || op->kind == Kind::all_to_all;
+    if (extents) op->extents.assign(size_, 0);
+    bool everywhere = true;
+    for (int r = 0; r < size_ && everywhere; ++r) {
+      size_t at = find_entry(r, op->entry, cursor_[r]);
+      everywhere = at != kNotFound;
+      if (!everywhere) break;
+      cursor_[r] = at + 1;
+      const Entry& found = offers[r].entries[at];
+      candidate_data_[c.data_at + r] = offers[r].data[at];
+      if (extents) op->extents[r] = found.extent;
+      c.same = c.same && found.hash == op->entry.hash;
+      c.inline_everywhere = c.inline_everywhere && found.inline_bytes == static_cast<int64_t>(op->x.nbytes());
+    }
+    if (!everywhere) {
+      candidate_data_.resize(c.data_at);
+      continue;
+    }
+    candidates_.push_back(c);
+  }
+  offered_.clear();
+  // Every rank derives the same order from the same round.
+  std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.op->entry.key, a.op->entry.site) < std::tie(b.op->entry.key, b.op->entry.site);
+  });
+  // Without coalescing, one operation per round (the others wait and are
+  // offered again, so each runs as its own exchange or MPI operation).
+  if (!coalesce_.load() && candidates_.size() > 1) candidates_.resize(1);
+  agreed_.clear();
+  disagreed_.clear();
+  size_t inline_done = 0;
+  for (Candidate& c : candidates_) {
+    pending_.erase(c.op->seq);
+    if (c.same && c.inline_everywhere && c.op->kind == Kind::all_reduce) {
+      done.push_back({c.op->promise, Value(reduce_in_rank_order(*c.op, &candidate_data_[c.data_at])), nullptr});
+      ++inline_done;
+    } else {
+      (c.same ? agreed_ : disagreed_).push_back(c.op);
+    }
+    c.op = nullptr;
+  }
+  size_t agreed_count = candidates_.size();
+  if (debug_rounds_) {
+    std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n", rank_,
+                 offers[rank_].entries.size(), agreed_count, inline_done, pending_.size());
+  }
+  for (auto& op : disagreed_) guarded(op, done, [&] { post_diag(op); });
+  post_agreed(agreed_, done);
+  agreed_.clear();
+  disagreed_.clear();
+  for (int r = 0; r < size_; ++r) {
+    if (offers[r].finished && !pending_.empty()) {
+      std::string msg;
+      if (pending_.size() == 1) {
+        const Op& op = *pending_.begin()->second;
+        msg = error_message("[", op.name, "] rank ", r, " finished its program without calling ", op.desc(),
+                            " (which rank ", rank_, " waits for)");
+      } else {
+        msg = error_message("[", pending_.begin()->second->name, "] rank ", r, " finished its program without ",
+                            "calling these collectives, which rank ", rank_, " waits for:");
+        for (auto& [k, op] : pending_) msg += "\n  " + op->desc();
+      }
+      set_broken(msg);
+      fail_all_pending(msg, done);
+      break;
+    }
+  }
+  return agreed_count;
+}
+
+void Engine::note_expected() {
+  mine_.clear();
+  for (auto& [k, op] : pending_) mine_.push_back({op->entry.site, op->entry.key});
+  std::sort(mine_.begin(), mine_.end());
+  expected_.clear();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (const Entry& e : offers_[r].entries) {
+      auto id = std::make_pair(e.site, e.key);
+      if (!std::binary_search(mine_.begin(), mine_.end(), id)) expected_.push_back(id);
+    }
+  }
+  std::sort(expected_.begin(), expected_.end());
+  expected_.erase(std::unique(expected_.begin(), expected_.end()), expected_.end());
+}
+
+size_t Engine::find_entry(int r, const Entry& e, size_t hint) {
+  const std::vector<Entry>& entries = offers_[r].entries;
+  if (hint < entries.size() && entries[hint].site == e.site && entries[hint].key == e.key) return hint;
+  auto& index = index_[r];
+  if (index.empty() && !entries.empty()) {
+    for (size_t i = 0; i < entries.size(); ++i) index.push_back({entries[i].site, entries[i].key, i});
+    std::sort(index.begin(), index.end());
+  }
+  auto it = std::lower_bound(index.begin(), index.end(), std::make_tuple(e.site, e.key, size_t{0}));
+  if (it == index.end() || std::get<0>(*it) != e.site || std::get<1>(*it) != e.key) return kNotFound;
+  return std::get<2>(*it);
+}
+
+}  // namespace tessera::distributed::detail

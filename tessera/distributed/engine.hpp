@@ -1,0 +1,440 @@
+// The communication engine's internals (Engine, one operation: Op), shared by
+// its parts: engine.cpp (start-up, submission, agreement rounds, the end),
+// progress.cpp (posting and polling MPI operations, the progress thread,
+// timeouts), ring.cpp (the ring all-reduce, coalescing, reductions). The
+// public functions are in comm.hpp. Internal to tessera/distributed.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/distributed/comm.hpp"
+#include "tessera/distributed/heartbeat.hpp"
+#include "tessera/distributed/round.hpp"
+#include "tessera/runtime/future.hpp"
+#include "tessera/runtime/scheduler.hpp"
+
+namespace tessera::distributed::detail {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxDims = 8;
+constexpr int kDescBytes = 256;
+// Operations a rank offers per agreement round at most (see Engine): all
+// it has pending, oldest first, so that ranks' offers overlap whatever order
+// concurrent tasks issued them in.
+constexpr int kRoundEntries = 4096;
+// Small all-reduces travel inside the agreement round itself and are
+// reduced by every rank in rank order: one message exchange, and the same
+// bits on every rank however the operations were grouped. Between 2 ranks
+// an all-reduce of up to kInlineBudget bytes does, up to that much per rank
+// and round: the offer then still fits the round's posted receive and goes
+// eagerly (64 KiB: measured 1.1-1.5x a raw MPI_Allreduce, against 4x as a
+// round and then an MPI_Iallreduce). With more ranks the budget halves per
+// exchange of the round after the first, as the last exchange carries the
+// offers of half the ranks (Engine::inline_budget_).
+constexpr int64_t kInlineBudget = int64_t{64} << 10;
+// All-reduces of at most this many bytes may be coalesced, up to this many
+// bytes per coalesced message (the size of the gradient buckets of fit).
+constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
+// All-reduces (and coalesced groups) of at least this many bytes run as the
+// engine's own ring (Engine::post_ring) instead of MPI_Iallreduce, whose
+// schedule took 1.3-2.4x a blocking MPI_Allreduce from 256 KiB to 16 MiB on
+// this machine, where the ring took 0.9-1.2x (and 0.7x at 64 MiB)
+// (TESSERA_RING=0 turns it off: the same on every rank).
+constexpr int64_t kRingMinBytes = int64_t{128} << 10;
+constexpr int64_t kCoalesceCapBytes = int64_t{4} << 20;
+
+enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter, gather, scatter, all_to_all,
+                  barrier, send, recv, coalesced };
+
+enum class Stage { pending, root_meta, data, diag, header, ring };
+
+struct Op;
+using OpPtr = std::shared_ptr<Op>;
+
+// What an operation's arrays hold until set: a shared 0-d array (a default
+// Array allocates, and an operation is made per collective).
+inline const Array& no_array() {
+  static const Array* a = new Array();
+  return *a;
+}
+
+struct Op {
+  Kind kind;
+  const char* name = "";
+  std::string what, site;
+  Entry entry;
+  uint64_t seq = 0;  // order of submission on this rank
+  bool offered = false;  // in an earlier agreement round
+  bool inline_now = false;  // its data travels in the round being built
+  bool has_x = false;
+  Array x = no_array();
+  ReduceOp rop = ReduceOp::sum;
+  int root = 0, peer = 0, tag = 0, free_axis = -1;
+  Promise<Value> promise;
+  Clock::time_point start = Clock::now();
+
+  // Progress state.
+  Stage stage = Stage::pending;
+  std::vector<int64_t> extents;  // every rank's extent along the free axis
+  std::vector<char> diag_send, diag_recv, recv_bytes;
+  Array out = no_array();
+  std::vector<int> scounts, sdispls, rcounts, rdispls;
+  int64_t header[2 + kMaxDims] = {};
+  std::vector<MPI_Request> reqs;
+  std::vector<OpPtr> members;  // of a coalesced all-reduce
+  // A ring all-reduce's step and where its chunks start (elements; one
+  // more entry: the end) (Engine::post_ring).
+  int ring_step = 0;
+  std::vector<int64_t> chunk_at;
+  std::optional<Array> ring_in;  // where the reduce-scatter receives (a chunk)
+
+  bool collective() const { return kind != Kind::send && kind != Kind::recv; }
+  // "all_reduce(sum) float32 (1024,) at train.py:12:5" (built for messages only).
+  std::string desc() const {
+    std::string d = what;
+    if (has_x) d += error_message(" ", dtype_name(x.dtype()), " ", shape_str(x.shape()));
+    if (!site.empty()) d += " at " + site;
+    return d;
+  }
+};
+
+// MPI's datatype and reduction for a dtype and a ReduceOp.
+MPI_Datatype mpi_type(DType dt);
+MPI_Op mpi_op(ReduceOp op);
+
+// An MPI count or displacement (`unit`: what it counts), which must fit an int.
+int checked_int(int64_t v, const char* op, const char* unit = "bytes");
+
+// The communication engine. Every collective is identified by its call site
+// and that site's sequence number (ranks issue the collectives of one site in
+// the same order: SPMD). Ranks agree on what to run in rounds: in each round
+// every rank offers its pending operations (oldest first, up to
+// kRoundEntries) with their fingerprints, gathered by every rank
+// (BlockGather); what every rank offered runs, in an order all ranks derive
+// from the same data; an operation offered with different fingerprints fails
+// on every rank with a message naming each rank's side. Small all-reduces
+// carry their data in the round and are reduced there; other small
+// all-reduces agreed in one round are coalesced into one message. One round
+// is in flight at a time; a rank with nothing pending posts none, so rounds
+// match up one to one, and a rank whose program has ended says so in a last
+// round (finish).
+//
+// Any thread may drive progress (one at a time): a thread that submits an
+// operation posts it at once, and a thread waiting at the outermost boundary
+// polls for a while (Future::wait). The progress thread polls whenever
+// operations are in flight and nobody else does, so they advance while tasks
+// compute. Results are handed to workers when the progress thread completes
+// them; a waiting thread completes them itself.
+class Engine {
+ public:
+  static Engine& get() {
+    // Never destroyed: the engine is stopped by an atexit handler.
+    static Engine* engine = new Engine();
+    return *engine;
+  }
+
+  std::pair<int, int> world();
+
+  Future<Value> submit(OpPtr op);
+
+  // The wait helper (future.hpp). A thread waiting at the boundary is
+  // registered from its HelpCall::enter to its HelpCall::leave and polls all
+  // that time except while it runs the program on from a completion. While
+  // one has polled in the last kPollerAway the progress thread stays away;
+  // while one is registered the progress thread leaves the completions it
+  // makes to it (its next poll runs them), so a program's chain of
+  // collectives stays on that thread instead of hopping to a worker. When
+  // the last one leaves with work in flight, the progress thread takes over
+  // at once.
+  int wait_help(tessera::detail::HelpCall call);
+
+  // One progress pass unless another thread is making one. Returns
+  // kHelpIdle (future.hpp) when nothing is in flight, kHelpProgressed when
+  // it completed operations here, else kHelpBusy.
+  int help(bool complete_here = true);
+
+  void mark_failed() { failed_ = true; }
+
+  void set_coalescing(bool on) { coalesce_.store(on); }
+
+  void stop();
+
+ private:
+  // A finished operation: its result or error, handed over outside the lock.
+  struct Completion {
+    Promise<Value> promise;
+    Value value;
+    std::exception_ptr error;
+    // Completes it here if nothing waits on it with a continuation yet (a
+    // result the program has not reached), which costs no hand-off.
+    bool complete_quietly() { return promise.set_if_unobserved(value, error); }
+    // Completes it here: the program's continuations run on this thread.
+    void complete() {
+      if (error) {
+        promise.set_error(error);
+      } else {
+        promise.set_value(std::move(value));
+      }
+    }
+    // Completes it on a worker (the progress thread must not run the
+    // program's continuations).
+    void complete_on_worker() {
+      spawn([p = promise, v = std::move(value), e = error]() mutable {
+        if (e) p.set_error(e); else p.set_value(std::move(v));
+      });
+    }
+  };
+
+  // Leaves completions for the next pass of a helping thread (which runs
+  // them) or of the progress thread. Requires mu_.
+  void defer(std::vector<Completion>& done);
+
+  // A vector of completions taken from the calling thread's pool and given
+  // back (emptied, capacity kept) when done.
+  struct CompletionList {
+    std::vector<Completion> items;
+    static std::vector<std::vector<Completion>>& pool() {
+      thread_local std::vector<std::vector<Completion>> p;
+      return p;
+    }
+    CompletionList() {
+      if (!pool().empty()) {
+        items = std::move(pool().back());
+        pool().pop_back();
+      }
+    }
+    ~CompletionList() {
+      items.clear();
+      if (pool().size() < 8) pool().push_back(std::move(items));
+    }
+  };
+
+  void run();
+
+  std::string check_same_program();
+
+  void loop();
+
+  // After the program: tells the other ranks this one has finished (so a
+  // rank waiting for a collective this one never calls gets an error, not a
+  // hang) and waits until every rank has. Returns false if that failed.
+  bool finish();
+
+  // One pass: posts new work, tests what is in flight, advances what
+  // completed. Requires mu_. Returns true if anything changed. A pass made
+  // right after a submission (may_defer_round) starts no round while other
+  // ranks have offered operations this one has not issued yet: its program
+  // is about to issue them, and they then go in one round together (and
+  // are coalesced) instead of one round each, paced by this rank. The next
+  // pass of a waiting thread or of the progress thread starts it anyway.
+  bool pass(std::vector<Completion>& done, bool may_defer_round = false);
+
+  template <class F>
+  void guarded(const OpPtr& op, std::vector<Completion>& done, F&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      active_.erase(std::remove(active_.begin(), active_.end(), op), active_.end());
+      fail(op, std::current_exception(), done);
+    }
+  }
+
+  static void fail(const OpPtr& op, std::exception_ptr e, std::vector<Completion>& done);
+
+  void set_broken(const std::string& msg);
+
+  void check(int rc, const char* name, const char* call);
+
+  // Offers the oldest pending operations (by sequence number) to the others.
+  // The block is written straight into the round's reused buffer: header,
+  // entries, then the inline data.
+  void guarded_round(std::vector<Completion>& done);
+
+  void fail_all_pending(const std::string& msg, std::vector<Completion>& done);
+
+  // What every rank offered runs; fingerprints must agree. Returns how many
+  // operations were agreed (or found to disagree).
+  size_t resolve(std::vector<Completion>& done);
+
+  // What the other ranks offered in this round and this one has not issued
+  // yet (pending_ holds everything it issued and has not completed).
+  void note_expected();
+
+  static constexpr size_t kNotFound = ~size_t{0};
+
+  // Where rank r offered the operation of `e` (its site and key), or
+  // kNotFound. Ranks usually offer in the same order: the entry at `hint`
+  // (just after the last one found) is tried first, then an index of that
+  // rank's entries is built once per round.
+  size_t find_entry(int r, const Entry& e, size_t hint);
+
+  // The reduction of every rank's inline data, in rank order: the same bits
+  // on every rank.
+  Array reduce_in_rank_order(const Op& op, const char* const* data) const;
+
+  // Posts the agreed operations in order; runs of small all-reduces of the
+  // same dtype and reduction become one message.
+  void post_agreed(const std::vector<OpPtr>& agreed, std::vector<Completion>& done);
+
+  static bool fusable(const Op& op) { return op.kind == Kind::all_reduce && op.x.nbytes() <= kCoalesceMaxBytes; }
+
+  void post_coalesced(const OpPtr& group);
+
+  bool use_ring(const Array& x) const {
+    return ring_ && size_ > 1 && x.nbytes() >= kRingMinBytes;
+  }
+
+  // A ring all-reduce of op->x into op->out over point-to-point messages on
+  // data_comm_ (which carries no other point-to-point traffic): the
+  // elements in size_ nearly equal chunks; size_ - 1 steps of reduce-scatter
+  // (send a chunk to the right, receive the next from the left and reduce
+  // it into the result), then size_ - 1 of all-gather (pass the reduced
+  // chunks on). Each rank sends and receives 2 (size_ - 1) / size_ of the
+  // data, the least any all-reduce moves. Every chunk is reduced once, in
+  // an order fixed by the number of ranks, and then copied: the same bits
+  // on every rank and in every run. The tag tells concurrent rings apart:
+  // rings are posted in the agreed order, the same on every rank.
+  void post_ring(const OpPtr& op);
+
+  // The chunk a rank sends and the one it receives at `step` (0 .. 2 size_ - 3).
+  std::pair<int, int> ring_chunks(int step) const;
+
+  void post_ring_step(const OpPtr& op);
+
+  // A step's messages are done: reduce what came (reduce-scatter), then the
+  // next step, or the result.
+  void advance_ring(const OpPtr& op, std::vector<Completion>& done);
+
+  void post_diag(const OpPtr& op);
+
+  void post_data(const OpPtr& op);
+
+  // The second step of a scatter, once the root's shape is known. Posted in
+  // the order the scatters were agreed (every rank the same), after their
+  // first steps completed.
+  void post_scatter_data(std::vector<Completion>& done);
+
+  void post_p2p(const OpPtr& op);
+
+  // Polls every outstanding request; advances what completed.
+  bool test_all(std::vector<Completion>& done);
+
+  void advance(const OpPtr& op, std::vector<Completion>& done);
+
+  std::string disagreement(const Op& op) const;
+
+  // One array per rank from a contiguous byte buffer.
+  std::vector<Array> unpack(const Op& op, const std::vector<Shape>& shapes, DType dt) const;
+
+  Value result(Op& op) const;
+
+  // What this rank waits for: posted operations (the members of coalesced
+  // ones) and pending collectives, and their list for an error message.
+  std::vector<OpPtr> waiting_ops() const;
+  static std::string waiting_list(const std::vector<OpPtr>& waiting);
+
+  // Fails `waiting` with `msg` and stops the engine; the buffers of posted
+  // operations are kept (MPI may still write into them).
+  void abandon_waiting(const std::vector<OpPtr>& waiting, const std::string& msg,
+                       std::vector<Completion>& done);
+
+  void check_timeouts(std::vector<Completion>& done);
+
+  // Failure detection (heartbeat.hpp), started with the engine when there
+  // are several ranks and TESSERA_FAILURE_TIMEOUT is not 0. Returns an error
+  // message, or "".
+  std::string start_heartbeat();
+  // On the heartbeat thread: a rank was declared failed. Writes the marker
+  // line for `tessera run` and the trace, and stops the engine: every
+  // collective waited for (at the next pass) and every later one fails.
+  void peer_failed(const PeerFailure& f);
+  // On the heartbeat thread, when the program did not end after a failure.
+  [[noreturn]] void give_up();
+  // In a pass, once after peer_failed: fails what this rank waits for.
+  void fail_on_peer_failure(std::vector<Completion>& done);
+
+  // Guards submission (incoming_, keys, broken_, start-up state).
+  std::mutex in_mu_;
+  std::condition_variable cv_;
+  bool started_ = false, init_done_ = false, stopping_ = false;
+  std::string init_error_, broken_;
+  std::atomic<bool> ready_{false};  // started without error: rank_ and size_ are set
+  std::atomic<bool> failed_{false}, work_{false}, broken_flag_{false}, coalesce_{[] {
+    const char* s = std::getenv("TESSERA_COALESCE");
+    return !(s && std::string(s) == "0");
+  }()};
+  int rank_ = 0, size_ = 1;
+  int64_t inline_budget_ = kInlineBudget;  // bytes of inline data per rank and round (set at start-up)
+  const bool ring_ = [] {
+    const char* env = std::getenv("TESSERA_RING");
+    return !env || std::string(env) != "0";
+  }();
+  uint64_t ring_serial_ = 0;  // rings posted so far (their tags)
+  std::map<uint64_t, uint64_t> next_key_;
+  std::vector<OpPtr> incoming_;
+  std::thread thread_;
+
+  // Guards everything below and every MPI call after start-up.
+  std::mutex mu_;
+  MPI_Comm round_comm_ = MPI_COMM_NULL, data_comm_ = MPI_COMM_NULL, diag_comm_ = MPI_COMM_NULL;
+  MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL;
+  std::map<uint64_t, OpPtr> pending_;  // by order of submission
+  uint64_t next_seq_ = 0;
+  std::vector<OpPtr> active_, abandoned_, offered_;
+  std::vector<OpPtr> fresh_;  // pass's take of incoming_ (swapped: both keep their capacity)
+  std::deque<OpPtr> scatters_;
+  BlockGather round_;
+  // resolve's scratch space.
+  struct Candidate {
+    OpPtr op;
+    bool same, inline_everywhere;
+    size_t data_at;  // every rank's inline data: candidate_data_[data_at + rank]
+  };
+  std::vector<Offer> offers_;
+  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>> index_;  // per rank: (site, key, entry)
+  std::vector<size_t> cursor_;  // per rank: just after the entry found last
+  std::vector<Candidate> candidates_;
+  std::vector<const char*> candidate_data_;
+  std::vector<OpPtr> agreed_, disagreed_;
+  // (site, key) of operations other ranks offered and this one has not
+  // issued yet, sorted (note_expected), and resolve's scratch for it.
+  std::vector<std::pair<uint64_t, uint64_t>> expected_, mine_;
+  std::vector<Completion> deferred_;
+  // Threads waiting at the boundary (wait_help), and a count of their polls
+  // (the progress thread compares it with what it saw kPollerAway earlier).
+  std::atomic<int> registered_{0};
+  std::atomic<uint64_t> polls_{0};
+  uint64_t polls_seen_ = 0;  // the progress thread's
+  // The progress thread's sleep after a poll that found nothing (loop()).
+  static constexpr std::chrono::microseconds kIdlePoll{20}, kBusyPollMax{500};
+  std::chrono::microseconds idle_sleep_ = kIdlePoll;
+  static constexpr std::chrono::microseconds kPollerAway{200};
+  const bool debug_rounds_ = std::getenv("TESSERA_DEBUG_ROUNDS") != nullptr;
+  uint64_t passes_ = 0;
+
+  Heartbeat heartbeat_;
+  // Set by peer_failed; peer_failure_ (under in_mu_) says which rank and why.
+  std::atomic<bool> peer_failed_{false};
+  std::string peer_failure_;
+  bool peer_failure_handled_ = false;  // fail_on_peer_failure ran (under mu_)
+};
+
+}  // namespace tessera::distributed::detail

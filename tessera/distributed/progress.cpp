@@ -1,0 +1,587 @@
+// The communication engine's progress: posting MPI operations, polling them,
+// advancing what completed, the progress thread, timeouts (see engine.hpp).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "tessera/distributed/engine.hpp"
+#include "tessera/runtime/trace.hpp"
+
+namespace tessera::distributed::detail {
+
+MPI_Datatype mpi_type(DType dt) {
+  switch (dt) {
+    case DType::int64: return MPI_INT64_T;
+    case DType::float32: return MPI_FLOAT;
+    case DType::float64: return MPI_DOUBLE;
+    default: return MPI_C_BOOL;
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+    default: return MPI_SUM;
+  }
+}
+
+int checked_int(int64_t v, const char* op, const char* unit) {
+  if (v > 2147483647) {
+    throw std::invalid_argument(error_message("[", op, "] message of ", v, " ", unit,
+                                              " is larger than MPI's count limit of 2147483647"));
+  }
+  return static_cast<int>(v);
+}
+
+int Engine::wait_help(tessera::detail::HelpCall call) {
+  using tessera::detail::HelpCall;
+  switch (call) {
+    case HelpCall::enter:
+      polls_.fetch_add(1, std::memory_order_relaxed);
+      registered_.fetch_add(1, std::memory_order_acq_rel);
+      return tessera::detail::kHelpBusy;
+    case HelpCall::leave:
+      if (registered_.fetch_sub(1, std::memory_order_acq_rel) == 1 && work_.load(std::memory_order_acquire)) {
+        cv_.notify_all();
+      }
+      return tessera::detail::kHelpIdle;
+    default:
+      return help();
+  }
+}
+
+int Engine::help(bool complete_here) {
+  using tessera::detail::kHelpBusy, tessera::detail::kHelpIdle, tessera::detail::kHelpProgressed;
+  if (!work_.load(std::memory_order_acquire)) return kHelpIdle;
+  if (complete_here) polls_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    std::this_thread::yield();
+    return kHelpBusy;
+  }
+  // A list from this thread's pool (completions below may help again,
+  // nested): no allocation per pass once warm.
+  CompletionList list;
+  std::vector<Completion>& done = list.items;
+  pass(done, /*may_defer_round=*/!complete_here);
+  if (!complete_here && !done.empty()) {
+    // What nothing waits on yet is completed here: that runs no
+    // continuation (an operation that completed within its own submit
+    // returns a ready future, and the program goes on without a wait).
+    // The rest is left for the next thread that helps (usually the
+    // submitter itself, waiting at the boundary) or for the progress thread.
+    done.erase(std::remove_if(done.begin(), done.end(), [](Completion& c) { return c.complete_quietly(); }),
+               done.end());
+    if (done.empty()) return kHelpProgressed;
+    defer(done);
+    return kHelpBusy;
+  }
+  lock.unlock();
+  {
+    // Only the complete_here path completes (the other returned above).
+    for (auto& c : done) c.complete();
+  }
+  if (!done.empty()) return kHelpProgressed;
+  return work_.load(std::memory_order_acquire) ? kHelpBusy : kHelpIdle;
+}
+
+void Engine::loop() {
+  using namespace std::chrono;
+  for (;;) {
+    // A thread waiting at the boundary polls: stay out of its way (it
+    // wakes this one when it leaves). If it has not polled for
+    // kPollerAway (it runs the program on from a completion), this thread
+    // polls meanwhile.
+    if (registered_.load(std::memory_order_acquire) > 0) {
+      uint64_t seen = polls_.load(std::memory_order_relaxed);
+      if (seen != polls_seen_) {
+        polls_seen_ = seen;
+        std::unique_lock lock(in_mu_);
+        cv_.wait_for(lock, kPollerAway, [&] { return stopping_ || registered_.load(std::memory_order_acquire) == 0; });
+        continue;
+      }
+    }
+    {
+      std::unique_lock lock(in_mu_);
+      // Submissions from a helping thread do not notify (submit): look
+      // for work every millisecond as well.
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_ || work_.load(); });
+      if (!stopping_ && !work_.load()) continue;
+      if (stopping_ && !work_.load()) return;
+      if (stopping_ && !broken_.empty()) return;
+    }
+    bool progressed = false;
+    {
+      std::unique_lock lock(mu_, std::try_to_lock);
+      if (lock.owns_lock()) {
+        std::vector<Completion> done;
+        progressed = pass(done);
+        if (!done.empty() && registered_.load(std::memory_order_acquire) > 0) defer(done);
+        lock.unlock();
+        // What nothing waits on yet is completed here; a thread blocked at
+        // the boundary runs the program on from the rest (and then polls
+        // for its next collective); else workers do.
+        done.erase(std::remove_if(done.begin(), done.end(), [](Completion& c) { return c.complete_quietly(); }),
+                   done.end());
+        if (!done.empty()) {
+          auto batch = std::make_shared<std::vector<Completion>>(std::move(done));
+          if (!tessera::detail::hand_to_boundary([batch] {
+                for (auto& c : *batch) c.complete();
+              })) {
+            for (auto& c : *batch) c.complete_on_worker();
+          }
+        }
+      }
+    }
+    // Poll again at once after progress, else after a sleep (a spinning
+    // poll would slow down the tasks computing on the cores): 20 µs while
+    // no task runs; while tasks run, twice as long after each poll that
+    // found nothing, up to kBusyPollMax. Each poll then takes a core from
+    // a task for two context switches: with a poll every 20 µs, a 16 MiB
+    // all-reduce beside ~56 ms of products took 2.4-17.6 ms (median 5.2)
+    // more than the two one after the other, with the backoff 1.4-6.5 ms
+    // (median 2.9; four launches each in turn, docs/benchmarks.md). A step
+    // of communication that completes meanwhile waits at most
+    // kBusyPollMax for its next poll.
+    if (progressed) {
+      idle_sleep_ = kIdlePoll;
+    } else {
+      std::this_thread::sleep_for(idle_sleep_);
+      idle_sleep_ = tasks_outstanding() > 0 ? std::min(idle_sleep_ * 2, kBusyPollMax) : kIdlePoll;
+    }
+  }
+}
+
+void Engine::post_diag(const OpPtr& op) {
+  op->stage = Stage::diag;
+  std::string d = op->desc();
+  op->diag_send.assign(kDescBytes, '\0');
+  std::memcpy(op->diag_send.data(), d.data(), std::min<size_t>(d.size(), kDescBytes - 1));
+  op->diag_recv.assign(static_cast<size_t>(kDescBytes) * size_, '\0');
+  op->reqs.assign(1, MPI_REQUEST_NULL);
+  check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes, MPI_CHAR,
+                       diag_comm_, &op->reqs[0]),
+        op->name, "MPI_Iallgather");
+  active_.push_back(op);
+}
+
+void Engine::post_data(const OpPtr& op) {
+  op->stage = Stage::data;
+  op->reqs.assign(1, MPI_REQUEST_NULL);
+  MPI_Request* req = &op->reqs[0];
+  MPI_Comm comm = data_comm_;
+  const Array& x = op->x;
+  DType dt = x.dtype();
+  const char* name = op->name;
+  switch (op->kind) {
+    case Kind::all_reduce: {
+      if (use_ring(x)) {
+        post_ring(op);
+        return;
+      }
+      // Separate buffers: an in-place all-reduce costs a copy, and Open MPI
+      // then picks a slower algorithm for large messages.
+      op->out = Array(dt, x.shape());
+      check(MPI_Iallreduce(x.raw(), op->out.raw(), checked_int(x.size(), name, "elements"), mpi_type(dt),
+                           mpi_op(op->rop), comm, req),
+            name, "MPI_Iallreduce");
+      break;
+    }
+    case Kind::broadcast: {
+      op->out = rank_ == op->root ? x : Array(dt, x.shape());
+      check(MPI_Ibcast(op->out.raw(), checked_int(x.nbytes(), name), MPI_BYTE, op->root, comm, req), name,
+            "MPI_Ibcast");
+      break;
+    }
+    case Kind::all_gather:
+    case Kind::gather: {
+      bool receives = op->kind == Kind::all_gather || rank_ == op->root;
+      int64_t total = 0;
+      op->rcounts.assign(size_, 0);
+      op->rdispls.assign(size_, 0);
+      for (int i = 0; i < size_; ++i) {
+        Shape s = x.shape();
+        s[op->free_axis] = op->extents[i];
+        int64_t bytes = shape_size(s) * static_cast<int64_t>(dtype_size(dt));
+        op->rcounts[i] = checked_int(bytes, name);
+        op->rdispls[i] = checked_int(total, name);
+        total += bytes;
+      }
+      if (receives) op->recv_bytes.resize(static_cast<size_t>(total) + 1);
+      int sendn = checked_int(x.nbytes(), name);
+      if (op->kind == Kind::all_gather) {
+        check(MPI_Iallgatherv(x.raw(), sendn, MPI_BYTE, op->recv_bytes.data(), op->rcounts.data(),
+                              op->rdispls.data(), MPI_BYTE, comm, req),
+              name, "MPI_Iallgatherv");
+      } else {
+        check(MPI_Igatherv(x.raw(), sendn, MPI_BYTE, receives ? op->recv_bytes.data() : nullptr, op->rcounts.data(),
+                           op->rdispls.data(), MPI_BYTE, op->root, comm, req),
+              name, "MPI_Igatherv");
+      }
+      break;
+    }
+    case Kind::reduce_scatter: {
+      Shape s = x.shape();
+      std::vector<int64_t> rows = split_counts(s[0], size_);
+      int64_t per_row = x.size() / std::max<int64_t>(s[0], 1);
+      op->rcounts.resize(size_);
+      for (int i = 0; i < size_; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, name, "elements");
+      s[0] = rows[rank_];
+      op->out = Array(dt, s);
+      check(MPI_Ireduce_scatter(x.raw(), op->out.raw(), op->rcounts.data(), mpi_type(dt), mpi_op(op->rop), comm,
+                                req),
+            name, "MPI_Ireduce_scatter");
+      break;
+    }
+    case Kind::scatter: {
+      // First the root's dtype and shape (the others' x is ignored).
+      op->stage = Stage::root_meta;
+      op->header[0] = static_cast<int64_t>(x.dtype());
+      op->header[1] = x.ndim();
+      for (int i = 0; i < x.ndim() && i < kMaxDims; ++i) op->header[2 + i] = x.shape()[i];
+      check(MPI_Ibcast(op->header, 2 + kMaxDims, MPI_INT64_T, op->root, comm, req), name, "MPI_Ibcast");
+      break;
+    }
+    case Kind::all_to_all: {
+      op->scounts.assign(size_, 0);
+      op->sdispls.assign(size_, 0);
+      op->rcounts.assign(size_, 0);
+      op->rdispls.assign(size_, 0);
+      std::vector<int64_t> mine = split_counts(x.shape()[0], size_);
+      int64_t rb = row_bytes(dt, x.shape());
+      int64_t off = 0;
+      for (int j = 0; j < size_; ++j) {
+        op->scounts[j] = checked_int(mine[j] * rb, name);
+        op->sdispls[j] = checked_int(off, name);
+        off += mine[j] * rb;
+      }
+      int64_t total = 0;
+      for (int j = 0; j < size_; ++j) {
+        int64_t bytes = split_counts(op->extents[j], size_)[rank_] * rb;
+        op->rcounts[j] = checked_int(bytes, name);
+        op->rdispls[j] = checked_int(total, name);
+        total += bytes;
+      }
+      op->recv_bytes.resize(static_cast<size_t>(total) + 1);
+      check(MPI_Ialltoallv(x.raw(), op->scounts.data(), op->sdispls.data(), MPI_BYTE, op->recv_bytes.data(),
+                           op->rcounts.data(), op->rdispls.data(), MPI_BYTE, comm, req),
+            name, "MPI_Ialltoallv");
+      break;
+    }
+    case Kind::barrier:
+      check(MPI_Ibarrier(comm, req), name, "MPI_Ibarrier");
+      break;
+    default:
+      break;
+  }
+  active_.push_back(op);
+  if (op->kind == Kind::scatter) scatters_.push_back(op);
+}
+
+void Engine::post_scatter_data(std::vector<Completion>& done) {
+  while (!scatters_.empty() && scatters_.front()->stage == Stage::data) {
+    OpPtr op = scatters_.front();
+    scatters_.pop_front();
+    guarded(op, done, [&] {
+      const char* name = op->name;
+      DType rdt = static_cast<DType>(op->header[0]);
+      int ndim = static_cast<int>(op->header[1]);
+      Shape s(op->header + 2, op->header + 2 + ndim);
+      std::vector<int64_t> rows = split_counts(s[0], size_);
+      int64_t rb = row_bytes(rdt, s);
+      op->scounts.resize(size_);
+      op->sdispls.resize(size_);
+      int64_t off = 0;
+      for (int i = 0; i < size_; ++i) {
+        op->scounts[i] = checked_int(rows[i] * rb, name);
+        op->sdispls[i] = checked_int(off, name);
+        off += rows[i] * rb;
+      }
+      s[0] = rows[rank_];
+      op->out = Array(rdt, s);
+      bool is_root = rank_ == op->root;
+      op->reqs.assign(1, MPI_REQUEST_NULL);
+      check(MPI_Iscatterv(is_root ? op->x.raw() : nullptr, op->scounts.data(), op->sdispls.data(), MPI_BYTE,
+                          op->out.raw(), op->scounts[rank_], MPI_BYTE, op->root, data_comm_, &op->reqs[0]),
+            name, "MPI_Iscatterv");
+      op->stage = Stage::header;  // marks "second step posted"
+      active_.push_back(op);
+    });
+  }
+}
+
+void Engine::post_p2p(const OpPtr& op) {
+  if (op->kind == Kind::send) {
+    const Array& x = op->x;
+    op->header[0] = static_cast<int64_t>(x.dtype());
+    op->header[1] = x.ndim();
+    for (int i = 0; i < x.ndim(); ++i) op->header[2 + i] = x.shape()[i];
+    op->stage = Stage::data;
+    op->reqs.assign(2, MPI_REQUEST_NULL);
+    check(MPI_Isend(op->header, 2 + kMaxDims, MPI_INT64_T, op->peer, op->tag, p2p_header_comm_, &op->reqs[0]),
+          op->name, "MPI_Isend");
+    check(MPI_Isend(x.raw(), checked_int(x.nbytes(), op->name), MPI_BYTE, op->peer, op->tag, p2p_data_comm_,
+                    &op->reqs[1]),
+          op->name, "MPI_Isend");
+  } else {
+    op->stage = Stage::header;
+    op->reqs.assign(1, MPI_REQUEST_NULL);
+    check(MPI_Irecv(op->header, 2 + kMaxDims, MPI_INT64_T, op->peer, op->tag, p2p_header_comm_, &op->reqs[0]),
+          op->name, "MPI_Irecv");
+  }
+  active_.push_back(op);
+}
+
+bool Engine::test_all(std::vector<Completion>& done) {
+  std::vector<MPI_Request> reqs;
+  std::vector<std::pair<size_t, size_t>> owner;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    for (size_t k = 0; k < active_[i]->reqs.size(); ++k) {
+      if (active_[i]->reqs[k] == MPI_REQUEST_NULL) continue;
+      reqs.push_back(active_[i]->reqs[k]);
+      owner.push_back({i, k});
+    }
+  }
+  if (reqs.empty()) return false;
+  std::vector<int> indices(reqs.size());
+  int outcount = 0;
+  int rc = MPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, indices.data(), MPI_STATUSES_IGNORE);
+  if (rc != MPI_SUCCESS) {
+    std::string msg = error_message("[collective] MPI_Testsome failed on rank ", rank_, ": ", mpi_error(rc));
+    set_broken(msg);
+    auto e = std::make_exception_ptr(std::runtime_error(msg));
+    for (auto& op : active_) fail(op, e, done);
+    active_.clear();
+    fail_all_pending(msg, done);
+    return true;
+  }
+  if (outcount == MPI_UNDEFINED || outcount == 0) return false;
+  for (size_t j = 0; j < reqs.size(); ++j) active_[owner[j].first]->reqs[owner[j].second] = reqs[j];
+  std::vector<OpPtr> completed;
+  for (const auto& op : active_) {
+    bool all = true;
+    for (auto r : op->reqs) all = all && r == MPI_REQUEST_NULL;
+    if (all) completed.push_back(op);
+  }
+  for (auto& op : completed) {
+    active_.erase(std::remove(active_.begin(), active_.end(), op), active_.end());
+    guarded(op, done, [&] { advance(op, done); });
+  }
+  post_scatter_data(done);
+  return true;
+}
+
+void Engine::advance(const OpPtr& op, std::vector<Completion>& done) {
+  switch (op->stage) {
+    case Stage::ring:
+      advance_ring(op, done);
+      return;
+    case Stage::diag:
+      done.push_back({op->promise, Value(), std::make_exception_ptr(std::invalid_argument(disagreement(*op)))});
+      return;
+    case Stage::root_meta:
+      op->stage = Stage::data;  // post_scatter_data posts the second step
+      return;
+    case Stage::header:
+      if (op->kind == Kind::recv) {
+        int ndim = static_cast<int>(op->header[1]);
+        Shape s(op->header + 2, op->header + 2 + ndim);
+        op->out = Array(static_cast<DType>(op->header[0]), s);
+        op->stage = Stage::data;
+        op->reqs.assign(1, MPI_REQUEST_NULL);
+        check(MPI_Irecv(op->out.raw(), checked_int(op->out.nbytes(), op->name), MPI_BYTE, op->peer, op->tag,
+                        p2p_data_comm_, &op->reqs[0]),
+              op->name, "MPI_Irecv");
+        active_.push_back(op);
+        return;
+      }
+      done.push_back({op->promise, Value(std::move(op->out)), nullptr});  // scatter's second step
+      return;
+    default:
+      if (op->kind == Kind::coalesced) {
+        const char* at = static_cast<const char*>(op->out.raw());
+        for (auto& m : op->members) {
+          Array r(m->x.dtype(), m->x.shape());
+          if (r.nbytes()) std::memcpy(r.raw(), at, r.nbytes());
+          at += r.nbytes();
+          done.push_back({m->promise, Value(std::move(r)), nullptr});
+        }
+        return;
+      }
+      done.push_back({op->promise, result(*op), nullptr});
+      return;
+  }
+}
+
+std::string Engine::disagreement(const Op& op) const {
+  std::string msg = "[" + std::string(op.name) + "] ranks disagree on the collective: ";
+  for (int i = 0; i < size_; ++i) {
+    std::string d(op.diag_recv.data() + static_cast<size_t>(i) * kDescBytes);
+    msg += error_message(i ? ", " : "", "rank ", i, " has ", d);
+  }
+  return msg;
+}
+
+std::vector<Array> Engine::unpack(const Op& op, const std::vector<Shape>& shapes, DType dt) const {
+  std::vector<Array> parts;
+  for (int i = 0; i < size_; ++i) {
+    Array a(dt, shapes[i]);
+    if (a.nbytes()) std::memcpy(a.raw(), op.recv_bytes.data() + op.rdispls[i], a.nbytes());
+    parts.push_back(std::move(a));
+  }
+  return parts;
+}
+
+Value Engine::result(Op& op) const {
+  DType dt = op.x.dtype();
+  switch (op.kind) {
+    case Kind::all_gather:
+    case Kind::gather:
+    case Kind::all_to_all: {
+      if (op.kind == Kind::gather && rank_ != op.root) return Value();
+      std::vector<Shape> shapes;
+      for (int r = 0; r < size_; ++r) {
+        Shape s = op.x.shape();
+        if (op.kind == Kind::all_to_all) {
+          s[0] = split_counts(op.extents[r], size_)[rank_];
+        } else {
+          s[op.free_axis] = op.extents[r];
+        }
+        shapes.push_back(s);
+      }
+      List out;
+      for (auto& a : unpack(op, shapes, dt)) out.push_back(Value(std::move(a)));
+      return Value(std::move(out));
+    }
+    case Kind::barrier:
+    case Kind::send:
+      return Value();
+    default:
+      return Value(std::move(op.out));
+  }
+}
+
+std::vector<OpPtr> Engine::waiting_ops() const {
+  std::vector<OpPtr> waiting;
+  for (auto& op : active_) {
+    if (op->kind == Kind::coalesced) {
+      waiting.insert(waiting.end(), op->members.begin(), op->members.end());
+    } else {
+      waiting.push_back(op);
+    }
+  }
+  for (auto& [k, op] : pending_) waiting.push_back(op);
+  return waiting;
+}
+
+std::string Engine::waiting_list(const std::vector<OpPtr>& waiting) {
+  std::string list;
+  for (auto& op : waiting) {
+    const char* stage = op->stage == Stage::pending ? "not joined by every rank"
+                        : op->stage == Stage::header && op->kind == Kind::recv ? "waiting for a message"
+                        : op->stage == Stage::diag                              ? "exchanging diagnostics"
+                                                                                : "transferring data";
+    if (op->collective()) {
+      list += error_message("\n  ", op->desc(), " (call ", op->entry.key + 1, " of that site, ", stage, ")");
+    } else {
+      list += error_message("\n  ", op->desc(), " (tag ", op->tag, ", ", stage, ")");
+    }
+  }
+  return list;
+}
+
+void Engine::abandon_waiting(const std::vector<OpPtr>& waiting, const std::string& msg,
+                             std::vector<Completion>& done) {
+  set_broken(msg);
+  // MPI may still write into the buffers of posted operations: keep them.
+  for (auto& op : active_) abandoned_.push_back(op);
+  for (auto& [k, op] : pending_) abandoned_.push_back(op);
+  auto e = std::make_exception_ptr(std::runtime_error(msg));
+  for (auto& op : waiting) done.push_back({op->promise, Value(), e});
+  active_.clear();
+  pending_.clear();
+  scatters_.clear();
+}
+
+void Engine::check_timeouts(std::vector<Completion>& done) {
+  using namespace std::chrono;
+  double limit = collective_timeout_seconds();
+  auto now = Clock::now();
+  std::vector<OpPtr> waiting = waiting_ops();
+  bool expired = false;
+  for (auto& op : waiting) expired = expired || duration<double>(now - op->start).count() > limit;
+  if (!expired) return;
+  std::string msg =
+      error_message("[", waiting.front()->name, "] timed out after ", limit, " s on rank ", rank_,
+                    " (TESSERA_COLLECTIVE_TIMEOUT); a rank did not join. This rank waits for:",
+                    waiting_list(waiting));
+  abandon_waiting(waiting, msg, done);
+}
+
+std::string Engine::start_heartbeat() {
+  double timeout = 0;
+  try {
+    timeout = failure_timeout_seconds();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (timeout <= 0) return "";
+  auto allgather = [](const void* mine, void* all, size_t bytes) {
+    int n = static_cast<int>(bytes);
+    return MPI_Allgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, MPI_COMM_WORLD) == MPI_SUCCESS;
+  };
+  return heartbeat_.start(
+      allgather, rank_, size_, timeout,
+      {[this](const PeerFailure& f) { peer_failed(f); }, [this] { give_up(); }});
+}
+
+void Engine::peer_failed(const PeerFailure& f) {
+  // First the launcher's marker and this rank's trace: the program may end
+  // as soon as its collectives fail.
+  std::fprintf(stderr, "%s\n", f.marker().c_str());
+  std::fflush(stderr);
+  trace::write_before_abrupt_end();
+  {
+    std::lock_guard lock(in_mu_);
+    peer_failure_ = f.message();
+    if (broken_.empty()) broken_ = peer_failure_;
+    broken_flag_.store(true);
+    peer_failed_.store(true, std::memory_order_release);
+    work_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void Engine::give_up() {
+  std::string failure;
+  {
+    std::lock_guard lock(in_mu_);
+    failure = peer_failure_;
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "RuntimeError: [locality] %s; rank %d ends (its program did not end within %g s)\n",
+               failure.c_str(), rank_, Heartbeat::kExitGrace);
+  std::fflush(stderr);
+  _exit(kPeerFailedExitStatus);
+}
+
+void Engine::fail_on_peer_failure(std::vector<Completion>& done) {
+  std::string failure;
+  {
+    std::lock_guard lock(in_mu_);
+    failure = peer_failure_;
+  }
+  std::vector<OpPtr> waiting = waiting_ops();
+  // Later submissions fail at once (submit).
+  if (waiting.empty()) return;
+  std::string msg = error_message("[", waiting.front()->name, "] ", failure, "; rank ", rank_,
+                                  " was waiting for:", waiting_list(waiting));
+  abandon_waiting(waiting, msg, done);
+}
+
+}  // namespace tessera::distributed::detail
