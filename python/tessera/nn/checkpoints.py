@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 import warnings
@@ -37,7 +36,7 @@ import numpy as np
 
 from .. import distributed as _dist
 from .callbacks import Callback
-from .saving import DTYPES, _host, apply_training_state
+from .saving import DTYPES, apply_training_state, write_atomic
 
 __all__ = ["CheckpointDir", "newest_checkpoint"]
 
@@ -70,30 +69,6 @@ def _fsync_dir(folder):
         pass
     finally:
         os.close(fd)
-
-
-def _write_atomic(path, chunks, hook=None, durable=True):
-    """Writes the byte chunks to a temporary beside `path`, fsyncs it
-    (unless not durable) and renames it into place; the temporary is
-    removed on any failure."""
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{_host()}-{os.getpid()}-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for k, chunk in enumerate(chunks):
-                f.write(chunk)
-                if k == 0 and hook is not None:
-                    hook()
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _sealed(body: dict) -> bytes:
@@ -433,15 +408,15 @@ class CheckpointDir(Callback):
         name = f"shard-{self.rank:05d}-of-{self.n:05d}"
         data = memoryview(job["data"])
         half = len(data) // 2
-        _write_atomic(os.path.join(path, name + ".bin"), [data[:half], data[half:]],
-                      _partial_write_hook)
+        write_atomic(os.path.join(path, name + ".bin"), [data[:half], data[half:]],
+                     prefix=_TMP_PREFIX, hook=_partial_write_hook)
         report = {"nonce": self._nonce, "rank": self.rank, "file": name + ".bin",
                   "start": job["start"], "bytes": len(data),
                   "sha256": hashlib.sha256(data).hexdigest()}
         # The report needs no fsync: it is written after the shard's fsync,
         # and one lost in a host crash only leaves the checkpoint uncommitted.
-        _write_atomic(os.path.join(path, name + ".json"), [json.dumps(report).encode()],
-                      durable=False)
+        write_atomic(os.path.join(path, name + ".json"), [json.dumps(report).encode()],
+                     prefix=_TMP_PREFIX, durable=False)
         if self.rank == 0:
             self._commit(path, job)
 
@@ -486,7 +461,7 @@ class CheckpointDir(Callback):
                 "shards": [{k: reports[r][k] for k in ("file", "start", "bytes", "sha256")}
                            for r in range(self.n)],
                 "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        _write_atomic(os.path.join(path, MANIFEST), [_sealed(body)])
+        write_atomic(os.path.join(path, MANIFEST), [_sealed(body)], prefix=_TMP_PREFIX)
         _fsync_dir(path)
         self.last_saved = path
         self._prune(job["step"])

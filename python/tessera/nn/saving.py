@@ -95,17 +95,32 @@ def save_file(path, tensors: dict, meta: dict, where: str):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     _sweep_temporaries(folder)
-    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{_host()}-{os.getpid()}-", dir=folder)
+    write_atomic(path, [body, digest])
+
+
+def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
+    """Writes the byte chunks to a new temporary beside `path` (named
+    prefix + host + pid, so a sweep can tell a dead writer's), fsyncs it
+    (unless not durable) and renames it into place; the temporary is removed
+    on any failure. `hook` is called after the first chunk (tests stop a
+    writer half way there)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{_host()}-{os.getpid()}-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.write(digest)
+            for k, chunk in enumerate(chunks):
+                f.write(chunk)
+                if k == 0 and hook is not None:
+                    hook()
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        try:
             os.unlink(tmp)
+        except OSError:
+            pass
         raise
 
 
