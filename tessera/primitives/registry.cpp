@@ -263,7 +263,7 @@ Value run_primitive(const PrimitiveSpec& spec, Args& args) {
     throw TypeError("[" + spec.name + "]" + what.substr(kernel.size()));
   }
   if (args.converted()) result = args.store_result(std::move(result));
-  if (spec.views || !result.is_array()) return result;
+  if (spec.views || spec.passes_through || !result.is_array()) return result;
   // Only view primitives may hand back an argument's buffer: anything else
   // (astype to the same dtype, a no-op reshape inside a kernel) is a new
   // array in NumPy, which a later write must not reach the argument through.

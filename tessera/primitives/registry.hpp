@@ -99,6 +99,13 @@ struct PrimitiveSpec {
   // arithmetic, dot) but are otherwise ordinary: their arguments are not
   // packed, while dtypes convert and results are new arrays as for any other.
   bool strided = false;
+  // True for primitives that may return an (packed) argument itself rather
+  // than a copy: autodiff's cotangent plumbing (unbroadcast, grad_accumulate),
+  // whose values are never written in place and never user-visible except
+  // through grad's outputs, which grad_distinct makes distinct. A 130 MB
+  // cotangent passed through was copied on every step (a fifth of a
+  // training step).
+  bool passes_through = false;
   // True for primitives that write into their first argument's buffer
   // (setitem, augmented assignment, copyto, fill, ...). The execution tree
   // orders them against the statements around them (docs/runtime.md,

@@ -303,3 +303,22 @@ def test_split_pieces_have_gradients():
     want[:, 0], want[:, 2] = x[:, 2], x[:, 0]
     want[4:] += 2 * x[4:]
     np.testing.assert_allclose(tessera.grad(split_pieces)(x), want, rtol=1e-12)
+
+
+def _sum_of_sum(x, y):
+    return np.sum(x + y)
+
+
+def test_gradients_of_several_arguments_are_distinct_arrays():
+    # The cotangents of x and y in x + y are one array inside the backward
+    # pass (unbroadcast and grad_accumulate pass them through uncopied);
+    # grad's outputs must still be distinct arrays, as NumPy's results are.
+    x, y = np.arange(6.0).reshape(2, 3), np.ones((2, 3))
+    dx, dy = tessera.grad(tessera.jit(_sum_of_sum), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(dx, np.ones((2, 3)))
+    np.testing.assert_array_equal(dy, np.ones((2, 3)))
+    assert not np.shares_memory(dx, dy)
+    dx[0, 0] = 5.0
+    assert dy[0, 0] == 1.0
+    value, (gx, gy) = tessera.value_and_grad(tessera.jit(_sum_of_sum), argnums=(0, 1))(x, y)
+    assert value == np.sum(x + y) and not np.shares_memory(gx, gy)
