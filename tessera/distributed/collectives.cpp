@@ -297,7 +297,7 @@ Future<Value> all_gather_grad_async(Args& a) {
   int n = num_localities();
   if (n == 1) return Future<Value>::ready(Value(g));
   std::string site = a.site();
-  return extents(x, axis, site).then([x, g, axis, n, site](const std::vector<int64_t>& ext) -> Future<Value> {
+  return extents(x, axis, site).then([x, g, axis, site](const std::vector<int64_t>& ext) -> Future<Value> {
     check_joined("all_gather_grad", g, axis, ext);
     int64_t rows = largest(ext), mine = ext[locality()];
     Shape shape = x.shape();
