@@ -37,8 +37,8 @@ namespace tessera::kernels {
 #ifdef TESSERA_LIBMVEC
 
 // libmvec's entry points (the vector function ABI's names: b = SSE2, d = AVX2,
-// e = AVX-512,
-// N = lanes, v = one vector argument). libm.so links libmvec as needed.
+// e = AVX-512; N = lanes; v = one vector argument). libm.so links libmvec as
+// needed.
 extern "C" {
 #define X(fn)                                                          \
   __m128 _ZGVbN4v_##fn##f(__m128);                                     \
