@@ -58,7 +58,9 @@ model = nn.Sequential([nn.Dense(64, activation="relu"), nn.Dense(64, activation=
                        nn.Dense(2, activation="softmax")], input_shape=(32,), seed=3)
 model.compile(tessera.optim.Adam(0.01), "sparse_categorical_crossentropy")
 # Training goes on after a network loss (MPI does, through shared memory):
-# long enough for the loss to be found in the middle of it.
-epochs = 200 if how == "link" else 3
+# for far longer than the failure timeout (200 epochs took 3 s on a quiet
+# machine, and the run ended before the loss was found), so it ends only by
+# the failure being found.
+epochs = 20000 if how == "link" else 3
 model.fit(x, y, batch_size=64, epochs=epochs, seed=1, verbose=0, callbacks=[Lose()])
 print("ok")
