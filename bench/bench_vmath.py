@@ -3,7 +3,7 @@ tessera's float32 kernels (glibc's libmvec a vector at a time, tessera/kernels/
 vmath.hpp; dropout's Philox 16 counters per AVX-512 vector) against NumPy as
 users call it (np.exp(x), ...) and PyTorch at its best for the layers NumPy
 has not (torch.nn.functional.gelu / dropout in inference_mode or with
-grad, 1 intra-op thread).
+grad, 1 intra-op thread), all in one process under tcmalloc (fair.py).
 
 Run: .venv/bin/python bench/bench_vmath.py [--n 4000000] [--rounds 7]
 Prints ns per element (medians of the rounds; calls interleaved) and the
@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+import fair
 import tessera
 from machine import machine_line
 
@@ -49,10 +50,14 @@ def main():
     p.add_argument("--n", type=int, default=4_000_000)
     p.add_argument("--rounds", type=int, default=7)
     args = p.parse_args()
+    # Both sides allocate their outputs per call: the allocator PyTorch is
+    # fastest under (fair.py), for both, in this one process.
+    fair.ensure_allocator(fair.BEST_ALLOCATOR)
     n = args.n
     tessera.set_num_threads(1)
     print(machine_line())
     print(f"threads: 1 (tessera and the peers); {n:,} float32 elements; medians of {args.rounds}")
+    print(f"allocator of this process (tessera and the peers): {fair.ALLOCATORS[fair.BEST_ALLOCATOR][1]}")
     rng = np.random.default_rng(0)
     x = rng.normal(size=n).astype(np.float32)
     pos = np.abs(x) + np.float32(0.1)
@@ -73,7 +78,8 @@ def main():
         import torch.nn.functional as F
     except ImportError:  # pragma: no cover - torch is for benchmarks only
         torch = None
-    print("Layers (peer: " + (f"PyTorch {torch.__version__}, 1 thread" if torch else "none") + ")")
+    print("Layers (peer: " + (f"PyTorch {torch.__version__}, 1 thread, inference_mode / no_grad "
+                              "forward, autograd for the gradient" if torch else "none") + ")")
     rows = []
     if torch is not None:
         torch.set_num_threads(1)

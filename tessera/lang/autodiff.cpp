@@ -201,7 +201,7 @@ class Differentiator {
                             call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
                            loc));
     }
-    AstPtr g = single ? grads[0] : call("grad_distinct", {call("list", grads, loc)}, loc);
+    AstPtr g = single ? grads[0] : call("list", grads, loc);
     if (has_aux) {
       stmts.push_back(call("list", {result.ast, g, aux}, loc));
     } else {

@@ -80,23 +80,6 @@ Value grad_accumulate(Args& a) {
   return prim("add", std::vector<Value>{a[0], a[1]});
 }
 
-// grad's outputs made distinct: an array sharing its buffer with an earlier
-// one is copied (NumPy never hands back two results that alias).
-Value grad_distinct(Args& a) {
-  if (!a[0].is_list()) return a[0];
-  List out = a[0].as_list();
-  std::vector<const Array*> seen;
-  for (Value& v : out) {
-    if (!v.is_array()) continue;
-    const Array& arr = v.as_array();
-    bool shared = false;
-    for (const Array* s : seen) shared = shared || s->shares_storage(arr);
-    if (shared) v = Value(arr.copy());
-    seen.push_back(&v.as_array());
-  }
-  return Value(std::move(out));
-}
-
 // unbroadcast for a tiled x: its cotangent must be tiled like it (tiled
 // values never broadcast); the tile takes x's float dtype.
 Value unbroadcast_tiled(const Value& g, const Value& x) {
@@ -894,14 +877,6 @@ const bool registered = register_primitives({
              "dtype; a number when x is a Python-like scalar; for a tiled x, g tiled like it; for "
              "a plain x and a tiled g, every locality's part added up (one all_reduce).",
      .eval = unbroadcast,
-     .passes_through = true},
-    {.name = "grad_distinct",
-     .family = "autodiff",
-     .params = {{"grads"}},
-     .help = "The list of grad's outputs with every array that shares its buffer with an earlier "
-             "one copied (cotangents pass through unbroadcast and grad_accumulate uncopied, so "
-             "the gradients of x and y in x + y are one array until here).",
-     .eval = grad_distinct,
      .passes_through = true},
     {.name = "reduce_grad",
      .family = "autodiff",

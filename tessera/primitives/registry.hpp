@@ -102,7 +102,8 @@ struct PrimitiveSpec {
   // True for primitives that may return an (packed) argument itself rather
   // than a copy: autodiff's cotangent plumbing (unbroadcast, grad_accumulate),
   // whose values are never written in place and never user-visible except
-  // through grad's outputs, which grad_distinct makes distinct. A 130 MB
+  // through grad's outputs, each the result of an `if` (nil or not), which
+  // copies a returned argument, so they stay distinct arrays. A 130 MB
   // cotangent passed through was copied on every step (a fifth of a
   // training step).
   bool passes_through = false;

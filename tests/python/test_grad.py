@@ -312,7 +312,8 @@ def _sum_of_sum(x, y):
 def test_gradients_of_several_arguments_are_distinct_arrays():
     # The cotangents of x and y in x + y are one array inside the backward
     # pass (unbroadcast and grad_accumulate pass them through uncopied);
-    # grad's outputs must still be distinct arrays, as NumPy's results are.
+    # grad's outputs must still be distinct arrays, as NumPy's results are
+    # (each leaves through an `if`, which copies a returned argument).
     x, y = np.arange(6.0).reshape(2, 3), np.ones((2, 3))
     dx, dy = tessera.grad(tessera.jit(_sum_of_sum), argnums=(0, 1))(x, y)
     np.testing.assert_array_equal(dx, np.ones((2, 3)))
