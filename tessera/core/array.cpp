@@ -1,6 +1,9 @@
 #include "tessera/core/array.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -58,9 +61,23 @@ namespace {
 // mapped anew by the kernel and every page faults on first touch, which costs
 // as much as the elementwise work on it. Sizes are rounded to 64 KiB so that
 // the same shapes (every training step) find their blocks again. The cache
-// holds at most TESSERA_CACHE_BYTES (default 2 GiB; 0 disables it).
+// holds at most TESSERA_CACHE_BYTES: by default 2 GiB under glibc's malloc,
+// whose large blocks are mapped anew each time, and 0 (no cache) under
+// allocators that keep freed memory themselves (tcmalloc, jemalloc, loaded
+// with LD_PRELOAD): there a cache of exact sizes only adds the blocks of
+// the sizes not in use to the resident set, where the allocator would
+// reuse them for any size.
 constexpr size_t kCacheGranule = size_t{1} << 16;
 constexpr size_t kCacheMinBytes = size_t{1} << 20;
+
+// True when malloc is the C library's own (not an allocator preloaded in
+// front of it).
+bool malloc_is_glibc() {
+  Dl_info info{};
+  void* (*f)(size_t) = &std::malloc;
+  if (dladdr(reinterpret_cast<void*>(f), &info) == 0 || info.dli_fname == nullptr) return true;
+  return std::strstr(info.dli_fname, "libc.so") != nullptr;
+}
 
 struct BlockCache {
   std::mutex mutex;
@@ -68,7 +85,8 @@ struct BlockCache {
   size_t cached = 0;
   size_t limit = [] {
     const char* env = std::getenv("TESSERA_CACHE_BYTES");
-    return env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{2} << 30;
+    if (env) return static_cast<size_t>(std::strtoull(env, nullptr, 10));
+    return malloc_is_glibc() ? size_t{2} << 30 : 0;
   }();
 };
 
@@ -147,26 +165,63 @@ void release_small_blocks() {
   }
 }
 
+std::atomic<size_t> g_live{0};
+std::atomic<size_t> g_peak_live{0};
+
+void count_alloc(size_t rounded) {
+  size_t now = g_live.fetch_add(rounded, std::memory_order_relaxed) + rounded;
+  size_t peak = g_peak_live.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_live.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void count_free(size_t rounded) { g_live.fetch_sub(rounded, std::memory_order_relaxed); }
+
 }  // namespace
 
+MemoryStats memory_stats() {
+  MemoryStats m;
+  m.live = g_live.load(std::memory_order_relaxed);
+  m.peak_live = g_peak_live.load(std::memory_order_relaxed);
+  BlockCache& c = block_cache();
+  std::lock_guard lock(c.mutex);
+  m.cached = c.cached;
+  m.cache_limit = c.limit;
+  return m;
+}
+
+void reset_peak_memory() {
+  g_peak_live.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 Storage::Storage(size_t bytes) : bytes_(bytes) {
-  size_t rounded = rounded_size(bytes);
+  allocate(rounded_size(bytes));
+  count_alloc(block_);
+}
+
+void Storage::allocate(size_t rounded) {
+  block_ = rounded;
   if (rounded <= kSmallMaxBytes) {
     data_ = small_alloc(rounded);
     if (!data_) {
       release_cached_blocks();
       data_ = small_alloc(rounded);
     }
-    if (!data_) throw MemoryError(error_message("[array] cannot allocate ", bytes, " bytes"));
+    if (!data_) throw MemoryError(error_message("[array] cannot allocate ", bytes_, " bytes"));
     return;
   }
   if (rounded >= kCacheMinBytes) {
     BlockCache& c = block_cache();
     std::lock_guard lock(c.mutex);
-    auto it = c.free_blocks.find(rounded);
-    if (it != c.free_blocks.end()) {
+    // The smallest cached block that fits, if it wastes at most an eighth:
+    // shapes that differ a little (a convolution's output one step shorter
+    // than its input) share blocks, so the cache holds about what is live
+    // at the step's peak rather than the peak of every size.
+    auto it = c.free_blocks.lower_bound(rounded);
+    if (it != c.free_blocks.end() && it->first <= rounded + rounded / 8) {
+      block_ = it->first;
       data_ = it->second;
-      c.cached -= rounded;
+      c.cached -= block_;
       c.free_blocks.erase(it);
       return;
     }
@@ -178,7 +233,7 @@ Storage::Storage(size_t bytes) : bytes_(bytes) {
     data_ = std::aligned_alloc(kAlignment, rounded);
   }
   if (!data_) {
-    throw MemoryError(error_message("[array] cannot allocate ", bytes, " bytes"));
+    throw MemoryError(error_message("[array] cannot allocate ", bytes_, " bytes"));
   }
 }
 
@@ -196,7 +251,8 @@ Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
 
 Storage::~Storage() {
   if (!owned_) return;
-  size_t rounded = rounded_size(bytes_);
+  const size_t rounded = block_;
+  count_free(rounded);
   if (rounded <= kSmallMaxBytes) {
     small_free(data_, rounded);
     return;

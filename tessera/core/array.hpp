@@ -40,6 +40,19 @@ std::vector<int64_t> contiguous_strides(const Shape& shape);
 // released by themselves when an allocation would otherwise fail.
 void release_cached_blocks();
 
+// Bytes of array memory tessera owns: `live` held by arrays now, `peak_live`
+// the most held at once since the last reset_peak_memory(), `cached` freed
+// large blocks kept for reuse (see Storage), which count in the process's
+// resident set too. Small blocks are counted at their rounded size.
+struct MemoryStats {
+  size_t live = 0;
+  size_t peak_live = 0;
+  size_t cached = 0;
+  size_t cache_limit = 0;
+};
+MemoryStats memory_stats();
+void reset_peak_memory();
+
 // A block of 64-byte-aligned memory, or a view of memory owned elsewhere.
 // Large blocks (1 MiB and up) are recycled through a cache when freed, small
 // ones (up to 64 KiB) through per-thread lists of power-of-two sizes.
@@ -59,8 +72,11 @@ class Storage {
   bool owned() const { return owned_; }
 
  private:
+  void allocate(size_t rounded);
+
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  size_t block_ = 0;  // the block's size (rounded; a cached block may be larger)
   bool owned_ = true;
   std::shared_ptr<void> owner_;
 };

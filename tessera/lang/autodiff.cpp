@@ -151,6 +151,7 @@ class Differentiator {
     }
     inline_stack_.push_back(f.name);
     std::vector<AstPtr> stmts;
+    top_ = &stmts;
     std::vector<Step> steps;
     Operand result;
     AstPtr aux;
@@ -207,6 +208,7 @@ class Differentiator {
     } else {
       stmts.push_back(with_value ? call("list", {result.ast, g}, loc) : g);
     }
+    stmts = with_templates(std::move(stmts), loc);
     params.push_back({"", block(release_dead(std::move(stmts), loc), loc)});
     auto lambda = std::make_shared<Ast>();
     lambda->kind = Ast::Kind::call;
@@ -232,6 +234,7 @@ class Differentiator {
   Operand bind(AstPtr value, bool active, std::vector<AstPtr>& out, const std::string& hint) {
     int id = new_ref(active, hint);
     SourceLoc loc = value->loc;
+    if (active && &out == top_) top_level_.insert(id);
     out.push_back(define(names_[id], std::move(value), loc));
     return Operand{ident(names_[id], loc), id};
   }
@@ -566,13 +569,44 @@ class Differentiator {
   }
 
   // Adds `contribution` to the cotangent of `target` (summed back to its shape).
+  // unbroadcast needs only the target's shape and dtype: for an intermediate
+  // of the top level it gets the target's template (see with_templates), so
+  // that the value itself is freed once nothing else reads it.
   AstPtr accumulate(const Operand& target, AstPtr contribution, const SourceLoc& loc) {
+    AstPtr like = target.ast;
+    if (target.id >= 0 && top_level_.count(target.id)) {
+      templated_.insert(target.id);
+      like = ident(tg(target.id), loc);
+    }
     return define(ct(target.id),
                   call("grad_accumulate",
                        {ident(ct(target.id), loc),
-                        call("unbroadcast", {std::move(contribution), target.ast}, loc)},
+                        call("unbroadcast", {std::move(contribution), std::move(like)}, loc)},
                        loc),
                   loc);
+  }
+
+  std::string tg(int id) const { return "__tg_" + std::to_string(id); }
+
+  // Puts define(__tg_<id>, grad_template(__ad_..._<id>)) right after the
+  // definition of every intermediate whose template the backward pass reads.
+  std::vector<AstPtr> with_templates(std::vector<AstPtr> stmts, const SourceLoc& loc) {
+    std::map<std::string, int> wanted;
+    for (int id : templated_) wanted[names_[id]] = id;
+    std::vector<AstPtr> out;
+    for (auto& st : stmts) {
+      int id = -1;
+      if (st->kind == Ast::Kind::call && !st->callee && st->name == "define" &&
+          st->args.size() == 2 && st->args[0].value->kind == Ast::Kind::identifier) {
+        if (auto it = wanted.find(st->args[0].value->name); it != wanted.end()) id = it->second;
+      }
+      out.push_back(std::move(st));
+      if (id >= 0) {
+        out.push_back(
+            define(tg(id), call("grad_template", {ident(names_[id], loc)}, loc), loc));
+      }
+    }
+    return out;
   }
 
   void emit_backward(const std::vector<Step>& steps, std::vector<AstPtr>& out) {
@@ -653,7 +687,9 @@ class Differentiator {
       std::set<std::string> names;
       collect_names(stmts[i], names);
       for (const auto& n : names) {
-        if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0) last_use[n] = i;
+        if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0 || n.rfind("__tg_", 0) == 0) {
+          last_use[n] = i;
+        }
       }
     }
     std::vector<std::vector<std::string>> dead(stmts.size());
@@ -679,6 +715,9 @@ class Differentiator {
   std::vector<std::string> names_;
   std::vector<bool> active_;
   std::vector<std::string> inline_stack_;
+  std::vector<AstPtr>* top_ = nullptr;  // the differentiated body's own statements
+  std::set<int> top_level_;             // active intermediates defined there
+  std::set<int> templated_;             // those whose template the backward pass reads
   std::string root_;        // the function differentiated
   size_t expressions_ = 0;  // transformed so far (see kMaxGradientExpressions)
 };

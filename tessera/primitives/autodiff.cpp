@@ -144,6 +144,26 @@ Value unbroadcast(Args& a) {
   return g;
 }
 
+// What unbroadcast needs of a value, without its data: an array's shape and
+// dtype as a view of one element (all strides 0), a list's items' templates;
+// tiled values and numbers stand for themselves.
+Value grad_template(const Value& x) {
+  if (x.is_array()) {
+    const Array& xa = x.as_array();
+    if (xa.size() <= 1) return x;
+    Array one = Array::zeros(xa.dtype(), {1});
+    return Value(
+        Array::view(one, xa.shape(), std::vector<int64_t>(xa.shape().size(), 0), 0, true));
+  }
+  if (x.is_list()) {
+    NestingLevel level("grad", x);
+    List out;
+    for (const Value& item : x.as_list()) out.push_back(grad_template(item));
+    return Value(std::move(out));
+  }
+  return x;
+}
+
 // The cotangent of a reduction's input: g broadcast back over the reduced axes.
 Value reduce_grad(Args& a) {
   Value g = a[0];
@@ -878,6 +898,15 @@ const bool registered = register_primitives({
              "a plain x and a tiled g, every locality's part added up (one all_reduce).",
      .eval = unbroadcast,
      .passes_through = true},
+    {.name = "grad_template",
+     .family = "autodiff",
+     .params = {{"x"}},
+     .help = "x's shape and dtype without its data, for unbroadcast: an array becomes a view of "
+             "one element with x's shape (all strides 0), a list the list of its items' "
+             "templates; gradients keep these instead of the values they were computed from.",
+     .eval = [](Args& a) -> Value { return grad_template(a[0]); },
+     .ns_per_element = 0.0,
+     .views = true},
     {.name = "reduce_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", Value()), opt("keepdims", false)},

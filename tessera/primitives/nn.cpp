@@ -513,7 +513,9 @@ const bool registered = register_primitives({
     activation_spec("relu", Activation::relu,
                     "Rectified linear unit max(x, 0) elementwise, like keras.activations.relu. "
                     "Floats keep their dtype; ints and bools give float64.",
-                    "relu_grad(g, x)"),
+                    // out > 0 exactly where x > 0: the rule keeps relu's result
+                    // (which the next layer keeps anyway) instead of its input.
+                    "relu_grad(g, out)"),
     activation_grad_spec("relu_grad", Activation::relu, "x",
                          "Backward of relu: g where x > 0, else 0."),
     {.name = "leaky_relu",

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/core/array.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/distributed/locality.hpp"
 #include "tessera/lang/program.hpp"
@@ -307,6 +308,23 @@ PYBIND11_MODULE(_core, m) {
         tessera::set_num_threads(n);
       },
       py::arg("n"), "Sets the number of worker threads of the runtime.");
+  m.def(
+      "memory_stats",
+      [] {
+        tessera::MemoryStats s = tessera::memory_stats();
+        py::dict d;
+        d["live_bytes"] = s.live;
+        d["peak_live_bytes"] = s.peak_live;
+        d["cached_bytes"] = s.cached;
+        d["cache_limit_bytes"] = s.cache_limit;
+        return d;
+      },
+      "Bytes of array memory: live (held by arrays), peak_live (most held at once since the\n"
+      "last reset_peak_memory()), cached (freed large blocks kept for reuse) and cache_limit.");
+  m.def("reset_peak_memory", [] { tessera::reset_peak_memory(); },
+        "Starts memory_stats()'s peak_live_bytes again from the bytes live now.");
+  m.def("release_cached_memory", [] { tessera::release_cached_blocks(); },
+        "Returns the freed large blocks kept for reuse to the system allocator.");
   m.def(
       "num_threads",
       [] {

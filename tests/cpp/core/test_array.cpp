@@ -89,6 +89,7 @@ TEST(Array, SmallBuffersAreRecycledPerThreadAndStayIntact) {
 }
 
 TEST(Array, LargeBuffersAreRecycled) {
+  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache under this malloc";
   const void* first;
   {
     Array a(DType::float32, {1024, 1024});
@@ -99,4 +100,48 @@ TEST(Array, LargeBuffersAreRecycled) {
   Array c(DType::float32, {1024, 1024});
   EXPECT_NE(c.raw(), b.raw());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(c.raw()) % 64, 0u);
+}
+
+TEST(Array, CacheServesSlightlySmallerRequests) {
+  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache under this malloc";
+  release_cached_blocks();
+  const void* first;
+  {
+    Array a(DType::float32, {1000, 1000});  // 4 MB
+    first = a.raw();
+  }
+  const size_t cached = memory_stats().cached;
+  EXPECT_GE(cached, size_t{4000000});
+  EXPECT_LT(cached, size_t{4000000} + (size_t{64} << 10));
+  {
+    Array b(DType::float32, {1000, 960});  // 4% smaller: takes the cached block
+    EXPECT_EQ(b.raw(), first);
+    EXPECT_EQ(memory_stats().cached, 0u);
+  }
+  EXPECT_EQ(memory_stats().cached, cached);  // the whole block went back
+  {
+    Array c(DType::float32, {1000, 500});  // half the size: not worth the block
+    EXPECT_NE(c.raw(), first);
+    EXPECT_EQ(memory_stats().cached, cached);
+  }
+  release_cached_blocks();
+  EXPECT_EQ(memory_stats().cached, 0u);
+}
+
+TEST(Array, MemoryStatsCountLiveBytes) {
+  const MemoryStats before = memory_stats();
+  reset_peak_memory();
+  {
+    Array a(DType::float64, {1 << 20});  // 8 MiB
+    Array b(DType::float64, {1 << 19});  // 4 MiB
+    EXPECT_EQ(memory_stats().live, before.live + (size_t{12} << 20));
+  }
+  EXPECT_EQ(memory_stats().live, before.live);
+  EXPECT_GE(memory_stats().peak_live, before.live + (size_t{12} << 20));
+  reset_peak_memory();
+  EXPECT_EQ(memory_stats().peak_live, memory_stats().live);
+  // Views and wrapped memory own nothing.
+  std::vector<double> outside(1 << 20);
+  Array w = Array::wrap(DType::float64, {1 << 20}, outside.data(), nullptr);
+  EXPECT_EQ(memory_stats().live, before.live);
 }
