@@ -638,7 +638,8 @@ class Differentiator {
         if (const AstPtr& common = rules.back()) {
           bool used = false;
           for (size_t k = 0; k < s.args.size(); ++k) {
-            used = used || (is_active(s.args[k]) && rules[k] && names_identifier(rules[k], "common"));
+            used = used ||
+                   (is_active(s.args[k]) && rules[k] && names_identifier(rules[k], "common"));
           }
           if (used) {
             const std::string name = "__adc_" + std::to_string(s.out);
