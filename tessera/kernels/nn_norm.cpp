@@ -3,6 +3,9 @@
 // Each loop runs over rows with the channels innermost, so it vectorizes
 // across channels; the loops are compiled for AVX-512 and AVX2 as well,
 // chosen at load time (the arithmetic, and so the bits, are the same).
+#include <bit>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "tessera/kernels/nn.hpp"
@@ -56,9 +59,16 @@ TESSERA_NORM_CLONES void shifted_rows_of(const double* px, int64_t channels, int
 
 // g' = g * (mask > 0 ? 1 : 0), as relu_grad multiplies (so a NaN or an
 // infinity of g where the mask is off gives NaN there too).
+//
+// The 1 or 0 is picked with bit operations, as nn_activation.cpp's select:
+// GCC turns `g * (c ? 1 : 0)` into a branch around the multiply (it does not
+// speculate a floating multiply under -ftrapping-math), which stops the
+// vectorizer.
 template <class T>
-[[gnu::always_inline]] inline T masked(T g, const T* mask, int64_t i) {
-  return mask ? g * (mask[i] > T(0) ? T(1) : T(0)) : g;
+[[gnu::always_inline]] inline T masked(T g, T mask) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const U on = U(0) - static_cast<U>(mask > T(0));
+  return g * std::bit_cast<T>(std::bit_cast<U>(T(1)) & on);
 }
 
 template <class T>
@@ -70,7 +80,7 @@ template <class T>
     const int64_t off = r * channels;
     if (pm) {
       for (int64_t c = 0; c < channels; ++c) {
-        const double g = masked(pg[off + c], pm + off, c);
+        const double g = masked(pg[off + c], pm[off + c]);
         sg[c] += g;
         sgd[c] += g * (static_cast<double>(px[off + c]) - mean[c]);
       }
@@ -105,10 +115,18 @@ template <class T>
                                                bool relu, T* po) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = r * channels;
-    if (pv) {
+    // One loop per case, without branches inside (the vectorizer needs that).
+    if (pv && pm) {
       for (int64_t c = 0; c < channels; ++c) {
-        const T u = pm ? masked(pu[off + c], pm + off, c) : pu[off + c];
-        po[off + c] = a[c] * u + p[c] * pv[off + c] + q[c];
+        po[off + c] = a[c] * masked(pu[off + c], pm[off + c]) + p[c] * pv[off + c] + q[c];
+      }
+    } else if (pv) {
+      for (int64_t c = 0; c < channels; ++c) {
+        po[off + c] = a[c] * pu[off + c] + p[c] * pv[off + c] + q[c];
+      }
+    } else if (pm) {
+      for (int64_t c = 0; c < channels; ++c) {
+        po[off + c] = a[c] * masked(pu[off + c], pm[off + c]) + q[c];
       }
     } else if (relu) {
       for (int64_t c = 0; c < channels; ++c) {
@@ -116,10 +134,7 @@ template <class T>
         po[off + c] = y < T(0) ? T(0) : y;  // std::max(y, 0), as relu (NaN stays)
       }
     } else {
-      for (int64_t c = 0; c < channels; ++c) {
-        const T u = pm ? masked(pu[off + c], pm + off, c) : pu[off + c];
-        po[off + c] = a[c] * u + q[c];
-      }
+      for (int64_t c = 0; c < channels; ++c) po[off + c] = a[c] * pu[off + c] + q[c];
     }
   }
 }
