@@ -341,11 +341,15 @@ Moments given_moments(const Args& a, const Rows& r, bool training, size_t mean_i
   return m;
 }
 
+// Whether optional argument `i` is given (primitives sharing an evaluation
+// may have fewer parameters).
+bool has_arg(const Args& a, size_t i) { return i < a.size() && !a.is_nil(i); }
+
 // The batch statistics passed as argument `i` (list(mean, var), as
 // batch_norm_stats(x) gives them, so that they are computed once for the
 // normalization, its backward and the moving averages), or x's own when nil.
 Moments batch_stats_arg(const Args& a, size_t i, const Array& x, const Rows& r) {
-  if (a.is_nil(i)) {
+  if (!has_arg(a, i)) {
     require_batch(a, x, r);
     return batch_moments(x, r);
   }
@@ -384,7 +388,7 @@ std::vector<double> inverse_std(const Moments& m, double eps) {
 // The output `y` of a batch_norm_relu (argument `i`) whose relu the backward
 // undoes: g passes where y > 0. Empty when nil.
 Array relu_mask(const Args& a, size_t i, const Array& x, DType dt) {
-  if (a.is_nil(i)) return Array();
+  if (!has_arg(a, i)) return Array();
   Array y = a.array(i);
   if (y.shape() != x.shape()) {
     throw std::invalid_argument(error_message("[", a.op(), "] ", a.param_name(i), " has shape ",
@@ -448,13 +452,11 @@ Value eval_batch_norm_grad_sums(Args& a) {
   Array g = cotangent(a, 0, 1, x.shape(), dt);
   x = cast_array(x, dt);
   // batch_norm_gamma_grad shares this evaluation, without stats and y.
-  const bool extended = a.size() > 7;
-  Array mask = extended ? relu_mask(a, 7, x, dt) : Array();
+  Array mask = relu_mask(a, 7, x, dt);
   if (x.size() == 0) return Array::zeros(dt, {2, r.channels});
-  Moments m = training && !extended ? batch_moments(x, r)
-                                    : normalizing_moments(a, x, r, training, std::move(given), 6);
+  Moments m = normalizing_moments(a, x, r, training, std::move(given), 6);
   auto inv = inverse_std(m, eps);
-  auto sums = grad_sums(g, x, extended && !a.is_nil(7) ? &mask : nullptr, r, m);
+  auto sums = grad_sums(g, x, has_arg(a, 7) ? &mask : nullptr, r, m);
   for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
   return channel_array(sums, dt).reshaped({2, r.channels});
 }
