@@ -771,7 +771,7 @@ const bool registered = register_primitives({
                     "is 0."),
     batch_norm_spec("batch_norm_relu", true,
                     "relu(batch_norm(x, ...)) in one pass, with the same arguments; its "
-                    "backward undoes the relu from the output."),
+                    "backward passes the cotangent where the output is positive."),
     {.name = "batch_norm_stats",
      .family = "nn",
      .params = {{"x"}},
