@@ -88,24 +88,28 @@ void dropout_range(const Array& x, Array& out, uint64_t seed, uint64_t threshold
                    int64_t begin, int64_t end);
 
 // Per-channel sums over rows [row_begin, row_end) of a channels-last array
-// viewed as (rows, channels), added into `sums` (`channels` doubles each):
-//   channel_sum:        sums[c] += x[r, c]
-//   channel_sq_dev_sum: sums[c] += (x[r, c] - mean[c])^2
-//   channel_grad_sums:  sum_g[c] += g[r, c];  sum_g_dev[c] += g[r, c] * (x[r, c] - mean[c])
-// (g and x share a dtype).
+// viewed as (rows, channels), added into doubles (`channels` each):
+//   channel_sum:          sums[c] += x[r, c]
+//   channel_shifted_sums: s1[c] += x[r, c] - shift[c];  s2[c] += (x[r, c] - shift[c])^2
+//   channel_grad_sums:    sum_g[c] += g'[r, c];  sum_g_dev[c] += g'[r, c] * (x[r, c] - mean[c])
+// where g' is g, or with a `mask`, g * (mask > 0 ? 1 : 0): the backward of a
+// relu fused after the map, mask its output. g, x and mask share a dtype.
 void channel_sum(const Array& x, int64_t channels, int64_t row_begin, int64_t row_end,
                  double* sums);
-void channel_sq_dev_sum(const Array& x, int64_t channels, const double* mean, int64_t row_begin,
-                        int64_t row_end, double* sums);
-void channel_grad_sums(const Array& g, const Array& x, int64_t channels, const double* mean,
-                       int64_t row_begin, int64_t row_end, double* sum_g, double* sum_g_dev);
+void channel_shifted_sums(const Array& x, int64_t channels, const double* shift,
+                          int64_t row_begin, int64_t row_end, double* s1, double* s2);
+void channel_grad_sums(const Array& g, const Array& x, const Array* mask, int64_t channels,
+                       const double* mean, int64_t row_begin, int64_t row_end, double* sum_g,
+                       double* sum_g_dev);
 
-// Rows [row_begin, row_end) of out[r, c] = a[c] * u[r, c] + p[c] * v[r, c] + q[c]
-// (v may be null when p is all zero): the affine map of batch normalization
-// forward (u = x) and backward (u = g, v = x). u, v and out share a dtype.
-void channel_affine(const Array& u, const Array* v, int64_t channels, const double* a,
-                    const double* p, const double* q, Array& out, int64_t row_begin,
-                    int64_t row_end);
+// Rows [row_begin, row_end) of out[r, c] = a[c] * u'[r, c] + p[c] * v[r, c] + q[c],
+// u' being u masked as above (mask may be null; v may be null when p is all
+// zero), then max(out, 0) when relu (only without mask and v): the affine map
+// of batch normalization forward (u = x) and backward (u = g, v = x). u, mask,
+// v and out share a dtype; out may be u.
+void channel_affine(const Array& u, const Array* mask, const Array* v, int64_t channels,
+                    const double* a, const double* p, const double* q, bool relu, Array& out,
+                    int64_t row_begin, int64_t row_end);
 
 // Class indices as int64: `labels` (int64, bool, or floats holding whole
 // numbers) checked to lie in [0, depth). Throws ValueError naming `op`, the

@@ -50,6 +50,8 @@ AstPtr block(std::vector<AstPtr> stmts, const SourceLoc& loc) {
 }
 
 // The parsed gradient rules of a primitive (parsed once).
+// The parsed gradient rules of a primitive (parsed once), then its shared
+// expression (PrimitiveSpec::grad_common; null when it has none).
 const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
   static std::mutex mutex;
   static std::unordered_map<const PrimitiveSpec*, std::vector<AstPtr>> cache;
@@ -57,10 +59,21 @@ const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
   auto it = cache.find(&spec);
   if (it != cache.end()) return it->second;
   std::vector<AstPtr> rules;
-  for (const std::string& r : spec.grads) {
-    rules.push_back(r.empty() ? nullptr : parse_expression(r, "<grad rule of " + spec.name + ">"));
-  }
+  auto parse = [&](const std::string& r) {
+    return r.empty() ? nullptr : parse_expression(r, "<grad rule of " + spec.name + ">");
+  };
+  for (const std::string& r : spec.grads) rules.push_back(parse(r));
+  rules.push_back(parse(spec.grad_common));
   return cache.emplace(&spec, std::move(rules)).first->second;
+}
+
+bool names_identifier(const AstPtr& a, const std::string& name) {
+  if (a->kind == Ast::Kind::identifier && a->name == name) return true;
+  if (a->callee && names_identifier(a->callee, name)) return true;
+  for (const auto& arg : a->args) {
+    if (names_identifier(arg.value, name)) return true;
+  }
+  return false;
 }
 
 // A copy of `rule` with identifiers replaced by `bindings` and every position
@@ -656,6 +669,18 @@ class Differentiator {
         for (size_t k = 0; k < s.spec->params.size(); ++k) {
           bindings[s.spec->params[k].name] = s.args[k].ast;
         }
+        if (const AstPtr& common = rules.back()) {
+          bool used = false;
+          for (size_t k = 0; k < s.args.size(); ++k) {
+            used = used ||
+                   (is_active(s.args[k]) && rules[k] && names_identifier(rules[k], "common"));
+          }
+          if (used) {
+            const std::string name = "__adc_" + std::to_string(s.out);
+            body.push_back(define(name, substitute(common, bindings, loc), loc));
+            bindings["common"] = ident(name, loc);
+          }
+        }
         for (size_t k = 0; k < s.args.size(); ++k) {
           if (!is_active(s.args[k]) || !rules[k]) continue;
           body.push_back(accumulate(s.args[k], substitute(rules[k], bindings, loc), loc));
@@ -750,10 +775,13 @@ std::vector<std::string> check_gradient_rules() {
     }
     std::set<std::string> allowed{"g", "out", "true", "false", "nil"};
     for (const auto& p : spec->params) allowed.insert(p.name);
-    for (const auto& r : rules) {
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const AstPtr& r = rules[i];
       if (!r) continue;
       std::set<std::string> names;
       collect_identifiers(r, names);
+      // The rules (not the shared expression itself) may name `common`.
+      if (i + 1 < rules.size() && !spec->grad_common.empty()) names.erase("common");
       for (const auto& n : names) {
         if (!allowed.count(n) && !find_primitive(n)) {
           problems.push_back(spec->name + ": gradient rule names unknown '" + n + "'");

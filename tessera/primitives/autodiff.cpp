@@ -196,10 +196,21 @@ Value reduce_grad(Args& a) {
   return prim("broadcast_to", std::vector<Value>{g, shape_list(xs)});
 }
 
+// matmul's operands have at least 1 dimension (a scalar would reach shape
+// code that assumes an axis).
+void require_matmul_operands(const Args& a, int nx, int ny) {
+  if (nx == 0 || ny == 0) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] x and y must have at least 1 dimension (matmul's operands), got shapes ",
+        shape_str(shape_of(a[1])), " and ", shape_str(shape_of(a[2]))));
+  }
+}
+
 // d/dx of matmul(x, y) given its cotangent g (NumPy's matmul shapes).
 Value matmul_grad_x(Args& a) {
   const Value &g = a[0], &x = a[1], &y = a[2];
   int nx = ndim_of(x), ny = ndim_of(y);
+  require_matmul_operands(a, nx, ny);
   if (nx == 1 && ny == 1) return prim("multiply", std::vector<Value>{g, y});
   if (ny == 1) return prim("outer", std::vector<Value>{g, y});
   if (nx == 1) return prim("matmul", std::vector<Value>{y, g});
@@ -212,6 +223,7 @@ Value matmul_grad_x(Args& a) {
 Value matmul_grad_y(Args& a) {
   const Value &g = a[0], &x = a[1], &y = a[2];
   int nx = ndim_of(x), ny = ndim_of(y);
+  require_matmul_operands(a, nx, ny);
   if (nx == 1 && ny == 1) return prim("multiply", std::vector<Value>{g, x});
   if (nx == 1) return prim("outer", std::vector<Value>{x, g});
   if (nx == 2) return prim("matmul_tn", std::vector<Value>{x, g});

@@ -190,12 +190,14 @@ std::vector<double> channel_reduce(
   return total;
 }
 
-// out = a[c] * u + p[c] * v + q[c] over rows, in tiles.
-void apply_channel_affine(const Array& u, const Array* v, const Rows& r,
+// out = a[c] * u' + p[c] * v + q[c] over rows, in tiles, u' being u masked
+// where `mask` is not positive, then max(out, 0) when relu (kernels/nn.hpp).
+void apply_channel_affine(const Array& u, const Array* mask, const Array* v, const Rows& r,
                           const std::vector<double>& ca, const std::vector<double>& cp,
-                          const std::vector<double>& cq, Array& out) {
-  parallel_for(r.rows, 1.0 * static_cast<double>(r.channels), [&](int64_t b, int64_t e) {
-    kn::channel_affine(u, v, r.channels, ca.data(), cp.data(), cq.data(), out, b, e);
+                          const std::vector<double>& cq, bool relu, Array& out) {
+  const double ns = 0.3 + (mask ? 0.2 : 0.0) + (v ? 0.2 : 0.0);
+  parallel_for(r.rows, ns * static_cast<double>(r.channels), [&](int64_t b, int64_t e) {
+    kn::channel_affine(u, mask, v, r.channels, ca.data(), cp.data(), cq.data(), relu, out, b, e);
   });
 }
 
@@ -223,14 +225,14 @@ Value eval_bias_add(Args& a) {
   std::vector<double> ones(r.channels, 1.0), zeros(r.channels, 0.0);
   std::vector<double> bias(b.data<double>(), b.data<double>() + r.channels);
   Array out = output_for(x);
-  apply_channel_affine(x, nullptr, r, ones, zeros, bias, out);
+  apply_channel_affine(x, nullptr, nullptr, r, ones, zeros, bias, false, out);
   return out;
 }
 
 Value eval_bias_add_grad(Args& a) {
   Array g = as_float(a.array(0));
   const Rows r = channels_last(g, a, 0);
-  auto sums = channel_reduce(r, 1, 0.5, [&](int64_t b, int64_t e, double* s) {
+  auto sums = channel_reduce(r, 1, 0.2, [&](int64_t b, int64_t e, double* s) {
     kn::channel_sum(g, r.channels, b, e, s);
   });
   return channel_array(sums, g.dtype());
@@ -294,17 +296,22 @@ struct Moments {
   std::vector<double> mean, var;
 };
 
-// Batch mean and (biased) variance per channel, in two passes for accuracy.
+// Batch mean and (biased) variance per channel in one pass: sums of x - k and
+// of (x - k)^2 in double over fixed chunks of rows, k being x's first row (a
+// value of each channel, so the sums do not cancel when |mean| >> std).
 Moments batch_moments(const Array& x, const Rows& r) {
-  Moments m;
-  m.mean = channel_reduce(r, 1, 0.5, [&](int64_t b, int64_t e, double* s) {
-    kn::channel_sum(x, r.channels, b, e, s);
+  std::vector<double> shift(r.channels);
+  for (int64_t c = 0; c < r.channels; ++c) shift[c] = x.get_double(c);
+  auto sums = channel_reduce(r, 2, 0.3, [&](int64_t b, int64_t e, double* s) {
+    kn::channel_shifted_sums(x, r.channels, shift.data(), b, e, s, s + r.channels);
   });
-  for (double& v : m.mean) v /= static_cast<double>(r.rows);
-  m.var = channel_reduce(r, 1, 0.7, [&](int64_t b, int64_t e, double* s) {
-    kn::channel_sq_dev_sum(x, r.channels, m.mean.data(), b, e, s);
-  });
-  for (double& v : m.var) v /= static_cast<double>(r.rows);
+  const double n = static_cast<double>(r.rows);
+  Moments m{std::vector<double>(r.channels), std::vector<double>(r.channels)};
+  for (int64_t c = 0; c < r.channels; ++c) {
+    const double d = sums[c] / n;
+    m.mean[c] = shift[c] + d;
+    m.var[c] = std::max(0.0, sums[r.channels + c] / n - d * d);
+  }
   return m;
 }
 
@@ -334,12 +341,42 @@ Moments given_moments(const Args& a, const Rows& r, bool training, size_t mean_i
   return m;
 }
 
-// The moments x is normalized with: the given ones, or the batch's own.
+// Whether optional argument `i` is given (primitives sharing an evaluation
+// may have fewer parameters).
+bool has_arg(const Args& a, size_t i) { return i < a.size() && !a.is_nil(i); }
+
+// The batch statistics passed as argument `i` (list(mean, var), as
+// batch_norm_stats(x) gives them, so that they are computed once for the
+// normalization, its backward and the moving averages), or x's own when nil.
+Moments batch_stats_arg(const Args& a, size_t i, const Array& x, const Rows& r) {
+  if (!has_arg(a, i)) {
+    require_batch(a, x, r);
+    return batch_moments(x, r);
+  }
+  if (!a[i].is_list() || a[i].as_list().size() != 2) {
+    a.type_error(i, "nil or list(mean, var) as batch_norm_stats(x) gives");
+  }
+  Moments m;
+  for (int k = 0; k < 2; ++k) {
+    Array p = to_array(a[i].as_list()[k], a.op(), "stats");
+    if (p.ndim() != 1 || p.dim(0) != r.channels) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] argument '", a.param_name(i), "' must hold two arrays of shape (",
+          r.channels, ",) (mean and var per channel), got shape ", shape_str(p.shape()),
+          k ? " for var" : " for mean"));
+    }
+    Array d = p.astype(DType::float64);
+    (k ? m.var : m.mean).assign(d.data<double>(), d.data<double>() + r.channels);
+  }
+  return m;
+}
+
+// The moments x is normalized with: the given ones, or the batch's own
+// (argument `stats_i`, or computed).
 Moments normalizing_moments(const Args& a, const Array& x, const Rows& r, bool training,
-                            Moments given) {
+                            Moments given, size_t stats_i) {
   if (!training) return given;
-  require_batch(a, x, r);
-  return batch_moments(x, r);
+  return batch_stats_arg(a, stats_i, x, r);
 }
 
 std::vector<double> inverse_std(const Moments& m, double eps) {
@@ -348,8 +385,30 @@ std::vector<double> inverse_std(const Moments& m, double eps) {
   return inv;
 }
 
-// batch_norm(x, gamma, beta, mean, var, epsilon, training)
-Value eval_batch_norm(Args& a) {
+// The output `y` of a batch_norm_relu (argument `i`) whose relu the backward
+// undoes: g passes where y > 0. Empty when nil.
+Array relu_mask(const Args& a, size_t i, const Array& x, DType dt) {
+  if (!has_arg(a, i)) return Array();
+  Array y = a.array(i);
+  if (y.shape() != x.shape()) {
+    throw std::invalid_argument(error_message("[", a.op(), "] ", a.param_name(i), " has shape ",
+                                              shape_str(y.shape()), " but x has shape ",
+                                              shape_str(x.shape())));
+  }
+  return cast_array(y, dt);
+}
+
+// Per channel: sum(g') and sum(g' * (x - mean)), g' = g masked by `mask`.
+std::vector<double> grad_sums(const Array& g, const Array& x, const Array* pm, const Rows& r,
+                              const Moments& m) {
+  return channel_reduce(r, 2, pm ? 0.5 : 0.4, [&](int64_t b, int64_t e, double* s) {
+    kn::channel_grad_sums(g, x, pm, r.channels, m.mean.data(), b, e, s, s + r.channels);
+  });
+}
+
+// batch_norm(x, gamma, beta, mean, var, epsilon, training, stats), and
+// batch_norm_relu: the same followed by relu, in the same pass.
+Value eval_batch_norm(Args& a, bool relu) {
   Array x = a.array(0);
   const Rows r = channels_last(x, a, 0);
   DType dt = kn::float_dtype(x.dtype());
@@ -360,7 +419,7 @@ Value eval_batch_norm(Args& a) {
   Moments given = given_moments(a, r, training, 3, 4, dt);
   x = cast_array(x, dt);
   if (x.size() == 0) return Array(dt, x.shape());
-  Moments m = normalizing_moments(a, x, r, training, std::move(given));
+  Moments m = normalizing_moments(a, x, r, training, std::move(given), 7);
   auto inv = inverse_std(m, eps);
   std::vector<double> scale(r.channels), zero(r.channels, 0.0), shift(r.channels);
   for (int64_t c = 0; c < r.channels; ++c) {
@@ -368,7 +427,7 @@ Value eval_batch_norm(Args& a) {
     shift[c] = beta[c] - m.mean[c] * scale[c];
   }
   Array out(dt, x.shape());
-  apply_channel_affine(x, nullptr, r, scale, zero, shift, out);
+  apply_channel_affine(x, nullptr, nullptr, r, scale, zero, shift, relu, out);
   return out;
 }
 
@@ -380,9 +439,32 @@ Value eval_batch_norm_stats(Args& a) {
   return Value(List{channel_array(m.mean, x.dtype()), channel_array(m.var, x.dtype())});
 }
 
-// batch_norm_grad(g, x, gamma, mean, var, epsilon, training): the cotangent of x.
-// Training: x -> (x - mean(x)) / std(x) * gamma + beta with the batch's own
-// statistics, so dx = gamma/std * (g - mean(g) - xhat * mean(g * xhat)).
+// batch_norm_grad_sums(g, x, mean, var, epsilon, training, stats, y): the
+// (2, channels) array [sum(g'), sum(g' * xhat)] = the cotangents of beta and
+// gamma, g' being g, or g where y > 0 (batch_norm_relu's output y).
+Value eval_batch_norm_grad_sums(Args& a) {
+  Array x = a.array(1);
+  const Rows r = channels_last(x, a, 1);
+  DType dt = grad_dtype(a, 0, x);
+  const double eps = epsilon_arg(a, 4);
+  const bool training = a.boolean(5);
+  Moments given = given_moments(a, r, training, 2, 3, dt);
+  Array g = cotangent(a, 0, 1, x.shape(), dt);
+  x = cast_array(x, dt);
+  // batch_norm_gamma_grad shares this evaluation, without stats and y.
+  Array mask = relu_mask(a, 7, x, dt);
+  if (x.size() == 0) return Array::zeros(dt, {2, r.channels});
+  Moments m = normalizing_moments(a, x, r, training, std::move(given), 6);
+  auto inv = inverse_std(m, eps);
+  auto sums = grad_sums(g, x, has_arg(a, 7) ? &mask : nullptr, r, m);
+  for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
+  return channel_array(sums, dt).reshaped({2, r.channels});
+}
+
+// batch_norm_grad(g, x, gamma, mean, var, epsilon, training, stats, sums, y):
+// the cotangent of x. Training: x -> (x - mean(x)) / std(x) * gamma + beta
+// with the batch's own statistics, so dx = gamma/std * (g' - mean(g') - xhat *
+// mean(g' * xhat)), from `sums` (batch_norm_grad_sums) when given.
 Value eval_batch_norm_grad(Args& a) {
   Array x = a.array(1);
   const Rows r = channels_last(x, a, 1);
@@ -393,50 +475,57 @@ Value eval_batch_norm_grad(Args& a) {
   Moments given = given_moments(a, r, training, 3, 4, dt);
   Array g = cotangent(a, 0, 1, x.shape(), dt);
   x = cast_array(x, dt);
+  Array mask = relu_mask(a, 9, x, dt);
+  const Array* pm = a.is_nil(9) ? nullptr : &mask;
+  Array given_sums;
+  const bool has_sums = training && !a.is_nil(8);
+  if (has_sums) {
+    given_sums = a.array(8).astype(DType::float64);
+    if (given_sums.shape() != Shape{2, r.channels}) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] argument 'sums' must have shape (2, ", r.channels,
+          ") as batch_norm_grad_sums gives, got shape ", shape_str(given_sums.shape())));
+    }
+  }
   if (x.size() == 0) return Array(dt, x.shape());
-  Moments m = normalizing_moments(a, x, r, training, std::move(given));
+  Moments m = normalizing_moments(a, x, r, training, std::move(given), 7);
   auto inv = inverse_std(m, eps);
   std::vector<double> ca(r.channels), cp(r.channels, 0.0), cq(r.channels, 0.0);
   for (int64_t c = 0; c < r.channels; ++c) ca[c] = gamma[c] * inv[c];
   Array dx = output_for(g);
   if (!training) {
-    apply_channel_affine(g, nullptr, r, ca, cp, cq, dx);
+    apply_channel_affine(g, pm, nullptr, r, ca, cp, cq, false, dx);
     return dx;
   }
-  auto sums = channel_reduce(r, 2, 1.0, [&](int64_t b, int64_t e, double* s) {
-    kn::channel_grad_sums(g, x, r.channels, m.mean.data(), b, e, s, s + r.channels);
-  });
+  // Per channel: sum(g') and sum(g' * xhat).
+  std::vector<double> sums;
+  if (has_sums) {
+    const double* p = given_sums.data<double>();
+    sums.assign(p, p + 2 * r.channels);
+  } else {
+    sums = grad_sums(g, x, pm, r, m);
+    for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
+  }
   const double n = static_cast<double>(r.rows);
   for (int64_t c = 0; c < r.channels; ++c) {
     const double mean_g = sums[c] / n;
-    const double mean_gxhat = sums[r.channels + c] * inv[c] / n;
-    // dx = a g - a mean_g - a inv (x - mu) mean_gxhat = a g + p x + q
+    const double mean_gxhat = sums[r.channels + c] / n;
+    // dx = a g' - a mean_g - a inv (x - mu) mean_gxhat = a g' + p x + q
     cp[c] = -ca[c] * inv[c] * mean_gxhat;
     cq[c] = -ca[c] * mean_g + ca[c] * inv[c] * m.mean[c] * mean_gxhat;
   }
-  apply_channel_affine(g, &x, r, ca, cp, cq, dx);
+  apply_channel_affine(g, pm, &x, r, ca, cp, cq, false, dx);
   return dx;
 }
 
-// batch_norm_gamma_grad(g, x, mean, var, epsilon, training): sum(g * xhat) per channel.
+// batch_norm_gamma_grad(g, x, mean, var, epsilon, training): sum(g * xhat)
+// per channel, row 1 of batch_norm_grad_sums.
 Value eval_batch_norm_gamma_grad(Args& a) {
-  Array x = a.array(1);
-  const Rows r = channels_last(x, a, 1);
-  DType dt = grad_dtype(a, 0, x);
-  const double eps = epsilon_arg(a, 4);
-  const bool training = a.boolean(5);
-  Moments given = given_moments(a, r, training, 2, 3, dt);
-  Array g = cotangent(a, 0, 1, x.shape(), dt);
-  x = cast_array(x, dt);
-  if (x.size() == 0) return Array::zeros(dt, {r.channels});
-  Moments m = normalizing_moments(a, x, r, training, std::move(given));
-  auto inv = inverse_std(m, eps);
-  auto sums = channel_reduce(r, 2, 1.0, [&](int64_t b, int64_t e, double* s) {
-    kn::channel_grad_sums(g, x, r.channels, m.mean.data(), b, e, s, s + r.channels);
-  });
-  std::vector<double> dgamma(r.channels);
-  for (int64_t c = 0; c < r.channels; ++c) dgamma[c] = sums[r.channels + c] * inv[c];
-  return channel_array(dgamma, dt);
+  Array sums = eval_batch_norm_grad_sums(a).as_array();
+  const int64_t c = sums.dim(1);
+  Array d = sums.astype(DType::float64);
+  return channel_array(std::vector<double>(d.data<double>() + c, d.data<double>() + 2 * c),
+                       sums.dtype());
 }
 
 // ---- one_hot, accuracy ----
@@ -507,6 +596,34 @@ Value eval_accuracy(Args& a) {
   int64_t count = 0;
   for (int64_t h : hits) count += h;
   return Array::scalar(static_cast<double>(count) / static_cast<double>(rows));
+}
+
+// batch_norm and batch_norm_relu: the sums of the backward (for beta, gamma and
+// x in training) are computed once, in training only; inference computes
+// them for gamma and beta alone, and frozen layers (only x differentiated)
+// skip them.
+PrimitiveSpec batch_norm_spec(std::string name, bool relu, std::string help) {
+  const std::string y = relu ? ", out" : "";
+  const std::string sums = "batch_norm_grad_sums(g, x, mean, var, epsilon, training, stats" + y;
+  return PrimitiveSpec{
+      .name = std::move(name),
+      .family = "nn",
+      .params = {{"x"},
+                 opt("gamma", Value()),
+                 opt("beta", Value()),
+                 opt("mean", Value()),
+                 opt("var", Value()),
+                 opt("epsilon", Value(1e-3)),
+                 opt("training", Value(true)),
+                 opt("stats", Value())},
+      .help = std::move(help),
+      .eval = [relu](Args& a) -> Value { return eval_batch_norm(a, relu); },
+      .ns_per_element = 0.6,
+      .grads = {"batch_norm_grad(g, x, gamma, mean, var, epsilon, training, stats, common" +
+                    (relu ? std::string(", out") : std::string(", nil")) + ")",
+                "if(is_nil(common), " + sums + ")[1], common[1])",
+                "if(is_nil(common), " + sums + ")[0], common[0])", "", "", "", "", ""},
+      .grad_common = "if(training, " + sums + "), nil)"};
 }
 
 const bool registered = register_primitives({
@@ -646,33 +763,25 @@ const bool registered = register_primitives({
      .grads = {"dropout(g, rate, seed, training)", "", "", ""},
      .views = true},
 
-    {.name = "batch_norm",
-     .family = "nn",
-     .params = {{"x"},
-                opt("gamma", Value()),
-                opt("beta", Value()),
-                opt("mean", Value()),
-                opt("var", Value()),
-                opt("epsilon", Value(1e-3)),
-                opt("training", Value(true))},
-     .help = "Batch normalization over every axis but the last (channels last): "
-             "gamma * (x - mean) / sqrt(var + epsilon) + beta, like "
-             "keras.layers.BatchNormalization. Training uses the batch's own mean and "
-             "(biased) variance (see batch_norm_stats for the moving averages); inference "
-             "uses the given mean and var. Nil gamma is 1, nil beta is 0.",
-     .eval = [](Args& a) -> Value { return eval_batch_norm(a); },
-     .ns_per_element = 2.5,
-     .grads = {"batch_norm_grad(g, x, gamma, mean, var, epsilon, training)",
-               "batch_norm_gamma_grad(g, x, mean, var, epsilon, training)", "bias_add_grad(g)",
-               "", "", "", ""}},
+    batch_norm_spec("batch_norm", false,
+                    "Batch normalization over every axis but the last (channels last): "
+                    "gamma * (x - mean) / sqrt(var + epsilon) + beta, like "
+                    "keras.layers.BatchNormalization. Training uses the batch's own mean and "
+                    "(biased) variance: `stats` when given (list(mean, var) from "
+                    "batch_norm_stats(x), which then also feeds the moving averages), else "
+                    "computed; inference uses the given mean and var. Nil gamma is 1, nil beta "
+                    "is 0."),
+    batch_norm_spec("batch_norm_relu", true,
+                    "relu(batch_norm(x, ...)) in one pass, with the same arguments; its "
+                    "backward passes the cotangent where the output is positive."),
     {.name = "batch_norm_stats",
      .family = "nn",
      .params = {{"x"}},
      .help = "list(mean, var): the per-channel batch mean and biased variance over every axis "
-             "but the last, as batch_norm uses them in training. Not differentiated (a "
-             "constant to autodiff).",
+             "but the last, as batch_norm uses them in training (one pass, shifted sums in "
+             "float64). Not differentiated (a constant to autodiff).",
      .eval = [](Args& a) -> Value { return eval_batch_norm_stats(a); },
-     .ns_per_element = 1.2,
+     .ns_per_element = 0.4,
      // Feeds the moving averages, not the loss: differentiation stops here
      // (batch_norm's own rule accounts for the batch statistics).
      .grads = {""}},
@@ -684,12 +793,31 @@ const bool registered = register_primitives({
                 opt("mean", Value()),
                 opt("var", Value()),
                 opt("epsilon", Value(1e-3)),
-                opt("training", Value(true))},
-     .help = "Backward of batch_norm for x. Training accounts for the batch statistics: "
-             "gamma / std * (g - mean(g) - xhat * mean(g * xhat)); inference: g * gamma / "
-             "sqrt(var + epsilon).",
+                opt("training", Value(true)),
+                opt("stats", Value()),
+                opt("sums", Value()),
+                opt("y", Value())},
+     .help = "Backward of batch_norm for x. Training accounts for the batch statistics "
+             "(`stats`, or computed): gamma / std * (g - mean(g) - xhat * mean(g * xhat)), "
+             "the sums from `sums` (batch_norm_grad_sums) when given; inference: g * gamma / "
+             "sqrt(var + epsilon). With y (batch_norm_relu's output), g counts only where y > 0.",
      .eval = [](Args& a) -> Value { return eval_batch_norm_grad(a); },
-     .ns_per_element = 3.0},
+     .ns_per_element = 1.0},
+    {.name = "batch_norm_grad_sums",
+     .family = "nn",
+     .params = {{"g"},
+                {"x"},
+                opt("mean", Value()),
+                opt("var", Value()),
+                opt("epsilon", Value(1e-3)),
+                opt("training", Value(true)),
+                opt("stats", Value()),
+                opt("y", Value())},
+     .help = "The (2, channels) array [sum(g), sum(g * xhat)] over every axis but the last: the "
+             "backward of batch_norm for beta and gamma, in one pass. xhat is normalized as "
+             "batch_norm does; with y (batch_norm_relu's output), g counts only where y > 0.",
+     .eval = [](Args& a) -> Value { return eval_batch_norm_grad_sums(a); },
+     .ns_per_element = 0.5},
     {.name = "batch_norm_gamma_grad",
      .family = "nn",
      .params = {{"g"},
@@ -699,9 +827,10 @@ const bool registered = register_primitives({
                 opt("epsilon", Value(1e-3)),
                 opt("training", Value(true))},
      .help = "Backward of batch_norm for gamma: sum(g * xhat) over every axis but the last, "
-             "xhat normalized with the batch statistics (training) or the given mean and var.",
+             "xhat normalized with the batch statistics (training) or the given mean and var "
+             "(row 1 of batch_norm_grad_sums).",
      .eval = [](Args& a) -> Value { return eval_batch_norm_gamma_grad(a); },
-     .ns_per_element = 2.0},
+     .ns_per_element = 0.5},
 
     {.name = "one_hot",
      .family = "nn",

@@ -83,6 +83,10 @@ struct PrimitiveSpec {
   // E.g. multiply: {"g * y", "g * x"}. Autodiff sums each cotangent back to its
   // parameter's shape (broadcasting). Empty: not differentiable at all.
   std::vector<std::string> grads = {};
+  // An expression the rules share, computed once per differentiated call
+  // when an active parameter's rule names it as `common` (batch_norm: the
+  // per-channel sums that the gradients of x, gamma and beta all need).
+  std::string grad_common = {};
   // Elementwise binary primitives: the result for two Python-like scalars
   // (bool, int, float), which the execution tree computes directly, without
   // binding arguments or timing the call (a loop's `i < n`, `i + 1`); the

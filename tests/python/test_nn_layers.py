@@ -317,6 +317,37 @@ def test_multi_head_attention_matches_keras():
                          dtype="float64"), x, RNG, coords=2)
 
 
+def test_batch_normalization_fuses_a_following_relu():
+    # BatchNormalization -> Activation("relu") runs as one batch_norm_relu; the
+    # same step with the relu as a function (not fused) gives the same weights,
+    # and the moving averages follow Keras (momentum 0.99) from the batch's
+    # statistics.
+    x = RNG.normal(size=(16, 4)) * 2 + 1
+    y = RNG.normal(size=(16, 3))
+
+    def build(relu):
+        inp = nn.Input((4,))
+        h = nn.Activation(relu)(nn.BatchNormalization()(nn.Dense(5)(inp)))
+        m = nn.Model(inp, nn.Dense(3)(h), dtype="float64", seed=3)
+        m.compile(tessera.optim.SGD(0.1), "mse")
+        return m
+
+    fused, apart = build("relu"), build(lambda t: np.maximum(t, 0.0))
+    text = fused._loss_fn(fused._params(True), fused._params(False))[0]
+    assert "batch_norm_relu(" in text and " relu(" not in text and "(relu(" not in text
+    assert "batch_norm_relu(" not in apart._loss_fn(apart._params(True), apart._params(False))[0]
+    kernel, bias = fused.get_weights()[:2]
+    h = x @ kernel + bias
+    for m in (fused, apart):
+        m.fit(x, y, batch_size=16, epochs=1, verbose=0, shuffle=False)
+    for a, b in zip(fused.get_weights(), apart.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    w = fused.get_weights()
+    np.testing.assert_allclose(w[4], 0.01 * h.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(w[5], 0.99 + 0.01 * h.var(0), rtol=1e-10)
+    np.testing.assert_allclose(fused.predict(x), apart.predict(x), rtol=1e-12)
+
+
 def test_batch_normalization_inference_and_frozen():
     x = RNG.normal(size=(8, 3))
     bn = nn.BatchNormalization()

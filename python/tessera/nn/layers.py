@@ -137,7 +137,8 @@ class Context:
         self.training = training
         self.seed = seed
         self.index = index
-        self.stats: list = []  # expressions of batch statistics (batch norm), for the fit loop
+        self.stats: list = []  # (layer, variable of its batch statistics): batch norm, for fit
+        self.fuse_relu = False  # the layer's output goes only to a relu, which it may apply
         self._emit = emit
         self._fresh = fresh
         self.param = param  # (layer, param name) -> variable, for layers calling layers
@@ -1070,10 +1071,17 @@ class BatchNormalization(Layer):
 
     def forward(self, x, p, ctx):
         training = ctx.training if self.trainable else "false"
+        stats = "nil"
         if training != "false":
-            ctx.stats.append((self, x))
-        return (f"batch_norm({x}, {p['gamma']}, {p['beta']}, {p['moving_mean']}, "
-                f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={training})")
+            # The batch statistics, computed once for the normalization, its
+            # backward and the moving averages (ctx.stats).
+            stats = ctx.define("bn_stats", f"batch_norm_stats({x})")
+            ctx.stats.append((self, stats))
+        # A relu that alone reads the output runs in the same pass (fuse_relu).
+        op = "batch_norm_relu" if getattr(ctx, "fuse_relu", False) else "batch_norm"
+        return (f"{op}({x}, {p['gamma']}, {p['beta']}, {p['moving_mean']}, "
+                f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={training}, "
+                f"stats={stats})")
 
 
 # While load_model rebuilds a model from a file: {"left", "total", "path"},

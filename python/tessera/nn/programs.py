@@ -45,6 +45,46 @@ class _FunctionMetric:
         return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
+def _relus_after_batch_norm(outputs) -> dict:
+    """{batch norm tensor id: relu tensor id} for each BatchNormalization
+    whose output only an Activation("relu") reads (not a model output): the
+    batch norm applies the relu in its own pass (batch_norm_relu), and the
+    relu layer passes its input on."""
+    from .layers import Activation, BatchNormalization  # noqa: PLC0415
+
+    readers: dict = {}
+    seen, stack = set(), list(outputs)
+    while stack:
+        t = stack.pop()
+        if t.id in seen:
+            continue
+        seen.add(t.id)
+        for a in GraphWriter._inputs(t):
+            readers.setdefault(a.id, []).append(t)
+            stack.append(a)
+    out_ids = {o.id for o in outputs}
+
+    def layer_of(t, cls):
+        if t.op != "layer" or not isinstance(t.args[0], cls):
+            return None
+        layer = t.args[0]
+        # a subclass with a forward of its own would not honour the fusion
+        return layer if type(layer).forward is cls.forward else None
+
+    fused = {}
+    for t_id, rs in readers.items():
+        if len(rs) != 1 or t_id in out_ids:
+            continue
+        r = rs[0]
+        act = layer_of(r, Activation)
+        if act is None or act.activation != "relu" or len(r.args[1]) != 1:
+            continue
+        src = r.args[1][0]
+        if src.id == t_id and layer_of(src, BatchNormalization) is not None:
+            fused[t_id] = r.id
+    return fused
+
+
 def _function_metric(fn):
     return _FunctionMetric(fn)
 
@@ -98,15 +138,20 @@ class ProgramsMixin:
 
         stride = 64 if len(self.layers) <= 32 else 1 << 16
 
+        relu_fused = _relus_after_batch_norm(self._outputs)
+
         def layer_code(t, name, w):
             layer, ins, multi = t.args
             exprs = [w.names[i.id] for i in ins]
+            if t.id in relu_fused.values():
+                return exprs[0]  # applied by the batch normalization before it
             static = dict(t.kwargs)
             forced = static.pop("training", None)
             train = training if forced is None else ("true" if forced else "false")
             ctx = Context(train, seed, next(counter), w.stmts.append, fresh, param,
                           layer_code)
             ctx.seed_stride = stride
+            ctx.fuse_relu = t.id in relu_fused
             ctx.input_shapes = [i.shape for i in ins]
             p = {q.name: param(layer, q.name) for q in layer.params} if not \
                 layer._is_custom() else {}
@@ -294,7 +339,7 @@ class ProgramsMixin:
         xs, ys = self._names()
         stmts, hs, stats = self._forward_code("true", "seed", buckets)
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
-        aux = [f"list({', '.join(hs)})"] + [f"batch_norm_stats({x})" for _, x in stats]
+        aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
         args = ", ".join(P + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
         body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])

@@ -134,6 +134,14 @@ TEST(MatrixMatmul, Errors) {
       "[matmul] batch dimensions could not be broadcast together: shapes (2, 3, 4) and (5, 4, 2)"));
   EXPECT_TRUE(throws_with<TypeError>([] { call("matmul", {Value("a"), f64({1})}); },
                                      "[matmul] argument 'x' must be a number or an array"));
+  // The backward primitives check their operands too (a 0-d x once crashed).
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("matmul_grad_y", {Array(DType::float64, {0, 3}), false, f64({1, 0, 0, 1}, {2, 2})}); },
+      "[matmul_grad_y] x and y must have at least 1 dimension (matmul's operands), got shapes () "
+      "and (2, 2)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { call("matmul_grad_x", {Value(1.0), f64({1, 2}, {2}), Value(2.0)}); },
+      "[matmul_grad_x] x and y must have at least 1 dimension"));
 }
 
 TEST(MatrixMatmul, LargeFloat64MatchesNaiveLoopWithOneAndTwoThreads) {

@@ -523,13 +523,113 @@ TEST(NnBatchNorm, InferenceGradientsMatchFiniteDifferences) {
                           numeric_vjp(fgamma, gamma, g)));
 }
 
+TEST(NnBatchNorm, StatsArgumentAndFusedRelu) {
+  Array x = randn({4, 5, 3}, 24, 2.0);
+  std::vector<double> gamma{1.5, -0.5, 0.7}, beta{0.1, 0.2, -0.3};
+  Value stats = call("batch_norm_stats", {x});
+  auto ref = bn_ref(x, gamma, beta, nullptr, nullptr, 1e-3);
+  Value args_g = f64(gamma, {3}), args_b = f64(beta, {3});
+  Value with_stats = call("batch_norm", {x, args_g, args_b, Value(), Value(), 1e-3, true, stats});
+  EXPECT_TRUE(array_eq(with_stats, DType::float64, {4, 5, 3}, ref, 1e-10));
+  std::vector<double> relu_ref = ref;
+  for (double& v : relu_ref) v = std::max(v, 0.0);
+  EXPECT_TRUE(array_eq(call("batch_norm_relu", {x, args_g, args_b}), DType::float64, {4, 5, 3},
+                       relu_ref, 1e-10));
+  // Inference: the moving statistics; stats are ignored there.
+  std::vector<double> mean{0.5, -0.5, 0}, var{1, 4, 0.25};
+  auto inf = bn_ref(x, gamma, beta, &mean, &var, 1e-3);
+  for (double& v : inf) v = std::max(v, 0.0);
+  EXPECT_TRUE(array_eq(call("batch_norm_relu", {x, args_g, args_b, f64(mean, {3}), f64(var, {3}),
+                                                1e-3, false, stats}),
+                       DType::float64, {4, 5, 3}, inf, 1e-12));
+  // float32: the very bits of relu(batch_norm(x)).
+  Array x32 = x.astype(DType::float32);
+  Value s32 = call("batch_norm_stats", {x32});
+  Value fused = call("batch_norm_relu", {x32, args_g, args_b, Value(), Value(), 1e-3, true, s32});
+  Value apart = call("relu", {call("batch_norm", {x32, args_g, args_b, Value(), Value(), 1e-3,
+                                                  true, s32})});
+  EXPECT_TRUE(fused.equals(apart));
+}
+
+TEST(NnBatchNorm, OnePassStatisticsOfAnOffsetBatch) {
+  // |mean| >> std: the shifted sums keep the variance (a plain sum of squares
+  // would lose it to cancellation).
+  Array x = randn({3000, 2}, 25, 1e-3);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<double>()[i] += i % 2 ? -1e5 : 1e4;
+  Value s = call("batch_norm_stats", {x});
+  auto ref = bn_ref(x, {1, 1}, {0, 0}, nullptr, nullptr, 0.0);  // (x - mean) / std
+  std::vector<double> mean(2, 0.0), var(2, 0.0);
+  for (int64_t i = 0; i < x.size(); ++i) mean[i % 2] += x.get_double(i) / 3000;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const double d = x.get_double(i) - mean[i % 2];
+    var[i % 2] += d * d / 3000;
+  }
+  EXPECT_TRUE(array_eq(s.as_list()[0], DType::float64, {2}, mean, 1e-14));
+  EXPECT_TRUE(array_eq(s.as_list()[1], DType::float64, {2}, var, 1e-8));
+  EXPECT_TRUE(array_eq(named("batch_norm", {{"", x}, {"epsilon", 0.0}}), DType::float64,
+                       {3000, 2}, ref, 1e-7, 1e-7));
+}
+
+TEST(NnBatchNorm, GradSumsAndFusedReluGradients) {
+  Array x = away_from_zero({3, 4, 3}, 35);
+  Array gamma = f64({1.2, -0.7, 0.4}, {3});
+  Array beta = f64({0.3, -0.1, 0.2}, {3});
+  Array g = randn(x.shape(), 36);
+  const double eps = 1e-3;
+  const Value nil;
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "batch_norm_relu" : "batch_norm");
+    const char* op = relu ? "batch_norm_relu" : "batch_norm";
+    auto run = [&](const Array& xv, const Array& gv, const Array& bv) {
+      return call(op, {xv, gv, bv, nil, nil, eps, true}).as_array();
+    };
+    auto fx = [&](const Array& v) { return run(v, gamma, beta); };
+    auto fgamma = [&](const Array& v) { return run(x, v, beta); };
+    auto fbeta = [&](const Array& v) { return run(x, gamma, v); };
+    Array y = fx(x);
+    Value mask = relu ? Value(y) : nil;
+    Value stats = call("batch_norm_stats", {x});
+    Array sums =
+        call("batch_norm_grad_sums", {g, x, nil, nil, eps, true, stats, mask}).as_array();
+    ASSERT_EQ(sums.shape(), (Shape{2, 3}));
+    // Reference in the test: sum(g') and sum(g' * xhat), g' = g where y > 0.
+    auto xhat = bn_ref(x, {1, 1, 1}, {0, 0, 0}, nullptr, nullptr, eps);
+    std::vector<double> want(6, 0.0);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const double gi = relu && y.get_double(i) <= 0 ? 0.0 : g.get_double(i);
+      want[i % 3] += gi;
+      want[3 + i % 3] += gi * xhat[i];
+    }
+    EXPECT_TRUE(array_eq(sums, DType::float64, {2, 3}, want, 1e-10));
+    Array dgamma = f64({want[3], want[4], want[5]}, {3});
+    Array dbeta = f64({want[0], want[1], want[2]}, {3});
+    EXPECT_TRUE(grads_close(dgamma, numeric_vjp(fgamma, gamma, g)));
+    EXPECT_TRUE(grads_close(dbeta, numeric_vjp(fbeta, beta, g)));
+    // dx from the given sums and statistics, and computed from scratch.
+    Value mask_or_nil = relu ? Value(y) : nil;
+    Array dx = call("batch_norm_grad",
+                    {g, x, gamma, nil, nil, eps, true, stats, sums, mask_or_nil})
+                   .as_array();
+    EXPECT_TRUE(grads_close(dx, numeric_vjp(fx, x, g), 1e-5, 1e-6));
+    Array dx_alone =
+        call("batch_norm_grad", {g, x, gamma, nil, nil, eps, true, nil, nil, mask_or_nil})
+            .as_array();
+    EXPECT_TRUE(grads_close(dx_alone, dx, 1e-12, 1e-12));
+  }
+}
+
 TEST(NnBatchNorm, DeterministicAcrossThreadCounts) {
   const int before = num_threads();
   Array x = randn({50000, 6}, 41, 3.0).astype(DType::float32);
   Array g = randn({50000, 6}, 42).astype(DType::float32);
   auto run = [&] {
-    return List{call("batch_norm", {x}), call("batch_norm_stats", {x}),
-                call("batch_norm_grad", {g, x}), call("batch_norm_gamma_grad", {g, x}),
+    Value y = call("batch_norm_relu", {x});
+    return List{call("batch_norm", {x}),
+                y,
+                call("batch_norm_stats", {x}),
+                call("batch_norm_grad", {g, x}),
+                call("batch_norm_gamma_grad", {g, x}),
+                call("batch_norm_grad_sums", {g, x, Value(), Value(), 1e-3, true, Value(), y}),
                 call("bias_add_grad", {g})};
   };
   set_num_threads(1);
@@ -568,6 +668,30 @@ TEST(NnBatchNorm, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] { call("batch_norm_gamma_grad", {x, x, Value(), Value(), 1e-3, false}); },
       "[batch_norm_gamma_grad] inference (training=false) needs the moving 'mean' and 'var'"));
+  EXPECT_TRUE(throws_with<TypeError>(
+      [&] { call("batch_norm", {x, Value(), Value(), Value(), Value(), 1e-3, true, 1.0}); },
+      "[batch_norm] argument 'stats' must be nil or list(mean, var) as batch_norm_stats(x) "
+      "gives"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        call("batch_norm_relu", {x, Value(), Value(), Value(), Value(), 1e-3, true,
+                                 List{f64({0, 0}, {2}), f64({1, 1, 1}, {3})}});
+      },
+      "[batch_norm_relu] argument 'stats' must hold two arrays of shape (2,) (mean and var per "
+      "channel), got shape (3,) for var"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        call("batch_norm_grad", {x, x, Value(), Value(), Value(), 1e-3, true, Value(),
+                                 f64({1, 2}, {2})});
+      },
+      "[batch_norm_grad] argument 'sums' must have shape (2, 2) as batch_norm_grad_sums gives, "
+      "got shape (2,)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        call("batch_norm_grad_sums", {x, x, Value(), Value(), 1e-3, true, Value(),
+                                      f64({1, 2}, {2})});
+      },
+      "[batch_norm_grad_sums] y has shape (2,) but x has shape (3, 2)"));
 }
 
 // ---- one_hot, accuracy ----
@@ -644,7 +768,8 @@ TEST(NnAccuracy, Errors) {
 
 TEST(NnRegistry, GradientRulesAndFamilies) {
   for (const char* op : {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax",
-                         "log_softmax", "bias_add", "batch_flatten", "dropout", "batch_norm"}) {
+                         "log_softmax", "bias_add", "batch_flatten", "dropout", "batch_norm",
+                         "batch_norm_relu"}) {
     const PrimitiveSpec* s = find_primitive(op);
     ASSERT_NE(s, nullptr) << op;
     EXPECT_EQ(s->family, "nn") << op;
@@ -652,7 +777,8 @@ TEST(NnRegistry, GradientRulesAndFamilies) {
     EXPECT_FALSE(s->grads[0].empty()) << op;
   }
   for (const char* op : {"relu_grad", "tanh_grad", "sigmoid_grad", "softmax_grad",
-                         "batch_norm_grad", "batch_norm_gamma_grad", "bias_add_grad"}) {
+                         "batch_norm_grad", "batch_norm_gamma_grad", "batch_norm_grad_sums",
+                         "bias_add_grad"}) {
     ASSERT_NE(find_primitive(op), nullptr) << op;
   }
 }
@@ -703,6 +829,15 @@ const std::vector<LangCase>& lang_cases() {
       {"batch_norm",
        "batch_norm(cube, w, w2, [0.1, -0.2], [0.5, 2.0], epsilon=0.01, training=false)",
        {"cube", "w", "w2"}},
+      {"batch_norm", "batch_norm(cube, w, w2, stats=batch_norm_stats(cube))", {"cube", "w", "w2"}},
+      {"batch_norm_relu", "batch_norm_relu(cube, w, w2)", {"cube", "w", "w2"}},
+      {"batch_norm_relu",
+       "batch_norm_relu(cube, w, w2, [0.1, -0.2], [0.5, 2.0], training=false)",
+       {"cube", "w", "w2"}},
+      // Frozen (inference, only x differentiated): no sums are computed.
+      {"batch_norm_relu",
+       "batch_norm_relu(cube, [1.5, -0.5], [0.2, 0.7], [0.1, -0.2], [0.5, 2.0], training=false)",
+       {"cube"}},
       {"categorical_crossentropy",
        "categorical_crossentropy(one_hot([1, 0], 3, \"float64\"), softmax(a))",
        {"a"}},
@@ -774,7 +909,8 @@ TEST(NnAutodiff, EveryRuleOfNnAndLossesHasALanguageCase) {
   for (const auto& c : lang_cases()) covered.insert(c.primitive);
   for (const char* op :
        {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax", "log_softmax",
-        "bias_add", "batch_flatten", "dropout", "batch_norm", "categorical_crossentropy",
+        "bias_add", "batch_flatten", "dropout", "batch_norm", "batch_norm_relu",
+        "categorical_crossentropy",
         "sparse_categorical_crossentropy", "binary_crossentropy", "mean_squared_error"}) {
     EXPECT_TRUE(covered.count(op)) << "no language case for " << op;
   }
