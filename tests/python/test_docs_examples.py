@@ -1,4 +1,4 @@
-"""The Python examples in the training docs are complete programs that run
+"""The Python examples in the training and runtime docs are complete programs that run
 as shown (each block starting with an import, run in a fresh folder)."""
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ["docs/nn.md", "docs/nn-reference.md", "docs/data.md"]
+DOCS = ["docs/nn.md", "docs/nn-reference.md", "docs/data.md", "docs/runtime.md"]
 
 
 def _blocks():
@@ -28,6 +28,8 @@ def _blocks():
 @pytest.mark.parametrize("code", _blocks())
 def test_doc_example_runs(code, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+    script = tmp_path / "example.py"  # a file: tessera.jit reads its functions' source
+    script.write_text(code)
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
