@@ -49,7 +49,6 @@ AstPtr block(std::vector<AstPtr> stmts, const SourceLoc& loc) {
   return call("block", std::move(stmts), loc);
 }
 
-// The parsed gradient rules of a primitive (parsed once).
 // The parsed gradient rules of a primitive (parsed once), then its shared
 // expression (PrimitiveSpec::grad_common; null when it has none).
 const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
