@@ -33,8 +33,8 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
         "tessera's C++ extension tessera._core is missing or cannot be loaded "
         f"({error}); run `make build` in the tessera checkout, or `pip install .`"
     ) from error
-from ._core import (CompileError, Program, call_primitive, deterministic, num_threads,
-                    set_deterministic, set_num_threads)
+from ._core import (CompileError, Program, call_primitive, conv_winograd, deterministic,
+                    num_threads, set_conv_winograd, set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
 from . import data, distributed, nn, optim, resilience, trace
@@ -46,6 +46,7 @@ __all__ = [
     "Program",
     "UnsupportedError",
     "call_primitive",
+    "conv_winograd",
     "data",
     "deterministic",
     "distributed",
@@ -57,6 +58,7 @@ __all__ = [
     "optim",
     "resilience",
     "ops",
+    "set_conv_winograd",
     "set_deterministic",
     "set_eager",
     "set_num_threads",
