@@ -8,9 +8,10 @@
 //
 // float32 runs through oneDNN (convolution_forward / _backward_data /
 // _backward_weights, pooling_forward / _backward) on the caller's buffers with
-// the format tags nwc/wio and nhwc/hwio, so nothing is transposed. oneDNN on
-// CPU has no float64 convolution or pooling, so float64 (and any float32 case
-// oneDNN declines) runs through direct loops written here.
+// the format tags nwc/wio and nhwc/hwio, so the data is not transposed
+// (Winograd, below, excepted). oneDNN on CPU has no float64 convolution or
+// pooling, so float64 (and any float32 case oneDNN declines) runs through
+// direct loops written here.
 //
 // Every kernel is single-threaded (oneDNN is held to one OpenMP thread on the
 // calling thread) and knows nothing of the runtime: primitives/conv.cpp cuts

@@ -6,9 +6,9 @@
 // padding), and cuts the batch into chunks of a fixed number of samples, run
 // in parallel with parallel_for; every chunk is one single-threaded kernel
 // call (oneDNN for float32, loops for float64). The chunk size depends only on
-// the shapes, never on the thread count, so results are identical for any
-// number of threads; weight gradients add the per-chunk partial sums in chunk
-// order.
+// the shapes (and whether Winograd is on), never on the thread count, so
+// results are identical for any number of threads; weight gradients add the
+// per-chunk partial sums in chunk order.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -501,7 +501,10 @@ PrimitiveSpec conv_spec(int spatial) {
     help +=
         " A depthwise convolution (Keras DepthwiseConv2D, kernel (kh, kw, channels, m)) is "
         "conv2d with groups = channels and that kernel reshaped to (kh, kw, 1, channels * m): "
-        "output channel c * m + j is input channel c under the kernel's [:, :, c, j].";
+        "output channel c * m + j is input channel c under the kernel's [:, :, c, j]. float32 "
+        "3x3 stride-1 convolutions with channels and filters multiples of 16 (and their "
+        "gradients) run Winograd on AVX-512 CPUs: faster, with about twice the rounding error "
+        "(tessera.set_conv_winograd(False) or TESSERA_CONV_WINOGRAD=0 turn it off).";
   }
   return PrimitiveSpec{
       .name = conv,
