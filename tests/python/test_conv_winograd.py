@@ -99,6 +99,9 @@ def test_switch(winograd_setting):
     env = dict(os.environ, TESSERA_CONV_WINOGRAD="0")
     out = subprocess.run(
         [sys.executable, "-c", "import tessera; print(tessera.conv_winograd())"],
-        env=env, capture_output=True, text=True, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == "False"
