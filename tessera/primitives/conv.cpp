@@ -36,6 +36,8 @@ constexpr double kChunkMacs = 4.0e6;
 // Weight gradients use larger chunks (fewer partial sums to add).
 constexpr double kWeightChunkMacs = 1.6e7;
 constexpr double kPoolChunkVisits = 1.0e6;
+// Chunks a batch is cut into at least when the kernel prefers large ones.
+constexpr int64_t kMinChunks = 4;
 
 // Float dtype of a result: float32 only if every operand is float32.
 DType float_result(std::initializer_list<DType> dts) {
@@ -297,7 +299,12 @@ const char* at(const Array& a, int64_t elements) {
 // enough multiply-adds (`per_chunk`) to dwarf a call's overhead.
 int64_t conv_chunk(DType dt, const ConvShape& s, double per_chunk) {
   const int64_t preferred = kernels::preferred_chunk_samples(dt, s);
-  if (preferred > 0) return std::clamp<int64_t>(preferred, 1, std::max<int64_t>(s.batch, 1));
+  if (preferred > 0) {
+    // At most a quarter of the batch: with only one or two chunks, a worker
+    // that the machine's other processes slow down holds up the whole call.
+    const int64_t quarter = (s.batch + kMinChunks - 1) / kMinChunks;
+    return std::clamp<int64_t>(std::min(preferred, quarter), 1, std::max<int64_t>(s.batch, 1));
+  }
   return chunk_samples(per_chunk, macs_per_sample(s), s.batch);
 }
 
