@@ -50,7 +50,8 @@ struct ConvShape {
   int64_t weight_size() const;  // elements of the convolution kernel (grouped)
 };
 
-enum class ConvPass { forward, backward_data, backward_weights };
+// The pass that reads a kernel laid out by ConvWeights.
+enum class ConvPass { forward, backward_data };
 
 // Winograd for eligible float32 convolutions: on by default; TESSERA_CONV_WINOGRAD=0
 // turns it off at start. Its rounding error is about twice the direct
@@ -71,7 +72,7 @@ bool uses_winograd(DType dt, const ConvShape& s);
 int64_t preferred_chunk_samples(DType dt, const ConvShape& s);
 
 // The kernel w of a convolution laid out once for every chunk of one
-// evaluation (pass forward or backward_data), for chunks of shape `chunk`; a
+// evaluation of `pass`, for chunks of shape `chunk`; a
 // chunk of another batch size whose implementation wants another layout
 // reorders for itself. w must outlive this object.
 class ConvWeights {
