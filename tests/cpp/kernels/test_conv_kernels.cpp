@@ -63,12 +63,10 @@ TEST(ConvKernels, KernelLaidOutForOneAlgorithmServesTheOther) {
   const auto g = random_floats(s.batch * s.out_size(), 3);
   const auto x64 = widened(x), w64 = widened(w), g64 = widened(g);
   std::vector<double> y64(g.size()), dx64(x.size());
-  conv_forward(DType::float64, s, x64.data(), ConvWeights(DType::float64, ConvPass::forward, s,
-                                                          w64.data()),
-               y64.data());
-  conv_backward_data(DType::float64, s, g64.data(),
-                     ConvWeights(DType::float64, ConvPass::backward_data, s, w64.data()),
-                     dx64.data());
+  const ConvWeights forward64(DType::float64, ConvPass::forward, s, w64.data());
+  const ConvWeights backward64(DType::float64, ConvPass::backward_data, s, w64.data());
+  conv_forward(DType::float64, s, x64.data(), forward64, y64.data());
+  conv_backward_data(DType::float64, s, g64.data(), backward64, dx64.data());
   for (bool packed_for_winograd : {true, false}) {
     SCOPED_TRACE(packed_for_winograd ? "laid out for Winograd" : "laid out for direct");
     set_conv_winograd(packed_for_winograd);
