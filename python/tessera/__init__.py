@@ -33,9 +33,9 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
         "tessera's C++ extension tessera._core is missing or cannot be loaded "
         f"({error}); run `make build` in the tessera checkout, or `pip install .`"
     ) from error
-from ._core import (CompileError, Program, call_primitive, deterministic, memory_stats,
-                    num_threads, release_cached_memory, reset_peak_memory, set_deterministic,
-                    set_num_threads)
+from ._core import (CompileError, Program, call_primitive, conv_winograd, deterministic,
+                    memory_stats, num_threads, release_cached_memory, reset_peak_memory,
+                    set_conv_winograd, set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import grad, value_and_grad
 from . import data, distributed, nn, optim, resilience, trace
@@ -47,6 +47,7 @@ __all__ = [
     "Program",
     "UnsupportedError",
     "call_primitive",
+    "conv_winograd",
     "data",
     "deterministic",
     "distributed",
@@ -61,6 +62,7 @@ __all__ = [
     "ops",
     "release_cached_memory",
     "reset_peak_memory",
+    "set_conv_winograd",
     "set_deterministic",
     "set_eager",
     "set_num_threads",

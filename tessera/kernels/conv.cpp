@@ -4,18 +4,26 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tessera::kernels {
+
+// oneDNN's layout of a kernel and a buffer holding the kernel in it.
+struct ConvWeights::Packed {
+  dnnl::memory::desc md;
+  std::shared_ptr<void> data;
+};
 
 int64_t ConvShape::in_size() const {
   int64_t n = channels_in;
@@ -37,7 +45,7 @@ int64_t ConvShape::weight_size() const {
 
 namespace {
 
-std::atomic<uint64_t> g_onednn_calls{0};
+std::atomic<uint64_t> g_onednn_calls{0}, g_winograd_calls{0};
 
 // ---------------------------------------------------------------------------
 // Direct loops (float64, and float32 where oneDNN declines). A 1-d shape is
@@ -321,7 +329,7 @@ dnnl::primitive_attr user_scratchpad() {
 }
 
 // A 64-byte-aligned buffer owned by the calling thread, grown on demand
-// (scratchpads and reordered weights of one call at a time).
+// (the scratchpad and reordered operands of one call at a time).
 class ThreadBuffer {
  public:
   void* get(size_t bytes) {
@@ -348,15 +356,65 @@ void* scratch(size_t bytes, int which) {
   return buffers[which].get(std::max<size_t>(bytes, 64));
 }
 
+// A 64-byte-aligned heap buffer (kernels laid out for oneDNN, partial weight
+// gradients).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<void, FreeDeleter>;
+
+AlignedBuffer aligned_buffer(size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 64) + 63) / 64 * 64);
+  if (p == nullptr) throw std::bad_alloc();
+  return AlignedBuffer(p);
+}
+
+std::atomic<bool>& winograd_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("TESSERA_CONV_WINOGRAD");
+    return !(v && std::strcmp(v, "0") == 0);
+  }()};
+  return on;
+}
+
+// Whether this CPU has oneDNN's Winograd (AVX-512 only), tried once.
+bool winograd_supported() {
+  static const bool ok = [] {
+    one_openmp_thread();
+    try {
+      const memory::desc data({1, 16, 8, 8}, memory::data_type::f32, tag::any);
+      const memory::desc w({16, 16, 3, 3}, memory::data_type::f32, tag::any);
+      dnnl::convolution_forward::primitive_desc pd(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                          dnnl::algorithm::convolution_winograd, data, w, data,
+                                          {1, 1}, {0, 0}, {1, 1}, {1, 1}),
+          cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 // The primitives of one (operation, shape, parameters) key, built once. An
 // entry whose construction failed (oneDNN declined the case) is kept with
 // ok = false so the loops run without trying again.
 struct Entry {
   bool ok = false;
+  bool winograd = false;
   dnnl::primitive main, helper;     // helper: forward pass of max pooling backward
-  dnnl::reorder weights_reorder;    // user <-> implementation weight format
+  // Forward and backward data: the user's kernel to weights_md; backward
+  // weights: weights_md (the gradient's layout) to the user's.
+  dnnl::reorder weights_reorder;
   bool reorder_weights = false;
   memory::desc weights_md, scratch_md, helper_scratch_md, workspace_md, helper_dst_md;
+  // Layouts of the call's inputs a, b and output when the implementation
+  // wants other than the user's channels-last ones (Winograd's blocked
+  // layouts), and the reorders into and out of them.
+  memory::desc a_md, b_md, out_md;
+  dnnl::reorder a_in, b_in, out_back;
+  bool reorder_a = false, reorder_b = false, reorder_out = false;
 };
 
 enum class Op : int64_t { conv_fwd, conv_bwd_data, conv_bwd_weights, pool_fwd, pool_bwd };
@@ -380,92 +438,146 @@ std::vector<int64_t> make_key(Op op, const ConvShape& s, int64_t extra) {
   return k;
 }
 
-Entry build_entry(Op op, const ConvShape& s, PoolKind kind) {
+Entry build_pool_entry(Op op, const ConvShape& s, PoolKind kind) {
   const auto& eng = cpu_engine();
   const auto attr = user_scratchpad();
   const auto strides = spatial_dims(s, s.stride);
   const auto pad_l = spatial_dims(s, s.pad_lo), pad_r = spatial_dims(s, s.pad_hi);
   Entry e;
-  if (op == Op::pool_fwd || op == Op::pool_bwd) {
-    const auto alg = kind == PoolKind::max ? dnnl::algorithm::pooling_max
-                                           : dnnl::algorithm::pooling_avg_exclude_padding;
-    const auto kernel = spatial_dims(s, s.kernel);
-    const auto prop = op == Op::pool_fwd ? dnnl::prop_kind::forward_inference
-                                         : dnnl::prop_kind::forward_training;
-    dnnl::pooling_forward::primitive_desc fwd(
-        dnnl::pooling_forward::desc(prop, alg, src_md(s), dst_md(s), strides, kernel, pad_l,
-                                    pad_r),
-        attr, eng);
-    if (op == Op::pool_fwd) {
-      e.main = dnnl::pooling_forward(fwd);
-      e.scratch_md = fwd.scratchpad_desc();
-    } else {
-      dnnl::pooling_backward::primitive_desc bwd(
-          dnnl::pooling_backward::desc(alg, src_md(s), dst_md(s), strides, kernel, pad_l, pad_r),
-          attr, eng, fwd);
-      e.main = dnnl::pooling_backward(bwd);
-      e.scratch_md = bwd.scratchpad_desc();
-      e.helper = dnnl::pooling_forward(fwd);
-      e.helper_scratch_md = fwd.scratchpad_desc();
-      e.workspace_md = fwd.workspace_desc();
-      e.helper_dst_md = fwd.dst_desc();
-    }
-    e.ok = true;
-    return e;
-  }
-  const auto dilates = spatial_dims(s, s.dilation, 1);  // oneDNN counts 0 as "no dilation"
-  const auto alg = dnnl::algorithm::convolution_direct;
-  const auto user_w = user_weights_md(s);
-  auto fwd_desc = [&](dnnl::prop_kind prop) {
-    return dnnl::convolution_forward::desc(prop, alg, src_md(s), any_weights_md(s), dst_md(s),
-                                           strides, dilates, pad_l, pad_r);
-  };
-  if (op == Op::conv_fwd) {
-    dnnl::convolution_forward::primitive_desc pd(fwd_desc(dnnl::prop_kind::forward_inference),
-                                                 attr, eng);
-    e.main = dnnl::convolution_forward(pd);
-    e.weights_md = pd.weights_desc();
-    e.scratch_md = pd.scratchpad_desc();
+  const auto alg = kind == PoolKind::max ? dnnl::algorithm::pooling_max
+                                         : dnnl::algorithm::pooling_avg_exclude_padding;
+  const auto kernel = spatial_dims(s, s.kernel);
+  const auto prop = op == Op::pool_fwd ? dnnl::prop_kind::forward_inference
+                                       : dnnl::prop_kind::forward_training;
+  dnnl::pooling_forward::primitive_desc fwd(
+      dnnl::pooling_forward::desc(prop, alg, src_md(s), dst_md(s), strides, kernel, pad_l, pad_r),
+      attr, eng);
+  if (op == Op::pool_fwd) {
+    e.main = dnnl::pooling_forward(fwd);
+    e.scratch_md = fwd.scratchpad_desc();
   } else {
-    dnnl::convolution_forward::primitive_desc hint(fwd_desc(dnnl::prop_kind::forward_training),
-                                                   eng);
-    if (op == Op::conv_bwd_data) {
-      dnnl::convolution_backward_data::primitive_desc pd(
-          dnnl::convolution_backward_data::desc(alg, src_md(s), any_weights_md(s), dst_md(s),
-                                                strides, dilates, pad_l, pad_r),
-          attr, eng, hint);
-      e.main = dnnl::convolution_backward_data(pd);
-      e.weights_md = pd.weights_desc();
-      e.scratch_md = pd.scratchpad_desc();
-    } else {
-      dnnl::convolution_backward_weights::primitive_desc pd(
-          dnnl::convolution_backward_weights::desc(alg, src_md(s), any_weights_md(s), dst_md(s),
-                                                   strides, dilates, pad_l, pad_r),
-          attr, eng, hint);
-      e.main = dnnl::convolution_backward_weights(pd);
-      e.weights_md = pd.diff_weights_desc();
-      e.scratch_md = pd.scratchpad_desc();
-    }
-  }
-  if (e.weights_md != user_w) {
-    e.reorder_weights = true;
-    // Backward weights produces the implementation's format: reorder it back.
-    const bool to_user = op == Op::conv_bwd_weights;
-    e.weights_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        eng, to_user ? e.weights_md : user_w, eng, to_user ? user_w : e.weights_md));
+    dnnl::pooling_backward::primitive_desc bwd(
+        dnnl::pooling_backward::desc(alg, src_md(s), dst_md(s), strides, kernel, pad_l, pad_r),
+        attr, eng, fwd);
+    e.main = dnnl::pooling_backward(bwd);
+    e.scratch_md = bwd.scratchpad_desc();
+    e.helper = dnnl::pooling_forward(fwd);
+    e.helper_scratch_md = fwd.scratchpad_desc();
+    e.workspace_md = fwd.workspace_desc();
+    e.helper_dst_md = fwd.dst_desc();
   }
   e.ok = true;
   return e;
 }
 
+// A reorder from `from` to `to` in `r` when they differ.
+bool reorder_if_needed(const memory::desc& from, const memory::desc& to, dnnl::reorder& r) {
+  if (from == to) return false;
+  r = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+  return true;
+}
+
+Entry build_conv_entry(Op op, const ConvShape& s, bool winograd) {
+  const auto& eng = cpu_engine();
+  const auto attr = user_scratchpad();
+  const auto strides = spatial_dims(s, s.stride);
+  const auto pad_l = spatial_dims(s, s.pad_lo), pad_r = spatial_dims(s, s.pad_hi);
+  const auto dilates = spatial_dims(s, s.dilation, 1);  // oneDNN counts 0 as "no dilation"
+  const auto alg = winograd ? dnnl::algorithm::convolution_winograd
+                            : dnnl::algorithm::convolution_direct;
+  // Winograd runs on channel-blocked data only; direct reads the user's.
+  const memory::desc src = winograd ? memory::desc(src_md(s).dims(), memory::data_type::f32,
+                                                   tag::any)
+                                    : src_md(s);
+  const memory::desc dst = winograd ? memory::desc(dst_md(s).dims(), memory::data_type::f32,
+                                                   tag::any)
+                                    : dst_md(s);
+  const auto user_w = user_weights_md(s);
+  auto fwd_desc = [&](dnnl::prop_kind prop) {
+    return dnnl::convolution_forward::desc(prop, alg, src, any_weights_md(s), dst, strides,
+                                           dilates, pad_l, pad_r);
+  };
+  Entry e;
+  e.winograd = winograd;
+  memory::desc user_a, user_b, user_out;
+  if (op == Op::conv_fwd) {
+    // Winograd for inference takes its kernel pre-transformed, and oneDNN's
+    // reorder into that layout is slow (milliseconds per evaluation); the
+    // training variant transforms the kernel itself, in far less time.
+    const auto prop =
+        winograd ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    dnnl::convolution_forward::primitive_desc pd(fwd_desc(prop), attr, eng);
+    e.main = dnnl::convolution_forward(pd);
+    e.weights_md = pd.weights_desc();
+    e.scratch_md = pd.scratchpad_desc();
+    e.a_md = pd.src_desc();
+    e.out_md = pd.dst_desc();
+    user_a = src_md(s);
+    user_out = dst_md(s);
+  } else {
+    dnnl::convolution_forward::primitive_desc hint(fwd_desc(dnnl::prop_kind::forward_training),
+                                                   eng);
+    if (op == Op::conv_bwd_data) {
+      dnnl::convolution_backward_data::primitive_desc pd(
+          dnnl::convolution_backward_data::desc(alg, src, any_weights_md(s), dst, strides,
+                                                dilates, pad_l, pad_r),
+          attr, eng, hint);
+      e.main = dnnl::convolution_backward_data(pd);
+      e.weights_md = pd.weights_desc();
+      e.scratch_md = pd.scratchpad_desc();
+      e.a_md = pd.diff_dst_desc();
+      e.out_md = pd.diff_src_desc();
+      user_a = dst_md(s);
+      user_out = src_md(s);
+    } else {
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          dnnl::convolution_backward_weights::desc(alg, src, any_weights_md(s), dst, strides,
+                                                   dilates, pad_l, pad_r),
+          attr, eng, hint);
+      e.main = dnnl::convolution_backward_weights(pd);
+      e.weights_md = pd.diff_weights_desc();
+      e.scratch_md = pd.scratchpad_desc();
+      e.a_md = pd.src_desc();
+      e.b_md = pd.diff_dst_desc();
+      user_a = src_md(s);
+      user_b = dst_md(s);
+    }
+  }
+  if (op == Op::conv_bwd_weights) {
+    e.reorder_weights = reorder_if_needed(e.weights_md, user_w, e.weights_reorder);
+    e.reorder_b = reorder_if_needed(user_b, e.b_md, e.b_in);
+  } else {
+    e.reorder_weights = reorder_if_needed(user_w, e.weights_md, e.weights_reorder);
+    e.reorder_out = reorder_if_needed(e.out_md, user_out, e.out_back);
+  }
+  e.reorder_a = reorder_if_needed(user_a, e.a_md, e.a_in);
+  e.ok = true;
+  return e;
+}
+
+Entry build_entry(Op op, const ConvShape& s, int64_t extra) {
+  if (op == Op::pool_fwd || op == Op::pool_bwd) {
+    return build_pool_entry(op, s, static_cast<PoolKind>(extra));
+  }
+  if (extra != 0) {
+    try {
+      return build_conv_entry(op, s, true);
+    } catch (const dnnl::error&) {
+      // Winograd declined this case (padding, say): the direct algorithm takes it.
+    }
+  }
+  return build_conv_entry(op, s, false);
+}
+
 // The cached primitives for a key; nullptr when oneDNN declines the case. A
 // full cache (a program sweeping many shapes) serves new keys uncached.
-std::shared_ptr<const Entry> lookup(Op op, const ConvShape& s, PoolKind kind = PoolKind::max) {
+// `extra`: the pooling kind, or for convolutions whether to try Winograd.
+std::shared_ptr<const Entry> lookup(Op op, const ConvShape& s, int64_t extra) {
   one_openmp_thread();
   static std::mutex mutex;
   static std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Entry>, KeyHash> cache;
   constexpr size_t kMaxEntries = 512;
-  auto key = make_key(op, s, static_cast<int64_t>(kind));
+  auto key = make_key(op, s, extra);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
@@ -473,7 +585,7 @@ std::shared_ptr<const Entry> lookup(Op op, const ConvShape& s, PoolKind kind = P
   }
   auto entry = std::make_shared<Entry>();
   try {
-    *entry = build_entry(op, s, kind);
+    *entry = build_entry(op, s, extra);
   } catch (const dnnl::error&) {
     entry->ok = false;  // an unsupported case: the loops take it
   }
@@ -482,6 +594,10 @@ std::shared_ptr<const Entry> lookup(Op op, const ConvShape& s, PoolKind kind = P
     if (cache.size() < kMaxEntries) cache.emplace(std::move(key), entry);
   }
   return entry->ok ? entry : nullptr;
+}
+
+std::shared_ptr<const Entry> conv_lookup(Op op, const ConvShape& s) {
+  return lookup(op, s, uses_winograd(DType::float32, s) ? 1 : 0);
 }
 
 memory mem(const memory::desc& md, const void* p) {
@@ -495,51 +611,55 @@ void add_scratchpad(ArgMap& args, const memory::desc& md, int which) {
   if (md.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, mem(md, scratch(md.get_size(), which)));
 }
 
-bool conv_onednn(Op op, const ConvShape& s, const void* a, const void* b, void* out) {
-  std::shared_ptr<const Entry> e = lookup(op, s);
+// The user's buffer p as memory of layout `user`, reordered into thread
+// buffer `which` when the implementation wants layout `impl`.
+memory input_memory(dnnl::stream& stream, const memory::desc& user, const void* p, bool reorder,
+                    const dnnl::reorder& r, const memory::desc& impl, int which) {
+  memory m = mem(user, p);
+  if (!reorder) return m;
+  memory t = mem(impl, scratch(impl.get_size(), which));
+  r.execute(stream, m, t);
+  return t;
+}
+
+void count_call(const Entry& e) {
+  g_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+  if (e.winograd) g_winograd_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Forward (a = x, out = y) or backward data (a = g, out = dx) through oneDNN;
+// false when oneDNN declines the case.
+bool conv_onednn(Op op, const ConvShape& s, const void* a, const ConvWeights& w, void* out) {
+  std::shared_ptr<const Entry> e = conv_lookup(op, s);
   if (e == nullptr) return false;
   dnnl::stream stream(cpu_engine());
-  const auto user_w = user_weights_md(s);
+  const bool fwd = op == Op::conv_fwd;
   ArgMap args;
   add_scratchpad(args, e->scratch_md, 0);
-  if (op == Op::conv_bwd_weights) {
-    // a = x, b = g, out = dw
-    memory dw = e->reorder_weights ? mem(e->weights_md, scratch(e->weights_md.get_size(), 1))
-                                   : mem(user_w, out);
-    args.emplace(DNNL_ARG_SRC, mem(src_md(s), a));
-    args.emplace(DNNL_ARG_DIFF_DST, mem(dst_md(s), b));
-    args.emplace(DNNL_ARG_DIFF_WEIGHTS, dw);
-    e->main.execute(stream, args);
-    if (e->reorder_weights) {
-      memory user = mem(user_w, out);
-      e->weights_reorder.execute(stream, dw, user);
-    }
+  const ConvWeights::Packed* packed = w.packed();
+  if (packed != nullptr && packed->md == e->weights_md) {
+    args.emplace(DNNL_ARG_WEIGHTS, mem(packed->md, packed->data.get()));
   } else {
-    // forward: a = x, b = w, out = y; backward data: a = g, b = w, out = dx
-    memory w = mem(user_w, b);
-    if (e->reorder_weights) {
-      memory wr = mem(e->weights_md, scratch(e->weights_md.get_size(), 1));
-      e->weights_reorder.execute(stream, w, wr);
-      w = wr;
-    }
-    args.emplace(DNNL_ARG_WEIGHTS, w);
-    if (op == Op::conv_fwd) {
-      args.emplace(DNNL_ARG_SRC, mem(src_md(s), a));
-      args.emplace(DNNL_ARG_DST, mem(dst_md(s), out));
-    } else {
-      args.emplace(DNNL_ARG_DIFF_DST, mem(dst_md(s), a));
-      args.emplace(DNNL_ARG_DIFF_SRC, mem(src_md(s), out));
-    }
-    e->main.execute(stream, args);
+    args.emplace(DNNL_ARG_WEIGHTS,
+                 input_memory(stream, user_weights_md(s), w.user(), e->reorder_weights,
+                              e->weights_reorder, e->weights_md, 1));
   }
+  args.emplace(fwd ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST,
+               input_memory(stream, fwd ? src_md(s) : dst_md(s), a, e->reorder_a, e->a_in,
+                            e->a_md, 2));
+  memory user_out = mem(fwd ? dst_md(s) : src_md(s), out);
+  memory o = e->reorder_out ? mem(e->out_md, scratch(e->out_md.get_size(), 3)) : user_out;
+  args.emplace(fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, o);
+  e->main.execute(stream, args);
+  if (e->reorder_out) e->out_back.execute(stream, o, user_out);
   stream.wait();
-  g_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+  count_call(*e);
   return true;
 }
 
 bool pool_onednn(Op op, PoolKind kind, const ConvShape& s, const void* x, const void* g,
                  void* out) {
-  std::shared_ptr<const Entry> e = lookup(op, s, kind);
+  std::shared_ptr<const Entry> e = lookup(op, s, static_cast<int64_t>(kind));
   if (e == nullptr) return false;
   dnnl::stream stream(cpu_engine());
   ArgMap args;
@@ -563,7 +683,7 @@ bool pool_onednn(Op op, PoolKind kind, const ConvShape& s, const void* x, const 
   }
   e->main.execute(stream, args);
   stream.wait();
-  g_onednn_calls.fetch_add(1, std::memory_order_relaxed);
+  count_call(*e);
   return true;
 }
 
@@ -578,17 +698,58 @@ void by_dtype(DType dt, F&& f) {
 
 }  // namespace
 
-void conv_forward(DType dt, const ConvShape& s, const void* x, const void* w, void* y) {
+void set_conv_winograd(bool on) { winograd_flag() = on; }
+
+bool conv_winograd() { return winograd_flag(); }
+
+bool uses_winograd(DType dt, const ConvShape& s) {
+  return dt == DType::float32 && s.spatial == 2 && s.groups == 1 && s.kernel[0] == 3 &&
+         s.kernel[1] == 3 && s.stride[0] == 1 && s.stride[1] == 1 && s.dilation[0] == 1 &&
+         s.dilation[1] == 1 && s.channels_in % 16 == 0 && s.channels_out % 16 == 0 &&
+         s.channels_in > 0 && s.channels_out > 0 && conv_winograd() && winograd_supported();
+}
+
+int64_t preferred_chunk_samples(DType dt, const ConvShape& s) {
+  if (!uses_winograd(dt, s)) return 0;
+  // About 1.6 MB of input or output per call: measured best (on AVX-512 with
+  // 2 MB of L2) at 16 samples of 32 channels 28x28, 32 of 64 at 14x14 and 64
+  // of 128 at 7x7; twice that is slower by up to half (more for weights).
+  constexpr double kWinogradChunkBytes = 1.6e6;
+  const double per_sample = 4.0 * static_cast<double>(std::max(s.in_size(), s.out_size()));
+  return std::max<int64_t>(1, std::llround(kWinogradChunkBytes / per_sample));
+}
+
+ConvWeights::ConvWeights(DType dt, ConvPass pass, const ConvShape& chunk, const void* w)
+    : user_(w) {
+  if (dt != DType::float32 || chunk.batch == 0 || chunk.in_size() == 0 ||
+      chunk.out_size() == 0 || chunk.weight_size() == 0) {
+    return;
+  }
+  std::shared_ptr<const Entry> e =
+      conv_lookup(pass == ConvPass::backward_data ? Op::conv_bwd_data : Op::conv_fwd, chunk);
+  if (e == nullptr || !e->reorder_weights) return;
+  auto packed = std::make_shared<Packed>();
+  packed->md = e->weights_md;
+  packed->data = std::shared_ptr<void>(aligned_buffer(e->weights_md.get_size()));
+  dnnl::stream stream(cpu_engine());
+  memory from = mem(user_weights_md(chunk), w), to = mem(packed->md, packed->data.get());
+  e->weights_reorder.execute(stream, from, to);
+  stream.wait();
+  packed_ = std::move(packed);
+}
+
+void conv_forward(DType dt, const ConvShape& s, const void* x, const ConvWeights& w, void* y) {
   if (s.batch == 0 || s.out_size() == 0) return;
   if (dt == DType::float32 && s.in_size() > 0 && conv_onednn(Op::conv_fwd, s, x, w, y)) return;
   by_dtype(dt, [&](auto t) {
     using T = typename decltype(t)::type;
-    conv_forward_loops(as_2d(s), static_cast<const T*>(x), static_cast<const T*>(w),
+    conv_forward_loops(as_2d(s), static_cast<const T*>(x), static_cast<const T*>(w.user()),
                        static_cast<T*>(y));
   });
 }
 
-void conv_backward_data(DType dt, const ConvShape& s, const void* g, const void* w, void* dx) {
+void conv_backward_data(DType dt, const ConvShape& s, const void* g, const ConvWeights& w,
+                        void* dx) {
   if (s.batch == 0 || s.in_size() == 0) return;
   if (dt == DType::float32 && s.out_size() > 0 &&
       conv_onednn(Op::conv_bwd_data, s, g, w, dx)) {
@@ -596,23 +757,108 @@ void conv_backward_data(DType dt, const ConvShape& s, const void* g, const void*
   }
   by_dtype(dt, [&](auto t) {
     using T = typename decltype(t)::type;
-    conv_backward_data_loops(as_2d(s), static_cast<const T*>(g), static_cast<const T*>(w),
-                             static_cast<T*>(dx));
+    conv_backward_data_loops(as_2d(s), static_cast<const T*>(g),
+                             static_cast<const T*>(w.user()), static_cast<T*>(dx));
   });
 }
 
-void conv_backward_weights(DType dt, const ConvShape& s, const void* x, const void* g,
-                           void* dw) {
-  if (s.weight_size() == 0) return;
-  if (dt == DType::float32 && s.batch > 0 && s.in_size() > 0 && s.out_size() > 0 &&
-      conv_onednn(Op::conv_bwd_weights, s, x, g, dw)) {
+// One chunk's weight gradient: in oneDNN's layout `md` (converted by
+// to_user), or in the user's layout.
+struct ConvWeightGradient::Partial {
+  bool user_layout = true;
+  memory::desc md;
+  dnnl::reorder to_user;
+  AlignedBuffer data;
+  size_t bytes = 0;
+};
+
+ConvWeightGradient::ConvWeightGradient(DType dt, const ConvShape& s, int64_t chunks)
+    : dt_(dt), shape_(s), partials_(static_cast<size_t>(std::max<int64_t>(chunks, 0))) {}
+
+ConvWeightGradient::~ConvWeightGradient() = default;
+
+void ConvWeightGradient::add_chunk(int64_t index, const ConvShape& part, const void* x,
+                                   const void* g) {
+  auto p = std::make_unique<Partial>();
+  if (dt_ == DType::float32 && part.batch > 0 && part.in_size() > 0 && part.out_size() > 0 &&
+      part.weight_size() > 0) {
+    if (std::shared_ptr<const Entry> e = conv_lookup(Op::conv_bwd_weights, part)) {
+      p->user_layout = !e->reorder_weights;
+      p->md = e->weights_md;
+      p->to_user = e->weights_reorder;
+      p->bytes = e->weights_md.get_size();
+      p->data = aligned_buffer(p->bytes);
+      dnnl::stream stream(cpu_engine());
+      ArgMap args;
+      add_scratchpad(args, e->scratch_md, 0);
+      args.emplace(DNNL_ARG_SRC,
+                   input_memory(stream, src_md(part), x, e->reorder_a, e->a_in, e->a_md, 2));
+      args.emplace(DNNL_ARG_DIFF_DST,
+                   input_memory(stream, dst_md(part), g, e->reorder_b, e->b_in, e->b_md, 3));
+      args.emplace(DNNL_ARG_DIFF_WEIGHTS, mem(p->md, p->data.get()));
+      e->main.execute(stream, args);
+      stream.wait();
+      count_call(*e);
+      partials_[static_cast<size_t>(index)] = std::move(p);
+      return;
+    }
+  }
+  p->bytes = static_cast<size_t>(part.weight_size()) * dtype_size(dt_);
+  p->data = aligned_buffer(p->bytes);
+  by_dtype(dt_, [&](auto t) {
+    using T = typename decltype(t)::type;
+    conv_backward_weights_loops(as_2d(part), static_cast<const T*>(x), static_cast<const T*>(g),
+                                static_cast<T*>(p->data.get()));
+  });
+  partials_[static_cast<size_t>(index)] = std::move(p);
+}
+
+void ConvWeightGradient::finish(void* dw) {
+  const size_t bytes = static_cast<size_t>(shape_.weight_size()) * dtype_size(dt_);
+  if (bytes == 0) return;
+  if (partials_.empty()) {
+    std::memset(dw, 0, bytes);
     return;
   }
-  by_dtype(dt, [&](auto t) {
-    using T = typename decltype(t)::type;
-    conv_backward_weights_loops(as_2d(s), static_cast<const T*>(x), static_cast<const T*>(g),
-                                static_cast<T*>(dw));
+  for (const auto& p : partials_) {
+    if (p == nullptr) throw std::logic_error("[conv_grad_weight] a chunk was not computed");
+  }
+  const memory::desc user_md = user_weights_md(shape_);
+  auto to_user = [&](const Partial& p, void* out) {
+    dnnl::stream stream(cpu_engine());
+    memory from = mem(p.md, p.data.get()), to = mem(user_md, out);
+    p.to_user.execute(stream, from, to);
+    stream.wait();
+  };
+  const Partial& first = *partials_[0];
+  const bool uniform = std::all_of(partials_.begin(), partials_.end(), [&](const auto& p) {
+    return p->user_layout == first.user_layout && (p->user_layout || p->md == first.md);
   });
+  if (!uniform) {
+    // Chunks of different sizes chose different layouts: add in the user's.
+    for (auto& p : partials_) {
+      if (p->user_layout) continue;
+      AlignedBuffer user = aligned_buffer(bytes);
+      to_user(*p, user.get());
+      p->data = std::move(user);
+      p->bytes = bytes;
+      p->user_layout = true;
+    }
+  }
+  by_dtype(dt_, [&](auto t) {
+    using T = typename decltype(t)::type;
+    T* sum = static_cast<T*>(first.data.get());
+    const size_t n = first.bytes / sizeof(T);
+    for (size_t i = 1; i < partials_.size(); ++i) {
+      const T* add = static_cast<const T*>(partials_[i]->data.get());
+      for (size_t k = 0; k < n; ++k) sum[k] += add[k];
+    }
+  });
+  if (first.user_layout) {
+    std::memcpy(dw, first.data.get(), bytes);
+  } else {
+    to_user(first, dw);
+  }
 }
 
 void pool_forward(DType dt, PoolKind kind, const ConvShape& s, const void* x, void* y) {
@@ -642,5 +888,7 @@ void pool_backward(DType dt, PoolKind kind, const ConvShape& s, const void* x, c
 }
 
 uint64_t onednn_calls() { return g_onednn_calls.load(std::memory_order_relaxed); }
+
+uint64_t winograd_calls() { return g_winograd_calls.load(std::memory_order_relaxed); }
 
 }  // namespace tessera::kernels

@@ -6,9 +6,9 @@
 // padding), and cuts the batch into chunks of a fixed number of samples, run
 // in parallel with parallel_for; every chunk is one single-threaded kernel
 // call (oneDNN for float32, loops for float64). The chunk size depends only on
-// the shapes, never on the thread count, so results are identical for any
-// number of threads; weight gradients add the per-chunk partial sums in chunk
-// order.
+// the shapes (and whether Winograd is on), never on the thread count, so
+// results are identical for any number of threads; weight gradients add the
+// per-chunk partial sums in chunk order.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -36,6 +36,8 @@ constexpr double kChunkMacs = 4.0e6;
 // Weight gradients use larger chunks (fewer partial sums to add).
 constexpr double kWeightChunkMacs = 1.6e7;
 constexpr double kPoolChunkVisits = 1.0e6;
+// Chunks a batch is cut into at least when the kernel prefers large ones.
+constexpr int64_t kMinChunks = 4;
 
 // Float dtype of a result: float32 only if every operand is float32.
 DType float_result(std::initializer_list<DType> dts) {
@@ -293,14 +295,35 @@ const char* at(const Array& a, int64_t elements) {
          elements * static_cast<int64_t>(dtype_size(a.dtype()));
 }
 
+// Samples per kernel call: what the kernel's algorithm prefers (Winograd), or
+// enough multiply-adds (`per_chunk`) to dwarf a call's overhead.
+int64_t conv_chunk(DType dt, const ConvShape& s, double per_chunk) {
+  const int64_t preferred = kernels::preferred_chunk_samples(dt, s);
+  if (preferred > 0) {
+    // At most a quarter of the batch: with only one or two chunks, a worker
+    // that the machine's other processes slow down holds up the whole call.
+    const int64_t quarter = (s.batch + kMinChunks - 1) / kMinChunks;
+    return std::clamp<int64_t>(std::min(preferred, quarter), 1, std::max<int64_t>(s.batch, 1));
+  }
+  return chunk_samples(per_chunk, macs_per_sample(s), s.batch);
+}
+
+ConvShape with_batch(ConvShape s, int64_t batch) {
+  s.batch = batch;
+  return s;
+}
+
 Array conv_forward(const ConvShape& s, const Array& x, const Array& w, const char* op) {
   Shape shape = data_shape(s, true);
   shape_size(shape, op);
   Array y(x.dtype(), shape);
-  const int64_t macs = macs_per_sample(s);
-  over_chunks(s, chunk_samples(kChunkMacs, macs, s.batch), ns_per_mac(x.dtype()) * macs,
+  const int64_t chunk = conv_chunk(x.dtype(), s, kChunkMacs);
+  // The kernel is laid out for the implementation once, not per chunk.
+  const kernels::ConvWeights packed(x.dtype(), kernels::ConvPass::forward, with_batch(s, chunk),
+                                    w.raw());
+  over_chunks(s, chunk, ns_per_mac(x.dtype()) * macs_per_sample(s),
               [&](int64_t, const ConvShape& part, int64_t first) {
-                kernels::conv_forward(x.dtype(), part, at(x, first * s.in_size()), w.raw(),
+                kernels::conv_forward(x.dtype(), part, at(x, first * s.in_size()), packed,
                                       at(y, first * s.out_size()));
               });
   return y;
@@ -310,44 +333,29 @@ Array conv_grad_input(const ConvShape& s, const Array& g, const Array& w, const 
   Shape shape = data_shape(s, false);
   shape_size(shape, op);
   Array dx(g.dtype(), shape);
-  const int64_t macs = macs_per_sample(s);
-  over_chunks(s, chunk_samples(kChunkMacs, macs, s.batch), ns_per_mac(g.dtype()) * macs,
+  const int64_t chunk = conv_chunk(g.dtype(), s, kChunkMacs);
+  const kernels::ConvWeights packed(g.dtype(), kernels::ConvPass::backward_data,
+                                    with_batch(s, chunk), w.raw());
+  over_chunks(s, chunk, ns_per_mac(g.dtype()) * macs_per_sample(s),
               [&](int64_t, const ConvShape& part, int64_t first) {
-                kernels::conv_backward_data(g.dtype(), part, at(g, first * s.out_size()),
-                                            w.raw(), at(dx, first * s.in_size()));
+                kernels::conv_backward_data(g.dtype(), part, at(g, first * s.out_size()), packed,
+                                            at(dx, first * s.in_size()));
               });
   return dx;
-}
-
-template <class T>
-void add_into(T* dst, const T* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
 Array conv_grad_weight(const ConvShape& s, const Array& g, const Array& x, const Shape& w_shape) {
   const DType dt = g.dtype();
   Array dw = Array::zeros(dt, w_shape);
   if (s.batch == 0) return dw;
-  const int64_t macs = macs_per_sample(s);
-  const int64_t chunk = chunk_samples(kWeightChunkMacs, macs, s.batch);
-  const int64_t chunks = (s.batch + chunk - 1) / chunk;
-  const int64_t wsize = s.weight_size();
-  // One partial gradient per chunk, added in chunk order afterwards.
-  std::vector<Array> partial(static_cast<size_t>(chunks - 1));
-  for (auto& p : partial) p = Array(dt, w_shape);
-  over_chunks(s, chunk, ns_per_mac(dt) * macs,
+  const int64_t chunk = conv_chunk(dt, s, kWeightChunkMacs);
+  // One partial gradient per chunk, added in chunk order by finish.
+  kernels::ConvWeightGradient sum(dt, s, (s.batch + chunk - 1) / chunk);
+  over_chunks(s, chunk, ns_per_mac(dt) * macs_per_sample(s),
               [&](int64_t c, const ConvShape& part, int64_t first) {
-                void* out = c == 0 ? dw.raw() : partial[c - 1].raw();
-                kernels::conv_backward_weights(dt, part, at(x, first * s.in_size()),
-                                               at(g, first * s.out_size()), out);
+                sum.add_chunk(c, part, at(x, first * s.in_size()), at(g, first * s.out_size()));
               });
-  for (const Array& p : partial) {
-    if (dt == DType::float32) {
-      add_into(dw.data<float>(), p.data<float>(), wsize);
-    } else {
-      add_into(dw.data<double>(), p.data<double>(), wsize);
-    }
-  }
+  sum.finish(dw.raw());
   return dw;
 }
 
@@ -500,7 +508,10 @@ PrimitiveSpec conv_spec(int spatial) {
     help +=
         " A depthwise convolution (Keras DepthwiseConv2D, kernel (kh, kw, channels, m)) is "
         "conv2d with groups = channels and that kernel reshaped to (kh, kw, 1, channels * m): "
-        "output channel c * m + j is input channel c under the kernel's [:, :, c, j].";
+        "output channel c * m + j is input channel c under the kernel's [:, :, c, j]. float32 "
+        "3x3 stride-1 convolutions with channels and filters multiples of 16 (and their "
+        "gradients) run Winograd on AVX-512 CPUs: faster, with about twice the rounding error "
+        "(tessera.set_conv_winograd(False) or TESSERA_CONV_WINOGRAD=0 turn it off).";
   }
   return PrimitiveSpec{
       .name = conv,

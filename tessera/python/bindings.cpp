@@ -23,6 +23,7 @@
 #include "tessera/core/array.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/distributed/locality.hpp"
+#include "tessera/kernels/conv.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -339,6 +340,15 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "deterministic", [] { return tessera::deterministic_tiling(); },
       "Whether deterministic tiling is on (set_deterministic, TESSERA_DETERMINISTIC=1).");
+  m.def(
+      "set_conv_winograd", [](bool on) { tessera::kernels::set_conv_winograd(on); },
+      py::arg("on"),
+      "Turns Winograd on or off for float32 3x3 stride-1 convolutions with channels multiples "
+      "of 16 (on by default on AVX-512 CPUs; TESSERA_CONV_WINOGRAD=0 turns it off at start). "
+      "It is faster, with a rounding error a few times the direct algorithm's.");
+  m.def(
+      "conv_winograd", [] { return tessera::kernels::conv_winograd(); },
+      "Whether Winograd is on for eligible convolutions (set_conv_winograd).");
 
   m.def(
       "primitives",
