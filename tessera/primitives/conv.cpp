@@ -313,7 +313,23 @@ ConvShape with_batch(ConvShape s, int64_t batch) {
   return s;
 }
 
-Array conv_forward(const ConvShape& s, const Array& x, const Array& w, const char* op) {
+// bias (one value per filter) and relu applied to a chunk's output while it
+// is still in cache (conv*_bias, conv*_bias_relu).
+template <class T>
+void bias_epilogue(T* y, const T* b, int64_t rows, int64_t channels, bool relu) {
+  for (int64_t r = 0; r < rows; ++r, y += channels) {
+    if (relu) {
+      for (int64_t c = 0; c < channels; ++c) y[c] = std::max(y[c] + b[c], T(0));
+    } else {
+      for (int64_t c = 0; c < channels; ++c) y[c] += b[c];
+    }
+  }
+}
+
+// y = conv(x, w), then + bias and relu when given (bias: x's dtype, one
+// value per filter).
+Array conv_forward(const ConvShape& s, const Array& x, const Array& w, const char* op,
+                   const Array* bias = nullptr, bool relu = false) {
   Shape shape = data_shape(s, true);
   shape_size(shape, op);
   Array y(x.dtype(), shape);
@@ -321,10 +337,20 @@ Array conv_forward(const ConvShape& s, const Array& x, const Array& w, const cha
   // The kernel is laid out for the implementation once, not per chunk.
   const kernels::ConvWeights packed(x.dtype(), kernels::ConvPass::forward, with_batch(s, chunk),
                                     w.raw());
+  const int64_t positions = s.out_size() / std::max<int64_t>(s.channels_out, 1);
   over_chunks(s, chunk, ns_per_mac(x.dtype()) * macs_per_sample(s),
               [&](int64_t, const ConvShape& part, int64_t first) {
-                kernels::conv_forward(x.dtype(), part, at(x, first * s.in_size()), packed,
-                                      at(y, first * s.out_size()));
+                char* out = at(y, first * s.out_size());
+                kernels::conv_forward(x.dtype(), part, at(x, first * s.in_size()), packed, out);
+                if (!bias) return;
+                const int64_t rows = part.batch * positions;
+                if (x.dtype() == DType::float32) {
+                  bias_epilogue(reinterpret_cast<float*>(out), bias->data<float>(), rows,
+                                s.channels_out, relu);
+                } else {
+                  bias_epilogue(reinterpret_cast<double*>(out), bias->data<double>(), rows,
+                                s.channels_out, relu);
+                }
               });
   return y;
 }
@@ -365,6 +391,21 @@ Value conv_eval(Args& a, int spatial) {
   const DType dt = float_result({x0.dtype(), w0.dtype()});
   ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 2, "input");
   return conv_forward(s, x0.astype(dt), w0.astype(dt), a.op());
+}
+
+// conv*_bias(x, w, b, stride(s), padding, dilation, groups) and conv*_bias_relu.
+Value conv_bias_eval(Args& a, int spatial, bool relu) {
+  Array x0 = a.array(0), w0 = a.array(1), b0 = a.array(2);
+  const DType dt = float_result({x0.dtype(), w0.dtype(), b0.dtype()});
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 3, "input");
+  if (b0.ndim() != 1 || b0.size() != s.channels_out) {
+    throw std::invalid_argument(error_message("[", a.op(), "] bias has shape ",
+                                              shape_str(b0.shape()), " but the kernel has ",
+                                              s.channels_out, " filters: expected (",
+                                              s.channels_out, ",)"));
+  }
+  Array b = b0.astype(dt);
+  return conv_forward(s, x0.astype(dt), w0.astype(dt), a.op(), &b, relu);
 }
 
 // conv*_grad_input(dy, w, x_shape, stride(s), padding, dilation, groups).
@@ -575,6 +616,34 @@ PrimitiveSpec conv_grad_weight_spec(int spatial) {
                 "", "", "", "", ""}};
 }
 
+// conv*_bias and conv*_bias_relu: the convolution, its bias and (for _relu)
+// the rectifier in one pass: each chunk of samples gets its bias and relu
+// while the convolution's output is still in cache, instead of two more
+// passes over the whole activation (and two more arrays of its size).
+PrimitiveSpec conv_bias_spec(int spatial, bool relu) {
+  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string layer = spatial == 1 ? "Conv1D" : "Conv2D";
+  const std::string set = conv_settings(spatial);
+  const std::string gy = relu ? "common" : "g";
+  PrimitiveSpec spec{
+      .name = conv + (relu ? "_bias_relu" : "_bias"),
+      .family = "nn",
+      .params = conv_params(spatial, {{"x"}, {"w"}, {"b"}}),
+      .help = (relu ? "relu(bias_add(" + conv + "(x, w, ...), b))" : "bias_add(" + conv +
+                                                                          "(x, w, ...), b)") +
+              " in one pass over the result, as a Keras " + layer + " layer with a bias" +
+              (relu ? " and activation='relu'" : "") +
+              " (tessera.nn's layers use it); b has one value per filter.",
+      .eval = [spatial, relu](Args& a) -> Value { return conv_bias_eval(a, spatial, relu); },
+      .ns_per_element = 20.0,
+      .grads = {conv + "_grad_input(" + gy + ", w, shape(x), " + set + ")",
+                conv + "_grad_weight(" + gy + ", x, shape(w), " + set + ")",
+                "bias_add_grad(" + gy + ")", "", "", "", ""}};
+  // The cotangent through the relu, computed once for the three rules.
+  if (relu) spec.grad_common = "relu_grad(g, out)";
+  return spec;
+}
+
 const bool registered = register_primitives({
     conv_spec(1),
     conv_grad_input_spec(1),
@@ -582,6 +651,10 @@ const bool registered = register_primitives({
     conv_spec(2),
     conv_grad_input_spec(2),
     conv_grad_weight_spec(2),
+    conv_bias_spec(1, false),
+    conv_bias_spec(1, true),
+    conv_bias_spec(2, false),
+    conv_bias_spec(2, true),
     pool_spec("max_pool1d", 1, PoolKind::max),
     pool_spec("avg_pool1d", 1, PoolKind::average),
     pool_spec("max_pool2d", 2, PoolKind::max),

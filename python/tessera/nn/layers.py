@@ -545,6 +545,12 @@ class _Conv(Layer):
         return f"conv{self.rank}d({x}, {kernel}, {self._options()})"
 
     def forward(self, x, p, ctx):
+        if self.use_bias and type(self)._conv is _Conv._conv and \
+                self.activation in (None, "relu"):
+            # The bias (and relu) applied to each chunk of the convolution's
+            # output while it is in cache: one pass and one array, not three.
+            op = f"conv{self.rank}d_bias" + ("_relu" if self.activation == "relu" else "")
+            return f"{op}({x}, {p['kernel']}, {p['bias']}, {self._options()})"
         conv = self._conv(x, p["kernel"], ctx)
         if self.use_bias:
             conv = f"bias_add({conv}, {p['bias']})"

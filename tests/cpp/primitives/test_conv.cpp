@@ -708,3 +708,64 @@ TEST(Conv, GradThroughTheLanguage) {
                    },
                    w2, c2)));
 }
+
+// conv*_bias and conv*_bias_relu: the composition's values (the same arithmetic
+// in the same order: equal bits) and their gradients against central differences.
+TEST(Conv, BiasAndReluFusedIntoTheConvolution) {
+  struct Case {
+    int spatial;
+    Shape x, w;
+    Value stride;
+    const char* padding;
+  };
+  const Case cases[] = {{1, {3, 11, 4}, {3, 4, 5}, Value(int64_t{2}), "same"},
+                        {2, {2, 7, 6, 3}, {3, 2, 3, 4}, Value(int64_t{1}), "valid"}};
+  uint64_t seed = 80;
+  for (const Case& c : cases) {
+    const std::string conv = c.spatial == 1 ? "conv1d" : "conv2d";
+    for (bool relu : {false, true}) {
+      const std::string op = conv + (relu ? "_bias_relu" : "_bias");
+      SCOPED_TRACE(op);
+      for (DType dt : {DType::float64, DType::float32}) {
+        Array x = random_array(c.x, seed++, dt), w = random_array(c.w, seed++, dt);
+        Array b = random_array({c.w.back()}, seed++, dt);
+        Array fused = arr(call(op.c_str(), {x, w, b, c.stride, c.padding}));
+        Array plain = arr(call("bias_add", {arr(call(conv.c_str(), {x, w, c.stride, c.padding})), b}));
+        if (relu) plain = arr(call("relu", {plain}));
+        ASSERT_EQ(fused.shape(), plain.shape());
+        ASSERT_EQ(fused.dtype(), dt);
+        for (int64_t i = 0; i < fused.size(); ++i) {
+          ASSERT_EQ(fused.get_double(i), plain.get_double(i)) << "element " << i;
+        }
+      }
+      Array x = random_array(c.x, seed++), w = random_array(c.w, seed++);
+      Array b = random_array({c.w.back()}, seed++);
+      auto f = [&](const Array& xv, const Array& wv, const Array& bv) {
+        return arr(call(op.c_str(), {xv, wv, bv, c.stride, c.padding}));
+      };
+      Array cot = random_array(f(x, w, b).shape(), seed++);
+      const std::string s = c.spatial == 1 ? "stride" : "strides";
+      Value r = eval_string("define(f, x, w, b, c, sum(" + op + "(x, w, b, " + s + "=" +
+                                std::to_string(c.stride.as_int()) + ", padding=\"" + c.padding +
+                                "\") * c))\ngrad(f, argnums=[0, 1, 2])",
+                            {x, w, b, cot});
+      ASSERT_TRUE(r.is_list());
+      EXPECT_TRUE(grads_close(arr(r.as_list()[0]),
+                              numeric_vjp([&](const Array& v) { return f(v, w, b); }, x, cot)));
+      EXPECT_TRUE(grads_close(arr(r.as_list()[1]),
+                              numeric_vjp([&](const Array& v) { return f(x, v, b); }, w, cot)));
+      EXPECT_TRUE(grads_close(arr(r.as_list()[2]),
+                              numeric_vjp([&](const Array& v) { return f(x, w, v); }, b, cot)));
+    }
+  }
+  try {
+    call("conv1d_bias_relu", {random_array({1, 5, 2}, 1), random_array({3, 2, 4}, 2),
+                              random_array({3}, 3)});
+    ADD_FAILURE() << "a bias of the wrong length was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[conv1d_bias_relu] bias has shape (3,) but the kernel "
+                                         "has 4 filters"),
+              std::string::npos)
+        << e.what();
+  }
+}
