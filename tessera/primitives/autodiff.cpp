@@ -909,6 +909,9 @@ const bool registered = register_primitives({
              "dtype; a number when x is a Python-like scalar; for a tiled x, g tiled like it; for "
              "a plain x and a tiled g, every locality's part added up (one all_reduce).",
      .eval = unbroadcast,
+     // Not packed: x is often a template (grad_template), a view of one
+     // element that packing would expand to x's full size.
+     .strided = true,
      .passes_through = true},
     {.name = "grad_template",
      .family = "autodiff",

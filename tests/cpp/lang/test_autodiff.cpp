@@ -415,3 +415,27 @@ TEST(Autodiff, IntermediatesAreFreedAfterTheirLastUse) {
   EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {2},
                                       {1.0, std::exp(1.0) * (std::sin(1.0) + std::cos(1.0))}));
 }
+
+// A gradient keeps a template of the values it sums cotangents back to: their
+// shape and dtype in one element, never expanded (unbroadcast reads it as
+// given), and the template's value is freed with the value.
+TEST(Autodiff, TemplatesAreNotExpanded) {
+  Array x = Array::full(DType::float32, {1024, 1024}, 1.5);  // 4 MiB
+  Value t = tessera::test::call("grad_template", {Value(x)});
+  ASSERT_TRUE(t.is_array());
+  EXPECT_EQ(t.as_array().shape(), x.shape());
+  EXPECT_EQ(t.as_array().dtype(), DType::float32);
+  EXPECT_EQ(t.as_array().strides(), (std::vector<int64_t>{0, 0}));
+  Array g = Array::full(DType::float32, {1024, 1024}, 2.0);
+  reset_peak_memory();
+  const size_t before = memory_stats().live;
+  Value r = tessera::test::call("unbroadcast", {Value(g), t});
+  EXPECT_LT(memory_stats().peak_live - before, size_t{1} << 20);  // no 4 MiB copy
+  EXPECT_EQ(r.as_array().raw(), g.raw());                          // passed through
+  // Summed back to a broadcast template's shape and cast to its dtype.
+  Value t2 = tessera::test::call("grad_template", {Value(Array::zeros(DType::float64, {1, 1024}))});
+  Array s = tessera::test::call("unbroadcast", {Value(g), t2}).as_array();
+  EXPECT_EQ(s.shape(), (Shape{1, 1024}));
+  EXPECT_EQ(s.dtype(), DType::float64);
+  EXPECT_EQ(s.get_double(7), 2048.0);
+}
