@@ -110,73 +110,81 @@ void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t 
   }
 }
 
-// Rows [r0, r1) of C = op(A) op(B) (see gemm_rows). Matrix-vector cases go
-// to gemv; BLAS needs leading dimensions >= 1, so k = 0 is done here.
 template <class T>
-void gemm_rows_blas(bool trans_a, const T* a, int64_t lda, bool trans_b, const T* b, int64_t ldb,
-                    T* c, int64_t k, int64_t n, int64_t r0, int64_t r1) {
+void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_t r0, int64_t r1) {
+  const int64_t rows = r1 - r0;
+  const T* ar = a + r0 * k;
+  T* cr = c + r0 * n;
+  // BLAS needs leading dimensions >= 1, so degenerate products are done here.
+  if (k == 0) {
+    std::fill(cr, cr + rows * n, T(0));
+    return;
+  }
+  const blasint bk = static_cast<blasint>(k), bn = static_cast<blasint>(n);
+  const blasint brows = static_cast<blasint>(rows);
+  if constexpr (std::is_same_v<T, double>) {
+    if (n == 1) {
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0, ar, bk, b, 1, 0.0, cr, 1);
+    } else if (rows == 1) {
+      cblas_dgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0, b, bn, ar, 1, 0.0, cr, 1);
+    } else {
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0, ar, bk, b, bn,
+                  0.0, cr, bn);
+    }
+  } else {
+    if (n == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0f, ar, bk, b, 1, 0.0f, cr, 1);
+    } else if (rows == 1) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0f, b, bn, ar, 1, 0.0f, cr, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0f, ar, bk, b, bn,
+                  0.0f, cr, bn);
+    }
+  }
+}
+
+template <class T>
+void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int64_t n,
+                         int64_t r0, int64_t r1) {
   const int64_t rows = r1 - r0;
   T* cr = c + r0 * n;
   if (k == 0) {
     std::fill(cr, cr + rows * n, T(0));
     return;
   }
-  // Row r0 of op(A): row r0 of A, or column r0 of A stored transposed.
-  const T* ar = trans_a ? a + r0 : a + r0 * lda;
+  // Rows r0..r1 of A^T are columns r0..r1 of A: the block starting at a + r0
+  // with leading dimension p, read transposed.
   const blasint bk = static_cast<blasint>(k), bn = static_cast<blasint>(n);
-  const blasint brows = static_cast<blasint>(rows);
-  const blasint blda = static_cast<blasint>(lda), bldb = static_cast<blasint>(ldb);
-  const auto ta = trans_a ? CblasTrans : CblasNoTrans;
-  const auto tb = trans_b ? CblasTrans : CblasNoTrans;
-  auto gemv = [](CBLAS_TRANSPOSE t, blasint m, blasint nn, const T* x, blasint ldx, const T* v,
-                 blasint incv, T* y) {
-    if constexpr (std::is_same_v<T, double>) {
-      cblas_dgemv(CblasRowMajor, t, m, nn, 1.0, x, ldx, v, incv, 0.0, y, 1);
+  const blasint bp = static_cast<blasint>(p), brows = static_cast<blasint>(rows);
+  if constexpr (std::is_same_v<T, double>) {
+    if (n == 1) {
+      cblas_dgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0, a + r0, bp, b, 1, 0.0, cr, 1);
     } else {
-      cblas_sgemv(CblasRowMajor, t, m, nn, 1.0f, x, ldx, v, incv, 0.0f, y, 1);
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0, a + r0, bp, b, bn,
+                  0.0, cr, bn);
     }
-  };
-  if (n == 1) {
-    // op(B) is one column: B's column (rows ldb apart) or its stored row.
-    const blasint incb = trans_b ? 1 : bldb;
-    if (trans_a) {
-      gemv(CblasTrans, bk, brows, ar, blda, b, incb, cr);
-    } else {
-      gemv(CblasNoTrans, brows, bk, ar, blda, b, incb, cr);
-    }
-  } else if (rows == 1) {
-    const blasint inca = trans_a ? blda : 1;
-    if (trans_b) {
-      gemv(CblasNoTrans, bn, bk, b, bldb, ar, inca, cr);
-    } else {
-      gemv(CblasTrans, bk, bn, b, bldb, ar, inca, cr);
-    }
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, ta, tb, brows, bn, bk, 1.0, ar, blda, b, bldb, 0.0, cr, bn);
   } else {
-    cblas_sgemm(CblasRowMajor, ta, tb, brows, bn, bk, 1.0f, ar, blda, b, bldb, 0.0f, cr, bn);
+    if (n == 1) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0f, a + r0, bp, b, 1, 0.0f, cr, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0f, a + r0, bp, b,
+                  bn, 0.0f, cr, bn);
+    }
   }
 }
 
 }  // namespace
 
-void gemm_rows(DType dt, bool trans_a, const void* a, int64_t lda, bool trans_b, const void* b,
-               int64_t ldb, void* c, int64_t k, int64_t n, int64_t row_begin, int64_t row_end) {
-  if (row_end <= row_begin || n == 0) return;
-  if (dt == DType::float64) {
-    gemm_rows_blas(trans_a, static_cast<const double*>(a), lda, trans_b,
-                   static_cast<const double*>(b), ldb, static_cast<double*>(c), k, n, row_begin,
-                   row_end);
-  } else {
-    gemm_rows_blas(trans_a, static_cast<const float*>(a), lda, trans_b,
-                   static_cast<const float*>(b), ldb, static_cast<float*>(c), k, n, row_begin,
-                   row_end);
-  }
-}
-
 void matmul_tn_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t p,
                     int64_t n, int64_t row_begin, int64_t row_end) {
-  gemm_rows(dt, true, a, p, false, b, n, c, k, n, row_begin, row_end);
+  if (row_end <= row_begin || n == 0) return;
+  if (dt == DType::float64) {
+    matmul_tn_rows_blas(static_cast<const double*>(a), static_cast<const double*>(b),
+                        static_cast<double*>(c), k, p, n, row_begin, row_end);
+  } else {
+    matmul_tn_rows_blas(static_cast<const float*>(a), static_cast<const float*>(b),
+                        static_cast<float*>(c), k, p, n, row_begin, row_end);
+  }
 }
 
 void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t n,
@@ -184,8 +192,12 @@ void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int
   if (row_end <= row_begin || n == 0) return;
   switch (dt) {
     case DType::float64:
+      matmul_rows_blas(static_cast<const double*>(a), static_cast<const double*>(b),
+                       static_cast<double*>(c), k, n, row_begin, row_end);
+      break;
     case DType::float32:
-      gemm_rows(dt, false, a, k, false, b, n, c, k, n, row_begin, row_end);
+      matmul_rows_blas(static_cast<const float*>(a), static_cast<const float*>(b),
+                       static_cast<float*>(c), k, n, row_begin, row_end);
       break;
     case DType::int64:
       matmul_rows_int(static_cast<const int64_t*>(a), static_cast<const int64_t*>(b),

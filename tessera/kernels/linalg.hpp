@@ -18,15 +18,6 @@ namespace tessera::kernels {
 void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t n,
                  int64_t row_begin, int64_t row_end);
 
-// Rows [row_begin, row_end) of C = op(A) op(B), float32 or float64, where
-// op(A) is (m, k), op(B) is (k, n) and C (m, n) is contiguous row-major. A is
-// stored row-major with rows lda elements apart: as op(A), or as its (k, m)
-// transpose when trans_a (BLAS reads it transposed in place); B likewise, as
-// (k, n) or as (n, k) when trans_b. `a` and `c` point at row 0, so tiles of
-// one product may run concurrently.
-void gemm_rows(DType dt, bool trans_a, const void* a, int64_t lda, bool trans_b, const void* b,
-               int64_t ldb, void* c, int64_t k, int64_t n, int64_t row_begin, int64_t row_end);
-
 // Rows [row_begin, row_end) of C = A^T B without forming A^T: A is (k, p),
 // B is (k, n), C is (p, n), row-major float32 or float64 (BLAS reads A
 // transposed in place).

@@ -54,15 +54,16 @@ bool broadcast_shapes(const Shape& x, const Shape& y, Shape& out) {
 }
 
 // Element offsets, for each index of the broadcast `batch` shape, of the matrix
-// of an array whose batch dims are `own` (right-aligned) with strides
-// `own_strides` (in elements; a dim of 1 is broadcast).
-std::vector<int64_t> batch_offsets(const Shape& own, const std::vector<int64_t>& own_strides,
-                                   const Shape& batch) {
+// of an array whose batch dims are `own` (right-aligned) and matrices hold
+// `matrix_size` elements.
+std::vector<int64_t> batch_offsets(const Shape& own, const Shape& batch, int64_t matrix_size) {
   const size_t nd = batch.size();
   std::vector<int64_t> stride(nd, 0);
+  int64_t s = matrix_size;
   for (size_t i = own.size(); i-- > 0;) {
     size_t bi = i + (nd - own.size());
-    stride[bi] = own[i] == 1 ? 0 : own_strides[i];
+    stride[bi] = own[i] == 1 ? 0 : s;
+    s *= own[i];
   }
   int64_t count = shape_size(batch);
   std::vector<int64_t> offsets(static_cast<size_t>(count));
@@ -89,71 +90,27 @@ Shape concat(Shape a, const Shape& b) {
   return a;
 }
 
-// How BLAS reads the matrices (the last two dims) of an operand in place:
-// row-major with rows `ld` elements apart, or transposed (stored column by
-// column, columns `ld` apart: x.T, swapaxes(x, -1, -2)).
-struct MatrixLayout {
-  bool trans = false;
-  int64_t ld = 1;
-};
-
-// The layout of a float operand's matrices, or nullopt when BLAS cannot read
-// them in place (no unit stride, or overlapping rows): the operand is packed.
-std::optional<MatrixLayout> blas_layout(const Array& x) {
-  const int nd = x.ndim();
-  const int64_t rows = x.dim(nd - 2), cols = x.dim(nd - 1);
-  const std::vector<int64_t> st = x.strides();
-  const int64_t sr = st[nd - 2], sc = st[nd - 1];
-  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1))) {
-    return MatrixLayout{false, rows == 1 ? std::max<int64_t>(cols, 1) : sr};
-  }
-  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1))) {
-    return MatrixLayout{true, cols == 1 ? std::max<int64_t>(rows, 1) : sc};
-  }
-  return std::nullopt;
-}
-
-// A large operand not aligned to 64 bytes (a NumPy buffer is aligned to 16) is
-// packed into an aligned copy when it is reused `reuse` times by the product
-// (the other operand's free dimension): BLAS tiles running concurrently on
-// unaligned operands of a matrix-matrix product ran at half speed, and there
-// the copy is cheap next to the product. A matrix-vector product reads each
-// element once, so it never copies.
-bool needs_aligned_copy(const Array& a, int64_t reuse) {
+// A large operand not aligned to 64 bytes (a NumPy buffer is aligned to 16) as
+// an aligned copy, when it is reused `reuse` times by the product (the other
+// operand's free dimension): BLAS tiles running concurrently on unaligned
+// operands of a matrix-matrix product ran at half speed, and there the copy
+// is cheap next to the product. A matrix-vector product reads each element
+// once, so it never copies.
+Array aligned_operand(const Array& a, int64_t reuse) {
   constexpr size_t kLarge = size_t{1} << 20;
   constexpr int64_t kMinReuse = 32;
-  return reuse >= kMinReuse && a.nbytes() >= kLarge &&
-         reinterpret_cast<uintptr_t>(a.origin_raw()) % 64 != 0;
-}
-
-Array aligned_operand(const Array& a, int64_t reuse) {
-  return needs_aligned_copy(a, reuse) ? a.copy() : a;
-}
-
-// An operand of a batched product as the kernels read it: float matrices in
-// place when BLAS can (a view such as x.T or swapaxes(x, -1, -2) is not
-// packed), anything else as a contiguous array.
-struct Operand {
-  Array array;
-  MatrixLayout layout;
-};
-
-Operand product_operand(const Array& x, int64_t reuse) {
-  const bool blas = x.dtype() == DType::float32 || x.dtype() == DType::float64;
-  if (blas && !needs_aligned_copy(x, reuse)) {
-    if (auto layout = blas_layout(x)) return {x, *layout};
+  if (reuse >= kMinReuse && a.nbytes() >= kLarge &&
+      reinterpret_cast<uintptr_t>(a.raw()) % 64 != 0) {
+    return a.copy();
   }
-  Array packed = needs_aligned_copy(x, reuse) ? x.copy() : x.contiguous();
-  return {packed, MatrixLayout{false, std::max<int64_t>(packed.dim(packed.ndim() - 1), 1)}};
+  return a;
 }
 
 // C = A B for a (batch_a..., m, k) and b (batch_b..., k, n) of one dtype whose
-// batch dims broadcast to `batch`; the result is (batch..., m, n). Float
-// operands may be strided views whose matrices BLAS reads in place.
+// batch dims broadcast to `batch`; the result is (batch..., m, n).
 Array batched_product(const Array& a0, const Array& b0, const Shape& batch, const char* op) {
-  const Operand oa = product_operand(a0, b0.dim(b0.ndim() - 1));
-  const Operand ob = product_operand(b0, a0.dim(a0.ndim() - 2));
-  const Array &a = oa.array, &b = ob.array;
+  const Array a = aligned_operand(a0, b0.shape()[b0.ndim() - 1]);
+  const Array b = aligned_operand(b0, a0.shape()[a0.ndim() - 2]);
   const DType dt = a.dtype();
   const int64_t m = a.shape()[a.ndim() - 2], k = a.shape()[a.ndim() - 1];
   const int64_t n = b.shape()[b.ndim() - 1];
@@ -161,13 +118,12 @@ Array batched_product(const Array& a0, const Array& b0, const Shape& batch, cons
   shape_size(out_shape, op);  // a MemoryError naming the op, before allocating
   Array out(dt, out_shape);
   if (out.size() == 0) return out;
-  std::vector<int64_t> a_off = batch_offsets(leading(a.shape(), 2), a.strides(), batch);
-  std::vector<int64_t> b_off = batch_offsets(leading(b.shape(), 2), b.strides(), batch);
+  std::vector<int64_t> a_off = batch_offsets(leading(a.shape(), 2), batch, m * k);
+  std::vector<int64_t> b_off = batch_offsets(leading(b.shape(), 2), batch, k * n);
   const size_t es = dtype_size(dt);
-  const char* pa = static_cast<const char*>(a.origin_raw());
-  const char* pb = static_cast<const char*>(b.origin_raw());
+  const char* pa = static_cast<const char*>(a.raw());
+  const char* pb = static_cast<const char*>(b.raw());
   char* pc = static_cast<char*>(out.raw());
-  const bool blas = dt == DType::float32 || dt == DType::float64;
   const int64_t total_rows = static_cast<int64_t>(a_off.size()) * m;
   // As few tiles as there are threads (or fewer, by the work): each BLAS call
   // packs all of B, so 8 tiles on 2 threads packed it 8 times and ran slower
@@ -183,15 +139,8 @@ Array batched_product(const Array& a0, const Array& b0, const Shape& batch, cons
     for (int64_t r = begin; r < end;) {
       int64_t bi = r / m, row = r % m;
       int64_t row_end = std::min(m, row + (end - r));
-      const char* am = pa + a_off[bi] * static_cast<int64_t>(es);
-      const char* bm = pb + b_off[bi] * static_cast<int64_t>(es);
-      char* cm = pc + bi * m * n * static_cast<int64_t>(es);
-      if (blas) {
-        kn::gemm_rows(dt, oa.layout.trans, am, oa.layout.ld, ob.layout.trans, bm, ob.layout.ld,
-                      cm, k, n, row, row_end);
-      } else {
-        kn::matmul_rows(dt, am, bm, cm, k, n, row, row_end);
-      }
+      kn::matmul_rows(dt, pa + a_off[bi] * es, pb + b_off[bi] * es, pc + bi * m * n * es, k, n, row,
+                      row_end);
       r += row_end - row;
     }
   });
@@ -770,8 +719,8 @@ Value det(Args& args) {
 Array lu_solve_batch(const Array& a, const Array& b, const Shape& batch, int64_t n, int64_t nrhs,
                      const char* op) {
   Array ad = a.astype(DType::float64), bd = b.astype(DType::float64);
-  std::vector<int64_t> a_off = batch_offsets(leading(a.shape(), 2), ad.strides(), batch);
-  std::vector<int64_t> b_off = batch_offsets(leading(b.shape(), 2), bd.strides(), batch);
+  std::vector<int64_t> a_off = batch_offsets(leading(a.shape(), 2), batch, n * n);
+  std::vector<int64_t> b_off = batch_offsets(leading(b.shape(), 2), batch, n * nrhs);
   Array out(DType::float64, concat(batch, {n, nrhs}));
   const double* pa = ad.data<double>();
   const double* pb = bd.data<double>();
@@ -880,8 +829,7 @@ const bool registered = register_primitives({
              "dimensions are broadcast as a batch. Scalars are rejected; bool @ bool is bool.",
      .eval = matmul_eval,
      .ns_per_element = 50.0,
-     .grads = {"matmul_grad_x(g, x, y)", "matmul_grad_y(g, x, y)"},
-     .strided = true},
+     .grads = {"matmul_grad_x(g, x, y)", "matmul_grad_y(g, x, y)"}},
     {.name = "matmul_tn",
      .family = "matrix",
      .params = {{"x"}, {"y"}},
