@@ -455,7 +455,9 @@ void for_lane_runs(const AxisLanes& lanes, int64_t begin, int64_t end, Fn&& fn) 
 // The passes above, compiled for AVX2 as well (chosen at load time; the same
 // bits: each partial result takes the same additions in the same order).
 // flatten inlines them into each clone, which compiles them for its target.
-#if defined(__x86_64__) && defined(__GNUC__)
+// (Clang does not combine the two; its build, the fuzz build, takes the
+// default code.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TESSERA_CLONES __attribute__((target_clones("avx2", "default"), flatten))
 #else
 #define TESSERA_CLONES
