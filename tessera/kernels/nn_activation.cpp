@@ -268,60 +268,280 @@ AxisLanes axis_lanes(const Shape& shape, int axis) {
   return l;
 }
 
-void softmax_range(const AxisLanes& lanes, bool log, const Array& x, Array& out, int64_t begin,
+namespace {
+
+// Softmax lanes are short (a row of attention scores, a row of logits), so
+// each pass over one keeps kPartials partial results in an array, which the
+// compiler turns into vector registers: the maximum, the sums and the scaling
+// vectorise, and float32's exp goes through vmath.hpp. The partials are
+// combined in a fixed order, so a lane's bits depend on its values alone.
+constexpr int64_t kPartials = 16;
+
+template <class T>
+T combine_partials(T* part, bool max) {
+  for (int64_t w = kPartials / 2; w > 0; w /= 2) {
+    for (int64_t l = 0; l < w; ++l) {
+      part[l] = max ? std::max(part[l], part[l + w]) : part[l] + part[l + w];
+    }
+  }
+  return part[0];
+}
+
+// The largest of x[0..n), NaNs passed over (as std::max(m, x) does).
+template <class T>
+T lane_max(const T* x, int64_t n) {
+  T part[kPartials];
+  std::fill(part, part + kPartials, -std::numeric_limits<T>::infinity());
+  int64_t i = 0;
+  for (; i + kPartials <= n; i += kPartials) {
+    for (int64_t l = 0; l < kPartials; ++l) part[l] = std::max(part[l], x[i + l]);
+  }
+  for (int64_t l = 0; i + l < n; ++l) part[l] = std::max(part[l], x[i + l]);
+  return combine_partials(part, true);
+}
+
+template <class T>
+T lane_sum(const T* x, int64_t n) {
+  T part[kPartials] = {};
+  int64_t i = 0;
+  for (; i + kPartials <= n; i += kPartials) {
+    for (int64_t l = 0; l < kPartials; ++l) part[l] += x[i + l];
+  }
+  for (int64_t l = 0; i + l < n; ++l) part[l] += x[i + l];
+  return combine_partials(part, false);
+}
+
+template <class T>
+T lane_dot(const T* x, const T* y, int64_t n) {
+  T part[kPartials] = {};
+  int64_t i = 0;
+  for (; i + kPartials <= n; i += kPartials) {
+    for (int64_t l = 0; l < kPartials; ++l) part[l] += x[i + l] * y[i + l];
+  }
+  for (int64_t l = 0; i + l < n; ++l) part[l] += x[i + l] * y[i + l];
+  return combine_partials(part, false);
+}
+
+// y = exp(x) for n values (y may be x): float32 through vmath, float64 by
+// std::exp (see elementwise.hpp).
+inline void lane_exp(const float* x, float* y, int64_t n) { vexp(x, y, n); }
+inline void lane_exp(const double* x, double* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = std::exp(x[j]);
+}
+
+// The shift of a lane: its maximum, or 0 when that is not finite: a lane of
+// -inf (or with +inf) has no finite shift, and shifting by 0 gives NumPy's
+// nan.
+template <class T>
+T lane_shift(const T* x, int64_t n) {
+  const T m = lane_max(x, n);
+  return std::isfinite(m) ? m : T(0);
+}
+
+// Scratch of the passes below, in elements (on the stack).
+constexpr int64_t kLaneBlock = 256;
+
+// softmax (or log_softmax) of the contiguous lane x[0..n) into y (y may be x).
+template <class T>
+void softmax_lane(const T* x, T* y, int64_t n, bool log) {
+  const T m = lane_shift(x, n);
+  if (!log) {
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j] - m;
+    lane_exp(y, y, n);
+    const T inv = T(1) / lane_sum(y, n);
+    for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+    return;
+  }
+  // x is read again at the end, so the exponentials go to scratch.
+  T t[kLaneBlock];
+  T sum = 0;
+  for (int64_t b = 0; b < n; b += kLaneBlock) {
+    const int64_t len = std::min(kLaneBlock, n - b);
+    for (int64_t j = 0; j < len; ++j) t[j] = x[b + j] - m;
+    lane_exp(t, t, len);
+    sum += lane_sum(t, len);
+  }
+  const T lse = m + std::log(sum);
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] - lse;
+}
+
+// The backward of a contiguous lane (dx may be g).
+template <class T>
+void softmax_grad_lane(const T* g, const T* out, T* dx, int64_t n, bool log) {
+  if (!log) {
+    const T t = lane_dot(g, out, n);
+    for (int64_t j = 0; j < n; ++j) dx[j] = out[j] * (g[j] - t);
+    return;
+  }
+  const T t = lane_sum(g, n);
+  T e[kLaneBlock];
+  for (int64_t b = 0; b < n; b += kLaneBlock) {
+    const int64_t len = std::min(kLaneBlock, n - b);
+    lane_exp(out + b, e, len);
+    for (int64_t j = 0; j < len; ++j) dx[b + j] = g[b + j] - e[j] * t;
+  }
+}
+
+// A block of cols <= kLaneBlock neighbouring lanes along a non-last axis:
+// element j of every lane is contiguous at x + j * stride, so the passes run
+// along these rows, one partial result per lane (y may be x).
+template <class T>
+void softmax_columns(const T* x, T* y, int64_t n, int64_t stride, int64_t cols, bool log) {
+  T m[kLaneBlock], sum[kLaneBlock], t[kLaneBlock];
+  std::fill(m, m + cols, -std::numeric_limits<T>::infinity());
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t c = 0; c < cols; ++c) m[c] = std::max(m[c], x[j * stride + c]);
+  }
+  for (int64_t c = 0; c < cols; ++c) m[c] = std::isfinite(m[c]) ? m[c] : T(0);
+  std::fill(sum, sum + cols, T(0));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t c = 0; c < cols; ++c) t[c] = x[j * stride + c] - m[c];
+    lane_exp(t, t, cols);
+    for (int64_t c = 0; c < cols; ++c) sum[c] += t[c];
+    if (!log) std::copy(t, t + cols, y + j * stride);
+  }
+  for (int64_t c = 0; c < cols; ++c) sum[c] = log ? m[c] + std::log(sum[c]) : T(1) / sum[c];
+  for (int64_t j = 0; j < n; ++j) {
+    T* yj = y + j * stride;
+    const T* xj = x + j * stride;
+    if (log) {
+      for (int64_t c = 0; c < cols; ++c) yj[c] = xj[c] - sum[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) yj[c] *= sum[c];
+    }
+  }
+}
+
+template <class T>
+void softmax_grad_columns(const T* g, const T* out, T* dx, int64_t n, int64_t stride,
+                          int64_t cols, bool log) {
+  T part[kLaneBlock], e[kLaneBlock];
+  std::fill(part, part + cols, T(0));
+  for (int64_t j = 0; j < n; ++j) {
+    const T* gj = g + j * stride;
+    const T* oj = out + j * stride;
+    if (log) {
+      for (int64_t c = 0; c < cols; ++c) part[c] += gj[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) part[c] += gj[c] * oj[c];
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const T* gj = g + j * stride;
+    const T* oj = out + j * stride;
+    T* dj = dx + j * stride;
+    if (log) {
+      lane_exp(oj, e, cols);
+      for (int64_t c = 0; c < cols; ++c) dj[c] = gj[c] - e[c] * part[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) dj[c] = oj[c] * (gj[c] - part[c]);
+    }
+  }
+}
+
+// Calls fn(o, c0, c1) for each run of lanes [begin, end) that shares outer
+// index o: inner indices c0..c1.
+template <class Fn>
+void for_lane_runs(const AxisLanes& lanes, int64_t begin, int64_t end, Fn&& fn) {
+  const int64_t s = lanes.inner;
+  for (int64_t l = begin; l < end;) {
+    const int64_t o = l / s, c0 = l % s;
+    const int64_t c1 = std::min(s, c0 + (end - l));
+    fn(o, c0, c1);
+    l += c1 - c0;
+  }
+}
+
+// The passes above, compiled for AVX2 as well (chosen at load time; the same
+// bits: each partial result takes the same additions in the same order).
+// flatten inlines them into each clone, which compiles them for its target.
+// (Clang does not combine the two; its build, the fuzz build, takes the
+// default code.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TESSERA_CLONES __attribute__((target_clones("avx2", "default"), flatten))
+#else
+#define TESSERA_CLONES
+#endif
+
+template <class T>
+void softmax_lanes(const AxisLanes& lanes, bool log, const T* x, T* y, int64_t begin,
                    int64_t end) {
-  dispatch_float(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const int64_t n = lanes.n, s = lanes.inner;
-    for (int64_t l = begin; l < end; ++l) {
-      const int64_t base = (l / s) * n * s + l % s;
-      const T* px = x.data<T>() + base;
-      T* po = out.data<T>() + base;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, px[j * s]);
-      // A lane of -inf (or a NaN maximum) has no finite shift; shifting by 0
-      // gives NumPy's result (nan for all -inf, nan propagated).
-      if (!std::isfinite(m)) m = std::isnan(m) ? m : T(0);
-      double sum = 0.0;
-      if (log) {
-        for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(px[j * s] - m));
-        const T lse = static_cast<T>(static_cast<double>(m) + std::log(sum));
-        for (int64_t j = 0; j < n; ++j) po[j * s] = px[j * s] - lse;
-      } else {
-        for (int64_t j = 0; j < n; ++j) {
-          T e = std::exp(px[j * s] - m);
-          po[j * s] = e;
-          sum += e;
-        }
-        const T inv = static_cast<T>(1.0 / sum);
-        for (int64_t j = 0; j < n; ++j) po[j * s] *= inv;
-      }
+  const int64_t n = lanes.n, s = lanes.inner;
+  if (s == 1) {
+    for (int64_t l = begin; l < end; ++l) softmax_lane(x + l * n, y + l * n, n, log);
+    return;
+  }
+  for_lane_runs(lanes, begin, end, [&](int64_t o, int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; c += kLaneBlock) {
+      const int64_t base = o * n * s + c;
+      softmax_columns(x + base, y + base, n, s, std::min(kLaneBlock, c1 - c), log);
     }
   });
 }
 
-void softmax_grad_range(const AxisLanes& lanes, bool log, const Array& g, const Array& out,
-                        Array& dx, int64_t begin, int64_t end) {
-  dispatch_float(g.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const int64_t n = lanes.n, s = lanes.inner;
+template <class T>
+void softmax_grad_lanes(const AxisLanes& lanes, bool log, const T* g, const T* out, T* dx,
+                        int64_t begin, int64_t end) {
+  const int64_t n = lanes.n, s = lanes.inner;
+  if (s == 1) {
     for (int64_t l = begin; l < end; ++l) {
-      const int64_t base = (l / s) * n * s + l % s;
-      const T* pg = g.data<T>() + base;
-      const T* po = out.data<T>() + base;
-      T* pd = dx.data<T>() + base;
-      double sum = 0.0;
-      if (log) {
-        for (int64_t j = 0; j < n; ++j) sum += pg[j * s];
-        const T t = static_cast<T>(sum);
-        for (int64_t j = 0; j < n; ++j) pd[j * s] = pg[j * s] - std::exp(po[j * s]) * t;
-      } else {
-        for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(pg[j * s]) * po[j * s];
-        const T t = static_cast<T>(sum);
-        for (int64_t j = 0; j < n; ++j) pd[j * s] = po[j * s] * (pg[j * s] - t);
-      }
+      softmax_grad_lane(g + l * n, out + l * n, dx + l * n, n, log);
+    }
+    return;
+  }
+  for_lane_runs(lanes, begin, end, [&](int64_t o, int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; c += kLaneBlock) {
+      const int64_t base = o * n * s + c;
+      softmax_grad_columns(g + base, out + base, dx + base, n, s, std::min(kLaneBlock, c1 - c),
+                           log);
     }
   });
+}
+
+TESSERA_CLONES void softmax_lanes_f32(const AxisLanes& lanes, bool log, const float* x, float* y,
+                                      int64_t begin, int64_t end) {
+  softmax_lanes(lanes, log, x, y, begin, end);
+}
+
+TESSERA_CLONES void softmax_lanes_f64(const AxisLanes& lanes, bool log, const double* x,
+                                      double* y, int64_t begin, int64_t end) {
+  softmax_lanes(lanes, log, x, y, begin, end);
+}
+
+TESSERA_CLONES void softmax_grad_lanes_f32(const AxisLanes& lanes, bool log, const float* g,
+                                           const float* out, float* dx, int64_t begin,
+                                           int64_t end) {
+  softmax_grad_lanes(lanes, log, g, out, dx, begin, end);
+}
+
+TESSERA_CLONES void softmax_grad_lanes_f64(const AxisLanes& lanes, bool log, const double* g,
+                                           const double* out, double* dx, int64_t begin,
+                                           int64_t end) {
+  softmax_grad_lanes(lanes, log, g, out, dx, begin, end);
+}
+
+#undef TESSERA_CLONES
+
+}  // namespace
+
+void softmax_range(const AxisLanes& lanes, bool log, const Array& x, Array& out, int64_t begin,
+                   int64_t end) {
+  if (x.dtype() == DType::float32) {
+    softmax_lanes_f32(lanes, log, x.data<float>(), out.data<float>(), begin, end);
+  } else {
+    softmax_lanes_f64(lanes, log, x.data<double>(), out.data<double>(), begin, end);
+  }
+}
+
+void softmax_grad_range(const AxisLanes& lanes, bool log, const Array& g, const Array& out,
+                        Array& dx, int64_t begin, int64_t end) {
+  if (g.dtype() == DType::float32) {
+    softmax_grad_lanes_f32(lanes, log, g.data<float>(), out.data<float>(), dx.data<float>(),
+                           begin, end);
+  } else {
+    softmax_grad_lanes_f64(lanes, log, g.data<double>(), out.data<double>(), dx.data<double>(),
+                           begin, end);
+  }
 }
 
 uint64_t dropout_threshold(double rate) {

@@ -196,12 +196,107 @@ Out median_of(const T* p, int64_t n, LaneBuffer<T>& scratch) {
   return element_cast<Out>((lo + hi) / C(2));
 }
 
+// Columns summed at once by pairwise_columns: a few cache lines of each row.
+constexpr int64_t kColumns = 64;
+
+// pairwise_sum of map(x) down each of cols <= kColumns columns at once, into
+// out: element i of column c is p[i * stride + c]. Every column takes exactly
+// pairwise_sum's additions in its order (each scalar operation becomes one
+// across the columns, which vectorises), so its sum has the bits of its lane's.
+template <class Acc, class T, class Map>
+void pairwise_columns(const T* p, int64_t n, int64_t stride, int64_t cols, const Map& map,
+                      Acc* out) {
+  if (n < 8) {
+    std::fill(out, out + cols, Acc(0));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t c = 0; c < cols; ++c) out[c] += map(p[i * stride + c]);
+    }
+    return;
+  }
+  if (n <= 128) {
+    Acc r[8][kColumns];
+    for (int j = 0; j < 8; ++j) {
+      for (int64_t c = 0; c < cols; ++c) r[j][c] = map(p[j * stride + c]);
+    }
+    int64_t i = 8;
+    for (; i + 8 <= n; i += 8) {
+      for (int j = 0; j < 8; ++j) {
+        const T* row = p + (i + j) * stride;
+        for (int64_t c = 0; c < cols; ++c) r[j][c] += map(row[c]);
+      }
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      out[c] = ((r[0][c] + r[1][c]) + (r[2][c] + r[3][c])) +
+               ((r[4][c] + r[5][c]) + (r[6][c] + r[7][c]));
+    }
+    for (; i < n; ++i) {
+      for (int64_t c = 0; c < cols; ++c) out[c] += map(p[i * stride + c]);
+    }
+    return;
+  }
+  int64_t m = n / 2;
+  m -= m % 8;
+  Acc right[kColumns];
+  pairwise_columns(p, m, stride, cols, map, out);
+  pairwise_columns(p + m * stride, n - m, stride, cols, map, right);
+  for (int64_t c = 0; c < cols; ++c) out[c] += right[c];
+}
+
+// True when the lanes of a reduction are columns: one strided reduced dim,
+// neighbouring output elements neighbours in memory (the sum over the rows of
+// a matrix, a bias's gradient over (batch, steps, features)). Long lanes are
+// left to reduce_lane, which computes their leaves in parallel.
+bool column_lanes(const ReducePlan& plan, const LeafRunner* run) {
+  return plan.inner_dims.size() == 1 && plan.inner_strides[0] != 1 &&
+         !plan.outer_dims.empty() && plan.outer_strides.back() == 1 &&
+         (run == nullptr || plan.inner <= 4 * kLeafSize);
+}
+
+// sum, nansum and mean of output elements [begin, end) of a column_lanes
+// plan, kColumns lanes at a time.
+template <class T, class Out>
+void reduce_columns(ReduceKind kind, const T* data, const ReducePlan& plan, Out* dst,
+                    int64_t begin, int64_t end) {
+  using Acc = AccOf<Out>;
+  using C = std::conditional_t<std::is_floating_point_v<Out>, Out, double>;
+  const int64_t n = plan.inner, stride = plan.inner_strides[0];
+  const int64_t row = plan.outer_dims.back();
+  Acc acc[kColumns];
+  C mean[kColumns];
+  for (int64_t o = begin; o < end;) {
+    const int64_t cols = std::min({end - o, row - o % row, kColumns});
+    const T* base = data + lane_offset(plan, o);
+    if (kind == ReduceKind::mean) {
+      pairwise_columns<C>(base, n, stride, cols, [](T x) { return static_cast<C>(x); }, mean);
+      for (int64_t c = 0; c < cols; ++c) {
+        dst[o + c] = element_cast<Out>(mean[c] / static_cast<C>(n));
+      }
+    } else {
+      if (kind == ReduceKind::sum) {
+        pairwise_columns<Acc>(
+            base, n, stride, cols, [](T x) { return static_cast<Acc>(element_cast<Out>(x)); }, acc);
+      } else {
+        pairwise_columns<Acc>(
+            base, n, stride, cols,
+            [](T x) { return is_nan(x) ? Acc(0) : static_cast<Acc>(element_cast<Out>(x)); }, acc);
+      }
+      for (int64_t c = 0; c < cols; ++c) dst[o + c] = static_cast<Out>(acc[c]);
+    }
+    o += cols;
+  }
+}
+
 template <class T, class Out>
 void reduce_typed(ReduceKind kind, const Array& in, const ReducePlan& plan, Array& out,
                   int64_t begin, int64_t end, const ReduceOptions& opts, const LeafRunner* run) {
   const T* data = in.data<T>();
   Out* dst = out.data<Out>();
   const int64_t n = plan.inner;
+  if ((kind == ReduceKind::sum || kind == ReduceKind::nansum || kind == ReduceKind::mean) &&
+      column_lanes(plan, run)) {
+    reduce_columns(kind, data, plan, dst, begin, end);
+    return;
+  }
   LaneBuffer<T> buf, scratch;
   using Acc = AccOf<Out>;
   // Statistics are computed in a floating type even when a dtype asks for ints.

@@ -11,9 +11,13 @@
 
 namespace tessera::kernels {
 
-// The functions of VecFn, in its order.
+// The functions of VecFn, in its order: exp, then those whose loops call
+// libmvec directly.
 #define TESSERA_VMATH_FUNCTIONS \
   X(exp)                        \
+  TESSERA_VMATH_PLAIN_FUNCTIONS
+
+#define TESSERA_VMATH_PLAIN_FUNCTIONS \
   X(exp2)                       \
   X(expm1)                      \
   X(log)                        \
@@ -89,7 +93,59 @@ bool has_avx512() {
 using FloatLoop = void (*)(const float*, float*, int64_t);
 using DoubleLoop = void (*)(const double*, double*, int64_t);
 
-// Per function fn: fn_avx512, fn_avx2 and fn_sse2 for float and double.
+// libmvec's exp leaves its vector code for scalar calls (about 8x slower over
+// a whole array) whenever a vector holds an argument out of its fast range,
+// |x| > 87 in float32: attention scores masked with -1e9 are full of them.
+// Arguments at or below -104 (float32) or -746 (float64) have exactly 0 as
+// their exp (below half the smallest subnormal), which is what those calls
+// return: they go in as 0 and come out as 0, so the bits are libmvec's.
+__attribute__((target("avx512f"))) __m512 exp_screened(__m512 v) {
+  const __mmask16 low = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-104.0f), _CMP_LE_OQ);
+  const __m512 e = _ZGVeN16v_expf(_mm512_mask_blend_ps(low, v, _mm512_setzero_ps()));
+  return _mm512_mask_blend_ps(low, e, _mm512_setzero_ps());
+}
+__attribute__((target("avx512f"))) __m512d exp_screened(__m512d v) {
+  const __mmask8 low = _mm512_cmp_pd_mask(v, _mm512_set1_pd(-746.0), _CMP_LE_OQ);
+  const __m512d e = _ZGVeN8v_exp(_mm512_mask_blend_pd(low, v, _mm512_setzero_pd()));
+  return _mm512_mask_blend_pd(low, e, _mm512_setzero_pd());
+}
+__attribute__((target("avx2"))) __m256 exp_screened(__m256 v) {
+  const __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(-104.0f), _CMP_LE_OQ);
+  return _mm256_andnot_ps(low, _ZGVdN8v_expf(_mm256_andnot_ps(low, v)));
+}
+__attribute__((target("avx2"))) __m256d exp_screened(__m256d v) {
+  const __m256d low = _mm256_cmp_pd(v, _mm256_set1_pd(-746.0), _CMP_LE_OQ);
+  return _mm256_andnot_pd(low, _ZGVdN4v_exp(_mm256_andnot_pd(low, v)));
+}
+__m128 exp_screened(__m128 v) {
+  const __m128 low = _mm_cmple_ps(v, _mm_set1_ps(-104.0f));
+  return _mm_andnot_ps(low, _ZGVbN4v_expf(_mm_andnot_ps(low, v)));
+}
+__m128d exp_screened(__m128d v) {
+  const __m128d low = _mm_cmple_pd(v, _mm_set1_pd(-746.0));
+  return _mm_andnot_pd(low, _ZGVbN2v_exp(_mm_andnot_pd(low, v)));
+}
+
+__attribute__((target("avx512f"))) void exp_avx512(const float* x, float* y, int64_t n) {
+  TESSERA_VMATH_LOOP(float, __m512, 16, exp_screened)
+}
+__attribute__((target("avx512f"))) void exp_avx512(const double* x, double* y, int64_t n) {
+  TESSERA_VMATH_LOOP(double, __m512d, 8, exp_screened)
+}
+__attribute__((target("avx2"))) void exp_avx2(const float* x, float* y, int64_t n) {
+  TESSERA_VMATH_LOOP(float, __m256, 8, exp_screened)
+}
+__attribute__((target("avx2"))) void exp_avx2(const double* x, double* y, int64_t n) {
+  TESSERA_VMATH_LOOP(double, __m256d, 4, exp_screened)
+}
+void exp_sse2(const float* x, float* y, int64_t n) {
+  TESSERA_VMATH_LOOP(float, __m128, 4, exp_screened)
+}
+void exp_sse2(const double* x, double* y, int64_t n) {
+  TESSERA_VMATH_LOOP(double, __m128d, 2, exp_screened)
+}
+
+// Per other function fn: fn_avx512, fn_avx2 and fn_sse2 for float and double.
 #define X(fn)                                                                                  \
   __attribute__((target("avx512f"))) void fn##_avx512(const float* x, float* y, int64_t n) {   \
     TESSERA_VMATH_LOOP(float, __m512, 16, _ZGVeN16v_##fn##f)                                   \
@@ -109,7 +165,7 @@ using DoubleLoop = void (*)(const double*, double*, int64_t);
   void fn##_sse2(const double* x, double* y, int64_t n) {                                      \
     TESSERA_VMATH_LOOP(double, __m128d, 2, _ZGVbN2v_##fn)                                      \
   }
-TESSERA_VMATH_FUNCTIONS
+TESSERA_VMATH_PLAIN_FUNCTIONS
 #undef X
 #undef TESSERA_VMATH_LOOP
 
@@ -166,5 +222,6 @@ void vmath(VecFn f, const double* x, double* y, int64_t n) { scalar_loop(f, x, y
 #endif
 
 #undef TESSERA_VMATH_FUNCTIONS
+#undef TESSERA_VMATH_PLAIN_FUNCTIONS
 
 }  // namespace tessera::kernels

@@ -926,7 +926,11 @@ const bool registered = register_primitives({
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", Value()), opt("keepdims", false)},
      .help = "The cotangent g of a reduction of x over `axis` broadcast back to x's shape.",
-     .eval = reduce_grad},
+     .eval = reduce_grad,
+     // A broadcast view of g, read in place by the elementwise operations
+     // that take it (a LayerNormalization's mean: 1M elements written per
+     // step for nothing otherwise).
+     .passes_through = true},
     {.name = "matmul_grad_x",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},

@@ -214,44 +214,68 @@ Value matmul(const Value& va, const Value& vb, const char* op) {
   return c.reshaped(out);
 }
 
-// A tall, thin a.T @ b (the gradient of a linear layer: k samples, small p x n
-// result) is cut along k: each chunk of rows gives a partial product, and the
-// partials are added in chunk order. Tiling the small output instead would
-// make every tile read all of `a`. The chunk size is fixed, so the result does
-// not depend on the number of threads.
-constexpr int64_t kReductionChunk = 8192;
-constexpr int64_t kSmallProduct = 1 << 14;
+// A tall a.T @ b (the weight gradient of a dense layer: x.T @ dy over every
+// sample, k rows against a small p x n result) is cut along k as well as
+// along the output's rows: each task computes a partial product over one
+// chunk of k, and the partials are added in chunk order. Tiling only the
+// small output would make every tile read and pack all of `b` (one thread's
+// work spread over two gained nothing). The chunks depend on the shape alone,
+// never on the thread count, so the bits do not either.
+constexpr int64_t kSplitRows = 2048;  // rows of k per chunk, at least
+constexpr int64_t kMaxSplits = 8;
 
-template <class T>
-void add_into(T* dst, const T* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+// How many chunks of k a p x n product over k rows is cut into: 1 unless k
+// is long next to p (then row tiles would each read all of b), and never so
+// many that the partial products outweigh half the operands.
+int64_t reduction_chunks(int64_t k, int64_t p, int64_t n) {
+  if (k < p) return 1;
+  int64_t chunks = std::min(k / kSplitRows, kMaxSplits);
+  while (chunks > 1 && (chunks - 1) * p * n > k * (p + n) / 2) --chunks;
+  return std::max<int64_t>(chunks, 1);
 }
 
-Array chunked_tn(const Array& a, const Array& b, Array out, int64_t k, int64_t p, int64_t n) {
+template <class T>
+void add_partials(T* out, const std::vector<Array>& partial, int64_t begin, int64_t end) {
+  for (const Array& part : partial) {
+    const T* src = part.data<T>();
+    for (int64_t i = begin; i < end; ++i) out[i] += src[i];
+  }
+}
+
+// out = a.T @ b with a (k, p), b (k, n) contiguous, float32 or float64.
+void product_tn(const Array& a, const Array& b, Array& out, int64_t k, int64_t p, int64_t n) {
   const DType dt = a.dtype();
-  const int64_t chunks = (k + kReductionChunk - 1) / kReductionChunk;
   const size_t es = dtype_size(dt);
-  std::vector<Array> partial(chunks);
+  const int64_t chunks = reduction_chunks(k, p, n);
+  // Row tiles within each chunk, as many as it takes to give every thread a
+  // task (see batched_product: each BLAS call packs all of its b).
+  const int64_t threads = deterministic_tiling() ? kDeterministicThreads : num_threads();
+  const double chunk_ns = row_cost_ns(dt, (k + chunks - 1) / chunks, n) * static_cast<double>(p);
+  const int64_t by_work = static_cast<int64_t>(chunk_ns / kMinTaskNs);
+  const int64_t row_tiles =
+      std::clamp<int64_t>(std::min(by_work, (threads + chunks - 1) / chunks), 1, p);
+  // Chunk 0 writes into out, the others into partial products.
+  std::vector<Array> partial(static_cast<size_t>(chunks - 1));
   for (auto& part : partial) part = Array(dt, {p, n});
   const char* pa = static_cast<const char*>(a.raw());
   const char* pb = static_cast<const char*>(b.raw());
-  parallel_for(chunks, row_cost_ns(dt, kReductionChunk, n) * static_cast<double>(p),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t c = begin; c < end; ++c) {
-                   int64_t r0 = c * kReductionChunk, r1 = std::min(k, r0 + kReductionChunk);
-                   kn::matmul_tn_rows(dt, pa + r0 * p * es, pb + r0 * n * es, partial[c].raw(),
-                                      r1 - r0, p, n, 0, p);
-                 }
-               });
-  std::memcpy(out.raw(), partial[0].raw(), out.nbytes());
-  for (int64_t c = 1; c < chunks; ++c) {
-    if (dt == DType::float64) {
-      add_into(out.data<double>(), partial[c].data<double>(), p * n);
-    } else {
-      add_into(out.data<float>(), partial[c].data<float>(), p * n);
+  parallel_for(chunks * row_tiles, kMinTaskNs * 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t c = t / row_tiles, tile = t % row_tiles;
+      const int64_t r0 = k * c / chunks, r1 = k * (c + 1) / chunks;
+      void* dst = c == 0 ? out.raw() : partial[c - 1].raw();
+      kn::matmul_tn_rows(dt, pa + r0 * p * es, pb + r0 * n * es, dst, r1 - r0, p, n,
+                         p * tile / row_tiles, p * (tile + 1) / row_tiles);
     }
-  }
-  return out;
+  });
+  if (chunks == 1) return;
+  parallel_for(p * n, 0.5 * static_cast<double>(chunks), [&](int64_t begin, int64_t end) {
+    if (dt == DType::float64) {
+      add_partials(out.data<double>(), partial, begin, end);
+    } else {
+      add_partials(out.data<float>(), partial, begin, end);
+    }
+  });
 }
 
 // a.T @ b for a 2-d float `a` without copying the transpose; any other case
@@ -270,12 +294,7 @@ Value matmul_tn(const Value& va, const Value& vb, const char* op) {
       const int64_t n = b1 ? 1 : b.shape()[1];
       Array out(dt, b1 ? Shape{p} : Shape{p, n});
       if (out.size() == 0) return out;
-      if (k >= 2 * kReductionChunk && p * n <= kSmallProduct) {
-        return chunked_tn(a, b, std::move(out), k, p, n);
-      }
-      parallel_for(p, row_cost_ns(dt, k, n), [&](int64_t begin, int64_t end) {
-        kn::matmul_tn_rows(dt, a.raw(), b.raw(), out.raw(), k, p, n, begin, end);
-      });
+      product_tn(a, b, out, k, p, n);
       return out;
     }
   }

@@ -103,8 +103,9 @@ struct PrimitiveSpec {
   // arithmetic, dot) but are otherwise ordinary: their arguments are not
   // packed, while dtypes convert and results are new arrays as for any other.
   bool strided = false;
-  // True for primitives that may return an (packed) argument itself rather
-  // than a copy: autodiff's cotangent plumbing (unbroadcast, grad_accumulate),
+  // True for primitives that may return an (packed) argument itself, or a
+  // view of one, rather than a copy: autodiff's cotangent plumbing
+  // (unbroadcast, grad_accumulate, reduce_grad's broadcast of g),
   // whose values are never written in place and never user-visible except
   // through grad's outputs, each the result of an `if` (nil or not), which
   // copies a returned argument, so they stay distinct arrays. A 130 MB

@@ -309,6 +309,27 @@ def test_matmul_non_contiguous_and_integers():
     check(numpy_fn("a @ a.T", "a"), np.arange(6).reshape(2, 3))
 
 
+# Views BLAS reads in place (transposed or with rows further apart than their
+# length, batch dims of any stride) and views that are packed first (no unit
+# stride, reversed, broadcast): each against NumPy.
+MATMUL_VIEWS = ["a.T @ b", "a @ b.T", "np.swapaxes(c, -1, -2) @ c", "c @ np.swapaxes(c, -1, -2)",
+                "a[:, :3] @ b[:3]", "a[1:, 1:4].T @ b[1:, :]", "c[:, ::2] @ a[:5, :2]",
+                "np.transpose(c, (1, 0, 2)) @ a[:5, :3]", "a[::-1] @ b[::-1].T",
+                "a[::2, ::2] @ b[:3, :]", "np.broadcast_to(a[:2, :5], (3, 2, 5)) @ b[:5]",
+                "np.transpose(c.reshape(2, 2, 3, 5), (0, 2, 1, 3)) @ np.swapaxes(a[:3, :5], 0, 1)",
+                "a.T[0] @ b", "a @ b.T[:, 1]", "a[:, 0] @ a[:, 1]", "a[:1].T @ b[:1]"]
+
+
+@pytest.mark.parametrize("expr", MATMUL_VIEWS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_matmul_of_views(expr, dtype):
+    a = sample(dtype, (6, 5), seed=21)
+    b = sample(dtype, (6, 5), seed=22)
+    c = sample(dtype, (4, 3, 5), seed=23)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    check(numpy_fn(expr, "a, b, c"), a, b, c, rtol=rtol, atol=1e-6)
+
+
 # ----------------------------------------------------------------- sorting and searching
 
 

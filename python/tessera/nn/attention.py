@@ -134,19 +134,22 @@ class MultiHeadAttention(Layer):
         tq, tv = shapes[0][0], shapes[1][0]
         h, kd, vd = self.num_heads, self.key_dim, self.value_dim
 
-        def project(x, part, dim, size, t):
+        def project(x, part, dim, size, t, scale=None):
             y = f"({x} @ reshape({p[part + '_kernel']}, [{dim}, {h * size}]))"
             if self.use_bias:
                 y = f"({y} + reshape({p[part + '_bias']}, [{h * size}]))"
+            if scale is not None:
+                # Scaled while contiguous: the same products as scaling the
+                # transposed view, without a strided pass over it.
+                y = f"({y} * {scale!r})"
             # (batch, t, heads, size) -> (batch, heads, t, size)
             return ctx.define(part[0], f"transpose(reshape({y}, [-1, {t}, {h}, {size}]), "
                                        "[0, 2, 1, 3])")
 
-        q = project(q_in, "query", shapes[0][-1], kd, tq)
+        q = project(q_in, "query", shapes[0][-1], kd, tq, scale=1.0 / math.sqrt(kd))
         k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
         v = project(v_in, "value", shapes[1][-1], vd, tv)
-        scale = 1.0 / math.sqrt(kd)
-        scores = ctx.define("s", f"matmul({q} * {scale!r}, transpose({k}, [0, 1, 3, 2]))")
+        scores = ctx.define("s", f"matmul({q}, transpose({k}, [0, 1, 3, 2]))")
         keep = []
         if use_causal_mask:
             keep.append(f"tril(ones([{tq}, {tv}]))")

@@ -111,6 +111,44 @@ TEST(Vmath, SpecialValuesAsTheScalarFunctions) {
   }
 }
 
+// exp of arguments far below its range (masked attention scores, -1e9) is
+// exactly +0, as std::exp gives; subnormal results stay within 4 ulp; and the
+// ordinary arguments sharing a vector with them keep their bits.
+template <class T>
+void check_exp_underflow() {
+  const T inf = std::numeric_limits<T>::infinity();
+  const bool f32 = sizeof(T) == 4;
+  const std::vector<T> low = {T(-1e9), -inf, T(f32 ? -104.0 : -746.0),
+                              T(f32 ? -104.5 : -746.5), T(f32 ? -103.9 : -745.1),
+                              T(f32 ? -95.0 : -740.0), T(f32 ? -88.0 : -709.0)};
+  std::vector<T> x, ordinary;
+  for (size_t i = 0; i < 40; ++i) {
+    const T v = T(0.37) * static_cast<T>(i) - T(7);
+    ordinary.push_back(v);
+    x.push_back(v);
+    x.push_back(low[i % low.size()]);
+  }
+  std::vector<T> y(x.size()), alone(ordinary.size());
+  vmath(VecFn::exp, x.data(), y.data(), static_cast<int64_t>(x.size()));
+  vmath(VecFn::exp, ordinary.data(), alone.data(), static_cast<int64_t>(ordinary.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    if (i % 2 == 0) {
+      EXPECT_EQ(y[i], alone[i / 2]) << "exp(" << x[i] << ") next to a low argument";
+    } else if (static_cast<T>(want) == T(0)) {
+      EXPECT_EQ(y[i], T(0)) << "exp(" << x[i] << ")";
+      EXPECT_FALSE(std::signbit(y[i])) << "exp(" << x[i] << ")";
+    } else {
+      EXPECT_LE(ulps<T>(y[i], want), 4.0) << "exp(" << x[i] << ")";
+    }
+  }
+}
+
+TEST(Vmath, ExpOfFarNegativeArgumentsIsZero) {
+  check_exp_underflow<float>();
+  check_exp_underflow<double>();
+}
+
 // Any length (the last partial vector padded), in place, and the same bits
 // for an element wherever it lies and however many come with it.
 TEST(Vmath, TailsInPlaceAndPositionIndependentBits) {

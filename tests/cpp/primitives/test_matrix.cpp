@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "test_util.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
 
 using namespace tessera;
@@ -593,6 +595,53 @@ TEST(MatrixTransposedProduct, TallThinProductIsChunkedDeterministically) {
   }
   EXPECT_TRUE(runs[0].equals(runs[1]));
   EXPECT_TRUE(runs[0].equals(runs[2]));
+}
+
+TEST(MatrixTransposedProduct, SplitAlongTheSumMatchesReference) {
+  // A dense layer's weight gradient: 4100 samples against small outputs, so
+  // the sum over samples is cut into chunks whose partial products are added
+  // (also when the output is wider than tall, and for a vector).
+  ThreadCountGuard guard;
+  const int64_t k = 4100;
+  for (auto [p, n] : {std::pair<int64_t, int64_t>{40, 24}, {24, 300}, {33, 1}}) {
+    std::vector<double> av = noise(k * p, 5), bv = noise(k * n, 6);
+    std::vector<double> at(p * k);
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t c = 0; c < p; ++c) at[c * k + r] = av[r * p + c];
+    }
+    std::vector<double> ref = naive_matmul(at, bv, p, k, n);
+    const Shape bshape = n == 1 ? Shape{k} : Shape{k, n};
+    const Shape oshape = n == 1 ? Shape{p} : Shape{p, n};
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      EXPECT_TRUE(array_eq(call("matmul_tn", {f64(av, {k, p}), f64(bv, bshape)}), DType::float64,
+                           oshape, ref, 1e-10))
+          << p << "x" << n << ", " << threads << " threads";
+      Array a32 = call("astype", {f64(av, {k, p}), Value("float32")}).as_array();
+      Array b32 = call("astype", {f64(bv, bshape), Value("float32")}).as_array();
+      EXPECT_TRUE(array_eq(call("matmul_tn", {a32, b32}), DType::float32, oshape, ref, 1e-4, 1e-3))
+          << p << "x" << n << ", " << threads << " threads";
+    }
+  }
+}
+
+TEST(MatrixTransposedProduct, DeterministicTilingGivesTheSameBitsForAnyThreadCount) {
+  ThreadCountGuard guard;
+  auto normal = [](int64_t rows, int64_t cols, int64_t seed) {
+    return named("random_normal", {{"", Value(List{Value(rows), Value(cols)})},
+                                   {"seed", Value(seed)},
+                                   {"dtype", Value("float32")}})
+        .as_array();
+  };
+  Array a = normal(6000, 96, 8), b = normal(6000, 200, 9);
+  set_deterministic_tiling(true);
+  std::vector<Value> runs;
+  for (int threads : {1, 2, 3, 4}) {
+    set_num_threads(threads);
+    runs.push_back(call("matmul_tn", {a, b}));
+  }
+  set_deterministic_tiling(false);
+  for (size_t i = 1; i < runs.size(); ++i) EXPECT_TRUE(runs[0].equals(runs[i])) << i + 1;
 }
 
 TEST(MatrixConcurrency, RowTilesRunningAtOnceGiveIdenticalProducts) {

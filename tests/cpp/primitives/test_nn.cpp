@@ -252,6 +252,79 @@ TEST(NnSoftmax, DtypesAndEdges) {
       array_eq(call("log_softmax", {f64({5, -5}, {2, 1})}), DType::float64, {2, 1}, {0, 0}));
 }
 
+namespace {
+
+// softmax (log: log_softmax) of a 3-d array along `axis`, in float64 from x's
+// values: a lane of -inf only is nan, as in NumPy.
+std::vector<double> softmax_reference(const Array& x, int axis, bool log) {
+  const int64_t n = x.dim(axis);
+  int64_t stride = 1;
+  for (int d = axis + 1; d < x.ndim(); ++d) stride *= x.dim(d);
+  std::vector<double> ref(x.size());
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const int64_t base = i - ((i / stride) % n) * stride;
+    double m = -std::numeric_limits<double>::infinity(), s = 0;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, x.get_double(base + j * stride));
+    for (int64_t j = 0; j < n; ++j) s += std::exp(x.get_double(base + j * stride) - m);
+    ref[i] = log ? x.get_double(i) - m - std::log(s) : std::exp(x.get_double(i) - m) / s;
+  }
+  return ref;
+}
+
+}  // namespace
+
+TEST(NnSoftmax, LongLanesMatchReference) {
+  // Lanes longer than the kernels' blocks, along the last axis and across
+  // it, float32 and float64, computed into a new array and in place; masked
+  // (-inf) scores and one lane of nothing but -inf.
+  Array x = randn({2, 37, 300}, 21, 3.0);
+  double* px = x.data<double>();
+  for (int64_t i = 0; i < x.size(); i += 7) px[i] = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < 300; ++j) px[300 + j] = -std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::float32, DType::float64}) {
+    Array xt = x.astype(dt);
+    const double rtol = dt == DType::float32 ? 1e-5 : 1e-12;
+    const double atol = dt == DType::float32 ? 1e-6 : 1e-14;
+    for (int axis : {2, 1, 0}) {
+      for (const char* op : {"softmax", "log_softmax"}) {
+        const bool log = op[0] == 'l';
+        std::vector<double> ref = softmax_reference(xt, axis, log);
+        EXPECT_TRUE(array_eq(call(op, {xt, int64_t{axis}}), dt, x.shape(), ref, rtol, atol))
+            << op << " " << dtype_name(dt) << " axis " << axis;
+        std::vector<Value> unique_args;  // the input's only reference: written in place
+        unique_args.emplace_back(xt.copy());
+        unique_args.emplace_back(int64_t{axis});
+        EXPECT_TRUE(array_eq(call_primitive(op, std::move(unique_args)), dt, x.shape(), ref,
+                             rtol, atol))
+            << op << " in place, " << dtype_name(dt) << " axis " << axis;
+      }
+    }
+  }
+}
+
+TEST(NnSoftmax, LongLaneGradientsMatchFiniteDifferences) {
+  Array x = randn({2, 3, 40}, 13);
+  for (int axis : {-1, 1}) {
+    for (const char* op : {"softmax", "log_softmax"}) {
+      auto f = [&](const Array& v) { return call(op, {v, int64_t{axis}}).as_array(); };
+      Array g = randn(x.shape(), 14);
+      std::string grad_op = std::string(op) + "_grad";
+      Array analytic = call(grad_op.c_str(), {g, f(x), int64_t{axis}}).as_array();
+      EXPECT_TRUE(grads_close(analytic, numeric_vjp(f, x, g))) << op << " axis " << axis;
+      // float32: the same gradient to float32's precision, also in place (g's
+      // only reference).
+      Array out32 = f(x).astype(DType::float32);
+      std::vector<Value> unique_args;
+      unique_args.emplace_back(g.astype(DType::float32).copy());
+      unique_args.emplace_back(out32);
+      unique_args.emplace_back(int64_t{axis});
+      Array got = call_primitive(grad_op.c_str(), std::move(unique_args)).as_array();
+      EXPECT_EQ(got.dtype(), DType::float32);
+      EXPECT_TRUE(grads_close(got, analytic, 1e-4, 1e-6)) << op << " float32 axis " << axis;
+    }
+  }
+}
+
 TEST(NnSoftmax, GradientsMatchFiniteDifferences) {
   Array x = randn({2, 3, 4}, 11);
   for (int axis : {-1, 1, 0}) {

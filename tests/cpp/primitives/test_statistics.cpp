@@ -452,3 +452,40 @@ TEST(StatisticsPlan, StridedLanesGatheredInBlocks) {
     EXPECT_EQ(am.get_int(j), j == 7 ? 0 : 299) << j;
   }
 }
+
+TEST(StatisticsPlan, ColumnSumsHaveTheBitsOfLaneSums) {
+  // sum, nansum and mean over leading axes run down many columns at once;
+  // each column must take pairwise summation's additions in its order, so it
+  // equals (bitwise) the same reduction of the transposed, contiguous lanes.
+  // Lanes of 5 (fewer than 8), 100 (one block), 1000 and 4096 (split) rows,
+  // 70 and 300 columns (more than one block), float32 and float64 and int64.
+  uint32_t state = 99;
+  for (int64_t rows : {5, 100, 1000, 4096}) {
+    for (int64_t cols : {70, 300}) {
+      Array x(DType::float64, {rows, cols});
+      for (int64_t i = 0; i < x.size(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        x.data<double>()[i] = static_cast<double>(state >> 8) / 65536.0 - 128.0;
+      }
+      x.data<double>()[3 * cols + 2] = kNaN;
+      for (DType dt : {DType::float32, DType::float64, DType::int64}) {
+        Array xt = x.astype(dt);
+        Array lanes = call("transpose", {xt}).as_array().copy();
+        for (const char* op : {"sum", "nansum", "mean"}) {
+          Array by_columns = call(op, {xt, 0}).as_array();
+          Array by_lanes = call(op, {lanes, 1}).as_array();
+          ASSERT_EQ(by_columns.shape(), Shape{cols});
+          EXPECT_EQ(std::memcmp(by_columns.raw(), by_lanes.raw(), by_columns.nbytes()), 0)
+              << op << " " << dtype_name(dt) << " " << rows << "x" << cols;
+        }
+      }
+    }
+  }
+  // (batch, steps, features) summed over batch and steps, as a bias's
+  // gradient is: against float64 sums of the same values.
+  Array g(DType::float32, {4, 33, 20});
+  for (int64_t i = 0; i < g.size(); ++i) g.data<float>()[i] = static_cast<float>(i % 17) - 8.5f;
+  std::vector<double> expected(20, 0.0);
+  for (int64_t i = 0; i < g.size(); ++i) expected[i % 20] += g.get_double(i);
+  EXPECT_TRUE(array_eq(call("sum", {g, axes({0, 1})}), DType::float32, {20}, expected));
+}
