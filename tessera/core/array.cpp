@@ -1,7 +1,5 @@
 #include "tessera/core/array.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -58,26 +56,40 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
 namespace {
 
 // Large buffers are kept for reuse when freed: a fresh large allocation is
-// mapped anew by the kernel and every page faults on first touch, which costs
-// as much as the elementwise work on it. Sizes are rounded to 64 KiB so that
-// the same shapes (every training step) find their blocks again. The cache
-// holds at most TESSERA_CACHE_BYTES: by default 2 GiB under glibc's malloc,
-// whose large blocks are mapped anew each time, and 0 (no cache) under
-// allocators that keep freed memory themselves (tcmalloc, jemalloc, loaded
-// with LD_PRELOAD): there a cache of exact sizes only adds the blocks of
-// the sizes not in use to the resident set, where the allocator would
-// reuse them for any size.
+// mapped anew by glibc's malloc and every page faults on first touch, which
+// costs as much as the elementwise work on it (and tcmalloc gives freed pages
+// back to the system as another framework in the process churns memory).
+// Sizes are rounded to 64 KiB so that the same shapes (every training step)
+// find their blocks again; a request takes the smallest kept block at most an
+// eighth larger. The cache holds at most TESSERA_CACHE_BYTES (default 2 GiB;
+// 0 turns it off), and never more than keeps live + kept bytes under the
+// most bytes the program ever had live at once: a block is kept only below
+// that mark, and a request that no kept block serves first gives kept blocks
+// back to malloc (largest first) until it fits under it. So the cache adds
+// nothing to the resident set at a program's peak, where blocks of sizes not
+// in use would otherwise sit beside the live ones.
 constexpr size_t kCacheGranule = size_t{1} << 16;
 constexpr size_t kCacheMinBytes = size_t{1} << 20;
 
-// True when malloc is the C library's own (not an allocator preloaded in
-// front of it).
-bool malloc_is_glibc() {
-  Dl_info info{};
-  void* (*f)(size_t) = &std::malloc;
-  if (dladdr(reinterpret_cast<void*>(f), &info) == 0 || info.dli_fname == nullptr) return true;
-  return std::strstr(info.dli_fname, "libc.so") != nullptr;
+// Bytes held by arrays now, the most since reset_peak_memory(), and the most
+// ever (the cache's bound).
+std::atomic<size_t> g_live{0};
+std::atomic<size_t> g_peak_live{0};
+std::atomic<size_t> g_high_water{0};
+
+void raise_to(std::atomic<size_t>& mark, size_t now) {
+  size_t seen = mark.load(std::memory_order_relaxed);
+  while (now > seen && !mark.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
 }
+
+void count_alloc(size_t rounded) {
+  size_t now = g_live.fetch_add(rounded, std::memory_order_relaxed) + rounded;
+  raise_to(g_peak_live, now);
+  raise_to(g_high_water, now);
+}
+
+void count_free(size_t rounded) { g_live.fetch_sub(rounded, std::memory_order_relaxed); }
 
 struct BlockCache {
   std::mutex mutex;
@@ -85,8 +97,7 @@ struct BlockCache {
   size_t cached = 0;
   size_t limit = [] {
     const char* env = std::getenv("TESSERA_CACHE_BYTES");
-    if (env) return static_cast<size_t>(std::strtoull(env, nullptr, 10));
-    return malloc_is_glibc() ? size_t{2} << 30 : 0;
+    return env ? static_cast<size_t>(std::strtoull(env, nullptr, 10)) : size_t{2} << 30;
   }();
 };
 
@@ -165,17 +176,6 @@ void release_small_blocks() {
   }
 }
 
-std::atomic<size_t> g_live{0};
-std::atomic<size_t> g_peak_live{0};
-
-void count_alloc(size_t rounded) {
-  size_t now = g_live.fetch_add(rounded, std::memory_order_relaxed) + rounded;
-  size_t peak = g_peak_live.load(std::memory_order_relaxed);
-  while (now > peak && !g_peak_live.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-}
-
-void count_free(size_t rounded) { g_live.fetch_sub(rounded, std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -183,6 +183,7 @@ MemoryStats memory_stats() {
   MemoryStats m;
   m.live = g_live.load(std::memory_order_relaxed);
   m.peak_live = g_peak_live.load(std::memory_order_relaxed);
+  m.high_water = g_high_water.load(std::memory_order_relaxed);
   BlockCache& c = block_cache();
   std::lock_guard lock(c.mutex);
   m.cached = c.cached;
@@ -225,6 +226,17 @@ void Storage::allocate(size_t rounded) {
       c.free_blocks.erase(it);
       return;
     }
+    // Kept blocks that would lift live + kept + this request above the
+    // high-water mark go back to malloc, which can serve this request
+    // from them.
+    const size_t live = g_live.load(std::memory_order_relaxed);
+    const size_t bound = std::max(g_high_water.load(std::memory_order_relaxed), live + rounded);
+    while (c.cached > 0 && live + c.cached + rounded > bound) {
+      auto largest = std::prev(c.free_blocks.end());
+      std::free(largest->second);
+      c.cached -= largest->first;
+      c.free_blocks.erase(largest);
+    }
   }
   data_ = std::aligned_alloc(kAlignment, rounded);
   if (!data_) {
@@ -260,7 +272,9 @@ Storage::~Storage() {
   if (rounded >= kCacheMinBytes) {
     BlockCache& c = block_cache();
     std::lock_guard lock(c.mutex);
-    if (c.cached + rounded <= c.limit) {
+    const size_t live = g_live.load(std::memory_order_relaxed);  // without this block
+    if (c.cached + rounded <= c.limit &&
+        live + c.cached + rounded <= g_high_water.load(std::memory_order_relaxed)) {
       c.free_blocks.emplace(rounded, data_);
       c.cached += rounded;
       return;

@@ -41,12 +41,14 @@ std::vector<int64_t> contiguous_strides(const Shape& shape);
 void release_cached_blocks();
 
 // Bytes of array memory tessera owns: `live` held by arrays now, `peak_live`
-// the most held at once since the last reset_peak_memory(), `cached` freed
-// large blocks kept for reuse (see Storage), which count in the process's
-// resident set too. Small blocks are counted at their rounded size.
+// the most held at once since the last reset_peak_memory(), `high_water` the
+// most ever, `cached` freed large blocks kept for reuse (see Storage; live +
+// cached stays under high_water), which count in the process's resident set
+// too. Small blocks are counted at their rounded size.
 struct MemoryStats {
   size_t live = 0;
   size_t peak_live = 0;
+  size_t high_water = 0;
   size_t cached = 0;
   size_t cache_limit = 0;
 };

@@ -316,12 +316,14 @@ PYBIND11_MODULE(_core, m) {
         py::dict d;
         d["live_bytes"] = s.live;
         d["peak_live_bytes"] = s.peak_live;
+        d["high_water_bytes"] = s.high_water;
         d["cached_bytes"] = s.cached;
         d["cache_limit_bytes"] = s.cache_limit;
         return d;
       },
       "Bytes of array memory: live (held by arrays), peak_live (most held at once since the\n"
-      "last reset_peak_memory()), cached (freed large blocks kept for reuse) and cache_limit.");
+      "last reset_peak_memory()), high_water (most ever), cached (freed large blocks kept for\n"
+      "reuse; live + cached stays under high_water) and cache_limit.");
   m.def("reset_peak_memory", [] { tessera::reset_peak_memory(); },
         "Starts memory_stats()'s peak_live_bytes again from the bytes live now.");
   m.def("release_cached_memory", [] { tessera::release_cached_blocks(); },

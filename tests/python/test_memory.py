@@ -9,9 +9,11 @@ from tessera import nn
 
 def test_memory_stats_keys_and_units():
     s = tessera.memory_stats()
-    assert set(s) == {"live_bytes", "peak_live_bytes", "cached_bytes", "cache_limit_bytes"}
+    assert set(s) == {"live_bytes", "peak_live_bytes", "high_water_bytes", "cached_bytes",
+                      "cache_limit_bytes"}
     assert all(isinstance(v, int) and v >= 0 for v in s.values())
-    assert s["peak_live_bytes"] >= s["live_bytes"]
+    assert s["high_water_bytes"] >= s["peak_live_bytes"] >= s["live_bytes"]
+    assert s["live_bytes"] + s["cached_bytes"] <= s["high_water_bytes"]
 
 
 def test_peak_counts_an_intermediate():

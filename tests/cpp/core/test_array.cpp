@@ -89,7 +89,7 @@ TEST(Array, SmallBuffersAreRecycledPerThreadAndStayIntact) {
 }
 
 TEST(Array, LargeBuffersAreRecycled) {
-  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache under this malloc";
+  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache (TESSERA_CACHE_BYTES=0)";
   const void* first;
   {
     Array a(DType::float32, {1024, 1024});
@@ -103,7 +103,8 @@ TEST(Array, LargeBuffersAreRecycled) {
 }
 
 TEST(Array, CacheServesSlightlySmallerRequests) {
-  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache under this malloc";
+  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache (TESSERA_CACHE_BYTES=0)";
+  { Array big(DType::float32, {4 << 20}); }  // 16 MiB live once: room under the high water
   release_cached_blocks();
   const void* first;
   {
@@ -126,6 +127,27 @@ TEST(Array, CacheServesSlightlySmallerRequests) {
   }
   release_cached_blocks();
   EXPECT_EQ(memory_stats().cached, 0u);
+}
+
+TEST(Array, CacheStaysUnderTheHighWaterMark) {
+  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache (TESSERA_CACHE_BYTES=0)";
+  release_cached_blocks();
+  { Array a(DType::float32, {1000, 1000}); }  // kept: 4 MB
+  ASSERT_GT(memory_stats().cached, 0u);
+  MemoryStats m = memory_stats();
+  ASSERT_LE(m.live + m.cached, m.high_water);
+  // A request no kept block serves, big enough to set a new high water mark:
+  // the kept block goes back to malloc rather than sit beside it.
+  const int64_t n = static_cast<int64_t>(m.high_water - m.live) / 4 + (1 << 20);
+  {
+    Array big(DType::float32, {n});
+    EXPECT_EQ(memory_stats().cached, 0u);
+  }
+  // Freed at the mark: kept again (live + kept = the mark).
+  m = memory_stats();
+  EXPECT_GT(m.cached, 0u);
+  EXPECT_LE(m.live + m.cached, m.high_water);
+  release_cached_blocks();
 }
 
 TEST(Array, MemoryStatsCountLiveBytes) {
