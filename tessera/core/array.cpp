@@ -62,10 +62,10 @@ namespace {
 // Sizes are rounded to 64 KiB so that the same shapes (every training step)
 // find their blocks again; a request takes the smallest kept block at most an
 // eighth larger. The cache holds at most TESSERA_CACHE_BYTES (default 2 GiB;
-// 0 turns it off), and never more than keeps live + kept bytes under the
-// most bytes the program ever had live at once: a block is kept only below
-// that mark, and a request that no kept block serves first gives kept blocks
-// back to malloc (largest first) until it fits under it. So the cache adds
+// 0 turns it off), and never so much that live + kept bytes exceed the most
+// bytes the program ever had live at once: a block is kept only below that
+// mark, and a request that no kept block serves first gives kept blocks back
+// to malloc (largest first) until it fits under it. So the cache adds
 // nothing to the resident set at a program's peak, where blocks of sizes not
 // in use would otherwise sit beside the live ones.
 constexpr size_t kCacheGranule = size_t{1} << 16;
@@ -175,7 +175,6 @@ void release_small_blocks() {
     t.count[c] = 0;
   }
 }
-
 
 }  // namespace
 

@@ -266,14 +266,25 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 
 // oneDNN on OpenMP sizes its parallel regions by omp_get_max_threads() of the
-// calling thread; one thread per worker keeps all parallelism in the runtime.
-void one_openmp_thread() {
-  thread_local bool done = false;
-  if (!done) {
-    omp_set_num_threads(1);
-    done = true;
+// calling thread; one thread keeps all parallelism in the runtime. Set for
+// the duration of each call and restored after it: the caller's thread may
+// be another library's too (PyTorch sets the main thread's OpenMP thread
+// count, and would otherwise get 1 back; oneDNN called there with its 2
+// would run a second team of threads beside tessera's workers).
+class OneOpenMPThread {
+ public:
+  OneOpenMPThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
   }
-}
+  ~OneOpenMPThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneOpenMPThread(const OneOpenMPThread&) = delete;
+  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
+
+ private:
+  int saved_;
+};
 
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -380,7 +391,7 @@ std::atomic<bool>& winograd_flag() {
 // Whether this CPU has oneDNN's Winograd (AVX-512 only), tried once.
 bool winograd_supported() {
   static const bool ok = [] {
-    one_openmp_thread();
+    const OneOpenMPThread omp;
     try {
       const memory::desc data({1, 16, 8, 8}, memory::data_type::f32, tag::any);
       const memory::desc w({16, 16, 3, 3}, memory::data_type::f32, tag::any);
@@ -573,7 +584,7 @@ Entry build_entry(Op op, const ConvShape& s, int64_t extra) {
 // full cache (a program sweeping many shapes) serves new keys uncached.
 // `extra`: the pooling kind, or for convolutions whether to try Winograd.
 std::shared_ptr<const Entry> lookup(Op op, const ConvShape& s, int64_t extra) {
-  one_openmp_thread();
+  const OneOpenMPThread omp;  // primitive creation
   static std::mutex mutex;
   static std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Entry>, KeyHash> cache;
   constexpr size_t kMaxEntries = 512;
@@ -630,6 +641,7 @@ void count_call(const Entry& e) {
 // Forward (a = x, out = y) or backward data (a = g, out = dx) through oneDNN;
 // false when oneDNN declines the case.
 bool conv_onednn(Op op, const ConvShape& s, const void* a, const ConvWeights& w, void* out) {
+  const OneOpenMPThread omp;
   std::shared_ptr<const Entry> e = conv_lookup(op, s);
   if (e == nullptr) return false;
   dnnl::stream stream(cpu_engine());
@@ -659,6 +671,7 @@ bool conv_onednn(Op op, const ConvShape& s, const void* a, const ConvWeights& w,
 
 bool pool_onednn(Op op, PoolKind kind, const ConvShape& s, const void* x, const void* g,
                  void* out) {
+  const OneOpenMPThread omp;
   std::shared_ptr<const Entry> e = lookup(op, s, static_cast<int64_t>(kind));
   if (e == nullptr) return false;
   dnnl::stream stream(cpu_engine());
@@ -728,6 +741,7 @@ ConvWeights::ConvWeights(DType dt, ConvPass pass, const ConvShape& chunk, const 
   std::shared_ptr<const Entry> e =
       conv_lookup(pass == ConvPass::backward_data ? Op::conv_bwd_data : Op::conv_fwd, chunk);
   if (e == nullptr || !e->reorder_weights) return;
+  const OneOpenMPThread omp;
   auto packed = std::make_shared<Packed>();
   packed->md = e->weights_md;
   packed->data = std::shared_ptr<void>(aligned_buffer(e->weights_md.get_size()));
@@ -779,6 +793,7 @@ ConvWeightGradient::~ConvWeightGradient() = default;
 
 void ConvWeightGradient::add_chunk(int64_t index, const ConvShape& part, const void* x,
                                    const void* g) {
+  const OneOpenMPThread omp;
   auto p = std::make_unique<Partial>();
   if (dt_ == DType::float32 && part.batch > 0 && part.in_size() > 0 && part.out_size() > 0 &&
       part.weight_size() > 0) {
@@ -814,6 +829,7 @@ void ConvWeightGradient::add_chunk(int64_t index, const ConvShape& part, const v
 }
 
 void ConvWeightGradient::finish(void* dw) {
+  const OneOpenMPThread omp;
   const size_t bytes = static_cast<size_t>(shape_.weight_size()) * dtype_size(dt_);
   if (bytes == 0) return;
   if (partials_.empty()) {

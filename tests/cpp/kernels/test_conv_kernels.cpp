@@ -4,10 +4,13 @@
 // chunks that ran different algorithms, batch sizes and layouts, all against
 // the float64 loops.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tessera/kernels/conv.hpp"
@@ -110,3 +113,37 @@ TEST(ConvKernels, WeightGradientAddsChunksThatRanDifferently) {
 }
 
 }  // namespace
+
+namespace {
+
+int process_threads() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+}  // namespace
+
+// oneDNN runs on OpenMP: called from a thread whose OpenMP thread count another
+// library set (PyTorch sets the main thread's), it must still run on that one
+// thread (no OpenMP team beside tessera's workers), and leave the count as it
+// found it (the other library's parallel regions read it).
+TEST(ConvKernels, OneOpenMPThreadAndTheCallersCountKept) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const int threads = process_threads();
+  const ConvShape s = same_3x3(4, 16, 16, 12);
+  std::vector<float> x = random_floats(s.batch * s.in_size(), 1);
+  std::vector<float> w = random_floats(s.weight_size(), 2);
+  std::vector<float> y(static_cast<size_t>(s.batch * s.out_size()));
+  const uint64_t calls = onednn_calls();
+  const ConvWeights packed(DType::float32, ConvPass::forward, s, w.data());
+  conv_forward(DType::float32, s, x.data(), packed, y.data());
+  EXPECT_GT(onednn_calls(), calls);
+  EXPECT_EQ(process_threads(), threads);  // no OpenMP team was started
+  EXPECT_EQ(omp_get_max_threads(), 3);
+  omp_set_num_threads(before);
+}
