@@ -362,8 +362,10 @@ class ThreadBuffer {
   size_t size_ = 0;
 };
 
+// Buffers: 0 scratchpad, 1 kernel, 2 first input, 3 second input or output,
+// 4 the cotangent shared by both backward passes (ConvWeightGradient).
 void* scratch(size_t bytes, int which) {
-  thread_local ThreadBuffer buffers[4];
+  thread_local ThreadBuffer buffers[5];
   return buffers[which].get(std::max<size_t>(bytes, 64));
 }
 
@@ -638,6 +640,30 @@ void count_call(const Entry& e) {
   if (e.winograd) g_winograd_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Runs a forward (a = x, out = y) or backward data (a = g, out = dx) entry on
+// `a`, already in the layout the entry reads (e.a_md, or the user's).
+void run_conv(const Entry& e, const ConvShape& s, bool fwd, dnnl::stream& stream, memory a,
+              const ConvWeights& w, void* out) {
+  ArgMap args;
+  add_scratchpad(args, e.scratch_md, 0);
+  const ConvWeights::Packed* packed = w.packed();
+  if (packed != nullptr && packed->md == e.weights_md) {
+    args.emplace(DNNL_ARG_WEIGHTS, mem(packed->md, packed->data.get()));
+  } else {
+    args.emplace(DNNL_ARG_WEIGHTS,
+                 input_memory(stream, user_weights_md(s), w.user(), e.reorder_weights,
+                              e.weights_reorder, e.weights_md, 1));
+  }
+  args.emplace(fwd ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST, a);
+  memory user_out = mem(fwd ? dst_md(s) : src_md(s), out);
+  memory o = e.reorder_out ? mem(e.out_md, scratch(e.out_md.get_size(), 3)) : user_out;
+  args.emplace(fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, o);
+  e.main.execute(stream, args);
+  if (e.reorder_out) e.out_back.execute(stream, o, user_out);
+  stream.wait();
+  count_call(e);
+}
+
 // Forward (a = x, out = y) or backward data (a = g, out = dx) through oneDNN;
 // false when oneDNN declines the case.
 bool conv_onednn(Op op, const ConvShape& s, const void* a, const ConvWeights& w, void* out) {
@@ -646,26 +672,10 @@ bool conv_onednn(Op op, const ConvShape& s, const void* a, const ConvWeights& w,
   if (e == nullptr) return false;
   dnnl::stream stream(cpu_engine());
   const bool fwd = op == Op::conv_fwd;
-  ArgMap args;
-  add_scratchpad(args, e->scratch_md, 0);
-  const ConvWeights::Packed* packed = w.packed();
-  if (packed != nullptr && packed->md == e->weights_md) {
-    args.emplace(DNNL_ARG_WEIGHTS, mem(packed->md, packed->data.get()));
-  } else {
-    args.emplace(DNNL_ARG_WEIGHTS,
-                 input_memory(stream, user_weights_md(s), w.user(), e->reorder_weights,
-                              e->weights_reorder, e->weights_md, 1));
-  }
-  args.emplace(fwd ? DNNL_ARG_SRC : DNNL_ARG_DIFF_DST,
-               input_memory(stream, fwd ? src_md(s) : dst_md(s), a, e->reorder_a, e->a_in,
-                            e->a_md, 2));
-  memory user_out = mem(fwd ? dst_md(s) : src_md(s), out);
-  memory o = e->reorder_out ? mem(e->out_md, scratch(e->out_md.get_size(), 3)) : user_out;
-  args.emplace(fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_SRC, o);
-  e->main.execute(stream, args);
-  if (e->reorder_out) e->out_back.execute(stream, o, user_out);
-  stream.wait();
-  count_call(*e);
+  run_conv(*e, s, fwd, stream,
+           input_memory(stream, fwd ? src_md(s) : dst_md(s), a, e->reorder_a, e->a_in, e->a_md,
+                        2),
+           w, out);
   return true;
 }
 
@@ -793,23 +803,45 @@ ConvWeightGradient::~ConvWeightGradient() = default;
 
 void ConvWeightGradient::add_chunk(int64_t index, const ConvShape& part, const void* x,
                                    const void* g) {
+  add_chunk_and_data(index, part, x, g, nullptr, nullptr);
+}
+
+void ConvWeightGradient::add_chunk_and_data(int64_t index, const ConvShape& part, const void* x,
+                                            const void* g, const ConvWeights* w, void* dx) {
   const OneOpenMPThread omp;
   auto p = std::make_unique<Partial>();
-  if (dt_ == DType::float32 && part.batch > 0 && part.in_size() > 0 && part.out_size() > 0 &&
-      part.weight_size() > 0) {
-    if (std::shared_ptr<const Entry> e = conv_lookup(Op::conv_bwd_weights, part)) {
+  const bool sized =
+      part.batch > 0 && part.in_size() > 0 && part.out_size() > 0 && part.weight_size() > 0;
+  if (dt_ == DType::float32 && sized) {
+    std::shared_ptr<const Entry> e = conv_lookup(Op::conv_bwd_weights, part);
+    std::shared_ptr<const Entry> ed = w ? conv_lookup(Op::conv_bwd_data, part) : nullptr;
+    if (e != nullptr && (w == nullptr || ed != nullptr)) {
+      dnnl::stream stream(cpu_engine());
+      // g in the layout each pass reads: reordered once when both want the
+      // same one (Winograd's blocked layout), while it is in cache.
+      memory g_weights;
+      if (ed != nullptr) {
+        memory g_data;
+        if (ed->reorder_a && e->reorder_b && ed->a_md == e->b_md) {
+          g_data = g_weights = input_memory(stream, dst_md(part), g, true, ed->a_in, ed->a_md, 4);
+        } else {
+          g_data = input_memory(stream, dst_md(part), g, ed->reorder_a, ed->a_in, ed->a_md, 4);
+        }
+        run_conv(*ed, part, false, stream, g_data, *w, dx);
+      }
+      if (!g_weights) {
+        g_weights = input_memory(stream, dst_md(part), g, e->reorder_b, e->b_in, e->b_md, 3);
+      }
       p->user_layout = !e->reorder_weights;
       p->md = e->weights_md;
       p->to_user = e->weights_reorder;
       p->bytes = e->weights_md.get_size();
       p->data = aligned_buffer(p->bytes);
-      dnnl::stream stream(cpu_engine());
       ArgMap args;
       add_scratchpad(args, e->scratch_md, 0);
       args.emplace(DNNL_ARG_SRC,
                    input_memory(stream, src_md(part), x, e->reorder_a, e->a_in, e->a_md, 2));
-      args.emplace(DNNL_ARG_DIFF_DST,
-                   input_memory(stream, dst_md(part), g, e->reorder_b, e->b_in, e->b_md, 3));
+      args.emplace(DNNL_ARG_DIFF_DST, g_weights);
       args.emplace(DNNL_ARG_DIFF_WEIGHTS, mem(p->md, p->data.get()));
       e->main.execute(stream, args);
       stream.wait();
@@ -818,6 +850,7 @@ void ConvWeightGradient::add_chunk(int64_t index, const ConvShape& part, const v
       return;
     }
   }
+  if (w != nullptr) conv_backward_data(dt_, part, g, *w, dx);
   p->bytes = static_cast<size_t>(part.weight_size()) * dtype_size(dt_);
   p->data = aligned_buffer(p->bytes);
   by_dtype(dt_, [&](auto t) {

@@ -108,6 +108,11 @@ class ConvWeightGradient {
 
   // Chunk `index` of the batch: `part` samples of x and g.
   void add_chunk(int64_t index, const ConvShape& part, const void* x, const void* g);
+  // add_chunk, and dx of the chunk's samples (as conv_backward_data with w,
+  // laid out for chunks of this size) in the same call: g is read (and laid
+  // out for Winograd) once for both gradients, while it is in cache.
+  void add_chunk_and_data(int64_t index, const ConvShape& part, const void* x, const void* g,
+                          const ConvWeights* w, void* dx);
   // dw (fully written); every chunk must have been added.
   void finish(void* dw);
 

@@ -93,19 +93,21 @@ void dropout_range(const Array& x, Array& out, uint64_t seed, uint64_t threshold
 //   channel_shifted_sums: s1[c] += x[r, c] - shift[c];  s2[c] += (x[r, c] - shift[c])^2
 //   channel_grad_sums:    sum_g[c] += g'[r, c];  sum_g_dev[c] += g'[r, c] * (x[r, c] - mean[c])
 // where g' is g, or with a `mask`, g * (mask > 0 ? 1 : 0): the backward of a
-// relu fused after the map, mask its output. g, x and mask share a dtype.
+// relu fused after the map, mask its output; with a mask and `masked_g`, g' is
+// also written to masked_g's rows. g, x, mask and masked_g share a dtype.
 void channel_sum(const Array& x, int64_t channels, int64_t row_begin, int64_t row_end,
                  double* sums);
 void channel_shifted_sums(const Array& x, int64_t channels, const double* shift,
                           int64_t row_begin, int64_t row_end, double* s1, double* s2);
 void channel_grad_sums(const Array& g, const Array& x, const Array* mask, int64_t channels,
                        const double* mean, int64_t row_begin, int64_t row_end, double* sum_g,
-                       double* sum_g_dev);
+                       double* sum_g_dev, Array* masked_g = nullptr);
 
 // Rows [row_begin, row_end) of out[r, c] = a[c] * u'[r, c] + p[c] * v[r, c] + q[c],
 // u' being u masked as above (mask may be null; v may be null when p is all
-// zero), then max(out, 0) when relu (only without mask and v): the affine map
-// of batch normalization forward (u = x) and backward (u = g, v = x). u, mask,
+// zero), then max(out, 0) when relu (only without mask): the affine map
+// of batch normalization forward (u = x; v, with p = 1, the residual that
+// batch_norm_add_relu adds) and backward (u = g, v = x). u, mask,
 // v and out share a dtype; out may be u.
 void channel_affine(const Array& u, const Array* mask, const Array* v, int64_t channels,
                     const double* a, const double* p, const double* q, bool relu, Array& out,

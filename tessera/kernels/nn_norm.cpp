@@ -71,14 +71,24 @@ template <class T>
   return g * std::bit_cast<T>(std::bit_cast<U>(T(1)) & on);
 }
 
+// With po (and pm), g' is also written out.
 template <class T>
 [[gnu::always_inline]] inline void grad_rows(const T* __restrict pg, const T* __restrict px,
                                              const T* __restrict pm, int64_t channels,
                                              int64_t rows, const double* __restrict mean,
-                                             double* __restrict sg, double* __restrict sgd) {
+                                             double* __restrict sg, double* __restrict sgd,
+                                             T* __restrict po) {
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t off = r * channels;
-    if (pm) {
+    if (pm && po) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const T gm = masked(pg[off + c], pm[off + c]);
+        po[off + c] = gm;
+        const double g = gm;
+        sg[c] += g;
+        sgd[c] += g * (static_cast<double>(px[off + c]) - mean[c]);
+      }
+    } else if (pm) {
       for (int64_t c = 0; c < channels; ++c) {
         const double g = masked(pg[off + c], pm[off + c]);
         sg[c] += g;
@@ -96,13 +106,13 @@ template <class T>
 
 TESSERA_NORM_CLONES void grad_rows_of(const float* pg, const float* px, const float* pm,
                                       int64_t channels, int64_t rows, const double* mean,
-                                      double* sg, double* sgd) {
-  grad_rows(pg, px, pm, channels, rows, mean, sg, sgd);
+                                      double* sg, double* sgd, float* po) {
+  grad_rows(pg, px, pm, channels, rows, mean, sg, sgd, po);
 }
 TESSERA_NORM_CLONES void grad_rows_of(const double* pg, const double* px, const double* pm,
                                       int64_t channels, int64_t rows, const double* mean,
-                                      double* sg, double* sgd) {
-  grad_rows(pg, px, pm, channels, rows, mean, sg, sgd);
+                                      double* sg, double* sgd, double* po) {
+  grad_rows(pg, px, pm, channels, rows, mean, sg, sgd, po);
 }
 
 // out = a u' + p v + q (v null: a u' + q), then max(out, 0) when relu. `out`
@@ -119,6 +129,11 @@ template <class T>
     if (pv && pm) {
       for (int64_t c = 0; c < channels; ++c) {
         po[off + c] = a[c] * masked(pu[off + c], pm[off + c]) + p[c] * pv[off + c] + q[c];
+      }
+    } else if (pv && relu) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const T y = a[c] * pu[off + c] + p[c] * pv[off + c] + q[c];
+        po[off + c] = y < T(0) ? T(0) : y;
       }
     } else if (pv) {
       for (int64_t c = 0; c < channels; ++c) {
@@ -171,12 +186,13 @@ void channel_shifted_sums(const Array& x, int64_t channels, const double* shift,
 
 void channel_grad_sums(const Array& g, const Array& x, const Array* mask, int64_t channels,
                        const double* mean, int64_t row_begin, int64_t row_end, double* sum_g,
-                       double* sum_g_dev) {
+                       double* sum_g_dev, Array* masked_g) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t off = row_begin * channels;
     grad_rows_of(g.data<T>() + off, x.data<T>() + off, mask ? mask->data<T>() + off : nullptr,
-                 channels, row_end - row_begin, mean, sum_g, sum_g_dev);
+                 channels, row_end - row_begin, mean, sum_g, sum_g_dev,
+                 mask && masked_g ? masked_g->data<T>() + off : nullptr);
   });
 }
 

@@ -669,15 +669,16 @@ class Differentiator {
           bindings[s.spec->params[k].name] = s.args[k].ast;
         }
         if (const AstPtr& common = rules.back()) {
-          bool used = false;
+          int users = 0;
           for (size_t k = 0; k < s.args.size(); ++k) {
-            used = used ||
-                   (is_active(s.args[k]) && rules[k] && names_identifier(rules[k], "common"));
+            users += is_active(s.args[k]) && rules[k] && names_identifier(rules[k], "common");
           }
-          if (used) {
+          if (users >= std::max(s.spec->grad_common_users, 1)) {
             const std::string name = "__adc_" + std::to_string(s.out);
             body.push_back(define(name, substitute(common, bindings, loc), loc));
             bindings["common"] = ident(name, loc);
+          } else {
+            bindings["common"] = literal(Value(), loc);
           }
         }
         for (size_t k = 0; k < s.args.size(); ++k) {

@@ -283,8 +283,13 @@ void over_chunks(const ConvShape& s, int64_t chunk, double ns_per_sample, Body&&
 }
 
 int64_t chunk_samples(double per_chunk, int64_t per_sample, int64_t n) {
-  return std::clamp<int64_t>(static_cast<int64_t>(per_chunk / static_cast<double>(per_sample)), 1,
-                             std::max<int64_t>(n, 1));
+  const int64_t most = std::clamp<int64_t>(
+      static_cast<int64_t>(per_chunk / static_cast<double>(per_sample)), 1,
+      std::max<int64_t>(n, 1));
+  // As many chunks as `most` samples each need, evened out (39, 39, 39, 11
+  // would leave a thread idle while another works on twice the samples).
+  const int64_t chunks = (n + most - 1) / most;
+  return chunks > 1 ? (n + chunks - 1) / chunks : most;
 }
 
 char* at(Array& a, int64_t elements) {
@@ -385,6 +390,32 @@ Array conv_grad_weight(const ConvShape& s, const Array& g, const Array& x, const
   return dw;
 }
 
+// Both gradients of a convolution in one pass over the batch: each chunk's
+// data gradient and partial weight gradient are computed together, reading
+// the chunk of g once (laid out once for Winograd) while it is in cache.
+List conv_grads(const ConvShape& s, const Array& g, const Array& x, const Array& w,
+                const char* op) {
+  const DType dt = g.dtype();
+  Shape shape = data_shape(s, false);
+  shape_size(shape, op);
+  Array dx(dt, shape);
+  Array dw = Array::zeros(dt, w.shape());
+  if (s.batch > 0) {
+    const int64_t chunk = conv_chunk(dt, s, kWeightChunkMacs);
+    const kernels::ConvWeights packed(dt, kernels::ConvPass::backward_data, with_batch(s, chunk),
+                                      w.raw());
+    kernels::ConvWeightGradient sum(dt, s, (s.batch + chunk - 1) / chunk);
+    over_chunks(s, chunk, 2.0 * ns_per_mac(dt) * macs_per_sample(s),
+                [&](int64_t c, const ConvShape& part, int64_t first) {
+                  sum.add_chunk_and_data(c, part, at(x, first * s.in_size()),
+                                         at(g, first * s.out_size()), &packed,
+                                         at(dx, first * s.in_size()));
+                });
+    sum.finish(dw.raw());
+  }
+  return List{Value(std::move(dx)), Value(std::move(dw))};
+}
+
 // conv1d / conv2d (x, w, stride(s), padding, dilation, groups).
 Value conv_eval(Args& a, int spatial) {
   Array x0 = a.array(0), w0 = a.array(1);
@@ -425,6 +456,15 @@ Value conv_grad_weight_eval(Args& a, int spatial) {
   ConvShape s = conv_geometry(a, spatial, x0.shape(), w_shape, 3, "input");
   check_grad_shape(a, g0, s);
   return conv_grad_weight(s, g0.astype(dt), x0.astype(dt), w_shape);
+}
+
+// conv*_grads(dy, x, w, stride(s), padding, dilation, groups).
+Value conv_grads_eval(Args& a, int spatial) {
+  Array g0 = a.array(0), x0 = a.array(1), w0 = a.array(2);
+  const DType dt = float_result({g0.dtype(), x0.dtype(), w0.dtype()});
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 3, "input");
+  check_grad_shape(a, g0, s);
+  return Value(conv_grads(s, g0.astype(dt), x0.astype(dt), w0.astype(dt), a.op()));
 }
 
 // max/avg_pool*(x, pool_size, strides, padding).
@@ -561,8 +601,43 @@ PrimitiveSpec conv_spec(int spatial) {
       .help = with_note(help),
       .eval = [spatial](Args& a) -> Value { return conv_eval(a, spatial); },
       .ns_per_element = 20.0,
-      .grads = {conv + "_grad_input(g, w, shape(x), " + set + ")",
-                conv + "_grad_weight(g, x, shape(w), " + set + ")", "", "", "", ""}};
+      .grads = {"if(is_nil(common), " + conv + "_grad_input(g, w, shape(x), " + set +
+                    "), common[0])",
+                "if(is_nil(common), " + conv + "_grad_weight(g, x, shape(w), " + set +
+                    "), common[1])",
+                "", "", "", ""},
+      // Both gradients (the usual case) in one pass over the batch.
+      .grad_common = conv + "_grads(g, x, w, " + set + ")",
+      .grad_common_users = 2};
+}
+
+// conv*_grads: both gradients of a convolution at once (what differentiating
+// conv* with respect to x and w computes). Its rules are those of
+// conv*_grad_input and conv*_grad_weight, for the cotangents of its two
+// results (second derivatives).
+PrimitiveSpec conv_grads_spec(int spatial) {
+  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string set = conv_settings(spatial);
+  std::string help = "Backward of " + conv + " for both the input and the kernel: [" + conv +
+                     "_grad_input(dy, w, shape(x), ...), " + conv +
+                     "_grad_weight(dy, x, shape(w), ...)] computed in one pass over the "
+                     "batch (each chunk of dy is read once for both). groups: as in " +
+                     conv + ".";
+  const std::string gx = "getitem(g, 0)", gw = "getitem(g, 1)";
+  return PrimitiveSpec{
+      .name = conv + "_grads",
+      .family = "nn",
+      .params = conv_params(spatial, {{"dy"}, {"x"}, {"w"}}),
+      .help = with_note(help),
+      .eval = [spatial](Args& a) -> Value { return conv_grads_eval(a, spatial); },
+      .ns_per_element = 40.0,
+      .grads = {"grad_accumulate(if(is_nil(" + gx + "), nil, " + conv + "(" + gx + ", w, " + set +
+                    ")), if(is_nil(" + gw + "), nil, " + conv + "(x, " + gw + ", " + set + ")))",
+                "if(is_nil(" + gw + "), nil, " + conv + "_grad_input(dy, " + gw + ", shape(x), " +
+                    set + "))",
+                "if(is_nil(" + gx + "), nil, " + conv + "_grad_weight(dy, " + gx + ", shape(w), " +
+                    set + "))",
+                "", "", "", ""}};
 }
 
 // conv*_grad_input is also the transposed convolution, so it has gradient
@@ -648,9 +723,11 @@ const bool registered = register_primitives({
     conv_spec(1),
     conv_grad_input_spec(1),
     conv_grad_weight_spec(1),
+    conv_grads_spec(1),
     conv_spec(2),
     conv_grad_input_spec(2),
     conv_grad_weight_spec(2),
+    conv_grads_spec(2),
     conv_bias_spec(1, false),
     conv_bias_spec(1, true),
     conv_bias_spec(2, false),

@@ -408,26 +408,45 @@ std::vector<double> grad_sums(const Array& g, const Array& x, const Array* pm, c
 
 // batch_norm(x, gamma, beta, mean, var, epsilon, training, stats), and
 // batch_norm_relu: the same followed by relu, in the same pass.
-Value eval_batch_norm(Args& a, bool relu) {
+// batch_norm, batch_norm_relu, and (residual) batch_norm_add_relu, whose
+// argument 1 is the residual and the batch norm's arguments follow it.
+Value eval_batch_norm(Args& a, bool relu, bool residual = false) {
+  const size_t k = residual ? 1 : 0;  // where the batch norm's arguments start, less one
   Array x = a.array(0);
   const Rows r = channels_last(x, a, 0);
   DType dt = kn::float_dtype(x.dtype());
-  const double eps = epsilon_arg(a, 5);
-  const bool training = a.boolean(6);
-  auto gamma = channel_param(a, 1, r, 1.0, dt);
-  auto beta = channel_param(a, 2, r, 0.0, dt);
-  Moments given = given_moments(a, r, training, 3, 4, dt);
+  const double eps = epsilon_arg(a, 5 + k);
+  const bool training = a.boolean(6 + k);
+  auto gamma = channel_param(a, 1 + k, r, 1.0, dt);
+  auto beta = channel_param(a, 2 + k, r, 0.0, dt);
+  Moments given = given_moments(a, r, training, 3 + k, 4 + k, dt);
+  Array res;
+  if (residual) {
+    res = a.array(1);
+    if (res.shape() != x.shape()) {
+      throw std::invalid_argument(error_message("[", a.op(), "] residual has shape ",
+                                                shape_str(res.shape()), " but x has shape ",
+                                                shape_str(x.shape()), ": they must be equal"));
+    }
+    dt = promote(dt, kn::float_dtype(res.dtype()));
+    res = cast_array(res, dt);
+  }
   x = cast_array(x, dt);
   if (x.size() == 0) return Array(dt, x.shape());
-  Moments m = normalizing_moments(a, x, r, training, std::move(given), 7);
+  Moments m = normalizing_moments(a, x, r, training, std::move(given), 7 + k);
   auto inv = inverse_std(m, eps);
-  std::vector<double> scale(r.channels), zero(r.channels, 0.0), shift(r.channels);
+  std::vector<double> scale(r.channels), ones(r.channels, 1.0), zero(r.channels, 0.0),
+      shift(r.channels);
   for (int64_t c = 0; c < r.channels; ++c) {
     scale[c] = gamma[c] * inv[c];
     shift[c] = beta[c] - m.mean[c] * scale[c];
   }
   Array out(dt, x.shape());
-  apply_channel_affine(x, nullptr, nullptr, r, scale, zero, shift, relu, out);
+  if (residual) {
+    apply_channel_affine(x, nullptr, &res, r, scale, ones, shift, relu, out);
+  } else {
+    apply_channel_affine(x, nullptr, nullptr, r, scale, zero, shift, relu, out);
+  }
   return out;
 }
 
@@ -442,7 +461,7 @@ Value eval_batch_norm_stats(Args& a) {
 // batch_norm_grad_sums(g, x, mean, var, epsilon, training, stats, y): the
 // (2, channels) array [sum(g'), sum(g' * xhat)] = the cotangents of beta and
 // gamma, g' being g, or g where y > 0 (batch_norm_relu's output y).
-Value eval_batch_norm_grad_sums(Args& a) {
+Value eval_batch_norm_grad_sums(Args& a, bool masked_out = false) {
   Array x = a.array(1);
   const Rows r = channels_last(x, a, 1);
   DType dt = grad_dtype(a, 0, x);
@@ -453,12 +472,28 @@ Value eval_batch_norm_grad_sums(Args& a) {
   x = cast_array(x, dt);
   // batch_norm_gamma_grad shares this evaluation, without stats and y.
   Array mask = relu_mask(a, 7, x, dt);
-  if (x.size() == 0) return Array::zeros(dt, {2, r.channels});
+  if (masked_out && !has_arg(a, 7)) {
+    throw std::invalid_argument(error_message("[", a.op(), "] y is required (the output of "
+                                              "the relu whose backward masks g), got nil"));
+  }
+  Array gm;
+  if (masked_out) gm = Array(dt, x.shape());
+  if (x.size() == 0) {
+    Array sums = Array::zeros(dt, {2, r.channels});
+    return masked_out ? Value(List{Value(gm), Value(sums)}) : Value(sums);
+  }
   Moments m = normalizing_moments(a, x, r, training, std::move(given), 6);
   auto inv = inverse_std(m, eps);
-  auto sums = grad_sums(g, x, has_arg(a, 7) ? &mask : nullptr, r, m);
+  const Array* pm = has_arg(a, 7) ? &mask : nullptr;
+  auto sums = channel_reduce(r, 2, masked_out ? 0.6 : (pm ? 0.5 : 0.4),
+                             [&](int64_t b, int64_t e, double* s) {
+                               kn::channel_grad_sums(g, x, pm, r.channels, m.mean.data(), b, e,
+                                                     s, s + r.channels,
+                                                     masked_out ? &gm : nullptr);
+                             });
   for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
-  return channel_array(sums, dt).reshaped({2, r.channels});
+  Array out = channel_array(sums, dt).reshaped({2, r.channels});
+  return masked_out ? Value(List{Value(std::move(gm)), Value(std::move(out))}) : Value(out);
 }
 
 // batch_norm_grad(g, x, gamma, mean, var, epsilon, training, stats, sums, y):
@@ -774,6 +809,29 @@ const bool registered = register_primitives({
     batch_norm_spec("batch_norm_relu", true,
                     "relu(batch_norm(x, ...)) in one pass, with the same arguments; its "
                     "backward passes the cotangent where the output is positive."),
+    {.name = "batch_norm_add_relu",
+     .family = "nn",
+     .params = {{"x"},
+                {"residual"},
+                opt("gamma", Value()),
+                opt("beta", Value()),
+                opt("mean", Value()),
+                opt("var", Value()),
+                opt("epsilon", Value(1e-3)),
+                opt("training", Value(true)),
+                opt("stats", Value())},
+     .help = "relu(batch_norm(x, gamma, beta, mean, var, epsilon, training, stats) + residual) "
+             "in one pass (the end of a residual block: BatchNormalization, Add, ReLU; "
+             "tessera.nn's models use it); residual has x's shape. Its backward masks the "
+             "cotangent and sums it for gamma and beta in one pass "
+             "(batch_norm_grad_sums_masked).",
+     .eval = [](Args& a) -> Value { return eval_batch_norm(a, true, true); },
+     .ns_per_element = 0.8,
+     .grads = {"batch_norm_grad(common[0], x, gamma, mean, var, epsilon, training, stats, "
+               "common[1], nil)",
+               "common[0]", "common[1][1]", "common[1][0]", "", "", "", "", ""},
+     .grad_common =
+         "batch_norm_grad_sums_masked(g, x, mean, var, epsilon, training, stats, out)"},
     {.name = "batch_norm_stats",
      .family = "nn",
      .params = {{"x"}},
@@ -818,6 +876,20 @@ const bool registered = register_primitives({
              "batch_norm does; with y (batch_norm_relu's output), g counts only where y > 0.",
      .eval = [](Args& a) -> Value { return eval_batch_norm_grad_sums(a); },
      .ns_per_element = 0.5},
+    {.name = "batch_norm_grad_sums_masked",
+     .family = "nn",
+     .params = {{"g"},
+                {"x"},
+                opt("mean", Value()),
+                opt("var", Value()),
+                opt("epsilon", Value(1e-3)),
+                opt("training", Value(true)),
+                opt("stats", Value()),
+                opt("y", Value())},
+     .help = "list(g', sums) in one pass: g' = g where y > 0, else 0 (the backward of the relu "
+             "whose output is y), and sums = batch_norm_grad_sums(g', x, ...). y is required.",
+     .eval = [](Args& a) -> Value { return eval_batch_norm_grad_sums(a, true); },
+     .ns_per_element = 0.6},
     {.name = "batch_norm_gamma_grad",
      .family = "nn",
      .params = {{"g"},

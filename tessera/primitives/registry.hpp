@@ -87,6 +87,11 @@ struct PrimitiveSpec {
   // when an active parameter's rule names it as `common` (batch_norm: the
   // per-channel sums that the gradients of x, gamma and beta all need).
   std::string grad_common = {};
+  // How many active parameters' rules must name `common` for it to be
+  // computed; with fewer, the rules see `common` as nil and use their own
+  // expressions (a convolution's shared pass pays off only for both
+  // gradients).
+  int grad_common_users = 1;
   // Elementwise binary primitives: the result for two Python-like scalars
   // (bool, int, float), which the execution tree computes directly, without
   // binding arguments or timing the call (a loop's `i < n`, `i + 1`); the

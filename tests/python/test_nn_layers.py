@@ -348,6 +348,86 @@ def test_batch_normalization_fuses_a_following_relu():
     np.testing.assert_allclose(fused.predict(x), apart.predict(x), rtol=1e-12)
 
 
+def _residual_model(relu, bn_first, project, conv=False, frozen=False):
+    """Dense (or Conv2D) -> residual block ending BatchNormalization -> Add ->
+    Activation(relu), the batch norm first or second in the Add, the shortcut
+    the block's input or (project) a batch norm of its own."""
+    if conv:
+        inp = nn.Input((6, 6, 16))
+        layer = lambda: nn.Conv2D(16, 3, padding="same", use_bias=False)  # noqa: E731
+    else:
+        inp = nn.Input((4,))
+        layer = lambda: nn.Dense(5)  # noqa: E731
+    h = layer()(inp)
+    bn = nn.BatchNormalization()
+    bn.trainable = not frozen
+    b = bn(layer()(h))
+    s = nn.BatchNormalization()(layer()(h)) if project else h
+    out = nn.Activation(relu)(nn.Add()([b, s] if bn_first else [s, b]))
+    if conv:
+        out = nn.GlobalAveragePooling2D()(out)
+    m = nn.Model(inp, nn.Dense(3)(out), dtype="float32" if conv else "float64", seed=3)
+    m.compile(tessera.optim.SGD(0.1), "mse")
+    return m
+
+
+def _program(m):
+    return m._loss_fn(m._params(True), m._params(False))[0]
+
+
+@pytest.mark.parametrize("bn_first", [True, False])
+@pytest.mark.parametrize("project", [False, True])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_batch_normalization_add_relu_fuses_the_end_of_a_residual_block(bn_first, project,
+                                                                       frozen):
+    # BatchNormalization -> Add -> Activation("relu") runs as one
+    # batch_norm_add_relu; the same model with the relu as a function (not
+    # fused) trains to the same weights and predicts the same.
+    x = RNG.normal(size=(16, 4)) * 2 + 1
+    y = RNG.normal(size=(16, 3))
+    fused = _residual_model("relu", bn_first, project, frozen=frozen)
+    apart = _residual_model(lambda t: np.maximum(t, 0.0), bn_first, project, frozen=frozen)
+    assert _program(fused).count("batch_norm_add_relu(") == 1
+    assert "batch_norm_add_relu(" not in _program(apart)
+    for m in (fused, apart):
+        m.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    for a, b in zip(fused.get_weights(), apart.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fused.predict(x), apart.predict(x), rtol=1e-10, atol=1e-12)
+
+
+def test_batch_normalization_add_relu_with_convolutions_in_float32():
+    # The ResNet case: Conv2D (Winograd's shapes, both gradients in one pass)
+    # -> BatchNormalization -> Add -> ReLU, in float32.
+    x = RNG.normal(size=(8, 6, 6, 16)).astype(np.float32)
+    y = RNG.normal(size=(8, 3)).astype(np.float32)
+    fused = _residual_model("relu", True, True, conv=True)
+    apart = _residual_model(lambda t: np.maximum(t, 0.0), True, True, conv=True)
+    assert "batch_norm_add_relu(" in _program(fused)
+    for m in (fused, apart):
+        m.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    for a, b in zip(fused.get_weights(), apart.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+def test_batch_normalization_add_relu_not_fused_when_read_elsewhere():
+    # The batch norm's output also read by another layer, the Add's by two
+    # layers, an Add of three inputs, or the Add a model output: no fusion.
+    inp = nn.Input((4,))
+    h = nn.Dense(4)(inp)
+    b = nn.BatchNormalization()(nn.Dense(4)(h))
+    a = nn.Add()([b, h])
+    m1 = nn.Model(inp, [nn.Activation("relu")(a), nn.Dense(2)(b)], dtype="float64")
+    b2 = nn.BatchNormalization()(nn.Dense(4)(h))
+    a2 = nn.Add()([b2, h])
+    m2 = nn.Model(inp, [nn.Activation("relu")(a2), a2], dtype="float64")
+    b3 = nn.BatchNormalization()(nn.Dense(4)(h))
+    m3 = nn.Model(inp, nn.Activation("relu")(nn.Add()([b3, h, h])), dtype="float64")
+    for m in (m1, m2, m3):
+        m.compile(tessera.optim.SGD(0.1), "mse")
+        assert "batch_norm_add_relu(" not in _program(m)
+
+
 def test_batch_normalization_inference_and_frozen():
     x = RNG.normal(size=(8, 3))
     bn = nn.BatchNormalization()

@@ -139,6 +139,9 @@ class Context:
         self.index = index
         self.stats: list = []  # (layer, variable of its batch statistics): batch norm, for fit
         self.fuse_relu = False  # the layer's output goes only to a relu, which it may apply
+        # With fuse_relu: an expression the layer adds before the relu (the
+        # other input of the Add between the layer and the relu), or None.
+        self.residual = None
         self._emit = emit
         self._fresh = fresh
         self.param = param  # (layer, param name) -> variable, for layers calling layers
@@ -1083,8 +1086,12 @@ class BatchNormalization(Layer):
             # backward and the moving averages (ctx.stats).
             stats = ctx.define("bn_stats", f"batch_norm_stats({x})")
             ctx.stats.append((self, stats))
-        # A relu that alone reads the output runs in the same pass (fuse_relu).
+        # A relu that alone reads the output runs in the same pass (fuse_relu),
+        # after the residual of an Add between them (ctx.residual).
         op = "batch_norm_relu" if getattr(ctx, "fuse_relu", False) else "batch_norm"
+        residual = getattr(ctx, "residual", None) if op == "batch_norm_relu" else None
+        if residual is not None:
+            op, x = "batch_norm_add_relu", f"{x}, {residual}"
         return (f"{op}({x}, {p['gamma']}, {p['beta']}, {p['moving_mean']}, "
                 f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={training}, "
                 f"stats={stats})")

@@ -45,12 +45,17 @@ class _FunctionMetric:
         return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
-def _relus_after_batch_norm(outputs) -> dict:
-    """{batch norm tensor id: relu tensor id} for each BatchNormalization
-    whose output only an Activation("relu") reads (not a model output): the
-    batch norm applies the relu in its own pass (batch_norm_relu), and the
-    relu layer passes its input on."""
+def _relus_after_batch_norm(outputs) -> tuple:
+    """The relus that a BatchNormalization before them applies in its own
+    pass: ({batch norm tensor id: relu tensor id} for each BatchNormalization
+    whose output only an Activation("relu") reads (batch_norm_relu), and
+    {batch norm tensor id: (other input, Add tensor id, relu tensor id)} for
+    each whose output only an Add of two inputs of one shape reads, that Add
+    read only by an Activation("relu") (batch_norm_add_relu: the end of a
+    residual block). Model outputs are never fused away; the layers between
+    pass their input on."""
     from .layers import Activation, BatchNormalization  # noqa: PLC0415
+    from .merging import Add  # noqa: PLC0415
 
     readers: dict = {}
     seen, stack = set(), list(outputs)
@@ -71,18 +76,42 @@ def _relus_after_batch_norm(outputs) -> dict:
         # a subclass with a forward of its own would not honour the fusion
         return layer if type(layer).forward is cls.forward else None
 
-    fused = {}
-    for t_id, rs in readers.items():
-        if len(rs) != 1 or t_id in out_ids:
-            continue
-        r = rs[0]
+    def only_reader(t_id):
+        rs = readers.get(t_id, [])
+        return rs[0] if len(rs) == 1 and t_id not in out_ids else None
+
+    def relu_after(t_id):
+        r = only_reader(t_id)
+        if r is None:
+            return None
         act = layer_of(r, Activation)
         if act is None or act.activation != "relu" or len(r.args[1]) != 1:
+            return None
+        return r if r.args[1][0].id == t_id else None
+
+    fused, added = {}, {}
+    for t_id in list(readers):
+        r = relu_after(t_id)
+        if r is None:
             continue
         src = r.args[1][0]
-        if src.id == t_id and layer_of(src, BatchNormalization) is not None:
+        if layer_of(src, BatchNormalization) is not None:
             fused[t_id] = r.id
-    return fused
+            continue
+        if layer_of(src, Add) is None or len(src.args[1]) != 2:
+            continue
+        a, b = src.args[1]
+        if a.id == b.id or tuple(a.shape) != tuple(b.shape) or \
+                tuple(a.shape) != tuple(src.shape):
+            continue
+        # The batch norm of the block's main branch (the later input) when
+        # both inputs are batch norms (a projection shortcut).
+        for bn, other in ((b, a), (a, b)):
+            if layer_of(bn, BatchNormalization) is not None and \
+                    only_reader(bn.id) is src:
+                added[bn.id] = (other, src.id, r.id)
+                break
+    return fused, added
 
 
 def _function_metric(fn):
@@ -138,20 +167,27 @@ class ProgramsMixin:
 
         stride = 64 if len(self.layers) <= 32 else 1 << 16
 
-        relu_fused = _relus_after_batch_norm(self._outputs)
+        relu_fused, add_fused = _relus_after_batch_norm(self._outputs)
+        passed = set(relu_fused.values()) | {r for _, _, r in add_fused.values()}
+        adds = {a: bn for bn, (_, a, _) in add_fused.items()}
 
         def layer_code(t, name, w):
             layer, ins, multi = t.args
             exprs = [w.names[i.id] for i in ins]
-            if t.id in relu_fused.values():
+            if t.id in passed:
                 return exprs[0]  # applied by the batch normalization before it
+            if t.id in adds:
+                # the batch normalization input has added the other one
+                return exprs[[i.id for i in ins].index(adds[t.id])]
             static = dict(t.kwargs)
             forced = static.pop("training", None)
             train = training if forced is None else ("true" if forced else "false")
             ctx = Context(train, seed, next(counter), w.stmts.append, fresh, param,
                           layer_code)
             ctx.seed_stride = stride
-            ctx.fuse_relu = t.id in relu_fused
+            ctx.fuse_relu = t.id in relu_fused or t.id in add_fused
+            if t.id in add_fused:
+                ctx.residual = w.expr(add_fused[t.id][0])
             ctx.input_shapes = [i.shape for i in ins]
             p = {q.name: param(layer, q.name) for q in layer.params} if not \
                 layer._is_custom() else {}

@@ -139,6 +139,21 @@ const std::vector<GradCase>& cases() {
       // backward primitives differentiated in their arrays).
       {"conv1d", "conv1d(sig, k1, 2, \"same\", 1, 2)", {"sig", "k1"}},
       {"conv2d", "conv2d(img45, k2, [1, 2], \"same\", 1, 2)", {"img45", "k2"}},
+      // One gradient alone (its own backward primitive, not conv2d_grads).
+      {"conv2d",
+       "conv2d(img45, reshape(arange(8) * 0.3 - 0.5, [2, 2, 1, 2]), [1, 2], \"same\", 1, 2)",
+       {"img45"}},
+      {"conv2d", "conv2d(reshape(arange(40) * 0.1, [1, 4, 5, 2]), k2, [1, 2], \"same\", 1, 2)",
+       {"k2"}},
+      // Both gradients at once, differentiated in dy, x and w through either.
+      {"conv1d_grads", "conv1d_grads(sig, sig10, k1, 2, \"same\", 1, 2)[0]", {"sig", "sig10", "k1"}},
+      {"conv1d_grads", "conv1d_grads(sig, sig10, k1, 2, \"same\", 1, 2)[1]", {"sig", "sig10", "k1"}},
+      {"conv2d_grads",
+       "conv2d_grads(img43, img45, k2, [1, 2], \"same\", 1, 2)[0]",
+       {"img43", "img45", "k2"}},
+      {"conv2d_grads",
+       "conv2d_grads(img43, img45, k2, [1, 2], \"same\", 1, 2)[1] * 3.0",
+       {"img43", "img45", "k2"}},
       {"conv1d_grad_input",
        "conv1d_grad_input(sig, k1, [2, 10, 4], 2, \"same\", 1, 2)",
        {"sig", "k1"}},
@@ -414,6 +429,33 @@ TEST(Autodiff, IntermediatesAreFreedAfterTheirLastUse) {
   Value g = eval_string("define(f, x, sum(exp(x) * sin(x))) grad(f)([0.0, 1.0])");
   EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {2},
                                       {1.0, std::exp(1.0) * (std::sin(1.0) + std::cos(1.0))}));
+}
+
+// A shared expression with grad_common_users = 2 (a convolution's
+// conv*_grads) is computed only when two of its rules are wanted; one
+// gradient alone takes its own rule, `common` being nil there.
+TEST(Autodiff, SharedExpressionOnlyForEnoughUsers) {
+  auto tree = [](const std::string& wrt) {
+    return Program("define(f, x, w, sum(conv2d(x, w, 1, \"same\")))\ngrad(f, " + wrt + ")",
+                   "c.tsl")
+        .tree_dot();
+  };
+  const std::string both = tree("[0, 1]"), x_only = tree("[0]"), w_only = tree("[1]");
+  EXPECT_NE(both.find("conv2d_grads"), std::string::npos) << both;
+  EXPECT_EQ(x_only.find("conv2d_grads"), std::string::npos) << x_only;
+  EXPECT_NE(x_only.find("conv2d_grad_input"), std::string::npos);
+  EXPECT_EQ(x_only.find("conv2d_grad_weight"), std::string::npos);
+  EXPECT_EQ(w_only.find("conv2d_grads"), std::string::npos) << w_only;
+  EXPECT_NE(w_only.find("conv2d_grad_weight"), std::string::npos);
+  // The same values either way.
+  const std::string f = "define(f, x, w, sum(conv2d(x, w, 1, \"same\") ** 2))\n";
+  const std::string args =
+      "(reshape(arange(18) * 0.1 - 0.8, [1, 3, 3, 2]), reshape(arange(12) * 0.05 - 0.3, [2, 3, 2, 1]))";
+  Value b = eval_string(f + "grad(f, [0, 1])" + args);
+  Value gx = eval_string(f + "grad(f, [0])" + args), gw = eval_string(f + "grad(f, [1])" + args);
+  ASSERT_TRUE(b.is_list());
+  EXPECT_EQ(b.as_list()[0].str(), gx.as_list()[0].str());
+  EXPECT_EQ(b.as_list()[1].str(), gw.as_list()[0].str());
 }
 
 // A gradient keeps a template of the values it sums cotangents back to: their

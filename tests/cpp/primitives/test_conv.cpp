@@ -259,6 +259,62 @@ TEST(Conv, Conv2dGradientsMatchFiniteDifferences) {
       }
 }
 
+// conv*_grads gives both gradients in one pass: equal to conv*_grad_input
+// and conv*_grad_weight (bit for bit in float64, whose loops do not depend on
+// the chunks; within rounding in float32, oneDNN's implementation may differ
+// with the chunk size), with groups, strides and Winograd's shapes.
+TEST(Conv, BothGradientsInOnePassEqualTheSeparateOnes) {
+  struct Case {
+    int spatial;
+    Shape x, w;
+    int64_t groups;
+    std::string padding;
+    int64_t stride;
+  };
+  const std::vector<Case> cases = {
+      {2, {5, 9, 9, 32}, {3, 3, 32, 32}, 1, "same", 1},   // Winograd in float32
+      {2, {7, 10, 9, 8}, {3, 3, 8, 16}, 1, "same", 2},    // strided, direct
+      {2, {3, 6, 6, 6}, {2, 2, 2, 9}, 3, "valid", 1},     // groups
+      {1, {6, 11, 4}, {3, 4, 5}, 1, "causal", 1},
+      {2, {0, 4, 4, 3}, {3, 3, 3, 2}, 1, "same", 1},      // empty batch
+  };
+  for (const auto& c : cases) {
+    const std::string conv = c.spatial == 1 ? "conv1d" : "conv2d";
+    SCOPED_TRACE(conv + " x " + shape_str(c.x) + " groups " + std::to_string(c.groups));
+    for (DType dt : {DType::float64, DType::float32}) {
+      Array x = random_array(c.x, 21, dt), w = random_array(c.w, 22, dt);
+      Value pad(c.padding), st(c.stride), dil(int64_t{1}), groups(c.groups);
+      Array y = arr(call(conv.c_str(), {x, w, st, pad, dil, groups}));
+      Array g = random_array(y.shape(), 23, dt);
+      Value both = call((conv + "_grads").c_str(), {g, x, w, st, pad, dil, groups});
+      ASSERT_TRUE(both.is_list());
+      ASSERT_EQ(both.as_list().size(), 2u);
+      Array dx = arr(both.as_list()[0]), dw = arr(both.as_list()[1]);
+      Array rx =
+          arr(call((conv + "_grad_input").c_str(), {g, w, shape_of(x), st, pad, dil, groups}));
+      Array rw =
+          arr(call((conv + "_grad_weight").c_str(), {g, x, shape_of(w), st, pad, dil, groups}));
+      ASSERT_EQ(dx.dtype(), dt);
+      ASSERT_EQ(dx.shape(), x.shape());
+      ASSERT_EQ(dw.shape(), w.shape());
+      if (dt == DType::float64) {
+        EXPECT_EQ(values(dx), values(rx));
+        EXPECT_EQ(values(dw), values(rw));
+      } else {
+        EXPECT_TRUE(grads_close(dx, rx, 1e-5, 1e-5));
+        EXPECT_TRUE(grads_close(dw, rw, 1e-5, 1e-5));
+      }
+    }
+  }
+  // A g of the wrong shape is named like the separate primitives name it.
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] {
+        call("conv1d_grads", {random_array({2, 5, 4}, 1), random_array({2, 6, 3}, 1),
+                              random_array({3, 3, 4}, 1)});
+      },
+      "[conv1d_grads] dy has shape (2, 5, 4) but the forward result has shape (2, 4, 4)"));
+}
+
 TEST(Conv, Float32RunsThroughOneDNN) {
   Array x = random_array({4, 32, 9}, 16, DType::float32);
   Array w = random_array({3, 9, 16}, 17, DType::float32);
@@ -551,11 +607,19 @@ TEST(Conv, KernelChangedInPlaceIsReadAgain) {
 }
 
 TEST(Conv, GradientRulesNameTheBackwardPrimitives) {
+  // Both gradients come from conv1d_grads (the shared expression, when both
+  // are wanted), one alone from its own backward primitive.
   const PrimitiveSpec* c1 = find_primitive("conv1d");
   ASSERT_NE(c1, nullptr);
   ASSERT_EQ(c1->grads.size(), 6u);
-  EXPECT_EQ(c1->grads[0], "conv1d_grad_input(g, w, shape(x), stride, padding, dilation, groups)");
-  EXPECT_EQ(c1->grads[1], "conv1d_grad_weight(g, x, shape(w), stride, padding, dilation, groups)");
+  EXPECT_EQ(c1->grads[0],
+            "if(is_nil(common), conv1d_grad_input(g, w, shape(x), stride, padding, dilation, "
+            "groups), common[0])");
+  EXPECT_EQ(c1->grads[1],
+            "if(is_nil(common), conv1d_grad_weight(g, x, shape(w), stride, padding, dilation, "
+            "groups), common[1])");
+  EXPECT_EQ(c1->grad_common, "conv1d_grads(g, x, w, stride, padding, dilation, groups)");
+  EXPECT_EQ(c1->grad_common_users, 2);
   // The transposed convolution (conv*_grad_input) is differentiable too.
   const PrimitiveSpec* t2 = find_primitive("conv2d_grad_input");
   ASSERT_NE(t2, nullptr);
@@ -563,7 +627,7 @@ TEST(Conv, GradientRulesNameTheBackwardPrimitives) {
   EXPECT_EQ(t2->grads[0], "conv2d(g, w, strides, padding, dilation, groups)");
   EXPECT_EQ(t2->grads[1],
             "conv2d_grad_weight(dy, g, shape(w), strides, padding, dilation, groups)");
-  for (const char* name : {"conv2d", "max_pool1d", "avg_pool1d", "max_pool2d", "avg_pool2d"}) {
+  for (const char* name : {"max_pool1d", "avg_pool1d", "max_pool2d", "avg_pool2d"}) {
     const PrimitiveSpec* p = find_primitive(name);
     ASSERT_NE(p, nullptr) << name;
     ASSERT_FALSE(p->grads.empty()) << name;

@@ -624,6 +624,54 @@ TEST(NnBatchNorm, StatsArgumentAndFusedRelu) {
   EXPECT_TRUE(fused.equals(apart));
 }
 
+// batch_norm_add_relu(x, residual, ...) = relu(batch_norm(x, ...) + residual)
+// in training and inference, float32 within rounding of the composition (the
+// sum is rounded in another order); residual of another shape is an error.
+TEST(NnBatchNorm, AddReluIsTheComposition) {
+  Array x = randn({4, 5, 3}, 24, 2.0), res = randn({4, 5, 3}, 27);
+  Value args_g = f64({1.5, -0.5, 0.7}, {3}), args_b = f64({0.1, 0.2, -0.3}, {3});
+  Value mean = f64({0.5, -0.5, 0}, {3}), var = f64({1, 4, 0.25}, {3});
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    for (DType dt : {DType::float64, DType::float32}) {
+      Array xd = x.astype(dt), rd = res.astype(dt);
+      Value stats = call("batch_norm_stats", {xd});
+      Value fused = call("batch_norm_add_relu",
+                         {xd, rd, args_g, args_b, mean, var, 1e-3, training, stats});
+      Value apart = call("relu", {call("add", {call("batch_norm", {xd, args_g, args_b, mean, var,
+                                                                   1e-3, training, stats}),
+                                               rd})});
+      ASSERT_EQ(fused.as_array().dtype(), apart.as_array().dtype());
+      EXPECT_TRUE(grads_close(fused.as_array(), apart.as_array(),
+                              dt == DType::float64 ? 1e-14 : 1e-6, 1e-6));
+    }
+  }
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("batch_norm_add_relu", {x, randn({4, 5, 1}, 2)}); },
+      "[batch_norm_add_relu] residual has shape (4, 5, 1) but x has shape (4, 5, 3): they must "
+      "be equal"));
+}
+
+// batch_norm_grad_sums_masked gives g where y > 0 and the sums of it, in one
+// pass: the bits of relu_grad(g, y) and batch_norm_grad_sums(that, ...).
+TEST(NnBatchNorm, MaskedGradSumsAreReluGradAndSums) {
+  Array x = randn({6, 4, 3}, 28), g = randn({6, 4, 3}, 29), y = randn({6, 4, 3}, 30);
+  for (DType dt : {DType::float64, DType::float32}) {
+    Array xd = x.astype(dt), gd = g.astype(dt), yd = y.astype(dt);
+    Value stats = call("batch_norm_stats", {xd});
+    Value both = call("batch_norm_grad_sums_masked",
+                      {gd, xd, Value(), Value(), 1e-3, true, stats, yd});
+    ASSERT_TRUE(both.is_list());
+    Value gm = call("relu_grad", {gd, yd});
+    EXPECT_TRUE(both.as_list()[0].equals(gm));
+    Value sums = call("batch_norm_grad_sums", {gm, xd, Value(), Value(), 1e-3, true, stats});
+    EXPECT_TRUE(both.as_list()[1].equals(sums));
+  }
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("batch_norm_grad_sums_masked", {g, x}); },
+      "[batch_norm_grad_sums_masked] y is required"));
+}
+
 TEST(NnBatchNorm, OnePassStatisticsOfAnOffsetBatch) {
   // |mean| >> std: the shifted sums keep the variance (a plain sum of squares
   // would lose it to cancellation).
@@ -876,6 +924,9 @@ Array lang_input(const std::string& name) {
   if (name == "cube") {
     return f64({0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2}, {2, 3, 2});
   }
+  if (name == "res") {
+    return f64({0.6, 0.25, -0.35, 0.9, 0.15, -0.7, 0.45, 0.3, -0.55, 0.8, 0.65, -0.2}, {2, 3, 2});
+  }
   if (name == "w") return f64({1.5, -0.5}, {2});
   if (name == "w2") return f64({0.2, 0.7}, {2});
   ADD_FAILURE() << "no input " << name;
@@ -904,6 +955,17 @@ const std::vector<LangCase>& lang_cases() {
        {"cube", "w", "w2"}},
       {"batch_norm", "batch_norm(cube, w, w2, stats=batch_norm_stats(cube))", {"cube", "w", "w2"}},
       {"batch_norm_relu", "batch_norm_relu(cube, w, w2)", {"cube", "w", "w2"}},
+      {"batch_norm_add_relu", "batch_norm_add_relu(cube, res, w, w2)", {"cube", "res", "w", "w2"}},
+      {"batch_norm_add_relu",
+       "batch_norm_add_relu(cube, res, w, w2, stats=batch_norm_stats(cube))",
+       {"cube", "res", "w", "w2"}},
+      {"batch_norm_add_relu",
+       "batch_norm_add_relu(cube, res, w, w2, [0.1, -0.2], [0.5, 2.0], training=false)",
+       {"cube", "res", "w", "w2"}},
+      {"batch_norm_add_relu",
+       "batch_norm_add_relu(cube, res, [1.5, -0.5], [0.2, 0.7], [0.1, -0.2], [0.5, 2.0], "
+       "training=false)",
+       {"cube", "res"}},
       {"batch_norm_relu",
        "batch_norm_relu(cube, w, w2, [0.1, -0.2], [0.5, 2.0], training=false)",
        {"cube", "w", "w2"}},
@@ -983,7 +1045,7 @@ TEST(NnAutodiff, EveryRuleOfNnAndLossesHasALanguageCase) {
   for (const char* op :
        {"relu", "leaky_relu", "elu", "gelu", "sigmoid", "softplus", "softmax", "log_softmax",
         "bias_add", "batch_flatten", "dropout", "batch_norm", "batch_norm_relu",
-        "categorical_crossentropy",
+        "batch_norm_add_relu", "categorical_crossentropy",
         "sparse_categorical_crossentropy", "binary_crossentropy", "mean_squared_error"}) {
     EXPECT_TRUE(covered.count(op)) << "no language case for " << op;
   }
