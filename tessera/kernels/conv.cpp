@@ -710,6 +710,12 @@ bool pool_onednn(Op op, PoolKind kind, const ConvShape& s, const void* x, const 
   return true;
 }
 
+// out[i] += in[i] for i < n.
+template <class T>
+void add_into(T* __restrict out, const T* __restrict in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] += in[i];
+}
+
 template <class F>
 void by_dtype(DType dt, F&& f) {
   if (dt == DType::float32) {
@@ -861,7 +867,7 @@ void ConvWeightGradient::add_chunk_and_data(int64_t index, const ConvShape& part
   partials_[static_cast<size_t>(index)] = std::move(p);
 }
 
-void ConvWeightGradient::finish(void* dw) {
+void ConvWeightGradient::finish(void* dw, const Ranges& ranges) {
   const OneOpenMPThread omp;
   const size_t bytes = static_cast<size_t>(shape_.weight_size()) * dtype_size(dt_);
   if (bytes == 0) return;
@@ -897,10 +903,17 @@ void ConvWeightGradient::finish(void* dw) {
   by_dtype(dt_, [&](auto t) {
     using T = typename decltype(t)::type;
     T* sum = static_cast<T*>(first.data.get());
-    const size_t n = first.bytes / sizeof(T);
-    for (size_t i = 1; i < partials_.size(); ++i) {
-      const T* add = static_cast<const T*>(partials_[i]->data.get());
-      for (size_t k = 0; k < n; ++k) sum[k] += add[k];
+    const int64_t n = static_cast<int64_t>(first.bytes / sizeof(T));
+    auto add_range = [&](int64_t begin, int64_t end) {
+      for (size_t i = 1; i < partials_.size(); ++i) {
+        add_into(sum + begin, static_cast<const T*>(partials_[i]->data.get()) + begin,
+                 end - begin);
+      }
+    };
+    if (ranges && partials_.size() > 1) {
+      ranges(n, add_range);
+    } else {
+      add_range(0, n);
     }
   });
   if (first.user_layout) {

@@ -28,6 +28,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -113,8 +114,14 @@ class ConvWeightGradient {
   // out for Winograd) once for both gradients, while it is in cache.
   void add_chunk_and_data(int64_t index, const ConvShape& part, const void* x, const void* g,
                           const ConvWeights* w, void* dx);
-  // dw (fully written); every chunk must have been added.
-  void finish(void* dw);
+  // dw (fully written); every chunk must have been added. The partials are
+  // added element range by element range (each in chunk order, so the bits do
+  // not depend on how the ranges are cut): `ranges`, when given, runs
+  // body(begin, end) over [0, n) as it likes (the caller's threads), else
+  // one range runs here.
+  using Ranges =
+      std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>& body)>;
+  void finish(void* dw, const Ranges& ranges = nullptr);
 
   struct Partial;
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -313,6 +314,18 @@ int64_t conv_chunk(DType dt, const ConvShape& s, double per_chunk) {
   return chunk_samples(per_chunk, macs_per_sample(s), s.batch);
 }
 
+// Runs a weight gradient's sum of partials over the runtime's threads.
+kernels::ConvWeightGradient::Ranges parallel_ranges(double ns_per_element) {
+  return [ns_per_element](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    parallel_for(n, ns_per_element, body);
+  };
+}
+
+// Nanoseconds per element of that sum: one add per partial beyond the first.
+double sum_ns(const ConvShape& s, int64_t chunk) {
+  return 0.3 * static_cast<double>(std::max<int64_t>((s.batch + chunk - 1) / chunk - 1, 0));
+}
+
 ConvShape with_batch(ConvShape s, int64_t batch) {
   s.batch = batch;
   return s;
@@ -386,7 +399,7 @@ Array conv_grad_weight(const ConvShape& s, const Array& g, const Array& x, const
               [&](int64_t c, const ConvShape& part, int64_t first) {
                 sum.add_chunk(c, part, at(x, first * s.in_size()), at(g, first * s.out_size()));
               });
-  sum.finish(dw.raw());
+  sum.finish(dw.raw(), parallel_ranges(sum_ns(s, chunk)));
   return dw;
 }
 
@@ -411,7 +424,7 @@ List conv_grads(const ConvShape& s, const Array& g, const Array& x, const Array&
                                          at(g, first * s.out_size()), &packed,
                                          at(dx, first * s.in_size()));
                 });
-    sum.finish(dw.raw());
+    sum.finish(dw.raw(), parallel_ranges(sum_ns(s, chunk)));
   }
   return List{Value(std::move(dx)), Value(std::move(dw))};
 }
