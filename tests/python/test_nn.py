@@ -26,8 +26,11 @@ def test_shapes_and_parameter_counts(capsys):
         nn.Dropout(0.5), nn.MaxPool1D(2), nn.Flatten(), nn.Dense(100, activation="relu"),
         nn.Dense(6, activation="softmax")], input_shape=(128, 9))
     # The paper's HAR network: Keras reports the same counts.
+    # Keras's shapes: the batch axis (None) first.
     assert [l.output_shape for l in model.layers] == [
-        (126, 64), (124, 64), (124, 64), (62, 64), (3968,), (100,), (6,)]
+        (None, 126, 64), (None, 124, 64), (None, 124, 64), (None, 62, 64), (None, 3968),
+        (None, 100), (None, 6)]
+    assert model.layers[0].input_shape == (None, 128, 9)
     assert model.count_params() == (3 * 9 * 64 + 64) + (3 * 64 * 64 + 64) + (3968 * 100 + 100) \
         + (100 * 6 + 6)
     model.summary()
@@ -35,7 +38,10 @@ def test_shapes_and_parameter_counts(capsys):
     assert "Total params: 411,650" in out and "Dense" in out
     conv2 = nn.Sequential([nn.Conv2D(4, 3, padding="same"), nn.MaxPool2D(2), nn.Flatten()],
                           input_shape=(28, 28, 1))
-    assert conv2.output_shape == (14 * 14 * 4,)
+    assert conv2.output_shape == (None, 14 * 14 * 4)
+    # Never called: no shape (AttributeError, as Keras).
+    with pytest.raises(AttributeError, match=r"\[Dense\] layer .* has never been called"):
+        nn.Dense(3).output_shape
 
 
 def test_one_sgd_step_matches_numpy():
@@ -175,7 +181,7 @@ def test_nan_loss_stops_with_the_step(har):
 def test_input_shape_on_the_first_layer_as_keras_allows():
     model = nn.Sequential([nn.Conv1D(8, 3, input_shape=(16, 9), activation="relu"),
                            nn.Flatten(), nn.Dense(6, activation="softmax")])
-    assert model.input_shape == (16, 9) and model.output_shape == (6,)
+    assert model.input_shape == (None, 16, 9) and model.output_shape == (None, 6)
     assert model.count_params() == (3 * 9 * 8 + 8) + (14 * 8 * 6 + 6)
     built_later = nn.Sequential()
     built_later.add(nn.Dense(4, activation="tanh", input_shape=(3,)))

@@ -144,7 +144,7 @@ def test_conv2d_transpose_and_depthwise():
         for j in range(5):
             out[:, i * 2:i * 2 + 2, j * 2:j * 2 + 3, :] += np.einsum("nc,abfc->nabf",
                                                                      x[:, i, j], w)
-    assert m.output_shape == out.shape[1:]
+    assert m.output_shape == (None,) + out.shape[1:]
     np.testing.assert_allclose(m.predict(x), out + b, rtol=1e-10)
     _grad_check(m, x, RNG)
 

@@ -60,7 +60,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         except ValueError as e:
             raise ValueError(f"{e} (layer {layer.name!r} called at {where} on "
                              f"{_producers(in_list)})") from None
-        layer.input_shape, layer.output_shape, layer.built = shape_arg, out, True
+        layer._in_shape, layer._out_shape, layer.built = shape_arg, out, True
         layer._built_for = shapes
     elif shapes != layer._built_for or getattr(layer, "split_call", None) is not None:
         old = list(layer.params)
@@ -75,7 +75,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
                              f"{layer._built_for} and cannot be shared with inputs of shape "
                              f"{shapes} (called at {where}): its weights would differ")
     else:
-        out = layer.output_shape
+        out = layer._out_shape
     dtype = _out_dtype(layer, in_list)
     node_args = (layer, tuple(in_list), multi)
     if isinstance(out, list):
@@ -218,11 +218,11 @@ def _call_custom(layer, inputs, args, kwargs):
     node = KerasTensor((), outs[0].dtype, "layer", (layer, tuple(flat), True),
                        dict(static, _template=_template_of(template)), where=where)
     node.n_outputs = len(outs)
-    if not layer.input_shape:
+    if not layer._in_shape:
         ins = [t.shape[1:] for t in flat]
         outs_ = [o.shape[1:] for o in outs]
-        layer.input_shape = ins[0] if len(ins) == 1 else ins
-        layer.output_shape = outs_[0] if single else outs_
+        layer._in_shape = ins[0] if len(ins) == 1 else ins
+        layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
     return results[0] if single else results

@@ -245,8 +245,10 @@ class Layer:
         self.trainable = bool(trainable)
         self.dtype = dtype
         self.params: list = []
-        self.input_shape: Optional[tuple] = None
-        self.output_shape: Optional[tuple] = None
+        # One sample's input and output shapes (no batch axis; a list for
+        # several inputs or outputs), once the layer was called or built.
+        self._in_shape: Optional[tuple] = None
+        self._out_shape: Optional[tuple] = None
         self.built = False
         self._values: dict = {}  # parameter name -> array, once created
         self._symbols: dict = {}  # parameter name -> symbolic tensor (add_weight)
@@ -255,6 +257,25 @@ class Layer:
         _check_keywords(type(self), kwargs, strict=True)
 
     # ---------------------------------------------------------------- shapes
+    @property
+    def input_shape(self):
+        """The input's shape with the batch axis first (None), as Keras gives
+        it (a list of shapes for several inputs). AttributeError until the
+        layer has been called or built."""
+        if self._in_shape is None:
+            raise AttributeError(f"[{self.kind}] layer {self.name!r} has never been called "
+                                 "and thus has no defined input shape")
+        return _with_batch(self._in_shape)
+
+    @property
+    def output_shape(self):
+        """The output's shape with the batch axis first (None), as Keras gives
+        it (a list of shapes for several outputs)."""
+        if self._out_shape is None:
+            raise AttributeError(f"[{self.kind}] layer {self.name!r} has never been called "
+                                 "and thus has no defined output shape")
+        return _with_batch(self._out_shape)
+
     def compute_output_shape(self, input_shape):
         if self._is_custom():
             raise NotImplementedError
@@ -370,6 +391,14 @@ class Layer:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
+def _with_batch(shape):
+    """One sample's shape (or a list of them) with Keras's batch axis, None,
+    in front."""
+    if isinstance(shape, list):
+        return [_with_batch(s) for s in shape]
+    return (None,) + tuple(shape)
+
+
 def _check_keywords(cls, kwargs, strict=False):
     """Unknown keyword arguments of a layer's constructor: a TypeError naming
     the closest known one (and what to use for Keras arguments tessera lacks)."""
@@ -460,7 +489,7 @@ class Dense(Layer):
         y = f"({x} @ {p['kernel']})"
         if self.use_bias:
             y = f"bias_add({y}, {p['bias']})"
-        return _apply(self.activation, y, ctx, self.output_shape)
+        return _apply(self.activation, y, ctx, self._out_shape)
 
 
 def _ints(v, rank: int, name: str, where: str) -> tuple:
@@ -557,7 +586,7 @@ class _Conv(Layer):
         conv = self._conv(x, p["kernel"], ctx)
         if self.use_bias:
             conv = f"bias_add({conv}, {p['bias']})"
-        return _apply(self.activation, conv, ctx, self.output_shape)
+        return _apply(self.activation, conv, ctx, self._out_shape)
 
 
 class Conv1D(_Conv):
@@ -601,7 +630,7 @@ class _ConvTranspose(_Conv):
 
     def _conv(self, x, kernel, ctx):
         xv = ctx.define("ct_in", x)
-        shape = f"list(shape({xv})[0], {', '.join(str(n) for n in self.output_shape)})"
+        shape = f"list(shape({xv})[0], {', '.join(str(n) for n in self._out_shape)})"
         return f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {self._options()})"
 
 
@@ -660,7 +689,7 @@ class _DepthwiseConv(Layer):
         return spatial + (c * m,)
 
     def forward(self, x, p, ctx):
-        c = self.input_shape[-1]
+        c = self._in_shape[-1]
         m = self.depth_multiplier
         kernel = f"reshape({p['kernel']}, {_list(self.kernel_size + (1, c * m))})"
         if self.rank == 1:
@@ -672,7 +701,7 @@ class _DepthwiseConv(Layer):
         y = f"conv{self.rank}d({x}, {kernel}, {opts}, groups={c})"
         if self.use_bias:
             y = f"bias_add({y}, {p['bias']})"
-        return _apply(self.activation, y, ctx, self.output_shape)
+        return _apply(self.activation, y, ctx, self._out_shape)
 
 
 class DepthwiseConv1D(_DepthwiseConv):
@@ -877,7 +906,7 @@ class Reshape(Layer):
         return self.target_shape
 
     def forward(self, x, p, ctx):
-        return f"reshape({x}, {_list((-1,) + self.output_shape)})"
+        return f"reshape({x}, {_list((-1,) + self._out_shape)})"
 
 
 class Permute(Layer):
@@ -928,7 +957,7 @@ class Activation(Layer):
         self.activation = _activation(activation, "Activation")
 
     def forward(self, x, p, ctx):
-        return _apply(self.activation, x, ctx, self.output_shape)
+        return _apply(self.activation, x, ctx, self._out_shape)
 
 
 class Identity(Layer):
@@ -1015,7 +1044,7 @@ class LayerNormalization(Layer):
         return s
 
     def forward(self, x, p, ctx):
-        s = self.input_shape
+        s = self._in_shape
         axes = self._axes(s)
         xv = ctx.define("ln_x", x)
         ax = _list(axes)

@@ -165,7 +165,7 @@ class Dot(_Merge):
                 "1e-12))"
             b = f"({b}) / sqrt(maximum(sum(({b}) * ({b}), axis={self._ax[1]}, keepdims=true), " \
                 "1e-12))"
-        sa, sb = self.input_shape
+        sa, sb = self._in_shape
         if len(sa) == 1 and len(sb) == 1:
             return f"sum(({a}) * ({b}), axis=1, keepdims=true)"
         left = a if self._ax[0] == len(sa) else f"swapaxes({a}, 1, 2)"

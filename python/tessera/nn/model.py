@@ -24,7 +24,7 @@ from .. import _core, distributed as _dist, optim as _optim
 from . import losses as _losses
 from . import metrics as _metrics
 from .functional import call_layer, clone_graph, collect_layers
-from .layers import Layer, initial_value
+from .layers import Layer, _with_batch, initial_value
 from .programs import ProgramsMixin, _function_metric
 from .symbolic import GraphWriter, Input, KerasTensor
 
@@ -157,8 +157,8 @@ class Model(ProgramsMixin, Layer):
         self._assign_vars()
         self._create_values()
         self.built = True
-        self.input_shape = [t.shape[1:] for t in ins] if self._multi_in else ins[0].shape[1:]
-        self.output_shape = [t.shape[1:] for t in outs] if self._multi_out else outs[0].shape[1:]
+        self._in_shape = [t.shape[1:] for t in ins] if self._multi_in else ins[0].shape[1:]
+        self._out_shape = [t.shape[1:] for t in outs] if self._multi_out else outs[0].shape[1:]
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0
@@ -284,9 +284,8 @@ class Model(ProgramsMixin, Layer):
         self._check_built("summary")
         rows = [("Layer (type)", "Output Shape", "Param #")]
         for layer in self.layers:
-            shape = layer.output_shape
-            shape = str([(None,) + tuple(s) for s in shape]) if isinstance(shape, list) \
-                else str((None,) + tuple(shape or ()))
+            shape = str(_with_batch(layer._out_shape) if layer._out_shape is not None else
+                        (None,))
             rows.append((f"{layer.name} ({layer.kind})", shape, f"{layer.count_params():,}"))
         widths = [max(len(r[k]) for r in rows) + 2 for k in range(3)]
         line = "=" * sum(widths)

@@ -91,7 +91,7 @@ class _RNN(Layer):
         return 1
 
     def forward(self, x, p, ctx):
-        steps = self.input_shape[0]
+        steps = self._in_shape[0]
         u = self.units
         if self.dropout:
             x = f"dropout({x}, {self.dropout!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, " \
