@@ -712,7 +712,8 @@ class Differentiator {
       std::set<std::string> names;
       collect_names(stmts[i], names);
       for (const auto& n : names) {
-        if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0 || n.rfind("__tg_", 0) == 0) {
+        if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0 || n.rfind("__tg_", 0) == 0 ||
+            n.rfind("__adc_", 0) == 0) {
           last_use[n] = i;
         }
       }

@@ -446,6 +446,14 @@ TEST(Autodiff, SharedExpressionOnlyForEnoughUsers) {
   EXPECT_NE(x_only.find("conv2d_grad_input"), std::string::npos);
   EXPECT_EQ(x_only.find("conv2d_grad_weight"), std::string::npos);
   EXPECT_EQ(w_only.find("conv2d_grads"), std::string::npos) << w_only;
+  // The shared value (both full-size gradients) is released after its last
+  // use like every intermediate, not held to the end of the backward pass:
+  // defined once, then redefined as nil.
+  size_t adc = 0;
+  for (size_t pos = 0; (pos = both.find("label=\"define __adc_", pos)) != std::string::npos; ++pos) {
+    ++adc;
+  }
+  EXPECT_EQ(adc, 2u) << both;
   EXPECT_NE(w_only.find("conv2d_grad_weight"), std::string::npos);
   // The same values either way.
   const std::string f = "define(f, x, w, sum(conv2d(x, w, 1, \"same\") ** 2))\n";
