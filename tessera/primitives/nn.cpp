@@ -633,6 +633,29 @@ Value eval_accuracy(Args& a) {
   return Array::scalar(static_cast<double>(count) / static_cast<double>(rows));
 }
 
+// The batch norm's parameters after `head` (x, and batch_norm_add_relu's
+// residual).
+std::vector<Param> batch_norm_params(std::vector<Param> head) {
+  for (Param p : {opt("gamma", Value()), opt("beta", Value()), opt("mean", Value()),
+                  opt("var", Value()), opt("epsilon", Value(1e-3)), opt("training", Value(true)),
+                  opt("stats", Value())}) {
+    head.push_back(std::move(p));
+  }
+  return head;
+}
+
+// The parameters of batch_norm_grad_sums and batch_norm_grad_sums_masked.
+std::vector<Param> grad_sums_params() {
+  return {{"g"},
+          {"x"},
+          opt("mean", Value()),
+          opt("var", Value()),
+          opt("epsilon", Value(1e-3)),
+          opt("training", Value(true)),
+          opt("stats", Value()),
+          opt("y", Value())};
+}
+
 // batch_norm and batch_norm_relu: the sums of the backward (for beta, gamma and
 // x in training) are computed once, in training only; inference computes
 // them for gamma and beta alone, and frozen layers (only x differentiated)
@@ -643,14 +666,7 @@ PrimitiveSpec batch_norm_spec(std::string name, bool relu, std::string help) {
   return PrimitiveSpec{
       .name = std::move(name),
       .family = "nn",
-      .params = {{"x"},
-                 opt("gamma", Value()),
-                 opt("beta", Value()),
-                 opt("mean", Value()),
-                 opt("var", Value()),
-                 opt("epsilon", Value(1e-3)),
-                 opt("training", Value(true)),
-                 opt("stats", Value())},
+      .params = batch_norm_params({{"x"}}),
       .help = std::move(help),
       .eval = [relu](Args& a) -> Value { return eval_batch_norm(a, relu); },
       .ns_per_element = 0.6,
@@ -811,15 +827,7 @@ const bool registered = register_primitives({
                     "backward passes the cotangent where the output is positive."),
     {.name = "batch_norm_add_relu",
      .family = "nn",
-     .params = {{"x"},
-                {"residual"},
-                opt("gamma", Value()),
-                opt("beta", Value()),
-                opt("mean", Value()),
-                opt("var", Value()),
-                opt("epsilon", Value(1e-3)),
-                opt("training", Value(true)),
-                opt("stats", Value())},
+     .params = batch_norm_params({{"x"}, {"residual"}}),
      .help = "relu(batch_norm(x, gamma, beta, mean, var, epsilon, training, stats) + residual) "
              "in one pass (the end of a residual block: BatchNormalization, Add, ReLU; "
              "tessera.nn's models use it); residual has x's shape. Its backward masks the "
@@ -863,14 +871,7 @@ const bool registered = register_primitives({
      .ns_per_element = 1.0},
     {.name = "batch_norm_grad_sums",
      .family = "nn",
-     .params = {{"g"},
-                {"x"},
-                opt("mean", Value()),
-                opt("var", Value()),
-                opt("epsilon", Value(1e-3)),
-                opt("training", Value(true)),
-                opt("stats", Value()),
-                opt("y", Value())},
+     .params = grad_sums_params(),
      .help = "The (2, channels) array [sum(g), sum(g * xhat)] over every axis but the last: the "
              "backward of batch_norm for beta and gamma, in one pass. xhat is normalized as "
              "batch_norm does; with y (batch_norm_relu's output), g counts only where y > 0.",
@@ -878,14 +879,7 @@ const bool registered = register_primitives({
      .ns_per_element = 0.5},
     {.name = "batch_norm_grad_sums_masked",
      .family = "nn",
-     .params = {{"g"},
-                {"x"},
-                opt("mean", Value()),
-                opt("var", Value()),
-                opt("epsilon", Value(1e-3)),
-                opt("training", Value(true)),
-                opt("stats", Value()),
-                opt("y", Value())},
+     .params = grad_sums_params(),
      .help = "list(g', sums) in one pass: g' = g where y > 0, else 0 (the backward of the relu "
              "whose output is y), and sums = batch_norm_grad_sums(g', x, ...). y is required.",
      .eval = [](Args& a) -> Value { return eval_batch_norm_grad_sums(a, true); },
