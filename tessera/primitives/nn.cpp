@@ -406,12 +406,12 @@ std::vector<double> grad_sums(const Array& g, const Array& x, const Array* pm, c
   });
 }
 
-// batch_norm(x, gamma, beta, mean, var, epsilon, training, stats), and
-// batch_norm_relu: the same followed by relu, in the same pass.
-// batch_norm, batch_norm_relu, and (residual) batch_norm_add_relu, whose
-// argument 1 is the residual and the batch norm's arguments follow it.
+// batch_norm(x, gamma, beta, mean, var, epsilon, training, stats);
+// batch_norm_relu: the same followed by relu, in the same pass; and (residual)
+// batch_norm_add_relu(x, residual, gamma, ...): relu(batch_norm(x, ...) +
+// residual), in the same pass.
 Value eval_batch_norm(Args& a, bool relu, bool residual = false) {
-  const size_t k = residual ? 1 : 0;  // where the batch norm's arguments start, less one
+  const size_t k = residual ? 1 : 0;  // the residual (argument 1) moves the others by one
   Array x = a.array(0);
   const Rows r = channels_last(x, a, 0);
   DType dt = kn::float_dtype(x.dtype());
