@@ -398,11 +398,14 @@ Array relu_mask(const Args& a, size_t i, const Array& x, DType dt) {
   return cast_array(y, dt);
 }
 
-// Per channel: sum(g') and sum(g' * (x - mean)), g' = g masked by `mask`.
+// Per channel: sum(g') and sum(g' * (x - mean)), g' = g masked by `mask`;
+// with masked_g (and a mask), g' is also written there.
 std::vector<double> grad_sums(const Array& g, const Array& x, const Array* pm, const Rows& r,
-                              const Moments& m) {
-  return channel_reduce(r, 2, pm ? 0.5 : 0.4, [&](int64_t b, int64_t e, double* s) {
-    kn::channel_grad_sums(g, x, pm, r.channels, m.mean.data(), b, e, s, s + r.channels);
+                              const Moments& m, Array* masked_g = nullptr) {
+  const double ns = masked_g ? 0.6 : (pm ? 0.5 : 0.4);
+  return channel_reduce(r, 2, ns, [&](int64_t b, int64_t e, double* s) {
+    kn::channel_grad_sums(g, x, pm, r.channels, m.mean.data(), b, e, s, s + r.channels,
+                          masked_g);
   });
 }
 
@@ -484,13 +487,7 @@ Value eval_batch_norm_grad_sums(Args& a, bool masked_out = false) {
   }
   Moments m = normalizing_moments(a, x, r, training, std::move(given), 6);
   auto inv = inverse_std(m, eps);
-  const Array* pm = has_arg(a, 7) ? &mask : nullptr;
-  auto sums = channel_reduce(r, 2, masked_out ? 0.6 : (pm ? 0.5 : 0.4),
-                             [&](int64_t b, int64_t e, double* s) {
-                               kn::channel_grad_sums(g, x, pm, r.channels, m.mean.data(), b, e,
-                                                     s, s + r.channels,
-                                                     masked_out ? &gm : nullptr);
-                             });
+  auto sums = grad_sums(g, x, has_arg(a, 7) ? &mask : nullptr, r, m, masked_out ? &gm : nullptr);
   for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
   Array out = channel_array(sums, dt).reshaped({2, r.channels});
   return masked_out ? Value(List{Value(std::move(gm)), Value(std::move(out))}) : Value(out);
