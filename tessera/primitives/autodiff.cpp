@@ -232,6 +232,12 @@ Value matmul_grad_y(Args& a) {
     // features)): one tall product over all rows, not a product per batch
     // element summed afterwards.
     Shape xs = shape_of(x), gs = shape_of(g);
+    if (gs.size() != xs.size()) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] the cotangent g has shape ", shape_str(gs),
+          " but matmul's result for x of shape ", shape_str(xs), " has ", xs.size(),
+          " dimensions"));
+    }
     const int64_t k = xs.back(), n = gs.back();
     const int64_t rows = k == 0 ? 0 : shape_size(xs) / k;
     return prim("matmul_tn",

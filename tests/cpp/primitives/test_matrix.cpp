@@ -144,6 +144,14 @@ TEST(MatrixMatmul, Errors) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { call("matmul_grad_x", {Value(1.0), f64({1, 2}, {2}), Value(2.0)}); },
       "[matmul_grad_x] x and y must have at least 1 dimension"));
+  // A 0-d g for a batch of rows times a matrix once read past its shape.
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        call("matmul_grad_y", {Value(0.0), Array::full(DType::float32, {2, 1, 3}, 1.0),
+                               f64({1, 0, 0, 1, 0, 0}, {3, 2})});
+      },
+      "[matmul_grad_y] the cotangent g has shape () but matmul's result for x of shape "
+      "(2, 1, 3) has 3 dimensions"));
 }
 
 TEST(MatrixMatmul, LargeFloat64MatchesNaiveLoopWithOneAndTwoThreads) {
