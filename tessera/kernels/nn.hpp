@@ -112,6 +112,11 @@ void channel_grad_sums(const Array& g, const Array& x, const Array* mask, int64_
 void channel_affine(const Array& u, const Array* mask, const Array* v, int64_t channels,
                     const double* a, const double* p, const double* q, bool relu, Array& out,
                     int64_t row_begin, int64_t row_end);
+// The same rows written to `out` (row row_begin first; u's dtype), a buffer
+// of the caller's: a convolution's chunk that consumes them while in cache.
+void channel_affine_to(const Array& u, const Array* mask, const Array* v, int64_t channels,
+                       const double* a, const double* p, const double* q, bool relu, void* out,
+                       int64_t row_begin, int64_t row_end);
 
 // Class indices as int64: `labels` (int64, bool, or floats holding whole
 // numbers) checked to lie in [0, depth). Throws ValueError naming `op`, the

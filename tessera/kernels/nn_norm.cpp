@@ -196,9 +196,9 @@ void channel_grad_sums(const Array& g, const Array& x, const Array* mask, int64_
   });
 }
 
-void channel_affine(const Array& u, const Array* mask, const Array* v, int64_t channels,
-                    const double* a, const double* p, const double* q, bool relu, Array& out,
-                    int64_t row_begin, int64_t row_end) {
+void channel_affine_to(const Array& u, const Array* mask, const Array* v, int64_t channels,
+                       const double* a, const double* p, const double* q, bool relu, void* out,
+                       int64_t row_begin, int64_t row_end) {
   dispatch_float(u.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     // Coefficients in T, so float32 rows stay in float32 arithmetic.
@@ -206,8 +206,17 @@ void channel_affine(const Array& u, const Array* mask, const Array* v, int64_t c
     const int64_t off = row_begin * channels;
     affine_rows_of(u.data<T>() + off, mask ? mask->data<T>() + off : nullptr,
                    v ? v->data<T>() + off : nullptr, channels, row_end - row_begin, ta.data(),
-                   tp.data(), tq.data(), relu, out.data<T>() + off);
+                   tp.data(), tq.data(), relu, static_cast<T*>(out));
   });
+}
+
+void channel_affine(const Array& u, const Array* mask, const Array* v, int64_t channels,
+                    const double* a, const double* p, const double* q, bool relu, Array& out,
+                    int64_t row_begin, int64_t row_end) {
+  channel_affine_to(u, mask, v, channels, a, p, q, relu,
+                    static_cast<char*>(out.raw()) +
+                        row_begin * channels * static_cast<int64_t>(dtype_size(out.dtype())),
+                    row_begin, row_end);
 }
 
 }  // namespace tessera::kernels

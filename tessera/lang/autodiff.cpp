@@ -66,6 +66,20 @@ const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
   return cache.emplace(&spec, std::move(rules)).first->second;
 }
 
+// The parsed grad_fusion_common of a primitive (parsed once; null when none).
+const AstPtr& parsed_fusion_common(const PrimitiveSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_map<const PrimitiveSpec*, AstPtr> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(&spec);
+  if (it != cache.end()) return it->second;
+  AstPtr rule;
+  if (!spec.grad_fusion_common.empty()) {
+    rule = parse_expression(spec.grad_fusion_common, "<fused grad rule of " + spec.name + ">");
+  }
+  return cache.emplace(&spec, std::move(rule)).first->second;
+}
+
 bool names_identifier(const AstPtr& a, const std::string& name) {
   if (a->kind == Ast::Kind::identifier && a->name == name) return true;
   if (a->callee && names_identifier(a->callee, name)) return true;
@@ -590,12 +604,43 @@ class Differentiator {
       templated_.insert(target.id);
       like = ident(tg(target.id), loc);
     }
-    return define(ct(target.id),
-                  call("grad_accumulate",
-                       {ident(ct(target.id), loc),
-                        call("unbroadcast", {std::move(contribution), std::move(like)}, loc)},
-                       loc),
-                  loc);
+    AstPtr made = define(ct(target.id),
+                         call("grad_accumulate",
+                              {ident(ct(target.id), loc),
+                               call("unbroadcast", {contribution, std::move(like)}, loc)},
+                              loc),
+                         loc);
+    // The node is this function's own: fused_common may rebind it.
+    contributions_[target.id].push_back(
+        {std::const_pointer_cast<Ast>(made), std::move(contribution)});
+    return made;
+  }
+
+  // The shared expression fused with the backward of the primitive that
+  // produced the cotangent of step `out` (PrimitiveSpec::grad_fusion_producer),
+  // or null. When the cotangent is exactly one call of the producer with its
+  // arguments in order, that cotangent's definition is rewritten to
+  // list(the producer's arguments), which the fused expression reads as g.
+  AstPtr fused_common(const PrimitiveSpec& spec, int out) {
+    const AstPtr& rule = parsed_fusion_common(spec);
+    if (!rule) return nullptr;
+    auto it = contributions_.find(out);
+    if (it == contributions_.end() || it->second.size() != 1) return nullptr;
+    Contribution& c = it->second.front();
+    const PrimitiveSpec* producer = find_primitive(spec.grad_fusion_producer);
+    if (!c.define || !c.value || !producer || c.value->kind != Ast::Kind::call ||
+        c.value->callee || c.value->name != producer->name ||
+        c.value->args.size() != producer->params.size()) {
+      return nullptr;
+    }
+    std::vector<AstPtr> items;
+    for (const AstArg& arg : c.value->args) {
+      if (!arg.name.empty()) return nullptr;
+      items.push_back(arg.value);
+    }
+    c.define->args[1].value = call("list", std::move(items), c.value->loc);
+    c.define = nullptr;  // rewritten once
+    return rule;
   }
 
   std::string tg(int id) const { return "__tg_" + std::to_string(id); }
@@ -675,7 +720,8 @@ class Differentiator {
           }
           if (users >= std::max(s.spec->grad_common_users, 1)) {
             const std::string name = "__adc_" + std::to_string(s.out);
-            body.push_back(define(name, substitute(common, bindings, loc), loc));
+            const AstPtr fused = fused_common(*s.spec, s.out);
+            body.push_back(define(name, substitute(fused ? fused : common, bindings, loc), loc));
             bindings["common"] = ident(name, loc);
           } else {
             bindings["common"] = literal(Value(), loc);
@@ -698,6 +744,7 @@ class Differentiator {
 
   // The cotangent of an if's output flows to the branch value it came from.
   AstPtr flow(const Operand& src, int merged, const SourceLoc& loc) {
+    contributions_[src.id].push_back({nullptr, nullptr});  // not a producer's call
     return define(ct(src.id),
                   call("grad_accumulate", {ident(ct(src.id), loc), ident(ct(merged), loc)}, loc),
                   loc);
@@ -744,6 +791,13 @@ class Differentiator {
   std::vector<AstPtr>* top_ = nullptr;  // the differentiated body's own statements
   std::set<int> top_level_;             // active intermediates defined there
   std::set<int> templated_;             // those whose template the backward pass reads
+  // Every contribution to a cotangent so far (by step id): the define that
+  // adds it (null for an if's merge) and the contribution itself.
+  struct Contribution {
+    std::shared_ptr<Ast> define;
+    AstPtr value;
+  };
+  std::map<int, std::vector<Contribution>> contributions_;
   std::string root_;        // the function differentiated
   size_t expressions_ = 0;  // transformed so far (see kMaxGradientExpressions)
 };
@@ -776,6 +830,23 @@ std::vector<std::string> check_gradient_rules() {
     }
     std::set<std::string> allowed{"g", "out", "true", "false", "nil"};
     for (const auto& p : spec->params) allowed.insert(p.name);
+    if (!spec->grad_fusion_common.empty()) {
+      try {
+        std::set<std::string> names;
+        collect_identifiers(parsed_fusion_common(*spec), names);
+        for (const auto& n : names) {
+          if (!allowed.count(n) && !find_primitive(n)) {
+            problems.push_back(spec->name + ": fused gradient rule names unknown '" + n + "'");
+          }
+        }
+      } catch (const std::exception& e) {
+        problems.push_back(spec->name + " (fused rule): " + e.what());
+      }
+      if (!find_primitive(spec->grad_fusion_producer)) {
+        problems.push_back(spec->name + ": grad_fusion_producer '" + spec->grad_fusion_producer +
+                           "' is not a primitive");
+      }
+    }
     for (size_t i = 0; i < rules.size(); ++i) {
       const AstPtr& r = rules[i];
       if (!r) continue;

@@ -19,6 +19,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/conv.hpp"
+#include "tessera/primitives/batch_norm_grad.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -34,8 +35,11 @@ enum class Padding { valid, same, causal };
 // Work per chunk of samples: large enough that a kernel call dwarfs its
 // overhead, small enough for many chunks on a big batch.
 constexpr double kChunkMacs = 4.0e6;
-// Weight gradients use larger chunks (fewer partial sums to add).
-constexpr double kWeightChunkMacs = 1.6e7;
+// Weight gradients use larger chunks: every chunk adds a partial gradient of
+// the whole kernel, which finish() sums. At 1.6e7 a 3x3 stride-2 convolution
+// of 64 to 128 channels (7x7 out) made 32 partials of 74K values each; its
+// conv2d_grads at batch 128 took 4.5 ms on 2 threads, 4.1 ms at 6.4e7.
+constexpr double kWeightChunkMacs = 6.4e7;
 constexpr double kPoolChunkVisits = 1.0e6;
 // Chunks a batch is cut into at least when the kernel prefers large ones.
 constexpr int64_t kMinChunks = 4;
@@ -302,16 +306,20 @@ const char* at(const Array& a, int64_t elements) {
 }
 
 // Samples per kernel call: what the kernel's algorithm prefers (Winograd), or
-// enough multiply-adds (`per_chunk`) to dwarf a call's overhead.
+// enough multiply-adds (`per_chunk`) to dwarf a call's overhead; at most a
+// quarter of the batch when that still makes calls of kChunkMacs: with only
+// one or two chunks, a worker that the machine's other processes slow down
+// holds up the whole call.
 int64_t conv_chunk(DType dt, const ConvShape& s, double per_chunk) {
+  const int64_t quarter = std::max<int64_t>((s.batch + kMinChunks - 1) / kMinChunks, 1);
   const int64_t preferred = kernels::preferred_chunk_samples(dt, s);
   if (preferred > 0) {
-    // At most a quarter of the batch: with only one or two chunks, a worker
-    // that the machine's other processes slow down holds up the whole call.
-    const int64_t quarter = (s.batch + kMinChunks - 1) / kMinChunks;
     return std::clamp<int64_t>(std::min(preferred, quarter), 1, std::max<int64_t>(s.batch, 1));
   }
-  return chunk_samples(per_chunk, macs_per_sample(s), s.batch);
+  const double macs = static_cast<double>(macs_per_sample(s));
+  int64_t most = std::max<int64_t>(static_cast<int64_t>(per_chunk / macs), 1);
+  if (static_cast<double>(quarter) * macs >= kChunkMacs) most = std::min(most, quarter);
+  return chunk_samples(static_cast<double>(most), 1, s.batch);
 }
 
 // Runs a weight gradient's sum of partials over the runtime's threads.
@@ -403,12 +411,16 @@ Array conv_grad_weight(const ConvShape& s, const Array& g, const Array& x, const
   return dw;
 }
 
+// Where a chunk of dy comes from: the chunk's index, its shape and its first
+// sample give the chunk's dy (dy's dtype, part.batch * s.out_size() values:
+// out_size is per sample).
+using ChunkSource = std::function<const void*(int64_t, const ConvShape&, int64_t)>;
+
 // Both gradients of a convolution in one pass over the batch: each chunk's
 // data gradient and partial weight gradient are computed together, reading
-// the chunk of g once (laid out once for Winograd) while it is in cache.
-List conv_grads(const ConvShape& s, const Array& g, const Array& x, const Array& w,
-                const char* op) {
-  const DType dt = g.dtype();
+// the chunk of dy once (laid out once for Winograd) while it is in cache.
+List conv_grads(const ConvShape& s, DType dt, const ChunkSource& dy, const Array& x,
+                const Array& w, const char* op) {
   Shape shape = data_shape(s, false);
   shape_size(shape, op);
   Array dx(dt, shape);
@@ -421,13 +433,48 @@ List conv_grads(const ConvShape& s, const Array& g, const Array& x, const Array&
     over_chunks(s, chunk, 2.0 * ns_per_mac(dt) * macs_per_sample(s),
                 [&](int64_t c, const ConvShape& part, int64_t first) {
                   sum.add_chunk_and_data(c, part, at(x, first * s.in_size()),
-                                         at(g, first * s.out_size()), &packed,
+                                         dy(c, part, first), &packed,
                                          at(dx, first * s.in_size()));
                 });
     sum.finish(dw.raw(), parallel_ranges(sum_ns(s, chunk)));
   }
   return List{Value(std::move(dx)), Value(std::move(dw))};
 }
+
+List conv_grads(const ConvShape& s, const Array& g, const Array& x, const Array& w,
+                const char* op) {
+  return conv_grads(
+      s, g.dtype(),
+      [&](int64_t, const ConvShape&, int64_t first) -> const void* {
+        return at(g, first * s.out_size());
+      },
+      x, w, op);
+}
+
+// A buffer of each thread's for the chunk of dy it computes (conv*_grads_bn).
+class ChunkBuffer {
+ public:
+  ChunkBuffer() = default;
+  ChunkBuffer(const ChunkBuffer&) = delete;
+  ChunkBuffer& operator=(const ChunkBuffer&) = delete;
+  ~ChunkBuffer() { std::free(data_); }
+  void* get(size_t bytes) {
+    if (bytes > size_) {
+      std::free(data_);
+      data_ = nullptr;
+      size_ = 0;
+      const size_t rounded = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
+      data_ = std::aligned_alloc(64, rounded);
+      if (data_ == nullptr) throw std::bad_alloc();
+      size_ = rounded;
+    }
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // conv1d / conv2d (x, w, stride(s), padding, dilation, groups).
 Value conv_eval(Args& a, int spatial) {
@@ -478,6 +525,56 @@ Value conv_grads_eval(Args& a, int spatial) {
   ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 3, "input");
   check_grad_shape(a, g0, s);
   return Value(conv_grads(s, g0.astype(dt), x0.astype(dt), w0.astype(dt), a.op()));
+}
+
+// conv*_grads_bn(bn, x, w, stride(s), padding, dilation, groups): conv*_grads
+// of dy = batch_norm_grad(bn...), each chunk of dy computed into a buffer of
+// the thread's and consumed by the convolution's backward while in cache.
+Value conv_grads_bn_eval(Args& a, int spatial) {
+  static const PrimitiveSpec* bn_spec = find_primitive("batch_norm_grad");
+  if (!a[0].is_list() || bn_spec == nullptr ||
+      a[0].as_list().size() != bn_spec->params.size()) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] bn must be the list of batch_norm_grad's ",
+        bn_spec ? bn_spec->params.size() : 0,
+        " arguments (g, x, gamma, mean, var, epsilon, training, stats, sums, y), got ",
+        a[0].describe()));
+  }
+  const List& items = a[0].as_list();
+  Args bn(*bn_spec, std::vector<Value>(items.begin(), items.end()));
+  BatchNormGradRows dy = batch_norm_grad_rows(bn);
+  Array x0 = a.array(1), w0 = a.array(2);
+  const DType dt = float_result({dy.dtype, x0.dtype(), w0.dtype()});
+  ConvShape s = conv_geometry(a, spatial, x0.shape(), w0.shape(), 3, "input");
+  const Shape expected = data_shape(s, true);
+  if (dy.shape != expected) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] the batch norm's input has shape ", shape_str(dy.shape),
+        " but the convolution's output has shape ", shape_str(expected)));
+  }
+  Array x = x0.astype(dt), w = w0.astype(dt);
+  const int64_t positions = s.out_size() / std::max<int64_t>(s.channels_out, 1);
+  if (dy.dtype != dt || dy.rows * dy.channels == 0) {
+    // dy in its own dtype, then converted (a float64 batch norm after a
+    // float32 convolution): computed whole.
+    Array whole(dy.dtype, dy.shape);
+    if (dy.rows * dy.channels > 0) {
+      parallel_for(dy.rows, 0.7 * static_cast<double>(dy.channels), [&](int64_t b, int64_t e) {
+        dy.compute(dy.g, b, e, at(whole, b * dy.channels));
+      });
+    }
+    return Value(conv_grads(s, whole.astype(dt), x, w, a.op()));
+  }
+  thread_local ChunkBuffer buffer;
+  return Value(conv_grads(
+      s, dt,
+      [&](int64_t, const ConvShape& part, int64_t first) -> const void* {
+        void* out =
+            buffer.get(static_cast<size_t>(part.batch * s.out_size()) * dtype_size(dt));
+        dy.compute(dy.g, first * positions, (first + part.batch) * positions, out);
+        return out;
+      },
+      x, w, a.op()));
 }
 
 // max/avg_pool*(x, pool_size, strides, padding).
@@ -621,7 +718,11 @@ PrimitiveSpec conv_spec(int spatial) {
                 "", "", "", ""},
       // Both gradients (the usual case) in one pass over the batch.
       .grad_common = conv + "_grads(g, x, w, " + set + ")",
-      .grad_common_users = 2};
+      .grad_common_users = 2,
+      // A batch norm after the convolution: its backward a chunk at a time
+      // inside that pass (conv*_grads_bn).
+      .grad_fusion_producer = "batch_norm_grad",
+      .grad_fusion_common = conv + "_grads_bn(g, x, w, " + set + ")"};
 }
 
 // conv*_grads: both gradients of a convolution at once (what differentiating
@@ -651,6 +752,29 @@ PrimitiveSpec conv_grads_spec(int spatial) {
                 "if(is_nil(" + gx + "), nil, " + conv + "_grad_weight(dy, " + gx + ", shape(w), " +
                     set + "))",
                 "", "", "", ""}};
+}
+
+// conv*_grads_bn: conv*_grads of a batch norm's backward, fused (what
+// differentiating a convolution read only by a batch norm computes; autodiff
+// writes it, see PrimitiveSpec::grad_fusion_producer). Not differentiable, as
+// batch_norm_grad is not.
+PrimitiveSpec conv_grads_bn_spec(int spatial) {
+  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  std::string help =
+      "Backward of " + conv + " followed by a batch norm, for the convolution's input and "
+      "kernel: " + conv + "_grads(batch_norm_grad(bn...), x, w, ...), with bn the list of "
+      "batch_norm_grad's arguments (g, x, gamma, mean, var, epsilon, training, stats, sums, y; "
+      "its x is the convolution's output). The batch norm's backward is computed a chunk of "
+      "samples at a time, each chunk going into the convolution's backward while in cache "
+      "(never written out whole). Autodiff uses it where a convolution's output is read only "
+      "by a batch norm.";
+  return PrimitiveSpec{
+      .name = conv + "_grads_bn",
+      .family = "nn",
+      .params = conv_params(spatial, {{"bn"}, {"x"}, {"w"}}),
+      .help = with_note(help),
+      .eval = [spatial](Args& a) -> Value { return conv_grads_bn_eval(a, spatial); },
+      .ns_per_element = 40.0};
 }
 
 // conv*_grad_input is also the transposed convolution, so it has gradient
@@ -737,10 +861,12 @@ const bool registered = register_primitives({
     conv_grad_input_spec(1),
     conv_grad_weight_spec(1),
     conv_grads_spec(1),
+    conv_grads_bn_spec(1),
     conv_spec(2),
     conv_grad_input_spec(2),
     conv_grad_weight_spec(2),
     conv_grads_spec(2),
+    conv_grads_bn_spec(2),
     conv_bias_spec(1, false),
     conv_bias_spec(1, true),
     conv_bias_spec(2, false),

@@ -16,6 +16,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/nn.hpp"
+#include "tessera/primitives/batch_norm_grad.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
@@ -498,55 +499,15 @@ Value eval_batch_norm_grad_sums(Args& a, bool masked_out = false) {
 // with the batch's own statistics, so dx = gamma/std * (g' - mean(g') - xhat *
 // mean(g' * xhat)), from `sums` (batch_norm_grad_sums) when given.
 Value eval_batch_norm_grad(Args& a) {
-  Array x = a.array(1);
-  const Rows r = channels_last(x, a, 1);
-  DType dt = grad_dtype(a, 0, x);
-  const double eps = epsilon_arg(a, 5);
-  const bool training = a.boolean(6);
-  auto gamma = channel_param(a, 2, r, 1.0, dt);
-  Moments given = given_moments(a, r, training, 3, 4, dt);
-  Array g = cotangent(a, 0, 1, x.shape(), dt);
-  x = cast_array(x, dt);
-  Array mask = relu_mask(a, 9, x, dt);
-  const Array* pm = a.is_nil(9) ? nullptr : &mask;
-  Array given_sums;
-  const bool has_sums = training && !a.is_nil(8);
-  if (has_sums) {
-    given_sums = a.array(8).astype(DType::float64);
-    if (given_sums.shape() != Shape{2, r.channels}) {
-      throw std::invalid_argument(error_message(
-          "[", a.op(), "] argument 'sums' must have shape (2, ", r.channels,
-          ") as batch_norm_grad_sums gives, got shape ", shape_str(given_sums.shape())));
-    }
-  }
-  if (x.size() == 0) return Array(dt, x.shape());
-  Moments m = normalizing_moments(a, x, r, training, std::move(given), 7);
-  auto inv = inverse_std(m, eps);
-  std::vector<double> ca(r.channels), cp(r.channels, 0.0), cq(r.channels, 0.0);
-  for (int64_t c = 0; c < r.channels; ++c) ca[c] = gamma[c] * inv[c];
-  Array dx = output_for(g);
-  if (!training) {
-    apply_channel_affine(g, pm, nullptr, r, ca, cp, cq, false, dx);
-    return dx;
-  }
-  // Per channel: sum(g') and sum(g' * xhat).
-  std::vector<double> sums;
-  if (has_sums) {
-    const double* p = given_sums.data<double>();
-    sums.assign(p, p + 2 * r.channels);
-  } else {
-    sums = grad_sums(g, x, pm, r, m);
-    for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
-  }
-  const double n = static_cast<double>(r.rows);
-  for (int64_t c = 0; c < r.channels; ++c) {
-    const double mean_g = sums[c] / n;
-    const double mean_gxhat = sums[r.channels + c] / n;
-    // dx = a g' - a mean_g - a inv (x - mu) mean_gxhat = a g' + p x + q
-    cp[c] = -ca[c] * inv[c] * mean_gxhat;
-    cq[c] = -ca[c] * mean_g + ca[c] * inv[c] * m.mean[c] * mean_gxhat;
-  }
-  apply_channel_affine(g, pm, &x, r, ca, cp, cq, false, dx);
+  BatchNormGradRows plan = batch_norm_grad_rows(a);
+  if (plan.rows * plan.channels == 0) return Array(plan.dtype, plan.shape);
+  Array dx = output_for(plan.g);  // g's own buffer when nothing else holds it
+  const double ns = 0.7;
+  parallel_for(plan.rows, ns * static_cast<double>(plan.channels), [&](int64_t b, int64_t e) {
+    plan.compute(plan.g, b, e,
+                 static_cast<char*>(dx.raw()) +
+                     b * plan.channels * static_cast<int64_t>(dtype_size(plan.dtype)));
+  });
   return dx;
 }
 
@@ -916,5 +877,70 @@ const bool registered = register_primitives({
 });
 
 }  // namespace
+
+}  // namespace tessera
+
+namespace tessera {
+
+BatchNormGradRows batch_norm_grad_rows(Args& a) {
+  Array x = a.array(1);
+  const Rows r = channels_last(x, a, 1);
+  DType dt = grad_dtype(a, 0, x);
+  const double eps = epsilon_arg(a, 5);
+  const bool training = a.boolean(6);
+  auto gamma = channel_param(a, 2, r, 1.0, dt);
+  Moments given = given_moments(a, r, training, 3, 4, dt);
+  BatchNormGradRows plan;
+  plan.g = cotangent(a, 0, 1, x.shape(), dt);
+  plan.dtype = dt;
+  plan.shape = x.shape();
+  plan.rows = r.rows;
+  plan.channels = r.channels;
+  x = cast_array(x, dt);
+  Array mask = relu_mask(a, 9, x, dt);
+  const bool masked = !a.is_nil(9);
+  Array given_sums;
+  const bool has_sums = training && !a.is_nil(8);
+  if (has_sums) {
+    given_sums = a.array(8).astype(DType::float64);
+    if (given_sums.shape() != Shape{2, r.channels}) {
+      throw std::invalid_argument(error_message(
+          "[", a.op(), "] argument 'sums' must have shape (2, ", r.channels,
+          ") as batch_norm_grad_sums gives, got shape ", shape_str(given_sums.shape())));
+    }
+  }
+  if (x.size() == 0) return plan;
+  Moments m = normalizing_moments(a, x, r, training, std::move(given), 7);
+  auto inv = inverse_std(m, eps);
+  std::vector<double> ca(r.channels), cp(r.channels, 0.0), cq(r.channels, 0.0);
+  for (int64_t c = 0; c < r.channels; ++c) ca[c] = gamma[c] * inv[c];
+  if (training) {
+    // Per channel: sum(g') and sum(g' * xhat).
+    std::vector<double> sums;
+    if (has_sums) {
+      const double* p = given_sums.data<double>();
+      sums.assign(p, p + 2 * r.channels);
+    } else {
+      sums = grad_sums(plan.g, x, masked ? &mask : nullptr, r, m);
+      for (int64_t c = 0; c < r.channels; ++c) sums[r.channels + c] *= inv[c];
+    }
+    const double n = static_cast<double>(r.rows);
+    for (int64_t c = 0; c < r.channels; ++c) {
+      const double mean_g = sums[c] / n;
+      const double mean_gxhat = sums[r.channels + c] / n;
+      // dx = a g' - a mean_g - a inv (x - mu) mean_gxhat = a g' + p x + q
+      cp[c] = -ca[c] * inv[c] * mean_gxhat;
+      cq[c] = -ca[c] * mean_g + ca[c] * inv[c] * m.mean[c] * mean_gxhat;
+    }
+  }
+  // Inference: dx = a g' (the statistics are constants).
+  plan.compute = [x = training ? x : Array(), mask, masked, training, channels = r.channels,
+                  ca = std::move(ca), cp = std::move(cp),
+                  cq = std::move(cq)](const Array& g, int64_t b, int64_t e, void* out) {
+    kn::channel_affine_to(g, masked ? &mask : nullptr, training ? &x : nullptr, channels,
+                          ca.data(), cp.data(), cq.data(), false, out, b, e);
+  };
+  return plan;
+}
 
 }  // namespace tessera

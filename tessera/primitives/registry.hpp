@@ -92,6 +92,17 @@ struct PrimitiveSpec {
   // expressions (a convolution's shared pass pays off only for both
   // gradients).
   int grad_common_users = 1;
+  // The backward fused with the backward of the primitive that feeds it: when
+  // the cotangent of this primitive's result is exactly one call of
+  // `grad_fusion_producer` (the backward of the one primitive that reads the
+  // result: batch_norm_grad, for a convolution followed by a batch norm) and
+  // `common` is computed, autodiff binds that cotangent to the list of the
+  // producer's arguments instead (nothing computed) and computes
+  // `grad_fusion_common` (reading g as that list) in place of grad_common:
+  // the producer's result is made a chunk at a time, each chunk consumed in
+  // cache, instead of written out whole and read back.
+  std::string grad_fusion_producer = {};
+  std::string grad_fusion_common = {};
   // Elementwise binary primitives: the result for two Python-like scalars
   // (bool, int, float), which the execution tree computes directly, without
   // binding arguments or timing the call (a loop's `i < n`, `i + 1`); the

@@ -466,6 +466,45 @@ TEST(Autodiff, SharedExpressionOnlyForEnoughUsers) {
   EXPECT_EQ(b.as_list()[1].str(), gw.as_list()[0].str());
 }
 
+// A convolution whose output only a batch norm reads: autodiff binds the
+// batch norm's backward for that output to its arguments and computes it
+// inside the convolution's backward (conv2d_grads_bn), with the same values
+// as the unfused backward, which a second reader of the output keeps.
+TEST(Autodiff, BatchNormBackwardFusedIntoTheConvolutionsBackward) {
+  auto text = [](const std::string& extra) {
+    return "define(f, x, w, gamma, beta, g, block(define(y, conv2d(x, w, 1, \"same\")),\n"
+           "  define(s, batch_norm_stats(y)),\n"
+           "  sum(batch_norm_relu(y, gamma, beta, nil, nil, 0.001, true, s) * g)" + extra +
+           "))\n";
+  };
+  const std::string fused = text(""), read_twice = text(" + 0.0 * sum(y)");
+  auto tree = [](const std::string& f, const std::string& wrt) {
+    return Program(f + "grad(f, " + wrt + ")", "bn.tsl").tree_dot();
+  };
+  const std::string t = tree(fused, "[0, 1, 2, 3]");
+  EXPECT_NE(t.find("conv2d_grads_bn"), std::string::npos) << t;
+  std::string others = t;  // batch_norm_grad nowhere (batch_norm_grad_sums stays)
+  for (size_t p; (p = others.find("batch_norm_grad_sums")) != std::string::npos;) {
+    others.erase(p, 20);
+  }
+  EXPECT_EQ(others.find("batch_norm_grad"), std::string::npos) << t;
+  // Not fused: a second reader of y; only w differentiated (no shared pass).
+  EXPECT_EQ(tree(read_twice, "[0, 1, 2, 3]").find("conv2d_grads_bn"), std::string::npos);
+  EXPECT_EQ(tree(fused, "[1]").find("conv2d_grads_bn"), std::string::npos);
+  const std::string args =
+      "(reshape(arange(96) * 0.05 - 2.0, [2, 4, 4, 3]), reshape(arange(54) * 0.03 - 0.7, "
+      "[3, 3, 3, 2]), [1.5, -0.5], [0.1, 0.2], reshape(sin(arange(64) * 1.0), [2, 4, 4, 2]))";
+  for (const char* wrt : {"[0, 1, 2, 3]", "[0, 1]"}) {
+    Value a = eval_string(fused + "grad(f, " + wrt + ")" + args);
+    Value b = eval_string(read_twice + "grad(f, " + wrt + ")" + args);
+    ASSERT_TRUE(a.is_list() && b.is_list());
+    ASSERT_EQ(a.as_list().size(), b.as_list().size());
+    for (size_t k = 0; k < a.as_list().size(); ++k) {
+      EXPECT_EQ(a.as_list()[k].str(), b.as_list()[k].str()) << wrt << " result " << k;
+    }
+  }
+}
+
 // A gradient keeps a template of the values it sums cotangents back to: their
 // shape and dtype in one element, never expanded (unbroadcast reads it as
 // given), and the template's value is freed with the value.

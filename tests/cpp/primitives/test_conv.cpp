@@ -315,6 +315,83 @@ TEST(Conv, BothGradientsInOnePassEqualTheSeparateOnes) {
       "[conv1d_grads] dy has shape (2, 5, 4) but the forward result has shape (2, 4, 4)"));
 }
 
+// conv*_grads_bn (autodiff's backward of a convolution read by a batch norm)
+// gives exactly what batch_norm_grad followed by conv*_grads gives: the same
+// per-element arithmetic, a chunk at a time.
+TEST(Conv, GradsOfABatchNormAfterTheConvolutionEqualTheUnfused) {
+  struct Case {
+    int spatial;
+    Shape x, w;
+    int64_t groups;
+    std::string padding;
+    int64_t stride;
+  };
+  const std::vector<Case> cases = {
+      {2, {37, 9, 9, 32}, {3, 3, 32, 32}, 1, "same", 1},  // Winograd in float32, 4 chunks
+      {2, {7, 10, 9, 8}, {3, 3, 8, 16}, 1, "same", 2},    // strided, direct
+      {2, {3, 6, 6, 6}, {2, 2, 2, 9}, 3, "valid", 1},     // groups
+      {1, {6, 11, 4}, {3, 4, 5}, 1, "causal", 1},
+      {2, {0, 4, 4, 3}, {3, 3, 3, 2}, 1, "same", 1},      // empty batch
+  };
+  for (const auto& c : cases) {
+    const std::string conv = c.spatial == 1 ? "conv1d" : "conv2d";
+    for (DType dt : {DType::float64, DType::float32}) {
+      Array x = random_array(c.x, 31, dt), w = random_array(c.w, 32, dt);
+      Value pad(c.padding), st(c.stride), dil(int64_t{1}), groups(c.groups);
+      Array y = arr(call(conv.c_str(), {x, w, st, pad, dil, groups}));
+      const int64_t f = y.shape().back();
+      Array gamma = random_array({f}, 33, dt), beta = random_array({f}, 34, dt);
+      Array mm = random_array({f}, 35, dt), mv = arr(call("add", {random_array({f}, 36), 1.5}));
+      Array g = random_array(y.shape(), 37, dt);
+      for (bool training : {true, false}) {
+        if (training && c.x[0] == 0) continue;  // no batch statistics of nothing
+        for (bool relu : {false, true}) {
+          for (bool given_sums : {false, true}) {
+            SCOPED_TRACE(conv + " x " + shape_str(c.x) + " " + std::string(dtype_name(dt)) +
+                         (training ? " training" : " inference") + (relu ? " relu" : "") +
+                         (given_sums ? " sums" : ""));
+            Value stats = training ? call("batch_norm_stats", {y}) : Value();
+            Value out = relu ? call("batch_norm_relu", {y, gamma, beta, mm, mv, 1e-3, training,
+                                                        stats})
+                             : Value();
+            Value sums = given_sums ? call("batch_norm_grad_sums",
+                                           {g, y, mm, mv, 1e-3, training, stats, out})
+                                    : Value();
+            List bn{g, y, gamma, mm, mv, 1e-3, training, stats, sums, out};
+            Value fused = call((conv + "_grads_bn").c_str(), {Value(bn), x, w, st, pad, dil, groups});
+            Value dy = call("batch_norm_grad", std::vector<Value>(bn.begin(), bn.end()));
+            Value unfused = call((conv + "_grads").c_str(), {dy, x, w, st, pad, dil, groups});
+            ASSERT_TRUE(fused.is_list());
+            ASSERT_EQ(fused.as_list().size(), 2u);
+            for (size_t k = 0; k < 2; ++k) {
+              Array a = arr(fused.as_list()[k]), b = arr(unfused.as_list()[k]);
+              ASSERT_EQ(a.dtype(), b.dtype());
+              ASSERT_EQ(a.shape(), b.shape());
+              EXPECT_EQ(values(a), values(b)) << "result " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+  // What it reads is checked and named.
+  Array x = random_array({2, 5, 5, 3}, 1), w = random_array({3, 3, 3, 4}, 2);
+  Array y = arr(call("conv2d", {x, w, 1, "same"}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("conv2d_grads_bn", {y, x, w, 1, "same"}); },
+      "[conv2d_grads_bn] bn must be the list of batch_norm_grad's 10 arguments"));
+  List wrong{random_array({2, 4, 4, 4}, 3), random_array({2, 4, 4, 4}, 4), Value(), Value(),
+             Value(), 1e-3, true, Value(), Value(), Value()};
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("conv2d_grads_bn", {Value(wrong), x, w, 1, "same"}); },
+      "[conv2d_grads_bn] the batch norm's input has shape (2, 4, 4, 4) but the convolution's "
+      "output has shape (2, 5, 5, 4)"));
+  List bad_g{random_array({2, 5, 4, 4}, 3), y, Value(), Value(), Value(), 1e-3, true, Value(),
+             Value(), Value()};
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("conv2d_grads_bn", {Value(bad_g), x, w, 1, "same"}); }, "[batch_norm_grad]"));
+}
+
 TEST(Conv, Float32RunsThroughOneDNN) {
   Array x = random_array({4, 32, 9}, 16, DType::float32);
   Array w = random_array({3, 9, 16}, 17, DType::float32);
