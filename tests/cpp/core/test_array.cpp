@@ -129,6 +129,26 @@ TEST(Array, CacheServesSlightlySmallerRequests) {
   EXPECT_EQ(memory_stats().cached, 0u);
 }
 
+// Of several cached blocks of one size, a request takes the one freed last
+// (still in cache), not the one freed first.
+TEST(Array, CacheServesTheBlockFreedLast) {
+  if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache (TESSERA_CACHE_BYTES=0)";
+  { Array big(DType::float32, {8 << 20}); }  // 32 MiB live once: room under the high water
+  release_cached_blocks();
+  const void *older, *newer;
+  {
+    Array a(DType::float32, {1000, 1000}), b(DType::float32, {1000, 1000});
+    older = a.raw();
+    newer = b.raw();
+    a = Array();  // freed first
+  }               // b freed last
+  Array c(DType::float32, {1000, 1000});
+  EXPECT_EQ(c.raw(), newer);
+  Array d(DType::float32, {1000, 1000});
+  EXPECT_EQ(d.raw(), older);
+  release_cached_blocks();
+}
+
 TEST(Array, CacheStaysUnderTheHighWaterMark) {
   if (memory_stats().cache_limit == 0) GTEST_SKIP() << "no block cache (TESSERA_CACHE_BYTES=0)";
   release_cached_blocks();
