@@ -259,26 +259,34 @@ TEST(Conv, Conv2dGradientsMatchFiniteDifferences) {
       }
 }
 
+// A convolution of the gradient tests: 1 or 2 spatial axes, shapes, groups,
+// padding and stride.
+struct GradCase {
+  int spatial;
+  Shape x, w;
+  int64_t groups;
+  std::string padding;
+  int64_t stride;
+};
+
+// Winograd's shape in float32 (`batch` samples), a strided (direct) one,
+// groups, 1-d causal, and an empty batch.
+std::vector<GradCase> grad_cases(int64_t batch) {
+  return {
+      {2, {batch, 9, 9, 32}, {3, 3, 32, 32}, 1, "same", 1},
+      {2, {7, 10, 9, 8}, {3, 3, 8, 16}, 1, "same", 2},
+      {2, {3, 6, 6, 6}, {2, 2, 2, 9}, 3, "valid", 1},
+      {1, {6, 11, 4}, {3, 4, 5}, 1, "causal", 1},
+      {2, {0, 4, 4, 3}, {3, 3, 3, 2}, 1, "same", 1},
+  };
+}
+
 // conv*_grads gives both gradients in one pass: equal to conv*_grad_input
 // and conv*_grad_weight (bit for bit in float64, whose loops do not depend on
 // the chunks; within rounding in float32, oneDNN's implementation may differ
 // with the chunk size), with groups, strides and Winograd's shapes.
 TEST(Conv, BothGradientsInOnePassEqualTheSeparateOnes) {
-  struct Case {
-    int spatial;
-    Shape x, w;
-    int64_t groups;
-    std::string padding;
-    int64_t stride;
-  };
-  const std::vector<Case> cases = {
-      {2, {5, 9, 9, 32}, {3, 3, 32, 32}, 1, "same", 1},   // Winograd in float32
-      {2, {7, 10, 9, 8}, {3, 3, 8, 16}, 1, "same", 2},    // strided, direct
-      {2, {3, 6, 6, 6}, {2, 2, 2, 9}, 3, "valid", 1},     // groups
-      {1, {6, 11, 4}, {3, 4, 5}, 1, "causal", 1},
-      {2, {0, 4, 4, 3}, {3, 3, 3, 2}, 1, "same", 1},      // empty batch
-  };
-  for (const auto& c : cases) {
+  for (const auto& c : grad_cases(5)) {
     const std::string conv = c.spatial == 1 ? "conv1d" : "conv2d";
     SCOPED_TRACE(conv + " x " + shape_str(c.x) + " groups " + std::to_string(c.groups));
     for (DType dt : {DType::float64, DType::float32}) {
@@ -319,21 +327,7 @@ TEST(Conv, BothGradientsInOnePassEqualTheSeparateOnes) {
 // gives exactly what batch_norm_grad followed by conv*_grads gives: the same
 // per-element arithmetic, a chunk at a time.
 TEST(Conv, GradsOfABatchNormAfterTheConvolutionEqualTheUnfused) {
-  struct Case {
-    int spatial;
-    Shape x, w;
-    int64_t groups;
-    std::string padding;
-    int64_t stride;
-  };
-  const std::vector<Case> cases = {
-      {2, {37, 9, 9, 32}, {3, 3, 32, 32}, 1, "same", 1},  // Winograd in float32, 4 chunks
-      {2, {7, 10, 9, 8}, {3, 3, 8, 16}, 1, "same", 2},    // strided, direct
-      {2, {3, 6, 6, 6}, {2, 2, 2, 9}, 3, "valid", 1},     // groups
-      {1, {6, 11, 4}, {3, 4, 5}, 1, "causal", 1},
-      {2, {0, 4, 4, 3}, {3, 3, 3, 2}, 1, "same", 1},      // empty batch
-  };
-  for (const auto& c : cases) {
+  for (const auto& c : grad_cases(37)) {  // 37 samples: 4 or more chunks of Winograd
     const std::string conv = c.spatial == 1 ? "conv1d" : "conv2d";
     for (DType dt : {DType::float64, DType::float32}) {
       Array x = random_array(c.x, 31, dt), w = random_array(c.w, 32, dt);
