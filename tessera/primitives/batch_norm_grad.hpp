@@ -30,4 +30,8 @@ struct BatchNormGradRows {
 // a.op().
 BatchNormGradRows batch_norm_grad_rows(Args& a);
 
+// Every row of the plan's cotangent written to `out` (rows * channels values
+// of plan.dtype; may be plan.g's own buffer), in parallel tiles.
+void batch_norm_grad_all_rows(const BatchNormGradRows& plan, void* out);
+
 }  // namespace tessera

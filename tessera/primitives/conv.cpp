@@ -558,11 +558,7 @@ Value conv_grads_bn_eval(Args& a, int spatial) {
     // dy in its own dtype, then converted (a float64 batch norm after a
     // float32 convolution): computed whole.
     Array whole(dy.dtype, dy.shape);
-    if (dy.rows * dy.channels > 0) {
-      parallel_for(dy.rows, 0.7 * static_cast<double>(dy.channels), [&](int64_t b, int64_t e) {
-        dy.compute(dy.g, b, e, at(whole, b * dy.channels));
-      });
-    }
+    if (dy.rows * dy.channels > 0) batch_norm_grad_all_rows(dy, whole.raw());
     return Value(conv_grads(s, whole.astype(dt), x, w, a.op()));
   }
   thread_local ChunkBuffer buffer;

@@ -502,12 +502,7 @@ Value eval_batch_norm_grad(Args& a) {
   BatchNormGradRows plan = batch_norm_grad_rows(a);
   if (plan.rows * plan.channels == 0) return Array(plan.dtype, plan.shape);
   Array dx = output_for(plan.g);  // g's own buffer when nothing else holds it
-  const double ns = 0.7;
-  parallel_for(plan.rows, ns * static_cast<double>(plan.channels), [&](int64_t b, int64_t e) {
-    plan.compute(plan.g, b, e,
-                 static_cast<char*>(dx.raw()) +
-                     b * plan.channels * static_cast<int64_t>(dtype_size(plan.dtype)));
-  });
+  batch_norm_grad_all_rows(plan, dx.raw());
   return dx;
 }
 
@@ -941,6 +936,13 @@ BatchNormGradRows batch_norm_grad_rows(Args& a) {
                           ca.data(), cp.data(), cq.data(), false, out, b, e);
   };
   return plan;
+}
+
+void batch_norm_grad_all_rows(const BatchNormGradRows& plan, void* out) {
+  const int64_t row_bytes = plan.channels * static_cast<int64_t>(dtype_size(plan.dtype));
+  parallel_for(plan.rows, 0.7 * static_cast<double>(plan.channels), [&](int64_t b, int64_t e) {
+    plan.compute(plan.g, b, e, static_cast<char*>(out) + b * row_bytes);
+  });
 }
 
 }  // namespace tessera

@@ -368,6 +368,22 @@ TEST(Conv, GradsOfABatchNormAfterTheConvolutionEqualTheUnfused) {
       }
     }
   }
+  {
+    // The batch norm in float32, the kernel in float64: its cotangent made
+    // whole, then converted, as conv2d_grads converts dy.
+    Array x = random_array({6, 5, 5, 3}, 51, DType::float32), w = random_array({3, 3, 3, 4}, 52);
+    Array y = arr(call("conv2d", {x, w.astype(DType::float32), 1, "same"}));
+    Array g = random_array(y.shape(), 53, DType::float32);
+    List bn{g, y, Value(), Value(), Value(), 1e-3, true, Value(), Value(), Value()};
+    Value fused = call("conv2d_grads_bn", {Value(bn), x, w, 1, "same"});
+    Value dy = call("batch_norm_grad", std::vector<Value>(bn.begin(), bn.end()));
+    Value unfused = call("conv2d_grads", {dy, x, w, 1, "same"});
+    for (size_t k = 0; k < 2; ++k) {
+      Array a = arr(fused.as_list()[k]), b = arr(unfused.as_list()[k]);
+      EXPECT_EQ(a.dtype(), DType::float64);
+      EXPECT_EQ(values(a), values(b)) << "result " << k;
+    }
+  }
   // What it reads is checked and named.
   Array x = random_array({2, 5, 5, 3}, 1), w = random_array({3, 3, 3, 4}, 2);
   Array y = arr(call("conv2d", {x, w, 1, "same"}));
