@@ -63,7 +63,34 @@ class FdBuf : public std::streambuf {
   char buf_[1 << 16];
 };
 
+// The process's umask, read without changing it (umask(2) sets it, which
+// would race with other threads creating files).
+mode_t current_umask() {
+  if (FILE* f = std::fopen("/proc/self/status", "re")) {
+    char line[256];
+    unsigned mask = 0;
+    bool found = false;
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) {
+        found = true;
+        break;
+      }
+    }
+    std::fclose(f);
+    if (found) return static_cast<mode_t>(mask & 0777);
+  }
+  return 022;
+}
+
 }  // namespace
+
+mode_t mode_for_replacing(const std::string& path) {
+  struct stat st {};
+  // lstat: a link at `path` is replaced by the rename, not written through,
+  // so its target's mode says nothing.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
+  return 0666 & ~current_umask();
+}
 
 uint64_t max_file_bytes() {
   if (const char* env = std::getenv("TESSERA_MAX_FILE_BYTES")) {
@@ -76,14 +103,19 @@ uint64_t max_file_bytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
-std::string read_whole_file(const std::string& path, const char* op) {
+std::string read_whole_file(const std::string& path, const char* op, bool follow_links) {
   auto fail = [&](const char* what, int err) {
     throw std::runtime_error(
         error_message("[", op, "] ", what, " '", path, "': ", std::strerror(err)));
   };
   // O_NONBLOCK: opening a pipe with no writer would wait forever (it is
   // refused below, as every file that is not a regular one).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW));
+  if (fd < 0 && errno == ELOOP && !follow_links) {
+    throw std::invalid_argument(error_message("[", op, "] cannot read '", path,
+                                              "': it is a symbolic link, and links are not "
+                                              "followed here (only files are read)"));
+  }
   if (fd < 0) fail("cannot open", errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -153,8 +185,9 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
                                            "': ", std::strerror(err)));
   };
   if (fd < 0) fail(errno);
-  // mkstemp creates the file private (0600); the output is an ordinary file.
-  ::fchmod(fd, 0644);
+  // mkstemp creates the file private (0600): give it the mode of the file it
+  // replaces, or an ordinary new file's.
+  ::fchmod(fd, mode_for_replacing(path));
   {
     FdBuf buf(fd);
     std::ostream out(&buf);

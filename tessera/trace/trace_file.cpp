@@ -3,13 +3,15 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
+#include <optional>
+#include <sstream>
 #include <map>
 #include <regex>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/io.hpp"
 #include "tessera/trace/format.hpp"
 #include "tessera/trace/session.hpp"
 
@@ -75,10 +77,29 @@ struct RunFile {
   int localities = 0;
 };
 
-RunFile read_run_file(const fs::path& dir) {
+// The bytes of a file in a trace folder, which others may write to: no link
+// is followed and only a regular file is read (a FIFO would block, a device
+// never end). Problems are reported as the file's, by the caller.
+std::optional<std::string> read_trace_bytes(const fs::path& path, std::string* why) {
+  try {
+    return kernels::read_whole_file(path.string(), "report", /*follow_links=*/false);
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+}
+
+RunFile read_run_file(const fs::path& dir, std::vector<std::string>& problems) {
   RunFile r;
-  std::ifstream in(dir / kRunFileName);
-  if (!in) return r;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(dir / kRunFileName, ec))) return r;
+  std::string why;
+  auto bytes = read_trace_bytes(dir / kRunFileName, &why);
+  if (!bytes) {
+    problems.push_back(error_message(kRunFileName, " is left out: ", why));
+    return r;
+  }
+  std::istringstream in(std::move(*bytes));
   r.present = true;
   std::string line;
   while (std::getline(in, line)) {
@@ -97,13 +118,15 @@ RunFile read_run_file(const fs::path& dir) {
 // Reads one locality's file; problems go into `problems`. Returns false when
 // the file is not a trace at all.
 bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::string>& problems) {
-  std::ifstream in(path, std::ios::binary);
   std::string name = path.filename().string();
   out.file = name;
-  if (!in) {
-    problems.push_back(error_message(name, " cannot be read"));
+  std::string why;
+  auto bytes = read_trace_bytes(path, &why);
+  if (!bytes) {
+    problems.push_back(error_message(name, " cannot be read (", why, "); it is left out"));
     return false;
   }
+  std::istringstream in(std::move(*bytes));
   std::string line;
   if (!std::getline(in, line) || line.rfind(kFileMagic, 0) != 0) {
     problems.push_back(error_message(name, " is not a tessera trace file (it does not start with '", kFileMagic,
@@ -270,7 +293,14 @@ TraceSet load_trace(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     std::smatch m;
     std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file(ec) || !std::regex_match(name, m, file_name)) continue;
+    // symlink_status: a link planted in the folder is not a trace file
+    // (read through, it could name any file of the user's, or a device).
+    if (!std::regex_match(name, m, file_name)) continue;
+    if (!fs::is_regular_file(entry.symlink_status(ec))) {
+      problems.push_back(error_message(name, " is left out: it is not a regular file (a symbolic "
+                                       "link, pipe or device)"));
+      continue;
+    }
     std::string digits = m[1];
     int64_t r = -1;
     auto res = std::from_chars(digits.data(), digits.data() + digits.size(), r);
@@ -281,7 +311,7 @@ TraceSet load_trace(const std::string& dir) {
     }
     files[static_cast<int>(r)] = entry.path();
   }
-  RunFile run_file = read_run_file(root);
+  RunFile run_file = read_run_file(root, problems);
   if (files.empty()) {
     if (run_file.present) {
       throw std::invalid_argument(error_message(

@@ -86,6 +86,29 @@ def test_exports(tmp_path):
     assert html.startswith("<iframe srcdoc=") and "tessera trace report" in html
 
 
+def test_exports_keep_the_mode_of_the_files_they_replace(tmp_path):
+    with tessera.trace(tmp_path / "t") as t:
+        predict(np.ones((3, 4)), np.ones((4, 2)))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    out = tmp_path / "report.html"
+    t.report(out)
+    assert os.stat(out).st_mode & 0o7777 == 0o666 & ~umask
+    os.chmod(out, 0o640)
+    t.report(out)
+    assert os.stat(out).st_mode & 0o7777 == 0o640
+    # A link at the output's name is replaced, not written through, and its
+    # target's mode is not taken.
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    os.chmod(victim, 0o600)
+    link = tmp_path / "link.html"
+    os.symlink(victim, link)
+    t.report(link)
+    assert victim.read_text() == "precious"
+    assert not os.path.islink(link) and os.stat(link).st_mode & 0o7777 == 0o666 & ~umask
+
+
 def test_jit_trace_option(tmp_path):
     f = tessera.jit(predict.__wrapped__, trace=tmp_path / "jt")
     x, w = np.ones((10, 4)), np.ones((4, 2))

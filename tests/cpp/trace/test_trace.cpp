@@ -2,6 +2,7 @@
 // (also damaged or incomplete), and the exports' consistency.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -420,6 +421,58 @@ TEST(TraceCli, ReportWritesNothingThroughPlantedLinks) {
   for (const auto& e : fs::directory_iterator(traced)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
+}
+
+// A trace folder is untrusted: a link planted in it (to one of the user's
+// files, or to a device) is not read through, and neither is a pipe (which
+// would block) or a device (which would never end).
+TEST(Trace, LinksPipesAndDevicesInTheFolderAreNotRead) {
+  TempDir dir;
+  Program program("sum(arange(10))", "p.tsl");
+  traced_run(program, dir.str());
+  fs::path secret = dir.path.parent_path() / (dir.path.filename().string() + "-secret");
+  fs::copy_file(dir.path / "locality-0.trace", secret, fs::copy_options::overwrite_existing);
+  fs::create_symlink(secret, dir.path / "locality-1.trace");
+  fs::create_symlink("/dev/zero", dir.path / "locality-2.trace");
+  ASSERT_EQ(::mkfifo((dir.path / "locality-3.trace").c_str(), 0600), 0);
+  fs::create_symlink("/dev/zero", dir.path / "tessera-run.txt");
+  trace::TraceSet set = trace::load_trace(dir.str());
+  fs::remove(secret);
+  ASSERT_EQ(set.localities.size(), 1u);
+  EXPECT_EQ(set.localities[0].locality, 0);
+  std::string all;
+  for (const auto& p : set.problems) all += p + "\n";
+  for (const char* name : {"locality-1.trace", "locality-2.trace", "locality-3.trace"}) {
+    EXPECT_NE(all.find(std::string(name) + " is left out: it is not a regular file"),
+              std::string::npos)
+        << all;
+  }
+  EXPECT_NE(all.find("tessera-run.txt is left out"), std::string::npos) << all;
+}
+
+// Outputs written over an existing file keep its permission bits (a report
+// shared with a group stays shared); new ones get 0666 less the umask.
+TEST(TraceCli, OutputsKeepTheModeOfTheFilesTheyReplace) {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  fs::path traced = dir.path / "t";
+  fs::path program = dir.path / "p.tsl";
+  std::ofstream(program) << "sum(arange(10))\n";
+  ASSERT_EQ(run_cli("eval --trace " + traced.string() + " " + program.string()).first, 0);
+  ASSERT_EQ(run_cli("report -q " + traced.string()).first, 0);
+  mode_t old_mask = ::umask(022);
+  ::umask(old_mask);
+  auto mode = [](const fs::path& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(traced / "report.html"), 0666u & ~old_mask);
+  ::chmod((traced / "report.html").c_str(), 0640);
+  ::chmod((traced / "trace.json").c_str(), 0604);
+  ASSERT_EQ(run_cli("report -q " + traced.string()).first, 0);
+  EXPECT_EQ(mode(traced / "report.html"), 0640u);
+  EXPECT_EQ(mode(traced / "trace.json"), 0604u);
 }
 
 TEST(Trace, DamagedRecordsAreProblemsNamingTheLine) {
