@@ -61,22 +61,32 @@ TEST(Nodelist, Expands) {
 }
 
 TEST(Nodelist, Errors) {
-  EXPECT_EQ(nodelist_error("node[1-3"),
-            "[run] cannot read the SLURM node list 'node[1-3': '[' without ']'");
-  EXPECT_EQ(nodelist_error("node[3-1]"),
-            "[run] cannot read the SLURM node list 'node[3-1]': the range '3-1' runs backwards");
-  EXPECT_EQ(
-      nodelist_error("node[a-b]"),
-      "[run] cannot read the SLURM node list 'node[a-b]': 'a-b' is not a number or a range a-b");
-  EXPECT_EQ(nodelist_error("a,,b"),
-            "[run] cannot read the SLURM node list 'a,,b': an empty host name");
-  EXPECT_EQ(nodelist_error("node[]"),
-            "[run] cannot read the SLURM node list 'node[]': an empty range '[]'");
-  EXPECT_EQ(nodelist_error("node]1["),
-            "[run] cannot read the SLURM node list 'node]1[': unbalanced brackets");
-  EXPECT_EQ(nodelist_error("n[1-2,]"),
-            "[run] cannot read the SLURM node list 'n[1-2,]': an empty range in '[1-2,]'");
-  EXPECT_NE(nodelist_error("n[1-999999]"), "");
+  auto error = [](const std::string& list, const std::string& what) {
+    return "[run] cannot read the SLURM node list: " + what + " (SLURM_JOB_NODELIST='" + list +
+           "')";
+  };
+  EXPECT_EQ(nodelist_error("node[1-3"), error("node[1-3", "'[' without ']'"));
+  EXPECT_EQ(nodelist_error("node[3-1]"), error("node[3-1]", "the range '3-1' runs backwards"));
+  EXPECT_EQ(nodelist_error("node[a-b]"),
+            error("node[a-b]", "'a-b' is not a number or a range a-b"));
+  EXPECT_EQ(nodelist_error("a,,b"), error("a,,b", "an empty host name"));
+  EXPECT_EQ(nodelist_error("node[]"), error("node[]", "an empty range '[]'"));
+  EXPECT_EQ(nodelist_error("node]1["), error("node]1[", "unbalanced brackets"));
+  EXPECT_EQ(nodelist_error("n[1-2,]"), error("n[1-2,]", "an empty range in '[1-2,]'"));
+  EXPECT_EQ(nodelist_error("n[1-999999]"),
+            error("n[1-999999]", "it names 999999 hosts, more than the 65536 tessera run accepts"));
+  // The variable the list came from is named.
+  try {
+    expand_nodelist("n[1", "SLURM_NODELIST");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[run] cannot read the SLURM node list: '[' without ']' (SLURM_NODELIST='n[1')");
+  }
+  // A long list is shown by its start.
+  std::string long_list(300, 'a');
+  EXPECT_EQ(nodelist_error(long_list + "]"),
+            error(std::string(200, 'a') + "... (301 characters)", "unbalanced brackets"));
 }
 
 TEST(Hostfile, ReadsHostsOnce) {
