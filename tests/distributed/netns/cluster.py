@@ -422,12 +422,19 @@ def case_output_dir_restarts():
         os.makedirs(logs)
         with open(os.path.join(logs, "rank-1.log"), "w") as f:
             f.write("an older run's\n")
+        # A checkpoint folder whose step does not fit a number is no
+        # checkpoint (it was an IndexError: stol when the launcher looked for
+        # the newest one to restart from).
+        ckpts = os.path.join(tmp, "ckpts")
+        os.makedirs(os.path.join(ckpts, "ckpt-99999999999999999999"))
+        with open(os.path.join(ckpts, "ckpt-99999999999999999999", "manifest.json"), "w") as f:
+            f.write("{}")
         p = subprocess.run([TESSERA, "run", "-n", "2", "--max-restarts", "2", "--output-dir", logs,
-                            os.path.join(HERE, "restart_log.py")],
+                            "--checkpoint-dir", ckpts, os.path.join(HERE, "restart_log.py")],
                            capture_output=True, text=True, timeout=60)
         out = p.stdout + p.stderr
         print(out)
-        if p.returncode != 0 or "restart 1 of 2" not in out:
+        if p.returncode != 0 or "restart 1 of 2" not in out or "Error" in out.split("restart 1")[1]:
             fail("the job restarts once and succeeds", out)
         header = re.compile(r"^=== launch (\d) of 3, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC ===$",
                             re.M)
