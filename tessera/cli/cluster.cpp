@@ -143,7 +143,7 @@ void expand_item(const std::vector<Piece>& pieces, std::vector<std::string>& out
 }
 
 // Calls `each` with every item of a node list (split at the commas outside
-// brackets), one at a time: a long list is never copied item by item.
+// brackets), one at a time: the items of a long list are never all held at once.
 template <typename F>
 void for_each_item(const std::string& list, const std::string& source, F each) {
   int depth = 0;

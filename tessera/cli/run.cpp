@@ -68,6 +68,7 @@ options:
   --threads T            worker threads per rank (default: the cores of each rank's
                          host over the ranks on that host; or TESSERA_THREADS if set)
   --output-dir DIR       each rank's output into DIR/rank-<r>.log instead of the terminal
+                         (with --max-restarts, each launch appends after a line of its own)
   --trace DIR            record every locality's trace into DIR (see `tessera report`)
   --verbose              show Open MPI's own messages and the mpirun command
   --max-restarts N       launch the job again after a rank or host fails, up to N times
