@@ -3,15 +3,17 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -20,29 +22,56 @@ namespace tessera::cli {
 
 namespace {
 
-[[noreturn]] void bad_nodelist(const std::string& list, const std::string& what) {
-  throw std::invalid_argument("[run] cannot read the SLURM node list '" + list + "': " + what);
+// A value shown in an error: its start, when it is long.
+std::string shown(const std::string& s, size_t most = 200) {
+  if (s.size() <= most) return s;
+  return s.substr(0, most) + "... (" + std::to_string(s.size()) + " characters)";
 }
 
-// The names of one item of a node list ("rack[1-2]-n[01-03]"): the product
-// of its bracket groups, the first group varying slowest.
-std::vector<std::string> expand_item(const std::string& list, const std::string& item) {
-  std::vector<std::string> names = {""};
+[[noreturn]] void bad_nodelist(const std::string& list, const std::string& source,
+                               const std::string& what) {
+  throw std::invalid_argument("[run] cannot read the SLURM node list: " + what + " (" + source +
+                              "='" + shown(list) + "')");
+}
+
+// The numbers lo..hi of a bracket group, zero-padded to `width` digits
+// (the lower bound's): [08-10] is 08, 09, 10.
+struct Range {
+  long lo = 0, hi = 0;
+  size_t width = 0;
+};
+
+// A piece of an item of a node list: text, or a bracket group (ranges not empty).
+struct Piece {
+  std::string text;
+  std::vector<Range> ranges;
+};
+
+uint64_t saturating_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+uint64_t saturating_mul(uint64_t a, uint64_t b) {
+  return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+// An item of a node list ("rack[1-2]-n[01-03]") as text and bracket groups.
+std::vector<Piece> parse_item(const std::string& list, const std::string& source,
+                              const std::string& item) {
+  std::vector<Piece> pieces;
   size_t i = 0;
   while (i < item.size()) {
-    if (item[i] == ']') bad_nodelist(list, "']' without '['");
+    if (item[i] == ']') bad_nodelist(list, source, "']' without '['");
     if (item[i] != '[') {
       size_t next = item.find_first_of("[]", i);
-      std::string text = item.substr(i, next == std::string::npos ? std::string::npos : next - i);
-      for (auto& n : names) n += text;
+      pieces.push_back({item.substr(i, next == std::string::npos ? std::string::npos : next - i),
+                        {}});
       i = next == std::string::npos ? item.size() : next;
       continue;
     }
     size_t close = item.find(']', i);
-    if (close == std::string::npos) bad_nodelist(list, "'[' without ']'");
+    if (close == std::string::npos) bad_nodelist(list, source, "'[' without ']'");
     std::string ranges = item.substr(i + 1, close - i - 1);
-    if (ranges.empty()) bad_nodelist(list, "an empty range '[]'");
-    std::vector<std::string> values;
+    if (ranges.empty()) bad_nodelist(list, source, "an empty range '[]'");
+    Piece group;
     std::stringstream parts(ranges);
     std::string part;
     while (std::getline(parts, part, ',')) {
@@ -54,28 +83,84 @@ std::vector<std::string> expand_item(const std::string& list, const std::string&
                std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
       };
       if (!digits(lo) || !digits(hi))
-        bad_nodelist(list, "'" + part + "' is not a number or a range a-b");
-      long a = std::stol(lo), b = std::stol(hi);
-      if (a > b) bad_nodelist(list, "the range '" + part + "' runs backwards");
-      if (values.size() + static_cast<size_t>(b - a) > 100000)
-        bad_nodelist(list, "more than 100000 hosts");
-      // Zero padding follows the lower bound: [08-10] is 08, 09, 10.
-      for (long v = a; v <= b; ++v) {
-        std::string s = std::to_string(v);
-        if (s.size() < lo.size()) s.insert(0, lo.size() - s.size(), '0');
-        values.push_back(s);
-      }
+        bad_nodelist(list, source, "'" + part + "' is not a number or a range a-b");
+      Range r{std::stol(lo), std::stol(hi), lo.size()};
+      if (r.lo > r.hi) bad_nodelist(list, source, "the range '" + part + "' runs backwards");
+      group.ranges.push_back(r);
     }
-    if (ranges.back() == ',') bad_nodelist(list, "an empty range in '[" + ranges + "]'");
-    std::vector<std::string> product;
-    for (const auto& n : names) {
-      for (const auto& v : values) product.push_back(n + v);
-    }
-    if (product.size() > 100000) bad_nodelist(list, "more than 100000 hosts");
-    names = std::move(product);
+    if (ranges.back() == ',') bad_nodelist(list, source, "an empty range in '[" + ranges + "]'");
+    pieces.push_back(std::move(group));
     i = close + 1;
   }
-  return names;
+  return pieces;
+}
+
+// How many names an item makes: the product of its groups' sizes.
+uint64_t item_size(const std::vector<Piece>& pieces) {
+  uint64_t n = 1;
+  for (const auto& p : pieces) {
+    if (p.ranges.empty()) continue;
+    uint64_t values = 0;
+    for (const auto& r : p.ranges) values = saturating_add(values, uint64_t(r.hi - r.lo) + 1);
+    n = saturating_mul(n, values);
+  }
+  return n;
+}
+
+// The length of an item's longest name.
+size_t item_longest(const std::vector<Piece>& pieces) {
+  size_t n = 0;
+  for (const auto& p : pieces) {
+    size_t widest = p.text.size();
+    for (const auto& r : p.ranges)
+      widest = std::max({widest, r.width, std::to_string(r.hi).size()});
+    n += widest;
+  }
+  return n;
+}
+
+// The names of an item, the first group varying slowest.
+void expand_item(const std::vector<Piece>& pieces, std::vector<std::string>& out) {
+  std::vector<std::string> names = {""};
+  for (const auto& p : pieces) {
+    if (p.ranges.empty()) {
+      for (auto& n : names) n += p.text;
+      continue;
+    }
+    std::vector<std::string> product;
+    for (const auto& n : names) {
+      for (const auto& r : p.ranges) {
+        for (long v = r.lo; v <= r.hi; ++v) {
+          std::string s = std::to_string(v);
+          if (s.size() < r.width) s.insert(0, r.width - s.size(), '0');
+          product.push_back(n + s);
+        }
+      }
+    }
+    names = std::move(product);
+  }
+  for (auto& n : names) out.push_back(std::move(n));
+}
+
+// Calls `each` with every item of a node list (split at the commas outside
+// brackets), one at a time: the items of a long list are never all held at once.
+template <typename F>
+void for_each_item(const std::string& list, const std::string& source, F each) {
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    char c = i < list.size() ? list[i] : ',';
+    if (std::isspace(static_cast<unsigned char>(c)))
+      bad_nodelist(list, source, "a space in the list");
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth < 0 || depth > 1) bad_nodelist(list, source, "unbalanced brackets");
+    if (c != ',' || depth != 0) continue;
+    if (i == start) bad_nodelist(list, source, "an empty host name");
+    each(list.substr(start, i - start));
+    start = i + 1;
+  }
+  if (depth != 0) bad_nodelist(list, source, "'[' without ']'");
 }
 
 std::string trim(const std::string& s) {
@@ -104,36 +189,134 @@ std::string dotted(in_addr a) {
 
 }  // namespace
 
-std::vector<std::string> expand_nodelist(const std::string& nodelist) {
-  std::vector<std::string> hosts;
-  std::string item;
-  int depth = 0;
-  auto finish = [&] {
-    if (item.empty()) bad_nodelist(nodelist, "an empty host name");
-    for (auto& h : expand_item(nodelist, item)) hosts.push_back(std::move(h));
-    item.clear();
-  };
-  for (char c : nodelist) {
-    if (std::isspace(static_cast<unsigned char>(c))) bad_nodelist(nodelist, "a space in the list");
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (depth < 0 || depth > 1) bad_nodelist(nodelist, "unbalanced brackets");
-    if (c == ',' && depth == 0) {
-      finish();
-    } else {
-      item += c;
-    }
+std::string host_name_problem(const std::string& host, bool full_names) {
+  if (host.empty()) return "an empty host name";
+  if (host.size() > kMaxDnsName) {
+    return "a host name is too long: '" + shown(host, 80) + "' has " +
+           std::to_string(host.size()) + " characters, more than a DNS name may have (" +
+           std::to_string(kMaxDnsName) + ")";
   }
-  if (depth != 0) bad_nodelist(nodelist, "'[' without ']'");
-  finish();
+  for (size_t a = 0; a < host.size();) {
+    size_t dot = std::min(host.find('.', a), host.size());
+    if (dot - a > kMaxDnsLabel) {
+      return "a host name is too long: '" + host + "' has a part of " + std::to_string(dot - a) +
+             " characters between dots, more than a DNS label may have (" +
+             std::to_string(kMaxDnsLabel) + ")";
+    }
+    a = dot + 1;
+  }
+  // Open MPI keeps a name up to its first '.' (an IPv4 address whole).
+  in_addr addr{};
+  bool whole = full_names || inet_pton(AF_INET, host.c_str(), &addr) == 1;
+  size_t kept = whole ? host.size() : std::min(host.find('.'), host.size());
+  if (kept > kMaxHostName) {
+    return "a host name is too long for Open MPI: '" + host + "' has " + std::to_string(kept) +
+           (whole ? " characters" : " characters before its first '.'") + ", at most " +
+           std::to_string(kMaxHostName) + " work (mpirun crashes on longer ones" +
+           (full_names ? "; orte_keep_fqdn_hostnames is set)" : ")");
+  }
+  return "";
+}
+
+uint64_t nodelist_size(const std::string& nodelist, const std::string& source) {
+  uint64_t total = 0;
+  for_each_item(nodelist, source, [&](const std::string& item) {
+    total = saturating_add(total, item_size(parse_item(nodelist, source, item)));
+  });
+  return total;
+}
+
+std::vector<std::string> expand_nodelist(const std::string& nodelist, const std::string& source,
+                                         bool full_names) {
+  // Counted and measured first: the names are made only when there are few
+  // enough of them, and short enough.
+  uint64_t total = nodelist_size(nodelist, source);
+  if (total > kMaxHosts) {
+    bad_nodelist(nodelist, source,
+                 "it names " +
+                     (total == UINT64_MAX ? "more than " + std::to_string(UINT64_MAX - 1)
+                                          : std::to_string(total)) +
+                     " hosts, more than the " + std::to_string(kMaxHosts) +
+                     " tessera run accepts");
+  }
+  std::vector<std::string> hosts;
+  for_each_item(nodelist, source, [&](const std::string& item) {
+    auto pieces = parse_item(nodelist, source, item);
+    if (size_t longest = item_longest(pieces); longest > kMaxDnsName) {
+      bad_nodelist(nodelist, source,
+                   "the item '" + shown(item, 80) + "' makes host names of " +
+                       std::to_string(longest) + " characters, more than a DNS name may have (" +
+                       std::to_string(kMaxDnsName) + ")");
+    }
+    expand_item(pieces, hosts);
+  });
+  for (const auto& h : hosts) {
+    if (auto problem = host_name_problem(h, full_names); !problem.empty())
+      throw std::invalid_argument("[run] " + problem + " (" + source + ")");
+  }
   return hosts;
 }
 
-std::vector<std::string> read_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The text of a hostfile: a regular file (a FIFO or a device would block or
+// never end), of at most kMaxHostfileBytes.
+std::string hostfile_text(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO without a writer returns at once (and fstat
+  // then refuses it) instead of waiting for one.
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     throw std::runtime_error("[run] --hostfile: cannot read '" + path +
                              "': " + std::strerror(errno));
+  struct stat st{};
+  std::string text;
+  try {
+    if (fstat(fd, &st) != 0)
+      throw std::runtime_error("[run] --hostfile: cannot read '" + path +
+                               "': " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) {
+      throw std::invalid_argument(std::string("[run] the hostfile is not a regular file: ") +
+                                  file_kind(st.st_mode) + " (--hostfile " + path + ")");
+    }
+    auto too_large = [&](uint64_t bytes) {
+      throw std::invalid_argument("[run] the hostfile is too large: " + std::to_string(bytes) +
+                                  " bytes, at most " + std::to_string(kMaxHostfileBytes) +
+                                  " (--hostfile " + path + ")");
+    };
+    if (static_cast<uint64_t>(st.st_size) > kMaxHostfileBytes) too_large(st.st_size);
+    // Read to the end, but never past the limit (the file may grow).
+    char buf[65536];
+    for (;;) {
+      ssize_t got = read(fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0)
+        throw std::runtime_error("[run] --hostfile: cannot read '" + path +
+                                 "': " + std::strerror(errno));
+      if (got == 0) break;
+      text.append(buf, static_cast<size_t>(got));
+      if (text.size() > kMaxHostfileBytes) too_large(text.size());
+    }
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> read_hostfile(const std::string& path, bool full_names) {
+  std::istringstream in(hostfile_text(path));
   static const std::set<std::string> counts = {"slots",     "slot",      "cpu",       "count",
                                                "max-slots", "max_slots", "slots-max", "slots_max"};
   static const std::set<std::string> others = {"username", "user",    "port",
@@ -165,13 +348,20 @@ std::vector<std::string> read_hostfile(const std::string& path) {
       }
     }
     if (size_t at = host.find('@'); at != std::string::npos) host = host.substr(at + 1);
+    const std::string file_line = " (--hostfile " + path + ":" + std::to_string(number) + ")";
+    if (auto problem = host_name_problem(host, full_names); !problem.empty())
+      throw std::invalid_argument("[run] " + problem + file_line);
     if (seen.insert(host).second) hosts.push_back(host);
+    if (hosts.size() > kMaxHosts) {
+      throw std::invalid_argument("[run] too many hosts in the hostfile: more than the " +
+                                  std::to_string(kMaxHosts) + " tessera run accepts" + file_line);
+    }
   }
   if (hosts.empty()) throw std::invalid_argument("[run] --hostfile " + path + " lists no host");
   return hosts;
 }
 
-std::vector<std::string> parse_hosts(const std::string& hosts) {
+std::vector<std::string> parse_hosts(const std::string& hosts, bool full_names) {
   std::vector<std::string> out;
   std::set<std::string> seen;
   std::stringstream parts(hosts);
@@ -189,7 +379,13 @@ std::vector<std::string> parse_hosts(const std::string& hosts) {
                                     "' must be a positive integer");
       }
     }
+    if (auto problem = host_name_problem(host, full_names); !problem.empty())
+      throw std::invalid_argument("[run] " + problem + " (--hosts)");
     if (seen.insert(host).second) out.push_back(host);
+    if (out.size() > kMaxHosts) {
+      throw std::invalid_argument("[run] too many hosts: more than the " +
+                                  std::to_string(kMaxHosts) + " tessera run accepts (--hosts)");
+    }
   }
   if (out.empty()) throw std::invalid_argument("[run] --hosts: no host in '" + hosts + "'");
   return out;

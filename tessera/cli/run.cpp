@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -67,6 +68,7 @@ options:
   --threads T            worker threads per rank (default: the cores of each rank's
                          host over the ranks on that host; or TESSERA_THREADS if set)
   --output-dir DIR       each rank's output into DIR/rank-<r>.log instead of the terminal
+                         (with --max-restarts, each launch appends after a line of its own)
   --trace DIR            record every locality's trace into DIR (see `tessera report`)
   --verbose              show Open MPI's own messages and the mpirun command
   --max-restarts N       launch the job again after a rank or host fails, up to N times
@@ -315,23 +317,34 @@ RunOptions parse_options(const std::vector<std::string>& argv) {
 }
 
 // The hosts named by `scontrol show hostnames NODELIST`, or by tessera's own
-// reading of the node list where scontrol is not installed.
-std::vector<std::string> slurm_hosts(const std::string& nodelist) {
+// reading of the node list where scontrol is not installed; `source` is the
+// variable the list came from. The list is counted before either expands it.
+std::vector<std::string> slurm_hosts(const std::string& nodelist, const std::string& source,
+                                     bool full_names) {
+  // A malformed list, or one of too many hosts, is refused without expanding
+  // it (expand_nodelist counts first, and throws naming the count).
+  if (nodelist_size(nodelist, source) > kMaxHosts) return expand_nodelist(nodelist, source);
   std::string cmd = "scontrol show hostnames '" + nodelist + "' 2>/dev/null";
   if (nodelist.find('\'') == std::string::npos &&
       std::system("command -v scontrol >/dev/null 2>&1") == 0) {
     if (FILE* p = popen(cmd.c_str(), "r")) {
       std::vector<std::string> hosts;
       char line[1024];
-      while (std::fgets(line, sizeof line, p)) {
+      while (hosts.size() <= kMaxHosts && std::fgets(line, sizeof line, p)) {
         std::string h = line;
         while (!h.empty() && std::isspace(static_cast<unsigned char>(h.back()))) h.pop_back();
         if (!h.empty()) hosts.push_back(h);
       }
-      if (pclose(p) == 0 && !hosts.empty()) return hosts;
+      if (pclose(p) == 0 && !hosts.empty() && hosts.size() <= kMaxHosts) {
+        for (const auto& h : hosts) {
+          if (auto problem = host_name_problem(h, full_names); !problem.empty())
+            throw std::invalid_argument("[run] " + problem + " (" + source + ")");
+        }
+        return hosts;
+      }
     }
   }
-  return expand_nodelist(nodelist);
+  return expand_nodelist(nodelist, source, full_names);
 }
 
 // Where the user set an Open MPI setting: --mca, the arguments after --, or
@@ -559,7 +572,11 @@ std::string newest_checkpoint(const std::string& dir) {
         !std::filesystem::is_regular_file(it->path() / "manifest.json", ec)) {
       continue;
     }
-    long step = std::stol(m[1]);
+    // A number beyond a long is no checkpoint of tessera's.
+    long step = -1;
+    const std::string digits = m[1];
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc{})
+      continue;
     if (step > best) best = step, path = it->path().string();
   }
   return path;
@@ -598,6 +615,11 @@ int cmd_run(const std::vector<std::string>& argv) {
   // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
   // with srun by itself; tessera only needs the ranks and the host names.
   std::vector<std::string> hosts;
+  // Host names are checked against what Open MPI keeps of them: the part
+  // before the first '.', or all with orte_keep_fqdn_hostnames.
+  const auto keep_fqdn = user_mca(o, "orte_keep_fqdn_hostnames");
+  const std::set<std::string> no = {"0", "f", "false", "n", "no"};
+  const bool full_names = keep_fqdn && !keep_fqdn->empty() && !no.count(*keep_fqdn);
   const char* slurm_job = std::getenv("SLURM_JOB_ID");
   bool slurm = slurm_job && o.hosts.empty() && o.hostfile.empty();
   if (slurm) {
@@ -606,13 +628,11 @@ int cmd_run(const std::vector<std::string>& argv) {
           std::getenv("SLURM_NTASKS") ? std::getenv("SLURM_NTASKS") : std::getenv("SLURM_NPROCS");
       if (tasks) o.n = positive("SLURM_NTASKS", tasks);
     }
-    if (const char* list = std::getenv("SLURM_JOB_NODELIST") ? std::getenv("SLURM_JOB_NODELIST")
-                                                             : std::getenv("SLURM_NODELIST")) {
-      hosts = slurm_hosts(list);
-    }
+    const char* var = std::getenv("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
+    if (const char* list = std::getenv(var)) hosts = slurm_hosts(list, var, full_names);
   }
-  if (!o.hosts.empty()) hosts = parse_hosts(o.hosts);
-  if (!o.hostfile.empty()) hosts = read_hostfile(o.hostfile);
+  if (!o.hosts.empty()) hosts = parse_hosts(o.hosts, full_names);
+  if (!o.hostfile.empty()) hosts = read_hostfile(o.hostfile, full_names);
   if (o.n == 0) {
     throw std::invalid_argument(
         "[run] needs the number of localities: tessera run -n N FILE (see tessera run --help)");
@@ -754,6 +774,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   for (int attempt = 0;; ++attempt) {
     setenv("TESSERA_RESTART", std::to_string(attempt).c_str(), 1);
     last_failure.clear();
+    // Each launch appends to the ranks' logs, after a line of its own.
+    out_opt.launch = attempt + 1;
+    out_opt.launches = o.max_restarts + 1;
     OutputFilter filter(out_opt);
     const int code = supervise(cmd, filter, o);
     if (code == 0 || last_stop_signal != 0) return code;

@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <regex>
 #include <stdexcept>
@@ -29,23 +32,68 @@ OutputFilter::OutputFilter(OutputOptions options) : opt_(std::move(options)) {
     throw std::runtime_error("[run] --output-dir: cannot create the directory '" + opt_.output_dir +
                              "': " + (ec ? ec.message() : "a file of that name exists"));
   }
-  // Logs of an earlier run with more ranks would pass for this run's.
-  static const std::regex log_name(R"(rank-(\d+)\.log)");
-  for (const auto& entry : fs::directory_iterator(opt_.output_dir)) {
-    std::smatch m;
-    std::string name = entry.path().filename().string();
-    if (std::regex_match(name, m, log_name) && std::stol(m[1]) >= opt_.ranks)
-      fs::remove(entry.path(), ec);
+  // Logs of an earlier run with more ranks would pass for this run's. Only
+  // the names tessera writes (rank-<r>.log, r without leading zeros) are
+  // logs; any other name is left alone.
+  if (opt_.launch <= 1) {
+    static const std::regex log_name(R"(rank-(0|[1-9]\d*)\.log)");
+    for (const auto& entry : fs::directory_iterator(opt_.output_dir)) {
+      std::smatch m;
+      std::string name = entry.path().filename().string();
+      if (!std::regex_match(name, m, log_name)) continue;
+      long rank = -1;
+      const std::string digits = m[1];
+      auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+      (void)end;
+      if (err == std::errc{} && rank >= opt_.ranks) fs::remove(entry.path(), ec);
+    }
   }
+  std::string header;
+  if (opt_.launches > 1) {
+    char when[32] = "?";
+    std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    if (gmtime_r(&now, &utc)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
+    header = "=== launch " + std::to_string(opt_.launch) + " of " +
+             std::to_string(opt_.launches) + ", " + when + " ===\n";
+  }
+  // A constructor that throws runs no destructor: the logs opened so far are
+  // closed here.
+  auto fail = [&](const std::string& message) {
+    for (auto& [rank, f] : log_) std::fclose(f);
+    log_.clear();
+    throw std::runtime_error(message);
+  };
   for (int r = 0; r < opt_.ranks; ++r) {
     std::string path = opt_.output_dir + "/rank-" + std::to_string(r) + ".log";
-    // O_NOFOLLOW: a symlink planted in a shared directory is not written through.
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    FILE* f = fd >= 0 ? fdopen(fd, "w") : nullptr;
-    if (!f)
-      throw std::runtime_error("[run] --output-dir: cannot write '" + path +
-                               "': " + std::strerror(errno));
+    // O_NOFOLLOW: a symlink planted in a shared directory is not written
+    // through; O_NONBLOCK: a FIFO planted there fails at once (no reader) or
+    // is refused below, instead of blocking the launcher.
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+                (opt_.launch <= 1 ? O_TRUNC : O_APPEND);
+    int fd = open(path.c_str(), flags, 0644);
+    struct stat st{};
+    const std::string not_regular = "[run] cannot write a rank's log: '" + path +
+                                    "' is not a regular file (--output-dir " + opt_.output_dir +
+                                    ")";
+    if (fd < 0) {
+      int err = errno;
+      if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(not_regular);
+      fail("[run] --output-dir: cannot write '" + path + "': " + std::strerror(err));
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      fail(not_regular);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE* f = fdopen(fd, opt_.launch <= 1 ? "w" : "a");
+    if (!f) {
+      close(fd);
+      fail("[run] --output-dir: cannot write '" + path + "': " + std::strerror(errno));
+    }
     log_[r] = f;
+    if (!header.empty() && (std::fputs(header.c_str(), f) < 0 || std::fflush(f) != 0))
+      fail("[run] --output-dir: cannot write '" + path + "': " + std::strerror(errno));
   }
 }
 

@@ -45,6 +45,12 @@ struct OutputOptions {
   bool verbose = false;     // Open MPI's messages as they come
   std::string output_dir;   // per-rank logs DIR/rank-<r>.log instead of the terminal
   std::string network;      // the network (CIDR) the hosts share, when known
+  // Which launch of the job this is (1 the first; --max-restarts launches it
+  // again) and how many there may be: the first launch makes the logs fresh,
+  // the others append; with more than one, every launch starts each log with
+  // "=== launch k of n, <UTC time> ===".
+  int launch = 1;
+  int launches = 1;
 };
 
 // Reads mpirun's output ("[job,rank]<stdout>:text" with --tag-output) and rewrites it.

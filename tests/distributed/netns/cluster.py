@@ -7,7 +7,7 @@ through an rsh agent that enters them, each with a fresh environment as ssh
 gives): hosts, env_list, network, start_errors, rank_dies, slurm, link_down,
 sigterm, sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
 Cases on this machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
-partial_lines.
+output_dir_restarts, partial_lines.
 """
 import os
 import re
@@ -339,6 +339,25 @@ def case_options():
             fail("a bad hostfile line", out)
     finally:
         os.unlink(f.name)
+    # Launcher inputs are bounded before they are expanded or read, and
+    # refused before mpirun starts, naming the option, variable or file.
+    long_name = "h" * 57
+    cases = [
+        (["-n", "2", "--hostfile", "/dev/zero", tsl],
+         "[run] the hostfile is not a regular file: a character device (--hostfile /dev/zero)"),
+        (["-n", "2", "--hosts", f"localhost,{long_name}", tsl],
+         f"[run] a host name is too long for Open MPI: '{long_name}' has 57 characters"),
+    ]
+    for args, want in cases:
+        code, out = cli(*args)
+        if code == 0 or want not in out or "exit status" in out:
+            fail(f"tessera run {' '.join(args)}: expected an error containing {want!r}", out)
+    slurm = dict(os.environ, SLURM_JOB_ID="1", SLURM_NTASKS="2",
+                 SLURM_JOB_NODELIST="n[1-99999]x[1-99999]")
+    p = subprocess.run([TESSERA, "run", tsl], capture_output=True, text=True, timeout=60, env=slurm)
+    want = "it names 9999800001 hosts, more than the 65536 tessera run accepts (SLURM_JOB_NODELIST="
+    if p.returncode == 0 or want not in p.stderr:
+        fail("a SLURM node list of 10^10 hosts", p.stdout + p.stderr)
     # Options after -- go to mpirun as they are.
     code, out = cli("-n", "2", "--verbose", "--", "--display-map", os.path.join(DIST, "collectives.tsl"))
     if code != 0 or "Data for JOB" not in out or "[rank 1] ok" not in out:
@@ -369,6 +388,12 @@ def case_output_dir():
         os.makedirs(logs)
         with open(os.path.join(logs, "rank-7.log"), "w") as f:
             f.write("an older run's\n")
+        # Names that are not the logs of a rank: left alone (a rank number
+        # beyond 64 bits was an IndexError: stol).
+        odd = ["rank-99999999999999999999.log", "rank-007.log", "rank-1.log.old"]
+        for name in odd:
+            with open(os.path.join(logs, name), "w") as f:
+                f.write("not a log of this run\n")
         p = subprocess.run([TESSERA, "run", "-n", "2", "--output-dir", logs, os.path.join(DIST, "rank_fails.tsl")],
                            capture_output=True, text=True, timeout=60)
         out = p.stdout + p.stderr
@@ -377,12 +402,64 @@ def case_output_dir():
             fail("with --output-dir the ranks' lines go to the files only")
         if not re.search(r"^tessera run: rank 1 of 2 failed \(exit code 1\): RuntimeError: \[assert\]", out, re.M):
             fail("the launcher's summary is still shown")
-        if sorted(os.listdir(logs)) != ["rank-0.log", "rank-1.log"]:
+        if sorted(os.listdir(logs)) != sorted(["rank-0.log", "rank-1.log", *odd]):
             fail(f"files in the log directory: {os.listdir(logs)}")
         with open(os.path.join(logs, "rank-1.log")) as f:
             text = f.read()
         if "rank one gives up" not in text or "tessera-run" in text:
             fail("rank-1.log", text)
+    finally:
+        shutil.rmtree(tmp)
+    print("ok")
+
+
+def case_output_dir_restarts():
+    # With --max-restarts, every launch appends to the ranks' logs after a
+    # line of its own: the failed launch's traceback is kept.
+    tmp = tempfile.mkdtemp()
+    try:
+        logs = os.path.join(tmp, "logs")
+        os.makedirs(logs)
+        with open(os.path.join(logs, "rank-1.log"), "w") as f:
+            f.write("an older run's\n")
+        # A checkpoint folder whose step does not fit a number is no
+        # checkpoint (it was an IndexError: stol when the launcher looked for
+        # the newest one to restart from).
+        ckpts = os.path.join(tmp, "ckpts")
+        os.makedirs(os.path.join(ckpts, "ckpt-99999999999999999999"))
+        with open(os.path.join(ckpts, "ckpt-99999999999999999999", "manifest.json"), "w") as f:
+            f.write("{}")
+        p = subprocess.run([TESSERA, "run", "-n", "2", "--max-restarts", "2", "--output-dir", logs,
+                            "--checkpoint-dir", ckpts, os.path.join(HERE, "restart_log.py")],
+                           capture_output=True, text=True, timeout=60)
+        out = p.stdout + p.stderr
+        print(out)
+        if p.returncode != 0 or "restart 1 of 2" not in out or "Error" in out.split("restart 1")[1]:
+            fail("the job restarts once and succeeds", out)
+        header = re.compile(r"^=== launch (\d) of 3, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC ===$",
+                            re.M)
+        for r in range(2):
+            with open(os.path.join(logs, f"rank-{r}.log")) as f:
+                text = f.read()
+            print(f"--- rank-{r}.log\n{text}")
+            # Each launch's lines after its header (a rank's stdout and
+            # stderr may come in either order within a launch).
+            parts = header.split(text)
+            if parts[0] != "" or parts[1::2] != ["1", "2"]:
+                fail(f"rank-{r}.log: a header for launch 1 and for launch 2, at the start of each",
+                     text)
+            first, second = parts[2], parts[4]
+            want = [f"rank {r} launch 0 starts"]
+            if r == 1:
+                want += ["Traceback (most recent call last):",
+                         "RuntimeError: rank 1 fails on launch 0"]
+            for w in want:
+                if w not in first:
+                    fail(f"rank-{r}.log: no {w!r} in the first launch's lines", text)
+            if second.split("\n")[1:3] != [f"rank {r} launch 1 starts", f"rank {r} launch 1 done"]:
+                fail(f"rank-{r}.log: the second launch's lines", text)
+            if "an older run's" in text or "launch 3 of 3" in text:
+                fail(f"rank-{r}.log: made fresh by the first launch, one line per launch", text)
     finally:
         shutil.rmtree(tmp)
     print("ok")
@@ -406,6 +483,7 @@ LOCAL_CASES = {
     "local_sigkill": local_signal(signal.SIGKILL),
     "options": case_options,
     "output_dir": case_output_dir,
+    "output_dir_restarts": case_output_dir_restarts,
     "partial_lines": case_partial_lines,
 }
 
