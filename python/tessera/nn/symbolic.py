@@ -12,7 +12,10 @@ Shapes are found by running every operation on small stand-in arrays with
 batch sizes 2 and 3: an axis whose extent differs between the two is the
 batch axis. So any primitive's shape rule is the primitive itself, and a
 mistake (shapes that do not broadcast, a wrong axis) is reported at the line
-of user code that made it, when the model is built.
+of user code that made it, when the model is built. The stand-ins of inputs
+and layer outputs are zero-stride views of a single value, made when an
+operation first needs them: declaring a shape allocates nothing (load_model
+bounds what the operations make; saving.py).
 """
 
 from __future__ import annotations
