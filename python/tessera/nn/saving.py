@@ -352,7 +352,8 @@ def _check_arguments(cls, config: dict, ctx: _Load, what: str):
 
     init = getattr(cls, "__init__", None)
     if init is object.__init__:
-        signature = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)])
+        signature = inspect.Signature([inspect.Parameter("self",
+                                                         inspect.Parameter.POSITIONAL_ONLY)])
     elif inspect.isfunction(init):
         # (a builtin's signature is parsed from its text by compile(): not
         # while loading)
