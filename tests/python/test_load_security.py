@@ -394,3 +394,24 @@ def test_reading_checkpoints_and_resuming_run_nothing(tmp_path):
     assert events == [] and isinstance(out, dict), (events, out)
     out, events = watching(checkpoints.read_state, path, manifest)
     assert events == [] and isinstance(out, bytes), (events, out)
+
+
+def test_a_graph_of_numpy_operations_round_trips(tmp_path):
+    """The allow-list holds what symbolic tensors record for ordinary NumPy
+    code (operators, ufuncs, reductions, indexing, joins, products)."""
+    a, b = nn.Input((4,)), nn.Input((4,))
+    h = np.tanh(a * 2.0 + 1.0) - np.abs(b) / (1.0 + b ** 2)
+    h = np.where(h > 0, h, 0.1 * h) + np.clip(a, -1.0, 1.0)
+    m = np.mean(h, axis=-1, keepdims=True)
+    h = np.concatenate([h - m, np.sqrt(np.maximum(h, 0.0)), a[:, ::-1]], axis=-1)
+    h = np.expand_dims(h, 1).reshape((-1, 3, 4))
+    h = np.einsum("bij,bkj->bik", h, h).sum(axis=-1) + (h @ np.ones((4, 2))).max(axis=-1)
+    h = np.stack([h, h.T.T], axis=1)[:, 0]
+    model = nn.Model([a, b], nn.Dense(2)(h))
+    path = tmp_path / "numpy.tsm"
+    model.save(path)
+    back, events = watching(nn.load_model, path)
+    assert events == [] and not isinstance(back, Exception), (events, back)
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=(5, 4)).astype(np.float32) for _ in range(2)]
+    np.testing.assert_array_equal(back.predict(xs), model.predict(xs))

@@ -805,8 +805,11 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             bound = _result_bound(fn, args, kwargs)
             from .symbolic import _DUMMY_BATCH  # noqa: PLC0415
 
+            # the operands too: a kernel may copy a zero-stride stand-in
+            operands = sum(math.prod(s) for s in _operand_shapes(
+                [a for a in list(args) + list(kwargs.values()) if isinstance(a, KerasTensor)]))
             if bound > max(_DUMMY_BATCH) * MAX_SAMPLE_VALUES or \
-                    bound * len(_DUMMY_BATCH) > ctx.standins:
+                    (bound + operands) * len(_DUMMY_BATCH) > ctx.standins:
                 shapes = [t.shape for t in args if isinstance(t, KerasTensor)]
                 raise ctx.error(
                     f"node {k} ({fn} of {shapes}) could make up to {bound} values per stand-in "
@@ -817,7 +820,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
                 t = args[0][tuple(args[1:])]
             else:
                 t = _record(fn, args, kwargs)
-            ctx.standins -= sum(np.size(v) for v in t._dummies)
+            ctx.standins -= sum(np.size(v) for v in t._dummies) + operands * len(_DUMMY_BATCH)
             _check_shape(ctx, t.shape, f"node {k} ({fn})")
             made.append(t)
         else:
