@@ -387,6 +387,10 @@ def test_reading_checkpoints_and_resuming_run_nothing(tmp_path):
     model.save_checkpoint(tmp_path / "c.ckpt")
     out, events = watching(saving.load_training_state, model, tmp_path / "c.ckpt")
     assert events == [] and not isinstance(out, Exception), (events, out)
+    model.fit(x, y, epochs=2, verbose=0, checkpoint_dir=False)  # programs made, modules imported
+    out, events = watching(model.fit, x, y, epochs=2, verbose=0, checkpoint_dir=False,
+                           resume_from=tmp_path / "c.ckpt")
+    assert events == [] and not isinstance(out, Exception), (events, out)
     out, events = watching(checkpoints.newest_checkpoint, tmp_path / "ck", warn=False)
     assert events == [] and out is not None and not isinstance(out, Exception), (events, out)
     path, manifest, _ = out
