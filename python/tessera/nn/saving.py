@@ -109,7 +109,10 @@ def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
     try:
         # mkstemp makes the temporary 0600: give it the mode of the file it
         # replaces, or that of a new file (0666 less the umask), as open() would
-        os.fchmod(fd, _mode_for(path))
+        try:
+            os.fchmod(fd, _mode_for(path))
+        except OSError:  # a file system without modes: the safe 0600 stays
+            pass
         with os.fdopen(fd, "wb") as f:
             for k, chunk in enumerate(chunks):
                 f.write(chunk)
