@@ -419,3 +419,17 @@ def test_a_graph_of_numpy_operations_round_trips(tmp_path):
     rng = np.random.default_rng(0)
     xs = [rng.normal(size=(5, 4)).astype(np.float32) for _ in range(2)]
     np.testing.assert_array_equal(back.predict(xs), model.predict(xs))
+
+
+def test_a_literal_list_in_an_operation_counts_every_value(tmp_path, monkeypatch):
+    """A nested literal list broadcast against a tensor: its extents are not
+    trusted, the bound is the product of the operands' sizes."""
+    path = tmp_path / "m.tsm"
+    _functional(path)
+
+    def plant(h):
+        next(n for n in h["model"]["nodes"] if n["op"] == "prim")["args"][1] = [[2.0]] * 5000
+
+    _edit(path, plant)
+    monkeypatch.setattr(saving, "MAX_SAMPLE_VALUES", 1000)
+    _refused(path, "node 1 (multiply of [(None, 3)]) could make up to 45000 values")

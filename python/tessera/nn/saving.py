@@ -581,26 +581,31 @@ PURE_OPERATIONS = {name: rule for rule, names in (
     ("product", _PRODUCT), ("index", "getitem")) for name in names.split()}
 
 
-def _operand_shapes(values) -> list:
-    """The shapes of the arrays among an operation's operands (symbolic
-    tensors with the larger dummy batch, literal arrays and lists)."""
+def _operand(a):
+    """(shape, size) of one operand of an operation: the shape of a symbolic
+    tensor (with the larger dummy batch), an array or a scalar; for a list,
+    None and the number of values it holds (whatever it becomes: a shape, an
+    array, a stack of its tensors)."""
     from .symbolic import _DUMMY_BATCH, KerasTensor  # noqa: PLC0415
 
-    shapes, stack = [], list(reversed(values))  # in order, without recursion
+    def one(v):
+        if isinstance(v, KerasTensor):
+            shape = tuple(max(_DUMMY_BATCH) if d is None else d for d in v.shape)
+            return shape, math.prod(shape)
+        if isinstance(v, np.ndarray):
+            return v.shape, v.size
+        return (), 1
+
+    if not isinstance(a, (list, tuple)):
+        return one(a)
+    total, stack = 0, [a]  # without recursion
     while stack:
-        a = stack.pop()
-        if isinstance(a, KerasTensor):
-            shapes.append(tuple(max(_DUMMY_BATCH) if d is None else d for d in a.shape))
-        elif isinstance(a, np.ndarray):
-            shapes.append(a.shape)
-        elif isinstance(a, (list, tuple)):
-            if any(isinstance(u, (KerasTensor, np.ndarray, list, tuple)) for u in a):
-                stack.extend(reversed(a))
-            else:
-                shapes.append((len(a),))
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
         else:
-            shapes.append(())
-    return shapes
+            total += one(v)[1]
+    return None, max(total, 1)
 
 
 def _integers(values):
@@ -617,16 +622,20 @@ def _result_bound(fn: str, args: list, kwargs: dict) -> int:
     """An upper bound of the number of values the operation's stand-in
     result holds, from its operands' shapes alone (nothing is computed)."""
     operands = list(args) + list(kwargs.values())
-    shapes = _operand_shapes(operands)
-    sizes = [math.prod(s) for s in shapes] or [1]
     if not operands:
         return 1
+    described = [_operand(a) for a in operands]
+    shapes = [shape for shape, _ in described]
+    sizes = [size for _, size in described]
+    exact = all(shape is not None for shape in shapes)  # no lists among the operands
     rule = PURE_OPERATIONS[fn]
-    if rule == "elementwise":
+    if rule == "elementwise" and exact:
         try:
             return math.prod(np.broadcast_shapes(*shapes))
         except ValueError:  # the operation reports it
             return max(sizes)
+    if rule == "elementwise":
+        return math.prod(sizes)  # a broadcast's extents are at most their product
     if rule == "not_larger":
         return max(sizes)
     if rule == "joining":
@@ -634,9 +643,8 @@ def _result_bound(fn: str, args: list, kwargs: dict) -> int:
     if rule == "index":
         # basic indexing selects from the operand; a list or array index
         # gathers up to its length from each
-        gathered = [math.prod(s) for s in _operand_shapes(operands[1:]) if s]
-        return math.prod(_operand_shapes(operands[:1])[0]) * math.prod(gathered)
-    if fn in ("matmul", "dot") and len(shapes) == 2 and all(shapes):
+        return sizes[0] * math.prod(n for shape, n in described[1:] if shape != ())
+    if fn in ("matmul", "dot") and exact and len(shapes) == 2 and all(shapes):
         a, b = shapes
         if fn == "matmul" or len(b) < 2:
             a2, b2 = (a if len(a) > 1 else (1,) + a), (b if len(b) > 1 else b + (1,))
@@ -646,7 +654,7 @@ def _result_bound(fn: str, args: list, kwargs: dict) -> int:
                 return max(sizes)
             return math.prod(batch) * a2[-2] * b2[-1]
         return math.prod(a[:-1]) * math.prod(b[:-2]) * b[-1]
-    return math.prod(max(1, n) for n in sizes) * math.prod(1 + abs(n) for n in _integers(operands))
+    return math.prod(sizes) * math.prod(1 + abs(n) for n in _integers(operands))
 
 
 def _check_shape(ctx: _Load, shape, what: str):
@@ -809,8 +817,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             from .symbolic import _DUMMY_BATCH  # noqa: PLC0415
 
             # the operands too: a kernel may copy a zero-stride stand-in
-            operands = sum(math.prod(s) for s in _operand_shapes(
-                [a for a in list(args) + list(kwargs.values()) if isinstance(a, KerasTensor)]))
+            operands = sum(_operand(a)[1] for a in list(args) + list(kwargs.values()))
             if bound > max(_DUMMY_BATCH) * MAX_SAMPLE_VALUES or \
                     (bound + operands) * len(_DUMMY_BATCH) > ctx.standins:
                 shapes = [t.shape for t in args if isinstance(t, KerasTensor)]
