@@ -568,8 +568,8 @@ _NOT_LARGER = """
     sum prod mean nansum nanmean cumsum cumprod nancumsum max min amax amin all any argmax argmin
     ptp median count_nonzero std var average nanprod nanmin nanmax nanargmin nanargmax nanmedian
     nanstd nanvar logsumexp sort argsort reshape transpose swapaxes moveaxis flatten ravel squeeze
-    expand_dims flip roll atleast_1d atleast_2d atleast_3d tril triu trace norm det inv pinv
-    cholesky solve matrix_power matrix_rank asarray ascontiguousarray array
+    expand_dims flip roll atleast_1d atleast_2d atleast_3d trace norm det inv pinv cholesky solve
+    matrix_power matrix_rank asarray ascontiguousarray array
 """
 _JOINING = "concatenate stack hstack vstack dstack append diff"
 _PRODUCT = """
