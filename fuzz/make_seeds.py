@@ -150,22 +150,33 @@ def trace():
 
 
 def weights():
-    """A model file and a checkpoint, as the target reads them: the header,
-    a NUL byte, the data section (the target adds magic, length and SHA-256)."""
+    """Model files and a checkpoint, as the target reads them: the header,
+    a NUL byte, the data section (the target adds magic, length and SHA-256);
+    and a checkpoint folder: its manifest, a NUL byte, the state's bytes."""
+    import json
+
     from tessera import nn
+    from tessera.nn import checkpoints
 
     model = nn.Sequential([nn.Dense(3, activation="relu"), nn.Dense(2)], input_shape=(2,))
     model.compile(optimizer="adam", loss="mse", metrics=["mae"])
-    model.fit(np.ones((4, 2), np.float32), np.ones((4, 2), np.float32), epochs=1, verbose=0)
+    model.fit(np.ones((4, 2), np.float32), np.ones((4, 2), np.float32), epochs=1, verbose=0,
+              checkpoint_dir=False)
+    inp = nn.Input((4,))  # a functional graph with operations (prim nodes)
+    functional = nn.Model(inp, nn.Dense(2)(np.tanh(inp[:, :3] * 2.0 + 1.0)))
     with tempfile.TemporaryDirectory() as d:
         for name, save in (("model", model.save), ("checkpoint", model.save_checkpoint),
-                           ("weights", model.save_weights)):
+                           ("weights", model.save_weights), ("functional", functional.save)):
             path = os.path.join(d, name)
             save(path)
             with open(path, "rb") as f:
                 blob = f.read()
             (length,) = struct.unpack("<Q", blob[8:16])
             write("weights", name, blob[16:16 + length] + b"\0" + blob[16 + length:-32])
+        model.fit(np.ones((4, 2), np.float32), np.ones((4, 2), np.float32), epochs=1,
+                  verbose=0, checkpoint_dir=os.path.join(d, "ck"))
+        _, manifest, state = checkpoints.newest_checkpoint(os.path.join(d, "ck"), warn=False)
+        write("weights", "folder", json.dumps(manifest).encode() + b"\0" + state)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,12 @@ def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{_host()}-{os.getpid()}-", dir=folder)
     try:
+        # mkstemp makes the temporary 0600: give it the mode of the file it
+        # replaces, or that of a new file (0666 less the umask), as open() would
+        try:
+            os.fchmod(fd, _mode_for(path))
+        except OSError:  # a file system without modes: the safe 0600 stays
+            pass
         with os.fdopen(fd, "wb") as f:
             for k, chunk in enumerate(chunks):
                 f.write(chunk)
@@ -122,6 +128,32 @@ def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
         except OSError:
             pass
         raise
+
+
+def _mode_for(path) -> int:
+    """The permission bits a file written at `path` gets: those of the file
+    it replaces, else 0666 less the process's umask."""
+    import stat  # noqa: PLC0415
+
+    try:
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode) & 0o777  # never set-id bits
+    except OSError:
+        pass
+    umask = None
+    try:  # Linux shows the umask without changing it (os.umask would, for all threads)
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    umask = int(line.split()[1], 8)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    if umask is None:
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
 
 
 def read_file(path, where: str):
@@ -173,6 +205,8 @@ def read_file(path, where: str):
         if not isinstance(start, int) or isinstance(start, bool) or start < 0 or \
                 nbytes != t.get("nbytes") or start + nbytes > len(data):
             raise bad(f"tensor {name!r} lies outside the data section")
+        if name in out:
+            raise bad(f"the tensor {name[:200]!r} is named twice")
         out[name] = np.frombuffer(data, dtype=DTYPES[dt], count=count,
                                   offset=start).reshape(shape).astype(dt)
     return out, header
@@ -208,18 +242,149 @@ def set_weights_from(model, tensors: dict, source: str, where: str):
 
 
 # ------------------------------------------------------------------ configs
+#
+# Loading never executes: a file names classes and operations, and only
+# those of the registry below are built (docs/nn.md, "What a file can name").
 
 _CUSTOM: dict = {}
 
+# What a file may make, checked before anything is made (docs/nn.md).
+MAX_SAMPLE_VALUES = 1 << 24  # values of one sample of any tensor of the graph
+MAX_STANDIN_VALUES = 1 << 26  # stand-in values the graph's operations make, all together
+MAX_NODES = 100_000  # nodes of a functional graph
+MAX_LAYERS = 20_000  # layers of a file, nested models included
+MAX_DEPTH = 64  # nesting of a configuration (lists, dicts, objects, nested models)
+_MAX_RANK_SHAPE = 32
+
 
 def register_keras_serializable(package="Custom", name=None):
-    """Decorator registering a user's Layer or Model class, so load_model can
-    rebuild it (as keras.saving.register_keras_serializable)."""
+    """Decorator registering a user's class (a Layer, Model, loss, metric,
+    initializer, ...), so that load_model may build it when a file names it
+    (as keras.saving.register_keras_serializable). Only register classes
+    whose constructor is safe to call with any arguments a file gives."""
     def wrap(cls):
-        _CUSTOM[name or cls.__name__] = cls
+        key = name or cls.__name__
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"[register_keras_serializable] name must be a non-empty string, "
+                            f"got {key!r}")
+        _CUSTOM[key] = cls
         return cls
 
     return wrap
+
+
+_BUILTIN = None
+_OBJECT_KINDS = ("initializer", "regularizer", "schedule", "optimizer", "metric", "loss")
+
+
+def builtin_classes() -> dict:
+    """kind -> {class name: class}: tessera's own classes a file may name.
+    Explicit tables of the public classes of a fixed list of modules (no
+    module a file names is ever imported)."""
+    global _BUILTIN
+    if _BUILTIN is None:
+        from .. import optim  # noqa: PLC0415
+        from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
+                       metrics, recurrent, regularizers)
+
+        def public(modules, base, exclude):
+            return {name: obj for mod in modules for name, obj in vars(mod).items()
+                    if not name.startswith("_") and isinstance(obj, type) and
+                    issubclass(obj, base) and obj not in exclude and
+                    obj.__module__ == mod.__name__}
+
+        _BUILTIN = {
+            "layer": public((layers, attention, recurrent, merging), layers.Layer,
+                            (layers.Layer,)),
+            "loss": public((losses,), losses.Loss, (losses.Loss, losses.FunctionLoss)),
+            "metric": public((metrics,), metrics.Metric,
+                             (metrics.Metric, metrics.MeanMetricWrapper)),
+            "initializer": public((initializers,), initializers.Initializer,
+                                  (initializers.Initializer,)),
+            "regularizer": public((regularizers,), regularizers.Regularizer,
+                                  (regularizers.Regularizer,)),
+            "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
+            "schedule": public((optim,), optim.LearningRateSchedule,
+                               (optim.LearningRateSchedule,)),
+        }
+    return _BUILTIN
+
+
+class _Load:
+    """One load_model call: the file, the user's custom objects, and what is
+    left of the budgets of what the file may make."""
+
+    def __init__(self, path: str, custom: dict):
+        self.path = path
+        self.custom = custom
+        self.layers = 0
+        self.standins = MAX_STANDIN_VALUES
+
+    def error(self, what: str) -> ValueError:
+        return ValueError(f"[load_model] {self.path}: {what}; nothing was loaded")
+
+
+def _resolve(name, module, kinds, ctx: _Load, what: str):
+    """The class a file names: the user's (custom_objects, then registered),
+    else tessera's own class of one of `kinds` (of `module` when the file
+    gives one). Anything else is refused."""
+    if not isinstance(name, str) or not name:
+        raise ctx.error(f"{what} names the class {str(name)[:80]!r}, which is not a class name")
+    if name in ctx.custom:
+        return ctx.custom[name]
+    if name in _CUSTOM:
+        return _CUSTOM[name]
+    tables = builtin_classes()
+    for kind in kinds:
+        cls = tables[kind].get(name)
+        if cls is not None and (module is None or module == cls.__module__):
+            return cls
+    shown = name[:80] + (f" (module {str(module)[:80]!r})" if module is not None else "")
+    kinds_text = ", ".join(kinds) if kinds else "model"
+    raise ctx.error(
+        f"{what} names the class {shown}, which is neither one of tessera's {kinds_text} "
+        "classes nor registered. Loading builds only known classes, since building a class a "
+        "file chooses could run any code: if you trust this file and the class, pass it in "
+        f"custom_objects={{{name[:80]!r}: ...}} or register it with "
+        "@tessera.nn.register_keras_serializable()")
+
+
+def _check_arguments(cls, config: dict, ctx: _Load, what: str):
+    """The keyword arguments a file gives a constructor: names it accepts."""
+    import inspect  # noqa: PLC0415
+
+    init = getattr(cls, "__init__", None)
+    if init is object.__init__:
+        signature = inspect.Signature([inspect.Parameter("self",
+                                                         inspect.Parameter.POSITIONAL_ONLY)])
+    elif inspect.isfunction(init):
+        # (a builtin's signature is parsed from its text by compile(): not
+        # while loading)
+        signature = inspect.signature(init)
+    else:
+        return
+    try:
+        signature.bind(None, **config)
+    except TypeError as e:
+        raise ctx.error(f"{what}: {getattr(cls, '__name__', cls)!s} cannot be built from the "
+                        f"file's arguments {sorted(config)[:12]} ({e})") from None
+
+
+def _construct(cls, config, ctx: _Load, what: str):
+    """An object of a resolved class: through its from_config, or its
+    constructor with checked keyword arguments."""
+    if not isinstance(config, dict):
+        raise ctx.error(f"{what}: the configuration of {cls.__name__} is not an object")
+    if callable(getattr(cls, "from_config", None)):
+        return cls.from_config(config)
+    config = {k: u for k, u in config.items() if k not in ("name", "class")}
+    _check_arguments(cls, config, ctx, what)
+    return cls(**config)
+
+
+def _depth_check(ctx: _Load, depth: int):
+    if depth > MAX_DEPTH:
+        raise ctx.error(f"the configuration is nested more than {MAX_DEPTH} levels deep")
 
 
 def _encode(v, where):
@@ -246,40 +411,23 @@ def _encode(v, where):
                     "use names for activations and initializers, or objects with get_config")
 
 
-def _object_class(name, module, custom):
-    import importlib  # noqa: PLC0415
-
-    if name in custom:
-        return custom[name]
-    if name in _CUSTOM:
-        return _CUSTOM[name]
-    if isinstance(module, str) and module.startswith("tessera."):
-        mod = importlib.import_module(module)
-        cls = getattr(mod, name, None)
-        if cls is not None:
-            return cls
-    raise ValueError(f"[load_model] the file names the class {name!r}, which is not a tessera "
-                     "class: pass it in custom_objects={...} or register it with "
-                     "tessera.nn.saving.register_keras_serializable()")
-
-
-def _decode(v, custom):
+def _decode(v, ctx: _Load, depth: int = 0):
+    _depth_check(ctx, depth)
     if isinstance(v, list):
-        return [_decode(u, custom) for u in v]
+        return [_decode(u, ctx, depth + 1) for u in v]
     if isinstance(v, dict):
         if "__tuple__" in v:
-            return tuple(_decode(u, custom) for u in v["__tuple__"])
+            return tuple(_decode(u, ctx, depth + 1) for u in v["__tuple__"])
         if "__dict__" in v:
-            return {k: _decode(u, custom) for k, u in v["__dict__"].items()}
+            return {k: _decode(u, ctx, depth + 1) for k, u in v["__dict__"].items()}
         if "__layer__" in v:
-            return _layer_from(v["__layer__"], custom)
+            return _layer_from(v["__layer__"], ctx, depth + 1)
         if "__object__" in v:
-            cls = _object_class(v["__object__"], v.get("module"), custom)
-            config = _decode(v.get("config", {}), custom)
-            if hasattr(cls, "from_config"):
-                return cls.from_config(config)
-            return cls(**{k: u for k, u in config.items() if k not in ("name", "class")})
-        raise ValueError("[load_model] malformed configuration")
+            cls = _resolve(v["__object__"], v.get("module"), _OBJECT_KINDS, ctx,
+                           "a configuration value")
+            config = _decode(v.get("config", {}), ctx, depth + 1)
+            return _construct(cls, config, ctx, f"the object {v['__object__']}")
+        raise ctx.error("a configuration value is malformed (an object of unknown kind)")
     return v
 
 
@@ -295,19 +443,25 @@ def _layer_config(layer, where):
             "config": _encode(config, where)}
 
 
-def _layer_from(cfg, custom):
+def _layer_from(cfg, ctx: _Load, depth: int = 0):
+    _depth_check(ctx, depth)
     if not isinstance(cfg, dict) or "class" not in cfg:
-        raise ValueError("[load_model] malformed layer configuration")
+        raise ctx.error("a layer configuration is malformed")
+    ctx.layers += 1
+    if ctx.layers > MAX_LAYERS:
+        raise ctx.error(f"the file declares more than {MAX_LAYERS} layers")
     if cfg["class"] in ("Sequential", "Functional"):
-        return _model_from(cfg["arch"], custom)
-    cls = _object_class(cfg["class"], cfg.get("module"), custom)
-    config = _decode(cfg.get("config", {}), custom)
+        return _model_from(cfg.get("arch"), ctx, depth + 1)
+    cls = _resolve(cfg["class"], cfg.get("module"), ("layer",), ctx, "a layer")
+    config = _decode(cfg.get("config", {}), ctx, depth + 1)
     if not isinstance(config, dict):
-        raise ValueError("[load_model] malformed layer configuration")
+        raise ctx.error(f"the configuration of the layer {cfg['class']} is malformed")
+    _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
     try:
         return cls(**config)
     except TypeError as e:
-        raise ValueError(f"[load_model] cannot rebuild {cfg['class']}: {e}") from None
+        raise ctx.error(f"the layer {cfg['class']}: {cls.__name__} cannot be built from the "
+                        f"file's arguments ({e})") from None
 
 
 def _architecture(model, where="save") -> dict:
@@ -396,10 +550,150 @@ def _architecture(model, where="save") -> dict:
                 multi_in=model._multi_in, multi_out=model._multi_out)
 
 
-def _model_from(arch, custom):
-    from .model import Model, Sequential  # noqa: PLC0415
-    from .symbolic import Input, _record  # noqa: PLC0415
+# The operations a functional graph read from a file may apply: the pure
+# ones a symbolic tensor records (Python's operators, indexing, NumPy's
+# functions and methods), each with the rule bounding its result's size
+# before it runs (_result_bound). Anything else (printing, files, random
+# numbers, collectives, creation from sizes alone, ...) is refused.
+_ELEMENTWISE = """
+    abs absolute add arccos arccosh arcsin arcsinh arctan arctan2 arctanh astype ceil clip
+    copysign cos cosh deg2rad divide exp exp2 expm1 floor floor_divide fmax fmin hypot isfinite
+    isinf isnan log log10 log1p log2 maximum minimum mod multiply nan_to_num negative positive
+    power rad2deg reciprocal remainder rint round sign sin sinh sqrt square subtract tan tanh
+    trunc where equal greater greater_equal isclose less less_equal logical_and logical_not
+    logical_or logical_xor not_equal bitwise_and bitwise_or bitwise_xor bitwise_not invert
+    left_shift right_shift conj copy zeros_like ones_like empty_like full_like
+"""
+_NOT_LARGER = """
+    sum prod mean nansum nanmean cumsum cumprod nancumsum max min amax amin all any argmax argmin
+    ptp median count_nonzero std var average nanprod nanmin nanmax nanargmin nanargmax nanmedian
+    nanstd nanvar logsumexp sort argsort reshape transpose swapaxes moveaxis flatten ravel squeeze
+    expand_dims flip roll atleast_1d atleast_2d atleast_3d trace norm det inv pinv cholesky solve
+    matrix_power matrix_rank asarray ascontiguousarray array
+"""
+_JOINING = "concatenate stack hstack vstack dstack append diff"
+_PRODUCT = """
+    matmul dot tile repeat broadcast_to pad take take_along_axis outer inner vdot kron tensordot
+    einsum cross percentile quantile nanpercentile nanquantile isin searchsorted
+"""
+PURE_OPERATIONS = {name: rule for rule, names in (
+    ("elementwise", _ELEMENTWISE), ("not_larger", _NOT_LARGER), ("joining", _JOINING),
+    ("product", _PRODUCT), ("index", "getitem")) for name in names.split()}
 
+
+def _operand(a):
+    """(shape, size) of one operand of an operation: the shape of a symbolic
+    tensor (with the larger dummy batch), an array or a scalar; for a list,
+    None and the number of values it holds (whatever it becomes: a shape, an
+    array, a stack of its tensors)."""
+    from .symbolic import _DUMMY_BATCH, KerasTensor  # noqa: PLC0415
+
+    def one(v):
+        if isinstance(v, KerasTensor):
+            shape = tuple(max(_DUMMY_BATCH) if d is None else d for d in v.shape)
+            return shape, math.prod(shape)
+        if isinstance(v, np.ndarray):
+            return v.shape, v.size
+        return (), 1
+
+    if not isinstance(a, (list, tuple)):
+        return one(a)
+    total, stack = 0, [a]  # without recursion
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        else:
+            total += one(v)[1]
+    return None, max(total, 1)
+
+
+def _integers(values):
+    stack = [values]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        elif isinstance(a, numbers.Integral) and not isinstance(a, bool):
+            yield int(a)
+
+
+def _result_bound(fn: str, args: list, kwargs: dict) -> int:
+    """An upper bound of the number of values the operation's stand-in
+    result holds, from its operands' shapes alone (nothing is computed)."""
+    operands = list(args) + list(kwargs.values())
+    if not operands:
+        return 1
+    described = [_operand(a) for a in operands]
+    shapes = [shape for shape, _ in described]
+    sizes = [size for _, size in described]
+    exact = all(shape is not None for shape in shapes)  # no lists among the operands
+    rule = PURE_OPERATIONS[fn]
+    if rule == "elementwise" and exact:
+        try:
+            return math.prod(np.broadcast_shapes(*shapes))
+        except ValueError:  # the operation reports it
+            return max(sizes)
+    if rule == "elementwise":
+        return math.prod(sizes)  # a broadcast's extents are at most their product
+    if rule == "not_larger":
+        return max(sizes)
+    if rule == "joining":
+        return sum(sizes)
+    if rule == "index":
+        # basic indexing selects from the operand; a list or array index
+        # gathers up to its length from each
+        return sizes[0] * math.prod(n for shape, n in described[1:] if shape != ())
+    if fn in ("matmul", "dot") and exact and len(shapes) == 2 and all(shapes):
+        a, b = shapes
+        if fn == "matmul" or len(b) < 2:
+            a2, b2 = (a if len(a) > 1 else (1,) + a), (b if len(b) > 1 else b + (1,))
+            try:
+                batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+            except ValueError:
+                return max(sizes)
+            return math.prod(batch) * a2[-2] * b2[-1]
+        return math.prod(a[:-1]) * math.prod(b[:-2]) * b[-1]
+    return math.prod(sizes) * math.prod(1 + abs(n) for n in _integers(operands))
+
+
+def _check_shape(ctx: _Load, shape, what: str):
+    """A shape a file declares: at most MAX_SAMPLE_VALUES values per sample."""
+    if not isinstance(shape, (list, tuple)) or len(shape) > _MAX_RANK_SHAPE or not all(
+            d is None or (isinstance(d, int) and not isinstance(d, bool) and d > 0)
+            for d in shape):
+        raise ctx.error(f"{what} has the malformed shape {str(shape)[:120]}")
+    count = math.prod(d for d in shape if d is not None)
+    if count > MAX_SAMPLE_VALUES:
+        raise ctx.error(f"{what} has the shape {tuple(shape)}: {count} values per sample, past "
+                        f"the {MAX_SAMPLE_VALUES} a loaded model may declare (nothing of that "
+                        "size was allocated)")
+
+
+def _check_outputs(ctx: _Load, out, what: str):
+    """The shapes of a layer call's symbolic results."""
+    for t in (out if isinstance(out, (list, tuple)) else [out]):
+        if hasattr(t, "shape"):
+            _check_shape(ctx, t.shape, what)
+
+
+def _check_built(ctx: _Load, model):
+    """Every layer shape of a model built from a file (Sequential, subclassed)."""
+    for t in list(model._inputs) + list(model._outputs):
+        _check_shape(ctx, t.shape, f"the model {model.name!r}")
+    for layer in getattr(model, "layers", []):
+        for attr in ("_in_shape", "_out_shape"):
+            shape = getattr(layer, attr, None)
+            for s in (shape if isinstance(shape, list) else [shape]):
+                if s is not None:
+                    _check_shape(ctx, s, f"the layer {layer.name!r}")
+
+
+def _model_from(arch, ctx: _Load, depth: int = 0):
+    from .model import Model, Sequential  # noqa: PLC0415
+    from .symbolic import DTYPE_NAMES, Input, KerasTensor, _record  # noqa: PLC0415
+
+    _depth_check(ctx, depth)
     if not isinstance(arch, dict) or arch.get("kind") not in ("Sequential", "Functional",
                                                              "Subclassed"):
         raise ValueError("[load_model] the file has no model architecture (written by "
@@ -408,73 +702,141 @@ def _model_from(arch, custom):
     common = {"name": arch.get("name"), "seed": int(arch.get("seed", 0)),
               "dtype": arch.get("dtype", "float32")}
     if kind == "Sequential":
-        layers = [_layer_from(c, custom) for c in arch["layers"]]
+        if len(arch["layers"]) > MAX_LAYERS:
+            raise ctx.error(f"the file declares more than {MAX_LAYERS} layers")
+        layers = [_layer_from(c, ctx, depth + 1) for c in arch["layers"]]
         shape = arch.get("input_shape")
-        return Sequential(layers, input_shape=tuple(shape) if shape is not None else None,
-                          **common)
+        if shape is not None:
+            _check_shape(ctx, shape, "the Sequential model's input")
+        for layer in layers:
+            if getattr(layer, "declared_input_shape", None) is not None:
+                _check_shape(ctx, layer.declared_input_shape, f"the layer {layer.name!r}'s input")
+        model = Sequential(layers, input_shape=tuple(shape) if shape is not None else None,
+                           **common)
+        if model.built:
+            _check_built(ctx, model)
+        return model
     if kind == "Subclassed":
-        cls = _object_class(arch["class"], arch.get("module"), custom)
-        config = _decode(arch.get("config", {}), custom)
+        cls = _resolve(arch.get("class"), arch.get("module"), (), ctx, "the model")
+        if not (isinstance(cls, type) and issubclass(cls, Model)):
+            raise ctx.error(f"the model class {arch.get('class')!r} is not a Model")
+        shapes = [tuple(s) for s in arch["input_shapes"]]
+        for s in shapes:
+            _check_shape(ctx, s, "the model's input")
+        config = _decode(arch.get("config", {}), ctx, depth + 1)
         config = {k: v for k, v in config.items() if k not in ("name",)}
+        _check_arguments(cls, config, ctx, f"the model {arch.get('class')}")
         try:
             model = cls(**config)
         except TypeError as e:
             raise ValueError(f"[load_model] cannot rebuild {arch['class']}: {e} (give the "
                              "class a get_config returning its constructor's arguments)") \
                 from None
-        shapes = [tuple(s) for s in arch["input_shapes"]]
         model.build(shapes if len(shapes) > 1 else shapes[0])
+        _check_built(ctx, model)
         return model
-    layers = [_layer_from(c, custom) for c in arch["layers"]]
+    if len(arch["layers"]) > MAX_LAYERS or len(arch["nodes"]) > MAX_NODES:
+        raise ctx.error(f"the graph declares {len(arch['layers'])} layers and "
+                        f"{len(arch['nodes'])} nodes, past the {MAX_LAYERS} and {MAX_NODES} a "
+                        "loaded model may have")
+    layers = [_layer_from(c, ctx, depth + 1) for c in arch["layers"]]
     made = []
 
-    def dec(a):
+    def ref(i, table=made):
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(table):
+            raise ctx.error(f"node {len(made)} refers to {str(i)[:40]}, which is not an earlier "
+                            "node or a layer of the file")
+        return table[i]
+
+    def dec(a, level=0):
+        _depth_check(ctx, depth + level)
         if isinstance(a, dict):
             if "t" in a:
-                return made[a["t"]]
+                return ref(a["t"])
             if "slice" in a:
                 return slice(*a["slice"])
             if "ellipsis" in a:
                 return Ellipsis
             if "index" in a:
-                return dec(a["index"])
+                return dec(a["index"], level + 1)
             if "list" in a:
-                items = [dec(u) for u in a["list"]]
+                items = [dec(u, level + 1) for u in a["list"]]
                 return tuple(items) if a.get("tuple") else items
             if "array" in a:
+                if a.get("dtype") not in DTYPE_NAMES.values():
+                    raise ctx.error(f"node {len(made)} holds an array of dtype "
+                                    f"{str(a.get('dtype'))[:40]!r}")
                 return np.asarray(a["array"], dtype=a["dtype"])
-            return _decode(a, custom)
-        return _decode(a, custom)
+            if "__tuple__" in a:
+                return tuple(dec(u, level + 1) for u in a["__tuple__"])
+            if "__dict__" in a:
+                return {k: dec(u, level + 1) for k, u in a["__dict__"].items()}
+            raise ctx.error(f"node {len(made)}: an operation's argument names an object; "
+                            "operations take only tensors, numbers, strings and lists")
+        if isinstance(a, list):
+            return [dec(u, level + 1) for u in a]
+        return a
 
     for node in arch["nodes"]:
+        k = len(made)
         op = node.get("op")
         if op == "input":
+            _check_shape(ctx, node["shape"], f"node {k} (an Input)")
+            if node["dtype"] not in DTYPE_NAMES.values():
+                raise ctx.error(f"node {k} (an Input) has the dtype {str(node['dtype'])[:40]!r}")
             made.append(Input(tuple(node["shape"]), dtype=node["dtype"], name=node.get("name")))
         elif op == "param":
-            layer = layers[node["layer"]]
+            layer = ref(node["layer"], layers)
             made.append(layer._symbols[node["param"]])
         elif op == "item":
-            made.append(made[node["node"]][node["index"]])
+            outs = ref(node["node"])
+            if not isinstance(outs, list):
+                raise ctx.error(f"node {k} takes an output of node {node['node']}, which has one")
+            made.append(outs[node["index"]])
         elif op == "layer":
-            layer = layers[node["layer"]]
-            ins = [made[i] for i in node["inputs"]]
-            static = _decode(node.get("kwargs", {}), custom)
+            layer = ref(node["layer"], layers)
+            ins = [ref(i) for i in node["inputs"]]
+            static = _decode(node.get("kwargs", {}), ctx, depth + 1)
             if node.get("custom"):
                 res = layer(*ins, **static)
                 made.append(res if isinstance(res, list) else [res])
             else:
                 made.append(layer(ins if node["multi"] else ins[0], **static))
+            _check_outputs(ctx, made[-1], f"node {k} (layer {layer.name!r})")
         elif op == "prim":
+            fn = node.get("fn")
+            if fn not in PURE_OPERATIONS:
+                raise ctx.error(
+                    f"node {k} applies the operation {str(fn)[:80]!r}, which a model file may "
+                    "not hold: a functional graph may apply only pure operations (operators, "
+                    "indexing, NumPy-style math), never ones that print, read or write files, "
+                    "draw random numbers or communicate")
             args = [dec(a) for a in node["args"]]
-            kwargs = {k: dec(v) for k, v in node["kwargs"].items()}
-            if node["fn"] == "getitem":
-                made.append(args[0][tuple(args[1:])])
+            kwargs = {str(key): dec(v) for key, v in node["kwargs"].items()}
+            bound = _result_bound(fn, args, kwargs)
+            from .symbolic import _DUMMY_BATCH  # noqa: PLC0415
+
+            # the operands too: a kernel may copy a zero-stride stand-in
+            operands = sum(_operand(a)[1] for a in list(args) + list(kwargs.values()))
+            if bound > max(_DUMMY_BATCH) * MAX_SAMPLE_VALUES or \
+                    (bound + operands) * len(_DUMMY_BATCH) > ctx.standins:
+                shapes = [t.shape for t in args if isinstance(t, KerasTensor)]
+                raise ctx.error(
+                    f"node {k} ({fn} of {shapes}) could make up to {bound} values per stand-in "
+                    f"batch, past the budget of {MAX_SAMPLE_VALUES} per sample and "
+                    f"{MAX_STANDIN_VALUES} for the whole graph (nothing of that size was "
+                    "allocated)")
+            if fn == "getitem":
+                t = args[0][tuple(args[1:])]
             else:
-                made.append(_record(node["fn"], args, kwargs))
+                t = _record(fn, args, kwargs)
+            ctx.standins -= sum(np.size(v) for v in t._dummies) + operands * len(_DUMMY_BATCH)
+            _check_shape(ctx, t.shape, f"node {k} ({fn})")
+            made.append(t)
         else:
-            raise ValueError(f"[load_model] unknown node kind {op!r}")
-    inputs = [made[i] for i in arch["inputs"]]
-    outputs = [made[i] for i in arch["outputs"]]
+            raise ctx.error(f"node {k} is of the unknown kind {str(op)[:40]!r}")
+    inputs = [ref(i) for i in arch["inputs"]]
+    outputs = [ref(i) for i in arch["outputs"]]
     return Model(inputs if arch.get("multi_in") else inputs[0],
                  outputs if arch.get("multi_out") else outputs[0], **common)
 
@@ -519,60 +881,56 @@ def save_model(model, path, training_state=None):
     save_file(path, tensors, meta, where)
 
 
-def _optimizer_from(cfg, custom):
+def _optimizer_from(cfg, ctx: _Load):
     from .. import optim  # noqa: PLC0415
 
-    cfg = _decode(cfg, custom)
-    from_config = getattr(optim, "from_config", None)
-    if from_config is not None:
-        return from_config(cfg)
-    cls = getattr(optim, cfg.get("class", ""), None)
-    if cls is None:
-        raise ValueError(f"[load_model] unknown optimizer {cfg.get('class')!r}")
-    args = {k: v for k, v in cfg.items() if k != "class"}
-    if isinstance(args.get("learning_rate"), dict):
-        raise ValueError("[load_model] this optimizer's schedule cannot be rebuilt")
-    return cls(**args)
+    # optim.from_config builds only tessera's optimizers and schedules
+    return optim.from_config(_decode(cfg, ctx))
 
 
-def _compile_from(model, cfg, custom):
-    from . import losses as _losses, metrics as _metrics  # noqa: PLC0415
+def _compile_from(model, cfg, ctx: _Load):
+    from . import metrics as _metrics  # noqa: PLC0415
 
     if not cfg:
         return
+
+    def function(entry, what):
+        name = entry["function"]
+        fn = (ctx.custom.get(name) or _CUSTOM.get(name)) if isinstance(name, str) else None
+        if fn is None:
+            raise ValueError(f"[load_model] the model was compiled with the {what} function "
+                             f"{str(name)[:80]!r}: pass it in custom_objects")
+        return fn
+
     losses = []
     for l in cfg["losses"]:
         if l is None:
             losses.append(None)
         elif "function" in l:
-            fn = custom.get(l["function"]) or _CUSTOM.get(l["function"])
-            if fn is None:
-                raise ValueError(f"[load_model] the model was compiled with the loss function "
-                                 f"{l['function']!r}: pass it in custom_objects")
-            losses.append(fn)
+            losses.append(function(l, "loss"))
         else:
-            config = _decode(l["config"], custom)
-            cls = getattr(_losses, l["class"])
-            losses.append(cls(**{k: v for k, v in config.items() if k != "name"}))
+            cls = _resolve(l.get("class"), l.get("module"), ("loss",), ctx, "the compiled loss")
+            losses.append(_construct(cls, _decode(l.get("config", {}), ctx), ctx,
+                                     f"the loss {l.get('class')}"))
     metrics = []
     for ms in cfg["metrics"]:
         out = []
         for m in ms:
             if "function" in m:
-                fn = custom.get(m["function"]) or _CUSTOM.get(m["function"])
-                if fn is None:
-                    raise ValueError(f"[load_model] the model was compiled with the metric "
-                                     f"function {m['function']!r}: pass it in custom_objects")
-                out.append(fn)
-            else:
-                cls = getattr(_metrics, m["class"], None)
-                config = _decode(m.get("config", {}), custom)
-                if cls is not None and hasattr(cls, "from_config"):
-                    out.append(cls.from_config(config))
-                else:
-                    out.append(_metrics.get(m["name"]))
+                out.append(function(m, "metric"))
+                continue
+            try:
+                cls = _resolve(m.get("class"), m.get("module"), ("metric",), ctx,
+                               "a compiled metric")
+            except ValueError:
+                if not isinstance(m.get("name"), str):
+                    raise
+                out.append(_metrics.get(m["name"]))  # a name: looked up, nothing built
+                continue
+            out.append(_construct(cls, _decode(m.get("config", {}), ctx), ctx,
+                                  f"the metric {m.get('class')}"))
         metrics.append(out)
-    opt = _optimizer_from(cfg["optimizer"], custom)
+    opt = _optimizer_from(cfg["optimizer"], ctx)
     n = len(losses)
     model.compile(opt, losses if n > 1 else losses[0],
                   metrics=metrics if n > 1 else metrics[0],
@@ -581,15 +939,25 @@ def _compile_from(model, cfg, custom):
 
 def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
     """A model saved by model.save (or save_checkpoint): architecture,
-    weights, and (compile=True) the compile settings and optimizer state."""
+    weights, and (compile=True) the compile settings and optimizer state.
+
+    Nothing in the file is executed: it may name only tessera's own classes
+    (layers, losses, metrics, optimizers, schedules, initializers,
+    regularizers), classes registered with register_keras_serializable or
+    given in custom_objects, and pure operations; every size it declares is
+    checked before anything of that size is made."""
     from .layers import WEIGHTS_IN_FILE  # noqa: PLC0415
 
-    custom = dict(custom_objects or {})
+    if custom_objects is not None and not (
+            isinstance(custom_objects, dict) and all(isinstance(k, str) for k in custom_objects)):
+        raise TypeError(f"[load_model] custom_objects must be a dict of class names to classes, "
+                        f"got {custom_objects!r}")
+    ctx = _Load(os.fspath(path), dict(custom_objects or {}))
     tensors, header = read_file(path, "load_model")
     total = sum(a.size for name, a in tensors.items() if not name.startswith("optimizer/"))
     budget = WEIGHTS_IN_FILE.set({"left": total, "total": total, "path": os.fspath(path)})
     try:
-        model = _model_from(header.get("model"), custom)
+        model = _model_from(header.get("model"), ctx)
     except MemoryError as e:  # the shapes of a damaged or crafted architecture
         raise ValueError(f"[load_model] {os.fspath(path)}: the architecture needs more memory "
                          f"than there is ({str(e)[:200]}); nothing was loaded") from None
@@ -603,7 +971,7 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
     load_weights_into(model, path, "load_model")
     if compile and header.get("compile"):
         try:
-            _compile_from(model, header["compile"], custom)
+            _compile_from(model, header["compile"], ctx)
             _restore_optimizer(model, tensors, header)
         except _MALFORMED + (ValueError,) as e:
             if isinstance(e, ValueError) and str(e).startswith("["):

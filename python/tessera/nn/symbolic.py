@@ -12,7 +12,10 @@ Shapes are found by running every operation on small stand-in arrays with
 batch sizes 2 and 3: an axis whose extent differs between the two is the
 batch axis. So any primitive's shape rule is the primitive itself, and a
 mistake (shapes that do not broadcast, a wrong axis) is reported at the line
-of user code that made it, when the model is built.
+of user code that made it, when the model is built. The stand-ins of inputs
+and layer outputs are zero-stride views of a single value, made when an
+operation first needs them: declaring a shape allocates nothing (load_model
+bounds what the operations make; saving.py).
 """
 
 from __future__ import annotations
@@ -62,10 +65,11 @@ def is_symbolic(x) -> bool:
 
 
 def _dummy(shape, dtype, batch: int):
+    """A stand-in of ones: one value seen through a read-only view of the
+    whole shape (zero strides), so that it costs nothing however large the
+    shape; an operation applied to it makes (and pays for) its own result."""
     shape = tuple(batch if d is None else d for d in shape)
-    if dtype == "bool":
-        return np.ones(shape, dtype=bool)
-    return np.ones(shape, dtype=dtype)
+    return np.broadcast_to(np.ones((), dtype=bool if dtype == "bool" else dtype), shape)
 
 
 class KerasTensor:
@@ -87,11 +91,17 @@ class KerasTensor:
         self.id = next(_ids)
         self.where = where or user_location()
         self.name = name
-        if dummies is None:
-            dummies = tuple(_dummy(self.shape, dtype, b) for b in _DUMMY_BATCH)
-        self._dummies = dummies
+        self._standins = dummies  # made when first needed (_dummies)
 
     # ------------------------------------------------------------ basics
+    @property
+    def _dummies(self):
+        """The stand-in values for the dummy batches (an operation's results,
+        or views of ones that allocate nothing)."""
+        if self._standins is None:
+            self._standins = tuple(_dummy(self.shape, self.dtype, b) for b in _DUMMY_BATCH)
+        return self._standins
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
