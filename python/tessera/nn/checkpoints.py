@@ -494,18 +494,13 @@ def read_state(path, manifest) -> bytes:
 
 
 def _open_checkpoint(path):
+    """A folder the user named (its path is trusted, links in it followed);
+    what is inside is opened relative to it, without following links."""
     path = os.fspath(path)
-    parent = os.path.dirname(os.path.abspath(path))
     try:
-        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
-        raise ValueError(f"{path} cannot be opened ({e.strerror or e})") from None
-    try:
-        return _open_dir(os.path.basename(os.path.abspath(path)), pfd)
-    except OSError as e:
-        raise ValueError(f"{path}: {e.strerror or e}") from None
-    finally:
-        os.close(pfd)
+        raise ValueError(f"{path} cannot be opened as a folder ({e.strerror or e})") from None
 
 
 def _tensors_from(manifest, data: bytes, file) -> dict:
