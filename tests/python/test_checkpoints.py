@@ -262,8 +262,8 @@ def test_a_failed_write_is_reported(tmp_path, monkeypatch):
 
     monkeypatch.setattr(checkpoints, "_partial_write_hook", full)
     with pytest.raises(OSError, match=r"\[fit\] locality 0 could not write its shard of "
-                                      r"checkpoint ckpt-4 in .*ck/fit1-local-[0-9a-f]{12}: No space "
-                                      r"left on device"):
+                                      r"checkpoint ckpt-4 in .*ck/fit1-local-[0-9a-f]{12}: "
+                                      r"No space left on device"):
         fit(make(), checkpoint_dir=d)
     monkeypatch.setattr(checkpoints, "_partial_write_hook", None)
     no_temporaries(d)
