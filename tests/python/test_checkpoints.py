@@ -466,3 +466,41 @@ def test_one_job_per_folder(tmp_path):
     m = make()
     h = m.fit(X, Y, epochs=1, verbose=0, checkpoint_dir=d)
     assert len(h.history["loss"]) == 1 and m._iteration == 10
+
+
+class Count(nn.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
+
+
+def test_another_launch_starts_a_run_beside_the_old_one(tmp_path, reference, monkeypatch):
+    """A new `tessera run` (a new TESSERA_RUN_ID) never resumes an earlier
+    launch's checkpoints: it trains from the start in a run folder of its
+    own and leaves the other run alone; given the old id, it resumes it."""
+    d = tmp_path / "ck"
+    monkeypatch.setenv("TESSERA_RUN_ID", "launchA")
+    with pytest.raises(KeyboardInterrupt):
+        fit(make(), checkpoint_dir=d, callbacks=[Stop(15)])
+    old = run_dir(d)
+    before = {p.name: p.stat().st_mtime_ns for p in old.rglob("*")}
+    relaunch()
+    monkeypatch.setenv("TESSERA_RUN_ID", "launchB")
+    m, count = make(), Count()
+    fit(m, checkpoint_dir=d, callbacks=[count])
+    assert count.batches == 30 and digest(m) == reference  # all of it, from the start
+    runs = sorted(p.name for p in d.iterdir() if p.is_dir())
+    assert len(runs) == 2 and "-launchA-" in runs[0] and "-launchB-" in runs[1], runs
+    assert {p.name: p.stat().st_mtime_ns for p in old.rglob("*")} == before
+    relaunch()
+    monkeypatch.setenv("TESSERA_RUN_ID", "launchA")
+    m, count = make(), Count()
+    fit(m, checkpoint_dir=d, callbacks=[count])
+    assert count.batches == 30 - 12 and digest(m) == reference  # resumed at update 12
+    monkeypatch.setenv("TESSERA_RUN_ID", "no/such id")
+    with pytest.raises(ValueError, match=r"\[fit\] TESSERA_RUN_ID must be 1 to 64 letters, "
+                                         r"digits, '_' or '.', got 'no/such id' \(environment\)"):
+        fit(make(), checkpoint_dir=d)
