@@ -416,6 +416,9 @@ def check_manifest(doc, step=None, expect=None):
         raise ValueError(f"{doc['step'] - first} updates cannot have been made by epoch "
                          f"{epoch}, batch {batch} of {steps} per epoch")
     history = doc["history"]
+    if "initial_epoch" not in expect and isinstance(history, list) and history and \
+            isinstance(history[0], dict) and _whole(history[0].get("epoch"), 0, epoch):
+        start = history[0]["epoch"]  # resume_from: a run that began at any epoch
     if not isinstance(history, list) or len(history) != epoch - start or not all(
             isinstance(h, dict) and set(h) == {"epoch", "logs"} and h["epoch"] == start + k
             and isinstance(h["logs"], dict) and len(h["logs"]) <= 1000
