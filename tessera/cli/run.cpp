@@ -33,6 +33,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -73,8 +74,9 @@ options:
   --verbose              show Open MPI's own messages and the mpirun command
   --max-restarts N       launch the job again after a rank or host fails, up to N times
   --checkpoint-dir DIR   the job's checkpoint folder: the ranks get TESSERA_CHECKPOINT_DIR=DIR
-                         (fit writes checkpoints there and resumes from the newest complete
-                         one) and TESSERA_RESTART=k (0 on the first launch)
+                         (each fit call writes its checkpoints to a run folder there and, after
+                         a restart, resumes its own run's newest valid one), TESSERA_RESTART=k
+                         (0 on the first launch) and TESSERA_RUN_ID (one id for every launch)
   -h, --help             this text
   --                     what follows, up to the program, goes to mpirun as it is
                          (e.g. -- --report-bindings --display-map train.py)
@@ -558,28 +560,66 @@ int supervise(std::vector<std::string>& cmd, OutputFilter& filter, const RunOpti
   return code == 0 ? 1 : code;
 }
 
-// The newest committed checkpoint in DIR (a ckpt-<step> folder holding a
-// manifest.json; fit checks its checksums when it resumes), or "".
-std::string newest_checkpoint(const std::string& dir) {
-  static const std::regex name(R"(ckpt-(\d+))");
+// The newest committed checkpoint of this job in DIR: every fit call is a run
+// folder DIR/fit<k>-<run id>-<identity> of ckpt-<step> folders (fit checks
+// the manifest and checksums when it resumes); the newest is the one of the
+// highest fit ordinal k, then the highest step. Links are not followed.
+// "" when there is none.
+std::string newest_checkpoint(const std::string& dir, const std::string& run_id) {
+  static const std::regex ckpt(R"(ckpt-([1-9]\d{0,17}))");
+  static const std::regex run(R"(fit([1-9]\d{0,8})-([A-Za-z0-9_.]{1,64})-[0-9a-f]{12})");
+  namespace fs = std::filesystem;
   std::error_code ec;
-  long best = -1;
+  long long best_fit = -1, best_step = -1;
   std::string path;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator r(dir, ec), end; !ec && r != end; r.increment(ec)) {
     std::smatch m;
-    std::string base = it->path().filename().string();
-    if (!std::regex_match(base, m, name) ||
-        !std::filesystem::is_regular_file(it->path() / "manifest.json", ec)) {
+    const std::string name = r->path().filename().string();
+    std::error_code ec2;
+    if (!std::regex_match(name, m, run) || m[2] != run_id || !r->is_directory(ec2) ||
+        r->is_symlink(ec2)) {
       continue;
     }
-    // A number beyond a long is no checkpoint of tessera's.
-    long step = -1;
-    const std::string digits = m[1];
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec != std::errc{})
-      continue;
-    if (step > best) best = step, path = it->path().string();
+    const long long fit = std::stoll(m[1]);
+    if (fit < best_fit) continue;
+    for (fs::directory_iterator c(r->path(), ec2); !ec2 && c != end; c.increment(ec2)) {
+      std::smatch s;
+      const std::string cname = c->path().filename().string();
+      std::error_code ec3;
+      if (!std::regex_match(cname, s, ckpt) || c->is_symlink(ec3) ||
+          !fs::is_regular_file(fs::symlink_status(c->path() / "manifest.json", ec3))) {
+        continue;
+      }
+      const long long step = std::stoll(s[1]);
+      if (fit > best_fit || step > best_step) {
+        best_fit = fit, best_step = step, path = c->path().string();
+      }
+    }
   }
   return path;
+}
+
+// The run id of this `tessera run`, made once and kept across its
+// --max-restarts relaunches: the ranks get it in TESSERA_RUN_ID, and fit
+// resumes only the checkpoints of its own run. A TESSERA_RUN_ID the user set
+// (to continue a run of an earlier launch) is kept if it is well formed.
+std::string prepare_run_id() {
+  static const std::regex valid(R"([A-Za-z0-9_.]{1,64})");
+  const char* given = std::getenv("TESSERA_RUN_ID");
+  if (given != nullptr && *given != '\0') {
+    if (!std::regex_match(given, valid)) {
+      throw std::invalid_argument(
+          "[run] TESSERA_RUN_ID must be 1 to 64 letters, digits, '_' or '.', got '" +
+          std::string(given).substr(0, 80) + "' (environment)");
+    }
+    return given;
+  }
+  std::random_device rd;
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", static_cast<unsigned>(rd()),
+                static_cast<unsigned>(rd()));
+  setenv("TESSERA_RUN_ID", id, 1);
+  return id;
 }
 
 // `--checkpoint-dir DIR`: created if needed; the ranks find it in
@@ -610,6 +650,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   // Set before the environment to pass on is gathered (both are TESSERA_
   // variables); TESSERA_RESTART is updated for each launch.
   const std::string checkpoint_dir = prepare_checkpoint_dir(o.checkpoint_dir);
+  const std::string run_id = prepare_run_id();
   setenv("TESSERA_RESTART", "0", 1);
 
   // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
@@ -790,7 +831,7 @@ int cmd_run(const std::vector<std::string>& argv) {
       }
       return code;
     }
-    std::string from = checkpoint_dir.empty() ? "" : newest_checkpoint(checkpoint_dir);
+    std::string from = checkpoint_dir.empty() ? "" : newest_checkpoint(checkpoint_dir, run_id);
     if (from.empty()) {
       from = checkpoint_dir.empty()
                  ? "the script's own checkpoints"

@@ -8,6 +8,7 @@
 #   --stop STEP                     every locality leaves (exit 3) before update STEP
 # Locality 0 writes the SHA-256 of the final weights to --out.
 import argparse
+import glob
 import hashlib
 import os
 import signal
@@ -57,10 +58,15 @@ def wait_committed(step):
     """Waits until the checkpoint before update `step` is committed, so the
     test knows where the restarted job resumes (writes are asynchronous)."""
     last = (step - 1) // args.every * args.every
-    manifest = os.path.join(os.environ["TESSERA_CHECKPOINT_DIR"], f"ckpt-{last}", "manifest.json")
+    # DIR/fit1-<run id>-<identity>/ckpt-<step>: the run of this job's one fit
+    pattern = os.path.join(os.environ["TESSERA_CHECKPOINT_DIR"],
+                           f"fit1-{os.environ['TESSERA_RUN_ID']}-*", f"ckpt-{last}",
+                           "manifest.json")
     deadline = time.monotonic() + 20
-    while last > 0 and not os.path.exists(manifest) and time.monotonic() < deadline:
+    while last > 0 and not glob.glob(pattern) and time.monotonic() < deadline:
         time.sleep(0.01)
+    if last > 0 and not glob.glob(pattern):
+        sys.exit(f"checkpoint {last} was not committed within 20 s ({pattern})")
 
 
 class Killer(nn.callbacks.Callback):

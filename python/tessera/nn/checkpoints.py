@@ -2,31 +2,50 @@
 share in parallel, in a background thread while training goes on, and a
 checkpoint counts only once locality 0 has committed its manifest.
 
-    DIR/ckpt-<step>/shard-<r>-of-<N>.bin    bytes [r*T//N, (r+1)*T//N) of the state
-    DIR/ckpt-<step>/shard-<r>-of-<N>.json   locality r's report: offset, size, SHA-256
-    DIR/ckpt-<step>/manifest.json           the commit: written last, by locality 0
+    DIR/tessera.lock                            the job using DIR: flock, host and pid
+    DIR/<run>/ckpt-<step>/shard-<r>-of-<N>.bin  bytes [r*T//N, (r+1)*T//N) of the state
+    DIR/<run>/ckpt-<step>/shard-<r>-of-<N>.json locality r's report: offset, size, SHA-256
+    DIR/<run>/ckpt-<step>/manifest.json         the commit: written last, by locality 0
+
+A run is one fit call of one job: <run> is fit<k>-<run id>-<identity>, k
+the fit call's ordinal in the process (among the fits using DIR), the run id
+TESSERA_RUN_ID (made by `tessera run` once and kept across --max-restarts
+relaunches; "local" without it), and the identity a hash of the script, its
+arguments, the model's state layout and the data's size, which the manifest
+also records. A fit resumes only its own run.
 
 The state is the weights and the optimizer's tensors laid end to end (T
 bytes, little-endian, C order; the manifest lists each tensor's name, dtype,
 shape and offset) plus the training position (update count, epoch, batch,
-the epoch's running sums, a learning rate set by a callback) in the
-manifest. <step> is the update count. Any number of localities reads a
-checkpoint: each reads every shard and checks it against the manifest.
+the epoch's running sums, a learning rate set by a callback) and the
+history of the epochs done, in the manifest. <step> is the update count.
+Any number of localities reads a checkpoint: each reads every shard and
+checks it against the manifest.
 
-Every file is written to a temporary in its folder, fsynced and renamed.
-A folder without a manifest, or whose manifest or shards do not check
-out, is not a checkpoint: locality 0 removes it (with a warning when it had a
-manifest) before training starts, so the temporaries of killed writes go
-with it. Only the last `keep` complete checkpoints are kept.
+The folder is untrusted: every file is opened relative to its folder
+without following links, only regular files of the size the manifest states
+are read, and the whole manifest is checked (types, ranges, the model's
+layout, the run's identity) before a checkpoint is chosen; the newest that
+checks out is used. Every file is written to a temporary in its folder,
+fsynced and renamed. A folder without a manifest, or whose manifest or
+shards do not check out, is not a checkpoint: locality 0 removes the files
+of it that tessera names (never through a link) before training starts, so
+the temporaries of killed writes go with it. Only the last `keep` complete
+checkpoints are kept.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
+import math
 import os
 import re
-import shutil
+import socket
+import stat
+import sys
 import threading
 import time
 import warnings
@@ -36,19 +55,34 @@ import numpy as np
 
 from .. import distributed as _dist
 from .callbacks import Callback
-from .saving import DTYPES, apply_training_state, write_atomic
+from .saving import DTYPES, _host, apply_training_state
 
 __all__ = ["CheckpointDir", "newest_checkpoint"]
 
 FORMAT = "tessera-checkpoint"
-VERSION = 1
+VERSION = 2
 MANIFEST = "manifest.json"
-_FOLDER = re.compile(r"ckpt-([1-9]\d*)")
+LOCK = "tessera.lock"
+_FOLDER = re.compile(r"ckpt-([1-9]\d{0,17})")
+_SHARD = re.compile(r"shard-(\d{5})-of-(\d{5})\.(bin|json)")
+_RUN_ID = re.compile(r"[A-Za-z0-9_.]{1,64}")
+_RUN_NAME = re.compile(r"fit[1-9]\d*-[A-Za-z0-9_.]{1,64}-[0-9a-f]{12}")
 _TMP_PREFIX = ".tessera-ckpt-"
+_MANIFEST_LIMIT = 16 << 20  # bytes: a manifest is small (tensor list, history)
+_REPORT_LIMIT = 1 << 16
+_MAX_LOCALITIES = 1 << 20
+_BIG = 1 << 53  # larger counts are not counts
+_KEYS = {"format", "version", "step", "epoch", "batch", "localities", "total_bytes", "tensors",
+         "training", "shards", "written", "run", "history", "first_iteration", "checksum"}
+_TRAINING_KEYS = {"iteration", "epoch", "batch", "acc", "seed", "lr_override"}
 
 # Called by the writer thread half way through writing a shard, before the
 # temporary is flushed and renamed: tests stop or kill the process there.
 _partial_write_hook = None
+
+# {folder: how many fits of this process used it}: the fit call's ordinal.
+_fit_counts: dict = {}
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _timeout() -> float:
@@ -56,19 +90,6 @@ def _timeout() -> float:
         return float(os.environ.get("TESSERA_COLLECTIVE_TIMEOUT", "300"))
     except ValueError:
         return 300.0
-
-
-def _fsync_dir(folder):
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _sealed(body: dict) -> bytes:
@@ -118,70 +139,371 @@ def _snapshot(tensors, entries, lo: int, hi: int) -> bytearray:
     return buf
 
 
-def _steps_in(folder):
-    """{step: path} of the ckpt-<step> folders in `folder`."""
+# ------------------------------------------------------------- the file system
+
+def _open_dir(name, dir_fd=None):
+    """A folder opened without following a link; OSError naming why not."""
     try:
-        names = os.listdir(folder)
+        return os.open(name, _O_DIR, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            what = "a symbolic link" if _is_link(name, dir_fd) else "not a folder"
+            raise OSError(e.errno, f"{name} is {what}") from None
+        raise
+
+
+def _is_link(name, dir_fd) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _kind(name, dir_fd) -> str:
+    """'folder', 'link', 'other' or 'missing': what entry `name` is, not followed."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return "missing"
+    return "folder" if stat.S_ISDIR(mode) else "link" if stat.S_ISLNK(mode) else "other"
+
+
+def _read_regular(dir_fd, name, shown, size=None, limit=None) -> bytes:
+    """The bytes of regular file `name` in folder dir_fd, opened without
+    following a link and without blocking (a FIFO is refused, not waited on);
+    exactly `size` bytes, or at most `limit`. ValueError naming what is wrong."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise ValueError(f"{shown} is missing") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError(f"{shown} is a symbolic link, not a file tessera wrote") from None
+        raise ValueError(f"{shown} cannot be read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{shown} is not a regular file (a FIFO, a device or a folder)")
+        if size is not None and st.st_size != size:
+            raise ValueError(f"{shown} has {st.st_size} bytes, the manifest says {size}")
+        if limit is not None and st.st_size > limit:
+            raise ValueError(f"{shown} has {st.st_size} bytes, more than the {limit} a "
+                             "checkpoint's file of its kind may have")
+        want = st.st_size
+        buf = bytearray(want)
+        view, got = memoryview(buf), 0
+        while got < want:
+            k = os.readv(fd, [view[got:]])
+            if k == 0:
+                break
+            got += k
+        if got != want or os.read(fd, 1):
+            raise ValueError(f"{shown} changed size while it was read")
+        return bytes(buf)
+    except OSError as e:
+        raise ValueError(f"{shown} cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def _write_at(dir_fd, name, chunks, hook=None, durable=True):
+    """Writes the chunks to a new temporary in folder dir_fd (named by host
+    and pid, so a sweep can tell a dead writer's), fsyncs it (unless not
+    durable) and renames it to `name` (a link of that name is replaced, not
+    followed); the temporary is removed on any failure."""
+    tmp = f"{_TMP_PREFIX}{_host()}-{os.getpid()}-{os.urandom(4).hex()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for k, chunk in enumerate(chunks):
+                f.write(chunk)
+                if k == 0 and hook is not None:
+                    hook()
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+
+
+def _tessera_name(name: str) -> bool:
+    return name == MANIFEST or name.startswith(_TMP_PREFIX) or bool(_SHARD.fullmatch(name))
+
+
+def _remove_checkpoint(run_fd, name) -> str:
+    """Removes checkpoint folder `name` of a run: the manifest first (so a
+    folder half removed is an uncommitted one), then the files tessera names,
+    never through a link, then the folder if that emptied it. What was done,
+    for the warning: 'removed it', or why it was left."""
+    kind = _kind(name, run_fd)
+    if kind != "folder":
+        return "left it in place (not a folder tessera made)" if kind != "missing" else ""
+    try:
+        fd = _open_dir(name, run_fd)
+    except OSError as e:
+        return f"left it in place ({e.strerror or e})"
+    left = 0
+    try:
+        names = os.listdir(fd)
+        for entry in [MANIFEST] + sorted(n for n in names if n != MANIFEST):
+            if entry not in names:
+                continue
+            if not _tessera_name(entry) or _kind(entry, fd) == "folder":
+                left += 1
+                continue
+            try:
+                os.unlink(entry, dir_fd=fd)  # a link is removed, never what it points to
+            except OSError:
+                left += 1
+    finally:
+        os.close(fd)
+    if left:
+        return f"removed tessera's files from it and left {left} other entr" \
+               f"{'y' if left == 1 else 'ies'} in place"
+    try:
+        os.rmdir(name, dir_fd=run_fd)
+    except OSError as e:
+        return f"removed its files, not the folder ({e.strerror or e})"
+    return "removed it"
+
+
+def _steps_at(run_fd):
+    """{step: kind} of the ckpt-<step> entries of a run folder."""
+    try:
+        names = os.listdir(run_fd)
     except OSError:
         return {}
     out = {}
     for name in names:
         m = _FOLDER.fullmatch(name)
-        if m and os.path.isdir(os.path.join(folder, name)):
-            out[int(m.group(1))] = os.path.join(folder, name)
+        if m:
+            out[int(m.group(1))] = _kind(name, run_fd)
     return out
 
 
-def read_manifest(path) -> dict:
-    """The manifest of checkpoint folder `path`, checked; ValueError naming
-    what is wrong otherwise."""
-    file = os.path.join(path, MANIFEST)
-    try:
-        with open(file, "rb") as f:
-            doc = json.loads(f.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"{file} is missing (the checkpoint was never committed)") from None
-    except (OSError, ValueError, RecursionError) as e:
-        raise ValueError(f"{file} is unreadable ({type(e).__name__}: {str(e)[:120]})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise ValueError(f"{file} is not a {FORMAT} manifest of version {VERSION}")
-    body = {k: v for k, v in doc.items() if k != "checksum"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    if hashlib.sha256(text.encode()).hexdigest() != doc.get("checksum"):
-        raise ValueError(f"{file}: checksum mismatch (the manifest is corrupted)")
-    shards, total = doc.get("shards"), doc.get("total_bytes")
-    if not isinstance(shards, list) or not isinstance(total, int) or not shards or \
-            not isinstance(doc.get("tensors"), list) or not isinstance(doc.get("training"), dict):
-        raise ValueError(f"{file} is malformed (shards, total_bytes, tensors, training)")
-    at = 0
-    for s in shards:
-        if not isinstance(s, dict) or s.get("start") != at or not isinstance(s.get("bytes"), int) \
-                or not isinstance(s.get("file"), str) or "/" in s["file"]:
-            raise ValueError(f"{file}: the shards do not cover the state in order")
-        at += s["bytes"]
+# ------------------------------------------------------------------ checking
+
+def _whole(v, lo=0, hi=_BIG) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _array_of(v, shape) -> bool:
+    """v is nested lists of finite numbers of this shape."""
+    if not shape:
+        return _number(v)
+    return isinstance(v, list) and len(v) == shape[0] and all(_array_of(x, shape[1:]) for x in v)
+
+
+def _check_tensors(tensors, total):
+    if not isinstance(tensors, list) or len(tensors) > 1 << 20:
+        raise ValueError("tensors is not a list of tensor entries")
+    at, names = 0, set()
+    for e in tensors:
+        if not isinstance(e, dict) or set(e) != {"name", "dtype", "shape", "offset", "nbytes"}:
+            raise ValueError(f"the tensor entry {str(e)[:80]} is malformed")
+        shape = e["shape"]
+        if not isinstance(e["name"], str) or e["name"] in names or e["dtype"] not in DTYPES \
+                or not isinstance(shape, list) or len(shape) > 32 \
+                or not all(_whole(d, 0, _BIG) for d in shape) or e["offset"] != at \
+                or not _whole(e["nbytes"]):
+            raise ValueError(f"the tensor entry {str(e)[:80]} is malformed")
+        count = 1
+        for d in shape:
+            count = min(count * d, _BIG)
+        if e["nbytes"] != count * np.dtype(DTYPES[e["dtype"]]).itemsize:
+            raise ValueError(f"the tensor {e['name']!r} of shape {shape} and dtype {e['dtype']} "
+                             f"cannot have {e['nbytes']} bytes")
+        names.add(e["name"])
+        at += e["nbytes"]
     if at != total:
-        raise ValueError(f"{file}: the shards hold {at} bytes, the state {total}")
+        raise ValueError(f"the tensors hold {at} bytes, the state {total}")
+
+
+def check_manifest(doc, step=None, expect=None):
+    """Checks every field of a manifest (parsed, checksum verified): types,
+    ranges and how they fit together; with `expect` (what the fit that reads
+    it knows: layout, total, identity, epochs, steps, ...) also that it is a
+    checkpoint of that fit's run. ValueError naming the first defect."""
+    expect = expect or {}
+    if set(doc) != _KEYS:
+        missing, extra = sorted(_KEYS - set(doc)), sorted(set(doc) - _KEYS)
+        raise ValueError(f"its fields differ from a manifest's: missing {missing}, unknown "
+                         f"{extra[:5]}")
+    if not _whole(doc["step"], 1):
+        raise ValueError(f"step {str(doc['step'])[:40]} is not an update count")
+    if step is not None and doc["step"] != step:
+        raise ValueError(f"its manifest is for step {doc['step']}")
+    n, total = doc["localities"], doc["total_bytes"]
+    if not _whole(n, 1, _MAX_LOCALITIES):
+        raise ValueError(f"localities {str(n)[:40]} is not a number of localities")
+    if not _whole(total):
+        raise ValueError(f"total_bytes {str(total)[:40]} is not a size")
+    if "total" in expect and total != expect["total"]:
+        raise ValueError(f"the state has {total} bytes, the model's {expect['total']}")
+    if "layout" in expect:
+        if doc["tensors"] != expect["layout"]:
+            raise ValueError("its tensors (names, dtypes, shapes, offsets) are not the model's")
+    else:
+        _check_tensors(doc["tensors"], total)
+    shards = doc["shards"]
+    if not isinstance(shards, list) or len(shards) != n:
+        raise ValueError(f"it lists {len(shards) if isinstance(shards, list) else 'no'} shards "
+                         f"for {n} localities")
+    for r, s in enumerate(shards):
+        lo, hi = _span(total, n, r)
+        if not isinstance(s, dict) or set(s) != {"file", "start", "bytes", "sha256"} \
+                or s["file"] != f"shard-{r:05d}-of-{n:05d}.bin" or s["start"] != lo \
+                or s["bytes"] != hi - lo or not isinstance(s["sha256"], str) \
+                or not re.fullmatch(r"[0-9a-f]{64}", s["sha256"]):
+            raise ValueError(f"shard entry {r} ({str(s)[:100]}) is not bytes [{lo}, {hi}) of "
+                             "the state")
+    epoch, batch, t = doc["epoch"], doc["batch"], doc["training"]
+    epochs, steps = expect.get("epochs"), expect.get("steps")
+    if not _whole(epoch, expect.get("initial_epoch", 0), _BIG if epochs is None else epochs):
+        raise ValueError(f"epoch {str(epoch)[:40]} is not an epoch of this fit (from "
+                         f"{expect.get('initial_epoch', 0)} to {epochs})")
+    if not _whole(batch, 0, _BIG if steps is None else steps - 1) or \
+            (epoch == epochs and batch != 0):
+        raise ValueError(f"batch {str(batch)[:40]} is not a batch of the epoch's "
+                         f"{steps if steps is not None else 'batches'}")
+    if not isinstance(t, dict) or set(t) != _TRAINING_KEYS:
+        raise ValueError("training is not the training position (iteration, epoch, batch, "
+                         "acc, seed, lr_override)")
+    if t["iteration"] != doc["step"] or t["epoch"] != epoch or t["batch"] != batch:
+        raise ValueError(f"the training position (update {str(t['iteration'])[:40]}, epoch "
+                         f"{str(t['epoch'])[:40]}, batch {str(t['batch'])[:40]}) is not the "
+                         f"checkpoint's ({doc['step']}, {epoch}, {batch})")
+    if not _whole(t["seed"], -(1 << 63), (1 << 63) - 1):
+        raise ValueError(f"seed {str(t['seed'])[:40]} is not a seed")
+    lr = t["lr_override"]
+    if lr is not None and not (_number(lr) and lr >= 0):
+        raise ValueError(f"the learning rate {str(lr)[:40]} is not a finite number >= 0")
+    acc = t["acc"]
+    if (acc is None) != (batch == 0):
+        raise ValueError("the epoch's running sums do not match its batch")
+    if acc is not None:
+        shapes = expect.get("metric_shapes")
+        if not isinstance(acc, dict) or set(acc) != {"loss", "seen", "totals"} or \
+                not _number(acc["loss"]) or not _whole(acc["seen"], 1) or \
+                not isinstance(acc["totals"], list) or \
+                (shapes is not None and (len(acc["totals"]) != len(shapes) or not all(
+                    _array_of(v, list(s)) for v, s in zip(acc["totals"], shapes)))):
+            raise ValueError("the epoch's running sums (loss, seen, totals) are malformed")
+        rows = expect.get("batch_size")
+        if rows is not None and acc["seen"] > batch * rows:
+            raise ValueError(f"the epoch's running sums count {acc['seen']} samples in "
+                             f"{batch} batches of {rows}")
+    first = doc["first_iteration"]
+    if not _whole(first, 0, doc["step"] - 1):
+        raise ValueError(f"first_iteration {str(first)[:40]} is not an update count before "
+                         f"{doc['step']}")
+    if "first_iteration" in expect and first != expect["first_iteration"]:
+        raise ValueError(f"the run started at update {first}, this fit at "
+                         f"{expect['first_iteration']}")
+    start = expect.get("initial_epoch", 0)
+    if steps is not None and doc["step"] - first > (epoch - start) * steps + batch:
+        raise ValueError(f"{doc['step'] - first} updates cannot have been made by epoch "
+                         f"{epoch}, batch {batch} of {steps} per epoch")
+    history = doc["history"]
+    if "initial_epoch" not in expect and isinstance(history, list) and history and \
+            isinstance(history[0], dict) and _whole(history[0].get("epoch"), 0, epoch):
+        start = history[0]["epoch"]  # resume_from: a run that began at any epoch
+    if not isinstance(history, list) or len(history) != epoch - start or not all(
+            isinstance(h, dict) and set(h) == {"epoch", "logs"} and h["epoch"] == start + k
+            and isinstance(h["logs"], dict) and len(h["logs"]) <= 1000
+            and all(isinstance(a, str) and len(a) <= 200 and _number(v)
+                    for a, v in h["logs"].items())
+            for k, h in enumerate(history)):
+        raise ValueError(f"the history is not one entry of logs per epoch done (epochs {start} "
+                         f"to {epoch})")
+    if not isinstance(doc["written"], str) or len(doc["written"]) > 64:
+        raise ValueError("written is not a time")
+    run = doc["run"]
+    if "identity" in expect and run != expect["identity"]:
+        raise ValueError(f"it belongs to another run ({str(run)[:300]}), not this fit's "
+                         f"({str(expect['identity'])[:300]})")
+    if not isinstance(run, dict):
+        raise ValueError("run is not a run's identity")
     return doc
 
 
-def read_state(path, manifest) -> bytes:
-    """The state's bytes from every shard of checkpoint `path`, each checked
-    against the manifest's size and SHA-256."""
+def _parse_manifest(blob: bytes, shown):
+    try:
+        doc = json.loads(blob.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{shown} is unreadable ({type(e).__name__}: {str(e)[:120]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise ValueError(f"{shown} is not a {FORMAT} manifest of version {VERSION}")
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise ValueError(f"{shown} holds a number that is not finite") from None
+    if hashlib.sha256(text.encode()).hexdigest() != doc.get("checksum"):
+        raise ValueError(f"{shown}: checksum mismatch (the manifest is corrupted)")
+    return doc
+
+
+def _read_manifest_at(ck_fd, path, step=None, expect=None) -> dict:
+    shown = os.path.join(path, MANIFEST)
+    blob = _read_regular(ck_fd, MANIFEST, shown, limit=_MANIFEST_LIMIT)
+    doc = _parse_manifest(blob, shown)
+    try:
+        return check_manifest(doc, step, expect)
+    except ValueError as e:
+        raise ValueError(f"{shown}: {e}") from None
+
+
+def _read_state_at(ck_fd, path, manifest) -> bytes:
     parts = []
     for s in manifest["shards"]:
-        file = os.path.join(path, s["file"])
-        try:
-            with open(file, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise ValueError(f"shard {file} cannot be read ({e.strerror or e})") from None
-        if len(data) != s["bytes"]:
-            raise ValueError(f"shard {file} has {len(data)} bytes, the manifest says "
-                             f"{s['bytes']}")
-        if hashlib.sha256(data).hexdigest() != s.get("sha256"):
-            raise ValueError(f"shard {file}: checksum mismatch (corrupted)")
+        shown = os.path.join(path, s["file"])
+        data = _read_regular(ck_fd, s["file"], f"shard {shown}", size=s["bytes"])
+        if hashlib.sha256(data).hexdigest() != s["sha256"]:
+            raise ValueError(f"shard {shown}: checksum mismatch (corrupted)")
         parts.append(data)
     return b"".join(parts)
+
+
+def read_manifest(path, expect=None) -> dict:
+    """The manifest of checkpoint folder `path`, checked whole; ValueError
+    naming what is wrong otherwise."""
+    fd = _open_checkpoint(path)
+    try:
+        return _read_manifest_at(fd, os.fspath(path), expect=expect)
+    finally:
+        os.close(fd)
+
+
+def read_state(path, manifest) -> bytes:
+    """The state's bytes from every shard of checkpoint `path`, each a
+    regular file checked against the manifest's size and SHA-256."""
+    fd = _open_checkpoint(path)
+    try:
+        return _read_state_at(fd, os.fspath(path), manifest)
+    finally:
+        os.close(fd)
+
+
+def _open_checkpoint(path):
+    """A folder the user named (its path is trusted, links in it followed);
+    what is inside is opened relative to it, without following links."""
+    path = os.fspath(path)
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise ValueError(f"{path} cannot be opened as a folder ({e.strerror or e})") from None
 
 
 def _tensors_from(manifest, data: bytes, file) -> dict:
@@ -198,39 +520,164 @@ def _tensors_from(manifest, data: bytes, file) -> dict:
     return out
 
 
-def newest_checkpoint(folder, remove_bad: bool = False, warn: bool = True):
-    """(path, manifest, state bytes) of the newest complete, checksum-valid
-    checkpoint in `folder`, or None. Folders that fail the checks are passed
-    over with a warning (and removed with remove_bad, as are folders that
-    were never committed)."""
-    found = _steps_in(folder)
+def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True):
+    """(path, manifest, state bytes) of the newest checkpoint of a run folder
+    that checks out whole, or None. The others are passed over with a
+    warning (and, with remove_bad, their files removed, as are those of
+    folders never committed)."""
+    found = _steps_at(run_fd)
     chosen = None
     for step in sorted(found, reverse=True):
-        path = found[step]
-        committed = os.path.exists(os.path.join(path, MANIFEST))
+        name = f"ckpt-{step}"
+        path = os.path.join(run_path, name)
+        if found[step] != "folder":
+            if warn and chosen is None:
+                what = "a symbolic link" if found[step] == "link" else "not a folder"
+                warnings.warn(f"[checkpoint] {path} is {what}, not a checkpoint folder tessera "
+                              "made: not read, left in place; falling back to the previous one",
+                              RuntimeWarning, stacklevel=4)
+            continue
+        committed = _kind(f"{name}/{MANIFEST}", run_fd) != "missing"
         if not committed:
             if remove_bad:
-                shutil.rmtree(path, ignore_errors=True)
+                _remove_checkpoint(run_fd, name)
             continue
         if chosen is not None:
             continue  # older ones are only looked at for uncommitted folders
         try:
-            manifest = read_manifest(path)
-            if manifest.get("step") != step:
-                raise ValueError(f"its manifest is for step {manifest.get('step')}")
-            data = read_state(path, manifest)
+            ck = _open_dir(name, run_fd)
+        except OSError as e:
+            if warn:
+                warnings.warn(f"[checkpoint] {path} cannot be opened ({e.strerror or e}); "
+                              "falling back to the previous one", RuntimeWarning, stacklevel=4)
+            continue
+        try:
+            manifest = _read_manifest_at(ck, path, step, expect)
+            data = _read_state_at(ck, path, manifest)
         except ValueError as e:
+            done = _remove_checkpoint(run_fd, name) if remove_bad else ""
             if warn:
                 warnings.warn(f"[checkpoint] {path} is not a valid checkpoint: {e}; "
-                              f"{'removed it and ' if remove_bad else ''}falling back to the "
-                              "previous one", RuntimeWarning, stacklevel=4)
-            if remove_bad:
-                shutil.rmtree(path, ignore_errors=True)
+                              f"{done + ' and ' if done else ''}falling back to the previous "
+                              "one", RuntimeWarning, stacklevel=4)
             continue
+        finally:
+            os.close(ck)
         chosen = (path, manifest, data)
         if not remove_bad:
             break
     return chosen
+
+
+def newest_checkpoint(folder, remove_bad: bool = False, warn: bool = True, expect=None):
+    """(path, manifest, state bytes) of the newest checkpoint in run folder
+    `folder` (a folder of ckpt-<step> folders) that checks out whole, or None."""
+    try:
+        fd = _open_checkpoint(folder)
+    except ValueError:
+        return None
+    try:
+        return _newest_at(fd, os.fspath(folder), expect, remove_bad, warn)
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ runs, lock
+
+def run_id() -> str:
+    """TESSERA_RUN_ID (set by `tessera run`, kept across its restarts), or
+    'local' without it."""
+    rid = os.environ.get("TESSERA_RUN_ID", "")
+    if not rid:
+        return "local"
+    if not _RUN_ID.fullmatch(rid):
+        raise ValueError(f"[fit] TESSERA_RUN_ID must be 1 to 64 letters, digits, '_' or '.', got "
+                         f"{rid[:80]!r} (environment)")
+    return rid
+
+
+def _script():
+    """The script's path and a SHA-256 of its contents."""
+    argv = list(getattr(sys, "argv", []) or [])
+    path = os.path.abspath(argv[0]) if argv and argv[0] and argv[0] != "-c" else "<interactive>"
+    h = hashlib.sha256()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    return path, h.hexdigest()
+
+
+def identity(model, layout, data: dict, ordinal: int) -> dict:
+    """What makes a run: the run id, the script, the fit call's ordinal, the
+    model's state layout and the data's size."""
+    path, sha = _script()
+    arch = hashlib.sha256(json.dumps([[e["name"], e["dtype"], e["shape"]] for e in layout])
+                          .encode()).hexdigest()
+    return {"run_id": run_id(), "script": path, "script_sha256": sha, "fit": ordinal,
+            "model": arch, "optimizer": type(model._compiled.optimizer).__name__, "data": data}
+
+
+def run_name(ident: dict) -> str:
+    h = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+    return f"fit{ident['fit']}-{ident['run_id']}-{h}"
+
+
+class _Lock:
+    """One job per checkpoint folder: flock on DIR/tessera.lock, which holds
+    the host and pid of the job that has it. A lock left by a dead job is
+    free (the kernel released it) and is taken over."""
+
+    def __init__(self, top_fd, folder, where):
+        self.fd = None
+        shown = os.path.join(folder, LOCK)
+        try:
+            fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK |
+                         os.O_CLOEXEC, 0o644, dir_fd=top_fd)
+        except OSError as e:
+            what = "is a symbolic link" if e.errno == errno.ELOOP else \
+                f"cannot be opened ({e.strerror or e})"
+            raise RuntimeError(f"[{where}] the lock file {shown} {what}: the checkpoint folder "
+                               "cannot be locked for this job") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RuntimeError(f"[{where}] the lock file {shown} is not a regular file: the "
+                                   "checkpoint folder cannot be locked for this job")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RuntimeError(f"[{where}] the checkpoint folder {folder} is in use by "
+                                   f"another job: {self._holder(fd)} (lock file {shown}); one "
+                                   "job per folder: give this job another checkpoint folder "
+                                   "or wait for that one to end") from None
+            me = {"host": socket.gethostname(), "pid": os.getpid(), "run_id": run_id(),
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    @staticmethod
+    def _holder(fd) -> str:
+        try:
+            doc = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+            return f"host {str(doc['host'])[:100]}, pid {int(doc['pid'])}"
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            return "a job that did not say which (the lock file holds no host and pid)"
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)  # closing the last descriptor releases the flock
+            self.fd = None
 
 
 def parse_every(every, where: str):
@@ -252,11 +699,11 @@ def parse_every(every, where: str):
 
 
 class CheckpointDir(Callback):
-    """The checkpoints of one folder: on fit's start, finds the newest complete
-    one and puts the training state back; then writes one every
-    `every_steps` updates and/or at the end of every epoch, asynchronously,
-    keeping the last `keep`. Made by fit(checkpoint_dir=...) or from a
-    ModelCheckpoint(folder, save_training_state=True)."""
+    """The checkpoints of one folder: on fit's start, finds the newest valid
+    checkpoint of this fit's run and puts the training state back; then
+    writes one every `every_steps` updates and/or at the end of every epoch,
+    asynchronously, keeping the last `keep`. Made by fit(checkpoint_dir=...)
+    or from a ModelCheckpoint(folder, save_training_state=True)."""
 
     def __init__(self, folder, every="epoch", keep=3, verbose=0, where="fit"):
         super().__init__()
@@ -275,65 +722,184 @@ class CheckpointDir(Callback):
         self._abandon = threading.Event()
         self._last_step = None
         self._due = False
+        self._lock = None
+        self._run_fd = None
+        self._history = []
+        self._first = 0
         self.n, self.rank, self.writes = 1, 0, True
+        self.run = None  # this fit's run folder
         self.last_saved = None  # path of the newest checkpoint this run committed
 
     # ------------------------------------------------------------- reading
 
-    def restore(self, model, n_ranks: int, rank: int):
-        """Chooses the newest valid checkpoint (locality 0 decides and tells
-        the others; it also removes uncommitted and invalid folders) and
-        loads it into the model. The training state, or None when there is
-        no checkpoint yet. A collective when n_ranks > 1."""
+    def restore(self, model, n_ranks: int, rank: int, fit=None):
+        """Chooses the newest valid checkpoint of this fit's run (locality 0
+        decides and tells the others; it also locks the folder and removes
+        uncommitted and invalid checkpoints of the run) and loads it into the
+        model. `fit`: what the fit knows (data size, epochs, steps, ...). The
+        training state (with "history"), or None when the run has no
+        checkpoint yet. A collective when n_ranks > 1."""
+        fit = dict(fit or {})
         self.n, self.rank = n_ranks, rank
         real_rank = _dist.rank() if _dist.size() > 1 else 0
         # data_parallel=False under several localities: only locality 0 writes
         self.writes = n_ranks > 1 or real_rank == 0
-        found = None
+        _fit_counts[self.folder] = ordinal = _fit_counts.get(self.folder, 0) + 1
+        layout, total = _layout(_state_tensors(model), self.where)
+        ident = identity(model, layout, fit.get("data"), ordinal)
+        self.run = os.path.join(self.folder, run_name(ident))
+        self._first = model._iteration
+        self._expect = {"layout": layout, "total": total, "identity": ident,
+                        "first_iteration": model._iteration,
+                        **{k: fit[k] for k in ("epochs", "steps", "initial_epoch", "batch_size",
+                                               "metric_shapes") if fit.get(k) is not None}}
+        found, failure = None, None
         if self.writes and rank == 0:
             try:
-                os.makedirs(self.folder, exist_ok=True)
-            except OSError as e:
-                raise OSError(f"[{self.where}] cannot create the checkpoint folder "
-                              f"{self.folder}: {e.strerror or e}") from None
-            found = newest_checkpoint(self.folder, remove_bad=True)
+                found = self._open_run(lead=True)
+            except (OSError, RuntimeError, ValueError) as e:
+                failure = e
         nonce = int.from_bytes(os.urandom(6), "little")
         chosen = -1 if found is None else found[1]["step"]
         if n_ranks > 1:
-            name = zlib.crc32(self.folder.encode())
-            agreed = np.asarray(_dist.broadcast(np.array([chosen, nonce, name], dtype=np.int64)))
+            folder, run = zlib.crc32(self.folder.encode()), zlib.crc32(self.run.encode())
+            agreed = np.asarray(_dist.broadcast(np.array(
+                [chosen, nonce, folder, run, failure is not None], dtype=np.int64)))
             chosen, nonce = int(agreed[0]), int(agreed[1])
-            if int(agreed[2]) != name:
+            if failure is not None:
+                self.close()
+                raise failure
+            if int(agreed[4]):
+                raise RuntimeError(f"[{self.where}] locality {rank}: locality 0 could not open "
+                                   f"the checkpoint folder {self.folder} (its error says why)")
+            if int(agreed[2]) != folder:
                 raise ValueError(f"[{self.where}] locality {rank} writes its checkpoints to "
                                  f"{self.folder}, which is not locality 0's folder: every "
                                  "locality must name the same checkpoint folder")
+            if int(agreed[3]) != run:
+                raise ValueError(f"[{self.where}] locality {rank}: this fit's run "
+                                 f"{os.path.basename(self.run)} is not locality 0's (the run id, "
+                                 "script, fit call, model or data size differ): every locality "
+                                 "must run the same script on the same data")
+            if rank != 0:
+                self._open_run(lead=False)
+        elif failure is not None:
+            self.close()
+            raise failure
         elif not self.writes:
-            found = newest_checkpoint(self.folder, warn=False)
+            found = self._open_run(lead=False, read=True)
             chosen = -1 if found is None else found[1]["step"]
         self._nonce = nonce
         if chosen < 0:
             return None
         if found is None:
-            path = os.path.join(self.folder, f"ckpt-{chosen}")
+            path = os.path.join(self.run, f"ckpt-{chosen}")
             try:
-                manifest = read_manifest(path)
-                found = (path, manifest, read_state(path, manifest))
-            except ValueError as e:
+                ck = _open_dir(f"ckpt-{chosen}", self._run_fd)
+                try:
+                    manifest = _read_manifest_at(ck, path, chosen, self._expect)
+                    found = (path, manifest, _read_state_at(ck, path, manifest))
+                finally:
+                    os.close(ck)
+            except (OSError, ValueError) as e:
                 raise ValueError(f"[{self.where}] locality {rank}: the checkpoint {path} that "
-                                 f"locality 0 chose does not check out here: {e} (is "
-                                 f"{self.folder} the same shared folder on every host?)") \
-                    from None
+                                 f"locality 0 chose does not check out here: "
+                                 f"{getattr(e, 'strerror', None) or e} (is {self.folder} the "
+                                 "same shared folder on every host?)") from None
         path, manifest, data = found
         tensors = _tensors_from(manifest, data, os.path.join(path, MANIFEST))
         header = {"training": manifest["training"], "iteration": manifest["step"]}
         training = apply_training_state(model, tensors, header, path, self.where)
         self._last_step = manifest["step"]
+        self._history = [dict(h) for h in manifest["history"]]
         if self.verbose and rank == 0:
             n = manifest["localities"]
+            done = " (the run had ended: nothing is left to train)" if \
+                manifest["epoch"] == fit.get("epochs") else ""
             print(f"[{self.where}] resuming from {path} (epoch {training['epoch'] + 1}, batch "
                   f"{training['batch']}, update {manifest['step']}; written by {n} "
-                  f"localit{'y' if n == 1 else 'ies'})", flush=True)
-        return training
+                  f"localit{'y' if n == 1 else 'ies'}){done}", flush=True)
+        return dict(training, history=self._history)
+
+    def _open_run(self, lead: bool, read: bool = False):
+        """Opens the folder, and this run's folder in it, without following
+        links below the folder the user named. The lead (locality 0) creates
+        them, takes the lock and chooses the newest valid checkpoint."""
+        if lead:
+            try:
+                os.makedirs(self.folder, exist_ok=True)
+            except OSError as e:
+                raise OSError(f"[{self.where}] cannot create the checkpoint folder "
+                              f"{self.folder}: {e.strerror or e}") from None
+        try:
+            top = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            if read:
+                return None
+            raise OSError(f"[{self.where}] cannot open the checkpoint folder {self.folder}: "
+                          f"{e.strerror or e}") from None
+        name = os.path.basename(self.run)
+        try:
+            if lead:
+                self._lock = _Lock(top, self.folder, self.where)
+                try:
+                    os.mkdir(name, 0o755, dir_fd=top)
+                except FileExistsError:
+                    pass
+            try:
+                self._run_fd = _open_dir(name, top)
+            except FileNotFoundError:
+                if read:
+                    return None
+                raise
+            except OSError as e:
+                what = "a symbolic link" if e.errno == errno.ELOOP else "not a folder"
+                raise OSError(f"[{self.where}] the run folder {self.run} is {what}, not a folder "
+                              "tessera made: not used; remove it") from None
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(top)
+        if lead:
+            self._sweep()
+            return _newest_at(self._run_fd, self.run, self._expect, remove_bad=True)
+        if read:
+            return _newest_at(self._run_fd, self.run, self._expect, warn=False)
+        return None
+
+    def _sweep(self):
+        """Removes this host's temporaries of dead writers in the run folder."""
+        prefix = f"{_TMP_PREFIX}{_host()}-"
+        try:
+            names = os.listdir(self._run_fd)
+        except OSError:
+            return
+        for name in names:
+            if not name.startswith(prefix):
+                continue
+            pid = name[len(prefix):].split("-", 1)[0]
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except (PermissionError, OverflowError):
+                continue
+            try:
+                os.unlink(name, dir_fd=self._run_fd)
+            except OSError:
+                pass
+
+    def close(self):
+        if self._run_fd is not None:
+            os.close(self._run_fd)
+            self._run_fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # ------------------------------------------------------------- writing
 
@@ -347,6 +913,16 @@ class CheckpointDir(Callback):
             self.save(self.model)
 
     def on_epoch_end(self, epoch, logs=None):
+        # the history so far, as fit will record it (numbers only: JSON)
+        kept = {}
+        for k, v in (logs or {}).items():
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(v):
+                kept[str(k)] = v
+        self._history.append({"epoch": epoch, "logs": kept})
         if self.every_epoch or self._due:
             self.save(self.model)
         self._due = False
@@ -358,14 +934,15 @@ class CheckpointDir(Callback):
         """Snapshots this locality's share of the state now and writes it in
         a background thread (after the previous checkpoint's write ended)."""
         step = model._iteration
-        if not self.writes or step == self._last_step:
+        if not self.writes or step == self._last_step or self._run_fd is None:
             return
         self._wait()
         tensors = _state_tensors(model)
         entries, total = _layout(tensors, self.where)
         lo, hi = _span(total, self.n, self.rank)
         job = {"step": step, "data": _snapshot(tensors, entries, lo, hi), "start": lo,
-               "entries": entries, "total": total, "training": model._training_state()}
+               "entries": entries, "total": total, "training": model._training_state(),
+               "history": [dict(h) for h in self._history]}
         self._last_step = step
         self._abandon.clear()
         self._thread = threading.Thread(target=self._write, args=(job,), daemon=True,
@@ -373,16 +950,21 @@ class CheckpointDir(Callback):
         self._thread.start()
 
     def finish(self, abandon: bool = False):
-        """Waits for the write in flight (fit's end). With abandon (fit
-        failed), locality 0 commits it only if every shard is already there."""
-        if abandon:
-            self._abandon.set()
-            try:
-                self._wait()
-            except Exception:  # the failure that ended fit is the one to report
-                pass
-            return
-        self._wait()
+        """Waits for the write in flight (fit's end) and unlocks the folder.
+        With abandon (fit failed), locality 0 commits it only if every shard
+        is already there."""
+        try:
+            if abandon:
+                self._abandon.set()
+                try:
+                    self._wait()
+                except Exception:  # the failure that ended fit is the one to report
+                    pass
+                return
+            self._wait()
+        finally:
+            if self._thread is None:
+                self.close()
 
     def _wait(self):
         if self._thread is not None:
@@ -398,29 +980,39 @@ class CheckpointDir(Callback):
         except BaseException as e:  # reported on the main thread, at the next boundary
             if isinstance(e, OSError):
                 e = OSError(f"[{self.where}] locality {self.rank} could not write its shard of "
-                            f"checkpoint ckpt-{job['step']} in {self.folder}: "
+                            f"checkpoint ckpt-{job['step']} in {self.run}: "
                             f"{e.strerror or e}")
             self._error = e
 
     def _write_shard(self, job):
-        path = os.path.join(self.folder, f"ckpt-{job['step']}")
-        os.makedirs(path, exist_ok=True)
-        name = f"shard-{self.rank:05d}-of-{self.n:05d}"
-        data = memoryview(job["data"])
-        half = len(data) // 2
-        write_atomic(os.path.join(path, name + ".bin"), [data[:half], data[half:]],
-                     prefix=_TMP_PREFIX, hook=_partial_write_hook)
-        report = {"nonce": self._nonce, "rank": self.rank, "file": name + ".bin",
-                  "start": job["start"], "bytes": len(data),
-                  "sha256": hashlib.sha256(data).hexdigest()}
-        # The report needs no fsync: it is written after the shard's fsync,
-        # and one lost in a host crash only leaves the checkpoint uncommitted.
-        write_atomic(os.path.join(path, name + ".json"), [json.dumps(report).encode()],
-                     prefix=_TMP_PREFIX, durable=False)
-        if self.rank == 0:
-            self._commit(path, job)
+        name = f"ckpt-{job['step']}"
+        try:
+            os.mkdir(name, 0o755, dir_fd=self._run_fd)
+        except FileExistsError:
+            pass
+        kind = _kind(name, self._run_fd)
+        if kind != "folder":
+            what = "a symbolic link" if kind == "link" else "not a folder"
+            raise OSError(errno.ELOOP, f"{os.path.join(self.run, name)} is not a folder tessera "
+                                       f"made ({what}): nothing was written through it")
+        ck = _open_dir(name, self._run_fd)
+        try:
+            shard = f"shard-{self.rank:05d}-of-{self.n:05d}"
+            data = memoryview(job["data"])
+            half = len(data) // 2
+            _write_at(ck, shard + ".bin", [data[:half], data[half:]], hook=_partial_write_hook)
+            report = {"nonce": self._nonce, "rank": self.rank, "file": shard + ".bin",
+                      "start": job["start"], "bytes": len(data),
+                      "sha256": hashlib.sha256(data).hexdigest()}
+            # The report needs no fsync: it is written after the shard's fsync,
+            # and one lost in a host crash only leaves the checkpoint uncommitted.
+            _write_at(ck, shard + ".json", [json.dumps(report).encode()], durable=False)
+            if self.rank == 0:
+                self._commit(ck, os.path.join(self.run, name), job)
+        finally:
+            os.close(ck)
 
-    def _commit(self, path, job):
+    def _commit(self, ck, path, job):
         """Locality 0: waits for every locality's report, then writes the manifest."""
         expected = [_span(job["total"], self.n, r) for r in range(self.n)]
         reports, delay = {}, 0.001
@@ -429,18 +1021,20 @@ class CheckpointDir(Callback):
             for r in range(self.n):
                 if r in reports:
                     continue
-                file = os.path.join(path, f"shard-{r:05d}-of-{self.n:05d}.json")
+                file = f"shard-{r:05d}-of-{self.n:05d}.json"
                 try:
-                    with open(file, "rb") as f:
-                        rep = json.loads(f.read().decode())
-                except (OSError, ValueError):
+                    rep = json.loads(_read_regular(ck, file, file, limit=_REPORT_LIMIT).decode())
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(rep, dict) and rep.get("nonce") == self._nonce:
                     lo, hi = expected[r]
-                    if rep.get("start") != lo or rep.get("bytes") != hi - lo:
-                        raise RuntimeError(f"[{self.where}] {file}: locality {r} reports bytes "
-                                           f"[{rep.get('start')}, +{rep.get('bytes')}), "
-                                           f"expected [{lo}, {hi}); not committed")
+                    if rep.get("start") != lo or rep.get("bytes") != hi - lo or \
+                            rep.get("file") != f"shard-{r:05d}-of-{self.n:05d}.bin" or \
+                            not isinstance(rep.get("sha256"), str):
+                        raise RuntimeError(f"[{self.where}] {os.path.join(path, file)}: locality "
+                                           f"{r} reports bytes [{str(rep.get('start'))[:20]}, "
+                                           f"+{str(rep.get('bytes'))[:20]}), expected [{lo}, "
+                                           f"{hi}); not committed")
                     reports[r] = rep
             if len(reports) == self.n:
                 break
@@ -460,23 +1054,21 @@ class CheckpointDir(Callback):
                 "total_bytes": job["total"], "tensors": job["entries"], "training": training,
                 "shards": [{k: reports[r][k] for k in ("file", "start", "bytes", "sha256")}
                            for r in range(self.n)],
+                "run": self._expect["identity"], "history": job["history"],
+                "first_iteration": self._first,
                 "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        write_atomic(os.path.join(path, MANIFEST), [_sealed(body)], prefix=_TMP_PREFIX)
-        _fsync_dir(path)
+        _write_at(ck, MANIFEST, [_sealed(body)])
+        os.fsync(ck)
         self.last_saved = path
         self._prune(job["step"])
 
     def _prune(self, newest):
-        """Keeps the last `keep` committed checkpoints. The manifest goes
-        first, so a folder half removed is an uncommitted one."""
+        """Keeps the last `keep` committed checkpoints of the run; removes
+        only folders tessera made, and in them only the files it names."""
         if self.keep is None:
             return
-        done = sorted(s for s, p in _steps_in(self.folder).items()
-                      if s <= newest and os.path.exists(os.path.join(p, MANIFEST)))
+        done = sorted(s for s, kind in _steps_at(self._run_fd).items()
+                      if s <= newest and kind == "folder"
+                      and _kind(f"ckpt-{s}/{MANIFEST}", self._run_fd) == "other")
         for step in done[:-self.keep]:
-            path = os.path.join(self.folder, f"ckpt-{step}")
-            try:
-                os.unlink(os.path.join(path, MANIFEST))
-            except OSError:
-                pass
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_checkpoint(self._run_fd, f"ckpt-{step}")

@@ -664,11 +664,13 @@ class Model(ProgramsMixin, Layer):
         checkpoint_dir=DIR writes distributed checkpoints of the training
         state into DIR (every locality its share, asynchronously) every
         `checkpoint_every` ('epoch', a number of updates, or both in a list),
-        keeping the last `keep_checkpoints`; when DIR already holds a
-        complete checkpoint, fit resumes from the newest (so a restarted job
-        continues). TESSERA_CHECKPOINT_DIR (set by `tessera run
-        --checkpoint-dir`) gives DIR when neither this nor a ModelCheckpoint
-        names one; checkpoint_dir=False turns that off (docs/nn.md)."""
+        keeping the last `keep_checkpoints`. Each fit call is a run of its
+        own (DIR/fit<k>-<run id>-<identity>): when its run already has a
+        valid checkpoint (a relaunch of the same job, the same fit call,
+        model and data), fit resumes from the newest, history included.
+        TESSERA_CHECKPOINT_DIR (set by `tessera run --checkpoint-dir`) gives
+        DIR when neither this nor a ModelCheckpoint names one;
+        checkpoint_dir=False turns that off (docs/nn.md, docs/resilience.md)."""
         from .. import data as _data  # noqa: PLC0415
         from . import callbacks as _cb  # noqa: PLC0415
 
@@ -750,6 +752,10 @@ class Model(ProgramsMixin, Layer):
             ds = ds.batch(batch_size)
         n_ranks = _dist.size() if data_parallel is not False else 1
         rank = _dist.rank() if n_ranks > 1 else 0
+        rows = None if is_ds else n
+        n_batches = ds.num_batches()
+        if n_ranks > 1:
+            self._same_data_everywhere(rows, n_batches, batch_size, n_ranks)
         chunks = self._chunk_count(deterministic, n_ranks)
         if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
@@ -769,26 +775,37 @@ class Model(ProgramsMixin, Layer):
             self._opt_state = opt.init_state(self.weights, self._opt_statevars)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
+        steps = n_batches if steps_per_epoch is None else (
+            steps_per_epoch if n_batches is None else min(steps_per_epoch, n_batches))
         callbacks, ckpts = self._checkpoint_dir(callbacks, checkpoint_dir, checkpoint_every,
                                                 keep_checkpoints, verbose)
+        # what a checkpoint of this fit's run must agree with (checkpoints.py)
+        limits = {"epochs": epochs, "steps": steps, "initial_epoch": initial_epoch,
+                  "batch_size": batch_size,
+                  "metric_shapes": [list(np.zeros(s).shape) for s in sizes]}
         state = None
-        if ckpts is not None:
-            state = ckpts.restore(self, n_ranks, rank)
-        if state is None and resume_from is not None:
-            from .saving import load_training_state  # noqa: PLC0415
+        try:
+            if ckpts is not None:
+                state = ckpts.restore(self, n_ranks, rank, dict(limits, data={
+                    "rows": rows, "batches": n_batches, "batch_size": batch_size}))
+            if state is None and resume_from is not None:
+                from .saving import load_training_state  # noqa: PLC0415
 
-            if os.path.isdir(resume_from):
-                state = self._resume_from_folder(os.fspath(resume_from))
-            else:
-                state = load_training_state(self, resume_from)
+                if os.path.isdir(resume_from):
+                    state = self._resume_from_folder(os.fspath(resume_from), limits)
+                else:
+                    state = load_training_state(self, resume_from)
+        except BaseException:
+            if ckpts is not None:
+                ckpts.finish(abandon=True)  # unlocks the folder
+            raise
         if state is not None:
             start_epoch, start_batch, acc0 = state["epoch"], state["batch"], state.get("acc")
             seed = state.get("seed", seed)
-        n_batches = ds.num_batches()
-        steps = n_batches if steps_per_epoch is None else (
-            steps_per_epoch if n_batches is None else min(steps_per_epoch, n_batches))
         history = History()
         self.history = history
+        for past in (state or {}).get("history") or []:  # the epochs a resumed run did
+            history._add(past["epoch"], dict(past["logs"]))
         cbs = _cb.CallbackList(callbacks, history=history, model=self,
                                params={"epochs": epochs, "steps": steps, "verbose": verbose})
         self.stop_training = False
@@ -925,20 +942,32 @@ class Model(ProgramsMixin, Layer):
             return callbacks, None
         return callbacks + [ckpts], ckpts
 
-    def _resume_from_folder(self, folder):
-        """fit(resume_from=folder): a checkpoint folder (ckpt-<step>, or a
-        folder of them: the newest complete one), read without changing it."""
+    def _resume_from_folder(self, folder, limits):
+        """fit(resume_from=folder): a checkpoint folder (ckpt-<step>), a run's
+        folder of them (the newest valid one) or a checkpoint folder holding
+        one run, read without changing it and checked whole (of any run)."""
         from . import checkpoints as _ck  # noqa: PLC0415
         from .saving import apply_training_state  # noqa: PLC0415
 
+        layout, total = _ck._layout(_ck._state_tensors(self), "resume_from")
+        expect = {k: v for k, v in limits.items() if k != "initial_epoch"}
+        expect.update(layout=layout, total=total)
         try:
-            if os.path.exists(os.path.join(folder, _ck.MANIFEST)):
-                manifest = _ck.read_manifest(folder)
+            if os.path.lexists(os.path.join(folder, _ck.MANIFEST)):
+                manifest = _ck.read_manifest(folder, expect)
                 found = (folder, manifest, _ck.read_state(folder, manifest))
             else:
-                found = _ck.newest_checkpoint(folder)
-        except ValueError as e:
-            raise ValueError(f"[resume_from] {folder}: {e}; nothing was loaded") from None
+                runs = sorted(e.name for e in os.scandir(folder) if _ck._RUN_NAME.fullmatch(
+                    e.name) and e.is_dir(follow_symlinks=False))
+                if len(runs) > 1:
+                    raise ValueError(f"it holds {len(runs)} runs ({', '.join(runs[:4])}"
+                                     f"{', ...' if len(runs) > 4 else ''}): name one")
+                if runs:
+                    folder = os.path.join(folder, runs[0])
+                found = _ck.newest_checkpoint(folder, expect=expect)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"[resume_from] {folder}: {getattr(e, 'strerror', None) or e}; "
+                             "nothing was loaded") from None
         if found is None:
             raise FileNotFoundError(f"[resume_from] {folder} holds no complete checkpoint "
                                     "(ckpt-<step> folders with a manifest.json)")
@@ -946,6 +975,27 @@ class Model(ProgramsMixin, Layer):
         header = {"training": manifest["training"], "iteration": manifest["step"]}
         return apply_training_state(self, _ck._tensors_from(manifest, data, path), header, path,
                                     "resume_from")
+
+    @staticmethod
+    def _same_data_everywhere(rows, n_batches, batch_size, n_ranks):
+        """Data parallel fit: every locality must pass the same data (each
+        takes its share of every global batch). One small collective at the
+        start compares the row and batch counts; an error names each one's."""
+        mine = np.array([[-1 if rows is None else rows, -1 if n_batches is None else n_batches,
+                          batch_size]], dtype=np.int64)
+        every = np.asarray(_dist.all_gather(mine)).reshape(n_ranks, 3)
+        if (every == every[0]).all():
+            return
+
+        def says(r, v):
+            rows_r = "an unknown number of rows" if v[0] < 0 else f"{v[0]} rows"
+            batches = "?" if v[1] < 0 else v[1]
+            return f"locality {r} has {rows_r} ({batches} batches of {v[2]})"
+
+        raise ValueError("[fit] the localities were given different amounts of data: "
+                         + ", ".join(says(r, v) for r, v in enumerate(every.tolist()))
+                         + "; every locality must pass the same data to fit (each takes its "
+                         "share of every global batch)")
 
     def _learning_rate(self, iteration: int) -> float:
         if self._lr_override is not None:
