@@ -175,7 +175,8 @@ def weights():
             write("weights", name, blob[16:16 + length] + b"\0" + blob[16 + length:-32])
         model.fit(np.ones((4, 2), np.float32), np.ones((4, 2), np.float32), epochs=1,
                   verbose=0, checkpoint_dir=os.path.join(d, "ck"))
-        _, manifest, state = checkpoints.newest_checkpoint(os.path.join(d, "ck"), warn=False)
+        run = glob.glob(os.path.join(d, "ck", "fit*"))[0]  # the fit's run folder
+        _, manifest, state = checkpoints.newest_checkpoint(run, warn=False)
         write("weights", "folder", json.dumps(manifest).encode() + b"\0" + state)
 
 

@@ -22,6 +22,7 @@ The input is a JSON document, a NUL byte, then a data section.
     python fuzz/weights.py [libFuzzer flags] [corpus folders]
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -210,7 +211,8 @@ def _warm_up():
             (length,) = struct.unpack("<Q", blob[8:16])
             load_file(blob[16:16 + length] + b"\0" + blob[16 + length:-32])
         MODEL.fit(X, Y, epochs=1, verbose=0, checkpoint_dir=os.path.join(d, "ck"))
-        found = checkpoints.newest_checkpoint(os.path.join(d, "ck"), warn=False)
+        run = glob.glob(os.path.join(d, "ck", "fit*"))  # the fit's run folder
+        found = checkpoints.newest_checkpoint(run[0], warn=False) if run else None
         if found is not None:
             load_folder(dict(found[1]), found[2])
     saving.builtin_classes()

@@ -357,6 +357,21 @@ FORGED = {
 }
 
 
+@pytest.mark.parametrize("value", [{}, [], None, 7])
+def test_a_forged_field_of_any_type_is_a_defect_not_a_crash(tmp_path, value):
+    """Read without a fit's expectations (the readers the fuzz target calls):
+    a tensor entry's dtype of an unhashable or other type is "not a valid
+    checkpoint", never a TypeError (found by fuzz_weights)."""
+    d = tmp_path / "ck"
+    with pytest.raises(KeyboardInterrupt):
+        fit(make(), checkpoint_dir=d, callbacks=[Stop(5)])
+    reseal(ckpt(d, 4), lambda m: m["tensors"][0].update(dtype=value))
+    with pytest.raises(ValueError, match=r"manifest.json: the tensor entry .* is malformed"):
+        checkpoints.read_manifest(ckpt(d, 4))
+    with pytest.warns(RuntimeWarning, match=r"ckpt-4 is not a valid checkpoint"):
+        assert checkpoints.newest_checkpoint(run_dir(d)) is None
+
+
 @pytest.mark.parametrize("forgery", sorted(FORGED))
 def test_a_forged_manifest_falls_back_to_the_previous_checkpoint(tmp_path, reference, forgery):
     """A manifest whose checksum was recomputed after a change: the whole

@@ -391,7 +391,8 @@ def test_reading_checkpoints_and_resuming_run_nothing(tmp_path):
     out, events = watching(model.fit, x, y, epochs=2, verbose=0, checkpoint_dir=False,
                            resume_from=tmp_path / "c.ckpt")
     assert events == [] and not isinstance(out, Exception), (events, out)
-    out, events = watching(checkpoints.newest_checkpoint, tmp_path / "ck", warn=False)
+    run = next((tmp_path / "ck").glob("fit*"))  # the fit's run folder of ckpt-<step> folders
+    out, events = watching(checkpoints.newest_checkpoint, run, warn=False)
     assert events == [] and out is not None and not isinstance(out, Exception), (events, out)
     path, manifest, _ = out
     out, events = watching(checkpoints.read_manifest, path)

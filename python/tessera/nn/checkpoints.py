@@ -313,7 +313,8 @@ def _check_tensors(tensors, total):
         if not isinstance(e, dict) or set(e) != {"name", "dtype", "shape", "offset", "nbytes"}:
             raise ValueError(f"the tensor entry {str(e)[:80]} is malformed")
         shape = e["shape"]
-        if not isinstance(e["name"], str) or e["name"] in names or e["dtype"] not in DTYPES \
+        if not isinstance(e["name"], str) or e["name"] in names or \
+                not isinstance(e["dtype"], str) or e["dtype"] not in DTYPES \
                 or not isinstance(shape, list) or len(shape) > 32 \
                 or not all(_whole(d, 0, _BIG) for d in shape) or e["offset"] != at \
                 or not _whole(e["nbytes"]):
@@ -463,6 +464,10 @@ def _read_manifest_at(ck_fd, path, step=None, expect=None) -> dict:
         return check_manifest(doc, step, expect)
     except ValueError as e:
         raise ValueError(f"{shown}: {e}") from None
+    except (TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as e:
+        # a check that met a value of a type it did not foresee: still a defect of the file
+        raise ValueError(f"{shown}: a field is malformed ({type(e).__name__}: "
+                         f"{str(e)[:120]})") from None
 
 
 def _read_state_at(ck_fd, path, manifest) -> bytes:
