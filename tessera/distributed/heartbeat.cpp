@@ -43,6 +43,7 @@ std::string seconds_text(double s) {
 // An IPv4 address of this host and its network mask (network order).
 struct Interface {
   uint32_t addr = 0, mask = 0;
+  std::string name;  // eth0
 };
 
 // This host's IPv4 addresses, those other hosts can reach first (loopback
@@ -54,6 +55,7 @@ std::vector<Interface> local_addresses(size_t at_most) {
     for (ifaddrs* a = list; a; a = a->ifa_next) {
       if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP)) continue;
       Interface i;
+      i.name = a->ifa_name ? a->ifa_name : "";
       i.addr = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr;
       if (a->ifa_netmask && a->ifa_netmask->sa_family == AF_INET)
         i.mask = reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr;
@@ -62,11 +64,44 @@ std::vector<Interface> local_addresses(size_t at_most) {
     freeifaddrs(list);
   }
   if (out.empty()) {
-    out = loopback.empty() ? std::vector<Interface>{{htonl(INADDR_LOOPBACK), htonl(0xff000000)}}
+    out = loopback.empty() ? std::vector<Interface>{{htonl(INADDR_LOOPBACK), htonl(0xff000000), "lo"}}
                            : loopback;
   }
   if (out.size() > at_most) out.resize(at_most);
   return out;
+}
+
+// Whether the interface is one the job's MPI traffic is told to use:
+// OMPI_MCA_btl_tcp_if_include or OMPI_MCA_oob_tcp_if_include (which `tessera
+// run` sets to the network its hosts share), each a list of networks
+// ("10.0.0.0/24") and interface names.
+bool chosen_for_mpi(const Interface& i) {
+  for (const char* var : {"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"}) {
+    const char* list = std::getenv(var);
+    if (!list) continue;
+    std::string all = list;
+    size_t at = 0;
+    while (at <= all.size()) {
+      size_t comma = std::min(all.find(',', at), all.size());
+      std::string item = all.substr(at, comma - at);
+      at = comma + 1;
+      size_t slash = item.find('/');
+      if (slash == std::string::npos) {
+        if (!item.empty() && item == i.name) return true;
+        continue;
+      }
+      in_addr net{};
+      char* end = nullptr;
+      long bits = std::strtol(item.c_str() + slash + 1, &end, 10);
+      if (inet_pton(AF_INET, item.substr(0, slash).c_str(), &net) != 1 || *end != '\0' ||
+          bits < 0 || bits > 32) {
+        continue;
+      }
+      uint32_t mask = bits == 0 ? 0 : htonl(~uint32_t{0} << (32 - bits));
+      if ((i.addr & mask) == (net.s_addr & mask)) return true;
+    }
+  }
+  return false;
 }
 
 std::string address_text(uint32_t addr, uint16_t port) {
@@ -215,7 +250,7 @@ struct Hello {
   uint8_t key_check[8];   // with TESSERA_JOB_KEY: key_check() of it
   int32_t has_env_key;
   uint16_t count;
-  uint16_t reserved;
+  uint16_t preferred;  // bit i: addrs[i] is on the network MPI is told to use (chosen_for_mpi)
   uint32_t addrs[8];  // IPv4, network order
   uint32_t masks[8];
   char host[64];
@@ -237,14 +272,18 @@ bool same_addresses(const Hello& a, const Hello& b) {
 // this host; else the first of this host's addresses that shares a network
 // (by its mask) with an address of every rank on another host (and is not
 // that rank's own address too, as a container bridge on every host would
-// be); else 0 (every address; the sender's address is still checked).
+// be), those on the network MPI is told to use first; else 0 (every
+// address; the sender's address is still checked).
 uint32_t address_to_bind(const std::vector<Hello>& all, int rank) {
   const Hello& me = all[rank];
   auto here = [&](const Hello& h) {
     return std::strncmp(h.host, me.host, sizeof h.host) == 0 && same_addresses(h, me);
   };
   if (std::all_of(all.begin(), all.end(), here)) return htonl(INADDR_LOOPBACK);
-  for (int i = 0; i < std::min<int>(me.count, 8); ++i) {
+  for (int k = 0; k < 2 * std::min<int>(me.count, 8); ++k) {
+    int i = k % std::min<int>(me.count, 8);
+    bool preferred = (me.preferred >> i) & 1;
+    if (preferred != (k < std::min<int>(me.count, 8))) continue;
     uint32_t a = me.addrs[i], m = me.masks[i];
     if (a == htonl(INADDR_LOOPBACK) || m == 0) continue;
     bool reaches_all = true;
@@ -309,6 +348,7 @@ std::string Heartbeat::start(const Allgather& allgather, int rank, int size, dou
   for (size_t i = 0; i < addrs.size(); ++i) {
     hello.addrs[i] = addrs[i].addr;
     hello.masks[i] = addrs[i].mask;
+    if (chosen_for_mpi(addrs[i])) hello.preferred |= static_cast<uint16_t>(1u << i);
   }
   hello.count = static_cast<uint16_t>(addrs.size());
   gethostname(hello.host, sizeof hello.host - 1);
