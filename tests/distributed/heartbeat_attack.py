@@ -21,11 +21,15 @@ this process finds their heartbeat sockets (/proc/<pid>/fd and
 
 Then it lets the ranks go on (heartbeat_rank.py), and checks, by scenario:
 
-- finish: the job ends normally ("ok" from every rank), and each rank's
+- finish: every rank got the job's secret from the launcher and took it out
+  of its environment (heartbeat_rank.py), the job ends normally ("ok" from
+  every rank), and each rank's
   line "ignored N heartbeat datagrams" counts the junk, the forgeries, the
   replays from elsewhere and (with a raw socket) the replays.
 - stop: the last rank stops itself (SIGSTOP) after the attack: it is still
   named, within the failure timeout plus slack, and the job is gone.
+- mpirun: as finish, under plain mpirun (no launcher: rank 0 draws the
+  secret and gives it to the other rank through MPI at start-up).
 """
 
 import os
@@ -165,9 +169,15 @@ def main():
     go = os.path.join(work, "go")
     env = dict(os.environ, TESSERA_FAILURE_TIMEOUT=str(TIMEOUT), TESSERA_TEST_GO=go,
                TESSERA_TEST_LOSS="stop" if scenario == "stop" else "none")
+    cmd = [cli, "run", "-n", "2", script]
+    if scenario == "mpirun":
+        env.update(TESSERA_TEST_NO_LAUNCHER="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        env.pop("TESSERA_JOB_KEY", None)
+        python = os.environ.get("TESSERA_PYTHON", sys.executable)
+        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-n", "2", "--tag-output", python, script]
     start = time.time()
-    p = subprocess.Popen([cli, "run", "-n", "2", script], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, env=env)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     timer = threading.Timer(120, p.kill)
     timer.start()
     lines = []
@@ -175,7 +185,11 @@ def main():
 
     def read():
         for line in p.stdout:
-            lines.append((time.time() - start, line.rstrip("\n")))
+            # mpirun's tags as the launcher's: "[1,0]<stderr>:" is "[rank 0] ".
+            # (mpirun may leave the next line's tag at the end of a line).
+            line = re.sub(r"^\[\d+,(\d+)\]<std(?:out|err)>:", r"[rank \1] ", line.rstrip("\n"))
+            line = re.sub(r"\[\d+,\d+\]<std(?:out|err)>:$", "", line)
+            lines.append((time.time() - start, line))
             if sum(1 for _, x in lines if x.endswith("] ready")) == 2:
                 ready.set()
         ready.set()
@@ -239,7 +253,9 @@ def main():
     text = [line for _, line in lines]
     failures = [line for line in text if "has not been heard from" in line or "heard from none" in line]
 
-    if scenario == "finish":
+    if scenario in ("finish", "mpirun"):
+        if sum(1 for line in text if line.endswith("] key ok")) != 2:
+            fail("a rank did not find its secret taken out of its environment", lines)
         if status != 0 or sum(1 for line in text if line.endswith("] ok")) != 2:
             fail(f"the job did not end normally (status {status})", lines)
         if failures:
