@@ -64,8 +64,8 @@ std::vector<Interface> local_addresses(size_t at_most) {
     freeifaddrs(list);
   }
   if (out.empty()) {
-    out = loopback.empty() ? std::vector<Interface>{{htonl(INADDR_LOOPBACK), htonl(0xff000000), "lo"}}
-                           : loopback;
+    out = loopback;
+    if (out.empty()) out.push_back({htonl(INADDR_LOOPBACK), htonl(0xff000000), "lo"});
   }
   if (out.size() > at_most) out.resize(at_most);
   return out;
@@ -152,7 +152,7 @@ void take_job_key_from_environment() {
   if (ok) {
     k.present = true;
   } else {
-    k.error = error_message("[locality] ", kJobKeyEnv,
+    k.error = error_message(kJobKeyEnv,
                             " must be 64 hex digits (the 32-byte job secret `tessera run` makes), "
                             "got ",
                             n, " characters");
@@ -398,6 +398,10 @@ std::string Heartbeat::start(const Allgather& allgather, int rank, int size, dou
     return "[locality] the exchange of heartbeat addresses failed";
   for (int r = 0; r < size; ++r) {
     if (!all[r].ok) {
+      for (int* fd : {&fd_, &wake_fd_}) {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+      }
       return error_message(
           "[locality] failure detection (TESSERA_FAILURE_TIMEOUT) cannot start on rank ", r,
           r == rank ? ": " + error : std::string(" (see its error)"));

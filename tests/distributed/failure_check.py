@@ -186,19 +186,23 @@ def main():
                 check_lost(r, n, "kill")
             else:
                 last = r["lines"][-1][1] if r["lines"] else ""
-                check(re.match(rf"^tessera run: rank {n - 1} of {n} .*RuntimeError: rank_lost.py: this rank gives up",
-                               last), f"the last line does not name the rank that raised: {last}", r)
+                raised = (rf"^tessera run: rank {n - 1} of {n} .*"
+                          r"RuntimeError: rank_lost.py: this rank gives up")
+                check(re.match(raised, last),
+                      f"the last line does not name the rank that raised: {last}", r)
             files = sorted(os.listdir(d))
             for rank in range(n - 1):
                 check(f"locality-{rank}.trace" in files, f"rank {rank} wrote no trace: {files}", r)
             # The rank that raised leaves through its error, and writes its trace too.
             if how == "raise":
-                check(f"locality-{n - 1}.trace" in files, f"the rank that raised wrote no trace: {files}", r)
+                check(f"locality-{n - 1}.trace" in files,
+                      f"the rank that raised wrote no trace: {files}", r)
             rep = subprocess.run([cli, "report", d], capture_output=True, text=True, timeout=120)
             check(rep.returncode == 0, f"tessera report failed: {rep.stderr}", r)
             bad = [line for line in rep.stderr.splitlines()
                    if "truncated" in line or "damaged" in line or
-                   ("wrote no trace" in line and (how == "raise" or f"locality {n - 1} of {n}" not in line))]
+                   ("wrote no trace" in line
+                    and (how == "raise" or f"locality {n - 1} of {n}" not in line))]
             check(not bad, f"the healthy ranks' traces do not load whole: {bad}", r)
             print(rep.stderr.strip())
         finally:

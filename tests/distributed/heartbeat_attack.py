@@ -175,7 +175,8 @@ def main():
                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         env.pop("TESSERA_JOB_KEY", None)
         python = os.environ.get("TESSERA_PYTHON", sys.executable)
-        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-n", "2", "--tag-output", python, script]
+        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-n", "2", "--tag-output",
+               python, script]
     start = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     timer = threading.Timer(120, p.kill)
@@ -251,7 +252,8 @@ def main():
     reader.join()
     shutil.rmtree(work, ignore_errors=True)
     text = [line for _, line in lines]
-    failures = [line for line in text if "has not been heard from" in line or "heard from none" in line]
+    failures = [line for line in text
+                if "has not been heard from" in line or "heard from none" in line]
 
     if scenario in ("finish", "mpirun"):
         if sum(1 for line in text if line.endswith("] key ok")) != 2:
@@ -261,15 +263,16 @@ def main():
         if failures:
             fail("a failure was declared", lines)
         for rank in range(2):
-            m = next((re.search(r"rank \d ignored (\d+) heartbeat datagrams on [0-9.:]+: (\d+) junk, "
-                                r"(\d+) forged \(MAC did not match\), (\d+) replayed or of another launch, "
-                                r"(\d+) from an address other than the sender's", line)
-                      for line in text if line.startswith(f"[rank {rank}]") and "ignored" in line), None)
+            pattern = (r"rank \d ignored (\d+) heartbeat datagrams on [0-9.:]+: (\d+) junk, "
+                       r"(\d+) forged \(MAC did not match\), (\d+) replayed or of another "
+                       r"launch, (\d+) from an address other than the sender's")
+            m = next((re.search(pattern, line) for line in text
+                      if line.startswith(f"[rank {rank}]") and "ignored" in line), None)
             if not m:
                 fail(f"rank {rank} did not say what it ignored", lines)
             total, junk, forged_n, replayed, elsewhere = map(int, m.groups())
-            print(f"rank {rank}: ignored {total}: {junk} junk, {forged_n} forged, {replayed} replayed, "
-                  f"{elsewhere} from elsewhere")
+            print(f"rank {rank}: ignored {total}: {junk} junk, {forged_n} forged, "
+                  f"{replayed} replayed, {elsewhere} from elsewhere")
             if junk == 0 or forged_n == 0:
                 fail(f"rank {rank} counted no junk or no forgeries", lines)
             if sent["elsewhere"] and elsewhere == 0:
@@ -277,10 +280,12 @@ def main():
             if sent["spoofed"] and replayed == 0:
                 fail(f"rank {rank} counted no replays from the sender's address", lines)
     elif scenario == "stop":
-        lost = next((float(m.group(1)) for line in text if (m := re.search(r"lost at (\d+\.\d+)", line))), None)
+        lost = next((float(m.group(1)) for line in text
+                     if (m := re.search(r"lost at (\d+\.\d+)", line))), None)
         if status == 0 or lost is None:
             fail("the victim was not lost, or the job succeeded", lines)
-        err = next((t for t, line in lines if "RuntimeError:" in line and "has not been heard from" in line), None)
+        err = next((t for t, line in lines
+                    if "RuntimeError:" in line and "has not been heard from" in line), None)
         if err is None or not any("rank 1 on host" in line for line in failures):
             fail("no error names the stopped rank 1", lines)
         delay = start + err - lost

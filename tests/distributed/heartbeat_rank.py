@@ -33,8 +33,9 @@ if not os.environ.get("TESSERA_TEST_NO_LAUNCHER"):
     assert given and given.group(1) != b"0" * 64, "the launcher gave the rank no TESSERA_JOB_KEY"
     assert given.group(1) not in environ_of(os.getpid()), "the secret is in /proc/self/environ"
 assert "TESSERA_JOB_KEY" not in os.environ, "TESSERA_JOB_KEY is still in os.environ"
-child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('TESSERA_JOB_KEY'))"],
-                       capture_output=True, text=True).stdout.strip()
+child = subprocess.run(
+    [sys.executable, "-c", "import os; print(os.environ.get('TESSERA_JOB_KEY'))"],
+    capture_output=True, text=True).stdout.strip()
 assert child == "None", f"a child process got TESSERA_JOB_KEY: {child}"
 print("key ok", flush=True)
 

@@ -270,19 +270,22 @@ def case_heartbeat_stop():
     time.sleep(timeout + 1)  # every rank would have warned of a peer never heard from by now
     ns = f"{PREFIX}-node2"
     victim = None
-    for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+    listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    for pid in listed.split():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 args = f.read().split(b"\0")
         except OSError:
             continue
-        if b"python" in os.path.basename(args[0]) and any(a.endswith(b"long_train.py") for a in args):
+        python = b"python" in os.path.basename(args[0])
+        if python and any(a.endswith(b"long_train.py") for a in args):
             victim = int(pid)
     if victim is None:
         fail("no rank process on node2", output.text())
     os.kill(victim, signal.SIGSTOP)
     stopped = time.time()
-    output.wait_for(r"RuntimeError: .*rank 2 on host node2 \(10\.77\.0\.2\) has not been heard from", timeout + 4)
+    named = r"RuntimeError: .*rank 2 on host node2 \(10\.77\.0\.2\) has not been heard from"
+    output.wait_for(named, timeout + 4)
     took = time.time() - stopped
     out = output.finish(30)
     print(out)
