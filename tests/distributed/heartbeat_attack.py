@@ -21,6 +21,8 @@ this process finds their heartbeat sockets (/proc/<pid>/fd and
 
 Then it lets the ranks go on (heartbeat_rank.py), and checks, by scenario:
 
+- every scenario: the heartbeat sockets are bound to loopback (all ranks are
+  on this host), not to every address.
 - finish: every rank got the job's secret from the launcher and took it out
   of its environment (heartbeat_rank.py), the job ends normally ("ok" from
   every rank), and each rank's
@@ -94,8 +96,8 @@ def udp_sockets(pids):
             fields = line.split()
             ip_hex, port_hex = fields[1].split(":")
             if fields[9] in inodes:
-                ip = socket.inet_ntoa(struct.pack("<I", int(ip_hex, 16)))
-                found.append(("127.0.0.1" if ip == "0.0.0.0" else ip, int(port_hex, 16)))
+                found.append((socket.inet_ntoa(struct.pack("<I", int(ip_hex, 16))),
+                              int(port_hex, 16)))
     return found
 
 
@@ -211,6 +213,9 @@ def main():
     if len(socks) != 2:
         fail(f"expected the 2 ranks' heartbeat sockets, found {socks}", lines)
     print("heartbeat sockets:", socks)
+    # Every rank is on this host: the sockets listen on loopback only.
+    if any(ip != "127.0.0.1" for ip, _ in socks):
+        fail(f"heartbeat sockets not bound to loopback: {socks}", lines)
     ports = {port for _, port in socks}
     captured = capture(ports, 1.5)
     print(f"captured {len(captured)} heartbeat datagrams")
