@@ -26,6 +26,8 @@ which name the operation and the user's ``file.py:line``:
 The C++ engine is ``tessera._core`` (``Program``, ``call_primitive``, ...).
 """
 
+import os as _os
+
 try:
     from . import _core
 except ImportError as error:  # pragma: no cover - a checkout without `make build`
@@ -33,6 +35,10 @@ except ImportError as error:  # pragma: no cover - a checkout without `make buil
         "tessera's C++ extension tessera._core is missing or cannot be loaded "
         f"({error}); run `make build` in the tessera checkout, or `pip install .`"
     ) from error
+# The job's heartbeat secret from `tessera run` goes out of the environment
+# before the program can start a process (docs/security.md, "Heartbeats").
+_core._take_job_key()
+_os.environ.pop("TESSERA_JOB_KEY", None)
 from ._core import (CompileError, Program, call_primitive, conv_winograd, deterministic,
                     memory_stats, num_threads, release_cached_memory, reset_peak_memory,
                     set_conv_winograd, set_deterministic, set_num_threads)

@@ -161,7 +161,14 @@ def _exit_at_once_on_error(kind, value, traceback, previous=sys.excepthook):
     # A rank that dies of an uncaught exception leaves without MPI_Finalize,
     # which would wait for ranks that may be waiting for this one: mpirun then
     # ends the whole job at once instead of after the collective timeout.
+    # Its trace (`tessera run --trace`) is written first: os._exit skips atexit.
     previous(kind, value, traceback)
+    try:
+        recording = sys.modules.get("tessera.trace")
+        if recording is not None:
+            recording._stop_at_exit()
+    except BaseException:  # noqa: BLE001 - the exit must happen whatever the trace does
+        pass
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)

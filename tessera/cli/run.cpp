@@ -44,6 +44,8 @@
 #include "tessera/cli/cluster.hpp"
 #include "tessera/cli/run_guard.hpp"
 #include "tessera/cli/run_output.hpp"
+#include "tessera/distributed/heartbeat.hpp"
+#include "tessera/distributed/mac.hpp"
 #include "tessera/kernels/io.hpp"
 
 namespace tessera::cli {
@@ -139,6 +141,12 @@ sys.argv = sys.argv[1:]
 sys.path[0] = os.path.dirname(os.path.abspath(script))
 def leave(code):
     try:
+        trace = sys.modules.get("tessera.trace")
+        if trace is not None:
+            trace._stop_at_exit()
+    except BaseException:
+        pass
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
@@ -183,6 +191,25 @@ void prepare_trace(std::string& dir, int n, const std::string& script) {
       "run\t" + run + "\nlocalities\t" + std::to_string(n) + "\nprogram\t" + script + "\n", "run");
   setenv("TESSERA_TRACE", dir.c_str(), 1);
   setenv("TESSERA_TRACE_RUN", run.c_str(), 1);
+}
+
+// The job's secret, which authenticates the ranks' heartbeat datagrams
+// (docs/security.md, "Heartbeats"): 32 random bytes, made once per `tessera
+// run` (restarts differ by the launch nonce the ranks draw), given to the
+// ranks in their environment as TESSERA_JOB_KEY (hex). mpirun gets the
+// variable's name (-x TESSERA_JOB_KEY, like every TESSERA_ variable), never
+// its value on its command line; each rank takes it out of its environment.
+void make_job_key() {
+  uint8_t key[32];
+  if (!distributed::detail::random_bytes(key, sizeof key)) {
+    throw std::runtime_error(std::string("[run] cannot draw the job's secret from the kernel "
+                                         "(getrandom, /dev/urandom): ") +
+                             std::strerror(errno));
+  }
+  std::string hex = distributed::detail::to_hex(key, sizeof key);
+  setenv(distributed::detail::kJobKeyEnv, hex.c_str(), 1);
+  std::memset(key, 0, sizeof key);
+  std::fill(hex.begin(), hex.end(), '0');
 }
 
 struct RunOptions {
@@ -699,6 +726,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   if (!o.trace_dir.empty()) prepare_trace(o.trace_dir, o.n, o.script);
+  make_job_key();  // before the environment to pass on is gathered
 
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::string> cmd = {"mpirun", "-n", std::to_string(o.n), "--tag-output"};

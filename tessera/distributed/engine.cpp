@@ -2,12 +2,16 @@
 // end of the program (see engine.hpp).
 #include "tessera/distributed/engine.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include "tessera/runtime/trace.hpp"
@@ -70,6 +74,46 @@ void trace_op(const Op& op, const Future<Value>& f) {
     e.t1 = trace::now_ns();
     if (e.amount == 0 && !f.error() && f.get().is_array()) e.amount = f.get().as_array().nbytes();
     trace::record(e);
+  });
+}
+
+// A rank ended by SIGTERM writes its trace first: that is how mpirun stops
+// the healthy ranks when another one was killed or raised (and how the
+// launcher stops a job). The handler only wakes a thread of its own, which
+// writes the trace (nothing when none is recorded) and ends the process by
+// the same signal. A handler the program installed itself is left alone.
+int sigterm_pipe[2] = {-1, -1};
+
+void on_sigterm(int) {
+  char c = 1;
+  ssize_t ignored = write(sigterm_pipe[1], &c, 1);
+  (void)ignored;
+}
+
+void write_trace_on_sigterm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old{};
+    if (sigaction(SIGTERM, nullptr, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+        old.sa_handler != SIG_DFL) {
+      return;
+    }
+    if (pipe2(sigterm_pipe, O_CLOEXEC) != 0) return;
+    std::thread([] {
+      char c;
+      while (read(sigterm_pipe[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      trace::write_before_abrupt_end();
+      std::fflush(stdout);
+      std::fflush(stderr);
+      signal(SIGTERM, SIG_DFL);
+      kill(getpid(), SIGTERM);
+    }).detach();
+    struct sigaction sa{};
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, nullptr);
   });
 }
 
@@ -174,6 +218,7 @@ void Engine::run() {
     }
     init_error = check_same_program();
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
+    if (size_ > 1) write_trace_on_sigterm();
   }
   {
     std::lock_guard lock(in_mu_);

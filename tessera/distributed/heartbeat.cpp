@@ -15,12 +15,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <optional>
-#include <random>
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
+#include "tessera/distributed/mac.hpp"
 
 namespace tessera::distributed::detail {
 
@@ -38,26 +40,133 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// An IPv4 address of this host and its network mask (network order).
+struct Interface {
+  uint32_t addr = 0, mask = 0;
+  std::string name;  // eth0
+};
+
 // This host's IPv4 addresses, those other hosts can reach first (loopback
 // only when there is nothing else).
-std::vector<uint32_t> local_addresses(size_t at_most) {
-  std::vector<uint32_t> out, loopback;
+std::vector<Interface> local_addresses(size_t at_most) {
+  std::vector<Interface> out, loopback;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) == 0) {
     for (ifaddrs* a = list; a; a = a->ifa_next) {
       if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP)) continue;
-      uint32_t ip = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr;
-      (a->ifa_flags & IFF_LOOPBACK ? loopback : out).push_back(ip);
+      Interface i;
+      i.name = a->ifa_name ? a->ifa_name : "";
+      i.addr = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr;
+      if (a->ifa_netmask && a->ifa_netmask->sa_family == AF_INET)
+        i.mask = reinterpret_cast<const sockaddr_in*>(a->ifa_netmask)->sin_addr.s_addr;
+      (a->ifa_flags & IFF_LOOPBACK ? loopback : out).push_back(i);
     }
     freeifaddrs(list);
   }
-  if (out.empty())
-    out = loopback.empty() ? std::vector<uint32_t>{htonl(INADDR_LOOPBACK)} : loopback;
+  if (out.empty()) {
+    out = loopback;
+    if (out.empty()) out.push_back({htonl(INADDR_LOOPBACK), htonl(0xff000000), "lo"});
+  }
   if (out.size() > at_most) out.resize(at_most);
   return out;
 }
 
+// Whether the interface is one the job's MPI traffic is told to use:
+// OMPI_MCA_btl_tcp_if_include or OMPI_MCA_oob_tcp_if_include (which `tessera
+// run` sets to the network its hosts share), each a list of networks
+// ("10.0.0.0/24") and interface names.
+bool chosen_for_mpi(const Interface& i) {
+  for (const char* var : {"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"}) {
+    const char* list = std::getenv(var);
+    if (!list) continue;
+    std::string all = list;
+    size_t at = 0;
+    while (at <= all.size()) {
+      size_t comma = std::min(all.find(',', at), all.size());
+      std::string item = all.substr(at, comma - at);
+      at = comma + 1;
+      size_t slash = item.find('/');
+      if (slash == std::string::npos) {
+        if (!item.empty() && item == i.name) return true;
+        continue;
+      }
+      in_addr net{};
+      char* end = nullptr;
+      long bits = std::strtol(item.c_str() + slash + 1, &end, 10);
+      if (inet_pton(AF_INET, item.substr(0, slash).c_str(), &net) != 1 || *end != '\0' ||
+          bits < 0 || bits > 32) {
+        continue;
+      }
+      uint32_t mask = bits == 0 ? 0 : htonl(~uint32_t{0} << (32 - bits));
+      if ((i.addr & mask) == (net.s_addr & mask)) return true;
+    }
+  }
+  return false;
+}
+
+std::string address_text(uint32_t addr, uint16_t port) {
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &addr, ip, sizeof ip);
+  return error_message(ip, ":", ntohs(port));
+}
+
+// The job's secret as taken from the environment (take_job_key_from_environment).
+struct JobKey {
+  std::mutex mu;
+  bool taken = false;
+  bool present = false;
+  std::array<uint8_t, 32> key{};
+  std::string error;  // set but not 64 hex digits
+};
+
+JobKey& job_key() {
+  static JobKey* k = new JobKey();  // never destroyed: the heartbeat thread may outlive statics
+  return *k;
+}
+
+// What ranks compare to learn that they hold the same secret, without
+// showing it.
+std::array<uint8_t, 8> key_check(const std::array<uint8_t, 32>& key) {
+  static constexpr char kLabel[] = "tessera job key check";
+  Digest d = hmac_sha256(key.data(), key.size(), kLabel, sizeof kLabel - 1);
+  std::array<uint8_t, 8> out;
+  std::memcpy(out.data(), d.data(), out.size());
+  return out;
+}
+
 }  // namespace
+
+void take_job_key_from_environment() {
+  JobKey& k = job_key();
+  std::lock_guard lock(k.mu);
+  if (k.taken) return;
+  k.taken = true;
+  char* value = std::getenv(kJobKeyEnv);
+  if (!value) return;
+  size_t n = std::strlen(value);
+  bool ok = from_hex(value, k.key.data(), k.key.size());
+  // Overwritten where it is (the process's initial environment block is
+  // what /proc/<pid>/environ shows), then removed for child processes.
+  std::memset(value, '0', n);
+  unsetenv(kJobKeyEnv);
+  if (ok) {
+    k.present = true;
+  } else {
+    k.error = error_message(kJobKeyEnv,
+                            " must be 64 hex digits (the 32-byte job secret `tessera run` makes), "
+                            "got ",
+                            n, " characters");
+  }
+}
+
+std::string Ignored::message(int rank, const std::string& where) const {
+  return error_message("tessera: warning: [locality] rank ", rank, " ignored ", total(),
+                       " heartbeat datagrams on ", where, ": ", junk, " junk, ", forged,
+                       " forged (MAC did not match), ", replayed,
+                       " replayed or of another launch, ", misaddressed,
+                       " from an address other than the sender's (see docs/security.md, "
+                       "Heartbeats)");
+}
 
 double failure_timeout_seconds() {
   const char* s = std::getenv("TESSERA_FAILURE_TIMEOUT");
@@ -113,16 +222,88 @@ std::string PeerFailure::marker() const {
                        " cutoff=", cut_off ? 1 : 0);
 }
 
-// A datagram between heartbeat threads.
+// A datagram between heartbeat threads. `mac` is HMAC-SHA-256, keyed with
+// the job's secret, over every byte before it; the receiver checks it before
+// it reads any other field.
 struct Heartbeat::Packet {
   enum Kind : int32_t { beat = 1, goodbye = 2, failed = 3 };
-  uint64_t job = 0;  // the job's id (rank 0's nonce): datagrams of other jobs are ignored
+  uint64_t launch = 0;  // the launch's nonce (rank 0's): earlier launches' datagrams are refused
+  uint64_t seq = 0;     // the sender's sequence number, strictly increasing
   int32_t kind = beat;
   int32_t from = -1, to = -1;
   int32_t subject = -1;  // failed: the rank declared failed
   int32_t cut_off = 0;   // failed: the subject declared itself cut off
-  double silent = 0;     // failed: seconds the subject was silent
+  int32_t reserved = 0;
+  double silent = 0;  // failed: seconds the subject was silent
+  uint8_t mac[32] = {};
 };
+static_assert(sizeof(Heartbeat::Packet) == 80 && offsetof(Heartbeat::Packet, mac) == 48,
+              "a heartbeat datagram has no padding: every byte is covered by the MAC");
+
+namespace {
+
+// What every rank tells the others at start-up (through MPI), before the
+// sockets are bound.
+struct Hello {
+  uint64_t nonce;
+  uint8_t key[32];        // rank 0 without TESSERA_JOB_KEY: the secret it drew; else zeros
+  uint8_t key_check[8];   // with TESSERA_JOB_KEY: key_check() of it
+  int32_t has_env_key;
+  uint16_t count;
+  uint16_t preferred;  // bit i: addrs[i] is on the network MPI is told to use (chosen_for_mpi)
+  uint32_t addrs[8];  // IPv4, network order
+  uint32_t masks[8];
+  char host[64];
+};
+
+// And after: where its socket is.
+struct Bound {
+  uint32_t addr;  // network order; 0: every address (INADDR_ANY)
+  uint16_t port;  // network order
+  uint16_t reserved;
+  int32_t ok;
+};
+
+bool same_addresses(const Hello& a, const Hello& b) {
+  return a.count == b.count && std::equal(a.addrs, a.addrs + std::min<int>(a.count, 8), b.addrs);
+}
+
+// The address this rank's socket is bound to: loopback when every rank is on
+// this host; else the first of this host's addresses that shares a network
+// (by its mask) with an address of every rank on another host (and is not
+// that rank's own address too, as a container bridge on every host would
+// be), those on the network MPI is told to use first; else 0 (every
+// address; the sender's address is still checked).
+uint32_t address_to_bind(const std::vector<Hello>& all, int rank) {
+  const Hello& me = all[rank];
+  auto here = [&](const Hello& h) {
+    return std::strncmp(h.host, me.host, sizeof h.host) == 0 && same_addresses(h, me);
+  };
+  if (std::all_of(all.begin(), all.end(), here)) return htonl(INADDR_LOOPBACK);
+  for (int k = 0; k < 2 * std::min<int>(me.count, 8); ++k) {
+    int i = k % std::min<int>(me.count, 8);
+    bool preferred = (me.preferred >> i) & 1;
+    if (preferred != (k < std::min<int>(me.count, 8))) continue;
+    uint32_t a = me.addrs[i], m = me.masks[i];
+    if (a == htonl(INADDR_LOOPBACK) || m == 0) continue;
+    bool reaches_all = true;
+    for (const Hello& h : all) {
+      if (here(h)) continue;
+      bool reached = false;
+      for (int j = 0; j < std::min<int>(h.count, 8) && !reached; ++j) {
+        uint32_t b = h.addrs[j];
+        bool mine = std::find(me.addrs, me.addrs + std::min<int>(me.count, 8), b) !=
+                    me.addrs + std::min<int>(me.count, 8);
+        reached = !mine && (b & m) == (a & m);
+      }
+      reaches_all = reaches_all && reached;
+    }
+    if (reaches_all) return a;
+  }
+  return 0;
+}
+
+}  // namespace
 
 std::string Heartbeat::start(const Allgather& allgather, int rank, int size, double timeout,
                              Callbacks callbacks) {
@@ -137,61 +318,114 @@ std::string Heartbeat::start(const Allgather& allgather, int rank, int size, dou
     targets_.push_back((rank + d) % size);
     watched_.push_back((rank - d % size + size) % size);
   }
+  last_seq_.assign(size, 0);
 
+  // The job's secret: TESSERA_JOB_KEY (from `tessera run`), else rank 0
+  // draws one and gives it to the others below. Every rank makes the same
+  // exchanges whatever went wrong, and errors are reported after them.
+  std::string error;
+  JobKey& jk = job_key();
+  take_job_key_from_environment();
+  Hello hello{};
+  {
+    std::lock_guard lock(jk.mu);
+    if (!jk.error.empty()) {
+      error = jk.error;
+    } else if (jk.present) {
+      key_ = jk.key;
+      hello.has_env_key = 1;
+      std::array<uint8_t, 8> check = key_check(key_);
+      std::memcpy(hello.key_check, check.data(), check.size());
+    } else if (rank == 0 && !random_bytes(hello.key, sizeof hello.key)) {
+      error = error_message("cannot draw the job's secret from the kernel (getrandom, "
+                            "/dev/urandom): ",
+                            std::strerror(errno));
+    }
+  }
+  if (!random_bytes(&hello.nonce, sizeof hello.nonce) && error.empty())
+    error = error_message("cannot draw a nonce from the kernel: ", std::strerror(errno));
+  std::vector<Interface> addrs = local_addresses(8);
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    hello.addrs[i] = addrs[i].addr;
+    hello.masks[i] = addrs[i].mask;
+    if (chosen_for_mpi(addrs[i])) hello.preferred |= static_cast<uint16_t>(1u << i);
+  }
+  hello.count = static_cast<uint16_t>(addrs.size());
+  gethostname(hello.host, sizeof hello.host - 1);
+  std::vector<Hello> hellos(size);
+  if (!allgather(&hello, hellos.data(), sizeof hello))
+    return "[locality] the exchange of heartbeat addresses failed";
+  for (Hello& h : hellos) h.host[sizeof h.host - 1] = '\0';
+  if (error.empty()) {
+    for (int r = 1; r < size && error.empty(); ++r) {
+      if (hellos[r].has_env_key != hellos[0].has_env_key) {
+        int with = hellos[r].has_env_key ? r : 0, without = hellos[r].has_env_key ? 0 : r;
+        error = error_message(kJobKeyEnv, " (the job's secret) is set on rank ", with,
+                              " but not on rank ", without,
+                              ": start every rank with `tessera run`, or every one with mpirun");
+      } else if (hellos[0].has_env_key &&
+                 !equal_in_constant_time(hellos[r].key_check, hellos[0].key_check, 8)) {
+        error = error_message("rank ", r, " has another job secret (", kJobKeyEnv,
+                              ") than rank 0: the ranks belong to different launches");
+      }
+    }
+    if (!hellos[0].has_env_key) std::memcpy(key_.data(), hellos[0].key, key_.size());
+  }
+  for (Hello& h : hellos) std::memset(h.key, 0, sizeof h.key);
+  std::memset(hello.key, 0, sizeof hello.key);
+  launch_ = hellos[0].nonce;
+
+  // The socket, bound to the address the job uses.
+  uint32_t bind_addr = address_to_bind(hellos, rank);
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  any.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof any;
-  std::string error;
-  if (fd_ < 0 || wake_fd_ < 0) {
+  sockaddr_in here{};
+  here.sin_family = AF_INET;
+  here.sin_addr.s_addr = bind_addr;
+  socklen_t len = sizeof here;
+  if (!error.empty()) {
+  } else if (fd_ < 0 || wake_fd_ < 0) {
     error = error_message("cannot make a socket: ", std::strerror(errno));
-  } else if (bind(fd_, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0 ||
-             getsockname(fd_, reinterpret_cast<sockaddr*>(&any), &len) != 0) {
-    error = error_message("cannot bind a UDP socket: ", std::strerror(errno));
+  } else if (bind(fd_, reinterpret_cast<sockaddr*>(&here), sizeof here) != 0 ||
+             getsockname(fd_, reinterpret_cast<sockaddr*>(&here), &len) != 0) {
+    error = error_message("cannot bind a UDP socket to ", address_text(bind_addr, 0), ": ",
+                          std::strerror(errno));
   }
-
-  // Every rank's contact (and whether it could make its socket) through MPI,
-  // once.
-  struct Wire {
-    uint64_t nonce;
-    uint32_t addrs[8];
-    uint16_t port;
-    uint16_t count;
-    int32_t ok;
-    char host[64];
-  } mine{};
-  std::random_device rd;
-  mine.nonce = (uint64_t{rd()} << 32) ^ rd() ^
-               static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  std::vector<uint32_t> addrs = local_addresses(8);
-  std::copy(addrs.begin(), addrs.end(), mine.addrs);
-  mine.count = static_cast<uint16_t>(addrs.size());
-  mine.port = any.sin_port;
-  mine.ok = error.empty();
-  gethostname(mine.host, sizeof mine.host - 1);
-  std::vector<Wire> all(size);
+  bound_ = address_text(bind_addr, here.sin_port);
+  Bound mine{bind_addr, here.sin_port, 0, error.empty()};
+  std::vector<Bound> all(size);
   if (!allgather(&mine, all.data(), sizeof mine))
     return "[locality] the exchange of heartbeat addresses failed";
   for (int r = 0; r < size; ++r) {
     if (!all[r].ok) {
+      for (int* fd : {&fd_, &wake_fd_}) {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+      }
       return error_message(
           "[locality] failure detection (TESSERA_FAILURE_TIMEOUT) cannot start on rank ", r,
           r == rank ? ": " + error : std::string(" (see its error)"));
     }
   }
-  job_ = all[0].nonce;
   contacts_.resize(size);
   for (int r = 0; r < size; ++r) {
     Contact& c = contacts_[r];
-    c.addrs.assign(all[r].addrs, all[r].addrs + std::min<int>(all[r].count, 8));
+    const Hello& h = hellos[r];
+    std::vector<uint32_t> known(h.addrs, h.addrs + std::min<int>(h.count, 8));
+    if (all[r].addr != 0) {
+      c.addrs = {all[r].addr};
+    } else {
+      c.addrs = known;
+      // Bound to every address, it may send from loopback to a rank on
+      // its host.
+      if (std::strcmp(h.host, hellos[rank].host) == 0 && same_addresses(h, hellos[rank]))
+        c.addrs.push_back(htonl(INADDR_LOOPBACK));
+    }
     c.port = all[r].port;
-    all[r].host[sizeof all[r].host - 1] = '\0';
-    c.host = all[r].host[0] ? all[r].host : "?";
-    if (!c.addrs.empty() && c.addrs[0] != htonl(INADDR_LOOPBACK)) {
+    c.host = h.host[0] ? h.host : "?";
+    if (!known.empty() && known[0] != htonl(INADDR_LOOPBACK)) {
       char ip[INET_ADDRSTRLEN] = {};
-      inet_ntop(AF_INET, &c.addrs[0], ip, sizeof ip);
+      inet_ntop(AF_INET, &known[0], ip, sizeof ip);
       c.host += error_message(" (", ip, ")");
     }
   }
@@ -199,19 +433,73 @@ std::string Heartbeat::start(const Allgather& allgather, int rank, int size, dou
   return "";
 }
 
-void Heartbeat::send_to(int peer, const Packet& p) {
+Ignored Heartbeat::ignored() const {
+  Ignored i;
+  i.junk = junk_.load();
+  i.forged = forged_.load();
+  i.replayed = replayed_.load();
+  i.misaddressed = misaddressed_.load();
+  return i;
+}
+
+void Heartbeat::report_ignored() const {
+  Ignored i = ignored();
+  if (i.total() == 0 || reported_.exchange(true)) return;
+  std::fprintf(stderr, "%s\n", i.message(rank_, bound_).c_str());
+  std::fflush(stderr);
+}
+
+void Heartbeat::send_to(int peer, Packet p) {
   const Contact& c = contacts_[peer];
-  // Every address the peer has: one of them is on the network between the
-  // two hosts (the others reach nobody, or a socket that ignores it).
+  p.launch = launch_;
+  p.to = peer;
+  // Every address the peer may be reached at (one, unless it is bound to
+  // every address): one of them is on the network between the two hosts.
   for (uint32_t ip : c.addrs) {
+    if (ip == htonl(INADDR_LOOPBACK) && c.addrs.size() > 1) continue;
     sockaddr_in to{};
     to.sin_family = AF_INET;
     to.sin_addr.s_addr = ip;
     to.sin_port = c.port;
+    p.seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+    Digest mac = hmac_sha256(key_.data(), key_.size(), &p, offsetof(Packet, mac));
+    std::memcpy(p.mac, mac.data(), sizeof p.mac);
     // Errors (no route, a full buffer) are silence: the receiver judges.
     sendto(fd_, &p, sizeof p, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&to),
            sizeof to);
   }
+}
+
+bool Heartbeat::accept(const Packet& p, size_t got, const void* from_addr) {
+  if (got != sizeof p) {
+    junk_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  Digest mac = hmac_sha256(key_.data(), key_.size(), &p, offsetof(Packet, mac));
+  if (!equal_in_constant_time(mac.data(), p.mac, sizeof p.mac)) {
+    forged_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Authentic from here: made by a rank of this job, but maybe of another
+  // launch, for another rank, re-sent from elsewhere, or again.
+  if (p.launch != launch_ || p.to != rank_ || p.from < 0 || p.from >= size_ || p.from == rank_ ||
+      p.kind < Packet::beat || p.kind > Packet::failed) {
+    replayed_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const auto* sa = static_cast<const sockaddr_in*>(from_addr);
+  const Contact& c = contacts_[p.from];
+  if (sa->sin_family != AF_INET || sa->sin_port != c.port ||
+      std::find(c.addrs.begin(), c.addrs.end(), sa->sin_addr.s_addr) == c.addrs.end()) {
+    misaddressed_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (p.seq <= last_seq_[p.from]) {
+    replayed_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  last_seq_[p.from] = p.seq;
+  return true;
 }
 
 void Heartbeat::declare(PeerFailure f) {
@@ -223,7 +511,6 @@ void Heartbeat::declare(PeerFailure f) {
     // be lost; a lost notice leaves a rank to its own detection or to
     // mpirun, which stops the job when this rank leaves).
     Packet p;
-    p.job = job_;
     p.kind = Packet::failed;
     p.from = rank_;
     p.subject = f.rank;
@@ -231,12 +518,11 @@ void Heartbeat::declare(PeerFailure f) {
     p.silent = f.silent;
     for (int copy = 0; copy < 2; ++copy) {
       for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        p.to = r;
-        send_to(r, p);
+        if (r != rank_) send_to(r, p);
       }
     }
   }
+  report_ignored();
   if (callbacks_.detected) callbacks_.detected(f);
 }
 
@@ -249,7 +535,6 @@ void Heartbeat::loop() {
   auto interval =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_));
   Packet beat;
-  beat.job = job_;
   beat.from = rank_;
   while (!stop_.load(std::memory_order_acquire)) {
     auto until = give_up_at ? std::min(next_beat, *give_up_at) : next_beat;
@@ -259,11 +544,19 @@ void Heartbeat::loop() {
     poll(fds, 2, wait_ms);
     if (stop_.load(std::memory_order_acquire)) break;
     now = Clock::now();
+    // At most so many datagrams a turn: a flood delays the heartbeats this
+    // rank sends by one turn, not for as long as it lasts. One byte more than
+    // a datagram tells a longer one.
+    alignas(Packet) unsigned char buf[sizeof(Packet) + 1];
     Packet p;
-    ssize_t got;
-    while ((got = recv(fd_, &p, sizeof p, MSG_DONTWAIT)) >= 0) {
-      if (got != sizeof p || p.job != job_ || p.to != rank_ || p.from < 0 || p.from >= size_)
-        continue;
+    for (int n = 0; n < kDatagramsPerTurn; ++n) {
+      sockaddr_in from{};
+      socklen_t from_len = sizeof from;
+      ssize_t got = recvfrom(fd_, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC,
+                             reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (got < 0) break;
+      std::memcpy(&p, buf, sizeof p);
+      if (!accept(p, static_cast<size_t>(got), &from)) continue;
       if (p.kind == Packet::beat) {
         heard[p.from] = now;
         ever[p.from] = 1;
@@ -286,10 +579,7 @@ void Heartbeat::loop() {
     if (seconds_between(last_turn, now) > timeout_ / 2) std::fill(heard.begin(), heard.end(), now);
     last_turn = now;
     if (now >= next_beat) {
-      for (int t : targets_) {
-        beat.to = t;
-        send_to(t, beat);
-      }
+      for (int t : targets_) send_to(t, beat);
       next_beat += interval;
       if (next_beat <= now) next_beat = now + interval;
     }
@@ -349,14 +639,10 @@ void Heartbeat::loop() {
 void Heartbeat::goodbye() {
   if (!thread_.joinable()) return;
   Packet p;
-  p.job = job_;
   p.kind = Packet::goodbye;
   p.from = rank_;
   for (int copy = 0; copy < 2; ++copy) {
-    for (int t : targets_) {
-      p.to = t;
-      send_to(t, p);
-    }
+    for (int t : targets_) send_to(t, p);
   }
   stop_.store(true, std::memory_order_release);
   uint64_t one = 1;
@@ -366,6 +652,7 @@ void Heartbeat::goodbye() {
   thread_.join();
   close(fd_);
   close(wake_fd_);
+  report_ignored();
 }
 
 }  // namespace tessera::distributed::detail

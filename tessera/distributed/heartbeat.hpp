@@ -15,9 +15,20 @@
 // running itself for half the timeout (stopped, suspended) forgets what it
 // heard before: it cannot judge its peers over a time it did not see.
 //
+// Datagrams are authenticated (docs/security.md, "Heartbeats"): every one
+// carries HMAC-SHA-256 (mac.hpp) over all its bytes, keyed with the job's
+// secret (TESSERA_JOB_KEY from `tessera run`, or drawn by rank 0 and shared
+// through the start-up MPI exchange under plain mpirun), the launch's nonce
+// and a per-sender sequence number; the receiver checks the MAC before
+// reading any field, then the launch, the sender's address and port, and that
+// the sequence number is above the last one accepted from that sender. The
+// socket is bound to the address the job uses (loopback when every rank is
+// on one host). Whatever fails a check is counted and ignored.
+//
 // Internal to tessera/distributed (the engine starts it: engine.hpp).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +46,29 @@ namespace tessera::distributed::detail {
 // (TESSERA_FAILURE_TIMEOUT; default 30; 0 or "off": no detection). Throws
 // ValueError naming the variable for anything else than a number or "off".
 double failure_timeout_seconds();
+
+// The environment variable that carries the job's secret (64 hex digits) from
+// `tessera run` to its ranks.
+inline constexpr const char* kJobKeyEnv = "TESSERA_JOB_KEY";
+
+// Moves the job's secret out of the environment into this process (once;
+// later calls do nothing): the value is overwritten in place (so that
+// /proc/<pid>/environ shows no secret) and the variable removed (so that
+// child processes do not get it). The Python package calls it at import;
+// Heartbeat::start calls it too, and reports a value that is not 64 hex
+// digits as its start-up error. Never throws.
+void take_job_key_from_environment();
+
+// Datagrams a heartbeat ignored, by reason.
+struct Ignored {
+  uint64_t junk = 0;        // not a heartbeat datagram (size)
+  uint64_t forged = 0;      // the MAC does not match
+  uint64_t replayed = 0;    // authentic, but of another launch, for another rank, or not newer
+  uint64_t misaddressed = 0;  // authentic, but not from the sender's address and port
+  uint64_t total() const { return junk + forged + replayed + misaddressed; }
+  // "tessera: warning: [locality] rank 1 ignored 12 heartbeat datagrams ...".
+  std::string message(int rank, const std::string& where) const;
+};
 
 // A rank declared failed.
 struct PeerFailure {
@@ -80,18 +114,35 @@ class Heartbeat {
 
   bool running() const { return thread_.joinable(); }
 
+  // What was ignored so far (read by the thread's owner after goodbye, and
+  // written to stderr then and when a failure is declared, when nonzero).
+  Ignored ignored() const;
+
   // Time the program has to end on its own after a failure is declared.
   static constexpr double kExitGrace = 2.0;
+  // Datagrams read in one turn of the thread at most.
+  static constexpr int kDatagramsPerTurn = 256;
+
+ // A datagram between heartbeat threads (80 bytes, heartbeat.cpp).
+  struct Packet;
 
  private:
-  struct Packet;
   void loop();
-  void send_to(int peer, const Packet& p);
+  void send_to(int peer, Packet p);
   void declare(PeerFailure f);
+  // Checks one received datagram; true when it may be acted on.
+  bool accept(const Packet& p, size_t got, const void* from_addr);
+  void report_ignored() const;
 
   int rank_ = 0, size_ = 1, fd_ = -1, wake_fd_ = -1;
   double timeout_ = 0, interval_ = 1;
-  uint64_t job_ = 0;
+  uint64_t launch_ = 0;           // this launch's nonce (rank 0's)
+  std::array<uint8_t, 32> key_{};  // the job's secret
+  std::atomic<uint64_t> next_seq_{1};
+  std::vector<uint64_t> last_seq_;  // per sender: the last sequence number accepted
+  std::atomic<uint64_t> junk_{0}, forged_{0}, replayed_{0}, misaddressed_{0};
+  std::string bound_;  // "127.0.0.1:40123"
+  mutable std::atomic<bool> reported_{false};
   std::vector<int> targets_, watched_;  // the ranks this one sends to, and watches
   struct Contact {
     std::vector<uint32_t> addrs;  // IPv4, network order

@@ -22,6 +22,7 @@
 
 #include "tessera/core/array.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/conv.hpp"
 #include "tessera/lang/program.hpp"
@@ -425,6 +426,8 @@ PYBIND11_MODULE(_core, m) {
       "_value_checksum", [](py::handle value) { return value_checksum(to_value(value)); },
       py::arg("value"), "replicate's bitwise checksum of a value.");
 
+  m.def("_take_job_key", &distributed::detail::take_job_key_from_environment,
+        "Moves TESSERA_JOB_KEY (the job's heartbeat secret) out of the environment.");
   m.def("_drop_gradient_buckets", &distributed::drop_gradient_buckets,
         "Drops gradient buckets still waiting for members (after a training step failed part way); "
         "returns how many.");

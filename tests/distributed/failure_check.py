@@ -17,6 +17,10 @@ TESSERA_FAILURE_TIMEOUT=3 and checks, by scenario:
 - busy: nobody is lost; rank 0 computes 8 s (beyond the timeout) while the
   others wait in the all-reduce, on an oversubscribed machine: no failure.
 - trace: stop with `--trace DIR`: the healthy ranks' trace files are written.
+- trace_kill, trace_raise: the last rank is killed (SIGKILL), or raises, with
+  `--trace DIR`: the healthy ranks' trace files are written (mpirun ends them
+  with SIGTERM) and load (`tessera report DIR` finds them whole and says only
+  the killed rank's is missing; the rank that raised writes its own).
 - link: the run alone in a network namespace (unshare -n), whose network
   (lo) the last rank takes down mid-training: MPI goes on through shared
   memory, the heartbeats vanish; every rank says it is cut off within the
@@ -170,6 +174,37 @@ def main():
             files = sorted(os.listdir(d))
             for rank in range(n - 1):
                 check(f"locality-{rank}.trace" in files, f"rank {rank} wrote no trace: {files}", r)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    elif scenario in ("trace_kill", "trace_raise"):
+        how = scenario.split("_")[1]
+        d = tempfile.mkdtemp(prefix="tessera-failure-trace-")
+        try:
+            r = run_once(cli, n, how, trace_dir=d)
+            check(r["status"] != 0 and r["lost"] is not None, "expected a failure", r)
+            if how == "kill":
+                check_lost(r, n, "kill")
+            else:
+                last = r["lines"][-1][1] if r["lines"] else ""
+                raised = (rf"^tessera run: rank {n - 1} of {n} .*"
+                          r"RuntimeError: rank_lost.py: this rank gives up")
+                check(re.match(raised, last),
+                      f"the last line does not name the rank that raised: {last}", r)
+            files = sorted(os.listdir(d))
+            for rank in range(n - 1):
+                check(f"locality-{rank}.trace" in files, f"rank {rank} wrote no trace: {files}", r)
+            # The rank that raised leaves through its error, and writes its trace too.
+            if how == "raise":
+                check(f"locality-{n - 1}.trace" in files,
+                      f"the rank that raised wrote no trace: {files}", r)
+            rep = subprocess.run([cli, "report", d], capture_output=True, text=True, timeout=120)
+            check(rep.returncode == 0, f"tessera report failed: {rep.stderr}", r)
+            bad = [line for line in rep.stderr.splitlines()
+                   if "truncated" in line or "damaged" in line or
+                   ("wrote no trace" in line
+                    and (how == "raise" or f"locality {n - 1} of {n}" not in line))]
+            check(not bad, f"the healthy ranks' traces do not load whole: {bad}", r)
+            print(rep.stderr.strip())
         finally:
             shutil.rmtree(d, ignore_errors=True)
     else:

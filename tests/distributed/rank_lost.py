@@ -2,6 +2,7 @@
 # (failure_check.py runs it). TESSERA_TEST_LOSS says how:
 #   stop       the last rank stops itself (SIGSTOP) after its 3rd batch;
 #   kill       the last rank kills itself (SIGKILL) after its 3rd batch;
+#   raise      the last rank raises an exception after its 3rd batch;
 #   stop_busy  as stop, and the others compute TESSERA_TEST_BUSY seconds
 #              after that batch, in no collective;
 #   link       the last rank takes the network down (`ip link set lo down`:
@@ -38,9 +39,11 @@ class Lose(nn.callbacks.Callback):
         if batch != 3 or self.done:
             return
         self.done = True
-        lost = how in ("stop", "kill", "stop_busy", "link")
+        lost = how in ("stop", "kill", "stop_busy", "link", "raise")
         if lost and td.rank() == victim:
             print(f"lost at {time.time():.3f}", flush=True)
+            if how == "raise":
+                raise RuntimeError("rank_lost.py: this rank gives up")
             if how == "link":
                 subprocess.run(["ip", "link", "set", "lo", "down"], check=True)
             else:

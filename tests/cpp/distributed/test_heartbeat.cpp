@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace tessera::test {
 namespace {
 
 using distributed::detail::failure_timeout_seconds;
+using distributed::detail::Ignored;
 using distributed::detail::PeerFailure;
 
 struct FailureTimeoutEnv {
@@ -94,6 +96,34 @@ TEST(Heartbeat, MarkerForTheLauncher) {
   f.host = "node2";
   EXPECT_EQ(f.marker(),
             "tessera-run-peer-failed: rank=2 host=node2 addr=- silent=5.2 by=2 cutoff=1");
+}
+
+TEST(Heartbeat, WhatWasIgnoredIsCountedByReason) {
+  Ignored i;
+  i.junk = 3;
+  i.forged = 400;
+  i.replayed = 12;
+  i.misaddressed = 8;
+  EXPECT_EQ(i.total(), 423u);
+  EXPECT_EQ(i.message(1, "127.0.0.1:40321"),
+            "tessera: warning: [locality] rank 1 ignored 423 heartbeat datagrams on "
+            "127.0.0.1:40321: 3 junk, 400 forged (MAC did not match), 12 replayed or of another "
+            "launch, 8 from an address other than the sender's (see docs/security.md, "
+            "Heartbeats)");
+}
+
+// The secret leaves the environment: removed for child processes, and its
+// characters overwritten where they were. (Once per process: the only test
+// here that takes it.)
+TEST(Heartbeat, JobKeyIsTakenOutOfTheEnvironment) {
+  std::string key(64, 'a');
+  setenv(distributed::detail::kJobKeyEnv, key.c_str(), 1);
+  const char* where = std::getenv(distributed::detail::kJobKeyEnv);
+  ASSERT_NE(where, nullptr);
+  distributed::detail::take_job_key_from_environment();
+  EXPECT_EQ(std::getenv(distributed::detail::kJobKeyEnv), nullptr);
+  // glibc keeps the strings setenv made: `where` is still readable.
+  EXPECT_EQ(std::string(where), std::string(64, '0'));
 }
 
 }  // namespace

@@ -5,7 +5,7 @@ usage: cluster.py TESSERA CASE
 Cases on emulated hosts (network namespaces made by hosts.sh, ranks started
 through an rsh agent that enters them, each with a fresh environment as ssh
 gives): hosts, env_list, network, start_errors, rank_dies, slurm, link_down,
-sigterm, sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
+heartbeat_stop, sigterm, sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
 Cases on this machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
 output_dir_restarts, partial_lines.
 """
@@ -235,8 +235,9 @@ def case_slurm():
         fail("-n from SLURM_NTASKS and the network from the node list")
 
 
-def start_training(n=4):
-    p = on_node1(["-n", str(n), "--hosts", "node1:2,node2:1,node3:1", *AGENT, os.path.join(HERE, "long_train.py")])
+def start_training(n=4, env=None):
+    p = on_node1(["-n", str(n), "--hosts", "node1:2,node2:1,node3:1", *AGENT, os.path.join(HERE, "long_train.py")],
+                 env=env)
     out = Output(p)
     out.wait_for(r"^\[rank 0@node1\] training$", 60)
     time.sleep(1)  # a few steps
@@ -257,6 +258,44 @@ def case_link_down():
     no_boilerplate(out)
     gone = wait_gone(pids, max(0.5, 15 - took))
     print(f"job gone {took + gone:.1f} s after the link went down")
+
+
+def case_heartbeat_stop():
+    """Authenticated heartbeats across hosts (node1 and node2 have a second,
+    dead interface): rank 2 on node2 stopped (SIGSTOP) is named by the
+    heartbeats within TESSERA_FAILURE_TIMEOUT, and no rank missed or refused
+    its peers' heartbeats before."""
+    timeout = 3.0
+    p, output = start_training(env=dict(os.environ, TESSERA_FAILURE_TIMEOUT=str(timeout)))
+    time.sleep(timeout + 1)  # every rank would have warned of a peer never heard from by now
+    ns = f"{PREFIX}-node2"
+    victim = None
+    listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    for pid in listed.split():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        python = b"python" in os.path.basename(args[0])
+        if python and any(a.endswith(b"long_train.py") for a in args):
+            victim = int(pid)
+    if victim is None:
+        fail("no rank process on node2", output.text())
+    os.kill(victim, signal.SIGSTOP)
+    stopped = time.time()
+    named = r"RuntimeError: .*rank 2 on host node2 \(10\.77\.0\.2\) has not been heard from"
+    output.wait_for(named, timeout + 4)
+    took = time.time() - stopped
+    out = output.finish(30)
+    print(out)
+    print(f"--- status {p.returncode}; rank 2 named {took:.1f} s after it stopped")
+    if took < timeout - 0.5:
+        fail(f"rank 2 was named {took:.1f} s after it stopped, before the timeout")
+    for bad in ("received no heartbeat", "heartbeat datagrams on"):
+        if bad in out:
+            fail(f"a rank missed or refused its peers' heartbeats ({bad!r})", out)
+    wait_gone(pids, 15)
 
 
 def case_signal(sig):
@@ -473,6 +512,7 @@ NETNS_CASES = {
     "rank_dies": case_rank_dies,
     "slurm": case_slurm,
     "link_down": case_link_down,
+    "heartbeat_stop": case_heartbeat_stop,
     "sigterm": case_signal(signal.SIGTERM),
     "sigint": case_signal(signal.SIGINT),
     "sigkill": case_signal(signal.SIGKILL),
