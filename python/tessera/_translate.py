@@ -135,6 +135,15 @@ def _check_depth(root, fname: str) -> None:
             stack.append((c, depth - 1 if _continues_chain(node, c) else depth))
 
 
+def _unparsed(node) -> str:
+    """``ast.unparse(node)``, or a description when the expression is too long
+    a chain for it (it recurses once per operand)."""
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return f"the expression of line {node.lineno} ({type(node).__name__})"
+
+
 def _is_reserved(name: str) -> bool:
     return name in M.LANGUAGE_WORDS or name in primitive_names() or name.startswith("__")
 
@@ -861,7 +870,7 @@ class FunctionTranslator(CallsMixin):
             cond = self.expr(node.test)
             if node.msg is not None:
                 return [f"assert({cond}, {self.expr(node.msg)})"]
-            return [f"assert({cond}, {string_literal(ast.unparse(node.test))})"]
+            return [f"assert({cond}, {string_literal(_unparsed(node.test))})"]
         if isinstance(node, ast.FunctionDef):
             return [self.function_def(node, self.local_name(node.name))]
         self.unsupported(f"the statement '{type(node).__name__}'", node)

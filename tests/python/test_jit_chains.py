@@ -138,3 +138,23 @@ def test_what_cpython_cannot_parse_is_a_compile_error_at_the_function(tmp_path):
     assert f"(at {path.name}:4)" in msg, msg
     # Called from a shallow stack, the same function runs.
     assert m.f(1.0) == 2500.0
+
+
+def test_chains_in_statements_asserts_and_fstrings(tmp_path):
+    chain = " + ".join(["x[0]"] * 1500)
+    m, path = _module(tmp_path, "chain_statements", f"""\
+        import tessera
+
+
+        @tessera.jit
+        def f(x):
+            y = 0.0
+            y += {chain}
+            assert {chain} > 0
+            return y, f"{{{chain}}}"
+        """)
+    assert m.f([1.0]) == (1500.0, "1500.0")
+    # The assertion's text is Python's own unparsing, which a long chain
+    # exceeds: the message names the line instead of a RecursionError.
+    with pytest.raises(AssertionError, match=rf"the expression of line 8 .*\(at {path.name}:8\)"):
+        m.f([-1.0])
