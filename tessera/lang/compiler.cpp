@@ -140,9 +140,10 @@ class Compiler {
     constexpr size_t kShown = 60;
     // (Cut at a character: a name may hold UTF-8 sequences.)
     size_t cut = kShown;
-    while (cut > 0 && cut < a->name.size() && (static_cast<unsigned char>(a->name[cut]) & 0xC0) == 0x80) {
-      --cut;
-    }
+    auto continuation = [&](size_t i) {
+      return (static_cast<unsigned char>(a->name[i]) & 0xC0) == 0x80;
+    };
+    while (cut > 0 && cut < a->name.size() && continuation(cut)) --cut;
     std::string shown = a->name.size() <= kShown + 20
                             ? a->name
                             : error_message(a->name.substr(0, cut), "... (",

@@ -20,7 +20,8 @@ struct CodeRange {
 #include "tessera/lang/xid_tables.inc"
 
 bool in_ranges(const CodeRange* begin, const CodeRange* end, char32_t c) {
-  auto it = std::upper_bound(begin, end, c, [](char32_t v, const CodeRange& r) { return v < r.first; });
+  auto it = std::upper_bound(begin, end, c,
+                             [](char32_t v, const CodeRange& r) { return v < r.first; });
   return it != begin && c <= (it - 1)->last;
 }
 
@@ -600,7 +601,8 @@ class Parser {
       // The tree of calls, unless a deep term would make it too high.
       int tree = 0;
       for (size_t i = 0; i < terms.size(); ++i) {
-        tree = std::max(tree, terms[i].h.tree + static_cast<int>(terms.size() - std::max<size_t>(i, 1)));
+        int above = static_cast<int>(terms.size() - std::max<size_t>(i, 1));  // operators
+        tree = std::max(tree, terms[i].h.tree + above);
       }
       if (tree <= budget + 2) {
         AstPtr cur = std::move(terms[0].ast);

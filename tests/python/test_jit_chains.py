@@ -59,7 +59,8 @@ def test_errors_show_the_unicode_name_as_written(tmp_path):
         def f(größe):
             return größe + β_unbekannt
         """)
-    with pytest.raises(NameError, match=rf"name 'β_unbekannt' is not defined \(at {path.name}:6\)"):
+    want = rf"name 'β_unbekannt' is not defined \(at {path.name}:6\)"
+    with pytest.raises(NameError, match=want):
         m.f(1.0)
 
 
@@ -116,7 +117,8 @@ def test_the_gradient_of_a_long_chain(tmp_path):
 def test_deep_nesting_is_still_a_compile_error(tmp_path):
     # - - - ... x: nested, not a chain.
     m, path = _module(tmp_path, "nested_right", "def f(x):\n    return " + "- " * 300 + "x\n")
-    with pytest.raises(_core.CompileError, match=rf"nested more than 256 levels deep.*\(at {path.name}:2\)"):
+    want = rf"nested more than 256 levels deep.*\(at {path.name}:2\)"
+    with pytest.raises(_core.CompileError, match=want):
         tessera.jit(m.f)(1.0)
 
 

@@ -130,7 +130,9 @@ TEST(LangChains, ArrayChainsMatchALoopAndErrorsNameTheOperator) {
   small_stack([&] {
     Value v = run_all_passes(text);
     ASSERT_TRUE(v.is_array());
-    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(v.as_array().get_double(static_cast<int64_t>(k)), want[k]);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(v.as_array().get_double(static_cast<int64_t>(k)), want[k]);
+    }
   });
   // A failing step names its own operator's position, deep in the chain.
   std::string bad = "1";
@@ -213,13 +215,15 @@ TEST(LangChains, TesseraEvalOfAGeneratedFile) {
 }
 
 TEST(LangUnicode, NamesOfVariablesFunctionsAndParameters) {
-  EXPECT_EQ(eval_string("define(größe, 3)\ndefine(doppelt, α, α * 2)\ndoppelt(größe)").as_int(), 6);
+  EXPECT_EQ(
+      eval_string("define(größe, 3)\ndefine(doppelt, α, α * 2)\ndoppelt(größe)").as_int(), 6);
   EXPECT_EQ(eval_string("define(関数, 名前, 名前 + 1)\n関数(41)").as_int(), 42);
   // Errors show the name as written, with columns in characters.
   EXPECT_TRUE(test::throws_with<SyntaxError>([] { Program p("größe + λ", "u.tsl"); },
                                              "unknown name 'größe' (at u.tsl:1:1)"));
   EXPECT_TRUE(test::throws_with<SyntaxError>(
-      [] { Program p("define(größe, 1)\ngröße + λ", "u.tsl"); }, "unknown name 'λ' (at u.tsl:2:9)"));
+      [] { Program p("define(größe, 1)\ngröße + λ", "u.tsl"); },
+      "unknown name 'λ' (at u.tsl:2:9)"));
   // A long name is cut at a character, not inside one.
   std::string name;
   for (int i = 0; i < 100; ++i) name += "é";

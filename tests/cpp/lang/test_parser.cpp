@@ -128,7 +128,8 @@ TEST(LangParser, UnicodeIdentifiersAsPythonHasThem) {
                                        "(U+0663) (at u.tsl:1:5)"));  // a digit cannot start one
   EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("a\xc2\xa0+ b", "u.tsl"); },
                                        "(U+00A0) (at u.tsl:1:2)"));  // no-break space
-  EXPECT_TRUE(throws_with<SyntaxError>([] { parse_program("1α"); }, "invalid number literal '1α"));
+  EXPECT_TRUE(
+      throws_with<SyntaxError>([] { parse_program("1α"); }, "invalid number literal '1α"));
   // Invalid UTF-8 is an error at its position.
   for (const char* bad : {"ab\xff", "ab\xc3", "ab\xc0\x80", "ab\xed\xa0\x80", "ab\xf4\x90\x80\x80",
                           "ab\x80", "ab\xe0\x80\x80"}) {
