@@ -622,11 +622,14 @@ class Parser {
     int tree = 0;  // of the block's statements so far
     AstPtr cur;
     int cur_tree = 0, cur_terms = 0;
+    bool cur_is_name = false;  // cur is C itself (a step was just closed)
     auto close = [&](const SourceLoc& loc) {
+      if (cur_is_name) return;
       b->args.push_back({"", define(name, loc, std::move(cur))});
       tree = std::max(tree, cur_tree + 1);
       cur = variable(name, loc);
       cur_tree = cur_terms = 1;
+      cur_is_name = true;
     };
     for (auto& t : terms) {
       const bool deep = t.h.tree + 1 > budget;
@@ -643,12 +646,14 @@ class Parser {
         tree = std::max(tree, t.h.tree + 1);
         cur = binary(t.callee, t.loc, std::move(cur), variable(term_name, t.loc));
         cur_tree = cur_terms = 2;
+        cur_is_name = false;
         continue;
       }
       if (cur_terms == kChainSegment || std::max(cur_tree, t.h.tree) + 1 > budget) close(t.loc);
       cur_tree = std::max(cur_tree, t.h.tree) + 1;
       cur = binary(t.callee, t.loc, std::move(cur), std::move(t.ast));
       ++cur_terms;
+      cur_is_name = false;
     }
     b->args.push_back({"", std::move(cur)});
     return {b, std::max(tree, cur_tree) + 1};

@@ -192,6 +192,24 @@ TEST(LangChains, ChainsInFunctionsLoopsAndRecursion) {
   });
 }
 
+TEST(LangChains, LongChainsAroundDeepNesting) {
+  // At the limit, each level a chain of 49 terms with the deeper levels in
+  // its middle: (1-1-...-1-(...)-1-...-1). The steps shorten and the
+  // deepest terms get steps of their own (parser.cpp, chain()), and each
+  // level still computes -46 - inner, left to right.
+  std::string text = "1";
+  int64_t want = 1;
+  for (int level = 1; level < kMaxExpressionDepth; ++level) {
+    std::string side;
+    for (int i = 0; i < 24; ++i) side += "1-";
+    text = "(" + side + text;
+    for (int i = 0; i < 24; ++i) text += "-1";
+    text += ")";
+    want = -46 - want;
+  }
+  small_stack([&] { EXPECT_EQ(run_all_passes(text).as_int(), want); });
+}
+
 TEST(LangChains, TesseraEvalOfAGeneratedFile) {
   std::string dir = ::testing::TempDir();
   std::string path = dir + "/chain-" + std::to_string(getpid()) + ".tsl";
