@@ -46,6 +46,13 @@ def tsl():
           "for_each(lambda(i, if(i % 2 == 0 && !(i > 3) || i != 1, continue(), break())), "
           "range(10))\n"
           "parallel_block(d[\"a\"][0:2], t[::-1], x[1, ..., nil])\n")
+    # Chains long enough to become sequences (one with a nested term that
+    # gets a step of its own), and names of Python's non-ASCII identifiers.
+    write("tsl", "chains.tsl", "define(größe, 1.5)\n"
+          "define(f, α, α + α * 2 - größe + α / 3 + 1 + α + 2 + α - 3 + α * α + 4 && α < 5)\n"
+          "define(g, grad(lambda(x, x * 2 * x * 3 * x * 4 * x * 5 * (x + 1 + 2 + 3 + 4 + 5 + 6 + "
+          "7 + 8 + 9) * x)))\n"
+          "f(2.0) || g(1.0) > 0 || größe == 1 == true != false\n")
 
 
 def tsl_dict():

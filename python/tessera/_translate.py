@@ -54,7 +54,10 @@ def primitive_names() -> frozenset:
 
 # How deep an expression may nest: the core's limit (tessera/lang/parser.hpp,
 # kMaxExpressionDepth), checked here too so the translator never recurses
-# past it.
+# past it. It counts nesting only: a chain of operators of one precedence
+# (``a + b - c + ...``, ``x * y / z ...``) is written flat and is one level,
+# however long (see _chain_spine); ``and``/``or`` and comparison chains are
+# flat in Python's tree already.
 MAX_EXPRESSION_DEPTH = 256
 
 
@@ -64,6 +67,57 @@ def _too_deep(levels: str, where: str) -> Exception:
     return _core.CompileError(
         f"[jit] expression nested {levels} levels deep: the limit is {MAX_EXPRESSION_DEPTH} "
         f"(split it into steps with variables) (at {where})"
+    )
+
+
+def _beyond_python(name: str, where: str) -> Exception:
+    """The error for a function whose source Python's own parser cannot read
+    back (``ast.parse`` raising RecursionError or MemoryError)."""
+    from . import _core  # noqa: PLC0415
+
+    return _core.CompileError(
+        f"[jit] Python's parser cannot read the source of '{name}' back: an expression in it is "
+        f"nested or chained too deeply for CPython (RecursionError in ast.parse); split it into "
+        f"steps with variables (at {where})"
+    )
+
+
+# The operators written as a flat chain, by precedence level (the core's
+# parser folds a chain left to right, as Python does). ``**`` nests (it is
+# right-associative); ``//``, ``&``, ``|``, ... become calls, which nest.
+_CHAIN_LEVEL = {
+    ast.Add: 1,
+    ast.Sub: 1,
+    ast.Mult: 2,
+    ast.Div: 2,
+    ast.Mod: 2,
+    ast.MatMult: 2,
+}
+
+
+def _chain_spine(node):
+    """``node`` (a BinOp of a chain operator) as its chain: the first operand
+    and the (op, right operand) pairs in order, walked without recursion
+    (``a + b + c`` is BinOp(BinOp(a, +, b), +, c): its left operands nest as
+    deep as the chain is long)."""
+    level = _CHAIN_LEVEL[type(node.op)]
+    steps = []
+    while isinstance(node, ast.BinOp) and _CHAIN_LEVEL.get(type(node.op)) == level:
+        steps.append((node.op, node.right))
+        node = node.left
+    steps.reverse()
+    return node, steps
+
+
+def _continues_chain(parent, child) -> bool:
+    """True when ``child`` is the left operand of ``parent`` in one chain (it
+    adds no level of nesting)."""
+    return (
+        isinstance(parent, ast.BinOp)
+        and isinstance(child, ast.BinOp)
+        and child is parent.left
+        and type(parent.op) in _CHAIN_LEVEL
+        and _CHAIN_LEVEL.get(type(child.op)) == _CHAIN_LEVEL[type(parent.op)]
     )
 
 
@@ -77,7 +131,17 @@ def _check_depth(root, fname: str) -> None:
             depth += 1
             if depth > MAX_EXPRESSION_DEPTH:
                 raise _too_deep(f"more than {MAX_EXPRESSION_DEPTH}", f"{fname}:{node.lineno}")
-        stack.extend((c, depth) for c in ast.iter_child_nodes(node))
+        for c in ast.iter_child_nodes(node):
+            stack.append((c, depth - 1 if _continues_chain(node, c) else depth))
+
+
+def _unparsed(node) -> str:
+    """``ast.unparse(node)``, or a description when the expression is too long
+    a chain for it (it recurses once per operand)."""
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return f"the expression of line {node.lineno} ({type(node).__name__})"
 
 
 def _is_reserved(name: str) -> bool:
@@ -370,17 +434,15 @@ def _result_spec(node):
 
 def _returns_spec(fdef):
     specs = []
-
-    def visit(n):
+    # Walked with a stack, in source order (a chain nests as deep as it is long).
+    stack = list(reversed(fdef.body))
+    while stack:
+        n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return
+            continue
         if isinstance(n, ast.Return):
             specs.append(_result_spec(n.value) if n.value is not None else None)
-        for c in ast.iter_child_nodes(n):
-            visit(c)
-
-    for s in fdef.body:
-        visit(s)
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
     if specs and all(sp == specs[0] for sp in specs):
         return specs[0]
     return None
@@ -427,8 +489,10 @@ def parse_function(func):
     try:
         tree = ast.parse(src)
     except (RecursionError, MemoryError):
-        # CPython's parser refuses some very deep nesting this way.
-        raise _too_deep("too", where) from None
+        # CPython's parser refuses very deep nesting, and chains of a few
+        # thousand operators, this way (its limit falls as the stack it is
+        # called from grows, so a function Python compiled may still fail here).
+        raise _beyond_python(func.__name__, where) from None
     except SyntaxError:
         # A lambda inside a larger expression: parse the line as an expression.
         try:
@@ -463,33 +527,29 @@ def parse_function(func):
 def _bound_names(stmts) -> set:
     """Names a function body binds (its locals), as Python decides them."""
     names: set = set()
-
-    def visit(n):
+    # Walked with a stack (a chain nests as deep as it is long); the order
+    # does not matter for a set.
+    stack = list(stmts)
+    while stack:
+        n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(n.name)
-            for d in getattr(n, "decorator_list", []):
-                visit(d)
+            stack.extend(getattr(n, "decorator_list", []))
             if not isinstance(n, ast.ClassDef):
-                for d in n.args.defaults + [d for d in n.args.kw_defaults if d]:
-                    visit(d)
-            return
+                stack.extend(n.args.defaults + [d for d in n.args.kw_defaults if d])
+            continue
         if isinstance(n, ast.Lambda):
-            for d in n.args.defaults:
-                visit(d)
-            return
+            stack.extend(n.args.defaults)
+            continue
         if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            visit(n.generators[0].iter)
-            return
+            stack.append(n.generators[0].iter)
+            continue
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             names.add(n.id)
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             for a in n.names:
                 names.add((a.asname or a.name).split(".")[0])
-        for c in ast.iter_child_nodes(n):
-            visit(c)
-
-    for s in stmts:
-        visit(s)
+        stack.extend(ast.iter_child_nodes(n))
     return names
 
 
@@ -810,7 +870,7 @@ class FunctionTranslator(CallsMixin):
             cond = self.expr(node.test)
             if node.msg is not None:
                 return [f"assert({cond}, {self.expr(node.msg)})"]
-            return [f"assert({cond}, {string_literal(ast.unparse(node.test))})"]
+            return [f"assert({cond}, {string_literal(_unparsed(node.test))})"]
         if isinstance(node, ast.FunctionDef):
             return [self.function_def(node, self.local_name(node.name))]
         self.unsupported(f"the statement '{type(node).__name__}'", node)
@@ -1126,6 +1186,8 @@ class FunctionTranslator(CallsMixin):
         if isinstance(node, ast.Name):
             return self.name(node.id, node)
         if isinstance(node, ast.BinOp):
+            if type(node.op) in _CHAIN_LEVEL:
+                return self.chain(node)
             return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
         if isinstance(node, ast.UnaryOp):
             operand = self.expr(node.operand)
@@ -1199,6 +1261,16 @@ class FunctionTranslator(CallsMixin):
         if isinstance(v, complex):
             return f"complex({float_literal(v.real)}, {float_literal(v.imag)})"
         self.unsupported(f"the constant {v!r} of type {type(v).__name__}", node)
+
+    def chain(self, node) -> str:
+        """``a + b - c ...`` (operators of one precedence): written flat, one
+        level of nesting for the core's parser, translated without recursing
+        along the chain; the core folds it left to right as Python does."""
+        first, steps = _chain_spine(node)
+        parts = [self.expr(first)]
+        for op, right in steps:
+            parts += [_BINOPS[type(op)], self.expr(right)]
+        return "(" + " ".join(parts) + ")"
 
     def binop(self, op, a: str, b: str, node) -> str:
         if type(op) in _BINOPS:
@@ -1501,7 +1573,7 @@ def _tuple_text(value) -> str:
 
 
 def _is_simple(text: str) -> bool:
-    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|\(?-?[0-9.e+]+\)?", text) is not None
+    return re.fullmatch(r"[^\W\d]\w*|\(?-?[0-9.e+]+\)?", text) is not None
 
 
 def _is_none(node) -> bool:

@@ -1,5 +1,7 @@
 #include "tessera/lang/compiler.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -136,9 +138,20 @@ class Compiler {
   [[noreturn]] void unknown_name(const AstPtr& a, const std::string& what) {
     // A name of any length may come in: the message shows its start.
     constexpr size_t kShown = 60;
+    // (Cut at a character: a name may hold UTF-8 sequences.)
+    size_t cut = kShown;
+    auto continuation = [&](size_t i) {
+      return (static_cast<unsigned char>(a->name[i]) & 0xC0) == 0x80;
+    };
+    while (cut > 0 && cut < a->name.size() && continuation(cut)) --cut;
     std::string shown = a->name.size() <= kShown + 20
                             ? a->name
-                            : error_message(a->name.substr(0, kShown), "... (", a->name.size(),
+                            : error_message(a->name.substr(0, cut), "... (",
+                                            std::count_if(a->name.begin(), a->name.end(),
+                                                          [](char c) {
+                                                            return (static_cast<unsigned char>(c) &
+                                                                    0xC0) != 0x80;
+                                                          }),
                                             " characters)");
     std::string msg = error_message("[compile] unknown ", what, " '", shown, "'");
     auto similar = similar_primitive_names(a->name);
@@ -458,7 +471,9 @@ class Compiler {
                                           compile(args[1].value, scope), true);
     }
     if (n == "block") {
-      expect_args(a, 0, 100000, "block(expressions...)");
+      // Any number: the gradient of a long chain (parser.cpp, Parser::Chain)
+      // is a block of a few statements per term.
+      expect_args(a, 0, std::numeric_limits<size_t>::max(), "block(expressions...)");
       return std::make_shared<BlockNode>(a->loc, compile_all(args, scope));
     }
     if (n == "parallel_block") {

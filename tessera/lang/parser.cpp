@@ -1,7 +1,11 @@
 #include "tessera/lang/parser.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <iomanip>
+#include <iterator>
+#include <tuple>
 #include <cstdlib>
 #include <limits>
 #include <unordered_map>
@@ -9,6 +13,66 @@
 namespace tessera {
 
 namespace {
+
+struct CodeRange {
+  char32_t first, last;
+};
+#include "tessera/lang/xid_tables.inc"
+
+bool in_ranges(const CodeRange* begin, const CodeRange* end, char32_t c) {
+  auto it = std::upper_bound(begin, end, c,
+                             [](char32_t v, const CodeRange& r) { return v < r.first; });
+  return it != begin && c <= (it - 1)->last;
+}
+
+// Identifiers are Python's (PEP 3131): an ASCII letter, '_' or a non-ASCII
+// XID_Start code point, then ASCII letters, digits, '_' and XID_Continue
+// code points (xid_tables.inc, from Python's own str.isidentifier). Names
+// are compared as written: the Python front end hands them in the NFKC
+// form Python gives them.
+bool ident_start(char32_t c) {
+  if (c < 0x80) return std::isalpha(static_cast<int>(c)) || c == '_';
+  return in_ranges(std::begin(kXidStart), std::end(kXidStart), c);
+}
+bool ident_continue(char32_t c) {
+  if (c < 0x80) return std::isalnum(static_cast<int>(c)) || c == '_';
+  return in_ranges(std::begin(kXidContinue), std::end(kXidContinue), c);
+}
+
+// The code point whose UTF-8 encoding starts at text[pos], and the number of
+// its bytes; {0, 0} when the bytes there are not valid UTF-8 (a stray or
+// missing continuation byte, an overlong form, a surrogate, past U+10FFFF).
+std::pair<char32_t, size_t> decode_utf8(std::string_view text, size_t pos) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  unsigned char b = byte(pos);
+  if (b < 0x80) return {b, 1};
+  size_t n;
+  char32_t c;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (b >= 0xC2 && b <= 0xDF) {
+    n = 2;
+    c = b & 0x1F;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    n = 3;
+    c = b & 0x0F;
+    if (b == 0xE0) lo = 0xA0;  // overlong
+    if (b == 0xED) hi = 0x9F;  // surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    n = 4;
+    c = b & 0x07;
+    if (b == 0xF0) lo = 0x90;  // overlong
+    if (b == 0xF4) hi = 0x8F;  // past U+10FFFF
+  } else {
+    return {0, 0};
+  }
+  if (pos + n > text.size()) return {0, 0};
+  for (size_t i = 1; i < n; ++i) {
+    unsigned char t = byte(pos + i);
+    if (t < (i == 1 ? lo : 0x80) || t > (i == 1 ? hi : 0xBF)) return {0, 0};
+    c = (c << 6) | (t & 0x3F);
+  }
+  return {c, n};
+}
 
 enum class Tok { number_int, number_float, string, ident, op, lparen, rparen, lbracket, rbracket,
                  comma, assign, colon, end };
@@ -44,14 +108,9 @@ class Lexer {
           (c == '.' && pos_ + 1 < text_.size() &&
            std::isdigit(static_cast<unsigned char>(text_[pos_ + 1])))) {
         lex_number(t);
-      } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-        size_t b = pos_;
-        while (pos_ < text_.size() &&
-               (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
-          advance();
-        }
-        t.kind = Tok::ident;
-        t.text = std::string(text_.substr(b, pos_ - b));
+      } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_' ||
+                 static_cast<unsigned char>(c) >= 0x80) {
+        lex_identifier(t);
       } else if (c == '"' || c == '\'') {
         lex_string(t);
       } else {
@@ -70,10 +129,50 @@ class Lexer {
     if (text_[pos_] == '\n') {
       if (line_ < std::numeric_limits<int>::max()) ++line_;
       col_ = 1;
-    } else if (col_ < std::numeric_limits<int>::max()) {
-      ++col_;
+    } else if (col_ < std::numeric_limits<int>::max() &&
+               (static_cast<unsigned char>(text_[pos_]) & 0xC0) != 0x80) {
+      ++col_;  // columns count characters: a UTF-8 continuation byte adds none
     }
     ++pos_;
+  }
+
+  // The code point at pos_ (decode_utf8); an error at its position when the
+  // bytes there are not valid UTF-8.
+  std::pair<char32_t, size_t> code_point_here() const {
+    auto [c, n] = decode_utf8(text_, pos_);
+    if (n == 0) {
+      fail(error_message("invalid UTF-8: byte 0x", std::hex, std::uppercase,
+                         static_cast<int>(static_cast<unsigned char>(text_[pos_]))),
+           here());
+    }
+    return {c, n};
+  }
+
+  // A name (see ident_start), or an error naming the character that cannot
+  // start one.
+  void lex_identifier(Token& t) {
+    size_t b = pos_;
+    auto [c, n] = code_point_here();
+    if (!ident_start(c)) {
+      fail(error_message("unexpected character '", text_.substr(pos_, n), "' (U+", std::hex,
+                         std::uppercase, std::setw(4), std::setfill('0'),
+                         static_cast<uint32_t>(c), ")"),
+           t.loc);
+    }
+    for (;;) {
+      for (size_t i = 0; i < n; ++i) advance();
+      if (pos_ >= text_.size()) break;
+      unsigned char d = static_cast<unsigned char>(text_[pos_]);
+      if (d < 0x80) {
+        if (!std::isalnum(d) && d != '_') break;
+        n = 1;
+        continue;
+      }
+      std::tie(c, n) = code_point_here();
+      if (!ident_continue(c)) break;
+    }
+    t.kind = Tok::ident;
+    t.text = std::string(text_.substr(b, pos_ - b));
   }
 
   [[noreturn]] void fail(const std::string& what, const SourceLoc& loc) const {
@@ -166,9 +265,11 @@ class Lexer {
       auto res = std::from_chars(s.data(), s.data() + s.size(), t.ival);
       if (res.ec != std::errc()) fail("integer literal " + s + " is too large for int64", t.loc);
     }
-    if (pos_ < text_.size() &&
-        (std::isalpha(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) {
-      fail("invalid number literal '" + s + text_[pos_] + "...'", t.loc);
+    if (pos_ < text_.size()) {
+      auto [c, n] = decode_utf8(text_, pos_);
+      if (n > 0 && ident_continue(c) && !std::isdigit(static_cast<int>(c))) {
+        fail("invalid number literal '" + s + std::string(text_.substr(pos_, n)) + "...'", t.loc);
+      }
     }
   }
 
@@ -364,39 +465,60 @@ class Parser {
     return e;
   }
 
-  // The height of a node made by this parser (1 for a leaf).
-  int height(const AstPtr& a) const {
+  // The heights of a node made by this parser (1 and 1 for a leaf): how
+  // deep it nests, which kMaxExpressionDepth bounds, and the height of its
+  // tree, which every later pass recurses through (a chain adds one level
+  // of nesting, and its tree stays within 2 * nesting + kChainSegment: see
+  // chain()).
+  struct Heights {
+    int nesting = 1, tree = 1;
+  };
+  Heights heights(const AstPtr& a) const {
     auto it = heights_.find(a.get());
-    return it == heights_.end() ? 1 : it->second.second;
+    return it == heights_.end() ? Heights{} : it->second.second;
+  }
+  int height(const AstPtr& a) const { return heights(a).nesting; }
+
+  // Notes the heights of a node just made: one more than its deepest child.
+  AstPtr made(std::shared_ptr<Ast> a) {
+    Heights h{0, 0};
+    auto child = [&](const AstPtr& c) {
+      Heights ch = heights(c);
+      h.nesting = std::max(h.nesting, ch.nesting);
+      h.tree = std::max(h.tree, ch.tree);
+    };
+    if (a->callee) child(a->callee);
+    for (const auto& arg : a->args) child(arg.value);
+    return noted(std::move(a), {h.nesting + 1, h.tree + 1});
   }
 
-  // Notes the height of a node just made: one more than its deepest child.
-  // A node past the limit keeps its height but drops its children, so the
-  // parser can go on counting how deep a long chain (`1+1+...`, `x[0][0]...`,
-  // built by loops, not recursion) gets without holding a tree that every
-  // later pass (and the destructor) would recurse through; top_level() then
-  // fails with the depth.
-  AstPtr made(std::shared_ptr<Ast> a) {
-    int h = a->callee ? height(a->callee) : 0;
-    for (const auto& arg : a->args) h = std::max(h, height(arg.value));
-    ++h;
-    if (h > kMaxExpressionDepth) {
-      deepest_ = std::max(deepest_, h);
+  // Notes the heights of `a`. A node past the limit keeps its height but
+  // drops its children, so the parser can go on counting how deep a long
+  // postfix chain (`x[0][0]...`, `f(0)(0)...`, built by a loop, not
+  // recursion) gets without holding a tree that every later pass (and the
+  // destructor) would recurse through; top_level() then fails with the
+  // depth.
+  AstPtr noted(std::shared_ptr<Ast> a, Heights h) {
+    if (h.nesting > kMaxExpressionDepth) {
+      deepest_ = std::max(deepest_, h.nesting);
       if (a->callee) heights_.erase(a->callee.get());
       for (const auto& arg : a->args) heights_.erase(arg.value.get());
       a->callee = nullptr;
       a->args.clear();
+      h.tree = 1;
     }
-    if (h > 1) heights_[a.get()] = {a, h};
+    if (h.nesting > 1) heights_[a.get()] = {a, h};
     return a;
   }
 
   // Recursion of the parser itself (parentheses, calls, brackets) cannot go
-  // on past the limit: the error says so at the level that passes it. (The
-  // right operand of the innermost operator is one call deeper than the
-  // tree it makes.)
+  // on far past the limit: the error says so at the level that passes it.
+  // A level of nesting takes one or two recursions (a parenthesized right
+  // operand `a + (...)` takes two, and the right operand of the innermost
+  // operator is one call deeper than the tree it makes); the heights of
+  // the nodes made (made(), noted()) bound the nesting itself.
   void enter(const Token& at) {
-    if (++depth_ > kMaxExpressionDepth + 1) too_deep(at);
+    if (++depth_ > 2 * kMaxExpressionDepth + 1) too_deep(at);
   }
   [[noreturn, gnu::noinline, gnu::cold]] void too_deep(const Token& at) const {
     fail(error_message("expression nested more than ", kMaxExpressionDepth,
@@ -405,19 +527,162 @@ class Parser {
          at);
   }
 
+  // A chain of binary operators read by the loop of expression(): a left
+  // fold, t0 op1 t1 op2 t2 ... = ((t0 op1 t1) op2 t2) ..., whatever the
+  // operators' precedences (a right operand of higher precedence, or of a
+  // right-associative operator, is a term that nests, parsed by
+  // recursion). It nests one level more than its deepest term, however
+  // long it is.
+  //
+  // A short chain is the tree of binary calls it always was (fusion, the
+  // scalar loops and autodiff see the expression whole). A longer one is
+  // lowered to a sequence, so that no pass after the parser (compiler,
+  // autodiff, fusion, evaluation, printing, the destructors) recurses once
+  // per term:
+  //   block(define(C, <the first terms>),
+  //         define(C, C op t op t ...),
+  //         ...,
+  //         C op t op t ...)              // the last ones: the block's value
+  // where C is a variable of the enclosing function that no program can
+  // name ("chain#N": '#' starts a comment). Each step applies the same
+  // operators to the same operands in the same left-to-right order as the
+  // tree would, so values (floating point included) and errors (at each
+  // operator's position) are the same; && and || still stop at the first
+  // operand that decides.
+  //
+  // A step holds at most kChainSegment terms, and fewer where its tree
+  // would grow too high: the tree stays at most 2 * nesting + kChainSegment
+  // levels high (Heights), so at kMaxExpressionDepth the passes that recurse
+  // through it fit in a small stack however chains and nesting mix. A term
+  // that is itself that high gets a step of its own, define(C2, term),
+  // followed by C op C2 (C2 another such variable).
+  struct ChainTerm {
+    const char* callee;  // null for the first term
+    SourceLoc loc;
+    AstPtr ast;
+    Heights h;
+  };
+
+  AstPtr binary(const char* callee, const SourceLoc& loc, AstPtr lhs, AstPtr rhs) const {
+    auto a = std::make_shared<Ast>();
+    a->kind = Ast::Kind::call;
+    a->name = callee;
+    a->builtin = true;
+    a->loc = loc;
+    a->args.push_back({"", std::move(lhs)});
+    a->args.push_back({"", std::move(rhs)});
+    return a;
+  }
+  static AstPtr variable(const std::string& name, const SourceLoc& loc) {
+    auto v = std::make_shared<Ast>();
+    v->kind = Ast::Kind::identifier;
+    v->name = name;
+    v->loc = loc;
+    return v;
+  }
+  static AstPtr define(const std::string& name, const SourceLoc& loc, AstPtr value) {
+    auto d = std::make_shared<Ast>();
+    d->kind = Ast::Kind::call;
+    d->name = "define";
+    d->builtin = true;
+    d->loc = loc;
+    d->args.push_back({"", variable(name, loc)});
+    d->args.push_back({"", std::move(value)});
+    return d;
+  }
+
+  // The chain of `terms` (nesting at most `nesting` each) and the height of
+  // its tree.
+  // (Out of line: its locals would otherwise grow the frame of the
+  // recursive expression().)
+  [[gnu::noinline]] std::pair<AstPtr, int> chain(std::vector<ChainTerm>& terms, int nesting) {
+    const int budget = 2 * nesting + kChainSegment;  // of a step of the sequence
+    if (terms.size() <= static_cast<size_t>(kChainSegment)) {
+      // The tree of calls, unless a deep term would make it too high.
+      int tree = 0;
+      for (size_t i = 0; i < terms.size(); ++i) {
+        int above = static_cast<int>(terms.size() - std::max<size_t>(i, 1));  // operators
+        tree = std::max(tree, terms[i].h.tree + above);
+      }
+      if (tree <= budget + 2) {
+        AstPtr cur = std::move(terms[0].ast);
+        for (size_t i = 1; i < terms.size(); ++i) {
+          cur = binary(terms[i].callee, terms[i].loc, std::move(cur), std::move(terms[i].ast));
+        }
+        return {cur, tree};
+      }
+    }
+    const std::string name = "chain#" + std::to_string(++chains_);
+    const std::string term_name = name + "t";
+    auto b = std::make_shared<Ast>();
+    b->kind = Ast::Kind::call;
+    b->name = "block";
+    b->builtin = true;
+    b->loc = terms[0].ast->loc;
+    int tree = 0;  // of the block's statements so far
+    AstPtr cur;
+    int cur_tree = 0, cur_terms = 0;
+    bool cur_is_name = false;  // cur is C itself (a step was just closed)
+    auto close = [&](const SourceLoc& loc) {
+      if (cur_is_name) return;
+      b->args.push_back({"", define(name, loc, std::move(cur))});
+      tree = std::max(tree, cur_tree + 1);
+      cur = variable(name, loc);
+      cur_tree = cur_terms = 1;
+      cur_is_name = true;
+    };
+    for (auto& t : terms) {
+      const bool deep = t.h.tree + 1 > budget;
+      if (!t.callee) {
+        cur = std::move(t.ast);
+        cur_tree = t.h.tree;
+        cur_terms = 1;
+        if (deep) close(t.loc);
+        continue;
+      }
+      if (deep) {
+        close(t.loc);
+        b->args.push_back({"", define(term_name, t.loc, std::move(t.ast))});
+        tree = std::max(tree, t.h.tree + 1);
+        cur = binary(t.callee, t.loc, std::move(cur), variable(term_name, t.loc));
+        cur_tree = cur_terms = 2;
+        cur_is_name = false;
+        continue;
+      }
+      if (cur_terms == kChainSegment || std::max(cur_tree, t.h.tree) + 1 > budget) close(t.loc);
+      cur_tree = std::max(cur_tree, t.h.tree) + 1;
+      cur = binary(t.callee, t.loc, std::move(cur), std::move(t.ast));
+      ++cur_terms;
+      cur_is_name = false;
+    }
+    b->args.push_back({"", std::move(cur)});
+    return {b, std::max(tree, cur_tree) + 1};
+  }
+
   AstPtr expression(int min_prec) {
     enter(peek());
-    AstPtr lhs = unary();
-    for (;;) {
-      const BinaryOpInfo* op = binary_op(peek());
-      if (!op || op->precedence < min_prec) break;
+    AstPtr first = unary();
+    const BinaryOpInfo* op = binary_op(peek());
+    if (!op || op->precedence < min_prec) {
+      --depth_;
+      return first;
+    }
+    std::vector<ChainTerm> terms;
+    Heights fh = heights(first);
+    int nesting = fh.nesting;
+    terms.push_back({nullptr, first->loc, std::move(first), fh});
+    do {
       const Token& t = next();
       int next_min = op->right_assoc ? op->precedence : op->precedence + 1;
       AstPtr rhs = expression(next_min);
-      lhs = make_call(op->callee, t.loc, {lhs, rhs});
-    }
+      Heights rh = heights(rhs);
+      nesting = std::max(nesting, rh.nesting);
+      terms.push_back({op->callee, t.loc, std::move(rhs), rh});
+      op = binary_op(peek());
+    } while (op && op->precedence >= min_prec);
     --depth_;
-    return lhs;
+    auto [node, tree] = chain(terms, nesting);
+    return noted(std::const_pointer_cast<Ast>(node), {nesting + 1, tree});
   }
 
   AstPtr unary() {
@@ -594,9 +859,10 @@ class Parser {
   int depth_ = 0;  // recursion of expression()
   SourceLoc start_;  // where the current top-level expression starts
   int deepest_ = 0;  // the height of the deepest node past the limit, if any
+  int chains_ = 0;   // chains lowered to sequences so far (their variables' names)
   // Heights of the nodes made for the current top-level expression, with
   // the nodes (kept so an address is never reused while it is here).
-  std::unordered_map<const Ast*, std::pair<AstPtr, int>> heights_;
+  std::unordered_map<const Ast*, std::pair<AstPtr, Heights>> heights_;
 };
 
 }  // namespace

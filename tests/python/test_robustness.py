@@ -42,13 +42,13 @@ def _on_small_stack(fn, kb=1024):
 @pytest.mark.parametrize(
     "text",
     [
-        "+".join(["1"] * 10000),
+        "1+(" * 5000 + "1" + ")" * 5000,  # a flat chain 1+1+... is not nested
         "x" + "[0]" * 10000,
         "(" * 5000 + "1" + ")" * 5000,
         "abs(" * 5000 + "1" + ")" * 5000,
         "-" * 10000 + "1",
     ],
-    ids=["sum", "index", "parentheses", "calls", "unary"],
+    ids=["nested sums", "index", "parentheses", "calls", "unary"],
 )
 def test_deep_programs_are_compile_errors_even_on_a_small_stack(text):
     err = _on_small_stack(lambda: _core.Program(text, "deep.tsl"))
@@ -59,8 +59,9 @@ def test_deep_programs_are_compile_errors_even_on_a_small_stack(text):
 
 
 def test_the_depth_of_a_chain_is_in_the_message():
+    # An index chain nests (a chain of operators does not: test_jit_chains.py).
     with pytest.raises(_core.CompileError, match=r"nested 10000 levels deep: the limit is 256 .*\(at deep.tsl:1:1\)"):
-        _core.Program("+".join(["1"] * 10000), "deep.tsl")
+        _core.Program("x" + "[0]" * 9999, "deep.tsl")
 
 
 def test_programs_at_the_limit_run_on_a_small_stack():
@@ -86,7 +87,8 @@ def test_jit_of_a_deep_expression_is_a_compile_error_naming_the_line(tmp_path, t
     f, path = _jit_function(
         tmp_path,
         f"deep_jit_{terms}",
-        "def f(x):\n    y = x * 2\n    return " + " + ".join(["y"] * terms) + "\n",
+        # - - ... y: nested (a flat chain y + y + ... is not).
+        "def f(x):\n    y = x * 2\n    return " + "- " * terms + "y\n",
     )
     with pytest.raises(_core.CompileError, match=rf"nested more than 256 levels deep.*\(at {path.name}:3\)"):
         f(np.ones(3))

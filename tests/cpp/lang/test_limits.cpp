@@ -2,7 +2,9 @@
 // nesting deeper than kMaxExpressionDepth is refused by the parser (the
 // passes after it recurse once per level), and up to that depth every pass
 // (parse, compile, autodiff, evaluation, printing, the tree dump, freeing
-// the tree) fits in a 1 MB stack.
+// the tree) fits in a 1 MB stack, also when every level holds a chain of
+// kChainSegment terms (the most a chain adds to the tree's height).
+// Long flat chains themselves: test_chains.cpp.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -29,7 +31,16 @@ std::string repeat(const std::string& s, int n) {
 // Expressions nested `n` levels deep in each way the syntax nests.
 std::vector<std::pair<std::string, std::string>> shapes(int n) {
   return {
-      {"sum chain", "1" + repeat("+1", n - 1)},
+      // Each level a chain of kChainSegment terms: (((1+1+...)+1+...)+1+...).
+      {"chains in parentheses",
+       repeat("(", n - 1) + "1" + repeat(repeat("+1", kChainSegment - 1) + ")", n - 1)},
+      // Each level a long chain (lowered to a sequence) with the deeper
+      // levels in its middle.
+      {"long chains around the nesting",
+       repeat("(" + repeat("1+", 3 * kChainSegment), n - 1) + "1" +
+           repeat(repeat("+1", 3 * kChainSegment) + ")", n - 1)},
+      {"long chains after the nesting",
+       repeat("(", n - 1) + "1" + repeat(repeat("*1", 3 * kChainSegment) + ")", n - 1)},
       {"index chain", "x" + repeat("[0]", n - 1)},
       {"call chain", "f" + repeat("(0)", n - 1)},
       {"power chain", repeat("2**", n - 1) + "1"},
@@ -62,14 +73,14 @@ TEST(LangLimits, DeepNestingIsASyntaxErrorNamingTheDepthAndTheLimit) {
   }
   // A chain built by a loop (no recursion in the parser) says how deep it is.
   EXPECT_TRUE(test::throws_with<SyntaxError>(
-      [] { Program p("1" + repeat("+1", 9999), "deep.tsl"); },
+      [] { Program p("x" + repeat("[0]", 9999), "deep.tsl"); },
       "expression nested 10000 levels deep: the limit is 256"));
   // Very long chains too, in time and memory proportional to their length.
   EXPECT_THROW(Program("y" + repeat("[0]", 500000)), SyntaxError);
   // The limit holds in each top-level expression, in a function body, in
   // a grad rule's program.
-  EXPECT_THROW(Program("define(f, x, " + repeat("x+", 300) + "x)\nf(1)"), SyntaxError);
-  EXPECT_THROW(Program("1\n2\n" + repeat("-", 400) + "1"), SyntaxError);
+  EXPECT_THROW(Program("define(f, x, " + repeat("-", 300) + "x)\nf(1)"), SyntaxError);
+  EXPECT_THROW(Program("1\n2\n" + repeat("-", 400) + "x"), SyntaxError);
 }
 
 TEST(LangLimits, AtTheLimitEveryPassFitsInASmallStack) {
