@@ -28,6 +28,8 @@ import tempfile
 
 import numpy as np
 
+from .symbolic import ELEMENTWISE_OPERATIONS
+
 MAGIC = b"TSRWGHT1"
 DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "bool": "|b1"}
 _MAX_RANK = 32
@@ -555,15 +557,6 @@ def _architecture(model, where="save") -> dict:
 # functions and methods), each with the rule bounding its result's size
 # before it runs (_result_bound). Anything else (printing, files, random
 # numbers, collectives, creation from sizes alone, ...) is refused.
-_ELEMENTWISE = """
-    abs absolute add arccos arccosh arcsin arcsinh arctan arctan2 arctanh astype ceil clip
-    copysign cos cosh deg2rad divide exp exp2 expm1 floor floor_divide fmax fmin hypot isfinite
-    isinf isnan log log10 log1p log2 maximum minimum mod multiply nan_to_num negative positive
-    power rad2deg reciprocal remainder rint round sign sin sinh sqrt square subtract tan tanh
-    trunc where equal greater greater_equal isclose less less_equal logical_and logical_not
-    logical_or logical_xor not_equal bitwise_and bitwise_or bitwise_xor bitwise_not invert
-    left_shift right_shift conj copy zeros_like ones_like empty_like full_like
-"""
 _NOT_LARGER = """
     sum prod mean nansum nanmean cumsum cumprod nancumsum max min amax amin all any argmax argmin
     ptp median count_nonzero std var average nanprod nanmin nanmax nanargmin nanargmax nanmedian
@@ -577,8 +570,9 @@ _PRODUCT = """
     einsum cross percentile quantile nanpercentile nanquantile isin searchsorted
 """
 PURE_OPERATIONS = {name: rule for rule, names in (
-    ("elementwise", _ELEMENTWISE), ("not_larger", _NOT_LARGER), ("joining", _JOINING),
-    ("product", _PRODUCT), ("index", "getitem")) for name in names.split()}
+    ("elementwise", ELEMENTWISE_OPERATIONS), ("not_larger", _NOT_LARGER.split()),
+    ("joining", _JOINING.split()), ("product", _PRODUCT.split()), ("index", ["getitem"]))
+    for name in names}
 
 
 def _operand(a):

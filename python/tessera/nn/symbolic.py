@@ -21,6 +21,7 @@ bounds what the operations make; saving.py).
 from __future__ import annotations
 
 import itertools
+import math
 import numbers
 import os
 import sys
@@ -258,6 +259,54 @@ def _concrete(a, k: int):
     return a
 
 
+# Operations whose result is the broadcast of their operands, element by
+# element (saving.py allows these in a file's graph under the same name).
+ELEMENTWISE_OPERATIONS = frozenset("""
+    abs absolute add arccos arccosh arcsin arcsinh arctan arctan2 arctanh astype ceil clip
+    copysign cos cosh deg2rad divide exp exp2 expm1 floor floor_divide fmax fmin hypot isfinite
+    isinf isnan log log10 log1p log2 maximum minimum mod multiply nan_to_num negative positive
+    power rad2deg reciprocal remainder rint round sign sin sinh sqrt square subtract tan tanh
+    trunc where equal greater greater_equal isclose less less_equal logical_and logical_not
+    logical_or logical_xor not_equal bitwise_and bitwise_or bitwise_xor bitwise_not invert
+    left_shift right_shift conj copy zeros_like ones_like empty_like full_like
+""".split())
+
+
+def _constant(v) -> bool:
+    """v holds one value however large its shape: a zero-stride view (the
+    inputs' stand-ins, and results made from them), or a single element."""
+    return isinstance(v, np.ndarray) and (v.size <= 1 or not any(v.strides))
+
+
+def _elementwise_of_constants(name, cargs, ckw):
+    """An elementwise operation on stand-ins that each hold one value: its
+    result holds one value too, computed once on one element of each and
+    seen through a zero-stride view of the broadcast shape. The same array
+    as computing it whole, without allocating in proportion to a declared
+    shape (a model file may declare any). None when it does not apply."""
+    arrays = [v for v in list(cargs) + list(ckw.values()) if isinstance(v, np.ndarray)]
+    if name not in ELEMENTWISE_OPERATIONS or not arrays or not all(map(_constant, arrays)) or \
+            any(isinstance(v, (list, tuple, dict)) for v in list(cargs) + list(ckw.values())):
+        return None
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        return None  # the operation itself reports it
+    if math.prod(shape) <= 1:
+        return None
+
+    def one(v):
+        if not isinstance(v, np.ndarray) or v.ndim == 0:
+            return v
+        return np.ascontiguousarray(v.reshape(-1)[:1]).reshape((1,) * v.ndim)
+
+    r = _core.call_primitive(name, [one(v) for v in cargs], {k: one(v) for k, v in ckw.items()})
+    if not isinstance(r, np.ndarray) or r.size != 1:
+        return None
+    out = np.broadcast_to(r.reshape((1,) * len(shape)), shape)
+    return out
+
+
 def _call_concrete(name, args, kwargs, k):
     if name == "getitem":
         x = _concrete(args[0], k)
@@ -267,6 +316,9 @@ def _call_concrete(name, args, kwargs, k):
     ckw = {key: _concrete(v, k) for key, v in kwargs.items()}
     if "dtype" in ckw and ckw["dtype"] is not None and not isinstance(ckw["dtype"], str):
         ckw["dtype"] = _dtype_name(ckw["dtype"])
+    out = _elementwise_of_constants(name, cargs, ckw)
+    if out is not None:
+        return out
     return _core.call_primitive(name, cargs, ckw)
 
 
