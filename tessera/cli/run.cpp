@@ -629,7 +629,8 @@ std::string newest_checkpoint(const std::string& dir, const std::string& run_id)
 // The run id of this `tessera run`, made once and kept across its
 // --max-restarts relaunches: the ranks get it in TESSERA_RUN_ID, and fit
 // resumes only the checkpoints of its own run. A TESSERA_RUN_ID the user set
-// (to continue a run of an earlier launch) is kept if it is well formed.
+// (to continue a run of an earlier launch) is kept if it is well formed;
+// under SLURM it is "slurm<SLURM_JOB_ID>", else random.
 std::string prepare_run_id() {
   static const std::regex valid(R"([A-Za-z0-9_.]{1,64})");
   const char* given = std::getenv("TESSERA_RUN_ID");
@@ -640,6 +641,15 @@ std::string prepare_run_id() {
           std::string(given).substr(0, 80) + "' (environment)");
     }
     return given;
+  }
+  // Under SLURM the job's id: a job SLURM requeues (preempted, or a node
+  // failed) is the same job, and its fits resume their runs.
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0') {
+    std::string id = std::string("slurm") + job;
+    if (std::regex_match(id, valid)) {
+      setenv("TESSERA_RUN_ID", id.c_str(), 1);
+      return id;
+    }
   }
   std::random_device rd;
   char id[17];
@@ -679,6 +689,13 @@ int cmd_run(const std::vector<std::string>& argv) {
   const std::string checkpoint_dir = prepare_checkpoint_dir(o.checkpoint_dir);
   const std::string run_id = prepare_run_id();
   setenv("TESSERA_RESTART", "0", 1);
+  if (!checkpoint_dir.empty()) {
+    // The id a later launch needs to continue this one's runs (a fresh
+    // launch starts runs of its own: docs/resilience.md).
+    std::fprintf(stderr,
+                 "tessera run: checkpoints in %s, run id %s (TESSERA_RUN_ID=%s continues it)\n",
+                 checkpoint_dir.c_str(), run_id.c_str(), run_id.c_str());
+  }
 
   // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
   // with srun by itself; tessera only needs the ranks and the host names.

@@ -505,7 +505,11 @@ def test_another_launch_starts_a_run_beside_the_old_one(tmp_path, reference, mon
     relaunch()
     monkeypatch.setenv("TESSERA_RUN_ID", "launchB")
     m, count = make(), Count()
-    fit(m, checkpoint_dir=d, callbacks=[count])
+    with pytest.warns(RuntimeWarning, match=r"holds checkpoints of fit call 1 of other launches "
+                                            r"\(run ids launchA\); this launch \(run id launchB\) "
+                                            r"trains a run of its own from the start\. To continue "
+                                            r"one of them, launch with TESSERA_RUN_ID=<its id>"):
+        fit(m, checkpoint_dir=d, callbacks=[count])
     assert count.batches == 30 and digest(m) == reference  # all of it, from the start
     runs = sorted(p.name for p in d.iterdir() if p.is_dir())
     assert len(runs) == 2 and "-launchA-" in runs[0] and "-launchB-" in runs[1], runs

@@ -849,6 +849,7 @@ class CheckpointDir(Callback):
                 self._lock = _Lock(top, self.folder, self.where)
                 try:
                     os.mkdir(name, 0o755, dir_fd=top)
+                    self._note_other_launches(top, name)
                 except FileExistsError:
                     pass
             try:
@@ -872,6 +873,24 @@ class CheckpointDir(Callback):
         if read:
             return _newest_at(self._run_fd, self.run, self._expect, warn=False)
         return None
+
+    def _note_other_launches(self, top, name):
+        """A new run while the folder holds the same fit call's runs of other
+        launches: says so, and how to continue one (a fresh launch never
+        resumes another's run: docs/resilience.md)."""
+        fit, rid = name.split("-")[0], self._expect["identity"]["run_id"]
+        try:
+            others = sorted({n.split("-")[1] for n in os.listdir(top) if _RUN_NAME.fullmatch(n)
+                             and n.split("-")[0] == fit and n.split("-")[1] != rid})
+        except OSError:
+            return
+        if others:
+            shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+            warnings.warn(f"[{self.where}] {self.folder} holds checkpoints of fit call "
+                          f"{fit[3:]} of other launches (run ids {shown}); this launch (run id "
+                          f"{rid}) trains a run of its own from the start. To continue one of "
+                          "them, launch with TESSERA_RUN_ID=<its id>", RuntimeWarning,
+                          stacklevel=2)
 
     def _sweep(self):
         """Removes this host's temporaries of dead writers in the run folder."""

@@ -233,6 +233,14 @@ def case_slurm():
         fail("3 ranks from SLURM_NTASKS on the hosts of SLURM_JOB_NODELIST")
     if "-n 3 " not in out or "--mca btl_tcp_if_include 10.77.0.0/24" not in out:
         fail("-n from SLURM_NTASKS and the network from the node list")
+    # A job SLURM requeues keeps its id, and its fits resume their runs.
+    code, out = run_on_node1(["--checkpoint-dir", f"{NETDIR}/slurm-ck", *AGENT, "--",
+                              "--mca", "ras", "^slurm", "--mca", "plm", "^slurm", "--mca", "ess",
+                              "^slurm", "--host", "node1,node2,node3",
+                              os.path.join(DIST, "collectives.tsl")], env)
+    if code != 0 or "run id slurm77 (TESSERA_RUN_ID=slurm77 continues it)" not in out:
+        print(out)
+        fail("the run id of a SLURM job is slurm<SLURM_JOB_ID>")
 
 
 def start_training(n=4, env=None):
