@@ -32,6 +32,7 @@ import tempfile
 import types
 
 from . import _core
+from ._files import mode_for_replacing
 
 __all__ = ["Trace", "trace", "plot_split", "plot_utilization", "plot_timeline", "plot_steps",
            "plot_top"]
@@ -146,33 +147,6 @@ class Trace:
         return f"<tessera.Trace {self.directory!r} ({state})>"
 
 
-def _mode_for_replacing(path) -> int:
-    """The permission bits of the regular file at ``path`` (not of a link's
-    target: the rename replaces the link), or 0666 less the umask for a new file."""
-    import stat  # noqa: PLC0415
-
-    try:
-        st = os.lstat(path)
-        if stat.S_ISREG(st.st_mode):
-            return stat.S_IMODE(st.st_mode)
-    except OSError:
-        pass
-    return 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    """The process's umask, read without setting it (os.umask sets it, which
-    races with other threads creating files)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
 def _write_file(path, text):
     """Writes through a new temporary beside ``path`` (created exclusively, so a
     link planted at a guessable name is never followed), renamed into place."""
@@ -181,7 +155,7 @@ def _write_file(path, text):
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, _mode_for_replacing(path))  # mkstemp makes it private (0600)
+        os.chmod(tmp, mode_for_replacing(path))  # mkstemp makes it private (0600)
         os.replace(tmp, path)
     except BaseException:
         try:

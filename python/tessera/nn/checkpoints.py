@@ -54,6 +54,7 @@ import zlib
 import numpy as np
 
 from .. import distributed as _dist
+from .._files import write_chunks
 from .callbacks import Callback
 from .saving import DTYPES, _host, apply_training_state
 
@@ -216,14 +217,7 @@ def _write_at(dir_fd, name, chunks, hook=None, durable=True):
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o644, dir_fd=dir_fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            for k, chunk in enumerate(chunks):
-                f.write(chunk)
-                if k == 0 and hook is not None:
-                    hook()
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
+        write_chunks(fd, chunks, hook, durable)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:

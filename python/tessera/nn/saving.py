@@ -28,6 +28,7 @@ import tempfile
 
 import numpy as np
 
+from .._files import mode_for_replacing, write_chunks
 from .symbolic import ELEMENTWISE_OPERATIONS
 
 MAGIC = b"TSRWGHT1"
@@ -112,17 +113,10 @@ def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
         # mkstemp makes the temporary 0600: give it the mode of the file it
         # replaces, or that of a new file (0666 less the umask), as open() would
         try:
-            os.fchmod(fd, _mode_for(path))
+            os.fchmod(fd, mode_for_replacing(path))
         except OSError:  # a file system without modes: the safe 0600 stays
             pass
-        with os.fdopen(fd, "wb") as f:
-            for k, chunk in enumerate(chunks):
-                f.write(chunk)
-                if k == 0 and hook is not None:
-                    hook()
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
+        write_chunks(fd, chunks, hook, durable)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -130,32 +124,6 @@ def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
         except OSError:
             pass
         raise
-
-
-def _mode_for(path) -> int:
-    """The permission bits a file written at `path` gets: those of the file
-    it replaces, else 0666 less the process's umask."""
-    import stat  # noqa: PLC0415
-
-    try:
-        st = os.stat(path)
-        if stat.S_ISREG(st.st_mode):
-            return stat.S_IMODE(st.st_mode) & 0o777  # never set-id bits
-    except OSError:
-        pass
-    umask = None
-    try:  # Linux shows the umask without changing it (os.umask would, for all threads)
-        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    umask = int(line.split()[1], 8)
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    if umask is None:
-        umask = os.umask(0o022)
-        os.umask(umask)
-    return 0o666 & ~umask
 
 
 def read_file(path, where: str):
