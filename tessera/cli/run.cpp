@@ -6,7 +6,9 @@
 // environment that matters to every rank, picks the network the hosts share,
 // sizes each rank's threads from its own host's cores, runs `.tsl` files with
 // this binary's `eval` and `.py` files with the project's Python
-// (TESSERA_PYTHON, the .venv beside the build folder, or python3), prefixes
+// (TESSERA_PYTHON, which the `tessera` command of `pip install .` sets to the
+// interpreter it was installed for; else the .venv beside the build folder,
+// or python3), prefixes
 // each output line with `[rank r]` (`[rank r@host]` across hosts) or writes it
 // to the rank's log, and when the job fails says which rank or host it was.
 //
@@ -83,6 +85,10 @@ options:
   --                     what follows, up to the program, goes to mpirun as it is
                          (e.g. -- --report-bindings --display-map train.py)
 
+Python scripts run with TESSERA_PYTHON; when it is unset, with the Python the
+command was installed for (`pip install .`: <env>/bin/tessera), or for
+build/tessera with the checkout's .venv/bin/python, else python3.
+
 Every rank gets PYTHONPATH, PYTHONHASHSEED, PYTHONUNBUFFERED, PYTHONWARNINGS,
 VIRTUAL_ENV, LD_LIBRARY_PATH, OMP_* and TESSERA_* from this environment, and the
 variables named with -x (through mca_base_env_list when you set that). With
@@ -102,7 +108,12 @@ std::string self_path() {
 
 // The Python that runs scripts: TESSERA_PYTHON, else the project's virtual
 // environment next to this binary's build folder (build/../.venv), where
-// `import tessera` works after `make`, else python3 from PATH.
+// `import tessera` works after `make`, else python3 from PATH. Installed by
+// `pip install .`, this binary is site-packages/tessera/bin/tessera (it finds
+// libtessera beside the package by its RPATH, $ORIGIN/..) and is started by
+// the console script <env>/bin/tessera (python/_tessera_cli.py), which sets
+// TESSERA_PYTHON, when unset, to the interpreter it was installed for: the
+// ranks import that installed tessera, wherever the command is called from.
 std::string python_for_scripts() {
   if (const char* py = std::getenv("TESSERA_PYTHON"); py && *py) return py;
   std::string self = self_path();
