@@ -60,6 +60,12 @@ unset PYTHONPATH PYTHONHOME TESSERA_PYTHON VIRTUAL_ENV
   fail "tessera on PATH is '$(command -v tessera)', not $venv/bin/tessera"
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')"
 [ -x "$site/tessera/bin/tessera" ] || fail "no program $site/tessera/bin/tessera"
+# The program and the extension load the installed libtessera, not a build's.
+for binary in "$site/tessera/bin/tessera" "$site"/tessera/_core*.so; do
+  lib="$(ldd "$binary" | awk '$1 == "libtessera.so" {print $3}')"
+  [ "$lib" -ef "$site/tessera/libtessera.so" ] ||
+    fail "$binary loads libtessera.so from '$lib', not from $site/tessera"
+done
 
 echo "== tessera ops"
 run tessera ops >/dev/null || fail "tessera ops exited with status $?"
@@ -75,7 +81,8 @@ define(m, [[1, 2], [3, 4]])
 lambda(k, sum(m @ m) + k)
 EOF
 run tessera eval prog.tsl 5 || fail "tessera eval exited with status $?"
-[ "$(cat "$work/out")" = "59" ] || fail "tessera eval prog.tsl 5 printed '$(cat "$work/out")', not 59"
+[ "$(cat "$work/out")" = "59" ] ||
+  fail "tessera eval prog.tsl 5 printed '$(cat "$work/out")', not 59"
 
 echo "== tessera run -n 2 --trace trace job.py"
 cat >job.py <<'EOF'
@@ -102,7 +109,8 @@ EOF
 run tessera run -n 2 --trace trace job.py || fail "tessera run exited with status $?"
 # 0+1+2+3 = 6 times 1 and times 2: 18 on both ranks.
 for r in 0 1; do
-  grep -qx "\[rank $r\] rank=$r size=2 total=18" "$work/out" || fail "rank $r: no 'rank=$r size=2 total=18'"
+  grep -qx "\[rank $r\] rank=$r size=2 total=18" "$work/out" ||
+    fail "rank $r: no 'rank=$r size=2 total=18'"
   grep -qx "\[rank $r\] python=$venv/bin/python" "$work/out" ||
     fail "rank $r did not run the environment's Python $venv/bin/python"
   grep -qx "\[rank $r\] tessera=$site/tessera" "$work/out" ||
