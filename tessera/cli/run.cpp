@@ -106,14 +106,36 @@ std::string self_path() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// The interpreter whose site folder holds this binary when pip installed it:
+// <prefix>/lib/pythonM.N/site-packages/tessera/bin/tessera (a virtual
+// environment, or a --prefix install) is run by <prefix>/bin/pythonM.N, when
+// that exists. "" for any other place (build/tessera, a copy elsewhere).
+std::string python_of_site(const std::string& self) {
+  namespace fs = std::filesystem;
+  const fs::path bin = fs::path(self).parent_path();
+  const fs::path package = bin.parent_path(), site = package.parent_path();
+  const fs::path version = site.parent_path(), lib = version.parent_path();
+  static const std::regex python_version(R"(python\d+\.\d+)");
+  const std::string site_name = site.filename().string();
+  if (bin.filename() != "bin" || package.filename() != "tessera" ||
+      (site_name != "site-packages" && site_name != "dist-packages") ||
+      !std::regex_match(version.filename().string(), python_version) || lib.filename() != "lib") {
+    return "";
+  }
+  const fs::path python = lib.parent_path() / "bin" / version.filename();
+  return access(python.c_str(), X_OK) == 0 ? python.string() : "";
+}
+
 // The Python that runs scripts: TESSERA_PYTHON, else the project's virtual
 // environment next to this binary's build folder (build/../.venv), where
-// `import tessera` works after `make`, else python3 from PATH. Installed by
+// `import tessera` works after `make`, else the interpreter of the site
+// folder this binary was installed into, else python3 from PATH. Installed by
 // `pip install .`, this binary is site-packages/tessera/bin/tessera (it finds
 // libtessera beside the package by its RPATH, $ORIGIN/..) and is started by
 // the console script <env>/bin/tessera (python/_tessera_cli.py), which sets
 // TESSERA_PYTHON, when unset, to the interpreter it was installed for: the
 // ranks import that installed tessera, wherever the command is called from.
+// The site folder's interpreter serves when the binary is started directly.
 std::string python_for_scripts() {
   if (const char* py = std::getenv("TESSERA_PYTHON"); py && *py) return py;
   std::string self = self_path();
@@ -122,6 +144,7 @@ std::string python_for_scripts() {
     std::string venv = self.substr(0, slash) + "/../.venv/bin/python";
     if (access(venv.c_str(), X_OK) == 0) return venv;
   }
+  if (std::string site_python = python_of_site(self); !site_python.empty()) return site_python;
   return "python3";
 }
 

@@ -93,3 +93,28 @@ def test_program_not_executable_is_a_clear_error(tmp_path):
     assert r.returncode == 1
     assert f"missing or not executable: {exe} " in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_program_started_directly_runs_the_python_of_its_environment(tmp_path):
+    """Without the console script (the program installed in a virtual environment,
+    started by its path), `tessera run` takes that environment's interpreter."""
+    built = ROOT / "build" / "tessera"
+    assert os.access(built, os.X_OK), f"{built} is not built: run `make build`"
+    env_dir = tmp_path / "env"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = env_dir / "lib" / version / "site-packages"
+    (site / "tessera" / "bin").mkdir(parents=True)
+    program = site / "tessera" / "bin" / "tessera"
+    shutil.copy(built, program)  # finds libtessera in build/ (its build RPATH)
+    (env_dir / "bin").mkdir()
+    marker = tmp_path / "ran-with"
+    python = env_dir / "bin" / version
+    python.write_text(f'#!/bin/sh\necho "$0" >>"{marker}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    (tmp_path / "job.py").write_text("print('job ran')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TESSERA_PYTHON", "PYTHONPATH")}
+    r = subprocess.run([str(program), "run", "-n", "1", "job.py"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[rank 0] job ran" in r.stdout, r.stdout + r.stderr
+    assert marker.read_text() == f"{python}\n"
