@@ -2,7 +2,7 @@
 # `make test` installs, builds and runs every test (a short run of each fuzz
 # target, then C++ by ctest, then Python by pytest); `make test-install` runs
 # only the install test: `pip install .` into a fresh virtual environment and
-# the `tessera` command it gives (tests/install/, about 100 s).
+# the `tessera` command it gives (tests/install/, 1 to 2 minutes).
 BUILD ?= build
 FUZZ_BUILD ?= build-fuzz
 JOBS ?= 2

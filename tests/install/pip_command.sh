@@ -3,7 +3,7 @@
 # and it works from a folder outside the checkout: `tessera ops`, `tessera eval
 # FILE.tsl`, `tessera run -n 2 SCRIPT.py` (every rank runs that environment's
 # Python and imports the installed tessera, not the checkout's) and `tessera
-# report DIR`. It builds the wheel (about 100 s on 2 cores after `make build`):
+# report DIR`. It builds the wheel (1 to 2 minutes on 2 cores after `make build`):
 # part of `make test`; alone, `make test-install` (docs/distributed.md, "After
 # pip install .").
 #
