@@ -8,7 +8,8 @@
 // this binary's `eval` and `.py` files with the project's Python
 // (TESSERA_PYTHON, which the `tessera` command of `pip install .` sets to the
 // interpreter it was installed for; else the .venv beside the build folder,
-// or python3), prefixes
+// the interpreter of the site folder it was installed into, or python3),
+// prefixes
 // each output line with `[rank r]` (`[rank r@host]` across hosts) or writes it
 // to the rank's log, and when the job fails says which rank or host it was.
 //
@@ -86,8 +87,10 @@ options:
                          (e.g. -- --report-bindings --display-map train.py)
 
 Python scripts run with TESSERA_PYTHON; when it is unset, with the Python the
-command was installed for (`pip install .`: <env>/bin/tessera), or for
-build/tessera with the checkout's .venv/bin/python, else python3.
+command was installed for (`pip install .`: <env>/bin/tessera, or the program
+it starts, <env>/lib/pythonM.N/site-packages/tessera/bin/tessera, started by
+its path: <env>/bin/pythonM.N), or for build/tessera with the checkout's
+.venv/bin/python, else python3.
 
 Every rank gets PYTHONPATH, PYTHONHASHSEED, PYTHONUNBUFFERED, PYTHONWARNINGS,
 VIRTUAL_ENV, LD_LIBRARY_PATH, OMP_* and TESSERA_* from this environment, and the
