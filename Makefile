@@ -1,12 +1,14 @@
 # tessera: `make demo` installs what is missing, builds and runs the main job;
 # `make test` installs, builds and runs every test (a short run of each fuzz
-# target, then C++ by ctest, then Python by pytest).
+# target, then C++ by ctest, then Python by pytest); `make test-install` runs
+# only the install test: `pip install .` into a fresh virtual environment and
+# the `tessera` command it gives (tests/install/, 1 to 2 minutes).
 BUILD ?= build
 FUZZ_BUILD ?= build-fuzz
 JOBS ?= 2
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps configure build fuzz-build fuzz test demo bench clean
+.PHONY: all deps configure build fuzz-build fuzz test test-install demo bench clean
 
 all: build
 
@@ -41,6 +43,11 @@ test: build fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	@$(PYTHON) -m pytest tests/python -q
 
+# The wheel is built in build-wheel/ (beside build/, so ccache serves `make
+# build`'s objects); the environment is made from the machine's python3.
+test-install: build
+	@cd $(BUILD) && ctest --output-on-failure -L install
+
 # The HAR CNN trained data-parallel on two localities (MPI ranks).
 demo: build
 	@TESSERA_PYTHON=$(PYTHON) $(BUILD)/tessera run -n 2 examples/har_cnn.py
@@ -49,4 +56,4 @@ bench: build
 	@bench/run-all $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-wheel

@@ -6,7 +6,10 @@
 // environment that matters to every rank, picks the network the hosts share,
 // sizes each rank's threads from its own host's cores, runs `.tsl` files with
 // this binary's `eval` and `.py` files with the project's Python
-// (TESSERA_PYTHON, the .venv beside the build folder, or python3), prefixes
+// (TESSERA_PYTHON, which the `tessera` command of `pip install .` sets to the
+// interpreter it was installed for; else the .venv beside the build folder,
+// the interpreter of the site folder it was installed into, or python3),
+// prefixes
 // each output line with `[rank r]` (`[rank r@host]` across hosts) or writes it
 // to the rank's log, and when the job fails says which rank or host it was.
 //
@@ -83,6 +86,12 @@ options:
   --                     what follows, up to the program, goes to mpirun as it is
                          (e.g. -- --report-bindings --display-map train.py)
 
+Python scripts run with TESSERA_PYTHON; when it is unset, with the Python the
+command was installed for (`pip install .`: <env>/bin/tessera, or the program
+it starts, <env>/lib/pythonM.N/site-packages/tessera/bin/tessera, started by
+its path: <env>/bin/pythonM.N), or for build/tessera with the checkout's
+.venv/bin/python, else python3.
+
 Every rank gets PYTHONPATH, PYTHONHASHSEED, PYTHONUNBUFFERED, PYTHONWARNINGS,
 VIRTUAL_ENV, LD_LIBRARY_PATH, OMP_* and TESSERA_* from this environment, and the
 variables named with -x (through mca_base_env_list when you set that). With
@@ -100,9 +109,36 @@ std::string self_path() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// The interpreter whose site folder holds this binary when pip installed it:
+// <prefix>/lib/pythonM.N/site-packages/tessera/bin/tessera (a virtual
+// environment, or a --prefix install) is run by <prefix>/bin/pythonM.N, when
+// that exists. "" for any other place (build/tessera, a copy elsewhere).
+std::string python_of_site(const std::string& self) {
+  namespace fs = std::filesystem;
+  const fs::path bin = fs::path(self).parent_path();
+  const fs::path package = bin.parent_path(), site = package.parent_path();
+  const fs::path version = site.parent_path(), lib = version.parent_path();
+  static const std::regex python_version(R"(python\d+\.\d+)");
+  const std::string site_name = site.filename().string();
+  if (bin.filename() != "bin" || package.filename() != "tessera" ||
+      (site_name != "site-packages" && site_name != "dist-packages") ||
+      !std::regex_match(version.filename().string(), python_version) || lib.filename() != "lib") {
+    return "";
+  }
+  const fs::path python = lib.parent_path() / "bin" / version.filename();
+  return access(python.c_str(), X_OK) == 0 ? python.string() : "";
+}
+
 // The Python that runs scripts: TESSERA_PYTHON, else the project's virtual
 // environment next to this binary's build folder (build/../.venv), where
-// `import tessera` works after `make`, else python3 from PATH.
+// `import tessera` works after `make`, else the interpreter of the site
+// folder this binary was installed into, else python3 from PATH. Installed by
+// `pip install .`, this binary is site-packages/tessera/bin/tessera (it finds
+// libtessera beside the package by its RPATH, $ORIGIN/..) and is started by
+// the console script <env>/bin/tessera (python/_tessera_cli.py), which sets
+// TESSERA_PYTHON, when unset, to the interpreter it was installed for: the
+// ranks import that installed tessera, wherever the command is called from.
+// The site folder's interpreter serves when the binary is started directly.
 std::string python_for_scripts() {
   if (const char* py = std::getenv("TESSERA_PYTHON"); py && *py) return py;
   std::string self = self_path();
@@ -111,6 +147,7 @@ std::string python_for_scripts() {
     std::string venv = self.substr(0, slash) + "/../.venv/bin/python";
     if (access(venv.c_str(), X_OK) == 0) return venv;
   }
+  if (std::string site_python = python_of_site(self); !site_python.empty()) return site_python;
   return "python3";
 }
 
