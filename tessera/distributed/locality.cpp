@@ -1,5 +1,6 @@
 #include "tessera/distributed/locality.hpp"
 
+#include "tessera/core/error.hpp"
 #include "tessera/distributed/comm.hpp"
 #include "tessera/primitives/registry.hpp"
 
@@ -15,18 +16,48 @@ void mark_failed() { detail::mark_failed(); }
 
 namespace {
 
+// A group argument (nil: the world); see collectives.cpp's group_arg.
+GroupInfo group_of(Args& a) {
+  const Value& v = a[0];
+  if (v.is_nil()) return group_info(0, a.op());
+  if (!v.is_int()) {
+    throw TypeError(error_message("[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
+                                  v.kind_name()));
+  }
+  return group_info(v.as_int(), a.op());
+}
+
 const bool registered = register_primitives(without_gradient({
     {.name = "locality",
      .family = "distributed",
-     .params = {},
-     .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun.",
-     .eval = [](Args&) -> Value { return Value(static_cast<int64_t>(locality())); }},
+     .params = {opt("group", Value())},
+     .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun. With a "
+             "group (mesh.group(axis)): its rank in that group.",
+     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of(a).rank)); }},
     {.name = "num_localities",
      .family = "distributed",
-     .params = {},
+     .params = {opt("group", Value())},
      .help = "Number of localities (MPI ranks) running this program: 1 when not started by "
-             "`tessera run` or mpirun.",
-     .eval = [](Args&) -> Value { return Value(static_cast<int64_t>(num_localities())); }},
+             "`tessera run` or mpirun. With a group (mesh.group(axis)): its number of members.",
+     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of(a).size)); }},
+    {.name = "make_group",
+     .family = "distributed",
+     .params = {{"name"}, {"members"}},
+     .help = "Makes this locality's group `name` of the world ranks `members` (ascending, this "
+             "locality among them) and returns its id, for the group argument of the collectives. "
+             "Every locality must call it, in the same order, each with its own group of one "
+             "partition of the ranks (collective: a split of the world). tessera.distributed.Mesh "
+             "calls it for each axis.",
+     .eval = [](Args& a) -> Value {
+       std::vector<int> members;
+       Array m = a.array(1);
+       if (m.ndim() != 1 || m.dtype() != DType::int64) {
+         throw TypeError(error_message("[make_group] argument 'members' must be a list of ints, got ",
+                                       dtype_name(m.dtype()), " ", shape_str(m.shape())));
+       }
+       for (int64_t i = 0; i < m.size(); ++i) members.push_back(static_cast<int>(m.get_int(i)));
+       return Value(static_cast<int64_t>(make_group(a.string(0), members)));
+     }},
 }));
 
 }  // namespace
