@@ -46,8 +46,9 @@ GroupInfo group_arg(Args& a, size_t i) {
   const Value& v = a[i];
   if (v.is_nil()) return group_info(0, a.op());
   if (!v.is_int()) {
-    throw TypeError(error_message("[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
-                                  v.kind_name()));
+    throw TypeError(error_message(
+        "[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
+        v.kind_name()));
   }
   return group_info(v.as_int(), a.op());
 }
@@ -162,8 +163,9 @@ Future<Value> barrier_async(Args& a) {
 // A peer of this locality in group g, as a world rank.
 int peer_arg(Args& a, size_t i, const GroupInfo& g) {
   if (g.size == 1) {
-    std::string what = g.id == 0 ? std::string("this program runs on one (start it with `tessera run -n N`)")
-                                 : error_message("group ", g.name, " has one member");
+    std::string what =
+        g.id == 0 ? std::string("this program runs on one (start it with `tessera run -n N`)")
+                  : error_message("group ", g.name, " has one member");
     throw std::invalid_argument(error_message("[", a.op(), "] needs another locality, but ", what));
   }
   int peer = rank_arg(a, i, g);
@@ -223,8 +225,8 @@ Future<Value> all_reduce_grad_async(Args& a) {
     return f.then([n](const Value& v) { return divided(v, n); });
   }
   Value mask = call_primitive("equal", std::vector<Value>{Value(x), Value(out)});
-  Future<Value> total =
-      n == 1 ? Future<Value>::ready(Value(g)) : detail::all_reduce(g, ReduceOp::sum, a.site(), grp.id);
+  Future<Value> total = n == 1 ? Future<Value>::ready(Value(g))
+                               : detail::all_reduce(g, ReduceOp::sum, a.site(), grp.id);
   return total.then([mask](const Value& v) { return call_primitive("multiply", std::vector<Value>{v, mask}); });
 }
 
@@ -342,16 +344,18 @@ Future<Value> all_gather_grad_async(Args& a) {
   if (grp.size == 1) return Future<Value>::ready(Value(g));
   std::string site = a.site();
   int me = grp.rank, id = grp.id;
-  return extents(x, axis, site, id).then([x, g, axis, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
-    check_joined("all_gather_grad", g, axis, ext);
-    int64_t rows = largest(ext), mine = ext[me];
-    Shape shape = x.shape();
-    if (rows == 0) return Future<Value>::ready(Value(Array::zeros(g.dtype(), shape)));
-    Array blocks = padded_blocks(moved_to_front(g, axis), offsets_of(ext), ext, rows);
-    return detail::reduce_scatter(blocks, ReduceOp::sum, site, id).then([axis, mine](const Value& part) {
-      return Value(moved_back(row_block(part.as_array(), 0, mine), axis));
-    });
-  });
+  return extents(x, axis, site, id)
+      .then([x, g, axis, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
+        check_joined("all_gather_grad", g, axis, ext);
+        int64_t rows = largest(ext), mine = ext[me];
+        Shape shape = x.shape();
+        if (rows == 0) return Future<Value>::ready(Value(Array::zeros(g.dtype(), shape)));
+        Array blocks = padded_blocks(moved_to_front(g, axis), offsets_of(ext), ext, rows);
+        return detail::reduce_scatter(blocks, ReduceOp::sum, site, id)
+            .then([axis, mine](const Value& part) {
+              return Value(moved_back(row_block(part.as_array(), 0, mine), axis));
+            });
+      });
 }
 
 // The cotangent of gather's x: the root's cotangent of the joined array, cut
@@ -364,18 +368,20 @@ Future<Value> gather_grad_async(Args& a) {
   if (grp.size == 1) return Future<Value>::ready(Value(g));
   std::string site = a.site();
   int me = grp.rank, id = grp.id;
-  return extents(x, 0, site, id).then([x, g, root, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
-    int64_t rows = largest(ext), mine = ext[me];
-    if (me == root) check_joined("gather_grad", g, 0, ext);
-    auto own = [g, me, root](Array part) {
-      return me == root ? Value(part) : call_primitive("add", std::vector<Value>{Value(part), Value(g)});
-    };
-    if (rows == 0) return Future<Value>::ready(own(Array::zeros(g.dtype(), x.shape())));
-    Array blocks = me == root ? padded_blocks(g, offsets_of(ext), ext, rows) : g;
-    return detail::scatter(blocks, root, site, id).then([mine, own](const Value& part) {
-      return own(row_block(part.as_array(), 0, mine));
-    });
-  });
+  return extents(x, 0, site, id)
+      .then([x, g, root, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
+        int64_t rows = largest(ext), mine = ext[me];
+        if (me == root) check_joined("gather_grad", g, 0, ext);
+        auto own = [g, me, root](Array part) {
+          return me == root ? Value(part)
+                            : call_primitive("add", std::vector<Value>{Value(part), Value(g)});
+        };
+        if (rows == 0) return Future<Value>::ready(own(Array::zeros(g.dtype(), x.shape())));
+        Array blocks = me == root ? padded_blocks(g, offsets_of(ext), ext, rows) : g;
+        return detail::scatter(blocks, root, site, id).then([mine, own](const Value& part) {
+          return own(row_block(part.as_array(), 0, mine));
+        });
+      });
 }
 
 // The cotangent of scatter's x: on the root, every locality's cotangent
@@ -403,27 +409,29 @@ Future<Value> all_to_all_grad_async(Args& a) {
   std::string site = a.site();
   DType dt = g.dtype();
   int me = grp.rank, id = grp.id;
-  return extents(x, 0, site, id).then([x, g, n, dt, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
-    // Rows of g that came from locality k: its part `me` of an even split.
-    std::vector<int64_t> from(n);
-    for (int k = 0; k < n; ++k) from[k] = split_counts(ext[k], n)[me];
-    check_joined("all_to_all_grad", g, 0, from);
-    // What this locality receives back from locality j: its own part j.
-    std::vector<int64_t> back = split_counts(ext[me], n);
-    int64_t rows = (largest(ext) + n - 1) / n;
-    if (rows == 0) return Future<Value>::ready(Value(Array::zeros(dt, x.shape())));
-    bool even = std::all_of(ext.begin(), ext.end(), [&](int64_t e) { return e == ext[0]; });
-    // With equal extents everywhere g is already split the way the engine
-    // splits (n blocks of equal size); otherwise blocks are padded.
-    Array send = even ? g : padded_blocks(g, offsets_of(from), from, rows);
-    return detail::all_to_all(send, site, id).then([back, dt, even](const Value& parts) {
-      if (even) return concatenated(parts, 0, dt);
-      List trimmed;
-      const List& l = parts.as_list();
-      for (size_t j = 0; j < l.size(); ++j) trimmed.push_back(Value(row_block(l[j].as_array(), 0, back[j])));
-      return concatenated(Value(std::move(trimmed)), 0, dt);
-    });
-  });
+  return extents(x, 0, site, id)
+      .then([x, g, n, dt, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
+        // Rows of g that came from locality k: its part `me` of an even split.
+        std::vector<int64_t> from(n);
+        for (int k = 0; k < n; ++k) from[k] = split_counts(ext[k], n)[me];
+        check_joined("all_to_all_grad", g, 0, from);
+        // What this locality receives back from locality j: its own part j.
+        std::vector<int64_t> back = split_counts(ext[me], n);
+        int64_t rows = (largest(ext) + n - 1) / n;
+        if (rows == 0) return Future<Value>::ready(Value(Array::zeros(dt, x.shape())));
+        bool even = std::all_of(ext.begin(), ext.end(), [&](int64_t e) { return e == ext[0]; });
+        // With equal extents everywhere g is already split the way the engine
+        // splits (n blocks of equal size); otherwise blocks are padded.
+        Array send = even ? g : padded_blocks(g, offsets_of(from), from, rows);
+        return detail::all_to_all(send, site, id).then([back, dt, even](const Value& parts) {
+          if (even) return concatenated(parts, 0, dt);
+          List trimmed;
+          const List& l = parts.as_list();
+          for (size_t j = 0; j < l.size(); ++j)
+            trimmed.push_back(Value(row_block(l[j].as_array(), 0, back[j])));
+          return concatenated(Value(std::move(trimmed)), 0, dt);
+        });
+      });
 }
 
 // The gradient rules of the collectives (a switch kept for bisecting: the
@@ -436,71 +444,79 @@ std::vector<std::string> rules(std::vector<std::string> r) {
 }
 
 // The group argument's help, shared by every collective.
-#define TESSERA_GROUP_HELP \
-  " group: nil (every locality) or a group (mesh.group(axis), tessera.distributed.Mesh): then the " \
-  "localities are the group's members and ranks are ranks in the group."
+#define TESSERA_GROUP_HELP                                                             \
+  " group: nil (every locality) or a group (mesh.group(axis), tessera.distributed.Mesh): " \
+  "then the localities are the group's members and ranks are ranks in the group."
 
 const bool registered = register_primitives({
-    async_spec({.name = "all_reduce",
-                .family = "distributed",
-                .params = {{"x"}, opt("op", Value("sum")), opt("group", Value())},
-                .help = "Reduces x elementwise over all localities (op: 'sum', 'mean', 'max', 'min'); "
-                        "every locality gets the result. Shapes and dtypes must agree on every locality."
-                        TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"all_reduce_grad(x, out, g, op, group)", "", ""})},
-               all_reduce_async),
-    async_spec({.name = "broadcast",
-                .family = "distributed",
-                .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
-                .help = "The root locality's x, on every locality (x must have the same shape and dtype "
-                        "everywhere)." TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"broadcast_grad(g, root, group)", "", ""})},
-               broadcast_async),
-    async_spec({.name = "all_gather",
-                .family = "distributed",
-                .params = {{"x"}, opt("axis", Value(0)), opt("group", Value())},
-                .help = "Every locality's x joined along axis, in locality order; the extents along axis "
-                        "may differ between localities." TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"all_gather_grad(x, g, axis, group)", "", ""})},
-               all_gather_async),
-    async_spec({.name = "reduce_scatter",
-                .family = "distributed",
-                .params = {{"x"}, opt("op", Value("sum")), opt("group", Value())},
-                .help = "Reduces x over all localities (op: 'sum', 'mean', 'max', 'min') and gives each "
-                        "locality its part of axis 0 (split in as many parts as localities; the first "
-                        "shape(x)[0] % that number of parts have one more row)." TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"reduce_scatter_grad(g, op, group)", "", ""})},
-               reduce_scatter_async),
-    async_spec({.name = "gather",
-                .family = "distributed",
-                .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
-                .help = "On the root: every locality's x joined along axis 0 (extents may differ); on the "
-                        "other localities: x itself." TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"gather_grad(x, g, root, group)", "", ""})},
-               gather_async),
-    async_spec({.name = "scatter",
-                .family = "distributed",
-                .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
-                .help = "This locality's part of the root's x, split along axis 0 in as many parts as "
-                        "localities (the first shape(x)[0] % that number have one more row); x is ignored "
-                        "on the other localities." TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"scatter_grad(x, g, root, group)", "", ""})},
-               scatter_async),
-    async_spec({.name = "all_to_all",
-                .family = "distributed",
-                .params = {{"x"}, opt("group", Value())},
-                .help = "Splits x along axis 0 in as many parts as localities, sends part j to locality j, "
-                        "and joins the parts received, in locality order, along axis 0 (the localities' x "
-                        "may differ in length along axis 0)." TESSERA_GROUP_HELP,
-                .eval = nullptr,
-                .grads = rules({"all_to_all_grad(x, g, group)", ""})},
-               all_to_all_async),
+    async_spec(
+        {.name = "all_reduce",
+         .family = "distributed",
+         .params = {{"x"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "Reduces x elementwise over all localities (op: 'sum', 'mean', 'max', 'min'); "
+                 "every locality gets the result. Shapes and dtypes must agree on every "
+                 "locality." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"all_reduce_grad(x, out, g, op, group)", "", ""})},
+        all_reduce_async),
+    async_spec(
+        {.name = "broadcast",
+         .family = "distributed",
+         .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
+         .help = "The root locality's x, on every locality (x must have the same shape and dtype "
+                 "everywhere)." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"broadcast_grad(g, root, group)", "", ""})},
+        broadcast_async),
+    async_spec(
+        {.name = "all_gather",
+         .family = "distributed",
+         .params = {{"x"}, opt("axis", Value(0)), opt("group", Value())},
+         .help = "Every locality's x joined along axis, in locality order; the extents along axis "
+                 "may differ between localities." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"all_gather_grad(x, g, axis, group)", "", ""})},
+        all_gather_async),
+    async_spec(
+        {.name = "reduce_scatter",
+         .family = "distributed",
+         .params = {{"x"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "Reduces x over all localities (op: 'sum', 'mean', 'max', 'min') and gives each "
+                 "locality its part of axis 0 (split in as many parts as localities; the first "
+                 "shape(x)[0] % that number of parts have one more row)." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"reduce_scatter_grad(g, op, group)", "", ""})},
+        reduce_scatter_async),
+    async_spec(
+        {.name = "gather",
+         .family = "distributed",
+         .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
+         .help = "On the root: every locality's x joined along axis 0 (extents may differ); on the "
+                 "other localities: x itself." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"gather_grad(x, g, root, group)", "", ""})},
+        gather_async),
+    async_spec(
+        {.name = "scatter",
+         .family = "distributed",
+         .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
+         .help = "This locality's part of the root's x, split along axis 0 in as many parts as "
+                 "localities (the first shape(x)[0] % that number have one more row); x is ignored "
+                 "on the other localities." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"scatter_grad(x, g, root, group)", "", ""})},
+        scatter_async),
+    async_spec(
+        {.name = "all_to_all",
+         .family = "distributed",
+         .params = {{"x"}, opt("group", Value())},
+         .help =
+             "Splits x along axis 0 in as many parts as localities, sends part j to locality j, "
+             "and joins the parts received, in locality order, along axis 0 (the localities' x "
+             "may differ in length along axis 0)." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"all_to_all_grad(x, g, group)", ""})},
+        all_to_all_async),
     async_spec({.name = "barrier",
                 .family = "distributed",
                 .params = {opt("group", Value())},
@@ -511,8 +527,8 @@ const bool registered = register_primitives({
     async_spec({.name = "send",
                 .family = "distributed",
                 .params = {{"x"}, {"dest"}, opt("tag", Value(0)), opt("group", Value())},
-                .help = "Sends x to locality dest (its shape and dtype travel with it); nil once sent."
-                        TESSERA_GROUP_HELP,
+                .help = "Sends x to locality dest (its shape and dtype travel with it); nil once "
+                        "sent." TESSERA_GROUP_HELP,
                 .eval = nullptr,
                 .grads = {}},
                send_async),
@@ -523,64 +539,75 @@ const bool registered = register_primitives({
                 .eval = nullptr,
                 .grads = {}},
                recv_async),
-    async_spec({.name = "all_reduce_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"out"}, {"g"}, opt("op", Value("sum")), opt("group", Value())},
-                .help = "The gradient rule of all_reduce: the cotangent of x given out = all_reduce(x, "
-                        "op, group) and its cotangent g (a collective itself, on the same group).",
-                .eval = nullptr,
-                .grads = {}},
-               all_reduce_grad_async),
-    async_spec({.name = "broadcast_grad",
-                .family = "distributed",
-                .params = {{"g"}, opt("root", Value(0)), opt("group", Value())},
-                .help = "The gradient rule of broadcast: on the root the sum of every locality's cotangent "
-                        "g, elsewhere zeros (a collective itself, on the same group).",
-                .eval = nullptr,
-                .grads = {}},
-               broadcast_grad_async),
-    async_spec({.name = "reduce_scatter_grad",
-                .family = "distributed",
-                .params = {{"g"}, opt("op", Value("sum")), opt("group", Value())},
-                .help = "The gradient rule of reduce_scatter (op 'sum' or 'mean'): every locality's "
-                        "cotangent g joined along axis 0 (a collective itself, on the same group).",
-                .eval = nullptr,
-                .grads = {}},
-               reduce_scatter_grad_async),
-    async_spec({.name = "all_gather_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("axis", Value(0)), opt("group", Value())},
-                .help = "The gradient rule of all_gather: the sum over localities of the slice of their "
-                        "cotangent g that came from this locality's x (a collective itself, on the same "
-                        "group).",
-                .eval = nullptr,
-                .grads = {}},
-               all_gather_grad_async),
-    async_spec({.name = "gather_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("root", Value(0)), opt("group", Value())},
-                .help = "The gradient rule of gather: this locality's part of the root's cotangent g, plus "
-                        "its own g on the other localities (a collective itself, on the same group).",
-                .eval = nullptr,
-                .grads = {}},
-               gather_grad_async),
-    async_spec({.name = "scatter_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("root", Value(0)), opt("group", Value())},
-                .help = "The gradient rule of scatter: on the root every locality's cotangent g joined along "
-                        "axis 0, elsewhere zeros shaped like x (a collective itself, on the same group).",
-                .eval = nullptr,
-                .grads = {}},
-               scatter_grad_async),
-    async_spec({.name = "all_to_all_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("group", Value())},
-                .help = "The gradient rule of all_to_all: the rows of every locality's cotangent g that came "
-                        "from this locality's x, sent back and joined in order (a collective itself, on the "
-                        "same group).",
-                .eval = nullptr,
-                .grads = {}},
-               all_to_all_grad_async),
+    async_spec(
+        {.name = "all_reduce_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"out"}, {"g"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "The gradient rule of all_reduce: the cotangent of x given out = all_reduce(x, "
+                 "op, group) and its cotangent g (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        all_reduce_grad_async),
+    async_spec(
+        {.name = "broadcast_grad",
+         .family = "distributed",
+         .params = {{"g"}, opt("root", Value(0)), opt("group", Value())},
+         .help =
+             "The gradient rule of broadcast: on the root the sum of every locality's cotangent "
+             "g, elsewhere zeros (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        broadcast_grad_async),
+    async_spec(
+        {.name = "reduce_scatter_grad",
+         .family = "distributed",
+         .params = {{"g"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "The gradient rule of reduce_scatter (op 'sum' or 'mean'): every locality's "
+                 "cotangent g joined along axis 0 (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        reduce_scatter_grad_async),
+    async_spec(
+        {.name = "all_gather_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("axis", Value(0)), opt("group", Value())},
+         .help = "The gradient rule of all_gather: the sum over localities of the slice of their "
+                 "cotangent g that came from this locality's x (a collective itself, on the same "
+                 "group).",
+         .eval = nullptr,
+         .grads = {}},
+        all_gather_grad_async),
+    async_spec(
+        {.name = "gather_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("root", Value(0)), opt("group", Value())},
+         .help =
+             "The gradient rule of gather: this locality's part of the root's cotangent g, plus "
+             "its own g on the other localities (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        gather_grad_async),
+    async_spec(
+        {.name = "scatter_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("root", Value(0)), opt("group", Value())},
+         .help =
+             "The gradient rule of scatter: on the root every locality's cotangent g joined along "
+             "axis 0, elsewhere zeros shaped like x (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        scatter_grad_async),
+    async_spec(
+        {.name = "all_to_all_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("group", Value())},
+         .help =
+             "The gradient rule of all_to_all: the rows of every locality's cotangent g that came "
+             "from this locality's x, sent back and joined in order (a collective itself, on the "
+             "same group).",
+         .eval = nullptr,
+         .grads = {}},
+        all_to_all_grad_async),
 });
 
 #undef TESSERA_GROUP_HELP

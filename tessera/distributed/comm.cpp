@@ -43,9 +43,9 @@ int make_group(const std::string& name, const std::vector<int>& members) {
   if (!sorted || at == members.end()) {
     std::string got;
     for (int m : members) got += (got.empty() ? "" : ", ") + std::to_string(m);
-    throw std::invalid_argument(error_message("[mesh] group '", name, "' must list distinct ranks in 0..", n - 1,
-                                              " in ascending order, this locality (", me, ") among them, got [",
-                                              got, "]"));
+    throw std::invalid_argument(
+        error_message("[mesh] group '", name, "' must list distinct ranks in 0..", n - 1,
+                      " in ascending order, this locality (", me, ") among them, got [", got, "]"));
   }
   GroupInfo g;
   g.name = name;
@@ -68,9 +68,9 @@ GroupInfo group_info(int64_t id, const char* op) {
   }
   std::lock_guard lock(groups_mu);
   if (id < 0 || id > static_cast<int64_t>(groups().size())) {
-    throw std::invalid_argument(error_message("[", op, "] argument 'group' is ", id, ", which is no group (",
-                                              groups().size(), " made so far; groups come from ",
-                                              "tessera.distributed.Mesh: mesh.group(axis))"));
+    throw std::invalid_argument(error_message(
+        "[", op, "] argument 'group' is ", id, ", which is no group (", groups().size(),
+        " made so far; groups come from ", "tessera.distributed.Mesh: mesh.group(axis))"));
   }
   return groups()[id - 1];
 }
@@ -204,7 +204,8 @@ Future<Value> broadcast(const Array& x, int root, const std::string& site, int g
 
 Future<Value> all_gather(const Array& x, int free_axis, const std::string& site, int group) {
   return Engine::get().submit(
-      make_op(Kind::all_gather, "all_gather", error_message("all_gather(axis=", free_axis, ")"), x, free_axis, site),
+      make_op(Kind::all_gather, "all_gather", error_message("all_gather(axis=", free_axis, ")"), x,
+              free_axis, site),
       group);
 }
 
@@ -232,11 +233,13 @@ Future<Value> scatter(const Array& x, int root, const std::string& site, int gro
 }
 
 Future<Value> all_to_all(const Array& x, const std::string& site, int group) {
-  return Engine::get().submit(make_op(Kind::all_to_all, "all_to_all", "all_to_all", x, 0, site), group);
+  return Engine::get().submit(make_op(Kind::all_to_all, "all_to_all", "all_to_all", x, 0, site),
+                              group);
 }
 
 Future<Value> barrier(const std::string& site, int group) {
-  return Engine::get().submit(make_op(Kind::barrier, "barrier", "barrier", std::nullopt, -1, site), group);
+  return Engine::get().submit(make_op(Kind::barrier, "barrier", "barrier", std::nullopt, -1, site),
+                              group);
 }
 
 Future<Value> send(const Array& x, int dest, int tag, const std::string& site) {

@@ -19,6 +19,14 @@
 // TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails with the list of
 // what this rank waits for.
 //
+// Groups (groups.cpp): a collective may run among the members of a group
+// (GroupInfo, made by make_group for each axis of a mesh) instead of every
+// rank. Each group of several members has its own agreement rounds and
+// communicators, so everything above holds among its members and
+// collectives on disjoint groups run concurrently; a peer that called the
+// same call of a site on another group is found by a probe after a second
+// and both sides get the mismatch error.
+//
 // Failure detection (heartbeat.hpp): every rank sends heartbeats to a few
 // peers on a thread and sockets of its own, independent of MPI; a rank not
 // heard from for TESSERA_FAILURE_TIMEOUT seconds (default 30; 0 or "off":

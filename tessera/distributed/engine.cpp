@@ -150,8 +150,8 @@ Future<Value> Engine::submit(OpPtr op, int group) {
     auto ch = channel_of_.find(op->collective() ? group : 0);
     if (ch == channel_of_.end()) {
       // The primitives run groups of one member locally: only a bug gets here.
-      op->promise.set_error(std::make_exception_ptr(std::logic_error(
-          error_message("[", op->name, "] rank ", rank_, " has no group ", group, " of several members"))));
+      op->promise.set_error(std::make_exception_ptr(std::logic_error(error_message(
+          "[", op->name, "] rank ", rank_, " has no group ", group, " of several members"))));
       return f;
     }
     op->ch = ch->second;
@@ -233,8 +233,8 @@ void Engine::run() {
     world_ch->rank = rank_;
     world_ch->size = size_;
     world_ch->inline_budget = inline_budget(size_);
-    for (MPI_Comm* c : {&world_ch->round_comm, &world_ch->data_comm, &world_ch->diag_comm, &p2p_header_comm_,
-                        &p2p_data_comm_, &probe_comm_}) {
+    for (MPI_Comm* c : {&world_ch->round_comm, &world_ch->data_comm, &world_ch->diag_comm,
+                        &p2p_header_comm_, &p2p_data_comm_, &probe_comm_}) {
       MPI_Comm_dup(MPI_COMM_WORLD, c);
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
@@ -310,7 +310,8 @@ bool Engine::finish() {
         if (steps[i] == Step::start) {
           // The regular rounds' object: its posted receives match the other
           // ranks' next round, this one.
-          ch.round.next_block(ch.rank, ch.size).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
+          ch.round.next_block(ch.rank, ch.size)
+              .assign(reinterpret_cast<const char*>(&mine), sizeof mine);
           ch.round.start(ch.round_comm, ch.rank, ch.size);
           steps[i] = Step::gather;
         }
@@ -396,7 +397,8 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
       }
     }
     bool defer = may_defer_round && !ch.expected.empty();
-    if (!ch.round.active() && !ch.pending.empty() && !broken_flag_.load() && !defer) guarded_round(ch, done);
+    if (!ch.round.active() && !ch.pending.empty() && !broken_flag_.load() && !defer)
+      guarded_round(ch, done);
   }
   progressed = test_all(done) || progressed;
   if (++passes_ % 256 == 0) {
@@ -533,7 +535,8 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
   for (Candidate& c : ch.candidates) {
     ch.pending.erase(c.op->seq);
     if (c.same && c.inline_everywhere && c.op->kind == Kind::all_reduce) {
-      done.push_back({c.op->promise, Value(reduce_in_rank_order(*c.op, &ch.candidate_data[c.data_at])), nullptr});
+      done.push_back({c.op->promise,
+                      Value(reduce_in_rank_order(*c.op, &ch.candidate_data[c.data_at])), nullptr});
       ++inline_done;
     } else {
       (c.same ? ch.agreed : ch.disagreed).push_back(c.op);
@@ -542,8 +545,9 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
   }
   size_t agreed_count = ch.candidates.size();
   if (debug_rounds_) {
-    std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n", rank_,
-                 offers[ch.rank].entries.size(), agreed_count, inline_done, ch.pending.size());
+    std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n",
+                 rank_, offers[ch.rank].entries.size(), agreed_count, inline_done,
+                 ch.pending.size());
   }
   for (auto& op : ch.disagreed) guarded(op, done, [&] { post_diag(op); });
   post_agreed(ch.agreed, done);
@@ -554,10 +558,12 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
       std::string msg;
       if (ch.pending.size() == 1) {
         const Op& op = *ch.pending.begin()->second;
-        msg = error_message("[", op.name, "] rank ", ch.world_rank(r), " finished its program without calling ", op.desc(),
-                            " (which rank ", rank_, " waits for)");
+        msg = error_message("[", op.name, "] rank ", ch.world_rank(r),
+                            " finished its program without calling ", op.desc(), " (which rank ",
+                            rank_, " waits for)");
       } else {
-        msg = error_message("[", ch.pending.begin()->second->name, "] rank ", ch.world_rank(r), " finished its program without ",
+        msg = error_message("[", ch.pending.begin()->second->name, "] rank ", ch.world_rank(r),
+                            " finished its program without ",
                             "calling these collectives, which rank ", rank_, " waits for:");
         for (auto& [k, op] : ch.pending) msg += "\n  " + op->desc();
       }

@@ -84,21 +84,22 @@ struct Candidate {
 // a round costs log2 of the group's size, whatever the world's.
 struct Channel {
   int id = 0;
-  std::string label;  // "" for the world, else "group tensor (ranks 0, 1)"
+  std::string label;         // "" for the world, else "group tensor (ranks 0, 1)"
   std::vector<int> members;  // world ranks, in group rank order
   int rank = 0, size = 1;    // this rank's group rank, the group's size
   MPI_Comm round_comm = MPI_COMM_NULL, data_comm = MPI_COMM_NULL, diag_comm = MPI_COMM_NULL;
   // Bytes of inline data per rank and round (halved per exchange after the first).
   int64_t inline_budget = 0;
-  uint64_t ring_serial = 0;  // rings posted so far (their tags)
+  uint64_t ring_serial = 0;               // rings posted so far (their tags)
   std::map<uint64_t, uint64_t> next_key;  // per site: calls so far on this channel (under in_mu_)
-  std::map<uint64_t, OpPtr> pending;  // by order of submission
+  std::map<uint64_t, OpPtr> pending;      // by order of submission
   std::vector<OpPtr> offered;
   std::deque<OpPtr> scatters;
   BlockGather round;
   // resolve's scratch space.
   std::vector<Offer> offers;
-  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>> index;  // per member: (site, key, entry)
+  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>>
+      index;                   // per member: (site, key, entry)
   std::vector<size_t> cursor;  // per member: just after the entry found last
   std::vector<Candidate> candidates;
   std::vector<const char*> candidate_data;
@@ -122,9 +123,9 @@ struct Op {
   const char* name = "";
   std::string what, site;
   Entry entry;
-  Channel* ch = nullptr;  // the ranks it runs among (set by submit; point-to-point: the world)
-  int group = 0;          // the channel's id
-  uint64_t site_calls = 0;  // collectives this rank called at this site before, on any group
+  Channel* ch = nullptr;       // the ranks it runs among (set by submit; point-to-point: the world)
+  int group = 0;               // the channel's id
+  uint64_t site_calls = 0;     // collectives this rank called at this site before, on any group
   Clock::time_point probed{};  // when the mismatch probe was last sent (Engine::probe_stalled)
   uint64_t seq = 0;  // order of submission on this rank
   bool offered = false;  // in an earlier agreement round
@@ -491,7 +492,8 @@ class Engine {
 
   // Guards everything below and every MPI call after start-up.
   std::mutex mu_;
-  MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL, probe_comm_ = MPI_COMM_NULL;
+  MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL,
+           probe_comm_ = MPI_COMM_NULL;
   // The world (channels_[0]) and the groups of more than one member, in the
   // order they were made (channels_ changes under both locks; the
   // channels never move). channel_of_ maps a group id to its channel.

@@ -25,7 +25,8 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
   std::lock_guard lock(mu_);
   auto at = std::find(members.begin(), members.end(), rank_);
   if (at == members.end()) {
-    throw std::logic_error(error_message("[mesh] rank ", rank_, " is not a member of its own group ", name));
+    throw std::logic_error(
+        error_message("[mesh] rank ", rank_, " is not a member of its own group ", name));
   }
   int me = static_cast<int>(at - members.begin());
   // Every rank splits, for groups of one member too: MPI_Comm_split is
@@ -37,8 +38,9 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
   MPI_Comm_size(comm, &size);
   if (size != static_cast<int>(members.size())) {
     MPI_Comm_free(&comm);
-    std::string msg = error_message("[mesh] the ranks disagree on group ", name, ": rank ", rank_, " expected ",
-                                    members.size(), " members, the split made ", size);
+    std::string msg =
+        error_message("[mesh] the ranks disagree on group ", name, ": rank ", rank_, " expected ",
+                      members.size(), " members, the split made ", size);
     set_broken(msg);
     throw std::runtime_error(msg);
   }
@@ -49,7 +51,8 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
   auto ch = std::make_unique<Channel>();
   ch->id = id;
   ch->label = "group " + name + " (ranks ";
-  for (size_t i = 0; i < members.size(); ++i) ch->label += (i ? ", " : "") + std::to_string(members[i]);
+  for (size_t i = 0; i < members.size(); ++i)
+    ch->label += (i ? ", " : "") + std::to_string(members[i]);
   ch->label += ")";
   ch->members = members;
   ch->rank = me;
@@ -69,8 +72,9 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
 std::string Engine::mismatch_message(const char* name, int rank_a, const std::string& a, int rank_b,
                                      const std::string& b) const {
   if (rank_b < rank_a) return mismatch_message(name, rank_b, b, rank_a, a);
-  return error_message("[", name, "] ranks disagree on the collective: rank ", rank_a, " has ", a, ", rank ",
-                       rank_b, " has ", b, " (the same call of that site, on different groups)");
+  return error_message("[", name, "] ranks disagree on the collective: rank ", rank_a, " has ", a,
+                       ", rank ", rank_b, " has ", b,
+                       " (the same call of that site, on different groups)");
 }
 
 void Engine::probe_stalled() {
@@ -90,8 +94,9 @@ void Engine::probe_stalled() {
         p->from = rank_;
         std::memcpy(p->desc, d.data(), std::min<size_t>(d.size(), kDescBytes - 1));
         MPI_Request req;
-        check(MPI_Isend(p.get(), sizeof(Probe), MPI_BYTE, ch.members[r], kProbeTag, probe_comm_, &req), op->name,
-              "MPI_Isend");
+        check(MPI_Isend(p.get(), sizeof(Probe), MPI_BYTE, ch.members[r], kProbeTag, probe_comm_,
+                        &req),
+              op->name, "MPI_Isend");
         probe_sends_.push_back({req, std::move(p)});
       }
     }
@@ -113,16 +118,16 @@ void Engine::answer_probes(std::vector<Completion>& done) {
     int flag = 0;
     MPI_Message message;
     MPI_Status status;
-    check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, probe_comm_, &flag, &message, &status), "collective",
-          "MPI_Improbe");
+    check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, probe_comm_, &flag, &message, &status),
+          "collective", "MPI_Improbe");
     if (!flag) return;
     int bytes = 0;
     MPI_Get_count(&status, MPI_BYTE, &bytes);
     Probe p;
     // Another rank of this job sent it (MPI, not the network): a size other
     // than a probe's is dropped all the same.
-    check(MPI_Mrecv(&p, static_cast<int>(sizeof p), MPI_BYTE, &message, MPI_STATUS_IGNORE), "collective",
-          "MPI_Mrecv");
+    check(MPI_Mrecv(&p, static_cast<int>(sizeof p), MPI_BYTE, &message, MPI_STATUS_IGNORE),
+          "collective", "MPI_Mrecv");
     if (bytes != static_cast<int>(sizeof p)) continue;
     p.desc[kDescBytes - 1] = '\0';
     std::string msg;
@@ -145,9 +150,12 @@ void Engine::answer_probes(std::vector<Completion>& done) {
         reply->from = rank_;
         reply->mismatch = mine != nullptr;
         std::memset(reply->desc, 0, kDescBytes);
-        if (mine) std::memcpy(reply->desc, mine->desc.data(), std::min<size_t>(mine->desc.size(), kDescBytes - 1));
+        if (mine)
+          std::memcpy(reply->desc, mine->desc.data(),
+                      std::min<size_t>(mine->desc.size(), kDescBytes - 1));
         MPI_Request req;
-        check(MPI_Isend(reply.get(), sizeof(Probe), MPI_BYTE, status.MPI_SOURCE, kReplyTag, probe_comm_, &req),
+        check(MPI_Isend(reply.get(), sizeof(Probe), MPI_BYTE, status.MPI_SOURCE, kReplyTag,
+                        probe_comm_, &req),
               "collective", "MPI_Isend");
         probe_sends_.push_back({req, std::move(reply)});
       }

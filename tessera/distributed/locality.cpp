@@ -21,8 +21,9 @@ GroupInfo group_of(Args& a) {
   const Value& v = a[0];
   if (v.is_nil()) return group_info(0, a.op());
   if (!v.is_int()) {
-    throw TypeError(error_message("[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
-                                  v.kind_name()));
+    throw TypeError(error_message(
+        "[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
+        v.kind_name()));
   }
   return group_info(v.as_int(), a.op());
 }
@@ -31,7 +32,8 @@ const bool registered = register_primitives(without_gradient({
     {.name = "locality",
      .family = "distributed",
      .params = {opt("group", Value())},
-     .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun. With a "
+     .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun. "
+             "With a "
              "group (mesh.group(axis)): its rank in that group.",
      .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of(a).rank)); }},
     {.name = "num_localities",
@@ -52,8 +54,9 @@ const bool registered = register_primitives(without_gradient({
        std::vector<int> members;
        Array m = a.array(1);
        if (m.ndim() != 1 || m.dtype() != DType::int64) {
-         throw TypeError(error_message("[make_group] argument 'members' must be a list of ints, got ",
-                                       dtype_name(m.dtype()), " ", shape_str(m.shape())));
+         throw TypeError(
+             error_message("[make_group] argument 'members' must be a list of ints, got ",
+                           dtype_name(m.dtype()), " ", shape_str(m.shape())));
        }
        for (int64_t i = 0; i < m.size(); ++i) members.push_back(static_cast<int>(m.get_int(i)));
        return Value(static_cast<int64_t>(make_group(a.string(0), members)));

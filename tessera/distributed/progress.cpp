@@ -167,8 +167,8 @@ void Engine::post_diag(const OpPtr& op) {
   std::memcpy(op->diag_send.data(), d.data(), std::min<size_t>(d.size(), kDescBytes - 1));
   op->diag_recv.assign(static_cast<size_t>(kDescBytes) * op->ch->size, '\0');
   op->reqs.assign(1, MPI_REQUEST_NULL);
-  check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes, MPI_CHAR,
-                       op->ch->diag_comm, &op->reqs[0]),
+  check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes,
+                       MPI_CHAR, op->ch->diag_comm, &op->reqs[0]),
         op->name, "MPI_Iallgather");
   active_.push_back(op);
 }
@@ -234,7 +234,8 @@ void Engine::post_data(const OpPtr& op) {
       std::vector<int64_t> rows = split_counts(s[0], ch.size);
       int64_t per_row = x.size() / std::max<int64_t>(s[0], 1);
       op->rcounts.resize(ch.size);
-      for (int i = 0; i < ch.size; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, name, "elements");
+      for (int i = 0; i < ch.size; ++i)
+        op->rcounts[i] = checked_int(rows[i] * per_row, name, "elements");
       s[0] = rows[ch.rank];
       op->out = Array(dt, s);
       check(MPI_Ireduce_scatter(x.raw(), op->out.raw(), op->rcounts.data(), mpi_type(dt), mpi_op(op->rop), comm,
@@ -310,8 +311,9 @@ void Engine::post_scatter_data(Channel& ch, std::vector<Completion>& done) {
       op->out = Array(rdt, s);
       bool is_root = ch.rank == op->root;
       op->reqs.assign(1, MPI_REQUEST_NULL);
-      check(MPI_Iscatterv(is_root ? op->x.raw() : nullptr, op->scounts.data(), op->sdispls.data(), MPI_BYTE,
-                          op->out.raw(), op->scounts[ch.rank], MPI_BYTE, op->root, ch.data_comm, &op->reqs[0]),
+      check(MPI_Iscatterv(is_root ? op->x.raw() : nullptr, op->scounts.data(), op->sdispls.data(),
+                          MPI_BYTE, op->out.raw(), op->scounts[ch.rank], MPI_BYTE, op->root,
+                          ch.data_comm, &op->reqs[0]),
             name, "MPI_Iscatterv");
       op->stage = Stage::header;  // marks "second step posted"
       active_.push_back(op);
@@ -512,7 +514,7 @@ void Engine::abandon_waiting(const std::vector<OpPtr>& waiting, const std::strin
     ch->scatters.clear();
   }
   auto e = value_error ? std::make_exception_ptr(std::invalid_argument(msg))
-                      : std::make_exception_ptr(std::runtime_error(msg));
+                       : std::make_exception_ptr(std::runtime_error(msg));
   for (auto& op : waiting) done.push_back({op->promise, Value(), e});
   active_.clear();
 }

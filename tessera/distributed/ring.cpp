@@ -141,8 +141,8 @@ void Engine::post_coalesced(const OpPtr& group) {
   }
   group->stage = Stage::data;
   group->reqs.assign(1, MPI_REQUEST_NULL);
-  check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"), mpi_type(dt),
-                       mpi_op(group->rop), group->ch->data_comm, &group->reqs[0]),
+  check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"),
+                       mpi_type(dt), mpi_op(group->rop), group->ch->data_comm, &group->reqs[0]),
         "all_reduce", "MPI_Iallreduce");
   active_.push_back(group);
 }
@@ -154,7 +154,8 @@ void Engine::post_ring(const OpPtr& op) {
   op->ring_step = 0;
   op->tag = 1 + static_cast<int>(op->ch->ring_serial++ % 30000);
   op->chunk_at.assign(1, 0);
-  for (int64_t c : split_counts(x.size(), op->ch->size)) op->chunk_at.push_back(op->chunk_at.back() + c);
+  for (int64_t c : split_counts(x.size(), op->ch->size))
+    op->chunk_at.push_back(op->chunk_at.back() + c);
   op->ring_in.emplace(x.dtype(), Shape{op->chunk_at[1]});  // the first chunk is the largest
   post_ring_step(op);
 }
@@ -185,11 +186,11 @@ void Engine::post_ring_step(const OpPtr& op) {
   if (op->ring_step < ch.size - 1) into = static_cast<char*>(op->ring_in->raw());
   const char* from = op->ring_step == 0 ? static_cast<const char*>(op->x.raw()) : out;
   op->reqs.assign(2, MPI_REQUEST_NULL);
-  check(MPI_Irecv(into, checked_int(recv_count, op->name, "elements"), mpi_type(dt), left, op->tag, ch.data_comm,
-                  &op->reqs[0]),
+  check(MPI_Irecv(into, checked_int(recv_count, op->name, "elements"), mpi_type(dt), left, op->tag,
+                  ch.data_comm, &op->reqs[0]),
         op->name, "MPI_Irecv");
-  check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_count, op->name, "elements"), mpi_type(dt),
-                  right, op->tag, ch.data_comm, &op->reqs[1]),
+  check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_count, op->name, "elements"),
+                  mpi_type(dt), right, op->tag, ch.data_comm, &op->reqs[1]),
         op->name, "MPI_Isend");
   active_.push_back(op);
 }
