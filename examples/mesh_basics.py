@@ -8,14 +8,16 @@ import tessera.distributed as dist
 
 mesh = dist.Mesh(data=2, tensor=2)  # the product must be the number of localities
 r = dist.rank()
-print(f"rank {r}: coords {mesh.coords}, tensor group {list(mesh.group('tensor').members)}, "
-      f"data group {list(mesh.group('data').members)}")
+print(
+    f"rank {r}: coords {mesh.coords}, tensor group {list(mesh.group('tensor').members)}, "
+    f"data group {list(mesh.group('data').members)}"
+)
 
 x = np.full(3, float(r))
 tp = mesh.group("tensor")
 dp = mesh.group("data")
-s = dist.all_reduce(x, group=tp)                # ranks 0+1 and 2+3: [1 1 1] or [5 5 5]
-g = dist.all_gather(np.array([r]), group=dp)    # ranks 0,2 and 1,3: [0 2] or [1 3]
+s = dist.all_reduce(x, group=tp)  # ranks 0+1 and 2+3: [1 1 1] or [5 5 5]
+g = dist.all_gather(np.array([r]), group=dp)  # ranks 0,2 and 1,3: [0 2] or [1 3]
 assert (s == sum(k for k in tp.members)).all() and list(g) == list(dp.members)
 
 w = np.array([1.0, 2.0, 3.0])

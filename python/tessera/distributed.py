@@ -85,7 +85,9 @@ def broadcast(x, root=0, group=None):
 def all_gather(x, axis=0, group=None):
     """Every ``group`` member's ``x`` joined along ``axis`` in group rank
     order (extents may differ there)."""
-    return call_primitive("all_gather", [x], {"axis": axis, "group": _group_id(group, "all_gather")})
+    return call_primitive(
+        "all_gather", [x], {"axis": axis, "group": _group_id(group, "all_gather")}
+    )
 
 
 @_primitive("reduce_scatter")
@@ -209,11 +211,7 @@ class Mesh:
             members = [
                 r
                 for r in range(n)
-                if all(
-                    c == self._coords[a]
-                    for a, c in self._coords_of(r).items()
-                    if a != axis
-                )
+                if all(c == self._coords[a] for a, c in self._coords_of(r).items() if a != axis)
             ]
             gid = int(call_primitive("make_group", [axis, members]))
             self._groups[axis] = Group(gid, axis, members, members.index(self._world_rank))
@@ -225,9 +223,7 @@ class Mesh:
 
     def _axis(self, axis):
         if axis not in self._sizes:
-            raise ValueError(
-                f"[mesh] no axis {axis!r}: the axes are 'data', 'pipeline', 'tensor'"
-            )
+            raise ValueError(f"[mesh] no axis {axis!r}: the axes are 'data', 'pipeline', 'tensor'")
         return axis
 
     @property

@@ -45,13 +45,16 @@ def check_collectives(mesh, axis):
     np.testing.assert_array_equal(dist.all_reduce(x, group=g), sum(xs))
     np.testing.assert_allclose(dist.all_reduce(x, op="mean", group=g), sum(xs) / n)
     np.testing.assert_array_equal(dist.all_reduce(x, op="max", group=g), np.max(xs, axis=0))
-    np.testing.assert_array_equal(dist.all_reduce(-x, op="min", group=g), np.min([-v for v in xs], axis=0))
+    np.testing.assert_array_equal(
+        dist.all_reduce(-x, op="min", group=g), np.min([-v for v in xs], axis=0)
+    )
     root = n - 1
     np.testing.assert_array_equal(dist.broadcast(x, root=root, group=g), xs[root])
     # Extents that differ along the joined axis: rank k gives k + 1 rows.
     mine = np.full((R + 1, 2), float(R))
     np.testing.assert_array_equal(
-        dist.all_gather(mine, group=g), np.concatenate([np.full((k + 1, 2), float(k)) for k in members])
+        dist.all_gather(mine, group=g),
+        np.concatenate([np.full((k + 1, 2), float(k)) for k in members]),
     )
     np.testing.assert_array_equal(
         dist.all_gather(mine.T, axis=1, group=g),
@@ -60,7 +63,9 @@ def check_collectives(mesh, axis):
     np.testing.assert_array_equal(dist.reduce_scatter(x, group=g), split(sum(xs), n)[me])
     gathered = dist.gather(mine, root=0, group=g)
     if me == 0:
-        np.testing.assert_array_equal(gathered, np.concatenate([np.full((k + 1, 2), float(k)) for k in members]))
+        np.testing.assert_array_equal(
+            gathered, np.concatenate([np.full((k + 1, 2), float(k)) for k in members])
+        )
     else:
         np.testing.assert_array_equal(gathered, mine)
     np.testing.assert_array_equal(dist.scatter(x, root=root, group=g), split(xs[root], n)[me])
@@ -121,7 +126,9 @@ def check_gradients(mesh, axis):
         return np.sin(np.arange(sum(sizes), dtype=np.float64).reshape(-1, 1) + k)
 
     total = sum(cg(k) for k in members)
-    np.testing.assert_allclose(tessera.grad(loss_gather)(xr, cg(R)), 2.0 * xr * total[at : at + R + 1])
+    np.testing.assert_allclose(
+        tessera.grad(loss_gather)(xr, cg(R)), 2.0 * xr * total[at : at + R + 1]
+    )
 
     # reduce_scatter: every member's x reaches every part.
     @tessera.jit
@@ -133,7 +140,9 @@ def check_gradients(mesh, axis):
     def cr(k):
         return np.cos(np.arange(parts[members.index(k)] * 3.0).reshape(-1, 3) + k)
 
-    np.testing.assert_allclose(tessera.grad(loss_rs)(x, cr(R)), np.concatenate([cr(k) for k in members]))
+    np.testing.assert_allclose(
+        tessera.grad(loss_rs)(x, cr(R)), np.concatenate([cr(k) for k in members])
+    )
 
 
 def check_concurrent(mesh):
@@ -152,7 +161,19 @@ def check_concurrent(mesh):
         c = dist.reduce_scatter(np.concatenate([v, v]), group=g)
         return a, b, c
 
+    # Collectives on both of this rank's groups in flight at once.
+    dp = mesh.group("data")
+
+    @tessera.jit
+    def both(v):
+        return dist.all_reduce(v, group=g), dist.all_reduce(v * 10.0, group=dp), dist.all_reduce(v)
+
     v = np.arange(6.0) + R
+    on_tp, on_dp, on_world = both(v)
+    np.testing.assert_array_equal(on_tp, sum(np.arange(6.0) + k for k in members))
+    np.testing.assert_array_equal(on_dp, sum(10.0 * (np.arange(6.0) + k) for k in dp.members))
+    np.testing.assert_array_equal(on_world, sum(np.arange(6.0) + k for k in range(N)))
+
     a, b, c = many(v)
     vs = [np.arange(6.0) + k for k in members]
     np.testing.assert_array_equal(a, sum(vs))
@@ -165,7 +186,10 @@ for data, tensor in [(2, 2), (4, 1), (1, 4)]:
     assert mesh.shape == {"data": data, "pipeline": 1, "tensor": tensor}, mesh.shape
     assert mesh.coords == {"data": R // tensor, "pipeline": 0, "tensor": R % tensor}, mesh.coords
     for axis in ("data", "tensor", "pipeline"):
-        assert list(mesh.group(axis).members) == expected_members(data, tensor, axis, R), (axis, mesh)
+        assert list(mesh.group(axis).members) == expected_members(data, tensor, axis, R), (
+            axis,
+            mesh,
+        )
         check_collectives(mesh, axis)
         check_gradients(mesh, axis)
     if data == 2:

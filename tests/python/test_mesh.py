@@ -60,26 +60,34 @@ def test_jit_and_gradients_with_a_group():
 
 
 def test_bad_meshes_and_groups():
-    with pytest.raises(ValueError, match=r"^\[mesh\] data=2 x tensor=1 x pipeline=1 makes 2 "
-                       r"localities, but this program runs on 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"^\[mesh\] data=2 x tensor=1 x pipeline=1 makes 2 "
+        r"localities, but this program runs on 1",
+    ):
         dist.Mesh(data=2)
-    with pytest.raises(ValueError, match=r"^\[mesh\] size of axis 'pipeline' must be a positive "
-                       r"int, got -1"):
+    with pytest.raises(
+        ValueError, match=r"^\[mesh\] size of axis 'pipeline' must be a positive " r"int, got -1"
+    ):
         dist.Mesh(pipeline=-1)
-    with pytest.raises(ValueError, match=r"^\[mesh\] size of axis 'data' must be a positive int, "
-                       r"got True"):
+    with pytest.raises(
+        ValueError, match=r"^\[mesh\] size of axis 'data' must be a positive int, " r"got True"
+    ):
         dist.Mesh(data=True)
     mesh = dist.Mesh()
     with pytest.raises(ValueError, match=r"^\[mesh\] no axis 'rows'"):
         mesh.rank("rows")
     with pytest.raises(TypeError, match=r"^\[barrier\] argument 'group' must be a group"):
         dist.barrier(group=1.5)
-    with pytest.raises(ValueError, match=r"^\[all_gather\] argument 'group' is 12345, which is no "
-                       r"group"):
+    with pytest.raises(
+        ValueError, match=r"^\[all_gather\] argument 'group' is 12345, which is no " r"group"
+    ):
         dist.all_gather(np.ones(2), group=12345)
-    with pytest.raises(IndexError, match=r"^\[gather\] argument 'root' is 1 but ranks of group "
-                       r"tensor are 0..0"):
+    with pytest.raises(
+        IndexError, match=r"^\[gather\] argument 'root' is 1 but ranks of group " r"tensor are 0..0"
+    ):
         dist.gather(np.ones(2), root=1, group=mesh.group("tensor"))
-    with pytest.raises(ValueError, match=r"^\[recv\] needs another locality, but group data has "
-                       r"one member"):
+    with pytest.raises(
+        ValueError, match=r"^\[recv\] needs another locality, but group data has " r"one member"
+    ):
         dist.recv(0, group=mesh.group("data"))
