@@ -77,6 +77,17 @@ def check_collectives(mesh, axis):
         dist.send(x, (me + 1) % n, tag=7, group=g)
         np.testing.assert_array_equal(dist.recv((me - 1) % n, tag=7, group=g), xs[(me - 1) % n])
 
+    # 512 KiB: the engine's ring all-reduce on the group's channel; float32
+    # halves of it agreed together are coalesced.
+    big = np.arange(65536, dtype=np.float64) * (R + 1)
+    np.testing.assert_array_equal(
+        dist.all_reduce(big, group=g), np.arange(65536.0) * sum(k + 1 for k in members)
+    )
+    np.testing.assert_array_equal(
+        dist.reduce_scatter(big, group=g),
+        split(np.arange(65536.0) * sum(k + 1 for k in members), n)[me],
+    )
+
     # The same inside a jit function: the group is captured as a constant.
     @tessera.jit
     def jitted(v):
@@ -173,6 +184,13 @@ def check_concurrent(mesh):
     np.testing.assert_array_equal(on_tp, sum(np.arange(6.0) + k for k in members))
     np.testing.assert_array_equal(on_dp, sum(10.0 * (np.arange(6.0) + k) for k in dp.members))
     np.testing.assert_array_equal(on_world, sum(np.arange(6.0) + k for k in range(N)))
+
+    @tessera.jit
+    def coalesced(v):
+        return [dist.all_reduce(v * float(i), group=g) for i in range(8)]
+
+    for i, got in enumerate(coalesced(v.astype(np.float32))):
+        np.testing.assert_array_equal(got, sum(np.arange(6.0) + k for k in members) * i)
 
     a, b, c = many(v)
     vs = [np.arange(6.0) + k for k in members]
