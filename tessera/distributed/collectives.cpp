@@ -42,16 +42,7 @@ Array with_rows(Args& a, size_t i) {
 }
 
 // The group argument: nil (the world) or a group id (mesh.group(axis)).
-GroupInfo group_arg(Args& a, size_t i) {
-  const Value& v = a[i];
-  if (v.is_nil()) return group_info(0, a.op());
-  if (!v.is_int()) {
-    throw TypeError(error_message(
-        "[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
-        v.kind_name()));
-  }
-  return group_info(v.as_int(), a.op());
-}
+GroupInfo group_arg(Args& a, size_t i) { return group_of_value(a[i], a.op()); }
 
 // A rank of group g (a root, a peer).
 int rank_arg(Args& a, size_t i, const GroupInfo& g) {

@@ -76,6 +76,10 @@ int make_group(const std::string& name, const std::vector<int>& members);
 // Group `id` (0: the world); throws ValueError naming `op` if there is none.
 GroupInfo group_info(int64_t id, const char* op);
 
+// The group a primitive's `group` argument names: nil (the world) or a group
+// id; TypeError naming `op` for anything else.
+GroupInfo group_of_value(const Value& v, const char* op);
+
 namespace detail {
 
 // True when the process was started by mpirun (OMPI_COMM_WORLD_SIZE or

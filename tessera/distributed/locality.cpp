@@ -16,18 +16,6 @@ void mark_failed() { detail::mark_failed(); }
 
 namespace {
 
-// A group argument (nil: the world); see collectives.cpp's group_arg.
-GroupInfo group_of(Args& a) {
-  const Value& v = a[0];
-  if (v.is_nil()) return group_info(0, a.op());
-  if (!v.is_int()) {
-    throw TypeError(error_message(
-        "[", a.op(), "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
-        v.kind_name()));
-  }
-  return group_info(v.as_int(), a.op());
-}
-
 const bool registered = register_primitives(without_gradient({
     {.name = "locality",
      .family = "distributed",
@@ -35,13 +23,13 @@ const bool registered = register_primitives(without_gradient({
      .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun. "
              "With a "
              "group (mesh.group(axis)): its rank in that group.",
-     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of(a).rank)); }},
+     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of_value(a[0], a.op()).rank)); }},
     {.name = "num_localities",
      .family = "distributed",
      .params = {opt("group", Value())},
      .help = "Number of localities (MPI ranks) running this program: 1 when not started by "
              "`tessera run` or mpirun. With a group (mesh.group(axis)): its number of members.",
-     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of(a).size)); }},
+     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of_value(a[0], a.op()).size)); }},
     {.name = "make_group",
      .family = "distributed",
      .params = {{"name"}, {"members"}},

@@ -156,6 +156,28 @@ def check_gradients(mesh, axis):
     )
 
 
+def check_bucket(mesh, axis):
+    # A gradient bucket of two parameters summed over the group in one
+    # all_reduce from the backward pass.
+    g = mesh.group(axis)
+    members = list(g.members)
+
+    @tessera.jit
+    def loss(w1, w2, x, c):
+        a = tessera.grad_bucket(w1, "mesh", 0, 2, group=g)
+        b = tessera.grad_bucket(w2, "mesh", 1, 2, group=g)
+        return np.sum(c * (a * x)) + np.sum(c * (2.0 * b * x))
+
+    def c_of(k):
+        return np.cos(np.arange(15.0).reshape(5, 3) + k)
+
+    w = np.ones((5, 3))
+    dw1, dw2 = tessera.grad(loss, argnums=(0, 1))(w, w, contribution(R), c_of(R))
+    total = sum(c_of(k) * contribution(k) for k in members)
+    np.testing.assert_allclose(dw1, total)
+    np.testing.assert_allclose(dw2, 2.0 * total)
+
+
 def check_concurrent(mesh):
     # Both tensor groups of the 2x2 mesh run collectives at the same time,
     # on different data, many of them in flight: each gets its own results.
@@ -210,6 +232,7 @@ for data, tensor in [(2, 2), (4, 1), (1, 4)]:
         )
         check_collectives(mesh, axis)
         check_gradients(mesh, axis)
+        check_bucket(mesh, axis)
     if data == 2:
         check_concurrent(mesh)
     # World collectives still work between groups' ones.
