@@ -197,9 +197,9 @@ Future<Value> bucket_all_reduce_async(Args& a) {
     b.start = Clock::now();
     b.group = g.id;
   } else if (b.group != g.id) {
-    throw std::invalid_argument(error_message("[bucket_all_reduce] member ", member, " of gradient bucket '",
-                                              name, "' is reduced over group ", g.id,
-                                              ", the bucket's earlier members over group ", b.group));
+    throw std::invalid_argument(error_message(
+        "[bucket_all_reduce] member ", member, " of gradient bucket '", name,
+        "' is reduced over group ", g.id, ", the bucket's earlier members over group ", b.group));
   } else if (static_cast<int64_t>(b.members.size()) != members) {
     throw std::invalid_argument(error_message("[bucket_all_reduce] gradient bucket '", name, "' has ",
                                               b.members.size(), " members, but member ", member, " says ", members));
@@ -229,21 +229,23 @@ const bool registered = register_primitives({
     {.name = "grad_bucket",
      .family = "distributed",
      .params = {{"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
-     .help = "x unchanged; in the backward pass its gradient is summed over all localities in one all_reduce "
-             "with the other members of the named bucket, started as soon as all members' gradients are ready "
-             "(data-parallel gradient buckets). group: nil (every locality) or a group (mesh.group(axis)) to "
-             "sum over its members only.",
+     .help = "x unchanged; in the backward pass its gradient is summed over all localities in one "
+             "all_reduce with the other members of the named bucket, started as soon as all "
+             "members' gradients are ready (data-parallel gradient buckets). group: nil (every "
+             "locality) or a group (mesh.group(axis)) to sum over its members only.",
      .eval = [](Args& a) -> Value { return a[0]; },
      .grads = {"bucket_all_reduce(g, bucket, member, members, group)", "", "", "", ""}},
-    async_spec({.name = "bucket_all_reduce",
-                .family = "distributed",
-                .params = {{"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
-                .help = "Member `member` of the gradient bucket named `bucket` (of `members`): once all have "
-                        "arrived, one all_reduce (sum) of all of them over every locality, or over the "
-                        "members of `group` (mesh.group(axis)); the result is this member's part.",
-                .eval = nullptr,
-                .grads = {}},
-               bucket_all_reduce_async),
+    async_spec(
+        {.name = "bucket_all_reduce",
+         .family = "distributed",
+         .params = {{"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
+         .help =
+             "Member `member` of the gradient bucket named `bucket` (of `members`): once all have "
+             "arrived, one all_reduce (sum) of all of them over every locality, or over the "
+             "members of `group` (mesh.group(axis)); the result is this member's part.",
+         .eval = nullptr,
+         .grads = {}},
+        bucket_all_reduce_async),
 });
 
 }  // namespace

@@ -78,9 +78,9 @@ GroupInfo group_info(int64_t id, const char* op) {
 GroupInfo group_of_value(const Value& v, const char* op) {
   if (v.is_nil()) return group_info(0, op);
   if (!v.is_int()) {
-    throw TypeError(error_message("[", op,
-                                  "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
-                                  v.kind_name()));
+    throw TypeError(
+        error_message("[", op, "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
+                      v.kind_name()));
   }
   return group_info(v.as_int(), op);
 }

@@ -23,13 +23,17 @@ const bool registered = register_primitives(without_gradient({
      .help = "This process's locality (MPI rank): 0 when not started by `tessera run` or mpirun. "
              "With a "
              "group (mesh.group(axis)): its rank in that group.",
-     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of_value(a[0], a.op()).rank)); }},
+     .eval = [](Args& a) -> Value {
+       return Value(static_cast<int64_t>(group_of_value(a[0], a.op()).rank));
+     }},
     {.name = "num_localities",
      .family = "distributed",
      .params = {opt("group", Value())},
      .help = "Number of localities (MPI ranks) running this program: 1 when not started by "
              "`tessera run` or mpirun. With a group (mesh.group(axis)): its number of members.",
-     .eval = [](Args& a) -> Value { return Value(static_cast<int64_t>(group_of_value(a[0], a.op()).size)); }},
+     .eval = [](Args& a) -> Value {
+       return Value(static_cast<int64_t>(group_of_value(a[0], a.op()).size));
+     }},
     {.name = "make_group",
      .family = "distributed",
      .params = {{"name"}, {"members"}},
