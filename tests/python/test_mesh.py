@@ -59,6 +59,17 @@ def test_jit_and_gradients_with_a_group():
     np.testing.assert_allclose(tessera.grad(h)(x), 2.0 * x)
 
 
+def test_gradient_bucket_on_a_group_of_one():
+    g = dist.Mesh().group("data")
+
+    @tessera.jit
+    def f(w, x):
+        return np.sum(tessera.grad_bucket(w, "one", 0, 1, group=g) * x)
+
+    x = np.array([2.0, -1.0])
+    np.testing.assert_array_equal(tessera.grad(f)(np.ones(2), x), x)
+
+
 def test_bad_meshes_and_groups():
     with pytest.raises(
         ValueError,
