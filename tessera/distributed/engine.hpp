@@ -48,7 +48,7 @@ constexpr int kRoundEntries = 4096;
 // eagerly (64 KiB: measured 1.1-1.5x a raw MPI_Allreduce, against 4x as a
 // round and then an MPI_Iallreduce). With more ranks the budget halves per
 // exchange of the round after the first, as the last exchange carries the
-// offers of half the ranks (Engine::inline_budget_).
+// offers of half the ranks (inline_budget(), per channel).
 constexpr int64_t kInlineBudget = int64_t{64} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).
@@ -339,7 +339,8 @@ class Engine {
   size_t resolve(Channel& ch, std::vector<Completion>& done);
 
   // What the other ranks offered in this round and this one has not issued
-  // yet (pending_ holds everything it issued and has not completed).
+  // yet (the channel's pending holds everything it issued and has not
+  // completed).
   void note_expected(Channel& ch);
 
   static constexpr size_t kNotFound = ~size_t{0};
@@ -367,12 +368,12 @@ class Engine {
   }
 
   // A ring all-reduce of op->x into op->out over point-to-point messages on
-  // data_comm_ (which carries no other point-to-point traffic): the
-  // elements in size_ nearly equal chunks; size_ - 1 steps of reduce-scatter
-  // (send a chunk to the right, receive the next from the left and reduce
-  // it into the result), then size_ - 1 of all-gather (pass the reduced
-  // chunks on). Each rank sends and receives 2 (size_ - 1) / size_ of the
-  // data, the least any all-reduce moves. Every chunk is reduced once, in
+  // its channel's data_comm (which carries no other point-to-point
+  // traffic), among the channel's n ranks: the elements in n nearly equal
+  // chunks; n - 1 steps of reduce-scatter (send a chunk to the right,
+  // receive the next from the left and reduce it into the result), then
+  // n - 1 of all-gather (pass the reduced chunks on). Each rank sends and
+  // receives 2 (n - 1) / n of the data, the least any all-reduce moves. Every chunk is reduced once, in
   // an order fixed by the number of ranks, and then copied: the same bits
   // on every rank and in every run. The tag tells concurrent rings apart:
   // rings are posted in the agreed order, the same on every rank.
