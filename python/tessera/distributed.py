@@ -11,6 +11,11 @@ Tiled arrays come back as ``tessera._core.TiledArray`` handles (``.tile``,
 ``.shape``, ``.spans``, ``.locality``, ``.tiling``), which jit functions take
 as arguments and combine with the ordinary operations (see
 docs/distributed.md, "Tiled arrays").
+
+``Mesh(data=, tensor=, pipeline=)`` arranges the localities in a grid with
+named axes and makes this locality's group along each axis; every collective
+takes ``group=mesh.group(axis)`` to run among that group's members only
+(docs/parallelism.md).
 """
 
 import os
@@ -36,40 +41,219 @@ def _dtype_name(dtype):
     return None if dtype is None else np.dtype(dtype).name
 
 
+def _group_id(group, op):
+    """The language's group argument: None (every locality) or a group id."""
+    if group is None:
+        return None
+    if isinstance(group, (bool, np.bool_)) or not isinstance(group, (int, np.integer)):
+        raise TypeError(
+            f"[{op}] argument 'group' must be a group (mesh.group(axis)) or None, "
+            f"got {type(group).__name__}"
+        )
+    return int(group)
+
+
 @_primitive("locality")
-def rank():
-    """This process's locality (MPI rank): 0 without ``tessera run``."""
-    return int(call_primitive("locality"))
+def rank(group=None):
+    """This process's locality (MPI rank): 0 without ``tessera run``; with a
+    ``group``, its rank in that group."""
+    return int(call_primitive("locality", [], {"group": _group_id(group, "locality")}))
 
 
 @_primitive("num_localities")
-def size():
-    """Number of localities (MPI ranks): 1 without ``tessera run``."""
-    return int(call_primitive("num_localities"))
+def size(group=None):
+    """Number of localities (MPI ranks): 1 without ``tessera run``; with a
+    ``group``, its number of members."""
+    return int(call_primitive("num_localities", [], {"group": _group_id(group, "num_localities")}))
 
 
 @_primitive("all_reduce")
-def all_reduce(x, op="sum"):
-    """``x`` reduced elementwise over every locality (op: sum, mean, max, min)."""
-    return call_primitive("all_reduce", [x], {"op": op})
+def all_reduce(x, op="sum", group=None):
+    """``x`` reduced elementwise over every locality of ``group`` (op: sum,
+    mean, max, min)."""
+    return call_primitive("all_reduce", [x], {"op": op, "group": _group_id(group, "all_reduce")})
 
 
 @_primitive("broadcast")
-def broadcast(x, root=0):
-    """The root locality's ``x`` on every locality."""
-    return call_primitive("broadcast", [x], {"root": root})
+def broadcast(x, root=0, group=None):
+    """The ``x`` of locality ``root`` (a rank in ``group``) on every locality
+    of ``group``."""
+    return call_primitive("broadcast", [x], {"root": root, "group": _group_id(group, "broadcast")})
 
 
 @_primitive("all_gather")
-def all_gather(x, axis=0):
-    """Every locality's ``x`` joined along ``axis`` (extents may differ there)."""
-    return call_primitive("all_gather", [x], {"axis": axis})
+def all_gather(x, axis=0, group=None):
+    """Every ``group`` member's ``x`` joined along ``axis`` in group rank
+    order (extents may differ there)."""
+    return call_primitive(
+        "all_gather", [x], {"axis": axis, "group": _group_id(group, "all_gather")}
+    )
+
+
+@_primitive("reduce_scatter")
+def reduce_scatter(x, op="sum", group=None):
+    """``x`` reduced over ``group`` (op: sum, mean, max, min); each member
+    gets its part of axis 0 (the first ``len(x) % n`` parts one row longer)."""
+    return call_primitive(
+        "reduce_scatter", [x], {"op": op, "group": _group_id(group, "reduce_scatter")}
+    )
+
+
+@_primitive("gather")
+def gather(x, root=0, group=None):
+    """On ``root`` (a rank in ``group``): every member's ``x`` joined along
+    axis 0; elsewhere ``x`` itself."""
+    return call_primitive("gather", [x], {"root": root, "group": _group_id(group, "gather")})
+
+
+@_primitive("scatter")
+def scatter(x, root=0, group=None):
+    """This member's part of ``root``'s ``x`` split along axis 0 over
+    ``group`` (``x`` is ignored elsewhere)."""
+    return call_primitive("scatter", [x], {"root": root, "group": _group_id(group, "scatter")})
+
+
+@_primitive("all_to_all")
+def all_to_all(x, group=None):
+    """Part j of ``x`` (axis 0 split over ``group``) to member j; the parts
+    received, joined in group rank order."""
+    return call_primitive("all_to_all", [x], {"group": _group_id(group, "all_to_all")})
 
 
 @_primitive("barrier")
-def barrier():
-    """Returns once every locality has reached it."""
-    call_primitive("barrier")
+def barrier(group=None):
+    """Returns once every locality of ``group`` has reached it."""
+    call_primitive("barrier", [], {"group": _group_id(group, "barrier")})
+
+
+@_primitive("send")
+def send(x, dest, tag=0, group=None):
+    """Sends ``x`` to ``dest`` (a rank in ``group``) with ``tag`` (0..32767)."""
+    call_primitive("send", [x, dest], {"tag": tag, "group": _group_id(group, "send")})
+
+
+@_primitive("recv")
+def recv(source, tag=0, group=None):
+    """The array ``source`` (a rank in ``group``) sent with ``tag``."""
+    return call_primitive("recv", [source], {"tag": tag, "group": _group_id(group, "recv")})
+
+
+class Group(int):
+    """This locality's group along one axis of a :class:`Mesh`.
+
+    It is the group's id (an ``int``), which is what the collectives' ``group``
+    argument takes, so a ``@tessera.jit`` function that uses a group captured
+    from outside passes it on as a constant. ``members`` are world ranks in
+    group rank order; ``rank`` is this locality's place among them.
+    """
+
+    def __new__(cls, gid, axis, members, rank):
+        self = super().__new__(cls, gid)
+        self.axis = axis
+        self.members = tuple(members)
+        self.rank = rank
+        self.size = len(self.members)
+        return self
+
+    __str__ = int.__repr__
+
+    def __repr__(self):
+        return f"Group(axis={self.axis!r}, members={list(self.members)}, rank={self.rank})"
+
+
+class Mesh:
+    """The localities arranged in a grid with named axes ``data``,
+    ``pipeline`` and ``tensor``, and this locality's group along each.
+
+    World rank ``r`` has coordinates ``(data, pipeline, tensor)`` with tensor
+    innermost: ``r = (data * pipeline_size + pipeline) * tensor_size + tensor``.
+    mpirun places consecutive ranks on the same host, so the members of a
+    tensor group (the heaviest traffic: an all-reduce per layer) share a host
+    whenever a host holds at least ``tensor_size`` ranks; the data axis (one
+    gradient reduction per step) spans hosts. The product of the sizes must be
+    the number of localities. Every locality must create the same meshes in the
+    same order (each creation is collective).
+    """
+
+    AXES = ("data", "pipeline", "tensor")  # outermost first
+
+    def __init__(self, data=1, tensor=1, pipeline=1):
+        sizes = {"data": data, "pipeline": pipeline, "tensor": tensor}
+        for axis, v in sizes.items():
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"[mesh] size of axis '{axis}' must be a positive int, got {v!r}")
+        sizes = {axis: int(v) for axis, v in sizes.items()}
+        n = size()
+        product = sizes["data"] * sizes["pipeline"] * sizes["tensor"]
+        if product != n:
+            raise ValueError(
+                f"[mesh] data={sizes['data']} x tensor={sizes['tensor']} x "
+                f"pipeline={sizes['pipeline']} makes {product} localities, but this program "
+                f"runs on {n} (the product of the sizes must equal the number of localities)"
+            )
+        if n > 1:
+            # Every locality must ask for the same mesh (one small all_gather
+            # over the world, once per mesh): else each gets this error
+            # instead of groups that do not fit together.
+            mine = np.array([[sizes[a] for a in self.AXES]], dtype=np.int64)
+            every = np.asarray(all_gather(mine))
+            if not (every == every[0]).all():
+                shown = "; ".join(
+                    f"rank {r}: " + ", ".join(f"{a}={int(v)}" for a, v in zip(self.AXES, row))
+                    for r, row in enumerate(every)
+                )
+                raise ValueError(f"[mesh] the localities ask for different meshes: {shown}")
+        self._sizes = sizes
+        self._world_rank = rank()
+        self._coords = self._coords_of(self._world_rank)
+        self._groups = {}
+        for axis in self.AXES:
+            members = [
+                r
+                for r in range(n)
+                if all(c == self._coords[a] for a, c in self._coords_of(r).items() if a != axis)
+            ]
+            gid = int(call_primitive("make_group", [axis, members]))
+            self._groups[axis] = Group(gid, axis, members, members.index(self._world_rank))
+
+    def _coords_of(self, r):
+        t = self._sizes["tensor"]
+        p = self._sizes["pipeline"]
+        return {"data": r // (t * p), "pipeline": (r // t) % p, "tensor": r % t}
+
+    def _axis(self, axis):
+        if axis not in self._sizes:
+            raise ValueError(f"[mesh] no axis {axis!r}: the axes are 'data', 'pipeline', 'tensor'")
+        return axis
+
+    @property
+    def shape(self):
+        """The sizes of the axes, as a dict ``{"data": d, "pipeline": p, "tensor": t}``."""
+        return dict(self._sizes)
+
+    @property
+    def coords(self):
+        """This locality's coordinate along each axis, as a dict."""
+        return dict(self._coords)
+
+    def size(self, axis):
+        """The number of localities along ``axis``."""
+        return self._sizes[self._axis(axis)]
+
+    def rank(self, axis):
+        """This locality's coordinate along ``axis`` (its rank in ``group(axis)``)."""
+        return self._coords[self._axis(axis)]
+
+    def group(self, axis):
+        """This locality's group along ``axis``: the localities whose other
+        coordinates equal its own, in order of their coordinate on ``axis``."""
+        return self._groups[self._axis(axis)]
+
+    def __repr__(self):
+        return (
+            f"Mesh(data={self._sizes['data']}, tensor={self._sizes['tensor']}, "
+            f"pipeline={self._sizes['pipeline']})"
+        )
 
 
 @_primitive("annotate_d")
@@ -184,7 +368,15 @@ __all__ = [
     "all_reduce",
     "broadcast",
     "all_gather",
+    "reduce_scatter",
+    "gather",
+    "scatter",
+    "all_to_all",
     "barrier",
+    "send",
+    "recv",
+    "Mesh",
+    "Group",
     "annotate_d",
     "constant_d",
     "random_d",

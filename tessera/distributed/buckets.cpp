@@ -45,6 +45,7 @@ struct Member {
 };
 
 struct Bucket {
+  int group = 0;  // the group it is reduced over (0: every locality)
   std::vector<Member> members;
   int arrived = 0;
   Clock::time_point start;
@@ -133,7 +134,7 @@ void launch(const std::string& name, Bucket b) {
   std::string site = "bucket " + name + " at " + b.members[0].site;
   auto members = std::make_shared<std::vector<Member>>(std::move(b.members));
   for (auto& m : *members) m.x = Array();  // the data is in flat now
-  Future<Value> f = detail::all_reduce(flat, ReduceOp::sum, site);
+  Future<Value> f = detail::all_reduce(flat, ReduceOp::sum, site, b.group);
   f.on_ready([f, members, dt] {
     if (auto e = f.error()) {
       for (auto& m : *members) m.promise.set_error(e);
@@ -182,7 +183,8 @@ Future<Value> bucket_all_reduce_async(Args& a) {
     throw std::out_of_range(error_message("[bucket_all_reduce] member ", member, " of gradient bucket '", name,
                                           "' is not in 0..", members - 1, " (members = ", members, ")"));
   }
-  if (num_localities() == 1) return Future<Value>::ready(Value(x));
+  GroupInfo g = group_of_value(a[4], a.op());
+  if (g.size == 1) return Future<Value>::ready(Value(x));
   Staging& s = staging();
   std::unique_lock lock(s.mutex);
   if (!s.watchdog) {
@@ -193,6 +195,11 @@ Future<Value> bucket_all_reduce_async(Args& a) {
   if (b.members.empty()) {
     b.members.resize(static_cast<size_t>(members));
     b.start = Clock::now();
+    b.group = g.id;
+  } else if (b.group != g.id) {
+    throw std::invalid_argument(error_message(
+        "[bucket_all_reduce] member ", member, " of gradient bucket '", name,
+        "' is reduced over group ", g.id, ", the bucket's earlier members over group ", b.group));
   } else if (static_cast<int64_t>(b.members.size()) != members) {
     throw std::invalid_argument(error_message("[bucket_all_reduce] gradient bucket '", name, "' has ",
                                               b.members.size(), " members, but member ", member, " says ", members));
@@ -221,20 +228,24 @@ Future<Value> bucket_all_reduce_async(Args& a) {
 const bool registered = register_primitives({
     {.name = "grad_bucket",
      .family = "distributed",
-     .params = {{"x"}, {"bucket"}, {"member"}, {"members"}},
-     .help = "x unchanged; in the backward pass its gradient is summed over all localities in one all_reduce "
-             "with the other members of the named bucket, started as soon as all members' gradients are ready "
-             "(data-parallel gradient buckets).",
+     .params = {{"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
+     .help = "x unchanged; in the backward pass its gradient is summed over all localities in one "
+             "all_reduce with the other members of the named bucket, started as soon as all "
+             "members' gradients are ready (data-parallel gradient buckets). group: nil (every "
+             "locality) or a group (mesh.group(axis)) to sum over its members only.",
      .eval = [](Args& a) -> Value { return a[0]; },
-     .grads = {"bucket_all_reduce(g, bucket, member, members)", "", "", ""}},
-    async_spec({.name = "bucket_all_reduce",
-                .family = "distributed",
-                .params = {{"x"}, {"bucket"}, {"member"}, {"members"}},
-                .help = "Member `member` of the gradient bucket named `bucket` (of `members`): once all have "
-                        "arrived, one all_reduce (sum) of all of them; the result is this member's part.",
-                .eval = nullptr,
-                .grads = {}},
-               bucket_all_reduce_async),
+     .grads = {"bucket_all_reduce(g, bucket, member, members, group)", "", "", "", ""}},
+    async_spec(
+        {.name = "bucket_all_reduce",
+         .family = "distributed",
+         .params = {{"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
+         .help =
+             "Member `member` of the gradient bucket named `bucket` (of `members`): once all have "
+             "arrived, one all_reduce (sum) of all of them over every locality, or over the "
+             "members of `group` (mesh.group(axis)); the result is this member's part.",
+         .eval = nullptr,
+         .grads = {}},
+        bucket_all_reduce_async),
 });
 
 }  // namespace

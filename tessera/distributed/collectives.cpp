@@ -41,13 +41,18 @@ Array with_rows(Args& a, size_t i) {
   return x;
 }
 
-int rank_arg(Args& a, size_t i) {
+// The group argument: nil (the world) or a group id (mesh.group(axis)).
+GroupInfo group_arg(Args& a, size_t i) { return group_of_value(a[i], a.op()); }
+
+// A rank of group g (a root, a peer).
+int rank_arg(Args& a, size_t i, const GroupInfo& g) {
   int64_t r = a.integer(i);
-  int n = num_localities();
+  int n = g.size;
   if (r < 0 || r >= n) {
+    std::string in = g.id == 0 ? "" : error_message(" of group ", g.name);
     throw std::out_of_range(error_message("[", a.op(), "] argument '", a.param_name(i), "' is ", r,
-                                          " but ranks are 0..", n - 1, " (", n, " localit", n == 1 ? "y" : "ies",
-                                          ")"));
+                                          " but ranks", in, " are 0..", n - 1, " (", n, " localit",
+                                          n == 1 ? "y" : "ies", ")"));
   }
   return static_cast<int>(r);
 }
@@ -62,90 +67,104 @@ Value concatenated(const Value& parts, int axis, DType dt) {
   return Value(kernels::concatenate_arrays(arrays, axis, dt));
 }
 
+// With one member a group's collectives are computed here: the op checks
+// its group's size, not the engine.
 Future<Value> all_reduce_async(Args& a) {
+  GroupInfo g = group_arg(a, 2);
   // x is read here last: an array argument is moved on to the engine, not copied.
   Array x = a[0].is_array() && a[0].as_array().dtype() != DType::bool_ ? std::move(a.at(0).as_array())
                                                                        : numeric_array(a, 0, false);
   ReduceOp op = parse_reduce_op(a.string(1), a.op());
-  int n = num_localities();
+  int n = g.size;
   if (n == 1) {
     return Future<Value>::ready(op == ReduceOp::mean ? divided(Value(x), 1) : Value(x));
   }
-  Future<Value> f = detail::all_reduce(std::move(x), op, a.site());
+  Future<Value> f = detail::all_reduce(std::move(x), op, a.site(), g.id);
   if (op != ReduceOp::mean) return f;
   return f.then([n](const Value& v) { return divided(v, n); });
 }
 
 Future<Value> broadcast_async(Args& a) {
+  GroupInfo g = group_arg(a, 2);
   Array x = numeric_array(a, 0, true);
-  int root = rank_arg(a, 1);
-  if (num_localities() == 1) return Future<Value>::ready(Value(x));
-  return detail::broadcast(x, root, a.site());
+  int root = rank_arg(a, 1, g);
+  if (g.size == 1) return Future<Value>::ready(Value(x));
+  return detail::broadcast(x, root, a.site(), g.id);
 }
 
 Future<Value> all_gather_async(Args& a) {
+  GroupInfo g = group_arg(a, 2);
   Array x = with_rows(a, 0);
   int axis = normalize_axis(a.integer(1), x.ndim(), a.op());
-  if (num_localities() == 1) return Future<Value>::ready(Value(x));
+  if (g.size == 1) return Future<Value>::ready(Value(x));
   DType dt = x.dtype();
-  return detail::all_gather(x, axis, a.site()).then([axis, dt](const Value& parts) {
+  return detail::all_gather(x, axis, a.site(), g.id).then([axis, dt](const Value& parts) {
     return concatenated(parts, axis, dt);
   });
 }
 
 Future<Value> reduce_scatter_async(Args& a) {
+  GroupInfo g = group_arg(a, 2);
   Array x = with_rows(a, 0);
   if (x.dtype() == DType::bool_) numeric_array(a, 0, false);
   ReduceOp op = parse_reduce_op(a.string(1), a.op());
-  int n = num_localities();
+  int n = g.size;
   if (n == 1) return Future<Value>::ready(op == ReduceOp::mean ? divided(Value(x), 1) : Value(x));
-  Future<Value> f = detail::reduce_scatter(x, op, a.site());
+  Future<Value> f = detail::reduce_scatter(x, op, a.site(), g.id);
   if (op != ReduceOp::mean) return f;
   return f.then([n](const Value& v) { return divided(v, n); });
 }
 
 Future<Value> gather_async(Args& a) {
+  GroupInfo g = group_arg(a, 2);
   Array x = with_rows(a, 0);
-  int root = rank_arg(a, 1);
-  if (num_localities() == 1) return Future<Value>::ready(Value(x));
+  int root = rank_arg(a, 1, g);
+  if (g.size == 1) return Future<Value>::ready(Value(x));
   DType dt = x.dtype();
-  return detail::gather(x, root, a.site()).then([x, dt](const Value& parts) {
+  return detail::gather(x, root, a.site(), g.id).then([x, dt](const Value& parts) {
     return parts.is_nil() ? Value(x) : concatenated(parts, 0, dt);
   });
 }
 
 Future<Value> scatter_async(Args& a) {
-  int root = rank_arg(a, 1);
-  bool is_root = locality() == root;
+  GroupInfo g = group_arg(a, 2);
+  int root = rank_arg(a, 1, g);
+  bool is_root = g.rank == root;
   Array x = is_root ? with_rows(a, 0) : a.array(0);
-  if (num_localities() == 1) return Future<Value>::ready(Value(x));
-  return detail::scatter(x, root, a.site());
+  if (g.size == 1) return Future<Value>::ready(Value(x));
+  return detail::scatter(x, root, a.site(), g.id);
 }
 
 Future<Value> all_to_all_async(Args& a) {
+  GroupInfo g = group_arg(a, 1);
   Array x = with_rows(a, 0);
-  if (num_localities() == 1) return Future<Value>::ready(Value(x));
+  if (g.size == 1) return Future<Value>::ready(Value(x));
   DType dt = x.dtype();
-  return detail::all_to_all(x, a.site()).then([dt](const Value& parts) { return concatenated(parts, 0, dt); });
+  return detail::all_to_all(x, a.site(), g.id).then([dt](const Value& parts) {
+    return concatenated(parts, 0, dt);
+  });
 }
 
 Future<Value> barrier_async(Args& a) {
-  if (num_localities() == 1) return Future<Value>::ready(Value());
-  return detail::barrier(a.site());
+  GroupInfo g = group_arg(a, 0);
+  if (g.size == 1) return Future<Value>::ready(Value());
+  return detail::barrier(a.site(), g.id);
 }
 
-int peer_arg(Args& a, size_t i) {
-  int n = num_localities();
-  if (n == 1) {
-    throw std::invalid_argument(error_message("[", a.op(), "] needs another locality, but this program runs on "
-                                              "one (start it with `tessera run -n N`)"));
+// A peer of this locality in group g, as a world rank.
+int peer_arg(Args& a, size_t i, const GroupInfo& g) {
+  if (g.size == 1) {
+    std::string what =
+        g.id == 0 ? std::string("this program runs on one (start it with `tessera run -n N`)")
+                  : error_message("group ", g.name, " has one member");
+    throw std::invalid_argument(error_message("[", a.op(), "] needs another locality, but ", what));
   }
-  int peer = rank_arg(a, i);
-  if (peer == locality()) {
+  int peer = rank_arg(a, i, g);
+  if (peer == g.rank) {
     throw std::invalid_argument(error_message("[", a.op(), "] argument '", a.param_name(i), "' is ", peer,
                                               ", this locality itself"));
   }
-  return peer;
+  return g.world_rank(peer);
 }
 
 int tag_arg(Args& a, size_t i) {
@@ -157,14 +176,29 @@ int tag_arg(Args& a, size_t i) {
 }
 
 Future<Value> send_async(Args& a) {
+  GroupInfo g = group_arg(a, 3);
   Array x = numeric_array(a, 0, true);
-  int dest = peer_arg(a, 1);
+  int dest = peer_arg(a, 1, g);
   return detail::send(x, dest, tag_arg(a, 2), a.site());
 }
 
 Future<Value> recv_async(Args& a) {
-  int source = peer_arg(a, 0);
+  GroupInfo g = group_arg(a, 2);
+  int source = peer_arg(a, 0, g);
   return detail::recv(source, tag_arg(a, 1), a.site());
+}
+
+// The cotangent of broadcast's x: the sum of every member's cotangent, on
+// the root; zeros elsewhere (their x was not used).
+Future<Value> broadcast_grad_async(Args& a) {
+  GroupInfo g = group_arg(a, 2);
+  Array gr = numeric_array(a, 0, true);
+  int root = rank_arg(a, 1, g);
+  if (g.size == 1) return Future<Value>::ready(Value(gr));
+  bool is_root = g.rank == root;
+  return detail::all_reduce(gr, ReduceOp::sum, a.site(), g.id).then([is_root](const Value& v) {
+    return is_root ? v : Value(Array::zeros(v.as_array().dtype(), v.as_array().shape()));
+  });
 }
 
 // The cotangent of all_reduce's x: for sum and mean every locality's output
@@ -173,15 +207,17 @@ Future<Value> recv_async(Args& a) {
 Future<Value> all_reduce_grad_async(Args& a) {
   Array x = a.array(0), out = a.array(1), g = a.array(2);
   ReduceOp op = parse_reduce_op(a.string(3), "all_reduce");
-  int n = num_localities();
+  GroupInfo grp = group_arg(a, 4);
+  int n = grp.size;
   if (op == ReduceOp::sum || op == ReduceOp::mean) {
     if (n == 1) return Future<Value>::ready(op == ReduceOp::mean ? divided(Value(g), 1) : Value(g));
-    Future<Value> f = detail::all_reduce(g, ReduceOp::sum, a.site());
+    Future<Value> f = detail::all_reduce(g, ReduceOp::sum, a.site(), grp.id);
     if (op == ReduceOp::sum) return f;
     return f.then([n](const Value& v) { return divided(v, n); });
   }
   Value mask = call_primitive("equal", std::vector<Value>{Value(x), Value(out)});
-  Future<Value> total = n == 1 ? Future<Value>::ready(Value(g)) : detail::all_reduce(g, ReduceOp::sum, a.site());
+  Future<Value> total = n == 1 ? Future<Value>::ready(Value(g))
+                               : detail::all_reduce(g, ReduceOp::sum, a.site(), grp.id);
   return total.then([mask](const Value& v) { return call_primitive("multiply", std::vector<Value>{v, mask}); });
 }
 
@@ -193,10 +229,11 @@ Future<Value> reduce_scatter_grad_async(Args& a) {
   if (op == ReduceOp::max || op == ReduceOp::min) {
     throw std::invalid_argument("[reduce_scatter] has no gradient for op 'max' or 'min'");
   }
-  int n = num_localities();
+  GroupInfo grp = group_arg(a, 2);
+  int n = grp.size;
   if (n == 1) return Future<Value>::ready(op == ReduceOp::mean ? divided(Value(g), 1) : Value(g));
   DType dt = g.dtype();
-  return detail::all_gather(g, 0, a.site()).then([dt, op, n](const Value& parts) {
+  return detail::all_gather(g, 0, a.site(), grp.id).then([dt, op, n](const Value& parts) {
     Value joined = concatenated(parts, 0, dt);
     return op == ReduceOp::mean ? divided(joined, n) : joined;
   });
@@ -208,9 +245,9 @@ Future<Value> reduce_scatter_grad_async(Args& a) {
 // padded to a common size, because the engine splits axis 0 evenly.
 
 // Every locality's extent of x along `axis`, in locality order.
-Future<std::vector<int64_t>> extents(const Array& x, int axis, const std::string& site) {
+Future<std::vector<int64_t>> extents(const Array& x, int axis, const std::string& site, int group) {
   Array mine = Array::from_vector<int64_t>({x.dim(axis)}, {1});
-  return detail::all_gather(mine, 0, site).then([](const Value& parts) {
+  return detail::all_gather(mine, 0, site, group).then([](const Value& parts) {
     std::vector<int64_t> out;
     for (const Value& p : parts.as_list()) out.push_back(p.as_array().get_int(0));
     return out;
@@ -294,19 +331,22 @@ void check_joined(const char* op, const Array& g, int axis, const std::vector<in
 Future<Value> all_gather_grad_async(Args& a) {
   Array x = with_rows(a, 0), g = a.array(1);
   int axis = normalize_axis(a.integer(2), x.ndim(), "all_gather");
-  int n = num_localities();
-  if (n == 1) return Future<Value>::ready(Value(g));
+  GroupInfo grp = group_arg(a, 3);
+  if (grp.size == 1) return Future<Value>::ready(Value(g));
   std::string site = a.site();
-  return extents(x, axis, site).then([x, g, axis, site](const std::vector<int64_t>& ext) -> Future<Value> {
-    check_joined("all_gather_grad", g, axis, ext);
-    int64_t rows = largest(ext), mine = ext[locality()];
-    Shape shape = x.shape();
-    if (rows == 0) return Future<Value>::ready(Value(Array::zeros(g.dtype(), shape)));
-    Array blocks = padded_blocks(moved_to_front(g, axis), offsets_of(ext), ext, rows);
-    return detail::reduce_scatter(blocks, ReduceOp::sum, site).then([axis, mine](const Value& part) {
-      return Value(moved_back(row_block(part.as_array(), 0, mine), axis));
-    });
-  });
+  int me = grp.rank, id = grp.id;
+  return extents(x, axis, site, id)
+      .then([x, g, axis, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
+        check_joined("all_gather_grad", g, axis, ext);
+        int64_t rows = largest(ext), mine = ext[me];
+        Shape shape = x.shape();
+        if (rows == 0) return Future<Value>::ready(Value(Array::zeros(g.dtype(), shape)));
+        Array blocks = padded_blocks(moved_to_front(g, axis), offsets_of(ext), ext, rows);
+        return detail::reduce_scatter(blocks, ReduceOp::sum, site, id)
+            .then([axis, mine](const Value& part) {
+              return Value(moved_back(row_block(part.as_array(), 0, mine), axis));
+            });
+      });
 }
 
 // The cotangent of gather's x: the root's cotangent of the joined array, cut
@@ -314,34 +354,37 @@ Future<Value> all_gather_grad_async(Args& a) {
 // itself, so that locality's own cotangent is added.
 Future<Value> gather_grad_async(Args& a) {
   Array x = with_rows(a, 0), g = a.array(1);
-  int root = rank_arg(a, 2);
-  int n = num_localities();
-  if (n == 1) return Future<Value>::ready(Value(g));
+  GroupInfo grp = group_arg(a, 3);
+  int root = rank_arg(a, 2, grp);
+  if (grp.size == 1) return Future<Value>::ready(Value(g));
   std::string site = a.site();
-  return extents(x, 0, site).then([x, g, root, site](const std::vector<int64_t>& ext) -> Future<Value> {
-    int me = locality();
-    int64_t rows = largest(ext), mine = ext[me];
-    if (me == root) check_joined("gather_grad", g, 0, ext);
-    auto own = [g, me, root](Array part) {
-      return me == root ? Value(part) : call_primitive("add", std::vector<Value>{Value(part), Value(g)});
-    };
-    if (rows == 0) return Future<Value>::ready(own(Array::zeros(g.dtype(), x.shape())));
-    Array blocks = me == root ? padded_blocks(g, offsets_of(ext), ext, rows) : g;
-    return detail::scatter(blocks, root, site).then([mine, own](const Value& part) {
-      return own(row_block(part.as_array(), 0, mine));
-    });
-  });
+  int me = grp.rank, id = grp.id;
+  return extents(x, 0, site, id)
+      .then([x, g, root, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
+        int64_t rows = largest(ext), mine = ext[me];
+        if (me == root) check_joined("gather_grad", g, 0, ext);
+        auto own = [g, me, root](Array part) {
+          return me == root ? Value(part)
+                            : call_primitive("add", std::vector<Value>{Value(part), Value(g)});
+        };
+        if (rows == 0) return Future<Value>::ready(own(Array::zeros(g.dtype(), x.shape())));
+        Array blocks = me == root ? padded_blocks(g, offsets_of(ext), ext, rows) : g;
+        return detail::scatter(blocks, root, site, id).then([mine, own](const Value& part) {
+          return own(row_block(part.as_array(), 0, mine));
+        });
+      });
 }
 
 // The cotangent of scatter's x: on the root, every locality's cotangent
 // joined in locality order; elsewhere zeros (scatter ignores x there).
 Future<Value> scatter_grad_async(Args& a) {
   Array x = a.array(0), g = with_rows(a, 1);
-  int root = rank_arg(a, 2);
-  if (num_localities() == 1) return Future<Value>::ready(Value(g));
+  GroupInfo grp = group_arg(a, 3);
+  int root = rank_arg(a, 2, grp);
+  if (grp.size == 1) return Future<Value>::ready(Value(g));
   DType dt = g.dtype();
   Shape shape = x.shape();
-  return detail::gather(g, root, a.site()).then([dt, shape](const Value& parts) {
+  return detail::gather(g, root, a.site(), grp.id).then([dt, shape](const Value& parts) {
     if (parts.is_nil()) return Value(Array::zeros(dt, shape));
     return concatenated(parts, 0, dt);
   });
@@ -351,32 +394,35 @@ Future<Value> scatter_grad_async(Args& a) {
 // the rows of its cotangent that came from k, and k joins them in order.
 Future<Value> all_to_all_grad_async(Args& a) {
   Array x = with_rows(a, 0), g = a.array(1);
-  int n = num_localities();
+  GroupInfo grp = group_arg(a, 2);
+  int n = grp.size;
   if (n == 1) return Future<Value>::ready(Value(g));
   std::string site = a.site();
   DType dt = g.dtype();
-  return extents(x, 0, site).then([x, g, n, dt, site](const std::vector<int64_t>& ext) -> Future<Value> {
-    int me = locality();
-    // Rows of g that came from locality k: its part `me` of an even split.
-    std::vector<int64_t> from(n);
-    for (int k = 0; k < n; ++k) from[k] = split_counts(ext[k], n)[me];
-    check_joined("all_to_all_grad", g, 0, from);
-    // What this locality receives back from locality j: its own part j.
-    std::vector<int64_t> back = split_counts(ext[me], n);
-    int64_t rows = (largest(ext) + n - 1) / n;
-    if (rows == 0) return Future<Value>::ready(Value(Array::zeros(dt, x.shape())));
-    bool even = std::all_of(ext.begin(), ext.end(), [&](int64_t e) { return e == ext[0]; });
-    // With equal extents everywhere g is already split the way the engine
-    // splits (n blocks of equal size); otherwise blocks are padded.
-    Array send = even ? g : padded_blocks(g, offsets_of(from), from, rows);
-    return detail::all_to_all(send, site).then([back, dt, even](const Value& parts) {
-      if (even) return concatenated(parts, 0, dt);
-      List trimmed;
-      const List& l = parts.as_list();
-      for (size_t j = 0; j < l.size(); ++j) trimmed.push_back(Value(row_block(l[j].as_array(), 0, back[j])));
-      return concatenated(Value(std::move(trimmed)), 0, dt);
-    });
-  });
+  int me = grp.rank, id = grp.id;
+  return extents(x, 0, site, id)
+      .then([x, g, n, dt, site, me, id](const std::vector<int64_t>& ext) -> Future<Value> {
+        // Rows of g that came from locality k: its part `me` of an even split.
+        std::vector<int64_t> from(n);
+        for (int k = 0; k < n; ++k) from[k] = split_counts(ext[k], n)[me];
+        check_joined("all_to_all_grad", g, 0, from);
+        // What this locality receives back from locality j: its own part j.
+        std::vector<int64_t> back = split_counts(ext[me], n);
+        int64_t rows = (largest(ext) + n - 1) / n;
+        if (rows == 0) return Future<Value>::ready(Value(Array::zeros(dt, x.shape())));
+        bool even = std::all_of(ext.begin(), ext.end(), [&](int64_t e) { return e == ext[0]; });
+        // With equal extents everywhere g is already split the way the engine
+        // splits (n blocks of equal size); otherwise blocks are padded.
+        Array send = even ? g : padded_blocks(g, offsets_of(from), from, rows);
+        return detail::all_to_all(send, site, id).then([back, dt, even](const Value& parts) {
+          if (even) return concatenated(parts, 0, dt);
+          List trimmed;
+          const List& l = parts.as_list();
+          for (size_t j = 0; j < l.size(); ++j)
+            trimmed.push_back(Value(row_block(l[j].as_array(), 0, back[j])));
+          return concatenated(Value(std::move(trimmed)), 0, dt);
+        });
+      });
 }
 
 // The gradient rules of the collectives (a switch kept for bisecting: the
@@ -388,136 +434,174 @@ std::vector<std::string> rules(std::vector<std::string> r) {
   return kAttachGradientRules ? r : std::vector<std::string>{};
 }
 
+// The group argument's help, shared by every collective.
+#define TESSERA_GROUP_HELP                                                             \
+  " group: nil (every locality) or a group (mesh.group(axis), tessera.distributed.Mesh): " \
+  "then the localities are the group's members and ranks are ranks in the group."
+
 const bool registered = register_primitives({
-    async_spec({.name = "all_reduce",
-                .family = "distributed",
-                .params = {{"x"}, opt("op", Value("sum"))},
-                .help = "Reduces x elementwise over all localities (op: 'sum', 'mean', 'max', 'min'); "
-                        "every locality gets the result. Shapes and dtypes must agree on every locality.",
-                .eval = nullptr,
-                .grads = rules({"all_reduce_grad(x, out, g, op)", ""})},
-               all_reduce_async),
-    async_spec({.name = "broadcast",
-                .family = "distributed",
-                .params = {{"x"}, opt("root", Value(0))},
-                .help = "The root locality's x, on every locality (x must have the same shape and dtype "
-                        "everywhere).",
-                .eval = nullptr,
-                .grads = rules({"all_reduce(g, \"sum\") * (locality() == root)", ""})},
-               broadcast_async),
-    async_spec({.name = "all_gather",
-                .family = "distributed",
-                .params = {{"x"}, opt("axis", Value(0))},
-                .help = "Every locality's x joined along axis, in locality order; the extents along axis "
-                        "may differ between localities.",
-                .eval = nullptr,
-                .grads = rules({"all_gather_grad(x, g, axis)", ""})},
-               all_gather_async),
-    async_spec({.name = "reduce_scatter",
-                .family = "distributed",
-                .params = {{"x"}, opt("op", Value("sum"))},
-                .help = "Reduces x over all localities (op: 'sum', 'mean', 'max', 'min') and gives each "
-                        "locality its part of axis 0 (split in num_localities() parts; the first "
-                        "shape(x)[0] % num_localities() parts have one more row).",
-                .eval = nullptr,
-                .grads = rules({"reduce_scatter_grad(g, op)", ""})},
-               reduce_scatter_async),
-    async_spec({.name = "gather",
-                .family = "distributed",
-                .params = {{"x"}, opt("root", Value(0))},
-                .help = "On the root: every locality's x joined along axis 0 (extents may differ); on the "
-                        "other localities: x itself.",
-                .eval = nullptr,
-                .grads = rules({"gather_grad(x, g, root)", ""})},
-               gather_async),
-    async_spec({.name = "scatter",
-                .family = "distributed",
-                .params = {{"x"}, opt("root", Value(0))},
-                .help = "This locality's part of the root's x, split along axis 0 in num_localities() "
-                        "parts (the first shape(x)[0] % num_localities() have one more row); x is ignored "
-                        "on the other localities.",
-                .eval = nullptr,
-                .grads = rules({"scatter_grad(x, g, root)", ""})},
-               scatter_async),
-    async_spec({.name = "all_to_all",
-                .family = "distributed",
-                .params = {{"x"}},
-                .help = "Splits x along axis 0 in num_localities() parts, sends part j to locality j, and "
-                        "joins the parts received, in locality order, along axis 0 (the localities' x may "
-                        "differ in length along axis 0).",
-                .eval = nullptr,
-                .grads = rules({"all_to_all_grad(x, g)"})},
-               all_to_all_async),
+    async_spec(
+        {.name = "all_reduce",
+         .family = "distributed",
+         .params = {{"x"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "Reduces x elementwise over all localities (op: 'sum', 'mean', 'max', 'min'); "
+                 "every locality gets the result. Shapes and dtypes must agree on every "
+                 "locality." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"all_reduce_grad(x, out, g, op, group)", "", ""})},
+        all_reduce_async),
+    async_spec(
+        {.name = "broadcast",
+         .family = "distributed",
+         .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
+         .help = "The root locality's x, on every locality (x must have the same shape and dtype "
+                 "everywhere)." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"broadcast_grad(g, root, group)", "", ""})},
+        broadcast_async),
+    async_spec(
+        {.name = "all_gather",
+         .family = "distributed",
+         .params = {{"x"}, opt("axis", Value(0)), opt("group", Value())},
+         .help = "Every locality's x joined along axis, in locality order; the extents along axis "
+                 "may differ between localities." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"all_gather_grad(x, g, axis, group)", "", ""})},
+        all_gather_async),
+    async_spec(
+        {.name = "reduce_scatter",
+         .family = "distributed",
+         .params = {{"x"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "Reduces x over all localities (op: 'sum', 'mean', 'max', 'min') and gives each "
+                 "locality its part of axis 0 (split in as many parts as localities; the first "
+                 "shape(x)[0] % that number of parts have one more row)." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"reduce_scatter_grad(g, op, group)", "", ""})},
+        reduce_scatter_async),
+    async_spec(
+        {.name = "gather",
+         .family = "distributed",
+         .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
+         .help = "On the root: every locality's x joined along axis 0 (extents may differ); on the "
+                 "other localities: x itself." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"gather_grad(x, g, root, group)", "", ""})},
+        gather_async),
+    async_spec(
+        {.name = "scatter",
+         .family = "distributed",
+         .params = {{"x"}, opt("root", Value(0)), opt("group", Value())},
+         .help = "This locality's part of the root's x, split along axis 0 in as many parts as "
+                 "localities (the first shape(x)[0] % that number have one more row); x is ignored "
+                 "on the other localities." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"scatter_grad(x, g, root, group)", "", ""})},
+        scatter_async),
+    async_spec(
+        {.name = "all_to_all",
+         .family = "distributed",
+         .params = {{"x"}, opt("group", Value())},
+         .help =
+             "Splits x along axis 0 in as many parts as localities, sends part j to locality j, "
+             "and joins the parts received, in locality order, along axis 0 (the localities' x "
+             "may differ in length along axis 0)." TESSERA_GROUP_HELP,
+         .eval = nullptr,
+         .grads = rules({"all_to_all_grad(x, g, group)", ""})},
+        all_to_all_async),
     async_spec({.name = "barrier",
                 .family = "distributed",
-                .params = {},
-                .help = "Completes (as nil) once every locality has reached it.",
+                .params = {opt("group", Value())},
+                .help = "Completes (as nil) once every locality has reached it." TESSERA_GROUP_HELP,
                 .eval = nullptr,
                 .grads = {}},
                barrier_async),
     async_spec({.name = "send",
                 .family = "distributed",
-                .params = {{"x"}, {"dest"}, opt("tag", Value(0))},
-                .help = "Sends x to locality dest (its shape and dtype travel with it); nil once sent.",
+                .params = {{"x"}, {"dest"}, opt("tag", Value(0)), opt("group", Value())},
+                .help = "Sends x to locality dest (its shape and dtype travel with it); nil once "
+                        "sent." TESSERA_GROUP_HELP,
                 .eval = nullptr,
                 .grads = {}},
                send_async),
     async_spec({.name = "recv",
                 .family = "distributed",
-                .params = {{"source"}, opt("tag", Value(0))},
-                .help = "The array sent by locality source with the same tag.",
+                .params = {{"source"}, opt("tag", Value(0)), opt("group", Value())},
+                .help = "The array sent by locality source with the same tag." TESSERA_GROUP_HELP,
                 .eval = nullptr,
                 .grads = {}},
                recv_async),
-    async_spec({.name = "all_reduce_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"out"}, {"g"}, opt("op", Value("sum"))},
-                .help = "The gradient rule of all_reduce: the cotangent of x given out = all_reduce(x, "
-                        "op) and its cotangent g (a collective itself).",
-                .eval = nullptr,
-                .grads = {}},
-               all_reduce_grad_async),
-    async_spec({.name = "reduce_scatter_grad",
-                .family = "distributed",
-                .params = {{"g"}, opt("op", Value("sum"))},
-                .help = "The gradient rule of reduce_scatter (op 'sum' or 'mean'): every locality's "
-                        "cotangent g joined along axis 0 (a collective itself).",
-                .eval = nullptr,
-                .grads = {}},
-               reduce_scatter_grad_async),
-    async_spec({.name = "all_gather_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("axis", Value(0))},
-                .help = "The gradient rule of all_gather: the sum over localities of the slice of their "
-                        "cotangent g that came from this locality's x (a collective itself).",
-                .eval = nullptr,
-                .grads = {}},
-               all_gather_grad_async),
-    async_spec({.name = "gather_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("root", Value(0))},
-                .help = "The gradient rule of gather: this locality's part of the root's cotangent g, plus "
-                        "its own g on the other localities (a collective itself).",
-                .eval = nullptr,
-                .grads = {}},
-               gather_grad_async),
-    async_spec({.name = "scatter_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}, opt("root", Value(0))},
-                .help = "The gradient rule of scatter: on the root every locality's cotangent g joined along "
-                        "axis 0, elsewhere zeros shaped like x (a collective itself).",
-                .eval = nullptr,
-                .grads = {}},
-               scatter_grad_async),
-    async_spec({.name = "all_to_all_grad",
-                .family = "distributed",
-                .params = {{"x"}, {"g"}},
-                .help = "The gradient rule of all_to_all: the rows of every locality's cotangent g that came "
-                        "from this locality's x, sent back and joined in order (a collective itself).",
-                .eval = nullptr,
-                .grads = {}},
-               all_to_all_grad_async),
+    async_spec(
+        {.name = "all_reduce_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"out"}, {"g"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "The gradient rule of all_reduce: the cotangent of x given out = all_reduce(x, "
+                 "op, group) and its cotangent g (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        all_reduce_grad_async),
+    async_spec(
+        {.name = "broadcast_grad",
+         .family = "distributed",
+         .params = {{"g"}, opt("root", Value(0)), opt("group", Value())},
+         .help =
+             "The gradient rule of broadcast: on the root the sum of every locality's cotangent "
+             "g, elsewhere zeros (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        broadcast_grad_async),
+    async_spec(
+        {.name = "reduce_scatter_grad",
+         .family = "distributed",
+         .params = {{"g"}, opt("op", Value("sum")), opt("group", Value())},
+         .help = "The gradient rule of reduce_scatter (op 'sum' or 'mean'): every locality's "
+                 "cotangent g joined along axis 0 (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        reduce_scatter_grad_async),
+    async_spec(
+        {.name = "all_gather_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("axis", Value(0)), opt("group", Value())},
+         .help = "The gradient rule of all_gather: the sum over localities of the slice of their "
+                 "cotangent g that came from this locality's x (a collective itself, on the same "
+                 "group).",
+         .eval = nullptr,
+         .grads = {}},
+        all_gather_grad_async),
+    async_spec(
+        {.name = "gather_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("root", Value(0)), opt("group", Value())},
+         .help =
+             "The gradient rule of gather: this locality's part of the root's cotangent g, plus "
+             "its own g on the other localities (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        gather_grad_async),
+    async_spec(
+        {.name = "scatter_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("root", Value(0)), opt("group", Value())},
+         .help =
+             "The gradient rule of scatter: on the root every locality's cotangent g joined along "
+             "axis 0, elsewhere zeros shaped like x (a collective itself, on the same group).",
+         .eval = nullptr,
+         .grads = {}},
+        scatter_grad_async),
+    async_spec(
+        {.name = "all_to_all_grad",
+         .family = "distributed",
+         .params = {{"x"}, {"g"}, opt("group", Value())},
+         .help =
+             "The gradient rule of all_to_all: the rows of every locality's cotangent g that came "
+             "from this locality's x, sent back and joined in order (a collective itself, on the "
+             "same group).",
+         .eval = nullptr,
+         .grads = {}},
+        all_to_all_grad_async),
 });
+
+#undef TESSERA_GROUP_HELP
 
 }  // namespace
 }  // namespace tessera::distributed

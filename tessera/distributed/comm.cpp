@@ -1,7 +1,9 @@
 #include "tessera/distributed/comm.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 
@@ -17,6 +19,70 @@ ReduceOp parse_reduce_op(const std::string& name, const char* op) {
   if (name == "min") return ReduceOp::min;
   throw std::invalid_argument(error_message("[", op, "] argument 'op' must be 'sum', 'mean', 'max' or 'min', got '",
                                             name, "'"));
+}
+
+namespace {
+
+// The groups made so far (index: id - 1).
+std::mutex groups_mu;
+std::vector<GroupInfo>& groups() {
+  static auto* g = new std::vector<GroupInfo>();
+  return *g;
+}
+
+}  // namespace
+
+int make_group(const std::string& name, const std::vector<int>& members) {
+  int me = detail::started_by_mpirun() ? detail::world().first : 0;
+  int n = detail::started_by_mpirun() ? detail::world().second : 1;
+  bool sorted = !members.empty();
+  for (size_t i = 0; i < members.size(); ++i) {
+    sorted = sorted && members[i] >= 0 && members[i] < n && (i == 0 || members[i] > members[i - 1]);
+  }
+  auto at = std::find(members.begin(), members.end(), me);
+  if (!sorted || at == members.end()) {
+    std::string got;
+    for (int m : members) got += (got.empty() ? "" : ", ") + std::to_string(m);
+    throw std::invalid_argument(
+        error_message("[mesh] group '", name, "' must list distinct ranks in 0..", n - 1,
+                      " in ascending order, this locality (", me, ") among them, got [", got, "]"));
+  }
+  GroupInfo g;
+  g.name = name;
+  g.members = members;
+  g.rank = static_cast<int>(at - members.begin());
+  g.size = static_cast<int>(members.size());
+  std::lock_guard lock(groups_mu);
+  g.id = static_cast<int>(groups().size()) + 1;
+  if (detail::started_by_mpirun()) detail::Engine::get().add_group(g.id, name, members);
+  groups().push_back(g);
+  return g.id;
+}
+
+GroupInfo group_info(int64_t id, const char* op) {
+  if (id == 0) {
+    GroupInfo g;
+    g.rank = detail::started_by_mpirun() ? detail::world().first : 0;
+    g.size = detail::started_by_mpirun() ? detail::world().second : 1;
+    return g;
+  }
+  std::lock_guard lock(groups_mu);
+  if (id < 0 || id > static_cast<int64_t>(groups().size())) {
+    throw std::invalid_argument(error_message(
+        "[", op, "] argument 'group' is ", id, ", which is no group (", groups().size(),
+        " made so far; groups come from ", "tessera.distributed.Mesh: mesh.group(axis))"));
+  }
+  return groups()[id - 1];
+}
+
+GroupInfo group_of_value(const Value& v, const char* op) {
+  if (v.is_nil()) return group_info(0, op);
+  if (!v.is_int()) {
+    throw TypeError(
+        error_message("[", op, "] argument 'group' must be a group (mesh.group(axis)) or nil, got ",
+                      v.kind_name()));
+  }
+  return group_info(v.as_int(), op);
 }
 
 namespace detail {
@@ -134,52 +200,56 @@ void mark_failed() {
 
 void set_coalescing(bool on) { Engine::get().set_coalescing(on); }
 
-Future<Value> all_reduce(Array x, ReduceOp op, const std::string& site) {
+Future<Value> all_reduce(Array x, ReduceOp op, const std::string& site, int group) {
   auto o = make_op(Kind::all_reduce, "all_reduce", reduce_name(op), std::move(x), -1, site);
   o->rop = op == ReduceOp::mean ? ReduceOp::sum : op;
-  return Engine::get().submit(o);
+  return Engine::get().submit(o, group);
 }
 
-Future<Value> broadcast(const Array& x, int root, const std::string& site) {
+Future<Value> broadcast(const Array& x, int root, const std::string& site, int group) {
   auto o = make_op(Kind::broadcast, "broadcast", error_message("broadcast(root=", root, ")"), x, -1, site);
   o->root = root;
-  return Engine::get().submit(o);
+  return Engine::get().submit(o, group);
 }
 
-Future<Value> all_gather(const Array& x, int free_axis, const std::string& site) {
+Future<Value> all_gather(const Array& x, int free_axis, const std::string& site, int group) {
   return Engine::get().submit(
-      make_op(Kind::all_gather, "all_gather", error_message("all_gather(axis=", free_axis, ")"), x, free_axis, site));
+      make_op(Kind::all_gather, "all_gather", error_message("all_gather(axis=", free_axis, ")"), x,
+              free_axis, site),
+      group);
 }
 
-Future<Value> reduce_scatter(const Array& x, ReduceOp op, const std::string& site) {
+Future<Value> reduce_scatter(const Array& x, ReduceOp op, const std::string& site, int group) {
   static const char* names[] = {"reduce_scatter(sum)", "reduce_scatter(mean)", "reduce_scatter(max)",
                                 "reduce_scatter(min)"};
   auto o = make_op(Kind::reduce_scatter, "reduce_scatter", names[static_cast<int>(op)], x, -1, site);
   o->rop = op == ReduceOp::mean ? ReduceOp::sum : op;
-  return Engine::get().submit(o);
+  return Engine::get().submit(o, group);
 }
 
-Future<Value> gather(const Array& x, int root, const std::string& site) {
+Future<Value> gather(const Array& x, int root, const std::string& site, int group) {
   auto o = make_op(Kind::gather, "gather", error_message("gather(root=", root, ")"), x, 0, site);
   o->root = root;
-  return Engine::get().submit(o);
+  return Engine::get().submit(o, group);
 }
 
-Future<Value> scatter(const Array& x, int root, const std::string& site) {
+Future<Value> scatter(const Array& x, int root, const std::string& site, int group) {
   // Only the root's array matters: the fingerprint leaves out dtype and shape.
   if (x.ndim() > kMaxDims) throw std::invalid_argument("[scatter] more than 8 dimensions are not supported");
   auto o = make_op(Kind::scatter, "scatter", error_message("scatter(root=", root, ")"), std::nullopt, -1, site);
   o->root = root;
   o->x = x;
-  return Engine::get().submit(o);
+  return Engine::get().submit(o, group);
 }
 
-Future<Value> all_to_all(const Array& x, const std::string& site) {
-  return Engine::get().submit(make_op(Kind::all_to_all, "all_to_all", "all_to_all", x, 0, site));
+Future<Value> all_to_all(const Array& x, const std::string& site, int group) {
+  return Engine::get().submit(make_op(Kind::all_to_all, "all_to_all", "all_to_all", x, 0, site),
+                              group);
 }
 
-Future<Value> barrier(const std::string& site) {
-  return Engine::get().submit(make_op(Kind::barrier, "barrier", "barrier", std::nullopt, -1, site));
+Future<Value> barrier(const std::string& site, int group) {
+  return Engine::get().submit(make_op(Kind::barrier, "barrier", "barrier", std::nullopt, -1, site),
+                              group);
 }
 
 Future<Value> send(const Array& x, int dest, int tag, const std::string& site) {

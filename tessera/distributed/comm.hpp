@@ -19,6 +19,14 @@
 // TESSERA_COLLECTIVE_TIMEOUT seconds (default 300) fails with the list of
 // what this rank waits for.
 //
+// Groups (groups.cpp): a collective may run among the members of a group
+// (GroupInfo, made by make_group for each axis of a mesh) instead of every
+// rank. Each group of several members has its own agreement rounds and
+// communicators, so everything above holds among its members and
+// collectives on disjoint groups run concurrently; a peer that called the
+// same call of a site on another group is found by a probe after a second
+// and both sides get the mismatch error.
+//
 // Failure detection (heartbeat.hpp): every rank sends heartbeats to a few
 // peers on a thread and sockets of its own, independent of MPI; a rank not
 // heard from for TESSERA_FAILURE_TIMEOUT seconds (default 30; 0 or "off":
@@ -44,6 +52,33 @@ enum class ReduceOp { sum, mean, max, min };
 
 // "sum", "mean", "max", "min"; throws ValueError naming `op` otherwise.
 ReduceOp parse_reduce_op(const std::string& name, const char* op);
+
+// A group of localities a collective runs among: the world (id 0) or one
+// made by make_group (a mesh axis). Ranks inside a group (roots, peers,
+// the order of gathered parts) are group ranks: a locality's place in
+// `members`.
+struct GroupInfo {
+  int id = 0;
+  std::string name = "world";
+  std::vector<int> members;  // world ranks in group rank order (the world: none listed)
+  int rank = 0, size = 1;    // this locality's group rank; the number of members
+  int world_rank(int r) const { return members.empty() ? r : members[r]; }
+};
+
+// Makes this locality's group `name` of world ranks `members` (ascending,
+// this locality among them) and returns its id (1, 2, ... in the order
+// groups are made, the same on every locality). Every locality must call it,
+// in the same order, each with its own group of the same partition (under
+// mpirun a split of the world, collective). Throws ValueError on members
+// that are not a sorted list of distinct ranks including this one.
+int make_group(const std::string& name, const std::vector<int>& members);
+
+// Group `id` (0: the world); throws ValueError naming `op` if there is none.
+GroupInfo group_info(int64_t id, const char* op);
+
+// The group a primitive's `group` argument names: nil (the world) or a group
+// id; TypeError naming `op` for anything else.
+GroupInfo group_of_value(const Value& v, const char* op);
 
 namespace detail {
 
@@ -72,25 +107,27 @@ inline constexpr const char* kPeerFailedMarker = "tessera-run-peer-failed:";
 // Seconds a collective may stay pending (TESSERA_COLLECTIVE_TIMEOUT, 300).
 double collective_timeout_seconds();
 
-// Multi-rank operations (require the engine; `site` is the source position).
+// Multi-rank operations (require the engine; `site` is the source position;
+// `group`: the id of a group of several members, 0 the world; ranks and
+// "every rank" are those of the group).
 // Results: all_reduce, broadcast, reduce_scatter: an Array; all_gather,
 // gather (at the root), all_to_all: a List with one Array per rank, in rank
 // order (gather on a non-root rank: nil); scatter: this rank's part;
 // barrier, send: nil; recv: the received Array.
-Future<Value> all_reduce(Array x, ReduceOp op, const std::string& site);
-Future<Value> broadcast(const Array& x, int root, const std::string& site);
+Future<Value> all_reduce(Array x, ReduceOp op, const std::string& site, int group = 0);
+Future<Value> broadcast(const Array& x, int root, const std::string& site, int group = 0);
 // Every rank's x, whose shapes may differ along `free_axis` only.
-Future<Value> all_gather(const Array& x, int free_axis, const std::string& site);
+Future<Value> all_gather(const Array& x, int free_axis, const std::string& site, int group = 0);
 // x split along axis 0 in num_localities parts (the first size % n get one
 // more row); this rank gets the reduction of its part.
-Future<Value> reduce_scatter(const Array& x, ReduceOp op, const std::string& site);
-Future<Value> gather(const Array& x, int root, const std::string& site);
+Future<Value> reduce_scatter(const Array& x, ReduceOp op, const std::string& site, int group = 0);
+Future<Value> gather(const Array& x, int root, const std::string& site, int group = 0);
 // The root's x split along axis 0; the other ranks' x is ignored.
-Future<Value> scatter(const Array& x, int root, const std::string& site);
+Future<Value> scatter(const Array& x, int root, const std::string& site, int group = 0);
 // Part j of x (axis 0 split in num_localities parts) goes to rank j; the
 // result lists the parts received from every rank.
-Future<Value> all_to_all(const Array& x, const std::string& site);
-Future<Value> barrier(const std::string& site);
+Future<Value> all_to_all(const Array& x, const std::string& site, int group = 0);
+Future<Value> barrier(const std::string& site, int group = 0);
 Future<Value> send(const Array& x, int dest, int tag, const std::string& site);
 Future<Value> recv(int source, int tag, const std::string& site);
 

@@ -133,7 +133,7 @@ std::pair<int, int> Engine::world() {
   return {rank_, size_};
 }
 
-Future<Value> Engine::submit(OpPtr op) {
+Future<Value> Engine::submit(OpPtr op, int group) {
   world();
   Future<Value> f = op->promise.get_future();
   if (trace::on()) trace_op(*op, f);
@@ -147,7 +147,24 @@ Future<Value> Engine::submit(OpPtr op) {
       op->promise.set_error(std::make_exception_ptr(std::runtime_error(msg)));
       return f;
     }
-    if (op->collective()) op->entry.key = next_key_[op->entry.site]++;
+    auto ch = channel_of_.find(op->collective() ? group : 0);
+    if (ch == channel_of_.end()) {
+      // The primitives run groups of one member locally: only a bug gets here.
+      op->promise.set_error(std::make_exception_ptr(std::logic_error(error_message(
+          "[", op->name, "] rank ", rank_, " has no group ", group, " of several members"))));
+      return f;
+    }
+    op->ch = ch->second;
+    op->group = op->ch->id;
+    if (op->collective()) {
+      op->entry.key = op->ch->next_key[op->entry.site]++;
+      op->site_calls = site_calls_[op->entry.site]++;
+      // The record the mismatch probe answers from (only groups need it).
+      if (channels_.size() > 1) {
+        history_.push_back({op->entry.site, op->site_calls, op->group, op->name, op->desc()});
+        if (history_.size() > kHistory) history_.pop_front();
+      }
+    }
     incoming_.push_back(std::move(op));
     work_.store(true, std::memory_order_release);
   }
@@ -209,12 +226,22 @@ void Engine::run() {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    for (int reach = 2; reach < size_; reach *= 2) inline_budget_ /= 2;
     // One communicator per kind of traffic, so that agreement rounds, data,
-    // diagnostics and point-to-point messages never match each other.
-    for (MPI_Comm* c : {&round_comm_, &data_comm_, &diag_comm_, &p2p_header_comm_, &p2p_data_comm_}) {
+    // diagnostics, point-to-point messages and mismatch probes never match
+    // each other.
+    auto world_ch = std::make_unique<Channel>();
+    world_ch->rank = rank_;
+    world_ch->size = size_;
+    world_ch->inline_budget = inline_budget(size_);
+    for (MPI_Comm* c : {&world_ch->round_comm, &world_ch->data_comm, &world_ch->diag_comm,
+                        &p2p_header_comm_, &p2p_data_comm_, &probe_comm_}) {
       MPI_Comm_dup(MPI_COMM_WORLD, c);
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+    }
+    {
+      std::lock_guard lock(in_mu_);
+      channel_of_[0] = world_ch.get();
+      channels_.push_back(std::move(world_ch));
     }
     init_error = check_same_program();
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
@@ -267,40 +294,55 @@ std::string Engine::check_same_program() {
 }
 
 bool Engine::finish() {
+  // Every channel's last round at once: a rank still waiting for a
+  // collective on one of them learns there that this one has finished,
+  // whichever channel it waits on.
   OfferHeader mine;
   mine.finished = 1;
   auto deadline = Clock::now() + std::chrono::duration<double>(collective_timeout_seconds());
+  enum class Step { start, gather, send, done };
+  std::vector<Step> steps(channels_.size(), Step::start);
   try {
     for (;;) {
-      // The regular rounds' object: its posted receives match the other
-      // ranks' next round, this one.
-      round_.next_block(rank_, size_).assign(reinterpret_cast<const char*>(&mine), sizeof mine);
-      round_.start(round_comm_, rank_, size_);
-      while (!round_.progress()) {
-        if (Clock::now() > deadline || broken_flag_.load()) return false;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      bool all_done = true;
+      for (size_t i = 0; i < channels_.size(); ++i) {
+        Channel& ch = *channels_[i];
+        if (steps[i] == Step::start) {
+          // The regular rounds' object: its posted receives match the other
+          // ranks' next round, this one.
+          ch.round.next_block(ch.rank, ch.size)
+              .assign(reinterpret_cast<const char*>(&mine), sizeof mine);
+          ch.round.start(ch.round_comm, ch.rank, ch.size);
+          steps[i] = Step::gather;
+        }
+        if (steps[i] == Step::gather && ch.round.progress()) steps[i] = Step::send;
+        if (steps[i] == Step::send) {
+          // The sends must complete before their buffers go (and before
+          // MPI_Finalize).
+          ch.round.reap_sends();
+          if (!ch.round.sending()) {
+            bool all = true, work = false;
+            for (const Bytes& b : ch.round.blocks()) {
+              Offer o = parse_offer(b);
+              all = all && o.finished;
+              work = work || (!o.finished && !o.entries.empty());
+            }
+            // Another rank still offering work learns from this round that
+            // this one has finished and fails. Finalizing leaves the report
+            // of the failure to that rank (mpirun then ends the job).
+            if (all || work) {
+              ch.round.cancel_posted();
+              steps[i] = Step::done;
+            } else {
+              steps[i] = Step::start;
+            }
+          }
+        }
+        all_done = all_done && steps[i] == Step::done;
       }
-      // The sends must complete before their buffers go (and before
-      // MPI_Finalize).
-      for (;;) {
-        round_.reap_sends();
-        if (!round_.sending()) break;
-        if (Clock::now() > deadline || broken_flag_.load()) return false;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-      bool all = true, work = false;
-      for (const Bytes& b : round_.blocks()) {
-        Offer o = parse_offer(b);
-        all = all && o.finished;
-        work = work || (!o.finished && !o.entries.empty());
-      }
-      // Another rank still offering work learns from this round that this
-      // one has finished and fails. Finalizing leaves the report of the
-      // failure to that rank (mpirun then ends the job).
-      if (all || work) {
-        round_.cancel_posted();
-        return true;
-      }
+      if (all_done) return true;
+      if (Clock::now() > deadline || broken_flag_.load()) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   } catch (const std::exception&) {
     return false;
@@ -319,9 +361,11 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
   for (auto& op : fresh) {
     if (op->collective()) {
       op->seq = next_seq_++;
-      pending_.emplace(op->seq, op);
-      auto it = std::lower_bound(expected_.begin(), expected_.end(), std::make_pair(op->entry.site, op->entry.key));
-      if (it != expected_.end() && *it == std::make_pair(op->entry.site, op->entry.key)) expected_.erase(it);
+      Channel& ch = *op->ch;
+      ch.pending.emplace(op->seq, op);
+      auto id = std::make_pair(op->entry.site, op->entry.key);
+      auto it = std::lower_bound(ch.expected.begin(), ch.expected.end(), id);
+      if (it != ch.expected.end() && *it == id) ch.expected.erase(it);
     } else {
       guarded(op, done, [&] { post_p2p(op); });
     }
@@ -332,21 +376,37 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
     fail_on_peer_failure(done);
     progressed = true;
   }
-  if (round_.active()) {
+  bool groups = channels_.size() > 1;
+  if (groups) {
     try {
-      // A round that agreed on nothing (ranks with different operations
-      // pending) is not progress: the next one waits for the poll interval.
-      if (round_.progress()) progressed = resolve(done) > 0 || progressed;
+      answer_probes(done);
     } catch (const std::exception& e) {
-      set_broken(e.what());
       fail_all_pending(e.what(), done);
     }
   }
-  bool defer = may_defer_round && !expected_.empty();
-  if (!round_.active() && !pending_.empty() && !broken_flag_.load() && !defer) guarded_round(done);
+  for (auto& chp : channels_) {
+    Channel& ch = *chp;
+    if (ch.round.active()) {
+      try {
+        // A round that agreed on nothing (ranks with different operations
+        // pending) is not progress: the next one waits for the poll interval.
+        if (ch.round.progress()) progressed = resolve(ch, done) > 0 || progressed;
+      } catch (const std::exception& e) {
+        set_broken(e.what());
+        fail_all_pending(e.what(), done);
+      }
+    }
+    bool defer = may_defer_round && !ch.expected.empty();
+    if (!ch.round.active() && !ch.pending.empty() && !broken_flag_.load() && !defer)
+      guarded_round(ch, done);
+  }
   progressed = test_all(done) || progressed;
-  if (++passes_ % 256 == 0) check_timeouts(done);
-  bool work = round_.active() || !pending_.empty() || !active_.empty();
+  if (++passes_ % 256 == 0) {
+    check_timeouts(done);
+    if (groups && !broken_flag_.load()) probe_stalled();
+  }
+  bool work = !active_.empty();
+  for (auto& ch : channels_) work = work || ch->round.active() || !ch->pending.empty();
   {
     std::lock_guard lock(in_mu_);
     work = work || !incoming_.empty();
@@ -376,11 +436,11 @@ void Engine::check(int rc, const char* name, const char* call) {
   throw std::runtime_error(msg);
 }
 
-void Engine::guarded_round(std::vector<Completion>& done) {
-  offered_.clear();
+void Engine::guarded_round(Channel& ch, std::vector<Completion>& done) {
+  ch.offered.clear();
   int64_t data_bytes = 0;
-  for (auto& [k, op] : pending_) {
-    if (static_cast<int>(offered_.size()) == kRoundEntries) break;
+  for (auto& [k, op] : ch.pending) {
+    if (static_cast<int>(ch.offered.size()) == kRoundEntries) break;
     int64_t n = op->x.nbytes();
     // Small all-reduces carry their data, oldest first, up to the round's
     // budget, every time they are offered: when one rank runs ahead, its
@@ -388,19 +448,19 @@ void Engine::guarded_round(std::vector<Completion>& done) {
     // agrees on the oldest, which still completes in its round instead of
     // taking a separate collective.
     op->inline_now =
-        op->kind == Kind::all_reduce && n <= inline_budget_ && data_bytes + n <= inline_budget_;
+        op->kind == Kind::all_reduce && n <= ch.inline_budget && data_bytes + n <= ch.inline_budget;
     if (op->inline_now) data_bytes += n;
-    offered_.push_back(op);
+    ch.offered.push_back(op);
     op->offered = true;
   }
   OfferHeader h;
-  h.count = static_cast<int32_t>(offered_.size());
-  Bytes& block = round_.next_block(rank_, size_);
-  size_t entries_at = sizeof h, data_at = entries_at + sizeof(Entry) * offered_.size();
+  h.count = static_cast<int32_t>(ch.offered.size());
+  Bytes& block = ch.round.next_block(ch.rank, ch.size);
+  size_t entries_at = sizeof h, data_at = entries_at + sizeof(Entry) * ch.offered.size();
   block.reset(data_at + static_cast<size_t>(data_bytes));
   std::memcpy(block.data(), &h, sizeof h);
-  for (size_t i = 0; i < offered_.size(); ++i) {
-    const Op& op = *offered_[i];
+  for (size_t i = 0; i < ch.offered.size(); ++i) {
+    const Op& op = *ch.offered[i];
     Entry e = op.entry;
     if (op.inline_now) {
       e.inline_bytes = op.x.nbytes();
@@ -410,8 +470,8 @@ void Engine::guarded_round(std::vector<Completion>& done) {
     std::memcpy(block.data() + entries_at + sizeof(Entry) * i, &e, sizeof e);
   }
   try {
-    round_.start(round_comm_, rank_, size_);
-    if (round_.progress()) resolve(done);
+    ch.round.start(ch.round_comm, ch.rank, ch.size);
+    if (ch.round.progress()) resolve(ch, done);
   } catch (const std::exception& e) {
     set_broken(e.what());
     fail_all_pending(e.what(), done);
@@ -420,86 +480,92 @@ void Engine::guarded_round(std::vector<Completion>& done) {
 
 void Engine::fail_all_pending(const std::string& msg, std::vector<Completion>& done) {
   auto e = std::make_exception_ptr(std::runtime_error(msg));
-  for (auto& [k, op] : pending_) fail(op, e, done);
-  pending_.clear();
+  for (auto& ch : channels_) {
+    for (auto& [k, op] : ch->pending) fail(op, e, done);
+    ch->pending.clear();
+  }
 }
 
-size_t Engine::resolve(std::vector<Completion>& done) {
+size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
   // Scratch space reused from round to round: a round runs per collective.
-  offers_.resize(size_);
-  for (int r = 0; r < size_; ++r) parse_offer(round_.blocks()[r], offers_[r]);
-  std::vector<Offer>& offers = offers_;
-  note_expected();
-  candidates_.clear();
-  candidate_data_.clear();
-  index_.resize(size_);
-  for (auto& index : index_) index.clear();
-  cursor_.assign(size_, 0);
-  for (const OpPtr& op : offered_) {
-    Candidate c{op, true, true, candidate_data_.size()};
-    candidate_data_.resize(candidate_data_.size() + size_, nullptr);
+  ch.offers.resize(ch.size);
+  for (int r = 0; r < ch.size; ++r) parse_offer(ch.round.blocks()[r], ch.offers[r]);
+  std::vector<Offer>& offers = ch.offers;
+  note_expected(ch);
+  ch.candidates.clear();
+  ch.candidate_data.clear();
+  ch.index.resize(ch.size);
+  for (auto& index : ch.index) index.clear();
+  ch.cursor.assign(ch.size, 0);
+  for (const OpPtr& op : ch.offered) {
+    Candidate c{op, true, true, ch.candidate_data.size()};
+    ch.candidate_data.resize(ch.candidate_data.size() + ch.size, nullptr);
     // Every rank's extent along the free axis travels in its entry.
     bool extents = op->kind == Kind::all_gather || op->kind == Kind::gather || op->kind == Kind::all_to_all;
-    if (extents) op->extents.assign(size_, 0);
+    if (extents) op->extents.assign(ch.size, 0);
     bool everywhere = true;
-    for (int r = 0; r < size_ && everywhere; ++r) {
-      size_t at = find_entry(r, op->entry, cursor_[r]);
+    for (int r = 0; r < ch.size && everywhere; ++r) {
+      size_t at = find_entry(ch, r, op->entry, ch.cursor[r]);
       everywhere = at != kNotFound;
       if (!everywhere) break;
-      cursor_[r] = at + 1;
+      ch.cursor[r] = at + 1;
       const Entry& found = offers[r].entries[at];
-      candidate_data_[c.data_at + r] = offers[r].data[at];
+      ch.candidate_data[c.data_at + r] = offers[r].data[at];
       if (extents) op->extents[r] = found.extent;
       c.same = c.same && found.hash == op->entry.hash;
       c.inline_everywhere = c.inline_everywhere && found.inline_bytes == static_cast<int64_t>(op->x.nbytes());
     }
     if (!everywhere) {
-      candidate_data_.resize(c.data_at);
+      ch.candidate_data.resize(c.data_at);
       continue;
     }
-    candidates_.push_back(c);
+    ch.candidates.push_back(c);
   }
-  offered_.clear();
+  ch.offered.clear();
   // Every rank derives the same order from the same round.
-  std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
+  std::sort(ch.candidates.begin(), ch.candidates.end(), [](const Candidate& a, const Candidate& b) {
     return std::tie(a.op->entry.key, a.op->entry.site) < std::tie(b.op->entry.key, b.op->entry.site);
   });
   // Without coalescing, one operation per round (the others wait and are
   // offered again, so each runs as its own exchange or MPI operation).
-  if (!coalesce_.load() && candidates_.size() > 1) candidates_.resize(1);
-  agreed_.clear();
-  disagreed_.clear();
+  if (!coalesce_.load() && ch.candidates.size() > 1) ch.candidates.resize(1);
+  ch.agreed.clear();
+  ch.disagreed.clear();
   size_t inline_done = 0;
-  for (Candidate& c : candidates_) {
-    pending_.erase(c.op->seq);
+  for (Candidate& c : ch.candidates) {
+    ch.pending.erase(c.op->seq);
     if (c.same && c.inline_everywhere && c.op->kind == Kind::all_reduce) {
-      done.push_back({c.op->promise, Value(reduce_in_rank_order(*c.op, &candidate_data_[c.data_at])), nullptr});
+      done.push_back({c.op->promise,
+                      Value(reduce_in_rank_order(*c.op, &ch.candidate_data[c.data_at])), nullptr});
       ++inline_done;
     } else {
-      (c.same ? agreed_ : disagreed_).push_back(c.op);
+      (c.same ? ch.agreed : ch.disagreed).push_back(c.op);
     }
     c.op = nullptr;
   }
-  size_t agreed_count = candidates_.size();
+  size_t agreed_count = ch.candidates.size();
   if (debug_rounds_) {
-    std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n", rank_,
-                 offers[rank_].entries.size(), agreed_count, inline_done, pending_.size());
+    std::fprintf(stderr, "[rank %d] round: offered %zu, agreed %zu (%zu inline), pending %zu\n",
+                 rank_, offers[ch.rank].entries.size(), agreed_count, inline_done,
+                 ch.pending.size());
   }
-  for (auto& op : disagreed_) guarded(op, done, [&] { post_diag(op); });
-  post_agreed(agreed_, done);
-  agreed_.clear();
-  disagreed_.clear();
-  for (int r = 0; r < size_; ++r) {
-    if (offers[r].finished && !pending_.empty()) {
+  for (auto& op : ch.disagreed) guarded(op, done, [&] { post_diag(op); });
+  post_agreed(ch.agreed, done);
+  ch.agreed.clear();
+  ch.disagreed.clear();
+  for (int r = 0; r < ch.size; ++r) {
+    if (offers[r].finished && !ch.pending.empty()) {
       std::string msg;
-      if (pending_.size() == 1) {
-        const Op& op = *pending_.begin()->second;
-        msg = error_message("[", op.name, "] rank ", r, " finished its program without calling ", op.desc(),
-                            " (which rank ", rank_, " waits for)");
+      if (ch.pending.size() == 1) {
+        const Op& op = *ch.pending.begin()->second;
+        msg = error_message("[", op.name, "] rank ", ch.world_rank(r),
+                            " finished its program without calling ", op.desc(), " (which rank ",
+                            rank_, " waits for)");
       } else {
-        msg = error_message("[", pending_.begin()->second->name, "] rank ", r, " finished its program without ",
+        msg = error_message("[", ch.pending.begin()->second->name, "] rank ", ch.world_rank(r),
+                            " finished its program without ",
                             "calling these collectives, which rank ", rank_, " waits for:");
-        for (auto& [k, op] : pending_) msg += "\n  " + op->desc();
+        for (auto& [k, op] : ch.pending) msg += "\n  " + op->desc();
       }
       set_broken(msg);
       fail_all_pending(msg, done);
@@ -509,26 +575,26 @@ size_t Engine::resolve(std::vector<Completion>& done) {
   return agreed_count;
 }
 
-void Engine::note_expected() {
-  mine_.clear();
-  for (auto& [k, op] : pending_) mine_.push_back({op->entry.site, op->entry.key});
-  std::sort(mine_.begin(), mine_.end());
-  expected_.clear();
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    for (const Entry& e : offers_[r].entries) {
+void Engine::note_expected(Channel& ch) {
+  ch.mine.clear();
+  for (auto& [k, op] : ch.pending) ch.mine.push_back({op->entry.site, op->entry.key});
+  std::sort(ch.mine.begin(), ch.mine.end());
+  ch.expected.clear();
+  for (int r = 0; r < ch.size; ++r) {
+    if (r == ch.rank) continue;
+    for (const Entry& e : ch.offers[r].entries) {
       auto id = std::make_pair(e.site, e.key);
-      if (!std::binary_search(mine_.begin(), mine_.end(), id)) expected_.push_back(id);
+      if (!std::binary_search(ch.mine.begin(), ch.mine.end(), id)) ch.expected.push_back(id);
     }
   }
-  std::sort(expected_.begin(), expected_.end());
-  expected_.erase(std::unique(expected_.begin(), expected_.end()), expected_.end());
+  std::sort(ch.expected.begin(), ch.expected.end());
+  ch.expected.erase(std::unique(ch.expected.begin(), ch.expected.end()), ch.expected.end());
 }
 
-size_t Engine::find_entry(int r, const Entry& e, size_t hint) {
-  const std::vector<Entry>& entries = offers_[r].entries;
+size_t Engine::find_entry(Channel& ch, int r, const Entry& e, size_t hint) {
+  const std::vector<Entry>& entries = ch.offers[r].entries;
   if (hint < entries.size() && entries[hint].site == e.site && entries[hint].key == e.key) return hint;
-  auto& index = index_[r];
+  auto& index = ch.index[r];
   if (index.empty() && !entries.empty()) {
     for (size_t i = 0; i < entries.size(); ++i) index.push_back({entries[i].site, entries[i].key, i});
     std::sort(index.begin(), index.end());

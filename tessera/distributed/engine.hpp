@@ -48,7 +48,7 @@ constexpr int kRoundEntries = 4096;
 // eagerly (64 KiB: measured 1.1-1.5x a raw MPI_Allreduce, against 4x as a
 // round and then an MPI_Iallreduce). With more ranks the budget halves per
 // exchange of the round after the first, as the last exchange carries the
-// offers of half the ranks (Engine::inline_budget_).
+// offers of half the ranks (inline_budget(), per channel).
 constexpr int64_t kInlineBudget = int64_t{64} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).
@@ -69,6 +69,48 @@ enum class Stage { pending, root_meta, data, diag, header, ring };
 struct Op;
 using OpPtr = std::shared_ptr<Op>;
 
+// A candidate of an agreement round: an operation this rank offered, found in
+// every member's offer (Engine::resolve's scratch space).
+struct Candidate {
+  OpPtr op;
+  bool same, inline_everywhere;
+  size_t data_at;  // every member's inline data: candidate_data[data_at + member]
+};
+
+// The ranks a collective runs among and everything its agreement rounds
+// need: the world (id 0), or a group made by splitting the world
+// (Engine::add_group). Each channel has its own communicators, rounds and
+// pending operations, so collectives on disjoint groups run concurrently and
+// a round costs log2 of the group's size, whatever the world's.
+struct Channel {
+  int id = 0;
+  std::string label;         // "" for the world, else "group tensor (ranks 0, 1)"
+  std::vector<int> members;  // world ranks, in group rank order
+  int rank = 0, size = 1;    // this rank's group rank, the group's size
+  MPI_Comm round_comm = MPI_COMM_NULL, data_comm = MPI_COMM_NULL, diag_comm = MPI_COMM_NULL;
+  // Bytes of inline data per rank and round (halved per exchange after the first).
+  int64_t inline_budget = 0;
+  uint64_t ring_serial = 0;               // rings posted so far (their tags)
+  std::map<uint64_t, uint64_t> next_key;  // per site: calls so far on this channel (under in_mu_)
+  std::map<uint64_t, OpPtr> pending;      // by order of submission
+  std::vector<OpPtr> offered;
+  std::deque<OpPtr> scatters;
+  BlockGather round;
+  // resolve's scratch space.
+  std::vector<Offer> offers;
+  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>>
+      index;                   // per member: (site, key, entry)
+  std::vector<size_t> cursor;  // per member: just after the entry found last
+  std::vector<Candidate> candidates;
+  std::vector<const char*> candidate_data;
+  std::vector<OpPtr> agreed, disagreed;
+  // (site, key) of operations other members offered and this rank has not
+  // issued yet, sorted (note_expected), and resolve's scratch for it.
+  std::vector<std::pair<uint64_t, uint64_t>> expected, mine;
+  // The world rank of group rank r.
+  int world_rank(int r) const { return members.empty() ? r : members[r]; }
+};
+
 // What an operation's arrays hold until set: a shared 0-d array (a default
 // Array allocates, and an operation is made per collective).
 inline const Array& no_array() {
@@ -81,6 +123,10 @@ struct Op {
   const char* name = "";
   std::string what, site;
   Entry entry;
+  Channel* ch = nullptr;       // the ranks it runs among (set by submit; point-to-point: the world)
+  int group = 0;               // the channel's id
+  uint64_t site_calls = 0;     // collectives this rank called at this site before, on any group
+  Clock::time_point probed{};  // when the mismatch probe was last sent (Engine::probe_stalled)
   uint64_t seq = 0;  // order of submission on this rank
   bool offered = false;  // in an earlier agreement round
   bool inline_now = false;  // its data travels in the round being built
@@ -111,10 +157,19 @@ struct Op {
   std::string desc() const {
     std::string d = what;
     if (has_x) d += error_message(" ", dtype_name(x.dtype()), " ", shape_str(x.shape()));
+    if (ch && !ch->label.empty()) d += " on " + ch->label;
     if (!site.empty()) d += " at " + site;
     return d;
   }
 };
+
+// Bytes of inline data per rank and round for a channel of `size` ranks:
+// kInlineBudget between 2, halved per exchange of the round after the first.
+inline int64_t inline_budget(int size) {
+  int64_t b = kInlineBudget;
+  for (int reach = 2; reach < size; reach *= 2) b /= 2;
+  return b;
+}
 
 // MPI's datatype and reduction for a dtype and a ReduceOp.
 MPI_Datatype mpi_type(DType dt);
@@ -153,7 +208,15 @@ class Engine {
 
   std::pair<int, int> world();
 
-  Future<Value> submit(OpPtr op);
+  // Runs op among the members of group `group` (0: the world).
+  Future<Value> submit(OpPtr op, int group = 0);
+
+  // Makes group `id` (ids count up from 1 in the order groups are made, the
+  // same on every rank): this rank's group named `name` of world ranks
+  // `members` (in group rank order, this rank among them). Every rank must
+  // call it, in the same order (MPI_Comm_split); a group of one member gets
+  // no communicators. Throws runtime_error if MPI fails.
+  void add_group(int id, const std::string& name, const std::vector<int>& members);
 
   // The wait helper (future.hpp). A thread waiting at the boundary is
   // registered from its HelpCall::enter to its HelpCall::leave and polls all
@@ -237,6 +300,7 @@ class Engine {
   // rank waiting for a collective this one never calls gets an error, not a
   // hang) and waits until every rank has. Returns false if that failed.
   bool finish();
+  bool finish(Channel& ch);
 
   // One pass: posts new work, tests what is in flight, advances what
   // completed. Requires mu_. Returns true if anything changed. A pass made
@@ -266,17 +330,18 @@ class Engine {
   // Offers the oldest pending operations (by sequence number) to the others.
   // The block is written straight into the round's reused buffer: header,
   // entries, then the inline data.
-  void guarded_round(std::vector<Completion>& done);
+  void guarded_round(Channel& ch, std::vector<Completion>& done);
 
   void fail_all_pending(const std::string& msg, std::vector<Completion>& done);
 
   // What every rank offered runs; fingerprints must agree. Returns how many
   // operations were agreed (or found to disagree).
-  size_t resolve(std::vector<Completion>& done);
+  size_t resolve(Channel& ch, std::vector<Completion>& done);
 
   // What the other ranks offered in this round and this one has not issued
-  // yet (pending_ holds everything it issued and has not completed).
-  void note_expected();
+  // yet (the channel's pending holds everything it issued and has not
+  // completed).
+  void note_expected(Channel& ch);
 
   static constexpr size_t kNotFound = ~size_t{0};
 
@@ -284,7 +349,7 @@ class Engine {
   // kNotFound. Ranks usually offer in the same order: the entry at `hint`
   // (just after the last one found) is tried first, then an index of that
   // rank's entries is built once per round.
-  size_t find_entry(int r, const Entry& e, size_t hint);
+  size_t find_entry(Channel& ch, int r, const Entry& e, size_t hint);
 
   // The reduction of every rank's inline data, in rank order: the same bits
   // on every rank.
@@ -298,24 +363,24 @@ class Engine {
 
   void post_coalesced(const OpPtr& group);
 
-  bool use_ring(const Array& x) const {
-    return ring_ && size_ > 1 && x.nbytes() >= kRingMinBytes;
+  bool use_ring(const Channel& ch, const Array& x) const {
+    return ring_ && ch.size > 1 && x.nbytes() >= kRingMinBytes;
   }
 
   // A ring all-reduce of op->x into op->out over point-to-point messages on
-  // data_comm_ (which carries no other point-to-point traffic): the
-  // elements in size_ nearly equal chunks; size_ - 1 steps of reduce-scatter
-  // (send a chunk to the right, receive the next from the left and reduce
-  // it into the result), then size_ - 1 of all-gather (pass the reduced
-  // chunks on). Each rank sends and receives 2 (size_ - 1) / size_ of the
-  // data, the least any all-reduce moves. Every chunk is reduced once, in
+  // its channel's data_comm (which carries no other point-to-point
+  // traffic), among the channel's n ranks: the elements in n nearly equal
+  // chunks; n - 1 steps of reduce-scatter (send a chunk to the right,
+  // receive the next from the left and reduce it into the result), then
+  // n - 1 of all-gather (pass the reduced chunks on). Each rank sends and
+  // receives 2 (n - 1) / n of the data, the least any all-reduce moves. Every chunk is reduced once, in
   // an order fixed by the number of ranks, and then copied: the same bits
   // on every rank and in every run. The tag tells concurrent rings apart:
   // rings are posted in the agreed order, the same on every rank.
   void post_ring(const OpPtr& op);
 
   // The chunk a rank sends and the one it receives at `step` (0 .. 2 size_ - 3).
-  std::pair<int, int> ring_chunks(int step) const;
+  static std::pair<int, int> ring_chunks(const Channel& ch, int step);
 
   void post_ring_step(const OpPtr& op);
 
@@ -330,7 +395,7 @@ class Engine {
   // The second step of a scatter, once the root's shape is known. Posted in
   // the order the scatters were agreed (every rank the same), after their
   // first steps completed.
-  void post_scatter_data(std::vector<Completion>& done);
+  void post_scatter_data(Channel& ch, std::vector<Completion>& done);
 
   void post_p2p(const OpPtr& op);
 
@@ -353,10 +418,42 @@ class Engine {
 
   // Fails `waiting` with `msg` and stops the engine; the buffers of posted
   // operations are kept (MPI may still write into them).
+  // (value_error: the error is a ValueError, as for disagreeing fingerprints.)
   void abandon_waiting(const std::vector<OpPtr>& waiting, const std::string& msg,
-                       std::vector<Completion>& done);
+                       std::vector<Completion>& done, bool value_error = false);
 
   void check_timeouts(std::vector<Completion>& done);
+
+  // The mismatch check across groups. A collective on a group that has
+  // waited kProbeDelay for its peers asks each of them (a small message on
+  // probe_comm_) what it called as its same call of the same site (counted
+  // over all groups: Op::site_calls); a peer that called it on another group
+  // answers with its side, and both ranks fail with the usual mismatch error
+  // naming both. Peers answer from the record of their last kHistory
+  // collectives (history_).
+  struct Probe {
+    uint64_t site = 0, site_calls = 0;
+    int32_t group = 0, mismatch = 0;  // mismatch: in a reply, the peer's side differs
+    int32_t from = 0;                 // world rank of the sender
+    char desc[kDescBytes] = {};       // the sender's side
+  };
+  struct Record {
+    uint64_t site, site_calls;
+    int group;
+    const char* name;
+    std::string desc;
+  };
+  static constexpr int kProbeTag = 1, kReplyTag = 2;
+  static constexpr size_t kHistory = 1024;
+  static constexpr std::chrono::milliseconds kProbeDelay{1000};
+  void probe_stalled();
+  // A rank with nothing to do answers probes too (every kIdleAnswer).
+  void answer_probes_when_idle();
+  static constexpr std::chrono::milliseconds kIdleAnswer{20};
+  Clock::time_point last_idle_answer_{};
+  void answer_probes(std::vector<Completion>& done);
+  std::string mismatch_message(const char* name, int rank_a, const std::string& a, int rank_b,
+                               const std::string& b) const;
 
   // Failure detection (heartbeat.hpp), started with the engine when there
   // are several ranks and TESSERA_FAILURE_TIMEOUT is not 0. Returns an error
@@ -376,47 +473,38 @@ class Engine {
   std::condition_variable cv_;
   bool started_ = false, init_done_ = false, stopping_ = false;
   std::string init_error_, broken_;
+  std::atomic<bool> groups_{false};  // a group of several members exists (add_group)
   std::atomic<bool> ready_{false};  // started without error: rank_ and size_ are set
   std::atomic<bool> failed_{false}, work_{false}, broken_flag_{false}, coalesce_{[] {
     const char* s = std::getenv("TESSERA_COALESCE");
     return !(s && std::string(s) == "0");
   }()};
   int rank_ = 0, size_ = 1;
-  int64_t inline_budget_ = kInlineBudget;  // bytes of inline data per rank and round (set at start-up)
   const bool ring_ = [] {
     const char* env = std::getenv("TESSERA_RING");
     return !env || std::string(env) != "0";
   }();
-  uint64_t ring_serial_ = 0;  // rings posted so far (their tags)
-  std::map<uint64_t, uint64_t> next_key_;
   std::vector<OpPtr> incoming_;
+  // Per site: collectives this rank called there (any group), and a record
+  // of the last kHistory collectives (the mismatch probe's answers).
+  std::map<uint64_t, uint64_t> site_calls_;
+  std::deque<Record> history_;
   std::thread thread_;
 
   // Guards everything below and every MPI call after start-up.
   std::mutex mu_;
-  MPI_Comm round_comm_ = MPI_COMM_NULL, data_comm_ = MPI_COMM_NULL, diag_comm_ = MPI_COMM_NULL;
-  MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL;
-  std::map<uint64_t, OpPtr> pending_;  // by order of submission
+  MPI_Comm p2p_header_comm_ = MPI_COMM_NULL, p2p_data_comm_ = MPI_COMM_NULL,
+           probe_comm_ = MPI_COMM_NULL;
+  // The world (channels_[0]) and the groups of more than one member, in the
+  // order they were made (channels_ changes under both locks; the
+  // channels never move). channel_of_ maps a group id to its channel.
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::map<int, Channel*> channel_of_;
   uint64_t next_seq_ = 0;
-  std::vector<OpPtr> active_, abandoned_, offered_;
+  std::vector<OpPtr> active_, abandoned_;
   std::vector<OpPtr> fresh_;  // pass's take of incoming_ (swapped: both keep their capacity)
-  std::deque<OpPtr> scatters_;
-  BlockGather round_;
-  // resolve's scratch space.
-  struct Candidate {
-    OpPtr op;
-    bool same, inline_everywhere;
-    size_t data_at;  // every rank's inline data: candidate_data_[data_at + rank]
-  };
-  std::vector<Offer> offers_;
-  std::vector<std::vector<std::tuple<uint64_t, uint64_t, size_t>>> index_;  // per rank: (site, key, entry)
-  std::vector<size_t> cursor_;  // per rank: just after the entry found last
-  std::vector<Candidate> candidates_;
-  std::vector<const char*> candidate_data_;
-  std::vector<OpPtr> agreed_, disagreed_;
-  // (site, key) of operations other ranks offered and this one has not
-  // issued yet, sorted (note_expected), and resolve's scratch for it.
-  std::vector<std::pair<uint64_t, uint64_t>> expected_, mine_;
+  // The mismatch probe's messages being sent (with their buffers).
+  std::vector<std::pair<MPI_Request, std::unique_ptr<Probe>>> probe_sends_;
   std::vector<Completion> deferred_;
   // Threads waiting at the boundary (wait_help), and a count of their polls
   // (the progress thread compares it with what it saw kPollerAway earlier).

@@ -110,7 +110,11 @@ void Engine::loop() {
       // Submissions from a helping thread do not notify (submit): look
       // for work every millisecond as well.
       cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stopping_ || work_.load(); });
-      if (!stopping_ && !work_.load()) continue;
+      if (!stopping_ && !work_.load()) {
+        lock.unlock();
+        answer_probes_when_idle();
+        continue;
+      }
       if (stopping_ && !work_.load()) return;
       if (stopping_ && !broken_.empty()) return;
     }
@@ -161,10 +165,10 @@ void Engine::post_diag(const OpPtr& op) {
   std::string d = op->desc();
   op->diag_send.assign(kDescBytes, '\0');
   std::memcpy(op->diag_send.data(), d.data(), std::min<size_t>(d.size(), kDescBytes - 1));
-  op->diag_recv.assign(static_cast<size_t>(kDescBytes) * size_, '\0');
+  op->diag_recv.assign(static_cast<size_t>(kDescBytes) * op->ch->size, '\0');
   op->reqs.assign(1, MPI_REQUEST_NULL);
-  check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes, MPI_CHAR,
-                       diag_comm_, &op->reqs[0]),
+  check(MPI_Iallgather(op->diag_send.data(), kDescBytes, MPI_CHAR, op->diag_recv.data(), kDescBytes,
+                       MPI_CHAR, op->ch->diag_comm, &op->reqs[0]),
         op->name, "MPI_Iallgather");
   active_.push_back(op);
 }
@@ -173,13 +177,14 @@ void Engine::post_data(const OpPtr& op) {
   op->stage = Stage::data;
   op->reqs.assign(1, MPI_REQUEST_NULL);
   MPI_Request* req = &op->reqs[0];
-  MPI_Comm comm = data_comm_;
+  Channel& ch = *op->ch;
+  MPI_Comm comm = ch.data_comm;
   const Array& x = op->x;
   DType dt = x.dtype();
   const char* name = op->name;
   switch (op->kind) {
     case Kind::all_reduce: {
-      if (use_ring(x)) {
+      if (use_ring(ch, x)) {
         post_ring(op);
         return;
       }
@@ -192,18 +197,18 @@ void Engine::post_data(const OpPtr& op) {
       break;
     }
     case Kind::broadcast: {
-      op->out = rank_ == op->root ? x : Array(dt, x.shape());
+      op->out = ch.rank == op->root ? x : Array(dt, x.shape());
       check(MPI_Ibcast(op->out.raw(), checked_int(x.nbytes(), name), MPI_BYTE, op->root, comm, req), name,
             "MPI_Ibcast");
       break;
     }
     case Kind::all_gather:
     case Kind::gather: {
-      bool receives = op->kind == Kind::all_gather || rank_ == op->root;
+      bool receives = op->kind == Kind::all_gather || ch.rank == op->root;
       int64_t total = 0;
-      op->rcounts.assign(size_, 0);
-      op->rdispls.assign(size_, 0);
-      for (int i = 0; i < size_; ++i) {
+      op->rcounts.assign(ch.size, 0);
+      op->rdispls.assign(ch.size, 0);
+      for (int i = 0; i < ch.size; ++i) {
         Shape s = x.shape();
         s[op->free_axis] = op->extents[i];
         int64_t bytes = shape_size(s) * static_cast<int64_t>(dtype_size(dt));
@@ -226,11 +231,12 @@ void Engine::post_data(const OpPtr& op) {
     }
     case Kind::reduce_scatter: {
       Shape s = x.shape();
-      std::vector<int64_t> rows = split_counts(s[0], size_);
+      std::vector<int64_t> rows = split_counts(s[0], ch.size);
       int64_t per_row = x.size() / std::max<int64_t>(s[0], 1);
-      op->rcounts.resize(size_);
-      for (int i = 0; i < size_; ++i) op->rcounts[i] = checked_int(rows[i] * per_row, name, "elements");
-      s[0] = rows[rank_];
+      op->rcounts.resize(ch.size);
+      for (int i = 0; i < ch.size; ++i)
+        op->rcounts[i] = checked_int(rows[i] * per_row, name, "elements");
+      s[0] = rows[ch.rank];
       op->out = Array(dt, s);
       check(MPI_Ireduce_scatter(x.raw(), op->out.raw(), op->rcounts.data(), mpi_type(dt), mpi_op(op->rop), comm,
                                 req),
@@ -247,21 +253,21 @@ void Engine::post_data(const OpPtr& op) {
       break;
     }
     case Kind::all_to_all: {
-      op->scounts.assign(size_, 0);
-      op->sdispls.assign(size_, 0);
-      op->rcounts.assign(size_, 0);
-      op->rdispls.assign(size_, 0);
-      std::vector<int64_t> mine = split_counts(x.shape()[0], size_);
+      op->scounts.assign(ch.size, 0);
+      op->sdispls.assign(ch.size, 0);
+      op->rcounts.assign(ch.size, 0);
+      op->rdispls.assign(ch.size, 0);
+      std::vector<int64_t> mine = split_counts(x.shape()[0], ch.size);
       int64_t rb = row_bytes(dt, x.shape());
       int64_t off = 0;
-      for (int j = 0; j < size_; ++j) {
+      for (int j = 0; j < ch.size; ++j) {
         op->scounts[j] = checked_int(mine[j] * rb, name);
         op->sdispls[j] = checked_int(off, name);
         off += mine[j] * rb;
       }
       int64_t total = 0;
-      for (int j = 0; j < size_; ++j) {
-        int64_t bytes = split_counts(op->extents[j], size_)[rank_] * rb;
+      for (int j = 0; j < ch.size; ++j) {
+        int64_t bytes = split_counts(op->extents[j], ch.size)[ch.rank] * rb;
         op->rcounts[j] = checked_int(bytes, name);
         op->rdispls[j] = checked_int(total, name);
         total += bytes;
@@ -279,34 +285,35 @@ void Engine::post_data(const OpPtr& op) {
       break;
   }
   active_.push_back(op);
-  if (op->kind == Kind::scatter) scatters_.push_back(op);
+  if (op->kind == Kind::scatter) ch.scatters.push_back(op);
 }
 
-void Engine::post_scatter_data(std::vector<Completion>& done) {
-  while (!scatters_.empty() && scatters_.front()->stage == Stage::data) {
-    OpPtr op = scatters_.front();
-    scatters_.pop_front();
+void Engine::post_scatter_data(Channel& ch, std::vector<Completion>& done) {
+  while (!ch.scatters.empty() && ch.scatters.front()->stage == Stage::data) {
+    OpPtr op = ch.scatters.front();
+    ch.scatters.pop_front();
     guarded(op, done, [&] {
       const char* name = op->name;
       DType rdt = static_cast<DType>(op->header[0]);
       int ndim = static_cast<int>(op->header[1]);
       Shape s(op->header + 2, op->header + 2 + ndim);
-      std::vector<int64_t> rows = split_counts(s[0], size_);
+      std::vector<int64_t> rows = split_counts(s[0], ch.size);
       int64_t rb = row_bytes(rdt, s);
-      op->scounts.resize(size_);
-      op->sdispls.resize(size_);
+      op->scounts.resize(ch.size);
+      op->sdispls.resize(ch.size);
       int64_t off = 0;
-      for (int i = 0; i < size_; ++i) {
+      for (int i = 0; i < ch.size; ++i) {
         op->scounts[i] = checked_int(rows[i] * rb, name);
         op->sdispls[i] = checked_int(off, name);
         off += rows[i] * rb;
       }
-      s[0] = rows[rank_];
+      s[0] = rows[ch.rank];
       op->out = Array(rdt, s);
-      bool is_root = rank_ == op->root;
+      bool is_root = ch.rank == op->root;
       op->reqs.assign(1, MPI_REQUEST_NULL);
-      check(MPI_Iscatterv(is_root ? op->x.raw() : nullptr, op->scounts.data(), op->sdispls.data(), MPI_BYTE,
-                          op->out.raw(), op->scounts[rank_], MPI_BYTE, op->root, data_comm_, &op->reqs[0]),
+      check(MPI_Iscatterv(is_root ? op->x.raw() : nullptr, op->scounts.data(), op->sdispls.data(),
+                          MPI_BYTE, op->out.raw(), op->scounts[ch.rank], MPI_BYTE, op->root,
+                          ch.data_comm, &op->reqs[0]),
             name, "MPI_Iscatterv");
       op->stage = Stage::header;  // marks "second step posted"
       active_.push_back(op);
@@ -371,7 +378,7 @@ bool Engine::test_all(std::vector<Completion>& done) {
     active_.erase(std::remove(active_.begin(), active_.end(), op), active_.end());
     guarded(op, done, [&] { advance(op, done); });
   }
-  post_scatter_data(done);
+  for (auto& ch : channels_) post_scatter_data(*ch, done);
   return true;
 }
 
@@ -419,16 +426,16 @@ void Engine::advance(const OpPtr& op, std::vector<Completion>& done) {
 
 std::string Engine::disagreement(const Op& op) const {
   std::string msg = "[" + std::string(op.name) + "] ranks disagree on the collective: ";
-  for (int i = 0; i < size_; ++i) {
+  for (int i = 0; i < op.ch->size; ++i) {
     std::string d(op.diag_recv.data() + static_cast<size_t>(i) * kDescBytes);
-    msg += error_message(i ? ", " : "", "rank ", i, " has ", d);
+    msg += error_message(i ? ", " : "", "rank ", op.ch->world_rank(i), " has ", d);
   }
   return msg;
 }
 
 std::vector<Array> Engine::unpack(const Op& op, const std::vector<Shape>& shapes, DType dt) const {
   std::vector<Array> parts;
-  for (int i = 0; i < size_; ++i) {
+  for (int i = 0; i < op.ch->size; ++i) {
     Array a(dt, shapes[i]);
     if (a.nbytes()) std::memcpy(a.raw(), op.recv_bytes.data() + op.rdispls[i], a.nbytes());
     parts.push_back(std::move(a));
@@ -442,12 +449,12 @@ Value Engine::result(Op& op) const {
     case Kind::all_gather:
     case Kind::gather:
     case Kind::all_to_all: {
-      if (op.kind == Kind::gather && rank_ != op.root) return Value();
+      if (op.kind == Kind::gather && op.ch->rank != op.root) return Value();
       std::vector<Shape> shapes;
-      for (int r = 0; r < size_; ++r) {
+      for (int r = 0; r < op.ch->size; ++r) {
         Shape s = op.x.shape();
         if (op.kind == Kind::all_to_all) {
-          s[0] = split_counts(op.extents[r], size_)[rank_];
+          s[0] = split_counts(op.extents[r], op.ch->size)[op.ch->rank];
         } else {
           s[op.free_axis] = op.extents[r];
         }
@@ -474,7 +481,9 @@ std::vector<OpPtr> Engine::waiting_ops() const {
       waiting.push_back(op);
     }
   }
-  for (auto& [k, op] : pending_) waiting.push_back(op);
+  for (auto& ch : channels_) {
+    for (auto& [k, op] : ch->pending) waiting.push_back(op);
+  }
   return waiting;
 }
 
@@ -495,16 +504,19 @@ std::string Engine::waiting_list(const std::vector<OpPtr>& waiting) {
 }
 
 void Engine::abandon_waiting(const std::vector<OpPtr>& waiting, const std::string& msg,
-                             std::vector<Completion>& done) {
+                             std::vector<Completion>& done, bool value_error) {
   set_broken(msg);
   // MPI may still write into the buffers of posted operations: keep them.
   for (auto& op : active_) abandoned_.push_back(op);
-  for (auto& [k, op] : pending_) abandoned_.push_back(op);
-  auto e = std::make_exception_ptr(std::runtime_error(msg));
+  for (auto& ch : channels_) {
+    for (auto& [k, op] : ch->pending) abandoned_.push_back(op);
+    ch->pending.clear();
+    ch->scatters.clear();
+  }
+  auto e = value_error ? std::make_exception_ptr(std::invalid_argument(msg))
+                       : std::make_exception_ptr(std::runtime_error(msg));
   for (auto& op : waiting) done.push_back({op->promise, Value(), e});
   active_.clear();
-  pending_.clear();
-  scatters_.clear();
 }
 
 void Engine::check_timeouts(std::vector<Completion>& done) {

@@ -85,13 +85,13 @@ Array Engine::reduce_in_rank_order(const Op& op, const char* const* data) const 
   if (n == 0) return out;
   // Sums of floats: (data[0] + data[1]) + data[2] ..., in one pass each.
   bool f32 = out.dtype() == DType::float32, f64 = out.dtype() == DType::float64;
-  if (op.rop == ReduceOp::sum && size_ >= 2 && (f32 || f64)) {
+  if (op.rop == ReduceOp::sum && op.ch->size >= 2 && (f32 || f64)) {
     sum_floats(out.raw(), data[1], data[0], n, f64);
-    for (int r = 2; r < size_; ++r) sum_floats(out.raw(), data[r], nullptr, n, f64);
+    for (int r = 2; r < op.ch->size; ++r) sum_floats(out.raw(), data[r], nullptr, n, f64);
     return out;
   }
   std::memcpy(out.raw(), data[0], out.nbytes());
-  for (int r = 1; r < size_; ++r) accumulate(out.raw(), data[r], n, out.dtype(), op.rop);
+  for (int r = 1; r < op.ch->size; ++r) accumulate(out.raw(), data[r], n, out.dtype(), op.rop);
   return out;
 }
 
@@ -111,6 +111,7 @@ void Engine::post_agreed(const std::vector<OpPtr>& agreed, std::vector<Completio
     if (j - i >= 2) {
       auto group = std::make_shared<Op>();
       group->kind = Kind::coalesced;
+      group->ch = op->ch;
       group->name = "all_reduce";
       group->rop = op->rop;
       group->members.assign(agreed.begin() + i, agreed.begin() + j);
@@ -134,14 +135,14 @@ void Engine::post_coalesced(const OpPtr& group) {
     at += m->x.nbytes();
   }
   group->x = in;
-  if (use_ring(group->x)) {
+  if (use_ring(*group->ch, group->x)) {
     post_ring(group);
     return;
   }
   group->stage = Stage::data;
   group->reqs.assign(1, MPI_REQUEST_NULL);
-  check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"), mpi_type(dt),
-                       mpi_op(group->rop), data_comm_, &group->reqs[0]),
+  check(MPI_Iallreduce(in.raw(), group->out.raw(), checked_int(n, "all_reduce", "elements"),
+                       mpi_type(dt), mpi_op(group->rop), group->ch->data_comm, &group->reqs[0]),
         "all_reduce", "MPI_Iallreduce");
   active_.push_back(group);
 }
@@ -151,27 +152,29 @@ void Engine::post_ring(const OpPtr& op) {
   if (op->kind != Kind::coalesced) op->out = Array(x.dtype(), x.shape());  // a group's is made already
   op->stage = Stage::ring;
   op->ring_step = 0;
-  op->tag = 1 + static_cast<int>(ring_serial_++ % 30000);
+  op->tag = 1 + static_cast<int>(op->ch->ring_serial++ % 30000);
   op->chunk_at.assign(1, 0);
-  for (int64_t c : split_counts(x.size(), size_)) op->chunk_at.push_back(op->chunk_at.back() + c);
+  for (int64_t c : split_counts(x.size(), op->ch->size))
+    op->chunk_at.push_back(op->chunk_at.back() + c);
   op->ring_in.emplace(x.dtype(), Shape{op->chunk_at[1]});  // the first chunk is the largest
   post_ring_step(op);
 }
 
-std::pair<int, int> Engine::ring_chunks(int step) const {
-  int s = step < size_ - 1 ? step : step - (size_ - 1);
-  int shift = step < size_ - 1 ? 0 : 1;  // the all-gather passes the chunk reduced last
-  int send = ((rank_ - s + shift) % size_ + size_) % size_;
-  int recv = ((rank_ - s - 1 + shift) % size_ + size_) % size_;
+std::pair<int, int> Engine::ring_chunks(const Channel& ch, int step) {
+  int s = step < ch.size - 1 ? step : step - (ch.size - 1);
+  int shift = step < ch.size - 1 ? 0 : 1;  // the all-gather passes the chunk reduced last
+  int send = ((ch.rank - s + shift) % ch.size + ch.size) % ch.size;
+  int recv = ((ch.rank - s - 1 + shift) % ch.size + ch.size) % ch.size;
   return {send, recv};
 }
 
 void Engine::post_ring_step(const OpPtr& op) {
-  auto [send, recv] = ring_chunks(op->ring_step);
+  const Channel& ch = *op->ch;
+  auto [send, recv] = ring_chunks(ch, op->ring_step);
   DType dt = op->x.dtype();
   int64_t width = static_cast<int64_t>(dtype_size(dt));
   char* out = static_cast<char*>(op->out.raw());
-  int right = (rank_ + 1) % size_, left = (rank_ - 1 + size_) % size_;
+  int right = (ch.rank + 1) % ch.size, left = (ch.rank - 1 + ch.size) % ch.size;
   // Counted in elements, not bytes: a chunk may hold up to MPI's count
   // limit of them (as many as one MPI_Iallreduce of the whole array).
   int64_t recv_count = op->chunk_at[recv + 1] - op->chunk_at[recv];
@@ -180,23 +183,23 @@ void Engine::post_ring_step(const OpPtr& op) {
   // first step sends this rank's own chunk of x: the result holds only
   // reduced chunks); the all-gather receives in place.
   char* into = out + op->chunk_at[recv] * width;
-  if (op->ring_step < size_ - 1) into = static_cast<char*>(op->ring_in->raw());
+  if (op->ring_step < ch.size - 1) into = static_cast<char*>(op->ring_in->raw());
   const char* from = op->ring_step == 0 ? static_cast<const char*>(op->x.raw()) : out;
   op->reqs.assign(2, MPI_REQUEST_NULL);
-  check(MPI_Irecv(into, checked_int(recv_count, op->name, "elements"), mpi_type(dt), left, op->tag, data_comm_,
-                  &op->reqs[0]),
+  check(MPI_Irecv(into, checked_int(recv_count, op->name, "elements"), mpi_type(dt), left, op->tag,
+                  ch.data_comm, &op->reqs[0]),
         op->name, "MPI_Irecv");
-  check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_count, op->name, "elements"), mpi_type(dt),
-                  right, op->tag, data_comm_, &op->reqs[1]),
+  check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_count, op->name, "elements"),
+                  mpi_type(dt), right, op->tag, ch.data_comm, &op->reqs[1]),
         op->name, "MPI_Isend");
   active_.push_back(op);
 }
 
 void Engine::advance_ring(const OpPtr& op, std::vector<Completion>& done) {
-  if (op->ring_step < size_ - 1) {
+  if (op->ring_step < op->ch->size - 1) {
     // The chunk received is reduced here for the first and only time: its
     // base is this rank's contribution (x), and then the result holds it.
-    int c = ring_chunks(op->ring_step).second;
+    int c = ring_chunks(*op->ch, op->ring_step).second;
     DType dt = op->x.dtype();
     int64_t width = static_cast<int64_t>(dtype_size(dt)), count = op->chunk_at[c + 1] - op->chunk_at[c];
     char* acc = static_cast<char*>(op->out.raw()) + op->chunk_at[c] * width;
@@ -209,7 +212,7 @@ void Engine::advance_ring(const OpPtr& op, std::vector<Completion>& done) {
       accumulate(acc, came, count, dt, op->rop);
     }
   }
-  if (++op->ring_step < 2 * (size_ - 1)) {
+  if (++op->ring_step < 2 * (op->ch->size - 1)) {
     post_ring_step(op);
     return;
   }
