@@ -15,9 +15,11 @@ docs/distributed.md, "Tiled arrays").
 ``Mesh(data=, tensor=, pipeline=)`` arranges the localities in a grid with
 named axes and makes this locality's group along each axis; every collective
 takes ``group=mesh.group(axis)`` to run among that group's members only
-(docs/parallelism.md).
+(docs/parallelism.md). ``mesh()`` is the job's mesh, the one ``tessera run
+--mesh`` asked for.
 """
 
+import hashlib
 import os
 import sys
 
@@ -256,6 +258,98 @@ class Mesh:
         )
 
 
+_MESH_VARIABLE = "TESSERA_MESH"
+_MESH_SHOWN = 120  # bytes of each rank's TESSERA_MESH compared and shown
+_MESH_SOURCE = "TESSERA_MESH in the environment, set by tessera run --mesh"
+_job_mesh = None
+
+
+def _mesh_sizes(text):
+    """The axis sizes of a ``TESSERA_MESH`` value such as ``data=2,tensor=2``."""
+    source = _MESH_SOURCE
+    sizes = {}
+    for part in text.split(","):
+        axis, eq, value = part.partition("=")
+        if not eq:
+            raise ValueError(
+                f"[mesh] {part!r} is not axis=size (the axes are data, tensor, pipeline), "
+                f"in {text!r} ({source})"
+            )
+        if axis not in Mesh.AXES:
+            raise ValueError(
+                f"[mesh] unknown axis {axis!r} in {text!r} (the axes are data, tensor, "
+                f"pipeline) ({source})"
+            )
+        if axis in sizes:
+            raise ValueError(f"[mesh] axis {axis!r} is given twice, in {text!r} ({source})")
+        if not value.isdigit() or not value.isascii() or int(value) < 1:
+            raise ValueError(
+                f"[mesh] the size of axis {axis!r} must be a positive integer, got {value!r} "
+                f"in {text!r} ({source})"
+            )
+        sizes[axis] = int(value)
+    return sizes
+
+
+def _same_setting_everywhere(value):
+    """Checks, with one small all_gather, that every locality got the same
+    ``value`` of TESSERA_MESH (None: unset); raises on every locality,
+    naming the localities and their values, if not."""
+    raw = b"" if value is None else value.encode("utf-8", "surrogateescape")
+    row = np.full(1 + 32 + _MESH_SHOWN, -1, dtype=np.int64)
+    row[0] = 0 if value is None else 1
+    row[1:33] = np.frombuffer(hashlib.sha256(raw).digest(), dtype=np.uint8)
+    shown = raw[:_MESH_SHOWN]
+    row[33 : 33 + len(shown)] = np.frombuffer(shown, dtype=np.uint8)
+    every = np.asarray(all_gather(row[None, :]))
+    if (every == every[0]).all():
+        return
+    by_value = {}
+    for r, other in enumerate(every):
+        if other[0] == 0:
+            text = "unset"
+        else:
+            kept = bytes(int(b) for b in other[33:] if b >= 0)
+            text = repr(kept.decode("utf-8", "replace"))
+            if len(kept) == _MESH_SHOWN:
+                text += "..."
+        by_value.setdefault(other.tobytes(), (text, []))[1].append(r)
+    shown = "; ".join(
+        f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: {text}"
+        for text, ranks in by_value.values()
+    )
+    raise ValueError(
+        f"[mesh] the localities were given different {_MESH_VARIABLE} values: {shown} "
+        f"(TESSERA_MESH in the environment; `tessera run --mesh` gives every rank the same)"
+    )
+
+
+def mesh():
+    """The job's mesh: the :class:`Mesh` that ``tessera run --mesh
+    data=D,tensor=T,pipeline=P`` asked for (environment variable
+    ``TESSERA_MESH``; missing axes are 1), or every locality on the data axis
+    when it is unset. Made on the first call (collectively: every locality
+    must call it) and the same object afterwards. The first call checks, with
+    one small all_gather, that every locality got the same TESSERA_MESH, and
+    raises ValueError on every locality naming them and their values if not.
+    """
+    global _job_mesh
+    if _job_mesh is None:
+        value = os.environ.get(_MESH_VARIABLE) or None
+        if size() > 1:
+            _same_setting_everywhere(value)
+        sizes = {"data": size()} if value is None else _mesh_sizes(value)
+        product = int(np.prod(list(sizes.values()), dtype=object))
+        if product != size():
+            raise ValueError(
+                f"[mesh] {_MESH_VARIABLE}={value} makes {product} localities, but this "
+                f"program runs on {size()} (the product of the sizes must equal the number of "
+                f"localities; missing axes are 1) ({_MESH_SOURCE})"
+            )
+        _job_mesh = Mesh(**sizes)
+    return _job_mesh
+
+
 @_primitive("annotate_d")
 def annotate_d(x, tiling="rows", spans=None, shape=None):
     """This locality's tile ``x`` as part of a tiled array.
@@ -377,6 +471,7 @@ __all__ = [
     "recv",
     "Mesh",
     "Group",
+    "mesh",
     "annotate_d",
     "constant_d",
     "random_d",

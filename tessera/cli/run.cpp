@@ -46,6 +46,7 @@
 
 #include "tessera/cli/cluster.hpp"
 #include "tessera/cli/run_guard.hpp"
+#include "tessera/cli/run_mesh.hpp"
 #include "tessera/cli/run_output.hpp"
 #include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/mac.hpp"
@@ -82,6 +83,17 @@ options:
                          (each fit call writes its checkpoints to a run folder there and, after
                          a restart, resumes its own run's newest valid one), TESSERA_RESTART=k
                          (0 on the first launch) and TESSERA_RUN_ID (one id for every launch)
+  --mesh data=D,tensor=T,pipeline=P
+                         arrange the ranks in a mesh (missing axes are 1; D*T*P must be N);
+                         every rank gets TESSERA_MESH, which tessera.distributed.mesh() reads
+  --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO): accepted, not yet used by fit
+  --microbatches M       micro-batches per step, at least the pipeline's stages
+                         (TESSERA_MICROBATCHES): accepted, not yet used by fit
+  --dry-run              start nothing: print every rank's mesh coordinates and host (from
+                         --hosts or --hostfile slots, placed as mpirun places them) and the
+                         groups of each axis
+  --params P             with --dry-run, also the model-state bytes per locality the ZeRO
+                         formulas give for P parameters (350000, 100M, 1.5B) under fp32 Adam
   -h, --help             this text
   --                     what follows, up to the program, goes to mpirun as it is
                          (e.g. -- --report-bindings --display-map train.py)
@@ -260,6 +272,8 @@ struct RunOptions {
   bool help = false;
   int max_restarts = 0;
   std::string checkpoint_dir;
+  std::string mesh, zero, microbatches, params;  // as given; checked by run_mesh.cpp
+  bool dry_run = false;
   std::string script;
   std::vector<std::string> script_args;
 };
@@ -317,6 +331,20 @@ RunOptions parse_options(const std::vector<std::string>& argv) {
                                     "'");
       }
       o.max_restarts = static_cast<int>(k);
+    } else if (flag == "--mesh") {
+      o.mesh = value();
+      parse_mesh(o.mesh, "--mesh");
+    } else if (flag == "--zero") {
+      o.zero = value();
+      parse_zero(o.zero, "--zero");
+    } else if (flag == "--microbatches") {
+      o.microbatches = value();
+      parse_microbatches(o.microbatches, "--microbatches");
+    } else if (flag == "--params") {
+      o.params = value();
+      parse_params(o.params, "--params");
+    } else if (a == "--dry-run") {
+      o.dry_run = true;
     } else if (flag == "--output-dir") {
       o.output_dir = value();
       if (o.output_dir.empty())
@@ -712,6 +740,80 @@ std::string prepare_checkpoint_dir(const std::string& dir) {
   return abs;
 }
 
+// --mesh, --zero, --microbatches (or TESSERA_MESH, TESSERA_ZERO,
+// TESSERA_MICROBATCHES from this environment) checked against each other and
+// the number of ranks (`n_source` names where that came from), and set in the
+// environment every rank gets. With --dry-run, prints the placement and the
+// model-state memory and returns true: nothing is started.
+bool prepare_mesh(const RunOptions& o, const std::string& n_source,
+                  const std::vector<std::string>& hosts, bool slurm) {
+  auto setting = [](const std::string& given, const char* var, std::string option,
+                    std::string& source) {
+    source = option;
+    if (!given.empty()) return given;
+    const char* env = std::getenv(var);
+    if (env == nullptr || *env == '\0') return std::string();
+    source = std::string(var) + " (environment)";
+    return std::string(env);
+  };
+  std::string mesh_source, zero_source, micro_source;
+  const std::string mesh_text = setting(o.mesh, "TESSERA_MESH", "--mesh", mesh_source);
+  const std::string zero_text = setting(o.zero, "TESSERA_ZERO", "--zero", zero_source);
+  const std::string micro_text =
+      setting(o.microbatches, "TESSERA_MICROBATCHES", "--microbatches", micro_source);
+  MeshSizes mesh;
+  mesh.data = o.n;
+  if (!mesh_text.empty()) {
+    mesh = parse_mesh(mesh_text, mesh_source);
+    if (mesh.product() != o.n) {
+      throw std::invalid_argument(
+          "[run] " + mesh_source + " " + mesh_text + " makes " + std::to_string(mesh.product()) +
+          " ranks (data " + std::to_string(mesh.data) + " x tensor " + std::to_string(mesh.tensor) +
+          " x pipeline " + std::to_string(mesh.pipeline) + "), but " + n_source + " is " +
+          std::to_string(o.n) +
+          " (the product of the sizes must equal the number of ranks; missing axes are 1)");
+    }
+    setenv("TESSERA_MESH", mesh.text().c_str(), 1);
+  }
+  const int zero = zero_text.empty() ? 0 : parse_zero(zero_text, zero_source);
+  if (!zero_text.empty()) setenv("TESSERA_ZERO", std::to_string(zero).c_str(), 1);
+  int micro = 0;
+  if (!micro_text.empty()) {
+    micro = parse_microbatches(micro_text, micro_source);
+    if (micro < mesh.pipeline) {
+      throw std::invalid_argument("[run] " + micro_source + " " + std::to_string(micro) +
+                                  " is fewer micro-batches than the pipeline's " +
+                                  std::to_string(mesh.pipeline) + " stages (" + mesh_source + " " +
+                                  mesh_text + "): every stage needs at least one micro-batch");
+    }
+    setenv("TESSERA_MICROBATCHES", std::to_string(micro).c_str(), 1);
+  }
+  if (!o.params.empty() && !o.dry_run) {
+    throw std::invalid_argument("[run] --params " + o.params +
+                                " is for --dry-run (the model-state memory it prints)");
+  }
+  if (!o.dry_run) return false;
+  DryRun d;
+  d.ranks = o.n;
+  d.mesh = mesh;
+  d.zero = zero;
+  d.microbatches = micro;
+  if (!o.params.empty()) d.params = parse_params(o.params, "--params");
+  d.map_by = o.map_by;
+  if (!o.hosts.empty()) {
+    d.hosts = host_slots_of_list(o.hosts);
+  } else if (!o.hostfile.empty()) {
+    d.hosts = host_slots_of_file(o.hostfile);
+  } else if (slurm && !hosts.empty()) {
+    d.host_note = "hosts not predicted: SLURM places the ranks on " + std::to_string(hosts.size()) +
+                  " hosts of the allocation";
+  }
+  const std::string report = dry_run_report(d);
+  std::fwrite(report.data(), 1, report.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
@@ -720,6 +822,48 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (o.help) {
     std::fputs(kRunUsage, stdout);
     return 0;
+  }
+  // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
+  // with srun by itself; tessera only needs the ranks and the host names.
+  std::vector<std::string> hosts;
+  // Host names are checked against what Open MPI keeps of them: the part
+  // before the first '.', or all with orte_keep_fqdn_hostnames.
+  const auto keep_fqdn = user_mca(o, "orte_keep_fqdn_hostnames");
+  const std::set<std::string> no = {"0", "f", "false", "n", "no"};
+  const bool full_names = keep_fqdn && !keep_fqdn->empty() && !no.count(*keep_fqdn);
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  bool slurm = slurm_job && o.hosts.empty() && o.hostfile.empty();
+  std::string n_source = "-n";
+  if (slurm) {
+    if (o.n == 0) {
+      const char* tasks =
+          std::getenv("SLURM_NTASKS") ? std::getenv("SLURM_NTASKS") : std::getenv("SLURM_NPROCS");
+      if (tasks) {
+        o.n = positive("SLURM_NTASKS", tasks);
+        n_source = "SLURM_NTASKS";
+      }
+    }
+    const char* var = std::getenv("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
+    if (const char* list = std::getenv(var)) hosts = slurm_hosts(list, var, full_names);
+  }
+  if (!o.hosts.empty()) hosts = parse_hosts(o.hosts, full_names);
+  if (!o.hostfile.empty()) hosts = read_hostfile(o.hostfile, full_names);
+  if (o.n == 0) {
+    throw std::invalid_argument(
+        "[run] needs the number of localities: tessera run -n N FILE (see tessera run --help)");
+  }
+  // The mesh, ZeRO stage and micro-batches, checked before anything starts
+  // and given to every rank (TESSERA_MESH, TESSERA_ZERO, TESSERA_MICROBATCHES);
+  // with --dry-run, the placement and memory are printed instead.
+  if (prepare_mesh(o, n_source, hosts, slurm)) return 0;
+  if (o.script.empty()) throw std::invalid_argument("[run] needs a program: a .tsl or .py file");
+  bool tsl = ends_with(o.script, ".tsl");
+  if (!is_program(o.script)) {
+    throw std::invalid_argument("[run] the program must be a .tsl or .py file, got '" + o.script +
+                                "'");
+  }
+  if (access(o.script.c_str(), R_OK) != 0) {
+    throw std::runtime_error("[run] cannot open '" + o.script + "': " + std::strerror(errno));
   }
   // Set before the environment to pass on is gathered (both are TESSERA_
   // variables); TESSERA_RESTART is updated for each launch.
@@ -732,41 +876,6 @@ int cmd_run(const std::vector<std::string>& argv) {
     std::fprintf(stderr,
                  "tessera run: checkpoints in %s, run id %s (TESSERA_RUN_ID=%s continues it)\n",
                  checkpoint_dir.c_str(), run_id.c_str(), run_id.c_str());
-  }
-
-  // SLURM: inside an allocation mpirun finds the hosts and starts its daemons
-  // with srun by itself; tessera only needs the ranks and the host names.
-  std::vector<std::string> hosts;
-  // Host names are checked against what Open MPI keeps of them: the part
-  // before the first '.', or all with orte_keep_fqdn_hostnames.
-  const auto keep_fqdn = user_mca(o, "orte_keep_fqdn_hostnames");
-  const std::set<std::string> no = {"0", "f", "false", "n", "no"};
-  const bool full_names = keep_fqdn && !keep_fqdn->empty() && !no.count(*keep_fqdn);
-  const char* slurm_job = std::getenv("SLURM_JOB_ID");
-  bool slurm = slurm_job && o.hosts.empty() && o.hostfile.empty();
-  if (slurm) {
-    if (o.n == 0) {
-      const char* tasks =
-          std::getenv("SLURM_NTASKS") ? std::getenv("SLURM_NTASKS") : std::getenv("SLURM_NPROCS");
-      if (tasks) o.n = positive("SLURM_NTASKS", tasks);
-    }
-    const char* var = std::getenv("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
-    if (const char* list = std::getenv(var)) hosts = slurm_hosts(list, var, full_names);
-  }
-  if (!o.hosts.empty()) hosts = parse_hosts(o.hosts, full_names);
-  if (!o.hostfile.empty()) hosts = read_hostfile(o.hostfile, full_names);
-  if (o.n == 0) {
-    throw std::invalid_argument(
-        "[run] needs the number of localities: tessera run -n N FILE (see tessera run --help)");
-  }
-  if (o.script.empty()) throw std::invalid_argument("[run] needs a program: a .tsl or .py file");
-  bool tsl = ends_with(o.script, ".tsl");
-  if (!is_program(o.script)) {
-    throw std::invalid_argument("[run] the program must be a .tsl or .py file, got '" + o.script +
-                                "'");
-  }
-  if (access(o.script.c_str(), R_OK) != 0) {
-    throw std::runtime_error("[run] cannot open '" + o.script + "': " + std::strerror(errno));
   }
   bool several_hosts = hosts.size() > 1 || (hosts.size() == 1 && !is_local_host(hosts[0]));
 

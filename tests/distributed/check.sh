@@ -3,13 +3,15 @@
 # and its duration.
 # usage: check.sh TESSERA N PROGRAM ok|fail PATTERN MAX_SECONDS [PROGRAM_ARGS...]
 # PATTERN is an extended regular expression that must match a line of the
-# combined output.
+# combined output. CHECK_RUN_OPTIONS, when set, holds more options for
+# `tessera run` (e.g. "--mesh data=2,tensor=2"), put before the program.
 tessera="$1"; n="$2"; program="$3"; expect="$4"; pattern="$5"; max_seconds="$6"
 shift 6
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 start=$(date +%s)
-"$tessera" run -n "$n" "$program" "$@" >"$out" 2>&1
+# shellcheck disable=SC2086 # CHECK_RUN_OPTIONS is split into options on purpose
+"$tessera" run -n "$n" ${CHECK_RUN_OPTIONS:-} "$program" "$@" >"$out" 2>&1
 status=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"
