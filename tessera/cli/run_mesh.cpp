@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -170,7 +171,17 @@ std::vector<HostSlots> host_slots_of_list(const std::string& hosts) {
 
 std::vector<HostSlots> host_slots_of_file(const std::string& path) {
   read_hostfile(path);  // refuses what Open MPI would refuse, naming FILE:LINE
-  std::ifstream in(path);
+  // Read again for the slots: still a regular file (never a FIFO put in its
+  // place, which would block), and no more than read_hostfile accepted.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw std::invalid_argument("[run] --hostfile " + path + " is no longer a regular file");
+  }
+  std::ifstream file(path);
+  std::string text(kMaxHostfileBytes, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(file.gcount()));
+  std::istringstream in(text);
   std::vector<HostSlots> out;
   std::map<std::string, size_t> index;
   std::map<std::string, bool> unknown;

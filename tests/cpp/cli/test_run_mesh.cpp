@@ -27,7 +27,10 @@ class RunMesh : public ::testing::Test {
     dir_ = tmpl;
     marker_ = dir_ + "/mpirun-started";
     std::ofstream fake(dir_ + "/mpirun");
-    fake << "#!/bin/sh\necho \"$@\" > '" << marker_ << "'\nexit 0\n";
+    fake << "#!/bin/sh\n{ echo \"$@\"; echo \"TESSERA_MESH=$TESSERA_MESH\"; echo "
+            "\"TESSERA_ZERO=$TESSERA_ZERO\"; echo \"TESSERA_MICROBATCHES=$TESSERA_MICROBATCHES\"; "
+            "} > '"
+         << marker_ << "'\nexit 0\n";
     fake.close();
     chmod((dir_ + "/mpirun").c_str(), 0755);
     script_ = std::string(TESSERA_SOURCE_DIR) + "/examples/mesh_basics.py";
@@ -137,6 +140,31 @@ TEST_F(RunMesh, GoodMeshReachesTheRanks) {
   EXPECT_NE(args.find("-x TESSERA_MESH "), std::string::npos) << args;
   EXPECT_NE(args.find("-x TESSERA_ZERO "), std::string::npos) << args;
   EXPECT_NE(args.find("-x TESSERA_MICROBATCHES "), std::string::npos) << args;
+  // With their values in the launcher's environment, which mpirun hands on:
+  // all three axes, in the documented order.
+  EXPECT_NE(args.find("TESSERA_MESH=data=2,tensor=2,pipeline=2\n"), std::string::npos) << args;
+  EXPECT_NE(args.find("TESSERA_ZERO=2\n"), std::string::npos) << args;
+  EXPECT_NE(args.find("TESSERA_MICROBATCHES=8\n"), std::string::npos) << args;
+  // --mesh data=4 on 4 ranks: plain data parallelism.
+  fs::remove(marker_);
+  r = run("-n 4 --mesh data=4 " + script_);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream again(marker_);
+  args.assign(std::istreambuf_iterator<char>(again), std::istreambuf_iterator<char>());
+  EXPECT_NE(args.find("TESSERA_MESH=data=4,tensor=1,pipeline=1\n"), std::string::npos) << args;
+}
+
+TEST_F(RunMesh, HelpNamesTheMeshOptions) {
+  Result r = run("--help");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* line :
+       {"  --mesh data=D,tensor=T,pipeline=P\n",
+        "  --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO): accepted, not yet used "
+        "by "
+        "fit\n",
+        "  --dry-run              start nothing", "  --params P             with --dry-run"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
 }
 
 TEST_F(RunMesh, DryRunPrintsThePlacementOnTwoHosts) {
