@@ -310,7 +310,7 @@ std::string dry_run_report(const DryRun& d) {
     }
     const int size = axis == 0 ? m.data : axis == 1 ? m.pipeline : m.tensor;
     std::string text = std::string("groups along ") + names[axis] + " (" +
-                       std::to_string(order.size()) + " of " + std::to_string(size) + "):";
+                       std::to_string(order.size()) + " groups of " + std::to_string(size) + "):";
     size_t across = 0;
     for (const auto& key : order) {
       const auto& g = groups[key];

@@ -186,9 +186,9 @@ TEST_F(RunMesh, DryRunPrintsThePlacementOnTwoHosts) {
       "     5      1         0       1  hostB\n"
       "     6      1         1       0  hostB\n"
       "     7      1         1       1  hostB\n"
-      "groups along data (4 of 2): [0, 4] [1, 5] [2, 6] [3, 7] (4 across hosts)\n"
-      "groups along pipeline (4 of 2): [0, 2] [1, 3] [4, 6] [5, 7] (each within one host)\n"
-      "groups along tensor (4 of 2): [0, 1] [2, 3] [4, 5] [6, 7] (each within one host)\n"
+      "groups along data (4 groups of 2): [0, 4] [1, 5] [2, 6] [3, 7] (4 across hosts)\n"
+      "groups along pipeline (4 groups of 2): [0, 2] [1, 3] [4, 6] [5, 7] (each within one host)\n"
+      "groups along tensor (4 groups of 2): [0, 1] [2, 3] [4, 5] [6, 7] (each within one host)\n"
       "ZeRO stage 0 (TESSERA_ZERO, TESSERA_MICROBATCHES: accepted, not yet used by fit)\n";
   EXPECT_EQ(r.out, expected);
 }
@@ -204,7 +204,7 @@ TEST_F(RunMesh, DryRunPlacesByNodeAndFromAHostfile) {
                        "     2      1         0       0  nodeB\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("groups along tensor (2 of 2): [0, 1] [2, 3] (each within one host)"),
+  EXPECT_NE(r.out.find("groups along tensor (2 groups of 2): [0, 1] [2, 3] (each within one host)"),
             std::string::npos)
       << r.out;
   r = run("-n 4 --mesh data=2,tensor=2 --hosts nodeA:2,nodeB:2 --map-by node --dry-run");
@@ -213,7 +213,7 @@ TEST_F(RunMesh, DryRunPlacesByNodeAndFromAHostfile) {
                        "     1      0         0       1  nodeB\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("groups along tensor (2 of 2): [0, 1] [2, 3] (2 across hosts)"),
+  EXPECT_NE(r.out.find("groups along tensor (2 groups of 2): [0, 1] [2, 3] (2 across hosts)"),
             std::string::npos)
       << r.out;
   r = run("-n 4 --hosts nodeA:1,nodeB:1 --dry-run");
