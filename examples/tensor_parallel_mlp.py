@@ -34,7 +34,8 @@ split, split_loss = train([nn.ColumnParallelDense(30, activation="relu", group=t
 whole, whole_loss = train([nn.Dense(30, activation="relu"), nn.Dense(4)])
 
 kernel = split.layers[0].weights[0]  # this member's columns of the first kernel
-print(f"rank {dist.rank()}: first kernel slice {kernel.shape}, whole {split.get_weights()[0].shape}")
+whole_kernel = split.get_weights()[0]  # gathered: every member calls it
+print(f"rank {dist.rank()}: first kernel slice {kernel.shape}, whole {whole_kernel.shape}")
 if dist.rank() == 0:
     for epoch, (a, b) in enumerate(zip(split_loss, whole_loss)):
         print(f"epoch {epoch + 1}: loss {a:.6f} split over {tp.size}, {b:.6f} on one")

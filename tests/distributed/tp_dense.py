@@ -205,6 +205,26 @@ def check_save(tp):
     assert np.array_equal(again.layers[0]._values["kernel"], 2.0 * one.get_weights()[0][:, lo:hi])
     again.load_weights(path)
     np.testing.assert_array_equal(again.predict(x, verbose=0), out)
+    # With Adam's state: 2 epochs split, saved with the training state; 2
+    # more on a one-member model from the file, or on a split model resumed
+    # from it, are the one-process model's epochs 3 and 4.
+    x, y = data(32)
+    ref = plain(7, "float64")
+    ref.compile(optim.Adam(1e-2), "mse")
+    fit = dict(batch_size=8, shuffle=False, verbose=0, data_parallel=False)
+    h_ref = ref.fit(x, y, epochs=4, **fit).history["loss"]
+    par = split_mlp(7, tp, "float64")
+    par.compile(optim.Adam(1e-2), "mse")
+    par.fit(x, y, epochs=2, **fit)
+    ck = os.path.join(folder, "ck.tsm")
+    par.save_checkpoint(ck)
+    one = nn.load_model(ck)
+    np.testing.assert_allclose(one.fit(x, y, epochs=2, **fit).history["loss"], h_ref[2:],
+                               rtol=1e-9)
+    back = split_mlp(7, tp, "float64")
+    back.compile(optim.Adam(1e-2), "mse")
+    h_back = back.fit(x, y, epochs=4, resume_from=ck, **fit).history["loss"]
+    np.testing.assert_allclose(h_back[-2:], h_ref[2:], rtol=1e-9)
 
 
 def counted(tp, fn):
@@ -269,6 +289,13 @@ def check_errors(tp):
     expect(ValueError, "[RowParallelDense] 1 input features cannot be split",
            lambda: mlp([nn.Dense(1), nn.RowParallelDense(3, group=tp, input_is_parallel=False)],
                        "float64"))
+    x, y = data()
+    for opt, what in ((optim.Adam(1e-2, clipnorm=1.0), "Adam: clipnorm"),
+                      (optim.Lamb(1e-2), "Lamb: Lamb (trust ratios")):
+        model = split_mlp(7, tp, "float32")
+        model.compile(opt, "mse")
+        expect(ValueError, f"[fit] {what}",
+               lambda: model.fit(x, y, epochs=1, verbose=0, data_parallel=False))
     expect(TypeError, "[tp_copy] argument 'group' must be a group",
            lambda: dist.tp_copy(np.ones(2), group="tensor"))
     expect(TypeError, "[tp_reduce] argument 'x' must be a numeric array",

@@ -318,6 +318,20 @@ class Model(ProgramsMixin, Layer):
                                                                       layer._values[p.name])
         return out
 
+    def _optimizer_state_of(self, state: dict, how: str) -> dict:
+        """`state` (optimizer state variables) with each variable of a weight
+        split over a tensor group made whole (how="_gathered", a collective)
+        or this member's part of a whole one (how="_local_part")."""
+        out = dict(state)
+        for s in getattr(self, "_opt_statevars", None) or []:
+            if s.scalar or s.name not in out or s.param not in self._owner:
+                continue
+            layer, p = self._owner[s.param]
+            convert = getattr(layer, how, None)
+            if convert is not None:
+                out[s.name] = convert(p.name, out[s.name])
+        return out
+
     def set_weights(self, weights):
         """Replaces the weights from a list like get_weights gives: the same
         count, and each array of the same shape (cast to the model's dtype).

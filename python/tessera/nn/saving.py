@@ -838,7 +838,7 @@ def save_model(model, path, training_state=None):
     tensors = dict(model.whole_weights())
     meta = {"model": _architecture(model, where), "compile": _compile_config(model, where)}
     if model._opt_state is not None:
-        for k, v in model._opt_state.items():
+        for k, v in model._optimizer_state_of(model._opt_state, "_gathered").items():
             tensors[f"optimizer/{k}"] = v
     if training_state is not None:
         meta["training"] = training_state
@@ -961,6 +961,7 @@ def _restore_optimizer(model, tensors, header):
     if set(state) != want:
         raise ValueError(f"[load_model] the optimizer state in the file ({sorted(state)[:4]}...) "
                          f"does not match the optimizer's ({sorted(want)[:4]}...)")
+    state = model._optimizer_state_of(state, "_local_part")  # whole -> this member's part
     model._opt_state = {k: np.array(v) for k, v in state.items()}
     model._iteration = int(header.get("iteration", 0))
 
