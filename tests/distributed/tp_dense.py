@@ -225,6 +225,26 @@ def check_save(tp):
     back.compile(optim.Adam(1e-2), "mse")
     h_back = back.fit(x, y, epochs=4, resume_from=ck, **fit).history["loss"]
     np.testing.assert_allclose(h_back[-2:], h_ref[2:], rtol=1e-9)
+    # ModelCheckpoint: locality 0 writes, every locality takes part in the
+    # gathers (else locality 0 would wait for them).
+    shared = dist.broadcast(np.frombuffer(folder.encode().ljust(200), dtype=np.uint8))
+    shared = bytes(np.asarray(shared, dtype=np.uint8)).decode().strip()
+    for only_weights in (False, True):
+        name = os.path.join(shared, f"cb-{only_weights}.tsm")
+        par = split_mlp(7, tp, "float64")
+        par.compile(optim.Adam(1e-2), "mse")
+        cb = nn.callbacks.ModelCheckpoint(name, save_weights_only=only_weights,
+                                          save_best_only=True, monitor="loss")
+        par.fit(x, y, epochs=2, callbacks=[cb], **fit)
+        dist.barrier()
+        whole = par.get_weights()
+        if only_weights:
+            one = plain(7, "float64")
+            one.load_weights(name)
+        else:
+            one = nn.load_model(name)
+        for a, b in zip(one.get_weights(), whole):
+            assert np.array_equal(a, b)
 
 
 def counted(tp, fn):
