@@ -113,6 +113,8 @@ def check_mlp(tp, hidden, dtype="float64"):
     x, y = data()
     np.testing.assert_allclose(par.predict(x, verbose=0), ref.predict(x, verbose=0), rtol=1e-12,
                                atol=1e-12)
+    np.testing.assert_allclose(par.evaluate(x, y, verbose=0), ref.evaluate(x, y, verbose=0),
+                               rtol=1e-12)
     # Gradients: one SGD step of learning rate 1 on the whole batch moves
     # each weight by minus its gradient.
     before_ref, before_par = ref.get_weights(), [np.array(v) for v in par.weights.values()]
