@@ -140,6 +140,20 @@ def recv(source, tag=0, group=None):
     return call_primitive("recv", [source], {"tag": tag, "group": _group_id(group, "recv")})
 
 
+@_primitive("tp_copy")
+def tp_copy(x, group=None):
+    """Tensor parallelism's input operation (Megatron's "f"): ``x`` itself;
+    its gradient is the cotangent summed over ``group`` (one all-reduce)."""
+    return call_primitive("tp_copy", [x], {"group": _group_id(group, "tp_copy")})
+
+
+@_primitive("tp_reduce")
+def tp_reduce(x, group=None):
+    """Tensor parallelism's output operation (Megatron's "g"): ``x`` summed
+    over ``group`` (one all-reduce); its gradient is the cotangent itself."""
+    return call_primitive("tp_reduce", [x], {"group": _group_id(group, "tp_reduce")})
+
+
 class Group(int):
     """This locality's group along one axis of a :class:`Mesh`.
 
@@ -469,6 +483,8 @@ __all__ = [
     "barrier",
     "send",
     "recv",
+    "tp_copy",
+    "tp_reduce",
     "Mesh",
     "Group",
     "mesh",

@@ -151,6 +151,30 @@ Future<Value> barrier_async(Args& a) {
   return detail::barrier(a.site(), g.id);
 }
 
+// Tensor parallelism's two conjugate operations (Megatron's "f" and "g"): a
+// layer split over a tensor group takes a replicated input through tp_copy
+// and gives a replicated output through tp_reduce. Gradient conventions (the
+// loss is replicated over the group, every member computing the same value):
+//   tp_copy(x):   forward y = x;               backward dx = all_reduce(dy, sum)
+//     (each member's slice contributes a part of dL/dx; the sum is the whole);
+//   tp_reduce(x): forward y = all_reduce(x, sum); backward dx = dy
+//     (every member's y is the same replicated value, so dy is already the
+//     cotangent of each partial sum; all_reduce's own rule would sum the
+//     members' identical cotangents and count the loss t times).
+// On a one-member group both are the identity and make no MPI call.
+Future<Value> tp_copy_async(Args& a) {
+  group_arg(a, 1);  // checked: a valid group even where it is not used
+  return Future<Value>::ready(Value(numeric_array(a, 0, false)));
+}
+
+Future<Value> tp_reduce_async(Args& a) {
+  GroupInfo g = group_arg(a, 1);
+  Array x = a[0].is_array() && a[0].as_array().dtype() != DType::bool_ ? std::move(a.at(0).as_array())
+                                                                       : numeric_array(a, 0, false);
+  if (g.size == 1) return Future<Value>::ready(Value(x));
+  return detail::all_reduce(std::move(x), ReduceOp::sum, a.site(), g.id);
+}
+
 // A peer of this locality in group g, as a world rank.
 int peer_arg(Args& a, size_t i, const GroupInfo& g) {
   if (g.size == 1) {
@@ -515,6 +539,26 @@ const bool registered = register_primitives({
                 .eval = nullptr,
                 .grads = {}},
                barrier_async),
+    async_spec({.name = "tp_copy",
+                .family = "distributed",
+                .params = {{"x"}, opt("group", Value())},
+                .help = "Tensor parallelism's input operation (Megatron's f): x itself forward; "
+                        "backward, the cotangent summed over the group (all_reduce), since each "
+                        "member's slice of a layer gives a part of the input's gradient. The "
+                        "identity on a one-member group." TESSERA_GROUP_HELP,
+                .eval = nullptr,
+                .grads = rules({"all_reduce(g, \"sum\", group)", ""})},
+               tp_copy_async),
+    async_spec({.name = "tp_reduce",
+                .family = "distributed",
+                .params = {{"x"}, opt("group", Value())},
+                .help = "Tensor parallelism's output operation (Megatron's g): x summed over "
+                        "the group forward (one all_reduce); backward, the cotangent itself, "
+                        "since the sum is replicated on every member and the loss computed once "
+                        "per member. The identity on a one-member group." TESSERA_GROUP_HELP,
+                .eval = nullptr,
+                .grads = rules({"g", ""})},
+               tp_reduce_async),
     async_spec({.name = "send",
                 .family = "distributed",
                 .params = {{"x"}, {"dest"}, opt("tag", Value(0)), opt("group", Value())},

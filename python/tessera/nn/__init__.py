@@ -15,6 +15,7 @@ from .attention import MultiHeadAttention
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
+from .parallel import ColumnParallelDense, RowParallelDense
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
@@ -24,12 +25,14 @@ __all__ = [
     "MultiHeadAttention", "SimpleRNN", "Subtract", "add", "average", "concatenate", "load_model",
     "maximum", "minimum", "multiply", "register_keras_serializable", "subtract",
     "Activation", "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
-    "BatchNormalization", "Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose",
+    "BatchNormalization", "ColumnParallelDense", "Conv1D", "Conv1DTranspose", "Conv2D",
+    "Conv2DTranspose",
     "DepthwiseConv1D", "DepthwiseConv2D", "Dense", "Dropout", "Embedding", "Flatten",
     "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D", "GlobalAvgPool2D",
     "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "History",
     "Identity", "Input", "KerasTensor", "Layer", "LayerNormalization", "MaxPool1D", "MaxPool2D",
-    "MaxPooling1D", "MaxPooling2D", "Model", "Permute", "RepeatVector", "Reshape", "Sequential",
+    "MaxPooling1D", "MaxPooling2D", "Model", "Permute", "RepeatVector", "Reshape",
+    "RowParallelDense", "Sequential",
     "callbacks", "initializers", "losses", "metrics", "regularizers",
 ]
 

@@ -232,7 +232,11 @@ class ModelCheckpoint(Callback):
     def _save(self, epoch, logs):
         if self.folder_mode:
             return  # fit's CheckpointDir writes the folder
-        if not _chief():
+        # Layers split over a tensor group (tessera.nn.parallel) are gathered
+        # whole to be saved: a collective every locality joins.
+        split = any(getattr(layer, "tensor_size", 1) > 1
+                    for layer in getattr(self.model, "layers", []))
+        if not _chief() and not split:
             return  # under tessera run -n N every locality holds the same state
         if self.save_best_only:
             current = _monitored(logs, self.monitor, "ModelCheckpoint")
@@ -241,6 +245,12 @@ class ModelCheckpoint(Callback):
             if not better:
                 return
             self.best = current
+        if not _chief():
+            # The same gathers as the chief's save, in the same order.
+            self.model.whole_weights()
+            if not self.save_weights_only and self.model._opt_state is not None:
+                self.model._optimizer_state_of(self.model._opt_state, "_gathered")
+            return
         path = self._path(epoch, logs)
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)

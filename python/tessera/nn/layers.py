@@ -467,13 +467,14 @@ class Dense(Layer):
                  kernel_regularizer=None, bias_regularizer=None, name=None, input_shape=None,
                  **kwargs):
         super().__init__(name, input_shape, **kwargs)
-        self.units = _positive(units, "units", "Dense")
-        self.activation = _activation(activation, "Dense")
+        kind = self.kind  # Dense, or the tensor-parallel layers built on it
+        self.units = _positive(units, "units", kind)
+        self.activation = _activation(activation, kind)
         self.use_bias = bool(use_bias)
-        self.kernel_initializer = _initializer(kernel_initializer, "Dense", "kernel_initializer")
-        self.bias_initializer = _initializer(bias_initializer, "Dense", "bias_initializer")
-        self.kernel_regularizer = _regularizer(kernel_regularizer, "Dense", "kernel_regularizer")
-        self.bias_regularizer = _regularizer(bias_regularizer, "Dense", "bias_regularizer")
+        self.kernel_initializer = _initializer(kernel_initializer, kind, "kernel_initializer")
+        self.bias_initializer = _initializer(bias_initializer, kind, "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, kind, "kernel_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, kind, "bias_regularizer")
 
     def compute_output_shape(self, s):
         if len(s) < 1:

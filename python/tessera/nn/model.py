@@ -304,7 +304,33 @@ class Model(ProgramsMixin, Layer):
         """The weights as a list of NumPy arrays (copies), layer by layer in
         the order of each layer's parameters, as Keras's get_weights."""
         self._check_built("get_weights")
-        return [np.array(v, copy=True) for v in self.weights.values()]
+        return [np.array(v, copy=True) for v in self.whole_weights().values()]
+
+    def whole_weights(self) -> dict:
+        """The weights as {variable name: array}, each whole: a layer split
+        over a tensor group (tessera.nn.parallel) gathers its parts (a
+        collective: every member calls it). The arrays of other layers are
+        the model's own, not copies."""
+        out = {}
+        for v, (layer, p) in self._owner.items():
+            whole = getattr(layer, "_gathered", None)
+            out[v] = layer._values[p.name] if whole is None else whole(p.name,
+                                                                      layer._values[p.name])
+        return out
+
+    def _optimizer_state_of(self, state: dict, how: str) -> dict:
+        """`state` (optimizer state variables) with each variable of a weight
+        split over a tensor group made whole (how="_gathered", a collective)
+        or this member's part of a whole one (how="_local_part")."""
+        out = dict(state)
+        for s in getattr(self, "_opt_statevars", None) or []:
+            if s.scalar or s.name not in out or s.param not in self._owner:
+                continue
+            layer, p = self._owner[s.param]
+            convert = getattr(layer, how, None)
+            if convert is not None:
+                out[s.name] = convert(p.name, out[s.name])
+        return out
 
     def set_weights(self, weights):
         """Replaces the weights from a list like get_weights gives: the same
@@ -320,6 +346,9 @@ class Model(ProgramsMixin, Layer):
         current = self.weights
         for i, (name, w) in enumerate(zip(names, weights)):
             w = np.asarray(w)
+            part = getattr(self._owner[name][0], "_local_part", None)
+            if part is not None:  # a whole weight of a layer split over a tensor group
+                w = part(self._owner[name][1].name, w)
             want = current[name].shape
             if w.shape != want:
                 layer, p = self._owner[name]
@@ -337,7 +366,7 @@ class Model(ProgramsMixin, Layer):
         from .saving import save_file  # noqa: PLC0415
 
         self._check_built("save_weights")
-        save_file(path, self.weights, {}, "save_weights")
+        save_file(path, self.whole_weights(), {}, "save_weights")
 
     def load_weights(self, path):
         """Reads weights written by save_weights (or model.save); every name,

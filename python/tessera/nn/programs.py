@@ -381,11 +381,29 @@ class ProgramsMixin:
         body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
 
+    def _check_norms_of_split(self, opt, P):
+        """Norms of weights split over a tensor group (tessera.nn.parallel)
+        would be norms of this member's slices: refused, not a different
+        answer on every member."""
+        from ..optim import Lamb  # noqa: PLC0415
+
+        what = "clipnorm (a global norm of the gradients)" if opt.clipnorm is not None else \
+            "Lamb (trust ratios from the norms of each weight)" if isinstance(opt, Lamb) else None
+        if what is None:
+            return
+        for v in P:
+            layer = self._owner[v][0]
+            if getattr(layer, "tensor_size", 1) > 1:
+                raise ValueError(f"[fit] {type(opt).__name__}: {what} is not supported yet with "
+                                 f"layers split over a tensor group; layer {layer.name!r} is "
+                                 f"split over {layer.tensor_size} members")
+
     def _update_setup(self, P, S):
         """What both training programs start with: the argument list, the
         gradient names, the optimizer's update code (its state variables are
         kept on the model) and the argnums of value_and_grad."""
         opt = self._compiled.optimizer
+        self._check_norms_of_split(opt, P)
         grads = [f"grad_{k}" for k in range(len(P))]
         upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
                               iteration_expr="iteration")

@@ -202,6 +202,9 @@ def set_weights_from(model, tensors: dict, source: str, where: str):
                          f"missing {missing}, unexpected {extra}; nothing was loaded")
     for name, a in expected.items():
         w = weights[name]
+        part = getattr(model._owner[name][0], "_local_part", None)
+        if part is not None:  # a whole weight of a layer split over a tensor group
+            w = weights[name] = part(model._owner[name][1].name, w)
         if w.shape != a.shape or w.dtype != a.dtype:
             layer, p = model._owner[name]
             raise ValueError(f"[{where}] {source}: {name} ({layer.name}/{p.name}) has "
@@ -255,7 +258,7 @@ def builtin_classes() -> dict:
     if _BUILTIN is None:
         from .. import optim  # noqa: PLC0415
         from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
-                       metrics, recurrent, regularizers)
+                       metrics, parallel, recurrent, regularizers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
@@ -264,8 +267,8 @@ def builtin_classes() -> dict:
                     obj.__module__ == mod.__name__}
 
         _BUILTIN = {
-            "layer": public((layers, attention, recurrent, merging), layers.Layer,
-                            (layers.Layer,)),
+            "layer": public((layers, attention, recurrent, merging, parallel), layers.Layer,
+                            (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses,), losses.Loss, (losses.Loss, losses.FunctionLoss)),
             "metric": public((metrics,), metrics.Metric,
                              (metrics.Metric, metrics.MeanMetricWrapper)),
@@ -832,10 +835,10 @@ def save_model(model, path, training_state=None):
     """model.save / save_checkpoint."""
     where = "save_checkpoint" if training_state is not None else "save"
     model._check_built(where)
-    tensors = dict(model.weights)
+    tensors = dict(model.whole_weights())
     meta = {"model": _architecture(model, where), "compile": _compile_config(model, where)}
     if model._opt_state is not None:
-        for k, v in model._opt_state.items():
+        for k, v in model._optimizer_state_of(model._opt_state, "_gathered").items():
             tensors[f"optimizer/{k}"] = v
     if training_state is not None:
         meta["training"] = training_state
@@ -958,6 +961,7 @@ def _restore_optimizer(model, tensors, header):
     if set(state) != want:
         raise ValueError(f"[load_model] the optimizer state in the file ({sorted(state)[:4]}...) "
                          f"does not match the optimizer's ({sorted(want)[:4]}...)")
+    state = model._optimizer_state_of(state, "_local_part")  # whole -> this member's part
     model._opt_state = {k: np.array(v) for k, v in state.items()}
     model._iteration = int(header.get("iteration", 0))
 

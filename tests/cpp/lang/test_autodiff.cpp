@@ -268,6 +268,9 @@ const std::vector<GradCase>& cases() {
       {"gather", "gather(m)", {"m"}},
       {"scatter", "scatter(m)", {"m"}},
       {"all_to_all", "all_to_all(m)", {"m"}},
+      // Tensor parallelism's f and g on one locality (several: tests/distributed/tp_dense.py).
+      {"tp_copy", "tp_copy(a) * b", {"a", "b"}},
+      {"tp_reduce", "tp_reduce(m)", {"m"}},
   };
   return c;
 }
