@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <sys/wait.h>
 
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <string>
@@ -16,6 +19,25 @@
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera::test {
+
+// What a shell command did: its exit status (-1 when it did not exit) and
+// everything it wrote on its standard output (redirect stderr: "2>&1").
+struct CommandResult {
+  int status = -1;
+  std::string out;
+};
+
+inline CommandResult run_command(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen(command.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
 
 // A float64 array of the given shape from values (row-major).
 inline Array f64(std::vector<double> v, Shape shape = {}) {

@@ -1,32 +1,18 @@
 // End-to-end tests of the `tessera` command and of the example programs.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "test_util.hpp"
+
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
+using Result = tessera::test::CommandResult;  // stdout and stderr together
 
 Result run_cli(const std::string& args) {
-  std::string cmd = std::string(TESSERA_CLI) + " " + args + " 2>&1";
-  Result r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return tessera::test::run_command(std::string(TESSERA_CLI) + " " + args + " 2>&1");
 }
 
 std::string example(const std::string& name) {

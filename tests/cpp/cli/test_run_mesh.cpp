@@ -3,15 +3,14 @@
 // prints the placement and the model-state memory without starting mpirun.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "test_util.hpp"
 
 namespace {
 
@@ -37,10 +36,7 @@ class RunMesh : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  struct Result {
-    int status;
-    std::string out;  // stdout and stderr together
-  };
+  using Result = tessera::test::CommandResult;  // stdout and stderr together
 
   // `tessera run ARGS` with the fake mpirun first on PATH and no TESSERA_MESH,
   // TESSERA_ZERO, TESSERA_MICROBATCHES or SLURM job from the test's environment.
@@ -50,15 +46,7 @@ class RunMesh : public ::testing::Test {
         "env -u TESSERA_MESH -u TESSERA_ZERO -u TESSERA_MICROBATCHES -u SLURM_JOB_ID "
         "PATH='" +
         dir_ + "':\"$PATH\" " + variables + " " + TESSERA_CLI + " run " + args + " 2>&1";
-    Result r{-1, ""};
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return r;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
+    return tessera::test::run_command(cmd);
   }
 
   bool mpirun_started() const { return fs::exists(marker_); }
