@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers import Dense, Param
+from .. import distributed
+from ..distributed import Group
+from .layers import Dense, Param, _apply
 
 __all__ = ["ColumnParallelDense", "RowParallelDense"]
 
@@ -38,8 +40,6 @@ def split_extents(n: int, parts: int) -> list:
 
 def _group_of(group, kind: str, name):
     """The layer's group: None (one member) or a tessera.distributed.Group."""
-    from ..distributed import Group  # noqa: PLC0415
-
     if group is None or isinstance(group, Group):
         return group
     raise TypeError(f"[{kind}] argument 'group' must be a tessera.distributed.Group "
@@ -114,8 +114,6 @@ class _ParallelDense(Dense):
         axis = self._split_axis.get(pname)
         if axis is None or self.tensor_size == 1:
             return np.array(value, copy=True)
-        from .. import distributed  # noqa: PLC0415
-
         return np.asarray(distributed.all_gather(np.ascontiguousarray(value), axis=axis,
                                                  group=self.group))
 
@@ -251,8 +249,6 @@ class ColumnParallelDense(_ParallelDense):
         return self._activate(y, ctx)
 
     def _activate(self, y, ctx):
-        from .layers import _apply  # noqa: PLC0415
-
         return _apply(self.activation, y, ctx, self._out_shape)
 
 
@@ -293,8 +289,6 @@ class RowParallelDense(_ParallelDense):
             return split_extents(local, t)
         if t == 1:
             return [local]
-        from .. import distributed  # noqa: PLC0415
-
         every = np.asarray(distributed.all_gather(np.array([local], dtype=np.int64),
                                                   group=self.group))
         extents = [int(e) for e in every]
@@ -317,8 +311,6 @@ class RowParallelDense(_ParallelDense):
         return s[:-1] + (self.units,)
 
     def forward(self, x, p, ctx):
-        from .layers import _apply  # noqa: PLC0415
-
         if not self.input_is_parallel and self.tensor_size > 1:
             lo, hi = self._span
             # Through tp_copy: each member's slice gives a part of the

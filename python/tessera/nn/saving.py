@@ -19,6 +19,7 @@ tensors start with "optimizer/".
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import numbers
@@ -29,7 +30,8 @@ import tempfile
 import numpy as np
 
 from .._files import mode_for_replacing, write_chunks
-from .symbolic import ELEMENTWISE_OPERATIONS
+from .symbolic import (_DUMMY_BATCH, DTYPE_NAMES, ELEMENTWISE_OPERATIONS, Input, KerasTensor,
+                       _Index, _record)
 
 MAGIC = b"TSRWGHT1"
 DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "bool": "|b1"}
@@ -324,8 +326,6 @@ def _resolve(name, module, kinds, ctx: _Load, what: str):
 
 def _check_arguments(cls, config: dict, ctx: _Load, what: str):
     """The keyword arguments a file gives a constructor: names it accepts."""
-    import inspect  # noqa: PLC0415
-
     init = getattr(cls, "__init__", None)
     if init is object.__init__:
         signature = inspect.Signature([inspect.Parameter("self",
@@ -442,7 +442,6 @@ def _architecture(model, where="save") -> dict:
     graph of calls and operations connecting them."""
     from .functional import _deps  # noqa: PLC0415
     from .model import Sequential  # noqa: PLC0415
-    from .symbolic import KerasTensor, _Index  # noqa: PLC0415
 
     base = {"name": model.name, "seed": model.seed, "dtype": model.dtype}
     if isinstance(model, Sequential):
@@ -551,8 +550,6 @@ def _operand(a):
     tensor (with the larger dummy batch), an array or a scalar; for a list,
     None and the number of values it holds (whatever it becomes: a shape, an
     array, a stack of its tensors)."""
-    from .symbolic import _DUMMY_BATCH, KerasTensor  # noqa: PLC0415
-
     def one(v):
         if isinstance(v, KerasTensor):
             shape = tuple(max(_DUMMY_BATCH) if d is None else d for d in v.shape)
@@ -656,7 +653,6 @@ def _check_built(ctx: _Load, model):
 
 def _model_from(arch, ctx: _Load, depth: int = 0):
     from .model import Model, Sequential  # noqa: PLC0415
-    from .symbolic import DTYPE_NAMES, Input, KerasTensor, _record  # noqa: PLC0415
 
     _depth_check(ctx, depth)
     if not isinstance(arch, dict) or arch.get("kind") not in ("Sequential", "Functional",
@@ -779,8 +775,6 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             args = [dec(a) for a in node["args"]]
             kwargs = {str(key): dec(v) for key, v in node["kwargs"].items()}
             bound = _result_bound(fn, args, kwargs)
-            from .symbolic import _DUMMY_BATCH  # noqa: PLC0415
-
             # the operands too: a kernel may copy a zero-stride stand-in
             operands = sum(_operand(a)[1] for a in list(args) + list(kwargs.values()))
             if bound > max(_DUMMY_BATCH) * MAX_SAMPLE_VALUES or \
