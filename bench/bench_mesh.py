@@ -1,0 +1,478 @@
+"""Models bigger than one locality (issue 28): tessera's mesh strategies against PyTorch's.
+
+One GPT (token + position embedding, L pre-LayerNorm blocks of causal multi-head attention and a
+GELU MLP, a final LayerNorm and a Dense to the vocabulary; fp32, Adam) trained for a few steps by
+each strategy on R ranks of this machine, one thread per rank, tessera and PyTorch launches
+alternating (--runs times each):
+
+  config  tessera                                   PyTorch 2.13 (CPU, gloo)
+  dp      fit, data parallel over every rank         DistributedDataParallel
+  zero1   fit(zero=1)                                DDP + ZeroRedundancyOptimizer
+  zero2   fit(zero=2)                                FSDP2 fully_shard per block,
+                                                     reshard_after_forward=False
+  zero3   fit(zero=3)                                FSDP2 fully_shard per block
+  tp      tensor-parallel layers, Mesh(tensor=R)     DTensor ColwiseParallel/RowwiseParallel
+  pp      pipeline, Mesh(pipeline=R), 1F1B           torch.distributed.pipelining Schedule1F1B
+  2d      Mesh(data=R/2, tensor=2), zero 3           FSDP2 x TP on a (R/2, 2) device mesh
+
+Every rank reports its peak RSS above its baseline after the imports (VmHWM - VmRSS at the
+baseline, from /proc/self/status), the model-state bytes it holds (parameters + gradients +
+optimizer state, counted from the arrays), and the time between consecutive step ends; a step's
+time is the slowest rank's, the figure the median over the steps after --warmup, then the median
+over runs. A strategy tessera does not have yet is reported as such, not raced.
+
+The peer at its best: tcmalloc (LD_PRELOAD, fair.py) for every launch, PyTorch's fused Adam where
+the strategy allows it (not under ZeroRedundancyOptimizer / DTensor / FSDP2, whose foreach path is
+their default), torch.set_num_threads(1) per rank as tessera's --threads 1.
+
+run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d] [--ranks 4]
+         [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
+         [--warmup 3] [--microbatches 4] [--runs 3] [--build build] [--json out.json]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fair import allocator_env, ensure_allocator, load_average  # noqa: E402
+from machine import free_port, machine_line  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+VOCAB = 96
+CONFIGS = ("dp", "zero1", "zero2", "zero3", "tp", "pp", "2d")
+
+
+def status_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def data(args):
+    """The same token batches on every rank and both sides (each side takes its rows)."""
+    rng = np.random.default_rng(0)
+    n = args.batch * (args.steps + args.warmup)
+    x = rng.integers(0, VOCAB, size=(n, args.context), dtype=np.int32)
+    y = np.roll(x, -1, axis=1)
+    return x, y
+
+
+def n_params(args) -> int:
+    d, L = args.d, args.layers
+    per_block = 4 * (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d) + 4 * d
+    return VOCAB * d + args.context * d + L * per_block + 2 * d + d * VOCAB + VOCAB
+
+
+# ---------------------------------------------------------------- PyTorch
+
+def torch_gpt(torch, args):
+    F = torch.nn.functional
+    d, hd = args.d, args.d // args.heads
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = torch.nn.LayerNorm(d, eps=1e-5)
+            self.q = torch.nn.Linear(d, d)
+            self.k = torch.nn.Linear(d, d)
+            self.v = torch.nn.Linear(d, d)
+            self.o = torch.nn.Linear(d, d)
+            self.ln2 = torch.nn.LayerNorm(d, eps=1e-5)
+            self.fc1 = torch.nn.Linear(d, 4 * d)
+            self.fc2 = torch.nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            a = self.ln1(x)
+            # -1 heads: under tensor parallelism each rank holds its heads' columns
+            q, k, v = (p(a).view(b, t, -1, hd).transpose(1, 2) for p in (self.q, self.k, self.v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class Embed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = torch.nn.Embedding(VOCAB, d)
+            self.pos = torch.nn.Parameter(torch.randn(args.context, d) * 0.02)
+
+        def forward(self, ids):
+            return self.tok(ids) + self.pos
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_f = torch.nn.LayerNorm(d, eps=1e-5)
+            self.head = torch.nn.Linear(d, VOCAB)
+
+        def forward(self, h):
+            return self.head(self.ln_f(h))
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(Embed(), *[Block() for _ in range(args.layers)], Head())
+
+
+def torch_worker(rank, port, args, out_path):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    R = args.ranks
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=R)
+    base = status_kib("VmRSS")
+    x_all, y_all = data(args)
+    cfg = args.config
+    net = torch_gpt(torch, args)
+    loss_fn = torch.nn.functional.cross_entropy
+    step = None
+    if cfg == "dp":
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        opt = torch.optim.Adam(model.parameters(), 1e-4, fused=True)
+    elif cfg == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam,
+                                      lr=1e-4)
+    elif cfg in ("zero2", "zero3"):
+        from torch.distributed.fsdp import fully_shard
+        for blk in net:
+            fully_shard(blk, reshard_after_forward=(cfg == "zero3"))
+        fully_shard(net, reshard_after_forward=(cfg == "zero3"))
+        model = net
+        opt = torch.optim.Adam(model.parameters(), 1e-4)
+    elif cfg in ("tp", "2d"):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                       parallelize_module)
+        if cfg == "tp":
+            mesh = init_device_mesh("cpu", (R,), mesh_dim_names=("tp",))
+            tp_mesh = mesh
+        else:
+            mesh = init_device_mesh("cpu", (R // 2, 2), mesh_dim_names=("dp", "tp"))
+            tp_mesh = mesh["tp"]
+        plan = {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(),
+                "o": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+        for blk in list(net)[1:-1]:
+            parallelize_module(blk, tp_mesh, plan)
+        if cfg == "2d":
+            from torch.distributed.fsdp import fully_shard
+            for blk in net:
+                fully_shard(blk, mesh=mesh["dp"])
+            fully_shard(net, mesh=mesh["dp"])
+        model = net
+        opt = torch.optim.Adam(model.parameters(), 1e-4)
+    elif cfg == "pp":
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+        mods = list(net)
+        per = -(-len(mods) // R)
+        stage_mod = torch.nn.Sequential(*mods[rank * per:(rank + 1) * per])
+        del net, mods
+        stage = PipelineStage(stage_mod, rank, R, torch.device("cpu"))
+        model = stage_mod
+
+        def pp_loss(logits, y):
+            return loss_fn(logits.reshape(-1, VOCAB), y.reshape(-1).long())
+
+        sched = Schedule1F1B(stage, n_microbatches=args.microbatches, loss_fn=pp_loss)
+        opt = torch.optim.Adam(model.parameters(), 1e-4, fused=True)
+
+        def step(x, y):
+            opt.zero_grad()
+            if rank == 0:
+                sched.step(x)
+            elif rank == R - 1:
+                sched.step(target=y)
+            else:
+                sched.step()
+            opt.step()
+    else:
+        raise SystemExit(f"unknown config {cfg}")
+
+    # each data replica's rows of the global batch
+    if cfg in ("dp", "zero1", "zero2", "zero3"):
+        replicas, replica = R, rank
+    elif cfg == "2d":
+        replicas, replica = R // 2, rank // 2
+    else:
+        replicas, replica = 1, 0
+
+    if step is None:
+        def step(x, y):
+            opt.zero_grad()
+            logits = model(x)
+            loss = loss_fn(logits.reshape(-1, VOCAB), y.reshape(-1).long())
+            loss.backward()
+            opt.step()
+
+    ends = []
+    B = args.batch
+    dist.barrier()
+    ends.append(time.perf_counter())
+    for s in range(args.steps + args.warmup):
+        rows = slice(s * B + replica * B // replicas, s * B + (replica + 1) * B // replicas)
+        step(torch.from_numpy(x_all[rows]).long(), torch.from_numpy(y_all[rows]).long())
+        ends.append(time.perf_counter())
+
+    def local_bytes(t):
+        t = t.to_local() if hasattr(t, "to_local") else t
+        return t.numel() * t.element_size()
+
+    params = list(model.parameters())
+    state = sum(local_bytes(p) for p in params)
+    state += sum(local_bytes(p.grad) for p in params if p.grad is not None)
+    if cfg == "zero1":
+        inner = opt.optim.state
+    else:
+        inner = opt.state
+    for st in inner.values():
+        state += sum(local_bytes(v) for v in st.values() if torch.is_tensor(v) and v.dim() > 0)
+    report(dist, torch, rank, R, base, state, ends, args, out_path)
+
+
+def report(dist, torch, rank, R, base, state, ends, args, out_path):
+    steps = np.diff(np.asarray(ends))[args.warmup:]
+    t = torch.tensor(steps, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    peak = torch.tensor([(status_kib("VmHWM") - base) * 1024.0, float(state)],
+                        dtype=torch.float64)
+    every = [torch.zeros(2, dtype=torch.float64) for _ in range(R)]
+    dist.all_gather(every, peak)
+    if rank == 0:
+        with open(out_path, "w") as fh:
+            json.dump({"step": float(np.median(t.numpy())),
+                       "peak": [float(e[0]) for e in every],
+                       "state": [float(e[1]) for e in every]}, fh)
+    dist.destroy_process_group()
+
+
+def run_torch(args, out_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(torch_worker, args=(free_port(), args, out_path), nprocs=args.ranks)
+
+
+# ---------------------------------------------------------------- tessera
+
+def tessera_gpt(args, tensor_group=None):
+    import tessera
+    from tessera import nn
+
+    class PositionEmbedding(nn.Layer):
+        def build(self, input_shape):
+            self.table = self.add_weight(shape=tuple(input_shape[-2:]),
+                                         initializer=nn.initializers.RandomNormal(0.0, 0.02),
+                                         name="embeddings")
+
+        def call(self, x):
+            return x + self.table
+
+    d = args.d
+    inp = nn.Input((args.context,), dtype="int32")
+    h = PositionEmbedding(name="pos")(nn.Embedding(VOCAB, d, name="tok")(inp))
+    par = tessera_parallel_layers(tensor_group)
+    for i in range(args.layers):
+        a = nn.LayerNormalization(epsilon=1e-5, name=f"ln1_{i}")(h)
+        a = par["mha"](args.heads, d // args.heads, name=f"mha_{i}")(a, a, use_causal_mask=True)
+        h = nn.Add()([h, a])
+        m = nn.LayerNormalization(epsilon=1e-5, name=f"ln2_{i}")(h)
+        m = par["col"](4 * d, activation="gelu", name=f"fc1_{i}")(m)
+        m = par["row"](d, name=f"fc2_{i}")(m)
+        h = nn.Add()([h, m])
+    h = nn.LayerNormalization(epsilon=1e-5, name="ln_f")(h)
+    model = nn.Model(inp, nn.Dense(VOCAB, name="head")(h), seed=0)
+    model.compile(tessera.optim.Adam(1e-4),
+                  nn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def tessera_parallel_layers(group):
+    """The layer constructors of one block: plain, or split over `group`."""
+    from tessera import nn
+
+    if group is None:
+        return {"mha": nn.MultiHeadAttention, "col": nn.Dense, "row": nn.Dense}
+    from tessera.nn import parallel
+
+    mha = getattr(parallel, "ParallelMultiHeadAttention", None)
+    if mha is None:
+        raise NotImplementedError("tensor-parallel attention")
+    return {"mha": lambda *a, **k: mha(*a, group=group, **k),
+            "col": lambda *a, **k: parallel.ColumnParallelDense(*a, group=group, **k),
+            "row": lambda *a, **k: parallel.RowParallelDense(*a, group=group, **k)}
+
+
+def tessera_worker(args, out_path):
+    import inspect
+
+    import tessera
+    from tessera import distributed as dist
+    from tessera import nn
+
+    base = status_kib("VmRSS")
+    x, y = data(args)
+    cfg = args.config
+    R = dist.size()
+    fit_kw = {}
+    params = inspect.signature(nn.Model.fit).parameters
+    mesh = dist.mesh()
+    group = None
+    if cfg.startswith("zero") or cfg == "2d":
+        if "zero" not in params:
+            raise NotImplementedError("fit(zero=...)")
+        fit_kw["zero"] = 3 if cfg == "2d" else int(cfg[-1])
+    if cfg in ("tp", "2d"):
+        group = mesh.group("tensor")
+    if cfg == "pp":
+        if "microbatches" not in params:
+            raise NotImplementedError("pipeline parallelism in fit")
+        fit_kw["microbatches"] = args.microbatches
+    model = tessera_gpt(args, group)
+    ends = []
+
+    class Clock(nn.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            ends.append(time.perf_counter())
+
+    dist.barrier()
+    ends.append(time.perf_counter())
+    model.fit(x, y, batch_size=args.batch, epochs=1, shuffle=False, verbose=0,
+              callbacks=[Clock()], **fit_kw)
+    if hasattr(model, "model_state_bytes"):
+        state = model.model_state_bytes()
+    else:  # data parallel: every locality holds everything (params, grads, Adam's 2 moments)
+        state = 4 * model.count_params() * 4
+    steps = np.diff(np.asarray(ends))[args.warmup:]
+    slowest = np.asarray(dist.all_reduce(steps, "max"))
+    mine = np.array([(status_kib("VmHWM") - base) * 1024.0, float(state)])
+    every = np.asarray(dist.all_gather(mine)).reshape(R, 2)
+    if dist.rank() == 0:
+        with open(out_path, "w") as fh:
+            json.dump({"step": float(np.median(slowest)), "peak": every[:, 0].tolist(),
+                       "state": every[:, 1].tolist()}, fh)
+    del tessera
+
+
+MESHES = {"dp": "data={R}", "zero1": "data={R}", "zero2": "data={R}", "zero3": "data={R}",
+          "tp": "tensor={R}", "pp": "pipeline={R}", "2d": "data={H},tensor=2"}
+
+
+def launch(side, args, config):
+    """One launch of one side; the parsed result, or a reason string."""
+    out = os.path.join(args.tmp, f"{side}-{config}.json")
+    if os.path.exists(out):
+        os.remove(out)
+    me = [os.path.abspath(__file__), "--worker", side, "--config", config, "--out",
+          out] + args.forward
+    env = allocator_env("tcmalloc")
+    env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    if side == "tessera":
+        mesh = MESHES[config].format(R=args.ranks, H=args.ranks // 2)
+        cmd = [os.path.join(ROOT, args.build, "tessera"), "run", "-n", str(args.ranks),
+               "--threads", "1", "--mesh", mesh] + me
+        env["TESSERA_PYTHON"] = sys.executable
+    else:
+        cmd = [sys.executable] + me
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0 or not os.path.exists(out):
+        text = proc.stdout + proc.stderr
+        for line in reversed(text.splitlines()):
+            if "NotImplementedError:" in line:
+                return "not built yet: " + line.split("NotImplementedError:")[-1].strip()
+        return f"failed (exit {proc.returncode}): {text[-1500:]}"
+    with open(out) as fh:
+        return json.load(fh)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--d", type=int, default=512)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--context", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--json")
+    ap.add_argument("--worker", choices=("tessera", "torch"))
+    ap.add_argument("--config", choices=CONFIGS)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.worker == "torch":
+        return run_torch(args, args.out)
+    if args.worker == "tessera":
+        return tessera_worker(args, args.out)
+
+    ensure_allocator("tcmalloc")
+    import tempfile
+
+    import torch
+
+    args.forward = [f"--{k}={getattr(args, k)}" for k in
+                    ("ranks", "layers", "d", "heads", "context", "batch", "steps", "warmup",
+                     "microbatches")]
+    psi = n_params(args)
+    print("== bench_mesh: models bigger than one locality, tessera vs PyTorch")
+    print(machine_line())
+    print(f"ranks: {args.ranks} x 1 thread (oversubscribed when above the cores); PyTorch "
+          f"{torch.__version__} with gloo; allocator tcmalloc for both (fair.py)")
+    print(f"model: GPT, {args.layers} blocks, d={args.d}, {args.heads} heads, context "
+          f"{args.context}, vocabulary {VOCAB}: {psi / 1e6:.1f} M parameters; Adam fp32; "
+          f"global batch {args.batch}; {args.steps} steps timed after {args.warmup}")
+    print(f"load average at start: {load_average()}")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        args.tmp = tmp
+        for config in args.configs.split(","):
+            runs = {"tessera": [], "torch": []}
+            for r in range(args.runs):
+                for side in (("tessera", "torch") if r % 2 == 0 else ("torch", "tessera")):
+                    runs[side].append(launch(side, args, config))
+            results[config] = runs
+            print_config(config, runs, psi, args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+def print_config(config, runs, psi, args):
+    def summary(rs):
+        ok = [r for r in rs if isinstance(r, dict)]
+        if not ok:
+            return None, rs[0]
+        step = statistics.median(r["step"] for r in ok)
+        peak = statistics.median(max(r["peak"]) for r in ok)
+        state = statistics.median(max(r["state"]) for r in ok)
+        return (step, peak, state), None
+
+    t, t_err = summary(runs["tessera"])
+    p, p_err = summary(runs["torch"])
+    print(f"-- {config}")
+    for name, s, err in (("tessera", t, t_err), ("pytorch", p, p_err)):
+        if s is None:
+            print(f"   {name:8s} {err if isinstance(err, str) else err}")
+        else:
+            print(f"   {name:8s} step {s[0] * 1e3:8.1f} ms   peak RSS above baseline "
+                  f"{s[1] / 2**20:7.1f} MiB (largest rank)   model state {s[2] / 2**20:7.1f} MiB "
+                  f"({s[2] / psi:.2f} B/param)")
+    if t and p:
+        print(f"   ratio tessera/pytorch: step {t[0] / p[0]:.2f}, peak memory {t[1] / p[1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
