@@ -304,7 +304,7 @@ def check_errors(tp):
                                  metrics=["sparse_top_k_categorical_accuracy"]))
     # A loss whose vocabulary does not match the split output.
     x, y = data()
-    model.compile("adam", nn.VocabParallelSparseCategoricalCrossentropy(VOCAB + 2, group=tp))
+    model.compile("adam", nn.VocabParallelSparseCategoricalCrossentropy(VOCAB + 5, group=tp))
     expect(ValueError, "[VocabParallelSparseCategoricalCrossentropy] the output has per-sample "
            f"shape ({T}, {model.layers[-1]._span[1] - model.layers[-1]._span[0]})",
            lambda: model.fit(x, y, epochs=1, **FIT))
