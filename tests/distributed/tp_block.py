@@ -285,6 +285,9 @@ def check_errors(tp):
            lambda: nn.VocabParallelEmbedding(1, 4, group=tp))
     expect(ValueError, "[ColumnParallelConv2D] filters 1 cannot be split over",
            lambda: nn.ColumnParallelConv2D(1, 3, group=tp))
+    expect(ValueError, "[ColumnParallelConv1D] activation 'softmax' needs every output channel, "
+           "but each member holds a slice (layer 'cs')",
+           lambda: nn.ColumnParallelConv1D(4, 3, activation="softmax", group=tp, name="cs"))
     expect(ValueError, "[ColumnParallelConv1D] groups=2 cannot be split over a tensor group",
            lambda: nn.ColumnParallelConv1D(4, 3, groups=2, group=tp))
     expect(ValueError, "[ParallelMultiHeadAttention] kernel_regularizer is not supported",
