@@ -85,6 +85,9 @@ def check_against_one_process(tp):
     e_par, e_ref = par.evaluate(x, y, verbose=0), ref.evaluate(x, y, verbose=0)
     np.testing.assert_allclose(e_par[0], e_ref[0], rtol=1e-12)
     assert e_par[1] == e_ref[1], (e_par, e_ref)
+    w = np.linspace(0.5, 2.0, len(x))  # per-sample losses (the sample-weighted path)
+    np.testing.assert_allclose(par.evaluate(x, y, sample_weight=w, verbose=0),
+                               ref.evaluate(x, y, sample_weight=w, verbose=0), rtol=1e-12)
     # Gradients: one SGD step of learning rate 1 on the whole batch moves
     # each weight by minus its gradient; each slice against the slice.
     before_ref = dict(ref.weights)
@@ -267,6 +270,10 @@ def check_convolutions(tp):
         assert np.array_equal(rsplit.get_weights()[0], ref.layers[2].get_weights()[0])
 
 
+def split_counts(n, t):
+    return [n // t + (1 if k < n % t else 0) for k in range(t)]
+
+
 def expect(error, text, fn):
     try:
         fn()
@@ -305,11 +312,16 @@ def check_errors(tp):
            "output, but the loss VocabParallelSparseCategoricalCrossentropy leaves each member",
            lambda: model.compile("adam", model._compiled.losses[0],
                                  metrics=["sparse_top_k_categorical_accuracy"]))
-    # A loss whose vocabulary does not match the split output.
+    # A loss whose vocabulary does not match the split output: an error on
+    # every member, also on those whose own count happens to match (13 over
+    # 4: 4, 3, 3, 3 against 3, 3, 3, 2).
     x, y = data()
-    model.compile("adam", nn.VocabParallelSparseCategoricalCrossentropy(VOCAB + 5, group=tp))
-    expect(ValueError, "[VocabParallelSparseCategoricalCrossentropy] the output has per-sample "
-           f"shape ({T}, {model.layers[-1]._span[1] - model.layers[-1]._span[0]})",
+    model.compile("adam", nn.VocabParallelSparseCategoricalCrossentropy(VOCAB + 2, group=tp))
+    have, want = split_counts(VOCAB, t), split_counts(VOCAB + 2, t)
+    expect(ValueError, f"[VocabParallelSparseCategoricalCrossentropy] the output has {have} "
+           f"classes on the members of group tensor (ranks {members}) (per-sample shape (6, "
+           f"{have[tp.rank]}) here), but vocab_size {VOCAB + 2} split over {t} members gives "
+           f"{want} (the last layer must be ColumnParallelDense({VOCAB + 2}, group=...))",
            lambda: model.fit(x, y, epochs=1, **FIT))
     # Labels checked against the whole vocabulary, not this member's slice.
     model.compile("adam", nn.VocabParallelSparseCategoricalCrossentropy(VOCAB, group=tp))

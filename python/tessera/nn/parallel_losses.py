@@ -24,6 +24,9 @@ maximum, their maximum (all_reduce max), the smallest class index holding it
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import distributed
 from .losses import Loss
 from .metrics import MeanMetricWrapper
 from .parallel import _group_of, split_extents
@@ -85,21 +88,33 @@ class VocabParallelSparseCategoricalCrossentropy(_VocabSplit, Loss):
 
     def __init__(self, vocab_size, group=None):
         self._init_split(vocab_size, group, type(self).__name__)
+        self._checked = None  # this member's class count, once checked
 
     def get_config(self):
         return {"name": self.name, "vocab_size": self.vocab_size}
 
     def whole_output_shape(self, out_shape) -> tuple:
         """The shape of the whole output (labels are checked against it) from
-        this member's: its last axis must be this member's classes."""
+        this member's: its last axis must be this member's classes. The
+        members' class counts are compared once (a small all-gather on the
+        group), so a mismatch is an error on every member."""
         out_shape = tuple(out_shape)
-        if not out_shape or out_shape[-1] != self.hi - self.lo:
-            where = "" if self.group is None else \
-                f" on member {self.group.rank} of group {self.group.axis}"
-            raise ValueError(f"[{type(self).__name__}] the output has per-sample shape "
-                             f"{out_shape}{where}, but vocab_size {self.vocab_size} split over "
-                             f"{len(self.extents)} members gives it {self.hi - self.lo} classes "
-                             f"(last layer: ColumnParallelDense({self.vocab_size}, group=...))")
+        local = out_shape[-1] if out_shape else 0
+        if self._checked != local:
+            every = [local]
+            if self.group is not None and self.group.size > 1:
+                every = [int(n) for n in np.asarray(distributed.all_gather(
+                    np.array([local], dtype=np.int64), group=self.group))]
+            if every != self.extents:
+                where = "" if self.group is None else \
+                    f" on the members of group {self.group.axis} (ranks " \
+                    f"{', '.join(str(m) for m in self.group.members)})"
+                raise ValueError(f"[{type(self).__name__}] the output has {every} classes"
+                                 f"{where} (per-sample shape {out_shape} here), but vocab_size "
+                                 f"{self.vocab_size} split over {len(self.extents)} members gives "
+                                 f"{self.extents} (the last layer must be "
+                                 f"ColumnParallelDense({self.vocab_size}, group=...))")
+            self._checked = local
         return out_shape[:-1] + (self.vocab_size,)
 
     def per_sample(self, y, p):
