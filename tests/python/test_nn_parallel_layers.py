@@ -126,6 +126,9 @@ def test_errors():
     with pytest.raises(TypeError, match=r"\[ColumnParallelConv2D.from_layer\] expects a "
                        r"tessera.nn.Conv2D, got Conv1D"):
         nn.ColumnParallelConv2D.from_layer(nn.Conv1D(2, 2), None)
+    with pytest.raises(TypeError, match=r"\[VocabParallelSparseCategoricalAccuracy\] argument "
+                       r"'group' must be a tessera.distributed.Group .* got int 4$"):
+        nn.VocabParallelSparseCategoricalAccuracy(VOCAB, group=4)
     with pytest.raises(ValueError, match=r"vocab_size must be a positive int .* got 0"):
         nn.VocabParallelSparseCategoricalCrossentropy(0)
     model = _gpt(None)

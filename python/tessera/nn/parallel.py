@@ -26,6 +26,8 @@ from ..distributed import Group
 from .layers import Dense, Param, _apply
 
 __all__ = ["ColumnParallelDense", "RowParallelDense"]
+# Attention, embeddings, convolutions: parallel_layers.py; the vocabulary-split
+# cross-entropy and accuracy: parallel_losses.py.
 
 # Activations that mix the features: they need the whole output.
 _MIXING = ("softmax", "log_softmax")
@@ -238,6 +240,9 @@ class _ParallelDense(_SplitLayer, Dense):
             layer._values = {q.name: layer._local_part(q.name, w).astype(w.dtype, copy=True)
                              for q, w in zip(layer.params, whole)}
         return layer
+
+    # The name the other split layers use (tessera.nn.parallel_layers).
+    from_layer = from_dense
 
 
 class ColumnParallelDense(_ParallelDense):

@@ -6,9 +6,10 @@ The model's last layer is ``ColumnParallelDense(vocab, group=tp)`` (no
 gather): member k holds the logits of classes [lo_k, hi_k) (the first
 vocab % t members one more). Each sample's loss is
 
-    m = max over the group of round(max_k(z))          all_reduce(max), no gradient
-    s = sum over the group of sum_k(exp(z - m))        tp_reduce (sum)
-    z_y = the target's logit, from the member holding it, zeros elsewhere: tp_reduce
+    m = max over the group of round(max_k(z))        all_reduce(max), no gradient
+    s = sum over the group of sum_k(exp(z - m))      one tp_reduce of s and z_y,
+    z_y = the target's logit from the member          stacked
+          holding it (zeros from the others)
     loss = log(s) + m - z_y
 
 The sums go through tp_reduce (forward: all-reduce; backward: the
@@ -29,7 +30,7 @@ import numpy as np
 from .. import distributed
 from .losses import Loss
 from .metrics import MeanMetricWrapper
-from .parallel import _group_of, split_extents
+from .parallel import split_extents
 
 __all__ = ["VocabParallelSparseCategoricalCrossentropy", "VocabParallelSparseCategoricalAccuracy"]
 
@@ -53,7 +54,11 @@ class _VocabSplit:
             raise ValueError(f"[{kind}] vocab_size must be a positive int (the number of "
                              f"classes over the whole group), got {vocab_size!r}")
         self.vocab_size = vocab_size
-        self.group = _group_of(group, kind, None)
+        if group is not None and not isinstance(group, distributed.Group):
+            raise TypeError(f"[{kind}] argument 'group' must be a tessera.distributed.Group "
+                            f"(mesh.group(\"tensor\")) or None, got {type(group).__name__} "
+                            f"{group!r}")
+        self.group = group
         t = 1 if self.group is None else self.group.size
         if vocab_size < t:
             raise ValueError(f"[{kind}] vocab_size {vocab_size} cannot be split over the {t} "
