@@ -351,14 +351,22 @@ def check_errors(tp):
     ok = np.full_like(y, VOCAB - 1)  # the last class, held by the last member only
     model.fit(x, ok, epochs=1, **FIT)
     # Ids outside the vocabulary: an error, as the plain Embedding gives.
+    # Negative ids count from the end, as numpy's take (and the plain layer).
     ids = x.copy()
-    ids[0, 0] = VOCAB + 3
-    try:
-        model.predict(ids, verbose=0)
-    except (IndexError, ValueError) as e:
-        assert str(VOCAB + 3) in str(e), str(e)
-    else:
-        raise AssertionError("no error for an id outside the vocabulary")
+    ids[1, 2], ids[0, 0] = -2, -VOCAB
+    model.set_weights(gpt(None).get_weights())
+    mine = slice(*model.layers[-1]._span)
+    np.testing.assert_allclose(model.predict(ids, verbose=0),
+                               gpt(None).predict(ids, verbose=0)[..., mine], rtol=1e-12)
+    for bad_id in (VOCAB + 3, -VOCAB - 1):
+        ids = x.copy()
+        ids[1, 2] = bad_id
+        try:
+            model.predict(ids, verbose=0)
+        except (IndexError, ValueError) as e:
+            assert str(bad_id) in str(e), str(e)
+        else:
+            raise AssertionError(f"no error for the id {bad_id}, outside the vocabulary")
 
 
 meshes = [dict(tensor=N)] + ([dict(data=2, tensor=2)] if N == 4 else [])

@@ -157,11 +157,15 @@ class VocabParallelEmbedding(_FromLayer, _SplitLayer, Embedding):
         if self.group is None:
             return super().forward(x, p, ctx)
         lo, hi = self._span
+        v = self.input_dim
         ids = ctx.define("ids", f"astype({x}, \"int64\")")
-        here = ctx.define("here", f"logical_and({ids} >= {lo}, {ids} < {hi})")
-        # Ids outside the whole vocabulary stay out of range: take's error.
-        valid = f"logical_and({ids} >= 0, {ids} < {self.input_dim})"
-        index = f"where({here}, {ids} - {lo}, where({valid}, 0, {ids}))"
+        # As take on the whole table: ids in [-v, 0) count from the end.
+        whole = ctx.define("ids", f"where({ids} < 0, {ids} + {v}, {ids})")
+        here = ctx.define("here", f"logical_and({whole} >= {lo}, {whole} < {hi})")
+        # Ids outside the whole vocabulary stay out of range: take's error
+        # names them, as the plain Embedding's does.
+        valid = f"logical_and({whole} >= 0, {whole} < {v})"
+        index = f"where({here}, {whole} - {lo}, where({valid}, 0, {ids}))"
         rows = (f"take({p['embeddings']}, {index}, axis=0) * "
                 f"expand_dims(astype({here}, dtype_name({p['embeddings']})), -1)")
         return self._through("tp_reduce", rows)
