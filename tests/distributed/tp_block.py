@@ -233,6 +233,25 @@ def check_save_and_from_layer(tp):
         assert np.array_equal(a, b)
     np.testing.assert_allclose(again.evaluate(x, y, verbose=0), ref2.evaluate(x, y, verbose=0),
                                rtol=1e-12)
+    # With Adam's state: 2 epochs split, saved with the training state; 2
+    # more on one process from the file, or split again resumed from it, are
+    # the one-process model's epochs 3 and 4.
+    fit = dict(batch_size=4, **FIT)
+    ref = gpt(None)
+    ref.compile(optim.Adam(1e-2), ref._compiled.losses[0])
+    h_ref = ref.fit(x, y, epochs=4, **fit).history["loss"]
+    par = gpt(tp)
+    par.compile(optim.Adam(1e-2), par._compiled.losses[0])
+    par.fit(x, y, epochs=2, **fit)
+    ck = os.path.join(folder, "ck.tsm")
+    par.save_checkpoint(ck)
+    one = nn.load_model(ck)
+    np.testing.assert_allclose(one.fit(x, y, epochs=2, **fit).history["loss"], h_ref[2:],
+                               rtol=1e-9)
+    back = gpt(tp)
+    back.compile(optim.Adam(1e-2), back._compiled.losses[0])
+    h_back = back.fit(x, y, epochs=4, resume_from=ck, **fit).history["loss"]
+    np.testing.assert_allclose(h_back[-2:], h_ref[2:], rtol=1e-9)
     # from_layer: the split layers of a built one-process model.
     ref3 = gpt(None, seed=4)
     emb = next(lay for lay in ref3.layers if isinstance(lay, nn.Embedding))
