@@ -16,6 +16,11 @@ from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply
                       average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
 from .parallel import ColumnParallelDense, RowParallelDense
+from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
+                              ParallelMultiHeadAttention, RowParallelConv1D, RowParallelConv2D,
+                              VocabParallelEmbedding)
+from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
+                              VocabParallelSparseCategoricalCrossentropy)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
@@ -32,7 +37,10 @@ __all__ = [
     "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "History",
     "Identity", "Input", "KerasTensor", "Layer", "LayerNormalization", "MaxPool1D", "MaxPool2D",
     "MaxPooling1D", "MaxPooling2D", "Model", "Permute", "RepeatVector", "Reshape",
-    "RowParallelDense", "Sequential",
+    "RowParallelDense", "Sequential", "ColumnParallelConv1D", "ColumnParallelConv2D",
+    "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
+    "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
+    "VocabParallelSparseCategoricalCrossentropy",
     "callbacks", "initializers", "losses", "metrics", "regularizers",
 ]
 

@@ -113,26 +113,49 @@ class MultiHeadAttention(Layer):
         kinit, binit = self.kernel_initializer, self.bias_initializer
         kreg, breg = self.kernel_regularizer, self.bias_regularizer
         self.params = []
+        param = self._param
         for part, dim, size in (("query", q[-1], kd), ("key", k[-1], kd), ("value", v[-1], vd)):
-            self.params.append(Param(f"{part}_kernel", (dim, h, size), kinit, regularizer=kreg))
+            self.params.append(param(f"{part}_kernel", (dim, h, size), kinit, kreg))
             if self.use_bias:
-                self.params.append(Param(f"{part}_bias", (h, size), binit, regularizer=breg))
-        self.params.append(Param("output_kernel", (h, vd, d_out), kinit, regularizer=kreg))
+                self.params.append(param(f"{part}_bias", (h, size), binit, breg))
+        self.params.append(param("output_kernel", (h, vd, d_out), kinit, kreg))
         if self.use_bias:
-            self.params.append(Param("output_bias", (d_out,), binit, regularizer=breg))
+            self.params.append(param("output_bias", (d_out,), binit, breg))
         out = (q[0], d_out)
         if flags.get("return_attention_scores"):
-            return [out, (h, q[0], v[0])]
+            return [out, (self._heads_here(), q[0], v[0])]
         return out
+
+    # Hooks for the layer split by heads (tessera.nn.parallel_layers).
+    def _param(self, name, shape, init, regularizer):
+        return Param(name, shape, init, regularizer=regularizer)
+
+    def _heads_here(self) -> int:
+        """The heads this layer computes (all of them here)."""
+        return self.num_heads
+
+    def _enter(self, inputs, ctx) -> list:
+        """The query, value and key inputs as the projections read them."""
+        return inputs
+
+    def _leave(self, out: str, ctx) -> str:
+        """The output projection's product (before the bias)."""
+        return out
+
+    def _dropout(self, probs: str, ctx, tq: int, tv: int) -> str:
+        return ctx.define("p", f"dropout({probs}, {self.dropout!r}, "
+                               f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}, "
+                               f"{ctx.training})")
 
     def forward(self, xs, p, ctx, _has_key=False, _has_mask=False, return_attention_scores=False,
                 use_causal_mask=False):
         shapes = [s[1:] for s in ctx.input_shapes]
         q_in, v_in = xs[0], xs[1]
         k_in = xs[2] if _has_key else v_in
+        q_in, v_in, k_in = self._enter([q_in, v_in, k_in], ctx)
         mask = xs[-1] if _has_mask else None
         tq, tv = shapes[0][0], shapes[1][0]
-        h, kd, vd = self.num_heads, self.key_dim, self.value_dim
+        h, kd, vd = self._heads_here(), self.key_dim, self.value_dim
 
         def project(x, part, dim, size, t, scale=None):
             y = f"({x} @ reshape({p[part + '_kernel']}, [{dim}, {h * size}]))"
@@ -162,13 +185,11 @@ class MultiHeadAttention(Layer):
         probs = ctx.define("p", f"softmax({scores}, axis=-1)")
         attended = probs
         if self.dropout:
-            attended = ctx.define("p", f"dropout({probs}, {self.dropout!r}, "
-                                       f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}, "
-                                       f"{ctx.training})")
+            attended = self._dropout(probs, ctx, tq, tv)
         o = ctx.define("o", f"reshape(transpose(matmul({attended}, {v}), [0, 2, 1, 3]), "
                             f"[-1, {tq}, {h * vd}])")
         d_out = self.out_dim or shapes[0][-1]
-        out = f"({o} @ reshape({p['output_kernel']}, [{h * vd}, {d_out}]))"
+        out = self._leave(f"({o} @ reshape({p['output_kernel']}, [{h * vd}, {d_out}]))", ctx)
         if self.use_bias:
             out = f"bias_add({out}, {p['output_bias']})"
         if return_attention_scores:

@@ -45,6 +45,11 @@ class Loss:
         for sample weights."""
         raise NotImplementedError(f"[{type(self).__name__}] per-sample losses are not available")
 
+    def whole_output_shape(self, out_shape) -> tuple:
+        """The shape labels are checked against: the output's own, except for
+        an output split over a tensor group (tessera.nn.parallel_losses)."""
+        return tuple(out_shape)
+
     def expression_for(self, y, p, ctx, label_spec, out_shape) -> str:
         """The mean loss as the model writes it (shapes known)."""
         return self.expression(y, p)

@@ -621,6 +621,8 @@ def _loss_name(loss) -> Optional[str]:
 
 def _accuracy(name: str, loss, y_shape, p_shape) -> Metric:
     """Keras's "accuracy" by the loss, else by the shapes (Keras 3's rule)."""
+    if hasattr(loss, "accuracy_metric"):  # a loss of logits split by vocabulary
+        return loss.accuracy_metric(name)
     cls = _ACCURACY_FOR_LOSS.get(_loss_name(loss))
     if cls is None and y_shape is not None and p_shape is not None:
         y_shape, p_shape = tuple(y_shape), tuple(p_shape)
@@ -660,6 +662,16 @@ def get(identifier, loss=None, y_shape=None, p_shape=None) -> Metric:
     and outputs (with the batch axis; Keras 3's rule: a last output axis of 1
     is binary; labels of lower rank, or a last label axis of 1 with several
     outputs, sparse; else categorical), otherwise elementwise Accuracy."""
+    if getattr(loss, "vocab_parallel", False):
+        metric = identifier if isinstance(identifier, Metric) else None
+        if isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc"):
+            metric = _accuracy(identifier, loss, y_shape, p_shape)
+        if not getattr(metric, "vocab_parallel", False):
+            raise ValueError(f"metric {identifier!r} needs the whole output, but the loss "
+                             f"{type(loss).__name__} leaves each member of the tensor group a "
+                             "slice of the vocabulary; use 'accuracy' "
+                             "(VocabParallelSparseCategoricalAccuracy)")
+        return metric
     if isinstance(identifier, Metric):
         return identifier
     if isinstance(identifier, str):

@@ -552,7 +552,7 @@ class Model(ProgramsMixin, Layer):
                                  f"{n} and {len(a) if a.ndim else 'a scalar'}")
             out_shape = tuple(self._outputs[k].shape[1:])
             if loss is not None and loss.sparse_labels:
-                a = self._check_sparse(a, out_shape, which, where)
+                a = self._check_sparse(a, loss.whole_output_shape(out_shape), which, where)
             elif loss is not None and not isinstance(loss, _losses.FunctionLoss):
                 if a.ndim == 1 and out_shape == (1,):
                     a = a.reshape(-1, 1)
@@ -1077,7 +1077,8 @@ class Model(ProgramsMixin, Layer):
                 k = c - n_in
                 if losses[k] is not None and losses[k].sparse_labels:
                     try:
-                        self._check_sparse(chunk, tuple(self._outputs[k].shape[1:]),
+                        self._check_sparse(chunk, losses[k].whole_output_shape(
+                                           tuple(self._outputs[k].shape[1:])),
                                            f"labels {k}" if n_out > 1 else "the labels", "fit")
                     except ValueError as e:
                         msg = str(e)

@@ -26,6 +26,8 @@ from ..distributed import Group
 from .layers import Dense, Param, _apply
 
 __all__ = ["ColumnParallelDense", "RowParallelDense"]
+# Attention, embeddings, convolutions: parallel_layers.py; the vocabulary-split
+# cross-entropy and accuracy: parallel_losses.py.
 
 # Activations that mix the features: they need the whole output.
 _MIXING = ("softmax", "log_softmax")
@@ -63,24 +65,26 @@ class _SliceOf:
         return part
 
 
-class _ParallelDense(Dense):
-    """What both layers share: the group, the split, the gathered weights."""
+class _SplitLayer:
+    """What every tensor-parallel layer shares (a mixin before the layer's
+    class): the group, this member's span [lo, hi) of the split axis of each
+    split weight (`_split_axis`: parameter name -> axis of the whole weight),
+    and whole weights in get_weights/set_weights/save."""
 
-    _split_axis = {}  # parameter name -> axis of the whole weight that is split
+    _split_axis: dict = {}
 
-    def __init__(self, units: int, activation=None, use_bias: bool = True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 group=None, name=None, input_shape=None, **kwargs):
-        for k in ("kernel_regularizer", "bias_regularizer"):
+    def _init_group(self, group):
+        self.group = _group_of(group, self.kind, self.name)
+        self._full_shapes: dict = {}
+        self._span = None
+
+    def _refuse_regularizers(self, kwargs, names):
+        for k in names:
             if kwargs.get(k) is not None:
                 raise ValueError(f"[{self.kind}] {k} is not supported on a tensor-parallel "
                                  "layer (a penalty of a slice is not the penalty of the "
                                  "weight); add it to the loss from the gathered weights")
             kwargs.pop(k, None)
-        super().__init__(units, activation, use_bias, kernel_initializer, bias_initializer,
-                         name=name, input_shape=input_shape, **kwargs)
-        self.group = _group_of(group, self.kind, self.name)
-        self._full_shapes: dict = {}
 
     @property
     def tensor_size(self) -> int:
@@ -99,6 +103,28 @@ class _ParallelDense(Dense):
         """op(x) on the layer's group; x itself without a group (one member:
         the language's nil group would be every locality)."""
         return x if self.group is None else f"{op}({x}, group={int(self.group)})"
+
+    def _split_count(self, n: int, what: str) -> list:
+        """The extents of n `what` over the group, or the error naming the
+        layer and the axis when a member would get none."""
+        t = self.tensor_size
+        if n < t:
+            raise ValueError(f"[{self.kind}] {what} {n} cannot be split over the {t} members of "
+                             f"group {self._group_text()}: each member needs at least one "
+                             f"(layer {self.name!r})")
+        return split_extents(n, t)
+
+    def _sliced(self, pname: str, full, axis, init, **kwargs) -> Param:
+        """A parameter holding this member's span of the whole `full` shape
+        along `axis` (None: whole), drawn as the slice of the whole draw."""
+        full = tuple(full)
+        if axis is None:
+            return Param(pname, full, init, **kwargs)
+        lo, hi = self._span
+        shape = list(full)
+        shape[axis] = hi - lo
+        self._full_shapes[pname] = full
+        return Param(pname, tuple(shape), _SliceOf(init, full, axis, lo, hi), **kwargs)
 
     def get_config(self) -> dict:
         """The constructor's arguments without the group: a saved model loads
@@ -141,6 +167,26 @@ class _ParallelDense(Dense):
         if len(weights) == len(self.params):
             weights = [self._local_part(q.name, w) for q, w in zip(self.params, weights)]
         super().set_weights(weights)
+
+    def _take_values(self, layer):
+        """This member's parts of the weights `layer` (the unsplit layer
+        from_layer converts) holds, when it holds any."""
+        if layer._values:
+            whole = layer.get_weights()
+            self._values = {q.name: self._local_part(q.name, w).astype(w.dtype, copy=True)
+                            for q, w in zip(self.params, whole)}
+
+
+class _ParallelDense(_SplitLayer, Dense):
+    """What both Dense layers share."""
+
+    def __init__(self, units: int, activation=None, use_bias: bool = True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 group=None, name=None, input_shape=None, **kwargs):
+        self._refuse_regularizers(kwargs, ("kernel_regularizer", "bias_regularizer"))
+        super().__init__(units, activation, use_bias, kernel_initializer, bias_initializer,
+                         name=name, input_shape=input_shape, **kwargs)
+        self._init_group(group)
 
     # ------------------------------------------------------------------ helpers
     def _params_for(self, fan_in: int, kernel_axis: int, bias_split: bool):
@@ -194,6 +240,9 @@ class _ParallelDense(Dense):
             layer._values = {q.name: layer._local_part(q.name, w).astype(w.dtype, copy=True)
                              for q, w in zip(layer.params, whole)}
         return layer
+
+    # The name the other split layers use (tessera.nn.parallel_layers).
+    from_layer = from_dense
 
 
 class ColumnParallelDense(_ParallelDense):

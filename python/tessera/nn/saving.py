@@ -260,7 +260,8 @@ def builtin_classes() -> dict:
     if _BUILTIN is None:
         from .. import optim  # noqa: PLC0415
         from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
-                       metrics, parallel, recurrent, regularizers)
+                       metrics, parallel, parallel_layers, parallel_losses, recurrent,
+                       regularizers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
@@ -269,10 +270,11 @@ def builtin_classes() -> dict:
                     obj.__module__ == mod.__name__}
 
         _BUILTIN = {
-            "layer": public((layers, attention, recurrent, merging, parallel), layers.Layer,
-                            (layers.Layer, parallel._ParallelDense)),
-            "loss": public((losses,), losses.Loss, (losses.Loss, losses.FunctionLoss)),
-            "metric": public((metrics,), metrics.Metric,
+            "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers),
+                            layers.Layer, (layers.Layer, parallel._ParallelDense)),
+            "loss": public((losses, parallel_losses), losses.Loss,
+                           (losses.Loss, losses.FunctionLoss)),
+            "metric": public((metrics, parallel_losses), metrics.Metric,
                              (metrics.Metric, metrics.MeanMetricWrapper)),
             "initializer": public((initializers,), initializers.Initializer,
                                   (initializers.Initializer,)),
