@@ -365,7 +365,7 @@ def mesh():
 
 
 @_primitive("annotate_d")
-def annotate_d(x, tiling="rows", spans=None, shape=None):
+def annotate_d(x, tiling="rows", spans=None, shape=None, group=None):
     """This locality's tile ``x`` as part of a tiled array.
 
     ``tiling``: ``"rows"`` (axis 0), ``"columns"`` (axis 1), ``"pages"`` (axis 0
@@ -374,17 +374,22 @@ def annotate_d(x, tiling="rows", spans=None, shape=None):
     locality's ``[start, stop]`` per dimension (``tiling="overlapped"`` lets
     spans share elements). ``shape``, when given, is checked against the
     whole. Every locality must call it; they check the tiles together.
+    ``group`` (``mesh.group(axis)``): tile over that group's members only
+    (one tile each, in group rank order); operations on the array then run
+    among them.
     """
-    return call_primitive("annotate_d", [x], {"tiling": tiling, "spans": spans, "shape": shape})
+    return call_primitive("annotate_d", [x], {"tiling": tiling, "spans": spans, "shape": shape,
+                                              "group": group})
 
 
 @_primitive("constant_d")
-def constant_d(value, shape, tiling="rows", dtype=None):
+def constant_d(value, shape, tiling="rows", dtype=None, group=None):
     """A tiled array of global ``shape`` filled with ``value``; ``tiling`` is a
     name (``"rows"``, ``"columns"``, ``"pages"``, ``"replicated"``) or this
-    locality's spans."""
+    locality's spans; over every locality or ``group``'s members."""
     return call_primitive(
-        "constant_d", [value, shape], {"tiling": tiling, "dtype": _dtype_name(dtype)}
+        "constant_d", [value, shape], {"tiling": tiling, "dtype": _dtype_name(dtype),
+                                       "group": group}
     )
 
 
@@ -399,12 +404,14 @@ def random_d(
     mean=0.0,
     std=1.0,
     dtype="float64",
+    group=None,
 ):
     """A tiled random array equal, tile by tile, to the local draw of the same
     seed: ``random_uniform(shape, low, high, seed, dtype)``,
     ``random_normal(shape, mean, std, seed, dtype)`` or
     ``random_integers(low, high, shape, seed)`` for ``distribution``
-    ``"uniform"``, ``"normal"``, ``"integers"``."""
+    ``"uniform"``, ``"normal"``, ``"integers"``; over every locality or
+    ``group``'s members."""
     return call_primitive(
         "random_d",
         [shape],
@@ -417,6 +424,7 @@ def random_d(
             "mean": mean,
             "std": std,
             "dtype": _dtype_name(dtype),
+            "group": group,
         },
     )
 

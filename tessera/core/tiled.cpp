@@ -40,7 +40,7 @@ bool TiledArray::replicated() const {
 std::string TiledArray::describe() const {
   int n = num_localities();
   return error_message("tiled ", dtype_name(dtype()), " array of shape ", shape_str(shape), ", ", tiling, " over ",
-                       n, " localit", n == 1 ? "y" : "ies");
+                       n, " localit", n == 1 ? "y" : "ies", group ? " of group '" + group_name + "'" : "");
 }
 
 std::string TiledArray::str() const {

@@ -3,7 +3,10 @@
 //
 // Every locality holds a TiledArray with the same metadata — the dtype, the
 // global shape and every locality's span — and its own tile, the elements of
-// the whole inside its span (SPMD). Spans are boxes [start, stop) per
+// the whole inside its span (SPMD). An array may be tiled over a group (a
+// mesh axis, tessera/distributed/comm.hpp) instead of every locality: then
+// "locality r" below means member r of the group, and the array's
+// collectives run among the group's members only. Spans are boxes [start, stop) per
 // dimension. A tiling usually partitions the array (each element in exactly
 // one span); a replicated tiling gives every locality the whole array, and an
 // overlapped tiling lets neighbouring spans share elements (the halo of a
@@ -40,10 +43,14 @@ struct TiledArray {
   Array tile;
   // Shape of the whole.
   Shape shape;
-  // spans[r]: the part of locality r, for every locality r.
+  // spans[r]: the part of locality r, for every locality r (of the group).
   std::vector<Span> spans;
-  // Which locality this is (the tile is spans[locality]).
+  // Which locality this is (the tile is spans[locality]): its rank in the group.
   int locality = 0;
+  // The group the array is tiled over: 0 (every locality) or a group id
+  // (distributed::make_group), and the group's name for messages.
+  int group = 0;
+  std::string group_name = "world";
   // How the array was tiled, for messages and printing: "rows", "columns",
   // "pages", "replicated", "overlapped" or "user".
   std::string tiling = "user";
@@ -53,12 +60,15 @@ struct TiledArray {
   int num_localities() const { return static_cast<int>(spans.size()); }
   const Span& span() const { return spans[locality]; }
 
-  // True when the two have the same global shape and the same spans.
-  bool same_tiling(const TiledArray& other) const { return shape == other.shape && spans == other.spans; }
+  // True when the two have the same global shape, group and spans.
+  bool same_tiling(const TiledArray& other) const {
+    return shape == other.shape && group == other.group && spans == other.spans;
+  }
   // True when every locality's span is the whole array.
   bool replicated() const;
 
-  // "tiled float64 array of shape (10, 4), rows over 2 localities"
+  // "tiled float64 array of shape (10, 4), rows over 2 localities" (and
+  // " of group 'tensor'" when tiled over a group)
   std::string describe() const;
   // describe() plus this locality's span and its tile as NumPy prints it.
   std::string str() const;

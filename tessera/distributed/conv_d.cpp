@@ -287,21 +287,23 @@ int message_tag(const char* op, const std::string& site) { return detail::intern
 // of `tile` it wants. All localities call it with the same owned and want.
 Future<Array> gather_steps(const Array& tile, const std::vector<Steps>& owned, const std::vector<Steps>& want,
                            int64_t pad_before, int64_t pad_after, int me, int tag, const std::string& site,
-                           const char* op) {
+                           const char* op, int group) {
+  const GroupInfo members = group_info(group, op);  // steps by group rank, messages by world rank
   const Steps mine = owned[me], target = want[me];
   const int n = static_cast<int>(owned.size());
   std::vector<Future<Value>> pending;
   for (int q = 0; q < n; ++q) {
     const Steps give = intersect(mine, want[q]);
     if (q == me || give.empty()) continue;
-    pending.push_back(detail::send(slice_steps(tile, give.start - mine.start, give.size()), q, tag, site));
+    pending.push_back(
+        detail::send(slice_steps(tile, give.start - mine.start, give.size()), members.world_rank(q), tag, site));
   }
   std::vector<std::pair<int, Steps>> incoming;
   for (int q = 0; q < n; ++q) {
     const Steps take = intersect(owned[q], target);
     if (q == me || take.empty()) continue;
     incoming.emplace_back(q, take);
-    pending.push_back(detail::recv(q, tag, site));
+    pending.push_back(detail::recv(members.world_rank(q), tag, site));
   }
   const size_t sends = pending.size() - incoming.size();
   Shape shape{tile.dim(0), pad_before + target.size() + pad_after, tile.dim(2)};
@@ -334,21 +336,23 @@ Future<Array> gather_steps(const Array& tile, const std::vector<Steps>& owned, c
 // `dt`): the contributions of every locality added in locality order.
 Future<Array> scatter_add_steps(const Array& grad, const std::vector<Steps>& owned, const std::vector<Steps>& want,
                                 const Shape& shape, DType dt, int me, int tag, const std::string& site,
-                                const char* op) {
+                                const char* op, int group) {
+  const GroupInfo members = group_info(group, op);  // steps by group rank, messages by world rank
   const Steps mine = owned[me], source = want[me];
   const int n = static_cast<int>(owned.size());
   std::vector<Future<Value>> pending;
   for (int q = 0; q < n; ++q) {
     const Steps give = intersect(owned[q], source);
     if (q == me || give.empty()) continue;
-    pending.push_back(detail::send(slice_steps(grad, give.start - source.start, give.size()), q, tag, site));
+    pending.push_back(
+        detail::send(slice_steps(grad, give.start - source.start, give.size()), members.world_rank(q), tag, site));
   }
   std::vector<std::pair<int, Steps>> incoming;
   for (int q = 0; q < n; ++q) {
     const Steps take = intersect(mine, want[q]);
     if (q == me || take.empty()) continue;
     incoming.emplace_back(q, take);
-    pending.push_back(detail::recv(q, tag, site));
+    pending.push_back(detail::recv(members.world_rank(q), tag, site));
   }
   const size_t sends = pending.size() - incoming.size();
   return when_all(std::move(pending)).then([=](const std::vector<Value>& got) {
@@ -386,10 +390,12 @@ const TiledArray& tiled_arg(Args& a, size_t i, const char* hint) {
                                   ", got ", v.describe()));
   }
   const TiledArray& x = v.as_tiled();
-  if (x.num_localities() != num_localities() || x.locality != locality()) {
+  const GroupInfo members = group_info(x.group, a.op());
+  if (x.num_localities() != members.size || x.locality != members.rank) {
     throw std::invalid_argument(error_message("[", a.op(), "] argument '", a.param_name(i),
                                               "' is tiled for locality ", x.locality, " of ", x.num_localities(),
-                                              ", but this is locality ", locality(), " of ", num_localities()));
+                                              ", but this is locality ", members.rank, " of ", members.size, " (",
+                                              members.name, ")"));
   }
   return x;
 }
@@ -422,6 +428,8 @@ struct ConvCall {
     t.shape = out_shape;
     t.spans = out_spans;
     t.locality = me;
+    t.group = x->group;
+    t.group_name = x->group_name;
     t.tiling = out_tiling;
     return Value(std::move(t));
   }
@@ -569,7 +577,7 @@ Future<Array> window_of(const ConvCall& c, const char* op) {
   if (c.plan.overlapped) return Future<Array>::ready(local_window(c));
   const int me = c.me;
   return gather_steps(c.x->tile, c.plan.owned, c.plan.reads, c.plan.pad_before[me], c.plan.pad_after[me], me,
-                      message_tag(op, c.site), c.site, op);
+                      message_tag(op, c.site), c.site, op, c.x->group);
 }
 
 Value valid_str() { return Value(std::string("valid")); }
@@ -626,14 +634,14 @@ Future<Value> conv1d_d_grad_input_async(Args& a) {
     return Future<Value>::ready(c.like_x(std::move(dx)));
   }
   return scatter_add_steps(read_grad, p.owned, p.reads, x.tile.shape(), dt, me, message_tag(a.op(), c.site), c.site,
-                           a.op())
+                           a.op(), x.group)
       .then([c](const Array& dx) { return c.like_x(dx); });
 }
 
 // The sum over localities of the kernel gradients (one all_reduce).
-Future<Value> summed(const Array& dw, const std::string& site) {
-  if (num_localities() == 1) return Future<Value>::ready(Value(dw));
-  return detail::all_reduce(dw, ReduceOp::sum, site);
+Future<Value> summed(const Array& dw, const std::string& site, int group) {
+  if (group_info(group, "conv1d_d_grad_weight").size == 1) return Future<Value>::ready(Value(dw));
+  return detail::all_reduce(dw, ReduceOp::sum, site, group);
 }
 
 // conv1d_d_grad_weight(g, x, w_shape, stride, padding, dilation): the
@@ -650,13 +658,14 @@ Future<Value> conv1d_d_grad_weight_async(Args& a) {
     Array dw = x.span().empty() ? Array::zeros(dt, w_shape)
                                 : call_array("conv1d_grad_weight", {Value(g), Value(x.tile), w_shape_v, stride, a[4],
                                                                     dilation});
-    return summed(dw, site);
+    return summed(dw, site, x.group);
   }
   auto local = [c, g, dt, w_shape, w_shape_v, stride, dilation](const Array& window) {
     if (c.plan.outputs[c.me].empty()) return Array::zeros(dt, w_shape);
     return call_array("conv1d_grad_weight", {Value(g), Value(window), w_shape_v, stride, valid_str(), dilation});
   };
-  return window_of(c, a.op()).then(local).then([site](const Array& dw) { return summed(dw, site); });
+  const int group = x.group;
+  return window_of(c, a.op()).then(local).then([site, group](const Array& dw) { return summed(dw, site, group); });
 }
 
 // ---- overlap_d(x, kernel_size, stride, padding, dilation)
@@ -710,7 +719,8 @@ Future<Value> overlap_d_async(Args& a) {
     t.tiling = "overlapped";
     return Value(std::move(t));
   };
-  return gather_steps(x.tile, o.owned, o.widened, 0, 0, x.locality, message_tag(a.op(), a.site()), a.site(), a.op())
+  return gather_steps(x.tile, o.owned, o.widened, 0, 0, x.locality, message_tag(a.op(), a.site()), a.site(), a.op(),
+                      x.group)
       .then(made);
 }
 
@@ -732,7 +742,7 @@ Future<Value> overlap_d_grad_async(Args& a) {
     return Value(std::move(t));
   };
   return scatter_add_steps(g, o.owned, o.widened, x.tile.shape(), dt, x.locality, message_tag(a.op(), a.site()),
-                           a.site(), a.op())
+                           a.site(), a.op(), x.group)
       .then(like_x);
 }
 

@@ -96,8 +96,8 @@ Array local_part(const TiledArray& g, const Shape& xs, const char* op) {
 
 // `part` added over the localities when g's tiles are parts (one all_reduce).
 Future<Value> added_up(Array part, const TiledArray& g, const std::string& site) {
-  if (!tiles_are_parts(g) || num_localities() == 1) return Future<Value>::ready(Value(std::move(part)));
-  return detail::all_reduce(part, ReduceOp::sum, site);
+  if (!tiles_are_parts(g) || g.num_localities() == 1) return Future<Value>::ready(Value(std::move(part)));
+  return detail::all_reduce(part, ReduceOp::sum, site, g.group);
 }
 
 // A plain cotangent `v` held by every locality, as the cotangent of a
@@ -350,11 +350,12 @@ TiledArray tiled_cotangent(Args& a, const TiledArray& x) {
     if (!a[0].is_numeric()) a.type_error(0, "a number, an array or a tiled array");
     Array whole = a.array(0);
     g = make_tiled(whole, whole.shape(), std::vector<Span>(x.num_localities(), full_span(whole.shape())),
-                   "replicated");
+                   "replicated", x.group);
   }
-  if (g.shape != x.shape) {
+  if (g.shape != x.shape || g.group != x.group) {
     throw std::invalid_argument(error_message("[", a.op(), "] the cotangent ", g.describe(), " does not match ",
-                                              x.describe(), ": the shapes differ"));
+                                              x.describe(), g.shape != x.shape ? ": the shapes differ"
+                                                                                : ": the groups differ"));
   }
   if (!is_floating(g.dtype())) g.tile = g.tile.astype(DType::float64);
   return g;
@@ -396,7 +397,7 @@ Future<Value> retile_d_grad_async(Args& a) {
     Array whole = Array::zeros(dt, x.shape);
     add_box(g.tile, g.span(), whole, full_span(x.shape), [](const std::vector<int64_t>&) { return false; });
     if (n == 1) return Future<Value>::ready(like_x(std::move(whole)));
-    return detail::all_reduce(whole, ReduceOp::sum, a.site()).then([like_x](const Value& v) {
+    return detail::all_reduce(whole, ReduceOp::sum, a.site(), x.group).then([like_x](const Value& v) {
       return like_x(v.as_array());
     });
   }
@@ -408,18 +409,20 @@ Future<Value> retile_d_grad_async(Args& a) {
     return r != q && !contains(src[q], dst[q]) && !intersect(src[r], dst[q]).empty();
   };
   const int tag = retile_grad_tag(a.site());
+  const GroupInfo members = group_of(x);  // spans by group rank, messages by world rank
   const std::string site = a.site();
   std::vector<Future<Value>> pending;
   for (int r = 0; r < n; ++r) {
     if (read(r, me)) {
-      pending.push_back(detail::send(extract(g.tile, dst[me], intersect(src[r], dst[me])), r, tag, site));
+      pending.push_back(detail::send(extract(g.tile, dst[me], intersect(src[r], dst[me])), members.world_rank(r), tag,
+                                     site));
     }
   }
   const size_t first_recv = pending.size();
   std::vector<int> from;
   for (int q = 0; q < n; ++q) {
     if (read(me, q)) {
-      pending.push_back(detail::recv(q, tag, site));
+      pending.push_back(detail::recv(members.world_rank(q), tag, site));
       from.push_back(q);
     }
   }

@@ -292,7 +292,7 @@ Future<Value> loss_overload(const PrimitiveSpec& spec, Args& a) {
       sum = kind == Loss::accuracy ? std::round(mean * static_cast<double>(c.local_count))
                                    : mean * static_cast<double>(c.local_count);
     } catch (const std::exception& e) {
-      if (num_localities() == 1) throw;
+      if (c.pred->num_localities() == 1) throw;
       problem = without_op(e.what(), spec.name);
     }
   }
@@ -314,8 +314,10 @@ Future<Value> loss_overload(const PrimitiveSpec& spec, Args& a) {
     if (!problems.empty()) throw std::invalid_argument(error_message("[", op, "] ", problems));
     return Value(Array::scalar(total / count, dt));
   };
-  if (num_localities() == 1) return Future<Value>::ready(combine(Value(List{Value(encode_partial(sum, ""))})));
-  return detail::all_gather(encode_partial(sum, problem), 0, a.site()).then(combine);
+  if (c.pred->num_localities() == 1) {
+    return Future<Value>::ready(combine(Value(List{Value(encode_partial(sum, ""))})));
+  }
+  return detail::all_gather(encode_partial(sum, problem), 0, a.site(), c.pred->group).then(combine);
 }
 
 // loss_grad(g, y_true, y_pred, ...) of tiled predictions: each locality's

@@ -131,9 +131,16 @@ Array extract(const Array& tile, const Span& tile_span, const Span& box) {
   return out;
 }
 
-TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::string tiling) {
+TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::string tiling, int group) {
+  GroupInfo g = group_info(group, "tiled");
+  if (static_cast<int>(spans.size()) != g.size) {
+    throw std::runtime_error(error_message("[tiled] internal error: ", spans.size(), " spans for a group of ",
+                                           g.size, " localities (", g.name, ")"));
+  }
   TiledArray t;
-  t.locality = locality();
+  t.locality = g.rank;
+  t.group = group;
+  t.group_name = g.name;
   t.tile = std::move(tile);
   t.shape = std::move(shape);
   t.spans = std::move(spans);
@@ -154,6 +161,17 @@ bool is_partition(const std::vector<Span>& spans) {
     }
   }
   return true;
+}
+
+GroupInfo group_of(const TiledArray& t) { return group_info(t.group, "tiled"); }
+
+void check_same_group(Args& a, size_t i, size_t j) {
+  const TiledArray &x = a[i].as_tiled(), &y = a[j].as_tiled();
+  if (x.group == y.group) return;
+  throw std::invalid_argument(error_message(
+      "[", a.op(), "] the tiled operands are tiled over different groups: '", a.param_name(i), "' is ",
+      x.describe(), "; '", a.param_name(j), "' is ", y.describe(),
+      ". Tile both over the same group (annotate_d(..., group=g)), or gather one first (all_gather_d)"));
 }
 
 const TiledArray& tiled_arg(Args& a, size_t i) {
@@ -236,7 +254,7 @@ Value permuted(const TiledArray& x, const std::vector<int>& perm) {
     name = moved_name(name, moved, x.ndim());
   }
   Array tile = call_primitive("transpose", std::vector<Value>{Value(x.tile), Value(axes)}).as_array().contiguous();
-  return Value(make_tiled(tile, shape, spans, name));
+  return Value(make_tiled(tile, shape, spans, name, x.group));
 }
 
 std::vector<int> reversed_axes(int nd) {
@@ -304,6 +322,10 @@ Future<Value> dot_tiled(Args& a, const char* op) {
   if (xn == 2) out_shape.push_back(x.shape[0]);
   if (yn == 2) out_shape.push_back(y.shape[1]);
   const std::string xs = a.param_name(0), ys = a.param_name(1);
+  if (a[0].is_tiled() && a[1].is_tiled()) check_same_group(a, 0, 1);
+  // The group of the result: that of the tiled operands.
+  const int group = a[0].is_tiled() ? a[0].as_tiled().group : a[1].as_tiled().group;
+  const GroupInfo members = group_info(group, op);
   auto unsupported = [&](const std::string& hint) -> Future<Value> {
     throw std::invalid_argument(error_message(
         "[", op, "] these tilings do not multiply without moving data: ", xs, " is ", operand_str(x), "; ", ys,
@@ -314,8 +336,8 @@ Future<Value> dot_tiled(Args& a, const char* op) {
   if (!x.tiled && !y.tiled) {
     // Both replicated: every locality computes the whole.
     Array out = local_dot(x.plain, y.plain);
-    return Future<Value>::ready(
-        Value(make_tiled(out, out.shape(), std::vector<Span>(num_localities(), full_span(out.shape())), "replicated")));
+    return Future<Value>::ready(Value(make_tiled(out, out.shape(), std::vector<Span>(members.size, full_span(out.shape())),
+                                                 "replicated", group)));
   }
   // Rows of x (2-d, whole along its last axis) times a replicated y.
   if (x.tiled && !y.tiled && xn == 2 && only_along(*x.tiled, 0)) {
@@ -327,7 +349,7 @@ Future<Value> dot_tiled(Args& a, const char* op) {
       t.stop[0] = s.stop[0];
       spans.push_back(std::move(t));
     }
-    return Future<Value>::ready(Value(make_tiled(out, out_shape, spans, x.tiled->tiling)));
+    return Future<Value>::ready(Value(make_tiled(out, out_shape, spans, x.tiled->tiling, group)));
   }
   // A replicated x times columns of y (2-d, whole along its first axis).
   if (!x.tiled && y.tiled && yn == 2 && only_along(*y.tiled, 1)) {
@@ -341,7 +363,7 @@ Future<Value> dot_tiled(Args& a, const char* op) {
     }
     int axis = static_cast<int>(out_shape.size()) - 1;
     return Future<Value>::ready(
-        Value(make_tiled(out, out_shape, spans, moved_name(y.tiled->tiling, axis, axis + 1))));
+        Value(make_tiled(out, out_shape, spans, moved_name(y.tiled->tiling, axis, axis + 1), group)));
   }
   // The contracted axis tiled alike on both sides: partial products summed.
   if (x.tiled && y.tiled) {
@@ -361,8 +383,8 @@ Future<Value> dot_tiled(Args& a, const char* op) {
       Array part = local_dot(tx.tile, ty.tile);
       DType dt = part.dtype();
       if (dt == DType::bool_) part = part.astype(DType::int64);
-      if (num_localities() == 1) return Future<Value>::ready(Value(dt == DType::bool_ ? part.astype(dt) : part));
-      return detail::all_reduce(part, ReduceOp::sum, a.site()).then([dt](const Value& v) {
+      if (members.size == 1) return Future<Value>::ready(Value(dt == DType::bool_ ? part.astype(dt) : part));
+      return detail::all_reduce(part, ReduceOp::sum, a.site(), group).then([dt](const Value& v) {
         return dt == DType::bool_ ? Value(v.as_array().astype(dt)) : v;
       });
     }
@@ -401,8 +423,8 @@ std::string unknown_tiling(const std::string& name) {
 
 // The spans of a named tiling of `shape` over every locality (numpy.array_split
 // sizes along the tiled axis; some may be empty).
-std::vector<Span> named_spans(const NamedTiling& t, const Shape& shape, const char* op) {
-  int n = num_localities();
+std::vector<Span> named_spans(const NamedTiling& t, const Shape& shape, const char* op, int group) {
+  int n = group_info(group, op).size;
   if (t.axis < 0) return std::vector<Span>(n, full_span(shape));
   if (static_cast<int>(shape.size()) < t.min_ndim) {
     throw std::invalid_argument(error_message("[", op, "] tiling '", t.name, "' needs an array of at least ",
@@ -477,9 +499,9 @@ Claim decode(const Array& a) {
 }
 
 // Every locality's claim, in locality order (one all_gather).
-Future<std::vector<Claim>> exchange(Claim mine, const std::string& site) {
-  if (num_localities() == 1) return Future<std::vector<Claim>>::ready({std::move(mine)});
-  return detail::all_gather(encode(mine), 0, site).then([](const Value& parts) {
+Future<std::vector<Claim>> exchange(Claim mine, const std::string& site, int group) {
+  if (group_info(group, "tiled").size == 1) return Future<std::vector<Claim>>::ready({std::move(mine)});
+  return detail::all_gather(encode(mine), 0, site, group).then([](const Value& parts) {
     std::vector<Claim> out;
     for (const Value& p : parts.as_list()) out.push_back(decode(p.as_array()));
     return out;
@@ -583,13 +605,13 @@ struct Layout {
 // Reads a tiling argument (a name or this locality's spans) for an array of
 // `shape`. Name errors throw at once (the text is the same on every locality);
 // span errors go into the problem, for the exchange.
-Layout read_layout(const Value& v, const Shape& shape, const char* op) {
+Layout read_layout(const Value& v, const Shape& shape, const char* op, int group) {
   Layout l;
   if (v.is_string()) {
     const NamedTiling* t = find_named(v.as_string());
     if (!t) throw std::invalid_argument(error_message("[", op, "] ", unknown_tiling(v.as_string())));
     l.name = t->name;
-    l.spans = named_spans(*t, shape, op);
+    l.spans = named_spans(*t, shape, op, group);
     return l;
   }
   l.name = "user";
@@ -606,13 +628,13 @@ Layout read_layout(const Value& v, const Shape& shape, const char* op) {
 // Completes a layout of spans given by each locality: exchanges them, checks
 // that they cover `shape`, and names the tiling ("user", or "overlapped" when
 // spans share elements).
-Future<Layout> complete_layout(Layout l, const Shape& shape, const char* op, const std::string& site) {
+Future<Layout> complete_layout(Layout l, const Shape& shape, const char* op, const std::string& site, int group) {
   if (!l.spans.empty()) return Future<Layout>::ready(std::move(l));
   Claim c;
   c.span = l.mine;
   c.problem = l.problem;
   std::string opname = op;
-  return exchange(c, site).then([l, shape, opname](const std::vector<Claim>& claims) {
+  return exchange(c, site, group).then([l, shape, opname](const std::vector<Claim>& claims) {
     raise_problems(claims, opname.c_str());
     Layout out = l;
     for (const Claim& c : claims) out.spans.push_back(*c.span);
@@ -628,7 +650,7 @@ std::string tile_word(const Shape& s) { return error_message(s.size(), "-d tile 
 
 // The tiled array made of every locality's tile, checked together.
 Value annotate(const Array& x, const std::vector<Claim>& claims, const std::string& tiling,
-               const std::optional<Shape>& given_shape) {
+               const std::optional<Shape>& given_shape, int group) {
   const char* op = "annotate_d";
   raise_problems(claims, op);
   const int n = static_cast<int>(claims.size());
@@ -723,7 +745,7 @@ Value annotate(const Array& x, const std::vector<Claim>& claims, const std::stri
     }
     name = tiling_name_for(tiling, spans, shape);
   }
-  return Value(make_tiled(x, std::move(shape), std::move(spans), std::move(name)));
+  return Value(make_tiled(x, std::move(shape), std::move(spans), std::move(name), group));
 }
 
 Future<Value> annotate_d_async(Args& a) {
@@ -782,8 +804,9 @@ Future<Value> annotate_d_async(Args& a) {
   std::optional<Shape> given_shape;
   if (!a.is_nil(3)) given_shape = a.int_list(3);
   std::string tiling = c.tiling;
-  return exchange(c, a.site()).then([x, tiling, given_shape](const std::vector<Claim>& claims) {
-    return annotate(x, claims, tiling, given_shape);
+  const int group = group_of_value(a[4], a.op()).id;
+  return exchange(c, a.site(), group).then([x, tiling, given_shape, group](const std::vector<Claim>& claims) {
+    return annotate(x, claims, tiling, given_shape, group);
   });
 }
 
@@ -791,12 +814,12 @@ Future<Value> annotate_d_async(Args& a) {
 
 // Calls fill(tile, span) for this locality once its layout of `shape` is known.
 template <class Fill>
-Future<Value> construct(Args& a, const Shape& shape, size_t tiling_index, Fill fill) {
-  Layout l = read_layout(a[tiling_index], shape, a.op());
-  std::string op = a.op();
-  return complete_layout(std::move(l), shape, a.op(), a.site()).then([shape, fill, op](const Layout& l) {
-    const Span& mine = l.spans[locality()];
-    return Value(make_tiled(fill(mine), shape, l.spans, l.name));
+Future<Value> construct(Args& a, const Shape& shape, size_t tiling_index, size_t group_index, Fill fill) {
+  const GroupInfo g = group_of_value(a[group_index], a.op());
+  Layout l = read_layout(a[tiling_index], shape, a.op(), g.id);
+  return complete_layout(std::move(l), shape, a.op(), a.site(), g.id).then([shape, fill, g](const Layout& l) {
+    const Span& mine = l.spans[g.rank];
+    return Value(make_tiled(fill(mine), shape, l.spans, l.name, g.id));
   });
 }
 
@@ -813,7 +836,7 @@ Future<Value> constant_d_async(Args& a) {
     a.type_error(0, "a number (one value for every element)");
   }
   Value value = v, dtype = a[3];
-  return construct(a, shape, 2, [value, dtype](const Span& mine) {
+  return construct(a, shape, 2, 4, [value, dtype](const Span& mine) {
     List tile_shape;
     for (int64_t e : mine.shape()) tile_shape.push_back(Value(e));
     return call_primitive("full", std::vector<CallArg>{{"", Value(tile_shape)}, {"", value}, {"dtype", dtype}})
@@ -884,7 +907,7 @@ Future<Value> random_d_async(Args& a) {
   }
   // The key is taken now, in program order, as the local primitives take theirs.
   kernels::RandomKey key = random_draw_key(a, 3, dist.c_str());
-  return construct(a, shape, 1, [=](const Span& mine) {
+  return construct(a, shape, 1, 9, [=](const Span& mine) {
     Array tile(dt, mine.shape());
     if (dist == "uniform") {
       fill_tile(tile, mine, shape, 6.0, [&](Array& t, int64_t b, int64_t e, int64_t off) {
@@ -908,7 +931,7 @@ Future<Value> random_d_async(Args& a) {
 Future<Value> gather_whole(const TiledArray& x, const std::string& site) {
   if (x.replicated()) return Future<Value>::ready(Value(x.tile));
   Array flat = x.tile.reshaped({x.tile.size()});
-  return detail::all_gather(flat, 0, site).then([x](const Value& parts) {
+  return detail::all_gather(flat, 0, site, x.group).then([x](const Value& parts) {
     Array out(x.dtype(), x.shape);
     std::vector<int64_t> origin(x.shape.size(), 0);
     const List& l = parts.as_list();
@@ -950,6 +973,7 @@ int retile_tag(const std::string& site) {
 Future<Value> move_tiles(const TiledArray& x, const std::vector<Span>& target, const std::string& name, int tag,
                          const std::string& site) {
   const int n = x.num_localities(), me = x.locality;
+  const GroupInfo g = group_of(x);  // spans by group rank, messages by world rank
   const std::vector<Span>& src = x.spans;
   auto sends_to = [&](int r, int q) {
     return r != q && !contains(src[q], target[q]) && !intersect(src[r], target[q]).empty();
@@ -957,14 +981,15 @@ Future<Value> move_tiles(const TiledArray& x, const std::vector<Span>& target, c
   std::vector<Future<Value>> pending;
   for (int q = 0; q < n; ++q) {
     if (sends_to(me, q)) {
-      pending.push_back(detail::send(extract(x.tile, src[me], intersect(src[me], target[q])), q, tag, site));
+      pending.push_back(detail::send(extract(x.tile, src[me], intersect(src[me], target[q])), g.world_rank(q), tag,
+                                     site));
     }
   }
   size_t first_recv = pending.size();
   std::vector<int> from;
   for (int r = 0; r < n; ++r) {
     if (sends_to(r, me)) {
-      pending.push_back(detail::recv(r, tag, site));
+      pending.push_back(detail::recv(g.world_rank(r), tag, site));
       from.push_back(r);
     }
   }
@@ -985,7 +1010,7 @@ Future<Value> move_tiles(const TiledArray& x, const std::vector<Span>& target, c
     }
     // Its own part last: where tiles overlap, a locality keeps its own values.
     copy_box(x.tile, x.spans[me].start, out, mine.start, intersect(x.spans[me], mine));
-    return Value(make_tiled(out, x.shape, target, name));
+    return Value(make_tiled(out, x.shape, target, name, x.group));
   };
   if (pending.empty()) return Future<Value>::ready(assemble({}));
   return when_all(std::move(pending)).then(assemble);
@@ -997,6 +1022,7 @@ Future<Value> retile_d_async(Args& a) {
   std::string site = a.site();
   if (a[1].is_tiled()) {
     const TiledArray& like = a[1].as_tiled();
+    check_same_group(a, 0, 1);
     if (like.shape != x.shape) {
       throw std::invalid_argument(error_message("[retile_d] argument 'tiling' is a tiled array of shape ",
                                                 shape_str(like.shape), " but x has shape ", shape_str(x.shape),
@@ -1013,9 +1039,9 @@ Future<Value> retile_d_async(Args& a) {
   if (!a[1].is_string() && !a[1].is_list() && !a[1].is_array()) {
     a.type_error(1, "a tiling name ('rows', 'columns', 'pages', 'replicated'), spans or a tiled array");
   }
-  Layout l = read_layout(a[1], x.shape, a.op());
+  Layout l = read_layout(a[1], x.shape, a.op(), x.group);
   TiledArray xc = x;
-  return complete_layout(std::move(l), x.shape, a.op(), site).then([xc, tag, site](const Layout& l) {
+  return complete_layout(std::move(l), x.shape, a.op(), site, x.group).then([xc, tag, site](const Layout& l) {
     if (l.spans == xc.spans) {
       TiledArray same = xc;
       same.tiling = l.name;
@@ -1034,20 +1060,24 @@ Future<Value> dot_d_async(Args& a) { return dot_tiled(a, a.op()); }
 const bool registered = register_primitives({
     async_spec({.name = "annotate_d",
                 .family = "distributed",
-                .params = {{"x"}, opt("tiling", Value("rows")), opt("spans", Value()), opt("shape", Value())},
+                .params = {{"x"}, opt("tiling", Value("rows")), opt("spans", Value()), opt("shape", Value()),
+                           opt("group", Value())},
                 .help = "Makes x, this locality's tile, part of a tiled array: by 'rows' (axis 0), 'columns' (axis "
                         "1), 'pages' (axis 0 of a 3-d or higher batch) or 'replicated', the tiles joined in "
                         "locality order, or placed by spans (a [start, stop] pair per dimension for this locality; "
-                        "tiling 'overlapped' lets spans share elements), checked by all localities together.",
+                        "tiling 'overlapped' lets spans share elements), checked by all localities together. With "
+                        "group=g (mesh.group(axis)) the array is tiled over the group's members only (one tile "
+                        "each, in group rank order), and every operation on it runs among them.",
                 .eval = nullptr,
                 .grads = {}},
                annotate_d_async),
     async_spec({.name = "constant_d",
                 .family = "distributed",
-                .params = {{"value"}, {"shape"}, opt("tiling", Value("rows")), opt("dtype", Value())},
+                .params = {{"value"}, {"shape"}, opt("tiling", Value("rows")), opt("dtype", Value()),
+                           opt("group", Value())},
                 .help = "A tiled array of the given global shape filled with value, tiled by a tiling name "
                         "('rows', 'columns', 'pages', 'replicated'; numpy.array_split sizes) or by this "
-                        "locality's spans.",
+                        "locality's spans; over every locality or, with group=g, over the group's members.",
                 .eval = nullptr,
                 .grads = {}},
                constant_d_async),
@@ -1055,10 +1085,12 @@ const bool registered = register_primitives({
                 .family = "distributed",
                 .params = {{"shape"}, opt("tiling", Value("rows")), opt("distribution", Value("uniform")),
                            opt("seed", Value()), opt("low", Value(0.0)), opt("high", Value(1.0)),
-                           opt("mean", Value(0.0)), opt("std", Value(1.0)), opt("dtype", Value("float64"))},
+                           opt("mean", Value(0.0)), opt("std", Value(1.0)), opt("dtype", Value("float64")),
+                           opt("group", Value())},
                 .help = "A tiled random array whose tiles together equal random_uniform(shape, low, high, seed, "
                         "dtype), random_normal(shape, mean, std, seed, dtype) or random_integers(low, high, shape, "
-                        "seed) (distribution 'uniform', 'normal', 'integers'), each locality drawing only its tile.",
+                        "seed) (distribution 'uniform', 'normal', 'integers'), each locality drawing only its tile; over "
+                        "every locality or, with group=g, over the group's members.",
                 .eval = nullptr,
                 .grads = {}},
                random_d_async),

@@ -10,6 +10,7 @@
 
 #include "tessera/core/tiled.hpp"
 #include "tessera/core/value.hpp"
+#include "tessera/distributed/comm.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/future.hpp"
 
@@ -34,8 +35,15 @@ void copy_box(const Array& src, const std::vector<int64_t>& src_origin, Array& d
 // The part `box` of `tile` (which holds `tile_span`), as an array of its own.
 Array extract(const Array& tile, const Span& tile_span, const Span& box);
 
-// This locality's tiled array; checks that the tile fits its span.
-TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::string tiling);
+// This locality's tiled array over group `group` (0: every locality; the
+// spans are one per member); checks that the tile fits its span.
+TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::string tiling, int group);
+// The group a tiled array (or a tiled operation's group argument) runs among.
+GroupInfo group_of(const TiledArray& t);
+// Throws ValueError naming `op` when tiled arguments i and j of `a` are tiled
+// over different groups (a collective among the members of one cannot
+// include the other's).
+void check_same_group(Args& a, size_t i, size_t j);
 // Argument i, which must be a tiled array (TypeError otherwise).
 const TiledArray& tiled_arg(Args& a, size_t i);
 

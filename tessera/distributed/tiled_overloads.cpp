@@ -46,6 +46,8 @@ struct LocalCall {
   Shape shape;
   std::vector<Span> spans;
   std::string tiling;
+  int group = 0;
+  int rank = 0;  // this locality's rank in the group
 };
 
 LocalCall localize(Args& a) {
@@ -73,6 +75,7 @@ LocalCall localize(Args& a) {
     }
     if (a[i].is_tiled()) {
       const TiledArray& o = a[i].as_tiled();
+      if (o.group != t.group && !acts_replicated(o)) check_same_group(a, ref, i);
       if (same_layout(o, t)) {
         local_tile[i] = true;
       } else if (!acts_replicated(o)) {
@@ -89,6 +92,8 @@ LocalCall localize(Args& a) {
     }
   }
   LocalCall c;
+  c.group = t.group;
+  c.rank = t.locality;
   c.shape = kernels::broadcast_shapes(shapes, op);
   const int off = static_cast<int>(c.shape.size()) - t.ndim();
   c.tiling = off == 0 ? t.tiling : "user";
@@ -131,12 +136,12 @@ Future<Value> elementwise_overload(const PrimitiveSpec& spec, Args& a) {
   Args local(spec, std::move(c.values));
   Value r = spec.eval(local);
   Array tile = r.is_array() ? r.as_array().contiguous() : to_array(r, a.op());
-  const Span& mine = c.spans[locality()];
+  const Span& mine = c.spans[c.rank];
   if (tile.shape() != mine.shape()) {
     throw std::invalid_argument(error_message("[", a.op(), "] does not work on tiled arrays tile by tile: the tile ",
                                               mine.str(), " gave a result of shape ", shape_str(tile.shape())));
   }
-  return Future<Value>::ready(Value(make_tiled(tile, c.shape, c.spans, c.tiling)));
+  return Future<Value>::ready(Value(make_tiled(tile, c.shape, c.spans, c.tiling, c.group)));
 }
 
 // allclose and array_equal: the local answer on every tile, and'ed over the
@@ -149,8 +154,8 @@ Future<Value> all_true_overload(const PrimitiveSpec& spec, Args& a) {
   LocalCall c = localize(a);
   Args local(spec, std::move(c.values));
   bool mine = spec.eval(local).truthy(a.op());
-  if (num_localities() == 1) return Future<Value>::ready(Value(mine));
-  return detail::all_reduce(Array::scalar_int(mine ? 1 : 0), ReduceOp::min, a.site()).then([](const Value& v) {
+  if (c.spans.size() == 1) return Future<Value>::ready(Value(mine));
+  return detail::all_reduce(Array::scalar_int(mine ? 1 : 0), ReduceOp::min, a.site(), c.group).then([](const Value& v) {
     return Value(v.as_array().get_int(0) != 0);
   });
 }
@@ -258,8 +263,8 @@ Future<Value> reduce_sum(Args& a, const TiledArray& x, const std::vector<int>& a
     }
     return finish_reduction(r, shape, axes, keepdims);
   };
-  if (num_localities() == 1) return Future<Value>::ready(done(Value(whole)));
-  return detail::all_reduce(whole, ReduceOp::sum, a.site()).then(done);
+  if (x.num_localities() == 1) return Future<Value>::ready(done(Value(whole)));
+  return detail::all_reduce(whole, ReduceOp::sum, a.site(), x.group).then(done);
 }
 
 // An array of `shape` filled with the identity of max (lowest value) or min.
@@ -327,8 +332,8 @@ Future<Value> reduce_extreme(Args& a, const TiledArray& x, const std::vector<int
     }
     return finish_reduction(whole, xc.shape, axes, keepdims);
   };
-  if (num_localities() == 1) return Future<Value>::ready(combine(Value(List{Value(part)})));
-  return detail::all_gather(part, 0, a.site()).then(combine);
+  if (x.num_localities() == 1) return Future<Value>::ready(combine(Value(List{Value(part)})));
+  return detail::all_gather(part, 0, a.site(), x.group).then(combine);
 }
 
 // The bits of value i of `v` as int64 (floats widened to double), for
@@ -431,8 +436,8 @@ Future<Value> reduce_arg(Args& a, const TiledArray& x, const std::vector<int>& a
     Array out = Array::from_vector(best_index, kshape);
     return finish_reduction(out, xc.shape, axes, keepdims);
   };
-  if (num_localities() == 1) return Future<Value>::ready(combine(Value(List{Value(part)})));
-  return detail::all_gather(part, 0, a.site()).then(combine);
+  if (x.num_localities() == 1) return Future<Value>::ready(combine(Value(List{Value(part)})));
+  return detail::all_gather(part, 0, a.site(), x.group).then(combine);
 }
 
 Future<Value> reduction_overload(const PrimitiveSpec& spec, Args& a) {
@@ -465,7 +470,7 @@ Future<Value> reduction_overload(const PrimitiveSpec& spec, Args& a) {
       for (int ax : axes) before += ax < along[0] ? 1 : 0;
       name = moved_name(name, along[0] - before, static_cast<int>(shape.size()));
     }
-    return Future<Value>::ready(Value(make_tiled(r.as_array(), shape, spans, name)));
+    return Future<Value>::ready(Value(make_tiled(r.as_array(), shape, spans, name, x.group)));
   }
   if (!is_partition(x.spans)) {
     throw std::invalid_argument(error_message("[", a.op(), "] cannot reduce along a tiled axis of ", x.describe(),

@@ -22,6 +22,7 @@
 
 #include "tessera/core/array.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/distributed/comm.hpp"
 #include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/conv.hpp"
@@ -43,19 +44,24 @@ namespace py = pybind11;
 namespace tessera::python {
 namespace {
 
-// tessera._core.TiledArray(tile, shape, spans, tiling): checks the metadata
-// against this locality and the tile.
+// tessera._core.TiledArray(tile, shape, spans, tiling, group): checks the
+// metadata against this locality (its rank in the group) and the tile.
 TiledHandle make_tiled(py::handle tile, const Shape& shape,
-                       const std::vector<std::vector<std::pair<int64_t, int64_t>>>& spans, const std::string& tiling) {
+                       const std::vector<std::vector<std::pair<int64_t, int64_t>>>& spans, const std::string& tiling,
+                       py::handle group) {
   Value v = to_value(tile);
   if (!v.is_array()) throw TypeError("[TiledArray] tile must be an array, got " + v.describe());
+  const distributed::GroupInfo g = distributed::group_of_value(to_value(group), "TiledArray");
   TiledArray t;
   t.tile = v.as_array();
   t.shape = shape;
-  t.locality = distributed::locality();
+  t.locality = g.rank;
+  t.group = g.id;
+  t.group_name = g.name;
   t.tiling = tiling;
-  if (static_cast<int>(spans.size()) != distributed::num_localities()) {
-    throw std::invalid_argument(error_message("[TiledArray] needs one span per locality (", distributed::num_localities(),
+  if (static_cast<int>(spans.size()) != g.size) {
+    throw std::invalid_argument(error_message("[TiledArray] needs one span per locality",
+                                              g.id ? " of the group '" + g.name + "'" : std::string(), " (", g.size,
                                               "), got ", spans.size()));
   }
   for (size_t r = 0; r < spans.size(); ++r) {
@@ -271,9 +277,11 @@ PYBIND11_MODULE(_core, m) {
                           "plus the global shape and every locality's span. Passed back to a "
                           "program it is the same tiled array.")
       .def(py::init(&make_tiled), py::arg("tile"), py::arg("shape"), py::arg("spans"), py::arg("tiling") = "user",
+           py::arg("group") = py::none(),
            "A tiled array from this locality's tile, the whole array's shape and every locality's span (a "
            "tuple of (start, stop) per dimension, as .spans gives them), without communication: every "
-           "locality must pass the same shape and spans. The spans must cover the array.")
+           "locality must pass the same shape and spans. The spans must cover the array. With group "
+           "(mesh.group(axis)) the spans are those of the group's members, in group rank order.")
       .def_property_readonly("tile", [](const TiledHandle& t) { return to_python(Value(t.value.as_tiled().tile)); },
                              "This locality's part (a NumPy array).")
       .def_property_readonly("shape",
@@ -294,7 +302,10 @@ PYBIND11_MODULE(_core, m) {
                                return out;
                              },
                              "Every locality's span: a tuple of (start, stop) per dimension.")
-      .def_property_readonly("locality", [](const TiledHandle& t) { return t.value.as_tiled().locality; })
+      .def_property_readonly("locality", [](const TiledHandle& t) { return t.value.as_tiled().locality; },
+                             "This locality's rank among those the array is tiled over (its group's).")
+      .def_property_readonly("group", [](const TiledHandle& t) { return t.value.as_tiled().group; },
+                             "The id of the group the array is tiled over (0: every locality).")
       .def_property_readonly("tiling", [](const TiledHandle& t) { return t.value.as_tiled().tiling; })
       .def_property_readonly("dtype", [](const TiledHandle& t) { return to_python(Value(t.value.as_tiled().tile)).attr("dtype"); })
       .def("__repr__", [](const TiledHandle& t) { return "<" + t.value.as_tiled().describe() + ">"; });
