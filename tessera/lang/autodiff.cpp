@@ -138,7 +138,7 @@ struct Context {
 const std::set<std::string>& unsupported_forms() {
   static const std::set<std::string> forms = {
       "while",  "for_each", "parallel_block", "break",          "continue",
-      "return", "lambda",   "grad",           "value_and_grad", "dict"};
+      "return", "lambda",   "grad",           "value_and_grad", "dict", "vjp"};
   return forms;
 }
 
@@ -147,7 +147,7 @@ class Differentiator {
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
 
   AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single, bool with_value,
-             const SourceLoc& at, bool has_aux) {
+             const SourceLoc& at, bool has_aux, bool split = false) {
     SourceLoc loc = f.loc;
     root_ = f.name;
     Context ctx;
@@ -206,6 +206,8 @@ class Differentiator {
       result = transform(f.body, ctx, stmts, steps);
     }
 
+    if (split) return split_lambda(std::move(params), std::move(stmts), steps, param_ops, argnums,
+                                   single, result, aux, at);
     // Backward: every intermediate's cotangent starts as nil (no
     // contribution yet); the result's is its seed.
     for (size_t id = 0; id < names_.size(); ++id) {
@@ -245,6 +247,76 @@ class Differentiator {
   }
 
  private:
+  // vjp: lambda(params..., block(forward..., list(value, pullback[, aux]))),
+  // where pullback = lambda(ct, block(backward..., gradients)) closes over
+  // the forward's variables: the intermediates its backward statements read
+  // stay alive in the frame the closure captured, every other one is freed
+  // after its last forward use, and calling it runs only the backward.
+  AstPtr split_lambda(std::vector<AstArg> params, std::vector<AstPtr> fwd,
+                      const std::vector<Step>& steps, const std::vector<Operand>& param_ops,
+                      const std::vector<int>& argnums, bool single, const Operand& result,
+                      const AstPtr& aux, const SourceLoc& at) {
+    const SourceLoc& loc = at;
+    // The value's shape and dtype (not its data), which the cotangent must have.
+    const std::string like = "__vjp_like";
+    fwd.push_back(define(like, call("grad_template", {result.ast}, loc), loc));
+    const std::string seed = "__vjp_ct";
+    std::vector<AstPtr> bwd;
+    for (size_t id = 0; id < names_.size(); ++id) {
+      if (active_[id]) bwd.push_back(define(ct(static_cast<int>(id)), literal(Value(), loc), loc));
+    }
+    AstPtr checked = call("vjp_seed", {ident(seed, loc), ident(like, loc)}, loc);
+    if (result.id >= 0 && active_[result.id]) {
+      bwd.push_back(define(ct(result.id), checked, loc));
+      emit_backward(steps, bwd);
+    } else {
+      bwd.push_back(checked);  // checked all the same; the gradients are zeros
+    }
+    std::vector<AstPtr> grads;
+    for (int a : argnums) {
+      const Operand& p = param_ops[a];
+      grads.push_back(call("if",
+                           {call("is_nil", {ident(ct(p.id), loc)}, loc),
+                            call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
+                           loc));
+    }
+    bwd.push_back(single ? grads[0] : call("list", grads, loc));
+    // Only the pullback's own variables are released inside it: the forward's
+    // belong to the captured frame (a define there would make a new local),
+    // and stay for a second call.
+    std::set<std::string> own;
+    for (const auto& st : bwd) collect_defined(st, own);
+    bwd = release_dead(std::move(bwd), loc, &own);
+    std::vector<AstArg> pb_params{{"", ident(seed, loc)}, {"", block(std::move(bwd), loc)}};
+    auto pullback = std::make_shared<Ast>();
+    pullback->kind = Ast::Kind::call;
+    pullback->name = "lambda";
+    pullback->builtin = true;
+    pullback->loc = at;
+    pullback->args = std::move(pb_params);
+    std::vector<AstPtr> items{result.ast, pullback};
+    if (aux) items.push_back(aux);
+    fwd.push_back(call("list", std::move(items), loc));
+    fwd = with_templates(std::move(fwd), loc);
+    params.push_back({"", block(release_dead(std::move(fwd), loc), loc)});
+    auto lambda = std::make_shared<Ast>();
+    lambda->kind = Ast::Kind::call;
+    lambda->name = "lambda";
+    lambda->loc = at;
+    lambda->args = std::move(params);
+    return lambda;
+  }
+
+  // The names `a` defines (define(name, ...) anywhere inside it).
+  static void collect_defined(const AstPtr& a, std::set<std::string>& out) {
+    if (a->kind == Ast::Kind::call && !a->callee && a->name == "define" && !a->args.empty() &&
+        a->args[0].value->kind == Ast::Kind::identifier) {
+      out.insert(a->args[0].value->name);
+    }
+    if (a->callee) collect_defined(a->callee, out);
+    for (const auto& arg : a->args) collect_defined(arg.value, out);
+  }
+
   int new_ref(bool active, const std::string& hint) {
     int id = static_cast<int>(names_.size());
     names_.push_back("__ad_" + hint + "_" + std::to_string(id));
@@ -753,14 +825,17 @@ class Differentiator {
   // Frees every intermediate (forward value or cotangent) right after the
   // last statement that reads it, so activations live only as long as the
   // backward pass needs them. The last statement is the result.
-  static std::vector<AstPtr> release_dead(std::vector<AstPtr> stmts, const SourceLoc& loc) {
+  // With `only`, just those names.
+  static std::vector<AstPtr> release_dead(std::vector<AstPtr> stmts, const SourceLoc& loc,
+                                          const std::set<std::string>* only = nullptr) {
     std::map<std::string, size_t> last_use;
     for (size_t i = 0; i < stmts.size(); ++i) {
       std::set<std::string> names;
       collect_names(stmts[i], names);
       for (const auto& n : names) {
+        if (only && !only->count(n)) continue;
         if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0 || n.rfind("__tg_", 0) == 0 ||
-            n.rfind("__adc_", 0) == 0) {
+            n.rfind("__adc_", 0) == 0 || n.rfind("__vjp_", 0) == 0) {
           last_use[n] = i;
         }
       }
@@ -815,6 +890,12 @@ AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, b
                      bool has_aux) {
   Differentiator d(lookup);
   return d.run(f, argnums, single, with_value, at, has_aux);
+}
+
+AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argnums, bool single,
+                           const FunctionLookup& lookup, const SourceLoc& at, bool has_aux) {
+  Differentiator d(lookup);
+  return d.run(f, argnums, single, true, at, has_aux, true);
 }
 
 std::vector<std::string> check_gradient_rules() {
