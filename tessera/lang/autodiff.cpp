@@ -115,7 +115,7 @@ struct Operand {
 
 // One forward step whose backward the gradient needs.
 struct Step {
-  enum class Kind { primitive, getitem, cond, list };
+  enum class Kind { primitive, getitem, cond, list, checkpoint };
   Kind kind = Kind::primitive;
   SourceLoc loc;
   const PrimitiveSpec* spec = nullptr;
@@ -128,6 +128,10 @@ struct Step {
     int out;
   };
   std::vector<Merge> merges;
+  // checkpoint: the statements recomputing the function's forward (its
+  // steps in then_steps, its value args[0]) and the ids they define.
+  std::vector<AstPtr> recompute;
+  int first_local = 0, end_local = 0;
 };
 
 struct Context {
@@ -326,7 +330,101 @@ class Differentiator {
 
   std::string ct(int id) const { return "__ct_" + std::to_string(id); }
 
-  bool is_active(const Operand& op) const { return op.id >= 0 && active_[op.id]; }
+  bool is_active(const Operand& op) const {
+    return !forward_only_ && op.id >= 0 && active_[op.id];
+  }
+
+  // The function of checkpoint(fn) when `callee` is that call (of the
+  // primitive, not a function of the program named so), else null.
+  AstPtr checkpointed_function(const AstPtr& callee, const Context& ctx) {
+    if (callee->kind != Ast::Kind::call || callee->callee || callee->name != "checkpoint" ||
+        ctx.env.count("checkpoint") || ctx.functions.count("checkpoint") ||
+        (!callee->builtin && lookup_("checkpoint"))) {
+      return nullptr;
+    }
+    if (callee->args.size() != 1 || !callee->args[0].name.empty()) {
+      fail(callee->loc, error_message("checkpoint takes one function, got ", callee->args.size(),
+                                      " argument", callee->args.size() == 1 ? "" : "s"));
+    }
+    return callee->args[0].value;
+  }
+
+  // checkpoint(fn)(args...): the forward computes fn's value keeping none of
+  // its intermediates (all inactive, so each is freed after its last use);
+  // the backward recomputes fn's forward from the arguments, which it keeps,
+  // then runs fn's backward, whose contributions reach the arguments'
+  // cotangents in the order the program without checkpoint adds them.
+  Operand checkpointed(const AstPtr& fn, const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
+                       std::vector<Step>& steps) {
+    FunctionSource f;
+    Context defining;
+    if (fn->kind == Ast::Kind::identifier) {
+      if (ctx.env.count(fn->name)) {
+        fail(fn->loc, "checkpoint of the function value '" + fn->name +
+                          "': give a function defined with define, or a lambda");
+      }
+      if (auto it = ctx.functions.find(fn->name); it != ctx.functions.end()) {
+        f = it->second;
+        defining = ctx;
+      } else if (auto src = lookup_(fn->name)) {
+        f = *src;
+      } else {
+        fail(fn->loc, "checkpoint of '" + fn->name +
+                          "', which is not a function defined with define(" + fn->name +
+                          ", params..., body)");
+      }
+    } else if (fn->kind == Ast::Kind::call && !fn->callee && fn->name == "lambda" &&
+               !fn->args.empty()) {
+      f = FunctionSource{"lambda", std::vector<AstArg>(fn->args.begin(), fn->args.end() - 1),
+                         fn->args.back().value, fn->loc};
+      defining = ctx;
+    } else {
+      fail(fn->loc, "checkpoint takes a function name or a lambda, got " + fn->str());
+    }
+    if (std::find(inline_stack_.begin(), inline_stack_.end(), f.name) != inline_stack_.end()) {
+      fail(a->loc, "cannot differentiate the recursive function '" + f.name + "'");
+    }
+    std::vector<Operand> positional;
+    std::map<std::string, Operand> named;
+    for (const auto& arg : a->args) {
+      Operand op = transform(arg.value, ctx, out, steps);
+      if (arg.name.empty()) {
+        positional.push_back(op);
+      } else {
+        named[arg.name] = op;
+      }
+    }
+    ++checkpoint_depth_;
+    checkpoint_names_.push_back(f.name);
+    // The forward: nothing active, nothing kept for a backward.
+    const bool was_forward_only = forward_only_;
+    forward_only_ = true;
+    std::vector<Step> no_steps;
+    Operand value = inline_body(f, a, positional, named, defining, out, no_steps);
+    forward_only_ = was_forward_only;
+    if (forward_only_) {  // inside another checkpoint's forward: no backward to prepare
+      checkpoint_names_.pop_back();
+      --checkpoint_depth_;
+      return value;
+    }
+    // The recomputation, for the backward.
+    Step s;
+    s.kind = Step::Kind::checkpoint;
+    s.loc = a->loc;
+    const int first = static_cast<int>(names_.size());
+    Operand recomputed =
+        inline_body(f, a, positional, named, defining, s.recompute, s.then_steps);
+    s.first_local = first;
+    s.end_local = static_cast<int>(names_.size());
+    checkpoint_names_.pop_back();
+    --checkpoint_depth_;
+    if (!is_active(recomputed)) return value;  // no gradient flows through
+    Operand r = bind(value.ast, true, out, "ck");
+    s.out = r.id;
+    s.args.push_back(recomputed);
+    steps.push_back(std::move(s));
+    return r;
+  }
 
   // Binds `value` to a new variable and returns it as an operand.
   Operand bind(AstPtr value, bool active, std::vector<AstPtr>& out, const std::string& hint) {
@@ -372,7 +470,12 @@ class Differentiator {
       case Ast::Kind::call:
         break;
     }
-    if (a->callee) fail(a->loc, "cannot differentiate a call of a computed function");
+    if (a->callee) {
+      if (const AstPtr& fn = checkpointed_function(a->callee, ctx)) {
+        return checkpointed(fn, a, ctx, out, steps);
+      }
+      fail(a->loc, "cannot differentiate a call of a computed function");
+    }
     const std::string& n = a->name;
     if (ctx.env.count(n)) {
       fail(a->loc, "cannot differentiate a call of the function value '" + n + "'");
@@ -536,6 +639,14 @@ class Differentiator {
         named[arg.name] = op;
       }
     }
+    return inline_body(f, a, positional, named, defining, out, steps);
+  }
+
+  // f's body with its parameters bound to evaluated arguments.
+  Operand inline_body(const FunctionSource& f, const AstPtr& a,
+                      const std::vector<Operand>& positional,
+                      const std::map<std::string, Operand>& named, const Context& defining,
+                      std::vector<AstPtr>& out, std::vector<Step>& steps) {
     // A local function sees the caller's variables (it closes over them).
     Context callee;
     callee.env = defining.env;
@@ -572,6 +683,29 @@ class Differentiator {
       slots = bind_arguments(spec, arg_names);
     } catch (...) {
       rethrow_with_location(std::current_exception(), a->loc);
+    }
+    if (checkpoint_depth_ > 0 && has_effects(spec)) {
+      // Run twice (forward, then recomputed for the backward), its effect
+      // would happen twice; a random draw keyed by a seed is the same twice.
+      bool keyed = false;
+      if (spec.family == "random") {
+        for (size_t i = 0; i < a->args.size(); ++i) {
+          const AstPtr& v = a->args[i].value;
+          if (spec.params[slots[i]].name == "seed" &&
+              !(v->kind == Ast::Kind::literal && v->value.is_nil())) {
+            keyed = true;
+          }
+        }
+      }
+      if (!keyed) {
+        fail(a->loc, "'" + spec.name + "' inside the checkpointed function '" +
+                         checkpoint_names_.back() +
+                         "' would run again when its forward is recomputed for the backward" +
+                         (spec.family == "random"
+                              ? std::string(" and draw different numbers: give it a seed= (as "
+                                            "dropout's) or call it outside checkpoint")
+                              : std::string(": call it outside checkpoint")));
+      }
     }
     auto emitted = std::make_shared<Ast>(*a);
     std::vector<Operand> per_param(spec.params.size());
@@ -755,7 +889,23 @@ class Differentiator {
       }
       AstPtr g = ident(ct(s.out), loc);
       std::vector<AstPtr> body;
-      if (s.kind == Step::Kind::list) {
+      if (s.kind == Step::Kind::checkpoint) {
+        body = s.recompute;
+        const Operand& v = s.args[0];
+        contributions_[v.id].push_back({nullptr, nullptr});  // not a producer's call
+        body.push_back(
+            define(ct(v.id), call("grad_accumulate", {ident(ct(v.id), loc), g}, loc), loc));
+        emit_backward(s.then_steps, body);
+        // The recomputed values and their cotangents live only in this block.
+        std::set<std::string> own;
+        for (int id = s.first_local; id < s.end_local; ++id) {
+          own.insert(names_[id]);
+          own.insert(ct(id));
+          own.insert("__adc_" + std::to_string(id));
+        }
+        body.push_back(literal(Value(), loc));  // released names are all before the end
+        body = release_dead(std::move(body), loc, &own);
+      } else if (s.kind == Step::Kind::list) {
         // Item i's cotangent is element i of the list's (nil: none reached it).
         for (size_t i = 0; i < s.args.size(); ++i) {
           if (!is_active(s.args[i])) continue;
@@ -859,6 +1009,9 @@ class Differentiator {
   }
 
   const FunctionLookup& lookup_;
+  bool forward_only_ = false;  // a checkpointed call's forward: nothing is active
+  int checkpoint_depth_ = 0;   // inside checkpointed functions
+  std::vector<std::string> checkpoint_names_;
   bool aux_mode_ = false;  // transforming the aux value: lists of intermediates are fine
   std::vector<std::string> names_;
   std::vector<bool> active_;

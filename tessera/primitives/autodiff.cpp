@@ -941,6 +941,21 @@ const bool registered = register_primitives({
      .help = "The cotangent seed of a differentiated function's value: 1 in its dtype. Raises "
              "ValueError unless the value is a single number.",
      .eval = grad_seed},
+    {.name = "checkpoint",
+     .family = "autodiff",
+     .params = {{"f"}},
+     .help = "Activation checkpointing: checkpoint(f)(args...) is f(args...); inside a "
+             "differentiated function (grad, value_and_grad, vjp), the call keeps none of f's "
+             "intermediates for the backward pass, only its arguments, and the backward "
+             "recomputes f's forward from them before running f's backward (the same gradients, "
+             "bit for bit). f is a function defined with define or a lambda; random draws inside "
+             "need a seed= (dropout's is one), other effects are refused.",
+     .eval = [](Args& a) -> Value {
+       if (!a[0].is_function()) a.type_error(0, "a function");
+       return a[0];
+     },
+     .ns_per_element = 0.0,
+     .grads = {""}},
     {.name = "vjp_seed",
      .family = "autodiff",
      .params = {{"ct"}, {"like"}},
