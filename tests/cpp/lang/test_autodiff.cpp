@@ -74,6 +74,7 @@ const std::vector<GradCase>& cases() {
       {"copysign", "copysign(a, b)", {"a", "b"}},
       {"negative", "-a", {"a"}},
       {"positive", "positive(a)", {"a"}},
+      {"after", "after(a, b) * b", {"a", "b"}},  // b only a token of after: its own use counts
       {"abs", "abs(a)", {"a"}},
       {"absolute", "absolute(a)", {"a"}},
       {"square", "square(a)", {"a"}},
