@@ -274,7 +274,8 @@ Future<Value> pipe_send_async(Args& a) {
   int dest = peer_arg(a, 1, g);
   int to = static_cast<int>(a.integer(1));
   int64_t t = pipe_tag_arg(a, 2);
-  std::string what = error_message("pipe_send(", stage_name(g, g.rank), " -> ", to, ", tag=", t, ")");
+  std::string what =
+      error_message("pipe_send(", stage_name(g, g.rank), " -> ", to, ", tag=", t, ")");
   Future<Value> sent = detail::send(x, dest, pipe_mpi_tag(t, g.rank, to), a.site(), what);
   if (!sent.is_ready() || sent.error()) {
     PipeSends& s = pipe_sends();

@@ -76,10 +76,11 @@ Value vjp_seed(Args& a) {
     return Array::full(dt, l.shape(), v);
   }
   if (!ct.is_array() || ct.as_array().shape() != l.shape() || ct.as_array().dtype() != dt) {
-    std::string got =
-        ct.is_array()
-            ? error_message(dtype_name(ct.as_array().dtype()), " ", shape_str(ct.as_array().shape()))
-            : ct.describe();
+    std::string got = ct.describe();
+    if (ct.is_array()) {
+      const Array& c = ct.as_array();
+      got = error_message(dtype_name(c.dtype()), " ", shape_str(c.shape()));
+    }
     throw std::invalid_argument(
         error_message("[vjp] the cotangent must have the value's shape and dtype: expected ",
                       dtype_name(dt), " ", shape_str(l.shape()), ", got ", got));

@@ -722,7 +722,8 @@ TEST(Autodiff, CheckpointedChainHoldsOnlyItsBlocksInputs) {
   const std::string layers =
       "define(layer, h, w, tanh(h @ w))\n"
       "define(five, h, w, layer(layer(layer(layer(layer(h, w), w), w), w), w))\n";
-  const std::string plain = "define(f, x, w, sum(five(five(five(five(x, w), w), w), w)))\nvjp(f, 1)";
+  const std::string plain =
+      "define(f, x, w, sum(five(five(five(five(x, w), w), w), w)))\nvjp(f, 1)";
   const std::string ckpt =
       "define(f, x, w, sum(checkpoint(five)(checkpoint(five)(checkpoint(five)(checkpoint(five)(\n"
       "  x, w), w), w), w)))\nvjp(f, 1)";
@@ -758,7 +759,10 @@ TEST(Autodiff, CheckpointRefusesEffectsThatWouldRunTwice) {
       "forward is recomputed for the backward and draw different numbers: give it a seed= (as "
       "dropout's) or call it outside checkpoint (at r.tsl:1:18)"));
   EXPECT_TRUE(throws_with<SyntaxError>(
-      [] { eval_string("define(f, x, sum(checkpoint(lambda(h, block(print(1), h * h)))(x)))\ngrad(f)"); },
+      [] {
+        eval_string(
+            "define(f, x, sum(checkpoint(lambda(h, block(print(1), h * h)))(x)))\ngrad(f)");
+      },
       "'print' inside the checkpointed function 'lambda' would run again"));
   EXPECT_TRUE(throws_with<SyntaxError>(
       [] { eval_string("define(f, x, sum(checkpoint(x)(x)))\ngrad(f)"); },
