@@ -270,9 +270,11 @@ std::string stage_name(const GroupInfo& g, int r) {
 Future<Value> pipe_send_async(Args& a) {
   check_pipe_sends();
   GroupInfo g = group_arg(a, 3);
-  Array x = numeric_array(a, 0, true);
   int dest = peer_arg(a, 1, g);
   int to = static_cast<int>(a.integer(1));
+  // A copy: the message goes out after this returns, and the program (or
+  // Python, whose array may be x's buffer) may write into x meanwhile.
+  Array x = numeric_array(a, 0, true).copy();
   int64_t t = pipe_tag_arg(a, 2);
   std::string what =
       error_message("pipe_send(", stage_name(g, g.rank), " -> ", to, ", tag=", t, ")");
@@ -683,8 +685,9 @@ const bool registered = register_primitives({
                         "matches a send/recv tag or the opposite direction's message of the "
                         "same tag). Completes (nil) as soon as the message is posted, so the "
                         "task sending never waits for the receiver: both sides of a schedule "
-                        "may send first. Give each message in flight between two stages its "
-                        "own tag (the micro-batch)." TESSERA_GROUP_HELP,
+                        "may send first; x is copied, so later writes into it do not change the "
+                        "message. Give each message in flight between two stages its own tag "
+                        "(the micro-batch)." TESSERA_GROUP_HELP,
                 .eval = nullptr,
                 .grads = {}},
                pipe_send_async),
