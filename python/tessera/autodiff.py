@@ -119,3 +119,15 @@ def vjp(f, argnums=0, has_aux=False):
     (a tuple, or one array for an int); ct has value's shape and dtype (a number fills it).
     It may be called again or never."""
     return VjpFunction(f, argnums, has_aux)
+
+
+def checkpoint(f):
+    """Activation checkpointing: ``tessera.checkpoint(f)(*args)`` is ``f(*args)``; inside a
+    function that tessera differentiates (grad, value_and_grad, vjp), the call keeps none of f's
+    intermediates for the backward pass, only its arguments, and the backward recomputes f's
+    forward from them (the same gradients, bit for bit). In a @tessera.jit function it is the
+    language's ``checkpoint`` primitive; called eagerly it returns f."""
+    return f
+
+
+checkpoint._tessera_primitive = "checkpoint"

@@ -372,3 +372,30 @@ def test_vjp_refuses_a_cotangent_of_another_shape():
                                          r"and dtype: expected float64 \(6, 3\), got float64 "
                                          r"\(3, 6\)"):
         pullback(np.ones((3, 6)))
+
+
+def five_layers(h, w):
+    h = np.tanh(np.tanh(np.tanh(h @ w) @ w) @ w)
+    return np.tanh(np.tanh(h @ w) @ w)
+
+
+def deep_chain(x, w):
+    return np.sum(five_layers(five_layers(x, w), w) ** 2)
+
+
+def checkpointed_chain(x, w):
+    h = tessera.checkpoint(five_layers)(x, w)
+    return np.sum(tessera.checkpoint(five_layers)(h, w) ** 2)
+
+
+def test_checkpoint_in_a_jit_function_gives_the_same_gradients_bitwise():
+    x = np.sin(np.arange(64 * 16) * 0.37).reshape(64, 16)
+    w = np.sin(np.arange(16 * 16) * 0.11).reshape(16, 16) * 0.3
+    plain = tessera.value_and_grad(deep_chain, argnums=(0, 1))(x, w)
+    light = tessera.value_and_grad(checkpointed_chain, argnums=(0, 1))(x, w)
+    assert "checkpoint(five_layers)" in tessera.grad(checkpointed_chain).code
+    assert plain[0] == light[0]
+    for a, b in zip(plain[1], light[1]):
+        assert a.tobytes() == b.tobytes()
+    # Eagerly (and in the language outside a gradient) it is the function itself.
+    assert tessera.checkpoint(five_layers) is five_layers
