@@ -399,3 +399,16 @@ def test_checkpoint_in_a_jit_function_gives_the_same_gradients_bitwise():
         assert a.tobytes() == b.tobytes()
     # Eagerly (and in the language outside a gradient) it is the function itself.
     assert tessera.checkpoint(five_layers) is five_layers
+
+
+def loss_and_mean(w, x):
+    p = x * w
+    return np.sum(p * p), np.mean(p)
+
+
+def test_vjp_with_aux_returns_it_third():
+    v, pullback, aux = tessera.vjp(loss_and_mean, has_aux=True)(np.array([1.0, 2.0]),
+                                                               np.array([3.0, 4.0]))
+    # value 9 + 64, d/dw = 2 p x, aux mean(p)
+    assert v == 73.0 and aux == 5.5
+    np.testing.assert_array_equal(pullback(1.0), [18.0, 64.0])
