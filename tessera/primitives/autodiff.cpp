@@ -53,6 +53,24 @@ Value grad_seed(Args& a) {
 Value vjp_seed(Args& a) {
   const Value& ct = a[0];
   const Value& like = a[1];
+  if (like.is_list()) {
+    // A list of values (a stage sending several tensors): a list of
+    // cotangents, item by item.
+    const List& l = like.as_list();
+    if (!ct.is_list() || ct.as_list().size() != l.size()) {
+      throw std::invalid_argument(error_message(
+          "[vjp] the value is a list of ", l.size(), " items: the cotangent must be a list of ",
+          l.size(), ", got ", ct.describe()));
+    }
+    NestingLevel level("vjp", like);
+    List out;
+    for (size_t i = 0; i < l.size(); ++i) {
+      std::vector<Value> pair{ct.as_list()[i], l[i]};
+      Args inner(a.spec(), std::move(pair));
+      out.push_back(vjp_seed(inner));
+    }
+    return Value(std::move(out));
+  }
   if (like.is_float() || like.is_int() || like.is_bool()) {
     if (ct.is_float() || ct.is_int()) {
       return Value(ct.is_float() ? ct.as_float() : static_cast<double>(ct.as_int()));
@@ -962,7 +980,8 @@ const bool registered = register_primitives({
      .params = {{"ct"}, {"like"}},
      .help = "The cotangent a vjp pullback was called with, checked against the value's "
              "template: an array of the value's shape and dtype (float64 for an integer value), "
-             "or a number (filled to that shape). Raises ValueError naming both otherwise.",
+             "or a number (filled to that shape); for a list value, a list of as many, item by "
+             "item. Raises ValueError naming both otherwise.",
      .eval = vjp_seed,
      .ns_per_element = 0.0,
      .strided = true,

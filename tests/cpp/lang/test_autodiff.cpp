@@ -775,3 +775,24 @@ TEST(Autodiff, CheckpointRefusesEffectsThatWouldRunTwice) {
       "grad(f)([1.0, 2.0]) - random_normal([2], seed=3)");
   EXPECT_TRUE(tessera::test::array_eq(r, DType::float64, {2}, {0.0, 0.0}));
 }
+
+// A value that is a list of arrays (a pipeline stage sending two tensors):
+// the cotangent is a list of as many, each of its item's shape; the pullback
+// gives the gradient of the sum of sum(item * ct item).
+TEST(Autodiff, VjpOfAListValueTakesAListOfCotangents) {
+  const std::string f =
+      "define(f, w, x, block(define(h, tanh(x @ w)), list(h * 2.0, sum(h, axis=0))))\n"
+      "define(g, w, x, block(define(o, f(w, x)), sum(o[0] * [[1.0, -1.0]]) + sum(o[1] * [0.5, "
+      "2.0])))\n"
+      "define(w, [[0.1, 0.2], [0.3, -0.4]])\ndefine(x, [[1.0, 2.0]])\n"
+      "define(r, vjp(f)(w, x))\n";
+  Value d = eval_string(f + "r[1](list([[1.0, -1.0]], [0.5, 2.0])) - grad(g)(w, x)");
+  EXPECT_TRUE(tessera::test::array_eq(d, DType::float64, {2, 2}, {0, 0, 0, 0}, 0, 1e-15));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { eval_string(f + "r[1](list([[1.0, -1.0]]))", {}, "l.tsl"); },
+      "[vjp] the value is a list of 2 items: the cotangent must be a list of 2, got list of "
+      "length 1 (at l.tsl:5:11)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { eval_string(f + "r[1](list([[1.0, -1.0]], [0.5]))", {}, "l.tsl"); },
+      "expected float64 (2,), got float64 (1,)"));
+}
