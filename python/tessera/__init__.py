@@ -43,7 +43,7 @@ from ._core import (CompileError, Program, call_primitive, conv_winograd, determ
                     memory_stats, num_threads, release_cached_memory, reset_peak_memory,
                     set_conv_winograd, set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
-from .autodiff import grad, value_and_grad
+from .autodiff import checkpoint, grad, value_and_grad, vjp
 from . import data, distributed, nn, optim, resilience, trace
 
 __version__ = "0.1.0"
@@ -74,6 +74,8 @@ __all__ = [
     "set_num_threads",
     "trace",
     "value_and_grad",
+    "vjp",
+    "checkpoint",
 ]
 
 

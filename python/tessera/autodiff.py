@@ -22,6 +22,8 @@ from .jit import JitFunction, _arg_key, _core, jit
 class GradFunction:
     """The gradient (or value and gradient) of a jit function."""
 
+    form = None  # "vjp" for VjpFunction
+
     def __init__(self, f, argnums=0, with_value=False):
         if not isinstance(f, JitFunction):
             f = jit(f)
@@ -42,9 +44,10 @@ class GradFunction:
         tr = self.function._translate()
         text = tr.text.rstrip()
         head, entry = text.rsplit("\n", 1)
-        form = "value_and_grad" if self.with_value else "grad"
+        form = self.form or ("value_and_grad" if self.with_value else "grad")
         nums = str(self.argnums[0]) if self.single else "[" + ", ".join(map(str, self.argnums)) + "]"
-        return f"{head}\n{form}({entry.strip()}, argnums={nums})\n"
+        aux = ", has_aux=true" if getattr(self, "has_aux", False) else ""
+        return f"{head}\n{form}({entry.strip()}, argnums={nums}{aux})\n"
 
     def __call__(self, *args):
         f = self.function
@@ -65,6 +68,8 @@ class GradFunction:
                     self._programs[key] = prog
         tr = f._translate()
         result = prog.run(list(args) + list(tr.constants))
+        if self.form == "vjp":
+            return self._split(result)
         if self.with_value:
             value, grads = result
             return value, grads if self.single else tuple(grads)
@@ -82,3 +87,47 @@ def grad(f, argnums=0):
 def value_and_grad(f, argnums=0):
     """Like grad, returning (value, gradient)."""
     return GradFunction(f, argnums, with_value=True)
+
+
+class VjpFunction(GradFunction):
+    """The forward/backward split of a jit function's gradient (see vjp)."""
+
+    form = "vjp"
+
+    def __init__(self, f, argnums=0, has_aux=False):
+        super().__init__(f, argnums, with_value=True)
+        self.has_aux = bool(has_aux)
+        self.__name__ = f"vjp({self.function.__name__})"
+
+    def _split(self, result):
+        value, pull = result[0], result[1]
+        single = self.single
+
+        def pullback(ct):
+            """The gradients of sum(value * ct), running only the backward pass."""
+            grads = pull(ct)
+            return grads if single else tuple(grads)
+
+        return (value, pullback, result[2]) if self.has_aux else (value, pullback)
+
+
+def vjp(f, argnums=0, has_aux=False):
+    """The forward/backward split of f's gradient: ``vjp(f)(*args)`` runs f's forward only
+    and returns ``(value, pullback)`` (with has_aux, f returns ``(value, aux)`` and the result is
+    ``(value, pullback, aux)``). ``pullback(ct)`` runs only the backward, from the intermediates
+    the forward kept, and returns the gradients of ``sum(value * ct)`` with respect to argnums
+    (a tuple, or one array for an int); ct has value's shape and dtype (a number fills it).
+    It may be called again or never."""
+    return VjpFunction(f, argnums, has_aux)
+
+
+def checkpoint(f):
+    """Activation checkpointing: ``tessera.checkpoint(f)(*args)`` is ``f(*args)``; inside a
+    function that tessera differentiates (grad, value_and_grad, vjp), the call keeps none of f's
+    intermediates for the backward pass, only its arguments, and the backward recomputes f's
+    forward from them (the same gradients, bit for bit). In a @tessera.jit function it is the
+    language's ``checkpoint`` primitive; called eagerly it returns f."""
+    return f
+
+
+checkpoint._tessera_primitive = "checkpoint"

@@ -140,6 +140,23 @@ def recv(source, tag=0, group=None):
     return call_primitive("recv", [source], {"tag": tag, "group": _group_id(group, "recv")})
 
 
+@_primitive("pipe_send")
+def pipe_send(x, dest, tag, group=None):
+    """Sends ``x`` to pipeline stage ``dest`` (a rank in ``group``) with pipe tag ``tag``
+    (0..1048575, a tag space of its own per direction). Returns once the message is posted,
+    never waiting for the receiver (docs/distributed.md, "Pipeline point to point")."""
+    call_primitive("pipe_send", [x, dest, tag], {"group": _group_id(group, "pipe_send")})
+
+
+@_primitive("pipe_recv")
+def pipe_recv(source, tag, group=None, like=None):
+    """The array stage ``source`` sent with ``pipe_send`` and pipe tag ``tag``; with ``like``
+    (an array), a message of another shape or dtype raises ValueError naming both stages."""
+    return call_primitive(
+        "pipe_recv", [source, tag], {"group": _group_id(group, "pipe_recv"), "like": like}
+    )
+
+
 @_primitive("tp_copy")
 def tp_copy(x, group=None):
     """Tensor parallelism's input operation (Megatron's "f"): ``x`` itself;

@@ -323,3 +323,92 @@ def test_gradients_of_several_arguments_are_distinct_arrays():
     assert dy[0, 0] == 1.0
     value, (gx, gy) = tessera.value_and_grad(tessera.jit(_sum_of_sum), argnums=(0, 1))(x, y)
     assert value == np.sum(x + y) and not np.shares_memory(gx, gy)
+
+
+def layers(w1, w2, x):
+    return np.tanh(np.tanh(x @ w1) @ w2)
+
+
+def layers_loss(w1, w2, x):
+    h = layers(w1, w2, x)
+    return np.sum(h * h) / 3.0
+
+
+def test_vjp_pullback_gives_value_and_grads_gradients_bitwise():
+    rng = np.random.default_rng(5)
+    w1, w2, x = rng.normal(size=(4, 5)), rng.normal(size=(5, 3)), rng.normal(size=(6, 4))
+    value, grads = tessera.value_and_grad(layers_loss, argnums=(0, 1))(w1, w2, x)
+    v, pullback = tessera.vjp(layers_loss, argnums=(0, 1))(w1, w2, x)
+    assert v == value
+    got = pullback(1.0)
+    assert isinstance(got, tuple) and len(got) == 2
+    for a, b in zip(got, grads):
+        assert a.tobytes() == b.tobytes()
+    # Called again: the same; a single argnums gives one array.
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(pullback(1.0), got))
+    _, pb1 = tessera.vjp(layers_loss, argnums=1)(w1, w2, x)
+    assert pb1(1.0).tobytes() == grads[1].tobytes()
+
+
+def test_vjp_of_an_array_value_matches_finite_differences():
+    rng = np.random.default_rng(6)
+    w1, w2, x = rng.normal(size=(4, 5)), rng.normal(size=(5, 3)), rng.normal(size=(6, 4))
+    ct = rng.normal(size=(6, 3))
+    value, pullback = tessera.vjp(layers, argnums=(0, 2))(w1, w2, x)
+    np.testing.assert_allclose(value, np.tanh(np.tanh(x @ w1) @ w2), rtol=1e-12)
+    gw1, gx = pullback(ct)
+
+    def weighted(w1, w2, x):
+        return float(np.sum(np.tanh(np.tanh(x @ w1) @ w2) * ct))
+
+    np.testing.assert_allclose(gw1, numeric_grad(weighted, (w1, w2, x), 0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gx, numeric_grad(weighted, (w1, w2, x), 2), rtol=1e-5, atol=1e-7)
+
+
+def test_vjp_refuses_a_cotangent_of_another_shape():
+    w1, w2, x = np.ones((4, 5)) * 0.1, np.ones((5, 3)) * 0.1, np.ones((6, 4))
+    _, pullback = tessera.vjp(layers)(w1, w2, x)
+    with pytest.raises(ValueError, match=r"\[vjp\] the cotangent must have the value's shape "
+                                         r"and dtype: expected float64 \(6, 3\), got float64 "
+                                         r"\(3, 6\)"):
+        pullback(np.ones((3, 6)))
+
+
+def five_layers(h, w):
+    h = np.tanh(np.tanh(np.tanh(h @ w) @ w) @ w)
+    return np.tanh(np.tanh(h @ w) @ w)
+
+
+def deep_chain(x, w):
+    return np.sum(five_layers(five_layers(x, w), w) ** 2)
+
+
+def checkpointed_chain(x, w):
+    h = tessera.checkpoint(five_layers)(x, w)
+    return np.sum(tessera.checkpoint(five_layers)(h, w) ** 2)
+
+
+def test_checkpoint_in_a_jit_function_gives_the_same_gradients_bitwise():
+    x = np.sin(np.arange(64 * 16) * 0.37).reshape(64, 16)
+    w = np.sin(np.arange(16 * 16) * 0.11).reshape(16, 16) * 0.3
+    plain = tessera.value_and_grad(deep_chain, argnums=(0, 1))(x, w)
+    light = tessera.value_and_grad(checkpointed_chain, argnums=(0, 1))(x, w)
+    assert "checkpoint(five_layers)" in tessera.grad(checkpointed_chain).code
+    assert plain[0] == light[0]
+    for a, b in zip(plain[1], light[1]):
+        assert a.tobytes() == b.tobytes()
+    # Eagerly (and in the language outside a gradient) it is the function itself.
+    assert tessera.checkpoint(five_layers) is five_layers
+
+
+def loss_and_mean(w, x):
+    p = x * w
+    return np.sum(p * p), np.mean(p)
+
+
+def test_vjp_with_aux_returns_it_third():
+    v, pullback, aux = tessera.vjp(loss_and_mean, has_aux=True)(np.array([1.0, 2.0]),
+                                                               np.array([3.0, 4.0]))
+    # value 9 + 64, d/dw = 2 p x, aux mean(p)
+    assert v == 73.0 and aux == 5.5
+    np.testing.assert_array_equal(pullback(1.0), [18.0, 64.0])
