@@ -302,14 +302,9 @@ def tessera_parallel_layers(group):
 
     if group is None:
         return {"mha": nn.MultiHeadAttention, "col": nn.Dense, "row": nn.Dense}
-    from tessera.nn import parallel
-
-    mha = getattr(parallel, "ParallelMultiHeadAttention", None)
-    if mha is None:
-        raise NotImplementedError("tensor-parallel attention")
-    return {"mha": lambda *a, **k: mha(*a, group=group, **k),
-            "col": lambda *a, **k: parallel.ColumnParallelDense(*a, group=group, **k),
-            "row": lambda *a, **k: parallel.RowParallelDense(*a, group=group, **k)}
+    return {"mha": lambda *a, **k: nn.ParallelMultiHeadAttention(*a, group=group, **k),
+            "col": lambda *a, **k: nn.ColumnParallelDense(*a, group=group, **k),
+            "row": lambda *a, **k: nn.RowParallelDense(*a, group=group, **k)}
 
 
 def tessera_worker(args, out_path):
