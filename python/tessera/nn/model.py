@@ -818,7 +818,9 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         opt = self._compiled.optimizer
         P, S = self._params(True), self._params(False)
         if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
-            self._opt_state = opt.init_state(self.weights, self._opt_statevars)
+            # under ZeRO a fresh state is made as slices (_zero_begin), never whole
+            self._opt_state = None if plan is not None else \
+                opt.init_state(self.weights, self._opt_statevars)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
         steps = n_batches if steps_per_epoch is None else (
