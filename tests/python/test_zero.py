@@ -103,10 +103,20 @@ def test_step_text(stage):
     m._zero_plans = {zp.key: zp}
     text = m._train_program(P, S, data_parallel=True, zero=zp) and m.train_code
     head = text[text.index("define(train_step"):].split("\n")[0]
+    loss_fn = text[:text.index("define(train_step")]
     if stage == 1:  # whole buckets summed from inside the backward pass
         assert "grad_bucket(" in text and "reduce_scatter(" not in text
-    else:  # reduce-scattered
+    elif stage == 2:  # reduce-scattered after the backward pass
         assert "grad_bucket(" not in text and text.count("reduce_scatter(") == len(zp.buckets)
+    else:  # gathered by the loss function, each bucket just before its first use (whose
+        # gradient rule is the reduce-scatter)
+        assert "grad_bucket(" not in text and "reduce_scatter(" not in text
+        assert loss_fn.startswith("define(loss_fn, zp_0, zp_1, zp_2, zp_3, x, y, seed, w, dgroup")
+        for j, bucket in enumerate(zp.buckets):
+            gathered = loss_fn.index(f"define(zf_{j}, all_gather(zp_{j}, group=dgroup))")
+            assert gathered < loss_fn.index(f"define({bucket[0]}, reshape(zf_{j}[0:")
+        # the first layer's bucket is gathered before the second layer's
+        assert loss_fn.index("all_gather(zp_3") < loss_fn.index("all_gather(zp_1")
     # stage 3 takes and returns slices; 1 and 2 gather the updated weights
     assert head.startswith("define(train_step, zp_0" if stage == 3 else
                            f"define(train_step, {P[0]}")

@@ -128,14 +128,26 @@ class ProgramsMixin:
         ys = ["y"] if len(self._outputs) == 1 else [f"y{i}" for i in range(len(self._outputs))]
         return xs, ys
 
-    def _forward_code(self, training: str, seed: str, buckets=None, names=None):
+    def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None):
         """The forward pass as statements and the outputs' names. With
         `buckets` (the bucket plan), every trainable parameter is first
         marked as a member of its gradient bucket (grad_bucket), just before
         the code that first uses it, so that the backward pass starts each
         bucket's all-reduce as soon as the code after it in the backward
-        order has produced all its gradients."""
+        order has produced all its gradients. With `gather` (a zero.ZeroPlan,
+        stage 3) the parameters are this member's slices zp_j: each bucket is
+        all-gathered just before the code that first uses one of its
+        parameters (the gradient of all_gather is the reduce-scatter, so the
+        backward pass sums each bucket's gradient over the data group as it
+        reaches it)."""
         xs = names or self._names()[0]
+        where = {}
+        for j, bucket in enumerate(gather.buckets if gather is not None else []):
+            off = 0
+            for v in bucket:
+                where[v] = (j, off)
+                off += gather.sizes[v]
+        gathered: set = set()
         member = {}
         for j, bucket in enumerate(buckets or []):
             for m, v in enumerate(bucket):
@@ -153,6 +165,14 @@ class ProgramsMixin:
                                  "was not found when it was built (is it called only in a "
                                  "branch of call()?)")
             v = self._var_of[key]
+            if v in where and v not in gathered:
+                j, off = where[v]
+                if f"zf_{j}" not in gathered:
+                    writer.stmts.append(f"define(zf_{j}, all_gather({gather.shards[j]}, "
+                                        "group=dgroup))")
+                    gathered.add(f"zf_{j}")
+                writer.stmts.append(gather.define_param(v, j, off))
+                gathered.add(v)
             if v in member:
                 if v not in marked:
                     j, m, count = member[v]
@@ -198,6 +218,9 @@ class ProgramsMixin:
         writer = GraphWriter({t.id: n for t, n in zip(self._inputs, xs)}, param, layer_code,
                              prefix="h")
         outs = [writer.expr(o) for o in self._outputs]
+        for v in where:  # parameters the forward pass does not read (a regularizer may)
+            if v not in gathered:
+                param(self._owner[v][0], self._owner[v][1].name)
         return writer.stmts, outs, stats
 
     def _loss_ctx(self):
@@ -373,7 +396,7 @@ class ProgramsMixin:
                 off += n
         return lines
 
-    def _loss_fn(self, P, S, weighted=False, buckets=None, sample_weighted=False):
+    def _loss_fn(self, P, S, weighted=False, buckets=None, sample_weighted=False, gather=None):
         """The training loss function's definition (value: list(loss,
         list(list(outputs...), batch statistics...))) and the batch norm
         layers' statistics. Weighted: the loss times a last parameter w.
@@ -382,12 +405,13 @@ class ProgramsMixin:
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
         xs, ys = self._names()
-        stmts, hs, stats = self._forward_code("true", "seed", buckets)
+        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather)
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
         aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
-        args = ", ".join(P + S + xs + ys + (["sw"] if sample_weighted else []))
+        held = gather.shards if gather is not None else P
+        args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
-        if buckets is not None:
+        if buckets is not None or gather is not None:
             w += ", dgroup"  # the data group the buckets are summed over
         body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
@@ -456,23 +480,32 @@ class ProgramsMixin:
         overlap = data_parallel and self.OVERLAP_BACKWARD and (zero is None or zero.stage == 1)
         buckets = self._bucket_plan(P) if overlap else None
         weighted_loss = overlap or zero is not None
+        # ZeRO 3: the loss function takes the slices and gathers each bucket
+        # just before its first use; the slices' gradients are reduce-scattered
+        gather = zero if zero is not None and zero.stage == 3 else None
         loss_fn, stats = self._loss_fn(P, S, weighted=weighted_loss, buckets=buckets,
-                                       sample_weighted=weighted)
+                                       sample_weighted=weighted, gather=gather)
         args, grads, upd, nums = self._update_setup(P, S)
+        if gather is not None:
+            args = ", ".join(zero.shards + S)
+            nums = ", ".join(str(j) for j in range(len(zero.shards)))
         xs, ys = self._names()
         data = ", ".join(xs + ys + (["sw"] if weighted else []))
-        extra = (", weight" if weighted_loss else "") + (", dgroup" if overlap else "")
-        lines = zero.gather_lines() if zero is not None and zero.stage == 3 else []
-        lines += [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
-                  f"({args}, {data}, seed{extra}))",
-                  "define(grads, r[1])"]
-        lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
+        extra = (", weight" if weighted_loss else "") + \
+            (", dgroup" if overlap or gather is not None else "")
+        lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
+                 f"({args}, {data}, seed{extra}))",
+                 "define(grads, r[1])"]
+        if gather is not None:
+            lines += [f"define({g}, grads[{j}])" for j, g in enumerate(zero.grads)]
+        else:
+            lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
         if data_parallel and not overlap and (zero is None or zero.stage == 1):
             lines += self._allreduce_code(P, grads)
         if zero is None:
             lines += upd.statements
         else:
-            lines += self._zero_update_lines(zero, P, grads)
+            lines += self._zero_update_lines(zero, P, grads, zero_grads=gather is not None)
 
         def across(expr, weighted_=True):
             if not data_parallel:

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import distributed as _dist
 
-__all__ = ["ZeroPlan", "ZeroMixin", "zero_setting"]
+__all__ = ["ZeroPlan", "ZeroMixin", "zero_setting", "zero_fresh_state"]
 
 _ENV = "TESSERA_ZERO"
 
@@ -57,6 +57,20 @@ def zero_setting(zero, where: str = "fit") -> int:
         raise ValueError(f"[{where}] zero (the ZeRO stage) must be 0, 1, 2 or 3, got {zero!r} "
                          "(argument zero=)")
     return int(zero)
+
+
+def zero_fresh_state(params: dict, state) -> dict:
+    """An optimizer's start state as read-only broadcast views (no memory):
+    the shapes, dtypes and values of Optimizer.init_state, to be sliced."""
+    out = {}
+    for s in state:
+        if s.scalar:
+            out[s.name] = float(s.init)
+            continue
+        p = np.asarray(params[s.param])
+        dtype = p.dtype if p.dtype in (np.float32, np.float64) else np.float64
+        out[s.name] = np.broadcast_to(np.array(s.init, dtype=dtype), p.shape)
+    return out
 
 
 def _shape_text(shape) -> str:
@@ -101,6 +115,11 @@ class ZeroPlan:
             return expr
         return f"reshape({expr}, [{self.d}, {self.k[j]}])[drank]"
 
+    def define_param(self, v: str, j: int, off: int) -> str:
+        """The statement defining parameter v from the gathered bucket j."""
+        n = self.sizes[v]
+        return f"define({v}, reshape(zf_{j}[{off}:{off + n}], {_shape_text(self.shapes[v])}))"
+
     def gather_lines(self) -> list:
         """Statements defining every parameter (whole) from the slices."""
         lines = []
@@ -108,10 +127,8 @@ class ZeroPlan:
             lines.append(f"define(zf_{j}, all_gather({self.shards[j]}, group=dgroup))")
             off = 0
             for v in bucket:
-                n = self.sizes[v]
-                lines.append(f"define({v}, reshape(zf_{j}[{off}:{off + n}], "
-                             f"{_shape_text(self.shapes[v])}))")
-                off += n
+                lines.append(self.define_param(v, j, off))
+                off += self.sizes[v]
         return lines
 
     def slice_lines(self, names: dict, targets) -> list:
