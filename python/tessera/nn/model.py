@@ -835,8 +835,8 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         state = None
         try:
             if ckpts is not None:
-                state = ckpts.restore(self, world, _dist.rank() if world > 1 else 0, dict(limits, data={
-                    "rows": rows, "batches": n_batches, "batch_size": batch_size}))
+                state = ckpts.restore(self, world, _dist.rank() if world > 1 else 0, dict(
+                    limits, data={"rows": rows, "batches": n_batches, "batch_size": batch_size}))
             if state is None and resume_from is not None:
                 from .saving import load_training_state  # noqa: PLC0415
 
