@@ -6,7 +6,8 @@
 # deterministic=True, with and without clipnorm, for SGD with momentum, Adam
 # and Nadam; the optimizer state held as slices during fit (checked in a
 # callback) and whole after it; checkpoints written under ZeRO on N
-# localities resumed on one and the other way round; bad input. Prints "ok"
+# localities resumed on one and the other way round (with N = 4 also from a
+# data axis of 2 to one of 4 and back); bad input. Prints "ok"
 # on every rank.
 import hashlib
 import os
@@ -190,9 +191,45 @@ def check_errors():
         del os.environ["TESSERA_ZERO"]
 
 
+def on_mesh(text):
+    """The job's mesh as `tessera run --mesh text` would give it (a fresh
+    tessera.distributed.mesh(); text None: every locality on the data axis)."""
+    if text is None:
+        os.environ.pop("TESSERA_MESH", None)
+    else:
+        os.environ["TESSERA_MESH"] = text
+    dist._job_mesh = None
+
+
+def check_resume_across_meshes():
+    # N = 4: a checkpoint written under ZeRO on a data axis of 2
+    # (--mesh data=2,tensor=2: the tensor members of a plain model train the
+    # same rows) resumes on a data axis of 4, and the other way round, bitwise
+    # the uninterrupted one-locality run
+    opt = OPTS["adam"]
+    ref, _ = fit(opt, True, epochs=4, deterministic=True)
+    folder = tempfile.mkdtemp(prefix=f"zero-mesh-{R}-")
+    for first, then in (("data=2,tensor=2", None), (None, "data=2,tensor=2")):
+        path = os.path.join(folder, f"ck-{first is None}.tsr")
+        on_mesh(first)
+        m = model(opt())
+        m.fit(X, Y, batch_size=16, epochs=2, verbose=0, seed=2, deterministic=True, zero=2)
+        assert m._data_axis(None)[1] == (2 if first else 4)
+        m.save_checkpoint(path)
+        on_mesh(then)
+        m2 = model(opt())
+        m2.fit(X, Y, batch_size=16, epochs=4, verbose=0, seed=2, deterministic=True, zero=3,
+               resume_from=path)
+        assert m2._data_axis(None)[1] == (2 if then else 4)
+        assert digest(m2) == digest(ref), (first, then)
+    on_mesh(None)
+
+
 check_errors()
 check_normal()
 check_clipnorm_normal()
 check_bitwise()
 check_resume()
+if N == 4:
+    check_resume_across_meshes()
 print(f"rank {R}: ok", flush=True)
