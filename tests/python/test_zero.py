@@ -122,3 +122,23 @@ def test_step_text(stage):
                            f"define(train_step, {P[0]}")
     assert text.count("all_gather(zp_") == len(zp.buckets)
     assert "opt_zp_0_m" in head and f"opt_{P[0]}_m" not in text
+
+
+def test_slice_text_takes_each_members_slice():
+    # the program text of slice_lines (one branch per member, no whole copy)
+    # gives what slices_of gives, padding included
+    from tessera import _core
+
+    p = plan(d=4, unit=4)
+    rng = np.random.default_rng(3)
+    whole = {v: rng.standard_normal(s).astype(np.float32) for v, s in p.shapes.items()}
+    lines = p.slice_lines({v: v for v in p.shapes}, ["s0", "s1"])
+    names = list(p.shapes)
+    text = (f"define(f, {', '.join(names)}, drank, block({', '.join(lines)}, list(s0, s1)))\n"
+            "f\n")
+    prog = _core.Program(text, "<slices>")
+    assert "concatenate(list(ravel(a), ravel(b)))" not in text  # never the whole bucket
+    for r in range(p.d):
+        got = prog.run([whole[v] for v in names] + [r])
+        for j in range(2):
+            np.testing.assert_array_equal(got[j], p.slices_of(whole, r, j))

@@ -131,11 +131,35 @@ class ZeroPlan:
                 off += self.sizes[v]
         return lines
 
+    def _slice_of_member(self, j: int, r: int, names: dict) -> str:
+        """Member r's slice of bucket j of the arrays `names`, from the parts
+        of the arrays it covers (views) and its padding: no whole copy."""
+        lo, hi = r * self.k[j], (r + 1) * self.k[j]
+        parts, off = [], 0
+        for v in self.buckets[j]:
+            n = self.sizes[v]
+            a, b = max(lo, off), min(hi, off + n)
+            if a < b:
+                whole = a == off and b == off + n
+                parts.append(f"ravel({names[v]})" if whole else
+                             f"ravel({names[v]})[{a - off}:{b - off}]")
+            off += n
+        pad = hi - max(lo, self.n[j])
+        if pad > 0:
+            parts.append(f"zeros({pad}, dtype=\"{self.dtype}\")")
+        return parts[0] if len(parts) == 1 else f"concatenate(list({', '.join(parts)}))"
+
     def slice_lines(self, names: dict, targets) -> list:
         """Statements defining `targets[j]` as this member's slice of bucket j
-        of the arrays `names` (parameter name -> array name)."""
-        return [f"define({t}, {self.mine(self.flat(j, [names[v] for v in b]), j)})"
-                for j, (b, t) in enumerate(zip(self.buckets, targets))]
+        of the arrays `names` (parameter name -> array name): one branch per
+        member (the same text on every member; each takes its own)."""
+        lines = []
+        for j, t in enumerate(targets):
+            expr = self._slice_of_member(j, self.d - 1, names)
+            for r in range(self.d - 2, -1, -1):
+                expr = f"if(drank == {r}, {self._slice_of_member(j, r, names)}, {expr})"
+            lines.append(f"define({t}, {expr})")
+        return lines
 
     def reduce_scatter_lines(self, grad_of: dict) -> list:
         """Stage 2/3, normal mode: each bucket summed over the data group,
