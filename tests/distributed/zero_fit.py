@@ -5,7 +5,8 @@
 # (SHA-256 of the weights and of the optimizer state) with
 # deterministic=True, with and without clipnorm, for SGD with momentum, Adam
 # and Nadam; the optimizer state held as slices during fit (checked in a
-# callback) and whole after it; checkpoints written under ZeRO on N
+# callback) and whole after it and on demand during it (validation,
+# predict and get_weights in callbacks under stage 3); checkpoints written under ZeRO on N
 # localities resumed on one and the other way round (with N = 4 also from a
 # data axis of 2 to one of 4 and back); bad input. Prints "ok"
 # on every rank.
@@ -101,6 +102,28 @@ def check_normal():
             for k in ref._opt_state:
                 np.testing.assert_allclose(m._opt_state[k], ref._opt_state[k], rtol=2e-3,
                                            atol=1e-6, err_msg=f"{name} zero={stage} {k}")
+
+
+def check_whole_on_demand():
+    # During fit under stage 3 the model holds slices; validation (evaluate),
+    # predict and get_weights in a callback gather them on every member, and
+    # training goes on from the slices.
+    class Ask(nn.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            assert all(a.shape == b.shape for a, b in zip(self.model.get_weights(),
+                                                          ref.get_weights()))
+            self.out = self.model.predict(X[:5], verbose=0)
+
+    opt = OPTS["adam"]
+    ref = model(opt())
+    h_ref = ref.fit(X, Y, batch_size=16, epochs=3, verbose=0, seed=2, data_parallel=False,
+                    validation_data=(X[:32], Y[:32])).history
+    m, ask = model(opt()), Ask()
+    h = m.fit(X, Y, batch_size=16, epochs=3, verbose=0, seed=2, zero=3, callbacks=[ask],
+              validation_data=(X[:32], Y[:32])).history
+    np.testing.assert_allclose(h["val_loss"], h_ref["val_loss"], rtol=1e-5)
+    np.testing.assert_allclose(h["loss"], h_ref["loss"], rtol=1e-5)
+    np.testing.assert_allclose(ask.out, ref.predict(X[:5], verbose=0), rtol=1e-4, atol=1e-6)
 
 
 def check_clipnorm_normal():
@@ -227,6 +250,7 @@ def check_resume_across_meshes():
 
 check_errors()
 check_normal()
+check_whole_on_demand()
 check_clipnorm_normal()
 check_bitwise()
 check_resume()
