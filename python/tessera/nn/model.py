@@ -805,7 +805,9 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                              "localities sharing each batch")
         if verbose == "auto":
             verbose = 1
-        verbose = verbose if rank == 0 else 0
+        # one printer: locality 0 of the world under data parallelism or a mesh
+        lead = _dist.rank() == 0 if n_ranks > 1 or dgroup is not None else True
+        verbose = verbose if lead else 0
         zkey = (plan.key,) if plan is not None else ()
         if chunks:
             prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks, weighted)
