@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tessera import nn, optim
-from tessera.nn.zero import ZeroPlan, zero_setting
+from tessera.nn.zero import ZeroPlan, zero_fresh_state, zero_setting
 
 
 def plan(stage=1, d=4, unit=4):
@@ -40,17 +40,22 @@ def test_slices_cover_every_element_once():
 
 def test_state_names_and_fresh_state():
     p = plan(d=2, unit=2)
-    upd = optim.Adam(0.1).update_code(p.shards, p.grads)
-    p.state = list(upd.state)
+    p.state = list(optim.Adam(0.1).update_code(p.shards, p.grads).state)
     m0 = next(s for s in p.state if s.name == "opt_zp_0_m")
     assert p.whole_state_name(m0, "a") == "opt_a_m"
-    fresh = p.fresh_state()
-    assert sorted(fresh) == ["opt_zp_0_m", "opt_zp_0_v", "opt_zp_1_m", "opt_zp_1_v"]
-    assert fresh["opt_zp_0_m"].shape == (p.k[0],) and not fresh["opt_zp_0_m"].any()
+    # the whole state, per parameter, cut into this member's slices
     whole = {f"opt_{v}_{x}": np.full(s, 2.0, np.float32) for v, s in p.shapes.items()
              for x in "mv"}
     sl = p.state_shards(whole, 1)
-    assert sl["opt_zp_1_v"].shape == (p.k[1],)
+    assert sorted(sl) == ["opt_zp_0_m", "opt_zp_0_v", "opt_zp_1_m", "opt_zp_1_v"]
+    assert sl["opt_zp_1_v"].shape == (p.k[1],) and (sl["opt_zp_1_v"] == 2.0).all()
+    # a fresh state's stand-ins have its shapes and values and take no memory
+    params = {v: np.zeros(s, np.float32) for v, s in p.shapes.items()}
+    state = optim.Adagrad(0.1).update_code(list(p.shapes), ["g0", "g1", "g2"]).state
+    stand_in = zero_fresh_state(params, state)
+    assert stand_in["opt_a_accumulator"].shape == (3, 5)
+    assert stand_in["opt_a_accumulator"].strides == (0, 0)
+    assert float(stand_in["opt_a_accumulator"][2, 4]) == pytest.approx(0.1)
 
 
 def test_zero_setting(monkeypatch):

@@ -224,17 +224,6 @@ class ZeroPlan:
     def param_shards(self, weights: dict, rank: int) -> list:
         return [self.slices_of(weights, rank, j) for j in range(len(self.buckets))]
 
-    def fresh_state(self) -> dict:
-        """The optimizer's start state as slices (padding included)."""
-        out = {}
-        for s in self.state:
-            if s.scalar:
-                out[s.name] = float(s.init)
-                continue
-            dtype = self.dtype if self.dtype in ("float32", "float64") else "float64"
-            out[s.name] = np.full(self.k[self._bucket_of(s)], s.init, dtype=dtype)
-        return out
-
     def state_shards(self, whole: dict, rank: int) -> dict:
         out = {}
         for s in self.state:
@@ -318,7 +307,7 @@ class ZeroMixin:
         whole_opt = self._opt_state
         weights = self.weights
         live = _Live(plan, rank, group)
-        live.opt = plan.fresh_state() if whole_opt is None else plan.state_shards(whole_opt, rank)
+        live.opt = plan.state_shards(whole_opt, rank)
         if plan.stage == 3:
             live.params = plan.param_shards(weights, rank)
         self.__dict__["_opt_state_whole"] = None
