@@ -1078,11 +1078,6 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         member, where every stage is plain data parallelism)."""
         if not stage or d == 1:
             return None
-        opt = self._compiled.optimizer
-        if isinstance(opt, _optim.Lamb):
-            raise ValueError(f"[fit] zero={stage}: the optimizer Lamb cannot be sharded (its trust "
-                             "ratios are norms of whole weights); use zero=0 or an elementwise "
-                             "optimizer (SGD, Adam, AdamW, RMSprop, Adagrad, Nadam)")
         P = self._params(True)
         weights = self.weights
         plan = ZeroPlan(stage, d, chunks or d, self._bucket_plan(P),

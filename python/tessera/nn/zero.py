@@ -21,7 +21,9 @@ The update of an elementwise optimizer on a slice is the slice of the
 update, so in deterministic mode the result is bitwise that of one
 locality. Global-norm clipping sums squares of fixed blocks of each bucket
 (the same blocks whatever d) in a fixed order. Lamb's trust ratios are
-norms of whole weights and are refused.
+norms of whole weights and of their whole update directions: both are
+all-gathered (two more all-gathers per bucket) and each norm is taken as
+one locality takes it.
 
 ZeroMixin gives Model the state kept between steps (shards), whole weights
 and optimizer state on demand (a collective over the data group), and
@@ -131,34 +133,79 @@ class ZeroPlan:
                 off += self.sizes[v]
         return lines
 
-    def _slice_of_member(self, j: int, r: int, names: dict) -> str:
-        """Member r's slice of bucket j of the arrays `names`, from the parts
-        of the arrays it covers (views) and its padding: no whole copy."""
+    def _slice_of_member(self, j: int, r: int, piece) -> str:
+        """Member r's slice of bucket j: piece(v, a, b) gives elements [a, b)
+        of parameter v's part (a view where it can), then the padding."""
         lo, hi = r * self.k[j], (r + 1) * self.k[j]
         parts, off = [], 0
         for v in self.buckets[j]:
             n = self.sizes[v]
             a, b = max(lo, off), min(hi, off + n)
             if a < b:
-                whole = a == off and b == off + n
-                parts.append(f"ravel({names[v]})" if whole else
-                             f"ravel({names[v]})[{a - off}:{b - off}]")
+                parts.append(piece(v, a - off, b - off))
             off += n
         pad = hi - max(lo, self.n[j])
         if pad > 0:
             parts.append(f"zeros({pad}, dtype=\"{self.dtype}\")")
         return parts[0] if len(parts) == 1 else f"concatenate(list({', '.join(parts)}))"
 
+    def _by_member(self, j: int, piece) -> str:
+        """This member's slice of bucket j (see _slice_of_member): one
+        branch per member, the same text on every member."""
+        expr = self._slice_of_member(j, self.d - 1, piece)
+        for r in range(self.d - 2, -1, -1):
+            expr = f"if(drank == {r}, {self._slice_of_member(j, r, piece)}, {expr})"
+        return expr
+
     def slice_lines(self, names: dict, targets) -> list:
         """Statements defining `targets[j]` as this member's slice of bucket j
-        of the arrays `names` (parameter name -> array name): one branch per
-        member (the same text on every member; each takes its own)."""
-        lines = []
-        for j, t in enumerate(targets):
-            expr = self._slice_of_member(j, self.d - 1, names)
-            for r in range(self.d - 2, -1, -1):
-                expr = f"if(drank == {r}, {self._slice_of_member(j, r, names)}, {expr})"
-            lines.append(f"define({t}, {expr})")
+        of the arrays `names` (parameter name -> array name), cut from the
+        parts of the arrays it covers: no whole copy."""
+        def piece(v, a, b):
+            whole = a == 0 and b == self.sizes[v]
+            return f"ravel({names[v]})" if whole else f"ravel({names[v]})[{a}:{b}]"
+
+        return [f"define({t}, {self._by_member(j, piece)})" for j, t in enumerate(targets)]
+
+    def _lamb_lines(self, opt, lr: str, iteration: str, grads) -> list:
+        """Lamb on the slices, with the arithmetic of Optimizer Lamb's own
+        update (so deterministic mode gives its bits): the direction r of
+        each slice, then the trust ratio of each weight from the norms of the
+        whole weight and of its whole r (both all-gathered over the data
+        group, each norm taken as one locality takes it), spread over the
+        slice's elements."""
+        from ..optim import StateVar, _num  # noqa: PLC0415
+
+        lr, it = f"({lr})", f"({iteration})"
+        lines = [f"define(opt_lamb_c1, 1.0 - {_num(opt.beta_1)} ** ({it} + 1))",
+                 f"define(opt_lamb_c2, 1.0 - {_num(opt.beta_2)} ** ({it} + 1))"]
+        self.state = []
+        for j, (p, g) in enumerate(zip(self.shards, grads)):
+            m, v = f"opt_{p}_m", f"opt_{p}_v"
+            self.state += [StateVar(m, p), StateVar(v, p)]
+            if opt.weight_decay:
+                lines.append(f"define({p}, {p} - {p} * {_num(opt.weight_decay)} * {lr})")
+            lines += [
+                f"define({m}, {m} + (({g}) - {m}) * {_num(1 - opt.beta_1)})",
+                f"define({v}, {v} + (({g}) * ({g}) - {v}) * {_num(1 - opt.beta_2)})",
+                f"define(zlr_{j}, ({m} / opt_lamb_c1) / (sqrt({v} / opt_lamb_c2) + "
+                f"{_num(opt.epsilon)}))",
+                f"define(zlw_{j}, all_gather({p}, group=dgroup))",
+                f"define(zlrf_{j}, all_gather(zlr_{j}, group=dgroup))"]
+            off = 0
+            for w in self.buckets[j]:
+                n, shape = self.sizes[w], _shape_text(self.shapes[w])
+                lines += [
+                    f"define(zwn_{w}, sqrt(sum(square(reshape(zlw_{j}[{off}:{off + n}], "
+                    f"{shape})))))",
+                    f"define(zrn_{w}, sqrt(sum(square(reshape(zlrf_{j}[{off}:{off + n}], "
+                    f"{shape})))))",
+                    f"define(ztr_{w}, where(zwn_{w} > 0.0, where(zrn_{w} > 0.0, zwn_{w} / "
+                    f"zrn_{w}, 1.0), 1.0))"]
+                off += n
+            ratio = self._by_member(j, lambda w, a, b: f"broadcast_to(ztr_{w}, [{b - a}])")
+            lines += [f"define(zratio_{j}, {ratio})",
+                      f"define({p}, {p} - zratio_{j} * {lr} * zlr_{j})"]
         return lines
 
     def reduce_scatter_lines(self, grad_of: dict) -> list:
@@ -195,6 +242,17 @@ class ZeroPlan:
                          for m in range(self.d) for i in range(per)]
             lines.append(f"define(znorm, sqrt({fixed_sum(terms)}))")
             norm = "znorm"
+        from ..optim import Lamb, _num  # noqa: PLC0415
+
+        if isinstance(opt, Lamb):
+            grads = self.grads
+            if norm is not None:  # as update_code clips
+                lines.append(f"define(opt_clip_scale, where(({norm}) > {_num(opt.clipnorm)}, "
+                             f"{_num(opt.clipnorm)} / ({norm}), 1.0))")
+                lines += [f"define(opt_clipped{i}, ({g}) * opt_clip_scale)"
+                          for i, g in enumerate(grads)]
+                grads = [f"opt_clipped{i}" for i in range(len(grads))]
+            return lines + self._lamb_lines(opt, lr, iteration, grads)
         upd = opt.update_code(self.shards, self.grads, state_prefix="opt_", lr_expr=lr,
                               iteration_expr=iteration, global_norm=norm)
         self.state = list(upd.state)
