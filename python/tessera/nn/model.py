@@ -1058,7 +1058,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         if data_parallel is False or world == 1:
             return None, 1, 0
         mesh = None
-        for layer in self.layers:
+        for layer, _ in self._owner.values():  # every layer holding weights, nested ones too
             g = getattr(layer, "group", None)
             if isinstance(g, _dist.Group) and getattr(g, "mesh", None) is not None:
                 mesh = g.mesh
