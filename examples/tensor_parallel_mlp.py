@@ -19,19 +19,20 @@ x = rng.standard_normal((256, 16)).astype(np.float32)
 y = np.tanh(x @ rng.standard_normal((16, 4))).astype(np.float32)
 
 
-def train(layers):
+def train(layers, **kw):
     model = nn.Sequential(layers, input_shape=(16,), seed=1)
     model.compile(optim.Adam(1e-2), "mse")
-    # data_parallel=False: every member sees every batch (the mesh has no data axis).
-    history = model.fit(x, y, batch_size=32, epochs=5, shuffle=False, verbose=0,
-                        data_parallel=False)
+    history = model.fit(x, y, batch_size=32, epochs=5, shuffle=False, verbose=0, **kw)
     return model, history.history["loss"]
 
 
 # 30 hidden units: 15 per member on 2 localities, 8, 8, 7, 7 on 4.
 split, split_loss = train([nn.ColumnParallelDense(30, activation="relu", group=tp),
                            nn.RowParallelDense(4, group=tp)])
-whole, whole_loss = train([nn.Dense(30, activation="relu"), nn.Dense(4)])
+# fit's data parallelism runs over the mesh's data axis, of size 1 here: every
+# member of the tensor group sees every batch. The model of plain Dense layers
+# is trained on each locality alone (data_parallel=False), as one process would.
+whole, whole_loss = train([nn.Dense(30, activation="relu"), nn.Dense(4)], data_parallel=False)
 
 kernel = split.layers[0].weights[0]  # this member's columns of the first kernel
 whole_kernel = split.get_weights()[0]  # gathered: every member calls it

@@ -248,6 +248,7 @@ class Mesh:
             ]
             gid = int(call_primitive("make_group", [axis, members]))
             self._groups[axis] = Group(gid, axis, members, members.index(self._world_rank))
+            self._groups[axis].mesh = self  # the mesh a layer's group belongs to (fit)
 
     def _coords_of(self, r):
         t = self._sizes["tensor"]

@@ -507,8 +507,12 @@ class Optimizer:
 
     def update_code(self, param_names: Sequence[str], grad_names: Sequence[str],
                     state_prefix: str = "opt_", lr_expr: str = "lr",
-                    iteration_expr: str = "iteration") -> UpdateCode:
-        """The statements updating every parameter from its gradient (see the module doc)."""
+                    iteration_expr: str = "iteration", global_norm: Optional[str] = None
+                    ) -> UpdateCode:
+        """The statements updating every parameter from its gradient (see the module doc).
+        ``global_norm``: an expression of the gradients' global norm computed by the
+        caller (ZeRO: from partial sums over the slices); clipping then scales by it
+        instead of taking the norm of the gradients given."""
         params, grads = list(param_names), list(grad_names)
         cls = type(self).__name__
         if len(params) != len(grads):
@@ -520,7 +524,14 @@ class Optimizer:
         if len(set(params)) != len(params):
             raise ValueError(f"[{cls}.update_code] parameter names repeat: {params}")
         statements, state = [], []
-        if self.clipnorm is not None and params:
+        if self.clipnorm is not None and params and global_norm is not None:
+            scale = f"{state_prefix}clip_scale"
+            statements.append(f"define({scale}, where(({global_norm}) > {_num(self.clipnorm)}, "
+                              f"{_num(self.clipnorm)} / ({global_norm}), 1.0))")
+            for i, g in enumerate(grads):
+                statements.append(f"define({state_prefix}clipped{i}, ({g}) * {scale})")
+            grads = [f"{state_prefix}clipped{i}" for i in range(len(params))]
+        elif self.clipnorm is not None and params:
             clipped = f"{state_prefix}clipped"
             statements.append(f"define({clipped}, clip_by_global_norm(list({', '.join(grads)}), "
                               f"{_num(self.clipnorm)}))")

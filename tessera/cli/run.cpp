@@ -86,7 +86,9 @@ options:
   --mesh data=D,tensor=T,pipeline=P
                          arrange the ranks in a mesh (missing axes are 1; D*T*P must be N);
                          every rank gets TESSERA_MESH, which tessera.distributed.mesh() reads
-  --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO): accepted, not yet used by fit
+  --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO), read by fit: over the data
+                         axis it shards the optimizer state (1), also the gradients (2),
+                         also the weights (3); docs/parallelism.md, "ZeRO"
   --microbatches M       micro-batches per step, at least the pipeline's stages
                          (TESSERA_MICROBATCHES): accepted, not yet used by fit
   --dry-run              start nothing: print every rank's mesh coordinates and host (from

@@ -26,6 +26,7 @@ from . import metrics as _metrics
 from .functional import call_layer, clone_graph, collect_layers
 from .layers import Layer, _with_batch, initial_value
 from .programs import ProgramsMixin, _function_metric
+from .zero import ZeroMixin, ZeroPlan, zero_fresh_state as _zero_fresh_state, zero_setting
 from .symbolic import GraphWriter, Input, KerasTensor
 
 __all__ = ["Model", "Sequential", "History"]
@@ -88,7 +89,7 @@ class _Compiled:
         return any(self.metrics)
 
 
-class Model(ProgramsMixin, Layer):
+class Model(ZeroMixin, ProgramsMixin, Layer):
     """A model, like keras.Model. Three ways to make one:
 
         inputs = nn.Input((128, 9))                       # functional
@@ -244,7 +245,11 @@ class Model(ProgramsMixin, Layer):
 
     @property
     def weights(self) -> dict:
-        """The weights as {variable name: array} (l<layer index>_<name>)."""
+        """The weights as {variable name: array} (l<layer index>_<name>).
+        Under ZeRO stage 3 during fit the trainable ones are gathered from
+        the data group first (a collective: every member calls it)."""
+        if self._zero is not None:
+            self._zero_whole_params()
         return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
 
     def _set(self, var: str, value):
@@ -670,7 +675,7 @@ class Model(ProgramsMixin, Layer):
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
             validation_freq: int = 1, seed: int = 0, nan_policy: str = "stop",
             data_parallel=None, deterministic=False, resume_from=None, check_inputs=True,
-            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3):
+            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3, zero=None):
         """Trains for `epochs` passes over (x, y) in mini-batches, like Keras's
         fit (x, y: arrays, lists of arrays for several inputs/outputs, or a
         tessera.data.Dataset of (x, y[, sample_weight]) batches). Returns a
@@ -699,7 +704,14 @@ class Model(ProgramsMixin, Layer):
         model and data), fit resumes from the newest, history included.
         TESSERA_CHECKPOINT_DIR (set by `tessera run --checkpoint-dir`) gives
         DIR when neither this nor a ModelCheckpoint names one;
-        checkpoint_dir=False turns that off (docs/nn.md, docs/resilience.md)."""
+        checkpoint_dir=False turns that off (docs/nn.md, docs/resilience.md).
+
+        Under a mesh (the mesh of the model's tensor-parallel layers, or
+        tessera.distributed.mesh() from `tessera run --mesh`) the data
+        parallelism runs over the mesh's data group only. zero=1, 2 or 3
+        (default: TESSERA_ZERO, set by `tessera run --zero`, else 0) shards
+        the optimizer state (1), also the gradients (2), also the parameters
+        (3) over the data group (docs/parallelism.md, "ZeRO")."""
         from .. import data as _data  # noqa: PLC0415
         from . import callbacks as _cb  # noqa: PLC0415
 
@@ -779,29 +791,39 @@ class Model(ProgramsMixin, Layer):
             if shuffle:
                 ds = ds.shuffle(seed=seed)
             ds = ds.batch(batch_size)
-        n_ranks = _dist.size() if data_parallel is not False else 1
-        rank = _dist.rank() if n_ranks > 1 else 0
+        stage = zero_setting(zero)
+        dgroup, n_ranks, rank = self._data_axis(data_parallel)
+        world = _dist.size() if n_ranks > 1 else 1
         rows = None if is_ds else n
         n_batches = ds.num_batches()
-        if n_ranks > 1:
-            self._same_data_everywhere(rows, n_batches, batch_size, n_ranks)
+        if world > 1:
+            self._same_data_everywhere(rows, n_batches, batch_size, world)
         chunks = self._chunk_count(deterministic, n_ranks)
+        plan = self._zero_plan(stage, n_ranks, chunks)
         if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
                              "localities sharing each batch")
         if verbose == "auto":
             verbose = 1
-        verbose = verbose if rank == 0 else 0
+        # one printer: locality 0 of the world under data parallelism or a mesh
+        lead = _dist.rank() == 0 if n_ranks > 1 or dgroup is not None else True
+        verbose = verbose if lead else 0
+        zkey = (plan.key,) if plan is not None else ()
         if chunks:
-            prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks, weighted))
+            prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks, weighted)
+                                 + zkey)
         elif n_ranks > 1:
-            prog = self._program(("train_dp", self.BUCKET_BYTES, self.OVERLAP_BACKWARD, weighted))
+            prog = self._program(("train_dp", self.BUCKET_BYTES, self.OVERLAP_BACKWARD, weighted)
+                                 + zkey)
         else:
             prog = self._program(("train", weighted))
         opt = self._compiled.optimizer
         P, S = self._params(True), self._params(False)
         if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
-            self._opt_state = opt.init_state(self.weights, self._opt_statevars)
+            # under ZeRO a fresh state is never made whole: read-only stand-ins
+            # of its shapes (no memory) until _zero_begin makes the slices
+            self._opt_state = _zero_fresh_state(self.weights, self._opt_statevars) \
+                if plan is not None else opt.init_state(self.weights, self._opt_statevars)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
         steps = n_batches if steps_per_epoch is None else (
@@ -815,8 +837,8 @@ class Model(ProgramsMixin, Layer):
         state = None
         try:
             if ckpts is not None:
-                state = ckpts.restore(self, n_ranks, rank, dict(limits, data={
-                    "rows": rows, "batches": n_batches, "batch_size": batch_size}))
+                state = ckpts.restore(self, world, _dist.rank() if world > 1 else 0, dict(
+                    limits, data={"rows": rows, "batches": n_batches, "batch_size": batch_size}))
             if state is None and resume_from is not None:
                 from .saving import load_training_state  # noqa: PLC0415
 
@@ -843,6 +865,9 @@ class Model(ProgramsMixin, Layer):
         if chunks:
             _core.set_deterministic(True)
         names = self.metrics_names[1:]
+        if plan is not None:
+            self._zero_begin(plan, rank, dgroup, P)
+        finished = False
         try:
             cbs.on_train_begin()
             for epoch in range(start_epoch, epochs):
@@ -870,15 +895,15 @@ class Model(ProgramsMixin, Layer):
                     arrays = list(batch.arrays)
                     n = batch.global_size
                     lr = self._learning_rate(it)
-                    state = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
-                             + [self._opt_state[v] for v in self._opt_vars])
+                    state = self._step_state(P, S)
+                    group_args = [dgroup, rank] if n_ranks > 1 else []
                     if chunks:
                         args = state + self._chunk_args(arrays, n, chunks, n_ranks, rank, seed,
-                                                        it) + [it, lr]
+                                                        it) + [it, lr] + group_args
                     else:
                         extra = []
                         if n_ranks > 1:
-                            extra = [len(arrays[0]) / n]
+                            extra = [len(arrays[0]) / n] + group_args
                         args = state + arrays + [it, lr, (seed * 1_000_003 + it) * 64 + rank] \
                             + extra
                     t_step = _core._trace_now()
@@ -889,18 +914,26 @@ class Model(ProgramsMixin, Layer):
                         # buckets waiting for members; the next would meet them.
                         if n_ranks > 1:
                             _core._drop_gradient_buckets()
+                        if self._zero is not None:
+                            self._zero_restore(state, P, S)
                         raise
                     _core._trace_step(it, t_step, _core._trace_now())
                     loss = float(loss)
                     if not math.isfinite(loss) and nan_policy == "stop" and not cbs.stops_on_nan:
+                        if self._zero is not None:
+                            self._zero_restore(state, P, S)
                         raise FloatingPointError(
                             f"[fit] the loss became {loss} at epoch {epoch + 1}, step {b + 1} "
                             f"(update {it + 1}); the weights are those before this step. Lower "
                             "the learning rate, check the data, or pass nan_policy='continue'")
-                    for v, a in zip(P, new_p):
-                        self._set(v, a)
-                    for v, a in zip(self._opt_vars, new_o):
-                        self._opt_state[v] = a
+                    del args, state
+                    if self._zero is not None:
+                        self._zero_take(new_p, new_o, P)
+                    else:
+                        for v, a in zip(P, new_p):
+                            self._set(v, a)
+                        for v, a in zip(self._opt_vars, new_o):
+                            self._opt_state[v] = a
                     for v, a in zip(S, new_s):
                         self._set(v, a)
                     self._iteration += 1
@@ -936,7 +969,10 @@ class Model(ProgramsMixin, Layer):
                     break
             cbs.on_train_end(dict(history.history and {k: v[-1] for k, v in
                                                        history.history.items()}))
+            finished = True
         finally:
+            if finished:
+                self._zero_end()  # whole weights and state again (a collective)
             _core.set_deterministic(tiling)
             if ckpts is not None:
                 ckpts.finish(abandon=True)  # fit failed: no commit may wait for the dead
@@ -1004,6 +1040,50 @@ class Model(ProgramsMixin, Layer):
         header = {"training": manifest["training"], "iteration": manifest["step"]}
         return apply_training_state(self, _ck._tensors_from(manifest, data, path), header, path,
                                     "resume_from")
+
+    def _step_state(self, P, S) -> list:
+        """The weights and optimizer state a training step starts with."""
+        if self._zero is not None:
+            return self._zero_step_state(P, S)
+        values = self.weights
+        return ([values[v] for v in P] + [values[v] for v in S]
+                + [self._opt_state[v] for v in self._opt_vars])
+
+    def _data_axis(self, data_parallel):
+        """(group, size, rank) of fit's data parallelism: the data group of
+        the mesh of the model's tensor-parallel layers, or of the job's mesh
+        (TESSERA_MESH, from tessera run --mesh); without a mesh every
+        locality (group None); with data_parallel=False this one alone."""
+        world = _dist.size()
+        if data_parallel is False or world == 1:
+            return None, 1, 0
+        mesh = None
+        for layer, _ in self._owner.values():  # every layer holding weights, nested ones too
+            g = getattr(layer, "group", None)
+            if isinstance(g, _dist.Group) and getattr(g, "mesh", None) is not None:
+                mesh = g.mesh
+                break
+        if mesh is None and os.environ.get("TESSERA_MESH"):
+            mesh = _dist.mesh()
+        if mesh is None:
+            return None, world, _dist.rank()
+        if mesh.size("pipeline") > 1:
+            raise ValueError(f"[fit] the mesh {mesh!r} has a pipeline axis of "
+                             f"{mesh.size('pipeline')}: pipeline > 1 needs pipeline parallelism "
+                             "in fit, which this version does not have (use data and tensor axes)")
+        return mesh.group("data"), mesh.size("data"), mesh.rank("data")
+
+    def _zero_plan(self, stage, d, chunks):
+        """The ZeroPlan of this fit (None without ZeRO or with one data
+        member, where every stage is plain data parallelism)."""
+        if not stage or d == 1:
+            return None
+        P = self._params(True)
+        weights = self.weights
+        plan = ZeroPlan(stage, d, chunks or d, self._bucket_plan(P),
+                        {v: weights[v].shape for v in P}, self.dtype)
+        plans = self.__dict__.setdefault("_zero_plans", {})
+        return plans.setdefault(plan.key, plan)
 
     @staticmethod
     def _same_data_everywhere(rows, n_batches, batch_size, n_ranks):

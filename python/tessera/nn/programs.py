@@ -128,14 +128,26 @@ class ProgramsMixin:
         ys = ["y"] if len(self._outputs) == 1 else [f"y{i}" for i in range(len(self._outputs))]
         return xs, ys
 
-    def _forward_code(self, training: str, seed: str, buckets=None, names=None):
+    def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None):
         """The forward pass as statements and the outputs' names. With
         `buckets` (the bucket plan), every trainable parameter is first
         marked as a member of its gradient bucket (grad_bucket), just before
         the code that first uses it, so that the backward pass starts each
         bucket's all-reduce as soon as the code after it in the backward
-        order has produced all its gradients."""
+        order has produced all its gradients. With `gather` (a zero.ZeroPlan,
+        stage 3) the parameters are this member's slices zp_j: each bucket is
+        all-gathered just before the code that first uses one of its
+        parameters (the gradient of all_gather is the reduce-scatter, so the
+        backward pass sums each bucket's gradient over the data group as it
+        reaches it)."""
         xs = names or self._names()[0]
+        where = {}
+        for j, bucket in enumerate(gather.buckets if gather is not None else []):
+            off = 0
+            for v in bucket:
+                where[v] = (j, off)
+                off += gather.sizes[v]
+        gathered: set = set()
         member = {}
         for j, bucket in enumerate(buckets or []):
             for m, v in enumerate(bucket):
@@ -153,11 +165,19 @@ class ProgramsMixin:
                                  "was not found when it was built (is it called only in a "
                                  "branch of call()?)")
             v = self._var_of[key]
+            if v in where and v not in gathered:
+                j, off = where[v]
+                if f"zf_{j}" not in gathered:
+                    writer.stmts.append(f"define(zf_{j}, all_gather({gather.shards[j]}, "
+                                        "group=dgroup))")
+                    gathered.add(f"zf_{j}")
+                writer.stmts.append(gather.define_param(v, j, off))
+                gathered.add(v)
             if v in member:
                 if v not in marked:
                     j, m, count = member[v]
                     writer.stmts.append(f"define(bk_{v}, grad_bucket({v}, \"g{j}\", {m}, "
-                                        f"{count}))")
+                                        f"{count}, group=dgroup))")
                     marked[v] = f"bk_{v}"
                 return marked[v]
             return v
@@ -198,6 +218,9 @@ class ProgramsMixin:
         writer = GraphWriter({t.id: n for t, n in zip(self._inputs, xs)}, param, layer_code,
                              prefix="h")
         outs = [writer.expr(o) for o in self._outputs]
+        for v in where:  # parameters the forward pass does not read (a regularizer may)
+            if v not in gathered:
+                param(self._owner[v][0], self._owner[v][1].name)
         return writer.stmts, outs, stats
 
     def _loss_ctx(self):
@@ -296,9 +319,11 @@ class ProgramsMixin:
             prog = self._train_program(P, S, weighted=kind[1] if isinstance(kind, tuple)
                                        else False)
         elif isinstance(kind, tuple) and kind[0] == "train_dp":
-            prog = self._train_program(P, S, data_parallel=True, weighted=kind[3])
+            prog = self._train_program(P, S, data_parallel=True, weighted=kind[3],
+                                       zero=self._zero_plan_for(kind[4:]))
         elif isinstance(kind, tuple) and kind[0] == "train_det":
-            prog = self._deterministic_program(P, S, *kind[1:])
+            prog = self._deterministic_program(P, S, *kind[1:5],
+                                               zero=self._zero_plan_for(kind[5:]))
         else:
             stmts, hs, _ = self._forward_code("false", "0")
             head = ", ".join(([args] if args else []) + xs)
@@ -318,6 +343,12 @@ class ProgramsMixin:
             prog = _core.Program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
         self._programs[kind_key] = prog
         return prog
+
+    def _zero_plan_for(self, key):
+        """The ZeroPlan of a program kind's ZeRO key (made by fit), or None."""
+        if not key or not key[0]:
+            return None
+        return self._zero_plans[key[0]]
 
     def _bucket_plan(self, P):
         """Gradient buckets for the all-reduce, fixed when the step is compiled and
@@ -352,10 +383,11 @@ class ProgramsMixin:
         for j, bucket in enumerate(self._bucket_plan(P)):
             if len(bucket) == 1:
                 g = name[bucket[0]]
-                lines.append(f"define({g}, all_reduce({g} * weight, \"sum\"))")
+                lines.append(f"define({g}, all_reduce({g} * weight, \"sum\", group=dgroup))")
                 continue
             flat = ", ".join(f"ravel({name[v]} * weight)" for v in bucket)
-            lines.append(f"define(bucket_{j}, all_reduce(concatenate(list({flat})), \"sum\"))")
+            lines.append(f"define(bucket_{j}, all_reduce(concatenate(list({flat})), \"sum\", "
+                         "group=dgroup))")
             off = 0
             for v in bucket:
                 n = int(np.prod(weights[v].shape))
@@ -364,7 +396,7 @@ class ProgramsMixin:
                 off += n
         return lines
 
-    def _loss_fn(self, P, S, weighted=False, buckets=None, sample_weighted=False):
+    def _loss_fn(self, P, S, weighted=False, buckets=None, sample_weighted=False, gather=None):
         """The training loss function's definition (value: list(loss,
         list(list(outputs...), batch statistics...))) and the batch norm
         layers' statistics. Weighted: the loss times a last parameter w.
@@ -373,11 +405,14 @@ class ProgramsMixin:
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
         xs, ys = self._names()
-        stmts, hs, stats = self._forward_code("true", "seed", buckets)
+        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather)
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
         aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
-        args = ", ".join(P + S + xs + ys + (["sw"] if sample_weighted else []))
+        held = gather.shards if gather is not None else P
+        args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
+        if buckets is not None or gather is not None:
+            w += ", dgroup"  # the data group the buckets are summed over
         body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
 
@@ -411,35 +446,72 @@ class ProgramsMixin:
         self._opt_statevars = upd.state
         return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
 
+    def _zero_update_lines(self, zero, P, grads, zero_grads=False) -> list:
+        """ZeRO: this member's slices of the summed gradients (unless
+        `zero_grads`: made already), of the parameters (stages 1 and 2; stage
+        3 takes them as arguments), their update, and (stages 1 and 2) the
+        whole parameters all-gathered from the updated slices."""
+        lines = []
+        grad_of = dict(zip(P, grads))
+        if not zero_grads:
+            if zero.stage == 1:
+                lines += zero.slice_lines(grad_of, zero.grads)
+            else:
+                lines += zero.reduce_scatter_lines(grad_of)
+        if zero.stage < 3:
+            lines += zero.slice_lines({v: v for v in P}, zero.shards)
+        lines += zero.update_lines(self._compiled.optimizer, "lr", "iteration", self._fixed_sum)
+        if zero.stage < 3:
+            lines += zero.gather_lines()
+        return lines
+
     def _bn_var(self, bn, index: int) -> str:
         return self._var_of[(id(bn), bn.params[index].name)]
 
-    def _train_program(self, P, S, data_parallel=False, weighted=False):
+    def _train_program(self, P, S, data_parallel=False, weighted=False, zero=None):
         # Data parallel: each locality's loss is weighted by its share of the
         # global batch, so the sum of the localities' gradients is the global
         # batch's gradient; the sums run in gradient buckets that the
-        # backward pass starts itself (OVERLAP_BACKWARD), or after it.
-        overlap = data_parallel and self.OVERLAP_BACKWARD
+        # backward pass starts itself (OVERLAP_BACKWARD), or after it. The
+        # sums run over the data group `dgroup` (nil: every locality). ZeRO
+        # (`zero`, a zero.ZeroPlan): stage 1 sums whole buckets as above,
+        # stages 2 and 3 reduce-scatter them after the backward pass; the
+        # optimizer updates this member's slices (zero.py).
+        overlap = data_parallel and self.OVERLAP_BACKWARD and (zero is None or zero.stage == 1)
         buckets = self._bucket_plan(P) if overlap else None
-        loss_fn, stats = self._loss_fn(P, S, weighted=overlap, buckets=buckets,
-                                       sample_weighted=weighted)
+        weighted_loss = overlap or zero is not None
+        # ZeRO 3: the loss function takes the slices and gathers each bucket
+        # just before its first use; the slices' gradients are reduce-scattered
+        gather = zero if zero is not None and zero.stage == 3 else None
+        loss_fn, stats = self._loss_fn(P, S, weighted=weighted_loss, buckets=buckets,
+                                       sample_weighted=weighted, gather=gather)
         args, grads, upd, nums = self._update_setup(P, S)
+        if gather is not None:
+            args = ", ".join(zero.shards + S)
+            nums = ", ".join(str(j) for j in range(len(zero.shards)))
         xs, ys = self._names()
         data = ", ".join(xs + ys + (["sw"] if weighted else []))
-        extra = ", weight" if overlap else ""
+        extra = (", weight" if weighted_loss else "") + \
+            (", dgroup" if overlap or gather is not None else "")
         lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
                  f"({args}, {data}, seed{extra}))",
                  "define(grads, r[1])"]
-        lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
-        if data_parallel and not overlap:
+        if gather is not None:
+            lines += [f"define({g}, grads[{j}])" for j, g in enumerate(zero.grads)]
+        else:
+            lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
+        if data_parallel and not overlap and (zero is None or zero.stage == 1):
             lines += self._allreduce_code(P, grads)
-        lines += upd.statements
+        if zero is None:
+            lines += upd.statements
+        else:
+            lines += self._zero_update_lines(zero, P, grads, zero_grads=gather is not None)
 
         def across(expr, weighted_=True):
             if not data_parallel:
                 return expr
-            return f"all_reduce({expr} * weight, \"sum\")" if weighted_ else \
-                f"all_reduce({expr}, \"sum\")"
+            return f"all_reduce({expr} * weight, \"sum\", group=dgroup)" if weighted_ else \
+                f"all_reduce({expr}, \"sum\", group=dgroup)"
 
         for j, (bn, _) in enumerate(stats):
             m = bn.momentum
@@ -452,11 +524,13 @@ class ProgramsMixin:
         mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
-        loss_value = across("r[0]", weighted_=not overlap)  # the loss is weighted already
-        lines.append(f"list({loss_value}, list({', '.join(mets)}), list({', '.join(P)}), "
-                     f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
-        step_args = ", ".join(P + S + self._opt_vars)
-        tail = ", weight" if data_parallel else ""
+        loss_value = across("r[0]", weighted_=not weighted_loss)  # weighted already
+        held_p = zero.shards if zero is not None and zero.stage == 3 else P
+        opt_vars = self._opt_vars if zero is None else [s.name for s in zero.state]
+        lines.append(f"list({loss_value}, list({', '.join(mets)}), list({', '.join(held_p)}), "
+                     f"list({', '.join(opt_vars)}), list({', '.join(S)}))")
+        step_args = ", ".join(held_p + S + opt_vars)
+        tail = ", weight, dgroup, drank" if data_parallel else ""
         body = ",\n  ".join(lines)
         text = (loss_fn + f"define(train_step, {step_args}, {data}, iteration, lr, seed{tail}, "
                 f"block(\n  {body}))\ntrain_step\n")
@@ -479,7 +553,7 @@ class ProgramsMixin:
                      for i in range(0, len(terms), 2)]
         return terms[0]
 
-    def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False):
+    def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False, zero=None):
         """The training step of deterministic mode. This locality computes the
         gradients of its `local` chunks separately (of the chunk's loss times
         its share of the batch; an empty chunk gives zeros), adds aligned
@@ -488,7 +562,12 @@ class ProgramsMixin:
         in the same order: the bits do not depend on the number of localities
         (nor, with deterministic tiling, of threads). The loss, the metrics'
         sums and the batch statistics, weighted, go the same way in one
-        float64 bucket."""
+        float64 bucket. The sums run over the data group `dgroup`. ZeRO
+        (`zero`): stage 1 takes its slices of the whole sums; stages 2 and 3
+        send every member the partial sums of its slice (all_to_all) and
+        finish the same fixed sum on the slice only; stage 3 all-gathers the
+        parameters first. Global-norm clipping sums squares of fixed blocks
+        of the buckets in a fixed order (zero.py), with or without ZeRO."""
         loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
@@ -496,7 +575,7 @@ class ProgramsMixin:
         weights = self.weights
         size = {v: int(np.prod(weights[v].shape)) for v in P}
         n_sums = sum(math.prod(s) for s in self._metric_sizes())
-        lines = []
+        lines = zero.gather_lines() if zero is not None and zero.stage == 3 else []
         for j in range(local):
             data = ", ".join(f"{s}_{j}" for s in streams)
             lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
@@ -525,6 +604,9 @@ class ProgramsMixin:
         index = {v: k for k, v in enumerate(P)}
         groups = [[str(index[v]) for v in bucket] for bucket in self._bucket_plan(P)] + [["aux"]]
         for b, members in enumerate(groups):
+            if zero is not None and zero.stage >= 2 and members != ["aux"]:
+                lines += self._scatter_sum_lines(zero, b, members, starts)
+                continue
             if n_ranks == 1:
                 for k in members:
                     total = self._fixed_sum([f"p_{s_}_{k}" for s_ in starts])
@@ -532,7 +614,7 @@ class ProgramsMixin:
                 continue
             rows = ", ".join("concatenate(list(" + ", ".join(f"ravel(p_{s_}_{k})" for k in members)
                              + "))" for s_ in starts)
-            lines.append(f"define(parts_{b}, all_gather(stack(list({rows}))))")
+            lines.append(f"define(parts_{b}, all_gather(stack(list({rows})), group=dgroup))")
             total = self._fixed_sum([f"parts_{b}[{i}]" for i in range(n_ranks * len(starts))])
             lines.append(f"define(total_{b}, {total})")
             off = 0
@@ -544,7 +626,12 @@ class ProgramsMixin:
                 lines.append(f"define({grads[int(k)]}, reshape(total_{b}[{off}:{off + size[v]}], "
                              f"shape({v})))")
                 off += size[v]
-        lines += upd.statements
+        if zero is not None:
+            lines += self._zero_update_lines(zero, P, grads, zero_grads=zero.stage >= 2)
+        elif self._compiled.optimizer.clipnorm is not None:
+            lines += self._block_norm_update(P, grads, chunks)
+        else:
+            lines += upd.statements
         off = 1 + n_sums
         for bn, _ in stats:
             m = bn.momentum
@@ -558,15 +645,55 @@ class ProgramsMixin:
         width = 1 + n_sums + sum(2 * int(np.prod(weights[self._bn_var(bn, 2)].shape))
                                  for bn, _ in stats)
         lines.insert(0, f"define(aux_width, {width})")
-        lines.append(f"list(total_aux[0], list(total_aux[1:{1 + n_sums}]), list({', '.join(P)}), "
-                     f"list({', '.join(self._opt_vars)}), list({', '.join(S)}))")
+        held_p = zero.shards if zero is not None and zero.stage == 3 else P
+        opt_vars = self._opt_vars if zero is None else [s.name for s in zero.state]
+        lines.append(f"list(total_aux[0], list(total_aux[1:{1 + n_sums}]), "
+                     f"list({', '.join(held_p)}), list({', '.join(opt_vars)}), "
+                     f"list({', '.join(S)}))")
         chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(local))
-        step_args = ", ".join(P + S + self._opt_vars)
+        step_args = ", ".join(held_p + S + opt_vars)
+        tail = ", dgroup, drank" if n_ranks > 1 else ""
         body = ",\n  ".join(lines)
-        text = (loss_fn + f"define(train_step, {step_args}, {chunk_args}, iteration, lr, "
+        text = (loss_fn + f"define(train_step, {step_args}, {chunk_args}, iteration, lr{tail}, "
                 f"block(\n  {body}))\ntrain_step\n")
         self.train_code = text
         return _core.Program(text, "<model deterministic train step>")
+
+    def _scatter_sum_lines(self, zero, b, members, starts) -> list:
+        """ZeRO 2/3, deterministic: bucket b's partial sums of this member's
+        aligned blocks of chunks, each cut in the members' slices and sent to
+        their owners (all_to_all); every member adds the parts of its slice
+        in the order of _fixed_sum over (member, block), as the whole sum."""
+        rows = len(starts)
+        flats = [zero.flat(b, [f"p_{s_}_{k}" for k in members]) for s_ in starts]
+        d, k = zero.d, zero.k[b]
+        if rows == 1:
+            send = f"reshape({flats[0]}, [{d}, {k}])"
+        else:
+            send = (f"reshape(transpose(reshape(stack(list({', '.join(flats)})), "
+                    f"[{rows}, {d}, {k}]), [1, 0, 2]), [{d * rows}, {k}])")
+        total = self._fixed_sum([f"zparts_{b}[{i}]" for i in range(d * rows)])
+        return [f"define(zparts_{b}, all_to_all({send}, group=dgroup))",
+                f"define({zero.grads[b]}, {total})"]
+
+    def _block_norm_update(self, P, grads, chunks) -> list:
+        """Deterministic mode without ZeRO: the update with global-norm
+        clipping from the same fixed blocks of the buckets, added in the same
+        order, as ZeRO's slices use, so that both give the same bits."""
+        from .zero import ZeroPlan  # noqa: PLC0415
+
+        weights = self.weights
+        plan = ZeroPlan(0, 1, chunks, self._bucket_plan(P),
+                        {v: weights[v].shape for v in P}, self.dtype)
+        grad_of = dict(zip(P, grads))
+        lines = [f"define(zdf_{j}, {plan.flat(j, [grad_of[v] for v in b])})"
+                 for j, b in enumerate(plan.buckets)]
+        terms = [e for j in range(len(plan.buckets)) for e in plan.blocks_of_slice(j, f"zdf_{j}")]
+        lines.append(f"define(znorm, sqrt({self._fixed_sum(terms)}))")
+        upd = self._compiled.optimizer.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
+                                                   iteration_expr="iteration",
+                                                   global_norm="znorm")
+        return lines + upd.statements
 
     def _shard(self, arrays, n_ranks, rank):
         """This locality's rows of a global batch, and its share of the batch."""

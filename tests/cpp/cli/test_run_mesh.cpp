@@ -147,9 +147,8 @@ TEST_F(RunMesh, HelpNamesTheMeshOptions) {
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* line :
        {"  --mesh data=D,tensor=T,pipeline=P\n",
-        "  --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO): accepted, not yet used "
-        "by "
-        "fit\n",
+        "  --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO), read by fit: over the "
+        "data\n",
         "  --dry-run              start nothing", "  --params P             with --dry-run"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
@@ -177,7 +176,7 @@ TEST_F(RunMesh, DryRunPrintsThePlacementOnTwoHosts) {
       "groups along data (4 groups of 2): [0, 4] [1, 5] [2, 6] [3, 7] (4 across hosts)\n"
       "groups along pipeline (4 groups of 2): [0, 2] [1, 3] [4, 6] [5, 7] (each within one host)\n"
       "groups along tensor (4 groups of 2): [0, 1] [2, 3] [4, 5] [6, 7] (each within one host)\n"
-      "ZeRO stage 0 (TESSERA_ZERO, TESSERA_MICROBATCHES: accepted, not yet used by fit)\n";
+      "ZeRO stage 0 (TESSERA_ZERO: read by fit; TESSERA_MICROBATCHES: accepted, not yet used by fit)\n";
   EXPECT_EQ(r.out, expected);
 }
 

@@ -1,0 +1,149 @@
+"""ZeRO's shard arithmetic and program text (tessera.nn.zero), on one process:
+which elements each member owns, slices and their reassembly, the fixed
+blocks of the global norm (against the norm taken whole), the stage setting,
+and what each stage's training step does."""
+
+import numpy as np
+import pytest
+
+from tessera import nn, optim
+from tessera.nn.zero import ZeroPlan, zero_fresh_state, zero_setting
+
+
+def plan(stage=1, d=4, unit=4):
+    shapes = {"a": (3, 5), "b": (7,), "c": (2, 2)}
+    return ZeroPlan(stage, d, unit, [["a", "b"], ["c"]], shapes, "float32")
+
+
+def test_padding_and_ownership():
+    p = plan(d=4, unit=8)
+    assert p.n == [22, 4]
+    assert p.N == [24, 8]  # padded to a multiple of the unit
+    assert p.k == [6, 2]  # each member's slice
+    with pytest.raises(ValueError, match="8 blocks cannot be shared by 3 members"):
+        plan(d=3, unit=8)
+
+
+def test_slices_cover_every_element_once():
+    p = plan(d=4, unit=4)
+    rng = np.random.default_rng(0)
+    whole = {v: rng.standard_normal(s).astype(np.float32) for v, s in p.shapes.items()}
+    for j, bucket in enumerate(p.buckets):
+        parts = [p.slices_of(whole, r, j) for r in range(p.d)]
+        assert all(len(s) == p.k[j] for s in parts)
+        flat = np.concatenate(parts)
+        want = np.concatenate([whole[v].ravel() for v in bucket])
+        np.testing.assert_array_equal(flat[:p.n[j]], want)
+        np.testing.assert_array_equal(flat[p.n[j]:], 0)  # the padding
+        np.testing.assert_array_equal(p._split(j, flat)[bucket[0]], whole[bucket[0]])
+
+
+def test_state_names_and_fresh_state():
+    p = plan(d=2, unit=2)
+    p.state = list(optim.Adam(0.1).update_code(p.shards, p.grads).state)
+    m0 = next(s for s in p.state if s.name == "opt_zp_0_m")
+    assert p.whole_state_name(m0, "a") == "opt_a_m"
+    # the whole state, per parameter, cut into this member's slices
+    whole = {f"opt_{v}_{x}": np.full(s, 2.0, np.float32) for v, s in p.shapes.items()
+             for x in "mv"}
+    sl = p.state_shards(whole, 1)
+    assert sorted(sl) == ["opt_zp_0_m", "opt_zp_0_v", "opt_zp_1_m", "opt_zp_1_v"]
+    assert sl["opt_zp_1_v"].shape == (p.k[1],) and (sl["opt_zp_1_v"] == 2.0).all()
+    # a fresh state's stand-ins have its shapes and values and take no memory
+    params = {v: np.zeros(s, np.float32) for v, s in p.shapes.items()}
+    state = optim.Adagrad(0.1).update_code(list(p.shapes), ["g0", "g1", "g2"]).state
+    stand_in = zero_fresh_state(params, state)
+    assert stand_in["opt_a_accumulator"].shape == (3, 5)
+    assert stand_in["opt_a_accumulator"].strides == (0, 0)
+    assert float(stand_in["opt_a_accumulator"][2, 4]) == pytest.approx(0.1)
+
+
+def test_zero_setting(monkeypatch):
+    monkeypatch.delenv("TESSERA_ZERO", raising=False)
+    assert zero_setting(None) == 0
+    assert zero_setting(3) == 3
+    for bad in (4, -1, True, "1", 2.0):
+        with pytest.raises(ValueError, match=r"^\[fit\] zero \(the ZeRO stage\) must be 0, 1, 2 or "
+                           r"3, got .* \(argument zero=\)$"):
+            zero_setting(bad)
+    monkeypatch.setenv("TESSERA_ZERO", "2")
+    assert zero_setting(None) == 2
+    assert zero_setting(0) == 0  # the argument wins
+    monkeypatch.setenv("TESSERA_ZERO", "two")
+    with pytest.raises(ValueError, match="got 'two' \\(TESSERA_ZERO in the environment, set by "
+                       "tessera run --zero\\)"):
+        zero_setting(None)
+
+
+def model(clipnorm=None):
+    m = nn.Sequential([nn.Dense(6, activation="tanh"), nn.Dense(3)], input_shape=(4,), seed=2)
+    m.BUCKET_BYTES = 64
+    m.compile(optim.Adam(0.05, clipnorm=clipnorm), "mse")
+    return m
+
+
+def test_deterministic_clipnorm_from_blocks_is_the_global_norm():
+    # deterministic mode takes the global norm from fixed blocks of the
+    # buckets (the same blocks ZeRO's slices hold); it clips as the norm taken
+    # whole does (clip_by_global_norm, normal mode), within rounding
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    y = rng.standard_normal((32, 3)).astype(np.float32) * 5
+    a, b = model(0.1), model(0.1)
+    a.fit(x, y, batch_size=32, epochs=3, verbose=0, deterministic=True)
+    b.fit(x, y, batch_size=32, epochs=3, verbose=0)
+    assert "znorm" in a.train_code and "clip_by_global_norm" in b.train_code
+    for u, v in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+    c = model()  # and clipping took place
+    c.fit(x, y, batch_size=32, epochs=3, verbose=0)
+    assert not all(np.allclose(u, v) for u, v in zip(a.get_weights(), c.get_weights()))
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_step_text(stage):
+    m = model()
+    P, S = m._params(True), m._params(False)
+    zp = ZeroPlan(stage, 2, 2, m._bucket_plan(P), {v: m.weights[v].shape for v in P}, "float32")
+    m._zero_plans = {zp.key: zp}
+    text = m._train_program(P, S, data_parallel=True, zero=zp) and m.train_code
+    head = text[text.index("define(train_step"):].split("\n")[0]
+    loss_fn = text[:text.index("define(train_step")]
+    if stage == 1:  # whole buckets summed from inside the backward pass
+        assert "grad_bucket(" in text and "reduce_scatter(" not in text
+    elif stage == 2:  # reduce-scattered after the backward pass
+        assert "grad_bucket(" not in text and text.count("reduce_scatter(") == len(zp.buckets)
+    else:  # gathered by the loss function, each bucket just before its first use (whose
+        # gradient rule is the reduce-scatter)
+        assert "grad_bucket(" not in text and "reduce_scatter(" not in text
+        assert loss_fn.startswith("define(loss_fn, zp_0, zp_1, zp_2, zp_3, x, y, seed, w, dgroup")
+        for j, bucket in enumerate(zp.buckets):
+            gathered = loss_fn.index(f"define(zf_{j}, all_gather(zp_{j}, group=dgroup))")
+            assert gathered < loss_fn.index(f"define({bucket[0]}, reshape(zf_{j}[0:")
+        # the first layer's bucket is gathered before the second layer's
+        assert loss_fn.index("all_gather(zp_3") < loss_fn.index("all_gather(zp_1")
+    # stage 3 takes and returns slices; 1 and 2 gather the updated weights
+    assert head.startswith("define(train_step, zp_0" if stage == 3 else
+                           f"define(train_step, {P[0]}")
+    assert text.count("all_gather(zp_") == len(zp.buckets)
+    assert "opt_zp_0_m" in head and f"opt_{P[0]}_m" not in text
+
+
+def test_slice_text_takes_each_members_slice():
+    # the program text of slice_lines (one branch per member, no whole copy)
+    # gives what slices_of gives, padding included
+    from tessera import _core
+
+    p = plan(d=4, unit=4)
+    rng = np.random.default_rng(3)
+    whole = {v: rng.standard_normal(s).astype(np.float32) for v, s in p.shapes.items()}
+    lines = p.slice_lines({v: v for v in p.shapes}, ["s0", "s1"])
+    names = list(p.shapes)
+    text = (f"define(f, {', '.join(names)}, drank, block({', '.join(lines)}, list(s0, s1)))\n"
+            "f\n")
+    prog = _core.Program(text, "<slices>")
+    assert "concatenate(list(ravel(a), ravel(b)))" not in text  # never the whole bucket
+    for r in range(p.d):
+        got = prog.run([whole[v] for v in names] + [r])
+        for j in range(2):
+            np.testing.assert_array_equal(got[j], p.slices_of(whole, r, j))
