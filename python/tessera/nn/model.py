@@ -23,6 +23,7 @@ import numpy as np
 from .. import _core, distributed as _dist, optim as _optim
 from . import losses as _losses
 from . import metrics as _metrics
+from . import pipeline as _pipeline
 from .functional import call_layer, clone_graph, collect_layers
 from .layers import Layer, _with_batch, initial_value
 from .programs import ProgramsMixin, _function_metric
@@ -670,7 +671,8 @@ class Model(ProgramsMixin, Layer):
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
             validation_freq: int = 1, seed: int = 0, nan_policy: str = "stop",
             data_parallel=None, deterministic=False, resume_from=None, check_inputs=True,
-            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3):
+            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3,
+            pipeline_split=None, microbatches=None, pipeline_schedule="1f1b"):
         """Trains for `epochs` passes over (x, y) in mini-batches, like Keras's
         fit (x, y: arrays, lists of arrays for several inputs/outputs, or a
         tessera.data.Dataset of (x, y[, sample_weight]) batches). Returns a
@@ -699,7 +701,16 @@ class Model(ProgramsMixin, Layer):
         model and data), fit resumes from the newest, history included.
         TESSERA_CHECKPOINT_DIR (set by `tessera run --checkpoint-dir`) gives
         DIR when neither this nor a ModelCheckpoint names one;
-        checkpoint_dir=False turns that off (docs/nn.md, docs/resilience.md)."""
+        checkpoint_dir=False turns that off (docs/nn.md, docs/resilience.md).
+
+        Under a mesh with a pipeline axis (`tessera run --mesh pipeline=P`),
+        the model is cut into P stages, one per locality of the axis: before
+        each layer named in `pipeline_split` (P - 1 names), or where the
+        stages' parameter counts are most even; each global batch is cut
+        into `microbatches` micro-batches per data locality (default
+        TESSERA_MICROBATCHES, else 2 P), run in the order of
+        `pipeline_schedule` ("1f1b" or "gpipe"). See docs/parallelism.md,
+        "Pipeline parallelism"."""
         from .. import data as _data  # noqa: PLC0415
         from . import callbacks as _cb  # noqa: PLC0415
 
@@ -783,16 +794,24 @@ class Model(ProgramsMixin, Layer):
         rank = _dist.rank() if n_ranks > 1 else 0
         rows = None if is_ds else n
         n_batches = ds.num_batches()
+        pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
+                               deterministic, data_parallel)
         if n_ranks > 1:
             self._same_data_everywhere(rows, n_batches, batch_size, n_ranks)
-        chunks = self._chunk_count(deterministic, n_ranks)
+        if pipe is not None:  # the data axis shares the batches; stages share the model
+            n_ranks, rank = pipe.d, pipe.data_rank
+            chunks = pipe.chunks if pipe.deterministic else 0
+        else:
+            chunks = self._chunk_count(deterministic, n_ranks)
         if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
                              "localities sharing each batch")
         if verbose == "auto":
             verbose = 1
-        verbose = verbose if rank == 0 else 0
-        if chunks:
+        verbose = verbose if _dist.rank() == 0 or n_ranks == 1 and pipe is None else 0
+        if pipe is not None:
+            prog = pipe.program(weighted)
+        elif chunks:
             prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks, weighted))
         elif n_ranks > 1:
             prog = self._program(("train_dp", self.BUCKET_BYTES, self.OVERLAP_BACKWARD, weighted))
@@ -872,7 +891,9 @@ class Model(ProgramsMixin, Layer):
                     lr = self._learning_rate(it)
                     state = ([self.weights[v] for v in P] + [self.weights[v] for v in S]
                              + [self._opt_state[v] for v in self._opt_vars])
-                    if chunks:
+                    if pipe is not None:
+                        args = pipe.args(arrays, n, it, lr, seed)
+                    elif chunks:
                         args = state + self._chunk_args(arrays, n, chunks, n_ranks, rank, seed,
                                                         it) + [it, lr]
                     else:
@@ -883,7 +904,11 @@ class Model(ProgramsMixin, Layer):
                             + extra
                     t_step = _core._trace_now()
                     try:
-                        loss, mets, new_p, new_o, new_s = prog.run(args)
+                        if pipe is not None:
+                            loss, mets = pipe.take(prog.run(args))
+                            new_p = new_o = new_s = ()
+                        else:
+                            loss, mets, new_p, new_o, new_s = prog.run(args)
                     except Exception:
                         # A step that failed part way may leave gradient
                         # buckets waiting for members; the next would meet them.
@@ -906,7 +931,7 @@ class Model(ProgramsMixin, Layer):
                     self._iteration += 1
                     seen += n
                     total_loss += loss * n
-                    mets = self._split_sums(mets, sizes, chunks)
+                    mets = self._split_sums(mets, sizes, chunks or pipe is not None)
                     for t, m in zip(totals, mets):
                         t += np.asarray(m, dtype=np.float64).reshape(t.shape)
                     logs = {"loss": total_loss / seen}
@@ -916,9 +941,13 @@ class Model(ProgramsMixin, Layer):
                                               "totals": [t.copy() for t in totals]}}
                     if verbose == 1:
                         self._progress(epoch, epochs, b + 1, steps, logs, start)
+                    if pipe is not None and ckpts is not None:
+                        pipe.sync()  # a checkpoint may be written now: the whole model
                     cbs.on_train_batch_end(b, dict(logs))
                     if self.stop_training:
                         break
+                if pipe is not None:
+                    pipe.sync()  # every locality holds the whole model at each epoch's end
                 if seen == 0:
                     raise ValueError("[fit] the data gave no batches in this epoch")
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
