@@ -796,6 +796,7 @@ class Model(ProgramsMixin, Layer):
         n_batches = ds.num_batches()
         pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
                                deterministic, data_parallel)
+        self._pipeline = pipe  # this locality's stage (pipeline.StageStep), or None
         if n_ranks > 1:
             self._same_data_everywhere(rows, n_batches, batch_size, n_ranks)
         if pipe is not None:  # the data axis shares the batches; stages share the model

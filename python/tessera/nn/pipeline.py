@@ -556,8 +556,8 @@ class StageStep:
             where = f"<model pipeline stage {self.stage}"
             found = self.model._programs[key] = (
                 _core.Program(pass_text, where + " pass>"),
-                _core.Program(update_text, where + " update>"), self.O)
-        self.pass_prog, self.update_prog, self.O = found
+                _core.Program(update_text, where + " update>"), self.O, self.markers)
+        self.pass_prog, self.update_prog, self.O, self.markers = found
         return self
 
     def run(self, args):
@@ -618,6 +618,7 @@ class StageStep:
         head = ", ".join(P + S)
         pg = f"group={int(self.pg)}"
         lines, sent, received = [], [], []
+        self.markers = {}  # (action, i): index in lines, made line numbers below
         n_sums = sum(math.prod(z) for z in model._metric_sizes()) if last else 0
         stat_sizes = [int(np.prod(weights[model._bn_var(bn, 2)].shape)) for bn, _ in stats]
         width = (1 + n_sums if last else 0) + 2 * sum(stat_sizes)
@@ -632,12 +633,14 @@ class StageStep:
                                  f"{pg}))")
                     received.append(f"a_{i}_{k}")
                 j = i - (p - s)
-                if self.kind == "1f1b" and j >= 0:
-                    # the forward of micro-batch i waits for the backward of
-                    # micro-batch i - (p - s): at most p - s in flight
-                    lines.append(f"define(sd_{i}, if(is_nil(r_{j}), seed_{i}, seed_{i}))")
-                else:
-                    lines.append(f"define(sd_{i}, seed_{i})")
+                # go_i: the forward of micro-batch i may start; under 1F1B it
+                # waits for the backward of micro-batch i - (p - s) (done_j),
+                # so at most p - s are in flight. Both are marks in a trace
+                # (is_nil at their lines, `markers`).
+                gate = f"done_{j}" if self.kind == "1f1b" and j >= 0 else "nil"
+                self.markers[("F", i)] = len(lines)
+                lines.append(f"define(go_{i}, is_nil({gate}))")
+                lines.append(f"define(sd_{i}, if(go_{i}, seed_{i}, seed_{i}))")
                 if not last:
                     fa = ", ".join([head] * bool(head) + [f"{z}_{i}" for z in xs] + a_i +
                                    [f"sd_{i}"])
@@ -661,6 +664,8 @@ class StageStep:
                 fn = "stage_obj"
             lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
                          f"argnums=[{nums}], has_aux=true)({call}), nil))")
+            self.markers[("B", i)] = len(lines)
+            lines.append(f"define(done_{i}, is_nil(r_{i}))")
             done_b[i] = True
             for k, v in enumerate(P):
                 lines.append(f"define(g_{i}_{k}, if(w_{i} > 0.0, r_{i}[1][{k}], "
@@ -708,6 +713,8 @@ class StageStep:
         head_args = ", ".join(P + S)
         pass_text = "".join(defs) + (f"define(stage_pass, {head_args}{', ' if head_args else ''}"
                                      f"{chunk_args}, block(\n  {body}))\nstage_pass\n")
+        first = "".join(defs).count("\n") + 2  # the line of lines[0]
+        self.markers = {key: first + n for key, n in self.markers.items()}
         # the update: the data group's sums, the optimizer, the statistics
         lines = []
         grads = [f"grad_{k}" for k in range(len(P))]
