@@ -115,7 +115,7 @@ struct Operand {
 
 // One forward step whose backward the gradient needs.
 struct Step {
-  enum class Kind { primitive, getitem, cond, list };
+  enum class Kind { primitive, getitem, cond, list, checkpoint };
   Kind kind = Kind::primitive;
   SourceLoc loc;
   const PrimitiveSpec* spec = nullptr;
@@ -128,6 +128,10 @@ struct Step {
     int out;
   };
   std::vector<Merge> merges;
+  // checkpoint: the statements recomputing the function's forward (its
+  // steps in then_steps, its value args[0]) and the ids they define.
+  std::vector<AstPtr> recompute;
+  int first_local = 0, end_local = 0;
 };
 
 struct Context {
@@ -138,7 +142,7 @@ struct Context {
 const std::set<std::string>& unsupported_forms() {
   static const std::set<std::string> forms = {
       "while",  "for_each", "parallel_block", "break",          "continue",
-      "return", "lambda",   "grad",           "value_and_grad", "dict"};
+      "return", "lambda",   "grad",           "value_and_grad", "dict", "vjp"};
   return forms;
 }
 
@@ -147,7 +151,7 @@ class Differentiator {
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
 
   AstPtr run(const FunctionSource& f, const std::vector<int>& argnums, bool single, bool with_value,
-             const SourceLoc& at, bool has_aux) {
+             const SourceLoc& at, bool has_aux, bool split = false) {
     SourceLoc loc = f.loc;
     root_ = f.name;
     Context ctx;
@@ -206,6 +210,8 @@ class Differentiator {
       result = transform(f.body, ctx, stmts, steps);
     }
 
+    if (split) return split_lambda(std::move(params), std::move(stmts), steps, param_ops, argnums,
+                                   single, result, aux, at);
     // Backward: every intermediate's cotangent starts as nil (no
     // contribution yet); the result's is its seed.
     for (size_t id = 0; id < names_.size(); ++id) {
@@ -245,6 +251,76 @@ class Differentiator {
   }
 
  private:
+  // vjp: lambda(params..., block(forward..., list(value, pullback[, aux]))),
+  // where pullback = lambda(ct, block(backward..., gradients)) closes over
+  // the forward's variables: the intermediates its backward statements read
+  // stay alive in the frame the closure captured, every other one is freed
+  // after its last forward use, and calling it runs only the backward.
+  AstPtr split_lambda(std::vector<AstArg> params, std::vector<AstPtr> fwd,
+                      const std::vector<Step>& steps, const std::vector<Operand>& param_ops,
+                      const std::vector<int>& argnums, bool single, const Operand& result,
+                      const AstPtr& aux, const SourceLoc& at) {
+    const SourceLoc& loc = at;
+    // The value's shape and dtype (not its data), which the cotangent must have.
+    const std::string like = "__vjp_like";
+    fwd.push_back(define(like, call("grad_template", {result.ast}, loc), loc));
+    const std::string seed = "__vjp_ct";
+    std::vector<AstPtr> bwd;
+    for (size_t id = 0; id < names_.size(); ++id) {
+      if (active_[id]) bwd.push_back(define(ct(static_cast<int>(id)), literal(Value(), loc), loc));
+    }
+    AstPtr checked = call("vjp_seed", {ident(seed, loc), ident(like, loc)}, loc);
+    if (result.id >= 0 && active_[result.id]) {
+      bwd.push_back(define(ct(result.id), checked, loc));
+      emit_backward(steps, bwd);
+    } else {
+      bwd.push_back(checked);  // checked all the same; the gradients are zeros
+    }
+    std::vector<AstPtr> grads;
+    for (int a : argnums) {
+      const Operand& p = param_ops[a];
+      grads.push_back(call("if",
+                           {call("is_nil", {ident(ct(p.id), loc)}, loc),
+                            call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
+                           loc));
+    }
+    bwd.push_back(single ? grads[0] : call("list", grads, loc));
+    // Only the pullback's own variables are released inside it: the forward's
+    // belong to the captured frame (a define there would make a new local),
+    // and stay for a second call.
+    std::set<std::string> own;
+    for (const auto& st : bwd) collect_defined(st, own);
+    bwd = release_dead(std::move(bwd), loc, &own);
+    std::vector<AstArg> pb_params{{"", ident(seed, loc)}, {"", block(std::move(bwd), loc)}};
+    auto pullback = std::make_shared<Ast>();
+    pullback->kind = Ast::Kind::call;
+    pullback->name = "lambda";
+    pullback->builtin = true;
+    pullback->loc = at;
+    pullback->args = std::move(pb_params);
+    std::vector<AstPtr> items{result.ast, pullback};
+    if (aux) items.push_back(aux);
+    fwd.push_back(call("list", std::move(items), loc));
+    fwd = with_templates(std::move(fwd), loc);
+    params.push_back({"", block(release_dead(std::move(fwd), loc), loc)});
+    auto lambda = std::make_shared<Ast>();
+    lambda->kind = Ast::Kind::call;
+    lambda->name = "lambda";
+    lambda->loc = at;
+    lambda->args = std::move(params);
+    return lambda;
+  }
+
+  // The names `a` defines (define(name, ...) anywhere inside it).
+  static void collect_defined(const AstPtr& a, std::set<std::string>& out) {
+    if (a->kind == Ast::Kind::call && !a->callee && a->name == "define" && !a->args.empty() &&
+        a->args[0].value->kind == Ast::Kind::identifier) {
+      out.insert(a->args[0].value->name);
+    }
+    if (a->callee) collect_defined(a->callee, out);
+    for (const auto& arg : a->args) collect_defined(arg.value, out);
+  }
+
   int new_ref(bool active, const std::string& hint) {
     int id = static_cast<int>(names_.size());
     names_.push_back("__ad_" + hint + "_" + std::to_string(id));
@@ -254,7 +330,101 @@ class Differentiator {
 
   std::string ct(int id) const { return "__ct_" + std::to_string(id); }
 
-  bool is_active(const Operand& op) const { return op.id >= 0 && active_[op.id]; }
+  bool is_active(const Operand& op) const {
+    return !forward_only_ && op.id >= 0 && active_[op.id];
+  }
+
+  // The function of checkpoint(fn) when `callee` is that call (of the
+  // primitive, not a function of the program named so), else null.
+  AstPtr checkpointed_function(const AstPtr& callee, const Context& ctx) {
+    if (callee->kind != Ast::Kind::call || callee->callee || callee->name != "checkpoint" ||
+        ctx.env.count("checkpoint") || ctx.functions.count("checkpoint") ||
+        (!callee->builtin && lookup_("checkpoint"))) {
+      return nullptr;
+    }
+    if (callee->args.size() != 1 || !callee->args[0].name.empty()) {
+      fail(callee->loc, error_message("checkpoint takes one function, got ", callee->args.size(),
+                                      " argument", callee->args.size() == 1 ? "" : "s"));
+    }
+    return callee->args[0].value;
+  }
+
+  // checkpoint(fn)(args...): the forward computes fn's value keeping none of
+  // its intermediates (all inactive, so each is freed after its last use);
+  // the backward recomputes fn's forward from the arguments, which it keeps,
+  // then runs fn's backward, whose contributions reach the arguments'
+  // cotangents in the order the program without checkpoint adds them.
+  Operand checkpointed(const AstPtr& fn, const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
+                       std::vector<Step>& steps) {
+    FunctionSource f;
+    Context defining;
+    if (fn->kind == Ast::Kind::identifier) {
+      if (ctx.env.count(fn->name)) {
+        fail(fn->loc, "checkpoint of the function value '" + fn->name +
+                          "': give a function defined with define, or a lambda");
+      }
+      if (auto it = ctx.functions.find(fn->name); it != ctx.functions.end()) {
+        f = it->second;
+        defining = ctx;
+      } else if (auto src = lookup_(fn->name)) {
+        f = *src;
+      } else {
+        fail(fn->loc, "checkpoint of '" + fn->name +
+                          "', which is not a function defined with define(" + fn->name +
+                          ", params..., body)");
+      }
+    } else if (fn->kind == Ast::Kind::call && !fn->callee && fn->name == "lambda" &&
+               !fn->args.empty()) {
+      f = FunctionSource{"lambda", std::vector<AstArg>(fn->args.begin(), fn->args.end() - 1),
+                         fn->args.back().value, fn->loc};
+      defining = ctx;
+    } else {
+      fail(fn->loc, "checkpoint takes a function name or a lambda, got " + fn->str());
+    }
+    if (std::find(inline_stack_.begin(), inline_stack_.end(), f.name) != inline_stack_.end()) {
+      fail(a->loc, "cannot differentiate the recursive function '" + f.name + "'");
+    }
+    std::vector<Operand> positional;
+    std::map<std::string, Operand> named;
+    for (const auto& arg : a->args) {
+      Operand op = transform(arg.value, ctx, out, steps);
+      if (arg.name.empty()) {
+        positional.push_back(op);
+      } else {
+        named[arg.name] = op;
+      }
+    }
+    ++checkpoint_depth_;
+    checkpoint_names_.push_back(f.name);
+    // The forward: nothing active, nothing kept for a backward.
+    const bool was_forward_only = forward_only_;
+    forward_only_ = true;
+    std::vector<Step> no_steps;
+    Operand value = inline_body(f, a, positional, named, defining, out, no_steps);
+    forward_only_ = was_forward_only;
+    if (forward_only_) {  // inside another checkpoint's forward: no backward to prepare
+      checkpoint_names_.pop_back();
+      --checkpoint_depth_;
+      return value;
+    }
+    // The recomputation, for the backward.
+    Step s;
+    s.kind = Step::Kind::checkpoint;
+    s.loc = a->loc;
+    const int first = static_cast<int>(names_.size());
+    Operand recomputed =
+        inline_body(f, a, positional, named, defining, s.recompute, s.then_steps);
+    s.first_local = first;
+    s.end_local = static_cast<int>(names_.size());
+    checkpoint_names_.pop_back();
+    --checkpoint_depth_;
+    if (!is_active(recomputed)) return value;  // no gradient flows through
+    Operand r = bind(value.ast, true, out, "ck");
+    s.out = r.id;
+    s.args.push_back(recomputed);
+    steps.push_back(std::move(s));
+    return r;
+  }
 
   // Binds `value` to a new variable and returns it as an operand.
   Operand bind(AstPtr value, bool active, std::vector<AstPtr>& out, const std::string& hint) {
@@ -300,7 +470,12 @@ class Differentiator {
       case Ast::Kind::call:
         break;
     }
-    if (a->callee) fail(a->loc, "cannot differentiate a call of a computed function");
+    if (a->callee) {
+      if (const AstPtr& fn = checkpointed_function(a->callee, ctx)) {
+        return checkpointed(fn, a, ctx, out, steps);
+      }
+      fail(a->loc, "cannot differentiate a call of a computed function");
+    }
     const std::string& n = a->name;
     if (ctx.env.count(n)) {
       fail(a->loc, "cannot differentiate a call of the function value '" + n + "'");
@@ -464,6 +639,14 @@ class Differentiator {
         named[arg.name] = op;
       }
     }
+    return inline_body(f, a, positional, named, defining, out, steps);
+  }
+
+  // f's body with its parameters bound to evaluated arguments.
+  Operand inline_body(const FunctionSource& f, const AstPtr& a,
+                      const std::vector<Operand>& positional,
+                      const std::map<std::string, Operand>& named, const Context& defining,
+                      std::vector<AstPtr>& out, std::vector<Step>& steps) {
     // A local function sees the caller's variables (it closes over them).
     Context callee;
     callee.env = defining.env;
@@ -500,6 +683,29 @@ class Differentiator {
       slots = bind_arguments(spec, arg_names);
     } catch (...) {
       rethrow_with_location(std::current_exception(), a->loc);
+    }
+    if (checkpoint_depth_ > 0 && has_effects(spec)) {
+      // Run twice (forward, then recomputed for the backward), its effect
+      // would happen twice; a random draw keyed by a seed is the same twice.
+      bool keyed = false;
+      if (spec.family == "random") {
+        for (size_t i = 0; i < a->args.size(); ++i) {
+          const AstPtr& v = a->args[i].value;
+          if (spec.params[slots[i]].name == "seed" &&
+              !(v->kind == Ast::Kind::literal && v->value.is_nil())) {
+            keyed = true;
+          }
+        }
+      }
+      if (!keyed) {
+        fail(a->loc, "'" + spec.name + "' inside the checkpointed function '" +
+                         checkpoint_names_.back() +
+                         "' would run again when its forward is recomputed for the backward" +
+                         (spec.family == "random"
+                              ? std::string(" and draw different numbers: give it a seed= (as "
+                                            "dropout's) or call it outside checkpoint")
+                              : std::string(": call it outside checkpoint")));
+      }
     }
     auto emitted = std::make_shared<Ast>(*a);
     std::vector<Operand> per_param(spec.params.size());
@@ -683,7 +889,23 @@ class Differentiator {
       }
       AstPtr g = ident(ct(s.out), loc);
       std::vector<AstPtr> body;
-      if (s.kind == Step::Kind::list) {
+      if (s.kind == Step::Kind::checkpoint) {
+        body = s.recompute;
+        const Operand& v = s.args[0];
+        contributions_[v.id].push_back({nullptr, nullptr});  // not a producer's call
+        body.push_back(
+            define(ct(v.id), call("grad_accumulate", {ident(ct(v.id), loc), g}, loc), loc));
+        emit_backward(s.then_steps, body);
+        // The recomputed values and their cotangents live only in this block.
+        std::set<std::string> own;
+        for (int id = s.first_local; id < s.end_local; ++id) {
+          own.insert(names_[id]);
+          own.insert(ct(id));
+          own.insert("__adc_" + std::to_string(id));
+        }
+        body.push_back(literal(Value(), loc));  // released names are all before the end
+        body = release_dead(std::move(body), loc, &own);
+      } else if (s.kind == Step::Kind::list) {
         // Item i's cotangent is element i of the list's (nil: none reached it).
         for (size_t i = 0; i < s.args.size(); ++i) {
           if (!is_active(s.args[i])) continue;
@@ -753,14 +975,17 @@ class Differentiator {
   // Frees every intermediate (forward value or cotangent) right after the
   // last statement that reads it, so activations live only as long as the
   // backward pass needs them. The last statement is the result.
-  static std::vector<AstPtr> release_dead(std::vector<AstPtr> stmts, const SourceLoc& loc) {
+  // With `only`, just those names.
+  static std::vector<AstPtr> release_dead(std::vector<AstPtr> stmts, const SourceLoc& loc,
+                                          const std::set<std::string>* only = nullptr) {
     std::map<std::string, size_t> last_use;
     for (size_t i = 0; i < stmts.size(); ++i) {
       std::set<std::string> names;
       collect_names(stmts[i], names);
       for (const auto& n : names) {
+        if (only && !only->count(n)) continue;
         if (n.rfind("__ad_", 0) == 0 || n.rfind("__ct_", 0) == 0 || n.rfind("__tg_", 0) == 0 ||
-            n.rfind("__adc_", 0) == 0) {
+            n.rfind("__adc_", 0) == 0 || n.rfind("__vjp_", 0) == 0) {
           last_use[n] = i;
         }
       }
@@ -784,6 +1009,9 @@ class Differentiator {
   }
 
   const FunctionLookup& lookup_;
+  bool forward_only_ = false;  // a checkpointed call's forward: nothing is active
+  int checkpoint_depth_ = 0;   // inside checkpointed functions
+  std::vector<std::string> checkpoint_names_;
   bool aux_mode_ = false;  // transforming the aux value: lists of intermediates are fine
   std::vector<std::string> names_;
   std::vector<bool> active_;
@@ -815,6 +1043,12 @@ AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, b
                      bool has_aux) {
   Differentiator d(lookup);
   return d.run(f, argnums, single, with_value, at, has_aux);
+}
+
+AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argnums, bool single,
+                           const FunctionLookup& lookup, const SourceLoc& at, bool has_aux) {
+  Differentiator d(lookup);
+  return d.run(f, argnums, single, true, at, has_aux, true);
 }
 
 std::vector<std::string> check_gradient_rules() {

@@ -45,6 +45,15 @@ AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, b
                      bool with_value, const FunctionLookup& lookup, const SourceLoc& at,
                      bool has_aux = false);
 
+// The AST of lambda(params..., body) splitting f's gradient in two (vjp):
+// calling it runs f's forward only and returns list(value, pullback) (with
+// has_aux: list(value, pullback, aux)); pullback(ct) runs only the backward,
+// from the intermediates the forward left in its frame, and returns the
+// gradients of sum(value * ct) with respect to `argnums` (one when
+// `single`). ct must have the value's shape and dtype (vjp_seed checks).
+AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argnums, bool single,
+                           const FunctionLookup& lookup, const SourceLoc& at, bool has_aux);
+
 // Parses every gradient rule of the registry; a list of problems (rules that
 // do not parse or name unknown variables), empty when all are well formed.
 std::vector<std::string> check_gradient_rules();

@@ -40,7 +40,8 @@ const std::set<std::string>& special_form_names() {
   static const std::set<std::string> names = {
       "define",   "lambda", "block",    "parallel_block", "if",   "while",
       "for_each", "store",  "list",     "tuple",          "dict", "__and__",
-      "__or__",   "break",  "continue", "return",         "grad", "value_and_grad"};
+      "__or__",   "break",  "continue", "return",         "grad", "value_and_grad",
+      "vjp"};
   return names;
 }
 
@@ -348,7 +349,7 @@ class Compiler {
     AstPtr f, argnums;
     bool has_aux = false;
     for (const auto& arg : a->args) {
-      if (arg.name == "has_aux" && n == "value_and_grad") {
+      if (arg.name == "has_aux" && (n == "value_and_grad" || n == "vjp")) {
         if (arg.value->kind != Ast::Kind::literal || !arg.value->value.is_bool()) {
           syntax_error(arg.value->loc, "[" + n + "] has_aux must be true or false");
         }
@@ -406,14 +407,16 @@ class Compiler {
       nums.push_back(as_int(argnums));
     }
     AstPtr lambda =
-        differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc, has_aux);
+        n == "vjp"
+            ? differentiate_split(src, nums, single, lookup, a->loc, has_aux)
+            : differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc, has_aux);
     return compile(lambda, scope);
   }
 
   NodePtr special_form(const AstPtr& a, Scope& scope) {
     const std::string& n = a->name;
     const auto& args = a->args;
-    if (n == "grad" || n == "value_and_grad") return gradient(a, scope);
+    if (n == "grad" || n == "value_and_grad" || n == "vjp") return gradient(a, scope);
     if (n == "define") {
       expect_args(a, 2, 100000, "define(name, value) or define(name, params..., body)");
       const AstPtr& target = args[0].value;
@@ -598,6 +601,12 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
       {"value_and_grad(f, argnums=0, has_aux=false)",
        "Like grad, returning list(value, gradients); with has_aux, f ends in list(value, aux) "
        "and the result is list(value, gradients, aux)."},
+      {"vjp(f, argnums=0, has_aux=false)",
+       "The forward/backward split of f's gradient: vjp(f)(args...) runs f's forward only and "
+       "returns list(value, pullback) (with has_aux: list(value, pullback, aux)); pullback(ct) "
+       "runs only the backward, from the intermediates the forward kept, and returns the "
+       "gradients of sum(value * ct) (ct of the value's shape and dtype). It may be called "
+       "again (same result) or never."},
       {"list(items...)", "A list of values."},
       {"tuple(items...)",
        "A tuple of values: a list that Python code sees as a tuple (a multi-dimensional index, "

@@ -46,6 +46,47 @@ Value grad_seed(Args& a) {
       "[grad] the differentiated function must return a single number, got ", out.describe()));
 }
 
+// The cotangent a vjp pullback was called with, checked against the value's
+// template (grad_template): an array of the value's shape and dtype (for a
+// value with an integer or bool dtype, float64, as grad_seed's); a number
+// stands for an array of the value's shape filled with it.
+Value vjp_seed(Args& a) {
+  const Value& ct = a[0];
+  const Value& like = a[1];
+  if (like.is_float() || like.is_int() || like.is_bool()) {
+    if (ct.is_float() || ct.is_int()) {
+      return Value(ct.is_float() ? ct.as_float() : static_cast<double>(ct.as_int()));
+    }
+    if (ct.is_array() && ct.as_array().ndim() == 0 && is_floating(ct.as_array().dtype())) {
+      return Value(ct.as_array().get_double(0));
+    }
+    throw std::invalid_argument(error_message(
+        "[vjp] the cotangent must be a number like the value ", like.describe(), ", got ",
+        ct.describe()));
+  }
+  if (!like.is_array()) {
+    throw std::invalid_argument(
+        error_message("[vjp] the value must be an array or a number to be pulled back, got ",
+                      like.describe()));
+  }
+  const Array& l = like.as_array();
+  const DType dt = is_floating(l.dtype()) ? l.dtype() : DType::float64;
+  if (ct.is_float() || ct.is_int()) {
+    const double v = ct.is_float() ? ct.as_float() : static_cast<double>(ct.as_int());
+    return Array::full(dt, l.shape(), v);
+  }
+  if (!ct.is_array() || ct.as_array().shape() != l.shape() || ct.as_array().dtype() != dt) {
+    std::string got =
+        ct.is_array()
+            ? error_message(dtype_name(ct.as_array().dtype()), " ", shape_str(ct.as_array().shape()))
+            : ct.describe();
+    throw std::invalid_argument(
+        error_message("[vjp] the cotangent must have the value's shape and dtype: expected ",
+                      dtype_name(dt), " ", shape_str(l.shape()), ", got ", got));
+  }
+  return ct;
+}
+
 // a + b where nil stands for "no contribution yet". Cotangents of a tiled
 // array are tiled like it: their tiles are added.
 Value grad_accumulate(Args& a) {
@@ -900,6 +941,31 @@ const bool registered = register_primitives({
      .help = "The cotangent seed of a differentiated function's value: 1 in its dtype. Raises "
              "ValueError unless the value is a single number.",
      .eval = grad_seed},
+    {.name = "checkpoint",
+     .family = "autodiff",
+     .params = {{"f"}},
+     .help = "Activation checkpointing: checkpoint(f)(args...) is f(args...); inside a "
+             "differentiated function (grad, value_and_grad, vjp), the call keeps none of f's "
+             "intermediates for the backward pass, only its arguments, and the backward "
+             "recomputes f's forward from them before running f's backward (the same gradients, "
+             "bit for bit). f is a function defined with define or a lambda; random draws inside "
+             "need a seed= (dropout's is one), other effects are refused.",
+     .eval = [](Args& a) -> Value {
+       if (!a[0].is_function()) a.type_error(0, "a function");
+       return a[0];
+     },
+     .ns_per_element = 0.0,
+     .grads = {""}},
+    {.name = "vjp_seed",
+     .family = "autodiff",
+     .params = {{"ct"}, {"like"}},
+     .help = "The cotangent a vjp pullback was called with, checked against the value's "
+             "template: an array of the value's shape and dtype (float64 for an integer value), "
+             "or a number (filled to that shape). Raises ValueError naming both otherwise.",
+     .eval = vjp_seed,
+     .ns_per_element = 0.0,
+     .strided = true,
+     .passes_through = true},
     {.name = "grad_accumulate",
      .family = "autodiff",
      .params = {{"a"}, {"b"}},

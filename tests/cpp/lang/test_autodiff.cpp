@@ -3,6 +3,7 @@
 // transformation's handling of functions, if, and what it rejects.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -530,4 +531,242 @@ TEST(Autodiff, TemplatesAreNotExpanded) {
   EXPECT_EQ(s.shape(), (Shape{1, 1024}));
   EXPECT_EQ(s.dtype(), DType::float64);
   EXPECT_EQ(s.get_double(7), 2048.0);
+}
+
+// vjp: the forward/backward split. The pullback's gradients are the
+// value_and_grad program's, bit for bit, for a scalar value and ct 1.
+namespace {
+
+bool same_bits(const Value& a, const Value& b) {
+  if (a.is_list() && b.is_list()) {
+    if (a.as_list().size() != b.as_list().size()) return false;
+    for (size_t i = 0; i < a.as_list().size(); ++i) {
+      if (!same_bits(a.as_list()[i], b.as_list()[i])) return false;
+    }
+    return true;
+  }
+  if (!a.is_array() || !b.is_array()) return a.str() == b.str();
+  const Array x = a.as_array().copy(), y = b.as_array().copy();
+  return x.dtype() == y.dtype() && x.shape() == y.shape() &&
+         std::memcmp(x.raw(), y.raw(), static_cast<size_t>(x.nbytes())) == 0;
+}
+
+const char* kLayers =
+    "define(layer, h, w, tanh(h @ w))\n"
+    "define(f, w1, w2, x, block(define(h, layer(layer(x, w1), w2)), sum(h * h) / 3.0))\n";
+
+Array mat(Shape shape, double scale, double offset) {
+  Array a(DType::float64, shape);
+  for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = std::sin(scale * i + offset) * 0.8;
+  return a;
+}
+
+}  // namespace
+
+TEST(Autodiff, VjpPullbackMatchesValueAndGradBitwise) {
+  std::vector<Value> args{mat({4, 5}, 1.3, 0.2), mat({5, 3}, 0.7, 1.1), mat({6, 4}, 0.9, -0.5)};
+  Value ref = Program(std::string(kLayers) + "value_and_grad(f, [0, 1, 2])", "v.tsl").run(args);
+  Value split = Program(std::string(kLayers) +
+                            "lambda(w1, w2, x, block(define(r, vjp(f, [0, 1, 2])(w1, w2, x)),\n"
+                            "  list(r[0], r[1](1.0))))",
+                        "v.tsl")
+                    .run(args);
+  ASSERT_TRUE(ref.is_list() && split.is_list());
+  EXPECT_TRUE(same_bits(ref.as_list()[0], split.as_list()[0])) << split.str();
+  EXPECT_TRUE(same_bits(ref.as_list()[1], split.as_list()[1])) << ref.str() << split.str();
+  // A single argnums gives a single gradient, as grad does; has_aux rides along.
+  Value one = eval_string(
+      "define(f, w, x, block(define(p, x * w), list(sum(p * p), mean(p))))\n"
+      "define(r, vjp(f, 0, has_aux=true)([1.0, 2.0], [3.0, 4.0]))\n"
+      "list(r[0], r[1](1.0), r[2])");
+  EXPECT_EQ(one.str(), "[73., [18. 64.], 5.5]");
+}
+
+// The value need not be a scalar: pullback(ct) gives the gradient of
+// sum(value * ct), checked against central differences.
+TEST(Autodiff, VjpOfAnArrayValueMatchesCentralDifferences) {
+  const std::string f = "define(f, w, x, tanh(x @ w) * exp(w[0]))\n";
+  Array w = mat({3, 2}, 0.6, 0.3), x = mat({4, 3}, 1.1, -0.2), ct = mat({4, 2}, 2.3, 0.9);
+  Value g = Program(f + "lambda(w, x, ct, vjp(f, [0, 1])(w, x)[1](ct))", "c.tsl")
+                .run({Value(w), Value(x), Value(ct)});
+  Program weighted(f + "lambda(w, x, ct, sum(f(w, x) * ct))", "c.tsl");
+  const double h = 1e-6;
+  std::vector<Array> in{w, x};
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Array& analytic = g.as_list()[i].as_array();
+    ASSERT_EQ(analytic.shape(), in[i].shape());
+    for (int64_t k = 0; k < in[i].size(); ++k) {
+      std::vector<Array> plus{w.copy(), x.copy()}, minus{w.copy(), x.copy()};
+      plus[i].data<double>()[k] += h;
+      minus[i].data<double>()[k] -= h;
+      auto at = [&](const std::vector<Array>& a) {
+        return weighted.run({Value(a[0]), Value(a[1]), Value(ct)}).as_array().get_double(0);
+      };
+      double numeric = (at(plus) - at(minus)) / (2 * h);
+      EXPECT_NEAR(analytic.get_double(k), numeric, 1e-6 + 1e-6 * std::fabs(numeric))
+          << "argument " << i << " element " << k;
+    }
+  }
+}
+
+// The pullback runs only the backward: the forward's tanh and product run
+// once, however many times it is called (twice here: the same gradients);
+// and it may run after other work of the program.
+TEST(Autodiff, VjpPullbackRunsOnlyTheBackward) {
+  Program p(std::string(kLayers) +
+                "lambda(w1, w2, x, block(define(r, vjp(f, [0, 1])(w1, w2, x)),\n"
+                "  define(other, sum(exp(x)) * 2.0),\n"
+                "  define(a, r[1](1.0)), define(b, r[1](1.0)), list(a, b, other)))",
+            "o.tsl");
+  std::vector<Value> args{mat({4, 5}, 1.3, 0.2), mat({5, 3}, 0.7, 1.1), mat({6, 4}, 0.9, -0.5)};
+  Value r = p.run(args);
+  EXPECT_TRUE(same_bits(r.as_list()[0], r.as_list()[1]));
+  Value ref = Program(std::string(kLayers) + "grad(f, [0, 1])", "v.tsl").run(args);
+  EXPECT_TRUE(same_bits(r.as_list()[0], ref));
+  // Per-node counters: every forward primitive node (tanh, matmul, square)
+  // of the run evaluated once.
+  std::string csv = p.counters_csv();
+  size_t pos = 0;
+  int forward_evals = 0;
+  while ((pos = csv.find('\n', pos)) != std::string::npos) {
+    ++pos;
+    std::string line = csv.substr(pos, csv.find('\n', pos) - pos);
+    if (line.rfind("tanh,", 0) == 0 || line.rfind("matmul,", 0) == 0) {
+      // name,position,evaluations,...
+      size_t c1 = line.find(','), c2 = line.find(',', c1 + 1), c3 = line.find(',', c2 + 1);
+      forward_evals += std::stoi(line.substr(c2 + 1, c3 - c2 - 1));
+    }
+  }
+  EXPECT_EQ(forward_evals, 4) << csv;  // 2 tanh + 2 matmul, never again
+}
+
+// A pullback never called: nothing waits for it, and dropping it frees what
+// it held. Intermediates the backward does not need are freed after the
+// forward: x * 2.0 and exp(...) + 1.0 (8 MB each) are gone, the outputs of
+// exp and tanh (their rules read them) stay.
+TEST(Autodiff, VjpKeepsOnlyWhatTheBackwardNeeds) {
+  Array x(DType::float64, {1 << 20});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<double>()[i] = 1e-6 * static_cast<double>(i);
+  Program p("define(f, x, sum(tanh(exp(x * 2.0) + 1.0)))\nvjp(f)", "m.tsl");
+  const size_t mb8 = size_t{8} << 20;
+  const size_t before = memory_stats().live;
+  {
+    Value r = p.run({Value(x)});
+    ASSERT_TRUE(r.is_list());
+    const size_t held = memory_stats().live - before;
+    EXPECT_GE(held, 2 * mb8);                    // exp's and tanh's outputs
+    EXPECT_LT(held, 2 * mb8 + mb8 / 2) << held;  // not x * 2.0 or exp(...) + 1.0
+    // And once called, it gives exp's chain rule right: d/dx = (1 - t^2) e 2.
+    Value g = call_function(r.as_list()[1], {{"", Value(1.0)}});
+    double t = std::tanh(std::exp(2e-6 * 5) + 1.0);
+    EXPECT_NEAR(g.as_array().get_double(5), (1 - t * t) * std::exp(2e-6 * 5) * 2, 1e-12);
+  }
+  EXPECT_LE(memory_stats().live, before + 4096);  // the pullback (never called again) freed all
+}
+
+TEST(Autodiff, VjpRefusesACotangentOfAnotherShapeOrDtype) {
+  const char* f = "define(g, x, tanh(x) * 2.0)\ndefine(s, vjp(g)([1.0, 2.0]))\n";
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { eval_string(std::string(f) + "s[1]([1.0, 0.5, 3.0])", {}, "ct.tsl"); },
+      "[vjp] the cotangent must have the value's shape and dtype: expected float64 (2,), got "
+      "float64 (3,) (at ct.tsl:2:11)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { eval_string(std::string(f) + "s[1](astype([1.0, 0.5], \"float32\"))", {}, "ct.tsl"); },
+      "expected float64 (2,), got float32 (2,)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { eval_string(std::string(f) + "s[1](\"x\")", {}, "ct.tsl"); }, "got string 'x'"));
+  // A number stands for a cotangent filled with it.
+  Value r = eval_string(std::string(f) + "s[1](2.0) - s[1]([2.0, 2.0])");
+  EXPECT_TRUE(tessera::test::array_eq(r, DType::float64, {2}, {0.0, 0.0}));
+}
+
+// Activation checkpointing: checkpoint(f)(args) keeps only f's arguments for
+// the backward and recomputes f's forward there; gradients bit for bit the
+// program's without it, for functions defined with define and lambdas
+// closing over the caller's variables, nested, under grad and vjp.
+TEST(Autodiff, CheckpointGivesTheSameGradientsBitwise) {
+  const std::string common =
+      "define(layer, h, w, tanh(h @ w))\n"
+      "define(three, h, w, layer(layer(layer(h, w), w * 0.5), w))\n"
+      "define(inner, h, w, checkpoint(layer)(h, w) * h)\n";
+  const std::string plain =
+      "define(f, w, v, x, block(define(h, three(x, w)), define(h2, layer(h, v) * h),\n"
+      "  define(h3, layer(h2, w) * h2 + dropout(h2, 0.5, 7)), sum(h3 * h3 + h)))\n";
+  const std::string ckpt =
+      "define(f, w, v, x, block(define(h, checkpoint(three)(x, w)),\n"
+      "  define(h2, checkpoint(lambda(h, layer(h, v) * h))(h)),\n"
+      "  define(h3, checkpoint(lambda(a, inner(a, w) + dropout(a, 0.5, 7)))(h2)),\n"
+      "  sum(h3 * h3 + h)))\n";
+  std::vector<Value> args{mat({4, 4}, 1.3, 0.2), mat({4, 4}, 0.7, 1.1), mat({6, 4}, 0.9, -0.5)};
+  for (const char* form : {"value_and_grad(f, [0, 1, 2])", "grad(f, 1)"}) {
+    SCOPED_TRACE(form);
+    Value a = Program(common + plain + form, "p.tsl").run(args);
+    Value b = Program(common + ckpt + form, "c.tsl").run(args);
+    EXPECT_TRUE(same_bits(a, b)) << a.str() << "\n" << b.str();
+  }
+  Value a = Program(common + plain + "grad(f, [0, 1, 2])", "p.tsl").run(args);
+  Value b = Program(common + ckpt + "lambda(w, v, x, vjp(f, [0, 1, 2])(w, v, x)[1](1.0))", "c.tsl")
+                .run(args);
+  EXPECT_TRUE(same_bits(a, b)) << a.str() << "\n" << b.str();
+  // Outside a gradient, checkpoint(f) is f.
+  Value v = Program(common + ckpt + "f", "c.tsl").run(args);
+  EXPECT_TRUE(same_bits(v, Program(common + plain + "f", "p.tsl").run(args)));
+}
+
+// The point of it: a deep chain (20 layers of tanh(h @ w)) in 4 checkpointed
+// blocks of 5 holds the blocks' inputs at the end of its forward, not every
+// layer's output. Measured as what a vjp's pullback keeps alive (live array
+// bytes of the runtime's allocator), with the same gradients.
+TEST(Autodiff, CheckpointedChainHoldsOnlyItsBlocksInputs) {
+  const std::string layers =
+      "define(layer, h, w, tanh(h @ w))\n"
+      "define(five, h, w, layer(layer(layer(layer(layer(h, w), w), w), w), w))\n";
+  const std::string plain = "define(f, x, w, sum(five(five(five(five(x, w), w), w), w)))\nvjp(f, 1)";
+  const std::string ckpt =
+      "define(f, x, w, sum(checkpoint(five)(checkpoint(five)(checkpoint(five)(checkpoint(five)(\n"
+      "  x, w), w), w), w)))\nvjp(f, 1)";
+  Array x = mat({256, 64}, 0.37, 0.1), w = mat({64, 64}, 0.11, 0.4);
+  for (int64_t i = 0; i < w.size(); ++i) w.data<double>()[i] *= 0.1;
+  const size_t activation = 256 * 64 * sizeof(double);
+  auto held_by = [&](const std::string& text, Value* grad) {
+    Program p(text, "chain.tsl");
+    const size_t before = memory_stats().live;
+    Value r = p.run({Value(x), Value(w)});
+    const size_t held = memory_stats().live - before;
+    *grad = call_function(r.as_list()[1], {{"", Value(1.0)}});
+    return held;
+  };
+  Value g_plain, g_ckpt;
+  const size_t plain_held = held_by(layers + plain, &g_plain);
+  const size_t ckpt_held = held_by(layers + ckpt, &g_ckpt);
+  EXPECT_GE(plain_held, 20 * activation) << plain_held;  // every tanh output
+  EXPECT_LE(ckpt_held, 5 * activation) << ckpt_held;     // 3 block inputs and a template or two
+  EXPECT_TRUE(same_bits(g_plain, g_ckpt));
+  std::printf("[ chain    ] held at the end of the forward: %zu bytes plain, %zu checkpointed\n",
+              plain_held, ckpt_held);
+}
+
+TEST(Autodiff, CheckpointRefusesEffectsThatWouldRunTwice) {
+  EXPECT_TRUE(throws_with<SyntaxError>(
+      [] {
+        eval_string("define(g, h, h * random_normal(shape(h)))\n"
+                    "define(f, x, sum(checkpoint(g)(x)))\ngrad(f)",
+                    {}, "r.tsl");
+      },
+      "[grad] 'random_normal' inside the checkpointed function 'g' would run again when its "
+      "forward is recomputed for the backward and draw different numbers: give it a seed= (as "
+      "dropout's) or call it outside checkpoint (at r.tsl:1:18)"));
+  EXPECT_TRUE(throws_with<SyntaxError>(
+      [] { eval_string("define(f, x, sum(checkpoint(lambda(h, block(print(1), h * h)))(x)))\ngrad(f)"); },
+      "'print' inside the checkpointed function 'lambda' would run again"));
+  EXPECT_TRUE(throws_with<SyntaxError>(
+      [] { eval_string("define(f, x, sum(checkpoint(x)(x)))\ngrad(f)"); },
+      "checkpoint of the function value 'x'"));
+  // A seeded draw is the same twice: accepted, and the gradient is the
+  // draw (d/dx sum(x * n) = n).
+  Value r = eval_string(
+      "define(g, h, h * random_normal(shape(h), seed=3))\n"
+      "define(f, x, sum(checkpoint(g)(x)))\n"
+      "grad(f)([1.0, 2.0]) - random_normal([2], seed=3)");
+  EXPECT_TRUE(tessera::test::array_eq(r, DType::float64, {2}, {0.0, 0.0}));
 }
