@@ -499,6 +499,7 @@ class StageStep:
         self.m = microbatches
         self.kind = kind
         self.chunks = chunks  # micro-batches of a global batch: d * m
+        self.keep_activations = True  # False: always recompute (tests compare both)
         self.deterministic = deterministic
         self._owners()
         self.order = schedule(self.stage, self.p, self.m, kind)
@@ -590,6 +591,11 @@ class StageStep:
         regs = [f"astype({model._owner[v][1].regularizer.expression(v)}, \"{dtype}\")"
                 for v in P if model._owner[v][1].regularizer is not None]
         aux_of_stats = [s_ for _, s_ in stats]
+        # Keep the forward's intermediates for the backward (vjp) where the
+        # stage sends one tensor and has no regularizers; else the backward
+        # recomputes the forward (value_and_grad of sum(output * cotangent)).
+        keep = not last and len(outs) == 1 and not regs and self.keep_activations
+        self.keeps = keep
         defs = []
         if last:
             lstmts, loss = model._loss_text(ys, outs, "sw" if weighted else None,
@@ -610,8 +616,14 @@ class StageStep:
             body = ",\n  ".join(stmts + [f"list({dot}, list({', '.join(aux)}))"])
             defs.append(f"define(stage_obj, {', '.join(args)}, block(\n  {body}))\n")
             fargs = P + S + xs + feeds + ["seed"]
-            body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
-            defs.append(f"define(stage_fwd, {', '.join(fargs)}, block(\n  {body}))\n")
+            if keep:
+                # vjp: the forward keeps what the backward needs; the
+                # pullback runs only the backward (value: the one output)
+                body = ",\n  ".join(stmts + [f"list({outs[0]}, list({', '.join(aux)}))"])
+                defs.append(f"define(stage_vjp, {', '.join(fargs)}, block(\n  {body}))\n")
+            else:
+                body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
+                defs.append(f"define(stage_fwd, {', '.join(fargs)}, block(\n  {body}))\n")
             feed_at = len(P) + len(S) + len(xs)
         argnums = list(range(len(P))) + [feed_at + k for k in range(n_feed)]
         nums = ", ".join(map(str, argnums))
@@ -644,7 +656,12 @@ class StageStep:
                 if not last:
                     fa = ", ".join([head] * bool(head) + [f"{z}_{i}" for z in xs] + a_i +
                                    [f"sd_{i}"])
-                    lines.append(f"define(o_{i}, stage_fwd({fa}))")
+                    if keep:
+                        lines.append(f"define(v_{i}, vjp(stage_vjp, argnums=[{nums}], "
+                                     f"has_aux=true)({fa}))")
+                        lines.append(f"define(o_{i}, list(v_{i}[0]))")
+                    else:
+                        lines.append(f"define(o_{i}, stage_fwd({fa}))")
                     for k in range(len(outs)):
                         lines.append(f"define(sf_{i}_{k}, send(o_{i}[{k}], {s + 1}, "
                                      f"tag={_tag(i, k, False)}, {pg}))")
@@ -662,8 +679,12 @@ class StageStep:
                 call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"] +
                                  [f"c_{i}_{k}" for k in range(len(outs))])
                 fn = "stage_obj"
-            lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
-                         f"argnums=[{nums}], has_aux=true)({call}), nil))")
+            if keep:  # the backward only, from the forward's pullback
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1](c_{i}_0), "
+                             f"v_{i}[2]), nil))")
+            else:
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
+                             f"argnums=[{nums}], has_aux=true)({call}), nil))")
             self.markers[("B", i)] = len(lines)
             lines.append(f"define(done_{i}, is_nil(r_{i}))")
             done_b[i] = True
@@ -766,9 +787,6 @@ class StageStep:
         update_text = (f"define(stage_update, {upd_args}, iteration, lr, block(\n  {body}))\n"
                        "stage_update\n")
         model.train_code = pass_text + update_text
-        if os.environ.get("PIPE_DUMP"):
-            with open(f"/tmp/pipenn/stage{s}.tsl", "w") as f:
-                f.write(model.train_code)
         return pass_text, update_text
 
     # what fit does around the program
