@@ -87,8 +87,8 @@ options:
                          arrange the ranks in a mesh (missing axes are 1; D*T*P must be N);
                          every rank gets TESSERA_MESH, which tessera.distributed.mesh() reads
   --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO): accepted, not yet used by fit
-  --microbatches M       micro-batches per step, at least the pipeline's stages
-                         (TESSERA_MICROBATCHES): accepted, not yet used by fit
+  --microbatches M       micro-batches per data locality and step of a pipelined fit, at
+                         least the pipeline's stages (TESSERA_MICROBATCHES)
   --dry-run              start nothing: print every rank's mesh coordinates and host (from
                          --hosts or --hostfile slots, placed as mpirun places them) and the
                          groups of each axis
