@@ -122,6 +122,37 @@ assert pm._pipeline.keeps == (pm._pipeline.stage < P - 1)
 assert h0.history["loss"] == h1.history["loss"] and sha(ref) == sha(pm)
 
 
+# Sample weights and validation: bitwise too (validation runs the whole
+# model on every locality after each epoch's gather).
+sw = np.random.default_rng(2).uniform(0.5, 2.0, size=len(X))
+ref, pm = make(True), make(True)
+h0 = ref.fit(X, Y, data_parallel=False, deterministic=D * m, sample_weight=sw,
+             validation_split=0.25, **FIT)
+h1 = pm.fit(X, Y, microbatches=m, deterministic=True, sample_weight=sw, validation_split=0.25,
+            pipeline_split=SPLIT, **FIT)
+for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+    assert h0.history[key] == h1.history[key], (key, h0.history, h1.history)
+assert sha(ref) == sha(pm)
+
+# A checkpoint folder written under the pipeline (every step gathers the
+# whole model) resumes on one process, bitwise the uninterrupted run.
+name = np.frombuffer(tempfile.mkdtemp(prefix="pipe-ckpt-").encode().ljust(64), dtype=np.uint8)
+folder = bytes(np.asarray(dist.broadcast(name, root=0)).astype(np.uint8)).decode().strip()
+first = make(True)
+first.fit(X, Y, microbatches=m, deterministic=True, pipeline_split=SPLIT, checkpoint_dir=folder,
+          checkpoint_every=1, **dict(FIT, epochs=1))
+again = make(True)
+again.fit(X, Y, deterministic=D * m, data_parallel=False, resume_from=folder, **FIT)
+whole = make(True)
+whole.fit(X, Y, deterministic=D * m, data_parallel=False, **FIT)
+assert sha(again) == sha(whole), f"rank {R}: the resumed run differs"
+dist.barrier()
+if R == 0:
+    import shutil
+
+    shutil.rmtree(folder)
+
+
 # 1F1B's bound at run time: is_nil marks the start of each micro-batch's
 # forward and the end of its backward in the trace (StageStep.markers).
 m = max(COUNTS)
