@@ -835,7 +835,11 @@ class Model(ProgramsMixin, Layer):
         state = None
         try:
             if ckpts is not None:
-                state = ckpts.restore(self, n_ranks, rank, dict(limits, data={
+                # under a pipeline every locality holds the whole state
+                # (gathered every step): the folder is the world's
+                ck_n, ck_rank = (_dist.size(), _dist.rank()) if pipe is not None else (
+                    n_ranks, rank)
+                state = ckpts.restore(self, ck_n, ck_rank, dict(limits, data={
                     "rows": rows, "batches": n_batches, "batch_size": batch_size}))
             if state is None and resume_from is not None:
                 from .saving import load_training_state  # noqa: PLC0415
