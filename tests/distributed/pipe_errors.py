@@ -48,7 +48,8 @@ refused(r"^\[fit\] pipeline_split names layer 'nope', which the model does not h
 refused(r"^\[fit\] pipeline_split: the cut before layer 'cat' \(stage 0 to 1\) carries 5 "
         r"tensors \(made by layer 'b0', layer 'b1', layer 'b2', layer 'b3', layer 'b4'\); at "
         r"most 4 may cross a cut", pipeline_split=["cat"])
-refused(r"^\[fit\] pipeline_split names 2 layer\(s\), which makes 3 stages, but the mesh's pipeline axis has 2 localities",
+refused(r"^\[fit\] pipeline_split names 2 layer\(s\), which makes 3 stages, but the mesh's "
+        r"pipeline axis has 2 localities",
         pipeline_split=["cat", "out"])
 refused(r"^\[fit\] pipeline: SGD\(clipnorm=1.0\) clips by the global norm of all gradients",
         model=make(clipnorm=1.0), pipeline_split=["mix"])

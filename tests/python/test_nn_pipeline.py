@@ -148,5 +148,14 @@ def test_automatic_split_balances_parameters_and_avoids_wide_cuts():
     # the 5 branches of _wide(5) are never cut across
     plan = pp.plan_stages(_wide(5), 2)
     assert all(len(c) <= pp.MAX_CUT_TENSORS for c in plan.sends)
+    # a stage of weightless layers alone is never chosen
+    model = nn.Sequential([nn.Flatten(name="flat"), nn.Dense(4, name="a"),
+                           nn.Activation("relu", name="r"), nn.Dense(2, name="b")],
+                          input_shape=(2, 3))
+    plan = pp.plan_stages(model, 2)
+    assert [_names(ls) for ls in plan.layers] in ([["flat", "a"], ["r", "b"]],
+                                                  [["flat", "a", "r"], ["b"]])
+    with pytest.raises(ValueError, match=r"cannot be cut into 3 stages that each hold trainable"):
+        pp.plan_stages(model, 3)
     with pytest.raises(ValueError, match=r"the model has 2 layers, too few for the 3 stages"):
         pp.plan_stages(nn.Sequential([nn.Dense(2), nn.Dense(2)], input_shape=(3,)), 3)

@@ -432,16 +432,17 @@ def _auto_plan(model, order, readers, layer_nodes, stages):
         ends = allowed if c < stages else [k]
         for j in ends:
             for i in cut_points:
-                if i >= j or best[c - 1][i] == inf:
-                    continue
+                if i >= j or best[c - 1][i] == inf or prefix[j] == prefix[i]:
+                    continue  # (every stage needs trainable weights)
                 cost = max(best[c - 1][i], prefix[j] - prefix[i])
                 if cost < best[c][j]:
                     best[c][j] = cost
                     back[c][j] = i
     if best[stages][k] == inf:
-        raise ValueError(f"[fit] the model cannot be cut into {stages} stages with at most "
-                         f"{MAX_CUT_TENSORS} float tensors crossing each cut; give "
-                         "pipeline_split=[layer names] or use fewer pipeline stages")
+        raise ValueError(f"[fit] the model cannot be cut into {stages} stages that each hold "
+                         f"trainable weights with at most {MAX_CUT_TENSORS} float tensors "
+                         "crossing each cut; give pipeline_split=[layer names] or use fewer "
+                         "pipeline stages")
     cuts, j = [], k
     for c in range(stages, 0, -1):
         i = back[c][j]
