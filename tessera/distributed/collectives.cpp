@@ -8,6 +8,8 @@
 // result) and no MPI call is made.
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -210,6 +212,104 @@ Future<Value> recv_async(Args& a) {
   GroupInfo g = group_arg(a, 2);
   int source = peer_arg(a, 0, g);
   return detail::recv(source, tag_arg(a, 1), a.site());
+}
+
+// Pipeline point-to-point (pipe_send, pipe_recv): stages are ranks of the
+// group (the mesh's pipeline group), the tags are pipe tags in a range of
+// their own (comm.hpp, kPipeTagBase), per direction. A pipe_send completes
+// as soon as its message is posted, so a task posting sends never waits for
+// the receiver: both sides of a schedule may send before they receive. The
+// engine keeps the message until MPI has sent it; a send that failed is
+// reported by the next pipe_send or pipe_recv of this process.
+struct PipeSends {
+  std::mutex mutex;
+  std::vector<Future<Value>> outstanding;
+};
+
+PipeSends& pipe_sends() {
+  static PipeSends* s = new PipeSends();
+  return *s;
+}
+
+void check_pipe_sends() {
+  std::exception_ptr failed;
+  {
+    PipeSends& s = pipe_sends();
+    std::lock_guard lock(s.mutex);
+    auto& v = s.outstanding;
+    for (auto it = v.begin(); it != v.end();) {
+      if (!it->is_ready()) {
+        ++it;
+        continue;
+      }
+      if (!failed) failed = it->error();
+      it = v.erase(it);
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
+int64_t pipe_tag_arg(Args& a, size_t i) {
+  int64_t t = a.integer(i);
+  if (t < 0 || t >= detail::kPipeTags) {
+    throw std::out_of_range(error_message("[", a.op(), "] argument 'tag' must be in 0..",
+                                          detail::kPipeTags - 1, ", got ", t));
+  }
+  return t;
+}
+
+// The MPI tag of pipe tag t from stage `from` to stage `to`.
+int pipe_mpi_tag(int64_t t, int from, int to) {
+  return detail::kPipeTagBase + static_cast<int>(2 * t + (from < to ? 0 : 1));
+}
+
+std::string stage_name(const GroupInfo& g, int r) {
+  return g.id == 0 ? error_message("stage ", r) : error_message("stage ", r, " of ", g.name);
+}
+
+Future<Value> pipe_send_async(Args& a) {
+  check_pipe_sends();
+  GroupInfo g = group_arg(a, 3);
+  Array x = numeric_array(a, 0, true);
+  int dest = peer_arg(a, 1, g);
+  int to = static_cast<int>(a.integer(1));
+  int64_t t = pipe_tag_arg(a, 2);
+  std::string what = error_message("pipe_send(", stage_name(g, g.rank), " -> ", to, ", tag=", t, ")");
+  Future<Value> sent = detail::send(x, dest, pipe_mpi_tag(t, g.rank, to), a.site(), what);
+  if (!sent.is_ready() || sent.error()) {
+    PipeSends& s = pipe_sends();
+    std::lock_guard lock(s.mutex);
+    s.outstanding.push_back(std::move(sent));
+  }
+  return Future<Value>::ready(Value());
+}
+
+Future<Value> pipe_recv_async(Args& a) {
+  check_pipe_sends();
+  GroupInfo g = group_arg(a, 2);
+  int source = peer_arg(a, 0, g);
+  int from = static_cast<int>(a.integer(0));
+  int64_t t = pipe_tag_arg(a, 1);
+  std::optional<std::pair<DType, Shape>> want;
+  if (!a.is_nil(3)) {
+    if (!a[3].is_array()) a.type_error(3, "an array (the shape and dtype expected) or nil");
+    want.emplace(a[3].as_array().dtype(), a[3].as_array().shape());
+  }
+  std::string me = stage_name(g, g.rank);
+  std::string what = error_message("pipe_recv(", me, " <- ", from, ", tag=", t, ")");
+  std::string site = a.site();
+  return detail::recv(source, pipe_mpi_tag(t, from, g.rank), site, what)
+      .then([want, me, from, t](const Value& v) -> Value {
+        if (!want) return v;
+        const Array& got = v.as_array();
+        if (got.dtype() != want->first || got.shape() != want->second) {
+          throw std::invalid_argument(error_message(
+              "[pipe_recv] ", me, " expected ", dtype_name(want->first), " ",
+              shape_str(want->second), " from stage ", from, " with tag ", t, ", but stage ",
+              from, " sent ", dtype_name(got.dtype()), " ", shape_str(got.shape())));
+        }
+        return v;
+      });
 }
 
 // The cotangent of broadcast's x: the sum of every member's cotangent, on
@@ -574,6 +674,30 @@ const bool registered = register_primitives({
                 .eval = nullptr,
                 .grads = {}},
                recv_async),
+    async_spec({.name = "pipe_send",
+                .family = "distributed",
+                .params = {{"x"}, {"dest"}, {"tag"}, opt("group", Value())},
+                .help = "Pipeline parallelism's send: x to stage dest (a rank of group), with a "
+                        "pipe tag (0..1048575; its own tag space, per direction: it never "
+                        "matches a send/recv tag or the opposite direction's message of the "
+                        "same tag). Completes (nil) as soon as the message is posted, so the "
+                        "task sending never waits for the receiver: both sides of a schedule "
+                        "may send first. Give each message in flight between two stages its "
+                        "own tag (the micro-batch)." TESSERA_GROUP_HELP,
+                .eval = nullptr,
+                .grads = {}},
+               pipe_send_async),
+    async_spec({.name = "pipe_recv",
+                .family = "distributed",
+                .params = {{"source"}, {"tag"}, opt("group", Value()), opt("like", Value())},
+                .help = "Pipeline parallelism's receive: the array stage source sent with "
+                        "pipe_send and the same pipe tag. With like (an array, or a "
+                        "grad_template of one), a message of another shape or dtype is a "
+                        "ValueError naming both stages, the tag and both shapes. A pending "
+                        "define: the block goes on while it waits." TESSERA_GROUP_HELP,
+                .eval = nullptr,
+                .grads = {}},
+               pipe_recv_async),
     async_spec(
         {.name = "all_reduce_grad",
          .family = "distributed",

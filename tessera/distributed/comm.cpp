@@ -252,16 +252,20 @@ Future<Value> barrier(const std::string& site, int group) {
                               group);
 }
 
-Future<Value> send(const Array& x, int dest, int tag, const std::string& site) {
-  auto o = make_op(Kind::send, "send", error_message("send(dest=", dest, ", tag=", tag, ")"), x, -1, site);
+Future<Value> send(const Array& x, int dest, int tag, const std::string& site,
+                   const std::string& what) {
+  auto o = make_op(Kind::send, "send",
+                   what.empty() ? error_message("send(dest=", dest, ", tag=", tag, ")") : what, x,
+                   -1, site);
   o->peer = dest;
   o->tag = tag;
   return Engine::get().submit(o);
 }
 
-Future<Value> recv(int source, int tag, const std::string& site) {
-  auto o = make_op(Kind::recv, "recv", error_message("recv(source=", source, ", tag=", tag, ")"), std::nullopt, -1,
-                   site);
+Future<Value> recv(int source, int tag, const std::string& site, const std::string& what) {
+  auto o = make_op(Kind::recv, "recv",
+                   what.empty() ? error_message("recv(source=", source, ", tag=", tag, ")") : what,
+                   std::nullopt, -1, site);
   o->peer = source;
   o->tag = tag;
   return Engine::get().submit(o);

@@ -128,18 +128,32 @@ Future<Value> scatter(const Array& x, int root, const std::string& site, int gro
 // result lists the parts received from every rank.
 Future<Value> all_to_all(const Array& x, const std::string& site, int group = 0);
 Future<Value> barrier(const std::string& site, int group = 0);
-Future<Value> send(const Array& x, int dest, int tag, const std::string& site);
-Future<Value> recv(int source, int tag, const std::string& site);
+// `what` names the message in errors and timeouts (default "send(dest=D, tag=T)").
+Future<Value> send(const Array& x, int dest, int tag, const std::string& site,
+                   const std::string& what = "");
+Future<Value> recv(int source, int tag, const std::string& site, const std::string& what = "");
 
 // Coalescing of small all-reduces agreed in the same round (on by default;
 // TESSERA_COALESCE=0 turns it off). Must be set the same on every rank.
 void set_coalescing(bool on);
 
+// The tag space of point-to-point messages (below 2^23, the smallest tag
+// bound of Open MPI's transports):
+//   0 .. 32767                        send/recv of user programs;
+//   32768 .. 32768 + 2^22 - 1         tessera's own primitives (internal_tag);
+//   kPipeTagBase .. + 2 kPipeTags - 1 pipe_send/pipe_recv: pipe tag t of a
+//                                     message to a higher stage (an activation)
+//                                     is kPipeTagBase + 2t, to a lower one (a
+//                                     cotangent) kPipeTagBase + 2t + 1.
+// The ranges are disjoint: no program's tag can match another range's message.
+inline constexpr int kPipeTagBase = 32768 + (1 << 22);
+inline constexpr int64_t kPipeTags = int64_t{1} << 20;
+
 // A tag for point-to-point messages tessera sends for its own primitives
 // (halo exchanges, retiling): the same on every locality for the same
 // (op, site, seq), above the tags user programs give send/recv (0..32767) and
-// below 2^23 (the smallest tag bound of Open MPI's transports); different
-// (op, site, seq) share a tag with odds of one in four million.
+// below kPipeTagBase; different (op, site, seq) share a tag with odds of one
+// in four million.
 int internal_tag(const std::string& op, const std::string& site, uint64_t seq = 0);
 
 // Bytes of one row (one index along axis 0) of an array of this dtype and shape.

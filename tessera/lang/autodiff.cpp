@@ -684,7 +684,8 @@ class Differentiator {
     } catch (...) {
       rethrow_with_location(std::current_exception(), a->loc);
     }
-    if (checkpoint_depth_ > 0 && has_effects(spec)) {
+    if (checkpoint_depth_ > 0 &&
+        (has_effects(spec) || spec.name == "pipe_send" || spec.name == "pipe_recv")) {
       // Run twice (forward, then recomputed for the backward), its effect
       // would happen twice; a random draw keyed by a seed is the same twice.
       bool keyed = false;

@@ -99,6 +99,18 @@ Value concat(Args& a) {
 Value is_nil(Args& a) { return Value(a[0].is_nil()); }
 
 const bool registered = register_primitives({
+    {.name = "after",
+     .family = "control",
+     .params = {{"x"}, {"token"}},
+     .help = "x itself, once token is ready (any value: a pending define, a list of them): an "
+             "order the dataflow would not impose. What reads the result starts only after "
+             "token, so after(input, token) holds back the computation on input (a pipeline's "
+             "next forward until a backward is done); x itself may be computed before. The "
+             "gradient is x's cotangent; token gets none.",
+     .eval = [](Args& a) -> Value { return a[0]; },
+     .ns_per_element = 0.0,
+     .grads = {"g", ""},
+     .views = true},
     {.name = "print",
      .family = "control",
      .params = {{"values"}},

@@ -415,3 +415,30 @@ TEST_F(Dataflow, AnOperandThatMayWriteStartsAfterTheOperandsBeforeIt) {
       36);
   EXPECT_DOUBLE_EQ(w.as_array().item(), 1.0);
 }
+
+// after(x, token): what reads the result waits for token, an order the
+// dataflow would not give (a pipeline's next forward held back until a
+// backward is done). Without after, the note runs while the gate is closed.
+TEST_F(Dataflow, AfterHoldsBackWhatReadsItUntilTheToken) {
+  Value v;
+  EXPECT_TRUE(note_ran_before_gate(
+      "block(define(t, test_gate(1, 81)), define(y, test_note(2, 81)), list(t, y))", 81, v, 10.0));
+  EXPECT_FALSE(note_ran_before_gate(
+      "block(define(t, test_gate(1, 82)), define(y, test_note(after(2, t), 82)), list(t, y))", 82,
+      v, 0.3));
+  EXPECT_EQ(v.str(), "[1, 2]");
+  // A list of tokens: after every one of them.
+  arm(83);
+  arm(84);
+  Running r(
+      "block(define(a, test_gate(1, 83)), define(b, test_gate(2, 84)),\n"
+      "  define(y, test_note(after(3, list(a, b)), 85)), list(a, b, y))");
+  ASSERT_TRUE(reached(83, 10.0) && reached(84, 10.0));
+  open(83);
+  EXPECT_FALSE(noted(85, 0.3));
+  open(84);
+  r.join();
+  ASSERT_FALSE(r.error);
+  EXPECT_TRUE(noted(85, 0.0));
+  EXPECT_EQ(r.result.str(), "[1, 2, 3]");
+}
