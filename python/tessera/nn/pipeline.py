@@ -35,10 +35,6 @@ __all__ = ["schedule", "simulate", "in_flight", "bubble", "plan_stages", "StageP
 SCHEDULES = ("1f1b", "gpipe")
 # At most this many tensors may cross a cut between two stages.
 MAX_CUT_TENSORS = 4
-# The tags of the stages' messages: forward activations and backward
-# cotangents of micro-batch i, tensor k (user code keeps to smaller tags).
-_TAG_BASE = 24576
-_TAG_SPAN = 8192
 
 
 # --------------------------------------------------------------------- schedules
@@ -463,8 +459,10 @@ def _fixed_sum(terms):
     return ProgramsMixin._fixed_sum(terms)
 
 
-def _tag(i: int, k: int, backward: bool) -> int:
-    return _TAG_BASE + (2 * (i * MAX_CUT_TENSORS + k) + int(backward)) % _TAG_SPAN
+def _tag(i: int, k: int) -> int:
+    """The pipe tag of tensor k of micro-batch i (pipe_send and pipe_recv
+    keep a tag space per direction: a cotangent and its activation share it)."""
+    return i * MAX_CUT_TENSORS + k
 
 
 def _count_setting(value, env, what):
@@ -642,7 +640,7 @@ class StageStep:
             a_i = [f"a_{i}_{k}" for k in range(n_feed)]
             if action == "F":
                 for k in range(n_feed):
-                    lines.append(f"define(a_{i}_{k}, recv({s - 1}, tag={_tag(i, k, False)}, "
+                    lines.append(f"define(a_{i}_{k}, pipe_recv({s - 1}, {_tag(i, k)}, "
                                  f"{pg}))")
                     received.append(f"a_{i}_{k}")
                 j = i - (p - s)
@@ -664,8 +662,8 @@ class StageStep:
                     else:
                         lines.append(f"define(o_{i}, stage_fwd({fa}))")
                     for k in range(len(outs)):
-                        lines.append(f"define(sf_{i}_{k}, send(o_{i}[{k}], {s + 1}, "
-                                     f"tag={_tag(i, k, False)}, {pg}))")
+                        lines.append(f"define(sf_{i}_{k}, pipe_send(o_{i}[{k}], {s + 1}, "
+                                     f"{_tag(i, k)}, {pg}))")
                         sent.append(f"sf_{i}_{k}")
                 continue
             # the backward of micro-batch i
@@ -674,8 +672,10 @@ class StageStep:
                 fn = "stage_loss"
             else:
                 for k in range(len(outs)):
-                    lines.append(f"define(c_{i}_{k}, recv({s + 1}, tag={_tag(i, k, True)}, "
-                                 f"{pg}))")
+                    # like: a cotangent of another shape or dtype is an error
+                    # naming both stages
+                    lines.append(f"define(c_{i}_{k}, pipe_recv({s + 1}, {_tag(i, k)}, {pg}, "
+                                 f"like=o_{i}[{k}]))")
                     received.append(f"c_{i}_{k}")
                 call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"] +
                                  [f"c_{i}_{k}" for k in range(len(outs))])
@@ -695,8 +695,8 @@ class StageStep:
             if s > 0:
                 for k in range(n_feed):
                     ct = f"if(w_{i} > 0.0, r_{i}[1][{len(P) + k}], zeros_like(a_{i}_{k}))"
-                    lines.append(f"define(sb_{i}_{k}, send({ct}, {s - 1}, "
-                                 f"tag={_tag(i, k, True)}, {pg}))")
+                    lines.append(f"define(sb_{i}_{k}, pipe_send({ct}, {s - 1}, {_tag(i, k)}, "
+                                 f"{pg}))")
                     sent.append(f"sb_{i}_{k}")
             if width:
                 parts, mstmts = [], []
