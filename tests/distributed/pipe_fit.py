@@ -122,6 +122,27 @@ assert pm._pipeline.keeps == (pm._pipeline.stage < P - 1)
 assert h0.history["loss"] == h1.history["loss"] and sha(ref) == sha(pm)
 
 
+# Two outputs (their losses and metrics on the last stage; an output made
+# early crosses the later cuts), split automatically: bitwise.
+def two_outputs():
+    inp = nn.Input((6,))
+    h = nn.Dense(12, activation="tanh", name="h")(inp)
+    a = nn.Dense(3, activation="softmax", name="cls")(nn.Dense(8, activation="relu",
+                                                               name="h2")(h))
+    b = nn.Dense(1, name="value")(nn.Dense(6, activation="tanh", name="h3")(h))
+    model = nn.Model(inp, [a, b], seed=4)
+    model.compile("adam", ["sparse_categorical_crossentropy", "mse"],
+                  metrics=[["accuracy"], ["mae"]])
+    return model
+
+
+Y2 = X[:, :1] * 0.5
+ref, pm = two_outputs(), two_outputs()
+h0 = ref.fit(X, [Y, Y2], data_parallel=False, deterministic=D * m, **FIT)
+h1 = pm.fit(X, [Y, Y2], microbatches=m, deterministic=True, **FIT)
+assert all(h0.history[k] == h1.history[k] for k in h0.history if k != "time"), h1.history
+assert sha(ref) == sha(pm)
+
 # Sample weights and validation: bitwise too (validation runs the whole
 # model on every locality after each epoch's gather).
 sw = np.random.default_rng(2).uniform(0.5, 2.0, size=len(X))

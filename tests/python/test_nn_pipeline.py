@@ -159,3 +159,20 @@ def test_automatic_split_balances_parameters_and_avoids_wide_cuts():
         pp.plan_stages(model, 3)
     with pytest.raises(ValueError, match=r"the model has 2 layers, too few for the 3 stages"):
         pp.plan_stages(nn.Sequential([nn.Dense(2), nn.Dense(2)], input_shape=(3,)), 3)
+
+
+def test_a_subclassed_model_stays_whole():
+    class Sub(nn.Model):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Dense(4, name="a"), nn.Dense(2, name="b")
+
+        def call(self, x):
+            return self.b(self.a(x) * 2.0)
+
+    model = Sub()
+    model.build((3,))
+    with pytest.raises(ValueError, match=r"the model has 1 layers, too few for the 2 stages of "
+                                         r"the mesh's pipeline axis; '.*' stay whole \(a "
+                                         r"subclassed model's call"):
+        pp.plan_stages(model, 2)

@@ -386,8 +386,12 @@ def _auto_plan(model, order, readers, layer_nodes, stages):
             seen.add(id(layer))
             starts.append((n, layer))
     if len(starts) < stages:
+        whole = [layer.name for _, layer in starts if layer._is_custom()]
+        note = (f"; {', '.join(repr(w) for w in whole)} stay whole (a subclassed model's "
+                "call or a custom layer is one layer to the pipeline: write the model as "
+                "Sequential or functional to split it)") if whole else ""
         raise ValueError(f"[fit] the model has {len(starts)} layers, too few for the "
-                         f"{stages} stages of the mesh's pipeline axis")
+                         f"{stages} stages of the mesh's pipeline axis{note}")
     weights = model.weights
     trainable = set(model._params(True))
 
