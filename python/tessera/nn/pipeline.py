@@ -463,6 +463,27 @@ def _fixed_sum(terms):
     return ProgramsMixin._fixed_sum(terms)
 
 
+def _tree(leaves, prefix):
+    """_fixed_sum's tree over `leaves` [(name, micro-batch)], as its inner
+    nodes (name, left, right, last micro-batch) in the order they can be
+    made, and the root's name: the same sums, each named, so that a node is
+    added (and its operands freed) as soon as its last micro-batch is done."""
+    nodes, terms, n = [], list(leaves), 0
+    while len(terms) > 1:
+        joined = []
+        for q in range(0, len(terms), 2):
+            if q + 1 == len(terms):
+                joined.append(terms[q])
+                continue
+            (a, ia), (b, ib) = terms[q], terms[q + 1]
+            name = f"{prefix}_{n}"
+            n += 1
+            nodes.append((name, a, b, max(ia, ib)))
+            joined.append((name, max(ia, ib)))
+        terms = joined
+    return nodes, terms[0][0]
+
+
 def _tag(i: int, k: int) -> int:
     """The pipe tag of tensor k of micro-batch i (pipe_send and pipe_recv
     keep a tag space per direction: a cotangent and its activation share it)."""
@@ -632,13 +653,32 @@ class StageStep:
         nums = ", ".join(map(str, argnums))
         head = ", ".join(P + S)
         pg = f"group={int(self.pg)}"
-        lines, sent, received = [], [], []
+        lines, sent = [], []
         self.markers = {}  # (action, i): index in lines, made line numbers below
         n_sums = sum(math.prod(z) for z in model._metric_sizes()) if last else 0
         stat_sizes = [int(np.prod(weights[model._bn_var(bn, 2)].shape)) for bn, _ in stats]
         width = (1 + n_sums if last else 0) + 2 * sum(stat_sizes)
         lines.append(f"define(aux_width, {width})")
-        done_b = {}
+        # The micro-batches' sums of this locality, in the fixed order of
+        # the one-locality deterministic run (aligned blocks of a pairwise
+        # tree), are the pass's result; the update program sums them over
+        # the data group. Each sum is made when its last micro-batch's
+        # backward is done, and what it adds is freed then.
+        keys = [str(k) for k in range(len(P))] + (["aux"] if width else [])
+        block = (m & -m) if self.deterministic else m
+        starts = list(range(0, m, block))
+        partials, sums_at = [], {}
+        for k in keys:
+            for st in starts:
+                nodes, root = _tree([(f"g_{j}_{k}", j) for j in range(st, st + block)],
+                                    f"t_{st}_{k}")
+                for name, a, b, last_ in nodes:
+                    sums_at.setdefault(last_, []).append(
+                        [f"define({name}, ({a} + {b}))", f"define({a}, nil)",
+                         f"define({b}, nil)"])
+                sums_at.setdefault(st + block - 1, []).append(
+                    [f"define(p_{st}_{k}, {root})", f"define({root}, nil)"])
+                partials.append(f"p_{st}_{k}")
         for action, i in self.order:
             data = ", ".join(f"{z}_{i}" for z in (xs if not last else streams))
             a_i = [f"a_{i}_{k}" for k in range(n_feed)]
@@ -646,7 +686,6 @@ class StageStep:
                 for k in range(n_feed):
                     lines.append(f"define(a_{i}_{k}, pipe_recv({s - 1}, {_tag(i, k)}, "
                                  f"{pg}))")
-                    received.append(f"a_{i}_{k}")
                 j = i - (p - s)
                 # go_i: the forward of micro-batch i may start; under 1F1B it
                 # waits for the backward of micro-batch i - (p - s) (done_j),
@@ -680,7 +719,6 @@ class StageStep:
                     # naming both stages
                     lines.append(f"define(c_{i}_{k}, pipe_recv({s + 1}, {_tag(i, k)}, {pg}, "
                                  f"like=o_{i}[{k}]))")
-                    received.append(f"c_{i}_{k}")
                 call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"] +
                                  [f"c_{i}_{k}" for k in range(len(outs))])
                 fn = "stage_obj"
@@ -692,7 +730,6 @@ class StageStep:
                              f"argnums=[{nums}], has_aux=true)({call}), nil))")
             self.markers[("B", i)] = len(lines)
             lines.append(f"define(done_{i}, is_nil(r_{i}))")
-            done_b[i] = True
             for k, v in enumerate(P):
                 lines.append(f"define(g_{i}_{k}, if(w_{i} > 0.0, r_{i}[1][{k}], "
                              f"zeros_like({v})))")
@@ -718,22 +755,18 @@ class StageStep:
                 body = mstmts + [f"concatenate(list({flat}))"]
                 lines.append(f"define(g_{i}_aux, if(w_{i} > 0.0, block({', '.join(body)}), "
                              "zeros(aux_width, dtype=\"float64\")))")
-        # The micro-batches' sums of this locality, in the fixed order of
-        # the one-locality deterministic run (aligned blocks of a pairwise
-        # tree), are the pass's result; the update program sums them over
-        # the data group. Two programs: the pass holds every point-to-point
-        # message, the update every collective (a collective offered while
-        # a message of its locality is pending can hold the message up).
-        keys = [str(k) for k in range(len(P))] + (["aux"] if width else [])
-        block = (m & -m) if self.deterministic else m
-        starts = list(range(0, m, block))
-        partials = []
-        for k in keys:
-            for st in starts:
-                terms = [f"g_{j}_{k}" for j in range(st, st + block)]
-                lines.append(f"define(p_{st}_{k}, {_fixed_sum(terms)})")
-                partials.append(f"p_{st}_{k}")
-        lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent + received)}))")
+            for stmts_ in sums_at.get(i, []):
+                lines += stmts_
+            # what micro-batch i held is freed (its residuals: the pullback)
+            held = [f"r_{i}"] + [f"a_{i}_{k}" for k in range(n_feed)]
+            if not last:
+                held += [f"o_{i}"] + [f"c_{i}_{k}" for k in range(len(outs))]
+                held += [f"v_{i}"] if keep else []
+            lines += [f"define({z}, nil)" for z in held]
+        # Two programs: the pass holds every point-to-point message, the
+        # update every collective (a collective offered while a message of
+        # its locality is pending can hold the message up).
+        lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent)}))")
         chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(m))
         body = ",\n  ".join(lines)
         head_args = ", ".join(P + S)
