@@ -176,3 +176,15 @@ def test_a_subclassed_model_stays_whole():
                                          r"the mesh's pipeline axis; '.*' stay whole \(a "
                                          r"subclassed model's call"):
         pp.plan_stages(model, 2)
+
+
+def test_one_locality_runs_the_same_script_unsplit():
+    import numpy as np  # noqa: PLC0415
+
+    model = _mlp()
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    x, y = np.ones((8, 5), dtype=np.float32), np.arange(8) % 3
+    h = model.fit(x, y, batch_size=4, verbose=0, pipeline_split=["d3"], microbatches=2)
+    assert model._pipeline is None and len(h.history["loss"]) == 1
+    with pytest.raises(ValueError, match=r"pipeline_split names layer 'nope', which the model"):
+        model.fit(x, y, batch_size=4, verbose=0, pipeline_split=["nope"])

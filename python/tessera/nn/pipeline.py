@@ -508,8 +508,9 @@ def _count_setting(value, env, what):
 
 class StageStep:
     """This locality's stage of a pipelined fit: the stage's variables, its
-    training-step program, and what fit needs around it (see the module
-    doc). `stages` is the pipeline axis's size, `data` the data axis's."""
+    training-step programs, and what fit needs around them (see the module
+    doc). `p` is the number of stages (the mesh's pipeline axis), `d` the
+    data axis's size, `m` the micro-batches of each data locality."""
 
     def __init__(self, model, plan, mesh, microbatches, kind, chunks, deterministic):
         self.model = model
@@ -523,7 +524,7 @@ class StageStep:
         self.m = microbatches
         self.kind = kind
         self.chunks = chunks  # micro-batches of a global batch: d * m
-        self.keep_activations = True  # False: always recompute (tests compare both)
+        self.keep_activations = True  # False: every stage recomputes its forward
         self.deterministic = deterministic
         self._owners()
         self.order = schedule(self.stage, self.p, self.m, kind)
@@ -896,11 +897,11 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel):
     mesh = _dist.mesh() if n > 1 else None
     p = mesh.size("pipeline") if mesh is not None else 1
     if p == 1:
-        if split:
-            raise ValueError(f"[fit] pipeline_split names {len(split)} layer(s) "
-                             f"({list(split)}), but the mesh's pipeline axis has 1 locality: "
-                             f"run with tessera run -n N --mesh pipeline={len(split) + 1} "
-                             "(TESSERA_MESH)")
+        # the same script runs without a pipeline: the names are checked,
+        # the split is not made
+        if split is not None:
+            plan_stages(model, len(split) + 1 if isinstance(split, (list, tuple)) else 2,
+                        split)
         return None
     if mesh.size("tensor") > 1:
         raise ValueError(f"[fit] pipeline: a mesh with tensor={mesh.size('tensor')} and "
