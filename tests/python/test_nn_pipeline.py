@@ -188,3 +188,15 @@ def test_one_locality_runs_the_same_script_unsplit():
     assert model._pipeline is None and len(h.history["loss"]) == 1
     with pytest.raises(ValueError, match=r"pipeline_split names layer 'nope', which the model"):
         model.fit(x, y, batch_size=4, verbose=0, pipeline_split=["nope"])
+
+
+def test_measured_layer_times_drive_the_automatic_split():
+    model = _skip()
+    times = pp.measure_layers(model, rows=8, repeats=1)
+    assert set(times) == {"d1", "d2", "d3", "add", "out"}
+    assert all(t > 0 for t in times.values())
+    # costs override the parameter counts: a slow last layer gets a stage alone
+    mlp = nn.Sequential([nn.Dense(100, name="a"), nn.Dense(10, name="b"),
+                         nn.Dense(10, name="c"), nn.Dense(100, name="d")], input_shape=(10,))
+    plan = pp.plan_stages(mlp, 2, costs={"a": 1.0, "b": 1.0, "c": 1.0, "d": 5.0})
+    assert [_names(ls) for ls in plan.layers] == [["a", "b", "c"], ["d"]]

@@ -706,7 +706,7 @@ class Model(ProgramsMixin, Layer):
         Under a mesh with a pipeline axis (`tessera run --mesh pipeline=P`),
         the model is cut into P stages, one per locality of the axis: before
         each layer named in `pipeline_split` (P - 1 names), or where the
-        stages' parameter counts are most even; each global batch is cut
+        stages' measured times are most even; each global batch is cut
         into `microbatches` micro-batches per data locality (default
         TESSERA_MICROBATCHES, else 2 P), run in the order of
         `pipeline_schedule` ("1f1b" or "gpipe"). See docs/parallelism.md,
@@ -795,7 +795,7 @@ class Model(ProgramsMixin, Layer):
         rows = None if is_ds else n
         n_batches = ds.num_batches()
         pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
-                               deterministic, data_parallel)
+                               deterministic, data_parallel, rows=batch_size)
         self._pipeline = pipe  # this locality's stage (pipeline.StageStep), or None
         if n_ranks > 1:
             self._same_data_everywhere(rows, n_batches, batch_size, n_ranks)

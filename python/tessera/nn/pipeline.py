@@ -277,10 +277,11 @@ def _layer_positions(order):
     return first
 
 
-def plan_stages(model, stages: int, split=None) -> StagePlan:
+def plan_stages(model, stages: int, split=None, costs=None) -> StagePlan:
     """Cuts `model` into `stages` stages: before each layer named in `split`
     (stages - 1 names, in the order the model runs them), or, without
-    `split`, where the stages' trainable parameter counts are most even. A
+    `split`, where the stages' costs are most even: `costs` {layer name:
+    cost} (measure_layers), else their trainable parameter counts. A
     cut may carry at most MAX_CUT_TENSORS float tensors; a layer's
     parameters stay in one stage."""
     order, readers = _graph(model)
@@ -313,7 +314,7 @@ def plan_stages(model, stages: int, split=None) -> StagePlan:
         plan = _make_plan(model, order, readers, positions, stages)
         _check_plan(model, plan, split)
         return plan
-    return _auto_plan(model, order, readers, layer_nodes, stages)
+    return _auto_plan(model, order, readers, layer_nodes, stages, costs)
 
 
 def _make_plan(model, order, readers, positions, stages):
@@ -374,10 +375,11 @@ def _check_plan(model, plan, split=None):
                              "live in one stage): cut elsewhere")
 
 
-def _auto_plan(model, order, readers, layer_nodes, stages):
+def _auto_plan(model, order, readers, layer_nodes, stages, costs=None):
     """The cut positions (before a layer's first call) that make the largest
-    stage's trainable parameter count smallest, among cuts carrying at most
-    MAX_CUT_TENSORS float tensors (dynamic programming over the layers)."""
+    stage's cost (`costs`, else its trainable parameter count) smallest,
+    among cuts carrying at most MAX_CUT_TENSORS float tensors and leaving
+    trainable weights in every stage (dynamic programming over the layers)."""
     starts = []
     seen = set()
     for n, t in enumerate(order):
@@ -404,6 +406,10 @@ def _auto_plan(model, order, readers, layer_nodes, stages):
     prefix = [0]
     for c in sizes:
         prefix.append(prefix[-1] + c)
+    weigh = [costs.get(layer.name, 0.0) for _, layer in starts] if costs else sizes
+    acc = [0]
+    for c in weigh:
+        acc.append(acc[-1] + c)
     k = len(starts)
 
     def ok(j):
@@ -434,7 +440,7 @@ def _auto_plan(model, order, readers, layer_nodes, stages):
             for i in cut_points:
                 if i >= j or best[c - 1][i] == inf or prefix[j] == prefix[i]:
                     continue  # (every stage needs trainable weights)
-                cost = max(best[c - 1][i], prefix[j] - prefix[i])
+                cost = max(best[c - 1][i], acc[j] - acc[i])
                 if cost < best[c][j]:
                     best[c][j] = cost
                     back[c][j] = i
@@ -456,6 +462,52 @@ def _auto_plan(model, order, readers, layer_nodes, stages):
 
 
 # --------------------------------------------------------------------- the step
+
+def measure_layers(model, rows: int, repeats: int = 3) -> dict:
+    """{layer name: seconds}: each layer's training-mode forward on `rows`
+    stand-in rows, timed alone (the best of `repeats` runs after one to
+    warm up). Its inputs are ones of the shapes and dtypes the layer reads;
+    fusions between layers are not made (each layer is timed whole)."""
+    import time  # noqa: PLC0415
+
+    order, _ = _graph(model)
+    counters: dict = {}
+    model._forward_code("true", "seed", part={"counters": counters})
+    apart = {t.id: n for n, t in enumerate(order)}  # no fusion across layers
+    weights = model.weights
+    out, seen = {}, set()
+    for t in order:
+        layer = _layer_of(t)
+        if layer is None or id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        ins = [a for a in GraphWriter._inputs(t) if a.op != "param"]
+        feeds = {a.id: f"a{k}" for k, a in enumerate(ins)}
+        used: set = set()
+        stmts, outs, _ = model._forward_code("true", "seed", part={
+            "feeds": feeds, "targets": [t], "stage_of": apart, "counters": counters,
+            "used": used})
+        flat = [o for group in outs for o in (group if isinstance(group, list) else [group])]
+        params = sorted(used)
+        args = params + [f"a{k}" for k in range(len(ins))] + ["seed"]
+        body = ",\n  ".join(stmts + [f"list({', '.join(flat)})"])
+        prog = _core.Program(f"define(f, {', '.join(args)}, block(\n  {body}))\nf\n",
+                             f"<pipeline timing of {layer.name}>")
+        values = [weights[v] for v in params]
+        for a in ins:
+            shape = tuple(rows if d is None else d for d in a.shape)
+            values.append(np.ones(shape, dtype=model.dtype if str(a.dtype).startswith("float")
+                                  else a.dtype))
+        values.append(1)
+        best = float("inf")
+        for r in range(repeats + 1):
+            start = time.perf_counter()
+            prog.run(values)
+            if r:
+                best = min(best, time.perf_counter() - start)
+        out[layer.name] = best
+    return out
+
 
 def _fixed_sum(terms):
     from .programs import ProgramsMixin  # noqa: PLC0415
@@ -884,7 +936,8 @@ class StageStep:
                         state[name] = part
 
 
-def setup(model, split, microbatches, kind, deterministic, data_parallel):
+def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=64,
+          time_split=True):
     """The StageStep of this locality when the job's mesh has a pipeline
     axis of more than one locality (or pipeline_split asks for one), else
     None. Every check raises the same error on every locality."""
@@ -945,7 +998,20 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel):
                          f"'pipeline' of the mesh, TESSERA_MESH): a pipeline needs at least as "
                          f"many micro-batches as stages; pass microbatches={p} or more (tessera "
                          "run --microbatches)")
-    plan = plan_stages(model, p, split)
+    costs = None
+    if split is None and time_split:
+        # measured per-layer times, the same on every locality (the
+        # slowest's); the parameter counts if a layer cannot be timed alone
+        try:
+            mine = measure_layers(model, max(1, rows // max(chunks, 1)))
+        except Exception:  # noqa: BLE001 - any layer that will not run alone
+            mine = None
+        names = [layer.name for layer in model.layers]
+        vec = np.array([mine.get(n, 0.0) for n in names] if mine else [np.inf] * len(names))
+        vec = np.asarray(_dist.all_reduce(vec, "max"))
+        if np.isfinite(vec).all():
+            costs = dict(zip(names, vec.tolist()))
+    plan = plan_stages(model, p, split, costs)
     P, S = model._params(True), model._params(False)
     model._update_setup(P, S)  # the whole model's optimizer state variables
     return StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
