@@ -10,13 +10,15 @@ This module holds the three parts, each usable on its own:
   backward ("B", i) of its micro-batches (GPipe or 1F1B), `simulate` runs
   every stage's order against the others with blocking sends and reports a
   deadlock, `in_flight` counts the micro-batches a stage holds;
-* the split, `plan_stages(model, stages, split)`: which layers each stage
-  runs and which tensors cross each cut;
-* the stage's training step, `StageStep`: one program of tessera's language
-  per stage (receive, forward, send; receive the cotangent, backward, send
-  the input's cotangent; the gradient sums in a fixed order, the data group's
-  sum, the optimizer update of the stage's own parameters), and the Python
-  side fit needs (arguments, results, gathering the whole model).
+* the split, `plan_stages(model, stages, split, costs)`: which layers each
+  stage runs and which tensors cross each cut (`measure_layers` gives the
+  per-layer times an automatic split balances);
+* the stage's training step, `StageStep`: two programs of tessera's
+  language per stage, the pass (receive, forward, send; receive the
+  cotangent, backward, send the input's cotangent; the gradient sums in a
+  fixed order) and the update (the data group's sum, the optimizer update
+  of the stage's own parameters), and the Python side fit needs
+  (arguments, results, gathering the whole model); `setup` makes it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import numpy as np
 from .. import _core, distributed as _dist
 from .symbolic import GraphWriter
 
-__all__ = ["schedule", "simulate", "in_flight", "bubble", "plan_stages", "StagePlan",
-           "StageStep", "MAX_CUT_TENSORS", "SCHEDULES"]
+__all__ = ["schedule", "simulate", "in_flight", "bubble", "plan_stages", "measure_layers",
+           "StagePlan", "StageStep", "MAX_CUT_TENSORS", "SCHEDULES"]
 
 SCHEDULES = ("1f1b", "gpipe")
 # At most this many tensors may cross a cut between two stages.
