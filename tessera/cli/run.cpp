@@ -89,8 +89,8 @@ options:
   --zero S               ZeRO stage 0, 1, 2 or 3 (TESSERA_ZERO), read by fit: over the data
                          axis it shards the optimizer state (1), also the gradients (2),
                          also the weights (3); docs/parallelism.md, "ZeRO"
-  --microbatches M       micro-batches per step, at least the pipeline's stages
-                         (TESSERA_MICROBATCHES): accepted, not yet used by fit
+  --microbatches M       micro-batches per data locality and step of a pipelined fit, at
+                         least the pipeline's stages (TESSERA_MICROBATCHES)
   --dry-run              start nothing: print every rank's mesh coordinates and host (from
                          --hosts or --hostfile slots, placed as mpirun places them) and the
                          groups of each axis

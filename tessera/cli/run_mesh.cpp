@@ -329,7 +329,7 @@ std::string dry_run_report(const DryRun& d) {
   }
   line("ZeRO stage " + std::to_string(d.zero) +
        (d.microbatches > 0 ? ", " + std::to_string(d.microbatches) + " micro-batches" : "") +
-       " (TESSERA_ZERO: read by fit; TESSERA_MICROBATCHES: accepted, not yet used by fit)");
+       " (TESSERA_ZERO, TESSERA_MICROBATCHES: read by fit)");
   if (d.params >= 0) {
     const StateBytes b = model_state_bytes(d.params, m, d.zero);
     const double share = d.params / (static_cast<double>(m.tensor) * m.pipeline);

@@ -23,6 +23,7 @@ import numpy as np
 from .. import _core, distributed as _dist, optim as _optim
 from . import losses as _losses
 from . import metrics as _metrics
+from . import pipeline as _pipeline
 from .functional import call_layer, clone_graph, collect_layers
 from .layers import Layer, _with_batch, initial_value
 from .programs import ProgramsMixin, _function_metric
@@ -675,7 +676,8 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
             validation_freq: int = 1, seed: int = 0, nan_policy: str = "stop",
             data_parallel=None, deterministic=False, resume_from=None, check_inputs=True,
-            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3, zero=None):
+            checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3, zero=None,
+            pipeline_split=None, microbatches=None, pipeline_schedule="1f1b"):
         """Trains for `epochs` passes over (x, y) in mini-batches, like Keras's
         fit (x, y: arrays, lists of arrays for several inputs/outputs, or a
         tessera.data.Dataset of (x, y[, sample_weight]) batches). Returns a
@@ -711,7 +713,16 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         parallelism runs over the mesh's data group only. zero=1, 2 or 3
         (default: TESSERA_ZERO, set by `tessera run --zero`, else 0) shards
         the optimizer state (1), also the gradients (2), also the parameters
-        (3) over the data group (docs/parallelism.md, "ZeRO")."""
+        (3) over the data group (docs/parallelism.md, "ZeRO").
+
+        Under a mesh with a pipeline axis (`tessera run --mesh pipeline=P`),
+        the model is cut into P stages, one per locality of the axis: before
+        each layer named in `pipeline_split` (P - 1 names), or where the
+        stages' measured times are most even; each global batch is cut
+        into `microbatches` micro-batches per data locality (default
+        TESSERA_MICROBATCHES, else 2 P), run in the order of
+        `pipeline_schedule` ("1f1b" or "gpipe"). See docs/parallelism.md,
+        "Pipeline parallelism"."""
         from .. import data as _data  # noqa: PLC0415
         from . import callbacks as _cb  # noqa: PLC0415
 
@@ -792,24 +803,42 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                 ds = ds.shuffle(seed=seed)
             ds = ds.batch(batch_size)
         stage = zero_setting(zero)
-        dgroup, n_ranks, rank = self._data_axis(data_parallel)
-        world = _dist.size() if n_ranks > 1 else 1
+        pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
+                               deterministic, data_parallel, rows=batch_size)
+        self._pipeline = pipe  # this locality's stage (pipeline.StageStep), or None
+        if pipe is not None:
+            if stage and pipe.d > 1:
+                raise ValueError(f"[fit] ZeRO (zero={stage}) together with a pipeline axis is not "
+                                 "supported yet: train the pipeline with zero=0, or use the data "
+                                 "and tensor axes with ZeRO (docs/parallelism.md)")
+            dgroup, n_ranks, rank = pipe.dg, pipe.d, pipe.data_rank
+            world = _dist.size()
+        else:
+            dgroup, n_ranks, rank = self._data_axis(data_parallel)
+            world = _dist.size() if n_ranks > 1 else 1
         rows = None if is_ds else n
         n_batches = ds.num_batches()
         if world > 1:
             self._same_data_everywhere(rows, n_batches, batch_size, world)
-        chunks = self._chunk_count(deterministic, n_ranks)
-        plan = self._zero_plan(stage, n_ranks, chunks)
+        if pipe is not None:  # the data axis shares the batches; stages share the model
+            chunks = pipe.chunks if pipe.deterministic else 0
+            plan = None
+        else:
+            chunks = self._chunk_count(deterministic, n_ranks)
+            plan = self._zero_plan(stage, n_ranks, chunks)
         if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
                              "localities sharing each batch")
         if verbose == "auto":
             verbose = 1
         # one printer: locality 0 of the world under data parallelism or a mesh
-        lead = _dist.rank() == 0 if n_ranks > 1 or dgroup is not None else True
+        lead = _dist.rank() == 0 if n_ranks > 1 or dgroup is not None or pipe is not None \
+            else True
         verbose = verbose if lead else 0
         zkey = (plan.key,) if plan is not None else ()
-        if chunks:
+        if pipe is not None:
+            prog = pipe.program(weighted)
+        elif chunks:
             prog = self._program(("train_det", chunks // n_ranks, chunks, n_ranks, weighted)
                                  + zkey)
         elif n_ranks > 1:
@@ -897,7 +926,9 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                     lr = self._learning_rate(it)
                     state = self._step_state(P, S)
                     group_args = [dgroup, rank] if n_ranks > 1 else []
-                    if chunks:
+                    if pipe is not None:
+                        args = pipe.args(arrays, n, it, lr, seed)
+                    elif chunks:
                         args = state + self._chunk_args(arrays, n, chunks, n_ranks, rank, seed,
                                                         it) + [it, lr] + group_args
                     else:
@@ -908,7 +939,11 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                             + extra
                     t_step = _core._trace_now()
                     try:
-                        loss, mets, new_p, new_o, new_s = prog.run(args)
+                        if pipe is not None:
+                            loss, mets = pipe.take(prog.run(args))
+                            new_p = new_o = new_s = ()
+                        else:
+                            loss, mets, new_p, new_o, new_s = prog.run(args)
                     except Exception:
                         # A step that failed part way may leave gradient
                         # buckets waiting for members; the next would meet them.
@@ -939,7 +974,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                     self._iteration += 1
                     seen += n
                     total_loss += loss * n
-                    mets = self._split_sums(mets, sizes, chunks)
+                    mets = self._split_sums(mets, sizes, chunks or pipe is not None)
                     for t, m in zip(totals, mets):
                         t += np.asarray(m, dtype=np.float64).reshape(t.shape)
                     logs = {"loss": total_loss / seen}
@@ -949,9 +984,13 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                                               "totals": [t.copy() for t in totals]}}
                     if verbose == 1:
                         self._progress(epoch, epochs, b + 1, steps, logs, start)
+                    if pipe is not None and ckpts is not None:
+                        pipe.sync()  # a checkpoint may be written now: the whole model
                     cbs.on_train_batch_end(b, dict(logs))
                     if self.stop_training:
                         break
+                if pipe is not None:
+                    pipe.sync()  # every locality holds the whole model at each epoch's end
                 if seen == 0:
                     raise ValueError("[fit] the data gave no batches in this epoch")
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}

@@ -128,7 +128,8 @@ class ProgramsMixin:
         ys = ["y"] if len(self._outputs) == 1 else [f"y{i}" for i in range(len(self._outputs))]
         return xs, ys
 
-    def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None):
+    def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None,
+                      part=None):
         """The forward pass as statements and the outputs' names. With
         `buckets` (the bucket plan), every trainable parameter is first
         marked as a member of its gradient bucket (grad_bucket), just before
@@ -139,8 +140,19 @@ class ProgramsMixin:
         all-gathered just before the code that first uses one of its
         parameters (the gradient of all_gather is the reduce-scatter, so the
         backward pass sums each bucket's gradient over the data group as it
-        reaches it)."""
+        reaches it).
+
+        `part` (a pipeline stage, pipeline.py) is a dict: "feeds" {tensor id:
+        name} bound besides the inputs, "targets" the tensors to compute
+        instead of the outputs, "stage_of" {tensor id: stage} (fusions across
+        stages are not made), "counters" {tensor id: number} (each layer's
+        random-stream number, recorded when missing, so that a stage draws
+        what the whole model draws) and "used", a set receiving the
+        variables of the parameters the code reads."""
         xs = names or self._names()[0]
+        part = part or {}
+        counters = part.get("counters")
+        used = part.get("used")
         where = {}
         for j, bucket in enumerate(gather.buckets if gather is not None else []):
             off = 0
@@ -165,6 +177,8 @@ class ProgramsMixin:
                                  "was not found when it was built (is it called only in a "
                                  "branch of call()?)")
             v = self._var_of[key]
+            if used is not None:
+                used.add(v)
             if v in where and v not in gathered:
                 j, off = where[v]
                 if f"zf_{j}" not in gathered:
@@ -188,6 +202,11 @@ class ProgramsMixin:
         stride = 64 if len(self.layers) <= 32 else 1 << 16
 
         relu_fused, add_fused = _relus_after_batch_norm(self._outputs)
+        stage_of = part.get("stage_of")
+        if stage_of is not None:
+            relu_fused = {b: r for b, r in relu_fused.items() if stage_of[b] == stage_of[r]}
+            add_fused = {b: v for b, v in add_fused.items()
+                         if stage_of[b] == stage_of[v[1]] == stage_of[v[2]]}
         passed = set(relu_fused.values()) | {r for _, _, r in add_fused.values()}
         adds = {a: bn for bn, (_, a, _) in add_fused.items()}
 
@@ -202,8 +221,10 @@ class ProgramsMixin:
             static = dict(t.kwargs)
             forced = static.pop("training", None)
             train = training if forced is None else ("true" if forced else "false")
-            ctx = Context(train, seed, next(counter), w.stmts.append, fresh, param,
-                          layer_code)
+            number = next(counter)
+            if counters is not None:
+                number = counters.setdefault(t.id, number)
+            ctx = Context(train, seed, number, w.stmts.append, fresh, param, layer_code)
             ctx.seed_stride = stride
             ctx.fuse_relu = t.id in relu_fused or t.id in add_fused
             if t.id in add_fused:
@@ -215,9 +236,10 @@ class ProgramsMixin:
             stats.extend(ctx.stats)
             return out
 
-        writer = GraphWriter({t.id: n for t, n in zip(self._inputs, xs)}, param, layer_code,
-                             prefix="h")
-        outs = [writer.expr(o) for o in self._outputs]
+        bound = {t.id: n for t, n in zip(self._inputs, xs)}
+        bound.update(part.get("feeds", {}))
+        writer = GraphWriter(bound, param, layer_code, prefix="h")
+        outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -230,9 +252,10 @@ class ProgramsMixin:
                       None, None)
         return ctx, stmts
 
-    def _loss_text(self, ys, hs, sw=None) -> tuple:
+    def _loss_text(self, ys, hs, sw=None, regularized=None) -> tuple:
         """(statements, expression) of the compiled loss of labels `ys` and
-        outputs `hs`, weighted per sample by `sw`, plus the regularizers."""
+        outputs `hs`, weighted per sample by `sw`, plus the regularizers (of
+        the variables in `regularized`, when given: a pipeline stage's)."""
         ctx, stmts = self._loss_ctx()
         terms = []
         for k, (loss, weight) in enumerate(zip(self._compiled.losses,
@@ -252,6 +275,8 @@ class ProgramsMixin:
             raise ValueError("[compile] the model has no loss")
         for v in self._params(True):
             layer, p = self._owner[v]
+            if regularized is not None and v not in regularized:
+                continue
             if p.regularizer is not None:
                 terms.append(f"astype({p.regularizer.expression(v)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)

@@ -176,7 +176,7 @@ TEST_F(RunMesh, DryRunPrintsThePlacementOnTwoHosts) {
       "groups along data (4 groups of 2): [0, 4] [1, 5] [2, 6] [3, 7] (4 across hosts)\n"
       "groups along pipeline (4 groups of 2): [0, 2] [1, 3] [4, 6] [5, 7] (each within one host)\n"
       "groups along tensor (4 groups of 2): [0, 1] [2, 3] [4, 5] [6, 7] (each within one host)\n"
-      "ZeRO stage 0 (TESSERA_ZERO: read by fit; TESSERA_MICROBATCHES: accepted, not yet used by fit)\n";
+      "ZeRO stage 0 (TESSERA_ZERO, TESSERA_MICROBATCHES: read by fit)\n";
   EXPECT_EQ(r.out, expected);
 }
 

@@ -1,0 +1,1019 @@
+"""Pipeline parallelism for `Model.fit`: the model cut into stages of layers,
+one stage per locality of the mesh's pipeline axis, each global batch cut
+into micro-batches that flow through the stages (docs/parallelism.md,
+"Pipeline parallelism").
+
+This module holds the three parts, each usable on its own:
+
+* the schedules, pure functions: `schedule(stage, stages, microbatches,
+  kind)` is the order in which one stage runs the forward ("F", i) and the
+  backward ("B", i) of its micro-batches (GPipe or 1F1B), `simulate` runs
+  every stage's order against the others with blocking sends and reports a
+  deadlock, `in_flight` counts the micro-batches a stage holds;
+* the split, `plan_stages(model, stages, split, costs)`: which layers each
+  stage runs and which tensors cross each cut (`measure_layers` gives the
+  per-layer times an automatic split balances);
+* the stage's training step, `StageStep`: two programs of tessera's
+  language per stage, the pass (receive, forward, send; receive the
+  cotangent, backward, send the input's cotangent; the gradient sums in a
+  fixed order) and the update (the data group's sum, the optimizer update
+  of the stage's own parameters), and the Python side fit needs
+  (arguments, results, gathering the whole model); `setup` makes it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .. import _core, distributed as _dist
+from .symbolic import GraphWriter
+
+__all__ = ["schedule", "simulate", "in_flight", "bubble", "plan_stages", "measure_layers",
+           "StagePlan", "StageStep", "MAX_CUT_TENSORS", "SCHEDULES"]
+
+SCHEDULES = ("1f1b", "gpipe")
+# At most this many tensors may cross a cut between two stages.
+MAX_CUT_TENSORS = 4
+
+
+# --------------------------------------------------------------------- schedules
+
+def _check_counts(stage, stages, microbatches, where="schedule"):
+    for name, v in (("stages", stages), ("microbatches", microbatches)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"[{where}] {name} must be a positive int, got {v!r}")
+    if isinstance(stage, bool) or not isinstance(stage, (int, np.integer)) or \
+            not 0 <= stage < stages:
+        raise ValueError(f"[{where}] stage must be an int in [0, {stages}), got {stage!r}")
+    if microbatches < stages:
+        raise ValueError(f"[{where}] {microbatches} micro-batches for {stages} stages: a "
+                         "pipeline needs at least as many micro-batches as stages")
+
+
+def schedule(stage: int, stages: int, microbatches: int, kind: str = "1f1b") -> list:
+    """The order in which `stage` (0-based, of `stages`) runs the forward
+    ("F", i) and backward ("B", i) passes of micro-batches 0..microbatches-1.
+
+    "gpipe": every forward, then every backward (each stage holds all
+    micro-batches at once). "1f1b" (one forward, one backward): a warm-up of
+    `stages - stage - 1` forwards, then alternately one forward and one
+    backward, then the remaining backwards; stage s holds at most
+    `stages - s` micro-batches between their forward and backward."""
+    _check_counts(stage, stages, microbatches)
+    if kind not in SCHEDULES:
+        raise ValueError(f"[schedule] unknown schedule {kind!r}: use one of {list(SCHEDULES)}")
+    m = microbatches
+    if kind == "gpipe":
+        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+    warm = min(stages - stage - 1, m)
+    order = [("F", i) for i in range(warm)]
+    f, b = warm, 0
+    while f < m:
+        order.append(("F", f))
+        f += 1
+        order.append(("B", b))
+        b += 1
+    order += [("B", i) for i in range(b, m)]
+    return order
+
+
+def in_flight(order) -> int:
+    """The largest number of micro-batches whose forward has run and whose
+    backward has not, along `order`."""
+    live = most = 0
+    for action, _ in order:
+        live += 1 if action == "F" else -1
+        most = max(most, live)
+    return most
+
+
+def bubble(stages: int, microbatches: int) -> float:
+    """The idle share of a step of equal stages: (p - 1) / (m + p - 1)."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+def simulate(orders) -> list:
+    """Runs the stages' orders against each other with blocking
+    point-to-point messages: the forward of micro-batch i on stage s
+    receives its input from stage s-1 and sends its output to s+1; the
+    backward receives the cotangent from s+1 and sends one to s-1. A send
+    completes only when its receiver has posted the matching receive; a send
+    and the receive that follows it from the same peer are posted together
+    (MPI_Sendrecv, as Megatron's send_forward_recv_backward), and nothing
+    else is. Returns the order in which the actions completed, as (stage,
+    action, i); raises RuntimeError naming where each stage is stuck when
+    no stage can go on (a deadlock), and ValueError when an order is not a
+    schedule (a backward before its forward, an action twice or missing)."""
+    p = len(orders)
+    if p == 0:
+        return []
+    m = None
+    ops = []
+    for s, order in enumerate(orders):
+        order = list(order)
+        fs = [i for a, i in order if a == "F"]
+        bs = [i for a, i in order if a == "B"]
+        if m is None:
+            m = len(fs)
+        if sorted(fs) != list(range(m)) or sorted(bs) != list(range(m)) or \
+                len(order) != 2 * m:
+            raise ValueError(f"[simulate] stage {s}'s order must run F and B of each of "
+                             f"{m} micro-batches once, got {order}")
+        done = set()
+        for a, i in order:
+            if a == "B" and ("F", i) not in done:
+                raise ValueError(f"[simulate] stage {s} runs the backward of micro-batch {i} "
+                                 "before its forward")
+            done.add((a, i))
+        seq = []  # each op: a list of parts (kind, peer, action, i)
+        for a, i in order:
+            before, after = [], []
+            if a == "F":
+                if s > 0:
+                    before.append(("recv", s - 1, "F", i))
+                if s < p - 1:
+                    after.append(("send", s + 1, "F", i))
+            else:
+                if s < p - 1:
+                    before.append(("recv", s + 1, "B", i))
+                if s > 0:
+                    after.append(("send", s - 1, "B", i))
+            if before and seq and len(seq[-1]) == 1 and seq[-1][0][0] == "send" and \
+                    seq[-1][0][1] == before[0][1]:
+                seq[-1].append(before[0])  # posted together with the send before it
+            elif before:
+                seq.append(before)
+            seq.append([("run", None, a, i)])
+            if after:
+                seq.append(after)
+        ops.append(seq)
+    pos = [0] * p
+    pending = [set(ops[s][0]) if ops[s] else set() for s in range(p)]
+    completed = []
+
+    def advance(s):
+        pos[s] += 1
+        pending[s].clear()
+        if pos[s] < len(ops[s]):
+            pending[s].update(ops[s][pos[s]])
+
+    while True:
+        moved = False
+        for s in range(p):
+            while pos[s] < len(ops[s]) and ops[s][pos[s]][0][0] == "run":
+                _, _, a, i = ops[s][pos[s]][0]
+                completed.append((s, a, i))
+                advance(s)
+                moved = True
+        for s in range(p):
+            for part in list(pending[s]):
+                kind, peer, a, i = part
+                if kind != "send":
+                    continue
+                match = ("recv", s, a, i)
+                if match in pending[peer]:
+                    pending[s].discard(part)
+                    pending[peer].discard(match)
+                    moved = True
+        for s in range(p):
+            if pos[s] < len(ops[s]) and not pending[s]:
+                advance(s)
+                moved = True
+        if all(pos[s] == len(ops[s]) for s in range(p)):
+            return completed
+        if not moved:
+            stuck = ", ".join(
+                f"stage {s} at " + " + ".join(f"{k} {a}{i}" for k, _, a, i in
+                                              sorted(pending[s], key=str))
+                for s in range(p) if pos[s] < len(ops[s]))
+            raise RuntimeError(f"[simulate] deadlock: {stuck}")
+
+
+# --------------------------------------------------------------------- the split
+
+def _graph(model):
+    """(order, consumers): every tensor the outputs depend on in a
+    depth-first post-order from the outputs (a topological order), and the
+    ids of the tensors reading each one."""
+    order, seen, readers = [], set(), {}
+    for root in model._outputs:
+        stack = [(root, False)]
+        while stack:
+            t, ready = stack.pop()
+            if t.id in seen:
+                continue
+            if not ready:
+                stack.append((t, True))
+                for a in reversed(GraphWriter._inputs(t)):
+                    readers.setdefault(a.id, set()).add(t.id)
+                    if a.id not in seen:
+                        stack.append((a, False))
+                continue
+            seen.add(t.id)
+            order.append(t)
+    return order, readers
+
+
+class StagePlan:
+    """The split of a model: `stage_of` {tensor id: stage}; per stage, the
+    tensors it receives (`feeds[s]`, crossing the cut before it) and sends
+    (`sends[s]`, crossing the cut after it), its layers (`layers[s]`), and
+    the first layer of every stage after the first (`starts`)."""
+
+    def __init__(self, stages, stage_of, feeds, sends, layers, starts):
+        self.stages = stages
+        self.stage_of = stage_of
+        self.feeds = feeds
+        self.sends = sends
+        self.layers = layers
+        self.starts = starts
+
+    def describe(self) -> str:
+        return "; ".join(f"stage {s}: {', '.join(l.name for l in ls) or '(no layers)'}"
+                         for s, ls in enumerate(self.layers))
+
+
+def _layer_of(t):
+    return t.args[0] if t.op == "layer" else None
+
+
+def _cuts(model, order, readers, stage_of, stages):
+    """The tensors crossing each cut, in graph order: made at a stage <= s
+    and read at a stage > s (a model output is read by the last stage)."""
+    outs = {o.id for o in model._outputs}
+    cuts = [[] for _ in range(stages - 1)]
+    for t in order:
+        if t.id not in stage_of:
+            continue
+        if t.op in ("input", "param"):
+            continue
+        made = stage_of[t.id]
+        last = max([stage_of.get(r, made) for r in readers.get(t.id, ())] +
+                   [stages - 1 if t.id in outs else made])
+        for s in range(made, last):
+            cuts[s].append(t)
+    return cuts
+
+
+def _maker(t) -> str:
+    """The layer (or operation) making tensor t, for error messages."""
+    if t.op == "item":
+        t = t.args[0]
+    layer = _layer_of(t)
+    if layer is not None:
+        return f"layer {layer.name!r}"
+    return f"the operation {getattr(t, 'fn', t.op)!r} at {t.where}" if getattr(
+        t, "where", None) else f"the operation {getattr(t, 'fn', t.op)!r}"
+
+
+def _layer_positions(order):
+    """{layer name: index in order of the first node of each of its calls}."""
+    first = {}
+    for n, t in enumerate(order):
+        layer = _layer_of(t)
+        if layer is not None and layer.name not in first:
+            first[layer.name] = n
+    return first
+
+
+def plan_stages(model, stages: int, split=None, costs=None) -> StagePlan:
+    """Cuts `model` into `stages` stages: before each layer named in `split`
+    (stages - 1 names, in the order the model runs them), or, without
+    `split`, where the stages' costs are most even: `costs` {layer name:
+    cost} (measure_layers), else their trainable parameter counts. A
+    cut may carry at most MAX_CUT_TENSORS float tensors; a layer's
+    parameters stay in one stage."""
+    order, readers = _graph(model)
+    first = _layer_positions(order)
+    layer_nodes = [t for t in order if _layer_of(t) is not None]
+    if split is not None:
+        if isinstance(split, str) or not isinstance(split, (list, tuple)):
+            raise TypeError(f"[fit] pipeline_split must be a list of layer names, got "
+                            f"{type(split).__name__} {split!r}")
+        for name in split:
+            if not isinstance(name, str):
+                raise TypeError(f"[fit] pipeline_split must hold layer names (str), got "
+                                f"{name!r}")
+            if name not in first:
+                raise ValueError(f"[fit] pipeline_split names layer {name!r}, which the model "
+                                 f"does not have; its layers: {[l.name for l in model.layers]}")
+        if len(split) != stages - 1:
+            raise ValueError(f"[fit] pipeline_split names {len(split)} layer(s), which makes "
+                             f"{len(split) + 1} stages, but the mesh's pipeline axis has "
+                             f"{stages} localities (TESSERA_MESH / tessera run --mesh "
+                             f"pipeline={stages}): name {stages - 1}")
+        positions = [first[name] for name in split]
+        if len(set(split)) != len(split) or positions != sorted(positions):
+            raise ValueError(f"[fit] pipeline_split must name distinct layers in the order the "
+                             f"model runs them, got {list(split)} (that order: "
+                             f"{sorted(split, key=lambda n: first[n])})")
+        if positions and positions[0] == min(first.values()):
+            raise ValueError(f"[fit] pipeline_split names {split[0]!r}, the model's first "
+                             "layer: stage 0 would have no layers")
+        plan = _make_plan(model, order, readers, positions, stages)
+        _check_plan(model, plan, split)
+        return plan
+    return _auto_plan(model, order, readers, layer_nodes, stages, costs)
+
+
+def _make_plan(model, order, readers, positions, stages):
+    stage_of = {}
+    for n, t in enumerate(order):
+        if t.op in ("input", "param"):
+            continue
+        if t.op == "item":
+            stage_of[t.id] = stage_of[t.args[0].id]
+            continue
+        stage_of[t.id] = sum(1 for q in positions if q <= n)
+    # A parameter node goes with the stage reading it.
+    for t in order:
+        if t.op == "param":
+            rs = [stage_of[r] for r in readers.get(t.id, ()) if r in stage_of]
+            stage_of[t.id] = min(rs) if rs else stages - 1
+    cuts = _cuts(model, order, readers, stage_of, stages)
+    feeds = [[]] + cuts
+    sends = cuts + [[]]
+    layers = [[] for _ in range(stages)]
+    seen = set()
+    for t in order:
+        layer = _layer_of(t)
+        if layer is not None and id(layer) not in seen:
+            seen.add(id(layer))
+            layers[stage_of[t.id]].append(layer)
+    starts = [order[q] for q in positions]
+    plan = StagePlan(stages, stage_of, feeds, sends, layers, starts)
+    plan._nodes = order
+    return plan
+
+
+def _check_plan(model, plan, split=None):
+    """Refuses cuts carrying too many tensors or tensors without gradients,
+    and layers or parameters used in two stages."""
+    for s, cut in enumerate(plan.sends[:-1]):
+        where = (f"the cut before layer {split[s]!r}" if split else
+                 f"the cut between stage {s} and stage {s + 1}")
+        if len(cut) > MAX_CUT_TENSORS:
+            makers = ", ".join(_maker(t) for t in cut)
+            raise ValueError(f"[fit] pipeline_split: {where} (stage {s} to {s + 1}) carries "
+                             f"{len(cut)} tensors (made by {makers}); at most "
+                             f"{MAX_CUT_TENSORS} may cross a cut: cut at another layer")
+        for t in cut:
+            if not str(t.dtype).startswith("float"):
+                raise ValueError(f"[fit] pipeline_split: {where} carries a {t.dtype} tensor "
+                                 f"(made by {_maker(t)}), which has no gradient to send back: "
+                                 "cut at another layer")
+    where_layer = {}
+    for t in plan._nodes:
+        layer = _layer_of(t)
+        if layer is None:
+            continue
+        s = plan.stage_of[t.id]
+        if where_layer.setdefault(id(layer), (layer, s))[1] != s:
+            raise ValueError(f"[fit] pipeline_split: layer {layer.name!r} is called in stage "
+                             f"{where_layer[id(layer)][1]} and in stage {s} (a layer's weights "
+                             "live in one stage): cut elsewhere")
+
+
+def _auto_plan(model, order, readers, layer_nodes, stages, costs=None):
+    """The cut positions (before a layer's first call) that make the largest
+    stage's cost (`costs`, else its trainable parameter count) smallest,
+    among cuts carrying at most MAX_CUT_TENSORS float tensors and leaving
+    trainable weights in every stage (dynamic programming over the layers)."""
+    starts = []
+    seen = set()
+    for n, t in enumerate(order):
+        layer = _layer_of(t)
+        if layer is not None and id(layer) not in seen:
+            seen.add(id(layer))
+            starts.append((n, layer))
+    if len(starts) < stages:
+        whole = [layer.name for _, layer in starts if layer._is_custom()]
+        note = (f"; {', '.join(repr(w) for w in whole)} stay whole (a subclassed model's "
+                "call or a custom layer is one layer to the pipeline: write the model as "
+                "Sequential or functional to split it)") if whole else ""
+        raise ValueError(f"[fit] the model has {len(starts)} layers, too few for the "
+                         f"{stages} stages of the mesh's pipeline axis{note}")
+    weights = model.weights
+    trainable = set(model._params(True))
+
+    def count(layer):
+        return sum(int(np.prod(weights[model._var_of[(id(layer), p.name)]].shape))
+                   for p in layer.params
+                   if model._var_of.get((id(layer), p.name)) in trainable)
+
+    sizes = [count(layer) for _, layer in starts]
+    prefix = [0]
+    for c in sizes:
+        prefix.append(prefix[-1] + c)
+    weigh = [costs.get(layer.name, 0.0) for _, layer in starts] if costs else sizes
+    acc = [0]
+    for c in weigh:
+        acc.append(acc[-1] + c)
+    k = len(starts)
+
+    def ok(j):
+        """A cut before layer j is allowed."""
+        plan = _make_plan(model, order, readers, [starts[j][0]], 2)
+        cut = plan.sends[0]
+        if len(cut) > MAX_CUT_TENSORS or any(not str(t.dtype).startswith("float")
+                                             for t in cut):
+            return False
+        owners = {}
+        for t in order:
+            layer = _layer_of(t)
+            if layer is not None and owners.setdefault(id(layer), plan.stage_of[t.id]) != \
+                    plan.stage_of[t.id]:
+                return False
+        return True
+
+    allowed = [j for j in range(1, k) if ok(j)]
+    inf = float("inf")
+    # best[c][j]: the smallest largest stage for layers [0, j) in c stages
+    best = [[inf] * (k + 1) for _ in range(stages + 1)]
+    back = [[None] * (k + 1) for _ in range(stages + 1)]
+    best[0][0] = 0
+    cut_points = [0] + allowed
+    for c in range(1, stages + 1):
+        ends = allowed if c < stages else [k]
+        for j in ends:
+            for i in cut_points:
+                if i >= j or best[c - 1][i] == inf or prefix[j] == prefix[i]:
+                    continue  # (every stage needs trainable weights)
+                cost = max(best[c - 1][i], acc[j] - acc[i])
+                if cost < best[c][j]:
+                    best[c][j] = cost
+                    back[c][j] = i
+    if best[stages][k] == inf:
+        raise ValueError(f"[fit] the model cannot be cut into {stages} stages that each hold "
+                         f"trainable weights with at most {MAX_CUT_TENSORS} float tensors "
+                         "crossing each cut; give pipeline_split=[layer names] or use fewer "
+                         "pipeline stages")
+    cuts, j = [], k
+    for c in range(stages, 0, -1):
+        i = back[c][j]
+        if c > 1:
+            cuts.append(i)
+        j = i
+    positions = [starts[i][0] for i in sorted(cuts)]
+    plan = _make_plan(model, order, readers, positions, stages)
+    _check_plan(model, plan)
+    return plan
+
+
+# --------------------------------------------------------------------- the step
+
+def measure_layers(model, rows: int, repeats: int = 3) -> dict:
+    """{layer name: seconds}: each layer's training-mode forward on `rows`
+    stand-in rows, timed alone (the best of `repeats` runs after one to
+    warm up). Its inputs are ones of the shapes and dtypes the layer reads;
+    fusions between layers are not made (each layer is timed whole)."""
+    import time  # noqa: PLC0415
+
+    order, _ = _graph(model)
+    counters: dict = {}
+    model._forward_code("true", "seed", part={"counters": counters})
+    apart = {t.id: n for n, t in enumerate(order)}  # no fusion across layers
+    weights = model.weights
+    out, seen = {}, set()
+    for t in order:
+        layer = _layer_of(t)
+        if layer is None or id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        ins = [a for a in GraphWriter._inputs(t) if a.op != "param"]
+        feeds = {a.id: f"a{k}" for k, a in enumerate(ins)}
+        used: set = set()
+        stmts, outs, _ = model._forward_code("true", "seed", part={
+            "feeds": feeds, "targets": [t], "stage_of": apart, "counters": counters,
+            "used": used})
+        flat = [o for group in outs for o in (group if isinstance(group, list) else [group])]
+        params = sorted(used)
+        args = params + [f"a{k}" for k in range(len(ins))] + ["seed"]
+        body = ",\n  ".join(stmts + [f"list({', '.join(flat)})"])
+        prog = _core.Program(f"define(f, {', '.join(args)}, block(\n  {body}))\nf\n",
+                             f"<pipeline timing of {layer.name}>")
+        values = [weights[v] for v in params]
+        for a in ins:
+            shape = tuple(rows if d is None else d for d in a.shape)
+            values.append(np.ones(shape, dtype=model.dtype if str(a.dtype).startswith("float")
+                                  else a.dtype))
+        values.append(1)
+        best = float("inf")
+        for r in range(repeats + 1):
+            start = time.perf_counter()
+            prog.run(values)
+            if r:
+                best = min(best, time.perf_counter() - start)
+        out[layer.name] = best
+    return out
+
+
+def _fixed_sum(terms):
+    from .programs import ProgramsMixin  # noqa: PLC0415
+
+    return ProgramsMixin._fixed_sum(terms)
+
+
+def _tree(leaves, prefix):
+    """_fixed_sum's tree over `leaves` [(name, micro-batch)], as its inner
+    nodes (name, left, right, last micro-batch) in the order they can be
+    made, and the root's name: the same sums, each named, so that a node is
+    added (and its operands freed) as soon as its last micro-batch is done."""
+    nodes, terms, n = [], list(leaves), 0
+    while len(terms) > 1:
+        joined = []
+        for q in range(0, len(terms), 2):
+            if q + 1 == len(terms):
+                joined.append(terms[q])
+                continue
+            (a, ia), (b, ib) = terms[q], terms[q + 1]
+            name = f"{prefix}_{n}"
+            n += 1
+            nodes.append((name, a, b, max(ia, ib)))
+            joined.append((name, max(ia, ib)))
+        terms = joined
+    return nodes, terms[0][0]
+
+
+def _tag(i: int, k: int) -> int:
+    """The pipe tag of tensor k of micro-batch i (pipe_send and pipe_recv
+    keep a tag space per direction: a cotangent and its activation share it)."""
+    return i * MAX_CUT_TENSORS + k
+
+
+def _count_setting(value, env, what):
+    """A positive int from an argument or, when None, the environment."""
+    source = f"{what}="
+    if value is None:
+        text = os.environ.get(env)
+        if not text:
+            return None, None
+        source = f"{env} in the environment, set by tessera run --microbatches"
+        if not text.isdigit() or not text.isascii() or int(text) < 1:
+            raise ValueError(f"[fit] {what} must be a positive int, got {text!r} ({source})")
+        return int(text), source
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"[fit] {what} must be a positive int, got {value!r} ({source})")
+    return int(value), source
+
+
+class StageStep:
+    """This locality's stage of a pipelined fit: the stage's variables, its
+    training-step programs, and what fit needs around them (see the module
+    doc). `p` is the number of stages (the mesh's pipeline axis), `d` the
+    data axis's size, `m` the micro-batches of each data locality."""
+
+    def __init__(self, model, plan, mesh, microbatches, kind, chunks, deterministic):
+        self.model = model
+        self.plan = plan
+        self.p = plan.stages
+        self.stage = mesh.rank("pipeline")
+        self.d = mesh.size("data")
+        self.data_rank = mesh.rank("data")
+        self.pg = mesh.group("pipeline")
+        self.dg = mesh.group("data")
+        self.m = microbatches
+        self.kind = kind
+        self.chunks = chunks  # micro-batches of a global batch: d * m
+        self.keep_activations = True  # False: every stage recomputes its forward
+        self.deterministic = deterministic
+        self._owners()
+        self.order = schedule(self.stage, self.p, self.m, kind)
+
+    # the variables of every stage
+    def _stage_code(self, s, counters, used):
+        model = self.model
+        plan = self.plan
+        xs, _ = model._names()
+        feeds = {t.id: f"a{k}" for k, t in enumerate(plan.feeds[s])}
+        targets = model._outputs if s == self.p - 1 else plan.sends[s]
+        return model._forward_code("true", "seed", names=xs, part={
+            "feeds": feeds, "targets": targets, "stage_of": plan.stage_of,
+            "counters": counters, "used": used})
+
+    def _owners(self):
+        model = self.model
+        self.counters = {}
+        model._forward_code("true", "seed", part={"counters": self.counters})
+        owner = {}
+        self.code = None
+        for s in range(self.p):
+            used = set()
+            code = self._stage_code(s, self.counters, used)
+            if s == self.stage:
+                self.code = code
+            for v in sorted(used):
+                if owner.setdefault(v, s) != s:
+                    layer = model._owner[v][0]
+                    raise ValueError(f"[fit] pipeline: the weights of layer {layer.name!r} are "
+                                     f"used in stage {owner[v]} and in stage {s} (a weight "
+                                     "lives in one stage): cut elsewhere "
+                                     f"({self.plan.describe()})")
+        for v in model._owner:
+            owner.setdefault(v, self.p - 1)  # read by no stage: the last keeps it
+        self.owner = owner
+        P, S = model._params(True), model._params(False)
+        for s in range(self.p):
+            if not any(owner[v] == s for v in P):
+                raise ValueError(f"[fit] pipeline: stage {s} has no trainable weights "
+                                 f"({self.plan.describe()}): cut elsewhere, or use fewer "
+                                 "pipeline stages")
+        self.P = [v for v in P if owner[v] == self.stage]
+        self.S = [v for v in S if owner[v] == self.stage]
+
+    # the program
+    def program(self, weighted: bool):
+        """The stage's two programs (compiled once per model and settings):
+        the pass over the micro-batches, then the update."""
+        key = ("train_pipe", self.stage, self.p, self.d, self.m, self.kind,
+               bool(self.deterministic), weighted, tuple(self.model._params(True)))
+        found = self.model._programs.get(key)
+        if found is None:
+            pass_text, update_text = self.text(weighted)
+            where = f"<model pipeline stage {self.stage}"
+            found = self.model._programs[key] = (
+                _core.Program(pass_text, where + " pass>"),
+                _core.Program(update_text, where + " update>"), self.O, self.markers)
+        self.pass_prog, self.update_prog, self.O, self.markers = found
+        return self
+
+    def run(self, args):
+        """One training step: the pass, then the update; the update's
+        result (loss, sums, weights, optimizer state, statistics)."""
+        it, lr = args[-2:]
+        k = len(self.P) + len(self.S)
+        state = args[:k + len(self.O)]
+        partials, _ = self.pass_prog.run(args[:k] + args[k + len(self.O):-2])
+        lm, _, new_p, new_o, new_s = self.update_prog.run(state + list(partials) + [it, lr])
+        # Each stage's program is its own: the pipeline group's sum is
+        # called from here, the same call on every stage.
+        lm = np.asarray(_dist.all_reduce(np.asarray(lm, dtype=np.float64), "sum",
+                                         group=self.pg))
+        return lm[0], [lm[1:]], new_p, new_o, new_s
+
+    def text(self, weighted: bool) -> str:
+        model = self.model
+        s, p, m = self.stage, self.p, self.m
+        last = s == p - 1
+        xs, ys = model._names()
+        streams = xs + ys + (["sw"] if weighted else [])
+        P, S = self.P, self.S
+        stmts, outs, stats = self.code
+        feeds = [f"a{k}" for k in range(len(self.plan.feeds[s]))]
+        n_feed = len(feeds)
+        opt = model._compiled.optimizer
+        weights = model.weights
+        dtype = model.dtype
+        regs = [f"astype({model._owner[v][1].regularizer.expression(v)}, \"{dtype}\")"
+                for v in P if model._owner[v][1].regularizer is not None]
+        aux_of_stats = [s_ for _, s_ in stats]
+        # Keep the forward's intermediates for the backward (vjp) where the
+        # stage sends one tensor and has no regularizers; else the backward
+        # recomputes the forward (value_and_grad of sum(output * cotangent)).
+        keep = not last and len(outs) == 1 and not regs and self.keep_activations
+        self.keeps = keep
+        defs = []
+        if last:
+            lstmts, loss = model._loss_text(ys, outs, "sw" if weighted else None,
+                                            regularized=set(P))
+            aux = [f"list({', '.join(outs)})"] + aux_of_stats
+            args = P + S + xs + ys + (["sw"] if weighted else []) + feeds + ["seed", "w"]
+            body = ",\n  ".join(stmts + lstmts + [f"list(({loss}) * w, "
+                                                  f"list({', '.join(aux)}))"])
+            defs.append(f"define(stage_loss, {', '.join(args)}, block(\n  {body}))\n")
+            feed_at = len(P) + len(S) + len(streams)
+        else:
+            cts = [f"c{k}" for k in range(len(outs))]
+            dot = " + ".join(f"sum({o} * {c})" for o, c in zip(outs, cts))
+            if regs:
+                dot = f"{dot} + w * ({' + '.join(regs)})"
+            aux = [f"list({', '.join(outs)})"] + aux_of_stats
+            args = P + S + xs + feeds + ["seed", "w"] + cts
+            body = ",\n  ".join(stmts + [f"list({dot}, list({', '.join(aux)}))"])
+            defs.append(f"define(stage_obj, {', '.join(args)}, block(\n  {body}))\n")
+            fargs = P + S + xs + feeds + ["seed"]
+            if keep:
+                # vjp: the forward keeps what the backward needs; the
+                # pullback runs only the backward (value: the one output)
+                body = ",\n  ".join(stmts + [f"list({outs[0]}, list({', '.join(aux)}))"])
+                defs.append(f"define(stage_vjp, {', '.join(fargs)}, block(\n  {body}))\n")
+            else:
+                body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
+                defs.append(f"define(stage_fwd, {', '.join(fargs)}, block(\n  {body}))\n")
+            feed_at = len(P) + len(S) + len(xs)
+        argnums = list(range(len(P))) + [feed_at + k for k in range(n_feed)]
+        nums = ", ".join(map(str, argnums))
+        head = ", ".join(P + S)
+        pg = f"group={int(self.pg)}"
+        lines, sent = [], []
+        self.markers = {}  # (action, i): index in lines, made line numbers below
+        n_sums = sum(math.prod(z) for z in model._metric_sizes()) if last else 0
+        stat_sizes = [int(np.prod(weights[model._bn_var(bn, 2)].shape)) for bn, _ in stats]
+        width = (1 + n_sums if last else 0) + 2 * sum(stat_sizes)
+        lines.append(f"define(aux_width, {width})")
+        # The micro-batches' sums of this locality, in the fixed order of
+        # the one-locality deterministic run (aligned blocks of a pairwise
+        # tree), are the pass's result; the update program sums them over
+        # the data group. Each sum is made when its last micro-batch's
+        # backward is done, and what it adds is freed then.
+        keys = [str(k) for k in range(len(P))] + (["aux"] if width else [])
+        block = (m & -m) if self.deterministic else m
+        starts = list(range(0, m, block))
+        partials, sums_at = [], {}
+        for k in keys:
+            for st in starts:
+                nodes, root = _tree([(f"g_{j}_{k}", j) for j in range(st, st + block)],
+                                    f"t_{st}_{k}")
+                for name, a, b, last_ in nodes:
+                    sums_at.setdefault(last_, []).append(
+                        [f"define({name}, ({a} + {b}))", f"define({a}, nil)",
+                         f"define({b}, nil)"])
+                sums_at.setdefault(st + block - 1, []).append(
+                    [f"define(p_{st}_{k}, {root})", f"define({root}, nil)"])
+                partials.append(f"p_{st}_{k}")
+        for action, i in self.order:
+            data = ", ".join(f"{z}_{i}" for z in (xs if not last else streams))
+            a_i = [f"a_{i}_{k}" for k in range(n_feed)]
+            if action == "F":
+                for k in range(n_feed):
+                    lines.append(f"define(a_{i}_{k}, pipe_recv({s - 1}, {_tag(i, k)}, "
+                                 f"{pg}))")
+                j = i - (p - s)
+                # go_i: the forward of micro-batch i may start; under 1F1B it
+                # waits for the backward of micro-batch i - (p - s) (done_j),
+                # so at most p - s are in flight. Both are marks in a trace
+                # (is_nil at their lines, `markers`).
+                gate = f"done_{j}" if self.kind == "1f1b" and j >= 0 else "nil"
+                self.markers[("F", i)] = len(lines)
+                lines.append(f"define(go_{i}, is_nil({gate}))")
+                lines.append(f"define(sd_{i}, if(go_{i}, seed_{i}, seed_{i}))")
+                if not last:
+                    fa = ", ".join([head] * bool(head) + [f"{z}_{i}" for z in xs] + a_i +
+                                   [f"sd_{i}"])
+                    if keep:
+                        lines.append(f"define(v_{i}, vjp(stage_vjp, argnums=[{nums}], "
+                                     f"has_aux=true)({fa}))")
+                        lines.append(f"define(o_{i}, list(v_{i}[0]))")
+                    else:
+                        lines.append(f"define(o_{i}, stage_fwd({fa}))")
+                    for k in range(len(outs)):
+                        lines.append(f"define(sf_{i}_{k}, pipe_send(o_{i}[{k}], {s + 1}, "
+                                     f"{_tag(i, k)}, {pg}))")
+                        sent.append(f"sf_{i}_{k}")
+                continue
+            # the backward of micro-batch i
+            if last:
+                call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"])
+                fn = "stage_loss"
+            else:
+                for k in range(len(outs)):
+                    # like: a cotangent of another shape or dtype is an error
+                    # naming both stages
+                    lines.append(f"define(c_{i}_{k}, pipe_recv({s + 1}, {_tag(i, k)}, {pg}, "
+                                 f"like=o_{i}[{k}]))")
+                call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"] +
+                                 [f"c_{i}_{k}" for k in range(len(outs))])
+                fn = "stage_obj"
+            if keep:  # the backward only, from the forward's pullback
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1](c_{i}_0), "
+                             f"v_{i}[2]), nil))")
+            else:
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
+                             f"argnums=[{nums}], has_aux=true)({call}), nil))")
+            self.markers[("B", i)] = len(lines)
+            lines.append(f"define(done_{i}, is_nil(r_{i}))")
+            for k, v in enumerate(P):
+                lines.append(f"define(g_{i}_{k}, if(w_{i} > 0.0, r_{i}[1][{k}], "
+                             f"zeros_like({v})))")
+            if s > 0:
+                for k in range(n_feed):
+                    ct = f"if(w_{i} > 0.0, r_{i}[1][{len(P) + k}], zeros_like(a_{i}_{k}))"
+                    lines.append(f"define(sb_{i}_{k}, pipe_send({ct}, {s - 1}, {_tag(i, k)}, "
+                                 f"{pg}))")
+                    sent.append(f"sb_{i}_{k}")
+            if width:
+                parts, mstmts = [], []
+                if last:
+                    parts.append(f"astype(r_{i}[0], \"float64\")")
+                    cys = [f"{y}_{i}" for y in ys]
+                    chs = [f"r_{i}[2][0][{k}]" for k in range(len(model._outputs))]
+                    mstmts, mets = model._metric_exprs(cys, chs,
+                                                       f"sw_{i}" if weighted else None)
+                    parts += [f"ravel({e})" for e in mets]
+                for q in range(len(stats)):
+                    parts += [f"astype(r_{i}[2][{q + 1}][{z}], \"float64\") * w_{i}"
+                              for z in (0, 1)]
+                flat = ", ".join(f"ravel({e})" for e in parts)
+                body = mstmts + [f"concatenate(list({flat}))"]
+                lines.append(f"define(g_{i}_aux, if(w_{i} > 0.0, block({', '.join(body)}), "
+                             "zeros(aux_width, dtype=\"float64\")))")
+            for stmts_ in sums_at.get(i, []):
+                lines += stmts_
+            # what micro-batch i held is freed (its residuals: the pullback)
+            held = [f"r_{i}"] + [f"a_{i}_{k}" for k in range(n_feed)]
+            if not last:
+                held += [f"o_{i}"] + [f"c_{i}_{k}" for k in range(len(outs))]
+                held += [f"v_{i}"] if keep else []
+            lines += [f"define({z}, nil)" for z in held]
+        # Two programs: the pass holds every point-to-point message, the
+        # update every collective (a collective offered while a message of
+        # its locality is pending can hold the message up).
+        lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent)}))")
+        chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(m))
+        body = ",\n  ".join(lines)
+        head_args = ", ".join(P + S)
+        pass_text = "".join(defs) + (f"define(stage_pass, {head_args}{', ' if head_args else ''}"
+                                     f"{chunk_args}, block(\n  {body}))\nstage_pass\n")
+        first = "".join(defs).count("\n") + 2  # the line of lines[0]
+        self.markers = {key: first + n for key, n in self.markers.items()}
+        # the update: the data group's sums, the optimizer, the statistics
+        lines = []
+        grads = [f"grad_{k}" for k in range(len(P))]
+        dg = f"group={int(self.dg)}"
+        for k in keys:
+            target = "total_aux" if k == "aux" else grads[int(k)]
+            mine = [f"p_{st}_{k}" for st in starts]
+            if self.d == 1:
+                lines.append(f"define({target}, {_fixed_sum(mine)})")
+            elif self.deterministic:
+                rows = ", ".join(f"ravel({z})" for z in mine)
+                lines.append(f"define(parts_{k}, all_gather(stack(list({rows})), {dg}))")
+                total = _fixed_sum([f"parts_{k}[{q}]" for q in range(self.d * len(starts))])
+                shape = "[-1]" if k == "aux" else f"shape({P[int(k)]})"
+                lines.append(f"define({target}, reshape({total}, {shape}))")
+            else:
+                lines.append(f"define({target}, all_reduce({mine[0]}, \"sum\", {dg}))")
+        # the loss and the metrics' sums reach every stage (the last
+        # stage's; the others add zeros, or their regularizers' values
+        # before the update)
+        n_all = sum(math.prod(z) for z in model._metric_sizes())
+        lm_width = 1 + n_all
+        if last:
+            mine = f"total_aux[0:{lm_width}]"
+        elif regs:
+            mine = (f"concatenate(list(reshape(astype({' + '.join(regs)}, \"float64\"), [1]), "
+                    f"zeros({n_all}, dtype=\"float64\")))")
+        else:
+            mine = f"zeros({lm_width}, dtype=\"float64\")"
+        lines.append(f"define(lm, {mine})")
+        upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
+                              iteration_expr="iteration")
+        self.O = [z.name for z in upd.state]
+        lines += upd.statements
+        off = 1 + n_sums if last else 0
+        for bn, _ in stats:
+            mo = bn.momentum
+            for index_ in (2, 3):
+                v = model._bn_var(bn, index_)
+                n = int(np.prod(weights[v].shape))
+                stat = f"astype(total_aux[{off}:{off + n}], \"{dtype}\")"
+                lines.append(f"define({v}, {mo!r} * {v} + {1.0 - mo!r} * "
+                             f"reshape({stat}, shape({v})))")
+                off += n
+        lines.append(f"list(lm, list(), list({', '.join(P)}), "
+                     f"list({', '.join(self.O)}), list({', '.join(S)}))")
+        body = ",\n  ".join(lines)
+        upd_args = ", ".join(P + S + self.O + partials)
+        update_text = (f"define(stage_update, {upd_args}, iteration, lr, block(\n  {body}))\n"
+                       "stage_update\n")
+        model.train_code = pass_text + update_text
+        return pass_text, update_text
+
+    # what fit does around the program
+    def args(self, arrays, n, it, lr, seed) -> list:
+        """The step's arguments: the stage's weights and optimizer state,
+        this data rank's micro-batches of a global batch of n rows (the
+        chunks of deterministic mode), their shares and seeds, it, lr."""
+        model = self.model
+        weights = model.weights
+        state = ([weights[v] for v in self.P] + [weights[v] for v in self.S] +
+                 [model._opt_state[v] for v in self.O])
+        return state + model._chunk_args(arrays, n, self.chunks, self.d, self.data_rank, seed,
+                                         it) + [it, lr]
+
+    def take(self, result):
+        """Stores the stage's new weights and optimizer state; (loss, sums)."""
+        loss, mets, new_p, new_o, new_s = result
+        model = self.model
+        for v, a in zip(self.P, new_p):
+            model._set(v, a)
+        for v, a in zip(self.O, new_o):
+            model._opt_state[v] = a
+        for v, a in zip(self.S, new_s):
+            model._set(v, a)
+        return loss, mets
+
+    def sync(self):
+        """Gives every locality of the pipeline group the whole model: each
+        stage's weights and optimizer state, broadcast from the stage
+        holding them (one broadcast per stage and dtype). Collective: every
+        member calls it."""
+        model = self.model
+        weights = model.weights
+        state = model._opt_state or {}
+        of_param = {z.name: z.param for z in getattr(model, "_opt_statevars", None) or []
+                    if not z.scalar}
+        for s in range(self.p):
+            names = [("w", v) for v in model._owner if self.owner[v] == s]
+            names += [("o", z) for z, v in of_param.items()
+                      if z in state and self.owner.get(v) == s]
+            by_dtype: dict = {}
+            for kind, name in names:
+                a = np.asarray(weights[name] if kind == "w" else state[name])
+                by_dtype.setdefault(a.dtype.str, []).append((kind, name, a))
+            for key in sorted(by_dtype):
+                items = by_dtype[key]
+                flat = np.concatenate([a.ravel() for _, _, a in items]) if items else None
+                whole = np.asarray(_dist.broadcast(flat, root=s, group=self.pg))
+                off = 0
+                for kind, name, a in items:
+                    part = np.array(whole[off:off + a.size].reshape(a.shape), copy=True)
+                    off += a.size
+                    if kind == "w":
+                        model._set(name, part)
+                    else:
+                        state[name] = part
+
+
+def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=64,
+          time_split=True):
+    """The StageStep of this locality when the job's mesh has a pipeline
+    axis of more than one locality (or pipeline_split asks for one), else
+    None. Every check raises the same error on every locality."""
+    from .programs import ProgramsMixin  # noqa: PLC0415
+
+    if kind not in SCHEDULES:
+        raise ValueError(f"[fit] pipeline_schedule must be one of {list(SCHEDULES)}, got "
+                         f"{kind!r}")
+    n = _dist.size() if data_parallel is not False else 1
+    mesh = _dist.mesh() if n > 1 else None
+    p = mesh.size("pipeline") if mesh is not None else 1
+    if p == 1:
+        # the same script runs without a pipeline: the names are checked,
+        # the split is not made
+        if split is not None:
+            plan_stages(model, len(split) + 1 if isinstance(split, (list, tuple)) else 2,
+                        split)
+        return None
+    if mesh.size("tensor") > 1:
+        raise ValueError(f"[fit] pipeline: a mesh with tensor={mesh.size('tensor')} and "
+                         f"pipeline={p} is not supported yet (axis 'tensor', TESSERA_MESH): "
+                         "use data and pipeline axes")
+    opt = model._compiled.optimizer
+    if opt.clipnorm is not None:
+        raise ValueError(f"[fit] pipeline: {type(opt).__name__}(clipnorm={opt.clipnorm}) clips "
+                         "by the global norm of all gradients, which no stage holds; it is not "
+                         "supported yet with pipeline stages (TESSERA_MESH pipeline="
+                         f"{p}): use clipvalue or no clipping")
+    d = mesh.size("data")
+    m, source = _count_setting(microbatches, "TESSERA_MICROBATCHES", "microbatches")
+    if deterministic is True or (deterministic not in (False, None)):
+        if deterministic is True:
+            chunks = m * d if m is not None else ProgramsMixin.DETERMINISTIC_CHUNKS
+        else:
+            if isinstance(deterministic, bool) or not isinstance(deterministic, int) or \
+                    deterministic < 1:
+                raise ValueError("[fit] deterministic must be True, False or a number of "
+                                 f"chunks (a positive int), got {deterministic!r}")
+            chunks = deterministic
+            if m is not None and m * d != chunks:
+                raise ValueError(f"[fit] deterministic={chunks} chunks and {m} micro-batches "
+                                 f"({source}) on {d} data localities disagree: in "
+                                 "deterministic mode each data locality's micro-batches are "
+                                 f"its chunks (chunks = data x micro-batches = {m * d})")
+        if chunks % d:
+            raise ValueError(f"[fit] deterministic mode cuts each global batch into {chunks} "
+                             f"chunks, which {d} data localities (axis 'data') cannot share "
+                             f"evenly: pass deterministic=<chunks> with a multiple of {d}")
+        m = chunks // d
+        if source is None:
+            source = f"deterministic: {chunks} chunks over {d} data localities"
+    else:
+        if m is None:
+            m, source = 2 * p, "the default, twice the stages"
+        chunks = m * d
+    if m < p:
+        raise ValueError(f"[fit] pipeline: {m} micro-batches ({source}) for {p} stages (axis "
+                         f"'pipeline' of the mesh, TESSERA_MESH): a pipeline needs at least as "
+                         f"many micro-batches as stages; pass microbatches={p} or more (tessera "
+                         "run --microbatches)")
+    costs = None
+    if split is None and time_split:
+        # measured per-layer times, the same on every locality (the
+        # slowest's); the parameter counts if a layer cannot be timed alone
+        try:
+            mine = measure_layers(model, max(1, rows // max(chunks, 1)))
+        except Exception:  # noqa: BLE001 - any layer that will not run alone
+            mine = None
+        names = [layer.name for layer in model.layers]
+        vec = np.array([mine.get(n, 0.0) for n in names] if mine else [np.inf] * len(names))
+        vec = np.asarray(_dist.all_reduce(vec, "max"))
+        if np.isfinite(vec).all():
+            costs = dict(zip(names, vec.tolist()))
+    plan = plan_stages(model, p, split, costs)
+    P, S = model._params(True), model._params(False)
+    model._update_setup(P, S)  # the whole model's optimizer state variables
+    return StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
