@@ -1096,12 +1096,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         world = _dist.size()
         if data_parallel is False or world == 1:
             return None, 1, 0
-        mesh = None
-        for layer, _ in self._owner.values():  # every layer holding weights, nested ones too
-            g = getattr(layer, "group", None)
-            if isinstance(g, _dist.Group) and getattr(g, "mesh", None) is not None:
-                mesh = g.mesh
-                break
+        mesh = self._layer_mesh()
         if mesh is None and os.environ.get("TESSERA_MESH"):
             mesh = _dist.mesh()
         if mesh is None:
@@ -1111,6 +1106,15 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                              f"{mesh.size('pipeline')}: pipeline > 1 needs pipeline parallelism "
                              "in fit, which this version does not have (use data and tensor axes)")
         return mesh.group("data"), mesh.size("data"), mesh.rank("data")
+
+    def _layer_mesh(self):
+        """The mesh of the model's tensor-parallel layers (the first layer
+        holding weights whose group belongs to a Mesh), or None."""
+        for layer, _ in self._owner.values():  # every layer holding weights, nested ones too
+            g = getattr(layer, "group", None)
+            if isinstance(g, _dist.Group) and getattr(g, "mesh", None) is not None:
+                return g.mesh
+        return None
 
     def _zero_plan(self, stage, d, chunks):
         """The ZeroPlan of this fit (None without ZeRO or with one data

@@ -949,7 +949,8 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
         raise ValueError(f"[fit] pipeline_schedule must be one of {list(SCHEDULES)}, got "
                          f"{kind!r}")
     n = _dist.size() if data_parallel is not False else 1
-    mesh = _dist.mesh() if n > 1 else None
+    # the mesh of the model's tensor-parallel layers, else the job's
+    mesh = (model._layer_mesh() or _dist.mesh()) if n > 1 else None
     p = mesh.size("pipeline") if mesh is not None else 1
     if p == 1:
         # the same script runs without a pipeline: the names are checked,
@@ -958,10 +959,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
             plan_stages(model, len(split) + 1 if isinstance(split, (list, tuple)) else 2,
                         split)
         return None
-    if mesh.size("tensor") > 1:
-        raise ValueError(f"[fit] pipeline: a mesh with tensor={mesh.size('tensor')} and "
-                         f"pipeline={p} is not supported yet (axis 'tensor', TESSERA_MESH): "
-                         "use data and pipeline axes")
     opt = model._compiled.optimizer
     if opt.clipnorm is not None:
         raise ValueError(f"[fit] pipeline: {type(opt).__name__}(clipnorm={opt.clipnorm}) clips "
