@@ -250,12 +250,18 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         Under ZeRO stage 3 during fit the trainable ones are gathered from
         the data group first, and under pipeline stages the other stages'
         weights from the pipeline group (collectives: every member calls it)."""
+        self._whole_held()
+        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+
+    def _whole_held(self):
+        """During fit, the model's whole weights held again where they are
+        sharded: ZeRO 3's slices gathered over the data group, the other
+        pipeline stages' weights over the pipeline group (collectives)."""
         if self._zero is not None:
             self._zero_whole_params()
         live = self.__dict__.get("_stage_live")
         if live is not None and not live.is_whole:
-            live.whole()  # a pipeline stage's locality gathers the other stages' weights
-        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+            live.whole()
 
     def _set(self, var: str, value):
         layer, p = self._owner[var]
@@ -321,6 +327,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         over a tensor group (tessera.nn.parallel) gathers its parts (a
         collective: every member calls it). The arrays of other layers are
         the model's own, not copies."""
+        self._whole_held()
         out = {}
         for v, (layer, p) in self._owner.items():
             whole = getattr(layer, "_gathered", None)
