@@ -8,6 +8,10 @@
 # callback, on every rank) gathers it, and the next step drops it again;
 # after fit every rank has the whole model, equal to the one-process fit.
 # Prints "rank R: ... ok" on every rank.
+import hashlib
+import shutil
+import tempfile
+
 import numpy as np
 
 import tessera
@@ -90,11 +94,6 @@ for zero in (0, 1, 2):
 # A checkpoint folder written under the pipeline with ZeRO 1 (each step
 # gathers the stages' weights and their data groups' state slices) resumes on
 # one process, bitwise the uninterrupted deterministic run.
-import hashlib  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-
-
 def sha(model):
     h = hashlib.sha256()
     for a in model.get_weights():

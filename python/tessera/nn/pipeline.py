@@ -824,9 +824,13 @@ class StageStep:
                 held += [f"o_{i}"] + [f"c_{i}_{k}" for k in range(len(outs))]
                 held += [f"v_{i}"] if keep else []
             lines += [f"define({z}, nil)" for z in held]
-        # Two programs: the pass holds every point-to-point message, the
-        # update every collective (a collective offered while a message of
-        # its locality is pending can hold the message up).
+        # Two programs: the pass holds every point-to-point message of the
+        # pipeline group, the update every collective of the data group.
+        # Tensor-parallel layers put collectives of the tensor group into
+        # the pass too: its members run this same stage program, and the
+        # engine posts point-to-point messages and tests them on every pass
+        # of its progress loop whatever collectives are pending, so they
+        # meet while messages are in flight (tests/distributed/mesh3d_fit.py).
         lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent)}))")
         chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(m))
         body = ",\n  ".join(lines)
