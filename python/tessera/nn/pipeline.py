@@ -579,7 +579,7 @@ class StageStep:
         self.kind = kind
         self.chunks = chunks  # micro-batches of a global batch: d * m
         self.keep_activations = True  # False: every stage recomputes its forward
-        self.zero = None  # a zero.ZeroPlan of the stage's parameters, ZeRO 1 or 2
+        self.zero = None  # a zero.ZeroPlan of the stage's parameters, ZeRO 1, 2 or 3
         self.is_whole = True  # the model holds every stage's weights and state
         self.opt = None  # this stage's optimizer state (its slices under ZeRO) during fit
         self.params = None  # under ZeRO 3: this member's slices of the stage's parameters
@@ -864,7 +864,7 @@ class StageStep:
             target = "total_aux" if k == "aux" else grads[int(k)]
             mine = [f"p_{st}_{k}" for st in starts]
             if scatter and k != "aux":
-                continue
+                continue  # reduce-scattered above
             if self.d == 1:
                 lines.append(f"define({target}, {_fixed_sum(mine)})")
             elif self.deterministic:
@@ -898,11 +898,11 @@ class StageStep:
             self.O = [z.name for z in upd.state]
             lines += upd.statements
         else:
-            # ZeRO 1 and 2 on the stage's data group: this member's slices of
-            # the summed gradients and of the parameters, their update, and
-            # the whole parameters all-gathered (zero.py)
-            # (ZeRO 2 and 3 in deterministic mode: the fixed sum above is
-            # whole, then sliced, as stage 1 does)
+            # ZeRO on the stage's data group: this member's slices of the
+            # summed gradients and (1, 2) of the parameters, their update,
+            # and (1, 2) the whole parameters all-gathered; ZeRO 3 returns
+            # the updated slices (zero.py). ZeRO 2 and 3 in deterministic
+            # mode: the fixed sum above is whole, then sliced, as stage 1 does.
             if not scatter:
                 lines += zero.slice_lines(dict(zip(P, grads)), zero.grads)
             lines += model._zero_update_lines(zero, P, grads, zero_grads=True)
@@ -974,8 +974,9 @@ class StageStep:
     def begin(self):
         """fit's start (after program): from the whole weights and optimizer
         state, this locality keeps its stage's (under ZeRO, its slices of
-        the stage's optimizer state over the data group); the other stages'
-        are dropped until `whole` gathers them on demand."""
+        the stage's optimizer state over the data group, and under ZeRO 3
+        of its weights too); the other stages' are dropped until `whole`
+        gathers them on demand."""
         model = self.model
         whole = model._opt_state
         self.shapes = {}  # every weight and state array: (shape, dtype), for whole
