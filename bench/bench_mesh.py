@@ -334,19 +334,19 @@ def tessera_worker(args, out_path):
         fit_kw["microbatches"] = args.microbatches
     model = tessera_gpt(args, group)
     ends = []
+    held = {}
 
     class Clock(nn.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             ends.append(time.perf_counter())
+            # the model state as held during fit (after fit the model is whole again)
+            held["state"] = model.model_state_bytes()["total"]
 
     dist.barrier()
     ends.append(time.perf_counter())
     model.fit(x, y, batch_size=args.batch, epochs=1, shuffle=False, verbose=0,
               callbacks=[Clock()], **fit_kw)
-    if hasattr(model, "model_state_bytes"):
-        state = model.model_state_bytes()
-    else:  # data parallel: every locality holds everything (params, grads, Adam's 2 moments)
-        state = 4 * model.count_params() * 4
+    state = held["state"]
     steps = np.diff(np.asarray(ends))[args.warmup:]
     slowest = np.asarray(dist.all_reduce(steps, "max"))
     mine = np.array([(status_kib("VmHWM") - base) * 1024.0, float(state)])
