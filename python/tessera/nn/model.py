@@ -248,10 +248,20 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
     def weights(self) -> dict:
         """The weights as {variable name: array} (l<layer index>_<name>).
         Under ZeRO stage 3 during fit the trainable ones are gathered from
-        the data group first (a collective: every member calls it)."""
+        the data group first, and under pipeline stages the other stages'
+        weights from the pipeline group (collectives: every member calls it)."""
+        self._whole_held()
+        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+
+    def _whole_held(self):
+        """During fit, the model's whole weights held again where they are
+        sharded: ZeRO 3's slices gathered over the data group, the other
+        pipeline stages' weights over the pipeline group (collectives)."""
         if self._zero is not None:
             self._zero_whole_params()
-        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+        live = self.__dict__.get("_stage_live")
+        if live is not None and not live.is_whole:
+            live.whole()
 
     def _set(self, var: str, value):
         layer, p = self._owner[var]
@@ -317,6 +327,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         over a tensor group (tessera.nn.parallel) gathers its parts (a
         collective: every member calls it). The arrays of other layers are
         the model's own, not copies."""
+        self._whole_held()
         out = {}
         for v, (layer, p) in self._owner.items():
             whole = getattr(layer, "_gathered", None)
@@ -804,13 +815,9 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
             ds = ds.batch(batch_size)
         stage = zero_setting(zero)
         pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
-                               deterministic, data_parallel, rows=batch_size)
+                               deterministic, data_parallel, rows=batch_size, zero=stage)
         self._pipeline = pipe  # this locality's stage (pipeline.StageStep), or None
-        if pipe is not None:
-            if stage and pipe.d > 1:
-                raise ValueError(f"[fit] ZeRO (zero={stage}) together with a pipeline axis is not "
-                                 "supported yet: train the pipeline with zero=0, or use the data "
-                                 "and tensor axes with ZeRO (docs/parallelism.md)")
+        if pipe is not None:  # (ZeRO 1 and 2 shard each stage's state: pipe.zero)
             dgroup, n_ranks, rank = pipe.dg, pipe.d, pipe.data_rank
             world = _dist.size()
         else:
@@ -896,6 +903,8 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         names = self.metrics_names[1:]
         if plan is not None:
             self._zero_begin(plan, rank, dgroup, P)
+        if pipe is not None:
+            pipe.begin()  # only this stage's weights and state from here on
         finished = False
         try:
             cbs.on_train_begin()
@@ -924,7 +933,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                     arrays = list(batch.arrays)
                     n = batch.global_size
                     lr = self._learning_rate(it)
-                    state = self._step_state(P, S)
+                    state = self._step_state(P, S) if pipe is None else None
                     group_args = [dgroup, rank] if n_ranks > 1 else []
                     if pipe is not None:
                         args = pipe.args(arrays, n, it, lr, seed)
@@ -985,12 +994,10 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                     if verbose == 1:
                         self._progress(epoch, epochs, b + 1, steps, logs, start)
                     if pipe is not None and ckpts is not None:
-                        pipe.sync()  # a checkpoint may be written now: the whole model
+                        pipe.whole()  # a checkpoint may be written now: the whole model
                     cbs.on_train_batch_end(b, dict(logs))
                     if self.stop_training:
                         break
-                if pipe is not None:
-                    pipe.sync()  # every locality holds the whole model at each epoch's end
                 if seen == 0:
                     raise ValueError("[fit] the data gave no batches in this epoch")
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
@@ -1012,6 +1019,8 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         finally:
             if finished:
                 self._zero_end()  # whole weights and state again (a collective)
+                if pipe is not None:
+                    pipe.end()  # every stage's weights and state on every locality
             _core.set_deterministic(tiling)
             if ckpts is not None:
                 ckpts.finish(abandon=True)  # fit failed: no commit may wait for the dead
@@ -1096,12 +1105,7 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         world = _dist.size()
         if data_parallel is False or world == 1:
             return None, 1, 0
-        mesh = None
-        for layer, _ in self._owner.values():  # every layer holding weights, nested ones too
-            g = getattr(layer, "group", None)
-            if isinstance(g, _dist.Group) and getattr(g, "mesh", None) is not None:
-                mesh = g.mesh
-                break
+        mesh = self._layer_mesh()
         if mesh is None and os.environ.get("TESSERA_MESH"):
             mesh = _dist.mesh()
         if mesh is None:
@@ -1111,6 +1115,15 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                              f"{mesh.size('pipeline')}: pipeline > 1 needs pipeline parallelism "
                              "in fit, which this version does not have (use data and tensor axes)")
         return mesh.group("data"), mesh.size("data"), mesh.rank("data")
+
+    def _layer_mesh(self):
+        """The mesh of the model's tensor-parallel layers (the first layer
+        holding weights whose group belongs to a Mesh), or None."""
+        for layer, _ in self._owner.values():  # every layer holding weights, nested ones too
+            g = getattr(layer, "group", None)
+            if isinstance(g, _dist.Group) and getattr(g, "mesh", None) is not None:
+                return g.mesh
+        return None
 
     def _zero_plan(self, stage, d, chunks):
         """The ZeroPlan of this fit (None without ZeRO or with one data

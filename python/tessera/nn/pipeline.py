@@ -579,6 +579,9 @@ class StageStep:
         self.kind = kind
         self.chunks = chunks  # micro-batches of a global batch: d * m
         self.keep_activations = True  # False: every stage recomputes its forward
+        self.zero = None  # a zero.ZeroPlan of the stage's parameters, ZeRO 1 or 2
+        self.is_whole = True  # the model holds every stage's weights and state
+        self.opt = None  # this stage's optimizer state (its slices under ZeRO) during fit
         self.deterministic = deterministic
         self._owners()
         self.order = schedule(self.stage, self.p, self.m, kind)
@@ -629,15 +632,16 @@ class StageStep:
         """The stage's two programs (compiled once per model and settings):
         the pass over the micro-batches, then the update."""
         key = ("train_pipe", self.stage, self.p, self.d, self.m, self.kind,
-               bool(self.deterministic), weighted, tuple(self.model._params(True)))
+               bool(self.deterministic), weighted, tuple(self.model._params(True)),
+               self.zero.key if self.zero is not None else None)
         found = self.model._programs.get(key)
         if found is None:
             pass_text, update_text = self.text(weighted)
             where = f"<model pipeline stage {self.stage}"
             found = self.model._programs[key] = (
                 _core.Program(pass_text, where + " pass>"),
-                _core.Program(update_text, where + " update>"), self.O, self.markers)
-        self.pass_prog, self.update_prog, self.O, self.markers = found
+                _core.Program(update_text, where + " update>"), self.O, self.markers, self.zero)
+        self.pass_prog, self.update_prog, self.O, self.markers, self.zero = found
         return self
 
     def run(self, args):
@@ -647,7 +651,9 @@ class StageStep:
         k = len(self.P) + len(self.S)
         state = args[:k + len(self.O)]
         partials, _ = self.pass_prog.run(args[:k] + args[k + len(self.O):-2])
-        lm, _, new_p, new_o, new_s = self.update_prog.run(state + list(partials) + [it, lr])
+        tail = [self.data_rank] if self.zero is not None else []
+        lm, _, new_p, new_o, new_s = self.update_prog.run(state + list(partials) + [it, lr] +
+                                                          tail)
         # Each stage's program is its own: the pipeline group's sum is
         # called from here, the same call on every stage.
         lm = np.asarray(_dist.all_reduce(np.asarray(lm, dtype=np.float64), "sum",
@@ -818,9 +824,13 @@ class StageStep:
                 held += [f"o_{i}"] + [f"c_{i}_{k}" for k in range(len(outs))]
                 held += [f"v_{i}"] if keep else []
             lines += [f"define({z}, nil)" for z in held]
-        # Two programs: the pass holds every point-to-point message, the
-        # update every collective (a collective offered while a message of
-        # its locality is pending can hold the message up).
+        # Two programs: the pass holds every point-to-point message of the
+        # pipeline group, the update every collective of the data group.
+        # Tensor-parallel layers put collectives of the tensor group into
+        # the pass too: its members run this same stage program, and the
+        # engine posts point-to-point messages and tests them on every pass
+        # of its progress loop whatever collectives are pending, so they
+        # meet while messages are in flight (tests/distributed/mesh3d_fit.py).
         lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent)}))")
         chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(m))
         body = ",\n  ".join(lines)
@@ -833,9 +843,20 @@ class StageStep:
         lines = []
         grads = [f"grad_{k}" for k in range(len(P))]
         dg = f"group={int(self.dg)}"
+        zero = self.zero
+        if zero is not None:
+            lines.append(f"define(dgroup, {int(self.dg)})")
+        # ZeRO 2 in normal mode: each bucket of the stage's gradients is
+        # reduce-scattered, so only this member's slice of the sum is made
+        scatter = zero is not None and zero.stage == 2 and not self.deterministic
+        if scatter:
+            lines += zero.reduce_scatter_lines({v: f"p_{starts[0]}_{k}"
+                                                for k, v in enumerate(P)})
         for k in keys:
             target = "total_aux" if k == "aux" else grads[int(k)]
             mine = [f"p_{st}_{k}" for st in starts]
+            if scatter and k != "aux":
+                continue
             if self.d == 1:
                 lines.append(f"define({target}, {_fixed_sum(mine)})")
             elif self.deterministic:
@@ -859,10 +880,21 @@ class StageStep:
         else:
             mine = f"zeros({lm_width}, dtype=\"float64\")"
         lines.append(f"define(lm, {mine})")
-        upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
-                              iteration_expr="iteration")
-        self.O = [z.name for z in upd.state]
-        lines += upd.statements
+        if zero is None:
+            upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
+                                  iteration_expr="iteration")
+            self.O = [z.name for z in upd.state]
+            lines += upd.statements
+        else:
+            # ZeRO 1 and 2 on the stage's data group: this member's slices of
+            # the summed gradients and of the parameters, their update, and
+            # the whole parameters all-gathered (zero.py)
+            # (ZeRO 2 in deterministic mode: the fixed sum above is whole,
+            # then sliced, as stage 1 does)
+            if not scatter:
+                lines += zero.slice_lines(dict(zip(P, grads)), zero.grads)
+            lines += model._zero_update_lines(zero, P, grads, zero_grads=True)
+            self.O = [z.name for z in zero.state]
         off = 1 + n_sums if last else 0
         for bn, _ in stats:
             mo = bn.momentum
@@ -877,7 +909,9 @@ class StageStep:
                      f"list({', '.join(self.O)}), list({', '.join(S)}))")
         body = ",\n  ".join(lines)
         upd_args = ", ".join(P + S + self.O + partials)
-        update_text = (f"define(stage_update, {upd_args}, iteration, lr, block(\n  {body}))\n"
+        tail = ", drank" if zero is not None else ""
+        update_text = (f"define(stage_update, {upd_args}, iteration, lr{tail}, block(\n"
+                       f"  {body}))\n"
                        "stage_update\n")
         model.train_code = pass_text + update_text
         return pass_text, update_text
@@ -886,13 +920,20 @@ class StageStep:
     def args(self, arrays, n, it, lr, seed) -> list:
         """The step's arguments: the stage's weights and optimizer state,
         this data rank's micro-batches of a global batch of n rows (the
-        chunks of deterministic mode), their shares and seeds, it, lr."""
+        chunks of deterministic mode), their shares and seeds, it, lr. The
+        other stages' weights and state are dropped first (`drop`)."""
         model = self.model
-        weights = model.weights
-        state = ([weights[v] for v in self.P] + [weights[v] for v in self.S] +
-                 [model._opt_state[v] for v in self.O])
+        if self.is_whole:
+            self.drop()
+        values = self._values
+        state = ([values(v) for v in self.P] + [values(v) for v in self.S] +
+                 [self.opt[z] for z in self.O])
         return state + model._chunk_args(arrays, n, self.chunks, self.d, self.data_rank, seed,
                                          it) + [it, lr]
+
+    def _values(self, v):
+        layer, p = self.model._owner[v]
+        return layer._values[p.name]
 
     def take(self, result):
         """Stores the stage's new weights and optimizer state; (loss, sums)."""
@@ -900,46 +941,123 @@ class StageStep:
         model = self.model
         for v, a in zip(self.P, new_p):
             model._set(v, a)
-        for v, a in zip(self.O, new_o):
-            model._opt_state[v] = a
+        self.opt = dict(zip(self.O, new_o))
         for v, a in zip(self.S, new_s):
             model._set(v, a)
         return loss, mets
 
-    def sync(self):
-        """Gives every locality of the pipeline group the whole model: each
-        stage's weights and optimizer state, broadcast from the stage
-        holding them (one broadcast per stage and dtype). Collective: every
-        member calls it."""
+    # the state between steps: this stage's only
+    def begin(self):
+        """fit's start (after program): from the whole weights and optimizer
+        state, this locality keeps its stage's (under ZeRO, its slices of
+        the stage's optimizer state over the data group); the other stages'
+        are dropped until `whole` gathers them on demand."""
         model = self.model
-        weights = model.weights
-        state = model._opt_state or {}
-        of_param = {z.name: z.param for z in getattr(model, "_opt_statevars", None) or []
-                    if not z.scalar}
+        whole = model._opt_state
+        self.shapes = {}  # every weight and state array: (shape, dtype), for whole
+        for v, (layer, p) in model._owner.items():
+            a = layer._values[p.name]
+            self.shapes[("w", v)] = (np.shape(a), np.asarray(a).dtype)
+        for z in self._state_vars():
+            a = np.asarray(whole[z.name])
+            self.shapes[("o", z.name)] = (a.shape, a.dtype)
+        if self.zero is None:
+            self.opt = {z: whole[z] for z in self.O}
+        else:
+            self.opt = self.zero.state_shards(whole, self.data_rank)
+        self.scalars = {z.name: whole[z.name] for z in getattr(model, "_opt_statevars", None)
+                        or [] if z.scalar}
+        model.__dict__["_stage_live"] = self
+        self.is_whole = True
+        self.drop()
+
+    def _state_vars(self):
+        """The whole model's optimizer state variables of weights (not scalars)."""
+        return [z for z in getattr(self.model, "_opt_statevars", None) or [] if not z.scalar]
+
+    def drop(self):
+        """Only this stage's weights and optimizer state stay (the others'
+        references are dropped: None in the layers, no whole state dict)."""
+        model = self.model
+        for v, (layer, p) in model._owner.items():
+            if self.owner[v] != self.stage:
+                layer._values[p.name] = None
+        model.__dict__["_opt_state_whole"] = None
+        self.is_whole = False
+
+    def whole(self):
+        """Gives every locality of the pipeline group the whole model: each
+        stage's weights and optimizer state (under ZeRO first gathered over
+        the stage's data group), broadcast from the stage holding them (one
+        broadcast per stage and dtype). A collective: every locality calls
+        it (the model's weights and _opt_state call it on demand)."""
+        if self.is_whole:
+            return
+        model = self.model
+        own = dict(self.opt) if self.zero is None else \
+            self.zero.whole_state(self.opt, self.dg)
+        state = dict(self.scalars)
+        for z, a in own.items():
+            if np.ndim(a) == 0:
+                state[z] = a
         for s in range(self.p):
             names = [("w", v) for v in model._owner if self.owner[v] == s]
-            names += [("o", z) for z, v in of_param.items()
-                      if z in state and self.owner.get(v) == s]
+            names += [("o", z.name) for z in self._state_vars() if self.owner.get(z.param) == s]
             by_dtype: dict = {}
-            for kind, name in names:
-                a = np.asarray(weights[name] if kind == "w" else state[name])
-                by_dtype.setdefault(a.dtype.str, []).append((kind, name, a))
-            for key in sorted(by_dtype):
-                items = by_dtype[key]
-                flat = np.concatenate([a.ravel() for _, _, a in items]) if items else None
-                whole = np.asarray(_dist.broadcast(flat, root=s, group=self.pg))
+            for key in names:
+                shape, dtype = self.shapes[key]
+                if s == self.stage:
+                    a = np.asarray(self._values(key[1]) if key[0] == "w" else own[key[1]])
+                else:
+                    a = None
+                by_dtype.setdefault(np.dtype(dtype).str, []).append((key, shape, a))
+            for code in sorted(by_dtype):
+                items = by_dtype[code]
+                total = sum(math.prod(shape) for _, shape, _ in items)
+                if s == self.stage:
+                    flat = np.concatenate([a.ravel() for _, _, a in items])
+                else:
+                    flat = np.zeros(total, dtype=np.dtype(code))
+                got = np.asarray(_dist.broadcast(flat, root=s, group=self.pg))
                 off = 0
-                for kind, name, a in items:
-                    part = np.array(whole[off:off + a.size].reshape(a.shape), copy=True)
-                    off += a.size
+                for (kind, name), shape, a in items:
+                    size = math.prod(shape)
+                    if s == self.stage:
+                        part = a  # its own: kept as it is
+                    else:
+                        part = np.array(got[off:off + size].reshape(shape), copy=True)
+                    off += size
                     if kind == "w":
                         model._set(name, part)
                     else:
                         state[name] = part
+        model.__dict__["_opt_state_whole"] = state
+        self.is_whole = True
+
+    def end(self):
+        """fit's end: the whole model on every locality, and the model no
+        longer tied to this stage (a collective)."""
+        self.whole()
+        if self.model.__dict__.get("_stage_live") is self:
+            self.model.__dict__["_stage_live"] = None
+
+    def state_bytes(self) -> dict:
+        """model_state_bytes while this locality holds only its stage's
+        state: its parameters, their gradients (under ZeRO 2 this member's
+        slices) and its optimizer state (under ZeRO its slices)."""
+        itemsize = np.dtype(self.model.dtype).itemsize
+        params = sum(np.asarray(self._values(v)).nbytes for v in self.P)
+        if self.zero is not None and self.zero.stage >= 2:
+            grads = sum(self.zero.k) * itemsize
+        else:
+            grads = sum(math.prod(np.shape(self._values(v))) for v in self.P) * itemsize
+        opt = sum(np.asarray(a).nbytes for a in self.opt.values() if np.ndim(a) > 0)
+        return {"parameters": int(params), "gradients": int(grads), "optimizer": int(opt),
+                "total": int(params + grads + opt)}
 
 
 def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=64,
-          time_split=True):
+          time_split=True, zero=0):
     """The StageStep of this locality when the job's mesh has a pipeline
     axis of more than one locality (or pipeline_split asks for one), else
     None. Every check raises the same error on every locality."""
@@ -949,7 +1067,8 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
         raise ValueError(f"[fit] pipeline_schedule must be one of {list(SCHEDULES)}, got "
                          f"{kind!r}")
     n = _dist.size() if data_parallel is not False else 1
-    mesh = _dist.mesh() if n > 1 else None
+    # the mesh of the model's tensor-parallel layers, else the job's
+    mesh = (model._layer_mesh() or _dist.mesh()) if n > 1 else None
     p = mesh.size("pipeline") if mesh is not None else 1
     if p == 1:
         # the same script runs without a pipeline: the names are checked,
@@ -958,10 +1077,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
             plan_stages(model, len(split) + 1 if isinstance(split, (list, tuple)) else 2,
                         split)
         return None
-    if mesh.size("tensor") > 1:
-        raise ValueError(f"[fit] pipeline: a mesh with tensor={mesh.size('tensor')} and "
-                         f"pipeline={p} is not supported yet (axis 'tensor', TESSERA_MESH): "
-                         "use data and pipeline axes")
     opt = model._compiled.optimizer
     if opt.clipnorm is not None:
         raise ValueError(f"[fit] pipeline: {type(opt).__name__}(clipnorm={opt.clipnorm}) clips "
@@ -1016,4 +1131,18 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     plan = plan_stages(model, p, split, costs)
     P, S = model._params(True), model._params(False)
     model._update_setup(P, S)  # the whole model's optimizer state variables
-    return StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
+    step = StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
+    d = mesh.size("data")
+    if zero and d > 1:
+        if zero == 3:
+            raise ValueError(f"[fit] ZeRO stage 3 (zero=3) with pipeline stages (TESSERA_MESH "
+                             f"pipeline={p}, data={d}) is not supported yet: use zero=1 or 2, "
+                             "which shard each stage's optimizer state (and gradients) over "
+                             "its data group")
+        from .zero import ZeroPlan  # noqa: PLC0415
+
+        weights = model.weights
+        step.zero = ZeroPlan(zero, d, chunks if step.deterministic else d,
+                             model._bucket_plan(step.P), {v: weights[v].shape for v in step.P},
+                             model.dtype)
+    return step

@@ -346,6 +346,9 @@ class ZeroMixin:
     def _opt_state(self):
         """The optimizer state, whole, per parameter (under ZeRO, gathered
         from the data group's slices on demand: a collective)."""
+        live = self.__dict__.get("_stage_live")
+        if live is not None and not live.is_whole:
+            live.whole()  # pipeline stages: every stage's state (a collective)
         z = self._zero
         if z is None or z.opt is None:
             return self.__dict__.get("_opt_state_whole")
@@ -357,6 +360,11 @@ class ZeroMixin:
     def _opt_state(self, value):
         if self._zero is not None:
             self._zero = None
+        live = self.__dict__.get("_stage_live")
+        if live is not None:  # a new state: no longer a pipeline stage's
+            if not live.is_whole:
+                live.whole()
+            self.__dict__["_stage_live"] = None
         self.__dict__["_opt_state_whole"] = value
 
     def _zero_begin(self, plan, rank, group, P):
@@ -455,8 +463,12 @@ class ZeroMixin:
         under ZeRO 0 and 1, this member's slices under 2 and 3), and the
         optimizer state; "total" is their sum. Under ZeRO 3 during fit the
         parameters are this member's slices; under 1-3 the optimizer state
-        is. Gathers nothing (docs/parallelism.md, "ZeRO")."""
+        is; under pipeline stages during fit, this locality's stage's (its
+        slices under ZeRO). Gathers nothing (docs/parallelism.md, "ZeRO")."""
         self._check_built("model_state_bytes")
+        live = self.__dict__.get("_stage_live")
+        if live is not None and not live.is_whole:
+            return live.state_bytes()  # pipeline stages: this stage's
         P = self._params(True)
         itemsize = np.dtype(self.dtype).itemsize
         z = self._zero
