@@ -1,30 +1,36 @@
-"""A GPT that does not fit on one locality's memory without the mesh (docs/parallelism.md,
+"""A GPT that does not fit in one locality's memory limit without the mesh (docs/parallelism.md,
 "A worked example").
 
 A character-level GPT of 99,426,879 parameters (d_model 768, 14 pre-LayerNorm blocks of 12-head
 causal attention and a GELU MLP of 3072, context 128, the 63 characters of the King James Bible)
 trained for a few steps under a per-locality memory limit (default 2 GiB). Data parallelism keeps
 16 bytes per parameter on every locality (4 the weight, 4 its gradient, 8 Adam's two moments):
-1.5 GiB of model state before a single activation, so it cannot train under the limit; ZeRO-3
-keeps a quarter of that on each of 4 localities, tensor x pipeline parallelism a quarter of the
-parameters.
+1.48 GiB of model state before a single activation, and the step needs more than the limit. ZeRO-3
+keeps a quarter of that state on each of 4 localities; tensor x pipeline parallelism (and the 3-D
+mesh) gives each locality a quarter of the parameters. The mode comes from the launcher:
 
-    tessera run -n 4 --mesh data=4 examples/gpt_mesh.py                # fails: out of memory
-    tessera run -n 4 --mesh data=4 --zero 3 examples/gpt_mesh.py       # trains
+    tessera run -n 4 --mesh data=4 examples/gpt_mesh.py                # out of memory
+    tessera run -n 4 --mesh data=4 --zero 3 examples/gpt_mesh.py
     tessera run -n 4 --mesh tensor=2,pipeline=2 examples/gpt_mesh.py
     tessera run -n 8 --mesh data=2,tensor=2,pipeline=2 examples/gpt_mesh.py
-    tessera run -n 4 --mesh data=4 --zero 3 examples/gpt_mesh.py --small   # ~1 M, CI-sized
+    tessera run -n 4 --mesh data=4 examples/gpt_mesh.py --small        # ~1 M parameters, for CI
+
+With a tensor axis the attention is split by heads, the MLP by columns then rows, the embedding
+and the logits by vocabulary (with the vocabulary-parallel cross-entropy); with a pipeline axis the
+stages start at blocks (layer 'ln1_i'). A mesh that this tessera's fit refuses as "not supported
+yet" is reported so on every locality (exit status 2).
 
 The limit is `resource.setrlimit(RLIMIT_DATA)`: the size of the process's private writable memory
 (the heap and anonymous private mappings, where numpy's arrays and tessera's C++ buffers live).
 RLIMIT_AS would also count every shared library, the shared-memory segments of MPI and the address
-space that malloc reserves for its thread arenas without using it (hundreds of MiB on a process
-that has touched little), so it would limit something other than the memory a model takes;
-RLIMIT_RSS is not enforced by Linux. RLIMIT_DATA counts what is allocated, touched or not, so an
-allocation over the limit fails at once (numpy: MemoryError; tessera: MemoryError from its
-std::bad_alloc) instead of the kernel's OOM killer ending the process later. The limit covers the
-model and its training: it is set to the process's data size once tessera is imported and the
-text is read (the runtime's threads and buffers, the same in every mode) plus --memory-limit.
+space malloc reserves for its thread arenas without using it (one process here, after importing
+tessera: 375 MiB of address space for 169 MiB of data), so it would limit something other than
+the memory a model takes; RLIMIT_RSS is not enforced by Linux. RLIMIT_DATA counts what is
+allocated, touched or not, so an allocation over the limit fails at once (numpy: MemoryError;
+tessera: MemoryError from its std::bad_alloc) instead of the kernel's OOM killer ending the
+process later. The limit covers the model and its training: it is set to the process's data size
+once tessera is imported, its worker threads started and the text read (the same in every mode)
+plus --memory-limit.
 
 Every locality prints its model-state bytes (model.model_state_bytes(), during the first step),
 its peak RSS (VmHWM) and the tokens per second of the job (steps after the first, which compiles).
