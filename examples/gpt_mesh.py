@@ -216,7 +216,9 @@ def main(argv=None):
     rank = dist.rank()
     mesh = dist.mesh()
     d, t, pp = mesh.size("data"), mesh.size("tensor"), mesh.size("pipeline")
-    zero = int(os.environ.get("TESSERA_ZERO", "0") or 0)
+    # the ZeRO stage fit reads (tessera run --zero); fit itself refuses a bad one
+    zero = os.environ.get("TESSERA_ZERO", "0").strip()
+    zero = int(zero) if zero in ("0", "1", "2", "3") else 0
 
     def report(*a):
         if rank == 0:
