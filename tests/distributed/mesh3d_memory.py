@@ -2,13 +2,15 @@
 # locality under a pipeline"), under `tessera run -n 4 --mesh data=2,pipeline=2`:
 # between the steps of fit each locality holds only its stage's weights and
 # optimizer state, so model_state_bytes() is 16 bytes per parameter of its
-# stage (fp32 Adam: Ψ_stage), with ZeRO 1 (8 + 8/d) Ψ_stage and ZeRO 2
-# (4 + 12/d) Ψ_stage up to the padding of the buckets; the other stages'
+# stage (fp32 Adam: Ψ_stage), with ZeRO 1 (8 + 8/d) Ψ_stage, ZeRO 2
+# (4 + 12/d) Ψ_stage and ZeRO 3 16 Ψ_stage / d up to the padding of the
+# buckets; the other stages'
 # weights are not held (None); asking for the whole model (get_weights in a
 # callback, on every rank) gathers it, and the next step drops it again;
 # after fit every rank has the whole model, equal to the one-process fit.
 # Prints "rank R: ... ok" on every rank.
 import hashlib
+import os
 import shutil
 import tempfile
 
@@ -53,12 +55,14 @@ class Check(nn.callbacks.Callback):
         model = self.model
         held = {layer.name: [v for v in layer._values.values() if v is not None]
                 for layer in model.layers}
-        for layer in model.layers:  # the other stages' weights are not held
-            assert bool(held[layer.name]) == (layer.name in STAGE_LAYERS), (R, layer.name)
+        for layer in model.layers:  # the other stages' weights are not held (nor,
+            # under ZeRO 3, this stage's whole weights: their slices are)
+            mine = layer.name in STAGE_LAYERS and self.zero < 3
+            assert bool(held[layer.name]) == mine, (R, self.zero, layer.name)
         got = model.model_state_bytes()
         step = model._pipeline
         pad = sum(step.zero.N) - PSI if step.zero is not None else 0
-        assert got["parameters"] == 4 * PSI, (R, got, PSI)
+        assert got["parameters"] == 4 * (PSI if self.zero < 3 else (PSI + pad) // D), (R, got)
         if self.zero == 0:
             want_g, want_o = 4 * PSI, 8 * PSI
         elif self.zero == 1:
@@ -79,7 +83,7 @@ class Check(nn.callbacks.Callback):
 
 ref = make()
 ref.fit(X, Y, data_parallel=False, **FIT)
-for zero in (0, 1, 2):
+for zero in (0, 1, 2, 3):
     pm = make()
     check = Check(zero)
     pm.fit(X, Y, pipeline_split=["d3"], zero=zero, callbacks=[check], **FIT)
@@ -91,9 +95,9 @@ for zero in (0, 1, 2):
     print(f"rank {R}: zero {zero}: {check.seen[-1]} bytes of model state for {PSI} of "
           f"{WHOLE} parameters", flush=True)
 
-# A checkpoint folder written under the pipeline with ZeRO 1 (each step
-# gathers the stages' weights and their data groups' state slices) resumes on
-# one process, bitwise the uninterrupted deterministic run.
+# A checkpoint folder written under the pipeline with ZeRO 1 and 3 (each step
+# gathers the stages' weights and their data groups' slices) resumes on one
+# process, bitwise the uninterrupted deterministic run.
 def sha(model):
     h = hashlib.sha256()
     for a in model.get_weights():
@@ -106,14 +110,21 @@ def sha(model):
 
 name = np.frombuffer(tempfile.mkdtemp(prefix="mesh3d-ckpt-").encode().ljust(64), dtype=np.uint8)
 folder = bytes(np.asarray(dist.broadcast(name, root=0)).astype(np.uint8)).decode().strip()
-first = make()
-first.fit(X, Y, pipeline_split=["d3"], zero=1, microbatches=2, deterministic=True,
-          checkpoint_dir=folder, checkpoint_every=1, **dict(FIT, epochs=1))
-again = make()
-again.fit(X, Y, deterministic=4, data_parallel=False, resume_from=folder, **FIT)
 whole = make()
 whole.fit(X, Y, deterministic=4, data_parallel=False, **FIT)
-assert sha(again) == sha(whole), f"rank {R}: the resumed run differs"
+for zero in (1, 3):
+    first = make()
+    first.fit(X, Y, pipeline_split=["d3"], zero=zero, microbatches=2, deterministic=True,
+              checkpoint_dir=os.path.join(folder, str(zero)), checkpoint_every=1,
+              **dict(FIT, epochs=1))
+    again = make()
+    again.fit(X, Y, deterministic=4, data_parallel=False,
+              resume_from=os.path.join(folder, str(zero)), **FIT)
+    assert sha(again) == sha(whole), f"rank {R}: zero={zero}: the resumed run differs"
+    # and the pipelined deterministic run itself, to its end
+    piped = make()
+    piped.fit(X, Y, pipeline_split=["d3"], zero=zero, microbatches=2, deterministic=True, **FIT)
+    assert sha(piped) == sha(whole), f"rank {R}: zero={zero}: the pipelined run differs"
 dist.barrier()
 if R == 0:
     shutil.rmtree(folder)

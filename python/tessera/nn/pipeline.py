@@ -579,9 +579,10 @@ class StageStep:
         self.kind = kind
         self.chunks = chunks  # micro-batches of a global batch: d * m
         self.keep_activations = True  # False: every stage recomputes its forward
-        self.zero = None  # a zero.ZeroPlan of the stage's parameters, ZeRO 1 or 2
+        self.zero = None  # a zero.ZeroPlan of the stage's parameters, ZeRO 1, 2 or 3
         self.is_whole = True  # the model holds every stage's weights and state
         self.opt = None  # this stage's optimizer state (its slices under ZeRO) during fit
+        self.params = None  # under ZeRO 3: this member's slices of the stage's parameters
         self.deterministic = deterministic
         self._owners()
         self.order = schedule(self.stage, self.p, self.m, kind)
@@ -648,7 +649,7 @@ class StageStep:
         """One training step: the pass, then the update; the update's
         result (loss, sums, weights, optimizer state, statistics)."""
         it, lr = args[-2:]
-        k = len(self.P) + len(self.S)
+        k = self._n_params() + len(self.S)
         state = args[:k + len(self.O)]
         partials, _ = self.pass_prog.run(args[:k] + args[k + len(self.O):-2])
         tail = [self.data_rank] if self.zero is not None else []
@@ -720,6 +721,13 @@ class StageStep:
         stat_sizes = [int(np.prod(weights[model._bn_var(bn, 2)].shape)) for bn, _ in stats]
         width = (1 + n_sums if last else 0) + 2 * sum(stat_sizes)
         lines.append(f"define(aux_width, {width})")
+        gathered = self.zero is not None and self.zero.stage == 3
+        if gathered:
+            # ZeRO 3: the stage's parameters are slices between steps; the
+            # pass starts by all-gathering them over the data group (whose
+            # members run this same program), before any pipe message
+            lines.append(f"define(dgroup, {int(self.dg)})")
+            lines += self.zero.gather_lines()
         # The micro-batches' sums of this locality, in the fixed order of
         # the one-locality deterministic run (aligned blocks of a pairwise
         # tree), are the pass's result; the update program sums them over
@@ -834,7 +842,7 @@ class StageStep:
         lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent)}))")
         chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(m))
         body = ",\n  ".join(lines)
-        head_args = ", ".join(P + S)
+        head_args = ", ".join((self.zero.shards if gathered else P) + S)
         pass_text = "".join(defs) + (f"define(stage_pass, {head_args}{', ' if head_args else ''}"
                                      f"{chunk_args}, block(\n  {body}))\nstage_pass\n")
         first = "".join(defs).count("\n") + 2  # the line of lines[0]
@@ -846,9 +854,9 @@ class StageStep:
         zero = self.zero
         if zero is not None:
             lines.append(f"define(dgroup, {int(self.dg)})")
-        # ZeRO 2 in normal mode: each bucket of the stage's gradients is
-        # reduce-scattered, so only this member's slice of the sum is made
-        scatter = zero is not None and zero.stage == 2 and not self.deterministic
+        # ZeRO 2 and 3 in normal mode: each bucket of the stage's gradients
+        # is reduce-scattered, so only this member's slice of the sum is made
+        scatter = zero is not None and zero.stage >= 2 and not self.deterministic
         if scatter:
             lines += zero.reduce_scatter_lines({v: f"p_{starts[0]}_{k}"
                                                 for k, v in enumerate(P)})
@@ -856,14 +864,15 @@ class StageStep:
             target = "total_aux" if k == "aux" else grads[int(k)]
             mine = [f"p_{st}_{k}" for st in starts]
             if scatter and k != "aux":
-                continue
+                continue  # reduce-scattered above
             if self.d == 1:
                 lines.append(f"define({target}, {_fixed_sum(mine)})")
             elif self.deterministic:
                 rows = ", ".join(f"ravel({z})" for z in mine)
                 lines.append(f"define(parts_{k}, all_gather(stack(list({rows})), {dg}))")
                 total = _fixed_sum([f"parts_{k}[{q}]" for q in range(self.d * len(starts))])
-                shape = "[-1]" if k == "aux" else f"shape({P[int(k)]})"
+                shape = "[-1]" if k == "aux" else \
+                    f"[{', '.join(str(int(z)) for z in weights[P[int(k)]].shape)}]"
                 lines.append(f"define({target}, reshape({total}, {shape}))")
             else:
                 lines.append(f"define({target}, all_reduce({mine[0]}, \"sum\", {dg}))")
@@ -875,26 +884,30 @@ class StageStep:
         if last:
             mine = f"total_aux[0:{lm_width}]"
         elif regs:
+            if gathered:  # ZeRO 3: the regularizers read the whole weights
+                lines += zero.gather_lines()
             mine = (f"concatenate(list(reshape(astype({' + '.join(regs)}, \"float64\"), [1]), "
                     f"zeros({n_all}, dtype=\"float64\")))")
         else:
             mine = f"zeros({lm_width}, dtype=\"float64\")"
         lines.append(f"define(lm, {mine})")
+        new_p = P
         if zero is None:
             upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
                                   iteration_expr="iteration")
             self.O = [z.name for z in upd.state]
             lines += upd.statements
         else:
-            # ZeRO 1 and 2 on the stage's data group: this member's slices of
-            # the summed gradients and of the parameters, their update, and
-            # the whole parameters all-gathered (zero.py)
-            # (ZeRO 2 in deterministic mode: the fixed sum above is whole,
-            # then sliced, as stage 1 does)
+            # ZeRO on the stage's data group: this member's slices of the
+            # summed gradients and (1, 2) of the parameters, their update,
+            # and (1, 2) the whole parameters all-gathered; ZeRO 3 returns
+            # the updated slices (zero.py). ZeRO 2 and 3 in deterministic
+            # mode: the fixed sum above is whole, then sliced, as stage 1 does.
             if not scatter:
                 lines += zero.slice_lines(dict(zip(P, grads)), zero.grads)
             lines += model._zero_update_lines(zero, P, grads, zero_grads=True)
             self.O = [z.name for z in zero.state]
+        new_p = zero.shards if gathered else P  # ZeRO 3: the updated slices
         off = 1 + n_sums if last else 0
         for bn, _ in stats:
             mo = bn.momentum
@@ -905,10 +918,10 @@ class StageStep:
                 lines.append(f"define({v}, {mo!r} * {v} + {1.0 - mo!r} * "
                              f"reshape({stat}, shape({v})))")
                 off += n
-        lines.append(f"list(lm, list(), list({', '.join(P)}), "
+        lines.append(f"list(lm, list(), list({', '.join(new_p)}), "
                      f"list({', '.join(self.O)}), list({', '.join(S)}))")
         body = ",\n  ".join(lines)
-        upd_args = ", ".join(P + S + self.O + partials)
+        upd_args = ", ".join(new_p + S + self.O + partials)
         tail = ", drank" if zero is not None else ""
         update_text = (f"define(stage_update, {upd_args}, iteration, lr{tail}, block(\n"
                        f"  {body}))\n"
@@ -926,10 +939,18 @@ class StageStep:
         if self.is_whole:
             self.drop()
         values = self._values
-        state = ([values(v) for v in self.P] + [values(v) for v in self.S] +
-                 [self.opt[z] for z in self.O])
+        params = list(self.params) if self.params is not None else [values(v) for v in self.P]
+        state = params + [values(v) for v in self.S] + [self.opt[z] for z in self.O]
         return state + model._chunk_args(arrays, n, self.chunks, self.d, self.data_rank, seed,
                                          it) + [it, lr]
+
+    def _n_params(self) -> int:
+        """The number of parameter arguments of the step: the stage's
+        trainable weights, or under ZeRO 3 their buckets' slices."""
+        return len(self.zero.shards) if self._sliced() else len(self.P)
+
+    def _sliced(self) -> bool:
+        return self.zero is not None and self.zero.stage == 3
 
     def _values(self, v):
         layer, p = self.model._owner[v]
@@ -939,8 +960,11 @@ class StageStep:
         """Stores the stage's new weights and optimizer state; (loss, sums)."""
         loss, mets, new_p, new_o, new_s = result
         model = self.model
-        for v, a in zip(self.P, new_p):
-            model._set(v, a)
+        if self._sliced():
+            self.params = list(new_p)
+        else:
+            for v, a in zip(self.P, new_p):
+                model._set(v, a)
         self.opt = dict(zip(self.O, new_o))
         for v, a in zip(self.S, new_s):
             model._set(v, a)
@@ -950,8 +974,9 @@ class StageStep:
     def begin(self):
         """fit's start (after program): from the whole weights and optimizer
         state, this locality keeps its stage's (under ZeRO, its slices of
-        the stage's optimizer state over the data group); the other stages'
-        are dropped until `whole` gathers them on demand."""
+        the stage's optimizer state over the data group, and under ZeRO 3
+        of its weights too); the other stages' are dropped until `whole`
+        gathers them on demand."""
         model = self.model
         whole = model._opt_state
         self.shapes = {}  # every weight and state array: (shape, dtype), for whole
@@ -965,6 +990,9 @@ class StageStep:
             self.opt = {z: whole[z] for z in self.O}
         else:
             self.opt = self.zero.state_shards(whole, self.data_rank)
+        if self._sliced():  # ZeRO 3: the stage's parameters as slices too
+            self.params = self.zero.param_shards({v: self._values(v) for v in self.P},
+                                                 self.data_rank)
         self.scalars = {z.name: whole[z.name] for z in getattr(model, "_opt_statevars", None)
                         or [] if z.scalar}
         model.__dict__["_stage_live"] = self
@@ -979,8 +1007,9 @@ class StageStep:
         """Only this stage's weights and optimizer state stay (the others'
         references are dropped: None in the layers, no whole state dict)."""
         model = self.model
+        mine = set(self.P) if self._sliced() else set()  # ZeRO 3: held as slices
         for v, (layer, p) in model._owner.items():
-            if self.owner[v] != self.stage:
+            if self.owner[v] != self.stage or v in mine:
                 layer._values[p.name] = None
         model.__dict__["_opt_state_whole"] = None
         self.is_whole = False
@@ -996,6 +1025,9 @@ class StageStep:
         model = self.model
         own = dict(self.opt) if self.zero is None else \
             self.zero.whole_state(self.opt, self.dg)
+        if self._sliced():  # ZeRO 3: the stage's parameters from the slices
+            for v, a in self.zero.whole_params(self.params, self.dg).items():
+                model._set(v, a)
         state = dict(self.scalars)
         for z, a in own.items():
             if np.ndim(a) == 0:
@@ -1046,11 +1078,14 @@ class StageStep:
         state: its parameters, their gradients (under ZeRO 2 this member's
         slices) and its optimizer state (under ZeRO its slices)."""
         itemsize = np.dtype(self.model.dtype).itemsize
-        params = sum(np.asarray(self._values(v)).nbytes for v in self.P)
+        if self._sliced():
+            params = sum(np.asarray(a).nbytes for a in self.params)
+        else:
+            params = sum(np.asarray(self._values(v)).nbytes for v in self.P)
         if self.zero is not None and self.zero.stage >= 2:
             grads = sum(self.zero.k) * itemsize
         else:
-            grads = sum(math.prod(np.shape(self._values(v))) for v in self.P) * itemsize
+            grads = sum(math.prod(self.shapes[("w", v)][0]) for v in self.P) * itemsize
         opt = sum(np.asarray(a).nbytes for a in self.opt.values() if np.ndim(a) > 0)
         return {"parameters": int(params), "gradients": int(grads), "optimizer": int(opt),
                 "total": int(params + grads + opt)}
@@ -1134,11 +1169,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     step = StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
     d = mesh.size("data")
     if zero and d > 1:
-        if zero == 3:
-            raise ValueError(f"[fit] ZeRO stage 3 (zero=3) with pipeline stages (TESSERA_MESH "
-                             f"pipeline={p}, data={d}) is not supported yet: use zero=1 or 2, "
-                             "which shard each stage's optimizer state (and gradients) over "
-                             "its data group")
         from .zero import ZeroPlan  # noqa: PLC0415
 
         weights = model.weights
