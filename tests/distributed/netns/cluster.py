@@ -4,7 +4,7 @@ usage: cluster.py TESSERA CASE
 
 Cases on emulated hosts (network namespaces made by hosts.sh, ranks started
 through an rsh agent that enters them, each with a fresh environment as ssh
-gives): hosts, env_list, network, start_errors, rank_dies, slurm, link_down,
+gives): hosts, env_list, mesh_2d, network, start_errors, rank_dies, slurm, link_down,
 heartbeat_stop, sigterm, sigint, sigkill. Exit status 77 (ctest: skipped) where namespaces cannot be made.
 Cases on this machine alone: local_sigterm, local_sigint, local_sigkill, options, output_dir,
 output_dir_restarts, partial_lines.
@@ -149,6 +149,24 @@ def case_hosts():
     print(out)
     if code != 0 or "[rank 0@node1] env ok on 3 hosts" not in out:
         fail("environment on 3 hosts")
+
+
+def case_mesh_2d():
+    # A 2-D mesh across two hosts: the tensor groups (consecutive ranks) each
+    # within a host, the data groups across them. Tensor-parallel layers
+    # trained with fit on the data axis, plain and under ZeRO, against one
+    # process (tests/distributed/zero_mesh.py); the placement as documented.
+    code, out = run_on_node1(["-n", "4", "--hosts", "node1:2,node2:2", *AGENT,
+                              "--mesh", "data=2,tensor=2", os.path.join(DIST, "zero_mesh.py")],
+                             timeout=300)
+    print(out)
+    if code != 0 or not re.search(r"^\[rank 3@node2\] rank 3: ok$", out, re.M):
+        fail("zero_mesh.py on a data=2 x tensor=2 mesh over 2 hosts")
+    code, out = run_on_node1(["-n", "4", "--hosts", "node1:2,node2:2", *AGENT,
+                              "--mesh", "data=2,tensor=2", os.path.join(DIST, "mesh_env.py")])
+    print(out)
+    if code != 0 or not re.search(r"^\[rank 3@node2\] rank 3: ok$", out, re.M):
+        fail("mesh_env.py on a data=2 x tensor=2 mesh over 2 hosts")
 
 
 def case_env_list():
@@ -515,6 +533,7 @@ def case_output_dir_restarts():
 NETNS_CASES = {
     "hosts": case_hosts,
     "env_list": case_env_list,
+    "mesh_2d": case_mesh_2d,
     "network": case_network,
     "start_errors": case_start_errors,
     "rank_dies": case_rank_dies,
