@@ -323,8 +323,10 @@ Future<Value> dot_tiled(Args& a, const char* op) {
   if (yn == 2) out_shape.push_back(y.shape[1]);
   const std::string xs = a.param_name(0), ys = a.param_name(1);
   if (a[0].is_tiled() && a[1].is_tiled()) check_same_group(a, 0, 1);
-  // The group of the result: that of the tiled operands.
-  const int group = a[0].is_tiled() ? a[0].as_tiled().group : a[1].as_tiled().group;
+  // The group of the result: that of the tiled operands (every locality for two plain ones).
+  const int group = a[0].is_tiled()   ? a[0].as_tiled().group
+                    : a[1].is_tiled() ? a[1].as_tiled().group
+                                      : 0;
   const GroupInfo members = group_info(group, op);
   auto unsupported = [&](const std::string& hint) -> Future<Value> {
     throw std::invalid_argument(error_message(
