@@ -102,3 +102,29 @@ def test_arrays_made_by_tessera_come_back_as_themselves():
     assert first.run([part]) == [7.0, 0.5, 1 << 19]
     assert tessera.Program("lambda(x, block(setitem(x, 9.0, 5), x[5]))").run([w]) == 9.0
     assert w[5] == 9.0
+
+
+def test_fit_hands_the_step_its_state_with_nan_policy_continue():
+    # Eight Dense(512) layers (2.1 M parameters: 8 MiB of weights, 16 MiB of
+    # Adam's moments). With 'stop' fit keeps the state it gives a step (to
+    # give it back on a non-finite loss), so the step's new state comes on
+    # top of it; with 'continue' it hands it over and each old array goes
+    # as its new one is made. The weights are the same.
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 512)).astype(np.float32)
+    y = rng.standard_normal((64, 512)).astype(np.float32)
+    peaks, weights = {}, {}
+    for policy in ("stop", "continue"):
+        model = nn.Sequential([nn.Dense(512, activation="relu") for _ in range(7)] +
+                              [nn.Dense(512)], input_shape=(512,), seed=1)
+        model.compile(optimizer=tessera.optim.Adam(1e-3), loss="mse")
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, nan_policy=policy)
+        before = tessera.memory_stats()["live_bytes"]
+        tessera.reset_peak_memory()
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, nan_policy=policy)
+        peaks[policy] = tessera.memory_stats()["peak_live_bytes"] - before
+        weights[policy] = model.get_weights()
+    state = 12 * 2_101_248  # weights and two moments, float32
+    assert peaks["continue"] < peaks["stop"] - state // 3, peaks
+    for a, b in zip(weights["stop"], weights["continue"]):
+        np.testing.assert_array_equal(a, b)
