@@ -961,11 +961,13 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                         if n_ranks > 1:
                             _core._drop_gradient_buckets()
                         if hand_over:
-                            e.add_note(
-                                "[fit] the step failed after fit handed it the weights and "
-                                "optimizer state (nan_policy='continue'), which it may have "
-                                "freed: the model has no weights now; resume from a "
-                                "checkpoint (fit(resume_from=...)) or build it again")
+                            note = ("[fit] the step failed after fit handed it the weights and "
+                                    "optimizer state (nan_policy='continue'), which it may have "
+                                    "freed: the model has no weights now; resume from a "
+                                    "checkpoint (fit(resume_from=...)) or build it again")
+                            if not hasattr(e, "add_note"):  # Python < 3.11
+                                raise RuntimeError(note) from e
+                            e.add_note(note)
                             raise
                         if self._zero is not None:
                             self._zero_restore(state, P, S)
