@@ -299,13 +299,16 @@ class Compiler {
 
   // The variables of the frame F of a function body that `n` (run in F,
   // or `nesting` functions inside it) reads directly, and those that a
-  // function made inside F reads or assigns (`captured`).
+  // function made inside F reads or assigns, or that a parallel_block reads
+  // (its tasks read when they run, maybe after the statement has moved on):
+  // `captured`, never released.
   static void frame_uses(const Node* n, int nesting, std::vector<size_t>& reads,
-                         std::set<size_t>& captured) {
+                         std::set<size_t>& captured, bool lazy = false) {
     if (!n) return;
+    if (dynamic_cast<const ParallelBlockNode*>(n)) lazy = true;
     if (auto* v = dynamic_cast<const VariableNode*>(n)) {
       if (v->depth() != nesting) return;
-      if (nesting == 0) {
+      if (nesting == 0 && !lazy) {
         reads.push_back(v->slot());
       } else {
         captured.insert(v->slot());
@@ -314,15 +317,17 @@ class Compiler {
     }
     if (auto* a = dynamic_cast<const AssignNode*>(n)) {
       if (nesting > 0 && a->depth() == nesting) captured.insert(a->slot());
-      frame_uses(a->value(), nesting, reads, captured);
+      frame_uses(a->value(), nesting, reads, captured, lazy);
       return;
     }
     if (auto* f = dynamic_cast<const FunctionNode*>(n)) {
-      for (const auto& d : f->code().defaults) frame_uses(d.get(), nesting, reads, captured);
-      frame_uses(f->code().body.get(), nesting + 1, reads, captured);
+      for (const auto& d : f->code().defaults) {
+        frame_uses(d.get(), nesting, reads, captured, lazy);
+      }
+      frame_uses(f->code().body.get(), nesting + 1, reads, captured, lazy);
       return;
     }
-    for (const Node* c : n->children()) frame_uses(c, nesting, reads, captured);
+    for (const Node* c : n->children()) frame_uses(c, nesting, reads, captured, lazy);
   }
 
   NodePtr call(const AstPtr& a, Scope& scope) {

@@ -125,3 +125,18 @@ TEST(Liveness, GradientsAreUnchanged) {
   EXPECT_NEAR(l[1].as_array().get_double(0), g0 * 1.0 + g1 * 2.0, 1e-12);
   EXPECT_NEAR(l[1].as_array().get_double(1), g0 * 0.5 + g1 * -1.0, 1e-12);
 }
+
+// A parallel_block's tasks read the variables when they run, which may be
+// after the statement has moved on (a define of it goes on computing): what
+// it reads is kept. With every node spawned as a task, many times over.
+TEST(Liveness, AParallelBlockStillSeesItsValues) {
+  set_spawn_threshold_ns(0);
+  for (int i = 0; i < 50; ++i) {
+    Value r = eval_string(
+        "define(f, x, block(define(y, parallel_block(x * 2.0, x * 3.0)), define(w, 1.0),\n"
+        "  y + w))\nf(2.0)",
+        {}, "parallel.tsl");
+    ASSERT_EQ(r.str(), "7.0");
+  }
+  set_spawn_threshold_ns(kSpawnThresholdNs);
+}
