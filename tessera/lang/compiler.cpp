@@ -242,7 +242,92 @@ class Compiler {
     hoist(body, inner);
     code->body = compile(body, inner);
     code->frame_size = inner.slots.size();
+    // A loop's body (for_each) runs once per turn in frames the loop may
+    // reuse: its values are left as they are.
+    if (!loop_body) {
+      std::vector<std::string> names(inner.slots.size());
+      for (const auto& [n, slot] : inner.slots) names[slot] = n;
+      code->body = release_at_last_use(code->body, names);
+    }
     return code;
+  }
+
+  // Values freed at their last use: in a function whose body is a block,
+  // each variable of its frame (a parameter or a define) that no function
+  // made inside it reads or stores (a closure could read it at any later
+  // time) is assigned nil right after the last top-level statement that
+  // reads it, so a step's arrays do not all live until it returns (the
+  // gradient code does the same for its intermediates: autodiff.cpp,
+  // release_dead). The statement that reads it has read it by then (a
+  // define that goes on computing took its operands' values or futures);
+  // a branch still to read it after a pending condition is waited for, as
+  // before any assignment (BlockNode, late reads). The block's last
+  // statement gives its value: nothing is added after it.
+  static NodePtr release_at_last_use(const NodePtr& body, const std::vector<std::string>& names) {
+    auto* block = dynamic_cast<const BlockNode*>(body.get());
+    if (!block || block->statements().size() < 2) return body;
+    const auto& stmts = block->statements();
+    std::set<size_t> captured;
+    std::map<size_t, size_t> last_read;  // slot -> index of its last reading statement
+    for (size_t i = 0; i < stmts.size(); ++i) {
+      std::vector<size_t> reads;
+      frame_uses(stmts[i].get(), 0, reads, captured);
+      for (size_t s : reads) last_read[s] = i;
+    }
+    std::vector<std::vector<size_t>> dead(stmts.size());
+    bool any = false;
+    for (const auto& [slot, i] : last_read) {
+      if (i + 1 < stmts.size() && !captured.count(slot)) {
+        dead[i].push_back(slot);
+        any = true;
+      }
+    }
+    if (!any) return body;
+    std::vector<NodePtr> out;
+    for (size_t i = 0; i < stmts.size(); ++i) {
+      out.push_back(stmts[i]);
+      for (size_t slot : dead[i]) {
+        const SourceLoc& at = stmts[i]->loc();
+        // (Labelled "define <release x>" in the tree and its counters.)
+        out.push_back(std::make_shared<AssignNode>(at, "<release " + names[slot] + ">", 0, slot,
+                                                   std::make_shared<ConstantNode>(at, Value()),
+                                                   false));
+      }
+    }
+    return std::make_shared<BlockNode>(body->loc(), std::move(out));
+  }
+
+  // The variables of the frame F of a function body that `n` (run in F,
+  // or `nesting` functions inside it) reads directly, and those that a
+  // function made inside F reads or assigns, or that a parallel_block reads
+  // (its tasks read when they run, maybe after the statement has moved on):
+  // `captured`, never released.
+  static void frame_uses(const Node* n, int nesting, std::vector<size_t>& reads,
+                         std::set<size_t>& captured, bool lazy = false) {
+    if (!n) return;
+    if (dynamic_cast<const ParallelBlockNode*>(n)) lazy = true;
+    if (auto* v = dynamic_cast<const VariableNode*>(n)) {
+      if (v->depth() != nesting) return;
+      if (nesting == 0 && !lazy) {
+        reads.push_back(v->slot());
+      } else {
+        captured.insert(v->slot());
+      }
+      return;
+    }
+    if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+      if (nesting > 0 && a->depth() == nesting) captured.insert(a->slot());
+      frame_uses(a->value(), nesting, reads, captured, lazy);
+      return;
+    }
+    if (auto* f = dynamic_cast<const FunctionNode*>(n)) {
+      for (const auto& d : f->code().defaults) {
+        frame_uses(d.get(), nesting, reads, captured, lazy);
+      }
+      frame_uses(f->code().body.get(), nesting + 1, reads, captured, lazy);
+      return;
+    }
+    for (const Node* c : n->children()) frame_uses(c, nesting, reads, captured, lazy);
   }
 
   NodePtr call(const AstPtr& a, Scope& scope) {

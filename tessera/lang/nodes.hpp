@@ -221,6 +221,7 @@ class BlockNode : public Node {
   }
   std::string label() const override { return "block"; }
   std::vector<const Node*> children() const override;
+  const std::vector<NodePtr>& statements() const { return body_; }
 
  private:
   // The defines still computing: done (nil) or failed futures, in order.

@@ -168,10 +168,13 @@ std::vector<Value> to_values(const py::list& args) {
   return values;
 }
 
-py::object run_program(const Program& program, const py::list& args) {
+py::object run_program(const Program& program, const py::list& args, bool consume) {
   drain_released_references();
   WriteBackScope write_back;
   std::vector<Value> values = to_values(args);
+  // Handed over: the list lets go of its items, so arrays nothing else in
+  // Python holds are the program's alone, freed at their last use in it.
+  if (consume) PyList_SetSlice(args.ptr(), 0, PY_SSIZE_T_MAX, nullptr);
   Value result;
   {
     watch_sigint();
@@ -250,9 +253,12 @@ PYBIND11_MODULE(_core, m) {
            py::arg("text"), py::arg("file") = "<jit>",
            "Compiles `text` (expression language); `file` names it in error messages. "
            "Raises CompileError on errors.")
-      .def("run", &run_program, py::arg("args") = py::list(),
+      .def("run", &run_program, py::arg("args") = py::list(), py::arg("consume") = false,
            "Evaluates the program with the GIL released and returns its value; if the value "
-           "is a function it is called with `args`.")
+           "is a function it is called with `args`. With consume=True the arguments are handed "
+           "over: `args` is emptied once they are converted, so an array that tessera made and "
+           "nothing else in Python holds is the program's alone, and is freed after the "
+           "program's last read of it instead of after the run.")
       .def("tree_dot", &Program::tree_dot,
            "The execution tree as Graphviz DOT, with per-node counters.")
       .def("counters_csv", &Program::counters_csv,

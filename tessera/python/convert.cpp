@@ -174,13 +174,16 @@ py::dtype numpy_dtype(DType dt) {
 
 // A NumPy array viewing `a`'s elements (with its strides: a view stays a
 // view), which a capsule keeps alive; read-only when `a` is.
+// The name of the capsules view_of makes (tessera_array_of finds them).
+constexpr const char* kArrayCapsule = "tessera.Array";
+
 py::array view_of(const Array& a) {
   std::vector<ssize_t> shape(a.shape().begin(), a.shape().end());
   std::vector<ssize_t> strides;
   const ssize_t es = static_cast<ssize_t>(dtype_size(a.dtype()));
   for (int64_t st : a.strides()) strides.push_back(static_cast<ssize_t>(st) * es);
   auto* keep = new Array(a);
-  py::capsule owner(keep, [](void* p) { delete static_cast<Array*>(p); });
+  py::capsule owner(keep, kArrayCapsule, [](void* p) { delete static_cast<Array*>(p); });
   py::array out(numpy_dtype(a.dtype()), std::move(shape), std::move(strides), a.origin_raw(), owner);
   if (!a.writable()) py::detail::array_proxy(out.ptr())->flags &= ~kWriteable;
   return out;
@@ -189,10 +192,39 @@ py::array view_of(const Array& a) {
 // The converted arrays of the WriteBackScope in force on this thread.
 thread_local std::vector<std::pair<py::object, Array>>* tl_write_back = nullptr;
 
+// The Array behind a NumPy array that view_of made (the whole of it, same
+// dtype, shape, strides and writability), or null. Passed back to tessera it
+// is that Array, with no Python reference between: once Python lets go of
+// the NumPy array (Program.run(consume=True)), a program holds the only
+// reference and frees the elements at their last use, on any thread (a
+// wrapped buffer could only be let go by a thread holding the GIL).
+const Array* tessera_array_of(const py::array& arr, DType dt) {
+  py::object base = arr.base();
+  if (!base || !PyCapsule_IsValid(base.ptr(), kArrayCapsule)) return nullptr;
+  auto* a = static_cast<const Array*>(PyCapsule_GetPointer(base.ptr(), kArrayCapsule));
+  if (!a || a->dtype() != dt || a->origin_raw() != arr.data() ||
+      a->ndim() != static_cast<int>(arr.ndim()) ||
+      a->writable() != ((arr.flags() & kWriteable) != 0)) {
+    return nullptr;
+  }
+  const ssize_t es = arr.itemsize();
+  const std::vector<int64_t> strides = a->strides();
+  for (ssize_t k = 0; k < arr.ndim(); ++k) {
+    if (a->dim(static_cast<int>(k)) != arr.shape()[k] ||
+        strides[static_cast<size_t>(k)] * es != arr.strides()[k]) {
+      return nullptr;
+    }
+  }
+  return a;
+}
+
 Array array_from_numpy(py::handle obj) {
   auto arr = py::reinterpret_borrow<py::array>(obj);
   bool exact = false;
   DType dt = dtype_for(arr.dtype(), exact);
+  if (exact) {
+    if (const Array* own = tessera_array_of(arr, dt)) return *own;
+  }
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
   const ssize_t es = arr.itemsize();
   // Any layout NumPy has (slices, transposes, negative or zero strides) is

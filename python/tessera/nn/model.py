@@ -901,6 +901,12 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         if chunks:
             _core.set_deterministic(True)
         names = self.metrics_names[1:]
+        # nan_policy='continue': each step is handed the weights and optimizer
+        # state (the model and fit drop their references, Program.run
+        # consumes its arguments), so the step frees the old arrays at their
+        # last use instead of holding them beside the new ones. 'stop' keeps
+        # them, to give them back when the loss is not finite.
+        hand_over = nan_policy == "continue" and pipe is None
         if plan is not None:
             self._zero_begin(plan, rank, dgroup, P)
         if pipe is not None:
@@ -934,6 +940,8 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                     n = batch.global_size
                     lr = self._learning_rate(it)
                     state = self._step_state(P, S) if pipe is None else None
+                    if hand_over:
+                        self._hand_over_state(P, S)
                     group_args = [dgroup, rank] if n_ranks > 1 else []
                     if pipe is not None:
                         args = pipe.args(arrays, n, it, lr, seed)
@@ -946,18 +954,30 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                             extra = [len(arrays[0]) / n] + group_args
                         args = state + arrays + [it, lr, (seed * 1_000_003 + it) * 64 + rank] \
                             + extra
+                    if hand_over:
+                        state = None  # only `args` holds them now, and run empties it
                     t_step = _core._trace_now()
                     try:
                         if pipe is not None:
                             loss, mets = pipe.take(prog.run(args))
                             new_p = new_o = new_s = ()
                         else:
-                            loss, mets, new_p, new_o, new_s = prog.run(args)
-                    except Exception:
+                            loss, mets, new_p, new_o, new_s = prog.run(args,
+                                                                       consume=hand_over)
+                    except Exception as e:
                         # A step that failed part way may leave gradient
                         # buckets waiting for members; the next would meet them.
                         if n_ranks > 1:
                             _core._drop_gradient_buckets()
+                        if hand_over:
+                            note = ("[fit] the step failed after fit handed it the weights and "
+                                    "optimizer state (nan_policy='continue'), which it may have "
+                                    "freed: the model has no weights now; resume from a "
+                                    "checkpoint (fit(resume_from=...)) or build it again")
+                            if not hasattr(e, "add_note"):  # Python < 3.11
+                                raise RuntimeError(note) from e
+                            e.add_note(note)
+                            raise
                         if self._zero is not None:
                             self._zero_restore(state, P, S)
                         raise
@@ -980,6 +1000,9 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
                             self._opt_state[v] = a
                     for v, a in zip(S, new_s):
                         self._set(v, a)
+                    # Only the model holds the new state now: the next step is
+                    # handed it alone (hand_over), not beside these names.
+                    new_p = new_o = new_s = a = None
                     self._iteration += 1
                     seen += n
                     total_loss += loss * n
@@ -1088,6 +1111,17 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         header = {"training": manifest["training"], "iteration": manifest["step"]}
         return apply_training_state(self, _ck._tensors_from(manifest, data, path), header, path,
                                     "resume_from")
+
+    def _hand_over_state(self, P, S):
+        """The model lets go of the weights and optimizer state a step was
+        given (fit with nan_policy='continue'); the step's results are set
+        back after it."""
+        for v in P + S:
+            layer, p = self._owner[v]
+            layer._values[p.name] = None
+        if self._zero is None:
+            for v in self._opt_vars:
+                self._opt_state[v] = None
 
     def _step_state(self, P, S) -> list:
         """The weights and optimizer state a training step starts with."""

@@ -520,7 +520,7 @@ class ProgramsMixin:
             (", dgroup" if overlap or gather is not None else "")
         lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
                  f"({args}, {data}, seed{extra}))",
-                 "define(grads, r[1])"]
+                 "define(grads, r[1])", "define(r_value, r[0])", "define(r_aux, r[2])"]
         if gather is not None:
             lines += [f"define({g}, grads[{j}])" for j, g in enumerate(zero.grads)]
         else:
@@ -541,15 +541,15 @@ class ProgramsMixin:
         for j, (bn, _) in enumerate(stats):
             m = bn.momentum
             mean_v, var_v = self._bn_var(bn, 2), self._bn_var(bn, 3)
-            bmean = across(f"r[2][{j + 1}][0]")
-            bvar = across(f"r[2][{j + 1}][1]")
+            bmean = across(f"r_aux[{j + 1}][0]")
+            bvar = across(f"r_aux[{j + 1}][1]")
             lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
-        hs = [f"r[2][0][{k}]" for k in range(len(self._outputs))]
+        hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
         mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
-        loss_value = across("r[0]", weighted_=not weighted_loss)  # weighted already
+        loss_value = across("r_value", weighted_=not weighted_loss)  # weighted already
         held_p = zero.shards if zero is not None and zero.stage == 3 else P
         opt_vars = self._opt_vars if zero is None else [s.name for s in zero.state]
         lines.append(f"list({loss_value}, list({', '.join(mets)}), list({', '.join(held_p)}), "

@@ -342,6 +342,28 @@ TEST_F(Dataflow, ALaterAssignmentInsideAFunctionWaitsToo) {
   EXPECT_EQ(v.as_int(), 450);
 }
 
+TEST_F(Dataflow, AValueReleasedAfterItsLastUseWaitsForAPendingBranch) {
+  // Inside a function the variables are let go after their last read
+  // (compiler.cpp, release_at_last_use): y and z after the if, whose
+  // condition is pending, so its branch reads them only when the gate opens;
+  // and a, pending itself, after the define of b that reads it. Every read
+  // still sees its value.
+  arm(25);
+  arm(26);
+  Running r(
+      "define(f, y, block(define(z, y + 1), define(a, test_gate(y * 3, 26)), define(b, a + 1),\n"
+      "  define(c, if(test_gate(true, 25), y * 10 + z, 0)), define(w, 7), list(b, c, w)))\n"
+      "f(2)");
+  EXPECT_TRUE(reached(26, 10.0));
+  EXPECT_TRUE(reached(25, 10.0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  open(25);
+  open(26);
+  r.join();
+  if (r.error) std::rethrow_exception(r.error);
+  EXPECT_EQ(r.result.str(), "[7, 23, 7]");
+}
+
 TEST_F(Dataflow, AConditionThatIsThereReadsNothingLate) {
   // The define is pending for its own value (the gate), not its if: the
   // statement after it that assigns x need not wait (it runs before the gate
