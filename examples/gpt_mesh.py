@@ -263,7 +263,7 @@ def main(argv=None):
         if zero == 3 or t * pp > 1:
             advice = "a smaller model or batch, a larger --memory-limit, or more localities"
         else:
-            advice = "use --zero 3 or a tensor/pipeline mesh"
+            advice = "use a tensor/pipeline mesh (e.g. --mesh tensor=2,pipeline=2)"
         print(f"[gpt_mesh] out of memory {where} on locality {rank}: {kind} on {dist.size()} "
               f"localities needs ~{size(state)} per locality for weights, gradients and Adam "
               f"state ({state / P:.3g} B/param x {P / 1e6:.1f} M) + activations; the limit is "

@@ -110,7 +110,7 @@ def test_out_of_memory_is_reported_with_what_the_mode_needs():
     message = re.escape(
         " on locality 0: data parallelism on 1 localities needs ~15.5 MiB per locality for "
         "weights, gradients and Adam state (16 B/param x 1.0 M) + activations; the limit is "
-        "5.1 MiB (--memory-limit, RLIMIT_DATA): use --zero 3 or a tensor/pipeline mesh")
+        "5.1 MiB (--memory-limit, RLIMIT_DATA): use a tensor/pipeline mesh (e.g. --mesh tensor=2,pipeline=2)")
     assert re.search(r"^\[gpt_mesh\] out of memory (building the model|training)"
                      r"( \(no memory for a thread's stack\))?" + message + "$",
                      proc.stdout, re.M), proc.stdout
