@@ -171,15 +171,13 @@ class VocabParallelEmbedding(_FromLayer, _SplitLayer, Embedding):
         return self._through("tp_reduce", rows)
 
 
-class _ColumnConv(_FromLayer, _SplitLayer):
-    """A convolution whose filters (output channels) are split over a tensor
-    group: member k holds filters [lo_k, hi_k) of the kernel (..., in,
-    filters) and of the bias; the input (replicated) enters through tp_copy
-    and the output is this member's channels (feed it to a RowParallelConv)."""
+class _SplitConv(_FromLayer, _SplitLayer):
+    """What the two split convolutions share: the checks and the plain
+    convolution's construction."""
 
-    def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
-                 activation=None, use_bias=True, kernel_initializer="glorot_uniform",
-                 bias_initializer="zeros", group=None, name=None, input_shape=None, **kwargs):
+    def _init_conv(self, filters, kernel_size, strides, padding, dilation_rate, activation,
+                   use_bias, kernel_initializer, bias_initializer, group, name, input_shape,
+                   kwargs):
         self._refuse_regularizers(kwargs, ("kernel_regularizer", "bias_regularizer"))
         if kwargs.get("groups", 1) != 1:
             raise ValueError(f"[{self.kind}] groups={kwargs['groups']!r} cannot be split over a "
@@ -190,6 +188,20 @@ class _ColumnConv(_FromLayer, _SplitLayer):
                          bias_initializer=bias_initializer, name=name, input_shape=input_shape,
                          **kwargs)
         self._init_group(group)
+
+
+class _ColumnConv(_SplitConv):
+    """A convolution whose filters (output channels) are split over a tensor
+    group: member k holds filters [lo_k, hi_k) of the kernel (..., in,
+    filters) and of the bias; the input (replicated) enters through tp_copy
+    and the output is this member's channels (feed it to a RowParallelConv)."""
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
+                 activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", group=None, name=None, input_shape=None, **kwargs):
+        self._init_conv(filters, kernel_size, strides, padding, dilation_rate, activation,
+                        use_bias, kernel_initializer, bias_initializer, group, name, input_shape,
+                        kwargs)
         if self.activation in _MIXING and self.tensor_size > 1:
             raise ValueError(f"[{self.kind}] activation {self.activation!r} needs every output "
                              f"channel, but each member holds a slice (layer {self.name!r})")
@@ -208,7 +220,7 @@ class _ColumnConv(_FromLayer, _SplitLayer):
         return super().forward(self._through("tp_copy", x), p, ctx)
 
 
-class _RowConv(_FromLayer, _SplitLayer):
+class _RowConv(_SplitConv):
     """A convolution whose input channels are split over a tensor group (its
     input is a ColumnParallelConv's output, this member's channels): member k
     holds input channels [lo_k, hi_k) of the kernel (..., in, filters); the
@@ -219,16 +231,9 @@ class _RowConv(_FromLayer, _SplitLayer):
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
                  activation=None, use_bias=True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", group=None, name=None, input_shape=None, **kwargs):
-        self._refuse_regularizers(kwargs, ("kernel_regularizer", "bias_regularizer"))
-        if kwargs.get("groups", 1) != 1:
-            raise ValueError(f"[{self.kind}] groups={kwargs['groups']!r} cannot be split over a "
-                             "tensor group (grouped convolutions are not supported here; "
-                             "use groups=1)")
-        super().__init__(filters, kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, kernel_initializer=kernel_initializer,
-                         bias_initializer=bias_initializer, name=name, input_shape=input_shape,
-                         **kwargs)
-        self._init_group(group)
+        self._init_conv(filters, kernel_size, strides, padding, dilation_rate, activation,
+                        use_bias, kernel_initializer, bias_initializer, group, name, input_shape,
+                        kwargs)
         self.extents = None
 
     def _local_input_shape(self, shape):
