@@ -544,9 +544,11 @@ class Optimizer:
                        state)
         return UpdateCode(statements, state)
 
-    def init_state(self, params: Mapping[str, object], state: Sequence[StateVar]) -> dict:
+    def init_state(self, params: Mapping[str, object], state: Sequence[StateVar],
+                   views: bool = False) -> dict:
         """The start values of ``state`` (from ``update_code``) as NumPy arrays shaped like
-        the named parameters."""
+        the named parameters; with ``views``, read-only broadcast views of one value each
+        (no memory: ZeRO slices them before the first step)."""
         import numpy as np
 
         out = {}
@@ -556,7 +558,8 @@ class Optimizer:
                 continue
             p = np.asarray(params[s.param])
             dtype = p.dtype if p.dtype in (np.float32, np.float64) else np.float64
-            out[s.name] = np.full(p.shape, s.init, dtype=dtype)
+            out[s.name] = np.broadcast_to(np.array(s.init, dtype=dtype), p.shape) if views \
+                else np.full(p.shape, s.init, dtype=dtype)
         return out
 
     def get_config(self) -> dict:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tessera import nn, optim
-from tessera.nn.zero import ZeroPlan, zero_fresh_state, zero_setting
+from tessera.nn.zero import ZeroPlan, zero_setting
 
 
 def plan(stage=1, d=4, unit=4):
@@ -51,8 +51,9 @@ def test_state_names_and_fresh_state():
     assert sl["opt_zp_1_v"].shape == (p.k[1],) and (sl["opt_zp_1_v"] == 2.0).all()
     # a fresh state's stand-ins have its shapes and values and take no memory
     params = {v: np.zeros(s, np.float32) for v, s in p.shapes.items()}
-    state = optim.Adagrad(0.1).update_code(list(p.shapes), ["g0", "g1", "g2"]).state
-    stand_in = zero_fresh_state(params, state)
+    opt = optim.Adagrad(0.1)
+    state = opt.update_code(list(p.shapes), ["g0", "g1", "g2"]).state
+    stand_in = opt.init_state(params, state, views=True)
     assert stand_in["opt_a_accumulator"].shape == (3, 5)
     assert stand_in["opt_a_accumulator"].strides == (0, 0)
     assert float(stand_in["opt_a_accumulator"][2, 4]) == pytest.approx(0.1)

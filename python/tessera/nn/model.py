@@ -27,7 +27,7 @@ from . import pipeline as _pipeline
 from .functional import call_layer, clone_graph, collect_layers
 from .layers import Layer, _with_batch, initial_value
 from .programs import ProgramsMixin, _function_metric
-from .zero import ZeroMixin, ZeroPlan, zero_fresh_state as _zero_fresh_state, zero_setting
+from .zero import ZeroMixin, ZeroPlan, zero_setting
 from .symbolic import GraphWriter, Input, KerasTensor
 
 __all__ = ["Model", "Sequential", "History"]
@@ -858,8 +858,8 @@ class Model(ZeroMixin, ProgramsMixin, Layer):
         if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
             # under ZeRO a fresh state is never made whole: read-only stand-ins
             # of its shapes (no memory) until _zero_begin makes the slices
-            self._opt_state = _zero_fresh_state(self.weights, self._opt_statevars) \
-                if plan is not None else opt.init_state(self.weights, self._opt_statevars)
+            self._opt_state = opt.init_state(self.weights, self._opt_statevars,
+                                             views=plan is not None)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
         steps = n_batches if steps_per_epoch is None else (

@@ -908,16 +908,7 @@ class StageStep:
             lines += model._zero_update_lines(zero, P, grads, zero_grads=True)
             self.O = [z.name for z in zero.state]
         new_p = zero.shards if gathered else P  # ZeRO 3: the updated slices
-        off = 1 + n_sums if last else 0
-        for bn, _ in stats:
-            mo = bn.momentum
-            for index_ in (2, 3):
-                v = model._bn_var(bn, index_)
-                n = int(np.prod(weights[v].shape))
-                stat = f"astype(total_aux[{off}:{off + n}], \"{dtype}\")"
-                lines.append(f"define({v}, {mo!r} * {v} + {1.0 - mo!r} * "
-                             f"reshape({stat}, shape({v})))")
-                off += n
+        lines += model._bn_update_lines(stats, 1 + n_sums if last else 0, dtype)
         lines.append(f"list(lm, list(), list({', '.join(new_p)}), "
                      f"list({', '.join(self.O)}), list({', '.join(S)}))")
         body = ",\n  ".join(lines)

@@ -493,6 +493,23 @@ class ProgramsMixin:
     def _bn_var(self, bn, index: int) -> str:
         return self._var_of[(id(bn), bn.params[index].name)]
 
+    def _bn_update_lines(self, stats, off: int, dtype) -> list:
+        """The batch normalization layers' moving mean and variance updated
+        from the batch statistics summed into total_aux, from element `off`
+        on (each layer's mean, then its variance), in `dtype`."""
+        weights = self.weights
+        lines = []
+        for bn, _ in stats:
+            m = bn.momentum
+            for index_ in (2, 3):
+                v = self._bn_var(bn, index_)
+                n = int(np.prod(weights[v].shape))
+                stat = f"astype(total_aux[{off}:{off + n}], \"{dtype}\")"
+                lines.append(f"define({v}, {m!r} * {v} + {1.0 - m!r} * "
+                             f"reshape({stat}, shape({v})))")
+                off += n
+        return lines
+
     def _train_program(self, P, S, data_parallel=False, weighted=False, zero=None):
         # Data parallel: each locality's loss is weighted by its share of the
         # global batch, so the sum of the localities' gradients is the global
@@ -657,16 +674,7 @@ class ProgramsMixin:
             lines += self._block_norm_update(P, grads, chunks)
         else:
             lines += upd.statements
-        off = 1 + n_sums
-        for bn, _ in stats:
-            m = bn.momentum
-            for index_ in (2, 3):
-                v = self._bn_var(bn, index_)
-                n = int(np.prod(weights[v].shape))
-                stat = f"astype(total_aux[{off}:{off + n}], \"{self.dtype}\")"
-                lines.append(f"define({v}, {m!r} * {v} + {1.0 - m!r} * "
-                             f"reshape({stat}, shape({v})))")
-                off += n
+        lines += self._bn_update_lines(stats, 1 + n_sums, self.dtype)
         width = 1 + n_sums + sum(2 * int(np.prod(weights[self._bn_var(bn, 2)].shape))
                                  for bn, _ in stats)
         lines.insert(0, f"define(aux_width, {width})")

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import distributed as _dist
 
-__all__ = ["ZeroPlan", "ZeroMixin", "zero_setting", "zero_fresh_state"]
+__all__ = ["ZeroPlan", "ZeroMixin", "zero_setting"]
 
 _ENV = "TESSERA_ZERO"
 
@@ -59,20 +59,6 @@ def zero_setting(zero, where: str = "fit") -> int:
         raise ValueError(f"[{where}] zero (the ZeRO stage) must be 0, 1, 2 or 3, got {zero!r} "
                          "(argument zero=)")
     return int(zero)
-
-
-def zero_fresh_state(params: dict, state) -> dict:
-    """An optimizer's start state as read-only broadcast views (no memory):
-    the shapes, dtypes and values of Optimizer.init_state, to be sliced."""
-    out = {}
-    for s in state:
-        if s.scalar:
-            out[s.name] = float(s.init)
-            continue
-        p = np.asarray(params[s.param])
-        dtype = p.dtype if p.dtype in (np.float32, np.float64) else np.float64
-        out[s.name] = np.broadcast_to(np.array(s.init, dtype=dtype), p.shape)
-    return out
 
 
 def _shape_text(shape) -> str:
