@@ -386,14 +386,7 @@ class Differentiator {
     }
     std::vector<Operand> positional;
     std::map<std::string, Operand> named;
-    for (const auto& arg : a->args) {
-      Operand op = transform(arg.value, ctx, out, steps);
-      if (arg.name.empty()) {
-        positional.push_back(op);
-      } else {
-        named[arg.name] = op;
-      }
-    }
+    transform_args(a, ctx, out, steps, positional, named);
     ++checkpoint_depth_;
     checkpoint_names_.push_back(f.name);
     // The forward: nothing active, nothing kept for a backward.
@@ -628,18 +621,25 @@ class Differentiator {
     if (std::find(inline_stack_.begin(), inline_stack_.end(), f.name) != inline_stack_.end()) {
       fail(a->loc, "cannot differentiate the recursive function '" + f.name + "'");
     }
-    // Arguments are evaluated in the caller, in order.
     std::vector<Operand> positional;
     std::map<std::string, Operand> named;
+    transform_args(a, caller, out, steps, positional, named);
+    return inline_body(f, a, positional, named, defining, out, steps);
+  }
+
+  // A call's arguments, evaluated in `ctx` in order: the positional ones and
+  // the named ones.
+  void transform_args(const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
+                      std::vector<Step>& steps, std::vector<Operand>& positional,
+                      std::map<std::string, Operand>& named) {
     for (const auto& arg : a->args) {
-      Operand op = transform(arg.value, caller, out, steps);
+      Operand op = transform(arg.value, ctx, out, steps);
       if (arg.name.empty()) {
         positional.push_back(op);
       } else {
         named[arg.name] = op;
       }
     }
-    return inline_body(f, a, positional, named, defining, out, steps);
   }
 
   // f's body with its parameters bound to evaluated arguments.
