@@ -48,6 +48,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 3.0
+EARLY = 1.5
 SLACK = 3.0
 ATTACK_SECONDS = 4.0
 
@@ -294,7 +295,10 @@ def main():
         if err is None or not any("rank 1 on host" in line for line in failures):
             fail("no error names the stopped rank 1", lines)
         delay = start + err - lost
-        if not (TIMEOUT <= delay + 0.5 and delay < TIMEOUT + SLACK):
+        # Not much earlier than the timeout: a rank starved by a loaded machine
+        # (CI runs two tests at once) may have sent its last heartbeat a little
+        # before it printed the stop, so up to EARLY seconds early counts too.
+        if not (TIMEOUT <= delay + EARLY and delay < TIMEOUT + SLACK):
             fail(f"the error came {delay:.1f} s after the loss (timeout {TIMEOUT} s)", lines)
         last = text[-1] if text else ""
         if not re.match(r"^tessera run: rank 1 of 2 on host .* was not heard from", last):
