@@ -49,6 +49,16 @@ AstPtr block(std::vector<AstPtr> stmts, const SourceLoc& loc) {
   return call("block", std::move(stmts), loc);
 }
 
+// lambda(params..., body): `params` ends with the body.
+AstPtr lambda_of(std::vector<AstArg> params, const SourceLoc& loc) {
+  auto a = std::make_shared<Ast>();
+  a->kind = Ast::Kind::call;
+  a->name = "lambda";
+  a->loc = loc;
+  a->args = std::move(params);
+  return a;
+}
+
 // The parsed gradient rules of a primitive (parsed once), then its shared
 // expression (PrimitiveSpec::grad_common; null when it has none).
 const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
@@ -242,12 +252,7 @@ class Differentiator {
     }
     stmts = with_templates(std::move(stmts), loc);
     params.push_back({"", block(release_dead(std::move(stmts), loc), loc)});
-    auto lambda = std::make_shared<Ast>();
-    lambda->kind = Ast::Kind::call;
-    lambda->name = "lambda";
-    lambda->loc = at;
-    lambda->args = std::move(params);
-    return lambda;
+    return lambda_of(std::move(params), at);
   }
 
  private:
@@ -303,12 +308,7 @@ class Differentiator {
     fwd.push_back(call("list", std::move(items), loc));
     fwd = with_templates(std::move(fwd), loc);
     params.push_back({"", block(release_dead(std::move(fwd), loc), loc)});
-    auto lambda = std::make_shared<Ast>();
-    lambda->kind = Ast::Kind::call;
-    lambda->name = "lambda";
-    lambda->loc = at;
-    lambda->args = std::move(params);
-    return lambda;
+    return lambda_of(std::move(params), at);
   }
 
   // The names `a` defines (define(name, ...) anywhere inside it).
