@@ -236,15 +236,7 @@ class Differentiator {
       // seed still checks that it is a scalar.
       stmts.push_back(call("grad_seed", {result.ast}, loc));
     }
-    std::vector<AstPtr> grads;
-    for (int a : argnums) {
-      const Operand& p = param_ops[a];
-      grads.push_back(call("if",
-                           {call("is_nil", {ident(ct(p.id), loc)}, loc),
-                            call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
-                           loc));
-    }
-    AstPtr g = single ? grads[0] : call("list", grads, loc);
+    AstPtr g = gradients(argnums, param_ops, single, loc);
     if (has_aux) {
       stmts.push_back(call("list", {result.ast, g, aux}, loc));
     } else {
@@ -281,15 +273,7 @@ class Differentiator {
     } else {
       bwd.push_back(checked);  // checked all the same; the gradients are zeros
     }
-    std::vector<AstPtr> grads;
-    for (int a : argnums) {
-      const Operand& p = param_ops[a];
-      grads.push_back(call("if",
-                           {call("is_nil", {ident(ct(p.id), loc)}, loc),
-                            call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
-                           loc));
-    }
-    bwd.push_back(single ? grads[0] : call("list", grads, loc));
+    bwd.push_back(gradients(argnums, param_ops, single, loc));
     // Only the pullback's own variables are released inside it: the forward's
     // belong to the captured frame (a define there would make a new local),
     // and stay for a second call.
@@ -329,6 +313,22 @@ class Differentiator {
   }
 
   std::string ct(int id) const { return "__ct_" + std::to_string(id); }
+
+  // The gradients of the parameters `argnums` once the backward has run:
+  // each one's cotangent, zeros where nothing reached it; one array when
+  // `single`, else a list.
+  AstPtr gradients(const std::vector<int>& argnums, const std::vector<Operand>& param_ops,
+                   bool single, const SourceLoc& loc) const {
+    std::vector<AstPtr> grads;
+    for (int a : argnums) {
+      const Operand& p = param_ops[a];
+      grads.push_back(call("if",
+                           {call("is_nil", {ident(ct(p.id), loc)}, loc),
+                            call("zeros_like", {p.ast}, loc), ident(ct(p.id), loc)},
+                           loc));
+    }
+    return single ? grads[0] : call("list", grads, loc);
+  }
 
   bool is_active(const Operand& op) const {
     return !forward_only_ && op.id >= 0 && active_[op.id];

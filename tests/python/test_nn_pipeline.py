@@ -2,6 +2,7 @@
 the deadlock simulation and the split of a model into stages. The training
 itself runs under mpirun: tests/distributed/pipe_fit.py, pipe_errors.py."""
 
+import numpy as np
 import pytest
 
 from tessera import nn
@@ -179,8 +180,6 @@ def test_a_subclassed_model_stays_whole():
 
 
 def test_one_locality_runs_the_same_script_unsplit():
-    import numpy as np  # noqa: PLC0415
-
     model = _mlp()
     model.compile("sgd", "sparse_categorical_crossentropy")
     x, y = np.ones((8, 5), dtype=np.float32), np.arange(8) % 3

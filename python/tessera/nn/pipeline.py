@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import numpy as np
 
 from .. import _core, distributed as _dist
+from .programs import ProgramsMixin
 from .symbolic import GraphWriter
+from .zero import ZeroPlan
 
 __all__ = ["schedule", "simulate", "in_flight", "bubble", "plan_stages", "measure_layers",
            "StagePlan", "StageStep", "MAX_CUT_TENSORS", "SCHEDULES"]
@@ -470,7 +473,6 @@ def measure_layers(model, rows: int, repeats: int = 3) -> dict:
     stand-in rows, timed alone (the best of `repeats` runs after one to
     warm up). Its inputs are ones of the shapes and dtypes the layer reads;
     fusions between layers are not made (each layer is timed whole)."""
-    import time  # noqa: PLC0415
 
     order, _ = _graph(model)
     counters: dict = {}
@@ -512,7 +514,6 @@ def measure_layers(model, rows: int, repeats: int = 3) -> dict:
 
 
 def _fixed_sum(terms):
-    from .programs import ProgramsMixin  # noqa: PLC0415
 
     return ProgramsMixin._fixed_sum(terms)
 
@@ -1087,7 +1088,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     """The StageStep of this locality when the job's mesh has a pipeline
     axis of more than one locality (or pipeline_split asks for one), else
     None. Every check raises the same error on every locality."""
-    from .programs import ProgramsMixin  # noqa: PLC0415
 
     if kind not in SCHEDULES:
         raise ValueError(f"[fit] pipeline_schedule must be one of {list(SCHEDULES)}, got "
@@ -1160,7 +1160,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     step = StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
     d = mesh.size("data")
     if zero and d > 1:
-        from .zero import ZeroPlan  # noqa: PLC0415
 
         weights = model.weights
         step.zero = ZeroPlan(zero, d, chunks if step.deterministic else d,

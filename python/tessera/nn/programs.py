@@ -11,8 +11,10 @@ import re
 import numpy as np
 
 from .. import _core
+from ..optim import Lamb
 from .layers import Context
 from .symbolic import GraphWriter
+from .zero import ZeroPlan
 
 __all__ = ["ProgramsMixin"]
 
@@ -445,7 +447,6 @@ class ProgramsMixin:
         """Norms of weights split over a tensor group (tessera.nn.parallel)
         would be norms of this member's slices: refused, not a different
         answer on every member."""
-        from ..optim import Lamb  # noqa: PLC0415
 
         what = "clipnorm (a global norm of the gradients)" if opt.clipnorm is not None else \
             "Lamb (trust ratios from the norms of each weight)" if isinstance(opt, Lamb) else None
@@ -713,7 +714,6 @@ class ProgramsMixin:
         """Deterministic mode without ZeRO: the update with global-norm
         clipping from the same fixed blocks of the buckets, added in the same
         order, as ZeRO's slices use, so that both give the same bits."""
-        from .zero import ZeroPlan  # noqa: PLC0415
 
         weights = self.weights
         plan = ZeroPlan(0, 1, chunks, self._bucket_plan(P),

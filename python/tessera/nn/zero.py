@@ -37,6 +37,7 @@ import os
 import numpy as np
 
 from .. import distributed as _dist
+from ..optim import Lamb, StateVar, _num
 
 __all__ = ["ZeroPlan", "ZeroMixin", "zero_setting"]
 
@@ -160,7 +161,6 @@ class ZeroPlan:
         whole weight and of its whole r (both all-gathered over the data
         group, each norm taken as one locality takes it), spread over the
         slice's elements."""
-        from ..optim import StateVar, _num  # noqa: PLC0415
 
         lr, it = f"({lr})", f"({iteration})"
         lines = [f"define(opt_lamb_c1, 1.0 - {_num(opt.beta_1)} ** ({it} + 1))",
@@ -228,7 +228,6 @@ class ZeroPlan:
                          for m in range(self.d) for i in range(per)]
             lines.append(f"define(znorm, sqrt({fixed_sum(terms)}))")
             norm = "znorm"
-        from ..optim import Lamb, _num  # noqa: PLC0415
 
         if isinstance(opt, Lamb):
             grads = self.grads
