@@ -23,7 +23,9 @@ over runs. A strategy tessera does not have yet is reported as such, not raced.
 
 The peer at its best: tcmalloc (LD_PRELOAD, fair.py) for every launch, PyTorch's fused Adam where
 the strategy allows it (not under ZeroRedundancyOptimizer / DTensor / FSDP2, whose foreach path is
-their default), torch.set_num_threads(1) per rank as tessera's --threads 1.
+their default), torch.set_num_threads(1) per rank as tessera's --threads 1. PyTorch runs eager:
+torch.compile of FSDP2/DTensor/pipelining models is not raced here (not yet measured whether it
+is faster on this CPU), and the output says so.
 
 run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d] [--ranks 4]
          [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
@@ -425,7 +427,8 @@ def main():
     print("== bench_mesh: models bigger than one locality, tessera vs PyTorch")
     print(machine_line())
     print(f"ranks: {args.ranks} x 1 thread (oversubscribed when above the cores); PyTorch "
-          f"{torch.__version__} with gloo; allocator tcmalloc for both (fair.py)")
+          f"{torch.__version__} with gloo, eager (no torch.compile), fused Adam where the "
+          "strategy allows it; allocator tcmalloc for both (fair.py)")
     print(f"model: GPT, {args.layers} blocks, d={args.d}, {args.heads} heads, context "
           f"{args.context}, vocabulary {VOCAB}: {psi / 1e6:.1f} M parameters; Adam fp32; "
           f"global batch {args.batch}; {args.steps} steps timed after {args.warmup}")
