@@ -1,6 +1,7 @@
 #include "tessera/core/tiled.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
@@ -26,6 +27,66 @@ std::string Span::str() const {
     s += std::to_string(start[d]) + ":" + std::to_string(stop[d]);
   }
   return s + "]";
+}
+
+const std::shared_ptr<Spans::Table>& Spans::empty_table() {
+  static const auto table = std::make_shared<Table>(std::vector<Span>{});
+  return table;
+}
+
+bool Spans::disjoint() const {
+  int known = table_->disjoint.load(std::memory_order_acquire);
+  if (known < 0) {  // two threads may both work it out: the same answer
+    known = find_overlap(table_->spans) ? 0 : 1;
+    table_->disjoint.store(known, std::memory_order_release);
+  }
+  return known == 1;
+}
+
+std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<Span>& spans) {
+  std::vector<size_t> order;
+  for (size_t r = 0; r < spans.size(); ++r) {
+    if (!spans[r].empty()) order.push_back(r);
+  }
+  if (order.size() < 2) return std::nullopt;
+  const int nd = spans[order[0]].ndim();
+  auto pair_of = [](size_t a, size_t b) { return std::make_pair(std::min(a, b), std::max(a, b)); };
+  if (nd == 0) return pair_of(order[0], order[1]);  // two 0-d spans: the one element
+  // Sweep along the axis where the spans start at the most places: the
+  // spans crossing a position of it are few for a partition.
+  int axis = 0;
+  size_t most = 0;
+  for (int d = 0; d < nd; ++d) {
+    std::vector<int64_t> starts;
+    starts.reserve(order.size());
+    for (size_t r : order) starts.push_back(spans[r].start[d]);
+    std::sort(starts.begin(), starts.end());
+    size_t distinct = static_cast<size_t>(std::unique(starts.begin(), starts.end()) - starts.begin());
+    if (distinct > most) {
+      most = distinct;
+      axis = d;
+    }
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return spans[a].start[axis] < spans[b].start[axis]; });
+  std::vector<size_t> active;  // spans seen whose extent along `axis` may still cross
+  for (size_t r : order) {
+    const Span& s = spans[r];
+    // Those ending at or before s starts cross no later span either.
+    active.erase(std::remove_if(active.begin(), active.end(),
+                                [&](size_t q) { return spans[q].stop[axis] <= s.start[axis]; }),
+                 active.end());
+    for (size_t q : active) {  // q crosses s's start along the axis
+      const Span& t = spans[q];
+      bool shared = true;
+      for (int d = 0; shared && d < nd; ++d) {
+        shared = d == axis || (std::max(s.start[d], t.start[d]) < std::min(s.stop[d], t.stop[d]));
+      }
+      if (shared) return pair_of(q, r);
+    }
+    active.push_back(r);
+  }
+  return std::nullopt;
 }
 
 bool TiledArray::replicated() const {
@@ -84,9 +145,46 @@ void check_spans(const Shape& shape, const std::vector<Span>& spans, bool must_c
     }
   }
   if (!must_cover) return;
-  // Count covered elements per box overlap: the union covers the array iff
-  // every element is in some span. Sweep the elements of the array in
-  // blocks given by the span boundaries (few localities, so few blocks).
+  // Disjoint spans inside the array cover it when their sizes add up to it.
+  int64_t total = 1, held = 0;
+  for (int d = 0; d < nd; ++d) total *= shape[d];
+  for (const Span& s : spans) held += s.size();
+  if (held == total && !find_overlap(spans)) return;
+  // Spans whole in every dimension but one (rows, columns, pages, halos):
+  // cover when their extents along it leave no gap.
+  int axis = -1;
+  bool slabs = !spans.empty();
+  for (const Span& s : spans) {
+    for (int d = 0; slabs && d < nd; ++d) {
+      if (s.start[d] == 0 && s.stop[d] == shape[d]) continue;
+      if (axis < 0) axis = d;
+      slabs = d == axis;
+    }
+  }
+  if (slabs && axis >= 0) {
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (const Span& s : spans) {
+      if (!s.empty()) runs.emplace_back(s.start[axis], s.stop[axis]);
+    }
+    std::sort(runs.begin(), runs.end());
+    int64_t reach = 0;  // [0, reach) covered
+    for (const auto& [a, b] : runs) {
+      if (a > reach) break;
+      reach = std::max(reach, b);
+    }
+    bool others_empty = false;
+    for (int d = 0; d < nd; ++d) others_empty = others_empty || (d != axis && shape[d] == 0);
+    if (reach >= shape[axis] || others_empty) return;
+    std::string at = "(";
+    for (int d = 0; d < nd; ++d) at += (d ? ", " : "") + std::to_string(d == axis ? reach : 0);
+    throw std::invalid_argument(error_message("[", op, "] the tiling does not cover the array of shape ",
+                                              shape_str(shape), ": element ", at + (nd == 1 ? ",)" : ")"),
+                                              " is in no locality's span"));
+  }
+  if (slabs) return;  // every span the whole array
+  // Otherwise count covered elements per box overlap: the union covers the
+  // array iff every element is in some span. Sweep the elements of the
+  // array in blocks given by the span boundaries.
   std::vector<std::vector<int64_t>> cuts(nd);
   for (int d = 0; d < nd; ++d) {
     cuts[d] = {0, shape[d]};

@@ -16,8 +16,13 @@
 // combine tiled arrays live in tessera/distributed.
 #pragma once
 
+#include <atomic>
+#include <initializer_list>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/array.hpp"
@@ -38,13 +43,53 @@ struct Span {
   std::string str() const;
 };
 
+// The spans of every member of a tiled array, one per locality (of the
+// group), shared: copying a TiledArray, or making an array of the same
+// tiling from it, copies a reference, not N spans (a job of N localities
+// would otherwise copy O(N) metadata with every tiled value). Immutable once
+// made; whether the spans are disjoint is worked out once per table and kept
+// with it. Reads as a const std::vector<Span>.
+class Spans {
+ public:
+  Spans() : table_(empty_table()) {}
+  Spans(std::vector<Span> spans)  // NOLINT: implicit, as the vector it replaces
+      : table_(std::make_shared<Table>(std::move(spans))) {}
+  Spans(std::initializer_list<Span> spans) : Spans(std::vector<Span>(spans)) {}
+
+  operator const std::vector<Span>&() const { return table_->spans; }  // NOLINT
+  const std::vector<Span>& vec() const { return table_->spans; }
+  size_t size() const { return table_->spans.size(); }
+  bool empty() const { return table_->spans.empty(); }
+  const Span& operator[](size_t r) const { return table_->spans[r]; }
+  std::vector<Span>::const_iterator begin() const { return table_->spans.begin(); }
+  std::vector<Span>::const_iterator end() const { return table_->spans.end(); }
+
+  // True when no element lies in two spans (computed once per table).
+  bool disjoint() const;
+
+  friend bool operator==(const Spans& a, const Spans& b) {
+    return a.table_ == b.table_ || a.table_->spans == b.table_->spans;
+  }
+  friend bool operator==(const Spans& a, const std::vector<Span>& b) { return a.table_->spans == b; }
+  friend bool operator==(const std::vector<Span>& a, const Spans& b) { return a == b.table_->spans; }
+
+ private:
+  struct Table {
+    explicit Table(std::vector<Span> s) : spans(std::move(s)) {}
+    std::vector<Span> spans;
+    mutable std::atomic<int> disjoint{-1};  // -1 not known yet, 0 no, 1 yes
+  };
+  static const std::shared_ptr<Table>& empty_table();
+  std::shared_ptr<Table> table_;
+};
+
 struct TiledArray {
   // This locality's part: shape == spans[locality].shape().
   Array tile;
   // Shape of the whole.
   Shape shape;
   // spans[r]: the part of locality r, for every locality r (of the group).
-  std::vector<Span> spans;
+  Spans spans;
   // Which locality this is (the tile is spans[locality]): its rank in the group.
   int locality = 0;
   // The group the array is tiled over: 0 (every locality) or a group id
@@ -79,6 +124,12 @@ Span full_span(const Shape& shape);
 // `shape` split along `axis` in `parts` spans as numpy.array_split does (the
 // first shape[axis] % parts get one more index; some may be empty).
 std::vector<Span> split_spans(const Shape& shape, int axis, int parts);
+// Two spans that share elements (their indices, the lower first), or none
+// when no element lies in two spans. Sweeps the spans along the axis with the
+// most distinct starts, comparing each only with those that cross it: about
+// N log N for the tilings made by rows, columns, pages or a grid of blocks
+// (N spans), at worst N^2 when many spans share elements.
+std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<Span>& spans);
 // Checks the spans against the global shape: one per locality, each inside
 // the array; with `must_cover`, every element of the array lies in some span.
 // Throws ValueError naming `op` and the offending span or element.

@@ -131,7 +131,7 @@ Array extract(const Array& tile, const Span& tile_span, const Span& box) {
   return out;
 }
 
-TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::string tiling, int group) {
+TiledArray make_tiled(Array tile, Shape shape, Spans spans, std::string tiling, int group) {
   GroupInfo g = group_info(group, "tiled");
   if (static_cast<int>(spans.size()) != g.size) {
     throw std::runtime_error(error_message("[tiled] internal error: ", spans.size(), " spans for a group of ",
@@ -154,14 +154,7 @@ TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::str
 }
 
 // True when no element lies in two localities' spans.
-bool is_partition(const std::vector<Span>& spans) {
-  for (size_t r = 0; r < spans.size(); ++r) {
-    for (size_t q = r + 1; q < spans.size(); ++q) {
-      if (!intersect(spans[r], spans[q]).empty()) return false;
-    }
-  }
-  return true;
-}
+bool is_partition(const Spans& spans) { return spans.disjoint(); }
 
 GroupInfo group_of(const TiledArray& t) { return group_info(t.group, "tiled"); }
 
@@ -216,18 +209,25 @@ bool same_layout(const TiledArray& a, const TiledArray& b) {
   return a.tiling == b.tiling || !find_named(a.tiling) || !find_named(b.tiling);
 }
 
-// The overlap of two localities' spans, or "" when the spans are disjoint.
-std::string first_overlap(const std::vector<Span>& spans) {
-  for (size_t r = 0; r < spans.size(); ++r) {
-    for (size_t q = r + 1; q < spans.size(); ++q) {
-      Span o = intersect(spans[r], spans[q]);
-      if (!o.empty()) {
-        return error_message("the spans of locality ", r, ", ", spans[r].str(), ", and locality ", q, ", ",
-                             spans[q].str(), ", overlap in ", o.str());
+// The overlap of two localities' spans, or "" when the spans are disjoint:
+// the first pair in rank order where that is cheap to find, else the pair
+// the sweep found (find_overlap).
+std::string first_overlap(const Spans& spans) {
+  std::optional<std::pair<size_t, size_t>> pair = find_overlap(spans);
+  if (!pair) return "";
+  auto [r, q] = *pair;
+  if (spans.size() <= 1024) {
+    for (size_t a = 0, found = 0; a < spans.size() && !found; ++a) {
+      for (size_t b = a + 1; b < spans.size(); ++b) {
+        if (!intersect(spans[a], spans[b]).empty()) {
+          r = a, q = b, found = 1;
+          break;
+        }
       }
     }
   }
-  return "";
+  return error_message("the spans of locality ", r, ", ", spans[r].str(), ", and locality ", q, ", ",
+                       spans[q].str(), ", overlap in ", intersect(spans[r], spans[q]).str());
 }
 
 // x with its axes permuted by `perm` (spans permuted alike); no communication.

@@ -23,9 +23,9 @@ bool contains(const Span& outer, const Span& inner);
 // "locality 0 [0:4, 0:3], locality 1 [4:7, 0:3]", for messages.
 std::string spans_str(const std::vector<Span>& spans);
 // True when no element lies in two spans.
-bool is_partition(const std::vector<Span>& spans);
+bool is_partition(const Spans& spans);
 // The first two spans that share elements, described, or "" when none do.
-std::string first_overlap(const std::vector<Span>& spans);
+std::string first_overlap(const Spans& spans);
 
 // Copies the elements of `box` (global coordinates) from `src`, whose first
 // element sits at global position `src_origin`, into `dst`, whose first
@@ -37,7 +37,7 @@ Array extract(const Array& tile, const Span& tile_span, const Span& box);
 
 // This locality's tiled array over group `group` (0: every locality; the
 // spans are one per member); checks that the tile fits its span.
-TiledArray make_tiled(Array tile, Shape shape, std::vector<Span> spans, std::string tiling, int group);
+TiledArray make_tiled(Array tile, Shape shape, Spans spans, std::string tiling, int group);
 // The group a tiled array (or a tiled operation's group argument) runs among.
 GroupInfo group_of(const TiledArray& t);
 // Throws ValueError naming `op` when tiled arguments i and j of `a` are tiled

@@ -64,6 +64,7 @@ TiledHandle make_tiled(py::handle tile, const Shape& shape,
                                               g.id ? " of the group '" + g.name + "'" : std::string(), " (", g.size,
                                               "), got ", spans.size()));
   }
+  std::vector<Span> table;
   for (size_t r = 0; r < spans.size(); ++r) {
     if (spans[r].size() != shape.size()) {
       throw std::invalid_argument(error_message("[TiledArray] the span of locality ", r, " has ", spans[r].size(),
@@ -74,8 +75,9 @@ TiledHandle make_tiled(py::handle tile, const Shape& shape,
       sp.start.push_back(start);
       sp.stop.push_back(stop);
     }
-    t.spans.push_back(std::move(sp));
+    table.push_back(std::move(sp));
   }
+  t.spans = std::move(table);
   check_spans(t.shape, t.spans, true, "TiledArray");
   if (t.tile.shape() != t.span().shape()) {
     throw std::invalid_argument(error_message("[TiledArray] locality ", t.locality, " has span ", t.span().str(),

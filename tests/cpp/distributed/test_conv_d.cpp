@@ -361,7 +361,7 @@ TEST(ConvD, ArgumentErrors) {
                                                  "locality 0 holds [0:2, 0:6, 0:1] of shape (2, 6, 3)"));
   // A tiled array made for more localities than this program runs on.
   TiledArray other = whole(x).as_tiled();
-  other.spans.push_back(other.spans[0]);
+  other.spans = {other.spans[0], other.spans[0]};
   EXPECT_TRUE(throws_with<std::invalid_argument>([&] { call("conv1d_d", {Value(other), Value(w)}); },
                                                  "[conv1d_d] argument 'x' is tiled for locality 0 of 2, but this is "
                                                  "locality 0 of 1"));
