@@ -23,7 +23,9 @@
 //       scatter(v)      direct                       root: one message per other rank
 //       barrier         dissemination                ceil(log2 N) messages of 0 bytes
 //     "msgs"/"bytes" are the point-to-point plus the modelled collective counts; the parts are
-//     reported separately as p2p_* and coll_*.
+//     reported separately as p2p_* and coll_*, and per communicator name ("by_comm": the name
+//     MPI_Comm_set_name gave, e.g. tessera's "tessera.data" and "tessera.round"; "MPI_COMM_WORLD";
+//     "" for unnamed ones).
 //   - files: open/open64/openat/openat64/fopen/fopen64 of a path (under $PMPI_COUNT_PATH when set),
 //     and read/pread/pread64 bytes on descriptors so opened (libstdc++ streams read through read(2)).
 //
@@ -125,8 +127,8 @@ std::atomic<bool> g_tracked_fd[kMaxFd];
 
 // Persistent send requests: request -> bytes of the message each start sends.
 std::mutex g_persist_mu;
-std::unordered_map<MPI_Request, std::uint64_t>& persistent() {
-  static auto* m = new std::unordered_map<MPI_Request, std::uint64_t>;
+std::unordered_map<MPI_Request, std::pair<std::uint64_t, MPI_Comm>>& persistent() {
+  static auto* m = new std::unordered_map<MPI_Request, std::pair<std::uint64_t, MPI_Comm>>;
   return *m;
 }
 
@@ -173,31 +175,62 @@ std::uint64_t ceil_log2(int n) {
   return l;
 }
 
-void p2p(Call call, int count, MPI_Datatype t) {
+// Messages and bytes per communicator name (the first kMaxNames names seen; later ones: "other").
+constexpr int kMaxNames = 32;
+struct NameCount {
+  std::string name;
+  std::uint64_t msgs = 0, bytes = 0;
+};
+std::mutex g_names_mu;
+NameCount g_names[kMaxNames + 1];
+int g_name_count = 0;
+
+void by_comm(MPI_Comm c, std::uint64_t msgs, std::uint64_t bytes) {
+  char name[MPI_MAX_OBJECT_NAME] = {};
+  int len = 0;
+  if (c != MPI_COMM_NULL) PMPI_Comm_get_name(c, name, &len);
+  std::lock_guard<std::mutex> lock(g_names_mu);
+  int i = 0;
+  while (i < g_name_count && g_names[i].name != name) ++i;
+  if (i == g_name_count) {
+    if (g_name_count < kMaxNames) {
+      g_names[g_name_count++].name = name;
+    } else {
+      i = kMaxNames;
+      g_names[i].name = "other";
+    }
+  }
+  g_names[i].msgs += msgs;
+  g_names[i].bytes += bytes;
+}
+
+void p2p(Call call, int count, MPI_Datatype t, MPI_Comm c) {
   if (!on()) return;
   add(g_counts.calls[call], 1);
   add(g_counts.p2p_msgs, 1);
   add(g_counts.p2p_bytes, type_bytes(count, t));
+  by_comm(c, 1, type_bytes(count, t));
 }
 
-void coll(Call call, std::uint64_t msgs, std::uint64_t bytes) {
+void coll(Call call, std::uint64_t msgs, std::uint64_t bytes, MPI_Comm c) {
   if (!on()) return;
   add(g_counts.calls[call], 1);
   add(g_counts.coll_msgs, msgs);
   add(g_counts.coll_bytes, bytes);
+  by_comm(c, msgs, bytes);
 }
 
 // Recursive doubling: ceil(log2 N) messages, each of the whole buffer.
 void allreduce_model(Call call, int count, MPI_Datatype t, MPI_Comm c) {
   const std::uint64_t l = ceil_log2(comm_size(c));
-  coll(call, l, l * type_bytes(count, t));
+  coll(call, l, l * type_bytes(count, t), c);
 }
 
 // Recursive doubling all-gather / recursive halving reduce-scatter: ceil(log2 N) messages
 // carrying everything but the rank's own part in total.
 void log_model(Call call, std::uint64_t others_bytes, MPI_Comm c) {
   const int n = comm_size(c);
-  coll(call, n > 1 ? ceil_log2(n) : 0, n > 1 ? others_bytes : 0);
+  coll(call, n > 1 ? ceil_log2(n) : 0, n > 1 ? others_bytes : 0, c);
 }
 
 // Binomial broadcast: a message to every child of the rank in the tree rooted at root.
@@ -207,20 +240,20 @@ void bcast_model(Call call, int count, MPI_Datatype t, int root, MPI_Comm c) {
   std::uint64_t children = 0;
   for (long long step = 1; step < n; step <<= 1)
     if (v < step && v + step < n) ++children;
-  coll(call, children, children * type_bytes(count, t));
+  coll(call, children, children * type_bytes(count, t), c);
 }
 
 // Binomial reduce: one message to the parent (none at the root).
 void reduce_model(Call call, int count, MPI_Datatype t, int root, MPI_Comm c) {
   const int n = comm_size(c);
   const bool root_rank = comm_rank(c) == root;
-  coll(call, root_rank || n == 1 ? 0 : 1, root_rank || n == 1 ? 0 : type_bytes(count, t));
+  coll(call, root_rank || n == 1 ? 0 : 1, root_rank || n == 1 ? 0 : type_bytes(count, t), c);
 }
 
 void alltoall_model(Call call, int count, MPI_Datatype t, MPI_Comm c) {
   const int n = comm_size(c);
   const std::uint64_t msgs = count > 0 ? static_cast<std::uint64_t>(n - 1) : 0;
-  coll(call, msgs, msgs * type_bytes(count, t));
+  coll(call, msgs, msgs * type_bytes(count, t), c);
 }
 
 void alltoallv_model(Call call, const int* counts, MPI_Datatype t, MPI_Comm c) {
@@ -232,17 +265,17 @@ void alltoallv_model(Call call, const int* counts, MPI_Datatype t, MPI_Comm c) {
     ++msgs;
     bytes += type_bytes(counts[i], t);
   }
-  coll(call, msgs, bytes);
+  coll(call, msgs, bytes, c);
 }
 
 void to_root_model(Call call, int count, MPI_Datatype t, int root, MPI_Comm c) {
   const bool root_rank = comm_rank(c) == root;
-  coll(call, root_rank ? 0 : 1, root_rank ? 0 : type_bytes(count, t));
+  coll(call, root_rank ? 0 : 1, root_rank ? 0 : type_bytes(count, t), c);
 }
 
 void from_root_model(Call call, const int* counts, int count, MPI_Datatype t, int root, MPI_Comm c) {
   if (comm_rank(c) != root) {
-    coll(call, 0, 0);
+    coll(call, 0, 0, c);
     return;
   }
   const int n = comm_size(c);
@@ -253,7 +286,7 @@ void from_root_model(Call call, const int* counts, int count, MPI_Datatype t, in
     ++msgs;
     bytes += type_bytes(k, t);
   }
-  coll(call, msgs, bytes);
+  coll(call, msgs, bytes, c);
 }
 
 std::uint64_t sum_counts(const int* counts, int n, int skip, MPI_Datatype t) {
@@ -263,23 +296,26 @@ std::uint64_t sum_counts(const int* counts, int n, int skip, MPI_Datatype t) {
   return b;
 }
 
-void remember_persistent(MPI_Request r, int count, MPI_Datatype t) {
+void remember_persistent(MPI_Request r, int count, MPI_Datatype t, MPI_Comm c) {
   std::lock_guard<std::mutex> lock(g_persist_mu);
-  persistent()[r] = type_bytes(count, t);
+  persistent()[r] = {type_bytes(count, t), c};
 }
 
 void start_one(MPI_Request r) {
   if (!on()) return;
   std::uint64_t bytes = 0;
+  MPI_Comm c = MPI_COMM_NULL;
   {
     std::lock_guard<std::mutex> lock(g_persist_mu);
     auto it = persistent().find(r);
     if (it == persistent().end()) return;  // a receive
-    bytes = it->second;
+    bytes = it->second.first;
+    c = it->second.second;
   }
   add(g_counts.calls[kStart], 1);
   add(g_counts.p2p_msgs, 1);
   add(g_counts.p2p_bytes, bytes);
+  by_comm(c, 1, bytes);
 }
 
 // ---- files ----
@@ -333,6 +369,16 @@ void append_json(std::string& s, const char* key, std::uint64_t v, bool comma = 
   if (comma) s += ',';
 }
 
+std::string json_label(const char* label) {
+  std::string s = "\"";
+  for (const char* p = label; p && *p; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\') s += '\\';
+    if (c >= 0x20) s += static_cast<char>(c);
+  }
+  return s + "\"";
+}
+
 std::mutex g_segments_mu;
 std::string g_segments;  // the JSON objects recorded by MPI_Pcontrol(3, label), comma-separated
 
@@ -348,6 +394,22 @@ std::string counts_json() {
   append_json(s, "file_opens", get(g_counts.file_opens));
   append_json(s, "read_calls", get(g_counts.read_calls));
   append_json(s, "read_bytes", get(g_counts.read_bytes));
+  {
+    std::lock_guard<std::mutex> lock(g_names_mu);
+    s += "\"by_comm\":{";
+    bool first = true;
+    for (int i = 0; i <= kMaxNames; ++i) {
+      const NameCount& nc = g_names[i];
+      if (i == kMaxNames ? nc.name.empty() : i >= g_name_count) continue;
+      if (!first) s += ',';
+      first = false;
+      s += json_label(nc.name.c_str()) + ":{";
+      append_json(s, "msgs", nc.msgs);
+      append_json(s, "bytes", nc.bytes, false);
+      s += '}';
+    }
+    s += "},";
+  }
   s += "\"calls\":{";
   bool first = true;
   for (int i = 0; i < kCallCount; ++i) {
@@ -361,15 +423,6 @@ std::string counts_json() {
   return s;
 }
 
-std::string json_label(const char* label) {
-  std::string s = "\"";
-  for (const char* p = label; p && *p; ++p) {
-    const unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"' || c == '\\') s += '\\';
-    if (c >= 0x20) s += static_cast<char>(c);
-  }
-  return s + "\"";
-}
 
 std::string json_line(int rank, int size) {
   std::string s = "{";
@@ -428,70 +481,70 @@ extern "C" {
 // ---- point-to-point ----
 
 int MPI_Send(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
-  p2p(kSend, n, t);
+  p2p(kSend, n, t, c);
   return PMPI_Send(b, n, t, to, tag, c);
 }
 int MPI_Bsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
-  p2p(kBsend, n, t);
+  p2p(kBsend, n, t, c);
   return PMPI_Bsend(b, n, t, to, tag, c);
 }
 int MPI_Ssend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
-  p2p(kSsend, n, t);
+  p2p(kSsend, n, t, c);
   return PMPI_Ssend(b, n, t, to, tag, c);
 }
 int MPI_Rsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c) {
-  p2p(kRsend, n, t);
+  p2p(kRsend, n, t, c);
   return PMPI_Rsend(b, n, t, to, tag, c);
 }
 int MPI_Isend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* r) {
-  p2p(kIsend, n, t);
+  p2p(kIsend, n, t, c);
   return PMPI_Isend(b, n, t, to, tag, c, r);
 }
 int MPI_Ibsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* r) {
-  p2p(kIbsend, n, t);
+  p2p(kIbsend, n, t, c);
   return PMPI_Ibsend(b, n, t, to, tag, c, r);
 }
 int MPI_Issend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* r) {
-  p2p(kIssend, n, t);
+  p2p(kIssend, n, t, c);
   return PMPI_Issend(b, n, t, to, tag, c, r);
 }
 int MPI_Irsend(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c, MPI_Request* r) {
-  p2p(kIrsend, n, t);
+  p2p(kIrsend, n, t, c);
   return PMPI_Irsend(b, n, t, to, tag, c, r);
 }
 int MPI_Sendrecv(const void* sb, int sn, MPI_Datatype st, int to, int stag, void* rb, int rn,
                  MPI_Datatype rt, int from, int rtag, MPI_Comm c, MPI_Status* s) {
-  p2p(kSendrecv, sn, st);
+  p2p(kSendrecv, sn, st, c);
   return PMPI_Sendrecv(sb, sn, st, to, stag, rb, rn, rt, from, rtag, c, s);
 }
 int MPI_Sendrecv_replace(void* b, int n, MPI_Datatype t, int to, int stag, int from, int rtag,
                          MPI_Comm c, MPI_Status* s) {
-  p2p(kSendrecvReplace, n, t);
+  p2p(kSendrecvReplace, n, t, c);
   return PMPI_Sendrecv_replace(b, n, t, to, stag, from, rtag, c, s);
 }
 
 int MPI_Send_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c,
                   MPI_Request* r) {
   const int rc = PMPI_Send_init(b, n, t, to, tag, c, r);
-  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t);
+  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t, c);
   return rc;
 }
 int MPI_Bsend_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c,
                    MPI_Request* r) {
   const int rc = PMPI_Bsend_init(b, n, t, to, tag, c, r);
-  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t);
+  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t, c);
   return rc;
 }
 int MPI_Ssend_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c,
                    MPI_Request* r) {
   const int rc = PMPI_Ssend_init(b, n, t, to, tag, c, r);
-  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t);
+  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t, c);
   return rc;
 }
 int MPI_Rsend_init(const void* b, int n, MPI_Datatype t, int to, int tag, MPI_Comm c,
                    MPI_Request* r) {
   const int rc = PMPI_Rsend_init(b, n, t, to, tag, c, r);
-  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t);
+  if (rc == MPI_SUCCESS) remember_persistent(*r, n, t, c);
   return rc;
 }
 int MPI_Start(MPI_Request* r) {
@@ -675,6 +728,8 @@ int MPI_Pcontrol(const int level, ...) {
                        &g_counts.read_bytes})
       c->store(0);
     for (Counter& c : g_counts.calls) c.store(0);
+    std::lock_guard<std::mutex> lock(g_names_mu);
+    for (NameCount& nc : g_names) nc.msgs = nc.bytes = 0;
   }
   g_enabled = level != 0;
   return MPI_SUCCESS;

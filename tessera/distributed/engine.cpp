@@ -238,12 +238,27 @@ void Engine::run() {
       MPI_Comm_dup(MPI_COMM_WORLD, c);
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
+    // Named for tools (the PMPI counter of bench/pmpi reports per communicator).
+    MPI_Comm_set_name(world_ch->round_comm, "tessera.round");
+    MPI_Comm_set_name(world_ch->data_comm, "tessera.data");
+    MPI_Comm_set_name(world_ch->diag_comm, "tessera.diag");
+    MPI_Comm_set_name(p2p_header_comm_, "tessera.p2p_header");
+    MPI_Comm_set_name(p2p_data_comm_, "tessera.p2p_data");
+    MPI_Comm_set_name(probe_comm_, "tessera.probe");
     {
       std::lock_guard lock(in_mu_);
       channel_of_[0] = world_ch.get();
       channels_.push_back(std::move(world_ch));
     }
-    init_error = check_same_program();
+    try {
+      // TESSERA_RING=0 (the older switch) means MPI_Iallreduce throughout.
+      const char* ring = std::getenv("TESSERA_RING");
+      const char* choice = std::getenv("TESSERA_ALLREDUCE");
+      algorithm_ = algorithm_setting(!choice && ring && std::string(ring) == "0" ? "mpi" : choice);
+    } catch (const std::exception& e) {
+      init_error = e.what();
+    }
+    if (init_error.empty()) init_error = check_same_program();
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
     if (size_ > 1) write_trace_on_sigterm();
   }

@@ -62,6 +62,9 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
     MPI_Comm_dup(comm, c);
     MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
   }
+  MPI_Comm_set_name(ch->round_comm, "tessera.group.round");
+  MPI_Comm_set_name(ch->data_comm, "tessera.group.data");
+  MPI_Comm_set_name(ch->diag_comm, "tessera.group.diag");
   MPI_Comm_free(&comm);
   std::lock_guard in_lock(in_mu_);
   channel_of_[id] = ch.get();
