@@ -129,6 +129,7 @@ std::pair<int, int> Engine::world() {
     std::atexit([] { Engine::get().stop(); });
   }
   cv_.wait(lock, [&] { return init_done_; });
+  if (!init_error_.empty() && init_value_error_) throw std::invalid_argument(init_error_);
   if (!init_error_.empty()) throw std::runtime_error(init_error_);
   return {rank_, size_};
 }
@@ -218,6 +219,7 @@ void Engine::run() {
   int provided = 0;
   int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   std::string init_error;
+  bool value_error = false;
   if (rc != MPI_SUCCESS) {
     init_error = "[locality] MPI_Init_thread failed: " + mpi_error(rc);
   } else {
@@ -257,6 +259,7 @@ void Engine::run() {
       algorithm_ = algorithm_setting(!choice && ring && std::string(ring) == "0" ? "mpi" : choice);
     } catch (const std::exception& e) {
       init_error = e.what();
+      value_error = true;
     }
     if (init_error.empty()) init_error = check_same_program();
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
@@ -265,6 +268,7 @@ void Engine::run() {
   {
     std::lock_guard lock(in_mu_);
     init_error_ = init_error;
+    init_value_error_ = value_error;
     init_done_ = true;
     ready_.store(rc == MPI_SUCCESS && init_error.empty(), std::memory_order_release);
   }

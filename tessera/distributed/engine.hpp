@@ -472,6 +472,7 @@ class Engine {
   std::condition_variable cv_;
   bool started_ = false, init_done_ = false, stopping_ = false;
   std::string init_error_, broken_;
+  bool init_value_error_ = false;  // init_error_ is a bad setting (ValueError)
   std::atomic<bool> groups_{false};  // a group of several members exists (add_group)
   std::atomic<bool> ready_{false};  // started without error: rank_ and size_ are set
   std::atomic<bool> failed_{false}, work_{false}, broken_flag_{false}, coalesce_{[] {
