@@ -12,9 +12,10 @@ all-reduce size (8 B, 4 KiB, 128 KiB, 4 MiB of float32):
     in the same processes (build/bench/bench_allreduce --scaling: medians of single
     calls, interleaved). On 2 cores with N ranks these are times of an
     oversubscribed machine, comparable only with each other;
-  - the α-β model (α = 3 µs per message, β = 12.5 GB/s) of the algorithm the engine
-    chooses (algorithms.hpp, mirrored here) against the ring every all-reduce of
-    128 KiB and more used before, extrapolated to 1,000 and 10,000 ranks.
+  - the α-β-γ model (α = 3 µs per message, β = 12.5 GB/s, γ = 0.2 ns per byte
+    reduced) of the algorithm the engine chooses (algorithms.hpp, mirrored here)
+    against the ring every all-reduce of 128 KiB and more used before,
+    extrapolated to 1,000 and 10,000 ranks.
 
 --baseline ALGORITHM runs every N a second time with TESSERA_ALLREDUCE=ALGORITHM
 (e.g. ring: the engine before the algorithms were chosen by N and size) and prints
@@ -38,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # The model and the choice of tessera/distributed/algorithms.hpp.
-ALPHA, BETA = 3e-6, 12.5e9
+ALPHA, BETA, GAMMA = 3e-6, 12.5e9, 1 / 5e9
 OWN_MIN_BYTES = 128 << 10
 RING_CHUNK_MIN_BYTES = 1 << 20
 
@@ -48,18 +49,19 @@ def floor_pow2(n):
 
 
 def model_seconds(algorithm, n, nbytes):
-    """The α-β time of an all-reduce of nbytes among n ranks (the longest path)."""
+    """The α-β-γ time of an all-reduce of nbytes among n ranks (the longest path)."""
     if n <= 1:
         return 0.0
     p2 = floor_pow2(n)
     steps = math.log2(p2)
-    fold = 2 * (ALPHA + nbytes / BETA) if n > p2 else 0.0
+    fold = 2 * (ALPHA + nbytes / BETA) + nbytes * GAMMA if n > p2 else 0.0
     if algorithm == "ring":
-        return 2 * (n - 1) * (ALPHA + nbytes / n / BETA)
+        return 2 * (n - 1) * (ALPHA + nbytes / n / BETA) + (n - 1) / n * nbytes * GAMMA
     if algorithm == "halving":
-        return 2 * steps * ALPHA + 2 * (p2 - 1) / p2 * nbytes / BETA + fold
+        return (2 * steps * ALPHA + 2 * (p2 - 1) / p2 * nbytes / BETA
+                + (p2 - 1) / p2 * nbytes * GAMMA + fold)
     if algorithm == "doubling":
-        return steps * (ALPHA + nbytes / BETA) + fold
+        return steps * (ALPHA + nbytes / BETA + nbytes * GAMMA) + fold
     return min(model_seconds("halving", n, nbytes), model_seconds("doubling", n, nbytes))
 
 
@@ -186,8 +188,9 @@ def main():
         print(line)
 
     print()
-    print(f"α-β model (α = {ALPHA * 1e6:.0f} µs, β = {BETA / 1e9:.1f} GB/s) of the data "
-          f"exchange alone (the agreement round comes on top):")
+    print(f"α-β-γ model (α = {ALPHA * 1e6:.0f} µs per message, β = {BETA / 1e9:.1f} GB/s, "
+          f"γ = {GAMMA * 1e9:.1f} ns per byte reduced) of the data exchange alone "
+          f"(the agreement round comes on top):")
     print(f"{'N':>6} {'size':>8} {'algorithm':>9} {'msgs':>5} {'model ms':>9}   "
           f"{'ring msgs':>9} {'ring ms':>9}")
     for n in (1000, 10000):
@@ -202,8 +205,8 @@ def main():
                  "model_s": model_seconds(a, n, b), "ring_msgs": model_messages("ring", n),
                  "ring_s": model_seconds("ring", n, b)}
             results["model"].append(m)
-            print(f"{n:>6} {size_name(b):>8} {shown:>9} {m['msgs']:>5} {m['model_s'] * 1e3:>9.3f}   "
-                  f"{m['ring_msgs']:>9} {m['ring_s'] * 1e3:>9.3f}")
+            print(f"{n:>6} {size_name(b):>8} {shown:>9} {m['msgs']:>5} "
+                  f"{m['model_s'] * 1e3:>9.3f}   {m['ring_msgs']:>9} {m['ring_s'] * 1e3:>9.3f}")
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as fh:

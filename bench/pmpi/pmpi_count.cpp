@@ -3,22 +3,24 @@
 //
 // Preload it into every rank:
 //   mpirun -n 8 -x LD_PRELOAD=build/bench/libpmpi_count.so -x PMPI_COUNT_OUT=/tmp/counts.jsonl ...
-// At MPI_Finalize each rank appends one JSON line to $PMPI_COUNT_OUT (one write(2) of the whole line
-// on an O_APPEND descriptor, so lines of different ranks never interleave). A "%r" in the name is
-// replaced by the rank; such a per-rank file is written to a temporary and renamed into place.
+// At MPI_Finalize each rank appends one JSON line to $PMPI_COUNT_OUT (one write(2) of the whole
+// line on an O_APPEND descriptor, so lines of different ranks never interleave). A "%r" in the
+// name is replaced by the rank; such a per-rank file is written to a temporary and renamed into
+// place.
 //
 // What is counted (see docs/scaling.md, "Measuring"):
 //   - point-to-point: every MPI_Send/Bsend/Ssend/Rsend/Isend/Ibsend/Issend/Irsend is one message of
-//     count*size(type) bytes; MPI_Sendrecv(_replace) one message; MPI_Start/Startall of a persistent
-//     send request (made by MPI_Send_init/Bsend_init/Ssend_init/Rsend_init) one message each.
-//   - collectives: the call (calls["MPI_Iallreduce"] etc.) and the messages and bytes this rank sends
-//     in a fixed textbook model of the collective, independent of the MPI library's own choice:
+//     count*size(type) bytes; MPI_Sendrecv(_replace) one message; MPI_Start/Startall of a
+//     persistent send request (made by MPI_Send_init/Bsend_init/Ssend_init/Rsend_init) one
+//     message each.
+//   - collectives: the call (calls["MPI_Iallreduce"] etc.) and the messages and bytes this rank
+//     sends in a fixed textbook model of the collective, whatever the MPI library chooses:
 //       all-reduce      recursive doubling           ceil(log2 N) messages of n bytes
 //       all-gather(v)   recursive doubling           ceil(log2 N) messages, total - own bytes
 //       reduce-scatter  recursive halving            ceil(log2 N) messages, total - own bytes
 //       broadcast       binomial tree                one message of n bytes per child
 //       reduce          binomial tree                one message of n bytes to the parent
-//       alltoall(v)     pairwise                     one message per other rank with a nonzero count
+//       alltoall(v)     pairwise                     one message per other rank (nonzero count)
 //       gather(v)       direct                       non-roots: one message of their bytes
 //       scatter(v)      direct                       root: one message per other rank
 //       barrier         dissemination                ceil(log2 N) messages of 0 bytes
@@ -27,12 +29,14 @@
 //     MPI_Comm_set_name gave, e.g. tessera's "tessera.data" and "tessera.round"; "MPI_COMM_WORLD";
 //     "" for unnamed ones).
 //   - files: open/open64/openat/openat64/fopen/fopen64 of a path (under $PMPI_COUNT_PATH when set),
-//     and read/pread/pread64 bytes on descriptors so opened (libstdc++ streams read through read(2)).
+//     and read/pread/pread64 bytes on descriptors so opened (libstdc++ streams read through
+//     read(2)).
 //
 // MPI_Pcontrol(0) pauses counting, MPI_Pcontrol(1) resumes it, MPI_Pcontrol(2) zeroes every
-// counter and resumes, and MPI_Pcontrol(3, "label") records the counts so far under the label (the
-// line's "segments" list, in order): a program (or Python through ctypes.CDLL(None).MPI_Pcontrol)
-// brackets the parts it wants measured. PMPI_COUNT_START=0 starts paused.
+// counter and resumes, and MPI_Pcontrol(3, "label") records the counts so far under the label
+// (the line's "segments" list, in order): a program (or Python, through
+// ctypes.CDLL(None).MPI_Pcontrol) brackets the parts it wants measured. PMPI_COUNT_START=0 starts
+// paused.
 #include <mpi.h>
 
 #include <dlfcn.h>
@@ -273,7 +277,8 @@ void to_root_model(Call call, int count, MPI_Datatype t, int root, MPI_Comm c) {
   coll(call, root_rank ? 0 : 1, root_rank ? 0 : type_bytes(count, t), c);
 }
 
-void from_root_model(Call call, const int* counts, int count, MPI_Datatype t, int root, MPI_Comm c) {
+void from_root_model(Call call, const int* counts, int count, MPI_Datatype t, int root,
+                     MPI_Comm c) {
   if (comm_rank(c) != root) {
     coll(call, 0, 0, c);
     return;

@@ -195,12 +195,19 @@ double model_seconds(Algorithm a, int size, double bytes) {
   if (size <= 1) return 0.0;
   const int p2 = floor_pow2(size);
   const double l = log2_of(p2), n = size;
-  const double fold = size > p2 ? 2 * (kModelAlpha + bytes / kModelBeta) : 0.0;
+  // Per message α, per byte sent β⁻¹, per byte reduced γ; the fold sends the
+  // array in and the result out and reduces the array once.
+  const double fold =
+      size > p2 ? 2 * (kModelAlpha + bytes / kModelBeta) + bytes * kModelGamma : 0.0;
   switch (a) {
-    case Algorithm::ring: return 2 * (n - 1) * (kModelAlpha + bytes / n / kModelBeta);
+    case Algorithm::ring:
+      return 2 * (n - 1) * (kModelAlpha + bytes / n / kModelBeta) +
+             (n - 1) / n * bytes * kModelGamma;
     case Algorithm::halving:
-      return 2 * l * kModelAlpha + 2.0 * (p2 - 1) / p2 * bytes / kModelBeta + fold;
-    case Algorithm::doubling: return l * (kModelAlpha + bytes / kModelBeta) + fold;
+      return 2 * l * kModelAlpha + 2.0 * (p2 - 1) / p2 * bytes / kModelBeta +
+             (p2 - 1.0) / p2 * bytes * kModelGamma + fold;
+    case Algorithm::doubling:
+      return l * (kModelAlpha + bytes / kModelBeta + bytes * kModelGamma) + fold;
     case Algorithm::mpi:
       return std::min(model_seconds(Algorithm::halving, size, bytes),
                       model_seconds(Algorithm::doubling, size, bytes));

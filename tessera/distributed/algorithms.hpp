@@ -44,8 +44,10 @@ constexpr int64_t kOwnMinBytes = int64_t{128} << 10;
 // its 2 (N - 1) steps are bandwidth-bound.
 constexpr int64_t kRingChunkMinBytes = int64_t{1} << 20;
 
-// The α-β model (docs/scaling.md): α seconds per message, β bytes per second.
-constexpr double kModelAlpha = 3e-6, kModelBeta = 12.5e9;
+// The α-β-γ model (docs/scaling.md): α seconds per message, β bytes per
+// second on the wire, γ seconds per byte reduced (~5 GB/s: a sum of two
+// arrays on one core).
+constexpr double kModelAlpha = 3e-6, kModelBeta = 12.5e9, kModelGamma = 1.0 / 5e9;
 
 // The model's time of an all-reduce of `bytes` among `size` ranks by `a`
 // (the longest path: ranks folded in by a non-power-of-two size included).
@@ -56,7 +58,7 @@ double model_seconds(Algorithm a, int size, double bytes);
 // the same on every rank. auto: MPI_Iallreduce below kOwnMinBytes; between
 // 2 ranks the ring (its 2 steps are those of halving); the ring where each
 // chunk holds kRingChunkMinBytes; otherwise halving or doubling, whichever
-// the α-β model finds faster (doubling when there are fewer elements than
+// the α-β-γ model finds faster (doubling when there are fewer elements than
 // the largest power of two <= size).
 Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements);
 

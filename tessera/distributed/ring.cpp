@@ -209,8 +209,9 @@ void Engine::post_step(const OpPtr& op) {
   }
   if (s.send_to >= 0) {
     const char* from = s.send_from_x ? static_cast<const char*>(op->x.raw()) : out;
-    check(MPI_Isend(from + s.send_lo * width, checked_int(s.send_hi - s.send_lo, op->name, "elements"),
-                    mpi_type(dt), s.send_to, op->tag, ch.data_comm, &op->reqs[1]),
+    check(MPI_Isend(from + s.send_lo * width,
+                    checked_int(s.send_hi - s.send_lo, op->name, "elements"), mpi_type(dt),
+                    s.send_to, op->tag, ch.data_comm, &op->reqs[1]),
           op->name, "MPI_Isend");
   }
   active_.push_back(op);
@@ -224,7 +225,7 @@ void Engine::advance_own(const OpPtr& op, std::vector<Completion>& done) {
     int64_t width = static_cast<int64_t>(dtype_size(dt)), count = s.recv_hi - s.recv_lo;
     char* acc = static_cast<char*>(op->out.raw()) + s.recv_lo * width;
     const char* mine =
-        (s.mine_from_x ? static_cast<const char*>(op->x.raw()) : acc) + (s.mine_from_x ? s.recv_lo * width : 0);
+        s.mine_from_x ? static_cast<const char*>(op->x.raw()) + s.recv_lo * width : acc;
     const char* came = static_cast<const char*>(op->ring_in->raw());
     if (s.came_left) combine(acc, came, mine, count, dt, op->rop);
     else combine(acc, mine, came, count, dt, op->rop);

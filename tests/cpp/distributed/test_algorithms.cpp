@@ -75,8 +75,8 @@ struct Outcome {
 // different seed: a different interleaving). A send is buffered when posted,
 // as MPI reads the buffer the step posted; a step ends when its receive
 // arrived.
-Outcome simulate(Algorithm a, int size, int64_t n, DType dt, ReduceOp rop, const std::vector<Bytes>& in,
-             uint32_t order) {
+Outcome simulate(Algorithm a, int size, int64_t n, DType dt, ReduceOp rop,
+                 const std::vector<Bytes>& in, uint32_t order) {
   const size_t w = width(dt);
   Outcome run;
   run.out.assign(size, Bytes(static_cast<size_t>(n) * w));
@@ -110,7 +110,8 @@ Outcome simulate(Algorithm a, int size, int64_t n, DType dt, ReduceOp rop, const
       if (q.empty()) continue;
       Bytes came = std::move(q.front());
       q.pop_front();
-      EXPECT_EQ(static_cast<int64_t>(came.size()), (s.recv_hi - s.recv_lo) * static_cast<int64_t>(w));
+      EXPECT_EQ(static_cast<int64_t>(came.size()),
+                (s.recv_hi - s.recv_lo) * static_cast<int64_t>(w));
       char* acc = run.out[r].data() + s.recv_lo * w;
       if (s.reduce) {
         const char* mine = s.mine_from_x ? in[r].data() + s.recv_lo * w : acc;
@@ -154,10 +155,11 @@ TEST(AllReduceAlgorithms, EachAgreesWithThePlainReduction) {
       for (DType dt : {DType::float32, DType::float64, DType::int64}) {
         for (ReduceOp rop : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
           // Fewer elements than ranks, chunk boundaries, uneven chunks.
-          for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{size - 1}, int64_t{size}, int64_t{size + 1},
-                            int64_t{8 * size - 1}, int64_t{1000}}) {
+          for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{size - 1}, int64_t{size},
+                            int64_t{size + 1}, int64_t{8 * size - 1}, int64_t{1000}}) {
             std::vector<Bytes> in;
-            for (int r = 0; r < size; ++r) in.push_back(input(dt, r, n, static_cast<uint32_t>(n + size)));
+            for (int r = 0; r < size; ++r)
+              in.push_back(input(dt, r, n, static_cast<uint32_t>(n + size)));
             Outcome run = simulate(a, size, n, dt, rop, in, 1);
             std::string what = std::string(algorithm_name(a)) + " N=" + std::to_string(size) +
                                " n=" + std::to_string(n) + " " + std::string(dtype_name(dt)) +
@@ -196,7 +198,8 @@ TEST(AllReduceAlgorithms, SameBitsWhateverTheOrderOfProgress) {
       for (uint32_t order = 2; order < 6; ++order) {
         Outcome again = simulate(a, size, n, DType::float32, ReduceOp::sum, in, order);
         for (int r = 0; r < size; ++r)
-          EXPECT_EQ(again.out[r], first.out[0]) << algorithm_name(a) << " N=" << size << " order " << order;
+          EXPECT_EQ(again.out[r], first.out[0])
+              << algorithm_name(a) << " N=" << size << " order " << order;
       }
     }
   }
@@ -238,7 +241,8 @@ TEST(AllReduceAlgorithms, ChosenBySizeAndRanks) {
   for (int size : {5, 8, 32, 1000, 10000})
     EXPECT_EQ(choose_algorithm(autom, size, 4 * mib, mib), Algorithm::halving) << size;
   // The ring exactly where each chunk reaches kRingChunkMinBytes.
-  EXPECT_EQ(choose_algorithm(autom, 8, 8 * kRingChunkMinBytes, 2 * kRingChunkMinBytes), Algorithm::ring);
+  EXPECT_EQ(choose_algorithm(autom, 8, 8 * kRingChunkMinBytes, 2 * kRingChunkMinBytes),
+            Algorithm::ring);
   EXPECT_EQ(choose_algorithm(autom, 8, 8 * kRingChunkMinBytes - 8, 2 * kRingChunkMinBytes - 2),
             Algorithm::halving);
   // Fewer elements than the power-of-two core: doubling.
