@@ -297,6 +297,15 @@ std::string Engine::check_same_program() {
     char shown[248];
   } mine{}, *all = nullptr;
   auto [hash, shown] = program_identity();
+  // Settings every rank must share, or collectives would run different
+  // schedules and wait for each other until the timeout.
+  for (const char* var : {"TESSERA_ALLREDUCE", "TESSERA_RING"}) {
+    if (const char* v = std::getenv(var)) {
+      std::string setting = error_message(" (", var, "=", v, ")");
+      hash = fnv1a(setting, hash);
+      shown = setting.substr(1) + " " + shown;
+    }
+  }
   mine.hash = hash;
   std::strncpy(mine.shown, shown.c_str(), sizeof mine.shown - 1);
   std::vector<Identity> ids(size_);
@@ -307,7 +316,7 @@ std::string Engine::check_same_program() {
   bool same = true;
   for (const Identity& id : ids) same = same && id.hash == ids[0].hash;
   if (same) return "";
-  std::string msg = "[locality] the localities run different programs or arguments:";
+  std::string msg = "[locality] the localities run different programs, arguments or settings:";
   for (int r = 0; r < size_; ++r) msg += error_message("\n  rank ", r, ": ", ids[r].shown);
   return msg;
 }
