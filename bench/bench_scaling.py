@@ -29,10 +29,9 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 
+import pmpi_count
 from machine import machine_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,33 +92,21 @@ def choose(n, nbytes):
 
 
 def run_n(build, n, sizes, repeats, algorithm):
-    """One mpirun of bench_allreduce --scaling with the counter preloaded: the
-    timings (rank 0's JSON) and every rank's counts."""
+    """One mpirun of bench_allreduce --scaling with the counter preloaded: per size, the
+    counts of one all-reduce (the most any rank sends) and the times (rank 0's JSON)."""
     exe = os.path.join(build, "bench", "bench_allreduce")
-    lib = os.path.abspath(os.path.join(build, "bench", "libpmpi_count.so"))
-    with tempfile.TemporaryDirectory() as tmp:
-        counts = os.path.join(tmp, "counts.jsonl")
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   TESSERA_THREADS="1", TESSERA_ALLREDUCE=algorithm)
-        cmd = ["mpirun", "-n", str(n), "--oversubscribe", "--bind-to", "none",
-               "-x", "TESSERA_THREADS", "-x", "TESSERA_ALLREDUCE", "-x", f"LD_PRELOAD={lib}",
-               "-x", f"PMPI_COUNT_OUT={counts}", exe, "--scaling", ",".join(map(str, sizes)),
-               "--repeats", str(repeats)]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-        if done.returncode != 0:
-            sys.exit(f"bench_scaling: {' '.join(cmd)} failed ({done.returncode}):\n"
-                     f"{done.stdout}{done.stderr}")
-        timing = next(json.loads(line) for line in reversed(done.stdout.splitlines())
-                      if line.startswith("{"))
-        with open(counts) as fh:
-            ranks = [json.loads(line) for line in fh]
-    if len(ranks) != n:
-        sys.exit(f"bench_scaling: {len(ranks)} lines of counts from {n} ranks ({counts})")
+    cmd = [exe, "--scaling", ",".join(map(str, sizes)), "--repeats", str(repeats)]
+    try:
+        out, ranks = pmpi_count.run(n, cmd, build=build, env={
+            "TESSERA_THREADS": "1", "TESSERA_ALLREDUCE": algorithm})
+    except RuntimeError as e:
+        sys.exit(f"bench_scaling: {e}")
+    timing = next(json.loads(line) for line in reversed(out.splitlines())
+                  if line.startswith("{"))
     rows = []
     for t in timing["allreduce"]:
-        label = f"engine {t['bytes']}"
-        segs = [next(s for s in r["segments"] if s["label"] == label) for r in ranks]
-        data = [s["by_comm"].get("tessera.data", {"msgs": 0, "bytes": 0}) for s in segs]
+        segs = pmpi_count.segment(ranks, f"engine {t['bytes']}")
+        data = [pmpi_count.on_comm(s, "tessera.data") for s in segs]
         rows.append({
             "n": n, "bytes": t["bytes"], "algorithm": algorithm if algorithm != "auto"
             else choose(n, t["bytes"]),
