@@ -37,12 +37,12 @@ struct Fold {
 };
 
 // The fold's first step; returns false if this rank then waits for the result only.
-bool fold_in(const Fold& f, int64_t elements, std::vector<Step>& steps) {
+bool fold_in(const Fold& f, int64_t elements, bool in_out, std::vector<Step>& steps) {
   if (f.folded_out()) {
     Step send;
     send.send_to = f.rank + 1;
     send.send_hi = elements;
-    send.send_from_x = true;
+    send.send_from_x = !in_out;
     steps.push_back(send);
     Step back;
     back.recv_from = f.rank + 1;
@@ -56,7 +56,7 @@ bool fold_in(const Fold& f, int64_t elements, std::vector<Step>& steps) {
     in.recv_hi = elements;
     in.reduce = true;
     in.came_left = true;  // the lower rank's array on the left
-    in.mine_from_x = true;
+    in.mine_from_x = !in_out;
     steps.push_back(in);
   }
   return true;
@@ -70,7 +70,7 @@ void fold_out(const Fold& f, int64_t elements, std::vector<Step>& steps) {
   steps.push_back(back);
 }
 
-std::vector<Step> ring_schedule(int rank, int size, int64_t elements) {
+std::vector<Step> ring_schedule(int rank, int size, int64_t elements, bool in_out) {
   std::vector<int64_t> at = part_offsets(elements, size);
   std::vector<Step> steps;
   int right = (rank + 1) % size, left = (rank - 1 + size) % size;
@@ -84,7 +84,7 @@ std::vector<Step> ring_schedule(int rank, int size, int64_t elements) {
     st.send_to = right;
     st.send_lo = at[send];
     st.send_hi = at[send + 1];
-    st.send_from_x = step == 0;
+    st.send_from_x = step == 0 && !in_out;
     st.recv_from = left;
     st.recv_lo = at[recv];
     st.recv_hi = at[recv + 1];
@@ -92,17 +92,17 @@ std::vector<Step> ring_schedule(int rank, int size, int64_t elements) {
     // here for the first and only time); the all-gather copies.
     st.reduce = scatter;
     st.came_left = false;
-    st.mine_from_x = true;
+    st.mine_from_x = !in_out;
     steps.push_back(st);
   }
   return steps;
 }
 
-std::vector<Step> halving_schedule(int rank, int size, int64_t elements) {
+std::vector<Step> halving_schedule(int rank, int size, int64_t elements, bool in_out) {
   Fold f{floor_pow2(size), size - floor_pow2(size), rank};
   std::vector<Step> steps;
-  if (!fold_in(f, elements, steps)) return steps;
-  bool reduced = f.stands_in();
+  if (!fold_in(f, elements, in_out, steps)) return steps;
+  bool reduced = in_out || f.stands_in();
   std::vector<int64_t> at = part_offsets(elements, f.p2);
   int v = f.core_rank();
   int lo = 0, hi = f.p2;  // the chunks this rank reduces, halved per step
@@ -143,11 +143,11 @@ std::vector<Step> halving_schedule(int rank, int size, int64_t elements) {
   return steps;
 }
 
-std::vector<Step> doubling_schedule(int rank, int size, int64_t elements) {
+std::vector<Step> doubling_schedule(int rank, int size, int64_t elements, bool in_out) {
   Fold f{floor_pow2(size), size - floor_pow2(size), rank};
   std::vector<Step> steps;
-  if (!fold_in(f, elements, steps)) return steps;
-  bool reduced = f.stands_in();
+  if (!fold_in(f, elements, in_out, steps)) return steps;
+  bool reduced = in_out || f.stands_in();
   int v = f.core_rank();
   for (int m = 1; m < f.p2; m *= 2) {
     Step st;
@@ -164,6 +164,86 @@ std::vector<Step> doubling_schedule(int rank, int size, int64_t elements) {
   return steps;
 }
 
+// Peers numbered within `members` made world (channel) ranks.
+void remap(std::vector<Step>& steps, size_t from, const std::vector<int>& members) {
+  for (size_t i = from; i < steps.size(); ++i) {
+    if (steps[i].send_to >= 0) steps[i].send_to = members[steps[i].send_to];
+    if (steps[i].recv_from >= 0) steps[i].recv_from = members[steps[i].recv_from];
+  }
+}
+
+// Reduce within the host to its first rank (a binomial tree: the partial of
+// the higher local ranks on the right), the hosts' first ranks all-reduce
+// among themselves by recursive halving, then a binomial broadcast within the
+// host.
+std::vector<Step> hierarchical_schedule(int rank, int size, int64_t elements,
+                                        const std::vector<int>& host_of) {
+  if (static_cast<int>(host_of.size()) != size)
+    throw std::invalid_argument(error_message("[all_reduce] the hierarchical all-reduce needs the "
+                                              "host of each of the ", size, " ranks, got ",
+                                              host_of.size()));
+  std::vector<int> local, leaders;
+  for (int r = 0; r < size; ++r) {
+    if (host_of[r] == host_of[rank]) local.push_back(r);
+    bool first = true;
+    for (int q = 0; q < r && first; ++q) first = host_of[q] != host_of[r];
+    if (first) leaders.push_back(r);
+  }
+  const int k = static_cast<int>(local.size());
+  const int i = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+  std::vector<Step> steps;
+  bool reduced = false;
+  for (int m = 1; m < k; m *= 2) {
+    Step st;
+    if (i & m) {
+      st.send_to = local[i - m];
+      st.send_hi = elements;
+      st.send_from_x = !reduced;
+      steps.push_back(st);
+      break;
+    }
+    if (i + m < k) {
+      st.recv_from = local[i + m];
+      st.recv_hi = elements;
+      st.reduce = true;
+      st.came_left = false;
+      st.mine_from_x = !reduced;
+      steps.push_back(st);
+      reduced = true;
+    }
+  }
+  const int hosts = static_cast<int>(leaders.size());
+  if (i == 0 && hosts > 1) {
+    const int me =
+        static_cast<int>(std::find(leaders.begin(), leaders.end(), rank) - leaders.begin());
+    size_t at = steps.size();
+    std::vector<Step> more = elements < floor_pow2(hosts)
+                                 ? doubling_schedule(me, hosts, elements, reduced)
+                                 : halving_schedule(me, hosts, elements, reduced);
+    steps.insert(steps.end(), more.begin(), more.end());
+    remap(steps, at, leaders);
+    reduced = true;
+  }
+  // The broadcast: receive from the parent (at the lowest set bit of i), then
+  // send to the children, farthest first.
+  int top = 1;
+  while (top < k) top *= 2;
+  for (int m = top / 2; m >= 1; m /= 2) {
+    Step st;
+    if (i % (2 * m) == m) {
+      st.recv_from = local[i - m];
+      st.recv_hi = elements;
+      steps.push_back(st);
+    } else if (i % (2 * m) == 0 && i + m < k) {
+      st.send_to = local[i + m];
+      st.send_hi = elements;
+      st.send_from_x = !reduced;  // a host of one rank among one host: never
+      steps.push_back(st);
+    }
+  }
+  return steps;
+}
+
 }  // namespace
 
 const char* algorithm_name(Algorithm a) {
@@ -172,6 +252,7 @@ const char* algorithm_name(Algorithm a) {
     case Algorithm::ring: return "ring";
     case Algorithm::halving: return "halving";
     case Algorithm::doubling: return "doubling";
+    case Algorithm::hierarchical: return "hierarchical";
   }
   return "?";
 }
@@ -180,7 +261,8 @@ AlgorithmSetting algorithm_setting(const char* env) {
   AlgorithmSetting s;
   if (!env || !*env || std::strcmp(env, "auto") == 0) return s;
   s.automatic = false;
-  for (Algorithm a : {Algorithm::mpi, Algorithm::ring, Algorithm::halving, Algorithm::doubling}) {
+  for (Algorithm a : {Algorithm::mpi, Algorithm::ring, Algorithm::halving, Algorithm::doubling,
+                      Algorithm::hierarchical}) {
     if (std::strcmp(env, algorithm_name(a)) == 0) {
       s.forced = a;
       return s;
@@ -188,7 +270,7 @@ AlgorithmSetting algorithm_setting(const char* env) {
   }
   throw std::invalid_argument(error_message(
       "[all_reduce] unknown all-reduce algorithm: '", env,
-      "' (TESSERA_ALLREDUCE: auto, ring, halving, doubling or mpi)"));
+      "' (TESSERA_ALLREDUCE: auto, ring, halving, doubling, hierarchical or mpi)"));
 }
 
 double model_seconds(Algorithm a, int size, double bytes) {
@@ -208,6 +290,7 @@ double model_seconds(Algorithm a, int size, double bytes) {
              (p2 - 1.0) / p2 * bytes * kModelGamma + fold;
     case Algorithm::doubling:
       return l * (kModelAlpha + bytes / kModelBeta + bytes * kModelGamma) + fold;
+    case Algorithm::hierarchical:  // depends on the hosts: not modelled
     case Algorithm::mpi:
       return std::min(model_seconds(Algorithm::halving, size, bytes),
                       model_seconds(Algorithm::doubling, size, bytes));
@@ -226,12 +309,14 @@ Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, i
              : Algorithm::halving;
 }
 
-std::vector<Step> schedule(Algorithm a, int rank, int size, int64_t elements) {
+std::vector<Step> schedule(Algorithm a, int rank, int size, int64_t elements,
+                           const std::vector<int>& host_of) {
   if (size <= 1) return {};
   switch (a) {
-    case Algorithm::ring: return ring_schedule(rank, size, elements);
-    case Algorithm::halving: return halving_schedule(rank, size, elements);
-    case Algorithm::doubling: return doubling_schedule(rank, size, elements);
+    case Algorithm::ring: return ring_schedule(rank, size, elements, false);
+    case Algorithm::halving: return halving_schedule(rank, size, elements, false);
+    case Algorithm::doubling: return doubling_schedule(rank, size, elements, false);
+    case Algorithm::hierarchical: return hierarchical_schedule(rank, size, elements, host_of);
     case Algorithm::mpi: break;
   }
   return {};

@@ -18,12 +18,15 @@ enum class Algorithm {
   ring,      // 2 (N - 1) steps, each sending 1/N of the data to the right
   halving,   // Rabenseifner: recursive-halving reduce-scatter, recursive-doubling all-gather
   doubling,  // recursive doubling: log2 N exchanges of the whole array
+  // Reduce within each host, all-reduce across hosts, broadcast within
+  // (TESSERA_ALLREDUCE=hierarchical only: auto does not choose it).
+  hierarchical,
 };
 
 const char* algorithm_name(Algorithm a);
 
 // TESSERA_ALLREDUCE (the same on every rank): "auto" (or unset), "ring",
-// "halving", "doubling" or "mpi". auto chooses by choose_algorithm; any
+// "halving", "doubling", "hierarchical" or "mpi". auto chooses by choose_algorithm; any
 // other value runs every all-reduce that does not travel inline in the
 // agreement round with that algorithm. Throws invalid_argument naming the
 // variable and the value for anything else.
@@ -86,7 +89,14 @@ struct Step {
 // rank, whatever the timing. Non-powers of two: the first 2r ranks (r =
 // size - 2^⌊log2 size⌋) pair up, the even one sends its array to the odd one
 // and gets the result back at the end.
-std::vector<Step> schedule(Algorithm a, int rank, int size, int64_t elements);
+// hierarchical: the first rank of each host (host_of: a host number per
+// rank, as many as size) reduces its host's arrays by a binomial tree (the
+// higher local ranks' partial on the right), the first ranks all-reduce by
+// recursive halving (doubling when there are fewer elements than hosts), and
+// a binomial tree broadcasts within each host. Throws invalid_argument if
+// host_of does not have size entries.
+std::vector<Step> schedule(Algorithm a, int rank, int size, int64_t elements,
+                           const std::vector<int>& host_of = {});
 
 // The element offsets of `parts` nearly equal parts of `elements` (parts +
 // 1 values, the first parts the largest).

@@ -257,6 +257,7 @@ void Engine::run() {
       const char* ring = std::getenv("TESSERA_RING");
       const char* choice = std::getenv("TESSERA_ALLREDUCE");
       algorithm_ = algorithm_setting(!choice && ring && std::string(ring) == "0" ? "mpi" : choice);
+      channels_[0]->host_of = host_map(channels_[0]->data_comm, size_);
     } catch (const std::exception& e) {
       init_error = e.what();
       value_error = true;
@@ -299,7 +300,7 @@ std::string Engine::check_same_program() {
   auto [hash, shown] = program_identity();
   // Settings every rank must share, or collectives would run different
   // schedules and wait for each other until the timeout.
-  for (const char* var : {"TESSERA_ALLREDUCE", "TESSERA_RING"}) {
+  for (const char* var : {"TESSERA_ALLREDUCE", "TESSERA_RING", "TESSERA_HOST_RANKS"}) {
     if (const char* v = std::getenv(var)) {
       std::string setting = error_message(" (", var, "=", v, ")");
       hash = fnv1a(setting, hash);

@@ -108,6 +108,8 @@ struct Channel {
   // (site, key) of operations other members offered and this rank has not
   // issued yet, sorted (note_expected), and resolve's scratch for it.
   std::vector<std::pair<uint64_t, uint64_t>> expected, mine;
+  // Per group rank, its host (TESSERA_ALLREDUCE=hierarchical only; else empty).
+  std::vector<int> host_of;
   // The world rank of group rank r.
   int world_rank(int r) const { return members.empty() ? r : members[r]; }
 };
@@ -380,6 +382,13 @@ class Engine {
   // concurrent ones apart: they are posted in the agreed order, the same on
   // every rank.
   void post_own(const OpPtr& op, Algorithm a);
+
+  // For the hierarchical all-reduce: the host of each of comm's `size` ranks
+  // (the lowest rank of comm sharing its memory, by MPI_Comm_split_type), or
+  // with TESSERA_HOST_RANKS=k, hosts of k consecutive ranks (for tests on one
+  // machine). Collective over comm; empty unless hierarchical is forced.
+  // Throws invalid_argument for a TESSERA_HOST_RANKS that is not a positive integer.
+  std::vector<int> host_map(MPI_Comm comm, int size) const;
 
   void post_step(const OpPtr& op);
 

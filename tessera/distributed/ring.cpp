@@ -183,7 +183,7 @@ void Engine::post_own(const OpPtr& op, Algorithm a) {
   if (op->kind != Kind::coalesced) op->out = Array(x.dtype(), x.shape());  // a group's is made already
   op->stage = Stage::ring;
   op->tag = 1 + static_cast<int>(op->ch->ring_serial++ % 30000);
-  op->steps = schedule(a, op->ch->rank, op->ch->size, x.size());
+  op->steps = schedule(a, op->ch->rank, op->ch->size, x.size(), op->ch->host_of);
   op->step = 0;
   int64_t scratch = 0;  // the largest range a reducing step receives
   for (const Step& s : op->steps)

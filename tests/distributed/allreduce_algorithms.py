@@ -1,6 +1,7 @@
 # The engine's all-reduce algorithms over MPI (algorithms.hpp, ring.cpp):
 # `allreduce_algorithms.py ALGORITHM` runs with TESSERA_ALLREDUCE=ALGORITHM
-# (auto, ring, halving or doubling; set before the engine starts, the same on
+# (auto, ring, halving, doubling, or hierarchical with hosts of 2 ranks
+# simulated by TESSERA_HOST_RANKS=2; set before the engine starts, the same on
 # every rank). Sums, means, maxima and minima of float32, float64 and int64
 # against NumPy over every rank's data, at sizes around every switch point
 # (just above the inline budget, around 128 KiB where auto leaves
@@ -9,7 +10,7 @@
 # bits and a repeated call the same bits; small all-reduces coalesced into
 # one; on the groups of a mesh when there are 6 ranks (groups of 2 and 3).
 # ALGORITHM "mixed" sets ring on rank 0 and halving on the others, which the
-# start-up check refuses. Prints "ok".
+# start-up check refuses; "bad-hosts" sets TESSERA_HOST_RANKS=0. Prints "ok".
 import os
 import sys
 
@@ -18,6 +19,13 @@ if ALGORITHM == "mixed":
     # Ranks that disagree on the setting: refused at start-up, naming it.
     ALGORITHM = "ring" if os.environ.get("OMPI_COMM_WORLD_RANK") == "0" else "halving"
 os.environ["TESSERA_ALLREDUCE"] = ALGORITHM
+if ALGORITHM == "hierarchical":
+    # Hosts of 2 consecutive ranks simulated on this machine.
+    os.environ["TESSERA_HOST_RANKS"] = "2"
+if ALGORITHM == "bad-hosts":
+    # A simulated host size that is not a positive integer: a ValueError naming it.
+    os.environ["TESSERA_ALLREDUCE"] = "hierarchical"
+    os.environ["TESSERA_HOST_RANKS"] = "0"
 
 import numpy as np  # noqa: E402
 

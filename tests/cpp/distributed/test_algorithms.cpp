@@ -76,13 +76,14 @@ struct Outcome {
 // as MPI reads the buffer the step posted; a step ends when its receive
 // arrived.
 Outcome simulate(Algorithm a, int size, int64_t n, DType dt, ReduceOp rop,
-                 const std::vector<Bytes>& in, uint32_t order) {
+                 const std::vector<Bytes>& in, uint32_t order,
+                 const std::vector<int>& host_of = {}) {
   const size_t w = width(dt);
   Outcome run;
   run.out.assign(size, Bytes(static_cast<size_t>(n) * w));
   run.sends.assign(size, 0);
   std::vector<std::vector<Step>> steps(size);
-  for (int r = 0; r < size; ++r) steps[r] = schedule(a, r, size, n);
+  for (int r = 0; r < size; ++r) steps[r] = schedule(a, r, size, n, host_of);
   std::vector<size_t> at(size, 0);
   std::vector<bool> sent(size, false);
   std::map<std::pair<int, int>, std::deque<Bytes>> queue;  // (from, to)
@@ -188,6 +189,64 @@ TEST(AllReduceAlgorithms, EachAgreesWithThePlainReduction) {
   }
 }
 
+// Hosts: consecutive ranks, interleaved, uneven, one rank each, all on one.
+std::vector<std::vector<int>> host_maps(int size) {
+  std::vector<std::vector<int>> maps;
+  std::vector<int> m(size);
+  for (int k : {2, 3}) {
+    for (int r = 0; r < size; ++r) m[r] = r / k;
+    maps.push_back(m);
+  }
+  for (int r = 0; r < size; ++r) m[r] = r % 2;
+  maps.push_back(m);
+  for (int r = 0; r < size; ++r) m[r] = r == 0 ? 0 : 1 + (r - 1) / 4;
+  maps.push_back(m);
+  for (int r = 0; r < size; ++r) m[r] = r;
+  maps.push_back(m);
+  maps.push_back(std::vector<int>(size, 7));
+  return maps;
+}
+
+TEST(AllReduceAlgorithms, HierarchicalAgreesWithThePlainReduction) {
+  for (int size = 2; size <= 9; ++size) {
+    for (const std::vector<int>& hosts : host_maps(size)) {
+      for (DType dt : {DType::float32, DType::int64}) {
+        for (ReduceOp rop : {ReduceOp::sum, ReduceOp::max}) {
+          for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{size + 1}, int64_t{257}}) {
+            std::vector<Bytes> in;
+            for (int r = 0; r < size; ++r) in.push_back(input(dt, r, n, 11));
+            Outcome run = simulate(Algorithm::hierarchical, size, n, dt, rop, in, 1, hosts);
+            Outcome again = simulate(Algorithm::hierarchical, size, n, dt, rop, in, 9, hosts);
+            std::string what = "N=" + std::to_string(size) + " n=" + std::to_string(n) +
+                               " hosts " + std::to_string(hosts[size - 1] + 1);
+            for (int64_t i = 0; i < n; ++i) {
+              double want = value(dt, in[0], i);
+              for (int r = 1; r < size; ++r) {
+                double v = value(dt, in[r], i);
+                want = rop == ReduceOp::sum ? want + v : std::max(want, v);
+              }
+              double tol = rop == ReduceOp::sum && dt == DType::float32 ? 1e-4 * size : 0.0;
+              ASSERT_NEAR(value(dt, run.out[0], i), want, tol) << what << " element " << i;
+            }
+            for (int r = 0; r < size; ++r) {
+              ASSERT_EQ(run.out[r], run.out[0]) << what << ": rank " << r << " has other bits";
+              ASSERT_EQ(again.out[r], run.out[0]) << what << ": another order, other bits";
+            }
+          }
+        }
+      }
+    }
+  }
+  // Two hosts of four: a first rank receives twice within its host, exchanges
+  // twice with the other first rank (halving between 2) and sends twice within
+  // (the broadcast); the last rank of a host sends up once and receives once.
+  std::vector<int> two(8);
+  for (int r = 0; r < 8; ++r) two[r] = r / 4;
+  EXPECT_EQ(schedule(Algorithm::hierarchical, 0, 8, 100, two).size(), 2u + 2u + 2u);
+  EXPECT_EQ(schedule(Algorithm::hierarchical, 3, 8, 100, two).size(), 2u);
+  EXPECT_THROW(schedule(Algorithm::hierarchical, 0, 8, 100, {0, 1}), std::invalid_argument);
+}
+
 TEST(AllReduceAlgorithms, SameBitsWhateverTheOrderOfProgress) {
   for (Algorithm a : kAlgorithms) {
     for (int size : {3, 5, 6, 8}) {
@@ -248,7 +307,7 @@ TEST(AllReduceAlgorithms, ChosenBySizeAndRanks) {
   // Fewer elements than the power-of-two core: doubling.
   EXPECT_EQ(choose_algorithm(autom, 64, kOwnMinBytes * 2, 32), Algorithm::doubling);
   // Forced.
-  for (const char* name : {"ring", "halving", "doubling", "mpi"}) {
+  for (const char* name : {"ring", "halving", "doubling", "hierarchical", "mpi"}) {
     AlgorithmSetting s = algorithm_setting(name);
     EXPECT_FALSE(s.automatic);
     EXPECT_STREQ(algorithm_name(choose_algorithm(s, 8, 16, 2)), name);
