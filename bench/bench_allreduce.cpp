@@ -215,7 +215,9 @@ void run_scaling(const Options& opt, int rank, int size, bool raw_ok) {
     int64_t n = bytes / 4;
     Array x = Array::full(DType::float32, {n}, 1.0);
     std::vector<float> in(n, 1.0f), out(n);
-    auto engine = [&] { distributed::detail::all_reduce(x, distributed::ReduceOp::sum, "bench").wait(); };
+    auto engine = [&] {
+      distributed::detail::all_reduce(x, distributed::ReduceOp::sum, "bench").wait();
+    };
     auto raw = [&] {
       MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
@@ -243,14 +245,17 @@ void run_scaling(const Options& opt, int rank, int size, bool raw_ok) {
       }
     }
     char row[256];
-    std::snprintf(row, sizeof row, "%s{\"bytes\": %lld, \"repeats\": %d, \"engine_s\": %.9g, \"mpi_s\": %.9g}",
-                  rows.empty() ? "" : ", ", static_cast<long long>(bytes), reps, median(te), median(tm));
+    std::snprintf(row, sizeof row,
+                  "%s{\"bytes\": %lld, \"repeats\": %d, \"engine_s\": %.9g, \"mpi_s\": %.9g}",
+                  rows.empty() ? "" : ", ", static_cast<long long>(bytes), reps, median(te),
+                  median(tm));
     rows += row;
   }
   if (rank == 0) {
-    std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"raw_mpi\": %s, \"allreduce\": [%s]}\n",
-                json_string(bench::machine_line()).c_str(), size, num_threads(), raw_ok ? "true" : "false",
-                rows.c_str());
+    std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"raw_mpi\": %s, "
+                "\"allreduce\": [%s]}\n",
+                json_string(bench::machine_line()).c_str(), size, num_threads(),
+                raw_ok ? "true" : "false", rows.c_str());
   }
 }
 
