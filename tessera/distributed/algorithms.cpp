@@ -237,7 +237,7 @@ std::vector<Step> hierarchical_schedule(int rank, int size, int64_t elements,
     } else if (i % (2 * m) == 0 && i + m < k) {
       st.send_to = local[i + m];
       st.send_hi = elements;
-      st.send_from_x = !reduced;  // a host of one rank among one host: never
+      st.send_from_x = false;  // the result: a rank with children reduced (or received) it
       steps.push_back(st);
     }
   }

@@ -1,8 +1,9 @@
 // The communication engine's internals (Engine, one operation: Op), shared by
 // its parts: engine.cpp (start-up, submission, agreement rounds, the end),
 // progress.cpp (posting and polling MPI operations, the progress thread,
-// timeouts), ring.cpp (the engine's own all-reduce algorithms, coalescing, reductions). The
-// public functions are in comm.hpp. Internal to tessera/distributed.
+// timeouts), ring.cpp (the engine's own all-reduce algorithms, coalescing,
+// reductions). The public functions are in comm.hpp. Internal to
+// tessera/distributed.
 #pragma once
 
 #include <mpi.h>
@@ -56,7 +57,8 @@ constexpr int64_t kInlineBudget = int64_t{64} << 10;
 constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
 // All-reduces (and coalesced groups) of at least kOwnMinBytes run as one of
 // the engine's own algorithms (algorithms.hpp: the ring, recursive halving
-// or doubling, chosen by the number of ranks and the size; Engine::post_own)
+// or doubling, chosen by the number of ranks and the size, or the
+// hierarchical one when forced; Engine::post_own)
 // instead of MPI_Iallreduce. TESSERA_ALLREDUCE forces one (the same on every
 // rank); TESSERA_RING=0, as before, means TESSERA_ALLREDUCE=mpi.
 constexpr int64_t kCoalesceCapBytes = int64_t{4} << 20;
