@@ -686,9 +686,11 @@ class StageStep:
                 for v in P if model._owner[v][1].regularizer is not None]
         aux_of_stats = [s_ for _, s_ in stats]
         # Keep the forward's intermediates for the backward (vjp) where the
-        # stage sends one tensor and has no regularizers; else the backward
-        # recomputes the forward (value_and_grad of sum(output * cotangent)).
-        keep = not last and len(outs) == 1 and not regs and self.keep_activations
+        # stage has no regularizers (a stage sending several tensors: the
+        # vjp's value is their list, its pullback takes their cotangents);
+        # else the backward recomputes the forward (value_and_grad of
+        # sum(output * cotangent)).
+        keep = not last and not regs and self.keep_activations
         self.keeps = keep
         defs = []
         if last:
@@ -712,8 +714,10 @@ class StageStep:
             fargs = P + S + xs + feeds + ["seed"]
             if keep:
                 # vjp: the forward keeps what the backward needs; the
-                # pullback runs only the backward (value: the one output)
-                body = ",\n  ".join(stmts + [f"list({outs[0]}, list({', '.join(aux)}))"])
+                # pullback runs only the backward (value: the one output,
+                # or the list of them)
+                value = outs[0] if len(outs) == 1 else f"list({', '.join(outs)})"
+                body = ",\n  ".join(stmts + [f"list({value}, list({', '.join(aux)}))"])
                 defs.append(f"define(stage_vjp, {', '.join(fargs)}, block(\n  {body}))\n")
             else:
                 body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
@@ -778,7 +782,8 @@ class StageStep:
                     if keep:
                         lines.append(f"define(v_{i}, vjp(stage_vjp, argnums=[{nums}], "
                                      f"has_aux=true)({fa}))")
-                        lines.append(f"define(o_{i}, list(v_{i}[0]))")
+                        lines.append(f"define(o_{i}, list(v_{i}[0]))" if len(outs) == 1
+                                     else f"define(o_{i}, v_{i}[0])")
                     else:
                         lines.append(f"define(o_{i}, stage_fwd({fa}))")
                     for k in range(len(outs)):
@@ -800,7 +805,9 @@ class StageStep:
                                  [f"c_{i}_{k}" for k in range(len(outs))])
                 fn = "stage_obj"
             if keep:  # the backward only, from the forward's pullback
-                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1](c_{i}_0), "
+                ct = f"c_{i}_0" if len(outs) == 1 else \
+                    f"list({', '.join(f'c_{i}_{k}' for k in range(len(outs)))})"
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1]({ct}), "
                              f"v_{i}[2]), nil))")
             else:
                 lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
