@@ -518,6 +518,18 @@ def _fixed_sum(terms):
     return ProgramsMixin._fixed_sum(terms)
 
 
+def _chain(leaves, prefix):
+    """The running sum of `leaves` [(name, micro-batch)] in their order, as
+    _tree's nodes and root: one partial sum lives at a time (normal mode,
+    where no fixed tree is owed)."""
+    nodes, (acc, _) = [], leaves[0]
+    for n, (b, ib) in enumerate(leaves[1:]):
+        name = f"{prefix}_{n}"
+        nodes.append((name, acc, b, ib))
+        acc = name
+    return nodes, acc
+
+
 def _tree(leaves, prefix):
     """_fixed_sum's tree over `leaves` [(name, micro-batch)], as its inner
     nodes (name, left, right, last micro-batch) in the order they can be
@@ -740,19 +752,20 @@ class StageStep:
             # members run this same program), before any pipe message
             lines.append(f"define(dgroup, {int(self.dg)})")
             lines += self.zero.gather_lines()
-        # The micro-batches' sums of this locality, in the fixed order of
-        # the one-locality deterministic run (aligned blocks of a pairwise
-        # tree), are the pass's result; the update program sums them over
-        # the data group. Each sum is made when its last micro-batch's
-        # backward is done, and what it adds is freed then.
+        # The micro-batches' sums of this locality, in deterministic mode in
+        # the fixed order of the one-locality run (aligned blocks of a
+        # pairwise tree, which holds up to log2(m) + 1 partial sums), in
+        # normal mode a running sum (one), are the pass's result; the update
+        # program sums them over the data group. Each sum is made when its
+        # last micro-batch's backward is done, and what it adds is freed then.
         keys = [str(k) for k in range(len(P))] + (["aux"] if width else [])
         block = (m & -m) if self.deterministic else m
         starts = list(range(0, m, block))
         partials, sums_at = [], {}
         for k in keys:
             for st in starts:
-                nodes, root = _tree([(f"g_{j}_{k}", j) for j in range(st, st + block)],
-                                    f"t_{st}_{k}")
+                nodes, root = (_tree if self.deterministic else _chain)(
+                    [(f"g_{j}_{k}", j) for j in range(st, st + block)], f"t_{st}_{k}")
                 for name, a, b, last_ in nodes:
                     sums_at.setdefault(last_, []).append(
                         [f"define({name}, ({a} + {b}))", f"define({a}, nil)",
