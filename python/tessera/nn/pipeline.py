@@ -946,8 +946,8 @@ class StageStep:
         body = ",\n  ".join(lines)
         upd_args = ", ".join(new_p + S + self.O + partials)
         tail = ", drank" if zero is not None else ""
-        update_text = (f"{self.norm_gather}define(stage_update, {upd_args}, iteration, lr{tail}, block(\n"
-                       f"  {body}))\n"
+        update_text = (f"{self.norm_gather}define(stage_update, {upd_args}, iteration, "
+                       f"lr{tail}, block(\n  {body}))\n"
                        "stage_update\n")
         model.train_code = pass_text + update_text
         return pass_text, update_text
