@@ -245,11 +245,13 @@ for kind in ("1f1b", "gpipe"):
         assert most <= bound, f"stage {step.stage}: {most} micro-batches in flight > {bound}"
     print(f"rank {R}: stage {step.stage} {kind}: at most {most} of {m} micro-batches in flight")
 
+
 # 1F1B's bound in memory: a stage's peak of live array bytes during a step
-# (the least of 3 steps) does not grow with the number of micro-batches (what a micro-batch received,
-# sent or kept is freed after its backward, not at the pass's end). Before
-# the pass's pending defines stopped holding their values, stage 0 of 2 grew
-# by one activation per micro-batch (6.9 MiB at m = 4, 13.4 MiB at m = 16).
+# (the least of 3 steps) does not grow with the number of micro-batches
+# (what a micro-batch received, sent or kept is freed after its backward,
+# not at the pass's end). Before the pass's pending defines stopped holding
+# their values, stage 0 of 2 grew by one activation per micro-batch (6.9 MiB
+# at m = 4, 13.4 MiB at m = 16).
 class Peak(nn.callbacks.Callback):
     def __init__(self):
         super().__init__()
