@@ -7,9 +7,13 @@
 #   the optimizer state bitwise the one-process deterministic run, with batch
 #   norm, dropout and a skip connection crossing the cuts;
 # - after fit: get_weights, save/load, predict and evaluate on every rank;
+# - clipnorm (SGD with momentum, Adam): bitwise the one-process run in
+#   deterministic mode, within tolerance in normal mode; with ZeRO refused;
 # - 1F1B's in-flight bound measured at run time from a trace: stage s has at
 #   most P - s micro-batches between the start of their forward and the end
-#   of their backward (GPipe, measured alike, holds all of them).
+#   of their backward (GPipe, measured alike, holds all of them);
+# - 1F1B's memory: a stage's step peak of live bytes the same at m = P and
+#   m = 4P (within 3 activations of a micro-batch).
 # usage: pipe_fit.py SPLIT M1,M2,...   (SPLIT: layer names joined by "+", or
 # "auto"). Prints "ok" on every rank.
 import hashlib
