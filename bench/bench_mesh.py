@@ -12,7 +12,8 @@ alternating (--runs times each):
                                                      reshard_after_forward=False
   zero3   fit(zero=3)                                FSDP2 fully_shard per block
   tp      tensor-parallel layers, Mesh(tensor=R)     DTensor ColwiseParallel/RowwiseParallel
-  pp      pipeline, Mesh(pipeline=R), 1F1B           torch.distributed.pipelining Schedule1F1B
+  pp      pipeline, Mesh(pipeline=R), 1F1B,          torch.distributed.pipelining Schedule1F1B
+          the peer's split (pipeline_split)          (ceil(modules / R) modules per stage)
   2d      Mesh(data=R/2, tensor=2), zero 3           FSDP2 x TP on a (R/2, 2) device mesh
 
 Every rank reports its peak RSS above its baseline after the imports (VmHWM - VmRSS at the
@@ -334,6 +335,12 @@ def tessera_worker(args, out_path):
         if "microbatches" not in params:
             raise NotImplementedError("pipeline parallelism in fit")
         fit_kw["microbatches"] = args.microbatches
+        # The peer's split (torch_worker): the embedding, the blocks and the
+        # head (final LayerNorm + Dense) as modules, ceil(modules / R) per
+        # stage; each stage starts at its first module's first layer.
+        firsts = ["tok"] + [f"ln1_{i}" for i in range(args.layers)] + ["ln_f"]
+        per = -(-len(firsts) // R)
+        fit_kw["pipeline_split"] = [firsts[s * per] for s in range(1, R)]
     model = tessera_gpt(args, group)
     ends = []
     held = {}

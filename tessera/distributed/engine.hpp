@@ -520,8 +520,10 @@ class Engine {
   std::atomic<int> registered_{0};
   std::atomic<uint64_t> polls_{0};
   uint64_t polls_seen_ = 0;  // the progress thread's
-  // The progress thread's sleep after a poll that found nothing (loop()).
-  static constexpr std::chrono::microseconds kIdlePoll{20}, kBusyPollMax{500};
+  // The progress thread's sleep after a poll that found nothing (loop()):
+  // from kIdlePoll, doubled after each such poll up to kIdlePollMax while
+  // no task runs, up to kBusyPollMax while tasks run.
+  static constexpr std::chrono::microseconds kIdlePoll{20}, kIdlePollMax{160}, kBusyPollMax{500};
   std::chrono::microseconds idle_sleep_ = kIdlePoll;
   static constexpr std::chrono::microseconds kPollerAway{200};
   const bool debug_rounds_ = std::getenv("TESSERA_DEBUG_ROUNDS") != nullptr;

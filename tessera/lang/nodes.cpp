@@ -1018,9 +1018,13 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last,
       f = out_of_sequence_if(defer_may_settle_[i], [&] { return a->eval_dataflow(frame); });
       if (!f.is_ready()) {
         if (!deferred) deferred = std::make_shared<std::vector<Future<Value>>>();
-        // Only its completion matters here; its value is in the variable
-        // anyway, and this list lasts one evaluation of the block.
-        deferred->push_back(std::move(f));
+        // Only its completion (or error) matters here; its value is in the
+        // variable anyway. The list lasts one evaluation of the block, so it
+        // holds a future of nil: holding the define's own future would keep
+        // its value alive to the block's end after the variable let it go
+        // (a pipeline stage's pass: every micro-batch's received activation
+        // or cotangent until the last micro-batch was done).
+        deferred->push_back(f.then([](const Value&) { return Value(); }));
         continue;
       }
     } else {

@@ -51,8 +51,6 @@ refused(r"^\[fit\] pipeline_split: the cut before layer 'cat' \(stage 0 to 1\) c
 refused(r"^\[fit\] pipeline_split names 2 layer\(s\), which makes 3 stages, but the mesh's "
         r"pipeline axis has 2 localities",
         pipeline_split=["cat", "out"])
-refused(r"^\[fit\] pipeline: SGD\(clipnorm=1.0\) clips by the global norm of all gradients",
-        model=make(clipnorm=1.0), pipeline_split=["mix"])
 refused(r"^\[fit\] deterministic=6 chunks and 4 micro-batches \(microbatches=\) on 1 data "
         r"localities disagree", pipeline_split=["mix"], microbatches=4, deterministic=6)
 refused(r"^\[fit\] pipeline_schedule must be one of \['1f1b', 'gpipe'\], got 'zb'",

@@ -518,6 +518,18 @@ def _fixed_sum(terms):
     return ProgramsMixin._fixed_sum(terms)
 
 
+def _chain(leaves, prefix):
+    """The running sum of `leaves` [(name, micro-batch)] in their order, as
+    _tree's nodes and root: one partial sum lives at a time (normal mode,
+    where no fixed tree is owed)."""
+    nodes, (acc, _) = [], leaves[0]
+    for n, (b, ib) in enumerate(leaves[1:]):
+        name = f"{prefix}_{n}"
+        nodes.append((name, acc, b, ib))
+        acc = name
+    return nodes, acc
+
+
 def _tree(leaves, prefix):
     """_fixed_sum's tree over `leaves` [(name, micro-batch)], as its inner
     nodes (name, left, right, last micro-batch) in the order they can be
@@ -585,6 +597,7 @@ class StageStep:
         self.opt = None  # this stage's optimizer state (its slices under ZeRO) during fit
         self.params = None  # under ZeRO 3: this member's slices of the stage's parameters
         self.deterministic = deterministic
+        self.norm_gather = ""  # clipnorm: the update's first line, its pipeline all-gather
         self._owners()
         self.order = schedule(self.stage, self.p, self.m, kind)
 
@@ -640,9 +653,14 @@ class StageStep:
         if found is None:
             pass_text, update_text = self.text(weighted)
             where = f"<model pipeline stage {self.stage}"
+            # A collective is matched by its call site (program, line,
+            # column): the update's all-gather over the pipeline group
+            # (clipnorm) sits on its first line, and the update is named
+            # alike on every stage so that the stages' calls meet.
+            upd_where = "<model pipeline update>" if self.norm_gather else where + " update>"
             found = self.model._programs[key] = (
                 _core.Program(pass_text, where + " pass>"),
-                _core.Program(update_text, where + " update>"), self.O, self.markers, self.zero)
+                _core.Program(update_text, upd_where), self.O, self.markers, self.zero)
         self.pass_prog, self.update_prog, self.O, self.markers, self.zero = found
         return self
 
@@ -664,6 +682,7 @@ class StageStep:
 
     def text(self, weighted: bool) -> str:
         model = self.model
+        self.norm_gather = ""
         s, p, m = self.stage, self.p, self.m
         last = s == p - 1
         xs, ys = model._names()
@@ -679,9 +698,11 @@ class StageStep:
                 for v in P if model._owner[v][1].regularizer is not None]
         aux_of_stats = [s_ for _, s_ in stats]
         # Keep the forward's intermediates for the backward (vjp) where the
-        # stage sends one tensor and has no regularizers; else the backward
-        # recomputes the forward (value_and_grad of sum(output * cotangent)).
-        keep = not last and len(outs) == 1 and not regs and self.keep_activations
+        # stage has no regularizers (a stage sending several tensors: the
+        # vjp's value is their list, its pullback takes their cotangents);
+        # else the backward recomputes the forward (value_and_grad of
+        # sum(output * cotangent)).
+        keep = not last and not regs and self.keep_activations
         self.keeps = keep
         defs = []
         if last:
@@ -705,8 +726,10 @@ class StageStep:
             fargs = P + S + xs + feeds + ["seed"]
             if keep:
                 # vjp: the forward keeps what the backward needs; the
-                # pullback runs only the backward (value: the one output)
-                body = ",\n  ".join(stmts + [f"list({outs[0]}, list({', '.join(aux)}))"])
+                # pullback runs only the backward (value: the one output,
+                # or the list of them)
+                value = outs[0] if len(outs) == 1 else f"list({', '.join(outs)})"
+                body = ",\n  ".join(stmts + [f"list({value}, list({', '.join(aux)}))"])
                 defs.append(f"define(stage_vjp, {', '.join(fargs)}, block(\n  {body}))\n")
             else:
                 body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
@@ -729,19 +752,20 @@ class StageStep:
             # members run this same program), before any pipe message
             lines.append(f"define(dgroup, {int(self.dg)})")
             lines += self.zero.gather_lines()
-        # The micro-batches' sums of this locality, in the fixed order of
-        # the one-locality deterministic run (aligned blocks of a pairwise
-        # tree), are the pass's result; the update program sums them over
-        # the data group. Each sum is made when its last micro-batch's
-        # backward is done, and what it adds is freed then.
+        # The micro-batches' sums of this locality, in deterministic mode in
+        # the fixed order of the one-locality run (aligned blocks of a
+        # pairwise tree, which holds up to log2(m) + 1 partial sums), in
+        # normal mode a running sum (one), are the pass's result; the update
+        # program sums them over the data group. Each sum is made when its
+        # last micro-batch's backward is done, and what it adds is freed then.
         keys = [str(k) for k in range(len(P))] + (["aux"] if width else [])
         block = (m & -m) if self.deterministic else m
         starts = list(range(0, m, block))
         partials, sums_at = [], {}
         for k in keys:
             for st in starts:
-                nodes, root = _tree([(f"g_{j}_{k}", j) for j in range(st, st + block)],
-                                    f"t_{st}_{k}")
+                nodes, root = (_tree if self.deterministic else _chain)(
+                    [(f"g_{j}_{k}", j) for j in range(st, st + block)], f"t_{st}_{k}")
                 for name, a, b, last_ in nodes:
                     sums_at.setdefault(last_, []).append(
                         [f"define({name}, ({a} + {b}))", f"define({a}, nil)",
@@ -771,7 +795,8 @@ class StageStep:
                     if keep:
                         lines.append(f"define(v_{i}, vjp(stage_vjp, argnums=[{nums}], "
                                      f"has_aux=true)({fa}))")
-                        lines.append(f"define(o_{i}, list(v_{i}[0]))")
+                        lines.append(f"define(o_{i}, list(v_{i}[0]))" if len(outs) == 1
+                                     else f"define(o_{i}, v_{i}[0])")
                     else:
                         lines.append(f"define(o_{i}, stage_fwd({fa}))")
                     for k in range(len(outs)):
@@ -793,7 +818,9 @@ class StageStep:
                                  [f"c_{i}_{k}" for k in range(len(outs))])
                 fn = "stage_obj"
             if keep:  # the backward only, from the forward's pullback
-                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1](c_{i}_0), "
+                ct = f"c_{i}_0" if len(outs) == 1 else \
+                    f"list({', '.join(f'c_{i}_{k}' for k in range(len(outs)))})"
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1]({ct}), "
                              f"v_{i}[2]), nil))")
             else:
                 lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
@@ -894,8 +921,12 @@ class StageStep:
         lines.append(f"define(lm, {mine})")
         new_p = P
         if zero is None:
+            norm = None
+            if opt.clipnorm is not None:
+                lines += self._norm_lines(grads)
+                norm = "pnorm"
             upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
-                                  iteration_expr="iteration")
+                                  iteration_expr="iteration", global_norm=norm)
             self.O = [z.name for z in upd.state]
             lines += upd.statements
         else:
@@ -915,11 +946,112 @@ class StageStep:
         body = ",\n  ".join(lines)
         upd_args = ", ".join(new_p + S + self.O + partials)
         tail = ", drank" if zero is not None else ""
-        update_text = (f"define(stage_update, {upd_args}, iteration, lr{tail}, block(\n"
-                       f"  {body}))\n"
+        update_text = (f"{self.norm_gather}define(stage_update, {upd_args}, iteration, "
+                       f"lr{tail}, block(\n  {body}))\n"
                        "stage_update\n")
         model.train_code = pass_text + update_text
         return pass_text, update_text
+
+    def _norm_lines(self, grads) -> list:
+        """Statements defining `pnorm`, the global norm of every stage's
+        summed gradients (`grads`: this stage's, whole), for clipnorm.
+
+        The norm is the one the one-process run takes (programs.
+        _block_norm_update): the whole model's gradient buckets, each cut
+        into `chunks` fixed blocks, the sums of squares of the blocks added
+        in one fixed order. A block whose elements all lie in this stage's
+        weights is summed here; a block straddling a cut is summed by every
+        stage from its elements. One all-gather over the pipeline group
+        carries each stage's block sums and its elements of the straddling
+        blocks; every stage then adds the same terms in the same order, so
+        in deterministic mode the norm (and the update) is bitwise the
+        one-process run's."""
+        model = self.model
+        P_all = model._params(True)
+        weights = model.weights
+        plan = ZeroPlan(0, 1, self.chunks, model._bucket_plan(P_all),
+                        {v: weights[v].shape for v in P_all}, model.dtype)
+        grad_of = dict(zip(self.P, grads))
+        dtype = model.dtype
+        # every block as its segments: (variable, lo, hi) or (None, 0, zeros)
+        blocks = []
+        for j, bucket in enumerate(plan.buckets):
+            segs, off = [], 0
+            for v in bucket:
+                segs.append((v, off, off + plan.sizes[v]))
+                off += plan.sizes[v]
+            size = plan.N[j] // plan.unit
+            for i in range(plan.unit):
+                lo, hi = i * size, (i + 1) * size
+                parts = [(v, max(a, lo) - a, min(b, hi) - a) for v, a, b in segs
+                         if a < hi and b > lo]
+                if hi > plan.n[j]:
+                    parts.append((None, 0, hi - max(lo, plan.n[j])))
+                blocks.append(parts)
+
+        def owner(parts):
+            stages = {self.owner[v] for v, _, _ in parts if v is not None}
+            return stages.pop() if len(stages) == 1 else (None if not stages else -1)
+
+        # what each stage sends: its block sums, then its straddling elements
+        layout = [[] for _ in range(self.p)]  # per stage: (block index, kind, length)
+        for b, parts in enumerate(blocks):
+            s = owner(parts)
+            if s is None:
+                continue
+            if s >= 0:
+                layout[s].append((b, "sum", 1))
+                continue
+            for v, lo, hi in parts:
+                if v is not None:
+                    layout[self.owner[v]].append((b, (v, lo, hi), hi - lo))
+        width = max(1, max(sum(n for _, _, n in items) for items in layout))
+
+        def piece(v, lo, hi):
+            return f"ravel({grad_of[v]})[{lo}:{hi}]"
+
+        def zeros(n):
+            return f"zeros({n}, dtype=\"{dtype}\")"
+
+        mine = []
+        for b, kind, n in layout[self.stage]:
+            if kind == "sum":
+                inner = [piece(v, lo, hi) if v is not None else zeros(hi)
+                         for v, lo, hi in blocks[b]]
+                flat = inner[0] if len(inner) == 1 else f"concatenate(list({', '.join(inner)}))"
+                mine.append(f"reshape(sum(square({flat})), [1])")
+            else:
+                mine.append(piece(*kind))
+        used = sum(n for _, _, n in layout[self.stage])
+        if used < width:
+            mine.append(zeros(width - used))
+        flat = mine[0] if len(mine) == 1 else f"concatenate(list({', '.join(mine)}))"
+        lines = [f"define(pn_mine, {flat})", "define(pn_all, pn_gather(pn_mine))"]
+        self.norm_gather = f"define(pn_gather, x, all_gather(x, group={int(self.pg)}))\n"
+        where = {}  # (block, segment or "sum"): offset in pn_all
+        for s, items in enumerate(layout):
+            off = s * width
+            for b, kind, n in items:
+                where[(b, kind)] = off
+                off += n
+        terms = []
+        for b, parts in enumerate(blocks):
+            s = owner(parts)
+            if s is None:
+                terms.append(f"sum(square({zeros(parts[0][2])}))")
+            elif s >= 0:
+                terms.append(f"pn_all[{where[(b, 'sum')]}]")
+            else:
+                inner = []
+                for v, lo, hi in parts:
+                    if v is None:
+                        inner.append(zeros(hi))
+                    else:
+                        at = where[(b, (v, lo, hi))]
+                        inner.append(f"pn_all[{at}:{at + hi - lo}]")
+                terms.append(f"sum(square(concatenate(list({', '.join(inner)}))))")
+        lines.append(f"define(pnorm, sqrt({_fixed_sum(terms)}))")
+        return lines
 
     # what fit does around the program
     def args(self, arrays, n, it, lr, seed) -> list:
@@ -1104,12 +1236,12 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
                         split)
         return None
     opt = model._compiled.optimizer
-    if opt.clipnorm is not None:
-        raise ValueError(f"[fit] pipeline: {type(opt).__name__}(clipnorm={opt.clipnorm}) clips "
-                         "by the global norm of all gradients, which no stage holds; it is not "
-                         "supported yet with pipeline stages (TESSERA_MESH pipeline="
-                         f"{p}): use clipvalue or no clipping")
     d = mesh.size("data")
+    if opt.clipnorm is not None and zero and d > 1:
+        raise ValueError(f"[fit] pipeline: {type(opt).__name__}(clipnorm={opt.clipnorm}) with "
+                         f"ZeRO stage {zero} on the data axis ({d} localities) is not supported "
+                         f"yet with pipeline stages (TESSERA_MESH pipeline={p}): use clipnorm "
+                         "without ZeRO, or ZeRO without clipnorm")
     m, source = _count_setting(microbatches, "TESSERA_MICROBATCHES", "microbatches")
     if deterministic is True or (deterministic not in (False, None)):
         if deterministic is True:
