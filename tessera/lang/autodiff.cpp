@@ -1,5 +1,6 @@
 #include "tessera/lang/autodiff.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -499,8 +500,16 @@ class Differentiator {
   }
 
   // The backward statements stmts[from:] reading rematerialised values read
-  // their recomputations instead, each made (its dependencies first) just
-  // before the first statement that reads it.
+  // their recomputations instead. Blocks are dataflow (a statement whose
+  // inputs are ready runs at once), so a recomputation's inputs are held
+  // back with after(input, token) until the backward pass gets near it: the
+  // value of a remat(f) call (a root) is recomputed from the point where the
+  // backward pass first needs the root needed before it (a one-value
+  // prefetch; the first root: where it is first needed), the token being the
+  // cotangents that statement reads; views of a root are made just before
+  // the first statement that reads them. Where a statement reads only the
+  // shape of a rematerialised value (shape(x) in reshape's rule), it reads
+  // its template instead.
   std::vector<AstPtr> rematerialise(std::vector<AstPtr> stmts, size_t from) {
     if (remat_.empty()) return stmts;
     std::map<std::string, int> by_name;
@@ -508,6 +517,27 @@ class Differentiator {
     for (const auto& [id, r] : remat_) {
       by_name[names_[id]] = id;
       renames[names_[id]] = names_[id] + "_rm";
+    }
+    for (size_t i = from; i < stmts.size(); ++i) stmts[i] = shapes_from_templates(stmts[i], by_name);
+    auto root_of = [&](int id) {
+      while (!remat_.at(id).deps.empty()) id = remat_.at(id).deps.front();
+      return id;
+    };
+    // Where each root is first needed, and the roots in that order.
+    std::map<int, size_t> first_need;
+    std::vector<std::set<std::string>> read(stmts.size());
+    for (size_t i = from; i < stmts.size(); ++i) {
+      collect_names(stmts[i], read[i]);
+      for (const auto& n : read[i]) {
+        if (auto it = by_name.find(n); it != by_name.end()) first_need.emplace(root_of(it->second), i);
+      }
+    }
+    std::vector<std::pair<size_t, int>> order;
+    for (const auto& [root, i] : first_need) order.emplace_back(i, root);
+    std::sort(order.begin(), order.end());
+    std::map<size_t, std::vector<int>> issue_at;  // statement -> roots recomputed before it
+    for (size_t k = 0; k < order.size(); ++k) {
+      issue_at[k == 0 ? order[0].first : order[k - 1].first].push_back(order[k].second);
     }
     std::vector<AstPtr> out(stmts.begin(), stmts.begin() + static_cast<long>(from));
     std::set<int> made;
@@ -518,10 +548,20 @@ class Differentiator {
       for (const auto& st : r.stmts) out.push_back(st);
     };
     for (size_t i = from; i < stmts.size(); ++i) {
-      std::set<std::string> names;
-      collect_names(stmts[i], names);
+      if (auto it = issue_at.find(i); it != issue_at.end()) {
+        std::vector<AstPtr> token;
+        for (const auto& n : read[i]) {
+          if (n.rfind("__ct_", 0) == 0) token.push_back(ident(n, stmts[i]->loc));
+        }
+        for (int root : it->second) {
+          made.insert(root);
+          for (const auto& st : held_back(remat_.at(root).stmts, token, stmts[i]->loc)) {
+            out.push_back(st);
+          }
+        }
+      }
       bool reads = false;
-      for (const auto& n : names) {
+      for (const auto& n : read[i]) {
         if (auto it = by_name.find(n); it != by_name.end()) {
           make(it->second);
           reads = true;
@@ -530,6 +570,68 @@ class Differentiator {
       out.push_back(reads ? renamed(stmts[i], renames) : stmts[i]);
     }
     return out;
+  }
+
+  // `stmts` with their reads of intermediates they do not define made
+  // after(name, list(token...)).
+  static std::vector<AstPtr> held_back(const std::vector<AstPtr>& stmts,
+                                       const std::vector<AstPtr>& token, const SourceLoc& loc) {
+    if (token.empty()) return stmts;
+    std::set<std::string> defined, names;
+    for (const auto& st : stmts) {
+      collect_defined(st, defined);
+      collect_names(st, names);
+    }
+    std::map<std::string, AstPtr> wrap;
+    AstPtr t = token.size() == 1 ? token[0] : call("list", token, loc);
+    for (const auto& n : names) {
+      if (!defined.count(n) && n.rfind("__ad_", 0) == 0) {
+        wrap[n] = call("after", {ident(n, loc), t}, loc);
+      }
+    }
+    std::vector<AstPtr> out;
+    for (const auto& st : stmts) out.push_back(wrapped(st, wrap));
+    return out;
+  }
+
+  // A copy of `a` with the identifiers in `wrap` replaced by their expressions
+  // (the target of a define left alone).
+  static AstPtr wrapped(const AstPtr& a, const std::map<std::string, AstPtr>& wrap) {
+    if (a->kind == Ast::Kind::identifier) {
+      auto it = wrap.find(a->name);
+      return it == wrap.end() ? a : it->second;
+    }
+    if (a->kind != Ast::Kind::call && a->kind != Ast::Kind::list) return a;
+    auto c = std::make_shared<Ast>(*a);
+    if (c->callee) c->callee = wrapped(c->callee, wrap);
+    const bool is_define = c->kind == Ast::Kind::call && !c->callee &&
+                           (c->name == "define" || c->name == "store");
+    for (size_t k = 0; k < c->args.size(); ++k) {
+      if (is_define && k == 0) continue;
+      c->args[k].value = wrapped(c->args[k].value, wrap);
+    }
+    return c;
+  }
+
+  // `a` with shape(x) of a rematerialised intermediate x of the top level
+  // read from x's template.
+  AstPtr shapes_from_templates(const AstPtr& a, const std::map<std::string, int>& by_name) {
+    if (a->kind == Ast::Kind::call && !a->callee && a->name == "shape" && a->args.size() == 1 &&
+        a->args[0].value->kind == Ast::Kind::identifier) {
+      auto it = by_name.find(a->args[0].value->name);
+      if (it != by_name.end() && top_level_.count(it->second)) {
+        templated_.insert(it->second);
+        auto c = std::make_shared<Ast>(*a);
+        c->args[0].value = ident(tg(it->second), a->loc);
+        return c;
+      }
+      return a;
+    }
+    if (a->kind != Ast::Kind::call && a->kind != Ast::Kind::list) return a;
+    auto c = std::make_shared<Ast>(*a);
+    if (c->callee) c->callee = shapes_from_templates(c->callee, by_name);
+    for (auto& arg : c->args) arg.value = shapes_from_templates(arg.value, by_name);
+    return c;
   }
 
   // Binds `value` to a new variable and returns it as an operand.

@@ -1018,9 +1018,15 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last,
       f = out_of_sequence_if(defer_may_settle_[i], [&] { return a->eval_dataflow(frame); });
       if (!f.is_ready()) {
         if (!deferred) deferred = std::make_shared<std::vector<Future<Value>>>();
-        // Only its completion matters here; its value is in the variable
-        // anyway, and this list lasts one evaluation of the block.
-        deferred->push_back(std::move(f));
+        // Only its completion (or error) matters here; its value is in the
+        // variable. A future of nil is kept, not the define's own: this list
+        // lasts one evaluation of the block, and would otherwise keep every
+        // pending define's value (a gathered bucket, a product) alive until
+        // the block ends, after the variable was freed at its last use.
+        deferred->push_back(f.chain([](const Future<Value>& done) {
+          if (auto e = done.error()) return Future<Value>::failed(e);
+          return Future<Value>::ready(Value());
+        }));
         continue;
       }
     } else {

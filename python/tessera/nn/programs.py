@@ -140,9 +140,11 @@ class ProgramsMixin:
         order has produced all its gradients. With `gather` (a zero.ZeroPlan,
         stage 3) the parameters are this member's slices zp_j: each bucket is
         all-gathered just before the code that first uses one of its
-        parameters (the gradient of all_gather is the reduce-scatter, so the
-        backward pass sums each bucket's gradient over the data group as it
-        reaches it).
+        parameters, with the bucket used next (one-bucket prefetch), and
+        rematerialised (remat): the backward pass gathers it again just
+        before its first backward use instead of keeping it, and the gradient
+        of all_gather, the reduce-scatter, sums each bucket's gradient over
+        the data group as soon as the bucket is complete.
 
         `part` (a pipeline stage, pipeline.py) is a dict: "feeds" {tensor id:
         name} bound besides the inputs, "targets" the tensors to compute
@@ -171,6 +173,7 @@ class ProgramsMixin:
         counter = iter(range(1 << 30))
         fresh_count = iter(range(1 << 30))
         writer = None
+        entering = [None]  # the input(s) of the layer being written
 
         def param(layer, pname):
             key = (id(layer), pname)
@@ -183,10 +186,14 @@ class ProgramsMixin:
                 used.add(v)
             if v in where and v not in gathered:
                 j, off = where[v]
-                if f"zf_{j}" not in gathered:
-                    writer.stmts.append(f"define(zf_{j}, all_gather({gather.shards[j]}, "
-                                        "group=dgroup))")
-                    gathered.add(f"zf_{j}")
+                # the bucket first used next (buckets are in backward order)
+                # Blocks are dataflow: each gather waits for the input of the
+                # layer that first uses the bucket (`entering`), so the
+                # buckets are not all gathered at the start.
+                for b in (j, j - 1):
+                    if b >= 0 and f"zf_{b}" not in gathered:
+                        writer.stmts.append(gather.gather_line(b, entering[0]))
+                        gathered.add(f"zf_{b}")
                 writer.stmts.append(gather.define_param(v, j, off))
                 gathered.add(v)
             if v in member:
@@ -215,6 +222,7 @@ class ProgramsMixin:
         def layer_code(t, name, w):
             layer, ins, multi = t.args
             exprs = [w.names[i.id] for i in ins]
+            entering[0] = exprs[0] if len(exprs) == 1 else f"list({', '.join(exprs)})"
             if t.id in passed:
                 return exprs[0]  # applied by the batch normalization before it
             if t.id in adds:

@@ -13,9 +13,14 @@ optimizer updates only that slice, with state of that size:
 - stage 2: each bucket is reduce-scattered instead (in deterministic mode an
   all-to-all of the partial sums, finished by the fixed sum), so only the
   slice of the summed gradient is made;
-- stage 3: the parameters are held only as slices between steps; the step
-  all-gathers every bucket at its start (before the forward pass) and
-  returns the updated slices.
+- stage 3: the parameters are held only as slices between steps; the
+  forward pass all-gathers each bucket just before its first use (with the
+  next bucket, a one-bucket prefetch), frees it after its last forward use,
+  and the backward pass gathers it again where it first needs it (remat);
+  the gradient of the gather, a reduce-scatter, runs as soon as the bucket's
+  gradient is complete; the step returns the updated slices. Deterministic
+  mode gathers every bucket at the start of the step (its chunks all read
+  them).
 
 The update of an elementwise optimizer on a slice is the slice of the
 update, so in deterministic mode the result is bitwise that of one
@@ -108,6 +113,14 @@ class ZeroPlan:
         """The statement defining parameter v from the gathered bucket j."""
         n = self.sizes[v]
         return f"define({v}, reshape(zf_{j}[{off}:{off + n}], {_shape_text(self.shapes[v])}))"
+
+    def gather_line(self, j: int, token=None) -> str:
+        """Stage 3, inside the loss function: bucket j all-gathered once
+        `token` (an expression) is ready, and rematerialised (not kept for
+        the backward pass, which gathers it again where it needs it:
+        docs/nn.md, "remat")."""
+        shard = self.shards[j] if token is None else f"after({self.shards[j]}, {token})"
+        return f"define(zf_{j}, remat(lambda(s, all_gather(s, group=dgroup)))({shard}))"
 
     def gather_lines(self) -> list:
         """Statements defining every parameter (whole) from the slices."""
