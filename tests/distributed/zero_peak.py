@@ -1,0 +1,51 @@
+# The step's peak under ZeRO 2 and 3 (`tessera run -n 4 --mesh data=4 --zero
+# K`): the arrays a training step holds at once above what it starts with,
+# against the size of the whole weights (4 bytes x P). Stage 3 gathers each
+# bucket just before its first use, frees it after its last forward use and
+# gathers it again in the backward pass (remat), so at most a few buckets
+# are whole at once, not the model; stage 2 reduce-scatters each bucket's
+# gradient from inside the backward pass, so at most a few buckets of whole
+# gradient exist at once. Six Dense(512) layers, one 1 MiB bucket per layer.
+# Without either (the whole model gathered and kept for the backward pass,
+# every whole gradient made before the reduce-scatter) the step holds more
+# than the whole weights. Prints "ok" on every rank.
+import os
+
+import numpy as np
+
+import tessera.distributed as dist
+from tessera import _core, nn, optim
+
+R = dist.rank()
+K = int(os.environ["TESSERA_ZERO"])
+assert K in (2, 3), K
+W, LAYERS = 512, 6
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((64, W)).astype(np.float32)
+y = rng.standard_normal((64, W)).astype(np.float32)
+model = nn.Sequential([nn.Dense(W, activation="relu") for _ in range(LAYERS - 1)] + [nn.Dense(W)],
+                      input_shape=(W,), seed=1)
+model.compile(optim.Adam(1e-3), "mse")
+model.BUCKET_BYTES = 1 << 20
+WHOLE = 4 * model.count_params()
+peaks = []
+
+
+class Peak(nn.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        self.live = _core.memory_stats()["live_bytes"]
+        _core.reset_peak_memory()
+
+    def on_train_batch_end(self, batch, logs=None):
+        peaks.append(_core.memory_stats()["peak_live_bytes"] - self.live)
+
+
+model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[Peak()], nan_policy="continue")
+assert len(peaks) == 4, peaks
+# the steps after the first (which also compiles the programs)
+step = max(peaks[1:])
+print(f"rank {R}: zero {K}: step peak {step / 2**20:.2f} MiB, whole weights "
+      f"{WHOLE / 2**20:.2f} MiB, {step / WHOLE:.2f} of them", flush=True)
+assert step <= 0.6 * WHOLE, (K, step, WHOLE)
+print(f"rank {R}: ok", flush=True)
