@@ -138,13 +138,15 @@ class ProgramsMixin:
         the code that first uses it, so that the backward pass starts each
         bucket's all-reduce as soon as the code after it in the backward
         order has produced all its gradients. With `gather` (a zero.ZeroPlan,
-        stage 3) the parameters are this member's slices zp_j: each bucket is
-        all-gathered just before the code that first uses one of its
-        parameters, with the bucket used next (one-bucket prefetch), and
-        rematerialised (remat): the backward pass gathers it again just
-        before its first backward use instead of keeping it, and the gradient
-        of all_gather, the reduce-scatter, sums each bucket's gradient over
-        the data group as soon as the bucket is complete.
+        stage 2 or 3) the differentiated parameters are this member's slices
+        zp_j: each bucket is made whole (stage 3: all-gathered; stage 2: from
+        the whole weights, grad_scatter) just before the code that first uses
+        one of its parameters, with the bucket used next (one-bucket
+        prefetch), and rematerialised (remat): the backward pass makes it
+        again just before its first backward use instead of keeping it, and
+        the gradient rule (all_gather's or grad_scatter's, the
+        reduce-scatter) sums each bucket's gradient over the data group as
+        soon as the bucket is complete (zero.ZeroPlan.gather_line).
 
         `part` (a pipeline stage, pipeline.py) is a dict: "feeds" {tensor id:
         name} bound besides the inputs, "targets" the tensors to compute

@@ -881,6 +881,20 @@ TEST(Autodiff, RematRefusesEffectsThatWouldRunTwice) {
       "remat of the function value 'x'"));
 }
 
+// grad_scatter (ZeRO-2's bucket): x passes through, the gradient of x goes
+// to the shard (on one locality, the reduce-scatter is the gradient
+// itself); a shard whose size times the group's is not x's is refused.
+TEST(Autodiff, GradScatterGivesTheBucketsGradientToTheShard) {
+  Value g = eval_string(
+      "define(f, s, x, sum(grad_scatter(s, x) * [1.0, 2.0, 3.0]))\n"
+      "grad(f)([0.0, 0.0, 0.0], [4.0, 5.0, 6.0])");
+  EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {3}, {1.0, 2.0, 3.0}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { eval_string("grad_scatter([0.0], [4.0, 5.0, 6.0])", {}, "gs.tsl"); },
+      "[grad_scatter] x must be a flat array of shard's length times the group's size: x has "
+      "shape (3,), shard 1 elements, the group 1 members"));
+}
+
 // A value that is a list of arrays (a pipeline stage sending two tensors):
 // the cotangent is a list of as many, each of its item's shape; the pullback
 // gives the gradient of the sum of sum(item * ct item).
