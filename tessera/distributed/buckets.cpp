@@ -251,7 +251,8 @@ const bool registered = register_primitives({
        if (x.as_array().ndim() != 1 || n != k * d) {
          throw std::invalid_argument(error_message(
              "[grad_scatter] x must be a flat array of shard's length times the group's size: x "
-             "has shape ", shape_str(x.as_array().shape()), ", shard ", k, " elements, the group ", d,
+             "has shape ",
+             shape_str(x.as_array().shape()), ", shard ", k, " elements, the group ", d,
              " members"));
        }
        return x;

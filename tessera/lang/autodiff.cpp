@@ -518,7 +518,9 @@ class Differentiator {
       by_name[names_[id]] = id;
       renames[names_[id]] = names_[id] + "_rm";
     }
-    for (size_t i = from; i < stmts.size(); ++i) stmts[i] = shapes_from_templates(stmts[i], by_name);
+    for (size_t i = from; i < stmts.size(); ++i) {
+      stmts[i] = shapes_from_templates(stmts[i], by_name);
+    }
     auto root_of = [&](int id) {
       while (!remat_.at(id).deps.empty()) id = remat_.at(id).deps.front();
       return id;
@@ -529,7 +531,9 @@ class Differentiator {
     for (size_t i = from; i < stmts.size(); ++i) {
       collect_names(stmts[i], read[i]);
       for (const auto& n : read[i]) {
-        if (auto it = by_name.find(n); it != by_name.end()) first_need.emplace(root_of(it->second), i);
+        if (auto it = by_name.find(n); it != by_name.end()) {
+          first_need.emplace(root_of(it->second), i);
+        }
       }
     }
     std::vector<std::pair<size_t, int>> order;

@@ -157,7 +157,8 @@ TEST(Liveness, APendingDefineIsFreedAtItsLastReadToo) {
   std::string total = "s0";
   for (int k = 1; k < 8; ++k) {
     const std::string p = std::to_string(k - 1), n = std::to_string(k);
-    body += ",\n  define(a" + n + ", x @ after(w, s" + p + ")), define(s" + n + ", sum(a" + n + "))";
+    body += ",\n  define(a" + n + ", x @ after(w, s" + p + ")), define(s" + n + ", sum(a" + n +
+            "))";
     total += " + s" + n;
   }
   Program p("define(f, x, w, block(" + body + ",\n  " + total + "))\nf", "pending.tsl");
