@@ -17,8 +17,10 @@ alternating (--runs times each):
   2d      Mesh(data=R/2, tensor=2), zero 3           FSDP2 x TP on a (R/2, 2) device mesh
 
 Every rank reports its peak RSS above its baseline after the imports (VmHWM - VmRSS at the
-baseline, from /proc/self/status), the model-state bytes it holds (parameters + gradients +
-optimizer state, counted from the arrays), and the time between consecutive step ends; a step's
+baseline, from /proc/self/status; tessera's at the end of its last step, before fit's end gathers
+the whole model state back into the model under ZeRO, which the peers do not do), the
+model-state bytes it holds (parameters + gradients + optimizer state, counted from the arrays),
+and the time between consecutive step ends; a step's
 time is the slowest rank's, the figure the median over the steps after --warmup, then the median
 over runs. A strategy tessera does not have yet is reported as such, not raced.
 
@@ -350,6 +352,9 @@ def tessera_worker(args, out_path):
             ends.append(time.perf_counter())
             # the model state as held during fit (after fit the model is whole again)
             held["state"] = model.model_state_bytes()["total"]
+            # the peak through the steps, before fit's end gathers the whole model state
+            # back into the model under ZeRO (which the PyTorch peers do not do)
+            held["hwm"] = status_kib("VmHWM")
 
     dist.barrier()
     ends.append(time.perf_counter())
@@ -358,12 +363,13 @@ def tessera_worker(args, out_path):
     state = held["state"]
     steps = np.diff(np.asarray(ends))[args.warmup:]
     slowest = np.asarray(dist.all_reduce(steps, "max"))
-    mine = np.array([(status_kib("VmHWM") - base) * 1024.0, float(state)])
-    every = np.asarray(dist.all_gather(mine)).reshape(R, 2)
+    mine = np.array([(held["hwm"] - base) * 1024.0, float(state),
+                     (status_kib("VmHWM") - base) * 1024.0])
+    every = np.asarray(dist.all_gather(mine)).reshape(R, 3)
     if dist.rank() == 0:
         with open(out_path, "w") as fh:
             json.dump({"step": float(np.median(slowest)), "peak": every[:, 0].tolist(),
-                       "state": every[:, 1].tolist()}, fh)
+                       "state": every[:, 1].tolist(), "fit_peak": every[:, 2].tolist()}, fh)
     del tessera
 
 

@@ -4,8 +4,10 @@ An MLP of --layers Dense layers of --width units (default 6 x 2048: 25.2 M param
 batch --batch per locality, trained for --steps steps under `tessera run -n 4 --mesh data=4
 --zero K`. Each rank notes its resident set after building the model and its data (VmRSS, the
 baseline), resets its high-water mark (/proc/self/clear_refs), trains, and reports VmHWM - baseline
-(MiB) and its model state held between steps (model.model_state_bytes()); rank 0 prints the
-largest of each over the ranks as one JSON line.
+(MiB) at the end of the last step (peak_mib: the steps' peak) and after fit (fit_peak_mib: with
+fit's end, which gathers the whole weights and optimizer state back into the model under ZeRO),
+the same for tessera's arrays (peak_live_bytes), and its model state held between steps
+(model.model_state_bytes()); rank 0 prints the largest of each over the ranks as one JSON line.
 
 run: for k in 0 1 2 3; do build/tessera run -n 4 --mesh data=4 --zero $k \\
          bench/bench_zero_peak.py; done
@@ -55,6 +57,9 @@ def main():
         def on_train_batch_end(self, batch, logs=None):
             if batch == 0:
                 state.update(self.model.model_state_bytes())
+            # the steps' peaks, before fit's end puts the whole state back
+            state["step_hwm"] = status_mib("VmHWM") - base
+            state["step_arrays"] = (_core.memory_stats()["peak_live_bytes"] - live0) / 2**20
 
     base = status_mib("VmRSS")
     with open("/proc/self/clear_refs", "w") as fh:
@@ -65,13 +70,16 @@ def main():
               nan_policy="stop" if a.keep else "continue")
     peak = status_mib("VmHWM") - base
     arrays = (_core.memory_stats()["peak_live_bytes"] - live0) / 2**20
-    mine = np.array([[peak, state.get("total", 0) / 2**20, arrays]])
+    mine = np.array([[state["step_hwm"], state.get("total", 0) / 2**20, state["step_arrays"],
+                      peak, arrays]])
     every = np.asarray(dist.all_gather(mine)) if n > 1 else mine
     if dist.rank() == 0:
         print(json.dumps({"params": params, "ranks": n,
                           "peak_mib": round(max(e[0] for e in every), 1),
                           "model_state_mib": round(max(e[1] for e in every), 1),
-                          "peak_array_mib": round(max(e[2] for e in every), 1)}))
+                          "peak_array_mib": round(max(e[2] for e in every), 1),
+                          "fit_peak_mib": round(max(e[3] for e in every), 1),
+                          "fit_peak_array_mib": round(max(e[4] for e in every), 1)}))
     if dist.rank() == 0 and a.verbose:
         st = _core.memory_stats()
         print("hwm before each step", [round(h) for h in state["hwm"]], "end", round(peak),

@@ -33,7 +33,8 @@ once tessera is imported, its worker threads started and the text read (the same
 plus --memory-limit.
 
 Every locality prints its model-state bytes (model.model_state_bytes(), during the first step),
-its peak RSS (VmHWM) and the tokens per second of the job (steps after the first, which compiles).
+its peak RSS (VmHWM: in the steps, and over fit, whose end gathers the whole model state back
+under ZeRO) and the tokens per second of the job (steps after the first, which compiles).
 When a locality runs out of memory it says so, with what the mode needs, and exits with status 3;
 the launcher then ends the others.
 
@@ -291,6 +292,8 @@ def main(argv=None):
     class Probe(nn.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             ends.append(time.perf_counter())
+            # the steps' peak, before fit's end gathers the whole state back (ZeRO)
+            held["steps_peak"] = status_bytes("VmHWM")
             if batch == 0:
                 held.update(self.model.model_state_bytes())
 
@@ -316,7 +319,8 @@ def main(argv=None):
     print(f"locality {rank}: model state {held['total'] / MiB:.1f} MiB (parameters "
           f"{held['parameters'] / MiB:.1f}, gradients {held['gradients'] / MiB:.1f}, "
           f"optimizer {held['optimizer'] / MiB:.1f}); peak RSS {built_peak / MiB:,.0f} MiB "
-          f"building, {status_bytes('VmHWM') / MiB:,.0f} MiB training (tessera's arrays at most "
+          f"building, {held['steps_peak'] / MiB:,.0f} MiB in the steps, "
+          f"{status_bytes('VmHWM') / MiB:,.0f} MiB training (tessera's arrays at most "
           f"{tessera.memory_stats()['peak_live_bytes'] / MiB:,.0f} MiB); "
           f"{tokens / timed:,.0f} tokens/s; loss {history.history['loss'][-1]:.4f}", flush=True)
     return 0

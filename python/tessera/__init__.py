@@ -43,7 +43,7 @@ from ._core import (CompileError, Program, call_primitive, conv_winograd, determ
                     memory_stats, num_threads, release_cached_memory, reset_peak_memory,
                     set_conv_winograd, set_deterministic, set_num_threads)
 from .jit import UnsupportedError, is_eager, jit, set_eager
-from .autodiff import checkpoint, grad, value_and_grad, vjp
+from .autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from . import data, distributed, nn, optim, resilience, trace
 
 __version__ = "0.1.0"
@@ -76,6 +76,7 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "checkpoint",
+    "remat",
 ]
 
 

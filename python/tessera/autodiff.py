@@ -131,3 +131,17 @@ def checkpoint(f):
 
 
 checkpoint._tessera_primitive = "checkpoint"
+
+
+def remat(f):
+    """Rematerialisation: ``tessera.remat(f)(*args)`` is ``f(*args)``; inside a function that
+    tessera differentiates (grad, value_and_grad, vjp), the value f returns, and the views of it
+    that indexing, reshape, ravel and transpose make, are not kept for the backward pass: the
+    backward recomputes them just before it first needs them (the same gradients, bit for bit).
+    Unlike ``checkpoint``, f's own intermediates are kept as usual: use it for a value that is
+    cheap to make again and large (ZeRO-3's gathered weights). In a @tessera.jit function it is
+    the language's ``remat`` primitive; called eagerly it returns f."""
+    return f
+
+
+remat._tessera_primitive = "remat"

@@ -235,6 +235,30 @@ const bool registered = register_primitives({
              "locality) or a group (mesh.group(axis)) to sum over its members only.",
      .eval = [](Args& a) -> Value { return a[0]; },
      .grads = {"bucket_all_reduce(g, bucket, member, members, group)", "", "", "", ""}},
+    {.name = "grad_scatter",
+     .family = "distributed",
+     .params = {{"shard"}, {"x"}, opt("group", Value())},
+     .help = "x unchanged (the whole flat bucket of a ZeRO-2 step, made from the whole weights "
+             "this member holds); in the backward pass the gradient of x, summed over all "
+             "localities (or the members of `group`) and cut in as many equal parts, becomes "
+             "shard's: this member's part (reduce_scatter), as soon as x's gradient is complete. "
+             "shard must have x's length / the group's size elements; x gets no gradient.",
+     .eval = [](Args& a) -> Value {
+       const Value& x = a[1];
+       if (!x.is_array() || !a[0].is_array()) a.type_error(x.is_array() ? 0 : 1, "an array");
+       const int64_t n = x.as_array().size(), k = a[0].as_array().size();
+       const int64_t d = group_of_value(a[2], a.op()).size;
+       if (x.as_array().ndim() != 1 || n != k * d) {
+         throw std::invalid_argument(error_message(
+             "[grad_scatter] x must be a flat array of shard's length times the group's size: x "
+             "has shape ",
+             shape_str(x.as_array().shape()), ", shard ", k, " elements, the group ", d,
+             " members"));
+       }
+       return x;
+     },
+     .ns_per_element = 0.0,
+     .grads = {"reduce_scatter(g, \"sum\", group)", "", ""}},
     async_spec(
         {.name = "bucket_all_reduce",
          .family = "distributed",

@@ -1,5 +1,7 @@
 #include "tessera/lang/autodiff.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -222,6 +224,7 @@ class Differentiator {
 
     if (split) return split_lambda(std::move(params), std::move(stmts), steps, param_ops, argnums,
                                    single, result, aux, at);
+    const size_t forward_end = stmts.size();
     // Backward: every intermediate's cotangent starts as nil (no
     // contribution yet); the result's is its seed.
     for (size_t id = 0; id < names_.size(); ++id) {
@@ -242,6 +245,7 @@ class Differentiator {
     } else {
       stmts.push_back(with_value ? call("list", {result.ast, g}, loc) : g);
     }
+    stmts = rematerialise(std::move(stmts), forward_end);
     stmts = with_templates(std::move(stmts), loc);
     params.push_back({"", block(release_dead(std::move(stmts), loc), loc)});
     return lambda_of(std::move(params), at);
@@ -274,6 +278,7 @@ class Differentiator {
       bwd.push_back(checked);  // checked all the same; the gradients are zeros
     }
     bwd.push_back(gradients(argnums, param_ops, single, loc));
+    bwd = rematerialise(std::move(bwd), 0);
     // Only the pullback's own variables are released inside it: the forward's
     // belong to the captured frame (a define there would make a new local),
     // and stay for a second call.
@@ -334,33 +339,30 @@ class Differentiator {
     return !forward_only_ && op.id >= 0 && active_[op.id];
   }
 
-  // The function of checkpoint(fn) when `callee` is that call (of the
-  // primitive, not a function of the program named so), else null.
-  AstPtr checkpointed_function(const AstPtr& callee, const Context& ctx) {
-    if (callee->kind != Ast::Kind::call || callee->callee || callee->name != "checkpoint" ||
-        ctx.env.count("checkpoint") || ctx.functions.count("checkpoint") ||
-        (!callee->builtin && lookup_("checkpoint"))) {
+  // The function of checkpoint(fn) or remat(fn) (`form`) when `callee` is
+  // that call (of the primitive, not a function of the program named so),
+  // else null.
+  AstPtr special_function(const AstPtr& callee, const Context& ctx, const std::string& form) {
+    if (callee->kind != Ast::Kind::call || callee->callee || callee->name != form ||
+        ctx.env.count(form) || ctx.functions.count(form) ||
+        (!callee->builtin && lookup_(form))) {
       return nullptr;
     }
     if (callee->args.size() != 1 || !callee->args[0].name.empty()) {
-      fail(callee->loc, error_message("checkpoint takes one function, got ", callee->args.size(),
+      fail(callee->loc, error_message(form, " takes one function, got ", callee->args.size(),
                                       " argument", callee->args.size() == 1 ? "" : "s"));
     }
     return callee->args[0].value;
   }
 
-  // checkpoint(fn)(args...): the forward computes fn's value keeping none of
-  // its intermediates (all inactive, so each is freed after its last use);
-  // the backward recomputes fn's forward from the arguments, which it keeps,
-  // then runs fn's backward, whose contributions reach the arguments'
-  // cotangents in the order the program without checkpoint adds them.
-  Operand checkpointed(const AstPtr& fn, const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
-                       std::vector<Step>& steps) {
+  // The function fn of checkpoint(fn) or remat(fn) (`form`) and the context
+  // it was defined in.
+  FunctionSource function_of(const AstPtr& fn, const AstPtr& a, const Context& ctx,
+                             const std::string& form, Context& defining) {
     FunctionSource f;
-    Context defining;
     if (fn->kind == Ast::Kind::identifier) {
       if (ctx.env.count(fn->name)) {
-        fail(fn->loc, "checkpoint of the function value '" + fn->name +
+        fail(fn->loc, form + " of the function value '" + fn->name +
                           "': give a function defined with define, or a lambda");
       }
       if (auto it = ctx.functions.find(fn->name); it != ctx.functions.end()) {
@@ -369,7 +371,7 @@ class Differentiator {
       } else if (auto src = lookup_(fn->name)) {
         f = *src;
       } else {
-        fail(fn->loc, "checkpoint of '" + fn->name +
+        fail(fn->loc, form + " of '" + fn->name +
                           "', which is not a function defined with define(" + fn->name +
                           ", params..., body)");
       }
@@ -379,16 +381,28 @@ class Differentiator {
                          fn->args.back().value, fn->loc};
       defining = ctx;
     } else {
-      fail(fn->loc, "checkpoint takes a function name or a lambda, got " + fn->str());
+      fail(fn->loc, form + " takes a function name or a lambda, got " + fn->str());
     }
     if (std::find(inline_stack_.begin(), inline_stack_.end(), f.name) != inline_stack_.end()) {
       fail(a->loc, "cannot differentiate the recursive function '" + f.name + "'");
     }
+    return f;
+  }
+
+  // checkpoint(fn)(args...): the forward computes fn's value keeping none of
+  // its intermediates (all inactive, so each is freed after its last use);
+  // the backward recomputes fn's forward from the arguments, which it keeps,
+  // then runs fn's backward, whose contributions reach the arguments'
+  // cotangents in the order the program without checkpoint adds them.
+  Operand checkpointed(const AstPtr& fn, const AstPtr& a, Context& ctx, std::vector<AstPtr>& out,
+                       std::vector<Step>& steps) {
+    Context defining;
+    FunctionSource f = function_of(fn, a, ctx, "checkpoint", defining);
     std::vector<Operand> positional;
     std::map<std::string, Operand> named;
     transform_args(a, ctx, out, steps, positional, named);
     ++checkpoint_depth_;
-    checkpoint_names_.push_back(f.name);
+    checkpoint_names_.push_back({"checkpoint", f.name});
     // The forward: nothing active, nothing kept for a backward.
     const bool was_forward_only = forward_only_;
     forward_only_ = true;
@@ -417,6 +431,211 @@ class Differentiator {
     s.args.push_back(recomputed);
     steps.push_back(std::move(s));
     return r;
+  }
+
+  // remat(fn)(args...): fn's forward and backward as without remat, but its
+  // value (and the values views of it compute: see remat_view) is not kept
+  // for the backward pass: the backward statements that read it read a
+  // recomputation made just before the first of them (rematerialise), so
+  // the forward's value is freed after its last forward use. Effective in
+  // the differentiated body's own statements (functions it calls included);
+  // elsewhere (an if's branch, a checkpoint) a plain call.
+  Operand rematerialised(const AstPtr& fn, const AstPtr& a, Context& ctx,
+                         std::vector<AstPtr>& out, std::vector<Step>& steps) {
+    Context defining;
+    FunctionSource f = function_of(fn, a, ctx, "remat", defining);
+    std::vector<Operand> positional;
+    std::map<std::string, Operand> named;
+    transform_args(a, ctx, out, steps, positional, named);
+    const size_t start = out.size();
+    const int first = static_cast<int>(names_.size());
+    ++checkpoint_depth_;
+    checkpoint_names_.push_back({"remat", f.name});
+    Operand value = inline_body(f, a, positional, named, defining, out, steps);
+    checkpoint_names_.pop_back();
+    --checkpoint_depth_;
+    if (forward_only_ || aux_mode_ || &out != top_ || value.id < first) return value;
+    std::set<std::string> defined;
+    for (size_t i = start; i < out.size(); ++i) collect_defined(out[i], defined);
+    if (!defined.count(names_[value.id])) return value;
+    std::map<std::string, std::string> renames;
+    for (const auto& n : defined) renames[n] = n + "_rm";
+    Remat r;
+    for (size_t i = start; i < out.size(); ++i) r.stmts.push_back(renamed(out[i], renames));
+    remat_[value.id] = std::move(r);
+    return value;
+  }
+
+  // The result `r` of a view-like primitive (getitem, reshape, ravel,
+  // transpose) of a rematerialised value `x` is rematerialised too: its
+  // recomputation is its statement reading x's.
+  void remat_view(const PrimitiveSpec& spec, const Operand& x, const Operand& r,
+                  const std::vector<AstPtr>& out) {
+    static const std::set<std::string> views = {"getitem", "reshape", "ravel", "transpose"};
+    if (!views.count(spec.name) || x.id < 0 || !remat_.count(x.id) || &out != top_ ||
+        r.id < 0 || out.empty()) {
+      return;
+    }
+    Remat v;
+    v.deps.push_back(x.id);
+    v.stmts.push_back(renamed(out.back(), {{names_[x.id], names_[x.id] + "_rm"},
+                                           {names_[r.id], names_[r.id] + "_rm"}}));
+    remat_[r.id] = std::move(v);
+  }
+
+  // A copy of `a` with the identifiers in `renames` renamed.
+  static AstPtr renamed(const AstPtr& a, const std::map<std::string, std::string>& renames) {
+    if (a->kind == Ast::Kind::identifier) {
+      auto it = renames.find(a->name);
+      if (it == renames.end()) return a;
+      auto c = std::make_shared<Ast>(*a);
+      c->name = it->second;
+      return c;
+    }
+    if (a->kind != Ast::Kind::call && a->kind != Ast::Kind::list) return a;
+    auto c = std::make_shared<Ast>(*a);
+    if (c->callee) c->callee = renamed(c->callee, renames);
+    for (auto& arg : c->args) arg.value = renamed(arg.value, renames);
+    return c;
+  }
+
+  // The backward statements stmts[from:] reading rematerialised values read
+  // their recomputations instead. Blocks are dataflow (a statement whose
+  // inputs are ready runs at once), so a recomputation's inputs are held
+  // back with after(input, token) until the backward pass gets near it: the
+  // value of a remat(f) call (a root) is recomputed from the point where the
+  // backward pass first needs the root needed before it (a one-value
+  // prefetch; the first root: where it is first needed), the token being the
+  // cotangents that statement reads; views of a root are made just before
+  // the first statement that reads them. Where a statement reads only the
+  // shape of a rematerialised value (shape(x) in reshape's rule), it reads
+  // its template instead.
+  std::vector<AstPtr> rematerialise(std::vector<AstPtr> stmts, size_t from) {
+    if (remat_.empty()) return stmts;
+    std::map<std::string, int> by_name;
+    std::map<std::string, std::string> renames;
+    for (const auto& [id, r] : remat_) {
+      by_name[names_[id]] = id;
+      renames[names_[id]] = names_[id] + "_rm";
+    }
+    for (size_t i = from; i < stmts.size(); ++i) {
+      stmts[i] = shapes_from_templates(stmts[i], by_name);
+    }
+    auto root_of = [&](int id) {
+      while (!remat_.at(id).deps.empty()) id = remat_.at(id).deps.front();
+      return id;
+    };
+    // Where each root is first needed, and the roots in that order.
+    std::map<int, size_t> first_need;
+    std::vector<std::set<std::string>> read(stmts.size());
+    for (size_t i = from; i < stmts.size(); ++i) {
+      collect_names(stmts[i], read[i]);
+      for (const auto& n : read[i]) {
+        if (auto it = by_name.find(n); it != by_name.end()) {
+          first_need.emplace(root_of(it->second), i);
+        }
+      }
+    }
+    std::vector<std::pair<size_t, int>> order;
+    for (const auto& [root, i] : first_need) order.emplace_back(i, root);
+    std::sort(order.begin(), order.end());
+    std::map<size_t, std::vector<int>> issue_at;  // statement -> roots recomputed before it
+    for (size_t k = 0; k < order.size(); ++k) {
+      issue_at[k == 0 ? order[0].first : order[k - 1].first].push_back(order[k].second);
+    }
+    std::vector<AstPtr> out(stmts.begin(), stmts.begin() + static_cast<long>(from));
+    std::set<int> made;
+    std::function<void(int)> make = [&](int id) {
+      if (!made.insert(id).second) return;
+      const Remat& r = remat_.at(id);
+      for (int d : r.deps) make(d);
+      for (const auto& st : r.stmts) out.push_back(st);
+    };
+    for (size_t i = from; i < stmts.size(); ++i) {
+      if (auto it = issue_at.find(i); it != issue_at.end()) {
+        std::vector<AstPtr> token;
+        for (const auto& n : read[i]) {
+          if (n.rfind("__ct_", 0) == 0) token.push_back(ident(n, stmts[i]->loc));
+        }
+        for (int root : it->second) {
+          made.insert(root);
+          for (const auto& st : held_back(remat_.at(root).stmts, token, stmts[i]->loc)) {
+            out.push_back(st);
+          }
+        }
+      }
+      bool reads = false;
+      for (const auto& n : read[i]) {
+        if (auto it = by_name.find(n); it != by_name.end()) {
+          make(it->second);
+          reads = true;
+        }
+      }
+      out.push_back(reads ? renamed(stmts[i], renames) : stmts[i]);
+    }
+    return out;
+  }
+
+  // `stmts` with their reads of intermediates they do not define made
+  // after(name, list(token...)).
+  static std::vector<AstPtr> held_back(const std::vector<AstPtr>& stmts,
+                                       const std::vector<AstPtr>& token, const SourceLoc& loc) {
+    if (token.empty()) return stmts;
+    std::set<std::string> defined, names;
+    for (const auto& st : stmts) {
+      collect_defined(st, defined);
+      collect_names(st, names);
+    }
+    std::map<std::string, AstPtr> wrap;
+    AstPtr t = token.size() == 1 ? token[0] : call("list", token, loc);
+    for (const auto& n : names) {
+      if (!defined.count(n) && n.rfind("__ad_", 0) == 0) {
+        wrap[n] = call("after", {ident(n, loc), t}, loc);
+      }
+    }
+    std::vector<AstPtr> out;
+    for (const auto& st : stmts) out.push_back(wrapped(st, wrap));
+    return out;
+  }
+
+  // A copy of `a` with the identifiers in `wrap` replaced by their expressions
+  // (the target of a define left alone).
+  static AstPtr wrapped(const AstPtr& a, const std::map<std::string, AstPtr>& wrap) {
+    if (a->kind == Ast::Kind::identifier) {
+      auto it = wrap.find(a->name);
+      return it == wrap.end() ? a : it->second;
+    }
+    if (a->kind != Ast::Kind::call && a->kind != Ast::Kind::list) return a;
+    auto c = std::make_shared<Ast>(*a);
+    if (c->callee) c->callee = wrapped(c->callee, wrap);
+    const bool is_define = c->kind == Ast::Kind::call && !c->callee &&
+                           (c->name == "define" || c->name == "store");
+    for (size_t k = 0; k < c->args.size(); ++k) {
+      if (is_define && k == 0) continue;
+      c->args[k].value = wrapped(c->args[k].value, wrap);
+    }
+    return c;
+  }
+
+  // `a` with shape(x) of a rematerialised intermediate x of the top level
+  // read from x's template.
+  AstPtr shapes_from_templates(const AstPtr& a, const std::map<std::string, int>& by_name) {
+    if (a->kind == Ast::Kind::call && !a->callee && a->name == "shape" && a->args.size() == 1 &&
+        a->args[0].value->kind == Ast::Kind::identifier) {
+      auto it = by_name.find(a->args[0].value->name);
+      if (it != by_name.end() && top_level_.count(it->second)) {
+        templated_.insert(it->second);
+        auto c = std::make_shared<Ast>(*a);
+        c->args[0].value = ident(tg(it->second), a->loc);
+        return c;
+      }
+      return a;
+    }
+    if (a->kind != Ast::Kind::call && a->kind != Ast::Kind::list) return a;
+    auto c = std::make_shared<Ast>(*a);
+    if (c->callee) c->callee = shapes_from_templates(c->callee, by_name);
+    for (auto& arg : c->args) arg.value = shapes_from_templates(arg.value, by_name);
+    return c;
   }
 
   // Binds `value` to a new variable and returns it as an operand.
@@ -464,8 +683,11 @@ class Differentiator {
         break;
     }
     if (a->callee) {
-      if (const AstPtr& fn = checkpointed_function(a->callee, ctx)) {
+      if (const AstPtr& fn = special_function(a->callee, ctx, "checkpoint")) {
         return checkpointed(fn, a, ctx, out, steps);
+      }
+      if (const AstPtr& fn = special_function(a->callee, ctx, "remat")) {
+        return rematerialised(fn, a, ctx, out, steps);
       }
       fail(a->loc, "cannot differentiate a call of a computed function");
     }
@@ -699,13 +921,16 @@ class Differentiator {
         }
       }
       if (!keyed) {
-        fail(a->loc, "'" + spec.name + "' inside the checkpointed function '" +
-                         checkpoint_names_.back() +
-                         "' would run again when its forward is recomputed for the backward" +
+        const auto& [form, fname] = checkpoint_names_.back();
+        const bool ck = form == "checkpoint";
+        fail(a->loc, "'" + spec.name + "' inside the " +
+                         (ck ? "checkpointed" : "rematerialised") + " function '" + fname +
+                         "' would run again when its " + (ck ? "forward" : "value") +
+                         " is recomputed for the backward" +
                          (spec.family == "random"
-                              ? std::string(" and draw different numbers: give it a seed= (as "
-                                            "dropout's) or call it outside checkpoint")
-                              : std::string(": call it outside checkpoint")));
+                              ? " and draw different numbers: give it a seed= (as dropout's) or "
+                                "call it outside " + form
+                              : ": call it outside " + form));
       }
     }
     auto emitted = std::make_shared<Ast>(*a);
@@ -740,6 +965,7 @@ class Differentiator {
       if (variadic_active) fail(a->loc, "cannot differentiate with respect to an index");
       bool active = is_active(per_param[0]);
       Operand r = bind(emitted, active, out, "t");
+      remat_view(spec, per_param[0], r, out);
       if (active) {
         Step s;
         s.kind = Step::Kind::getitem;
@@ -789,6 +1015,7 @@ class Differentiator {
       }
     }
     Operand r = bind(emitted, active, out, "t");
+    if (!spec.params.empty()) remat_view(spec, per_param[0], r, out);
     if (active) {
       Step s;
       s.kind = Step::Kind::primitive;
@@ -914,7 +1141,14 @@ class Differentiator {
           body.push_back(accumulate(s.args[i], gi, loc));
         }
       } else if (s.kind == Step::Kind::getitem) {
-        std::vector<AstPtr> args{g, s.args[0].ast};
+        // Of a rematerialised array, its template (its shape and dtype): the
+        // value itself is not made again for this.
+        AstPtr target = s.args[0].ast;
+        if (remat_.count(s.args[0].id) && top_level_.count(s.args[0].id)) {
+          templated_.insert(s.args[0].id);
+          target = ident(tg(s.args[0].id), loc);
+        }
+        std::vector<AstPtr> args{g, target};
         for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
         // An array's: index_add, so repeated indices (x[[0, 0]]) add their
         // cotangents up; a list's (split's result, a list of differentiated
@@ -1012,7 +1246,15 @@ class Differentiator {
   const FunctionLookup& lookup_;
   bool forward_only_ = false;  // a checkpointed call's forward: nothing is active
   int checkpoint_depth_ = 0;   // inside checkpointed functions
-  std::vector<std::string> checkpoint_names_;
+  // The checkpointed or rematerialised functions being inlined: (form, name).
+  std::vector<std::pair<std::string, std::string>> checkpoint_names_;
+  // A rematerialised value (by id): the statements recomputing it as
+  // <name>_rm (reading the recomputations of `deps`, made first).
+  struct Remat {
+    std::vector<int> deps;
+    std::vector<AstPtr> stmts;
+  };
+  std::map<int, Remat> remat_;
   bool aux_mode_ = false;  // transforming the aux value: lists of intermediates are fine
   std::vector<std::string> names_;
   std::vector<bool> active_;

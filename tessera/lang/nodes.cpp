@@ -1023,7 +1023,8 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last,
         // holds a future of nil: holding the define's own future would keep
         // its value alive to the block's end after the variable let it go
         // (a pipeline stage's pass: every micro-batch's received activation
-        // or cotangent until the last micro-batch was done).
+        // or cotangent until the last micro-batch was done; a ZeRO-3 step:
+        // every gathered bucket and product).
         deferred->push_back(f.then([](const Value&) { return Value(); }));
         continue;
       }

@@ -975,6 +975,22 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.0,
      .grads = {""}},
+    {.name = "remat",
+     .family = "autodiff",
+     .params = {{"f"}},
+     .help = "Rematerialisation: remat(f)(args...) is f(args...); inside a differentiated "
+             "function (grad, value_and_grad, vjp), f's value, and the views of it that getitem, "
+             "reshape, ravel and transpose make, are not kept for the backward pass: the backward "
+             "recomputes them just before the first backward statement that reads them (the same "
+             "gradients, bit for bit). f's own intermediates are kept as without remat. "
+             "Collectives inside f run again in the backward, on every member alike; random "
+             "draws need a seed=, other effects are refused.",
+     .eval = [](Args& a) -> Value {
+       if (!a[0].is_function()) a.type_error(0, "a function");
+       return a[0];
+     },
+     .ns_per_element = 0.0,
+     .grads = {""}},
     {.name = "vjp_seed",
      .family = "autodiff",
      .params = {{"ct"}, {"like"}},

@@ -401,6 +401,35 @@ def test_checkpoint_in_a_jit_function_gives_the_same_gradients_bitwise():
     assert tessera.checkpoint(five_layers) is five_layers
 
 
+def scaled(v):
+    return v * 1.5
+
+
+def plain_weights(w, x):
+    z = scaled(w)
+    a = z[0:256].reshape(16, 16)
+    return np.sum(np.tanh(np.tanh(x @ a) @ z[256:512].reshape(16, 16).T))
+
+
+def remat_weights(w, x):
+    z = tessera.remat(scaled)(w)
+    a = z[0:256].reshape(16, 16)
+    return np.sum(np.tanh(np.tanh(x @ a) @ z[256:512].reshape(16, 16).T))
+
+
+def test_remat_in_a_jit_function_gives_the_same_gradients_bitwise():
+    x = np.sin(np.arange(64 * 16) * 0.37).reshape(64, 16)
+    w = np.sin(np.arange(512) * 0.11) * 0.3
+    plain = tessera.value_and_grad(plain_weights, argnums=(0, 1))(w, x)
+    light = tessera.value_and_grad(remat_weights, argnums=(0, 1))(w, x)
+    assert "remat(scaled)" in tessera.grad(remat_weights).code
+    assert plain[0] == light[0]
+    for a, b in zip(plain[1], light[1]):
+        assert a.tobytes() == b.tobytes()
+    # Eagerly (and in the language outside a gradient) it is the function itself.
+    assert tessera.remat(scaled) is scaled
+
+
 def loss_and_mean(w, x):
     p = x * w
     return np.sum(p * p), np.mean(p)

@@ -112,21 +112,26 @@ def test_step_text(stage):
     loss_fn = text[:text.index("define(train_step")]
     if stage == 1:  # whole buckets summed from inside the backward pass
         assert "grad_bucket(" in text and "reduce_scatter(" not in text
-    elif stage == 2:  # reduce-scattered after the backward pass
-        assert "grad_bucket(" not in text and text.count("reduce_scatter(") == len(zp.buckets)
-    else:  # gathered by the loss function, each bucket just before its first use (whose
-        # gradient rule is the reduce-scatter)
+    else:  # each bucket made whole by the loss function just before its first use, and
+        # rematerialised; its gradient rule (grad_scatter's, all_gather's) is the
+        # reduce-scatter, from inside the backward pass
         assert "grad_bucket(" not in text and "reduce_scatter(" not in text
-        assert loss_fn.startswith("define(loss_fn, zp_0, zp_1, zp_2, zp_3, x, y, seed, w, dgroup")
+        whole = "" if stage == 3 else ", " + ", ".join(f"zw_{v}" for v in P)
+        assert loss_fn.startswith(f"define(loss_fn, zp_0, zp_1, zp_2, zp_3{whole}, x, y, seed, "
+                                  "w, dgroup")
         for j, bucket in enumerate(zp.buckets):
-            gathered = loss_fn.index(f"define(zf_{j}, all_gather(zp_{j}, group=dgroup))")
-            assert gathered < loss_fn.index(f"define({bucket[0]}, reshape(zf_{j}[0:")
-        # the first layer's bucket is gathered before the second layer's
-        assert loss_fn.index("all_gather(zp_3") < loss_fn.index("all_gather(zp_1")
+            made = loss_fn.index(f"define(zf_{j}, remat(lambda(s, ")
+            assert made < loss_fn.index(f"define({bucket[0]}, reshape(zf_{j}[0:")
+            if stage == 2:
+                assert f"zw_{bucket[0]}" in loss_fn[made:].split("\n")[0]
+        maker = "all_gather(s, group=dgroup)" if stage == 3 else "grad_scatter(s, "
+        assert loss_fn.count(maker) == len(zp.buckets)
+        # the first layer's bucket is made before the second layer's
+        assert loss_fn.index("(after(zp_3, x)") < loss_fn.index("(after(zp_1, ")
     # stage 3 takes and returns slices; 1 and 2 gather the updated weights
     assert head.startswith("define(train_step, zp_0" if stage == 3 else
                            f"define(train_step, {P[0]}")
-    assert text.count("all_gather(zp_") == len(zp.buckets)
+    assert text.count("all_gather(zp_") == (0 if stage == 3 else len(zp.buckets))
     assert "opt_zp_0_m" in head and f"opt_{P[0]}_m" not in text
 
 

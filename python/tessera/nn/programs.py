@@ -138,11 +138,15 @@ class ProgramsMixin:
         the code that first uses it, so that the backward pass starts each
         bucket's all-reduce as soon as the code after it in the backward
         order has produced all its gradients. With `gather` (a zero.ZeroPlan,
-        stage 3) the parameters are this member's slices zp_j: each bucket is
-        all-gathered just before the code that first uses one of its
-        parameters (the gradient of all_gather is the reduce-scatter, so the
-        backward pass sums each bucket's gradient over the data group as it
-        reaches it).
+        stage 2 or 3) the differentiated parameters are this member's slices
+        zp_j: each bucket is made whole (stage 3: all-gathered; stage 2: from
+        the whole weights, grad_scatter) just before the code that first uses
+        one of its parameters, with the bucket used next (one-bucket
+        prefetch), and rematerialised (remat): the backward pass makes it
+        again just before its first backward use instead of keeping it, and
+        the gradient rule (all_gather's or grad_scatter's, the
+        reduce-scatter) sums each bucket's gradient over the data group as
+        soon as the bucket is complete (zero.ZeroPlan.gather_line).
 
         `part` (a pipeline stage, pipeline.py) is a dict: "feeds" {tensor id:
         name} bound besides the inputs, "targets" the tensors to compute
@@ -171,6 +175,7 @@ class ProgramsMixin:
         counter = iter(range(1 << 30))
         fresh_count = iter(range(1 << 30))
         writer = None
+        entering = [None]  # the input(s) of the layer being written
 
         def param(layer, pname):
             key = (id(layer), pname)
@@ -183,10 +188,14 @@ class ProgramsMixin:
                 used.add(v)
             if v in where and v not in gathered:
                 j, off = where[v]
-                if f"zf_{j}" not in gathered:
-                    writer.stmts.append(f"define(zf_{j}, all_gather({gather.shards[j]}, "
-                                        "group=dgroup))")
-                    gathered.add(f"zf_{j}")
+                # the bucket first used next (buckets are in backward order)
+                # Blocks are dataflow: each gather waits for the input of the
+                # layer that first uses the bucket (`entering`), so the
+                # buckets are not all gathered at the start.
+                for b in (j, j - 1):
+                    if b >= 0 and f"zf_{b}" not in gathered:
+                        writer.stmts.append(gather.gather_line(b, entering[0]))
+                        gathered.add(f"zf_{b}")
                 writer.stmts.append(gather.define_param(v, j, off))
                 gathered.add(v)
             if v in member:
@@ -215,6 +224,7 @@ class ProgramsMixin:
         def layer_code(t, name, w):
             layer, ins, multi = t.args
             exprs = [w.names[i.id] for i in ins]
+            entering[0] = exprs[0] if len(exprs) == 1 else f"list({', '.join(exprs)})"
             if t.id in passed:
                 return exprs[0]  # applied by the batch normalization before it
             if t.id in adds:
@@ -435,7 +445,8 @@ class ProgramsMixin:
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather)
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
         aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
-        held = gather.shards if gather is not None else P
+        held = P if gather is None else gather.shards if gather.stage == 3 else \
+            gather.shards + [gather.whole_name(v) for v in P]
         args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
         if buckets is not None or gather is not None:
@@ -472,7 +483,7 @@ class ProgramsMixin:
         self._opt_statevars = upd.state
         return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
 
-    def _zero_update_lines(self, zero, P, grads, zero_grads=False) -> list:
+    def _zero_update_lines(self, zero, P, grads, zero_grads=False, sliced=False) -> list:
         """ZeRO: this member's slices of the summed gradients (unless
         `zero_grads`: made already), of the parameters (stages 1 and 2; stage
         3 takes them as arguments), their update, and (stages 1 and 2) the
@@ -484,7 +495,7 @@ class ProgramsMixin:
                 lines += zero.slice_lines(grad_of, zero.grads)
             else:
                 lines += zero.reduce_scatter_lines(grad_of)
-        if zero.stage < 3:
+        if zero.stage < 3 and not sliced:
             lines += zero.slice_lines({v: v for v in P}, zero.shards)
         lines += zero.update_lines(self._compiled.optimizer, "lr", "iteration", self._fixed_sum)
         if zero.stage < 3:
@@ -518,26 +529,33 @@ class ProgramsMixin:
         # backward pass starts itself (OVERLAP_BACKWARD), or after it. The
         # sums run over the data group `dgroup` (nil: every locality). ZeRO
         # (`zero`, a zero.ZeroPlan): stage 1 sums whole buckets as above,
-        # stages 2 and 3 reduce-scatter them after the backward pass; the
-        # optimizer updates this member's slices (zero.py).
+        # stages 2 and 3 reduce-scatter them from inside the backward pass;
+        # the optimizer updates this member's slices (zero.py).
         overlap = data_parallel and self.OVERLAP_BACKWARD and (zero is None or zero.stage == 1)
         buckets = self._bucket_plan(P) if overlap else None
         weighted_loss = overlap or zero is not None
-        # ZeRO 3: the loss function takes the slices and gathers each bucket
-        # just before its first use; the slices' gradients are reduce-scattered
-        gather = zero if zero is not None and zero.stage == 3 else None
+        # ZeRO 2 and 3: the loss function is differentiated in the slices zp_j
+        # and reads each bucket whole (zf_j: gathered from the slices under
+        # stage 3, made from the whole weights under stage 2) just before its
+        # first use; each bucket's gradient is reduce-scattered to the slice's
+        # as soon as it is complete (zero.ZeroPlan.gather_line)
+        gather = zero if zero is not None and zero.stage >= 2 else None
         loss_fn, stats = self._loss_fn(P, S, weighted=weighted_loss, buckets=buckets,
                                        sample_weighted=weighted, gather=gather)
         args, grads, upd, nums = self._update_setup(P, S)
+        first = []
         if gather is not None:
-            args = ", ".join(zero.shards + S)
+            whole = [] if zero.stage == 3 else P
+            args = ", ".join(zero.shards + whole + S)
             nums = ", ".join(str(j) for j in range(len(zero.shards)))
+            if zero.stage == 2:  # this member's slices of the whole weights
+                first = zero.slice_lines({v: v for v in P}, zero.shards)
         xs, ys = self._names()
         data = ", ".join(xs + ys + (["sw"] if weighted else []))
         extra = (", weight" if weighted_loss else "") + \
             (", dgroup" if overlap or gather is not None else "")
-        lines = [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
-                 f"({args}, {data}, seed{extra}))",
+        lines = first + [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
+                         f"({args}, {data}, seed{extra}))",
                  "define(grads, r[1])", "define(r_value, r[0])", "define(r_aux, r[2])"]
         if gather is not None:
             lines += [f"define({g}, grads[{j}])" for j, g in enumerate(zero.grads)]
@@ -548,7 +566,8 @@ class ProgramsMixin:
         if zero is None:
             lines += upd.statements
         else:
-            lines += self._zero_update_lines(zero, P, grads, zero_grads=gather is not None)
+            lines += self._zero_update_lines(zero, P, grads, zero_grads=gather is not None,
+                                             sliced=bool(first))
 
         def across(expr, weighted_=True):
             if not data_parallel:

@@ -10,12 +10,22 @@ optimizer updates only that slice, with state of that size:
 - stage 1: gradients are summed whole (all-reduce, from inside the backward
   pass as without ZeRO); each member takes its slice, updates the slice of
   the parameters, and the updated slices are all-gathered into parameters;
-- stage 2: each bucket is reduce-scattered instead (in deterministic mode an
-  all-to-all of the partial sums, finished by the fixed sum), so only the
-  slice of the summed gradient is made;
-- stage 3: the parameters are held only as slices between steps; the step
-  all-gathers every bucket at its start (before the forward pass) and
-  returns the updated slices.
+- stage 2: each bucket is reduce-scattered instead, from inside the
+  backward pass as soon as the bucket's gradient is complete (the loss
+  function reads each bucket as one flat array made from the whole weights,
+  rematerialised, whose gradient rule, grad_scatter's, is the
+  reduce-scatter to this member's slice), so a whole gradient exists only
+  for a bucket or two at a time; in deterministic mode an all-to-all of the
+  partial sums, finished by the fixed sum, so only the slice of the summed
+  gradient is made;
+- stage 3: the parameters are held only as slices between steps; the
+  forward pass all-gathers each bucket just before its first use (with the
+  next bucket, a one-bucket prefetch), frees it after its last forward use,
+  and the backward pass gathers it again where it first needs it (remat);
+  the gradient of the gather, a reduce-scatter, runs as soon as the bucket's
+  gradient is complete; the step returns the updated slices. Deterministic
+  mode gathers every bucket at the start of the step (its chunks all read
+  them).
 
 The update of an elementwise optimizer on a slice is the slice of the
 update, so in deterministic mode the result is bitwise that of one
@@ -108,6 +118,30 @@ class ZeroPlan:
         """The statement defining parameter v from the gathered bucket j."""
         n = self.sizes[v]
         return f"define({v}, reshape(zf_{j}[{off}:{off + n}], {_shape_text(self.shapes[v])}))"
+
+    def gather_line(self, j: int, token=None) -> str:
+        """Inside the loss function, bucket j whole (zf_j), rematerialised: not
+        kept for the backward pass, which makes it again where it first
+        needs it (docs/nn.md, "remat"), and made once `token` (an
+        expression) is ready. Stage 3: all-gathered from the slices (the
+        gradient of all_gather is the reduce-scatter); stage 2: the whole
+        weights zw_<v> the member holds, flattened, with grad_scatter, whose
+        gradient is the reduce-scatter to this member's slice."""
+        def held(a):
+            return a if token is None else f"after({a}, {token})"
+
+        if self.stage == 3:
+            return (f"define(zf_{j}, remat(lambda(s, all_gather(s, group=dgroup)))"
+                    f"({held(self.shards[j])}))")
+        names = [f"a{i}" for i in range(len(self.buckets[j]))]
+        args = [held(self.shards[j])] + [held(self.whole_name(v)) for v in self.buckets[j]]
+        return (f"define(zf_{j}, remat(lambda(s, {', '.join(names)}, grad_scatter(s, "
+                f"{self.flat(j, names)}, group=dgroup)))({', '.join(args)}))")
+
+    @staticmethod
+    def whole_name(v: str) -> str:
+        """Stage 2: the loss function's name of the whole parameter v."""
+        return f"zw_{v}"
 
     def gather_lines(self) -> list:
         """Statements defining every parameter (whole) from the slices."""

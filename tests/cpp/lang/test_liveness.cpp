@@ -9,6 +9,8 @@
 
 #include "tessera/core/array.hpp"
 #include "tessera/lang/program.hpp"
+#include "tessera/lang/tree.hpp"
+#include "tessera/runtime/scheduler.hpp"
 #include "test_util.hpp"
 
 using namespace tessera;
@@ -139,4 +141,40 @@ TEST(Liveness, AParallelBlockStillSeesItsValues) {
     ASSERT_EQ(r.str(), "7.0");
   }
   set_spawn_threshold_ns(kSpawnThresholdNs);
+}
+
+// A define still computing when its block gets to it (a product running as
+// a task, a collective in flight) is waited for at the block's end; the
+// block kept its future, and with it the value, until then, so a chain of
+// such defines held every product although each is freed at its last read
+// (ZeRO-3's gathered buckets: the whole model). Eight 1 MiB products, each
+// started after the sum of the one before: at most a few at once.
+TEST(Liveness, APendingDefineIsFreedAtItsLastReadToo) {
+  Array x(DType::float64, {256, 512}), w(DType::float64, {512, 512});
+  for (int64_t i = 0; i < x.size(); ++i) x.data<double>()[i] = std::sin(0.01 * i);
+  for (int64_t i = 0; i < w.size(); ++i) w.data<double>()[i] = std::cos(0.02 * i) * 1e-3;
+  std::string body = "define(a0, x @ w), define(s0, sum(a0))";
+  std::string total = "s0";
+  for (int k = 1; k < 8; ++k) {
+    const std::string p = std::to_string(k - 1), n = std::to_string(k);
+    body += ",\n  define(a" + n + ", x @ after(w, s" + p + ")), define(s" + n + ", sum(a" + n +
+            "))";
+    total += " + s" + n;
+  }
+  Program p("define(f, x, w, block(" + body + ",\n  " + total + "))\nf", "pending.tsl");
+  // Every primitive a task (after its first run), on 2 threads: each
+  // product is a pending define.
+  set_num_threads(2);
+  set_spawn_threshold_ns(0.0);
+  Value r;
+  p.run({Value(x), Value(w)});
+  const size_t product = 256 * 512 * sizeof(double);
+  size_t peak = peak_during(p, {Value(x), Value(w)}, r);
+  set_spawn_threshold_ns(kSpawnThresholdNs);
+  EXPECT_LE(peak, 4 * product) << peak;
+  Program q("define(f, x, w, 8.0 * sum(x @ w))\nf", "one.tsl");
+  Value want = q.run({Value(x), Value(w)});
+  const double got = r.is_array() ? r.as_array().get_double(0) : r.as_float();
+  const double ref = want.is_array() ? want.as_array().get_double(0) : want.as_float();
+  EXPECT_NEAR(got, ref, 1e-9 * std::abs(ref));
 }
