@@ -125,42 +125,57 @@ OutputFilter::OutputFilter(OutputOptions options) : opt_(std::move(options)) {
   if (opt_.max_open_logs > 0) {
     max_open_ = static_cast<size_t>(opt_.max_open_logs);
   } else {
-    // A quarter of the descriptor limit, at most kMaxOpenLogs: mpirun's pipes
-    // and the launcher's own files keep the rest.
-    constexpr rlim_t kMaxOpenLogs = 256;
+    // Half the descriptor limit, at most kMaxOpenLogs: mpirun's pipes and the
+    // launcher's own files keep the rest.
+    constexpr rlim_t kMaxOpenLogs = 1024;
     struct rlimit lim{};
     rlim_t soft = getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
-    max_open_ = static_cast<size_t>(std::clamp<rlim_t>(soft / 4, 1, kMaxOpenLogs));
+    max_open_ = static_cast<size_t>(std::clamp<rlim_t>(soft / 2, 1, kMaxOpenLogs));
   }
 }
 
 OutputFilter::~OutputFilter() {
-  for (auto& [rank, log] : open_) std::fclose(log.file);
+  for (auto& [rank, log] : open_) close(log.fd);
 }
 
 std::string OutputFilter::log_path(int rank) const {
   return opt_.output_dir + "/rank-" + std::to_string(rank) + ".log";
 }
 
-FILE* OutputFilter::log_file(int rank) {
+namespace {
+
+// Writes all of `text` to `fd`; false (errno set) if it could not.
+bool write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+int OutputFilter::log_file(int rank) {
   if (auto it = open_.find(rank); it != open_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.at);
-    return it->second.file;
+    return it->second.fd;
   }
-  if (log_failed_.count(rank)) return nullptr;
+  if (log_failed_.count(rank)) return -1;
   while (!open_.empty() && open_.size() >= max_open_) {
     int oldest = lru_.back();
     lru_.pop_back();
-    std::fclose(open_[oldest].file);
+    close(open_[oldest].fd);
     open_.erase(oldest);
   }
   const std::string path = log_path(rank);
-  auto failed = [&](const std::string& why) -> FILE* {
+  auto failed = [&](const std::string& why) {
     log_failed_.insert(rank);
     std::fprintf(stderr, "tessera run: cannot write %s (%s); rank %d's output goes here instead\n",
                  path.c_str(), why.c_str(), rank);
     std::fflush(stderr);
-    return nullptr;
+    return -1;
   };
   // The first launch makes the log fresh, a later one appends; a log closed
   // to make room and opened again appends. O_NOFOLLOW: a symlink planted in a
@@ -169,7 +184,7 @@ FILE* OutputFilter::log_file(int rank) {
   // launcher.
   const bool fresh = !log_made_.count(rank) && opt_.launch <= 1;
   int flags =
-      O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (fresh ? O_TRUNC : O_APPEND);
+      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (fresh ? O_TRUNC : 0);
   int fd = open(path.c_str(), flags, 0644);
   if (fd < 0) {
     int err = errno;
@@ -182,24 +197,19 @@ FILE* OutputFilter::log_file(int rank) {
     close(fd);
     return failed("not a regular file");
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  FILE* f = fdopen(fd, fresh ? "w" : "a");
-  if (!f) {
-    int err = errno;
-    close(fd);
-    return failed(std::strerror(err));
-  }
+  // A regular file: O_NONBLOCK changes nothing for it. The log's lines are
+  // written whole, unbuffered (one write each).
   if (!log_made_.count(rank)) {
     log_made_.insert(rank);
-    if (!header_.empty() && (std::fputs(header_.c_str(), f) < 0 || std::fflush(f) != 0)) {
+    if (!write_all(fd, header_)) {
       int err = errno;
-      std::fclose(f);
+      close(fd);
       return failed(std::strerror(err));
     }
   }
   lru_.push_front(rank);
-  open_[rank] = OpenLog{f, lru_.begin()};
-  return f;
+  open_[rank] = OpenLog{fd, lru_.begin()};
+  return fd;
 }
 
 void OutputFilter::feed(int stream, const char* data, size_t n) {
@@ -266,7 +276,6 @@ void OutputFilter::finish() {
       if (!log_made_.count(r)) log_file(r);
     }
   }
-  for (auto& [rank, log] : open_) std::fflush(log.file);
 }
 
 void OutputFilter::rank_line(int rank, bool err, std::string body) {
@@ -327,13 +336,16 @@ void OutputFilter::rank_line(int rank, bool err, std::string body) {
 
 void OutputFilter::emit(int rank, bool err, const std::string& body) {
   if (!opt_.output_dir.empty()) {
-    if (FILE* f = log_file(rank)) {
-      // A full line per write, flushed: `tail -f` shows whole lines, and a
-      // launcher killed mid-run leaves every line written so far.
-      if (std::fprintf(f, "%s\n", body.c_str()) >= 0 && std::fflush(f) == 0) return;
+    if (int fd = log_file(rank); fd >= 0) {
+      // A full line per write: `tail -f` shows whole lines, and a launcher
+      // killed mid-run leaves every line written so far.
+      std::string line;
+      line.reserve(body.size() + 1);
+      line.append(body).push_back('\n');
+      if (write_all(fd, line)) return;
       int err = errno;
       log_failed_.insert(rank);
-      std::fclose(f);
+      close(fd);
       lru_.erase(open_[rank].at);
       open_.erase(rank);
       std::fprintf(stderr,

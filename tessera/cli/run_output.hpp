@@ -53,10 +53,11 @@ struct OutputOptions {
   // "=== launch k of n, <UTC time> ===".
   int launch = 1;
   int launches = 1;
-  // How many logs may be open at once (0: from the descriptor limit,
-  // RLIMIT_NOFILE). A log is opened at its rank's first line and the least
-  // recently written one closed when more would be open (every line is
-  // flushed, so closing loses nothing); a log reopened appends.
+  // How many logs may be open at once (0: half the descriptor limit,
+  // RLIMIT_NOFILE, at most 1,024). A log is opened at its rank's first line
+  // and the least recently written one closed when more would be open (every
+  // line is written at once, so closing loses nothing); a log reopened
+  // appends.
   int max_open_logs = 0;
 };
 
@@ -117,9 +118,9 @@ class OutputFilter {
   std::optional<std::string> peer_failed_message();
   std::optional<std::string> mpirun_message();
   // The rank's log, opened if it is not (closing the least recently written
-  // one when max_open_logs are open); nullptr when it cannot be written (said
+  // one when max_open_logs are open); -1 when it cannot be written (said
   // once on stderr; the rank's lines then go to the terminal).
-  FILE* log_file(int rank);
+  int log_file(int rank);
   std::string log_path(int rank) const;
 
   OutputOptions opt_;
@@ -130,7 +131,7 @@ class OutputFilter {
       held_;  // lines waiting for the rank's host
   // The open logs, the most recently written at the front of lru_.
   struct OpenLog {
-    FILE* file = nullptr;
+    int fd = -1;
     std::list<int>::iterator at;
   };
   std::map<int, OpenLog> open_;
