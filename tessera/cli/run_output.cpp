@@ -335,7 +335,8 @@ void OutputFilter::rank_line(int rank, bool err, std::string body) {
 }
 
 void OutputFilter::emit(int rank, bool err, const std::string& body) {
-  if (!opt_.output_dir.empty()) {
+  // Only the job's ranks have logs (a tag of another rank is shown as it is).
+  if (!opt_.output_dir.empty() && rank >= 0 && rank < opt_.ranks) {
     if (int fd = log_file(rank); fd >= 0) {
       // A full line per write: `tail -f` shows whole lines, and a launcher
       // killed mid-run leaves every line written so far.

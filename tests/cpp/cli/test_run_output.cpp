@@ -154,6 +154,8 @@ TEST(RunOutput, LogsOpenedAsRanksWriteAndReopenedToAppend) {
     std::string out;
     for (int rank : {0, 1, 2, 0, 3, 0, 1})
       out += tagged(rank, false, "line of rank " + std::to_string(rank) + "\n");
+    // A rank the job does not have gets no log.
+    out += tagged(7, false, "not a rank of this job\n");
     filter.feed(1, out.data(), out.size());
     EXPECT_EQ(filter.open_logs(), 2u);
     filter.finish();
@@ -179,6 +181,7 @@ TEST(RunOutput, LogsOpenedAsRanksWriteAndReopenedToAppend) {
   EXPECT_NE(second.find("=== launch 2 of 2, "), std::string::npos) << lines_of(1);
   EXPECT_EQ(second.substr(second.find('\n') + 1), "again\n") << lines_of(1);
   EXPECT_NE(lines_of(4).find("=== launch 2 of 2, "), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir.path / "rank-7.log"));
 }
 
 TEST(RunOutput, PlantedLinkIsRefusedBeforeTheJob) {
