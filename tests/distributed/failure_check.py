@@ -9,9 +9,8 @@ TESSERA_FAILURE_TIMEOUT=3 and checks, by scenario:
 - stop: the last rank stops (SIGSTOP) mid-training. An error naming it and
   its host comes within the timeout (plus slack) on every healthy rank (most
   are told by a failure notice passed on along the heartbeats' peers), the
-  launcher's last line
-  names it, the whole job is gone within 10 s of the error, and no process
-  of the run is left (none stopped).
+  launcher's last line names it, the whole job is gone within 10 s of the
+  error, and no process of the run is left (none stopped).
 - stop_busy: as stop while the other ranks compute outside any collective:
   they end on their own (the heartbeat thread ends them).
 - kill: the last rank is killed (SIGKILL) mid-training: named by the
