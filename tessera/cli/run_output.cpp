@@ -2,16 +2,17 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <regex>
 #include <stdexcept>
 
 #include "tessera/distributed/comm.hpp"
@@ -23,6 +24,59 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "an unknown signal";
 }
 
+Tag parse_tag(std::string_view text) {
+  // "[" digits "," digits "]<" ("stdout" | "stderr") ">:"
+  Tag t;
+  auto digits = [&](size_t at) {
+    size_t end = at;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+    return end;
+  };
+  if (text.empty() || text[0] != '[') return t;
+  size_t job_end = digits(1);
+  if (job_end == 1 || job_end >= text.size() || text[job_end] != ',') return t;
+  size_t rank_end = digits(job_end + 1);
+  if (rank_end == job_end + 1) return t;
+  std::string_view rest = text.substr(rank_end);
+  bool err;
+  if (rest.starts_with("]<stdout>:")) {
+    err = false;
+  } else if (rest.starts_with("]<stderr>:")) {
+    err = true;
+  } else {
+    return t;
+  }
+  int rank = -1;
+  auto [end, ec] = std::from_chars(text.data() + job_end + 1, text.data() + rank_end, rank);
+  (void)end;
+  if (ec != std::errc{}) return t;  // a rank beyond int is no tag
+  t.rank = rank;
+  t.err = err;
+  t.length = rank_end + std::strlen("]<stdout>:");
+  return t;
+}
+
+int log_name_rank(std::string_view name) {
+  if (!name.starts_with("rank-") || !name.ends_with(".log")) return -1;
+  std::string_view digits = name.substr(5, name.size() - 9);
+  if (digits.empty() || (digits.size() > 1 && digits[0] == '0')) return -1;
+  int rank = -1;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  if (ec != std::errc{} || end != digits.data() + digits.size()) return -1;
+  return rank;
+}
+
+bool is_error_line(std::string_view line) {
+  size_t at = !line.empty() && line[0] == '[' ? 1 : 0;
+  size_t end = at;
+  auto word = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  while (end < line.size() && word(line[end])) ++end;
+  std::string_view w = line.substr(at, end - at);
+  return w.ends_with("Error") || w.ends_with("Exception");
+}
+
 OutputFilter::OutputFilter(OutputOptions options) : opt_(std::move(options)) {
   if (opt_.output_dir.empty()) return;
   namespace fs = std::filesystem;
@@ -32,73 +86,130 @@ OutputFilter::OutputFilter(OutputOptions options) : opt_(std::move(options)) {
     throw std::runtime_error("[run] --output-dir: cannot create the directory '" + opt_.output_dir +
                              "': " + (ec ? ec.message() : "a file of that name exists"));
   }
-  // Logs of an earlier run with more ranks would pass for this run's. Only
-  // the names tessera writes (rank-<r>.log, r without leading zeros) are
-  // logs; any other name is left alone.
-  if (opt_.launch <= 1) {
-    static const std::regex log_name(R"(rank-(0|[1-9]\d*)\.log)");
-    for (const auto& entry : fs::directory_iterator(opt_.output_dir)) {
-      std::smatch m;
-      std::string name = entry.path().filename().string();
-      if (!std::regex_match(name, m, log_name)) continue;
-      long rank = -1;
-      const std::string digits = m[1];
-      auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-      (void)end;
-      if (err == std::errc{} && rank >= opt_.ranks) fs::remove(entry.path(), ec);
-    }
+  if (access(opt_.output_dir.c_str(), W_OK | X_OK) != 0) {
+    throw std::runtime_error("[run] --output-dir: cannot write in '" + opt_.output_dir +
+                             "': " + std::strerror(errno));
   }
-  std::string header;
+  // The logs are opened as their ranks write (thousands of ranks would not
+  // fit the descriptor limit at once): before that, only the directory is
+  // read. The first launch removes every log (rank-<r>.log, r without leading
+  // zeros) of an earlier run, which would pass for this run's, and leaves any
+  // other name alone; a name of this run's ranks that is not a regular file
+  // (a planted link, FIFO or directory) is refused here, before the job
+  // starts.
+  for (const auto& entry : fs::directory_iterator(opt_.output_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const int rank = log_name_rank(name);
+    if (rank < 0) continue;
+    struct stat st{};
+    const bool regular = lstat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    if (rank < opt_.ranks && !regular) {
+      throw std::runtime_error("[run] cannot write a rank's log: '" + log_path(rank) +
+                               "' is not a regular file (--output-dir " + opt_.output_dir + ")");
+    }
+    std::error_code rm;
+    if (opt_.launch <= 1) fs::remove(entry.path(), rm);
+  }
+  if (ec) {
+    throw std::runtime_error("[run] --output-dir: cannot read the directory '" + opt_.output_dir +
+                             "': " + ec.message());
+  }
   if (opt_.launches > 1) {
     char when[32] = "?";
     std::time_t now = std::time(nullptr);
     std::tm utc{};
     if (gmtime_r(&now, &utc)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
-    header = "=== launch " + std::to_string(opt_.launch) + " of " +
-             std::to_string(opt_.launches) + ", " + when + " ===\n";
+    header_ = "=== launch " + std::to_string(opt_.launch) + " of " +
+              std::to_string(opt_.launches) + ", " + when + " ===\n";
   }
-  // A constructor that throws runs no destructor: the logs opened so far are
-  // closed here.
-  auto fail = [&](const std::string& message) {
-    for (auto& [rank, f] : log_) std::fclose(f);
-    log_.clear();
-    throw std::runtime_error(message);
-  };
-  for (int r = 0; r < opt_.ranks; ++r) {
-    std::string path = opt_.output_dir + "/rank-" + std::to_string(r) + ".log";
-    // O_NOFOLLOW: a symlink planted in a shared directory is not written
-    // through; O_NONBLOCK: a FIFO planted there fails at once (no reader) or
-    // is refused below, instead of blocking the launcher.
-    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
-                (opt_.launch <= 1 ? O_TRUNC : O_APPEND);
-    int fd = open(path.c_str(), flags, 0644);
-    struct stat st{};
-    const std::string not_regular = "[run] cannot write a rank's log: '" + path +
-                                    "' is not a regular file (--output-dir " + opt_.output_dir +
-                                    ")";
-    if (fd < 0) {
-      int err = errno;
-      if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(not_regular);
-      fail("[run] --output-dir: cannot write '" + path + "': " + std::strerror(err));
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      close(fd);
-      fail(not_regular);
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    FILE* f = fdopen(fd, opt_.launch <= 1 ? "w" : "a");
-    if (!f) {
-      close(fd);
-      fail("[run] --output-dir: cannot write '" + path + "': " + std::strerror(errno));
-    }
-    log_[r] = f;
-    if (!header.empty() && (std::fputs(header.c_str(), f) < 0 || std::fflush(f) != 0))
-      fail("[run] --output-dir: cannot write '" + path + "': " + std::strerror(errno));
+  if (opt_.max_open_logs > 0) {
+    max_open_ = static_cast<size_t>(opt_.max_open_logs);
+  } else {
+    // Half the descriptor limit, at most kMaxOpenLogs: mpirun's pipes and the
+    // launcher's own files keep the rest.
+    constexpr rlim_t kMaxOpenLogs = 1024;
+    struct rlimit lim{};
+    rlim_t soft = getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.rlim_cur : 1024;
+    max_open_ = static_cast<size_t>(std::clamp<rlim_t>(soft / 2, 1, kMaxOpenLogs));
   }
 }
 
 OutputFilter::~OutputFilter() {
-  for (auto& [rank, f] : log_) std::fclose(f);
+  for (auto& [rank, log] : open_) close(log.fd);
+}
+
+std::string OutputFilter::log_path(int rank) const {
+  return opt_.output_dir + "/rank-" + std::to_string(rank) + ".log";
+}
+
+namespace {
+
+// Writes all of `text` to `fd`; false (errno set) if it could not.
+bool write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+int OutputFilter::log_file(int rank) {
+  if (auto it = open_.find(rank); it != open_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.at);
+    return it->second.fd;
+  }
+  if (log_failed_.count(rank)) return -1;
+  while (!open_.empty() && open_.size() >= max_open_) {
+    int oldest = lru_.back();
+    lru_.pop_back();
+    close(open_[oldest].fd);
+    open_.erase(oldest);
+  }
+  const std::string path = log_path(rank);
+  auto failed = [&](const std::string& why) {
+    log_failed_.insert(rank);
+    std::fprintf(stderr, "tessera run: cannot write %s (%s); rank %d's output goes here instead\n",
+                 path.c_str(), why.c_str(), rank);
+    std::fflush(stderr);
+    return -1;
+  };
+  // The first launch makes the log fresh, a later one appends; a log closed
+  // to make room and opened again appends. O_NOFOLLOW: a symlink planted in a
+  // shared directory is not written through; O_NONBLOCK: a FIFO planted there
+  // fails at once (no reader) or is refused below, instead of blocking the
+  // launcher.
+  const bool fresh = !log_made_.count(rank) && opt_.launch <= 1;
+  int flags =
+      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (fresh ? O_TRUNC : 0);
+  int fd = open(path.c_str(), flags, 0644);
+  if (fd < 0) {
+    int err = errno;
+    struct stat st{};
+    if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return failed("not a regular file");
+    return failed(std::strerror(err));
+  }
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return failed("not a regular file");
+  }
+  // A regular file: O_NONBLOCK changes nothing for it. The log's lines are
+  // written whole, unbuffered (one write each).
+  if (!log_made_.count(rank)) {
+    log_made_.insert(rank);
+    if (!write_all(fd, header_)) {
+      int err = errno;
+      close(fd);
+      return failed(std::strerror(err));
+    }
+  }
+  lru_.push_front(rank);
+  open_[rank] = OpenLog{fd, lru_.begin()};
+  return fd;
 }
 
 void OutputFilter::feed(int stream, const char* data, size_t n) {
@@ -106,34 +217,39 @@ void OutputFilter::feed(int stream, const char* data, size_t n) {
   buf.append(data, n);
   size_t start = 0, pos;
   while ((pos = buf.find('\n', start)) != std::string::npos) {
-    std::string line = buf.substr(start, pos - start);
+    std::string_view line(buf.data() + start, pos - start);
     start = pos + 1;
     // mpirun tags every chunk a rank writes, and a chunk that does not end a
     // line runs on into the next chunk of whichever rank comes next:
     // "[1,0]<stdout>:par[1,1]<stdout>:whole line\n[1,0]<stdout>:t\n". Each
     // piece goes to its own rank's unfinished line; the newline ends the
-    // line of the last piece's rank.
-    static const std::regex tag(R"(\[\d+,(\d+)\]<(stdout|stderr)>:)");
-    auto it = std::sregex_iterator(line.begin(), line.end(), tag);
-    if (it == std::sregex_iterator() || it->position() != 0) {
-      mpirun_line(line);
+    // line of the last piece's rank. Plain parsing: a tag is looked for only
+    // where the line has a '['.
+    Tag tag = parse_tag(line);
+    if (tag.length == 0) {
+      mpirun_line(std::string(line));
       continue;
     }
-    for (; it != std::sregex_iterator();) {
-      int rank = std::stoi((*it)[1]);
-      bool err = (*it)[2] == "stderr";
-      size_t from = static_cast<size_t>(it->position() + it->length());
-      auto next = std::next(it);
-      size_t to =
-          next == std::sregex_iterator() ? line.size() : static_cast<size_t>(next->position());
-      std::string& part = part_[{rank, err}];
-      part.append(line, from, to - from);
-      if (next == std::sregex_iterator()) {
+    size_t at = 0;
+    while (tag.length != 0) {
+      size_t from = at + tag.length;
+      Tag next;
+      size_t to = from;
+      while ((to = line.find('[', to)) != std::string_view::npos) {
+        next = parse_tag(line.substr(to));
+        if (next.length != 0) break;
+        ++to;
+      }
+      if (to == std::string_view::npos) to = line.size();
+      std::string& part = part_[{tag.rank, tag.err}];
+      part.append(line.substr(from, to - from));
+      if (next.length == 0) {
         std::string body = std::move(part);
         part.clear();
-        rank_line(rank, err, std::move(body));
+        rank_line(tag.rank, tag.err, std::move(body));
       }
-      it = next;
+      tag = next;
+      at = to;
     }
   }
   buf.erase(0, start);
@@ -153,7 +269,13 @@ void OutputFilter::finish() {
     for (auto& [err, body] : lines) emit(rank, err, body);
   }
   held_.clear();
-  for (auto& [rank, f] : log_) std::fflush(f);
+  // Every rank of the job has its log, also one that wrote nothing (with the
+  // launch's header when there are several).
+  if (!opt_.output_dir.empty()) {
+    for (int r = 0; r < opt_.ranks; ++r) {
+      if (!log_made_.count(r)) log_file(r);
+    }
+  }
 }
 
 void OutputFilter::rank_line(int rank, bool err, std::string body) {
@@ -199,14 +321,13 @@ void OutputFilter::rank_line(int rank, bool err, std::string body) {
   // The error of a rank is its last "SomethingError: ..." line (the first
   // line of a multi-line message, the last of a Python traceback), else its
   // last line on stderr.
-  static const std::regex error_line(R"(^\[?\w*(Error|Exception)\b.*)");
-  if (err && std::regex_match(body, error_line)) {
+  if (err && is_error_line(body)) {
     last_error_line_[rank] = body;
     has_error_line_[rank] = true;
   } else if (err && !has_error_line_[rank] && body.find_first_not_of(" \t") != std::string::npos) {
     last_error_line_[rank] = body;
   }
-  if (opt_.show_hosts && !host_.count(rank) && log_.empty()) {
+  if (opt_.show_hosts && !host_.count(rank) && opt_.output_dir.empty()) {
     held_[rank].emplace_back(err, std::move(body));
     return;
   }
@@ -214,15 +335,24 @@ void OutputFilter::rank_line(int rank, bool err, std::string body) {
 }
 
 void OutputFilter::emit(int rank, bool err, const std::string& body) {
-  if (auto f = log_.find(rank); f != log_.end() && !log_failed_.count(rank)) {
-    // A full line per write, flushed: `tail -f` shows whole lines, and a
-    // launcher killed mid-run leaves every line written so far.
-    if (std::fprintf(f->second, "%s\n", body.c_str()) >= 0 && std::fflush(f->second) == 0) return;
-    log_failed_.insert(rank);
-    std::fprintf(
-        stderr,
-        "tessera run: cannot write %s/rank-%d.log (%s); rank %d's output goes here instead\n",
-        opt_.output_dir.c_str(), rank, std::strerror(errno), rank);
+  // Only the job's ranks have logs (a tag of another rank is shown as it is).
+  if (!opt_.output_dir.empty() && rank >= 0 && rank < opt_.ranks) {
+    if (int fd = log_file(rank); fd >= 0) {
+      // A full line per write: `tail -f` shows whole lines, and a launcher
+      // killed mid-run leaves every line written so far.
+      std::string line;
+      line.reserve(body.size() + 1);
+      line.append(body).push_back('\n');
+      if (write_all(fd, line)) return;
+      int err = errno;
+      log_failed_.insert(rank);
+      close(fd);
+      lru_.erase(open_[rank].at);
+      open_.erase(rank);
+      std::fprintf(stderr,
+                   "tessera run: cannot write %s (%s); rank %d's output goes here instead\n",
+                   log_path(rank).c_str(), std::strerror(err), rank);
+    }
   }
   FILE* out = err ? stderr : stdout;
   if (opt_.show_hosts) {
@@ -233,31 +363,93 @@ void OutputFilter::emit(int rank, bool err, const std::string& body) {
   std::fflush(out);
 }
 
+namespace {
+
+// A reader of Open MPI's lines (plain parsing, no regular expressions).
+struct Scan {
+  std::string_view s;
+  bool ok = true;
+
+  // Moves past the first `word` (false if there is none).
+  bool find(std::string_view word) {
+    size_t at = s.find(word);
+    if (at == std::string_view::npos) return ok = false;
+    s.remove_prefix(at + word.size());
+    return true;
+  }
+  // Moves past `word`, which must come next.
+  Scan& lit(std::string_view word) {
+    if (ok && s.starts_with(word)) {
+      s.remove_prefix(word.size());
+    } else {
+      ok = false;
+    }
+    return *this;
+  }
+  Scan& spaces() {
+    while (!s.empty() && (s[0] == ' ' || s[0] == '\t')) s.remove_prefix(1);
+    return *this;
+  }
+  // An integer (optionally negative) that fits an int.
+  Scan& integer(int& out) {
+    int v = 0;
+    auto [end, ec] = ok ? std::from_chars(s.data(), s.data() + s.size(), v)
+                        : std::from_chars_result{s.data(), std::errc::invalid_argument};
+    if (ec != std::errc{}) {
+      ok = false;
+    } else {
+      out = v;
+      s.remove_prefix(static_cast<size_t>(end - s.data()));
+    }
+    return *this;
+  }
+  // A run of characters other than white space (at least one).
+  Scan& word(std::string* out = nullptr) {
+    size_t n = 0;
+    while (n < s.size() && !std::isspace(static_cast<unsigned char>(s[n]))) ++n;
+    if (!ok || n == 0) {
+      ok = false;
+    } else {
+      if (out) *out = std::string(s.substr(0, n));
+      s.remove_prefix(n);
+    }
+    return *this;
+  }
+};
+
+}  // namespace
+
 void OutputFilter::mpirun_line(const std::string& text) {
-  static const std::regex process(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
-  static const std::regex exit_code(R"(Exit code:\s*(-?\d+))");
-  static const std::regex on_signal(
-      R"(process rank (\d+) with PID \d+ on node \S+ exited on signal)");
-  static const std::regex improper(R"(due to process rank (\d+) with PID)");
-  static const std::regex remote_daemon(R"(Remote daemon:\s*\S+ on node (\S+))");
-  static const std::regex local_host(R"(^\s*Local host:\s*(\S+))");
-  static const std::regex connect_to(R"(connect\(\) to (\S+) failed)");
-  std::smatch m;
-  if (std::regex_search(text, m, process)) failed_rank_ = std::stoi(m[1]);
-  if (std::regex_search(text, m, exit_code)) failed_code_ = std::stoi(m[1]);
-  if (std::regex_search(text, m, on_signal)) signaled_rank_ = std::stoi(m[1]);
-  if (std::regex_search(text, m, improper)) improper_rank_ = std::stoi(m[1]);
-  if (std::regex_search(text, m, remote_daemon)) {
-    lost_host_ = m[1];
+  int n = 0, value = 0;
+  std::string name;
+  // "Process name: [[1234,1],3]"
+  if (Scan c{text}; c.find("Process name:") && c.spaces().lit("[[").integer(n).lit(",").integer(n)
+                                                   .lit("],").integer(value).lit("]").ok)
+    failed_rank_ = value;
+  // "Exit code: 1"
+  if (Scan c{text}; c.find("Exit code:") && c.spaces().integer(value).ok) failed_code_ = value;
+  // "process rank 3 with PID 42 on node x exited on signal 9"
+  if (Scan c{text}; c.find("process rank ") && c.integer(value).lit(" with PID ").integer(n)
+                                                   .lit(" on node ").word()
+                                                   .lit(" exited on signal").ok)
+    signaled_rank_ = value;
+  // "... due to process rank 3 with PID 42 ..."
+  if (Scan c{text}; c.find("due to process rank ") && c.integer(value).lit(" with PID").ok)
+    improper_rank_ = value;
+  // "Remote daemon: [[1234,0],1] on node node2"
+  if (Scan c{text}; c.find("Remote daemon:") && c.spaces().word().lit(" on node ").word(&name).ok) {
+    lost_host_ = name;
     if (failure_.empty()) failure_ = "lost host " + lost_host_;
   }
   // "Open MPI failed to TCP connect to a peer MPI process ... Your Open MPI
   // job may now hang": an address that one host cannot reach, usually of a
   // second interface. The job is stopped rather than left hanging.
   if (text.find("failed to TCP connect to a peer") != std::string::npos) in_tcp_warning_ = true;
-  if (in_tcp_warning_ && std::regex_search(text, m, local_host)) tcp_local_host_ = m[1];
-  if (in_tcp_warning_ && std::regex_search(text, m, connect_to)) {
-    tcp_peer_ = m[1];
+  if (Scan c{text}; in_tcp_warning_ && c.spaces().lit("Local host:").spaces().word(&name).ok)
+    tcp_local_host_ = name;
+  if (Scan c{text};
+      in_tcp_warning_ && c.find("connect() to ") && c.word(&name).lit(" failed").ok) {
+    tcp_peer_ = name;
     in_tcp_warning_ = false;
     if (failure_.empty()) failure_ = "cannot connect";
   }

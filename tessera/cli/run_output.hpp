@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdio>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::cli {
@@ -51,7 +53,32 @@ struct OutputOptions {
   // "=== launch k of n, <UTC time> ===".
   int launch = 1;
   int launches = 1;
+  // How many logs may be open at once (0: half the descriptor limit,
+  // RLIMIT_NOFILE, at most 1,024). A log is opened at its rank's first line
+  // and the least recently written one closed when more would be open (every
+  // line is written at once, so closing loses nothing); a log reopened
+  // appends.
+  int max_open_logs = 0;
 };
+
+// One mpirun tag "[job,rank]<stdout>:" or "[job,rank]<stderr>:" at the start
+// of `text` (plain parsing, no regular expression: every line of every rank
+// passes here). `length` is 0 when `text` does not start with a tag.
+struct Tag {
+  int rank = -1;
+  bool err = false;
+  size_t length = 0;
+};
+Tag parse_tag(std::string_view text);
+
+// The rank of a log name tessera writes, "rank-<r>.log" (r without leading
+// zeros, fits an int), or -1.
+int log_name_rank(std::string_view name);
+
+// Whether a line of a rank's stderr reads as its error: an optional "[",
+// then a word ending in "Error" or "Exception" ("ValueError: ...",
+// "[RuntimeError] ...").
+bool is_error_line(std::string_view line);
 
 // Reads mpirun's output ("[job,rank]<stdout>:text" with --tag-output) and rewrites it.
 class OutputFilter {
@@ -75,6 +102,9 @@ class OutputFilter {
   std::vector<std::string> failure_report(int code);
   // A note on Open MPI's messages of a job that succeeded, if it printed any.
   std::optional<std::string> warnings_note() const;
+  // How many ranks' logs are open now (at most max_open_logs).
+  size_t open_logs() const { return open_.size(); }
+
   // "rank 3 of 4 (pid 42 on node2)", the pid and host as far as known.
   std::string rank_name(int rank, bool with_pid = true);
   // The ranks known to run on `host`, "2, 3".
@@ -87,6 +117,11 @@ class OutputFilter {
   std::optional<std::string> rank_end_message();
   std::optional<std::string> peer_failed_message();
   std::optional<std::string> mpirun_message();
+  // The rank's log, opened if it is not (closing the least recently written
+  // one when max_open_logs are open); -1 when it cannot be written (said
+  // once on stderr; the rank's lines then go to the terminal).
+  int log_file(int rank);
+  std::string log_path(int rank) const;
 
   OutputOptions opt_;
   std::string raw_[2];                                // mpirun's unfinished lines, per stream
@@ -94,7 +129,16 @@ class OutputFilter {
   std::map<int, std::string> host_;
   std::map<int, std::vector<std::pair<bool, std::string>>>
       held_;  // lines waiting for the rank's host
-  std::map<int, FILE*> log_;
+  // The open logs, the most recently written at the front of lru_.
+  struct OpenLog {
+    int fd = -1;
+    std::list<int>::iterator at;
+  };
+  std::map<int, OpenLog> open_;
+  std::list<int> lru_;
+  size_t max_open_ = 1;
+  std::string header_;        // "=== launch k of n, ... ===\n", or ""
+  std::set<int> log_made_;    // ranks whose log this launch has created (or appended its header to)
   std::set<int> log_failed_;
   std::map<int, std::string> last_error_line_;
   std::map<int, bool> has_error_line_;

@@ -233,7 +233,7 @@ struct Heartbeat::Packet {
   int32_t from = -1, to = -1;
   int32_t subject = -1;  // failed: the rank declared failed
   int32_t cut_off = 0;   // failed: the subject declared itself cut off
-  int32_t reserved = 0;
+  int32_t by = -1;       // failed: the rank that noticed (the sender may pass the notice on)
   double silent = 0;  // failed: seconds the subject was silent
   uint8_t mac[32] = {};
 };
@@ -305,6 +305,26 @@ uint32_t address_to_bind(const std::vector<Hello>& all, int rank) {
 
 }  // namespace
 
+std::vector<int> heartbeat_targets(int rank, int size) {
+  std::vector<int> out;
+  for (int d = 1; d < size; d *= 2) out.push_back((rank + d) % size);
+  return out;
+}
+
+std::vector<int> heartbeat_watched(int rank, int size) {
+  std::vector<int> out;
+  for (int d = 1; d < size; d *= 2) out.push_back((rank - d % size + size) % size);
+  return out;
+}
+
+std::vector<int> notice_targets(int rank, int size, int subject) {
+  std::vector<int> out;
+  for (int t : heartbeat_targets(rank, size)) {
+    if (t != subject) out.push_back(t);
+  }
+  return out;
+}
+
 std::string Heartbeat::start(const Allgather& allgather, int rank, int size, double timeout,
                              Callbacks callbacks) {
   rank_ = rank;
@@ -314,10 +334,8 @@ std::string Heartbeat::start(const Allgather& allgather, int rank, int size, dou
   // failed after missing about ten.
   interval_ = std::clamp(timeout / 10, 0.02, 1.0);
   callbacks_ = std::move(callbacks);
-  for (int d = 1; d < size; d *= 2) {
-    targets_.push_back((rank + d) % size);
-    watched_.push_back((rank - d % size + size) % size);
-  }
+  targets_ = heartbeat_targets(rank, size);
+  watched_ = heartbeat_watched(rank, size);
   last_seq_.assign(size, 0);
 
   // The job's secret: TESSERA_JOB_KEY (from `tessera run`), else rank 0
@@ -506,20 +524,22 @@ void Heartbeat::declare(PeerFailure f) {
   declared_ = true;
   f.self = rank_;
   f.timeout = timeout_;
-  if (f.noticed_by == rank_) {
-    // Every rank learns it from this one, at once (twice: a datagram may
-    // be lost; a lost notice leaves a rank to its own detection or to
-    // mpirun, which stops the job when this rank leaves).
+  {
+    // Whether this rank noticed or was told, it passes the notice on to the
+    // ranks it sends heartbeats to, once (declare runs once), twice each: a
+    // datagram may be lost, and every rank hears from up to log2(N) ranks
+    // that pass it on; one that hears nothing is left to its own detection
+    // or to mpirun, which stops the job when this rank leaves.
     Packet p;
     p.kind = Packet::failed;
     p.from = rank_;
     p.subject = f.rank;
     p.cut_off = f.cut_off;
+    p.by = f.noticed_by;
     p.silent = f.silent;
-    for (int copy = 0; copy < 2; ++copy) {
-      for (int r = 0; r < size_; ++r) {
-        if (r != rank_) send_to(r, p);
-      }
+    const std::vector<int> to = notice_targets(rank_, size_, f.rank);
+    for (int copy = 0; copy < kNoticeCopies; ++copy) {
+      for (int r : to) send_to(r, p);
     }
   }
   report_ignored();
@@ -562,12 +582,13 @@ void Heartbeat::loop() {
         ever[p.from] = 1;
       } else if (p.kind == Packet::goodbye) {
         left[p.from] = 1;
-      } else if (p.kind == Packet::failed && !declared_ && p.subject >= 0 && p.subject < size_) {
+      } else if (p.kind == Packet::failed && !declared_ && p.subject >= 0 && p.subject < size_ &&
+                 p.by >= 0 && p.by < size_) {
         PeerFailure f;
         f.rank = p.subject;
         f.host = contacts_[p.subject].host;
         f.silent = p.silent;
-        f.noticed_by = p.from;
+        f.noticed_by = p.by;
         f.cut_off = p.cut_off;
         declare(f);
         give_up_at = now + std::chrono::duration_cast<Clock::duration>(

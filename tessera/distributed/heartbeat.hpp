@@ -8,8 +8,13 @@
 // Who watches whom: rank r sends to r + 1, r + 2, r + 4, ... (mod N) and
 // watches r - 1, r - 2, r - 4, ...: each rank sends and checks log2(N)
 // peers, and every rank is watched by as many. A rank that declares a peer
-// failed tells every rank (a notice), so all of them fail at once, naming the
-// same rank. A rank that hears from none of the (two or more) peers it
+// failed sends a notice (twice: a datagram may be lost) to the ranks it sends
+// heartbeats to, and every rank that learns of the failure from a notice
+// passes it on the same way, once (dissemination over the heartbeats' graph):
+// every rank is told within ceil(log2 N) hops, by up to ceil(log2 N) senders,
+// and no rank sends more than 2 ceil(log2 N) datagrams per address for a
+// notice (it was 2(N - 1) from every rank that noticed). All of them fail
+// at once, naming the same rank. A rank that hears from none of the (two or more) peers it
 // watches says that it is cut off itself. A rank whose program ended cleanly
 // says goodbye, after which its silence is no failure. A rank that was not
 // running itself for half the timeout (stopped, suspended) forgets what it
@@ -69,6 +74,18 @@ struct Ignored {
   // "tessera: warning: [locality] rank 1 ignored 12 heartbeat datagrams ...".
   std::string message(int rank, const std::string& where) const;
 };
+
+// The ranks `rank` sends heartbeats to, rank + 1, rank + 2, rank + 4, ...
+// (mod size), ceil(log2 size) of them; and those it watches, rank - 1,
+// rank - 2, rank - 4, ...
+std::vector<int> heartbeat_targets(int rank, int size);
+std::vector<int> heartbeat_watched(int rank, int size);
+
+// Where `rank` sends a failure notice about `subject` when it first learns of
+// the failure (by its own detection or from a notice): its heartbeat targets
+// but the subject. Each gets kNoticeCopies copies.
+std::vector<int> notice_targets(int rank, int size, int subject);
+inline constexpr int kNoticeCopies = 2;
 
 // A rank declared failed.
 struct PeerFailure {

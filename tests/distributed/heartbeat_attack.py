@@ -155,7 +155,7 @@ def forgeries(job, ranks):
         frm = (to + 1) % ranks
         for kind, subject in ((2, -1), (3, to), (3, frm)):
             # The authenticated layout: launch, seq, kind, from, to, subject,
-            # cut_off, reserved, silent, a made-up MAC.
+            # cut_off, by, silent, a made-up MAC.
             out.append(struct.pack("<QQiiiiiid", job, 2**40, kind, frm, to, subject, 0, 0, 9.0)
                        + os.urandom(32))
             # The layout before: job id, kind, from, to, subject, cut_off, silent.

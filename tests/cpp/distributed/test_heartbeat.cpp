@@ -2,10 +2,13 @@
 // under mpirun: tests/distributed/failure_check.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tessera/distributed/heartbeat.hpp"
 
@@ -15,6 +18,55 @@ namespace {
 using distributed::detail::failure_timeout_seconds;
 using distributed::detail::Ignored;
 using distributed::detail::PeerFailure;
+
+int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// A failure notice spread as the heartbeat threads spread it: every rank
+// that learns of `subject`'s failure (the `detectors` by their own
+// detection, the others from a notice) sends notice_targets() kNoticeCopies
+// copies each, once; `lost(from, to, copy)` drops a datagram. The subject
+// passes nothing on.
+struct Spread {
+  std::vector<int> hop;   // per rank: the hop it learned at (-1: never)
+  std::vector<int> sent;  // per rank: the datagrams it sent (per address)
+  int reached = 0;        // ranks told, the detectors included
+  int hops = 0;           // the last hop at which a rank learned
+};
+
+Spread spread(int n, int subject, const std::vector<int>& detectors,
+              const std::function<bool(int, int, int)>& lost) {
+  using distributed::detail::kNoticeCopies;
+  using distributed::detail::notice_targets;
+  Spread s;
+  s.hop.assign(n, -1);
+  s.sent.assign(n, 0);
+  std::vector<int> now;
+  for (int d : detectors) {
+    s.hop[d] = 0;
+    now.push_back(d);
+  }
+  for (int hop = 1; !now.empty(); ++hop) {
+    std::vector<int> next;
+    for (int r : now) {
+      ++s.reached;
+      for (int t : notice_targets(r, n, subject)) {
+        for (int copy = 0; copy < kNoticeCopies; ++copy) {
+          ++s.sent[r];
+          if (lost(r, t, copy) || t == subject || s.hop[t] >= 0) continue;
+          s.hop[t] = hop;
+          s.hops = hop;
+          next.push_back(t);
+        }
+      }
+    }
+    now = std::move(next);
+  }
+  return s;
+}
 
 struct FailureTimeoutEnv {
   explicit FailureTimeoutEnv(const char* v) {
@@ -124,6 +176,69 @@ TEST(Heartbeat, JobKeyIsTakenOutOfTheEnvironment) {
   EXPECT_EQ(std::getenv(distributed::detail::kJobKeyEnv), nullptr);
   // glibc keeps the strings setenv made: `where` is still readable.
   EXPECT_EQ(std::string(where), std::string(64, '0'));
+}
+
+TEST(Heartbeat, NoticesRelayedAlongTheHeartbeatPeers) {
+  // Every rank told within ceil(log2 N) hops, none sending more than
+  // 2 ceil(log2 N) datagrams per address (it was 2(N - 1) from each rank
+  // that noticed), whichever peer the rank that noticed watches.
+  using distributed::detail::heartbeat_targets;
+  using distributed::detail::heartbeat_watched;
+  auto none = [](int, int, int) { return false; };
+  for (int n = 2; n <= 1000; ++n) {
+    const int log_n = ceil_log2(n);
+    ASSERT_EQ(static_cast<int>(heartbeat_targets(0, n).size()), log_n) << n;
+    for (int subject : heartbeat_watched(0, n)) {
+      // One rank noticed (the others' detection later), or every rank that
+      // watches the subject did.
+      std::vector<int> watchers = heartbeat_watched(subject, n);  // they send to it
+      for (int w : watchers) {
+        auto t = heartbeat_targets(w, n);
+        ASSERT_NE(std::find(t.begin(), t.end(), subject), t.end());
+      }
+      for (const auto& detectors : {std::vector<int>{0}, watchers}) {
+        Spread s = spread(n, subject, detectors, none);
+        ASSERT_EQ(s.reached, n - 1) << "N = " << n << ", subject " << subject;
+        ASSERT_LE(s.hops, log_n) << "N = " << n << ", subject " << subject;
+        ASSERT_LE(*std::max_element(s.sent.begin(), s.sent.end()), 2 * log_n) << "N = " << n;
+        ASSERT_EQ(s.sent[subject], 0);
+      }
+    }
+  }
+}
+
+TEST(Heartbeat, NoticesReachEveryRankWhenDatagramsAreLost) {
+  // A rank hears from several that pass the notice on: it is told even when
+  // every datagram from the first of them is lost, or one copy of each.
+  using distributed::detail::heartbeat_watched;
+  std::vector<int> sizes;
+  for (int n = 8; n <= 64; ++n) sizes.push_back(n);
+  for (int n : {100, 127, 128, 129, 255, 256, 500, 1000}) sizes.push_back(n);
+  for (int n : sizes) {
+    for (int subject : heartbeat_watched(0, n)) {
+      Spread clean = spread(n, subject, {0}, [](int, int, int) { return false; });
+      Spread half = spread(n, subject, {0}, [](int, int, int copy) { return copy == 0; });
+      ASSERT_EQ(half.reached, n - 1) << "N = " << n;
+      const int step = std::max(1, n / 40);
+      for (int v = 1; v < n; v += step) {
+        if (v == subject) continue;
+        // The rank that first told v in the clean spread: a rank of the
+        // hop before whose targets include v.
+        int first = -1;
+        for (int r = 0; r < n && first < 0; ++r) {
+          if (clean.hop[r] != clean.hop[v] - 1 || r == subject) continue;
+          auto t = distributed::detail::notice_targets(r, n, subject);
+          if (std::find(t.begin(), t.end(), v) != t.end()) first = r;
+        }
+        ASSERT_GE(first, 0);
+        Spread s = spread(n, subject, {0}, [&](int from, int to, int) {
+          return from == first && to == v;
+        });
+        ASSERT_EQ(s.reached, n - 1) << "N = " << n << ", subject " << subject << ", lost "
+                                    << first << " -> " << v;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -446,6 +446,33 @@ def case_partial_lines():
     print("ok")
 
 
+def case_output_dir_n4():
+    # Every rank's log is written (the logs are opened at a rank's first
+    # line, not all at start), with whole lines from chunks mpirun interleaves.
+    n = 4
+    tmp = tempfile.mkdtemp()
+    try:
+        logs = os.path.join(tmp, "logs")
+        p = subprocess.run([TESSERA, "run", "-n", str(n), "--output-dir", logs,
+                            os.path.join(HERE, "partial_lines.py")],
+                           capture_output=True, text=True, timeout=90)
+        out = p.stdout + p.stderr
+        print(out)
+        if p.returncode != 0 or "[rank" in out:
+            fail("the job succeeds and its lines go to the files only", out)
+        if sorted(os.listdir(logs)) != [f"rank-{r}.log" for r in range(n)]:
+            fail(f"files in the log directory: {os.listdir(logs)}")
+        for r in range(n):
+            with open(os.path.join(logs, f"rank-{r}.log")) as f:
+                got = f.read().splitlines()
+            want = [f"{r}<{r}{r}{r}:{k}{r}>" for k in range(30)]
+            if sorted(got) != sorted(want):
+                fail(f"rank-{r}.log: {sorted(set(got) ^ set(want))[:6]}")
+    finally:
+        shutil.rmtree(tmp)
+    print("ok")
+
+
 def case_output_dir():
     tmp = tempfile.mkdtemp()
     try:
@@ -551,6 +578,7 @@ LOCAL_CASES = {
     "options": case_options,
     "output_dir": case_output_dir,
     "output_dir_restarts": case_output_dir_restarts,
+    "output_dir_n4": case_output_dir_n4,
     "partial_lines": case_partial_lines,
 }
 
