@@ -58,7 +58,7 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
   ch->rank = me;
   ch->size = size;
   ch->inline_budget = inline_budget(size);
-  for (MPI_Comm* c : {&ch->round_comm, &ch->data_comm, &ch->diag_comm}) {
+  for (MPI_Comm* c : {&ch->round_comm, &ch->data_comm, &ch->diag_comm, &ch->agree_comm}) {
     MPI_Comm_dup(comm, c);
     MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
   }
