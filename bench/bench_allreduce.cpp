@@ -11,6 +11,9 @@
 //   [--only overlap]   (the overlap measurement alone)
 //   [--profile engine|program|loop N]   (only N 4 KB all-reduces of one kind,
 //   to count instructions under callgrind: docs/benchmarks.md)
+//   [--scaling B1,B2,...]   (bench_scaling.py: per size in bytes, one engine all-reduce bracketed
+//   by MPI_Pcontrol for the PMPI counter of bench/pmpi/pmpi_count.cpp, then the engine's and
+//   MPI_Allreduce's median times; one JSON object on rank 0)
 // --json prints one JSON object (rank 0) instead of the table, for
 // bench/bench_collectives.py, which also runs PyTorch's gloo at the same sizes.
 // A figure is the median of single timed calls on rank 0 after one warm-up
@@ -75,6 +78,7 @@ struct Options {
   // or loop), for an instruction count under callgrind (docs/benchmarks.md).
   std::string profile;
   int64_t profile_calls = 0;
+  std::vector<int64_t> scaling;  // --scaling: the all-reduce sizes in bytes
 };
 
 // Returns false (after saying why on rank 0) when an argument is not understood.
@@ -98,6 +102,23 @@ bool parse(int argc, char** argv, Options& o, bool speak) {
         return false;
       }
       o.profile_calls = v;
+    } else if (a == "--scaling" && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        size_t comma = list.find(',', at);
+        if (comma == std::string::npos) comma = list.size();
+        std::string item = list.substr(at, comma - at);
+        long long v = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 4 || v % 4 != 0) {
+          if (speak) {
+            std::fprintf(stderr, "bench_allreduce: --scaling needs sizes in bytes, multiples of 4, "
+                         "separated by commas, got '%s'\n", list.c_str());
+          }
+          return false;
+        }
+        o.scaling.push_back(v);
+        at = comma + 1;
+      }
     } else if ((a == "--repeats" || a == "--max-bytes") && i + 1 < argc) {
       long long v = std::strtoll(argv[++i], &end, 10);
       if (*end != '\0' || v <= 0) {
@@ -186,6 +207,58 @@ Overlap measure_overlap(int repeats) {
   return o;
 }
 
+// --scaling: per size, the counts of one engine all-reduce (segments "engine <bytes>" of the PMPI
+// counter's line) and the median times of the engine and MPI_Allreduce, interleaved call by call.
+void run_scaling(const Options& opt, int rank, int size, bool raw_ok) {
+  std::string rows;
+  for (int64_t bytes : opt.scaling) {
+    int64_t n = bytes / 4;
+    Array x = Array::full(DType::float32, {n}, 1.0);
+    std::vector<float> in(n, 1.0f), out(n);
+    auto engine = [&] {
+      distributed::detail::all_reduce(x, distributed::ReduceOp::sum, "bench").wait();
+    };
+    auto raw = [&] {
+      MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    };
+    MPI_Pcontrol(0);
+    for (int w = 0; w < 2; ++w) {
+      engine();
+      if (raw_ok) raw();
+    }
+    call_primitive("barrier", std::vector<Value>{});
+    MPI_Pcontrol(2);
+    engine();
+    std::string label = "engine " + std::to_string(bytes);
+    MPI_Pcontrol(3, label.c_str());
+    MPI_Pcontrol(0);
+    int reps = opt.repeats ? opt.repeats : (bytes >= (int64_t{1} << 20) ? 5 : 15);
+    std::vector<double> te, tm;
+    for (int r = 0; r < reps; ++r) {
+      double t0 = now_s();
+      engine();
+      te.push_back(now_s() - t0);
+      if (raw_ok) {
+        t0 = now_s();
+        raw();
+        tm.push_back(now_s() - t0);
+      }
+    }
+    char row[256];
+    std::snprintf(row, sizeof row,
+                  "%s{\"bytes\": %lld, \"repeats\": %d, \"engine_s\": %.9g, \"mpi_s\": %.9g}",
+                  rows.empty() ? "" : ", ", static_cast<long long>(bytes), reps, median(te),
+                  median(tm));
+    rows += row;
+  }
+  if (rank == 0) {
+    std::printf("{\"machine\": %s, \"localities\": %d, \"threads\": %d, \"raw_mpi\": %s, "
+                "\"allreduce\": [%s]}\n",
+                json_string(bench::machine_line()).c_str(), size, num_threads(),
+                raw_ok ? "true" : "false", rows.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,7 +275,7 @@ int main(int argc, char** argv) {
   // Raw MPI calls from this thread beside tessera's progress thread need
   // MPI_THREAD_MULTIPLE; without it the MPI column is left out (0).
   bool raw_ok = level == MPI_THREAD_MULTIPLE;
-  if (rank == 0 && !opt.json) {
+  if (rank == 0 && !opt.json && opt.scaling.empty()) {
     std::printf("%s\nlocalities: %d, threads per locality: %d; median of %s single calls\n\n",
                 bench::machine_line().c_str(), size, num_threads(),
                 opt.repeats ? std::to_string(opt.repeats).c_str() : "7 to 51");
@@ -210,6 +283,10 @@ int main(int argc, char** argv) {
       std::printf("%10s %12s %12s %12s %8s %8s %12s %12s\n", "bytes", "engine us", "program us", "raw MPI us",
                   "eng/MPI", "prog/MPI", "engine GB/s", "MPI GB/s");
     }
+  }
+  if (!opt.scaling.empty()) {
+    run_scaling(opt, rank, size, raw_ok);
+    return 0;
   }
   if (opt.overlap_only) {
     Overlap o = measure_overlap(opt.repeats ? opt.repeats : 7);

@@ -130,6 +130,7 @@ std::pair<int, int> Engine::world() {
     std::atexit([] { Engine::get().stop(); });
   }
   cv_.wait(lock, [&] { return init_done_; });
+  if (!init_error_.empty() && init_value_error_) throw std::invalid_argument(init_error_);
   if (!init_error_.empty()) throw std::runtime_error(init_error_);
   return {rank_, size_};
 }
@@ -220,6 +221,7 @@ void Engine::run() {
   int provided = 0;
   int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   std::string init_error;
+  bool value_error = false;
   if (rc != MPI_SUCCESS) {
     init_error = "[locality] MPI_Init_thread failed: " + mpi_error(rc);
   } else {
@@ -241,12 +243,30 @@ void Engine::run() {
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
     make_cached_type();
+    // Named for tools (the PMPI counter of bench/pmpi reports per communicator).
+    MPI_Comm_set_name(world_ch->round_comm, "tessera.round");
+    MPI_Comm_set_name(world_ch->data_comm, "tessera.data");
+    MPI_Comm_set_name(world_ch->diag_comm, "tessera.diag");
+    MPI_Comm_set_name(p2p_header_comm_, "tessera.p2p_header");
+    MPI_Comm_set_name(p2p_data_comm_, "tessera.p2p_data");
+    MPI_Comm_set_name(probe_comm_, "tessera.probe");
+    MPI_Comm_set_name(world_ch->agree_comm, "tessera.agree");
     {
       std::lock_guard lock(in_mu_);
       channel_of_[0] = world_ch.get();
       channels_.push_back(std::move(world_ch));
     }
-    init_error = check_same_program();
+    try {
+      // TESSERA_RING=0 (the older switch) means MPI_Iallreduce throughout.
+      const char* ring = std::getenv("TESSERA_RING");
+      const char* choice = std::getenv("TESSERA_ALLREDUCE");
+      algorithm_ = algorithm_setting(!choice && ring && std::string(ring) == "0" ? "mpi" : choice);
+      channels_[0]->host_of = host_map(channels_[0]->data_comm, size_);
+    } catch (const std::exception& e) {
+      init_error = e.what();
+      value_error = true;
+    }
+    if (init_error.empty()) init_error = check_same_program();
     if (init_error.empty()) init_error = choose_wait_mode();
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
     if (size_ > 1) write_trace_on_sigterm();
@@ -254,6 +274,7 @@ void Engine::run() {
   {
     std::lock_guard lock(in_mu_);
     init_error_ = init_error;
+    init_value_error_ = value_error;
     init_done_ = true;
     ready_.store(rc == MPI_SUCCESS && init_error.empty(), std::memory_order_release);
   }
@@ -310,6 +331,15 @@ std::string Engine::check_same_program() {
     char shown[248];
   } mine{}, *all = nullptr;
   auto [hash, shown] = program_identity();
+  // Settings every rank must share, or collectives would run different
+  // schedules and wait for each other until the timeout.
+  for (const char* var : {"TESSERA_ALLREDUCE", "TESSERA_RING", "TESSERA_HOST_RANKS"}) {
+    if (const char* v = std::getenv(var)) {
+      std::string setting = error_message(" (", var, "=", v, ")");
+      hash = fnv1a(setting, hash);
+      shown = setting.substr(1) + " " + shown;
+    }
+  }
   mine.hash = hash;
   std::strncpy(mine.shown, shown.c_str(), sizeof mine.shown - 1);
   std::vector<Identity> ids(size_);
@@ -320,7 +350,7 @@ std::string Engine::check_same_program() {
   bool same = true;
   for (const Identity& id : ids) same = same && id.hash == ids[0].hash;
   if (same) return "";
-  std::string msg = "[locality] the localities run different programs or arguments:";
+  std::string msg = "[locality] the localities run different programs, arguments or settings:";
   for (int r = 0; r < size_; ++r) msg += error_message("\n  rank ", r, ": ", ids[r].shown);
   return msg;
 }

@@ -1,8 +1,9 @@
 // The communication engine's internals (Engine, one operation: Op), shared by
 // its parts: engine.cpp (start-up, submission, agreement rounds, the end),
 // progress.cpp (posting and polling MPI operations, the progress thread,
-// timeouts), ring.cpp (the ring all-reduce, coalescing, reductions). The
-// public functions are in comm.hpp. Internal to tessera/distributed.
+// timeouts), ring.cpp (the engine's own all-reduce algorithms, coalescing,
+// reductions). The public functions are in comm.hpp. Internal to
+// tessera/distributed.
 #pragma once
 
 #include <mpi.h>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/distributed/algorithms.hpp"
 #include "tessera/distributed/comm.hpp"
 #include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/round.hpp"
@@ -53,17 +55,18 @@ constexpr int64_t kInlineBudget = int64_t{64} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).
 constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
-// All-reduces (and coalesced groups) of at least this many bytes run as the
-// engine's own ring (Engine::post_ring) instead of MPI_Iallreduce, whose
-// schedule took 1.3-2.4x a blocking MPI_Allreduce from 256 KiB to 16 MiB on
-// this machine, where the ring took 0.9-1.2x (and 0.7x at 64 MiB)
-// (TESSERA_RING=0 turns it off: the same on every rank).
-constexpr int64_t kRingMinBytes = int64_t{128} << 10;
+// All-reduces (and coalesced groups) of at least kOwnMinBytes run as one of
+// the engine's own algorithms (algorithms.hpp: the ring, recursive halving
+// or doubling, chosen by the number of ranks and the size, or the
+// hierarchical one when forced; Engine::post_own)
+// instead of MPI_Iallreduce. TESSERA_ALLREDUCE forces one (the same on every
+// rank); TESSERA_RING=0, as before, means TESSERA_ALLREDUCE=mpi.
 constexpr int64_t kCoalesceCapBytes = int64_t{4} << 20;
 
 enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter, gather, scatter, all_to_all,
                   barrier, send, recv, coalesced };
 
+// ring: an all-reduce by one of the engine's own algorithms (post_own).
 enum class Stage { pending, root_meta, data, diag, header, ring };
 
 struct Op;
@@ -118,7 +121,7 @@ struct Channel {
   MPI_Request cached_req = MPI_REQUEST_NULL;
   // Bytes of inline data per rank and round (halved per exchange after the first).
   int64_t inline_budget = 0;
-  uint64_t ring_serial = 0;               // rings posted so far (their tags)
+  uint64_t ring_serial = 0;               // own all-reduces posted so far (their tags)
   std::map<uint64_t, uint64_t> next_key;  // per site: calls so far on this channel (under in_mu_)
   std::map<uint64_t, OpPtr> pending;      // by order of submission
   std::vector<OpPtr> offered;
@@ -135,6 +138,8 @@ struct Channel {
   // (site, key) of operations other members offered and this rank has not
   // issued yet, sorted (note_expected), and resolve's scratch for it.
   std::vector<std::pair<uint64_t, uint64_t>> expected, mine;
+  // Per group rank, its host (TESSERA_ALLREDUCE=hierarchical only; else empty).
+  std::vector<int> host_of;
   // The world rank of group rank r.
   int world_rank(int r) const { return members.empty() ? r : members[r]; }
 };
@@ -175,11 +180,11 @@ struct Op {
   int64_t header[2 + kMaxDims] = {};
   std::vector<MPI_Request> reqs;
   std::vector<OpPtr> members;  // of a coalesced all-reduce
-  // A ring all-reduce's step and where its chunks start (elements; one
-  // more entry: the end) (Engine::post_ring).
-  int ring_step = 0;
-  std::vector<int64_t> chunk_at;
-  std::optional<Array> ring_in;  // where the reduce-scatter receives (a chunk)
+  // An all-reduce by one of the engine's algorithms (Engine::post_own): its
+  // schedule, the step it is at, and where the reducing steps receive.
+  std::vector<Step> steps;
+  size_t step = 0;
+  std::optional<Array> ring_in;
 
   bool collective() const { return kind != Kind::send && kind != Kind::recv; }
   // "all_reduce(sum) float32 (1024,) at train.py:12:5" (built for messages only).
@@ -438,30 +443,35 @@ class Engine {
 
   void post_coalesced(const OpPtr& group);
 
-  bool use_ring(const Channel& ch, const Array& x) const {
-    return ring_ && ch.size > 1 && x.nbytes() >= kRingMinBytes;
+  // The algorithm of an all-reduce of x (or a coalesced group) on ch that
+  // does not travel inline (algorithms.hpp: choose_algorithm).
+  Algorithm algorithm_for(const Channel& ch, const Array& x) const {
+    if (ch.size <= 1) return Algorithm::mpi;
+    return choose_algorithm(algorithm_, ch.size, static_cast<int64_t>(x.nbytes()), x.size());
   }
 
-  // A ring all-reduce of op->x into op->out over point-to-point messages on
-  // its channel's data_comm (which carries no other point-to-point
-  // traffic), among the channel's n ranks: the elements in n nearly equal
-  // chunks; n - 1 steps of reduce-scatter (send a chunk to the right,
-  // receive the next from the left and reduce it into the result), then
-  // n - 1 of all-gather (pass the reduced chunks on). Each rank sends and
-  // receives 2 (n - 1) / n of the data, the least any all-reduce moves. Every chunk is reduced once, in
-  // an order fixed by the number of ranks, and then copied: the same bits
-  // on every rank and in every run. The tag tells concurrent rings apart:
-  // rings are posted in the agreed order, the same on every rank.
-  void post_ring(const OpPtr& op);
+  // An all-reduce of op->x into op->out by `a` (not mpi) over point-to-point
+  // messages on its channel's data_comm (which carries no other
+  // point-to-point traffic): the steps of schedule() (algorithms.hpp), each
+  // posted when the one before completed. Every element is reduced once, in
+  // an order fixed by the number of ranks and the algorithm, and then
+  // copied: the same bits on every rank and in every run. The tag tells
+  // concurrent ones apart: they are posted in the agreed order, the same on
+  // every rank.
+  void post_own(const OpPtr& op, Algorithm a);
 
-  // The chunk a rank sends and the one it receives at `step` (0 .. 2 size_ - 3).
-  static std::pair<int, int> ring_chunks(const Channel& ch, int step);
+  // For the hierarchical all-reduce: the host of each of comm's `size` ranks
+  // (the lowest rank of comm sharing its memory, by MPI_Comm_split_type), or
+  // with TESSERA_HOST_RANKS=k, hosts of k consecutive ranks (for tests on one
+  // machine). Collective over comm; empty unless hierarchical is forced.
+  // Throws invalid_argument for a TESSERA_HOST_RANKS that is not a positive integer.
+  std::vector<int> host_map(MPI_Comm comm, int size) const;
 
-  void post_ring_step(const OpPtr& op);
+  void post_step(const OpPtr& op);
 
-  // A step's messages are done: reduce what came (reduce-scatter), then the
-  // next step, or the result.
-  void advance_ring(const OpPtr& op, std::vector<Completion>& done);
+  // A step's messages are done: reduce what came, then the next step, or
+  // the result.
+  void advance_own(const OpPtr& op, std::vector<Completion>& done);
 
   void post_diag(const OpPtr& op);
 
@@ -548,6 +558,7 @@ class Engine {
   std::condition_variable cv_;
   bool started_ = false, init_done_ = false, stopping_ = false;
   std::string init_error_, broken_;
+  bool init_value_error_ = false;  // init_error_ is a bad setting (ValueError)
   std::atomic<bool> groups_{false};  // a group of several members exists (add_group)
   std::atomic<bool> ready_{false};  // started without error: rank_ and size_ are set
   std::atomic<bool> failed_{false}, work_{false}, broken_flag_{false}, coalesce_{[] {
@@ -555,10 +566,8 @@ class Engine {
     return !(s && std::string(s) == "0");
   }()};
   int rank_ = 0, size_ = 1;
-  const bool ring_ = [] {
-    const char* env = std::getenv("TESSERA_RING");
-    return !env || std::string(env) != "0";
-  }();
+  // TESSERA_ALLREDUCE (or TESSERA_RING=0), read at start-up (run()).
+  AlgorithmSetting algorithm_;
   std::vector<OpPtr> incoming_;
   // Per site: collectives this rank called there (any group), and a record
   // of the last kHistory collectives (the mismatch probe's answers).

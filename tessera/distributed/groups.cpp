@@ -62,11 +62,40 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
     MPI_Comm_dup(comm, c);
     MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
   }
+  MPI_Comm_set_name(ch->round_comm, "tessera.group.round");
+  MPI_Comm_set_name(ch->data_comm, "tessera.group.data");
+  MPI_Comm_set_name(ch->diag_comm, "tessera.group.diag");
+  MPI_Comm_set_name(ch->agree_comm, "tessera.group.agree");
+  ch->host_of = host_map(ch->data_comm, size);
   MPI_Comm_free(&comm);
   std::lock_guard in_lock(in_mu_);
   channel_of_[id] = ch.get();
   channels_.push_back(std::move(ch));
   groups_.store(true);
+}
+
+std::vector<int> Engine::host_map(MPI_Comm comm, int size) const {
+  if (algorithm_.automatic || algorithm_.forced != Algorithm::hierarchical) return {};
+  std::vector<int> host_of(size);
+  if (const char* env = std::getenv("TESSERA_HOST_RANKS")) {
+    char* end = nullptr;
+    long k = std::strtol(env, &end, 10);
+    if (*env == '\0' || *end != '\0' || k <= 0 || k > (1L << 30)) {
+      throw std::invalid_argument(error_message(
+          "[all_reduce] TESSERA_HOST_RANKS must be a positive integer (ranks per simulated host), "
+          "got '", env, "'"));
+    }
+    for (int r = 0; r < size; ++r) host_of[r] = static_cast<int>(r / k);
+    return host_of;
+  }
+  int me = 0, leader = 0;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm shared = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+  MPI_Allreduce(&me, &leader, 1, MPI_INT, MPI_MIN, shared);
+  MPI_Comm_free(&shared);
+  MPI_Allgather(&leader, 1, MPI_INT, host_of.data(), 1, MPI_INT, comm);
+  return host_of;
 }
 
 std::string Engine::mismatch_message(const char* name, int rank_a, const std::string& a, int rank_b,

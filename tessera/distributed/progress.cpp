@@ -191,8 +191,8 @@ void Engine::post_data(const OpPtr& op) {
   const char* name = op->name;
   switch (op->kind) {
     case Kind::all_reduce: {
-      if (use_ring(ch, x)) {
-        post_ring(op);
+      if (Algorithm a = algorithm_for(ch, x); a != Algorithm::mpi) {
+        post_own(op, a);
         return;
       }
       // Separate buffers: an in-place all-reduce costs a copy, and Open MPI
@@ -392,7 +392,7 @@ bool Engine::test_all(std::vector<Completion>& done) {
 void Engine::advance(const OpPtr& op, std::vector<Completion>& done) {
   switch (op->stage) {
     case Stage::ring:
-      advance_ring(op, done);
+      advance_own(op, done);
       return;
     case Stage::diag:
       done.push_back({op->promise, Value(), std::make_exception_ptr(std::invalid_argument(disagreement(*op)))});

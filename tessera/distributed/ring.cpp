@@ -1,5 +1,6 @@
 // The communication engine's reductions: inline all-reduces reduced in rank
-// order, coalescing, and the ring all-reduce (see engine.hpp).
+// order, coalescing, and the engine's own all-reduce algorithms run over MPI
+// (the ring, recursive halving and doubling: algorithms.hpp, engine.hpp).
 #include "tessera/distributed/engine.hpp"
 
 #include <algorithm>
@@ -79,6 +80,36 @@ void accumulate(void* acc, const char* in, int64_t n, DType dt, ReduceOp rop) {
 
 }  // namespace
 
+void combine(void* out, const void* left, const void* right, int64_t n, DType dt, ReduceOp rop) {
+  const char* l = static_cast<const char*>(left);
+  const char* r = static_cast<const char*>(right);
+  bool f64 = dt == DType::float64;
+  bool sum = rop == ReduceOp::sum || rop == ReduceOp::mean;
+  if (sum && (f64 || dt == DType::float32)) {
+    sum_floats(out, r, l, n, f64);  // out = left + right
+    return;
+  }
+  auto each = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    for (int64_t i = 0; i < n; ++i) {
+      T a, b;
+      std::memcpy(&a, l + i * sizeof a, sizeof a);
+      std::memcpy(&b, r + i * sizeof b, sizeof b);
+      // As accumulate with acc = left, in = right: max and min propagate NaN.
+      T v = rop == ReduceOp::max   ? (a < b || b != b ? b : a)
+            : rop == ReduceOp::min ? (b < a || b != b ? b : a)
+                                   : a + b;
+      std::memcpy(reinterpret_cast<char*>(o) + i * sizeof v, &v, sizeof v);
+    }
+  };
+  switch (dt) {
+    case DType::float32: each(static_cast<float*>(out)); break;
+    case DType::float64: each(static_cast<double*>(out)); break;
+    case DType::int64: each(static_cast<int64_t*>(out)); break;
+    default: throw std::invalid_argument("[all_reduce] bool arrays cannot be reduced");
+  }
+}
+
 Array Engine::reduce_in_rank_order(const Op& op, const char* const* data) const {
   Array out(op.x.dtype(), op.x.shape());
   int64_t n = out.size();
@@ -135,8 +166,8 @@ void Engine::post_coalesced(const OpPtr& group) {
     at += m->x.nbytes();
   }
   group->x = in;
-  if (use_ring(*group->ch, group->x)) {
-    post_ring(group);
+  if (Algorithm a = algorithm_for(*group->ch, group->x); a != Algorithm::mpi) {
+    post_own(group, a);
     return;
   }
   group->stage = Stage::data;
@@ -147,76 +178,64 @@ void Engine::post_coalesced(const OpPtr& group) {
   active_.push_back(group);
 }
 
-void Engine::post_ring(const OpPtr& op) {
+void Engine::post_own(const OpPtr& op, Algorithm a) {
   const Array& x = op->x;
   if (op->kind != Kind::coalesced) op->out = Array(x.dtype(), x.shape());  // a group's is made already
   op->stage = Stage::ring;
-  op->ring_step = 0;
   op->tag = 1 + static_cast<int>(op->ch->ring_serial++ % 30000);
-  op->chunk_at.assign(1, 0);
-  for (int64_t c : split_counts(x.size(), op->ch->size))
-    op->chunk_at.push_back(op->chunk_at.back() + c);
-  op->ring_in.emplace(x.dtype(), Shape{op->chunk_at[1]});  // the first chunk is the largest
-  post_ring_step(op);
+  op->steps = schedule(a, op->ch->rank, op->ch->size, x.size(), op->ch->host_of);
+  op->step = 0;
+  int64_t scratch = 0;  // the largest range a reducing step receives
+  for (const Step& s : op->steps)
+    if (s.reduce) scratch = std::max(scratch, s.recv_hi - s.recv_lo);
+  if (scratch) op->ring_in.emplace(x.dtype(), Shape{scratch});
+  post_step(op);
 }
 
-std::pair<int, int> Engine::ring_chunks(const Channel& ch, int step) {
-  int s = step < ch.size - 1 ? step : step - (ch.size - 1);
-  int shift = step < ch.size - 1 ? 0 : 1;  // the all-gather passes the chunk reduced last
-  int send = ((ch.rank - s + shift) % ch.size + ch.size) % ch.size;
-  int recv = ((ch.rank - s - 1 + shift) % ch.size + ch.size) % ch.size;
-  return {send, recv};
-}
-
-void Engine::post_ring_step(const OpPtr& op) {
+void Engine::post_step(const OpPtr& op) {
   const Channel& ch = *op->ch;
-  auto [send, recv] = ring_chunks(ch, op->ring_step);
+  const Step& s = op->steps[op->step];
   DType dt = op->x.dtype();
   int64_t width = static_cast<int64_t>(dtype_size(dt));
   char* out = static_cast<char*>(op->out.raw());
-  int right = (ch.rank + 1) % ch.size, left = (ch.rank - 1 + ch.size) % ch.size;
-  // Counted in elements, not bytes: a chunk may hold up to MPI's count
-  // limit of them (as many as one MPI_Iallreduce of the whole array).
-  int64_t recv_count = op->chunk_at[recv + 1] - op->chunk_at[recv];
-  int64_t send_count = op->chunk_at[send + 1] - op->chunk_at[send];
-  // The reduce-scatter receives beside the result and reduces into it (its
-  // first step sends this rank's own chunk of x: the result holds only
-  // reduced chunks); the all-gather receives in place.
-  char* into = out + op->chunk_at[recv] * width;
-  if (op->ring_step < ch.size - 1) into = static_cast<char*>(op->ring_in->raw());
-  const char* from = op->ring_step == 0 ? static_cast<const char*>(op->x.raw()) : out;
   op->reqs.assign(2, MPI_REQUEST_NULL);
-  check(MPI_Irecv(into, checked_int(recv_count, op->name, "elements"), mpi_type(dt), left, op->tag,
-                  ch.data_comm, &op->reqs[0]),
-        op->name, "MPI_Irecv");
-  check(MPI_Isend(from + op->chunk_at[send] * width, checked_int(send_count, op->name, "elements"),
-                  mpi_type(dt), right, op->tag, ch.data_comm, &op->reqs[1]),
-        op->name, "MPI_Isend");
+  // Counted in elements, not bytes: a range may hold up to MPI's count
+  // limit of them (as many as one MPI_Iallreduce of the whole array).
+  if (s.recv_from >= 0) {
+    char* into = s.reduce ? static_cast<char*>(op->ring_in->raw()) : out + s.recv_lo * width;
+    check(MPI_Irecv(into, checked_int(s.recv_hi - s.recv_lo, op->name, "elements"), mpi_type(dt),
+                    s.recv_from, op->tag, ch.data_comm, &op->reqs[0]),
+          op->name, "MPI_Irecv");
+  }
+  if (s.send_to >= 0) {
+    const char* from = s.send_from_x ? static_cast<const char*>(op->x.raw()) : out;
+    check(MPI_Isend(from + s.send_lo * width,
+                    checked_int(s.send_hi - s.send_lo, op->name, "elements"), mpi_type(dt),
+                    s.send_to, op->tag, ch.data_comm, &op->reqs[1]),
+          op->name, "MPI_Isend");
+  }
   active_.push_back(op);
 }
 
-void Engine::advance_ring(const OpPtr& op, std::vector<Completion>& done) {
-  if (op->ring_step < op->ch->size - 1) {
-    // The chunk received is reduced here for the first and only time: its
-    // base is this rank's contribution (x), and then the result holds it.
-    int c = ring_chunks(*op->ch, op->ring_step).second;
+void Engine::advance_own(const OpPtr& op, std::vector<Completion>& done) {
+  const Step& s = op->steps[op->step];
+  if (s.reduce) {
+    // result[range] = came OP mine (or mine OP came): reduced here once.
     DType dt = op->x.dtype();
-    int64_t width = static_cast<int64_t>(dtype_size(dt)), count = op->chunk_at[c + 1] - op->chunk_at[c];
-    char* acc = static_cast<char*>(op->out.raw()) + op->chunk_at[c] * width;
-    const char* mine = static_cast<const char*>(op->x.raw()) + op->chunk_at[c] * width;
+    int64_t width = static_cast<int64_t>(dtype_size(dt)), count = s.recv_hi - s.recv_lo;
+    char* acc = static_cast<char*>(op->out.raw()) + s.recv_lo * width;
+    const char* mine =
+        s.mine_from_x ? static_cast<const char*>(op->x.raw()) + s.recv_lo * width : acc;
     const char* came = static_cast<const char*>(op->ring_in->raw());
-    if (op->rop == ReduceOp::sum && (dt == DType::float32 || dt == DType::float64)) {
-      sum_floats(acc, came, mine, count, dt == DType::float64);  // acc = mine + came in one pass
-    } else {
-      if (count) std::memcpy(acc, mine, static_cast<size_t>(count * width));
-      accumulate(acc, came, count, dt, op->rop);
-    }
+    if (s.came_left) combine(acc, came, mine, count, dt, op->rop);
+    else combine(acc, mine, came, count, dt, op->rop);
   }
-  if (++op->ring_step < 2 * (op->ch->size - 1)) {
-    post_ring_step(op);
+  if (++op->step < op->steps.size()) {
+    post_step(op);
     return;
   }
   op->ring_in.reset();
+  op->steps.clear();
   op->stage = Stage::data;
   advance(op, done);
 }
