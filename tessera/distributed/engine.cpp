@@ -305,18 +305,27 @@ std::string Engine::choose_wait_mode() {
                          "' (environment variable TESSERA_WAIT)");
   }
   // The ranks on this host (one shared-memory communicator per host) and
-  // the cores this process may run on.
+  // the cores they may run on: the union of their affinities (ranks bound
+  // to a core each have one each; unbound ranks share all of them).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  bool affinity = sched_getaffinity(0, sizeof set, &set) == 0;
+  cores_ = affinity ? CPU_COUNT(&set)
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   MPI_Comm host = MPI_COMM_NULL;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host) ==
       MPI_SUCCESS) {
     MPI_Comm_size(host, &host_ranks_);
+    int all_affinity = 0, mine = affinity ? 1 : 0;
+    MPI_Allreduce(&mine, &all_affinity, 1, MPI_INT, MPI_MIN, host);
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    if (all_affinity &&
+        MPI_Allreduce(&set, &all, sizeof set, MPI_BYTE, MPI_BOR, host) == MPI_SUCCESS) {
+      cores_ = CPU_COUNT(&all);
+    }
     MPI_Comm_free(&host);
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  cores_ = sched_getaffinity(0, sizeof set, &set) == 0
-               ? CPU_COUNT(&set)
-               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Every rank has a thread that waits for its collectives: more ranks than
   // cores means a polling waiter holds a core that a rank it waits for needs.
   bool yield = mode == "yield" || (mode == "auto" && host_ranks_ > cores_);
