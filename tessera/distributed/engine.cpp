@@ -267,7 +267,10 @@ void Engine::run() {
       value_error = true;
     }
     if (init_error.empty()) init_error = check_same_program();
-    if (init_error.empty()) init_error = choose_wait_mode();
+    if (init_error.empty()) {
+      init_error = choose_wait_mode();
+      value_error = !init_error.empty();
+    }
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
     if (size_ > 1) write_trace_on_sigterm();
   }
@@ -298,12 +301,6 @@ void Engine::run() {
 }
 
 std::string Engine::choose_wait_mode() {
-  const char* env = std::getenv("TESSERA_WAIT");
-  std::string mode = env && *env ? env : "auto";
-  if (mode != "auto" && mode != "spin" && mode != "yield") {
-    return error_message("[locality] TESSERA_WAIT must be auto, spin or yield, got '", mode,
-                         "' (environment variable TESSERA_WAIT)");
-  }
   // The ranks on this host (one shared-memory communicator per host) and
   // the cores they may run on: the union of their affinities (ranks bound
   // to a core each have one each; unbound ranks share all of them).
@@ -325,6 +322,13 @@ std::string Engine::choose_wait_mode() {
       cores_ = CPU_COUNT(&all);
     }
     MPI_Comm_free(&host);
+  }
+  // (Checked after the collective calls above, which every rank makes.)
+  const char* env = std::getenv("TESSERA_WAIT");
+  std::string mode = env && *env ? env : "auto";
+  if (mode != "auto" && mode != "spin" && mode != "yield") {
+    return error_message("[locality] TESSERA_WAIT must be auto, spin or yield, got '", mode,
+                         "' (environment variable TESSERA_WAIT)");
   }
   // Every rank has a thread that waits for its collectives: more ranks than
   // cores means a polling waiter holds a core that a rank it waits for needs.
