@@ -49,7 +49,8 @@ for n in sizes:
             agree = pmpi_count.on_comm(seg, "tessera.agree")
             print(f"N = {n}, {kind}, rank {r}: {seg['msgs']} messages, {seg['bytes']} bytes "
                   f"({agree['msgs']} and {agree['bytes']} on tessera.agree)")
-            if (seg["msgs"], seg["bytes"]) != (rounds, 40 * rounds) or agree["bytes"] != seg["bytes"]:
+            expected = (rounds, 40 * rounds)
+            if (seg["msgs"], seg["bytes"]) != expected or agree["bytes"] != seg["bytes"]:
                 bad.append(f"N = {n}, {kind}, rank {r}: {seg['msgs']} messages of {seg['bytes']} "
                            f"bytes, expected {rounds} of {40 * rounds} on tessera.agree")
 if bad:
