@@ -3,6 +3,7 @@
 #include "tessera/distributed/engine.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -178,7 +179,8 @@ Future<Value> Engine::submit(OpPtr op, int group) {
   // progress thread would cost two context switches per operation, and on
   // a full machine a core), and a polling thread is there already. The
   // progress thread looks for work every millisecond anyway.
-  if (registered_.load(std::memory_order_acquire) == 0 && in_worker()) cv_.notify_all();
+  if (registered_.load(std::memory_order_acquire) == 0 && (in_worker() || yield_waits()))
+    cv_.notify_all();
   return f;
 }
 
@@ -236,10 +238,11 @@ void Engine::run() {
     world_ch->size = size_;
     world_ch->inline_budget = inline_budget(size_);
     for (MPI_Comm* c : {&world_ch->round_comm, &world_ch->data_comm, &world_ch->diag_comm,
-                        &p2p_header_comm_, &p2p_data_comm_, &probe_comm_}) {
+                        &world_ch->agree_comm, &p2p_header_comm_, &p2p_data_comm_, &probe_comm_}) {
       MPI_Comm_dup(MPI_COMM_WORLD, c);
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
+    make_cached_type();
     // Named for tools (the PMPI counter of bench/pmpi reports per communicator).
     MPI_Comm_set_name(world_ch->round_comm, "tessera.round");
     MPI_Comm_set_name(world_ch->data_comm, "tessera.data");
@@ -247,6 +250,7 @@ void Engine::run() {
     MPI_Comm_set_name(p2p_header_comm_, "tessera.p2p_header");
     MPI_Comm_set_name(p2p_data_comm_, "tessera.p2p_data");
     MPI_Comm_set_name(probe_comm_, "tessera.probe");
+    MPI_Comm_set_name(world_ch->agree_comm, "tessera.agree");
     {
       std::lock_guard lock(in_mu_);
       channel_of_[0] = world_ch.get();
@@ -263,6 +267,10 @@ void Engine::run() {
       value_error = true;
     }
     if (init_error.empty()) init_error = check_same_program();
+    if (init_error.empty()) {
+      init_error = choose_wait_mode();
+      value_error = !init_error.empty();
+    }
     if (init_error.empty() && size_ > 1) init_error = start_heartbeat();
     if (size_ > 1) write_trace_on_sigterm();
   }
@@ -290,6 +298,44 @@ void Engine::run() {
     MPI_Finalize();
     heartbeat_.goodbye();
   }
+}
+
+std::string Engine::choose_wait_mode() {
+  // The ranks on this host (one shared-memory communicator per host) and
+  // the cores they may run on: the union of their affinities (ranks bound
+  // to a core each have one each; unbound ranks share all of them).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  bool affinity = sched_getaffinity(0, sizeof set, &set) == 0;
+  cores_ = affinity ? CPU_COUNT(&set)
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  MPI_Comm host = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(host, &host_ranks_);
+    int all_affinity = 0, mine = affinity ? 1 : 0;
+    MPI_Allreduce(&mine, &all_affinity, 1, MPI_INT, MPI_MIN, host);
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    if (all_affinity &&
+        MPI_Allreduce(&set, &all, sizeof set, MPI_BYTE, MPI_BOR, host) == MPI_SUCCESS) {
+      cores_ = CPU_COUNT(&all);
+    }
+    MPI_Comm_free(&host);
+  }
+  // (Checked after the collective calls above, which every rank makes.)
+  const char* env = std::getenv("TESSERA_WAIT");
+  std::string mode = env && *env ? env : "auto";
+  if (mode != "auto" && mode != "spin" && mode != "yield") {
+    return error_message("[locality] TESSERA_WAIT must be auto, spin or yield, got '", mode,
+                         "' (environment variable TESSERA_WAIT)");
+  }
+  // Every rank has a thread that waits for its collectives: more ranks than
+  // cores means a polling waiter holds a core that a rank it waits for needs.
+  bool yield = mode == "yield" || (mode == "auto" && host_ranks_ > cores_);
+  tessera::detail::set_wait_mode(yield ? tessera::detail::WaitMode::yield
+                                       : tessera::detail::WaitMode::spin);
+  return "";
 }
 
 std::string Engine::check_same_program() {
@@ -329,7 +375,7 @@ bool Engine::finish() {
   OfferHeader mine;
   mine.finished = 1;
   auto deadline = Clock::now() + std::chrono::duration<double>(collective_timeout_seconds());
-  enum class Step { start, gather, send, done };
+  enum class Step { start, cached, gather, send, done };
   std::vector<Step> steps(channels_.size(), Step::start);
   try {
     for (;;) {
@@ -341,8 +387,31 @@ bool Engine::finish() {
           // ranks' next round, this one.
           ch.round.next_block(ch.rank, ch.size)
               .assign(reinterpret_cast<const char*>(&mine), sizeof mine);
-          ch.round.start(ch.round_comm, ch.rank, ch.size);
-          steps[i] = Step::gather;
+          if (ch.try_cached) {
+            // The others' next round starts with the cached agreement too:
+            // this rank's fingerprint (finished) makes it miss unless every
+            // member has finished.
+            start_cached(ch, nullptr, 0, /*finished=*/true);
+            steps[i] = Step::cached;
+          } else {
+            ch.round.start(ch.round_comm, ch.rank, ch.size);
+            steps[i] = Step::gather;
+          }
+        }
+        if (steps[i] == Step::cached) {
+          int flag = 0;
+          if (MPI_Test(&ch.cached_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+          if (flag) {
+            ch.cached_active = false;
+            ch.try_cached = false;
+            if (ch.cached_all.hit()) {
+              ch.round.cancel_posted();  // every member has finished
+              steps[i] = Step::done;
+            } else {
+              ch.round.start(ch.round_comm, ch.rank, ch.size);
+              steps[i] = Step::gather;
+            }
+          }
         }
         if (steps[i] == Step::gather && ch.round.progress()) steps[i] = Step::send;
         if (steps[i] == Step::send) {
@@ -415,6 +484,14 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
   }
   for (auto& chp : channels_) {
     Channel& ch = *chp;
+    if (ch.cached_active) {
+      try {
+        progressed = progress_cached(ch, done) || progressed;
+      } catch (const std::exception& e) {
+        set_broken(e.what());
+        fail_all_pending(e.what(), done);
+      }
+    }
     if (ch.round.active()) {
       try {
         // A round that agreed on nothing (ranks with different operations
@@ -426,7 +503,8 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
       }
     }
     bool defer = may_defer_round && !ch.expected.empty();
-    if (!ch.round.active() && !ch.pending.empty() && !broken_flag_.load() && !defer)
+    if (!ch.round.active() && !ch.cached_active && !ch.pending.empty() && !broken_flag_.load() &&
+        !defer)
       guarded_round(ch, done);
   }
   progressed = test_all(done) || progressed;
@@ -435,7 +513,8 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
     if (groups && !broken_flag_.load()) probe_stalled();
   }
   bool work = !active_.empty();
-  for (auto& ch : channels_) work = work || ch->round.active() || !ch->pending.empty();
+  for (auto& ch : channels_)
+    work = work || ch->round.active() || ch->cached_active || !ch->pending.empty();
   {
     std::lock_guard lock(in_mu_);
     work = work || !incoming_.empty();
@@ -484,6 +563,9 @@ void Engine::guarded_round(Channel& ch, std::vector<Completion>& done) {
   }
   OfferHeader h;
   h.count = static_cast<int32_t>(ch.offered.size());
+  if (ch.unmatched_since && Clock::now() - *ch.unmatched_since >= kUnmatchedDelay) {
+    h.finished |= OfferHeader::kStalled;
+  }
   Bytes& block = ch.round.next_block(ch.rank, ch.size);
   size_t entries_at = sizeof h, data_at = entries_at + sizeof(Entry) * ch.offered.size();
   block.reset(data_at + static_cast<size_t>(data_bytes));
@@ -499,6 +581,11 @@ void Engine::guarded_round(Channel& ch, std::vector<Completion>& done) {
     std::memcpy(block.data() + entries_at + sizeof(Entry) * i, &e, sizeof e);
   }
   try {
+    if (ch.try_cached) {
+      start_cached(ch, block.data(), entries_at + sizeof(Entry) * ch.offered.size(), false);
+      progress_cached(ch, done);
+      return;
+    }
     ch.round.start(ch.round_comm, ch.rank, ch.size);
     if (ch.round.progress()) resolve(ch, done);
   } catch (const std::exception& e) {
@@ -520,6 +607,13 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
   ch.offers.resize(ch.size);
   for (int r = 0; r < ch.size; ++r) parse_offer(ch.round.blocks()[r], ch.offers[r]);
   std::vector<Offer>& offers = ch.offers;
+  // Every member offered the same: the next round tries the cached agreement.
+  // (Not after a round of inline float sums among 3 or more ranks: the
+  // next like it would miss, see start_cached.)
+  // (Between 2 ranks the full exchange is one message of the offer, already
+  // of constant size, and cheaper than an all-reduce with an operation of
+  // tessera's: measured 0.9 against 1.7 µs per 8-byte all-reduce.)
+  ch.try_cached = agree_cache_ && ch.size > 2 && offers_identical(ch) && !order_sensitive(ch);
   note_expected(ch);
   ch.candidates.clear();
   ch.candidate_data.clear();
@@ -555,6 +649,11 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
   std::sort(ch.candidates.begin(), ch.candidates.end(), [](const Candidate& a, const Candidate& b) {
     return std::tie(a.op->entry.key, a.op->entry.site) < std::tie(b.op->entry.key, b.op->entry.site);
   });
+  if (!ch.candidates.empty()) {
+    ch.unmatched_since.reset();
+  } else if (fail_unmatched(ch, done)) {
+    return 1;
+  }
   // Without coalescing, one operation per round (the others wait and are
   // offered again, so each runs as its own exchange or MPI operation).
   if (!coalesce_.load() && ch.candidates.size() > 1) ch.candidates.resize(1);
@@ -602,6 +701,28 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
     }
   }
   return agreed_count;
+}
+
+bool Engine::fail_unmatched(Channel& ch, std::vector<Completion>& done) {
+  bool all_offer = true, stalled = false;
+  for (const Offer& o : ch.offers) {
+    all_offer = all_offer && !o.finished && !o.entries.empty();
+    stalled = stalled || o.stalled;
+  }
+  if (!all_offer) {
+    ch.unmatched_since.reset();
+    return false;
+  }
+  if (!ch.unmatched_since) ch.unmatched_since = Clock::now();
+  // Every member decides from the same round: all post the diagnostics
+  // exchange of their oldest collective together.
+  if (!stalled || ch.pending.empty()) return false;
+  ch.unmatched_since.reset();
+  OpPtr op = ch.pending.begin()->second;
+  ch.pending.erase(ch.pending.begin());
+  op->unmatched = true;
+  guarded(op, done, [&] { post_diag(op); });
+  return true;
 }
 
 void Engine::note_expected(Channel& ch) {

@@ -72,6 +72,22 @@ enum class Stage { pending, root_meta, data, diag, header, ring };
 struct Op;
 using OpPtr = std::shared_ptr<Op>;
 
+// What a cached agreement round all-reduces (Engine::start_cached): a
+// fingerprint of the rank's offer (its header and entries), as the maximum
+// of it and of its complement (so the minimum too: every member offered
+// the same entries exactly when the two agree), and the data of a single
+// small all-reduce offered, reduced with it (`kind`: its dtype, reduction
+// and element count; 0: none). 40 bytes whatever the number of ranks.
+struct CachedAgreement {
+  uint64_t high = 0, low_not = 0;
+  uint64_t kind = 0;
+  unsigned char value[16] = {};
+  bool hit() const { return high == ~low_not; }
+};
+static_assert(sizeof(CachedAgreement) == 40);
+// The largest all-reduce whose data rides in a cached round.
+constexpr int64_t kCachedValueBytes = 16;
+
 // A candidate of an agreement round: an operation this rank offered, found in
 // every member's offer (Engine::resolve's scratch space).
 struct Candidate {
@@ -90,7 +106,19 @@ struct Channel {
   std::string label;         // "" for the world, else "group tensor (ranks 0, 1)"
   std::vector<int> members;  // world ranks, in group rank order
   int rank = 0, size = 1;    // this rank's group rank, the group's size
-  MPI_Comm round_comm = MPI_COMM_NULL, data_comm = MPI_COMM_NULL, diag_comm = MPI_COMM_NULL;
+  MPI_Comm round_comm = MPI_COMM_NULL, data_comm = MPI_COMM_NULL, diag_comm = MPI_COMM_NULL,
+           agree_comm = MPI_COMM_NULL;
+  // The cached agreement (Engine::start_cached): set when the last round
+  // found every member offering the same entries (or the cached round hit),
+  // the same on every member (they derive it from the same data), and the
+  // next round then first all-reduces a fingerprint of its offer.
+  // Since when this channel's rounds have agreed on nothing while every
+  // member offered something (unset: a round agreed on something since).
+  std::optional<Clock::time_point> unmatched_since;
+  bool try_cached = false;
+  bool cached_active = false;  // a cached round's all-reduce is in flight
+  CachedAgreement cached_mine, cached_all;
+  MPI_Request cached_req = MPI_REQUEST_NULL;
   // Bytes of inline data per rank and round (halved per exchange after the first).
   int64_t inline_budget = 0;
   uint64_t ring_serial = 0;               // own all-reduces posted so far (their tags)
@@ -135,6 +163,7 @@ struct Op {
   uint64_t seq = 0;  // order of submission on this rank
   bool offered = false;  // in an earlier agreement round
   bool inline_now = false;  // its data travels in the round being built
+  bool unmatched = false;   // no member offered it for Engine::kUnmatchedDelay (disagreement())
   bool has_x = false;
   Array x = no_array();
   ReduceOp rop = ReduceOp::sum;
@@ -299,6 +328,15 @@ class Engine {
 
   std::string check_same_program();
 
+  // Waiting threads yield their core between polls when this host's ranks
+  // outnumber the cores this rank may run on (TESSERA_WAIT: auto, the
+  // default; spin or yield force a mode). Returns an error message, or "".
+  std::string choose_wait_mode();
+  int host_ranks_ = 1, cores_ = 1;
+  static bool yield_waits() {
+    return tessera::detail::wait_mode() == tessera::detail::WaitMode::yield;
+  }
+
   void loop();
 
   // After the program: tells the other ranks this one has finished (so a
@@ -339,6 +377,33 @@ class Engine {
 
   void fail_all_pending(const std::string& msg, std::vector<Completion>& done);
 
+  // The cached agreement (agree.cpp). Once a round found every member
+  // offering the same entries, the next round first all-reduces a 40-byte
+  // CachedAgreement of this rank's offer (the block guarded_round built):
+  // if every member's fingerprint is the same, what was offered runs at once
+  // (a single small all-reduce's result comes with the fingerprint);
+  // otherwise the round goes on as a full exchange of the same block
+  // (resolve), with today's precise errors. Every member takes the same
+  // path: they decide from the same data. TESSERA_AGREE_CACHE=0 turns it off.
+  // `offer`: the header and entries of this rank's block (finished: the
+  // last round of finish(), which offers nothing).
+  void start_cached(Channel& ch, const char* offer, size_t offer_bytes, bool finished);
+  // Tests the cached round's all-reduce; on a hit runs the offer, on a miss
+  // starts the full exchange. Returns true if anything changed.
+  bool progress_cached(Channel& ch, std::vector<Completion>& done);
+  // Whether this rank's offer holds an inline sum of floats among 3 or more
+  // ranks (summed in rank order: never by the cached round's all-reduce).
+  static bool order_sensitive(const Channel& ch);
+  // After a full exchange: whether every member offered the same entries.
+  static bool offers_identical(const Channel& ch);
+  void make_cached_type();
+  MPI_Datatype cached_type_ = MPI_DATATYPE_NULL;
+  MPI_Op cached_op_ = MPI_OP_NULL;
+  const bool agree_cache_ = [] {
+    const char* env = std::getenv("TESSERA_AGREE_CACHE");
+    return !env || std::string(env) != "0";
+  }();
+
   // What every rank offered runs; fingerprints must agree. Returns how many
   // operations were agreed (or found to disagree).
   size_t resolve(Channel& ch, std::vector<Completion>& done);
@@ -349,6 +414,16 @@ class Engine {
   void note_expected(Channel& ch);
 
   static constexpr size_t kNotFound = ~size_t{0};
+
+  // Ranks that each wait for a collective no other rank offers (they call
+  // collectives at different source positions: rank-specific program
+  // texts, say) fail with the mismatch error naming every rank's oldest
+  // collective once their rounds have agreed on nothing for this long,
+  // instead of at the collective timeout (resolve).
+  static constexpr std::chrono::seconds kUnmatchedDelay{3};
+  // The rounds of `ch` agreed on nothing although every member offered:
+  // fails every member's oldest collective with the diagnostics exchange.
+  bool fail_unmatched(Channel& ch, std::vector<Completion>& done);
 
   // Where rank r offered the operation of `e` (its site and key), or
   // kNotFound. Ranks usually offer in the same order: the entry at `hint`

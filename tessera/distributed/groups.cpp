@@ -58,13 +58,14 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
   ch->rank = me;
   ch->size = size;
   ch->inline_budget = inline_budget(size);
-  for (MPI_Comm* c : {&ch->round_comm, &ch->data_comm, &ch->diag_comm}) {
+  for (MPI_Comm* c : {&ch->round_comm, &ch->data_comm, &ch->diag_comm, &ch->agree_comm}) {
     MPI_Comm_dup(comm, c);
     MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
   }
   MPI_Comm_set_name(ch->round_comm, "tessera.group.round");
   MPI_Comm_set_name(ch->data_comm, "tessera.group.data");
   MPI_Comm_set_name(ch->diag_comm, "tessera.group.diag");
+  MPI_Comm_set_name(ch->agree_comm, "tessera.group.agree");
   ch->host_of = host_map(ch->data_comm, size);
   MPI_Comm_free(&comm);
   std::lock_guard in_lock(in_mu_);

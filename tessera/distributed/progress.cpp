@@ -1,5 +1,6 @@
 // The communication engine's progress: posting MPI operations, polling them,
 // advancing what completed, the progress thread, timeouts (see engine.hpp).
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -159,6 +160,12 @@ void Engine::loop() {
     // kBusyPollMax for its next poll.
     if (progressed) {
       idle_sleep_ = kIdlePoll;
+    } else if (yield_waits()) {
+      // Ranks outnumber cores: the only thread of this rank that polls
+      // (waiters block) gives its core to the other ranks between polls,
+      // and polls again as soon as the scheduler comes back to it (a
+      // sleep would add the timer's latency to every step of a round).
+      sched_yield();
     } else {
       std::this_thread::sleep_for(idle_sleep_);
       idle_sleep_ = std::min(idle_sleep_ * 2, tasks_outstanding() > 0 ? kBusyPollMax : kIdlePollMax);
@@ -435,6 +442,11 @@ std::string Engine::disagreement(const Op& op) const {
   for (int i = 0; i < op.ch->size; ++i) {
     std::string d(op.diag_recv.data() + static_cast<size_t>(i) * kDescBytes);
     msg += error_message(i ? ", " : "", "rank ", op.ch->world_rank(i), " has ", d);
+  }
+  if (op.unmatched) {
+    msg += error_message(" (each waited ", Engine::kUnmatchedDelay.count(),
+                         " s for a collective no other rank called at its source position: do "
+                         "the ranks run different program texts?)");
   }
   return msg;
 }

@@ -18,7 +18,8 @@ void parse_offer(const Bytes& block, Offer& o) {
   OfferHeader h;
   if (block.size() < sizeof h) throw std::runtime_error("[collective] malformed agreement message");
   std::memcpy(&h, block.data(), sizeof h);
-  o.finished = h.finished != 0;
+  o.finished = (h.finished & OfferHeader::kFinished) != 0;
+  o.stalled = (h.finished & OfferHeader::kStalled) != 0;
   size_t at = sizeof h;
   if (h.count < 0 || block.size() < at + sizeof(Entry) * h.count) {
     throw std::runtime_error("[collective] malformed agreement message");

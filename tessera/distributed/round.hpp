@@ -62,11 +62,16 @@ class Bytes {
 // inline data of the entries that carry some, in entry order.
 struct OfferHeader {
   int32_t count = 0;
-  int32_t finished = 0;  // this rank's program has ended: it will never offer more
+  // Bit 0 (kFinished): this rank's program has ended: it will never offer
+  // more. Bit 1 (kStalled): this rank's rounds have agreed on nothing for
+  // Engine::kUnmatchedDelay while every rank offered something.
+  int32_t finished = 0;
+  static constexpr int32_t kFinished = 1, kStalled = 2;
 };
 
 struct Offer {
   bool finished = false;
+  bool stalled = false;
   std::vector<Entry> entries;
   std::vector<const char*> data;  // inline data of entries[i] (nullptr: none)
 };

@@ -46,10 +46,27 @@ std::atomic<WaitHelper>& wait_helper() {
   return helper;
 }
 
+namespace {
+
+std::atomic<WaitMode>& wait_mode_flag() {
+  static std::atomic<WaitMode> mode{WaitMode::spin};
+  return mode;
+}
+
+}  // namespace
+
+void set_wait_mode(WaitMode m) { wait_mode_flag().store(m, std::memory_order_relaxed); }
+WaitMode wait_mode() { return wait_mode_flag().load(std::memory_order_relaxed); }
+
 bool help_while_pending(const std::function<bool()>& ready, double seconds) {
   WaitHelper help = wait_helper().load(std::memory_order_acquire);
   if (!help) return ready();
   if (ready()) return true;  // no poll, and no registration as a poller
+  // Ranks outnumber cores: a polling waiter would hold a core that the
+  // ranks it waits for need. It blocks (the caller parks it) and the
+  // communication engine's progress thread polls alone, yielding its core
+  // between polls (WaitMode).
+  if (wait_mode() == WaitMode::yield) return false;
   using Clock = std::chrono::steady_clock;
   auto span = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
   // A loop of collectives completes one every few microseconds: helping on

@@ -67,6 +67,15 @@ inline constexpr double kWaitRecheckHelpSeconds = 5e-5;
 // progress. True once ready.
 bool help_while_pending(const std::function<bool()>& ready, double seconds = kWaitHelpSeconds);
 
+// When ranks outnumber cores (the communication engine detects it at
+// start-up), a waiting thread must not keep a core from the ranks it waits
+// for: in WaitMode::yield help_while_pending does not poll (Future::wait
+// blocks at once, woken by the completion) and the engine's progress thread
+// polls alone, giving its core up between polls. WaitMode::spin: as above.
+enum class WaitMode { spin, yield };
+void set_wait_mode(WaitMode m);
+WaitMode wait_mode();
+
 // Threads blocked in Future::wait (with a wait helper installed) take work
 // handed to them: the communication engine's progress thread gives them the
 // completions it makes, so a program waited for at the boundary runs on from

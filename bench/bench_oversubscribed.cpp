@@ -1,0 +1,107 @@
+// A tiny all-reduce (8 bytes: one float64) through the communication engine
+// against a plain MPI_Allreduce of the same 8 bytes, at any number of ranks;
+// meant for more ranks than cores (issue 29, item 6: waiting threads must
+// block or yield when ranks outnumber cores). Prints the machine, N, the
+// ranks per core and, per kind, the median time of one call over blocks of
+// calls (the blocks of both kinds interleave, so a noisy machine shifts them
+// alike), and the ratio. Run:
+//   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSERA_THREADS=1
+//   mpirun -n 16 --oversubscribe --bind-to none build/bench/bench_oversubscribed
+//   [--calls 50] [--blocks 7] [--bytes 8]
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "machine.hpp"
+#include "tessera/distributed/comm.hpp"
+
+using namespace tessera;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int calls = 50, blocks = 7;
+  int64_t bytes = 8;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 < argc && a == "--calls") {
+      calls = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && a == "--blocks") {
+      blocks = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && a == "--bytes") {
+      bytes = std::atoll(argv[++i]);
+    } else {
+      std::fprintf(stderr, "bench_oversubscribed: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (calls < 1 || blocks < 1 || bytes < 8) {
+    std::fprintf(stderr, "bench_oversubscribed: --calls and --blocks must be >= 1, --bytes >= 8\n");
+    return 2;
+  }
+  // The engine initializes MPI (MPI_THREAD_MULTIPLE) on its own thread.
+  auto [rank, size] = distributed::detail::world();
+  int64_t n = bytes / 8;
+  Array x(DType::float64, Shape{n});
+  for (int64_t i = 0; i < n; ++i) static_cast<double*>(x.raw())[i] = rank + 1.0;
+  std::vector<double> in(n, rank + 1.0), out(n);
+  auto engine = [&] {
+    Value v = distributed::detail::all_reduce(x, distributed::ReduceOp::sum, "bench").wait();
+    return static_cast<const double*>(v.as_array().raw())[0];
+  };
+  auto mpi = [&] {
+    MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return out[0];
+  };
+  double expect = size * (size + 1) / 2.0;
+  if (engine() != expect || mpi() != expect) {
+    std::fprintf(stderr, "bench_oversubscribed: wrong sum on rank %d\n", rank);
+    return 1;
+  }
+  std::vector<double> t_engine, t_mpi;
+  for (int b = 0; b < blocks; ++b) {
+    for (int kind = 0; kind < 2; ++kind) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto t0 = Clock::now();
+      for (int i = 0; i < calls; ++i) kind ? mpi() : engine();
+      double per = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+      // The slowest rank's time.
+      double slowest = 0;
+      MPI_Allreduce(&per, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      (kind ? t_mpi : t_engine).push_back(slowest);
+    }
+  }
+  if (rank == 0) {
+    double te = median(t_engine), tm = median(t_mpi);
+    std::printf("%s\n", bench::machine_line().c_str());
+    std::printf("N = %d ranks on %d usable cores (%.1f ranks per core), %lld-byte all-reduce, "
+                "%d blocks of %d calls\n",
+                size, usable_cores(), static_cast<double>(size) / usable_cores(),
+                static_cast<long long>(bytes), blocks, calls);
+    std::printf("engine all_reduce  %10.4f ms\nMPI_Allreduce      %10.4f ms\nratio              %10.2f\n",
+                te * 1e3, tm * 1e3, tm > 0 ? te / tm : 0.0);
+  }
+  return 0;
+}
