@@ -39,6 +39,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import math
 import os
@@ -194,9 +195,10 @@ def _read_regular(dir_fd, name, shown, size=None, limit=None) -> bytes:
         want = st.st_size
         buf = bytearray(want)
         view, got = memoryview(buf), 0
+        raw = io.FileIO(fd, "rb", closefd=False)  # read(2) into the buffer: no copy
         while got < want:
-            k = os.readv(fd, [view[got:]])
-            if k == 0:
+            k = raw.readinto(view[got:])
+            if not k:
                 break
             got += k
         if got != want or os.read(fd, 1):
@@ -464,15 +466,43 @@ def _read_manifest_at(ck_fd, path, step=None, expect=None) -> dict:
                          f"{str(e)[:120]})") from None
 
 
-def _read_state_at(ck_fd, path, manifest) -> bytes:
+def _read_state_at(ck_fd, path, manifest, first=0, stop=None) -> bytes:
+    """The bytes of shards [first, stop) of the manifest (all by default),
+    each a regular file checked against its size and SHA-256."""
     parts = []
-    for s in manifest["shards"]:
+    for s in manifest["shards"][first:stop]:
         shown = os.path.join(path, s["file"])
         data = _read_regular(ck_fd, s["file"], f"shard {shown}", size=s["bytes"])
         if hashlib.sha256(data).hexdigest() != s["sha256"]:
             raise ValueError(f"shard {shown}: checksum mismatch (corrupted)")
         parts.append(data)
     return b"".join(parts)
+
+
+def _words(blob: bytes) -> np.ndarray:
+    """Bytes as int64 words (zero-padded to a multiple of 8): the collectives
+    carry int64 as it is, bit for bit."""
+    return np.frombuffer(bytes(blob) + bytes(-len(blob) % 8), dtype=np.int64)
+
+
+def _stat_shards(ck_fd, path, manifest):
+    """Checks that every shard is a regular file of the size the manifest
+    states, without opening or reading it (the bytes are read and their
+    SHA-256 checked by one locality each: CheckpointDir._load_shared)."""
+    for s in manifest["shards"]:
+        shown = f"shard {os.path.join(path, s['file'])}"
+        try:
+            st = os.stat(s["file"], dir_fd=ck_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise ValueError(f"{shown} is missing") from None
+        except OSError as e:
+            raise ValueError(f"{shown} cannot be read ({e.strerror or e})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise ValueError(f"{shown} is a symbolic link, not a file tessera wrote")
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{shown} is not a regular file (a FIFO, a device or a folder)")
+        if st.st_size != s["bytes"]:
+            raise ValueError(f"{shown} has {st.st_size} bytes, the manifest says {s['bytes']}")
 
 
 def read_manifest(path, expect=None) -> dict:
@@ -519,14 +549,19 @@ def _tensors_from(manifest, data: bytes, file) -> dict:
     return out
 
 
-def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True):
+def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True, verify=True,
+               below=None):
     """(path, manifest, state bytes) of the newest checkpoint of a run folder
     that checks out whole, or None. The others are passed over with a
     warning (and, with remove_bad, their files removed, as are those of
-    folders never committed)."""
+    folders never committed). Without verify the shards are only checked
+    to be regular files of their size (state bytes None: the localities read
+    and check them, one reader per shard); `below`: only steps before it."""
     found = _steps_at(run_fd)
     chosen = None
     for step in sorted(found, reverse=True):
+        if below is not None and step >= below:
+            continue
         name = f"ckpt-{step}"
         path = os.path.join(run_path, name)
         if found[step] != "folder":
@@ -552,7 +587,8 @@ def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True):
             continue
         try:
             manifest = _read_manifest_at(ck, path, step, expect)
-            data = _read_state_at(ck, path, manifest)
+            data = _read_state_at(ck, path, manifest) if verify else _stat_shards(ck, path,
+                                                                                 manifest)
         except ValueError as e:
             done = _remove_checkpoint(run_fd, name) if remove_bad else ""
             if warn:
@@ -781,7 +817,10 @@ class CheckpointDir(Callback):
                                  "script, fit call, model or data size differ): every locality "
                                  "must run the same script on the same data")
             if rank != 0:
-                self._open_run(lead=False)
+                try:
+                    self._open_run(lead=False)
+                except OSError as e:  # told to the others by _load_shared
+                    failure = e
         elif failure is not None:
             self.close()
             raise failure
@@ -789,6 +828,9 @@ class CheckpointDir(Callback):
             found = self._open_run(lead=False, read=True)
             chosen = -1 if found is None else found[1]["step"]
         self._nonce = nonce
+        if n_ranks > 1:
+            found = self._load_shared(found, chosen, failure) if chosen >= 0 else None
+            chosen = -1 if found is None else chosen
         if chosen < 0:
             return None
         if found is None:
@@ -819,6 +861,95 @@ class CheckpointDir(Callback):
                   f"{training['batch']}, update {manifest['step']}; written by {n} "
                   f"localit{'y' if n == 1 else 'ies'}){done}", flush=True)
         return dict(training, history=self._history)
+
+    def _load_shared(self, found, chosen, failure):
+        """(path, manifest, state bytes) of the checkpoint locality 0 chose,
+        each shard read by one locality (a contiguous block of the shards per
+        locality) and the bytes all-gathered: T bytes read in total, not N*T.
+        Every locality learns through a collective whether every reader
+        succeeded; a shard that does not check out on locality 0 either
+        makes it fall back to the previous checkpoint (removed, as when it
+        read them all itself), otherwise every locality raises an error
+        naming the localities that could not read theirs. None when no
+        checkpoint is left. A collective of every locality."""
+        n, rank = self.n, self.rank
+        while True:
+            blob = json.dumps(found[1]).encode() if rank == 0 and found is not None else b""
+            head = np.asarray(_dist.broadcast(np.array([chosen, len(blob)], dtype=np.int64)))
+            chosen, size = int(head[0]), int(head[1])
+            if chosen < 0:
+                return None
+            sent = _words(blob) if rank == 0 else np.zeros((size + 7) // 8, dtype=np.int64)
+            blob = np.asarray(_dist.broadcast(sent)).tobytes()[:size]
+            path = os.path.join(self.run, f"ckpt-{chosen}")
+            status, why, part, manifest = 0, "", b"", None
+            try:
+                if failure is not None:
+                    raise failure
+                manifest = _parse_manifest(blob, os.path.join(path, MANIFEST))
+                manifest = check_manifest(manifest, chosen, self._expect)
+            except (OSError, ValueError) as e:
+                status, why = 1, str(getattr(e, "strerror", None) or e)
+            except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
+                status, why = 1, f"a field is malformed ({type(e).__name__})"
+            if status == 0:
+                first, stop = _span(manifest["localities"], n, rank)
+                try:
+                    if first < stop:
+                        ck = _open_dir(f"ckpt-{chosen}", self._run_fd)
+                        try:
+                            part = _read_state_at(ck, path, manifest, first, stop)
+                        finally:
+                            os.close(ck)
+                except (OSError, ValueError) as e:
+                    status, why = 2, str(getattr(e, "strerror", None) or e)
+            # every reader's outcome, on every locality: a failed reader never leaves
+            # the others waiting in the all-gather of the bytes
+            statuses = np.asarray(_dist.all_gather(np.array([status], dtype=np.int64)))
+            if not statuses.any():
+                words = np.asarray(_dist.all_gather(_words(part))).tobytes()
+                data, at, m = bytearray(), 0, manifest["localities"]
+                for r in range(n):  # each locality's block, without its padding
+                    first, stop = _span(m, n, r)
+                    size = sum(s["bytes"] for s in manifest["shards"][first:stop])
+                    data += words[at:at + size]
+                    at += (size + 7) // 8 * 8
+                data = bytes(data)
+                if at != len(words) or len(data) != manifest["total_bytes"]:
+                    raise RuntimeError(f"[{self.where}] locality {rank}: the localities sent "
+                                       f"{len(data)} bytes of the checkpoint {path}, its "
+                                       f"manifest says {manifest['total_bytes']}")
+                return path, manifest, data
+            failed = [r for r in range(n) if statuses[r]]
+            verdict = 0  # 1: the checkpoint is bad, locality 0 chose another
+            if rank == 0 and (statuses != 1).all() and found is not None:
+                manifest = found[1]
+                ck = None
+                try:
+                    ck = _open_dir(f"ckpt-{chosen}", self._run_fd)
+                    for r in failed:
+                        _read_state_at(ck, path, manifest, *_span(manifest["localities"], n, r))
+                except (OSError, ValueError) as e:
+                    verdict = 1
+                    done = _remove_checkpoint(self._run_fd, f"ckpt-{chosen}")
+                    warnings.warn(f"[checkpoint] {path} is not a valid checkpoint: "
+                                  f"{getattr(e, 'strerror', None) or e}; "
+                                  f"{done + ' and ' if done else ''}falling back to the previous "
+                                  "one", RuntimeWarning, stacklevel=4)
+                    found = _newest_at(self._run_fd, self.run, self._expect, remove_bad=True,
+                                       verify=False, below=chosen)
+                    chosen = -1 if found is None else found[1]["step"]
+                finally:
+                    if ck is not None:
+                        os.close(ck)
+            if int(np.asarray(_dist.broadcast(np.array([verdict], dtype=np.int64)))[0]):
+                continue
+            own = f": {why}" if why else ""
+            raise ValueError(f"[{self.where}] locality {rank}: the checkpoint {path} that "
+                             f"locality 0 chose does not check out on localit"
+                             f"{'y' if len(failed) == 1 else 'ies'} "
+                             f"{', '.join(map(str, failed))}{own} (is {self.folder} the same "
+                             "shared folder on every host?)")
 
     def _open_run(self, lead: bool, read: bool = False):
         """Opens the folder, and this run's folder in it, without following
@@ -863,7 +994,9 @@ class CheckpointDir(Callback):
             os.close(top)
         if lead:
             self._sweep()
-            return _newest_at(self._run_fd, self.run, self._expect, remove_bad=True)
+            # several localities: the shards are read once in total, by _load_shared
+            return _newest_at(self._run_fd, self.run, self._expect, remove_bad=True,
+                              verify=self.n == 1)
         if read:
             return _newest_at(self._run_fd, self.run, self._expect, warn=False)
         return None
