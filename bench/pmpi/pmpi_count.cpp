@@ -29,8 +29,9 @@
 //     MPI_Comm_set_name gave, e.g. tessera's "tessera.data" and "tessera.round"; "MPI_COMM_WORLD";
 //     "" for unnamed ones).
 //   - files: open/open64/openat/openat64/fopen/fopen64 of a path (under $PMPI_COUNT_PATH when set),
-//     and read/pread/pread64/readv/preadv bytes on descriptors so opened (libstdc++ streams read through
-//     read(2)).
+//     and read/pread/pread64/readv/preadv bytes on descriptors so opened (libstdc++ streams read
+//     through read(2), Python's os.readv through readv(2)); a name relative to a folder's
+//     descriptor is counted by the opened file's own path (/proc/self/fd).
 //
 // MPI_Pcontrol(0) pauses counting, MPI_Pcontrol(1) resumes it, MPI_Pcontrol(2) zeroes every
 // counter and resumes, and MPI_Pcontrol(3, "label") records the counts so far under the label

@@ -4,8 +4,13 @@ checkpoint counts only once locality 0 has committed its manifest.
 
     DIR/tessera.lock                            the job using DIR: flock, host and pid
     DIR/<run>/ckpt-<step>/shard-<r>-of-<N>.bin  bytes [r*T//N, (r+1)*T//N) of the state
-    DIR/<run>/ckpt-<step>/shard-<r>-of-<N>.json locality r's report: offset, size, SHA-256
     DIR/<run>/ckpt-<step>/manifest.json         the commit: written last, by locality 0
+
+The commit: at the next batch's end (or the next save, or fit's end) every
+locality waits for its shard's write and the localities' reports (written,
+offset, size, SHA-256) are gathered to locality 0 in one collective; locality
+0 then writes the manifest (a temporary renamed into place). A locality killed
+before leaves the checkpoint uncommitted and the previous one intact.
 
 A run is one fit call of one job: <run> is fit<k>-<run id>-<identity>, k
 the fit call's ordinal in the process (among the fits using DIR), the run id
@@ -19,8 +24,12 @@ bytes, little-endian, C order; the manifest lists each tensor's name, dtype,
 shape and offset) plus the training position (update count, epoch, batch,
 the epoch's running sums, a learning rate set by a callback) and the
 history of the epochs done, in the manifest. <step> is the update count.
-Any number of localities reads a checkpoint: each reads every shard and
-checks it against the manifest.
+Any number of localities reads a checkpoint, each shard once in total:
+locality 0 chooses it by its manifest and the shards' sizes and sends the
+manifest; each locality reads and checks (size, SHA-256) a contiguous block
+of the shards, every reader's outcome is all-gathered, then the bytes are; a
+shard that does not check out makes every locality fall back to the previous
+checkpoint, or stop with an error naming the localities that could not read.
 
 The folder is untrusted: every file is opened relative to its folder
 without following links, only regular files of the size the manifest states
@@ -71,7 +80,6 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_.]{1,64}")
 _RUN_NAME = re.compile(r"fit[1-9]\d*-[A-Za-z0-9_.]{1,64}-[0-9a-f]{12}")
 _TMP_PREFIX = ".tessera-ckpt-"
 _MANIFEST_LIMIT = 16 << 20  # bytes: a manifest is small (tensor list, history)
-_REPORT_LIMIT = 1 << 16
 _MAX_LOCALITIES = 1 << 20
 _BIG = 1 << 53  # larger counts are not counts
 _KEYS = {"format", "version", "step", "epoch", "batch", "localities", "total_bytes", "tensors",
@@ -754,7 +762,7 @@ class CheckpointDir(Callback):
         self.where = where
         self._thread = None
         self._error = None
-        self._abandon = threading.Event()
+        self._pending = None  # the checkpoint in flight: committed by _collect
         self._last_step = None
         self._due = False
         self._lock = None
@@ -794,13 +802,12 @@ class CheckpointDir(Callback):
                 found = self._open_run(lead=True)
             except (OSError, RuntimeError, ValueError) as e:
                 failure = e
-        nonce = int.from_bytes(os.urandom(6), "little")
         chosen = -1 if found is None else found[1]["step"]
         if n_ranks > 1:
             folder, run = zlib.crc32(self.folder.encode()), zlib.crc32(self.run.encode())
             agreed = np.asarray(_dist.broadcast(np.array(
-                [chosen, nonce, folder, run, failure is not None], dtype=np.int64)))
-            chosen, nonce = int(agreed[0]), int(agreed[1])
+                [chosen, 0, folder, run, failure is not None], dtype=np.int64)))
+            chosen = int(agreed[0])
             if failure is not None:
                 self.close()
                 raise failure
@@ -827,7 +834,6 @@ class CheckpointDir(Callback):
         elif not self.writes:
             found = self._open_run(lead=False, read=True)
             chosen = -1 if found is None else found[1]["step"]
-        self._nonce = nonce
         if n_ranks > 1:
             found = self._load_shared(found, chosen, failure) if chosen >= 0 else None
             chosen = -1 if found is None else chosen
@@ -1055,6 +1061,7 @@ class CheckpointDir(Callback):
     # ------------------------------------------------------------- writing
 
     def on_train_batch_end(self, batch, logs=None):
+        self._collect()  # the previous batch's checkpoint, if one is in flight
         if not self.every_steps or self.model._iteration % self.every_steps:
             return
         steps = self.params.get("steps")
@@ -1083,47 +1090,76 @@ class CheckpointDir(Callback):
 
     def save(self, model):
         """Snapshots this locality's share of the state now and writes it in
-        a background thread (after the previous checkpoint's write ended)."""
+        a background thread (after the previous checkpoint was committed);
+        it is committed at the next batch's end, the next save or fit's end,
+        whichever comes first (_collect)."""
         step = model._iteration
         if not self.writes or step == self._last_step or self._run_fd is None:
             return
-        self._wait()
+        self._collect()
         tensors = _state_tensors(model)
         entries, total = _layout(tensors, self.where)
         lo, hi = _span(total, self.n, self.rank)
         job = {"step": step, "data": _snapshot(tensors, entries, lo, hi), "start": lo,
                "entries": entries, "total": total, "training": model._training_state(),
-               "history": [dict(h) for h in self._history]}
+               "history": [dict(h) for h in self._history], "sha256": None}
         self._last_step = step
-        self._abandon.clear()
+        self._pending = job
         self._thread = threading.Thread(target=self._write, args=(job,), daemon=True,
                                         name="tessera-checkpoint")
         self._thread.start()
 
     def finish(self, abandon: bool = False):
-        """Waits for the write in flight (fit's end) and unlocks the folder.
-        With abandon (fit failed), locality 0 commits it only if every shard
-        is already there."""
+        """Commits the write in flight (fit's end, a collective) and unlocks
+        the folder. With abandon (fit failed: the other localities may be
+        gone) only waits for this locality's write: a checkpoint not yet
+        committed stays uncommitted (removed at the next start)."""
         try:
             if abandon:
-                self._abandon.set()
+                self._pending = None
                 try:
-                    self._wait()
+                    self._join()
                 except Exception:  # the failure that ended fit is the one to report
                     pass
                 return
-            self._wait()
+            self._collect()
         finally:
             if self._thread is None:
                 self.close()
 
-    def _wait(self):
+    def _join(self):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self._error is not None:
             e, self._error = self._error, None
             raise e
+
+    def _collect(self):
+        """Commits the checkpoint in flight, if any: waits for this
+        locality's shard to be written, gathers every locality's report
+        (written or not, its bytes and SHA-256) to locality 0 in one
+        collective, and locality 0 writes the manifest. A collective of the
+        writing localities: every one has the same checkpoint in flight."""
+        job, self._pending = self._pending, None
+        if job is None:
+            return
+        error = None
+        try:
+            self._join()
+        except BaseException as e:  # raised after the gather: the others are not left waiting
+            error = e
+        report = np.zeros(7, dtype=np.int64)
+        if error is None and job["sha256"] is not None:
+            report[:3] = (1, job["start"], len(job["data"]))
+            report[3:] = np.frombuffer(job["sha256"], dtype=np.int64)
+        reports = report[None]
+        if self.n > 1:
+            reports = np.asarray(_dist.gather(report, root=0))
+        if error is not None:
+            raise error
+        if self.rank == 0:
+            self._commit(job, reports.reshape(self.n, 7))
 
     def _write(self, job):
         try:
@@ -1148,68 +1184,52 @@ class CheckpointDir(Callback):
                                        f"made ({what}): nothing was written through it")
         ck = _open_dir(name, self._run_fd)
         try:
-            shard = f"shard-{self.rank:05d}-of-{self.n:05d}"
+            shard = f"shard-{self.rank:05d}-of-{self.n:05d}.bin"
             data = memoryview(job["data"])
             half = len(data) // 2
-            _write_at(ck, shard + ".bin", [data[:half], data[half:]], hook=_partial_write_hook)
-            report = {"nonce": self._nonce, "rank": self.rank, "file": shard + ".bin",
-                      "start": job["start"], "bytes": len(data),
-                      "sha256": hashlib.sha256(data).hexdigest()}
-            # The report needs no fsync: it is written after the shard's fsync,
-            # and one lost in a host crash only leaves the checkpoint uncommitted.
-            _write_at(ck, shard + ".json", [json.dumps(report).encode()], durable=False)
-            if self.rank == 0:
-                self._commit(ck, os.path.join(self.run, name), job)
+            _write_at(ck, shard, [data[:half], data[half:]], hook=_partial_write_hook)
+            job["sha256"] = hashlib.sha256(data).digest()
         finally:
             os.close(ck)
 
-    def _commit(self, ck, path, job):
-        """Locality 0: waits for every locality's report, then writes the manifest."""
-        expected = [_span(job["total"], self.n, r) for r in range(self.n)]
-        reports, delay = {}, 0.001
-        deadline = time.monotonic() + _timeout()
-        while True:
-            for r in range(self.n):
-                if r in reports:
-                    continue
-                file = f"shard-{r:05d}-of-{self.n:05d}.json"
-                try:
-                    rep = json.loads(_read_regular(ck, file, file, limit=_REPORT_LIMIT).decode())
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(rep, dict) and rep.get("nonce") == self._nonce:
-                    lo, hi = expected[r]
-                    if rep.get("start") != lo or rep.get("bytes") != hi - lo or \
-                            rep.get("file") != f"shard-{r:05d}-of-{self.n:05d}.bin" or \
-                            not isinstance(rep.get("sha256"), str):
-                        raise RuntimeError(f"[{self.where}] {os.path.join(path, file)}: locality "
-                                           f"{r} reports bytes [{str(rep.get('start'))[:20]}, "
-                                           f"+{str(rep.get('bytes'))[:20]}), expected [{lo}, "
-                                           f"{hi}); not committed")
-                    reports[r] = rep
-            if len(reports) == self.n:
-                break
-            if self._abandon.is_set():
-                return  # fit failed: an incomplete checkpoint is removed at the next start
-            if time.monotonic() > deadline:
-                missing = sorted(set(range(self.n)) - set(reports))
-                raise RuntimeError(f"[{self.where}] checkpoint {path}: the shards of localities "
-                                   f"{missing} were not reported written within "
-                                   f"{_timeout():.0f} s (TESSERA_COLLECTIVE_TIMEOUT); it was not "
-                                   "committed")
-            self._abandon.wait(delay)
-            delay = min(2 * delay, 0.01)
+    def _commit(self, job, reports):
+        """Locality 0: the manifest, once every locality reported its shard
+        written (reports: one row per locality: written, start, bytes, SHA-256
+        as 4 words), to a temporary renamed into place: the commit."""
+        name = f"ckpt-{job['step']}"
+        path = os.path.join(self.run, name)
+        failed = [r for r in range(self.n) if not reports[r, 0]]
+        if failed:
+            raise RuntimeError(f"[{self.where}] checkpoint {path}: localit"
+                               f"{'y' if len(failed) == 1 else 'ies'} "
+                               f"{', '.join(map(str, failed))} could not write their shard (their "
+                               "errors say why); it was not committed")
+        for r in range(self.n):
+            lo, hi = _span(job["total"], self.n, r)
+            if int(reports[r, 1]) != lo or int(reports[r, 2]) != hi - lo:
+                raise RuntimeError(f"[{self.where}] checkpoint {path}: locality {r} reports "
+                                   f"bytes [{int(reports[r, 1])}, +{int(reports[r, 2])}), "
+                                   f"expected [{lo}, {hi}); not committed")
         training = job["training"]
         body = {"format": FORMAT, "version": VERSION, "step": job["step"],
                 "epoch": training["epoch"], "batch": training["batch"], "localities": self.n,
                 "total_bytes": job["total"], "tensors": job["entries"], "training": training,
-                "shards": [{k: reports[r][k] for k in ("file", "start", "bytes", "sha256")}
-                           for r in range(self.n)],
+                "shards": [{"file": f"shard-{r:05d}-of-{self.n:05d}.bin",
+                            "start": int(reports[r, 1]), "bytes": int(reports[r, 2]),
+                            "sha256": reports[r, 3:].tobytes().hex()} for r in range(self.n)],
                 "run": self._expect["identity"], "history": job["history"],
                 "first_iteration": self._first,
                 "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        _write_at(ck, MANIFEST, [_sealed(body)])
-        os.fsync(ck)
+        try:
+            ck = _open_dir(name, self._run_fd)
+            try:
+                _write_at(ck, MANIFEST, [_sealed(body)])
+                os.fsync(ck)
+            finally:
+                os.close(ck)
+        except OSError as e:
+            raise OSError(f"[{self.where}] could not commit checkpoint {path}: "
+                          f"{e.strerror or e}") from None
         self.last_saved = path
         self._prune(job["step"])
 
