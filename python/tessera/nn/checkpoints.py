@@ -1200,10 +1200,10 @@ class CheckpointDir(Callback):
         path = os.path.join(self.run, name)
         failed = [r for r in range(self.n) if not reports[r, 0]]
         if failed:
-            raise RuntimeError(f"[{self.where}] checkpoint {path}: localit"
-                               f"{'y' if len(failed) == 1 else 'ies'} "
-                               f"{', '.join(map(str, failed))} could not write their shard (their "
-                               "errors say why); it was not committed")
+            who = f"locality {failed[0]} could not write its shard (its error says why)" \
+                if len(failed) == 1 else f"localities {', '.join(map(str, failed))} could not " \
+                "write their shards (their errors say why)"
+            raise RuntimeError(f"[{self.where}] checkpoint {path}: {who}; it was not committed")
         for r in range(self.n):
             lo, hi = _span(job["total"], self.n, r)
             if int(reports[r, 1]) != lo or int(reports[r, 2]) != hi - lo:
