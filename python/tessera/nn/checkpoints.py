@@ -806,19 +806,19 @@ class CheckpointDir(Callback):
         if n_ranks > 1:
             folder, run = zlib.crc32(self.folder.encode()), zlib.crc32(self.run.encode())
             agreed = np.asarray(_dist.broadcast(np.array(
-                [chosen, 0, folder, run, failure is not None], dtype=np.int64)))
+                [chosen, folder, run, failure is not None], dtype=np.int64)))
             chosen = int(agreed[0])
             if failure is not None:
                 self.close()
                 raise failure
-            if int(agreed[4]):
+            if int(agreed[3]):
                 raise RuntimeError(f"[{self.where}] locality {rank}: locality 0 could not open "
                                    f"the checkpoint folder {self.folder} (its error says why)")
-            if int(agreed[2]) != folder:
+            if int(agreed[1]) != folder:
                 raise ValueError(f"[{self.where}] locality {rank} writes its checkpoints to "
                                  f"{self.folder}, which is not locality 0's folder: every "
                                  "locality must name the same checkpoint folder")
-            if int(agreed[3]) != run:
+            if int(agreed[2]) != run:
                 raise ValueError(f"[{self.where}] locality {rank}: this fit's run "
                                  f"{os.path.basename(self.run)} is not locality 0's (the run id, "
                                  "script, fit call, model or data size differ): every locality "
