@@ -29,8 +29,9 @@
 //     MPI_Comm_set_name gave, e.g. tessera's "tessera.data" and "tessera.round"; "MPI_COMM_WORLD";
 //     "" for unnamed ones).
 //   - files: open/open64/openat/openat64/fopen/fopen64 of a path (under $PMPI_COUNT_PATH when set),
-//     and read/pread/pread64 bytes on descriptors so opened (libstdc++ streams read through
-//     read(2)).
+//     and read/pread/pread64/readv/preadv bytes on descriptors so opened (libstdc++ streams read
+//     through read(2), Python's os.readv through readv(2)); a name relative to a folder's
+//     descriptor is counted by the opened file's own path (/proc/self/fd).
 //
 // MPI_Pcontrol(0) pauses counting, MPI_Pcontrol(1) resumes it, MPI_Pcontrol(2) zeroes every
 // counter and resumes, and MPI_Pcontrol(3, "label") records the counts so far under the label
@@ -47,6 +48,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -345,6 +347,16 @@ void opened(int fd, const char* path) {
   if (fd < 0 || fd >= kMaxFd) return;
   struct stat st;
   const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  // a name relative to a folder's descriptor (openat): the file's own path
+  char real[4096];
+  if (regular && path && path[0] != '/' && !g_path_prefix.empty()) {
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t k = readlink(link.c_str(), real, sizeof real - 1);
+    if (k > 0) {
+      real[k] = '\0';
+      path = real;
+    }
+  }
   const bool track = regular && counted_path(path);
   g_tracked_fd[fd].store(track, std::memory_order_relaxed);
   if (track && on()) add(g_counts.file_opens, 1);
@@ -839,6 +851,25 @@ ssize_t pread(int fd, void* buf, size_t n, off_t at) {
 ssize_t pread64(int fd, void* buf, size_t n, off64_t at) {
   static auto real = next<ssize_t (*)(int, void*, size_t, off64_t)>("pread64");
   const ssize_t got = real(fd, buf, n, at);
+  did_read(fd, got);
+  return got;
+}
+// Python's os.readv and os.preadv read through these.
+ssize_t readv(int fd, const struct iovec* iov, int count) {
+  static auto real = next<ssize_t (*)(int, const struct iovec*, int)>("readv");
+  const ssize_t got = real(fd, iov, count);
+  did_read(fd, got);
+  return got;
+}
+ssize_t preadv(int fd, const struct iovec* iov, int count, off_t at) {
+  static auto real = next<ssize_t (*)(int, const struct iovec*, int, off_t)>("preadv");
+  const ssize_t got = real(fd, iov, count, at);
+  did_read(fd, got);
+  return got;
+}
+ssize_t preadv64(int fd, const struct iovec* iov, int count, off64_t at) {
+  static auto real = next<ssize_t (*)(int, const struct iovec*, int, off64_t)>("preadv64");
+  const ssize_t got = real(fd, iov, count, at);
   did_read(fd, got);
   return got;
 }

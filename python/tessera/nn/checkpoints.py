@@ -4,8 +4,13 @@ checkpoint counts only once locality 0 has committed its manifest.
 
     DIR/tessera.lock                            the job using DIR: flock, host and pid
     DIR/<run>/ckpt-<step>/shard-<r>-of-<N>.bin  bytes [r*T//N, (r+1)*T//N) of the state
-    DIR/<run>/ckpt-<step>/shard-<r>-of-<N>.json locality r's report: offset, size, SHA-256
     DIR/<run>/ckpt-<step>/manifest.json         the commit: written last, by locality 0
+
+The commit: at the next batch's end (or the next save, or fit's end) every
+locality waits for its shard's write and the localities' reports (written,
+offset, size, SHA-256) are gathered to locality 0 in one collective; locality
+0 then writes the manifest (a temporary renamed into place). A locality killed
+before leaves the checkpoint uncommitted and the previous one intact.
 
 A run is one fit call of one job: <run> is fit<k>-<run id>-<identity>, k
 the fit call's ordinal in the process (among the fits using DIR), the run id
@@ -19,8 +24,12 @@ bytes, little-endian, C order; the manifest lists each tensor's name, dtype,
 shape and offset) plus the training position (update count, epoch, batch,
 the epoch's running sums, a learning rate set by a callback) and the
 history of the epochs done, in the manifest. <step> is the update count.
-Any number of localities reads a checkpoint: each reads every shard and
-checks it against the manifest.
+Any number of localities reads a checkpoint, each shard once in total:
+locality 0 chooses it by its manifest and the shards' sizes and sends the
+manifest; each locality reads and checks (size, SHA-256) a contiguous block
+of the shards, every reader's outcome is all-gathered, then the bytes are; a
+shard that does not check out makes every locality fall back to the previous
+checkpoint, or stop with an error naming the localities that could not read.
 
 The folder is untrusted: every file is opened relative to its folder
 without following links, only regular files of the size the manifest states
@@ -39,6 +48,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import math
 import os
@@ -70,7 +80,6 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_.]{1,64}")
 _RUN_NAME = re.compile(r"fit[1-9]\d*-[A-Za-z0-9_.]{1,64}-[0-9a-f]{12}")
 _TMP_PREFIX = ".tessera-ckpt-"
 _MANIFEST_LIMIT = 16 << 20  # bytes: a manifest is small (tensor list, history)
-_REPORT_LIMIT = 1 << 16
 _MAX_LOCALITIES = 1 << 20
 _BIG = 1 << 53  # larger counts are not counts
 _KEYS = {"format", "version", "step", "epoch", "batch", "localities", "total_bytes", "tensors",
@@ -194,9 +203,10 @@ def _read_regular(dir_fd, name, shown, size=None, limit=None) -> bytes:
         want = st.st_size
         buf = bytearray(want)
         view, got = memoryview(buf), 0
+        raw = io.FileIO(fd, "rb", closefd=False)  # read(2) into the buffer: no copy
         while got < want:
-            k = os.readv(fd, [view[got:]])
-            if k == 0:
+            k = raw.readinto(view[got:])
+            if not k:
                 break
             got += k
         if got != want or os.read(fd, 1):
@@ -464,15 +474,43 @@ def _read_manifest_at(ck_fd, path, step=None, expect=None) -> dict:
                          f"{str(e)[:120]})") from None
 
 
-def _read_state_at(ck_fd, path, manifest) -> bytes:
+def _read_state_at(ck_fd, path, manifest, first=0, stop=None) -> bytes:
+    """The bytes of shards [first, stop) of the manifest (all by default),
+    each a regular file checked against its size and SHA-256."""
     parts = []
-    for s in manifest["shards"]:
+    for s in manifest["shards"][first:stop]:
         shown = os.path.join(path, s["file"])
         data = _read_regular(ck_fd, s["file"], f"shard {shown}", size=s["bytes"])
         if hashlib.sha256(data).hexdigest() != s["sha256"]:
             raise ValueError(f"shard {shown}: checksum mismatch (corrupted)")
         parts.append(data)
     return b"".join(parts)
+
+
+def _words(blob: bytes) -> np.ndarray:
+    """Bytes as int64 words (zero-padded to a multiple of 8): the collectives
+    carry int64 as it is, bit for bit."""
+    return np.frombuffer(bytes(blob) + bytes(-len(blob) % 8), dtype=np.int64)
+
+
+def _stat_shards(ck_fd, path, manifest):
+    """Checks that every shard is a regular file of the size the manifest
+    states, without opening or reading it (the bytes are read and their
+    SHA-256 checked by one locality each: CheckpointDir._load_shared)."""
+    for s in manifest["shards"]:
+        shown = f"shard {os.path.join(path, s['file'])}"
+        try:
+            st = os.stat(s["file"], dir_fd=ck_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise ValueError(f"{shown} is missing") from None
+        except OSError as e:
+            raise ValueError(f"{shown} cannot be read ({e.strerror or e})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise ValueError(f"{shown} is a symbolic link, not a file tessera wrote")
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{shown} is not a regular file (a FIFO, a device or a folder)")
+        if st.st_size != s["bytes"]:
+            raise ValueError(f"{shown} has {st.st_size} bytes, the manifest says {s['bytes']}")
 
 
 def read_manifest(path, expect=None) -> dict:
@@ -519,14 +557,19 @@ def _tensors_from(manifest, data: bytes, file) -> dict:
     return out
 
 
-def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True):
+def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True, verify=True,
+               below=None):
     """(path, manifest, state bytes) of the newest checkpoint of a run folder
     that checks out whole, or None. The others are passed over with a
     warning (and, with remove_bad, their files removed, as are those of
-    folders never committed)."""
+    folders never committed). Without verify the shards are only checked
+    to be regular files of their size (state bytes None: the localities read
+    and check them, one reader per shard); `below`: only steps before it."""
     found = _steps_at(run_fd)
     chosen = None
     for step in sorted(found, reverse=True):
+        if below is not None and step >= below:
+            continue
         name = f"ckpt-{step}"
         path = os.path.join(run_path, name)
         if found[step] != "folder":
@@ -552,7 +595,8 @@ def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True):
             continue
         try:
             manifest = _read_manifest_at(ck, path, step, expect)
-            data = _read_state_at(ck, path, manifest)
+            data = _read_state_at(ck, path, manifest) if verify else _stat_shards(ck, path,
+                                                                                 manifest)
         except ValueError as e:
             done = _remove_checkpoint(run_fd, name) if remove_bad else ""
             if warn:
@@ -718,7 +762,7 @@ class CheckpointDir(Callback):
         self.where = where
         self._thread = None
         self._error = None
-        self._abandon = threading.Event()
+        self._pending = None  # the checkpoint in flight: committed by _collect
         self._last_step = None
         self._due = False
         self._lock = None
@@ -758,37 +802,41 @@ class CheckpointDir(Callback):
                 found = self._open_run(lead=True)
             except (OSError, RuntimeError, ValueError) as e:
                 failure = e
-        nonce = int.from_bytes(os.urandom(6), "little")
         chosen = -1 if found is None else found[1]["step"]
         if n_ranks > 1:
             folder, run = zlib.crc32(self.folder.encode()), zlib.crc32(self.run.encode())
             agreed = np.asarray(_dist.broadcast(np.array(
-                [chosen, nonce, folder, run, failure is not None], dtype=np.int64)))
-            chosen, nonce = int(agreed[0]), int(agreed[1])
+                [chosen, folder, run, failure is not None], dtype=np.int64)))
+            chosen = int(agreed[0])
             if failure is not None:
                 self.close()
                 raise failure
-            if int(agreed[4]):
+            if int(agreed[3]):
                 raise RuntimeError(f"[{self.where}] locality {rank}: locality 0 could not open "
                                    f"the checkpoint folder {self.folder} (its error says why)")
-            if int(agreed[2]) != folder:
+            if int(agreed[1]) != folder:
                 raise ValueError(f"[{self.where}] locality {rank} writes its checkpoints to "
                                  f"{self.folder}, which is not locality 0's folder: every "
                                  "locality must name the same checkpoint folder")
-            if int(agreed[3]) != run:
+            if int(agreed[2]) != run:
                 raise ValueError(f"[{self.where}] locality {rank}: this fit's run "
                                  f"{os.path.basename(self.run)} is not locality 0's (the run id, "
                                  "script, fit call, model or data size differ): every locality "
                                  "must run the same script on the same data")
             if rank != 0:
-                self._open_run(lead=False)
+                try:
+                    self._open_run(lead=False)
+                except OSError as e:  # told to the others by _load_shared
+                    failure = e
         elif failure is not None:
             self.close()
             raise failure
         elif not self.writes:
             found = self._open_run(lead=False, read=True)
             chosen = -1 if found is None else found[1]["step"]
-        self._nonce = nonce
+        if n_ranks > 1:
+            found = self._load_shared(found, chosen, failure) if chosen >= 0 else None
+            chosen = -1 if found is None else chosen
         if chosen < 0:
             return None
         if found is None:
@@ -819,6 +867,95 @@ class CheckpointDir(Callback):
                   f"{training['batch']}, update {manifest['step']}; written by {n} "
                   f"localit{'y' if n == 1 else 'ies'}){done}", flush=True)
         return dict(training, history=self._history)
+
+    def _load_shared(self, found, chosen, failure):
+        """(path, manifest, state bytes) of the checkpoint locality 0 chose,
+        each shard read by one locality (a contiguous block of the shards per
+        locality) and the bytes all-gathered: T bytes read in total, not N*T.
+        Every locality learns through a collective whether every reader
+        succeeded; a shard that does not check out on locality 0 either
+        makes it fall back to the previous checkpoint (removed, as when it
+        read them all itself), otherwise every locality raises an error
+        naming the localities that could not read theirs. None when no
+        checkpoint is left. A collective of every locality."""
+        n, rank = self.n, self.rank
+        while True:
+            blob = json.dumps(found[1]).encode() if rank == 0 and found is not None else b""
+            head = np.asarray(_dist.broadcast(np.array([chosen, len(blob)], dtype=np.int64)))
+            chosen, size = int(head[0]), int(head[1])
+            if chosen < 0:
+                return None
+            sent = _words(blob) if rank == 0 else np.zeros((size + 7) // 8, dtype=np.int64)
+            blob = np.asarray(_dist.broadcast(sent)).tobytes()[:size]
+            path = os.path.join(self.run, f"ckpt-{chosen}")
+            status, why, part, manifest = 0, "", b"", None
+            try:
+                if failure is not None:
+                    raise failure
+                manifest = _parse_manifest(blob, os.path.join(path, MANIFEST))
+                manifest = check_manifest(manifest, chosen, self._expect)
+            except (OSError, ValueError) as e:
+                status, why = 1, str(getattr(e, "strerror", None) or e)
+            except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
+                status, why = 1, f"a field is malformed ({type(e).__name__})"
+            if status == 0:
+                first, stop = _span(manifest["localities"], n, rank)
+                try:
+                    if first < stop:
+                        ck = _open_dir(f"ckpt-{chosen}", self._run_fd)
+                        try:
+                            part = _read_state_at(ck, path, manifest, first, stop)
+                        finally:
+                            os.close(ck)
+                except (OSError, ValueError) as e:
+                    status, why = 2, str(getattr(e, "strerror", None) or e)
+            # every reader's outcome, on every locality: a failed reader never leaves
+            # the others waiting in the all-gather of the bytes
+            statuses = np.asarray(_dist.all_gather(np.array([status], dtype=np.int64)))
+            if not statuses.any():
+                words = np.asarray(_dist.all_gather(_words(part))).tobytes()
+                data, at, m = bytearray(), 0, manifest["localities"]
+                for r in range(n):  # each locality's block, without its padding
+                    first, stop = _span(m, n, r)
+                    size = sum(s["bytes"] for s in manifest["shards"][first:stop])
+                    data += words[at:at + size]
+                    at += (size + 7) // 8 * 8
+                data = bytes(data)
+                if at != len(words) or len(data) != manifest["total_bytes"]:
+                    raise RuntimeError(f"[{self.where}] locality {rank}: the localities sent "
+                                       f"{len(data)} bytes of the checkpoint {path}, its "
+                                       f"manifest says {manifest['total_bytes']}")
+                return path, manifest, data
+            failed = [r for r in range(n) if statuses[r]]
+            verdict = 0  # 1: the checkpoint is bad, locality 0 chose another
+            if rank == 0 and (statuses != 1).all() and found is not None:
+                manifest = found[1]
+                ck = None
+                try:
+                    ck = _open_dir(f"ckpt-{chosen}", self._run_fd)
+                    for r in failed:
+                        _read_state_at(ck, path, manifest, *_span(manifest["localities"], n, r))
+                except (OSError, ValueError) as e:
+                    verdict = 1
+                    done = _remove_checkpoint(self._run_fd, f"ckpt-{chosen}")
+                    warnings.warn(f"[checkpoint] {path} is not a valid checkpoint: "
+                                  f"{getattr(e, 'strerror', None) or e}; "
+                                  f"{done + ' and ' if done else ''}falling back to the previous "
+                                  "one", RuntimeWarning, stacklevel=4)
+                    found = _newest_at(self._run_fd, self.run, self._expect, remove_bad=True,
+                                       verify=False, below=chosen)
+                    chosen = -1 if found is None else found[1]["step"]
+                finally:
+                    if ck is not None:
+                        os.close(ck)
+            if int(np.asarray(_dist.broadcast(np.array([verdict], dtype=np.int64)))[0]):
+                continue
+            own = f": {why}" if why else ""
+            raise ValueError(f"[{self.where}] locality {rank}: the checkpoint {path} that "
+                             f"locality 0 chose does not check out on localit"
+                             f"{'y' if len(failed) == 1 else 'ies'} "
+                             f"{', '.join(map(str, failed))}{own} (is {self.folder} the same "
+                             "shared folder on every host?)")
 
     def _open_run(self, lead: bool, read: bool = False):
         """Opens the folder, and this run's folder in it, without following
@@ -863,7 +1000,9 @@ class CheckpointDir(Callback):
             os.close(top)
         if lead:
             self._sweep()
-            return _newest_at(self._run_fd, self.run, self._expect, remove_bad=True)
+            # several localities: the shards are read once in total, by _load_shared
+            return _newest_at(self._run_fd, self.run, self._expect, remove_bad=True,
+                              verify=self.n == 1)
         if read:
             return _newest_at(self._run_fd, self.run, self._expect, warn=False)
         return None
@@ -922,6 +1061,7 @@ class CheckpointDir(Callback):
     # ------------------------------------------------------------- writing
 
     def on_train_batch_end(self, batch, logs=None):
+        self._collect()  # the previous batch's checkpoint, if one is in flight
         if not self.every_steps or self.model._iteration % self.every_steps:
             return
         steps = self.params.get("steps")
@@ -950,47 +1090,76 @@ class CheckpointDir(Callback):
 
     def save(self, model):
         """Snapshots this locality's share of the state now and writes it in
-        a background thread (after the previous checkpoint's write ended)."""
+        a background thread (after the previous checkpoint was committed);
+        it is committed at the next batch's end, the next save or fit's end,
+        whichever comes first (_collect)."""
         step = model._iteration
         if not self.writes or step == self._last_step or self._run_fd is None:
             return
-        self._wait()
+        self._collect()
         tensors = _state_tensors(model)
         entries, total = _layout(tensors, self.where)
         lo, hi = _span(total, self.n, self.rank)
         job = {"step": step, "data": _snapshot(tensors, entries, lo, hi), "start": lo,
                "entries": entries, "total": total, "training": model._training_state(),
-               "history": [dict(h) for h in self._history]}
+               "history": [dict(h) for h in self._history], "sha256": None}
         self._last_step = step
-        self._abandon.clear()
+        self._pending = job
         self._thread = threading.Thread(target=self._write, args=(job,), daemon=True,
                                         name="tessera-checkpoint")
         self._thread.start()
 
     def finish(self, abandon: bool = False):
-        """Waits for the write in flight (fit's end) and unlocks the folder.
-        With abandon (fit failed), locality 0 commits it only if every shard
-        is already there."""
+        """Commits the write in flight (fit's end, a collective) and unlocks
+        the folder. With abandon (fit failed: the other localities may be
+        gone) only waits for this locality's write: a checkpoint not yet
+        committed stays uncommitted (removed at the next start)."""
         try:
             if abandon:
-                self._abandon.set()
+                self._pending = None
                 try:
-                    self._wait()
+                    self._join()
                 except Exception:  # the failure that ended fit is the one to report
                     pass
                 return
-            self._wait()
+            self._collect()
         finally:
             if self._thread is None:
                 self.close()
 
-    def _wait(self):
+    def _join(self):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self._error is not None:
             e, self._error = self._error, None
             raise e
+
+    def _collect(self):
+        """Commits the checkpoint in flight, if any: waits for this
+        locality's shard to be written, gathers every locality's report
+        (written or not, its bytes and SHA-256) to locality 0 in one
+        collective, and locality 0 writes the manifest. A collective of the
+        writing localities: every one has the same checkpoint in flight."""
+        job, self._pending = self._pending, None
+        if job is None:
+            return
+        error = None
+        try:
+            self._join()
+        except BaseException as e:  # raised after the gather: the others are not left waiting
+            error = e
+        report = np.zeros(7, dtype=np.int64)
+        if error is None and job["sha256"] is not None:
+            report[:3] = (1, job["start"], len(job["data"]))
+            report[3:] = np.frombuffer(job["sha256"], dtype=np.int64)
+        reports = report[None]
+        if self.n > 1:
+            reports = np.asarray(_dist.gather(report, root=0))
+        if error is not None:
+            raise error
+        if self.rank == 0:
+            self._commit(job, reports.reshape(self.n, 7))
 
     def _write(self, job):
         try:
@@ -1015,68 +1184,52 @@ class CheckpointDir(Callback):
                                        f"made ({what}): nothing was written through it")
         ck = _open_dir(name, self._run_fd)
         try:
-            shard = f"shard-{self.rank:05d}-of-{self.n:05d}"
+            shard = f"shard-{self.rank:05d}-of-{self.n:05d}.bin"
             data = memoryview(job["data"])
             half = len(data) // 2
-            _write_at(ck, shard + ".bin", [data[:half], data[half:]], hook=_partial_write_hook)
-            report = {"nonce": self._nonce, "rank": self.rank, "file": shard + ".bin",
-                      "start": job["start"], "bytes": len(data),
-                      "sha256": hashlib.sha256(data).hexdigest()}
-            # The report needs no fsync: it is written after the shard's fsync,
-            # and one lost in a host crash only leaves the checkpoint uncommitted.
-            _write_at(ck, shard + ".json", [json.dumps(report).encode()], durable=False)
-            if self.rank == 0:
-                self._commit(ck, os.path.join(self.run, name), job)
+            _write_at(ck, shard, [data[:half], data[half:]], hook=_partial_write_hook)
+            job["sha256"] = hashlib.sha256(data).digest()
         finally:
             os.close(ck)
 
-    def _commit(self, ck, path, job):
-        """Locality 0: waits for every locality's report, then writes the manifest."""
-        expected = [_span(job["total"], self.n, r) for r in range(self.n)]
-        reports, delay = {}, 0.001
-        deadline = time.monotonic() + _timeout()
-        while True:
-            for r in range(self.n):
-                if r in reports:
-                    continue
-                file = f"shard-{r:05d}-of-{self.n:05d}.json"
-                try:
-                    rep = json.loads(_read_regular(ck, file, file, limit=_REPORT_LIMIT).decode())
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(rep, dict) and rep.get("nonce") == self._nonce:
-                    lo, hi = expected[r]
-                    if rep.get("start") != lo or rep.get("bytes") != hi - lo or \
-                            rep.get("file") != f"shard-{r:05d}-of-{self.n:05d}.bin" or \
-                            not isinstance(rep.get("sha256"), str):
-                        raise RuntimeError(f"[{self.where}] {os.path.join(path, file)}: locality "
-                                           f"{r} reports bytes [{str(rep.get('start'))[:20]}, "
-                                           f"+{str(rep.get('bytes'))[:20]}), expected [{lo}, "
-                                           f"{hi}); not committed")
-                    reports[r] = rep
-            if len(reports) == self.n:
-                break
-            if self._abandon.is_set():
-                return  # fit failed: an incomplete checkpoint is removed at the next start
-            if time.monotonic() > deadline:
-                missing = sorted(set(range(self.n)) - set(reports))
-                raise RuntimeError(f"[{self.where}] checkpoint {path}: the shards of localities "
-                                   f"{missing} were not reported written within "
-                                   f"{_timeout():.0f} s (TESSERA_COLLECTIVE_TIMEOUT); it was not "
-                                   "committed")
-            self._abandon.wait(delay)
-            delay = min(2 * delay, 0.01)
+    def _commit(self, job, reports):
+        """Locality 0: the manifest, once every locality reported its shard
+        written (reports: one row per locality: written, start, bytes, SHA-256
+        as 4 words), to a temporary renamed into place: the commit."""
+        name = f"ckpt-{job['step']}"
+        path = os.path.join(self.run, name)
+        failed = [r for r in range(self.n) if not reports[r, 0]]
+        if failed:
+            who = f"locality {failed[0]} could not write its shard (its error says why)" \
+                if len(failed) == 1 else f"localities {', '.join(map(str, failed))} could not " \
+                "write their shards (their errors say why)"
+            raise RuntimeError(f"[{self.where}] checkpoint {path}: {who}; it was not committed")
+        for r in range(self.n):
+            lo, hi = _span(job["total"], self.n, r)
+            if int(reports[r, 1]) != lo or int(reports[r, 2]) != hi - lo:
+                raise RuntimeError(f"[{self.where}] checkpoint {path}: locality {r} reports "
+                                   f"bytes [{int(reports[r, 1])}, +{int(reports[r, 2])}), "
+                                   f"expected [{lo}, {hi}); not committed")
         training = job["training"]
         body = {"format": FORMAT, "version": VERSION, "step": job["step"],
                 "epoch": training["epoch"], "batch": training["batch"], "localities": self.n,
                 "total_bytes": job["total"], "tensors": job["entries"], "training": training,
-                "shards": [{k: reports[r][k] for k in ("file", "start", "bytes", "sha256")}
-                           for r in range(self.n)],
+                "shards": [{"file": f"shard-{r:05d}-of-{self.n:05d}.bin",
+                            "start": int(reports[r, 1]), "bytes": int(reports[r, 2]),
+                            "sha256": reports[r, 3:].tobytes().hex()} for r in range(self.n)],
                 "run": self._expect["identity"], "history": job["history"],
                 "first_iteration": self._first,
                 "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        _write_at(ck, MANIFEST, [_sealed(body)])
-        os.fsync(ck)
+        try:
+            ck = _open_dir(name, self._run_fd)
+            try:
+                _write_at(ck, MANIFEST, [_sealed(body)])
+                os.fsync(ck)
+            finally:
+                os.close(ck)
+        except OSError as e:
+            raise OSError(f"[{self.where}] could not commit checkpoint {path}: "
+                          f"{e.strerror or e}") from None
         self.last_saved = path
         self._prune(job["step"])
 
