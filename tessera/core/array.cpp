@@ -14,8 +14,6 @@
 
 #include <malloc.h>
 
-#include <sys/mman.h>
-
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -74,19 +72,6 @@ namespace {
 // in use would otherwise sit beside the live ones.
 constexpr size_t kCacheGranule = size_t{1} << 16;
 constexpr size_t kCacheMinBytes = size_t{1} << 20;
-
-// Blocks of kCacheMinBytes and more are mapped from the system and unmapped
-// when given back, not taken from malloc: glibc raises its mmap threshold
-// to the size of each mapped block it frees, after which blocks of up to
-// 32 MiB come from its heap and stay resident after they are freed (a ZeRO-3
-// step, which makes and frees a gathered bucket per layer, took 2.7 times
-// its arrays' peak in resident memory).
-void* map_block(size_t rounded) {
-  void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
-void unmap_block(void* p, size_t rounded) { munmap(p, rounded); }
 
 // Bytes held by arrays now, the most since reset_peak_memory(), and the most
 // ever (the cache's bound).
@@ -274,14 +259,12 @@ void Storage::allocate(size_t rounded) {
     const size_t bound = std::max(g_high_water.load(std::memory_order_relaxed), live + rounded);
     while (c.cached > 0 && live + c.cached + rounded > bound) {
       auto largest = std::prev(c.free_blocks.end());
-      unmap_block(largest->second, largest->first);
+      std::free(largest->second);
       c.cached -= largest->first;
       c.free_blocks.erase(largest);
     }
   }
-  auto get = [rounded] {
-    return rounded >= kCacheMinBytes ? map_block(rounded) : std::aligned_alloc(kAlignment, rounded);
-  };
+  auto get = [rounded] { return std::aligned_alloc(kAlignment, rounded); };
   data_ = get();
   if (!data_) {
     // Cached blocks may be what stands in the way: give them back and retry.
@@ -297,7 +280,7 @@ void release_cached_blocks() {
   release_small_blocks();  // the calling thread's
   BlockCache& c = block_cache();
   std::lock_guard lock(c.mutex);
-  for (auto& [size, p] : c.free_blocks) unmap_block(p, size);
+  for (auto& [size, p] : c.free_blocks) std::free(p);
   c.free_blocks.clear();
   c.cached = 0;
 }
@@ -323,8 +306,6 @@ Storage::~Storage() {
       c.cached += rounded;
       return;
     }
-    unmap_block(data_, rounded);
-    return;
   }
   std::free(data_);
 }
