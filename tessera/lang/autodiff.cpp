@@ -1184,11 +1184,21 @@ class Differentiator {
             bindings["common"] = literal(Value(), loc);
           }
         }
+        // The gradient of a gather (ZeRO's all_gather, grad_scatter) is a
+        // reduce-scatter: its statements stand alone too, each rule guarded
+        // by its own if inside the define, so that the collective stays in
+        // flight while the backward pass goes on (an if statement around
+        // them would wait for it).
+        const bool gather = s.spec->name == "all_gather" || s.spec->name == "grad_scatter";
         for (size_t k = 0; k < s.args.size(); ++k) {
           if (!is_active(s.args[k]) || !rules[k]) continue;
-          body.push_back(accumulate(s.args[k], substitute(rules[k], bindings, loc), loc));
+          AstPtr rule = substitute(rules[k], bindings, loc);
+          if (gather) {
+            rule = call("if", {call("is_nil", {g}, loc), literal(Value(), loc), rule}, loc);
+          }
+          body.push_back(accumulate(s.args[k], std::move(rule), loc));
         }
-        if (bucket) {
+        if (bucket || (gather && !rules.back())) {
           for (auto& b : body) out.push_back(std::move(b));
           continue;
         }

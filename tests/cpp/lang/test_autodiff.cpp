@@ -889,6 +889,19 @@ TEST(Autodiff, GradScatterGivesTheBucketsGradientToTheShard) {
       "define(f, s, x, sum(grad_scatter(s, x) * [1.0, 2.0, 3.0]))\n"
       "grad(f)([0.0, 0.0, 0.0], [4.0, 5.0, 6.0])");
   EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {3}, {1.0, 2.0, 3.0}));
+  // Its rule stands alone in the backward pass (so that the reduce-scatter
+  // stays in flight), guarded inside: a bucket no cotangent reaches gives
+  // the shard no contribution, zeros, and no error; the same for all_gather.
+  Value unused = eval_string(
+      "define(f, s, x, block(define(u, grad_scatter(s, x)), sum(x * 2.0)))\n"
+      "grad(f, argnums=[0, 1])([0.0, 0.0, 0.0], [4.0, 5.0, 6.0])");
+  ASSERT_TRUE(unused.is_list());
+  EXPECT_TRUE(tessera::test::array_eq(unused.as_list()[0], DType::float64, {3}, {0.0, 0.0, 0.0}));
+  EXPECT_TRUE(tessera::test::array_eq(unused.as_list()[1], DType::float64, {3}, {2.0, 2.0, 2.0}));
+  Value gathered = eval_string(
+      "define(f, s, block(define(u, all_gather(s)), sum(s * 3.0) + sum(all_gather(s * 2.0))))\n"
+      "grad(f)([1.0, 2.0])");
+  EXPECT_TRUE(tessera::test::array_eq(gathered, DType::float64, {2}, {5.0, 5.0}));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { eval_string("grad_scatter([0.0], [4.0, 5.0, 6.0])", {}, "gs.tsl"); },
       "[grad_scatter] x must be a flat array of shard's length times the group's size: x has "
