@@ -15,6 +15,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
 
 namespace tessera::distributed::detail {
@@ -563,8 +564,14 @@ void Engine::guarded_round(Channel& ch, std::vector<Completion>& done) {
   }
   OfferHeader h;
   h.count = static_cast<int32_t>(ch.offered.size());
-  if (ch.unmatched_since && Clock::now() - *ch.unmatched_since >= kUnmatchedDelay) {
-    h.finished |= OfferHeader::kStalled;
+  if (ch.unmatched_since) {
+    if (tasks_outstanding() > 0 || tasks_spawned() != ch.unmatched_spawned) {
+      // Still computing: what it computes may offer what the others wait for.
+      ch.unmatched_since = Clock::now();
+      ch.unmatched_spawned = tasks_spawned();
+    } else if (Clock::now() - *ch.unmatched_since >= kUnmatchedDelay) {
+      h.finished |= OfferHeader::kStalled;
+    }
   }
   Bytes& block = ch.round.next_block(ch.rank, ch.size);
   size_t entries_at = sizeof h, data_at = entries_at + sizeof(Entry) * ch.offered.size();
@@ -713,7 +720,10 @@ bool Engine::fail_unmatched(Channel& ch, std::vector<Completion>& done) {
     ch.unmatched_since.reset();
     return false;
   }
-  if (!ch.unmatched_since) ch.unmatched_since = Clock::now();
+  if (!ch.unmatched_since) {
+    ch.unmatched_since = Clock::now();
+    ch.unmatched_spawned = tasks_spawned();
+  }
   // Every member decides from the same round: all post the diagnostics
   // exchange of their oldest collective together.
   if (!stalled || ch.pending.empty()) return false;

@@ -108,13 +108,16 @@ struct Channel {
   int rank = 0, size = 1;    // this rank's group rank, the group's size
   MPI_Comm round_comm = MPI_COMM_NULL, data_comm = MPI_COMM_NULL, diag_comm = MPI_COMM_NULL,
            agree_comm = MPI_COMM_NULL;
+  // Since when this channel's rounds have agreed on nothing while every
+  // member offered something and this rank ran no task (unset: a round
+  // agreed on something since), and the count of tasks spawned then: a rank
+  // still computing may yet offer what the others wait for.
+  std::optional<Clock::time_point> unmatched_since;
+  uint64_t unmatched_spawned = 0;
   // The cached agreement (Engine::start_cached): set when the last round
   // found every member offering the same entries (or the cached round hit),
   // the same on every member (they derive it from the same data), and the
   // next round then first all-reduces a fingerprint of its offer.
-  // Since when this channel's rounds have agreed on nothing while every
-  // member offered something (unset: a round agreed on something since).
-  std::optional<Clock::time_point> unmatched_since;
   bool try_cached = false;
   bool cached_active = false;  // a cached round's all-reduce is in flight
   CachedAgreement cached_mine, cached_all;
@@ -418,8 +421,9 @@ class Engine {
   // Ranks that each wait for a collective no other rank offers (they call
   // collectives at different source positions: rank-specific program
   // texts, say) fail with the mismatch error naming every rank's oldest
-  // collective once their rounds have agreed on nothing for this long,
-  // instead of at the collective timeout (resolve).
+  // collective once their rounds have agreed on nothing for this long while
+  // no member ran a task (one computing may yet offer the collective the
+  // others wait for), instead of at the collective timeout (resolve).
   static constexpr std::chrono::seconds kUnmatchedDelay{3};
   // The rounds of `ch` agreed on nothing although every member offered:
   // fails every member's oldest collective with the diagnostics exchange.
