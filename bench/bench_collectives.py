@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-from machine import free_port, machine_line
+from machine import end_torch_worker, free_port, machine_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -160,7 +160,7 @@ def _gloo_worker(rank, port, threads, max_bytes, repeats, out_path):
             json.dump({"allreduce": rows, "fused": {"unfused_s": tu, "fused_s": tf},
                        "torch": torch.__version__}, fh)
     dist.barrier()
-    dist.destroy_process_group()
+    end_torch_worker(dist)
 
 
 def run_gloo(threads, max_bytes, repeats):

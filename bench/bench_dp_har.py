@@ -53,7 +53,7 @@ import types
 import numpy as np
 
 import fair
-from machine import free_port, machine_line
+from machine import end_torch_worker, free_port, machine_line
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -251,7 +251,7 @@ def _torch_worker(rank, port, args, tmp, default_config):
                        "compile_s": compile_s, "torch": torch.__version__,
                        "threads": torch.get_num_threads()}, fh)
     dist.barrier()
-    dist.destroy_process_group()
+    end_torch_worker(dist)
 
 
 def run_torch(args, tmp, default_config=False):

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fair import allocator_env, ensure_allocator, load_average  # noqa: E402
-from machine import free_port, machine_line  # noqa: E402
+from machine import end_torch_worker, free_port, machine_line  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -258,7 +258,7 @@ def report(dist, torch, rank, R, base, state, ends, args, out_path):
             json.dump({"step": float(np.median(t.numpy())),
                        "peak": [float(e[0]) for e in every],
                        "state": [float(e[1]) for e in every]}, fh)
-    dist.destroy_process_group()
+    end_torch_worker(dist)
 
 
 def run_torch(args, out_path):
