@@ -376,7 +376,7 @@ Future<Value> retile_d_grad_async(Args& a) {
   };
   // True when some locality above r (other than `except`) holds the element:
   // its copy, not r's, is the one read.
-  const bool overlapped = !is_partition(src);
+  const bool overlapped = !is_partition(x.spans);
   auto read_elsewhere = [src, overlapped](int r, int except) {
     return [src, overlapped, r, except](const std::vector<int64_t>& at) {
       if (!overlapped) return false;
