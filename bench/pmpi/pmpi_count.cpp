@@ -376,6 +376,18 @@ bool needs_mode(int flags) {
   return (flags & O_CREAT) != 0;
 }
 
+// `mode`, the mode argument of an open-like call whose last named argument
+// is `flags`: read only when the flags create a file (va_start must run in
+// the variadic function itself, hence a macro).
+#define PMPI_COUNT_MODE(flags, mode)                 \
+  mode_t mode = 0;                                   \
+  if (needs_mode(flags)) {                           \
+    va_list ap;                                      \
+    va_start(ap, flags);                             \
+    mode = static_cast<mode_t>(va_arg(ap, int));     \
+    va_end(ap);                                      \
+  }
+
 // ---- output ----
 
 void append_json(std::string& s, const char* key, std::uint64_t v, bool comma = true) {
@@ -761,52 +773,28 @@ int MPI_Finalize(void) {
 
 int open(const char* path, int flags, ...) {
   static auto real = next<int (*)(const char*, int, ...)>("open");
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = static_cast<mode_t>(va_arg(ap, int));
-    va_end(ap);
-  }
+  PMPI_COUNT_MODE(flags, mode);
   const int fd = real(path, flags, mode);
   opened(fd, path);
   return fd;
 }
 int open64(const char* path, int flags, ...) {
   static auto real = next<int (*)(const char*, int, ...)>("open64");
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = static_cast<mode_t>(va_arg(ap, int));
-    va_end(ap);
-  }
+  PMPI_COUNT_MODE(flags, mode);
   const int fd = real(path, flags, mode);
   opened(fd, path);
   return fd;
 }
 int openat(int dir, const char* path, int flags, ...) {
   static auto real = next<int (*)(int, const char*, int, ...)>("openat");
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = static_cast<mode_t>(va_arg(ap, int));
-    va_end(ap);
-  }
+  PMPI_COUNT_MODE(flags, mode);
   const int fd = real(dir, path, flags, mode);
   opened(fd, path);
   return fd;
 }
 int openat64(int dir, const char* path, int flags, ...) {
   static auto real = next<int (*)(int, const char*, int, ...)>("openat64");
-  mode_t mode = 0;
-  if (needs_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = static_cast<mode_t>(va_arg(ap, int));
-    va_end(ap);
-  }
+  PMPI_COUNT_MODE(flags, mode);
   const int fd = real(dir, path, flags, mode);
   opened(fd, path);
   return fd;
