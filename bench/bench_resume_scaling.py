@@ -12,7 +12,9 @@ ranks and the most any rank read, at commit the opens and bytes read. With --che
 must be exactly those of one reader per shard and a commit by a gather: at resume N + 2 opens
 (the lock, the manifest, the N shards) and T + the manifest's size bytes, each rank reading its
 own shard only; at commit N + 2 opens (the lock, the N shards' temporaries, the manifest's) and
-nothing read (exit status 1 otherwise). Counts do not depend on the machine.
+nothing read; a third launch, a new job given fit(resume_from=the folder), reads each shard
+once too (T + the manifest's size bytes). Exit status 1 otherwise. Counts do not depend on the
+machine.
 
     .venv/bin/python bench/bench_resume_scaling.py --ns 2,4,8,16
 
@@ -32,7 +34,7 @@ sys.path.insert(0, HERE)
 import pmpi_count  # noqa: E402
 
 
-def worker(folder):
+def worker(folder, resume_from=False):
     import numpy as np
 
     import tessera
@@ -47,8 +49,11 @@ def worker(folder):
                            nn.Dense(3, activation="softmax")], input_shape=(64,), seed=2)
     model.compile(tessera.optim.Adam(1e-3), "sparse_categorical_crossentropy")
     pmpi_count.reset()
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0, checkpoint_dir=folder,
-              checkpoint_every="epoch")
+    if resume_from:  # a new job continuing from the run's folder (reads, never writes)
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0, resume_from=folder)
+    else:
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0, checkpoint_dir=folder,
+                  checkpoint_every="epoch")
     pmpi_count.mark("fit")
     pmpi_count.pause()
 
@@ -62,6 +67,8 @@ def measure(n, build, python):
         cmd = [python, os.path.abspath(__file__), "--worker", folder]
         _, wrote = pmpi_count.run(n, cmd, build=build, env=env, timeout=600)  # writes, commits
         _, ranks = pmpi_count.run(n, cmd, build=build, env=env, timeout=600)  # resumes
+        _, later = pmpi_count.run(n, cmd + ["--resume-from"], build=build, env=env,
+                                  timeout=600)  # fit(resume_from=folder)
         manifests = glob.glob(os.path.join(folder, "fit1-bench-*", "ckpt-*", "manifest.json"))
         if len(manifests) != 1:
             raise RuntimeError(f"[bench_resume_scaling] expected one committed checkpoint in "
@@ -69,7 +76,8 @@ def measure(n, build, python):
         with open(manifests[0]) as fh:
             total = json.load(fh)["total_bytes"]
         size = os.path.getsize(manifests[0])
-        return total, size, pmpi_count.segment(wrote, "fit"), pmpi_count.segment(ranks, "fit")
+        return (total, size, pmpi_count.segment(wrote, "fit"), pmpi_count.segment(ranks, "fit"),
+                pmpi_count.segment(later, "fit"))
 
 
 def main():
@@ -79,24 +87,29 @@ def main():
     p.add_argument("--check", action="store_true",
                    help="fail unless every N reads each shard once (exact counts)")
     p.add_argument("--worker", metavar="FOLDER")
+    p.add_argument("--resume-from", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, args.resume_from)
         return 0
     python = os.environ.get("TESSERA_PYTHON", sys.executable)
     bad = []
-    print(f"{'':>15} {'resume':-^48} {'commit':-^18}")
+    print(f"{'':>15} {'resume':-^48} {'commit':-^18} {'resume_from=':-^35}")
     print(f"{'N':>4} {'T (bytes)':>10} {'opens':>6} {'2N+2':>5} {'bytes read':>11} "
-          f"{'read / T':>8} {'most by a rank':>14} {'opens':>6} {'bytes read':>11}")
+          f"{'read / T':>8} {'most by a rank':>14} {'opens':>6} {'bytes read':>11} "
+          f"{'bytes read':>11} {'read / T':>8} {'most by a rank':>14}")
     for n in [int(v) for v in args.ns.split(",")]:
-        total, manifest, wrote, seg = measure(n, args.build, python)
+        total, manifest, wrote, seg, later = measure(n, args.build, python)
+        f_read = sum(s["read_bytes"] for s in later)
+        f_most = max(s["read_bytes"] for s in later)
         opens = sum(s["file_opens"] for s in seg)
         read = sum(s["read_bytes"] for s in seg)
         most = max(s["read_bytes"] for s in seg)
         w_opens = sum(s["file_opens"] for s in wrote)
         w_read = sum(s["read_bytes"] for s in wrote)
         print(f"{n:>4} {total:>10} {opens:>6} {2 * n + 2:>5} {read:>11} {read / total:>8.3f} "
-              f"{most:>14} {w_opens:>6} {w_read:>11}", flush=True)
+              f"{most:>14} {w_opens:>6} {w_read:>11} {f_read:>11} {f_read / total:>8.3f} "
+              f"{f_most:>14}", flush=True)
         if args.check:
             # writing: each rank opens its shard's temporary, rank 0 also the lock and the
             # manifest's temporary; nothing is read (the reports come by a gather)
@@ -115,6 +128,12 @@ def main():
                     bad.append(f"N = {n}, rank {r}: {got[0]} opens and {got[1]} bytes read, "
                                f"expected {want[0]} and {want[1]} (T = {total}, manifest "
                                f"{manifest} bytes)")
+            # fit(resume_from=): rank r reads its shard, rank 0 also the manifest
+            for r, s in enumerate(later):
+                want = (r + 1) * total // n - r * total // n + (manifest if r == 0 else 0)
+                if s["read_bytes"] != want:
+                    bad.append(f"N = {n}, rank {r}, resume_from: {s['read_bytes']} bytes read, "
+                               f"expected {want} (T = {total}, manifest {manifest} bytes)")
     for line in bad:
         print(f"FAIL: {line}")
     return 1 if bad else 0

@@ -27,9 +27,11 @@ history of the epochs done, in the manifest. <step> is the update count.
 Any number of localities reads a checkpoint, each shard once in total:
 locality 0 chooses it by its manifest and the shards' sizes and sends the
 manifest; each locality reads and checks (size, SHA-256) a contiguous block
-of the shards, every reader's outcome is all-gathered, then the bytes are; a
-shard that does not check out makes every locality fall back to the previous
-checkpoint, or stop with an error naming the localities that could not read.
+of the shards, the worst reader's outcome is all-reduced, then the bytes are
+all-gathered; a shard that does not check out makes every locality fall back
+to the previous checkpoint, or stop with an error naming the localities that
+could not read. fit(resume_from=folder) on several localities reads the same
+way (read_resume_shared), without changing the folder.
 
 The folder is untrusted: every file is opened relative to its folder
 without following links, only regular files of the size the manifest states
@@ -533,6 +535,169 @@ def read_state(path, manifest) -> bytes:
         os.close(fd)
 
 
+def _outcomes(status: int):
+    """Every locality's reader status (0: read and checked), or None when
+    all read theirs: an all-reduce of the largest (8 bytes whatever the
+    number of localities), the whole list gathered only after a failure."""
+    if not int(np.asarray(_dist.all_reduce(np.array([status], dtype=np.int64), op="max"))[0]):
+        return None
+    return np.asarray(_dist.all_gather(np.array([status], dtype=np.int64)))
+
+
+def _gather_blocks(part: bytes, manifest, n: int, who: str, path) -> bytes:
+    """The state's bytes from every locality's block of shards (locality r
+    read shards _span(localities, n, r)): one all-gather of int64 words."""
+    words = np.asarray(_dist.all_gather(_words(part))).tobytes()
+    data, at, m = bytearray(), 0, manifest["localities"]
+    for r in range(n):  # each locality's block, without its padding
+        first, stop = _span(m, n, r)
+        size = sum(s["bytes"] for s in manifest["shards"][first:stop])
+        data += words[at:at + size]
+        at += (size + 7) // 8 * 8
+    if at != len(words) or len(data) != manifest["total_bytes"]:
+        raise RuntimeError(f"{who}: the localities sent {len(data)} bytes of the checkpoint "
+                           f"{path}, its manifest says {manifest['total_bytes']}")
+    return bytes(data)
+
+
+def only_run(folder) -> str:
+    """The name of the one run folder (fit<k>-<id>-<hash>) in a checkpoint
+    folder, or "" when it holds none (then it is a run folder itself);
+    ValueError when it holds several."""
+    runs = sorted(e.name for e in os.scandir(folder) if _RUN_NAME.fullmatch(e.name)
+                  and e.is_dir(follow_symlinks=False))
+    if len(runs) > 1:
+        raise ValueError(f"it holds {len(runs)} runs ({', '.join(runs[:4])}"
+                         f"{', ...' if len(runs) > 4 else ''}): name one")
+    return runs[0] if runs else ""
+
+
+def _resolve_resume(folder, expect, below=None):
+    """fit(resume_from=folder) on locality 0 of several: (names, manifest)
+    of the checkpoint to load, its shards checked to be regular files of
+    their size but not read (one reader per shard reads them); names is
+    (run folder or "", ckpt folder or ""), relative to `folder`. None when
+    the folder holds no complete checkpoint (below `below`)."""
+    if os.path.lexists(os.path.join(folder, MANIFEST)):
+        if below is not None:
+            return None
+        fd = _open_checkpoint(folder)
+        try:
+            manifest = _read_manifest_at(fd, folder, expect=expect)
+            _stat_shards(fd, folder, manifest)
+        finally:
+            os.close(fd)
+        return ("", ""), manifest
+    run = only_run(folder)
+    top = _open_checkpoint(folder)
+    try:
+        run_fd = _open_dir(run, top) if run else os.dup(top)
+    finally:
+        os.close(top)
+    try:
+        found = _newest_at(run_fd, os.path.join(folder, run), expect, verify=False, below=below)
+    finally:
+        os.close(run_fd)
+    if found is None:
+        return None
+    return (run, os.path.basename(found[0])), found[1]
+
+
+def _open_resolved(folder, names):
+    """The checkpoint folder (run, ckpt) under `folder`, opened without
+    following a link below the folder the user named."""
+    fd = _open_checkpoint(folder)
+    for name in names:
+        if name:
+            try:
+                sub = _open_dir(name, fd)
+            finally:
+                os.close(fd)
+            fd = sub
+    return fd
+
+
+def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_from"):
+    """fit(resume_from=folder) on n localities (a collective of all of
+    them): locality 0 chooses the checkpoint and sends its manifest, each
+    locality reads and checks only its block of the shards, and one
+    all-gather gives every locality the state: T bytes read in total, not
+    n*T. A shard that does not check out makes locality 0 read it too: if
+    it is bad there the previous checkpoint is chosen (with a warning, as
+    on one locality; nothing is removed), otherwise every locality raises
+    an error naming the localities that could not read theirs.
+    (path, manifest, state bytes), or None when there is no complete
+    checkpoint (on every locality)."""
+    below = None
+    while True:
+        head, blob, failure = [0, 0, 0], b"", None
+        if rank == 0:
+            try:
+                found = _resolve_resume(folder, expect, below)
+                if found is not None:
+                    blob = json.dumps([list(found[0]), found[1]]).encode()
+                    head = [1, len(blob), 0]
+            except (OSError, ValueError) as e:
+                failure = ValueError(f"[{where}] {folder}: "
+                                     f"{getattr(e, 'strerror', None) or e}; nothing was loaded")
+                head = [0, 0, 1]
+        head = [int(v) for v in np.asarray(_dist.broadcast(np.array(head, dtype=np.int64)))]
+        if head[2]:
+            raise failure if failure is not None else ValueError(
+                f"[{where}] locality {rank}: locality 0 could not read {folder} (its error "
+                "says why); nothing was loaded")
+        if not head[0]:
+            return None
+        sent = _words(blob) if rank == 0 else np.zeros((head[1] + 7) // 8, dtype=np.int64)
+        names, manifest = json.loads(np.asarray(_dist.broadcast(sent)).tobytes()[:head[1]])
+        path = os.path.join(folder, *[x for x in names if x])
+        status, why, part = 0, "", b""
+        try:
+            manifest = check_manifest(manifest, None, expect)
+            first, stop = _span(manifest["localities"], n, rank)
+            if first < stop:
+                ck = _open_resolved(folder, names)
+                try:
+                    part = _read_state_at(ck, path, manifest, first, stop)
+                finally:
+                    os.close(ck)
+        except (OSError, ValueError) as e:
+            status, why = 1, str(getattr(e, "strerror", None) or e)
+        except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
+            status, why = 1, f"a field is malformed ({type(e).__name__})"
+        statuses = _outcomes(status)
+        if statuses is None:
+            return path, manifest, _gather_blocks(part, manifest, n,
+                                                  f"[{where}] locality {rank}", path)
+        failed = [r for r in range(n) if statuses[r]]
+        bad, bad_why = 0, "a shard does not check out on locality 0"
+        if rank == 0:
+            try:
+                ck = _open_resolved(folder, names)
+                try:
+                    for r in failed:
+                        _read_state_at(ck, path, manifest, *_span(manifest["localities"], n, r))
+                finally:
+                    os.close(ck)
+            except (OSError, ValueError) as e:
+                bad, bad_why = 1, str(getattr(e, "strerror", None) or e)
+                if names[1]:
+                    warnings.warn(f"[checkpoint] {path} is not a valid checkpoint: {bad_why}; "
+                                  "falling back to the previous one", RuntimeWarning,
+                                  stacklevel=3)
+        if int(np.asarray(_dist.broadcast(np.array([bad], dtype=np.int64)))[0]):
+            if not names[1]:  # the folder named is the checkpoint: nothing to fall back to
+                raise ValueError(f"[{where}] {folder}: {bad_why}; nothing was loaded")
+            below = manifest["step"]
+            continue
+        own = f": {why}" if why else ""
+        raise ValueError(f"[{where}] locality {rank}: the checkpoint {path} that locality 0 "
+                         f"chose does not check out on localit"
+                         f"{'y' if len(failed) == 1 else 'ies'} {', '.join(map(str, failed))}"
+                         f"{own} (is {folder} the same shared folder on every host?); nothing "
+                         "was loaded")
+
+
 def _open_checkpoint(path):
     """A folder the user named (its path is trusted, links in it followed);
     what is inside is opened relative to it, without following links."""
@@ -909,23 +1074,12 @@ class CheckpointDir(Callback):
                             os.close(ck)
                 except (OSError, ValueError) as e:
                     status, why = 2, str(getattr(e, "strerror", None) or e)
-            # every reader's outcome, on every locality: a failed reader never leaves
-            # the others waiting in the all-gather of the bytes
-            statuses = np.asarray(_dist.all_gather(np.array([status], dtype=np.int64)))
-            if not statuses.any():
-                words = np.asarray(_dist.all_gather(_words(part))).tobytes()
-                data, at, m = bytearray(), 0, manifest["localities"]
-                for r in range(n):  # each locality's block, without its padding
-                    first, stop = _span(m, n, r)
-                    size = sum(s["bytes"] for s in manifest["shards"][first:stop])
-                    data += words[at:at + size]
-                    at += (size + 7) // 8 * 8
-                data = bytes(data)
-                if at != len(words) or len(data) != manifest["total_bytes"]:
-                    raise RuntimeError(f"[{self.where}] locality {rank}: the localities sent "
-                                       f"{len(data)} bytes of the checkpoint {path}, its "
-                                       f"manifest says {manifest['total_bytes']}")
-                return path, manifest, data
+            # the worst reader's outcome, on every locality: a failed reader never
+            # leaves the others waiting in the all-gather of the bytes
+            statuses = _outcomes(status)
+            if statuses is None:
+                return path, manifest, _gather_blocks(part, manifest, n,
+                                                      f"[{self.where}] locality {rank}", path)
             failed = [r for r in range(n) if statuses[r]]
             verdict = 0  # 1: the checkpoint is bad, locality 0 chose another
             if rank == 0 and (statuses != 1).all() and found is not None:

@@ -880,7 +880,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                 from .saving import load_training_state  # noqa: PLC0415
 
                 if os.path.isdir(resume_from):
-                    state = self._resume_from_folder(os.fspath(resume_from), limits)
+                    state = self._resume_from_folder(os.fspath(resume_from), limits, world)
                 else:
                     state = load_training_state(self, resume_from)
         except BaseException:
@@ -1079,32 +1079,22 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             return callbacks, None
         return callbacks + [ckpts], ckpts
 
-    def _resume_from_folder(self, folder, limits):
+    def _resume_from_folder(self, folder, limits, world=1):
         """fit(resume_from=folder): a checkpoint folder (ckpt-<step>), a run's
         folder of them (the newest valid one) or a checkpoint folder holding
-        one run, read without changing it and checked whole (of any run)."""
+        one run, read without changing it and checked whole (of any run).
+        With world > 1 localities in the fit, each reads only its block of
+        the shards and one all-gather shares them (docs/scaling.md)."""
         from . import checkpoints as _ck  # noqa: PLC0415
         from .saving import apply_training_state  # noqa: PLC0415
 
         layout, total = _ck._layout(_ck._state_tensors(self), "resume_from")
         expect = {k: v for k, v in limits.items() if k != "initial_epoch"}
         expect.update(layout=layout, total=total)
-        try:
-            if os.path.lexists(os.path.join(folder, _ck.MANIFEST)):
-                manifest = _ck.read_manifest(folder, expect)
-                found = (folder, manifest, _ck.read_state(folder, manifest))
-            else:
-                runs = sorted(e.name for e in os.scandir(folder) if _ck._RUN_NAME.fullmatch(
-                    e.name) and e.is_dir(follow_symlinks=False))
-                if len(runs) > 1:
-                    raise ValueError(f"it holds {len(runs)} runs ({', '.join(runs[:4])}"
-                                     f"{', ...' if len(runs) > 4 else ''}): name one")
-                if runs:
-                    folder = os.path.join(folder, runs[0])
-                found = _ck.newest_checkpoint(folder, expect=expect)
-        except (OSError, ValueError) as e:
-            raise ValueError(f"[resume_from] {folder}: {getattr(e, 'strerror', None) or e}; "
-                             "nothing was loaded") from None
+        if world > 1:  # its errors name the folder and the localities
+            found = _ck.read_resume_shared(folder, expect, world, _dist.rank())
+        else:
+            found = self._resume_read(folder, expect)
         if found is None:
             raise FileNotFoundError(f"[resume_from] {folder} holds no complete checkpoint "
                                     "(ckpt-<step> folders with a manifest.json)")
@@ -1112,6 +1102,26 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         header = {"training": manifest["training"], "iteration": manifest["step"]}
         return apply_training_state(self, _ck._tensors_from(manifest, data, path), header, path,
                                     "resume_from")
+
+    @staticmethod
+    def _resume_read(folder, expect):
+        """fit(resume_from=folder) on one locality: (path, manifest, state
+        bytes) of the checkpoint, or None."""
+        from . import checkpoints as _ck  # noqa: PLC0415
+
+        try:
+            if os.path.lexists(os.path.join(folder, _ck.MANIFEST)):
+                manifest = _ck.read_manifest(folder, expect)
+                found = (folder, manifest, _ck.read_state(folder, manifest))
+            else:
+                run = _ck.only_run(folder)
+                if run:
+                    folder = os.path.join(folder, run)
+                found = _ck.newest_checkpoint(folder, expect=expect)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"[resume_from] {folder}: {getattr(e, 'strerror', None) or e}; "
+                             "nothing was loaded") from None
+        return found
 
     def _hand_over_state(self, P, S):
         """The model lets go of the weights and optimizer state a step was
