@@ -15,6 +15,15 @@ alternating (--runs times each):
   pp      pipeline, Mesh(pipeline=R), 1F1B,          torch.distributed.pipelining Schedule1F1B
           the peer's split (pipeline_split)          (ceil(modules / R) modules per stage)
   2d      Mesh(data=R/2, tensor=2), zero 3           FSDP2 x TP on a (R/2, 2) device mesh
+  3d      Mesh(data=R/4, tensor=2, pipeline=2),      the 2d peer (PyTorch's 2-D setup; issue 28
+          zero 3, 1F1B (data=1 on 4 ranks)           compares both meshes against it)
+
+--hosts 2 runs every launch across two emulated hosts (network namespaces made by
+tests/distributed/netns/hosts.sh, joined by a bridge; needs root): R/2 ranks on each, ranks
+0..R/2-1 on node1, so a tensor pair stays on one host. tessera run starts them through the rsh
+agent of the namespaces (--hosts node1:R/2,node2:R/2); PyTorch's workers are started R/2 per
+host by one spawner in each namespace, gloo over the namespaces' eth0 (GLOO_SOCKET_IFNAME).
+Between hosts both sides talk TCP over the veth pair; within a host, as without --hosts.
 
 Every rank reports its peak RSS above its baseline after the imports (VmHWM - VmRSS at the
 baseline, from /proc/self/status; tessera's at the end of its last step, before fit's end gathers
@@ -30,9 +39,10 @@ their default), torch.set_num_threads(1) per rank as tessera's --threads 1. PyTo
 torch.compile of FSDP2/DTensor/pipelining models is not raced here (not yet measured whether it
 is faster on this CPU), and the output says so.
 
-run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d] [--ranks 4]
+run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d,3d] [--ranks 4]
          [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
-         [--warmup 3] [--microbatches 4] [--runs 3] [--build build] [--json out.json]
+         [--warmup 3] [--microbatches 4] [--runs 3] [--hosts 1|2] [--build build]
+         [--json out.json]
 """
 
 import argparse
@@ -41,6 +51,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -52,7 +63,8 @@ from machine import end_torch_worker, free_port, machine_line  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 VOCAB = 96
-CONFIGS = ("dp", "zero1", "zero2", "zero3", "tp", "pp", "2d")
+CONFIGS = ("dp", "zero1", "zero2", "zero3", "tp", "pp", "2d", "3d")
+HOSTS_SH = os.path.join(ROOT, "tests", "distributed", "netns", "hosts.sh")
 
 
 def status_kib(field: str) -> int:
@@ -127,13 +139,15 @@ def torch_gpt(torch, args):
     return torch.nn.Sequential(Embed(), *[Block() for _ in range(args.layers)], Head())
 
 
-def torch_worker(rank, port, args, out_path):
+def torch_worker(local, port, args, out_path):
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     R = args.ranks
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    # across emulated hosts: this spawner's first rank and the master's address (node1)
+    rank = args.first_rank + local
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{port}", rank=rank,
                             world_size=R)
     base = status_kib("VmRSS")
     x_all, y_all = data(args)
@@ -264,7 +278,8 @@ def report(dist, torch, rank, R, base, state, ends, args, out_path):
 def run_torch(args, out_path):
     import torch.multiprocessing as mp
 
-    mp.spawn(torch_worker, args=(free_port(), args, out_path), nprocs=args.ranks)
+    port = args.port or free_port()
+    mp.spawn(torch_worker, args=(port, args, out_path), nprocs=args.local_ranks or args.ranks)
 
 
 # ---------------------------------------------------------------- tessera
@@ -327,13 +342,14 @@ def tessera_worker(args, out_path):
     params = inspect.signature(nn.Model.fit).parameters
     mesh = dist.mesh()
     group = None
-    if cfg.startswith("zero") or cfg == "2d":
+    if cfg.startswith("zero") or cfg in ("2d", "3d"):
         if "zero" not in params:
             raise NotImplementedError("fit(zero=...)")
-        fit_kw["zero"] = 3 if cfg == "2d" else int(cfg[-1])
-    if cfg in ("tp", "2d"):
+        fit_kw["zero"] = 3 if cfg in ("2d", "3d") else int(cfg[-1])
+    if cfg in ("tp", "2d", "3d"):
         group = mesh.group("tensor")
-    if cfg == "pp":
+    if cfg in ("pp", "3d"):
+        P = mesh.size("pipeline")
         if "microbatches" not in params:
             raise NotImplementedError("pipeline parallelism in fit")
         fit_kw["microbatches"] = args.microbatches
@@ -341,8 +357,8 @@ def tessera_worker(args, out_path):
         # head (final LayerNorm + Dense) as modules, ceil(modules / R) per
         # stage; each stage starts at its first module's first layer.
         firsts = ["tok"] + [f"ln1_{i}" for i in range(args.layers)] + ["ln_f"]
-        per = -(-len(firsts) // R)
-        fit_kw["pipeline_split"] = [firsts[s * per] for s in range(1, R)]
+        per = -(-len(firsts) // P)
+        fit_kw["pipeline_split"] = [firsts[s * per] for s in range(1, P)]
     model = tessera_gpt(args, group)
     ends = []
     held = {}
@@ -374,7 +390,9 @@ def tessera_worker(args, out_path):
 
 
 MESHES = {"dp": "data={R}", "zero1": "data={R}", "zero2": "data={R}", "zero3": "data={R}",
-          "tp": "tensor={R}", "pp": "pipeline={R}", "2d": "data={H},tensor=2"}
+          "tp": "tensor={R}", "pp": "pipeline={R}", "2d": "data={H},tensor=2",
+          "3d": "data={Q},tensor=2,pipeline=2"}
+PEER = {"3d": "2d"}  # the PyTorch setup a config races
 
 
 def launch(side, args, config):
@@ -382,18 +400,39 @@ def launch(side, args, config):
     out = os.path.join(args.tmp, f"{side}-{config}.json")
     if os.path.exists(out):
         os.remove(out)
-    me = [os.path.abspath(__file__), "--worker", side, "--config", config, "--out",
-          out] + args.forward
+    me = [os.path.abspath(__file__), "--worker", side, "--config",
+          config if side == "tessera" else PEER.get(config, config), "--out", out] + args.forward
     env = allocator_env("tcmalloc")
     env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     if side == "tessera":
-        mesh = MESHES[config].format(R=args.ranks, H=args.ranks // 2)
+        mesh = MESHES[config].format(R=args.ranks, H=args.ranks // 2, Q=max(args.ranks // 4, 1))
         cmd = [os.path.join(ROOT, args.build, "tessera"), "run", "-n", str(args.ranks),
-               "--threads", "1", "--mesh", mesh] + me
+               "--threads", "1", "--mesh", mesh]
         env["TESSERA_PYTHON"] = sys.executable
+        env["PYTHONPATH"] = os.path.join(ROOT, "python")  # this checkout's, on every host
+        if args.hosts == 2:  # started on node1, the ranks through the namespaces' rsh agent
+            half = args.ranks // 2
+            cmd += ["--hosts", f"node1:{half},node2:{half}", "--mca", "plm_rsh_agent",
+                    f"/tmp/tessera-netns/{args.prefix}/agent", "-x", "LD_PRELOAD"]
+            cmd = [HOSTS_SH, "run", args.prefix, "node1", " ".join(cmd + me)]
+        else:
+            cmd += me
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    elif args.hosts == 2:  # one spawner of R/2 workers per host, gloo over eth0
+        half, port = args.ranks // 2, free_port()
+        env["GLOO_SOCKET_IFNAME"] = "eth0"
+        procs = [subprocess.Popen(
+            [HOSTS_SH, "run", args.prefix, f"node{h + 1}", " ".join(
+                [sys.executable] + me + ["--first-rank", str(h * half), "--local-ranks",
+                                         str(half), "--master", "10.77.0.1", "--port",
+                                         str(port)])],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for h in range(2)]
+        texts = [p.communicate()[0] for p in procs]
+        proc = subprocess.CompletedProcess(procs[0].args, max(p.returncode for p in procs),
+                                           "".join(texts), "")
     else:
-        cmd = [sys.executable] + me
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable] + me, env=env, capture_output=True, text=True)
     if proc.returncode != 0 or not os.path.exists(out):
         text = proc.stdout + proc.stderr
         for line in reversed(text.splitlines()):
@@ -417,8 +456,14 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--hosts", type=int, default=1, choices=(1, 2))
     ap.add_argument("--build", default="build")
     ap.add_argument("--json")
+    # a PyTorch spawner's part of the job (--hosts 2: one spawner per host)
+    ap.add_argument("--first-rank", type=int, default=0)
+    ap.add_argument("--local-ranks", type=int, default=0)
+    ap.add_argument("--master", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--worker", choices=("tessera", "torch"))
     ap.add_argument("--config", choices=CONFIGS)
     ap.add_argument("--out")
@@ -429,8 +474,6 @@ def main():
         return tessera_worker(args, args.out)
 
     ensure_allocator("tcmalloc")
-    import tempfile
-
     import torch
 
     args.forward = [f"--{k}={getattr(args, k)}" for k in
@@ -439,6 +482,24 @@ def main():
     psi = n_params(args)
     print("== bench_mesh: models bigger than one locality, tessera vs PyTorch")
     print(machine_line())
+    if args.hosts == 2:
+        if args.ranks % 2:
+            ap.error(f"--hosts 2 needs an even --ranks, got {args.ranks}")
+        args.prefix = f"bm{os.getpid()}"
+        up = subprocess.run([HOSTS_SH, "up", args.prefix, "2"], capture_output=True, text=True)
+        if up.returncode != 0:
+            print(f"--hosts 2: cannot make emulated hosts: {up.stderr.strip()}")
+            return 1
+        print(f"hosts: 2 emulated (network namespaces {args.prefix}-node1/2, a veth bridge), "
+              f"{args.ranks // 2} ranks on each")
+    try:
+        return race(args, psi, torch)
+    finally:
+        if args.hosts == 2:
+            subprocess.run([HOSTS_SH, "down", args.prefix], capture_output=True)
+
+
+def race(args, psi, torch):
     print(f"ranks: {args.ranks} x 1 thread (oversubscribed when above the cores); PyTorch "
           f"{torch.__version__} with gloo, eager (no torch.compile), fused Adam where the "
           "strategy allows it; allocator tcmalloc for both (fair.py)")
@@ -473,7 +534,7 @@ def print_config(config, runs, psi, args):
 
     t, t_err = summary(runs["tessera"])
     p, p_err = summary(runs["torch"])
-    print(f"-- {config}")
+    print(f"-- {config}" + (f" (PyTorch: its {PEER[config]} setup)" if config in PEER else ""))
     for name, s, err in (("tessera", t, t_err), ("pytorch", p, p_err)):
         if s is None:
             print(f"   {name:8s} {err if isinstance(err, str) else err}")
