@@ -261,3 +261,15 @@ def test_no_deferral_without_a_pipeline(monkeypatch):
     assert not _pending(_four_dense())
     monkeypatch.setenv("TESSERA_MESH", "pipeline=two")  # reported where the mesh is made
     assert not _pending(_four_dense())
+
+
+def test_set_weights_replaces_a_pending_draw_without_drawing_it(monkeypatch):
+    from tessera.nn.layers import DeferredValues
+
+    monkeypatch.setenv("TESSERA_MESH", "pipeline=2")
+    model = _four_dense()
+    before = DeferredValues.drawn
+    model.get_layer("h0").set_weights([np.full((8, 16), 2.0), np.zeros(16)])
+    assert DeferredValues.drawn == before
+    got = model.get_layer("h0").get_weights()
+    assert got[0].dtype == np.float32 and np.array_equal(got[0], np.full((8, 16), 2.0))

@@ -350,8 +350,10 @@ class Layer:
             if tuple(w.shape) != tuple(q.shape):
                 raise ValueError(f"[{self.kind}.set_weights] {self.name}/{q.name} must have shape "
                                  f"{q.shape}, got {w.shape}")
-            old = self._values.get(q.name)
-            new[q.name] = np.array(w, dtype=old.dtype if old is not None else w.dtype, copy=True)
+            # the dtype of the value it replaces (a pending draw's, not drawn for it)
+            old = value_spec(self, q.name)[1] if dict.get(self._values, q.name) is not None \
+                else None
+            new[q.name] = np.array(w, dtype=old if old is not None else w.dtype, copy=True)
         self._values.update(new)
 
     def get_config(self) -> dict:
