@@ -42,7 +42,7 @@ is faster on this CPU), and the output says so.
 run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d,3d] [--ranks 4]
          [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
          [--warmup 3] [--microbatches 4] [--runs 3] [--hosts 1|2] [--build build]
-         [--json out.json]
+         [--json out.json] [--trace DIR]
 """
 
 import argparse
@@ -407,7 +407,8 @@ def launch(side, args, config):
     if side == "tessera":
         mesh = MESHES[config].format(R=args.ranks, H=args.ranks // 2, Q=max(args.ranks // 4, 1))
         cmd = [os.path.join(ROOT, args.build, "tessera"), "run", "-n", str(args.ranks),
-               "--threads", "1", "--mesh", mesh]
+               "--threads", "1", "--mesh", mesh] + \
+            (["--trace", f"{args.trace}-{config}"] if args.trace else [])
         env["TESSERA_PYTHON"] = sys.executable
         env["PYTHONPATH"] = os.path.join(ROOT, "python")  # this checkout's, on every host
         if args.hosts == 2:  # started on node1, the ranks through the namespaces' rsh agent
@@ -467,6 +468,8 @@ def main():
     ap.add_argument("--worker", choices=("tessera", "torch"))
     ap.add_argument("--config", choices=CONFIGS)
     ap.add_argument("--out")
+    ap.add_argument("--trace", help="tessera launches traced into TRACE-<config> (tessera run "
+                    "--trace; bench/pipeline_phases.py reads it; slows tessera a little)")
     args = ap.parse_args()
     if args.worker == "torch":
         return run_torch(args, args.out)

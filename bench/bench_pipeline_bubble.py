@@ -17,7 +17,10 @@ Stage 0's activations under 1F1B, in micro-batches: each rank's tessera.memory_s
 live array bytes during a step above the bytes live at its start. GPipe holds every micro-batch,
 so its peak grows by one micro-batch's activations per micro-batch: the slope of GPipe's peak
 over m (a least-squares line) is one micro-batch's bytes, and 1F1B's stage 0 holds
-m - (GPipe's peak - 1F1B's peak) / slope micro-batches (the target: at most 1.1 p).
+m - (GPipe's peak - 1F1B's peak) / slope micro-batches. GPipe's peak is in its first backward,
+before the running sum of the stage's gradients exists; 1F1B's peak holds that sum (one set of the
+stage's gradients, weights' not activations'): without it, stage 0 holds that many micro-batches
+fewer, gradient bytes / slope (the target: at most 1.1 p).
 
 run: .venv/bin/python bench/bench_pipeline_bubble.py [--stages 2,4] [--microbatches 4,8,16]
          [--rows 128] [--width 384] [--blocks 8] [--steps 4] [--warmup 1] [--runs 1]
@@ -127,11 +130,14 @@ def worker(args):
     model.fit(x, y, **fit)  # recorded: tessera run --trace
     step = model._pipeline
     assert step.stage == R and step.keeps == (R < p - 1)
-    mine = np.array([float(np.median(peaks[args.warmup:]))])
-    every = np.asarray(dist.all_gather(mine))
+    # the bytes of the stage's gradients: one set, the running sum of the
+    # micro-batches' gradients, lives from the first backward to the update
+    grad = sum(np.asarray(model.weights[v]).nbytes for v in step.P)
+    mine = np.array([float(np.median(peaks[args.warmup:])), float(grad)])
+    every = np.asarray(dist.all_gather(mine)).reshape(p, 2)
     if R == 0:
         with open(args.out, "w") as fh:
-            json.dump({"peak": every.tolist()}, fh)
+            json.dump({"peak": every[:, 0].tolist(), "grad": every[:, 1].tolist()}, fh)
 
 
 # ------------------------------------------------------------------ the launcher
@@ -207,7 +213,8 @@ def main():
                        for s in range(p)]
                 window = statistics.median(r["window_ms"] for r in runs)
                 peak0 = statistics.median(r["peak"][0] for r in runs)
-                results[(p, m, schedule)] = {"bubble": per, "window_ms": window, "peak0": peak0}
+                results[(p, m, schedule)] = {"bubble": per, "window_ms": window, "peak0": peak0,
+                                             "grad0": runs[0]["grad"][0]}
                 ideal = (p - 1) / (m + p - 1)
                 mean = sum(per) / p
                 print(f"  {m:2d}  {schedule:8s}  {ideal:13.3f}  "
@@ -223,10 +230,18 @@ def main():
                 continue
             held = m - (results[(p, m, "gpipe")]["peak0"] - results[(p, m, "1f1b")]["peak0"]) \
                 / slope
+            # GPipe peaks in its first backward, before any running sum of
+            # the gradients exists (when a micro-batch's activations outweigh
+            # the stage's gradients); 1F1B's peak holds that sum beside the
+            # new micro-batch's gradients: weights' gradients, not activations
+            grad = results[(p, m, "1f1b")]["grad0"]
+            net = held - (grad / slope if slope > grad else 0.0)
             results[(p, m, "1f1b")]["held0"] = held
-            print(f"   m={m:2d}: stage 0 under 1F1B holds {held:.2f} micro-batches of activations "
-                  f"({held / p:.2f} x p; one micro-batch {slope / 2**20:.2f} MiB, from GPipe's "
-                  "slope)")
+            results[(p, m, "1f1b")]["held0_net"] = net
+            print(f"   m={m:2d}: stage 0 under 1F1B holds {held:.2f} micro-batches above GPipe's "
+                  f"({held / p:.2f} x p), {net:.2f} without the running sum of its gradients "
+                  f"({net / p:.2f} x p; one micro-batch {slope / 2**20:.2f} MiB, from GPipe's "
+                  f"slope; the gradients {grad / 2**20:.2f} MiB)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({f"{p},{m},{s}": v for (p, m, s), v in results.items()}, fh, indent=1)

@@ -12,6 +12,7 @@
 # - 1F1B's in-flight bound measured at run time from a trace: stage s has at
 #   most P - s micro-batches between the start of their forward and the end
 #   of their backward (GPipe, measured alike, holds all of them);
+# - a rank draws only its stage's initial weights before the first step;
 # - 1F1B's memory: a stage's step peak of live bytes the same at m = P and
 #   m = 4P (within 3 activations of a micro-batch).
 # usage: pipe_fit.py SPLIT M1,M2,...   (SPLIT: layer names joined by "+", or
@@ -76,6 +77,29 @@ def close(a, b, what):
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     assert np.allclose(a, b, rtol=2e-5, atol=2e-6), f"{what}: {a} != {b} (rank {R})"
 
+
+class Drawn(nn.callbacks.Callback):
+    """How many deferred initial weights this rank drew by the end of the
+    first step: only its stage's (a pipeline rank draws on first read)."""
+
+    count = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.count is None:
+            self.count = DeferredValues.drawn - self.before
+
+
+from tessera.nn.layers import DeferredValues  # noqa: E402
+
+drawn = Drawn()
+drawn.before = DeferredValues.drawn
+model = make(True)
+model.fit(X, Y, pipeline_split=SPLIT, microbatches=COUNTS[0], callbacks=[drawn], **FIT)
+step = model._pipeline
+mine = sum(1 for v in model._owner if step.owner[v] == step.stage)
+assert 0 < mine < len(model._owner)
+assert drawn.count == mine, (f"rank {R}: drew {drawn.count} initial weights by the end of the "
+                             f"first step, its stage holds {mine} (of {len(model._owner)})")
 
 for m in COUNTS:
     # Normal mode: within float tolerance of the one-process fit.

@@ -199,3 +199,77 @@ def test_measured_layer_times_drive_the_automatic_split():
                          nn.Dense(10, name="c"), nn.Dense(100, name="d")], input_shape=(10,))
     plan = pp.plan_stages(mlp, 2, costs={"a": 1.0, "b": 1.0, "c": 1.0, "d": 5.0})
     assert [_names(ls) for ls in plan.layers] == [["a", "b", "c"], ["d"]]
+
+
+def _four_dense(seed=3):
+    return nn.Sequential([nn.Dense(16, activation="tanh", name=f"h{i}") for i in range(3)]
+                         + [nn.Dense(4, name="out")], input_shape=(8,), seed=seed)
+
+
+def _pending(model):
+    from tessera.nn.layers import DeferredValues
+
+    return sorted(f"{layer.name}/{n}" for layer in model.layers
+                  if isinstance(layer._values, DeferredValues)
+                  for n in layer._values.pending())
+
+
+def test_pipeline_ranks_draw_weights_on_first_read(monkeypatch):
+    # On a locality of a pipeline (TESSERA_MESH pipeline > 1) a model's
+    # initial weights are drawn when first read: bitwise the draw made at
+    # once, whatever is read first.
+    want = _four_dense().get_weights()
+    monkeypatch.setenv("TESSERA_MESH", "data=1,pipeline=2")
+    model = _four_dense()
+    assert len(_pending(model)) == 8
+    out = model.get_layer("out")
+    assert [w.shape for w in out.weights] == [(16, 4), (4,)]  # drawn: out's two
+    assert _pending(model) == [f"h{i}/{n}" for i in range(3) for n in ("bias", "kernel")]
+    got = model.get_weights()
+    assert not _pending(model)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_deferred_draws_copy_and_stand_ins(monkeypatch):
+    from tessera.nn.layers import peek_value
+
+    want = _four_dense().get_weights()
+    monkeypatch.setenv("TESSERA_MESH", "pipeline=4")
+    model = _four_dense()
+    h0 = model.get_layer("h0")
+    # the shapes without drawing anything
+    stand = model._weight_stand_ins()
+    assert {v: a.shape for v, a in stand.items()} == \
+        {v: tuple(p.shape) for v, (_, p) in model._owner.items()}
+    assert len(_pending(model)) == 8
+    # a peek draws without keeping
+    assert np.array_equal(peek_value(h0, "kernel"), want[0])
+    assert len(_pending(model)) == 8
+    # dict() and a copy read every value, drawn
+    got = dict(h0._values)
+    assert all(isinstance(a, np.ndarray) for a in got.values())
+    assert np.array_equal(got["kernel"], want[0]) and np.array_equal(got["bias"], want[1])
+    # a value set before its draw replaces the draw
+    model.get_layer("h1").set_weights([np.ones((16, 16), "float32"), np.zeros(16, "float32")])
+    assert np.array_equal(model.get_weights()[2], np.ones((16, 16)))
+
+
+def test_no_deferral_without_a_pipeline(monkeypatch):
+    monkeypatch.setenv("TESSERA_MESH", "data=2,tensor=2")
+    assert not _pending(_four_dense())
+    monkeypatch.setenv("TESSERA_MESH", "pipeline=two")  # reported where the mesh is made
+    assert not _pending(_four_dense())
+
+
+def test_set_weights_replaces_a_pending_draw_without_drawing_it(monkeypatch):
+    from tessera.nn.layers import DeferredValues
+
+    monkeypatch.setenv("TESSERA_MESH", "pipeline=2")
+    model = _four_dense()
+    before = DeferredValues.drawn
+    model.get_layer("h0").set_weights([np.full((8, 16), 2.0), np.zeros(16)])
+    assert DeferredValues.drawn == before
+    got = model.get_layer("h0").get_weights()
+    assert got[0].dtype == np.float32 and np.array_equal(got[0], np.full((8, 16), 2.0))

@@ -350,8 +350,10 @@ class Layer:
             if tuple(w.shape) != tuple(q.shape):
                 raise ValueError(f"[{self.kind}.set_weights] {self.name}/{q.name} must have shape "
                                  f"{q.shape}, got {w.shape}")
-            old = self._values.get(q.name)
-            new[q.name] = np.array(w, dtype=old.dtype if old is not None else w.dtype, copy=True)
+            # the dtype of the value it replaces (a pending draw's, not drawn for it)
+            old = value_spec(self, q.name)[1] if dict.get(self._values, q.name) is not None \
+                else None
+            new[q.name] = np.array(w, dtype=old if old is not None else w.dtype, copy=True)
         self._values.update(new)
 
     def get_config(self) -> dict:
@@ -1132,6 +1134,98 @@ class BatchNormalization(Layer):
 # match the file, and a damaged or crafted architecture (Dense(units=10**10))
 # would exhaust memory before the mismatch was seen.
 WEIGHTS_IN_FILE = contextvars.ContextVar("tessera_weights_in_file", default=None)
+
+
+class _Draw:
+    """A parameter's initial value not drawn yet: the draw's arguments."""
+
+    __slots__ = ("param", "seed", "dtype")
+
+    def __init__(self, param, seed, dtype):
+        self.param, self.seed, self.dtype = param, seed, dtype
+
+
+class DeferredValues(dict):
+    """A layer's {parameter name: array} in which some initial values are
+    drawn only when first read (`defer`). The draw is keyed by the model's
+    seed and the parameter's place, so it is the same value whenever it is
+    made: a pipeline stage that reads only its own layers' weights never
+    holds the others'. Every way of reading a value draws it first; keys,
+    `in` and len see pending values as present."""
+
+    drawn = 0  # deferred values drawn and kept, in this process (tests read it)
+
+    def defer(self, name, param, seed, dtype):
+        dict.__setitem__(self, name, _Draw(param, seed, dtype))
+
+    def peek(self, name):
+        """The value, drawn if pending but not kept (nothing stays held)."""
+        v = dict.__getitem__(self, name)
+        return initial_value(v.param, v.seed, v.dtype) if isinstance(v, _Draw) else v
+
+    def pending(self) -> list:
+        """The names whose values are not drawn yet."""
+        return [k for k, v in dict.items(self) if isinstance(v, _Draw)]
+
+    def __getitem__(self, name):
+        v = dict.__getitem__(self, name)
+        if isinstance(v, _Draw):
+            v = initial_value(v.param, v.seed, v.dtype)
+            dict.__setitem__(self, name, v)
+            DeferredValues.drawn += 1
+        return v
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def __iter__(self):
+        # not dict's own: dict(values), {**values} and update(values) then
+        # read through __getitem__ instead of copying pending entries
+        return iter(list(dict.keys(self)))
+
+    def items(self):
+        return [(k, self[k]) for k in list(dict.keys(self))]
+
+    def values(self):
+        return [self[k] for k in list(dict.keys(self))]
+
+    def pop(self, name, *default):
+        if name in self:
+            v = self[name]
+            dict.__delitem__(self, name)
+            return v
+        if default:
+            return default[0]
+        raise KeyError(name)
+
+    def setdefault(self, name, default=None):
+        if name not in self:
+            dict.__setitem__(self, name, default)
+        return self[name]
+
+    def copy(self):
+        return dict(self.items())
+
+    def __reduce__(self):
+        return (dict, (dict(self.items()),))
+
+
+def value_spec(layer, name):
+    """(shape, dtype) of a layer's parameter value without drawing it if
+    its draw is pending (DeferredValues)."""
+    import numpy as np  # noqa: PLC0415
+
+    v = dict.get(layer._values, name)
+    if isinstance(v, _Draw):
+        return tuple(v.param.shape), np.dtype(v.dtype)
+    a = np.asarray(v)
+    return a.shape, a.dtype
+
+
+def peek_value(layer, name):
+    """A layer's parameter value; a pending draw is made but not kept."""
+    values = layer._values
+    return values.peek(name) if isinstance(values, DeferredValues) else values[name]
 
 
 def initial_value(param: Param, seed: int, dtype: str = "float32"):

@@ -25,7 +25,8 @@ from . import losses as _losses
 from . import metrics as _metrics
 from . import pipeline as _pipeline
 from .functional import call_layer, clone_graph, collect_layers
-from .layers import Layer, _with_batch, initial_value
+from .layers import (WEIGHTS_IN_FILE, DeferredValues, Layer, _with_batch, initial_value,
+                     value_spec)
 from .data_axis import DataAxisMixin
 from .programs import ProgramsMixin, _function_metric
 from .zero import ZeroMixin, zero_setting
@@ -57,6 +58,31 @@ def _fmt(v) -> str:
 
 def _as_list(v) -> list:
     return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _draws_deferred() -> bool:
+    """Whether a model made here draws its initial weights on first read:
+    on a locality of a pipeline (TESSERA_MESH with pipeline > 1, from
+    tessera run --mesh), where fit keeps only the stage's layers, so that
+    the other stages' weights are never made there. Not while load_model
+    counts the weights a file holds (it checks each draw's size first)."""
+    text = os.environ.get("TESSERA_MESH")
+    if not text or WEIGHTS_IN_FILE.get() is not None:
+        return False
+    try:
+        return _dist._mesh_sizes(text).get("pipeline", 1) > 1
+    except ValueError:
+        return False  # the mesh's own check reports it where the mesh is made
+
+
+def _own_initializer(p) -> bool:
+    """A parameter drawn by one of tessera's initializers (a pure function
+    of the seed); a user's initializer object is called when the model is
+    made, as without a pipeline."""
+    from . import initializers  # noqa: PLC0415
+
+    init = p.init if hasattr(p.init, "generate") else initializers.get(p.init)
+    return type(init).__module__ == initializers.__name__
 
 
 class History:
@@ -190,11 +216,17 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                 self._owner[var] = (layer, p)
 
     def _create_values(self):
+        defer = _draws_deferred()
         for i, layer in enumerate(self.layers):
             for j, p in enumerate(layer.params):
                 if p.name not in layer._values:
-                    layer._values[p.name] = initial_value(p, self.seed * 1000 + i * 10 + j,
-                                                          self.dtype)
+                    seed = self.seed * 1000 + i * 10 + j
+                    if defer and _own_initializer(p):
+                        if not isinstance(layer._values, DeferredValues):
+                            layer._values = DeferredValues(layer._values)
+                        layer._values.defer(p.name, p, seed, self.dtype)
+                    else:
+                        layer._values[p.name] = initial_value(p, seed, self.dtype)
 
     def call(self, inputs, training=None):
         """A functional or Sequential model called on symbolic tensors (as a
@@ -263,6 +295,23 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         live = self.__dict__.get("_stage_live")
         if live is not None and not live.is_whole:
             live.whole()
+
+    def _weight_stand_ins(self) -> dict:
+        """{variable: a read-only stand-in of its weight's shape and dtype}
+        (one element each, broadcast): what needs only the shapes reads
+        these, and no weight whose draw is pending is drawn for it."""
+        out = {}
+        live = self.__dict__.get("_stage_live")
+        for v, (layer, p) in self._owner.items():
+            if dict.get(layer._values, p.name) is not None:
+                shape, dtype = value_spec(layer, p.name)
+            elif live is not None:
+                shape, dtype = live.shapes[("w", v)]  # another stage's, dropped
+            else:  # ZeRO 3's slices: the whole weights gathered, as before
+                a = np.asarray(self.weights[v])
+                shape, dtype = a.shape, a.dtype
+            out[v] = np.broadcast_to(np.zeros((), dtype), shape)
+        return out
 
     def _set(self, var: str, value):
         layer, p = self._owner[var]
@@ -859,8 +908,11 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
             # under ZeRO a fresh state is never made whole: read-only stand-ins
             # of its shapes (no memory) until _zero_begin makes the slices
-            self._opt_state = opt.init_state(self.weights, self._opt_statevars,
-                                             views=plan is not None)
+            # pipeline stages: the same stand-ins (every stage's state is
+            # made whole only on demand); begin() makes the stage's own
+            self._opt_state = opt.init_state(
+                self._weight_stand_ins() if pipe is not None else self.weights,
+                self._opt_statevars, views=plan is not None or pipe is not None)
         sizes = self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
         steps = n_batches if steps_per_epoch is None else (

@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from .. import _core, distributed as _dist
+from .layers import peek_value, value_spec
 from .programs import ProgramsMixin
 from .symbolic import GraphWriter
 from .zero import ZeroPlan
@@ -399,7 +400,7 @@ def _auto_plan(model, order, readers, layer_nodes, stages, costs=None):
                 "Sequential or functional to split it)") if whole else ""
         raise ValueError(f"[fit] the model has {len(starts)} layers, too few for the "
                          f"{stages} stages of the mesh's pipeline axis{note}")
-    weights = model.weights
+    weights = model._weight_stand_ins()  # the shapes only
     trainable = set(model._params(True))
 
     def count(layer):
@@ -468,6 +469,12 @@ def _auto_plan(model, order, readers, layer_nodes, stages, costs=None):
 
 # --------------------------------------------------------------------- the step
 
+def _param_of(model, var):
+    """(layer, parameter name) of a model variable."""
+    layer, p = model._owner[var]
+    return layer, p.name
+
+
 def measure_layers(model, rows: int, repeats: int = 3) -> dict:
     """{layer name: seconds}: each layer's training-mode forward on `rows`
     stand-in rows, timed alone (the best of `repeats` runs after one to
@@ -478,7 +485,6 @@ def measure_layers(model, rows: int, repeats: int = 3) -> dict:
     counters: dict = {}
     model._forward_code("true", "seed", part={"counters": counters})
     apart = {t.id: n for n, t in enumerate(order)}  # no fusion across layers
-    weights = model.weights
     out, seen = {}, set()
     for t in order:
         layer = _layer_of(t)
@@ -497,7 +503,8 @@ def measure_layers(model, rows: int, repeats: int = 3) -> dict:
         body = ",\n  ".join(stmts + [f"list({', '.join(flat)})"])
         prog = _core.Program(f"define(f, {', '.join(args)}, block(\n  {body}))\nf\n",
                              f"<pipeline timing of {layer.name}>")
-        values = [weights[v] for v in params]
+        # a weight whose draw is pending is drawn for the timing, not kept
+        values = [peek_value(*_param_of(model, v)) for v in params]
         for a in ins:
             shape = tuple(rows if d is None else d for d in a.shape)
             values.append(np.ones(shape, dtype=model.dtype if str(a.dtype).startswith("float")
@@ -692,7 +699,7 @@ class StageStep:
         feeds = [f"a{k}" for k in range(len(self.plan.feeds[s]))]
         n_feed = len(feeds)
         opt = model._compiled.optimizer
-        weights = model.weights
+        weights = model._weight_stand_ins()  # the shapes (the stage's own are drawn later)
         dtype = model.dtype
         regs = [f"astype({model._owner[v][1].regularizer.expression(v)}, \"{dtype}\")"
                 for v in P if model._owner[v][1].regularizer is not None]
@@ -968,7 +975,7 @@ class StageStep:
         one-process run's."""
         model = self.model
         P_all = model._params(True)
-        weights = model.weights
+        weights = model._weight_stand_ins()
         plan = ZeroPlan(0, 1, self.chunks, model._bucket_plan(P_all),
                         {v: weights[v].shape for v in P_all}, model.dtype)
         grad_of = dict(zip(self.P, grads))
@@ -1105,13 +1112,15 @@ class StageStep:
         whole = model._opt_state
         self.shapes = {}  # every weight and state array: (shape, dtype), for whole
         for v, (layer, p) in model._owner.items():
-            a = layer._values[p.name]
-            self.shapes[("w", v)] = (np.shape(a), np.asarray(a).dtype)
+            self.shapes[("w", v)] = value_spec(layer, p.name)  # not drawn if pending
         for z in self._state_vars():
             a = np.asarray(whole[z.name])
             self.shapes[("o", z.name)] = (a.shape, a.dtype)
         if self.zero is None:
-            self.opt = {z: whole[z] for z in self.O}
+            # the stage's own state, writable (a fresh state is read-only
+            # stand-ins of one value each: fit makes no whole state here)
+            self.opt = {z: whole[z] if np.ndim(whole[z]) == 0 or whole[z].flags.writeable
+                        else np.array(whole[z], copy=True) for z in self.O}
         else:
             self.opt = self.zero.state_shards(whole, self.data_rank)
         if self._sliced():  # ZeRO 3: the stage's parameters as slices too
@@ -1293,7 +1302,7 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     d = mesh.size("data")
     if zero and d > 1:
 
-        weights = model.weights
+        weights = model._weight_stand_ins()
         step.zero = ZeroPlan(zero, d, chunks if step.deterministic else d,
                              model._bucket_plan(step.P), {v: weights[v].shape for v in step.P},
                              model.dtype)

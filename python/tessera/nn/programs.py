@@ -392,7 +392,7 @@ class ProgramsMixin:
         the same on every locality: parameters in the order the backward pass
         finishes them (last layer first), grouped up to BUCKET_BYTES."""
         buckets, current, size = [], [], 0
-        weights = self.weights
+        weights = self._weight_stand_ins()  # the shapes only
         for v in reversed(P):
             nbytes = int(np.prod(weights[v].shape)) * np.dtype(self.dtype).itemsize
             if current and size + nbytes > self.BUCKET_BYTES:
@@ -415,7 +415,7 @@ class ProgramsMixin:
         the localities (weight = local share of the global batch), bucket by
         bucket: one all_reduce of the concatenated, flattened members."""
         name = dict(zip(P, grads))
-        weights = self.weights
+        weights = self._weight_stand_ins()  # the shapes only
         lines = []
         for j, bucket in enumerate(self._bucket_plan(P)):
             if len(bucket) == 1:
@@ -509,7 +509,7 @@ class ProgramsMixin:
         """The batch normalization layers' moving mean and variance updated
         from the batch statistics summed into total_aux, from element `off`
         on (each layer's mean, then its variance), in `dtype`."""
-        weights = self.weights
+        weights = self._weight_stand_ins()  # the shapes only
         lines = []
         for bn, _ in stats:
             m = bn.momentum
@@ -634,7 +634,7 @@ class ProgramsMixin:
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
         streams = xs + ys + (["sw"] if weighted else [])
-        weights = self.weights
+        weights = self._weight_stand_ins()  # the shapes only
         size = {v: int(np.prod(weights[v].shape)) for v in P}
         n_sums = sum(math.prod(s) for s in self._metric_sizes())
         lines = zero.gather_lines() if zero is not None and zero.stage == 3 else []
@@ -734,7 +734,7 @@ class ProgramsMixin:
         clipping from the same fixed blocks of the buckets, added in the same
         order, as ZeRO's slices use, so that both give the same bits."""
 
-        weights = self.weights
+        weights = self._weight_stand_ins()  # the shapes only
         plan = ZeroPlan(0, 1, chunks, self._bucket_plan(P),
                         {v: weights[v].shape for v in P}, self.dtype)
         grad_of = dict(zip(P, grads))
