@@ -168,9 +168,9 @@ def test_callbacks_early_stopping_checkpoint_csv_and_hooks(data, tmp_path):
                   callbacks=[stop, nn.callbacks.CSVLogger(log), hook])
     assert h.epoch == [0, 1, 2] and stop.stopped_epoch == 2
     assert [c for c in calls if c[0] == "batch"][:2] == [("batch", 0), ("batch", 1)]
-    assert ("epoch", 0, ["loss", "time"]) in calls
+    assert ("epoch", 0, ["loss"]) in calls  # Keras's logs: no other keys
     rows = list(csv.reader(open(log)))
-    assert rows[0] == ["epoch", "loss", "time"] and [r[0] for r in rows[1:]] == ["0", "1", "2"]
+    assert rows[0] == ["epoch", "loss"] and [r[0] for r in rows[1:]] == ["0", "1", "2"]
     np.testing.assert_allclose([float(r[1]) for r in rows[1:]], h.history["loss"])
 
 
@@ -499,3 +499,84 @@ def test_a_dataset_without_labels_is_refused_by_fit(data):
     model.compile("adam", "sparse_categorical_crossentropy")
     with pytest.raises(ValueError, match=r"\[fit\] the dataset has no labels"):
         model.fit(tessera.data.Dataset.from_tensor_slices(x).batch(8), verbose=0)
+
+
+def test_callbacks_of_evaluate_predict_and_validation_as_keras(data):
+    """Keras calls on_test_* from evaluate and fit's validation, on_predict_*
+    from predict, and gives every hook a dict of logs (never None)."""
+    x, y = data
+    model = nn.Sequential(_mlp_layers(), input_shape=(6,))
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    calls = []
+
+    class Record(nn.callbacks.Callback):
+        pass
+
+    rec = Record()
+    for hook in nn.callbacks.LambdaCallback._HOOKS:
+        if "batch" in hook or hook.endswith("epoch_begin") or hook.endswith("epoch_end"):
+            setattr(rec, hook, lambda i, logs=None, _h=hook: calls.append((_h, i, logs)))
+        else:
+            setattr(rec, hook, lambda logs=None, _h=hook: calls.append((_h, None, logs)))
+    h = model.fit(x, y, batch_size=48, epochs=2, verbose=0, validation_data=(x[:50], y[:50]),
+                  callbacks=[rec])
+    assert all(isinstance(logs, dict) for _, _, logs in calls), calls
+    hooks = [c[0] for c in calls]
+    assert hooks[0] == "on_train_begin" and hooks[-1] == "on_train_end"
+    # validation at each epoch's end: test hooks between the last batch and on_epoch_end
+    first_end = hooks.index("on_epoch_end")
+    assert hooks[first_end - 4:first_end] == ["on_test_begin", "on_test_batch_begin",
+                                              "on_test_batch_end", "on_test_end"], hooks
+    assert hooks.count("on_test_begin") == 2 and hooks.count("on_test_end") == 2
+    assert set(h.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    test_end = [c[2] for c in calls if c[0] == "on_test_end"]
+    assert test_end[-1]["loss"] == pytest.approx(h.history["val_loss"][-1])
+
+    calls.clear()
+    res = model.evaluate(x, y, batch_size=40, verbose=0, callbacks=[rec], return_dict=True)
+    hooks = [c[0] for c in calls]
+    n = -(-len(x) // 40)
+    assert hooks == ["on_test_begin"] + ["on_test_batch_begin", "on_test_batch_end"] * n + \
+        ["on_test_end"]
+    assert calls[-1][2] == res and calls[-2][2] == res  # the last batch's running logs
+    assert rec.params == {"verbose": 0, "epochs": 1, "steps": None}
+
+    calls.clear()
+    out = model.predict(x, batch_size=40, verbose=0, callbacks=[rec])
+    hooks = [c[0] for c in calls]
+    assert hooks == ["on_predict_begin"] + ["on_predict_batch_begin",
+                                            "on_predict_batch_end"] * n + ["on_predict_end"]
+    got = np.concatenate([c[2]["outputs"] for c in calls if c[0] == "on_predict_batch_end"])
+    np.testing.assert_array_equal(got, out)
+
+
+def test_lambda_callback_takes_keras_hooks():
+    seen = []
+    cb = nn.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: seen.append(b),
+                                     on_test_begin=lambda logs: seen.append("test"))
+    cb.on_train_batch_end(3, {})
+    cb.on_test_begin({})
+    assert seen == [3, "test"]
+    with pytest.raises(TypeError, match=r"\[LambdaCallback\] 'on_tset_begin' is not a callback"):
+        nn.callbacks.LambdaCallback(on_tset_begin=print)
+
+
+def test_pooling_names_and_summary_as_keras(capsys):
+    model = nn.Sequential([nn.Conv2D(4, 3), nn.MaxPooling2D(2), nn.AveragePooling2D(1),
+                           nn.Flatten(), nn.Dense(2)], input_shape=(8, 8, 1))
+    names = [layer.name for layer in model.layers]
+    assert any(n.startswith("max_pooling2d") for n in names), names
+    assert any(n.startswith("average_pooling2d") for n in names), names
+    assert nn.MaxPool2D is nn.MaxPooling2D and nn.AvgPool1D is nn.AveragePooling1D
+    model.summary()
+    out = capsys.readouterr().out
+    params = model.count_params()  # 456 bytes: Keras prints bytes below 1 KB
+    assert params * 4 < 1024 and f"Total params: {params:,} ({params * 4:.2f} B)" in out, out
+    big = nn.Sequential([nn.Dense(300)], input_shape=(10,))
+    big.summary()
+    assert f"Total params: 3,300 ({3300 * 4 / 1024:.2f} KB)" in capsys.readouterr().out
+    assert "(MaxPooling2D)" in out
+    unbuilt = nn.Sequential([nn.Dense(3, name="d1"), nn.Dense(2, name="d2")])
+    unbuilt.summary()  # Keras prints an unbuilt Sequential too
+    out = capsys.readouterr().out
+    assert "d1 (Dense)" in out and "0 (unbuilt)" in out and "Total params: 0 (0.00 B)" in out

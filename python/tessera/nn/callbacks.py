@@ -46,6 +46,16 @@ class Callback:
     def on_train_batch_begin(self, batch, logs=None): pass
     def on_train_batch_end(self, batch, logs=None): pass
 
+    # evaluate (and fit's validation) and predict, as Keras calls them
+    def on_test_begin(self, logs=None): pass
+    def on_test_end(self, logs=None): pass
+    def on_test_batch_begin(self, batch, logs=None): pass
+    def on_test_batch_end(self, batch, logs=None): pass
+    def on_predict_begin(self, logs=None): pass
+    def on_predict_end(self, logs=None): pass
+    def on_predict_batch_begin(self, batch, logs=None): pass
+    def on_predict_batch_end(self, batch, logs=None): pass
+
     # Keras's older names of the batch hooks.
     def on_batch_begin(self, batch, logs=None): pass
     def on_batch_end(self, batch, logs=None): pass
@@ -58,18 +68,20 @@ def History():  # noqa: N802 - Keras's name, the model's History object
 
 
 class CallbackList:
-    """Calls every callback's hook in order (the History first)."""
+    """Calls every callback's hook in order. As Keras's, a hook given no
+    logs gets an empty dict, never None."""
 
-    def __init__(self, callbacks, history, model, params):
+    def __init__(self, callbacks, history=None, model=None, params=None, where="fit"):
         callbacks = [] if callbacks is None else list(callbacks)
         for c in callbacks:
             if not isinstance(c, Callback):
-                raise TypeError(f"[fit] callbacks must be tessera.nn.callbacks.Callback objects, "
-                                f"got {type(c).__name__}")
+                raise TypeError(f"[{where}] callbacks must be tessera.nn.callbacks.Callback "
+                                f"objects, got {type(c).__name__}")
         self.callbacks = callbacks
         self.stops_on_nan = any(isinstance(c, TerminateOnNaN) for c in callbacks)
-        history.model = model
-        history.params = params
+        if history is not None:
+            history.model = model
+            history.params = params
         for c in callbacks:
             c.set_model(model)
             c.set_params(params)
@@ -79,26 +91,52 @@ class CallbackList:
             getattr(c, hook)(*args)
 
     def on_train_begin(self, logs=None):
-        self._each("on_train_begin", logs)
+        self._each("on_train_begin", {} if logs is None else logs)
 
     def on_train_end(self, logs=None):
-        self._each("on_train_end", logs)
+        self._each("on_train_end", {} if logs is None else logs)
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._each("on_epoch_begin", epoch, logs)
+        self._each("on_epoch_begin", epoch, {} if logs is None else logs)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._each("on_epoch_end", epoch, logs)
+        self._each("on_epoch_end", epoch, {} if logs is None else logs)
 
     def on_train_batch_begin(self, batch, logs=None):
+        logs = {} if logs is None else logs
         for c in self.callbacks:
             c.on_train_batch_begin(batch, logs)
             c.on_batch_begin(batch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
+        logs = {} if logs is None else logs
         for c in self.callbacks:
             c.on_train_batch_end(batch, logs)
             c.on_batch_end(batch, logs)
+
+    def on_test_begin(self, logs=None):
+        self._each("on_test_begin", {} if logs is None else logs)
+
+    def on_test_end(self, logs=None):
+        self._each("on_test_end", {} if logs is None else logs)
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self._each("on_test_batch_begin", batch, {} if logs is None else logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._each("on_test_batch_end", batch, {} if logs is None else logs)
+
+    def on_predict_begin(self, logs=None):
+        self._each("on_predict_begin", {} if logs is None else logs)
+
+    def on_predict_end(self, logs=None):
+        self._each("on_predict_end", {} if logs is None else logs)
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        self._each("on_predict_batch_begin", batch, {} if logs is None else logs)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._each("on_predict_batch_end", batch, {} if logs is None else logs)
 
 
 def _chief() -> bool:
@@ -415,21 +453,29 @@ class TerminateOnNaN(Callback):
 
 
 class LambdaCallback(Callback):
-    """A callback from functions: on_epoch_begin/on_epoch_end(epoch, logs),
-    on_batch_begin/on_batch_end(batch, logs), on_train_begin/on_train_end(logs)."""
+    """A callback from functions, as Keras's: on_epoch_begin/on_epoch_end(epoch,
+    logs), on_train_begin/on_train_end(logs), on_train_batch_begin/
+    on_train_batch_end(batch, logs), and by keyword any other hook
+    (on_batch_end, on_test_begin, on_predict_batch_end, ...)."""
 
-    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_batch_begin=None,
-                 on_batch_end=None, on_train_begin=None, on_train_end=None):
+    _HOOKS = ("on_epoch_begin", "on_epoch_end", "on_train_begin", "on_train_end",
+              "on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end",
+              "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",
+              "on_predict_begin", "on_predict_end", "on_predict_batch_begin",
+              "on_predict_batch_end")
+
+    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_train_begin=None,
+                 on_train_end=None, on_train_batch_begin=None, on_train_batch_end=None,
+                 **hooks):
         super().__init__()
-        if on_epoch_begin:
-            self.on_epoch_begin = on_epoch_begin
-        if on_epoch_end:
-            self.on_epoch_end = on_epoch_end
-        if on_batch_begin:
-            self.on_batch_begin = on_batch_begin
-        if on_batch_end:
-            self.on_batch_end = on_batch_end
-        if on_train_begin:
-            self.on_train_begin = on_train_begin
-        if on_train_end:
-            self.on_train_end = on_train_end
+        for name in hooks:
+            if name not in self._HOOKS:
+                raise TypeError(f"[LambdaCallback] {name!r} is not a callback hook; the hooks: "
+                                f"{', '.join(self._HOOKS)}")
+        hooks.update(on_epoch_begin=on_epoch_begin, on_epoch_end=on_epoch_end,
+                     on_train_begin=on_train_begin, on_train_end=on_train_end,
+                     on_train_batch_begin=on_train_batch_begin,
+                     on_train_batch_end=on_train_batch_end)
+        for name, fn in hooks.items():
+            if fn is not None:
+                setattr(self, name, fn)

@@ -759,32 +759,34 @@ class _Pool(Layer):
                 f"strides=[{self.strides[0]}, {self.strides[1]}], padding=\"{self.padding}\")")
 
 
-class MaxPool1D(_Pool):
-    """Max pooling over steps, like keras.layers.MaxPool1D."""
+class MaxPooling1D(_Pool):
+    """Max pooling over steps, like keras.layers.MaxPooling1D (MaxPool1D)."""
 
-    kind, rank, op = "MaxPool1D", 1, "max"
-
-
-class AvgPool1D(_Pool):
-    """Average pooling over steps, like keras.layers.AvgPool1D."""
-
-    kind, rank, op = "AvgPool1D", 1, "avg"
+    kind, rank, op = "MaxPooling1D", 1, "max"
 
 
-class MaxPool2D(_Pool):
-    """Max pooling over height and width, like keras.layers.MaxPool2D."""
+class AveragePooling1D(_Pool):
+    """Average pooling over steps, like keras.layers.AveragePooling1D (AvgPool1D)."""
 
-    kind, rank, op = "MaxPool2D", 2, "max"
-
-
-class AvgPool2D(_Pool):
-    """Average pooling over height and width, like keras.layers.AvgPool2D."""
-
-    kind, rank, op = "AvgPool2D", 2, "avg"
+    kind, rank, op = "AveragePooling1D", 1, "avg"
 
 
-MaxPooling1D, AveragePooling1D = MaxPool1D, AvgPool1D
-MaxPooling2D, AveragePooling2D = MaxPool2D, AvgPool2D
+class MaxPooling2D(_Pool):
+    """Max pooling over height and width, like keras.layers.MaxPooling2D (MaxPool2D)."""
+
+    kind, rank, op = "MaxPooling2D", 2, "max"
+
+
+class AveragePooling2D(_Pool):
+    """Average pooling over height and width, like keras.layers.AveragePooling2D
+    (AvgPool2D)."""
+
+    kind, rank, op = "AveragePooling2D", 2, "avg"
+
+
+# Keras's other names of the same classes (files naming either load)
+MaxPool1D, AvgPool1D = MaxPooling1D, AveragePooling1D
+MaxPool2D, AvgPool2D = MaxPooling2D, AveragePooling2D
 
 
 class _GlobalPool(Layer):

@@ -85,10 +85,19 @@ def _own_initializer(p) -> bool:
     return type(init).__module__ == initializers.__name__
 
 
+def _readable_bytes(n: float) -> str:
+    """Keras's summary's sizes: 1024-based units with two decimals."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024:
+            return f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} PB"
+
+
 class History:
     """Per-epoch logs of a fit: `history["loss"]`, `["accuracy"]`,
-    `["val_loss"]`, `["val_accuracy"]`, ..., `["time"]`; `epoch` lists the
-    epochs run."""
+    `["val_loss"]`, `["val_accuracy"]`, ... (the epoch logs, as Keras's);
+    `epoch` lists the epochs run."""
 
     def __init__(self):
         self.history: dict = {}
@@ -346,10 +355,16 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                          f"{[l.name for l in self.layers]}")
 
     def summary(self, print_fn=print):
-        """Prints each layer's type, output shape and parameter count."""
-        self._check_built("summary")
+        """Prints each layer's type, output shape and parameter count, and
+        the totals with their bytes, as Keras's summary. An unbuilt model
+        (a Sequential without an input shape) lists its layers with shape
+        "?" and "0 (unbuilt)" parameters, as Keras does."""
+        built = self.built and bool(self._inputs)
         rows = [("Layer (type)", "Output Shape", "Param #")]
         for layer in self.layers:
+            if not built:
+                rows.append((f"{layer.name} ({layer.kind})", "?", "0 (unbuilt)"))
+                continue
             shape = str(_with_batch(layer._out_shape) if layer._out_shape is not None else
                         (None,))
             rows.append((f"{layer.name} ({layer.kind})", shape, f"{layer.count_params():,}"))
@@ -360,11 +375,19 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         for n, r in enumerate(rows):
             print_fn("".join(c.ljust(w) for c, w in zip(r, widths)))
             print_fn(line if n == 0 else "-" * sum(widths))
-        trainable = sum(math.prod(self.weights[v].shape) for v in self._params(True))
-        total = sum(math.prod(a.shape) for a in self.weights.values())
-        print_fn(f"Total params: {total:,}")
-        print_fn(f"Trainable params: {trainable:,}")
-        print_fn(f"Non-trainable params: {total - trainable:,}")
+        counts = {True: [0, 0], False: [0, 0]}  # trainable: [parameters, bytes]
+        if built:
+            for v in self._params(True) + self._params(False):
+                layer, p = self._owner[v]
+                shape, dtype = value_spec(layer, p.name)
+                n = math.prod(shape)
+                c = counts[v in self._params(True)]
+                c[0] += n
+                c[1] += n * np.dtype(dtype).itemsize
+        total = [counts[True][k] + counts[False][k] for k in range(2)]
+        for what, (n, size) in (("Total", total), ("Trainable", counts[True]),
+                                ("Non-trainable", counts[False])):
+            print_fn(f"{what} params: {n:,} ({_readable_bytes(size)})")
 
     def get_weights(self) -> list:
         """The weights as a list of NumPy arrays (copies), layer by layer in
@@ -1080,13 +1103,13 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                 logs = dict(logs)
                 if validation_data is not None and (epoch + 1) % validation_freq == 0:
                     vlogs = self._validate(validation_data, validation_batch_size or
-                                           max(batch_size, 256), validation_steps)
+                                           max(batch_size, 256), validation_steps, cbs)
                     logs.update({f"val_{k}": v for k, v in vlogs.items()})
-                logs["time"] = time.perf_counter() - start
+                took = time.perf_counter() - start
                 cbs.on_epoch_end(epoch, logs)  # may add to the logs (learning_rate)
                 history._add(epoch, logs)
                 if verbose:
-                    self._progress_end(epoch, epochs, logs)
+                    self._progress_end(epoch, epochs, logs, took)
                 if self.stop_training:
                     break
             cbs.on_train_end(dict(history.history and {k: v[-1] for k, v in
@@ -1320,21 +1343,24 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         sys.stdout.write(msg)
         sys.stdout.flush()
 
-    def _progress_end(self, epoch, epochs, logs):
+    def _progress_end(self, epoch, epochs, logs, took):
         parts = [f"Epoch {epoch + 1}/{epochs}"]
-        parts += [f"{k} {_fmt(v)}" for k, v in logs.items() if k != "time"]
-        parts.append(f"{logs['time']:.2f}s")
+        parts += [f"{k} {_fmt(v)}" for k, v in logs.items()]
+        parts.append(f"{took:.2f}s")
         end = "\r" if self._live() else ""
         sys.stdout.write(end + " - ".join(parts) + " " * 10 + "\n")
         sys.stdout.flush()
 
     # ------------------------------------------------------------------ inference
 
-    def _validate(self, validation_data, batch_size, steps) -> dict:
+    def _validate(self, validation_data, batch_size, steps, cbs=None) -> dict:
+        """fit's validation: evaluate, calling the fit's callbacks' on_test_*
+        hooks as Keras does."""
         from .. import data as _data  # noqa: PLC0415
 
         if isinstance(validation_data, _data.Dataset):
-            r = self.evaluate(validation_data, verbose=0, return_dict=True, steps=steps)
+            r = self.evaluate(validation_data, verbose=0, return_dict=True, steps=steps,
+                              _cbs=cbs)
         else:
             vd = tuple(validation_data)
             if len(vd) not in (2, 3):
@@ -1342,14 +1368,26 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                                  "or a Dataset")
             r = self.evaluate(vd[0], vd[1], batch_size=batch_size, verbose=0,
                               sample_weight=vd[2] if len(vd) == 3 else None, return_dict=True,
-                              steps=steps)
+                              steps=steps, _cbs=cbs)
         return r
 
+    def _inference_callbacks(self, callbacks, verbose, steps, where):
+        """The CallbackList of evaluate or predict (Keras's params: verbose,
+        epochs 1, steps)."""
+        from . import callbacks as _cb  # noqa: PLC0415
+
+        if isinstance(callbacks, _cb.Callback):
+            callbacks = [callbacks]
+        return _cb.CallbackList(callbacks, model=self, where=where,
+                                params={"verbose": verbose, "epochs": 1, "steps": steps})
+
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
-                 steps=None, callbacks=None, return_dict: bool = False):
+                 steps=None, callbacks=None, return_dict: bool = False, _cbs=None):
         """The loss (and metrics) over (x, y), in inference mode, like Keras:
         the loss alone without metrics, else [loss, metric...] (a dict with
-        return_dict)."""
+        return_dict). callbacks: their on_test_begin, on_test_batch_begin/
+        end (logs: the running loss and metrics) and on_test_end are called,
+        as Keras calls them (fit's validation calls fit's callbacks')."""
         from .. import data as _data  # noqa: PLC0415
 
         if self._compiled is None:
@@ -1376,22 +1414,35 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             data = tuple(xs + ys + ([sw] if weighted else []))
             bs = batch_size or 256
             batches = (tuple(a[i:i + bs] for a in data) for i in range(0, len(xs[0]), bs))
+        cbs = _cbs if _cbs is not None else self._inference_callbacks(callbacks, verbose, steps,
+                                                                      "evaluate")
         prog = self._program(("evaluate", weighted))
         sizes = self._metric_sizes()
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         total_loss, seen = 0.0, 0
         totals = [np.zeros(s) for s in sizes]
+        names = self.metrics_names[1:]
+
+        def running():
+            out = {"loss": total_loss / max(seen, 1)}
+            out.update(zip(names, self._metric_results(totals)))
+            return out
+
+        cbs.on_test_begin()
         for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
+            cbs.on_test_batch_begin(i)
             loss, mets = prog.run(args0 + list(arrays))
             n = len(arrays[0])
             total_loss += float(loss) * n
             seen += n
             for t, m in zip(totals, mets):
                 t += np.asarray(m, dtype=np.float64).reshape(t.shape)
-        result = {"loss": total_loss / max(seen, 1)}
-        result.update(zip(self.metrics_names[1:], self._metric_results(totals)))
+            if cbs.callbacks:
+                cbs.on_test_batch_end(i, running())
+        result = running()
+        cbs.on_test_end(dict(result))
         if verbose and verbose != "auto" or verbose == "auto" and sys.stdout.isatty():
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
@@ -1401,7 +1452,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs for x, in inference mode: one array (a list
-        for several outputs)."""
+        for several outputs). callbacks: their on_predict_begin,
+        on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
+        and on_predict_end are called, as Keras calls them."""
         from .. import data as _data  # noqa: PLC0415
 
         if isinstance(x, _data.Dataset):
@@ -1410,15 +1463,22 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
         else:
             xs = self._prepare_x(x, "predict")
+        cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         bs = batch_size or 256
         outs = []
+        cbs.on_predict_begin()
         for i, start in enumerate(range(0, len(xs[0]), bs)):
             if steps is not None and i >= steps:
                 break
+            cbs.on_predict_batch_begin(i)
             r = prog.run(args0 + [a[start:start + bs] for a in xs])
             outs.append(list(r) if len(self._outputs) > 1 else [r])
+            if cbs.callbacks:
+                got = [np.asarray(o) for o in outs[-1]]
+                cbs.on_predict_batch_end(i, {"outputs": got if len(got) > 1 else got[0]})
+        cbs.on_predict_end()
         results = []
         for k, t in enumerate(self._outputs):
             parts = [o[k] for o in outs]
