@@ -1,13 +1,14 @@
 // The cached agreement of the communication engine (engine.hpp): once the
 // members of a channel have offered the same entries in a round, the next
-// round agrees by an all-reduce of a 40-byte fingerprint instead of
-// all-gathering every rank's offer, and falls back to the full exchange
-// (resolve) only when the fingerprints differ.
+// round agrees by an all-reduce (the engine's recursive doubling) of a
+// 40-byte fingerprint instead of all-gathering every rank's offer, and falls
+// back to the full exchange (resolve) only when the fingerprints differ.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <tuple>
 
+#include "tessera/distributed/algorithms.hpp"
 #include "tessera/distributed/engine.hpp"
 
 namespace tessera::distributed::detail {
@@ -66,42 +67,45 @@ void combine(unsigned char* acc, const unsigned char* in, int64_t n, ReduceOp ro
   }
 }
 
-// The all-reduce's operation: the fingerprints' maxima, and the values
-// reduced when both sides carry the same kind (a hit: every member does).
-void combine_cached(void* in, void* inout, int* len, MPI_Datatype*) {
-  for (int k = 0; k < *len; ++k) {
-    CachedAgreement a, b;
-    std::memcpy(&a, static_cast<const char*>(in) + k * sizeof a, sizeof a);
-    std::memcpy(&b, static_cast<const char*>(inout) + k * sizeof b, sizeof b);
-    if (a.kind == b.kind && b.kind != 0) {
-      auto dt = static_cast<DType>((b.kind >> 8) & 0xff);
-      auto rop = static_cast<ReduceOp>((b.kind >> 16) & 0xff);
-      auto n = static_cast<int64_t>(b.kind >> 24);
-      switch (dt) {
-        case DType::float32: combine<float>(b.value, a.value, n, rop); break;
-        case DType::float64: combine<double>(b.value, a.value, n, rop); break;
-        case DType::int64: combine<int64_t>(b.value, a.value, n, rop); break;
-        default: combine<bool>(b.value, a.value, n, rop); break;
-      }
-    } else {
-      b.kind = std::max(a.kind, b.kind);
+// left OP right of two ranks' CachedAgreement (left: the lower ranks'):
+// the fingerprints' maxima, and the values reduced, left + right, when both
+// carry the same kind (a hit: every member does). The order of the values
+// is that of recursive doubling (algorithms.hpp: reduce_doubling_order), the
+// same as the full round's.
+CachedAgreement merged(const CachedAgreement& left, const CachedAgreement& right) {
+  CachedAgreement out = left;
+  if (left.kind == right.kind && left.kind != 0) {
+    auto dt = static_cast<DType>((left.kind >> 8) & 0xff);
+    auto rop = static_cast<ReduceOp>((left.kind >> 16) & 0xff);
+    auto n = static_cast<int64_t>(left.kind >> 24);
+    switch (dt) {
+      case DType::float32: combine<float>(out.value, right.value, n, rop); break;
+      case DType::float64: combine<double>(out.value, right.value, n, rop); break;
+      case DType::int64: combine<int64_t>(out.value, right.value, n, rop); break;
+      default: combine<bool>(out.value, right.value, n, rop); break;
     }
-    b.high = std::max(a.high, b.high);
-    b.low_not = std::max(a.low_not, b.low_not);
-    std::memcpy(static_cast<char*>(inout) + k * sizeof b, &b, sizeof b);
+  } else {
+    out.kind = std::max(left.kind, right.kind);
   }
+  out.high = std::max(left.high, right.high);
+  out.low_not = std::max(left.low_not, right.low_not);
+  return out;
+}
+
+// Whether op's data rides in a cached round's message (a lone small
+// all-reduce carried inline).
+bool carried(const Op& op) {
+  int64_t n = op.x.nbytes();
+  return op.kind == Kind::all_reduce && op.inline_now && n > 0 && n <= kCachedValueBytes;
 }
 
 }  // namespace
 
-void Engine::make_cached_type() {
-  MPI_Type_contiguous(sizeof(CachedAgreement), MPI_BYTE, &cached_type_);
-  MPI_Type_commit(&cached_type_);
-  MPI_Op_create(&combine_cached, /*commute=*/1, &cached_op_);
-}
-
 bool Engine::order_sensitive(const Channel& ch) {
   if (ch.size < 3) return false;  // a + b is b + a, bitwise
+  // A lone small sum rides in the cached round's message and is reduced
+  // there in the order of recursive doubling, as the full round reduces it.
+  if (ch.offered.size() == 1 && carried(*ch.offered.front())) return false;
   for (const OpPtr& op : ch.offered) {
     DType dt = op->x.dtype();
     if (op->inline_now && (dt == DType::float32 || dt == DType::float64) &&
@@ -115,8 +119,9 @@ bool Engine::order_sensitive(const Channel& ch) {
 void Engine::start_cached(Channel& ch, const char* offer, size_t offer_bytes, bool finished) {
   CachedAgreement& mine = ch.cached_mine;
   mine = CachedAgreement();
-  // An inline sum of floats among 3 or more ranks is summed in rank order
-  // (bitwise (x0 + x1) + x2 ...), which an all-reduce cannot promise: a
+  // Inline sums of floats among 3 or more ranks that the message cannot
+  // carry (several, or more than kCachedValueBytes) would run as an
+  // all-reduce of their own, in another order than the full round's: a
   // fingerprint of this rank alone makes the round miss, and the full
   // exchange carries the data.
   uint64_t f = finished           ? kFinishedFingerprint
@@ -124,25 +129,61 @@ void Engine::start_cached(Channel& ch, const char* offer, size_t offer_bytes, bo
                                    : fingerprint(offer, offer_bytes);
   mine.high = f;
   mine.low_not = ~f;
-  if (!finished && ch.offered.size() == 1 && !order_sensitive(ch)) {
+  if (!finished && ch.offered.size() == 1 && carried(*ch.offered.front())) {
     const Op& op = *ch.offered.front();
-    int64_t n = op.x.nbytes();
-    if (op.kind == Kind::all_reduce && op.inline_now && n > 0 && n <= kCachedValueBytes) {
-      mine.kind = value_kind(op.x.dtype(), op.rop, op.x.size());
-      std::memcpy(mine.value, op.x.raw(), n);
-    }
+    mine.kind = value_kind(op.x.dtype(), op.rop, op.x.size());
+    std::memcpy(mine.value, op.x.raw(), op.x.nbytes());
   }
-  check(MPI_Iallreduce(&ch.cached_mine, &ch.cached_all, 1, cached_type_, cached_op_, ch.agree_comm,
-                       &ch.cached_req),
-        "collective", "MPI_Iallreduce");
+  // The engine's own recursive doubling (algorithms.hpp) of one
+  // CachedAgreement over point-to-point messages on agree_comm, which
+  // carries nothing else: ⌈log2 N⌉ messages of 40 bytes (one more on the
+  // ranks of a non-power-of-two's fold), reduced in a fixed order.
+  ch.cached_all = mine;
+  ch.cached_steps = schedule(Algorithm::doubling, ch.rank, ch.size, 1);
+  ch.cached_step = 0;
   ch.cached_active = true;
+  post_cached_step(ch);
+}
+
+void Engine::post_cached_step(Channel& ch) {
+  const Step& s = ch.cached_steps[ch.cached_step];
+  // One tag for every step: two ranks exchange at most one message each
+  // way per round, and MPI does not overtake on one tag, so messages of
+  // consecutive rounds match in order.
+  const int tag = 0;
+  ch.cached_reqs[0] = ch.cached_reqs[1] = MPI_REQUEST_NULL;
+  if (s.recv_from >= 0) {
+    void* into = s.reduce ? &ch.cached_in : &ch.cached_all;
+    check(MPI_Irecv(into, sizeof(CachedAgreement), MPI_BYTE, s.recv_from, tag, ch.agree_comm,
+                    &ch.cached_reqs[0]),
+          "collective", "MPI_Irecv");
+  }
+  if (s.send_to >= 0) {
+    const CachedAgreement* from = s.send_from_x ? &ch.cached_mine : &ch.cached_all;
+    check(MPI_Isend(from, sizeof(CachedAgreement), MPI_BYTE, s.send_to, tag, ch.agree_comm,
+                    &ch.cached_reqs[1]),
+          "collective", "MPI_Isend");
+  }
+}
+
+bool Engine::advance_cached(Channel& ch) {
+  while (ch.cached_step < ch.cached_steps.size()) {
+    int flag = 0;
+    check(MPI_Testall(2, ch.cached_reqs, &flag, MPI_STATUSES_IGNORE), "collective", "MPI_Testall");
+    if (!flag) return false;
+    const Step& s = ch.cached_steps[ch.cached_step];
+    if (s.reduce) {
+      const CachedAgreement& own = s.mine_from_x ? ch.cached_mine : ch.cached_all;
+      ch.cached_all = s.came_left ? merged(ch.cached_in, own) : merged(own, ch.cached_in);
+    }
+    if (++ch.cached_step < ch.cached_steps.size()) post_cached_step(ch);
+  }
+  ch.cached_active = false;
+  return true;
 }
 
 bool Engine::progress_cached(Channel& ch, std::vector<Completion>& done) {
-  int flag = 0;
-  check(MPI_Test(&ch.cached_req, &flag, MPI_STATUS_IGNORE), "collective", "MPI_Test");
-  if (!flag) return false;
-  ch.cached_active = false;
+  if (!advance_cached(ch)) return false;
   if (!ch.cached_all.hit()) {
     // Some member offered something else: the full exchange of the same
     // block says what (and gives the precise errors).

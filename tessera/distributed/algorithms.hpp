@@ -107,4 +107,15 @@ std::vector<int64_t> part_offsets(int64_t elements, int parts);
 // propagate NaN. Throws invalid_argument for bool. (ring.cpp)
 void combine(void* out, const void* left, const void* right, int64_t n, DType dt, ReduceOp rop);
 
+// out = what an all-reduce by Algorithm::doubling (schedule) of data[0],
+// ..., data[size - 1] (n elements of dt each) gives, computed in one
+// process: with p = 2^⌊log2 size⌋ and r = size - p, the values
+// v_i = data[2i] OP data[2i + 1] for i < r and v_i = data[i + r] otherwise,
+// then adjacent pairs of v, level by level, the lower operand on the left:
+// ((v0 OP v1) OP (v2 OP v3)) ... The engine's order for the sums of floats
+// carried in an agreement round (full or cached): fixed by size, whatever
+// the timing. Throws invalid_argument for bool or size < 1. (ring.cpp)
+void reduce_doubling_order(void* out, const char* const* data, int size, int64_t n, DType dt,
+                           ReduceOp rop);
+
 }  // namespace tessera::distributed::detail

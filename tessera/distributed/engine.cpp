@@ -243,7 +243,6 @@ void Engine::run() {
       MPI_Comm_dup(MPI_COMM_WORLD, c);
       MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
-    make_cached_type();
     // Named for tools (the PMPI counter of bench/pmpi reports per communicator).
     MPI_Comm_set_name(world_ch->round_comm, "tessera.round");
     MPI_Comm_set_name(world_ch->data_comm, "tessera.data");
@@ -409,10 +408,7 @@ bool Engine::finish() {
           }
         }
         if (steps[i] == Step::cached) {
-          int flag = 0;
-          if (MPI_Test(&ch.cached_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-          if (flag) {
-            ch.cached_active = false;
+          if (advance_cached(ch)) {
             ch.try_cached = false;
             if (ch.cached_all.hit()) {
               ch.round.cancel_posted();  // every member has finished
@@ -624,8 +620,9 @@ size_t Engine::resolve(Channel& ch, std::vector<Completion>& done) {
   for (int r = 0; r < ch.size; ++r) parse_offer(ch.round.blocks()[r], ch.offers[r]);
   std::vector<Offer>& offers = ch.offers;
   // Every member offered the same: the next round tries the cached agreement.
-  // (Not after a round of inline float sums among 3 or more ranks: the
-  // next like it would miss, see start_cached.)
+  // (Not after a round of inline float sums among 3 or more ranks that a
+  // cached round cannot carry: the next like it would miss, see
+  // start_cached.)
   // (Between 2 ranks the full exchange is one message of the offer, already
   // of constant size, and cheaper than an all-reduce with an operation of
   // tessera's: measured 0.9 against 1.7 µs per 8-byte all-reduce.)

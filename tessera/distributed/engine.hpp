@@ -120,8 +120,12 @@ struct Channel {
   // next round then first all-reduces a fingerprint of its offer.
   bool try_cached = false;
   bool cached_active = false;  // a cached round's all-reduce is in flight
-  CachedAgreement cached_mine, cached_all;
-  MPI_Request cached_req = MPI_REQUEST_NULL;
+  CachedAgreement cached_mine, cached_all, cached_in;
+  // Its all-reduce: the steps of recursive doubling (algorithms.hpp) and
+  // the requests of the one in flight (receive, send).
+  std::vector<Step> cached_steps;
+  size_t cached_step = 0;
+  MPI_Request cached_reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   // Bytes of inline data per rank and round (halved per exchange after the first).
   int64_t inline_budget = 0;
   uint64_t ring_serial = 0;               // own all-reduces posted so far (their tags)
@@ -395,13 +399,15 @@ class Engine {
   // starts the full exchange. Returns true if anything changed.
   bool progress_cached(Channel& ch, std::vector<Completion>& done);
   // Whether this rank's offer holds an inline sum of floats among 3 or more
-  // ranks (summed in rank order: never by the cached round's all-reduce).
+  // ranks that the cached round's message cannot carry (several, or more
+  // than kCachedValueBytes): those take the full round.
   static bool order_sensitive(const Channel& ch);
   // After a full exchange: whether every member offered the same entries.
   static bool offers_identical(const Channel& ch);
-  void make_cached_type();
-  MPI_Datatype cached_type_ = MPI_DATATYPE_NULL;
-  MPI_Op cached_op_ = MPI_OP_NULL;
+  // The cached round's all-reduce: posts its current step; advances it as
+  // far as messages allow, true once done (then cached_all holds the result).
+  void post_cached_step(Channel& ch);
+  bool advance_cached(Channel& ch);
   const bool agree_cache_ = [] {
     const char* env = std::getenv("TESSERA_AGREE_CACHE");
     return !env || std::string(env) != "0";

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace tessera::distributed::detail {
 
@@ -110,15 +111,59 @@ void combine(void* out, const void* left, const void* right, int64_t n, DType dt
   }
 }
 
+void reduce_doubling_order(void* out, const char* const* data, int size, int64_t n, DType dt,
+                           ReduceOp rop) {
+  if (size < 1) throw std::invalid_argument("[all_reduce] reduce_doubling_order: no ranks");
+  size_t bytes = static_cast<size_t>(n) * dtype_size(dt);
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  int r = size - p;
+  if (p == 1) {
+    if (bytes) std::memcpy(out, data[0], bytes);
+    return;
+  }
+  // Level by level, in place: v[i] holds the subtree whose leftmost leaf is
+  // i; the first level reads the ranks' data directly.
+  std::vector<char> v(bytes * static_cast<size_t>(p / 2));
+  auto leaf = [&](int i) { return i < r ? nullptr : data[i + r]; };
+  for (int i = 0; i < p; i += 2) {
+    char* into = p == 2 ? static_cast<char*>(out) : v.data() + bytes * static_cast<size_t>(i / 2);
+    const char* a = leaf(i);
+    const char* b = leaf(i + 1);
+    // A folded pair stands in for a leaf: its two ranks' data added first.
+    std::vector<char> fa, fb;
+    if (!a) {
+      fa.resize(bytes);
+      combine(fa.data(), data[2 * i], data[2 * i + 1], n, dt, rop);
+      a = fa.data();
+    }
+    if (!b) {
+      fb.resize(bytes);
+      combine(fb.data(), data[2 * (i + 1)], data[2 * (i + 1) + 1], n, dt, rop);
+      b = fb.data();
+    }
+    combine(into, a, b, n, dt, rop);
+  }
+  for (int width = 2; width < p; width *= 2) {
+    // v[j] (j = i / 2) holds the subtree of `width` leaves starting at leaf i.
+    for (int j = 0; j < p / 2; j += width) {
+      char* left = v.data() + bytes * static_cast<size_t>(j);
+      const char* right = v.data() + bytes * static_cast<size_t>(j + width / 2);
+      combine(width * 2 == p ? out : left, left, right, n, dt, rop);
+    }
+  }
+}
+
 Array Engine::reduce_in_rank_order(const Op& op, const char* const* data) const {
   Array out(op.x.dtype(), op.x.shape());
   int64_t n = out.size();
   if (n == 0) return out;
-  // Sums of floats: (data[0] + data[1]) + data[2] ..., in one pass each.
+  // Sums of floats: in the order of recursive doubling (reduce_doubling_order,
+  // as the cached round computes them): (data[0] + data[1]) + data[2] at 3
+  // ranks, (data[0] + data[1]) + (data[2] + data[3]) at 4 ...
   bool f32 = out.dtype() == DType::float32, f64 = out.dtype() == DType::float64;
-  if (op.rop == ReduceOp::sum && op.ch->size >= 2 && (f32 || f64)) {
-    sum_floats(out.raw(), data[1], data[0], n, f64);
-    for (int r = 2; r < op.ch->size; ++r) sum_floats(out.raw(), data[r], nullptr, n, f64);
+  if ((op.rop == ReduceOp::sum || op.rop == ReduceOp::mean) && op.ch->size >= 2 && (f32 || f64)) {
+    reduce_doubling_order(out.raw(), data, op.ch->size, n, out.dtype(), op.rop);
     return out;
   }
   std::memcpy(out.raw(), data[0], out.nbytes());

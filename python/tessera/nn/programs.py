@@ -619,9 +619,10 @@ class ProgramsMixin:
         """The training step of deterministic mode. This locality computes the
         gradients of its `local` chunks separately (of the chunk's loss times
         its share of the batch; an empty chunk gives zeros), adds aligned
-        blocks of them in the fixed order of _fixed_sum, all-gathers those
-        block sums bucket by bucket, and every locality finishes the same sum
-        in the same order: the bits do not depend on the number of localities
+        blocks of them in the fixed order of _fixed_sum, and bucket by bucket
+        each locality finishes the same sum in the same order on its slice of
+        the bucket (a reduce-scatter by all_to_all) before the summed slices
+        are all-gathered: the bits do not depend on the number of localities
         (nor, with deterministic tiling, of threads). The loss, the metrics'
         sums and the batch statistics, weighted, go the same way in one
         float64 bucket. The sums run over the data group `dgroup`. ZeRO
@@ -663,6 +664,8 @@ class ProgramsMixin:
             for s_ in starts:
                 terms = [f"g_{j}_{k}" for j in range(s_, s_ + block)]
                 lines.append(f"define(p_{s_}_{k}, {self._fixed_sum(terms)})")
+        width = 1 + n_sums + sum(2 * int(np.prod(weights[self._bn_var(bn, 2)].shape))
+                                 for bn, _ in stats)
         index = {v: k for k, v in enumerate(P)}
         groups = [[str(index[v]) for v in bucket] for bucket in self._bucket_plan(P)] + [["aux"]]
         for b, members in enumerate(groups):
@@ -674,11 +677,9 @@ class ProgramsMixin:
                     total = self._fixed_sum([f"p_{s_}_{k}" for s_ in starts])
                     lines.append(f"define({'total_aux' if k == 'aux' else grads[int(k)]}, {total})")
                 continue
-            rows = ", ".join("concatenate(list(" + ", ".join(f"ravel(p_{s_}_{k})" for k in members)
-                             + "))" for s_ in starts)
-            lines.append(f"define(parts_{b}, all_gather(stack(list({rows})), group=dgroup))")
-            total = self._fixed_sum([f"parts_{b}[{i}]" for i in range(n_ranks * len(starts))])
-            lines.append(f"define(total_{b}, {total})")
+            width_b = width if members == ["aux"] else sum(size[P[int(k)]] for k in members)
+            dtype_b = "float64" if members == ["aux"] else self.dtype
+            lines += self._reduce_scatter_sum_lines(b, members, starts, n_ranks, width_b, dtype_b)
             off = 0
             for k in members:
                 if k == "aux":
@@ -695,8 +696,6 @@ class ProgramsMixin:
         else:
             lines += upd.statements
         lines += self._bn_update_lines(stats, 1 + n_sums, self.dtype)
-        width = 1 + n_sums + sum(2 * int(np.prod(weights[self._bn_var(bn, 2)].shape))
-                                 for bn, _ in stats)
         lines.insert(0, f"define(aux_width, {width})")
         held_p = zero.shards if zero is not None and zero.stage == 3 else P
         opt_vars = self._opt_vars if zero is None else [s.name for s in zero.state]
@@ -711,6 +710,39 @@ class ProgramsMixin:
                 f"block(\n  {body}))\ntrain_step\n")
         self.train_code = text
         return _core.Program(text, "<model deterministic train step>")
+
+    def _reduce_scatter_sum_lines(self, b, members, starts, n_ranks, width, dtype) -> list:
+        """Deterministic mode without ZeRO 2/3: bucket b's whole sum on every
+        locality (total_b) by a reduce-scatter and an all-gather, ~2G bytes
+        received per locality instead of the N·G of all-gathering every
+        locality's partial sums. The flat bucket (`width` elements of
+        `dtype`, zeros appended up to a multiple of N) is cut in N slices;
+        slice q of every locality's aligned block sums goes to locality q
+        (all_to_all), which adds them in the order of _fixed_sum over
+        (locality, block), the order of the whole sum: the additions are
+        elementwise, so each element gets the same bits as before. Every
+        locality's summed slice is then all-gathered."""
+        rows = len(starts)
+        k = -(-width // n_ranks)
+        pad = k * n_ranks - width
+
+        def flat(s_):
+            parts = [f"ravel(p_{s_}_{m})" for m in members]
+            if pad:
+                parts.append(f"zeros({pad}, dtype=\"{dtype}\")")
+            return parts[0] if len(parts) == 1 else f"concatenate(list({', '.join(parts)}))"
+
+        if rows == 1:
+            send = f"reshape({flat(starts[0])}, [{n_ranks}, {k}])"
+        else:
+            stacked = ", ".join(flat(s_) for s_ in starts)
+            send = (f"reshape(transpose(reshape(stack(list({stacked})), [{rows}, {n_ranks}, {k}]), "
+                    f"[1, 0, 2]), [{n_ranks * rows}, {k}])")
+        mine = self._fixed_sum([f"rsparts_{b}[{i}]" for i in range(n_ranks * rows)])
+        whole = f"all_gather(rsum_{b}, group=dgroup)"
+        return [f"define(rsparts_{b}, all_to_all({send}, group=dgroup))",
+                f"define(rsum_{b}, {mine})",
+                f"define(total_{b}, {whole if not pad else f'{whole}[0:{width}]'})"]
 
     def _scatter_sum_lines(self, zero, b, members, starts) -> list:
         """ZeRO 2/3, deterministic: bucket b's partial sums of this member's

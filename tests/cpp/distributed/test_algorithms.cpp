@@ -189,6 +189,54 @@ TEST(AllReduceAlgorithms, EachAgreesWithThePlainReduction) {
   }
 }
 
+// The one-process order of recursive doubling (reduce_doubling_order), which
+// the agreement rounds use for inline float sums, gives bitwise what the
+// doubling schedule gives over (simulated) messages, and for N = 3 the rank
+// order (x0 + x1) + x2.
+TEST(AllReduceAlgorithms, DoublingOrderInOneProcessMatchesTheSchedule) {
+  for (int size = 1; size <= 17; ++size) {
+    for (DType dt : {DType::float32, DType::float64, DType::int64}) {
+      for (ReduceOp rop : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+        for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{37}}) {
+          std::vector<Bytes> in;
+          std::vector<const char*> data;
+          for (int r = 0; r < size; ++r) in.push_back(input(dt, r, n, static_cast<uint32_t>(n + 3 * size)));
+          for (const Bytes& b : in) data.push_back(b.data());
+          Bytes got(static_cast<size_t>(n) * width(dt));
+          reduce_doubling_order(got.data(), data.data(), size, n, dt, rop);
+          std::string what = "N=" + std::to_string(size) + " n=" + std::to_string(n) + " " +
+                             std::string(dtype_name(dt)) + " op=" + std::to_string(static_cast<int>(rop));
+          if (size == 1) {
+            ASSERT_EQ(got, in[0]) << what;
+            continue;
+          }
+          Outcome run = simulate(Algorithm::doubling, size, n, dt, rop, in, 5);
+          ASSERT_EQ(got, run.out[0]) << what;
+          if (size == 3 && rop == ReduceOp::sum && dt != DType::int64) {
+            for (int64_t i = 0; i < n; ++i) {
+              if (dt == DType::float32) {
+                float x[3];
+                for (int r = 0; r < 3; ++r) std::memcpy(&x[r], in[r].data() + 4 * i, 4);
+                float want = (x[0] + x[1]) + x[2], have;
+                std::memcpy(&have, got.data() + 4 * i, 4);
+                ASSERT_EQ(std::memcmp(&want, &have, 4), 0) << what << " element " << i;
+              } else {
+                double x[3];
+                for (int r = 0; r < 3; ++r) std::memcpy(&x[r], in[r].data() + 8 * i, 8);
+                double want = (x[0] + x[1]) + x[2], have;
+                std::memcpy(&have, got.data() + 8 * i, 8);
+                ASSERT_EQ(std::memcmp(&want, &have, 8), 0) << what << " element " << i;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_THROW(reduce_doubling_order(nullptr, nullptr, 0, 1, DType::float64, ReduceOp::sum),
+               std::invalid_argument);
+}
+
 // Hosts: consecutive ranks, interleaved, uneven, one rank each, all on one.
 std::vector<std::vector<int>> host_maps(int size) {
   std::vector<std::vector<int>> maps;
