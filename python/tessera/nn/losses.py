@@ -14,7 +14,11 @@ import numbers
 __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "Huber", "LogCosh", "KLDivergence", "Poisson",
            "SparseCategoricalCrossentropy", "CategoricalCrossentropy", "BinaryCrossentropy",
-           "FunctionLoss", "get"]
+           "FunctionLoss", "get", "mean_squared_error", "mse", "mean_absolute_error", "mae",
+           "mean_absolute_percentage_error", "mape", "mean_squared_logarithmic_error", "msle",
+           "huber", "log_cosh", "logcosh", "kl_divergence", "kld", "kullback_leibler_divergence",
+           "poisson", "sparse_categorical_crossentropy", "categorical_crossentropy",
+           "binary_crossentropy"]
 
 # Keras's epsilon where its losses clip.
 _EPS = "1e-7"
@@ -59,6 +63,51 @@ class Loss:
 
     def get_config(self) -> dict:
         return {"name": self.name}
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """Keras's `loss_fn(y_true, y_pred, sample_weight=None)` on arrays,
+        run now: each sample's loss (the last axis reduced), weighted, summed
+        and divided by the number of values (Keras's "sum_over_batch_size"
+        reduction, with or without weights). A float32 (float64 for float64
+        outputs) NumPy scalar."""
+        values = self.values(y_true, y_pred)
+        return _reduce(values, sample_weight, type(self).__name__)
+
+    def values(self, y_true, y_pred):
+        """Each sample's loss on arrays (no reduction), as Keras's loss
+        functions (`keras.losses.mean_squared_error(y, p)`) give it."""
+        import numpy as np  # noqa: PLC0415
+
+        from .. import _core  # noqa: PLC0415
+
+        where = type(self).__name__
+        p = np.asarray(y_pred)
+        if p.dtype != np.float64:
+            p = p.astype(np.float32)
+        y = np.asarray(y_true)
+        if self.sparse_labels:
+            if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
+                raise ValueError(f"[{where}] y_true must hold integer class labels, got dtype "
+                                 f"{y.dtype}")
+            y = y.astype(np.int64)
+            if y.ndim == p.ndim and y.shape[-1:] == (1,):
+                y = y[..., 0]  # Keras accepts labels of shape (batch, 1)
+            if y.shape != p.shape[:-1]:
+                raise ValueError(f"[{where}] y_true has shape {y.shape}; for y_pred of shape "
+                                 f"{p.shape} it must be {p.shape[:-1]} (class indices)")
+        else:
+            y = y.astype(p.dtype)
+            if y.shape != p.shape:
+                raise ValueError(f"[{where}] y_true has shape {y.shape} and y_pred {p.shape}: "
+                                 "they must be the same")
+        if p.ndim == 0:
+            raise ValueError(f"[{where}] y_pred must have at least one axis, got a scalar")
+        prog = self.__dict__.get("_eager_program")
+        if prog is None:
+            prog = _core.Program(f"lambda(y, p, {self.per_sample('y', 'p')})", f"<{where}>")
+            self.__dict__["_eager_program"] = prog
+        return np.asarray(prog.run([np.ascontiguousarray(y), np.ascontiguousarray(p)]),
+                          dtype=p.dtype)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
@@ -246,6 +295,12 @@ class FunctionLoss(Loss):
         self.fn = fn
         self.name = getattr(fn, "__name__", "loss")
 
+    def values(self, y_true, y_pred):
+        """The function's per-sample values on arrays (called as it is)."""
+        import numpy as np  # noqa: PLC0415
+
+        return np.asarray(self.fn(np.asarray(y_true), np.asarray(y_pred)))
+
     def _values(self, y, p, ctx, label_spec, out_shape) -> str:
         from .functional import apply_function  # noqa: PLC0415
 
@@ -262,10 +317,72 @@ class FunctionLoss(Loss):
         return {"name": self.name}
 
 
+def _reduce(values, sample_weight, where):
+    """Keras's "sum_over_batch_size": sum(values * weights) / values.size."""
+    import numpy as np  # noqa: PLC0415
+
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=values.dtype)
+        if w.ndim > values.ndim and w.shape[values.ndim:] == (1,) * (w.ndim - values.ndim):
+            w = w.reshape(w.shape[:values.ndim])  # (batch, 1) weights of (batch,) losses
+        w = w.reshape(w.shape + (1,) * (values.ndim - w.ndim))
+        try:
+            values = values * np.broadcast_to(w, values.shape)
+        except ValueError:
+            raise ValueError(f"[{where}] sample_weight of shape {np.shape(sample_weight)} does "
+                             f"not match the losses of shape {values.shape}") from None
+    if values.size == 0:
+        return values.dtype.type(0)
+    return values.dtype.type(values.sum(dtype=np.float64) / values.size)
+
+
+def _function(cls, doc, **fixed):
+    """Keras's loss function of class `cls`: each sample's loss."""
+
+    def fn(y_true, y_pred, **kwargs):
+        if kwargs.get("axis", -1) != -1:
+            raise ValueError(f"[{name}] axis={kwargs['axis']!r} is not supported: the classes "
+                             "are on the last axis (axis=-1)")
+        kwargs.pop("axis", None)
+        if kwargs.get("ignore_class") is not None:
+            raise ValueError(f"[{name}] ignore_class is not supported")
+        kwargs.pop("ignore_class", None)
+        return cls(**fixed, **kwargs).values(y_true, y_pred)
+
+    name = doc
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"keras.losses.{name}(y_true, y_pred, ...): each sample's loss of "
+                  f"{cls.__name__}, on arrays (no reduction).")
+    fn._tessera_loss = cls
+    return fn
+
+
+mean_squared_error = mse = MSE = _function(MeanSquaredError, "mean_squared_error")
+mean_absolute_error = mae = MAE = _function(MeanAbsoluteError, "mean_absolute_error")
+mean_absolute_percentage_error = mape = MAPE = _function(MeanAbsolutePercentageError,
+                                                         "mean_absolute_percentage_error")
+mean_squared_logarithmic_error = msle = MSLE = _function(MeanSquaredLogarithmicError,
+                                                         "mean_squared_logarithmic_error")
+huber = _function(Huber, "huber")
+log_cosh = logcosh = _function(LogCosh, "log_cosh")
+kl_divergence = kld = KLD = kullback_leibler_divergence = _function(KLDivergence,
+                                                                   "kl_divergence")
+poisson = _function(Poisson, "poisson")
+sparse_categorical_crossentropy = _function(SparseCategoricalCrossentropy,
+                                            "sparse_categorical_crossentropy")
+categorical_crossentropy = _function(CategoricalCrossentropy, "categorical_crossentropy")
+binary_crossentropy = _function(BinaryCrossentropy, "binary_crossentropy")
+
+
 def get(loss) -> Loss:
-    """A loss object from a name (Keras's names and aliases) or a Loss."""
+    """A loss object from a name (Keras's names and aliases), a Loss, or one
+    of Keras's loss functions (`keras.losses.mse`: its class, as compile
+    takes it)."""
     if isinstance(loss, Loss):
         return loss
+    cls = getattr(loss, "_tessera_loss", None)
+    if cls is not None:
+        return cls()
     if isinstance(loss, str):
         cls = _BY_NAME.get(loss.lower())
         if cls is None:

@@ -540,7 +540,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         return [v] * n
 
     def _get_loss(self, loss):
-        if callable(loss) and not isinstance(loss, (_losses.Loss, str)):
+        if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
+                getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
         return _losses.get(loss)
 

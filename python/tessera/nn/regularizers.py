@@ -20,7 +20,8 @@ import numbers
 
 from ._config import Configurable
 
-__all__ = ["Regularizer", "L1", "L2", "L1L2", "OrthogonalRegularizer", "get", "serialize",
+__all__ = ["Regularizer", "L1", "L2", "L1L2", "OrthogonalRegularizer", "l1", "l2", "l1_l2",
+           "orthogonal_regularizer", "get", "serialize",
            "deserialize"]
 
 
@@ -125,6 +126,10 @@ class OrthogonalRegularizer(Regularizer):
 _CLASSES = {c.__name__: c for c in (L1, L2, L1L2, OrthogonalRegularizer)}
 _BY_NAME = {"l1": L1, "l2": L2, "l1_l2": L1L2, "l1l2": L1L2,
             "orthogonal_regularizer": OrthogonalRegularizer}
+
+
+# Keras's lower-case names of the same classes (keras.regularizers.l2(1e-4))
+l1, l2, l1_l2, orthogonal_regularizer = L1, L2, L1L2, OrthogonalRegularizer
 
 
 def serialize(regularizer: Regularizer) -> dict:
