@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from .. import _core
-from ..optim import Lamb
+from .clipping import SplitNorms
 from .layers import Context
 from .symbolic import GraphWriter
 from .zero import ZeroPlan
@@ -454,40 +454,36 @@ class ProgramsMixin:
         body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
 
-    def _check_norms_of_split(self, opt, P):
-        """Norms of weights split over a tensor group (tessera.nn.parallel)
-        would be norms of this member's slices: refused, not a different
-        answer on every member."""
-
-        what = "clipnorm (a global norm of the gradients)" if opt.clipnorm is not None else \
-            "Lamb (trust ratios from the norms of each weight)" if isinstance(opt, Lamb) else None
-        if what is None:
-            return
-        for v in P:
-            layer = self._owner[v][0]
-            if getattr(layer, "tensor_size", 1) > 1:
-                raise ValueError(f"[fit] {type(opt).__name__}: {what} is not supported yet with "
-                                 f"layers split over a tensor group; layer {layer.name!r} is "
-                                 f"split over {layer.tensor_size} members")
-
     def _update_setup(self, P, S):
         """What both training programs start with: the argument list, the
         gradient names, the optimizer's update code (its state variables are
         kept on the model) and the argnums of value_and_grad."""
         opt = self._compiled.optimizer
-        self._check_norms_of_split(opt, P)
         grads = [f"grad_{k}" for k in range(len(P))]
+        # Weights split over a tensor group: the norms of clipnorm and Lamb
+        # are those of the whole weights (clipping.py)
+        norms = SplitNorms.of(self, P, opt)
+        first, more = [], {}
+        if norms is not None:
+            if opt.clipnorm is not None:
+                first = norms.norm_lines(P, grads, self._fixed_sum)
+                more["global_norm"] = "tnorm"
+            more["sum_squares"] = norms.lamb_sumsq(P, self._fixed_sum)
+        self._split_norms = norms
         upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
-                              iteration_expr="iteration")
+                              iteration_expr="iteration", **more)
+        upd.statements[:0] = first
         self._opt_vars = [s.name for s in upd.state]
         self._opt_statevars = upd.state
         return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
 
-    def _zero_update_lines(self, zero, P, grads, zero_grads=False, sliced=False) -> list:
+    def _zero_update_lines(self, zero, P, grads, zero_grads=False, sliced=False,
+                           norm=None) -> list:
         """ZeRO: this member's slices of the summed gradients (unless
         `zero_grads`: made already), of the parameters (stages 1 and 2; stage
         3 takes them as arguments), their update, and (stages 1 and 2) the
-        whole parameters all-gathered from the updated slices."""
+        whole parameters all-gathered from the updated slices. `norm`: the
+        global norm for clipnorm when the caller makes it (ZeroPlan.update_lines)."""
         lines = []
         grad_of = dict(zip(P, grads))
         if not zero_grads:
@@ -497,7 +493,8 @@ class ProgramsMixin:
                 lines += zero.reduce_scatter_lines(grad_of)
         if zero.stage < 3 and not sliced:
             lines += zero.slice_lines({v: v for v in P}, zero.shards)
-        lines += zero.update_lines(self._compiled.optimizer, "lr", "iteration", self._fixed_sum)
+        lines += zero.update_lines(self._compiled.optimizer, "lr", "iteration", self._fixed_sum,
+                                   norm=norm)
         if zero.stage < 3:
             lines += zero.gather_lines()
         return lines
@@ -690,7 +687,7 @@ class ProgramsMixin:
                 off += size[v]
         if zero is not None:
             lines += self._zero_update_lines(zero, P, grads, zero_grads=zero.stage >= 2)
-        elif self._compiled.optimizer.clipnorm is not None:
+        elif self._compiled.optimizer.clipnorm is not None and self._split_norms is None:
             lines += self._block_norm_update(P, grads, chunks)
         else:
             lines += upd.statements

@@ -242,13 +242,15 @@ class ZeroPlan:
         return [f"sum(square({name}[{i * size}:{(i + 1) * size}]))"
                 for i in range(self.unit // self.d)]
 
-    def update_lines(self, opt, lr: str, iteration: str, fixed_sum) -> list:
+    def update_lines(self, opt, lr: str, iteration: str, fixed_sum, norm=None) -> list:
         """The optimizer's update of the slices (zp_j from zg_j), with
         global-norm clipping from partial sums of squares of fixed blocks:
         every member's block sums are all-gathered and added in one fixed
-        order (the order of one locality's blocks)."""
-        lines, norm = [], None
-        if opt.clipnorm is not None:
+        order (the order of one locality's blocks). `norm`: an expression of
+        the global norm made by the caller instead (a pipeline stage's
+        update: the norm of every stage's gradients, clipping.py)."""
+        lines = []
+        if opt.clipnorm is not None and norm is None:
             mine = [e for j in range(len(self.buckets)) for e in
                     self.blocks_of_slice(j, self.grads[j])]
             per = self.unit // self.d
