@@ -873,7 +873,8 @@ class StageStep:
                 held += [f"v_{i}"] if keep else []
             lines += [f"define({z}, nil)" for z in held]
         # Two programs: the pass holds every point-to-point message of the
-        # pipeline group, the update every collective of the data group.
+        # pipeline group, the update the data group's collectives but ZeRO
+        # 2/3's reduce-scatters (normal mode), which the pass launches.
         # Tensor-parallel layers put collectives of the tensor group into
         # the pass too: its members run this same stage program, and the
         # engine posts point-to-point messages and tests them on every pass
