@@ -304,8 +304,9 @@ def check_errors(tp):
            lambda: nn.ColumnParallelDense(1, group=tp, name="c"))
     expect(ValueError, "[ColumnParallelDense] activation 'softmax' needs every output feature",
            lambda: nn.ColumnParallelDense(8, activation="softmax", group=tp))
-    expect(ValueError, "[RowParallelDense] kernel_regularizer is not supported",
-           lambda: nn.RowParallelDense(8, group=tp, kernel_regularizer="l2"))
+    expect(ValueError, "[RowParallelDense] kernel_regularizer OrthogonalRegularizer is not "
+           "supported on a tensor-parallel layer (only L1, L2 and L1L2",
+           lambda: nn.RowParallelDense(8, group=tp, kernel_regularizer="orthogonal_regularizer"))
     expect(TypeError, "[ColumnParallelDense.from_dense] expects a tessera.nn.Dense, got Conv1D",
            lambda: nn.ColumnParallelDense.from_dense(nn.Conv1D(2, 3), tp))
     expect(ValueError, "[RowParallelDense] 1 input features cannot be split",

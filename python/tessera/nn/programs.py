@@ -131,7 +131,7 @@ class ProgramsMixin:
         return xs, ys
 
     def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None,
-                      part=None):
+                      part=None, marks=None):
         """The forward pass as statements and the outputs' names. With
         `buckets` (the bucket plan), every trainable parameter is first
         marked as a member of its gradient bucket (grad_bucket), just before
@@ -171,7 +171,7 @@ class ProgramsMixin:
             for m, v in enumerate(bucket):
                 member[v] = (j, m, len(bucket))
         stats: list = []
-        marked: dict = {}
+        marked: dict = {} if marks is None else marks  # parameter -> its bucket-marked name
         counter = iter(range(1 << 30))
         fresh_count = iter(range(1 << 30))
         writer = None
@@ -264,10 +264,13 @@ class ProgramsMixin:
                       None, None)
         return ctx, stmts
 
-    def _loss_text(self, ys, hs, sw=None, regularized=None) -> tuple:
+    def _loss_text(self, ys, hs, sw=None, regularized=None, marks=None) -> tuple:
         """(statements, expression) of the compiled loss of labels `ys` and
         outputs `hs`, weighted per sample by `sw`, plus the regularizers (of
-        the variables in `regularized`, when given: a pipeline stage's)."""
+        the variables in `regularized`, when given: a pipeline stage's).
+        `marks`: the parameters' bucket-marked names (_forward_code), which
+        the regularizers read so that their gradients are summed over the
+        data group with the rest of the bucket's."""
         ctx, stmts = self._loss_ctx()
         terms = []
         for k, (loss, weight) in enumerate(zip(self._compiled.losses,
@@ -290,7 +293,8 @@ class ProgramsMixin:
             if regularized is not None and v not in regularized:
                 continue
             if p.regularizer is not None:
-                terms.append(f"astype({p.regularizer.expression(v)}, \"{self.dtype}\")")
+                w = (marks or {}).get(v, v)
+                terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
     def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
@@ -442,8 +446,9 @@ class ProgramsMixin:
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
         xs, ys = self._names()
-        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather)
-        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
+        marks = {}
+        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
+        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
         aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
         held = P if gather is None else gather.shards if gather.stage == 3 else \
             gather.shards + [gather.whole_name(v) for v in P]
