@@ -23,9 +23,16 @@ all-gathered over the pipeline group first (stage_norm_lines), and every
 stage adds the same terms in the whole model's order: the same bits as
 without a pipeline.
 
+Under ZeRO on the data axis the norms are those of the whole summed
+gradients and weights too: ZeRO 1 has the whole sums; under ZeRO 2 and 3 each
+bucket is all-gathered from the members' slices for the norm (one bucket at a
+time; zero.ZeroPlan.whole_grad_lines), and Lamb's slices already gather each
+weight and direction (zero.ZeroPlan._lamb_lines): the same bits as without
+ZeRO.
+
 What stays refused (an error naming the setting, SplitNorms.refuse):
 clipnorm and Lamb with split layers together with ZeRO on a data axis of more
-than one member."""
+than one member under pipeline stages."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ import os
 import numpy as np
 
 from .. import distributed as _dist
-from .clipping import SplitNorms
 from .zero import ZeroPlan
 
 
@@ -47,8 +46,6 @@ class DataAxisMixin:
         if not stage or d == 1:
             return None
         P = self._params(True)
-        SplitNorms.refuse(self, P, self._compiled.optimizer,
-                          f"with ZeRO stage {stage} on the data axis ({d} localities)")
         weights = self.weights
         plan = ZeroPlan(stage, d, chunks or d, self._bucket_plan(P),
                         {v: weights[v].shape for v in P}, self.dtype)

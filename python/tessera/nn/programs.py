@@ -498,8 +498,20 @@ class ProgramsMixin:
                 lines += zero.reduce_scatter_lines(grad_of)
         if zero.stage < 3 and not sliced:
             lines += zero.slice_lines({v: v for v in P}, zero.shards)
-        lines += zero.update_lines(self._compiled.optimizer, "lr", "iteration", self._fixed_sum,
-                                   norm=norm)
+        opt = self._compiled.optimizer
+        norms = getattr(self, "_split_norms", None)
+        if norms is not None and opt.clipnorm is not None and norm is None:
+            # weights split over a tensor group: the norm of the whole
+            # weights' gradients as without ZeRO (clipping.py), from the whole
+            # summed gradients (stage 1) or the buckets gathered from the slices
+            whole = grad_of
+            if zero_grads or zero.stage >= 2:
+                more, whole = zero.whole_grad_lines()
+                lines += more
+            lines += norms.norm_lines(P, [whole[v] for v in P], self._fixed_sum)
+            norm = "tnorm"
+        lines += zero.update_lines(opt, "lr", "iteration", self._fixed_sum, norm=norm,
+                                   split=norms)
         if zero.stage < 3:
             lines += zero.gather_lines()
         return lines
