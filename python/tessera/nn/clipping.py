@@ -30,9 +30,9 @@ time; zero.ZeroPlan.whole_grad_lines), and Lamb's slices already gather each
 weight and direction (zero.ZeroPlan._lamb_lines): the same bits as without
 ZeRO.
 
-What stays refused (an error naming the setting, SplitNorms.refuse):
-clipnorm and Lamb with split layers together with ZeRO on a data axis of more
-than one member under pipeline stages."""
+Together (pipeline stages, ZeRO and split layers) the stage's per-parameter
+sums come from its whole summed gradients, gathered from the slices where
+ZeRO 2/3 keeps only those."""
 
 from __future__ import annotations
 
@@ -80,20 +80,6 @@ class SplitNorms:
             raise ValueError(f"[fit] {type(opt).__name__}: {_what(opt)} needs one tensor group, "
                              f"but the model's layers are split over several: {names}")
         return norms
-
-    @staticmethod
-    def refuse(model, P, opt, setting: str):
-        """The error for `opt`'s norms of split weights under `setting` (a
-        description: ZeRO on the data axis, pipeline stages), not supported."""
-        what = _what(opt)
-        if what is None:
-            return
-        for v in P:
-            layer, param = model._owner[v]
-            if getattr(layer, "tensor_size", 1) > 1 and param.name in layer._split_axis:
-                raise ValueError(f"[fit] {type(opt).__name__}: {what} with layers split over a "
-                                 f"tensor group is not supported yet {setting}; layer "
-                                 f"{layer.name!r} is split over {layer.tensor_size} members")
 
     # ----------------------------------------------------------- text
 

@@ -957,7 +957,22 @@ class StageStep:
             if not scatter:
                 lines += zero.slice_lines(dict(zip(P, grads)), zero.grads)
             norm = None
-            if opt.clipnorm is not None:
+            norms = SplitNorms.of(model, model._params(True), opt)
+            if opt.clipnorm is not None and norms is not None:
+                # split weights: each parameter's sum of squares of its whole
+                # summed gradient (the buckets gathered from the slices under
+                # ZeRO 2/3 in normal mode), as without ZeRO
+                exprs = grads
+                if scatter:
+                    more, whole = zero.whole_grad_lines()
+                    lines += more
+                    exprs = [whole[v] for v in P]
+                more, self.norm_gather = norms.stage_norm_lines(
+                    model._params(True), P, exprs, self.owner, s, p, int(self.pg),
+                    model._fixed_sum)
+                lines += more
+                norm = "pnorm"
+            elif opt.clipnorm is not None:
                 # the norm of every stage's gradients: from the whole sums
                 # where the stage has them (ZeRO 1; deterministic mode, whose
                 # fixed sums are whole), else from this member's slices
@@ -1344,9 +1359,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     step = StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
     d = mesh.size("data")
     if zero and d > 1:
-        SplitNorms.refuse(model, P, model._compiled.optimizer,
-                          f"with ZeRO stage {zero} on the data axis ({d} localities) and "
-                          f"pipeline stages (TESSERA_MESH pipeline={p})")
         weights = model.weights
         step.zero = ZeroPlan(zero, d, chunks if step.deterministic else d,
                              model._bucket_plan(step.P), {v: weights[v].shape for v in step.P},
