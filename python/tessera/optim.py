@@ -507,12 +507,15 @@ class Optimizer:
 
     def update_code(self, param_names: Sequence[str], grad_names: Sequence[str],
                     state_prefix: str = "opt_", lr_expr: str = "lr",
-                    iteration_expr: str = "iteration", global_norm: Optional[str] = None
-                    ) -> UpdateCode:
+                    iteration_expr: str = "iteration", global_norm: Optional[str] = None,
+                    sum_squares=None) -> UpdateCode:
         """The statements updating every parameter from its gradient (see the module doc).
         ``global_norm``: an expression of the gradients' global norm computed by the
         caller (ZeRO: from partial sums over the slices); clipping then scales by it
-        instead of taking the norm of the gradients given."""
+        instead of taking the norm of the gradients given. ``sum_squares(i, expr,
+        name)``: (statements, expression) of the sum of squares of parameter i's
+        ``expr`` over the whole weight, for per-weight norms (Lamb) of weights held
+        in slices (tessera.nn.clipping); None: ``sum(square(expr))``."""
         params, grads = list(param_names), list(grad_names)
         cls = type(self).__name__
         if len(params) != len(grads):
@@ -539,10 +542,20 @@ class Optimizer:
         if params:
             self._emit_prelude(state_prefix, f"({lr_expr})", f"({iteration_expr})", statements,
                                state)
-        for i, (p, g) in enumerate(zip(params, grads)):
-            self._emit(i, p, g, state_prefix, f"({lr_expr})", f"({iteration_expr})", statements,
-                       state)
+        self._sum_squares = sum_squares
+        try:
+            for i, (p, g) in enumerate(zip(params, grads)):
+                self._emit(i, p, g, state_prefix, f"({lr_expr})", f"({iteration_expr})",
+                           statements, state)
+        finally:
+            self._sum_squares = None
         return UpdateCode(statements, state)
+
+    def _sumsq(self, i: int, expr: str, name: str) -> tuple:
+        """(statements, expression): parameter i's sum of squares of `expr`
+        (update_code's sum_squares, or sum(square(expr)))."""
+        hook = getattr(self, "_sum_squares", None)
+        return hook(i, expr, name) if hook is not None else ([], f"sum(square({expr}))")
 
     def init_state(self, params: Mapping[str, object], state: Sequence[StateVar],
                    views: bool = False) -> dict:
@@ -820,9 +833,11 @@ class Lamb(Optimizer):
             f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})",
             f"define({v}, {v} + (({grad}) * ({grad}) - {v}) * {_num(1 - self.beta_2)})",
             f"define({r}, ({m} / {prefix}lamb_c1) / (sqrt({v} / {prefix}lamb_c2) + "
-            f"{_num(self.epsilon)}))",
-            f"define({wn}, sqrt(sum(square({param}))))",
-            f"define({rn}, sqrt(sum(square({r}))))",
+            f"{_num(self.epsilon)}))"]
+        pre_w, w_sq = self._sumsq(i, param, f"{prefix}wsq{i}")
+        pre_r, r_sq = self._sumsq(i, r, f"{prefix}rsq{i}")
+        statements += pre_w + [f"define({wn}, sqrt({w_sq}))"] + pre_r + [
+            f"define({rn}, sqrt({r_sq}))",
             f"define({param}, {param} - where({wn} > 0.0, where({rn} > 0.0, {wn} / {rn}, 1.0), "
             f"1.0) * {lr} * {r})",
         ]

@@ -78,14 +78,20 @@ def test_errors():
         nn.RowParallelDense(4, group="tensor")
     with pytest.raises(ValueError, match=r"\[ColumnParallelDense\] units must be a positive int"):
         nn.ColumnParallelDense(0)
-    with pytest.raises(ValueError, match=r"\[ColumnParallelDense\] bias_regularizer is not "
-                       "supported"):
-        nn.ColumnParallelDense(4, bias_regularizer="l2")
+    # L1, L2, L1L2 are sums over the elements (summed over the group's
+    # slices); a function of whole rows or columns is refused
+    assert nn.ColumnParallelDense(4, bias_regularizer="l2").bias_regularizer.l2 == 0.01
+    with pytest.raises(ValueError, match=r"\[ColumnParallelDense\] bias_regularizer "
+                       "OrthogonalRegularizer is not supported on a tensor-parallel layer"):
+        nn.ColumnParallelDense(4, bias_regularizer="orthogonal_regularizer")
     with pytest.raises(TypeError, match=r"\[RowParallelDense.from_dense\] expects a "
                        r"tessera.nn.Dense, got ColumnParallelDense"):
         nn.RowParallelDense.from_dense(nn.ColumnParallelDense(3), None)
-    with pytest.raises(ValueError, match=r"\[ColumnParallelDense.from_dense\] Dense 'd' has a "
-                       "regularizer"):
-        nn.ColumnParallelDense.from_dense(nn.Dense(3, kernel_regularizer="l2", name="d"), None)
+    with pytest.raises(ValueError, match=r"\[ColumnParallelDense\] kernel_regularizer "
+                       r"OrthogonalRegularizer is not supported .* \(layer 'd'\)"):
+        nn.ColumnParallelDense.from_dense(
+            nn.Dense(3, kernel_regularizer="orthogonal_regularizer", name="d"), None)
+    made = nn.ColumnParallelDense.from_dense(nn.Dense(3, kernel_regularizer="l1", name="d"), None)
+    assert made.kernel_regularizer.l1 == 0.01
     with pytest.raises(TypeError, match=r"\[tp_reduce\] argument 'group' must be a group"):
         dist.tp_reduce(np.ones(2), group=1.5)

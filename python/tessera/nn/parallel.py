@@ -24,6 +24,7 @@ import numpy as np
 from .. import distributed
 from ..distributed import Group
 from .layers import Dense, Param, _apply
+from .regularizers import L1L2, Regularizer
 
 __all__ = ["ColumnParallelDense", "RowParallelDense"]
 # Attention, embeddings, convolutions: parallel_layers.py; the vocabulary-split
@@ -63,6 +64,21 @@ class _SliceOf:
         part = np.ascontiguousarray(whole[tuple(index)])
         assert part.shape == tuple(shape), (part.shape, shape)
         return part
+
+
+class SlicePenalty(Regularizer):
+    """The penalty of a weight split over a tensor group, held as slices: an
+    elementwise sum (L1L2) of this member's slice, summed over the group by
+    tp_reduce (an all-reduce forward, the identity backward)."""
+
+    def __init__(self, whole, group: int):
+        self.whole, self.group = whole, group
+
+    def expression(self, w: str) -> str:
+        return f"tp_reduce(({self.whole.expression(w)}), group={self.group})"
+
+    def get_config(self) -> dict:
+        return self.whole.get_config()
 
 
 class _SplitLayer:
@@ -183,10 +199,24 @@ class _ParallelDense(_SplitLayer, Dense):
     def __init__(self, units: int, activation=None, use_bias: bool = True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  group=None, name=None, input_shape=None, **kwargs):
-        self._refuse_regularizers(kwargs, ("kernel_regularizer", "bias_regularizer"))
         super().__init__(units, activation, use_bias, kernel_initializer, bias_initializer,
                          name=name, input_shape=input_shape, **kwargs)
         self._init_group(group)
+        for what in ("kernel_regularizer", "bias_regularizer"):
+            reg = getattr(self, what)
+            if reg is not None and not isinstance(reg, L1L2):
+                raise ValueError(f"[{self.kind}] {what} {type(reg).__name__} is not supported on "
+                                 "a tensor-parallel layer (only L1, L2 and L1L2, sums over the "
+                                 "weight's elements, are summed over the group's slices); add "
+                                 f"it to the loss from the gathered weights (layer {self.name!r})")
+
+    def _penalty(self, reg, split: bool):
+        """The regularizer of a slice: a split weight's penalty is the sum of
+        its members' (tp_reduce: summed forward, each slice's gradient its
+        own); a replicated weight's is the whole weight's on every member."""
+        if reg is None or not split or self.group is None or self.tensor_size == 1:
+            return reg
+        return SlicePenalty(reg, int(self.group))
 
     # ------------------------------------------------------------------ helpers
     def _params_for(self, fan_in: int, kernel_axis: int, bias_split: bool):
@@ -199,11 +229,14 @@ class _ParallelDense(_SplitLayer, Dense):
         self._full_shapes = {"kernel": full}
         self.params = [Param("kernel", tuple(kshape),
                              _SliceOf(self.kernel_initializer, full, kernel_axis, lo, hi),
-                             fan_in, self.units)]
+                             fan_in, self.units,
+                             regularizer=self._penalty(self.kernel_regularizer, True))]
         if self.use_bias:
             bias = _SliceOf(self.bias_initializer, (self.units,), 0, lo, hi) if bias_split \
                 else self.bias_initializer
-            self.params.append(Param("bias", (hi - lo,) if bias_split else (self.units,), bias))
+            self.params.append(Param("bias", (hi - lo,) if bias_split else (self.units,), bias,
+                                     regularizer=self._penalty(self.bias_regularizer,
+                                                               bias_split)))
             self._full_shapes["bias"] = (self.units,)
 
     @staticmethod
@@ -219,12 +252,11 @@ class _ParallelDense(_SplitLayer, Dense):
         if not isinstance(dense, Dense) or isinstance(dense, _ParallelDense):
             raise TypeError(f"[{cls.kind}.from_dense] expects a tessera.nn.Dense, got "
                             f"{type(dense).__name__}")
-        if dense.kernel_regularizer is not None or dense.bias_regularizer is not None:
-            raise ValueError(f"[{cls.kind}.from_dense] Dense {dense.name!r} has a regularizer, "
-                             "which a tensor-parallel layer does not support")
         layer = cls(dense.units, activation=dense.activation, use_bias=dense.use_bias,
                     kernel_initializer=dense.kernel_initializer,
-                    bias_initializer=dense.bias_initializer, group=group,
+                    bias_initializer=dense.bias_initializer,
+                    kernel_regularizer=dense.kernel_regularizer,
+                    bias_regularizer=dense.bias_regularizer, group=group,
                     name=kwargs.pop("name", dense.name), **kwargs)
         if dense._in_shape is not None:
             shape = tuple(dense._in_shape)

@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from .. import _core, distributed as _dist
+from .clipping import SplitNorms
 from .layers import peek_value, value_spec
 from .programs import ProgramsMixin
 from .symbolic import GraphWriter
@@ -753,11 +754,17 @@ class StageStep:
         width = (1 + n_sums if last else 0) + 2 * sum(stat_sizes)
         lines.append(f"define(aux_width, {width})")
         gathered = self.zero is not None and self.zero.stage == 3
+        # ZeRO 2 and 3 in normal mode: each bucket of the stage's gradients
+        # is reduce-scattered over the data group from inside the pass, as
+        # soon as the last micro-batch's backward completes it, so only this
+        # member's slice of its sum outlives the pass
+        scatter = self.zero is not None and self.zero.stage >= 2 and not self.deterministic
+        if gathered or scatter:
+            lines.append(f"define(dgroup, {int(self.dg)})")
         if gathered:
             # ZeRO 3: the stage's parameters are slices between steps; the
             # pass starts by all-gathering them over the data group (whose
             # members run this same program), before any pipe message
-            lines.append(f"define(dgroup, {int(self.dg)})")
             lines += self.zero.gather_lines()
         # The micro-batches' sums of this locality, in deterministic mode in
         # the fixed order of the one-locality run (aligned blocks of a
@@ -769,6 +776,8 @@ class StageStep:
         block = (m & -m) if self.deterministic else m
         starts = list(range(0, m, block))
         partials, sums_at = [], {}
+        made_at = {}  # a partial sum: the micro-batch whose backward completes it
+        scattered = []  # buckets reduce-scattered in the pass so far
         for k in keys:
             for st in starts:
                 nodes, root = (_tree if self.deterministic else _chain)(
@@ -780,6 +789,7 @@ class StageStep:
                 sums_at.setdefault(st + block - 1, []).append(
                     [f"define(p_{st}_{k}, {root})", f"define({root}, nil)"])
                 partials.append(f"p_{st}_{k}")
+                made_at[f"p_{st}_{k}"] = st + block - 1
         for action, i in self.order:
             data = ", ".join(f"{z}_{i}" for z in (xs if not last else streams))
             a_i = [f"a_{i}_{k}" for k in range(n_feed)]
@@ -861,6 +871,8 @@ class StageStep:
                              "zeros(aux_width, dtype=\"float64\")))")
             for stmts_ in sums_at.get(i, []):
                 lines += stmts_
+            if scatter:
+                lines += self._scatter_lines(made_at, i, scattered)
             # what micro-batch i held is freed (its residuals: the pullback)
             held = [f"r_{i}"] + [f"a_{i}_{k}" for k in range(n_feed)]
             if not last:
@@ -868,12 +880,15 @@ class StageStep:
                 held += [f"v_{i}"] if keep else []
             lines += [f"define({z}, nil)" for z in held]
         # Two programs: the pass holds every point-to-point message of the
-        # pipeline group, the update every collective of the data group.
+        # pipeline group, the update the data group's collectives but ZeRO
+        # 2/3's reduce-scatters (normal mode), which the pass launches.
         # Tensor-parallel layers put collectives of the tensor group into
         # the pass too: its members run this same stage program, and the
         # engine posts point-to-point messages and tests them on every pass
         # of its progress loop whatever collectives are pending, so they
         # meet while messages are in flight (tests/distributed/mesh3d_fit.py).
+        if scatter:  # the slices of the buckets' sums instead of the sums
+            partials = list(self.zero.grads) + [z for z in partials if z.endswith("_aux")]
         lines.append(f"list(list({', '.join(partials)}), list({', '.join(sent)}))")
         chunk_args = ", ".join(f"{a}_{j}" for a in streams + ["w", "seed"] for j in range(m))
         body = ",\n  ".join(lines)
@@ -889,17 +904,11 @@ class StageStep:
         zero = self.zero
         if zero is not None:
             lines.append(f"define(dgroup, {int(self.dg)})")
-        # ZeRO 2 and 3 in normal mode: each bucket of the stage's gradients
-        # is reduce-scattered, so only this member's slice of the sum is made
-        scatter = zero is not None and zero.stage >= 2 and not self.deterministic
-        if scatter:
-            lines += zero.reduce_scatter_lines({v: f"p_{starts[0]}_{k}"
-                                                for k, v in enumerate(P)})
         for k in keys:
             target = "total_aux" if k == "aux" else grads[int(k)]
             mine = [f"p_{st}_{k}" for st in starts]
             if scatter and k != "aux":
-                continue  # reduce-scattered above
+                continue  # reduce-scattered in the pass
             if self.d == 1:
                 lines.append(f"define({target}, {_fixed_sum(mine)})")
             elif self.deterministic:
@@ -929,11 +938,21 @@ class StageStep:
         new_p = P
         if zero is None:
             norm = None
-            if opt.clipnorm is not None:
+            # weights split over a tensor group: norms of the whole weights
+            norms = SplitNorms.of(model, model._params(True), opt)
+            if opt.clipnorm is not None and norms is not None:
+                more, self.norm_gather = norms.stage_norm_lines(
+                    model._params(True), P, grads, self.owner, s, p, int(self.pg),
+                    model._fixed_sum)
+                lines += more
+                norm = "pnorm"
+            elif opt.clipnorm is not None:
                 lines += self._norm_lines(grads)
                 norm = "pnorm"
             upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
-                                  iteration_expr="iteration", global_norm=norm)
+                                  iteration_expr="iteration", global_norm=norm,
+                                  sum_squares=None if norms is None else
+                                  norms.lamb_sumsq(P, model._fixed_sum))
             self.O = [z.name for z in upd.state]
             lines += upd.statements
         else:
@@ -944,7 +963,30 @@ class StageStep:
             # mode: the fixed sum above is whole, then sliced, as stage 1 does.
             if not scatter:
                 lines += zero.slice_lines(dict(zip(P, grads)), zero.grads)
-            lines += model._zero_update_lines(zero, P, grads, zero_grads=True)
+            norm = None
+            norms = SplitNorms.of(model, model._params(True), opt)
+            if opt.clipnorm is not None and norms is not None:
+                # split weights: each parameter's sum of squares of its whole
+                # summed gradient (the buckets gathered from the slices under
+                # ZeRO 2/3 in normal mode), as without ZeRO
+                exprs = grads
+                if scatter:
+                    more, whole = zero.whole_grad_lines()
+                    lines += more
+                    exprs = [whole[v] for v in P]
+                more, self.norm_gather = norms.stage_norm_lines(
+                    model._params(True), P, exprs, self.owner, s, p, int(self.pg),
+                    model._fixed_sum)
+                lines += more
+                norm = "pnorm"
+            elif opt.clipnorm is not None:
+                # the norm of every stage's gradients: from the whole sums
+                # where the stage has them (ZeRO 1; deterministic mode, whose
+                # fixed sums are whole), else from this member's slices
+                lines += self._norm_lines(grads) if not scatter else \
+                    self._slice_norm_lines()
+                norm = "pnorm"
+            lines += model._zero_update_lines(zero, P, grads, zero_grads=True, norm=norm)
             self.O = [z.name for z in zero.state]
         new_p = zero.shards if gathered else P  # ZeRO 3: the updated slices
         lines += model._bn_update_lines(stats, 1 + n_sums if last else 0, dtype)
@@ -958,6 +1000,37 @@ class StageStep:
                        "stage_update\n")
         model.train_code = pass_text + update_text
         return pass_text, update_text
+
+    def _scatter_lines(self, made_at, i, scattered) -> list:
+        """ZeRO 2/3, normal mode: the reduce-scatter of each bucket whose
+        gradients' sums are all made by micro-batch i's backward (in the
+        buckets' order, the order the backward finishes them), the whole
+        sums freed once it is launched."""
+        zero = self.zero
+        index = {v: k for k, v in enumerate(self.P)}
+        lines = []
+        for j, bucket in enumerate(zero.buckets):
+            names = [f"p_0_{index[v]}" for v in bucket]
+            if j in scattered or not all(made_at[z] <= i for z in names):
+                continue
+            scattered.append(j)
+            lines.append(f"define({zero.grads[j]}, reduce_scatter({zero.flat(j, names)}, "
+                         "\"sum\", group=dgroup))")
+            lines += [f"define({z}, nil)" for z in names]
+        return lines
+
+    def _slice_norm_lines(self) -> list:
+        """ZeRO 2/3 in normal mode: `pnorm`, the global norm of every
+        stage's gradients from this member's slices of its stage's summed
+        buckets: the sum of their squares summed over the data group, then
+        over the pipeline group (an all-gather of one number per stage on
+        the update's first line, as _norm_lines)."""
+        zero = self.zero
+        mine = " + ".join(f"sum(square({g}))" for g in zero.grads)
+        self.norm_gather = f"define(pn_gather, x, all_gather(x, group={int(self.pg)}))\n"
+        return [f"define(pn_mine, all_reduce(reshape({mine}, [1]), \"sum\", group=dgroup))",
+                "define(pn_all, pn_gather(pn_mine))",
+                "define(pnorm, sqrt(sum(pn_all)))"]
 
     def _norm_lines(self, grads) -> list:
         """Statements defining `pnorm`, the global norm of every stage's
@@ -1244,13 +1317,7 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
             plan_stages(model, len(split) + 1 if isinstance(split, (list, tuple)) else 2,
                         split)
         return None
-    opt = model._compiled.optimizer
     d = mesh.size("data")
-    if opt.clipnorm is not None and zero and d > 1:
-        raise ValueError(f"[fit] pipeline: {type(opt).__name__}(clipnorm={opt.clipnorm}) with "
-                         f"ZeRO stage {zero} on the data axis ({d} localities) is not supported "
-                         f"yet with pipeline stages (TESSERA_MESH pipeline={p}): use clipnorm "
-                         "without ZeRO, or ZeRO without clipnorm")
     m, source = _count_setting(microbatches, "TESSERA_MICROBATCHES", "microbatches")
     if deterministic is True or (deterministic not in (False, None)):
         if deterministic is True:
@@ -1301,7 +1368,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     step = StageStep(model, plan, mesh, m, kind, chunks, bool(deterministic))
     d = mesh.size("data")
     if zero and d > 1:
-
         weights = model._weight_stand_ins()
         step.zero = ZeroPlan(zero, d, chunks if step.deterministic else d,
                              model._bucket_plan(step.P), {v: weights[v].shape for v in step.P},

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from .. import _core
-from ..optim import Lamb
+from .clipping import SplitNorms
 from .layers import Context
 from .symbolic import GraphWriter
 from .zero import ZeroPlan
@@ -131,7 +131,7 @@ class ProgramsMixin:
         return xs, ys
 
     def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None,
-                      part=None):
+                      part=None, marks=None):
         """The forward pass as statements and the outputs' names. With
         `buckets` (the bucket plan), every trainable parameter is first
         marked as a member of its gradient bucket (grad_bucket), just before
@@ -171,7 +171,7 @@ class ProgramsMixin:
             for m, v in enumerate(bucket):
                 member[v] = (j, m, len(bucket))
         stats: list = []
-        marked: dict = {}
+        marked: dict = {} if marks is None else marks  # parameter -> its bucket-marked name
         counter = iter(range(1 << 30))
         fresh_count = iter(range(1 << 30))
         writer = None
@@ -264,10 +264,13 @@ class ProgramsMixin:
                       None, None)
         return ctx, stmts
 
-    def _loss_text(self, ys, hs, sw=None, regularized=None) -> tuple:
+    def _loss_text(self, ys, hs, sw=None, regularized=None, marks=None) -> tuple:
         """(statements, expression) of the compiled loss of labels `ys` and
         outputs `hs`, weighted per sample by `sw`, plus the regularizers (of
-        the variables in `regularized`, when given: a pipeline stage's)."""
+        the variables in `regularized`, when given: a pipeline stage's).
+        `marks`: the parameters' bucket-marked names (_forward_code), which
+        the regularizers read so that their gradients are summed over the
+        data group with the rest of the bucket's."""
         ctx, stmts = self._loss_ctx()
         terms = []
         for k, (loss, weight) in enumerate(zip(self._compiled.losses,
@@ -290,7 +293,8 @@ class ProgramsMixin:
             if regularized is not None and v not in regularized:
                 continue
             if p.regularizer is not None:
-                terms.append(f"astype({p.regularizer.expression(v)}, \"{self.dtype}\")")
+                w = (marks or {}).get(v, v)
+                terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
     def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
@@ -442,8 +446,9 @@ class ProgramsMixin:
         if not P:
             raise ValueError("[fit] the model has no trainable parameters")
         xs, ys = self._names()
-        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather)
-        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None)
+        marks = {}
+        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
+        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
         aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
         held = P if gather is None else gather.shards if gather.stage == 3 else \
             gather.shards + [gather.whole_name(v) for v in P]
@@ -454,40 +459,36 @@ class ProgramsMixin:
         body = ",\n  ".join(stmts + lstmts + [f"list(({loss}){scale}, list({', '.join(aux)}))"])
         return f"define(loss_fn, {args}, seed{w}, block(\n  {body}))\n", stats
 
-    def _check_norms_of_split(self, opt, P):
-        """Norms of weights split over a tensor group (tessera.nn.parallel)
-        would be norms of this member's slices: refused, not a different
-        answer on every member."""
-
-        what = "clipnorm (a global norm of the gradients)" if opt.clipnorm is not None else \
-            "Lamb (trust ratios from the norms of each weight)" if isinstance(opt, Lamb) else None
-        if what is None:
-            return
-        for v in P:
-            layer = self._owner[v][0]
-            if getattr(layer, "tensor_size", 1) > 1:
-                raise ValueError(f"[fit] {type(opt).__name__}: {what} is not supported yet with "
-                                 f"layers split over a tensor group; layer {layer.name!r} is "
-                                 f"split over {layer.tensor_size} members")
-
     def _update_setup(self, P, S):
         """What both training programs start with: the argument list, the
         gradient names, the optimizer's update code (its state variables are
         kept on the model) and the argnums of value_and_grad."""
         opt = self._compiled.optimizer
-        self._check_norms_of_split(opt, P)
         grads = [f"grad_{k}" for k in range(len(P))]
+        # Weights split over a tensor group: the norms of clipnorm and Lamb
+        # are those of the whole weights (clipping.py)
+        norms = SplitNorms.of(self, P, opt)
+        first, more = [], {}
+        if norms is not None:
+            if opt.clipnorm is not None:
+                first = norms.norm_lines(P, grads, self._fixed_sum)
+                more["global_norm"] = "tnorm"
+            more["sum_squares"] = norms.lamb_sumsq(P, self._fixed_sum)
+        self._split_norms = norms
         upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
-                              iteration_expr="iteration")
+                              iteration_expr="iteration", **more)
+        upd.statements[:0] = first
         self._opt_vars = [s.name for s in upd.state]
         self._opt_statevars = upd.state
         return ", ".join(P + S), grads, upd, ", ".join(str(k) for k in range(len(P)))
 
-    def _zero_update_lines(self, zero, P, grads, zero_grads=False, sliced=False) -> list:
+    def _zero_update_lines(self, zero, P, grads, zero_grads=False, sliced=False,
+                           norm=None) -> list:
         """ZeRO: this member's slices of the summed gradients (unless
         `zero_grads`: made already), of the parameters (stages 1 and 2; stage
         3 takes them as arguments), their update, and (stages 1 and 2) the
-        whole parameters all-gathered from the updated slices."""
+        whole parameters all-gathered from the updated slices. `norm`: the
+        global norm for clipnorm when the caller makes it (ZeroPlan.update_lines)."""
         lines = []
         grad_of = dict(zip(P, grads))
         if not zero_grads:
@@ -497,7 +498,20 @@ class ProgramsMixin:
                 lines += zero.reduce_scatter_lines(grad_of)
         if zero.stage < 3 and not sliced:
             lines += zero.slice_lines({v: v for v in P}, zero.shards)
-        lines += zero.update_lines(self._compiled.optimizer, "lr", "iteration", self._fixed_sum)
+        opt = self._compiled.optimizer
+        norms = getattr(self, "_split_norms", None)
+        if norms is not None and opt.clipnorm is not None and norm is None:
+            # weights split over a tensor group: the norm of the whole
+            # weights' gradients as without ZeRO (clipping.py), from the whole
+            # summed gradients (stage 1) or the buckets gathered from the slices
+            whole = grad_of
+            if zero_grads or zero.stage >= 2:
+                more, whole = zero.whole_grad_lines()
+                lines += more
+            lines += norms.norm_lines(P, [whole[v] for v in P], self._fixed_sum)
+            norm = "tnorm"
+        lines += zero.update_lines(opt, "lr", "iteration", self._fixed_sum, norm=norm,
+                                   split=norms)
         if zero.stage < 3:
             lines += zero.gather_lines()
         return lines
@@ -691,7 +705,7 @@ class ProgramsMixin:
                 off += size[v]
         if zero is not None:
             lines += self._zero_update_lines(zero, P, grads, zero_grads=zero.stage >= 2)
-        elif self._compiled.optimizer.clipnorm is not None:
+        elif self._compiled.optimizer.clipnorm is not None and self._split_norms is None:
             lines += self._block_norm_update(P, grads, chunks)
         else:
             lines += upd.statements

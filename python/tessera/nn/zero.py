@@ -188,13 +188,15 @@ class ZeroPlan:
 
         return [f"define({t}, {self._by_member(j, piece)})" for j, t in enumerate(targets)]
 
-    def _lamb_lines(self, opt, lr: str, iteration: str, grads) -> list:
+    def _lamb_lines(self, opt, lr: str, iteration: str, grads, split=None,
+                    fixed_sum=None) -> list:
         """Lamb on the slices, with the arithmetic of Optimizer Lamb's own
         update (so deterministic mode gives its bits): the direction r of
         each slice, then the trust ratio of each weight from the norms of the
         whole weight and of its whole r (both all-gathered over the data
         group, each norm taken as one locality takes it), spread over the
-        slice's elements."""
+        slice's elements. `split` (clipping.SplitNorms): the sums of squares
+        of weights split over a tensor group are summed over the group."""
 
         lr, it = f"({lr})", f"({iteration})"
         lines = [f"define(opt_lamb_c1, 1.0 - {_num(opt.beta_1)} ** ({it} + 1))",
@@ -215,11 +217,15 @@ class ZeroPlan:
             off = 0
             for w in self.buckets[j]:
                 n, shape = self.sizes[w], _shape_text(self.shapes[w])
+                wsq = f"sum(square(reshape(zlw_{j}[{off}:{off + n}], {shape})))"
+                rsq = f"sum(square(reshape(zlrf_{j}[{off}:{off + n}], {shape})))"
+                if split is not None and w in split.split:
+                    lines += split.across(wsq, fixed_sum, f"zwsq_{w}")
+                    lines += split.across(rsq, fixed_sum, f"zrsq_{w}")
+                    wsq, rsq = f"zwsq_{w}", f"zrsq_{w}"
                 lines += [
-                    f"define(zwn_{w}, sqrt(sum(square(reshape(zlw_{j}[{off}:{off + n}], "
-                    f"{shape})))))",
-                    f"define(zrn_{w}, sqrt(sum(square(reshape(zlrf_{j}[{off}:{off + n}], "
-                    f"{shape})))))",
+                    f"define(zwn_{w}, sqrt({wsq}))",
+                    f"define(zrn_{w}, sqrt({rsq}))",
                     f"define(ztr_{w}, where(zwn_{w} > 0.0, where(zrn_{w} > 0.0, zwn_{w} / "
                     f"zrn_{w}, 1.0), 1.0))"]
                 off += n
@@ -227,6 +233,20 @@ class ZeroPlan:
             lines += [f"define(zratio_{j}, {ratio})",
                       f"define({p}, {p} - zratio_{j} * {lr} * zlr_{j})"]
         return lines
+
+    def whole_grad_lines(self) -> tuple:
+        """(statements, {parameter: expression}): every bucket's summed
+        gradient all-gathered from the members' slices, one bucket at a time,
+        and each parameter's whole gradient as a view of it."""
+        lines, whole = [], {}
+        for j, bucket in enumerate(self.buckets):
+            lines.append(f"define(zgw_{j}, all_gather({self.grads[j]}, group=dgroup))")
+            off = 0
+            for v in bucket:
+                n = self.sizes[v]
+                whole[v] = f"reshape(zgw_{j}[{off}:{off + n}], {_shape_text(self.shapes[v])})"
+                off += n
+        return lines, whole
 
     def reduce_scatter_lines(self, grad_of: dict) -> list:
         """Stage 2/3, normal mode: each bucket summed over the data group,
@@ -242,13 +262,17 @@ class ZeroPlan:
         return [f"sum(square({name}[{i * size}:{(i + 1) * size}]))"
                 for i in range(self.unit // self.d)]
 
-    def update_lines(self, opt, lr: str, iteration: str, fixed_sum) -> list:
+    def update_lines(self, opt, lr: str, iteration: str, fixed_sum, norm=None,
+                     split=None) -> list:
         """The optimizer's update of the slices (zp_j from zg_j), with
         global-norm clipping from partial sums of squares of fixed blocks:
         every member's block sums are all-gathered and added in one fixed
-        order (the order of one locality's blocks)."""
-        lines, norm = [], None
-        if opt.clipnorm is not None:
+        order (the order of one locality's blocks). `norm`: an expression of
+        the global norm made by the caller instead (a pipeline stage's
+        update: the norm of every stage's gradients; weights split over a
+        tensor group, clipping.py). `split`: Lamb's norms of such weights."""
+        lines = []
+        if opt.clipnorm is not None and norm is None:
             mine = [e for j in range(len(self.buckets)) for e in
                     self.blocks_of_slice(j, self.grads[j])]
             per = self.unit // self.d
@@ -271,7 +295,7 @@ class ZeroPlan:
                 lines += [f"define(opt_clipped{i}, ({g}) * opt_clip_scale)"
                           for i, g in enumerate(grads)]
                 grads = [f"opt_clipped{i}" for i in range(len(grads))]
-            return lines + self._lamb_lines(opt, lr, iteration, grads)
+            return lines + self._lamb_lines(opt, lr, iteration, grads, split, fixed_sum)
         upd = opt.update_code(self.shards, self.grads, state_prefix="opt_", lr_expr=lr,
                               iteration_expr=iteration, global_norm=norm)
         self.state = list(upd.state)
