@@ -580,3 +580,28 @@ def test_pooling_names_and_summary_as_keras(capsys):
     unbuilt.summary()  # Keras prints an unbuilt Sequential too
     out = capsys.readouterr().out
     assert "d1 (Dense)" in out and "0 (unbuilt)" in out and "Total params: 0 (0.00 B)" in out
+
+
+def test_sequential_add_builds_as_keras():
+    """Keras: Sequential().add(Input(...)) then add(layer) builds the model at
+    each add; the layers already built keep their weights, and the weights
+    equal those of the same model made at once."""
+    m = nn.Sequential(seed=3)
+    m.add(nn.Input(shape=(4,)))
+    m.add(nn.Dense(3, name="sa"))
+    assert m.built and [w.shape for w in m.get_weights()] == [(4, 3), (3,)]
+    first = m.get_weights()
+    m.add(nn.Dense(2, name="sb"))
+    got = m.get_weights()
+    np.testing.assert_array_equal(got[0], first[0])
+    once = nn.Sequential([nn.Input(shape=(4,)), nn.Dense(3), nn.Dense(2)], seed=3)
+    for a, b in zip(got, once.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(m.predict(x, verbose=0), once.predict(x, verbose=0))
+    assert m.pop().name == "sb" and m.built and m.predict(x, verbose=0).shape == (2, 3)
+    with pytest.raises(ValueError, match=r"\[Sequential.add\] Conv2D '.*' cannot follow"):
+        m.add(nn.Conv2D(2, 3))
+    assert [layer.name for layer in m.layers] == ["sa"] and m.built
+    with pytest.raises(ValueError, match=r"an Input can only come first"):
+        m.add(nn.Input(shape=(3,)))

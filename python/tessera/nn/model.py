@@ -1528,27 +1528,57 @@ class Sequential(Model):
         if input_shape is not None:
             self.build(tuple(input_shape))
 
-    def add(self, layer):
-        """Appends a layer (before the model is built)."""
-        if self.built:
-            raise RuntimeError("[Sequential.add] the model is already built")
-        if isinstance(layer, KerasTensor) and layer.op == "input" and not self._stack:
+    def add(self, layer, rebuild: bool = True):
+        """Appends a layer, as Keras's: `add(nn.Input(shape))` first gives
+        the input; once the input shape is known the model is built (again)
+        after each add, the layers already built keeping their weights (the
+        optimizer state and the compiled programs start over)."""
+        if isinstance(layer, KerasTensor) and layer.op == "input":
+            if self._stack:
+                raise ValueError("[Sequential.add] an Input can only come first, before the "
+                                 f"layers; the model has {len(self._stack)} already")
             self._declared_input = layer.shape[1:]
             return
         if not isinstance(layer, Layer):
             raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
         self._stack.append(layer)
         self.layers = list(self._stack)
+        if rebuild:
+            self._rebuild("Sequential.add")
 
-    def pop(self):
-        """Removes the last layer (before the model is built)."""
-        if self.built:
-            raise RuntimeError("[Sequential.pop] the model is already built")
+    def pop(self, rebuild: bool = True):
+        """Removes the last layer and returns it, as Keras's (the model is
+        built again without it when its input shape is known)."""
         if not self._stack:
             raise IndexError("[Sequential.pop] the model has no layers")
         layer = self._stack.pop()
         self.layers = list(self._stack)
+        if self.built:
+            self.built, self._inputs, self._outputs = False, [], []
+        if rebuild and self._stack:
+            self._rebuild("Sequential.pop")
         return layer
+
+    def _rebuild(self, where):
+        """Builds the model when its input shape is known (on the Input
+        given first, the first layer's input_shape, or the built model's)."""
+        shape = self._declared_input
+        if shape is None and self._stack and self._stack[0].declared_input_shape:
+            shape = self._stack[0].declared_input_shape
+        if shape is None and self._inputs:
+            shape = self._inputs[0].shape[1:]
+        if shape is None:
+            return
+        try:
+            self.build(tuple(shape))
+        except ValueError as e:
+            # the new layer does not fit: the model as it was
+            layer = self._stack.pop()
+            self.layers = list(self._stack)
+            if self._stack:
+                self.build(tuple(shape))
+            raise ValueError(f"[{where}] {type(layer).__name__} '{layer.name}' cannot follow "
+                             f"the model's layers: {e}") from None
 
     def build(self, input_shape=None):
         """Fixes every layer's shapes and creates the parameters (seeded)."""
