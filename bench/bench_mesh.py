@@ -31,6 +31,7 @@ torch.compile of FSDP2/DTensor/pipelining models is not raced here (not yet meas
 is faster on this CPU), and the output says so.
 
 run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d] [--ranks 4]
+         [--sides tessera,torch]
          [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
          [--warmup 3] [--microbatches 4] [--runs 3] [--build build] [--json out.json]
 """
@@ -418,6 +419,8 @@ def main():
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build", default="build")
+    ap.add_argument("--sides", default="tessera,torch",
+                    help="tessera alone (--sides tessera) for quick comparisons of its strategies")
     ap.add_argument("--json")
     ap.add_argument("--worker", choices=("tessera", "torch"))
     ap.add_argument("--config", choices=CONFIGS)
@@ -431,7 +434,11 @@ def main():
     ensure_allocator("tcmalloc")
     import tempfile
 
-    import torch
+    if "torch" in args.sides.split(","):
+        import torch
+        version = torch.__version__
+    else:
+        version = "(not run)"
 
     args.forward = [f"--{k}={getattr(args, k)}" for k in
                     ("ranks", "layers", "d", "heads", "context", "batch", "steps", "warmup",
@@ -440,7 +447,7 @@ def main():
     print("== bench_mesh: models bigger than one locality, tessera vs PyTorch")
     print(machine_line())
     print(f"ranks: {args.ranks} x 1 thread (oversubscribed when above the cores); PyTorch "
-          f"{torch.__version__} with gloo, eager (no torch.compile), fused Adam where the "
+          f"{version} with gloo, eager (no torch.compile), fused Adam where the "
           "strategy allows it; allocator tcmalloc for both (fair.py)")
     print(f"model: GPT, {args.layers} blocks, d={args.d}, {args.heads} heads, context "
           f"{args.context}, vocabulary {VOCAB}: {psi / 1e6:.1f} M parameters; Adam fp32; "
@@ -451,9 +458,11 @@ def main():
         args.tmp = tmp
         for config in args.configs.split(","):
             runs = {"tessera": [], "torch": []}
+            sides = args.sides.split(",")
             for r in range(args.runs):
                 for side in (("tessera", "torch") if r % 2 == 0 else ("torch", "tessera")):
-                    runs[side].append(launch(side, args, config))
+                    runs[side].append(launch(side, args, config) if side in sides else
+                                      "not run (--sides)")
             results[config] = runs
             print_config(config, runs, psi, args)
     if args.json:
