@@ -40,6 +40,7 @@ torch.compile of FSDP2/DTensor/pipelining models is not raced here (not yet meas
 is faster on this CPU), and the output says so.
 
 run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d,3d] [--ranks 4]
+         [--sides tessera,torch]
          [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
          [--warmup 3] [--microbatches 4] [--runs 3] [--hosts 1|2] [--build build]
          [--json out.json] [--trace DIR]
@@ -459,6 +460,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=1, choices=(1, 2))
     ap.add_argument("--build", default="build")
+    ap.add_argument("--sides", default="tessera,torch",
+                    help="tessera alone (--sides tessera) for quick comparisons of its strategies")
     ap.add_argument("--json")
     # a PyTorch spawner's part of the job (--hosts 2: one spawner per host)
     ap.add_argument("--first-rank", type=int, default=0)
@@ -477,7 +480,11 @@ def main():
         return tessera_worker(args, args.out)
 
     ensure_allocator("tcmalloc")
-    import torch
+    if "torch" in args.sides.split(","):
+        import torch
+        version = torch.__version__
+    else:
+        version = "(not run)"
 
     args.forward = [f"--{k}={getattr(args, k)}" for k in
                     ("ranks", "layers", "d", "heads", "context", "batch", "steps", "warmup",
@@ -496,15 +503,15 @@ def main():
         print(f"hosts: 2 emulated (network namespaces {args.prefix}-node1/2, a veth bridge), "
               f"{args.ranks // 2} ranks on each")
     try:
-        return race(args, psi, torch)
+        return race(args, psi, version)
     finally:
         if args.hosts == 2:
             subprocess.run([HOSTS_SH, "down", args.prefix], capture_output=True)
 
 
-def race(args, psi, torch):
+def race(args, psi, version):
     print(f"ranks: {args.ranks} x 1 thread (oversubscribed when above the cores); PyTorch "
-          f"{torch.__version__} with gloo, eager (no torch.compile), fused Adam where the "
+          f"{version} with gloo, eager (no torch.compile), fused Adam where the "
           "strategy allows it; allocator tcmalloc for both (fair.py)")
     print(f"model: GPT, {args.layers} blocks, d={args.d}, {args.heads} heads, context "
           f"{args.context}, vocabulary {VOCAB}: {psi / 1e6:.1f} M parameters; Adam fp32; "
@@ -515,9 +522,11 @@ def race(args, psi, torch):
         args.tmp = tmp
         for config in args.configs.split(","):
             runs = {"tessera": [], "torch": []}
+            sides = args.sides.split(",")
             for r in range(args.runs):
                 for side in (("tessera", "torch") if r % 2 == 0 else ("torch", "tessera")):
-                    runs[side].append(launch(side, args, config))
+                    runs[side].append(launch(side, args, config) if side in sides else
+                                      "not run (--sides)")
             results[config] = runs
             print_config(config, runs, psi, args)
     if args.json:

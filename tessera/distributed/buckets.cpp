@@ -14,6 +14,17 @@
 // bucket's all_reduce across localities by its name and first member's call
 // site like any other collective, fingerprint included.
 //
+// grad_bucket_shard(shard, x, bucket, member, members) is ZeRO-2's marker: the
+// forward pass passes the whole weight x through (no copy); the gradient rule
+// sends x's cotangent to bucket_reduce_scatter, which joins the bucket's
+// members in member order, pads them with zeros to shard's length times the
+// group's size and starts one reduce_scatter (sum): this member's part is the
+// gradient of `shard`, this member's slice of the flat bucket. The gradient
+// bucket is made of the gradients only (as the all-reduce's is); no flat copy
+// of the weights is made, forward or backward. Member 0 receives the slice,
+// the others nil (no contribution), so the slice's cotangent is the sum of
+// one part.
+//
 // A bucket whose members do not all arrive (a parameter whose gradient is
 // never computed on some step) fails after the collective timeout with a
 // message naming the missing members, instead of hanging.
@@ -45,7 +56,9 @@ struct Member {
 };
 
 struct Bucket {
-  int group = 0;  // the group it is reduced over (0: every locality)
+  int group = 0;        // the group it is reduced over (0: every locality)
+  int64_t length = -1;  // reduce_scatter of this padded length; -1: all_reduce
+  int group_size = 1;
   std::vector<Member> members;
   int arrived = 0;
   Clock::time_point start;
@@ -125,15 +138,41 @@ void launch(const std::string& name, Bucket b) {
     }
     total += m.x.size();
   }
-  Array flat(dt, {total});
+  const bool scatter = b.length >= 0;
+  if (scatter && total > b.length) {
+    auto e = std::make_exception_ptr(std::invalid_argument(error_message(
+        "[bucket_reduce_scatter] gradient bucket '", name, "' has ", total,
+        " elements, more than its padded length ", b.length, " (shard's length times the group's size)")));
+    for (auto& m : b.members) m.promise.set_error(e);
+    return;
+  }
+  Array flat(dt, {scatter ? b.length : total});
   auto* dst = static_cast<char*>(flat.raw());
   for (const auto& m : b.members) {
     std::memcpy(dst, m.x.raw(), m.x.nbytes());
     dst += m.x.nbytes();
   }
+  if (scatter) std::memset(dst, 0, static_cast<size_t>(b.length - total) * dtype_size(dt));
   std::string site = "bucket " + name + " at " + b.members[0].site;
   auto members = std::make_shared<std::vector<Member>>(std::move(b.members));
   for (auto& m : *members) m.x = Array();  // the data is in flat now
+  if (scatter) {
+    // Only member 0 carries the slice: the others contribute nothing, at once.
+    for (size_t i = 1; i < members->size(); ++i) (*members)[i].promise.set_value(Value());
+    if (b.group_size == 1) {
+      (*members)[0].promise.set_value(Value(std::move(flat)));
+      return;
+    }
+    Future<Value> f = detail::reduce_scatter(flat, ReduceOp::sum, site, b.group);
+    f.on_ready([f, members] {
+      if (auto e = f.error()) {
+        (*members)[0].promise.set_error(e);
+      } else {
+        (*members)[0].promise.set_value(f.get());
+      }
+    });
+    return;
+  }
   Future<Value> f = detail::all_reduce(flat, ReduceOp::sum, site, b.group);
   f.on_ready([f, members, dt] {
     if (auto e = f.error()) {
@@ -172,19 +211,22 @@ int drop_gradient_buckets() {
 
 namespace {
 
-Future<Value> bucket_all_reduce_async(Args& a) {
+// Stages argument 0 as member `member` of its bucket (arguments `first` on:
+// bucket, member, members, group) and launches the bucket when it is full.
+// `length` >= 0: a reduce_scatter bucket of that padded length.
+Future<Value> stage_member(Args& a, int first, int64_t length, const char* op) {
   Array x = a.array(0);
   if (x.dtype() == DType::bool_) {
-    throw TypeError(error_message("[bucket_all_reduce] argument 'x' must be a numeric array, got a bool array"));
+    throw TypeError(error_message("[", op, "] argument 'x' must be a numeric array, got a bool array"));
   }
-  const std::string& name = a.string(1);
-  int64_t member = a.integer(2), members = a.integer(3);
+  const std::string& name = a.string(first);
+  int64_t member = a.integer(first + 1), members = a.integer(first + 2);
   if (members < 1 || member < 0 || member >= members) {
-    throw std::out_of_range(error_message("[bucket_all_reduce] member ", member, " of gradient bucket '", name,
+    throw std::out_of_range(error_message("[", op, "] member ", member, " of gradient bucket '", name,
                                           "' is not in 0..", members - 1, " (members = ", members, ")"));
   }
-  GroupInfo g = group_of_value(a[4], a.op());
-  if (g.size == 1) return Future<Value>::ready(Value(x));
+  GroupInfo g = group_of_value(a[first + 3], a.op());
+  if (g.size == 1 && length < 0) return Future<Value>::ready(Value(x));
   Staging& s = staging();
   std::unique_lock lock(s.mutex);
   if (!s.watchdog) {
@@ -196,18 +238,26 @@ Future<Value> bucket_all_reduce_async(Args& a) {
     b.members.resize(static_cast<size_t>(members));
     b.start = Clock::now();
     b.group = g.id;
+    b.group_size = g.size;
+    b.length = length;
   } else if (b.group != g.id) {
     throw std::invalid_argument(error_message(
-        "[bucket_all_reduce] member ", member, " of gradient bucket '", name,
+        "[", op, "] member ", member, " of gradient bucket '", name,
         "' is reduced over group ", g.id, ", the bucket's earlier members over group ", b.group));
   } else if (static_cast<int64_t>(b.members.size()) != members) {
-    throw std::invalid_argument(error_message("[bucket_all_reduce] gradient bucket '", name, "' has ",
+    throw std::invalid_argument(error_message("[", op, "] gradient bucket '", name, "' has ",
                                               b.members.size(), " members, but member ", member, " says ", members));
+  } else if (b.length != length) {
+    throw std::invalid_argument(error_message(
+        "[", op, "] member ", member, " of gradient bucket '", name, "' asks for ",
+        length < 0 ? std::string("an all_reduce") : error_message("a reduce_scatter of length ", length),
+        ", the bucket's earlier members for ",
+        b.length < 0 ? std::string("an all_reduce") : error_message("a reduce_scatter of length ", b.length)));
   }
   Member& m = b.members[static_cast<size_t>(member)];
   if (m.arrived) {
     throw std::invalid_argument(error_message(
-        "[bucket_all_reduce] member ", member, " of gradient bucket '", name,
+        "[", op, "] member ", member, " of gradient bucket '", name,
         "' arrived twice before the bucket was reduced (each member must arrive once per backward pass; first "
         "at ", m.site, ")"));
   }
@@ -225,7 +275,103 @@ Future<Value> bucket_all_reduce_async(Args& a) {
   return result;
 }
 
+Future<Value> bucket_all_reduce_async(Args& a) { return stage_member(a, 1, -1, "bucket_all_reduce"); }
+
+Future<Value> bucket_reduce_scatter_async(Args& a) {
+  if (!a[1].is_array()) a.type_error(1, "an array");
+  const int64_t k = a[1].as_array().size();
+  const int64_t d = group_of_value(a[5], a.op()).size;
+  return stage_member(a, 2, k * d, "bucket_reduce_scatter");
+}
+
+// ZeRO-3's cut of a gathered flat bucket into its parameters: views, no copy
+// (split copies its pieces). `points` are the ends of the parts, the last
+// one x's length, so that the gradient rule needs nothing of x (which would
+// keep every gathered bucket of the forward pass for the backward).
+std::vector<int64_t> part_bounds(Args& a, size_t i, int64_t length) {
+  std::vector<int64_t> bounds{0};
+  for (int64_t p : a.int_list(i)) {
+    if (p < bounds.back()) {
+      throw std::invalid_argument(error_message("[", a.op(), "] the ends of the parts must rise, got ", p,
+                                                " after ", bounds.back()));
+    }
+    bounds.push_back(p);
+  }
+  if (length >= 0 && bounds.back() != length) {
+    throw std::invalid_argument(error_message("[", a.op(), "] the last end of the parts must be x's length ",
+                                              length, ", got ", bounds.back()));
+  }
+  return bounds;
+}
+
+Value bucket_parts(Args& a) {
+  Array x = a.array(0);
+  if (x.ndim() != 1) {
+    throw std::invalid_argument(error_message("[bucket_parts] x must be a flat (1-d) array, got shape ",
+                                              shape_str(x.shape())));
+  }
+  x = x.contiguous();
+  std::vector<int64_t> bounds = part_bounds(a, 1, x.size());
+  List out;
+  for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+    out.push_back(Value(Array::view(x, {bounds[i + 1] - bounds[i]}, {1}, x.offset() + bounds[i])));
+  }
+  return Value(std::move(out));
+}
+
+// The gradient of bucket_parts: the parts' cotangents joined in one copy,
+// zeros for those no gradient reached (accumulating each part's getitem
+// gradient would add as many arrays of the whole bucket); nil when none did.
+Value bucket_parts_grad(Args& a) {
+  if (!a[0].is_list()) a.type_error(0, "a list of the parts' cotangents");
+  const List& gs = a.list(0);
+  std::vector<int64_t> bounds = part_bounds(a, 1, -1);
+  if (gs.size() + 1 != bounds.size()) {
+    throw std::invalid_argument(error_message("[bucket_parts_grad] ", bounds.size() - 1,
+                                              " parts, but the cotangent has ", gs.size()));
+  }
+  const Array* first = nullptr;
+  for (const Value& g : gs) {
+    if (!g.is_nil() && !first) first = &g.as_array();
+  }
+  if (!first) return Value();
+  const DType dt = first->dtype();
+  Array joined(dt, {bounds.back()});
+  auto* dst = static_cast<char*>(joined.raw());
+  const size_t item = dtype_size(dt);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    const size_t n = static_cast<size_t>(bounds[i + 1] - bounds[i]) * item;
+    if (gs[i].is_nil()) {
+      std::memset(dst, 0, n);
+    } else {
+      Array g = gs[i].as_array().astype(dt).contiguous();
+      if (g.nbytes() != n) {
+        throw std::invalid_argument(error_message("[bucket_parts_grad] the cotangent of part ", i, " has ",
+                                                  g.size(), " elements, the part ", n / item));
+      }
+      std::memcpy(dst, g.raw(), n);
+    }
+    dst += n;
+  }
+  return Value(std::move(joined));
+}
+
 const bool registered = register_primitives({
+    {.name = "bucket_parts",
+     .family = "distributed",
+     .params = {{"x"}, {"points"}},
+     .help = "A flat array cut into a list of views of it (ZeRO-3's parameters cut from a "
+             "gathered bucket, no copy); points are the parts' ends, rising, the last x's length. "
+             "The gradient joins the parts' gradients in one copy.",
+     .eval = bucket_parts,
+     .ns_per_element = 0.0,
+     .grads = {"bucket_parts_grad(g, points)", ""}},
+    {.name = "bucket_parts_grad",
+     .family = "distributed",
+     .params = {{"g"}, {"points"}},
+     .help = "The gradient of bucket_parts: the list of the parts' cotangents joined into one flat "
+             "array, zeros for nil items (parts no gradient reached); nil when all are nil.",
+     .eval = bucket_parts_grad},
     {.name = "grad_bucket",
      .family = "distributed",
      .params = {{"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
@@ -234,7 +380,11 @@ const bool registered = register_primitives({
              "members' gradients are ready (data-parallel gradient buckets). group: nil (every "
              "locality) or a group (mesh.group(axis)) to sum over its members only.",
      .eval = [](Args& a) -> Value { return a[0]; },
-     .grads = {"bucket_all_reduce(g, bucket, member, members, group)", "", "", "", ""}},
+     .grads = {"bucket_all_reduce(g, bucket, member, members, group)", "", "", "", ""},
+     // x itself, not a copy: a copy of every weight on every step (and kept
+     // for the backward pass) is what a mark must not cost. The weights of a
+     // step are never written in place while the mark's value lives.
+     .passes_through = true},
     {.name = "grad_scatter",
      .family = "distributed",
      .params = {{"shard"}, {"x"}, opt("group", Value())},
@@ -259,6 +409,34 @@ const bool registered = register_primitives({
      },
      .ns_per_element = 0.0,
      .grads = {"reduce_scatter(g, \"sum\", group)", "", ""}},
+    {.name = "grad_bucket_shard",
+     .family = "distributed",
+     .params = {{"shard"}, {"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
+     .help = "x unchanged (a whole weight of a ZeRO-2 step); in the backward pass x's gradient "
+             "joins the other members of the named bucket, and once all have arrived the bucket "
+             "(members in order, padded with zeros to shard's length times the group's size) is "
+             "summed over the group and cut in equal parts (one reduce_scatter): this member's part "
+             "is shard's gradient. x gets no gradient.",
+     .eval = [](Args& a) -> Value {
+       if (!a[0].is_array()) a.type_error(0, "an array");
+       if (!a[1].is_array()) a.type_error(1, "an array");
+       return a[1];
+     },
+     .ns_per_element = 0.0,
+     .grads = {"bucket_reduce_scatter(g, shard, bucket, member, members, group)", "", "", "", "",
+               ""},
+     .passes_through = true},  // x itself, as grad_bucket's
+    async_spec(
+        {.name = "bucket_reduce_scatter",
+         .family = "distributed",
+         .params = {{"x"}, {"shard"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},
+         .help = "Member `member` of the ZeRO-2 gradient bucket named `bucket` (of `members`): once "
+                 "all have arrived, one reduce_scatter (sum) of all of them joined and padded with "
+                 "zeros to shard's length times the group's size; member 0's result is this "
+                 "locality's part (shard's length), the others' nil.",
+         .eval = nullptr,
+         .grads = {}},
+        bucket_reduce_scatter_async),
     async_spec(
         {.name = "bucket_all_reduce",
          .family = "distributed",

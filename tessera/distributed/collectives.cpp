@@ -63,9 +63,28 @@ Value divided(const Value& v, int n) {
   return call_primitive("divide", std::vector<Value>{v, Value(static_cast<int64_t>(n))});
 }
 
+// Parts that are consecutive views of one array along axis 0 (an all_gather
+// received in place, Engine::result) are joined as a view of it, no copy.
 Value concatenated(const Value& parts, int axis, DType dt) {
   std::vector<Array> arrays;
   for (const Value& p : parts.as_list()) arrays.push_back(p.as_array());
+  bool joined = axis == 0 && !arrays.empty() && arrays[0].ndim() > 0;
+  int64_t at = joined ? arrays[0].offset() : 0, rows = 0;
+  for (const Array& p : arrays) {
+    if (!joined) break;
+    joined = p.dtype() == dt && p.is_contiguous() && p.shares_storage(arrays[0]) && p.offset() == at &&
+             p.ndim() == arrays[0].ndim();
+    for (int k = 1; joined && k < p.ndim(); ++k) joined = p.dim(k) == arrays[0].dim(k);
+    at += p.size();
+    rows += joined ? p.dim(0) : 0;
+  }
+  if (joined) {
+    Shape whole = arrays[0].shape();
+    whole[0] = rows;
+    std::vector<int64_t> strides(whole.size(), 1);
+    for (int k = static_cast<int>(whole.size()) - 2; k >= 0; --k) strides[k] = strides[k + 1] * whole[k + 1];
+    return Value(Array::view(arrays[0], whole, strides, arrays[0].offset()));
+  }
   return Value(kernels::concatenate_arrays(arrays, axis, dt));
 }
 

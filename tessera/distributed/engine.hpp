@@ -183,6 +183,9 @@ struct Op {
   std::vector<int64_t> extents;  // every rank's extent along the free axis
   std::vector<char> diag_send, diag_recv, recv_bytes;
   Array out = no_array();
+  // An all_gather along axis 0 receives straight into `out` (the joined
+  // result) instead of recv_bytes; its parts are views of it.
+  bool gathered_in_out = false;
   std::vector<int> scounts, sdispls, rcounts, rdispls;
   int64_t header[2 + kMaxDims] = {};
   std::vector<MPI_Request> reqs;

@@ -229,10 +229,24 @@ void Engine::post_data(const OpPtr& op) {
         op->rdispls[i] = checked_int(total, name);
         total += bytes;
       }
-      if (receives) op->recv_bytes.resize(static_cast<size_t>(total) + 1);
+      // Along axis 0 the parts lie one after the other in the joined array:
+      // received there, with no copy of each part and no join afterwards
+      // (ZeRO-3 gathers every bucket twice per step).
+      op->gathered_in_out = op->kind == Kind::all_gather && op->free_axis == 0 && total > 0;
+      char* into = nullptr;
+      if (op->gathered_in_out) {
+        Shape whole = x.shape();
+        whole[0] = 0;
+        for (int i = 0; i < ch.size; ++i) whole[0] += op->extents[i];
+        op->out = Array(dt, whole);
+        into = static_cast<char*>(op->out.raw());
+      } else if (receives) {
+        op->recv_bytes.resize(static_cast<size_t>(total) + 1);
+        into = op->recv_bytes.data();
+      }
       int sendn = checked_int(x.nbytes(), name);
       if (op->kind == Kind::all_gather) {
-        check(MPI_Iallgatherv(x.raw(), sendn, MPI_BYTE, op->recv_bytes.data(), op->rcounts.data(),
+        check(MPI_Iallgatherv(x.raw(), sendn, MPI_BYTE, into, op->rcounts.data(),
                               op->rdispls.data(), MPI_BYTE, comm, req),
               name, "MPI_Iallgatherv");
       } else {
@@ -479,6 +493,19 @@ Value Engine::result(Op& op) const {
         shapes.push_back(s);
       }
       List out;
+      if (op.gathered_in_out) {
+        // Views of the joined array, in order (collectives.cpp, concatenated).
+        // The operation lets go of it: its parts' users alone keep it.
+        Array joined = std::move(op.out);
+        int64_t at = 0;
+        for (const Shape& s : shapes) {
+          std::vector<int64_t> strides(s.size(), 1);
+          for (int k = static_cast<int>(s.size()) - 2; k >= 0; --k) strides[k] = strides[k + 1] * s[k + 1];
+          out.push_back(Value(Array::view(joined, s, strides, at)));
+          at += shape_size(s);
+        }
+        return Value(std::move(out));
+      }
       for (auto& a : unpack(op, shapes, dt)) out.push_back(Value(std::move(a)));
       return Value(std::move(out));
     }

@@ -1161,9 +1161,13 @@ class Differentiator {
         // its statements stand alone, not inside the if below, so that its
         // bucket's all-reduce, while in flight, leaves the backward pass going
         // (a pending define does not hold up its block; an if would).
-        const bool bucket = s.spec->name == "grad_bucket";
+        // ZeRO-2's grad_bucket_shard is one too (its weight is argument 1).
+        const bool sharded = s.spec->name == "grad_bucket_shard";
+        const bool bucket = s.spec->name == "grad_bucket" || sharded;
         if (bucket) {
-          g = call("if", {call("is_nil", {g}, loc), call("zeros_like", {s.args[0].ast}, loc), g},
+          g = call("if",
+                   {call("is_nil", {g}, loc),
+                    call("zeros_like", {s.args[sharded ? 1 : 0].ast}, loc), g},
                    loc);
         }
         std::map<std::string, AstPtr> bindings{{"g", g}, {"out", ident(names_[s.out], loc)}};

@@ -101,9 +101,10 @@ def test_deterministic_clipnorm_from_blocks_is_the_global_norm():
     assert not all(np.allclose(u, v) for u, v in zip(a.get_weights(), c.get_weights()))
 
 
-@pytest.mark.parametrize("stage", [1, 2, 3])
-def test_step_text(stage):
+@pytest.mark.parametrize("stage,marks", [(1, False), (2, False), (2, True), (3, False)])
+def test_step_text(stage, marks):
     m = model()
+    m.ZERO2_BUCKET_MARKS = marks
     P, S = m._params(True), m._params(False)
     zp = ZeroPlan(stage, 2, 2, m._bucket_plan(P), {v: m.weights[v].shape for v in P}, "float32")
     m._zero_plans = {zp.key: zp}
@@ -112,22 +113,36 @@ def test_step_text(stage):
     loss_fn = text[:text.index("define(train_step")]
     if stage == 1:  # whole buckets summed from inside the backward pass
         assert "grad_bucket(" in text and "reduce_scatter(" not in text
-    else:  # each bucket made whole by the loss function just before its first use, and
-        # rematerialised; its gradient rule (grad_scatter's, all_gather's) is the
-        # reduce-scatter, from inside the backward pass
+    else:  # each bucket's gradient reduce-scattered from inside the backward pass:
+        # stage 3 gathers each bucket just before its first use, rematerialised, and
+        # cuts it into views (bucket_parts); all_gather's gradient rule is the
+        # reduce-scatter. Stage 2 marks each whole weight as a member of its bucket
+        # (grad_bucket_shard), whose rule reduce-scatters the bucket of gradients:
+        # no flat bucket of the weights is made
         assert "grad_bucket(" not in text and "reduce_scatter(" not in text
         whole = "" if stage == 3 else ", " + ", ".join(f"zw_{v}" for v in P)
         assert loss_fn.startswith(f"define(loss_fn, zp_0, zp_1, zp_2, zp_3{whole}, x, y, seed, "
                                   "w, dgroup")
         for j, bucket in enumerate(zp.buckets):
+            if marks:
+                for m_, v in enumerate(bucket):
+                    assert (f"define({v}, grad_bucket_shard(zp_{j}, zw_{v}, \"s{j}\", {m_}, "
+                            f"{len(bucket)}, group=dgroup))") in loss_fn
+                continue
             made = loss_fn.index(f"define(zf_{j}, remat(lambda(s, ")
-            assert made < loss_fn.index(f"define({bucket[0]}, reshape(zf_{j}[0:")
+            first = f"reshape(zf_{j}[0], " if stage == 3 else f"reshape(zf_{j}[0:"
+            assert made < loss_fn.index(f"define({bucket[0]}, {first}")
             if stage == 2:
                 assert f"zw_{bucket[0]}" in loss_fn[made:].split("\n")[0]
-        maker = "all_gather(s, group=dgroup)" if stage == 3 else "grad_scatter(s, "
-        assert loss_fn.count(maker) == len(zp.buckets)
-        # the first layer's bucket is made before the second layer's
-        assert loss_fn.index("(after(zp_3, x)") < loss_fn.index("(after(zp_1, ")
+        if stage == 3:  # cut into views (bucket_parts)
+            assert loss_fn.count("bucket_parts(all_gather(s, group=dgroup)") == len(zp.buckets)
+        elif not marks:
+            assert loss_fn.count("grad_scatter(s, ") == len(zp.buckets)
+        if marks:  # no flat bucket of the weights; the first layer's weights marked first
+            assert "grad_scatter(" not in text and "remat(" not in loss_fn
+            assert loss_fn.index("grad_bucket_shard(zp_3") < loss_fn.index("grad_bucket_shard(zp_1")
+        else:  # the first layer's bucket is made before the second layer's
+            assert loss_fn.index("(after(zp_3, x)") < loss_fn.index("(after(zp_1, ")
     # stage 3 takes and returns slices; 1 and 2 gather the updated weights
     assert head.startswith("define(train_step, zp_0" if stage == 3 else
                            f"define(train_step, {P[0]}")

@@ -186,8 +186,20 @@ class ProgramsMixin:
             v = self._var_of[key]
             if used is not None:
                 used.add(v)
+            if v in where and v not in gathered and gather.stage == 2 and \
+                    self.ZERO2_BUCKET_MARKS:
+                # ZeRO-2: the whole weight the member holds, marked as a member
+                # of its bucket, whose gradient rule reduce-scatters the
+                # bucket of gradients to this member's slice zp_j (no flat
+                # copy of the weights is made)
+                j, _ = where[v]
+                m, count = gather.buckets[j].index(v), len(gather.buckets[j])
+                writer.stmts.append(f"define({v}, grad_bucket_shard({gather.shards[j]}, "
+                                    f"{gather.whole_name(v)}, \"s{j}\", {m}, {count}, "
+                                    "group=dgroup))")
+                gathered.add(v)
             if v in where and v not in gathered:
-                j, off = where[v]
+                j, _ = where[v]
                 # the bucket first used next (buckets are in backward order)
                 # Blocks are dataflow: each gather waits for the input of the
                 # layer that first uses the bucket (`entering`), so the
@@ -196,7 +208,8 @@ class ProgramsMixin:
                     if b >= 0 and f"zf_{b}" not in gathered:
                         writer.stmts.append(gather.gather_line(b, entering[0]))
                         gathered.add(f"zf_{b}")
-                writer.stmts.append(gather.define_param(v, j, off))
+                writer.stmts.append(gather.define_part(v, j) if gather.stage == 3 else
+                                    gather.define_param(v, j, where[v][1]))
                 gathered.add(v)
             if v in member:
                 if v not in marked:
@@ -408,6 +421,13 @@ class ProgramsMixin:
             buckets.append(current)
         return buckets
 
+    # ZeRO-2: mark each whole weight as a member of its bucket
+    # (grad_bucket_shard), whose gradient rule reduce-scatters the bucket of
+    # gradients, instead of making the flat bucket of the weights
+    # (grad_scatter, remat). Fewer copies per step, but its step peak is
+    # higher (tests/distributed/zero_peak.py: about 1.0 of the whole weights
+    # against 0.63; why is not found yet), so off by default.
+    ZERO2_BUCKET_MARKS = False
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
     # Data parallel: each bucket's all-reduce starts inside the backward pass

@@ -119,24 +119,51 @@ class ZeroPlan:
         n = self.sizes[v]
         return f"define({v}, reshape(zf_{j}[{off}:{off + n}], {_shape_text(self.shapes[v])}))"
 
-    def gather_line(self, j: int, token=None) -> str:
-        """Inside the loss function, bucket j whole (zf_j), rematerialised: not
-        kept for the backward pass, which makes it again where it first
-        needs it (docs/nn.md, "remat"), and made once `token` (an
-        expression) is ready. Stage 3: all-gathered from the slices (the
-        gradient of all_gather is the reduce-scatter); stage 2: the whole
-        weights zw_<v> the member holds, flattened, with grad_scatter, whose
-        gradient is the reduce-scatter to this member's slice."""
+    def split_points(self, j: int) -> list:
+        """The ends of bucket j's parts: its parameters, then the padding when
+        there is any (the last end is the padded length)."""
+        points, off = [], 0
+        for v in self.buckets[j][:-1]:
+            off += self.sizes[v]
+            points.append(off)
+        if self.N[j] > self.n[j]:
+            points.append(self.n[j])
+        return points + [self.N[j]]
+
+    def scatter_line(self, j: int, token=None) -> str:
+        """Stage 2, inside the loss function: bucket j whole (zf_j) made from
+        the whole weights zw_<v> the member holds, flattened, with
+        grad_scatter, whose gradient is the reduce-scatter to this member's
+        slice; rematerialised, and made once `token` is ready."""
         def held(a):
             return a if token is None else f"after({a}, {token})"
 
-        if self.stage == 3:
-            return (f"define(zf_{j}, remat(lambda(s, all_gather(s, group=dgroup)))"
-                    f"({held(self.shards[j])}))")
         names = [f"a{i}" for i in range(len(self.buckets[j]))]
         args = [held(self.shards[j])] + [held(self.whole_name(v)) for v in self.buckets[j]]
         return (f"define(zf_{j}, remat(lambda(s, {', '.join(names)}, grad_scatter(s, "
                 f"{self.flat(j, names)}, group=dgroup)))({', '.join(args)}))")
+
+    def gather_line(self, j: int, token=None) -> str:
+        """Stage 3, inside the loss function: bucket j all-gathered from the
+        slices and cut into its parameters' flat parts (zf_j, a list of views
+        of the gathered bucket, then the padding), rematerialised: not kept
+        for the backward pass, which gathers it again where it first needs it
+        (docs/nn.md, "remat"), and made once `token` (an expression) is
+        ready. The cut (bucket_parts) gives views; its gradient joins the
+        parts' gradients in one copy, and that of all_gather is the
+        reduce-scatter."""
+        if self.stage == 2:
+            return self.scatter_line(j, token)
+        held = self.shards[j] if token is None else f"after({self.shards[j]}, {token})"
+        points = ", ".join(str(p) for p in self.split_points(j))
+        return (f"define(zf_{j}, remat(lambda(s, bucket_parts(all_gather(s, group=dgroup), "
+                f"[{points}])))({held}))")
+
+    def define_part(self, v: str, j: int) -> str:
+        """Stage 3, inside the loss function: parameter v from its part of the
+        cut bucket j (gather_line): a view, no copy."""
+        m = self.buckets[j].index(v)
+        return f"define({v}, reshape(zf_{j}[{m}], {_shape_text(self.shapes[v])}))"
 
     @staticmethod
     def whole_name(v: str) -> str:

@@ -266,6 +266,12 @@ const std::vector<GradCase>& cases() {
       {"vstack", "vstack(list(a, row, b))", {"a", "row", "b"}},
       {"dstack", "dstack(a, b)", {"a", "b"}},
       {"reduce_scatter", "reduce_scatter(m)", {"m"}},
+      // ZeRO-3's cut of a gathered bucket: a piece no gradient reaches gets zeros.
+      {"bucket_parts", "bucket_parts(ravel(a), [2, 5, 6])[1] * 3.0", {"a"}},
+      {"bucket_parts",
+       "concatenate(list(bucket_parts(ravel(a), [1, 1, 4, 6])[2], "
+       "bucket_parts(ravel(a), [1, 1, 4, 6])[0]))",
+       {"a"}},
       {"all_gather", "all_gather(a, axis=1)", {"a"}},
       {"gather", "gather(m)", {"m"}},
       {"scatter", "scatter(m)", {"m"}},
@@ -316,6 +322,7 @@ TEST(Autodiff, EveryRuleHasAFiniteDifferenceCase) {
   // see; ZeRO-2's gradients are checked against one locality in
   // tests/distributed/zero_fit.py.
   covered.insert("grad_scatter");
+  covered.insert("grad_bucket_shard");  // the same, its rule checked below
   for (const PrimitiveSpec* s : all_primitives()) {
     bool has_rule = false;
     for (const auto& r : s->grads) has_rule = has_rule || !r.empty();
@@ -906,6 +913,30 @@ TEST(Autodiff, GradScatterGivesTheBucketsGradientToTheShard) {
       [] { eval_string("grad_scatter([0.0], [4.0, 5.0, 6.0])", {}, "gs.tsl"); },
       "[grad_scatter] x must be a flat array of shard's length times the group's size: x has "
       "shape (3,), shard 1 elements, the group 1 members"));
+}
+
+// grad_bucket_shard (ZeRO-2's bucket member): x passes through; the members'
+// gradients, joined in member order and padded with zeros to the shard's
+// length times the group's size, are reduce-scattered to the shard (on one
+// locality: the joined bucket itself); a member no cotangent reaches gives
+// zeros, and a bucket longer than the shard allows is refused.
+TEST(Autodiff, GradBucketShardGivesTheJoinedGradientsToTheShard) {
+  Value g = eval_string(
+      "define(f, s, a, b, sum(grad_bucket_shard(s, a, \"t1\", 0, 2) * [1.0, 2.0]) + "
+      "sum(grad_bucket_shard(s, b, \"t1\", 1, 2) * [[3.0, 4.0]]))\n"
+      "grad(f)(zeros(5), [7.0, 8.0], [[9.0, 10.0]])");
+  EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {5}, {1.0, 2.0, 3.0, 4.0, 0.0}));
+  Value unused = eval_string(
+      "define(f, s, a, b, block(define(u, grad_bucket_shard(s, b, \"t2\", 1, 2)), "
+      "sum(grad_bucket_shard(s, a, \"t2\", 0, 2) * 2.0)))\n"
+      "grad(f)(zeros(4), [7.0, 8.0], [9.0, 10.0])");
+  EXPECT_TRUE(tessera::test::array_eq(unused, DType::float64, {4}, {2.0, 2.0, 0.0, 0.0}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] {
+        eval_string("define(f, s, a, sum(grad_bucket_shard(s, a, \"t3\", 0, 1)))\n"
+                    "grad(f)(zeros(2), [7.0, 8.0, 9.0])");
+      },
+      "[bucket_reduce_scatter] gradient bucket 't3' has 3 elements, more than its padded length 2"));
 }
 
 // A value that is a list of arrays (a pipeline stage sending two tensors):
