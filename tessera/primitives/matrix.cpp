@@ -280,8 +280,14 @@ Value scalar_case(const Value& va, const Value& vb, const char* op) {
   return a.ndim() == 0 ? kn::scale_by(b, a, dt) : kn::scale_by(a, b, dt);
 }
 
+// An operand as given: a strided view stays a view (batched_product reads
+// float views in place and packs the others).
+Array operand_view(const Value& v, const char* op) {
+  return v.is_array() ? v.as_array() : to_array(v, op);
+}
+
 Value matmul(const Value& va, const Value& vb, const char* op) {
-  Array a0 = to_array(va, op), b0 = to_array(vb, op);
+  Array a0 = operand_view(va, op), b0 = operand_view(vb, op);
   for (int i = 0; i < 2; ++i) {
     const Array& x = i == 0 ? a0 : b0;
     if (x.ndim() == 0) {
