@@ -2,7 +2,7 @@
 spends its time: one step recorded with tessera.trace, each primitive's
 exclusive time summed over its evaluations, largest first.
 
-run: .venv/bin/python bench/profile_step.py har|gpt|resnet [--threads 1] [--forward]
+run: .venv/bin/python bench/profile_step.py har|gpt|mesh-gpt|resnet [--threads 1] [--forward]
          [--trace DIR]
      (under the race's allocator: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 """
@@ -14,12 +14,14 @@ import os
 import tempfile
 import time
 
+import numpy as np
+
 import tessera
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("workload", choices=["har", "gpt", "resnet"])
+    p.add_argument("workload", choices=["har", "gpt", "mesh-gpt", "resnet"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--forward", action="store_true", help="model.predict instead of a step")
     p.add_argument("--trace", help="trace directory (default: a temporary one)")
@@ -37,6 +39,14 @@ def main():
         ids, _, vocab, _ = b.make_corpus()
         x, y = b.batches(ids, 1, b.BATCH, seed=1)[0]
         model, batch = b.tessera_model(vocab), b.BATCH
+    elif args.workload == "mesh-gpt":  # bench_mesh.py's GPT at its defaults (issue 28's base)
+        import bench_mesh as b
+
+        g = argparse.Namespace(layers=8, d=512, heads=8, context=64, batch=8)
+        x = np.random.default_rng(0).integers(0, b.VOCAB, size=(g.batch, g.context),
+                                              dtype=np.int32)
+        y = np.roll(x, -1, axis=1)
+        model, batch = b.tessera_gpt(g), g.batch
     else:
         import bench_resnet as b
 

@@ -173,6 +173,52 @@ void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int
   }
 }
 
+template <class T>
+void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+                              int64_t bcs, T* c, int64_t k, int64_t n, int64_t r0, int64_t r1) {
+  const int64_t rows = r1 - r0;
+  const T* ar = a + r0 * ars;
+  T* cr = c + r0 * n;
+  if (k == 0) {
+    std::fill(cr, cr + rows * n, T(0));
+    return;
+  }
+  // An operand whose column stride is not 1 is stored transposed (its row
+  // stride is 1): BLAS reads it with the transpose flag, leading dimension
+  // the column stride.
+  const bool ta = acs != 1, tb = bcs != 1;
+  const auto lda = static_cast<blasint>(ta ? acs : ars);
+  const auto ldb = static_cast<blasint>(tb ? bcs : brs);
+  const auto bk = static_cast<blasint>(k), bn = static_cast<blasint>(n);
+  const auto brows = static_cast<blasint>(rows);
+  const CBLAS_TRANSPOSE na = ta ? CblasTrans : CblasNoTrans, nb = tb ? CblasTrans : CblasNoTrans;
+  auto gemv = [](CBLAS_TRANSPOSE t, blasint m, blasint nn, const T* mat, blasint ld, const T* x,
+                 blasint incx, T* y) {
+    if constexpr (std::is_same_v<T, double>) {
+      cblas_dgemv(CblasRowMajor, t, m, nn, 1.0, mat, ld, x, incx, 0.0, y, 1);
+    } else {
+      cblas_sgemv(CblasRowMajor, t, m, nn, 1.0f, mat, ld, x, incx, 0.0f, y, 1);
+    }
+  };
+  if (n == 1) {  // C's rows = A's rows . b's column (stride brs)
+    if (ta) {
+      gemv(CblasTrans, bk, brows, ar, lda, b, static_cast<blasint>(brs), cr);
+    } else {
+      gemv(CblasNoTrans, brows, bk, ar, lda, b, static_cast<blasint>(brs), cr);
+    }
+  } else if (rows == 1) {  // C's row = a's row (stride acs) . B
+    if (tb) {
+      gemv(CblasNoTrans, bn, bk, b, ldb, ar, static_cast<blasint>(acs), cr);
+    } else {
+      gemv(CblasTrans, bk, bn, b, ldb, ar, static_cast<blasint>(acs), cr);
+    }
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, na, nb, brows, bn, bk, 1.0, ar, lda, b, ldb, 0.0, cr, bn);
+  } else {
+    cblas_sgemm(CblasRowMajor, na, nb, brows, bn, bk, 1.0f, ar, lda, b, ldb, 0.0f, cr, bn);
+  }
+}
+
 }  // namespace
 
 void matmul_tn_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t p,
@@ -184,6 +230,22 @@ void matmul_tn_rows(DType dt, const void* a, const void* b, void* c, int64_t k, 
   } else {
     matmul_tn_rows_blas(static_cast<const float*>(a), static_cast<const float*>(b),
                         static_cast<float*>(c), k, p, n, row_begin, row_end);
+  }
+}
+
+void matmul_rows_strided(DType dt, BlasMatrix a, BlasMatrix b, void* c, int64_t k, int64_t n,
+                         int64_t row_begin, int64_t row_end) {
+  if (row_end <= row_begin || n == 0) return;
+  if (dt == DType::float64) {
+    matmul_rows_strided_blas(static_cast<const double*>(a.data), a.row_stride, a.col_stride,
+                             static_cast<const double*>(b.data), b.row_stride, b.col_stride,
+                             static_cast<double*>(c), k, n, row_begin, row_end);
+  } else if (dt == DType::float32) {
+    matmul_rows_strided_blas(static_cast<const float*>(a.data), a.row_stride, a.col_stride,
+                             static_cast<const float*>(b.data), b.row_stride, b.col_stride,
+                             static_cast<float*>(c), k, n, row_begin, row_end);
+  } else {
+    unsupported_dtype(dt, "matmul");
   }
 }
 

@@ -18,6 +18,22 @@ namespace tessera::kernels {
 void matmul_rows(DType dt, const void* a, const void* b, void* c, int64_t k, int64_t n,
                  int64_t row_begin, int64_t row_end);
 
+// A float matrix operand as BLAS reads it in place: element (i, j) at
+// data[i * row_stride + j * col_stride] (elements), where one of the strides is
+// 1 (row-major, or a transposed view of a row-major matrix) and the other at
+// least the extent it steps over.
+struct BlasMatrix {
+  const void* data;
+  int64_t row_stride;
+  int64_t col_stride;
+};
+
+// Rows [row_begin, row_end) of C = A B for float32 or float64 A (m, k) and
+// B (k, n) read through their strides (a transposed or sliced view needs no
+// copy: BLAS's transpose flags and leading dimensions); C (m, n) contiguous.
+void matmul_rows_strided(DType dt, BlasMatrix a, BlasMatrix b, void* c, int64_t k, int64_t n,
+                         int64_t row_begin, int64_t row_end);
+
 // Rows [row_begin, row_end) of C = A^T B without forming A^T: A is (k, p),
 // B is (k, n), C is (p, n), row-major float32 or float64 (BLAS reads A
 // transposed in place).

@@ -106,18 +106,123 @@ Array aligned_operand(const Array& a, int64_t reuse) {
   return a;
 }
 
+// An operand's last two axes as BLAS can read them in place, strides in
+// elements: one stride 1 and the other at least the extent it steps over (an
+// axis of length 1 may have any stride). Null for any other view (broadcast,
+// reversed or doubly strided axes), which is packed instead.
+std::optional<kn::BlasMatrix> blas_matrix(const Array& a) {
+  const int nd = a.ndim();
+  const int64_t rows = a.shape()[nd - 2], cols = a.shape()[nd - 1];
+  std::vector<int64_t> st = a.strides();
+  int64_t rs = st[nd - 2], cs = st[nd - 1];
+  if (cols <= 1) cs = 1;
+  if (rows <= 1) rs = std::max<int64_t>(cols, 1);
+  const bool row_major = cs == 1 && rs >= std::max<int64_t>(cols, 1);
+  const bool transposed = rs == 1 && cs >= std::max<int64_t>(rows, 1);
+  if (!row_major && !transposed) return std::nullopt;
+  return kn::BlasMatrix{a.origin_raw(), rs, cs};
+}
+
+// The element offset of each matrix of a (strided) array in the broadcast
+// batch `batch`, from its own leading axes' strides (0 along broadcast axes).
+std::vector<int64_t> view_batch_offsets(const Array& a, const Shape& batch) {
+  const size_t own = static_cast<size_t>(a.ndim() - 2), nd = batch.size();
+  const std::vector<int64_t> st = a.strides();
+  std::vector<int64_t> stride(nd, 0);
+  for (size_t i = 0; i < own; ++i) {
+    if (a.shape()[i] != 1) stride[i + (nd - own)] = st[i];
+  }
+  std::vector<int64_t> offsets(static_cast<size_t>(shape_size(batch)));
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = 0;
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    offsets[b] = off;
+    for (size_t ax = nd; ax-- > 0;) {
+      if (++idx[ax] < batch[ax]) {
+        off += stride[ax];
+        break;
+      }
+      off -= stride[ax] * (batch[ax] - 1);
+      idx[ax] = 0;
+    }
+  }
+  return offsets;
+}
+
+// As few tiles as there are threads (or fewer, by the work): each BLAS call
+// packs all of B, so 8 tiles on 2 threads packed it 8 times and ran slower
+// than one thread. Rows are split evenly, the same for any thread count in
+// deterministic mode (each element's sum runs in the same order anyway).
+int64_t row_chunks(DType dt, int64_t total_rows, int64_t k, int64_t n) {
+  const int64_t by_work =
+      static_cast<int64_t>(static_cast<double>(total_rows) * row_cost_ns(dt, k, n) / kMinTaskNs);
+  const int64_t threads = deterministic_tiling() ? kDeterministicThreads : num_threads();
+  return std::clamp<int64_t>(std::min(by_work, threads), 1, total_rows);
+}
+
+// C = A B for float32/float64 operands read in place through their strides
+// (transposed and sliced views are not copied: BLAS's transpose flags). When
+// every matrix of the batch meets the same B and A's matrices follow each
+// other row after row (a dense layer on (batch, steps, features)), the batch
+// is one tall product: B is packed once instead of once per matrix.
+Array batched_product_float(const Array& a0, const Array& b0, const Shape& batch,
+                            Array out) {
+  const DType dt = a0.dtype();
+  std::optional<kn::BlasMatrix> ma = blas_matrix(a0), mb = blas_matrix(b0);
+  const Array a = ma ? a0 : a0.contiguous(), b = mb ? b0 : b0.contiguous();
+  if (!ma) ma = blas_matrix(a);
+  if (!mb) mb = blas_matrix(b);
+  const int64_t m = a.shape()[a.ndim() - 2], k = a.shape()[a.ndim() - 1];
+  const int64_t n = b.shape()[b.ndim() - 1];
+  std::vector<int64_t> a_off = view_batch_offsets(a, batch);
+  std::vector<int64_t> b_off = view_batch_offsets(b, batch);
+  int64_t rows_per = m;
+  const bool shared_b = std::all_of(b_off.begin(), b_off.end(), [](int64_t o) { return o == 0; });
+  bool stacked = shared_b && a_off.size() > 1 && ma->col_stride == 1;
+  for (size_t i = 0; stacked && i < a_off.size(); ++i) {
+    stacked = a_off[i] == static_cast<int64_t>(i) * m * ma->row_stride;
+  }
+  if (stacked) {
+    rows_per = m * static_cast<int64_t>(a_off.size());
+    a_off.assign(1, 0);
+    b_off.assign(1, 0);
+  }
+  const size_t es = dtype_size(dt);
+  const char* pa = static_cast<const char*>(ma->data);
+  const char* pb = static_cast<const char*>(mb->data);
+  char* pc = static_cast<char*>(out.raw());
+  const int64_t total_rows = static_cast<int64_t>(a_off.size()) * rows_per;
+  const int64_t chunks = row_chunks(dt, total_rows, k, n);
+  parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = total_rows * c0 / chunks, end = total_rows * c1 / chunks;
+    for (int64_t r = begin; r < end;) {
+      int64_t bi = r / rows_per, row = r % rows_per;
+      int64_t row_end = std::min(rows_per, row + (end - r));
+      kn::matmul_rows_strided(dt, {pa + a_off[bi] * es, ma->row_stride, ma->col_stride},
+                              {pb + b_off[bi] * es, mb->row_stride, mb->col_stride},
+                              pc + bi * rows_per * n * es, k, n, row, row_end);
+      r += row_end - row;
+    }
+  });
+  return out;
+}
+
 // C = A B for a (batch_a..., m, k) and b (batch_b..., k, n) of one dtype whose
-// batch dims broadcast to `batch`; the result is (batch..., m, n).
-Array batched_product(const Array& a0, const Array& b0, const Shape& batch, const char* op) {
-  const Array a = aligned_operand(a0, b0.shape()[b0.ndim() - 1]);
-  const Array b = aligned_operand(b0, a0.shape()[a0.ndim() - 2]);
-  const DType dt = a.dtype();
+// batch dims broadcast to `batch`; the result is (batch..., m, n). Float
+// operands may be strided views; other dtypes are packed.
+Array batched_product(const Array& a_in, const Array& b_in, const Shape& batch, const char* op) {
+  const DType dt = a_in.dtype();
+  const bool blas = dt == DType::float32 || dt == DType::float64;
+  const Array a0 = blas ? a_in : a_in.contiguous(), b0 = blas ? b_in : b_in.contiguous();
+  const Array a = a0.is_contiguous() ? aligned_operand(a0, b0.shape()[b0.ndim() - 1]) : a0;
+  const Array b = b0.is_contiguous() ? aligned_operand(b0, a0.shape()[a0.ndim() - 2]) : b0;
   const int64_t m = a.shape()[a.ndim() - 2], k = a.shape()[a.ndim() - 1];
   const int64_t n = b.shape()[b.ndim() - 1];
   Shape out_shape = concat(batch, {m, n});
   shape_size(out_shape, op);  // a MemoryError naming the op, before allocating
   Array out(dt, out_shape);
   if (out.size() == 0) return out;
+  if (blas) return batched_product_float(a, b, batch, std::move(out));
   std::vector<int64_t> a_off = batch_offsets(leading(a.shape(), 2), batch, m * k);
   std::vector<int64_t> b_off = batch_offsets(leading(b.shape(), 2), batch, k * n);
   const size_t es = dtype_size(dt);
@@ -125,14 +230,7 @@ Array batched_product(const Array& a0, const Array& b0, const Shape& batch, cons
   const char* pb = static_cast<const char*>(b.raw());
   char* pc = static_cast<char*>(out.raw());
   const int64_t total_rows = static_cast<int64_t>(a_off.size()) * m;
-  // As few tiles as there are threads (or fewer, by the work): each BLAS call
-  // packs all of B, so 8 tiles on 2 threads packed it 8 times and ran slower
-  // than one thread. Rows are split evenly, the same for any thread count in
-  // deterministic mode (each element's sum runs in the same order anyway).
-  const int64_t by_work =
-      static_cast<int64_t>(static_cast<double>(total_rows) * row_cost_ns(dt, k, n) / kMinTaskNs);
-  const int64_t threads = deterministic_tiling() ? kDeterministicThreads : num_threads();
-  const int64_t chunks = std::clamp<int64_t>(std::min(by_work, threads), 1, total_rows);
+  const int64_t chunks = row_chunks(dt, total_rows, k, n);
   parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
     const int64_t begin = total_rows * c0 / chunks, end = total_rows * c1 / chunks;
     // A tile may span several matrices of the batch: one kernel call per matrix.
@@ -182,8 +280,14 @@ Value scalar_case(const Value& va, const Value& vb, const char* op) {
   return a.ndim() == 0 ? kn::scale_by(b, a, dt) : kn::scale_by(a, b, dt);
 }
 
+// An operand as given: a strided view stays a view (batched_product reads
+// float views in place and packs the others).
+Array operand_view(const Value& v, const char* op) {
+  return v.is_array() ? v.as_array() : to_array(v, op);
+}
+
 Value matmul(const Value& va, const Value& vb, const char* op) {
-  Array a0 = to_array(va, op), b0 = to_array(vb, op);
+  Array a0 = operand_view(va, op), b0 = operand_view(vb, op);
   for (int i = 0; i < 2; ++i) {
     const Array& x = i == 0 ? a0 : b0;
     if (x.ndim() == 0) {
@@ -829,7 +933,8 @@ const bool registered = register_primitives({
              "dimensions are broadcast as a batch. Scalars are rejected; bool @ bool is bool.",
      .eval = matmul_eval,
      .ns_per_element = 50.0,
-     .grads = {"matmul_grad_x(g, x, y)", "matmul_grad_y(g, x, y)"}},
+     .grads = {"matmul_grad_x(g, x, y)", "matmul_grad_y(g, x, y)"},
+     .strided = true},  // float operands are read through their strides (batched_product)
     {.name = "matmul_tn",
      .family = "matrix",
      .params = {{"x"}, {"y"}},
