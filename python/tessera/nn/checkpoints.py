@@ -544,6 +544,20 @@ def _outcomes(status: int):
     return np.asarray(_dist.all_gather(np.array([status], dtype=np.int64)))
 
 
+def _read_block(open_checkpoint, path, manifest, n: int, rank: int) -> bytes:
+    """The bytes of this locality's block of the shards (_span of them),
+    each checked; b"" when the block is empty. open_checkpoint() gives the
+    checkpoint folder's descriptor."""
+    first, stop = _span(manifest["localities"], n, rank)
+    if first >= stop:
+        return b""
+    ck = open_checkpoint()
+    try:
+        return _read_state_at(ck, path, manifest, first, stop)
+    finally:
+        os.close(ck)
+
+
 def _gather_blocks(part: bytes, manifest, n: int, who: str, path) -> bytes:
     """The state's bytes from every locality's block of shards (locality r
     read shards _span(localities, n, r)): one all-gather of int64 words."""
@@ -654,13 +668,7 @@ def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_f
         status, why, part = 0, "", b""
         try:
             manifest = check_manifest(manifest, None, expect)
-            first, stop = _span(manifest["localities"], n, rank)
-            if first < stop:
-                ck = _open_resolved(folder, names)
-                try:
-                    part = _read_state_at(ck, path, manifest, first, stop)
-                finally:
-                    os.close(ck)
+            part = _read_block(lambda: _open_resolved(folder, names), path, manifest, n, rank)
         except (OSError, ValueError) as e:
             status, why = 1, str(getattr(e, "strerror", None) or e)
         except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
@@ -1064,14 +1072,9 @@ class CheckpointDir(Callback):
             except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
                 status, why = 1, f"a field is malformed ({type(e).__name__})"
             if status == 0:
-                first, stop = _span(manifest["localities"], n, rank)
                 try:
-                    if first < stop:
-                        ck = _open_dir(f"ckpt-{chosen}", self._run_fd)
-                        try:
-                            part = _read_state_at(ck, path, manifest, first, stop)
-                        finally:
-                            os.close(ck)
+                    part = _read_block(lambda: _open_dir(f"ckpt-{chosen}", self._run_fd), path,
+                                       manifest, n, rank)
                 except (OSError, ValueError) as e:
                     status, why = 2, str(getattr(e, "strerror", None) or e)
             # the worst reader's outcome, on every locality: a failed reader never
