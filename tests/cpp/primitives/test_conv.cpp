@@ -622,7 +622,10 @@ double scaled_error(const Array& a, const Array& ref) {
 // four chunks (11, 11, 11, 9: at most a quarter of the batch each; more where
 // L2 is smaller, preferred_chunk_samples): the weight gradient adds partials,
 // and the last chunk has a batch of its own. Stated tolerance: 1e-5 of the largest magnitude
-// for Winograd (measured 1.4e-6 here), 2e-6 for direct (measured 0.7e-6).
+// for Winograd (measured 1.4e-6 here), 5e-6 for direct (measured 0.7e-6 for the output and the
+// input gradient, 2.6e-6 for the weight gradient, a float32 sum of 32,928 products per element
+// since its product reads the operands in place in BLAS's own blocking; float32's bound for such
+// a sum is about sqrt(32,928) x 6e-8 = 1.1e-5).
 TEST(Conv, WinogradAndDirectAgreeWithTheLoops) {
   kernels::ConvShape probe;
   probe.spatial = 2;
@@ -665,7 +668,7 @@ TEST(Conv, WinogradAndDirectAgreeWithTheLoops) {
         EXPECT_GE(chunks, 4u);
         EXPECT_EQ(ran, chunks * 3 * 2);  // chunks x 3 passes x 2 thread counts
       }
-      const double tol = winograd ? 1e-5 : 2e-6;
+      const double tol = winograd ? 1e-5 : 5e-6;
       const Array* ref[3] = {&y, &dx, &dw};
       for (int k = 0; k < 3; ++k) {
         EXPECT_EQ(results[0][k].dtype(), DType::float32);
