@@ -377,11 +377,12 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             print_fn(line if n == 0 else "-" * sum(widths))
         counts = {True: [0, 0], False: [0, 0]}  # trainable: [parameters, bytes]
         if built:
+            trainable = set(self._params(True))
             for v in self._params(True) + self._params(False):
                 layer, p = self._owner[v]
                 shape, dtype = value_spec(layer, p.name)
                 n = math.prod(shape)
-                c = counts[v in self._params(True)]
+                c = counts[v in trainable]
                 c[0] += n
                 c[1] += n * np.dtype(dtype).itemsize
         total = [counts[True][k] + counts[False][k] for k in range(2)]
