@@ -85,6 +85,8 @@ class Loss:
         if p.dtype != np.float64:
             p = p.astype(np.float32)
         y = np.asarray(y_true)
+        if p.ndim == 0:
+            raise ValueError(f"[{where}] y_pred must have at least one axis, got a scalar")
         if self.sparse_labels:
             if y.dtype.kind not in "iub" and not (y.dtype.kind == "f" and np.all(y == np.round(y))):
                 raise ValueError(f"[{where}] y_true must hold integer class labels, got dtype "
@@ -100,8 +102,6 @@ class Loss:
             if y.shape != p.shape:
                 raise ValueError(f"[{where}] y_true has shape {y.shape} and y_pred {p.shape}: "
                                  "they must be the same")
-        if p.ndim == 0:
-            raise ValueError(f"[{where}] y_pred must have at least one axis, got a scalar")
         prog = self.__dict__.get("_eager_program")
         if prog is None:
             prog = _core.Program(f"lambda(y, p, {self.per_sample('y', 'p')})", f"<{where}>")
@@ -336,8 +336,8 @@ def _reduce(values, sample_weight, where):
     return values.dtype.type(values.sum(dtype=np.float64) / values.size)
 
 
-def _function(cls, doc, **fixed):
-    """Keras's loss function of class `cls`: each sample's loss."""
+def _function(cls, name):
+    """Keras's loss function `name` of class `cls`: each sample's loss."""
 
     def fn(y_true, y_pred, **kwargs):
         if kwargs.get("axis", -1) != -1:
@@ -347,9 +347,8 @@ def _function(cls, doc, **fixed):
         if kwargs.get("ignore_class") is not None:
             raise ValueError(f"[{name}] ignore_class is not supported")
         kwargs.pop("ignore_class", None)
-        return cls(**fixed, **kwargs).values(y_true, y_pred)
+        return cls(**kwargs).values(y_true, y_pred)
 
-    name = doc
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"keras.losses.{name}(y_true, y_pred, ...): each sample's loss of "
                   f"{cls.__name__}, on arrays (no reduction).")
