@@ -937,18 +937,8 @@ class StageStep:
         lines.append(f"define(lm, {mine})")
         new_p = P
         if zero is None:
-            norm = None
-            # weights split over a tensor group: norms of the whole weights
-            norms = SplitNorms.of(model, model._params(True), opt)
-            if opt.clipnorm is not None and norms is not None:
-                more, self.norm_gather = norms.stage_norm_lines(
-                    model._params(True), P, grads, self.owner, s, p, int(self.pg),
-                    model._fixed_sum)
-                lines += more
-                norm = "pnorm"
-            elif opt.clipnorm is not None:
-                lines += self._norm_lines(grads)
-                norm = "pnorm"
+            more, norms, norm = self._clip_norm_lines(model, opt, P, grads, s, p)
+            lines += more
             upd = opt.update_code(P, grads, state_prefix="opt_", lr_expr="lr",
                                   iteration_expr="iteration", global_norm=norm,
                                   sum_squares=None if norms is None else
@@ -963,29 +953,17 @@ class StageStep:
             # mode: the fixed sum above is whole, then sliced, as stage 1 does.
             if not scatter:
                 lines += zero.slice_lines(dict(zip(P, grads)), zero.grads)
-            norm = None
-            norms = SplitNorms.of(model, model._params(True), opt)
-            if opt.clipnorm is not None and norms is not None:
-                # split weights: each parameter's sum of squares of its whole
-                # summed gradient (the buckets gathered from the slices under
-                # ZeRO 2/3 in normal mode), as without ZeRO
-                exprs = grads
-                if scatter:
-                    more, whole = zero.whole_grad_lines()
-                    lines += more
-                    exprs = [whole[v] for v in P]
-                more, self.norm_gather = norms.stage_norm_lines(
-                    model._params(True), P, exprs, self.owner, s, p, int(self.pg),
-                    model._fixed_sum)
-                lines += more
-                norm = "pnorm"
-            elif opt.clipnorm is not None:
-                # the norm of every stage's gradients: from the whole sums
-                # where the stage has them (ZeRO 1; deterministic mode, whose
-                # fixed sums are whole), else from this member's slices
-                lines += self._norm_lines(grads) if not scatter else \
-                    self._slice_norm_lines()
-                norm = "pnorm"
+            # split weights: each parameter's sum of squares of its whole
+            # summed gradient (the buckets gathered from the slices under ZeRO
+            # 2/3 in normal mode), as without ZeRO; without split weights the
+            # norm of every stage's gradients from the whole sums where the
+            # stage has them (ZeRO 1; deterministic mode, whose fixed sums are
+            # whole), else from this member's slices
+            more, _, norm = self._clip_norm_lines(
+                model, opt, P, grads, s, p,
+                whole=zero.whole_grad_lines if scatter else None,
+                plain=self._slice_norm_lines if scatter else None)
+            lines += more
             lines += model._zero_update_lines(zero, P, grads, zero_grads=True, norm=norm)
             self.O = [z.name for z in zero.state]
         new_p = zero.shards if gathered else P  # ZeRO 3: the updated slices
@@ -1000,6 +978,26 @@ class StageStep:
                        "stage_update\n")
         model.train_code = pass_text + update_text
         return pass_text, update_text
+
+    def _clip_norm_lines(self, model, opt, P, grads, s, p, whole=None, plain=None):
+        """(statements, SplitNorms or None, the norm's name or None) of the
+        update's global norm for clipnorm ("pnorm"). With weights split over
+        a tensor group the norms of the whole weights (clipping.py), from
+        `grads` or, when given, whole() = (statements, {parameter: whole
+        summed gradient}); without, plain() or the stages' norm of `grads`."""
+        norms = SplitNorms.of(model, model._params(True), opt)
+        if opt.clipnorm is None:
+            return [], norms, None
+        if norms is None:
+            return (plain() if plain is not None else self._norm_lines(grads)), None, "pnorm"
+        lines, exprs = [], grads
+        if whole is not None:
+            more, sums = whole()
+            lines += more
+            exprs = [sums[v] for v in P]
+        more, self.norm_gather = norms.stage_norm_lines(
+            model._params(True), P, exprs, self.owner, s, p, int(self.pg), model._fixed_sum)
+        return lines + more, norms, "pnorm"
 
     def _scatter_lines(self, made_at, i, scattered) -> list:
         """ZeRO 2/3, normal mode: the reduce-scatter of each bucket whose
