@@ -53,6 +53,27 @@ bool broadcast_shapes(const Shape& x, const Shape& y, Shape& out) {
   return true;
 }
 
+// The offset of each index of `batch` (row-major order) when axis k advances
+// the offset by stride[k] (0 along broadcast axes).
+std::vector<int64_t> walk_offsets(const Shape& batch, const std::vector<int64_t>& stride) {
+  const size_t nd = batch.size();
+  std::vector<int64_t> offsets(static_cast<size_t>(shape_size(batch)));
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = 0;
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    offsets[b] = off;
+    for (size_t ax = nd; ax-- > 0;) {
+      if (++idx[ax] < batch[ax]) {
+        off += stride[ax];
+        break;
+      }
+      off -= stride[ax] * (batch[ax] - 1);
+      idx[ax] = 0;
+    }
+  }
+  return offsets;
+}
+
 // Element offsets, for each index of the broadcast `batch` shape, of the matrix
 // of an array whose batch dims are `own` (right-aligned) and matrices hold
 // `matrix_size` elements.
@@ -65,22 +86,7 @@ std::vector<int64_t> batch_offsets(const Shape& own, const Shape& batch, int64_t
     stride[bi] = own[i] == 1 ? 0 : s;
     s *= own[i];
   }
-  int64_t count = shape_size(batch);
-  std::vector<int64_t> offsets(static_cast<size_t>(count));
-  std::vector<int64_t> idx(nd, 0);
-  int64_t off = 0;
-  for (int64_t b = 0; b < count; ++b) {
-    offsets[b] = off;
-    for (size_t ax = nd; ax-- > 0;) {
-      if (++idx[ax] < batch[ax]) {
-        off += stride[ax];
-        break;
-      }
-      off -= stride[ax] * (batch[ax] - 1);
-      idx[ax] = 0;
-    }
-  }
-  return offsets;
+  return walk_offsets(batch, stride);
 }
 
 Shape leading(const Shape& s, size_t drop) { return Shape(s.begin(), s.end() - drop); }
@@ -132,21 +138,7 @@ std::vector<int64_t> view_batch_offsets(const Array& a, const Shape& batch) {
   for (size_t i = 0; i < own; ++i) {
     if (a.shape()[i] != 1) stride[i + (nd - own)] = st[i];
   }
-  std::vector<int64_t> offsets(static_cast<size_t>(shape_size(batch)));
-  std::vector<int64_t> idx(nd, 0);
-  int64_t off = 0;
-  for (size_t b = 0; b < offsets.size(); ++b) {
-    offsets[b] = off;
-    for (size_t ax = nd; ax-- > 0;) {
-      if (++idx[ax] < batch[ax]) {
-        off += stride[ax];
-        break;
-      }
-      off -= stride[ax] * (batch[ax] - 1);
-      idx[ax] = 0;
-    }
-  }
-  return offsets;
+  return walk_offsets(batch, stride);
 }
 
 // As few tiles as there are threads (or fewer, by the work): each BLAS call
