@@ -11,6 +11,10 @@ step differentiates like the rest of the model.
 
 import numbers
 
+import numpy as np
+
+from .. import _core
+
 __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "Huber", "LogCosh", "KLDivergence", "Poisson",
            "SparseCategoricalCrossentropy", "CategoricalCrossentropy", "BinaryCrossentropy",
@@ -76,10 +80,6 @@ class Loss:
     def values(self, y_true, y_pred):
         """Each sample's loss on arrays (no reduction), as Keras's loss
         functions (`keras.losses.mean_squared_error(y, p)`) give it."""
-        import numpy as np  # noqa: PLC0415
-
-        from .. import _core  # noqa: PLC0415
-
         where = type(self).__name__
         p = np.asarray(y_pred)
         if p.dtype != np.float64:
@@ -297,8 +297,6 @@ class FunctionLoss(Loss):
 
     def values(self, y_true, y_pred):
         """The function's per-sample values on arrays (called as it is)."""
-        import numpy as np  # noqa: PLC0415
-
         return np.asarray(self.fn(np.asarray(y_true), np.asarray(y_pred)))
 
     def _values(self, y, p, ctx, label_spec, out_shape) -> str:
@@ -319,8 +317,6 @@ class FunctionLoss(Loss):
 
 def _reduce(values, sample_weight, where):
     """Keras's "sum_over_batch_size": sum(values * weights) / values.size."""
-    import numpy as np  # noqa: PLC0415
-
     if sample_weight is not None:
         w = np.asarray(sample_weight, dtype=values.dtype)
         if w.ndim > values.ndim and w.shape[values.ndim:] == (1,) * (w.ndim - values.ndim):
