@@ -178,10 +178,14 @@ def main():
                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         env.pop("TESSERA_JOB_KEY", None)
         python = os.environ.get("TESSERA_PYTHON", sys.executable)
-        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-n", "2", "--tag-output",
-               python, script]
+        # Each rank's output in files of its own: two ranks' lines on one
+        # pipe can be merged mid-line by mpirun, which hid "ready" and "ok".
+        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-n", "2",
+               "--output-filename", os.path.join(work, "out"), python, script]
     start = time.time()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    own = open(os.path.join(work, "mpirun.out"), "w+") if scenario == "mpirun" else None
+    p = subprocess.Popen(cmd, stdout=own or subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env)
     timer = threading.Timer(120, p.kill)
     timer.start()
     lines = []
@@ -189,16 +193,40 @@ def main():
 
     def read():
         for line in p.stdout:
-            # mpirun's tags as the launcher's: "[1,0]<stderr>:" is "[rank 0] ".
-            # (mpirun may leave the next line's tag at the end of a line).
-            line = re.sub(r"^\[\d+,(\d+)\]<std(?:out|err)>:", r"[rank \1] ", line.rstrip("\n"))
-            line = re.sub(r"\[\d+,\d+\]<std(?:out|err)>:$", "", line)
-            lines.append((time.time() - start, line))
+            lines.append((time.time() - start, line.rstrip("\n")))
             if sum(1 for _, x in lines if x.endswith("] ready")) == 2:
                 ready.set()
         ready.set()
 
-    reader = threading.Thread(target=read)
+    def read_files():
+        # Under mpirun: each rank's files (out/1/rank.R/stdout, stderr) as the
+        # launcher's "[rank R] " lines, read again until the job ends (what
+        # mpirun itself prints, a copy of the same, is kept as "mpirun: ...").
+        seen = {}
+        while True:
+            done = p.poll() is not None
+            for rank in range(2):
+                for stream in ("stdout", "stderr"):
+                    path = os.path.join(work, "out", "1", f"rank.{rank}", stream)
+                    try:
+                        with open(path) as f:
+                            text = f.read()
+                    except OSError:
+                        continue
+                    complete = text.split("\n")[:-1] if not done else text.splitlines()
+                    for line in complete[seen.get(path, 0):]:
+                        lines.append((time.time() - start, f"[rank {rank}] {line}"))
+                    seen[path] = len(complete)
+            if sum(1 for _, x in lines if x.endswith("] ready")) == 2:
+                ready.set()
+            if done:
+                own.seek(0)
+                lines.extend((time.time() - start, "mpirun: " + line.rstrip("\n")) for line in own)
+                break
+            time.sleep(0.05)
+        ready.set()
+
+    reader = threading.Thread(target=read_files if scenario == "mpirun" else read)
     reader.start()
     ready.wait(60)
     if p.poll() is not None:
