@@ -53,6 +53,7 @@ demo: build
 	@TESSERA_PYTHON=$(PYTHON) $(BUILD)/tessera run -n 2 examples/har_cnn.py
 
 bench: build
+	@cmake --build $(BUILD) -j$(JOBS) --target benches
 	@bench/run-all $(BUILD)
 
 clean:

@@ -356,7 +356,7 @@ Value bucket_parts_grad(Args& a) {
   return Value(std::move(joined));
 }
 
-const bool registered = register_primitives({
+const bool registered_buckets = register_primitives({
     {.name = "bucket_parts",
      .family = "distributed",
      .params = {{"x"}, {"points"}},

@@ -585,7 +585,7 @@ std::vector<std::string> rules(std::vector<std::string> r) {
   " group: nil (every locality) or a group (mesh.group(axis), tessera.distributed.Mesh): " \
   "then the localities are the group's members and ranks are ranks in the group."
 
-const bool registered = register_primitives({
+const bool registered_collectives = register_primitives({
     async_spec(
         {.name = "all_reduce",
          .family = "distributed",

@@ -775,7 +775,7 @@ std::vector<Param> params(std::vector<Param> head) {
   return head;
 }
 
-const bool registered = register_primitives({
+const bool registered_conv_d = register_primitives({
     async_spec({.name = "conv1d_d",
                 .family = "distributed",
                 .params = params({{"x"}, {"w"}}),

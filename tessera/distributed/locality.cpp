@@ -16,7 +16,7 @@ void mark_failed() { detail::mark_failed(); }
 
 namespace {
 
-const bool registered = register_primitives(without_gradient({
+const bool registered_locality = register_primitives(without_gradient({
     {.name = "locality",
      .family = "distributed",
      .params = {opt("group", Value())},

@@ -460,7 +460,7 @@ const bool primitives_registered = register_primitives({
                retile_d_grad_async),
 });
 
-const bool overloads_registered = [] {
+const bool tiled_grads_registered = [] {
   register_tiled_overload("grad_seed", grad_seed_overload);
   register_tiled_overload("unbroadcast", unbroadcast_overload);
   register_tiled_overload("reduce_grad", reduce_grad_overload);

@@ -345,7 +345,7 @@ Future<Value> loss_grad_overload(const PrimitiveSpec& spec, Args& a) {
   return Future<Value>::ready(tiled_like(p, to_array(spec.eval(local), a.op())));
 }
 
-const bool overloads_registered = [] {
+const bool tiled_losses_registered = [] {
   for (const char* name : {"softmax", "log_softmax", "softmax_grad", "log_softmax_grad"}) {
     register_tiled_overload(name, softmax_overload);
   }

@@ -1059,7 +1059,7 @@ Future<Value> dot_d_async(Args& a) { return dot_tiled(a, a.op()); }
 
 // ---------------------------------------------------------------- registration
 
-const bool registered = register_primitives({
+const bool registered_tiled_ops = register_primitives({
     async_spec({.name = "annotate_d",
                 .family = "distributed",
                 .params = {{"x"}, opt("tiling", Value("rows")), opt("spans", Value()), opt("shape", Value()),

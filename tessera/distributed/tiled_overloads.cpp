@@ -536,7 +536,7 @@ Future<Value> shape_overload(const PrimitiveSpec& spec, Args& a) {
   return Future<Value>::ready(Value::tuple(std::move(out)));
 }
 
-const bool overloads_registered = [] {
+const bool tiled_overloads_registered = [] {
   for (const char* family : {"family:arithmetic", "family:comparison"}) {
     register_tiled_overload(family, elementwise_overload);
   }

@@ -189,7 +189,7 @@ void check_casting(const Args& a, DType to) {
   }
 }
 
-const bool registered = register_primitives({
+const bool registered_arithmetic = register_primitives({
     with_grads(sequence_aware_spec(
                    "add", BinaryOp::add,
                    "Elementwise x + y with NumPy broadcasting and promotion, like numpy.add. "

@@ -14,14 +14,6 @@ namespace tessera {
 
 namespace {
 
-Value prim(const char* name, std::vector<Value> args) {
-  return call_primitive(name, std::move(args));
-}
-
-Value prim(const char* name, std::vector<CallArg> args) {
-  return call_primitive(name, std::move(args));
-}
-
 int ndim_of(const Value& v) { return v.is_array() ? v.as_array().ndim() : 0; }
 
 Shape shape_of(const Value& v) { return v.is_array() ? v.as_array().shape() : Shape{}; }
@@ -953,7 +945,7 @@ Value repeat_grad(Args& a) {
   return prim("sum", std::vector<CallArg>{{"", r}, {"axis", Value(int64_t{axis + 1})}});
 }
 
-const bool registered = register_primitives({
+const bool registered_autodiff = register_primitives({
     {.name = "grad_seed",
      .family = "autodiff",
      .params = {{"out"}},

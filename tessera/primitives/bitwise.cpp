@@ -164,7 +164,7 @@ PrimitiveSpec invert_spec(const char* name) {
           .grads = {""}};
 }
 
-const bool registered = register_primitives({
+const bool registered_bitwise = register_primitives({
     binary_spec("bitwise_and", BitOp::and_,
                 "x & y elementwise, like numpy.bitwise_and (logical and on bools)."),
     binary_spec("bitwise_or", BitOp::or_,

@@ -71,7 +71,7 @@ Value array_equal_value(Args& a) {
 }
 
 // Comparisons and logic pass no gradient (their results are piecewise constant).
-const bool registered = register_primitives(without_gradient({
+const bool registered_comparison = register_primitives(without_gradient({
     python_aware_spec("equal", BinaryOp::equal,
                  "Elementwise x == y as bool with broadcasting, like numpy.equal; NaN is "
                  "never equal. Without an array operand, Python's == (one bool: [1, 2] == "

@@ -67,7 +67,7 @@ PrimitiveSpec part_spec(const char* name, int which, const char* help) {
                        .views = which == 0 || which == 1};
 }
 
-const bool registered = register_primitives(without_gradient({
+const bool registered_complex_ops = register_primitives(without_gradient({
     {.name = "complex",
      .family = "arithmetic",
      .params = {{"real"}, opt("imag", 0.0)},

@@ -98,7 +98,7 @@ Value concat(Args& a) {
 
 Value is_nil(Args& a) { return Value(a[0].is_nil()); }
 
-const bool registered = register_primitives({
+const bool registered_control = register_primitives({
     {.name = "after",
      .family = "control",
      .params = {{"x"}, {"token"}},

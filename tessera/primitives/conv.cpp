@@ -245,7 +245,7 @@ ConvShape pool_geometry(const Args& a, const Shape& x, int spatial, size_t pool_
 }
 
 // The shape argument of a backward primitive (a list of ints or 1-d array).
-Shape shape_arg(const Args& a, size_t i) { return a.int_list(i); }
+Shape grad_shape_arg(const Args& a, size_t i) { return a.int_list(i); }
 
 void check_grad_shape(const Args& a, const Array& g, const ConvShape& s) {
   Shape expected = data_shape(s, true);
@@ -503,7 +503,7 @@ Value conv_bias_eval(Args& a, int spatial, bool relu) {
 Value conv_grad_input_eval(Args& a, int spatial) {
   Array g0 = a.array(0), w0 = a.array(1);
   const DType dt = float_result({g0.dtype(), w0.dtype()});
-  ConvShape s = conv_geometry(a, spatial, shape_arg(a, 2), w0.shape(), 3, "x_shape");
+  ConvShape s = conv_geometry(a, spatial, grad_shape_arg(a, 2), w0.shape(), 3, "x_shape");
   check_grad_shape(a, g0, s);
   return conv_grad_input(s, g0.astype(dt), w0.astype(dt), a.op());
 }
@@ -512,7 +512,7 @@ Value conv_grad_input_eval(Args& a, int spatial) {
 Value conv_grad_weight_eval(Args& a, int spatial) {
   Array g0 = a.array(0), x0 = a.array(1);
   const DType dt = float_result({g0.dtype(), x0.dtype()});
-  Shape w_shape = shape_arg(a, 2);
+  Shape w_shape = grad_shape_arg(a, 2);
   ConvShape s = conv_geometry(a, spatial, x0.shape(), w_shape, 3, "input");
   check_grad_shape(a, g0, s);
   return conv_grad_weight(s, g0.astype(dt), x0.astype(dt), w_shape);
@@ -852,7 +852,7 @@ PrimitiveSpec conv_bias_spec(int spatial, bool relu) {
   return spec;
 }
 
-const bool registered = register_primitives({
+const bool registered_conv = register_primitives({
     conv_spec(1),
     conv_grad_input_spec(1),
     conv_grad_weight_spec(1),

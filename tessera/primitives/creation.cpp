@@ -340,7 +340,7 @@ Value permutation(Args& a, bool allow_int) {
   return permute_rows(x, kernels::random_permutation(x.dim(0), random_key(a, 1, kPermutation)));
 }
 
-const bool registered = register_primitives({
+const bool registered_creation = register_primitives({
     {.name = "zeros",
      .family = "creation",
      .params = {{"shape"}, opt("dtype", "float64")},

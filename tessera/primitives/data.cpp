@@ -71,7 +71,7 @@ Value read_txt(Args& a) {
   return out;
 }
 
-const bool registered = register_primitives({
+const bool registered_data = register_primitives({
     {.name = "file_read_idx",
      .family = "io",
      .params = {{"path"}, opt("dtype", Value())},

@@ -435,7 +435,7 @@ const char* kSigns =
     " Singular vectors, eigenvectors and QR factors are unique only up to sign (LAPACK's "
     "choice can differ from NumPy's): compare reconstructions, not the factors.";
 
-const bool registered = register_primitives({
+const bool registered_decompositions = register_primitives({
     {.name = "svd", .family = "matrix",
      .params = {{"a"}, opt("full_matrices", true), opt("compute_uv", true),
                 opt("hermitian", false)},

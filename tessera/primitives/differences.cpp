@@ -11,10 +11,6 @@ namespace tessera {
 
 namespace {
 
-Value prim(const char* name, std::vector<Value> args) {
-  return call_primitive(name, std::move(args));
-}
-
 // x[..., a:b] along `axis` (the other axes whole).
 Value slice_along(const Value& x, int ndim, int axis, std::optional<int64_t> start,
                   std::optional<int64_t> stop) {
@@ -109,7 +105,7 @@ Value diff_grad(Args& a) {
   return slice_along(cur, x.ndim(), axis, before, before + x.dim(axis));
 }
 
-const bool registered = register_primitives({
+const bool registered_differences = register_primitives({
     {.name = "diff",
      .family = "arithmetic",
      .params = {{"x"}, opt("n", int64_t{1}), opt("axis", int64_t{-1}), opt("prepend", Value()),

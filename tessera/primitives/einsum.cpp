@@ -17,10 +17,6 @@ namespace tessera {
 
 namespace {
 
-Value prim(const char* name, std::vector<Value> args) {
-  return call_primitive(name, std::move(args));
-}
-
 List int_list(const std::vector<int64_t>& v) {
   List l;
   for (int64_t x : v) l.push_back(Value(x));
@@ -444,7 +440,7 @@ Value cross_grad(Args& a) {
                            want_a ? from_end(axa, xa.ndim()) : from_end(axb, xb.ndim())});
 }
 
-const bool registered = register_primitives({
+const bool registered_einsum = register_primitives({
     {.name = "einsum",
      .family = "matrix",
      .params = {{"subscripts"}, {"operands"}},

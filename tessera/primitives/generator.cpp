@@ -21,7 +21,8 @@ namespace tessera {
 
 namespace {
 
-Value prim(const char* name, std::vector<CallArg> args) {
+// call_primitive with named arguments (brace lists of CallArg).
+Value named_call(const char* name, std::vector<CallArg> args) {
   return call_primitive(name, std::move(args));
 }
 
@@ -81,7 +82,7 @@ Value default_rng(Args& a) {
   int64_t seed;
   if (a.is_nil(0)) {
     // No seed: the next draw of the global stream (set_seed) picks one.
-    Value v = prim("random_integers", {{"", Value(int64_t{0})},
+    Value v = named_call("random_integers", {{"", Value(int64_t{0})},
                                        {"", Value(int64_t{1} << 62)}});
     seed = to_array(v, a.op()).get_int(0);
   } else {
@@ -95,7 +96,7 @@ Value rng_random(Args& a) {
   int64_t seed = next_seed(a);
   DType dt = a.dtype(2, DType::float64);
   if (!is_floating(dt)) a.value_error(2, "must be 'float32' or 'float64'");
-  return scalar_if_0d(prim("random_uniform", {{"", size_shape(a, 1)}, {"seed", Value(seed)},
+  return scalar_if_0d(named_call("random_uniform", {{"", size_shape(a, 1)}, {"seed", Value(seed)},
                                               {"dtype", a[2].is_nil() ? Value("float64") : a[2]}}));
 }
 
@@ -103,7 +104,7 @@ Value rng_standard_normal(Args& a) {
   int64_t seed = next_seed(a);
   DType dt = a.dtype(2, DType::float64);
   if (!is_floating(dt)) a.value_error(2, "must be 'float32' or 'float64'");
-  return scalar_if_0d(prim("random_normal", {{"", size_shape(a, 1)}, {"seed", Value(seed)},
+  return scalar_if_0d(named_call("random_normal", {{"", size_shape(a, 1)}, {"seed", Value(seed)},
                                              {"dtype", a[2].is_nil() ? Value("float64") : a[2]}}));
 }
 
@@ -114,18 +115,18 @@ Value rng_normal(Args& a) {
   for (int64_t i = 0; i < scale.size(); ++i) {
     if (scale.get_double(i) < 0) a.value_error(2, "must be non-negative (scale < 0)");
   }
-  Value z = prim("random_normal", {{"", draw_shape(a, 3, {1, 2})}, {"seed", Value(seed)}});
-  Value r = prim("add", {{"", a[1]}, {"", prim("multiply", {{"", a[2]}, {"", z}})}});
-  return scalar_if_0d(prim("astype", {{"", r}, {"", Value("float64")}}));
+  Value z = named_call("random_normal", {{"", draw_shape(a, 3, {1, 2})}, {"seed", Value(seed)}});
+  Value r = named_call("add", {{"", a[1]}, {"", named_call("multiply", {{"", a[2]}, {"", z}})}});
+  return scalar_if_0d(named_call("astype", {{"", r}, {"", Value("float64")}}));
 }
 
 // rng_uniform(rng, low, high, size): low + (high - low) * u.
 Value rng_uniform(Args& a) {
   int64_t seed = next_seed(a);
-  Value u = prim("random_uniform", {{"", draw_shape(a, 3, {1, 2})}, {"seed", Value(seed)}});
-  Value width = prim("subtract", {{"", a[2]}, {"", a[1]}});
-  Value r = prim("add", {{"", a[1]}, {"", prim("multiply", {{"", width}, {"", u}})}});
-  return scalar_if_0d(prim("astype", {{"", r}, {"", Value("float64")}}));
+  Value u = named_call("random_uniform", {{"", draw_shape(a, 3, {1, 2})}, {"seed", Value(seed)}});
+  Value width = named_call("subtract", {{"", a[2]}, {"", a[1]}});
+  Value r = named_call("add", {{"", a[1]}, {"", named_call("multiply", {{"", width}, {"", u}})}});
+  return scalar_if_0d(named_call("astype", {{"", r}, {"", Value("float64")}}));
 }
 
 // rng_integers(rng, low, high, size, dtype, endpoint): [low, high) or
@@ -146,14 +147,14 @@ Value rng_integers(Args& a) {
   }
   DType dt = a.dtype(4, DType::int64);
   if (dt != DType::int64) a.value_error(4, "must be 'int64' (tessera's integer dtype)");
-  return scalar_if_0d(prim("random_integers", {{"", Value(low)}, {"", Value(high)},
+  return scalar_if_0d(named_call("random_integers", {{"", Value(low)}, {"", Value(high)},
                                                {"shape", size_shape(a, 3)},
                                                {"seed", Value(seed)}}));
 }
 
 Value rng_permutation(Args& a) {
   int64_t seed = next_seed(a);
-  return prim("permutation", {{"", a[1]}, {"seed", Value(seed)}});
+  return named_call("permutation", {{"", a[1]}, {"seed", Value(seed)}});
 }
 
 // rng_choice(rng, a, size, replace, p, axis, shuffle): samples of arange(a)
@@ -202,7 +203,7 @@ Value rng_choice(Args& a) {
       }
       std::vector<double> w(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) w[i] = p.get_double(i);
-      Array u = to_array(prim("random_uniform", {{"", Value(int64_t{k})}, {"seed", Value(seed)}}),
+      Array u = to_array(named_call("random_uniform", {{"", Value(int64_t{k})}, {"seed", Value(seed)}}),
                          a.op());
       Array picked(DType::int64, {k});
       for (int64_t j = 0; j < k; ++j) {
@@ -219,17 +220,17 @@ Value rng_choice(Args& a) {
         picked.data<int64_t>()[j] = choice;
         w[choice] = 0.0;
       }
-      idx = prim("reshape", {{"", picked}, {"", shape}});
+      idx = named_call("reshape", {{"", picked}, {"", shape}});
       if (pool.is_nil()) return scalar_if_0d(idx);
-      return prim("getitem", {{"", pool}, {"", idx}});
+      return named_call("getitem", {{"", pool}, {"", idx}});
     }
     // Inverse CDF: the first bin whose cumulative probability exceeds u.
-    Value cdf = prim("cumsum", {{"", p}});
-    Value u = prim("random_uniform", {{"", shape}, {"seed", Value(seed)}});
-    idx = prim("searchsorted", {{"", cdf}, {"", u}, {"side", Value("right")}});
-    idx = prim("minimum", {{"", idx}, {"", Value(n - 1)}});
+    Value cdf = named_call("cumsum", {{"", p}});
+    Value u = named_call("random_uniform", {{"", shape}, {"seed", Value(seed)}});
+    idx = named_call("searchsorted", {{"", cdf}, {"", u}, {"side", Value("right")}});
+    idx = named_call("minimum", {{"", idx}, {"", Value(n - 1)}});
   } else if (replace) {
-    idx = prim("random_integers", {{"", Value(int64_t{0})}, {"", Value(n)}, {"shape", shape},
+    idx = named_call("random_integers", {{"", Value(int64_t{0})}, {"", Value(n)}, {"shape", shape},
                                    {"seed", Value(seed)}});
   } else {
     if (k > n) {
@@ -237,15 +238,15 @@ Value rng_choice(Args& a) {
                                                 "than population when replace is False: ",
                                                 k, " from ", n));
     }
-    Value perm = prim("permutation", {{"", Value(n)}, {"seed", Value(seed)}});
-    Value first = prim("getitem", {{"", perm}, {"", Value(Slice{0, k, std::nullopt})}});
-    idx = prim("reshape", {{"", first}, {"", shape}});
+    Value perm = named_call("permutation", {{"", Value(n)}, {"seed", Value(seed)}});
+    Value first = named_call("getitem", {{"", perm}, {"", Value(Slice{0, k, std::nullopt})}});
+    idx = named_call("reshape", {{"", first}, {"", shape}});
   }
   if (pool.is_nil()) return scalar_if_0d(idx);
-  return prim("getitem", {{"", pool}, {"", idx}});
+  return named_call("getitem", {{"", pool}, {"", idx}});
 }
 
-const bool registered = register_primitives({
+const bool registered_generator = register_primitives({
     {.name = "default_rng", .family = "random", .params = {opt("seed", Value())},
      .help = "A random generator, like numpy.random.default_rng(seed): draw from it with "
              "rng_random, rng_normal, ... (rng.random(...) in jit code). A generator is "

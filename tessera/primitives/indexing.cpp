@@ -669,7 +669,7 @@ Value take_along_axis(Args& a) {
   return kernels::take_along_axis_array(x, norm, axis, shape, &parallel_for);
 }
 
-const bool registered = register_primitives({
+const bool registered_indexing = register_primitives({
     {.name = "slice",
      .family = "indexing",
      .params = {opt("start", Value()), opt("stop", Value()), opt("step", Value())},

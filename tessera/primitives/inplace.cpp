@@ -278,7 +278,7 @@ Value fill_diagonal(Args& a) {
 
 const bool registered_ops = register_primitives(in_place_specs());
 
-const bool registered = register_primitives({
+const bool registered_inplace = register_primitives({
     {.name = "copyto",
      .family = "inplace",
      .params = {{"dst"}, {"src"}, opt("casting", "same_kind"), opt("where", true)},

@@ -46,7 +46,7 @@ Value write_npy(Args& args, bool add_suffix) {
   return Value();
 }
 
-const bool registered = register_primitives({
+const bool registered_io = register_primitives({
     {.name = "file_read_csv",
      .family = "io",
      .params = {{"path"}, opt("delimiter", Value(",")), opt("skip_header", Value(int64_t{0})),

@@ -37,7 +37,7 @@ Value ndindex(Args& a) {
   return out;
 }
 
-const bool registered = register_primitives({
+const bool registered_iteration = register_primitives({
     {.name = "ndindex",
      .family = "indexing",
      .params = {{"shape"}},

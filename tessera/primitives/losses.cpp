@@ -25,7 +25,7 @@ namespace kn = kernels;
 
 // Items (rows or elements) per chunk of a loss sum: fixed by the shape, never
 // by the thread count.
-constexpr int64_t kChunkElements = 8192;
+constexpr int64_t kLossChunkElements = 8192;
 
 // sum(f(begin, end)) over [0, n) in chunks of `chunk` items, combined in order.
 double chunked_sum(int64_t n, int64_t chunk, double ns_per_item,
@@ -115,7 +115,7 @@ Value eval_categorical(Args& a) {
   const bool logits = a.boolean(2);
   const int64_t classes = p.y_pred.shape().back();
   const int64_t rows = p.y_pred.size() / classes;
-  double total = chunked_sum(rows, std::max<int64_t>(1, kChunkElements / classes),
+  double total = chunked_sum(rows, std::max<int64_t>(1, kLossChunkElements / classes),
                              5.0 * static_cast<double>(classes), [&](int64_t b, int64_t e) {
                                return kn::categorical_ce_sum(p.y_true, p.y_pred, classes, logits,
                                                              b, e);
@@ -160,7 +160,7 @@ Sparse sparse_inputs(const Args& a, size_t ti, size_t pi) {
 Value eval_sparse(Args& a) {
   Sparse s = sparse_inputs(a, 0, 1);
   const bool logits = a.boolean(2);
-  double total = chunked_sum(s.rows, std::max<int64_t>(1, kChunkElements / s.classes),
+  double total = chunked_sum(s.rows, std::max<int64_t>(1, kLossChunkElements / s.classes),
                              3.0 * static_cast<double>(s.classes), [&](int64_t b, int64_t e) {
                                return kn::sparse_ce_sum(s.labels.data<int64_t>(), s.y_pred,
                                                         s.classes, logits, b, e);
@@ -186,7 +186,7 @@ Value eval_binary(Args& a) {
   Pair p = paired(a, 0, 1, false, false);
   const bool logits = a.boolean(2);
   const int64_t n = p.y_pred.size();
-  double total = chunked_sum(n, kChunkElements, 20.0, [&](int64_t b, int64_t e) {
+  double total = chunked_sum(n, kLossChunkElements, 20.0, [&](int64_t b, int64_t e) {
     return kn::binary_ce_sum(p.y_true, p.y_pred, logits, b, e);
   });
   return loss_value(total, n, p.y_pred.dtype());
@@ -208,7 +208,7 @@ Value eval_binary_grad(Args& a) {
 Value eval_mse(Args& a) {
   Pair p = paired(a, 0, 1, false, false);
   const int64_t n = p.y_pred.size();
-  double total = chunked_sum(n, kChunkElements, 0.5, [&](int64_t b, int64_t e) {
+  double total = chunked_sum(n, kLossChunkElements, 0.5, [&](int64_t b, int64_t e) {
     return kn::squared_error_sum(p.y_true, p.y_pred, b, e);
   });
   return loss_value(total, n, p.y_pred.dtype());
@@ -226,7 +226,7 @@ Value eval_mse_grad(Args& a) {
   return dp;
 }
 
-const bool registered = register_primitives({
+const bool registered_losses = register_primitives({
     {.name = "categorical_crossentropy",
      .family = "losses",
      .params = {{"y_true"}, {"y_pred"}, opt("from_logits", Value(false))},

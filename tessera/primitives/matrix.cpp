@@ -916,7 +916,7 @@ Value matrix_power(Args& args) {
 Value matmul_eval(Args& a) { return matmul(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); }
 Value matmul_tn_eval(Args& a) { return matmul_tn(numeric_arg(a, 0), numeric_arg(a, 1), a.op()); }
 
-const bool registered = register_primitives({
+const bool registered_matrix = register_primitives({
     {.name = "matmul",
      .family = "matrix",
      .params = {{"x"}, {"y"}},

@@ -316,7 +316,7 @@ const char* kQuantileHelp =
     "between its neighbours). q is a number or an array of them; the result has q's shape "
     "followed by the reduced shape. Ints give float64, float32 stays float32.";
 
-const bool registered = register_primitives({
+const bool registered_nanstats = register_primitives({
     {.name = "percentile",
      .family = "statistics",
      .params = q_params(),

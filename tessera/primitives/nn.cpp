@@ -148,7 +148,7 @@ Value eval_softmax_grad(Args& a, bool log) {
 
 // Elements per chunk of a per-channel reduction: the chunks depend on the
 // shape alone, so sums are identical for any number of threads.
-constexpr int64_t kChunkElements = 16384;
+constexpr int64_t kChannelChunkElements = 16384;
 
 // An array seen as (rows, channels), channels last.
 struct Rows {
@@ -176,7 +176,7 @@ std::vector<double> channel_reduce(
   const int64_t width = count * r.channels;
   std::vector<double> total(static_cast<size_t>(width), 0.0);
   if (r.rows == 0 || r.channels == 0) return total;
-  const int64_t chunk = std::max<int64_t>(1, kChunkElements / r.channels);
+  const int64_t chunk = std::max<int64_t>(1, kChannelChunkElements / r.channels);
   const int64_t chunks = (r.rows + chunk - 1) / chunk;
   std::vector<double> partial(static_cast<size_t>(chunks * width), 0.0);
   parallel_for(chunks, ns_per_element * static_cast<double>(chunk * r.channels),
@@ -630,7 +630,7 @@ PrimitiveSpec batch_norm_spec(std::string name, bool relu, std::string help) {
       .grad_common = "if(training, " + sums + "), nil)"};
 }
 
-const bool registered = register_primitives({
+const bool registered_nn = register_primitives({
     activation_spec("relu", Activation::relu,
                     "Rectified linear unit max(x, 0) elementwise, like keras.activations.relu. "
                     "Floats keep their dtype; ints and bools give float64.",

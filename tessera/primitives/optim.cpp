@@ -204,7 +204,7 @@ Value clip_by_global_norm(Args& a) {
   return Value(std::move(out));
 }
 
-const bool registered = register_primitives({
+const bool registered_optim = register_primitives({
     {.name = "sgd_update",
      .family = "optim",
      .params = {{"w"}, {"g"}, {"lr"}, opt("momentum", Value(0.0)), opt("velocity", Value()),

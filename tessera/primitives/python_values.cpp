@@ -553,7 +553,7 @@ PrimitiveSpec python_spec(const char* name, std::vector<Param> params, std::stri
   return spec;
 }
 
-const bool registered = register_primitives({
+const bool registered_python_values = register_primitives({
     python_spec("contains", {{"container"}, {"item"}},
                 "Python's `item in container`: a key of a dict, a substring of a string, an "
                 "element of a list or tuple (compared with ==); for an array NumPy's "

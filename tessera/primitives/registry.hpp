@@ -4,7 +4,7 @@
 // A family file (arithmetic.cpp, statistics.cpp, ...) defines its primitives
 // and registers them next to their definitions:
 //
-//   const bool registered = register_primitives({
+//   const bool registered_<file> = register_primitives({
 //       {.name = "add", .family = "arithmetic", .params = {{"x"}, {"y"}},
 //        .help = "Elementwise x + y with NumPy broadcasting.",
 //        .eval = [](Args& a) -> Value { return binary(BinaryOp::add, a[0], a[1], a.op()); }},
@@ -236,6 +236,15 @@ Value run_complex(const PrimitiveSpec& spec, Args& args);
 // Calls a primitive directly with values (used by tests and the Python front).
 Value call_primitive(std::string_view name, std::vector<CallArg> args);
 Value call_primitive(std::string_view name, std::vector<Value> positional);
+
+// The family files' shorthand for call_primitive (one definition for all of
+// them, so a unity build can put several family files in one unit).
+inline Value prim(const char* name, std::vector<Value> args) {
+  return call_primitive(name, std::move(args));
+}
+inline Value prim(const char* name, std::vector<CallArg> args) {
+  return call_primitive(name, std::move(args));
+}
 
 // Tiled arrays (tessera/distributed/tiled_ops.cpp): a call whose arguments include a
 // tiled array runs the primitive's tiled overload instead of its eval, when

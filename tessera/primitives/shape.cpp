@@ -518,7 +518,7 @@ Value stack_with(Args& a, int min_dims, int axis) {
   return concatenate(std::move(parts), axis, a.op());
 }
 
-const bool registered = register_primitives({
+const bool registered_shape = register_primitives({
     {.name = "reshape", .family = "shape", .params = {{"x"}, {"shape"}},
      .help = "x with a new shape of the same size, like numpy.reshape; one extent may be -1 "
              "(inferred). A view of x when x is contiguous, else a copy.",

@@ -179,7 +179,7 @@ Value eval_isin(Args& a) {
   return out;
 }
 
-const bool registered = register_primitives({
+const bool registered_sorting = register_primitives({
     {.name = "isin",
      .family = "sorting",
      .params = {{"element"}, {"test_elements"}, opt("assume_unique", false), opt("invert", false)},

@@ -270,7 +270,7 @@ PrimitiveSpec extreme_spec(const char* name, bool is_max, const char* numpy) {
           .ns_per_element = kReduceNs};
 }
 
-const bool registered = register_primitives({
+const bool registered_statistics = register_primitives({
     {.name = "sum",
      .family = "statistics",
      .params = axis_keepdims_dtype(),

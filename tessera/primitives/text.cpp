@@ -867,7 +867,7 @@ PrimitiveSpec str_spec(const char* name, std::vector<Param> params, std::string 
   return spec;
 }
 
-const bool registered = register_primitives({
+const bool registered_text = register_primitives({
     str_spec("str_split", {{"s"}, opt("sep", Value()), opt("maxsplit", Value(int64_t{-1}))},
              "Python's s.split(sep, maxsplit): a list of strings; without sep, runs of whitespace "
              "separate.",

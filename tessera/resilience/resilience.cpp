@@ -438,7 +438,7 @@ PrimitiveSpec resilience_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&)) {
   return spec;
 }
 
-const bool registered = register_primitives({
+const bool registered_resilience = register_primitives({
     resilience_spec(
         {.name = "replay",
          .family = "resilience",

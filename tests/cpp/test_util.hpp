@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,21 @@ inline constexpr size_t kSmallStack = size_t{1} << 20;
 // Calls a primitive with positional values (shorthand for tests).
 inline Value call(const char* name, std::vector<Value> args) {
   return call_primitive(name, std::move(args));
+}
+
+// Calls a primitive with named arguments ({"", x} positional, {"axis", v}).
+inline Value named(const char* name, std::vector<CallArg> args) {
+  return call_primitive(name, std::move(args));
+}
+
+inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline const double kInf = std::numeric_limits<double>::infinity();
+
+// ⌈log2 n⌉ for n ≥ 1.
+inline int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
 }
 
 }  // namespace tessera::test

@@ -128,7 +128,10 @@ TEST(Tiled, FindOverlapAndCoverAgreeWithBruteForce) {
     const bool overlap = brute_overlap(shape, spans);
     auto found = find_overlap(spans);
     ASSERT_EQ(found.has_value(), overlap) << "trial " << trial;
-    if (found) ASSERT_TRUE(brute_overlap(shape, {spans[found->first], spans[found->second]})) << "trial " << trial;
+    if (found) {
+      ASSERT_TRUE(brute_overlap(shape, {spans[found->first], spans[found->second]}))
+          << "trial " << trial;
+    }
     EXPECT_EQ(Spans(spans).disjoint(), !overlap);
     const bool covers = brute_covers(shape, spans);
     bool accepted = true;

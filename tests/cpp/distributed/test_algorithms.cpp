@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "tessera/distributed/algorithms.hpp"
+#include "test_util.hpp"
 
 namespace tessera::test {
 namespace {
@@ -127,12 +128,6 @@ Outcome simulate(Algorithm a, int size, int64_t n, DType dt, ReduceOp rop,
   }
   for (auto& [k, q] : queue) EXPECT_TRUE(q.empty()) << "messages left unreceived";
   return run;
-}
-
-int ceil_log2(int n) {
-  int l = 0;
-  while ((1 << l) < n) ++l;
-  return l;
 }
 
 // The messages each rank sends: the ring 2 (N - 1); with p = 2^⌊log2 N⌋ and

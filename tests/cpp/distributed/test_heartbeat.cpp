@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/distributed/heartbeat.hpp"
+#include "test_util.hpp"
 
 namespace tessera::test {
 namespace {
@@ -18,12 +19,6 @@ namespace {
 using distributed::detail::failure_timeout_seconds;
 using distributed::detail::Ignored;
 using distributed::detail::PeerFailure;
-
-int ceil_log2(int n) {
-  int k = 0;
-  while ((1 << k) < n) ++k;
-  return k;
-}
 
 // A failure notice spread as the heartbeat threads spread it: every rank
 // that learns of `subject`'s failure (the `detectors` by their own

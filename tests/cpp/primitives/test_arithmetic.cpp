@@ -9,19 +9,16 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::named;
+using test::kNaN;
+using test::kInf;
 using namespace tessera::test;
 
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
 const double kPi = std::numbers::pi;
 const int64_t kMax = std::numeric_limits<int64_t>::max();
 const int64_t kMin = std::numeric_limits<int64_t>::min();
-
-Value named(const char* op, std::vector<CallArg> args) {
-  return call_primitive(op, std::move(args));
-}
 
 }  // namespace
 

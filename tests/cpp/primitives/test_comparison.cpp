@@ -6,16 +6,13 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::named;
+using test::kNaN;
+using test::kInf;
 using namespace tessera::test;
 
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
-
-Value named(const char* op, std::vector<CallArg> args) {
-  return call_primitive(op, std::move(args));
-}
 
 }  // namespace
 

@@ -17,13 +17,12 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::named;
 using namespace tessera::test;
 
 namespace {
 
 const double kNan = std::numeric_limits<double>::quiet_NaN();
-
-Value named(const char* name, std::vector<CallArg> args) { return call_primitive(name, args); }
 
 }  // namespace
 

@@ -5,13 +5,10 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::named;
 using namespace tessera::test;
 
 namespace {
-
-Value named(const char* name, std::vector<CallArg> args) {
-  return call_primitive(name, std::move(args));
-}
 
 }  // namespace
 

@@ -12,15 +12,12 @@
 #include "tessera/runtime/scheduler.hpp"
 
 using namespace tessera;
+using test::named;
+using test::kInf;
 using namespace tessera::test;
 
 namespace {
 
-const double kInf = std::numeric_limits<double>::infinity();
-
-Value named(const char* name, std::vector<CallArg> args) {
-  return call_primitive(name, std::move(args));
-}
 
 // Restores the runtime's thread count when a test changes it.
 struct ThreadCountGuard {

@@ -17,6 +17,7 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::named;
 using namespace tessera::test;
 
 namespace {
@@ -38,10 +39,6 @@ Array away_from_zero(Shape shape, unsigned seed) {
     v = v >= 0 ? v + 0.1 : v - 0.1;
   }
   return a;
-}
-
-Value named(const char* op, std::vector<CallArg> args) {
-  return call_primitive(op, std::move(args));
 }
 
 std::vector<double> values(const Array& a) {

@@ -6,11 +6,11 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::kNaN;
 using namespace tessera::test;
 
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 Value named(const char* op, Value x, std::vector<CallArg> rest) {
   rest.insert(rest.begin(), CallArg{"", std::move(x)});

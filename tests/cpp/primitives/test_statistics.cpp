@@ -8,12 +8,12 @@
 #include "test_util.hpp"
 
 using namespace tessera;
+using test::kNaN;
+using test::kInf;
 using namespace tessera::test;
 
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
 
 // 0, 1, ..., 23 as a (2, 3, 4) array of the given dtype.
 Array arange3(DType dt = DType::float64) {
