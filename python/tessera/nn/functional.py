@@ -9,6 +9,7 @@ import inspect
 import numpy as np
 
 from .symbolic import GraphWriter, KerasTensor, _Index, _record, user_location
+from .variables import add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "clone_graph"]
@@ -174,7 +175,9 @@ def trace_call(layer, template, kwargs: dict, training: bool):
     else:
         kw.pop("training", None)
     args, kwa = call_args
-    out = layer.call(*args, **kwa, **kw)
+    layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
+    with tracing():  # the layer's Variables are read by the program
+        out = layer.call(*args, **kwa, **kw)
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     for o in outs:
@@ -247,8 +250,13 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
     flag and written with its inputs bound to `exprs`."""
     template = static["_template"]
     kwargs = {k: v for k, v in static.items() if k != "_template"}
-    outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training)
-    return write_traced(outs, ph, exprs, ctx)
+    with collecting_losses() as added:  # Layer.add_loss in call
+        outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training)
+    losses = [v for _, v in added if isinstance(v, KerasTensor)]
+    written = write_traced(outs + losses, ph, exprs, ctx)
+    add_program_losses(written[len(outs):] + [repr(float(v)) for _, v in added
+                                              if not isinstance(v, KerasTensor)])
+    return written[:len(outs)]
 
 
 def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
@@ -257,7 +265,8 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
     ph = _placeholders([(None,) + tuple(s) for s in shapes],
                        dtypes or ["float32"] * len(shapes))
     try:
-        out = fn(*ph)
+        with tracing():
+            out = fn(*ph)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {getattr(fn, '__name__', fn)!r})") from None
     if not isinstance(out, KerasTensor):
@@ -304,8 +313,10 @@ def collect_layers(outputs, exclude=None) -> list:
                 if layer._is_custom():
                     for training in (False, True):
                         static = {k: v for k, v in t.kwargs.items() if k != "_template"}
-                        outs, _, _ = trace_call(layer, t.kwargs["_template"], static, training)
-                        walk(outs)
+                        with collecting_losses() as added:
+                            outs, _, _ = trace_call(layer, t.kwargs["_template"], static,
+                                                    training)
+                        walk(outs + [v for _, v in added if isinstance(v, KerasTensor)])
                     if layer.params:
                         add(layer)
                 else:

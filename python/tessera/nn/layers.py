@@ -301,9 +301,8 @@ class Layer:
     def add_weight(self, shape=None, initializer="glorot_uniform", trainable: bool = True,
                    name: Optional[str] = None, regularizer=None, dtype=None, **kwargs):
         """A weight of a user's layer, like Keras's Layer.add_weight: returns
-        the symbolic tensor to use in call()."""
-        from .symbolic import KerasTensor  # noqa: PLC0415
-
+        its Variable (the same object `weights` lists), which call() uses as
+        the weight the program reads and trains."""
         for k in kwargs:
             if k not in ("constraint", "aggregation", "synchronization", "autocast"):
                 raise TypeError(f"[{self.kind}.add_weight] unexpected keyword argument {k!r}")
@@ -317,17 +316,67 @@ class Layer:
         fan_in, fan_out = _fans(shape)
         self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
                                  regularizer))
-        t = KerasTensor(shape, _float_dtype(dtype or self.dtype), "param", (self, pname),
-                        name=pname)
-        self._symbols[pname] = t
-        return t
+        return self._variable(pname, _float_dtype(dtype or self.dtype))
+
+    add_variable = add_weight  # Keras 3's other name
+
+    def _variable(self, pname: str, dtype=None):
+        """The Variable of parameter `pname` (made once, then the same object)."""
+        from .variables import Variable  # noqa: PLC0415
+
+        v = self._symbols.get(pname)
+        if v is None:
+            v = Variable(dtype=dtype or _float_dtype(self.dtype), _layer=self, _param=pname)
+            self._symbols[pname] = v
+        return v
+
+    def add_loss(self, loss):
+        """Keras's add_loss, called in call(): `loss` (a symbolic value of the
+        inputs and weights, or a number) is summed and added to the training
+        loss (and evaluate's), as Keras does; `losses` lists them."""
+        from .variables import add_loss_now  # noqa: PLC0415
+
+        add_loss_now(self, loss)
+        self.__dict__.setdefault("_added", []).append(loss)
+
+    @property
+    def losses(self) -> list:
+        """The losses add_loss recorded when the layer was called (symbolic),
+        with those of the layers it calls."""
+        out = list(self.__dict__.get("_added", []))
+        seen, stack = set(), list(self.__dict__.get("_outputs", None) or [])  # a model's graph
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            if t.op == "layer" and t.args[0] is not self:
+                out += t.args[0].losses
+            stack.extend(a for a in list(t.args) + [a for v in t.args if isinstance(v, tuple)
+                                                    for a in v]
+                         if hasattr(a, "op") and hasattr(a, "id"))
+        return out
 
     def count_params(self) -> int:
         return sum(math.prod(q.shape) for q in self.params)
 
     @property
     def weights(self) -> list:
-        return [self._values[q.name] for q in self.params if q.name in self._values]
+        """The layer's Variables (Keras's layer.weights): `layer.w is
+        layer.weights[0]` for a weight made by add_weight."""
+        return [self._variable(q.name) for q in self.params]
+
+    @property
+    def trainable_weights(self) -> list:
+        return [v for v in self.weights if v.trainable]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [v for v in self.weights if not v.trainable]
+
+    @property
+    def variables(self) -> list:
+        return self.weights
 
     def get_weights(self) -> list:
         """This layer's weights as NumPy arrays (copies), in declaration order."""

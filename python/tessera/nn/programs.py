@@ -14,6 +14,7 @@ from .. import _core
 from .clipping import SplitNorms
 from .layers import Context
 from .symbolic import GraphWriter
+from .variables import collecting_program_losses
 from .zero import ZeroPlan
 
 __all__ = ["ProgramsMixin"]
@@ -264,7 +265,12 @@ class ProgramsMixin:
         bound = {t.id: n for t, n in zip(self._inputs, xs)}
         bound.update(part.get("feeds", {}))
         writer = GraphWriter(bound, param, layer_code, prefix="h")
-        outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+        with collecting_program_losses() as added:  # Layer.add_loss
+            outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+        if added and part:
+            raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
+                             "stages yet (the added loss would be left out)")
+        self.__dict__["_added_losses"] = added
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -301,6 +307,8 @@ class ProgramsMixin:
             terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
         if not terms:
             raise ValueError("[compile] the model has no loss")
+        for e in self.__dict__.pop("_added_losses", None) or []:  # Layer.add_loss: summed
+            terms.append(f"astype(sum({e}), \"{self.dtype}\")")
         for v in self._params(True):
             layer, p = self._owner[v]
             if regularized is not None and v not in regularized:
