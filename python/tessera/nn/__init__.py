@@ -24,6 +24,7 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
+from .variables import Variable
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
@@ -41,7 +42,7 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "callbacks", "initializers", "losses", "metrics", "regularizers",
+    "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable",
 ]
 
 

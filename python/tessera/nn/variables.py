@@ -186,9 +186,10 @@ class Variable(KerasTensor):
                                              next(_seeds)))
         else:
             value = np.array(_plain(initializer), dtype=dtype or None, copy=True)
-            if dtype is None and value.dtype == np.float64 and not isinstance(
-                    initializer, np.ndarray):
-                value = value.astype(np.float32)  # Python floats: Keras's floatx
+            if dtype is None and value.dtype.kind == "f":
+                value = value.astype(np.float32)  # Keras's floatx unless a dtype is given
+            elif dtype is None and value.dtype == np.int64:
+                value = value.astype(np.int32)  # as Keras stores Python/NumPy ints
             if shape is not None and tuple(value.shape) != tuple(int(d) for d in shape):
                 raise ValueError(f"[Variable] the initial value has shape {value.shape}, not "
                                  f"the shape given, {tuple(shape)}")
