@@ -1244,7 +1244,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         out, k = [], 0
         metrics = [m for ms in self._compiled.metrics for m in ms]
         for m, n in zip(metrics, self._metric_counts()):
-            r = m.result(totals[k:k + n])
+            stateful = getattr(m, "_stateful", None)
+            r = m.stateless_result(totals[k:k + n]) if stateful and stateful() else \
+                m.result(totals[k:k + n])
             out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
             k += n
         return out

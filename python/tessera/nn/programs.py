@@ -325,7 +325,7 @@ class ProgramsMixin:
         out = []
         for k, ms in enumerate(self._compiled.metrics):
             for m in ms:
-                if isinstance(m, _FunctionMetric):
+                if hasattr(m, "expressions_for"):  # traced: functions, Keras-style metrics
                     spec = self._label_specs[k]
                     exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
                                               self._outputs[k].shape[1:])
