@@ -427,6 +427,15 @@ class Layer:
         config["name"] = self.name
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        """The layer get_config described (Keras's Layer.from_config:
+        the class called with the config's arguments)."""
+        if not isinstance(config, dict):
+            raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
+                            f"{type(config).__name__}")
+        return cls(**config)
+
     def __call__(self, inputs, *args, **kwargs):
         from .functional import call_layer  # noqa: PLC0415
 

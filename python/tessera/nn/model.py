@@ -468,6 +468,36 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         self._check_built("load_weights")
         load_weights_into(self, path)
 
+    def get_config(self) -> dict:
+        """A functional or Sequential model: its architecture (layers'
+        configurations and the graph), which Model.from_config rebuilds with
+        new weights; a subclassed model: its constructor's arguments."""
+        if self._functional or isinstance(self, Sequential):
+            from .saving import _architecture  # noqa: PLC0415
+
+            self._check_built("get_config")
+            return _architecture(self, "get_config")
+        return super().get_config()
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A new model (new weights) from get_config's dict."""
+        from .saving import model_from_config  # noqa: PLC0415
+
+        if isinstance(config, dict) and config.get("kind") in ("Sequential", "Functional",
+                                                                "Subclassed"):
+            return model_from_config(config, custom_objects, f"{cls.__name__}.from_config")
+        if not isinstance(config, dict):
+            raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
+                            f"{type(config).__name__}")
+        return cls(**config)
+
+    def to_json(self, **kwargs) -> str:
+        """The architecture as JSON text (models.model_from_json rebuilds it)."""
+        from .saving import model_to_json  # noqa: PLC0415
+
+        return model_to_json(self, **kwargs)
+
     def save(self, path):
         """Writes the model: architecture, weights, compile settings and
         optimizer state (tessera's checksummed format, no code; docs/nn.md)."""
