@@ -176,3 +176,76 @@ def test_assign_after_fit_is_what_the_next_fit_starts_from(keras):
     theirs.fit(x, y, batch_size=8, epochs=1, verbose=0)
     for a, b in zip(ours.get_weights(), theirs.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+class MLPBlock(nn.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.linear_1 = Linear(32)
+        self.linear_2 = Linear(32)
+        self.linear_3 = Linear(1)
+
+    def call(self, inputs):
+        x = np.maximum(self.linear_1(inputs), 0.0)
+        x = np.maximum(self.linear_2(x), 0.0)
+        return self.linear_3(x)
+
+
+class OuterLayer(nn.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.activity_reg = ActivityRegularizationLayer(1e-2)
+
+    def call(self, inputs):
+        return self.activity_reg(inputs)
+
+
+def test_layers_kept_as_attributes_like_keras(keras):
+    KLinear, KActReg = _keras_classes(keras)
+    ops = keras.ops
+
+    class KMLPBlock(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.linear_1 = KLinear(32)
+            self.linear_2 = KLinear(32)
+            self.linear_3 = KLinear(1)
+
+        def call(self, inputs):
+            x = ops.relu(self.linear_1(inputs))
+            x = ops.relu(self.linear_2(x))
+            return self.linear_3(x)
+
+    class KOuter(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.activity_reg = KActReg(1e-2)
+
+        def call(self, inputs):
+            return self.activity_reg(inputs)
+
+    x = np.random.default_rng(0).normal(size=(3, 64)).astype(np.float32)
+    ours, theirs = MLPBlock(), KMLPBlock()
+    ours(x)
+    theirs(x)
+    assert len(ours.weights) == len(theirs.weights) == 6
+    assert len(ours.trainable_weights) == len(theirs.trainable_weights) == 6
+    assert ours.weights[:2] == [ours.linear_1.w, ours.linear_1.b]
+    theirs.set_weights([w.numpy() for w in ours.weights])
+    np.testing.assert_allclose(ours(x), np.asarray(theirs(x)), rtol=1e-5, atol=1e-6)
+    # an add_loss of a layer called by a layer: counted once, in the model's loss
+    inp, kin = nn.Input((4,)), keras.Input((4,))
+    lin, klin = Linear(2), KLinear(2)
+    model = nn.Model(inp, lin(OuterLayer()(inp)))
+    kmodel = keras.Model(kin, klin(KOuter()(kin)))
+    assert len(model.losses) == 1
+    w = [np.random.default_rng(1).normal(size=(4, 2)).astype(np.float32),
+         np.zeros(2, np.float32)]
+    model.set_weights(w)
+    kmodel.set_weights(w)
+    model.compile("sgd", "mse")
+    kmodel.compile("sgd", "mse")
+    xs = np.random.default_rng(2).normal(size=(8, 4)).astype(np.float32)
+    ys = np.zeros((8, 2), np.float32)
+    np.testing.assert_allclose(model.evaluate(xs, ys, verbose=0),
+                               kmodel.evaluate(xs, ys, verbose=0), rtol=1e-5)

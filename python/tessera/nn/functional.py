@@ -214,7 +214,8 @@ def _call_custom(layer, inputs, args, kwargs):
         layer.built = True
     static.pop("training", None)
     try:
-        outs, _, single = trace_call(layer, _template_of(template), static, False)
+        with collecting_losses():  # (its add_loss terms are written with its node)
+            outs, _, single = trace_call(layer, _template_of(template), static, False)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
                       f"{where})") from None

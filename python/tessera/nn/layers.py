@@ -344,6 +344,8 @@ class Layer:
         """The losses add_loss recorded when the layer was called (symbolic),
         with those of the layers it calls."""
         out = list(self.__dict__.get("_added", []))
+        for layer in self._sublayers():
+            out += layer.losses
         seen, stack = set(), list(self.__dict__.get("_outputs", None) or [])  # a model's graph
         while stack:
             t = stack.pop()
@@ -360,11 +362,39 @@ class Layer:
     def count_params(self) -> int:
         return sum(math.prod(q.shape) for q in self.params)
 
+    def _sublayers(self) -> list:
+        """The layers a user's layer keeps in its attributes (directly or in
+        lists, tuples and dicts), in attribute order, as Keras tracks them."""
+        if not self._is_custom() or "layers" in type(self).__dict__:
+            return []
+        out, seen = [], {id(self)}
+
+        def visit(v, depth=0):
+            if isinstance(v, Layer):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+            elif isinstance(v, (list, tuple)) and depth < 2:
+                for u in v:
+                    visit(u, depth + 1)
+            elif isinstance(v, dict) and depth < 2:
+                for u in v.values():
+                    visit(u, depth + 1)
+
+        for k, v in vars(self).items():
+            if not k.startswith("_"):
+                visit(v)
+        return out
+
     @property
     def weights(self) -> list:
         """The layer's Variables (Keras's layer.weights): `layer.w is
-        layer.weights[0]` for a weight made by add_weight."""
-        return [self._variable(q.name) for q in self.params]
+        layer.weights[0]` for a weight made by add_weight; then those of the
+        layers a user's layer keeps as attributes."""
+        out = [self._variable(q.name) for q in self.params]
+        for layer in self._sublayers():
+            out += [v for v in layer.weights if all(v is not u for u in out)]
+        return out
 
     @property
     def trainable_weights(self) -> list:
