@@ -249,3 +249,42 @@ def test_layers_kept_as_attributes_like_keras(keras):
     ys = np.zeros((8, 2), np.float32)
     np.testing.assert_allclose(model.evaluate(xs, ys, verbose=0),
                                kmodel.evaluate(xs, ys, verbose=0), rtol=1e-5)
+
+
+class RegularizedLinear(Linear):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], self.units), initializer="ones",
+                                 regularizer="l2", name="kernel")
+        self.b = self.add_weight(shape=(self.units,), initializer="zeros", trainable=False,
+                                 name="bias")
+
+
+def test_add_weight_regularizer_and_trainable_like_keras(keras):
+    KLinear, _ = _keras_classes(keras)
+
+    class KRegularizedLinear(KLinear):
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1], self.units), initializer="ones",
+                                     regularizer="l2", name="kernel")
+            self.b = self.add_weight(shape=(self.units,), initializer="zeros", trainable=False,
+                                     name="bias")
+
+    inp, kin = nn.Input((3,)), keras.Input((3,))
+    layer, klayer = RegularizedLinear(2), KRegularizedLinear(2)
+    model, kmodel = nn.Model(inp, layer(inp)), keras.Model(kin, klayer(kin))
+    assert layer.w.path.endswith("/kernel") and layer.w.name == klayer.w.name == "kernel"
+    assert layer.trainable_weights == [layer.w] and layer.non_trainable_weights == [layer.b]
+    assert len(klayer.trainable_weights) == 1
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(8, 3)).astype(np.float32)
+    y = rng.normal(size=(8, 2)).astype(np.float32)
+    model.compile(nn.optimizers.SGD(0.05), "mse")
+    kmodel.compile(keras.optimizers.SGD(0.05), "mse")
+    np.testing.assert_allclose(model.evaluate(x, y, verbose=0), kmodel.evaluate(x, y, verbose=0),
+                               rtol=1e-5)
+    model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    kmodel.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(model.get_weights(), kmodel.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"\[RegularizedLinear.add_weight\] initializer"):
+        RegularizedLinear(2).add_weight(shape=(2,), initializer="no_such_init")

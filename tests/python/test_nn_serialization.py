@@ -197,3 +197,15 @@ def test_clone_model_new_weights_same_config():
         nn.models.clone_model(seq, input_tensors=[nn.Input((3,))])
     with pytest.raises(TypeError, match=r"\[clone_model\] clone_function must return a Layer"):
         nn.models.clone_model(seq, clone_function=lambda l: None)
+
+
+def test_loss_serialize_deserialize():
+    cfg = nn.losses.serialize(nn.losses.BinaryFocalCrossentropy(gamma=3.0))
+    assert cfg["class_name"] == "BinaryFocalCrossentropy"
+    assert nn.losses.deserialize(cfg).gamma == 3.0
+    user = nn.losses.serialize(ScaledMSE(5.0))
+    with pytest.raises(ValueError, match=r"unknown loss class 'ScaledMSE'.*custom_objects"):
+        nn.losses.deserialize(user)
+    assert nn.losses.deserialize(user, custom_objects=CUSTOM).scale == 5.0
+    with saving.custom_object_scope({"ScaledMSE": ScaledMSE}):
+        assert nn.losses.deserialize(user).scale == 5.0

@@ -314,6 +314,11 @@ class Layer:
         if any(q.name == pname for q in self.params):
             pname = f"{pname}_{len(self.params)}"
         fan_in, fan_out = _fans(shape)
+        if regularizer is not None:
+            regularizer = _regularizer(regularizer, f"{self.kind}.add_weight", "regularizer")
+        if initializer is None:
+            initializer = "glorot_uniform" if dtype is None or "float" in str(dtype) else "zeros"
+        _initializer(initializer, f"{self.kind}.add_weight", "initializer")  # (named errors)
         self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
                                  regularizer))
         return self._variable(pname, _float_dtype(dtype or self.dtype))

@@ -582,6 +582,15 @@ def deserialize(config, custom_objects=None):
         return get(config)
     from .saving import get_registered_object  # noqa: PLC0415
 
+    if not isinstance(config, dict):
+        raise TypeError(f"[losses.deserialize] expected a name or a serialize() dict, got "
+                        f"{config!r}")
     name = config.get("class_name") or config.get("class")
-    cls = get_registered_object(name, custom_objects, kind="loss")
+    cls = get_registered_object(name, custom_objects)
+    if cls is None:
+        cls = {c.__name__: c for c in set(_BY_NAME.values())}.get(name)
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, Loss)):
+        raise ValueError(f"[losses.deserialize] unknown loss class {name!r}: not one of "
+                         "tessera's losses nor registered (pass custom_objects={"
+                         f"{name!r}: ...}})")
     return cls.from_config(config.get("config", {}))
