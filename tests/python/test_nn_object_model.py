@@ -288,3 +288,14 @@ def test_add_weight_regularizer_and_trainable_like_keras(keras):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=r"\[RegularizedLinear.add_weight\] initializer"):
         RegularizedLinear(2).add_weight(shape=(2,), initializer="no_such_init")
+
+
+def test_add_loss_refused_where_the_batch_is_split():
+    inp = nn.Input((3,))
+    model = nn.Model(inp, ActivityRegularizationLayer(0.1)(Linear(2)(inp)))
+    model.compile("sgd", "mse")
+    x, y = np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32)
+    with pytest.raises(ValueError, match=r"\[fit\] a layer's add_loss is not supported yet with "
+                                         r"data-parallel.*deterministic=True"):
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0, deterministic=True)
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # one process: supported

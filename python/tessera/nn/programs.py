@@ -476,6 +476,15 @@ class ProgramsMixin:
         xs, ys = self._names()
         marks = {}
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
+        if weighted and self.__dict__.get("_added_losses"):
+            # each locality's (chunk's) loss is weighted by its share of the
+            # batch: right for the compiled loss, not for an added loss that
+            # sums over the batch's samples, which cannot be told apart
+            raise ValueError(f"[fit] a layer's add_loss is not supported yet with data-parallel "
+                             "(several processes), ZeRO or deterministic=True training: each "
+                             "part of the batch would add its own term, weighted by its share; "
+                             "train in one process without deterministic=True, or write the "
+                             "term as a loss or a regularizer")
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
         aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
         held = P if gather is None else gather.shards if gather.stage == 3 else \
