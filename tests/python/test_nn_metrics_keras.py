@@ -194,3 +194,14 @@ def test_confusion_counts_and_f1_in_evaluate_like_keras(keras, name, kwargs):
                                    np.asarray(b, np.float64).ravel(), rtol=1e-5, atol=1e-6)
     m = getattr(nn.metrics, name)(**kwargs)
     assert type(m).from_config(m.get_config()).get_config() == m.get_config()
+
+
+def test_user_metric_refused_where_the_batch_is_split():
+    model = nn.Sequential([nn.Dense(3, input_shape=(4,))])
+    model.compile("sgd", "sparse_categorical_crossentropy", metrics=[CategoricalTruePositives()])
+    x, y = np.ones((8, 4), np.float32), np.zeros(8, np.int64)
+    with pytest.raises(ValueError, match=r"\[fit\] the metric 'categorical_true_positives'.*"
+                                         r"deterministic=True"):
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0, deterministic=True)
+    h = model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert "categorical_true_positives" in h.history

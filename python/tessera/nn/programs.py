@@ -325,6 +325,14 @@ class ProgramsMixin:
         out = []
         for k, ms in enumerate(self._compiled.metrics):
             for m in ms:
+                stateful = getattr(m, "_stateful", None)
+                if stateful is not None and stateful() and self.__dict__.get("_split_batch"):
+                    raise ValueError(
+                        f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
+                        "supported yet with data-parallel (several processes), ZeRO or "
+                        "deterministic=True training: its increments would be made per part "
+                        "of the batch, which changes a per-batch count or mean; train in one "
+                        "process without deterministic=True, or evaluate it with evaluate()")
                 if hasattr(m, "expressions_for"):  # traced: functions, Keras-style metrics
                     spec = self._label_specs[k]
                     exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
@@ -380,12 +388,17 @@ class ProgramsMixin:
         if kind == "train" or (isinstance(kind, tuple) and kind[0] == "train"):
             prog = self._train_program(P, S, weighted=kind[1] if isinstance(kind, tuple)
                                        else False)
-        elif isinstance(kind, tuple) and kind[0] == "train_dp":
-            prog = self._train_program(P, S, data_parallel=True, weighted=kind[3],
-                                       zero=self._zero_plan_for(kind[4:]))
-        elif isinstance(kind, tuple) and kind[0] == "train_det":
-            prog = self._deterministic_program(P, S, *kind[1:5],
-                                               zero=self._zero_plan_for(kind[5:]))
+        elif isinstance(kind, tuple) and kind[0] in ("train_dp", "train_det"):
+            self.__dict__["_split_batch"] = True  # (a user's Metric: _metric_exprs)
+            try:
+                if kind[0] == "train_dp":
+                    prog = self._train_program(P, S, data_parallel=True, weighted=kind[3],
+                                               zero=self._zero_plan_for(kind[4:]))
+                else:
+                    prog = self._deterministic_program(P, S, *kind[1:5],
+                                                       zero=self._zero_plan_for(kind[5:]))
+            finally:
+                self.__dict__.pop("_split_batch", None)
         else:
             stmts, hs, _ = self._forward_code("false", "0")
             head = ", ".join(([args] if args else []) + xs)
