@@ -326,14 +326,17 @@ class ProgramsMixin:
         for k, ms in enumerate(self._compiled.metrics):
             for m in ms:
                 stateful = getattr(m, "_stateful", None)
-                if stateful is not None and stateful() and self.__dict__.get("_split_batch"):
+                # the whole batch: written for the model's own label variables
+                # (micro-batches and chunks have others) in one process
+                split = self.__dict__.get("_split_batch") or list(ys) != self._names()[1]
+                if stateful is not None and stateful() and split:
                     raise ValueError(
                         f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
-                        "supported yet with data-parallel (several processes), ZeRO or "
-                        "deterministic=True training: its increments would be made per part "
+                        "supported yet with data-parallel (several processes), ZeRO, pipeline "
+                        "stages or deterministic=True training: its increments would be made per part "
                         "of the batch, which changes a per-batch count or mean; train in one "
                         "process without deterministic=True, or evaluate it with evaluate()")
-                if hasattr(m, "expressions_for"):  # traced: functions, Keras-style metrics
+                if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()):
                     spec = self._label_specs[k]
                     exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
                                               self._outputs[k].shape[1:])
