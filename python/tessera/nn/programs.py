@@ -333,9 +333,10 @@ class ProgramsMixin:
                     raise ValueError(
                         f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
                         "supported yet with data-parallel (several processes), ZeRO, pipeline "
-                        "stages or deterministic=True training: its increments would be made per part "
-                        "of the batch, which changes a per-batch count or mean; train in one "
-                        "process without deterministic=True, or evaluate it with evaluate()")
+                        "stages or deterministic=True training: its increments would be made "
+                        "per part of the batch, which changes a per-batch count or mean; train "
+                        "in one process without deterministic=True, or evaluate it with "
+                        "evaluate()")
                 if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()):
                     spec = self._label_specs[k]
                     exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
