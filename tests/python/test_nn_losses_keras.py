@@ -133,3 +133,56 @@ def test_loss_subclass_with_call_trains_like_keras(keras):
     assert ScaledMSE.from_config(loss.get_config()).scale == 3.0
     with pytest.raises(ValueError, match=r"reduction='sum'.*not supported"):
         ScaledMSE(reduction="sum")
+
+
+class LogisticEndpoint(nn.Layer):
+    """The keras-io guide's endpoint layer: a loss object called in call()
+    and its value given to add_loss."""
+
+    def __init__(self, name=None):
+        super().__init__(name=name)
+        self.loss_fn = ScaledMSE(0.5)
+
+    def call(self, targets, logits):
+        self.add_loss(self.loss_fn(targets, logits))
+        return logits
+
+
+def test_loss_object_called_in_call_for_add_loss(keras):
+    ops = keras.ops
+
+    class KScaledMSE(keras.losses.Loss):
+        def __init__(self, scale=2.0, name="scaled_mse", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.scale = scale
+
+        def call(self, y_true, y_pred):
+            return self.scale * ops.mean(ops.square(y_pred - y_true), axis=-1)
+
+    class KEndpoint(keras.layers.Layer):
+        def __init__(self, name=None):
+            super().__init__(name=name)
+            self.loss_fn = KScaledMSE(0.5)
+
+        def call(self, targets, logits):
+            self.add_loss(self.loss_fn(targets, logits))
+            return logits
+
+    x_in, t_in = nn.Input((3,)), nn.Input((2,))
+    model = nn.Model([x_in, t_in], LogisticEndpoint()(t_in, nn.Dense(2)(x_in)))
+    kx, kt = keras.Input((3,)), keras.Input((2,))
+    kmodel = keras.Model([kx, kt], KEndpoint()(kt, keras.layers.Dense(2)(kx)))
+    rng = np.random.default_rng(8)
+    w = [rng.normal(size=(3, 2)).astype(np.float32), np.zeros(2, np.float32)]
+    model.set_weights(w)
+    kmodel.set_weights(w)
+    x = rng.normal(size=(8, 3)).astype(np.float32)
+    t = rng.normal(size=(8, 2)).astype(np.float32)
+    y = np.zeros((8, 2), np.float32)
+    model.compile("sgd", "mse")
+    kmodel.compile("sgd", "mse")
+    np.testing.assert_allclose(model.evaluate([x, t], y, verbose=0),
+                               kmodel.evaluate([x, t], y, verbose=0), rtol=1e-5)
+    with pytest.raises(TypeError, match=r"\[Hinge\] a built-in loss object cannot be called on "
+                                        r"symbolic tensors"):
+        nn.losses.Hinge()(nn.Input((2,)), nn.Input((2,)))

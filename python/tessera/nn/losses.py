@@ -130,8 +130,29 @@ class Loss:
         and divided by the number of values (Keras's "sum_over_batch_size"
         reduction, with or without weights). A float32 (float64 for float64
         outputs) NumPy scalar."""
+        from .symbolic import is_symbolic  # noqa: PLC0415
+
+        if any(is_symbolic(v) and type(v).__name__ != "Variable"
+               for v in (y_true, y_pred, sample_weight)):
+            return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
         return _reduce(values, sample_weight, type(self).__name__)
+
+    def _symbolic_call(self, y_true, y_pred, sample_weight):
+        """The loss of symbolic tensors (a layer's call, e.g. for add_loss):
+        a subclass's call() recorded, weighted and averaged as on arrays."""
+        if not self._is_custom():
+            raise TypeError(f"[{type(self).__name__}] a built-in loss object cannot be called on "
+                            "symbolic tensors inside a layer's call() yet; write the loss with "
+                            "NumPy functions (or a Loss subclass with call) there, or give it "
+                            "to compile(loss=...)")
+        values = self.call(y_true, y_pred)
+        if sample_weight is not None:
+            w = sample_weight
+            while w.ndim < values.ndim:
+                w = np.expand_dims(w, -1)
+            values = values * w
+        return np.mean(values)
 
     def values(self, y_true, y_pred):
         """Each sample's loss on arrays (no reduction), as Keras's loss
