@@ -493,7 +493,9 @@ class ProgramsMixin:
         xs, ys = self._names()
         marks = {}
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
-        if weighted and self.__dict__.get("_added_losses"):
+        split = weighted or buckets is not None or gather is not None or \
+            self.__dict__.get("_split_batch")
+        if split and self.__dict__.get("_added_losses"):
             # each locality's (chunk's) loss is weighted by its share of the
             # batch: right for the compiled loss, not for an added loss that
             # sums over the batch's samples, which cannot be told apart
