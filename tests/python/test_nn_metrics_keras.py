@@ -205,3 +205,11 @@ def test_user_metric_refused_where_the_batch_is_split():
         model.fit(x, y, batch_size=4, epochs=1, verbose=0, deterministic=True)
     h = model.fit(x, y, batch_size=4, epochs=1, verbose=0)
     assert "categorical_true_positives" in h.history
+
+
+def test_f1_with_sparse_labels_names_the_metric():
+    model = nn.Sequential([nn.Dense(3, activation="softmax", input_shape=(4,))])
+    model.compile("sgd", "sparse_categorical_crossentropy", metrics=[nn.metrics.F1Score()])
+    with pytest.raises(ValueError, match=r"\[f1_score\] F1Score needs labels shaped like the "
+                                         r"output.*\(None,\).*\(None, 3\)"):
+        model.evaluate(np.ones((4, 4), np.float32), np.zeros(4, np.int64), verbose=0)

@@ -692,6 +692,16 @@ class FBetaScore(Metric):
         self.threshold = None if threshold is None else float(threshold)
         super().__init__(name)
 
+    checks_shapes = True  # a model's programs call expressions_for
+
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
+        if label_spec is not None and tuple(label_spec[0]) != tuple(out_shape):
+            raise ValueError(f"[{self.name}] {type(self).__name__} needs labels shaped like the "
+                             f"output (one-hot or multi-label, as in Keras): labels of shape "
+                             f"{(None,) + tuple(label_spec[0])}, output "
+                             f"{(None,) + tuple(out_shape)}")
+        return self.expressions(y, p, w)
+
     def expressions(self, y, p, w=None):
         q = f"astype({p}, {_F64})"
         if self.threshold is None:

@@ -337,7 +337,8 @@ class ProgramsMixin:
                         "per part of the batch, which changes a per-batch count or mean; train "
                         "in one process without deterministic=True, or evaluate it with "
                         "evaluate()")
-                if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()):
+                if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()) or \
+                        getattr(m, "checks_shapes", False):
                     spec = self._label_specs[k]
                     exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
                                               self._outputs[k].shape[1:])
