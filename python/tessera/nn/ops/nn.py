@@ -1,0 +1,450 @@
+"""Keras 3's ``nn`` set of ops: activations, one_hot/multi_hot, moments,
+normalization, the crossentropies (per sample, unreduced, as Keras's ops),
+convolutions and pooling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..symbolic import user_location
+from . import numpy as knp
+from ._base import FLOATX, cast, check_axis, dtype_of, floating, prim, shape_of, tensor
+
+__all__: list = []
+_EPSILON = 1e-7  # keras.config.epsilon()
+
+
+def _export(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+# ------------------------------------------------------------ activations
+@_export
+def relu(x):
+    return prim("relu", floating(x))
+
+
+@_export
+def relu6(x):
+    return knp.minimum(relu(x), 6.0)
+
+
+@_export
+def sigmoid(x):
+    return prim("sigmoid", floating(x))
+
+
+@_export
+def sparse_sigmoid(x):
+    x = floating(x)
+    return knp.clip(knp.multiply(knp.add(x, 1.0), 0.5), 0.0, 1.0)
+
+
+@_export
+def softplus(x):
+    return prim("softplus", floating(x))
+
+
+@_export
+def softsign(x):
+    x = floating(x)
+    return knp.divide(x, knp.add(knp.abs(x), 1.0))
+
+
+@_export
+def soft_shrink(x, threshold=0.5):
+    x = floating(x)
+    return knp.where(knp.greater(x, threshold), knp.subtract(x, threshold),
+                     knp.where(knp.less(x, -threshold), knp.add(x, threshold), 0.0))
+
+
+@_export
+def sparse_plus(x):
+    x = floating(x)
+    mid = knp.multiply(knp.square(knp.add(x, 1.0)), 0.25)
+    return knp.where(knp.less_equal(x, -1.0), 0.0, knp.where(knp.greater_equal(x, 1.0), x, mid))
+
+
+@_export
+def silu(x):
+    x = floating(x)
+    return knp.multiply(x, sigmoid(x))
+
+
+@_export
+def swish(x):
+    return silu(x)
+
+
+@_export
+def squareplus(x, b=4):
+    x = floating(x)
+    return knp.multiply(knp.add(x, knp.sqrt(knp.add(knp.square(x), float(b)))), 0.5)
+
+
+@_export
+def log_sigmoid(x):
+    return knp.negative(softplus(knp.negative(floating(x))))
+
+
+@_export
+def leaky_relu(x, negative_slope=0.2):
+    return prim("leaky_relu", floating(x), alpha=float(negative_slope))
+
+
+@_export
+def hard_sigmoid(x):
+    return knp.divide(relu6(knp.add(floating(x), 3.0)), 6.0)
+
+
+@_export
+def hard_silu(x):
+    x = floating(x)
+    return knp.multiply(x, hard_sigmoid(x))
+
+
+@_export
+def hard_swish(x):
+    return hard_silu(x)
+
+
+@_export
+def elu(x, alpha=1.0):
+    return prim("elu", floating(x), alpha=float(alpha))
+
+
+@_export
+def selu(x):
+    return knp.multiply(elu(x, 1.6732632423543772848170429916717), 1.0507009873554804934193349852946)
+
+
+@_export
+def gelu(x, approximate=True):
+    return prim("gelu", floating(x), approximate=bool(approximate))
+
+
+@_export
+def celu(x, alpha=1.0):
+    x = floating(x)
+    return knp.where(knp.greater(x, 0.0), x, knp.multiply(knp.expm1(knp.divide(x, alpha)), alpha))
+
+
+@_export
+def glu(x, axis=-1):
+    x = floating(x)
+    a, b = knp.split(x, 2, axis=axis)
+    return knp.multiply(a, sigmoid(b))
+
+
+@_export
+def hard_tanh(x):
+    return knp.clip(floating(x), -1.0, 1.0)
+
+
+@_export
+def hard_shrink(x, threshold=0.5):
+    x = floating(x)
+    return knp.where(knp.greater(knp.abs(x), threshold), x, 0.0)
+
+
+@_export
+def threshold(x, threshold, default_value):
+    x = floating(x)
+    return knp.where(knp.greater(x, threshold), x, default_value)
+
+
+@_export
+def tanh_shrink(x):
+    x = floating(x)
+    return knp.subtract(x, knp.tanh(x))
+
+
+@_export
+def mish(x):
+    x = floating(x)
+    return knp.multiply(x, knp.tanh(softplus(x)))
+
+
+@_export
+def softmax(x, axis=-1):
+    x = floating(x)
+    if isinstance(axis, (tuple, list)):
+        e = knp.exp(knp.subtract(x, knp.max(x, axis=tuple(axis), keepdims=True)))
+        return knp.divide(e, knp.sum(e, axis=tuple(axis), keepdims=True))
+    return prim("softmax", x, axis=axis)
+
+
+@_export
+def log_softmax(x, axis=-1):
+    x = floating(x)
+    if isinstance(axis, (tuple, list)):
+        return knp.subtract(x, prim("logsumexp", x, axis=list(axis), keepdims=True))
+    return prim("log_softmax", x, axis=axis)
+
+
+# ------------------------------------------------------------ encodings
+@_export
+def one_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
+    """Rows with 1 at each class; indices outside [0, num_classes) give rows of
+    zeros (as Keras on JAX)."""
+    if sparse:
+        raise ValueError("[ops.one_hot] sparse=True is not supported (tessera has no sparse "
+                         "tensors)")
+    x = tensor(x)
+    hot = knp.equal(knp.expand_dims(x, -1), knp.arange(int(num_classes), dtype=dtype_of(x)))
+    hot = cast(hot, dtype or FLOATX)
+    if axis != -1:
+        nd = len(shape_of(hot))
+        hot = knp.moveaxis(hot, -1, check_axis("one_hot", axis, nd))
+    return hot
+
+
+@_export
+def multi_hot(inputs, num_classes=None, axis=-1, dtype=None, sparse=False, **kwargs):
+    if num_classes is None:
+        num_classes = kwargs.pop("num_tokens", None)
+    if kwargs or num_classes is None:
+        raise TypeError(f"[ops.multi_hot] needs num_classes; unexpected arguments {kwargs}")
+    x = tensor(inputs)
+    reduction_axis = 1 if len(shape_of(x)) > 1 else 0
+    return knp.max(one_hot(cast(x, "int32"), num_classes, axis=axis, dtype=dtype, sparse=sparse),
+                   axis=reduction_axis)
+
+
+# ------------------------------------------------------------ statistics, normalization
+@_export
+def moments(x, axes, keepdims=False, synchronized=False):
+    if synchronized:
+        raise ValueError("[ops.moments] synchronized=True is not supported (tessera's data "
+                         "parallelism keeps one model per locality)")
+    x = floating(x)
+    axes = tuple(axes) if isinstance(axes, (list, tuple)) else (axes,)
+    return knp.mean(x, axis=axes, keepdims=keepdims), knp.var(x, axis=axes, keepdims=keepdims)
+
+
+@_export
+def batch_normalization(x, mean, variance, axis, offset=None, scale=None, epsilon=1e-3):
+    x = floating(x)
+    nd = len(shape_of(x))
+    ax = check_axis("batch_normalization", axis, nd)
+    shape = [1] * nd
+    shape[ax] = shape_of(mean)[0]
+
+    def r(v):
+        return knp.reshape(tensor(v), tuple(shape))
+
+    inv = knp.divide(1.0, knp.sqrt(knp.add(r(variance), epsilon)))
+    if scale is not None:
+        inv = knp.multiply(inv, r(scale))
+    res = knp.multiply(knp.negative(r(mean)), inv)
+    if offset is not None:
+        res = knp.add(res, r(offset))
+    return knp.add(knp.multiply(x, inv), res)
+
+
+@_export
+def normalize(x, axis=-1, order=2, epsilon=None):
+    if not isinstance(order, int) or order < 1:
+        raise ValueError(f"[ops.normalize] order must be an int >= 1, got {order!r}")
+    x = floating(x)
+    if not shape_of(x):
+        x = knp.expand_dims(x, 0)
+    eps = _EPSILON if epsilon is None else epsilon
+    if order == 2:
+        ss = knp.sum(knp.square(x), axis=axis, keepdims=True)
+        return knp.multiply(x, knp.divide(1.0, knp.sqrt(knp.maximum(ss, eps * eps))))
+    norm = prim("norm", x, ord=order, axis=axis, keepdims=True)
+    return knp.divide(x, knp.maximum(norm, eps))
+
+
+@_export
+def rms_normalization(x, scale=1, axis=-1, epsilon=None):
+    x = floating(x)
+    eps = _EPSILON if epsilon is None else epsilon
+    ms = knp.mean(knp.square(x), axis=axis, keepdims=True)
+    return knp.multiply(knp.multiply(x, knp.divide(1.0, knp.sqrt(knp.add(ms, eps)))), scale)
+
+
+@_export
+def layer_normalization(x, gamma=None, beta=None, axis=-1, epsilon=None, **kwargs):
+    if kwargs.pop("rms_scaling", False):
+        return rms_normalization(x, 1 if gamma is None else gamma, axis, epsilon)
+    if kwargs:
+        raise TypeError(f"[ops.layer_normalization] unexpected arguments {sorted(kwargs)}")
+    x = floating(x)
+    eps = 1e-3 if epsilon is None else epsilon
+    m, v = moments(x, axes=(axis,), keepdims=True)
+    out = knp.divide(knp.subtract(x, m), knp.sqrt(knp.add(v, eps)))
+    if gamma is not None:
+        out = knp.multiply(out, gamma)
+    if beta is not None:
+        out = knp.add(out, beta)
+    return out
+
+
+# ------------------------------------------------------------ crossentropies (unreduced)
+@_export
+def categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    target, output = floating(target), floating(output)
+    if shape_of(target)[1:] != shape_of(output)[1:] or len(shape_of(target)) != \
+            len(shape_of(output)):
+        raise ValueError(f"[ops.categorical_crossentropy] target and output must have the same "
+                         f"shape, got {shape_of(target)} and {shape_of(output)} "
+                         f"(at {user_location()})")
+    if from_logits:
+        log_prob = log_softmax(output, axis=axis)
+    else:
+        output = knp.divide(output, knp.sum(output, axis=axis, keepdims=True))
+        log_prob = knp.log(knp.clip(output, _EPSILON, 1.0 - _EPSILON))
+    return knp.negative(knp.sum(knp.multiply(target, log_prob), axis=axis))
+
+
+@_export
+def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    target, output = tensor(target), floating(output)
+    ts, os_ = shape_of(target), shape_of(output)
+    if len(ts) == len(os_) and ts[-1] == 1:
+        target = knp.squeeze(target, axis=-1)
+        ts = shape_of(target)
+    if len(ts) + 1 != len(os_):
+        raise ValueError(f"[ops.sparse_categorical_crossentropy] target's shape {ts} must be "
+                         f"output's {os_} without its class axis (at {user_location()})")
+    hot = one_hot(cast(target, "int32"), os_[axis], axis=axis, dtype=dtype_of(output))
+    return categorical_crossentropy(hot, output, from_logits=from_logits, axis=axis)
+
+
+@_export
+def binary_crossentropy(target, output, from_logits=False):
+    target, output = floating(target), floating(output)
+    if len(shape_of(target)) != len(shape_of(output)) or \
+            shape_of(target)[1:] != shape_of(output)[1:]:
+        raise ValueError(f"[ops.binary_crossentropy] target and output must have the same "
+                         f"shape, got {shape_of(target)} and {shape_of(output)} "
+                         f"(at {user_location()})")
+    if from_logits:
+        return knp.subtract(knp.negative(knp.multiply(target, log_sigmoid(output))),
+                            knp.multiply(knp.subtract(1.0, target),
+                                         log_sigmoid(knp.negative(output))))
+    output = knp.clip(output, _EPSILON, 1.0 - _EPSILON)
+    bce = knp.add(knp.multiply(target, knp.log(output)),
+                  knp.multiply(knp.subtract(1.0, target), knp.log(knp.subtract(1.0, output))))
+    return knp.negative(bce)
+
+
+# ------------------------------------------------------------ convolution, pooling
+def _channels_last(op, x, data_format):
+    if data_format in (None, "channels_last"):
+        return x, False
+    if data_format != "channels_first":
+        raise ValueError(f"[ops.{op}] data_format must be 'channels_last' or 'channels_first', "
+                         f"got {data_format!r}")
+    nd = len(shape_of(x))
+    return knp.transpose(x, (0,) + tuple(range(2, nd)) + (1,)), True
+
+
+def _back(x, moved):
+    if not moved:
+        return x
+    nd = len(shape_of(x))
+    return knp.transpose(x, (0, nd - 1) + tuple(range(1, nd - 1)))
+
+
+def _spatial(op, x) -> int:
+    n = len(shape_of(x)) - 2
+    if n not in (1, 2):
+        raise ValueError(f"[ops.{op}] inputs of rank 3 (1-d) or 4 (2-d) are supported, got "
+                         f"shape {shape_of(x)} (3-d convolution and pooling are not supported "
+                         "yet)")
+    return n
+
+
+def _padding(op, padding):
+    p = str(padding).lower()
+    if p not in ("valid", "same"):
+        raise ValueError(f"[ops.{op}] padding must be 'valid' or 'same', got {padding!r}")
+    return p
+
+
+def _ints(v, n):
+    v = list(v) if isinstance(v, (list, tuple)) else [v] * n
+    return v[0] if n == 1 else v
+
+
+@_export
+def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+    x, moved = _channels_last("conv", floating(inputs), data_format)
+    w = floating(kernel)
+    n = _spatial("conv", x)
+    cin, kin = shape_of(x)[-1], shape_of(w)[-2]
+    if len(shape_of(w)) != n + 2 or cin % kin:
+        raise ValueError(f"[ops.conv] kernel of shape {shape_of(w)} does not fit inputs of shape "
+                         f"{shape_of(x)} (kernel: spatial..., in_channels / groups, filters)")
+    p = _padding("conv", padding)
+    if n == 1:
+        y = prim("conv1d", x, w, stride=_ints(strides, 1), padding=p,
+                 dilation=_ints(dilation_rate, 1), groups=cin // kin)
+    else:
+        y = prim("conv2d", x, w, strides=_ints(strides, 2), padding=p,
+                 dilation=_ints(dilation_rate, 2), groups=cin // kin)
+    return _back(y, moved)
+
+
+@_export
+def depthwise_conv(inputs, kernel, strides=1, padding="valid", data_format=None,
+                   dilation_rate=1):
+    x, moved = _channels_last("depthwise_conv", floating(inputs), data_format)
+    w = floating(kernel)
+    n = _spatial("depthwise_conv", x)
+    ks = shape_of(w)
+    if len(ks) != n + 2 or ks[-2] != shape_of(x)[-1]:
+        raise ValueError(f"[ops.depthwise_conv] kernel of shape {ks} does not fit inputs of "
+                         f"shape {shape_of(x)} (kernel: spatial..., in_channels, multiplier)")
+    w = knp.reshape(w, tuple(ks[:-2]) + (1, ks[-2] * ks[-1]))
+    y = conv(x, w, strides, padding, None, dilation_rate)
+    return _back(y, moved)
+
+
+def _pool(op, kind, inputs, pool_size, strides, padding, data_format):
+    x, moved = _channels_last(op, floating(inputs), data_format)
+    n = _spatial(op, x)
+    strides = pool_size if strides is None else strides
+    y = prim(f"{kind}_pool{n}d", x, _ints(pool_size, n), strides=_ints(strides, n),
+             padding=_padding(op, padding))
+    return _back(y, moved)
+
+
+@_export
+def max_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
+    return _pool("max_pool", "max", inputs, pool_size, strides, padding, data_format)
+
+
+@_export
+def average_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
+    return _pool("average_pool", "avg", inputs, pool_size, strides, padding, data_format)
+
+
+@_export
+def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False,
+                          flash_attention=None, attn_logits_soft_cap=None):
+    """softmax(q k^T * scale + bias, masked) v over (batch, seq, heads, dim) tensors."""
+    if flash_attention or attn_logits_soft_cap is not None:
+        raise ValueError("[ops.dot_product_attention] flash_attention and attn_logits_soft_cap "
+                         "are not supported")
+    q, k, v = floating(query), floating(key), floating(value)
+    if scale is None:
+        scale = 1.0 / math.sqrt(shape_of(q)[-1])
+    logits = knp.multiply(knp.einsum("bqhd,bkhd->bhqk", q, k), scale)
+    if bias is not None:
+        logits = knp.add(logits, bias)
+    big = -0.7 * float(np.finfo(np.float32).max)
+    if mask is not None:
+        logits = knp.where(mask, logits, big)
+    if is_causal:
+        tq, tk = shape_of(q)[1], shape_of(k)[1]
+        causal = np.tril(np.ones((tq, tk), dtype=bool))
+        logits = knp.where(causal, logits, big)
+    probs = softmax(logits, axis=-1)
+    return knp.einsum("bhqk,bkhd->bqhd", probs, v)
