@@ -48,8 +48,9 @@ def prim(name: str, *args, **kwargs):
         kwargs["dtype"] = _dtype_name(kwargs["dtype"])
     if is_symbolic(args, kwargs):
         return _record(name, args, kwargs)
-    return _core.call_primitive(name, [eager_value(a) for a in args],
-                                {k: eager_value(v) for k, v in kwargs.items()})
+    r = _core.call_primitive(name, [eager_value(a) for a in args],
+                             {k: eager_value(v) for k, v in kwargs.items()})
+    return np.asarray(r) if isinstance(r, np.generic) else r
 
 
 def tensor(x, dtype=None):

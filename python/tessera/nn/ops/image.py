@@ -51,8 +51,8 @@ def resize(images, size, interpolation="bilinear", antialias=False, crop_to_aspe
     d = dtype_of(x)
     wh = _weights(h, int(size[0]), interpolation).astype(d)
     ww = _weights(w, int(size[1]), interpolation).astype(d)
-    x = knp.moveaxis(knp.tensordot(x, wh, axes=[[hax], [1]]), -1, hax)
-    x = knp.moveaxis(knp.tensordot(x, ww, axes=[[wax], [1]]), -1, wax)
+    x = knp.moveaxis(knp.matmul(knp.moveaxis(x, hax, -1), wh.T.copy()), -1, hax)
+    x = knp.moveaxis(knp.matmul(knp.moveaxis(x, wax, -1), ww.T.copy()), -1, wax)
     return x
 
 

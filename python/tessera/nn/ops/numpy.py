@@ -669,9 +669,7 @@ def empty(shape, dtype=None):
 
 @_export
 def full(shape, fill_value, dtype=None):
-    if dtype is None:
-        dtype = dtype_of(fill_value) if not isinstance(fill_value, float) else FLOATX
-    return prim("full", _shape(shape), fill_value, dtype=dtype)
+    return prim("full", _shape(shape), fill_value, dtype=_float_or(dtype))
 
 
 def _like(name, value):
