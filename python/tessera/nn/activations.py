@@ -15,7 +15,7 @@ from .ops._base import floating as _floating
 __all__ = ["celu", "deserialize", "elu", "exponential", "gelu", "get", "glu", "hard_shrink",
            "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "leaky_relu", "linear",
            "log_sigmoid", "log_softmax", "mish", "relu", "relu6", "selu", "serialize",
-           "sigmoid", "silu", "soft_shrink", "softmax", "softplus", "softsign", "sparse_plus",
+           "sigmoid", "silu", "soft_shrink", "softmax", "softplus", "softsign", "sparse_plus", "sparsemax",
            "sparse_sigmoid", "squareplus", "swish", "tanh", "tanh_shrink", "threshold"]
 
 
@@ -151,6 +151,12 @@ def log_softmax(x, axis=-1):
 
 def softmax(x, axis=-1):
     return _nn.softmax(x, axis)
+
+
+def sparsemax(x, axis=-1):
+    from .ops.extra import sparsemax as _sparsemax  # noqa: PLC0415
+
+    return _sparsemax(x, axis)
 
 
 swish = silu  # Keras's alias (serialized as "silu")

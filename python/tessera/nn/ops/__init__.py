@@ -9,17 +9,18 @@ naming the closest supported op."""
 
 from __future__ import annotations
 
-from . import core, image, linalg, nn, numpy
+from . import core, extra, image, linalg, nn, numpy
 from ._base import missing
 from .core import *  # noqa: F401,F403
-from .linalg import (cholesky, cholesky_inverse, det, eig, eigh, inv, lstsq, norm, pinv,  # noqa
-                     qr, slogdet, solve, solve_triangular, svd)
+from .extra import *  # noqa: F401,F403
+from .linalg import (cholesky, cholesky_inverse, det, eig, eigh, inv, lstsq, matrix_rank,  # noqa
+                     norm, pinv, qr, slogdet, solve, solve_triangular, svd)
 from .nn import *  # noqa: F401,F403
 from .numpy import *  # noqa: F401,F403
 
-__all__ = sorted(set(core.__all__) | set(nn.__all__) | set(numpy.__all__) |
+__all__ = sorted(set(core.__all__) | set(extra.__all__) | set(nn.__all__) | set(numpy.__all__) |
                  {"cholesky", "cholesky_inverse", "det", "eig", "eigh", "inv", "lstsq", "norm",
-                  "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd"} |
+                  "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "matrix_rank"} |
                  {"core", "image", "linalg", "nn", "numpy"})
 
 
