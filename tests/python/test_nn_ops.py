@@ -571,3 +571,49 @@ def test_print_keras_ops_tessera_lacks():
     for label, names in lacking.items():
         print(f"Keras {label} names tessera lacks ({len(names)}): {' '.join(names)}")
     assert len(lacking["ops"]) < 60
+
+
+def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_trains():
+    """keras-io's TokenAndPositionEmbedding calls an Embedding on ops.arange(...):
+    a constant made at build time would never train, so it is an error; the
+    same positions given the inputs' batch axis train and match Keras."""
+    class PosEmb(tnn.Layer):
+        def __init__(self, batched, **kwargs):
+            super().__init__(**kwargs)
+            self.batched = batched
+            self.tok = tnn.Embedding(input_dim=20, output_dim=4)
+            self.pos = tnn.Embedding(input_dim=6, output_dim=4)
+
+        def call(self, x):
+            positions = tops.arange(start=0, stop=tops.shape(x)[-1], step=1)
+            if self.batched:
+                positions = tops.zeros_like(x) + positions
+            return self.tok(x) + self.pos(positions)
+
+    inp = tnn.Input((6,), dtype="int32")
+    with pytest.raises(TypeError, match=r"\[Embedding\].*on arrays.*never train"):
+        PosEmb(False)(inp)
+
+    class KPosEmb(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.tok = keras.layers.Embedding(input_dim=20, output_dim=4)
+            self.pos = keras.layers.Embedding(input_dim=6, output_dim=4)
+
+        def call(self, x):
+            return self.tok(x) + self.pos(kops.arange(start=0, stop=kops.shape(x)[-1], step=1))
+
+    tokens = RNG.integers(0, 20, size=(16, 6)).astype("int32")
+    target = f32(16, 6, 4)
+    inp = tnn.Input((6,), dtype="int32")
+    model = tnn.Model(inp, PosEmb(True)(inp))
+    kin = keras.Input((6,), dtype="int32")
+    kmodel = keras.Model(kin, KPosEmb()(kin))
+    assert [w.shape for w in model.get_weights()] == [(20, 4), (6, 4)]
+    kmodel.set_weights(model.get_weights())
+    model.compile(tessera.optim.SGD(0.5), "mse")
+    kmodel.compile(keras.optimizers.SGD(0.5), "mse")
+    model.fit(tokens, target, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    kmodel.fit(tokens, target, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(model.get_weights(), kmodel.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
