@@ -86,6 +86,8 @@ CASES = [
     ("einsum", lambda o, x, y: o.einsum("bi,bi->b", x, y), [X, Y], True),
     ("einsum3", lambda o, x: o.einsum("btd,bsd->bts", x, x), [X3], True),
     ("tensordot", lambda o, x: o.tensordot(x, np.ones((4, 2), "float32"), axes=1), [X3], True),
+    ("tensordot_pairs", lambda o, x: o.tensordot(x, np.linspace(0, 1, 20).reshape(5, 4).astype(
+        "float32"), axes=([1, 2], [0, 1])), [X3], True),
     ("concatenate", lambda o, x, y: o.concatenate([x, y], axis=-1), [X, Y], True),
     ("stack", lambda o, x, y: o.stack([x, y], axis=1), [X, Y], True),
     ("reshape", lambda o, x: o.reshape(x, (-1, 2, 10)), [X3], True),
@@ -617,3 +619,67 @@ def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_tra
     kmodel.fit(tokens, target, batch_size=16, epochs=2, shuffle=False, verbose=0)
     for a, b in zip(model.get_weights(), kmodel.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+# ------------------------------------------------------------ gradients against Keras's (JAX's)
+GRAD_NAMES = ["exp", "sin", "tanh", "relu", "sigmoid", "softplus", "silu", "selu", "elu", "gelu",
+              "leaky_relu", "log_sigmoid", "hard_sigmoid", "celu", "sparse_plus", "squareplus",
+              "erf", "softsign", "softmax", "log_softmax", "softmax_axis1", "gelu_exact", "glu",
+              "sum", "sum_keepdims", "mean", "max", "min", "prod", "var", "std", "logsumexp",
+              "cumsum", "cumprod", "clip", "matmul", "matmul3", "einsum3", "tensordot", "tensordot_pairs",
+              "reshape", "transpose", "swapaxes", "moveaxis", "expand_dims", "squeeze", "take",
+              "take_along_axis", "tile", "repeat", "split", "split_points", "flip", "roll", "pad",
+              "pad_value", "diff", "sort", "average", "normalize", "normalize_l1", "moments",
+              "moments_mean", "batch_normalization", "conv1d", "conv2d", "conv2d_same_dilated",
+              "depthwise_conv", "max_pool2d", "max_pool1d_same", "average_pool2d_same",
+              "top_k_values", "slice_update_batch", "rfft_real", "rfft_imag",
+              "resize_bilinear_up", "resize_bilinear_down", "resize_nearest", "norm",
+              "sparsemax", "separable_conv", "depth_to_space", "space_to_depth",
+              "stop_gradient", "fori_loop", "cond_python", "sinc", "trapezoid",
+              "select", "ones_like", "full_like", "threshold", "hard_shrink", "soft_shrink",
+              "tanh_shrink", "hard_tanh", "abs", "square", "add_scalar", "log_softmax",
+              "ones_like"]
+GRAD_CASES = [c for c in CASES if c[0] in set(GRAD_NAMES)]
+
+
+class Scaled(tnn.Layer):
+    """x * s (a weight of one sample's shape, ones at first), then the op."""
+
+    def __init__(self, fn, **kwargs):
+        super().__init__(**kwargs)
+        self.fn = fn
+
+    def build(self, input_shape):
+        self.s = self.add_weight(shape=tuple(input_shape[1:]), initializer="ones", name="s")
+
+    def call(self, x):
+        return self.fn(tops, x * self.s)
+
+
+@pytest.mark.parametrize("name,fn,inputs,batched", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_op_gradient_in_a_trained_layer_matches_keras(name, fn, inputs, batched):
+    """One SGD step (rate 1) of a layer using the op moves its weight by minus
+    the gradient; Keras's op differentiated by JAX gives the reference."""
+    import jax  # the oracle's own autodiff (installed with keras by install-deps)
+    import jax.numpy as jnp
+
+    (x,) = inputs
+    out_shape = np.asarray(fn(kops, x)).shape
+    target = RNG.normal(size=out_shape).astype("float32")
+
+    def kloss(s):
+        y = fn(kops, jnp.asarray(x) * s)
+        return jnp.mean(jnp.square(y - target))
+
+    want = np.asarray(jax.grad(kloss)(jnp.ones(x.shape[1:], "float32")))
+
+    def loss(y_true, y_pred):
+        return tops.mean(tops.square(y_pred - y_true))
+
+    inp = tnn.Input(x.shape[1:])
+    model = tnn.Model(inp, Scaled(fn)(inp))
+    model.compile(tessera.optim.SGD(1.0), loss)
+    model.fit(x, target, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+    got = 1.0 - model.get_weights()[0]
+    scale = max(1e-3, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5 * scale, err_msg=name)

@@ -307,7 +307,28 @@ def dot(x1, x2):
 
 @_export
 def tensordot(x1, x2, axes=2):
-    return prim("tensordot", tensor(x1), tensor(x2), axes=axes)
+    """Written as an einsum (which has a gradient rule), so it trains."""
+    a, b = tensor(x1), tensor(x2)
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    if isinstance(axes, int):
+        if not 0 <= axes <= builtins.min(na, nb):
+            raise ValueError(f"[ops.tensordot] axes={axes} is out of range for ranks {na} and "
+                             f"{nb}")
+        ax_a, ax_b = list(builtins.range(na - axes, na)), list(builtins.range(axes))
+    else:
+        ax_a, ax_b = ([v] if isinstance(v, int) else list(v) for v in axes)
+        if len(ax_a) != len(ax_b):
+            raise ValueError(f"[ops.tensordot] axes {axes!r}: the two lists differ in length")
+        ax_a = [check_axis("tensordot", v, na) for v in ax_a]
+        ax_b = [check_axis("tensordot", v, nb) for v in ax_b]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    sa = [next(letters) for _ in builtins.range(na)]
+    sb = [next(letters) for _ in builtins.range(nb)]
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    out = [c for k, c in enumerate(sa) if k not in ax_a] + \
+        [c for k, c in enumerate(sb) if k not in ax_b]
+    return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
 
 
 @_export
