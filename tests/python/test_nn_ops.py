@@ -683,3 +683,20 @@ def test_op_gradient_in_a_trained_layer_matches_keras(name, fn, inputs, batched)
     got = 1.0 - model.get_weights()[0]
     scale = max(1e-3, float(np.abs(want).max()))
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5 * scale, err_msg=name)
+
+
+def test_ops_in_a_metric_function_match_keras():
+    def hit_rate(y_true, y_pred):
+        hits = tops.equal(tops.cast(y_true, "int32"), tops.argmax(y_pred, axis=-1))
+        return tops.mean(tops.cast(hits, "float32"))
+
+    x = f32(40, 3)
+    y = RNG.integers(0, 4, size=(40,)).astype("int32")
+    inp = tnn.Input((3,))
+    model = tnn.Model(inp, tnn.Dense(4)(inp))
+    model.compile(tessera.optim.SGD(0.0), "sparse_categorical_crossentropy",
+                  metrics=[hit_rate])
+    _, got = model.evaluate(x, y, batch_size=40, verbose=0)
+    p = model.predict(x, verbose=0)
+    want = float(np.mean(np.asarray(kops.equal(y, kops.argmax(p, axis=-1)))))
+    assert abs(got - want) < 1e-6
