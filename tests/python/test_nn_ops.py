@@ -223,6 +223,12 @@ CASES = [
     ("hamming", lambda o: o.hamming(7), [], False),
     ("bincount", lambda o: o.bincount(np.array([0, 2, 2, 5])), [], False),
     ("gcd", lambda o: o.gcd(np.array([12, 18], "int32"), np.array([8, 27], "int32")), [], False),
+    ("rgb_to_grayscale", lambda o, x: o.image.rgb_to_grayscale(x), [IMG], True),
+    ("pad_images", lambda o, x: o.image.pad_images(x, 1, 2, target_height=9, target_width=11),
+     [IMG], True),
+    ("crop_images", lambda o, x: o.image.crop_images(x, 1, 2, bottom_cropping=2,
+                                                     target_width=5), [IMG], True),
+    ("extract_sequences", lambda o, x: o.extract_sequences(x, 3, 2), [X3], True),
     ("norm", lambda o, x: o.norm(x, axis=-1), [X], True),
     ("linalg_norm_fro", lambda o, x: o.linalg.norm(x), [SQ], False),
     ("inv", lambda o, x: o.linalg.inv(x), [SQ], False),
@@ -636,7 +642,8 @@ GRAD_NAMES = ["exp", "sin", "tanh", "relu", "sigmoid", "softplus", "silu", "selu
               "resize_bilinear_up", "resize_bilinear_down", "resize_nearest", "norm",
               "sparsemax", "separable_conv", "depth_to_space", "space_to_depth",
               "stop_gradient", "fori_loop", "cond_python", "sinc", "trapezoid",
-              "select", "ones_like", "full_like", "threshold", "hard_shrink", "soft_shrink",
+              "select", "ones_like", "rgb_to_grayscale", "pad_images", "crop_images",
+              "extract_sequences", "full_like", "threshold", "hard_shrink", "soft_shrink",
               "tanh_shrink", "hard_tanh", "abs", "square", "add_scalar", "log_softmax",
               "ones_like"]
 GRAD_CASES = [c for c in CASES if c[0] in set(GRAD_NAMES)]

@@ -351,3 +351,16 @@ def segment_prod(data, segment_ids, num_segments=None, sorted=False):  # noqa: A
     extra = len(shape_of(data)) - 1
     mask = knp.reshape(hot, (-1, int(num_segments)) + (1,) * extra)
     return knp.prod(knp.where(mask, knp.expand_dims(data, 1), 1), axis=0)
+
+
+@_export
+def extract_sequences(x, sequence_length, sequence_stride):
+    """Frames of the last axis: (..., n) gives (..., 1 + (n - length) // stride, length)."""
+    x = tensor(x)
+    n = shape_of(x)[-1]
+    if n is None or sequence_length > n:
+        raise ValueError(f"[ops.extract_sequences] sequence_length {sequence_length} does not "
+                         f"fit a last axis of {n}")
+    count = 1 + (n - sequence_length) // sequence_stride
+    idx = (np.arange(count)[:, None] * sequence_stride + np.arange(sequence_length)[None, :])
+    return knp.take(x, idx.astype("int64"), axis=-1)
