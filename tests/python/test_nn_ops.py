@@ -32,6 +32,7 @@ SQ = (f32(3, 3) + 3 * np.eye(3)).astype("float32")
 LABELS = np.array([0, 3, 5, 2], dtype="int32")
 IMG = f32(2, 6, 8, 3)
 HOT = np.eye(6, dtype="float32")[LABELS]
+SIG = f32(3, 40)
 XNAN = np.where(X > 1.2, np.nan, X).astype("float32")
 BIN = (np.arange(24).reshape(4, 6) % 2).astype("float32")
 
@@ -229,6 +230,10 @@ CASES = [
     ("crop_images", lambda o, x: o.image.crop_images(x, 1, 2, bottom_cropping=2,
                                                      target_width=5), [IMG], True),
     ("extract_sequences", lambda o, x: o.extract_sequences(x, 3, 2), [X3], True),
+    ("stft_real", lambda o, x: o.stft(x, 8, 4, 8)[0], [SIG], True),
+    ("stft_imag_hamming", lambda o, x: o.stft(x, 6, 3, 8, window="hamming")[1], [SIG], True),
+    ("stft_uncentred", lambda o, x: o.stft(x, 8, 5, 16, window=None, center=False)[0], [SIG],
+     True),
     ("norm", lambda o, x: o.norm(x, axis=-1), [X], True),
     ("linalg_norm_fro", lambda o, x: o.linalg.norm(x), [SQ], False),
     ("inv", lambda o, x: o.linalg.inv(x), [SQ], False),
@@ -643,7 +648,7 @@ GRAD_NAMES = ["exp", "sin", "tanh", "relu", "sigmoid", "softplus", "silu", "selu
               "sparsemax", "separable_conv", "depth_to_space", "space_to_depth",
               "stop_gradient", "fori_loop", "cond_python", "sinc", "trapezoid",
               "select", "ones_like", "rgb_to_grayscale", "pad_images", "crop_images",
-              "extract_sequences", "full_like", "threshold", "hard_shrink", "soft_shrink",
+              "extract_sequences", "stft_real", "stft_imag_hamming", "full_like", "threshold", "hard_shrink", "soft_shrink",
               "tanh_shrink", "hard_tanh", "abs", "square", "add_scalar", "log_softmax",
               "ones_like"]
 GRAD_CASES = [c for c in CASES if c[0] in set(GRAD_NAMES)]

@@ -469,3 +469,49 @@ def saturate_cast(x, dtype):
 
 
 del numbers
+
+
+def _window(window, length: int, dtype: str):
+    if window is None:
+        return np.ones(length, dtype=dtype)
+    if isinstance(window, str):
+        n = np.arange(length)
+        if window == "hann":
+            return (0.5 - 0.5 * np.cos(2 * np.pi * n / length)).astype(dtype)
+        if window == "hamming":
+            return (0.54 - 0.46 * np.cos(2 * np.pi * n / length)).astype(dtype)
+        raise ValueError(f"[ops.stft] window must be 'hann', 'hamming', an array or None, got "
+                         f"{window!r}")
+    w = np.asarray(window, dtype=dtype)
+    if w.shape != (length,):
+        raise ValueError(f"[ops.stft] window must have shape ({length},), got {w.shape}")
+    return w
+
+
+@_export
+def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=True):
+    """(real, imag) of the windowed frames' DFT, shape (..., frames, fft_length // 2 + 1), as
+    Keras's (periodic windows, reflect padding when centred); trains inside a model."""
+    x = tensor(x)
+    if dtype_of(x) not in ("float32", "float64"):
+        raise TypeError(f"[ops.stft] x must be float32 or float64, got {dtype_of(x)}")
+    if fft_length < sequence_length:
+        raise ValueError(f"[ops.stft] fft_length {fft_length} must be at least sequence_length "
+                         f"{sequence_length}")
+    left = (fft_length - sequence_length) // 2
+    if window is None:  # Keras's: the whole fft_length, not sequence_length
+        win = np.ones(fft_length, dtype=dtype_of(x))
+    else:
+        win = np.pad(_window(window, sequence_length, dtype_of(x)),
+                     (left, fft_length - sequence_length - left))
+    if center:  # reflect padding, as slices (pad's mode 'reflect' has no gradient rule)
+        p, n = fft_length // 2, _last("stft", x)
+        if p >= n:
+            raise ValueError(f"[ops.stft] centring pads {p} on each side, which needs more than "
+                             f"{p} samples; got {n}")
+        x = knp.concatenate([knp.flip(x[..., 1:p + 1], -1), x,
+                             knp.flip(x[..., n - p - 1:n - 1], -1)], -1)
+    from .extra import extract_sequences  # noqa: PLC0415 - extra imports this module's peers
+
+    frames = knp.multiply(extract_sequences(x, fft_length, sequence_stride), win)
+    return rfft(frames, fft_length)
