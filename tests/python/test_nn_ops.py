@@ -33,6 +33,10 @@ LABELS = np.array([0, 3, 5, 2], dtype="int32")
 IMG = f32(2, 6, 8, 3)
 HOT = np.eye(6, dtype="float32")[LABELS]
 SIG = f32(3, 40)
+CTC_OUT = f32(4, 8, 5)
+CTC_T = np.array([[1, 2, 2], [3, 1, 0], [4, 0, 0], [1, 1, 3]], "int32")
+CTC_TL = np.array([[3], [2], [1], [3]], "int32")
+CTC_OL = np.array([[8], [6], [8], [7]], "int32")
 XNAN = np.where(X > 1.2, np.nan, X).astype("float32")
 BIN = (np.arange(24).reshape(4, 6) % 2).astype("float32")
 
@@ -234,6 +238,12 @@ CASES = [
     ("stft_imag_hamming", lambda o, x: o.stft(x, 6, 3, 8, window="hamming")[1], [SIG], True),
     ("stft_uncentred", lambda o, x: o.stft(x, 8, 5, 16, window=None, center=False)[0], [SIG],
      True),
+    ("ctc_loss", lambda o, t, x, tl, ol: o.ctc_loss(t, x, o.squeeze(tl, -1), o.squeeze(ol, -1)),
+     [CTC_T, CTC_OUT, CTC_TL, CTC_OL], True),
+    ("ctc_loss_blank_last", lambda o, t, x, tl, ol: o.ctc_loss(
+        t, x, o.squeeze(tl, -1), o.squeeze(ol, -1), mask_index=0) * 0 + o.ctc_loss(
+        t, x[..., ::-1], o.squeeze(tl, -1), o.squeeze(ol, -1), mask_index=4),
+     [CTC_T, CTC_OUT, CTC_TL, CTC_OL], True),
     ("norm", lambda o, x: o.norm(x, axis=-1), [X], True),
     ("linalg_norm_fro", lambda o, x: o.linalg.norm(x), [SQ], False),
     ("inv", lambda o, x: o.linalg.inv(x), [SQ], False),
@@ -712,3 +722,32 @@ def test_ops_in_a_metric_function_match_keras():
     p = model.predict(x, verbose=0)
     want = float(np.mean(np.asarray(kops.equal(y, kops.argmax(p, axis=-1)))))
     assert abs(got - want) < 1e-6
+
+
+def test_ctc_loss_gradient_in_training_matches_keras():
+    """keras-io's OCR/ASR models train with ctc_loss as their loss: one SGD
+    step through it moves the weight by JAX's gradient of Keras's ctc_loss."""
+    import jax
+    import jax.numpy as jnp
+
+    x = CTC_OUT
+    target = np.array([[1, 2, 2], [3, 1, 4], [4, 2, 1], [1, 1, 3]], "int32")  # no blank (0)
+
+    def kloss(s):
+        out = jnp.asarray(x) * s
+        lengths_t = jnp.full((4,), 3, "int32")
+        lengths_o = jnp.full((4,), 8, "int32")
+        return jnp.mean(kops.ctc_loss(target, out, lengths_t, lengths_o))
+
+    want = np.asarray(jax.grad(kloss)(jnp.ones(x.shape[1:], "float32")))
+
+    def loss(y_true, y_pred):
+        tl = tops.cast(tops.sum(tops.ones_like(y_true), axis=-1), "int32")
+        ol = tops.cast(tops.sum(tops.ones_like(y_pred[:, :, 0]), axis=-1), "int32")
+        return tops.mean(tops.ctc_loss(y_true, y_pred, tl, ol))
+
+    inp = tnn.Input(x.shape[1:])
+    model = tnn.Model(inp, Scaled(lambda o, h: h)(inp))
+    model.compile(tessera.optim.SGD(1.0), loss)
+    model.fit(x, target, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+    np.testing.assert_allclose(1.0 - model.get_weights()[0], want, rtol=2e-4, atol=2e-6)

@@ -448,3 +448,55 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
         logits = knp.where(causal, logits, big)
     probs = softmax(logits, axis=-1)
     return knp.einsum("bhqk,bkhd->bqhd", probs, v)
+
+
+_LOG_EPSILON = -1e5  # Keras's stand-in for log(0) in ctc_loss
+
+
+def _lse3(a, b, c):
+    m = knp.maximum(knp.maximum(a, b), c)
+    return knp.add(m, knp.log(knp.add(knp.add(knp.exp(knp.subtract(a, m)),
+                                              knp.exp(knp.subtract(b, m))),
+                                      knp.exp(knp.subtract(c, m)))))
+
+
+@_export
+def ctc_loss(target, output, target_length, output_length, mask_index=0):
+    """Connectionist temporal classification loss per sample: -log of the
+    probability of `target` (batch, S) over all alignments of the logits
+    `output` (batch, T, classes), `mask_index` the blank. The forward
+    recursion is unrolled over T (known while the model is built), so it
+    trains inside a model."""
+    target = cast(tensor(target), "int32")
+    output = floating(output)
+    tl, ol = cast(tensor(target_length), "int32"), cast(tensor(output_length), "int32")
+    ts, os_ = shape_of(target), shape_of(output)
+    if len(ts) != 2 or len(os_) != 3 or os_[1] is None or ts[1] is None:
+        raise ValueError(f"[ops.ctc_loss] target must be (batch, labels) and output (batch, "
+                         f"time, classes) with known lengths, got {ts} and {os_} "
+                         f"(at {user_location()})")
+    steps, classes, s = os_[1], os_[2], ts[1]
+    logp = log_softmax(output)
+    blanks = knp.add(knp.zeros_like(target), mask_index)
+    ext = knp.reshape(knp.stack([blanks, target], axis=-1), (-1, 2 * s))
+    ext = knp.concatenate([ext, blanks[:, :1]], axis=-1)  # (batch, 2S + 1)
+    emit = knp.einsum("btk,blk->btl", logp, one_hot(ext, classes, dtype=dtype_of(logp)))
+    prev2 = knp.concatenate([knp.subtract(knp.zeros_like(ext[:, :2]), 1), ext[:, :-2]], axis=-1)
+    skip = knp.logical_and(knp.not_equal(ext, mask_index), knp.not_equal(ext, prev2))
+    width = 2 * s + 1
+    start = np.where(np.arange(width) < 2, 0.0, _LOG_EPSILON).astype(dtype_of(logp))
+    alpha = knp.add(emit[:, 0, :], start)
+    neg1 = knp.add(knp.zeros_like(alpha[:, :1]), _LOG_EPSILON)
+    for t in range(1, steps):
+        stay = alpha
+        step = knp.concatenate([neg1, alpha[:, :-1]], axis=-1)
+        jump = knp.where(skip, knp.concatenate([neg1, neg1, alpha[:, :-2]], axis=-1),
+                         _LOG_EPSILON)
+        new = knp.add(_lse3(stay, step, jump), emit[:, t, :])
+        alpha = knp.where(knp.expand_dims(knp.less(t, ol), -1), new, alpha)
+    last = knp.multiply(tl, 2)
+    ends = knp.stack([last, knp.maximum(knp.subtract(last, 1), 0)], axis=-1)
+    finals = knp.take_along_axis(alpha, ends, axis=-1)
+    finals = knp.where(knp.stack([knp.ones_like(tl, dtype="bool"), knp.greater(tl, 0)], -1),
+                       finals, _LOG_EPSILON)
+    return knp.negative(prim("logsumexp", finals, axis=-1))
