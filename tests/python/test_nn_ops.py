@@ -244,6 +244,13 @@ CASES = [
         t, x, o.squeeze(tl, -1), o.squeeze(ol, -1), mask_index=0) * 0 + o.ctc_loss(
         t, x[..., ::-1], o.squeeze(tl, -1), o.squeeze(ol, -1), mask_index=4),
      [CTC_T, CTC_OUT, CTC_TL, CTC_OL], True),
+    ("ctc_decode_labels", lambda o: o.ctc_decode(CTC_OUT, np.array([8, 5, 8, 3]))[0], [],
+     False),
+    ("ctc_decode_scores", lambda o: o.ctc_decode(CTC_OUT, np.array([8, 5, 8, 3]))[1], [],
+     False),
+    ("ctc_decode_unmerged", lambda o: o.ctc_decode(
+        np.repeat(CTC_OUT, 2, axis=1), np.array([16, 9, 12, 3]), merge_repeated=False,
+        mask_index=2)[0], [], False),
     ("norm", lambda o, x: o.norm(x, axis=-1), [X], True),
     ("linalg_norm_fro", lambda o, x: o.linalg.norm(x), [SQ], False),
     ("inv", lambda o, x: o.linalg.inv(x), [SQ], False),

@@ -500,3 +500,37 @@ def ctc_loss(target, output, target_length, output_length, mask_index=0):
     finals = knp.where(knp.stack([knp.ones_like(tl, dtype="bool"), knp.greater(tl, 0)], -1),
                        finals, _LOG_EPSILON)
     return knp.negative(prim("logsumexp", finals, axis=-1))
+
+
+@_export
+def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_paths=1,
+               merge_repeated=True, mask_index=0):
+    """Greedy CTC decoding as Keras's: (labels (1, batch, time) with -1 after
+    each sequence's labels, scores (batch, 1) = minus the sum of the best
+    scores). Beam search is not supported."""
+    if strategy != "greedy":
+        raise ValueError(f"[ops.ctc_decode] strategy {strategy!r} is not supported; only "
+                         "'greedy' is")
+    x = floating(inputs)
+    steps = shape_of(x)[1]
+    if steps is None or len(shape_of(x)) != 3:
+        raise ValueError(f"[ops.ctc_decode] inputs must be (batch, time, classes) with a known "
+                         f"time axis, got {shape_of(x)}")
+    lengths = cast(tensor(sequence_lengths), "int32")
+    idx = knp.argmax(x, axis=-1)
+    scores = knp.max(x, axis=-1)
+    beyond = knp.greater_equal(np.arange(steps, dtype="int32")[None, :],
+                               knp.expand_dims(lengths, -1))
+    idx = knp.where(beyond, mask_index, idx)
+    scores = knp.where(beyond, 0.0, scores)
+    if merge_repeated:
+        same = knp.equal(idx[:, 1:], idx[:, :-1])
+        same = knp.concatenate([knp.zeros_like(same[:, :1]), same], axis=-1)
+        idx = knp.where(same, mask_index, idx)
+    invalid = knp.equal(idx, mask_index)
+    idx = knp.where(invalid, -1, idx)
+    order = knp.where(invalid, steps, knp.add(knp.zeros_like(idx), np.arange(steps,
+                                                                                dtype="int32")))
+    idx = knp.take_along_axis(idx, knp.argsort(order, axis=-1), axis=-1)
+    return cast(knp.expand_dims(idx, 0), "int32"), knp.expand_dims(
+        knp.negative(knp.sum(scores, axis=1)), -1)
