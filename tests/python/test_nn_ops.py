@@ -251,6 +251,14 @@ CASES = [
     ("ctc_decode_unmerged", lambda o: o.ctc_decode(
         np.repeat(CTC_OUT, 2, axis=1), np.array([16, 9, 12, 3]), merge_repeated=False,
         mask_index=2)[0], [], False),
+    ("conv_transpose2d", lambda o, x: o.conv_transpose(
+        x, np.linspace(-1, 1, 54).reshape(3, 3, 2, 3).astype("float32"), strides=2), [IMG],
+     True),
+    ("conv_transpose2d_same", lambda o, x: o.conv_transpose(
+        x, np.linspace(-1, 1, 48).reshape(2, 2, 4, 3).astype("float32"), strides=(2, 1),
+        padding="same"), [IMG], True),
+    ("conv_transpose1d", lambda o, x: o.conv_transpose(
+        x, np.linspace(-1, 1, 24).reshape(3, 2, 4).astype("float32"), strides=2), [X3], True),
     ("norm", lambda o, x: o.norm(x, axis=-1), [X], True),
     ("linalg_norm_fro", lambda o, x: o.linalg.norm(x), [SQ], False),
     ("inv", lambda o, x: o.linalg.inv(x), [SQ], False),
@@ -665,7 +673,7 @@ GRAD_NAMES = ["exp", "sin", "tanh", "relu", "sigmoid", "softplus", "silu", "selu
               "sparsemax", "separable_conv", "depth_to_space", "space_to_depth",
               "stop_gradient", "fori_loop", "cond_python", "sinc", "trapezoid",
               "select", "ones_like", "rgb_to_grayscale", "pad_images", "crop_images",
-              "extract_sequences", "stft_real", "stft_imag_hamming", "full_like", "threshold", "hard_shrink", "soft_shrink",
+              "extract_sequences", "conv_transpose2d", "conv_transpose1d", "stft_real", "stft_imag_hamming", "full_like", "threshold", "hard_shrink", "soft_shrink",
               "tanh_shrink", "hard_tanh", "abs", "square", "add_scalar", "log_softmax",
               "ones_like"]
 GRAD_CASES = [c for c in CASES if c[0] in set(GRAD_NAMES)]

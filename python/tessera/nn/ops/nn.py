@@ -534,3 +534,36 @@ def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_
     idx = knp.take_along_axis(idx, knp.argsort(order, axis=-1), axis=-1)
     return cast(knp.expand_dims(idx, 0), "int32"), knp.expand_dims(
         knp.negative(knp.sum(scores, axis=1)), -1)
+
+
+@_export
+def conv_transpose(inputs, kernel, strides=1, padding="valid", output_padding=None,
+                   data_format=None, dilation_rate=1):
+    """The transposed convolution (kernel (k..., filters, in_channels)), as
+    Keras's: output length (n - 1) * stride + dilation * (k - 1) + 1 ('valid')
+    or n * stride ('same'). output_padding is not supported."""
+    if output_padding is not None:
+        raise ValueError(f"[ops.conv_transpose] output_padding is not supported, got "
+                         f"{output_padding!r}")
+    x, moved = _channels_last("conv_transpose", floating(inputs), data_format)
+    w = floating(kernel)
+    n = _spatial("conv_transpose", x)
+    xs, ks = shape_of(x), shape_of(w)
+    if len(ks) != n + 2 or ks[-1] != xs[-1]:
+        raise ValueError(f"[ops.conv_transpose] kernel of shape {ks} does not fit inputs of "
+                         f"shape {xs} (kernel: spatial..., filters, in_channels)")
+    p = _padding("conv_transpose", padding)
+    st = [strides] * n if isinstance(strides, int) else list(strides)
+    dl = [dilation_rate] * n if isinstance(dilation_rate, int) else list(dilation_rate)
+    spatial = [m * s if p == "same" else (m - 1) * s + d * (k - 1) + 1
+               for m, k, s, d in zip(xs[1:-1], ks[:n], st, dl)]
+    from .core import shape as _shape  # noqa: PLC0415 - core imports this module
+
+    batch = _shape(x)[0]
+    out_shape = [batch] + spatial + [ks[-2]]
+    if n == 1:
+        y = prim("conv1d_grad_input", x, w, out_shape, stride=st[0], padding=p,
+                 dilation=dl[0])
+    else:
+        y = prim("conv2d_grad_input", x, w, out_shape, strides=st, padding=p, dilation=dl)
+    return _back(y, moved)
