@@ -662,7 +662,8 @@ GRAD_NAMES = ["exp", "sin", "tanh", "relu", "sigmoid", "softplus", "silu", "selu
               "leaky_relu", "log_sigmoid", "hard_sigmoid", "celu", "sparse_plus", "squareplus",
               "erf", "softsign", "softmax", "log_softmax", "softmax_axis1", "gelu_exact", "glu",
               "sum", "sum_keepdims", "mean", "max", "min", "prod", "var", "std", "logsumexp",
-              "cumsum", "cumprod", "clip", "matmul", "matmul3", "einsum3", "tensordot", "tensordot_pairs",
+              "cumsum", "cumprod", "clip", "matmul", "matmul3", "einsum3", "tensordot",
+              "tensordot_pairs",
               "reshape", "transpose", "swapaxes", "moveaxis", "expand_dims", "squeeze", "take",
               "take_along_axis", "tile", "repeat", "split", "split_points", "flip", "roll", "pad",
               "pad_value", "diff", "sort", "average", "normalize", "normalize_l1", "moments",
@@ -673,7 +674,8 @@ GRAD_NAMES = ["exp", "sin", "tanh", "relu", "sigmoid", "softplus", "silu", "selu
               "sparsemax", "separable_conv", "depth_to_space", "space_to_depth",
               "stop_gradient", "fori_loop", "cond_python", "sinc", "trapezoid",
               "select", "ones_like", "rgb_to_grayscale", "pad_images", "crop_images",
-              "extract_sequences", "conv_transpose2d", "conv_transpose1d", "stft_real", "stft_imag_hamming", "full_like", "threshold", "hard_shrink", "soft_shrink",
+              "extract_sequences", "conv_transpose2d", "conv_transpose1d", "stft_real",
+              "stft_imag_hamming", "full_like", "threshold", "hard_shrink", "soft_shrink",
               "tanh_shrink", "hard_tanh", "abs", "square", "add_scalar", "log_softmax",
               "ones_like"]
 GRAD_CASES = [c for c in CASES if c[0] in set(GRAD_NAMES)]

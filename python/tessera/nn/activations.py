@@ -15,7 +15,8 @@ from .ops._base import floating as _floating
 __all__ = ["celu", "deserialize", "elu", "exponential", "gelu", "get", "glu", "hard_shrink",
            "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "leaky_relu", "linear",
            "log_sigmoid", "log_softmax", "mish", "relu", "relu6", "selu", "serialize",
-           "sigmoid", "silu", "soft_shrink", "softmax", "softplus", "softsign", "sparse_plus", "sparsemax",
+           "sigmoid", "silu", "soft_shrink", "softmax", "softplus", "softsign", "sparse_plus",
+           "sparsemax",
            "sparse_sigmoid", "squareplus", "swish", "tanh", "tanh_shrink", "threshold"]
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..symbolic import KerasTensor, _dtype_name, user_location
 from . import numpy as knp
-from ._base import (FLOATX, dtype_of, eager_only, floating, is_symbolic, prim, shape_of,
+from ._base import (dtype_of, eager_only, floating, is_symbolic, prim, shape_of,
                     tensor)
 from ._base import cast as _cast
 

@@ -246,8 +246,8 @@ _eager_numpy("geomspace", lambda start, stop, num=50, endpoint=True, dtype=None,
 
 
 @_export
-def unique(x, sorted=True, return_inverse=False, return_counts=False, axis=None, size=None,  # noqa: A002
-           fill_value=None):
+def unique(x, sorted=True, return_inverse=False, return_counts=False,  # noqa: A002
+           axis=None, size=None, fill_value=None):
     eager_only("unique", x)
     if axis is not None or size is not None:
         raise ValueError("[ops.unique] axis and size are not supported")

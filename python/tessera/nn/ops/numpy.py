@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from ..symbolic import KerasTensor
-from ._base import (FLOATX, cast, check_axis, dtype_of, eager_only, floating, is_symbolic, prim,
-                    shape_of, tensor)
+from ._base import (FLOATX, cast, check_axis, dtype_of, eager_only, floating, prim, shape_of,
+                    tensor)
 
 __all__: list = []
 
