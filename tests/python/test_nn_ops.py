@@ -85,6 +85,9 @@ CASES = [
     ("all", lambda o, x: o.all(o.greater(x, -1.5), axis=-1), [X], True),
     ("clip", lambda o, x: o.clip(x, -0.5, 0.7), [X], True),
     ("where", lambda o, x, y: o.where(o.greater(x, y), x, y * 2), [X, Y], True),
+    ("where_scalars", lambda o, x: o.where(x > 0, 1.0, -0.5), [X], True),
+    ("where_ints", lambda o, x: o.where(x > 0, 3, 1), [X], True),
+    ("add_python_numbers", lambda o: o.add(1.0, 2.5), [], False),
     ("matmul", lambda o, x: o.matmul(x, np.arange(30, dtype="float32").reshape(6, 5) / 30),
      [X], True),
     ("matmul3", lambda o, x: o.matmul(x, o.transpose(x, (0, 2, 1))), [X3], True),
@@ -440,13 +443,16 @@ class OpsBlock(tnn.Layer):
                                                            keepdims=True) * 0.01], axis=-1)
 
 
-def test_gradients_of_ops_inside_a_layer_match_finite_differences():
-    x = f32(8, 3)
-    y = f32(8, 5, low=0, high=1)
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_gradients_of_ops_inside_a_layer_match_finite_differences(seed):
+    rng = np.random.default_rng(seed)  # its own data, whichever tests ran before
+    x = rng.uniform(-2, 2, size=(8, 3)).astype("float32")
+    y = rng.uniform(0, 1, size=(8, 5)).astype("float32")
     inp = tnn.Input((3,))
     block = OpsBlock(4)
     model = tnn.Model(inp, block(inp))
-    w0 = [RNG.normal(size=(3, 4)).astype("float64") * 0.5, 1 + RNG.normal(size=4) * 0.1]
+    w0 = [rng.normal(size=(3, 4)).astype("float32").astype("float64") * 0.5,
+          (1 + rng.normal(size=4) * 0.1).astype("float32").astype("float64")]
 
     def forward(w, g):
         # the same arithmetic in float64 NumPy (the reference)

@@ -80,9 +80,18 @@ def _binary_operand(x):
     return x if isinstance(x, (int, float, bool)) else tensor(x)
 
 
+def _operands(*xs):
+    """Tensors stay, Python numbers stay weak (float32 + 2.0 is float32) unless
+    all are Python numbers: then they become tensors as Keras makes them
+    (floats float32, ints int32)."""
+    if builtins.all(isinstance(x, (int, float, bool)) for x in xs):
+        return tuple(tensor(x) for x in xs)
+    return tuple(_binary_operand(x) for x in xs)
+
+
 def _binary(name, p):
     def op(x1, x2):
-        a, b = _binary_operand(x1), _binary_operand(x2)
+        a, b = _operands(x1, x2)
         if name in _FLOAT_BINARY and not builtins.any(
                 dtype_of(v).startswith(("float", "complex")) for v in (a, b)
                 if not isinstance(v, (int, float))):
@@ -143,6 +152,10 @@ def where(condition, x1=None, x2=None):
     if x1 is None:
         eager_only("where(condition)", condition)
         return nonzero(condition)
+    if builtins.all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x1, x2)):
+        # two Python numbers: Keras's float32 / int32, the same whether recorded or not
+        r = prim("where", tensor(condition), x1, x2)
+        return cast(r, FLOATX if isinstance(x1, float) or isinstance(x2, float) else "int32")
     return prim("where", tensor(condition), _binary_operand(x1), _binary_operand(x2))
 
 
