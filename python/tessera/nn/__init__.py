@@ -4,6 +4,7 @@ tessera program."""
 
 from . import callbacks, initializers, losses, metrics, regularizers, saving
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
+from . import activations, ops, random  # keras.activations, keras.ops, keras.random
 from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
                      BatchNormalization, Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose,
                      DepthwiseConv1D, DepthwiseConv2D, Dense, Dropout, Embedding, Flatten,
@@ -42,7 +43,8 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable",
+    "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable", "activations",
+    "ops", "random",
 ]
 
 

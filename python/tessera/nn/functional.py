@@ -47,6 +47,14 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
                if isinstance(t, KerasTensor)]
     if not tensors:
+        if _TRACING[0]:
+            raise TypeError(
+                f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on arrays "
+                "(no symbolic tensor) while a layer's call, a loss or a metric is traced: its "
+                "result would be a constant computed with the initial weights, which would "
+                "never train. Call it on a tensor derived from the call's inputs, with their "
+                "batch axis: e.g. positions = ops.zeros_like(x) + ops.arange(length) and then "
+                "self.pos_emb(positions)")
         return _eager_call(layer, inputs, args, kwargs)
     if layer._is_custom():
         return _call_custom(layer, inputs, args, kwargs)
@@ -162,6 +170,11 @@ def _restructure(template, flat: list):
     return build(template)
 
 
+# >0 while a user's call (or activation, loss, metric) is being traced: a layer
+# called on plain arrays then is an error, not a constant made at build time.
+_TRACING = [0]
+
+
 def trace_call(layer, template, kwargs: dict, training: bool):
     """Runs layer.call on fresh symbolic stand-ins for the inputs described by
     `template` (tensors arranged as the call received them). Returns the
@@ -176,8 +189,12 @@ def trace_call(layer, template, kwargs: dict, training: bool):
         kw.pop("training", None)
     args, kwa = call_args
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
-    with tracing():  # the layer's Variables are read by the program
-        out = layer.call(*args, **kwa, **kw)
+    _TRACING[0] += 1
+    try:
+        with tracing():  # the layer's Variables are read by the program
+            out = layer.call(*args, **kwa, **kw)
+    finally:
+        _TRACING[0] -= 1
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     for o in outs:
@@ -265,11 +282,14 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
     loss or a metric) applied to expressions of the given per-sample shapes."""
     ph = _placeholders([(None,) + tuple(s) for s in shapes],
                        dtypes or ["float32"] * len(shapes))
+    _TRACING[0] += 1
     try:
         with tracing():
             out = fn(*ph)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {getattr(fn, '__name__', fn)!r})") from None
+    finally:
+        _TRACING[0] -= 1
     if not isinstance(out, KerasTensor):
         raise TypeError(f"[{getattr(fn, '__name__', fn)}] must return a symbolic tensor computed "
                         f"from its arguments, got {type(out).__name__}")

@@ -417,15 +417,23 @@ class GraphWriter:
         if isinstance(a, KerasTensor):
             return self.names[a.id]
         if isinstance(a, (list, tuple)):
-            items = [self._arg(v) for v in a]
             if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in a):
-                return "[" + ", ".join(items) + "]"
+                return "[" + ", ".join(self._arg(v) for v in a) + "]"
+            # inside a list, a list of numbers stays a list (np.pad's pairs,
+            # tensordot's axes): the language reads `[0, 1]` as an array
+            items = [self._list_item(v) for v in a]
             return "list(" + ", ".join(items) + ")"
         if isinstance(a, np.ndarray):
             if a.ndim == 0:
                 return _literal(a.item())
             return f"array({self._arg(a.tolist())}, dtype={_literal(str(a.dtype))})"
         return _literal(a)
+
+    def _list_item(self, v) -> str:
+        if isinstance(v, (list, tuple)) and v and all(
+                isinstance(u, numbers.Number) and not isinstance(u, bool) for u in v):
+            return "list(" + ", ".join(self._arg(u) for u in v) + ")"
+        return self._arg(v)
 
     def _index(self, a: _Index) -> str:
         v = a.value
