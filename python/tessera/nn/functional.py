@@ -50,6 +50,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     if layer._is_custom():
         return _call_custom(layer, inputs, args, kwargs)
     in_list, static = layer_inputs(layer, inputs, args, kwargs)
+    in_mask = _input_masks(layer, in_list, static)
     shapes = [_per_sample(t, layer) for t in in_list]
     multi = getattr(layer, "multi_input", False)
     shape_arg = shapes if multi else shapes[0]
@@ -60,6 +61,12 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         except ValueError as e:
             raise ValueError(f"{e} (layer {layer.name!r} called at {where} on "
                              f"{_producers(in_list)})") from None
+        unknown = [q.name for q in layer.params if any(d is None for d in q.shape)]
+        if unknown:
+            layer.params = []
+            raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {where} on "
+                             f"{_producers(in_list)}: its weights {unknown} would depend on an "
+                             "axis of unknown length (None); give that axis a length in Input")
         layer._in_shape, layer._out_shape, layer.built = shape_arg, out, True
         layer._built_for = shapes
     elif shapes != layer._built_for or getattr(layer, "split_call", None) is not None:
@@ -81,9 +88,47 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
         node.n_outputs = len(out)
-        return [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
-                for k, s in enumerate(out)]
-    return KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+        results = [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
+                   for k, s in enumerate(out)]
+        results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
+        return results
+    result = KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+    result._keras_mask = _output_mask(layer, in_list, in_mask)
+    return result
+
+
+def _input_masks(layer, in_list, static):
+    """The mask a layer call receives (Keras's: the `mask` argument, else the
+    mask its first input carries). A layer that reads masks (mask_input)
+    gets it as its forward's `mask` keyword, recorded among the call's
+    arguments so that the graph computes it first; attention takes its
+    query's and value's masks (auto_masks)."""
+    auto = getattr(layer, "auto_masks", None)
+    if auto is not None:
+        auto(in_list, static)
+    given = static.get("mask")
+    mask = given if given is not None else getattr(in_list[0], "_keras_mask", None)
+    if given is not None and not getattr(layer, "mask_input", False) and \
+            not getattr(layer, "supports_masking", False):
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} does not take a mask "
+                        f"(called at {user_location()})")
+    if given is not None and not getattr(layer, "mask_input", False):
+        del static["mask"]  # passed on, not read
+    if mask is not None and getattr(layer, "mask_input", False):
+        static["mask"] = mask
+    return mask
+
+
+def _output_mask(layer, in_list, mask):
+    """The mask of a layer's output, as Keras's compute_mask gives it: the
+    layer's own rule (output_mask), else the input's mask for a layer that
+    passes masks on (supports_masking), else none."""
+    rule = getattr(layer, "output_mask", None)
+    if rule is not None:
+        return rule(in_list, mask)
+    if getattr(layer, "supports_masking", False):
+        return mask
+    return None
 
 
 def _producers(tensors) -> str:
@@ -124,7 +169,11 @@ def layer_inputs(layer, inputs, args, kwargs):
                 static[k] = v
         elif k == "mask":
             if v is not None:
-                raise ValueError(f"[{layer.kind}] masks are not supported")
+                if not isinstance(v, KerasTensor):
+                    raise TypeError(f"[{layer.kind}] layer {layer.name!r}: mask must be a "
+                                    f"symbolic tensor (batch, timesteps), got "
+                                    f"{type(v).__name__}")
+                static[k] = v
         else:
             raise TypeError(f"[{layer.kind}] layer {layer.name!r} called with an unexpected "
                             f"keyword argument {k!r}")
@@ -350,7 +399,8 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
             mapping[t.id] = node_out[t.args[1]]
         elif t.op == "layer":
             layer, ins, multi = t.args
-            static = {k: v for k, v in t.kwargs.items() if k != "_template"}
+            static = {k: (mapping[v.id] if isinstance(v, KerasTensor) else v)
+                      for k, v in t.kwargs.items() if k != "_template"}
             if layer._is_custom():
                 template = t.kwargs["_template"]
                 flat_new = [mapping[i.id] for i in ins]

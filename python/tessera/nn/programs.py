@@ -13,7 +13,7 @@ import numpy as np
 from .. import _core
 from .clipping import SplitNorms
 from .layers import Context
-from .symbolic import GraphWriter
+from .symbolic import GraphWriter, KerasTensor
 from .zero import ZeroPlan
 
 __all__ = ["ProgramsMixin"]
@@ -243,7 +243,9 @@ class ProgramsMixin:
             if t.id in adds:
                 # the batch normalization input has added the other one
                 return exprs[[i.id for i in ins].index(adds[t.id])]
-            static = dict(t.kwargs)
+            # masks (KerasTensor arguments) as the expressions computing them
+            static = {k: (w.expr(v) if isinstance(v, KerasTensor) else v)
+                      for k, v in t.kwargs.items()}
             forced = static.pop("training", None)
             train = training if forced is None else ("true" if forced else "false")
             number = next(counter)

@@ -1,0 +1,127 @@
+"""Variable-length axes (Input(shape=(None,))) and masks (Embedding's
+mask_zero, Masking, masks flowing into recurrent layers, Bidirectional,
+attention and pooling), against Keras 3 on JAX as the oracle: the same
+weights (set_weights), the same padded batches, outputs compared."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import keras  # noqa: E402  (the oracle only; tessera never imports it)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import tessera  # noqa: E402
+from tessera import nn  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def _padded(n, length, vocab=20, min_len=1):
+    """n sequences of ids in [1, vocab) of random lengths, zero-padded to `length`."""
+    x = np.zeros((n, length), dtype=np.int32)
+    for i in range(n):
+        k = int(RNG.integers(min_len, length + 1))
+        x[i, :k] = RNG.integers(1, vocab, size=k)
+    return x
+
+
+def _random_weights(model, scale=0.4):
+    model.set_weights([RNG.normal(size=w.shape).astype(np.float32) * scale
+                       for w in model.get_weights()])
+
+
+def _both(build):
+    """The same model built by `build(lib)` in tessera and in Keras, with
+    tessera's (random) weights copied into Keras's."""
+    t = build(nn)
+    k = build(keras)
+    _random_weights(t)
+    k.set_weights(t.get_weights())
+    return t, k
+
+
+def _rnn_model(lib, rnn, return_sequences=False):
+    inp = lib.Input(shape=(None,), dtype="int32")
+    h = lib.layers.Embedding(20, 6, mask_zero=True)(inp)
+    h = getattr(lib.layers, rnn)(5, return_sequences=return_sequences)(h)
+    return lib.Model(inp, lib.layers.Dense(3)(h))
+
+
+@pytest.mark.parametrize("rnn", ["SimpleRNN", "LSTM", "GRU"])
+@pytest.mark.parametrize("return_sequences", [False, True])
+def test_masked_rnn_matches_keras_at_two_lengths(rnn, return_sequences):
+    t, k = _both(lambda lib: _rnn_model(lib, rnn, return_sequences))
+    for length in (4, 9):
+        x = _padded(6, length)
+        got = t.predict(x, verbose=0)
+        want = np.asarray(k(x))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_padding_does_not_change_a_masked_rnn_output():
+    t = _rnn_model(nn, "LSTM")
+    _random_weights(t)
+    x = _padded(5, 6)
+    longer = np.concatenate([x, np.zeros((5, 7), np.int32)], axis=1)
+    np.testing.assert_allclose(t.predict(x, verbose=0), t.predict(longer, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+    # without the mask the padding does change it (so the check above can fail)
+    inp = nn.Input(shape=(None,), dtype="int32")
+    h = nn.layers.LSTM(5)(nn.layers.Embedding(20, 6)(inp))
+    u = nn.Model(inp, nn.layers.Dense(3)(h))
+    _random_weights(u)
+    assert not np.allclose(u.predict(x, verbose=0), u.predict(longer, verbose=0), atol=1e-4)
+
+
+def test_program_cache_compiles_once_per_length(capsys):
+    t = _rnn_model(nn, "GRU")
+    t.compile("adam", "mse")
+    assert t.varlen_compiles == 0
+    for length in (5, 7, 5, 7, 5):
+        x = _padded(8, length)
+        t.predict(x, verbose=0)
+        t.fit(x, np.zeros((8, 3), np.float32), epochs=1, batch_size=4, verbose=0)
+        t.evaluate(x, np.zeros((8, 3), np.float32), verbose=0)
+    assert t.varlen_compiles == 2
+    t.predict(_padded(2, 11), verbose=1)
+    assert "new input shape [(None, 11)]" in capsys.readouterr().out
+    assert t.varlen_compiles == 3
+    # the graph as recorded (with the unknown axis) is in force again
+    assert t._inputs[0].shape == (None, None)
+
+
+def test_shape_cache_is_bounded(monkeypatch):
+    monkeypatch.setenv("TESSERA_SHAPE_CACHE", "2")
+    t = _rnn_model(nn, "SimpleRNN")
+    for length in (3, 4, 5, 3):
+        t.predict(_padded(2, length), verbose=0)
+    # 3 was dropped (least recently used) when 5 came, so it is written again
+    assert t.varlen_compiles == 4
+
+
+def test_flatten_after_unknown_length_names_the_layer():
+    inp = nn.Input(shape=(None, 4))
+    with pytest.raises(ValueError, match=r"\[Flatten\] layer 'flat'.*unknown length"):
+        nn.layers.Flatten(name="flat")(inp)
+
+
+def test_dense_on_unknown_feature_axis_is_an_error():
+    inp = nn.Input(shape=(3, None))
+    with pytest.raises((ValueError, TypeError), match="Dense"):
+        nn.layers.Dense(2, name="d")(inp)
+
+
+def test_input_with_batch_shape_none():
+    inp = nn.Input(batch_shape=(None, None, 3))
+    assert inp.shape == (None, None, 3)
+    out = nn.layers.Dense(2)(inp)
+    assert out.shape == (None, None, 2)
+    m = nn.Model(inp, out)
+    x = RNG.normal(size=(4, 6, 3)).astype(np.float32)
+    w, b = m.get_weights()
+    np.testing.assert_allclose(m.predict(x, verbose=0), x @ w + b, rtol=1e-5, atol=1e-6)
+    y = RNG.normal(size=(4, 2, 3)).astype(np.float32)
+    np.testing.assert_allclose(m.predict(y, verbose=0), y @ w + b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"\[predict\] x has samples of shape \(6, 4\)"):
+        m.predict(RNG.normal(size=(4, 6, 4)), verbose=0)
