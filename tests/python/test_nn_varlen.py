@@ -125,3 +125,101 @@ def test_input_with_batch_shape_none():
     np.testing.assert_allclose(m.predict(y, verbose=0), y @ w + b, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=r"\[predict\] x has samples of shape \(6, 4\)"):
         m.predict(RNG.normal(size=(4, 6, 4)), verbose=0)
+
+
+@pytest.mark.parametrize("merge_mode", ["concat", "sum", "mul", "ave", None])
+@pytest.mark.parametrize("return_sequences", [False, True])
+def test_bidirectional_masked_matches_keras(merge_mode, return_sequences):
+    def build(lib):
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = lib.layers.Embedding(20, 6, mask_zero=True)(inp)
+        h = lib.layers.Bidirectional(lib.layers.LSTM(4, return_sequences=return_sequences),
+                                     merge_mode=merge_mode)(h)
+        return lib.Model(inp, h)
+
+    t, k = _both(build)
+    for length in (5, 8):
+        x = _padded(5, length)
+        got = t.predict(x, verbose=0)
+        want = k(x)
+        if merge_mode is None:
+            assert len(got) == 2
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)
+        else:
+            np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("rnn", ["GRU", "SimpleRNN"])
+def test_bidirectional_gru_simple_rnn_then_rnn_matches_keras(rnn):
+    def build(lib):
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = lib.layers.Embedding(20, 6, mask_zero=True)(inp)
+        h = lib.layers.Bidirectional(getattr(lib.layers, rnn)(4, return_sequences=True))(h)
+        h = lib.layers.LSTM(3)(h)  # reads the mask the Bidirectional passes on
+        return lib.Model(inp, h)
+
+    t, k = _both(build)
+    x = _padded(6, 7)
+    np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4, atol=1e-5)
+
+
+def test_masking_layer_matches_keras():
+    def build(lib):
+        inp = lib.Input(shape=(None, 3))
+        h = lib.layers.Masking(mask_value=-1.0)(inp)
+        h = lib.layers.GRU(4, return_sequences=True)(h)
+        return lib.Model(inp, h)
+
+    t, k = _both(build)
+    x = RNG.normal(size=(4, 6, 3)).astype(np.float32)
+    x[0, 4:] = -1.0
+    x[2, 1] = -1.0  # a masked step inside the sequence
+    x[3, 2, 0] = -1.0  # one feature only: not masked
+    np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4, atol=1e-5)
+
+
+def test_global_average_pooling_masked_mean_matches_keras():
+    def build(lib):
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = lib.layers.Embedding(20, 5, mask_zero=True)(inp)
+        h = lib.layers.Dense(4, activation="relu")(h)  # passes the mask on
+        h = lib.layers.GlobalAveragePooling1D()(h)
+        return lib.Model(inp, lib.layers.Dense(2)(h))
+
+    t, k = _both(build)
+    for length in (3, 10):
+        x = _padded(5, length)
+        np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4,
+                                   atol=1e-5)
+
+
+@pytest.mark.parametrize("cells", ["LSTMCell", "GRUCell", "SimpleRNNCell", "stack"])
+def test_rnn_of_cells_matches_keras(cells):
+    def build(lib):
+        L = lib.layers
+        if cells == "stack":
+            cell = [L.LSTMCell(4), L.GRUCell(3)]
+        else:
+            cell = getattr(L, cells)(4)
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = L.Embedding(20, 6, mask_zero=True)(inp)
+        h = L.RNN(cell, return_sequences=True)(h)
+        return lib.Model(inp, h)
+
+    t, k = _both(build)
+    x = _padded(5, 6)
+    np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4, atol=1e-5)
+
+
+def test_time_distributed_matches_keras():
+    def build(lib):
+        inp = lib.Input(shape=(None, 4))
+        h = lib.layers.TimeDistributed(lib.layers.Dense(3, activation="tanh"))(inp)
+        return lib.Model(inp, h)
+
+    t, k = _both(build)
+    for length in (2, 5):
+        x = RNG.normal(size=(3, length, 4)).astype(np.float32)
+        np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-5,
+                                   atol=1e-6)

@@ -24,6 +24,8 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
+from .wrappers import (GRUCell, LSTMCell, Bidirectional, Masking, RNN, SimpleRNNCell,
+                       StackedRNNCells, TimeDistributed)
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
@@ -42,6 +44,8 @@ __all__ = [
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
     "callbacks", "initializers", "losses", "metrics", "regularizers",
+    "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
+    "TimeDistributed",
 ]
 
 

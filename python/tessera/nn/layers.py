@@ -1286,6 +1286,9 @@ _ELSEWHERE = {
     "add": "merging", "average": "merging", "concatenate": "merging", "maximum": "merging",
     "minimum": "merging", "multiply": "merging", "subtract": "merging",
     "Input": "symbolic",
+    "Masking": "wrappers", "Bidirectional": "wrappers", "TimeDistributed": "wrappers",
+    "RNN": "wrappers", "SimpleRNNCell": "wrappers", "LSTMCell": "wrappers",
+    "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
 }
 
 
