@@ -223,3 +223,61 @@ def test_time_distributed_matches_keras():
         x = RNG.normal(size=(3, length, 4)).astype(np.float32)
         np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-5,
                                    atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("extra_mask", [False, True])
+def test_masked_attention_matches_keras(causal, extra_mask):
+    def build(lib):
+        inp = lib.Input(shape=(None,), dtype="int32")
+        ins = [inp]
+        h = lib.layers.Embedding(20, 8, mask_zero=True)(inp)
+        kw = {"use_causal_mask": causal}
+        if extra_mask:
+            am = lib.Input(shape=(None, None), dtype="bool")
+            ins.append(am)
+            kw["attention_mask"] = am
+        a = lib.layers.MultiHeadAttention(2, 4)(h, h, **kw)
+        return lib.Model(ins, a)
+
+    t, k = _both(build)
+    for length in (4, 7):
+        x = _padded(4, length, min_len=2)
+        x[0, :] = 0  # a sequence masked whole: no query attends
+        args = [x]
+        if extra_mask:
+            args.append(RNG.random((4, length, length)) > 0.3)
+        got = t.predict(args if extra_mask else x, verbose=0)
+        want = np.asarray(k(args if extra_mask else x))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_key_and_query_masks_from_different_inputs_match_keras():
+    def build(lib):
+        q_in = lib.Input(shape=(None,), dtype="int32")
+        v_in = lib.Input(shape=(None,), dtype="int32")
+        q = lib.layers.Embedding(20, 8, mask_zero=True)(q_in)
+        v = lib.layers.Embedding(20, 8, mask_zero=True)(v_in)
+        a = lib.layers.MultiHeadAttention(2, 4)(q, v)
+        return lib.Model([q_in, v_in], lib.layers.GlobalAveragePooling1D()(a))
+
+    t, k = _both(build)
+    xq, xv = _padded(5, 3), _padded(5, 6)
+    np.testing.assert_allclose(t.predict([xq, xv], verbose=0), np.asarray(k([xq, xv])),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_masked_attention_scores_match_keras():
+    """With return_attention_scores Keras takes its masked-softmax path: a
+    query masked whole attends to nothing (zeros), unlike the fused path."""
+    def build(lib):
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = lib.layers.Embedding(20, 8, mask_zero=True)(inp)
+        a, s = lib.layers.MultiHeadAttention(2, 4)(h, h, return_attention_scores=True)
+        return lib.Model(inp, [a, s])
+
+    t, k = _both(build)
+    x = _padded(3, 5, min_len=2)
+    x[1, :] = 0
+    for g, w in zip(t.predict(x, verbose=0), k(x)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)
