@@ -267,6 +267,10 @@ class ProgramsMixin:
         bound.update(part.get("feeds", {}))
         writer = GraphWriter(bound, param, layer_code, prefix="h")
         outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+        # the outputs' masks (Keras weights the loss by them), for _loss_text
+        self._out_masks = None if "targets" in part else [
+            None if getattr(o, "_keras_mask", None) is None else writer.expr(o._keras_mask)
+            for o in self._outputs]
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -294,7 +298,18 @@ class ProgramsMixin:
                 continue
             spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
             out_shape = self._outputs[k].shape[1:]
-            if sw is None:
+            mask = self._output_mask_expr(k)
+            if mask is not None:
+                # Keras's apply_mask: the mask as weights scaled by total /
+                # valid entries, so the mean is over the unmasked ones
+                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+                mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
+                scale = f"(astype(size({mf}), dtype_name({per})) / (sum({mf}) + 1e-7))"
+                lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+                wsw = "" if sw is None else \
+                    f" * reshape(astype({sw}, dtype_name({per})), {lead})"
+                e = f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
+            elif sw is None:
                 e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
             else:
                 per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
@@ -312,12 +327,27 @@ class ProgramsMixin:
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
+    def _output_mask_expr(self, k):
+        """The expression of output k's mask (None without one)."""
+        if getattr(self._outputs[k], "_keras_mask", None) is None:
+            return None
+        masks = getattr(self, "_out_masks", None)
+        if masks is None:
+            raise ValueError(f"[{self.kind}] output {k} carries a mask (Keras weights its loss "
+                             "by it), which pipeline stages do not support yet; drop the mask "
+                             "before the output (a layer that does not pass it on)")
+        return masks[k]
+
     def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
         """(statements, expressions): every metric's sums (float64), in order;
         `counts`, a list, gets each metric's number of sums."""
         ctx, stmts = self._loss_ctx()
         out = []
         for k, ms in enumerate(self._compiled.metrics):
+            if ms and getattr(self._outputs[k], "_keras_mask", None) is not None:
+                raise ValueError(f"[compile] metrics {[m.name for m in ms]} of output {k}, which "
+                                 "carries a mask: Keras weights metrics by the mask, which "
+                                 "tessera does not do yet; compile without metrics for it")
             for m in ms:
                 if isinstance(m, _FunctionMetric):
                     spec = self._label_specs[k]
