@@ -354,3 +354,51 @@ def test_sequence_loss_is_masked_as_keras():
     want = np.sum(ce * m * (m.size / (m.sum() + 1e-7)) * sw[:, None]) / ce.size
     np.testing.assert_allclose(t.evaluate(x, y, sample_weight=sw, batch_size=8, verbose=0),
                                want, rtol=1e-5)
+
+
+def test_save_and_load_keep_unknown_lengths_and_masks(tmp_path):
+    inp = nn.Input(shape=(None,), dtype="int32")
+    h = nn.layers.Embedding(20, 6, mask_zero=True)(inp)
+    h = nn.layers.Bidirectional(nn.layers.GRU(4, return_sequences=True), merge_mode="ave")(h)
+    h = nn.layers.TimeDistributed(nn.layers.Dense(3))(h)
+    m = nn.Model(inp, nn.layers.GlobalAveragePooling1D()(h))
+    _random_weights(m)
+    path = str(tmp_path / "m.keras")
+    m.save(path)
+    m2 = nn.load_model(path)
+    assert m2._inputs[0].shape == (None, None)
+    for length in (4, 9):
+        x = _padded(3, length)
+        np.testing.assert_array_equal(m2.predict(x, verbose=0), m.predict(x, verbose=0))
+    x = _padded(3, 4)
+    longer = np.concatenate([x, np.zeros((3, 5), np.int32)], axis=1)
+    np.testing.assert_allclose(m2.predict(longer, verbose=0), m2.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_sequential_with_unknown_length_input_shape():
+    s = nn.Sequential([nn.layers.Embedding(20, 4, mask_zero=True, input_shape=(None,)),
+                       nn.layers.GRU(3), nn.layers.Dense(1)])
+    assert s._inputs[0].shape == (None, None)
+    x = _padded(4, 5)
+    longer = np.concatenate([x, np.zeros((4, 3), np.int32)], axis=1)
+    np.testing.assert_allclose(s.predict(longer, verbose=0), s.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_mask_errors_are_clear():
+    inp = nn.Input(shape=(None, 3))
+    with pytest.raises(TypeError, match=r"\[Flatten\].*does not take a mask"):
+        nn.layers.Flatten()(inp, mask=inp[:, :, 0] > 0)
+    with pytest.raises(TypeError, match=r"\[Bidirectional\] wraps a SimpleRNN"):
+        nn.layers.Bidirectional(nn.layers.Dense(3))
+    with pytest.raises(ValueError, match=r"\[Bidirectional\] merge_mode"):
+        nn.layers.Bidirectional(nn.layers.LSTM(3), merge_mode="max")
+    with pytest.raises(TypeError, match=r"\[RNN\] cell must be"):
+        nn.layers.RNN(nn.layers.Dense(3))
+    ids = nn.Input(shape=(None,), dtype="int32")
+    seq = nn.layers.LSTM(3, return_sequences=True)(nn.layers.Embedding(9, 2, mask_zero=True)(ids))
+    m = nn.Model(ids, seq)
+    m.compile("sgd", "mse", metrics=["mae"])
+    with pytest.raises(ValueError, match=r"metrics \['mae'\] of output 0, which carries a mask"):
+        m.fit(_padded(4, 3, vocab=9), np.zeros((4, 3, 3), np.float32), verbose=0)

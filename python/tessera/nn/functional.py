@@ -50,7 +50,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     if layer._is_custom():
         return _call_custom(layer, inputs, args, kwargs)
     in_list, static = layer_inputs(layer, inputs, args, kwargs)
-    in_mask = _input_masks(layer, in_list, static)
+    in_mask, auto_keys = _input_masks(layer, in_list, static)
     shapes = [_per_sample(t, layer) for t in in_list]
     multi = getattr(layer, "multi_input", False)
     shape_arg = shapes if multi else shapes[0]
@@ -91,9 +91,11 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         results = [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
                    for k, s in enumerate(out)]
         results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
+        node.auto_mask_keys = auto_keys
         return results
     result = KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
     result._keras_mask = _output_mask(layer, in_list, in_mask)
+    result.auto_mask_keys = auto_keys
     return result
 
 
@@ -103,6 +105,7 @@ def _input_masks(layer, in_list, static):
     gets it as its forward's `mask` keyword, recorded among the call's
     arguments so that the graph computes it first; attention takes its
     query's and value's masks (auto_masks)."""
+    before = set(static)
     auto = getattr(layer, "auto_masks", None)
     if auto is not None:
         auto(in_list, static)
@@ -116,7 +119,10 @@ def _input_masks(layer, in_list, static):
         del static["mask"]  # passed on, not read
     if mask is not None and getattr(layer, "mask_input", False):
         static["mask"] = mask
-    return mask
+    # the masks taken from the inputs: a saved graph leaves them out (the
+    # layer call recorded again on load takes them again)
+    static_keys = set(static) - before
+    return mask, static_keys
 
 
 def _output_mask(layer, in_list, mask):

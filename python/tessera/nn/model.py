@@ -1535,7 +1535,8 @@ class Sequential(Model):
             self._stack.append(layer)
         self.layers = list(self._stack)
         if input_shape is None and self._stack and self._stack[0].declared_input_shape:
-            input_shape = self._stack[0].declared_input_shape  # Keras: on the first layer
+            # Keras: on the first layer, one sample's shape (None: unknown length)
+            input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
         if input_shape is None:
             input_shape = self._declared_input
         if input_shape is not None:
