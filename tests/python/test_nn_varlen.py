@@ -402,3 +402,34 @@ def test_mask_errors_are_clear():
     m.compile("sgd", "mse", metrics=["mae"])
     with pytest.raises(ValueError, match=r"metrics \['mae'\] of output 0, which carries a mask"):
         m.fit(_padded(4, 3, vocab=9), np.zeros((4, 3, 3), np.float32), verbose=0)
+
+
+@pytest.mark.parametrize("merge", ["Add", "Concatenate", "Average"])
+def test_merging_layers_and_the_masks_as_keras(merge):
+    def build(lib):
+        a_in = lib.Input(shape=(None,), dtype="int32")
+        b_in = lib.Input(shape=(None,), dtype="int32")
+        a = lib.layers.Embedding(20, 6, mask_zero=True)(a_in)
+        b = lib.layers.Embedding(20, 6, mask_zero=True)(b_in)
+        h = getattr(lib.layers, merge)()([a, b])
+        return lib.Model([a_in, b_in], lib.layers.LSTM(4, return_sequences=True)(h))
+
+    t, k = _both(build)
+    xa, xb = _padded(5, 6), _padded(5, 6)
+    np.testing.assert_allclose(t.predict([xa, xb], verbose=0), np.asarray(k([xa, xb])),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_concatenate_along_time_joins_masks_as_keras():
+    def build(lib):
+        a_in = lib.Input(shape=(None,), dtype="int32")
+        b_in = lib.Input(shape=(None,), dtype="int32")
+        a = lib.layers.Embedding(20, 6, mask_zero=True)(a_in)
+        b = lib.layers.Embedding(20, 6)(b_in)  # no mask: all its steps count
+        h = lib.layers.Concatenate(axis=1)([a, b])
+        return lib.Model([a_in, b_in], lib.layers.GRU(4, return_sequences=True)(h))
+
+    t, k = _both(build)
+    xa, xb = _padded(5, 4), _padded(5, 3)
+    np.testing.assert_allclose(t.predict([xa, xb], verbose=0), np.asarray(k([xa, xb])),
+                               rtol=1e-4, atol=1e-5)
