@@ -433,3 +433,31 @@ def test_concatenate_along_time_joins_masks_as_keras():
     xa, xb = _padded(5, 4), _padded(5, 3)
     np.testing.assert_allclose(t.predict([xa, xb], verbose=0), np.asarray(k([xa, xb])),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_users_layer_gets_and_gives_masks_as_keras():
+    """A user's layer whose call takes `mask` receives the mask; its
+    compute_mask gives its output's (here: a masked mean over time kept per
+    step, the mask passed on)."""
+    def build(lib):
+        class MaskedScale(lib.layers.Layer):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.supports_masking = True
+
+            def call(self, inputs, mask=None):
+                m = lib.ops.cast(mask, "float32")[:, :, None] if lib is keras else \
+                    mask[:, :, None].astype("float32")
+                return inputs * m * 2.0
+
+            def compute_mask(self, inputs, mask=None):
+                return mask
+
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = lib.layers.Embedding(20, 5, mask_zero=True)(inp)
+        h = MaskedScale()(h)
+        return lib.Model(inp, lib.layers.SimpleRNN(3, return_sequences=True)(h))
+
+    t, k = _both(build)
+    x = _padded(4, 6)
+    np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4, atol=1e-5)

@@ -253,7 +253,18 @@ def _call_custom(layer, inputs, args, kwargs):
     """A user's layer (or model) called on symbolic tensors: builds it on the
     first call, traces call() once for the output shapes, and records one
     node that is traced again, with Python's training flag, when the model's
-    programs are written."""
+    programs are written. As Keras, a call() with a `mask` argument gets the
+    mask the first input carries (unless one is given), and the output
+    carries compute_mask(inputs, mask) when the layer defines it, else the
+    input's mask when it sets supports_masking."""
+    first = _flatten(inputs)[0] if _flatten(inputs) else None
+    in_mask = kwargs.get("mask")
+    if in_mask is None:
+        in_mask = getattr(first, "_keras_mask", None)
+    auto_mask = in_mask is not None and "mask" not in kwargs and _accepts(layer.call, "mask") \
+        and not _accepts_any(layer.call)
+    if auto_mask:
+        kwargs = dict(kwargs, mask=in_mask)
     tensor_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, KerasTensor)}
     static = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
     template = ((inputs,) + tuple(args), tensor_kwargs)
@@ -261,7 +272,7 @@ def _call_custom(layer, inputs, args, kwargs):
             if isinstance(t, KerasTensor)]
     where = user_location()
     if not layer.built:
-        shapes = [t.shape for t in flat]
+        shapes = [t.shape for t in flat if not (auto_mask and t is in_mask)]
         layer.build(shapes[0] if len(shapes) == 1 else shapes)
         layer.built = True
     static.pop("training", None)
@@ -280,7 +291,24 @@ def _call_custom(layer, inputs, args, kwargs):
         layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
+    rule = getattr(layer, "compute_mask", None)
+    if rule is not None:
+        out_mask = rule(inputs, in_mask)
+    else:
+        out_mask = in_mask if getattr(layer, "supports_masking", False) else None
+    if out_mask is not None and not isinstance(out_mask, KerasTensor):
+        raise TypeError(f"[{layer.kind}] {type(layer).__name__}.compute_mask must return a "
+                        f"symbolic tensor or None, got {type(out_mask).__name__}")
+    results[0]._keras_mask = out_mask
     return results[0] if single else results
+
+
+def _accepts_any(fn) -> bool:
+    """fn takes **kwargs (so it does not ask for a mask by name)."""
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
 
 
 def _template_of(template):
