@@ -304,7 +304,7 @@ class ProgramsMixin:
                 # valid entries, so the mean is over the unmasked ones
                 per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
                 mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
-                scale = f"(astype(size({mf}), dtype_name({per})) / (sum({mf}) + 1e-7))"
+                scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
                 lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
                 wsw = "" if sw is None else \
                     f" * reshape(astype({sw}, dtype_name({per})), {lead})"
