@@ -461,3 +461,20 @@ def test_users_layer_gets_and_gives_masks_as_keras():
     t, k = _both(build)
     x = _padded(4, 6)
     np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("merge_mode", ["concat", None])
+def test_bidirectional_return_state_matches_keras(merge_mode):
+    def build(lib):
+        inp = lib.Input(shape=(None,), dtype="int32")
+        h = lib.layers.Embedding(20, 6, mask_zero=True)(inp)
+        outs = lib.layers.Bidirectional(lib.layers.LSTM(4, return_state=True),
+                                        merge_mode=merge_mode)(h)
+        return lib.Model(inp, list(outs))
+
+    t, k = _both(build)
+    x = _padded(4, 6)
+    got, want = t.predict(x, verbose=0), k(x)
+    assert len(got) == len(want) == (6 if merge_mode is None else 5)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)

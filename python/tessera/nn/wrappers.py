@@ -86,12 +86,10 @@ class Bidirectional(Layer):
         if weights is not None:
             raise ValueError("[Bidirectional] weights= is not supported; call set_weights after "
                              "building the model")
-        if layer.return_state:
-            raise ValueError("[Bidirectional] a wrapped layer with return_state=True is not "
-                             "supported")
         super().__init__(name, input_shape, **kwargs)
         self.merge_mode = merge_mode
         self.return_sequences = layer.return_sequences
+        self.return_state = layer.return_state
         self.forward_layer = layer
         if backward_layer is None:
             backward_layer = _rebuilt(layer, go_backwards=not layer.go_backwards,
@@ -110,11 +108,14 @@ class Bidirectional(Layer):
         bw = self.backward_layer.compute_output_shape(s)
         self.params = _own_params(self.forward_layer, "forward_") + \
             _own_params(self.backward_layer, "backward_")
+        states = []
+        if self.return_state:  # Keras: the output(s), then fw's states, then bw's
+            states = list(fw[1:]) + list(bw[1:])
+            fw, bw = fw[0], bw[0]
         if self.merge_mode is None:
-            return [fw, bw]
-        if self.merge_mode == "concat":
-            return fw[:-1] + (fw[-1] + bw[-1],)
-        return fw
+            return [fw, bw] + states
+        out = fw[:-1] + (fw[-1] + bw[-1],) if self.merge_mode == "concat" else fw
+        return [out] + states if states else out
 
     def output_mask(self, inputs, mask):
         return mask if self.return_sequences else None
@@ -124,6 +125,16 @@ class Bidirectional(Layer):
                                        mask=mask)
         y_rev = self.backward_layer.forward(x, _sub_params(self.backward_layer, p, "backward_"),
                                             ctx, mask=mask)
+        states = []
+        if self.return_state:
+            states = list(y[1:]) + list(y_rev[1:])
+            y, y_rev = y[0], y_rev[0]
+        out = self._merge(y, y_rev, ctx)
+        if states:
+            return (out if isinstance(out, list) else [out]) + states
+        return out
+
+    def _merge(self, y, y_rev, ctx):
         if self.return_sequences:
             y_rev = f"flip({y_rev}, axis=1)"
         y, y_rev = ctx.define("fw", y), ctx.define("bw", y_rev)
