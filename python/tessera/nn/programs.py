@@ -276,10 +276,12 @@ class ProgramsMixin:
                 param(self._owner[v][0], self._owner[v][1].name)
         return writer.stmts, outs, stats
 
-    def _loss_ctx(self):
+    def _loss_ctx(self, prefix: str = "_loss"):
+        """A context for the loss's (or, prefix "_met", the metrics')
+        statements: their names differ, since both land in one block."""
         count = iter(range(1 << 30))
         stmts: list = []
-        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"_loss{next(count)}",
+        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"{prefix}{next(count)}",
                       None, None)
         return ctx, stmts
 
@@ -327,6 +329,18 @@ class ProgramsMixin:
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
+    def _aux_masks(self, outs: str):
+        """The outputs' masks as the loss function's aux value `outs` holds
+        them (after the outputs; _loss_fn)."""
+        n, j, masks = len(self._outputs), 0, []
+        for o in self._outputs:
+            if getattr(o, "_keras_mask", None) is None:
+                masks.append(None)
+            else:
+                masks.append(f"{outs}[{n + j}]")
+                j += 1
+        self._out_masks = masks
+
     def _output_mask_expr(self, k):
         """The expression of output k's mask (None without one)."""
         if getattr(self._outputs[k], "_keras_mask", None) is None:
@@ -341,13 +355,32 @@ class ProgramsMixin:
     def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
         """(statements, expressions): every metric's sums (float64), in order;
         `counts`, a list, gets each metric's number of sums."""
-        ctx, stmts = self._loss_ctx()
+        ctx, stmts = self._loss_ctx("_met")
         out = []
+        from .metrics import MeanMetricWrapper  # noqa: PLC0415
+
         for k, ms in enumerate(self._compiled.metrics):
-            if ms and getattr(self._outputs[k], "_keras_mask", None) is not None:
-                raise ValueError(f"[compile] metrics {[m.name for m in ms]} of output {k}, which "
-                                 "carries a mask: Keras weights metrics by the mask, which "
-                                 "tessera does not do yet; compile without metrics for it")
+            mask = self._output_mask_expr(k) if ms else None
+            if mask is not None:
+                # Keras's MeanMetricWrapper: the mask (times the sample
+                # weights) weights each value
+                bad = [m.name for m in ms if not isinstance(m, MeanMetricWrapper)]
+                if bad:
+                    raise ValueError(f"[compile] metrics {bad} of output {k}, which carries a "
+                                     "mask: Keras weights them by the mask, which tessera does "
+                                     "for mean metrics ('accuracy', 'mae', ...) only so far")
+                mf = ctx.define("mmask", f"astype({mask}, \"float64\")")
+                if sw is not None:
+                    lead = [-1] + [1] * (len(self._outputs[k].shape) - 2)
+                    mf = ctx.define("mmask", f"{mf} * reshape(astype({sw}, \"float64\"), "
+                                             f"{lead})")
+                for m in ms:
+                    v = ctx.define("mval", f"astype({m.values(ys[k], hs[k])}, \"float64\")")
+                    wv = ctx.define("mw", f"broadcast_to({mf}, shape({v}))")
+                    out += [f"sum({v} * {wv})", f"sum({wv})"]
+                    if counts is not None:
+                        counts.append(2)
+                continue
             for m in ms:
                 if isinstance(m, _FunctionMetric):
                     spec = self._label_specs[k]
@@ -373,6 +406,10 @@ class ProgramsMixin:
         xs, ys = self._names()
         hs = [f"h{k}" for k in range(len(self._outputs))]
         counts: list = []
+        # all-true stand-ins of the outputs' masks, shaped (batch, steps)
+        self._out_masks = [None if getattr(o, "_keras_mask", None) is None else
+                           f"not_equal(sum(abs({h}), axis=-1), -1.0)"
+                           for o, h in zip(self._outputs, hs)]
         stmts, exprs = self._metric_exprs(ys, hs, None, counts)
         body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
         prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
@@ -501,7 +538,9 @@ class ProgramsMixin:
         marks = {}
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
-        aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
+        # the outputs' masks follow the outputs (for the metrics, _aux_masks)
+        masks = [m for m in (self._out_masks or []) if m is not None]
+        aux = [f"list({', '.join(hs + masks)})"] + [s for _, s in stats]
         held = P if gather is None else gather.shards if gather.stage == 3 else \
             gather.shards + [gather.whole_name(v) for v in P]
         args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
@@ -649,6 +688,7 @@ class ProgramsMixin:
             lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
         hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
+        self._aux_masks("r_aux[0]")
         mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
@@ -715,6 +755,7 @@ class ProgramsMixin:
             aux = [f"astype(r_{j}[0], \"float64\")"]
             cys = [f"{y}_{j}" for y in ys]
             chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
+            self._aux_masks(f"r_{j}[2][0]")
             mstmts, mets = self._metric_exprs(cys, chs, f"sw_{j}" if weighted else None)
             aux += [f"ravel({e})" for e in mets]
             for s_i, (bn, _) in enumerate(stats):
