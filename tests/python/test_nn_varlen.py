@@ -490,3 +490,13 @@ def test_bidirectional_return_state_matches_keras(merge_mode):
     assert len(got) == len(want) == (6 if merge_mode is None else 5)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)
+
+
+def test_masked_loss_in_chunked_training_is_refused():
+    ids = nn.Input(shape=(None,), dtype="int32")
+    seq = nn.layers.GRU(3, return_sequences=True)(nn.layers.Embedding(9, 2, mask_zero=True)(ids))
+    m = nn.Model(ids, seq)
+    m.compile("sgd", "mse")
+    with pytest.raises(ValueError, match=r"outputs \[0\] carry a mask.*deterministic"):
+        m.fit(_padded(4, 3, vocab=9), np.zeros((4, 3, 3), np.float32), deterministic=True,
+              verbose=0)

@@ -627,7 +627,21 @@ class ProgramsMixin:
                 off += n
         return lines
 
+    def _split_batch_masks(self, how: str):
+        """A masked loss is normalized by the whole batch's unmasked count
+        (Keras); a batch split in chunks or over localities would divide by
+        each part's own: refused rather than silently different."""
+        masked = [k for k, o in enumerate(self._outputs)
+                  if getattr(o, "_keras_mask", None) is not None]
+        if masked:
+            raise ValueError(f"[fit] outputs {masked} carry a mask (Keras normalizes their loss "
+                             f"by the batch's unmasked steps), which {how} does not support yet "
+                             "(each part would normalize by its own); fit in one locality "
+                             "without deterministic=")
+
     def _train_program(self, P, S, data_parallel=False, weighted=False, zero=None):
+        if data_parallel:
+            self._split_batch_masks("data-parallel training")
         # Data parallel: each locality's loss is weighted by its share of the
         # global batch, so the sum of the localities' gradients is the global
         # batch's gradient; the sums run in gradient buckets that the
@@ -737,6 +751,7 @@ class ProgramsMixin:
         finish the same fixed sum on the slice only; stage 3 all-gathers the
         parameters first. Global-norm clipping sums squares of fixed blocks
         of the buckets in a fixed order (zero.py), with or without ZeRO."""
+        self._split_batch_masks("deterministic training (chunked batches)")
         loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
