@@ -26,6 +26,8 @@ from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
 from .variables import Variable
+from .wrappers import (GRUCell, LSTMCell, Bidirectional, Masking, RNN, SimpleRNNCell,
+                       StackedRNNCells, TimeDistributed)
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
@@ -45,6 +47,8 @@ __all__ = [
     "VocabParallelSparseCategoricalCrossentropy",
     "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable", "activations",
     "ops", "random",
+    "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
+    "TimeDistributed",
 ]
 
 

@@ -234,11 +234,11 @@ class Layer:
                 raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape "
                                 f"of one sample), got {input_shape!r}; write ({input_shape},)")
             try:
-                shape = tuple(int(d) for d in input_shape)
+                shape = tuple(None if d is None else int(d) for d in input_shape)
             except TypeError:
                 raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape of "
                                 f"one sample), got {input_shape!r}") from None
-            if not shape or any(d <= 0 for d in shape):
+            if not shape or any(d is not None and d <= 0 for d in shape):
                 raise ValueError(f"[{self.kind}] input_shape must be a non-empty tuple of "
                                  f"positive ints, got {input_shape!r}")
             self.declared_input_shape = shape
@@ -556,6 +556,7 @@ class Dense(Layer):
     """Fully connected: activation(x @ kernel + bias), over the last axis."""
 
     kind = "Dense"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, units: int, activation=None, use_bias: bool = True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -909,6 +910,17 @@ class GlobalAveragePooling1D(_GlobalPool):
     """The mean over steps, like keras.layers.GlobalAveragePooling1D."""
 
     kind, rank, op = "GlobalAveragePooling1D", 1, "mean"
+    mask_input = True
+
+    def forward(self, x, p, ctx, mask=None):
+        if mask is None:
+            return super().forward(x, p, ctx)
+        # Keras: the mean over the unmasked steps
+        keep = ctx.define("m", f"expand_dims({mask}, 2)")
+        kept = f"where({keep}, {x}, zeros_like({x}))"
+        count = f"sum(astype({keep}, dtype_name({x})), axis=1{', keepdims=true' if self.keepdims else ''})"
+        keepdims = ", keepdims=true" if self.keepdims else ""
+        return f"(sum({kept}, axis=1{keepdims}) / {count})"
 
 
 class GlobalAveragePooling2D(_GlobalPool):
@@ -939,6 +951,7 @@ class Dropout(Layer):
     and the layer call, so runs are reproducible."""
 
     kind = "Dropout"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, rate: float, noise_shape=None, seed=None, name=None, input_shape=None,
                  **kwargs):
@@ -967,6 +980,12 @@ class Flatten(Layer):
     kind = "Flatten"
 
     def compute_output_shape(self, s):
+        if any(d is None for d in s):
+            raise ValueError(f"[Flatten] layer {self.name!r} needs every axis's length, got "
+                             f"per-sample shape {tuple(s)} with an axis of unknown length "
+                             "(None): its output size would depend on the input's length; "
+                             "pool over the axis (GlobalAveragePooling1D) or give the Input "
+                             "a length")
         return (math.prod(s),)
 
     def forward(self, x, p, ctx):
@@ -1049,6 +1068,7 @@ class Activation(Layer):
     """An activation function as a layer."""
 
     kind = "Activation"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, activation, name=None, input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
@@ -1062,6 +1082,7 @@ class Identity(Layer):
     """Returns its input, like keras.layers.Identity."""
 
     kind = "Identity"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def forward(self, x, p, ctx):
         return x
@@ -1080,9 +1101,7 @@ class Embedding(Layer):
         super().__init__(name, input_shape, **kwargs)
         self.input_dim = _positive(input_dim, "input_dim", "Embedding")
         self.output_dim = _positive(output_dim, "output_dim", "Embedding")
-        if mask_zero:
-            raise ValueError("[Embedding] mask_zero is not supported: pass an attention_mask to "
-                             "MultiHeadAttention, or sample weights to fit")
+        self.mask_zero = bool(mask_zero)
         self.embeddings_initializer = _initializer(embeddings_initializer, "Embedding",
                                                    "embeddings_initializer")
         self.embeddings_regularizer = _regularizer(embeddings_regularizer, "Embedding",
@@ -1097,12 +1116,17 @@ class Embedding(Layer):
     def forward(self, x, p, ctx):
         return f"take({p['embeddings']}, astype({x}, \"int64\"), axis=0)"
 
+    def output_mask(self, inputs, mask):
+        """Keras's compute_mask: ids != 0 with mask_zero, else none."""
+        return (inputs[0] != 0) if self.mask_zero else None
+
 
 class LayerNormalization(Layer):
     """Normalizes each sample over the last axis (or `axis`): gamma * (x -
     mean) / sqrt(var + epsilon) + beta, like keras.layers.LayerNormalization."""
 
     kind = "LayerNormalization"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
@@ -1167,6 +1191,7 @@ class BatchNormalization(Layer):
     trainable=False it runs in inference mode (Keras 3's rule)."""
 
     kind = "BatchNormalization"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,
                  center: bool = True, scale: bool = True, beta_initializer="zeros",
@@ -1354,6 +1379,9 @@ _ELSEWHERE = {
     "add": "merging", "average": "merging", "concatenate": "merging", "maximum": "merging",
     "minimum": "merging", "multiply": "merging", "subtract": "merging",
     "Input": "symbolic",
+    "Masking": "wrappers", "Bidirectional": "wrappers", "TimeDistributed": "wrappers",
+    "RNN": "wrappers", "SimpleRNNCell": "wrappers", "LSTMCell": "wrappers",
+    "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
 }
 
 

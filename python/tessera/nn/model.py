@@ -29,6 +29,7 @@ from .layers import (WEIGHTS_IN_FILE, DeferredValues, Layer, _with_batch, initia
                      value_spec)
 from .data_axis import DataAxisMixin
 from .programs import ProgramsMixin, _function_metric
+from .varlen import VarLenMixin, keeps_graph
 from .zero import ZeroMixin, zero_setting
 from .symbolic import GraphWriter, Input, KerasTensor
 
@@ -126,7 +127,7 @@ class _Compiled:
         return any(self.metrics)
 
 
-class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
+class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
     """A model, like keras.Model. Three ways to make one:
 
         inputs = nn.Input((128, 9))                       # functional
@@ -630,7 +631,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                              f"{len(xs)} arrays")
         out = []
         for k, (a, t) in enumerate(zip(xs, self._inputs)):
-            if tuple(a.shape[1:]) != tuple(t.shape[1:]):
+            if len(a.shape) != len(t.shape) or any(
+                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:])):
                 which = f"x[{k}]" if len(xs) > 1 else "x"
                 raise ValueError(f"[{where}] {which} has samples of shape {tuple(a.shape[1:])}, "
                                  f"but the model expects {tuple(t.shape[1:])}")
@@ -786,6 +788,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                              "optional sample weights")
         return len(spec)
 
+    @keeps_graph
     def fit(self, x=None, y=None, batch_size=None, epochs: int = 1, verbose="auto",
             callbacks=None, validation_split: float = 0.0, validation_data=None,
             shuffle: bool = True, class_weight=None, sample_weight=None, initial_epoch: int = 0,
@@ -873,6 +876,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                 n_in = len(self._inputs) or 1  # not built: one input
                 shapes = [tuple(s.shape) for s in spec[:n_in]]
                 self.build(shapes if len(shapes) > 1 else shapes[0])
+            self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
+                             "fit", verbose)
             n_parts = self._dataset_parts(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
@@ -891,6 +896,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
                 raise ValueError(f"[fit] batch_size must be a positive int, got {batch_size!r}")
             xs = self._prepare_x(x, "fit")
+            self._specialize([a.shape[1:] for a in xs], "fit", verbose)
             n = len(xs[0])
             if y is None:
                 raise ValueError("[fit] y (the labels) is required with array inputs")
@@ -1415,6 +1421,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         return _cb.CallbackList(callbacks, model=self, where=where,
                                 params={"verbose": verbose, "epochs": 1, "steps": steps})
 
+    @keeps_graph
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict: bool = False, _cbs=None):
         """The loss (and metrics) over (x, y), in inference mode, like Keras:
@@ -1430,6 +1437,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             ds = x
             if not self.built:
                 raise RuntimeError("[evaluate] the model is not built")
+            self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
+                             "evaluate", verbose)
             n_parts = self._dataset_parts(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:
@@ -1441,6 +1450,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             batches = (b.arrays for b in ds.epoch_batches(0))
         else:
             xs = self._prepare_x(x, "evaluate")
+            self._specialize([a.shape[1:] for a in xs], "evaluate", verbose)
             ys = self._prepare_y(y, len(xs[0]), "evaluate")
             sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
             self._label_specs_from(ys)
@@ -1484,6 +1494,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         values = list(result.values())
         return values[0] if len(values) == 1 else values
 
+    @keeps_graph
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs for x, in inference mode: one array (a list
         for several outputs). callbacks: their on_predict_begin,
@@ -1497,6 +1508,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
         else:
             xs = self._prepare_x(x, "predict")
+        self._specialize([a.shape[1:] for a in xs], "predict", verbose)
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
@@ -1555,7 +1567,8 @@ class Sequential(Model):
             self._stack.append(layer)
         self.layers = list(self._stack)
         if input_shape is None and self._stack and self._stack[0].declared_input_shape:
-            input_shape = self._stack[0].declared_input_shape  # Keras: on the first layer
+            # Keras: on the first layer, one sample's shape (None: unknown length)
+            input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
         if input_shape is None:
             input_shape = self._declared_input
         if input_shape is not None:

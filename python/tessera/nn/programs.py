@@ -13,7 +13,7 @@ import numpy as np
 from .. import _core
 from .clipping import SplitNorms
 from .layers import Context
-from .symbolic import GraphWriter
+from .symbolic import GraphWriter, KerasTensor
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
 
@@ -244,7 +244,9 @@ class ProgramsMixin:
             if t.id in adds:
                 # the batch normalization input has added the other one
                 return exprs[[i.id for i in ins].index(adds[t.id])]
-            static = dict(t.kwargs)
+            # masks (KerasTensor arguments) as the expressions computing them
+            static = {k: (w.expr(v) if isinstance(v, KerasTensor) else v)
+                      for k, v in t.kwargs.items()}
             forced = static.pop("training", None)
             train = training if forced is None else ("true" if forced else "false")
             number = next(counter)
@@ -267,6 +269,10 @@ class ProgramsMixin:
         writer = GraphWriter(bound, param, layer_code, prefix="h")
         with collecting_program_losses() as added:  # Layer.add_loss
             outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+            # the outputs' masks (Keras weights the loss by them), for _loss_text
+            self._out_masks = None if "targets" in part else [
+                None if getattr(o, "_keras_mask", None) is None else writer.expr(o._keras_mask)
+                for o in self._outputs]
         if added and part:
             raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
                              "stages yet (the added loss would be left out)")
@@ -276,10 +282,12 @@ class ProgramsMixin:
                 param(self._owner[v][0], self._owner[v][1].name)
         return writer.stmts, outs, stats
 
-    def _loss_ctx(self):
+    def _loss_ctx(self, prefix: str = "_loss"):
+        """A context for the loss's (or, prefix "_met", the metrics')
+        statements: their names differ, since both land in one block."""
         count = iter(range(1 << 30))
         stmts: list = []
-        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"_loss{next(count)}",
+        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"{prefix}{next(count)}",
                       None, None)
         return ctx, stmts
 
@@ -298,7 +306,18 @@ class ProgramsMixin:
                 continue
             spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
             out_shape = self._outputs[k].shape[1:]
-            if sw is None:
+            mask = self._output_mask_expr(k)
+            if mask is not None:
+                # Keras's apply_mask: the mask as weights scaled by total /
+                # valid entries, so the mean is over the unmasked ones
+                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+                mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
+                scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
+                lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+                wsw = "" if sw is None else \
+                    f" * reshape(astype({sw}, dtype_name({per})), {lead})"
+                e = f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
+            elif sw is None:
                 e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
             else:
                 per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
@@ -318,12 +337,58 @@ class ProgramsMixin:
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
+    def _aux_masks(self, outs: str):
+        """The outputs' masks as the loss function's aux value `outs` holds
+        them (after the outputs; _loss_fn)."""
+        n, j, masks = len(self._outputs), 0, []
+        for o in self._outputs:
+            if getattr(o, "_keras_mask", None) is None:
+                masks.append(None)
+            else:
+                masks.append(f"{outs}[{n + j}]")
+                j += 1
+        self._out_masks = masks
+
+    def _output_mask_expr(self, k):
+        """The expression of output k's mask (None without one)."""
+        if getattr(self._outputs[k], "_keras_mask", None) is None:
+            return None
+        masks = getattr(self, "_out_masks", None)
+        if masks is None:
+            raise ValueError(f"[{self.kind}] output {k} carries a mask (Keras weights its loss "
+                             "by it), which pipeline stages do not support yet; drop the mask "
+                             "before the output (a layer that does not pass it on)")
+        return masks[k]
+
     def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
         """(statements, expressions): every metric's sums (float64), in order;
         `counts`, a list, gets each metric's number of sums."""
-        ctx, stmts = self._loss_ctx()
+        ctx, stmts = self._loss_ctx("_met")
         out = []
+        from .metrics import MeanMetricWrapper  # noqa: PLC0415
+
         for k, ms in enumerate(self._compiled.metrics):
+            mask = self._output_mask_expr(k) if ms else None
+            if mask is not None:
+                # Keras's MeanMetricWrapper: the mask (times the sample
+                # weights) weights each value
+                bad = [m.name for m in ms if not isinstance(m, MeanMetricWrapper)]
+                if bad:
+                    raise ValueError(f"[compile] metrics {bad} of output {k}, which carries a "
+                                     "mask: Keras weights them by the mask, which tessera does "
+                                     "for mean metrics ('accuracy', 'mae', ...) only so far")
+                mf = ctx.define("mmask", f"astype({mask}, \"float64\")")
+                if sw is not None:
+                    lead = [-1] + [1] * (len(self._outputs[k].shape) - 2)
+                    mf = ctx.define("mmask", f"{mf} * reshape(astype({sw}, \"float64\"), "
+                                             f"{lead})")
+                for m in ms:
+                    v = ctx.define("mval", f"astype({m.values(ys[k], hs[k])}, \"float64\")")
+                    wv = ctx.define("mw", f"broadcast_to({mf}, shape({v}))")
+                    out += [f"sum({v} * {wv})", f"sum({wv})"]
+                    if counts is not None:
+                        counts.append(2)
+                continue
             for m in ms:
                 stateful = getattr(m, "_stateful", None)
                 # the whole batch: written for the model's own label variables
@@ -362,6 +427,10 @@ class ProgramsMixin:
         xs, ys = self._names()
         hs = [f"h{k}" for k in range(len(self._outputs))]
         counts: list = []
+        # all-true stand-ins of the outputs' masks, shaped (batch, steps)
+        self._out_masks = [None if getattr(o, "_keras_mask", None) is None else
+                           f"not_equal(sum(abs({h}), axis=-1), -1.0)"
+                           for o, h in zip(self._outputs, hs)]
         stmts, exprs = self._metric_exprs(ys, hs, None, counts)
         body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
         prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
@@ -506,7 +575,9 @@ class ProgramsMixin:
                              "train in one process without deterministic=True, or write the "
                              "term as a loss or a regularizer")
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
-        aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
+        # the outputs' masks follow the outputs (for the metrics, _aux_masks)
+        masks = [m for m in (self._out_masks or []) if m is not None]
+        aux = [f"list({', '.join(hs + masks)})"] + [s for _, s in stats]
         held = P if gather is None else gather.shards if gather.stage == 3 else \
             gather.shards + [gather.whole_name(v) for v in P]
         args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
@@ -593,7 +664,21 @@ class ProgramsMixin:
                 off += n
         return lines
 
+    def _split_batch_masks(self, how: str):
+        """A masked loss is normalized by the whole batch's unmasked count
+        (Keras); a batch split in chunks or over localities would divide by
+        each part's own: refused rather than silently different."""
+        masked = [k for k, o in enumerate(self._outputs)
+                  if getattr(o, "_keras_mask", None) is not None]
+        if masked:
+            raise ValueError(f"[fit] outputs {masked} carry a mask (Keras normalizes their loss "
+                             f"by the batch's unmasked steps), which {how} does not support yet "
+                             "(each part would normalize by its own); fit in one locality "
+                             "without deterministic=")
+
     def _train_program(self, P, S, data_parallel=False, weighted=False, zero=None):
+        if data_parallel:
+            self._split_batch_masks("data-parallel training")
         # Data parallel: each locality's loss is weighted by its share of the
         # global batch, so the sum of the localities' gradients is the global
         # batch's gradient; the sums run in gradient buckets that the
@@ -654,6 +739,7 @@ class ProgramsMixin:
             lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
         hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
+        self._aux_masks("r_aux[0]")
         mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
@@ -702,6 +788,7 @@ class ProgramsMixin:
         finish the same fixed sum on the slice only; stage 3 all-gathers the
         parameters first. Global-norm clipping sums squares of fixed blocks
         of the buckets in a fixed order (zero.py), with or without ZeRO."""
+        self._split_batch_masks("deterministic training (chunked batches)")
         loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
@@ -720,6 +807,7 @@ class ProgramsMixin:
             aux = [f"astype(r_{j}[0], \"float64\")"]
             cys = [f"{y}_{j}" for y in ys]
             chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
+            self._aux_masks(f"r_{j}[2][0]")
             mstmts, mets = self._metric_exprs(cys, chs, f"sw_{j}" if weighted else None)
             aux += [f"ravel({e})" for e in mets]
             for s_i, (bn, _) in enumerate(stats):

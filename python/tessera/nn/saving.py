@@ -344,7 +344,7 @@ def builtin_classes() -> dict:
         from .. import optim  # noqa: PLC0415
         from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
                        metrics, parallel, parallel_layers, parallel_losses, recurrent,
-                       regularizers)
+                       regularizers, wrappers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
@@ -353,7 +353,8 @@ def builtin_classes() -> dict:
                     obj.__module__ == mod.__name__}
 
         _BUILTIN = {
-            "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers),
+            "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers,
+                             wrappers),
                             layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
@@ -609,7 +610,8 @@ def _architecture(model, where="save", objects=None) -> dict:
             nodes.append({"op": "item", "node": ids[t.args[0].id], "index": t.args[1]})
         elif t.op == "layer":
             layer, ins, multi = t.args
-            static = {k: v for k, v in t.kwargs.items() if k != "_template"}
+            auto = getattr(t, "auto_mask_keys", ())  # taken again on load
+            static = {k: v for k, v in t.kwargs.items() if k != "_template" and k not in auto}
             nodes.append({"op": "layer", "layer": layer_ref(layer),
                           "inputs": [ids[i.id] for i in ins], "multi": bool(multi),
                           "custom": layer._is_custom(), "kwargs": _encode(static, where)})
