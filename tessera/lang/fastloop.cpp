@@ -1142,6 +1142,9 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       } else {
         int64_t undo_count = 0;
         const int32_t status = im.run_native(*code, st, last, undo_log, undo_count);
+        if (debug() && status != kNativeCheckpoint)
+          std::fprintf(stderr, "[fast loops] %s: native code returned %d after turn %lld\n",
+                       im.where.c_str(), status, static_cast<long long>(turns));
         if (status == kNativeDone) {
           im.write_back(frame, st);
           result = Impl::to_value(last, st);
