@@ -169,11 +169,28 @@ struct Refuse {
 // differ), as an i8 kind and an i64 payload; it can only become the loop's
 // value. Arr: the register holding the array.
 constexpr int kDyn = 100;
+// s: for a number whose kind is NumPy's or Python's depending on the turn (a
+// variable that holds 0.0, then s + x[i]), an i1 "strong" and k the Python
+// kind; null when k says it all.
 struct CV {
   int k = Reg::Nil;
   llvm::Value* v = nullptr;
   llvm::Value* p = nullptr;  // Dyn's payload
   int arr = -1;
+  llvm::Value* s = nullptr;
+};
+
+Reg::Kind py_kind(Reg::Kind k) {
+  return k == Reg::NpBool ? Reg::PyBool : k == Reg::NpInt ? Reg::PyInt : k == Reg::NpFloat ? Reg::PyFloat : k;
+}
+Reg::Kind np_kind(Reg::Kind k) {
+  return k == Reg::PyBool ? Reg::NpBool : k == Reg::PyInt ? Reg::NpInt : k == Reg::PyFloat ? Reg::NpFloat : k;
+}
+
+// Thrown when a variable turns out to hold both Python's and NumPy's kind of
+// one family: the function is generated again with it dynamic.
+struct Retry {
+  int reg;
 };
 
 struct Gen {
@@ -208,9 +225,13 @@ struct Gen {
   };
   std::vector<LoopTargets> loops;
 
+  const std::vector<bool>& dyn;  // registers whose strongness is dynamic
+  std::vector<llvm::Value*> strong;  // their i1 allocas
+
   Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
-      const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m)
-      : im(im_), regs(regs_), arrays(arrays_), ctx(c), mod(m), b(c) {
+      const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m,
+      const std::vector<bool>& dyn_)
+      : im(im_), regs(regs_), arrays(arrays_), ctx(c), mod(m), b(c), dyn(dyn_) {
     i1 = b.getInt1Ty();
     i8 = b.getInt8Ty();
     i32 = b.getInt32Ty();
@@ -243,7 +264,24 @@ struct Gen {
     if (is_int(static_cast<Reg::Kind>(v.k))) return v.v;
     return b.CreateBitCast(v.v, i64);
   }
-  llvm::Value* kind_of(const CV& v) { return v.k == kDyn ? v.v : b.getInt8(v.k); }
+  llvm::Value* kind_of(const CV& v) {
+    if (v.k == kDyn) return v.v;
+    if (v.s) return b.CreateSelect(v.s, b.getInt8(np_kind(static_cast<Reg::Kind>(v.k))), b.getInt8(v.k));
+    return b.getInt8(v.k);
+  }
+  llvm::Value* strong_of(const CV& v) {
+    return v.s ? v.s : b.getInt1(is_strong(static_cast<Reg::Kind>(v.k)));
+  }
+  // A number of Python kind `py` whose strongness is `s`.
+  CV mk(int py, llvm::Value* v, llvm::Value* s) {
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(s)) {
+      return CV{c->isOne() ? np_kind(static_cast<Reg::Kind>(py)) : py, v};
+    }
+    CV r{py, v};
+    r.s = s;
+    return r;
+  }
+  bool static_strong(const CV& v) { return !v.s && is_strong(static_cast<Reg::Kind>(v.k)); }
 
   void dead_block() {
     b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "dead", fn));
@@ -292,6 +330,7 @@ struct Gen {
     if (n.op != Op::Logic) return truth(eval(n));
     CV a = eval(n.kids[0]);
     if (!is_scalar(static_cast<Reg::Kind>(a.k))) throw Refuse{"'and'/'or' of a non-scalar"};
+    if (a.s) throw Refuse{"'and'/'or' of a number whose kind varies"};
     llvm::Value* ta = truth(a);
     if (is_strong(static_cast<Reg::Kind>(a.k))) {
       llvm::Value* tb = cond(n.kids[1]);
@@ -324,7 +363,9 @@ struct Gen {
     if (k == Reg::Undef) throw Refuse{"a variable is read before the loop assigns it"};
     if (!is_scalar(k)) throw Refuse{std::string("a variable holds a ") + kind_name(k)};
     if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
-    return CV{k, b.CreateLoad(type_of(k), val[r])};
+    CV v{k, b.CreateLoad(type_of(k), val[r])};
+    if (dyn[r]) v.s = b.CreateLoad(i1, strong[r]);
+    return v;
   }
   void write(int r, const CV& v) {
     if (v.k == Reg::Arr && kind[r] == Reg::Arr && v.arr == r) {  // x = setitem(x, v, i)
@@ -335,11 +376,23 @@ struct Gen {
       throw Refuse{"a variable is assigned a value that is not a bool, int or float"};
     }
     if (kind[r] == Reg::Undef) {  // first assignment of a variable undefined so far
-      kind[r] = static_cast<Reg::Kind>(v.k);
+      kind[r] = dyn[r] ? py_kind(static_cast<Reg::Kind>(v.k)) : static_cast<Reg::Kind>(v.k);
+      if (v.s && !dyn[r]) throw Retry{r};
       llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
       val[r] = e.CreateAlloca(type_of(kind[r]));
+      if (dyn[r]) strong[r] = e.CreateAlloca(i1);
     }
     if (!is_scalar(kind[r])) throw Refuse{"a variable that held no number is assigned one"};
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (py_kind(kind[r]) == py_kind(vk) && (dyn[r] || v.s || kind[r] != vk)) {
+      // The same family, Python's or NumPy's kind by turns.
+      if (!dyn[r]) throw Retry{r};
+      b.CreateStore(v.v, val[r]);
+      b.CreateStore(strong_of(v), strong[r]);
+      b.CreateStore(b.getTrue(), def[r]);
+      b.CreateStore(b.getInt8(1), asg[r]);
+      return;
+    }
     if (kind[r] != v.k) {
       // The variable changes kind (s = 0, then s += x[i]): the interpreter's.
       bail_if(b.getTrue());
@@ -351,9 +404,13 @@ struct Gen {
   }
 
   // ---- arithmetic (int_op / float_op of fastloop.cpp)
-  CV int_op(Fast f, bool strong, llvm::Value* x, llvm::Value* y) {
-    const int ik = strong ? Reg::NpInt : Reg::PyInt;
-    const int bk = strong ? Reg::NpBool : Reg::PyBool;
+  CV int_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+    CV r = int_op0(f, x, y);
+    return mk(r.k, r.v, strong);
+  }
+  CV int_op0(Fast f, llvm::Value* x, llvm::Value* y) {
+    const int ik = Reg::PyInt;
+    const int bk = Reg::PyBool;
     auto ovf = [&](llvm::Intrinsic::ID id) {
       llvm::Value* r = b.CreateBinaryIntrinsic(id, x, y);
       bail_if(b.CreateExtractValue(r, 1));
@@ -368,8 +425,7 @@ struct Gen {
         return ovf(llvm::Intrinsic::smul_with_overflow);
       case Fast::div:
         bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
-        return CV{strong ? Reg::NpFloat : Reg::PyFloat,
-                  b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
+        return CV{Reg::PyFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
       case Fast::lt:
         return CV{bk, b.CreateICmpSLT(x, y)};
       case Fast::le:
@@ -413,9 +469,13 @@ struct Gen {
     }
   }
 
-  CV float_op(Fast f, bool strong, llvm::Value* x, llvm::Value* y) {
-    const int fk = strong ? Reg::NpFloat : Reg::PyFloat;
-    const int bk = strong ? Reg::NpBool : Reg::PyBool;
+  CV float_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+    CV r = float_op0(f, x, y);
+    return mk(r.k, r.v, strong);
+  }
+  CV float_op0(Fast f, llvm::Value* x, llvm::Value* y) {
+    const int fk = Reg::PyFloat;
+    const int bk = Reg::PyBool;
     switch (f) {
       case Fast::add:
         return CV{fk, b.CreateFAdd(x, y)};
@@ -460,7 +520,7 @@ struct Gen {
     if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
     if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
     CV r;
-    const bool strong = is_strong(ka) || is_strong(kb);
+    llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
     if (is_float(ka) && is_float(kb)) {
       r = float_op(n.fast, strong, a.v, c.v);
     } else if (is_int(ka) && is_int(kb)) {
@@ -591,7 +651,8 @@ struct Gen {
     if (vk == Reg::PyInt && (e.dt == DType::int32 || e.dt == DType::uint8)) {
       const int64_t lo = e.dt == DType::int32 ? INT32_MIN : 0;
       const int64_t hi = e.dt == DType::int32 ? INT32_MAX : 255;
-      bail_if(b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi))));
+      llvm::Value* out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi)));
+      bail_if(v.s ? b.CreateAnd(b.CreateNot(v.s), out) : out);
     }
     // element_cast<T>(v)
     llvm::Value* x;
@@ -646,18 +707,18 @@ struct Gen {
     CV v = eval(n.kids[0]);
     const auto vk = static_cast<Reg::Kind>(v.k);
     if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"astype of a non-scalar"};
-    const bool strong = is_strong(vk);
+    llvm::Value* strong = strong_of(v);
     llvm::Value* f = is_float(vk) ? v.v : is_bool(vk) ? b.CreateUIToFP(v.v, f64) : b.CreateSIToFP(v.v, f64);
     CV r;
     switch (n.cast_to) {
       case DType::int64:
-        r = CV{strong ? Reg::NpInt : Reg::PyInt, is_int(vk) ? v.v : float_to_int(f, i64, false)};
+        r = mk(Reg::PyInt, is_int(vk) ? v.v : float_to_int(f, i64, false), strong);
         break;
       case DType::float64:
-        r = CV{strong ? Reg::NpFloat : Reg::PyFloat, f};
+        r = mk(Reg::PyFloat, f, strong);
         break;
       default:
-        r = CV{strong ? Reg::NpBool : Reg::PyBool, truth(v)};
+        r = mk(Reg::PyBool, truth(v), strong);
         break;
     }
     count(n.counter);
@@ -688,6 +749,22 @@ struct Gen {
     if (!is_int(vk) && !is_float(vk)) throw Refuse{"'" + n.spec->name + "' of a non-number"};
     // The primitive on a sample of that kind: its result's kind, and its
     // value checked against the function computed here.
+    if (v.s) {
+      // Python's or NumPy's number by turns: both must give one kind.
+      CV py{vk, v.v}, np_{np_kind(vk), v.v};
+      const int k1 = probe(n, it->second, py), k2 = probe(n, it->second, np_);
+      if (k1 == k2) return finish_call(n, it->second, v, k1);
+      if (k2 != np_kind(static_cast<Reg::Kind>(k1)))
+        throw Refuse{"'" + n.spec->name + "' of a number whose kind varies"};
+      CV r = finish_call(n, it->second, v, k1);  // Python's in, Python's out; NumPy's, NumPy's
+      r.s = v.s;
+      return r;
+    }
+    return finish_call(n, it->second, v, probe(n, it->second, v));
+  }
+
+  int probe(const FNode& n, UnaryOp op, const CV& v) {
+    const auto vk = static_cast<Reg::Kind>(v.k);
     Value sample = vk == Reg::PyFloat ? Value(0.375)
                    : vk == Reg::NpFloat ? Value(Array::scalar(0.375))
                    : vk == Reg::PyInt   ? Value(int64_t{3})
@@ -709,12 +786,16 @@ struct Gen {
     } else {
       throw Refuse{"'" + n.spec->name + "' of a " + kind_name(vk) + " does not give a float"};
     }
-    const double want = native_unary(static_cast<int32_t>(it->second), xs);
+    const double want = native_unary(static_cast<int32_t>(op), xs);
     if (std::memcmp(&got, &want, 8) != 0)
       throw Refuse{"'" + n.spec->name + "' computes differently"};
+    return rk;
+  }
+
+  CV finish_call(const FNode& n, UnaryOp op, const CV& v, int rk) {
     llvm::Value* x = as_double(v);
     llvm::Value* r;
-    switch (it->second) {
+    switch (op) {
       case UnaryOp::sqrt:
         r = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
         break;
@@ -733,7 +814,7 @@ struct Gen {
       default: {
         auto* t = llvm::FunctionType::get(f64, {i32, f64}, false);
         r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_unary), t),
-                         {b.getInt32(static_cast<int32_t>(it->second)), x});
+                         {b.getInt32(static_cast<int32_t>(op)), x});
       }
     }
     // A NaN of a number that is not NaN (sqrt(-1), log(-1)) or an infinity
@@ -790,6 +871,7 @@ struct Gen {
         CV a = eval(n.kids[0]);
         const auto ka = static_cast<Reg::Kind>(a.k);
         if (!is_scalar(ka)) throw Refuse{"'and'/'or' of a non-scalar"};
+        if (a.s) throw Refuse{"'and'/'or' of a number whose kind varies"};
         llvm::Value* ta = truth(a);
         if (is_strong(ka)) {
           CV c = eval(n.kids[1]);
@@ -808,7 +890,7 @@ struct Gen {
         b.SetInsertPoint(rhs);
         CV c = eval(n.kids[1]);
         const auto kc = static_cast<Reg::Kind>(c.k);
-        if (!is_scalar(kc) || is_strong(kc))
+        if (!is_scalar(kc) || is_strong(kc) || c.s)
           throw Refuse{"'and'/'or' whose value's kind varies"};
         llvm::Value* tb = truth(c);
         llvm::BasicBlock* rhs_end = b.GetInsertBlock();
@@ -836,6 +918,29 @@ struct Gen {
 
   // Merges two values coming from `ba` and `bb` into `at` (the current block).
   CV merge(const CV& a, llvm::BasicBlock* ba, const CV& c, llvm::BasicBlock* bc) {
+    const bool numbers = a.k != kDyn && c.k != kDyn && is_scalar(static_cast<Reg::Kind>(a.k)) &&
+                         is_scalar(static_cast<Reg::Kind>(c.k));
+    if (numbers && py_kind(static_cast<Reg::Kind>(a.k)) == py_kind(static_cast<Reg::Kind>(c.k)) &&
+        (a.s || c.s || a.k != c.k)) {
+      auto sa = [&](llvm::BasicBlock* from, const CV& v) {
+        auto ip = b.saveIP();
+        b.SetInsertPoint(from->getTerminator());
+        llvm::Value* r = strong_of(v);
+        b.restoreIP(ip);
+        return r;
+      };
+      llvm::Value* s1 = sa(ba, a);
+      llvm::Value* s2 = sa(bc, c);
+      llvm::PHINode* phi = b.CreatePHI(a.v->getType(), 2);
+      phi->addIncoming(a.v, ba);
+      phi->addIncoming(c.v, bc);
+      llvm::PHINode* ps = b.CreatePHI(i1, 2);
+      ps->addIncoming(s1, ba);
+      ps->addIncoming(s2, bc);
+      CV r{py_kind(static_cast<Reg::Kind>(a.k)), phi};
+      r.s = ps;
+      return r;
+    }
     if (a.k == c.k && a.k != kDyn && a.k != Reg::Arr) {
       if (a.k == Reg::Nil) return a;
       llvm::PHINode* phi = b.CreatePHI(a.v->getType(), 2);
@@ -936,6 +1041,7 @@ struct Gen {
     arr_shape.assign(nr, {});
     arr_stride.assign(nr, {});
     arr_payload.assign(nr, nullptr);
+    strong.assign(nr, nullptr);
     llvm::Value* regp = ctx_ptr(offsetof(NativeCtx, regs));
     llvm::Value* asgp = ctx_ptr(offsetof(NativeCtx, assigned));
     llvm::Value* arrp = ctx_ptr(offsetof(NativeCtx, arrays));
@@ -948,6 +1054,11 @@ struct Gen {
       asg[r] = b.CreateAlloca(i8);
       b.CreateStore(b.CreateLoad(i8, b.CreateConstInBoundsGEP1_64(i8, asgp, r)), asg[r]);
       llvm::Value* payload = field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64);
+      if (dyn[r]) {
+        strong[r] = b.CreateAlloca(i1);
+        b.CreateStore(b.getInt1(is_strong(k)), strong[r]);
+        kind[r] = py_kind(k);
+      }
       if (is_scalar(k)) {
         val[r] = b.CreateAlloca(type_of(k));
         llvm::Value* x = b.CreateLoad(i64, payload);
@@ -1029,9 +1140,10 @@ struct Gen {
       if (!is_scalar(kind[r])) continue;
       llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
       llvm::Value* d = b.CreateLoad(i1, def[r]);
-      b.CreateStore(b.CreateSelect(d, b.getInt8(kind[r]), b.getInt8(Reg::Undef)), kp);
       llvm::Value* x = b.CreateLoad(type_of(kind[r]), val[r]);
       CV cv{kind[r], x};
+      if (dyn[r]) cv.s = b.CreateLoad(i1, strong[r]);
+      b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
       b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
       b.CreateStore(b.CreateLoad(i8, asg[r]), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
     }
@@ -1077,12 +1189,25 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     std::lock_guard<std::mutex> lock(j.mu);
     name = "tessera_loop_" + std::to_string(j.next++);
   }
-  try {
-    Gen g(im, regs, arrays, *context, *mod);
-    g.build(name);
-  } catch (const Refuse& r) {
-    why = r.why;
-    return nullptr;
+  std::vector<bool> dyn(regs.size(), false);
+  for (;;) {
+    try {
+      Gen g(im, regs, arrays, *context, *mod, dyn);
+      g.build(name);
+      break;
+    } catch (const Refuse& r) {
+      why = r.why;
+      return nullptr;
+    } catch (const Retry& r) {
+      if (dyn[r.reg]) {
+        why = "internal error: a variable's kind could not be settled";
+        return nullptr;
+      }
+      dyn[r.reg] = true;
+      mod = std::make_unique<llvm::Module>("tessera_loop", *context);
+      mod->setDataLayout(j.lljit->getDataLayout());
+      mod->setTargetTriple(j.lljit->getTargetTriple().str());
+    }
   }
   std::string verify;
   llvm::raw_string_ostream os(verify);

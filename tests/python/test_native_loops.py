@@ -164,7 +164,37 @@ def wraps(a):
     return s
 
 
+def row_norms(a, lengths):
+    # s is a Python float at each row's start and a NumPy float after its
+    # first element (Python's and NumPy's kinds by turns); a row of length 0
+    # leaves it a Python float, which the result must show.
+    out = np.zeros(a.shape[0])
+    last = 0.0
+    for i in range(len(lengths)):
+        s = 0.0
+        for j in range(lengths[i]):
+            s += a[i, j] * a[i, j]
+        out[i] = np.sqrt(s)
+        last = s
+    return out, last
+
+
+def int_kinds(a):
+    k = 0
+    resets = 0
+    for i in range(len(a)):
+        if k > 50:
+            k = 0  # a Python int again
+            resets += 1
+        else:
+            k = k + a[i]  # NumPy's int64
+    return k, resets
+
+
 CASES = [
+    (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
+    (int_kinds, (np.arange(40, dtype=np.int64),)),
+    (int_kinds, (np.arange(41, dtype=np.int64),)),
     (sum_squares, (np.arange(1000.0), 1000)),
     (mandelbrot, (-2.0, 1.0, -1.5, 1.5, 40, 30, 50)),
     (collatz, (300,)),
@@ -187,7 +217,7 @@ EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int6
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ for f, _ in CASES])
+@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_native_loops_agree_with_python(f, args):
     check(f, *args)
 
