@@ -551,7 +551,22 @@ struct Gen {
     return off;
   }
 
+  bool arr_var(const FNode& k) { return k.op == Op::Var && kind[k.reg] == Reg::Arr; }
+
   CV getitem(const FNode& n) {
+    // x.shape[d] of an array variable with a constant d: a Python int.
+    const FNode& x = n.kids[0];
+    if (x.op == Op::Call && x.spec->name == "shape" && x.kids.size() == 1 && arr_var(x.kids[0]) &&
+        n.kids.size() == 2 && n.kids[1].op == Op::Const && n.kids[1].constant.k == Reg::PyInt) {
+      const int r = x.kids[0].reg;
+      const ArrEntry& e = arrays[regs[r].a];
+      int64_t d = n.kids[1].constant.i;
+      if (d < 0) d += e.nd;
+      if (!e.indexable || d < 0 || d >= e.nd) throw Refuse{"x.shape[d] with d out of range"};
+      count(x.slot);
+      count(n.counter);
+      return CV{Reg::PyInt, arr_shape[r][d]};
+    }
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"indexing what is not an array variable"};
     const int r = n.kids[0].reg;
@@ -741,6 +756,13 @@ struct Gen {
         {"sinh", UnaryOp::sinh},   {"cosh", UnaryOp::cosh},
         {"arcsin", UnaryOp::arcsin}, {"arccos", UnaryOp::arccos},
         {"rint", UnaryOp::rint}};
+    if (n.spec->name == "len" && n.kids.size() == 1 && arr_var(n.kids[0])) {
+      const int r = n.kids[0].reg;
+      const ArrEntry& e = arrays[regs[r].a];
+      if (!e.indexable || e.nd < 1) throw Refuse{"len() of a 0-d array"};
+      count(n.slot);
+      return CV{Reg::PyInt, arr_shape[r][0]};
+    }
     auto it = ops.find(n.spec->name);
     if (it == ops.end() || n.kids.size() != 1)
       throw Refuse{"'" + n.spec->name + "' has no native code"};

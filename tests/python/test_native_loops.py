@@ -191,7 +191,21 @@ def int_kinds(a):
     return k, resets
 
 
+def conv2d(img, k):
+    # k.shape[d] and len(k) read inside the loops
+    out = np.zeros((img.shape[0] - k.shape[0] + 1, img.shape[1] - k.shape[1] + 1))
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            s = 0.0
+            for a in range(len(k)):
+                for b in range(k.shape[-1]):
+                    s += img[i + a, j + b] * k[a, b]
+            out[i, j] = s
+    return out
+
+
 CASES = [
+    (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
     (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
     (int_kinds, (np.arange(40, dtype=np.int64),)),
     (int_kinds, (np.arange(41, dtype=np.int64),)),
