@@ -1033,7 +1033,7 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.last = last;
   const int32_t status = code.fn(&c);
   undo_count = c.undo_n;
-  if (status != kNativeBail) last = c.last;
+  last = c.last;
   return status;
 }
 
@@ -1155,13 +1155,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
           since = kCheckpointTurns;
           continue;
         }
-        // Bail: the writes undone, the interpreter redoes the turns since
-        // the checkpoint and meets what stopped the native code itself.
+        // Bail: the registers, counters and the loop's value are as at
+        // the start of the turn that stopped, its element writes undone
+        // here; the interpreter takes a checkpoint there and redoes that
+        // turn, meeting what stopped the native code itself.
         native_undo(undo_log.data(), undo_count);
-        im.rollback(st, arrays_before, objects_before);
-        last = saved_last;
         native = false;
-        since = 0;
+        since = kCheckpointTurns;
       }
     }
     ++since;

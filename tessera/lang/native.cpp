@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include <map>
@@ -1156,31 +1157,53 @@ struct Gen {
     exit_with(done, kNativeDone);
     exit_with(checkpoint, kNativeCheckpoint);
     exit_with(interrupted, kNativeInterrupt);
-    // The registers, counters and the loop's value back.
+    // The registers, counters and the loop's value back: at an exit as they
+    // are; at a bail as they were at the start of the turn (the turn is
+    // the interpreter's to redo, its element writes undone by the caller
+    // from the log, which holds this turn's writes only).
+    auto store_state = [&](const std::function<llvm::Value*(llvm::Value*, llvm::Type*)>& get) {
+      llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
+      for (size_t r = 0; r < nr; ++r) {
+        if (!is_scalar(kind[r])) continue;
+        llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
+        llvm::Value* d = get(def[r], i1);
+        CV cv{kind[r], get(val[r], type_of(kind[r]))};
+        if (dyn[r]) cv.s = get(strong[r], i1);
+        b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
+        b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+        b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+      }
+      for (auto& [slot, a] : counts) {
+        llvm::Value* p = field(cp, static_cast<int64_t>(slot) * 8, i64);
+        b.CreateStore(b.CreateAdd(b.CreateLoad(i64, p), get(a, i64)), p);
+      }
+      b.CreateStore(get(last_k, i8), field(cptr, offsetof(NativeCtx, last), i8));
+      b.CreateStore(get(last_p, i64), field(cptr, offsetof(NativeCtx, last) + 8, i64));
+      b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+    };
     b.SetInsertPoint(exit);
+    store_state([&](llvm::Value* a, llvm::Type* t) { return b.CreateLoad(t, a); });
+    b.CreateRet(exit_code);
+    // The state at the start of each turn (loads that -O2 turns into the
+    // values live there), and the log emptied.
+    std::map<llvm::Value*, llvm::Value*> at_start;
+    b.SetInsertPoint(&*turn->getFirstInsertionPt());
+    auto snap = [&](llvm::Value* a, llvm::Type* t) {
+      if (a && !at_start.count(a)) at_start[a] = b.CreateLoad(t, a);
+    };
     for (size_t r = 0; r < nr; ++r) {
       if (!is_scalar(kind[r])) continue;
-      llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
-      llvm::Value* d = b.CreateLoad(i1, def[r]);
-      llvm::Value* x = b.CreateLoad(type_of(kind[r]), val[r]);
-      CV cv{kind[r], x};
-      if (dyn[r]) cv.s = b.CreateLoad(i1, strong[r]);
-      b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
-      b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
-      b.CreateStore(b.CreateLoad(i8, asg[r]), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+      snap(def[r], i1);
+      snap(val[r], type_of(kind[r]));
+      if (dyn[r]) snap(strong[r], i1);
+      snap(asg[r], i8);
     }
-    llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
-    for (auto& [slot, a] : counts) {
-      llvm::Value* p = field(cp, static_cast<int64_t>(slot) * 8, i64);
-      b.CreateStore(b.CreateAdd(b.CreateLoad(i64, p), b.CreateLoad(i64, a)), p);
-    }
-    b.CreateStore(b.CreateLoad(i8, last_k), field(cptr, offsetof(NativeCtx, last), i8));
-    b.CreateStore(b.CreateLoad(i64, last_p), field(cptr, offsetof(NativeCtx, last) + 8, i64));
-    b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
-    b.CreateRet(exit_code);
-    // Bail: only the log's length (its entries are undone by the caller).
+    for (auto& [slot, a] : counts) snap(a, i64);
+    snap(last_k, i8);
+    snap(last_p, i64);
+    b.CreateStore(b.getInt64(0), undo_n);
     b.SetInsertPoint(bail);
-    b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+    store_state([&](llvm::Value* a, llvm::Type*) { return at_start.at(a); });
     b.CreateRet(b.getInt32(kNativeBail));
     // Blocks left without a terminator after a break: unreachable.
     for (llvm::BasicBlock& bb : *fn) {

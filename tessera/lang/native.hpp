@@ -35,7 +35,7 @@ struct NativeCtx {
   uint8_t* assigned;          // in and out
   uint64_t* counts;           // in and out: evaluations of the counted nodes
   const NativeArray* arrays;  // per register (only Arr registers are read)
-  NativeUndo* undo;           // the log of element writes since the call began
+  NativeUndo* undo;           // the log of element writes of the current outer turn
   int64_t undo_n;
   int64_t undo_cap;
   std::vector<NativeUndo>* undo_store;  // grown by native_grow_undo
@@ -48,7 +48,8 @@ struct NativeCtx {
 enum NativeStatus : int32_t {
   kNativeDone = 0,        // the loop ended (condition false or break); registers written
   kNativeCheckpoint = 1,  // turns or writes reached the limits, between two turns
-  kNativeBail = 2,        // a turn met what only the interpreter or the general path does
+  kNativeBail = 2,  // a turn met what only the interpreter or the general path does: the state
+                    // is as at its start, and the log holds its writes
   kNativeInterrupt = 3,   // Ctrl-C seen between two turns; registers written
 };
 

@@ -204,7 +204,17 @@ def conv2d(img, k):
     return out
 
 
+def write_then_fail(x, y):
+    # The last turn writes x[i], then reads y out of range: the error comes
+    # after that write, which stays (as in Python).
+    for i in range(len(x)):
+        x[i] = i + 0.5
+        x[i] += y[i + 1]
+    return x
+
+
 CASES = [
+    (write_then_fail, (np.zeros(300), np.ones(300))),
     (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
     (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
     (int_kinds, (np.arange(40, dtype=np.int64),)),
