@@ -149,7 +149,8 @@ def main():
     print(machine_line())
     print(f"ranks: N on this machine (oversubscribed), 1 thread each; times: medians of "
           f"{args.repeats} single calls; messages and bytes: the most any rank sends for one "
-          f"all-reduce (data: on tessera's data communicator, the rest is the agreement round)")
+          f"all-reduce (data: on tessera's data communicator; the rest goes on the agreement "
+          f"round's, whose cached messages also carry halving's and doubling's reduce-scatter)")
     results = {"machine": machine_line(), "repeats": args.repeats, "rows": [], "baseline": [],
                "model": []}
     for n in ns:

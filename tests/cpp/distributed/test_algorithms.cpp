@@ -191,8 +191,8 @@ TEST(AllReduceAlgorithms, EachAgreesWithThePlainReduction) {
 
 // The one-process order of recursive doubling (reduce_doubling_order), which
 // the agreement rounds use for inline float sums, gives bitwise what the
-// doubling schedule gives over (simulated) messages, and for N = 3 the rank
-// order (x0 + x1) + x2.
+// doubling and halving schedules give over (simulated) messages, and for
+// N = 3 the rank order (x0 + x1) + x2.
 TEST(AllReduceAlgorithms, DoublingOrderInOneProcessMatchesTheSchedule) {
   for (int size = 1; size <= 17; ++size) {
     for (DType dt : {DType::float32, DType::float64, DType::int64}) {
@@ -212,6 +212,10 @@ TEST(AllReduceAlgorithms, DoublingOrderInOneProcessMatchesTheSchedule) {
           }
           Outcome run = simulate(Algorithm::doubling, size, n, dt, rop, in, 5);
           ASSERT_EQ(got, run.out[0]) << what;
+          // Halving's reduce-scatter pairs ranks at distance 1, 2, 4 ... as
+          // doubling does: every element in the same order, the same bits.
+          Outcome halved = simulate(Algorithm::halving, size, n, dt, rop, in, 7);
+          for (int r = 0; r < size; ++r) ASSERT_EQ(got, halved.out[r]) << what << " halving rank " << r;
           if (size == 3 && rop == ReduceOp::sum && dt != DType::int64) {
             for (int64_t i = 0; i < n; ++i) {
               if (dt == DType::float32) {
