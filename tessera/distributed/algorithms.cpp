@@ -307,9 +307,17 @@ double model_seconds(Algorithm a, int size, double bytes) {
   return 0.0;
 }
 
-Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements) {
+int host_count(const std::vector<int>& host_of) {
+  std::vector<int> hosts(host_of);
+  std::sort(hosts.begin(), hosts.end());
+  return static_cast<int>(std::unique(hosts.begin(), hosts.end()) - hosts.begin());
+}
+
+Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements,
+                           int hosts) {
   if (!s.automatic) return s.forced;
   if (bytes < kOwnMinBytes) return Algorithm::mpi;
+  if (hosts > 1 && hosts < size) return Algorithm::hierarchical;
   if (size == 2 || bytes / size >= kRingChunkMinBytes) return Algorithm::ring;
   if (elements < floor_pow2(size)) return Algorithm::doubling;
   double b = static_cast<double>(bytes);

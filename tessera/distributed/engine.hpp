@@ -170,8 +170,10 @@ struct Channel {
   // (site, key) of operations other members offered and this rank has not
   // issued yet, sorted (note_expected), and resolve's scratch for it.
   std::vector<std::pair<uint64_t, uint64_t>> expected, mine;
-  // Per group rank, its host (TESSERA_ALLREDUCE=hierarchical only; else empty).
+  // Per group rank, its host (auto or hierarchical; else empty), and the
+  // number of hosts (1 when empty).
   std::vector<int> host_of;
+  int hosts = 1;
   // The world rank of group rank r.
   int world_rank(int r) const { return members.empty() ? r : members[r]; }
 };
@@ -488,7 +490,8 @@ class Engine {
   // does not travel inline (algorithms.hpp: choose_algorithm).
   Algorithm algorithm_for(const Channel& ch, const Array& x) const {
     if (ch.size <= 1) return Algorithm::mpi;
-    return choose_algorithm(algorithm_, ch.size, static_cast<int64_t>(x.nbytes()), x.size());
+    return choose_algorithm(algorithm_, ch.size, static_cast<int64_t>(x.nbytes()), x.size(),
+                            ch.hosts);
   }
 
   // An all-reduce of op->x into op->out by `a` (not mpi) over point-to-point
@@ -504,7 +507,7 @@ class Engine {
   // For the hierarchical all-reduce: the host of each of comm's `size` ranks
   // (the lowest rank of comm sharing its memory, by MPI_Comm_split_type), or
   // with TESSERA_HOST_RANKS=k, hosts of k consecutive ranks (for tests on one
-  // machine). Collective over comm; empty unless hierarchical is forced.
+  // machine). Collective over comm; empty unless the setting is auto or hierarchical.
   // Throws invalid_argument for a TESSERA_HOST_RANKS that is not a positive integer.
   std::vector<int> host_map(MPI_Comm comm, int size) const;
 

@@ -8,13 +8,16 @@
 # which carry the reduce-scatter (docs/scaling.md).
 # MSGS and BYTES: one count for every rank, or one per rank separated by
 # commas (a non-power-of-two N: the fold's ranks send more or less).
-# usage: pmpi_count_check.sh PYTHON MPIRUN BENCH_ALLREDUCE LIBPMPI_COUNT N MSGS BYTES [ALGORITHM]
+# HOST_RANKS: hosts of that many consecutive ranks simulated (TESSERA_HOST_RANKS).
+# usage: pmpi_count_check.sh PYTHON MPIRUN BENCH_ALLREDUCE LIBPMPI_COUNT N MSGS BYTES [ALGORITHM [HOST_RANKS]]
 python="$1"; mpirun="$2"; bench="$3"; lib="$4"; n="$5"; msgs="$6"; bytes="$7"; algorithm="${8:-auto}"
+hosts=""
+if [ -n "$9" ]; then TESSERA_HOST_RANKS="$9"; export TESSERA_HOST_RANKS; hosts="-x TESSERA_HOST_RANKS"; fi
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSERA_THREADS=1 \
   TESSERA_ALLREDUCE="$algorithm" \
-  "$mpirun" -n "$n" --oversubscribe --bind-to none -x TESSERA_THREADS -x TESSERA_ALLREDUCE \
+  "$mpirun" -n "$n" --oversubscribe --bind-to none -x TESSERA_THREADS -x TESSERA_ALLREDUCE $hosts \
   -x LD_PRELOAD="$lib" -x PMPI_COUNT_OUT="$out/counts.jsonl" \
   "$bench" --scaling 4194304 --repeats 1 >"$out/bench.txt" 2>&1
 status=$?
