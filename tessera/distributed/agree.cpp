@@ -149,11 +149,22 @@ void Engine::start_cached(Channel& ch, const char* offer, size_t offer_bytes, bo
 
 void Engine::start_speculation(Channel& ch) {
   end_speculation(ch);
-  if (ch.offered.size() != 1) return;
-  const OpPtr& op = ch.offered.front();
-  if (op->kind != Kind::all_reduce || op->inline_now || op->x.size() == 0) return;
-  Algorithm a = algorithm_for(ch, op->x);
-  if (a != Algorithm::halving && a != Algorithm::doubling) return;
+  // The first all-reduce offered that runs by halving or doubling (never
+  // coalesced: those start at kOwnMinBytes, above kCoalesceMaxBytes). With
+  // coalescing off a round runs only the first it agrees on: then only a
+  // lone one.
+  if (ch.offered.size() != 1 && !coalesce_.load()) return;
+  OpPtr op;
+  Algorithm a = Algorithm::mpi;
+  for (const OpPtr& o : ch.offered) {
+    if (o->kind != Kind::all_reduce || o->inline_now || o->x.size() == 0) continue;
+    a = algorithm_for(ch, o->x);
+    if (a == Algorithm::halving || a == Algorithm::doubling) {
+      op = o;
+      break;
+    }
+  }
+  if (!op) return;
   // Every step of the round but the fold's return (ranks below 2r) is a
   // step of the algorithm with the same partner: its data rides along.
   std::vector<Step> steps = schedule(a, ch.rank, ch.size, op->x.size());
@@ -355,12 +366,12 @@ bool Engine::progress_cached(Channel& ch, std::vector<Completion>& done) {
                  ch.pending.size(), ch.spec ? " (speculated)" : "");
   }
   if (ch.spec) {
-    // A hit: every member offered this all-reduce and speculated alike.
+    // A hit: every member offered these operations and speculated alike on
+    // the same all-reduce, which goes on first (its tag first), then the rest.
     OpPtr op = ch.spec;
+    agreed.erase(std::remove(agreed.begin(), agreed.end(), op), agreed.end());
     guarded(op, done, [&] { continue_speculated(ch, op, done); });
     end_speculation(ch);
-    agreed.clear();
-    return true;
   }
   post_agreed(agreed, done);
   agreed.clear();

@@ -140,8 +140,8 @@ struct Channel {
   MPI_Message cached_msg = MPI_MESSAGE_NULL;
   Bytes cached_odd;
   bool cached_odd_used = false;
-  // A speculating cached round (Engine::start_cached): the lone all-reduce
-  // offered, by halving or doubling, whose first spec_carried steps (the
+  // A speculating cached round (Engine::start_cached): the first all-reduce
+  // offered that runs by halving or doubling, whose first spec_carried steps (the
   // fold's and the reduce-scatter's) are those of the round's all-reduce
   // and ride in its messages behind the 40 bytes. spec_broken: a member's
   // message had no data of the expected size (it offered something else).
@@ -431,8 +431,8 @@ class Engine {
   // far as messages allow, true once done (then cached_all holds the result).
   void post_cached_step(Channel& ch);
   bool advance_cached(Channel& ch);
-  // Speculation: when this rank offers a lone all-reduce that runs by
-  // halving or doubling, the round's messages carry its fold and
+  // Speculation: when this rank offers an all-reduce that runs by halving
+  // or doubling (the first such), the round's messages carry its fold and
   // reduce-scatter (the same partners, in the same order), so a hit goes on
   // with the all-gather only: 2 log2 N messages in all instead of 3 log2 N.
   // A miss drops what was reduced; the full round then runs it afresh.

@@ -13,6 +13,8 @@
 #   full round's precise error, not a hang or a wrong result.
 # small: the same, rank 1 offering a small all-reduce (no data carried) where
 #   the others speculate.
+# several: three large all-reduces in flight (rounds offering several), each
+#   bitwise in doubling's order. Prints "ok".
 import os
 import sys
 
@@ -56,6 +58,20 @@ if MODE == "order":
               for k in range(n)]
         assert np.array_equal(td.all_reduce(xs[r], "max"), np.max(xs, axis=0))
         assert np.array_equal(td.all_reduce(xs[r], "min"), np.min(xs, axis=0))
+    print("ok")
+elif MODE == "several":
+    # Three large all-reduces in flight at once: a round offers several, and
+    # the first that runs by halving or doubling rides in the cached round.
+    import tessera  # noqa: E402
+
+    prog = tessera.Program(
+        "define(f, a, b, c, block(define(ra, all_reduce(a)), define(rb, all_reduce(b)),\n"
+        "  define(rc, all_reduce(c)), list(ra, rb, rc))) f", "several.tsl")
+    for repeat in range(5):
+        parts = [contributions(np.float32, size, repeat) for size in (40_001, 50_000, 65_537)]
+        got = prog.run([xs[r] for xs in parts])
+        for k, xs in enumerate(parts):
+            assert np.array_equal(got[k], doubling_order(xs)), (repeat, k)
     print("ok")
 elif MODE in ("mismatch", "small"):
     for step in range(6):
