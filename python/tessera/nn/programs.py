@@ -424,9 +424,11 @@ class ProgramsMixin:
     # ZeRO-2: mark each whole weight as a member of its bucket
     # (grad_bucket_shard), whose gradient rule reduce-scatters the bucket of
     # gradients, instead of making the flat bucket of the weights
-    # (grad_scatter, remat). Fewer copies per step, but its step peak is
-    # higher (tests/distributed/zero_peak.py: about 1.0 of the whole weights
-    # against 0.63; why is not found yet), so off by default.
+    # (grad_scatter, remat). Fewer copies per step and a faster step (its
+    # reduce-scatters overlap the backward pass; the flat path's run one at a
+    # time), but a higher step peak: every bucket's gradient can be in flight
+    # at once, waiting for the slowest rank (docs/parallelism.md, "ZeRO 2's
+    # bucket marks"), so off by default.
     ZERO2_BUCKET_MARKS = False
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
