@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--deterministic", type=int, default=0,
                     help="deterministic mode with this many chunks per global batch (0: off)")
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="ZeRO 3: buckets gathered ahead (Model.ZERO3_PREFETCH; default: its own)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true",
                     help="nan_policy='stop': fit keeps the state it hands the step")
@@ -50,6 +52,8 @@ def main():
     layers = [nn.Dense(a.width, activation="relu") for _ in range(a.layers - 1)]
     model = nn.Sequential(layers + [nn.Dense(a.width)], input_shape=(a.width,), seed=1)
     model.compile(optimizer=optim.Adam(1e-4), loss="mse")
+    if a.prefetch is not None:
+        model.ZERO3_PREFETCH = a.prefetch
     params = sum(int(np.prod(w.shape)) for w in model.get_weights())
     state = {}
 

@@ -198,3 +198,30 @@ def test_deterministic_stage3_gathers_per_bucket():
     # the first layer's bucket is gathered before the second layer's
     assert loss_fn.index("(zp_3, after(zt_3, x))") < loss_fn.index("(zp_1, after(zt_1, ")
     assert zp.local_grads is False  # the plan is left as normal mode uses it
+
+
+@pytest.mark.parametrize("depth,limit,ahead", [(1, 8 << 20, 1), (2, 8 << 20, 2), (3, 8 << 20, 3),
+                                               (3, 1, 1), (3, 2 * 288, 2)])
+def test_stage3_prefetch_depth(depth, limit, ahead):
+    # ZeRO 3's forward pass gathers, with the bucket the first layer uses
+    # (zf_3), the next `depth` buckets, at most `limit` bytes of them (at
+    # least one), all held back until that layer's input x is ready; the
+    # others wait for the input of a later layer
+    m = nn.Sequential([nn.Dense(8, activation="tanh") for _ in range(3)] + [nn.Dense(8)],
+                      input_shape=(8,), seed=2)
+    m.BUCKET_BYTES = 300  # a bucket per layer
+    m.compile(optim.Adam(0.05), "mse")
+    m.ZERO3_PREFETCH, m.ZERO3_PREFETCH_BYTES = depth, limit
+    P, S = m._params(True), m._params(False)
+    zp = ZeroPlan(3, 2, 2, m._bucket_plan(P), {v: m.weights[v].shape for v in P}, "float32")
+    assert zp.N == [72] * 4  # 288 bytes each
+    m._zero_plans = {zp.key: zp}
+    m._train_program(P, S, data_parallel=True, zero=zp)
+    loss_fn = m.train_code[:m.train_code.index("define(train_step")]
+    first_use = loss_fn.index("(x @ ")
+    for b in (3, 2, 1, 0):
+        made = loss_fn.index(f"define(zf_{b}, remat(")
+        if 3 - b <= ahead:
+            assert made < first_use and f"(after(zp_{b}, x))" in loss_fn, b
+        else:
+            assert made > first_use and f"(after(zp_{b}, x))" not in loss_fn, b

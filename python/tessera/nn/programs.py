@@ -141,8 +141,9 @@ class ProgramsMixin:
         stage 2 or 3) the differentiated parameters are this member's slices
         zp_j: each bucket is made whole (stage 3: all-gathered; stage 2: from
         the whole weights, grad_scatter) just before the code that first uses
-        one of its parameters, with the bucket used next (one-bucket
-        prefetch), and rematerialised (remat): the backward pass makes it
+        one of its parameters, with the buckets used next (stage 3: up to
+        ZERO3_PREFETCH of them, ZERO3_PREFETCH_BYTES together; stage 2: the
+        next one), and rematerialised (remat): the backward pass makes it
         again just before its first backward use instead of keeping it, and
         the gradient rule (all_gather's or grad_scatter's, the
         reduce-scatter) sums each bucket's gradient over the data group as
@@ -200,11 +201,21 @@ class ProgramsMixin:
                 gathered.add(v)
             if v in where and v not in gathered:
                 j, _ = where[v]
-                # the bucket first used next (buckets are in backward order)
-                # Blocks are dataflow: each gather waits for the input of the
-                # layer that first uses the bucket (`entering`), so the
-                # buckets are not all gathered at the start.
-                for b in (j, j - 1):
+                # the buckets first used next (buckets are in backward
+                # order): up to ZERO3_PREFETCH of them, at most
+                # ZERO3_PREFETCH_BYTES together (at least one). Blocks are
+                # dataflow: each gather waits for the input of the layer
+                # that first uses bucket j (`entering`), so the buckets are
+                # not all gathered at the start.
+                ahead, held = [], 0
+                item = np.dtype(gather.dtype).itemsize
+                depth = self.ZERO3_PREFETCH if gather.stage == 3 else 1  # stage 2: no gather
+                for b in range(j - 1, max(-1, j - 1 - depth), -1):
+                    if ahead and held + gather.N[b] * item > self.ZERO3_PREFETCH_BYTES:
+                        break
+                    ahead.append(b)
+                    held += gather.N[b] * item
+                for b in [j] + ahead:
                     if b >= 0 and f"zf_{b}" not in gathered:
                         writer.stmts.append(gather.gather_line(b, entering[0]))
                         gathered.add(f"zf_{b}")
@@ -360,7 +371,8 @@ class ProgramsMixin:
     def _program(self, kind):
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
-        kind_key = (kind, tuple(self._params(True)))
+        kind_key = (kind, tuple(self._params(True)), self.ZERO3_PREFETCH,
+                    self.ZERO3_PREFETCH_BYTES)
         prog = self._programs.get(kind_key)
         if prog is not None:
             return prog
@@ -432,6 +444,12 @@ class ProgramsMixin:
     ZERO2_BUCKET_MARKS = False
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
+    # ZeRO 3: the forward pass gathers, with the bucket a layer first uses,
+    # the next ZERO3_PREFETCH buckets (at most ZERO3_PREFETCH_BYTES of them
+    # together, at least one), so that a gather is in flight while the
+    # layers before it compute.
+    ZERO3_PREFETCH = 2
+    ZERO3_PREFETCH_BYTES = 8 << 20
     # Data parallel: each bucket's all-reduce starts inside the backward pass
     # as soon as its gradients are ready (False: all after the backward pass).
     OVERLAP_BACKWARD = True

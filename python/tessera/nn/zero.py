@@ -20,7 +20,8 @@ optimizer updates only that slice, with state of that size:
   gradient is made;
 - stage 3: the parameters are held only as slices between steps; the
   forward pass all-gathers each bucket just before its first use (with the
-  next bucket, a one-bucket prefetch), frees it after its last forward use,
+  next buckets: Model.ZERO3_PREFETCH of them, 2 by default, bounded by
+  Model.ZERO3_PREFETCH_BYTES), frees it after its last forward use,
   and the backward pass gathers it again where it first needs it (remat);
   the gradient of the gather, a reduce-scatter, runs as soon as the bucket's
   gradient is complete; the step returns the updated slices. Deterministic
