@@ -1060,8 +1060,10 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                     if pipe is not None:
                         args = pipe.args(arrays, n, it, lr, seed)
                     elif chunks:
-                        args = state + self._chunk_args(arrays, n, chunks, n_ranks, rank, seed,
-                                                        it) + [it, lr] + group_args
+                        args = state + self._chunk_args(
+                            arrays, n, chunks, n_ranks, rank, seed, it,
+                            fill_empty=plan is not None and plan.stage == 3) + [it, lr] \
+                            + group_args
                     else:
                         extra = []
                         if n_ranks > 1:
@@ -1337,19 +1339,27 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         return chunks
 
     @staticmethod
-    def _chunk_args(arrays, n, chunks, n_ranks, rank, seed, it) -> list:
+    def _chunk_args(arrays, n, chunks, n_ranks, rank, seed, it, fill_empty=False) -> list:
         """This locality's chunks of a global batch of n rows (chunk c: rows
         c*n//chunks up to (c+1)*n//chunks), their shares of the batch and their
         dropout seeds, as the deterministic step takes them: stream by stream
         (x_0.., y_0..), then w_0.., seed_0... `arrays` hold this locality's
-        rows, [rank*n//n_ranks, (rank+1)*n//n_ranks): exactly its chunks."""
+        rows, [rank*n//n_ranks, (rank+1)*n//n_ranks): exactly its chunks.
+        `fill_empty` (ZeRO 3, whose step runs every chunk: its gathers are
+        collectives): an empty chunk is one row of zeros, its share still 0
+        (the step drops what it computes)."""
         local = chunks // n_ranks
         mine = range(rank * local, (rank + 1) * local)
         base = rank * n // n_ranks
         bounds = [(c * n // chunks - base, (c + 1) * n // chunks - base) for c in mine]
         out = []
         for a in arrays:
-            out += [a[lo:hi] for lo, hi in bounds]
+            for lo, hi in bounds:
+                if hi == lo and fill_empty:
+                    a_ = np.asarray(a)
+                    out.append(np.zeros((1,) + a_.shape[1:], dtype=a_.dtype))
+                else:
+                    out.append(a[lo:hi])
         return (out + [(hi - lo) / n for lo, hi in bounds]
                 + [(seed * 1_000_003 + it) * chunks + c for c in mine])
 

@@ -142,8 +142,9 @@ class ProgramsMixin:
         stage 2 or 3) the differentiated parameters are this member's slices
         zp_j: each bucket is made whole (stage 3: all-gathered; stage 2: from
         the whole weights, grad_scatter) just before the code that first uses
-        one of its parameters, with the bucket used next (one-bucket
-        prefetch), and rematerialised (remat): the backward pass makes it
+        one of its parameters, with the buckets used next (stage 3: up to
+        ZERO3_PREFETCH of them, ZERO3_PREFETCH_BYTES together; stage 2: the
+        next one), and rematerialised (remat): the backward pass makes it
         again just before its first backward use instead of keeping it, and
         the gradient rule (all_gather's or grad_scatter's, the
         reduce-scatter) sums each bucket's gradient over the data group as
@@ -201,11 +202,21 @@ class ProgramsMixin:
                 gathered.add(v)
             if v in where and v not in gathered:
                 j, _ = where[v]
-                # the bucket first used next (buckets are in backward order)
-                # Blocks are dataflow: each gather waits for the input of the
-                # layer that first uses the bucket (`entering`), so the
-                # buckets are not all gathered at the start.
-                for b in (j, j - 1):
+                # the buckets first used next (buckets are in backward
+                # order): up to ZERO3_PREFETCH of them, at most
+                # ZERO3_PREFETCH_BYTES together (at least one). Blocks are
+                # dataflow: each gather waits for the input of the layer
+                # that first uses bucket j (`entering`), so the buckets are
+                # not all gathered at the start.
+                ahead, held = [], 0
+                item = np.dtype(gather.dtype).itemsize
+                depth = self.ZERO3_PREFETCH if gather.stage == 3 else 1  # stage 2: no gather
+                for b in range(j - 1, max(-1, j - 1 - depth), -1):
+                    if ahead and held + gather.N[b] * item > self.ZERO3_PREFETCH_BYTES:
+                        break
+                    ahead.append(b)
+                    held += gather.N[b] * item
+                for b in [j] + ahead:
                     if b >= 0 and f"zf_{b}" not in gathered:
                         writer.stmts.append(gather.gather_line(b, entering[0]))
                         gathered.add(f"zf_{b}")
@@ -450,7 +461,8 @@ class ProgramsMixin:
     def _program(self, kind):
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
-        kind_key = (kind, tuple(self._params(True)))
+        kind_key = (kind, tuple(self._params(True)), self.ZERO3_PREFETCH,
+                    self.ZERO3_PREFETCH_BYTES)
         prog = self._programs.get(kind_key)
         if prog is not None:
             return prog
@@ -519,12 +531,20 @@ class ProgramsMixin:
     # ZeRO-2: mark each whole weight as a member of its bucket
     # (grad_bucket_shard), whose gradient rule reduce-scatters the bucket of
     # gradients, instead of making the flat bucket of the weights
-    # (grad_scatter, remat). Fewer copies per step, but its step peak is
-    # higher (tests/distributed/zero_peak.py: about 1.0 of the whole weights
-    # against 0.63; why is not found yet), so off by default.
+    # (grad_scatter, remat). Fewer copies per step and a faster step (its
+    # reduce-scatters overlap the backward pass; the flat path's run one at a
+    # time), but a higher step peak: every bucket's gradient can be in flight
+    # at once, waiting for the slowest rank (docs/parallelism.md, "ZeRO 2's
+    # bucket marks"), so off by default.
     ZERO2_BUCKET_MARKS = False
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
+    # ZeRO 3: the forward pass gathers, with the bucket a layer first uses,
+    # the next ZERO3_PREFETCH buckets (at most ZERO3_PREFETCH_BYTES of them
+    # together, at least one), so that a gather is in flight while the
+    # layers before it compute.
+    ZERO3_PREFETCH = 2
+    ZERO3_PREFETCH_BYTES = 8 << 20
     # Data parallel: each bucket's all-reduce starts inside the backward pass
     # as soon as its gradients are ready (False: all after the backward pass).
     OVERLAP_BACKWARD = True
@@ -578,8 +598,9 @@ class ProgramsMixin:
         # the outputs' masks follow the outputs (for the metrics, _aux_masks)
         masks = [m for m in (self._out_masks or []) if m is not None]
         aux = [f"list({', '.join(hs + masks)})"] + [s for _, s in stats]
-        held = P if gather is None else gather.shards if gather.stage == 3 else \
-            gather.shards + [gather.whole_name(v) for v in P]
+        held = P if gather is None else \
+            gather.shards + (gather.twins if gather.local_grads else []) \
+            if gather.stage == 3 else gather.shards + [gather.whole_name(v) for v in P]
         args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
         if buckets is not None or gather is not None:
@@ -789,21 +810,54 @@ class ProgramsMixin:
         parameters first. Global-norm clipping sums squares of fixed blocks
         of the buckets in a fixed order (zero.py), with or without ZeRO."""
         self._split_batch_masks("deterministic training (chunked batches)")
-        loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
+        # ZeRO 3: each chunk's loss function gathers every bucket around its
+        # uses, forward and backward, as in normal mode (remat), and gives
+        # each slice its chunk's whole, unsummed gradient of the bucket
+        # (grad_local), which the fixed sum below adds as it adds whole
+        # gradients; only the buckets in use are whole at any time
+        local3 = zero is not None and zero.stage == 3 and n_ranks > 1
+        if local3:
+            zero.local_grads = True
+            try:
+                loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted,
+                                               gather=zero)
+            finally:
+                zero.local_grads = False
+        else:
+            loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
         streams = xs + ys + (["sw"] if weighted else [])
         weights = self._weight_stand_ins()  # the shapes only
         size = {v: int(np.prod(weights[v].shape)) for v in P}
         n_sums = sum(math.prod(s) for s in self._metric_sizes())
-        lines = zero.gather_lines() if zero is not None and zero.stage == 3 else []
+        lines = zero.gather_lines() if zero is not None and zero.stage == 3 and not local3 \
+            else []
+        if local3:
+            # the differentiated arguments: stand-ins of the whole buckets'
+            # shape, one element each (grad_local), then the slices gathered
+            lines += [f"define(zd_{b}, broadcast_to(zeros(1, dtype=\"{self.dtype}\"), "
+                      f"[{zero.N[b]}]))" for b in range(len(zero.shards))]
+            args = ", ".join([f"zd_{b}" for b in range(len(zero.shards))] + zero.shards + S)
+            nums = ", ".join(str(b) for b in range(len(zero.shards)))
         for j in range(local):
             data = ", ".join(f"{s}_{j}" for s in streams)
-            lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
-                         f"argnums=[{nums}], has_aux=true)({args}, {data}, seed_{j}, w_{j}), "
-                         "nil))")
-            for k, v in enumerate(P):
-                lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], zeros_like({v})))")
+            if local3:
+                # every member runs every chunk (the gathers are collectives);
+                # an empty chunk's gradients (fit gives it a row of zeros, with
+                # weight 0) are dropped
+                lines.append(f"define(r_{j}, value_and_grad(loss_fn, argnums=[{nums}], "
+                             f"has_aux=true)({args}, {data}, seed_{j}, w_{j}, dgroup))")
+                for b in range(len(zero.shards)):
+                    lines.append(f"define(g_{j}_b{b}, if(w_{j} > 0.0, r_{j}[1][{b}], "
+                                 f"zeros({zero.N[b]}, dtype=\"{self.dtype}\")))")
+            else:
+                lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
+                             f"argnums=[{nums}], has_aux=true)({args}, {data}, seed_{j}, w_{j}), "
+                             "nil))")
+                for k, v in enumerate(P):
+                    lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], "
+                                 f"zeros_like({v})))")
             aux = [f"astype(r_{j}[0], \"float64\")"]
             cys = [f"{y}_{j}" for y in ys]
             chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
@@ -819,7 +873,9 @@ class ProgramsMixin:
         # Sums of aligned blocks of this locality's chunks (per parameter).
         block = local & -local  # the largest power of two dividing `local`
         starts = range(0, local, block)
-        for k in [str(k) for k in range(len(P))] + ["aux"]:
+        keys = [f"b{b}" for b in range(len(zero.shards))] if local3 else \
+            [str(k) for k in range(len(P))]
+        for k in keys + ["aux"]:
             for s_ in starts:
                 terms = [f"g_{j}_{k}" for j in range(s_, s_ + block)]
                 lines.append(f"define(p_{s_}_{k}, {self._fixed_sum(terms)})")
@@ -829,7 +885,8 @@ class ProgramsMixin:
         groups = [[str(index[v]) for v in bucket] for bucket in self._bucket_plan(P)] + [["aux"]]
         for b, members in enumerate(groups):
             if zero is not None and zero.stage >= 2 and members != ["aux"]:
-                lines += self._scatter_sum_lines(zero, b, members, starts)
+                lines += self._scatter_sum_lines(zero, b, [f"b{b}"] if local3 else members,
+                                                 starts, flat=local3)
                 continue
             if n_ranks == 1:
                 for k in members:
@@ -903,13 +960,16 @@ class ProgramsMixin:
                 f"define(rsum_{b}, {mine})",
                 f"define(total_{b}, {whole if not pad else f'{whole}[0:{width}]'})"]
 
-    def _scatter_sum_lines(self, zero, b, members, starts) -> list:
+    def _scatter_sum_lines(self, zero, b, members, starts, flat=False) -> list:
         """ZeRO 2/3, deterministic: bucket b's partial sums of this member's
         aligned blocks of chunks, each cut in the members' slices and sent to
         their owners (all_to_all); every member adds the parts of its slice
-        in the order of _fixed_sum over (member, block), as the whole sum."""
+        in the order of _fixed_sum over (member, block), as the whole sum.
+        `flat`: the partial sums are the padded flat bucket already (one
+        member, ZeRO 3's grad_local)."""
         rows = len(starts)
-        flats = [zero.flat(b, [f"p_{s_}_{k}" for k in members]) for s_ in starts]
+        flats = [f"p_{s_}_{members[0]}" if flat else
+                 zero.flat(b, [f"p_{s_}_{k}" for k in members]) for s_ in starts]
         d, k = zero.d, zero.k[b]
         if rows == 1:
             send = f"reshape({flats[0]}, [{d}, {k}])"
