@@ -65,12 +65,15 @@ def model_seconds(algorithm, n, nbytes):
 
 
 def model_messages(algorithm, n):
-    """The most messages one rank sends (a folded-in rank of a non-power of two: one more)."""
+    """The most messages one rank sends, a cached agreement round included: halving's and
+    doubling's first steps ride in the round's messages; a rank standing in for a folded one
+    of a non-power of two sends the round's answer and then the result back (two more). The
+    ring pays the round's ceil(log2 n) messages on top."""
     p2 = floor_pow2(n)
     steps = int(math.log2(p2))
-    fold = 1 if n > p2 else 0
+    fold = 2 if n > p2 else 0
     if algorithm == "ring":
-        return 2 * (n - 1)
+        return 2 * (n - 1) + math.ceil(math.log2(n))
     if algorithm == "halving":
         return 2 * steps + fold
     if algorithm == "doubling":
@@ -149,7 +152,8 @@ def main():
     print(machine_line())
     print(f"ranks: N on this machine (oversubscribed), 1 thread each; times: medians of "
           f"{args.repeats} single calls; messages and bytes: the most any rank sends for one "
-          f"all-reduce (data: on tessera's data communicator, the rest is the agreement round)")
+          f"all-reduce (data: on tessera's data communicator; the rest goes on the agreement "
+          f"round's, whose cached messages also carry halving's and doubling's reduce-scatter)")
     results = {"machine": machine_line(), "repeats": args.repeats, "rows": [], "baseline": [],
                "model": []}
     for n in ns:
@@ -176,8 +180,8 @@ def main():
 
     print()
     print(f"α-β-γ model (α = {ALPHA * 1e6:.0f} µs per message, β = {BETA / 1e9:.1f} GB/s, "
-          f"γ = {GAMMA * 1e9:.1f} ns per byte reduced) of the data exchange alone "
-          f"(the agreement round comes on top):")
+          f"γ = {GAMMA * 1e9:.1f} ns per byte reduced) of the data exchange; messages: the whole "
+          f"all-reduce, its cached agreement round included:")
     print(f"{'N':>6} {'size':>8} {'algorithm':>9} {'msgs':>5} {'model ms':>9}   "
           f"{'ring msgs':>9} {'ring ms':>9}")
     for n in (1000, 10000):

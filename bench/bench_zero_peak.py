@@ -11,6 +11,7 @@ the same for tessera's arrays (peak_live_bytes), and its model state held betwee
 
 run: for k in 0 1 2 3; do build/tessera run -n 4 --mesh data=4 --zero $k \\
          bench/bench_zero_peak.py; done
+(--deterministic 8: deterministic mode, 8 chunks per global batch, 2 per locality)
 """
 
 import argparse
@@ -36,6 +37,10 @@ def main():
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--deterministic", type=int, default=0,
+                    help="deterministic mode with this many chunks per global batch (0: off)")
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="ZeRO 3: buckets gathered ahead (Model.ZERO3_PREFETCH; default: its own)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true",
                     help="nan_policy='stop': fit keeps the state it hands the step")
@@ -47,6 +52,8 @@ def main():
     layers = [nn.Dense(a.width, activation="relu") for _ in range(a.layers - 1)]
     model = nn.Sequential(layers + [nn.Dense(a.width)], input_shape=(a.width,), seed=1)
     model.compile(optimizer=optim.Adam(1e-4), loss="mse")
+    if a.prefetch is not None:
+        model.ZERO3_PREFETCH = a.prefetch
     params = sum(int(np.prod(w.shape)) for w in model.get_weights())
     state = {}
 
@@ -67,7 +74,8 @@ def main():
     live0 = _core.memory_stats()["live_bytes"]
     _core.reset_peak_memory()
     model.fit(x, y, batch_size=a.batch * n, epochs=1, verbose=0, callbacks=[Note()],
-              nan_policy="stop" if a.keep else "continue")
+              nan_policy="stop" if a.keep else "continue",
+              deterministic=a.deterministic or False)
     peak = status_mib("VmHWM") - base
     arrays = (_core.memory_stats()["peak_live_bytes"] - live0) / 2**20
     mine = np.array([[state["step_hwm"], state.get("total", 0) / 2**20, state["step_arrays"],

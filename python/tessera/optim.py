@@ -73,6 +73,10 @@ __all__ = [
     "Adagrad",
     "Nadam",
     "Lamb",
+    "Adadelta",
+    "Adamax",
+    "Lion",
+    "Ftrl",
     "Optimizer",
     "UpdateCode",
     "StateVar",
@@ -843,10 +847,148 @@ class Lamb(Optimizer):
         ]
 
 
+def _unit(cls: str, name: str, value, closed: bool = False) -> float:
+    """A number in [0, 1) ([0, 1] when closed)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            0 <= value <= 1 if closed else 0 <= value < 1):
+        raise ValueError(f"[{cls}] {name} must be in [0, 1{']' if closed else ')'}, got "
+                         f"{value!r}")
+    return float(value)
+
+
+class Adadelta(Optimizer):
+    """Adadelta as Keras defines it (Zeiler): ``a = rho a + (1 - rho) g**2``;
+    ``d = -sqrt(D + eps) g / sqrt(a + eps)``; ``D = rho D + (1 - rho) d**2``;
+    ``w += learning_rate * d`` (Keras's defaults: 0.001, 0.95, 1e-7)."""
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        self.rho = _unit("Adadelta", "rho", rho)
+        self.epsilon = _positive("[Adadelta] epsilon", epsilon, allow_zero=True)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "rho": self.rho, "epsilon": self.epsilon}
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        a, d, step = f"{prefix}{param}_agrad", f"{prefix}{param}_adelta", f"{prefix}d{i}"
+        state += [StateVar(a, param), StateVar(d, param)]
+        rho, eps = _num(self.rho), _num(self.epsilon)
+        statements += [
+            f"define({a}, {rho} * {a} + {_num(1 - self.rho)} * square({grad}))",
+            f"define({step}, -(sqrt({d} + {eps}) * ({grad})) / sqrt({a} + {eps}))",
+            f"define({d}, {rho} * {d} + {_num(1 - self.rho)} * square({step}))",
+            f"define({param}, {param} + {lr} * {step})",
+        ]
+
+
+class Adamax(Optimizer):
+    """Adamax as Keras defines it (Kingma & Ba): ``m += (g - m)(1 - beta_1)``;
+    ``u = max(beta_2 u, |g|)``; ``w -= lr m / ((1 - beta_1**t)(u + eps))``."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        self.beta_1 = _unit("Adamax", "beta_1", beta_1)
+        self.beta_2 = _unit("Adamax", "beta_2", beta_2)
+        self.epsilon = _positive("[Adamax] epsilon", epsilon, allow_zero=True)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon}
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        m, u = f"{prefix}{param}_m", f"{prefix}{param}_u"
+        state += [StateVar(m, param), StateVar(u, param)]
+        b1 = _num(self.beta_1)
+        statements += [
+            f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})",
+            f"define({u}, maximum({_num(self.beta_2)} * {u}, abs({grad})))",
+            f"define({param}, {param} - {lr} * {m} / ((1.0 - power({b1}, {iteration} + 1.0)) * "
+            f"({u} + {_num(self.epsilon)})))",
+        ]
+
+
+class Lion(Optimizer):
+    """Lion as Keras defines it (Chen et al.): ``w -= lr sign(beta_1 m +
+    (1 - beta_1) g)``, then ``m = beta_2 m + (1 - beta_2) g``."""
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.99, clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        self.beta_1 = _unit("Lion", "beta_1", beta_1, closed=True)
+        self.beta_2 = _unit("Lion", "beta_2", beta_2, closed=True)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2}
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        m = f"{prefix}{param}_m"
+        state.append(StateVar(m, param))
+        statements += [
+            f"define({param}, {param} - {lr} * sign({m} * {_num(self.beta_1)} + ({grad}) * "
+            f"{_num(1 - self.beta_1)}))",
+            f"define({m}, {m} * {_num(self.beta_2)} + ({grad}) * {_num(1 - self.beta_2)})",
+        ]
+
+
+class Ftrl(Optimizer):
+    """FTRL-proximal as Keras defines it (McMahan et al.), with its L1, L2,
+    L2-shrinkage regularization and beta; accumulators start at
+    ``initial_accumulator_value``."""
+
+    def __init__(self, learning_rate=0.001, learning_rate_power=-0.5,
+                 initial_accumulator_value=0.1, l1_regularization_strength=0.0,
+                 l2_regularization_strength=0.0, l2_shrinkage_regularization_strength=0.0,
+                 beta=0.0, clipnorm=None):
+        super().__init__(learning_rate, clipnorm)
+        if isinstance(learning_rate_power, bool) or not isinstance(
+                learning_rate_power, numbers.Real) or learning_rate_power > 0:
+            raise ValueError(f"[Ftrl] learning_rate_power must be a number <= 0, got "
+                             f"{learning_rate_power!r}")
+        self.learning_rate_power = float(learning_rate_power)
+        self.initial_accumulator_value = _positive("[Ftrl] initial_accumulator_value",
+                                                   initial_accumulator_value, allow_zero=True)
+        self.l1_regularization_strength = _positive(
+            "[Ftrl] l1_regularization_strength", l1_regularization_strength, allow_zero=True)
+        self.l2_regularization_strength = _positive(
+            "[Ftrl] l2_regularization_strength", l2_regularization_strength, allow_zero=True)
+        self.l2_shrinkage_regularization_strength = _positive(
+            "[Ftrl] l2_shrinkage_regularization_strength", l2_shrinkage_regularization_strength,
+            allow_zero=True)
+        self.beta = _positive("[Ftrl] beta", beta, allow_zero=True)
+
+    def _config(self) -> dict:
+        return {**super()._config(), "learning_rate_power": self.learning_rate_power,
+                "initial_accumulator_value": self.initial_accumulator_value,
+                "l1_regularization_strength": self.l1_regularization_strength,
+                "l2_regularization_strength": self.l2_regularization_strength,
+                "l2_shrinkage_regularization_strength":
+                    self.l2_shrinkage_regularization_strength,
+                "beta": self.beta}
+
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        acc, lin = f"{prefix}{param}_accum", f"{prefix}{param}_linear"
+        new, used = f"{prefix}na{i}", f"{prefix}gu{i}"
+        state += [StateVar(acc, param, self.initial_accumulator_value), StateVar(lin, param)]
+        power = _num(-self.learning_rate_power)
+        l1 = _num(self.l1_regularization_strength)
+        l2 = f"({_num(self.l2_regularization_strength)} + {_num(self.beta)} / (2.0 * {lr}))"
+        statements += [
+            f"define({used}, ({grad}) + "
+            f"{_num(2 * self.l2_shrinkage_regularization_strength)} * {param})",
+            f"define({new}, {acc} + square({grad}))",
+            f"define({lin}, {lin} + {used} - (power({new}, {power}) - power({acc}, {power})) / "
+            f"{lr} * {param})",
+            f"define({param}, (clip({lin}, -{l1}, {l1}) - {lin}) / "
+            f"(power({new}, {power}) / {lr} + 2.0 * {l2}))",
+            f"define({acc}, {new})",
+        ]
+
+
 # --------------------------------------------------------------------------- by name, configs
 
 _OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop,
-               "adagrad": Adagrad, "nadam": Nadam, "lamb": Lamb}
+               "adagrad": Adagrad, "nadam": Nadam, "lamb": Lamb, "adadelta": Adadelta,
+               "adamax": Adamax, "lion": Lion, "ftrl": Ftrl}
 _SCHEDULES = {c.__name__: c for c in (
     StepDecay, ExponentialDecay, InverseTimeDecay, PiecewiseConstantDecay, PolynomialDecay,
     CosineDecay, CosineDecayRestarts, LinearWarmup)}

@@ -142,51 +142,196 @@ void Engine::start_cached(Channel& ch, const char* offer, size_t offer_bytes, bo
   ch.cached_steps = schedule(Algorithm::doubling, ch.rank, ch.size, 1);
   ch.cached_step = 0;
   ch.cached_active = true;
+  end_speculation(ch);
+  if (!finished) start_speculation(ch);
   post_cached_step(ch);
 }
+
+void Engine::start_speculation(Channel& ch) {
+  end_speculation(ch);
+  // The first all-reduce offered that runs by halving or doubling (never
+  // coalesced: those start at kOwnMinBytes, above kCoalesceMaxBytes). With
+  // coalescing off a round runs only the first it agrees on: then only a
+  // lone one.
+  if (ch.offered.size() != 1 && !coalesce_.load()) return;
+  OpPtr op;
+  Algorithm a = Algorithm::mpi;
+  for (const OpPtr& o : ch.offered) {
+    if (o->kind != Kind::all_reduce || o->inline_now || o->x.size() == 0) continue;
+    a = algorithm_for(ch, o->x);
+    if (a == Algorithm::halving || a == Algorithm::doubling) {
+      op = o;
+      break;
+    }
+  }
+  if (!op) return;
+  // Every step of the round but the fold's return (ranks below 2r) is a
+  // step of the algorithm with the same partner: its data rides along.
+  std::vector<Step> steps = schedule(a, ch.rank, ch.size, op->x.size());
+  int p = 1;
+  while (p * 2 <= ch.size) p *= 2;
+  size_t carried = ch.cached_steps.size() - (ch.rank < 2 * (ch.size - p) ? 1 : 0);
+  if (carried > steps.size()) return;
+  int64_t scratch = 0;
+  for (size_t i = 0; i < carried; ++i) {
+    const Step& c = ch.cached_steps[i];
+    const Step& d = steps[i];
+    if (c.send_to != d.send_to || c.recv_from != d.recv_from) return;
+  }
+  for (const Step& d : steps)
+    if (d.reduce) scratch = std::max(scratch, d.recv_hi - d.recv_lo);
+  ch.spec = op;
+  ch.spec_steps = std::move(steps);
+  ch.spec_carried = carried;
+  ch.spec_broken = false;
+  ch.spec_out = Array(op->x.dtype(), op->x.shape());
+  if (scratch) ch.spec_in.emplace(op->x.dtype(), Shape{scratch});
+}
+
+void Engine::end_speculation(Channel& ch) {
+  ch.spec.reset();
+  ch.spec_steps.clear();
+  ch.spec_carried = 0;
+  ch.spec_broken = false;
+  ch.spec_out = no_array();
+  ch.spec_in.reset();
+}
+
+namespace {
+
+// One message of `head`'s 40 bytes followed by `count` elements of `dt` at
+// `data` (absolute addresses: used with MPI_BOTTOM), without copying.
+MPI_Datatype head_and_data(const void* head, const void* data, int count, MPI_Datatype dt) {
+  MPI_Aint at[2];
+  MPI_Get_address(head, &at[0]);
+  MPI_Get_address(data, &at[1]);
+  int lengths[2] = {static_cast<int>(sizeof(CachedAgreement)), count};
+  MPI_Datatype types[2] = {MPI_BYTE, dt};
+  MPI_Datatype t;
+  MPI_Type_create_struct(2, lengths, at, types, &t);
+  MPI_Type_commit(&t);
+  return t;
+}
+
+}  // namespace
 
 void Engine::post_cached_step(Channel& ch) {
   const Step& s = ch.cached_steps[ch.cached_step];
   // One tag for every step: two ranks exchange at most one message each
   // way per round, and MPI does not overtake on one tag, so messages of
-  // consecutive rounds match in order.
+  // consecutive rounds match in order. The receive is posted once the
+  // message is probed (advance_cached): its size depends on what the
+  // sender offered.
   const int tag = 0;
   ch.cached_reqs[0] = ch.cached_reqs[1] = MPI_REQUEST_NULL;
-  if (s.recv_from >= 0) {
-    void* into = s.reduce ? &ch.cached_in : &ch.cached_all;
-    check(MPI_Irecv(into, sizeof(CachedAgreement), MPI_BYTE, s.recv_from, tag, ch.agree_comm,
-                    &ch.cached_reqs[0]),
-          "collective", "MPI_Irecv");
-  }
+  ch.cached_matched = s.recv_from < 0;
+  ch.cached_odd_used = false;
   if (s.send_to >= 0) {
     const CachedAgreement* from = s.send_from_x ? &ch.cached_mine : &ch.cached_all;
-    check(MPI_Isend(from, sizeof(CachedAgreement), MPI_BYTE, s.send_to, tag, ch.agree_comm,
-                    &ch.cached_reqs[1]),
-          "collective", "MPI_Isend");
+    if (ch.spec && ch.cached_step < ch.spec_carried) {
+      const Step& d = ch.spec_steps[ch.cached_step];
+      const Op& op = *ch.spec;
+      int64_t width = static_cast<int64_t>(dtype_size(op.x.dtype()));
+      const char* data = d.send_from_x ? static_cast<const char*>(op.x.raw())
+                                       : static_cast<const char*>(ch.spec_out.raw());
+      MPI_Datatype t = head_and_data(from, data + d.send_lo * width,
+                                     checked_int(d.send_hi - d.send_lo, op.name, "elements"),
+                                     mpi_type(op.x.dtype()));
+      int rc = MPI_Isend(MPI_BOTTOM, 1, t, s.send_to, tag, ch.agree_comm, &ch.cached_reqs[1]);
+      MPI_Type_free(&t);
+      check(rc, "collective", "MPI_Isend");
+    } else {
+      check(MPI_Isend(from, sizeof(CachedAgreement), MPI_BYTE, s.send_to, tag, ch.agree_comm,
+                      &ch.cached_reqs[1]),
+            "collective", "MPI_Isend");
+    }
   }
 }
 
 bool Engine::advance_cached(Channel& ch) {
   while (ch.cached_step < ch.cached_steps.size()) {
+    const Step& s = ch.cached_steps[ch.cached_step];
+    if (!ch.cached_matched) {
+      int flag = 0;
+      MPI_Status st;
+      check(MPI_Improbe(s.recv_from, 0, ch.agree_comm, &flag, &ch.cached_msg, &st), "collective",
+            "MPI_Improbe");
+      if (!flag) return false;
+      int bytes = 0;
+      check(MPI_Get_count(&st, MPI_BYTE, &bytes), "collective", "MPI_Get_count");
+      void* head = s.reduce ? &ch.cached_in : &ch.cached_all;
+      bool carries = ch.spec && ch.cached_step < ch.spec_carried && !ch.spec_broken;
+      const Step* d = carries ? &ch.spec_steps[ch.cached_step] : nullptr;
+      int64_t width = ch.spec ? static_cast<int64_t>(dtype_size(ch.spec->x.dtype())) : 0;
+      int64_t want = static_cast<int64_t>(sizeof(CachedAgreement)) +
+                     (d ? (d->recv_hi - d->recv_lo) * width : 0);
+      if (bytes == want && d) {
+        char* into = d->reduce ? static_cast<char*>(ch.spec_in->raw())
+                               : static_cast<char*>(ch.spec_out.raw()) + d->recv_lo * width;
+        MPI_Datatype t = head_and_data(head, into, static_cast<int>(d->recv_hi - d->recv_lo),
+                                       mpi_type(ch.spec->x.dtype()));
+        int rc = MPI_Imrecv(MPI_BOTTOM, 1, t, &ch.cached_msg, &ch.cached_reqs[0]);
+        MPI_Type_free(&t);
+        check(rc, "collective", "MPI_Imrecv");
+      } else if (bytes == static_cast<int>(sizeof(CachedAgreement))) {
+        if (d) ch.spec_broken = true;
+        check(MPI_Imrecv(head, bytes, MPI_BYTE, &ch.cached_msg, &ch.cached_reqs[0]), "collective",
+              "MPI_Imrecv");
+      } else if (bytes > static_cast<int>(sizeof(CachedAgreement))) {
+        // A member that offered something else speculated with other data:
+        // only its 40 bytes count (the round misses).
+        if (ch.spec && ch.cached_step < ch.spec_carried) ch.spec_broken = true;
+        ch.cached_odd.reset(static_cast<size_t>(bytes));
+        ch.cached_odd_used = true;
+        check(MPI_Imrecv(ch.cached_odd.data(), bytes, MPI_BYTE, &ch.cached_msg, &ch.cached_reqs[0]),
+              "collective", "MPI_Imrecv");
+      } else {
+        throw std::runtime_error(error_message(
+            "[collective] agreement round on rank ", rank_, ": a message of ", bytes,
+            " bytes from rank ", ch.world_rank(s.recv_from), ", expected at least ",
+            sizeof(CachedAgreement)));
+      }
+      ch.cached_matched = true;
+    }
     int flag = 0;
     check(MPI_Testall(2, ch.cached_reqs, &flag, MPI_STATUSES_IGNORE), "collective", "MPI_Testall");
     if (!flag) return false;
-    const Step& s = ch.cached_steps[ch.cached_step];
+    if (ch.cached_odd_used) {
+      std::memcpy(s.reduce ? &ch.cached_in : &ch.cached_all, ch.cached_odd.data(),
+                  sizeof(CachedAgreement));
+    }
     if (s.reduce) {
       const CachedAgreement& own = s.mine_from_x ? ch.cached_mine : ch.cached_all;
       ch.cached_all = s.came_left ? merged(ch.cached_in, own) : merged(own, ch.cached_in);
     }
+    if (ch.spec && ch.cached_step < ch.spec_carried && !ch.spec_broken)
+      reduce_speculated(ch, ch.spec_steps[ch.cached_step]);
     if (++ch.cached_step < ch.cached_steps.size()) post_cached_step(ch);
   }
   ch.cached_active = false;
   return true;
 }
 
+void Engine::reduce_speculated(Channel& ch, const Step& d) {
+  if (!d.reduce || d.recv_from < 0) return;
+  // As advance_own: result[range] = came OP mine (or mine OP came).
+  const Op& op = *ch.spec;
+  DType dt = op.x.dtype();
+  int64_t width = static_cast<int64_t>(dtype_size(dt)), count = d.recv_hi - d.recv_lo;
+  char* acc = static_cast<char*>(ch.spec_out.raw()) + d.recv_lo * width;
+  const char* mine = d.mine_from_x ? static_cast<const char*>(op.x.raw()) + d.recv_lo * width : acc;
+  const char* came = static_cast<const char*>(ch.spec_in->raw());
+  if (d.came_left) combine(acc, came, mine, count, dt, op.rop);
+  else combine(acc, mine, came, count, dt, op.rop);
+}
+
 bool Engine::progress_cached(Channel& ch, std::vector<Completion>& done) {
   if (!advance_cached(ch)) return false;
   if (!ch.cached_all.hit()) {
     // Some member offered something else: the full exchange of the same
-    // block says what (and gives the precise errors).
+    // block says what (and gives the precise errors); what was reduced
+    // speculatively is dropped.
+    end_speculation(ch);
     ch.try_cached = false;
     ch.round.start(ch.round_comm, ch.rank, ch.size);
     if (ch.round.progress()) resolve(ch, done);
@@ -217,12 +362,42 @@ bool Engine::progress_cached(Channel& ch, std::vector<Completion>& done) {
     agreed.clear();
   }
   if (debug_rounds_) {
-    std::fprintf(stderr, "[rank %d] cached round: agreed %zu, pending %zu\n", rank_, count,
-                 ch.pending.size());
+    std::fprintf(stderr, "[rank %d] cached round: agreed %zu, pending %zu%s\n", rank_, count,
+                 ch.pending.size(), ch.spec ? " (speculated)" : "");
+  }
+  if (ch.spec) {
+    // A hit: every member offered these operations and speculated alike on
+    // the same all-reduce, which goes on first (its tag first), then the rest.
+    OpPtr op = ch.spec;
+    agreed.erase(std::remove(agreed.begin(), agreed.end(), op), agreed.end());
+    guarded(op, done, [&] { continue_speculated(ch, op, done); });
+    end_speculation(ch);
   }
   post_agreed(agreed, done);
   agreed.clear();
   return count > 0;
+}
+
+void Engine::continue_speculated(Channel& ch, const OpPtr& op, std::vector<Completion>& done) {
+  if (ch.spec_broken) {
+    throw std::runtime_error(error_message(
+        "[", op->name, "] rank ", rank_, ": the agreement round hit but a member's message "
+        "carried no data for ", op->desc()));
+  }
+  op->out = ch.spec_out;
+  if (ch.spec_in) op->ring_in.emplace(*ch.spec_in);
+  op->stage = Stage::ring;
+  op->tag = 1 + static_cast<int>(ch.ring_serial++ % 30000);
+  op->steps = std::move(ch.spec_steps);
+  op->step = ch.spec_carried;
+  if (op->step < op->steps.size()) {
+    post_step(op);
+    return;
+  }
+  op->ring_in.reset();
+  op->steps.clear();
+  op->stage = Stage::data;
+  advance(op, done);
 }
 
 bool Engine::offers_identical(const Channel& ch) {

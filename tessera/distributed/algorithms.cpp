@@ -105,9 +105,17 @@ std::vector<Step> halving_schedule(int rank, int size, int64_t elements, bool in
   bool reduced = in_out || f.stands_in();
   std::vector<int64_t> at = part_offsets(elements, f.p2);
   int v = f.core_rank();
-  int lo = 0, hi = f.p2;  // the chunks this rank reduces, halved per step
-  for (int m = f.p2 / 2; m >= 1; m /= 2) {
-    int mid = lo + m;
+  // The reduce-scatter halves this rank's range of chunks with the partner
+  // at distance 1, 2, 4 ...: the partners and the order of recursive
+  // doubling, so every element is reduced in doubling's order (adjacent
+  // pairs level by level: the same bits as doubling and as
+  // reduce_doubling_order), and a cached agreement round, whose steps these
+  // are, can carry the first half of the data (Engine::start_cached). This
+  // rank ends with chunk bitreverse(v); the all-gather undoes the halvings,
+  // the last first.
+  int lo = 0, hi = f.p2;
+  for (int m = 1; m < f.p2; m *= 2) {
+    int mid = lo + (hi - lo) / 2;
     bool lower = (v & m) == 0;
     int keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
     int give_lo = lower ? mid : lo, give_hi = lower ? hi : mid;
@@ -119,20 +127,21 @@ std::vector<Step> halving_schedule(int rank, int size, int64_t elements, bool in
     st.recv_lo = at[keep_lo];
     st.recv_hi = at[keep_hi];
     st.reduce = true;
-    st.came_left = !lower;
+    st.came_left = !lower;  // the partner holds the lower ranks' sum when this rank's bit is set
     st.mine_from_x = !reduced;
     steps.push_back(st);
     reduced = true;
     lo = keep_lo;
     hi = keep_hi;
   }
-  for (int m = 1; m < f.p2; m *= 2) {
+  for (int m = f.p2 / 2; m >= 1; m /= 2) {
     bool lower = (v & m) == 0;
+    int width = hi - lo;
     Step st;
     st.send_to = st.recv_from = f.real_rank(v ^ m);
     st.send_lo = at[lo];
     st.send_hi = at[hi];
-    int other_lo = lower ? hi : lo - m, other_hi = lower ? hi + m : lo;
+    int other_lo = lower ? hi : lo - width, other_hi = lower ? hi + width : lo;
     st.recv_lo = at[other_lo];
     st.recv_hi = at[other_hi];
     steps.push_back(st);
@@ -298,9 +307,17 @@ double model_seconds(Algorithm a, int size, double bytes) {
   return 0.0;
 }
 
-Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements) {
+int host_count(const std::vector<int>& host_of) {
+  std::vector<int> hosts(host_of);
+  std::sort(hosts.begin(), hosts.end());
+  return static_cast<int>(std::unique(hosts.begin(), hosts.end()) - hosts.begin());
+}
+
+Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements,
+                           int hosts) {
   if (!s.automatic) return s.forced;
   if (bytes < kOwnMinBytes) return Algorithm::mpi;
+  if (hosts > 1 && hosts < size) return Algorithm::hierarchical;
   if (size == 2 || bytes / size >= kRingChunkMinBytes) return Algorithm::ring;
   if (elements < floor_pow2(size)) return Algorithm::doubling;
   double b = static_cast<double>(bytes);

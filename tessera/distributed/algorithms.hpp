@@ -19,7 +19,7 @@ enum class Algorithm {
   halving,   // Rabenseifner: recursive-halving reduce-scatter, recursive-doubling all-gather
   doubling,  // recursive doubling: log2 N exchanges of the whole array
   // Reduce within each host, all-reduce across hosts, broadcast within
-  // (TESSERA_ALLREDUCE=hierarchical only: auto does not choose it).
+  // (auto: when ranks share hosts and there are several hosts).
   hierarchical,
 };
 
@@ -57,13 +57,19 @@ constexpr double kModelAlpha = 3e-6, kModelBeta = 12.5e9, kModelGamma = 1.0 / 5e
 double model_seconds(Algorithm a, int size, double bytes);
 
 // The algorithm of an all-reduce of `bytes` (`elements` elements) among
-// `size` ranks that does not travel inline: a function of these alone, so
-// the same on every rank. auto: MPI_Iallreduce below kOwnMinBytes; between
-// 2 ranks the ring (its 2 steps are those of halving); the ring where each
-// chunk holds kRingChunkMinBytes; otherwise halving or doubling, whichever
-// the α-β-γ model finds faster (doubling when there are fewer elements than
-// the largest power of two <= size).
-Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements);
+// `size` ranks on `hosts` hosts that does not travel inline: a function of
+// these alone, so the same on every rank. auto: MPI_Iallreduce below
+// kOwnMinBytes; the hierarchical one when ranks share hosts and there are
+// several (1 < hosts < size: only one rank per host crosses the network);
+// between 2 ranks the ring (its 2 steps are those of halving); the ring
+// where each chunk holds kRingChunkMinBytes; otherwise halving or doubling,
+// whichever the α-β-γ model finds faster (doubling when there are fewer
+// elements than the largest power of two <= size).
+Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements,
+                           int hosts = 1);
+
+// The number of distinct hosts in host_of (a host number per rank).
+int host_count(const std::vector<int>& host_of);
 
 // One step of a rank's schedule: send elements [send_lo, send_hi) to rank
 // send_to (-1: none) and receive [recv_lo, recv_hi) from recv_from (-1:

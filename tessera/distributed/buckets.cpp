@@ -409,6 +409,30 @@ const bool registered_buckets = register_primitives({
      },
      .ns_per_element = 0.0,
      .grads = {"reduce_scatter(g, \"sum\", group)", "", ""}},
+    {.name = "grad_local",
+     .family = "distributed",
+     .params = {{"shard"}, {"x"}},
+     .help = "x unchanged (the whole flat bucket of a deterministic ZeRO-3 step, gathered from "
+             "the slices); in the backward pass the gradient of x, whole and summed over no "
+             "locality, becomes the gradient of `shard`, a stand-in of x's shape whose values are "
+             "not read (broadcast_to(zeros(1), shape): one element): the step adds the chunks' "
+             "whole gradients in its fixed order and sends each member its slice itself. x gets "
+             "no gradient.",
+     .eval = [](Args& a) -> Value {
+       if (!a[0].is_array()) a.type_error(0, "an array");
+       if (!a[1].is_array()) a.type_error(1, "an array");
+       const Array& x = a[1].as_array();
+       const Array& shard = a[0].as_array();
+       if (x.ndim() != 1 || shard.shape() != x.shape()) {
+         throw std::invalid_argument(error_message(
+             "[grad_local] x must be a flat array of the stand-in shard's shape: x has shape ",
+             shape_str(x.shape()), ", shard ", shape_str(shard.shape())));
+       }
+       return a[1];
+     },
+     .ns_per_element = 0.0,
+     .grads = {"g", ""},
+     .passes_through = true},
     {.name = "grad_bucket_shard",
      .family = "distributed",
      .params = {{"shard"}, {"x"}, {"bucket"}, {"member"}, {"members"}, opt("group", Value())},

@@ -262,6 +262,7 @@ void Engine::run() {
       const char* choice = std::getenv("TESSERA_ALLREDUCE");
       algorithm_ = algorithm_setting(!choice && ring && std::string(ring) == "0" ? "mpi" : choice);
       channels_[0]->host_of = host_map(channels_[0]->data_comm, size_);
+      channels_[0]->hosts = channels_[0]->host_of.empty() ? 1 : host_count(channels_[0]->host_of);
     } catch (const std::exception& e) {
       init_error = e.what();
       value_error = true;

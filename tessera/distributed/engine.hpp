@@ -96,6 +96,13 @@ struct Candidate {
   size_t data_at;  // every member's inline data: candidate_data[data_at + member]
 };
 
+// What an operation's arrays hold until set: a shared 0-d array (a default
+// Array allocates, and an operation is made per collective).
+inline const Array& no_array() {
+  static const Array* a = new Array();
+  return *a;
+}
+
 // The ranks a collective runs among and everything its agreement rounds
 // need: the world (id 0), or a group made by splitting the world
 // (Engine::add_group). Each channel has its own communicators, rounds and
@@ -126,6 +133,24 @@ struct Channel {
   std::vector<Step> cached_steps;
   size_t cached_step = 0;
   MPI_Request cached_reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  // Each step's message is probed for (cached_msg) before it is received:
+  // a member that offered something else may send a message of another
+  // size (a speculating one carries data), received whole into cached_odd.
+  bool cached_matched = false;
+  MPI_Message cached_msg = MPI_MESSAGE_NULL;
+  Bytes cached_odd;
+  bool cached_odd_used = false;
+  // A speculating cached round (Engine::start_cached): the first all-reduce
+  // offered that runs by halving or doubling, whose first spec_carried steps (the
+  // fold's and the reduce-scatter's) are those of the round's all-reduce
+  // and ride in its messages behind the 40 bytes. spec_broken: a member's
+  // message had no data of the expected size (it offered something else).
+  OpPtr spec;
+  std::vector<Step> spec_steps;
+  size_t spec_carried = 0;
+  bool spec_broken = false;
+  Array spec_out = no_array();
+  std::optional<Array> spec_in;
   // Bytes of inline data per rank and round (halved per exchange after the first).
   int64_t inline_budget = 0;
   uint64_t ring_serial = 0;               // own all-reduces posted so far (their tags)
@@ -145,18 +170,13 @@ struct Channel {
   // (site, key) of operations other members offered and this rank has not
   // issued yet, sorted (note_expected), and resolve's scratch for it.
   std::vector<std::pair<uint64_t, uint64_t>> expected, mine;
-  // Per group rank, its host (TESSERA_ALLREDUCE=hierarchical only; else empty).
+  // Per group rank, its host (auto or hierarchical; else empty), and the
+  // number of hosts (1 when empty).
   std::vector<int> host_of;
+  int hosts = 1;
   // The world rank of group rank r.
   int world_rank(int r) const { return members.empty() ? r : members[r]; }
 };
-
-// What an operation's arrays hold until set: a shared 0-d array (a default
-// Array allocates, and an operation is made per collective).
-inline const Array& no_array() {
-  static const Array* a = new Array();
-  return *a;
-}
 
 struct Op {
   Kind kind;
@@ -411,6 +431,16 @@ class Engine {
   // far as messages allow, true once done (then cached_all holds the result).
   void post_cached_step(Channel& ch);
   bool advance_cached(Channel& ch);
+  // Speculation: when this rank offers an all-reduce that runs by halving
+  // or doubling (the first such), the round's messages carry its fold and
+  // reduce-scatter (the same partners, in the same order), so a hit goes on
+  // with the all-gather only: 2 log2 N messages in all instead of 3 log2 N.
+  // A miss drops what was reduced; the full round then runs it afresh.
+  void start_speculation(Channel& ch);
+  void reduce_speculated(Channel& ch, const Step& s);
+  void end_speculation(Channel& ch);
+  // After a hit: the all-reduce goes on from its first step not carried.
+  void continue_speculated(Channel& ch, const OpPtr& op, std::vector<Completion>& done);
   const bool agree_cache_ = [] {
     const char* env = std::getenv("TESSERA_AGREE_CACHE");
     return !env || std::string(env) != "0";
@@ -460,7 +490,8 @@ class Engine {
   // does not travel inline (algorithms.hpp: choose_algorithm).
   Algorithm algorithm_for(const Channel& ch, const Array& x) const {
     if (ch.size <= 1) return Algorithm::mpi;
-    return choose_algorithm(algorithm_, ch.size, static_cast<int64_t>(x.nbytes()), x.size());
+    return choose_algorithm(algorithm_, ch.size, static_cast<int64_t>(x.nbytes()), x.size(),
+                            ch.hosts);
   }
 
   // An all-reduce of op->x into op->out by `a` (not mpi) over point-to-point
@@ -476,7 +507,7 @@ class Engine {
   // For the hierarchical all-reduce: the host of each of comm's `size` ranks
   // (the lowest rank of comm sharing its memory, by MPI_Comm_split_type), or
   // with TESSERA_HOST_RANKS=k, hosts of k consecutive ranks (for tests on one
-  // machine). Collective over comm; empty unless hierarchical is forced.
+  // machine). Collective over comm; empty unless the setting is auto or hierarchical.
   // Throws invalid_argument for a TESSERA_HOST_RANKS that is not a positive integer.
   std::vector<int> host_map(MPI_Comm comm, int size) const;
 

@@ -67,6 +67,7 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
   MPI_Comm_set_name(ch->diag_comm, "tessera.group.diag");
   MPI_Comm_set_name(ch->agree_comm, "tessera.group.agree");
   ch->host_of = host_map(ch->data_comm, size);
+  ch->hosts = ch->host_of.empty() ? 1 : host_count(ch->host_of);
   MPI_Comm_free(&comm);
   std::lock_guard in_lock(in_mu_);
   channel_of_[id] = ch.get();
@@ -75,7 +76,7 @@ void Engine::add_group(int id, const std::string& name, const std::vector<int>& 
 }
 
 std::vector<int> Engine::host_map(MPI_Comm comm, int size) const {
-  if (algorithm_.automatic || algorithm_.forced != Algorithm::hierarchical) return {};
+  if (!algorithm_.automatic && algorithm_.forced != Algorithm::hierarchical) return {};
   std::vector<int> host_of(size);
   if (const char* env = std::getenv("TESSERA_HOST_RANKS")) {
     char* end = nullptr;

@@ -22,6 +22,8 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/random_stream.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -53,235 +55,6 @@ bool fast_loops_enabled() {
   return on;
 }
 
-namespace {
-
-struct Reg {
-  // Obj: any other value (a slice, a string, a list), held in State::objects,
-  // passed to primitives as it is.
-  enum Kind : uint8_t { Undef, Nil, PyBool, PyInt, PyFloat, NpBool, NpInt, NpFloat, Arr, Obj };
-  Kind k = Undef;
-  union {
-    bool b;
-    int64_t i;
-    double f;
-    int32_t a;  // index into State::arrays (Arr) or State::objects (Obj)
-  };
-  Reg() : i(0) {}
-  static Reg make(Kind k, int64_t i) {
-    Reg r;
-    r.k = k;
-    r.i = i;
-    return r;
-  }
-  static Reg real(Kind k, double f) {
-    Reg r;
-    r.k = k;
-    r.f = f;
-    return r;
-  }
-  static Reg boolean(Kind k, bool b) {
-    Reg r;
-    r.k = k;
-    r.i = 0;
-    r.b = b;
-    return r;
-  }
-  bool strong() const { return k == NpBool || k == NpInt || k == NpFloat; }
-  bool scalar() const { return k >= PyBool && k <= NpFloat; }
-};
-
-// Thrown inside a turn for anything the fast path leaves to the general
-// evaluation; caught where the turn began.
-struct Bail {
-  int line;  // where in this file (TESSERA_FAST_LOOPS=debug reports it)
-};
-#define BAIL \
-  Bail { __LINE__ }
-
-constexpr int kMaxDims = 4;
-// Arrays made since the last checkpoint are kept (registers may refer to
-// them until a roll-back is no longer possible): at most this many entries,
-// and this many bytes of buffers the loop allocated itself (views share their
-// base's buffer and cost nothing).
-constexpr size_t kMaxArrays = 1 << 16;
-constexpr int64_t kMaxNewBytes = int64_t{64} << 20;
-
-struct ArrEntry {
-  Array array;
-  char* base = nullptr;
-  DType dt = DType::float64;
-  int nd = 0;
-  int64_t shape[kMaxDims] = {};
-  int64_t strides[kMaxDims] = {};  // elements
-  bool writable = false;
-  bool indexable = false;  // nd <= kMaxDims
-};
-
-enum class Op : uint8_t {
-  Const,
-  Var,
-  Assign,
-  Block,
-  If,
-  While,
-  Break,
-  Continue,
-  Logic,
-  Binary,
-  GetItem,
-  SetItem,
-  AsType,
-  Call,
-  Uniform
-};
-
-// Binary operations computed inline for two ints or two floats.
-enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne, floordiv, mod };
-
-}  // namespace
-
-// An array result of this many elements makes a loop go the general way
-// (FastLoop::run).
-constexpr int64_t kLargeResult = 4096;
-
-struct FastLoop::Impl {
-  struct State;
-  struct FNode;
-  // What evaluates a node: chosen once per node after compilation (link), by
-  // its operation and, for arithmetic, by the primitive and the operands'
-  // shapes, so that a turn goes from node to node through one indirect call
-  // each instead of one large switch (whose frame and branches every
-  // operation paid for).
-  using Handler = Reg (*)(const Impl&, const FNode&, State&);
-  struct FNode {
-    Handler fn = nullptr;
-    Op op = Op::Const;
-    Reg constant;
-    int reg = -1;
-    bool is_and = false;
-    Fast fast = Fast::none;
-    DType cast_to = DType::float64;
-    const PrimitiveSpec* spec = nullptr;
-    const PrimitiveCallNode* call = nullptr;
-    int counter = -1;  // index into State::counts (primitives computed inline)
-    std::vector<FNode> kids;
-  };
-  struct VarRef {
-    int depth;
-    size_t slot;
-  };
-  FNode cond, body;
-  std::vector<VarRef> vars;
-  std::map<std::pair<int, size_t>, int> reg_of;
-  // The primitive nodes computed inline, whose evaluations are counted in
-  // State::counts and added to the nodes' counters when the run ends (the
-  // general evaluation counts each one as it goes).
-  std::vector<const Node*> counted;
-  // Set when a run found the loop to be mostly array operations: later runs
-  // go straight to the general path.
-  mutable std::atomic<bool> prefer_general{false};
-
-  struct State {
-    std::vector<Reg> regs, saved;
-    std::vector<uint8_t> assigned, saved_assigned;
-    std::vector<uint64_t> counts, saved_counts;
-    std::vector<ArrEntry> arrays;
-    std::vector<Value> objects;
-    int64_t new_bytes = 0;  // of arrays made since the checkpoint
-    // Operations done here and ones handed to the primitives (arrays): a
-    // loop of mostly array operations runs better on the general path.
-    int64_t inline_ops = 0, general_ops = 0;
-    // Primitive calls that made arrays of kLargeResult elements or more.
-    int64_t large_results = 0;
-    struct Undo {
-      int32_t arr;     // element write: the entry written; -1 for a snapshot
-      int64_t offset;  // bytes from the entry's base; a snapshot's index
-      uint8_t old[16];
-      uint8_t size;
-    };
-    std::vector<Undo> undo;
-    // What an array-writing primitive (x += y on arrays, x[1:] = v, copyto)
-    // wrote into, and its elements before: restored on a roll-back.
-    std::vector<std::pair<Array, Array>> snapshots;
-    int64_t snapshot_elements = 0;
-    enum class Flow { normal, brk, cont } flow = Flow::normal;
-    uint64_t draws = 0;  // random draws since the checkpoint
-    uint64_t stream_at_checkpoint = 0;
-  };
-
-  // ---- compilation
-  bool compile(const Node* n, FNode& out);
-  int reg(int depth, size_t slot) {
-    auto key = std::make_pair(depth, slot);
-    auto it = reg_of.find(key);
-    if (it != reg_of.end()) return it->second;
-    int r = static_cast<int>(vars.size());
-    vars.push_back({depth, slot});
-    reg_of[key] = r;
-    return r;
-  }
-
-  // Sets the handlers of `n` and of the nodes under it.
-  static void link(FNode& n);
-
-  // ---- execution
-  Reg eval(const FNode& n, State& st) const { return n.fn(*this, n, st); }
-  static Reg to_reg(const Value& v, State& st);
-  static Value to_value(const Reg& r, const State& st);
-  static bool truthy(const Reg& r) {
-    switch (r.k) {
-      case Reg::PyBool:
-      case Reg::NpBool:
-        return r.b;
-      case Reg::PyInt:
-      case Reg::NpInt:
-        return r.i != 0;
-      case Reg::PyFloat:
-      case Reg::NpFloat:
-        return r.f != 0.0;
-      default:
-        throw BAIL;
-    }
-  }
-  static Value py(const Reg& r) {
-    switch (r.k) {
-      case Reg::PyBool:
-      case Reg::NpBool:
-        return Value(r.b);
-      case Reg::PyInt:
-      case Reg::NpInt:
-        return Value(r.i);
-      case Reg::PyFloat:
-      case Reg::NpFloat:
-        return Value(r.f);
-      default:
-        throw BAIL;
-    }
-  }
-  Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
-  // Arrays and NumPy's 0-d bools: the primitive itself.
-  __attribute__((noinline)) Reg binary_general(const FNode& n, const Reg& a, const Reg& b,
-                                               State& st) const;
-  __attribute__((noinline)) Reg loop(const FNode& n, State& st) const;
-  __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
-  __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
-  __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
-  __attribute__((noinline)) Reg getitem_general(const FNode& n, const Reg& x, const Reg* idx,
-                                                size_t done, State& st) const;
-  __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;
-  // True when every index operand of setitem `n` is an int expression that
-  // is a variable or a constant (an element write; checked without
-  // evaluating anything else).
-  static bool element_index(const FNode& n, const State& st, const Reg& x);
-  __attribute__((noinline)) Reg astype(const FNode& n, State& st) const;
-  __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
-  // The primitive of `n` on `vals` by the general code (compute()), after a
-  // snapshot of what it writes into for one that writes.
-  __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,
-                                            State& st) const;
-  void rollback(State& st, size_t arrays_before, size_t objects_before) const;
-  void write_back(const FramePtr& frame, const State& st) const;
-};
 
 namespace {
 
@@ -521,6 +294,7 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     }
     out.counter = static_cast<int>(counted.size());
     counted.push_back(p);
+    out.slot = out.counter;
     if (spec.name == "random_uniform" && p->operands_.size() == 1) {
       // np.random.random(): random_uniform(shape=tuple()), one draw of the
       // global stream, made here (the stream is rewound on a roll-back).
@@ -1203,6 +977,66 @@ void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
   }
 }
 
+const NativeCode* FastLoop::Impl::native_for(const State& st) const {
+  std::vector<uint8_t> sig = native_signature(st.regs, st.arrays);
+  std::lock_guard<std::mutex> lock(native_mu);
+  for (const auto& c : native_codes) {
+    if (c->signature == sig) return c.get();
+  }
+  for (const auto& r : native_refused) {
+    if (r == sig) return nullptr;
+  }
+  // A few signatures at most (a loop run with other kinds of arguments).
+  if (native_codes.size() + native_refused.size() >= 4) return nullptr;
+  std::string why;
+  std::unique_ptr<NativeCode> code = native_compile(*this, st.regs, st.arrays, why);
+  if (!code) {
+    if (debug())
+      std::fprintf(stderr, "[fast loops] %s: no native code, the interpreter runs the loop: %s\n",
+                   where.c_str(), why.c_str());
+    native_refused.push_back(std::move(sig));
+    return nullptr;
+  }
+  if (debug())
+    std::fprintf(stderr, "[fast loops] %s: native code compiled in %.1f ms\n", where.c_str(),
+                 code->compile_ms);
+  native_codes.push_back(std::move(code));
+  return native_codes.back().get();
+}
+
+int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
+                                   std::vector<NativeUndo>& log, int64_t& undo_count) const {
+  std::vector<NativeArray> arrs(st.regs.size());
+  for (size_t r = 0; r < st.regs.size(); ++r) {
+    if (st.regs[r].k != Reg::Arr) continue;
+    const ArrEntry& e = st.arrays[st.regs[r].a];
+    arrs[r].base = e.base;
+    for (int d = 0; d < e.nd && d < kMaxDims; ++d) {
+      arrs[r].shape[d] = e.shape[d];
+      arrs[r].strides[d] = e.strides[d];
+    }
+  }
+  if (log.size() < 4096) log.resize(4096);
+  NativeCtx c;
+  c.regs = st.regs.data();
+  c.assigned = st.assigned.data();
+  c.counts = st.counts.data();
+  c.arrays = arrs.data();
+  c.undo = log.data();
+  c.undo_n = 0;
+  c.undo_cap = static_cast<int64_t>(log.size());
+  c.undo_store = &log;
+  // Checkpoints every 16384 turns or 65536 element writes: a bail redoes
+  // at most that many turns on the interpreter.
+  c.max_turns = int64_t{1} << 14;
+  c.max_undo = int64_t{1} << 16;
+  c.last = last;
+  const int32_t status = code.fn(&c);
+  undo_count = c.undo_n;
+  last = c.last;
+  return status;
+}
+
 FastLoop::FastLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FastLoop::~FastLoop() = default;
 
@@ -1214,6 +1048,7 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
   }
   Impl::link(impl->cond);
   Impl::link(impl->body);
+  impl->where = loop.loc().str();
   return std::unique_ptr<FastLoop>(new FastLoop(std::move(impl)));
 }
 
@@ -1264,6 +1099,24 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   constexpr size_t kMaxUndo = 1 << 14;
   int since = kCheckpointTurns;
   size_t arrays_before = 0, objects_before = 0;
+  auto checkpoint = [&] {
+    st.saved = st.regs;
+    st.saved_assigned = st.assigned;
+    st.saved_counts = st.counts;
+    saved_last = last;
+    st.undo.clear();
+    st.snapshots.clear();
+    st.snapshot_elements = 0;
+    st.draws = 0;
+    st.stream_at_checkpoint = random_stream_position();
+    arrays_before = st.arrays.size();
+    objects_before = st.objects.size();
+    st.new_bytes = 0;
+    since = 0;
+  };
+  bool native = native_enabled();
+  int64_t turns = 0;
+  std::vector<NativeUndo> undo_log;
   for (;;) {
     if (interrupt_requested()) break;  // between turns: nothing to undo
     // Mostly array operations (each through the primitive, with a value
@@ -1277,22 +1130,42 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       break;
     }
     if (since >= kCheckpointTurns || st.undo.size() > kMaxUndo ||
-        st.snapshot_elements > (int64_t{1} << 20)) {
-      st.saved = st.regs;
-      st.saved_assigned = st.assigned;
-      st.saved_counts = st.counts;
-      saved_last = last;
-      st.undo.clear();
-      st.snapshots.clear();
-      st.snapshot_elements = 0;
-      st.draws = 0;
-      st.stream_at_checkpoint = random_stream_position();
-      arrays_before = st.arrays.size();
-      objects_before = st.objects.size();
-      st.new_bytes = 0;
-      since = 0;
+        st.snapshot_elements > (int64_t{1} << 20) || (native && turns > 0 && since > 0)) {
+      checkpoint();
+    }
+    // After a first turn (the registers' kinds settled), native code for
+    // these kinds, run from this checkpoint.
+    if (native && turns > 0) {
+      const NativeCode* code = im.native_for(st);
+      if (!code) {
+        native = false;
+      } else {
+        int64_t undo_count = 0;
+        const int32_t status = im.run_native(*code, st, last, undo_log, undo_count);
+        if (debug() && status != kNativeCheckpoint)
+          std::fprintf(stderr, "[fast loops] %s: native code returned %d after turn %lld\n",
+                       im.where.c_str(), status, static_cast<long long>(turns));
+        if (status == kNativeDone) {
+          im.write_back(frame, st);
+          result = Impl::to_value(last, st);
+          return true;
+        }
+        if (status == kNativeInterrupt) break;
+        if (status == kNativeCheckpoint) {  // a checkpoint, then more native turns
+          since = kCheckpointTurns;
+          continue;
+        }
+        // Bail: the registers, counters and the loop's value are as at
+        // the start of the turn that stopped, its element writes undone
+        // here; the interpreter takes a checkpoint there and redoes that
+        // turn, meeting what stopped the native code itself.
+        native_undo(undo_log.data(), undo_count);
+        native = false;
+        since = kCheckpointTurns;
+      }
     }
     ++since;
+    ++turns;
     try {
       if (!truth(im.eval(im.cond, st))) {
         im.write_back(frame, st);

@@ -1,8 +1,9 @@
 # The engine's all-reduce algorithms over MPI (algorithms.hpp, ring.cpp):
 # `allreduce_algorithms.py ALGORITHM` runs with TESSERA_ALLREDUCE=ALGORITHM
 # (auto, ring, halving, doubling, or hierarchical with hosts of 2 ranks
-# simulated by TESSERA_HOST_RANKS=2; set before the engine starts, the same on
-# every rank). Sums, means, maxima and minima of float32, float64 and int64
+# simulated by TESSERA_HOST_RANKS=2; auto-hosts: auto with such hosts, which
+# chooses hierarchical; set before the engine starts, the same on every
+# rank). Sums, means, maxima and minima of float32, float64 and int64
 # against NumPy over every rank's data, at sizes around every switch point
 # (just above the inline budget, around 128 KiB where auto leaves
 # MPI_Iallreduce, around N MiB where auto takes the ring), with element
@@ -21,6 +22,10 @@ if ALGORITHM == "mixed":
 os.environ["TESSERA_ALLREDUCE"] = ALGORITHM
 if ALGORITHM == "hierarchical":
     # Hosts of 2 consecutive ranks simulated on this machine.
+    os.environ["TESSERA_HOST_RANKS"] = "2"
+if ALGORITHM == "auto-hosts":
+    # auto with hosts of 2 simulated ranks: the hierarchical algorithm, chosen.
+    os.environ["TESSERA_ALLREDUCE"] = "auto"
     os.environ["TESSERA_HOST_RANKS"] = "2"
 if ALGORITHM == "bad-hosts":
     # A simulated host size that is not a positive integer: a ValueError naming it.

@@ -155,8 +155,8 @@ def test_bad_input_is_reported(har):
         model.fit(x[:10], y[:9], verbose=0)
     with pytest.raises(ValueError, match=r"label"):
         model.fit(x[:10], np.full(10, 7), verbose=0)
-    with pytest.raises(ValueError, match="unknown loss"):
-        model.compile("adam", "hinge")
+    with pytest.raises(ValueError, match="unknown loss .hingee.; did you mean .hinge."):
+        model.compile("adam", "hingee")  # (hinge is a loss now)
     with pytest.raises(ValueError, match=r"\[Dense\] units must be a positive int"):
         nn.Dense(0)
     with pytest.raises(ValueError, match=r"does not fit the input"):

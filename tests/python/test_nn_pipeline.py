@@ -223,7 +223,8 @@ def test_pipeline_ranks_draw_weights_on_first_read(monkeypatch):
     model = _four_dense()
     assert len(_pending(model)) == 8
     out = model.get_layer("out")
-    assert [w.shape for w in out.weights] == [(16, 4), (4,)]  # drawn: out's two
+    # (layer.weights are Variables: reading their values draws them)
+    assert [w.numpy().shape for w in out.weights] == [(16, 4), (4,)]  # drawn: out's two
     assert _pending(model) == [f"h{i}/{n}" for i in range(3) for n in ("bias", "kernel")]
     got = model.get_weights()
     assert not _pending(model)

@@ -168,3 +168,60 @@ def test_slice_text_takes_each_members_slice():
         got = prog.run([whole[v] for v in names] + [r])
         for j in range(2):
             np.testing.assert_array_equal(got[j], p.slices_of(whole, r, j))
+
+
+def test_deterministic_stage3_gathers_per_bucket():
+    # Deterministic ZeRO 3: no bucket gathered at the step's start; each
+    # chunk's loss function gathers each bucket just before its first use
+    # (rematerialised), reading the slice undifferentiated, and gives the
+    # chunk's whole gradient of the bucket to a one-element stand-in of its
+    # shape (grad_local), which the step adds in the fixed order
+    m = model()
+    P, S = m._params(True), m._params(False)
+    zp = ZeroPlan(3, 2, 8, m._bucket_plan(P), {v: m.weights[v].shape for v in P}, "float32")
+    m._zero_plans = {zp.key: zp}
+    m._deterministic_program(P, S, 4, 8, 2, zero=zp)
+    text = m.train_code
+    loss_fn, step = text[:text.index("define(train_step")], text[text.index("define(train_step"):]
+    B = len(zp.buckets)
+    assert "all_gather(zp_" not in step and "bucket_parts(" not in step
+    assert loss_fn.count("remat(lambda(s, t, bucket_parts(grad_local(s, all_gather(t, "
+                         "group=dgroup))") == B
+    stand_ins = ", ".join(f"zd_{b}" for b in range(B))
+    shards = ", ".join(f"zp_{b}" for b in range(B))
+    for b in range(B):
+        assert f"define(zd_{b}, broadcast_to(zeros(1, dtype=\"float32\"), [{zp.N[b]}]))" in step
+    for j in range(4):  # every chunk runs (its gathers are collectives)
+        assert (f"define(r_{j}, value_and_grad(loss_fn, argnums=[{', '.join(map(str, range(B)))}]"
+                f", has_aux=true)({stand_ins}, {shards}, ") in step
+    assert m.train_code.count("if(w_0 > 0.0, value_and_grad") == 0
+    # the first layer's bucket is gathered before the second layer's
+    assert loss_fn.index("(zp_3, after(zt_3, x))") < loss_fn.index("(zp_1, after(zt_1, ")
+    assert zp.local_grads is False  # the plan is left as normal mode uses it
+
+
+@pytest.mark.parametrize("depth,limit,ahead", [(1, 8 << 20, 1), (2, 8 << 20, 2), (3, 8 << 20, 3),
+                                               (3, 1, 1), (3, 2 * 288, 2)])
+def test_stage3_prefetch_depth(depth, limit, ahead):
+    # ZeRO 3's forward pass gathers, with the bucket the first layer uses
+    # (zf_3), the next `depth` buckets, at most `limit` bytes of them (at
+    # least one), all held back until that layer's input x is ready; the
+    # others wait for the input of a later layer
+    m = nn.Sequential([nn.Dense(8, activation="tanh") for _ in range(3)] + [nn.Dense(8)],
+                      input_shape=(8,), seed=2)
+    m.BUCKET_BYTES = 300  # a bucket per layer
+    m.compile(optim.Adam(0.05), "mse")
+    m.ZERO3_PREFETCH, m.ZERO3_PREFETCH_BYTES = depth, limit
+    P, S = m._params(True), m._params(False)
+    zp = ZeroPlan(3, 2, 2, m._bucket_plan(P), {v: m.weights[v].shape for v in P}, "float32")
+    assert zp.N == [72] * 4  # 288 bytes each
+    m._zero_plans = {zp.key: zp}
+    m._train_program(P, S, data_parallel=True, zero=zp)
+    loss_fn = m.train_code[:m.train_code.index("define(train_step")]
+    first_use = loss_fn.index("(x @ ")
+    for b in (3, 2, 1, 0):
+        made = loss_fn.index(f"define(zf_{b}, remat(")
+        if 3 - b <= ahead:
+            assert made < first_use and f"(after(zp_{b}, x))" in loss_fn, b
+        else:
+            assert made > first_use and f"(after(zp_{b}, x))" not in loss_fn, b

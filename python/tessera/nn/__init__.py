@@ -4,6 +4,7 @@ tessera program."""
 
 from . import callbacks, initializers, losses, metrics, regularizers, saving
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
+from . import activations, ops, random  # keras.activations, keras.ops, keras.random
 from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
                      BatchNormalization, Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose,
                      DepthwiseConv1D, DepthwiseConv2D, Dense, Dropout, Embedding, Flatten,
@@ -24,6 +25,9 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
+from .variables import Variable
+from .wrappers import (GRUCell, LSTMCell, Bidirectional, Masking, RNN, SimpleRNNCell,
+                       StackedRNNCells, TimeDistributed)
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
@@ -41,7 +45,10 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "callbacks", "initializers", "losses", "metrics", "regularizers",
+    "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable", "activations",
+    "ops", "random",
+    "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
+    "TimeDistributed",
 ]
 
 

@@ -66,12 +66,14 @@ class MultiHeadAttention(Layer):
             rest = items[2:]
             key = rest.pop(0) if _has_key else None
             attention_mask = rest.pop(0) if _has_mask else None
+        masks = {}
         for name, m in (("query_mask", query_mask), ("value_mask", value_mask),
                         ("key_mask", key_mask)):
+            if m is not None and not isinstance(m, KerasTensor):
+                raise TypeError(f"[MultiHeadAttention] {name} must be a symbolic tensor "
+                                f"(batch, timesteps), got {type(m).__name__}")
             if m is not None:
-                raise ValueError(f"[MultiHeadAttention] {name} is not supported; pass an "
-                                 "attention_mask of shape (batch, Tq, Tv) (or (batch, 1, Tv) for "
-                                 "key padding)")
+                masks[name] = m
         if value is None:
             raise TypeError("[MultiHeadAttention] called without value: mha(query, value)")
         ins = [query, value] + ([key] if key is not None else []) + \
@@ -81,6 +83,7 @@ class MultiHeadAttention(Layer):
                 raise TypeError(f"[MultiHeadAttention] inputs must be symbolic tensors, got "
                                 f"{type(t).__name__}")
         static = {"_has_key": key is not None, "_has_mask": attention_mask is not None}
+        static.update(masks)
         if return_attention_scores:
             static["return_attention_scores"] = True
         if use_causal_mask:
@@ -89,6 +92,19 @@ class MultiHeadAttention(Layer):
             static["training"] = bool(training)
         self._flags = static
         return ins, static
+
+    supports_masking = True  # the output carries the query's mask (Keras)
+
+    def auto_masks(self, inputs, static):
+        """Keras's: the query's and value's (and key's) masks, from the masks
+        they carry unless given as query_mask= ..."""
+        names = ["query_mask", "value_mask"] + (["key_mask"] if static.get("_has_key") else [])
+        for name, t in zip(names, inputs):
+            m = getattr(t, "_keras_mask", None)
+            if name not in static and m is not None:
+                static[name] = m
+        if not static.get("_has_key"):
+            static.pop("key_mask", None)  # Keras ignores it when key is value
 
     def compute_output_shape(self, shapes):
         flags = getattr(self, "_flags", {})
@@ -148,7 +164,7 @@ class MultiHeadAttention(Layer):
                                f"{ctx.training})")
 
     def forward(self, xs, p, ctx, _has_key=False, _has_mask=False, return_attention_scores=False,
-                use_causal_mask=False):
+                use_causal_mask=False, query_mask=None, value_mask=None, key_mask=None):
         shapes = [s[1:] for s in ctx.input_shapes]
         q_in, v_in = xs[0], xs[1]
         k_in = xs[2] if _has_key else v_in
@@ -173,16 +189,34 @@ class MultiHeadAttention(Layer):
         k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
         v = project(v_in, "value", shapes[1][-1], vd, tv)
         scores = ctx.define("s", f"matmul({q}, transpose({k}, [0, 1, 3, 2]))")
+        # Keras's _compute_attention_mask: the query's mask (batch, Tq, 1), the
+        # value's and key's (batch, 1, Tv), the causal one and attention_mask,
+        # all and-ed; masked scores set to -1e9. Keras's fused path (no
+        # dropout, no scores returned: dot_product_attention) leaves a row
+        # masked whole uniform; its other path (a masked Softmax) sets masked
+        # probabilities to 0, so that such a row attends to nothing.
         keep = []
+        if query_mask is not None:
+            keep.append(f"expand_dims(astype({query_mask}, \"bool\"), -1)")
+        for m in (value_mask, key_mask if _has_key else None):
+            if m is not None:
+                keep.append(f"expand_dims(astype({m}, \"bool\"), -2)")
         if use_causal_mask:
-            keep.append(f"tril(ones([{tq}, {tv}]))")
+            keep.append(f"astype(tril(ones([1, {tq}, {tv}])), \"bool\")")
         if mask is not None:
-            keep.append(f"expand_dims(astype({mask}, \"float64\"), 1)")
+            keep.append(f"astype({mask}, \"bool\")")
         if keep:
-            m = " * ".join(keep)
-            scores = ctx.define("s", f"{scores} + astype((1.0 - {m}) * -1e9, "
-                                     f"dtype_name({scores}))")
-        probs = ctx.define("p", f"softmax({scores}, axis=-1)")
+            m = keep[0]
+            for other in keep[1:]:
+                m = f"logical_and({m}, {other})"
+            m = ctx.define("am", f"expand_dims({m}, 1)")
+            scores = ctx.define("s", f"where({m}, {scores}, astype(-1e9, dtype_name({scores})))")
+            probs = f"softmax({scores}, axis=-1)"
+            if self.dropout or return_attention_scores:
+                probs = f"where({m}, {probs}, zeros_like({scores}))"
+            probs = ctx.define("p", probs)
+        else:
+            probs = ctx.define("p", f"softmax({scores}, axis=-1)")
         attended = probs
         if self.dropout:
             attended = self._dropout(probs, ctx, tq, tv)

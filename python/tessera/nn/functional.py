@@ -9,6 +9,7 @@ import inspect
 import numpy as np
 
 from .symbolic import GraphWriter, KerasTensor, _Index, _record, user_location
+from .variables import add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "clone_graph"]
@@ -46,10 +47,19 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
                if isinstance(t, KerasTensor)]
     if not tensors:
+        if _TRACING[0]:
+            raise TypeError(
+                f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on arrays "
+                "(no symbolic tensor) while a layer's call, a loss or a metric is traced: its "
+                "result would be a constant computed with the initial weights, which would "
+                "never train. Call it on a tensor derived from the call's inputs, with their "
+                "batch axis: e.g. positions = ops.zeros_like(x) + ops.arange(length) and then "
+                "self.pos_emb(positions)")
         return _eager_call(layer, inputs, args, kwargs)
     if layer._is_custom():
         return _call_custom(layer, inputs, args, kwargs)
     in_list, static = layer_inputs(layer, inputs, args, kwargs)
+    in_mask, auto_keys = _input_masks(layer, in_list, static)
     shapes = [_per_sample(t, layer) for t in in_list]
     multi = getattr(layer, "multi_input", False)
     shape_arg = shapes if multi else shapes[0]
@@ -60,6 +70,12 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         except ValueError as e:
             raise ValueError(f"{e} (layer {layer.name!r} called at {where} on "
                              f"{_producers(in_list)})") from None
+        unknown = [q.name for q in layer.params if any(d is None for d in q.shape)]
+        if unknown:
+            layer.params = []
+            raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {where} on "
+                             f"{_producers(in_list)}: its weights {unknown} would depend on an "
+                             "axis of unknown length (None); give that axis a length in Input")
         layer._in_shape, layer._out_shape, layer.built = shape_arg, out, True
         layer._built_for = shapes
     elif shapes != layer._built_for or getattr(layer, "split_call", None) is not None:
@@ -81,9 +97,53 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
         node.n_outputs = len(out)
-        return [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
-                for k, s in enumerate(out)]
-    return KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+        results = [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
+                   for k, s in enumerate(out)]
+        results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
+        node.auto_mask_keys = auto_keys
+        return results
+    result = KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+    result._keras_mask = _output_mask(layer, in_list, in_mask)
+    result.auto_mask_keys = auto_keys
+    return result
+
+
+def _input_masks(layer, in_list, static):
+    """The mask a layer call receives (Keras's: the `mask` argument, else the
+    mask its first input carries). A layer that reads masks (mask_input)
+    gets it as its forward's `mask` keyword, recorded among the call's
+    arguments so that the graph computes it first; attention takes its
+    query's and value's masks (auto_masks)."""
+    before = set(static)
+    auto = getattr(layer, "auto_masks", None)
+    if auto is not None:
+        auto(in_list, static)
+    given = static.get("mask")
+    mask = given if given is not None else getattr(in_list[0], "_keras_mask", None)
+    if given is not None and not getattr(layer, "mask_input", False) and \
+            not getattr(layer, "supports_masking", False):
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} does not take a mask "
+                        f"(called at {user_location()})")
+    if given is not None and not getattr(layer, "mask_input", False):
+        del static["mask"]  # passed on, not read
+    if mask is not None and getattr(layer, "mask_input", False):
+        static["mask"] = mask
+    # the masks taken from the inputs: a saved graph leaves them out (the
+    # layer call recorded again on load takes them again)
+    static_keys = set(static) - before
+    return mask, static_keys
+
+
+def _output_mask(layer, in_list, mask):
+    """The mask of a layer's output, as Keras's compute_mask gives it: the
+    layer's own rule (output_mask), else the input's mask for a layer that
+    passes masks on (supports_masking), else none."""
+    rule = getattr(layer, "output_mask", None)
+    if rule is not None:
+        return rule(in_list, mask)
+    if getattr(layer, "supports_masking", False):
+        return mask
+    return None
 
 
 def _producers(tensors) -> str:
@@ -124,7 +184,11 @@ def layer_inputs(layer, inputs, args, kwargs):
                 static[k] = v
         elif k == "mask":
             if v is not None:
-                raise ValueError(f"[{layer.kind}] masks are not supported")
+                if not isinstance(v, KerasTensor):
+                    raise TypeError(f"[{layer.kind}] layer {layer.name!r}: mask must be a "
+                                    f"symbolic tensor (batch, timesteps), got "
+                                    f"{type(v).__name__}")
+                static[k] = v
         else:
             raise TypeError(f"[{layer.kind}] layer {layer.name!r} called with an unexpected "
                             f"keyword argument {k!r}")
@@ -161,6 +225,11 @@ def _restructure(template, flat: list):
     return build(template)
 
 
+# >0 while a user's call (or activation, loss, metric) is being traced: a layer
+# called on plain arrays then is an error, not a constant made at build time.
+_TRACING = [0]
+
+
 def trace_call(layer, template, kwargs: dict, training: bool):
     """Runs layer.call on fresh symbolic stand-ins for the inputs described by
     `template` (tensors arranged as the call received them). Returns the
@@ -174,7 +243,13 @@ def trace_call(layer, template, kwargs: dict, training: bool):
     else:
         kw.pop("training", None)
     args, kwa = call_args
-    out = layer.call(*args, **kwa, **kw)
+    layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
+    _TRACING[0] += 1
+    try:
+        with tracing():  # the layer's Variables are read by the program
+            out = layer.call(*args, **kwa, **kw)
+    finally:
+        _TRACING[0] -= 1
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     for o in outs:
@@ -198,7 +273,18 @@ def _call_custom(layer, inputs, args, kwargs):
     """A user's layer (or model) called on symbolic tensors: builds it on the
     first call, traces call() once for the output shapes, and records one
     node that is traced again, with Python's training flag, when the model's
-    programs are written."""
+    programs are written. As Keras, a call() with a `mask` argument gets the
+    mask the first input carries (unless one is given), and the output
+    carries compute_mask(inputs, mask) when the layer defines it, else the
+    input's mask when it sets supports_masking."""
+    first = _flatten(inputs)[0] if _flatten(inputs) else None
+    in_mask = kwargs.get("mask")
+    if in_mask is None:
+        in_mask = getattr(first, "_keras_mask", None)
+    auto_mask = in_mask is not None and "mask" not in kwargs and _accepts(layer.call, "mask") \
+        and not _accepts_any(layer.call)
+    if auto_mask:
+        kwargs = dict(kwargs, mask=in_mask)
     tensor_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, KerasTensor)}
     static = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
     template = ((inputs,) + tuple(args), tensor_kwargs)
@@ -206,12 +292,13 @@ def _call_custom(layer, inputs, args, kwargs):
             if isinstance(t, KerasTensor)]
     where = user_location()
     if not layer.built:
-        shapes = [t.shape for t in flat]
+        shapes = [t.shape for t in flat if not (auto_mask and t is in_mask)]
         layer.build(shapes[0] if len(shapes) == 1 else shapes)
         layer.built = True
     static.pop("training", None)
     try:
-        outs, _, single = trace_call(layer, _template_of(template), static, False)
+        with collecting_losses():  # (its add_loss terms are written with its node)
+            outs, _, single = trace_call(layer, _template_of(template), static, False)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
                       f"{where})") from None
@@ -225,7 +312,24 @@ def _call_custom(layer, inputs, args, kwargs):
         layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
+    rule = getattr(layer, "compute_mask", None)
+    if rule is not None:
+        out_mask = rule(inputs, in_mask)
+    else:
+        out_mask = in_mask if getattr(layer, "supports_masking", False) else None
+    if out_mask is not None and not isinstance(out_mask, KerasTensor):
+        raise TypeError(f"[{layer.kind}] {type(layer).__name__}.compute_mask must return a "
+                        f"symbolic tensor or None, got {type(out_mask).__name__}")
+    results[0]._keras_mask = out_mask
     return results[0] if single else results
+
+
+def _accepts_any(fn) -> bool:
+    """fn takes **kwargs (so it does not ask for a mask by name)."""
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
 
 
 def _template_of(template):
@@ -247,8 +351,13 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
     flag and written with its inputs bound to `exprs`."""
     template = static["_template"]
     kwargs = {k: v for k, v in static.items() if k != "_template"}
-    outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training)
-    return write_traced(outs, ph, exprs, ctx)
+    with collecting_losses() as added:  # Layer.add_loss in call
+        outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training)
+    losses = [v for _, v in added if isinstance(v, KerasTensor)]
+    written = write_traced(outs + losses, ph, exprs, ctx)
+    add_program_losses(written[len(outs):] + [repr(float(v)) for _, v in added
+                                              if not isinstance(v, KerasTensor)])
+    return written[:len(outs)]
 
 
 def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
@@ -256,10 +365,14 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
     loss or a metric) applied to expressions of the given per-sample shapes."""
     ph = _placeholders([(None,) + tuple(s) for s in shapes],
                        dtypes or ["float32"] * len(shapes))
+    _TRACING[0] += 1
     try:
-        out = fn(*ph)
+        with tracing():
+            out = fn(*ph)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {getattr(fn, '__name__', fn)!r})") from None
+    finally:
+        _TRACING[0] -= 1
     if not isinstance(out, KerasTensor):
         raise TypeError(f"[{getattr(fn, '__name__', fn)}] must return a symbolic tensor computed "
                         f"from its arguments, got {type(out).__name__}")
@@ -304,8 +417,10 @@ def collect_layers(outputs, exclude=None) -> list:
                 if layer._is_custom():
                     for training in (False, True):
                         static = {k: v for k, v in t.kwargs.items() if k != "_template"}
-                        outs, _, _ = trace_call(layer, t.kwargs["_template"], static, training)
-                        walk(outs)
+                        with collecting_losses() as added:
+                            outs, _, _ = trace_call(layer, t.kwargs["_template"], static,
+                                                    training)
+                        walk(outs + [v for _, v in added if isinstance(v, KerasTensor)])
                     if layer.params:
                         add(layer)
                 else:
@@ -350,7 +465,8 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
             mapping[t.id] = node_out[t.args[1]]
         elif t.op == "layer":
             layer, ins, multi = t.args
-            static = {k: v for k, v in t.kwargs.items() if k != "_template"}
+            static = {k: (mapping[v.id] if isinstance(v, KerasTensor) else v)
+                      for k, v in t.kwargs.items() if k != "_template"}
             if layer._is_custom():
                 template = t.kwargs["_template"]
                 flat_new = [mapping[i.id] for i in ins]

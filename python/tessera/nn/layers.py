@@ -234,11 +234,11 @@ class Layer:
                 raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape "
                                 f"of one sample), got {input_shape!r}; write ({input_shape},)")
             try:
-                shape = tuple(int(d) for d in input_shape)
+                shape = tuple(None if d is None else int(d) for d in input_shape)
             except TypeError:
                 raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape of "
                                 f"one sample), got {input_shape!r}") from None
-            if not shape or any(d <= 0 for d in shape):
+            if not shape or any(d is not None and d <= 0 for d in shape):
                 raise ValueError(f"[{self.kind}] input_shape must be a non-empty tuple of "
                                  f"positive ints, got {input_shape!r}")
             self.declared_input_shape = shape
@@ -301,9 +301,8 @@ class Layer:
     def add_weight(self, shape=None, initializer="glorot_uniform", trainable: bool = True,
                    name: Optional[str] = None, regularizer=None, dtype=None, **kwargs):
         """A weight of a user's layer, like Keras's Layer.add_weight: returns
-        the symbolic tensor to use in call()."""
-        from .symbolic import KerasTensor  # noqa: PLC0415
-
+        its Variable (the same object `weights` lists), which call() uses as
+        the weight the program reads and trains."""
         for k in kwargs:
             if k not in ("constraint", "aggregation", "synchronization", "autocast"):
                 raise TypeError(f"[{self.kind}.add_weight] unexpected keyword argument {k!r}")
@@ -315,19 +314,104 @@ class Layer:
         if any(q.name == pname for q in self.params):
             pname = f"{pname}_{len(self.params)}"
         fan_in, fan_out = _fans(shape)
+        if regularizer is not None:
+            regularizer = _regularizer(regularizer, f"{self.kind}.add_weight", "regularizer")
+        if initializer is None:
+            initializer = "glorot_uniform" if dtype is None or "float" in str(dtype) else "zeros"
+        _initializer(initializer, f"{self.kind}.add_weight", "initializer")  # (named errors)
         self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
                                  regularizer))
-        t = KerasTensor(shape, _float_dtype(dtype or self.dtype), "param", (self, pname),
-                        name=pname)
-        self._symbols[pname] = t
-        return t
+        return self._variable(pname, _float_dtype(dtype or self.dtype))
+
+    add_variable = add_weight  # Keras 3's other name
+
+    def _variable(self, pname: str, dtype=None):
+        """The Variable of parameter `pname` (made once, then the same object)."""
+        from .variables import Variable  # noqa: PLC0415
+
+        v = self._symbols.get(pname)
+        if v is None:
+            v = Variable(dtype=dtype or _float_dtype(self.dtype), _layer=self, _param=pname)
+            self._symbols[pname] = v
+        return v
+
+    def add_loss(self, loss):
+        """Keras's add_loss, called in call(): `loss` (a symbolic value of the
+        inputs and weights, or a number) is summed and added to the training
+        loss (and evaluate's), as Keras does; `losses` lists them."""
+        from .variables import add_loss_now  # noqa: PLC0415
+
+        add_loss_now(self, loss)
+        self.__dict__.setdefault("_added", []).append(loss)
+
+    @property
+    def losses(self) -> list:
+        """The losses add_loss recorded when the layer was called (symbolic),
+        with those of the layers it calls."""
+        out = list(self.__dict__.get("_added", []))
+        for layer in self._sublayers():
+            out += layer.losses
+        seen, stack = set(), list(self.__dict__.get("_outputs", None) or [])  # a model's graph
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            if t.op == "layer" and t.args[0] is not self:
+                out += t.args[0].losses
+            stack.extend(a for a in list(t.args) + [a for v in t.args if isinstance(v, tuple)
+                                                    for a in v]
+                         if hasattr(a, "op") and hasattr(a, "id"))
+        return out
 
     def count_params(self) -> int:
         return sum(math.prod(q.shape) for q in self.params)
 
+    def _sublayers(self) -> list:
+        """The layers a user's layer keeps in its attributes (directly or in
+        lists, tuples and dicts), in attribute order, as Keras tracks them."""
+        if not self._is_custom() or "layers" in type(self).__dict__:
+            return []
+        out, seen = [], {id(self)}
+
+        def visit(v, depth=0):
+            if isinstance(v, Layer):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+            elif isinstance(v, (list, tuple)) and depth < 2:
+                for u in v:
+                    visit(u, depth + 1)
+            elif isinstance(v, dict) and depth < 2:
+                for u in v.values():
+                    visit(u, depth + 1)
+
+        for k, v in vars(self).items():
+            if not k.startswith("_"):
+                visit(v)
+        return out
+
     @property
     def weights(self) -> list:
-        return [self._values[q.name] for q in self.params if q.name in self._values]
+        """The layer's Variables (Keras's layer.weights): `layer.w is
+        layer.weights[0]` for a weight made by add_weight; then those of the
+        layers a user's layer keeps as attributes."""
+        out = [self._variable(q.name) for q in self.params]
+        for layer in self._sublayers():
+            out += [v for v in layer.weights if all(v is not u for u in out)]
+        return out
+
+    @property
+    def trainable_weights(self) -> list:
+        return [v for v in self.weights if v.trainable]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [v for v in self.weights if not v.trainable]
+
+    @property
+    def variables(self) -> list:
+        return self.weights
 
     def get_weights(self) -> list:
         """This layer's weights as NumPy arrays (copies), in declaration order."""
@@ -377,6 +461,15 @@ class Layer:
                     config[k] = v
         config["name"] = self.name
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer get_config described (Keras's Layer.from_config:
+        the class called with the config's arguments)."""
+        if not isinstance(config, dict):
+            raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
+                            f"{type(config).__name__}")
+        return cls(**config)
 
     def __call__(self, inputs, *args, **kwargs):
         from .functional import call_layer  # noqa: PLC0415
@@ -463,6 +556,7 @@ class Dense(Layer):
     """Fully connected: activation(x @ kernel + bias), over the last axis."""
 
     kind = "Dense"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, units: int, activation=None, use_bias: bool = True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -816,6 +910,17 @@ class GlobalAveragePooling1D(_GlobalPool):
     """The mean over steps, like keras.layers.GlobalAveragePooling1D."""
 
     kind, rank, op = "GlobalAveragePooling1D", 1, "mean"
+    mask_input = True
+
+    def forward(self, x, p, ctx, mask=None):
+        if mask is None:
+            return super().forward(x, p, ctx)
+        # Keras: the mean over the unmasked steps
+        keep = ctx.define("m", f"expand_dims({mask}, 2)")
+        kept = f"where({keep}, {x}, zeros_like({x}))"
+        count = f"sum(astype({keep}, dtype_name({x})), axis=1{', keepdims=true' if self.keepdims else ''})"
+        keepdims = ", keepdims=true" if self.keepdims else ""
+        return f"(sum({kept}, axis=1{keepdims}) / {count})"
 
 
 class GlobalAveragePooling2D(_GlobalPool):
@@ -846,6 +951,7 @@ class Dropout(Layer):
     and the layer call, so runs are reproducible."""
 
     kind = "Dropout"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, rate: float, noise_shape=None, seed=None, name=None, input_shape=None,
                  **kwargs):
@@ -874,6 +980,12 @@ class Flatten(Layer):
     kind = "Flatten"
 
     def compute_output_shape(self, s):
+        if any(d is None for d in s):
+            raise ValueError(f"[Flatten] layer {self.name!r} needs every axis's length, got "
+                             f"per-sample shape {tuple(s)} with an axis of unknown length "
+                             "(None): its output size would depend on the input's length; "
+                             "pool over the axis (GlobalAveragePooling1D) or give the Input "
+                             "a length")
         return (math.prod(s),)
 
     def forward(self, x, p, ctx):
@@ -956,6 +1068,7 @@ class Activation(Layer):
     """An activation function as a layer."""
 
     kind = "Activation"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, activation, name=None, input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
@@ -969,6 +1082,7 @@ class Identity(Layer):
     """Returns its input, like keras.layers.Identity."""
 
     kind = "Identity"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def forward(self, x, p, ctx):
         return x
@@ -987,9 +1101,7 @@ class Embedding(Layer):
         super().__init__(name, input_shape, **kwargs)
         self.input_dim = _positive(input_dim, "input_dim", "Embedding")
         self.output_dim = _positive(output_dim, "output_dim", "Embedding")
-        if mask_zero:
-            raise ValueError("[Embedding] mask_zero is not supported: pass an attention_mask to "
-                             "MultiHeadAttention, or sample weights to fit")
+        self.mask_zero = bool(mask_zero)
         self.embeddings_initializer = _initializer(embeddings_initializer, "Embedding",
                                                    "embeddings_initializer")
         self.embeddings_regularizer = _regularizer(embeddings_regularizer, "Embedding",
@@ -1004,12 +1116,17 @@ class Embedding(Layer):
     def forward(self, x, p, ctx):
         return f"take({p['embeddings']}, astype({x}, \"int64\"), axis=0)"
 
+    def output_mask(self, inputs, mask):
+        """Keras's compute_mask: ids != 0 with mask_zero, else none."""
+        return (inputs[0] != 0) if self.mask_zero else None
+
 
 class LayerNormalization(Layer):
     """Normalizes each sample over the last axis (or `axis`): gamma * (x -
     mean) / sqrt(var + epsilon) + beta, like keras.layers.LayerNormalization."""
 
     kind = "LayerNormalization"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
                  beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
@@ -1074,6 +1191,7 @@ class BatchNormalization(Layer):
     trainable=False it runs in inference mode (Keras 3's rule)."""
 
     kind = "BatchNormalization"
+    supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,
                  center: bool = True, scale: bool = True, beta_initializer="zeros",
@@ -1261,6 +1379,9 @@ _ELSEWHERE = {
     "add": "merging", "average": "merging", "concatenate": "merging", "maximum": "merging",
     "minimum": "merging", "multiply": "merging", "subtract": "merging",
     "Input": "symbolic",
+    "Masking": "wrappers", "Bidirectional": "wrappers", "TimeDistributed": "wrappers",
+    "RNN": "wrappers", "SimpleRNNCell": "wrappers", "LSTMCell": "wrappers",
+    "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
 }
 
 

@@ -22,7 +22,9 @@ __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercent
            "mean_absolute_percentage_error", "mape", "mean_squared_logarithmic_error", "msle",
            "huber", "log_cosh", "logcosh", "kl_divergence", "kld", "kullback_leibler_divergence",
            "poisson", "sparse_categorical_crossentropy", "categorical_crossentropy",
-           "binary_crossentropy"]
+           "binary_crossentropy", "CosineSimilarity", "Hinge", "SquaredHinge", "CategoricalHinge",
+           "BinaryFocalCrossentropy", "cosine_similarity", "hinge", "squared_hinge",
+           "categorical_hinge", "binary_focal_crossentropy", "serialize", "deserialize"]
 
 # Keras's epsilon where its losses clip.
 _EPS = "1e-7"
@@ -45,6 +47,52 @@ class Loss:
     name = "loss"
     sparse_labels = False  # integer class labels (checked by fit/evaluate)
 
+    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
+        """Keras's Loss constructor, for subclasses that define
+        `call(y_true, y_pred)` (each sample's loss, written with NumPy or
+        keras.ops functions): the mean of its values over the batch."""
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"[{type(self).__name__}] name must be a non-empty string, "
+                                 f"got {name!r}")
+            self.name = name
+        elif self._is_custom():
+            from .layers import _snake  # noqa: PLC0415
+
+            self.name = _snake(type(self).__name__)
+        if reduction not in ("sum_over_batch_size", "mean", None) and reduction != "auto":
+            raise ValueError(f"[{type(self).__name__}] reduction={reduction!r} is not supported: "
+                             "tessera's compiled losses average over the batch "
+                             "(\"sum_over_batch_size\")")
+        self.reduction = "sum_over_batch_size" if reduction in ("auto", None) else reduction
+        self.dtype = dtype
+
+    def _is_custom(self) -> bool:
+        """A user's subclass defining call(y_true, y_pred)."""
+        return type(self).call is not Loss.call
+
+    def call(self, y_true, y_pred):
+        """Each sample's loss (a user's subclass defines it)."""
+        raise NotImplementedError(f"[{type(self).__name__}] a Loss subclass must define "
+                                  "call(self, y_true, y_pred)")
+
+    def _traced(self, y, p, ctx, label_spec, out_shape) -> str:
+        from .functional import apply_function  # noqa: PLC0415
+
+        shape, dtype = label_spec
+        return apply_function(self.call, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+
+    @classmethod
+    def from_config(cls, config):
+        """The loss get_config described (Keras's Loss.from_config)."""
+        import inspect  # noqa: PLC0415
+
+        config = {k: v for k, v in dict(config).items() if k != "class"}
+        params = inspect.signature(cls.__init__).parameters
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            config = {k: v for k, v in config.items() if k in params}
+        return cls(**config)
+
     def expression(self, y: str, p: str) -> str:
         return f"mean({self.per_sample(y, p)})"
 
@@ -60,12 +108,20 @@ class Loss:
 
     def expression_for(self, y, p, ctx, label_spec, out_shape) -> str:
         """The mean loss as the model writes it (shapes known)."""
+        if self._is_custom():
+            return f"mean({self._traced(y, p, ctx, label_spec, out_shape)})"
         return self.expression(y, p)
 
     def per_sample_for(self, y, p, ctx, label_spec, out_shape) -> str:
+        if self._is_custom():
+            return self._traced(y, p, ctx, label_spec, out_shape)
         return self.per_sample(y, p)
 
     def get_config(self) -> dict:
+        if self._is_custom():
+            return {"name": self.name, "reduction": getattr(self, "reduction",
+                                                             "sum_over_batch_size"),
+                    "dtype": getattr(self, "dtype", None)}
         return {"name": self.name}
 
     def __call__(self, y_true, y_pred, sample_weight=None):
@@ -74,13 +130,36 @@ class Loss:
         and divided by the number of values (Keras's "sum_over_batch_size"
         reduction, with or without weights). A float32 (float64 for float64
         outputs) NumPy scalar."""
+        from .symbolic import is_symbolic  # noqa: PLC0415
+
+        if any(is_symbolic(v) and type(v).__name__ != "Variable"
+               for v in (y_true, y_pred, sample_weight)):
+            return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
         return _reduce(values, sample_weight, type(self).__name__)
+
+    def _symbolic_call(self, y_true, y_pred, sample_weight):
+        """The loss of symbolic tensors (a layer's call, e.g. for add_loss):
+        a subclass's call() recorded, weighted and averaged as on arrays."""
+        if not self._is_custom():
+            raise TypeError(f"[{type(self).__name__}] a built-in loss object cannot be called on "
+                            "symbolic tensors inside a layer's call() yet; write the loss with "
+                            "NumPy functions (or a Loss subclass with call) there, or give it "
+                            "to compile(loss=...)")
+        values = self.call(y_true, y_pred)
+        if sample_weight is not None:
+            w = sample_weight
+            while w.ndim < values.ndim:
+                w = np.expand_dims(w, -1)
+            values = values * w
+        return np.mean(values)
 
     def values(self, y_true, y_pred):
         """Each sample's loss on arrays (no reduction), as Keras's loss
         functions (`keras.losses.mean_squared_error(y, p)`) give it."""
         where = type(self).__name__
+        if self._is_custom():
+            return np.asarray(self.call(np.asarray(y_true), np.asarray(y_pred)))
         p = np.asarray(y_pred)
         if p.dtype != np.float64:
             p = p.astype(np.float32)
@@ -262,7 +341,123 @@ class BinaryCrossentropy(_SmoothedCrossentropy):
         return f"({y} * {_num(1 - s)} + {_num(0.5 * s)})"
 
 
+def _l2_normalized(x: str) -> str:
+    """Keras's l2 normalization over the last axis (epsilon 1e-12 on the
+    squared norm)."""
+    return f"({x} / sqrt(maximum(sum(square({x}), axis=-1, keepdims=true), 1e-12)))"
+
+
+class CosineSimilarity(Loss):
+    """Keras's CosineSimilarity: minus the cosine of y and p over the last
+    axis (-1 when they point the same way)."""
+
+    name = "cosine_similarity"
+
+    def __init__(self, axis=-1, name=None, reduction="sum_over_batch_size", dtype=None):
+        if axis != -1:
+            raise ValueError(f"[CosineSimilarity] axis={axis!r} is not supported: the cosine is "
+                             "taken over the last axis (axis=-1)")
+        super().__init__(name, reduction, dtype)
+        self.axis = -1
+
+    def get_config(self):
+        return {"name": self.name, "axis": self.axis}
+
+    def per_sample(self, y, p):
+        return f"-sum({_l2_normalized(y)} * {_l2_normalized(p)}, axis=-1)"
+
+
+def _hinge_labels(y: str) -> str:
+    """Keras's labels for hinge losses: 0/1 labels (all of the batch's) become
+    -1/1; others are taken as they are."""
+    return f"where(all(logical_or({y} == 0.0, {y} == 1.0)), 2.0 * {y} - 1.0, {y})"
+
+
+class Hinge(Loss):
+    """Keras's Hinge: mean(maximum(1 - y p, 0)) over the last axis, labels
+    -1/1 (0/1 labels are converted)."""
+
+    name = "hinge"
+
+    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name, reduction, dtype)
+
+    def per_sample(self, y, p):
+        return f"mean(maximum(1.0 - {_hinge_labels(y)} * {p}, 0.0), axis=-1)"
+
+
+class SquaredHinge(Hinge):
+    """Keras's SquaredHinge: mean(maximum(1 - y p, 0)^2) over the last axis."""
+
+    name = "squared_hinge"
+
+    def per_sample(self, y, p):
+        return f"mean(square(maximum(1.0 - {_hinge_labels(y)} * {p}, 0.0)), axis=-1)"
+
+
+class CategoricalHinge(Loss):
+    """Keras's CategoricalHinge: maximum(max((1 - y) p) - sum(y p) + 1, 0)."""
+
+    name = "categorical_hinge"
+
+    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
+        super().__init__(name, reduction, dtype)
+
+    def per_sample(self, y, p):
+        return (f"maximum(max((1.0 - {y}) * {p}, axis=-1) - sum({y} * {p}, axis=-1) + 1.0, "
+                "0.0)")
+
+
+class BinaryFocalCrossentropy(Loss):
+    """Keras's BinaryFocalCrossentropy (Lin et al.): the binary crossentropy
+    of each value times (1 - p_t)^gamma (times alpha / 1 - alpha with
+    apply_class_balancing), averaged over the last axis."""
+
+    name = "binary_focal_crossentropy"
+
+    def __init__(self, apply_class_balancing=False, alpha=0.25, gamma=2.0, from_logits=False,
+                 label_smoothing=0.0, axis=-1, name=None, reduction="sum_over_batch_size",
+                 dtype=None):
+        super().__init__(name, reduction, dtype)
+        if axis != -1:
+            raise ValueError(f"[BinaryFocalCrossentropy] axis={axis!r} is not supported "
+                             "(axis=-1)")
+        self.apply_class_balancing = bool(apply_class_balancing)
+        self.alpha = _fraction("BinaryFocalCrossentropy", "alpha", alpha)
+        if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or gamma < 0:
+            raise ValueError(f"[BinaryFocalCrossentropy] gamma must be a number >= 0, got "
+                             f"{gamma!r}")
+        self.gamma = float(gamma)
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = _fraction("BinaryFocalCrossentropy", "label_smoothing",
+                                         label_smoothing)
+        self.axis = -1
+
+    def get_config(self):
+        return {"name": self.name, "apply_class_balancing": self.apply_class_balancing,
+                "alpha": self.alpha, "gamma": self.gamma, "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing, "axis": self.axis}
+
+    def per_sample(self, y, p):
+        t = y
+        if self.label_smoothing:
+            s = self.label_smoothing
+            t = f"({y} * {_num(1 - s)} + {_num(0.5 * s)})"
+        q = f"sigmoid({p})" if self.from_logits else p
+        c = f"clip({q}, {_EPS}, {1 - 1e-7!r})"
+        bce = f"(-({t} * log({c}) + (1.0 - {t}) * log(1.0 - {c})))"
+        p_t = f"({t} * {q} + (1.0 - {t}) * (1.0 - {q}))"
+        focal = f"power(1.0 - {p_t}, {_num(self.gamma)}) * {bce}"
+        if self.apply_class_balancing:
+            a = self.alpha
+            focal = f"({t} * {_num(a)} + (1.0 - {t}) * {_num(1 - a)}) * {focal}"
+        return f"mean({focal}, axis=-1)"
+
+
 _BY_NAME = {
+    "cosine_similarity": CosineSimilarity, "hinge": Hinge, "squared_hinge": SquaredHinge,
+    "categorical_hinge": CategoricalHinge,
+    "binary_focal_crossentropy": BinaryFocalCrossentropy,
     "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
     "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
     "mean_absolute_percentage_error": MeanAbsolutePercentageError,
@@ -367,6 +562,11 @@ sparse_categorical_crossentropy = _function(SparseCategoricalCrossentropy,
                                             "sparse_categorical_crossentropy")
 categorical_crossentropy = _function(CategoricalCrossentropy, "categorical_crossentropy")
 binary_crossentropy = _function(BinaryCrossentropy, "binary_crossentropy")
+cosine_similarity = _function(CosineSimilarity, "cosine_similarity")
+hinge = _function(Hinge, "hinge")
+squared_hinge = _function(SquaredHinge, "squared_hinge")
+categorical_hinge = _function(CategoricalHinge, "categorical_hinge")
+binary_focal_crossentropy = _function(BinaryFocalCrossentropy, "binary_focal_crossentropy")
 
 
 def get(loss) -> Loss:
@@ -390,3 +590,28 @@ def get(loss) -> Loss:
     if callable(loss):
         return FunctionLoss(loss)
     raise TypeError(f"[compile] loss must be a name or a tessera.nn.losses object, got {loss!r}")
+
+
+def serialize(loss) -> dict:
+    """The loss's config with its class (keras.losses.serialize)."""
+    return {"class_name": type(get(loss)).__name__, "config": get(loss).get_config()}
+
+
+def deserialize(config, custom_objects=None):
+    """The loss a serialize() config (or a name) describes."""
+    if isinstance(config, str):
+        return get(config)
+    from .saving import get_registered_object  # noqa: PLC0415
+
+    if not isinstance(config, dict):
+        raise TypeError(f"[losses.deserialize] expected a name or a serialize() dict, got "
+                        f"{config!r}")
+    name = config.get("class_name") or config.get("class")
+    cls = get_registered_object(name, custom_objects)
+    if cls is None:
+        cls = {c.__name__: c for c in set(_BY_NAME.values())}.get(name)
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, Loss)):
+        raise ValueError(f"[losses.deserialize] unknown loss class {name!r}: not one of "
+                         "tessera's losses nor registered (pass custom_objects={"
+                         f"{name!r}: ...}})")
+    return cls.from_config(config.get("config", {}))

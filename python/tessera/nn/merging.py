@@ -31,6 +31,19 @@ class _Merge(Layer):
                              f"{len(shapes) if isinstance(shapes, list) else 1}")
         return self._merged_shape([tuple(s) for s in shapes])
 
+    def output_mask(self, inputs, mask):
+        """Keras's Merge.compute_mask: the inputs' masks or-ed, none when an
+        input has none."""
+        import numpy as np  # noqa: PLC0415
+
+        masks = [getattr(t, "_keras_mask", None) for t in inputs]
+        if any(m is None for m in masks):
+            return None
+        out = masks[0]
+        for m in masks[1:]:
+            out = np.logical_or(out, m)
+        return out
+
     def _merged_shape(self, shapes):
         """Keras's rule: shapes broadcast (equal, or 1) axis by axis."""
         rank = max(len(s) for s in shapes)
@@ -126,8 +139,28 @@ class Concatenate(_Merge):
                                  f"{self.axis}")
         self._axis = axis
         out = list(shapes[0])
-        out[axis - 1] = sum(s[axis - 1] for s in shapes)
+        lengths = [s[axis - 1] for s in shapes]
+        out[axis - 1] = None if None in lengths else sum(lengths)
         return tuple(out)
+
+    def output_mask(self, inputs, mask):
+        """Keras's Concatenate.compute_mask: each input's mask spread over
+        its shape (all true without one), joined along the axis, then any
+        over the last axis."""
+        import numpy as np  # noqa: PLC0415
+
+        masks = [getattr(t, "_keras_mask", None) for t in inputs]
+        if all(m is None for m in masks):
+            return None
+        full = []
+        for t, m in zip(inputs, masks):
+            if m is None:
+                full.append(np.ones_like(t, dtype="bool"))
+            elif m.ndim < t.ndim:
+                full.append(np.logical_or(np.expand_dims(m, -1), np.zeros_like(t, dtype="bool")))
+            else:
+                full.append(m)
+        return np.any(np.concatenate(full, axis=self._axis), axis=-1)
 
     def forward(self, xs, p, ctx):
         return f"concatenate(list({', '.join(xs)}), axis={self._axis})"
@@ -139,6 +172,9 @@ class Dot(_Merge):
 
     kind = "Dot"
     max_inputs = 2
+
+    def output_mask(self, inputs, mask):
+        return None  # Keras's Dot gives none
 
     def __init__(self, axes, normalize: bool = False, name=None, input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)

@@ -46,7 +46,9 @@ __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "Categor
            "SparseTopKCategoricalAccuracy", "Precision", "Recall", "AUC", "MeanAbsoluteError",
            "MeanSquaredError", "RootMeanSquaredError", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "BinaryCrossentropy", "CategoricalCrossentropy",
-           "SparseCategoricalCrossentropy", "get", "serialize", "deserialize"]
+           "SparseCategoricalCrossentropy", "get", "serialize", "deserialize", "TruePositives",
+           "FalsePositives", "TrueNegatives", "FalseNegatives", "FBetaScore", "F1Score", "Mean",
+           "Sum"]
 
 _EPS = 1e-7  # Keras's backend.epsilon()
 _F64 = '"float64"'
@@ -76,17 +78,149 @@ def _sparse(y: str, p: str) -> str:
 
 class Metric(Configurable):
     """A metric: ``expressions(y, p, w)`` (sums over a batch, float64) and
-    ``result(totals)`` (the metric from their sums over batches)."""
+    ``result(totals)`` (the metric from their sums over batches).
+
+    A user's metric subclasses it as in Keras: state variables made with
+    ``add_variable`` (or ``add_weight``), ``update_state(y_true, y_pred,
+    sample_weight=None)``, ``result()`` and ``reset_state()`` (default: the
+    variables to zeros). Called on arrays it runs now. In ``compile(metrics=)``
+    its ``update_state`` is traced into the training and evaluation programs:
+    each ``assign_add``/``assign_sub`` of a state variable becomes the batch's
+    increment, summed over the epoch's batches (and the processes of a
+    data-parallel run) in the program; at the end of the logged interval the
+    variables hold ``reset_state()``'s values plus the sums and ``result()``
+    runs on them. An update that is not a sum (``assign`` of a batch's value)
+    cannot be accumulated that way and is refused with the metric's name."""
 
     name = "metric"
 
-    def __init__(self, name: Optional[str] = None):
+    def __init__(self, name: Optional[str] = None, dtype=None):
         if name is not None:
             if not isinstance(name, str) or not name:
                 raise ValueError(f"[{type(self).__name__}] name must be a non-empty string, got "
                                  f"{name!r}")
             self.name = name
+        elif self._stateful() and type(self).name == "metric":
+            from .layers import _snake  # noqa: PLC0415
 
+            self.name = _snake(type(self).__name__)
+        self.dtype = dtype
+
+    # ------------------------------------------------------------ Keras's API
+    def _stateful(self) -> bool:
+        """A Keras-style metric: it defines update_state."""
+        return type(self).update_state is not Metric.update_state
+
+    def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum",
+                     name=None):
+        """A state variable (Keras's Metric.add_variable)."""
+        from .variables import Variable  # noqa: PLC0415
+
+        if aggregation not in ("sum", "mean", None, "none"):
+            raise ValueError(f"[{type(self).__name__}.add_variable] aggregation="
+                             f"{aggregation!r} is not supported (state is summed)")
+        v = Variable(initializer if initializer is not None else "zeros",
+                     shape=tuple(shape or ()), dtype=dtype or "float32",
+                     name=name or f"variable_{len(self.variables)}")
+        v._owner_name = self.name
+        self.__dict__.setdefault("_state", []).append(v)
+        return v
+
+    def add_weight(self, shape=(), initializer=None, dtype=None, name=None):
+        return self.add_variable(shape, initializer, dtype, "sum", name)
+
+    @property
+    def variables(self) -> list:
+        return list(self.__dict__.get("_state", []))
+
+    def update_state(self, *args, **kwargs):
+        raise NotImplementedError(f"[{type(self).__name__}] a Metric subclass must define "
+                                  "update_state(self, y_true, y_pred, sample_weight=None)")
+
+    def reset_state(self):
+        """The state variables back to zeros (Keras's default)."""
+        for v in self.variables:
+            v.assign(np.zeros(v.shape, dtype=v.value.dtype))
+
+    def reset_states(self):
+        self.reset_state()
+
+    def __call__(self, *args, **kwargs):
+        """update_state, then result() (Keras's metric(y_true, y_pred))."""
+        if not self._stateful():
+            raise TypeError(f"[{type(self).__name__}] this metric is computed by a model's "
+                            "programs (compile(metrics=...)); it has no update_state")
+        self.update_state(*args, **kwargs)
+        return self.result()
+
+    def stateless_result(self, totals):
+        """result() of the state reset_state() gives plus `totals` (a
+        compiled model's sums of each variable's increments)."""
+        self.reset_state()
+        for v, t in zip(self.variables, totals):
+            try:
+                inc = np.broadcast_to(np.asarray(t), v.shape)
+            except ValueError:
+                raise ValueError(f"[{self.name}] update_state adds values of shape "
+                                 f"{np.shape(t)} to the variable {v.name} of shape {v.shape}"
+                                 ) from None
+            v.assign(v.value + inc)
+        return np.asarray(self.result())
+
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape) -> List[str]:
+        """The metric's sums as a model's programs write them."""
+        if not self._stateful():
+            return self.expressions(y, p, w)
+        from .functional import _placeholders, write_traced  # noqa: PLC0415
+        from .symbolic import KerasTensor  # noqa: PLC0415
+        from .variables import collecting_updates, tracing  # noqa: PLC0415
+
+        shape, dtype = label_spec
+        shapes = [(None,) + tuple(shape), (None,) + tuple(out_shape)]
+        dtypes = [dtype, "float32"]
+        if w is not None:
+            shapes.append((None,))
+            dtypes.append("float32")
+        ph = _placeholders(shapes, dtypes)
+        with collecting_updates() as record, tracing():
+            try:
+                self.update_state(ph[0], ph[1], ph[2] if w is not None else None)
+            except (ValueError, TypeError) as e:
+                raise type(e)(f"{e} (in {type(self).__name__}.update_state, metric "
+                              f"{self.name!r})") from None
+        exprs, states = [], self.variables
+        for v in states:
+            entry = record.get(id(v))
+            if entry is not None and entry[2]:
+                raise ValueError(
+                    f"[{self.name}] {type(self).__name__}.update_state assigns the state "
+                    f"variable {v.name!r} (assign): in fit and evaluate tessera sums each "
+                    "batch's increments in the program, so state must change by "
+                    "assign_add/assign_sub only")
+            incs = [] if entry is None else entry[1]
+            exprs.append([(sign, inc) for sign, inc in incs])
+        unknown = [e[0].name for k, e in record.items() if all(k != id(v) for v in states)]
+        if unknown:
+            raise ValueError(f"[{self.name}] update_state changes variables {unknown} that are "
+                             "not this metric's (make them with self.add_variable)")
+        outs, consts = [], []
+        for incs in exprs:
+            sym = [(sg, i) for sg, i in incs if isinstance(i, KerasTensor)]
+            const = sum(sg * float(np.sum(i)) for sg, i in incs
+                        if not isinstance(i, KerasTensor))
+            consts.append(const)
+            outs.append(sym)
+        flat = [i for sym in outs for _, i in sym]
+        written = iter(write_traced(flat, ph, [y, p] + ([w] if w is not None else []), ctx)
+                       if flat else [])
+        result = []
+        for v, sym, const in zip(states, outs, consts):
+            terms = [f"{'-' if sg < 0 else ''}astype({next(written)}, {_F64})" for sg, _ in sym]
+            terms.append(f"zeros({list(v.shape)}, dtype={_F64}) + {_num(const)}")
+            result.append(" + ".join(terms))
+        return result
+
+    # ------------------------------------------------------------ compiled form
     def expressions(self, y: str, p: str, w: Optional[str] = None) -> List[str]:
         raise NotImplementedError
 
@@ -94,7 +228,26 @@ class Metric(Configurable):
         raise NotImplementedError
 
     def get_config(self) -> dict:
+        if self._stateful():
+            return {"name": self.name, "dtype": self.dtype}
         return {"class": type(self).__name__, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        if cls.update_state is Metric.update_state:
+            return super().from_config.__func__(cls, config)
+        import inspect  # noqa: PLC0415
+
+        config = {k: v for k, v in dict(config).items() if k != "class"}
+        params = inspect.signature(cls.__init__).parameters
+        if not any(q.kind == q.VAR_KEYWORD for q in params.values()):
+            config = {k: v for k, v in config.items() if k in params}
+        return cls(**config)
+
+    def __repr__(self):
+        if self._stateful():
+            return f"<{type(self).__name__} name={self.name}>"
+        return super().__repr__()
 
 
 
@@ -472,6 +625,197 @@ class Recall(_PrecisionRecall):
     _kinds = ("tp", "fn")
 
 
+class _ConfusionCount(Metric):
+    """Keras's TruePositives & co: the weighted count over every output value
+    (a prediction is positive when > threshold, a label when nonzero); a
+    list of thresholds gives a list."""
+
+    _kind = "tp"
+
+    def __init__(self, thresholds=None, name=None, dtype=None):
+        cls = type(self).__name__
+        self.init_thresholds = thresholds if thresholds is None or isinstance(
+            thresholds, numbers.Real) else list(thresholds)
+        self.thresholds = _thresholds(cls, thresholds, 0.5)
+        super().__init__(name)
+
+    def expressions(self, y, p, w=None):
+        parts = _flat_parts(y, p, w, None, None)
+        return [_counts(self.thresholds, (self._kind,), *parts)]
+
+    def result(self, totals):
+        counts = np.asarray(totals[0], np.float64)[0]
+        return float(counts[0]) if self.init_thresholds is None or isinstance(
+            self.init_thresholds, numbers.Real) else [float(v) for v in counts]
+
+    def get_config(self):
+        return {**super().get_config(), "thresholds": self.init_thresholds}
+
+
+class TruePositives(_ConfusionCount):
+    name, _kind = "true_positives", "tp"
+
+
+class FalsePositives(_ConfusionCount):
+    name, _kind = "false_positives", "fp"
+
+
+class TrueNegatives(_ConfusionCount):
+    name, _kind = "true_negatives", "tn"
+
+
+class FalseNegatives(_ConfusionCount):
+    name, _kind = "false_negatives", "fn"
+
+
+class FBetaScore(Metric):
+    """Keras's FBetaScore: per class (the last axis) true positives, false
+    positives, false negatives and label weights summed over the samples;
+    the score per class, or averaged ("micro", "macro", "weighted"). Without
+    a threshold, each sample's largest output is its prediction (ties all
+    count, an all-zero output none), as Keras does."""
+
+    name = "fbeta_score"
+
+    def __init__(self, average=None, beta=1.0, threshold=None, name=None, dtype=None):
+        cls = type(self).__name__
+        if average not in (None, "micro", "macro", "weighted"):
+            raise ValueError(f"[{cls}] average must be None, 'micro', 'macro' or 'weighted', "
+                             f"got {average!r}")
+        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or beta <= 0:
+            raise ValueError(f"[{cls}] beta must be a number > 0, got {beta!r}")
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(
+                threshold, numbers.Real) or not 0 < threshold <= 1):
+            raise ValueError(f"[{cls}] threshold must be None or a number in (0, 1], got "
+                             f"{threshold!r}")
+        self.average, self.beta = average, float(beta)
+        self.threshold = None if threshold is None else float(threshold)
+        super().__init__(name)
+
+    checks_shapes = True  # a model's programs call expressions_for
+
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
+        if label_spec is not None and tuple(label_spec[0]) != tuple(out_shape):
+            raise ValueError(f"[{self.name}] {type(self).__name__} needs labels shaped like the "
+                             f"output (one-hot or multi-label, as in Keras): labels of shape "
+                             f"{(None,) + tuple(label_spec[0])}, output "
+                             f"{(None,) + tuple(out_shape)}")
+        return self.expressions(y, p, w)
+
+    def expressions(self, y, p, w=None):
+        q = f"astype({p}, {_F64})"
+        if self.threshold is None:
+            pred = (f"logical_and({q} >= max({q}, axis=-1, keepdims=true), "
+                    f"abs({q}) > 1e-9)")
+        else:
+            pred = f"{q} > {_num(self.threshold)}"
+        pred = f"astype({pred}, {_F64})"
+        t = f"astype({y}, {_F64})"
+        wv = "" if w is None else f" * reshape(astype({w}, {_F64}), [-1, 1])"
+        flat = "reshape({}, list(-1, shape(" + q + ")[-1]))"
+        return [f"sum({flat.format(e)}{wv}, axis=0)" for e in
+                (f"{pred} * {t}", f"{pred} * (1.0 - {t})", f"(1.0 - {pred}) * {t}", t)]
+
+    def result(self, totals):
+        tp, fp, fn, weights = (np.asarray(t, np.float64) for t in totals)
+        eps = _EPS
+        if self.average == "micro":
+            tp, fp, fn = tp.sum(), fp.sum(), fn.sum()
+        b2 = self.beta * self.beta
+        precision = tp / (tp + fp + eps)
+        recall = tp / (tp + fn + eps)
+        score = precision * recall / (b2 * precision + recall + eps) * (1 + b2)
+        if self.average == "weighted":
+            score = np.sum(score * weights / (np.sum(weights) + eps))
+        elif self.average is not None:
+            score = np.mean(score)
+        return float(score) if np.ndim(score) == 0 else [float(v) for v in score]
+
+    def get_config(self):
+        return {**super().get_config(), "average": self.average, "beta": self.beta,
+                "threshold": self.threshold}
+
+
+class F1Score(FBetaScore):
+    """Keras's F1Score: FBetaScore with beta = 1."""
+
+    name = "f1_score"
+
+    def __init__(self, average=None, threshold=None, name=None, dtype=None):
+        super().__init__(average, 1.0, threshold, name, dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("beta")
+        return config
+
+
+def _f32(v):
+    return v.astype("float32") if hasattr(v, "op") else np.asarray(v, dtype="float32")
+
+
+def _samplewise(values, sample_weight, reduce=np.mean):
+    """Keras's reduce_to_samplewise_values: values reduced (mean for Mean,
+    sum for Sum) down to the weights' rank, weighted, then reduced per
+    sample; the weights reduced per sample too."""
+    values = _f32(values)
+    w = None
+    if sample_weight is not None:
+        w = _f32(sample_weight)
+        if values.ndim > w.ndim:
+            values = reduce(values, axis=tuple(range(w.ndim, values.ndim)))
+        w = w * np.ones_like(values)
+        values = values * w
+        if w.ndim > 1:
+            w = reduce(w, axis=tuple(range(1, w.ndim)))
+    if values.ndim > 1:
+        values = reduce(values, axis=tuple(range(1, values.ndim)))
+    return values, w
+
+
+class Mean(Metric):
+    """Keras's Mean: the weighted mean of the values given to update_state
+    (values of several axes are first averaged per sample)."""
+
+    name = "mean"
+
+    def __init__(self, name=None, dtype=None):
+        super().__init__(name, dtype)
+        self.total = self.add_variable((), "zeros", "float32", name="total")
+        self.count = self.add_variable((), "zeros", "float32", name="count")
+
+    def update_state(self, values, sample_weight=None):
+        values, w = _samplewise(values, sample_weight)
+        self.total.assign_add(np.sum(values))
+        if w is not None:
+            self.count.assign_add(np.sum(w))
+        elif values.ndim == 0:
+            self.count.assign_add(1.0)
+        else:
+            self.count.assign_add(np.sum(np.ones_like(values)))
+
+    def result(self):
+        c = float(self.count.value)
+        return np.float32(float(self.total.value) / c) if c else np.float32(0.0)
+
+
+class Sum(Metric):
+    """Keras's Sum: the weighted sum of the values given to update_state."""
+
+    name = "sum"
+
+    def __init__(self, name=None, dtype=None):
+        super().__init__(name, dtype)
+        self.total = self.add_variable((), "zeros", "float32", name="total")
+
+    def update_state(self, values, sample_weight=None):
+        values, _ = _samplewise(values, sample_weight, np.sum)
+        self.total.assign_add(np.sum(values))
+
+    def result(self):
+        return np.float32(self.total.value)
+
+
 class AUC(Metric):
     """Keras's AUC (single label): the area under the ROC or PR curve from the
     confusion counts at ``num_thresholds`` thresholds (or at ``thresholds``
@@ -570,7 +914,8 @@ _CLASSES = {c.__name__: c for c in (
     TopKCategoricalAccuracy, SparseTopKCategoricalAccuracy, Precision, Recall, AUC,
     MeanAbsoluteError, MeanSquaredError, RootMeanSquaredError, MeanAbsolutePercentageError,
     MeanSquaredLogarithmicError, BinaryCrossentropy, CategoricalCrossentropy,
-    SparseCategoricalCrossentropy)}
+    SparseCategoricalCrossentropy, TruePositives, FalsePositives, TrueNegatives, FalseNegatives,
+    FBetaScore, F1Score, Mean, Sum)}
 
 _BY_NAME = {
     "binary_accuracy": BinaryAccuracy, "categorical_accuracy": CategoricalAccuracy,

@@ -29,6 +29,7 @@ from .layers import (WEIGHTS_IN_FILE, DeferredValues, Layer, _with_batch, initia
                      value_spec)
 from .data_axis import DataAxisMixin
 from .programs import ProgramsMixin, _function_metric
+from .varlen import VarLenMixin, keeps_graph
 from .zero import ZeroMixin, zero_setting
 from .symbolic import GraphWriter, Input, KerasTensor
 
@@ -126,7 +127,7 @@ class _Compiled:
         return any(self.metrics)
 
 
-class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
+class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
     """A model, like keras.Model. Three ways to make one:
 
         inputs = nn.Input((128, 9))                       # functional
@@ -468,6 +469,36 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         self._check_built("load_weights")
         load_weights_into(self, path)
 
+    def get_config(self) -> dict:
+        """A functional or Sequential model: its architecture (layers'
+        configurations and the graph), which Model.from_config rebuilds with
+        new weights; a subclassed model: its constructor's arguments."""
+        if self._functional or isinstance(self, Sequential):
+            from .saving import _architecture  # noqa: PLC0415
+
+            self._check_built("get_config")
+            return _architecture(self, "get_config")
+        return super().get_config()
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A new model (new weights) from get_config's dict."""
+        from .saving import model_from_config  # noqa: PLC0415
+
+        if isinstance(config, dict) and config.get("kind") in ("Sequential", "Functional",
+                                                                "Subclassed"):
+            return model_from_config(config, custom_objects, f"{cls.__name__}.from_config")
+        if not isinstance(config, dict):
+            raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
+                            f"{type(config).__name__}")
+        return cls(**config)
+
+    def to_json(self, **kwargs) -> str:
+        """The architecture as JSON text (models.model_from_json rebuilds it)."""
+        from .saving import model_to_json  # noqa: PLC0415
+
+        return model_to_json(self, **kwargs)
+
     def save(self, path):
         """Writes the model: architecture, weights, compile settings and
         optimizer state (tessera's checksummed format, no code; docs/nn.md)."""
@@ -600,7 +631,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                              f"{len(xs)} arrays")
         out = []
         for k, (a, t) in enumerate(zip(xs, self._inputs)):
-            if tuple(a.shape[1:]) != tuple(t.shape[1:]):
+            if len(a.shape) != len(t.shape) or any(
+                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:])):
                 which = f"x[{k}]" if len(xs) > 1 else "x"
                 raise ValueError(f"[{where}] {which} has samples of shape {tuple(a.shape[1:])}, "
                                  f"but the model expects {tuple(t.shape[1:])}")
@@ -756,6 +788,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                              "optional sample weights")
         return len(spec)
 
+    @keeps_graph
     def fit(self, x=None, y=None, batch_size=None, epochs: int = 1, verbose="auto",
             callbacks=None, validation_split: float = 0.0, validation_data=None,
             shuffle: bool = True, class_weight=None, sample_weight=None, initial_epoch: int = 0,
@@ -843,6 +876,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                 n_in = len(self._inputs) or 1  # not built: one input
                 shapes = [tuple(s.shape) for s in spec[:n_in]]
                 self.build(shapes if len(shapes) > 1 else shapes[0])
+            self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
+                             "fit", verbose)
             n_parts = self._dataset_parts(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
@@ -861,6 +896,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
                 raise ValueError(f"[fit] batch_size must be a positive int, got {batch_size!r}")
             xs = self._prepare_x(x, "fit")
+            self._specialize([a.shape[1:] for a in xs], "fit", verbose)
             n = len(xs[0])
             if y is None:
                 raise ValueError("[fit] y (the labels) is required with array inputs")
@@ -1024,8 +1060,10 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
                     if pipe is not None:
                         args = pipe.args(arrays, n, it, lr, seed)
                     elif chunks:
-                        args = state + self._chunk_args(arrays, n, chunks, n_ranks, rank, seed,
-                                                        it) + [it, lr] + group_args
+                        args = state + self._chunk_args(
+                            arrays, n, chunks, n_ranks, rank, seed, it,
+                            fill_empty=plan is not None and plan.stage == 3) + [it, lr] \
+                            + group_args
                     else:
                         extra = []
                         if n_ranks > 1:
@@ -1244,7 +1282,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         out, k = [], 0
         metrics = [m for ms in self._compiled.metrics for m in ms]
         for m, n in zip(metrics, self._metric_counts()):
-            r = m.result(totals[k:k + n])
+            stateful = getattr(m, "_stateful", None)
+            r = m.stateless_result(totals[k:k + n]) if stateful and stateful() else \
+                m.result(totals[k:k + n])
             out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
             k += n
         return out
@@ -1299,19 +1339,27 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         return chunks
 
     @staticmethod
-    def _chunk_args(arrays, n, chunks, n_ranks, rank, seed, it) -> list:
+    def _chunk_args(arrays, n, chunks, n_ranks, rank, seed, it, fill_empty=False) -> list:
         """This locality's chunks of a global batch of n rows (chunk c: rows
         c*n//chunks up to (c+1)*n//chunks), their shares of the batch and their
         dropout seeds, as the deterministic step takes them: stream by stream
         (x_0.., y_0..), then w_0.., seed_0... `arrays` hold this locality's
-        rows, [rank*n//n_ranks, (rank+1)*n//n_ranks): exactly its chunks."""
+        rows, [rank*n//n_ranks, (rank+1)*n//n_ranks): exactly its chunks.
+        `fill_empty` (ZeRO 3, whose step runs every chunk: its gathers are
+        collectives): an empty chunk is one row of zeros, its share still 0
+        (the step drops what it computes)."""
         local = chunks // n_ranks
         mine = range(rank * local, (rank + 1) * local)
         base = rank * n // n_ranks
         bounds = [(c * n // chunks - base, (c + 1) * n // chunks - base) for c in mine]
         out = []
         for a in arrays:
-            out += [a[lo:hi] for lo, hi in bounds]
+            for lo, hi in bounds:
+                if hi == lo and fill_empty:
+                    a_ = np.asarray(a)
+                    out.append(np.zeros((1,) + a_.shape[1:], dtype=a_.dtype))
+                else:
+                    out.append(a[lo:hi])
         return (out + [(hi - lo) / n for lo, hi in bounds]
                 + [(seed * 1_000_003 + it) * chunks + c for c in mine])
 
@@ -1383,6 +1431,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         return _cb.CallbackList(callbacks, model=self, where=where,
                                 params={"verbose": verbose, "epochs": 1, "steps": steps})
 
+    @keeps_graph
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict: bool = False, _cbs=None):
         """The loss (and metrics) over (x, y), in inference mode, like Keras:
@@ -1398,6 +1447,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             ds = x
             if not self.built:
                 raise RuntimeError("[evaluate] the model is not built")
+            self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
+                             "evaluate", verbose)
             n_parts = self._dataset_parts(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:
@@ -1409,6 +1460,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             batches = (b.arrays for b in ds.epoch_batches(0))
         else:
             xs = self._prepare_x(x, "evaluate")
+            self._specialize([a.shape[1:] for a in xs], "evaluate", verbose)
             ys = self._prepare_y(y, len(xs[0]), "evaluate")
             sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
             self._label_specs_from(ys)
@@ -1452,6 +1504,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
         values = list(result.values())
         return values[0] if len(values) == 1 else values
 
+    @keeps_graph
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs for x, in inference mode: one array (a list
         for several outputs). callbacks: their on_predict_begin,
@@ -1465,6 +1518,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, Layer):
             xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
         else:
             xs = self._prepare_x(x, "predict")
+        self._specialize([a.shape[1:] for a in xs], "predict", verbose)
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
@@ -1523,7 +1577,8 @@ class Sequential(Model):
             self._stack.append(layer)
         self.layers = list(self._stack)
         if input_shape is None and self._stack and self._stack[0].declared_input_shape:
-            input_shape = self._stack[0].declared_input_shape  # Keras: on the first layer
+            # Keras: on the first layer, one sample's shape (None: unknown length)
+            input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
         if input_shape is None:
             input_shape = self._declared_input
         if input_shape is not None:

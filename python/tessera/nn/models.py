@@ -2,9 +2,9 @@
 load_model and save_model."""
 
 from .model import Model, Sequential
-from .saving import load_model
+from .saving import clone_model, load_model, model_from_json
 
-__all__ = ["Model", "Sequential", "load_model", "save_model"]
+__all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json", "save_model"]
 
 
 def save_model(model, filepath, overwrite=True):

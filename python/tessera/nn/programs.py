@@ -13,7 +13,8 @@ import numpy as np
 from .. import _core
 from .clipping import SplitNorms
 from .layers import Context
-from .symbolic import GraphWriter
+from .symbolic import GraphWriter, KerasTensor
+from .variables import collecting_program_losses
 from .zero import ZeroPlan
 
 __all__ = ["ProgramsMixin"]
@@ -141,8 +142,9 @@ class ProgramsMixin:
         stage 2 or 3) the differentiated parameters are this member's slices
         zp_j: each bucket is made whole (stage 3: all-gathered; stage 2: from
         the whole weights, grad_scatter) just before the code that first uses
-        one of its parameters, with the bucket used next (one-bucket
-        prefetch), and rematerialised (remat): the backward pass makes it
+        one of its parameters, with the buckets used next (stage 3: up to
+        ZERO3_PREFETCH of them, ZERO3_PREFETCH_BYTES together; stage 2: the
+        next one), and rematerialised (remat): the backward pass makes it
         again just before its first backward use instead of keeping it, and
         the gradient rule (all_gather's or grad_scatter's, the
         reduce-scatter) sums each bucket's gradient over the data group as
@@ -200,11 +202,21 @@ class ProgramsMixin:
                 gathered.add(v)
             if v in where and v not in gathered:
                 j, _ = where[v]
-                # the bucket first used next (buckets are in backward order)
-                # Blocks are dataflow: each gather waits for the input of the
-                # layer that first uses the bucket (`entering`), so the
-                # buckets are not all gathered at the start.
-                for b in (j, j - 1):
+                # the buckets first used next (buckets are in backward
+                # order): up to ZERO3_PREFETCH of them, at most
+                # ZERO3_PREFETCH_BYTES together (at least one). Blocks are
+                # dataflow: each gather waits for the input of the layer
+                # that first uses bucket j (`entering`), so the buckets are
+                # not all gathered at the start.
+                ahead, held = [], 0
+                item = np.dtype(gather.dtype).itemsize
+                depth = self.ZERO3_PREFETCH if gather.stage == 3 else 1  # stage 2: no gather
+                for b in range(j - 1, max(-1, j - 1 - depth), -1):
+                    if ahead and held + gather.N[b] * item > self.ZERO3_PREFETCH_BYTES:
+                        break
+                    ahead.append(b)
+                    held += gather.N[b] * item
+                for b in [j] + ahead:
                     if b >= 0 and f"zf_{b}" not in gathered:
                         writer.stmts.append(gather.gather_line(b, entering[0]))
                         gathered.add(f"zf_{b}")
@@ -243,7 +255,9 @@ class ProgramsMixin:
             if t.id in adds:
                 # the batch normalization input has added the other one
                 return exprs[[i.id for i in ins].index(adds[t.id])]
-            static = dict(t.kwargs)
+            # masks (KerasTensor arguments) as the expressions computing them
+            static = {k: (w.expr(v) if isinstance(v, KerasTensor) else v)
+                      for k, v in t.kwargs.items()}
             forced = static.pop("training", None)
             train = training if forced is None else ("true" if forced else "false")
             number = next(counter)
@@ -264,16 +278,27 @@ class ProgramsMixin:
         bound = {t.id: n for t, n in zip(self._inputs, xs)}
         bound.update(part.get("feeds", {}))
         writer = GraphWriter(bound, param, layer_code, prefix="h")
-        outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+        with collecting_program_losses() as added:  # Layer.add_loss
+            outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+            # the outputs' masks (Keras weights the loss by them), for _loss_text
+            self._out_masks = None if "targets" in part else [
+                None if getattr(o, "_keras_mask", None) is None else writer.expr(o._keras_mask)
+                for o in self._outputs]
+        if added and part:
+            raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
+                             "stages yet (the added loss would be left out)")
+        self.__dict__["_added_losses"] = added
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
         return writer.stmts, outs, stats
 
-    def _loss_ctx(self):
+    def _loss_ctx(self, prefix: str = "_loss"):
+        """A context for the loss's (or, prefix "_met", the metrics')
+        statements: their names differ, since both land in one block."""
         count = iter(range(1 << 30))
         stmts: list = []
-        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"_loss{next(count)}",
+        ctx = Context("false", "0", 0, stmts.append, lambda tag: f"{prefix}{next(count)}",
                       None, None)
         return ctx, stmts
 
@@ -292,7 +317,18 @@ class ProgramsMixin:
                 continue
             spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
             out_shape = self._outputs[k].shape[1:]
-            if sw is None:
+            mask = self._output_mask_expr(k)
+            if mask is not None:
+                # Keras's apply_mask: the mask as weights scaled by total /
+                # valid entries, so the mean is over the unmasked ones
+                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+                mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
+                scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
+                lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+                wsw = "" if sw is None else \
+                    f" * reshape(astype({sw}, dtype_name({per})), {lead})"
+                e = f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
+            elif sw is None:
                 e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
             else:
                 per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
@@ -301,6 +337,8 @@ class ProgramsMixin:
             terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
         if not terms:
             raise ValueError("[compile] the model has no loss")
+        for e in self.__dict__.pop("_added_losses", None) or []:  # Layer.add_loss: summed
+            terms.append(f"astype(sum({e}), \"{self.dtype}\")")
         for v in self._params(True):
             layer, p = self._owner[v]
             if regularized is not None and v not in regularized:
@@ -310,14 +348,73 @@ class ProgramsMixin:
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
 
+    def _aux_masks(self, outs: str):
+        """The outputs' masks as the loss function's aux value `outs` holds
+        them (after the outputs; _loss_fn)."""
+        n, j, masks = len(self._outputs), 0, []
+        for o in self._outputs:
+            if getattr(o, "_keras_mask", None) is None:
+                masks.append(None)
+            else:
+                masks.append(f"{outs}[{n + j}]")
+                j += 1
+        self._out_masks = masks
+
+    def _output_mask_expr(self, k):
+        """The expression of output k's mask (None without one)."""
+        if getattr(self._outputs[k], "_keras_mask", None) is None:
+            return None
+        masks = getattr(self, "_out_masks", None)
+        if masks is None:
+            raise ValueError(f"[{self.kind}] output {k} carries a mask (Keras weights its loss "
+                             "by it), which pipeline stages do not support yet; drop the mask "
+                             "before the output (a layer that does not pass it on)")
+        return masks[k]
+
     def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
         """(statements, expressions): every metric's sums (float64), in order;
         `counts`, a list, gets each metric's number of sums."""
-        ctx, stmts = self._loss_ctx()
+        ctx, stmts = self._loss_ctx("_met")
         out = []
+        from .metrics import MeanMetricWrapper  # noqa: PLC0415
+
         for k, ms in enumerate(self._compiled.metrics):
+            mask = self._output_mask_expr(k) if ms else None
+            if mask is not None:
+                # Keras's MeanMetricWrapper: the mask (times the sample
+                # weights) weights each value
+                bad = [m.name for m in ms if not isinstance(m, MeanMetricWrapper)]
+                if bad:
+                    raise ValueError(f"[compile] metrics {bad} of output {k}, which carries a "
+                                     "mask: Keras weights them by the mask, which tessera does "
+                                     "for mean metrics ('accuracy', 'mae', ...) only so far")
+                mf = ctx.define("mmask", f"astype({mask}, \"float64\")")
+                if sw is not None:
+                    lead = [-1] + [1] * (len(self._outputs[k].shape) - 2)
+                    mf = ctx.define("mmask", f"{mf} * reshape(astype({sw}, \"float64\"), "
+                                             f"{lead})")
+                for m in ms:
+                    v = ctx.define("mval", f"astype({m.values(ys[k], hs[k])}, \"float64\")")
+                    wv = ctx.define("mw", f"broadcast_to({mf}, shape({v}))")
+                    out += [f"sum({v} * {wv})", f"sum({wv})"]
+                    if counts is not None:
+                        counts.append(2)
+                continue
             for m in ms:
-                if isinstance(m, _FunctionMetric):
+                stateful = getattr(m, "_stateful", None)
+                # the whole batch: written for the model's own label variables
+                # (micro-batches and chunks have others) in one process
+                split = self.__dict__.get("_split_batch") or list(ys) != self._names()[1]
+                if stateful is not None and stateful() and split:
+                    raise ValueError(
+                        f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
+                        "supported yet with data-parallel (several processes), ZeRO, pipeline "
+                        "stages or deterministic=True training: its increments would be made "
+                        "per part of the batch, which changes a per-batch count or mean; train "
+                        "in one process without deterministic=True, or evaluate it with "
+                        "evaluate()")
+                if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()) or \
+                        getattr(m, "checks_shapes", False):
                     spec = self._label_specs[k]
                     exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
                                               self._outputs[k].shape[1:])
@@ -341,6 +438,10 @@ class ProgramsMixin:
         xs, ys = self._names()
         hs = [f"h{k}" for k in range(len(self._outputs))]
         counts: list = []
+        # all-true stand-ins of the outputs' masks, shaped (batch, steps)
+        self._out_masks = [None if getattr(o, "_keras_mask", None) is None else
+                           f"not_equal(sum(abs({h}), axis=-1), -1.0)"
+                           for o, h in zip(self._outputs, hs)]
         stmts, exprs = self._metric_exprs(ys, hs, None, counts)
         body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
         prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
@@ -360,7 +461,8 @@ class ProgramsMixin:
     def _program(self, kind):
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
-        kind_key = (kind, tuple(self._params(True)))
+        kind_key = (kind, tuple(self._params(True)), self.ZERO3_PREFETCH,
+                    self.ZERO3_PREFETCH_BYTES)
         prog = self._programs.get(kind_key)
         if prog is not None:
             return prog
@@ -372,12 +474,17 @@ class ProgramsMixin:
         if kind == "train" or (isinstance(kind, tuple) and kind[0] == "train"):
             prog = self._train_program(P, S, weighted=kind[1] if isinstance(kind, tuple)
                                        else False)
-        elif isinstance(kind, tuple) and kind[0] == "train_dp":
-            prog = self._train_program(P, S, data_parallel=True, weighted=kind[3],
-                                       zero=self._zero_plan_for(kind[4:]))
-        elif isinstance(kind, tuple) and kind[0] == "train_det":
-            prog = self._deterministic_program(P, S, *kind[1:5],
-                                               zero=self._zero_plan_for(kind[5:]))
+        elif isinstance(kind, tuple) and kind[0] in ("train_dp", "train_det"):
+            self.__dict__["_split_batch"] = True  # (a user's Metric: _metric_exprs)
+            try:
+                if kind[0] == "train_dp":
+                    prog = self._train_program(P, S, data_parallel=True, weighted=kind[3],
+                                               zero=self._zero_plan_for(kind[4:]))
+                else:
+                    prog = self._deterministic_program(P, S, *kind[1:5],
+                                                       zero=self._zero_plan_for(kind[5:]))
+            finally:
+                self.__dict__.pop("_split_batch", None)
         else:
             stmts, hs, _ = self._forward_code("false", "0")
             head = ", ".join(([args] if args else []) + xs)
@@ -424,12 +531,20 @@ class ProgramsMixin:
     # ZeRO-2: mark each whole weight as a member of its bucket
     # (grad_bucket_shard), whose gradient rule reduce-scatters the bucket of
     # gradients, instead of making the flat bucket of the weights
-    # (grad_scatter, remat). Fewer copies per step, but its step peak is
-    # higher (tests/distributed/zero_peak.py: about 1.0 of the whole weights
-    # against 0.63; why is not found yet), so off by default.
+    # (grad_scatter, remat). Fewer copies per step and a faster step (its
+    # reduce-scatters overlap the backward pass; the flat path's run one at a
+    # time), but a higher step peak: every bucket's gradient can be in flight
+    # at once, waiting for the slowest rank (docs/parallelism.md, "ZeRO 2's
+    # bucket marks"), so off by default.
     ZERO2_BUCKET_MARKS = False
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
+    # ZeRO 3: the forward pass gathers, with the bucket a layer first uses,
+    # the next ZERO3_PREFETCH buckets (at most ZERO3_PREFETCH_BYTES of them
+    # together, at least one), so that a gather is in flight while the
+    # layers before it compute.
+    ZERO3_PREFETCH = 2
+    ZERO3_PREFETCH_BYTES = 8 << 20
     # Data parallel: each bucket's all-reduce starts inside the backward pass
     # as soon as its gradients are ready (False: all after the backward pass).
     OVERLAP_BACKWARD = True
@@ -468,10 +583,24 @@ class ProgramsMixin:
         xs, ys = self._names()
         marks = {}
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
+        split = weighted or buckets is not None or gather is not None or \
+            self.__dict__.get("_split_batch")
+        if split and self.__dict__.get("_added_losses"):
+            # each locality's (chunk's) loss is weighted by its share of the
+            # batch: right for the compiled loss, not for an added loss that
+            # sums over the batch's samples, which cannot be told apart
+            raise ValueError(f"[fit] a layer's add_loss is not supported yet with data-parallel "
+                             "(several processes), ZeRO or deterministic=True training: each "
+                             "part of the batch would add its own term, weighted by its share; "
+                             "train in one process without deterministic=True, or write the "
+                             "term as a loss or a regularizer")
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
-        aux = [f"list({', '.join(hs)})"] + [s for _, s in stats]
-        held = P if gather is None else gather.shards if gather.stage == 3 else \
-            gather.shards + [gather.whole_name(v) for v in P]
+        # the outputs' masks follow the outputs (for the metrics, _aux_masks)
+        masks = [m for m in (self._out_masks or []) if m is not None]
+        aux = [f"list({', '.join(hs + masks)})"] + [s for _, s in stats]
+        held = P if gather is None else \
+            gather.shards + (gather.twins if gather.local_grads else []) \
+            if gather.stage == 3 else gather.shards + [gather.whole_name(v) for v in P]
         args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
         scale, w = (" * w", ", w") if weighted else ("", "")
         if buckets is not None or gather is not None:
@@ -556,7 +685,21 @@ class ProgramsMixin:
                 off += n
         return lines
 
+    def _split_batch_masks(self, how: str):
+        """A masked loss is normalized by the whole batch's unmasked count
+        (Keras); a batch split in chunks or over localities would divide by
+        each part's own: refused rather than silently different."""
+        masked = [k for k, o in enumerate(self._outputs)
+                  if getattr(o, "_keras_mask", None) is not None]
+        if masked:
+            raise ValueError(f"[fit] outputs {masked} carry a mask (Keras normalizes their loss "
+                             f"by the batch's unmasked steps), which {how} does not support yet "
+                             "(each part would normalize by its own); fit in one locality "
+                             "without deterministic=")
+
     def _train_program(self, P, S, data_parallel=False, weighted=False, zero=None):
+        if data_parallel:
+            self._split_batch_masks("data-parallel training")
         # Data parallel: each locality's loss is weighted by its share of the
         # global batch, so the sum of the localities' gradients is the global
         # batch's gradient; the sums run in gradient buckets that the
@@ -617,6 +760,7 @@ class ProgramsMixin:
             lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
         hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
+        self._aux_masks("r_aux[0]")
         mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
@@ -665,24 +809,59 @@ class ProgramsMixin:
         finish the same fixed sum on the slice only; stage 3 all-gathers the
         parameters first. Global-norm clipping sums squares of fixed blocks
         of the buckets in a fixed order (zero.py), with or without ZeRO."""
-        loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
+        self._split_batch_masks("deterministic training (chunked batches)")
+        # ZeRO 3: each chunk's loss function gathers every bucket around its
+        # uses, forward and backward, as in normal mode (remat), and gives
+        # each slice its chunk's whole, unsummed gradient of the bucket
+        # (grad_local), which the fixed sum below adds as it adds whole
+        # gradients; only the buckets in use are whole at any time
+        local3 = zero is not None and zero.stage == 3 and n_ranks > 1
+        if local3:
+            zero.local_grads = True
+            try:
+                loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted,
+                                               gather=zero)
+            finally:
+                zero.local_grads = False
+        else:
+            loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
         streams = xs + ys + (["sw"] if weighted else [])
         weights = self._weight_stand_ins()  # the shapes only
         size = {v: int(np.prod(weights[v].shape)) for v in P}
         n_sums = sum(math.prod(s) for s in self._metric_sizes())
-        lines = zero.gather_lines() if zero is not None and zero.stage == 3 else []
+        lines = zero.gather_lines() if zero is not None and zero.stage == 3 and not local3 \
+            else []
+        if local3:
+            # the differentiated arguments: stand-ins of the whole buckets'
+            # shape, one element each (grad_local), then the slices gathered
+            lines += [f"define(zd_{b}, broadcast_to(zeros(1, dtype=\"{self.dtype}\"), "
+                      f"[{zero.N[b]}]))" for b in range(len(zero.shards))]
+            args = ", ".join([f"zd_{b}" for b in range(len(zero.shards))] + zero.shards + S)
+            nums = ", ".join(str(b) for b in range(len(zero.shards)))
         for j in range(local):
             data = ", ".join(f"{s}_{j}" for s in streams)
-            lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
-                         f"argnums=[{nums}], has_aux=true)({args}, {data}, seed_{j}, w_{j}), "
-                         "nil))")
-            for k, v in enumerate(P):
-                lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], zeros_like({v})))")
+            if local3:
+                # every member runs every chunk (the gathers are collectives);
+                # an empty chunk's gradients (fit gives it a row of zeros, with
+                # weight 0) are dropped
+                lines.append(f"define(r_{j}, value_and_grad(loss_fn, argnums=[{nums}], "
+                             f"has_aux=true)({args}, {data}, seed_{j}, w_{j}, dgroup))")
+                for b in range(len(zero.shards)):
+                    lines.append(f"define(g_{j}_b{b}, if(w_{j} > 0.0, r_{j}[1][{b}], "
+                                 f"zeros({zero.N[b]}, dtype=\"{self.dtype}\")))")
+            else:
+                lines.append(f"define(r_{j}, if(w_{j} > 0.0, value_and_grad(loss_fn, "
+                             f"argnums=[{nums}], has_aux=true)({args}, {data}, seed_{j}, w_{j}), "
+                             "nil))")
+                for k, v in enumerate(P):
+                    lines.append(f"define(g_{j}_{k}, if(w_{j} > 0.0, r_{j}[1][{k}], "
+                                 f"zeros_like({v})))")
             aux = [f"astype(r_{j}[0], \"float64\")"]
             cys = [f"{y}_{j}" for y in ys]
             chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
+            self._aux_masks(f"r_{j}[2][0]")
             mstmts, mets = self._metric_exprs(cys, chs, f"sw_{j}" if weighted else None)
             aux += [f"ravel({e})" for e in mets]
             for s_i, (bn, _) in enumerate(stats):
@@ -694,7 +873,9 @@ class ProgramsMixin:
         # Sums of aligned blocks of this locality's chunks (per parameter).
         block = local & -local  # the largest power of two dividing `local`
         starts = range(0, local, block)
-        for k in [str(k) for k in range(len(P))] + ["aux"]:
+        keys = [f"b{b}" for b in range(len(zero.shards))] if local3 else \
+            [str(k) for k in range(len(P))]
+        for k in keys + ["aux"]:
             for s_ in starts:
                 terms = [f"g_{j}_{k}" for j in range(s_, s_ + block)]
                 lines.append(f"define(p_{s_}_{k}, {self._fixed_sum(terms)})")
@@ -704,7 +885,8 @@ class ProgramsMixin:
         groups = [[str(index[v]) for v in bucket] for bucket in self._bucket_plan(P)] + [["aux"]]
         for b, members in enumerate(groups):
             if zero is not None and zero.stage >= 2 and members != ["aux"]:
-                lines += self._scatter_sum_lines(zero, b, members, starts)
+                lines += self._scatter_sum_lines(zero, b, [f"b{b}"] if local3 else members,
+                                                 starts, flat=local3)
                 continue
             if n_ranks == 1:
                 for k in members:
@@ -778,13 +960,16 @@ class ProgramsMixin:
                 f"define(rsum_{b}, {mine})",
                 f"define(total_{b}, {whole if not pad else f'{whole}[0:{width}]'})"]
 
-    def _scatter_sum_lines(self, zero, b, members, starts) -> list:
+    def _scatter_sum_lines(self, zero, b, members, starts, flat=False) -> list:
         """ZeRO 2/3, deterministic: bucket b's partial sums of this member's
         aligned blocks of chunks, each cut in the members' slices and sent to
         their owners (all_to_all); every member adds the parts of its slice
-        in the order of _fixed_sum over (member, block), as the whole sum."""
+        in the order of _fixed_sum over (member, block), as the whole sum.
+        `flat`: the partial sums are the padded flat bucket already (one
+        member, ZeRO 3's grad_local)."""
         rows = len(starts)
-        flats = [zero.flat(b, [f"p_{s_}_{k}" for k in members]) for s_ in starts]
+        flats = [f"p_{s_}_{members[0]}" if flat else
+                 zero.flat(b, [f"p_{s_}_{k}" for k in members]) for s_ in starts]
         d, k = zero.d, zero.k[b]
         if rows == 1:
             send = f"reshape({flats[0]}, [{d}, {k}])"

@@ -5,8 +5,14 @@ features).
 The time loop is unrolled into the training step's program: the input
 projection of all timesteps is one matrix product, each step adds its
 recurrent product and gates, and the backward pass (the core's autodiff)
-runs back through the steps. The number of timesteps is fixed by the input
-shape."""
+runs back through the steps. The number of timesteps is that of the input
+shape; with an axis of unknown length (Input(shape=(None, d))) each length
+met gets its own program (varlen.py).
+
+Masks (an Embedding's mask_zero, Masking, or mask=) work as Keras's: at a
+masked step the states keep their values and the output is the previous
+output (zeros with zero_output_for_mask, which Bidirectional sets when it
+returns sequences)."""
 
 from __future__ import annotations
 
@@ -31,15 +37,18 @@ class _ForgetBias:
 
 class _RNN(Layer):
     gates = 1
+    mask_input = True  # forward reads the mask of its input (functional.py)
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
                  bias_initializer="zeros", kernel_regularizer=None, recurrent_regularizer=None,
                  bias_regularizer=None, dropout=0.0, recurrent_dropout=0.0,
                  return_sequences=False, return_state=False, go_backwards=False, stateful=False,
-                 unroll=False, name=None, input_shape=None, **kwargs):
+                 unroll=False, zero_output_for_mask=False, name=None, input_shape=None,
+                 **kwargs):
         super().__init__(name, input_shape, **kwargs)
         k = self.kind
+        self.zero_output_for_mask = bool(zero_output_for_mask)
         self.units = _positive(units, "units", k)
         self.activation = _activation(activation, k)
         self.recurrent_activation = _activation(recurrent_activation, k)
@@ -90,8 +99,15 @@ class _RNN(Layer):
     def _n_states(self):
         return 1
 
-    def forward(self, x, p, ctx):
-        steps = self._in_shape[0]
+    def output_mask(self, inputs, mask):
+        """Keras's compute_mask: the input's mask when returning sequences."""
+        return mask if self.return_sequences else None
+
+    def forward(self, x, p, ctx, mask=None):
+        steps = ctx.input_shapes[0][1]
+        if steps is None:
+            raise ValueError(f"[{self.kind}] layer {self.name!r}: the number of timesteps is "
+                             "unknown while writing the program")
         u = self.units
         if self.dropout:
             x = f"dropout({x}, {self.dropout!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, " \
@@ -105,10 +121,21 @@ class _RNN(Layer):
         outputs = []
         order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
         for t in order:
-            states = self._step(f"{xw}[:, {t}, :]", states, p, ctx)
-            outputs.append(states[0])
+            new = self._step(f"{xw}[:, {t}, :]", states, p, ctx)
+            if mask is None:
+                states = new
+                outputs.append(states[0])
+                continue
+            # Keras: a masked step keeps the states; its output is the
+            # previous output (the first state), or zeros
+            keep = ctx.define("m", f"{mask}[:, {t}:{t + 1}]")
+            if self.zero_output_for_mask:
+                outputs.append(ctx.define("o", f"where({keep}, {new[0]}, zeros_like({new[0]}))"))
+            states = [ctx.define("s", f"where({keep}, {n}, {o})") for n, o in zip(new, states)]
+            if not self.zero_output_for_mask:
+                outputs.append(states[0])
         out = f"stack(list({', '.join(outputs)}), axis=1)" if self.return_sequences \
-            else states[0]
+            else outputs[-1]
         if self.return_state:
             return [out] + list(states)
         return out

@@ -18,6 +18,7 @@ tensors start with "optimizer/".
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import inspect
 import json
@@ -37,7 +38,9 @@ MAGIC = b"TSRWGHT1"
 DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "bool": "|b1"}
 _MAX_RANK = 32
 
-__all__ = ["save_file", "read_file", "load_model", "register_keras_serializable"]
+__all__ = ["save_file", "read_file", "load_model", "register_keras_serializable",
+           "get_custom_objects", "custom_object_scope", "CustomObjectScope",
+           "get_registered_name", "get_registered_object", "model_from_json", "clone_model"]
 
 
 _TMP_PREFIX = ".tessera-weights-"
@@ -234,18 +237,98 @@ _MAX_RANK_SHAPE = 32
 
 def register_keras_serializable(package="Custom", name=None):
     """Decorator registering a user's class (a Layer, Model, loss, metric,
-    initializer, ...), so that load_model may build it when a file names it
-    (as keras.saving.register_keras_serializable). Only register classes
-    whose constructor is safe to call with any arguments a file gives."""
+    optimizer, schedule, initializer, ...) or function under Keras's key
+    "package>name", so that load_model, model_from_json and from_config may
+    build it when a configuration names it (as
+    keras.saving.register_keras_serializable). Only register classes whose
+    constructor is safe to call with any arguments a file gives."""
+    if not isinstance(package, str) or not package or ">" in package:
+        raise TypeError(f"[register_keras_serializable] package must be a non-empty string "
+                        f"without '>', got {package!r}")
+
     def wrap(cls):
-        key = name or cls.__name__
+        key = name or getattr(cls, "__name__", None)
         if not isinstance(key, str) or not key:
             raise TypeError(f"[register_keras_serializable] name must be a non-empty string, "
                             f"got {key!r}")
-        _CUSTOM[key] = cls
+        if not callable(getattr(cls, "get_config", None)) and isinstance(cls, type):
+            raise TypeError(f"[register_keras_serializable] {cls.__name__} has no get_config: "
+                            "it cannot be serialized")
+        _CUSTOM[f"{package}>{key}"] = cls
         return cls
 
     return wrap
+
+
+# custom_object_scope's dicts, innermost last
+_SCOPES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_custom_scopes", default=())
+
+
+def get_custom_objects() -> dict:
+    """The registry of users' objects (keras.saving.get_custom_objects): the
+    dict itself, so that `get_custom_objects()["MyLayer"] = MyLayer`
+    registers MyLayer; register_keras_serializable adds "package>name"."""
+    return _CUSTOM
+
+
+class custom_object_scope:  # noqa: N801 - Keras's name
+    """`with custom_object_scope({"MyLayer": MyLayer}):` — the objects are
+    known to load_model, model_from_json and from_config within."""
+
+    def __init__(self, custom_objects=None, *more):
+        scopes = [custom_objects or {}] + list(more)
+        for d in scopes:
+            if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
+                raise TypeError(f"[custom_object_scope] expected dicts of names to objects, got "
+                                f"{d!r}")
+        self._objects = {k: v for d in scopes for k, v in d.items()}
+        self._token = None
+
+    def __enter__(self):
+        self._token = _SCOPES.set(_SCOPES.get() + (self._objects,))
+        return self
+
+    def __exit__(self, *exc):
+        _SCOPES.reset(self._token)
+        return False
+
+
+CustomObjectScope = custom_object_scope
+
+
+def _registered(name: str):
+    """A user's object by name: the scopes (innermost first), then the
+    registry by exact key or by "package>name"."""
+    for scope in reversed(_SCOPES.get()):
+        if name in scope:
+            return scope[name]
+    if name in _CUSTOM:
+        return _CUSTOM[name]
+    for key, obj in _CUSTOM.items():
+        if key.split(">", 1)[-1] == name:
+            return obj
+    return None
+
+
+def get_registered_name(obj) -> str:
+    """The key `obj` is registered under (else its name), as Keras's."""
+    for key, v in _CUSTOM.items():
+        if v is obj:
+            return key
+    return getattr(obj, "__name__", type(obj).__name__)
+
+
+def get_registered_object(name, custom_objects=None, module_objects=None):
+    """The object registered (or given in custom_objects, or in an active
+    custom_object_scope) as `name`; None when there is none (Keras's)."""
+    if custom_objects and name in custom_objects:
+        return custom_objects[name]
+    found = _registered(name)
+    if found is not None:
+        return found
+    if module_objects and name in module_objects:
+        return module_objects[name]
+    return None
 
 
 _BUILTIN = None
@@ -261,7 +344,7 @@ def builtin_classes() -> dict:
         from .. import optim  # noqa: PLC0415
         from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
                        metrics, parallel, parallel_layers, parallel_losses, recurrent,
-                       regularizers)
+                       regularizers, wrappers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
@@ -270,7 +353,8 @@ def builtin_classes() -> dict:
                     obj.__module__ == mod.__name__}
 
         _BUILTIN = {
-            "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers),
+            "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers,
+                             wrappers),
                             layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
@@ -291,13 +375,16 @@ class _Load:
     """One load_model call: the file, the user's custom objects, and what is
     left of the budgets of what the file may make."""
 
-    def __init__(self, path: str, custom: dict):
+    def __init__(self, path: str, custom: dict, where: str = "load_model"):
         self.path = path
         self.custom = custom
         self.layers = 0
         self.standins = MAX_STANDIN_VALUES
+        self.where = where
 
     def error(self, what: str) -> ValueError:
+        if self.where != "load_model":
+            return ValueError(f"[{self.where}] {what}; nothing was made")
         return ValueError(f"[load_model] {self.path}: {what}; nothing was loaded")
 
 
@@ -309,8 +396,9 @@ def _resolve(name, module, kinds, ctx: _Load, what: str):
         raise ctx.error(f"{what} names the class {str(name)[:80]!r}, which is not a class name")
     if name in ctx.custom:
         return ctx.custom[name]
-    if name in _CUSTOM:
-        return _CUSTOM[name]
+    found = _registered(name)
+    if found is not None:
+        return found
     tables = builtin_classes()
     for kind in kinds:
         cls = tables[kind].get(name)
@@ -431,6 +519,12 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
     config = _decode(cfg.get("config", {}), ctx, depth + 1)
     if not isinstance(config, dict):
         raise ctx.error(f"the configuration of the layer {cfg['class']} is malformed")
+    from .layers import Layer  # noqa: PLC0415
+
+    own = getattr(cls, "from_config", None)
+    if isinstance(cls, type) and issubclass(cls, Layer) and \
+            own.__func__ is not Layer.from_config.__func__:
+        return own(config)  # the user's from_config (Keras's rule)
     _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
     try:
         return cls(**config)
@@ -439,15 +533,18 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
                         f"file's arguments ({e})") from None
 
 
-def _architecture(model, where="save") -> dict:
+def _architecture(model, where="save", objects=None) -> dict:
     """The model's structure as JSON: its layers' configurations and the
-    graph of calls and operations connecting them."""
+    graph of calls and operations connecting them. `objects`, a list, gets
+    the layers in the order of the architecture's "layers"."""
     from .functional import _deps  # noqa: PLC0415
     from .model import Sequential  # noqa: PLC0415
 
     base = {"name": model.name, "seed": model.seed, "dtype": model.dtype}
     if isinstance(model, Sequential):
         layers = model._stack
+        if objects is not None:
+            objects.extend(layers)
         return dict(base, kind="Sequential", input_shape=list(model._inputs[0].shape[1:]) if
                     model._inputs else None,
                     layers=[_layer_config(l, where) for l in layers])
@@ -480,6 +577,8 @@ def _architecture(model, where="save") -> dict:
         if id(layer) not in layer_index:
             layer_index[id(layer)] = len(layers)
             layers.append(_layer_config(layer, where))
+            if objects is not None:
+                objects.append(layer)
         return layer_index[id(layer)]
 
     def enc(a):
@@ -511,7 +610,8 @@ def _architecture(model, where="save") -> dict:
             nodes.append({"op": "item", "node": ids[t.args[0].id], "index": t.args[1]})
         elif t.op == "layer":
             layer, ins, multi = t.args
-            static = {k: v for k, v in t.kwargs.items() if k != "_template"}
+            auto = getattr(t, "auto_mask_keys", ())  # taken again on load
+            static = {k: v for k, v in t.kwargs.items() if k != "_template" and k not in auto}
             nodes.append({"op": "layer", "layer": layer_ref(layer),
                           "inputs": [ids[i.id] for i in ins], "multi": bool(multi),
                           "custom": layer._is_custom(), "kwargs": _encode(static, where)})
@@ -653,6 +753,141 @@ def _check_built(ctx: _Load, model):
                     _check_shape(ctx, s, f"the layer {layer.name!r}")
 
 
+def _layers_from(configs, ctx: _Load, depth: int):
+    """The layers of an architecture; clone_model's clone_function makes the
+    top level's from the original layers."""
+    clone = getattr(ctx, "clone", None)
+    if clone is not None and depth == 0:
+        fn, originals = clone
+        out = []
+        for layer in originals:
+            new = fn(layer)
+            from .layers import Layer  # noqa: PLC0415
+
+            if not isinstance(new, Layer):
+                raise TypeError(f"[clone_model] clone_function must return a Layer, got "
+                                f"{type(new).__name__} for layer {layer.name!r}")
+            out.append(new)
+        return out
+    return [_layer_from(c, ctx, depth + 1) for c in configs]
+
+
+def model_from_config(arch, custom_objects=None, where="from_config", clone=None):
+    """A new model (fresh weights) from an architecture (Model.get_config's
+    or to_json's): the classes it names resolve as load_model's do."""
+    if custom_objects is not None and not (
+            isinstance(custom_objects, dict) and all(isinstance(k, str) for k in custom_objects)):
+        raise TypeError(f"[{where}] custom_objects must be a dict of class names to classes, "
+                        f"got {custom_objects!r}")
+    ctx = _Load(f"<{where}>", dict(custom_objects or {}), where)
+    ctx.clone = clone
+    try:
+        return _model_from(arch, ctx)
+    except _MALFORMED as e:
+        if str(e).startswith("["):
+            raise  # already says what and where
+        raise ValueError(f"[{where}] the configuration is malformed ({type(e).__name__}: "
+                         f"{str(e)[:200]})") from None
+
+
+def model_to_json(model, **kwargs) -> str:
+    """model.to_json(): the architecture as JSON text (json.dumps's keyword
+    arguments, such as indent, pass on)."""
+    from .model import Sequential  # noqa: PLC0415
+
+    model._check_built("to_json")
+    arch = _architecture(model, "to_json")
+    kind = "Sequential" if isinstance(model, Sequential) else \
+        "Functional" if model._functional else type(model).__name__
+    return json.dumps({"class_name": kind, "config": arch, "format": "tessera.nn"}, **kwargs)
+
+
+MAX_JSON_CHARS = 1 << 26
+
+
+def model_from_json(json_string, custom_objects=None):
+    """The model (fresh weights) a to_json text describes
+    (keras.models.model_from_json)."""
+    if not isinstance(json_string, (str, bytes)):
+        raise TypeError(f"[model_from_json] expected JSON text, got {type(json_string).__name__}")
+    if len(json_string) > MAX_JSON_CHARS:
+        raise ValueError(f"[model_from_json] the text has {len(json_string)} characters, past "
+                         f"the {MAX_JSON_CHARS} a model description may have")
+    try:
+        doc = json.loads(json_string)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"[model_from_json] the text is not JSON ({str(e)[:200]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise ValueError("[model_from_json] the JSON has no model \"config\" (not written by "
+                         "model.to_json?)")
+    return model_from_config(doc["config"], custom_objects, "model_from_json")
+
+
+def _user_classes(model) -> dict:
+    """{class name: class} of the layers a model holds (nested models too)."""
+    out, stack = {}, [model]
+    while stack:
+        m = stack.pop()
+        out[type(m).__name__] = type(m)
+        for layer in getattr(m, "layers", None) or []:
+            if layer is not m:
+                stack.append(layer)
+        for layer in getattr(m, "_stack", None) or []:
+            stack.append(layer)
+    return out
+
+
+def clone_model(model, input_tensors=None, clone_function=None, call_function=None,
+                recursive=False, **kwargs):
+    """A new model of the same architecture and configuration with new
+    weights (keras.models.clone_model). `clone_function(layer)` makes each
+    top-level layer of a Sequential or functional model (default: the layer's
+    class from its get_config)."""
+    from .model import Model  # noqa: PLC0415
+
+    if not isinstance(model, Model):
+        raise TypeError(f"[clone_model] expected a Model, got {type(model).__name__}")
+    for what, v in (("input_tensors", input_tensors), ("call_function", call_function)):
+        if v is not None:
+            raise ValueError(f"[clone_model] {what} is not supported (got {v!r}); clone, then "
+                             "call the clone on new inputs")
+    if recursive:
+        raise ValueError("[clone_model] recursive=True is not supported: clone_function "
+                         "applies to the top-level layers")
+    if kwargs:
+        raise TypeError(f"[clone_model] unexpected keyword arguments {sorted(kwargs)}")
+    if clone_function is not None and not callable(clone_function):
+        raise TypeError(f"[clone_model] clone_function must be callable, got "
+                        f"{clone_function!r}")
+    model._check_built("clone_model")
+    objects: list = []
+    arch = _architecture(model, "clone_model", objects)
+    # new weights: the initializers drawn with the next seed (deterministic)
+    arch = dict(arch, seed=int(arch.get("seed", 0)) + 1)
+    clone = (clone_function, objects) if clone_function is not None and \
+        arch["kind"] != "Subclassed" else None
+    classes = _user_classes(model)
+    for layer in objects:  # (layers without weights are not in model.layers)
+        classes.update(_user_classes(layer))
+    _walk_layer_classes(model, classes)
+    return model_from_config(arch, classes, "clone_model", clone)
+
+
+def _walk_layer_classes(model, classes: dict):
+    """Adds the classes of every layer called in a model's graph."""
+    seen, stack = set(), list(getattr(model, "_outputs", None) or [])
+    while stack:
+        t = stack.pop()
+        if t.id in seen:
+            continue
+        seen.add(t.id)
+        if t.op == "layer":
+            classes.setdefault(type(t.args[0]).__name__, type(t.args[0]))
+        from .functional import _deps  # noqa: PLC0415
+
+        stack.extend(_deps(t))
+
+
 def _model_from(arch, ctx: _Load, depth: int = 0):
     from .model import Model, Sequential  # noqa: PLC0415
 
@@ -667,7 +902,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
     if kind == "Sequential":
         if len(arch["layers"]) > MAX_LAYERS:
             raise ctx.error(f"the file declares more than {MAX_LAYERS} layers")
-        layers = [_layer_from(c, ctx, depth + 1) for c in arch["layers"]]
+        layers = _layers_from(arch["layers"], ctx, depth)
         shape = arch.get("input_shape")
         if shape is not None:
             _check_shape(ctx, shape, "the Sequential model's input")
@@ -702,7 +937,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
         raise ctx.error(f"the graph declares {len(arch['layers'])} layers and "
                         f"{len(arch['nodes'])} nodes, past the {MAX_LAYERS} and {MAX_NODES} a "
                         "loaded model may have")
-    layers = [_layer_from(c, ctx, depth + 1) for c in arch["layers"]]
+    layers = _layers_from(arch["layers"], ctx, depth)
     made = []
 
     def ref(i, table=made):
@@ -857,7 +1092,7 @@ def _compile_from(model, cfg, ctx: _Load):
 
     def function(entry, what):
         name = entry["function"]
-        fn = (ctx.custom.get(name) or _CUSTOM.get(name)) if isinstance(name, str) else None
+        fn = (ctx.custom.get(name) or _registered(name)) if isinstance(name, str) else None
         if fn is None:
             raise ValueError(f"[load_model] the model was compiled with the {what} function "
                              f"{str(name)[:80]!r}: pass it in custom_objects")

@@ -36,6 +36,10 @@ __all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"
 
 _ids = itertools.count()
 _DUMMY_BATCH = (2, 3)
+# Stand-in lengths of the axes of unknown length past the batch axis
+# (Input(shape=(None, 8))): different from the batch sizes, so that an
+# operation mixing the two axes is not silently taken for right.
+_DUMMY_LENGTH = (5, 7)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -65,11 +69,14 @@ def is_symbolic(x) -> bool:
     return isinstance(x, KerasTensor)
 
 
-def _dummy(shape, dtype, batch: int):
-    """A stand-in of ones: one value seen through a read-only view of the
-    whole shape (zero strides), so that it costs nothing however large the
-    shape; an operation applied to it makes (and pays for) its own result."""
-    shape = tuple(batch if d is None else d for d in shape)
+def _dummy(shape, dtype, k: int):
+    """A stand-in of ones for dummy batch number k: one value seen through a
+    read-only view of the whole shape (zero strides), so that it costs
+    nothing however large the shape; an operation applied to it makes (and
+    pays for) its own result. The batch axis (first) is _DUMMY_BATCH[k] long,
+    other axes of unknown length _DUMMY_LENGTH[k]."""
+    shape = tuple((_DUMMY_BATCH[k] if i == 0 else _DUMMY_LENGTH[k]) if d is None else d
+                  for i, d in enumerate(shape))
     return np.broadcast_to(np.ones((), dtype=bool if dtype == "bool" else dtype), shape)
 
 
@@ -100,7 +107,8 @@ class KerasTensor:
         """The stand-in values for the dummy batches (an operation's results,
         or views of ones that allocate nothing)."""
         if self._standins is None:
-            self._standins = tuple(_dummy(self.shape, self.dtype, b) for b in _DUMMY_BATCH)
+            self._standins = tuple(_dummy(self.shape, self.dtype, k)
+                                   for k in range(len(_DUMMY_BATCH)))
         return self._standins
 
     @property
@@ -351,8 +359,16 @@ def _record(name: str, args, kwargs):
 
 def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):  # noqa: N802
     """A model input, like keras.Input: `shape` is one sample's shape (the
-    batch axis is added in front)."""
+    batch axis is added in front). An axis given as None has a length known
+    only when the model runs (variable-length sequences): the model's
+    programs are then written for each length met (docs/nn.md, "Variable
+    lengths and masks")."""
     if batch_shape is not None:
+        if isinstance(batch_shape, int) or len(tuple(batch_shape)) < 1:
+            raise ValueError(f"[Input] batch_shape must be a tuple (batch, ...), got "
+                             f"{batch_shape!r}")
+        if tuple(batch_shape)[0] is not None:
+            batch_size = batch_shape[0]
         shape = tuple(batch_shape)[1:]
     if shape is None:
         raise ValueError("[Input] shape is required (the shape of one sample)")
@@ -364,9 +380,6 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):
         raise TypeError(f"[Input] shape must be a tuple of ints, got {shape!r}") from None
     if any(d is not None and d <= 0 for d in shape):
         raise ValueError(f"[Input] shape must hold positive ints, got {shape!r}")
-    if any(d is None for d in shape):
-        raise ValueError(f"[Input] shape {shape!r}: axes of unknown length (None) are not "
-                         "supported; give every axis but the batch a length")
     return KerasTensor((None,) + shape, _dtype_name(dtype), "input", name=name)
 
 
@@ -417,15 +430,23 @@ class GraphWriter:
         if isinstance(a, KerasTensor):
             return self.names[a.id]
         if isinstance(a, (list, tuple)):
-            items = [self._arg(v) for v in a]
             if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in a):
-                return "[" + ", ".join(items) + "]"
+                return "[" + ", ".join(self._arg(v) for v in a) + "]"
+            # inside a list, a list of numbers stays a list (np.pad's pairs,
+            # tensordot's axes): the language reads `[0, 1]` as an array
+            items = [self._list_item(v) for v in a]
             return "list(" + ", ".join(items) + ")"
         if isinstance(a, np.ndarray):
             if a.ndim == 0:
                 return _literal(a.item())
             return f"array({self._arg(a.tolist())}, dtype={_literal(str(a.dtype))})"
         return _literal(a)
+
+    def _list_item(self, v) -> str:
+        if isinstance(v, (list, tuple)) and v and all(
+                isinstance(u, numbers.Number) and not isinstance(u, bool) for u in v):
+            return "list(" + ", ".join(self._arg(u) for u in v) + ")"
+        return self._arg(v)
 
     def _index(self, a: _Index) -> str:
         v = a.value

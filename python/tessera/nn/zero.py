@@ -20,12 +20,15 @@ optimizer updates only that slice, with state of that size:
   gradient is made;
 - stage 3: the parameters are held only as slices between steps; the
   forward pass all-gathers each bucket just before its first use (with the
-  next bucket, a one-bucket prefetch), frees it after its last forward use,
+  next buckets: Model.ZERO3_PREFETCH of them, 2 by default, bounded by
+  Model.ZERO3_PREFETCH_BYTES), frees it after its last forward use,
   and the backward pass gathers it again where it first needs it (remat);
   the gradient of the gather, a reduce-scatter, runs as soon as the bucket's
   gradient is complete; the step returns the updated slices. Deterministic
-  mode gathers every bucket at the start of the step (its chunks all read
-  them).
+  mode gathers each bucket around its uses too, in every chunk's forward
+  and backward pass; the differentiated arguments are then stand-ins of the
+  whole buckets' shape (one element each), which grad_local gives the
+  chunk's whole gradient of the bucket, unsummed, for the fixed sum.
 
 The update of an elementwise optimizer on a slice is the slice of the
 update, so in deterministic mode the result is bitwise that of one
@@ -92,6 +95,11 @@ class ZeroPlan:
         self.k = [big // d for big in self.N]  # elements of a slice
         self.shards = [f"zp_{j}" for j in range(len(self.buckets))]
         self.grads = [f"zg_{j}" for j in range(len(self.buckets))]
+        # Stage 3 in deterministic mode: the loss function is differentiated
+        # in stand-ins of the whole buckets' shape (zp_j there) and takes the
+        # slices as twins, undifferentiated, which it gathers (gather_line)
+        self.local_grads = False
+        self.twins = [f"zt_{j}" for j in range(len(self.buckets))]
         self.state = []  # the optimizer's state variables of the slices (StateVar)
 
     @property
@@ -156,6 +164,15 @@ class ZeroPlan:
             return self.scatter_line(j, token)
         held = self.shards[j] if token is None else f"after({self.shards[j]}, {token})"
         points = ", ".join(str(p) for p in self.split_points(j))
+        if self.local_grads:
+            # deterministic mode: the differentiated argument is a stand-in
+            # of the whole bucket's shape (one element), the gather reads the
+            # slice (not differentiated), and grad_local gives the stand-in the
+            # chunk's whole gradient of the bucket, which the step adds in its
+            # fixed order
+            twin = self.twins[j] if token is None else f"after({self.twins[j]}, {token})"
+            return (f"define(zf_{j}, remat(lambda(s, t, bucket_parts(grad_local(s, "
+                    f"all_gather(t, group=dgroup)), [{points}])))({self.shards[j]}, {twin}))")
         return (f"define(zf_{j}, remat(lambda(s, bucket_parts(all_gather(s, group=dgroup), "
                 f"[{points}])))({held}))")
 

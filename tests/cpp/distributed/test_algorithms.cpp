@@ -9,6 +9,7 @@
 // in tests/distributed/allreduce_algorithms.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -186,8 +187,8 @@ TEST(AllReduceAlgorithms, EachAgreesWithThePlainReduction) {
 
 // The one-process order of recursive doubling (reduce_doubling_order), which
 // the agreement rounds use for inline float sums, gives bitwise what the
-// doubling schedule gives over (simulated) messages, and for N = 3 the rank
-// order (x0 + x1) + x2.
+// doubling and halving schedules give over (simulated) messages, and for
+// N = 3 the rank order (x0 + x1) + x2.
 TEST(AllReduceAlgorithms, DoublingOrderInOneProcessMatchesTheSchedule) {
   for (int size = 1; size <= 17; ++size) {
     for (DType dt : {DType::float32, DType::float64, DType::int64}) {
@@ -207,6 +208,10 @@ TEST(AllReduceAlgorithms, DoublingOrderInOneProcessMatchesTheSchedule) {
           }
           Outcome run = simulate(Algorithm::doubling, size, n, dt, rop, in, 5);
           ASSERT_EQ(got, run.out[0]) << what;
+          // Halving's reduce-scatter pairs ranks at distance 1, 2, 4 ... as
+          // doubling does: every element in the same order, the same bits.
+          Outcome halved = simulate(Algorithm::halving, size, n, dt, rop, in, 7);
+          for (int r = 0; r < size; ++r) ASSERT_EQ(got, halved.out[r]) << what << " halving rank " << r;
           if (size == 3 && rop == ReduceOp::sum && dt != DType::int64) {
             for (int64_t i = 0; i < n; ++i) {
               if (dt == DType::float32) {
@@ -349,6 +354,16 @@ TEST(AllReduceAlgorithms, ChosenBySizeAndRanks) {
             Algorithm::halving);
   // Fewer elements than the power-of-two core: doubling.
   EXPECT_EQ(choose_algorithm(autom, 64, kOwnMinBytes * 2, 32), Algorithm::doubling);
+  // Ranks sharing hosts, several hosts: hierarchical from the engine's range
+  // on; one host, or one rank per host: as without hosts.
+  EXPECT_EQ(choose_algorithm(autom, 8, 4 * mib, mib, 4), Algorithm::hierarchical);
+  EXPECT_EQ(choose_algorithm(autom, 8, kOwnMinBytes, kOwnMinBytes / 4, 2), Algorithm::hierarchical);
+  EXPECT_EQ(choose_algorithm(autom, 8, kOwnMinBytes - 4, (kOwnMinBytes - 4) / 4, 2), Algorithm::mpi);
+  EXPECT_EQ(choose_algorithm(autom, 8, 4 * mib, mib, 1), Algorithm::halving);
+  EXPECT_EQ(choose_algorithm(autom, 8, 4 * mib, mib, 8), Algorithm::halving);
+  EXPECT_EQ(choose_algorithm(algorithm_setting("ring"), 8, 4 * mib, mib, 4), Algorithm::ring);
+  EXPECT_EQ(host_count({0, 0, 2, 2, 4}), 3);
+  EXPECT_EQ(host_count({}), 0);
   // Forced.
   for (const char* name : {"ring", "halving", "doubling", "hierarchical", "mpi"}) {
     AlgorithmSetting s = algorithm_setting(name);
@@ -382,5 +397,56 @@ TEST(AllReduceAlgorithms, FourMiBInAtMostTwoLogNMessages) {
   }
 }
 
+
+// Hosts of k ranks, placed consecutively or round-robin: the hierarchical
+// all-reduce sends across hosts only from each host's first rank, at most
+// 2 ceil(log2 H) + 2 messages (halving among H hosts, the fold of a
+// non-power of two); flat halving sends across hosts from every rank. Exact
+// counts from the schedules (the same ones the engine runs).
+TEST(AllReduceAlgorithms, HierarchicalCrossesHostsFromOneRankPerHost) {
+  const int64_t n = 1 << 18;
+  for (int hosts : {2, 3, 4, 8}) {
+    for (int k : {2, 3, 4}) {
+      for (bool round_robin : {false, true}) {
+        int size = hosts * k;
+        std::vector<int> host_of(size);
+        for (int r = 0; r < size; ++r) host_of[r] = round_robin ? r % hosts : r / k;
+        ASSERT_EQ(host_count(host_of), hosts);
+        std::string what = "H=" + std::to_string(hosts) + " k=" + std::to_string(k) +
+                           (round_robin ? " round-robin" : " consecutive");
+        int64_t hier_across = 0, flat_across = 0;
+        for (int r = 0; r < size; ++r) {
+          int across = 0;
+          for (const Step& s : schedule(Algorithm::hierarchical, r, size, n, host_of))
+            across += s.send_to >= 0 && host_of[s.send_to] != host_of[r];
+          bool first = std::find(host_of.begin(), host_of.end(), host_of[r]) - host_of.begin() == r;
+          if (!first) {
+            EXPECT_EQ(across, 0) << what << " rank " << r;
+          }
+          EXPECT_LE(across, 2 * ceil_log2(hosts) + 2) << what << " rank " << r;
+          hier_across += across;
+          for (const Step& s : schedule(Algorithm::halving, r, size, n))
+            flat_across += s.send_to >= 0 && host_of[s.send_to] != host_of[r];
+        }
+        EXPECT_LT(hier_across, flat_across) << what;
+        // And the same result as the plain reduction (int64: exact).
+        std::vector<Bytes> in;
+        for (int r = 0; r < size; ++r) in.push_back(input(DType::int64, r, 1000, 11));
+        Outcome run = simulate(Algorithm::hierarchical, size, 1000, DType::int64, ReduceOp::sum, in,
+                               3, host_of);
+        for (int64_t i = 0; i < 1000; ++i) {
+          int64_t want = 0, got;
+          for (int r = 0; r < size; ++r) {
+            int64_t v;
+            std::memcpy(&v, in[r].data() + 8 * i, 8);
+            want += v;
+          }
+          std::memcpy(&got, run.out[size - 1].data() + 8 * i, 8);
+          ASSERT_EQ(got, want) << what << " element " << i;
+        }
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace tessera::test

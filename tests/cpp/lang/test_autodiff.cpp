@@ -323,6 +323,10 @@ TEST(Autodiff, EveryRuleHasAFiniteDifferenceCase) {
   // tests/distributed/zero_fit.py.
   covered.insert("grad_scatter");
   covered.insert("grad_bucket_shard");  // the same, its rule checked below
+  // grad_local (deterministic ZeRO-3): its shard is a stand-in whose value
+  // is not read; its rule is checked below, the step's bits against one
+  // locality in tests/distributed/zero_fit.py.
+  covered.insert("grad_local");
   for (const PrimitiveSpec* s : all_primitives()) {
     bool has_rule = false;
     for (const auto& r : s->grads) has_rule = has_rule || !r.empty();
@@ -913,6 +917,24 @@ TEST(Autodiff, GradScatterGivesTheBucketsGradientToTheShard) {
       [] { eval_string("grad_scatter([0.0], [4.0, 5.0, 6.0])", {}, "gs.tsl"); },
       "[grad_scatter] x must be a flat array of shard's length times the group's size: x has "
       "shape (3,), shard 1 elements, the group 1 members"));
+}
+
+// grad_local (deterministic ZeRO-3's gathered bucket): x passes through, not
+// copied; the gradient of x, as it is, goes to the shard, a stand-in of x's
+// shape (one element broadcast), and x gets none; other shapes are refused.
+TEST(Autodiff, GradLocalGivesTheWholeGradientToTheStandIn) {
+  Value g = eval_string(
+      "define(f, s, x, sum(grad_local(s, x) * [1.0, 2.0, 3.0]))\n"
+      "grad(f, argnums=[0, 1])(broadcast_to(zeros(1), [3]), [4.0, 5.0, 6.0])");
+  ASSERT_TRUE(g.is_list());
+  EXPECT_TRUE(tessera::test::array_eq(g.as_list()[0], DType::float64, {3}, {1.0, 2.0, 3.0}));
+  EXPECT_TRUE(tessera::test::array_eq(g.as_list()[1], DType::float64, {3}, {0.0, 0.0, 0.0}));
+  Value v = eval_string("grad_local(broadcast_to(zeros(1), [3]), [4.0, 5.0, 6.0])");
+  EXPECT_TRUE(tessera::test::array_eq(v, DType::float64, {3}, {4.0, 5.0, 6.0}));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [] { eval_string("grad_local([0.0], [4.0, 5.0, 6.0])", {}, "gl.tsl"); },
+      "[grad_local] x must be a flat array of the stand-in shard's shape: x has shape (3,), "
+      "shard (1,)"));
 }
 
 // grad_bucket_shard (ZeRO-2's bucket member): x passes through; the members'

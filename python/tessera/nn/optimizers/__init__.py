@@ -2,11 +2,11 @@
 optimizers under Keras's names (`keras.optimizers.Adam(learning_rate=1e-3)`),
 and its learning-rate schedules as `keras.optimizers.schedules`."""
 
-from ...optim import (SGD, Adagrad, Adam, AdamW, Lamb, Nadam, Optimizer, RMSprop, from_config,
-                      get)
+from ...optim import (SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Lamb, Lion, Nadam,
+                      Optimizer, RMSprop, from_config, get)
 from . import schedules
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lamb", "Nadam", "Optimizer", "RMSprop",
+__all__ = ["SGD", "Adadelta", "Adamax", "Ftrl", "Lion", "Adagrad", "Adam", "AdamW", "Lamb", "Nadam", "Optimizer", "RMSprop",
            "deserialize", "from_config", "get", "schedules", "serialize"]
 
 

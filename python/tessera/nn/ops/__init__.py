@@ -1,0 +1,31 @@
+"""tessera.nn.ops: Keras 3's ``keras.ops`` (``from tessera.nn import ops``).
+
+Each op has Keras's name, signature and defaults. On arrays it runs at once
+(tessera's primitives; NumPy arrays in and out). On symbolic tensors (inside
+a custom layer's ``call``, a loss or a metric) it is recorded into the
+model's program, like the NumPy functions, and differentiated by the
+primitives' gradient rules. A Keras op tessera lacks is an AttributeError
+naming the closest supported op."""
+
+from __future__ import annotations
+
+from . import core, extra, image, linalg, nn, numpy
+from ._base import missing
+from .core import *  # noqa: F401,F403
+from .extra import *  # noqa: F401,F403
+from .linalg import (cholesky, cholesky_inverse, det, eig, eigh, inv, lstsq, matrix_rank,  # noqa
+                     norm, pinv, qr, slogdet, solve, solve_triangular, svd)
+from .nn import *  # noqa: F401,F403
+from .numpy import *  # noqa: F401,F403
+
+__all__ = sorted(set(core.__all__) | set(extra.__all__) | set(nn.__all__) | set(numpy.__all__) |
+                 {"cholesky", "cholesky_inverse", "det", "eig", "eigh", "inv", "lstsq", "norm",
+                  "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "matrix_rank"} |
+                 {"core", "image", "linalg", "nn", "numpy"})
+
+
+def __getattr__(name):
+    """A Keras op tessera lacks: an AttributeError naming the closest supported one."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise missing("tessera.nn.ops", name, __all__)

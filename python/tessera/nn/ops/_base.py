@@ -1,0 +1,132 @@
+"""What every op of ``tessera.nn.ops`` shares: one call that runs a primitive
+eagerly on arrays, or records it on symbolic tensors (inside a custom
+layer's ``call``, a loss or a metric), so each op is written once."""
+
+from __future__ import annotations
+
+import difflib
+import numbers
+
+import numpy as np
+
+from ... import _core
+from ..symbolic import KerasTensor, _dtype_name, _record, user_location
+
+FLOATX = "float32"
+
+
+def is_symbolic(*values) -> bool:
+    """True when a symbolic tensor is among values (nested lists, tuples, dicts)."""
+    for v in values:
+        if isinstance(v, KerasTensor):
+            return True
+        if isinstance(v, (list, tuple)) and is_symbolic(*v):
+            return True
+        if isinstance(v, dict) and is_symbolic(*v.values()):
+            return True
+    return False
+
+
+def eager_value(a):
+    """An argument as the core takes it: array-likes (JAX arrays, NumPy
+    scalars) become NumPy arrays; Python numbers stay (weakly typed, as in
+    Keras: float32 + 2.0 stays float32); lists keep their structure."""
+    if isinstance(a, (np.ndarray, bool, numbers.Number, str)) or a is None:
+        return a
+    if isinstance(a, (list, tuple)):
+        return type(a)(eager_value(v) for v in a)
+    if isinstance(a, dict):
+        return {k: eager_value(v) for k, v in a.items()}
+    if isinstance(a, (np.generic,)) or hasattr(a, "__array__"):
+        return np.asarray(a)
+    return a
+
+
+def prim(name: str, *args, **kwargs):
+    """The primitive `name` on args: recorded when one is symbolic, else run now."""
+    if "dtype" in kwargs and kwargs["dtype"] is not None:
+        kwargs["dtype"] = _dtype_name(kwargs["dtype"])
+    if is_symbolic(args, kwargs):
+        return _record(name, args, kwargs)
+    r = _core.call_primitive(name, [eager_value(a) for a in args],
+                             {k: eager_value(v) for k, v in kwargs.items()})
+    return np.asarray(r) if isinstance(r, np.generic) else r
+
+
+def tensor(x, dtype=None):
+    """x as a tensor: symbolic tensors and arrays as they are; Python numbers
+    and lists as Keras converts them (floats float32, ints int32)."""
+    if isinstance(x, KerasTensor):
+        return x if dtype is None else cast(x, dtype)
+    if isinstance(x, (list, tuple)) and is_symbolic(x):
+        return prim("stack", [tensor(v) for v in x], axis=0)
+    if dtype is not None:
+        return np.asarray(eager_value(x), dtype=_dtype_name(dtype))
+    if isinstance(x, np.ndarray):
+        return x
+    a = np.asarray(eager_value(x))
+    if a.dtype == np.float64 and not isinstance(x, (np.ndarray, np.generic)):
+        a = a.astype(FLOATX)
+    elif a.dtype == np.int64 and not isinstance(x, (np.ndarray, np.generic)):
+        a = a.astype("int32")
+    return a
+
+
+def dtype_of(x) -> str:
+    if isinstance(x, KerasTensor):
+        return x.dtype
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, numbers.Integral):
+        return "int32"
+    if isinstance(x, numbers.Real):
+        return FLOATX
+    return str(np.asarray(x).dtype)
+
+
+def shape_of(x) -> tuple:
+    if isinstance(x, KerasTensor):
+        return x.shape
+    return tuple(np.shape(eager_value(x)))
+
+
+def cast(x, dtype):
+    dtype = _dtype_name(dtype)
+    if dtype_of(x) == dtype and not isinstance(x, (numbers.Number, list, tuple)):
+        return x
+    return prim("astype", tensor(x), dtype)
+
+
+def floating(x):
+    """x as a float tensor: ints and bools become float32, as Keras's
+    float-valued ops (sqrt, exp, mean, ...) do."""
+    x = tensor(x)
+    d = dtype_of(x)
+    if d.startswith("float") or d.startswith("complex") or d == "bfloat16":
+        return x
+    return cast(x, FLOATX)
+
+
+def eager_only(op: str, *values):
+    """A clear error for an op that needs values while the model is built."""
+    if is_symbolic(*values):
+        raise TypeError(f"[ops.{op}] at {user_location()}: not supported on symbolic tensors "
+                        "(inside a layer's call, a loss or a metric) yet; it runs eagerly on "
+                        "arrays only")
+
+
+def check_axis(op: str, axis, ndim: int) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"[ops.{op}] axis must be an int, got {axis!r}")
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"[ops.{op}] axis {axis} is out of range for a tensor of rank {ndim} "
+                         f"(at {user_location()})")
+    return int(axis) % max(ndim, 1)
+
+
+def missing(module: str, name: str, supported) -> AttributeError:
+    """The error for a Keras name the module lacks, naming the closest supported one."""
+    close = difflib.get_close_matches(name, sorted(supported), n=3)
+    hint = f"; the closest supported: {close}" if close else ""
+    return AttributeError(f"[{module}] Keras's {name!r} is not supported by tessera yet{hint} "
+                          "(docs/nn.md, section \"ops, activations, random\")")

@@ -1,0 +1,161 @@
+"""tessera.nn.random: Keras 3's ``keras.random`` on arrays (normal, uniform,
+truncated_normal, randint, shuffle, dropout, categorical, gamma, beta,
+binomial), seeded by ints or a ``SeedGenerator``. Draws come from tessera's
+counter-based generators (the same seed gives the same numbers on any
+machine and thread count); they are not JAX's numbers for the same seed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core
+from .ops._base import FLOATX, eager_value, is_symbolic
+from .symbolic import _dtype_name, user_location
+
+__all__ = ["SeedGenerator", "beta", "binomial", "categorical", "dropout", "gamma", "normal",
+           "randint", "shuffle", "truncated_normal", "uniform"]
+
+
+class SeedGenerator:
+    """A stream of seeds: each draw given this generator gets the next seed,
+    so draws differ while the whole sequence is reproducible from `seed`."""
+
+    def __init__(self, seed=None, name=None, **kwargs):
+        if seed is None:
+            seed = int(np.random.SeedSequence().generate_state(1)[0])
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+            raise TypeError(f"[random.SeedGenerator] seed must be an int or None, got {seed!r}")
+        self.seed = int(seed)
+        self.name = name or "seed_generator"
+        self._count = 0
+
+    def next(self, ordered=True) -> int:
+        self._count += 1
+        return int(np.random.SeedSequence([self.seed, self._count]).generate_state(1)[0])
+
+    @property
+    def state(self):
+        return np.array([self.seed, self._count], dtype="int64")
+
+    def get_config(self):
+        return {"seed": self.seed, "name": self.name}
+
+
+_GLOBAL = SeedGenerator()
+
+
+def _seed(op, seed) -> int:
+    if seed is None:
+        return _GLOBAL.next()
+    if isinstance(seed, SeedGenerator):
+        return seed.next()
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return int(seed)
+    raise TypeError(f"[random.{op}] seed must be an int, a SeedGenerator or None, got {seed!r}")
+
+
+def _eager(op, *values):
+    if is_symbolic(values):
+        raise TypeError(f"[random.{op}] at {user_location()}: random draws inside a model's "
+                        "call are not supported yet (a fixed seed would give the same numbers "
+                        "at every step); use layers.Dropout inside a model")
+
+
+def _shape(op, shape):
+    _eager(op, shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(int(d) < 0 for d in shape):
+        raise ValueError(f"[random.{op}] shape must hold non-negative ints, got {shape}")
+    return [int(d) for d in shape]
+
+
+def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+    shape = _shape("normal", shape)
+    return _core.call_primitive("random_normal", [shape], {
+        "mean": float(mean), "std": float(stddev), "seed": _seed("normal", seed),
+        "dtype": _dtype_name(dtype or FLOATX)})
+
+
+def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
+    shape = _shape("uniform", shape)
+    if not maxval > minval:
+        raise ValueError(f"[random.uniform] maxval must exceed minval, got {minval}, {maxval}")
+    return _core.call_primitive("random_uniform", [shape], {
+        "low": float(minval), "high": float(maxval), "seed": _seed("uniform", seed),
+        "dtype": _dtype_name(dtype or FLOATX)})
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+    """Normal draws redrawn until within two standard deviations of the mean."""
+    shape = _shape("truncated_normal", shape)
+    s = _seed("truncated_normal", seed)
+    z = np.asarray(normal(shape, 0.0, 1.0, "float64", s))
+    k = 0
+    while np.any(np.abs(z) > 2.0):
+        k += 1
+        bad = np.abs(z) > 2.0
+        z[bad] = np.asarray(normal([int(bad.sum())], 0.0, 1.0, "float64", s + k))
+    return (z * stddev + mean).astype(_dtype_name(dtype or FLOATX))
+
+
+def randint(shape, minval, maxval, dtype="int32", seed=None):
+    shape = _shape("randint", shape)
+    if not maxval > minval:
+        raise ValueError(f"[random.randint] maxval must exceed minval, got {minval}, {maxval}")
+    r = _core.call_primitive("random_integers", [int(minval), int(maxval)],
+                             {"shape": shape, "seed": _seed("randint", seed)})
+    return np.asarray(r).astype(_dtype_name(dtype))
+
+
+def shuffle(x, axis=0, seed=None):
+    _eager("shuffle", x)
+    x = np.asarray(eager_value(x))
+    moved = np.moveaxis(x, axis, 0)
+    r = np.asarray(_core.call_primitive("shuffle", [np.ascontiguousarray(moved)],
+                                        {"seed": _seed("shuffle", seed)}))
+    return np.moveaxis(r, 0, axis)
+
+
+def dropout(inputs, rate, noise_shape=None, seed=None):
+    _eager("dropout", inputs)
+    x = np.asarray(eager_value(inputs))
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"[random.dropout] rate must be in [0, 1), got {rate}")
+    shape = x.shape if noise_shape is None else tuple(
+        x.shape[i] if d is None else d for i, d in enumerate(noise_shape))
+    keep = np.asarray(uniform(list(shape), dtype="float32", seed=seed)) >= rate
+    return np.where(keep, x / (1.0 - rate), 0).astype(x.dtype)
+
+
+def categorical(logits, num_samples, dtype="int32", seed=None):
+    """num_samples class draws per row of logits (Gumbel-max)."""
+    _eager("categorical", logits)
+    lg = np.asarray(eager_value(logits), dtype="float64")
+    if lg.ndim != 2:
+        raise ValueError(f"[random.categorical] logits must be 2-d (batch, classes), got shape "
+                         f"{lg.shape}")
+    u = np.asarray(uniform([lg.shape[0], int(num_samples), lg.shape[1]], 1e-20, 1.0,
+                           "float64", seed))
+    g = -np.log(-np.log(u))
+    return np.argmax(lg[:, None, :] + g, axis=-1).astype(_dtype_name(dtype))
+
+
+def _generator(op, seed):
+    return np.random.default_rng(_seed(op, seed))
+
+
+def gamma(shape, alpha, dtype=None, seed=None):
+    shape = _shape("gamma", shape)
+    return _generator("gamma", seed).gamma(alpha, size=shape).astype(_dtype_name(dtype or FLOATX))
+
+
+def beta(shape, alpha, beta, dtype=None, seed=None):
+    shape = _shape("beta", shape)
+    return _generator("beta", seed).beta(alpha, beta, size=shape).astype(
+        _dtype_name(dtype or FLOATX))
+
+
+def binomial(shape, counts, probabilities, dtype=None, seed=None):
+    shape = _shape("binomial", shape)
+    return _generator("binomial", seed).binomial(counts, probabilities, size=shape).astype(
+        _dtype_name(dtype or FLOATX))

@@ -1,0 +1,377 @@
+"""tessera.nn.Variable: Keras 3's Variable — a named array a layer (or a
+metric) owns, the same object everywhere it is seen (`add_weight`'s result,
+the attribute the layer keeps it in, `layer.weights`).
+
+A layer's weight reads and writes the layer's current value (the one fit
+trained, set_weights set, or load_model read); inside a layer's `call` (while
+the model's programs are written) it is the weight as the program reads it, so
+`ops.matmul(x, self.w)` or `x @ self.w` is differentiated and trained. Outside
+`call` it behaves as its value: NumPy functions and arithmetic take it and give
+arrays. A metric's state variable (`Metric.add_variable`) holds its own value;
+inside `update_state` traced for fit, `assign_add`/`assign_sub` record the
+batch's increment, which the training program computes."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import operator
+from typing import Optional
+
+import numpy as np
+
+from .symbolic import KerasTensor
+
+__all__ = ["Variable", "tracing", "is_tracing", "collecting_updates", "collecting_losses"]
+
+# True while a user's call/update_state/loss is traced into a program: a
+# variable's operations are then recorded instead of computed.
+_TRACING: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_tracing", default=False)
+# {id(variable): [variable, [(sign, symbolic increment)...], assigned?]} while a
+# metric's update_state is traced for fit
+_UPDATES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_updates", default=None)
+# [(layer, symbolic loss)] while a layer's call is traced (Layer.add_loss)
+_LOSSES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_losses", default=None)
+
+# [expression] of the losses added by layers while a model's forward code is
+# written (Model._forward_code)
+_PROGRAM_LOSSES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_program_losses",
+                                                                 default=None)
+
+_seeds = itertools.count(7919)
+
+
+@contextlib.contextmanager
+def collecting_program_losses():
+    """Within: the written expressions of losses layers add (add_loss)."""
+    record: list = []
+    token = _PROGRAM_LOSSES.set(record)
+    try:
+        yield record
+    finally:
+        _PROGRAM_LOSSES.reset(token)
+
+
+def add_program_losses(exprs):
+    record = _PROGRAM_LOSSES.get()
+    if record is not None:
+        record.extend(exprs)
+
+
+@contextlib.contextmanager
+def tracing():
+    """Within: Variables in arithmetic are recorded as program reads."""
+    token = _TRACING.set(True)
+    try:
+        yield
+    finally:
+        _TRACING.reset(token)
+
+
+def is_tracing() -> bool:
+    return _TRACING.get()
+
+
+@contextlib.contextmanager
+def collecting_updates():
+    """Within: assign_add/assign_sub on symbolic values are recorded (a
+    metric's update_state traced for fit); yields the record."""
+    record: dict = {}
+    token = _UPDATES.set(record)
+    try:
+        yield record
+    finally:
+        _UPDATES.reset(token)
+
+
+@contextlib.contextmanager
+def collecting_losses():
+    """Within: Layer.add_loss appends (layer, loss) to the yielded list."""
+    record: list = []
+    token = _LOSSES.set(record)
+    try:
+        yield record
+    finally:
+        _LOSSES.reset(token)
+
+
+def add_loss_now(layer, loss) -> bool:
+    """Records `loss` for the trace under way; False when none is."""
+    record = _LOSSES.get()
+    if record is None:
+        return False
+    record.append((layer, loss))
+    return True
+
+
+def _plain(v):
+    """A Variable's value (other things as they are), for eager NumPy."""
+    if isinstance(v, Variable):
+        return v.value
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(u) for u in v)
+    return v
+
+
+def _symbolic(args) -> bool:
+    """True when an operation on these arguments must be recorded: tracing,
+    or a symbolic tensor that is not a Variable among them."""
+    if _TRACING.get():
+        return True
+    stack = list(args)
+    while stack:
+        a = stack.pop()
+        if isinstance(a, KerasTensor) and not isinstance(a, Variable):
+            return True
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        elif isinstance(a, dict):
+            stack.extend(a.values())
+    return False
+
+
+def _binary(name, reflected=False):
+    def op(self, other):
+        if _symbolic((other,)):
+            return getattr(KerasTensor, name)(self, other)
+        a, b = self.value, _plain(other)
+        base = name.strip("_")[1:] if reflected else name.strip("_")
+        fn = getattr(operator, base + "_" if base in ("and", "or") else base)
+        return fn(b, a) if reflected else fn(a, b)
+
+    op.__name__ = name
+    return op
+
+
+def _unary(name):
+    def op(self):
+        if _TRACING.get():
+            return getattr(KerasTensor, name)(self)
+        return getattr(operator, name.strip("_"))(self.value)
+
+    op.__name__ = name
+    return op
+
+
+class Variable(KerasTensor):
+    """Keras's Variable. Made by `Layer.add_weight` (owned by the layer: its
+    value is the layer's weight), `Metric.add_variable`, or directly:
+    `Variable(initializer, shape=None, dtype=None, trainable=True, name=None)`
+    with an array or an initializer (name or object) and a shape."""
+
+    def __init__(self, initializer=None, shape=None, dtype=None, trainable: bool = True,
+                 autocast: bool = True, aggregation="none", synchronization="auto",
+                 name: Optional[str] = None, *, _layer=None, _param=None):
+        if _layer is not None:
+            self._layer, self._param = _layer, _param
+            p = self._spec()
+            super().__init__(p.shape, str(np.dtype(dtype or "float32")), "param",
+                             (_layer, _param), name=_param)
+            self._own = None
+            return
+        if initializer is None:
+            raise ValueError("[Variable] initializer is required (an array, or an initializer "
+                             "with a shape)")
+        if isinstance(initializer, (str,)) or hasattr(initializer, "generate") or (
+                callable(initializer) and not isinstance(initializer, np.ndarray)):
+            if shape is None:
+                raise ValueError(f"[Variable] an initializer ({initializer!r}) needs a shape")
+            from . import initializers  # noqa: PLC0415
+
+            init = initializer if hasattr(initializer, "generate") else \
+                initializers.get(initializer)
+            shape = tuple(int(d) for d in shape)
+            value = np.asarray(init.generate(shape, str(np.dtype(dtype or "float32")),
+                                             next(_seeds)))
+        else:
+            value = np.array(_plain(initializer), dtype=dtype or None, copy=True)
+            if dtype is None and value.dtype.kind == "f":
+                value = value.astype(np.float32)  # Keras's floatx unless a dtype is given
+            elif dtype is None and value.dtype == np.int64:
+                value = value.astype(np.int32)  # as Keras stores Python/NumPy ints
+            if shape is not None and tuple(value.shape) != tuple(int(d) for d in shape):
+                raise ValueError(f"[Variable] the initial value has shape {value.shape}, not "
+                                 f"the shape given, {tuple(shape)}")
+        self._layer, self._param = None, name or "variable"
+        self._own = value
+        self._trainable = bool(trainable)
+        super().__init__(value.shape, str(value.dtype), "param", (None, self._param),
+                         name=self._param)
+
+    # ------------------------------------------------------------ identity
+    def _spec(self):
+        for q in self._layer.params:
+            if q.name == self._param:
+                return q
+        raise RuntimeError(f"[Variable] layer {self._layer.name!r} has no weight "
+                           f"{self._param!r} any more")
+
+    @property
+    def path(self) -> str:
+        owner = self._layer.name if self._layer is not None else \
+            getattr(self, "_owner_name", None)
+        return f"{owner}/{self._param}" if owner else self._param
+
+    @property
+    def trainable(self) -> bool:
+        if self._layer is not None:
+            return bool(self._spec().trainable and self._layer.trainable)
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        if self._layer is not None:
+            self._spec().trainable = bool(value)
+        else:
+            self._trainable = bool(value)
+
+    @property
+    def regularizer(self):
+        return self._spec().regularizer if self._layer is not None else None
+
+    # ------------------------------------------------------------ value
+    @property
+    def value(self) -> np.ndarray:
+        """The current value (the layer's weight as fit left it)."""
+        if self._layer is None:
+            return self._own
+        values = self._layer._values
+        if self._param not in values or dict.get(values, self._param) is None:
+            if self._param in values:  # held elsewhere (ZeRO, pipeline stages)
+                raise RuntimeError(f"[Variable] {self.path} is not held by this process now "
+                                   "(sharded by ZeRO or a pipeline); read model.get_weights()")
+            from .layers import initial_value  # noqa: PLC0415
+
+            values[self._param] = initial_value(self._spec(), next(_seeds), self.dtype)
+        return values[self._param]
+
+    def numpy(self) -> np.ndarray:
+        return np.array(self.value, copy=True)
+
+    def __array__(self, dtype=None, copy=None):
+        v = self.value
+        return np.array(v, dtype=dtype, copy=True) if dtype is not None or copy else \
+            np.asarray(v)
+
+    def _store(self, value, where: str):
+        old = self.value
+        new = np.asarray(_plain(value))
+        if new.shape != old.shape:
+            try:
+                new = np.broadcast_to(new, old.shape)
+            except ValueError:
+                raise ValueError(f"[Variable.{where}] {self.path} has shape {old.shape}, got a "
+                                 f"value of shape {new.shape}") from None
+        new = np.array(new, dtype=old.dtype, copy=True)
+        if self._layer is None:
+            self._own = new
+        else:
+            self._layer._values[self._param] = new
+        return self
+
+    def _record_update(self, sign, value, where) -> bool:
+        record = _UPDATES.get()
+        if record is None or not _symbolic((value,)):
+            if _symbolic((value,)):
+                raise TypeError(f"[Variable.{where}] {self.path}: a symbolic value can be "
+                                "assigned only in a metric's update_state (traced for fit)")
+            return False
+        entry = record.setdefault(id(self), [self, [], False])
+        if sign == 0:
+            entry[2] = True
+        else:
+            entry[1].append((sign, value))
+        return True
+
+    def assign(self, value):
+        """Sets the value (same shape; cast to the variable's dtype)."""
+        if self._record_update(0, value, "assign"):
+            return self
+        return self._store(value, "assign")
+
+    def assign_add(self, value):
+        if self._record_update(1, value, "assign_add"):
+            return self
+        return self._store(self.value + np.asarray(_plain(value)), "assign_add")
+
+    def assign_sub(self, value):
+        if self._record_update(-1, value, "assign_sub"):
+            return self
+        return self._store(self.value - np.asarray(_plain(value)), "assign_sub")
+
+    # ------------------------------------------------------------ as an array
+    def __repr__(self):
+        return (f"<Variable path={self.path}, shape={self.shape}, dtype={self.dtype}, "
+                f"value={np.array2string(np.asarray(self.value), threshold=20)}>")
+
+    def __bool__(self):
+        if _TRACING.get():
+            return KerasTensor.__bool__(self)
+        return bool(self.value)
+
+    def __float__(self):
+        return float(self.value)
+
+    def __int__(self):
+        return int(self.value)
+
+    def __len__(self):
+        return len(self.value)
+
+    def __iter__(self):
+        if _TRACING.get():
+            return KerasTensor.__iter__(self)
+        return iter(self.value)
+
+    def __hash__(self):
+        return self.id
+
+    def __eq__(self, other):
+        if _symbolic((other,)):
+            return KerasTensor.__eq__(self, other)
+        return np.asarray(self.value) == np.asarray(_plain(other))
+
+    def __ne__(self, other):
+        if _symbolic((other,)):
+            return KerasTensor.__ne__(self, other)
+        return np.asarray(self.value) != np.asarray(_plain(other))
+
+    def __getitem__(self, index):
+        if _TRACING.get():
+            return KerasTensor.__getitem__(self, index)
+        return self.value[index]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if _TRACING.get():
+            return KerasTensor.__getattr__(self, name)
+        return getattr(self.value, name)
+
+    @property
+    def T(self):
+        return KerasTensor.T.fget(self) if _TRACING.get() else self.value.T
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if _symbolic(inputs):
+            return KerasTensor.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
+        return getattr(ufunc, method)(*_plain(inputs), **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if _symbolic(args) or _symbolic(tuple(kwargs.values())):
+            return KerasTensor.__array_function__(self, func, types, args, kwargs)
+        return func(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()})
+
+    __add__, __radd__ = _binary("__add__"), _binary("__radd__", True)
+    __sub__, __rsub__ = _binary("__sub__"), _binary("__rsub__", True)
+    __mul__, __rmul__ = _binary("__mul__"), _binary("__rmul__", True)
+    __truediv__, __rtruediv__ = _binary("__truediv__"), _binary("__rtruediv__", True)
+    __floordiv__, __rfloordiv__ = _binary("__floordiv__"), _binary("__rfloordiv__", True)
+    __pow__, __rpow__ = _binary("__pow__"), _binary("__rpow__", True)
+    __matmul__, __rmatmul__ = _binary("__matmul__"), _binary("__rmatmul__", True)
+    __mod__ = _binary("__mod__")
+    __lt__, __le__ = _binary("__lt__"), _binary("__le__")
+    __gt__, __ge__ = _binary("__gt__"), _binary("__ge__")
+    __and__, __or__ = _binary("__and__"), _binary("__or__")
+    __neg__, __abs__, __invert__ = _unary("__neg__"), _unary("__abs__"), _unary("__invert__")

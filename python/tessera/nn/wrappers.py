@@ -1,0 +1,309 @@
+"""Masking and the wrappers of recurrent and other layers, like Keras's:
+``Masking``, ``Bidirectional``, ``TimeDistributed``, and ``RNN`` with the
+cells ``SimpleRNNCell``, ``LSTMCell``, ``GRUCell`` (a list of cells, or
+``StackedRNNCells``, stacks them).
+
+A wrapper holds the layers it wraps and declares their parameters as its
+own (Keras's order: the forward layer's, then the backward layer's; each
+cell's in order), so that ``get_weights`` / ``set_weights`` read and write
+the same list as Keras's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .layers import Layer
+from .recurrent import GRU, LSTM, SimpleRNN, _RNN
+
+__all__ = ["Masking", "Bidirectional", "TimeDistributed", "RNN", "SimpleRNNCell", "LSTMCell",
+           "GRUCell", "StackedRNNCells"]
+
+
+class Masking(Layer):
+    """Masks the timesteps whose features all equal `mask_value` (Keras's
+    Masking): they are set to zeros, and the output carries the mask
+    (batch, timesteps) that the layers after it read."""
+
+    kind = "Masking"
+    supports_masking = True
+
+    def __init__(self, mask_value=0.0, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if isinstance(mask_value, bool) or not isinstance(mask_value, (int, float)):
+            raise TypeError(f"[Masking] mask_value must be a number, got {mask_value!r}")
+        self.mask_value = float(mask_value)
+
+    def compute_output_shape(self, s):
+        if len(s) < 2:
+            raise ValueError(f"[Masking] layer {self.name!r} expects inputs (batch, timesteps, "
+                             f"features...), got per-sample shape {tuple(s)}")
+        return s
+
+    def forward(self, x, p, ctx):
+        keep = ctx.define("keep", f"any(not_equal({x}, {self.mask_value!r}), axis=-1, "
+                                  "keepdims=true)")
+        return f"where({keep}, {x}, zeros_like({x}))"
+
+    def output_mask(self, inputs, mask):
+        import numpy as np  # noqa: PLC0415
+
+        return np.any(inputs[0] != self.mask_value, axis=-1)
+
+
+def _own_params(sub: Layer, prefix: str) -> list:
+    return [replace(q, name=prefix + q.name) for q in sub.params]
+
+
+def _sub_params(sub: Layer, p: dict, prefix: str) -> dict:
+    return {q.name: p[prefix + q.name] for q in sub.params}
+
+
+def _rebuilt(layer: Layer, **changes) -> Layer:
+    """A new layer of the same class and arguments as `layer`, some changed."""
+    args, kwargs = layer._init_args
+    return type(layer)(*args, **dict(kwargs, **changes))
+
+
+class Bidirectional(Layer):
+    """Runs a recurrent layer forwards and a copy of it backwards over the
+    sequence and merges the two (Keras's Bidirectional): merge_mode
+    "concat" (default), "sum", "mul", "ave", or None (both outputs, a list).
+    With return_sequences the backward outputs are put back in time order,
+    and masked steps output zeros (Keras sets zero_output_for_mask)."""
+
+    kind = "Bidirectional"
+    mask_input = True
+    MERGE_MODES = ("concat", "sum", "mul", "ave", None)
+
+    def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, name=None,
+                 input_shape=None, **kwargs):
+        if not isinstance(layer, _RNN) or type(layer).forward is not _RNN.forward:
+            raise TypeError(f"[Bidirectional] wraps a SimpleRNN, LSTM, GRU or RNN layer, got "
+                            f"{type(layer).__name__}")
+        if merge_mode not in self.MERGE_MODES:
+            raise ValueError(f"[Bidirectional] merge_mode must be one of {self.MERGE_MODES}, got "
+                             f"{merge_mode!r}")
+        if weights is not None:
+            raise ValueError("[Bidirectional] weights= is not supported; call set_weights after "
+                             "building the model")
+        super().__init__(name, input_shape, **kwargs)
+        self.merge_mode = merge_mode
+        self.return_sequences = layer.return_sequences
+        self.return_state = layer.return_state
+        self.forward_layer = layer
+        if backward_layer is None:
+            backward_layer = _rebuilt(layer, go_backwards=not layer.go_backwards,
+                                      name="backward_" + layer.name)
+        elif not isinstance(backward_layer, _RNN) or \
+                backward_layer.return_sequences != layer.return_sequences or \
+                backward_layer.go_backwards == layer.go_backwards:
+            raise ValueError("[Bidirectional] backward_layer must be a recurrent layer with the "
+                             "same return_sequences as layer and the opposite go_backwards")
+        self.backward_layer = backward_layer
+        for sub in (self.forward_layer, self.backward_layer):
+            sub.zero_output_for_mask = sub.return_sequences  # as Keras forces it
+
+    def compute_output_shape(self, s):
+        fw = self.forward_layer.compute_output_shape(s)
+        bw = self.backward_layer.compute_output_shape(s)
+        self.params = _own_params(self.forward_layer, "forward_") + \
+            _own_params(self.backward_layer, "backward_")
+        states = []
+        if self.return_state:  # Keras: the output(s), then fw's states, then bw's
+            states = list(fw[1:]) + list(bw[1:])
+            fw, bw = fw[0], bw[0]
+        if self.merge_mode is None:
+            return [fw, bw] + states
+        out = fw[:-1] + (fw[-1] + bw[-1],) if self.merge_mode == "concat" else fw
+        return [out] + states if states else out
+
+    def output_mask(self, inputs, mask):
+        return mask if self.return_sequences else None
+
+    def forward(self, x, p, ctx, mask=None):
+        y = self.forward_layer.forward(x, _sub_params(self.forward_layer, p, "forward_"), ctx,
+                                       mask=mask)
+        y_rev = self.backward_layer.forward(x, _sub_params(self.backward_layer, p, "backward_"),
+                                            ctx, mask=mask)
+        states = []
+        if self.return_state:
+            states = list(y[1:]) + list(y_rev[1:])
+            y, y_rev = y[0], y_rev[0]
+        out = self._merge(y, y_rev, ctx)
+        if states:
+            return (out if isinstance(out, list) else [out]) + states
+        return out
+
+    def _merge(self, y, y_rev, ctx):
+        if self.return_sequences:
+            y_rev = f"flip({y_rev}, axis=1)"
+        y, y_rev = ctx.define("fw", y), ctx.define("bw", y_rev)
+        if self.merge_mode == "concat":
+            return f"concatenate(list({y}, {y_rev}), axis=-1)"
+        if self.merge_mode == "sum":
+            return f"({y} + {y_rev})"
+        if self.merge_mode == "mul":
+            return f"({y} * {y_rev})"
+        if self.merge_mode == "ave":
+            return f"(({y} + {y_rev}) / 2.0)"
+        return [y, y_rev]
+
+
+class TimeDistributed(Layer):
+    """Applies a layer to every timestep (axis 1) of its input, with the
+    same weights (Keras's TimeDistributed): the layer's weights are the
+    wrapper's."""
+
+    kind = "TimeDistributed"
+    supports_masking = True
+
+    def __init__(self, layer, name=None, input_shape=None, **kwargs):
+        if not isinstance(layer, Layer) or layer._is_custom() or \
+                getattr(layer, "multi_input", False) or getattr(layer, "mask_input", False):
+            raise TypeError(f"[TimeDistributed] wraps a built-in layer of one input without "
+                            f"masks (Dense, Conv2D, Dropout, ...), got {type(layer).__name__}")
+        super().__init__(name, input_shape, **kwargs)
+        self.layer = layer
+
+    def compute_output_shape(self, s):
+        if len(s) < 2:
+            raise ValueError(f"[TimeDistributed] layer {self.name!r} expects inputs (batch, "
+                             f"timesteps, ...), got per-sample shape {tuple(s)}")
+        inner = self.layer.compute_output_shape(tuple(s[1:]))
+        if isinstance(inner, list):
+            raise ValueError(f"[TimeDistributed] the wrapped layer {self.layer.name!r} has "
+                             "several outputs")
+        self.layer._in_shape, self.layer._out_shape = tuple(s[1:]), inner
+        self.params = list(self.layer.params)
+        return (s[0],) + tuple(inner)
+
+    def forward(self, x, p, ctx):
+        shape = ctx.input_shapes[0]
+        steps, inner_in = shape[1], tuple(shape[2:])
+        inner_out = self.layer.compute_output_shape(inner_in)
+        flat = ctx.define("td", f"reshape({x}, {list((-1,) + inner_in)})")
+        saved = ctx.input_shapes
+        ctx.input_shapes = [(None,) + inner_in]
+        try:
+            y = self.layer.forward(flat, p, ctx)
+        finally:
+            ctx.input_shapes = saved
+        return f"reshape({y}, {list((-1, steps) + tuple(inner_out))})"
+
+
+class _Cell:
+    """A recurrent cell: the arguments of the recurrent layer of one step."""
+
+    layer_class = None
+
+    def __init__(self, units, **kwargs):
+        for k in ("return_sequences", "return_state", "go_backwards", "stateful", "unroll"):
+            if k in kwargs:
+                raise TypeError(f"[{type(self).__name__}] unexpected keyword argument {k!r} (it "
+                                "is an argument of RNN)")
+        self.units = units
+        self.kwargs = kwargs
+        # checks the arguments now, as Keras does (named: no default name used up)
+        self.layer_class(units, **dict(kwargs, name="cell"))
+
+
+class SimpleRNNCell(_Cell):
+    """The cell of SimpleRNN, for RNN(cell)."""
+
+    layer_class = SimpleRNN
+
+
+class LSTMCell(_Cell):
+    """The cell of LSTM, for RNN(cell)."""
+
+    layer_class = LSTM
+
+
+class GRUCell(_Cell):
+    """The cell of GRU, for RNN(cell)."""
+
+    layer_class = GRU
+
+
+class StackedRNNCells:
+    """Cells run one above the other at each step (the same as a list of
+    cells given to RNN)."""
+
+    def __init__(self, cells, **kwargs):
+        if kwargs:
+            raise TypeError(f"[StackedRNNCells] unexpected keyword arguments {sorted(kwargs)}")
+        self.cells = list(cells)
+
+
+class RNN(Layer):
+    """Keras's RNN over a cell (SimpleRNNCell, LSTMCell, GRUCell) or a stack
+    of them (a list, or StackedRNNCells): the same results as the
+    corresponding layers (a stack: the cells one above the other at each
+    step, which gives the outputs of the layers run one after the other)."""
+
+    kind = "RNN"
+    mask_input = True
+
+    def __init__(self, cell, return_sequences=False, return_state=False, go_backwards=False,
+                 stateful=False, unroll=False, zero_output_for_mask=False, name=None,
+                 input_shape=None, **kwargs):
+        cells = cell.cells if isinstance(cell, StackedRNNCells) else \
+            list(cell) if isinstance(cell, (list, tuple)) else [cell]
+        for c in cells:
+            if not isinstance(c, _Cell):
+                raise TypeError(f"[RNN] cell must be a SimpleRNNCell, LSTMCell or GRUCell (or a "
+                                f"list of them); user-defined cells are not supported yet, got "
+                                f"{type(c).__name__}")
+        if not cells:
+            raise ValueError("[RNN] needs at least one cell")
+        if stateful:
+            raise ValueError("[RNN] stateful=True is not supported")
+        if return_state and len(cells) > 1:
+            raise ValueError("[RNN] return_state=True with stacked cells is not supported")
+        super().__init__(name, input_shape, **kwargs)
+        self.return_sequences = bool(return_sequences)
+        self.return_state = bool(return_state)
+        self.go_backwards = bool(go_backwards)
+        self.zero_output_for_mask = bool(zero_output_for_mask)
+        self.cells = cells
+        self.stack = []
+        for k, c in enumerate(cells):
+            last = k == len(cells) - 1
+            sub = c.layer_class(c.units, **dict(
+                c.kwargs, return_sequences=self.return_sequences or not last,
+                return_state=self.return_state and last,
+                go_backwards=self.go_backwards and k == 0,
+                name=f"{self.name}_cell{k}"))
+            self.stack.append(sub)
+
+    def _prefix(self, k):
+        return "" if len(self.stack) == 1 else f"cell{k}_"
+
+    def compute_output_shape(self, s):
+        self.params = []
+        for k, sub in enumerate(self.stack):
+            out = sub.compute_output_shape(s)
+            self.params += _own_params(sub, self._prefix(k))
+            s = out
+        return out
+
+    def output_mask(self, inputs, mask):
+        return mask if self.return_sequences else None
+
+    def forward(self, x, p, ctx, mask=None):
+        saved = ctx.input_shapes
+        steps = saved[0][1]
+        try:
+            for k, sub in enumerate(self.stack):
+                last = k == len(self.stack) - 1
+                sub.zero_output_for_mask = self.zero_output_for_mask and last
+                x = sub.forward(x, _sub_params(sub, p, self._prefix(k)), ctx, mask=mask)
+                if k == 0 and self.go_backwards and mask is not None:
+                    # the layers above read the first one's outputs, in its
+                    # (reversed) order
+                    mask = ctx.define("rm", f"flip({mask}, axis=1)")
+                if not last:
+                    ctx.input_shapes = [(None, steps, sub.units)]
+        finally:
+            ctx.input_shapes = saved
+        return x

@@ -1,0 +1,275 @@
+// The fast path's registers, operations and compiled loop (FastLoop::Impl),
+// shared by the register interpreter (fastloop.cpp) and the native code
+// generator (native.cpp). Private to those two files.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tessera/core/array.hpp"
+#include "tessera/lang/fastloop.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+class PrimitiveCallNode;
+struct NativeCode;
+struct NativeUndo;
+
+namespace fl {
+
+struct Reg {
+  // Obj: any other value (a slice, a string, a list), held in State::objects,
+  // passed to primitives as it is.
+  enum Kind : uint8_t { Undef, Nil, PyBool, PyInt, PyFloat, NpBool, NpInt, NpFloat, Arr, Obj };
+  Kind k = Undef;
+  union {
+    bool b;
+    int64_t i;
+    double f;
+    int32_t a;  // index into State::arrays (Arr) or State::objects (Obj)
+  };
+  Reg() : i(0) {}
+  static Reg make(Kind k, int64_t i) {
+    Reg r;
+    r.k = k;
+    r.i = i;
+    return r;
+  }
+  static Reg real(Kind k, double f) {
+    Reg r;
+    r.k = k;
+    r.f = f;
+    return r;
+  }
+  static Reg boolean(Kind k, bool b) {
+    Reg r;
+    r.k = k;
+    r.i = 0;
+    r.b = b;
+    return r;
+  }
+  bool strong() const { return k == NpBool || k == NpInt || k == NpFloat; }
+  bool scalar() const { return k >= PyBool && k <= NpFloat; }
+};
+
+// Thrown inside a turn for anything the fast path leaves to the general
+// evaluation; caught where the turn began.
+struct Bail {
+  int line;  // where in this file (TESSERA_FAST_LOOPS=debug reports it)
+};
+#define BAIL \
+  Bail { __LINE__ }
+
+constexpr int kMaxDims = 4;
+// Arrays made since the last checkpoint are kept (registers may refer to
+// them until a roll-back is no longer possible): at most this many entries,
+// and this many bytes of buffers the loop allocated itself (views share their
+// base's buffer and cost nothing).
+constexpr size_t kMaxArrays = 1 << 16;
+constexpr int64_t kMaxNewBytes = int64_t{64} << 20;
+
+struct ArrEntry {
+  Array array;
+  char* base = nullptr;
+  DType dt = DType::float64;
+  int nd = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};  // elements
+  bool writable = false;
+  bool indexable = false;  // nd <= kMaxDims
+};
+
+enum class Op : uint8_t {
+  Const,
+  Var,
+  Assign,
+  Block,
+  If,
+  While,
+  Break,
+  Continue,
+  Logic,
+  Binary,
+  GetItem,
+  SetItem,
+  AsType,
+  Call,
+  Uniform
+};
+
+// Binary operations computed inline for two ints or two floats.
+enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne, floordiv, mod };
+
+}  // namespace fl
+
+using fl::ArrEntry;
+using fl::Bail;
+using fl::Fast;
+using fl::kMaxArrays;
+using fl::kMaxDims;
+using fl::kMaxNewBytes;
+using fl::Op;
+using fl::Reg;
+
+// An array result of this many elements makes a loop go the general way
+// (FastLoop::run).
+constexpr int64_t kLargeResult = 4096;
+
+struct FastLoop::Impl {
+  struct State;
+  struct FNode;
+  // What evaluates a node: chosen once per node after compilation (link), by
+  // its operation and, for arithmetic, by the primitive and the operands'
+  // shapes, so that a turn goes from node to node through one indirect call
+  // each instead of one large switch (whose frame and branches every
+  // operation paid for).
+  using Handler = Reg (*)(const Impl&, const FNode&, State&);
+  struct FNode {
+    Handler fn = nullptr;
+    Op op = Op::Const;
+    Reg constant;
+    int reg = -1;
+    bool is_and = false;
+    Fast fast = Fast::none;
+    DType cast_to = DType::float64;
+    const PrimitiveSpec* spec = nullptr;
+    const PrimitiveCallNode* call = nullptr;
+    int counter = -1;  // index into State::counts (primitives computed inline)
+    int slot = -1;     // index into `counted` (Call nodes too, which compute() counts)
+    std::vector<FNode> kids;
+  };
+  struct VarRef {
+    int depth;
+    size_t slot;
+  };
+  FNode cond, body;
+  std::vector<VarRef> vars;
+  std::map<std::pair<int, size_t>, int> reg_of;
+  // The primitive nodes computed inline, whose evaluations are counted in
+  // State::counts and added to the nodes' counters when the run ends (the
+  // general evaluation counts each one as it goes).
+  std::vector<const Node*> counted;
+  // Set when a run found the loop to be mostly array operations: later runs
+  // go straight to the general path.
+  mutable std::atomic<bool> prefer_general{false};
+  // Native code (native.cpp), one per signature of register kinds it was
+  // compiled for, and the signatures the generator refused.
+  std::string where;  // the loop's file:line
+  mutable std::mutex native_mu;
+  mutable std::vector<std::unique_ptr<NativeCode>> native_codes;
+  mutable std::vector<std::vector<uint8_t>> native_refused;
+
+  struct State {
+    std::vector<Reg> regs, saved;
+    std::vector<uint8_t> assigned, saved_assigned;
+    std::vector<uint64_t> counts, saved_counts;
+    std::vector<ArrEntry> arrays;
+    std::vector<Value> objects;
+    int64_t new_bytes = 0;  // of arrays made since the checkpoint
+    // Operations done here and ones handed to the primitives (arrays): a
+    // loop of mostly array operations runs better on the general path.
+    int64_t inline_ops = 0, general_ops = 0;
+    // Primitive calls that made arrays of kLargeResult elements or more.
+    int64_t large_results = 0;
+    struct Undo {
+      int32_t arr;     // element write: the entry written; -1 for a snapshot
+      int64_t offset;  // bytes from the entry's base; a snapshot's index
+      uint8_t old[16];
+      uint8_t size;
+    };
+    std::vector<Undo> undo;
+    // What an array-writing primitive (x += y on arrays, x[1:] = v, copyto)
+    // wrote into, and its elements before: restored on a roll-back.
+    std::vector<std::pair<Array, Array>> snapshots;
+    int64_t snapshot_elements = 0;
+    enum class Flow { normal, brk, cont } flow = Flow::normal;
+    uint64_t draws = 0;  // random draws since the checkpoint
+    uint64_t stream_at_checkpoint = 0;
+  };
+
+  // ---- compilation
+  bool compile(const Node* n, FNode& out);
+  int reg(int depth, size_t slot) {
+    auto key = std::make_pair(depth, slot);
+    auto it = reg_of.find(key);
+    if (it != reg_of.end()) return it->second;
+    int r = static_cast<int>(vars.size());
+    vars.push_back({depth, slot});
+    reg_of[key] = r;
+    return r;
+  }
+
+  // Sets the handlers of `n` and of the nodes under it.
+  static void link(FNode& n);
+
+  // ---- execution
+  Reg eval(const FNode& n, State& st) const { return n.fn(*this, n, st); }
+  static Reg to_reg(const Value& v, State& st);
+  static Value to_value(const Reg& r, const State& st);
+  static bool truthy(const Reg& r) {
+    switch (r.k) {
+      case Reg::PyBool:
+      case Reg::NpBool:
+        return r.b;
+      case Reg::PyInt:
+      case Reg::NpInt:
+        return r.i != 0;
+      case Reg::PyFloat:
+      case Reg::NpFloat:
+        return r.f != 0.0;
+      default:
+        throw BAIL;
+    }
+  }
+  static Value py(const Reg& r) {
+    switch (r.k) {
+      case Reg::PyBool:
+      case Reg::NpBool:
+        return Value(r.b);
+      case Reg::PyInt:
+      case Reg::NpInt:
+        return Value(r.i);
+      case Reg::PyFloat:
+      case Reg::NpFloat:
+        return Value(r.f);
+      default:
+        throw BAIL;
+    }
+  }
+  Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
+  // Arrays and NumPy's 0-d bools: the primitive itself.
+  __attribute__((noinline)) Reg binary_general(const FNode& n, const Reg& a, const Reg& b,
+                                               State& st) const;
+  __attribute__((noinline)) Reg loop(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg getitem_general(const FNode& n, const Reg& x, const Reg* idx,
+                                                size_t done, State& st) const;
+  __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;
+  // True when every index operand of setitem `n` is an int expression that
+  // is a variable or a constant (an element write; checked without
+  // evaluating anything else).
+  static bool element_index(const FNode& n, const State& st, const Reg& x);
+  __attribute__((noinline)) Reg astype(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
+  // The primitive of `n` on `vals` by the general code (compute()), after a
+  // snapshot of what it writes into for one that writes.
+  __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,
+                                            State& st) const;
+  void rollback(State& st, size_t arrays_before, size_t objects_before) const;
+  // The native code for the registers' kinds now (compiled on first use),
+  // or null; and one call of it from a checkpoint.
+  const NativeCode* native_for(const State& st) const;
+  int32_t run_native(const NativeCode& code, State& st, Reg& last,
+                     std::vector<NativeUndo>& log, int64_t& undo_count) const;
+  void write_back(const FramePtr& frame, const State& st) const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,1297 @@
+// The native code generator of the scalar loop fast path (native.hpp): the
+// loop's tree of operations (FastLoop::Impl, fastloop_impl.hpp), typed by
+// the kinds its registers hold after its first turns, becomes one LLVM
+// function, optimised at -O2 and compiled by ORC's LLJIT. Every operation
+// does what the register interpreter's handler for it does (fastloop.cpp):
+// the same kinds of results, NumPy's casts, Python's floor division and
+// modulo, the same counters. What the interpreter leaves to the general
+// evaluation (an overflow, a division by zero, an index out of range, a
+// register changing kind, Ctrl-C inside a turn) makes the function return
+// kNativeBail; its element writes are then undone from its log and the
+// interpreter redoes the turns since the call, so errors keep their
+// messages and positions. This is the only file that includes LLVM.
+#include "tessera/lang/native.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+
+#include <map>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/nodes.hpp"
+#include "tessera/runtime/interrupt.hpp"
+
+namespace tessera {
+
+static_assert(sizeof(Reg) == 16 && offsetof(Reg, i) == 8, "native code reads Reg as {kind, payload}");
+
+bool native_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_NATIVE");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
+                                      const std::vector<ArrEntry>& arrays) {
+  std::vector<uint8_t> sig;
+  sig.reserve(regs.size() * 4);
+  for (const Reg& r : regs) {
+    sig.push_back(r.k);
+    if (r.k == Reg::Arr) {
+      const ArrEntry& e = arrays[r.a];
+      sig.push_back(static_cast<uint8_t>(e.dt));
+      sig.push_back(static_cast<uint8_t>(e.nd));
+      sig.push_back(static_cast<uint8_t>(e.writable * 2 + e.indexable));
+    }
+  }
+  return sig;
+}
+
+void native_undo(const NativeUndo* log, int64_t n) {
+  for (int64_t k = n - 1; k >= 0; --k) {
+    char* p = reinterpret_cast<char*>(log[k].where & ((uint64_t{1} << 60) - 1));
+    const size_t size = size_t{1} << (log[k].where >> 60);
+    std::memcpy(p, &log[k].old, size);
+  }
+}
+
+namespace {
+
+using FNode = FastLoop::Impl::FNode;
+
+// ---- helpers the generated code calls (by address)
+
+extern "C" NativeUndo* native_grow_undo(NativeCtx* c, int64_t n) {
+  const size_t want = std::max<size_t>(1024, static_cast<size_t>(n) * 2);
+  c->undo_store->resize(want);
+  c->undo = c->undo_store->data();
+  c->undo_cap = static_cast<int64_t>(want);
+  return c->undo;
+}
+
+extern "C" double native_unary(int32_t op, double v) {
+  return kernels::unary_float(static_cast<UnaryOp>(op), v);
+}
+extern "C" double native_float_floordiv(double a, double b) {
+  return kernels::float_floor_divide(a, b);
+}
+extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
+
+// ---- the JIT (one per process, made on first use)
+
+struct Jit {
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::mutex mu;
+  uint64_t next = 0;
+  std::string error;
+};
+
+Jit& jit() {
+  static Jit* j = [] {
+    auto* j = new Jit;
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) {
+      j->error = llvm::toString(jtmb.takeError());
+      return j;
+    }
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Default);
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) {
+      j->error = llvm::toString(tm.takeError());
+      return j;
+    }
+    j->tm = std::move(*tm);
+    auto built = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+    if (!built) {
+      j->error = llvm::toString(built.takeError());
+      return j;
+    }
+    j->lljit = std::move(*built);
+    // Symbols of the process (libm's floor where the CPU has no instruction).
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        j->lljit->getDataLayout().getGlobalPrefix());
+    if (!gen) {
+      j->error = llvm::toString(gen.takeError());
+      j->lljit.reset();
+      return j;
+    }
+    j->lljit->getMainJITDylib().addGenerator(std::move(*gen));
+    return j;
+  }();
+  return *j;
+}
+
+bool is_int(Reg::Kind k) { return k == Reg::PyInt || k == Reg::NpInt; }
+bool is_float(Reg::Kind k) { return k == Reg::PyFloat || k == Reg::NpFloat; }
+bool is_bool(Reg::Kind k) { return k == Reg::PyBool || k == Reg::NpBool; }
+bool is_strong(Reg::Kind k) { return k == Reg::NpBool || k == Reg::NpInt || k == Reg::NpFloat; }
+bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpFloat; }
+
+const char* kind_name(Reg::Kind k) {
+  static const char* names[] = {"undefined", "None", "bool",    "int",   "float",
+                                "np.bool",   "np.int64", "np.float64", "array", "object"};
+  return names[k];
+}
+
+// Refusal: the loop stays on the interpreter, with this reason.
+struct Refuse {
+  std::string why;
+};
+
+// A value in the generated code: its kind, known when compiling, and its
+// payload (i1 for bools, i64 for ints, double for floats; none for None).
+// Dyn: a kind known only at run time (the value of an `if` whose branches
+// differ), as an i8 kind and an i64 payload; it can only become the loop's
+// value. Arr: the register holding the array.
+constexpr int kDyn = 100;
+// s: for a number whose kind is NumPy's or Python's depending on the turn (a
+// variable that holds 0.0, then s + x[i]), an i1 "strong" and k the Python
+// kind; null when k says it all.
+struct CV {
+  int k = Reg::Nil;
+  llvm::Value* v = nullptr;
+  llvm::Value* p = nullptr;  // Dyn's payload
+  int arr = -1;
+  llvm::Value* s = nullptr;
+};
+
+Reg::Kind py_kind(Reg::Kind k) {
+  return k == Reg::NpBool ? Reg::PyBool : k == Reg::NpInt ? Reg::PyInt : k == Reg::NpFloat ? Reg::PyFloat : k;
+}
+Reg::Kind np_kind(Reg::Kind k) {
+  return k == Reg::PyBool ? Reg::NpBool : k == Reg::PyInt ? Reg::NpInt : k == Reg::PyFloat ? Reg::NpFloat : k;
+}
+
+// Thrown when a variable turns out to hold both Python's and NumPy's kind of
+// one family: the function is generated again with it dynamic.
+struct Retry {
+  int reg;
+};
+
+struct Gen {
+  const FastLoop::Impl& im;
+  const std::vector<Reg>& regs;
+  const std::vector<ArrEntry>& arrays;
+  llvm::LLVMContext& ctx;
+  llvm::Module& mod;
+  llvm::IRBuilder<> b;
+  llvm::Function* fn = nullptr;
+  llvm::Value* cptr = nullptr;  // NativeCtx* as i8*
+
+  llvm::Type *i1, *i8, *i32, *i64, *f64, *i8p;
+  std::vector<Reg::Kind> kind;        // per register: the kind it holds in the code
+  std::vector<bool> maybe_undef;      // undefined at the call's start
+  std::vector<llvm::Value*> val;      // allocas (typed by kind)
+  std::vector<llvm::Value*> def;      // i1 allocas: defined now
+  std::vector<llvm::Value*> asg;      // i8 allocas: assigned (for write_back)
+  std::vector<llvm::Value*> arr_base; // per Arr register: base pointer, shapes, strides
+  std::vector<std::vector<llvm::Value*>> arr_shape, arr_stride;
+  std::vector<llvm::Value*> arr_payload;  // the register's payload (its array entry)
+  std::map<int, llvm::Value*> counts;     // slot -> i64 alloca
+  llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
+  llvm::Value *last_k = nullptr, *last_p = nullptr;
+  llvm::BasicBlock *bail = nullptr, *exit = nullptr;
+  llvm::PHINode* exit_code = nullptr;
+  struct LoopTargets {
+    llvm::BasicBlock* cont;
+    llvm::BasicBlock* brk;
+    llvm::Value* last_k;  // nested loops: allocas of their value
+    llvm::Value* last_p;
+  };
+  std::vector<LoopTargets> loops;
+
+  const std::vector<bool>& dyn;  // registers whose strongness is dynamic
+  std::vector<llvm::Value*> strong;  // their i1 allocas
+
+  Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
+      const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m,
+      const std::vector<bool>& dyn_)
+      : im(im_), regs(regs_), arrays(arrays_), ctx(c), mod(m), b(c), dyn(dyn_) {
+    i1 = b.getInt1Ty();
+    i8 = b.getInt8Ty();
+    i32 = b.getInt32Ty();
+    i64 = b.getInt64Ty();
+    f64 = b.getDoubleTy();
+    i8p = b.getInt8PtrTy();
+  }
+
+  // ---- memory of the context
+  llvm::Value* field(llvm::Value* base, int64_t offset, llvm::Type* t) {
+    llvm::Value* p = b.CreateConstInBoundsGEP1_64(i8, base, static_cast<uint64_t>(offset));
+    return b.CreateBitCast(p, t->getPointerTo());
+  }
+  llvm::Value* ctx_ptr(size_t offset) {
+    return b.CreateLoad(i8p, field(cptr, static_cast<int64_t>(offset), i8p));
+  }
+  llvm::Value* fptr(void* f, llvm::FunctionType* t) {
+    return b.CreateIntToPtr(b.getInt64(reinterpret_cast<uint64_t>(f)), t->getPointerTo());
+  }
+  llvm::Type* type_of(Reg::Kind k) {
+    if (is_bool(k)) return i1;
+    if (is_int(k)) return i64;
+    return f64;
+  }
+  llvm::Value* to_payload(const CV& v) {  // i64 for a Reg's union
+    if (v.k == kDyn) return v.p;
+    if (v.k == Reg::Arr) return arr_payload[v.arr];
+    if (v.k == Reg::Nil || !v.v) return b.getInt64(0);
+    if (is_bool(static_cast<Reg::Kind>(v.k))) return b.CreateZExt(v.v, i64);
+    if (is_int(static_cast<Reg::Kind>(v.k))) return v.v;
+    return b.CreateBitCast(v.v, i64);
+  }
+  llvm::Value* kind_of(const CV& v) {
+    if (v.k == kDyn) return v.v;
+    if (v.s) return b.CreateSelect(v.s, b.getInt8(np_kind(static_cast<Reg::Kind>(v.k))), b.getInt8(v.k));
+    return b.getInt8(v.k);
+  }
+  llvm::Value* strong_of(const CV& v) {
+    return v.s ? v.s : b.getInt1(is_strong(static_cast<Reg::Kind>(v.k)));
+  }
+  // A number of Python kind `py` whose strongness is `s`.
+  CV mk(int py, llvm::Value* v, llvm::Value* s) {
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(s)) {
+      return CV{c->isOne() ? np_kind(static_cast<Reg::Kind>(py)) : py, v};
+    }
+    CV r{py, v};
+    r.s = s;
+    return r;
+  }
+  bool static_strong(const CV& v) { return !v.s && is_strong(static_cast<Reg::Kind>(v.k)); }
+
+  void dead_block() {
+    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "dead", fn));
+  }
+  void bail_if(llvm::Value* cond) {
+    llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx, "ok", fn);
+    b.CreateCondBr(cond, bail, ok, unlikely());
+    b.SetInsertPoint(ok);
+  }
+  llvm::MDNode* unlikely() { return llvm::MDBuilder(ctx).createBranchWeights(1, 1 << 20); }
+
+  void count(int slot) {
+    if (slot < 0) return;
+    auto it = counts.find(slot);
+    llvm::Value* a;
+    if (it == counts.end()) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      a = e.CreateAlloca(i64);
+      e.CreateStore(e.getInt64(0), a);
+      counts[slot] = a;
+    } else {
+      a = it->second;
+    }
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, a), b.getInt64(1)), a);
+  }
+
+  // ---- truth and conditions
+  llvm::Value* truth(const CV& v) {
+    switch (v.k) {
+      case Reg::PyBool:
+      case Reg::NpBool:
+        return v.v;
+      case Reg::PyInt:
+      case Reg::NpInt:
+        return b.CreateICmpNE(v.v, b.getInt64(0));
+      case Reg::PyFloat:
+      case Reg::NpFloat:
+        return b.CreateFCmpUNE(v.v, llvm::ConstantFP::get(f64, 0.0));
+      default:
+        throw Refuse{"the truth of a value of kind " + std::string(v.k == kDyn ? "varying" : kind_name(static_cast<Reg::Kind>(v.k)))};
+    }
+  }
+  // The truth of a condition; `and`/`or` branch as the interpreter
+  // evaluates them (a NumPy scalar on the left evaluates both sides).
+  llvm::Value* cond(const FNode& n) {
+    if (n.op != Op::Logic) return truth(eval(n));
+    CV a = eval(n.kids[0]);
+    if (!is_scalar(static_cast<Reg::Kind>(a.k))) throw Refuse{"'and'/'or' of a non-scalar"};
+    if (a.s) throw Refuse{"'and'/'or' of a number whose kind varies"};
+    llvm::Value* ta = truth(a);
+    if (is_strong(static_cast<Reg::Kind>(a.k))) {
+      llvm::Value* tb = cond(n.kids[1]);
+      return n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb);
+    }
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
+    if (n.is_and)
+      b.CreateCondBr(ta, rhs, done);
+    else
+      b.CreateCondBr(ta, done, rhs);
+    b.SetInsertPoint(rhs);
+    CV bv = eval(n.kids[1]);
+    if (!is_scalar(static_cast<Reg::Kind>(bv.k))) throw Refuse{"'and'/'or' of a non-scalar"};
+    llvm::Value* tb = truth(bv);
+    llvm::BasicBlock* rhs_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode* phi = b.CreatePHI(i1, 2);
+    phi->addIncoming(b.getInt1(!n.is_and), from);
+    phi->addIncoming(tb, rhs_end);
+    return phi;
+  }
+
+  // ---- registers
+  CV read(int r) {
+    Reg::Kind k = kind[r];
+    if (k == Reg::Arr) return CV{Reg::Arr, nullptr, nullptr, r};
+    if (k == Reg::Undef) throw Refuse{"a variable is read before the loop assigns it"};
+    if (!is_scalar(k)) throw Refuse{std::string("a variable holds a ") + kind_name(k)};
+    if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+    CV v{k, b.CreateLoad(type_of(k), val[r])};
+    if (dyn[r]) v.s = b.CreateLoad(i1, strong[r]);
+    return v;
+  }
+  void write(int r, const CV& v) {
+    if (v.k == Reg::Arr && kind[r] == Reg::Arr && v.arr == r) {  // x = setitem(x, v, i)
+      b.CreateStore(b.getInt8(1), asg[r]);
+      return;
+    }
+    if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k))) {
+      throw Refuse{"a variable is assigned a value that is not a bool, int or float"};
+    }
+    if (kind[r] == Reg::Undef) {  // first assignment of a variable undefined so far
+      kind[r] = dyn[r] ? py_kind(static_cast<Reg::Kind>(v.k)) : static_cast<Reg::Kind>(v.k);
+      if (v.s && !dyn[r]) throw Retry{r};
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      val[r] = e.CreateAlloca(type_of(kind[r]));
+      if (dyn[r]) strong[r] = e.CreateAlloca(i1);
+    }
+    if (!is_scalar(kind[r])) throw Refuse{"a variable that held no number is assigned one"};
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (py_kind(kind[r]) == py_kind(vk) && (dyn[r] || v.s || kind[r] != vk)) {
+      // The same family, Python's or NumPy's kind by turns.
+      if (!dyn[r]) throw Retry{r};
+      b.CreateStore(v.v, val[r]);
+      b.CreateStore(strong_of(v), strong[r]);
+      b.CreateStore(b.getTrue(), def[r]);
+      b.CreateStore(b.getInt8(1), asg[r]);
+      return;
+    }
+    if (kind[r] != v.k) {
+      // The variable changes kind (s = 0, then s += x[i]): the interpreter's.
+      bail_if(b.getTrue());
+      return;
+    }
+    b.CreateStore(v.v, val[r]);
+    b.CreateStore(b.getTrue(), def[r]);
+    b.CreateStore(b.getInt8(1), asg[r]);
+  }
+
+  // ---- arithmetic (int_op / float_op of fastloop.cpp)
+  CV int_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+    CV r = int_op0(f, x, y);
+    return mk(r.k, r.v, strong);
+  }
+  CV int_op0(Fast f, llvm::Value* x, llvm::Value* y) {
+    const int ik = Reg::PyInt;
+    const int bk = Reg::PyBool;
+    auto ovf = [&](llvm::Intrinsic::ID id) {
+      llvm::Value* r = b.CreateBinaryIntrinsic(id, x, y);
+      bail_if(b.CreateExtractValue(r, 1));
+      return CV{ik, b.CreateExtractValue(r, 0)};
+    };
+    switch (f) {
+      case Fast::add:
+        return ovf(llvm::Intrinsic::sadd_with_overflow);
+      case Fast::sub:
+        return ovf(llvm::Intrinsic::ssub_with_overflow);
+      case Fast::mul:
+        return ovf(llvm::Intrinsic::smul_with_overflow);
+      case Fast::div:
+        bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+        return CV{Reg::PyFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
+      case Fast::lt:
+        return CV{bk, b.CreateICmpSLT(x, y)};
+      case Fast::le:
+        return CV{bk, b.CreateICmpSLE(x, y)};
+      case Fast::gt:
+        return CV{bk, b.CreateICmpSGT(x, y)};
+      case Fast::ge:
+        return CV{bk, b.CreateICmpSGE(x, y)};
+      case Fast::eq:
+        return CV{bk, b.CreateICmpEQ(x, y)};
+      case Fast::ne:
+        return CV{bk, b.CreateICmpNE(x, y)};
+      case Fast::floordiv: {
+        // Python's floor division; by zero, and INT64_MIN // -1, the
+        // general path's (for a power of two the interpreter's shift gives
+        // the same).
+        bail_if(b.CreateOr(b.CreateICmpEQ(y, b.getInt64(0)),
+                           b.CreateAnd(b.CreateICmpEQ(y, b.getInt64(-1)),
+                                       b.CreateICmpEQ(x, b.getInt64(INT64_MIN)))));
+        llvm::Value* q = b.CreateSDiv(x, y);
+        llvm::Value* r = b.CreateSRem(x, y);
+        llvm::Value* adjust = b.CreateAnd(b.CreateICmpNE(r, b.getInt64(0)),
+                                          b.CreateICmpNE(b.CreateICmpSLT(x, b.getInt64(0)),
+                                                         b.CreateICmpSLT(y, b.getInt64(0))));
+        return CV{ik, b.CreateSub(q, b.CreateZExt(adjust, i64))};
+      }
+      case Fast::mod: {
+        bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+        // y == -1: 0 (srem by -1 of INT64_MIN is undefined in LLVM).
+        llvm::Value* is_m1 = b.CreateICmpEQ(y, b.getInt64(-1));
+        llvm::Value* ys = b.CreateSelect(is_m1, b.getInt64(1), y);
+        llvm::Value* r = b.CreateSRem(x, ys);
+        llvm::Value* adjust = b.CreateAnd(b.CreateICmpNE(r, b.getInt64(0)),
+                                          b.CreateICmpNE(b.CreateICmpSLT(r, b.getInt64(0)),
+                                                         b.CreateICmpSLT(ys, b.getInt64(0))));
+        r = b.CreateAdd(r, b.CreateSelect(adjust, ys, b.getInt64(0)));
+        return CV{ik, b.CreateSelect(is_m1, b.getInt64(0), r)};
+      }
+      default:
+        throw Refuse{"an integer operation without native code"};
+    }
+  }
+
+  CV float_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+    CV r = float_op0(f, x, y);
+    return mk(r.k, r.v, strong);
+  }
+  CV float_op0(Fast f, llvm::Value* x, llvm::Value* y) {
+    const int fk = Reg::PyFloat;
+    const int bk = Reg::PyBool;
+    switch (f) {
+      case Fast::add:
+        return CV{fk, b.CreateFAdd(x, y)};
+      case Fast::sub:
+        return CV{fk, b.CreateFSub(x, y)};
+      case Fast::mul:
+        return CV{fk, b.CreateFMul(x, y)};
+      case Fast::div:
+        return CV{fk, b.CreateFDiv(x, y)};
+      case Fast::lt:
+        return CV{bk, b.CreateFCmpOLT(x, y)};
+      case Fast::le:
+        return CV{bk, b.CreateFCmpOLE(x, y)};
+      case Fast::gt:
+        return CV{bk, b.CreateFCmpOGT(x, y)};
+      case Fast::ge:
+        return CV{bk, b.CreateFCmpOGE(x, y)};
+      case Fast::eq:
+        return CV{bk, b.CreateFCmpOEQ(x, y)};
+      case Fast::ne:
+        return CV{bk, b.CreateFCmpUNE(x, y)};
+      case Fast::floordiv:
+      case Fast::mod: {
+        auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
+        void* h = f == Fast::floordiv ? reinterpret_cast<void*>(&native_float_floordiv)
+                                       : reinterpret_cast<void*>(&native_float_mod);
+        return CV{fk, b.CreateCall(t, fptr(h, t), {x, y})};
+      }
+      default:
+        throw Refuse{"a float operation without native code"};
+    }
+  }
+
+  llvm::Value* as_double(const CV& v) {
+    return is_int(static_cast<Reg::Kind>(v.k)) ? b.CreateSIToFP(v.v, f64) : v.v;
+  }
+
+  CV binary(const FNode& n) {
+    CV a = eval(n.kids[0]);
+    CV c = eval(n.kids[1]);
+    const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+    if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
+    if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
+    CV r;
+    llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
+    if (is_float(ka) && is_float(kb)) {
+      r = float_op(n.fast, strong, a.v, c.v);
+    } else if (is_int(ka) && is_int(kb)) {
+      r = int_op(n.fast, strong, a.v, c.v);
+    } else if ((is_int(ka) || is_float(ka)) && (is_int(kb) || is_float(kb))) {
+      r = float_op(n.fast, strong, as_double(a), as_double(c));
+    } else {
+      throw Refuse{std::string("'") + n.spec->name + "' of a " + kind_name(ka) + " and a " +
+                   kind_name(kb)};
+    }
+    count(n.counter);
+    return r;
+  }
+
+  // ---- elements
+  llvm::Value* element_offset(const FNode& n, int r, size_t first, size_t nidx) {
+    llvm::Value* off = b.getInt64(0);
+    for (size_t k = 0; k < nidx; ++k) {
+      CV i = eval(n.kids[first + k]);
+      if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
+      llvm::Value* ext = arr_shape[r][k];
+      llvm::Value* j =
+          b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
+      // j < 0 or j >= extent, as one unsigned comparison
+      bail_if(b.CreateICmpUGE(j, ext));
+      off = b.CreateAdd(off, b.CreateMul(j, arr_stride[r][k]));
+    }
+    return off;
+  }
+
+  bool arr_var(const FNode& k) { return k.op == Op::Var && kind[k.reg] == Reg::Arr; }
+
+  CV getitem(const FNode& n) {
+    // x.shape[d] of an array variable with a constant d: a Python int.
+    const FNode& x = n.kids[0];
+    if (x.op == Op::Call && x.spec->name == "shape" && x.kids.size() == 1 && arr_var(x.kids[0]) &&
+        n.kids.size() == 2 && n.kids[1].op == Op::Const && n.kids[1].constant.k == Reg::PyInt) {
+      const int r = x.kids[0].reg;
+      const ArrEntry& e = arrays[regs[r].a];
+      int64_t d = n.kids[1].constant.i;
+      if (d < 0) d += e.nd;
+      if (!e.indexable || d < 0 || d >= e.nd) throw Refuse{"x.shape[d] with d out of range"};
+      count(x.slot);
+      count(n.counter);
+      return CV{Reg::PyInt, arr_shape[r][d]};
+    }
+    if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
+      throw Refuse{"indexing what is not an array variable"};
+    const int r = n.kids[0].reg;
+    const ArrEntry& e = arrays[regs[r].a];
+    const size_t nidx = n.kids.size() - 1;
+    if (!e.indexable || static_cast<size_t>(e.nd) != nidx)
+      throw Refuse{"indexing that does not select one element"};
+    llvm::Type* t;
+    int k;
+    switch (e.dt) {
+      case DType::float64:
+        t = f64, k = Reg::NpFloat;
+        break;
+      case DType::int64:
+        t = i64, k = Reg::NpInt;
+        break;
+      case DType::bool_:
+        t = i8, k = Reg::NpBool;
+        break;
+      default:
+        throw Refuse{std::string("an element read of dtype ") + std::string(dtype_name(e.dt))};
+    }
+    llvm::Value* off = element_offset(n, r, 1, nidx);
+    llvm::Value* p = b.CreateBitCast(arr_base[r], t->getPointerTo());
+    llvm::Value* v = b.CreateLoad(t, b.CreateInBoundsGEP(t, p, off));
+    if (k == Reg::NpBool) v = b.CreateICmpNE(v, b.getInt8(0));
+    count(n.counter);
+    return CV{k, v};
+  }
+
+  // element_cast<T>(double) for an integer T of `bits` bits (array.hpp):
+  // out of int64's range gives T's minimum.
+  llvm::Value* float_to_int(llvm::Value* f, llvm::Type* t, bool is_unsigned) {
+    llvm::Value* in_range =
+        b.CreateAnd(b.CreateFCmpOGE(f, llvm::ConstantFP::get(f64, -9.2233720368547758e18)),
+                    b.CreateFCmpOLT(f, llvm::ConstantFP::get(f64, 9.2233720368547758e18)));
+    llvm::Value* safe = b.CreateSelect(in_range, f, llvm::ConstantFP::get(f64, 0.0));
+    llvm::Value* v = b.CreateTrunc(b.CreateFPToSI(safe, i64), t);
+    const unsigned bits = t->getIntegerBitWidth();
+    llvm::Value* minimum =
+        is_unsigned ? llvm::ConstantInt::get(t, 0)
+                    : llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits));
+    return b.CreateSelect(in_range, v, minimum);
+  }
+
+  CV setitem(const FNode& n) {
+    if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
+      throw Refuse{"an element write to what is not an array variable"};
+    const int r = n.kids[0].reg;
+    CV v = eval(n.kids[1]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"writing a value that is not a number"};
+    const ArrEntry& e = arrays[regs[r].a];
+    const size_t nidx = n.kids.size() - 2;
+    if (!e.indexable || static_cast<size_t>(e.nd) != nidx || !e.writable)
+      throw Refuse{"a write that is not one element of a writable array"};
+    // Index kinds as element_index() sees them.
+    for (size_t k = 0; k < nidx; ++k) {
+      const FNode& i = n.kids[k + 2];
+      if (i.op == Op::Const && !is_int(i.constant.k)) throw Refuse{"a non-int index"};
+      if (i.op == Op::Var && !is_int(kind[i.reg])) throw Refuse{"a non-int index"};
+      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && i.op != Op::AsType)
+        throw Refuse{"an index expression without native code"};
+    }
+    llvm::Type* t;
+    bool is_unsigned = false;
+    switch (e.dt) {
+      case DType::float64:
+        t = f64;
+        break;
+      case DType::float32:
+        t = b.getFloatTy();
+        break;
+      case DType::int64:
+        t = i64;
+        break;
+      case DType::int32:
+        t = i32;
+        break;
+      case DType::uint8:
+        t = i8, is_unsigned = true;
+        break;
+      case DType::bool_:
+        t = i8;
+        break;
+      default:
+        throw Refuse{std::string("an element write of dtype ") + std::string(dtype_name(e.dt))};
+    }
+    llvm::Value* off = element_offset(n, r, 2, nidx);
+    // What the interpreter leaves to the general path: NaN or infinity into
+    // integers, a Python int out of a narrow dtype's range.
+    if (is_float(vk) && e.dt != DType::float64 && e.dt != DType::float32 && e.dt != DType::bool_) {
+      llvm::Value* finite = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v.v),
+                                            llvm::ConstantFP::getInfinity(f64));
+      bail_if(b.CreateNot(finite));
+    }
+    if (vk == Reg::PyInt && (e.dt == DType::int32 || e.dt == DType::uint8)) {
+      const int64_t lo = e.dt == DType::int32 ? INT32_MIN : 0;
+      const int64_t hi = e.dt == DType::int32 ? INT32_MAX : 255;
+      llvm::Value* out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi)));
+      bail_if(v.s ? b.CreateAnd(b.CreateNot(v.s), out) : out);
+    }
+    // element_cast<T>(v)
+    llvm::Value* x;
+    if (e.dt == DType::bool_) {
+      x = b.CreateZExt(truth(v), i8);
+    } else if (t == f64 || t == b.getFloatTy()) {
+      if (is_float(vk))
+        x = t == f64 ? v.v : b.CreateFPTrunc(v.v, t);
+      else if (is_int(vk))
+        x = b.CreateSIToFP(v.v, t);
+      else
+        x = b.CreateUIToFP(v.v, t);
+    } else {
+      if (is_float(vk))
+        x = float_to_int(v.v, t, is_unsigned);
+      else if (is_int(vk))
+        x = b.CreateTrunc(v.v, t);
+      else
+        x = b.CreateZExt(v.v, t);
+    }
+    llvm::Value* p = b.CreateInBoundsGEP(t, b.CreateBitCast(arr_base[r], t->getPointerTo()), off);
+    // The old bytes to the log, then the write.
+    llvm::Value* n_now = b.CreateLoad(i64, undo_n);
+    llvm::BasicBlock* grow = llvm::BasicBlock::Create(ctx, "grow", fn);
+    llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "log", fn);
+    b.CreateCondBr(b.CreateICmpSGE(n_now, b.CreateLoad(i64, undo_cap)), grow, log, unlikely());
+    b.SetInsertPoint(grow);
+    {
+      auto* gt = llvm::FunctionType::get(i8p, {i8p, i64}, false);
+      llvm::Value* np = b.CreateCall(gt, fptr(reinterpret_cast<void*>(&native_grow_undo), gt),
+                                     {cptr, n_now});
+      b.CreateStore(np, undo_ptr);
+      b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+      b.CreateBr(log);
+    }
+    b.SetInsertPoint(log);
+    const unsigned size = t->getPrimitiveSizeInBits() / 8;
+    const uint64_t tag = static_cast<uint64_t>(size == 8 ? 3 : size == 4 ? 2 : 0) << 60;
+    llvm::Value* entry =
+        b.CreateInBoundsGEP(i64, b.CreateBitCast(b.CreateLoad(i8p, undo_ptr), i64->getPointerTo()),
+                            b.CreateShl(n_now, 1));
+    b.CreateStore(b.CreateOr(b.CreatePtrToInt(p, i64), b.getInt64(tag)), entry);
+    llvm::Value* old = b.CreateLoad(b.getIntNTy(size * 8), b.CreateBitCast(p, b.getIntNTy(size * 8)->getPointerTo()));
+    b.CreateStore(b.CreateZExt(old, i64), b.CreateInBoundsGEP(i64, entry, b.getInt64(1)));
+    b.CreateStore(b.CreateAdd(n_now, b.getInt64(1)), undo_n);
+    b.CreateStore(x, p);
+    count(n.counter);
+    return CV{Reg::Arr, nullptr, nullptr, r};
+  }
+
+  CV astype(const FNode& n) {
+    CV v = eval(n.kids[0]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"astype of a non-scalar"};
+    llvm::Value* strong = strong_of(v);
+    llvm::Value* f = is_float(vk) ? v.v : is_bool(vk) ? b.CreateUIToFP(v.v, f64) : b.CreateSIToFP(v.v, f64);
+    CV r;
+    switch (n.cast_to) {
+      case DType::int64:
+        r = mk(Reg::PyInt, is_int(vk) ? v.v : float_to_int(f, i64, false), strong);
+        break;
+      case DType::float64:
+        r = mk(Reg::PyFloat, f, strong);
+        break;
+      default:
+        r = mk(Reg::PyBool, truth(v), strong);
+        break;
+    }
+    count(n.counter);
+    return r;
+  }
+
+  // A float function of one number (np.sqrt(x), math.exp(x), ...): the
+  // kind of its result found by calling the primitive once on a sample.
+  CV call(const FNode& n) {
+    static const std::map<std::string, UnaryOp, std::less<>> ops = {
+        {"sqrt", UnaryOp::sqrt},   {"exp", UnaryOp::exp},
+        {"log", UnaryOp::log},     {"sin", UnaryOp::sin},
+        {"cos", UnaryOp::cos},     {"tan", UnaryOp::tan},
+        {"floor", UnaryOp::floor}, {"ceil", UnaryOp::ceil},
+        {"trunc", UnaryOp::trunc}, {"abs", UnaryOp::abs},
+        {"absolute", UnaryOp::abs}, {"tanh", UnaryOp::tanh},
+        {"arctan", UnaryOp::arctan}, {"log2", UnaryOp::log2},
+        {"log10", UnaryOp::log10}, {"exp2", UnaryOp::exp2},
+        {"expm1", UnaryOp::expm1}, {"log1p", UnaryOp::log1p},
+        {"sinh", UnaryOp::sinh},   {"cosh", UnaryOp::cosh},
+        {"arcsin", UnaryOp::arcsin}, {"arccos", UnaryOp::arccos},
+        {"rint", UnaryOp::rint}};
+    if (n.spec->name == "len" && n.kids.size() == 1 && arr_var(n.kids[0])) {
+      const int r = n.kids[0].reg;
+      const ArrEntry& e = arrays[regs[r].a];
+      if (!e.indexable || e.nd < 1) throw Refuse{"len() of a 0-d array"};
+      count(n.slot);
+      return CV{Reg::PyInt, arr_shape[r][0]};
+    }
+    auto it = ops.find(n.spec->name);
+    if (it == ops.end() || n.kids.size() != 1)
+      throw Refuse{"'" + n.spec->name + "' has no native code"};
+    CV v = eval(n.kids[0]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (!is_int(vk) && !is_float(vk)) throw Refuse{"'" + n.spec->name + "' of a non-number"};
+    // The primitive on a sample of that kind: its result's kind, and its
+    // value checked against the function computed here.
+    if (v.s) {
+      // Python's or NumPy's number by turns: both must give one kind.
+      CV py{vk, v.v}, np_{np_kind(vk), v.v};
+      const int k1 = probe(n, it->second, py), k2 = probe(n, it->second, np_);
+      if (k1 == k2) return finish_call(n, it->second, v, k1);
+      if (k2 != np_kind(static_cast<Reg::Kind>(k1)))
+        throw Refuse{"'" + n.spec->name + "' of a number whose kind varies"};
+      CV r = finish_call(n, it->second, v, k1);  // Python's in, Python's out; NumPy's, NumPy's
+      r.s = v.s;
+      return r;
+    }
+    return finish_call(n, it->second, v, probe(n, it->second, v));
+  }
+
+  int probe(const FNode& n, UnaryOp op, const CV& v) {
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    Value sample = vk == Reg::PyFloat ? Value(0.375)
+                   : vk == Reg::NpFloat ? Value(Array::scalar(0.375))
+                   : vk == Reg::PyInt   ? Value(int64_t{3})
+                                        : Value(Array::scalar_int(3));
+    const double xs = is_float(vk) ? 0.375 : 3.0;
+    Value res;
+    try {
+      res = call_primitive(n.spec->name, std::vector<Value>{sample});
+    } catch (...) {
+      throw Refuse{"'" + n.spec->name + "' failed on a sample"};
+    }
+    int rk;
+    double got;
+    if (res.is_float()) {
+      rk = Reg::PyFloat, got = res.as_float();
+    } else if (res.is_array() && res.as_array().ndim() == 0 && res.as_array().dtype() == DType::float64 &&
+               !res.as_array().foreign() && res.as_array().storage_bytes() == 8) {
+      rk = Reg::NpFloat, got = res.as_array().origin<double>()[0];
+    } else {
+      throw Refuse{"'" + n.spec->name + "' of a " + kind_name(vk) + " does not give a float"};
+    }
+    const double want = native_unary(static_cast<int32_t>(op), xs);
+    if (std::memcmp(&got, &want, 8) != 0)
+      throw Refuse{"'" + n.spec->name + "' computes differently"};
+    return rk;
+  }
+
+  CV finish_call(const FNode& n, UnaryOp op, const CV& v, int rk) {
+    llvm::Value* x = as_double(v);
+    llvm::Value* r;
+    switch (op) {
+      case UnaryOp::sqrt:
+        r = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+        break;
+      case UnaryOp::abs:
+        r = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+        break;
+      case UnaryOp::floor:
+        r = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+        break;
+      case UnaryOp::ceil:
+        r = b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+        break;
+      case UnaryOp::trunc:
+        r = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
+        break;
+      default: {
+        auto* t = llvm::FunctionType::get(f64, {i32, f64}, false);
+        r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_unary), t),
+                         {b.getInt32(static_cast<int32_t>(op)), x});
+      }
+    }
+    // A NaN of a number that is not NaN (sqrt(-1), log(-1)) or an infinity
+    // of a finite one (exp(1000)): Python's functions raise there, NumPy's
+    // warn; whichever this call is, the general path's.
+    llvm::Value* nan_out = b.CreateAnd(b.CreateFCmpUNO(r, r), b.CreateFCmpORD(x, x));
+    llvm::Value* inf = llvm::ConstantFP::getInfinity(f64);
+    llvm::Value* inf_out =
+        b.CreateAnd(b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, r), inf),
+                    b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), inf));
+    bail_if(b.CreateOr(nan_out, inf_out));
+    count(n.slot);
+    return CV{rk, r};
+  }
+
+  // ---- statements
+  CV eval(const FNode& n) {
+    switch (n.op) {
+      case Op::Const:
+        switch (n.constant.k) {
+          case Reg::PyBool:
+            return CV{Reg::PyBool, b.getInt1(n.constant.b)};
+          case Reg::PyInt:
+            return CV{Reg::PyInt, b.getInt64(static_cast<uint64_t>(n.constant.i))};
+          case Reg::PyFloat:
+            return CV{Reg::PyFloat, llvm::ConstantFP::get(f64, n.constant.f)};
+          default:
+            return CV{Reg::Nil};
+        }
+      case Op::Var:
+        return read(n.reg);
+      case Op::Assign: {
+        CV v = eval(n.kids[0]);
+        write(n.reg, v);
+        return v;
+      }
+      case Op::Block: {
+        CV last{Reg::Nil};
+        for (const FNode& k : n.kids) last = eval(k);
+        return last;
+      }
+      case Op::If:
+        return if_(n);
+      case Op::While:
+        return while_(n);
+      case Op::Break:
+      case Op::Continue: {
+        if (loops.empty()) throw Refuse{"break outside a loop"};
+        b.CreateBr(n.op == Op::Break ? loops.back().brk : loops.back().cont);
+        dead_block();
+        return CV{Reg::Nil};
+      }
+      case Op::Logic: {
+        CV a = eval(n.kids[0]);
+        const auto ka = static_cast<Reg::Kind>(a.k);
+        if (!is_scalar(ka)) throw Refuse{"'and'/'or' of a non-scalar"};
+        if (a.s) throw Refuse{"'and'/'or' of a number whose kind varies"};
+        llvm::Value* ta = truth(a);
+        if (is_strong(ka)) {
+          CV c = eval(n.kids[1]);
+          if (!is_scalar(static_cast<Reg::Kind>(c.k))) throw Refuse{"'and'/'or' of a non-scalar"};
+          llvm::Value* tb = truth(c);
+          return CV{Reg::NpBool, n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb)};
+        }
+        // Python-like left side: short-circuits; both sides Python-like.
+        llvm::BasicBlock* from = b.GetInsertBlock();
+        llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
+        llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
+        if (n.is_and)
+          b.CreateCondBr(ta, rhs, done);
+        else
+          b.CreateCondBr(ta, done, rhs);
+        b.SetInsertPoint(rhs);
+        CV c = eval(n.kids[1]);
+        const auto kc = static_cast<Reg::Kind>(c.k);
+        if (!is_scalar(kc) || is_strong(kc) || c.s)
+          throw Refuse{"'and'/'or' whose value's kind varies"};
+        llvm::Value* tb = truth(c);
+        llvm::BasicBlock* rhs_end = b.GetInsertBlock();
+        b.CreateBr(done);
+        b.SetInsertPoint(done);
+        llvm::PHINode* phi = b.CreatePHI(i1, 2);
+        phi->addIncoming(b.getInt1(!n.is_and), from);
+        phi->addIncoming(tb, rhs_end);
+        return CV{Reg::PyBool, phi};
+      }
+      case Op::Binary:
+        return binary(n);
+      case Op::GetItem:
+        return getitem(n);
+      case Op::SetItem:
+        return setitem(n);
+      case Op::AsType:
+        return astype(n);
+      case Op::Call:
+        return call(n);
+      default:
+        throw Refuse{"an operation without native code (np.random draws, ...)"};
+    }
+  }
+
+  // Merges two values coming from `ba` and `bb` into `at` (the current block).
+  CV merge(const CV& a, llvm::BasicBlock* ba, const CV& c, llvm::BasicBlock* bc) {
+    const bool numbers = a.k != kDyn && c.k != kDyn && is_scalar(static_cast<Reg::Kind>(a.k)) &&
+                         is_scalar(static_cast<Reg::Kind>(c.k));
+    if (numbers && py_kind(static_cast<Reg::Kind>(a.k)) == py_kind(static_cast<Reg::Kind>(c.k)) &&
+        (a.s || c.s || a.k != c.k)) {
+      auto sa = [&](llvm::BasicBlock* from, const CV& v) {
+        auto ip = b.saveIP();
+        b.SetInsertPoint(from->getTerminator());
+        llvm::Value* r = strong_of(v);
+        b.restoreIP(ip);
+        return r;
+      };
+      llvm::Value* s1 = sa(ba, a);
+      llvm::Value* s2 = sa(bc, c);
+      llvm::PHINode* phi = b.CreatePHI(a.v->getType(), 2);
+      phi->addIncoming(a.v, ba);
+      phi->addIncoming(c.v, bc);
+      llvm::PHINode* ps = b.CreatePHI(i1, 2);
+      ps->addIncoming(s1, ba);
+      ps->addIncoming(s2, bc);
+      CV r{py_kind(static_cast<Reg::Kind>(a.k)), phi};
+      r.s = ps;
+      return r;
+    }
+    if (a.k == c.k && a.k != kDyn && a.k != Reg::Arr) {
+      if (a.k == Reg::Nil) return a;
+      llvm::PHINode* phi = b.CreatePHI(a.v->getType(), 2);
+      phi->addIncoming(a.v, ba);
+      phi->addIncoming(c.v, bc);
+      return CV{a.k, phi};
+    }
+    if (a.k == Reg::Arr && c.k == Reg::Arr && a.arr == c.arr) return a;
+    // Kinds differ: a kind known at run time.
+    auto kp = [&](llvm::BasicBlock* from, const CV& v) -> std::pair<llvm::Value*, llvm::Value*> {
+      auto ip = b.saveIP();
+      b.SetInsertPoint(from->getTerminator());
+      auto r = std::make_pair(kind_of(v), to_payload(v));
+      b.restoreIP(ip);
+      return r;
+    };
+    auto [ka, pa] = kp(ba, a);
+    auto [kc, pc] = kp(bc, c);
+    llvm::PHINode* pk = b.CreatePHI(i8, 2);
+    pk->addIncoming(ka, ba);
+    pk->addIncoming(kc, bc);
+    llvm::PHINode* pp = b.CreatePHI(i64, 2);
+    pp->addIncoming(pa, ba);
+    pp->addIncoming(pc, bc);
+    return CV{kDyn, pk, pp};
+  }
+
+  CV if_(const FNode& n) {
+    llvm::Value* c = cond(n.kids[0]);
+    llvm::BasicBlock* then_b = llvm::BasicBlock::Create(ctx, "then", fn);
+    llvm::BasicBlock* else_b = llvm::BasicBlock::Create(ctx, "else", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "endif", fn);
+    b.CreateCondBr(c, then_b, else_b);
+    b.SetInsertPoint(then_b);
+    CV tv = eval(n.kids[1]);
+    llvm::BasicBlock* then_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(else_b);
+    CV ev{Reg::Nil};
+    if (n.kids.size() > 2) ev = eval(n.kids[2]);
+    llvm::BasicBlock* else_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    return merge(tv, then_end, ev, else_end);
+  }
+
+  void interrupt_check(llvm::BasicBlock* on_interrupt) {
+    llvm::Value* flag = b.CreateIntToPtr(
+        b.getInt64(reinterpret_cast<uint64_t>(interrupt_flag_address())), i8p);
+    llvm::LoadInst* l = b.CreateLoad(i8, flag);
+    l->setAtomic(llvm::AtomicOrdering::Monotonic);
+    l->setAlignment(llvm::Align(1));
+    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "go", fn);
+    b.CreateCondBr(b.CreateICmpNE(l, b.getInt8(0)), on_interrupt, go, unlikely());
+    b.SetInsertPoint(go);
+  }
+
+  // A nested loop (FastLoop::Impl::loop): Ctrl-C inside a turn bails.
+  CV while_(const FNode& n) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* lk = e.CreateAlloca(i8);
+    llvm::Value* lp = e.CreateAlloca(i64);
+    b.CreateStore(b.getInt8(Reg::Nil), lk);
+    b.CreateStore(b.getInt64(0), lp);
+    llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "while", fn);
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "body", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "wend", fn);
+    b.CreateBr(head);
+    b.SetInsertPoint(head);
+    interrupt_check(bail);
+    b.CreateCondBr(cond(n.kids[0]), body, done);
+    b.SetInsertPoint(body);
+    loops.push_back({head, done, lk, lp});
+    CV v = eval(n.kids[1]);
+    loops.pop_back();
+    b.CreateStore(kind_of(v), lk);
+    b.CreateStore(to_payload(v), lp);
+    b.CreateBr(head);
+    b.SetInsertPoint(done);
+    return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};
+  }
+
+  // ---- the function
+  void build(const std::string& name) {
+    auto* ft = llvm::FunctionType::get(i32, {i8p}, false);
+    fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, name, mod);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+    b.SetInsertPoint(entry);
+    cptr = fn->getArg(0);
+    const size_t nr = regs.size();
+    kind.resize(nr);
+    maybe_undef.resize(nr);
+    val.assign(nr, nullptr);
+    def.assign(nr, nullptr);
+    asg.assign(nr, nullptr);
+    arr_base.assign(nr, nullptr);
+    arr_shape.assign(nr, {});
+    arr_stride.assign(nr, {});
+    arr_payload.assign(nr, nullptr);
+    strong.assign(nr, nullptr);
+    llvm::Value* regp = ctx_ptr(offsetof(NativeCtx, regs));
+    llvm::Value* asgp = ctx_ptr(offsetof(NativeCtx, assigned));
+    llvm::Value* arrp = ctx_ptr(offsetof(NativeCtx, arrays));
+    for (size_t r = 0; r < nr; ++r) {
+      const Reg::Kind k = regs[r].k;
+      kind[r] = k;
+      maybe_undef[r] = k == Reg::Undef;
+      def[r] = b.CreateAlloca(i1);
+      b.CreateStore(b.getInt1(k != Reg::Undef), def[r]);
+      asg[r] = b.CreateAlloca(i8);
+      b.CreateStore(b.CreateLoad(i8, b.CreateConstInBoundsGEP1_64(i8, asgp, r)), asg[r]);
+      llvm::Value* payload = field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64);
+      if (dyn[r]) {
+        strong[r] = b.CreateAlloca(i1);
+        b.CreateStore(b.getInt1(is_strong(k)), strong[r]);
+        kind[r] = py_kind(k);
+      }
+      if (is_scalar(k)) {
+        val[r] = b.CreateAlloca(type_of(k));
+        llvm::Value* x = b.CreateLoad(i64, payload);
+        if (is_bool(k))
+          x = b.CreateICmpNE(b.CreateTrunc(x, i8), b.getInt8(0));
+        else if (is_float(k))
+          x = b.CreateBitCast(x, f64);
+        b.CreateStore(x, val[r]);
+      } else if (k == Reg::Arr) {
+        arr_payload[r] = b.CreateLoad(i64, payload);
+        const int64_t at = static_cast<int64_t>(r * sizeof(NativeArray));
+        arr_base[r] = b.CreateLoad(i8p, field(arrp, at + offsetof(NativeArray, base), i8p));
+        for (int d = 0; d < kMaxDims; ++d) {
+          arr_shape[r].push_back(b.CreateLoad(
+              i64, field(arrp, at + offsetof(NativeArray, shape) + 8 * d, i64)));
+          arr_stride[r].push_back(b.CreateLoad(
+              i64, field(arrp, at + offsetof(NativeArray, strides) + 8 * d, i64)));
+        }
+      } else if (k != Reg::Undef) {
+        kind[r] = Reg::Obj;  // Nil, objects: only if the loop never reads or writes it
+      }
+    }
+    undo_ptr = b.CreateAlloca(i8p);
+    undo_n = b.CreateAlloca(i64);
+    undo_cap = b.CreateAlloca(i64);
+    b.CreateStore(ctx_ptr(offsetof(NativeCtx, undo)), undo_ptr);
+    b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_n), i64)), undo_n);
+    b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+    llvm::Value* max_turns = b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, max_turns), i64));
+    llvm::Value* max_undo = b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, max_undo), i64));
+    last_k = b.CreateAlloca(i8);
+    last_p = b.CreateAlloca(i64);
+    b.CreateStore(b.CreateLoad(i8, field(cptr, offsetof(NativeCtx, last), i8)), last_k);
+    b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, last) + 8, i64)), last_p);
+    llvm::Value* turns = b.CreateAlloca(i64);
+    b.CreateStore(b.getInt64(0), turns);
+
+    bail = llvm::BasicBlock::Create(ctx, "bail", fn);
+    exit = llvm::BasicBlock::Create(ctx, "exit", fn);
+    llvm::BasicBlock* top = llvm::BasicBlock::Create(ctx, "top", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "done", fn);
+    llvm::BasicBlock* checkpoint = llvm::BasicBlock::Create(ctx, "checkpoint", fn);
+    llvm::BasicBlock* interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
+    b.CreateBr(top);
+
+    // Between two turns: Ctrl-C, the limits, then the condition.
+    b.SetInsertPoint(top);
+    interrupt_check(interrupted);
+    llvm::Value* t = b.CreateLoad(i64, turns);
+    llvm::BasicBlock* turn = llvm::BasicBlock::Create(ctx, "turn", fn);
+    b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns),
+                              b.CreateICmpSGE(b.CreateLoad(i64, undo_n), max_undo)),
+                   checkpoint, turn, unlikely());
+    b.SetInsertPoint(turn);
+    b.CreateStore(b.CreateAdd(t, b.getInt64(1)), turns);
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "outer_body", fn);
+    b.CreateCondBr(cond(im.cond), body, done);
+    b.SetInsertPoint(body);
+    loops.push_back({top, done, nullptr, nullptr});
+    CV v = eval(im.body);
+    loops.pop_back();
+    b.CreateStore(kind_of(v), last_k);
+    b.CreateStore(to_payload(v), last_p);
+    b.CreateBr(top);
+
+    auto exit_with = [&](llvm::BasicBlock* bb, int code) {
+      b.SetInsertPoint(bb);
+      b.CreateBr(exit);
+      exit_code->addIncoming(b.getInt32(code), bb);
+    };
+    b.SetInsertPoint(exit);
+    exit_code = b.CreatePHI(i32, 3);
+    exit_with(done, kNativeDone);
+    exit_with(checkpoint, kNativeCheckpoint);
+    exit_with(interrupted, kNativeInterrupt);
+    // The registers, counters and the loop's value back: at an exit as they
+    // are; at a bail as they were at the start of the turn (the turn is
+    // the interpreter's to redo, its element writes undone by the caller
+    // from the log, which holds this turn's writes only).
+    auto store_state = [&](const std::function<llvm::Value*(llvm::Value*, llvm::Type*)>& get) {
+      llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
+      for (size_t r = 0; r < nr; ++r) {
+        if (!is_scalar(kind[r])) continue;
+        llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
+        llvm::Value* d = get(def[r], i1);
+        CV cv{kind[r], get(val[r], type_of(kind[r]))};
+        if (dyn[r]) cv.s = get(strong[r], i1);
+        b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
+        b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+        b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+      }
+      for (auto& [slot, a] : counts) {
+        llvm::Value* p = field(cp, static_cast<int64_t>(slot) * 8, i64);
+        b.CreateStore(b.CreateAdd(b.CreateLoad(i64, p), get(a, i64)), p);
+      }
+      b.CreateStore(get(last_k, i8), field(cptr, offsetof(NativeCtx, last), i8));
+      b.CreateStore(get(last_p, i64), field(cptr, offsetof(NativeCtx, last) + 8, i64));
+      b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+    };
+    b.SetInsertPoint(exit);
+    store_state([&](llvm::Value* a, llvm::Type* t) { return b.CreateLoad(t, a); });
+    b.CreateRet(exit_code);
+    // The state at the start of each turn (loads that -O2 turns into the
+    // values live there), and the log emptied.
+    std::map<llvm::Value*, llvm::Value*> at_start;
+    b.SetInsertPoint(&*turn->getFirstInsertionPt());
+    auto snap = [&](llvm::Value* a, llvm::Type* t) {
+      if (a && !at_start.count(a)) at_start[a] = b.CreateLoad(t, a);
+    };
+    for (size_t r = 0; r < nr; ++r) {
+      if (!is_scalar(kind[r])) continue;
+      snap(def[r], i1);
+      snap(val[r], type_of(kind[r]));
+      if (dyn[r]) snap(strong[r], i1);
+      snap(asg[r], i8);
+    }
+    for (auto& [slot, a] : counts) snap(a, i64);
+    snap(last_k, i8);
+    snap(last_p, i64);
+    b.CreateStore(b.getInt64(0), undo_n);
+    b.SetInsertPoint(bail);
+    store_state([&](llvm::Value* a, llvm::Type*) { return at_start.at(a); });
+    b.CreateRet(b.getInt32(kNativeBail));
+    // Blocks left without a terminator after a break: unreachable.
+    for (llvm::BasicBlock& bb : *fn) {
+      if (!bb.getTerminator()) {
+        b.SetInsertPoint(&bb);
+        b.CreateUnreachable();
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
+                                           const std::vector<ArrEntry>& arrays, std::string& why) {
+  Jit& j = jit();
+  if (!j.lljit) {
+    why = "the JIT could not start: " + j.error;
+    return nullptr;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto context = std::make_unique<llvm::LLVMContext>();
+  auto mod = std::make_unique<llvm::Module>("tessera_loop", *context);
+  mod->setDataLayout(j.lljit->getDataLayout());
+  mod->setTargetTriple(j.lljit->getTargetTriple().str());
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(j.mu);
+    name = "tessera_loop_" + std::to_string(j.next++);
+  }
+  std::vector<bool> dyn(regs.size(), false);
+  for (;;) {
+    try {
+      Gen g(im, regs, arrays, *context, *mod, dyn);
+      g.build(name);
+      break;
+    } catch (const Refuse& r) {
+      why = r.why;
+      return nullptr;
+    } catch (const Retry& r) {
+      if (dyn[r.reg]) {
+        why = "internal error: a variable's kind could not be settled";
+        return nullptr;
+      }
+      dyn[r.reg] = true;
+      mod = std::make_unique<llvm::Module>("tessera_loop", *context);
+      mod->setDataLayout(j.lljit->getDataLayout());
+      mod->setTargetTriple(j.lljit->getTargetTriple().str());
+    }
+  }
+  std::string verify;
+  llvm::raw_string_ostream os(verify);
+  if (llvm::verifyModule(*mod, &os)) {
+    why = "internal error: invalid code generated: " + os.str();
+    return nullptr;
+  }
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(j.tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    mpm.run(*mod, mam);
+  }
+  if (std::getenv("TESSERA_NATIVE_DUMP")) mod->print(llvm::errs(), nullptr);
+  std::lock_guard<std::mutex> lock(j.mu);
+  if (auto err = j.lljit->addIRModule(
+          llvm::orc::ThreadSafeModule(std::move(mod), std::move(context)))) {
+    why = "the JIT refused the code: " + llvm::toString(std::move(err));
+    return nullptr;
+  }
+  auto sym = j.lljit->lookup(name);
+  if (!sym) {
+    why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
+    return nullptr;
+  }
+  auto code = std::make_unique<NativeCode>();
+  code->fn = reinterpret_cast<NativeFn>(sym->getAddress());
+  code->signature = native_signature(regs, arrays);
+  code->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return code;
+}
+
+}  // namespace tessera

@@ -1,0 +1,80 @@
+// Native code for the scalar loop fast path (docs/runtime.md, "Native
+// loops"): a loop whose registers have settled on fixed kinds (float64,
+// int64 and bool scalars, Python's or NumPy's; arrays of known dtype and
+// rank that are only indexed) is compiled with LLVM's ORC JIT into one
+// function over those registers, called instead of the register
+// interpreter. No LLVM header is included here: they stay in native.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/fastloop_impl.hpp"
+
+namespace tessera {
+
+// An array register as the native code sees it: its first element and, per
+// dimension, its extent and stride in elements.
+struct NativeArray {
+  char* base = nullptr;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+
+// An element write's old bytes: `where` is the element's address with the
+// log2 of its size in the top 4 bits.
+struct NativeUndo {
+  uint64_t where;
+  uint64_t old;
+};
+
+struct NativeCtx {
+  Reg* regs;                  // in and out (written back unless the code bails)
+  uint8_t* assigned;          // in and out
+  uint64_t* counts;           // in and out: evaluations of the counted nodes
+  const NativeArray* arrays;  // per register (only Arr registers are read)
+  NativeUndo* undo;           // the log of element writes of the current outer turn
+  int64_t undo_n;
+  int64_t undo_cap;
+  std::vector<NativeUndo>* undo_store;  // grown by native_grow_undo
+  int64_t max_turns;                    // outer turns before returning kNativeCheckpoint
+  int64_t max_undo;                     // log entries before returning kNativeCheckpoint
+  Reg last;                             // in and out: the loop's value so far
+};
+
+// What a native loop function returns.
+enum NativeStatus : int32_t {
+  kNativeDone = 0,        // the loop ended (condition false or break); registers written
+  kNativeCheckpoint = 1,  // turns or writes reached the limits, between two turns
+  kNativeBail = 2,  // a turn met what only the interpreter or the general path does: the state
+                    // is as at its start, and the log holds its writes
+  kNativeInterrupt = 3,   // Ctrl-C seen between two turns; registers written
+};
+
+using NativeFn = int32_t (*)(NativeCtx*);
+
+struct NativeCode {
+  NativeFn fn = nullptr;
+  std::vector<uint8_t> signature;  // the register kinds (and arrays' dtypes, ranks) it is for
+  double compile_ms = 0;
+};
+
+// False when TESSERA_NATIVE=0 (the register interpreter only).
+bool native_enabled();
+
+// The signature of the registers `regs` (arrays described by `arrays`).
+std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
+                                      const std::vector<ArrEntry>& arrays);
+
+// Compiles the loop `im` for registers of the kinds in `regs`; null with the
+// reason in `why` when the loop (or a register's kind) is outside what the
+// generator handles.
+std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
+                                           const std::vector<ArrEntry>& arrays, std::string& why);
+
+// Undoes the element writes logged by a native call, newest first.
+void native_undo(const NativeUndo* log, int64_t n);
+
+}  // namespace tessera

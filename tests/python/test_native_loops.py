@@ -1,0 +1,295 @@
+"""Native code for scalar loops (tessera/lang/native.cpp, docs/runtime.md
+"Native loops"): loops the generator compiles give what Python/NumPy give
+(values, result kinds, arrays written in place, exceptions and their
+positions, wrap-around, NaN and infinity), and exactly what the register
+interpreter gives (TESSERA_NATIVE=0) and the general evaluation gives
+(TESSERA_FAST_LOOPS=0): the same printed results and node counters, at 1
+and 2 threads. TESSERA_FAST_LOOPS=debug must say that these loops were
+compiled, so the tests cannot pass by never running native code."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from jit_check import check
+
+import tessera
+
+
+def sum_squares(x, n):
+    s = 0.0
+    k = 0
+    while k < n:
+        s += x[k] * x[k]
+        k += 1
+    return s, k
+
+
+def mandelbrot(xmin, xmax, ymin, ymax, width, height, max_iter):
+    counts = np.zeros((height, width), dtype=np.int64)
+    for j in range(height):
+        for i in range(width):
+            cr = xmin + i * (xmax - xmin) / width
+            ci = ymin + j * (ymax - ymin) / height
+            zr = 0.0
+            zi = 0.0
+            n = 0
+            while n < max_iter and zr * zr + zi * zi <= 4.0:
+                zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                n += 1
+            counts[j, i] = n
+    return counts
+
+
+def collatz(n):
+    lengths = np.zeros(n, dtype=np.int64)
+    for start in range(1, n):
+        k = start
+        steps = 0
+        while k != 1:
+            if k % 2 == 0:
+                k = k // 2
+            else:
+                k = 3 * k + 1
+            steps += 1
+        lengths[start] = steps
+    return lengths
+
+
+def int_arith(a):
+    # Python's floor division and modulo of negative numbers, NumPy's int64
+    # elements (strong) mixed with Python ints, comparisons.
+    out = np.zeros((len(a), 6), dtype=np.int64)
+    for i in range(len(a)):
+        v = a[i]
+        w = i - 3
+        out[i, 0] = v // 7
+        out[i, 1] = v % 7
+        out[i, 2] = v // -3
+        out[i, 3] = v % -3
+        out[i, 4] = w * v
+        out[i, 5] = (v > w) + (v == w)
+    return out
+
+
+def float_arith(x):
+    out = np.zeros((len(x), 7))
+    for i in range(len(x)):
+        v = x[i]
+        out[i, 0] = v // 0.75
+        out[i, 1] = v % 0.75
+        out[i, 2] = v / 3
+        out[i, 3] = np.sqrt(abs(v))
+        out[i, 4] = np.exp(-v * v)
+        out[i, 5] = np.floor(v) + np.cos(v) * np.sin(v)
+        out[i, 6] = math.log(1.0 + v * v)
+    return out
+
+
+def nan_and_inf(x):
+    out = np.zeros(len(x))
+    flags = np.zeros(len(x), dtype=np.bool_)
+    for i in range(len(x)):
+        v = x[i] * 2.0
+        flags[i] = v != v or v > 1e308
+        out[i] = v / (x[i] - x[i] + 1.0)
+    return out, flags
+
+
+def narrow_writes(x):
+    f32 = np.zeros(len(x), dtype=np.float32)
+    i32 = np.zeros(len(x), dtype=np.int32)
+    u8 = np.zeros(len(x), dtype=np.uint8)
+    b = np.zeros(len(x), dtype=np.bool_)
+    for i in range(len(x)):
+        f32[i] = x[i] * 1.1
+        i32[i] = x[i] * 1000.5
+        u8[i] = i * 37
+        b[i] = x[i]
+    return f32, i32, u8, b
+
+
+def strided(a):
+    # A transposed view: reads and writes through strides.
+    t = a.T
+    s = 0.0
+    for i in range(t.shape[0]):
+        for j in range(t.shape[1]):
+            s += t[i, j] * (i + 1)
+            t[i, j] = s
+    return a, s
+
+
+def breaks(x, limit):
+    count = 0
+    total = 0.0
+    for i in range(len(x)):
+        if x[i] < 0:
+            continue
+        if total > limit:
+            break
+        count += 1
+        total += x[i]
+    return count, total
+
+
+def index_error_late(x, n):
+    for i in range(n):
+        x[i] = i * 2.0  # the write at i == len(x) fails: x keeps the others
+    return x
+
+
+def zero_division_late(a):
+    s = 0
+    for i in range(len(a)):
+        s += 100 // a[i]
+    return s
+
+
+def int_overflow(n):
+    k = 1
+    for i in range(n):
+        k = k * 3  # a Python int past 2**63: Python goes on; tessera's general path reports
+    return k
+
+
+def wraps(a):
+    # NumPy int64 elements wrap... in NumPy; the general path decides.
+    s = a[0]
+    for i in range(1, len(a)):
+        s = s + a[i]
+    return s
+
+
+def row_norms(a, lengths):
+    # s is a Python float at each row's start and a NumPy float after its
+    # first element (Python's and NumPy's kinds by turns); a row of length 0
+    # leaves it a Python float, which the result must show.
+    out = np.zeros(a.shape[0])
+    last = 0.0
+    for i in range(len(lengths)):
+        s = 0.0
+        for j in range(lengths[i]):
+            s += a[i, j] * a[i, j]
+        out[i] = np.sqrt(s)
+        last = s
+    return out, last
+
+
+def int_kinds(a):
+    k = 0
+    resets = 0
+    for i in range(len(a)):
+        if k > 50:
+            k = 0  # a Python int again
+            resets += 1
+        else:
+            k = k + a[i]  # NumPy's int64
+    return k, resets
+
+
+def conv2d(img, k):
+    # k.shape[d] and len(k) read inside the loops
+    out = np.zeros((img.shape[0] - k.shape[0] + 1, img.shape[1] - k.shape[1] + 1))
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            s = 0.0
+            for a in range(len(k)):
+                for b in range(k.shape[-1]):
+                    s += img[i + a, j + b] * k[a, b]
+            out[i, j] = s
+    return out
+
+
+def write_then_fail(x, y):
+    # The last turn writes x[i], then reads y out of range: the error comes
+    # after that write, which stays (as in Python).
+    for i in range(len(x)):
+        x[i] = i + 0.5
+        x[i] += y[i + 1]
+    return x
+
+
+CASES = [
+    (write_then_fail, (np.zeros(300), np.ones(300))),
+    (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
+    (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
+    (int_kinds, (np.arange(40, dtype=np.int64),)),
+    (int_kinds, (np.arange(41, dtype=np.int64),)),
+    (sum_squares, (np.arange(1000.0), 1000)),
+    (mandelbrot, (-2.0, 1.0, -1.5, 1.5, 40, 30, 50)),
+    (collatz, (300,)),
+    (int_arith, (np.arange(-50, 50, 3, dtype=np.int64),)),
+    (float_arith, (np.linspace(-4.0, 4.0, 101),)),
+    (nan_and_inf, (np.array([1.0, np.nan, np.inf, -np.inf, 1e308, -0.0] * 20),)),
+    (narrow_writes, (np.linspace(-3.0, 300.0, 150),)),
+    (strided, (np.arange(60.0).reshape(6, 10),)),
+    (breaks, (np.array([1.0, -2.0, 3.0] * 100), 250.0)),
+    (index_error_late, (np.zeros(500), 501)),
+    (wraps, (np.array([2**62, 2**62, 2**62, 5], dtype=np.int64),)),
+]
+
+
+# tessera reports an integer division by zero where NumPy warns and gives 0,
+# and a Python int past int64 where Python goes on (docs/numpy.md): compared
+# with the interpreter and the general path only.
+EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),)),
+         (int_overflow, (100,))]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
+def test_native_loops_agree_with_python(f, args):
+    check(f, *args)
+
+
+_SCRIPT = """
+import copy, sys, numpy as np, tessera, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {here!r})
+import test_native_loops as t
+for threads in (1, 2):
+    for f, args in t.CASES + t.EXTRA:
+        a = copy.deepcopy(args)
+        g = tessera.jit(f, threads=threads)
+        try:
+            r = g(*a)
+            print(f.__name__, repr(r), repr(a))
+        except Exception as e:
+            print(f.__name__, type(e).__name__, str(e), repr(a))
+        print([",".join(l.split(",")[:3]) for l in g.counters().splitlines()])
+"""
+
+
+def _run(**env):
+    code = _SCRIPT.format(here=os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, r.stderr
+
+
+def test_native_interpreter_and_general_print_the_same():
+    native, log = _run(TESSERA_FAST_LOOPS="debug")
+    interp, _ = _run(TESSERA_NATIVE="0")
+    general, _ = _run(TESSERA_FAST_LOOPS="0")
+    assert native == interp
+    # The general path counts some comparisons differently from the
+    # interpreter (before native code too): results compared, not counters.
+    results = lambda out: [l for l in out.splitlines() if not l.startswith("[")]  # noqa: E731
+    assert results(native) == results(general)
+    # The loops were compiled (not left to the interpreter).
+    compiled = {line.split(":")[1] for line in log.splitlines() if "native code compiled" in line}
+    assert len(compiled) >= 8, log
+    assert "IndexError" in native and "test_native_loops.py" in native
+
+
+def test_index_error_names_the_line():
+    x = np.zeros(300)
+    with pytest.raises(IndexError) as e:
+        tessera.jit(index_error_late)(x, 301)
+    assert "test_native_loops.py:141" in str(e.value)
+    assert np.array_equal(x, np.arange(300) * 2.0)

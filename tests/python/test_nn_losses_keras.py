@@ -1,0 +1,188 @@
+"""The losses issue 30 asks for, against Keras 3 on JAX: each as a class
+(called on arrays, with sample weights), as a function, compiled into a
+training step, and a user's Loss subclass with call()."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tessera.nn as nn
+
+
+@pytest.fixture(scope="module")
+def keras():
+    os.environ["KERAS_BACKEND"] = "jax"
+    k = pytest.importorskip("keras")
+    if k.backend.backend() != "jax":
+        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
+    return k
+
+
+def _data(kind, seed=0):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.95, size=(6, 4)).astype(np.float32)
+    if kind == "binary":
+        y = (rng.uniform(size=(6, 4)) > 0.5).astype(np.float32)
+    elif kind == "onehot":
+        y = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 6)]
+    elif kind == "signed":
+        y = np.where(rng.uniform(size=(6, 4)) > 0.5, 1.0, -1.0).astype(np.float32)
+        p = rng.normal(size=(6, 4)).astype(np.float32)
+    else:
+        y = rng.normal(size=(6, 4)).astype(np.float32)
+        p = rng.normal(size=(6, 4)).astype(np.float32)
+    return y, p
+
+
+CASES = [
+    ("CosineSimilarity", "cosine_similarity", {}, "real"),
+    ("Hinge", "hinge", {}, "binary"),
+    ("Hinge", "hinge", {}, "signed"),
+    ("SquaredHinge", "squared_hinge", {}, "signed"),
+    ("CategoricalHinge", "categorical_hinge", {}, "onehot"),
+    ("BinaryFocalCrossentropy", "binary_focal_crossentropy", {}, "binary"),
+    ("BinaryFocalCrossentropy", "binary_focal_crossentropy",
+     {"apply_class_balancing": True, "alpha": 0.3, "gamma": 1.5, "label_smoothing": 0.1},
+     "binary"),
+    ("BinaryFocalCrossentropy", "binary_focal_crossentropy", {"from_logits": True}, "binary"),
+]
+
+
+@pytest.mark.parametrize("cls,fn,kwargs,kind", CASES)
+def test_new_losses_match_keras(keras, cls, fn, kwargs, kind):
+    y, p = _data(kind)
+    if kwargs.get("from_logits"):
+        p = np.log(p / (1 - p))
+    ours, theirs = getattr(nn.losses, cls)(**kwargs), getattr(keras.losses, cls)(**kwargs)
+    np.testing.assert_allclose(ours(y, p), float(theirs(y, p)), rtol=1e-5, atol=1e-6)
+    w = np.linspace(0.0, 2.0, 6).astype(np.float32)
+    np.testing.assert_allclose(ours(y, p, sample_weight=w),
+                               float(theirs(y, p, sample_weight=w)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(getattr(nn.losses, fn)(y, p, **kwargs),
+                               np.asarray(getattr(keras.losses, fn)(y, p, **kwargs)),
+                               rtol=1e-5, atol=1e-6)
+    # the compiled loss (a linear model's evaluate) is the same number
+    x = np.random.default_rng(5).normal(size=(6, 3)).astype(np.float32)
+    w0 = np.random.default_rng(6).normal(size=(3, 4)).astype(np.float32)
+    model = nn.Sequential([nn.Dense(4, use_bias=False, input_shape=(3,))])
+    model.set_weights([w0])
+    model.compile("sgd", getattr(nn.losses, cls)(**kwargs))
+    np.testing.assert_allclose(model.evaluate(x, y, verbose=0),
+                               float(theirs(y, x @ w0)), rtol=1e-5, atol=1e-6)
+    cfg = ours.get_config()
+    again = type(ours).from_config(cfg)
+    assert again.get_config() == cfg
+
+
+def test_functions_of_every_loss_match_keras(keras):
+    y, p = _data("binary")
+    for name in ("mean_squared_error", "mean_absolute_error", "mean_squared_logarithmic_error",
+                 "huber", "log_cosh", "kl_divergence", "poisson", "binary_crossentropy",
+                 "categorical_crossentropy", "cosine_similarity", "hinge", "squared_hinge",
+                 "categorical_hinge", "binary_focal_crossentropy"):
+        np.testing.assert_allclose(getattr(nn.losses, name)(y, p),
+                                   np.asarray(getattr(keras.losses, name)(y, p)),
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+    labels = np.array([0, 3, 1, 2, 2, 0])
+    np.testing.assert_allclose(nn.losses.sparse_categorical_crossentropy(labels, p),
+                               np.asarray(keras.losses.sparse_categorical_crossentropy(labels, p)),
+                               rtol=1e-5)
+
+
+class ScaledMSE(nn.losses.Loss):
+    def __init__(self, scale=2.0, name="scaled_mse", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.scale = scale
+
+    def call(self, y_true, y_pred):
+        return self.scale * np.mean(np.square(y_pred - y_true), axis=-1)
+
+    def get_config(self):
+        return {**super().get_config(), "scale": self.scale}
+
+
+def test_loss_subclass_with_call_trains_like_keras(keras):
+    ops = keras.ops
+
+    class KScaledMSE(keras.losses.Loss):
+        def __init__(self, scale=2.0, name="scaled_mse", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.scale = scale
+
+        def call(self, y_true, y_pred):
+            return self.scale * ops.mean(ops.square(y_pred - y_true), axis=-1)
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(16, 3)).astype(np.float32)
+    y = rng.normal(size=(16, 2)).astype(np.float32)
+    w = [rng.normal(size=(3, 2)).astype(np.float32), np.zeros(2, np.float32)]
+    ours = nn.Sequential([nn.Dense(2, input_shape=(3,))])
+    theirs = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    ours.set_weights(w)
+    theirs.set_weights(w)
+    ours.compile(nn.optimizers.SGD(0.05), ScaledMSE(3.0))
+    theirs.compile(keras.optimizers.SGD(0.05), KScaledMSE(3.0))
+    h1 = ours.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=1e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    loss = ScaledMSE(3.0)
+    np.testing.assert_allclose(loss(y, x[:, :2]), float(KScaledMSE(3.0)(y, x[:, :2])), rtol=1e-6)
+    assert ScaledMSE.from_config(loss.get_config()).scale == 3.0
+    with pytest.raises(ValueError, match=r"reduction='sum'.*not supported"):
+        ScaledMSE(reduction="sum")
+
+
+class LogisticEndpoint(nn.Layer):
+    """The keras-io guide's endpoint layer: a loss object called in call()
+    and its value given to add_loss."""
+
+    def __init__(self, name=None):
+        super().__init__(name=name)
+        self.loss_fn = ScaledMSE(0.5)
+
+    def call(self, targets, logits):
+        self.add_loss(self.loss_fn(targets, logits))
+        return logits
+
+
+def test_loss_object_called_in_call_for_add_loss(keras):
+    ops = keras.ops
+
+    class KScaledMSE(keras.losses.Loss):
+        def __init__(self, scale=2.0, name="scaled_mse", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.scale = scale
+
+        def call(self, y_true, y_pred):
+            return self.scale * ops.mean(ops.square(y_pred - y_true), axis=-1)
+
+    class KEndpoint(keras.layers.Layer):
+        def __init__(self, name=None):
+            super().__init__(name=name)
+            self.loss_fn = KScaledMSE(0.5)
+
+        def call(self, targets, logits):
+            self.add_loss(self.loss_fn(targets, logits))
+            return logits
+
+    x_in, t_in = nn.Input((3,)), nn.Input((2,))
+    model = nn.Model([x_in, t_in], LogisticEndpoint()(t_in, nn.Dense(2)(x_in)))
+    kx, kt = keras.Input((3,)), keras.Input((2,))
+    kmodel = keras.Model([kx, kt], KEndpoint()(kt, keras.layers.Dense(2)(kx)))
+    rng = np.random.default_rng(8)
+    w = [rng.normal(size=(3, 2)).astype(np.float32), np.zeros(2, np.float32)]
+    model.set_weights(w)
+    kmodel.set_weights(w)
+    x = rng.normal(size=(8, 3)).astype(np.float32)
+    t = rng.normal(size=(8, 2)).astype(np.float32)
+    y = np.zeros((8, 2), np.float32)
+    model.compile("sgd", "mse")
+    kmodel.compile("sgd", "mse")
+    np.testing.assert_allclose(model.evaluate([x, t], y, verbose=0),
+                               kmodel.evaluate([x, t], y, verbose=0), rtol=1e-5)
+    with pytest.raises(TypeError, match=r"\[Hinge\] a built-in loss object cannot be called on "
+                                        r"symbolic tensors"):
+        nn.losses.Hinge()(nn.Input((2,)), nn.Input((2,)))

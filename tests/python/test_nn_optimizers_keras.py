@@ -1,0 +1,67 @@
+"""Adadelta, Adamax, Ftrl and Lion against Keras 3 on JAX: the same model,
+weights and batches give the same weights after a few steps."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tessera.nn as nn
+
+
+@pytest.fixture(scope="module")
+def keras():
+    os.environ["KERAS_BACKEND"] = "jax"
+    k = pytest.importorskip("keras")
+    if k.backend.backend() != "jax":
+        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
+    return k
+
+
+CASES = [
+    ("Adadelta", {"learning_rate": 1.0}),
+    ("Adadelta", {"learning_rate": 0.5, "rho": 0.9, "epsilon": 1e-6}),
+    ("Adamax", {"learning_rate": 0.01}),
+    ("Adamax", {"learning_rate": 0.02, "beta_1": 0.8, "beta_2": 0.99}),
+    ("Lion", {"learning_rate": 0.003}),
+    ("Lion", {"learning_rate": 0.001, "beta_1": 0.95, "beta_2": 0.98}),
+    ("Ftrl", {"learning_rate": 0.1}),
+    ("Ftrl", {"learning_rate": 0.05, "l1_regularization_strength": 0.01,
+              "l2_regularization_strength": 0.02, "l2_shrinkage_regularization_strength": 0.01,
+              "beta": 0.1, "learning_rate_power": -0.4}),
+]
+
+
+@pytest.mark.parametrize("name,kwargs", CASES)
+def test_optimizer_steps_match_keras(keras, name, kwargs):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(24, 4)).astype(np.float32)
+    y = rng.normal(size=(24, 3)).astype(np.float32)
+    w = [rng.normal(size=(4, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32) * .1,
+         rng.normal(size=(8, 3)).astype(np.float32), np.zeros(3, np.float32)]
+    ours = nn.Sequential([nn.Dense(8, activation="tanh", input_shape=(4,)), nn.Dense(3)])
+    theirs = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"),
+                               keras.layers.Dense(3)])
+    ours.set_weights(w)
+    theirs.set_weights(w)
+    ours.compile(getattr(nn.optimizers, name)(**kwargs), "mse")
+    theirs.compile(getattr(keras.optimizers, name)(**kwargs), "mse")
+    h1 = ours.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    assert not np.allclose(ours.get_weights()[0], w[0])  # it did move
+    opt = getattr(nn.optimizers, name)(**kwargs)
+    again = nn.optimizers.get(opt.get_config())
+    assert type(again) is type(opt) and again.get_config() == opt.get_config()
+    assert type(nn.optimizers.get(name.lower())) is type(opt)
+
+
+def test_bad_arguments_name_the_optimizer():
+    with pytest.raises(ValueError, match=r"\[Adadelta\] rho must be in \[0, 1\), got 1.5"):
+        nn.optimizers.Adadelta(rho=1.5)
+    with pytest.raises(ValueError, match=r"\[Ftrl\] learning_rate_power must be a number <= 0"):
+        nn.optimizers.Ftrl(learning_rate_power=0.5)
+    with pytest.raises(ValueError, match=r"\[Lion\] beta_1"):
+        nn.optimizers.Lion(beta_1=-0.1)
