@@ -337,6 +337,18 @@ struct Gen {
       llvm::Value* tb = cond(n.kids[1]);
       return n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb);
     }
+    return short_circuit(n, ta, [&] {
+      CV bv = eval(n.kids[1]);
+      if (!is_scalar(static_cast<Reg::Kind>(bv.k))) throw Refuse{"'and'/'or' of a non-scalar"};
+      return truth(bv);
+    });
+  }
+
+  // `and`/`or` whose left side `ta` decides alone when it is false (and) or
+  // true (or): the right side, `rhs_truth`, is evaluated in a block of its
+  // own; the result is the phi of the two.
+  template <class F>
+  llvm::Value* short_circuit(const FNode& n, llvm::Value* ta, F rhs_truth) {
     llvm::BasicBlock* from = b.GetInsertBlock();
     llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
@@ -345,9 +357,7 @@ struct Gen {
     else
       b.CreateCondBr(ta, done, rhs);
     b.SetInsertPoint(rhs);
-    CV bv = eval(n.kids[1]);
-    if (!is_scalar(static_cast<Reg::Kind>(bv.k))) throw Refuse{"'and'/'or' of a non-scalar"};
-    llvm::Value* tb = truth(bv);
+    llvm::Value* tb = rhs_truth();
     llvm::BasicBlock* rhs_end = b.GetInsertBlock();
     b.CreateBr(done);
     b.SetInsertPoint(done);
@@ -903,26 +913,13 @@ struct Gen {
           return CV{Reg::NpBool, n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb)};
         }
         // Python-like left side: short-circuits; both sides Python-like.
-        llvm::BasicBlock* from = b.GetInsertBlock();
-        llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
-        llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
-        if (n.is_and)
-          b.CreateCondBr(ta, rhs, done);
-        else
-          b.CreateCondBr(ta, done, rhs);
-        b.SetInsertPoint(rhs);
-        CV c = eval(n.kids[1]);
-        const auto kc = static_cast<Reg::Kind>(c.k);
-        if (!is_scalar(kc) || is_strong(kc) || c.s)
-          throw Refuse{"'and'/'or' whose value's kind varies"};
-        llvm::Value* tb = truth(c);
-        llvm::BasicBlock* rhs_end = b.GetInsertBlock();
-        b.CreateBr(done);
-        b.SetInsertPoint(done);
-        llvm::PHINode* phi = b.CreatePHI(i1, 2);
-        phi->addIncoming(b.getInt1(!n.is_and), from);
-        phi->addIncoming(tb, rhs_end);
-        return CV{Reg::PyBool, phi};
+        return CV{Reg::PyBool, short_circuit(n, ta, [&] {
+                    CV c = eval(n.kids[1]);
+                    const auto kc = static_cast<Reg::Kind>(c.k);
+                    if (!is_scalar(kc) || is_strong(kc) || c.s)
+                      throw Refuse{"'and'/'or' whose value's kind varies"};
+                    return truth(c);
+                  })};
       }
       case Op::Binary:
         return binary(n);
