@@ -8,27 +8,13 @@ units of the whole weights.
 run: build/tessera run -n 4 --mesh data=4 bench/bench_zero3_prefetch.py
 """
 
-import time
 
 import numpy as np
 
 import tessera.distributed as dist
-from tessera import _core, nn, optim
+from tessera import nn, optim
 
-
-class Step(nn.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.times, self.peaks = [], []
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.live = _core.memory_stats()["live_bytes"]
-        _core.reset_peak_memory()
-        self.t = time.perf_counter()
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.times.append(time.perf_counter() - self.t)
-        self.peaks.append(_core.memory_stats()["peak_live_bytes"] - self.live)
+from step_meter import Step
 
 
 def main():
