@@ -186,6 +186,12 @@ def main():
             print(mode, "failed:", r.stderr[-2000:])
             return 1
         res[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    from machine import machine_line  # noqa: PLC0415 - bench/ is on sys.path from here
+
+    print(machine_line())
+    print("tessera: tessera.jit, the loops' scalar fast path (interp: TESSERA_NATIVE=0; native: "
+          "LLVM); numba: numba.njit (its default: one thread, no fastmath, no parallel); each "
+          f"a process of its own; medians of {a.runs} calls after a first (compiling) one")
     print(f"{'kernel':18s} {'interp ms':>10s} {'native ms':>10s} {'numba ms':>9s} "
           f"{'nat/numba':>9s} {'1st nat ms':>10s} {'1st numba ms':>12s}")
     ratios = []

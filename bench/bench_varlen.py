@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from machine import machine_line
+
 
 def build(lib, vocab, dim, units):
     inp = lib.Input(shape=(None,), dtype="int32")
@@ -54,6 +56,7 @@ def main():
     a = ap.parse_args()
     lengths = [int(v) for v in a.lengths.split(",")]
     libs = {}
+    import tessera  # noqa: PLC0415
     import tessera.nn as tnn  # noqa: PLC0415
 
     libs["tessera"] = tnn
@@ -76,6 +79,9 @@ def main():
                 again[(n, L)].append(timed(m, x, y, a.batch))
         print(f"round {r + 1}/{a.rounds} done; tessera shapes written: "
               f"{models['tessera'].varlen_compiles}")
+    print(machine_line())
+    print(f"tessera: {tessera.num_threads()} threads; keras-jax: Keras 3 on JAX's CPU build (XLA, jit_compile default), same "
+          "weights and data, fits interleaved")
     print(f"{'library':10} {'length':>6} {'first fit s':>12} {'cached fit s':>13} "
           f"{'new shape s':>12}  (medians of {a.rounds}; {a.samples} samples, batch {a.batch})")
     for n in libs:
