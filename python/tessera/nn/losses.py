@@ -9,11 +9,13 @@ step differentiates like the rest of the model.
     model.compile("adam", "kld")          # the same by name
 """
 
+import inspect
 import numbers
 
 import numpy as np
 
 from .. import _core
+from .layers import _snake
 
 __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "Huber", "LogCosh", "KLDivergence", "Poisson",
@@ -57,7 +59,6 @@ class Loss:
                                  f"got {name!r}")
             self.name = name
         elif self._is_custom():
-            from .layers import _snake  # noqa: PLC0415
 
             self.name = _snake(type(self).__name__)
         if reduction not in ("sum_over_batch_size", "mean", None) and reduction != "auto":
@@ -85,7 +86,6 @@ class Loss:
     @classmethod
     def from_config(cls, config):
         """The loss get_config described (Keras's Loss.from_config)."""
-        import inspect  # noqa: PLC0415
 
         config = {k: v for k, v in dict(config).items() if k != "class"}
         params = inspect.signature(cls.__init__).parameters

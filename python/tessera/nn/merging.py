@@ -3,6 +3,8 @@ Subtract, Multiply, Average, Maximum, Minimum, Concatenate, Dot."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .layers import Layer
 
 __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot",
@@ -34,7 +36,6 @@ class _Merge(Layer):
     def output_mask(self, inputs, mask):
         """Keras's Merge.compute_mask: the inputs' masks or-ed, none when an
         input has none."""
-        import numpy as np  # noqa: PLC0415
 
         masks = [getattr(t, "_keras_mask", None) for t in inputs]
         if any(m is None for m in masks):
@@ -147,7 +148,6 @@ class Concatenate(_Merge):
         """Keras's Concatenate.compute_mask: each input's mask spread over
         its shape (all true without one), joined along the axis, then any
         over the last axis."""
-        import numpy as np  # noqa: PLC0415
 
         masks = [getattr(t, "_keras_mask", None) for t in inputs]
         if all(m is None for m in masks):

@@ -33,6 +33,7 @@ The definitions, names and defaults are Keras 3's:
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from typing import Callable, List, Optional, Sequence
@@ -40,6 +41,7 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 
 from ._config import Configurable
+from .layers import _snake
 
 __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
            "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
@@ -101,7 +103,6 @@ class Metric(Configurable):
                                  f"{name!r}")
             self.name = name
         elif self._stateful() and type(self).name == "metric":
-            from .layers import _snake  # noqa: PLC0415
 
             self.name = _snake(type(self).__name__)
         self.dtype = dtype
@@ -236,7 +237,6 @@ class Metric(Configurable):
     def from_config(cls, config):
         if cls.update_state is Metric.update_state:
             return super().from_config.__func__(cls, config)
-        import inspect  # noqa: PLC0415
 
         config = {k: v for k, v in dict(config).items() if k != "class"}
         params = inspect.signature(cls.__init__).parameters

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from .layers import Layer
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 
@@ -45,7 +47,6 @@ class Masking(Layer):
         return f"where({keep}, {x}, zeros_like({x}))"
 
     def output_mask(self, inputs, mask):
-        import numpy as np  # noqa: PLC0415
 
         return np.any(inputs[0] != self.mask_value, axis=-1)
 
