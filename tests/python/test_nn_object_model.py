@@ -16,7 +16,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 @pytest.fixture(scope="module")
 def keras():
     os.environ["KERAS_BACKEND"] = "jax"
-    k = pytest.importorskip("keras")
+    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
     if k.backend.backend() != "jax":
         pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
     return k

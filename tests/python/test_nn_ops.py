@@ -14,7 +14,7 @@ import tessera  # noqa: E402
 from tessera import nn as tnn  # noqa: E402
 from tessera.nn import ops as tops  # noqa: E402
 
-keras = pytest.importorskip("keras")  # installed by scripts/install-deps (a test oracle)
+import keras  # noqa: E402 - installed by scripts/install-deps (a test oracle): missing is a failure
 kops = keras.ops
 
 RNG = np.random.default_rng(0)
