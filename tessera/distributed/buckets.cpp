@@ -66,10 +66,20 @@ struct Bucket {
 
 // Buckets waiting for members, by name. Never destroyed: the watchdog thread
 // (detached) may still look at it while the process exits.
+// A fence waiting for a bucket in flight: its cotangent, passed on when the
+// bucket's collective completes.
+struct Fence {
+  Promise<Value> promise;
+  Value g;
+};
+
 struct Staging {
   std::mutex mutex;
   std::condition_variable cv;
   std::map<std::string, Bucket> buckets;
+  // Buckets whose collective is in flight (launched, not completed), with the
+  // fences (bucket_after) waiting for them.
+  std::map<std::string, std::vector<Fence>> in_flight;
   bool watchdog = false;
 };
 
@@ -120,6 +130,8 @@ void watch() {
   }
 }
 
+void track_in_flight(const std::string& name, Future<Value> f);
+
 // Every member is there: one all_reduce of all of them, then each member's
 // part of the result (views of the reduced buffer, no copy).
 void launch(const std::string& name, Bucket b) {
@@ -164,6 +176,7 @@ void launch(const std::string& name, Bucket b) {
       return;
     }
     Future<Value> f = detail::reduce_scatter(flat, ReduceOp::sum, site, b.group);
+    track_in_flight(name, f);
     f.on_ready([f, members] {
       if (auto e = f.error()) {
         (*members)[0].promise.set_error(e);
@@ -174,6 +187,7 @@ void launch(const std::string& name, Bucket b) {
     return;
   }
   Future<Value> f = detail::all_reduce(flat, ReduceOp::sum, site, b.group);
+  track_in_flight(name, f);
   f.on_ready([f, members, dt] {
     if (auto e = f.error()) {
       for (auto& m : *members) m.promise.set_error(e);
@@ -186,6 +200,28 @@ void launch(const std::string& name, Bucket b) {
       part += view.nbytes();
       m.promise.set_value(Value(std::move(view)));
     }
+  });
+}
+
+// The bucket's collective is on the wire until `f` is ready: fences asking
+// for it wait (bucket_after), then go on, whatever its outcome.
+void track_in_flight(const std::string& name, Future<Value> f) {
+  Staging& s = staging();
+  {
+    std::lock_guard lock(s.mutex);
+    s.in_flight.try_emplace(name);
+  }
+  f.on_ready([name] {
+    Staging& st = staging();
+    std::vector<Fence> released;
+    {
+      std::lock_guard lock(st.mutex);
+      auto it = st.in_flight.find(name);
+      if (it == st.in_flight.end()) return;
+      released = std::move(it->second);
+      st.in_flight.erase(it);
+    }
+    for (auto& fence : released) fence.promise.set_value(std::move(fence.g));
   });
 }
 
@@ -273,6 +309,18 @@ Future<Value> stage_member(Args& a, int first, int64_t length, const char* op) {
     launch(name, std::move(full));
   }
   return result;
+}
+
+// bucket_fence's gradient: g, once the named bucket's collective is no longer
+// in flight (at once when it is not: not launched yet, or done).
+Future<Value> bucket_after_async(Args& a) {
+  const std::string& name = a.string(1);
+  Staging& s = staging();
+  std::lock_guard lock(s.mutex);
+  auto it = s.in_flight.find(name);
+  if (it == s.in_flight.end()) return Future<Value>::ready(a[0]);
+  it->second.push_back({Promise<Value>(), a[0]});
+  return it->second.back().promise.get_future();
 }
 
 Future<Value> bucket_all_reduce_async(Args& a) { return stage_member(a, 1, -1, "bucket_all_reduce"); }
@@ -450,6 +498,27 @@ const bool registered_buckets = register_primitives({
      .grads = {"bucket_reduce_scatter(g, shard, bucket, member, members, group)", "", "", "", "",
                ""},
      .passes_through = true},  // x itself, as grad_bucket's
+    {.name = "bucket_fence",
+     .family = "distributed",
+     .params = {{"x"}, {"bucket"}},
+     .help = "x unchanged; in the backward pass x's gradient goes on only once the named gradient "
+             "bucket's collective is no longer in flight (bucket_after): back-pressure that bounds "
+             "the gradient buckets on the wire while the backward pass computes (ZeRO-2's "
+             "Model.ZERO2_IN_FLIGHT). Only an order: the values are unchanged.",
+     .eval = [](Args& a) -> Value { return a[0]; },
+     .ns_per_element = 0.0,
+     .grads = {"bucket_after(g, bucket)", ""},
+     .passes_through = true},
+    async_spec(
+        {.name = "bucket_after",
+         .family = "distributed",
+         .params = {{"g"}, {"bucket"}},
+         .help = "g, once the named gradient bucket's collective (bucket_all_reduce, "
+                 "bucket_reduce_scatter) is no longer in flight; at once when it is not (not "
+                 "launched yet, or done). The gradient of bucket_fence.",
+         .eval = nullptr,
+         .grads = {}},
+        bucket_after_async),
     async_spec(
         {.name = "bucket_reduce_scatter",
          .family = "distributed",

@@ -6,10 +6,13 @@
 # are whole at once, not the model; stage 2 reduce-scatters each bucket's
 # gradient from inside the backward pass, so at most a few buckets of whole
 # gradient exist at once. Twelve Dense(384) layers, a bucket per layer.
-# Measured: 0.63 of the whole weights under both stages; without either (the
-# whole model gathered and kept for the backward pass, every whole gradient
-# made before the reduce-scatter) 1.34 (stage 3) and 1.25 (stage 2). The
-# test asks for at most 0.9. Under stage 3 also deterministic mode with 4
+# Measured: 0.63 of the whole weights under stage 3; under stage 2 0.63 on
+# the flat path, about 1.0 with the bucket marks unbounded (every bucket's
+# gradient in flight at once) and 0.14-0.48 with the marks held to
+# Model.ZERO2_IN_FLIGHT = 2 buckets in flight (the default); without either
+# stage's care (the whole model gathered and kept for the backward pass,
+# every whole gradient made before the reduce-scatter) 1.34 (stage 3) and
+# 1.25 (stage 2). The test asks for at most 0.9 (stage 3) and 0.75 (stage 2). Under stage 3 also deterministic mode with 4
 # and 8 chunks, whose gathers are per bucket too (it used to gather the whole
 # model at the step's start): at most 1.5 and 2.5 of the whole weights
 # (measured 1.25 and 2.1; 2.00 and 3.00 before). Prints "ok" on every rank.
@@ -62,7 +65,7 @@ def step_peak(deterministic=False):
 step = step_peak()
 print(f"rank {R}: zero {K}: step peak {step / 2**20:.2f} MiB, whole weights "
       f"{WHOLE / 2**20:.2f} MiB, {step / WHOLE:.2f} of them", flush=True)
-assert step <= 0.9 * WHOLE, (K, step, WHOLE)
+assert step <= (0.9 if K == 3 else 0.75) * WHOLE, (K, step, WHOLE)
 if K == 3:
     # Deterministic mode gathers each bucket around its uses too (it used to
     # gather every bucket at the step's start: 1.0 more). What remains is

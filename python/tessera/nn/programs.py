@@ -178,6 +178,9 @@ class ProgramsMixin:
         fresh_count = iter(range(1 << 30))
         writer = None
         entering = [None]  # the input(s) of the layer being written
+        # ZeRO-2 with bucket marks: the buckets the layer being written reads
+        # (its output is fenced on the bucket ZERO2_IN_FLIGHT before them)
+        reads: list = []
 
         def param(layer, pname):
             key = (id(layer), pname)
@@ -188,6 +191,8 @@ class ProgramsMixin:
             v = self._var_of[key]
             if used is not None:
                 used.add(v)
+            if v in where and gather.stage == 2 and self.ZERO2_BUCKET_MARKS:
+                reads.append(where[v][0])
             if v in where and v not in gathered and gather.stage == 2 and \
                     self.ZERO2_BUCKET_MARKS:
                 # ZeRO-2: the whole weight the member holds, marked as a member
@@ -269,10 +274,20 @@ class ProgramsMixin:
             if t.id in add_fused:
                 ctx.residual = w.expr(add_fused[t.id][0])
             ctx.input_shapes = [i.shape for i in ins]
+            outer = reads[:]
+            del reads[:]
             p = {q.name: param(layer, q.name) for q in layer.params} if not \
                 layer._is_custom() else {}
             out = layer.forward(exprs if multi else exprs[0], p, ctx, **static)
             stats.extend(ctx.stats)
+            depth = self.ZERO2_IN_FLIGHT
+            if reads and depth and isinstance(out, str) and min(reads) - depth >= 0:
+                # back-pressure: this layer's backward (which makes the
+                # gradients of bucket min(reads)) waits until the bucket
+                # `depth` before it is no longer in flight, so at most
+                # `depth` buckets of gradient are on the wire or being made
+                out = f"bucket_fence({out}, \"s{min(reads) - depth}\")"
+            reads[:] = outer + reads
             return out
 
         bound = {t.id: n for t, n in zip(self._inputs, xs)}
@@ -462,7 +477,7 @@ class ProgramsMixin:
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
         kind_key = (kind, tuple(self._params(True)), self.ZERO3_PREFETCH,
-                    self.ZERO3_PREFETCH_BYTES)
+                    self.ZERO3_PREFETCH_BYTES, self.ZERO2_BUCKET_MARKS, self.ZERO2_IN_FLIGHT)
         prog = self._programs.get(kind_key)
         if prog is not None:
             return prog
@@ -533,10 +548,15 @@ class ProgramsMixin:
     # gradients, instead of making the flat bucket of the weights
     # (grad_scatter, remat). Fewer copies per step and a faster step (its
     # reduce-scatters overlap the backward pass; the flat path's run one at a
-    # time), but a higher step peak: every bucket's gradient can be in flight
-    # at once, waiting for the slowest rank (docs/parallelism.md, "ZeRO 2's
-    # bucket marks"), so off by default.
-    ZERO2_BUCKET_MARKS = False
+    # time). Unbounded, every bucket's gradient could be in flight at once,
+    # waiting for the slowest rank (docs/parallelism.md, "ZeRO 2's bucket
+    # marks"): ZERO2_IN_FLIGHT bounds them. False: the flat path.
+    ZERO2_BUCKET_MARKS = True
+    # ZeRO 2 with bucket marks: a layer's backward pass waits until the
+    # bucket of gradients this many buckets before its own is no longer being
+    # reduce-scattered (bucket_fence), so at most this many buckets of whole
+    # gradient are in flight while the backward pass goes on (None: no bound).
+    ZERO2_IN_FLIGHT = 2
     # Gradients fused into one all-reduce up to this many bytes.
     BUCKET_BYTES = 4 << 20
     # ZeRO 3: the forward pass gathers, with the bucket a layer first uses,

@@ -11,11 +11,15 @@ optimizer updates only that slice, with state of that size:
   pass as without ZeRO); each member takes its slice, updates the slice of
   the parameters, and the updated slices are all-gathered into parameters;
 - stage 2: each bucket is reduce-scattered instead, from inside the
-  backward pass as soon as the bucket's gradient is complete (the loss
-  function reads each bucket as one flat array made from the whole weights,
-  rematerialised, whose gradient rule, grad_scatter's, is the
-  reduce-scatter to this member's slice), so a whole gradient exists only
-  for a bucket or two at a time; in deterministic mode an all-to-all of the
+  backward pass as soon as the bucket's gradient is complete (each whole
+  weight is marked as a member of its bucket, grad_bucket_shard, whose
+  gradient rule is the reduce-scatter of the joined bucket to this member's
+  slice; each layer's output is fenced, bucket_fence, so that at most
+  Model.ZERO2_IN_FLIGHT buckets are in flight while the backward pass goes
+  on; with Model.ZERO2_BUCKET_MARKS = False the loss function reads each
+  bucket as one flat array made from the whole weights, rematerialised,
+  whose gradient rule, grad_scatter's, is the reduce-scatter), so a whole
+  gradient exists only for a bucket or two at a time; in deterministic mode an all-to-all of the
   partial sums, finished by the fixed sum, so only the slice of the summed
   gradient is made;
 - stage 3: the parameters are held only as slices between steps; the
