@@ -12,6 +12,7 @@ from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, 
                      GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
                      GlobalMaxPooling2D, Identity, Layer, LayerNormalization, MaxPool1D,
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Permute, RepeatVector, Reshape)
+from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import MultiHeadAttention
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
@@ -49,6 +50,7 @@ __all__ = [
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",
+    "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax",
 ]
 
 

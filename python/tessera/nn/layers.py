@@ -1382,6 +1382,8 @@ _ELSEWHERE = {
     "Masking": "wrappers", "Bidirectional": "wrappers", "TimeDistributed": "wrappers",
     "RNN": "wrappers", "SimpleRNNCell": "wrappers", "LSTMCell": "wrappers",
     "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
+    "ReLU": "activation_layers", "Softmax": "activation_layers", "LeakyReLU": "activation_layers",
+    "PReLU": "activation_layers", "ELU": "activation_layers",
 }
 
 

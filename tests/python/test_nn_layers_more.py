@@ -1,0 +1,131 @@
+"""Keras layers added for issue 30 (activation, Lambda, reshaping, noise,
+separable convolutions, attention, normalization, channels_first), each
+against Keras 3 on JAX as the oracle: the same model built in both, the
+same weights (set_weights), outputs compared; names, configs, summaries,
+and a few training steps where the layer has weights or acts in training."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import keras  # noqa: E402  (the oracle only; tessera never imports it)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import tessera  # noqa: E402
+from tessera import nn  # noqa: E402
+
+RNG = np.random.default_rng(30)
+
+
+def _x(*shape, scale=1.0):
+    return (RNG.normal(size=shape) * scale).astype(np.float32)
+
+
+def _both(build, randomize=True, scale=0.4):
+    """The model `build(lib)` made in tessera and in Keras, with tessera's
+    (random) weights copied into Keras's."""
+    t = build(nn)
+    k = build(keras)
+    if randomize:
+        t.set_weights([RNG.normal(size=w.shape).astype(np.float32) * scale
+                       for w in t.get_weights()])
+    k.set_weights(t.get_weights())
+    return t, k
+
+
+def _single(layer_of, shape):
+    """build(lib): Input(shape) -> layer_of(lib)."""
+    def build(lib):
+        inp = lib.Input(shape=shape)
+        return lib.Model(inp, layer_of(lib)(inp))
+    return build
+
+
+def _same(t, k, x, rtol=1e-5, atol=1e-6):
+    got = t.predict(x, verbose=0)
+    want = k.predict(x, verbose=0)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def _train_same(t, k, x, y, loss="mse", steps=3, rtol=2e-4, atol=1e-5):
+    """A few SGD steps in both: the same weights after them."""
+    t.compile(nn.optimizers.SGD(0.1), loss)
+    k.compile(keras.optimizers.SGD(0.1), loss, run_eagerly=True)  # (no XLA compile: fast)
+    t.fit(x, y, batch_size=len(y), epochs=steps, shuffle=False, verbose=0)
+    k.fit(x, y, batch_size=len(y), epochs=steps, shuffle=False, verbose=0)
+    for a, b in zip(t.get_weights(), k.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def _names_and_config(t_layer, k_layer):
+    """Keras's default name and a get_config/from_config round trip."""
+    base = lambda n: n.rsplit("_", 1)[0] if n.rsplit("_", 1)[-1].isdigit() else n  # noqa: E731
+    assert base(t_layer.name) == base(k_layer.name)
+    again = type(t_layer).from_config(t_layer.get_config())
+    assert type(again) is type(t_layer)
+    return again
+
+
+# ------------------------------------------------------------ 1. activations
+
+
+@pytest.mark.parametrize("make", [
+    lambda L: L.ReLU(),
+    lambda L: L.ReLU(max_value=1.5),
+    lambda L: L.ReLU(negative_slope=0.2),
+    lambda L: L.ReLU(max_value=6.0, negative_slope=0.1, threshold=0.5),
+    lambda L: L.ReLU(threshold=0.3),
+    lambda L: L.LeakyReLU(),
+    lambda L: L.LeakyReLU(negative_slope=0.05),
+    lambda L: L.ELU(alpha=0.7),
+    lambda L: L.Softmax(),
+    lambda L: L.Softmax(axis=1),
+    lambda L: L.Softmax(axis=[1, 2]),
+    lambda L: L.PReLU(),
+    lambda L: L.PReLU(shared_axes=[1]),
+], ids=["relu", "relu-max", "relu-slope", "relu-all", "relu-threshold", "leaky", "leaky-0.05",
+        "elu", "softmax", "softmax-1", "softmax-12", "prelu", "prelu-shared"])
+def test_activation_layers_match_keras(make):
+    t, k = _both(_single(lambda lib: make(lib.layers), (3, 4)), scale=0.5)
+    x = _x(5, 3, 4, scale=2.0)
+    _same(t, k, x)
+    _names_and_config(t.layers[-1], k.layers[-1])
+
+
+def test_relu_names_and_bad_arguments():
+    assert nn.layers.ReLU().name.startswith("re_lu")
+    assert nn.layers.LeakyReLU().name.startswith("leaky_re_lu")
+    assert nn.layers.PReLU().name.startswith("p_re_lu")
+    with pytest.raises(ValueError, match=r"\[ReLU\] max_value must be a number >= 0"):
+        nn.layers.ReLU(max_value=-1)
+    with pytest.raises(ValueError, match=r"\[LeakyReLU\] negative_slope"):
+        nn.layers.LeakyReLU(negative_slope=-0.1)
+    with pytest.raises(ValueError, match=r"\[PReLU\] shared_axes"):
+        nn.layers.PReLU(shared_axes=[0])
+
+
+def test_softmax_mask_matches_keras():
+    def build(lib):
+        x = lib.Input(shape=(3, 5))
+        m = lib.Input(shape=(3, 5))
+        return lib.Model([x, m], lib.layers.Softmax()(x, mask=m))
+
+    t, k = build(nn), build(keras)
+    x = _x(4, 3, 5)
+    m = (RNG.random((4, 3, 5)) > 0.4).astype(np.float32)
+    m[0, 1] = 0  # a whole row masked: zeros
+    _same(t, k, [x, m])
+
+
+def test_prelu_trains_as_keras():
+    def build(lib):
+        inp = lib.Input(shape=(4,))
+        h = lib.layers.Dense(6)(inp)
+        h = lib.layers.PReLU(alpha_initializer="ones")(h)
+        return lib.Model(inp, lib.layers.Dense(2)(h))
+
+    t, k = _both(build)
+    assert t.count_params() == k.count_params() == 4 * 6 + 6 + 6 + 6 * 2 + 2
+    _train_same(t, k, _x(8, 4), _x(8, 2))
