@@ -129,3 +129,62 @@ def test_prelu_trains_as_keras():
     t, k = _both(build)
     assert t.count_params() == k.count_params() == 4 * 6 + 6 + 6 + 6 * 2 + 2
     _train_same(t, k, _x(8, 4), _x(8, 2))
+
+
+# ------------------------------------------------------------ 2. Lambda
+
+
+def test_lambda_matches_keras_and_infers_its_shape():
+    def build(lib):
+        inp = lib.Input(shape=(3, 4))
+        h = lib.layers.Lambda(lambda z, k: lib.ops.sum(z * z, axis=-1) * k,
+                              arguments={"k": 0.5})(inp)
+        h = lib.layers.Dense(2)(h)
+        h = lib.layers.Lambda(lambda z: lib.ops.concatenate([z, lib.ops.tanh(z)], axis=-1))(h)
+        return lib.Model(inp, h)
+
+    t, k = _both(build)
+    lam = t.layers[0]  # (Keras lists its InputLayer first)
+    assert lam.name.startswith("lambda") and lam.output_shape == (None, 3)
+    assert t.output_shape == (None, 4)
+    x = _x(5, 3, 4)
+    _same(t, k, x)
+    _train_same(t, k, x, _x(5, 4))  # the gradient flows through the functions
+    y = nn.layers.Lambda(lambda z: nn.ops.square(z) + 1.0)(x)  # eager, on arrays
+    np.testing.assert_allclose(y, x * x + 1.0, rtol=1e-6)
+
+
+def test_lambda_errors_name_the_function():
+    inp = nn.Input(shape=(3,))
+
+    def branchy(z):
+        return z if z > 0 else -z
+
+    with pytest.raises(TypeError, match=r"\[Lambda\].*branchy.*test_nn_layers_more.py:\d+.*"
+                                        "cannot be translated"):
+        nn.layers.Lambda(branchy)(inp)
+    with pytest.raises(TypeError, match=r"\[Lambda\].*must return tensors.*float"):
+        nn.layers.Lambda(lambda z: 1.0)(inp)
+    with pytest.raises(ValueError, match=r"output_shape \(None, 4\) differs .* \(None, 3\)"):
+        nn.layers.Lambda(lambda z: z * 2.0, output_shape=(4,))(inp)
+    with pytest.raises(TypeError, match=r"\[Lambda\] function must be callable"):
+        nn.layers.Lambda(3)
+
+
+def _twice(z):
+    return z * 2.0
+
+
+def test_lambda_saving_refuses_bytecode_but_saves_registered_functions(tmp_path):
+    inp = nn.Input(shape=(3,))
+    model = nn.Model(inp, nn.layers.Lambda(lambda z: z + 1.0)(inp))
+    with pytest.raises(TypeError, match="cannot save the function.*bytecode.*safe_mode.*"
+                                        "register_keras_serializable"):
+        model.save(str(tmp_path / "a.keras"))
+    assert not os.path.exists(tmp_path / "a.keras")
+    fn = nn.register_keras_serializable("test_layers_more")(_twice)
+    model = nn.Model(inp, nn.layers.Lambda(fn)(inp))
+    model.save(str(tmp_path / "b.keras"))
+    x = _x(4, 3)
+    np.testing.assert_allclose(nn.load_model(str(tmp_path / "b.keras")).predict(x, verbose=0),
+                               2 * x, rtol=1e-6)

@@ -14,6 +14,7 @@ from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, 
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Permute, RepeatVector, Reshape)
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import MultiHeadAttention
+from .core_layers import Lambda
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
@@ -50,7 +51,7 @@ __all__ = [
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",
-    "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax",
+    "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
 ]
 
 

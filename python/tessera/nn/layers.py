@@ -1384,6 +1384,7 @@ _ELSEWHERE = {
     "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
     "ReLU": "activation_layers", "Softmax": "activation_layers", "LeakyReLU": "activation_layers",
     "PReLU": "activation_layers", "ELU": "activation_layers",
+    "Lambda": "core_layers", "InputLayer": "core_layers",
 }
 
 
