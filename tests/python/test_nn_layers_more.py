@@ -188,3 +188,57 @@ def test_lambda_saving_refuses_bytecode_but_saves_registered_functions(tmp_path)
     x = _x(4, 3)
     np.testing.assert_allclose(nn.load_model(str(tmp_path / "b.keras")).predict(x, verbose=0),
                                2 * x, rtol=1e-6)
+
+
+# ------------------------------------------------------------ 3. reshaping
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda L: L.ZeroPadding1D(), (4, 3)),
+    (lambda L: L.ZeroPadding1D((2, 0)), (4, 3)),
+    (lambda L: L.ZeroPadding2D(), (3, 4, 2)),
+    (lambda L: L.ZeroPadding2D(((1, 0), (2, 3))), (3, 4, 2)),
+    (lambda L: L.ZeroPadding2D((1, 2), data_format="channels_first"), (2, 3, 4)),
+    (lambda L: L.Cropping1D(), (5, 3)),
+    (lambda L: L.Cropping1D((0, 2)), (5, 3)),
+    (lambda L: L.Cropping2D(((1, 0), (1, 2))), (4, 5, 2)),
+    (lambda L: L.Cropping2D(1, data_format="channels_first"), (2, 4, 5)),
+    (lambda L: L.UpSampling1D(3), (4, 2)),
+    (lambda L: L.UpSampling2D(), (3, 4, 2)),
+    (lambda L: L.UpSampling2D((1, 3), data_format="channels_first"), (2, 3, 4)),
+    (lambda L: L.UpSampling2D((2, 3), interpolation="bilinear"), (3, 4, 2)),
+    (lambda L: L.UpSampling2D(2, data_format="channels_first", interpolation="bilinear"),
+     (2, 3, 4)),
+], ids=["zp1", "zp1-left", "zp2", "zp2-pairs", "zp2-cf", "crop1", "crop1-end", "crop2",
+        "crop2-cf", "up1", "up2", "up2-cf", "up2-bilinear", "up2-bilinear-cf"])
+def test_reshaping_layers_match_keras(make, shape):
+    t, k = _both(_single(lambda lib: make(lib.layers), shape))
+    _same(t, k, _x(3, *shape))
+    assert t.output_shape == k.output_shape
+    _names_and_config(t.layers[-1], k.layers[-1])
+
+
+def test_reshaping_layers_train_in_a_convnet_as_keras():
+    def build(lib):
+        inp = lib.Input(shape=(5, 5, 2))
+        h = lib.layers.ZeroPadding2D(1)(inp)
+        h = lib.layers.Conv2D(3, 3)(h)
+        h = lib.layers.UpSampling2D(interpolation="bilinear")(h)
+        h = lib.layers.Cropping2D(((1, 2), (0, 1)))(h)
+        return lib.Model(inp, lib.layers.Dense(2)(lib.layers.Flatten()(h)))
+
+    t, k = _both(build)
+    x = _x(4, 5, 5, 2)
+    _same(t, k, x)
+    _train_same(t, k, x, _x(4, 2))
+
+
+def test_reshaping_errors():
+    with pytest.raises(ValueError, match=r"\[ZeroPadding2D\] padding must be an int"):
+        nn.layers.ZeroPadding2D((1, 2, 3))
+    with pytest.raises(ValueError, match=r"\[Cropping1D\] cropping \(\(3, 2\),\) must leave"):
+        nn.layers.Cropping1D((3, 2))(nn.Input(shape=(5, 2)))
+    with pytest.raises(ValueError, match=r"\[UpSampling2D\] interpolation 'bicubic'"):
+        nn.layers.UpSampling2D(interpolation="bicubic")
+    with pytest.raises(ValueError, match=r"data_format must be"):
+        nn.layers.Cropping2D(data_format="NCHW")

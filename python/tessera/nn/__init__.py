@@ -25,6 +25,8 @@ from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
 from .recurrent import GRU, LSTM, SimpleRNN
+from .reshaping import (Cropping1D, Cropping2D, UpSampling1D, UpSampling2D, ZeroPadding1D,
+                        ZeroPadding2D)
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
 from .variables import Variable
@@ -52,6 +54,7 @@ __all__ = [
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",
     "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
+    "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
 ]
 
 

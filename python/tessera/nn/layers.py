@@ -90,6 +90,17 @@ def _pair(v, name: str, where: str) -> Tuple[int, int]:
     return v
 
 
+def _data_format(v, where: str) -> str:
+    """Keras's data_format: None (channels_last, Keras's default), "channels_last" or
+    "channels_first"."""
+    if v is None:
+        return "channels_last"
+    if v not in ("channels_last", "channels_first"):
+        raise ValueError(f"[{where}] data_format must be 'channels_last' or 'channels_first', "
+                         f"got {v!r}")
+    return v
+
+
 def _positive(v, name: str, where: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
         raise ValueError(f"[{where}] {name} must be a positive int, got {v!r}")
@@ -1385,6 +1396,8 @@ _ELSEWHERE = {
     "ReLU": "activation_layers", "Softmax": "activation_layers", "LeakyReLU": "activation_layers",
     "PReLU": "activation_layers", "ELU": "activation_layers",
     "Lambda": "core_layers", "InputLayer": "core_layers",
+    "ZeroPadding1D": "reshaping", "ZeroPadding2D": "reshaping", "UpSampling1D": "reshaping",
+    "UpSampling2D": "reshaping", "Cropping1D": "reshaping", "Cropping2D": "reshaping",
 }
 
 
