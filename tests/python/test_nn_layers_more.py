@@ -242,3 +242,93 @@ def test_reshaping_errors():
         nn.layers.UpSampling2D(interpolation="bicubic")
     with pytest.raises(ValueError, match=r"data_format must be"):
         nn.layers.Cropping2D(data_format="NCHW")
+
+
+# ------------------------------------------------------------ 4. noise
+
+
+NOISE = {
+    "SpatialDropout1D": (lambda L: L.SpatialDropout1D(0.5), (6, 40)),
+    "SpatialDropout2D": (lambda L: L.SpatialDropout2D(0.5), (3, 4, 40)),
+    "SpatialDropout2D-cf": (lambda L: L.SpatialDropout2D(0.5, data_format="channels_first"),
+                            (40, 3, 4)),
+    "GaussianNoise": (lambda L: L.GaussianNoise(0.3), (400,)),
+    "GaussianDropout": (lambda L: L.GaussianDropout(0.2), (400,)),
+    "AlphaDropout": (lambda L: L.AlphaDropout(0.2), (400,)),
+}
+
+
+@pytest.mark.parametrize("name", list(NOISE))
+def test_noise_layers_are_identity_in_inference_as_keras(name):
+    make, shape = NOISE[name]
+    t, k = _both(_single(lambda lib: make(lib.layers), shape))
+    x = _x(3, *shape)
+    _same(t, k, x, rtol=0, atol=0)
+    np.testing.assert_array_equal(t.predict(x, verbose=0), x)
+    _names_and_config(t.layers[-1], k.layers[-1])
+
+
+def _training_output(make, shape, x):
+    """The layer's output in training (training=True forced on the call)."""
+    inp = nn.Input(shape=shape)
+    return nn.Model(inp, make(nn.layers)(inp, training=True)).predict(x, verbose=0)
+
+
+def test_spatial_dropout_drops_whole_channels_in_training():
+    for name, axes in (("SpatialDropout1D", (1,)), ("SpatialDropout2D", (1, 2)),
+                       ("SpatialDropout2D-cf", (2, 3))):
+        make, shape = NOISE[name]
+        x = np.abs(_x(8, *shape)) + 0.1
+        ratio = _training_output(make, shape, x) / x
+        assert set(np.round(np.unique(ratio), 5)) <= {0.0, 2.0}
+        # the same factor at every position of a channel, about half dropped
+        assert np.all(ratio.min(axis=axes) == ratio.max(axis=axes)), name
+        assert 0.3 < np.mean(ratio == 0) < 0.7, name
+
+
+def test_gaussian_and_alpha_dropout_have_keras_statistics_in_training():
+    x = np.ones((50, 400), np.float32)
+    noise = _training_output(NOISE["GaussianNoise"][0], (400,), x) - x
+    assert abs(noise.mean()) < 0.02 and abs(noise.std() - 0.3) < 0.02
+    factor = _training_output(NOISE["GaussianDropout"][0], (400,), x)
+    assert abs(factor.mean() - 1) < 0.02 and abs(factor.std() - np.sqrt(0.2 / 0.8)) < 0.02
+    # AlphaDropout keeps a standard normal input's mean and variance (SELU's fixed point)
+    z = RNG.normal(size=(50, 400)).astype(np.float32)
+    y = _training_output(NOISE["AlphaDropout"][0], (400,), z)
+    assert abs(y.mean()) < 0.05 and abs(y.std() - 1) < 0.05
+    alpha_p = -1.6732632423543772 * 1.0507009873554805
+    a = ((1 - 0.2) * (1 + 0.2 * alpha_p ** 2)) ** -0.5
+    dropped = np.isclose(y, a * alpha_p - a * alpha_p * 0.2, atol=1e-5)
+    np.testing.assert_allclose(y[~dropped], a * z[~dropped] - a * alpha_p * 0.2, rtol=1e-5,
+                               atol=1e-5)
+    assert 0.15 < dropped.mean() < 0.25
+
+
+def test_noise_layers_train():
+    for name in ("SpatialDropout1D", "GaussianNoise", "AlphaDropout"):
+        make, shape = NOISE[name]
+        inp = nn.Input(shape=shape)
+        h = make(nn.layers)(nn.layers.Dense(3)(inp))
+        model = nn.Model(inp, nn.layers.Dense(1)(h))
+        model.compile(nn.optimizers.SGD(0.01), "mse")
+        w0 = model.get_weights()
+        hist = model.fit(_x(8, *shape), _x(8, *shape[:-1], 1), epochs=2, verbose=0)
+        assert np.all(np.isfinite(hist.history["loss"]))
+        assert not np.allclose(w0[0], model.get_weights()[0])
+
+
+def test_activity_regularization_loss_matches_keras():
+    def build(lib):
+        inp = lib.Input(shape=(4,))
+        h = lib.layers.Dense(5)(inp)
+        h = lib.layers.ActivityRegularization(l1=0.01, l2=0.05)(h)
+        return lib.Model(inp, lib.layers.Dense(2)(h))
+
+    t, k = _both(build)
+    x, y = _x(6, 4), _x(6, 2)
+    _same(t, k, x)
+    t.compile(nn.optimizers.SGD(0.1), "mse")
+    k.compile(keras.optimizers.SGD(0.1), "mse", run_eagerly=True)
+    np.testing.assert_allclose(t.evaluate(x, y, verbose=0), k.evaluate(x, y, verbose=0),
+                               rtol=1e-5)
+    _train_same(t, k, x, y)

@@ -18,6 +18,8 @@ from .core_layers import Lambda
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
+from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
+                    SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .parallel import ColumnParallelDense, RowParallelDense
 from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
                               ParallelMultiHeadAttention, RowParallelConv1D, RowParallelConv2D,
@@ -55,6 +57,8 @@ __all__ = [
     "TimeDistributed",
     "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
     "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
+    "ActivityRegularization", "AlphaDropout", "GaussianDropout", "GaussianNoise",
+    "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
 ]
 
 

@@ -1398,6 +1398,9 @@ _ELSEWHERE = {
     "Lambda": "core_layers", "InputLayer": "core_layers",
     "ZeroPadding1D": "reshaping", "ZeroPadding2D": "reshaping", "UpSampling1D": "reshaping",
     "UpSampling2D": "reshaping", "Cropping1D": "reshaping", "Cropping2D": "reshaping",
+    "SpatialDropout1D": "noise", "SpatialDropout2D": "noise", "SpatialDropout3D": "noise",
+    "GaussianNoise": "noise", "GaussianDropout": "noise", "AlphaDropout": "noise",
+    "ActivityRegularization": "noise",
 }
 
 
