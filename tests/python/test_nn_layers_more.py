@@ -332,3 +332,34 @@ def test_activity_regularization_loss_matches_keras():
     np.testing.assert_allclose(t.evaluate(x, y, verbose=0), k.evaluate(x, y, verbose=0),
                                rtol=1e-5)
     _train_same(t, k, x, y)
+
+
+# ------------------------------------------------------------ 5. separable convolutions
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda L: L.SeparableConv1D(4, 3), (7, 3)),
+    (lambda L: L.SeparableConv1D(4, 3, strides=2, padding="same", depth_multiplier=2,
+                                 activation="relu"), (7, 3)),
+    (lambda L: L.SeparableConv2D(5, 3), (6, 6, 2)),
+    (lambda L: L.SeparableConv2D(5, (2, 3), padding="same", dilation_rate=2,
+                                 depth_multiplier=3, use_bias=False), (6, 6, 2)),
+    (lambda L: L.SeparableConv2D(4, 3, data_format="channels_first"), (2, 6, 5)),
+], ids=["1d", "1d-strided-dm2", "2d", "2d-dilated-dm3", "2d-cf"])
+def test_separable_convolutions_match_keras(make, shape):
+    t, k = _both(_single(lambda lib: make(lib.layers), shape))
+    assert [w.shape for w in t.get_weights()] == [tuple(w.shape) for w in k.get_weights()]
+    assert t.count_params() == k.count_params()
+    x = _x(3, *shape)
+    _same(t, k, x, rtol=1e-4, atol=1e-5)
+    _names_and_config(t.layers[-1], k.layers[-1])
+
+
+def test_separable_convolution_trains_as_keras():
+    def build(lib):
+        inp = lib.Input(shape=(6, 6, 2))
+        h = lib.layers.SeparableConv2D(3, 3, depth_multiplier=2, activation="tanh")(inp)
+        return lib.Model(inp, lib.layers.Dense(2)(lib.layers.GlobalAveragePooling2D()(h)))
+
+    t, k = _both(build)
+    _train_same(t, k, _x(4, 6, 6, 2), _x(4, 2))

@@ -30,6 +30,8 @@ from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import (Cropping1D, Cropping2D, UpSampling1D, UpSampling2D, ZeroPadding1D,
                         ZeroPadding2D)
 from .saving import load_model, register_keras_serializable
+from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
+                        SeparableConvolution2D)
 from .symbolic import Input, KerasTensor
 from .variables import Variable
 from .wrappers import (GRUCell, LSTMCell, Bidirectional, Masking, RNN, SimpleRNNCell,
@@ -59,6 +61,7 @@ __all__ = [
     "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
     "ActivityRegularization", "AlphaDropout", "GaussianDropout", "GaussianNoise",
     "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+    "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D",
 ]
 
 

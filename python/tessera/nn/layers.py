@@ -1401,6 +1401,8 @@ _ELSEWHERE = {
     "SpatialDropout1D": "noise", "SpatialDropout2D": "noise", "SpatialDropout3D": "noise",
     "GaussianNoise": "noise", "GaussianDropout": "noise", "AlphaDropout": "noise",
     "ActivityRegularization": "noise",
+    "SeparableConv1D": "separable", "SeparableConv2D": "separable",
+    "SeparableConvolution1D": "separable", "SeparableConvolution2D": "separable",
 }
 
 
