@@ -363,3 +363,94 @@ def test_separable_convolution_trains_as_keras():
 
     t, k = _both(build)
     _train_same(t, k, _x(4, 6, 6, 2), _x(4, 2))
+
+
+# ------------------------------------------------------------ 6. attention
+
+
+ATTENTION = {
+    "dot": lambda L: L.Attention(),
+    "dot-scale": lambda L: L.Attention(use_scale=True),
+    "concat": lambda L: L.Attention(score_mode="concat"),
+    "concat-scale": lambda L: L.Attention(use_scale=True, score_mode="concat"),
+    "additive": lambda L: L.AdditiveAttention(),
+    "additive-noscale": lambda L: L.AdditiveAttention(use_scale=False),
+}
+
+
+@pytest.mark.parametrize("name", list(ATTENTION))
+@pytest.mark.parametrize("with_key, causal", [(False, False), (True, True)])
+def test_attention_layers_match_keras(name, with_key, causal):
+    def build(lib):
+        vdim = 2 if with_key else 4  # (the value is the key without one)
+        q, v, key = lib.Input(shape=(3, 4)), lib.Input(shape=(5, vdim)), lib.Input(shape=(5, 4))
+        ins = [q, v, key] if with_key else [q, v]
+        out, scores = ATTENTION[name](lib.layers)(ins, return_attention_scores=True,
+                                                  use_causal_mask=causal)
+        return lib.Model([q, v, key], [out, scores])
+
+    t, k = _both(build, scale=0.8)
+    x = [_x(2, 3, 4), _x(2, 5, 2 if with_key else 4), _x(2, 5, 4)]
+    for got, want in zip(t.predict(x, verbose=0), k.predict(x, verbose=0)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    _names_and_config([lay for lay in t.layers if "ttention" in lay.kind][0],
+                      [lay for lay in k.layers if "ttention" in type(lay).__name__][0])
+
+
+def test_attention_masks_from_embeddings_match_keras():
+    def build(lib):
+        q = lib.Input(shape=(None,), dtype="int32")
+        v = lib.Input(shape=(None,), dtype="int32")
+        emb = lib.layers.Embedding(10, 4, mask_zero=True)
+        out = lib.layers.Attention(use_scale=True)([emb(q), emb(v)])
+        pooled = lib.layers.GlobalAveragePooling1D()(out)  # reads the query's mask
+        return lib.Model([q, v], lib.layers.Dense(2)(pooled))
+
+    t, k = _both(build)
+    qx = np.array([[3, 4, 0, 0], [1, 2, 5, 0]], np.int32)
+    vx = np.array([[6, 7, 8, 0, 0], [2, 0, 0, 0, 0]], np.int32)
+    _same(t, k, [qx, vx])
+    _train_same(t, k, [qx, vx], _x(2, 2))
+
+
+def test_attention_explicit_mask_list_and_errors():
+    def build(lib):
+        q, v = lib.Input(shape=(3, 4)), lib.Input(shape=(5, 4))
+        qm, vm = lib.Input(shape=(3,), dtype="bool"), lib.Input(shape=(5,), dtype="bool")
+        out = lib.layers.AdditiveAttention()([q, v], mask=[qm, vm])
+        return lib.Model([q, v, qm, vm], out)
+
+    t, k = _both(build)
+    x = [_x(2, 3, 4), _x(2, 5, 4), np.array([[1, 1, 0], [1, 0, 0]], bool),
+         np.array([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0]], bool)]
+    _same(t, k, x)
+    with pytest.raises(ValueError, match=r"\[Attention\] .* must be called on a list"):
+        nn.layers.Attention()(nn.Input(shape=(3, 4)))
+    with pytest.raises(ValueError, match=r"score_mode must be 'dot' or 'concat'"):
+        nn.layers.Attention(score_mode="general")
+
+
+def test_attention_dropout_acts_only_in_training():
+    q, v = nn.Input(shape=(3, 4)), nn.Input(shape=(6, 4))
+    layer = nn.layers.Attention(dropout=0.5)
+    x = [np.ones((2, 3, 4), np.float32), _x(2, 6, 4)]
+    infer = nn.Model([q, v], layer([q, v])).predict(x, verbose=0)
+    q2, v2 = nn.Input(shape=(3, 4)), nn.Input(shape=(6, 4))
+    train = nn.Model([q2, v2], nn.layers.Attention(dropout=0.5)([q2, v2], training=True))
+    k = keras.layers.Attention(dropout=0.5)
+    np.testing.assert_allclose(infer, np.asarray(k(x)), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(train.predict(x, verbose=0), infer)
+
+
+def test_new_layers_save_and_load(tmp_path):
+    q = nn.Input(shape=(None,), dtype="int32")
+    emb = nn.layers.Embedding(10, 4, mask_zero=True)(q)
+    h = nn.layers.Attention(use_scale=True)([emb, emb], use_causal_mask=True)
+    h = nn.layers.SpatialDropout1D(0.2)(nn.layers.LeakyReLU(0.1)(h))
+    h = nn.layers.ZeroPadding1D(2)(nn.layers.SeparableConv1D(3, 2, padding="same")(h))
+    model = nn.Model(q, nn.layers.Dense(2)(nn.layers.GlobalAveragePooling1D()(h)))
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    x = np.array([[3, 4, 0, 0], [1, 2, 5, 0]], np.int32)
+    np.testing.assert_array_equal(nn.load_model(path).predict(x, verbose=0),
+                                  model.predict(x, verbose=0))

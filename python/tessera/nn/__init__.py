@@ -14,6 +14,7 @@ from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, 
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Permute, RepeatVector, Reshape)
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import MultiHeadAttention
+from .attention_layers import AdditiveAttention, Attention
 from .core_layers import Lambda
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
@@ -62,6 +63,7 @@ __all__ = [
     "ActivityRegularization", "AlphaDropout", "GaussianDropout", "GaussianNoise",
     "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
     "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D",
+    "AdditiveAttention", "Attention",
 ]
 
 

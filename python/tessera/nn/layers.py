@@ -114,6 +114,8 @@ def _padding(p, where: str, allowed=("valid", "same")) -> str:
 
 
 def _conv_length(n: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    if n is None:  # an axis of variable length (Input(shape=(None, ...)))
+        return None
     if padding in ("same",):
         return -(-n // stride)
     if padding == "causal":
@@ -657,7 +659,7 @@ class _Conv(Layer):
             raise ValueError(f"[{self.kind}] the input's channels ({cin}) must be divisible by "
                              f"groups ({self.groups})")
         spatial = self._spatial(s)
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
                              f"{self.dilation} does not fit the input {s} with padding "
                              f"'{self.padding}'")
@@ -786,7 +788,7 @@ class _DepthwiseConv(Layer):
         c, m = s[-1], self.depth_multiplier
         spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
                         zip(s[:-1], self.kernel_size, self.strides, self.dilation))
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] kernel {self.kernel_size} does not fit the input {s}")
         ks = math.prod(self.kernel_size)
         self.params = [Param("kernel", self.kernel_size + (c, m), self.depthwise_initializer,
@@ -851,7 +853,7 @@ class _Pool(Layer):
                         else "height, width, channels")
         spatial = tuple(_conv_length(n, k, st, 1, self.padding)
                         for n, k, st in zip(s[:-1], self.pool, self.strides))
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] pool {self.pool} does not fit the input {s}")
         return spatial + (s[-1],)
 
@@ -1403,6 +1405,7 @@ _ELSEWHERE = {
     "ActivityRegularization": "noise",
     "SeparableConv1D": "separable", "SeparableConv2D": "separable",
     "SeparableConvolution1D": "separable", "SeparableConvolution2D": "separable",
+    "Attention": "attention_layers", "AdditiveAttention": "attention_layers",
 }
 
 

@@ -56,7 +56,7 @@ class _SeparableConv(Layer):
         c, m = s[-1], self.depth_multiplier
         spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
                         zip(s[:-1], self.kernel_size, self.strides, self.dilation))
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
                              f"{self.dilation} does not fit the input {s} with padding "
                              f"'{self.padding}'")
