@@ -454,3 +454,95 @@ def test_new_layers_save_and_load(tmp_path):
     x = np.array([[3, 4, 0, 0], [1, 2, 5, 0]], np.int32)
     np.testing.assert_array_equal(nn.load_model(path).predict(x, verbose=0),
                                   model.predict(x, verbose=0))
+
+
+# ------------------------------------------------------------ 7. normalization, InputLayer
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda L: L.Rescaling(1 / 255.0), (3, 2)),
+    (lambda L: L.Rescaling([0.5, 2.0], offset=-1.0), (3, 2)),
+    (lambda L: L.Normalization(mean=2.0, variance=4.0), (3, 2)),
+    (lambda L: L.Normalization(mean=[1.0, -1.0], variance=[4.0, 0.25]), (3, 2)),
+    (lambda L: L.Normalization(axis=(1, 2), mean=np.arange(6.0).reshape(3, 2),
+                               variance=np.arange(1.0, 7.0).reshape(3, 2)), (3, 2)),
+    (lambda L: L.Normalization(mean=[1.0, -1.0], variance=[4.0, 0.25], invert=True), (3, 2)),
+    (lambda L: L.UnitNormalization(), (3, 4)),
+    (lambda L: L.UnitNormalization(axis=[1, 2]), (3, 4)),
+    (lambda L: L.GroupNormalization(groups=2), (3, 4)),
+    (lambda L: L.GroupNormalization(groups=-1, epsilon=1e-5), (3, 4)),
+    (lambda L: L.GroupNormalization(groups=3, axis=1), (6, 2)),
+], ids=["rescale", "rescale-vector", "norm-scalar", "norm-vector", "norm-2axes", "norm-invert",
+        "unit", "unit-2axes", "group2", "instance", "group-axis1"])
+def test_normalization_layers_match_keras(make, shape):
+    t, k = _both(_single(lambda lib: make(lib.layers), shape))
+    _same(t, k, _x(4, *shape, scale=3.0), rtol=1e-5, atol=1e-5)
+    _names_and_config(t.layers[-1], k.layers[-1])
+
+
+def test_rescaling_casts_integers_to_float32_as_keras():
+    def build(lib):
+        inp = lib.Input(shape=(4,), dtype="uint8")
+        return lib.Model(inp, lib.layers.Rescaling(1 / 127.5, offset=-1)(inp))
+
+    t, k = build(nn), build(keras)
+    x = np.arange(8, dtype=np.uint8).reshape(2, 4) * 30
+    got, want = t.predict(x, verbose=0), k.predict(x, verbose=0)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_normalization_adapt_matches_keras_on_arrays_batches_and_datasets():
+    data = _x(40, 3, scale=2.0) + np.array([1.0, -2.0, 5.0], np.float32)
+    k = keras.layers.Normalization()
+    k.adapt(data)
+    for given in (data, [data[:15], data[15:]], tessera.data.Dataset.from_tensor_slices(data).batch(16),
+                  tessera.data.Dataset.from_tensor_slices(data)):
+        t = nn.layers.Normalization()
+        t.adapt(given)
+        inp = nn.Input(shape=(3,))
+        model = nn.Model(inp, t(inp))
+        assert [w.shape for w in t.get_weights()] == [tuple(w.shape) for w in k.get_weights()]
+        np.testing.assert_allclose(t.get_weights()[0], k.get_weights()[0], rtol=1e-5)
+        np.testing.assert_allclose(t.get_weights()[1], k.get_weights()[1], rtol=1e-5)
+        np.testing.assert_allclose(model.predict(data, verbose=0), np.asarray(k(data)),
+                                   rtol=1e-4, atol=1e-5)
+    # adapt again after the model was built: the model sees the new statistics
+    t.adapt(data * 2.0)
+    np.testing.assert_allclose(model.predict(data * 2.0, verbose=0).std(axis=0), 1.0,
+                               rtol=1e-3)
+    with pytest.raises(ValueError, match=r"\[Normalization\] give both mean and variance"):
+        nn.layers.Normalization(mean=1.0)
+
+
+def test_group_normalization_trains_as_keras():
+    def build(lib):
+        inp = lib.Input(shape=(5, 4))
+        h = lib.layers.GroupNormalization(groups=2)(lib.layers.Dense(4)(inp))
+        return lib.Model(inp, lib.layers.Dense(1)(lib.layers.Flatten()(h)))
+
+    t, k = _both(build)
+    _train_same(t, k, _x(6, 5, 4), _x(6, 1))
+
+
+def test_input_layer_builds_a_sequential_as_keras():
+    def build(lib):
+        return lib.Sequential([lib.layers.InputLayer(shape=(4,)), lib.layers.Dense(3),
+                               lib.layers.ReLU(max_value=1.0)])
+
+    t, k = _both(build)
+    assert t.built and t.output_shape == k.output_shape == (None, 3)
+    assert [lay.name.split("_")[0] for lay in t.layers] == \
+        [lay.name.split("_")[0] for lay in k.layers]  # (Keras leaves the InputLayer out)
+    _same(t, k, _x(5, 4))
+    s = nn.Sequential()
+    s.add(nn.layers.InputLayer(shape=(4,)))
+    s.add(nn.layers.Dense(2))
+    assert s.built and s.count_params() == 10
+    layer = nn.layers.InputLayer(shape=(None, 3), dtype="int32")
+    assert layer.name.startswith("input_layer") and layer.batch_shape == (None, None, 3)
+    assert layer.output.dtype == "int32"
+    inp = layer.output  # usable as keras.Input
+    assert nn.Model(inp, nn.layers.Dense(2)(inp)).output_shape == (None, None, 2)
+    with pytest.raises(ValueError, match=r"\[InputLayer\] give shape"):
+        nn.layers.InputLayer()

@@ -15,10 +15,11 @@ from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, 
 from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import MultiHeadAttention
 from .attention_layers import AdditiveAttention, Attention
-from .core_layers import Lambda
+from .core_layers import InputLayer, Lambda
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
+from .normalization import GroupNormalization, Normalization, Rescaling, UnitNormalization
 from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .parallel import ColumnParallelDense, RowParallelDense
@@ -64,6 +65,7 @@ __all__ = [
     "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
     "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D",
     "AdditiveAttention", "Attention",
+    "GroupNormalization", "Normalization", "Rescaling", "UnitNormalization", "InputLayer",
 ]
 
 

@@ -192,3 +192,49 @@ class Lambda(Layer):
         if self.mask is not None:
             config["mask"] = self.mask
         return config
+
+
+class InputLayer(Layer):
+    """keras.layers.InputLayer: a model's input as a layer. Its `output` is
+    the symbolic input (as keras.Input(...) makes it), and
+    Sequential([InputLayer(shape=...), ...]) builds the model at once, as
+    Keras does."""
+
+    kind = "InputLayer"
+    is_input_layer = True  # (Sequential takes its output as the model's input)
+
+    def __init__(self, shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None,
+                 input_tensor=None, optional=False, name=None, input_shape=None,
+                 batch_input_shape=None, **kwargs):
+        super().__init__(name, None, **kwargs)
+        if sparse:
+            raise ValueError("[InputLayer] sparse inputs are not supported; leave sparse None")
+        if optional:
+            raise ValueError("[InputLayer] optional inputs are not supported; leave optional "
+                             "False")
+        if shape is None:
+            shape = input_shape  # Keras 2's names
+        if batch_shape is None:
+            batch_shape = batch_input_shape
+        from .symbolic import Input  # noqa: PLC0415
+
+        if input_tensor is not None:
+            if not isinstance(input_tensor, KerasTensor) or input_tensor.op != "input":
+                raise TypeError(f"[InputLayer] input_tensor must come from keras.Input(), got "
+                                f"{input_tensor!r}")
+            self.output = input_tensor
+        else:
+            if shape is None and batch_shape is None:
+                raise ValueError("[InputLayer] give shape (one sample's shape) or batch_shape")
+            self.output = Input(shape=shape, batch_size=batch_size, dtype=dtype, name=self.name,
+                                batch_shape=batch_shape)
+        self.batch_shape = self.output.shape
+        self.dtype = self.output.dtype
+        self._in_shape = self._out_shape = tuple(self.output.shape[1:])
+        self.built = True
+
+    def forward(self, x, p, ctx):
+        return x
+
+    def get_config(self) -> dict:
+        return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "name": self.name}

@@ -1406,6 +1406,8 @@ _ELSEWHERE = {
     "SeparableConv1D": "separable", "SeparableConv2D": "separable",
     "SeparableConvolution1D": "separable", "SeparableConvolution2D": "separable",
     "Attention": "attention_layers", "AdditiveAttention": "attention_layers",
+    "Rescaling": "normalization", "Normalization": "normalization",
+    "UnitNormalization": "normalization", "GroupNormalization": "normalization",
 }
 
 
