@@ -546,3 +546,47 @@ def test_input_layer_builds_a_sequential_as_keras():
     assert nn.Model(inp, nn.layers.Dense(2)(inp)).output_shape == (None, None, 2)
     with pytest.raises(ValueError, match=r"\[InputLayer\] give shape"):
         nn.layers.InputLayer()
+
+
+# ------------------------------------------------------------ 8. channels_first
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda L: L.Conv1D(3, 2, data_format="channels_first"), (2, 6)),
+    (lambda L: L.Conv1D(4, 3, strides=2, padding="same", activation="relu",
+                        data_format="channels_first"), (2, 7)),
+    (lambda L: L.Conv2D(3, (2, 3), data_format="channels_first"), (2, 5, 6)),
+    (lambda L: L.Conv2D(4, 3, padding="same", dilation_rate=2, use_bias=False,
+                        data_format="channels_first"), (3, 6, 6)),
+    (lambda L: L.Conv2DTranspose(3, 2, strides=2, data_format="channels_first"), (2, 3, 4)),
+    (lambda L: L.DepthwiseConv2D(3, depth_multiplier=2, data_format="channels_first"),
+     (2, 5, 5)),
+    (lambda L: L.MaxPooling1D(2, data_format="channels_first"), (3, 6)),
+    (lambda L: L.AveragePooling1D(3, strides=1, padding="same", data_format="channels_first"),
+     (3, 6)),
+    (lambda L: L.MaxPooling2D((2, 3), data_format="channels_first"), (2, 4, 6)),
+    (lambda L: L.AveragePooling2D(2, padding="same", data_format="channels_first"), (2, 5, 5)),
+    (lambda L: L.GlobalAveragePooling1D(data_format="channels_first"), (3, 6)),
+    (lambda L: L.GlobalMaxPooling1D(data_format="channels_first", keepdims=True), (3, 6)),
+    (lambda L: L.GlobalAveragePooling2D(data_format="channels_first", keepdims=True), (2, 4, 5)),
+    (lambda L: L.GlobalMaxPooling2D(data_format="channels_first"), (2, 4, 5)),
+], ids=["conv1d", "conv1d-same", "conv2d", "conv2d-dilated", "conv2dT", "depthwise2d", "max1d",
+        "avg1d-same", "max2d", "avg2d-same", "gap1d", "gmp1d-keep", "gap2d-keep", "gmp2d"])
+def test_channels_first_matches_keras(make, shape):
+    t, k = _both(_single(lambda lib: make(lib.layers), shape))
+    assert t.output_shape == k.output_shape
+    _same(t, k, _x(3, *shape), rtol=1e-4, atol=1e-5)
+    again = _names_and_config(t.layers[-1], k.layers[-1])
+    assert again.data_format == "channels_first"
+
+
+def test_channels_first_convnet_trains_as_keras():
+    def build(lib):
+        inp = lib.Input(shape=(2, 6, 6))
+        h = lib.layers.Conv2D(3, 3, activation="relu", data_format="channels_first")(inp)
+        h = lib.layers.MaxPooling2D(data_format="channels_first")(h)
+        h = lib.layers.GlobalAveragePooling2D(data_format="channels_first")(h)
+        return lib.Model(inp, lib.layers.Dense(2)(h))
+
+    t, k = _both(build)
+    _train_same(t, k, _x(4, 2, 6, 6), _x(4, 2))
