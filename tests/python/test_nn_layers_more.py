@@ -49,12 +49,34 @@ def _same(t, k, x, rtol=1e-5, atol=1e-6):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
-def _train_same(t, k, x, y, loss="mse", steps=3, rtol=2e-4, atol=1e-5):
-    """A few SGD steps in both: the same weights after them."""
-    t.compile(nn.optimizers.SGD(0.1), loss)
-    k.compile(keras.optimizers.SGD(0.1), loss, run_eagerly=True)  # (no XLA compile: fast)
+def _keras_sgd(k, x, y, lr, steps):
+    """`steps` plain SGD steps of Keras's model on the mean squared error
+    plus its layers' losses (what keras's fit with SGD(lr) and "mse" does),
+    the gradient from JAX: one XLA compilation instead of Keras's eager
+    fit compiling each operation of a new model."""
+    import jax  # noqa: PLC0415  (Keras's backend here)
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    trainable = [v.value for v in k.trainable_variables]
+    fixed = [v.value for v in k.non_trainable_variables]
+
+    def loss(tv):
+        out, _, losses = k.stateless_call(tv, fixed, x, return_losses=True, training=True)
+        return jnp.mean((out - y) ** 2) + sum(losses)
+
+    grad = jax.jit(jax.grad(loss))
+    for _ in range(steps):
+        trainable = [w - lr * g for w, g in zip(trainable, grad(trainable))]
+    for v, w in zip(k.trainable_variables, trainable):
+        v.assign(w)
+
+
+def _train_same(t, k, x, y, steps=3, lr=0.1, rtol=2e-4, atol=1e-5):
+    """A few SGD steps on the mean squared error in both: the same weights
+    after them."""
+    t.compile(nn.optimizers.SGD(lr), "mse")
     t.fit(x, y, batch_size=len(y), epochs=steps, shuffle=False, verbose=0)
-    k.fit(x, y, batch_size=len(y), epochs=steps, shuffle=False, verbose=0)
+    _keras_sgd(k, x, y, lr, steps)
     for a, b in zip(t.get_weights(), k.get_weights()):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
@@ -328,9 +350,11 @@ def test_activity_regularization_loss_matches_keras():
     x, y = _x(6, 4), _x(6, 2)
     _same(t, k, x)
     t.compile(nn.optimizers.SGD(0.1), "mse")
-    k.compile(keras.optimizers.SGD(0.1), "mse", run_eagerly=True)
-    np.testing.assert_allclose(t.evaluate(x, y, verbose=0), k.evaluate(x, y, verbose=0),
-                               rtol=1e-5)
+    k_out, _, k_losses = k.stateless_call([v.value for v in k.trainable_variables],
+                                          [v.value for v in k.non_trainable_variables], x,
+                                          return_losses=True)
+    want = np.mean((np.asarray(k_out) - y) ** 2) + float(sum(k_losses))
+    np.testing.assert_allclose(t.evaluate(x, y, verbose=0), want, rtol=1e-5)
     _train_same(t, k, x, y)
 
 
@@ -496,8 +520,9 @@ def test_normalization_adapt_matches_keras_on_arrays_batches_and_datasets():
     data = _x(40, 3, scale=2.0) + np.array([1.0, -2.0, 5.0], np.float32)
     k = keras.layers.Normalization()
     k.adapt(data)
-    for given in (data, [data[:15], data[15:]], tessera.data.Dataset.from_tensor_slices(data).batch(16),
-                  tessera.data.Dataset.from_tensor_slices(data)):
+    dataset = tessera.data.Dataset.from_tensor_slices(data)
+    for given in (data, [data[:15], data[15:]], dataset.batch(16),
+                  dataset):
         t = nn.layers.Normalization()
         t.adapt(given)
         inp = nn.Input(shape=(3,))
@@ -590,3 +615,42 @@ def test_channels_first_convnet_trains_as_keras():
 
     t, k = _both(build)
     _train_same(t, k, _x(4, 2, 6, 6), _x(4, 2))
+
+
+def test_lambda_on_several_inputs_and_masks_as_keras():
+    def build(lib):
+        a, b = lib.Input(shape=(None,), dtype="int32"), lib.Input(shape=(3,))
+        emb = lib.layers.Embedding(10, 3, mask_zero=True)(a)
+        # the mask passes through a Lambda that says how (Keras's mask=)
+        h = lib.layers.Lambda(lambda t: t * 2.0, mask=lambda inputs, mask: mask)(emb)
+        pooled = lib.layers.GlobalAveragePooling1D()(h)  # reads the mask
+        both = lib.layers.Lambda(lambda ts: ts[0] * ts[1] + ts[1])([pooled, b])
+        return lib.Model([a, b], both)
+
+    t, k = _both(build)
+    x = [np.array([[1, 2, 0], [3, 0, 0]], np.int32), _x(2, 3)]
+    _same(t, k, x)
+
+
+def test_print_keras_layers_tessera_lacks():
+    """The keras.layers names tessera.nn.layers lacks (printed: `pytest -k lacks -s`); the
+    ones issue 30 asked of this module are all there."""
+    from tessera.nn import layers as ours
+
+    def has(name):
+        try:
+            getattr(ours, name)
+            return True
+        except AttributeError:
+            return False
+
+    theirs = sorted(n for n in dir(keras.layers) if n[:1].isupper())
+    lacking = [n for n in theirs if not has(n)]
+    print(f"keras.layers names tessera lacks ({len(lacking)}): {' '.join(lacking)}")
+    built = ("ReLU Softmax LeakyReLU PReLU ELU Lambda ZeroPadding1D ZeroPadding2D UpSampling1D "
+             "UpSampling2D Cropping1D Cropping2D SpatialDropout1D SpatialDropout2D GaussianNoise "
+             "GaussianDropout AlphaDropout ActivityRegularization SeparableConv1D SeparableConv2D "
+             "Attention AdditiveAttention Rescaling Normalization UnitNormalization "
+             "GroupNormalization InputLayer").split()
+    assert not [n for n in built if n in lacking]
+    assert all(getattr(ours, n) is getattr(nn, n) for n in built)

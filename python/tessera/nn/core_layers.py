@@ -87,15 +87,17 @@ class Lambda(Layer):
             static["training"] = training
         return in_list, static
 
-    def _trace(self, shapes, mask, training: bool):
+    def _trace(self, shapes, mask, training: bool, multi: bool):
         """The function run on symbolic stand-ins of inputs of one sample's
-        `shapes`: (outputs, stand-ins, whether it returned one tensor)."""
+        `shapes` (a list of them when `multi`): (outputs, stand-ins, whether
+        it returned one tensor)."""
         from .functional import _TRACING, _placeholders  # noqa: PLC0415
         from .variables import tracing  # noqa: PLC0415
 
-        multi = getattr(self, "multi_input", False)
         shapes = shapes if multi else [shapes]
-        dtypes = getattr(self, "_in_dtypes", None) or ["float32"] * len(shapes)
+        dtypes = getattr(self, "_in_dtypes", None)
+        if not dtypes or len(dtypes) != len(shapes):
+            dtypes = ["float32"] * len(shapes)
         ph = _placeholders([(None,) + tuple(s) for s in shapes], dtypes)
         kwargs = dict(self.arguments)
         if self._fn_mask:
@@ -137,7 +139,8 @@ class Lambda(Layer):
             from .functional import _placeholders  # noqa: PLC0415
 
             mask_stand_in = _placeholders([(None,) + tuple(first[:1])], ["bool"])[0]
-        outs, _, single = self._trace(shapes, mask_stand_in, False)
+        outs, _, single = self._trace(shapes, mask_stand_in, False,
+                                      getattr(self, "multi_input", False))
         self.output_dtype = outs[0].dtype
         got = [tuple(o.shape[1:]) for o in outs]
         if single:
@@ -148,14 +151,15 @@ class Lambda(Layer):
         from .functional import write_traced  # noqa: PLC0415
 
         shapes = [tuple(s[1:]) for s in ctx.input_shapes]
-        multi = getattr(self, "multi_input", False)
+        multi = isinstance(x, (list, tuple))  # (this call's, for a Lambda used on several)
         mask_ph = None
         exprs = list(x) if multi else [x]
         if self._fn_mask and mask is not None:
             from .functional import _placeholders  # noqa: PLC0415
 
             mask_ph = _placeholders([(None,) + tuple(shapes[0][:1])], ["bool"])[0]
-        outs, ph, single = self._trace(shapes if multi else shapes[0], mask_ph, ctx.is_training)
+        outs, ph, single = self._trace(shapes if multi else shapes[0], mask_ph, ctx.is_training,
+                                       multi)
         if mask_ph is not None:
             ph, exprs = ph + [mask_ph], exprs + [mask]
         written = write_traced(outs, ph, exprs, ctx)
