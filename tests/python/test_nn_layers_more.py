@@ -654,3 +654,16 @@ def test_print_keras_layers_tessera_lacks():
              "GroupNormalization InputLayer").split()
     assert not [n for n in built if n in lacking]
     assert all(getattr(ours, n) is getattr(nn, n) for n in built)
+
+
+def test_softmax_mask_shape_and_noise_seed():
+    x, m = nn.Input(shape=(3, 5)), nn.Input(shape=(4,))
+    with pytest.raises(ValueError, match=r"\[Softmax\] .* mask \(None, 4\) does not broadcast "
+                                         r"against the input \(None, 3, 5\)"):
+        nn.layers.Softmax()(x, mask=m)
+    # a layer's own seed changes its draws; the same seed repeats them
+    data = np.ones((4, 50), np.float32)
+    a, b, c = (_training_output(lambda L, s=s: L.GaussianNoise(1.0, seed=s), (50,), data)
+               for s in (1, 1, 2))
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)

@@ -99,6 +99,26 @@ class Softmax(Layer):
             raise ValueError(f"[Softmax] axis must be an int or a list of ints, got {axis!r}")
         self.axis = axis
 
+    def split_call(self, inputs, mask=None, training=None):
+        """The input and the mask (checked: it must broadcast against the
+        input, Keras's rule)."""
+        from .symbolic import KerasTensor  # noqa: PLC0415
+
+        for what, t in (("input", inputs), ("mask", mask)):
+            if t is not None and not isinstance(t, KerasTensor):
+                raise TypeError(f"[Softmax] layer {self.name!r}: the {what} must be a symbolic "
+                                f"tensor, got {type(t).__name__}")
+        static = {} if training is None else {"training": bool(training)}
+        if mask is not None:
+            if len(mask.shape) > len(inputs.shape) or any(
+                    m is not None and i is not None and m not in (1, i)
+                    for m, i in zip(mask.shape[::-1], inputs.shape[::-1])):
+                raise ValueError(f"[Softmax] layer {self.name!r}: the mask {mask.shape} does not "
+                                 f"broadcast against the input {inputs.shape} (each of its axes "
+                                 "must be 1 or the input's)")
+            static["mask"] = mask
+        return [inputs], static
+
     def compute_output_shape(self, s):
         rank = len(s) + 1
         axes = self.axis if isinstance(self.axis, (list, tuple)) else [self.axis]

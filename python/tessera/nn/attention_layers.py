@@ -34,6 +34,8 @@ class Attention(Layer):
         self.use_scale = bool(use_scale)
         self.score_mode = score_mode
         self.dropout = float(dropout)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"[{self.kind}] seed must be an int or None, got {seed!r}")
         self.seed = seed
 
     # ---------------------------------------------------------------- call
@@ -144,8 +146,10 @@ class Attention(Layer):
         weights = ctx.define("att_w", f"softmax({scores}, axis=-1)")
         used = weights
         if self.dropout and ctx.is_training:
+            from .noise import _seed  # noqa: PLC0415
+
             used = ctx.define("att_d", f"dropout({weights}, {self.dropout!r}, "
-                                       f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}, true)")
+                                       f"{_seed(ctx, self)}, true)")
         out = f"matmul({used}, {v})"
         if query_mask is not None:
             out = ctx.define("att_o", out)

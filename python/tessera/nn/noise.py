@@ -21,9 +21,12 @@ def _rate(rate, where: str) -> float:
     return float(rate)
 
 
-def _seed(ctx) -> str:
-    """The draw's seed: the step's, and the call's place in the model."""
-    return f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}"
+def _seed(ctx, layer=None) -> str:
+    """The draw's seed: the step's, the call's place in the model, and the
+    layer's own `seed` when given."""
+    own = getattr(layer, "seed", None)
+    extra = f" + {int(own) * 1000003}" if own is not None else ""
+    return f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}{extra}"
 
 
 class _Noise(Layer):
@@ -65,7 +68,7 @@ class _SpatialDropout(_Noise):
         if self.rate >= 1.0:
             return f"zeros_like({x})"
         ones = f"ones_like(stop_gradient(getitem({x}, {', '.join(index)})))"
-        keep = ctx.define("sd_keep", f"dropout({ones}, {self.rate!r}, {_seed(ctx)}, true)")
+        keep = ctx.define("sd_keep", f"dropout({ones}, {self.rate!r}, {_seed(ctx, self)}, true)")
         return f"{x} * {keep}"
 
 
@@ -107,7 +110,7 @@ class GaussianNoise(_Noise):
         return self.stddev > 0
 
     def _noisy(self, x, ctx):
-        return (f"{x} + random_normal(shape({x}), 0.0, {self.stddev!r}, seed={_seed(ctx)}, "
+        return (f"{x} + random_normal(shape({x}), 0.0, {self.stddev!r}, seed={_seed(ctx, self)}, "
                 f"dtype=dtype_name({x}))")
 
 
@@ -128,7 +131,7 @@ class GaussianDropout(_Noise):
 
     def _noisy(self, x, ctx):
         std = math.sqrt(self.rate / (1.0 - self.rate))
-        return (f"{x} * random_normal(shape({x}), 1.0, {std!r}, seed={_seed(ctx)}, "
+        return (f"{x} * random_normal(shape({x}), 1.0, {std!r}, seed={_seed(ctx, self)}, "
                 f"dtype=dtype_name({x}))")
 
 
@@ -158,7 +161,7 @@ class AlphaDropout(_Noise):
         r = self.rate
         a = ((1 - r) * (1 + r * alpha_p ** 2)) ** -0.5
         b = -a * alpha_p * r
-        kept = ctx.define("ad_keep", f"greater_equal(random_uniform(shape({x}), seed={_seed(ctx)}, "
+        kept = ctx.define("ad_keep", f"greater_equal(random_uniform(shape({x}), seed={_seed(ctx, self)}, "
                                      f"dtype=dtype_name({x})), {r!r})")
         return f"{a!r} * where({kept}, {x}, astype({alpha_p!r}, dtype_name({x}))) + {b!r}"
 

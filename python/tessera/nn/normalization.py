@@ -166,7 +166,7 @@ class Normalization(_FloatInput):
             return f"{mean} + {x} * {std}"
         return f"({x} - {mean}) / {std}"
 
-    def adapt(self, data, batch_size=None, steps=None):
+    def adapt(self, data):
         """Keras's adapt: the mean and variance of `data` (an array, a
         tessera Dataset, or an iterable of batches) over the axes not kept,
         combined batch by batch as Keras combines them."""
