@@ -81,10 +81,15 @@ def _train_same(t, k, x, y, steps=3, lr=0.1, rtol=2e-4, atol=1e-5):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
+def _base_name(name: str) -> str:
+    """A default name without its counter: dense_3 -> dense."""
+    head, _, tail = name.rpartition("_")
+    return head if head and tail.isdigit() else name
+
+
 def _names_and_config(t_layer, k_layer):
     """Keras's default name and a get_config/from_config round trip."""
-    base = lambda n: n.rsplit("_", 1)[0] if n.rsplit("_", 1)[-1].isdigit() else n  # noqa: E731
-    assert base(t_layer.name) == base(k_layer.name)
+    assert _base_name(t_layer.name) == _base_name(k_layer.name)
     again = type(t_layer).from_config(t_layer.get_config())
     assert type(again) is type(t_layer)
     return again
@@ -667,3 +672,25 @@ def test_softmax_mask_shape_and_noise_seed():
                for s in (1, 1, 2))
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
+
+
+def test_a_sequential_of_new_layers_summarizes_as_keras(tmp_path):
+    def build(lib):
+        L = lib.layers
+        return lib.Sequential([
+            L.InputLayer(shape=(8, 8, 3)), L.Rescaling(1 / 255), L.ZeroPadding2D(),
+            L.SeparableConv2D(4, 3), L.PReLU(shared_axes=[1, 2]), L.UpSampling2D(),
+            L.GroupNormalization(2), L.SpatialDropout2D(0.1), L.Cropping2D(1),
+            L.GlobalAveragePooling2D(), L.GaussianNoise(0.1), L.Dense(2), L.Softmax()])
+
+    t, k = _both(build)
+    assert t.count_params() == k.count_params()
+    assert len(t.layers) == len(k.layers)
+    for a, b in zip(t.layers, k.layers):
+        assert (_base_name(a.name), a.output_shape, a.count_params()) == \
+            (_base_name(b.name), tuple(b.output.shape), b.count_params())
+    x = (RNG.random((2, 8, 8, 3)) * 255).astype(np.float32)
+    _same(t, k, x)
+    t.save(str(tmp_path / "s.keras"))
+    np.testing.assert_array_equal(nn.load_model(str(tmp_path / "s.keras")).predict(x, verbose=0),
+                                  t.predict(x, verbose=0))
