@@ -12,10 +12,16 @@ from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, 
                      GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
                      GlobalMaxPooling2D, Identity, Layer, LayerNormalization, MaxPool1D,
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Permute, RepeatVector, Reshape)
+from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import MultiHeadAttention
+from .attention_layers import AdditiveAttention, Attention
+from .core_layers import InputLayer, Lambda
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
+from .normalization import GroupNormalization, Normalization, Rescaling, UnitNormalization
+from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
+                    SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .parallel import ColumnParallelDense, RowParallelDense
 from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
                               ParallelMultiHeadAttention, RowParallelConv1D, RowParallelConv2D,
@@ -23,7 +29,11 @@ from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
 from .recurrent import GRU, LSTM, SimpleRNN
+from .reshaping import (Cropping1D, Cropping2D, UpSampling1D, UpSampling2D, ZeroPadding1D,
+                        ZeroPadding2D)
 from .saving import load_model, register_keras_serializable
+from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
+                        SeparableConvolution2D)
 from .symbolic import Input, KerasTensor
 from .variables import Variable
 from .wrappers import (GRUCell, LSTMCell, Bidirectional, Masking, RNN, SimpleRNNCell,
@@ -49,6 +59,13 @@ __all__ = [
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",
+    "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
+    "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
+    "ActivityRegularization", "AlphaDropout", "GaussianDropout", "GaussianNoise",
+    "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+    "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D",
+    "AdditiveAttention", "Attention",
+    "GroupNormalization", "Normalization", "Rescaling", "UnitNormalization", "InputLayer",
 ]
 
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from .data_format import ChannelsFirst
 
 __all__ = [
     "Layer", "Dense", "Conv1D", "Conv2D", "MaxPool1D", "MaxPool2D", "AvgPool1D", "AvgPool2D",
@@ -90,6 +91,17 @@ def _pair(v, name: str, where: str) -> Tuple[int, int]:
     return v
 
 
+def _data_format(v, where: str) -> str:
+    """Keras's data_format: None (channels_last, Keras's default), "channels_last" or
+    "channels_first"."""
+    if v is None:
+        return "channels_last"
+    if v not in ("channels_last", "channels_first"):
+        raise ValueError(f"[{where}] data_format must be 'channels_last' or 'channels_first', "
+                         f"got {v!r}")
+    return v
+
+
 def _positive(v, name: str, where: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
         raise ValueError(f"[{where}] {name} must be a positive int, got {v!r}")
@@ -103,6 +115,8 @@ def _padding(p, where: str, allowed=("valid", "same")) -> str:
 
 
 def _conv_length(n: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    if n is None:  # an axis of variable length (Input(shape=(None, ...)))
+        return None
     if padding in ("same",):
         return -(-n // stride)
     if padding == "causal":
@@ -613,9 +627,7 @@ class _Conv(Layer):
                  data_format=None, name=None, input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
         k = self.kind
-        if data_format not in (None, "channels_last"):
-            raise ValueError(f"[{k}] data_format {data_format!r} is not supported: tessera's "
-                             "layers are channels_last")
+        self.data_format = _data_format(data_format, k)
         self.filters = _positive(filters, "filters", k)
         self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
         self.strides = _ints(strides, self.rank, "strides", k)
@@ -646,7 +658,7 @@ class _Conv(Layer):
             raise ValueError(f"[{self.kind}] the input's channels ({cin}) must be divisible by "
                              f"groups ({self.groups})")
         spatial = self._spatial(s)
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
                              f"{self.dilation} does not fit the input {s} with padding "
                              f"'{self.padding}'")
@@ -686,7 +698,7 @@ class _Conv(Layer):
         return _apply(self.activation, conv, ctx, self._out_shape)
 
 
-class Conv1D(_Conv):
+class Conv1D(ChannelsFirst, _Conv):
     """1-d convolution over (batch, steps, channels), like keras.layers.Conv1D
     (groups: the channels split into groups convolved separately)."""
 
@@ -694,7 +706,7 @@ class Conv1D(_Conv):
     rank = 1
 
 
-class Conv2D(_Conv):
+class Conv2D(ChannelsFirst, _Conv):
     """2-d convolution over (batch, height, width, channels), like keras.layers.Conv2D."""
 
     kind = "Conv2D"
@@ -731,14 +743,14 @@ class _ConvTranspose(_Conv):
         return f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {self._options()})"
 
 
-class Conv1DTranspose(_ConvTranspose):
+class Conv1DTranspose(ChannelsFirst, _ConvTranspose):
     """1-d transposed convolution, like keras.layers.Conv1DTranspose."""
 
     kind = "Conv1DTranspose"
     rank = 1
 
 
-class Conv2DTranspose(_ConvTranspose):
+class Conv2DTranspose(ChannelsFirst, _ConvTranspose):
     """2-d transposed convolution, like keras.layers.Conv2DTranspose."""
 
     kind = "Conv2DTranspose"
@@ -751,10 +763,11 @@ class _DepthwiseConv(Layer):
     def __init__(self, kernel_size, strides=1, padding="valid", depth_multiplier=1,
                  dilation_rate=1, activation=None, use_bias=True,
                  depthwise_initializer="glorot_uniform", bias_initializer="zeros",
-                 depthwise_regularizer=None, bias_regularizer=None, name=None, input_shape=None,
-                 **kwargs):
+                 depthwise_regularizer=None, bias_regularizer=None, data_format=None, name=None,
+                 input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
         k = self.kind
+        self.data_format = _data_format(data_format, k)
         self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
         self.strides = _ints(strides, self.rank, "strides", k)
         self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
@@ -775,7 +788,7 @@ class _DepthwiseConv(Layer):
         c, m = s[-1], self.depth_multiplier
         spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
                         zip(s[:-1], self.kernel_size, self.strides, self.dilation))
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] kernel {self.kernel_size} does not fit the input {s}")
         ks = math.prod(self.kernel_size)
         self.params = [Param("kernel", self.kernel_size + (c, m), self.depthwise_initializer,
@@ -801,7 +814,7 @@ class _DepthwiseConv(Layer):
         return _apply(self.activation, y, ctx, self._out_shape)
 
 
-class DepthwiseConv1D(_DepthwiseConv):
+class DepthwiseConv1D(ChannelsFirst, _DepthwiseConv):
     """Each channel convolved with its own depth_multiplier filters, like
     keras.layers.DepthwiseConv1D (kernel (k, channels, depth_multiplier))."""
 
@@ -809,7 +822,7 @@ class DepthwiseConv1D(_DepthwiseConv):
     rank = 1
 
 
-class DepthwiseConv2D(_DepthwiseConv):
+class DepthwiseConv2D(ChannelsFirst, _DepthwiseConv):
     """Each channel convolved with its own depth_multiplier filters, like
     keras.layers.DepthwiseConv2D (kernel (kh, kw, channels, depth_multiplier))."""
 
@@ -821,9 +834,10 @@ class _Pool(Layer):
     rank = 1
     op = "max"
 
-    def __init__(self, pool_size=2, strides=None, padding="valid", name=None, input_shape=None,
-                 **kwargs):
+    def __init__(self, pool_size=2, strides=None, padding="valid", data_format=None, name=None,
+                 input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
+        self.data_format = _data_format(data_format, self.kind)
         if self.rank == 1:
             self.pool = (_positive(pool_size if isinstance(pool_size, int)
                                    else tuple(pool_size)[0], "pool_size", self.kind),)
@@ -840,7 +854,7 @@ class _Pool(Layer):
                         else "height, width, channels")
         spatial = tuple(_conv_length(n, k, st, 1, self.padding)
                         for n, k, st in zip(s[:-1], self.pool, self.strides))
-        if any(n <= 0 for n in spatial):
+        if any(n is not None and n <= 0 for n in spatial):
             raise ValueError(f"[{self.kind}] pool {self.pool} does not fit the input {s}")
         return spatial + (s[-1],)
 
@@ -853,25 +867,25 @@ class _Pool(Layer):
                 f"strides=[{self.strides[0]}, {self.strides[1]}], padding=\"{self.padding}\")")
 
 
-class MaxPooling1D(_Pool):
+class MaxPooling1D(ChannelsFirst, _Pool):
     """Max pooling over steps, like keras.layers.MaxPooling1D (MaxPool1D)."""
 
     kind, rank, op = "MaxPooling1D", 1, "max"
 
 
-class AveragePooling1D(_Pool):
+class AveragePooling1D(ChannelsFirst, _Pool):
     """Average pooling over steps, like keras.layers.AveragePooling1D (AvgPool1D)."""
 
     kind, rank, op = "AveragePooling1D", 1, "avg"
 
 
-class MaxPooling2D(_Pool):
+class MaxPooling2D(ChannelsFirst, _Pool):
     """Max pooling over height and width, like keras.layers.MaxPooling2D (MaxPool2D)."""
 
     kind, rank, op = "MaxPooling2D", 2, "max"
 
 
-class AveragePooling2D(_Pool):
+class AveragePooling2D(ChannelsFirst, _Pool):
     """Average pooling over height and width, like keras.layers.AveragePooling2D
     (AvgPool2D)."""
 
@@ -890,9 +904,7 @@ class _GlobalPool(Layer):
     def __init__(self, keepdims: bool = False, data_format=None, name=None, input_shape=None,
                  **kwargs):
         super().__init__(name, input_shape, **kwargs)
-        if data_format not in (None, "channels_last"):
-            raise ValueError(f"[{self.kind}] data_format {data_format!r} is not supported: "
-                             "tessera's layers are channels_last")
+        self.data_format = _data_format(data_format, self.kind)
         self.keepdims = bool(keepdims)
 
     def compute_output_shape(self, s):
@@ -906,7 +918,7 @@ class _GlobalPool(Layer):
         return f"{self.op}({x}, axis={axes}{keep})"
 
 
-class GlobalAveragePooling1D(_GlobalPool):
+class GlobalAveragePooling1D(ChannelsFirst, _GlobalPool):
     """The mean over steps, like keras.layers.GlobalAveragePooling1D."""
 
     kind, rank, op = "GlobalAveragePooling1D", 1, "mean"
@@ -923,19 +935,19 @@ class GlobalAveragePooling1D(_GlobalPool):
         return f"(sum({kept}, axis=1{keepdims}) / {count})"
 
 
-class GlobalAveragePooling2D(_GlobalPool):
+class GlobalAveragePooling2D(ChannelsFirst, _GlobalPool):
     """The mean over height and width, like keras.layers.GlobalAveragePooling2D."""
 
     kind, rank, op = "GlobalAveragePooling2D", 2, "mean"
 
 
-class GlobalMaxPooling1D(_GlobalPool):
+class GlobalMaxPooling1D(ChannelsFirst, _GlobalPool):
     """The maximum over steps, like keras.layers.GlobalMaxPooling1D."""
 
     kind, rank, op = "GlobalMaxPooling1D", 1, "max"
 
 
-class GlobalMaxPooling2D(_GlobalPool):
+class GlobalMaxPooling2D(ChannelsFirst, _GlobalPool):
     """The maximum over height and width, like keras.layers.GlobalMaxPooling2D."""
 
     kind, rank, op = "GlobalMaxPooling2D", 2, "max"
@@ -1382,6 +1394,19 @@ _ELSEWHERE = {
     "Masking": "wrappers", "Bidirectional": "wrappers", "TimeDistributed": "wrappers",
     "RNN": "wrappers", "SimpleRNNCell": "wrappers", "LSTMCell": "wrappers",
     "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
+    "ReLU": "activation_layers", "Softmax": "activation_layers", "LeakyReLU": "activation_layers",
+    "PReLU": "activation_layers", "ELU": "activation_layers",
+    "Lambda": "core_layers", "InputLayer": "core_layers",
+    "ZeroPadding1D": "reshaping", "ZeroPadding2D": "reshaping", "UpSampling1D": "reshaping",
+    "UpSampling2D": "reshaping", "Cropping1D": "reshaping", "Cropping2D": "reshaping",
+    "SpatialDropout1D": "noise", "SpatialDropout2D": "noise", "SpatialDropout3D": "noise",
+    "GaussianNoise": "noise", "GaussianDropout": "noise", "AlphaDropout": "noise",
+    "ActivityRegularization": "noise",
+    "SeparableConv1D": "separable", "SeparableConv2D": "separable",
+    "SeparableConvolution1D": "separable", "SeparableConvolution2D": "separable",
+    "Attention": "attention_layers", "AdditiveAttention": "attention_layers",
+    "Rescaling": "normalization", "Normalization": "normalization",
+    "UnitNormalization": "normalization", "GroupNormalization": "normalization",
 }
 
 

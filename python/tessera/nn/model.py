@@ -1569,6 +1569,8 @@ class Sequential(Model):
             raise TypeError(f"[Sequential] layers must be a list of layers, got "
                             f"{type(layers).__name__}")
         for i, layer in enumerate(layers):
+            if getattr(layer, "is_input_layer", False):  # keras.layers.InputLayer
+                layer = layer.output
             if isinstance(layer, KerasTensor) and layer.op == "input" and i == 0:
                 self._declared_input = layer.shape[1:]
                 continue
@@ -1589,6 +1591,8 @@ class Sequential(Model):
         the input; once the input shape is known the model is built (again)
         after each add, the layers already built keeping their weights (the
         optimizer state and the compiled programs start over)."""
+        if getattr(layer, "is_input_layer", False):  # keras.layers.InputLayer
+            layer = layer.output
         if isinstance(layer, KerasTensor) and layer.op == "input":
             if self._stack:
                 raise ValueError("[Sequential.add] an Input can only come first, before the "

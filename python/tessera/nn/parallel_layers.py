@@ -183,6 +183,9 @@ class _SplitConv(_FromLayer, _SplitLayer):
             raise ValueError(f"[{self.kind}] groups={kwargs['groups']!r} cannot be split over a "
                              "tensor group (grouped convolutions are not supported here; "
                              "use groups=1)")
+        if kwargs.get("data_format") not in (None, "channels_last"):
+            raise ValueError(f"[{self.kind}] data_format={kwargs['data_format']!r} is not "
+                             "supported by the split convolutions (channels_last only)")
         super().__init__(filters, kernel_size, strides, padding, dilation_rate, activation,
                          use_bias, kernel_initializer=kernel_initializer,
                          bias_initializer=bias_initializer, name=name, input_shape=input_shape,

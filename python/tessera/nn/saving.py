@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import importlib
 import inspect
 import json
 import math
@@ -352,10 +353,16 @@ def builtin_classes() -> dict:
                     issubclass(obj, base) and obj not in exclude and
                     obj.__module__ == mod.__name__}
 
+        # the layer modules: these and the family modules layers.py's table
+        # names (a fixed list of tessera's modules, never one a file names)
+        layer_modules = [layers, attention, recurrent, merging, parallel, parallel_layers,
+                         wrappers]
+        for name in sorted(set(layers._ELSEWHERE.values())):
+            mod = importlib.import_module(f"{__package__}.{name}")
+            if mod not in layer_modules:
+                layer_modules.append(mod)
         _BUILTIN = {
-            "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers,
-                             wrappers),
-                            layers.Layer, (layers.Layer, parallel._ParallelDense)),
+            "layer": public(layer_modules, layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
             "metric": public((metrics, parallel_losses), metrics.Metric,
@@ -470,6 +477,16 @@ def _encode(v, where):
     if hasattr(v, "get_config") and callable(v.get_config):
         return {"__object__": type(v).__name__, "module": type(v).__module__,
                 "config": _encode(v.get_config(), where)}
+    if callable(v) and not isinstance(v, type):
+        key = next((k for k, u in _CUSTOM.items() if u is v), None)
+        if key is not None:
+            return {"__function__": key}
+        raise TypeError(
+            f"[{where}] cannot save the function {getattr(v, '__qualname__', v)!r}: a file "
+            "holding a Python function's bytecode would run code when loaded, which tessera "
+            "never does (Keras's safe_mode refuses such files too). Register the function "
+            "with @tessera.nn.register_keras_serializable() (the file then names it), or "
+            "rebuild the layer in code and save only the weights (save_weights)")
     raise TypeError(f"[{where}] cannot save the argument {v!r} (of type {type(v).__name__}); "
                     "use names for activations and initializers, or objects with get_config")
 
@@ -485,6 +502,15 @@ def _decode(v, ctx: _Load, depth: int = 0):
             return {k: _decode(u, ctx, depth + 1) for k, u in v["__dict__"].items()}
         if "__layer__" in v:
             return _layer_from(v["__layer__"], ctx, depth + 1)
+        if "__function__" in v:
+            name = v["__function__"]
+            fn = _registered(name) if isinstance(name, str) else None
+            if fn is None or not callable(fn):
+                raise ctx.error(f"a configuration value names the function {str(name)[:80]!r}, "
+                                "which is not registered: register it with "
+                                "@tessera.nn.register_keras_serializable() or pass it in "
+                                "custom_objects")
+            return fn
         if "__object__" in v:
             cls = _resolve(v["__object__"], v.get("module"), _OBJECT_KINDS, ctx,
                            "a configuration value")

@@ -1,0 +1,244 @@
+"""Core layers of Keras that are not weights-and-kernels: Lambda (a Python
+function of the symbolic input, translated into the model's program like a
+user's layer's call) and InputLayer."""
+
+from __future__ import annotations
+
+import inspect
+
+from .layers import Layer
+from .symbolic import KerasTensor
+
+__all__ = ["Lambda", "InputLayer"]
+
+
+def _where_defined(fn) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _fn_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+class Lambda(Layer):
+    """keras.layers.Lambda: `function(inputs, **arguments)` (with `mask=` and
+    `training=` when it takes them), written with tessera.nn.ops or NumPy
+    functions and operators on the symbolic input; the output shape is
+    inferred (output_shape, when given, is checked against it). A function
+    that cannot be translated is an error naming it and where it is defined.
+    A Lambda saves only when its function is registered
+    (register_keras_serializable): a file holding a function's bytecode
+    would run code when loaded, which tessera never does (Keras's safe_mode
+    refuses such files too)."""
+
+    kind = "Lambda"
+
+    def __init__(self, function, output_shape=None, mask=None, arguments=None, name=None,
+                 input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if not callable(function):
+            raise TypeError(f"[Lambda] function must be callable, got {function!r}")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise TypeError(f"[Lambda] arguments must be a dict of keyword arguments, got "
+                            f"{arguments!r}")
+        if mask is not None and not callable(mask) and not isinstance(mask, KerasTensor):
+            raise TypeError(f"[Lambda] mask must be None, a function (inputs, mask) -> mask or a "
+                            f"symbolic tensor, got {mask!r}")
+        if output_shape is not None and not callable(output_shape):
+            try:
+                output_shape = tuple(None if d is None else int(d) for d in output_shape)
+            except TypeError:
+                raise TypeError(f"[Lambda] output_shape must be a tuple (one sample's shape) "
+                                f"or a function, got {output_shape!r}") from None
+        self.function = function
+        self.arguments = dict(arguments or {})
+        self.mask = mask
+        self.supports_masking = mask is not None
+        self._output_shape = output_shape
+        try:
+            params = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self._fn_mask = "mask" in params
+        self._fn_training = "training" in params
+        self.mask_input = self._fn_mask  # forward gets the input's mask
+
+    def split_call(self, inputs, mask=None, training=None):
+        """The symbolic inputs (one tensor or a list) and the call's flags."""
+        self.multi_input = isinstance(inputs, (list, tuple))
+        in_list = list(inputs) if self.multi_input else [inputs]
+        for t in in_list:
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f"[Lambda] layer {self.name!r} got a {type(t).__name__} among "
+                                "symbolic inputs; every input must come from Input() or a layer")
+        if mask is not None and not isinstance(mask, KerasTensor):
+            raise TypeError(f"[Lambda] layer {self.name!r}: mask must be a symbolic tensor, got "
+                            f"{type(mask).__name__}")
+        if training is not None and not isinstance(training, bool):
+            raise TypeError(f"[Lambda] training must be True, False or None, got {training!r}")
+        self._in_dtypes = [t.dtype for t in in_list]
+        static = {}
+        if mask is not None:
+            static["mask"] = mask
+        if training is not None:
+            static["training"] = training
+        return in_list, static
+
+    def _trace(self, shapes, mask, training: bool, multi: bool):
+        """The function run on symbolic stand-ins of inputs of one sample's
+        `shapes` (a list of them when `multi`): (outputs, stand-ins, whether
+        it returned one tensor)."""
+        from .functional import _TRACING, _placeholders  # noqa: PLC0415
+        from .variables import tracing  # noqa: PLC0415
+
+        shapes = shapes if multi else [shapes]
+        dtypes = getattr(self, "_in_dtypes", None)
+        if not dtypes or len(dtypes) != len(shapes):
+            dtypes = ["float32"] * len(shapes)
+        ph = _placeholders([(None,) + tuple(s) for s in shapes], dtypes)
+        kwargs = dict(self.arguments)
+        if self._fn_mask:
+            kwargs["mask"] = mask
+        if self._fn_training:
+            kwargs["training"] = training
+        fn = self.function
+        _TRACING[0] += 1
+        try:
+            with tracing():
+                out = fn(ph if multi else ph[0], **kwargs)
+        except Exception as e:  # noqa: BLE001 - any failure of the user's code is reported
+            raise TypeError(
+                f"[Lambda] layer {self.name!r}: its function {_fn_name(fn)} (defined at "
+                f"{_where_defined(fn)}) cannot be translated into tessera's program: "
+                f"{type(e).__name__}: {e}. A Lambda's function must compute with "
+                "tessera.nn.ops (or NumPy functions and operators) on its symbolic input; "
+                "Python branches on values, other libraries' tensors and conversions to "
+                "numbers cannot be translated") from None
+        finally:
+            _TRACING[0] -= 1
+        single = not isinstance(out, (list, tuple))
+        outs = [out] if single else list(out)
+        for o in outs:
+            if not isinstance(o, KerasTensor):
+                raise TypeError(f"[Lambda] layer {self.name!r}: its function {_fn_name(fn)} "
+                                f"(defined at {_where_defined(fn)}) must return tensors computed "
+                                f"from its input, got {type(o).__name__}")
+            if not o.shape or o.shape[0] is not None:
+                raise ValueError(f"[Lambda] layer {self.name!r}: its function {_fn_name(fn)} "
+                                 f"(defined at {_where_defined(fn)}) must keep the batch axis "
+                                 f"first, got an output of shape {o.shape}")
+        return outs, ph, single
+
+    def compute_output_shape(self, shapes):
+        mask_stand_in = None
+        if self._fn_mask:
+            first = shapes[0] if getattr(self, "multi_input", False) else shapes
+            from .functional import _placeholders  # noqa: PLC0415
+
+            mask_stand_in = _placeholders([(None,) + tuple(first[:1])], ["bool"])[0]
+        outs, _, single = self._trace(shapes, mask_stand_in, False,
+                                      getattr(self, "multi_input", False))
+        self.output_dtype = outs[0].dtype
+        got = [tuple(o.shape[1:]) for o in outs]
+        if single:
+            self._check_shape(shapes, got[0])
+        return got[0] if single else got
+
+    def forward(self, x, p, ctx, mask=None):
+        from .functional import write_traced  # noqa: PLC0415
+
+        shapes = [tuple(s[1:]) for s in ctx.input_shapes]
+        multi = isinstance(x, (list, tuple))  # (this call's, for a Lambda used on several)
+        mask_ph = None
+        exprs = list(x) if multi else [x]
+        if self._fn_mask and mask is not None:
+            from .functional import _placeholders  # noqa: PLC0415
+
+            mask_ph = _placeholders([(None,) + tuple(shapes[0][:1])], ["bool"])[0]
+        outs, ph, single = self._trace(shapes if multi else shapes[0], mask_ph, ctx.is_training,
+                                       multi)
+        if mask_ph is not None:
+            ph, exprs = ph + [mask_ph], exprs + [mask]
+        written = write_traced(outs, ph, exprs, ctx)
+        return written[0] if single else written
+
+    def _check_shape(self, in_shapes, got):
+        """output_shape, when given, must be the shape the function makes."""
+        want = self._output_shape
+        if want is None:
+            return
+        if callable(want):
+            batch = [(None,) + tuple(s) for s in in_shapes] \
+                if getattr(self, "multi_input", False) else (None,) + tuple(in_shapes)
+            want = tuple(want(batch))[1:]
+        if len(want) != len(got) or any(w is not None and g is not None and w != g
+                                        for w, g in zip(want, got)):
+            raise ValueError(f"[Lambda] layer {self.name!r}: output_shape {(None,) + want} "
+                             f"differs from the shape its function makes, {(None,) + got}")
+
+    def output_mask(self, inputs, mask):
+        """Keras's compute_mask: mask(inputs, mask) when a function, the
+        mask itself when a tensor, else none."""
+        if callable(self.mask):
+            return self.mask(inputs if getattr(self, "multi_input", False) else inputs[0], mask)
+        return self.mask
+
+    def get_config(self) -> dict:
+        """The arguments; the function as itself (saving writes its
+        registered name, and refuses an unregistered function)."""
+        config = {"function": self.function, "arguments": dict(self.arguments),
+                  "name": self.name}
+        if self._output_shape is not None:
+            config["output_shape"] = self._output_shape
+        if self.mask is not None:
+            config["mask"] = self.mask
+        return config
+
+
+class InputLayer(Layer):
+    """keras.layers.InputLayer: a model's input as a layer. Its `output` is
+    the symbolic input (as keras.Input(...) makes it), and
+    Sequential([InputLayer(shape=...), ...]) builds the model at once, as
+    Keras does."""
+
+    kind = "InputLayer"
+    is_input_layer = True  # (Sequential takes its output as the model's input)
+
+    def __init__(self, shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None,
+                 input_tensor=None, optional=False, name=None, input_shape=None,
+                 batch_input_shape=None, **kwargs):
+        super().__init__(name, None, **kwargs)
+        if sparse:
+            raise ValueError("[InputLayer] sparse inputs are not supported; leave sparse None")
+        if optional:
+            raise ValueError("[InputLayer] optional inputs are not supported; leave optional "
+                             "False")
+        if shape is None:
+            shape = input_shape  # Keras 2's names
+        if batch_shape is None:
+            batch_shape = batch_input_shape
+        from .symbolic import Input  # noqa: PLC0415
+
+        if input_tensor is not None:
+            if not isinstance(input_tensor, KerasTensor) or input_tensor.op != "input":
+                raise TypeError(f"[InputLayer] input_tensor must come from keras.Input(), got "
+                                f"{input_tensor!r}")
+            self.output = input_tensor
+        else:
+            if shape is None and batch_shape is None:
+                raise ValueError("[InputLayer] give shape (one sample's shape) or batch_shape")
+            self.output = Input(shape=shape, batch_size=batch_size, dtype=dtype, name=self.name,
+                                batch_shape=batch_shape)
+        self.batch_shape = self.output.shape
+        self.dtype = self.output.dtype
+        self._in_shape = self._out_shape = tuple(self.output.shape[1:])
+        self.built = True
+
+    def forward(self, x, p, ctx):
+        return x
+
+    def get_config(self) -> dict:
+        return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "name": self.name}
