@@ -22,6 +22,10 @@ from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
                               VocabParallelEmbedding)
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
+from .preprocessing import (CategoryEncoding, CenterCrop, Discretization, Hashing,
+                            IntegerLookup, RandomContrast, RandomCrop, RandomFlip,
+                            RandomRotation, RandomTranslation, RandomZoom, Resizing,
+                            StringLookup, TextVectorization)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
@@ -49,6 +53,9 @@ __all__ = [
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",
+    "CategoryEncoding", "CenterCrop", "Discretization", "Hashing", "IntegerLookup",
+    "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
+    "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
 ]
 
 

@@ -1382,6 +1382,10 @@ _ELSEWHERE = {
     "Masking": "wrappers", "Bidirectional": "wrappers", "TimeDistributed": "wrappers",
     "RNN": "wrappers", "SimpleRNNCell": "wrappers", "LSTMCell": "wrappers",
     "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
+    **{n: "preprocessing" for n in (
+        "TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
+        "Discretization", "Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom",
+        "RandomCrop", "RandomTranslation", "RandomContrast")},
 }
 
 
