@@ -336,3 +336,21 @@ def test_registered_in_layers_namespace():
                  "RandomContrast"):
         assert getattr(layers, name) is getattr(nn, name)
         assert name in dir(layers)
+
+
+def test_configs_round_trip():
+    from tessera.nn import utils
+
+    tv = nn.TextVectorization(max_tokens=10, output_sequence_length=3)
+    tv.adapt(["a b b c"])
+    back = utils.deserialize_keras_object(utils.serialize_keras_object(tv))
+    assert back.get_vocabulary() == tv.get_vocabulary()
+    np.testing.assert_array_equal(back(["b c z"]), tv(["b c z"]))
+    d = nn.Discretization(num_bins=3)
+    d.adapt(np.arange(10.0))
+    back = utils.deserialize_keras_object(utils.serialize_keras_object(d))
+    assert back.bin_boundaries == d.bin_boundaries
+    idf = nn.StringLookup(output_mode="tf_idf")
+    idf.adapt(np.array([["a", "b"], ["b", "c"]]))
+    back = utils.deserialize_keras_object(utils.serialize_keras_object(idf))
+    np.testing.assert_allclose(back(np.array([["a", "b"]])), idf(np.array([["a", "b"]])))

@@ -858,6 +858,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                              f"{steps_per_epoch!r}")
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
+        x = _from_py_dataset(x, "fit")
+        if validation_data is not None:
+            validation_data = _from_py_dataset(validation_data, "fit")
         is_ds = isinstance(x, _data.Dataset)
         if is_ds:
             if y is not None or sample_weight is not None or class_weight is not None:
@@ -1443,6 +1446,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
 
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
+        x = _from_py_dataset(x, "evaluate")
         if isinstance(x, _data.Dataset):
             ds = x
             if not self.built:
@@ -1512,6 +1516,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         and on_predict_end are called, as Keras calls them."""
         from .. import data as _data  # noqa: PLC0415
 
+        x = _from_py_dataset(x, "predict")
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
             parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
@@ -1661,3 +1666,11 @@ class Sequential(Model):
         self._init_graph(inputs, h)
         self.layers = [l for l in self.layers if l is not self]
         return self
+
+
+def _from_py_dataset(x, where):
+    """A keras.utils.PyDataset as a tessera Dataset (fit, evaluate and
+    predict read those)."""
+    from .utils import PyDataset  # noqa: PLC0415
+
+    return x._to_dataset(where) if isinstance(x, PyDataset) else x

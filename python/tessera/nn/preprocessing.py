@@ -829,6 +829,23 @@ class Discretization(_Preprocessing):
             raise ValueError("[Discretization] adapt got no data")
         self.bin_boundaries = self._compress(summary, 1.0 / self.num_bins)[0, :-1].tolist()
 
+    def get_config(self):
+        config = super().get_config()
+        config["bin_boundaries"] = self.bin_boundaries
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """As Keras's: an adapted layer's config holds both num_bins and the
+        learned bin_boundaries; the boundaries are set after construction."""
+        config = dict(config)
+        bounds = config.pop("bin_boundaries", None)
+        if config.get("num_bins") is None:
+            return cls(bin_boundaries=bounds, **config)
+        layer = cls(**config)
+        layer.bin_boundaries = bounds
+        return layer
+
     def call(self, inputs):
         if self.bin_boundaries is None:
             raise ValueError("[Discretization] give bin_boundaries or call adapt(data) before "

@@ -343,8 +343,8 @@ def builtin_classes() -> dict:
     if _BUILTIN is None:
         from .. import optim  # noqa: PLC0415
         from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
-                       metrics, parallel, parallel_layers, parallel_losses, recurrent,
-                       regularizers, wrappers)
+                       metrics, parallel, parallel_layers, parallel_losses, preprocessing,
+                       recurrent, regularizers, wrappers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
@@ -354,7 +354,7 @@ def builtin_classes() -> dict:
 
         _BUILTIN = {
             "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers,
-                             wrappers),
+                             wrappers, preprocessing),
                             layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
