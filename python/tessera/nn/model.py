@@ -988,6 +988,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                   "batch_size": batch_size,
                   "metric_shapes": [list(np.zeros(s).shape) for s in sizes]}
         state = None
+        backups = [c for c in (callbacks or []) if isinstance(c, _cb.BackupAndRestore)]
+        if resume_from is None and backups:
+            resume_from = backups[0]._restore_path()  # a backup of an interrupted run
         try:
             if ckpts is not None:
                 state = ckpts.restore(self, world, _dist.rank() if world > 1 else 0, dict(
@@ -1012,6 +1015,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             history._add(past["epoch"], dict(past["logs"]))
         cbs = _cb.CallbackList(callbacks, history=history, model=self,
                                params={"epochs": epochs, "steps": steps, "verbose": verbose})
+        if any(isinstance(c, _cb.ProgbarLogger) for c in cbs.callbacks):
+            verbose = 0  # the user's ProgbarLogger prints instead, as in Keras
         self.stop_training = False
         self._fit_settings = {"seed": seed, "batch_size": batch_size}
         tiling = _core.deterministic()
@@ -1501,7 +1506,10 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                 cbs.on_test_batch_end(i, running())
         result = running()
         cbs.on_test_end(dict(result))
-        if verbose and verbose != "auto" or verbose == "auto" and sys.stdout.isatty():
+        own_bar = any(type(c).__name__ == "ProgbarLogger" and
+                      type(c).__module__ == "tessera.nn.callbacks" for c in cbs.callbacks)
+        if not own_bar and (verbose and verbose != "auto" or
+                            verbose == "auto" and sys.stdout.isatty()):
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
             return result
