@@ -253,3 +253,104 @@ def test_plot_model(tmp_path):
     seq = nn.Sequential([nn.Input((2,)), nn.Dense(2, name="x"), nn.Dense(1, name="y")])
     U.plot_model(seq, to_file=tmp_path / "s.dot")
     assert "->" in (tmp_path / "s.dot").read_text()
+
+
+def _tree(root):
+    """pos/ (3 files, one nested), neg/ (2), ignored: a hidden folder, a
+    non-.txt file, links out of the folder."""
+    files = {"neg/b.txt": "bad film", "neg/a.txt": "Awful, really awful",
+             "pos/z.txt": "great", "pos/m.txt": "good movie", "pos/deep/x.txt": "fine",
+             ".hidden/h.txt": "hidden", "pos/notes.md": "not text data"}
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    outside = root.parent / (root.name + "-outside")
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    os.symlink(outside / "secret.txt", root / "pos" / "link.txt")
+    os.symlink(outside, root / "neg" / "out")
+    return ["neg/a.txt", "neg/b.txt", "pos/m.txt", "pos/z.txt", "pos/deep/x.txt"]
+
+
+def test_text_dataset_from_directory(tmp_path):
+    root = tmp_path / "reviews"
+    order = _tree(root)
+    ds = U.text_dataset_from_directory(root, shuffle=False, batch_size=2, verbose=False)
+    assert ds.class_names == ["neg", "pos"]
+    texts, labels = map(np.concatenate, zip(*ds))
+    want = [(root / r).read_text() for r in order]
+    assert texts.tolist() == want and labels.tolist() == [0, 0, 1, 1, 1]
+    shuffled = U.text_dataset_from_directory(root, seed=5, batch_size=None, verbose=False,
+                                             label_mode="categorical", max_length=4)
+    perm = list(range(5))
+    np.random.RandomState(5).shuffle(perm)
+    got = list(shuffled)
+    assert [t for t, _ in got] == [want[i][:4] for i in perm]
+    np.testing.assert_array_equal(np.stack([y for _, y in got]),
+                                  np.eye(2)[[labels[i] for i in perm]])
+    train, val = U.text_dataset_from_directory(root, seed=1, validation_split=0.4, subset="both",
+                                               label_mode="binary", verbose=False)
+    assert [len(t) for t, _ in train] == [3] and [len(t) for t, _ in val] == [2]
+    assert sorted(train.file_paths + val.file_paths) == sorted(str(root / r) for r in order)
+    with pytest.raises(ValueError, match="needs a seed"):
+        U.text_dataset_from_directory(root, validation_split=0.2, subset="training")
+    with pytest.raises(ValueError, match="2 labels for the 6 files"):
+        U.text_dataset_from_directory(root, labels=[0, 1], verbose=False)
+
+
+def test_text_dataset_follows_links_only_inside(tmp_path):
+    root = tmp_path / "r"
+    order = _tree(root)
+    os.symlink(root / "pos" / "deep", root / "neg" / "inside")
+    ds = U.text_dataset_from_directory(root, shuffle=False, batch_size=None, verbose=False)
+    assert len(list(ds)) == len(order)  # no link followed
+    ds = U.text_dataset_from_directory(root, shuffle=False, batch_size=None, verbose=False,
+                                       follow_links=True)
+    texts = [t for t, _ in ds]
+    assert "secret" not in texts and texts.count("fine") == 2  # the inside link only
+
+
+def test_image_dataset_from_directory(tmp_path):
+    from PIL import Image  # noqa: PLC0415 - used by the test to write images
+
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for cls in ("cat", "dog"):
+        (tmp_path / cls).mkdir()
+        for k in range(2):
+            a = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+            Image.fromarray(a).save(tmp_path / cls / f"{k}.png")
+            arrays[f"{cls}/{k}.png"] = a
+    ds = U.image_dataset_from_directory(tmp_path, image_size=(3, 4), shuffle=False,
+                                        batch_size=4, verbose=False)
+    (x, y), = list(ds)
+    assert x.shape == (4, 3, 4, 3) and x.dtype == np.float32 and y.tolist() == [0, 0, 1, 1]
+    want = nn.Resizing(3, 4)(np.stack([arrays[k].astype(np.float32) for k in sorted(arrays)]))
+    np.testing.assert_allclose(x, want, atol=1e-3)
+    gray = U.image_dataset_from_directory(tmp_path, image_size=(6, 8), color_mode="grayscale",
+                                          shuffle=False, batch_size=None, verbose=False,
+                                          label_mode=None)
+    first = next(iter(gray))
+    assert first.shape == (6, 8, 1)
+    # a header claiming a huge image is refused before decoding
+    png = bytearray((tmp_path / "cat" / "0.png").read_bytes())
+    png[16:24] = (100000).to_bytes(4, "big") * 2  # width, height
+    import zlib
+
+    png[29:33] = zlib.crc32(bytes(png[12:29])).to_bytes(4, "big")
+    (tmp_path / "cat" / "0.png").write_bytes(bytes(png))
+    with pytest.raises(ValueError, match=r"0.png claims (100000x100000 pixels|more pixels)"):
+        U.image_dataset_from_directory(tmp_path, verbose=False)
+
+
+def test_image_pixel_cap_below_pillows(tmp_path, monkeypatch):
+    from PIL import Image  # noqa: PLC0415
+
+    from tessera.nn import _directory_datasets as D
+
+    (tmp_path / "a").mkdir()
+    Image.fromarray(np.zeros((4, 5, 3), np.uint8)).save(tmp_path / "a" / "i.png")
+    monkeypatch.setattr(D, "_MAX_IMAGE_PIXELS", 19)
+    with pytest.raises(ValueError, match=r"i.png claims 5x4 pixels, more than 19"):
+        U.image_dataset_from_directory(tmp_path, verbose=False)

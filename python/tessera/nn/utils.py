@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
+from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
 
@@ -25,7 +26,7 @@ __all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "get_file", "plot_model", "model_to_dot", "register_keras_serializable",
            "serialize_keras_object", "deserialize_keras_object", "get_custom_objects",
            "get_registered_name", "get_registered_object", "custom_object_scope",
-           "CustomObjectScope"]
+           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory"]
 
 
 def to_categorical(x, num_classes=None):
