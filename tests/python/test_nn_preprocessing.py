@@ -323,8 +323,10 @@ def test_preprocessing_in_a_model_is_a_clear_error():
     with pytest.raises(TypeError, match=r"\[StringLookup\].*test_nn_preprocessing.py:\d+: "
                                         r"strings cannot flow"):
         nn.StringLookup()(inp)
-    with pytest.raises(TypeError, match=r"\[RandomFlip\].*dataset.map"):
-        nn.RandomFlip()(inp)
+    with pytest.raises(TypeError, match=r"\[RandomZoom\].*dataset.map"):
+        nn.RandomZoom(0.1)(inp)
+    with pytest.raises(TypeError, match=r"\[Hashing\].*strings cannot flow"):
+        nn.Hashing(3)(inp)
 
 
 def test_registered_in_layers_namespace():
@@ -354,3 +356,58 @@ def test_configs_round_trip():
     idf.adapt(np.array([["a", "b"], ["b", "c"]]))
     back = utils.deserialize_keras_object(utils.serialize_keras_object(idf))
     np.testing.assert_allclose(back(np.array([["a", "b"]])), idf(np.array([["a", "b"]])))
+
+
+@pytest.mark.parametrize("make", [lambda: nn.Resizing(4, 5), lambda: nn.Resizing(10, 3),
+                                  lambda: nn.Resizing(4, 4, crop_to_aspect_ratio=True),
+                                  lambda: nn.Resizing(3, 4, interpolation="nearest"),
+                                  lambda: nn.CenterCrop(4, 5), lambda: nn.CenterCrop(10, 12)])
+def test_image_layers_compile_into_a_model(keras, make):
+    layer = make()
+    inp = nn.Input((7, 9, 3))
+    model = nn.Model(inp, layer(inp))
+    out = model.predict(IMG, verbose=0)
+    kind = type(layer).__name__
+    k = getattr(keras.layers, kind)(**{a: getattr(layer, a) for a in ("height", "width")},
+                                     **({"interpolation": layer.interpolation,
+                                         "crop_to_aspect_ratio": layer.crop_to_aspect_ratio}
+                                        if kind == "Resizing" else {}))
+    _same(out, k(IMG))
+
+
+def test_random_layers_in_a_model_random_in_fit_identity_in_predict(tmp_path):
+    # One pixel lit at the left: the loss is 1 unflipped, 16 flipped.
+    x = np.zeros((40, 1, 4, 1), np.float32)
+    x[:, 0, 0, 0] = 1
+    inp = nn.Input((1, 4, 1))
+    dense = nn.Dense(1, use_bias=False)
+    out = dense(nn.Flatten()(nn.RandomContrast(0.0)(nn.RandomFlip("horizontal")(inp))))
+    model = nn.Model(inp, out)
+    model.compile(nn.optimizers.SGD(learning_rate=0.0), "mse")
+    dense.set_weights([np.array([[1.0], [2.0], [3.0], [4.0]], np.float32)])
+    running = []
+    model.fit(x, np.zeros((40, 1), np.float32), batch_size=1, shuffle=False, verbose=0,
+              callbacks=[nn.callbacks.LambdaCallback(
+                  on_train_batch_end=lambda b, logs: running.append(logs["loss"]))])
+    per_batch = np.diff(np.r_[0.0, np.array(running) * np.arange(1, 41)])
+    flipped = np.isclose(per_batch, 16.0, atol=1e-3)
+    assert np.all(flipped | np.isclose(per_batch, 1.0, atol=1e-3)) and 8 <= flipped.sum() <= 32
+    np.testing.assert_allclose(model.predict(x[:4], verbose=0), 1.0)
+    model.save(tmp_path / "m.tsm")
+    again = nn.load_model(tmp_path / "m.tsm")
+    np.testing.assert_allclose(again.predict(x[:4], verbose=0), 1.0)
+
+
+def test_augmentation_sequential_inside_a_model():
+    aug = nn.Sequential([nn.RandomFlip("horizontal"), nn.RandomContrast(0.1)])
+    inp = nn.Input((8, 8, 3))
+    out = nn.Dense(2)(nn.Flatten()(nn.Resizing(4, 4)(aug(inp))))
+    model = nn.Model(inp, out)
+    model.compile("adam", "mse")
+    x = RNG.uniform(0, 255, (16, 8, 8, 3)).astype(np.float32)
+    hist = model.fit(x, np.zeros((16, 2), np.float32), epochs=1, verbose=0)
+    assert np.isfinite(hist.history["loss"][0])
+    with pytest.raises(TypeError, match=r"\[RandomRotation\].*Apply it to the data"):
+        nn.RandomRotation(0.1)(inp)
+    with pytest.raises(TypeError, match="pad_to_aspect_ratio=True runs on arrays only"):
+        nn.Resizing(4, 4, pad_to_aspect_ratio=True)(inp)

@@ -4,9 +4,10 @@ image (Resizing, CenterCrop and the Random* augmentations).
 
 They run eagerly on NumPy arrays (strings included), as Keras's run outside
 the compiled graph: call them on your data before fit, or in a data pipeline
-(`tessera.data.Dataset.map(layer)`). Called on a model's symbolic tensor
-(inside a functional or Sequential model) they raise a TypeError saying so:
-a compiled tessera program carries numbers only.
+(`tessera.data.Dataset.map(layer)`). Resizing, CenterCrop, RandomFlip and
+RandomContrast also compile into a model (called on Input(...) or a layer's
+output: random in fit, the identity in evaluate and predict, as Keras's);
+the others raise a TypeError saying to apply them to the data.
 
     vectorize = nn.TextVectorization(max_tokens=20000, output_sequence_length=200)
     vectorize.adapt(texts)            # a list / array of str, or a Dataset of them
@@ -48,22 +49,38 @@ def _where() -> str:
 
 
 class _Preprocessing(Layer):
-    """Eager layers: layer(array) computes at once with NumPy."""
+    """Eager layers: layer(array) computes at once with NumPy. Those with
+    in_graph also compile into a model (compute_output_shape and forward
+    write their tessera expression) when called on a symbolic tensor."""
 
     strings = False  # takes (or gives) strings
+    in_graph = False
 
     def __call__(self, inputs, *args, **kwargs):
+        if self._graph_ok() and (_has_symbolic(inputs) or _has_symbolic(list(args))):
+            return Layer.__call__(self, inputs, *args, **kwargs)
         if _has_symbolic(inputs) or _has_symbolic(list(args)) or \
                 _has_symbolic(list(kwargs.values())):
             what = ("strings cannot flow through a compiled tessera program" if self.strings
                     else "preprocessing layers run eagerly on arrays, not inside the compiled "
                          "model")
+            why = self._graph_refusal() if not self.strings else None
             raise TypeError(
                 f"[{self.kind}] layer {self.name!r} called on a model's symbolic tensor at "
-                f"{_where()}: {what}. Apply it to the data instead, before fit "
+                f"{_where()}: {why or what}. Apply it to the data instead, before fit "
                 f"(x = layer(data)) or in the pipeline (dataset.map(layer)); see docs/nn.md "
                 "\"Preprocessing layers\"")
         return self.call(inputs, *args, **kwargs)
+
+    def _graph_ok(self) -> bool:
+        return self.in_graph and self._graph_refusal() is None
+
+    def _graph_refusal(self):
+        """Why this layer (with these arguments) cannot compile into a model,
+        or None."""
+        if not self.in_graph:
+            return None
+        return None
 
     def _is_custom(self) -> bool:
         return False
@@ -919,6 +936,60 @@ def _crop_to_aspect(a, h, w):
     return a[:, top:top + ch, left:left + cw]
 
 
+def _interp_matrix(n_in, n_out, interpolation):
+    """The (n_out, n_in) weights _interp_axis applies: a resize along one
+    axis as a matrix product, for the compiled path."""
+    return _interp_axis(np.eye(n_in, dtype=np.float32), 0, n_out, interpolation)
+
+
+def _float_list(m) -> str:
+    return "[" + ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in m) + "]"
+
+
+class _ImageGraph:
+    """The compiled path of an image layer: per-sample shapes (h, w, c) or
+    (c, h, w) and expression text."""
+
+    def _hw_axes(self):
+        return (2, 3) if self.data_format == "channels_first" else (1, 2)
+
+    def _split_shape(self, s):
+        if len(s) != 3 or any(d is None for d in s):
+            raise ValueError(f"[{self.kind}] in a model expects images of known per-sample shape "
+                             f"(height, width, channels), got {tuple(s)}")
+        if self.data_format == "channels_first":
+            return s[1], s[2], s[0]
+        return s[0], s[1], s[2]
+
+    def _join_shape(self, h, w, c):
+        return (c, h, w) if self.data_format == "channels_first" else (h, w, c)
+
+    def _resize_expr(self, x, H, W, h, w, interpolation):
+        ax = "bchw" if self.data_format == "channels_first" else "bhwc"
+        if H != h:
+            m = _float_list(_interp_matrix(H, h, interpolation))
+            x = f"einsum(\"{ax},Hh->{ax.replace('h', 'H')}\", {x}, asarray({m}, \"float32\"))"
+        if W != w:
+            m = _float_list(_interp_matrix(W, w, interpolation))
+            x = f"einsum(\"{ax},Ww->{ax.replace('w', 'W')}\", {x}, asarray({m}, \"float32\"))"
+        return x
+
+    def _crop_expr(self, x, top, left, h, w):
+        if self.data_format == "channels_first":
+            return f"{x}[:, :, {top}:{top + h}, {left}:{left + w}]"
+        return f"{x}[:, {top}:{top + h}, {left}:{left + w}, :]"
+
+    def _aspect_crop(self, x, H, W, h, w):
+        ch = max(min(H, int(float(W * h) / w)), 1)
+        cw = max(min(W, int(float(H * w) / h)), 1)
+        top, left = int(float(H - ch) / 2), int(float(W - cw) / 2)
+        return self._crop_expr(x, top, left, ch, cw), ch, cw
+
+    @staticmethod
+    def _seed(ctx):
+        return f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}"
+
+
 _INTERPOLATIONS = ("bilinear", "nearest")
 
 
@@ -929,7 +1000,7 @@ def _check_interp(v, where):
     return v
 
 
-class Resizing(_Preprocessing):
+class Resizing(_ImageGraph, _Preprocessing):
     """Resizes images to (height, width), like keras.layers.Resizing
     (bilinear or nearest, half-pixel centres as Keras on JAX;
     crop_to_aspect_ratio / pad_to_aspect_ratio keep the aspect ratio)."""
@@ -957,6 +1028,23 @@ class Resizing(_Preprocessing):
         self.fill_value = float(fill_value)
         self.data_format = data_format
 
+    in_graph = True
+
+    def _graph_refusal(self):
+        if self.pad_to_aspect_ratio:
+            return "pad_to_aspect_ratio=True runs on arrays only"
+        return None
+
+    def compute_output_shape(self, s):
+        H, W, c = self._split_shape(s)
+        return self._join_shape(self.height, self.width, c)
+
+    def forward(self, x, p, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        if self.crop_to_aspect_ratio:
+            x, H, W = self._aspect_crop(x, H, W, self.height, self.width)
+        return self._resize_expr(x, H, W, self.height, self.width, self.interpolation)
+
     def call(self, inputs):
         a, back = _images(inputs, "Resizing", self.data_format)
         h, w = self.height, self.width
@@ -973,7 +1061,7 @@ class Resizing(_Preprocessing):
         return back(_resize(a, h, w, self.interpolation))
 
 
-class CenterCrop(_Preprocessing):
+class CenterCrop(_ImageGraph, _Preprocessing):
     """Crops the central (height, width) window, like
     keras.layers.CenterCrop (a smaller image is cropped to the aspect ratio
     and resized)."""
@@ -986,6 +1074,20 @@ class CenterCrop(_Preprocessing):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"[CenterCrop] {n} must be a positive int, got {v!r}")
         self.height, self.width, self.data_format = height, width, data_format
+
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        _, _, c = self._split_shape(s)
+        return self._join_shape(self.height, self.width, c)
+
+    def forward(self, x, p, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        h, w = self.height, self.width
+        if H >= h and W >= w:
+            return self._crop_expr(x, (H - h) // 2, (W - w) // 2, h, w)
+        x, ch, cw = self._aspect_crop(x, H, W, h, w)
+        return self._resize_expr(x, ch, cw, h, w, "bilinear")
 
     def call(self, inputs):
         a, back = _images(inputs, "CenterCrop", self.data_format)
@@ -1082,7 +1184,7 @@ def _affine(a, inverse, fill_mode, interpolation, fill_value):
     return out.astype(np.float32)
 
 
-class RandomFlip(_RandomImage):
+class RandomFlip(_ImageGraph, _RandomImage):
     """Flips each image left-right and/or up-down with probability 1/2, like
     keras.layers.RandomFlip."""
 
@@ -1095,6 +1197,22 @@ class RandomFlip(_RandomImage):
             raise ValueError(f"[RandomFlip] mode must be 'horizontal', 'vertical' or "
                              f"'horizontal_and_vertical', got {mode!r}")
         self.mode = mode
+
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def forward(self, x, p, ctx):
+        hax, wax = self._hw_axes()
+        u = f"random_uniform(list(shape({x})[0], 2, 1, 1), 0.0, 1.0, {self._seed(ctx)}, \"float32\")"
+        out = x
+        if self.mode in ("horizontal", "horizontal_and_vertical"):
+            out = f"where({u}[:, 0:1] < 0.5, flip({out}, {wax}), {out})"
+        if self.mode in ("vertical", "horizontal_and_vertical"):
+            out = f"where({u}[:, 1:2] < 0.5, flip({out}, {hax}), {out})"
+        return f"if({ctx.training}, {out}, {x})"
 
     def _augment(self, a):
         a = a.copy()
@@ -1219,7 +1337,7 @@ class RandomCrop(_RandomImage):
                        "bilinear")
 
 
-class RandomContrast(_RandomImage):
+class RandomContrast(_ImageGraph, _RandomImage):
     """Scales each image's deviation from its per-channel mean by a random
     factor in [1 - lower, 1 + upper], clipped to value_range, like
     keras.layers.RandomContrast."""
@@ -1240,6 +1358,22 @@ class RandomContrast(_RandomImage):
             raise ValueError(f"[RandomContrast] factor must be >= 0 (lower <= 1), got {factor!r}")
         self.factor = (lo, hi)
         self.value_range = tuple(value_range)
+
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def forward(self, x, p, ctx):
+        hax, wax = self._hw_axes()
+        lo, hi = 1.0 - self.factor[0], 1.0 + self.factor[1]
+        f = (f"random_uniform(list(shape({x})[0], 1, 1, 1), {lo!r}, {hi!r}, {self._seed(ctx)}, "
+             f"\"float32\")")
+        mean = f"mean({x}, list({hax}, {wax}), keepdims=true)"
+        v0, v1 = (float(v) for v in self.value_range)
+        out = f"clip(({x} - {mean}) * {f} + {mean}, {v0!r}, {v1!r})"
+        return f"if({ctx.training}, {out}, {x})"
 
     def _augment(self, a):
         f = self._rng.uniform(1.0 - self.factor[0], 1.0 + self.factor[1],
