@@ -4,10 +4,10 @@ image (Resizing, CenterCrop and the Random* augmentations).
 
 They run eagerly on NumPy arrays (strings included), as Keras's run outside
 the compiled graph: call them on your data before fit, or in a data pipeline
-(`tessera.data.Dataset.map(layer)`). Resizing, CenterCrop, RandomFlip and
-RandomContrast also compile into a model (called on Input(...) or a layer's
-output: random in fit, the identity in evaluate and predict, as Keras's);
-the others raise a TypeError saying to apply them to the data.
+(`tessera.data.Dataset.map(layer)`). The image layers but RandomCrop also
+compile into a model (called on Input(...) or a layer's output: random in
+fit, the identity in evaluate and predict, as Keras's); the others raise a
+TypeError saying to apply them to the data.
 
     vectorize = nn.TextVectorization(max_tokens=20000, output_sequence_length=200)
     vectorize.adapt(texts)            # a list / array of str, or a Dataset of them
@@ -1226,12 +1226,79 @@ class RandomFlip(_ImageGraph, _RandomImage):
         return a
 
 
-class _RandomAffine(_RandomImage):
+def _fill_expr(i: str, n: int, mode: str) -> str:
+    """_fill_index's index mapping as expression text (i: float coordinates
+    already integral)."""
+    if mode == "nearest":
+        return f"clip({i}, 0.0, {float(n - 1)!r})"
+    if mode == "wrap":
+        return f"mod({i}, {float(n)!r})"
+    if mode == "reflect":
+        m = f"mod({i}, {float(2 * n)!r})"
+        return f"where({m} >= {float(n)!r}, {float(2 * n - 1)!r} - {m}, {m})"
+    return f"clip({i}, 0.0, {float(n - 1)!r})"
+
+
+class _RandomAffine(_ImageGraph, _RandomImage):
+    """Random affine resampling (rotation, zoom, translation): eager with
+    NumPy, and compiled into a model as gathers of the four neighbours of
+    each output pixel (channels_last)."""
+
+    in_graph = True
+
     def __init__(self, fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
         self.interpolation = _check_fill(fill_mode, interpolation, self.kind)
         self.fill_mode = fill_mode
         self.fill_value = float(fill_value)
+
+    def _graph_refusal(self):
+        if self.data_format == "channels_first":
+            return "in a model it takes channels_last images only"
+        return None
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def _graph_params(self, u, H, W) -> list:
+        """The six inverse-affine expressions, each (batch, 1), from u, a
+        (batch, 2) draw in [0, 1)."""
+        raise NotImplementedError
+
+    def forward(self, x, p, ctx):
+        H, W, C = self._split_shape(self._in_shape)
+        d = ctx.define
+        u = d("aug_u", f"random_uniform(list(shape({x})[0], 2), 0.0, 1.0, {self._seed(ctx)}, "
+                       f"\"float32\")")
+        m = [d("aug_m", e) for e in self._graph_params(u, H, W)]
+        k = d("aug_k", f"arange({H * W})")
+        ys = d("aug_y", f"astype(floor_divide({k}, {W}), \"float32\")")
+        xs = d("aug_x", f"astype(mod({k}, {W}), \"float32\")")
+        sx = d("aug_sx", f"{m[0]} * {xs} + {m[1]} * {ys} + {m[2]}")
+        sy = d("aug_sy", f"{m[3]} * {xs} + {m[4]} * {ys} + {m[5]}")
+        flat = d("aug_f", f"reshape({x}, list(shape({x})[0], {H * W}, {C}))")
+        if self.interpolation == "nearest":
+            corners = [(f"round({sy})", f"round({sx})", None)]
+        else:
+            y0, x0 = d("aug_y0", f"floor({sy})"), d("aug_x0", f"floor({sx})")
+            fy, fx = d("aug_fy", f"{sy} - {y0}"), d("aug_fx", f"{sx} - {x0}")
+            corners = [(f"{y0} + {dy}.0", f"{x0} + {dx}.0",
+                        f"({fy if dy else '1.0 - ' + fy}) * ({fx if dx else '1.0 - ' + fx})")
+                       for dy in (0, 1) for dx in (0, 1)]
+        terms = []
+        for yi, xi, w in corners:
+            yi, xi = d("aug_yi", yi), d("aug_xi", xi)
+            idx = (f"astype({_fill_expr(yi, H, self.fill_mode)} * {float(W)!r} + "
+                   f"{_fill_expr(xi, W, self.fill_mode)}, \"int64\")")
+            v = f"take_along_axis({flat}, expand_dims({idx}, 2), 1)"
+            if self.fill_mode == "constant":
+                inside = (f"logical_and(logical_and({yi} >= 0.0, {yi} <= {float(H - 1)!r}), "
+                          f"logical_and({xi} >= 0.0, {xi} <= {float(W - 1)!r}))")
+                v = f"where(expand_dims({inside}, 2), {v}, {self.fill_value!r})"
+            terms.append(v if w is None else f"expand_dims({w}, 2) * {v}")
+        out = f"reshape({' + '.join(terms)}, list(shape({x})[0], {H}, {W}, {C}))"
+        return f"if({ctx.training}, astype({out}, \"float32\"), {x})"
 
     def _augment(self, a):
         return _affine(a, self._inverses(a.shape[0], a.shape[1], a.shape[2]), self.fill_mode,
@@ -1251,6 +1318,13 @@ class RandomRotation(_RandomAffine):
         self.factor = factor
         self.lower, self.upper = _factor_range(factor, "RandomRotation", lower_bound=-math.inf)
         self.value_range = value_range
+
+    def _graph_params(self, u, H, W):
+        cx, cy = (W - 1) / 2, (H - 1) / 2
+        t = f"({self.lower!r} + {self.upper - self.lower!r} * {u}[:, 0:1]) * {2 * np.pi!r}"
+        c, s_ = f"cos({t})", f"sin({t})"
+        return [c, f"-{s_}", f"{cx!r} - {c} * {cx!r} + {s_} * {cy!r}",
+                s_, c, f"{cy!r} - {s_} * {cx!r} - {c} * {cy!r}"]
 
     def _inverses(self, n, H, W):
         ang = self._rng.uniform(self.lower, self.upper, n) * 2 * np.pi
@@ -1279,6 +1353,18 @@ class RandomZoom(_RandomAffine):
         self.w_range = None if width_factor is None else _factor_range(
             width_factor, "RandomZoom", "width_factor")
 
+    def _graph_params(self, u, H, W):
+        cx, cy = (W - 1) / 2, (H - 1) / 2
+        (hl, hh) = self.h_range
+        zy = f"(1.0 + {hl!r} + {hh - hl!r} * {u}[:, 0:1])"
+        if self.w_range is None:
+            zx = zy
+        else:
+            wl, wh = self.w_range
+            zx = f"(1.0 + {wl!r} + {wh - wl!r} * {u}[:, 1:2])"
+        zero = f"0.0 * {u}[:, 0:1]"
+        return [zx, zero, f"{cx!r} - {zx} * {cx!r}", zero, zy, f"{cy!r} - {zy} * {cy!r}"]
+
     def _inverses(self, n, H, W):
         zy = 1.0 + self._rng.uniform(*self.h_range, n)
         zx = zy if self.w_range is None else 1.0 + self._rng.uniform(*self.w_range, n)
@@ -1302,6 +1388,13 @@ class RandomTranslation(_RandomAffine):
         self.height_factor, self.width_factor = height_factor, width_factor
         self.h_range = _factor_range(height_factor, "RandomTranslation", "height_factor")
         self.w_range = _factor_range(width_factor, "RandomTranslation", "width_factor")
+
+    def _graph_params(self, u, H, W):
+        (hl, hh), (wl, wh) = self.h_range, self.w_range
+        dy = f"(({hl!r} + {hh - hl!r} * {u}[:, 0:1]) * {float(H)!r})"
+        dx = f"(({wl!r} + {wh - wl!r} * {u}[:, 1:2]) * {float(W)!r})"
+        zero, one = f"0.0 * {u}[:, 0:1]", f"1.0 + 0.0 * {u}[:, 0:1]"
+        return [one, zero, f"-{dx}", zero, one, f"-{dy}"]
 
     def _inverses(self, n, H, W):
         dy = self._rng.uniform(*self.h_range, n) * H
