@@ -291,8 +291,9 @@ def test_text_vectorization_ngrams_modes_and_dataset():
     tv = nn.TextVectorization(ngrams=2, output_mode="count")
     tv.adapt(["a b a", "b c"])
     assert tv.get_vocabulary() == ["[UNK]", "b", "a", "c", "b c", "b a", "a b"]
+    # z, "c c" and "c z" are OOV
     np.testing.assert_array_equal(tv(["a b", "c c z"]),
-                                  [[0, 1, 1, 0, 0, 0, 1], [3, 0, 0, 2, 0, 0, 0]])  # z, "c c", "c z" are OOV
+                                  [[0, 1, 1, 0, 0, 0, 1], [3, 0, 0, 2, 0, 0, 0]])
     mh = nn.TextVectorization(output_mode="multi_hot", max_tokens=4, pad_to_max_tokens=True,
                               vocabulary=["p", "q"])
     np.testing.assert_array_equal(mh(["p p r"]), [[1, 1, 0, 0]])

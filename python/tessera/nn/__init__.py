@@ -22,9 +22,9 @@ from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
                               VocabParallelEmbedding)
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
-from .preprocessing import (CategoryEncoding, CenterCrop, Discretization, Hashing,
-                            IntegerLookup, RandomContrast, RandomCrop, RandomFlip,
-                            RandomRotation, RandomTranslation, RandomZoom, Resizing,
+from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
+                                  RandomRotation, RandomTranslation, RandomZoom, Resizing)
+from .preprocessing import (CategoryEncoding, Discretization, Hashing, IntegerLookup,
                             StringLookup, TextVectorization)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .saving import load_model, register_keras_serializable

@@ -1384,8 +1384,10 @@ _ELSEWHERE = {
     "GRUCell": "wrappers", "StackedRNNCells": "wrappers",
     **{n: "preprocessing" for n in (
         "TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
-        "Discretization", "Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom",
-        "RandomCrop", "RandomTranslation", "RandomContrast")},
+        "Discretization")},
+    **{n: "image_preprocessing" for n in (
+        "Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
+        "RandomTranslation", "RandomContrast")},
 }
 
 

@@ -342,9 +342,9 @@ def builtin_classes() -> dict:
     global _BUILTIN
     if _BUILTIN is None:
         from .. import optim  # noqa: PLC0415
-        from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
-                       metrics, parallel, parallel_layers, parallel_losses, preprocessing,
-                       recurrent, regularizers, wrappers)
+        from . import (attention, image_preprocessing, initializers, layers,  # noqa: PLC0415
+                       losses, merging, metrics, parallel, parallel_layers, parallel_losses,
+                       preprocessing, recurrent, regularizers, wrappers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
@@ -354,7 +354,7 @@ def builtin_classes() -> dict:
 
         _BUILTIN = {
             "layer": public((layers, attention, recurrent, merging, parallel, parallel_layers,
-                             wrappers, preprocessing),
+                             wrappers, preprocessing, image_preprocessing),
                             layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
