@@ -207,7 +207,7 @@ def image_dataset_from_directory(directory, labels="inferred", label_mode="int",
     resized to image_size (tessera's Resizing, bilinear or nearest).
     Decoding needs Pillow (an ImportError naming it otherwise). Everything is
     read into memory."""
-    from .preprocessing import Resizing  # noqa: PLC0415
+    from .image_preprocessing import Resizing  # noqa: PLC0415
 
     w = "image_dataset_from_directory"
     channels = {"rgb": 3, "rgba": 4, "grayscale": 1}.get(color_mode)

@@ -29,8 +29,7 @@ from .layers import Layer
 from .symbolic import KerasTensor, user_location
 
 __all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
-           "Discretization", "Resizing", "CenterCrop", "RandomFlip", "RandomRotation",
-           "RandomZoom", "RandomCrop", "RandomTranslation", "RandomContrast"]
+           "Discretization"]  # the image layers: image_preprocessing.py
 
 
 def _has_symbolic(obj) -> bool:
@@ -875,10 +874,3 @@ class Discretization(_Preprocessing):
             return idx.astype(self.out_dtype or "int64")
         return _encode(idx, self.output_mode, len(self.bin_boundaries) + 1, "Discretization",
                        dtype=self.out_dtype or "float32")
-
-
-# The image layers live in image_preprocessing.py (imported last: it builds
-# on _Preprocessing above).
-from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop,  # noqa: E402
-                                  RandomFlip, RandomRotation, RandomTranslation, RandomZoom,
-                                  Resizing)
