@@ -28,6 +28,10 @@ from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
                               VocabParallelEmbedding)
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
+from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
+                                  RandomRotation, RandomTranslation, RandomZoom, Resizing)
+from .preprocessing import (CategoryEncoding, Discretization, Hashing, IntegerLookup,
+                            StringLookup, TextVectorization)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import (Cropping1D, Cropping2D, UpSampling1D, UpSampling2D, ZeroPadding1D,
                         ZeroPadding2D)
@@ -66,6 +70,9 @@ __all__ = [
     "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D",
     "AdditiveAttention", "Attention",
     "GroupNormalization", "Normalization", "Rescaling", "UnitNormalization", "InputLayer",
+    "CategoryEncoding", "CenterCrop", "Discretization", "Hashing", "IntegerLookup",
+    "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
+    "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
 ]
 
 

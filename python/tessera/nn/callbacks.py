@@ -22,7 +22,8 @@ import tempfile
 import numpy as np
 
 __all__ = ["Callback", "CallbackList", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
-           "ReduceLROnPlateau", "CSVLogger", "TerminateOnNaN", "LambdaCallback", "History"]
+           "ReduceLROnPlateau", "CSVLogger", "TerminateOnNaN", "LambdaCallback", "History",
+           "ProgbarLogger", "BackupAndRestore", "TensorBoard"]
 
 
 class Callback:
@@ -479,3 +480,252 @@ class LambdaCallback(Callback):
         for name, fn in hooks.items():
             if fn is not None:
                 setattr(self, name, fn)
+
+
+class ProgbarLogger(Callback):
+    """Prints a progress bar (keras.utils.Progbar) per epoch of fit, and
+    for evaluate and predict, as Keras's ProgbarLogger; given to fit it
+    replaces fit's own printing. Follows fit's verbose (0 silent, 1 the
+    bar, 2 one line per epoch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.verbose = 1
+        self.epochs = 1
+        self.target = None
+        self.progbar = None
+        self._seen = 0
+
+    def set_params(self, params):
+        super().set_params(params)
+        verbose = params.get("verbose", 1)
+        self.verbose = 1 if verbose == "auto" else int(verbose or 0)
+        self.epochs = params.get("epochs", 1) or 1
+        self.target = params.get("steps")
+
+    def _reset(self):
+        from .utils import Progbar  # noqa: PLC0415
+
+        self._seen = 0
+        self.progbar = Progbar(self.target, verbose=self.verbose, stateless_metrics=(),
+                               unit_name="step")
+
+    def _update(self, batch, logs, finalize=False):
+        if self.progbar is None:
+            self._reset()
+        self._seen = batch + 1
+        values = [(k, v) for k, v in (logs or {}).items() if np.ndim(v) == 0]
+        # fit's logs are running averages already: shown as given
+        self.progbar.update(self._seen, values, finalize=finalize)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._reset()
+        if self.verbose and self.epochs > 1:
+            print(f"Epoch {epoch + 1}/{self.epochs}")
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._update(batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._update(max(self._seen - 1, 0), logs, finalize=True)
+
+    def on_test_begin(self, logs=None):
+        if self.model is not None and not getattr(self.model, "_fitting", False):
+            self._reset()
+
+    def on_test_batch_end(self, batch, logs=None):
+        if self.params.get("epochs", 1) == 1 and self.progbar is not None:
+            self._update(batch, logs)
+
+    def on_test_end(self, logs=None):
+        if self.progbar is not None and self.params.get("epochs", 1) == 1:
+            self._update(max(self._seen - 1, 0), logs, finalize=True)
+
+    def on_predict_begin(self, logs=None):
+        self._reset()
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._update(batch, {})
+
+    def on_predict_end(self, logs=None):
+        self._update(max(self._seen - 1, 0), {}, finalize=True)
+
+
+class BackupAndRestore(Callback):
+    """Backs up the whole training state (weights, optimizer state, epoch
+    and position in it) in backup_dir at the end of every epoch (or every
+    save_freq batches), so that a fit interrupted by a crash or a kill,
+    run again with the same callback, resumes where the backup was made,
+    like keras.callbacks.BackupAndRestore. The backup is written to a
+    temporary in the folder and renamed; delete_checkpoint removes it when
+    training ends normally; double_checkpoint keeps the previous one too
+    (used when the newest is unreadable)."""
+
+    _NAME, _PREV = "backup.tsm", "backup-previous.tsm"
+
+    def __init__(self, backup_dir, save_freq="epoch", double_checkpoint=False,
+                 delete_checkpoint=True):
+        super().__init__()
+        if backup_dir is None or not os.fspath(backup_dir):
+            raise ValueError("[BackupAndRestore] backup_dir must be a folder path, got "
+                             f"{backup_dir!r}")
+        if save_freq != "epoch" and save_freq is not False and (
+                isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq <= 0):
+            raise ValueError(f"[BackupAndRestore] save_freq must be 'epoch', False or a positive "
+                             f"int (batches), got {save_freq!r}")
+        self.backup_dir = os.fspath(backup_dir)
+        self.save_freq = save_freq
+        self.double_checkpoint = bool(double_checkpoint)
+        self.delete_checkpoint = bool(delete_checkpoint)
+        self._batches = 0
+        self._path = os.path.join(self.backup_dir, self._NAME)
+        self._prev = os.path.join(self.backup_dir, self._PREV)
+
+    def _restore_path(self):
+        """The backup fit resumes from (checked readable), or None."""
+        from .saving import read_file  # noqa: PLC0415
+
+        for p in ([self._path, self._prev] if self.double_checkpoint else [self._path]):
+            if os.path.lexists(p):
+                if os.path.islink(p) or not os.path.isfile(p):
+                    raise ValueError(f"[BackupAndRestore] {p} is not a regular file (a link or a "
+                                     "folder); remove it")
+                try:
+                    read_file(p, "BackupAndRestore")
+                except ValueError:
+                    if self.double_checkpoint and p == self._path:
+                        continue
+                    raise
+                return p
+        return None
+
+    def _backup(self):
+        if not _chief():
+            return
+        os.makedirs(self.backup_dir, exist_ok=True)
+        if self.double_checkpoint and os.path.isfile(self._path):
+            os.replace(self._path, self._prev)
+        self.model.save_checkpoint(self._path)  # a temporary in the folder, then a rename
+
+    def on_train_begin(self, logs=None):
+        self._batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if isinstance(self.save_freq, int) and not isinstance(self.save_freq, bool):
+            self._batches += 1
+            if self._batches % self.save_freq == 0:
+                self._backup()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self._backup()
+
+    def on_train_end(self, logs=None):
+        if self.delete_checkpoint and _chief():
+            for p in (self._path, self._prev):
+                if os.path.isfile(p) and not os.path.islink(p):
+                    os.unlink(p)
+
+
+class TensorBoard(Callback):
+    """Writes TensorBoard event files (`tensorboard --logdir log_dir`), as
+    keras.callbacks.TensorBoard: the epoch's logs as scalars "epoch_<name>"
+    in log_dir/train (val_* in log_dir/validation, without the prefix), and
+    with update_freq=N (or "batch") the running logs every N batches as
+    "batch_<name>" at the training step. Written by tessera's own encoder
+    (nn/_tfevents.py), no TensorFlow. The model graph, histograms, images,
+    embeddings and profiling are not written (histogram_freq, write_images,
+    embeddings_freq and profile_batch other than 0/False are errors)."""
+
+    def __init__(self, log_dir="logs", histogram_freq=0, write_graph=True, write_images=False,
+                 write_steps_per_second=False, update_freq="epoch", profile_batch=0,
+                 embeddings_freq=0, embeddings_metadata=None):
+        super().__init__()
+        for name, v in (("histogram_freq", histogram_freq), ("write_images", write_images),
+                        ("profile_batch", profile_batch), ("embeddings_freq", embeddings_freq),
+                        ("embeddings_metadata", embeddings_metadata)):
+            if v:
+                raise ValueError(f"[TensorBoard] {name}={v!r} is not supported (tessera writes "
+                                 f"scalars only); leave {name} at its default")
+        if update_freq not in ("epoch", "batch") and (
+                isinstance(update_freq, bool) or not isinstance(update_freq, int)
+                or update_freq <= 0):
+            raise ValueError(f"[TensorBoard] update_freq must be 'epoch', 'batch' or a positive "
+                             f"int, got {update_freq!r}")
+        self.log_dir = os.fspath(log_dir)
+        self.write_graph = write_graph
+        self.write_steps_per_second = bool(write_steps_per_second)
+        self.update_freq = 1 if update_freq == "batch" else update_freq
+        self._writers: dict = {}
+        self._in_fit = False
+        self._step = 0
+        self._epoch_start = None
+        self._epoch_steps = 0
+
+    def _writer(self, kind):
+        from ._tfevents import EventFileWriter  # noqa: PLC0415
+
+        w = self._writers.get(kind)
+        if w is None:
+            w = self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind))
+        return w
+
+    @staticmethod
+    def _scalars(logs, prefix):
+        out = {}
+        for k, v in (logs or {}).items():
+            if np.ndim(v) == 0:
+                try:
+                    out[prefix + k] = float(v)
+                except (TypeError, ValueError):
+                    pass
+        return out
+
+    def on_train_begin(self, logs=None):
+        self._in_fit = True
+        self._step = int(getattr(self.model, "_iteration", 0) or 0) if self.model else 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        import time  # noqa: PLC0415
+
+        self._epoch_start = time.perf_counter()
+        self._epoch_steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        self._epoch_steps += 1
+        if not _chief() or self.update_freq == "epoch":
+            return
+        if self._step % self.update_freq == 0:
+            self._writer("train").scalars(self._step, self._scalars(logs, "batch_"))
+
+    def on_epoch_end(self, epoch, logs=None):
+        import time  # noqa: PLC0415
+
+        if not _chief():
+            return
+        logs = logs or {}
+        train = {k: v for k, v in logs.items() if not k.startswith("val_")}
+        val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
+        values = self._scalars(train, "epoch_")
+        if self.write_steps_per_second and self._epoch_start is not None:
+            took = time.perf_counter() - self._epoch_start
+            values["epoch_steps_per_second"] = self._epoch_steps / took if took > 0 else 0.0
+        self._writer("train").scalars(epoch, values)
+        if val:
+            self._writer("validation").scalars(epoch, self._scalars(val, "epoch_"))
+
+    def on_test_end(self, logs=None):
+        # evaluate() on its own (fit's validation is written by on_epoch_end)
+        if self._in_fit or not _chief() or not logs:
+            return
+        step = int(getattr(self.model, "_iteration", 0) or 0)
+        self._writer("validation").scalars(step, {
+            f"evaluation_{k}_vs_iterations": v for k, v in self._scalars(logs, "").items()})
+        self._writers.pop("validation").close()
+
+    def on_train_end(self, logs=None):
+        self._in_fit = False
+        for w in self._writers.values():
+            w.close()
+        self._writers = {}

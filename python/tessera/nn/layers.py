@@ -1407,6 +1407,12 @@ _ELSEWHERE = {
     "Attention": "attention_layers", "AdditiveAttention": "attention_layers",
     "Rescaling": "normalization", "Normalization": "normalization",
     "UnitNormalization": "normalization", "GroupNormalization": "normalization",
+    **{n: "preprocessing" for n in (
+        "TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
+        "Discretization")},
+    **{n: "image_preprocessing" for n in (
+        "Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
+        "RandomTranslation", "RandomContrast")},
 }
 
 

@@ -858,6 +858,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                              f"{steps_per_epoch!r}")
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
+        x = _from_py_dataset(x, "fit")
+        if validation_data is not None:
+            validation_data = _from_py_dataset(validation_data, "fit")
         is_ds = isinstance(x, _data.Dataset)
         if is_ds:
             if y is not None or sample_weight is not None or class_weight is not None:
@@ -985,6 +988,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                   "batch_size": batch_size,
                   "metric_shapes": [list(np.zeros(s).shape) for s in sizes]}
         state = None
+        backups = [c for c in (callbacks or []) if isinstance(c, _cb.BackupAndRestore)]
+        if resume_from is None and backups:
+            resume_from = backups[0]._restore_path()  # a backup of an interrupted run
         try:
             if ckpts is not None:
                 state = ckpts.restore(self, world, _dist.rank() if world > 1 else 0, dict(
@@ -1009,6 +1015,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             history._add(past["epoch"], dict(past["logs"]))
         cbs = _cb.CallbackList(callbacks, history=history, model=self,
                                params={"epochs": epochs, "steps": steps, "verbose": verbose})
+        if any(isinstance(c, _cb.ProgbarLogger) for c in cbs.callbacks):
+            verbose = 0  # the user's ProgbarLogger prints instead, as in Keras
         self.stop_training = False
         self._fit_settings = {"seed": seed, "batch_size": batch_size}
         tiling = _core.deterministic()
@@ -1443,6 +1451,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
 
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
+        x = _from_py_dataset(x, "evaluate")
         if isinstance(x, _data.Dataset):
             ds = x
             if not self.built:
@@ -1497,7 +1506,10 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                 cbs.on_test_batch_end(i, running())
         result = running()
         cbs.on_test_end(dict(result))
-        if verbose and verbose != "auto" or verbose == "auto" and sys.stdout.isatty():
+        own_bar = any(type(c).__name__ == "ProgbarLogger" and
+                      type(c).__module__ == "tessera.nn.callbacks" for c in cbs.callbacks)
+        if not own_bar and (verbose and verbose != "auto" or
+                            verbose == "auto" and sys.stdout.isatty()):
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
             return result
@@ -1512,6 +1524,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         and on_predict_end are called, as Keras calls them."""
         from .. import data as _data  # noqa: PLC0415
 
+        x = _from_py_dataset(x, "predict")
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
             parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
@@ -1665,3 +1678,11 @@ class Sequential(Model):
         self._init_graph(inputs, h)
         self.layers = [l for l in self.layers if l is not self]
         return self
+
+
+def _from_py_dataset(x, where):
+    """A keras.utils.PyDataset as a tessera Dataset (fit, evaluate and
+    predict read those)."""
+    from .utils import PyDataset  # noqa: PLC0415
+
+    return x._to_dataset(where) if isinstance(x, PyDataset) else x

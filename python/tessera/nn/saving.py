@@ -343,9 +343,9 @@ def builtin_classes() -> dict:
     global _BUILTIN
     if _BUILTIN is None:
         from .. import optim  # noqa: PLC0415
-        from . import (attention, initializers, layers, losses, merging,  # noqa: PLC0415
-                       metrics, parallel, parallel_layers, parallel_losses, recurrent,
-                       regularizers, wrappers)
+        from . import (attention, image_preprocessing, initializers, layers,  # noqa: PLC0415
+                       losses, merging, metrics, parallel, parallel_layers, parallel_losses,
+                       preprocessing, recurrent, regularizers, wrappers)
 
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()

@@ -1,11 +1,32 @@
-"""keras.utils for code written against Keras: to_categorical and
-set_random_seed."""
+"""keras.utils for code written against Keras: to_categorical,
+set_random_seed, pad_sequences, normalize, timeseries_dataset_from_array,
+split_dataset, PyDataset, Progbar, get_file, plot_model / model_to_dot and
+Keras's (de)serialization helpers (on tessera.nn.saving's registry)."""
 
 from __future__ import annotations
 
+import hashlib
+import math
+import os
+import random as _random
+import shutil
+import sys
+import tempfile
+import time
+from urllib.parse import unquote, urlparse
+
 import numpy as np
 
-__all__ = ["set_random_seed", "to_categorical"]
+from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
+from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
+                     get_registered_name, get_registered_object, register_keras_serializable)
+
+__all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
+           "timeseries_dataset_from_array", "split_dataset", "PyDataset", "Sequence", "Progbar",
+           "get_file", "plot_model", "model_to_dot", "register_keras_serializable",
+           "serialize_keras_object", "deserialize_keras_object", "get_custom_objects",
+           "get_registered_name", "get_registered_object", "custom_object_scope",
+           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory"]
 
 
 def to_categorical(x, num_classes=None):
@@ -42,3 +63,646 @@ def set_random_seed(seed):
     random.seed(int(seed))
     np.random.seed(int(seed) % 2**32)
     _core.call_primitive("set_seed", [int(seed)], {})
+
+
+def pad_sequences(sequences, maxlen=None, dtype="int32", padding="pre", truncating="pre",
+                  value=0.0):
+    """Pads (or truncates) a list of sequences to one length, like
+    keras.utils.pad_sequences: (len(sequences), maxlen) + the samples'
+    trailing shape, padding and truncating at the "pre" (start) or "post"
+    end, with `value`."""
+    if not hasattr(sequences, "__len__"):
+        raise ValueError("[pad_sequences] sequences must be a list of sequences, got "
+                         f"{type(sequences).__name__}")
+    for name, v in (("padding", padding), ("truncating", truncating)):
+        if v not in ("pre", "post"):
+            raise ValueError(f"[pad_sequences] {name} must be 'pre' or 'post', got {v!r}")
+    if maxlen is not None and (isinstance(maxlen, bool) or not isinstance(maxlen, int)
+                               or maxlen < 0):
+        raise ValueError(f"[pad_sequences] maxlen must be None or an int >= 0, got {maxlen!r}")
+    lengths, sample_shape, found = [], (), False
+    for i, x in enumerate(sequences):
+        if not hasattr(x, "__len__"):
+            raise ValueError(f"[pad_sequences] sequences[{i}] is not a sequence: {x!r}")
+        lengths.append(len(x))
+        if not found and len(x):
+            sample_shape = np.asarray(x).shape[1:]
+            found = True
+    if maxlen is None:
+        maxlen = max(lengths, default=0)
+    is_str = np.issubdtype(np.dtype(dtype), np.str_) or np.issubdtype(np.dtype(dtype),
+                                                                       np.object_)
+    if isinstance(value, str) and dtype != object and not is_str:
+        raise ValueError(f"[pad_sequences] dtype {dtype!r} cannot hold the padding value "
+                         f"{value!r}; use dtype=object or a string dtype")
+    out = np.full((len(lengths), maxlen) + tuple(sample_shape), value, dtype=dtype)
+    for i, x in enumerate(sequences):
+        if not len(x) or not maxlen:
+            continue
+        trunc = x[-maxlen:] if truncating == "pre" else x[:maxlen]
+        trunc = np.asarray(trunc, dtype=dtype)
+        if trunc.shape[1:] != tuple(sample_shape):
+            raise ValueError(f"[pad_sequences] sequences[{i}] has samples of shape "
+                             f"{trunc.shape[1:]}, the others {tuple(sample_shape)}")
+        if padding == "post":
+            out[i, :len(trunc)] = trunc
+        else:
+            out[i, -len(trunc):] = trunc
+    return out
+
+
+def normalize(x, axis=-1, order=2):
+    """x divided by its `order`-norm along `axis` (zero norms left as 1),
+    like keras.utils.normalize. (Keras's NumPy path puts the norm back on
+    the last axis when axis=0, which fails or divides by the wrong norms;
+    tessera puts it back on `axis`.)"""
+    x = np.asarray(x)
+    if x.dtype.kind not in "iuf":
+        raise TypeError(f"[normalize] x must be numbers, got dtype {x.dtype}")
+    norm = np.atleast_1d(np.linalg.norm(x, order, axis))
+    norm[norm == 0] = 1
+    return x / np.expand_dims(norm, -1 if axis is None else axis)
+
+
+def _int(where, name, v, minimum):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+        raise ValueError(f"[{where}] {name} must be an int >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def timeseries_dataset_from_array(data, targets, sequence_length, sequence_stride=1,
+                                  sampling_rate=1, batch_size=128, shuffle=False, seed=None,
+                                  start_index=None, end_index=None):
+    """A tessera.data.Dataset of sliding windows over `data`, like
+    keras.utils.timeseries_dataset_from_array: window i is
+    data[start + p_i + k * sampling_rate] for k < sequence_length, its
+    target targets[start + p_i], p_i = i * sequence_stride (shuffled with
+    NumPy's RandomState(seed), as Keras). Batched by batch_size (None: not
+    batched). The windows are gathered into memory."""
+    from .. import data as _data  # noqa: PLC0415
+
+    w = "timeseries_dataset_from_array"
+    data = np.asarray(data)
+    if data.ndim == 0:
+        raise ValueError(f"[{w}] data must have a time axis first, got a scalar")
+    sequence_length = _int(w, "sequence_length", sequence_length, 1)
+    sequence_stride = _int(w, "sequence_stride", sequence_stride, 1)
+    sampling_rate = _int(w, "sampling_rate", sampling_rate, 1)
+    if batch_size is not None:
+        batch_size = _int(w, "batch_size", batch_size, 1)
+    if start_index is not None:
+        start_index = _int(w, "start_index", start_index, 0)
+        if start_index >= len(data):
+            raise ValueError(f"[{w}] start_index must be lower than the length of the data "
+                             f"({len(data)}), got {start_index}")
+    if end_index is not None:
+        if start_index and end_index <= start_index:
+            raise ValueError(f"[{w}] end_index ({end_index}) must be higher than start_index "
+                             f"({start_index})")
+        if end_index >= len(data):
+            raise ValueError(f"[{w}] end_index must be lower than the length of the data "
+                             f"({len(data)}), got {end_index}")
+        end_index = _int(w, "end_index", end_index, 1)
+    if targets is not None:
+        targets = np.asarray(targets)
+        if len(targets) != len(data):
+            raise ValueError(f"[{w}] data and targets must have the same length, got "
+                             f"{len(data)} and {len(targets)}")
+    start = start_index or 0
+    end = len(data) if end_index is None else end_index
+    n = end - start - (sequence_length - 1) * sampling_rate
+    if targets is not None:
+        n = min(n, len(targets))
+    positions = np.arange(0, max(n, 0), sequence_stride, dtype=np.int64)
+    if shuffle:
+        if seed is None:
+            seed = np.random.randint(1e6)
+        np.random.RandomState(seed).shuffle(positions)
+    idx = start + positions[:, None] + np.arange(sequence_length) * sampling_rate
+    windows = data[idx] if len(positions) else np.zeros((0, sequence_length) + data.shape[1:],
+                                                        data.dtype)
+    if len(positions) == 0:
+        raise ValueError(f"[{w}] no window of sequence_length={sequence_length} and "
+                         f"sampling_rate={sampling_rate} fits in rows [{start}, {end})")
+    elements = windows if targets is None else (windows, targets[start + positions])
+    ds = _data.Dataset.from_tensor_slices(elements)
+    return ds if batch_size is None else ds.batch(batch_size)
+
+
+def _split_sizes(left, right, total):
+    w = "split_dataset"
+    for name, v in (("left_size", left), ("right_size", right)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise TypeError(f"[{w}] {name} must be an int, a float or None, got {v!r}")
+    if left is None and right is None:
+        raise ValueError(f"[{w}] give left_size or right_size (or both)")
+    for name, v in (("left_size", left), ("right_size", right)):
+        if isinstance(v, int) and not 0 < v < total or isinstance(v, float) and not 0 < v < 1:
+            raise ValueError(f"[{w}] {name} must be an int in (0, {total}) or a float in (0, 1), "
+                             f"got {v!r}")
+    if isinstance(left, float) and isinstance(right, float) and left + right > 1:
+        raise ValueError(f"[{w}] left_size + right_size is {left + right}, more than 1")
+    left = round(left * total) if isinstance(left, float) else left
+    right = round(right * total) if isinstance(right, float) else right
+    left = total - right if left is None else left
+    right = total - left if right is None else right
+    if left + right > total:
+        raise ValueError(f"[{w}] left_size + right_size = {left + right} is more than the "
+                         f"{total} samples")
+    for side, v in (("left", left), ("right", right)):
+        if v == 0:
+            raise ValueError(f"[{w}] with {total} samples, left_size={left} and right_size="
+                             f"{right}, the {side} split would be empty")
+    return int(left), int(right)
+
+
+def split_dataset(dataset, left_size=None, right_size=None, shuffle=False, seed=None):
+    """Splits samples in two tessera.data.Datasets, like
+    keras.utils.split_dataset: `dataset` is an array, a tuple/list of arrays
+    with the same first axis, or an unbatched-by-you tessera Dataset
+    (batched ones are split by sample and batched again alike); sizes are
+    ints (samples) or floats (fractions, rounded), one may be None (the
+    rest). shuffle uses Python's random.seed(seed) as Keras."""
+    from .. import data as _data  # noqa: PLC0415
+
+    batch = None
+    if isinstance(dataset, _data.Dataset):
+        batch = dataset.batch_size
+        parts = [b if isinstance(b, tuple) else (b,) for b in dataset]
+        if batch is None:
+            arrays = [np.stack([p[k] for p in parts]) for k in range(len(parts[0]))]
+        else:
+            arrays = [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+        tupled = len(arrays) > 1
+    elif isinstance(dataset, (tuple, list)) and dataset and all(
+            isinstance(a, np.ndarray) for a in dataset):
+        arrays, tupled = [np.asarray(a) for a in dataset], True
+    else:
+        arrays, tupled = [np.asarray(dataset)], False
+    total = len(arrays[0])
+    if any(len(a) != total for a in arrays):
+        raise ValueError(f"[split_dataset] the arrays have different numbers of samples: "
+                         f"{[len(a) for a in arrays]}")
+    left, right = _split_sizes(left_size, right_size, total)
+    order = list(range(total))
+    if shuffle:
+        if seed is None:
+            seed = _random.randint(0, int(1e6))
+        _random.seed(seed)
+        _random.shuffle(order)
+    order = np.array(order, dtype=np.int64)
+    out = []
+    for rows in (order[:left], order[total - right:]):
+        picked = [a[rows] for a in arrays]
+        ds = _data.Dataset.from_tensor_slices(tuple(picked) if tupled else picked[0])
+        out.append(ds if batch is None else ds.batch(batch))
+    return tuple(out)
+
+
+class PyDataset:
+    """Keras's PyDataset: subclass it with __len__ (batches per epoch) and
+    __getitem__(i) (batch i: x, (x, y) or (x, y, sample_weight)), and
+    optionally on_epoch_begin/on_epoch_end; fit, evaluate and predict take
+    it. workers / use_multiprocessing / max_queue_size are accepted; tessera
+    reads the batches in order on the calling thread (its runtime owns the
+    cores), and re-forms them at the first batch's size."""
+
+    def __init__(self, workers=1, use_multiprocessing=False, max_queue_size=10):
+        for name, v, lo in (("workers", workers, 1), ("max_queue_size", max_queue_size, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"[PyDataset] {name} must be an int >= {lo}, got {v!r}")
+        self._workers = workers
+        self._use_multiprocessing = bool(use_multiprocessing)
+        self._max_queue_size = max_queue_size
+
+    @property
+    def workers(self):
+        return self._workers
+
+    @property
+    def use_multiprocessing(self):
+        return self._use_multiprocessing
+
+    @property
+    def max_queue_size(self):
+        return self._max_queue_size
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"[PyDataset] {type(self).__name__} must define "
+                                  "__getitem__(index)")
+
+    def __len__(self):
+        raise NotImplementedError(f"[PyDataset] {type(self).__name__} must define __len__")
+
+    @property
+    def num_batches(self):
+        try:
+            return len(self)
+        except NotImplementedError:
+            return None
+
+    def on_epoch_begin(self):
+        pass
+
+    def on_epoch_end(self):
+        pass
+
+    def _to_dataset(self, where):
+        """A tessera Dataset of this PyDataset's samples, batched at the
+        first batch's size; on_epoch_begin/on_epoch_end around each pass."""
+        from .. import data as _data  # noqa: PLC0415
+
+        n = self.num_batches
+        if n is None or n <= 0:
+            raise ValueError(f"[{where}] the PyDataset {type(self).__name__} has no batches "
+                             f"(len is {n})")
+
+        def parts(b, i):
+            if isinstance(b, list):
+                b = tuple(b)
+            parts_ = b if isinstance(b, tuple) else (b,)
+            if not 1 <= len(parts_) <= 3:
+                raise ValueError(f"[{where}] batch {i} of {type(self).__name__} has "
+                                 f"{len(parts_)} parts; expected x, (x, y) or "
+                                 "(x, y, sample_weight)")
+            return [np.asarray(p) for p in parts_]
+
+        first = parts(self[0], 0)
+        size = len(first[0])
+        spec = [(p.shape[1:], p.dtype) for p in first]
+
+        def samples():
+            self.on_epoch_begin()
+            for i in range(n):
+                arrays = parts(self[i], i)
+                if len(arrays) != len(spec):
+                    raise ValueError(f"[{where}] batch {i} of {type(self).__name__} has "
+                                     f"{len(arrays)} parts, batch 0 had {len(spec)}")
+                for r in range(len(arrays[0])):
+                    row = tuple(a[r] for a in arrays)
+                    yield row if len(row) > 1 else row[0]
+            self.on_epoch_end()
+
+        return _data.Dataset.from_generator(samples, element_spec=spec).batch(size)
+
+
+Sequence = PyDataset  # Keras 2's name, still exported by Keras 3
+
+
+class Progbar:
+    """A text progress bar, like keras.utils.Progbar: update(current,
+    values) shows the running average of each value since the start
+    (stateful_metrics are shown as given; with stateless_metrics, only
+    those are averaged), with the time per step; the final update shows
+    the values given, as Keras's."""
+
+    def __init__(self, target, width=20, verbose=1, interval=0.05, stateful_metrics=None,
+                 stateless_metrics=None, unit_name="step"):
+        if target is not None and (isinstance(target, bool) or not isinstance(target, int)
+                                   or target < 0):
+            raise ValueError(f"[Progbar] target must be None or an int >= 0, got {target!r}")
+        if stateful_metrics is not None and stateless_metrics is not None:
+            raise ValueError("[Progbar] give stateful_metrics (averaged but these) or "
+                             "stateless_metrics (shown as given but these), not both")
+        self.target, self.width, self.verbose = target, int(width), verbose
+        self.interval, self.unit_name = float(interval), unit_name
+        self.stateful_metrics = None if stateless_metrics is not None else \
+            set(stateful_metrics or ())
+        self.stateless_metrics = None if stateless_metrics is None else set(stateless_metrics)
+        self._dynamic = (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
+        self._total_width = 0
+        self._seen_so_far = 0
+        self._values: dict = {}
+        self._values_order: list = []
+        self._start = time.time()
+        self._last_update = 0.0
+
+    def value(self, name):
+        """The value shown for `name` (the running average, or the last
+        stateful value)."""
+        v = self._values[name]
+        return v[0] / max(1, v[1])
+
+    def update(self, current, values=None, finalize=None):
+        """Moves the bar to `current` with [(name, value), ...]."""
+        if finalize is None:
+            finalize = self.target is not None and current >= self.target
+        for k, v in values or []:
+            if k not in self._values_order:
+                self._values_order.append(k)
+            stateless = k not in self.stateful_metrics if self.stateful_metrics is not None \
+                else k in self.stateless_metrics
+            if stateless and not finalize:
+                # averaged over the steps since the start, as Keras's
+                step = max(1, current - self._seen_so_far)
+                old = self._values.get(k, [0.0, 0])
+                self._values[k] = [old[0] + float(np.mean(v)) * step, old[1] + step]
+            else:
+                # shown as given (Keras also shows a stateless value as given
+                # on the final update)
+                self._values[k] = [v, 1]
+        self._seen_so_far = current
+        now = time.time()
+        if self.verbose == 0 or (self.verbose == 1 and not finalize and
+                                 now - self._last_update < self.interval):
+            return
+        per = (now - self._start) / current if current else 0.0
+        if self.target is not None:
+            digits = int(math.log10(self.target)) + 1 if self.target else 1
+            bar = f"{current:{digits}d}/{self.target}"
+            if self.verbose == 1:
+                done = int(self.width * current / self.target) if self.target else self.width
+                bar += " [" + "=" * max(0, done - 1) + (">" if done < self.width else "=") * \
+                    (done > 0) + "." * (self.width - done) + "]"
+        else:
+            bar = f"{current:7d}/Unknown"
+        info = f" {now - self._start:.0f}s" if finalize else \
+            (f" ETA {per * (self.target - current):.0f}s" if self.target else "")
+        info += f" {per * 1e3:.0f}ms/{self.unit_name}" if per < 1 else \
+            f" {per:.0f}s/{self.unit_name}"
+        for k in self._values_order:
+            v = self.value(k)
+            info += f" - {k}: " + (f"{v:.4f}" if isinstance(v, (float, np.floating)) and
+                                   abs(v) > 1e-3 else f"{v:.4e}" if isinstance(
+                                       v, (float, np.floating)) else f"{v}")
+        if self.verbose == 1:
+            line = bar + info
+            pad = max(0, self._total_width - len(line))
+            sys.stdout.write(("\r" if self._dynamic else "") + line + " " * pad +
+                             ("\n" if finalize or not self._dynamic else ""))
+            self._total_width = len(line)
+        elif finalize:
+            sys.stdout.write(bar + info + "\n")
+        sys.stdout.flush()
+        self._last_update = now
+
+    def add(self, n, values=None):
+        self.update(self._seen_so_far + n, values)
+
+
+def get_file(fname=None, origin=None, untar=False, md5_hash=None, file_hash=None,
+             cache_subdir="datasets", hash_algorithm="auto", extract=False,
+             archive_format="auto", cache_dir=None, force_download=False):
+    """keras.utils.get_file without the network: tessera does not download.
+    `origin` must be a local path or a file: URL; the file is copied into
+    cache_dir/cache_subdir (default ~/.keras/datasets, or $KERAS_HOME),
+    through a temporary and a rename, its hash checked when file_hash is
+    given; the cached path is returned. An http(s)/ftp origin is refused
+    (download it yourself, then pass its path)."""
+    w = "get_file"
+    if origin is None:
+        raise ValueError(f"[{w}] origin is required (a local path or a file: URL)")
+    if untar or extract:
+        raise ValueError(f"[{w}] extract/untar is not supported (archives are untrusted input); "
+                         "extract the archive yourself")
+    url = urlparse(str(origin))
+    if url.scheme in ("http", "https", "ftp", "ftps", "s3", "gs"):
+        raise ValueError(f"[{w}] tessera does not download: origin {origin!r} is a network "
+                         "address. Download the file yourself and pass its path (or a file: "
+                         "URL) as origin")
+    if url.scheme == "file":
+        src = unquote(url.path)
+    elif url.scheme in ("",) or len(url.scheme) == 1:  # a path (or a Windows drive)
+        src = str(origin)
+    else:
+        raise ValueError(f"[{w}] origin {origin!r} has the scheme {url.scheme!r}; give a local "
+                         "path or a file: URL")
+    if not os.path.isfile(src):
+        raise FileNotFoundError(f"[{w}] origin {src!r} is not a regular file")
+    fname = fname or os.path.basename(src)
+    if os.path.basename(fname) != fname or fname in ("", ".", ".."):
+        raise ValueError(f"[{w}] fname must be a file name without folders, got {fname!r}")
+    if cache_dir is None:
+        cache_dir = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                 ".keras")
+    folder = os.path.join(os.fspath(cache_dir), cache_subdir)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, fname)
+    want = file_hash or md5_hash
+
+    def digest(p):
+        algo = hash_algorithm
+        if algo == "auto":
+            algo = "sha256" if want is None or len(want) == 64 else "md5"
+        if algo not in ("sha256", "md5"):
+            raise ValueError(f"[{w}] hash_algorithm must be 'auto', 'sha256' or 'md5', got "
+                             f"{hash_algorithm!r}")
+        h = hashlib.new(algo)
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return h.hexdigest()
+
+    if os.path.isfile(path) and not force_download and (want is None or digest(path) == want):
+        return path
+    fd, tmp = tempfile.mkstemp(prefix=".get_file-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
+            shutil.copyfileobj(f, out)
+        if want is not None and digest(tmp) != want:
+            raise ValueError(f"[{w}] the file {src!r} does not have the expected hash {want}")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+# ----------------------------------------------------------------- serialization
+
+def serialize_keras_object(obj):
+    """Keras's serialized form: {"module", "class_name", "config",
+    "registered_name"} for objects with get_config and for functions;
+    None, numbers, strings, lists and dicts as they are."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (np.integer, np.floating)):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (list, tuple)):
+        return [serialize_keras_object(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: serialize_keras_object(v) for k, v in obj.items()}
+    if isinstance(obj, type):
+        raise TypeError(f"[serialize_keras_object] got the class {obj.__name__}; serialize an "
+                        "object of it")
+    if callable(obj) and not hasattr(obj, "get_config"):
+        name = getattr(obj, "__name__", None)
+        if name is None or name == "<lambda>":
+            raise TypeError("[serialize_keras_object] a lambda cannot be serialized; give a "
+                            "named, registered function")
+        return {"module": obj.__module__, "class_name": "function", "config": name,
+                "registered_name": get_registered_name(obj)}
+    if not callable(getattr(obj, "get_config", None)):
+        raise TypeError(f"[serialize_keras_object] {type(obj).__name__} has no get_config")
+    cls = type(obj)
+    return {"module": cls.__module__, "class_name": cls.__name__,
+            "config": serialize_keras_object(obj.get_config()),
+            "registered_name": get_registered_name(cls)}
+
+
+def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwargs):
+    """The object serialize_keras_object described. Classes resolve as when
+    loading a model: custom_objects, then the registry
+    (register_keras_serializable, custom_object_scope), then tessera's own
+    classes; no module a configuration names is imported."""
+    from . import saving  # noqa: PLC0415
+
+    if config is None or isinstance(config, (bool, int, float)):
+        return config
+    if isinstance(config, str):
+        found = get_registered_object(config, custom_objects)
+        return found if found is not None else config
+    if isinstance(config, list):
+        return [deserialize_keras_object(c, custom_objects, safe_mode) for c in config]
+    if not isinstance(config, dict) or "class_name" not in config:
+        if isinstance(config, dict):
+            return {k: deserialize_keras_object(v, custom_objects, safe_mode)
+                    for k, v in config.items()}
+        raise TypeError(f"[deserialize_keras_object] cannot read {type(config).__name__}")
+    custom = dict(custom_objects or {})
+    name = config.get("registered_name") or config["class_name"]
+    if config["class_name"] == "function":
+        fn_name = config.get("config")
+        fn = get_registered_object(name, custom) or get_registered_object(fn_name, custom)
+        if fn is None:
+            raise ValueError(f"[deserialize_keras_object] the function {fn_name!r} is not "
+                             "registered: pass custom_objects={name: fn} or register it with "
+                             "@register_keras_serializable()")
+        return fn
+    ctx = saving._Load("<config>", custom, where="deserialize_keras_object")
+    try:
+        cls = saving._resolve(name, None, ("layer",) + saving._OBJECT_KINDS, ctx,
+                              "the configuration")
+    except ValueError:
+        if name == config["class_name"]:
+            raise
+        cls = saving._resolve(config["class_name"], None, ("layer",) + saving._OBJECT_KINDS,
+                              ctx, "the configuration")
+    inner = config.get("config") or {}
+    if not isinstance(inner, dict):
+        raise ValueError("[deserialize_keras_object] config['config'] must be a dict")
+    return saving._construct(cls, inner, ctx, f"the object {config['class_name']}")
+
+
+# ----------------------------------------------------------------- plot_model
+
+def _pydot(where):
+    try:
+        import pydot  # noqa: PLC0415
+    except ImportError:
+        raise ImportError(f"[{where}] needs pydot (pip install pydot) and Graphviz (Debian's "
+                          "graphviz package; scripts/install-deps installs both)") from None
+    if shutil.which("dot") is None:
+        raise ImportError(f"[{where}] needs Graphviz's `dot` program (Debian's graphviz "
+                          "package; scripts/install-deps installs it)")
+    return pydot
+
+
+def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=True, rankdir="TB",
+                 expand_nested=False, dpi=200, subgraph=False, show_layer_activations=False,
+                 show_trainable=False, **kwargs):
+    """The model's layer graph as a pydot.Dot, like keras.utils.model_to_dot
+    (one node per layer, an edge per connection)."""
+    pydot = _pydot("model_to_dot")
+    if rankdir not in ("TB", "LR"):
+        raise ValueError(f"[model_to_dot] rankdir must be 'TB' or 'LR', got {rankdir!r}")
+    if kwargs:
+        raise TypeError(f"[model_to_dot] unexpected arguments {sorted(kwargs)}")
+    dot = pydot.Dot(graph_type="digraph", rankdir=rankdir, dpi=str(dpi),
+                    concentrate="true")
+    dot.set_node_defaults(shape="record")
+    layers = list(getattr(model, "layers", []))
+    ids = {}
+    for layer in layers:
+        ids[id(layer)] = str(id(layer))
+        label = f"{layer.name} ({type(layer).__name__})" if show_layer_names else \
+            type(layer).__name__
+        if show_layer_activations and getattr(layer, "activation", None) is not None:
+            act = layer.activation
+            label += f" | activation: {getattr(act, '__name__', act)}"
+        if show_shapes:
+            try:
+                label += f" | in: {layer.input_shape} | out: {layer.output_shape}"
+            except AttributeError:
+                pass
+        if show_dtype:
+            label += f" | dtype: {layer.dtype or 'float32'}"
+        if show_trainable:
+            label += f" | trainable: {layer.trainable}"
+        dot.add_node(pydot.Node(ids[id(layer)], label="{" + label.replace(">", "\\>")
+                                .replace("<", "\\<") + "}"))
+    edges = _edges(model, layers)
+    if edges is None:  # Sequential: a chain
+        edges = list(zip(layers, layers[1:]))
+    for a, b in edges:
+        dot.add_edge(pydot.Edge(ids[id(a)], ids[id(b)]))
+    return dot
+
+
+def _edges(model, layers):
+    """(producer layer, consumer layer) pairs of a functional model, from
+    its symbolic graph; None for a Sequential."""
+    from .symbolic import KerasTensor  # noqa: PLC0415
+
+    outputs = getattr(model, "_outputs", None)
+    if not outputs:
+        return None
+    known = {id(layer) for layer in layers}
+    edges, seen, stack = [], set(), list(outputs)
+
+    def producer(t):
+        while t is not None and t.op == "item":
+            t = t.args[0]
+        if t is not None and t.op == "layer":
+            return t.args[0]
+        return None
+
+    while stack:
+        t = stack.pop()
+        if id(t) in seen or not isinstance(t, KerasTensor):
+            continue
+        seen.add(id(t))
+        me = producer(t)
+        node = t
+        while node.op == "item":
+            node = node.args[0]
+        parents = node.args[1] if node.op == "layer" else ()
+        for p in parents:
+            src = producer(p)
+            if me is not None and src is not None and id(me) in known and id(src) in known:
+                edges.append((src, me))
+            stack.append(p)
+    return list(dict.fromkeys(edges))
+
+
+def plot_model(model, to_file="model.png", show_shapes=False, show_dtype=False,
+               show_layer_names=True, rankdir="TB", expand_nested=False, dpi=200,
+               show_layer_activations=False, show_trainable=False, **kwargs):
+    """Draws the model's layer graph with Graphviz into to_file (.png, .svg,
+    .pdf, .dot ...), like keras.utils.plot_model; needs pydot and Graphviz
+    (an ImportError naming them otherwise). The file is written to a
+    temporary in its folder and renamed."""
+    dot = model_to_dot(model, show_shapes=show_shapes, show_dtype=show_dtype,
+                       show_layer_names=show_layer_names, rankdir=rankdir,
+                       expand_nested=expand_nested, dpi=dpi,
+                       show_layer_activations=show_layer_activations,
+                       show_trainable=show_trainable, **kwargs)
+    to_file = os.fspath(to_file)
+    ext = os.path.splitext(to_file)[1][1:].lower() or "png"
+    folder = os.path.dirname(os.path.abspath(to_file))
+    fd, tmp = tempfile.mkstemp(prefix=".plot_model-", suffix="." + ext, dir=folder)
+    os.close(fd)
+    try:
+        if ext == "dot":
+            with open(tmp, "w") as f:
+                f.write(dot.to_string())
+        else:
+            dot.write(tmp, format=ext)
+        os.replace(tmp, to_file)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,615 @@
+"""Keras's image preprocessing layers: Resizing, CenterCrop and the
+random augmentations RandomFlip, RandomRotation, RandomZoom, RandomCrop,
+RandomTranslation and RandomContrast (exported by tessera.nn and
+tessera.nn.layers; see preprocessing.py for where preprocessing runs).
+
+Eagerly they compute with NumPy; all but RandomCrop also compile into a
+model: compute_output_shape and forward write their expression (random in
+fit, the identity in evaluate and predict, as Keras's)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .preprocessing import _Preprocessing
+
+__all__ = ["Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
+           "RandomTranslation", "RandomContrast"]
+
+
+def _images(x, where, data_format):
+    a = np.asarray(x)
+    if a.dtype.kind not in "iuf":
+        raise TypeError(f"[{where}] takes images (numbers), got dtype {a.dtype}")
+    if a.ndim not in (3, 4):
+        raise ValueError(f"[{where}] expects images of rank 3 (h, w, c) or 4 (batch, h, w, c), "
+                         f"got shape {a.shape}")
+    if data_format not in (None, "channels_last", "channels_first"):
+        raise ValueError(f"[{where}] data_format must be 'channels_last' or 'channels_first', "
+                         f"got {data_format!r}")
+    single = a.ndim == 3
+    if single:
+        a = a[None]
+    if data_format == "channels_first":
+        a = np.moveaxis(a, 1, -1)
+    a = a.astype(np.float32)
+
+    def back(out):
+        if data_format == "channels_first":
+            out = np.moveaxis(out, -1, 1)
+        return out[0] if single else out
+    return a, back
+
+
+def _interp_axis(a, axis, n_out, interpolation):
+    """Resizes one axis by Keras-on-JAX's rule (half-pixel centres, no
+    antialiasing)."""
+    n_in = a.shape[axis]
+    if n_in == n_out:
+        return a
+    pos = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+    if interpolation == "nearest":
+        idx = np.clip(np.floor(pos + 0.5), 0, n_in - 1).astype(np.int64)
+        return np.take(a, idx, axis=axis)
+    lo = np.floor(pos)
+    frac = (pos - lo).astype(np.float32)
+    i0 = np.clip(lo, 0, n_in - 1).astype(np.int64)
+    i1 = np.clip(lo + 1, 0, n_in - 1).astype(np.int64)
+    shape = [1] * a.ndim
+    shape[axis] = n_out
+    frac = frac.reshape(shape)
+    return np.take(a, i0, axis=axis) * (1 - frac) + np.take(a, i1, axis=axis) * frac
+
+
+def _resize(a, h, w, interpolation):
+    return _interp_axis(_interp_axis(a, 1, h, interpolation), 2, w, interpolation)
+
+
+def _crop_to_aspect(a, h, w):
+    H, W = a.shape[1], a.shape[2]
+    ch = max(min(H, int(float(W * h) / w)), 1)
+    cw = max(min(W, int(float(H * w) / h)), 1)
+    top, left = int(float(H - ch) / 2), int(float(W - cw) / 2)
+    return a[:, top:top + ch, left:left + cw]
+
+
+def _interp_matrix(n_in, n_out, interpolation):
+    """The (n_out, n_in) weights _interp_axis applies: a resize along one
+    axis as a matrix product, for the compiled path."""
+    return _interp_axis(np.eye(n_in, dtype=np.float32), 0, n_out, interpolation)
+
+
+def _float_list(m) -> str:
+    return "[" + ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in m) + "]"
+
+
+class _ImageGraph:
+    """The compiled path of an image layer: per-sample shapes (h, w, c) or
+    (c, h, w) and expression text."""
+
+    def _hw_axes(self):
+        return (2, 3) if self.data_format == "channels_first" else (1, 2)
+
+    def _split_shape(self, s):
+        if len(s) != 3 or any(d is None for d in s):
+            raise ValueError(f"[{self.kind}] in a model expects images of known per-sample shape "
+                             f"(height, width, channels), got {tuple(s)}")
+        if self.data_format == "channels_first":
+            return s[1], s[2], s[0]
+        return s[0], s[1], s[2]
+
+    def _join_shape(self, h, w, c):
+        return (c, h, w) if self.data_format == "channels_first" else (h, w, c)
+
+    def _resize_expr(self, x, H, W, h, w, interpolation):
+        ax = "bchw" if self.data_format == "channels_first" else "bhwc"
+        if H != h:
+            m = _float_list(_interp_matrix(H, h, interpolation))
+            x = f"einsum(\"{ax},Hh->{ax.replace('h', 'H')}\", {x}, asarray({m}, \"float32\"))"
+        if W != w:
+            m = _float_list(_interp_matrix(W, w, interpolation))
+            x = f"einsum(\"{ax},Ww->{ax.replace('w', 'W')}\", {x}, asarray({m}, \"float32\"))"
+        return x
+
+    def _crop_expr(self, x, top, left, h, w):
+        if self.data_format == "channels_first":
+            return f"{x}[:, :, {top}:{top + h}, {left}:{left + w}]"
+        return f"{x}[:, {top}:{top + h}, {left}:{left + w}, :]"
+
+    def _aspect_crop(self, x, H, W, h, w):
+        ch = max(min(H, int(float(W * h) / w)), 1)
+        cw = max(min(W, int(float(H * w) / h)), 1)
+        top, left = int(float(H - ch) / 2), int(float(W - cw) / 2)
+        return self._crop_expr(x, top, left, ch, cw), ch, cw
+
+    @staticmethod
+    def _seed(ctx):
+        return f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}"
+
+
+_INTERPOLATIONS = ("bilinear", "nearest")
+
+
+def _check_interp(v, where):
+    if v not in _INTERPOLATIONS:
+        raise ValueError(f"[{where}] interpolation must be one of {list(_INTERPOLATIONS)} in "
+                         f"tessera, got {v!r}")
+    return v
+
+
+class Resizing(_ImageGraph, _Preprocessing):
+    """Resizes images to (height, width), like keras.layers.Resizing
+    (bilinear or nearest, half-pixel centres as Keras on JAX;
+    crop_to_aspect_ratio / pad_to_aspect_ratio keep the aspect ratio)."""
+
+    kind = "Resizing"
+
+    def __init__(self, height, width, interpolation="bilinear", crop_to_aspect_ratio=False,
+                 pad_to_aspect_ratio=False, fill_mode="constant", fill_value=0.0,
+                 antialias=False, data_format=None, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        for n, v in (("height", height), ("width", width)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"[Resizing] {n} must be a positive int, got {v!r}")
+        if crop_to_aspect_ratio and pad_to_aspect_ratio:
+            raise ValueError("[Resizing] crop_to_aspect_ratio and pad_to_aspect_ratio exclude "
+                             "each other")
+        if antialias:
+            raise ValueError("[Resizing] antialias=True is not supported; leave it False")
+        if fill_mode != "constant":
+            raise ValueError(f"[Resizing] fill_mode must be 'constant', got {fill_mode!r}")
+        self.height, self.width = height, width
+        self.interpolation = _check_interp(interpolation, "Resizing")
+        self.crop_to_aspect_ratio = bool(crop_to_aspect_ratio)
+        self.pad_to_aspect_ratio = bool(pad_to_aspect_ratio)
+        self.fill_value = float(fill_value)
+        self.data_format = data_format
+
+    in_graph = True
+
+    def _graph_refusal(self):
+        if self.pad_to_aspect_ratio:
+            return "pad_to_aspect_ratio=True runs on arrays only"
+        return None
+
+    def compute_output_shape(self, s):
+        H, W, c = self._split_shape(s)
+        return self._join_shape(self.height, self.width, c)
+
+    def forward(self, x, p, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        if self.crop_to_aspect_ratio:
+            x, H, W = self._aspect_crop(x, H, W, self.height, self.width)
+        return self._resize_expr(x, H, W, self.height, self.width, self.interpolation)
+
+    def call(self, inputs):
+        a, back = _images(inputs, "Resizing", self.data_format)
+        h, w = self.height, self.width
+        if self.crop_to_aspect_ratio:
+            a = _crop_to_aspect(a, h, w)
+        elif self.pad_to_aspect_ratio:
+            H, W = a.shape[1], a.shape[2]
+            ph = max(H, int(W * h / w))
+            pw = max(W, int(H * w / h))
+            top, left = (ph - H) // 2, (pw - W) // 2
+            padded = np.full((a.shape[0], ph, pw, a.shape[3]), self.fill_value, np.float32)
+            padded[:, top:top + H, left:left + W] = a
+            a = padded
+        return back(_resize(a, h, w, self.interpolation))
+
+
+class CenterCrop(_ImageGraph, _Preprocessing):
+    """Crops the central (height, width) window, like
+    keras.layers.CenterCrop (a smaller image is cropped to the aspect ratio
+    and resized)."""
+
+    kind = "CenterCrop"
+
+    def __init__(self, height, width, data_format=None, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        for n, v in (("height", height), ("width", width)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"[CenterCrop] {n} must be a positive int, got {v!r}")
+        self.height, self.width, self.data_format = height, width, data_format
+
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        _, _, c = self._split_shape(s)
+        return self._join_shape(self.height, self.width, c)
+
+    def forward(self, x, p, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        h, w = self.height, self.width
+        if H >= h and W >= w:
+            return self._crop_expr(x, (H - h) // 2, (W - w) // 2, h, w)
+        x, ch, cw = self._aspect_crop(x, H, W, h, w)
+        return self._resize_expr(x, ch, cw, h, w, "bilinear")
+
+    def call(self, inputs):
+        a, back = _images(inputs, "CenterCrop", self.data_format)
+        H, W = a.shape[1], a.shape[2]
+        if H >= self.height and W >= self.width:
+            t, l = (H - self.height) // 2, (W - self.width) // 2
+            return back(a[:, t:t + self.height, l:l + self.width])
+        return back(_resize(_crop_to_aspect(a, self.height, self.width), self.height,
+                            self.width, "bilinear"))
+
+
+def _factor_range(factor, where, name="factor", lower_bound=-1.0):
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool):
+        lo, hi = -abs(float(factor)), abs(float(factor))
+    elif isinstance(factor, (tuple, list)) and len(factor) == 2:
+        lo, hi = float(factor[0]), float(factor[1])
+    else:
+        raise ValueError(f"[{where}] {name} must be a float or a tuple of 2 floats, got "
+                         f"{factor!r}")
+    if lo > hi or lo < lower_bound or hi > 1.0 and lower_bound == -1.0:
+        raise ValueError(f"[{where}] {name} must lie in [{lower_bound}, 1] with lower <= upper, "
+                         f"got {factor!r}")
+    return lo, hi
+
+
+class _RandomImage(_Preprocessing):
+    """Random augmentation: transforms with training=True (the default when
+    called eagerly, as Keras), the identity with training=False."""
+
+    def __init__(self, seed=None, data_format=None, name=None, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.seed = seed
+        self.data_format = data_format
+        self._rng = np.random.default_rng(seed)
+
+    def call(self, inputs, training=True):
+        a, back = _images(inputs, self.kind, self.data_format)
+        if not training:
+            return back(self._inference(a))
+        return back(self._augment(a))
+
+    def _inference(self, a):
+        return a
+
+
+def _check_fill(fill_mode, interpolation, where):
+    if fill_mode not in ("reflect", "wrap", "constant", "nearest"):
+        raise ValueError(f"[{where}] fill_mode must be 'reflect', 'wrap', 'constant' or "
+                         f"'nearest', got {fill_mode!r}")
+    return _check_interp(interpolation, where)
+
+
+def _fill_index(i, n, mode):
+    """Keras's fill modes for coordinates outside [0, n - 1]."""
+    if mode == "nearest":
+        return np.clip(i, 0, n - 1), np.ones_like(i, bool)
+    if mode == "wrap":
+        return np.mod(i, n), np.ones_like(i, bool)
+    if mode == "reflect":
+        period = 2 * n
+        m = np.mod(i, period)
+        return np.where(m >= n, period - 1 - m, m), np.ones_like(i, bool)
+    inside = (i >= 0) & (i < n)
+    return np.clip(i, 0, n - 1), inside
+
+
+def _affine(a, inverse, fill_mode, interpolation, fill_value):
+    """Samples each image at inverse(x, y) of its output pixels: inverse is
+    (batch, 2, 3), mapping output (x, y, 1) to input (x, y)."""
+    b, H, W, C = a.shape
+    ys, xs = np.meshgrid(np.arange(H, dtype=np.float64), np.arange(W, dtype=np.float64),
+                         indexing="ij")
+    out = np.empty_like(a)
+    for k in range(b):
+        m = inverse[k]
+        sx = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+        sy = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+        if interpolation == "nearest":
+            xi, xin = _fill_index(np.round(sx).astype(np.int64), W, fill_mode)
+            yi, yin = _fill_index(np.round(sy).astype(np.int64), H, fill_mode)
+            v = a[k][yi, xi]
+            out[k] = np.where((xin & yin)[..., None], v, fill_value)
+            continue
+        x0, y0 = np.floor(sx), np.floor(sy)
+        fx, fy = (sx - x0)[..., None], (sy - y0)[..., None]
+        acc = 0.0
+        for dy, wy in ((0, 1 - fy), (1, fy)):
+            yi, yin = _fill_index(y0.astype(np.int64) + dy, H, fill_mode)
+            for dx, wx in ((0, 1 - fx), (1, fx)):
+                xi, xin = _fill_index(x0.astype(np.int64) + dx, W, fill_mode)
+                v = np.where((xin & yin)[..., None], a[k][yi, xi], fill_value)
+                acc = acc + wy * wx * v
+        out[k] = acc
+    return out.astype(np.float32)
+
+
+class RandomFlip(_ImageGraph, _RandomImage):
+    """Flips each image left-right and/or up-down with probability 1/2, like
+    keras.layers.RandomFlip."""
+
+    kind = "RandomFlip"
+
+    def __init__(self, mode="horizontal_and_vertical", seed=None, data_format=None, name=None,
+                 **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        if mode not in ("horizontal", "vertical", "horizontal_and_vertical"):
+            raise ValueError(f"[RandomFlip] mode must be 'horizontal', 'vertical' or "
+                             f"'horizontal_and_vertical', got {mode!r}")
+        self.mode = mode
+
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def forward(self, x, p, ctx):
+        hax, wax = self._hw_axes()
+        u = (f"random_uniform(list(shape({x})[0], 2, 1, 1), 0.0, 1.0, {self._seed(ctx)}, "
+             f"\"float32\")")
+        out = x
+        if self.mode in ("horizontal", "horizontal_and_vertical"):
+            out = f"where({u}[:, 0:1] < 0.5, flip({out}, {wax}), {out})"
+        if self.mode in ("vertical", "horizontal_and_vertical"):
+            out = f"where({u}[:, 1:2] < 0.5, flip({out}, {hax}), {out})"
+        return f"if({ctx.training}, {out}, {x})"
+
+    def _augment(self, a):
+        a = a.copy()
+        n = a.shape[0]
+        if self.mode in ("horizontal", "horizontal_and_vertical"):
+            f = self._rng.random(n) < 0.5
+            a[f] = a[f][:, :, ::-1]
+        if self.mode in ("vertical", "horizontal_and_vertical"):
+            f = self._rng.random(n) < 0.5
+            a[f] = a[f][:, ::-1]
+        return a
+
+
+def _fill_expr(i: str, n: int, mode: str) -> str:
+    """_fill_index's index mapping as expression text (i: float coordinates
+    already integral)."""
+    if mode == "nearest":
+        return f"clip({i}, 0.0, {float(n - 1)!r})"
+    if mode == "wrap":
+        return f"mod({i}, {float(n)!r})"
+    if mode == "reflect":
+        m = f"mod({i}, {float(2 * n)!r})"
+        return f"where({m} >= {float(n)!r}, {float(2 * n - 1)!r} - {m}, {m})"
+    return f"clip({i}, 0.0, {float(n - 1)!r})"
+
+
+class _RandomAffine(_ImageGraph, _RandomImage):
+    """Random affine resampling (rotation, zoom, translation): eager with
+    NumPy, and compiled into a model as gathers of the four neighbours of
+    each output pixel (channels_last)."""
+
+    in_graph = True
+
+    def __init__(self, fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.interpolation = _check_fill(fill_mode, interpolation, self.kind)
+        self.fill_mode = fill_mode
+        self.fill_value = float(fill_value)
+
+    def _graph_refusal(self):
+        if self.data_format == "channels_first":
+            return "in a model it takes channels_last images only"
+        return None
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def _graph_params(self, u, H, W) -> list:
+        """The six inverse-affine expressions, each (batch, 1), from u, a
+        (batch, 2) draw in [0, 1)."""
+        raise NotImplementedError
+
+    def forward(self, x, p, ctx):
+        H, W, C = self._split_shape(self._in_shape)
+        d = ctx.define
+        u = d("aug_u", f"random_uniform(list(shape({x})[0], 2), 0.0, 1.0, {self._seed(ctx)}, "
+                       f"\"float32\")")
+        m = [d("aug_m", e) for e in self._graph_params(u, H, W)]
+        k = d("aug_k", f"arange({H * W})")
+        ys = d("aug_y", f"astype(floor_divide({k}, {W}), \"float32\")")
+        xs = d("aug_x", f"astype(mod({k}, {W}), \"float32\")")
+        sx = d("aug_sx", f"{m[0]} * {xs} + {m[1]} * {ys} + {m[2]}")
+        sy = d("aug_sy", f"{m[3]} * {xs} + {m[4]} * {ys} + {m[5]}")
+        flat = d("aug_f", f"reshape({x}, list(shape({x})[0], {H * W}, {C}))")
+        if self.interpolation == "nearest":
+            corners = [(f"round({sy})", f"round({sx})", None)]
+        else:
+            y0, x0 = d("aug_y0", f"floor({sy})"), d("aug_x0", f"floor({sx})")
+            fy, fx = d("aug_fy", f"{sy} - {y0}"), d("aug_fx", f"{sx} - {x0}")
+            corners = [(f"{y0} + {dy}.0", f"{x0} + {dx}.0",
+                        f"({fy if dy else '1.0 - ' + fy}) * ({fx if dx else '1.0 - ' + fx})")
+                       for dy in (0, 1) for dx in (0, 1)]
+        terms = []
+        for yi, xi, w in corners:
+            yi, xi = d("aug_yi", yi), d("aug_xi", xi)
+            idx = (f"astype({_fill_expr(yi, H, self.fill_mode)} * {float(W)!r} + "
+                   f"{_fill_expr(xi, W, self.fill_mode)}, \"int64\")")
+            v = f"take_along_axis({flat}, expand_dims({idx}, 2), 1)"
+            if self.fill_mode == "constant":
+                inside = (f"logical_and(logical_and({yi} >= 0.0, {yi} <= {float(H - 1)!r}), "
+                          f"logical_and({xi} >= 0.0, {xi} <= {float(W - 1)!r}))")
+                v = f"where(expand_dims({inside}, 2), {v}, {self.fill_value!r})"
+            terms.append(v if w is None else f"expand_dims({w}, 2) * {v}")
+        out = f"reshape({' + '.join(terms)}, list(shape({x})[0], {H}, {W}, {C}))"
+        return f"if({ctx.training}, astype({out}, \"float32\"), {x})"
+
+    def _augment(self, a):
+        return _affine(a, self._inverses(a.shape[0], a.shape[1], a.shape[2]), self.fill_mode,
+                       self.interpolation, self.fill_value)
+
+
+class RandomRotation(_RandomAffine):
+    """Rotates each image by a random angle in factor * 2π about its centre
+    (factor a float f for [-f, f], or a (lower, upper) pair), like
+    keras.layers.RandomRotation."""
+
+    kind = "RandomRotation"
+
+    def __init__(self, factor, fill_mode="reflect", interpolation="bilinear", seed=None,
+                 fill_value=0.0, value_range=(0, 255), data_format=None, name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+        self.factor = factor
+        self.lower, self.upper = _factor_range(factor, "RandomRotation", lower_bound=-math.inf)
+        self.value_range = value_range
+
+    def _graph_params(self, u, H, W):
+        cx, cy = (W - 1) / 2, (H - 1) / 2
+        t = f"({self.lower!r} + {self.upper - self.lower!r} * {u}[:, 0:1]) * {2 * np.pi!r}"
+        c, s_ = f"cos({t})", f"sin({t})"
+        return [c, f"-{s_}", f"{cx!r} - {c} * {cx!r} + {s_} * {cy!r}",
+                s_, c, f"{cy!r} - {s_} * {cx!r} - {c} * {cy!r}"]
+
+    def _inverses(self, n, H, W):
+        ang = self._rng.uniform(self.lower, self.upper, n) * 2 * np.pi
+        cx, cy = (W - 1) / 2, (H - 1) / 2
+        out = np.zeros((n, 2, 3))
+        for k, t in enumerate(ang):
+            c, s = np.cos(t), np.sin(t)
+            # output pixel -> input pixel: rotate by -t about the centre
+            out[k] = [[c, -s, cx - c * cx + s * cy], [s, c, cy - s * cx - c * cy]]
+        return out
+
+
+class RandomZoom(_RandomAffine):
+    """Zooms each image by a random factor: height_factor f (or (lo, hi))
+    zooms by 1 + u, u in [lo, hi] (negative zooms in), like
+    keras.layers.RandomZoom; width_factor None keeps the aspect ratio."""
+
+    kind = "RandomZoom"
+
+    def __init__(self, height_factor, width_factor=None, fill_mode="reflect",
+                 interpolation="bilinear", seed=None, fill_value=0.0, data_format=None,
+                 name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+        self.height_factor, self.width_factor = height_factor, width_factor
+        self.h_range = _factor_range(height_factor, "RandomZoom", "height_factor")
+        self.w_range = None if width_factor is None else _factor_range(
+            width_factor, "RandomZoom", "width_factor")
+
+    def _graph_params(self, u, H, W):
+        cx, cy = (W - 1) / 2, (H - 1) / 2
+        (hl, hh) = self.h_range
+        zy = f"(1.0 + {hl!r} + {hh - hl!r} * {u}[:, 0:1])"
+        if self.w_range is None:
+            zx = zy
+        else:
+            wl, wh = self.w_range
+            zx = f"(1.0 + {wl!r} + {wh - wl!r} * {u}[:, 1:2])"
+        zero = f"0.0 * {u}[:, 0:1]"
+        return [zx, zero, f"{cx!r} - {zx} * {cx!r}", zero, zy, f"{cy!r} - {zy} * {cy!r}"]
+
+    def _inverses(self, n, H, W):
+        zy = 1.0 + self._rng.uniform(*self.h_range, n)
+        zx = zy if self.w_range is None else 1.0 + self._rng.uniform(*self.w_range, n)
+        cx, cy = (W - 1) / 2, (H - 1) / 2
+        out = np.zeros((n, 2, 3))
+        out[:, 0, 0], out[:, 0, 2] = zx, cx - zx * cx
+        out[:, 1, 1], out[:, 1, 2] = zy, cy - zy * cy
+        return out
+
+
+class RandomTranslation(_RandomAffine):
+    """Shifts each image by a random fraction of its height and width, like
+    keras.layers.RandomTranslation."""
+
+    kind = "RandomTranslation"
+
+    def __init__(self, height_factor, width_factor, fill_mode="reflect",
+                 interpolation="bilinear", seed=None, fill_value=0.0, data_format=None,
+                 name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+        self.height_factor, self.width_factor = height_factor, width_factor
+        self.h_range = _factor_range(height_factor, "RandomTranslation", "height_factor")
+        self.w_range = _factor_range(width_factor, "RandomTranslation", "width_factor")
+
+    def _graph_params(self, u, H, W):
+        (hl, hh), (wl, wh) = self.h_range, self.w_range
+        dy = f"(({hl!r} + {hh - hl!r} * {u}[:, 0:1]) * {float(H)!r})"
+        dx = f"(({wl!r} + {wh - wl!r} * {u}[:, 1:2]) * {float(W)!r})"
+        zero, one = f"0.0 * {u}[:, 0:1]", f"1.0 + 0.0 * {u}[:, 0:1]"
+        return [one, zero, f"-{dx}", zero, one, f"-{dy}"]
+
+    def _inverses(self, n, H, W):
+        dy = self._rng.uniform(*self.h_range, n) * H
+        dx = self._rng.uniform(*self.w_range, n) * W
+        out = np.zeros((n, 2, 3))
+        out[:, 0, 0] = out[:, 1, 1] = 1.0
+        out[:, 0, 2], out[:, 1, 2] = -dx, -dy
+        return out
+
+
+class RandomCrop(_RandomImage):
+    """Crops a random (height, width) window (the same offset for the
+    batch), like keras.layers.RandomCrop; an image not larger than the
+    window is cropped to its aspect ratio and resized; identity at
+    inference, as Keras."""
+
+    kind = "RandomCrop"
+
+    def __init__(self, height, width, seed=None, data_format=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        for n, v in (("height", height), ("width", width)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"[RandomCrop] {n} must be a positive int, got {v!r}")
+        self.height, self.width = height, width
+
+    def _augment(self, a):
+        H, W = a.shape[1], a.shape[2]
+        if H > self.height and W > self.width:
+            t = int(self._rng.integers(0, H - self.height + 1))
+            l = int(self._rng.integers(0, W - self.width + 1))
+            return a[:, t:t + self.height, l:l + self.width]
+        return _resize(_crop_to_aspect(a, self.height, self.width), self.height, self.width,
+                       "bilinear")
+
+
+class RandomContrast(_ImageGraph, _RandomImage):
+    """Scales each image's deviation from its per-channel mean by a random
+    factor in [1 - lower, 1 + upper], clipped to value_range, like
+    keras.layers.RandomContrast."""
+
+    kind = "RandomContrast"
+
+    def __init__(self, factor, value_range=(0, 255), seed=None, data_format=None, name=None,
+                 **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool):
+            lo = hi = float(factor)
+        elif isinstance(factor, (tuple, list)) and len(factor) == 2:
+            lo, hi = float(factor[0]), float(factor[1])
+        else:
+            raise ValueError(f"[RandomContrast] factor must be a float or a tuple of 2 floats, "
+                             f"got {factor!r}")
+        if not (0 <= lo <= 1 and 0 <= hi):
+            raise ValueError(f"[RandomContrast] factor must be >= 0 (lower <= 1), got {factor!r}")
+        self.factor = (lo, hi)
+        self.value_range = tuple(value_range)
+
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def forward(self, x, p, ctx):
+        hax, wax = self._hw_axes()
+        lo, hi = 1.0 - self.factor[0], 1.0 + self.factor[1]
+        f = (f"random_uniform(list(shape({x})[0], 1, 1, 1), {lo!r}, {hi!r}, {self._seed(ctx)}, "
+             f"\"float32\")")
+        mean = f"mean({x}, list({hax}, {wax}), keepdims=true)"
+        v0, v1 = (float(v) for v in self.value_range)
+        out = f"clip(({x} - {mean}) * {f} + {mean}, {v0!r}, {v1!r})"
+        return f"if({ctx.training}, {out}, {x})"
+
+    def _augment(self, a):
+        f = self._rng.uniform(1.0 - self.factor[0], 1.0 + self.factor[1],
+                              (a.shape[0], 1, 1, 1)).astype(np.float32)
+        mean = a.mean(axis=(1, 2), keepdims=True)
+        return np.clip((a - mean) * f + mean, self.value_range[0], self.value_range[1])
