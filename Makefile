@@ -1,6 +1,7 @@
 # tessera: `make demo` installs what is missing, builds and runs the main job;
 # `make test` installs, builds and runs every test (a short run of each fuzz
-# target, then C++ by ctest, then Python by pytest); `make test-install` runs
+# target, then C++ by ctest, then Python by pytest in JOBS processes, with
+# pytest-xdist); `make test-install` runs
 # only the install test: `pip install .` into a fresh virtual environment and
 # the `tessera` command it gives (tests/install/, 1 to 2 minutes).
 BUILD ?= build
@@ -41,7 +42,7 @@ fuzz: fuzz-build
 
 test: build fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
-	@$(PYTHON) -m pytest tests/python -q
+	@$(PYTHON) -m pytest tests/python -q -n $(JOBS)
 
 # The wheel is built in build-wheel/ (beside build/, so ccache serves `make
 # build`'s objects); the environment is made from the machine's python3.
