@@ -114,6 +114,12 @@ extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, in
   return c->undo;
 }
 
+// A copy of the whole array of register `r`, before writes not logged.
+extern "C" void native_snapshot(NativeCtx* c, int64_t r) {
+  const Array& a = c->entries[c->regs[r].a].array;
+  c->snapshots->emplace_back(a, a.copy());
+}
+
 extern "C" double native_unary(int32_t op, double v) {
   return kernels::unary_float(static_cast<UnaryOp>(op), v);
 }
@@ -274,6 +280,10 @@ struct Gen {
     llvm::Type* t;
   };
   std::vector<Site>* sites = nullptr;
+  // Where Ctrl-C inside a turn exits (the state as it is: the general path
+  // raises at once, as Python stops mid-statement).
+  llvm::BasicBlock* interrupted = nullptr;
+  std::map<int, llvm::Value*> snapped;  // per array register: i1 alloca, copied whole this call
 
   Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
       const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m,
@@ -1123,7 +1133,7 @@ struct Gen {
       llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "rfin", fn);
       b.CreateBr(chunk);
       b.SetInsertPoint(chunk);
-      interrupt_check(bail);
+      interrupt_check(interrupted);
       llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.getInt64(1 << 16));
       b.CreateBr(fhead);
       b.SetInsertPoint(fhead);
@@ -1151,7 +1161,7 @@ struct Gen {
       b.CreateBr(head);
     }
     b.SetInsertPoint(head);
-    interrupt_check(bail);
+    interrupt_check(interrupted);
     b.CreateCondBr(cond(n.kids[0]), body, done);
     b.SetInsertPoint(body);
     loops.push_back({head, done, lk, lp});
@@ -1352,11 +1362,37 @@ struct Gen {
 
   // The old bytes of every element the proven writes of a range loop will
   // write (all turns), to the log, before the loop: no logging inside it.
+  // An array written by a range loop is copied whole (once per call) when
+  // it has at most 4 elements per turn of the loop; else the elements it
+  // will write are logged.
   void prelog(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value* k0,
               llvm::Value* e0) {
     llvm::Value* turns_n = rl.step > 0 ? b.CreateSub(e0, k0) : b.CreateSub(k0, e0);
     for (const Hoisted& h : hs) {
       if (h.n->op != Op::SetItem) continue;
+      llvm::Value*& flag = snapped[h.arr];
+      if (!flag) {
+        llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+        flag = e.CreateAlloca(i1);
+        e.CreateStore(e.getFalse(), flag);
+      }
+      llvm::Value* elements = b.getInt64(1);
+      for (int d = 0; d < arrays[regs[h.arr].a].nd; ++d)
+        elements = b.CreateMul(elements, arr_shape[h.arr][d]);
+      llvm::BasicBlock* copy = llvm::BasicBlock::Create(ctx, "copy", fn);
+      llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "prelog", fn);
+      llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "logged", fn);
+      llvm::BasicBlock* test = llvm::BasicBlock::Create(ctx, "small", fn);
+      b.CreateCondBr(b.CreateLoad(i1, flag), next, test);
+      b.SetInsertPoint(test);
+      b.CreateCondBr(b.CreateICmpULE(elements, b.CreateMul(turns_n, b.getInt64(4))), copy, log);
+      b.SetInsertPoint(copy);
+      auto* st = llvm::FunctionType::get(b.getVoidTy(), {i8p, i64}, false);
+      b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
+                   {cptr, b.getInt64(h.arr)});
+      b.CreateStore(b.getTrue(), flag);
+      b.CreateBr(next);
+      b.SetInsertPoint(log);
       llvm::Value* bad = b.getFalse();  // already checked by range_ok
       llvm::Value* off = b.getInt64(0);
       llvm::Value* step = b.getInt64(0);
@@ -1377,6 +1413,8 @@ struct Gen {
       b.CreateStore(np, undo_ptr);
       b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
       b.CreateStore(b.CreateAdd(n_now, turns_n), undo_n);
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
     }
   }
 
@@ -1591,7 +1629,7 @@ struct Gen {
     llvm::BasicBlock* top = llvm::BasicBlock::Create(ctx, "top", fn);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "done", fn);
     llvm::BasicBlock* checkpoint = llvm::BasicBlock::Create(ctx, "checkpoint", fn);
-    llvm::BasicBlock* interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
+    interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
     RangeLoop rl;
     if (range_loop(im.cond, im.body, rl)) {
       top_range(rl, top, done, checkpoint, interrupted, max_turns, turns);
@@ -1629,20 +1667,15 @@ struct Gen {
     exit_with(done, kNativeDone);
     exit_with(checkpoint, kNativeCheckpoint);
     exit_with(interrupted, kNativeInterrupt);
-    // The registers, counters and the loop's value back: at an exit as they
-    // are; at a bail as they were at the start of the turn (the turn is
-    // the interpreter's to redo, its element writes undone by the caller
-    // from the log, which holds this turn's writes only).
+    // The registers, counters and the loop's value back, as they are.
     b.SetInsertPoint(exit);
     store_state([&](llvm::Value* a, llvm::Type* t) { return b.CreateLoad(t, a); });
     b.CreateRet(exit_code);
-    // The state at the start of each turn, and the log emptied there.
-    std::map<llvm::Value*, llvm::Value*> at_start = snapshot(turn);
-    b.SetInsertPoint(&*turn->getFirstInsertionPt());
-    b.CreateStore(b.getInt64(0), undo_n);
+    // A bail: back to the call's start (the caller undoes the log and the
+    // snapshots; the registers in the context were not written).
     b.SetInsertPoint(bail);
-    store_state([&](llvm::Value* a, llvm::Type*) { return at_start.at(a); });
-    b.CreateRet(b.getInt32(kNativeBail));
+    b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+    b.CreateRet(b.getInt32(kNativeBailCall));
     // Blocks left without a terminator after a break: unreachable.
     for (llvm::BasicBlock& bb : *fn) {
       if (!bb.getTerminator()) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/lang/fastloop_impl.hpp"
@@ -35,13 +36,17 @@ struct NativeCtx {
   uint8_t* assigned;          // in and out
   uint64_t* counts;           // in and out: evaluations of the counted nodes
   const NativeArray* arrays;  // per register (only Arr registers are read)
-  NativeUndo* undo;           // the log of element writes of the current outer turn
+  const ArrEntry* entries;    // the arrays the registers refer to
+  NativeUndo* undo;           // the log of element writes since the call (see NativeStatus)
   int64_t undo_n;
   int64_t undo_cap;
   std::vector<NativeUndo>* undo_store;  // grown by native_grow_undo
   int64_t max_turns;                    // outer turns before returning kNativeCheckpoint
   int64_t max_undo;                     // log entries before returning kNativeCheckpoint
   Reg last;                             // in and out: the loop's value so far
+  // Whole arrays copied (array, copy) since the call, before writes that
+  // are not logged one by one (range loops checked before they start).
+  std::vector<std::pair<Array, Array>>* snapshots;
 };
 
 // What a native loop function returns.
@@ -49,8 +54,10 @@ enum NativeStatus : int32_t {
   kNativeDone = 0,        // the loop ended (condition false or break); registers written
   kNativeCheckpoint = 1,  // turns or writes reached the limits, between two turns
   kNativeBail = 2,  // a turn met what only the interpreter or the general path does: the state
-                    // is as at its start, and the log holds its writes
-  kNativeInterrupt = 3,   // Ctrl-C seen between two turns; registers written
+                    // is as at its start, and the log holds its writes (none: kept in registers)
+  kNativeInterrupt = 3,   // Ctrl-C seen (between two turns, or inside one); registers written
+  kNativeBailCall = 4,  // as kNativeBail, but back to the call's start: registers untouched, the
+                        // log and the snapshots hold every write since
 };
 
 using NativeFn = int32_t (*)(NativeCtx*);
