@@ -475,6 +475,13 @@ struct Gen {
     CV r = int_op0(f, x, y);
     return mk(r.k, r.v, strong);
   }
+  // k when `y` is the constant 2**k (k < 63), else -1.
+  static int pow2(llvm::Value* y) {
+    auto* c = llvm::dyn_cast<llvm::ConstantInt>(y);
+    if (!c || c->getSExtValue() <= 0 || !c->getValue().isPowerOf2()) return -1;
+    const int k = static_cast<int>(c->getValue().logBase2());
+    return k < 63 ? k : -1;
+  }
   CV int_op0(Fast f, llvm::Value* x, llvm::Value* y) {
     const int ik = Reg::PyInt;
     const int bk = Reg::PyBool;
@@ -506,6 +513,8 @@ struct Gen {
       case Fast::ne:
         return CV{bk, b.CreateICmpNE(x, y)};
       case Fast::floordiv: {
+        if (int k = pow2(y); k >= 0)  // floor division by 2**k: an arithmetic shift
+          return CV{ik, b.CreateAShr(x, b.getInt64(k))};
         // Python's floor division; by zero, and INT64_MIN // -1, the
         // general path's (for a power of two the interpreter's shift gives
         // the same).
@@ -520,6 +529,8 @@ struct Gen {
         return CV{ik, b.CreateSub(q, b.CreateZExt(adjust, i64))};
       }
       case Fast::mod: {
+        if (int k = pow2(y); k >= 0)  // Python's modulo by 2**k: the low k bits, for any sign
+          return CV{ik, b.CreateAnd(x, b.getInt64((uint64_t{1} << k) - 1))};
         bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
         // y == -1: 0 (srem by -1 of INT64_MIN is undefined in LLVM).
         llvm::Value* is_m1 = b.CreateICmpEQ(y, b.getInt64(-1));

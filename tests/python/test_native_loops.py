@@ -292,6 +292,21 @@ def int_writes_then_zero(a, out):
     return s
 
 
+def pow2_arith(a):
+    # Floor division and modulo by powers of two (a shift and a mask in the
+    # native code) on negative and positive ints, Python's and NumPy's.
+    out = np.zeros((len(a), 5), dtype=np.int64)
+    for i in range(len(a)):
+        v = a[i]
+        w = i - 20
+        out[i, 0] = v // 8
+        out[i, 1] = v % 8
+        out[i, 2] = w // 2
+        out[i, 3] = w % 2
+        out[i, 4] = (w * 12345) % 1024 + v % 1
+    return out
+
+
 def big_range(n, x):
     # More turns than a chunk (65536): Ctrl-C checks between chunks.
     s = 0.0
@@ -310,6 +325,7 @@ CASES = [
     (scatter_fail, (np.array([1, 2, 3, 7, 0] * 10),)),
     (loop_var_reassigned, (np.arange(40.0),)),
     (big_range, (200_000, np.arange(7.0))),
+    (pow2_arith, (np.arange(-70, 70, 3, dtype=np.int64),)),
     (write_then_fail, (np.zeros(300), np.ones(300))),
     (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
     (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
