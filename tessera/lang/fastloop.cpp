@@ -1006,8 +1006,7 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
 }
 
 int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
-                                   std::vector<NativeUndo>& log, int64_t& undo_count,
-                                   std::vector<std::pair<Array, Array>>& copies) const {
+                                   NativeLog& log, int64_t& undo_count) const {
   std::vector<NativeArray> arrs(st.regs.size());
   for (size_t r = 0; r < st.regs.size(); ++r) {
     if (st.regs[r].k != Reg::Arr) continue;
@@ -1018,19 +1017,21 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
       arrs[r].strides[d] = e.strides[d];
     }
   }
-  if (log.size() < 4096) log.resize(4096);
+  if (log.entries.size() < 4096) log.entries.resize(4096);
+  log.ranges.clear();
+  log.bytes.clear();
+  log.copies.clear();
   NativeCtx c;
   c.regs = st.regs.data();
   c.assigned = st.assigned.data();
   c.counts = st.counts.data();
   c.arrays = arrs.data();
   c.entries = st.arrays.data();
-  copies.clear();
-  c.snapshots = &copies;
-  c.undo = log.data();
+  c.undo = log.entries.data();
   c.undo_n = 0;
-  c.undo_cap = static_cast<int64_t>(log.size());
-  c.undo_store = &log;
+  c.undo_cap = static_cast<int64_t>(log.entries.size());
+  c.log = &log;
+  c.range_units = 0;
   // Checkpoints every 16384 turns or 65536 logged element writes: a bail
   // redoes at most that many turns on the interpreter.
   c.max_turns = int64_t{1} << 14;
@@ -1128,8 +1129,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   };
   bool native = native_enabled();
   int64_t turns = 0;
-  std::vector<NativeUndo> undo_log;
-  std::vector<std::pair<Array, Array>> native_copies;
+  NativeLog undo_log;
   // Native code once the registers' kinds have settled: after a first turn
   // on the interpreter; for a loop with loops inside, from the first turn
   // (variables first assigned in it get their kinds there), and when that
@@ -1162,7 +1162,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       } else {
         int64_t undo_count = 0;
         const int32_t status =
-            im.run_native(*code, st, last, undo_log, undo_count, native_copies);
+            im.run_native(*code, st, last, undo_log, undo_count);
         if (debug() && status != kNativeCheckpoint)
           std::fprintf(stderr, "[fast loops] %s: native code returned %d after turn %lld\n",
                        im.where.c_str(), status, static_cast<long long>(turns));
@@ -1174,12 +1174,9 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         if (status == kNativeInterrupt) break;  // the general path raises at once
         if (status == kNativeBailCall) {
           // Back to the checkpoint taken before the call: the logged writes
-          // undone, then the arrays copied whole put back; the interpreter
+          // (and arrays copied whole) undone, newest first; the interpreter
           // redoes the turns since, meeting what stopped the native code.
-          native_undo(undo_log.data(), undo_count);
-          for (auto it = native_copies.rbegin(); it != native_copies.rend(); ++it)
-            it->first.assign(it->second);
-          native_copies.clear();
+          native_undo(undo_log, undo_count);
           im.rollback(st, arrays_before, objects_before);
           last = saved_last;
           if (turns == 0 && !retried) {
@@ -1199,7 +1196,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         // the start of the turn that stopped, its element writes undone
         // here; the interpreter takes a checkpoint there and redoes that
         // turn, meeting what stopped the native code itself.
-        native_undo(undo_log.data(), undo_count);
+        native_undo(undo_log, undo_count);
         native = false;
         since = kCheckpointTurns;
       }

@@ -19,7 +19,7 @@ namespace tessera {
 
 class PrimitiveCallNode;
 struct NativeCode;
-struct NativeUndo;
+struct NativeLog;
 
 namespace fl {
 
@@ -271,8 +271,7 @@ struct FastLoop::Impl {
   // or null; and one call of it from a checkpoint.
   const NativeCode* native_for(const State& st) const;
   int32_t run_native(const NativeCode& code, State& st, Reg& last,
-                     std::vector<NativeUndo>& log, int64_t& undo_count,
-                     std::vector<std::pair<Array, Array>>& copies) const;
+                     NativeLog& log, int64_t& undo_count) const;
   void write_back(const FramePtr& frame, const State& st) const;
 };
 

@@ -76,11 +76,24 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
   return sig;
 }
 
-void native_undo(const NativeUndo* log, int64_t n) {
+void native_undo(const NativeLog& log, int64_t n) {
   for (int64_t k = n - 1; k >= 0; --k) {
-    char* p = reinterpret_cast<char*>(log[k].where & ((uint64_t{1} << 60) - 1));
-    const size_t size = size_t{1} << (log[k].where >> 60);
-    std::memcpy(p, &log[k].old, size);
+    const NativeUndo& u = log.entries[static_cast<size_t>(k)];
+    if ((u.where >> 60) == (kNativeCopyTag >> 60)) {
+      Array target = log.copies[u.old].first;  // a handle on the same elements
+      target.assign(log.copies[u.old].second);
+      continue;
+    }
+    if ((u.where >> 60) == (kNativeRangeTag >> 60)) {
+      const NativeRange& r = log.ranges[u.old];
+      const char* from = log.bytes.data() + r.bytes_at;
+      for (int64_t j = 0; j < r.count; ++j)
+        std::memcpy(r.first + j * r.step_bytes, from + j * r.size, static_cast<size_t>(r.size));
+      continue;
+    }
+    char* p = reinterpret_cast<char*>(u.where & ((uint64_t{1} << 60) - 1));
+    const size_t size = size_t{1} << (u.where >> 60);
+    std::memcpy(p, &u.old, size);
   }
 }
 
@@ -92,32 +105,43 @@ using FNode = FastLoop::Impl::FNode;
 
 extern "C" NativeUndo* native_grow_undo(NativeCtx* c, int64_t n) {
   const size_t want = std::max<size_t>(1024, static_cast<size_t>(n) * 2);
-  c->undo_store->resize(want);
-  c->undo = c->undo_store->data();
+  c->log->entries.resize(want);
+  c->undo = c->log->entries.data();
   c->undo_cap = static_cast<int64_t>(want);
   return c->undo;
 }
 
-// Appends the old bytes of `count` elements, `first` then every
-// `step_bytes`, to the log (tag: the log2 of their size, top 4 bits).
+// Appends one range entry to the log: the old bytes of `count` elements of
+// `size` bytes, `first` then every `step_bytes`.
 extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, int64_t step_bytes,
-                                        int64_t count, int64_t tag) {
-  if (n + count > c->undo_cap) native_grow_undo(c, n + count);
-  const size_t size = size_t{1} << (static_cast<uint64_t>(tag) >> 60);
-  NativeUndo* u = c->undo + n;
-  for (int64_t j = 0; j < count; ++j) {
-    char* p = first + j * step_bytes;
-    u[j].where = reinterpret_cast<uint64_t>(p) | static_cast<uint64_t>(tag);
-    u[j].old = 0;
-    std::memcpy(&u[j].old, p, size);
+                                        int64_t count, int64_t size) {
+  if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
+  NativeLog& log = *c->log;
+  const size_t at = log.bytes.size();
+  log.bytes.resize(at + static_cast<size_t>(count * size));
+  char* to = log.bytes.data() + at;
+  if (step_bytes == size) {
+    std::memcpy(to, first, static_cast<size_t>(count * size));
+  } else {
+    for (int64_t j = 0; j < count; ++j)
+      std::memcpy(to + j * size, first + j * step_bytes, static_cast<size_t>(size));
   }
+  c->undo[n].where = kNativeRangeTag;
+  c->undo[n].old = log.ranges.size();
+  log.ranges.push_back(NativeRange{first, step_bytes, count, size, at});
+  c->range_units += count * size / 16;
   return c->undo;
 }
 
-// A copy of the whole array of register `r`, before writes not logged.
-extern "C" void native_snapshot(NativeCtx* c, int64_t r) {
+// A copy of the whole array of register `r` to the log, before writes not
+// logged one by one.
+extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t r) {
+  if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
   const Array& a = c->entries[c->regs[r].a].array;
-  c->snapshots->emplace_back(a, a.copy());
+  c->undo[n].where = kNativeCopyTag;
+  c->undo[n].old = c->log->copies.size();
+  c->log->copies.emplace_back(a, a.copy());
+  return c->undo;
 }
 
 extern "C" double native_unary(int32_t op, double v) {
@@ -1398,9 +1422,13 @@ struct Gen {
       b.SetInsertPoint(test);
       b.CreateCondBr(b.CreateICmpULE(elements, b.CreateMul(turns_n, b.getInt64(4))), copy, log);
       b.SetInsertPoint(copy);
-      auto* st = llvm::FunctionType::get(b.getVoidTy(), {i8p, i64}, false);
-      b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
-                   {cptr, b.getInt64(h.arr)});
+      auto* st = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
+      llvm::Value* n_at = b.CreateLoad(i64, undo_n);
+      b.CreateStore(b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
+                                 {cptr, n_at, b.getInt64(h.arr)}),
+                    undo_ptr);
+      b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+      b.CreateStore(b.CreateAdd(n_at, b.getInt64(1)), undo_n);
       b.CreateStore(b.getTrue(), flag);
       b.CreateBr(next);
       b.SetInsertPoint(log);
@@ -1414,16 +1442,15 @@ struct Gen {
           step = b.CreateAdd(step, b.CreateMul(arr_stride[h.arr][d], b.getInt64(h.coef[d] * rl.step)));
       }
       const unsigned size = dtype_size(arrays[regs[h.arr].a].dt);
-      const int64_t tag = static_cast<int64_t>(size == 8 ? 3 : size == 4 ? 2 : 0) << 60;
       llvm::Value* first = b.CreateInBoundsGEP(i8, arr_base[h.arr], b.CreateMul(off, b.getInt64(size)));
       auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
       llvm::Value* n_now = b.CreateLoad(i64, undo_n);
       llvm::Value* np = b.CreateCall(
           ft, fptr(reinterpret_cast<void*>(&native_log_range), ft),
-          {cptr, n_now, first, b.CreateMul(step, b.getInt64(size)), turns_n, b.getInt64(tag)});
+          {cptr, n_now, first, b.CreateMul(step, b.getInt64(size)), turns_n, b.getInt64(size)});
       b.CreateStore(np, undo_ptr);
       b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
-      b.CreateStore(b.CreateAdd(n_now, turns_n), undo_n);
+      b.CreateStore(b.CreateAdd(n_now, b.getInt64(1)), undo_n);
       b.CreateBr(next);
       b.SetInsertPoint(next);
     }
@@ -1653,8 +1680,10 @@ struct Gen {
     interrupt_check(interrupted);
     llvm::Value* t = b.CreateLoad(i64, turns);
     llvm::BasicBlock* turn = llvm::BasicBlock::Create(ctx, "turn", fn);
-    b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns),
-                              b.CreateICmpSGE(b.CreateLoad(i64, undo_n), max_undo)),
+    llvm::Value* logged = b.CreateAdd(
+        b.CreateLoad(i64, undo_n),
+        b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, range_units), i64)));
+    b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns), b.CreateICmpSGE(logged, max_undo)),
                    checkpoint, turn, unlikely());
     b.SetInsertPoint(turn);
     b.CreateStore(b.CreateAdd(t, b.getInt64(1)), turns);
@@ -1682,8 +1711,8 @@ struct Gen {
     b.SetInsertPoint(exit);
     store_state([&](llvm::Value* a, llvm::Type* t) { return b.CreateLoad(t, a); });
     b.CreateRet(exit_code);
-    // A bail: back to the call's start (the caller undoes the log and the
-    // snapshots; the registers in the context were not written).
+    // A bail: back to the call's start (the caller undoes the log; the
+    // registers in the context were not written).
     b.SetInsertPoint(bail);
     b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
     b.CreateRet(b.getInt32(kNativeBailCall));

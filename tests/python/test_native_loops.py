@@ -307,6 +307,19 @@ def pow2_arith(a):
     return out
 
 
+def copy_then_fail(x, idx):
+    # Each turn: an element write (logged), a range loop over all of x
+    # (x copied whole, after that write), then x[idx[t]], out of range at
+    # the last turn: undone newest first, the error comes at that turn.
+    n = len(x)  # (len() inside an erring loop is counted once more on the interpreter)
+    for t in range(len(idx)):
+        x[idx[t] % n] = -1.0 - t
+        for i in range(n):
+            x[i] = x[i] * 0.5 + t
+        x[0] += x[idx[t]]
+    return x
+
+
 def big_range(n, x):
     # More turns than a chunk (65536): Ctrl-C checks between chunks.
     s = 0.0
@@ -326,6 +339,7 @@ CASES = [
     (loop_var_reassigned, (np.arange(40.0),)),
     (big_range, (200_000, np.arange(7.0))),
     (pow2_arith, (np.arange(-70, 70, 3, dtype=np.int64),)),
+    (copy_then_fail, (np.arange(10.0), np.array([3, 7, 2, 12]))),
     (write_then_fail, (np.zeros(300), np.ones(300))),
     (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
     (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
