@@ -151,6 +151,7 @@ extern "C" double native_float_floordiv(double a, double b) {
   return kernels::float_floor_divide(a, b);
 }
 extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
+extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
 
 // ---- the JIT (one per process, made on first use)
 
@@ -611,6 +612,36 @@ struct Gen {
     }
   }
 
+  // x ** y as the interpreter's scalar power (Python's meaning): a float
+  // operand, std::pow; two ints, by squaring with overflow checks, for a
+  // constant exponent >= 0 (others stay on the interpreter).
+  CV power(const CV& a, const CV& c) {
+    const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+    llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
+    if ((is_float(ka) || is_int(ka)) && (is_float(kb) || is_int(kb)) &&
+        (is_float(ka) || is_float(kb))) {
+      auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
+      llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_pow), t),
+                                    {as_double(a), as_double(c)});
+      return mk(Reg::PyFloat, r, strong);
+    }
+    auto* e = is_int(ka) && is_int(kb) ? llvm::dyn_cast<llvm::ConstantInt>(c.v) : nullptr;
+    if (!e || e->getSExtValue() < 0 || e->getSExtValue() > 64)
+      throw Refuse{"'power' of these operands has no native code"};
+    llvm::Value* result = nullptr;  // 1
+    llvm::Value* sq = a.v;
+    auto mul = [&](llvm::Value* x, llvm::Value* y) {
+      llvm::Value* r = b.CreateBinaryIntrinsic(llvm::Intrinsic::smul_with_overflow, x, y);
+      bail_if(b.CreateExtractValue(r, 1));
+      return b.CreateExtractValue(r, 0);
+    };
+    for (int64_t k = e->getSExtValue(); k; k >>= 1) {
+      if (k & 1) result = result ? mul(result, sq) : sq;
+      if (k > 1) sq = mul(sq, sq);
+    }
+    return mk(Reg::PyInt, result ? result : b.getInt64(1), strong);
+  }
+
   llvm::Value* as_double(const CV& v) {
     return is_int(static_cast<Reg::Kind>(v.k)) ? b.CreateSIToFP(v.v, f64) : v.v;
   }
@@ -619,6 +650,12 @@ struct Gen {
     CV a = eval(n.kids[0]);
     CV c = eval(n.kids[1]);
     const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+    if (n.fast == Fast::none && (n.spec->name == "power" || n.spec->name == "ipow") &&
+        a.k != kDyn && c.k != kDyn) {
+      CV r = power(a, c);
+      count(n.counter);
+      return r;
+    }
     if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
     if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
     CV r;

@@ -320,6 +320,24 @@ def copy_then_fail(x, idx):
     return x
 
 
+def powers(x, k):
+    # ** of floats (std::pow, as the interpreter), of ints by a constant
+    # (squarings checked for overflow), NumPy's and Python's kinds.
+    out = np.zeros((len(x), 5))
+    ints = np.zeros((len(x), 3), dtype=np.int64)
+    for i in range(len(x)):
+        v = x[i]
+        out[i, 0] = v ** 2
+        out[i, 1] = v ** 0.5 if v >= 0 else v ** 3
+        out[i, 2] = 1.5 ** (i - 20)
+        out[i, 3] = (i * 0.25) ** v
+        out[i, 4] = v ** -1 if v != 0 else 0.0
+        ints[i, 0] = k[i] ** 2
+        ints[i, 1] = (i - 20) ** 3 + k[i] ** 0
+        ints[i, 2] = k[i] ** 5
+    return out, ints
+
+
 def big_range(n, x):
     # More turns than a chunk (65536): Ctrl-C checks between chunks.
     s = 0.0
@@ -340,6 +358,7 @@ CASES = [
     (big_range, (200_000, np.arange(7.0))),
     (pow2_arith, (np.arange(-70, 70, 3, dtype=np.int64),)),
     (copy_then_fail, (np.arange(10.0), np.array([3, 7, 2, 12]))),
+    (powers, (np.linspace(-3.0, 3.0, 41), np.arange(-20, 21, dtype=np.int64))),
     (write_then_fail, (np.zeros(300), np.ones(300))),
     (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
     (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
@@ -365,7 +384,8 @@ CASES = [
 EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),)),
          (int_writes_then_zero, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),
                                  np.zeros(302, dtype=np.int64))),
-         (int_overflow, (100,))]
+         (int_overflow, (100,)),
+         (powers, (np.linspace(-3.0, 3.0, 41), np.arange(-20, 21, dtype=np.int64) * 10**4))]
 
 
 @pytest.mark.filterwarnings("ignore")
