@@ -1032,13 +1032,10 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.undo_cap = static_cast<int64_t>(log.entries.size());
   c.log = &log;
   c.range_units = 0;
-  // Checkpoints every 16384 turns or 262144 log units (16 bytes: an element
-  // write, or 16 bytes of a range loop's block; 4 MB): a bail redoes at
-  // most that many turns on the interpreter. (A loop with loops inside,
-  // compiled at its first turn with the variables it assigns undefined, is
-  // compiled again for the kinds they have at its first checkpoint.)
+  // Checkpoints every 16384 turns or 65536 logged element writes: a bail
+  // redoes at most that many turns on the interpreter.
   c.max_turns = int64_t{1} << 14;
-  c.max_undo = int64_t{1} << 18;
+  c.max_undo = int64_t{1} << 16;
   c.last = last;
   const int32_t status = code.fn(&c);
   undo_count = c.undo_n;
