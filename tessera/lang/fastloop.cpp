@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -1005,7 +1006,7 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
 }
 
 int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
-                                   std::vector<NativeUndo>& log, int64_t& undo_count) const {
+                                   NativeLog& log, int64_t& undo_count) const {
   std::vector<NativeArray> arrs(st.regs.size());
   for (size_t r = 0; r < st.regs.size(); ++r) {
     if (st.regs[r].k != Reg::Arr) continue;
@@ -1016,18 +1017,23 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
       arrs[r].strides[d] = e.strides[d];
     }
   }
-  if (log.size() < 4096) log.resize(4096);
+  if (log.entries.size() < 4096) log.entries.resize(4096);
+  log.ranges.clear();
+  log.bytes.clear();
+  log.copies.clear();
   NativeCtx c;
   c.regs = st.regs.data();
   c.assigned = st.assigned.data();
   c.counts = st.counts.data();
   c.arrays = arrs.data();
-  c.undo = log.data();
+  c.entries = st.arrays.data();
+  c.undo = log.entries.data();
   c.undo_n = 0;
-  c.undo_cap = static_cast<int64_t>(log.size());
-  c.undo_store = &log;
-  // Checkpoints every 16384 turns or 65536 element writes: a bail redoes
-  // at most that many turns on the interpreter.
+  c.undo_cap = static_cast<int64_t>(log.entries.size());
+  c.log = &log;
+  c.range_units = 0;
+  // Checkpoints every 16384 turns or 65536 logged element writes: a bail
+  // redoes at most that many turns on the interpreter.
   c.max_turns = int64_t{1} << 14;
   c.max_undo = int64_t{1} << 16;
   c.last = last;
@@ -1049,6 +1055,13 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
   Impl::link(impl->cond);
   Impl::link(impl->body);
   impl->where = loop.loc().str();
+  std::function<bool(const Impl::FNode&)> has_loop = [&](const Impl::FNode& n) {
+    if (n.op == Op::While) return true;
+    for (const auto& k : n.kids)
+      if (has_loop(k)) return true;
+    return false;
+  };
+  impl->nested = has_loop(impl->body);
   return std::unique_ptr<FastLoop>(new FastLoop(std::move(impl)));
 }
 
@@ -1116,7 +1129,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   };
   bool native = native_enabled();
   int64_t turns = 0;
-  std::vector<NativeUndo> undo_log;
+  NativeLog undo_log;
+  // Native code once the registers' kinds have settled: after a first turn
+  // on the interpreter; for a loop with loops inside, from the first turn
+  // (variables first assigned in it get their kinds there), and when that
+  // first call bails, once more after one turn on the interpreter.
+  int64_t native_from = im.nested ? 0 : 1;
+  bool retried = false;
   for (;;) {
     if (interrupt_requested()) break;  // between turns: nothing to undo
     // Mostly array operations (each through the primitive, with a value
@@ -1130,18 +1149,20 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       break;
     }
     if (since >= kCheckpointTurns || st.undo.size() > kMaxUndo ||
-        st.snapshot_elements > (int64_t{1} << 20) || (native && turns > 0 && since > 0)) {
+        st.snapshot_elements > (int64_t{1} << 20) ||
+        (native && turns >= native_from && since > 0)) {
       checkpoint();
     }
     // After a first turn (the registers' kinds settled), native code for
     // these kinds, run from this checkpoint.
-    if (native && turns > 0) {
+    if (native && turns >= native_from) {
       const NativeCode* code = im.native_for(st);
       if (!code) {
         native = false;
       } else {
         int64_t undo_count = 0;
-        const int32_t status = im.run_native(*code, st, last, undo_log, undo_count);
+        const int32_t status =
+            im.run_native(*code, st, last, undo_log, undo_count);
         if (debug() && status != kNativeCheckpoint)
           std::fprintf(stderr, "[fast loops] %s: native code returned %d after turn %lld\n",
                        im.where.c_str(), status, static_cast<long long>(turns));
@@ -1150,7 +1171,23 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
           result = Impl::to_value(last, st);
           return true;
         }
-        if (status == kNativeInterrupt) break;
+        if (status == kNativeInterrupt) break;  // the general path raises at once
+        if (status == kNativeBailCall) {
+          // Back to the checkpoint taken before the call: the logged writes
+          // (and arrays copied whole) undone, newest first; the interpreter
+          // redoes the turns since, meeting what stopped the native code.
+          native_undo(undo_log, undo_count);
+          im.rollback(st, arrays_before, objects_before);
+          last = saved_last;
+          if (turns == 0 && !retried) {
+            retried = true;
+            native_from = 1;
+          } else {
+            native = false;
+          }
+          since = kCheckpointTurns;
+          continue;
+        }
         if (status == kNativeCheckpoint) {  // a checkpoint, then more native turns
           since = kCheckpointTurns;
           continue;
@@ -1159,7 +1196,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         // the start of the turn that stopped, its element writes undone
         // here; the interpreter takes a checkpoint there and redoes that
         // turn, meeting what stopped the native code itself.
-        native_undo(undo_log.data(), undo_count);
+        native_undo(undo_log, undo_count);
         native = false;
         since = kCheckpointTurns;
       }

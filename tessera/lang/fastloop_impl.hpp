@@ -19,7 +19,7 @@ namespace tessera {
 
 class PrimitiveCallNode;
 struct NativeCode;
-struct NativeUndo;
+struct NativeLog;
 
 namespace fl {
 
@@ -161,6 +161,9 @@ struct FastLoop::Impl {
   // Native code (native.cpp), one per signature of register kinds it was
   // compiled for, and the signatures the generator refused.
   std::string where;  // the loop's file:line
+  // Loops inside: native code from the first turn (an outer turn on the
+  // interpreter can be a long one).
+  bool nested = false;
   mutable std::mutex native_mu;
   mutable std::vector<std::unique_ptr<NativeCode>> native_codes;
   mutable std::vector<std::vector<uint8_t>> native_refused;
@@ -268,7 +271,7 @@ struct FastLoop::Impl {
   // or null; and one call of it from a checkpoint.
   const NativeCode* native_for(const State& st) const;
   int32_t run_native(const NativeCode& code, State& st, Reg& last,
-                     std::vector<NativeUndo>& log, int64_t& undo_count) const;
+                     NativeLog& log, int64_t& undo_count) const;
   void write_back(const FramePtr& frame, const State& st) const;
 };
 

@@ -19,9 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <mutex>
-
 #include <map>
+#include <mutex>
+#include <set>
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -46,13 +46,19 @@ namespace tessera {
 
 static_assert(sizeof(Reg) == 16 && offsetof(Reg, i) == 8, "native code reads Reg as {kind, payload}");
 
-bool native_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_NATIVE");
-    return !(v && std::string(v) == "0");
+// TESSERA_NATIVE, read once: "0" runs the interpreter; "ir" prints each
+// loop's optimised LLVM IR to stderr (to see what blocks vectorisation).
+namespace {
+const std::string& native_setting() {
+  static const std::string v = [] {
+    const char* e = std::getenv("TESSERA_NATIVE");
+    return std::string(e ? e : "");
   }();
-  return on;
+  return v;
 }
+}  // namespace
+
+bool native_enabled() { return native_setting() != "0"; }
 
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
                                       const std::vector<ArrEntry>& arrays) {
@@ -70,11 +76,24 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
   return sig;
 }
 
-void native_undo(const NativeUndo* log, int64_t n) {
+void native_undo(const NativeLog& log, int64_t n) {
   for (int64_t k = n - 1; k >= 0; --k) {
-    char* p = reinterpret_cast<char*>(log[k].where & ((uint64_t{1} << 60) - 1));
-    const size_t size = size_t{1} << (log[k].where >> 60);
-    std::memcpy(p, &log[k].old, size);
+    const NativeUndo& u = log.entries[static_cast<size_t>(k)];
+    if ((u.where >> 60) == (kNativeCopyTag >> 60)) {
+      Array target = log.copies[u.old].first;  // a handle on the same elements
+      target.assign(log.copies[u.old].second);
+      continue;
+    }
+    if ((u.where >> 60) == (kNativeRangeTag >> 60)) {
+      const NativeRange& r = log.ranges[u.old];
+      const char* from = log.bytes.data() + r.bytes_at;
+      for (int64_t j = 0; j < r.count; ++j)
+        std::memcpy(r.first + j * r.step_bytes, from + j * r.size, static_cast<size_t>(r.size));
+      continue;
+    }
+    char* p = reinterpret_cast<char*>(u.where & ((uint64_t{1} << 60) - 1));
+    const size_t size = size_t{1} << (u.where >> 60);
+    std::memcpy(p, &u.old, size);
   }
 }
 
@@ -86,9 +105,42 @@ using FNode = FastLoop::Impl::FNode;
 
 extern "C" NativeUndo* native_grow_undo(NativeCtx* c, int64_t n) {
   const size_t want = std::max<size_t>(1024, static_cast<size_t>(n) * 2);
-  c->undo_store->resize(want);
-  c->undo = c->undo_store->data();
+  c->log->entries.resize(want);
+  c->undo = c->log->entries.data();
   c->undo_cap = static_cast<int64_t>(want);
+  return c->undo;
+}
+
+// Appends one range entry to the log: the old bytes of `count` elements of
+// `size` bytes, `first` then every `step_bytes`.
+extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, int64_t step_bytes,
+                                        int64_t count, int64_t size) {
+  if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
+  NativeLog& log = *c->log;
+  const size_t at = log.bytes.size();
+  log.bytes.resize(at + static_cast<size_t>(count * size));
+  char* to = log.bytes.data() + at;
+  if (step_bytes == size) {
+    std::memcpy(to, first, static_cast<size_t>(count * size));
+  } else {
+    for (int64_t j = 0; j < count; ++j)
+      std::memcpy(to + j * size, first + j * step_bytes, static_cast<size_t>(size));
+  }
+  c->undo[n].where = kNativeRangeTag;
+  c->undo[n].old = log.ranges.size();
+  log.ranges.push_back(NativeRange{first, step_bytes, count, size, at});
+  c->range_units += count * size / 16;
+  return c->undo;
+}
+
+// A copy of the whole array of register `r` to the log, before writes not
+// logged one by one.
+extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t r) {
+  if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
+  const Array& a = c->entries[c->regs[r].a].array;
+  c->undo[n].where = kNativeCopyTag;
+  c->undo[n].old = c->log->copies.size();
+  c->log->copies.emplace_back(a, a.copy());
   return c->undo;
 }
 
@@ -99,6 +151,7 @@ extern "C" double native_float_floordiv(double a, double b) {
   return kernels::float_floor_divide(a, b);
 }
 extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
+extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
 
 // ---- the JIT (one per process, made on first use)
 
@@ -108,6 +161,7 @@ struct Jit {
   std::mutex mu;
   uint64_t next = 0;
   std::string error;
+  std::string cpu, features;
 };
 
 Jit& jit() {
@@ -120,7 +174,11 @@ Jit& jit() {
       j->error = llvm::toString(jtmb.takeError());
       return j;
     }
-    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Default);
+    // The host's CPU name and features (detectHost): AVX2/AVX-512 where the
+    // machine has them, for the vectoriser's cost model and the code.
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    j->cpu = jtmb->getCPU();
+    j->features = jtmb->getFeatures().getString();
     auto tm = jtmb->createTargetMachine();
     if (!tm) {
       j->error = llvm::toString(tm.takeError());
@@ -228,6 +286,29 @@ struct Gen {
 
   const std::vector<bool>& dyn;  // registers whose strongness is dynamic
   std::vector<llvm::Value*> strong;  // their i1 allocas
+  llvm::Value *regp = nullptr, *asgp = nullptr;  // the context's registers and assigned flags
+
+  // The version of a range loop being emitted (range_loop): the accesses
+  // whose indices were checked before the loop for all its turns, and the
+  // index arithmetic under them (no bounds checks, no overflow checks).
+  const std::set<const FNode*>* proven = nullptr;
+  bool is_proven(const FNode& n) const { return proven && proven->count(&n); }
+  // Range loops' counter increments: k + 1 right after k < end held.
+  std::set<const FNode*> no_overflow;
+  // The proven writes of the loop being emitted were logged before it.
+  bool prelogged = false;
+  // A write of a turn without loops: its element's address and old bytes in
+  // registers (allocas that -O3 promotes), restored by that turn's bail.
+  struct Site {
+    llvm::Value* addr;  // i8** alloca
+    llvm::Value* old;   // iN* alloca
+    llvm::Type* t;
+  };
+  std::vector<Site>* sites = nullptr;
+  // Where Ctrl-C inside a turn exits (the state as it is: the general path
+  // raises at once, as Python stops mid-statement).
+  llvm::BasicBlock* interrupted = nullptr;
+  std::map<int, llvm::Value*> snapped;  // per array register: i1 alloca, copied whole this call
 
   Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
       const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m,
@@ -419,6 +500,13 @@ struct Gen {
     CV r = int_op0(f, x, y);
     return mk(r.k, r.v, strong);
   }
+  // k when `y` is the constant 2**k (k < 63), else -1.
+  static int pow2(llvm::Value* y) {
+    auto* c = llvm::dyn_cast<llvm::ConstantInt>(y);
+    if (!c || c->getSExtValue() <= 0 || !c->getValue().isPowerOf2()) return -1;
+    const int k = static_cast<int>(c->getValue().logBase2());
+    return k < 63 ? k : -1;
+  }
   CV int_op0(Fast f, llvm::Value* x, llvm::Value* y) {
     const int ik = Reg::PyInt;
     const int bk = Reg::PyBool;
@@ -450,6 +538,8 @@ struct Gen {
       case Fast::ne:
         return CV{bk, b.CreateICmpNE(x, y)};
       case Fast::floordiv: {
+        if (int k = pow2(y); k >= 0)  // floor division by 2**k: an arithmetic shift
+          return CV{ik, b.CreateAShr(x, b.getInt64(k))};
         // Python's floor division; by zero, and INT64_MIN // -1, the
         // general path's (for a power of two the interpreter's shift gives
         // the same).
@@ -464,6 +554,8 @@ struct Gen {
         return CV{ik, b.CreateSub(q, b.CreateZExt(adjust, i64))};
       }
       case Fast::mod: {
+        if (int k = pow2(y); k >= 0)  // Python's modulo by 2**k: the low k bits, for any sign
+          return CV{ik, b.CreateAnd(x, b.getInt64((uint64_t{1} << k) - 1))};
         bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
         // y == -1: 0 (srem by -1 of INT64_MIN is undefined in LLVM).
         llvm::Value* is_m1 = b.CreateICmpEQ(y, b.getInt64(-1));
@@ -520,6 +612,36 @@ struct Gen {
     }
   }
 
+  // x ** y as the interpreter's scalar power (Python's meaning): a float
+  // operand, std::pow; two ints, by squaring with overflow checks, for a
+  // constant exponent >= 0 (others stay on the interpreter).
+  CV power(const CV& a, const CV& c) {
+    const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+    llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
+    if ((is_float(ka) || is_int(ka)) && (is_float(kb) || is_int(kb)) &&
+        (is_float(ka) || is_float(kb))) {
+      auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
+      llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_pow), t),
+                                    {as_double(a), as_double(c)});
+      return mk(Reg::PyFloat, r, strong);
+    }
+    auto* e = is_int(ka) && is_int(kb) ? llvm::dyn_cast<llvm::ConstantInt>(c.v) : nullptr;
+    if (!e || e->getSExtValue() < 0 || e->getSExtValue() > 64)
+      throw Refuse{"'power' of these operands has no native code"};
+    llvm::Value* result = nullptr;  // 1
+    llvm::Value* sq = a.v;
+    auto mul = [&](llvm::Value* x, llvm::Value* y) {
+      llvm::Value* r = b.CreateBinaryIntrinsic(llvm::Intrinsic::smul_with_overflow, x, y);
+      bail_if(b.CreateExtractValue(r, 1));
+      return b.CreateExtractValue(r, 0);
+    };
+    for (int64_t k = e->getSExtValue(); k; k >>= 1) {
+      if (k & 1) result = result ? mul(result, sq) : sq;
+      if (k > 1) sq = mul(sq, sq);
+    }
+    return mk(Reg::PyInt, result ? result : b.getInt64(1), strong);
+  }
+
   llvm::Value* as_double(const CV& v) {
     return is_int(static_cast<Reg::Kind>(v.k)) ? b.CreateSIToFP(v.v, f64) : v.v;
   }
@@ -528,11 +650,23 @@ struct Gen {
     CV a = eval(n.kids[0]);
     CV c = eval(n.kids[1]);
     const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+    if (n.fast == Fast::none && (n.spec->name == "power" || n.spec->name == "ipow") &&
+        a.k != kDyn && c.k != kDyn) {
+      CV r = power(a, c);
+      count(n.counter);
+      return r;
+    }
     if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
     if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
     CV r;
     llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
-    if (is_float(ka) && is_float(kb)) {
+    if (is_int(ka) && is_int(kb) && (n.fast == Fast::add || n.fast == Fast::sub) &&
+        (is_proven(n) || no_overflow.count(&n))) {
+      // Index arithmetic whose values at the loop's ends were checked, or a
+      // range loop's counter (k + 1 after k < end): no overflow.
+      r = mk(Reg::PyInt,
+             n.fast == Fast::add ? b.CreateNSWAdd(a.v, c.v) : b.CreateNSWSub(a.v, c.v), strong);
+    } else if (is_float(ka) && is_float(kb)) {
       r = float_op(n.fast, strong, a.v, c.v);
     } else if (is_int(ka) && is_int(kb)) {
       r = int_op(n.fast, strong, a.v, c.v);
@@ -552,6 +686,10 @@ struct Gen {
     for (size_t k = 0; k < nidx; ++k) {
       CV i = eval(n.kids[first + k]);
       if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
+      if (is_proven(n)) {  // in [0, extent) for every turn: checked before the loop
+        off = b.CreateAdd(off, b.CreateMul(i.v, arr_stride[r][k]));
+        continue;
+      }
       llvm::Value* ext = arr_shape[r][k];
       llvm::Value* j =
           b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
@@ -700,7 +838,27 @@ struct Gen {
         x = b.CreateZExt(v.v, t);
     }
     llvm::Value* p = b.CreateInBoundsGEP(t, b.CreateBitCast(arr_base[r], t->getPointerTo()), off);
-    // The old bytes to the log, then the write.
+    const unsigned size = t->getPrimitiveSizeInBits() / 8;
+    llvm::Type* it = b.getIntNTy(size * 8);
+    if (is_proven(n) && prelogged) {
+      // Logged (the whole range it writes) before the loop.
+    } else if (sites) {
+      // A turn without loops: its writes' old values kept in registers.
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      Site site{e.CreateAlloca(i8p), e.CreateAlloca(it), it};
+      b.CreateStore(b.CreateBitCast(p, i8p), site.addr);
+      b.CreateStore(b.CreateLoad(it, b.CreateBitCast(p, it->getPointerTo())), site.old);
+      sites->push_back(site);
+    } else {
+      log_write(p, it, size);
+    }
+    b.CreateStore(x, p);
+    count(n.counter);
+    return CV{Reg::Arr, nullptr, nullptr, r};
+  }
+
+  // The old bytes of the element at `p` to the log.
+  void log_write(llvm::Value* p, llvm::Type* it, unsigned size) {
     llvm::Value* n_now = b.CreateLoad(i64, undo_n);
     llvm::BasicBlock* grow = llvm::BasicBlock::Create(ctx, "grow", fn);
     llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "log", fn);
@@ -715,18 +873,14 @@ struct Gen {
       b.CreateBr(log);
     }
     b.SetInsertPoint(log);
-    const unsigned size = t->getPrimitiveSizeInBits() / 8;
     const uint64_t tag = static_cast<uint64_t>(size == 8 ? 3 : size == 4 ? 2 : 0) << 60;
     llvm::Value* entry =
         b.CreateInBoundsGEP(i64, b.CreateBitCast(b.CreateLoad(i8p, undo_ptr), i64->getPointerTo()),
                             b.CreateShl(n_now, 1));
     b.CreateStore(b.CreateOr(b.CreatePtrToInt(p, i64), b.getInt64(tag)), entry);
-    llvm::Value* old = b.CreateLoad(b.getIntNTy(size * 8), b.CreateBitCast(p, b.getIntNTy(size * 8)->getPointerTo()));
+    llvm::Value* old = b.CreateLoad(it, b.CreateBitCast(p, it->getPointerTo()));
     b.CreateStore(b.CreateZExt(old, i64), b.CreateInBoundsGEP(i64, entry, b.getInt64(1)));
     b.CreateStore(b.CreateAdd(n_now, b.getInt64(1)), undo_n);
-    b.CreateStore(x, p);
-    count(n.counter);
-    return CV{Reg::Arr, nullptr, nullptr, r};
   }
 
   CV astype(const FNode& n) {
@@ -1028,9 +1182,58 @@ struct Gen {
     llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "while", fn);
     llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "body", fn);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "wend", fn);
-    b.CreateBr(head);
+    RangeLoop rl;
+    if (range_loop(n.kids[0], n.kids[1], rl)) {
+      // Two versions: with the accesses checked once before the loop (and
+      // their writes logged there), and as below when that check fails.
+      no_overflow.insert(rl.inc);
+      std::vector<Hoisted> hs;
+      std::set<const FNode*> pr;
+      for (size_t q = 0; q < n.kids[1].kids.size(); ++q) collect(n.kids[1].kids[q], rl, q, hs, pr);
+      llvm::Value *k0, *e0;
+      llvm::Value* ok = range_ok(rl, hs, k0, e0);
+      llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "range", fn);
+      b.CreateCondBr(ok, fast, head);
+      b.SetInsertPoint(fast);
+      prelog(rl, hs, k0, e0);
+      // Chunks of 65536 turns, Ctrl-C checked between them: the turns of a
+      // chunk form a loop with no exit but its end, which LLVM vectorises.
+      llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "chunk", fn);
+      llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "rhead", fn);
+      llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "rbody", fn);
+      llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "rchunk_end", fn);
+      llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "rfin", fn);
+      b.CreateBr(chunk);
+      b.SetInsertPoint(chunk);
+      interrupt_check(interrupted);
+      llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.getInt64(1 << 16));
+      b.CreateBr(fhead);
+      b.SetInsertPoint(fhead);
+      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
+      b.SetInsertPoint(fbody);
+      count(rl.cond->counter);
+      const auto* saved_proven = proven;
+      const bool saved_prelogged = prelogged;
+      proven = &pr;
+      prelogged = true;
+      loops.push_back({fhead, done, lk, lp});
+      CV fv = eval(n.kids[1]);
+      loops.pop_back();
+      proven = saved_proven;
+      prelogged = saved_prelogged;
+      b.CreateStore(kind_of(fv), lk);
+      b.CreateStore(to_payload(fv), lp);
+      b.CreateBr(fhead);
+      b.SetInsertPoint(fend);
+      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
+      b.SetInsertPoint(ffin);
+      count(rl.cond->counter);
+      b.CreateBr(done);
+    } else {
+      b.CreateBr(head);
+    }
     b.SetInsertPoint(head);
-    interrupt_check(bail);
+    interrupt_check(interrupted);
     b.CreateCondBr(cond(n.kids[0]), body, done);
     b.SetInsertPoint(body);
     loops.push_back({head, done, lk, lp});
@@ -1043,11 +1246,391 @@ struct Gen {
     return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};
   }
 
+  // ---- range loops: `for i in range(a, b)` as the translator writes it,
+  // while(k < e, block(i = k, k = k + 1, ...)) (or k > e and k + -1), with
+  // neither k nor e assigned elsewhere in the body and no loop inside it.
+  struct RangeLoop {
+    const FNode* cond = nullptr;
+    int k = -1;
+    const FNode* end = nullptr;  // a variable or a constant
+    int64_t step = 0;
+    size_t inc_at = 0;            // body.kids[inc_at] is k = k + step
+    const FNode* inc = nullptr;   // k + step
+    std::map<int, size_t> ivar;   // registers set to k before the increment (i = k), and where
+    std::set<int> assigned;       // registers assigned in the body
+  };
+  // An element access whose indices are the counter plus what the loop does
+  // not change, checked at the loop's first and last turns.
+  struct Hoisted {
+    const FNode* n;
+    int arr;
+    size_t first;             // kids[first...] are the indices
+    bool after_inc;           // evaluated after k = k + step (k is then t + step)
+    std::vector<int> coef;    // per index: -1, 0 or 1 times the counter
+  };
+
+  static void scan(const FNode& n, std::map<int, int>& assigns, bool& loops_in) {
+    if (n.op == Op::Assign) ++assigns[n.reg];
+    if (n.op == Op::While) loops_in = true;
+    for (const FNode& k : n.kids) scan(k, assigns, loops_in);
+  }
+  bool int_reg(int r) const { return is_int(kind[r]) && !dyn[r]; }
+
+  bool range_loop(const FNode& cond, const FNode& body, RangeLoop& rl) {
+    if (cond.op != Op::Binary || cond.kids.size() != 2) return false;
+    if (cond.fast != Fast::lt && cond.fast != Fast::gt) return false;
+    const FNode& kv = cond.kids[0];
+    const FNode& ev = cond.kids[1];
+    if (kv.op != Op::Var || !int_reg(kv.reg)) return false;
+    if (ev.op == Op::Var) {
+      if (!int_reg(ev.reg) || ev.reg == kv.reg) return false;
+    } else if (ev.op != Op::Const || ev.constant.k != Reg::PyInt) {
+      return false;
+    }
+    if (body.op != Op::Block) return false;
+    std::map<int, int> assigns;
+    bool loops_in = false;
+    scan(body, assigns, loops_in);
+    if (loops_in) return false;
+    rl.cond = &cond;
+    rl.k = kv.reg;
+    rl.end = &ev;
+    rl.step = cond.fast == Fast::lt ? 1 : -1;
+    if (assigns[rl.k] != 1 || (ev.op == Op::Var && assigns.count(ev.reg))) return false;
+    for (size_t q = 0; q < body.kids.size(); ++q) {
+      const FNode& s = body.kids[q];
+      if (s.op != Op::Assign) return false;
+      if (s.reg == rl.k) {
+        const FNode& v = s.kids[0];
+        if (v.op != Op::Binary || v.fast != Fast::add || v.kids[0].op != Op::Var ||
+            v.kids[0].reg != rl.k || v.kids[1].op != Op::Const ||
+            v.kids[1].constant.k != Reg::PyInt || v.kids[1].constant.i != rl.step)
+          return false;
+        rl.inc_at = q;
+        rl.inc = &v;
+        break;
+      }
+      if (s.kids[0].op == Op::Var && s.kids[0].reg == rl.k && assigns[s.reg] == 1)
+        rl.ivar[s.reg] = q;
+    }
+    if (!rl.inc) return false;
+    for (const auto& [r, c] : assigns) rl.assigned.insert(r);
+    return true;
+  }
+
+  // The coefficient of the counter in index expression `n` (-1, 0, 1), or 2
+  // when `n` is not the counter plus or minus what the loop leaves alone.
+  int affine(const FNode& n, const RangeLoop& rl, size_t at, std::vector<const FNode*>& ops) {
+    switch (n.op) {
+      case Op::Const:
+        return n.constant.k == Reg::PyInt ? 0 : 2;
+      case Op::Var: {
+        if (n.reg == rl.k) return 1;
+        auto iv = rl.ivar.find(n.reg);
+        if (iv != rl.ivar.end()) return iv->second < at ? 1 : 2;
+        return int_reg(n.reg) && !rl.assigned.count(n.reg) ? 0 : 2;
+      }
+      case Op::Binary: {
+        if ((n.fast != Fast::add && n.fast != Fast::sub) || n.kids.size() != 2) return 2;
+        const int a = affine(n.kids[0], rl, at, ops);
+        const int c = affine(n.kids[1], rl, at, ops);
+        if (a == 2 || c == 2) return 2;
+        const int r = n.fast == Fast::add ? a + c : a - c;
+        if (r < -1 || r > 1) return 2;
+        ops.push_back(&n);
+        return r;
+      }
+      default:
+        return 2;
+    }
+  }
+
+  void collect(const FNode& n, const RangeLoop& rl, size_t at, std::vector<Hoisted>& hs,
+               std::set<const FNode*>& pr) {
+    if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0])) {
+      const int r = n.kids[0].reg;
+      const ArrEntry& e = arrays[regs[r].a];
+      const size_t first = n.op == Op::GetItem ? 1 : 2;
+      const size_t nidx = n.kids.size() - first;
+      if (e.indexable && static_cast<size_t>(e.nd) == nidx && nidx > 0 &&
+          (n.op == Op::GetItem || e.writable)) {
+        Hoisted h{&n, r, first, at > rl.inc_at, {}};
+        std::vector<const FNode*> ops;
+        for (size_t k = 0; k < nidx; ++k) {
+          const int c = affine(n.kids[first + k], rl, at, ops);
+          if (c == 2) break;
+          h.coef.push_back(c);
+        }
+        if (h.coef.size() == nidx) {
+          hs.push_back(h);
+          pr.insert(&n);
+          pr.insert(ops.begin(), ops.end());
+        }
+      }
+    }
+    for (const FNode& k : n.kids) collect(k, rl, at, hs, pr);
+  }
+
+  // Index expression `n` (affine) with the counter at `t`; `bad` collects
+  // overflows and variables not defined.
+  llvm::Value* affine_at(const FNode& n, const RangeLoop& rl, bool after_inc, llvm::Value* t,
+                         llvm::Value*& bad) {
+    auto ovf = [&](llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
+      llvm::Value* r = b.CreateBinaryIntrinsic(id, x, y);
+      bad = b.CreateOr(bad, b.CreateExtractValue(r, 1));
+      return b.CreateExtractValue(r, 0);
+    };
+    switch (n.op) {
+      case Op::Const:
+        return b.getInt64(static_cast<uint64_t>(n.constant.i));
+      case Op::Var:
+        if (n.reg == rl.k)
+          return after_inc ? ovf(llvm::Intrinsic::sadd_with_overflow, t, b.getInt64(rl.step)) : t;
+        if (rl.ivar.count(n.reg)) return t;
+        if (maybe_undef[n.reg]) bad = b.CreateOr(bad, b.CreateNot(b.CreateLoad(i1, def[n.reg])));
+        return b.CreateLoad(i64, val[n.reg]);
+      default: {
+        llvm::Value* x = affine_at(n.kids[0], rl, after_inc, t, bad);
+        llvm::Value* y = affine_at(n.kids[1], rl, after_inc, t, bad);
+        return ovf(n.fast == Fast::add ? llvm::Intrinsic::sadd_with_overflow
+                                       : llvm::Intrinsic::ssub_with_overflow,
+                   x, y);
+      }
+    }
+  }
+
+  llvm::Value* end_value(const RangeLoop& rl, llvm::Value*& bad) {
+    if (rl.end->op == Op::Const) return b.getInt64(static_cast<uint64_t>(rl.end->constant.i));
+    const int r = rl.end->reg;
+    if (maybe_undef[r]) bad = b.CreateOr(bad, b.CreateNot(b.CreateLoad(i1, def[r])));
+    return b.CreateLoad(i64, val[r]);
+  }
+
+  // Before a range loop: true when it turns at least once and every hoisted
+  // access is in range at its first and last turns (so at all of them: the
+  // indices are monotonic in the counter). Sets k0 and e0.
+  llvm::Value* range_ok(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value*& k0,
+                        llvm::Value*& e0) {
+    llvm::Value* bad = b.getFalse();
+    if (maybe_undef[rl.k]) bad = b.CreateOr(bad, b.CreateNot(b.CreateLoad(i1, def[rl.k])));
+    k0 = b.CreateLoad(i64, val[rl.k]);
+    e0 = end_value(rl, bad);
+    llvm::Value* turns_once = rl.step > 0 ? b.CreateICmpSLT(k0, e0) : b.CreateICmpSGT(k0, e0);
+    llvm::Value* last = b.CreateSub(e0, b.getInt64(rl.step));
+    llvm::Value* ok = b.CreateAnd(turns_once, b.CreateNot(bad));
+    for (const Hoisted& h : hs) {
+      for (size_t d = 0; d < h.coef.size(); ++d) {
+        llvm::Value* bad_d = b.getFalse();
+        const FNode& ix = h.n->kids[h.first + d];
+        llvm::Value* lo = affine_at(ix, rl, h.after_inc, k0, bad_d);
+        llvm::Value* hi = affine_at(ix, rl, h.after_inc, last, bad_d);
+        llvm::Value* ext = arr_shape[h.arr][d];
+        ok = b.CreateAnd(ok, b.CreateNot(bad_d));
+        ok = b.CreateAnd(ok, b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext)));
+      }
+    }
+    return ok;
+  }
+
+  // The old bytes of every element the proven writes of a range loop will
+  // write (all turns), to the log, before the loop: no logging inside it.
+  // An array written by a range loop is copied whole (once per call) when
+  // it has at most 4 elements per turn of the loop; else the elements it
+  // will write are logged.
+  void prelog(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value* k0,
+              llvm::Value* e0) {
+    llvm::Value* turns_n = rl.step > 0 ? b.CreateSub(e0, k0) : b.CreateSub(k0, e0);
+    for (const Hoisted& h : hs) {
+      if (h.n->op != Op::SetItem) continue;
+      llvm::Value*& flag = snapped[h.arr];
+      if (!flag) {
+        llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+        flag = e.CreateAlloca(i1);
+        e.CreateStore(e.getFalse(), flag);
+      }
+      llvm::Value* elements = b.getInt64(1);
+      for (int d = 0; d < arrays[regs[h.arr].a].nd; ++d)
+        elements = b.CreateMul(elements, arr_shape[h.arr][d]);
+      llvm::BasicBlock* copy = llvm::BasicBlock::Create(ctx, "copy", fn);
+      llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "prelog", fn);
+      llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "logged", fn);
+      llvm::BasicBlock* test = llvm::BasicBlock::Create(ctx, "small", fn);
+      b.CreateCondBr(b.CreateLoad(i1, flag), next, test);
+      b.SetInsertPoint(test);
+      b.CreateCondBr(b.CreateICmpULE(elements, b.CreateMul(turns_n, b.getInt64(4))), copy, log);
+      b.SetInsertPoint(copy);
+      auto* st = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
+      llvm::Value* n_at = b.CreateLoad(i64, undo_n);
+      b.CreateStore(b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
+                                 {cptr, n_at, b.getInt64(h.arr)}),
+                    undo_ptr);
+      b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+      b.CreateStore(b.CreateAdd(n_at, b.getInt64(1)), undo_n);
+      b.CreateStore(b.getTrue(), flag);
+      b.CreateBr(next);
+      b.SetInsertPoint(log);
+      llvm::Value* bad = b.getFalse();  // already checked by range_ok
+      llvm::Value* off = b.getInt64(0);
+      llvm::Value* step = b.getInt64(0);
+      for (size_t d = 0; d < h.coef.size(); ++d) {
+        llvm::Value* i0 = affine_at(h.n->kids[h.first + d], rl, h.after_inc, k0, bad);
+        off = b.CreateAdd(off, b.CreateMul(i0, arr_stride[h.arr][d]));
+        if (h.coef[d] != 0)
+          step = b.CreateAdd(step, b.CreateMul(arr_stride[h.arr][d], b.getInt64(h.coef[d] * rl.step)));
+      }
+      const unsigned size = dtype_size(arrays[regs[h.arr].a].dt);
+      llvm::Value* first = b.CreateInBoundsGEP(i8, arr_base[h.arr], b.CreateMul(off, b.getInt64(size)));
+      auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
+      llvm::Value* n_now = b.CreateLoad(i64, undo_n);
+      llvm::Value* np = b.CreateCall(
+          ft, fptr(reinterpret_cast<void*>(&native_log_range), ft),
+          {cptr, n_now, first, b.CreateMul(step, b.getInt64(size)), turns_n, b.getInt64(size)});
+      b.CreateStore(np, undo_ptr);
+      b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+      b.CreateStore(b.CreateAdd(n_now, b.getInt64(1)), undo_n);
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
+    }
+  }
+
+  // The end of this chunk of a range loop's turns: at most `room` more.
+  llvm::Value* chunk_limit(const RangeLoop& rl, llvm::Value* k, llvm::Value* e0, llvm::Value* room) {
+    llvm::Value* left = rl.step > 0 ? b.CreateSub(e0, k) : b.CreateSub(k, e0);
+    llvm::Value* cut = rl.step > 0 ? b.CreateAdd(k, room) : b.CreateSub(k, room);
+    return b.CreateSelect(b.CreateICmpUGT(left, room), cut, e0);
+  }
+  llvm::Value* before(const RangeLoop& rl, llvm::Value* k, llvm::Value* lim) {
+    return rl.step > 0 ? b.CreateICmpSLT(k, lim) : b.CreateICmpSGT(k, lim);
+  }
+
+  // The registers, counters and the loop's value back to the context, each
+  // as `get` gives it (now, or as at the start of the turn).
+  using Getter = std::function<llvm::Value*(llvm::Value*, llvm::Type*)>;
+  void store_state(const Getter& get) {
+    const size_t nr = regs.size();
+    llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
+    for (size_t r = 0; r < nr; ++r) {
+      if (!is_scalar(kind[r])) continue;
+      llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
+      llvm::Value* d = get(def[r], i1);
+      CV cv{kind[r], get(val[r], type_of(kind[r]))};
+      if (dyn[r]) cv.s = get(strong[r], i1);
+      b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
+      b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+      b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+    }
+    for (auto& [slot, a] : counts) {
+      llvm::Value* p = field(cp, static_cast<int64_t>(slot) * 8, i64);
+      b.CreateStore(b.CreateAdd(b.CreateLoad(i64, p), get(a, i64)), p);
+    }
+    b.CreateStore(get(last_k, i8), field(cptr, offsetof(NativeCtx, last), i8));
+    b.CreateStore(get(last_p, i64), field(cptr, offsetof(NativeCtx, last) + 8, i64));
+    b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+  }
+
+  // The state at the start of a turn, block `at` (loads that -O3 turns into
+  // the values live there), for a bail block; made once the turn's code is
+  // emitted (the registers it assigns first have their allocas then).
+  std::map<llvm::Value*, llvm::Value*> snapshot(llvm::BasicBlock* at) {
+    auto ip = b.saveIP();
+    b.SetInsertPoint(&*at->getFirstInsertionPt());
+    std::map<llvm::Value*, llvm::Value*> at_start;
+    auto snap = [&](llvm::Value* a, llvm::Type* t) {
+      if (a && !at_start.count(a)) at_start[a] = b.CreateLoad(t, a);
+    };
+    for (size_t r = 0; r < regs.size(); ++r) {
+      if (!is_scalar(kind[r])) continue;
+      snap(def[r], i1);
+      snap(val[r], type_of(kind[r]));
+      if (dyn[r]) snap(strong[r], i1);
+      snap(asg[r], i8);
+    }
+    for (auto& [slot, a] : counts) snap(a, i64);
+    snap(last_k, i8);
+    snap(last_p, i64);
+    b.restoreIP(ip);
+    return at_start;
+  }
+
+  // The loop itself a range loop without loops inside: its turns as one
+  // loop with the accesses checked before it, each turn's writes undone
+  // from registers on a bail; the general turns (`top`) when the check
+  // fails. Ends at a checkpoint after max_turns turns, as they do.
+  void top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                 llvm::Value* max_turns, llvm::Value* turns) {
+    no_overflow.insert(rl.inc);
+    std::vector<Hoisted> hs;
+    std::set<const FNode*> pr;
+    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
+    llvm::Value *k0, *e0;
+    llvm::Value* ok = range_ok(rl, hs, k0, e0);
+    llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
+    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
+    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
+    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
+    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
+    llvm::BasicBlock* fbail = llvm::BasicBlock::Create(ctx, "tbail", fn);
+    b.CreateCondBr(ok, chunk, top);
+    b.SetInsertPoint(chunk);
+    interrupt_check(interrupted);
+    llvm::Value* t = b.CreateLoad(i64, turns);
+    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
+    b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
+    b.SetInsertPoint(go);
+    llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.CreateSub(max_turns, t));
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fhead);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
+    b.SetInsertPoint(fbody);
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
+    count(rl.cond->counter);
+    std::vector<Site> sv;
+    llvm::BasicBlock* saved_bail = bail;
+    bail = fbail;
+    proven = &pr;
+    sites = &sv;
+    loops.push_back({fhead, done, nullptr, nullptr});
+    CV v = eval(im.body);
+    loops.pop_back();
+    proven = nullptr;
+    sites = nullptr;
+    bail = saved_bail;
+    b.CreateStore(kind_of(v), last_k);
+    b.CreateStore(to_payload(v), last_p);
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fend);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
+    b.SetInsertPoint(ffin);
+    count(rl.cond->counter);
+    b.CreateBr(done);
+    // A bail: this turn's writes undone, newest first, then the state as at
+    // its start. A site not written this turn points at a scratch slot.
+    std::map<llvm::Value*, llvm::Value*> at_start = snapshot(fbody);
+    if (!sv.empty()) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      llvm::Value* scratch = e.CreateBitCast(e.CreateAlloca(i64), i8p);
+      auto ip = b.saveIP();
+      b.SetInsertPoint(&*fbody->getFirstInsertionPt());
+      for (const Site& st : sv) b.CreateStore(scratch, st.addr);
+      b.restoreIP(ip);
+    }
+    b.SetInsertPoint(fbail);
+    for (auto it = sv.rbegin(); it != sv.rend(); ++it) {
+      llvm::Value* p = b.CreateBitCast(b.CreateLoad(i8p, it->addr), it->t->getPointerTo());
+      b.CreateStore(b.CreateLoad(it->t, it->old), p);
+    }
+    store_state([&](llvm::Value* a, llvm::Type*) { return at_start.at(a); });
+    b.CreateRet(b.getInt32(kNativeBail));
+  }
+
   // ---- the function
   void build(const std::string& name) {
     auto* ft = llvm::FunctionType::get(i32, {i8p}, false);
     fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, name, mod);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
+    fn->addFnAttr("target-cpu", jit().cpu);
+    fn->addFnAttr("target-features", jit().features);
     llvm::BasicBlock* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
     b.SetInsertPoint(entry);
     cptr = fn->getArg(0);
@@ -1062,8 +1645,8 @@ struct Gen {
     arr_stride.assign(nr, {});
     arr_payload.assign(nr, nullptr);
     strong.assign(nr, nullptr);
-    llvm::Value* regp = ctx_ptr(offsetof(NativeCtx, regs));
-    llvm::Value* asgp = ctx_ptr(offsetof(NativeCtx, assigned));
+    regp = ctx_ptr(offsetof(NativeCtx, regs));
+    asgp = ctx_ptr(offsetof(NativeCtx, assigned));
     llvm::Value* arrp = ctx_ptr(offsetof(NativeCtx, arrays));
     for (size_t r = 0; r < nr; ++r) {
       const Reg::Kind k = regs[r].k;
@@ -1121,16 +1704,23 @@ struct Gen {
     llvm::BasicBlock* top = llvm::BasicBlock::Create(ctx, "top", fn);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "done", fn);
     llvm::BasicBlock* checkpoint = llvm::BasicBlock::Create(ctx, "checkpoint", fn);
-    llvm::BasicBlock* interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
-    b.CreateBr(top);
+    interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
+    RangeLoop rl;
+    if (range_loop(im.cond, im.body, rl)) {
+      top_range(rl, top, done, checkpoint, interrupted, max_turns, turns);
+    } else {
+      b.CreateBr(top);
+    }
 
     // Between two turns: Ctrl-C, the limits, then the condition.
     b.SetInsertPoint(top);
     interrupt_check(interrupted);
     llvm::Value* t = b.CreateLoad(i64, turns);
     llvm::BasicBlock* turn = llvm::BasicBlock::Create(ctx, "turn", fn);
-    b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns),
-                              b.CreateICmpSGE(b.CreateLoad(i64, undo_n), max_undo)),
+    llvm::Value* logged = b.CreateAdd(
+        b.CreateLoad(i64, undo_n),
+        b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, range_units), i64)));
+    b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns), b.CreateICmpSGE(logged, max_undo)),
                    checkpoint, turn, unlikely());
     b.SetInsertPoint(turn);
     b.CreateStore(b.CreateAdd(t, b.getInt64(1)), turns);
@@ -1154,54 +1744,15 @@ struct Gen {
     exit_with(done, kNativeDone);
     exit_with(checkpoint, kNativeCheckpoint);
     exit_with(interrupted, kNativeInterrupt);
-    // The registers, counters and the loop's value back: at an exit as they
-    // are; at a bail as they were at the start of the turn (the turn is
-    // the interpreter's to redo, its element writes undone by the caller
-    // from the log, which holds this turn's writes only).
-    auto store_state = [&](const std::function<llvm::Value*(llvm::Value*, llvm::Type*)>& get) {
-      llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
-      for (size_t r = 0; r < nr; ++r) {
-        if (!is_scalar(kind[r])) continue;
-        llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
-        llvm::Value* d = get(def[r], i1);
-        CV cv{kind[r], get(val[r], type_of(kind[r]))};
-        if (dyn[r]) cv.s = get(strong[r], i1);
-        b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
-        b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
-        b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
-      }
-      for (auto& [slot, a] : counts) {
-        llvm::Value* p = field(cp, static_cast<int64_t>(slot) * 8, i64);
-        b.CreateStore(b.CreateAdd(b.CreateLoad(i64, p), get(a, i64)), p);
-      }
-      b.CreateStore(get(last_k, i8), field(cptr, offsetof(NativeCtx, last), i8));
-      b.CreateStore(get(last_p, i64), field(cptr, offsetof(NativeCtx, last) + 8, i64));
-      b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
-    };
+    // The registers, counters and the loop's value back, as they are.
     b.SetInsertPoint(exit);
     store_state([&](llvm::Value* a, llvm::Type* t) { return b.CreateLoad(t, a); });
     b.CreateRet(exit_code);
-    // The state at the start of each turn (loads that -O2 turns into the
-    // values live there), and the log emptied.
-    std::map<llvm::Value*, llvm::Value*> at_start;
-    b.SetInsertPoint(&*turn->getFirstInsertionPt());
-    auto snap = [&](llvm::Value* a, llvm::Type* t) {
-      if (a && !at_start.count(a)) at_start[a] = b.CreateLoad(t, a);
-    };
-    for (size_t r = 0; r < nr; ++r) {
-      if (!is_scalar(kind[r])) continue;
-      snap(def[r], i1);
-      snap(val[r], type_of(kind[r]));
-      if (dyn[r]) snap(strong[r], i1);
-      snap(asg[r], i8);
-    }
-    for (auto& [slot, a] : counts) snap(a, i64);
-    snap(last_k, i8);
-    snap(last_p, i64);
-    b.CreateStore(b.getInt64(0), undo_n);
+    // A bail: back to the call's start (the caller undoes the log; the
+    // registers in the context were not written).
     b.SetInsertPoint(bail);
-    store_state([&](llvm::Value* a, llvm::Type*) { return at_start.at(a); });
-    b.CreateRet(b.getInt32(kNativeBail));
+    b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+    b.CreateRet(b.getInt32(kNativeBailCall));
     // Blocks left without a terminator after a break: unreachable.
     for (llvm::BasicBlock& bb : *fn) {
       if (!bb.getTerminator()) {
@@ -1262,16 +1813,25 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(j.tm.get());
+    // -O3 with both vectorisers (PassBuilder leaves SLP off unless asked).
+    llvm::PipelineTuningOptions pto;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    pto.LoopInterleaving = true;
+    pto.LoopUnrolling = true;
+    llvm::PassBuilder pb(j.tm.get(), pto);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     mpm.run(*mod, mam);
   }
-  if (std::getenv("TESSERA_NATIVE_DUMP")) mod->print(llvm::errs(), nullptr);
+  if (native_setting() == "ir") {
+    llvm::errs() << "; tessera native loop " << im.where << " (cpu " << j.cpu << ")\n";
+    mod->print(llvm::errs(), nullptr);
+  }
   std::lock_guard<std::mutex> lock(j.mu);
   if (auto err = j.lljit->addIRModule(
           llvm::orc::ThreadSafeModule(std::move(mod), std::move(context)))) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/lang/fastloop_impl.hpp"
@@ -24,10 +25,32 @@ struct NativeArray {
 };
 
 // An element write's old bytes: `where` is the element's address with the
-// log2 of its size in the top 4 bits.
+// log2 of its size in the top 4 bits; or, with kNativeRangeTag there, the
+// old bytes of the elements a range loop writes, `old` indexing ranges; or,
+// with kNativeCopyTag, a whole array copied, `old` indexing copies.
 struct NativeUndo {
   uint64_t where;
   uint64_t old;
+};
+constexpr uint64_t kNativeRangeTag = uint64_t{15} << 60;
+constexpr uint64_t kNativeCopyTag = uint64_t{14} << 60;
+
+// Elements `first`, then every `step_bytes`, `count` of them, of `size`
+// bytes; their old bytes at `bytes_at` in NativeLog::bytes.
+struct NativeRange {
+  char* first;
+  int64_t step_bytes;
+  int64_t count;
+  int64_t size;
+  size_t bytes_at;
+};
+
+// The log of a native call's writes and the storage it grows into.
+struct NativeLog {
+  std::vector<NativeUndo> entries;
+  std::vector<NativeRange> ranges;
+  std::vector<char> bytes;
+  std::vector<std::pair<Array, Array>> copies;  // (array, its elements before)
 };
 
 struct NativeCtx {
@@ -35,10 +58,12 @@ struct NativeCtx {
   uint8_t* assigned;          // in and out
   uint64_t* counts;           // in and out: evaluations of the counted nodes
   const NativeArray* arrays;  // per register (only Arr registers are read)
-  NativeUndo* undo;           // the log of element writes of the current outer turn
+  const ArrEntry* entries;    // the arrays the registers refer to
+  NativeUndo* undo;           // the log of element writes since the call (see NativeStatus)
   int64_t undo_n;
   int64_t undo_cap;
-  std::vector<NativeUndo>* undo_store;  // grown by native_grow_undo
+  NativeLog* log;                       // grown by native_grow_undo and native_log_range
+  int64_t range_units;                  // out: ranges' bytes / 16 (counted like log entries)
   int64_t max_turns;                    // outer turns before returning kNativeCheckpoint
   int64_t max_undo;                     // log entries before returning kNativeCheckpoint
   Reg last;                             // in and out: the loop's value so far
@@ -49,8 +74,10 @@ enum NativeStatus : int32_t {
   kNativeDone = 0,        // the loop ended (condition false or break); registers written
   kNativeCheckpoint = 1,  // turns or writes reached the limits, between two turns
   kNativeBail = 2,  // a turn met what only the interpreter or the general path does: the state
-                    // is as at its start, and the log holds its writes
-  kNativeInterrupt = 3,   // Ctrl-C seen between two turns; registers written
+                    // is as at its start, and the log holds its writes (none: kept in registers)
+  kNativeInterrupt = 3,   // Ctrl-C seen (between two turns, or inside one); registers written
+  kNativeBailCall = 4,  // as kNativeBail, but back to the call's start: registers untouched, the
+                        // log holds every write since
 };
 
 using NativeFn = int32_t (*)(NativeCtx*);
@@ -75,6 +102,6 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
                                            const std::vector<ArrEntry>& arrays, std::string& why);
 
 // Undoes the element writes logged by a native call, newest first.
-void native_undo(const NativeUndo* log, int64_t n);
+void native_undo(const NativeLog& log, int64_t n);
 
 }  // namespace tessera

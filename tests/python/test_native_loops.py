@@ -213,7 +213,152 @@ def write_then_fail(x, y):
     return x
 
 
+def wrap_left(x):
+    # x[i - 1] is x[-1] at i == 0: the range check before the loop fails and
+    # the checked version (Python's negative indices) runs.
+    out = np.zeros(len(x))
+    for i in range(len(x)):
+        out[i] = x[i - 1] + 2.0 * x[i]
+    return out
+
+
+def stencil_rows(a):
+    # Nested range loops: the inner one's accesses checked before it (i, j
+    # and the loop-invariant offsets), its writes logged before it.
+    out = np.zeros((a.shape[0] - 2, a.shape[1] - 2))
+    for i in range(1, a.shape[0] - 1):
+        for j in range(1, a.shape[1] - 1):
+            out[i - 1, j - 1] = a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1] - 4 * a[i, j]
+    return out
+
+
+def backwards(d, c):
+    # range(n - 2, -1, -1): the counter going down.
+    x = np.zeros(len(d))
+    x[-1] = d[-1]
+    for i in range(len(d) - 2, -1, -1):
+        x[i] = d[i] - c[i] * x[i + 1]
+    return x
+
+
+def diagonal(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        a[i, i] = a[i, i] + 1.0
+        s += a[i, a.shape[1] - 1 - i]
+    return a, s
+
+
+def rows_then_fail(a, b):
+    # The inner loop writes a row (logged before it); after it, b[i + 1]
+    # is out of range on the last row: the error comes after that row's
+    # writes, which stay, as in Python.
+    m = a.shape[1]
+    for i in range(a.shape[0]):
+        for j in range(m):
+            a[i, j] = i * 10.0 + j
+        a[i, 0] += b[i + 1]
+    return a
+
+
+def scatter_fail(idx):
+    # A proven write, then one whose index is data: it fails at idx == 50,
+    # with out[0..k] written before (kept in registers for a bail).
+    out = np.zeros(len(idx))
+    counts = np.zeros(8, dtype=np.int64)
+    for i in range(len(idx)):
+        out[i] = i + 1.0
+        k = idx[i]
+        counts[k] = counts[k] + 1
+    return out, counts
+
+
+def loop_var_reassigned(x):
+    # i changed in the body: its accesses keep their checks.
+    s = 0.0
+    for i in range(len(x) - 3):
+        s += x[i]
+        i = i + 3
+        s += x[i] * 0.5
+    return s
+
+
+def int_writes_then_zero(a, out):
+    # A write, then a division by zero in the same turn of a range loop.
+    s = 0
+    for i in range(len(a)):
+        out[i] = i
+        s += 100 // a[i]
+    return s
+
+
+def pow2_arith(a):
+    # Floor division and modulo by powers of two (a shift and a mask in the
+    # native code) on negative and positive ints, Python's and NumPy's.
+    out = np.zeros((len(a), 5), dtype=np.int64)
+    for i in range(len(a)):
+        v = a[i]
+        w = i - 20
+        out[i, 0] = v // 8
+        out[i, 1] = v % 8
+        out[i, 2] = w // 2
+        out[i, 3] = w % 2
+        out[i, 4] = (w * 12345) % 1024 + v % 1
+    return out
+
+
+def copy_then_fail(x, idx):
+    # Each turn: an element write (logged), a range loop over all of x
+    # (x copied whole, after that write), then x[idx[t]], out of range at
+    # the last turn: undone newest first, the error comes at that turn.
+    n = len(x)  # (len() inside an erring loop is counted once more on the interpreter)
+    for t in range(len(idx)):
+        x[idx[t] % n] = -1.0 - t
+        for i in range(n):
+            x[i] = x[i] * 0.5 + t
+        x[0] += x[idx[t]]
+    return x
+
+
+def powers(x, k):
+    # ** of floats (std::pow, as the interpreter), of ints by a constant
+    # (squarings checked for overflow), NumPy's and Python's kinds.
+    out = np.zeros((len(x), 5))
+    ints = np.zeros((len(x), 3), dtype=np.int64)
+    for i in range(len(x)):
+        v = x[i]
+        out[i, 0] = v ** 2
+        out[i, 1] = v ** 0.5 if v >= 0 else v ** 3
+        out[i, 2] = 1.5 ** (i - 20)
+        out[i, 3] = (i * 0.25) ** v
+        out[i, 4] = v ** -1 if v != 0 else 0.0
+        ints[i, 0] = k[i] ** 2
+        ints[i, 1] = (i - 20) ** 3 + k[i] ** 0
+        ints[i, 2] = k[i] ** 5
+    return out, ints
+
+
+def big_range(n, x):
+    # More turns than a chunk (65536): Ctrl-C checks between chunks.
+    s = 0.0
+    for i in range(n):
+        s += x[i % 7] * i
+    return s
+
+
 CASES = [
+    (wrap_left, (np.arange(50.0),)),
+    (stencil_rows, (np.arange(120.0).reshape(10, 12) ** 1.5,)),
+    (backwards, (np.linspace(1.0, 2.0, 80), np.linspace(0.1, 0.3, 80))),
+    (diagonal, (np.arange(36.0).reshape(6, 6),)),
+    (rows_then_fail, (np.zeros((7, 9)), np.ones(7))),
+    (scatter_fail, (np.array([1, 2, 3, 7, 0] * 10 + [8, 1, 1]),)),
+    (scatter_fail, (np.array([1, 2, 3, 7, 0] * 10),)),
+    (loop_var_reassigned, (np.arange(40.0),)),
+    (big_range, (200_000, np.arange(7.0))),
+    (pow2_arith, (np.arange(-70, 70, 3, dtype=np.int64),)),
+    (copy_then_fail, (np.arange(10.0), np.array([3, 7, 2, 12]))),
+    (powers, (np.linspace(-3.0, 3.0, 41), np.arange(-20, 21, dtype=np.int64))),
     (write_then_fail, (np.zeros(300), np.ones(300))),
     (conv2d, (np.arange(64.0).reshape(8, 8) % 7, np.array([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]]))),
     (row_norms, (np.arange(24.0).reshape(4, 6), np.array([6, 3, 5, 0]))),
@@ -237,7 +382,10 @@ CASES = [
 # and a Python int past int64 where Python goes on (docs/numpy.md): compared
 # with the interpreter and the general path only.
 EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),)),
-         (int_overflow, (100,))]
+         (int_writes_then_zero, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),
+                                 np.zeros(302, dtype=np.int64))),
+         (int_overflow, (100,)),
+         (powers, (np.linspace(-3.0, 3.0, 41), np.arange(-20, 21, dtype=np.int64) * 10**4))]
 
 
 @pytest.mark.filterwarnings("ignore")
