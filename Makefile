@@ -1,7 +1,7 @@
 # tessera: `make demo` installs what is missing, builds and runs the main job;
-# `make test` installs, builds and runs every test (a short run of each fuzz
-# target, then C++ by ctest, then Python by pytest in JOBS processes, with
-# pytest-xdist); `make test-install` runs
+# `make test` installs, builds and runs every test (C++ by ctest with a short
+# run of each fuzz target beside it, then Python by pytest in JOBS processes,
+# with pytest-xdist); `make test-install` runs
 # only the install test: `pip install .` into a fresh virtual environment and
 # the `tessera` command it gives (tests/install/, 1 to 2 minutes).
 BUILD ?= build
@@ -40,9 +40,18 @@ fuzz-build: deps
 fuzz: fuzz-build
 	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
 
-test: build fuzz
-	@cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
-	@$(PYTHON) -m pytest tests/python -q -n $(JOBS)
+# The fuzz build (clang with the sanitizers: compiling only) and its short
+# runs go beside ctest at a lower priority: the distributed tests leave the
+# cores partly idle while ranks wait for each other. Its output is shown once
+# ctest is done; the run fails if any of the three fails.
+test: build
+	@mkdir -p $(FUZZ_BUILD); \
+	  nice -n 10 $(MAKE) --no-print-directory fuzz > $(FUZZ_BUILD)/make-fuzz.log 2>&1 & fuzz=$$!; \
+	  (cd $(BUILD) && ctest --output-on-failure -j$(JOBS)); ctest_status=$$?; \
+	  wait $$fuzz; fuzz_status=$$?; \
+	  echo "== make fuzz (run beside ctest)"; cat $(FUZZ_BUILD)/make-fuzz.log; \
+	  $(PYTHON) -m pytest tests/python -q -n $(JOBS); pytest_status=$$?; \
+	  [ $$ctest_status -eq 0 ] && [ $$fuzz_status -eq 0 ] && [ $$pytest_status -eq 0 ]
 
 # The wheel is built in build-wheel/ (beside build/, so ccache serves `make
 # build`'s objects); the environment is made from the machine's python3.
