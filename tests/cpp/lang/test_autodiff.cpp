@@ -207,6 +207,8 @@ const std::vector<GradCase>& cases() {
       // A gradient bucket member on one locality: the identity (buckets on
       // several: tests/distributed/grad_buckets.tsl).
       {"grad_bucket", "grad_bucket(a, \"b\", 0, 1) * b", {"a", "b"}},
+      // no bucket of that name in flight: the cotangent passes on at once
+      {"bucket_fence", "bucket_fence(a, \"s0\") * b", {"a", "b"}},
       {"all_reduce", "all_reduce(v, \"max\")", {"v"}},
       {"broadcast", "broadcast(v)", {"v"}},
       {"dot", "dot(a, m)", {"a", "m"}},
