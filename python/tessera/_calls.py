@@ -187,7 +187,8 @@ class CallsMixin:
         except TypeError as e:
             raise TypeError(f"[{label}] {e} (at {self.where(node)})") from None
         a = {k: self.expr(v) for k, v in bound.arguments.items()}
-        uniform01 = "item(random_uniform(list()))"
+        # One float64 draw, in the form the scalar-loop fast path draws itself.
+        uniform01 = "random_uniform(shape=tuple())"
         if name == "random":
             return uniform01
         if name == "seed":
@@ -210,7 +211,7 @@ class CallsMixin:
             return f"item(random_integers({lo}, {hi}, list()))"
         if name in ("gauss", "normalvariate"):
             mu, sigma = a.get("mu", "0.0"), a.get("sigma", "1.0")
-            return f"(({mu}) + ({sigma}) * item(random_normal(list())))"
+            return f"(({mu}) + ({sigma}) * random_normal(shape=tuple()))"
         # choice
         return self.inline("choice", a["seq"])
 
