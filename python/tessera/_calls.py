@@ -228,7 +228,7 @@ class CallsMixin:
                                 f"(at {self.where(node)})")
             given[k] = v
         vals = [self.expr(given[k]) if k in given else d for k, d in zip(names, "001")]
-        return self.inline("diagonal", x, *vals)
+        return self.inline("diagonal", x, *vals, label=label)
 
     def is_diagonal_call(self, node: ast.Call) -> bool:
         f = node.func

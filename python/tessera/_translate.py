@@ -18,6 +18,7 @@ import inspect
 import math
 import os
 import re
+import secrets
 import textwrap
 from dataclasses import dataclass, field
 
@@ -222,6 +223,10 @@ _HELPER_DEPS: dict = {}
 
 # Expansions written inline, at the user's line (so that an error in them
 # names the user's file.py:line); each ``$name`` becomes a fresh temporary.
+# ``assert(false, "$EValueError] ...")`` raises that Python exception (jit.py
+# turns the failed assertion into it); $E is a tag drawn once per process, so
+# that no assert of the user's can be taken for one.
+ERROR_TAG = f"[tessera-{secrets.token_hex(8)}:"
 INLINE = {
     # np.diagonal(x, k, a1, a2): the diagonal k of the plane (a1, a2) as the
     # last axis, as NumPy (a copy; NumPy's view is read-only, and writes
@@ -230,6 +235,8 @@ INLINE = {
     # general moveaxis and integer-array index).
     "diagonal": """block(
   define($x, $1), define($k, $2), define($a, $3), define($b, $4),
+  if(ndim($x) < 2, assert(false, concat("$EValueError] [$L] diag requires an array of at ",
+    "least two dimensions, got a ", str(ndim($x)), "-d array"))),
   if(ndim($x) == 2 && ($a == 0 || $a == -2) && ($b == 1 || $b == -1), diag($x, $k), block(
   define($y, moveaxis($x, list($a, $b), list(-2, -1))),
   define($n, getitem(shape($y), -2)), define($m, getitem(shape($y), -1)),
@@ -245,7 +252,8 @@ INLINE = {
   $r), setitem($x, shuffle($x), "...")))""",
     # random.choice(seq): one item drawn uniformly (an empty sequence is an
     # IndexError, as Python's).
-    "choice": """block(define($s, $1), if(len($s) == 0, getitem(list(), 0),
+    "choice": """block(define($s, $1), if(len($s) == 0,
+  assert(false, "$EIndexError] [random.choice] Cannot choose from an empty sequence"),
   getitem($s, item(random_integers(0, len($s), list())))))""",
 }
 
@@ -1137,11 +1145,11 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             return "random.shuffle"
         return None
 
-    def inline(self, name: str, *values: str) -> str:
+    def inline(self, name: str, *values: str, label: str = "") -> str:
         """The expansion INLINE[name] of ``values`` ($1, $2, ...), its
-        temporaries ($x) renamed apart."""
-        text = INLINE[name]
-        for i in range(len(values), 0, -1):
+        temporaries ($x) renamed apart; ``$L`` is the label named in errors."""
+        text = INLINE[name].replace("$L", label).replace("$E", ERROR_TAG)
+        for i in range(len(values), 0, -1):  # $10 before $1
             text = text.replace(f"${i}", f"({values[i - 1]})")
         temps: dict = {}
         return re.sub(r"\$([a-z]\w*)",

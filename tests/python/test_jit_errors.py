@@ -202,15 +202,32 @@ def f_diagonal_1d(x):
     return np.diagonal(x)  # HERE
 
 
+def f_diagonal_0d_method(x):
+    return x.sum().diagonal()  # HERE
+
+
+def f_user_assert_looking_like_an_expansion(x):
+    assert x.sum() < 0, "[tessera:ValueError] mine"  # HERE
+    return x
+
+
 @pytest.mark.parametrize("func, kind, message", [
     (f_randint_args, TypeError, r"\[random.randint\] missing a required argument: 'b'"),
-    (f_random_choice_empty, IndexError, "out of range"),
-    (f_diagonal_1d, IndexError, r"\[moveaxis\] axis 1 is out of bounds"),
+    (f_random_choice_empty, IndexError, r"\[random.choice\] Cannot choose from an empty sequence"),
+    (f_diagonal_1d, ValueError,
+     r"\[np.diagonal\] diag requires an array of at least two dimensions, got a 1-d array"),
+    (f_diagonal_0d_method, ValueError, r"\[.diagonal\(\)\] .* got a 0-d array"),
 ])
 def test_errors_of_the_newly_translated_calls_name_the_line(func, kind, message):
     with pytest.raises(kind, match=message) as info:
         tessera.jit(func)(np.ones(3))
     assert str(info.value).endswith(at(func)), str(info.value)
+
+
+def test_a_users_assert_stays_an_assertion_error():
+    with pytest.raises(AssertionError, match="mine") as info:
+        tessera.jit(f_user_assert_looking_like_an_expansion)(np.ones(3))
+    assert str(info.value).endswith(at(f_user_assert_looking_like_an_expansion))
 
 
 def test_unknown_numpy_attribute():

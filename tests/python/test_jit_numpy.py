@@ -448,6 +448,8 @@ def test_diagonal_of_a_3d_array_matches_numpy(expr):
 @pytest.mark.parametrize("expr", ["np.diagonal(x, 0, 1, 1)", "x.diagonal(axis1=0, axis2=3)"])
 def test_diagonal_errors_as_numpy(expr):
     check(numpy_fn(expr), sample(np.float64, (3, 3)))  # the same exception kind as NumPy
+    check(numpy_fn(expr.replace("1, 1", "0, 1")), sample(np.float64, (3,)))  # a 1-d array
+    check(numpy_fn("np.diagonal(x)"), np.float64(2.0))
 
 
 def test_diagonal_is_read_only_as_numpy():
