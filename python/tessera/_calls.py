@@ -203,7 +203,7 @@ class CallsMixin:
             return (f"block(define({lo}, {a['a']}), define({hi}, {a['b']}), "
                     f"({lo} + ({hi} - {lo}) * {uniform01}))")
         if name == "randint":  # [a, b], both ends included
-            return f"item(random_integers({a['a']}, ({a['b']}) + 1, list()))"
+            return self.inline("randint", a["a"], a["b"])
         if name == "randrange":
             if "step" in a:
                 self.unsupported(f"{label}() with a step", node)
@@ -358,6 +358,10 @@ class CallsMixin:
                 kws["low"] = ast.Constant(0, lineno=node.lineno)
                 kws["high"] = low
             return self.emit_spec(spec, args, kws, node)
+        if name == "shuffle":
+            self.unsupported("np.random.shuffle() inside an expression", node,
+                             "write it as a statement: np.random.shuffle(x) shuffles x in place "
+                             "and gives None")
         self.unsupported(f"the NumPy function np.random.{name}", node)
 
     def math_call(self, name: str, node, args, kws) -> str:

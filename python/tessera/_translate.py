@@ -250,6 +250,10 @@ INLINE = {
   while($i < len($x), block(
     define($r, append($r, getitem($x, item(getitem($p, $i))))), define($i, $i + 1))),
   $r), setitem($x, shuffle($x), "...")))""",
+    # random.randint(a, b): both ends included; b < a is Python's ValueError.
+    "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
+  "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
+  item(random_integers($a, $b + 1, list())))""",
     # random.choice(seq): one item drawn uniformly (an empty sequence is an
     # IndexError, as Python's).
     "choice": """block(define($s, $1), if(len($s) == 0,

@@ -93,6 +93,10 @@ def f_shuffle_in_expression(x):
     return random.shuffle(x)  # HERE
 
 
+def f_np_shuffle_in_expression(x):
+    return np.random.shuffle(x)  # HERE
+
+
 def f_shuffle_temporary(x):
     np.random.shuffle(x + 1)  # HERE
     return x
@@ -166,6 +170,7 @@ def f_ascii_conversion(x):
         (f_python_random_seedless, "random.seed() without a seed"),
         (f_shuffle_in_expression, "random.shuffle() inside an expression"),
         (f_shuffle_temporary, "np.random.shuffle of a temporary value"),
+        (f_np_shuffle_in_expression, "np.random.shuffle() inside an expression"),
         (f_generator, "generator"),
         (f_global, "rebinding the module-level variable '_G' declared global"),
         (f_nonlocal, "nonlocal statement"),
@@ -194,6 +199,10 @@ def f_randint_args(x):
     return random.randint(1)  # HERE
 
 
+def f_randint_empty(x):
+    return random.randint(5, len(x))  # HERE
+
+
 def f_random_choice_empty(x):
     return random.choice([])  # HERE
 
@@ -213,6 +222,7 @@ def f_user_assert_looking_like_an_expansion(x):
 
 @pytest.mark.parametrize("func, kind, message", [
     (f_randint_args, TypeError, r"\[random.randint\] missing a required argument: 'b'"),
+    (f_randint_empty, ValueError, r"\[random.randint\] empty range: a=5 is greater than b=3"),
     (f_random_choice_empty, IndexError, r"\[random.choice\] Cannot choose from an empty sequence"),
     (f_diagonal_1d, ValueError,
      r"\[np.diagonal\] diag requires an array of at least two dimensions, got a 1-d array"),
