@@ -635,6 +635,7 @@ class _Scope:
     def __init__(self, parent, local_names):
         self.parent = parent
         self.locals = set(local_names)
+        self.globals: set = set()  # names declared global here: never an enclosing local
 
 
 # Sources of a ``for`` loop.
@@ -847,6 +848,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             self.check_globals(node, declared)
         local_names = self.param_names(node.args) + sorted(_bound_names(node.body) - set(declared))
         self.scope = _Scope(outer_scope, local_names)
+        self.scope.globals = set(declared)
         self.renames = []
         saved_line = self.line
         self.line = node.lineno

@@ -578,6 +578,17 @@ def test_global_declared_names_read_the_module_values():
 
     check(g, 3)
 
+    def h(x):
+        SCALE = 100.0  # a local of h ...
+
+        def inner():
+            global SCALE  # ... that inner does not see
+            return SCALE * x
+
+        return inner() + SCALE
+
+    check(h, 2.0)
+
 
 def _even(v):
     return v % 2 == 0
