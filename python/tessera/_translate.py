@@ -250,6 +250,11 @@ INLINE = {
   while($i < len($x), block(
     define($r, append($r, getitem($x, item(getitem($p, $i))))), define($i, $i + 1))),
   $r), setitem($x, shuffle($x), "...")))""",
+    # The same of a view (x[0], x.T) or a module-level array: written in place;
+    # a list there (an item of a list) could not be rebound, so it is refused.
+    "shuffle_view": """block(define($x, $1), if(type($x) == "list",
+  assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
+  setitem($x, shuffle($x), "...")))""",
     # random.randint(a, b): both ends included; b < a is Python's ValueError.
     "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
   "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
@@ -1166,11 +1171,14 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         (a variable, a module-level array, or a view such as ``x[0]`` or
         ``x.T``, written through)."""
         arg = self.single_arg(call, label)
-        shuffled = self.inline("shuffle", self.expr(arg))
         if isinstance(arg, ast.Name) and self.is_variable(arg.id):
-            return self.rebind(arg.id, shuffled, call)
+            return self.rebind(arg.id, self.inline("shuffle", self.expr(arg)), call)
+        if isinstance(arg, ast.Name) and not isinstance(self.global_value(arg.id, arg), np.ndarray):
+            self.unsupported(f"{label} of the module-level variable '{arg.id}'", call,
+                             "only a module-level array can be shuffled in place")
         if isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)):
-            return shuffled  # an array view (or module array): written in place
+            # an array view (or module array): written in place
+            return self.inline("shuffle_view", self.expr(arg), label=label)
         self.unsupported(f"{label} of a temporary value", call,
                          "shuffle a variable: NumPy shuffles in place and gives None")
 

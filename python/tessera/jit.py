@@ -297,7 +297,8 @@ def jit(func=None, *, debug=False, performance=False, threads=None, eager=False,
 # the Python exception KIND that NumPy or Python raises there.
 _EXPANSION_ERROR = re.compile(
     r"\[assert\] assertion failed: " + re.escape(ERROR_TAG) + r"(\w+)\] (.*)", re.S)
-_EXPANSION_KINDS = {"ValueError": ValueError, "IndexError": IndexError, "TypeError": TypeError}
+_EXPANSION_KINDS = {"ValueError": ValueError, "IndexError": IndexError, "TypeError": TypeError,
+                    "UnsupportedError": UnsupportedError}
 
 
 def _assertion_error(msg: str) -> Exception:

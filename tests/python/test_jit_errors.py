@@ -97,6 +97,20 @@ def f_np_shuffle_in_expression(x):
     return np.random.shuffle(x)  # HERE
 
 
+_MODULE_LIST = [1, 2, 3]
+
+
+def f_shuffle_module_list(x):
+    np.random.shuffle(_MODULE_LIST)  # HERE
+    return x
+
+
+def f_shuffle_list_in_list(x):
+    xs = [[1, 2], [3, 4]]
+    random.shuffle(xs[0])  # HERE
+    return xs
+
+
 def f_shuffle_temporary(x):
     np.random.shuffle(x + 1)  # HERE
     return x
@@ -171,6 +185,8 @@ def f_ascii_conversion(x):
         (f_shuffle_in_expression, "random.shuffle() inside an expression"),
         (f_shuffle_temporary, "np.random.shuffle of a temporary value"),
         (f_np_shuffle_in_expression, "np.random.shuffle() inside an expression"),
+        (f_shuffle_module_list, "np.random.shuffle of the module-level variable '_MODULE_LIST'"),
+        (f_shuffle_list_in_list, "random.shuffle of a list inside another value"),
         (f_generator, "generator"),
         (f_global, "rebinding the module-level variable '_G' declared global"),
         (f_nonlocal, "nonlocal statement"),

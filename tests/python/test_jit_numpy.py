@@ -499,6 +499,21 @@ def test_random_shuffle_through_views_lists_and_module_arrays():
     np.testing.assert_array_equal(x2, x)  # seeded: reproducible
 
 
+_SHUFFLED = np.arange(30.0)
+
+
+def test_random_shuffle_of_a_module_level_array_writes_it():
+    @tessera.jit
+    def f():
+        np.random.shuffle(_SHUFFLED)
+        np.random.shuffle(_SHUFFLED.reshape(5, 6).T)  # a view of it: its columns
+        return _SHUFFLED.sum()
+
+    assert f() == 435.0
+    _is_row_permutation(_SHUFFLED, np.arange(30.0))
+    assert not np.array_equal(_SHUFFLED, np.arange(30.0))
+
+
 def test_random_shuffle_draws_every_order_uniformly():
     @tessera.jit
     def counts(n):
