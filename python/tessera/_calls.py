@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import string
 
 import numpy as np
@@ -77,6 +78,9 @@ class CallsMixin:
         if obj is np.dtype:
             a = self.single_arg(node, "np.dtype")
             return self.expr(a)
+        pyrandom = T._python_random_name(obj)
+        if pyrandom is not None:
+            return self.python_random_call(pyrandom, obj, node, args, kws)
         ns, name = T._numpy_function(obj)
         if ns == "numpy":
             return self.numpy_call(name, node, args, kws)
@@ -165,7 +169,81 @@ class CallsMixin:
             out.append(f"{spec.rename.get(k, k)}={v}")
         return f"{spec.prim}({', '.join(out)})"
 
+    def python_random_call(self, name: str, obj, node, args, kws) -> str:
+        """Python's ``random`` module: the same distributions from tessera's
+        global stream (seeded by ``random.seed`` as by ``np.random.seed``), not
+        Python's Mersenne Twister numbers."""
+        label = f"random.{name}"
+        if name not in M.PYTHON_RANDOM:
+            self.unsupported(
+                f"the function {label} of Python's random module", node,
+                "supported: " + ", ".join(f"random.{n}" for n in M.PYTHON_RANDOM),
+            )
+        if name == "shuffle":
+            self.unsupported(f"{label}() inside an expression", node,
+                             "write it as a statement on a variable: random.shuffle(x)")
+        try:
+            bound = inspect.signature(obj).bind(*args, **kws)
+        except TypeError as e:
+            raise TypeError(f"[{label}] {e} (at {self.where(node)})") from None
+        a = {k: self.expr(v) for k, v in bound.arguments.items()}
+        # One float64 draw, in the form the scalar-loop fast path draws itself.
+        uniform01 = "random_uniform(shape=tuple())"
+        if name == "random":
+            return uniform01
+        if name == "seed":
+            if "version" in a:
+                self.unsupported(f"{label}() with version=", node)
+            if "a" not in a:
+                self.unsupported(f"{label}() without a seed", node,
+                                 "tessera's draws are reproducible: give the seed, random.seed(n)")
+            return f"set_seed({a['a']})"
+        if name == "uniform":  # Python's formula: a + (b - a) * random()
+            lo, hi = self.b.tmp(), self.b.tmp()
+            return (f"block(define({lo}, {a['a']}), define({hi}, {a['b']}), "
+                    f"({lo} + ({hi} - {lo}) * {uniform01}))")
+        if name == "randint":  # [a, b], both ends included
+            return self.inline("randint", a["a"], a["b"])
+        if name == "randrange":
+            if "step" in a:
+                self.unsupported(f"{label}() with a step", node)
+            lo, hi = ("0", a["start"]) if "stop" not in a else (a["start"], a["stop"])
+            return f"item(random_integers({lo}, {hi}, list()))"
+        if name in ("gauss", "normalvariate"):
+            mu, sigma = a.get("mu", "0.0"), a.get("sigma", "1.0")
+            return f"(({mu}) + ({sigma}) * random_normal(shape=tuple()))"
+        # choice
+        return self.inline("choice", a["seq"])
+
+    def diagonal_call(self, x: str, label: str, node, args, kws) -> str:
+        """``np.diagonal(x, offset, axis1, axis2)`` / ``x.diagonal(...)``."""
+        names = ("offset", "axis1", "axis2")
+        if len(args) > 3:
+            raise TypeError(f"[{label}] takes at most 3 arguments besides the array, got "
+                            f"{len(args)} (at {self.where(node)})")
+        given = dict(zip(names, args))
+        for k, v in kws.items():
+            if k not in names or k in given:
+                raise TypeError(f"[{label}] unexpected or repeated argument '{k}' "
+                                f"(at {self.where(node)})")
+            given[k] = v
+        vals = [self.expr(given[k]) if k in given else d for k, d in zip(names, "001")]
+        return self.inline("diagonal", x, *vals, label=label)
+
+    def is_diagonal_call(self, node: ast.Call) -> bool:
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "diagonal":
+            obj = self.static_object(f)
+            return obj is T._NO or obj is np.diagonal
+        return isinstance(f, ast.Name) and self.static_object(f) is np.diagonal
+
     def numpy_call(self, name: str, node, args, kws) -> str:
+        if name == "diagonal":
+            kws = dict(kws)
+            a = args[0] if args else kws.pop("a", None)
+            if a is None:
+                raise TypeError(f"[np.diagonal] missing the array argument (at {self.where(node)})")
+            return self.diagonal_call(self.expr(a), "np.diagonal", node, args[1:], kws)
         if name == "where" and len(args) == 1 and not kws:
             return f"nonzero({self.expr(args[0])})"
         if name == "meshgrid":
@@ -280,6 +358,10 @@ class CallsMixin:
                 kws["low"] = ast.Constant(0, lineno=node.lineno)
                 kws["high"] = low
             return self.emit_spec(spec, args, kws, node)
+        if name == "shuffle":
+            self.unsupported("np.random.shuffle() inside an expression", node,
+                             "write it as a statement: np.random.shuffle(x) shuffles x in place "
+                             "and gives None")
         self.unsupported(f"the NumPy function np.random.{name}", node)
 
     def math_call(self, name: str, node, args, kws) -> str:
@@ -407,6 +489,24 @@ class CallsMixin:
                 if not hasattr(sub, "lineno") or getattr(sub, "lineno", None) is None:
                     ast.copy_location(sub, node)
             return self.expr(comp)
+        if name == "filter":
+            # filter(f, xs): the list [x for x in xs if f(x)] (filter(None, xs):
+            # the true items), consumed at once as map's.
+            if kws or len(args) != 2:
+                self.unsupported("filter() without a function and an iterable", node)
+            item = "tessera_filter_item"
+            load = ast.Name(id=item, ctx=ast.Load())
+            test = (load if T._is_none(args[0])
+                    else ast.Call(func=args[0], args=[load], keywords=[]))
+            comp = ast.ListComp(
+                elt=ast.Name(id=item, ctx=ast.Load()),
+                generators=[ast.comprehension(target=ast.Name(id=item, ctx=ast.Store()),
+                                              iter=args[1], ifs=[test], is_async=0)])
+            ast.copy_location(comp, node)
+            for sub in ast.walk(comp):
+                if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
+                    ast.copy_location(sub, node)
+            return self.expr(comp)
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
         self.unsupported(f"the builtin {name}()", node)
@@ -442,6 +542,8 @@ class CallsMixin:
             return f"{self.b.helper('__item')}({recv})"
         if attr == "tolist":
             return f"{self.b.helper('__to_list')}({recv})"
+        if attr == "diagonal":
+            return self.diagonal_call(recv, ".diagonal()", node, args, kws)
         if attr in M.METHOD_SPECS:
             return self.emit_spec(M.METHOD_SPECS[attr], args, kws, node, receiver=recv)
         if attr in M.GENERATOR_SPECS:

@@ -310,6 +310,8 @@ class ExpressionsMixin:
             return True
         scope = self.scope
         while scope is not None:
+            if name in scope.globals:
+                return False
             if name in scope.locals:
                 return True
             scope = scope.parent

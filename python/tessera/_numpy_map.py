@@ -319,3 +319,9 @@ MATH_RENAMES = {
 }
 MATH_INT_RESULT = {"floor", "ceil"}  # math.floor(x) is an int
 MATH_CONSTANTS = {"pi", "e", "inf", "nan", "tau"}
+
+
+# Functions of Python's random module tessera.jit translates (the same
+# distributions from tessera's own stream; random.shuffle only as a statement).
+PYTHON_RANDOM = ("random", "uniform", "randint", "randrange", "choice", "gauss",
+                 "normalvariate", "seed", "shuffle")

@@ -18,6 +18,7 @@ import inspect
 import math
 import os
 import re
+import secrets
 import textwrap
 from dataclasses import dataclass, field
 
@@ -218,6 +219,52 @@ HELPERS = {
   x))""",
 }
 _HELPER_DEPS: dict = {}
+
+
+# Expansions written inline, at the user's line (so that an error in them
+# names the user's file.py:line); each ``$name`` becomes a fresh temporary.
+# ``assert(false, "$EValueError] ...")`` raises that Python exception (jit.py
+# turns the failed assertion into it); $E is a tag drawn once per process, so
+# that no assert of the user's can be taken for one.
+ERROR_TAG = f"[tessera-{secrets.token_hex(8)}:"
+INLINE = {
+    # np.diagonal(x, k, a1, a2): the diagonal k of the plane (a1, a2) as the
+    # last axis, as NumPy (a copy; NumPy's view is read-only, and writes
+    # through it are refused by the translator as NumPy refuses them).
+    # A matrix's own diagonal is the diag primitive (5x faster than the
+    # general moveaxis and integer-array index).
+    "diagonal": """block(
+  define($x, $1), define($k, $2), define($a, $3), define($b, $4),
+  if(ndim($x) < 2, assert(false, concat("$EValueError] [$L] diag requires an array of at ",
+    "least two dimensions, got a ", str(ndim($x)), "-d array"))),
+  if(ndim($x) == 2 && ($a == 0 || $a == -2) && ($b == 1 || $b == -1), diag($x, $k), block(
+  define($y, moveaxis($x, list($a, $b), list(-2, -1))),
+  define($n, getitem(shape($y), -2)), define($m, getitem(shape($y), -1)),
+  define($d, maximum(if($k >= 0, minimum($n, $m - $k), minimum($n + $k, $m)), 0)),
+  getitem($y, "...", arange($d) + maximum(0 - $k, 0), arange($d) + maximum($k, 0)))))""",
+    # np.random.shuffle(x) / random.shuffle(x) as a statement: an array is
+    # shuffled in place along its first axis (every view sees it); a list
+    # becomes the list of its items in a random order.
+    "shuffle": """block(define($x, $1), if(type($x) == "list", block(
+  define($p, permutation(len($x))), define($r, list()), define($i, 0),
+  while($i < len($x), block(
+    define($r, append($r, getitem($x, item(getitem($p, $i))))), define($i, $i + 1))),
+  $r), setitem($x, shuffle($x), "...")))""",
+    # The same of a view (x[0], x.T) or a module-level array: written in place;
+    # a list there (an item of a list) could not be rebound, so it is refused.
+    "shuffle_view": """block(define($x, $1), if(type($x) == "list",
+  assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
+  setitem($x, shuffle($x), "...")))""",
+    # random.randint(a, b): both ends included; b < a is Python's ValueError.
+    "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
+  "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
+  item(random_integers($a, $b + 1, list())))""",
+    # random.choice(seq): one item drawn uniformly (an empty sequence is an
+    # IndexError, as Python's).
+    "choice": """block(define($s, $1), if(len($s) == 0,
+  assert(false, "$EIndexError] [random.choice] Cannot choose from an empty sequence"),
+  getitem($s, item(random_integers(0, len($s), list())))))""",
+}
 
 
 # --------------------------------------------------------------------------- program
@@ -553,10 +600,47 @@ def _bound_names(stmts) -> set:
     return names
 
 
+def _declared_global(stmts) -> dict:
+    """The names a function body declares ``global`` (not in functions nested
+    in it), each with the statement declaring it."""
+    names: dict = {}
+    stack = list(stmts)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Global):
+            for name in n.names:
+                names.setdefault(name, n)
+        stack.extend(ast.iter_child_nodes(n))
+    return names
+
+
+def _global_rebinding(stmts, names):
+    """The first node of a body (not of its nested functions) that rebinds one
+    of ``names`` (``G = ...``, ``G += ...``, ``for G in ...``, ``del G``), or None."""
+    stack = list(stmts)
+    found = None
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if n.name in names:
+                found = n if found is None or n.lineno < found.lineno else found
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if (isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))
+                and n.id in names):
+            found = n if found is None or n.lineno < found.lineno else found
+        stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
 class _Scope:
     def __init__(self, parent, local_names):
         self.parent = parent
         self.locals = set(local_names)
+        self.globals: set = set()  # names declared global here: never an enclosing local
 
 
 # Sources of a ``for`` loop.
@@ -637,12 +721,10 @@ _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">
 _UNSUPPORTED_STMTS = {
     ast.ClassDef: "class definition",
     ast.Try: "try statement",
-    ast.With: "with statement",
     ast.AsyncWith: "async with statement",
     ast.AsyncFor: "async for statement",
     ast.AsyncFunctionDef: "async function",
     ast.Raise: "raise statement",
-    ast.Global: "global statement",
     ast.Nonlocal: "nonlocal statement",
     ast.Import: "import statement",
     ast.ImportFrom: "import statement",
@@ -766,8 +848,12 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             self.unsupported("a decorator on a nested function", node)
         params = self.params(node.args, self.func if toplevel else None)
         outer_scope, outer_renames = self.scope, self.renames
-        local_names = self.param_names(node.args) + sorted(_bound_names(node.body))
+        declared = _declared_global(node.body)
+        if declared:
+            self.check_globals(node, declared)
+        local_names = self.param_names(node.args) + sorted(_bound_names(node.body) - set(declared))
         self.scope = _Scope(outer_scope, local_names)
+        self.scope.globals = set(declared)
         self.renames = []
         saved_line = self.line
         self.line = node.lineno
@@ -782,6 +868,23 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
         return self.mark(node.lineno) + _define_function(name, params, body_text)
+
+    def check_globals(self, node: ast.FunctionDef, declared: dict) -> None:
+        """``global G``: reading G reads the module's G (captured when the
+        function is translated, as every module-level value); rebinding it
+        would change the module, which a translated function cannot do."""
+        params = set(self.param_names(node.args))
+        for name, stmt in declared.items():
+            if name in params:
+                raise SyntaxError(f"name '{name}' is parameter and global (at {self.where(stmt)})")
+        bad = _global_rebinding(node.body, declared)
+        if bad is not None:
+            name = bad.id if isinstance(bad, ast.Name) else bad.name
+            self.unsupported(
+                f"rebinding the module-level variable '{name}' declared global", bad,
+                "a jit function reads module variables (captured when it is first called) and "
+                "may write into module-level arrays in place (G[...] = v), not rebind them",
+            )
 
     @staticmethod
     def block(texts: list) -> str:
@@ -820,6 +923,11 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             if tail:
                 return [value if value is not None else "nil"]
             return [f"return({value})" if value is not None else "return()"]
+        if isinstance(node, ast.Global):
+            return ["nil"] if tail else []
+        if isinstance(node, ast.With):
+            self.check_with(node)
+            return self.stmts(node.body, tail)
         if isinstance(node, ast.If):
             cond = self.expr(node.test)
             then = self.block(self.stmts(node.body, tail))
@@ -833,6 +941,38 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if tail:
             out.append("nil")
         return out
+
+    def check_with(self, node: ast.With) -> None:
+        """``with np.errstate(...):`` runs its body: tessera neither warns nor
+        stops on floating-point errors (inf and NaN result as NumPy's
+        'ignore'), so only the settings 'ignore', 'warn', 'print' and 'log'
+        (warnings, which tessera does not emit) keep NumPy's meaning; 'raise'
+        and 'call' are refused.  Any other context manager is refused."""
+        for item in node.items:
+            call = item.context_expr
+            fn = (self.static_object(call.func)
+                  if isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute))
+                  else _NO)
+            if fn is not np.errstate:
+                self.unsupported(
+                    f"the with statement on '{_unparsed(call)}'", item.context_expr,
+                    "only 'with np.errstate(...):' is translated (its body runs)",
+                )
+            if item.optional_vars is not None:
+                self.unsupported("'with np.errstate(...) as name'", item.optional_vars)
+            if call.args:
+                self.unsupported("np.errstate() with positional arguments", call)
+            for k in call.keywords:
+                v = k.value
+                if k.arg not in ("all", "divide", "over", "under", "invalid"):
+                    self.unsupported(f"np.errstate({k.arg}=...)", call)
+                if not (isinstance(v, ast.Constant) and v.value in (None, "ignore", "warn",
+                                                                    "print", "log")):
+                    self.unsupported(
+                        f"np.errstate({k.arg}={_unparsed(v)})", call,
+                        "tessera computes inf and NaN as NumPy does without warning; only "
+                        "'ignore', 'warn', 'print' and 'log' (a literal) are accepted",
+                    )
 
     def _simple_stmt(self, node) -> list:
         if isinstance(node, ast.Assign):
@@ -962,8 +1102,13 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             return self.rebind(base.id, new, target)
         if isinstance(base, ast.Subscript):
             return self.setitem(base, new)
+        if isinstance(base, ast.Call) and self.is_diagonal_call(base):
+            raise ValueError(
+                "[setitem] assignment destination is read-only: the diagonal of an array is a "
+                f"read-only view in NumPy (at {self.where(target)})"
+            )
         if isinstance(base, (ast.Attribute, ast.Call)):
-            # x.T[0] = v, np.diagonal(x)[...] = v: a write through a view.
+            # x.T[0] = v, np.real(x)[...] = v: a write through a view.
             return new
         self.unsupported("assignment into this kind of subscript", target)
 
@@ -995,14 +1140,47 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
                 return [self.inplace_method(recv, attr, value)]
             if self.is_variable(recv.id) and attr in M.MUTATING_LIST_METHODS:
                 return [self.list_method_stmt(recv, attr, value)]
+        if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
             obj = self.static_object(value.func)
-            if obj is not _NO and getattr(np.random, "shuffle", None) is obj:
-                arg = self.single_arg(value, "np.random.shuffle")
-                if not isinstance(arg, ast.Name) or not self.is_variable(arg.id):
-                    self.unsupported("np.random.shuffle of something other than a variable", value)
-                x = self.expr(arg)
-                return [self.rebind(arg.id, f'setitem({x}, shuffle({x}), "...")', value)]
+            label = self.shuffle_label(obj) if obj is not _NO else None
+            if label is not None:
+                return [self.shuffle_stmt(value, label)]
         return [self.expr(value)]
+
+    @staticmethod
+    def shuffle_label(obj):
+        """'np.random.shuffle' or 'random.shuffle' when ``obj`` is one, else None."""
+        if _numpy_function(obj) == ("random", "shuffle"):
+            return "np.random.shuffle"
+        if _python_random_name(obj) == "shuffle":
+            return "random.shuffle"
+        return None
+
+    def inline(self, name: str, *values: str, label: str = "") -> str:
+        """The expansion INLINE[name] of ``values`` ($1, $2, ...), its
+        temporaries ($x) renamed apart; ``$L`` is the label named in errors."""
+        text = INLINE[name].replace("$L", label).replace("$E", ERROR_TAG)
+        for i in range(len(values), 0, -1):  # $10 before $1
+            text = text.replace(f"${i}", f"({values[i - 1]})")
+        temps: dict = {}
+        return re.sub(r"\$([a-z]\w*)",
+                      lambda m: temps.setdefault(m.group(1), self.b.tmp(m.group(1))), text)
+
+    def shuffle_stmt(self, call: ast.Call, label: str) -> str:
+        """``np.random.shuffle(x)``: x shuffled in place along its first axis
+        (a variable, a module-level array, or a view such as ``x[0]`` or
+        ``x.T``, written through)."""
+        arg = self.single_arg(call, label)
+        if isinstance(arg, ast.Name) and self.is_variable(arg.id):
+            return self.rebind(arg.id, self.inline("shuffle", self.expr(arg)), call)
+        if isinstance(arg, ast.Name) and not isinstance(self.global_value(arg.id, arg), np.ndarray):
+            self.unsupported(f"{label} of the module-level variable '{arg.id}'", call,
+                             "only a module-level array can be shuffled in place")
+        if isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)):
+            # an array view (or module array): written in place
+            return self.inline("shuffle_view", self.expr(arg), label=label)
+        self.unsupported(f"{label} of a temporary value", call,
+                         "shuffle a variable: NumPy shuffles in place and gives None")
 
     def inplace_method(self, recv: ast.Name, attr: str, call: ast.Call) -> str:
         x = self.name(recv.id, recv)
@@ -1192,6 +1370,18 @@ def _tessera_module():
     import sys
 
     return sys.modules.get("tessera")
+
+
+def _python_random_name(obj):
+    """The name of a function of Python's ``random`` module (a method of its
+    hidden shared ``Random`` instance), or None."""
+    import random  # noqa: PLC0415
+
+    inst = getattr(random, "_inst", None)
+    if inst is not None and getattr(obj, "__self__", None) is inst:
+        name = getattr(obj, "__name__", None)
+        return name if isinstance(name, str) else None
+    return None
 
 
 def _numpy_function(obj):

@@ -21,12 +21,13 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import sys
 import threading
 
 import numpy as np
 
-from ._translate import ProgramBuilder, Translation, UnsupportedError, convert_result
+from ._translate import ERROR_TAG, ProgramBuilder, Translation, UnsupportedError, convert_result
 
 __all__ = ["jit", "set_eager", "is_eager", "UnsupportedError", "JitFunction"]
 
@@ -203,7 +204,7 @@ class JitFunction:
             result = prog.run(run_args)
         except RuntimeError as e:
             if str(e).startswith("[assert]"):
-                raise AssertionError(str(e)) from None
+                raise _assertion_error(str(e)) from None
             raise
         finally:
             if recording is not None:
@@ -289,3 +290,19 @@ def jit(func=None, *, debug=False, performance=False, threads=None, eager=False,
     if isinstance(func, JitFunction):
         func = func.__wrapped__
     return JitFunction(func, **options)
+
+
+# A failed assert(false, ERROR_TAG + "KIND] message") of the translator's own
+# expansions (np.diagonal of a 1-d array, random.choice of an empty list) is
+# the Python exception KIND that NumPy or Python raises there.
+_EXPANSION_ERROR = re.compile(
+    r"\[assert\] assertion failed: " + re.escape(ERROR_TAG) + r"(\w+)\] (.*)", re.S)
+_EXPANSION_KINDS = {"ValueError": ValueError, "IndexError": IndexError, "TypeError": TypeError,
+                    "UnsupportedError": UnsupportedError}
+
+
+def _assertion_error(msg: str) -> Exception:
+    m = _EXPANSION_ERROR.match(msg)
+    if m and m.group(1) in _EXPANSION_KINDS:
+        return _EXPANSION_KINDS[m.group(1)](m.group(2))
+    return AssertionError(msg)

@@ -529,3 +529,149 @@ def test_eager_mode_runs_plain_python():
     assert len(calls) == 2
     with pytest.raises(tessera.UnsupportedError):
         g(3)
+
+
+# ----------------------------------------------------------------- with, global, filter, list()
+
+COUNTS = np.array([1.0, 2.0, 3.0])
+
+
+def test_with_errstate_runs_its_body():
+    def f(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = x / 0
+            z = np.log(x - 1)
+        with np.errstate(all="warn"), np.errstate(over="ignore", under="ignore"):
+            if x[0] > 100:
+                return y
+            w = np.exp(x * 1000)
+        return y, z, w
+
+    check(f, np.array([0.0, 1.0, -2.0]))
+
+    def g(x):
+        with np.errstate(all="ignore"):
+            return x / 0  # a return inside the with statement
+
+    check(g, np.arange(3.0))
+
+
+def test_global_declared_names_read_the_module_values():
+    def f(x):
+        global SCALE, COUNTS
+        COUNTS[0] = x  # writes the module array in place, as NumPy
+        return SCALE * x + COUNTS.sum()
+
+    saved = COUNTS.copy()
+    try:
+        assert_same(tessera.jit(f)(5.0), 3 * 5.0 + 10.0)
+        np.testing.assert_array_equal(COUNTS, [5.0, 2.0, 3.0])
+    finally:
+        COUNTS[:] = saved
+
+    def g(n):
+        def inner(k):
+            global SCALE
+            return k * SCALE
+
+        return [inner(i) for i in range(n)]
+
+    check(g, 3)
+
+    def h(x):
+        SCALE = 100.0  # a local of h ...
+
+        def inner():
+            global SCALE  # ... that inner does not see
+            return SCALE * x
+
+        return inner() + SCALE
+
+    check(h, 2.0)
+
+
+def _even(v):
+    return v % 2 == 0
+
+
+def test_builtin_filter():
+    def f(xs, x):
+        a = list(filter(lambda v: v > 2, xs))
+        b = list(filter(None, [0, 1, 0, 2, 3]))
+        c = list(filter(_even, range(7)))
+        d = np.array(list(filter(lambda r: r.sum() > 3, x)))
+        total = 0
+        for v in filter(_even, xs):
+            total += v
+        return a, b, c, d, total, len(list(filter(None, [])))
+
+    check(f, [1, 2, 3, 4, 5], np.arange(12.0).reshape(4, 3))
+
+
+def test_list_of_a_generator_with_arguments():
+    def f(xs, a, b):
+        p = list(_even(v) for v in xs)
+        q = list(range(a, b))
+        r = list(range(a, b, 2))
+        s = tuple(v * a for v in range(a, b) if _even(v))
+        t = list(np.sqrt(v) for v in xs)
+        return p, q, r, s, t
+
+    check(f, [1, 2, 3, 4], 2, 7)
+
+
+# ----------------------------------------------------------------- Python's random module
+
+
+def test_python_random_module_draws_in_range_and_reproducibly():
+    import random
+
+    def f(n):
+        random.seed(5)
+        us, ks, vs, cs, gs, rs = [], [], [], [], [], []
+        for _ in range(n):
+            us.append(random.random())
+            ks.append(random.randint(-2, 3))
+            vs.append(random.uniform(2.0, 5.0))
+            cs.append(random.choice(["a", "b", "c"]))
+            gs.append(random.gauss(1.0, 2.0))
+            rs.append(random.randrange(4) + random.choice(range(10, 13)))
+        return us, ks, vs, cs, gs, rs
+
+    jf = tessera.jit(f)
+    us, ks, vs, cs, gs, rs = jf(2000)
+    assert all(isinstance(u, float) and 0.0 <= u < 1.0 for u in us)
+    assert abs(np.mean(us) - 0.5) < 0.02 and abs(np.var(us) - 1 / 12) < 0.006
+    assert all(type(k) is int for k in ks) and set(ks) == {-2, -1, 0, 1, 2, 3}  # both ends
+    assert max(np.bincount(np.add(ks, 2))) < 2000 / 6 + 80
+    assert all(2.0 <= v < 5.0 for v in vs) and abs(np.mean(vs) - 3.5) < 0.06
+    assert set(cs) == {"a", "b", "c"} and min(cs.count(c) for c in "abc") > 2000 / 3 - 80
+    assert abs(np.mean(gs) - 1.0) < 0.15 and abs(np.std(gs) - 2.0) < 0.15
+    assert set(rs) == set(range(10, 16))
+    again = jf(2000)
+    assert again[0] == us and again[3] == cs  # random.seed: reproducible
+    random.seed(5)
+    assert jf(3)[0] == us[:3]  # Python's own state is neither used nor changed
+
+
+def test_python_random_shuffle_and_seed_share_numpy_seeding():
+    import random
+
+    def f(x, seed):
+        random.seed(seed)
+        a = np.random.random()
+        np.random.seed(seed)
+        b = random.random()
+        xs = list(range(8))
+        random.shuffle(xs)
+        random.shuffle(x)
+        return a, b, xs
+
+    jf = tessera.jit(f)
+    x = np.arange(8.0)
+    a, b, xs = jf(x, 1)
+    assert a == b  # one seed for np.random and random (tessera's global stream)
+    assert sorted(xs) == list(range(8)) and sorted(x.tolist()) == list(range(8))
+    y = np.arange(8.0)
+    assert jf(y, 1)[2] == xs
+    np.testing.assert_array_equal(x, y)

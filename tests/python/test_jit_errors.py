@@ -3,6 +3,7 @@ and no crash from odd data."""
 
 import inspect
 import os
+import random
 
 import numpy as np
 import pytest
@@ -57,7 +58,61 @@ def f_generator(x):
 
 
 def f_global(x):
-    global _G  # HERE
+    global _G
+    _G = x  # HERE
+    return x
+
+
+def f_global_loop(x):
+    global _G
+    for _G in range(3):  # HERE
+        pass
+    return x
+
+
+def f_with_raise(x):
+    with np.errstate(divide="raise"):  # HERE
+        return x / 0
+
+
+def f_with_as(x):
+    with np.errstate(all="ignore") as state:  # HERE
+        return x
+
+
+def f_python_random_other(x):
+    return random.sample([1, 2, 3], 2)  # HERE
+
+
+def f_python_random_seedless(x):
+    random.seed()  # HERE
+    return x
+
+
+def f_shuffle_in_expression(x):
+    return random.shuffle(x)  # HERE
+
+
+def f_np_shuffle_in_expression(x):
+    return np.random.shuffle(x)  # HERE
+
+
+_MODULE_LIST = [1, 2, 3]
+
+
+def f_shuffle_module_list(x):
+    np.random.shuffle(_MODULE_LIST)  # HERE
+    return x
+
+
+def f_shuffle_list_in_list(x):
+    xs = [[1, 2], [3, 4]]
+    random.shuffle(xs[0])  # HERE
+    return xs
+
+
+def f_shuffle_temporary(x):
+    np.random.shuffle(x + 1)  # HERE
     return x
 
 
@@ -121,9 +176,19 @@ def f_ascii_conversion(x):
     [
         (f_class, "class definition"),
         (f_try, "try statement"),
-        (f_with, "with statement"),
+        (f_with, "the with statement on 'open('x')'"),
+        (f_with_raise, "np.errstate(divide='raise')"),
+        (f_with_as, "'with np.errstate(...) as name'"),
+        (f_global_loop, "rebinding the module-level variable '_G' declared global"),
+        (f_python_random_other, "the function random.sample of Python's random module"),
+        (f_python_random_seedless, "random.seed() without a seed"),
+        (f_shuffle_in_expression, "random.shuffle() inside an expression"),
+        (f_shuffle_temporary, "np.random.shuffle of a temporary value"),
+        (f_np_shuffle_in_expression, "np.random.shuffle() inside an expression"),
+        (f_shuffle_module_list, "np.random.shuffle of the module-level variable '_MODULE_LIST'"),
+        (f_shuffle_list_in_list, "random.shuffle of a list inside another value"),
         (f_generator, "generator"),
-        (f_global, "global statement"),
+        (f_global, "rebinding the module-level variable '_G' declared global"),
         (f_nonlocal, "nonlocal statement"),
         (f_unknown_module, "calling the Python function 'os.path.join'"),
         (f_python_object, "calling the Python class '_Thing'"),
@@ -144,6 +209,51 @@ def test_unsupported_python_names_the_construct_and_line(func, construct):
     assert construct in msg
     assert msg.endswith(at(func)), msg
     assert isinstance(info.value, NotImplementedError)
+
+
+def f_randint_args(x):
+    return random.randint(1)  # HERE
+
+
+def f_randint_empty(x):
+    return random.randint(5, len(x))  # HERE
+
+
+def f_random_choice_empty(x):
+    return random.choice([])  # HERE
+
+
+def f_diagonal_1d(x):
+    return np.diagonal(x)  # HERE
+
+
+def f_diagonal_0d_method(x):
+    return x.sum().diagonal()  # HERE
+
+
+def f_user_assert_looking_like_an_expansion(x):
+    assert x.sum() < 0, "[tessera:ValueError] mine"  # HERE
+    return x
+
+
+@pytest.mark.parametrize("func, kind, message", [
+    (f_randint_args, TypeError, r"\[random.randint\] missing a required argument: 'b'"),
+    (f_randint_empty, ValueError, r"\[random.randint\] empty range: a=5 is greater than b=3"),
+    (f_random_choice_empty, IndexError, r"\[random.choice\] Cannot choose from an empty sequence"),
+    (f_diagonal_1d, ValueError,
+     r"\[np.diagonal\] diag requires an array of at least two dimensions, got a 1-d array"),
+    (f_diagonal_0d_method, ValueError, r"\[.diagonal\(\)\] .* got a 0-d array"),
+])
+def test_errors_of_the_newly_translated_calls_name_the_line(func, kind, message):
+    with pytest.raises(kind, match=message) as info:
+        tessera.jit(func)(np.ones(3))
+    assert str(info.value).endswith(at(func)), str(info.value)
+
+
+def test_a_users_assert_stays_an_assertion_error():
+    with pytest.raises(AssertionError, match="mine") as info:
+        tessera.jit(f_user_assert_looking_like_an_expansion)(np.ones(3))
+    assert str(info.value).endswith(at(f_user_assert_looking_like_an_expansion))
 
 
 def test_unknown_numpy_attribute():

@@ -419,3 +419,112 @@ def test_large_masked_reads_and_writes_split_across_threads_match_numpy(dtype):
             "c[np.abs(c) < 10] = 7\n"
             "return y, x, c")
     check(numpy_body(body, "x, c"), x, c, rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------- np.diagonal, np.random.shuffle
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64, np.bool_])
+@pytest.mark.parametrize("expr", [
+    "np.diagonal(x)", "x.diagonal()", "np.diagonal(x, 1)", "x.diagonal(-1)",
+    "np.diagonal(x, offset=2)", "x.diagonal(5)", "x.diagonal(-7)", "np.diagonal(x, 0, 1, 0)",
+    "x.diagonal(offset=1, axis1=1, axis2=0)", "np.diagonal(x.T, -2)", "np.diagonal(x[::2])",
+    "np.diagonal(x).sum()", "np.diagonal(x * 2, 1) + 1",
+])
+def test_diagonal_of_a_matrix_matches_numpy(expr, dtype):
+    check(numpy_fn(expr), sample(dtype, (4, 5)))
+
+
+@pytest.mark.parametrize("expr", [
+    "np.diagonal(x)", "np.diagonal(x, 1, 1, 2)", "x.diagonal(-1, axis1=2, axis2=0)",
+    "x.diagonal(0, -1, -3)", "np.diagonal(x, axis1=-2, axis2=-1)",
+    "np.diagonal(x, 2, 2, 1)",
+])
+def test_diagonal_of_a_3d_array_matches_numpy(expr):
+    check(numpy_fn(expr), sample(np.float64, (3, 4, 5)))
+    check(numpy_fn(expr), sample(np.int64, (2, 0, 3)))
+
+
+@pytest.mark.parametrize("expr", ["np.diagonal(x, 0, 1, 1)", "x.diagonal(axis1=0, axis2=3)"])
+def test_diagonal_errors_as_numpy(expr):
+    check(numpy_fn(expr), sample(np.float64, (3, 3)))  # the same exception kind as NumPy
+    check(numpy_fn(expr.replace("1, 1", "0, 1")), sample(np.float64, (3,)))  # a 1-d array
+    check(numpy_fn("np.diagonal(x)"), np.float64(2.0))
+
+
+def test_diagonal_is_read_only_as_numpy():
+    f = numpy_body("np.diagonal(x)[...] = 1.0\nreturn x")
+    with pytest.raises(ValueError, match="read-only"):
+        f(np.ones((2, 2)))
+    with pytest.raises(ValueError, match=r"read-only.*\(at gen_\w+\.py:5\)"):
+        tessera.jit(f)(np.ones((2, 2)))
+
+
+def _is_row_permutation(got, original):
+    assert got.shape == original.shape and got.dtype == original.dtype
+    flat = (len(original), int(np.prod(original.shape[1:])))
+    rows = sorted(map(tuple, np.asarray(original).reshape(flat).tolist()))
+    assert sorted(map(tuple, got.reshape(flat).tolist())) == rows
+
+
+@pytest.mark.parametrize("shape", [(10,), (6, 3), (5, 2, 2), (1,), (0, 3)])
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_random_shuffle_writes_the_argument_in_place(shape, dtype):
+    f = numpy_body("np.random.shuffle(x)\nreturn None")
+    x = np.arange(np.prod(shape)).astype(dtype).reshape(shape)
+    y = x.copy()
+    assert tessera.jit(f)(y) is None
+    _is_row_permutation(y, x)  # NumPy's contract: the rows, in another order
+
+
+def test_random_shuffle_through_views_lists_and_module_arrays():
+    @tessera.jit
+    def f(x, k):
+        np.random.seed(k)
+        np.random.shuffle(x[1])  # a view: writes the row of x
+        v = x[0]
+        np.random.shuffle(v)  # the variable of a view: the same
+        xs = [1, 2, 3, 4, 5]
+        np.random.shuffle(xs)
+        return xs
+
+    x = np.arange(40.0).reshape(2, 20)
+    xs = f(x, 0)
+    assert sorted(xs) == [1, 2, 3, 4, 5] and isinstance(xs, list)
+    _is_row_permutation(x[0], np.arange(20.0))
+    _is_row_permutation(x[1], np.arange(20.0, 40.0))
+    assert not np.array_equal(x[0], np.arange(20.0))  # 1 / 20! of being unmoved
+    x2 = np.arange(40.0).reshape(2, 20)
+    assert f(x2, 0) == xs
+    np.testing.assert_array_equal(x2, x)  # seeded: reproducible
+
+
+_SHUFFLED = np.arange(30.0)
+
+
+def test_random_shuffle_of_a_module_level_array_writes_it():
+    @tessera.jit
+    def f():
+        np.random.shuffle(_SHUFFLED)
+        np.random.shuffle(_SHUFFLED.reshape(5, 6).T)  # a view of it: its columns
+        return _SHUFFLED.sum()
+
+    assert f() == 435.0
+    _is_row_permutation(_SHUFFLED, np.arange(30.0))
+    assert not np.array_equal(_SHUFFLED, np.arange(30.0))
+
+
+def test_random_shuffle_draws_every_order_uniformly():
+    @tessera.jit
+    def counts(n):
+        np.random.seed(11)
+        seen = np.zeros(6, dtype=np.int64)
+        for _ in range(n):
+            a = np.arange(3)
+            np.random.shuffle(a)
+            seen[a[0] * 2 + (a[1] > a[2])] += 1
+        return seen
+
+    seen = counts(3000)
+    assert seen.sum() == 3000
+    assert seen.min() > 400 and seen.max() < 600, seen  # 500 each, sd about 20
