@@ -32,6 +32,19 @@ def rng():
     return np.random.default_rng(12345)
 
 
+@pytest.fixture(scope="session")
+def keras():
+    """Keras 3 on JAX, the oracle of tessera.nn's tests (scripts/install-deps
+    installs it; never a dependency of tessera). A missing Keras fails the
+    tests that ask for it instead of skipping them."""
+    os.environ["KERAS_BACKEND"] = "jax"
+    import keras as k  # noqa: PLC0415 - after KERAS_BACKEND
+
+    if k.backend.backend() != "jax":
+        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
+    return k
+
+
 @pytest.fixture(params=[1, 2])
 def threads(request):
     """Runs a test once per worker-thread count, restoring the previous count."""

@@ -2,21 +2,11 @@
 (called on arrays, with sample weights), as a function, compiled into a
 training step, and a user's Loss subclass with call()."""
 
-import os
 
 import numpy as np
 import pytest
 
 import tessera.nn as nn
-
-
-@pytest.fixture(scope="module")
-def keras():
-    os.environ["KERAS_BACKEND"] = "jax"
-    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
-    if k.backend.backend() != "jax":
-        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
-    return k
 
 
 def _data(kind, seed=0):

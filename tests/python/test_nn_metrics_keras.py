@@ -2,21 +2,11 @@
 (update_state/result/reset_state) used in compile and reported in fit and
 evaluate logs, Mean and Sum, the confusion counts and F1Score."""
 
-import os
 
 import numpy as np
 import pytest
 
 import tessera.nn as nn
-
-
-@pytest.fixture(scope="module")
-def keras():
-    os.environ["KERAS_BACKEND"] = "jax"
-    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
-    if k.backend.backend() != "jax":
-        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
-    return k
 
 
 class CategoricalTruePositives(nn.metrics.Metric):

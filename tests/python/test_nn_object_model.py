@@ -13,15 +13,6 @@ import tessera.nn as nn
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 
-@pytest.fixture(scope="module")
-def keras():
-    os.environ["KERAS_BACKEND"] = "jax"
-    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
-    if k.backend.backend() != "jax":
-        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
-    return k
-
-
 class Linear(nn.Layer):
     def __init__(self, units=32, **kwargs):
         super().__init__(**kwargs)

@@ -1,21 +1,11 @@
 """Adadelta, Adamax, Ftrl and Lion against Keras 3 on JAX: the same model,
 weights and batches give the same weights after a few steps."""
 
-import os
 
 import numpy as np
 import pytest
 
 import tessera.nn as nn
-
-
-@pytest.fixture(scope="module")
-def keras():
-    os.environ["KERAS_BACKEND"] = "jax"
-    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
-    if k.backend.backend() != "jax":
-        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
-    return k
 
 
 CASES = [

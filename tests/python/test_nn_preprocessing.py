@@ -5,7 +5,6 @@ documented behaviour (its test vectors and index layout) for the layers
 Keras computes with TensorFlow (TextVectorization, StringLookup,
 IntegerLookup, Hashing)."""
 
-import os
 
 import numpy as np
 import pytest
@@ -16,15 +15,6 @@ from tessera.nn import _hashes
 
 RNG = np.random.default_rng(3)
 IMG = RNG.uniform(0, 255, (2, 7, 9, 3)).astype(np.float32)
-
-
-@pytest.fixture(scope="module")
-def keras():
-    os.environ["KERAS_BACKEND"] = "jax"
-    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
-    if k.backend.backend() != "jax":
-        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
-    return k
 
 
 def _same(t, k, atol=3e-4):

@@ -14,15 +14,6 @@ import tessera.nn as nn
 from tessera.nn import utils as U
 
 
-@pytest.fixture(scope="module")
-def keras():
-    os.environ["KERAS_BACKEND"] = "jax"
-    import keras as k  # noqa: PLC0415 - the oracle (scripts/install-deps), after KERAS_BACKEND
-    if k.backend.backend() != "jax":
-        pytest.fail(f"Keras runs on {k.backend.backend()}, not jax: set KERAS_BACKEND=jax")
-    return k
-
-
 SEQS = [[1, 2, 3], [4], [], [5, 6, 7, 8, 9]]
 
 
