@@ -1268,7 +1268,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
     def _learning_rate(self, iteration: int) -> float:
         if self._lr_override is not None:
             return self._lr_override
-        return self._compiled.optimizer.learning_rate(iteration)
+        opt = self._compiled.optimizer
+        opt._last_iteration = iteration  # what opt.learning_rate reports, as in Keras
+        return opt.rate_at(iteration)
 
     @staticmethod
     def _split_sums(mets, sizes, chunks):
