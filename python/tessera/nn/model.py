@@ -176,7 +176,46 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
 
     # ------------------------------------------------------------------ graph
 
+    def _graph_tensors(self, which):
+        if not self._inputs:
+            raise AttributeError(f"[{self.kind}] model {self.name!r} has no {which} yet: it is "
+                                 "not built (give it an input shape or call it on data)")
+        return self._inputs if which.startswith("input") else self._outputs
+
+    @property
+    def inputs(self):
+        """Keras's `model.inputs`: the list of the model's Input tensors."""
+        return list(self._graph_tensors("inputs"))
+
+    @property
+    def outputs(self):
+        """Keras's `model.outputs`: the list of the model's output tensors."""
+        return list(self._graph_tensors("outputs"))
+
+    @property
+    def input(self):
+        """Keras's `model.input`: the Input tensor (a list for several inputs)."""
+        ins = self._graph_tensors("input")
+        return list(ins) if getattr(self, "_multi_in", False) or len(ins) > 1 else ins[0]
+
+    @property
+    def output(self):
+        """Keras's `model.output`: the output tensor (a list for several outputs, a
+        dict for a dict of outputs)."""
+        outs = self._graph_tensors("output")
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, outs))
+        return list(outs) if getattr(self, "_multi_out", False) or len(outs) > 1 else outs[0]
+
     def _init_graph(self, inputs, outputs):
+        self._output_keys = None
+        if isinstance(outputs, dict):  # Keras: outputs named by the dict's keys
+            for k in outputs:
+                if not isinstance(k, str):
+                    raise TypeError(f"[{self.kind}] the keys of a dict of outputs must be "
+                                    f"strings, got {k!r}")
+            self._output_keys = list(outputs)
+            outputs = list(outputs.values())
         ins, outs = _as_list(inputs), _as_list(outputs)
         for t in ins:
             if not isinstance(t, KerasTensor) or t.op != "input":
@@ -247,7 +286,15 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             raise ValueError(f"[{self.name}] the model has {len(self._inputs)} inputs, called "
                              f"with {len(new)}")
         outs = clone_graph(self._outputs, self._inputs, new)
-        return outs if self._multi_out else outs[0]
+        return self._as_declared(outs)
+
+    def _as_declared(self, outs):
+        """Per-output values in the structure the outputs were given: a dict by
+        the keys of a dict of outputs, a list, or the one value."""
+        keys = getattr(self, "_output_keys", None)
+        if keys:
+            return dict(zip(keys, outs))
+        return list(outs) if self._multi_out else outs[0]
 
     def _ensure_built_for_call(self, inputs):
         if not self._inputs:
@@ -548,6 +595,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         return self
 
     def _output_names(self) -> list:
+        if getattr(self, "_output_keys", None):
+            return list(self._output_keys)
         names = []
         for t in self._outputs:
             node = t.args[0] if t.op == "item" else t
@@ -1559,6 +1608,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                 results.append(np.asarray(parts[0]))
             else:
                 results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]
 
 
