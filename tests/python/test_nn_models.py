@@ -650,3 +650,22 @@ def test_dict_outputs_name_the_outputs_as_keras(tmp_path):
     np.testing.assert_allclose(again["cls"], out["cls"], rtol=1e-6)
     with pytest.raises(ValueError, match=r"names outputs \['bogus'\]"):
         model.compile("sgd", loss={"bogus": "mse"})
+
+
+def test_sequential_keeps_a_variable_length_input_and_its_dtype():
+    # Keras: Sequential.add(Input(shape=(None,))) keeps the variable-length axis (a leading
+    # None of one sample's shape is not the batch axis) and the Input's dtype.
+    seq = nn.Sequential()
+    seq.add(nn.Input(shape=(None,), dtype="int32"))
+    seq.add(nn.layers.Embedding(50, 4))
+    seq.add(nn.layers.GlobalAveragePooling1D())
+    assert seq.input.shape == (None, None) and seq.input.dtype == "int32"
+    assert seq.output.shape == (None, 4)
+    seq2 = nn.Sequential([nn.Input(shape=(None,)), nn.layers.Embedding(50, 4),
+                          nn.layers.GlobalAveragePooling1D()])
+    assert seq2.input.shape == (None, None)
+    table = seq.get_weights()[0]
+    for length in (3, 7):
+        ids = np.random.default_rng(length).integers(0, 50, (2, length))
+        np.testing.assert_allclose(seq.predict(ids, verbose=0), table[ids].mean(axis=1),
+                                   rtol=1e-5, atol=1e-6)

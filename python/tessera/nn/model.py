@@ -1628,7 +1628,8 @@ class Sequential(Model):
                  dtype: str = "float32", name: Optional[str] = None, trainable: bool = True):
         super().__init__(name=name, seed=seed, dtype=dtype, trainable=trainable)
         self._stack: list = []
-        self._declared_input = None
+        self._declared_input = None  # one sample's shape (None: a variable-length axis)
+        self._declared_dtype = None
         if layers is None:
             layers = ()
         if not isinstance(layers, (list, tuple)):
@@ -1639,6 +1640,7 @@ class Sequential(Model):
                 layer = layer.output
             if isinstance(layer, KerasTensor) and layer.op == "input" and i == 0:
                 self._declared_input = layer.shape[1:]
+                self._declared_dtype = layer.dtype
                 continue
             if not isinstance(layer, Layer):
                 raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
@@ -1647,8 +1649,8 @@ class Sequential(Model):
         if input_shape is None and self._stack and self._stack[0].declared_input_shape:
             # Keras: on the first layer, one sample's shape (None: unknown length)
             input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
-        if input_shape is None:
-            input_shape = self._declared_input
+        if input_shape is None and self._declared_input is not None:
+            input_shape = (None,) + tuple(self._declared_input)
         if input_shape is not None:
             self.build(tuple(input_shape))
 
@@ -1664,6 +1666,7 @@ class Sequential(Model):
                 raise ValueError("[Sequential.add] an Input can only come first, before the "
                                  f"layers; the model has {len(self._stack)} already")
             self._declared_input = layer.shape[1:]
+            self._declared_dtype = layer.dtype
             return
         if not isinstance(layer, Layer):
             raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
@@ -1695,22 +1698,24 @@ class Sequential(Model):
             shape = self._inputs[0].shape[1:]
         if shape is None:
             return
+        shape = (None,) + tuple(shape)  # build takes the batch axis first, as Keras's
         try:
-            self.build(tuple(shape))
+            self.build(shape)
         except ValueError as e:
             # the new layer does not fit: the model as it was
             layer = self._stack.pop()
             self.layers = list(self._stack)
             if self._stack:
-                self.build(tuple(shape))
+                self.build(shape)
             raise ValueError(f"[{where}] {type(layer).__name__} '{layer.name}' cannot follow "
                              f"the model's layers: {e}") from None
 
     def build(self, input_shape=None):
         """Fixes every layer's shapes and creates the parameters (seeded)."""
         if input_shape is None:
-            input_shape = self._declared_input or (
+            sample = self._declared_input or (
                 self._stack[0].declared_input_shape if self._stack else None)
+            input_shape = None if sample is None else (None,) + tuple(sample)
         if input_shape is None:
             raise ValueError("[Sequential.build] input_shape is required")
         shape = tuple(input_shape)
@@ -1718,7 +1723,7 @@ class Sequential(Model):
             shape = shape[1:]
         if not self._stack:
             raise ValueError("[Sequential.build] the model has no layers")
-        inputs = Input(shape, dtype=self.dtype)
+        inputs = Input(shape, dtype=self._declared_dtype or self.dtype)
         h = inputs
         for i, layer in enumerate(self._stack):
             try:
