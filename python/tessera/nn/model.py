@@ -324,6 +324,27 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         self._init_graph(inputs if multi else inputs[0], outputs)
         return self
 
+    def _build_for_dict(self, x: dict, where: str):
+        """A subclassed model first given a dict of arrays (Keras: call receives
+        the dict): builds on a dict of Inputs named by the keys."""
+        inputs = {}
+        for k, a in x.items():
+            if not isinstance(k, str):
+                raise TypeError(f"[{where}] the keys of a dict of inputs must be strings, "
+                                f"got {k!r}")
+            a = np.asarray(a)
+            if a.ndim == 0:
+                raise ValueError(f"[{where}] x[{k!r}] must have a batch axis, got a scalar")
+            dtype = "int32" if a.dtype.kind in "iu" else self.dtype
+            inputs[k] = Input(tuple(a.shape[1:]), dtype=dtype, name=k)
+        self.built = True
+        try:
+            outputs = call_layer(self, inputs, (), {})
+        except Exception:
+            self.built = False
+            raise
+        self._init_graph(list(inputs.values()), outputs)
+
     def _input_dtype(self, k: int) -> str:
         return self.dtype
 
@@ -562,11 +583,12 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
 
     # ------------------------------------------------------------------ compile
 
-    def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=(),
+    def compile(self, optimizer="adam", loss=None, metrics=(),
                 loss_weights=None, weighted_metrics=None, run_eagerly=None, jit_compile=None,
                 steps_per_execution=None):
         """Chooses the optimizer, the loss (one, or one per output as a list or
-        a dict by output layer name) and the metrics (names, Metric objects or
+        a dict by output layer name; None, Keras's default: only the losses the
+        layers add with add_loss) and the metrics (names, Metric objects or
         functions of (y_true, y_pred); a list, or per output)."""
         n_out = len(self._outputs) if self._outputs else 1
         losses = self._per_output(loss, "loss", n_out)
@@ -621,6 +643,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         return [v] * n
 
     def _get_loss(self, loss):
+        if loss is None:
+            return None
         if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
                 getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
@@ -658,9 +682,23 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             shapes = [tuple(a.shape[1:]) for a in xs]
             self.build(shapes if len(shapes) > 1 else shapes[0])
 
+    def _no_labels(self, n, where):
+        """fit(x) without y, as Keras's: allowed when no compiled loss or metric
+        reads labels (the loss is the layers' add_loss terms); the program then
+        gets placeholder labels it does not read."""
+        c = self._compiled
+        if c is None or any(l is not None for l in c.losses) or c.has_metrics:
+            raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
+                             "compiled loss or metrics read them")
+        ys = [np.zeros((n,) + tuple(t.shape[1:]), np.float32) for t in self._outputs]
+        return ys if len(ys) > 1 else ys[0]
+
     def _prepare_x(self, x, where: str) -> list:
         if x is None:
             raise ValueError(f"[{where}] x is required")
+        if isinstance(x, dict) and not self._functional and not self._inputs \
+                and not isinstance(self, Sequential):
+            self._build_for_dict(x, where)
         if isinstance(x, dict):
             names = [t.name for t in self._inputs]
             missing = [n for n in names if n not in x]
@@ -951,7 +989,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             self._specialize([a.shape[1:] for a in xs], "fit", verbose)
             n = len(xs[0])
             if y is None:
-                raise ValueError("[fit] y (the labels) is required with array inputs")
+                y = self._no_labels(n, "fit")
             ys = self._prepare_y(y, n, "fit")
             if check_inputs:
                 self._check_finite(xs, "fit")
@@ -1521,6 +1559,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         else:
             xs = self._prepare_x(x, "evaluate")
             self._specialize([a.shape[1:] for a in xs], "evaluate", verbose)
+            if y is None:
+                y = self._no_labels(len(xs[0]), "evaluate")
             ys = self._prepare_y(y, len(xs[0]), "evaluate")
             sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
             self._label_specs_from(ys)
