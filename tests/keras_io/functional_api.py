@@ -135,7 +135,8 @@ text_input_b = keras.Input(shape=(None,), dtype="int32")
 encoded_input_a = shared_embedding(text_input_a)
 encoded_input_b = shared_embedding(text_input_b)
 
-base = keras.Sequential([keras.Input(shape=(16,)), layers.Dense(8, name="d1"), layers.Dense(4, name="d2")])
+base_in = keras.Input(shape=(16,))
+base = keras.Model(base_in, layers.Dense(4, name="d2")(layers.Dense(8, name="d1")(base_in)))
 features_list = [layer.output for layer in base.layers]
 feat_extraction_model = keras.Model(inputs=base.input, outputs=features_list)
 features = feat_extraction_model(rng.random((2, 16)).astype("float32"))
