@@ -35,8 +35,10 @@ of the expression language, for the caller to splice into that program::
   ``param`` whose shape and dtype it takes, and its start value ``init`` (0).
   ``StateVar.init_expr`` is the expression creating it (``zeros_like(w)``);
   ``init_state(params)`` makes them as NumPy arrays.
-* ``learning_rate(iteration)`` gives the (scheduled) learning rate of an
-  update as a Python float, to pass to the program as ``lr`` each step.
+* ``rate_at(iteration)`` (also ``learning_rate(iteration)``) gives the
+  (scheduled) learning rate of an update as a Python float, to pass to the
+  program as ``lr`` each step. ``learning_rate`` is, as in Keras, the current
+  rate as a float, and assigning it sets a constant rate.
 * ``set_learning_rate(value)`` replaces a constant learning rate (a
   TypeError for a schedule-driven optimizer, as in Keras).
 
@@ -479,6 +481,26 @@ def _bool(b: bool) -> str:
     return "true" if b else "false"
 
 
+class LearningRate(float):
+    """What ``Optimizer.learning_rate`` gives: the current rate as a float, callable
+    with an update number for the (scheduled) rate of that update."""
+
+    def __new__(cls, value: float, rate_at):
+        obj = super().__new__(cls, value)
+        obj._rate_at = rate_at
+        return obj
+
+    def __call__(self, iteration: int = 0) -> float:
+        return self._rate_at(iteration)
+
+    def numpy(self):
+        import numpy
+        return numpy.float32(self)
+
+    def __reduce__(self):
+        return (float, (float(self),))
+
+
 class Optimizer:
     """Base class: a learning rate (a number or a schedule), optional global-norm
     clipping, and the update code of one kind of step."""
@@ -491,12 +513,25 @@ class Optimizer:
             self._lr = _positive(f"{name} learning_rate", learning_rate, allow_zero=True)
         self.clipnorm = None if clipnorm is None else _positive(f"{name} clipnorm", clipnorm)
 
-    def learning_rate(self, iteration: int = 0) -> float:
+    def rate_at(self, iteration: int = 0) -> float:
         """The learning rate of update number ``iteration`` (0 for the first)."""
         iteration = _check_iteration(iteration)
         if callable(self._lr):
             return float(self._lr(iteration))
         return self._lr
+
+    @property
+    def learning_rate(self) -> "LearningRate":
+        """The current learning rate, as Keras's ``optimizer.learning_rate``: a float
+        (``float(opt.learning_rate)``, ``np.array(opt.learning_rate)``) of the rate
+        of the latest update a model computed (update 0 before training), which is
+        also callable: ``opt.learning_rate(i)`` is the rate of update ``i``.
+        Assigning it (``opt.learning_rate = 0.01``) is ``set_learning_rate``."""
+        return LearningRate(self.rate_at(getattr(self, "_last_iteration", 0)), self.rate_at)
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        self.set_learning_rate(value)
 
     def set_learning_rate(self, value: float) -> None:
         """Sets a constant learning rate (what ReduceLROnPlateau does); used from

@@ -81,3 +81,23 @@ def test_fashion_mnist_load_data_has_keras_arrays():
     assert x.max() == 255 and set(np.unique(y)) == set(range(10))
     xf, _ = tessera.data.load_fashion_mnist("test")
     np.testing.assert_array_equal(xt, np.rint(xf[..., 0] * 255).astype(np.uint8))
+
+
+def test_optimizer_learning_rate_is_a_float_as_in_keras():
+    # Keras: float(opt.learning_rate), np.array(opt.learning_rate), opt.learning_rate = x.
+    opt = keras.optimizers.Adam(0.5)
+    assert float(opt.learning_rate) == 0.5 and float(np.array(opt.learning_rate)) == 0.5
+    opt.learning_rate = 0.25
+    assert opt.learning_rate == 0.25 and opt.learning_rate(7) == 0.25
+    with pytest.raises(ValueError, match="learning_rate"):
+        opt.learning_rate = -1.0
+    sched = keras.optimizers.schedules.ExponentialDecay(1.0, decay_steps=1, decay_rate=0.5)
+    opt = keras.optimizers.SGD(sched)
+    assert opt.learning_rate(2) == pytest.approx(0.25)
+    with pytest.raises(TypeError, match="schedule"):
+        opt.learning_rate = 0.1
+    # After fit, the current rate is the one of the latest update, as Keras's.
+    model = keras.Sequential([keras.Input((2,)), layers.Dense(1)])
+    model.compile(opt, "mse")
+    model.fit(np.ones((8, 2), "float32"), np.ones((8, 1), "float32"), batch_size=2, verbose=0)
+    assert float(model.optimizer.learning_rate) == pytest.approx(sched(3))

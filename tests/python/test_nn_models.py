@@ -605,3 +605,67 @@ def test_sequential_add_builds_as_keras():
     assert [layer.name for layer in m.layers] == ["sa"] and m.built
     with pytest.raises(ValueError, match=r"an Input can only come first"):
         m.add(nn.Input(shape=(3,)))
+
+
+def test_model_inputs_outputs_and_layer_output_as_keras(tmp_path):
+    # Keras: model.inputs/outputs (lists), model.input/output, layer.output of the first call,
+    # which feature extraction builds a model from.
+    base = nn.Sequential([nn.Input(shape=(5,)), nn.Dense(4, name="d1"), nn.Dense(2, name="d2")])
+    assert base.inputs == [base.input] and base.outputs == [base.output]
+    assert base.input.shape == (None, 5) and base.output.shape == (None, 2)
+    assert base.get_layer("d1").output.shape == (None, 4)
+    feats = nn.Model(base.inputs, [layer.output for layer in base.layers])
+    x = np.random.default_rng(0).normal(size=(3, 5)).astype(np.float32)
+    h1, h2 = feats.predict(x, verbose=0)
+    (k1, b1), (k2, b2) = base.get_layer("d1").get_weights(), base.get_layer("d2").get_weights()
+    np.testing.assert_allclose(h1, x @ k1 + b1, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h2, (x @ k1 + b1) @ k2 + b2, rtol=1e-5, atol=1e-6)
+    with pytest.raises(AttributeError, match="not built"):
+        nn.Sequential([nn.Dense(2)]).inputs  # noqa: B018
+
+
+def test_dict_outputs_name_the_outputs_as_keras(tmp_path):
+    # Keras: Model(inputs, {"a": ..., "b": ...}) takes losses and targets by the dict's
+    # keys and predict returns a dict with those keys.
+    inp = nn.Input(shape=(3,))
+    h = nn.Dense(4, activation="relu", name="hidden")(inp)
+    model = nn.Model(inp, {"score": nn.Dense(1, name="s")(h), "cls": nn.Dense(2, name="c")(h)})
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(16, 3)).astype(np.float32)
+    ys = {"score": rng.normal(size=(16, 1)).astype(np.float32), "cls": rng.integers(0, 2, 16)}
+    model.compile("sgd", loss={"score": "mse", "cls": nn.losses.SparseCategoricalCrossentropy(
+        from_logits=True)}, loss_weights={"score": 1.0, "cls": 0.5})
+    model.fit(x, ys, epochs=1, batch_size=8, verbose=0)
+    out = model.predict(x, verbose=0)
+    assert isinstance(out, dict) and list(out) == ["score", "cls"]
+    kh, bh = model.get_layer("hidden").get_weights()
+    ks, bs = model.get_layer("s").get_weights()
+    hid = np.maximum(x @ kh + bh, 0)
+    np.testing.assert_allclose(out["score"], hid @ ks + bs, rtol=1e-5, atol=1e-5)
+    assert isinstance(model.output, dict) and set(model.output) == {"score", "cls"}
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    again = nn.models.load_model(path).predict(x, verbose=0)
+    assert list(again) == ["score", "cls"]
+    np.testing.assert_allclose(again["cls"], out["cls"], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"names outputs \['bogus'\]"):
+        model.compile("sgd", loss={"bogus": "mse"})
+
+
+def test_sequential_keeps_a_variable_length_input_and_its_dtype():
+    # Keras: Sequential.add(Input(shape=(None,))) keeps the variable-length axis (a leading
+    # None of one sample's shape is not the batch axis) and the Input's dtype.
+    seq = nn.Sequential()
+    seq.add(nn.Input(shape=(None,), dtype="int32"))
+    seq.add(nn.layers.Embedding(50, 4))
+    seq.add(nn.layers.GlobalAveragePooling1D())
+    assert seq.input.shape == (None, None) and seq.input.dtype == "int32"
+    assert seq.output.shape == (None, 4)
+    seq2 = nn.Sequential([nn.Input(shape=(None,)), nn.layers.Embedding(50, 4),
+                          nn.layers.GlobalAveragePooling1D()])
+    assert seq2.input.shape == (None, None)
+    table = seq.get_weights()[0]
+    for length in (3, 7):
+        ids = np.random.default_rng(length).integers(0, 50, (2, length))
+        np.testing.assert_allclose(seq.predict(ids, verbose=0), table[ids].mean(axis=1),
+                                   rtol=1e-5, atol=1e-6)

@@ -290,3 +290,87 @@ def test_add_loss_refused_where_the_batch_is_split():
                                          r"data-parallel.*deterministic=True"):
         model.fit(x, y, batch_size=4, epochs=1, verbose=0, deterministic=True)
     model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # one process: supported
+
+
+def test_builtin_loss_objects_inside_call_and_add_loss_only_models():
+    # Keras: a built-in loss object called on a layer's tensors (the "endpoint layer"
+    # pattern), compile without a loss (Keras's default loss=None) and fit(x) without y.
+    # Oracle: the same loss objects called on arrays with the model's weights.
+    import tessera.nn as keras
+
+    cases = [keras.losses.BinaryCrossentropy(from_logits=True),
+             keras.losses.BinaryCrossentropy(label_smoothing=0.2),
+             keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1),
+             keras.losses.CategoricalCrossentropy(),
+             keras.losses.MeanSquaredError(), keras.losses.MeanAbsoluteError()]
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(12, 5)).astype(np.float32)
+    t = rng.random((12, 3)).astype(np.float32)
+    w = rng.random((12, 1)).astype(np.float32)
+    for loss_fn in cases + [keras.losses.SparseCategoricalCrossentropy(from_logits=True)]:
+        sparse = isinstance(loss_fn, keras.losses.SparseCategoricalCrossentropy)
+        probs = not getattr(loss_fn, "from_logits", True)
+
+        class Endpoint(keras.layers.Layer):
+            def call(self, p, targets, sample_weight):
+                self.add_loss(loss_fn(targets, p, sample_weight))
+                return p
+
+        inp = keras.Input((5,))
+        tgt = keras.Input((1,) if sparse else (3,))
+        swi = keras.Input((1,))
+        p = keras.layers.Dense(3, activation="softmax" if probs else None, name="d")(inp)
+        model = keras.Model([inp, tgt, swi], Endpoint()([p, tgt, swi][0], tgt, swi))
+        model.compile("sgd")
+        targets = rng.integers(0, 3, (12, 1)).astype(np.float32) if sparse else t
+        got = model.evaluate([x, targets, w], verbose=0)
+        k, b = model.get_layer("d").get_weights()
+        z = x @ k + b
+        if probs:
+            z = np.exp(z - z.max(-1, keepdims=True))
+            z = z / z.sum(-1, keepdims=True)
+        want = loss_fn(targets, z, w[:, 0])
+        assert got == pytest.approx(float(want), rel=1e-4), type(loss_fn).__name__
+        model.fit([x, targets, w], epochs=1, batch_size=6, verbose=0)  # no y: add_loss only
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+    model.compile("sgd")
+    with pytest.raises(ValueError, match="no loss to compute"):
+        model.fit(x, t[:, :1], verbose=0)
+    with pytest.raises(TypeError, match="cannot be called on symbolic tensors"):
+        class Bad(keras.layers.Layer):
+            def call(self, p):
+                self.add_loss(keras.losses.Huber()(p, p))
+                return p
+        Bad()(keras.Input((2,)))
+
+
+def test_subclassed_model_on_a_dict_and_first_argument_by_keyword():
+    # Keras: fit(dict) hands the dict to a subclassed model's call; a layer's first
+    # argument may be passed by its name in call (layer(logits=..., targets=...)).
+    import tessera.nn as keras
+
+    class Head(keras.layers.Layer):
+        def call(self, logits, scale=None):
+            return logits * scale
+
+    class TwoInputs(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2, name="d")
+            self.head = Head()
+
+        def call(self, inputs):
+            return self.head(logits=self.dense(inputs["a"]), scale=inputs["s"])
+
+    rng = np.random.default_rng(2)
+    data = {"a": rng.normal(size=(8, 3)).astype(np.float32),
+            "s": rng.random((8, 1)).astype(np.float32)}
+    model = TwoInputs()
+    model.compile("sgd", "mse")
+    model.fit(data, np.zeros((8, 2), np.float32), epochs=1, batch_size=4, verbose=0)
+    k, b = model.dense.get_weights()
+    np.testing.assert_allclose(model.predict(data, verbose=0), (data["a"] @ k + b) * data["s"],
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match=r"called without its inputs \(the first argument of "
+                                        r"call, 'logits'\); got only \['scale'\]"):
+        Head()(scale=keras.Input((1,)))

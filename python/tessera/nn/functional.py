@@ -101,11 +101,23 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
                    for k, s in enumerate(out)]
         results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
         node.auto_mask_keys = auto_keys
+        _record_first_call(layer, in_list, results)
         return results
     result = KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
     result._keras_mask = _output_mask(layer, in_list, in_mask)
     result.auto_mask_keys = auto_keys
+    _record_first_call(layer, in_list, result)
     return result
+
+
+def _record_first_call(layer, in_list, out):
+    """Keras's `layer.input` / `layer.output`: the symbolic tensors of the layer's
+    first call (what feature extraction reads: `Model(m.inputs, m.get_layer(n).output)`).
+    A Model has its own (its Input tensors and outputs)."""
+    if "output" in layer.__dict__ or isinstance(getattr(type(layer), "output", None), property):
+        return
+    layer.input = in_list[0] if len(in_list) == 1 else list(in_list)
+    layer.output = out
 
 
 def _input_masks(layer, in_list, static):
@@ -312,6 +324,7 @@ def _call_custom(layer, inputs, args, kwargs):
         layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
+    _record_first_call(layer, flat, results[0] if single else results)
     rule = getattr(layer, "compute_mask", None)
     if rule is not None:
         out_mask = rule(inputs, in_mask)

@@ -210,6 +210,20 @@ _KERAS_ALTERNATIVES = {
 }
 
 
+
+def _first_call_parameter(layer):
+    """The name of the first parameter of a layer's call (None if it has none)."""
+    import inspect  # noqa: PLC0415
+
+    try:
+        params = list(inspect.signature(type(layer).call).parameters.values())[1:]
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                     inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        return params[0].name
+    return None
+
 class Layer:
     """A layer. Built-in layers implement `compute_output_shape` (per-sample
     shapes, without the batch axis; it also declares the parameters) and
@@ -485,10 +499,21 @@ class Layer:
                             f"{type(config).__name__}")
         return cls(**config)
 
-    def __call__(self, inputs, *args, **kwargs):
+    def __call__(self, *args, **kwargs):
         from .functional import call_layer  # noqa: PLC0415
 
-        return call_layer(self, inputs, args, kwargs)
+        if args:
+            return call_layer(self, args[0], args[1:], kwargs)
+        # Keras: the first argument may be given by the name call() gives it
+        # (`layer(logits=x, targets=t)`), or as `inputs`.
+        first = _first_call_parameter(self)
+        for name in (first, "inputs"):
+            if name is not None and name in kwargs:
+                inputs = kwargs.pop(name)
+                return call_layer(self, inputs, (), kwargs)
+        raise TypeError(f"[{self.kind}] layer {self.name!r} called without its inputs (the "
+                        f"first argument of call, {first or 'inputs'!r}); got only "
+                        f"{sorted(kwargs)}")
 
     def _need_rank(self, shape: tuple, rank: int, what: str):
         if len(shape) != rank:

@@ -141,18 +141,26 @@ class Loss:
     def _symbolic_call(self, y_true, y_pred, sample_weight):
         """The loss of symbolic tensors (a layer's call, e.g. for add_loss):
         a subclass's call() recorded, weighted and averaged as on arrays."""
-        if not self._is_custom():
-            raise TypeError(f"[{type(self).__name__}] a built-in loss object cannot be called on "
-                            "symbolic tensors inside a layer's call() yet; write the loss with "
-                            "NumPy functions (or a Loss subclass with call) there, or give it "
-                            "to compile(loss=...)")
-        values = self.call(y_true, y_pred)
+        if self._is_custom():
+            values = self.call(y_true, y_pred)
+        else:
+            values = self.symbolic_per_sample(y_true, y_pred)
         if sample_weight is not None:
             w = sample_weight
+            while w.ndim > values.ndim and w.shape[-1] == 1:  # (batch, 1) weights, as Keras
+                w = _ops().squeeze(w, axis=-1)
             while w.ndim < values.ndim:
                 w = np.expand_dims(w, -1)
             values = values * w
         return np.mean(values)
+
+    def symbolic_per_sample(self, y, p):
+        """Each sample's loss of symbolic tensors (inside a layer's call), written
+        with tessera.nn.ops; the losses that have it: _SYMBOLIC_LOSSES."""
+        raise TypeError(f"[{type(self).__name__}] a built-in loss object cannot be called on "
+                        "symbolic tensors inside a layer's call() yet (those that can: "
+                        f"{', '.join(_SYMBOLIC_LOSSES)}); write the loss with NumPy functions "
+                        "(or a Loss subclass with call) there, or give it to compile(loss=...)")
 
     def values(self, y_true, y_pred):
         """Each sample's loss on arrays (no reduction), as Keras's loss
@@ -202,12 +210,18 @@ class MeanSquaredError(Loss):
     def per_sample(self, y, p):
         return f"mean(square({p} - {y}), axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        return _ops().mean(_ops().square(p - y), axis=-1)
+
 
 class MeanAbsoluteError(Loss):
     name = "mean_absolute_error"
 
     def per_sample(self, y, p):
         return f"mean(abs({p} - {y}), axis=-1)"
+
+    def symbolic_per_sample(self, y, p):
+        return _ops().mean(_ops().abs(p - y), axis=-1)
 
 
 class MeanAbsolutePercentageError(Loss):
@@ -289,6 +303,13 @@ class SparseCategoricalCrossentropy(Loss):
         return _crossentropy(f"one_hot({y}, shape({p})[-1], dtype=dtype_name({p}))", p,
                              self.from_logits)
 
+    def symbolic_per_sample(self, y, p):
+        K = _ops()
+        if len(y.shape) == len(p.shape) and y.shape[-1] == 1:
+            y = K.squeeze(y, axis=-1)  # Keras accepts labels of shape (batch, 1)
+        t = K.one_hot(K.cast(y, "int32"), p.shape[-1], dtype=p.dtype)
+        return _symbolic_crossentropy(t, p, self.from_logits)
+
 
 class _SmoothedCrossentropy(Loss):
     def __init__(self, from_logits=False, label_smoothing=0.0):
@@ -308,6 +329,11 @@ class _SmoothedCrossentropy(Loss):
 
     def per_sample(self, y, p):
         return _crossentropy(self._labels(y, p), p, self.from_logits)
+
+    def symbolic_per_sample(self, y, p):
+        s = self.label_smoothing
+        t = y if not s else y * (1 - s) + s / p.shape[-1]
+        return _symbolic_crossentropy(t, p, self.from_logits)
 
 
 class CategoricalCrossentropy(_SmoothedCrossentropy):
@@ -333,6 +359,14 @@ class BinaryCrossentropy(_SmoothedCrossentropy):
             return f"mean(relu({p}) - {p} * {t} + log1p(exp(-abs({p}))), axis=-1)"
         q = f"clip({p}, {_EPS}, {1 - 1e-7!r})"
         return f"-mean({t} * log({q}) + (1.0 - {t}) * log(1.0 - {q}), axis=-1)"
+
+    def symbolic_per_sample(self, y, p):
+        K, s = _ops(), self.label_smoothing
+        t = y if not s else y * (1 - s) + 0.5 * s
+        if self.from_logits:
+            return K.mean(K.relu(p) - p * t + K.log1p(K.exp(-K.abs(p))), axis=-1)
+        q = K.clip(p, 1e-7, 1 - 1e-7)
+        return -K.mean(t * K.log(q) + (1.0 - t) * K.log(1.0 - q), axis=-1)
 
     def _labels(self, y, p):
         s = self.label_smoothing
@@ -471,6 +505,25 @@ _BY_NAME = {
     "categorical_crossentropy": CategoricalCrossentropy,
     "binary_crossentropy": BinaryCrossentropy,
 }
+
+
+_SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy",
+                    "CategoricalCrossentropy", "SparseCategoricalCrossentropy")
+
+
+def _ops():
+    from . import ops  # noqa: PLC0415  (ops imports the layers, which import the losses)
+
+    return ops
+
+
+def _symbolic_crossentropy(t, p, from_logits: bool):
+    """_crossentropy on symbolic tensors."""
+    K = _ops()
+    if from_logits:
+        return -K.sum(t * K.log_softmax(p, axis=-1), axis=-1)
+    q = K.clip(p / K.sum(p, axis=-1, keepdims=True), 1e-7, 1 - 1e-7)
+    return -K.sum(t * K.log(q), axis=-1)
 
 
 def _crossentropy(t: str, p: str, from_logits: bool) -> str:

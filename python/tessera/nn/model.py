@@ -176,7 +176,46 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
 
     # ------------------------------------------------------------------ graph
 
+    def _graph_tensors(self, which):
+        if not self._inputs:
+            raise AttributeError(f"[{self.kind}] model {self.name!r} has no {which} yet: it is "
+                                 "not built (give it an input shape or call it on data)")
+        return self._inputs if which.startswith("input") else self._outputs
+
+    @property
+    def inputs(self):
+        """Keras's `model.inputs`: the list of the model's Input tensors."""
+        return list(self._graph_tensors("inputs"))
+
+    @property
+    def outputs(self):
+        """Keras's `model.outputs`: the list of the model's output tensors."""
+        return list(self._graph_tensors("outputs"))
+
+    @property
+    def input(self):
+        """Keras's `model.input`: the Input tensor (a list for several inputs)."""
+        ins = self._graph_tensors("input")
+        return list(ins) if getattr(self, "_multi_in", False) or len(ins) > 1 else ins[0]
+
+    @property
+    def output(self):
+        """Keras's `model.output`: the output tensor (a list for several outputs, a
+        dict for a dict of outputs)."""
+        outs = self._graph_tensors("output")
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, outs))
+        return list(outs) if getattr(self, "_multi_out", False) or len(outs) > 1 else outs[0]
+
     def _init_graph(self, inputs, outputs):
+        self._output_keys = None
+        if isinstance(outputs, dict):  # Keras: outputs named by the dict's keys
+            for k in outputs:
+                if not isinstance(k, str):
+                    raise TypeError(f"[{self.kind}] the keys of a dict of outputs must be "
+                                    f"strings, got {k!r}")
+            self._output_keys = list(outputs)
+            outputs = list(outputs.values())
         ins, outs = _as_list(inputs), _as_list(outputs)
         for t in ins:
             if not isinstance(t, KerasTensor) or t.op != "input":
@@ -247,7 +286,15 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             raise ValueError(f"[{self.name}] the model has {len(self._inputs)} inputs, called "
                              f"with {len(new)}")
         outs = clone_graph(self._outputs, self._inputs, new)
-        return outs if self._multi_out else outs[0]
+        return self._as_declared(outs)
+
+    def _as_declared(self, outs):
+        """Per-output values in the structure the outputs were given: a dict by
+        the keys of a dict of outputs, a list, or the one value."""
+        keys = getattr(self, "_output_keys", None)
+        if keys:
+            return dict(zip(keys, outs))
+        return list(outs) if self._multi_out else outs[0]
 
     def _ensure_built_for_call(self, inputs):
         if not self._inputs:
@@ -276,6 +323,27 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             raise
         self._init_graph(inputs if multi else inputs[0], outputs)
         return self
+
+    def _build_for_dict(self, x: dict, where: str):
+        """A subclassed model first given a dict of arrays (Keras: call receives
+        the dict): builds on a dict of Inputs named by the keys."""
+        inputs = {}
+        for k, a in x.items():
+            if not isinstance(k, str):
+                raise TypeError(f"[{where}] the keys of a dict of inputs must be strings, "
+                                f"got {k!r}")
+            a = np.asarray(a)
+            if a.ndim == 0:
+                raise ValueError(f"[{where}] x[{k!r}] must have a batch axis, got a scalar")
+            dtype = "int32" if a.dtype.kind in "iu" else self.dtype
+            inputs[k] = Input(tuple(a.shape[1:]), dtype=dtype, name=k)
+        self.built = True
+        try:
+            outputs = call_layer(self, inputs, (), {})
+        except Exception:
+            self.built = False
+            raise
+        self._init_graph(list(inputs.values()), outputs)
 
     def _input_dtype(self, k: int) -> str:
         return self.dtype
@@ -515,11 +583,12 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
 
     # ------------------------------------------------------------------ compile
 
-    def compile(self, optimizer="adam", loss="sparse_categorical_crossentropy", metrics=(),
+    def compile(self, optimizer="adam", loss=None, metrics=(),
                 loss_weights=None, weighted_metrics=None, run_eagerly=None, jit_compile=None,
                 steps_per_execution=None):
         """Chooses the optimizer, the loss (one, or one per output as a list or
-        a dict by output layer name) and the metrics (names, Metric objects or
+        a dict by output layer name; None, Keras's default: only the losses the
+        layers add with add_loss) and the metrics (names, Metric objects or
         functions of (y_true, y_pred); a list, or per output)."""
         n_out = len(self._outputs) if self._outputs else 1
         losses = self._per_output(loss, "loss", n_out)
@@ -548,6 +617,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         return self
 
     def _output_names(self) -> list:
+        if getattr(self, "_output_keys", None):
+            return list(self._output_keys)
         names = []
         for t in self._outputs:
             node = t.args[0] if t.op == "item" else t
@@ -572,6 +643,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         return [v] * n
 
     def _get_loss(self, loss):
+        if loss is None:
+            return None
         if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
                 getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
@@ -609,9 +682,23 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             shapes = [tuple(a.shape[1:]) for a in xs]
             self.build(shapes if len(shapes) > 1 else shapes[0])
 
+    def _no_labels(self, n, where):
+        """fit(x) without y, as Keras's: allowed when no compiled loss or metric
+        reads labels (the loss is the layers' add_loss terms); the program then
+        gets placeholder labels it does not read."""
+        c = self._compiled
+        if c is None or any(l is not None for l in c.losses) or c.has_metrics:
+            raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
+                             "compiled loss or metrics read them")
+        ys = [np.zeros((n,) + tuple(t.shape[1:]), np.float32) for t in self._outputs]
+        return ys if len(ys) > 1 else ys[0]
+
     def _prepare_x(self, x, where: str) -> list:
         if x is None:
             raise ValueError(f"[{where}] x is required")
+        if isinstance(x, dict) and not self._functional and not self._inputs \
+                and not isinstance(self, Sequential):
+            self._build_for_dict(x, where)
         if isinstance(x, dict):
             names = [t.name for t in self._inputs]
             missing = [n for n in names if n not in x]
@@ -902,7 +989,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
             self._specialize([a.shape[1:] for a in xs], "fit", verbose)
             n = len(xs[0])
             if y is None:
-                raise ValueError("[fit] y (the labels) is required with array inputs")
+                y = self._no_labels(n, "fit")
             ys = self._prepare_y(y, n, "fit")
             if check_inputs:
                 self._check_finite(xs, "fit")
@@ -1268,7 +1355,9 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
     def _learning_rate(self, iteration: int) -> float:
         if self._lr_override is not None:
             return self._lr_override
-        return self._compiled.optimizer.learning_rate(iteration)
+        opt = self._compiled.optimizer
+        opt._last_iteration = iteration  # what opt.learning_rate reports, as in Keras
+        return opt.rate_at(iteration)
 
     @staticmethod
     def _split_sums(mets, sizes, chunks):
@@ -1470,6 +1559,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         else:
             xs = self._prepare_x(x, "evaluate")
             self._specialize([a.shape[1:] for a in xs], "evaluate", verbose)
+            if y is None:
+                y = self._no_labels(len(xs[0]), "evaluate")
             ys = self._prepare_y(y, len(xs[0]), "evaluate")
             sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
             self._label_specs_from(ys)
@@ -1557,6 +1648,8 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                 results.append(np.asarray(parts[0]))
             else:
                 results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]
 
 
@@ -1575,7 +1668,8 @@ class Sequential(Model):
                  dtype: str = "float32", name: Optional[str] = None, trainable: bool = True):
         super().__init__(name=name, seed=seed, dtype=dtype, trainable=trainable)
         self._stack: list = []
-        self._declared_input = None
+        self._declared_input = None  # one sample's shape (None: a variable-length axis)
+        self._declared_dtype = None
         if layers is None:
             layers = ()
         if not isinstance(layers, (list, tuple)):
@@ -1586,6 +1680,7 @@ class Sequential(Model):
                 layer = layer.output
             if isinstance(layer, KerasTensor) and layer.op == "input" and i == 0:
                 self._declared_input = layer.shape[1:]
+                self._declared_dtype = layer.dtype
                 continue
             if not isinstance(layer, Layer):
                 raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
@@ -1594,8 +1689,8 @@ class Sequential(Model):
         if input_shape is None and self._stack and self._stack[0].declared_input_shape:
             # Keras: on the first layer, one sample's shape (None: unknown length)
             input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
-        if input_shape is None:
-            input_shape = self._declared_input
+        if input_shape is None and self._declared_input is not None:
+            input_shape = (None,) + tuple(self._declared_input)
         if input_shape is not None:
             self.build(tuple(input_shape))
 
@@ -1611,6 +1706,7 @@ class Sequential(Model):
                 raise ValueError("[Sequential.add] an Input can only come first, before the "
                                  f"layers; the model has {len(self._stack)} already")
             self._declared_input = layer.shape[1:]
+            self._declared_dtype = layer.dtype
             return
         if not isinstance(layer, Layer):
             raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
@@ -1642,22 +1738,24 @@ class Sequential(Model):
             shape = self._inputs[0].shape[1:]
         if shape is None:
             return
+        shape = (None,) + tuple(shape)  # build takes the batch axis first, as Keras's
         try:
-            self.build(tuple(shape))
+            self.build(shape)
         except ValueError as e:
             # the new layer does not fit: the model as it was
             layer = self._stack.pop()
             self.layers = list(self._stack)
             if self._stack:
-                self.build(tuple(shape))
+                self.build(shape)
             raise ValueError(f"[{where}] {type(layer).__name__} '{layer.name}' cannot follow "
                              f"the model's layers: {e}") from None
 
     def build(self, input_shape=None):
         """Fixes every layer's shapes and creates the parameters (seeded)."""
         if input_shape is None:
-            input_shape = self._declared_input or (
+            sample = self._declared_input or (
                 self._stack[0].declared_input_shape if self._stack else None)
+            input_shape = None if sample is None else (None,) + tuple(sample)
         if input_shape is None:
             raise ValueError("[Sequential.build] input_shape is required")
         shape = tuple(input_shape)
@@ -1665,7 +1763,7 @@ class Sequential(Model):
             shape = shape[1:]
         if not self._stack:
             raise ValueError("[Sequential.build] the model has no layers")
-        inputs = Input(shape, dtype=self.dtype)
+        inputs = Input(shape, dtype=self._declared_dtype or self.dtype)
         h = inputs
         for i, layer in enumerate(self._stack):
             try:

@@ -350,10 +350,12 @@ class ProgramsMixin:
                 e = (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
                      f"/ size({per})")
             terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
-        if not terms:
-            raise ValueError("[compile] the model has no loss")
         for e in self.__dict__.pop("_added_losses", None) or []:  # Layer.add_loss: summed
             terms.append(f"astype(sum({e}), \"{self.dtype}\")")
+        if not terms:
+            raise ValueError("[compile] the model has no loss to compute: give compile a loss "
+                             "(loss=None, the default as in Keras, leaves only the losses its "
+                             "layers add with add_loss, and it has none)")
         for v in self._params(True):
             layer, p = self._owner[v]
             if regularized is not None and v not in regularized:

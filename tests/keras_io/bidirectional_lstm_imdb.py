@@ -1,0 +1,29 @@
+# Modeled on keras-io examples/nlp/bidirectional_lstm_imdb.py; written for tessera.
+import numpy as np
+import tessera.nn as keras
+from tessera.nn import layers
+
+max_features = 20000
+maxlen = 100  # shrunk from 200
+
+inputs = keras.Input(shape=(None,), dtype="int32")
+x = layers.Embedding(max_features, 128)(inputs)
+x = layers.Bidirectional(layers.LSTM(64, return_sequences=True))(x)
+x = layers.Bidirectional(layers.LSTM(64))(x)
+outputs = layers.Dense(1, activation="sigmoid")(x)
+model = keras.Model(inputs, outputs)
+model.summary()
+
+# In place of keras.datasets.imdb.load_data(num_words=max_features), shrunk.
+rng = np.random.default_rng(0)
+x_train = [list(rng.integers(1, max_features, rng.integers(20, 300))) for _ in range(64)]
+y_train = rng.integers(0, 2, 64)
+x_val = [list(rng.integers(1, max_features, rng.integers(20, 300))) for _ in range(16)]
+y_val = rng.integers(0, 2, 16)
+print(len(x_train), "Training sequences")
+print(len(x_val), "Validation sequences")
+x_train = keras.utils.pad_sequences(x_train, maxlen=maxlen)
+x_val = keras.utils.pad_sequences(x_val, maxlen=maxlen)
+
+model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
+model.fit(x_train, y_train, batch_size=32, epochs=1, validation_data=(x_val, y_val))
