@@ -394,6 +394,27 @@ def test_separable_convolution_trains_as_keras():
     _train_same(t, k, _x(4, 6, 6, 2), _x(4, 2))
 
 
+@pytest.mark.parametrize("make", [
+    lambda L: L.DepthwiseConv2D(3, depth_multiplier=2),
+    lambda L: L.SeparableConv2D(8, 3, depth_multiplier=2),
+], ids=["depthwise", "separable"])
+def test_depthwise_kernel_initial_scale_is_keras(make):
+    """glorot_uniform draws the depthwise kernel (k, k, C, m) within Keras's
+    limit sqrt(6 / (fan_in + fan_out)), fans by Keras's compute_fans (C·k² in,
+    m·k² out): with C = 32 the limit is 0.12, not the 0.58 of fans m·k²."""
+    t = _single(lambda lib: make(lib.layers), (9, 9, 32))(nn)
+    k = _single(lambda lib: make(lib.layers), (9, 9, 32))(keras)
+    for tw, kw in zip(t.get_weights(), k.get_weights()):
+        assert tw.shape == tuple(kw.shape)
+        k_max = float(np.abs(np.asarray(kw)).max())
+        if k_max == 0:  # bias
+            assert not np.abs(tw).any()
+            continue
+        # Both uniform on (-limit, limit): the largest of >= 576 draws is
+        # within 2 % of the limit with probability > 1 - 1e-5.
+        assert float(np.abs(tw).max()) == pytest.approx(k_max, rel=0.04)
+
+
 # ------------------------------------------------------------ 6. attention
 
 

@@ -796,7 +796,7 @@ class _DepthwiseConv(Layer):
         self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
         self.strides = _ints(strides, self.rank, "strides", k)
         self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
-        self.padding = _padding(padding, k)
+        self.padding = _padding(padding.lower() if isinstance(padding, str) else padding, k)
         self.depth_multiplier = _positive(depth_multiplier, "depth_multiplier", k)
         self.activation = _activation(activation, k)
         self.use_bias = bool(use_bias)
@@ -807,33 +807,47 @@ class _DepthwiseConv(Layer):
                                                   "depthwise_regularizer")
         self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
 
-    def compute_output_shape(self, s):
+    def _depthwise_spatial(self, s):
+        """The output's spatial shape; refuses a kernel that does not fit."""
         self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
                         else "height, width, channels")
-        c, m = s[-1], self.depth_multiplier
         spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
                         zip(s[:-1], self.kernel_size, self.strides, self.dilation))
         if any(n is not None and n <= 0 for n in spatial):
-            raise ValueError(f"[{self.kind}] kernel {self.kernel_size} does not fit the input {s}")
-        ks = math.prod(self.kernel_size)
-        self.params = [Param("kernel", self.kernel_size + (c, m), self.depthwise_initializer,
-                             ks * m, ks * m, regularizer=self.depthwise_regularizer)]
-        if self.use_bias:
-            self.params.append(Param("bias", (c * m,), self.bias_initializer,
-                                     regularizer=self.bias_regularizer))
-        return spatial + (c * m,)
+            raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
+                             f"{self.dilation} does not fit the input {s} with padding "
+                             f"'{self.padding}'")
+        return spatial
 
-    def forward(self, x, p, ctx):
+    def _depthwise_param(self, name, c):
+        """The depthwise kernel (k..., channels, depth_multiplier), Keras's fans."""
+        shape = self.kernel_size + (c, self.depth_multiplier)
+        return Param(name, shape, self.depthwise_initializer, *_fans(shape),
+                     regularizer=self.depthwise_regularizer)
+
+    def _depthwise(self, x, kernel):
+        """Each channel of x convolved with its own depth_multiplier filters."""
         c = self._in_shape[-1]
-        m = self.depth_multiplier
-        kernel = f"reshape({p['kernel']}, {_list(self.kernel_size + (1, c * m))})"
+        kernel = f"reshape({kernel}, {_list(self.kernel_size + (1, c * self.depth_multiplier))})"
         if self.rank == 1:
             opts = (f"stride={self.strides[0]}, padding=\"{self.padding}\", "
                     f"dilation={self.dilation[0]}")
         else:
             opts = (f"strides={_list(self.strides)}, padding=\"{self.padding}\", "
                     f"dilation={_list(self.dilation)}")
-        y = f"conv{self.rank}d({x}, {kernel}, {opts}, groups={c})"
+        return f"conv{self.rank}d({x}, {kernel}, {opts}, groups={c})"
+
+    def compute_output_shape(self, s):
+        spatial = self._depthwise_spatial(s)
+        c, m = s[-1], self.depth_multiplier
+        self.params = [self._depthwise_param("kernel", c)]
+        if self.use_bias:
+            self.params.append(Param("bias", (c * m,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
+        return spatial + (c * m,)
+
+    def forward(self, x, p, ctx):
+        y = self._depthwise(x, p["kernel"])
         if self.use_bias:
             y = f"bias_add({y}, {p['bias']})"
         return _apply(self.activation, y, ctx, self._out_shape)
