@@ -423,14 +423,24 @@ def test_random_seeds_shapes_and_statistics():
     assert c.shape == (2, 3000) and abs(c[0].mean() - 0.8) < 0.03 and abs(c[1].mean() - 0.1) < 0.03
 
 
-def test_random_inside_a_model_is_a_clear_error():
+def test_random_inside_a_model_draws_with_the_step_seed():
+    """keras.random in a layer's call (a VAE's sampling): recorded into the
+    program, N(0, 1) draws, new ones at each training step."""
     class Noise(tnn.Layer):
         def call(self, x):
             return x + tnn.random.normal(tops.shape(x), seed=1)
 
     inp = tnn.Input((3,))
-    with pytest.raises(TypeError, match=r"random.normal.*same numbers at every step"):
-        Noise()(inp)
+    model = tnn.Model(inp, Noise()(inp))
+    z = model.predict(np.zeros((4000, 3), np.float32), verbose=0)
+    assert abs(z.mean()) < 0.05 and abs(z.std() - 1.0) < 0.05
+    assert np.abs(z[0] - z[1]).max() > 0  # each sample its own draws
+    model.compile("sgd", "mse")
+    h = model.fit(np.zeros((64, 3), np.float32), np.zeros((64, 3), np.float32), epochs=3,
+                  batch_size=64, verbose=0).history["loss"]
+    assert len(set(h)) == 3 and all(0.6 < v < 1.4 for v in h)  # E[noise^2] = 1, new each step
+    with pytest.raises(ValueError, match=r"random.uniform.*maxval must exceed minval"):
+        tnn.random.uniform((2,), 1.0, 0.0)
 
 
 # ------------------------------------------------------------ gradients inside a trained layer
