@@ -640,10 +640,12 @@ def test_print_keras_ops_tessera_lacks():
     assert len(lacking["ops"]) < 60
 
 
-def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_trains():
+@pytest.mark.parametrize("batched", [False, True])
+def test_layer_called_on_arrays_inside_call_trains_as_keras(batched):
     """keras-io's TokenAndPositionEmbedding calls an Embedding on ops.arange(...):
-    a constant made at build time would never train, so it is an error; the
-    same positions given the inputs' batch axis train and match Keras."""
+    the array is a constant of the program whose first axis the layer takes for
+    the batch, as Keras does, and the position table trains as Keras's; the
+    positions given the inputs' batch axis do the same."""
     class PosEmb(tnn.Layer):
         def __init__(self, batched, **kwargs):
             super().__init__(**kwargs)
@@ -657,10 +659,6 @@ def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_tra
                 positions = tops.zeros_like(x) + positions
             return self.tok(x) + self.pos(positions)
 
-    inp = tnn.Input((6,), dtype="int32")
-    with pytest.raises(TypeError, match=r"\[Embedding\].*on arrays.*never train"):
-        PosEmb(False)(inp)
-
     class KPosEmb(keras.layers.Layer):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
@@ -673,7 +671,7 @@ def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_tra
     tokens = RNG.integers(0, 20, size=(16, 6)).astype("int32")
     target = f32(16, 6, 4)
     inp = tnn.Input((6,), dtype="int32")
-    model = tnn.Model(inp, PosEmb(True)(inp))
+    model = tnn.Model(inp, PosEmb(batched)(inp))
     kin = keras.Input((6,), dtype="int32")
     kmodel = keras.Model(kin, KPosEmb()(kin))
     assert [w.shape for w in model.get_weights()] == [(20, 4), (6, 4)]
