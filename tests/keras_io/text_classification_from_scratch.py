@@ -20,7 +20,9 @@ raw_val_x, raw_val_y = texts[256:], labels[256:]
 def custom_standardization(input_data):
     lowercase = np.char.lower(input_data)
     stripped_html = np.char.replace(lowercase, "<br />", " ")
-    return np.array([re.sub(f"[{re.escape(string.punctuation)}]", "", s) for s in stripped_html])
+    # elementwise, any shape, as tf.strings.regex_replace
+    return np.array([re.sub(f"[{re.escape(string.punctuation)}]", "", s)
+                     for s in stripped_html.ravel()]).reshape(stripped_html.shape)
 
 
 max_features = 20000

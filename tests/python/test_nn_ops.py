@@ -423,14 +423,24 @@ def test_random_seeds_shapes_and_statistics():
     assert c.shape == (2, 3000) and abs(c[0].mean() - 0.8) < 0.03 and abs(c[1].mean() - 0.1) < 0.03
 
 
-def test_random_inside_a_model_is_a_clear_error():
+def test_random_inside_a_model_draws_with_the_step_seed():
+    """keras.random in a layer's call (a VAE's sampling): recorded into the
+    program, N(0, 1) draws, new ones at each training step."""
     class Noise(tnn.Layer):
         def call(self, x):
             return x + tnn.random.normal(tops.shape(x), seed=1)
 
     inp = tnn.Input((3,))
-    with pytest.raises(TypeError, match=r"random.normal.*same numbers at every step"):
-        Noise()(inp)
+    model = tnn.Model(inp, Noise()(inp))
+    z = model.predict(np.zeros((4000, 3), np.float32), verbose=0)
+    assert abs(z.mean()) < 0.05 and abs(z.std() - 1.0) < 0.05
+    assert np.abs(z[0] - z[1]).max() > 0  # each sample its own draws
+    model.compile("sgd", "mse")
+    h = model.fit(np.zeros((64, 3), np.float32), np.zeros((64, 3), np.float32), epochs=3,
+                  batch_size=64, verbose=0).history["loss"]
+    assert len(set(h)) == 3 and all(0.6 < v < 1.4 for v in h)  # E[noise^2] = 1, new each step
+    with pytest.raises(ValueError, match=r"random.uniform.*maxval must exceed minval"):
+        tnn.random.uniform((2,), 1.0, 0.0)
 
 
 # ------------------------------------------------------------ gradients inside a trained layer
@@ -630,10 +640,12 @@ def test_print_keras_ops_tessera_lacks():
     assert len(lacking["ops"]) < 60
 
 
-def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_trains():
+@pytest.mark.parametrize("batched", [False, True])
+def test_layer_called_on_arrays_inside_call_trains_as_keras(batched):
     """keras-io's TokenAndPositionEmbedding calls an Embedding on ops.arange(...):
-    a constant made at build time would never train, so it is an error; the
-    same positions given the inputs' batch axis train and match Keras."""
+    the array is a constant of the program whose first axis the layer takes for
+    the batch, as Keras does, and the position table trains as Keras's; the
+    positions given the inputs' batch axis do the same."""
     class PosEmb(tnn.Layer):
         def __init__(self, batched, **kwargs):
             super().__init__(**kwargs)
@@ -647,10 +659,6 @@ def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_tra
                 positions = tops.zeros_like(x) + positions
             return self.tok(x) + self.pos(positions)
 
-    inp = tnn.Input((6,), dtype="int32")
-    with pytest.raises(TypeError, match=r"\[Embedding\].*on arrays.*never train"):
-        PosEmb(False)(inp)
-
     class KPosEmb(keras.layers.Layer):
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
@@ -663,7 +671,7 @@ def test_layer_called_on_arrays_inside_call_is_an_error_and_the_batched_form_tra
     tokens = RNG.integers(0, 20, size=(16, 6)).astype("int32")
     target = f32(16, 6, 4)
     inp = tnn.Input((6,), dtype="int32")
-    model = tnn.Model(inp, PosEmb(True)(inp))
+    model = tnn.Model(inp, PosEmb(batched)(inp))
     kin = keras.Input((6,), dtype="int32")
     kmodel = keras.Model(kin, KPosEmb()(kin))
     assert [w.shape for w in model.get_weights()] == [(20, 4), (6, 4)]

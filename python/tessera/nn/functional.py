@@ -8,7 +8,7 @@ import inspect
 
 import numpy as np
 
-from .symbolic import GraphWriter, KerasTensor, _Index, _record, user_location
+from .symbolic import STEP_SEED, GraphWriter, KerasTensor, _Index, _record, user_location
 from .variables import add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
@@ -26,7 +26,19 @@ def _flatten(x) -> list:
     return [x]
 
 
+def _is_array(v) -> bool:
+    return isinstance(v, np.ndarray) or (isinstance(v, (list, tuple)) and v and all(
+        isinstance(u, (int, float, np.number)) for u in v))
+
+
+def _is_constant(t: KerasTensor) -> bool:
+    """A tensor of the program with no batch axis (a traced call's constant)."""
+    return t.shape and t.shape[0] is not None and t.op == "prim"
+
+
 def _per_sample(t: KerasTensor, layer) -> tuple:
+    if _is_constant(t):
+        return t.shape[1:]  # its first axis taken for the batch, as Keras does
     if not t.shape or t.shape[0] is not None:
         raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on a "
                          f"tensor of shape {t.shape} without a batch axis")
@@ -46,6 +58,14 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     tensors, or computes it at once on arrays."""
     tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
                if isinstance(t, KerasTensor)]
+    if not tensors and _TRACING[0] and not args and not kwargs and not layer._is_custom() \
+            and _is_array(inputs):
+        # Keras: a layer called in a traced call on an array (positions =
+        # ops.arange(n); self.pos_emb(positions)) takes its first axis for
+        # the batch; the array is a constant of the program, the layer's
+        # weights are read (and trained) as in any call
+        inputs = _record("asarray", (np.asarray(inputs),), {})
+        tensors = [inputs]
     if not tensors:
         if _TRACING[0]:
             raise TypeError(
@@ -56,6 +76,11 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
                 "batch axis: e.g. positions = ops.zeros_like(x) + ops.arange(length) and then "
                 "self.pos_emb(positions)")
         return _eager_call(layer, inputs, args, kwargs)
+    strings = [t for t in tensors if t.dtype == "string"]
+    if strings:
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on a "
+                        "string Input: strings cannot flow through a compiled program; feed "
+                        "the Input to a TextVectorization, StringLookup or Hashing layer first")
     if layer._is_custom():
         return _call_custom(layer, inputs, args, kwargs)
     in_list, static = layer_inputs(layer, inputs, args, kwargs)
@@ -94,16 +119,18 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         out = layer._out_shape
     dtype = _out_dtype(layer, in_list)
     node_args = (layer, tuple(in_list), multi)
+    # on constants only (no batch axis): the output keeps their first axis
+    lead = in_list[0].shape[0] if all(_is_constant(t) for t in in_list) else None
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
         node.n_outputs = len(out)
-        results = [KerasTensor((None,) + tuple(s), dtype, "item", (node, k), where=where)
+        results = [KerasTensor((lead,) + tuple(s), dtype, "item", (node, k), where=where)
                    for k, s in enumerate(out)]
         results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
         node.auto_mask_keys = auto_keys
         _record_first_call(layer, in_list, results)
         return results
-    result = KerasTensor((None,) + tuple(out), dtype, "layer", node_args, static, where=where)
+    result = KerasTensor((lead,) + tuple(out), dtype, "layer", node_args, static, where=where)
     result._keras_mask = _output_mask(layer, in_list, in_mask)
     result.auto_mask_keys = auto_keys
     _record_first_call(layer, in_list, result)
@@ -273,8 +300,9 @@ def trace_call(layer, template, kwargs: dict, training: bool):
 
 def write_traced(outs, placeholders, exprs, ctx) -> list:
     """Writes traced outputs with the placeholders bound to `exprs`."""
-    sub = GraphWriter({p.id: e for p, e in zip(placeholders, exprs)}, ctx.param, ctx.layer_code,
-                      prefix=ctx.fresh("c") + "_")
+    names = {p.id: e for p, e in zip(placeholders, exprs)}
+    names[STEP_SEED.id] = f"({ctx.seed} * {getattr(ctx, 'seed_stride', 64)} + {ctx.index})"
+    sub = GraphWriter(names, ctx.param, ctx.layer_code, prefix=ctx.fresh("c") + "_")
     results = [sub.expr(o) for o in outs]
     for s in sub.stmts:
         ctx.emit(s)
@@ -506,6 +534,8 @@ def _eager_call(layer, inputs, args, kwargs):
     from .model import Model  # noqa: PLC0415
     from .symbolic import Input  # noqa: PLC0415
 
+    if layer._is_custom() and not isinstance(layer, Model):
+        return _eager_custom_call(layer, inputs, args, kwargs)
     arrays = [np.asarray(a) for a in _flatten([inputs, list(args)])]
     if not arrays:
         raise TypeError(f"[{layer.kind}] layer {layer.name!r} called without inputs")
@@ -527,3 +557,31 @@ def _eager_call(layer, inputs, args, kwargs):
     model = Model(sym, out, dtype=dtype)
     return model.predict(arrays if len(arrays) > 1 else arrays[0], batch_size=max(
         1, len(arrays[0])), verbose=0)
+
+
+def _eager_custom_call(layer, inputs, args, kwargs):
+    """A user's layer called on arrays runs its call() at once, as Keras runs
+    it eagerly: built on the first call with the arrays' shapes, its Variables
+    read (and assigned: assign_add in call updates the weight) as arrays, the
+    layers it calls run on arrays in turn, add_loss recording the latest
+    call's losses."""
+    arrays = [a for a in _flatten([inputs, list(args)]) if a is not None]
+    if not arrays:
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} called without inputs")
+    shapes = [tuple(np.shape(a)) for a in arrays]
+    if not layer.built:
+        layer.build(shapes[0] if len(shapes) == 1 else shapes)
+        layer.built = True
+    kw = dict(kwargs)
+    if kw.get("training") is None:
+        kw.pop("training", None)
+    elif not _accepts(layer.call, "training"):
+        kw.pop("training")
+    layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
+    out = layer.call(inputs, *args, **kw)
+    if layer._in_shape is None:
+        layer._in_shape = shapes[0][1:] if len(shapes) == 1 else [s[1:] for s in shapes]
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        out_shapes = [tuple(np.shape(o))[1:] for o in outs]
+        layer._out_shape = out_shapes if isinstance(out, (list, tuple)) else out_shapes[0]
+    return out

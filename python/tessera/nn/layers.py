@@ -377,6 +377,9 @@ class Layer:
         """The losses add_loss recorded when the layer was called (symbolic),
         with those of the layers it calls."""
         out = list(self.__dict__.get("_added", []))
+        # Keras: then the penalties of its weights' regularizers, on their values
+        out += [q.regularizer(self._values[q.name]) for q in self.params
+                if q.regularizer is not None and dict.get(self._values, q.name) is not None]
         for layer in self._sublayers():
             out += layer.losses
         seen, stack = set(), list(self.__dict__.get("_outputs", None) or [])  # a model's graph

@@ -29,6 +29,7 @@ from .layers import (WEIGHTS_IN_FILE, DeferredValues, Layer, _with_batch, initia
                      value_spec)
 from .data_axis import DataAxisMixin
 from .programs import ProgramsMixin, _function_metric
+from .string_inputs import apply_fronts, split_fronts
 from .varlen import VarLenMixin, keeps_graph
 from .zero import ZeroMixin, zero_setting
 from .symbolic import GraphWriter, Input, KerasTensor
@@ -227,6 +228,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
                                 f"layers called on the inputs), got {type(t).__name__}")
         if len({t.id for t in ins}) != len(ins):
             raise ValueError(f"[{self.kind}] an Input appears twice among the inputs")
+        ins, self._string_fronts = split_fronts(self.kind, ins)  # string Inputs' layers
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
@@ -699,6 +701,7 @@ class Model(DataAxisMixin, ZeroMixin, ProgramsMixin, VarLenMixin, Layer):
         if isinstance(x, dict) and not self._functional and not self._inputs \
                 and not isinstance(self, Sequential):
             self._build_for_dict(x, where)
+        x = apply_fronts(self, x, where)
         if isinstance(x, dict):
             names = [t.name for t in self._inputs]
             missing = [n for n in names if n not in x]

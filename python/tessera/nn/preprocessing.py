@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _hashes
 from .layers import Layer
+from .string_inputs import front_tensor, is_string
 from .symbolic import KerasTensor, user_location
 
 __all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
@@ -55,6 +56,8 @@ class _Preprocessing(Layer):
     in_graph = False
 
     def __call__(self, inputs, *args, **kwargs):
+        if self.strings and is_string(inputs) and not args and not kwargs:
+            return front_tensor(self, inputs)  # the model's front (string_inputs.py)
         if self._graph_ok() and (_has_symbolic(inputs) or _has_symbolic(list(args))):
             return Layer.__call__(self, inputs, *args, **kwargs)
         if _has_symbolic(inputs) or _has_symbolic(list(args)) or \

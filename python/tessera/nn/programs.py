@@ -13,7 +13,7 @@ import numpy as np
 from .. import _core
 from .clipping import SplitNorms
 from .layers import Context
-from .symbolic import GraphWriter, KerasTensor
+from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
 
@@ -291,6 +291,7 @@ class ProgramsMixin:
             return out
 
         bound = {t.id: n for t, n in zip(self._inputs, xs)}
+        bound[STEP_SEED.id] = f"({seed} * {stride} + {stride - 1})"  # draws in a model's call
         bound.update(part.get("feeds", {}))
         writer = GraphWriter(bound, param, layer_code, prefix="h")
         with collecting_program_losses() as added:  # Layer.add_loss
@@ -600,8 +601,9 @@ class ProgramsMixin:
         layers' statistics. Weighted: the loss times a last parameter w.
         Buckets: the gradients are summed over the localities from inside
         the backward pass (_forward_code)."""
-        if not P:
-            raise ValueError("[fit] the model has no trainable parameters")
+        if not P and (weighted or buckets is not None or gather is not None):
+            raise ValueError("[fit] the model has no trainable parameters: nothing to train "
+                             "across processes (data-parallel, ZeRO or deterministic=True)")
         xs, ys = self._names()
         marks = {}
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
@@ -753,9 +755,14 @@ class ProgramsMixin:
         data = ", ".join(xs + ys + (["sw"] if weighted else []))
         extra = (", weight" if weighted_loss else "") + \
             (", dgroup" if overlap or gather is not None else "")
-        lines = first + [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
-                         f"({args}, {data}, seed{extra}))",
-                 "define(grads, r[1])", "define(r_value, r[0])", "define(r_aux, r[2])"]
+        if P:
+            lines = first + [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
+                             f"({args}, {data}, seed{extra}))",
+                             "define(grads, r[1])", "define(r_value, r[0])", "define(r_aux, r[2])"]
+        else:  # nothing to train (Keras fits it all the same: the losses, the metrics)
+            call_args = ", ".join(a for a in (args, data) if a)
+            lines = [f"define(r, loss_fn({call_args}, seed{extra}))", "define(r_value, r[0])",
+                     "define(r_aux, r[1])"]
         if gather is not None:
             lines += [f"define({g}, grads[{j}])" for j, g in enumerate(zero.grads)]
         else:
@@ -791,10 +798,10 @@ class ProgramsMixin:
         opt_vars = self._opt_vars if zero is None else [s.name for s in zero.state]
         lines.append(f"list({loss_value}, list({', '.join(mets)}), list({', '.join(held_p)}), "
                      f"list({', '.join(opt_vars)}), list({', '.join(S)}))")
-        step_args = ", ".join(held_p + S + opt_vars)
+        step_args = "".join(a + ", " for a in held_p + S + opt_vars)
         tail = ", weight, dgroup, drank" if data_parallel else ""
         body = ",\n  ".join(lines)
-        text = (loss_fn + f"define(train_step, {step_args}, {data}, iteration, lr, seed{tail}, "
+        text = (loss_fn + f"define(train_step, {step_args}{data}, iteration, lr, seed{tail}, "
                 f"block(\n  {body}))\ntrain_step\n")
         self.train_code = text
         return _core.Program(text, "<model train step>")

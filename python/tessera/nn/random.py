@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import _core
 from .ops._base import FLOATX, eager_value, is_symbolic
-from .symbolic import _dtype_name, user_location
+from .symbolic import STEP_SEED, _dtype_name, _record, user_location
+from .variables import is_tracing
 
 __all__ = ["SeedGenerator", "beta", "binomial", "categorical", "dropout", "gamma", "normal",
            "randint", "shuffle", "truncated_normal", "uniform"]
@@ -69,7 +70,35 @@ def _shape(op, shape):
     return [int(d) for d in shape]
 
 
+def _traced(*values) -> bool:
+    """A draw inside a layer's call (or on symbolic tensors): recorded into
+    the program, with the step's seed, so each step draws anew."""
+    return is_tracing() or is_symbolic(values)
+
+
+def _step_seed(op, seed):
+    """The seed of a traced draw: the program's seed for the layer call, plus
+    this draw's own number (from `seed`), so two draws in one call differ."""
+    return STEP_SEED * 1000003 + (_seed(op, seed) % 1000003)
+
+
+def _traced_shape(op, shape):
+    shape = [shape] if not isinstance(shape, (list, tuple)) else list(shape)
+    for d in shape:
+        if not is_symbolic(d) and (isinstance(d, bool) or not isinstance(d, (int, np.integer))
+                                   or d < 0):
+            raise ValueError(f"[random.{op}] shape must hold non-negative ints (or ops.shape's "
+                             f"entries), got {shape}")
+    return [d if is_symbolic(d) else int(d) for d in shape]
+
+
 def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+    if _traced(shape, mean, stddev):
+        if is_symbolic(mean, stddev):
+            return normal(shape, 0.0, 1.0, dtype, seed) * stddev + mean
+        return _record("random_normal", (_traced_shape("normal", shape),), {
+            "mean": float(mean), "std": float(stddev), "seed": _step_seed("normal", seed),
+            "dtype": _dtype_name(dtype or FLOATX)})
     shape = _shape("normal", shape)
     return _core.call_primitive("random_normal", [shape], {
         "mean": float(mean), "std": float(stddev), "seed": _seed("normal", seed),
@@ -77,9 +106,15 @@ def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
 
 
 def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
-    shape = _shape("uniform", shape)
-    if not maxval > minval:
+    if not is_symbolic(minval, maxval) and not maxval > minval:
         raise ValueError(f"[random.uniform] maxval must exceed minval, got {minval}, {maxval}")
+    if _traced(shape, minval, maxval):
+        if is_symbolic(minval, maxval):
+            return uniform(shape, 0.0, 1.0, dtype, seed) * (maxval - minval) + minval
+        return _record("random_uniform", (_traced_shape("uniform", shape),), {
+            "low": float(minval), "high": float(maxval), "seed": _step_seed("uniform", seed),
+            "dtype": _dtype_name(dtype or FLOATX)})
+    shape = _shape("uniform", shape)
     return _core.call_primitive("random_uniform", [shape], {
         "low": float(minval), "high": float(maxval), "seed": _seed("uniform", seed),
         "dtype": _dtype_name(dtype or FLOATX)})
@@ -117,6 +152,10 @@ def shuffle(x, axis=0, seed=None):
 
 
 def dropout(inputs, rate, noise_shape=None, seed=None):
+    if _traced(inputs) and noise_shape is None:
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"[random.dropout] rate must be in [0, 1), got {rate}")
+        return _record("dropout", (inputs, float(rate), _step_seed("dropout", seed), True), {})
     _eager("dropout", inputs)
     x = np.asarray(eager_value(inputs))
     if not 0.0 <= rate < 1.0:

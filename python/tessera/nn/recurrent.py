@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from .layers import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
+from .rnn_states import (check_state_shapes, reset_states, split_states_call, stateful_eager_call,
+                         _symbolic_args)
 
 __all__ = ["SimpleRNN", "LSTM", "GRU"]
 
@@ -66,8 +68,8 @@ class _RNN(Layer):
         if recurrent_dropout:
             raise ValueError(f"[{k}] recurrent_dropout is not supported; use dropout (on the "
                              "inputs) or a Dropout layer")
-        if stateful:
-            raise ValueError(f"[{k}] stateful=True is not supported")
+        self.stateful = bool(stateful)
+        self.states = None  # stateful: the states the next call starts from (arrays)
         self.dropout = float(dropout)
         self.return_sequences = bool(return_sequences)
         self.return_state = bool(return_state)
@@ -79,7 +81,24 @@ class _RNN(Layer):
     def _bias_init(self):
         return self.bias_initializer
 
+    def split_call(self, inputs, *args, **kwargs):
+        return split_states_call(self, self._n_states(), inputs, args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        if self.stateful and args and not _symbolic_args(args, kwargs):
+            return stateful_eager_call(self, args[0], args[1:], kwargs)
+        return Layer.__call__(self, *args, **kwargs)
+
+    def reset_states(self):
+        """stateful=True: the next call starts from zero states (Keras's)."""
+        reset_states(self)
+
+    reset_state = reset_states
+
     def compute_output_shape(self, s):
+        if isinstance(s, list):  # [sequences, *initial states]
+            check_state_shapes(self, s[1:], [(self.units,)] * self._n_states())
+            s = s[0]
         self._need_rank(s, 2, "timesteps, features")
         t, f = s
         u, g = self.units, self.gates
@@ -104,6 +123,9 @@ class _RNN(Layer):
         return mask if self.return_sequences else None
 
     def forward(self, x, p, ctx, mask=None):
+        initial = None
+        if isinstance(x, (list, tuple)):  # initial_state= given
+            x, initial = x[0], list(x[1:])
         steps = ctx.input_shapes[0][1]
         if steps is None:
             raise ValueError(f"[{self.kind}] layer {self.name!r}: the number of timesteps is "
@@ -116,8 +138,11 @@ class _RNN(Layer):
         if self.use_bias:
             xw = f"({xw} + {self._input_bias(p)})"
         xw = ctx.define("xw", xw)
-        zero = ctx.define("h0", f"zeros_like({xw}[:, 0, 0:{u}])")
-        states = [zero] * self._n_states()
+        if initial:
+            states = list(initial)
+        else:
+            zero = ctx.define("h0", f"zeros_like({xw}[:, 0, 0:{u}])")
+            states = [zero] * self._n_states()
         outputs = []
         order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
         for t in order:

@@ -380,7 +380,16 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):
         raise TypeError(f"[Input] shape must be a tuple of ints, got {shape!r}") from None
     if any(d is not None and d <= 0 for d in shape):
         raise ValueError(f"[Input] shape must hold positive ints, got {shape!r}")
+    if dtype in ("string", "str", str):  # for a preprocessing layer (string_inputs.py)
+        return KerasTensor((None,) + shape, "string", "input", name=name)
     return KerasTensor((None,) + shape, _dtype_name(dtype), "input", name=name)
+
+
+# The step's random seed as traced code sees it (random.normal & co. inside a
+# layer's call): bound, when the code is written, to the program's seed for
+# the layer call, so each training step draws anew.
+STEP_SEED = KerasTensor((), "int64", "input", name="step_seed",
+                        dummies=(np.array(1, dtype="int64"),) * len(_DUMMY_BATCH))
 
 
 # ----------------------------------------------------------------- writing code

@@ -16,6 +16,8 @@ import numpy as np
 
 from .layers import Layer
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
+from .rnn_states import check_state_shapes, split_states_call
+from .user_cells import UserCellLayer, is_user_cell
 
 __all__ = ["Masking", "Bidirectional", "TimeDistributed", "RNN", "SimpleRNNCell", "LSTMCell",
            "GRUCell", "StackedRNNCells"]
@@ -60,9 +62,24 @@ def _sub_params(sub: Layer, p: dict, prefix: str) -> dict:
 
 
 def _rebuilt(layer: Layer, **changes) -> Layer:
-    """A new layer of the same class and arguments as `layer`, some changed."""
+    """A new layer of the same class and arguments as `layer`, some changed
+    (a user's cell made anew from its config: its own weights)."""
     args, kwargs = layer._init_args
+    if isinstance(layer, RNN):
+        args = (_fresh_cells(args[0]),) + tuple(args[1:]) if args else args
+        if "cell" in kwargs:
+            kwargs = dict(kwargs, cell=_fresh_cells(kwargs["cell"]))
     return type(layer)(*args, **dict(kwargs, **changes))
+
+
+def _fresh_cells(cell):
+    if isinstance(cell, StackedRNNCells):
+        return StackedRNNCells([_fresh_cells(c) for c in cell.cells])
+    if isinstance(cell, (list, tuple)):
+        return [_fresh_cells(c) for c in cell]
+    if is_user_cell(cell):
+        return type(cell).from_config(cell.get_config())
+    return cell
 
 
 class Bidirectional(Layer):
@@ -78,7 +95,8 @@ class Bidirectional(Layer):
 
     def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, name=None,
                  input_shape=None, **kwargs):
-        if not isinstance(layer, _RNN) or type(layer).forward is not _RNN.forward:
+        if not isinstance(layer, RNN) and (not isinstance(layer, _RNN) or
+                                           type(layer).forward is not _RNN.forward):
             raise TypeError(f"[Bidirectional] wraps a SimpleRNN, LSTM, GRU or RNN layer, got "
                             f"{type(layer).__name__}")
         if merge_mode not in self.MERGE_MODES:
@@ -95,7 +113,7 @@ class Bidirectional(Layer):
         if backward_layer is None:
             backward_layer = _rebuilt(layer, go_backwards=not layer.go_backwards,
                                       name="backward_" + layer.name)
-        elif not isinstance(backward_layer, _RNN) or \
+        elif not isinstance(backward_layer, (_RNN, RNN)) or \
                 backward_layer.return_sequences != layer.return_sequences or \
                 backward_layer.go_backwards == layer.go_backwards:
             raise ValueError("[Bidirectional] backward_layer must be a recurrent layer with the "
@@ -251,14 +269,15 @@ class RNN(Layer):
         cells = cell.cells if isinstance(cell, StackedRNNCells) else \
             list(cell) if isinstance(cell, (list, tuple)) else [cell]
         for c in cells:
-            if not isinstance(c, _Cell):
-                raise TypeError(f"[RNN] cell must be a SimpleRNNCell, LSTMCell or GRUCell (or a "
-                                f"list of them); user-defined cells are not supported yet, got "
-                                f"{type(c).__name__}")
+            if not isinstance(c, _Cell) and not is_user_cell(c):
+                raise TypeError(f"[RNN] cell must be a SimpleRNNCell, LSTMCell or GRUCell, a "
+                                f"Layer with state_size and call(inputs, states) (or a list of "
+                                f"them), got {type(c).__name__}")
         if not cells:
             raise ValueError("[RNN] needs at least one cell")
         if stateful:
-            raise ValueError("[RNN] stateful=True is not supported")
+            raise ValueError("[RNN] stateful=True is not supported on RNN(cell) yet; use the "
+                             "LSTM, GRU or SimpleRNN layer (stateful=True on arrays)")
         if return_state and len(cells) > 1:
             raise ValueError("[RNN] return_state=True with stacked cells is not supported")
         super().__init__(name, input_shape, **kwargs)
@@ -270,6 +289,12 @@ class RNN(Layer):
         self.stack = []
         for k, c in enumerate(cells):
             last = k == len(cells) - 1
+            if is_user_cell(c):
+                self.stack.append(UserCellLayer(
+                    c, return_sequences=self.return_sequences or not last,
+                    return_state=self.return_state and last,
+                    go_backwards=self.go_backwards and k == 0, name=f"{self.name}_cell{k}"))
+                continue
             sub = c.layer_class(c.units, **dict(
                 c.kwargs, return_sequences=self.return_sequences or not last,
                 return_state=self.return_state and last,
@@ -280,10 +305,22 @@ class RNN(Layer):
     def _prefix(self, k):
         return "" if len(self.stack) == 1 else f"cell{k}_"
 
+    def split_call(self, inputs, *args, **kwargs):
+        return split_states_call(self, self.stack[0]._n_states() if len(self.stack) == 1 else 0,
+                                 inputs, args, kwargs)
+
     def compute_output_shape(self, s):
+        if isinstance(s, list):  # [sequences, *initial states] (one cell)
+            sub = self.stack[0]
+            sizes = sub.sizes if isinstance(sub, UserCellLayer) else [sub.units] * sub._n_states()
+            check_state_shapes(self, s[1:], [(d,) for d in sizes])
+            s_first = s
+            s = s[0]
+        else:
+            s_first = s
         self.params = []
         for k, sub in enumerate(self.stack):
-            out = sub.compute_output_shape(s)
+            out = sub.compute_output_shape(s_first if k == 0 else s)
             self.params += _own_params(sub, self._prefix(k))
             s = out
         return out
@@ -294,11 +331,15 @@ class RNN(Layer):
     def forward(self, x, p, ctx, mask=None):
         saved = ctx.input_shapes
         steps = saved[0][1]
+        initial = []
+        if isinstance(x, (list, tuple)):  # initial_state= given (one cell)
+            x, initial = x[0], list(x[1:])
         try:
             for k, sub in enumerate(self.stack):
                 last = k == len(self.stack) - 1
                 sub.zero_output_for_mask = self.zero_output_for_mask and last
-                x = sub.forward(x, _sub_params(sub, p, self._prefix(k)), ctx, mask=mask)
+                x = sub.forward([x] + initial if k == 0 and initial else x,
+                                _sub_params(sub, p, self._prefix(k)), ctx, mask=mask)
                 if k == 0 and self.go_backwards and mask is not None:
                     # the layers above read the first one's outputs, in its
                     # (reversed) order

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import _core
 from ..symbolic import KerasTensor, _dtype_name, _record, user_location
+from ..variables import Variable, is_tracing
 
 FLOATX = "float32"
 
@@ -19,6 +20,9 @@ def is_symbolic(*values) -> bool:
     """True when a symbolic tensor is among values (nested lists, tuples, dicts)."""
     for v in values:
         if isinstance(v, KerasTensor):
+            # a Variable outside a traced call is its value (Keras's eager ops on it)
+            if isinstance(v, Variable) and not is_tracing():
+                continue
             return True
         if isinstance(v, (list, tuple)) and is_symbolic(*v):
             return True

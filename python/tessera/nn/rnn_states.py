@@ -1,0 +1,174 @@
+"""The states of recurrent layers, as Keras's: `initial_state=` (symbolic
+tensors, one per state: LSTM's [h, c], GRU's and SimpleRNN's [h]; a
+Bidirectional's forward states then backward states), and `stateful=True`
+(each call starts from the states the previous one ended with, until
+`reset_states()`).
+
+A stateful layer called on arrays (Keras's eager use: one paragraph after
+the other) runs a one-layer program that takes the states in and gives them
+out; the states are arrays kept on the layer (`layer.states`), not weights,
+as in Keras. Inside a model's fit/evaluate/predict a stateful layer is an
+error (docs/nn.md): the states would have to be carried across the
+program's batches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .symbolic import KerasTensor, user_location
+
+__all__ = ["split_states_call", "check_state_shapes", "stateful_eager_call", "reset_states"]
+
+
+def _symbolic_args(args, kwargs) -> bool:
+    stack = list(args) + list(kwargs.values())
+    while stack:
+        a = stack.pop()
+        if isinstance(a, KerasTensor):
+            return True
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+    from .functional import _TRACING  # noqa: PLC0415 - (functional imports the layers)
+
+    return bool(_TRACING[0])
+
+
+def _as_states(initial_state) -> list:
+    if initial_state is None:
+        return []
+    if isinstance(initial_state, (list, tuple)):
+        return list(initial_state)
+    return [initial_state]
+
+
+def split_states_call(layer, n_states: int, inputs, args, kwargs):
+    """layer(sequences, initial_state=[...], mask=, training=): the symbolic
+    inputs ([sequences, *states]) and the other arguments. A call recorded
+    with states is recorded again as layer([sequences, *states])."""
+    if getattr(layer, "stateful", False):
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r}: stateful=True is supported on a "
+                         "layer called on arrays (layer(batch) after batch, reset_states()), not "
+                         "inside a model yet: the states would have to be carried from one "
+                         f"batch of the program to the next (at {user_location()})")
+    if args:
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} takes one input (the sequences) "
+                        f"and initial_state=, got {1 + len(args)} positional arguments")
+    kwargs = dict(kwargs)
+    initial = kwargs.pop("initial_state", None)
+    static = {}
+    training = kwargs.pop("training", None)
+    if training is not None:
+        if not isinstance(training, bool):
+            raise TypeError(f"[{layer.kind}] training must be True, False or None, got "
+                            f"{training!r}")
+        static["training"] = training
+    mask = kwargs.pop("mask", None)
+    if mask is not None:
+        if not isinstance(mask, KerasTensor):
+            raise TypeError(f"[{layer.kind}] layer {layer.name!r}: mask must be a symbolic "
+                            f"tensor (batch, timesteps), got {type(mask).__name__}")
+        static["mask"] = mask
+    if kwargs:
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r} called with an unexpected keyword "
+                        f"argument {sorted(kwargs)[0]!r}")
+    if isinstance(inputs, (list, tuple)):  # [sequences, *states]
+        if initial is not None:
+            raise TypeError(f"[{layer.kind}] layer {layer.name!r}: the states are given both in "
+                            "the inputs list and as initial_state")
+        inputs, initial = inputs[0], list(inputs[1:])
+    states = _as_states(initial)
+    if states and len(states) != n_states:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} has {n_states} states, got "
+                         f"initial_state with {len(states)} (at {user_location()})")
+    for t in [inputs] + states:
+        if not isinstance(t, KerasTensor):
+            raise TypeError(f"[{layer.kind}] layer {layer.name!r}: the sequences and "
+                            f"initial_state must be symbolic tensors here, got "
+                            f"{type(t).__name__} (at {user_location()})")
+    layer.multi_input = bool(states)
+    return [inputs] + states, static
+
+
+def check_state_shapes(layer, got: list, want: list):
+    for k, (g, w) in enumerate(zip(got, want)):
+        if tuple(g) != tuple(w):
+            raise ValueError(f"[{layer.kind}] layer {layer.name!r}: initial state {k} must have "
+                             f"shape (batch, {', '.join(str(d) for d in w)}), got per-sample "
+                             f"shape {tuple(g)}")
+
+
+def reset_states(layer):
+    """The next call of a stateful layer starts from zeros."""
+    if not getattr(layer, "stateful", False):
+        return
+    if layer.states is not None:
+        layer.states = [np.zeros_like(s) for s in layer.states]
+
+
+def _shadow(layer):
+    """The layer without state (return_state=True, stateful=False), sharing
+    its weights: the program a stateful call runs."""
+    sh = layer.__dict__.get("_stateful_shadow")
+    if sh is None:
+        args, kwargs = layer._init_args
+        sh = type(layer)(*args, **dict(kwargs, return_state=True, stateful=False,
+                                       name=layer.name + "_stateful"))
+        sh._values = layer._values
+        layer.__dict__["_stateful_shadow"] = sh
+    return sh
+
+
+def stateful_eager_call(layer, x, args, kwargs):
+    """A stateful layer called on arrays: starts from layer.states (zeros on
+    the first call or after reset_states, or initial_state= when given) and
+    keeps the states it ends with."""
+    from .model import Model  # noqa: PLC0415 - the one-layer program
+    from .symbolic import Input  # noqa: PLC0415
+
+    kwargs = dict(kwargs)
+    if args or set(kwargs) - {"initial_state", "training"}:
+        raise TypeError(f"[{layer.kind}] a stateful layer called on arrays takes the sequences "
+                        f"and initial_state=, got {len(args)} more positional arguments and "
+                        f"{sorted(set(kwargs) - {'initial_state', 'training'})}")
+    if kwargs.get("training"):
+        raise ValueError(f"[{layer.kind}] calling a layer on arrays with training=True is not "
+                         "supported; use a model's fit")
+    x = np.asarray(x)
+    if x.ndim != 3:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} expects sequences (batch, "
+                         f"timesteps, features), got shape {x.shape}")
+    units = layer.units
+    n = layer._n_states()
+    given = _as_states(kwargs.get("initial_state"))
+    if given:
+        if len(given) != n:
+            raise ValueError(f"[{layer.kind}] layer {layer.name!r} has {n} states, got "
+                             f"initial_state with {len(given)}")
+        layer.states = [np.asarray(s, dtype=np.float32) for s in given]
+    elif layer.states is None:
+        layer.states = [np.zeros((len(x), units), np.float32) for _ in range(n)]
+    if layer.states[0].shape[0] != len(x):
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} is stateful: the batch size of "
+                         f"the sequences must be that of its states, {layer.states[0].shape[0]}; "
+                         f"got {len(x)}")
+    for k, s in enumerate(layer.states):
+        if s.shape != (len(x), units):
+            raise ValueError(f"[{layer.kind}] layer {layer.name!r}: state {k} must have shape "
+                             f"{(len(x), units)}, got {s.shape}")
+    models = layer.__dict__.setdefault("_stateful_models", {})
+    key = (x.shape[1:], str(x.dtype))
+    model = models.get(key)
+    if model is None:
+        sh = _shadow(layer)
+        xi = Input(x.shape[1:], dtype=str(x.dtype) if x.dtype.kind == "f" else "float32")
+        si = [Input((units,)) for _ in range(n)]
+        model = Model([xi] + si, sh(xi, initial_state=si))
+        layer._values = sh._values  # (a deferred draw may have wrapped the shared dict)
+        if not layer.built:
+            layer.params, layer.built = sh.params, True
+            layer._in_shape, layer._out_shape = sh._in_shape[0], sh._out_shape[0]
+        models[key] = model
+    res = model.predict([x] + list(layer.states), batch_size=len(x), verbose=0)
+    out, states = res[0], [np.asarray(s) for s in res[1:]]
+    layer.states = states
+    return [out] + states if layer.return_state else out
