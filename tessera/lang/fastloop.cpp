@@ -992,15 +992,21 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
   std::string why;
   std::unique_ptr<NativeCode> code = native_compile(*this, st.regs, st.arrays, why);
   if (!code) {
-    if (debug())
+    if (debug() || native_debug())
       std::fprintf(stderr, "[fast loops] %s: no native code, the interpreter runs the loop: %s\n",
                    where.c_str(), why.c_str());
     native_refused.push_back(std::move(sig));
     return nullptr;
   }
-  if (debug())
-    std::fprintf(stderr, "[fast loops] %s: native code compiled in %.1f ms\n", where.c_str(),
-                 code->compile_ms);
+  if (debug() || native_debug()) {
+    if (code->from_cache)
+      std::fprintf(stderr, "[fast loops] %s: native code loaded from the cache in %.1f ms\n",
+                   where.c_str(), code->compile_ms);
+    else
+      std::fprintf(stderr, "[fast loops] %s: native code compiled in %.1f ms%s%s\n", where.c_str(),
+                   code->compile_ms, code->cache_note.empty() ? "" : "; cache: ",
+                   code->cache_note.c_str());
+  }
   native_codes.push_back(std::move(code));
   return native_codes.back().get();
 }
@@ -1037,6 +1043,8 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.max_turns = int64_t{1} << 14;
   c.max_undo = int64_t{1} << 16;
   c.last = last;
+  c.helpers = native_helpers();
+  c.interrupt = interrupt_flag_address();
   const int32_t status = code.fn(&c);
   undo_count = c.undo_n;
   last = c.last;

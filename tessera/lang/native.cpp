@@ -12,6 +12,8 @@
 // messages and positions. This is the only file that includes LLVM.
 #include "tessera/lang/native.hpp"
 
+#include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -23,17 +25,25 @@
 #include <mutex>
 #include <set>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SHA1.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -59,6 +69,7 @@ const std::string& native_setting() {
 }  // namespace
 
 bool native_enabled() { return native_setting() != "0"; }
+bool native_debug() { return native_setting() == "debug"; }
 
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
                                       const std::vector<ArrEntry>& arrays) {
@@ -153,6 +164,15 @@ extern "C" double native_float_floordiv(double a, double b) {
 extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
 extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
 
+// The functions the generated code calls, by index into NativeCtx::helpers.
+void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
+                          reinterpret_cast<void*>(&native_log_range),
+                          reinterpret_cast<void*>(&native_snapshot),
+                          reinterpret_cast<void*>(&native_unary),
+                          reinterpret_cast<void*>(&native_float_floordiv),
+                          reinterpret_cast<void*>(&native_float_mod),
+                          reinterpret_cast<void*>(&native_pow)};
+
 // ---- the JIT (one per process, made on first use)
 
 struct Jit {
@@ -162,6 +182,7 @@ struct Jit {
   uint64_t next = 0;
   std::string error;
   std::string cpu, features;
+  std::map<std::string, NativeFn> loaded;  // the code linked in this process, by symbol
 };
 
 Jit& jit() {
@@ -309,6 +330,8 @@ struct Gen {
   // raises at once, as Python stops mid-statement).
   llvm::BasicBlock* interrupted = nullptr;
   std::map<int, llvm::Value*> snapped;  // per array register: i1 alloca, copied whole this call
+  int64_t bails = 0;                    // bail_if()s emitted so far (a constant false aside)
+  llvm::Value* interrupt_at = nullptr;  // the interrupt flag's address (NativeCtx::interrupt)
 
   Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
       const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m,
@@ -330,8 +353,24 @@ struct Gen {
   llvm::Value* ctx_ptr(size_t offset) {
     return b.CreateLoad(i8p, field(cptr, static_cast<int64_t>(offset), i8p));
   }
+  // Helper function `f` (one of kHelpers), read from the context at the
+  // function's entry: no process address is in the code (the disk cache).
+  std::map<size_t, llvm::Value*> helper_at;
   llvm::Value* fptr(void* f, llvm::FunctionType* t) {
-    return b.CreateIntToPtr(b.getInt64(reinterpret_cast<uint64_t>(f)), t->getPointerTo());
+    size_t i = 0;
+    while (i < std::size(kHelpers) && kHelpers[i] != f) ++i;
+    if (i == std::size(kHelpers)) throw Refuse{"internal error: an unknown helper"};
+    llvm::Value*& p = helper_at[i];
+    if (!p) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      llvm::Value* table = e.CreateLoad(
+          i8p, e.CreateBitCast(e.CreateConstInBoundsGEP1_64(e.getInt8Ty(), fn->getArg(0),
+                                                            offsetof(NativeCtx, helpers)),
+                               i8p->getPointerTo()));
+      p = e.CreateLoad(i8p, e.CreateBitCast(e.CreateConstInBoundsGEP1_64(e.getInt8Ty(), table, 8 * i),
+                                            i8p->getPointerTo()));
+    }
+    return b.CreateBitCast(p, t->getPointerTo());
   }
   llvm::Type* type_of(Reg::Kind k) {
     if (is_bool(k)) return i1;
@@ -369,6 +408,7 @@ struct Gen {
     b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "dead", fn));
   }
   void bail_if(llvm::Value* cond) {
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond); !c || !c->isZero()) ++bails;
     llvm::BasicBlock* ok = llvm::BasicBlock::Create(ctx, "ok", fn);
     b.CreateCondBr(cond, bail, ok, unlikely());
     b.SetInsertPoint(ok);
@@ -1162,8 +1202,14 @@ struct Gen {
   }
 
   void interrupt_check(llvm::BasicBlock* on_interrupt) {
-    llvm::Value* flag = b.CreateIntToPtr(
-        b.getInt64(reinterpret_cast<uint64_t>(interrupt_flag_address())), i8p);
+    if (!interrupt_at) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      interrupt_at = e.CreateLoad(
+          i8p, e.CreateBitCast(e.CreateConstInBoundsGEP1_64(e.getInt8Ty(), fn->getArg(0),
+                                                            offsetof(NativeCtx, interrupt)),
+                               i8p->getPointerTo()));
+    }
+    llvm::Value* flag = interrupt_at;
     llvm::LoadInst* l = b.CreateLoad(i8, flag);
     l->setAtomic(llvm::AtomicOrdering::Monotonic);
     l->setAlignment(llvm::Align(1));
@@ -1171,6 +1217,27 @@ struct Gen {
     b.CreateCondBr(b.CreateICmpNE(l, b.getInt8(0)), on_interrupt, go, unlikely());
     b.SetInsertPoint(go);
   }
+
+  struct RangeLoop {
+    const FNode* cond = nullptr;
+    int k = -1;
+    const FNode* end = nullptr;  // a variable or a constant
+    int64_t step = 0;
+    size_t inc_at = 0;            // body.kids[inc_at] is k = k + step
+    const FNode* inc = nullptr;   // k + step
+    std::map<int, size_t> ivar;   // registers set to k before the increment (i = k), and where
+    std::set<int> assigned;       // registers assigned in the body
+    bool loops_in = false;        // loops inside the body
+  };
+  // An element access whose indices are the counter plus what the loop does
+  // not change, checked at the loop's first and last turns.
+  struct Hoisted {
+    const FNode* n;
+    int arr;
+    size_t first;             // kids[first...] are the indices
+    bool after_inc;           // evaluated after k = k + step (k is then t + step)
+    std::vector<int> coef;    // per index: -1, 0 or 1 times the counter
+  };
 
   // A nested loop (FastLoop::Impl::loop): Ctrl-C inside a turn bails.
   CV while_(const FNode& n) {
@@ -1183,52 +1250,41 @@ struct Gen {
     llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "body", fn);
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "wend", fn);
     RangeLoop rl;
-    if (range_loop(n.kids[0], n.kids[1], rl)) {
+    // A loop with loops inside is versioned inside the unchecked version of
+    // an outer loop only (where something remains to check): elsewhere
+    // (the checked versions) its inner loops are, so that the code grows
+    // linearly with the depth of the nest.
+    if (range_loop(n.kids[0], n.kids[1], rl) && (!rl.loops_in || proven)) {
+      no_overflow.insert(rl.inc);
+      if (proven && prelogged && !maybe_undef[rl.k] &&
+          (rl.end->op != Op::Var || !maybe_undef[rl.end->reg]) &&
+          all_proven(n.kids[1], *proven)) {
+        // Inside a loop nest whose check before it covered every access of
+        // this loop (and logged its writes): one version, without checks.
+        llvm::Value* bad = b.getFalse();
+        llvm::Value* e0 = end_value(rl, bad);
+        range_chunks(n, rl, e0, lk, lp, done, *proven);
+        b.SetInsertPoint(done);
+        return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};
+      }
       // Two versions: with the accesses checked once before the loop (and
       // their writes logged there), and as below when that check fails.
-      no_overflow.insert(rl.inc);
+      // With loops inside, the accesses of the whole nest whose indices
+      // stay within intervals known before the loop are checked there too.
       std::vector<Hoisted> hs;
       std::set<const FNode*> pr;
       for (size_t q = 0; q < n.kids[1].kids.size(); ++q) collect(n.kids[1].kids[q], rl, q, hs, pr);
       llvm::Value *k0, *e0;
       llvm::Value* ok = range_ok(rl, hs, k0, e0);
+      std::set<int> copy;
+      if (rl.loops_in) ok = b.CreateAnd(ok, nest_ok(n.kids[1], rl, k0, e0, pr, copy));
+      if (proven) pr.insert(proven->begin(), proven->end());
       llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "range", fn);
       b.CreateCondBr(ok, fast, head);
       b.SetInsertPoint(fast);
       prelog(rl, hs, k0, e0);
-      // Chunks of 65536 turns, Ctrl-C checked between them: the turns of a
-      // chunk form a loop with no exit but its end, which LLVM vectorises.
-      llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "chunk", fn);
-      llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "rhead", fn);
-      llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "rbody", fn);
-      llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "rchunk_end", fn);
-      llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "rfin", fn);
-      b.CreateBr(chunk);
-      b.SetInsertPoint(chunk);
-      interrupt_check(interrupted);
-      llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.getInt64(1 << 16));
-      b.CreateBr(fhead);
-      b.SetInsertPoint(fhead);
-      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
-      b.SetInsertPoint(fbody);
-      count(rl.cond->counter);
-      const auto* saved_proven = proven;
-      const bool saved_prelogged = prelogged;
-      proven = &pr;
-      prelogged = true;
-      loops.push_back({fhead, done, lk, lp});
-      CV fv = eval(n.kids[1]);
-      loops.pop_back();
-      proven = saved_proven;
-      prelogged = saved_prelogged;
-      b.CreateStore(kind_of(fv), lk);
-      b.CreateStore(to_payload(fv), lp);
-      b.CreateBr(fhead);
-      b.SetInsertPoint(fend);
-      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
-      b.SetInsertPoint(ffin);
-      count(rl.cond->counter);
-      b.CreateBr(done);
+      for (int r : copy) snapshot_once(r);
+      range_chunks(n, rl, e0, lk, lp, done, pr);
     } else {
       b.CreateBr(head);
     }
@@ -1246,29 +1302,364 @@ struct Gen {
     return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};
   }
 
+  // The turns of range loop `n` with the accesses in `pr` unchecked (and
+  // their writes logged before), in chunks of 65536 turns with Ctrl-C
+  // checked between them: the turns of a chunk form a loop with no exit but
+  // its end, which LLVM vectorises. Ends branching to `done`.
+  void range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0, llvm::Value* lk,
+                    llvm::Value* lp, llvm::BasicBlock* done, const std::set<const FNode*>& pr) {
+    llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "chunk", fn);
+    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "rhead", fn);
+    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "rbody", fn);
+    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "rchunk_end", fn);
+    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "rfin", fn);
+    b.CreateBr(chunk);
+    b.SetInsertPoint(chunk);
+    if (rl.loops_in) {
+      // Loops inside: one loop, Ctrl-C checked on each turn (the chunks of
+      // its innermost loops check it too); chunks here would double the
+      // depth of the nest for the optimiser (seconds of compile time).
+      b.CreateBr(fhead);
+      b.SetInsertPoint(fhead);
+      interrupt_check(interrupted);
+      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), fbody, fend);
+    } else {
+      interrupt_check(interrupted);
+      llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.getInt64(1 << 16));
+      b.CreateBr(fhead);
+      b.SetInsertPoint(fhead);
+      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
+    }
+    b.SetInsertPoint(fbody);
+    count(rl.cond->counter);
+    const auto* saved_proven = proven;
+    const bool saved_prelogged = prelogged;
+    proven = &pr;
+    prelogged = true;
+    loops.push_back({fhead, done, lk, lp});
+    CV fv = eval(n.kids[1]);
+    loops.pop_back();
+    proven = saved_proven;
+    prelogged = saved_prelogged;
+    b.CreateStore(kind_of(fv), lk);
+    b.CreateStore(to_payload(fv), lp);
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fend);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
+    b.SetInsertPoint(ffin);
+    count(rl.cond->counter);
+    b.CreateBr(done);
+  }
+
+  // True when every element access under `n` is in `pr`.
+  bool all_proven(const FNode& n, const std::set<const FNode*>& pr) {
+    if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0]) && !pr.count(&n))
+      return false;
+    for (const FNode& k : n.kids)
+      if (!all_proven(k, pr)) return false;
+    return true;
+  }
+
+  // A copy of array register `r` to the log, once per call (before writes
+  // not logged one by one).
+  void snapshot_once(int r) {
+    llvm::Value*& flag = snapped[r];
+    if (!flag) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      flag = e.CreateAlloca(i1);
+      e.CreateStore(e.getFalse(), flag);
+    }
+    llvm::BasicBlock* copy = llvm::BasicBlock::Create(ctx, "copy", fn);
+    llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "copied", fn);
+    b.CreateCondBr(b.CreateLoad(i1, flag), next, copy);
+    b.SetInsertPoint(copy);
+    auto* st = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
+    llvm::Value* n_at = b.CreateLoad(i64, undo_n);
+    b.CreateStore(b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
+                               {cptr, n_at, b.getInt64(r)}),
+                  undo_ptr);
+    b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+    b.CreateStore(b.CreateAdd(n_at, b.getInt64(1)), undo_n);
+    b.CreateStore(b.getTrue(), flag);
+    b.CreateBr(next);
+    b.SetInsertPoint(next);
+  }
+
+  // ---- loop nests: the intervals of the int variables of a range loop's
+  // body, known before it, for the accesses of inner loops. An inner loop is
+  // the translator's `for j in range(s, e)`: k2 = s; e2 = e; while(k2 < e2,
+  // block(j = k2, k2 = k2 + 1, ...)) in one block; k2 takes values in
+  // [s, max(s, e)], j in [s, e - 1] (a step of -1: mirrored).
+  struct Inner {
+    const FNode* start;  // the expressions assigned to k2 and e2 before the loop
+    const FNode* stop;
+    int64_t step;
+    int k;
+  };
+  struct Nest {
+    const RangeLoop* rl;
+    llvm::Value *k0, *e0;
+    std::map<int, std::vector<const FNode*>> assigns;  // per register: its Assign nodes
+    std::vector<Inner> inners;
+    std::map<const FNode*, std::pair<int, size_t>> role;  // Assign -> (0 init, 1 inc, 2 ivar, 3 end; inner)
+    std::map<int, std::pair<llvm::Value*, llvm::Value*>> memo;
+    std::set<int> visiting;
+    llvm::Value* bad;
+  };
+
+  static void assigns_of(const FNode& n, Nest& ns) {
+    if (n.op == Op::Assign) ns.assigns[n.reg].push_back(&n);
+    for (const FNode& k : n.kids) assigns_of(k, ns);
+  }
+
+  void find_inners(const FNode& n, Nest& ns) {
+    if (n.op == Op::Block) {
+      for (size_t q = 0; q < n.kids.size(); ++q) {
+        const FNode& w = n.kids[q];
+        if (w.op != Op::While) continue;
+        const FNode& c = w.kids[0];
+        const FNode& body = w.kids[1];
+        if (c.op != Op::Binary || (c.fast != Fast::lt && c.fast != Fast::gt) ||
+            c.kids[0].op != Op::Var || body.op != Op::Block)
+          continue;
+        const int k2 = c.kids[0].reg;
+        const FNode& ev = c.kids[1];
+        if (ev.op != Op::Var && (ev.op != Op::Const || ev.constant.k != Reg::PyInt)) continue;
+        if (ev.op == Op::Var && ev.reg == k2) continue;
+        const int64_t step = c.fast == Fast::lt ? 1 : -1;
+        const FNode *init = nullptr, *end = ev.op == Op::Const ? &ev : nullptr, *end_asg = nullptr;
+        for (size_t p = q; p-- > 0;) {
+          const FNode& a = n.kids[p];
+          if (a.op != Op::Assign) continue;
+          if (a.reg == k2 && !init) init = &a;
+          if (ev.op == Op::Var && a.reg == ev.reg && !end_asg) end_asg = &a;
+        }
+        if (!init) continue;
+        // The counter assigned only there and by its increment, the end
+        // only there (or not in the nest at all: its interval is its own).
+        if (ns.assigns[k2].size() != 2) continue;
+        if (ev.op == Op::Var && end_asg && ns.assigns[ev.reg].size() != 1) continue;
+        if (!end_asg) end = &ev;
+        const FNode* inc = nullptr;
+        std::vector<const FNode*> ivars;
+        for (const FNode& a : body.kids) {
+          if (a.op != Op::Assign) break;
+          if (a.reg == k2) {
+            const FNode& v = a.kids[0];
+            if (v.op == Op::Binary && v.fast == Fast::add && v.kids[0].op == Op::Var &&
+                v.kids[0].reg == k2 && v.kids[1].op == Op::Const &&
+                v.kids[1].constant.k == Reg::PyInt && v.kids[1].constant.i == step)
+              inc = &a;
+            break;
+          }
+          if (a.kids[0].op == Op::Var && a.kids[0].reg == k2) ivars.push_back(&a);
+        }
+        if (!inc) continue;
+        const size_t at = ns.inners.size();
+        ns.inners.push_back({&init->kids[0], end_asg ? &end_asg->kids[0] : end, step, k2});
+        ns.role[init] = {0, at};
+        ns.role[inc] = {1, at};
+        for (const FNode* a : ivars) ns.role[a] = {2, at};
+        if (end_asg) ns.role[end_asg] = {3, at};
+      }
+    }
+    for (const FNode& k : n.kids) find_inners(k, ns);
+  }
+
+  llvm::Value* smin(llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+  llvm::Value* smax(llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSGT(x, y), x, y); }
+  llvm::Value* checked(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y, Nest& ns) {
+    llvm::Value* r = b.CreateBinaryIntrinsic(id, x, y);
+    ns.bad = b.CreateOr(ns.bad, b.CreateExtractValue(r, 1));
+    return b.CreateExtractValue(r, 0);
+  }
+
+  // The interval [lo, hi] of int expression `x` over the nest's turns;
+  // false when it is not known before the loop.
+  bool interval(const FNode& x, Nest& ns, llvm::Value*& lo, llvm::Value*& hi) {
+    switch (x.op) {
+      case Op::Const:
+        if (x.constant.k != Reg::PyInt) return false;
+        lo = hi = b.getInt64(static_cast<uint64_t>(x.constant.i));
+        return true;
+      case Op::Var:
+        return var_interval(x.reg, ns, lo, hi);
+      case Op::Binary: {
+        if ((x.fast != Fast::add && x.fast != Fast::sub) || x.kids.size() != 2) return false;
+        llvm::Value *alo, *ahi, *clo, *chi;
+        if (!interval(x.kids[0], ns, alo, ahi) || !interval(x.kids[1], ns, clo, chi)) return false;
+        if (x.fast == Fast::add) {
+          lo = checked(llvm::Intrinsic::sadd_with_overflow, alo, clo, ns);
+          hi = checked(llvm::Intrinsic::sadd_with_overflow, ahi, chi, ns);
+        } else {
+          lo = checked(llvm::Intrinsic::ssub_with_overflow, alo, chi, ns);
+          hi = checked(llvm::Intrinsic::ssub_with_overflow, ahi, clo, ns);
+        }
+        return true;
+      }
+      case Op::GetItem: {  // x.shape[d]
+        const FNode& s = x.kids[0];
+        if (!(s.op == Op::Call && s.spec->name == "shape" && s.kids.size() == 1 &&
+              arr_var(s.kids[0]) && x.kids.size() == 2 && x.kids[1].op == Op::Const &&
+              x.kids[1].constant.k == Reg::PyInt))
+          return false;
+        const ArrEntry& e = arrays[regs[s.kids[0].reg].a];
+        int64_t d = x.kids[1].constant.i;
+        if (d < 0) d += e.nd;
+        if (!e.indexable || d < 0 || d >= e.nd) return false;
+        lo = hi = arr_shape[s.kids[0].reg][d];
+        return true;
+      }
+      case Op::Call: {  // len(x)
+        if (!(x.spec->name == "len" && x.kids.size() == 1 && arr_var(x.kids[0]))) return false;
+        const ArrEntry& e = arrays[regs[x.kids[0].reg].a];
+        if (!e.indexable || e.nd < 1) return false;
+        lo = hi = arr_shape[x.kids[0].reg][0];
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  bool var_interval(int r, Nest& ns, llvm::Value*& lo, llvm::Value*& hi) {
+    const RangeLoop& rl = *ns.rl;
+    if (auto m = ns.memo.find(r); m != ns.memo.end()) {
+      lo = m->second.first, hi = m->second.second;
+      return true;
+    }
+    if (r == rl.k || rl.ivar.count(r)) {  // the counter: [k0, e0] (after its increment too)
+      llvm::Value* last = rl.k == r ? ns.e0 : b.CreateSub(ns.e0, b.getInt64(rl.step));
+      lo = rl.step > 0 ? ns.k0 : last;
+      hi = rl.step > 0 ? last : ns.k0;
+      ns.memo[r] = {lo, hi};
+      return true;
+    }
+    const bool entry = val[r] && is_scalar(kind[r]);
+    if (entry && !is_int(kind[r])) return false;
+    // Undefined when the call began and first assigned after this point of
+    // the code: assigned since (by code after the loop), its value is not
+    // known here.
+    if (!val[r]) ns.bad = b.CreateOr(ns.bad, b.CreateLoad(i1, def[r]));
+    if (!rl.assigned.count(r)) {  // not changed by the loop: its value now
+      if (!entry) return false;
+      if (maybe_undef[r]) ns.bad = b.CreateOr(ns.bad, b.CreateNot(b.CreateLoad(i1, def[r])));
+      lo = hi = b.CreateLoad(i64, val[r]);
+      ns.memo[r] = {lo, hi};
+      return true;
+    }
+    if (ns.visiting.count(r)) return false;
+    ns.visiting.insert(r);
+    lo = hi = nullptr;
+    auto join = [&](llvm::Value* l, llvm::Value* h) {
+      lo = lo ? smin(lo, l) : l;
+      hi = hi ? smax(hi, h) : h;
+    };
+    bool ok = true;
+    for (const FNode* a : ns.assigns[r]) {
+      auto it = ns.role.find(a);
+      if (it == ns.role.end()) {
+        ok = false;
+        break;
+      }
+      const Inner& in = ns.inners[it->second.second];
+      const int role = it->second.first;
+      if ((role == 0 || role == 1) && in.k != r) {
+        ok = false;
+        break;
+      }
+      llvm::Value *slo, *shi, *elo, *ehi;
+      if (!interval(*in.start, ns, slo, shi) || !interval(*in.stop, ns, elo, ehi)) {
+        ok = false;
+        break;
+      }
+      switch (role) {
+        case 0:  // the counter: from its start to its end
+        case 1:
+          if (in.step > 0)
+            join(slo, smax(shi, ehi));
+          else
+            join(smin(slo, elo), shi);
+          break;
+        case 2:  // j = k2 while k2 < e2
+          if (in.step > 0)
+            join(slo, checked(llvm::Intrinsic::ssub_with_overflow, ehi, b.getInt64(1), ns));
+          else
+            join(checked(llvm::Intrinsic::sadd_with_overflow, elo, b.getInt64(1), ns), shi);
+          break;
+        default:  // e2
+          join(elo, ehi);
+      }
+    }
+    ns.visiting.erase(r);
+    if (!ok || !lo) return false;
+    if (entry) {  // the value before the loop, read before the loop assigns it
+      llvm::Value* v = b.CreateLoad(i64, val[r]);
+      llvm::Value* d = maybe_undef[r] ? static_cast<llvm::Value*>(b.CreateLoad(i1, def[r])) : b.getTrue();
+      lo = b.CreateSelect(d, smin(lo, v), lo);
+      hi = b.CreateSelect(d, smax(hi, v), hi);
+    }
+    ns.memo[r] = {lo, hi};
+    return true;
+  }
+
+  // Marks the index arithmetic of an access proven (no overflow checks).
+  static void index_ops(const FNode& n, std::set<const FNode*>& pr) {
+    if (n.op != Op::Binary) return;
+    pr.insert(&n);
+    for (const FNode& k : n.kids) index_ops(k, pr);
+  }
+
+  void nest_collect(const FNode& n, Nest& ns, llvm::Value*& ok, std::set<const FNode*>& pr,
+                    std::set<int>& copy) {
+    if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0]) && !pr.count(&n) &&
+        !(proven && proven->count(&n))) {
+      const int r = n.kids[0].reg;
+      const ArrEntry& e = arrays[regs[r].a];
+      const size_t first = n.op == Op::GetItem ? 1 : 2;
+      const size_t nidx = n.kids.size() - first;
+      if (e.indexable && static_cast<size_t>(e.nd) == nidx && nidx > 0 &&
+          (n.op == Op::GetItem || e.writable)) {
+        llvm::Value* in = b.getTrue();
+        size_t d = 0;
+        for (; d < nidx; ++d) {
+          llvm::Value *lo, *hi;
+          if (!interval(n.kids[first + d], ns, lo, hi)) break;
+          llvm::Value* ext = arr_shape[r][d];
+          in = b.CreateAnd(in, b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext)));
+        }
+        if (d == nidx) {
+          ok = b.CreateAnd(ok, in);
+          pr.insert(&n);
+          for (size_t k = 0; k < nidx; ++k) index_ops(n.kids[first + k], pr);
+          if (n.op == Op::SetItem) copy.insert(r);
+        }
+      }
+    }
+    for (const FNode& k : n.kids) nest_collect(k, ns, ok, pr, copy);
+  }
+
+  // Before a range loop with loops inside: true when every access of the
+  // nest whose indices have known intervals (and not already in `pr`) is in
+  // range for all of them; those join `pr`, and the arrays they write,
+  // `copy` (copied whole once per call before the loop).
+  llvm::Value* nest_ok(const FNode& body, const RangeLoop& rl, llvm::Value* k0, llvm::Value* e0,
+                       std::set<const FNode*>& pr, std::set<int>& copy) {
+    Nest ns;
+    ns.rl = &rl;
+    ns.k0 = k0;
+    ns.e0 = e0;
+    ns.bad = b.getFalse();
+    assigns_of(body, ns);
+    find_inners(body, ns);
+    llvm::Value* ok = b.getTrue();
+    nest_collect(body, ns, ok, pr, copy);
+    return b.CreateAnd(ok, b.CreateNot(ns.bad));
+  }
+
   // ---- range loops: `for i in range(a, b)` as the translator writes it,
   // while(k < e, block(i = k, k = k + 1, ...)) (or k > e and k + -1), with
   // neither k nor e assigned elsewhere in the body and no loop inside it.
-  struct RangeLoop {
-    const FNode* cond = nullptr;
-    int k = -1;
-    const FNode* end = nullptr;  // a variable or a constant
-    int64_t step = 0;
-    size_t inc_at = 0;            // body.kids[inc_at] is k = k + step
-    const FNode* inc = nullptr;   // k + step
-    std::map<int, size_t> ivar;   // registers set to k before the increment (i = k), and where
-    std::set<int> assigned;       // registers assigned in the body
-  };
-  // An element access whose indices are the counter plus what the loop does
-  // not change, checked at the loop's first and last turns.
-  struct Hoisted {
-    const FNode* n;
-    int arr;
-    size_t first;             // kids[first...] are the indices
-    bool after_inc;           // evaluated after k = k + step (k is then t + step)
-    std::vector<int> coef;    // per index: -1, 0 or 1 times the counter
-  };
-
   static void scan(const FNode& n, std::map<int, int>& assigns, bool& loops_in) {
     if (n.op == Op::Assign) ++assigns[n.reg];
     if (n.op == Op::While) loops_in = true;
@@ -1289,9 +1680,7 @@ struct Gen {
     }
     if (body.op != Op::Block) return false;
     std::map<int, int> assigns;
-    bool loops_in = false;
-    scan(body, assigns, loops_in);
-    if (loops_in) return false;
+    scan(body, assigns, rl.loops_in);
     rl.cond = &cond;
     rl.k = kv.reg;
     rl.end = &ev;
@@ -1624,6 +2013,71 @@ struct Gen {
     b.CreateRet(b.getInt32(kNativeBail));
   }
 
+  // The loop itself a range loop with loops inside: the accesses of the
+  // whole nest checked before it (range_ok, nest_ok), its turns without
+  // those checks; a bail goes back to the call's start (the writes logged
+  // before the loop, or none when nothing in it can bail). The general
+  // turns (`top`) when the check fails. Ends at a checkpoint after
+  // max_turns turns.
+  void top_nest(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                llvm::Value* max_turns, llvm::Value* turns) {
+    no_overflow.insert(rl.inc);
+    std::vector<Hoisted> hs;
+    std::set<const FNode*> pr;
+    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
+    llvm::Value *k0, *e0;
+    llvm::Value* ok = range_ok(rl, hs, k0, e0);
+    std::set<int> copy;
+    ok = b.CreateAnd(ok, nest_ok(im.body, rl, k0, e0, pr, copy));
+    llvm::BasicBlock* pre = llvm::BasicBlock::Create(ctx, "tnest", fn);
+    llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
+    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
+    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
+    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
+    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
+    b.CreateCondBr(ok, pre, top);
+    b.SetInsertPoint(chunk);
+    interrupt_check(interrupted);
+    llvm::Value* t = b.CreateLoad(i64, turns);
+    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
+    b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
+    b.SetInsertPoint(go);
+    llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.CreateSub(max_turns, t));
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fhead);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
+    b.SetInsertPoint(fbody);
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
+    count(rl.cond->counter);
+    const int64_t bails_before = bails;
+    proven = &pr;
+    prelogged = true;
+    loops.push_back({fhead, done, nullptr, nullptr});
+    CV v = eval(im.body);
+    loops.pop_back();
+    proven = nullptr;
+    prelogged = false;
+    const bool can_bail = bails > bails_before;
+    b.CreateStore(kind_of(v), last_k);
+    b.CreateStore(to_payload(v), last_p);
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fend);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
+    b.SetInsertPoint(ffin);
+    count(rl.cond->counter);
+    b.CreateBr(done);
+    // Before the loop: the old bytes of what it writes unchecked, unless no
+    // turn can bail (then nothing needs undoing: Ctrl-C and checkpoints
+    // keep the state as it is).
+    b.SetInsertPoint(pre);
+    if (can_bail) {
+      prelog(rl, hs, k0, e0);
+      for (int r : copy) snapshot_once(r);
+    }
+    b.CreateBr(chunk);
+  }
+
   // ---- the function
   void build(const std::string& name) {
     auto* ft = llvm::FunctionType::get(i32, {i8p}, false);
@@ -1707,7 +2161,10 @@ struct Gen {
     interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
     RangeLoop rl;
     if (range_loop(im.cond, im.body, rl)) {
-      top_range(rl, top, done, checkpoint, interrupted, max_turns, turns);
+      if (rl.loops_in)
+        top_nest(rl, top, done, checkpoint, interrupted, max_turns, turns);
+      else
+        top_range(rl, top, done, checkpoint, interrupted, max_turns, turns);
     } else {
       b.CreateBr(top);
     }
@@ -1765,6 +2222,160 @@ struct Gen {
 
 }  // namespace
 
+namespace {
+
+// ---- the disk cache of compiled loops (docs/runtime.md, "Compile cache").
+// An entry is one file, <dir>/native/<key>.o, its key the SHA-1 of the
+// unoptimised IR (the loop's operations typed by its signature), tessera's
+// and LLVM's versions, the code format and the CPU (name and features):
+//   "TESSERA-NATIVE01" | key (20 bytes) | size (8, little-endian) |
+//   SHA-1 of key + object (20) | object (size bytes)
+// Files are untrusted: opened without following links, regular files only,
+// the size checked against the file's before anything is allocated, the key
+// and the content's hash checked before the object is used; anything else
+// is recompiled (and the entry written again: a temporary file in the same
+// folder, then renamed over it).
+
+constexpr char kMagic[17] = "TESSERA-NATIVE01";
+constexpr size_t kHeader = 16 + 20 + 8 + 20;
+constexpr int64_t kMaxObject = int64_t{64} << 20;
+#ifndef TESSERA_VERSION_STRING
+#define TESSERA_VERSION_STRING "0.1.0"
+#endif
+
+using Digest = std::array<uint8_t, 20>;
+
+Digest sha1(const std::string& a, const std::string& b = "") {
+  llvm::SHA1 h;
+  h.update(llvm::StringRef(a));
+  h.update(llvm::StringRef(b));
+  Digest d;
+  const auto r = h.final();
+  std::memcpy(d.data(), r.data(), 20);
+  return d;
+}
+
+std::string hex(const Digest& d) {
+  static const char* x = "0123456789abcdef";
+  std::string s;
+  for (uint8_t c : d) {
+    s += x[c >> 4];
+    s += x[c & 15];
+  }
+  return s;
+}
+
+// TESSERA_CACHE_DIR (empty or "0": no cache), else $HOME/.cache/tessera.
+std::string cache_dir() {
+  const char* e = std::getenv("TESSERA_CACHE_DIR");
+  std::string d;
+  if (e) {
+    d = e;
+    if (d.empty() || d == "0") return "";
+  } else {
+    const char* home = std::getenv("HOME");
+    if (!home || !*home) return "";
+    d = std::string(home) + "/.cache/tessera";
+  }
+  return d + "/native";
+}
+
+bool make_dirs(const std::string& d) {
+  for (size_t at = 1; at <= d.size(); ++at) {
+    if (at < d.size() && d[at] != '/') continue;
+    const std::string part = d.substr(0, at);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st;
+  return ::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The object of entry `key`, or empty with the reason in `why`.
+std::string cache_read(const std::string& path, const Digest& key, std::string& why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    why = errno == ENOENT ? "no entry" : errno == ELOOP ? "the entry is a symbolic link" : "unreadable";
+    return "";
+  }
+  std::string out;
+  struct stat st;
+  char head[kHeader];
+  int64_t size = -1;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+  } else if (st.st_size < static_cast<off_t>(kHeader) ||
+             ::read(fd, head, kHeader) != static_cast<ssize_t>(kHeader)) {
+    why = "truncated header";
+  } else if (std::memcmp(head, kMagic, 16) != 0) {
+    why = "not a tessera native entry (or another format)";
+  } else if (std::memcmp(head + 16, key.data(), 20) != 0) {
+    why = "the key differs";
+  } else {
+    uint64_t u = 0;
+    for (int k = 0; k < 8; ++k) u |= uint64_t{static_cast<uint8_t>(head[36 + k])} << (8 * k);
+    size = u > static_cast<uint64_t>(kMaxObject) ? -1 : static_cast<int64_t>(u);
+    if (size < 0 || st.st_size != static_cast<off_t>(kHeader + static_cast<size_t>(size))) {
+      why = "the size in the header is not the file's";
+    } else {
+      out.resize(static_cast<size_t>(size));
+      size_t got = 0;
+      while (got < out.size()) {
+        const ssize_t r = ::read(fd, out.data() + got, out.size() - got);
+        if (r <= 0) break;
+        got += static_cast<size_t>(r);
+      }
+      const std::string k(reinterpret_cast<const char*>(key.data()), 20);
+      if (got != out.size()) {
+        why = "truncated object";
+        out.clear();
+      } else if (std::memcmp(sha1(k, out).data(), head + 44, 20) != 0) {
+        why = "the content's hash differs (corrupt)";
+        out.clear();
+      }
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+void cache_write(const std::string& dir, const std::string& path, const Digest& key,
+                 const std::string& obj, std::string& why) {
+  if (!make_dirs(dir)) {
+    why += "; could not make " + dir;
+    return;
+  }
+  std::string head(kMagic, 16);
+  const std::string k(reinterpret_cast<const char*>(key.data()), 20);
+  head += k;
+  for (int b = 0; b < 8; ++b) head += static_cast<char>((uint64_t{obj.size()} >> (8 * b)) & 255);
+  const Digest h = sha1(k, obj);
+  head.append(reinterpret_cast<const char*>(h.data()), 20);
+  std::string tmp = dir + "/.tmp-XXXXXX";
+  const int fd = ::mkstemp(tmp.data());  // O_EXCL: never a file planted there
+  if (fd < 0) {
+    why += "; could not write in " + dir;
+    return;
+  }
+  bool ok = true;
+  for (const std::string* part : {static_cast<const std::string*>(&head), &obj}) {
+    size_t done = 0;
+    while (ok && done < part->size()) {
+      const ssize_t r = ::write(fd, part->data() + done, part->size() - done);
+      if (r <= 0) ok = false;
+      else done += static_cast<size_t>(r);
+    }
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    why += "; could not write " + path;
+  }
+}
+
+}  // namespace
+
+void* const* native_helpers() { return kHelpers; }
+
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays, std::string& why) {
   Jit& j = jit();
@@ -1774,19 +2385,18 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto context = std::make_unique<llvm::LLVMContext>();
-  auto mod = std::make_unique<llvm::Module>("tessera_loop", *context);
-  mod->setDataLayout(j.lljit->getDataLayout());
-  mod->setTargetTriple(j.lljit->getTargetTriple().str());
-  std::string name;
-  {
-    std::lock_guard<std::mutex> lock(j.mu);
-    name = "tessera_loop_" + std::to_string(j.next++);
-  }
+  auto fresh = [&] {
+    auto m = std::make_unique<llvm::Module>("tessera_loop", *context);
+    m->setDataLayout(j.lljit->getDataLayout());
+    m->setTargetTriple(j.lljit->getTargetTriple().str());
+    return m;
+  };
+  auto mod = fresh();
   std::vector<bool> dyn(regs.size(), false);
   for (;;) {
     try {
       Gen g(im, regs, arrays, *context, *mod, dyn);
-      g.build(name);
+      g.build("tessera_loop");
       break;
     } catch (const Refuse& r) {
       why = r.why;
@@ -1797,9 +2407,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
         return nullptr;
       }
       dyn[r.reg] = true;
-      mod = std::make_unique<llvm::Module>("tessera_loop", *context);
-      mod->setDataLayout(j.lljit->getDataLayout());
-      mod->setTargetTriple(j.lljit->getTargetTriple().str());
+      mod = fresh();
     }
   }
   std::string verify;
@@ -1808,7 +2416,40 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     why = "internal error: invalid code generated: " + os.str();
     return nullptr;
   }
+  // The key: the code before optimisation, and what makes the same code
+  // give other machine code.
+  std::string ir;
   {
+    llvm::raw_string_ostream ios(ir);
+    mod->print(ios, nullptr);
+  }
+  const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
+  const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
+                           LLVM_VERSION_STRING + " format 1 cpu " +
+                           (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
+  const Digest key = sha1(salt, ir);
+  const std::string name = "tessera_loop_" + hex(key);
+  auto code = std::make_unique<NativeCode>();
+  code->signature = native_signature(regs, arrays);
+  {
+    std::lock_guard<std::mutex> lock(j.mu);
+    auto it = j.loaded.find(name);
+    if (it != j.loaded.end()) {  // the same code, compiled in this process already
+      code->fn = it->second;
+      code->from_cache = true;
+      code->compile_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      return code;
+    }
+  }
+  const std::string dir = cache_dir();
+  const std::string path = dir.empty() ? "" : dir + "/" + hex(key) + ".o";
+  std::string obj;
+  std::string note = dir.empty() ? "off (TESSERA_CACHE_DIR)" : "";
+  if (!dir.empty()) obj = cache_read(path, key, note);
+  code->from_cache = !obj.empty();
+  if (obj.empty()) {
+    mod->getFunction("tessera_loop")->setName(name);
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -1826,26 +2467,51 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    const auto t_opt = std::chrono::steady_clock::now();
     mpm.run(*mod, mam);
-  }
-  if (native_setting() == "ir") {
-    llvm::errs() << "; tessera native loop " << im.where << " (cpu " << j.cpu << ")\n";
-    mod->print(llvm::errs(), nullptr);
+    if (native_debug()) {  // where the first call's time goes
+      auto ms = [](auto a, auto b) {
+        return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
+      };
+      note += "; IR " + std::to_string(ir.size()) + " bytes, generated in " + ms(t0, t_opt) +
+              " ms, optimised in " + ms(t_opt, std::chrono::steady_clock::now()) + " ms";
+    }
+    if (native_setting() == "ir") {
+      llvm::errs() << "; tessera native loop " << im.where << " (cpu " << j.cpu << ")\n";
+      mod->print(llvm::errs(), nullptr);
+    }
+    // Machine code: an object file, the cache's entry and what the JIT links.
+    llvm::SmallVector<char, 0> buf;
+    {
+      std::lock_guard<std::mutex> lock(j.mu);
+      llvm::raw_svector_ostream out(buf);
+      llvm::legacy::PassManager pm;
+      if (j.tm->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_ObjectFile)) {
+        why = "the target cannot emit an object file";
+        return nullptr;
+      }
+      pm.run(*mod);
+    }
+    obj.assign(buf.data(), buf.size());
+    if (!dir.empty()) cache_write(dir, path, key, obj, note);
   }
   std::lock_guard<std::mutex> lock(j.mu);
-  if (auto err = j.lljit->addIRModule(
-          llvm::orc::ThreadSafeModule(std::move(mod), std::move(context)))) {
-    why = "the JIT refused the code: " + llvm::toString(std::move(err));
-    return nullptr;
+  if (auto it = j.loaded.find(name); it != j.loaded.end()) {
+    code->fn = it->second;
+  } else {
+    if (auto err = j.lljit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, name))) {
+      why = "the JIT refused the code: " + llvm::toString(std::move(err));
+      return nullptr;
+    }
+    auto sym = j.lljit->lookup(name);
+    if (!sym) {
+      why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
+      return nullptr;
+    }
+    code->fn = reinterpret_cast<NativeFn>(sym->getAddress());
+    j.loaded[name] = code->fn;
   }
-  auto sym = j.lljit->lookup(name);
-  if (!sym) {
-    why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
-    return nullptr;
-  }
-  auto code = std::make_unique<NativeCode>();
-  code->fn = reinterpret_cast<NativeFn>(sym->getAddress());
-  code->signature = native_signature(regs, arrays);
+  code->cache_note = note;
   code->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return code;

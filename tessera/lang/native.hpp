@@ -67,6 +67,8 @@ struct NativeCtx {
   int64_t max_turns;                    // outer turns before returning kNativeCheckpoint
   int64_t max_undo;                     // log entries before returning kNativeCheckpoint
   Reg last;                             // in and out: the loop's value so far
+  void* const* helpers;                 // native_helpers(): the functions the code calls
+  const volatile void* interrupt;       // interrupt_flag_address()
 };
 
 // What a native loop function returns.
@@ -85,11 +87,19 @@ using NativeFn = int32_t (*)(NativeCtx*);
 struct NativeCode {
   NativeFn fn = nullptr;
   std::vector<uint8_t> signature;  // the register kinds (and arrays' dtypes, ranks) it is for
-  double compile_ms = 0;
+  double compile_ms = 0;           // code generation, optimisation and machine code (or loading)
+  bool from_cache = false;         // read from the disk cache (no optimisation, no codegen)
+  std::string cache_note;          // why the cache was not used (TESSERA_NATIVE=debug)
 };
 
 // False when TESSERA_NATIVE=0 (the register interpreter only).
 bool native_enabled();
+// TESSERA_NATIVE=debug: say what the generator and the disk cache did.
+bool native_debug();
+
+// The functions the generated code calls, by index (no process address is
+// in the code, so that it can be kept on disk and used by other processes).
+void* const* native_helpers();
 
 // The signature of the registers `regs` (arrays described by `arrays`).
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,

@@ -346,7 +346,107 @@ def big_range(n, x):
     return s
 
 
+def pairwise(X):
+    # A loop nest: every access checked once before the outer loop.
+    n = X.shape[0]
+    out = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            s = 0.0
+            for k in range(X.shape[1]):
+                t = X[i, k] - X[j, k]
+                s += t * t
+            out[i, j] = np.sqrt(s)
+    return out
+
+
+def edit_distance(a, b):
+    n = len(a)
+    m = len(b)
+    D = np.zeros((n + 1, m + 1), dtype=np.int64)
+    for i in range(n + 1):
+        D[i, 0] = i
+    for j in range(m + 1):
+        D[0, j] = j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            best = D[i - 1, j] + 1
+            if D[i, j - 1] + 1 < best:
+                best = D[i, j - 1] + 1
+            if D[i - 1, j - 1] + cost < best:
+                best = D[i - 1, j - 1] + cost
+            D[i, j] = best
+    return D[n, m], D
+
+
+def triangle(x, out):
+    # Inner bounds that depend on the outer index, a backwards inner loop.
+    n = len(x)
+    for i in range(n):
+        for j in range(i + 1, n):
+            out[i, j] = x[j] - x[i]
+        for j in range(i, -1, -1):
+            out[j, i] += 1.0
+    return out
+
+
+def nest_index_error(x, m):
+    # x[i, j] past the end when m > x.shape[1]: the check before the nest
+    # fails, the elements before the bad one are written (and stay), then
+    # the IndexError.
+    for i in range(x.shape[0]):
+        for j in range(m):
+            v = i * 10 + j  # (not fused into the write: the same counters on every path)
+            x[i, j] = v
+    return x
+
+
+def rows_index_error(x, ends):
+    # Inner bounds not known before the nest (an element): each row's loop
+    # checked on entry; the last row's goes past the end.
+    for i in range(x.shape[0]):
+        for j in range(ends[i]):
+            v = i * 10 + j
+            x[i, j] = v
+    return x
+
+
+def nest_overflow(a, out):
+    # An int overflow in the middle of a checked nest: the general path
+    # redoes it (writes undone back to the call's start).
+    for i in range(a.shape[0]):
+        s = 0
+        for j in range(a.shape[1]):
+            t = s * 3  # (one operation a statement: the same counters on every path)
+            s = t + a[i, j]
+            out[i, j] = s
+    return out
+
+
+def stale_index(x, out):
+    # j is read in the i loop before the inner loop assigns it, with the
+    # value the statement after the i loop gave it in the turn before:
+    # x[j] past the end there, an IndexError.
+    for t in range(3):
+        for i in range(4):
+            if t > 0:
+                out[t, i] = x[j]
+            for j in range(5):
+                out[t, i] += x[j]
+        j = 9
+    return out
+
+
 CASES = [
+    (pairwise, (np.arange(24.0).reshape(6, 4) ** 0.5,)),
+    (edit_distance, (np.array([1, 2, 3, 1, 0, 2, 2]), np.array([2, 3, 1, 1, 2]))),
+    (triangle, (np.arange(9.0) ** 2, np.zeros((9, 9)))),
+    (nest_index_error, (np.zeros((5, 6)), 6)),
+    (nest_index_error, (np.zeros((5, 6)), 7)),
+    (rows_index_error, (np.zeros((5, 6)), np.array([6, 2, 6, 6, 7]))),
+    (nest_overflow, (np.full((4, 50), 7, dtype=np.int64), np.zeros((4, 50), dtype=np.int64))),
+    (stale_index, (np.arange(6.0), np.zeros((3, 4)))),
     (wrap_left, (np.arange(50.0),)),
     (stencil_rows, (np.arange(120.0).reshape(10, 12) ** 1.5,)),
     (backwards, (np.linspace(1.0, 2.0, 80), np.linspace(0.1, 0.3, 80))),
@@ -430,7 +530,8 @@ def test_native_interpreter_and_general_print_the_same():
     results = lambda out: [l for l in out.splitlines() if not l.startswith("[")]  # noqa: E731
     assert results(native) == results(general)
     # The loops were compiled (not left to the interpreter).
-    compiled = {line.split(":")[1] for line in log.splitlines() if "native code compiled" in line}
+    compiled = {line.split(":")[1] for line in log.splitlines()
+                if "native code compiled" in line or "native code loaded" in line}
     assert len(compiled) >= 8, log
     assert "IndexError" in native and "test_native_loops.py" in native
 
@@ -441,3 +542,62 @@ def test_index_error_names_the_line():
         tessera.jit(index_error_late)(x, 301)
     assert "test_native_loops.py:141" in str(e.value)
     assert np.array_equal(x, np.arange(300) * 2.0)
+
+
+_CACHE_SCRIPT = """
+import sys, numpy as np, tessera
+sys.path.insert(0, {here!r})
+import test_native_loops as t
+print(repr(tessera.jit(t.pairwise)(np.arange(24.0).reshape(6, 4) ** 0.5).tolist()))
+"""
+
+
+def _cached_run(cache, **env):
+    code = _CACHE_SCRIPT.format(here=os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(cache), TESSERA_NATIVE="debug", **env)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    compiled = r.stderr.count("native code compiled")
+    loaded = r.stderr.count("native code loaded from the cache")
+    return r.stdout, r.stderr, compiled, loaded
+
+
+def test_disk_cache_hit_corrupt_symlink_truncated_other_cpu(tmp_path):
+    want = repr(pairwise(np.arange(24.0).reshape(6, 4) ** 0.5).tolist()) + "\n"
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 1 and loaded == 0, err
+    entries = list((tmp_path / "native").glob("*.o"))
+    assert len(entries) == 1 and not list((tmp_path / "native").glob(".tmp*"))
+    entry = entries[0]
+    good = entry.read_bytes()
+    # A hit: no compilation.
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 0 and loaded == 1, err
+    # One byte of the object changed: recompiled (saying why), entry rewritten.
+    bad = bytearray(good)
+    bad[-10] ^= 0xFF
+    entry.write_bytes(bytes(bad))
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 1 and "corrupt" in err, err
+    assert entry.read_bytes() == good
+    # Truncated, and a header claiming a huge size: recompiled.
+    entry.write_bytes(good[: len(good) // 2])
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 1 and "size in the header" in err, err
+    entry.write_bytes(good[:36] + (2**62).to_bytes(8, "little") + good[44:])
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 1 and "size in the header" in err, err
+    # A planted symbolic link (to a valid entry) is not followed; the
+    # entry written after is a file of its own.
+    planted = tmp_path / "elsewhere.o"
+    planted.write_bytes(good)
+    entry.unlink()
+    entry.symlink_to(planted)
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 1 and "symbolic link" in err, err
+    assert not entry.is_symlink() and entry.read_bytes() == good
+    # Another CPU: another key, compiled.
+    out, err, compiled, loaded = _cached_run(tmp_path, TESSERA_CACHE_CPU="some-other-cpu +avx")
+    assert out == want and compiled == 1 and loaded == 0, err
+    assert len(list((tmp_path / "native").glob("*.o"))) == 2
