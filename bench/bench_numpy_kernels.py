@@ -13,13 +13,20 @@ one process: NumPy, tessera at 1 thread and tessera at 2 threads called in
 turn (rotating which goes first), after a warm-up, median of ``--runs``.
 Element-loop kernels are raced against CPython running the same code (that
 is what NumPy runs for them), and where the code allows also on Python lists.
+Numba's ``@njit`` of the same code (every function of the kernel decorated,
+single-threaded as by default; a benchmark peer only, ``pip install numba``)
+is checked the same way and raced in the same rounds; a kernel Numba refuses
+says so. First-call times (translation or type inference and compilation)
+are printed beside the run times. The summary holds issue 31's targets:
+vectorised kernels <= 0.8x NumPy (geometric mean) and none over 1.5x;
+element loops <= 1.5x Numba (geometric mean) and none over 3x.
 
 Each kernel runs in a process of its own, so one that crashes or hangs is a
 FAIL line and the suite goes on (``--in-process`` to debug one).
 
 Run:
   .venv/bin/python bench/bench_numpy_kernels.py [--runs 5] [--filter NAME] [--quick]
-      [--check-only] [--json FILE]
+      [--check-only] [--no-numba] [--json FILE]
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_numpy_kernels.py
       (NumPy's OpenBLAS at its best kernel where these are set; see docs/benchmarks.md)
 
