@@ -1187,7 +1187,9 @@ def _numba_version(kernel, res, args, expected, expected_args):
         got = fn(*got_args)
         res["first_numba_s"] = time.perf_counter() - t0
     except (numba_errors.NumbaError, NotImplementedError) as e:
-        res["numba"] = "refused: " + _short(e).split(": ", 1)[-1][:160]
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()
+                 and not ln.startswith(("Failed in nopython", "- Resolution failure"))]
+        res["numba"] = "refused: " + " ".join(lines[:2])[:160]
         return None
     except Exception as e:  # noqa: BLE001 - Numba's compiled code raised
         res["numba"] = "raised: " + _short(e)[:160]
