@@ -46,3 +46,21 @@ def test_kernel_agrees_with_numpy(results, name):
             pytest.fail(f"{name} now agrees with NumPy: remove it from KNOWN_FAILURES")
         pytest.xfail(suite.KNOWN_FAILURES[name])
     assert r["status"] == "ok", r["error"]
+
+
+def test_the_numba_column_runs_a_loop_and_reports_a_refusal():
+    """The harness's Numba peer (bench only): a loop kernel compiles with
+    @njit and agrees with NumPy; np.repeat with an axis is refused, and said so."""
+    pytest.importorskip("numba")
+    loop = suite.by_name("axpy_loop")
+    args = loop.setup(True)
+    expected_args = suite._copy(args)
+    expected = loop.func(*expected_args)
+    res = {}
+    fn = suite._numba_version(loop, res, args, expected, expected_args)
+    assert res["numba"] == "ok" and fn is not None and res["first_numba_s"] > 0
+    refused = suite.by_name("upsample_repeat")
+    args = refused.setup(True)
+    res = {}
+    assert suite._numba_version(refused, res, args, refused.func(*args), args) is None
+    assert res["numba"].startswith("refused: "), res["numba"]
