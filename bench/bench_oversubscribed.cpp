@@ -4,12 +4,17 @@
 // block or yield when ranks outnumber cores). Prints the machine, N, the
 // ranks per core and, per kind, the median time of one call over blocks of
 // calls (the blocks of both kinds interleave, so a noisy machine shifts them
-// alike), and the ratio. Run:
+// alike), and the ratio; and the context switches per call of each kind
+// (getrusage, every thread of the process, the mean over the ranks):
+// voluntary (a thread blocked) and involuntary (preempted, or gave its core
+// up by sched_yield), figures that do not depend on the machine's load as
+// the times do. Run:
 //   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TESSERA_THREADS=1
 //   mpirun -n 16 --oversubscribe --bind-to none build/bench/bench_oversubscribed
 //   [--calls 50] [--blocks 7] [--bytes 8]
 #include <mpi.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +35,18 @@ namespace {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// The context switches of every thread of this process so far: voluntary
+// (blocked), involuntary (preempted or yielded).
+struct Switches {
+  double voluntary = 0, involuntary = 0;
+};
+
+Switches switches_now() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {static_cast<double>(u.ru_nvcsw), static_cast<double>(u.ru_nivcsw)};
 }
 
 int usable_cores() {
@@ -81,18 +98,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<double> t_engine, t_mpi;
+  Switches sw[2];
   for (int b = 0; b < blocks; ++b) {
     for (int kind = 0; kind < 2; ++kind) {
       MPI_Barrier(MPI_COMM_WORLD);
+      Switches s0 = switches_now();
       auto t0 = Clock::now();
       for (int i = 0; i < calls; ++i) kind ? mpi() : engine();
       double per = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
+      Switches s1 = switches_now();
+      sw[kind].voluntary += s1.voluntary - s0.voluntary;
+      sw[kind].involuntary += s1.involuntary - s0.involuntary;
       // The slowest rank's time.
       double slowest = 0;
       MPI_Allreduce(&per, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       (kind ? t_mpi : t_engine).push_back(slowest);
     }
   }
+  // Per call and rank: the sum over the ranks / (N * blocks * calls).
+  double mine[4] = {sw[0].voluntary, sw[0].involuntary, sw[1].voluntary, sw[1].involuntary};
+  double all[4] = {0, 0, 0, 0};
+  MPI_Reduce(mine, all, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  double per_call = 1.0 / (static_cast<double>(size) * blocks * calls);
   if (rank == 0) {
     double te = median(t_engine), tm = median(t_mpi);
     std::printf("%s\n", bench::machine_line().c_str());
@@ -102,6 +129,11 @@ int main(int argc, char** argv) {
                 static_cast<long long>(bytes), blocks, calls);
     std::printf("engine all_reduce  %10.4f ms\nMPI_Allreduce      %10.4f ms\nratio              %10.2f\n",
                 te * 1e3, tm * 1e3, tm > 0 ? te / tm : 0.0);
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) < 1) load[0] = -1;
+    std::printf("context switches per call and rank (voluntary + involuntary): engine %.2f + %.2f, "
+                "MPI_Allreduce %.2f + %.2f; load average %.1f\n",
+                all[0] * per_call, all[1] * per_call, all[2] * per_call, all[3] * per_call, load[0]);
   }
   return 0;
 }

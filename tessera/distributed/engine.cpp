@@ -176,12 +176,11 @@ Future<Value> Engine::submit(OpPtr op, int group) {
   // go to workers rather than running the program's continuations here.
   help(/*complete_here=*/false);
   // Only a worker wakes the progress thread: a thread that is not one runs
-  // the program at the boundary and polls when it waits there (waking the
-  // progress thread would cost two context switches per operation, and on
-  // a full machine a core), and a polling thread is there already. The
-  // progress thread looks for work every millisecond anyway.
-  if (registered_.load(std::memory_order_acquire) == 0 && (in_worker() || yield_waits()))
-    cv_.notify_all();
+  // the program at the boundary and polls when it waits there, in either
+  // wait mode (waking the progress thread would cost two context switches
+  // per operation, and on a full machine a core), and a polling thread is
+  // there already. The progress thread looks for work every millisecond anyway.
+  if (registered_.load(std::memory_order_acquire) == 0 && in_worker()) cv_.notify_all();
   return f;
 }
 

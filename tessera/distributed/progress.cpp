@@ -13,6 +13,15 @@
 
 namespace tessera::distributed::detail {
 
+namespace {
+
+// How long the progress thread stays away from a registered poller that
+// polled since it last looked, when ranks outnumber cores (WaitMode::yield;
+// else Engine::kPollerAway).
+constexpr std::chrono::microseconds kPollerAwayYielding{2000};
+
+}  // namespace
+
 MPI_Datatype mpi_type(DType dt) {
   switch (dt) {
     case DType::int64: return MPI_INT64_T;
@@ -102,7 +111,11 @@ void Engine::loop() {
       if (seen != polls_seen_) {
         polls_seen_ = seen;
         std::unique_lock lock(in_mu_);
-        cv_.wait_for(lock, kPollerAway, [&] { return stopping_ || registered_.load(std::memory_order_acquire) == 0; });
+        // Ranks outnumbering cores, a poller that yields may not run again
+        // for a time slice: looking every kPollerAway would only add
+        // context switches.
+        cv_.wait_for(lock, yield_waits() ? kPollerAwayYielding : kPollerAway,
+                     [&] { return stopping_ || registered_.load(std::memory_order_acquire) == 0; });
         continue;
       }
     }

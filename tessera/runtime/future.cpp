@@ -1,5 +1,7 @@
 #include "tessera/runtime/future.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -48,6 +50,14 @@ std::atomic<WaitHelper>& wait_helper() {
 
 namespace {
 
+// WaitMode::yield (help_while_pending): a waiter polls this many times in a
+// row without progress before it gives its core up (a message that lands
+// meanwhile is taken without a context switch), and polls this many times
+// longer than a spinning waiter (a time slice of an oversubscribed core is
+// milliseconds: a round's step may wait several for its peer).
+constexpr unsigned kIdlePollsBeforeYield = 1;
+constexpr double kYieldWaitFactor = 25;
+
 std::atomic<WaitMode>& wait_mode_flag() {
   static std::atomic<WaitMode> mode{WaitMode::spin};
   return mode;
@@ -62,13 +72,36 @@ bool help_while_pending(const std::function<bool()>& ready, double seconds) {
   WaitHelper help = wait_helper().load(std::memory_order_acquire);
   if (!help) return ready();
   if (ready()) return true;  // no poll, and no registration as a poller
-  // Ranks outnumber cores: a polling waiter would hold a core that the
-  // ranks it waits for need. It blocks (the caller parks it) and the
-  // communication engine's progress thread polls alone, yielding its core
-  // between polls (WaitMode).
-  if (wait_mode() == WaitMode::yield) return false;
   using Clock = std::chrono::steady_clock;
   auto span = [](double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); };
+  if (wait_mode() == WaitMode::yield) {
+    // Ranks outnumber cores: a waiter that spun would hold a core that the
+    // ranks it waits for need, and one that blocked would cost a hand-off
+    // per operation (the progress thread completes it, then wakes this
+    // thread: two context switches more per call than MPI's own blocking
+    // call). So it polls, as MPI does when oversubscribed, giving its core
+    // up after kIdlePollsBeforeYield polls in a row that found nothing, for
+    // kYieldWaitFactor times `seconds` without progress (a wait for
+    // computation, with nothing in flight, blocks at once).
+    help(HelpCall::enter);
+    struct Leave {
+      WaitHelper help;
+      ~Leave() { help(HelpCall::leave); }
+    } leave{help};
+    auto until = Clock::now() + span(seconds * kYieldWaitFactor);
+    for (unsigned idle = 0; !ready();) {
+      int r = help(HelpCall::poll);
+      if (r == kHelpIdle) return false;
+      if (r == kHelpProgressed) {
+        idle = 0;
+        until = std::max(until, Clock::now() + span(kWaitHelpSeconds * kYieldWaitFactor));
+      } else if (++idle % kIdlePollsBeforeYield == 0) {
+        sched_yield();
+        if (Clock::now() >= until) return false;
+      }
+    }
+    return true;
+  }
   // A loop of collectives completes one every few microseconds: helping on
   // after each completion keeps it on this thread. Computation between them
   // longer than the short extension lets the thread block.

@@ -69,9 +69,9 @@ bool help_while_pending(const std::function<bool()>& ready, double seconds = kWa
 
 // When ranks outnumber cores (the communication engine detects it at
 // start-up), a waiting thread must not keep a core from the ranks it waits
-// for: in WaitMode::yield help_while_pending does not poll (Future::wait
-// blocks at once, woken by the completion) and the engine's progress thread
-// polls alone, giving its core up between polls. WaitMode::spin: as above.
+// for: in WaitMode::yield help_while_pending gives its core up (sched_yield)
+// after each poll that found nothing, as MPI's blocking calls do, and blocks
+// when nothing is in flight or nothing progressed for long. WaitMode::spin: above.
 enum class WaitMode { spin, yield };
 void set_wait_mode(WaitMode m);
 WaitMode wait_mode();
