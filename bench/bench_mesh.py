@@ -31,7 +31,10 @@ the whole model state back into the model under ZeRO, which the peers do not do)
 model-state bytes it holds (parameters + gradients + optimizer state, counted from the arrays),
 and the time between consecutive step ends; a step's
 time is the slowest rank's, the figure the median over the steps after --warmup, then the median
-over runs. A strategy tessera does not have yet is reported as such, not raced.
+over runs. Each rank also reports its process's CPU time (every thread) per timed step; the sum
+over the ranks is printed beside the step (on a machine that other jobs share, the CPU a side
+needs varies less than its wall time). A strategy tessera does not have yet is reported as such,
+not raced.
 
 The peer at its best: tcmalloc (LD_PRELOAD, fair.py) for every launch, PyTorch's fused Adam where
 the strategy allows it (not under ZeroRedundancyOptimizer / DTensor / FSDP2, whose foreach path is
@@ -235,14 +238,16 @@ def torch_worker(local, port, args, out_path):
             loss.backward()
             opt.step()
 
-    ends = []
+    ends, cpus = [], []
     B = args.batch
     dist.barrier()
     ends.append(time.perf_counter())
+    cpus.append(time.process_time())
     for s in range(args.steps + args.warmup):
         rows = slice(s * B + replica * B // replicas, s * B + (replica + 1) * B // replicas)
         step(torch.from_numpy(x_all[rows]).long(), torch.from_numpy(y_all[rows]).long())
         ends.append(time.perf_counter())
+        cpus.append(time.process_time())
 
     def local_bytes(t):
         t = t.to_local() if hasattr(t, "to_local") else t
@@ -257,22 +262,28 @@ def torch_worker(local, port, args, out_path):
         inner = opt.state
     for st in inner.values():
         state += sum(local_bytes(v) for v in st.values() if torch.is_tensor(v) and v.dim() > 0)
-    report(dist, torch, rank, R, base, state, ends, args, out_path)
+    report(dist, torch, rank, R, base, state, ends, cpus, args, out_path)
 
 
-def report(dist, torch, rank, R, base, state, ends, args, out_path):
+def cpu_per_step(cpus, args) -> float:
+    """This process's CPU seconds (every thread) per timed step."""
+    return (cpus[-1] - cpus[args.warmup]) / max(len(cpus) - 1 - args.warmup, 1)
+
+
+def report(dist, torch, rank, R, base, state, ends, cpus, args, out_path):
     steps = np.diff(np.asarray(ends))[args.warmup:]
     t = torch.tensor(steps, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    peak = torch.tensor([(status_kib("VmHWM") - base) * 1024.0, float(state)],
-                        dtype=torch.float64)
-    every = [torch.zeros(2, dtype=torch.float64) for _ in range(R)]
+    peak = torch.tensor([(status_kib("VmHWM") - base) * 1024.0, float(state),
+                         cpu_per_step(cpus, args)], dtype=torch.float64)
+    every = [torch.zeros(3, dtype=torch.float64) for _ in range(R)]
     dist.all_gather(every, peak)
     if rank == 0:
         with open(out_path, "w") as fh:
             json.dump({"step": float(np.median(t.numpy())),
                        "peak": [float(e[0]) for e in every],
-                       "state": [float(e[1]) for e in every]}, fh)
+                       "state": [float(e[1]) for e in every],
+                       "cpu": [float(e[2]) for e in every]}, fh)
     end_torch_worker(dist)
 
 
@@ -361,12 +372,13 @@ def tessera_worker(args, out_path):
         per = -(-len(firsts) // P)
         fit_kw["pipeline_split"] = [firsts[s * per] for s in range(1, P)]
     model = tessera_gpt(args, group)
-    ends = []
+    ends, cpus = [], []
     held = {}
 
     class Clock(nn.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             ends.append(time.perf_counter())
+            cpus.append(time.process_time())
             # the model state as held during fit (after fit the model is whole again)
             held["state"] = model.model_state_bytes()["total"]
             # the peak through the steps, before fit's end gathers the whole model state
@@ -375,18 +387,20 @@ def tessera_worker(args, out_path):
 
     dist.barrier()
     ends.append(time.perf_counter())
+    cpus.append(time.process_time())
     model.fit(x, y, batch_size=args.batch, epochs=1, shuffle=False, verbose=0,
               callbacks=[Clock()], **fit_kw)
     state = held["state"]
     steps = np.diff(np.asarray(ends))[args.warmup:]
     slowest = np.asarray(dist.all_reduce(steps, "max"))
     mine = np.array([(held["hwm"] - base) * 1024.0, float(state),
-                     (status_kib("VmHWM") - base) * 1024.0])
-    every = np.asarray(dist.all_gather(mine)).reshape(R, 3)
+                     (status_kib("VmHWM") - base) * 1024.0, cpu_per_step(cpus, args)])
+    every = np.asarray(dist.all_gather(mine)).reshape(R, 4)
     if dist.rank() == 0:
         with open(out_path, "w") as fh:
             json.dump({"step": float(np.median(slowest)), "peak": every[:, 0].tolist(),
-                       "state": every[:, 1].tolist(), "fit_peak": every[:, 2].tolist()}, fh)
+                       "state": every[:, 1].tolist(), "fit_peak": every[:, 2].tolist(),
+                       "cpu": every[:, 3].tolist()}, fh)
     del tessera
 
 
@@ -542,7 +556,9 @@ def print_config(config, runs, psi, args):
         step = statistics.median(r["step"] for r in ok)
         peak = statistics.median(max(r["peak"]) for r in ok)
         state = statistics.median(max(r["state"]) for r in ok)
-        return (step, peak, state), None
+        # CPU seconds per step, each rank's median over the launches
+        cpu = [statistics.median(r["cpu"][k] for r in ok) for k in range(len(ok[0]["cpu"]))]
+        return (step, peak, state, cpu), None
 
     t, t_err = summary(runs["tessera"])
     p, p_err = summary(runs["torch"])
@@ -554,8 +570,11 @@ def print_config(config, runs, psi, args):
             print(f"   {name:8s} step {s[0] * 1e3:8.1f} ms   peak RSS above baseline "
                   f"{s[1] / 2**20:7.1f} MiB (largest rank)   model state {s[2] / 2**20:7.1f} MiB "
                   f"({s[2] / psi:.2f} B/param)")
+            print(f"   {'':8s} CPU per step {sum(s[3]) * 1e3:8.1f} ms over the ranks (each: "
+                  + ", ".join(f"{c * 1e3:.0f}" for c in s[3]) + ")")
     if t and p:
-        print(f"   ratio tessera/pytorch: step {t[0] / p[0]:.2f}, peak memory {t[1] / p[1]:.2f}")
+        print(f"   ratio tessera/pytorch: step {t[0] / p[0]:.2f}, peak memory {t[1] / p[1]:.2f}, "
+              f"CPU per step {sum(t[3]) / sum(p[3]):.2f}")
 
 
 if __name__ == "__main__":

@@ -101,6 +101,12 @@ int Engine::help(bool complete_here) {
 
 void Engine::loop() {
   using namespace std::chrono;
+  // When ranks outnumber cores this thread yields between empty polls for
+  // kYieldAfterProgress after its last progress (the steps of a round),
+  // then sleeps as it does otherwise (a long wait: a pipeline stage in its
+  // bubble, a rank waiting for a slower one).
+  constexpr microseconds kYieldAfterProgress{2000};
+  steady_clock::time_point last_progress{};
   for (;;) {
     // A thread waiting at the boundary polls: stay out of its way (it
     // wakes this one when it leaves). If it has not polled for
@@ -173,11 +179,17 @@ void Engine::loop() {
     // kBusyPollMax for its next poll.
     if (progressed) {
       idle_sleep_ = kIdlePoll;
-    } else if (yield_waits()) {
-      // Ranks outnumber cores: the only thread of this rank that polls
-      // (waiters block) gives its core to the other ranks between polls,
+      last_progress = steady_clock::now();
+    } else if (yield_waits() && steady_clock::now() - last_progress < kYieldAfterProgress) {
+      // Ranks outnumber cores: this thread (and any waiter polling for
+      // its own results) gives its core to the other ranks between polls,
       // and polls again as soon as the scheduler comes back to it (a
       // sleep would add the timer's latency to every step of a round).
+      // Only for a while after the last progress: a thread that yields is
+      // always runnable, so through a long wait (a pipeline stage in its
+      // bubble: the last of 4 stages on 2 cores waits for most of a step)
+      // it took a turn of the run queue, and the cache, from the ranks
+      // computing on its core at every scheduling point; it sleeps then.
       sched_yield();
     } else {
       std::this_thread::sleep_for(idle_sleep_);
