@@ -81,14 +81,20 @@ bool help_while_pending(const std::function<bool()>& ready, double seconds) {
     // thread: two context switches more per call than MPI's own blocking
     // call). So it polls, as MPI does when oversubscribed, giving its core
     // up after kIdlePollsBeforeYield polls in a row that found nothing, for
-    // kYieldWaitFactor times `seconds` without progress (a wait for
-    // computation, with nothing in flight, blocks at once).
+    // kYieldWaitFactor times `seconds` without progress on a wait's first
+    // look (a wait for computation, with nothing in flight, blocks at once).
     help(HelpCall::enter);
     struct Leave {
       WaitHelper help;
       ~Leave() { help(HelpCall::leave); }
     } leave{help};
-    auto until = Clock::now() + span(seconds * kYieldWaitFactor);
+    // Only the first look of a wait polls that long: the rechecks of a
+    // thread parked through a long wait (a pipeline stage in its bubble)
+    // poll for their own short `seconds`, or the thread would take half a
+    // core yielding (a yielding thread is always runnable) from the ranks
+    // computing beside it.
+    auto until = Clock::now() + span(seconds >= kWaitHelpSeconds ? seconds * kYieldWaitFactor
+                                                                  : seconds);
     for (unsigned idle = 0; !ready();) {
       int r = help(HelpCall::poll);
       if (r == kHelpIdle) return false;
