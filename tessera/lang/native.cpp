@@ -2280,14 +2280,22 @@ std::string cache_dir() {
   return d + "/native";
 }
 
+// The cache holds machine code this process will run: only a folder of
+// this user's that no one else may write into (as ssh requires of ~/.ssh)
+// is read or written; any other is no cache at all.
+bool private_dir(const std::string& d) {
+  struct stat st;
+  return ::lstat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
 bool make_dirs(const std::string& d) {
   for (size_t at = 1; at <= d.size(); ++at) {
     if (at < d.size() && d[at] != '/') continue;
     const std::string part = d.substr(0, at);
     if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
   }
-  struct stat st;
-  return ::stat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return private_dir(d);
 }
 
 // The object of entry `key`, or empty with the reason in `why`.
@@ -2341,7 +2349,9 @@ std::string cache_read(const std::string& path, const Digest& key, std::string& 
 void cache_write(const std::string& dir, const std::string& path, const Digest& key,
                  const std::string& obj, std::string& why) {
   if (!make_dirs(dir)) {
-    why += "; could not make " + dir;
+    why += "; no cache: " + dir +
+           " could not be made, or is not a folder of this user's that only this user may "
+           "write into";
     return;
   }
   std::string head(kMagic, 16);
@@ -2446,7 +2456,10 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   const std::string path = dir.empty() ? "" : dir + "/" + hex(key) + ".o";
   std::string obj;
   std::string note = dir.empty() ? "off (TESSERA_CACHE_DIR)" : "";
-  if (!dir.empty()) obj = cache_read(path, key, note);
+  if (!dir.empty()) {
+    if (private_dir(dir)) obj = cache_read(path, key, note);
+    else note = "no entry";  // made (or refused, saying why) when written below
+  }
   code->from_cache = !obj.empty();
   if (obj.empty()) {
     mod->getFunction("tessera_loop")->setName(name);

@@ -601,3 +601,25 @@ def test_disk_cache_hit_corrupt_symlink_truncated_other_cpu(tmp_path):
     out, err, compiled, loaded = _cached_run(tmp_path, TESSERA_CACHE_CPU="some-other-cpu +avx")
     assert out == want and compiled == 1 and loaded == 0, err
     assert len(list((tmp_path / "native").glob("*.o"))) == 2
+
+
+def test_disk_cache_only_in_a_private_folder(tmp_path):
+    """Machine code is read only from a folder of this user's that no one else
+    may write into: a group- or world-writable cache folder is no cache (the
+    entry in it is neither loaded nor replaced), and the code still runs."""
+    want = repr(pairwise(np.arange(24.0).reshape(6, 4) ** 0.5).tolist()) + "\n"
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 1 and loaded == 0, err
+    folder = tmp_path / "native"
+    entry = next(folder.glob("*.o"))
+    good = entry.read_bytes()
+    folder.chmod(0o777)
+    try:
+        out, err, compiled, loaded = _cached_run(tmp_path)
+        assert out == want and compiled == 1 and loaded == 0, err
+        assert "no cache" in err and "only this user may write" in err, err
+        assert entry.read_bytes() == good
+    finally:
+        folder.chmod(0o700)
+    out, err, compiled, loaded = _cached_run(tmp_path)
+    assert out == want and compiled == 0 and loaded == 1, err
