@@ -77,8 +77,14 @@ def _traced(*values) -> bool:
 
 
 def _step_seed(op, seed):
-    """The seed of a traced draw: the program's seed for the layer call, plus
-    this draw's own number (from `seed`), so two draws in one call differ."""
+    """The seed of a traced draw. A SeedGenerator (or None: the global one)
+    gives new numbers at every step, as Keras's: the program's seed for the
+    layer call plus this draw's own number, so two draws in one call differ.
+    An int gives the same numbers at every call, as Keras's does ("passing an
+    integer as the seed value will produce the same random values for each
+    call")."""
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return int(seed)
     return STEP_SEED * 1000003 + (_seed(op, seed) % 1000003)
 
 
