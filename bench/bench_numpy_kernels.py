@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -1163,8 +1164,6 @@ def _numba_version(kernel, res, args, expected, expected_args):
     too, single-threaded as by default), called once and checked like tessera's.
     Returns the compiled function, or None after recording in res["numba"] that
     Numba refused the code, raised, or gave a different answer."""
-    import types  # noqa: PLC0415
-
     try:
         import numba  # noqa: PLC0415 - a benchmark peer, never a tessera dependency
         from numba.core import errors as numba_errors  # noqa: PLC0415

@@ -17,6 +17,7 @@ import ast
 import inspect
 import math
 import os
+import random
 import re
 import secrets
 import textwrap
@@ -1375,8 +1376,6 @@ def _tessera_module():
 def _python_random_name(obj):
     """The name of a function of Python's ``random`` module (a method of its
     hidden shared ``Random`` instance), or None."""
-    import random  # noqa: PLC0415
-
     inst = getattr(random, "_inst", None)
     if inst is not None and getattr(obj, "__self__", None) is inst:
         name = getattr(obj, "__name__", None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .symbolic import KerasTensor, user_location
+from .symbolic import Input, KerasTensor, user_location
 
 __all__ = ["split_states_call", "check_state_shapes", "stateful_eager_call", "reset_states"]
 
@@ -123,7 +123,6 @@ def stateful_eager_call(layer, x, args, kwargs):
     the first call or after reset_states, or initial_state= when given) and
     keeps the states it ends with."""
     from .model import Model  # noqa: PLC0415 - the one-layer program
-    from .symbolic import Input  # noqa: PLC0415
 
     kwargs = dict(kwargs)
     if args or set(kwargs) - {"initial_state", "training"}:

@@ -54,13 +54,11 @@ def set_random_seed(seed):
     """Seeds Python's random, NumPy's global generator and tessera's global
     generator (what unseeded initializers draw from), like
     keras.utils.set_random_seed."""
-    import random  # noqa: PLC0415
-
     from .. import _core  # noqa: PLC0415
 
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"[set_random_seed] seed must be an int, got {seed!r}")
-    random.seed(int(seed))
+    _random.seed(int(seed))
     np.random.seed(int(seed) % 2**32)
     _core.call_primitive("set_seed", [int(seed)], {})
 
