@@ -350,24 +350,41 @@ Future<Value> choose(const std::shared_ptr<Call>& c, const std::vector<Future<Va
 // Phylanx's direct-execution rule for the copies: the measured time of
 // copy 1 at each call site (keyed by the node's site string, which lives
 // as long as the node), so that copies too cheap to be worth a task run
-// one after the other on the calling thread.
+// one after the other on the calling thread. The decision takes the least
+// of the last three measurements: one copy preempted or slowed by a page
+// fault (common on a loaded machine) does not flip a site to tasks, while
+// a site whose copies really grew changes within three calls.
 class CopyCosts {
  public:
-  // The last measured time of one copy at `site` in ns; negative if none.
+  // The least of the last measured times of one copy at `site` in ns;
+  // negative if none.
   double get(const std::string* site) {
     std::lock_guard lock(mutex_);
     auto it = ns_.find(site);
-    return it == ns_.end() ? -1.0 : it->second;
+    if (it == ns_.end()) return -1.0;
+    const Recent& r = it->second;
+    double least = r.ns[0];
+    for (int i = 1; i < r.count; ++i) least = std::min(least, r.ns[i]);
+    return least;
   }
   void set(const std::string* site, double ns) {
     std::lock_guard lock(mutex_);
     if (ns_.size() > 4096) ns_.clear();  // sites of programs long gone
-    ns_[site] = ns;
+    Recent& r = ns_[site];
+    r.ns[r.next] = ns;
+    r.next = (r.next + 1) % kKept;
+    r.count = std::min(r.count + 1, kKept);
   }
 
  private:
+  static constexpr int kKept = 3;
+  struct Recent {
+    double ns[kKept] = {0, 0, 0};
+    int next = 0;
+    int count = 0;
+  };
   std::mutex mutex_;
-  std::unordered_map<const std::string*, double> ns_;
+  std::unordered_map<const std::string*, Recent> ns_;
 };
 
 CopyCosts& copy_costs() {
