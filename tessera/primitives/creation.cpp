@@ -71,7 +71,7 @@ Array full_of(const Args& a, size_t value_index, DType dt, const Shape& shape) {
   return kernels::gather_view(fill, kernels::broadcast_layout(fill, shape), &parallel_for);
 }
 
-bool is_integral_value(const Value& v) {
+bool is_integral_scalar(const Value& v) {
   if (v.is_int() || v.is_bool()) return true;
   return v.is_array() && v.as_array().size() == 1 && !is_floating(v.as_array().dtype());
 }
@@ -84,7 +84,7 @@ Value arange(Args& a) {
     start_v = Value(int64_t{0});
   }
   auto dt = a.opt_dtype(3);
-  bool all_int = is_integral_value(start_v) && is_integral_value(stop_v) && is_integral_value(a[2]);
+  bool all_int = is_integral_scalar(start_v) && is_integral_scalar(stop_v) && is_integral_scalar(a[2]);
   // Validate every argument as a number, with the parameter's name in errors.
   double start = a[1].is_nil() ? 0.0 : a.number(0);
   double stop = a[1].is_nil() ? a.number(0) : a.number(1);

@@ -91,18 +91,12 @@ std::string sci_layout(const std::string& digits, int exp) {
 }
 
 // |v| in Python's repr form: shortest digits, an exponent below 1e-4 and
-// from 1e16 on, ".0" on integral values. NumPy prints float32 scalars with
-// their own shortest digits and an exponent when the value is below 1e-4 or
-// from 1e6 on.
-template <class T>
-std::string repr_body(T v) {
+// from 1e16 on, ".0" on integral values (NumPy's scalars of other widths
+// print through Array::str).
+std::string repr_body(double v) {
   Decimal d = decimal_of(v, -1);
   const int decpt = d.exp + 1;
-  bool sci = decpt <= -4 || decpt > 16;
-  if constexpr (std::is_same_v<T, float>) {
-    const double a = std::fabs(static_cast<double>(v));
-    sci = a != 0.0 && (a < 1e-4 || a >= 1e6);
-  }
+  const bool sci = decpt <= -4 || decpt > 16;
   if (sci) return sci_layout(d.digits, d.exp);
   std::string s = fixed_layout(d.digits, decpt);
   if (s.find('.') == std::string::npos) s += ".0";
@@ -138,27 +132,6 @@ std::string float_str(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return (std::signbit(v) ? "-" : "") + repr_body(v);
-}
-
-std::string float32_str(float v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return (std::signbit(v) ? "-" : "") + repr_body(v);
-}
-
-
-// Python's and NumPy's text of a complex number: "(1+2j)", "2j", "(1.5-0.5j)";
-// the parts in their shortest digits (float32's for complex64), without ".0".
-std::string complex_str(std::complex<double> z, bool single) {
-  auto part = [single](double v) {
-    std::string t = single ? float32_str(static_cast<float>(v)) : float_str(v);
-    if (t.size() > 2 && t.compare(t.size() - 2, 2, ".0") == 0) t.resize(t.size() - 2);
-    return t;
-  };
-  std::string im = part(std::fabs(z.imag()));
-  if (z.real() == 0.0 && !std::signbit(z.real())) return (std::signbit(z.imag()) ? "-" : "") + im + "j";
-  const bool minus = std::signbit(z.imag()) && !std::isnan(z.imag());
-  return "(" + part(z.real()) + (minus ? "-" : "+") + im + "j)";
 }
 
 // A 0-d array as the NumPy scalar it comes back to Python as.
@@ -229,16 +202,8 @@ std::string python_str(const Value& v) {
     case ValueKind::floating: return float_str(v.as_float());
     case ValueKind::string: return v.as_string();
     case ValueKind::array: {
-      const Array& a = v.as_array();
-      if (a.ndim() != 0) return a.str();
-      if (a.dtype() == DType::float32) return float32_str(static_cast<float>(a.get_double(0)));
-      if (a.dtype() == DType::uint64) return std::to_string(static_cast<uint64_t>(a.get_int(0)));
-      if (is_integer(a.dtype())) return std::to_string(a.get_int(0));
-      if (a.dtype() == DType::float16 || a.dtype() == DType::bfloat16) {
-        return float_str(shortest_decimal_16(a.get_double(0), a.dtype()));
-      }
-      if (is_complex(a.dtype())) return complex_str(a.get_complex(0), a.dtype() == DType::complex64);
-      return python_str(scalar_of(a));
+      // NumPy's text of the array, or of its element as a NumPy scalar.
+      return v.as_array().str();
     }
     case ValueKind::list: return sequence_text(v);
     case ValueKind::dict: {

@@ -685,16 +685,58 @@ def test_str_and_repr(dt):
     check_table([(e, numpy_fn(e), (x,)) for e in exprs])
 
 
-PRINT_WRONG = pytest.mark.xfail(strict=True, reason=(
-    "tessera/core printing: float16/float32 arrays mixing magnitudes not in NumPy's "
-    "scientific layout, complex arrays' padding"))
-
-
-@pytest.mark.parametrize("dt", [dt if dt in ("bool", "int8", "uint8", "int32")
-                                else pytest.param(dt, marks=PRINT_WRONG) for dt in PRINT_VALUES])
+@pytest.mark.parametrize("dt", list(PRINT_VALUES))
 def test_print(dt, capfd):
     x = np.array(PRINT_VALUES[dt], dtype=dt)
     f = numpy_body("print(x)\nprint(x[0], x[1:3])\nprint(x.reshape(5, 1))\nreturn 0")
+    f(x.copy())
+    expected = capfd.readouterr().out
+    tessera.jit(f)(x.copy())
+    assert capfd.readouterr().out == expected
+
+
+def _print_cases():
+    """Arrays whose text exercises every branch of NumPy's layout: positional
+    and scientific floats in each float type, NaN/inf/-0, wide and summarized
+    rows, nested axes, integers of every width, complex parts of both signs."""
+    rng = np.random.default_rng(7)
+    magnitudes = {
+        "unit": lambda n: rng.standard_normal(n),
+        "decades": lambda n: rng.standard_normal(n) * 10.0 ** rng.integers(-6, 10, n),
+        "tiny": lambda n: rng.standard_normal(n) * 1e-7,
+        "huge": lambda n: rng.standard_normal(n) * 1e12,
+        "integral": lambda n: rng.integers(-300, 300, n).astype(float),
+        "thirds": lambda n: rng.integers(-9, 9, n) / 3.0,
+        "special": lambda n: np.resize([np.nan, -np.inf, -0.0, 0.5, np.inf, 2.0], n),
+    }
+    shapes = [(7,), (3, 4), (2, 2, 3), (30,), (1001,), (12, 100), (0,), (2, 0), (1, 1)]
+    cases = []
+    for dt in ("float64", "float32", "float16"):
+        for mag, make in magnitudes.items():
+            for shape in shapes:
+                cases.append(pytest.param(dt, make(int(np.prod(shape))).reshape(shape),
+                                          id=f"{dt}-{mag}-{'x'.join(map(str, shape))}"))
+    for dt in ("complex128", "complex64"):
+        for mag in ("unit", "decades", "special"):
+            for shape in [(5,), (3, 4), (40,)]:
+                n = int(np.prod(shape))
+                z = magnitudes[mag](n) + 1j * magnitudes["thirds"](n)[::-1]
+                cases.append(pytest.param(dt, z.reshape(shape), id=f"{dt}-{mag}-{n}"))
+    for dt in ("int8", "int64", "uint16", "uint64", "bool"):
+        for shape in [(6,), (4, 5), (50,), (1200,)]:
+            n = int(np.prod(shape))
+            info = np.iinfo(dt) if dt != "bool" else None
+            v = (rng.integers(0, 2, n) if info is None
+                 else rng.integers(info.min, info.max, n, dtype=dt, endpoint=True))
+            cases.append(pytest.param(dt, v.reshape(shape), id=f"{dt}-{n}"))
+    return cases
+
+
+@pytest.mark.parametrize("dt, values", _print_cases())
+def test_print_layout_as_numpy(dt, values, capfd):
+    with np.errstate(over="ignore"):  # float16 of the huge values: inf, printed as such
+        x = np.asarray(values).astype(dt)
+    f = numpy_body("print(x)\nprint(x.T)\nprint(x[..., ::-1])\nreturn 0")
     f(x.copy())
     expected = capfd.readouterr().out
     tessera.jit(f)(x.copy())

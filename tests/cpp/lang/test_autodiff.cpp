@@ -371,7 +371,7 @@ TEST(Autodiff, FunctionsIfAndValue) {
       "define(f, x, k=2.0, block(define(y, sq(x) * k), if(sum(x) > 0, sum(y), sum(-y))))\n"
       "list(value_and_grad(f)([1.0, 2.0]), grad(f)([-1.0, -3.0]), grad(f, [0, 1])([1.0], 3.0))");
   // f = k * sum(x^2) (sign by branch); df/dx = 2 k x; df/dk = sum(x^2).
-  EXPECT_EQ(r.str(), "[[10., [4. 8.]], [ 4. 12.], [[6.], 1.0]]");
+  EXPECT_EQ(r.str(), "[[10.0, [4. 8.]], [ 4. 12.], [[6.], 1.0]]");
 }
 
 TEST(Autodiff, FunctionsNamedLikePrimitivesAreTheProgramsOwn) {
@@ -383,7 +383,7 @@ TEST(Autodiff, FunctionsNamedLikePrimitivesAreTheProgramsOwn) {
       "define(f, x, sum(relu(x)) + sum(add(x, x) + x))\n"
       "list(f([1.0, -1.0]), grad(f)([1.0, -1.0]))");
   // f = sum(2x) + sum(x^2 + x); df/dx = 2 + 2x + 1.
-  EXPECT_EQ(r.str(), "[2., [5. 1.]]");
+  EXPECT_EQ(r.str(), "[2.0, [5. 1.]]");
   // A function of the body's own named like the operator's primitive.
   Value g = eval_string("define(f, x, block(define(add, a, b, a * b), sum(x + x))) grad(f)([1.0, -1.0])");
   EXPECT_TRUE(tessera::test::array_eq(g, DType::float64, {2}, {2.0, 2.0}));
@@ -431,7 +431,7 @@ TEST(Autodiff, AuxiliaryValuesRideAlong) {
       "define(f, w, x, block(define(p, x * w), list(sum(p * p), mean(p))))\n"
       "value_and_grad(f, has_aux=true)([1.0, 2.0], [3.0, 4.0])");
   // value 9 + 64 = 73, d/dw = 2 p x = [18, 64], aux mean(p) = 5.5
-  EXPECT_EQ(r.str(), "[73., [18. 64.], 5.5]");
+  EXPECT_EQ(r.str(), "[73.0, [18. 64.], 5.5]");
   EXPECT_TRUE(throws_with<SyntaxError>(
       [] { eval_string("define(f, w, sum(w)) value_and_grad(f, has_aux=true)"); },
       "must end in list(value, aux)"));
@@ -603,7 +603,7 @@ TEST(Autodiff, VjpPullbackMatchesValueAndGradBitwise) {
       "define(f, w, x, block(define(p, x * w), list(sum(p * p), mean(p))))\n"
       "define(r, vjp(f, 0, has_aux=true)([1.0, 2.0], [3.0, 4.0]))\n"
       "list(r[0], r[1](1.0), r[2])");
-  EXPECT_EQ(one.str(), "[73., [18. 64.], 5.5]");
+  EXPECT_EQ(one.str(), "[73.0, [18. 64.], 5.5]");
 }
 
 // The value need not be a scalar: pullback(ct) gives the gradient of

@@ -86,7 +86,7 @@ TEST(Liveness, ClosuresStillSeeTheirValues) {
       "  define(acc, list()), for_each(lambda(v, store(acc, append(acc, v * y))), [1, 2]),\n"
       "  define(u, g(2.0)), list(t, u, acc)))\nf(3.0)",
       {}, "closure.tsl");
-  EXPECT_EQ(r.str(), "[7.0, 8.0, [6., 12.]]");
+  EXPECT_EQ(r.str(), "[7.0, 8.0, [6.0, 12.0]]");
   // A function defined in the block reading a parameter.
   Value r2 = eval_string(
       "define(f, x, n, block(define(h, k, x * k), define(a, h(2)), define(b, h(n)), a + b))\n"
