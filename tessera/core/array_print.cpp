@@ -2,7 +2,8 @@
 // precision 8, floatmode 'maxprec', linewidth 75, threshold 1000, edgeitems 3).
 //
 // Floats of one array share a layout chosen from the values themselves:
-// scientific when the largest magnitude is 1e8 or more, the smallest is
+// scientific when the largest magnitude is 1e8 or more (1e6 for float32,
+// 1e3 for float16: 10^min(8, the type's decimal digits)), the smallest is
 // under 1e-4, or they span more than three decades; otherwise positional,
 // each value in its shortest digits (in its own type: float32's and
 // float16's digits, not float64's) cut to 8 decimals, the decimal points
@@ -146,7 +147,15 @@ class FloatFormat {
       any_nonzero = true;
     }
     if (any_nonzero) {
-      exp_format_ = max_abs >= 1e8 || min_abs < 1e-4 || max_abs / min_abs > 1000.0;
+      // NumPy 2.2's cutoff: 10^min(8, decimal digits the type holds).
+      const double cutoff = dt == DType::float32 || dt == DType::complex64 ? 1e6
+                            : dt == DType::float16                         ? 1e3
+                            : dt == DType::bfloat16                        ? 1e2
+                                                                           : 1e8;
+      const double ratio = dt == DType::float32 || dt == DType::complex64
+                               ? static_cast<float>(max_abs) / static_cast<float>(min_abs)
+                               : max_abs / min_abs;
+      exp_format_ = max_abs >= cutoff || min_abs < 1e-4 || ratio > 1000.0;
     }
     if (finite.empty()) {
       pad_left_ = pad_right_ = 0;

@@ -707,9 +707,12 @@ def _print_cases():
         "huge": lambda n: rng.standard_normal(n) * 1e12,
         "integral": lambda n: rng.integers(-300, 300, n).astype(float),
         "thirds": lambda n: rng.integers(-9, 9, n) / 3.0,
+        "thousands": lambda n: rng.standard_normal(n) * 4e4,  # float16/32 cutoffs
+        "millions": lambda n: rng.uniform(1e6, 4e6, n),
         "special": lambda n: np.resize([np.nan, -np.inf, -0.0, 0.5, np.inf, 2.0], n),
     }
-    shapes = [(7,), (3, 4), (2, 2, 3), (30,), (1001,), (12, 100), (0,), (2, 0), (1, 1)]
+    shapes = [(7,), (3, 4), (2, 2, 3), (30,), (1001,), (12, 100), (2, 3, 200), (0,), (2, 0),
+              (1, 1)]
     cases = []
     for dt in ("float64", "float32", "float16"):
         for mag, make in magnitudes.items():
