@@ -134,3 +134,13 @@ def missing(module: str, name: str, supported) -> AttributeError:
     hint = f"; the closest supported: {close}" if close else ""
     return AttributeError(f"[{module}] Keras's {name!r} is not supported by tessera yet{hint} "
                           "(docs/nn.md, section \"ops, activations, random\")")
+
+
+def static_or_symbolic_shape(x) -> tuple:
+    """ops.shape: a tuple of ints; on a symbolic tensor the batch axis
+    (unknown while the model is built) is a symbolic int."""
+    s = shape_of(x)
+    if None not in s:
+        return tuple(s)
+    whole = prim("shape", x)
+    return tuple(d if d is not None else whole[i] for i, d in enumerate(s))

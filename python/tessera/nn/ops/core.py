@@ -12,9 +12,10 @@ import numpy as np
 
 from ..symbolic import KerasTensor, _dtype_name, user_location
 from . import numpy as knp
-from ._base import (dtype_of, eager_only, floating, is_symbolic, prim, shape_of,
-                    tensor)
 from ._base import cast as _cast
+from ._base import (dtype_of, eager_only, floating, is_symbolic, prim, shape_of,
+                    static_or_symbolic_shape, tensor)
+from .extra import extract_sequences
 
 __all__: list = []
 
@@ -54,11 +55,7 @@ def is_tensor(x):
 def shape(x):
     """A tuple of ints; on a symbolic tensor the batch axis (unknown while the
     model is built) is a symbolic int, usable in reshape, zeros, random ..."""
-    s = shape_of(x)
-    if None not in s:
-        return tuple(s)
-    whole = prim("shape", x)
-    return tuple(d if d is not None else whole[i] for i, d in enumerate(s))
+    return static_or_symbolic_shape(x)
 
 
 @_export
@@ -511,7 +508,5 @@ def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=
                              f"{p} samples; got {n}")
         x = knp.concatenate([knp.flip(x[..., 1:p + 1], -1), x,
                              knp.flip(x[..., n - p - 1:n - 1], -1)], -1)
-    from .extra import extract_sequences  # noqa: PLC0415 - extra imports this module's peers
-
     frames = knp.multiply(extract_sequences(x, fft_length, sequence_stride), win)
     return rfft(frames, fft_length)

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..symbolic import user_location
 from . import numpy as knp
-from ._base import FLOATX, cast, check_axis, dtype_of, floating, prim, shape_of, tensor
+from ._base import (FLOATX, cast, check_axis, dtype_of, floating, prim, shape_of,
+                    static_or_symbolic_shape, tensor)
 
 __all__: list = []
 _EPSILON = 1e-7  # keras.config.epsilon()
@@ -558,9 +559,7 @@ def conv_transpose(inputs, kernel, strides=1, padding="valid", output_padding=No
     dl = [dilation_rate] * n if isinstance(dilation_rate, int) else list(dilation_rate)
     spatial = [m * s if p == "same" else (m - 1) * s + d * (k - 1) + 1
                for m, k, s, d in zip(xs[1:-1], ks[:n], st, dl)]
-    from .core import shape as _shape  # noqa: PLC0415 - core imports this module
-
-    batch = _shape(x)[0]
+    batch = static_or_symbolic_shape(x)[0]
     out_shape = [batch] + spatial + [ks[-2]]
     if n == 1:
         y = prim("conv1d_grad_input", x, w, out_shape, stride=st[0], padding=p,
