@@ -1,47 +1,55 @@
 """tessera.nn: Keras-like layers and models (functional, Sequential,
 subclassed) whose training step (forward, backward, update) is one compiled
-tessera program."""
+tessera program.
+
+Its modules import one way, lowest first (docs/nn.md, "Layout (for
+developers)"; tests/python/test_nn_structure.py checks it):
+
+    foundations (symbolic, params, initializers, regularizers, registry, ...)
+    -> variables -> ops, activations, random -> graph (functional)
+    -> layers/ (base, then one module per family)
+    -> losses, metrics, parallel* -> the compiled step (programs, zero, varlen, pipeline)
+    -> files and callbacks (weights_file, saving, checkpoints, callbacks, utils)
+    -> model/ (core, compile, training, inference, sequential) -> this namespace
+
+A lower module that needs the model asks registry.model_class().
+"""
+
+import difflib
 
 from . import callbacks, initializers, losses, metrics, regularizers, saving
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
-from .layers import (Activation, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
-                     BatchNormalization, Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose,
-                     DepthwiseConv1D, DepthwiseConv2D, Dense, Dropout, Embedding, Flatten,
-                     GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D,
-                     GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
-                     GlobalMaxPooling2D, Identity, Layer, LayerNormalization, MaxPool1D,
-                     MaxPool2D, MaxPooling1D, MaxPooling2D, Permute, RepeatVector, Reshape)
-from .activation_layers import ELU, LeakyReLU, PReLU, ReLU, Softmax
-from .attention import MultiHeadAttention
-from .attention_layers import AdditiveAttention, Attention
-from .core_layers import InputLayer, Lambda
-from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
-                      average, concatenate, maximum, minimum, multiply, subtract)
+from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
+                     AdditiveAttention, AlphaDropout, Attention, Average, AveragePooling1D,
+                     AveragePooling2D, AvgPool1D, AvgPool2D, BatchNormalization, Bidirectional,
+                     CategoryEncoding, CenterCrop, Concatenate, Conv1D, Conv1DTranspose, Conv2D,
+                     Conv2DTranspose, Cropping1D, Cropping2D, Dense, DepthwiseConv1D,
+                     DepthwiseConv2D, Discretization, Dot, Dropout, ELU, Embedding, Flatten,
+                     GaussianDropout, GaussianNoise, GlobalAveragePooling1D,
+                     GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D, GlobalMaxPool1D,
+                     GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, GroupNormalization,
+                     GRUCell, Hashing, Identity, InputLayer, IntegerLookup, Lambda, Layer,
+                     LayerNormalization, LeakyReLU, LSTMCell, Masking, Maximum, MaxPool1D,
+                     MaxPool2D, MaxPooling1D, MaxPooling2D, Minimum, MultiHeadAttention, Multiply,
+                     Normalization, Permute, PReLU, RandomContrast, RandomCrop, RandomFlip,
+                     RandomRotation, RandomTranslation, RandomZoom, ReLU, RepeatVector, Rescaling,
+                     Reshape, Resizing, SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
+                     SeparableConvolution2D, SimpleRNN, SimpleRNNCell, Softmax, SpatialDropout1D,
+                     SpatialDropout2D, SpatialDropout3D, StackedRNNCells, StringLookup, Subtract,
+                     TextVectorization, TimeDistributed, UnitNormalization, UpSampling1D,
+                     UpSampling2D, ZeroPadding1D, ZeroPadding2D, add, average, concatenate,
+                     maximum, minimum, multiply, subtract)
 from .model import History, Model, Sequential
-from .normalization import GroupNormalization, Normalization, Rescaling, UnitNormalization
-from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
-                    SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .parallel import ColumnParallelDense, RowParallelDense
 from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
                               ParallelMultiHeadAttention, RowParallelConv1D, RowParallelConv2D,
                               VocabParallelEmbedding)
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
-from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
-                                  RandomRotation, RandomTranslation, RandomZoom, Resizing)
-from .preprocessing import (CategoryEncoding, Discretization, Hashing, IntegerLookup,
-                            StringLookup, TextVectorization)
-from .recurrent import GRU, LSTM, SimpleRNN
-from .reshaping import (Cropping1D, Cropping2D, UpSampling1D, UpSampling2D, ZeroPadding1D,
-                        ZeroPadding2D)
 from .saving import load_model, register_keras_serializable
-from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
-                        SeparableConvolution2D)
 from .symbolic import Input, KerasTensor
 from .variables import Variable
-from .wrappers import (GRUCell, LSTMCell, Bidirectional, Masking, RNN, SimpleRNNCell,
-                       StackedRNNCells, TimeDistributed)
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
@@ -78,8 +86,6 @@ __all__ = [
 
 def __getattr__(name):
     """A Keras name tessera lacks: an AttributeError naming the closest one."""
-    import difflib  # noqa: PLC0415
-
     if name.startswith("__"):
         raise AttributeError(name)
     close = difflib.get_close_matches(name, __all__, n=2)

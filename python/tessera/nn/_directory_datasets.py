@@ -9,9 +9,13 @@ checked from its header before it is decoded."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import numpy as np
+
+from .. import data as _data
+from .layers import Resizing
 
 _MAX_TEXT_BYTES = 64 << 20
 _MAX_IMAGE_PIXELS = 1 << 26  # 67 M pixels, a decompression bomb beyond
@@ -144,8 +148,6 @@ def _read(path, limit, where):
 
 
 def _dataset(samples, labels, label_mode, class_names, batch_size, where):
-    from .. import data as _data  # noqa: PLC0415
-
     if batch_size is not None and (isinstance(batch_size, bool) or
                                    not isinstance(batch_size, int) or batch_size <= 0):
         raise ValueError(f"[{where}] batch_size must be a positive int or None, got "
@@ -207,8 +209,6 @@ def image_dataset_from_directory(directory, labels="inferred", label_mode="int",
     resized to image_size (tessera's Resizing, bilinear or nearest).
     Decoding needs Pillow (an ImportError naming it otherwise). Everything is
     read into memory."""
-    from .image_preprocessing import Resizing  # noqa: PLC0415
-
     w = "image_dataset_from_directory"
     channels = {"rgb": 3, "rgba": 4, "grayscale": 1}.get(color_mode)
     if channels is None:
@@ -222,7 +222,7 @@ def image_dataset_from_directory(directory, labels="inferred", label_mode="int",
         raise ValueError(f"[{w}] data_format must be 'channels_last' or 'channels_first', got "
                          f"{data_format!r}")
     try:
-        from PIL import Image  # noqa: PLC0415
+        from PIL import Image  # noqa: PLC0415 - optional dependency, only for image folders
     except ImportError:
         raise ImportError(f"[{w}] decoding images needs Pillow (pip install pillow)") from None
     resize = Resizing(h, wd, interpolation=interpolation,
@@ -239,8 +239,6 @@ def image_dataset_from_directory(directory, labels="inferred", label_mode="int",
                                           w):
         images = np.zeros((len(part_paths), h, wd, channels), np.float32)
         for k, p in enumerate(part_paths):
-            import io  # noqa: PLC0415
-
             raw = _read(p, 1 << 30, w)
             try:
                 with Image.open(io.BytesIO(raw)) as im:

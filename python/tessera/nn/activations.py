@@ -11,6 +11,7 @@ from .ops import nn as _nn
 from .ops import numpy as _np
 from .ops._base import cast as _cast
 from .ops._base import floating as _floating
+from .ops.extra import sparsemax as _sparsemax
 
 __all__ = ["celu", "deserialize", "elu", "exponential", "gelu", "get", "glu", "hard_shrink",
            "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "leaky_relu", "linear",
@@ -155,8 +156,6 @@ def softmax(x, axis=-1):
 
 
 def sparsemax(x, axis=-1):
-    from .ops.extra import sparsemax as _sparsemax  # noqa: PLC0415
-
     return _sparsemax(x, axis)
 
 

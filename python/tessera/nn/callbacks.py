@@ -18,8 +18,14 @@ import io
 import math
 import os
 import tempfile
+import time
 
 import numpy as np
+
+from .. import distributed
+from ._tfevents import EventFileWriter
+from .utils import Progbar
+from .weights_file import read_file
 
 __all__ = ["Callback", "CallbackList", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
            "ReduceLROnPlateau", "CSVLogger", "TerminateOnNaN", "LambdaCallback", "History",
@@ -62,10 +68,21 @@ class Callback:
     def on_batch_end(self, batch, logs=None): pass
 
 
-def History():  # noqa: N802 - Keras's name, the model's History object
-    from .model import History as _History  # noqa: PLC0415
+class History:
+    """Per-epoch logs of a fit: `history["loss"]`, `["accuracy"]`,
+    `["val_loss"]`, `["val_accuracy"]`, ... (the epoch logs, as Keras's);
+    `epoch` lists the epochs run."""
 
-    return _History()
+    def __init__(self):
+        self.history: dict = {}
+        self.epoch: list = []
+        self.params: dict = {}
+        self.model = None
+
+    def _add(self, epoch: int, logs: dict):
+        self.epoch.append(epoch)
+        for k, v in logs.items():
+            self.history.setdefault(k, []).append(v)
 
 
 class CallbackList:
@@ -142,8 +159,6 @@ class CallbackList:
 
 def _chief() -> bool:
     """Locality 0 writes files (the others hold the same model)."""
-    from .. import distributed  # noqa: PLC0415
-
     return distributed.size() == 1 or distributed.rank() == 0
 
 
@@ -504,8 +519,6 @@ class ProgbarLogger(Callback):
         self.target = params.get("steps")
 
     def _reset(self):
-        from .utils import Progbar  # noqa: PLC0415
-
         self._seen = 0
         self.progbar = Progbar(self.target, verbose=self.verbose, stateless_metrics=(),
                                unit_name="step")
@@ -583,8 +596,6 @@ class BackupAndRestore(Callback):
 
     def _restore_path(self):
         """The backup fit resumes from (checked readable), or None."""
-        from .saving import read_file  # noqa: PLC0415
-
         for p in ([self._path, self._prev] if self.double_checkpoint else [self._path]):
             if os.path.lexists(p):
                 if os.path.islink(p) or not os.path.isfile(p):
@@ -663,8 +674,6 @@ class TensorBoard(Callback):
         self._epoch_steps = 0
 
     def _writer(self, kind):
-        from ._tfevents import EventFileWriter  # noqa: PLC0415
-
         w = self._writers.get(kind)
         if w is None:
             w = self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind))
@@ -686,8 +695,6 @@ class TensorBoard(Callback):
         self._step = int(getattr(self.model, "_iteration", 0) or 0) if self.model else 0
 
     def on_epoch_begin(self, epoch, logs=None):
-        import time  # noqa: PLC0415
-
         self._epoch_start = time.perf_counter()
         self._epoch_steps = 0
 
@@ -700,8 +707,6 @@ class TensorBoard(Callback):
             self._writer("train").scalars(self._step, self._scalars(logs, "batch_"))
 
     def on_epoch_end(self, epoch, logs=None):
-        import time  # noqa: PLC0415
-
         if not _chief():
             return
         logs = logs or {}

@@ -68,7 +68,8 @@ import numpy as np
 from .. import distributed as _dist
 from .._files import write_chunks
 from .callbacks import Callback
-from .saving import DTYPES, _host, apply_training_state
+from .training_state import apply_training_state
+from .weights_file import DTYPES, _host
 
 __all__ = ["CheckpointDir", "newest_checkpoint"]
 

@@ -8,7 +8,9 @@ import inspect
 
 import numpy as np
 
-from .symbolic import STEP_SEED, GraphWriter, KerasTensor, _Index, _record, user_location
+from .registry import model_class
+from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
+                       user_location)
 from .variables import add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
@@ -531,9 +533,7 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
 def _eager_call(layer, inputs, args, kwargs):
     """A layer called on arrays: a one-layer model's prediction (weights made
     on the first call, as Keras does)."""
-    from .model import Model  # noqa: PLC0415
-    from .symbolic import Input  # noqa: PLC0415
-
+    Model = model_class()  # (the model sits above the graph: registry.py)
     if layer._is_custom() and not isinstance(layer, Model):
         return _eager_custom_call(layer, inputs, args, kwargs)
     arrays = [np.asarray(a) for a in _flatten([inputs, list(args)])]

@@ -21,6 +21,7 @@ shape[0], a 2-d (Dense kernel) shape (in, out), and a convolution kernel
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import operator
@@ -396,8 +397,6 @@ def deserialize(config) -> Initializer:
 
 
 def _hint(name: str, known) -> str:
-    import difflib  # noqa: PLC0415
-
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 

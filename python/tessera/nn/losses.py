@@ -9,13 +9,18 @@ step differentiates like the rest of the model.
     model.compile("adam", "kld")          # the same by name
 """
 
+import difflib
 import inspect
 import numbers
 
 import numpy as np
 
 from .. import _core
-from .layers import _snake
+from . import ops
+from .functional import apply_function
+from .layers.base import _snake
+from .registry import get_registered_object
+from .symbolic import is_symbolic
 
 __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercentageError",
            "MeanSquaredLogarithmicError", "Huber", "LogCosh", "KLDivergence", "Poisson",
@@ -78,8 +83,6 @@ class Loss:
                                   "call(self, y_true, y_pred)")
 
     def _traced(self, y, p, ctx, label_spec, out_shape) -> str:
-        from .functional import apply_function  # noqa: PLC0415
-
         shape, dtype = label_spec
         return apply_function(self.call, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
 
@@ -130,8 +133,6 @@ class Loss:
         and divided by the number of values (Keras's "sum_over_batch_size"
         reduction, with or without weights). A float32 (float64 for float64
         outputs) NumPy scalar."""
-        from .symbolic import is_symbolic  # noqa: PLC0415
-
         if any(is_symbolic(v) and type(v).__name__ != "Variable"
                for v in (y_true, y_pred, sample_weight)):
             return self._symbolic_call(y_true, y_pred, sample_weight)
@@ -512,8 +513,6 @@ _SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy
 
 
 def _ops():
-    from . import ops  # noqa: PLC0415  (ops imports the layers, which import the losses)
-
     return ops
 
 
@@ -548,8 +547,6 @@ class FunctionLoss(Loss):
         return np.asarray(self.fn(np.asarray(y_true), np.asarray(y_pred)))
 
     def _values(self, y, p, ctx, label_spec, out_shape) -> str:
-        from .functional import apply_function  # noqa: PLC0415
-
         shape, dtype = label_spec
         return apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
 
@@ -634,8 +631,6 @@ def get(loss) -> Loss:
     if isinstance(loss, str):
         cls = _BY_NAME.get(loss.lower())
         if cls is None:
-            import difflib  # noqa: PLC0415
-
             close = difflib.get_close_matches(loss.lower(), list(_BY_NAME), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"[compile] unknown loss {loss!r}{hint} Known: {sorted(_BY_NAME)}")
@@ -654,8 +649,6 @@ def deserialize(config, custom_objects=None):
     """The loss a serialize() config (or a name) describes."""
     if isinstance(config, str):
         return get(config)
-    from .saving import get_registered_object  # noqa: PLC0415
-
     if not isinstance(config, dict):
         raise TypeError(f"[losses.deserialize] expected a name or a serialize() dict, got "
                         f"{config!r}")

@@ -33,6 +33,7 @@ The definitions, names and defaults are Keras 3's:
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
 import numbers
@@ -40,8 +41,12 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
+from . import losses
 from ._config import Configurable
-from .layers import _snake
+from .functional import _placeholders, write_traced
+from .layers.base import _snake
+from .symbolic import KerasTensor
+from .variables import Variable, collecting_updates, tracing
 
 __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
            "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
@@ -115,8 +120,6 @@ class Metric(Configurable):
     def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum",
                      name=None):
         """A state variable (Keras's Metric.add_variable)."""
-        from .variables import Variable  # noqa: PLC0415
-
         if aggregation not in ("sum", "mean", None, "none"):
             raise ValueError(f"[{type(self).__name__}.add_variable] aggregation="
                              f"{aggregation!r} is not supported (state is summed)")
@@ -172,10 +175,6 @@ class Metric(Configurable):
         """The metric's sums as a model's programs write them."""
         if not self._stateful():
             return self.expressions(y, p, w)
-        from .functional import _placeholders, write_traced  # noqa: PLC0415
-        from .symbolic import KerasTensor  # noqa: PLC0415
-        from .variables import collecting_updates, tracing  # noqa: PLC0415
-
         shape, dtype = label_spec
         shapes = [(None,) + tuple(shape), (None,) + tuple(out_shape)]
         dtypes = [dtype, "float32"]
@@ -943,8 +942,6 @@ _ACCURACY_FOR_LOSS = {
 
 
 def _hint(name: str, known) -> str:
-    import difflib  # noqa: PLC0415
-
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -957,8 +954,6 @@ def _loss_name(loss) -> Optional[str]:
     else:
         name = getattr(loss, "name", None)
     try:
-        from . import losses  # noqa: PLC0415
-
         return losses.get(name).name if isinstance(name, str) else None
     except (ValueError, TypeError):
         return name

@@ -1,6 +1,8 @@
 """keras.models for code written against Keras: Model, Sequential,
 load_model and save_model."""
 
+import os
+
 from .model import Model, Sequential
 from .saving import clone_model, load_model, model_from_json
 
@@ -9,8 +11,6 @@ __all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json"
 
 def save_model(model, filepath, overwrite=True):
     """model.save(filepath) (keras.models.save_model / keras.saving.save_model)."""
-    import os  # noqa: PLC0415
-
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError(f"[save_model] {filepath} exists and overwrite=False")
     model.save(filepath)

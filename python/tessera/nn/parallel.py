@@ -23,7 +23,8 @@ import numpy as np
 
 from .. import distributed
 from ..distributed import Group
-from .layers import Dense, Param, _apply
+from .layers import Dense, Param
+from .layers.base import _apply
 from .regularizers import L1L2, Regularizer
 
 __all__ = ["ColumnParallelDense", "RowParallelDense"]

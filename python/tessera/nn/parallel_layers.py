@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import distributed
-from .attention import MultiHeadAttention
-from .layers import Conv1D, Conv2D, Embedding, _apply
+from .layers import Conv1D, Conv2D, Embedding, MultiHeadAttention
+from .layers.base import _apply
 from .parallel import _MIXING, _SplitLayer
 
 __all__ = ["ParallelMultiHeadAttention", "VocabParallelEmbedding", "ColumnParallelConv1D",

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import _core, distributed as _dist
 from .clipping import SplitNorms
-from .layers import peek_value, value_spec
+from .params import peek_value, value_spec
 from .programs import ProgramsMixin
 from .symbolic import GraphWriter
 from .zero import ZeroPlan

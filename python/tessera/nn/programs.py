@@ -12,7 +12,10 @@ import numpy as np
 
 from .. import _core
 from .clipping import SplitNorms
+from .functional import apply_function
+from .layers import Activation, Add, BatchNormalization
 from .layers import Context
+from .metrics import MeanMetricWrapper
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
@@ -33,8 +36,6 @@ class _FunctionMetric:
         self.name = getattr(fn, "__name__", "metric")
 
     def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
-        from .functional import apply_function  # noqa: PLC0415
-
         shape, dtype = label_spec
         v = apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
         v = ctx.define("mv", f"astype({v}, \"float64\")")
@@ -57,9 +58,6 @@ def _relus_after_batch_norm(outputs) -> tuple:
     read only by an Activation("relu") (batch_norm_add_relu: the end of a
     residual block). Model outputs are never fused away; the layers between
     pass their input on."""
-    from .layers import Activation, BatchNormalization  # noqa: PLC0415
-    from .merging import Add  # noqa: PLC0415
-
     readers: dict = {}
     seen, stack = set(), list(outputs)
     while stack:
@@ -394,8 +392,6 @@ class ProgramsMixin:
         `counts`, a list, gets each metric's number of sums."""
         ctx, stmts = self._loss_ctx("_met")
         out = []
-        from .metrics import MeanMetricWrapper  # noqa: PLC0415
-
         for k, ms in enumerate(self._compiled.metrics):
             mask = self._output_mask_expr(k) if ms else None
             if mask is not None:

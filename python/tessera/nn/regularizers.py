@@ -15,9 +15,13 @@ columns) of the 2-d weight scaled to unit L2 norm.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 
+import numpy as np
+
+from .. import _core
 from ._config import Configurable
 
 __all__ = ["Regularizer", "L1", "L2", "L1L2", "OrthogonalRegularizer", "l1", "l2", "l1_l2",
@@ -45,10 +49,6 @@ class Regularizer(Configurable):
         raise NotImplementedError
 
     def __call__(self, x) -> float:
-        import numpy as np  # noqa: PLC0415
-
-        from .. import _core  # noqa: PLC0415
-
         program = _core.Program(f"lambda(w, {self.expression('w')})",
                                 f"<{type(self).__name__}>")
         return float(program.run([np.asarray(x)]))
@@ -152,8 +152,6 @@ def deserialize(config) -> Regularizer:
 
 
 def _hint(name: str, known) -> str:
-    import difflib  # noqa: PLC0415
-
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 

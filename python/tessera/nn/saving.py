@@ -1,5 +1,5 @@
-"""Saving models: tessera's weights format (named arrays, a JSON header, a
-SHA-256), extended with the model's architecture, compile settings, optimizer
+"""Saving models: tessera's weights format (weights_file.py: named arrays, a
+JSON header, a SHA-256), extended with the model's architecture, compile settings, optimizer
 state and training state. Loading never executes anything from the file.
 
     offset  size  content
@@ -18,214 +18,39 @@ tensors start with "optimizer/".
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
-import importlib
 import inspect
 import json
 import math
 import numbers
 import os
-import struct
-import tempfile
 
 import numpy as np
 
-from .._files import mode_for_replacing, write_chunks
+from .. import optim
+from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
+from . import regularizers
+from .functional import _deps
+from .layers import WEIGHTS_IN_FILE, Layer
+from .programs import _FunctionMetric
+from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope,
+                       get_custom_objects, get_registered_name, get_registered_object,
+                       model_class, register_keras_serializable)
 from .symbolic import (_DUMMY_BATCH, DTYPE_NAMES, ELEMENTWISE_OPERATIONS, Input, KerasTensor,
                        _Index, _record)
-
-MAGIC = b"TSRWGHT1"
-DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "bool": "|b1"}
-_MAX_RANK = 32
+# (load_training_state, set_weights_from, ...: also saving's names, as before)
+from .training_state import (_MALFORMED, _restore_optimizer, apply_training_state,
+                             load_training_state)
+from .weights_file import load_weights_into, read_file, save_file, set_weights_from
 
 __all__ = ["save_file", "read_file", "load_model", "register_keras_serializable",
            "get_custom_objects", "custom_object_scope", "CustomObjectScope",
            "get_registered_name", "get_registered_object", "model_from_json", "clone_model"]
 
 
-_TMP_PREFIX = ".tessera-weights-"
-
-
-def _host() -> str:
-    import socket  # noqa: PLC0415
-
-    return socket.gethostname().replace("-", "_")
-
-
-def _sweep_temporaries(folder: str):
-    """Removes the temporaries of writes killed part way (SIGKILL leaves no
-    chance to clean up): files named by this host and a process that no
-    longer exists. Other hosts' files (a shared file system) are left alone."""
-    prefix = f"{_TMP_PREFIX}{_host()}-"
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # still running
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # alive, another user's
-        try:
-            os.unlink(os.path.join(folder, name))
-        except OSError:
-            pass
-
-
-def save_file(path, tensors: dict, meta: dict, where: str):
-    """Writes `tensors` (name -> array) and `meta` atomically: a temporary in
-    the same folder renamed into place, so a failed or killed write leaves
-    the old file (or none), never a partial one."""
-    entries, chunks, offset = [], [], 0
-    for name, a in tensors.items():
-        a = np.asarray(a)
-        dt = str(a.dtype)
-        if dt not in DTYPES:
-            raise TypeError(f"[{where}] {name}: dtype {dt} is not supported")
-        raw = np.ascontiguousarray(a).astype(DTYPES[dt], copy=False).tobytes()
-        entries.append({"name": name, "dtype": dt, "shape": list(a.shape), "offset": offset,
-                        "nbytes": len(raw)})
-        chunks.append(raw)
-        offset += len(raw)
-    header = dict(meta, format="tessera-weights", version=1, tensors=entries)
-    try:
-        text = json.dumps(header, allow_nan=False).encode()
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"[{where}] the model's configuration cannot be saved: {e}") from None
-    body = MAGIC + struct.pack("<Q", len(text)) + text + b"".join(chunks)
-    digest = hashlib.sha256(body).digest()
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    _sweep_temporaries(folder)
-    write_atomic(path, [body, digest])
-
-
-def write_atomic(path, chunks, prefix=_TMP_PREFIX, hook=None, durable=True):
-    """Writes the byte chunks to a new temporary beside `path` (named
-    prefix + host + pid, so a sweep can tell a dead writer's), fsyncs it
-    (unless not durable) and renames it into place; the temporary is removed
-    on any failure. `hook` is called after the first chunk (tests stop a
-    writer half way there)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{_host()}-{os.getpid()}-", dir=folder)
-    try:
-        # mkstemp makes the temporary 0600: give it the mode of the file it
-        # replaces, or that of a new file (0666 less the umask), as open() would
-        try:
-            os.fchmod(fd, mode_for_replacing(path))
-        except OSError:  # a file system without modes: the safe 0600 stays
-            pass
-        write_chunks(fd, chunks, hook, durable)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def read_file(path, where: str):
-    """(tensors, header) of a file written by save_file; ValueError naming
-    what is wrong for anything that is not such a file."""
-    path = os.fspath(path)
-
-    def bad(what):
-        return ValueError(f"[{where}] {path}: {what}; nothing was loaded")
-
-    if not os.path.isfile(path):
-        if os.path.exists(path):
-            raise bad("not a regular file")
-        raise FileNotFoundError(f"[{where}] {path}: no such file")
-    with open(path, "rb") as f:
-        blob = f.read()
-    if len(blob) < len(MAGIC) + 8 + 32 or blob[:8] != MAGIC:
-        raise bad("not a tessera weights file (bad magic or too short)")
-    body, digest = blob[:-32], blob[-32:]
-    if hashlib.sha256(body).digest() != digest:
-        raise bad("checksum mismatch: the file is corrupted or truncated")
-    (hlen,) = struct.unpack("<Q", body[8:16])
-    if 16 + hlen > len(body):
-        raise bad("header length exceeds the file")
-    try:
-        header = json.loads(body[16:16 + hlen].decode("utf-8"))
-    except (ValueError, RecursionError) as e:  # also JSON integers past Python's digit limit
-        raise bad(f"unreadable header ({type(e).__name__})") from None
-    if not isinstance(header, dict) or header.get("format") != "tessera-weights" or \
-            header.get("version") != 1:
-        raise bad("unsupported format or version")
-    data = body[16 + hlen:]
-    out = {}
-    entries = header.get("tensors", [])
-    if not isinstance(entries, list):
-        raise bad("the tensor table is not a list")
-    for t in entries:
-        if not isinstance(t, dict):
-            raise bad("a tensor entry is not an object")
-        name, dt, shape = t.get("name"), t.get("dtype"), t.get("shape", [])
-        if not isinstance(name, str) or not isinstance(dt, str) or dt not in DTYPES or \
-                not isinstance(shape, list) or \
-                len(shape) > _MAX_RANK or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                  and 0 <= d < 2 ** 40 for d in shape):
-            raise bad(f"tensor entry {str(name)[:64]!r} is malformed")
-        count = math.prod(shape)  # Python ints: no overflow
-        nbytes = count * np.dtype(DTYPES[dt]).itemsize
-        start = t.get("offset")
-        if not isinstance(start, int) or isinstance(start, bool) or start < 0 or \
-                nbytes != t.get("nbytes") or start + nbytes > len(data):
-            raise bad(f"tensor {name!r} lies outside the data section")
-        if name in out:
-            raise bad(f"the tensor {name[:200]!r} is named twice")
-        out[name] = np.frombuffer(data, dtype=DTYPES[dt], count=count,
-                                  offset=start).reshape(shape).astype(dt)
-    return out, header
-
-
-def load_weights_into(model, path, where="load_weights"):
-    """Sets the model's weights from a file; every name, shape and dtype must
-    match, or nothing is loaded (the first mismatch is named)."""
-    tensors, _ = read_file(path, where)
-    set_weights_from(model, tensors, os.fspath(path), where)
-    return tensors
-
-
-def set_weights_from(model, tensors: dict, source: str, where: str):
-    """Sets the model's weights from the non-optimizer entries of `tensors`
-    (read from `source`), or nothing when a name, shape or dtype differs."""
-    weights = {k: v for k, v in tensors.items() if not k.startswith("optimizer/")}
-    expected = model.weights
-    missing = sorted(set(expected) - set(weights))
-    extra = sorted(set(weights) - set(expected))
-    if missing or extra:
-        raise ValueError(f"[{where}] {source}: the weights do not match the model: "
-                         f"missing {missing}, unexpected {extra}; nothing was loaded")
-    for name, a in expected.items():
-        w = weights[name]
-        part = getattr(model._owner[name][0], "_local_part", None)
-        if part is not None:  # a whole weight of a layer split over a tensor group
-            w = weights[name] = part(model._owner[name][1].name, w)
-        if w.shape != a.shape or w.dtype != a.dtype:
-            layer, p = model._owner[name]
-            raise ValueError(f"[{where}] {source}: {name} ({layer.name}/{p.name}) has "
-                             f"shape {w.shape} and dtype {w.dtype}, the model expects {a.shape} "
-                             f"and {a.dtype}; nothing was loaded")
-    for name, w in weights.items():
-        model._set(name, w)
-
-
 # ------------------------------------------------------------------ configs
 #
 # Loading never executes: a file names classes and operations, and only
 # those of the registry below are built (docs/nn.md, "What a file can name").
-
-_CUSTOM: dict = {}
 
 # What a file may make, checked before anything is made (docs/nn.md).
 MAX_SAMPLE_VALUES = 1 << 24  # values of one sample of any tensor of the graph
@@ -234,102 +59,6 @@ MAX_NODES = 100_000  # nodes of a functional graph
 MAX_LAYERS = 20_000  # layers of a file, nested models included
 MAX_DEPTH = 64  # nesting of a configuration (lists, dicts, objects, nested models)
 _MAX_RANK_SHAPE = 32
-
-
-def register_keras_serializable(package="Custom", name=None):
-    """Decorator registering a user's class (a Layer, Model, loss, metric,
-    optimizer, schedule, initializer, ...) or function under Keras's key
-    "package>name", so that load_model, model_from_json and from_config may
-    build it when a configuration names it (as
-    keras.saving.register_keras_serializable). Only register classes whose
-    constructor is safe to call with any arguments a file gives."""
-    if not isinstance(package, str) or not package or ">" in package:
-        raise TypeError(f"[register_keras_serializable] package must be a non-empty string "
-                        f"without '>', got {package!r}")
-
-    def wrap(cls):
-        key = name or getattr(cls, "__name__", None)
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"[register_keras_serializable] name must be a non-empty string, "
-                            f"got {key!r}")
-        if not callable(getattr(cls, "get_config", None)) and isinstance(cls, type):
-            raise TypeError(f"[register_keras_serializable] {cls.__name__} has no get_config: "
-                            "it cannot be serialized")
-        _CUSTOM[f"{package}>{key}"] = cls
-        return cls
-
-    return wrap
-
-
-# custom_object_scope's dicts, innermost last
-_SCOPES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_custom_scopes", default=())
-
-
-def get_custom_objects() -> dict:
-    """The registry of users' objects (keras.saving.get_custom_objects): the
-    dict itself, so that `get_custom_objects()["MyLayer"] = MyLayer`
-    registers MyLayer; register_keras_serializable adds "package>name"."""
-    return _CUSTOM
-
-
-class custom_object_scope:  # noqa: N801 - Keras's name
-    """`with custom_object_scope({"MyLayer": MyLayer}):` — the objects are
-    known to load_model, model_from_json and from_config within."""
-
-    def __init__(self, custom_objects=None, *more):
-        scopes = [custom_objects or {}] + list(more)
-        for d in scopes:
-            if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
-                raise TypeError(f"[custom_object_scope] expected dicts of names to objects, got "
-                                f"{d!r}")
-        self._objects = {k: v for d in scopes for k, v in d.items()}
-        self._token = None
-
-    def __enter__(self):
-        self._token = _SCOPES.set(_SCOPES.get() + (self._objects,))
-        return self
-
-    def __exit__(self, *exc):
-        _SCOPES.reset(self._token)
-        return False
-
-
-CustomObjectScope = custom_object_scope
-
-
-def _registered(name: str):
-    """A user's object by name: the scopes (innermost first), then the
-    registry by exact key or by "package>name"."""
-    for scope in reversed(_SCOPES.get()):
-        if name in scope:
-            return scope[name]
-    if name in _CUSTOM:
-        return _CUSTOM[name]
-    for key, obj in _CUSTOM.items():
-        if key.split(">", 1)[-1] == name:
-            return obj
-    return None
-
-
-def get_registered_name(obj) -> str:
-    """The key `obj` is registered under (else its name), as Keras's."""
-    for key, v in _CUSTOM.items():
-        if v is obj:
-            return key
-    return getattr(obj, "__name__", type(obj).__name__)
-
-
-def get_registered_object(name, custom_objects=None, module_objects=None):
-    """The object registered (or given in custom_objects, or in an active
-    custom_object_scope) as `name`; None when there is none (Keras's)."""
-    if custom_objects and name in custom_objects:
-        return custom_objects[name]
-    found = _registered(name)
-    if found is not None:
-        return found
-    if module_objects and name in module_objects:
-        return module_objects[name]
-    return None
 
 
 _BUILTIN = None
@@ -342,25 +71,15 @@ def builtin_classes() -> dict:
     module a file names is ever imported)."""
     global _BUILTIN
     if _BUILTIN is None:
-        from .. import optim  # noqa: PLC0415
-        from . import (attention, image_preprocessing, initializers, layers,  # noqa: PLC0415
-                       losses, merging, metrics, parallel, parallel_layers, parallel_losses,
-                       preprocessing, recurrent, regularizers, wrappers)
-
         def public(modules, base, exclude):
             return {name: obj for mod in modules for name, obj in vars(mod).items()
                     if not name.startswith("_") and isinstance(obj, type) and
                     issubclass(obj, base) and obj not in exclude and
                     obj.__module__ == mod.__name__}
 
-        # the layer modules: these and the family modules layers.py's table
-        # names (a fixed list of tessera's modules, never one a file names)
-        layer_modules = [layers, attention, recurrent, merging, parallel, parallel_layers,
-                         wrappers]
-        for name in sorted(set(layers._ELSEWHERE.values())):
-            mod = importlib.import_module(f"{__package__}.{name}")
-            if mod not in layer_modules:
-                layer_modules.append(mod)
+        # the layer family modules and the parallel ones (a fixed list of
+        # tessera's modules, never one a file names)
+        layer_modules = list(layers.FAMILIES) + [parallel, parallel_layers]
         _BUILTIN = {
             "layer": public(layer_modules, layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
@@ -395,6 +114,28 @@ class _Load:
         return ValueError(f"[load_model] {self.path}: {what}; nothing was loaded")
 
 
+# The modules the layers lived in before tessera.nn.layers became a package of
+# families: a file saved then names them ("module"), and still loads.
+_P = "tessera.nn.layers."
+_FORMER_MODULES = {
+    "tessera.nn.layers": {_P + m for m in ("core", "conv", "pooling", "reshaping",
+                                           "normalization")},
+    "tessera.nn.activation_layers": {_P + "activation"},
+    "tessera.nn.attention": {_P + "multi_head_attention"},
+    "tessera.nn.attention_layers": {_P + "attention"},
+    "tessera.nn.core_layers": {_P + "core"},
+    **{"tessera.nn." + m: {_P + m} for m in (
+        "image_preprocessing", "merging", "noise", "normalization", "preprocessing", "recurrent",
+        "reshaping", "separable", "wrappers")},
+}
+
+
+def _same_module(named, cls) -> bool:
+    """The module a file names is the class's own (or the one it had then)."""
+    return named is None or named == cls.__module__ or \
+        cls.__module__ in _FORMER_MODULES.get(named, ())
+
+
 def _resolve(name, module, kinds, ctx: _Load, what: str):
     """The class a file names: the user's (custom_objects, then registered),
     else tessera's own class of one of `kinds` (of `module` when the file
@@ -409,7 +150,7 @@ def _resolve(name, module, kinds, ctx: _Load, what: str):
     tables = builtin_classes()
     for kind in kinds:
         cls = tables[kind].get(name)
-        if cls is not None and (module is None or module == cls.__module__):
+        if cls is not None and _same_module(module, cls):
             return cls
     shown = name[:80] + (f" (module {str(module)[:80]!r})" if module is not None else "")
     kinds_text = ", ".join(kinds) if kinds else "model"
@@ -459,8 +200,6 @@ def _depth_check(ctx: _Load, depth: int):
 
 def _encode(v, where):
     """A constructor argument as JSON."""
-    from . import layers as _layers  # noqa: PLC0415
-
     if v is None or isinstance(v, (bool, str)):
         return v
     if isinstance(v, numbers.Integral):
@@ -472,7 +211,7 @@ def _encode(v, where):
             [_encode(u, where) for u in v]
     if isinstance(v, dict):
         return {"__dict__": {str(k): _encode(u, where) for k, u in v.items()}}
-    if isinstance(v, _layers.Layer):
+    if isinstance(v, Layer):
         return {"__layer__": _layer_config(v, where)}
     if hasattr(v, "get_config") and callable(v.get_config):
         return {"__object__": type(v).__name__, "module": type(v).__module__,
@@ -521,7 +260,7 @@ def _decode(v, ctx: _Load, depth: int = 0):
 
 
 def _layer_config(layer, where):
-    from .model import Model, Sequential  # noqa: PLC0415
+    Model, Sequential = model_class("Model"), model_class("Sequential")
 
     if isinstance(layer, Sequential):
         return {"class": "Sequential", "arch": _architecture(layer, where)}
@@ -545,8 +284,6 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
     config = _decode(cfg.get("config", {}), ctx, depth + 1)
     if not isinstance(config, dict):
         raise ctx.error(f"the configuration of the layer {cfg['class']} is malformed")
-    from .layers import Layer  # noqa: PLC0415
-
     own = getattr(cls, "from_config", None)
     if isinstance(cls, type) and issubclass(cls, Layer) and \
             own.__func__ is not Layer.from_config.__func__:
@@ -563,8 +300,7 @@ def _architecture(model, where="save", objects=None) -> dict:
     """The model's structure as JSON: its layers' configurations and the
     graph of calls and operations connecting them. `objects`, a list, gets
     the layers in the order of the architecture's "layers"."""
-    from .functional import _deps  # noqa: PLC0415
-    from .model import Sequential  # noqa: PLC0415
+    Sequential = model_class("Sequential")
 
     base = {"name": model.name, "seed": model.seed, "dtype": model.dtype}
     if isinstance(model, Sequential):
@@ -790,8 +526,6 @@ def _layers_from(configs, ctx: _Load, depth: int):
         out = []
         for layer in originals:
             new = fn(layer)
-            from .layers import Layer  # noqa: PLC0415
-
             if not isinstance(new, Layer):
                 raise TypeError(f"[clone_model] clone_function must return a Layer, got "
                                 f"{type(new).__name__} for layer {layer.name!r}")
@@ -821,7 +555,7 @@ def model_from_config(arch, custom_objects=None, where="from_config", clone=None
 def model_to_json(model, **kwargs) -> str:
     """model.to_json(): the architecture as JSON text (json.dumps's keyword
     arguments, such as indent, pass on)."""
-    from .model import Sequential  # noqa: PLC0415
+    Sequential = model_class("Sequential")
 
     model._check_built("to_json")
     arch = _architecture(model, "to_json")
@@ -871,7 +605,7 @@ def clone_model(model, input_tensors=None, clone_function=None, call_function=No
     weights (keras.models.clone_model). `clone_function(layer)` makes each
     top-level layer of a Sequential or functional model (default: the layer's
     class from its get_config)."""
-    from .model import Model  # noqa: PLC0415
+    Model = model_class("Model")
 
     if not isinstance(model, Model):
         raise TypeError(f"[clone_model] expected a Model, got {type(model).__name__}")
@@ -911,13 +645,11 @@ def _walk_layer_classes(model, classes: dict):
         seen.add(t.id)
         if t.op == "layer":
             classes.setdefault(type(t.args[0]).__name__, type(t.args[0]))
-        from .functional import _deps  # noqa: PLC0415
-
         stack.extend(_deps(t))
 
 
 def _model_from(arch, ctx: _Load, depth: int = 0):
-    from .model import Model, Sequential  # noqa: PLC0415
+    Model, Sequential = model_class("Model"), model_class("Sequential")
 
     _depth_check(ctx, depth)
     if not isinstance(arch, dict) or arch.get("kind") not in ("Sequential", "Functional",
@@ -1077,8 +809,6 @@ def _compile_config(model, where) -> dict:
     c = model._compiled
     if c is None:
         return {}
-    from .programs import _FunctionMetric  # noqa: PLC0415
-
     def loss_cfg(loss):
         if loss is None:
             return None
@@ -1114,15 +844,11 @@ def save_model(model, path, training_state=None):
 
 
 def _optimizer_from(cfg, ctx: _Load):
-    from .. import optim  # noqa: PLC0415
-
     # optim.from_config builds only tessera's optimizers and schedules
     return optim.from_config(_decode(cfg, ctx))
 
 
 def _compile_from(model, cfg, ctx: _Load):
-    from . import metrics as _metrics  # noqa: PLC0415
-
     if not cfg:
         return
 
@@ -1157,7 +883,7 @@ def _compile_from(model, cfg, ctx: _Load):
             except ValueError:
                 if not isinstance(m.get("name"), str):
                     raise
-                out.append(_metrics.get(m["name"]))  # a name: looked up, nothing built
+                out.append(metrics.get(m["name"]))  # a name: looked up, nothing built
                 continue
             out.append(_construct(cls, _decode(m.get("config", {}), ctx), ctx,
                                   f"the metric {m.get('class')}"))
@@ -1178,8 +904,6 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
     regularizers), classes registered with register_keras_serializable or
     given in custom_objects, and pure operations; every size it declares is
     checked before anything of that size is made."""
-    from .layers import WEIGHTS_IN_FILE  # noqa: PLC0415
-
     if custom_objects is not None and not (
             isinstance(custom_objects, dict) and all(isinstance(k, str) for k in custom_objects)):
         raise TypeError(f"[load_model] custom_objects must be a dict of class names to classes, "
@@ -1211,72 +935,3 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
             raise ValueError(f"[load_model] {os.fspath(path)}: the compile settings are malformed "
                              f"({type(e).__name__}: {str(e)[:200]})") from None
     return model
-
-
-# What a crafted configuration makes the constructors it names raise.
-_MALFORMED = (KeyError, IndexError, AttributeError, TypeError, OverflowError, RecursionError,
-              ImportError)
-
-
-def _restore_optimizer(model, tensors, header):
-    state = {k[len("optimizer/"):]: v for k, v in tensors.items() if k.startswith("optimizer/")}
-    if not state:
-        return
-    P, S = model._params(True), model._params(False)
-    model._update_setup(P, S)
-    want = {s.name for s in model._opt_statevars}
-    if set(state) != want:
-        raise ValueError(f"[load_model] the optimizer state in the file ({sorted(state)[:4]}...) "
-                         f"does not match the optimizer's ({sorted(want)[:4]}...)")
-    state = model._optimizer_state_of(state, "_local_part")  # whole -> this member's part
-    model._opt_state = {k: np.array(v) for k, v in state.items()}
-    model._iteration = int(header.get("iteration", 0))
-
-
-def load_training_state(model, path) -> dict:
-    """fit(resume_from=path): weights, optimizer state and training position
-    from a checkpoint; the model must be the same architecture."""
-    tensors, header = read_file(path, "resume_from")
-    training = header.get("training")
-    if not isinstance(training, dict):
-        raise ValueError(f"[resume_from] {os.fspath(path)} holds no training state (written by "
-                         "model.save or save_weights?): write it with save_checkpoint or "
-                         "ModelCheckpoint(save_training_state=True)")
-    return apply_training_state(model, tensors, header, os.fspath(path), "resume_from")
-
-
-def apply_training_state(model, tensors: dict, header: dict, source: str, where: str) -> dict:
-    """Puts the weights, optimizer state and training position of a
-    checkpoint (tensors, and a header with "training" and "iteration") into
-    the model: all of it, or nothing."""
-    training = header.get("training")
-
-    def whole(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-    lr = training.get("lr_override") if isinstance(training, dict) else None
-    acc = training.get("acc") if isinstance(training, dict) else None
-    if not isinstance(training, dict) or not all(
-            whole(training.get(k)) for k in ("iteration", "epoch", "batch")) or not (
-            lr is None or (isinstance(lr, (int, float)) and not isinstance(lr, bool))) or not (
-            acc is None or (isinstance(acc, dict) and {"loss", "seen", "totals"} <= set(acc))):
-        raise ValueError(f"[{where}] {source}: the training state is malformed "
-                         f"(iteration, epoch, batch, lr_override, acc); nothing was loaded")
-    # all or nothing: the model is put back as it was if any part fails
-    before = (dict(model.weights), model._opt_state, model._iteration, model._lr_override)
-    try:
-        set_weights_from(model, tensors, source, where)
-        _restore_optimizer(model, tensors, header)
-    except BaseException as e:
-        for name, value in before[0].items():
-            model._set(name, value)
-        model._opt_state, model._iteration, model._lr_override = before[1:]
-        if isinstance(e, ValueError) and str(e).startswith("["):
-            raise
-        if isinstance(e, _MALFORMED + (ValueError,)):
-            raise ValueError(f"[{where}] {source}: the training state is malformed "
-                             f"({type(e).__name__}: {str(e)[:200]}); nothing was loaded") from None
-        raise
-    model._iteration = training["iteration"]
-    model._lr_override = None if lr is None else float(lr)
-    return training

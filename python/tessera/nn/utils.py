@@ -17,9 +17,13 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
+from .. import _core
+from .. import data as _data
+from . import saving
 from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
+from .symbolic import KerasTensor
 
 __all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "timeseries_dataset_from_array", "split_dataset", "PyDataset", "Sequence", "Progbar",
@@ -54,8 +58,6 @@ def set_random_seed(seed):
     """Seeds Python's random, NumPy's global generator and tessera's global
     generator (what unseeded initializers draw from), like
     keras.utils.set_random_seed."""
-    from .. import _core  # noqa: PLC0415
-
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"[set_random_seed] seed must be an int, got {seed!r}")
     _random.seed(int(seed))
@@ -137,8 +139,6 @@ def timeseries_dataset_from_array(data, targets, sequence_length, sequence_strid
     target targets[start + p_i], p_i = i * sequence_stride (shuffled with
     NumPy's RandomState(seed), as Keras). Batched by batch_size (None: not
     batched). The windows are gathered into memory."""
-    from .. import data as _data  # noqa: PLC0415
-
     w = "timeseries_dataset_from_array"
     data = np.asarray(data)
     if data.ndim == 0:
@@ -221,8 +221,6 @@ def split_dataset(dataset, left_size=None, right_size=None, shuffle=False, seed=
     (batched ones are split by sample and batched again alike); sizes are
     ints (samples) or floats (fractions, rounded), one may be None (the
     rest). shuffle uses Python's random.seed(seed) as Keras."""
-    from .. import data as _data  # noqa: PLC0415
-
     batch = None
     if isinstance(dataset, _data.Dataset):
         batch = dataset.batch_size
@@ -308,8 +306,6 @@ class PyDataset:
     def _to_dataset(self, where):
         """A tessera Dataset of this PyDataset's samples, batched at the
         first batch's size; on_epoch_begin/on_epoch_end around each pass."""
-        from .. import data as _data  # noqa: PLC0415
-
         n = self.num_batches
         if n is None or n <= 0:
             raise ValueError(f"[{where}] the PyDataset {type(self).__name__} has no batches "
@@ -546,8 +542,6 @@ def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwar
     loading a model: custom_objects, then the registry
     (register_keras_serializable, custom_object_scope), then tessera's own
     classes; no module a configuration names is imported."""
-    from . import saving  # noqa: PLC0415
-
     if config is None or isinstance(config, (bool, int, float)):
         return config
     if isinstance(config, str):
@@ -589,7 +583,7 @@ def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwar
 
 def _pydot(where):
     try:
-        import pydot  # noqa: PLC0415
+        import pydot  # noqa: PLC0415 - optional dependency, only for plot_model
     except ImportError:
         raise ImportError(f"[{where}] needs pydot (pip install pydot) and Graphviz (Debian's "
                           "graphviz package; scripts/install-deps installs both)") from None
@@ -643,8 +637,6 @@ def model_to_dot(model, show_shapes=False, show_dtype=False, show_layer_names=Tr
 def _edges(model, layers):
     """(producer layer, consumer layer) pairs of a functional model, from
     its symbolic graph; None for a Sequential."""
-    from .symbolic import KerasTensor  # noqa: PLC0415
-
     outputs = getattr(model, "_outputs", None)
     if not outputs:
         return None

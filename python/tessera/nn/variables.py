@@ -21,6 +21,8 @@ from typing import Optional
 
 import numpy as np
 
+from . import initializers
+from .params import initial_value
 from .symbolic import KerasTensor
 
 __all__ = ["Variable", "tracing", "is_tracing", "collecting_updates", "collecting_losses"]
@@ -177,8 +179,6 @@ class Variable(KerasTensor):
                 callable(initializer) and not isinstance(initializer, np.ndarray)):
             if shape is None:
                 raise ValueError(f"[Variable] an initializer ({initializer!r}) needs a shape")
-            from . import initializers  # noqa: PLC0415
-
             init = initializer if hasattr(initializer, "generate") else \
                 initializers.get(initializer)
             shape = tuple(int(d) for d in shape)
@@ -241,8 +241,6 @@ class Variable(KerasTensor):
             if self._param in values:  # held elsewhere (ZeRO, pipeline stages)
                 raise RuntimeError(f"[Variable] {self.path} is not held by this process now "
                                    "(sharded by ZeRO or a pipeline); read model.get_weights()")
-            from .layers import initial_value  # noqa: PLC0415
-
             values[self._param] = initial_value(self._spec(), next(_seeds), self.dtype)
         return values[self._param]
 

@@ -12,6 +12,9 @@ import os
 import sys
 from collections import OrderedDict
 
+from .functional import clone_graph
+from .symbolic import Input
+
 __all__ = ["VarLenMixin", "keeps_graph", "shape_cache_size"]
 
 _CACHE_KEY = ("varlen_shapes",)
@@ -72,9 +75,6 @@ class VarLenMixin:
         """Puts in force the graph and programs for inputs of per-sample
         `shapes` (a list, one per input) when the model has axes of unknown
         length; nothing otherwise."""
-        from .functional import clone_graph  # noqa: PLC0415
-        from .symbolic import Input  # noqa: PLC0415
-
         if not self._has_unknown_lengths():
             return
         ins, outs, progs = self._general_graph()

@@ -4,7 +4,8 @@ unit, shared_axes) and ELU."""
 
 from __future__ import annotations
 
-from .layers import Layer, Param, _initializer, _list, _regularizer
+from ..symbolic import KerasTensor
+from .base import Layer, Param, _initializer, _list, _regularizer
 
 __all__ = ["ReLU", "Softmax", "LeakyReLU", "PReLU", "ELU"]
 
@@ -102,8 +103,6 @@ class Softmax(Layer):
     def split_call(self, inputs, mask=None, training=None):
         """The input and the mask (checked: it must broadcast against the
         input, Keras's rule)."""
-        from .symbolic import KerasTensor  # noqa: PLC0415
-
         for what, t in (("input", inputs), ("mask", mask)):
             if t is not None and not isinstance(t, KerasTensor):
                 raise TypeError(f"[Softmax] layer {self.name!r}: the {what} must be a symbolic "

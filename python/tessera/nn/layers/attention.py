@@ -7,8 +7,9 @@ return_attention_scores."""
 
 from __future__ import annotations
 
-from .layers import Layer, Param, _initializer
-from .symbolic import KerasTensor
+from ..symbolic import KerasTensor
+from .base import Layer, Param, _initializer
+from .noise import _seed
 
 __all__ = ["Attention", "AdditiveAttention"]
 
@@ -146,8 +147,6 @@ class Attention(Layer):
         weights = ctx.define("att_w", f"softmax({scores}, axis=-1)")
         used = weights
         if self.dropout and ctx.is_training:
-            from .noise import _seed  # noqa: PLC0415
-
             used = ctx.define("att_d", f"dropout({weights}, {self.dropout!r}, "
                                        f"{_seed(ctx, self)}, true)")
         out = f"matmul({used}, {v})"

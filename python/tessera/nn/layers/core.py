@@ -1,15 +1,18 @@
-"""Core layers of Keras that are not weights-and-kernels: Lambda (a Python
-function of the symbolic input, translated into the model's program like a
-user's layer's call) and InputLayer."""
+"""Core layers: Dense, Embedding, Activation, Identity, Dropout, and the
+ones that are not weights-and-kernels: Lambda (a Python function of the
+symbolic input, translated into the model's program like a user's layer's
+call) and InputLayer."""
 
 from __future__ import annotations
 
 import inspect
 
-from .layers import Layer
-from .symbolic import KerasTensor
+from ..functional import _TRACING, _placeholders, write_traced
+from ..symbolic import Input, KerasTensor
+from ..variables import tracing
+from .base import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
 
-__all__ = ["Lambda", "InputLayer"]
+__all__ = ["Activation", "Dense", "Dropout", "Embedding", "Identity", "InputLayer", "Lambda"]
 
 
 def _where_defined(fn) -> str:
@@ -91,9 +94,6 @@ class Lambda(Layer):
         """The function run on symbolic stand-ins of inputs of one sample's
         `shapes` (a list of them when `multi`): (outputs, stand-ins, whether
         it returned one tensor)."""
-        from .functional import _TRACING, _placeholders  # noqa: PLC0415
-        from .variables import tracing  # noqa: PLC0415
-
         shapes = shapes if multi else [shapes]
         dtypes = getattr(self, "_in_dtypes", None)
         if not dtypes or len(dtypes) != len(shapes):
@@ -136,8 +136,6 @@ class Lambda(Layer):
         mask_stand_in = None
         if self._fn_mask:
             first = shapes[0] if getattr(self, "multi_input", False) else shapes
-            from .functional import _placeholders  # noqa: PLC0415
-
             mask_stand_in = _placeholders([(None,) + tuple(first[:1])], ["bool"])[0]
         outs, _, single = self._trace(shapes, mask_stand_in, False,
                                       getattr(self, "multi_input", False))
@@ -148,15 +146,11 @@ class Lambda(Layer):
         return got[0] if single else got
 
     def forward(self, x, p, ctx, mask=None):
-        from .functional import write_traced  # noqa: PLC0415
-
         shapes = [tuple(s[1:]) for s in ctx.input_shapes]
         multi = isinstance(x, (list, tuple))  # (this call's, for a Lambda used on several)
         mask_ph = None
         exprs = list(x) if multi else [x]
         if self._fn_mask and mask is not None:
-            from .functional import _placeholders  # noqa: PLC0415
-
             mask_ph = _placeholders([(None,) + tuple(shapes[0][:1])], ["bool"])[0]
         outs, ph, single = self._trace(shapes if multi else shapes[0], mask_ph, ctx.is_training,
                                        multi)
@@ -220,8 +214,6 @@ class InputLayer(Layer):
             shape = input_shape  # Keras 2's names
         if batch_shape is None:
             batch_shape = batch_input_shape
-        from .symbolic import Input  # noqa: PLC0415
-
         if input_tensor is not None:
             if not isinstance(input_tensor, KerasTensor) or input_tensor.op != "input":
                 raise TypeError(f"[InputLayer] input_tensor must come from keras.Input(), got "
@@ -242,3 +234,126 @@ class InputLayer(Layer):
 
     def get_config(self) -> dict:
         return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "name": self.name}
+
+
+class Dense(Layer):
+    """Fully connected: activation(x @ kernel + bias), over the last axis."""
+
+    kind = "Dense"
+    supports_masking = True  # passes its input's mask on (functional.py)
+
+    def __init__(self, units: int, activation=None, use_bias: bool = True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        kind = self.kind  # Dense, or the tensor-parallel layers built on it
+        self.units = _positive(units, "units", kind)
+        self.activation = _activation(activation, kind)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = _initializer(kernel_initializer, kind, "kernel_initializer")
+        self.bias_initializer = _initializer(bias_initializer, kind, "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, kind, "kernel_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, kind, "bias_regularizer")
+
+    def compute_output_shape(self, s):
+        if len(s) < 1:
+            raise ValueError(f"[Dense] expects inputs with a feature axis, got per-sample shape {s}")
+        self.params = [Param("kernel", (s[-1], self.units), self.kernel_initializer, s[-1],
+                             self.units, regularizer=self.kernel_regularizer)]
+        if self.use_bias:
+            self.params.append(Param("bias", (self.units,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
+        return s[:-1] + (self.units,)
+
+    def forward(self, x, p, ctx):
+        y = f"({x} @ {p['kernel']})"
+        if self.use_bias:
+            y = f"bias_add({y}, {p['bias']})"
+        return _apply(self.activation, y, ctx, self._out_shape)
+
+
+class Dropout(Layer):
+    """Inverted dropout in training, identity otherwise. The mask is drawn
+    from tessera's counter-based generator, keyed by the training step's seed
+    and the layer call, so runs are reproducible."""
+
+    kind = "Dropout"
+    supports_masking = True  # passes its input's mask on (functional.py)
+
+    def __init__(self, rate: float, noise_shape=None, seed=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0.0 <= rate < 1.0):
+            raise ValueError(f"[Dropout] rate must be in [0, 1), got {rate!r}")
+        if noise_shape is not None:
+            raise ValueError("[Dropout] noise_shape is not supported; leave it None")
+        self.rate = float(rate)
+        self.seed = seed
+
+    def forward(self, x, p, ctx):
+        if not self.rate:
+            return x
+        return dropout_expr(x, self.rate, ctx)
+
+
+def dropout_expr(x: str, rate: float, ctx) -> str:
+    """Dropout keyed by the step's seed and the call's index."""
+    return f"dropout({x}, {rate!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, {ctx.training})"
+
+
+class Activation(Layer):
+    """An activation function as a layer."""
+
+    kind = "Activation"
+    supports_masking = True  # passes its input's mask on (functional.py)
+
+    def __init__(self, activation, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.activation = _activation(activation, "Activation")
+
+    def forward(self, x, p, ctx):
+        return _apply(self.activation, x, ctx, self._out_shape)
+
+
+class Identity(Layer):
+    """Returns its input, like keras.layers.Identity."""
+
+    kind = "Identity"
+    supports_masking = True  # passes its input's mask on (functional.py)
+
+    def forward(self, x, p, ctx):
+        return x
+
+
+class Embedding(Layer):
+    """Maps integer ids (any shape) to rows of a (input_dim, output_dim)
+    table, like keras.layers.Embedding. Ids outside [0, input_dim) are an
+    IndexError naming them."""
+
+    kind = "Embedding"
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, mask_zero=False, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.input_dim = _positive(input_dim, "input_dim", "Embedding")
+        self.output_dim = _positive(output_dim, "output_dim", "Embedding")
+        self.mask_zero = bool(mask_zero)
+        self.embeddings_initializer = _initializer(embeddings_initializer, "Embedding",
+                                                   "embeddings_initializer")
+        self.embeddings_regularizer = _regularizer(embeddings_regularizer, "Embedding",
+                                                   "embeddings_regularizer")
+
+    def compute_output_shape(self, s):
+        self.params = [Param("embeddings", (self.input_dim, self.output_dim),
+                             self.embeddings_initializer, self.input_dim, self.output_dim,
+                             regularizer=self.embeddings_regularizer)]
+        return tuple(s) + (self.output_dim,)
+
+    def forward(self, x, p, ctx):
+        return f"take({p['embeddings']}, astype({x}, \"int64\"), axis=0)"
+
+    def output_mask(self, inputs, mask):
+        """Keras's compute_mask: ids != 0 with mask_zero, else none."""
+        return (inputs[0] != 0) if self.mask_zero else None

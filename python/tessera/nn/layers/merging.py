@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers import Layer
+from .base import Layer
 
 __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot",
            "add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from .layers import Layer, Param, _initializer, _positive, _regularizer
-from .symbolic import KerasTensor
+from ..symbolic import KerasTensor
+from .base import Layer, Param, _initializer, _positive, _regularizer
 
 __all__ = ["MultiHeadAttention"]
 

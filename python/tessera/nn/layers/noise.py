@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from .layers import Layer, _data_format
+from ..variables import add_program_losses
+from .base import Layer, _data_format
 
 __all__ = ["SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise",
            "GaussianDropout", "AlphaDropout", "ActivityRegularization"]
@@ -183,8 +184,6 @@ class ActivityRegularization(Layer):
         self.l1, self.l2 = float(l1), float(l2)
 
     def forward(self, x, p, ctx):
-        from .variables import add_program_losses  # noqa: PLC0415
-
         if not (self.l1 or self.l2):
             return x
         x = ctx.define("ar_x", x)

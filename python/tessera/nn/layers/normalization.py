@@ -1,16 +1,17 @@
-"""Normalization layers of Keras that LayerNormalization and
-BatchNormalization (layers.py) leave out: Rescaling, Normalization (given
-mean and variance, or adapt() on arrays, batches or a tessera Dataset;
-invert), UnitNormalization and GroupNormalization."""
+"""Normalization layers: BatchNormalization, LayerNormalization, Rescaling,
+Normalization (given mean and variance, or adapt() on arrays, batches or a
+tessera Dataset; invert), UnitNormalization and GroupNormalization."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .layers import Layer, Param, _initializer, _list, _regularizer
-from .symbolic import KerasTensor
+from ... import data as _data
+from ..symbolic import KerasTensor
+from .base import Layer, Param, _initializer, _list, _regularizer
 
-__all__ = ["Rescaling", "Normalization", "UnitNormalization", "GroupNormalization"]
+__all__ = ["BatchNormalization", "GroupNormalization", "LayerNormalization", "Normalization",
+           "Rescaling", "UnitNormalization"]
 
 
 def _const(v, x: str) -> str:
@@ -231,8 +232,6 @@ class _Given:
 def _batches(data, where: str):
     """The batches of adapt's data: an array (one batch), a tessera Dataset
     (its inputs), or an iterable of arrays (or of (x, y) pairs)."""
-    from .. import data as _data  # noqa: PLC0415
-
     if isinstance(data, _data.Dataset):
         if data.batch_size is None:  # (Keras batches an unbatched dataset by 128)
             data = data.batch(128)
@@ -360,3 +359,131 @@ class GroupNormalization(Layer):
         if self.center:
             y = f"({y}) + reshape({p['beta']}, {_list(bshape)})"
         return f"reshape({y}, list(-1, {', '.join(dims)}))"
+
+
+class LayerNormalization(Layer):
+    """Normalizes each sample over the last axis (or `axis`): gamma * (x -
+    mean) / sqrt(var + epsilon) + beta, like keras.layers.LayerNormalization."""
+
+    kind = "LayerNormalization"
+    supports_masking = True  # passes its input's mask on (functional.py)
+
+    def __init__(self, axis=-1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
+                 beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
+                 gamma_regularizer=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.axis = tuple(axis) if isinstance(axis, (list, tuple)) else (int(axis),)
+        if not epsilon > 0:
+            raise ValueError(f"[LayerNormalization] epsilon must be positive, got {epsilon!r}")
+        self.epsilon = float(epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        self.beta_initializer = _initializer(beta_initializer, self.kind, "beta_initializer")
+        self.gamma_initializer = _initializer(gamma_initializer, self.kind, "gamma_initializer")
+        self.beta_regularizer = _regularizer(beta_regularizer, self.kind, "beta_regularizer")
+        self.gamma_regularizer = _regularizer(gamma_regularizer, self.kind, "gamma_regularizer")
+
+    def _axes(self, s):
+        rank = len(s) + 1
+        axes = []
+        for a in self.axis:
+            b = a + rank if a < 0 else a
+            if not 1 <= b < rank:
+                raise ValueError(f"[LayerNormalization] axis {a} is out of range for inputs of "
+                                 f"rank {rank} (the batch axis 0 cannot be normalized)")
+            axes.append(b)
+        return sorted(set(axes))
+
+    def compute_output_shape(self, s):
+        axes = self._axes(s)
+        shape = tuple(s[a - 1] for a in axes)
+        self.params = []
+        if self.scale:
+            self.params.append(Param("gamma", shape, self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer))
+        if self.center:
+            self.params.append(Param("beta", shape, self.beta_initializer,
+                                     regularizer=self.beta_regularizer))
+        return s
+
+    def forward(self, x, p, ctx):
+        s = self._in_shape
+        axes = self._axes(s)
+        xv = ctx.define("ln_x", x)
+        ax = _list(axes)
+        centered = ctx.define("ln_c", f"{xv} - mean({xv}, axis={ax}, keepdims=true)")
+        y = (f"{centered} / sqrt(mean({centered} * {centered}, axis={ax}, keepdims=true) + "
+             f"{self.epsilon!r})")
+        # gamma and beta broadcast along the normalized axes
+        bshape = [s[a - 1] if a in axes else 1 for a in range(1, len(s) + 1)]
+        contiguous_last = axes == list(range(len(s) - len(axes) + 1, len(s) + 1))
+        def shaped(v):
+            return v if contiguous_last else f"reshape({v}, {_list(bshape)})"
+        if self.scale:
+            y = f"({y}) * {shaped(p['gamma'])}"
+        if self.center:
+            y = f"({y}) + {shaped(p['beta'])}"
+        return y
+
+
+class BatchNormalization(Layer):
+    """Normalizes each channel (last axis): batch statistics in training, the
+    moving averages in inference, like keras.layers.BatchNormalization. With
+    trainable=False it runs in inference mode (Keras 3's rule)."""
+
+    kind = "BatchNormalization"
+    supports_masking = True  # passes its input's mask on (functional.py)
+
+    def __init__(self, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,
+                 center: bool = True, scale: bool = True, beta_initializer="zeros",
+                 gamma_initializer="ones", moving_mean_initializer="zeros",
+                 moving_variance_initializer="ones", beta_regularizer=None,
+                 gamma_regularizer=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        if axis not in (-1,):
+            raise ValueError(f"[BatchNormalization] only axis=-1 (channels last) is supported, "
+                             f"got {axis!r}")
+        if isinstance(momentum, bool) or not 0.0 <= momentum <= 1.0:
+            raise ValueError(f"[BatchNormalization] momentum must be in [0, 1], got {momentum!r}")
+        if not epsilon > 0:
+            raise ValueError(f"[BatchNormalization] epsilon must be positive, got {epsilon!r}")
+        self.momentum = float(momentum)
+        self.epsilon = float(epsilon)
+        self.center, self.scale = bool(center), bool(scale)
+        k = self.kind
+        self.beta_initializer = _initializer(beta_initializer, k, "beta_initializer")
+        self.gamma_initializer = _initializer(gamma_initializer, k, "gamma_initializer")
+        self.moving_mean_initializer = _initializer(moving_mean_initializer, k,
+                                                    "moving_mean_initializer")
+        self.moving_variance_initializer = _initializer(moving_variance_initializer, k,
+                                                        "moving_variance_initializer")
+        self.beta_regularizer = _regularizer(beta_regularizer, k, "beta_regularizer")
+        self.gamma_regularizer = _regularizer(gamma_regularizer, k, "gamma_regularizer")
+
+    def compute_output_shape(self, s):
+        c = s[-1]
+        self.params = [Param("gamma", (c,), self.gamma_initializer, trainable=self.scale,
+                             regularizer=self.gamma_regularizer),
+                       Param("beta", (c,), self.beta_initializer, trainable=self.center,
+                             regularizer=self.beta_regularizer),
+                       Param("moving_mean", (c,), self.moving_mean_initializer, trainable=False),
+                       Param("moving_variance", (c,), self.moving_variance_initializer,
+                             trainable=False)]
+        return s
+
+    def forward(self, x, p, ctx):
+        training = ctx.training if self.trainable else "false"
+        stats = "nil"
+        if training != "false":
+            # The batch statistics, computed once for the normalization, its
+            # backward and the moving averages (ctx.stats).
+            stats = ctx.define("bn_stats", f"batch_norm_stats({x})")
+            ctx.stats.append((self, stats))
+        # A relu that alone reads the output runs in the same pass (fuse_relu),
+        # after the residual of an Add between them (ctx.residual).
+        op = "batch_norm_relu" if getattr(ctx, "fuse_relu", False) else "batch_norm"
+        residual = getattr(ctx, "residual", None) if op == "batch_norm_relu" else None
+        if residual is not None:
+            op, x = "batch_norm_add_relu", f"{x}, {residual}"
+        return (f"{op}({x}, {p['gamma']}, {p['beta']}, {p['moving_mean']}, "
+                f"{p['moving_variance']}, epsilon={self.epsilon!r}, training={training}, "
+                f"stats={stats})")

@@ -24,10 +24,11 @@ import re
 
 import numpy as np
 
-from . import _hashes
-from .layers import Layer
-from .string_inputs import front_tensor, is_string
-from .symbolic import KerasTensor, user_location
+from ... import data as _data
+from .. import _hashes
+from ..string_inputs import front_tensor, is_string
+from ..symbolic import KerasTensor, user_location
+from .base import Layer
 
 __all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
            "Discretization"]  # the image layers: image_preprocessing.py
@@ -98,8 +99,6 @@ def _batches(data, steps, where, lists_are_batches=False):
     """What adapt reads: an array / list (one batch), a tessera Dataset or
     any iterable of batches; Dataset elements (x, y) contribute x. As in
     Keras, Discretization reads a list as a list of batches."""
-    from .. import data as _data  # noqa: PLC0415
-
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
                               or steps <= 0):
         raise ValueError(f"[{where}.adapt] steps must be a positive int or None, got {steps!r}")

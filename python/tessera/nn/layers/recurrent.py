@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
+from .base import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
 from .rnn_states import (check_state_shapes, reset_states, split_states_call, stateful_eager_call,
                          _symbolic_args)
 

@@ -1,13 +1,16 @@
-"""Reshaping layers of Keras that move samples' borders: ZeroPadding1D/2D,
-UpSampling1D/2D (nearest; bilinear for 2D) and Cropping1D/2D, with Keras's
-arguments (data_format too, for the 2D ones)."""
+"""Reshaping layers: Flatten, Reshape, Permute, RepeatVector, and the ones
+that move samples' borders: ZeroPadding1D/2D, UpSampling1D/2D (nearest;
+bilinear for 2D) and Cropping1D/2D, with Keras's arguments (data_format too,
+for the 2D ones)."""
 
 from __future__ import annotations
 
-from .layers import Layer, _data_format, _list
+import math
 
-__all__ = ["ZeroPadding1D", "ZeroPadding2D", "UpSampling1D", "UpSampling2D", "Cropping1D",
-           "Cropping2D"]
+from .base import Layer, _data_format, _list, _positive
+
+__all__ = ["Cropping1D", "Cropping2D", "Flatten", "Permute", "RepeatVector", "Reshape",
+           "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D"]
 
 
 def _pair_of(v, name: str, where: str, allow_zero=True) -> tuple:
@@ -218,3 +221,93 @@ class UpSampling2D(_Spatial):
                 f"dtype_name({x}))"
             x = f"moveaxis(matmul(moveaxis({x}, {a}, -1), {w}), -1, {a})"
         return x
+
+
+class Flatten(Layer):
+    """Keeps the batch axis and flattens the rest."""
+
+    kind = "Flatten"
+
+    def compute_output_shape(self, s):
+        if any(d is None for d in s):
+            raise ValueError(f"[Flatten] layer {self.name!r} needs every axis's length, got "
+                             f"per-sample shape {tuple(s)} with an axis of unknown length "
+                             "(None): its output size would depend on the input's length; "
+                             "pool over the axis (GlobalAveragePooling1D) or give the Input "
+                             "a length")
+        return (math.prod(s),)
+
+    def forward(self, x, p, ctx):
+        return f"batch_flatten({x})"
+
+
+class Reshape(Layer):
+    """Reshapes each sample to target_shape (one axis may be -1), like keras.layers.Reshape."""
+
+    kind = "Reshape"
+
+    def __init__(self, target_shape, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        try:
+            self.target_shape = tuple(int(d) for d in target_shape)
+        except TypeError:
+            raise TypeError(f"[Reshape] target_shape must be a tuple of ints, got "
+                            f"{target_shape!r}") from None
+        if sum(d == -1 for d in self.target_shape) > 1 or any(
+                d == 0 or d < -1 for d in self.target_shape):
+            raise ValueError(f"[Reshape] target_shape must hold positive ints and at most one "
+                             f"-1, got {target_shape!r}")
+
+    def compute_output_shape(self, s):
+        n = math.prod(s)
+        known = math.prod(d for d in self.target_shape if d != -1)
+        if -1 in self.target_shape:
+            if n % known:
+                raise ValueError(f"[Reshape] cannot reshape samples of shape {s} ({n} elements) "
+                                 f"into {self.target_shape}")
+            return tuple(n // known if d == -1 else d for d in self.target_shape)
+        if known != n:
+            raise ValueError(f"[Reshape] cannot reshape samples of shape {s} ({n} elements) into "
+                             f"{self.target_shape} ({known} elements)")
+        return self.target_shape
+
+    def forward(self, x, p, ctx):
+        return f"reshape({x}, {_list((-1,) + self._out_shape)})"
+
+
+class Permute(Layer):
+    """Permutes the axes of each sample (dims count from 1), like keras.layers.Permute."""
+
+    kind = "Permute"
+
+    def __init__(self, dims, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.dims = tuple(int(d) for d in dims)
+        if sorted(self.dims) != list(range(1, len(self.dims) + 1)):
+            raise ValueError(f"[Permute] dims must be a permutation of 1..{len(self.dims)}, got "
+                             f"{dims!r}")
+
+    def compute_output_shape(self, s):
+        if len(s) != len(self.dims):
+            raise ValueError(f"[Permute] dims {self.dims} do not match samples of shape {s}")
+        return tuple(s[d - 1] for d in self.dims)
+
+    def forward(self, x, p, ctx):
+        return f"transpose({x}, {_list((0,) + self.dims)})"
+
+
+class RepeatVector(Layer):
+    """Repeats a (batch, features) input n times: (batch, n, features)."""
+
+    kind = "RepeatVector"
+
+    def __init__(self, n, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.n = _positive(n, "n", "RepeatVector")
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, 1, "features")
+        return (self.n, s[0])
+
+    def forward(self, x, p, ctx):
+        return f"repeat(expand_dims({x}, 1), {self.n}, axis=1)"

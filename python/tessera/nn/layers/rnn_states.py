@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .symbolic import Input, KerasTensor, user_location
+from ..functional import _TRACING
+from ..registry import model_class
+from ..symbolic import Input, KerasTensor, user_location
 
 __all__ = ["split_states_call", "check_state_shapes", "stateful_eager_call", "reset_states"]
 
@@ -28,8 +30,6 @@ def _symbolic_args(args, kwargs) -> bool:
             return True
         if isinstance(a, (list, tuple)):
             stack.extend(a)
-    from .functional import _TRACING  # noqa: PLC0415 - (functional imports the layers)
-
     return bool(_TRACING[0])
 
 
@@ -122,7 +122,7 @@ def stateful_eager_call(layer, x, args, kwargs):
     """A stateful layer called on arrays: starts from layer.states (zeros on
     the first call or after reset_states, or initial_state= when given) and
     keeps the states it ends with."""
-    from .model import Model  # noqa: PLC0415 - the one-layer program
+    Model = model_class()  # the one-layer program (the model sits above: registry.py)
 
     kwargs = dict(kwargs)
     if args or set(kwargs) - {"initial_state", "training"}:

@@ -6,9 +6,9 @@ depth_multiplier, filters)), a bias and an activation."""
 
 from __future__ import annotations
 
-from .data_format import ChannelsFirst
-from .layers import (Param, _apply, _DepthwiseConv, _fans, _initializer, _positive,
-                     _regularizer)
+from ..data_format import ChannelsFirst
+from .base import Param, _apply, _fans, _initializer, _positive, _regularizer
+from .conv import _DepthwiseConv
 
 __all__ = ["SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D",
            "SeparableConvolution2D"]

@@ -11,9 +11,9 @@ return_sequences, return_state and initial_state= behave as theirs."""
 
 from __future__ import annotations
 
-from .layers import Layer
-from .symbolic import GraphWriter, KerasTensor
-from .variables import tracing
+from ..symbolic import GraphWriter, KerasTensor
+from ..variables import tracing
+from .base import Layer
 
 __all__ = ["is_user_cell", "UserCellLayer"]
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .layers import Layer
+from .base import Layer
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell

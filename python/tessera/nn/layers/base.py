@@ -1,0 +1,571 @@
+"""The base of every layer: `Layer` (parameters, naming, building, calling
+into the symbolic graph, Keras's object model) and the helpers the layer
+families share (argument checks, activations, initializers, regularizers).
+Layouts are Keras's: channels last, kernels (kernel_size..., in_channels,
+filters), Dense weights (in, out). The families import it; it imports none
+of them."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+import re
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .. import initializers, regularizers
+from ..functional import apply_function, call_layer, custom_forward
+from ..params import Param, value_spec
+from ..variables import Variable, add_loss_now
+
+__all__ = ["Context", "Layer", "Param"]
+
+# Activations by Keras's names: the language's text of each, in {x}.
+ACTIVATIONS = {
+    None: None, "linear": None, "relu": "relu({x})", "sigmoid": "sigmoid({x})",
+    "tanh": "tanh({x})", "softmax": "softmax({x})", "log_softmax": "log_softmax({x})",
+    "elu": "elu({x})", "gelu": "gelu({x})", "leaky_relu": "leaky_relu({x})",
+    "softplus": "softplus({x})", "silu": "{x} * sigmoid({x})", "swish": "{x} * sigmoid({x})",
+    "relu6": "minimum(relu({x}), 6.0)", "exponential": "exp({x})",
+    "selu": "1.0507009873554805 * elu({x}, alpha=1.6732632423543772)",
+    "hard_sigmoid": "minimum(relu({x} + 3.0), 6.0) / 6.0",
+    "hard_silu": "{x} * (minimum(relu({x} + 3.0), 6.0) / 6.0)",
+    "hard_swish": "{x} * (minimum(relu({x} + 3.0), 6.0) / 6.0)",
+    "mish": "{x} * tanh(softplus({x}))", "softsign": "{x} / (1.0 + abs({x}))",
+}
+
+
+def _activation(name, where: str):
+    """An activation: a name (checked) or a function of a symbolic tensor."""
+    if callable(name) and not isinstance(name, str):
+        return name
+    if name not in ACTIVATIONS:
+        names = sorted(k for k in ACTIVATIONS if k)
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"[{where}] unknown activation {name!r}{hint} Known: {names}")
+    return None if ACTIVATIONS[name] is None else name
+
+
+def _apply(activation, expr: str, ctx=None, shape=None) -> str:
+    """The text of activation(expr); a function activation is traced."""
+    if activation is None:
+        return expr
+    if callable(activation):
+        return apply_function(activation, [expr], [shape], ctx)
+    template = ACTIVATIONS[activation]
+    if template.count("{x}") > 1 and ctx is not None:
+        expr = ctx.define("act", expr)
+    return template.format(x=expr)
+
+
+def _initializer(v, where: str, name: str):
+    """Checks an initializer argument (a name or an initializer object)."""
+    try:
+        return initializers.get(v)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"[{where}] {name}: {e}") from None
+
+
+def _regularizer(v, where: str, name: str):
+    if v is None:
+        return None
+    try:
+        return regularizers.get(v)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"[{where}] {name}: {e}") from None
+
+
+def _pair(v, name: str, where: str) -> Tuple[int, int]:
+    if isinstance(v, int):
+        v = (v, v)
+    v = tuple(v)
+    if len(v) != 2 or not all(isinstance(i, int) and i > 0 for i in v):
+        raise ValueError(f"[{where}] {name} must be a positive int or a pair of them, got {v!r}")
+    return v
+
+
+def _data_format(v, where: str) -> str:
+    """Keras's data_format: None (channels_last, Keras's default), "channels_last" or
+    "channels_first"."""
+    if v is None:
+        return "channels_last"
+    if v not in ("channels_last", "channels_first"):
+        raise ValueError(f"[{where}] data_format must be 'channels_last' or 'channels_first', "
+                         f"got {v!r}")
+    return v
+
+
+def _positive(v, name: str, where: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        raise ValueError(f"[{where}] {name} must be a positive int, got {v!r}")
+    return v
+
+
+def _padding(p, where: str, allowed=("valid", "same")) -> str:
+    if p not in allowed:
+        raise ValueError(f"[{where}] padding must be one of {list(allowed)}, got {p!r}")
+    return p
+
+
+def _conv_length(n: int, k: int, stride: int, dilation: int, padding: str) -> int:
+    if n is None:  # an axis of variable length (Input(shape=(None, ...)))
+        return None
+    if padding in ("same",):
+        return -(-n // stride)
+    if padding == "causal":
+        return (n - 1) // stride + 1
+    span = dilation * (k - 1) + 1
+    return (n - span) // stride + 1 if n >= span else 0
+
+
+
+class Context:
+    """What a layer's forward code may refer to: the `training` flag and the
+    dropout `seed` expressions, the call's index (unique in the model), and a
+    way to write statements before the layer's expression (`emit`, with fresh
+    temporary names from `fresh`)."""
+
+    def __init__(self, training: str, seed: str, index: int, emit=None, fresh=None, param=None,
+                 layer_code=None):
+        self.training = training
+        self.seed = seed
+        self.index = index
+        self.stats: list = []  # (layer, variable of its batch statistics): batch norm, for fit
+        self.fuse_relu = False  # the layer's output goes only to a relu, which it may apply
+        # With fuse_relu: an expression the layer adds before the relu (the
+        # other input of the Add between the layer and the relu), or None.
+        self.residual = None
+        self._emit = emit
+        self._fresh = fresh
+        self.param = param  # (layer, param name) -> variable, for layers calling layers
+        self.layer_code = layer_code
+
+    @property
+    def is_training(self) -> bool:
+        return self.training == "true"
+
+    def emit(self, statement: str):
+        """Adds `define(...)` (or any expression) before the layer's result."""
+        self._emit(statement)
+
+    def fresh(self, tag: str) -> str:
+        """A variable name no other code of the model uses."""
+        return self._fresh(tag)
+
+    def define(self, tag: str, expr: str) -> str:
+        """Defines a fresh variable as `expr` and returns its name."""
+        name = self.fresh(tag)
+        self.emit(f"define({name}, {expr})")
+        return name
+
+
+_name_counts: dict = {}
+
+
+def _snake(name: str) -> str:
+    """Keras's snake_case of a class name: Conv2D -> conv2d, MaxPooling2D -> max_pooling2d."""
+    name = name.lstrip("_") or "layer"
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _auto_name(kind: str) -> str:
+    base = _snake(kind)
+    n = _name_counts.get(base, 0)
+    _name_counts[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+# Keras keyword arguments and what a user should pass instead, for the ones
+# tessera does not take.
+_KERAS_ALTERNATIVES = {
+    "kernel_constraint": "constraints are not supported; clip the weights in a callback",
+    "bias_constraint": "constraints are not supported",
+    "activity_regularizer": "use kernel_regularizer, or add the penalty to a custom loss",
+    "autocast": "tessera computes in the model's dtype",
+    "input_length": "give Input(shape=(length,)) or input_shape=(length,)",
+}
+
+
+
+def _first_call_parameter(layer):
+    """The name of the first parameter of a layer's call (None if it has none)."""
+    try:
+        params = list(inspect.signature(type(layer).call).parameters.values())[1:]
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                     inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        return params[0].name
+    return None
+
+class Layer:
+    """A layer. Built-in layers implement `compute_output_shape` (per-sample
+    shapes, without the batch axis; it also declares the parameters) and
+    `forward` (the language's text of the output). A user's layer subclasses
+    Layer as in Keras: `build(input_shape)` creates weights with `add_weight`,
+    and `call(inputs)` computes with NumPy functions and operators on them
+    (it is traced when the model is built: see docs/nn.md "Writing layers")."""
+
+    kind = "Layer"
+
+    def __new__(cls, *args, **kwargs):
+        if kwargs:
+            _check_keywords(cls, kwargs)
+        obj = super().__new__(cls)
+        obj._init_args = (args, kwargs)  # for get_config (model.save)
+        return obj
+
+    def __init__(self, name: Optional[str] = None, input_shape=None, trainable: bool = True,
+                 dtype=None, input_dim=None, batch_input_shape=None, **kwargs):
+        if kwargs:
+            self._unknown_arguments(kwargs)
+        if type(self).kind == "Layer" and type(self) is not Layer:
+            self.kind = type(self).__name__
+        self.name = name if name is not None else _auto_name(self.kind)
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"[{self.kind}] name must be a non-empty string, got {name!r}")
+        if input_shape is None and batch_input_shape is not None:
+            input_shape = tuple(batch_input_shape)[1:]
+        if input_shape is None and input_dim is not None:
+            input_shape = (input_dim,)
+        # Keras's input_shape= on a model's first layer (the per-sample shape,
+        # without the batch axis): the model is built with it.
+        self.declared_input_shape: Optional[tuple] = None
+        if input_shape is not None:
+            if isinstance(input_shape, int):
+                raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape "
+                                f"of one sample), got {input_shape!r}; write ({input_shape},)")
+            try:
+                shape = tuple(None if d is None else int(d) for d in input_shape)
+            except TypeError:
+                raise TypeError(f"[{self.kind}] input_shape must be a tuple of ints (the shape of "
+                                f"one sample), got {input_shape!r}") from None
+            if not shape or any(d is not None and d <= 0 for d in shape):
+                raise ValueError(f"[{self.kind}] input_shape must be a non-empty tuple of "
+                                 f"positive ints, got {input_shape!r}")
+            self.declared_input_shape = shape
+        self.trainable = bool(trainable)
+        self.dtype = dtype
+        self.params: list = []
+        # One sample's input and output shapes (no batch axis; a list for
+        # several inputs or outputs), once the layer was called or built.
+        self._in_shape: Optional[tuple] = None
+        self._out_shape: Optional[tuple] = None
+        self.built = False
+        self._values: dict = {}  # parameter name -> array, once created
+        self._symbols: dict = {}  # parameter name -> symbolic tensor (add_weight)
+
+    def _unknown_arguments(self, kwargs):
+        _check_keywords(type(self), kwargs, strict=True)
+
+    # ---------------------------------------------------------------- shapes
+    @property
+    def input_shape(self):
+        """The input's shape with the batch axis first (None), as Keras gives
+        it (a list of shapes for several inputs). AttributeError until the
+        layer has been called or built."""
+        if self._in_shape is None:
+            raise AttributeError(f"[{self.kind}] layer {self.name!r} has never been called "
+                                 "and thus has no defined input shape")
+        return _with_batch(self._in_shape)
+
+    @property
+    def output_shape(self):
+        """The output's shape with the batch axis first (None), as Keras gives
+        it (a list of shapes for several outputs)."""
+        if self._out_shape is None:
+            raise AttributeError(f"[{self.kind}] layer {self.name!r} has never been called "
+                                 "and thus has no defined output shape")
+        return _with_batch(self._out_shape)
+
+    def compute_output_shape(self, input_shape):
+        if self._is_custom():
+            raise NotImplementedError
+        return input_shape
+
+    def forward(self, x, p: dict, ctx: Context, **kwargs):
+        if self._is_custom():
+            return _custom_forward(self, x, p, ctx, kwargs)
+        raise NotImplementedError
+
+    def _is_custom(self) -> bool:
+        """A user's layer: it defines call (and is written in NumPy style)."""
+        return type(self).call is not Layer.call
+
+    def call(self, *args, **kwargs):
+        raise NotImplementedError(f"[{self.kind}] a Layer subclass must define call(self, inputs)")
+
+    def build(self, input_shape):
+        """Creates the weights for `input_shape` (with the batch axis, None).
+        A user's layer overrides it and calls add_weight; built-in layers
+        declare theirs in compute_output_shape."""
+
+    def add_weight(self, shape=None, initializer="glorot_uniform", trainable: bool = True,
+                   name: Optional[str] = None, regularizer=None, dtype=None, **kwargs):
+        """A weight of a user's layer, like Keras's Layer.add_weight: returns
+        its Variable (the same object `weights` lists), which call() uses as
+        the weight the program reads and trains."""
+        for k in kwargs:
+            if k not in ("constraint", "aggregation", "synchronization", "autocast"):
+                raise TypeError(f"[{self.kind}.add_weight] unexpected keyword argument {k!r}")
+        shape = () if shape is None else tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise ValueError(f"[{self.kind}.add_weight] shape must hold non-negative ints, got "
+                             f"{shape}")
+        pname = name or f"weight_{len(self.params)}"
+        if any(q.name == pname for q in self.params):
+            pname = f"{pname}_{len(self.params)}"
+        fan_in, fan_out = _fans(shape)
+        if regularizer is not None:
+            regularizer = _regularizer(regularizer, f"{self.kind}.add_weight", "regularizer")
+        if initializer is None:
+            initializer = "glorot_uniform" if dtype is None or "float" in str(dtype) else "zeros"
+        _initializer(initializer, f"{self.kind}.add_weight", "initializer")  # (named errors)
+        self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
+                                 regularizer))
+        return self._variable(pname, _float_dtype(dtype or self.dtype))
+
+    add_variable = add_weight  # Keras 3's other name
+
+    def _variable(self, pname: str, dtype=None):
+        """The Variable of parameter `pname` (made once, then the same object)."""
+        v = self._symbols.get(pname)
+        if v is None:
+            v = Variable(dtype=dtype or _float_dtype(self.dtype), _layer=self, _param=pname)
+            self._symbols[pname] = v
+        return v
+
+    def add_loss(self, loss):
+        """Keras's add_loss, called in call(): `loss` (a symbolic value of the
+        inputs and weights, or a number) is summed and added to the training
+        loss (and evaluate's), as Keras does; `losses` lists them."""
+        add_loss_now(self, loss)
+        self.__dict__.setdefault("_added", []).append(loss)
+
+    @property
+    def losses(self) -> list:
+        """The losses add_loss recorded when the layer was called (symbolic),
+        with those of the layers it calls."""
+        out = list(self.__dict__.get("_added", []))
+        # Keras: then the penalties of its weights' regularizers, on their values
+        out += [q.regularizer(self._values[q.name]) for q in self.params
+                if q.regularizer is not None and dict.get(self._values, q.name) is not None]
+        for layer in self._sublayers():
+            out += layer.losses
+        seen, stack = set(), list(self.__dict__.get("_outputs", None) or [])  # a model's graph
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            if t.op == "layer" and t.args[0] is not self:
+                out += t.args[0].losses
+            stack.extend(a for a in list(t.args) + [a for v in t.args if isinstance(v, tuple)
+                                                    for a in v]
+                         if hasattr(a, "op") and hasattr(a, "id"))
+        return out
+
+    def count_params(self) -> int:
+        return sum(math.prod(q.shape) for q in self.params)
+
+    def _sublayers(self) -> list:
+        """The layers a user's layer keeps in its attributes (directly or in
+        lists, tuples and dicts), in attribute order, as Keras tracks them."""
+        if not self._is_custom() or "layers" in type(self).__dict__:
+            return []
+        out, seen = [], {id(self)}
+
+        def visit(v, depth=0):
+            if isinstance(v, Layer):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+            elif isinstance(v, (list, tuple)) and depth < 2:
+                for u in v:
+                    visit(u, depth + 1)
+            elif isinstance(v, dict) and depth < 2:
+                for u in v.values():
+                    visit(u, depth + 1)
+
+        for k, v in vars(self).items():
+            if not k.startswith("_"):
+                visit(v)
+        return out
+
+    @property
+    def weights(self) -> list:
+        """The layer's Variables (Keras's layer.weights): `layer.w is
+        layer.weights[0]` for a weight made by add_weight; then those of the
+        layers a user's layer keeps as attributes."""
+        out = [self._variable(q.name) for q in self.params]
+        for layer in self._sublayers():
+            out += [v for v in layer.weights if all(v is not u for u in out)]
+        return out
+
+    @property
+    def trainable_weights(self) -> list:
+        return [v for v in self.weights if v.trainable]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [v for v in self.weights if not v.trainable]
+
+    @property
+    def variables(self) -> list:
+        return self.weights
+
+    def get_weights(self) -> list:
+        """This layer's weights as NumPy arrays (copies), in declaration order."""
+        return [np.array(self._values[q.name], copy=True) for q in self.params
+                if q.name in self._values]
+
+    def set_weights(self, weights):
+        """Replaces this layer's weights (same count and shapes as get_weights)."""
+        weights = list(weights)
+        if len(weights) != len(self.params):
+            raise ValueError(f"[{self.kind}.set_weights] layer {self.name!r} has "
+                             f"{len(self.params)} weights, got {len(weights)}")
+        new = {}
+        for q, w in zip(self.params, weights):
+            w = np.asarray(w)
+            if tuple(w.shape) != tuple(q.shape):
+                raise ValueError(f"[{self.kind}.set_weights] {self.name}/{q.name} must have shape "
+                                 f"{q.shape}, got {w.shape}")
+            # the dtype of the value it replaces (a pending draw's, not drawn for it)
+            old = value_spec(self, q.name)[1] if dict.get(self._values, q.name) is not None \
+                else None
+            new[q.name] = np.array(w, dtype=old if old is not None else w.dtype, copy=True)
+        self._values.update(new)
+
+    def get_config(self) -> dict:
+        """The constructor arguments (for model.save), as given when the
+        layer was made, with its name."""
+        args, kwargs = getattr(self, "_init_args", ((), {}))
+        try:
+            bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
+        except TypeError:
+            bound = None
+        config = {}
+        if bound is not None:
+            for k, v in bound.arguments.items():
+                if k == "self":
+                    continue
+                if k == "kwargs":
+                    config.update(v)
+                else:
+                    config[k] = v
+        config["name"] = self.name
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer get_config described (Keras's Layer.from_config:
+        the class called with the config's arguments)."""
+        if not isinstance(config, dict):
+            raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
+                            f"{type(config).__name__}")
+        return cls(**config)
+
+    def __call__(self, *args, **kwargs):
+        if args:
+            return call_layer(self, args[0], args[1:], kwargs)
+        # Keras: the first argument may be given by the name call() gives it
+        # (`layer(logits=x, targets=t)`), or as `inputs`.
+        first = _first_call_parameter(self)
+        for name in (first, "inputs"):
+            if name is not None and name in kwargs:
+                inputs = kwargs.pop(name)
+                return call_layer(self, inputs, (), kwargs)
+        raise TypeError(f"[{self.kind}] layer {self.name!r} called without its inputs (the "
+                        f"first argument of call, {first or 'inputs'!r}); got only "
+                        f"{sorted(kwargs)}")
+
+    def _need_rank(self, shape: tuple, rank: int, what: str):
+        if len(shape) != rank:
+            raise ValueError(
+                f"[{self.kind}] expects inputs of shape (batch, {what}), got per-sample shape "
+                f"{shape} (rank {len(shape) + 1} with the batch)")
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _with_batch(shape):
+    """One sample's shape (or a list of them) with Keras's batch axis, None,
+    in front."""
+    if isinstance(shape, list):
+        return [_with_batch(s) for s in shape]
+    return (None,) + tuple(shape)
+
+
+def _check_keywords(cls, kwargs, strict=False):
+    """Unknown keyword arguments of a layer's constructor: a TypeError naming
+    the closest known one (and what to use for Keras arguments tessera lacks)."""
+    known, open_ended = set(), False
+    for c in cls.__mro__:
+        if "__init__" in c.__dict__ and c is not object:
+            params = inspect.signature(c.__init__).parameters
+            known |= {n for n, p in params.items() if p.kind not in (p.VAR_KEYWORD,
+                                                                      p.VAR_POSITIONAL)}
+            if c.__module__.startswith("tessera.") is False and any(
+                    p.kind == p.VAR_KEYWORD for p in params.values()):
+                open_ended = True  # a user's class passing **kwargs on
+    known.discard("self")
+    if open_ended and not strict:
+        return
+    kind = getattr(cls, "kind", cls.__name__)
+    if kind == "Layer":
+        kind = cls.__name__
+    for k in kwargs:
+        if k in known:
+            continue
+        if k in _KERAS_ALTERNATIVES:
+            raise TypeError(f"[{kind}] the Keras argument {k!r} is not supported: "
+                            f"{_KERAS_ALTERNATIVES[k]}")
+        close = difflib.get_close_matches(k, sorted(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise TypeError(f"[{kind}] unexpected keyword argument {k!r}{hint} "
+                        f"(arguments: {', '.join(sorted(known))})")
+
+
+def _float_dtype(dtype) -> str:
+    return "float32" if dtype is None else str(dtype)
+
+
+def _fans(shape) -> Tuple[int, int]:
+    """Keras's compute_fans."""
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[:-2])
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
+def _custom_forward(layer: Layer, x, p: dict, ctx: Context, kwargs: dict):
+    """A user's layer: runs its call() on symbolic stand-ins of the inputs
+    (with Python's True/False as `training`) and writes what it records."""
+    exprs = list(x) if isinstance(x, (list, tuple)) else [x]
+    return custom_forward(layer, exprs, ctx, kwargs)
+
+
+def _ints(v, rank: int, name: str, where: str) -> tuple:
+    if isinstance(v, int):
+        v = (v,) * rank
+    v = tuple(v)
+    if len(v) != rank or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0
+                                 for i in v):
+        raise ValueError(f"[{where}] {name} must be a positive int or {rank} of them, got {v!r}")
+    return v
+
+
+def _list(v) -> str:
+    return "[" + ", ".join(str(i) for i in v) + "]"
+
+

@@ -1,0 +1,239 @@
+"""Convolution layers: Conv1D/2D, their transposes and DepthwiseConv1D/2D
+(SeparableConv in separable.py builds on the depthwise ones)."""
+
+from __future__ import annotations
+
+import math
+
+from ..data_format import ChannelsFirst
+from .base import (Layer, Param, _activation, _apply, _conv_length, _data_format, _fans,
+                   _initializer, _ints, _list, _padding, _positive, _regularizer)
+__all__ = ["Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "DepthwiseConv1D",
+           "DepthwiseConv2D"]
+
+
+class _Conv(Layer):
+    rank = 1
+    transpose = False
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
+                 activation=None, use_bias=True, groups=1, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 data_format=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        k = self.kind
+        self.data_format = _data_format(data_format, k)
+        self.filters = _positive(filters, "filters", k)
+        self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
+        self.strides = _ints(strides, self.rank, "strides", k)
+        self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
+        allowed = ("valid", "same", "causal") if self.rank == 1 and not self.transpose \
+            else ("valid", "same")
+        self.padding = _padding(padding, k, allowed)
+        self.groups = _positive(groups, "groups", k)
+        if self.filters % self.groups:
+            raise ValueError(f"[{k}] filters ({self.filters}) must be divisible by groups "
+                             f"({self.groups})")
+        self.activation = _activation(activation, k)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = _initializer(kernel_initializer, k, "kernel_initializer")
+        self.bias_initializer = _initializer(bias_initializer, k, "bias_initializer")
+        self.kernel_regularizer = _regularizer(kernel_regularizer, k, "kernel_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+
+    def _spatial(self, s):
+        return tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
+                     zip(s[:-1], self.kernel_size, self.strides, self.dilation))
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
+                        else "height, width, channels")
+        cin = s[-1]
+        if cin % self.groups:
+            raise ValueError(f"[{self.kind}] the input's channels ({cin}) must be divisible by "
+                             f"groups ({self.groups})")
+        spatial = self._spatial(s)
+        if any(n is not None and n <= 0 for n in spatial):
+            raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
+                             f"{self.dilation} does not fit the input {s} with padding "
+                             f"'{self.padding}'")
+        ks = math.prod(self.kernel_size)
+        self.params = [Param("kernel", self._kernel_shape(cin), self.kernel_initializer,
+                             ks * cin // self.groups, ks * self.filters,
+                             regularizer=self.kernel_regularizer)]
+        if self.use_bias:
+            self.params.append(Param("bias", (self.filters,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
+        return spatial + (self.filters,)
+
+    def _kernel_shape(self, cin):
+        return self.kernel_size + (cin // self.groups, self.filters)
+
+    def _options(self) -> str:
+        g = f", groups={self.groups}" if self.groups != 1 else ""
+        if self.rank == 1:
+            return (f"stride={self.strides[0]}, padding=\"{self.padding}\", "
+                    f"dilation={self.dilation[0]}{g}")
+        return (f"strides={_list(self.strides)}, padding=\"{self.padding}\", "
+                f"dilation={_list(self.dilation)}{g}")
+
+    def _conv(self, x, kernel, ctx) -> str:
+        return f"conv{self.rank}d({x}, {kernel}, {self._options()})"
+
+    def forward(self, x, p, ctx):
+        if self.use_bias and type(self)._conv is _Conv._conv and \
+                self.activation in (None, "relu"):
+            # The bias (and relu) applied to each chunk of the convolution's
+            # output while it is in cache: one pass and one array, not three.
+            op = f"conv{self.rank}d_bias" + ("_relu" if self.activation == "relu" else "")
+            return f"{op}({x}, {p['kernel']}, {p['bias']}, {self._options()})"
+        conv = self._conv(x, p["kernel"], ctx)
+        if self.use_bias:
+            conv = f"bias_add({conv}, {p['bias']})"
+        return _apply(self.activation, conv, ctx, self._out_shape)
+
+
+class Conv1D(ChannelsFirst, _Conv):
+    """1-d convolution over (batch, steps, channels), like keras.layers.Conv1D
+    (groups: the channels split into groups convolved separately)."""
+
+    kind = "Conv1D"
+    rank = 1
+
+
+class Conv2D(ChannelsFirst, _Conv):
+    """2-d convolution over (batch, height, width, channels), like keras.layers.Conv2D."""
+
+    kind = "Conv2D"
+    rank = 2
+
+
+class _ConvTranspose(_Conv):
+    """Transposed convolution (the gradient of a convolution with respect to
+    its input), like keras.layers.Conv2DTranspose: kernel (k..., filters,
+    in_channels); output length (n - 1) * stride + dilation * (k - 1) + 1
+    ('valid') or n * stride ('same')."""
+
+    transpose = True
+
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None,
+                 dilation_rate=1, activation=None, use_bias=True, **kwargs):
+        if output_padding is not None:
+            raise ValueError(f"[{self.kind}] output_padding is not supported; leave it None")
+        super().__init__(filters, kernel_size, strides, padding, dilation_rate, activation,
+                         use_bias, **kwargs)
+
+    def _spatial(self, s):
+        out = []
+        for n, k, st, d in zip(s[:-1], self.kernel_size, self.strides, self.dilation):
+            out.append(n * st if self.padding == "same" else (n - 1) * st + d * (k - 1) + 1)
+        return tuple(out)
+
+    def _kernel_shape(self, cin):
+        return self.kernel_size + (self.filters, cin)
+
+    def _conv(self, x, kernel, ctx):
+        xv = ctx.define("ct_in", x)
+        shape = f"list(shape({xv})[0], {', '.join(str(n) for n in self._out_shape)})"
+        return f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {self._options()})"
+
+
+class Conv1DTranspose(ChannelsFirst, _ConvTranspose):
+    """1-d transposed convolution, like keras.layers.Conv1DTranspose."""
+
+    kind = "Conv1DTranspose"
+    rank = 1
+
+
+class Conv2DTranspose(ChannelsFirst, _ConvTranspose):
+    """2-d transposed convolution, like keras.layers.Conv2DTranspose."""
+
+    kind = "Conv2DTranspose"
+    rank = 2
+
+
+class _DepthwiseConv(Layer):
+    rank = 2
+
+    def __init__(self, kernel_size, strides=1, padding="valid", depth_multiplier=1,
+                 dilation_rate=1, activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform", bias_initializer="zeros",
+                 depthwise_regularizer=None, bias_regularizer=None, data_format=None, name=None,
+                 input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        k = self.kind
+        self.data_format = _data_format(data_format, k)
+        self.kernel_size = _ints(kernel_size, self.rank, "kernel_size", k)
+        self.strides = _ints(strides, self.rank, "strides", k)
+        self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
+        self.padding = _padding(padding.lower() if isinstance(padding, str) else padding, k)
+        self.depth_multiplier = _positive(depth_multiplier, "depth_multiplier", k)
+        self.activation = _activation(activation, k)
+        self.use_bias = bool(use_bias)
+        self.depthwise_initializer = _initializer(depthwise_initializer, k,
+                                                  "depthwise_initializer")
+        self.bias_initializer = _initializer(bias_initializer, k, "bias_initializer")
+        self.depthwise_regularizer = _regularizer(depthwise_regularizer, k,
+                                                  "depthwise_regularizer")
+        self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+
+    def _depthwise_spatial(self, s):
+        """The output's spatial shape; refuses a kernel that does not fit."""
+        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
+                        else "height, width, channels")
+        spatial = tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
+                        zip(s[:-1], self.kernel_size, self.strides, self.dilation))
+        if any(n is not None and n <= 0 for n in spatial):
+            raise ValueError(f"[{self.kind}] kernel {self.kernel_size} with dilation "
+                             f"{self.dilation} does not fit the input {s} with padding "
+                             f"'{self.padding}'")
+        return spatial
+
+    def _depthwise_param(self, name, c):
+        """The depthwise kernel (k..., channels, depth_multiplier), Keras's fans."""
+        shape = self.kernel_size + (c, self.depth_multiplier)
+        return Param(name, shape, self.depthwise_initializer, *_fans(shape),
+                     regularizer=self.depthwise_regularizer)
+
+    def _depthwise(self, x, kernel):
+        """Each channel of x convolved with its own depth_multiplier filters."""
+        c = self._in_shape[-1]
+        kernel = f"reshape({kernel}, {_list(self.kernel_size + (1, c * self.depth_multiplier))})"
+        if self.rank == 1:
+            opts = (f"stride={self.strides[0]}, padding=\"{self.padding}\", "
+                    f"dilation={self.dilation[0]}")
+        else:
+            opts = (f"strides={_list(self.strides)}, padding=\"{self.padding}\", "
+                    f"dilation={_list(self.dilation)}")
+        return f"conv{self.rank}d({x}, {kernel}, {opts}, groups={c})"
+
+    def compute_output_shape(self, s):
+        spatial = self._depthwise_spatial(s)
+        c, m = s[-1], self.depth_multiplier
+        self.params = [self._depthwise_param("kernel", c)]
+        if self.use_bias:
+            self.params.append(Param("bias", (c * m,), self.bias_initializer,
+                                     regularizer=self.bias_regularizer))
+        return spatial + (c * m,)
+
+    def forward(self, x, p, ctx):
+        y = self._depthwise(x, p["kernel"])
+        if self.use_bias:
+            y = f"bias_add({y}, {p['bias']})"
+        return _apply(self.activation, y, ctx, self._out_shape)
+
+
+class DepthwiseConv1D(ChannelsFirst, _DepthwiseConv):
+    """Each channel convolved with its own depth_multiplier filters, like
+    keras.layers.DepthwiseConv1D (kernel (k, channels, depth_multiplier))."""
+
+    kind = "DepthwiseConv1D"
+    rank = 1
+
+
+class DepthwiseConv2D(ChannelsFirst, _DepthwiseConv):
+    """Each channel convolved with its own depth_multiplier filters, like
+    keras.layers.DepthwiseConv2D (kernel (kh, kw, channels, depth_multiplier))."""
+
+    kind = "DepthwiseConv2D"
+    rank = 2

@@ -1,0 +1,138 @@
+"""Pooling layers: MaxPooling1D/2D, AveragePooling1D/2D and their global
+forms (with Keras's short aliases MaxPool2D, GlobalAvgPool1D, ...)."""
+
+from __future__ import annotations
+
+from ..data_format import ChannelsFirst
+from .base import Layer, _conv_length, _data_format, _list, _padding, _pair, _positive
+__all__ = ["AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
+           "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D",
+           "GlobalAvgPool2D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D",
+           "GlobalMaxPooling2D", "MaxPool1D", "MaxPool2D", "MaxPooling1D", "MaxPooling2D"]
+
+
+class _Pool(Layer):
+    rank = 1
+    op = "max"
+
+    def __init__(self, pool_size=2, strides=None, padding="valid", data_format=None, name=None,
+                 input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.data_format = _data_format(data_format, self.kind)
+        if self.rank == 1:
+            self.pool = (_positive(pool_size if isinstance(pool_size, int)
+                                   else tuple(pool_size)[0], "pool_size", self.kind),)
+            self.strides = self.pool if strides is None else (
+                _positive(strides if isinstance(strides, int) else tuple(strides)[0],
+                          "strides", self.kind),)
+        else:
+            self.pool = _pair(pool_size, "pool_size", self.kind)
+            self.strides = self.pool if strides is None else _pair(strides, "strides", self.kind)
+        self.padding = _padding(padding, self.kind)
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
+                        else "height, width, channels")
+        spatial = tuple(_conv_length(n, k, st, 1, self.padding)
+                        for n, k, st in zip(s[:-1], self.pool, self.strides))
+        if any(n is not None and n <= 0 for n in spatial):
+            raise ValueError(f"[{self.kind}] pool {self.pool} does not fit the input {s}")
+        return spatial + (s[-1],)
+
+    def forward(self, x, p, ctx):
+        fn = f"{self.op}_pool{self.rank}d"
+        if self.rank == 1:
+            return (f"{fn}({x}, pool_size={self.pool[0]}, strides={self.strides[0]}, "
+                    f"padding=\"{self.padding}\")")
+        return (f"{fn}({x}, pool_size=[{self.pool[0]}, {self.pool[1]}], "
+                f"strides=[{self.strides[0]}, {self.strides[1]}], padding=\"{self.padding}\")")
+
+
+class MaxPooling1D(ChannelsFirst, _Pool):
+    """Max pooling over steps, like keras.layers.MaxPooling1D (MaxPool1D)."""
+
+    kind, rank, op = "MaxPooling1D", 1, "max"
+
+
+class AveragePooling1D(ChannelsFirst, _Pool):
+    """Average pooling over steps, like keras.layers.AveragePooling1D (AvgPool1D)."""
+
+    kind, rank, op = "AveragePooling1D", 1, "avg"
+
+
+class MaxPooling2D(ChannelsFirst, _Pool):
+    """Max pooling over height and width, like keras.layers.MaxPooling2D (MaxPool2D)."""
+
+    kind, rank, op = "MaxPooling2D", 2, "max"
+
+
+class AveragePooling2D(ChannelsFirst, _Pool):
+    """Average pooling over height and width, like keras.layers.AveragePooling2D
+    (AvgPool2D)."""
+
+    kind, rank, op = "AveragePooling2D", 2, "avg"
+
+
+# Keras's other names of the same classes (files naming either load)
+MaxPool1D, AvgPool1D = MaxPooling1D, AveragePooling1D
+MaxPool2D, AvgPool2D = MaxPooling2D, AveragePooling2D
+
+
+class _GlobalPool(Layer):
+    rank = 1
+    op = "mean"
+
+    def __init__(self, keepdims: bool = False, data_format=None, name=None, input_shape=None,
+                 **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.data_format = _data_format(data_format, self.kind)
+        self.keepdims = bool(keepdims)
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
+                        else "height, width, channels")
+        return (1,) * self.rank + (s[-1],) if self.keepdims else (s[-1],)
+
+    def forward(self, x, p, ctx):
+        axes = _list(range(1, self.rank + 1))
+        keep = ", keepdims=true" if self.keepdims else ""
+        return f"{self.op}({x}, axis={axes}{keep})"
+
+
+class GlobalAveragePooling1D(ChannelsFirst, _GlobalPool):
+    """The mean over steps, like keras.layers.GlobalAveragePooling1D."""
+
+    kind, rank, op = "GlobalAveragePooling1D", 1, "mean"
+    mask_input = True
+
+    def forward(self, x, p, ctx, mask=None):
+        if mask is None:
+            return super().forward(x, p, ctx)
+        # Keras: the mean over the unmasked steps
+        keep = ctx.define("m", f"expand_dims({mask}, 2)")
+        kept = f"where({keep}, {x}, zeros_like({x}))"
+        count = f"sum(astype({keep}, dtype_name({x})), axis=1{', keepdims=true' if self.keepdims else ''})"
+        keepdims = ", keepdims=true" if self.keepdims else ""
+        return f"(sum({kept}, axis=1{keepdims}) / {count})"
+
+
+class GlobalAveragePooling2D(ChannelsFirst, _GlobalPool):
+    """The mean over height and width, like keras.layers.GlobalAveragePooling2D."""
+
+    kind, rank, op = "GlobalAveragePooling2D", 2, "mean"
+
+
+class GlobalMaxPooling1D(ChannelsFirst, _GlobalPool):
+    """The maximum over steps, like keras.layers.GlobalMaxPooling1D."""
+
+    kind, rank, op = "GlobalMaxPooling1D", 1, "max"
+
+
+class GlobalMaxPooling2D(ChannelsFirst, _GlobalPool):
+    """The maximum over height and width, like keras.layers.GlobalMaxPooling2D."""
+
+    kind, rank, op = "GlobalMaxPooling2D", 2, "max"
+
+
+GlobalAvgPool1D, GlobalAvgPool2D = GlobalAveragePooling1D, GlobalAveragePooling2D
+GlobalMaxPool1D, GlobalMaxPool2D = GlobalMaxPooling1D, GlobalMaxPooling2D

@@ -1,0 +1,93 @@
+"""Helpers the model's modules share: the optimizer by name, log formatting,
+what compile() chose, deferred initial draws."""
+
+from __future__ import annotations
+
+import os
+
+from ... import distributed as _dist
+from ... import optim as _optim
+from .. import initializers
+from ..params import WEIGHTS_IN_FILE
+from ..utils import PyDataset
+
+
+
+
+def _optimizer(opt):
+    if isinstance(opt, _optim.Optimizer):
+        return opt
+    getter = getattr(_optim, "get", None)
+    if getter is not None and isinstance(opt, (str, dict)):
+        try:
+            return getter(opt)
+        except ValueError as e:
+            raise ValueError(f"[compile] {e}") from None
+    table = {"sgd": _optim.SGD, "adam": _optim.Adam, "adamw": _optim.AdamW,
+             "rmsprop": _optim.RMSprop, "adagrad": _optim.Adagrad}
+    if isinstance(opt, str) and opt.lower() in table:
+        return table[opt.lower()]()
+    raise ValueError(f"[compile] unknown optimizer {opt!r}: use one of {sorted(table)} or a "
+                     "tessera.optim optimizer")
+
+
+def _fmt(v) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _draws_deferred() -> bool:
+    """Whether a model made here draws its initial weights on first read:
+    on a locality of a pipeline (TESSERA_MESH with pipeline > 1, from
+    tessera run --mesh), where fit keeps only the stage's layers, so that
+    the other stages' weights are never made there. Not while load_model
+    counts the weights a file holds (it checks each draw's size first)."""
+    text = os.environ.get("TESSERA_MESH")
+    if not text or WEIGHTS_IN_FILE.get() is not None:
+        return False
+    try:
+        return _dist._mesh_sizes(text).get("pipeline", 1) > 1
+    except ValueError:
+        return False  # the mesh's own check reports it where the mesh is made
+
+
+def _own_initializer(p) -> bool:
+    """A parameter drawn by one of tessera's initializers (a pure function
+    of the seed); a user's initializer object is called when the model is
+    made, as without a pipeline."""
+    init = p.init if hasattr(p.init, "generate") else initializers.get(p.init)
+    return type(init).__module__ == initializers.__name__
+
+
+def _readable_bytes(n: float) -> str:
+    """Keras's summary's sizes: 1024-based units with two decimals."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024:
+            return f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} PB"
+
+
+class _Compiled:
+    """What compile() chose: the optimizer, a loss and its weight per output,
+    the metrics per output."""
+
+    def __init__(self, optimizer, losses, loss_weights, metrics):
+        self.optimizer = optimizer
+        self.losses = losses
+        self.loss_weights = loss_weights
+        self.metrics = metrics  # per output: list of Metric
+
+    @property
+    def has_metrics(self) -> bool:
+        return any(self.metrics)
+
+
+
+def _from_py_dataset(x, where):
+    """A keras.utils.PyDataset as a tessera Dataset (fit, evaluate and
+    predict read those)."""
+    return x._to_dataset(where) if isinstance(x, PyDataset) else x

@@ -1,0 +1,312 @@
+"""compile() and the data checks of fit, evaluate and predict."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import losses as _losses
+from .. import metrics as _metrics
+from ..programs import _function_metric
+from ..registry import is_model
+from ..string_inputs import apply_fronts
+from ._common import _as_list, _Compiled, _optimizer
+
+
+class CompileMixin:
+    """Model.compile and the checks of what fit, evaluate and predict receive
+    (inputs, labels, sample weights, datasets), mixed into Model."""
+
+    # ------------------------------------------------------------------ compile
+
+    def compile(self, optimizer="adam", loss=None, metrics=(),
+                loss_weights=None, weighted_metrics=None, run_eagerly=None, jit_compile=None,
+                steps_per_execution=None):
+        """Chooses the optimizer, the loss (one, or one per output as a list or
+        a dict by output layer name; None, Keras's default: only the losses the
+        layers add with add_loss) and the metrics (names, Metric objects or
+        functions of (y_true, y_pred); a list, or per output)."""
+        n_out = len(self._outputs) if self._outputs else 1
+        losses = self._per_output(loss, "loss", n_out)
+        losses = [self._get_loss(l) for l in losses]
+        if loss_weights is None:
+            loss_weights = [1.0] * n_out
+        else:
+            loss_weights = [float(w) for w in self._per_output(loss_weights, "loss_weights",
+                                                               n_out)]
+        if metrics is None:
+            metrics = ()
+        if isinstance(metrics, dict) or (n_out > 1 and isinstance(metrics, (list, tuple)) and
+                                         metrics and isinstance(metrics[0], (list, tuple))):
+            per = self._per_output(metrics, "metrics", n_out)
+        else:
+            per = [list(_as_list(metrics)) if k == 0 or n_out > 1 else [] for k in range(n_out)]
+            if n_out > 1:
+                per = [list(_as_list(metrics))] * n_out
+        mets = [[self._get_metric(m, losses[k], k) for m in (ms or [])]
+                for k, ms in enumerate(per)]
+        self._compiled = _Compiled(_optimizer(optimizer), losses, loss_weights, mets)
+        self._programs.clear()
+        self._opt_state = None
+        self._iteration = 0
+        self._lr_override = None
+        return self
+
+    def _output_names(self) -> list:
+        if getattr(self, "_output_keys", None):
+            return list(self._output_keys)
+        names = []
+        for t in self._outputs:
+            node = t.args[0] if t.op == "item" else t
+            layer = node.args[0] if node.op == "layer" else None
+            names.append(layer.name if layer is not None else f"output_{len(names)}")
+        return names
+
+    def _per_output(self, v, what: str, n: int) -> list:
+        if isinstance(v, dict):
+            names = self._output_names()
+            unknown = sorted(set(v) - set(names))
+            if unknown:
+                raise ValueError(f"[compile] {what} names outputs {unknown} the model does not "
+                                 f"have; its outputs are {names}")
+            return [v.get(k) for k in names]
+        if isinstance(v, (list, tuple)) and what != "metrics" or (
+                what == "metrics" and isinstance(v, (list, tuple))):
+            if len(v) != n:
+                raise ValueError(f"[compile] {what} has {len(v)} entries for a model with {n} "
+                                 "outputs")
+            return list(v)
+        return [v] * n
+
+    def _get_loss(self, loss):
+        if loss is None:
+            return None
+        if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
+                getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
+            return _losses.FunctionLoss(loss)
+        return _losses.get(loss)
+
+    def _get_metric(self, m, loss, k):
+        if callable(m) and not isinstance(m, (str, _metrics.Metric)):
+            return _function_metric(m)
+        p_shape = tuple(self._outputs[k].shape) if self._outputs else None
+        try:
+            return _metrics.get(m, loss=loss, p_shape=p_shape)
+        except ValueError as e:
+            raise ValueError(f"[compile] {e}") from None
+
+    @property
+    def optimizer(self):
+        return self._compiled.optimizer if self._compiled else None
+
+    @property
+    def metrics_names(self) -> list:
+        names = ["loss"]
+        if self._compiled:
+            prefix = self._output_names() if len(self._outputs) > 1 else [""]
+            for k, ms in enumerate(self._compiled.metrics):
+                for m in ms:
+                    names.append(f"{prefix[k]}_{m.name}" if prefix[k] else m.name)
+        return names
+
+    # ------------------------------------------------------------------ data
+
+    def _ensure_built(self, xs):
+        if self.built and self._inputs:
+            return
+        if is_model(self, "Sequential") or not self._functional:
+            shapes = [tuple(a.shape[1:]) for a in xs]
+            self.build(shapes if len(shapes) > 1 else shapes[0])
+
+    def _no_labels(self, n, where):
+        """fit(x) without y, as Keras's: allowed when no compiled loss or metric
+        reads labels (the loss is the layers' add_loss terms); the program then
+        gets placeholder labels it does not read."""
+        c = self._compiled
+        if c is None or any(l is not None for l in c.losses) or c.has_metrics:
+            raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
+                             "compiled loss or metrics read them")
+        ys = [np.zeros((n,) + tuple(t.shape[1:]), np.float32) for t in self._outputs]
+        return ys if len(ys) > 1 else ys[0]
+
+    def _prepare_x(self, x, where: str) -> list:
+        if x is None:
+            raise ValueError(f"[{where}] x is required")
+        if isinstance(x, dict) and not self._functional and not self._inputs \
+                and not is_model(self, "Sequential"):
+            self._build_for_dict(x, where)
+        x = apply_fronts(self, x, where)
+        if isinstance(x, dict):
+            names = [t.name for t in self._inputs]
+            missing = [n for n in names if n not in x]
+            if missing or None in names:
+                raise ValueError(f"[{where}] x is a dict but the model's inputs are named "
+                                 f"{names} (missing {missing})")
+            x = [x[n] for n in names]
+        xs = [np.asarray(a) for a in _as_list(x)]
+        for a in xs:
+            if a.ndim == 0:
+                raise ValueError(f"[{where}] x must have a batch axis, got a scalar")
+            if a.dtype == object:
+                raise TypeError(f"[{where}] x must hold numbers, got dtype object")
+        self._ensure_built(xs)
+        if len(xs) != len(self._inputs):
+            raise ValueError(f"[{where}] the model has {len(self._inputs)} inputs, got "
+                             f"{len(xs)} arrays")
+        out = []
+        for k, (a, t) in enumerate(zip(xs, self._inputs)):
+            if len(a.shape) != len(t.shape) or any(
+                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:])):
+                which = f"x[{k}]" if len(xs) > 1 else "x"
+                raise ValueError(f"[{where}] {which} has samples of shape {tuple(a.shape[1:])}, "
+                                 f"but the model expects {tuple(t.shape[1:])}")
+            want = t.dtype if not t.dtype.startswith("float") else self.dtype
+            if np.issubdtype(np.dtype(want), np.integer):
+                if not np.issubdtype(a.dtype, np.integer):
+                    if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and \
+                            np.all(a == np.round(a)):
+                        a = a.astype(np.int64)
+                    else:
+                        raise ValueError(f"[{where}] input {k} takes integers (dtype {t.dtype}), "
+                                         f"got dtype {a.dtype} with non-integer values")
+                a = a.astype(np.int64, copy=False)
+            elif a.dtype != np.dtype(want):
+                a = a.astype(want)
+            out.append(a)
+        n = len(out[0])
+        for k, a in enumerate(out):
+            if len(a) != n:
+                raise ValueError(f"[{where}] the inputs have different numbers of samples: "
+                                 f"{[len(b) for b in out]}")
+        return out
+
+    def _prepare_y(self, y, n: int, where: str) -> list:
+        if isinstance(y, dict):
+            names = self._output_names()
+            missing = [k for k in names if k not in y]
+            if missing:
+                raise ValueError(f"[{where}] y is a dict but misses outputs {missing} (outputs: "
+                                 f"{names})")
+            y = [y[k] for k in names]
+        ys = [np.asarray(a) for a in _as_list(y)] if len(self._outputs) > 1 else [np.asarray(y)]
+        if len(ys) != len(self._outputs):
+            raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
+                             f"{len(ys)} label arrays")
+        out = []
+        for k, (a, loss) in enumerate(zip(ys, self._compiled.losses)):
+            which = f"y[{k}]" if len(ys) > 1 else "y"
+            if a.ndim == 0 or len(a) != n:
+                raise ValueError(f"[{where}] x and {which} have different numbers of samples: "
+                                 f"{n} and {len(a) if a.ndim else 'a scalar'}")
+            out_shape = tuple(self._outputs[k].shape[1:])
+            if loss is not None and loss.sparse_labels:
+                a = self._check_sparse(a, loss.whole_output_shape(out_shape), which, where)
+            elif loss is not None and not isinstance(loss, _losses.FunctionLoss):
+                if a.ndim == 1 and out_shape == (1,):
+                    a = a.reshape(-1, 1)
+                if tuple(a.shape[1:]) != out_shape:
+                    raise ValueError(f"[{where}] {which} has samples of shape "
+                                     f"{tuple(a.shape[1:])}, but the output "
+                                     f"{self._output_names()[k]!r} has {out_shape} (the loss "
+                                     f"{loss.name} compares them elementwise)")
+                a = a.astype(self.dtype, copy=False)
+                bad = ~np.isfinite(a)
+                if bad.any():
+                    i = int(np.argwhere(bad)[0][0])
+                    raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds a NaN or "
+                                     "infinite label")
+            elif a.dtype.kind == "f":
+                a = a.astype(self.dtype, copy=False)
+            out.append(a)
+        return out
+
+    def _check_sparse(self, a, out_shape, which, where):
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_)):
+            if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and \
+                    np.all(a == np.round(a)):
+                a = a.astype(np.int64)
+            else:
+                raise ValueError(f"[{where}] sparse_categorical_crossentropy needs integer class "
+                                 f"labels in {which}, got dtype {a.dtype}")
+        a = a.astype(np.int64, copy=False)
+        if a.ndim == len(out_shape) + 1 and a.shape[-1] == 1 and out_shape[-1] != 1 and \
+                a.shape[1:-1] == out_shape[:-1]:
+            a = a.reshape(a.shape[:-1])
+        if tuple(a.shape[1:]) != tuple(out_shape[:-1]):
+            raise ValueError(f"[{where}] {which} has labels of shape {tuple(a.shape[1:])} per "
+                             f"sample, but the output of shape {out_shape} needs "
+                             f"{tuple(out_shape[:-1])} (one class index per row)")
+        classes = out_shape[-1]
+        bad = (a < 0) | (a >= classes)
+        if bad.any():
+            pos = np.argwhere(bad)[0]
+            i = int(pos[0])
+            raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds the label "
+                             f"{int(a[tuple(pos)])}, outside the model's {classes} classes "
+                             f"[0, {classes})")
+        return a
+
+    @staticmethod
+    def _check_finite(xs, where: str):
+        for k, a in enumerate(xs):
+            if a.dtype.kind != "f":
+                continue
+            step = 65536
+            for start in range(0, len(a), step):
+                chunk = a[start:start + step]
+                ok = np.isfinite(chunk).reshape(len(chunk), -1).all(axis=1)
+                if not ok.all():
+                    i = start + int(np.argmin(ok))
+                    which = f"x[{k}]" if len(xs) > 1 else "x"
+                    raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds a NaN or "
+                                     "infinite value; clean the data or pass "
+                                     "check_inputs=False")
+
+    def _prepare_sw(self, sample_weight, class_weight, ys, n, where):
+        sw = None
+        if sample_weight is not None:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+            if sw.shape != (n,):
+                raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
+                                 f"shape ({n},), got {sw.shape}")
+            if not np.all(np.isfinite(sw)) or (sw < 0).any():
+                i = int(np.argmax(~np.isfinite(sw) | (sw < 0)))
+                raise ValueError(f"[{where}] sample_weight[{i}] is {sw[i]}: weights must be "
+                                 "finite and non-negative")
+        if class_weight is not None:
+            if len(ys) != 1:
+                raise ValueError(f"[{where}] class_weight works with one output only")
+            if not isinstance(class_weight, dict):
+                raise TypeError(f"[{where}] class_weight must be a dict {{class: weight}}, got "
+                                f"{type(class_weight).__name__}")
+            y = ys[0]
+            if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
+                cls = y.reshape(len(y)).astype(np.int64)
+            elif y.ndim == 2:
+                cls = np.argmax(y, axis=1)
+            else:
+                raise ValueError(f"[{where}] class_weight needs one label per sample, got labels "
+                                 f"of shape {y.shape[1:]}")
+            table = {int(k): float(v) for k, v in class_weight.items()}
+            missing = sorted(set(np.unique(cls).tolist()) - set(table))
+            if missing:
+                raise ValueError(f"[{where}] class_weight has no weight for the classes "
+                                 f"{missing[:10]}")
+            cw = np.array([table[int(c)] for c in cls], dtype=np.float64)
+            sw = cw if sw is None else sw * cw
+        return None if sw is None else sw.astype(self.dtype)
+
+    def _label_specs_from(self, ys):
+        self._label_specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in ys]
+
+    # ------------------------------------------------------------------ training
+
+    def _dataset_parts(self, ds, where: str):
+        """The number of components of a Dataset's elements, checked against
+        the model (inputs, labels, optional sample weights)."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        spec = ds.element_spec
+        if len(spec) not in (n_in, n_in + n_out, n_in + n_out + 1):
+            raise ValueError(f"[{where}] the dataset's elements have {len(spec)} components; the "
+                             f"model takes {n_in} input(s), then {n_out} label array(s), then "
+                             "optional sample weights")
+        return len(spec)

@@ -1,0 +1,483 @@
+"""The Model class: functional (`Model(inputs, outputs)`), `Sequential`, and
+subclassed (`class M(Model)` with `call`), with Keras's compile, fit,
+evaluate, predict, summary, weights and saving.
+
+The training step of `fit` is one program of tessera's language — forward,
+backward (by the core's autodiff) and the optimizer update — written from the
+model's graph, compiled once and run for every mini-batch with the GIL
+released. Python only slices batches, passes arrays (without copies), runs
+callbacks and prints progress.
+
+This module holds the graph, building, weights, summary and saving; compile.py,
+training.py and inference.py the rest (mixins); sequential.py the Sequential.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional
+
+import numpy as np
+
+from ..callbacks import History
+from ..data_axis import DataAxisMixin
+from ..functional import call_layer, clone_graph, collect_layers
+from ..layers import Layer
+from ..layers.base import _with_batch
+from ..params import DeferredValues, initial_value, value_spec
+from ..programs import ProgramsMixin
+from ..registry import is_model
+from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
+                      save_file, save_model)
+from ..string_inputs import split_fronts
+from ..symbolic import GraphWriter, Input, KerasTensor
+from ..varlen import VarLenMixin
+from ..zero import ZeroMixin
+from ._common import _as_list, _Compiled, _draws_deferred, _own_initializer, _readable_bytes
+from .compile import CompileMixin
+from .inference import InferenceMixin
+from .training import TrainingMixin
+
+
+class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
+            VarLenMixin, Layer):
+    """A model, like keras.Model. Three ways to make one:
+
+        inputs = nn.Input((128, 9))                       # functional
+        h = nn.Conv1D(64, 3, activation="relu")(inputs)
+        model = nn.Model(inputs, nn.Dense(6, activation="softmax")(nn.Flatten()(h)))
+
+        model = nn.Sequential([nn.Dense(64, "relu"), nn.Dense(10)])   # a stack
+
+        class MLP(nn.Model):                              # subclassing
+            def __init__(self):
+                super().__init__()
+                self.hidden, self.out = nn.Dense(64, "relu"), nn.Dense(10)
+            def call(self, x):
+                return self.out(self.hidden(x) + np.tanh(x @ np.ones((x.shape[-1], 64))))
+
+    A subclass's `call` runs when the model is built, on symbolic tensors:
+    layer calls, operators and NumPy functions are recorded (docs/nn.md).
+    """
+
+    kind = "Model"
+
+    def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed: int = 0,
+                 dtype: str = "float32", trainable: bool = True, **kwargs):
+        super().__init__(name=name, trainable=trainable, **kwargs)
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")
+        self.dtype = dtype
+        self.seed = seed
+        self.layers: list = []
+        self._inputs: list = []
+        self._outputs: list = []
+        self._var_of: dict = {}
+        self._owner: dict = {}
+        self._compiled: Optional[_Compiled] = None
+        self._programs: dict = {}
+        self._opt_state: Optional[dict] = None
+        self._iteration = 0
+        self._lr_override = None
+        self.stop_training = False
+        self.history: Optional[History] = None
+        self._functional = inputs is not None or outputs is not None
+        if self._functional:
+            if inputs is None or outputs is None:
+                raise TypeError(f"[{self.kind}] a functional model needs both inputs and outputs")
+            self._init_graph(inputs, outputs)
+
+    # ------------------------------------------------------------------ graph
+
+    def _graph_tensors(self, which):
+        if not self._inputs:
+            raise AttributeError(f"[{self.kind}] model {self.name!r} has no {which} yet: it is "
+                                 "not built (give it an input shape or call it on data)")
+        return self._inputs if which.startswith("input") else self._outputs
+
+    @property
+    def inputs(self):
+        """Keras's `model.inputs`: the list of the model's Input tensors."""
+        return list(self._graph_tensors("inputs"))
+
+    @property
+    def outputs(self):
+        """Keras's `model.outputs`: the list of the model's output tensors."""
+        return list(self._graph_tensors("outputs"))
+
+    @property
+    def input(self):
+        """Keras's `model.input`: the Input tensor (a list for several inputs)."""
+        ins = self._graph_tensors("input")
+        return list(ins) if getattr(self, "_multi_in", False) or len(ins) > 1 else ins[0]
+
+    @property
+    def output(self):
+        """Keras's `model.output`: the output tensor (a list for several outputs, a
+        dict for a dict of outputs)."""
+        outs = self._graph_tensors("output")
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, outs))
+        return list(outs) if getattr(self, "_multi_out", False) or len(outs) > 1 else outs[0]
+
+    def _init_graph(self, inputs, outputs):
+        self._output_keys = None
+        if isinstance(outputs, dict):  # Keras: outputs named by the dict's keys
+            for k in outputs:
+                if not isinstance(k, str):
+                    raise TypeError(f"[{self.kind}] the keys of a dict of outputs must be "
+                                    f"strings, got {k!r}")
+            self._output_keys = list(outputs)
+            outputs = list(outputs.values())
+        ins, outs = _as_list(inputs), _as_list(outputs)
+        for t in ins:
+            if not isinstance(t, KerasTensor) or t.op != "input":
+                raise TypeError(f"[{self.kind}] inputs must be made by nn.Input(...), got "
+                                f"{t!r}")
+        for t in outs:
+            if not isinstance(t, KerasTensor):
+                raise TypeError(f"[{self.kind}] outputs must be symbolic tensors (the results of "
+                                f"layers called on the inputs), got {type(t).__name__}")
+        if len({t.id for t in ins}) != len(ins):
+            raise ValueError(f"[{self.kind}] an Input appears twice among the inputs")
+        ins, self._string_fronts = split_fronts(self.kind, ins)  # string Inputs' layers
+        self._inputs, self._outputs = ins, outs
+        self._multi_in = isinstance(inputs, (list, tuple))
+        self._multi_out = isinstance(outputs, (list, tuple))
+        self.layers = [l for l in collect_layers(outs) if l is not self]
+        self._check_reachable()
+        self._assign_vars()
+        self._create_values()
+        self.built = True
+        self._in_shape = [t.shape[1:] for t in ins] if self._multi_in else ins[0].shape[1:]
+        self._out_shape = [t.shape[1:] for t in outs] if self._multi_out else outs[0].shape[1:]
+        self._programs.clear()
+        self._opt_state = None
+        self._iteration = 0
+
+    def _check_reachable(self):
+        """Every Input the outputs depend on must be one of the model's inputs."""
+        ids = {t.id for t in self._inputs}
+        seen, stack = set(), list(self._outputs)
+        while stack:
+            t = stack.pop()
+            if t.id in seen:
+                continue
+            seen.add(t.id)
+            if t.op == "input" and t.id not in ids:
+                raise ValueError(f"[{self.kind}] the outputs depend on an Input made at {t.where} "
+                                 "that is not among the model's inputs")
+            stack.extend(GraphWriter._inputs(t))
+
+    def _assign_vars(self):
+        self._var_of, self._owner = {}, {}
+        for i, layer in enumerate(self.layers):
+            for j, p in enumerate(layer.params):
+                base = p.name if re.fullmatch(r"[A-Za-z_]\w*", p.name) else f"w{j}"
+                var = f"l{i}_{base}"
+                self._var_of[(id(layer), p.name)] = var
+                self._owner[var] = (layer, p)
+
+    def _create_values(self):
+        defer = _draws_deferred()
+        for i, layer in enumerate(self.layers):
+            for j, p in enumerate(layer.params):
+                if p.name not in layer._values:
+                    seed = self.seed * 1000 + i * 10 + j
+                    if defer and _own_initializer(p):
+                        if not isinstance(layer._values, DeferredValues):
+                            layer._values = DeferredValues(layer._values)
+                        layer._values.defer(p.name, p, seed, self.dtype)
+                    else:
+                        layer._values[p.name] = initial_value(p, seed, self.dtype)
+
+    def call(self, inputs, training=None):
+        """A functional or Sequential model called on symbolic tensors (as a
+        layer of another model) records its graph again on them."""
+        self._ensure_built_for_call(inputs)
+        new = _as_list(inputs)
+        if len(new) != len(self._inputs):
+            raise ValueError(f"[{self.name}] the model has {len(self._inputs)} inputs, called "
+                             f"with {len(new)}")
+        outs = clone_graph(self._outputs, self._inputs, new)
+        return self._as_declared(outs)
+
+    def _as_declared(self, outs):
+        """Per-output values in the structure the outputs were given: a dict by
+        the keys of a dict of outputs, a list, or the one value."""
+        keys = getattr(self, "_output_keys", None)
+        if keys:
+            return dict(zip(keys, outs))
+        return list(outs) if self._multi_out else outs[0]
+
+    def _ensure_built_for_call(self, inputs):
+        if not self._inputs:
+            raise ValueError(f"[{self.kind}] the model is not built")
+
+    def _is_custom(self) -> bool:
+        return True
+
+    def build(self, input_shape=None):
+        """Builds the model for inputs of `input_shape` (one sample's shape,
+        or Keras's with a leading None; a list of them for several inputs)."""
+        if self._functional:
+            return self
+        if input_shape is None:
+            raise ValueError(f"[{self.kind}.build] input_shape is required")
+        shapes = input_shape
+        multi = isinstance(shapes, list) and shapes and isinstance(shapes[0], (list, tuple))
+        shapes = [tuple(s) for s in shapes] if multi else [tuple(shapes)]
+        shapes = [s[1:] if s and s[0] is None else s for s in shapes]
+        inputs = [Input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
+        self.built = True
+        try:
+            outputs = call_layer(self, inputs if multi else inputs[0], (), {})
+        except Exception:
+            self.built = False
+            raise
+        self._init_graph(inputs if multi else inputs[0], outputs)
+        return self
+
+    def _build_for_dict(self, x: dict, where: str):
+        """A subclassed model first given a dict of arrays (Keras: call receives
+        the dict): builds on a dict of Inputs named by the keys."""
+        inputs = {}
+        for k, a in x.items():
+            if not isinstance(k, str):
+                raise TypeError(f"[{where}] the keys of a dict of inputs must be strings, "
+                                f"got {k!r}")
+            a = np.asarray(a)
+            if a.ndim == 0:
+                raise ValueError(f"[{where}] x[{k!r}] must have a batch axis, got a scalar")
+            dtype = "int32" if a.dtype.kind in "iu" else self.dtype
+            inputs[k] = Input(tuple(a.shape[1:]), dtype=dtype, name=k)
+        self.built = True
+        try:
+            outputs = call_layer(self, inputs, (), {})
+        except Exception:
+            self.built = False
+            raise
+        self._init_graph(list(inputs.values()), outputs)
+
+    def _input_dtype(self, k: int) -> str:
+        return self.dtype
+
+    def _check_built(self, where: str):
+        if not self.built or not self._inputs:
+            raise RuntimeError(f"[{where}] the model is not built: give it an input shape "
+                               "(input_shape= on the first layer, nn.Input, or model.build)")
+
+    # ------------------------------------------------------------------ weights
+
+    @property
+    def weights(self) -> dict:
+        """The weights as {variable name: array} (l<layer index>_<name>).
+        Under ZeRO stage 3 during fit the trainable ones are gathered from
+        the data group first, and under pipeline stages the other stages'
+        weights from the pipeline group (collectives: every member calls it)."""
+        self._whole_held()
+        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+
+    def _whole_held(self):
+        """During fit, the model's whole weights held again where they are
+        sharded: ZeRO 3's slices gathered over the data group, the other
+        pipeline stages' weights over the pipeline group (collectives)."""
+        if self._zero is not None:
+            self._zero_whole_params()
+        live = self.__dict__.get("_stage_live")
+        if live is not None and not live.is_whole:
+            live.whole()
+
+    def _weight_stand_ins(self) -> dict:
+        """{variable: a read-only stand-in of its weight's shape and dtype}
+        (one element each, broadcast): what needs only the shapes reads
+        these, and no weight whose draw is pending is drawn for it."""
+        out = {}
+        live = self.__dict__.get("_stage_live")
+        for v, (layer, p) in self._owner.items():
+            if dict.get(layer._values, p.name) is not None:
+                shape, dtype = value_spec(layer, p.name)
+            elif live is not None:
+                shape, dtype = live.shapes[("w", v)]  # another stage's, dropped
+            else:  # ZeRO 3's slices: the whole weights gathered, as before
+                a = np.asarray(self.weights[v])
+                shape, dtype = a.shape, a.dtype
+            out[v] = np.broadcast_to(np.zeros((), dtype), shape)
+        return out
+
+    def _set(self, var: str, value):
+        layer, p = self._owner[var]
+        layer._values[p.name] = value
+
+    @property
+    def trainable_weights(self) -> list:
+        return [self.weights[v] for v in self._params(True)]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [self.weights[v] for v in self._params(False)]
+
+    def _trainable(self, layer, p) -> bool:
+        return p.trainable and layer.trainable and self.trainable
+
+    def _params(self, trainable: bool) -> list:
+        return [v for v, (layer, p) in self._owner.items()
+                if self._trainable(layer, p) == trainable]
+
+    def count_params(self) -> int:
+        return sum(layer.count_params() for layer in self.layers)
+
+    def get_layer(self, name: Optional[str] = None, index: Optional[int] = None):
+        """A layer by name or by index, like Keras's get_layer."""
+        if index is not None:
+            return self.layers[index]
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"[get_layer] no layer named {name!r}; layers: "
+                         f"{[l.name for l in self.layers]}")
+
+    def summary(self, print_fn=print):
+        """Prints each layer's type, output shape and parameter count, and
+        the totals with their bytes, as Keras's summary. An unbuilt model
+        (a Sequential without an input shape) lists its layers with shape
+        "?" and "0 (unbuilt)" parameters, as Keras does."""
+        built = self.built and bool(self._inputs)
+        rows = [("Layer (type)", "Output Shape", "Param #")]
+        for layer in self.layers:
+            if not built:
+                rows.append((f"{layer.name} ({layer.kind})", "?", "0 (unbuilt)"))
+                continue
+            shape = str(_with_batch(layer._out_shape) if layer._out_shape is not None else
+                        (None,))
+            rows.append((f"{layer.name} ({layer.kind})", shape, f"{layer.count_params():,}"))
+        widths = [max(len(r[k]) for r in rows) + 2 for k in range(3)]
+        line = "=" * sum(widths)
+        print_fn(f"Model: \"{self.name}\"")
+        print_fn(line)
+        for n, r in enumerate(rows):
+            print_fn("".join(c.ljust(w) for c, w in zip(r, widths)))
+            print_fn(line if n == 0 else "-" * sum(widths))
+        counts = {True: [0, 0], False: [0, 0]}  # trainable: [parameters, bytes]
+        if built:
+            trainable = set(self._params(True))
+            for v in self._params(True) + self._params(False):
+                layer, p = self._owner[v]
+                shape, dtype = value_spec(layer, p.name)
+                n = math.prod(shape)
+                c = counts[v in trainable]
+                c[0] += n
+                c[1] += n * np.dtype(dtype).itemsize
+        total = [counts[True][k] + counts[False][k] for k in range(2)]
+        for what, (n, size) in (("Total", total), ("Trainable", counts[True]),
+                                ("Non-trainable", counts[False])):
+            print_fn(f"{what} params: {n:,} ({_readable_bytes(size)})")
+
+    def get_weights(self) -> list:
+        """The weights as a list of NumPy arrays (copies), layer by layer in
+        the order of each layer's parameters, as Keras's get_weights."""
+        self._check_built("get_weights")
+        return [np.array(v, copy=True) for v in self.whole_weights().values()]
+
+    def whole_weights(self) -> dict:
+        """The weights as {variable name: array}, each whole: a layer split
+        over a tensor group (tessera.nn.parallel) gathers its parts (a
+        collective: every member calls it). The arrays of other layers are
+        the model's own, not copies."""
+        self._whole_held()
+        out = {}
+        for v, (layer, p) in self._owner.items():
+            whole = getattr(layer, "_gathered", None)
+            out[v] = layer._values[p.name] if whole is None else whole(p.name,
+                                                                      layer._values[p.name])
+        return out
+
+    def _optimizer_state_of(self, state: dict, how: str) -> dict:
+        """`state` (optimizer state variables) with each variable of a weight
+        split over a tensor group made whole (how="_gathered", a collective)
+        or this member's part of a whole one (how="_local_part")."""
+        out = dict(state)
+        for s in getattr(self, "_opt_statevars", None) or []:
+            if s.scalar or s.name not in out or s.param not in self._owner:
+                continue
+            layer, p = self._owner[s.param]
+            convert = getattr(layer, how, None)
+            if convert is not None:
+                out[s.name] = convert(p.name, out[s.name])
+        return out
+
+    def set_weights(self, weights):
+        """Replaces the weights from a list like get_weights gives: the same
+        count, and each array of the same shape (cast to the model's dtype).
+        Nothing is changed when any of them does not fit."""
+        self._check_built("set_weights")
+        weights = list(weights)
+        names = list(self._owner)
+        if len(weights) != len(names):
+            raise ValueError(f"[set_weights] the model has {len(names)} weight arrays, got "
+                             f"{len(weights)}")
+        new = {}
+        current = self.weights
+        for i, (name, w) in enumerate(zip(names, weights)):
+            w = np.asarray(w)
+            part = getattr(self._owner[name][0], "_local_part", None)
+            if part is not None:  # a whole weight of a layer split over a tensor group
+                w = part(self._owner[name][1].name, w)
+            want = current[name].shape
+            if w.shape != want:
+                layer, p = self._owner[name]
+                raise ValueError(f"[set_weights] weight {i} ({layer.name}/{p.name}) must have "
+                                 f"shape {want}, got {w.shape}")
+            if not np.issubdtype(w.dtype, np.number) or np.iscomplexobj(w):
+                raise TypeError(f"[set_weights] weight {i} ({name}) must hold real numbers, got "
+                                f"dtype {w.dtype}")
+            new[name] = np.array(w, dtype=current[name].dtype, copy=True)
+        for name, w in new.items():
+            self._set(name, w)
+
+    def save_weights(self, path):
+        """Writes the weights in tessera's weights format (docs/nn.md)."""
+        self._check_built("save_weights")
+        save_file(path, self.whole_weights(), {}, "save_weights")
+
+    def load_weights(self, path):
+        """Reads weights written by save_weights (or model.save); every name,
+        shape and dtype must match this model, and the checksum must be
+        right, or nothing is loaded."""
+        self._check_built("load_weights")
+        load_weights_into(self, path)
+
+    def get_config(self) -> dict:
+        """A functional or Sequential model: its architecture (layers'
+        configurations and the graph), which Model.from_config rebuilds with
+        new weights; a subclassed model: its constructor's arguments."""
+        if self._functional or is_model(self, "Sequential"):
+            self._check_built("get_config")
+            return _architecture(self, "get_config")
+        return super().get_config()
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """A new model (new weights) from get_config's dict."""
+        if isinstance(config, dict) and config.get("kind") in ("Sequential", "Functional",
+                                                                "Subclassed"):
+            return model_from_config(config, custom_objects, f"{cls.__name__}.from_config")
+        if not isinstance(config, dict):
+            raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
+                            f"{type(config).__name__}")
+        return cls(**config)
+
+    def to_json(self, **kwargs) -> str:
+        """The architecture as JSON text (models.model_from_json rebuilds it)."""
+        return model_to_json(self, **kwargs)
+
+    def save(self, path):
+        """Writes the model: architecture, weights, compile settings and
+        optimizer state (tessera's checksummed format, no code; docs/nn.md)."""
+        save_model(self, path, training_state=None)
+
+    def save_checkpoint(self, path):
+        """Writes the whole training state (weights, optimizer state and
+        step, schedule, epoch and position in the epoch), for fit(resume_from=)."""
+        save_model(self, path, training_state=self._training_state())

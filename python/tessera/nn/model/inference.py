@@ -1,0 +1,163 @@
+"""Inference: Model.evaluate, Model.predict and fit's validation pass."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ... import _core
+from ... import data as _data
+from .. import callbacks as _cb
+from ..varlen import keeps_graph
+from ._common import _fmt, _from_py_dataset
+
+
+class InferenceMixin:
+    """Model.evaluate and Model.predict (and fit's validation), mixed into Model."""
+
+    # ------------------------------------------------------------------ inference
+
+    def _validate(self, validation_data, batch_size, steps, cbs=None) -> dict:
+        """fit's validation: evaluate, calling the fit's callbacks' on_test_*
+        hooks as Keras does."""
+        if isinstance(validation_data, _data.Dataset):
+            r = self.evaluate(validation_data, verbose=0, return_dict=True, steps=steps,
+                              _cbs=cbs)
+        else:
+            vd = tuple(validation_data)
+            if len(vd) not in (2, 3):
+                raise ValueError("[fit] validation_data must be (x, y) or (x, y, sample_weight) "
+                                 "or a Dataset")
+            r = self.evaluate(vd[0], vd[1], batch_size=batch_size, verbose=0,
+                              sample_weight=vd[2] if len(vd) == 3 else None, return_dict=True,
+                              steps=steps, _cbs=cbs)
+        return r
+
+    def _inference_callbacks(self, callbacks, verbose, steps, where):
+        """The CallbackList of evaluate or predict (Keras's params: verbose,
+        epochs 1, steps)."""
+        if isinstance(callbacks, _cb.Callback):
+            callbacks = [callbacks]
+        return _cb.CallbackList(callbacks, model=self, where=where,
+                                params={"verbose": verbose, "epochs": 1, "steps": steps})
+
+    @keeps_graph
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict: bool = False, _cbs=None):
+        """The loss (and metrics) over (x, y), in inference mode, like Keras:
+        the loss alone without metrics, else [loss, metric...] (a dict with
+        return_dict). callbacks: their on_test_begin, on_test_batch_begin/
+        end (logs: the running loss and metrics) and on_test_end are called,
+        as Keras calls them (fit's validation calls fit's callbacks')."""
+        if self._compiled is None:
+            raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
+        x = _from_py_dataset(x, "evaluate")
+        if isinstance(x, _data.Dataset):
+            ds = x
+            if not self.built:
+                raise RuntimeError("[evaluate] the model is not built")
+            self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
+                             "evaluate", verbose)
+            n_parts = self._dataset_parts(ds, "evaluate")
+            n_in = len(self._inputs)
+            if n_parts == n_in:
+                raise ValueError("[evaluate] the dataset has no labels")
+            spec = ds.element_spec
+            self._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
+                                    for s in spec[n_in:n_in + len(self._outputs)]])
+            weighted = n_parts == n_in + len(self._outputs) + 1
+            batches = (b.arrays for b in ds.epoch_batches(0))
+        else:
+            xs = self._prepare_x(x, "evaluate")
+            self._specialize([a.shape[1:] for a in xs], "evaluate", verbose)
+            if y is None:
+                y = self._no_labels(len(xs[0]), "evaluate")
+            ys = self._prepare_y(y, len(xs[0]), "evaluate")
+            sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
+            self._label_specs_from(ys)
+            weighted = sw is not None
+            data = tuple(xs + ys + ([sw] if weighted else []))
+            bs = batch_size or 256
+            batches = (tuple(a[i:i + bs] for a in data) for i in range(0, len(xs[0]), bs))
+        cbs = _cbs if _cbs is not None else self._inference_callbacks(callbacks, verbose, steps,
+                                                                      "evaluate")
+        prog = self._program(("evaluate", weighted))
+        sizes = self._metric_sizes()
+        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        total_loss, seen = 0.0, 0
+        totals = [np.zeros(s) for s in sizes]
+        names = self.metrics_names[1:]
+
+        def running():
+            out = {"loss": total_loss / max(seen, 1)}
+            out.update(zip(names, self._metric_results(totals)))
+            return out
+
+        cbs.on_test_begin()
+        for i, arrays in enumerate(batches):
+            if steps is not None and i >= steps:
+                break
+            cbs.on_test_batch_begin(i)
+            loss, mets = prog.run(args0 + list(arrays))
+            n = len(arrays[0])
+            total_loss += float(loss) * n
+            seen += n
+            for t, m in zip(totals, mets):
+                t += np.asarray(m, dtype=np.float64).reshape(t.shape)
+            if cbs.callbacks:
+                cbs.on_test_batch_end(i, running())
+        result = running()
+        cbs.on_test_end(dict(result))
+        own_bar = any(type(c).__name__ == "ProgbarLogger" and
+                      type(c).__module__ == "tessera.nn.callbacks" for c in cbs.callbacks)
+        if not own_bar and (verbose and verbose != "auto" or
+                            verbose == "auto" and sys.stdout.isatty()):
+            print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
+        if return_dict:
+            return result
+        values = list(result.values())
+        return values[0] if len(values) == 1 else values
+
+    @keeps_graph
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The model's outputs for x, in inference mode: one array (a list
+        for several outputs). callbacks: their on_predict_begin,
+        on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
+        and on_predict_end are called, as Keras calls them."""
+        x = _from_py_dataset(x, "predict")
+        if isinstance(x, _data.Dataset):
+            n_in = len(self._inputs) if self.built else 1
+            parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
+            xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
+        else:
+            xs = self._prepare_x(x, "predict")
+        self._specialize([a.shape[1:] for a in xs], "predict", verbose)
+        cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
+        prog = self._program("predict")
+        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        bs = batch_size or 256
+        outs = []
+        cbs.on_predict_begin()
+        for i, start in enumerate(range(0, len(xs[0]), bs)):
+            if steps is not None and i >= steps:
+                break
+            cbs.on_predict_batch_begin(i)
+            r = prog.run(args0 + [a[start:start + bs] for a in xs])
+            outs.append(list(r) if len(self._outputs) > 1 else [r])
+            if cbs.callbacks:
+                got = [np.asarray(o) for o in outs[-1]]
+                cbs.on_predict_batch_end(i, {"outputs": got if len(got) > 1 else got[0]})
+        cbs.on_predict_end()
+        results = []
+        for k, t in enumerate(self._outputs):
+            parts = [o[k] for o in outs]
+            if not parts:
+                results.append(np.zeros((0,) + tuple(t.shape[1:]), dtype=self.dtype))
+            elif len(parts) == 1:
+                results.append(np.asarray(parts[0]))
+            else:
+                results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, results))
+        return results if len(self._outputs) > 1 else results[0]

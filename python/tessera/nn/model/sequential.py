@@ -1,0 +1,134 @@
+"""Sequential: a stack of layers, a Model built from them in turn."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..layers import Layer
+from ..symbolic import Input, KerasTensor
+from .core import Model
+
+
+class Sequential(Model):
+    """A stack of layers, like keras.Sequential.
+
+        model = Sequential([Conv1D(64, 3, activation="relu", input_shape=(128, 9)), Flatten(),
+                            Dense(6, activation="softmax")])
+        model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.fit(x, y, batch_size=64, epochs=5, validation_split=0.1)
+    """
+
+    kind = "Sequential"
+
+    def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed: int = 0,
+                 dtype: str = "float32", name: Optional[str] = None, trainable: bool = True):
+        super().__init__(name=name, seed=seed, dtype=dtype, trainable=trainable)
+        self._stack: list = []
+        self._declared_input = None  # one sample's shape (None: a variable-length axis)
+        self._declared_dtype = None
+        if layers is None:
+            layers = ()
+        if not isinstance(layers, (list, tuple)):
+            raise TypeError(f"[Sequential] layers must be a list of layers, got "
+                            f"{type(layers).__name__}")
+        for i, layer in enumerate(layers):
+            if getattr(layer, "is_input_layer", False):  # keras.layers.InputLayer
+                layer = layer.output
+            if isinstance(layer, KerasTensor) and layer.op == "input" and i == 0:
+                self._declared_input = layer.shape[1:]
+                self._declared_dtype = layer.dtype
+                continue
+            if not isinstance(layer, Layer):
+                raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
+            self._stack.append(layer)
+        self.layers = list(self._stack)
+        if input_shape is None and self._stack and self._stack[0].declared_input_shape:
+            # Keras: on the first layer, one sample's shape (None: unknown length)
+            input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
+        if input_shape is None and self._declared_input is not None:
+            input_shape = (None,) + tuple(self._declared_input)
+        if input_shape is not None:
+            self.build(tuple(input_shape))
+
+    def add(self, layer, rebuild: bool = True):
+        """Appends a layer, as Keras's: `add(nn.Input(shape))` first gives
+        the input; once the input shape is known the model is built (again)
+        after each add, the layers already built keeping their weights (the
+        optimizer state and the compiled programs start over)."""
+        if getattr(layer, "is_input_layer", False):  # keras.layers.InputLayer
+            layer = layer.output
+        if isinstance(layer, KerasTensor) and layer.op == "input":
+            if self._stack:
+                raise ValueError("[Sequential.add] an Input can only come first, before the "
+                                 f"layers; the model has {len(self._stack)} already")
+            self._declared_input = layer.shape[1:]
+            self._declared_dtype = layer.dtype
+            return
+        if not isinstance(layer, Layer):
+            raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
+        self._stack.append(layer)
+        self.layers = list(self._stack)
+        if rebuild:
+            self._rebuild("Sequential.add")
+
+    def pop(self, rebuild: bool = True):
+        """Removes the last layer and returns it, as Keras's (the model is
+        built again without it when its input shape is known)."""
+        if not self._stack:
+            raise IndexError("[Sequential.pop] the model has no layers")
+        layer = self._stack.pop()
+        self.layers = list(self._stack)
+        if self.built:
+            self.built, self._inputs, self._outputs = False, [], []
+        if rebuild and self._stack:
+            self._rebuild("Sequential.pop")
+        return layer
+
+    def _rebuild(self, where):
+        """Builds the model when its input shape is known (on the Input
+        given first, the first layer's input_shape, or the built model's)."""
+        shape = self._declared_input
+        if shape is None and self._stack and self._stack[0].declared_input_shape:
+            shape = self._stack[0].declared_input_shape
+        if shape is None and self._inputs:
+            shape = self._inputs[0].shape[1:]
+        if shape is None:
+            return
+        shape = (None,) + tuple(shape)  # build takes the batch axis first, as Keras's
+        try:
+            self.build(shape)
+        except ValueError as e:
+            # the new layer does not fit: the model as it was
+            layer = self._stack.pop()
+            self.layers = list(self._stack)
+            if self._stack:
+                self.build(shape)
+            raise ValueError(f"[{where}] {type(layer).__name__} '{layer.name}' cannot follow "
+                             f"the model's layers: {e}") from None
+
+    def build(self, input_shape=None):
+        """Fixes every layer's shapes and creates the parameters (seeded)."""
+        if input_shape is None:
+            sample = self._declared_input or (
+                self._stack[0].declared_input_shape if self._stack else None)
+            input_shape = None if sample is None else (None,) + tuple(sample)
+        if input_shape is None:
+            raise ValueError("[Sequential.build] input_shape is required")
+        shape = tuple(input_shape)
+        if shape and shape[0] is None:
+            shape = shape[1:]
+        if not self._stack:
+            raise ValueError("[Sequential.build] the model has no layers")
+        inputs = Input(shape, dtype=self._declared_dtype or self.dtype)
+        h = inputs
+        for i, layer in enumerate(self._stack):
+            try:
+                h = layer(h)
+            except ValueError as e:
+                raise ValueError(f"layer {i} ({layer.kind}): {e}") from None
+            if isinstance(h, list):
+                raise ValueError(f"[Sequential] layer {i} ({layer.kind}) has several outputs; "
+                                 "use the functional API")
+        self._init_graph(inputs, h)
+        self.layers = [l for l in self.layers if l is not self]
+        return self
