@@ -30,7 +30,6 @@ class Param:
     regularizer: object = None
 
 
-
 # While load_model rebuilds a model from a file: {"left", "total", "path"},
 # the weight values the file holds. A model whose weights outgrow them cannot
 # match the file, and a damaged or crafted architecture (Dense(units=10**10))
@@ -144,4 +143,3 @@ def initial_value(param: Param, seed: int, dtype: str = "float32"):
 
     init = param.init if hasattr(param.init, "generate") else initializers.get(param.init)
     return init.generate(tuple(param.shape), dtype, seed)
-

@@ -121,7 +121,6 @@ def _conv_length(n: int, k: int, stride: int, dilation: int, padding: str) -> in
     return (n - span) // stride + 1 if n >= span else 0
 
 
-
 class Context:
     """What a layer's forward code may refer to: the `training` flag and the
     dropout `seed` expressions, the call's index (unique in the model), and a
@@ -188,7 +187,6 @@ _KERAS_ALTERNATIVES = {
     "autocast": "tessera computes in the model's dtype",
     "input_length": "give Input(shape=(length,)) or input_shape=(length,)",
 }
-
 
 
 def _first_call_parameter(layer):
@@ -567,5 +565,3 @@ def _ints(v, rank: int, name: str, where: str) -> tuple:
 
 def _list(v) -> str:
     return "[" + ", ".join(str(i) for i in v) + "]"
-
-

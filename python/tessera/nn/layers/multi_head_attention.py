@@ -229,4 +229,3 @@ class MultiHeadAttention(Layer):
         if return_attention_scores:
             return [out, probs]
         return out
-

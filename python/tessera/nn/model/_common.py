@@ -12,8 +12,6 @@ from ..params import WEIGHTS_IN_FILE
 from ..utils import PyDataset
 
 
-
-
 def _optimizer(opt):
     if isinstance(opt, _optim.Optimizer):
         return opt
@@ -84,7 +82,6 @@ class _Compiled:
     @property
     def has_metrics(self) -> bool:
         return any(self.metrics)
-
 
 
 def _from_py_dataset(x, where):
