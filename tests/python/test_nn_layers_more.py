@@ -171,7 +171,8 @@ def test_lambda_matches_keras_and_infers_its_shape():
         return lib.Model(inp, h)
 
     t, k = _both(build)
-    lam = t.layers[0]  # (Keras lists its InputLayer first)
+    assert [type(l).__name__ for l in t.layers] == [type(l).__name__ for l in k.layers]
+    lam = t.layers[1]  # (Keras lists its InputLayer first, as tessera does)
     assert lam.name.startswith("lambda") and lam.output_shape == (None, 3)
     assert t.output_shape == (None, 4)
     x = _x(5, 3, 4)

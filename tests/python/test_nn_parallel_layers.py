@@ -94,7 +94,7 @@ def test_save_load_and_from_layer(tmp_path):
     x, y = _data()
     par = _gpt(None)
     par.fit(x, y, batch_size=4, epochs=1, verbose=0)
-    mha = par.layers[2]
+    mha = par.layers[3]  # (after the InputLayer, the embedding and a normalization)
     assert isinstance(mha, nn.ParallelMultiHeadAttention) and "group" not in mha.get_config()
     path = tmp_path / "gpt.tsm"
     par.save(path)
@@ -106,11 +106,11 @@ def test_save_load_and_from_layer(tmp_path):
     np.testing.assert_allclose(back.evaluate(x, y, verbose=0), par.evaluate(x, y, verbose=0),
                                rtol=1e-12)
     ref = _gpt(None, split=False)
-    emb = nn.VocabParallelEmbedding.from_layer(ref.layers[0], None)
-    att = nn.ParallelMultiHeadAttention.from_layer(ref.layers[2], None, name="renamed")
-    assert emb.name == ref.layers[0].name and att.name == "renamed"
+    emb = nn.VocabParallelEmbedding.from_layer(ref.layers[1], None)
+    att = nn.ParallelMultiHeadAttention.from_layer(ref.layers[3], None, name="renamed")
+    assert emb.name == ref.layers[1].name and att.name == "renamed"
     for a, b in zip(emb.get_weights() + att.get_weights(),
-                    ref.layers[0].get_weights() + ref.layers[2].get_weights()):
+                    ref.layers[1].get_weights() + ref.layers[3].get_weights()):
         assert np.array_equal(a, b)
 
 

@@ -189,7 +189,11 @@ def test_clone_model_new_weights_same_config():
     np.testing.assert_array_equal(clone.predict(x, verbose=0), model.predict(x, verbose=0))
     renamed = nn.models.clone_model(model, clone_function=lambda l: type(l).from_config(
         {**l.get_config(), "name": "c_" + l.name}))
-    assert [l.name for l in renamed.layers] == ["c_" + l.name for l in model.layers]
+    inputs = [l for l in model.layers if isinstance(l, nn.InputLayer)]
+    assert inputs and [l.name for l in renamed.layers[:len(inputs)]] == [l.name for l in inputs]
+    # clone_function is called on every layer but the inputs, as Keras's
+    assert [l.name for l in renamed.layers[len(inputs):]] == \
+        ["c_" + l.name for l in model.layers[len(inputs):]]
     seq = nn.Sequential([nn.Dense(4, input_shape=(3,)), nn.Dense(1)])
     seq_clone = nn.models.clone_model(seq)
     assert isinstance(seq_clone, nn.Sequential) and seq_clone.count_params() == seq.count_params()

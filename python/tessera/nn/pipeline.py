@@ -1355,7 +1355,7 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
             mine = measure_layers(model, max(1, rows // max(chunks, 1)))
         except Exception:  # noqa: BLE001 - any layer that will not run alone
             mine = None
-        names = [layer.name for layer in model.layers]
+        names = [layer.name for layer in model._layers]
         vec = np.array([mine.get(n, 0.0) for n in names] if mine else [np.inf] * len(names))
         vec = np.asarray(_dist.all_reduce(vec, "max"))
         if np.isfinite(vec).all():

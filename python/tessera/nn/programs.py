@@ -238,7 +238,7 @@ class ProgramsMixin:
         def fresh(tag):
             return f"_{_ident(tag)}{next(fresh_count)}"
 
-        stride = 64 if len(self.layers) <= 32 else 1 << 16
+        stride = 64 if len(self._layers) <= 32 else 1 << 16
 
         relu_fused, add_fused = _relus_after_batch_norm(self._outputs)
         stage_of = part.get("stage_of")

@@ -23,7 +23,7 @@ import numpy as np
 from ..callbacks import History
 from ..data_axis import DataAxisMixin
 from ..functional import call_layer, clone_graph, collect_layers
-from ..layers import Layer
+from ..layers import InputLayer, Layer
 from ..layers.base import _with_batch
 from ..params import DeferredValues, initial_value, value_spec
 from ..programs import ProgramsMixin
@@ -70,7 +70,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")
         self.dtype = dtype
         self.seed = seed
-        self.layers: list = []
+        self._layers: list = []  # the layers that compute (no InputLayer)
+        self._input_layers: list = []  # a functional model's, as Keras lists them
         self._inputs: list = []
         self._outputs: list = []
         self._var_of: dict = {}
@@ -141,11 +142,18 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
                                 f"layers called on the inputs), got {type(t).__name__}")
         if len({t.id for t in ins}) != len(ins):
             raise ValueError(f"[{self.kind}] an Input appears twice among the inputs")
+        given = list(ins)
         ins, self._string_fronts = split_fronts(self.kind, ins)  # string Inputs' layers
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
-        self.layers = [l for l in collect_layers(outs) if l is not self]
+        self._layers = [l for l in collect_layers(outs) if l is not self]
+        # Keras lists a functional model's inputs first, as InputLayers
+        # (model.layers[0], get_layer("input_name"), summary's first rows).
+        self._input_layers = [InputLayer(input_tensor=t, name=t.name) for t in given]
+        for t, layer in zip(given, self._input_layers):
+            t.name = layer.name  # an unnamed Input takes its layer's ("input_layer_3"), as
+            #                      Keras's do, so a saved config rebuilds the same names
         self._check_reachable()
         self._assign_vars()
         self._create_values()
@@ -172,7 +180,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     def _assign_vars(self):
         self._var_of, self._owner = {}, {}
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self._layers):
             for j, p in enumerate(layer.params):
                 base = p.name if re.fullmatch(r"[A-Za-z_]\w*", p.name) else f"w{j}"
                 var = f"l{i}_{base}"
@@ -181,7 +189,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     def _create_values(self):
         defer = _draws_deferred()
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self._layers):
             for j, p in enumerate(layer.params):
                 if p.name not in layer._values:
                     seed = self.seed * 1000 + i * 10 + j
@@ -318,6 +326,17 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
     def non_trainable_weights(self) -> list:
         return [self.weights[v] for v in self._params(False)]
 
+    @property
+    def layers(self) -> list:
+        """The model's layers as Keras lists them: a functional model's
+        InputLayers first, then the layers in the order they compute
+        (a Sequential's without its InputLayer)."""
+        return self._input_layers + self._layers
+
+    @layers.setter
+    def layers(self, layers) -> None:
+        self._layers = list(layers)
+
     def _trainable(self, layer, p) -> bool:
         return p.trainable and layer.trainable and self.trainable
 
@@ -326,7 +345,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
                 if self._trainable(layer, p) == trainable]
 
     def count_params(self) -> int:
-        return sum(layer.count_params() for layer in self.layers)
+        return sum(layer.count_params() for layer in self._layers)
 
     def get_layer(self, name: Optional[str] = None, index: Optional[int] = None):
         """A layer by name or by index, like Keras's get_layer."""

@@ -50,6 +50,15 @@ class Sequential(Model):
         if input_shape is not None:
             self.build(tuple(input_shape))
 
+    @property
+    def layers(self) -> list:
+        """The stack's layers, without its input (as Keras lists them)."""
+        return list(self._layers)
+
+    @layers.setter
+    def layers(self, layers) -> None:
+        self._layers = list(layers)
+
     def add(self, layer, rebuild: bool = True):
         """Appends a layer, as Keras's: `add(nn.Input(shape))` first gives
         the input; once the input shape is known the model is built (again)
