@@ -56,7 +56,7 @@ PROBE = 256  # samples of the training data whose loss is taken before and after
 
 def _head(data, n):
     """The first n samples of arrays, lists/tuples or dicts of arrays; None for
-    anything else (a Dataset, a generator)."""
+    None, False for anything else (a Dataset, a generator: no probe)."""
     if data is None:
         return None
     if hasattr(data, "shape") and hasattr(data, "__getitem__") and len(getattr(data, "shape", ())) > 0:
@@ -69,8 +69,9 @@ def _head(data, n):
 
 
 def probe_data(args, kwargs):
-    """(x, y, sample_weight) of fit's first PROBE training samples, or None when the
-    data is not arrays or a class_weight changes what the loss weighs."""
+    """(x, y, sample_weight) of fit's first PROBE training samples, a class_weight
+    turned into sample weights; None when the data is not arrays or the class_weight
+    cannot be (one-hot labels, or beside sample weights)."""
     names = ["x", "y", "batch_size", "epochs", "verbose", "callbacks", "validation_split",
              "validation_data", "shuffle", "class_weight", "sample_weight"]
     given = dict(zip(names, args), **kwargs)
