@@ -45,7 +45,8 @@ COMPARED = ["endpoint_layer_pattern", "antirectifier"]
 
 @pytest.mark.parametrize("name", COMPARED)
 def test_script_in_line_with_keras(name):
-    pytest.importorskip("keras")
+    if importlib.util.find_spec("keras") is None:  # Keras runs in the driver's process
+        pytest.skip("Keras 3 (the oracle, scripts/install-deps) is not installed")
     t, _ = run_all.run_driven(name, "tessera", timeout=120)
     k, _ = run_all.run_driven(name, "keras", timeout=300)
     why = run_all.in_line(k, t)
