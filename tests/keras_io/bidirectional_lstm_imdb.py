@@ -16,10 +16,15 @@ model.summary()
 
 # In place of keras.datasets.imdb.load_data(num_words=max_features), shrunk.
 rng = np.random.default_rng(0)
-x_train = [list(rng.integers(1, max_features, rng.integers(20, 300))) for _ in range(64)]
+def review(label):  # a fifth of the words tell the label (ids 1-10 or 11-20), to learn
+    ids = rng.integers(21, max_features, rng.integers(20, 300))
+    tell = rng.random(len(ids)) < 0.2
+    ids[tell] = rng.integers(1, 11, tell.sum()) + 10 * label
+    return list(ids)
 y_train = rng.integers(0, 2, 64)
-x_val = [list(rng.integers(1, max_features, rng.integers(20, 300))) for _ in range(16)]
+x_train = [review(label) for label in y_train]
 y_val = rng.integers(0, 2, 16)
+x_val = [review(label) for label in y_val]
 print(len(x_train), "Training sequences")
 print(len(x_val), "Validation sequences")
 x_train = keras.utils.pad_sequences(x_train, maxlen=maxlen)

@@ -23,9 +23,11 @@ sample_weight = keras.Input((1,), name="sample_weight")
 preds = LogisticEndpoint()(logits, targets, sample_weight)
 model = keras.Model([inputs, targets, sample_weight], preds)
 
+inputs_data = np.random.random((1000, 764))
 data = {
-    "inputs": np.random.random((1000, 764)),
-    "targets": np.random.random((1000, 1)),
+    "inputs": inputs_data,
+    # targets: a fixed function of the inputs (the guide's are random), to learn
+    "targets": ((inputs_data - 0.5) @ np.random.normal(size=(764, 1)) > 0).astype("float64"),
     "sample_weight": np.random.random((1000, 1)),
 }
 model.compile(keras.optimizers.Adam(1e-3))

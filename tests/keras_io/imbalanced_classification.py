@@ -5,7 +5,8 @@ import tessera.nn as keras
 # In place of the creditcard.csv download (30 float features, rare positives), shrunk.
 rng = np.random.default_rng(0)
 features = rng.normal(size=(2000, 30)).astype("float32")
-targets = (rng.random((2000, 1)) < 0.02).astype("uint8")
+score = features @ rng.normal(size=(30, 1))  # the rare positives: a fixed function, to learn
+targets = (score > np.quantile(score, 0.98)).astype("uint8")
 print("features.shape:", features.shape)
 print("targets.shape:", targets.shape)
 

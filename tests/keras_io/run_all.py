@@ -1,12 +1,23 @@
 """Run every Keras-style script of this folder in its own process with tessera.nn.
 
-Usage: python tests/keras_io/run_all.py [-t SECONDS] [NAME ...]
+Usage: python tests/keras_io/run_all.py [-t SECONDS] [--compare] [NAME ...]
 
 Prints one line per script (ran / FAILED, seconds), then "N of M ran" and the
 last error line of each failure. Scripts run one at a time; each gets
 TESSERA_THREADS=2 unless the environment sets it.
+
+--compare runs each script twice through _driver.py: under Keras 3 (JAX backend,
+the imports turned back into `import keras` / `from keras import ...`) and under
+tessera.nn, from the same seeds and so on the same data, and prints a table of the
+last `fit` of each script: the loss over its first 256 training samples just before
+and just after it, its final epoch's loss and accuracy, in both. A script is "in
+line" when both run, both learn (the loss after is below the loss before) and their
+final epoch losses are within a factor of
+10 of each other (and accuracies within 0.25). Exit status 1 when one is not.
 """
 import argparse
+import json
+import math
 import os
 import subprocess
 import sys
@@ -48,12 +59,122 @@ def run_one(name, timeout):
     return False, took, last_error_line(p.stderr), p.stderr
 
 
+# Scripts Keras itself cannot run here, and why (no comparison; tessera's run still counts).
+KERAS_CANNOT = {
+    "text_classification_from_scratch": "Keras's TextVectorization needs TensorFlow, "
+                                        "not installed here",
+}
+
+
+def run_driven(name, framework, timeout):
+    """Runs `name` through _driver.py under `framework` ("keras" or "tessera");
+    returns (record dict, seconds). The record's "error" says why a run failed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TESSERA_THREADS", "2")
+    env.setdefault("MPLBACKEND", "Agg")
+    env["KERAS_BACKEND"] = "jax"
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as cwd:
+        out = os.path.join(cwd, "record.json")
+        try:
+            p = subprocess.run([sys.executable, os.path.join(HERE, "_driver.py"), framework,
+                                os.path.join(HERE, name + ".py"), out], cwd=cwd, env=env,
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"fits": [], "evaluates": [], "error": f"timed out after {timeout} s"}, timeout
+        took = time.perf_counter() - start
+        if not os.path.exists(out):
+            return {"fits": [], "evaluates": [], "error": last_error_line(p.stderr)}, took
+        with open(out, encoding="utf-8") as f:
+            record = json.load(f)
+    if record["error"]:
+        record["error"] = last_error_line(record["error"])
+    return record, took
+
+
+def summary(record):
+    """(loss before, loss after, final epoch loss, final epoch accuracy or None) of
+    the record's last fit, or None when it has no fit with losses. Before and after:
+    the loss over the first training samples just before and after the fit
+    (_driver.py's probe), or when it could not be taken, the first batch's loss and
+    the final epoch's."""
+    fits = [f for f in record["fits"] if f["batch_losses"] and f["epochs"]]
+    if not fits:
+        return None
+    fit = fits[-1]
+    last = fit["epochs"][-1]
+    acc = [v for k, v in last.items() if "acc" in k and not k.startswith("val_")]
+    before, after = fit.get("probe_before"), fit.get("probe_after")
+    if not (isinstance(before, float) and isinstance(after, float)):
+        before, after = fit["batch_losses"][0], last.get("loss")
+    return before, after, last.get("loss"), acc[0] if acc else None
+
+
+def in_line(keras_record, tessera_record):
+    """"" when the two runs are in line, else the reason they are not."""
+    for who, r in (("keras", keras_record), ("tessera", tessera_record)):
+        if r["error"]:
+            return f"{who} failed: {r['error']}"
+    k, t = summary(keras_record), summary(tessera_record)
+    if k is None or t is None:
+        return "no fit with losses to compare"
+    if len(keras_record["fits"]) != len(tessera_record["fits"]):
+        return f"{len(keras_record['fits'])} fits under keras, {len(tessera_record['fits'])} under tessera"
+    for who, (before, after, _, _) in (("keras", k), ("tessera", t)):
+        if after is None or not after < before:
+            return f"{who} did not learn (loss {before:.4g} before, {after} after)"
+    if k[2] * t[2] <= 0 or abs(math.log10(t[2] / k[2])) > 1:
+        return f"final losses differ by more than 10x ({k[2]:.4g} vs {t[2]:.4g})"
+    if (k[3] is None) != (t[3] is None) or (k[3] is not None and abs(k[3] - t[3]) > 0.25):
+        return f"accuracies differ ({k[3]} vs {t[3]})"
+    return ""
+
+
+def _cell(s):
+    if s is None:
+        return "-"
+    before, after, final, acc = s
+    return (f"{before:.4g} -> {after:.4g} | {final:.4g}"
+            + (f", {acc:.3f}" if acc is not None else ""))
+
+
+def compare(names, timeout):
+    """Runs each script under Keras and tessera.nn and prints the table; returns
+    the number of scripts not in line."""
+    print("loss before -> after fit (first 256 training samples) | final epoch loss, accuracy; "
+          "of each script's last fit", flush=True)
+    print(f"{'script':40s} {'keras':34s} {'tessera':34s} "
+          f"{'keras s':>7s} {'tessera s':>9s}  in line", flush=True)
+    bad = 0
+    for name in names:
+        t, tt = run_driven(name, "tessera", timeout)
+        if name in KERAS_CANNOT:
+            why = f"tessera failed: {t['error']}" if t["error"] else ""
+            bad += bool(why)
+            print(f"{name:40s} {'n/a':34s} {_cell(summary(t)):34s} {'-':>7s} {tt:9.1f}  "
+                  f"{'not compared: ' + KERAS_CANNOT[name] if not why else 'NO: ' + why}",
+                  flush=True)
+            continue
+        k, kt = run_driven(name, "keras", timeout)
+        why = in_line(k, t)
+        bad += bool(why)
+        print(f"{name:40s} {_cell(summary(k)):34s} {_cell(summary(t)):34s} {kt:7.1f} {tt:9.1f}  "
+              f"{'yes' if not why else 'NO: ' + why}", flush=True)
+    print(f"\n{len(names) - bad} of {len(names)} in line with Keras")
+    return bad
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help="scripts to run (default: all)")
     ap.add_argument("-t", "--timeout", type=float, default=120.0)
+    ap.add_argument("--compare", action="store_true",
+                    help="run each under Keras (JAX) and tessera.nn and compare their losses")
     args = ap.parse_args(argv)
     names = args.names or scripts()
+    if args.compare:
+        return 1 if compare(names, args.timeout) else 0
     failures = []
     for name in names:
         ok, took, err, _ = run_one(name, args.timeout)

@@ -9,10 +9,11 @@ from tessera.nn import layers
 # strings (with the <br /> tags the reviews have) and binary labels, shrunk.
 rng = np.random.default_rng(0)
 words = ["movie", "film", "great", "bad", "plot", "actor", "boring", "loved", "hated", "the", "a", "was"]
-def review():
-    return " ".join(rng.choice(words, rng.integers(5, 40))) + "<br /><br />The End."
-texts = np.array([review() for _ in range(320)])
+tone = [["bad", "boring", "hated"], ["great", "loved", "fine"]]  # what tells a label, to learn
+def review(label):
+    return " ".join(rng.choice(words + 3 * tone[label], rng.integers(5, 40))) + "<br /><br />The End."
 labels = rng.integers(0, 2, 320)
+texts = np.array([review(label) for label in labels])
 raw_train_x, raw_train_y = texts[:256], labels[:256]
 raw_val_x, raw_val_y = texts[256:], labels[256:]
 

@@ -5,10 +5,11 @@ import tessera.nn as keras
 
 # In place of the FordA download (500-step univariate series, labels -1/1), shrunk.
 rng = np.random.default_rng(0)
-x_train = rng.normal(size=(256, 500)).astype("float32")
 y_train = rng.choice([-1, 1], 256)
-x_test = rng.normal(size=(64, 500)).astype("float32")
 y_test = rng.choice([-1, 1], 64)
+wave = np.sin(np.linspace(0, 40, 500))  # the class: the sign of a wave in the noise, to learn
+x_train = (rng.normal(size=(256, 500)) + 0.5 * y_train[:, None] * wave).astype("float32")
+x_test = (rng.normal(size=(64, 500)) + 0.5 * y_test[:, None] * wave).astype("float32")
 
 x_train = x_train.reshape((x_train.shape[0], x_train.shape[1], 1))
 x_test = x_test.reshape((x_test.shape[0], x_test.shape[1], 1))

@@ -3,7 +3,10 @@ see its README.md) run with tessera.nn in their own process.
 
 RUNS: the scripts that run (the fast ones; addition_rnn and bidirectional_lstm_imdb
 take 12-15 s and are left to tests/keras_io/run_all.py). Every script runs; a script
-that stops at a gap of tessera.nn is listed in the README's known gaps, not here."""
+that stops at a gap of tessera.nn is listed in the README's known gaps, not here.
+
+COMPARED: scripts run under Keras 3 on JAX too (run_all.py --compare, _driver.py) whose
+losses must be in line with Keras's (both learn, final losses within 10x)."""
 
 import importlib.util
 import os
@@ -32,3 +35,50 @@ def test_every_script_is_listed():
 def test_script_runs(name):
     ok, took, err, out = run_all.run_one(name, timeout=120)
     assert ok, f"{name} failed after {took:.1f} s: {err}\n{out[-3000:]}"
+
+
+# Compared with Keras 3 on JAX (same script, imports turned back, same seeds and data):
+# two of the cheapest; `python tests/keras_io/run_all.py --compare` compares them all (each
+# Keras run pays its import and XLA compilations, 10-40 s here).
+COMPARED = ["endpoint_layer_pattern", "antirectifier"]
+
+
+@pytest.mark.parametrize("name", COMPARED)
+def test_script_in_line_with_keras(name):
+    if importlib.util.find_spec("keras") is None:  # Keras runs in the driver's process
+        pytest.skip("Keras 3 (the oracle, scripts/install-deps) is not installed")
+    t, _ = run_all.run_driven(name, "tessera", timeout=120)
+    k, _ = run_all.run_driven(name, "keras", timeout=300)
+    why = run_all.in_line(k, t)
+    print(f"\n{name}: keras {run_all._cell(run_all.summary(k))}; "
+          f"tessera {run_all._cell(run_all.summary(t))}")
+    assert not why, f"{name} is not in line with Keras: {why}"
+
+
+def test_in_line_can_fail():
+    def rec(before, after, final, acc=None, error=None):
+        epoch = {"loss": final, **({"accuracy": acc} if acc is not None else {})}
+        return {"error": error, "evaluates": [],
+                "fits": [{"batch_losses": [before], "epochs": [epoch],
+                          "probe_before": before, "probe_after": after}]}
+
+    good = rec(2.3, 1.9, 2.0, 0.4)
+    assert run_all.in_line(good, rec(2.3, 1.8, 1.9, 0.45)) == ""
+    assert "did not learn" in run_all.in_line(good, rec(2.3, 2.4, 2.0, 0.4))
+    assert "10x" in run_all.in_line(good, rec(250.0, 24.0, 25.0, 0.4))
+    assert "accuracies differ" in run_all.in_line(good, rec(2.3, 1.8, 1.9, 0.9))
+    assert "tessera failed" in run_all.in_line(good, rec(2.3, 1.8, 1.9, error="ValueError: x"))
+    assert run_all.in_line(good, {"error": None, "fits": [], "evaluates": []}) == \
+        "no fit with losses to compare"
+
+
+def test_keras_source_changes_only_the_imports():
+    spec = importlib.util.spec_from_file_location(
+        "keras_io_driver", os.path.join(os.path.dirname(_RUNNER), "_driver.py"))
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    text = ("import numpy as np\nimport tessera.nn as keras\nfrom tessera.nn import layers, ops\n"
+            "x = keras.layers.Dense(2)  # tessera.nn stays in comments\n")
+    assert driver.keras_source(text) == (
+        "import numpy as np\nimport keras\nfrom keras import layers, ops\n"
+        "x = keras.layers.Dense(2)  # tessera.nn stays in comments\n")
