@@ -233,12 +233,7 @@ def race(name, args, threads):
     tm = build(tnn, tnn.layers, tnn.ops)
     kw = km.get_weights()
     tshapes = [tuple(np.shape(a)) for a in tm.get_weights()]
-    tw = kw
-    if name == "transformer":
-        # tessera lists a user layer's sublayers' weights in the order they are called
-        # (att, layernorm1, ffn, layernorm2), Keras in the order they are assigned
-        # (att, ffn, layernorm1, layernorm2): reported, see docs/benchmarks.md
-        tw = kw[:10] + kw[14:16] + kw[10:14] + kw[16:]
+    tw = kw  # the same order: a user layer's own weights, then its sublayers' as assigned
     if [a.shape for a in tw] != tshapes:
         sys.exit(f"{name}: Keras's and tessera's weights differ in order or shape:\n"
                  f"  keras   {[a.shape for a in kw]}\n  tessera {tshapes}")

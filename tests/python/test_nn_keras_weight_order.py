@@ -1,8 +1,9 @@
-"""get_weights() of a model holding a user layer, compared with Keras 3 on JAX (found racing
-Keras's transformer example, bench/bench_keras_race.py): Keras lists a user layer's
-sublayers' weights in the order the layer assigns them as attributes; tessera in the order
-`call` calls them, so `tessera_model.set_weights(keras_model.get_weights())` fails, or with
-equal shapes silently puts weights in the wrong layers."""
+"""get_weights() of a model holding user layers, compared with Keras 3 on JAX (found racing
+Keras's transformer example, bench/bench_keras_race.py): Keras lists a user layer's own
+weights, then its sublayers' in the order the layer assigns them as attributes (lists of
+layers and nested user layers too), whatever order `call` uses them in; tessera must too, or
+`tessera_model.set_weights(keras_model.get_weights())` fails, or with equal shapes silently
+puts weights in the wrong layers."""
 
 import os
 
@@ -29,11 +30,36 @@ def build(k):
     return k.Model(inputs, Block()(inputs))
 
 
-@pytest.mark.xfail(strict=True, reason="tessera orders a user layer's sublayers' weights by "
-                   "call, Keras by attribute assignment (model.py _assign_vars walks "
-                   "self.layers); reported to the lead")
-def test_get_weights_order_of_a_user_layer_is_keras():
-    km, tm = build(keras), build(tnn)
+def build_nested(k):
+    class Inner(k.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.b = k.layers.Dense(6)
+            self.a = k.layers.Dense(4)
+
+        def call(self, x):
+            return self.b(self.a(x))
+
+    class Outer(k.layers.Layer):
+        def build(self, input_shape):
+            self.scale = self.add_weight(shape=(6,), initializer="ones")
+
+        def __init__(self):
+            super().__init__()
+            self.stack = [k.layers.Dense(7), k.layers.Dense(4)]  # called in reverse
+            self.inner = Inner()
+
+        def call(self, x):
+            h = self.stack[0](self.stack[1](x))
+            return self.inner(self.stack[1](k.ops.tanh(h[:, :4]))) * self.scale
+
+    inputs = k.Input(shape=(4,))
+    return k.Model(inputs, Outer()(inputs))
+
+
+@pytest.mark.parametrize("make", [build, build_nested], ids=["two_dense", "nested"])
+def test_get_weights_order_of_a_user_layer_is_keras(make):
+    km, tm = make(keras), make(tnn)
     assert [w.shape for w in tm.get_weights()] == [w.shape for w in km.get_weights()]
     tm.set_weights(km.get_weights())
     x = np.random.default_rng(0).random((2, 4)).astype("float32")
