@@ -574,6 +574,177 @@ def _gather_blocks(part: bytes, manifest, n: int, who: str, path) -> bytes:
     return bytes(data)
 
 
+class Wants:
+    """Which bytes of the state laid end to end each locality keeps after a
+    resume (under ZeRO or pipeline stages, not all of it): `common`, the
+    ranges every locality keeps (replicated weights, scalars), and own(r),
+    the ranges locality r keeps besides (its slices, its stage's tensors);
+    sorted, disjoint [lo, hi) byte ranges. Every locality computes the same
+    for every r, so each knows what to send and what to expect."""
+
+    def __init__(self, common, own):
+        self.common = _merged(common)
+        self._own = own
+
+    def own(self, r: int) -> list:
+        return _merged(self._own(r))
+
+
+def _merged(ranges) -> list:
+    out = []
+    for lo, hi in sorted((int(a), int(b)) for a, b in ranges if b > a):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(a, b) for a, b in out]
+
+
+def _clipped(ranges, lo: int, hi: int) -> list:
+    """The parts of sorted disjoint `ranges` inside [lo, hi)."""
+    return [(max(a, lo), min(b, hi)) for a, b in ranges if a < hi and b > lo]
+
+
+def _block_bytes(manifest, n: int, r: int):
+    """Bytes [lo, hi) of the state in locality r's block of shards."""
+    first, stop = _span(manifest["localities"], n, r)
+    if first >= stop:
+        return 0, 0
+    shards = manifest["shards"]
+    return shards[first]["start"], shards[stop - 1]["start"] + shards[stop - 1]["bytes"]
+
+
+# What the last resume moved on this locality (tests and bench/bench_resume_scaling.py):
+# bytes of the state it read from its shards, received from the others, and kept.
+last_share = {"read": 0, "received": 0, "kept": 0}
+_SHARE_TAG = 1048575  # a pipe tag of its own (pipe_send): no pipeline runs during a resume
+
+
+def _share_blocks(part: bytes, manifest, n: int, rank: int, wants, who: str, path) -> bytes:
+    """The state's bytes this locality keeps, from every locality's block of
+    shards (locality r read _block_bytes(manifest, n, r)): without `wants`
+    all of them (one all-gather); with a Wants, the bytes every locality
+    keeps by one all-gather of each block's part of them, and the bytes
+    only some keep sent by the locality that read them to each that keeps
+    them (point to point, nothing sent to a locality that does not keep
+    it). Bytes no locality here keeps are zero."""
+    if wants is None:
+        data = _gather_blocks(part, manifest, n, who, path)
+        last_share.update(read=len(part), received=len(data) - len(part), kept=len(data))
+        return data
+    total = manifest["total_bytes"]
+    data = bytearray(total)
+    lo, hi = _block_bytes(manifest, n, rank)
+    if hi - lo != len(part):
+        raise RuntimeError(f"{who}: read {len(part)} bytes of {path}, its block is {hi - lo}")
+    mine = wants.own(rank)
+    received = 0
+    # the common part: each locality's share of it, all-gathered
+    common = _clipped(wants.common, lo, hi)
+    piece = b"".join(part[a - lo:b - lo] for a, b in common)
+    joined = np.asarray(_dist.all_gather(_words(piece))).tobytes()
+    at, common_bytes = 0, 0
+    for r in range(n):
+        for a, b in _clipped(wants.common, *_block_bytes(manifest, n, r)):
+            data[a:b] = joined[at:at + b - a]
+            at += b - a
+            common_bytes += b - a
+        at += -at % 8  # each locality's part padded to whole words
+    if at != len(joined):
+        raise RuntimeError(f"{who}: the localities sent {len(joined)} bytes of the common part "
+                           f"of {path}, expected {at}")
+    received += common_bytes - len(piece)
+    # the rest: from the reader to each locality that keeps it
+    for a, b in _clipped(mine, lo, hi):
+        data[a:b] = part[a - lo:b - lo]
+    for q in range(n):
+        if q != rank:
+            pieces = _clipped(wants.own(q), lo, hi)
+            if pieces:
+                out = b"".join(part[a - lo:b - lo] for a, b in pieces)
+                _dist.pipe_send(_words(out), q, _SHARE_TAG)
+    for q in range(n):
+        if q == rank:
+            continue
+        pieces = _clipped(mine, *_block_bytes(manifest, n, q))
+        if not pieces:
+            continue
+        got = np.asarray(_dist.pipe_recv(q, _SHARE_TAG)).tobytes()
+        want = sum(b - a for a, b in pieces)
+        if len(got) != want + (-want % 8):
+            raise RuntimeError(f"{who}: locality {q} sent {len(got)} bytes of {path}, "
+                               f"expected {want}")
+        at = 0
+        for a, b in pieces:
+            data[a:b] = got[at:at + b - a]
+            at += b - a
+        received += want
+    kept = sum(b - a for a, b in _merged(list(wants.common) + mine))
+    last_share.update(read=len(part), received=received, kept=kept)
+    return bytes(data)
+
+
+def resume_wants(model, layout, plan=None, pipe=None, dgroup=None):
+    """The Wants of a fit resuming under ZeRO (plan: zero.ZeroPlan; dgroup
+    the data group) or pipeline stages (pipe: pipeline.StageStep), or None
+    when every locality keeps the whole state. Under ZeRO each locality
+    keeps its data rank's slices of the optimizer state (and under stage 3
+    of the trainable weights) and every other tensor whole; under pipeline
+    stages its stage's weights and their optimizer state, whole (ZeRO then
+    slices them after the load), and the scalars."""
+    entries = {e["name"]: e for e in layout}
+    place = {name: (e["offset"], e["offset"] + e["nbytes"], np.dtype(e["dtype"]).itemsize)
+             for name, e in entries.items()}
+    if pipe is not None:
+        mesh = getattr(pipe.pg, "mesh", None)
+        if mesh is None or pipe.p < 2:
+            return None
+        param_of = {f"optimizer/{z.name}": z.param
+                    for z in getattr(model, "_opt_statevars", None) or [] if not z.scalar}
+        stage_of = {}
+        for name in entries:
+            v = param_of.get(name, name)
+            if v in pipe.owner:
+                stage_of[name] = pipe.owner[v]
+        common = [place[n][:2] for n in entries if n not in stage_of]
+        by_stage = {}
+        for name, s in stage_of.items():
+            by_stage.setdefault(s, []).append(place[name][:2])
+        return Wants(common, lambda r: by_stage.get(mesh._coords_of(r)["pipeline"], []))
+    if plan is None or plan.d < 2:
+        return None
+    mesh = getattr(dgroup, "mesh", None)
+    sliced = {}  # tensor name: (bucket, its first element in the bucket)
+    for j, bucket in enumerate(plan.buckets):
+        off = 0
+        for v in bucket:
+            names = [v] if plan.stage == 3 else []
+            names += [f"optimizer/{plan.whole_state_name(s, v)}" for s in plan.state
+                      if not s.scalar and plan._bucket_of(s) == j]
+            for name in names:
+                if name not in place:
+                    continue
+                lo, hi, size = place[name]
+                if hi - lo != plan.sizes[v] * size:
+                    return None  # not laid out as the plan cuts it: keep it all
+                sliced[name] = (j, off)
+            off += plan.sizes[v]
+    common = [place[n][:2] for n in entries if n not in sliced]
+
+    def own(r):
+        i = mesh._coords_of(r)["data"] if mesh is not None else r
+        out = []
+        for name, (j, off) in sliced.items():
+            lo, hi, size = place[name]
+            a = max(i * plan.k[j], off) - off
+            b = min((i + 1) * plan.k[j] - off, (hi - lo) // size)
+            if b > a:
+                out.append((lo + a * size, lo + b * size))
+        return out
+
+    return Wants(common, own)
+
+
 def only_run(folder) -> str:
     """The name of the one run folder (fit<k>-<id>-<hash>) in a checkpoint
     folder, or "" when it holds none (then it is a run folder itself);
@@ -631,7 +802,8 @@ def _open_resolved(folder, names):
     return fd
 
 
-def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_from"):
+def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_from",
+                       wants=None):
     """fit(resume_from=folder) on n localities (a collective of all of
     them): locality 0 chooses the checkpoint and sends its manifest, each
     locality reads and checks only its block of the shards, and one
@@ -641,7 +813,8 @@ def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_f
     on one locality; nothing is removed), otherwise every locality raises
     an error naming the localities that could not read theirs.
     (path, manifest, state bytes), or None when there is no complete
-    checkpoint (on every locality)."""
+    checkpoint (on every locality). With `wants` (a Wants), each locality
+    receives only the bytes it keeps; the others are zero."""
     below = None
     while True:
         head, blob, failure = [0, 0, 0], b"", None
@@ -675,8 +848,8 @@ def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_f
             status, why = 1, f"a field is malformed ({type(e).__name__})"
         statuses = _outcomes(status)
         if statuses is None:
-            return path, manifest, _gather_blocks(part, manifest, n,
-                                                  f"[{where}] locality {rank}", path)
+            return path, manifest, _share_blocks(part, manifest, n, rank, wants,
+                                                 f"[{where}] locality {rank}", path)
         failed = [r for r in range(n) if statuses[r]]
         bad, bad_why = 0, "a shard does not check out on locality 0"
         if rank == 0:
@@ -948,13 +1121,16 @@ class CheckpointDir(Callback):
 
     # ------------------------------------------------------------- reading
 
-    def restore(self, model, n_ranks: int, rank: int, fit=None):
+    def restore(self, model, n_ranks: int, rank: int, fit=None, wants=None):
         """Chooses the newest valid checkpoint of this fit's run (locality 0
         decides and tells the others; it also locks the folder and removes
         uncommitted and invalid checkpoints of the run) and loads it into the
         model. `fit`: what the fit knows (data size, epochs, steps, ...). The
         training state (with "history"), or None when the run has no
-        checkpoint yet. A collective when n_ranks > 1."""
+        checkpoint yet. A collective when n_ranks > 1. `wants` (a Wants):
+        the bytes each locality keeps, received alone (the rest is zero:
+        ZeRO or the pipeline stages drop it before training starts), or a
+        function of the state's layout giving it."""
         fit = dict(fit or {})
         self.n, self.rank = n_ranks, rank
         real_rank = _dist.rank() if _dist.size() > 1 else 0
@@ -962,6 +1138,8 @@ class CheckpointDir(Callback):
         self.writes = n_ranks > 1 or real_rank == 0
         _fit_counts[self.folder] = ordinal = _fit_counts.get(self.folder, 0) + 1
         layout, total = _layout(_state_tensors(model), self.where)
+        if callable(wants):
+            wants = wants(layout)
         ident = identity(model, layout, fit.get("data"), ordinal)
         self.run = os.path.join(self.folder, run_name(ident))
         self._first = model._iteration
@@ -1008,7 +1186,7 @@ class CheckpointDir(Callback):
             found = self._open_run(lead=False, read=True)
             chosen = -1 if found is None else found[1]["step"]
         if n_ranks > 1:
-            found = self._load_shared(found, chosen, failure) if chosen >= 0 else None
+            found = self._load_shared(found, chosen, failure, wants) if chosen >= 0 else None
             chosen = -1 if found is None else chosen
         if chosen < 0:
             return None
@@ -1041,7 +1219,7 @@ class CheckpointDir(Callback):
                   f"localit{'y' if n == 1 else 'ies'}){done}", flush=True)
         return dict(training, history=self._history)
 
-    def _load_shared(self, found, chosen, failure):
+    def _load_shared(self, found, chosen, failure, wants=None):
         """(path, manifest, state bytes) of the checkpoint locality 0 chose,
         each shard read by one locality (a contiguous block of the shards per
         locality) and the bytes all-gathered: T bytes read in total, not N*T.
@@ -1081,8 +1259,8 @@ class CheckpointDir(Callback):
             # leaves the others waiting in the all-gather of the bytes
             statuses = _outcomes(status)
             if statuses is None:
-                return path, manifest, _gather_blocks(part, manifest, n,
-                                                      f"[{self.where}] locality {rank}", path)
+                return path, manifest, _share_blocks(part, manifest, n, rank, wants,
+                                                     f"[{self.where}] locality {rank}", path)
             failed = [r for r in range(n) if statuses[r]]
             verdict = 0  # 1: the checkpoint is bad, locality 0 chose another
             if rank == 0 and (statuses != 1).all() and found is not None:
