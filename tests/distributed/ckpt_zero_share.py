@@ -95,8 +95,8 @@ on_mesh(None)
 dist.barrier()
 # (checkpoint, ZeRO stages and meshes resumed under): every stage on the
 # checkpoint of N shards, the others on another number of shards
-CASES = {"n": ((1, None), (2, None), (3, None), (3, "data=2,tensor=2"), (0, None)),
-         "one": ((2, None), (3, "data=2,tensor=2")), "mesh": ((1, "data=2,tensor=2"), (3, None))}
+CASES = {"n": ((1, None), (2, None), (3, None), (3, "data=2,tensor=2")),
+         "one": ((2, None), (3, "data=2,tensor=2")), "mesh": ((1, "data=2,tensor=2"),)}
 for name, _, _ in writes:
     for stage, mesh in CASES[name]:
         on_mesh(mesh)
@@ -105,9 +105,6 @@ for name, _, _ in writes:
         assert digest(m) == want, (name, stage, mesh)
         d = 2 if mesh else N
         got = dict(ck.last_share)
-        if stage == 0:  # every locality keeps everything: all it did not read
-            assert got["kept"] == total and got["received"] == total - got["read"], got
-            continue
         whole, sliced = kept_bytes(m, stage, d)
         assert whole + sliced == total, (whole, sliced, total)
         # the slices of the sliced tensors partition them over the data members
@@ -121,7 +118,7 @@ for name, _, _ in writes:
         assert int(read.sum()) == total, (read, total)  # each shard once in total
     # pipeline stages (a mesh data=2,pipeline=2): each locality receives its
     # stage's weights and their optimizer state (ZeRO 1 then slices them)
-    for stage in (0, 1) if name != "mesh" else ():
+    for stage in (0, 1) if name == "n" else ():
         on_mesh("data=2,pipeline=2")
         m = model()
         m.fit(X, Y, epochs=4, zero=stage, resume_from=os.path.join(folder, name),
