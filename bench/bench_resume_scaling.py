@@ -1,7 +1,7 @@
 """Checkpoint resume at scale: the file opens and bytes read, summed over the ranks, when N
 localities resume from a checkpoint that N localities wrote (docs/scaling.md, "Checkpoints").
 
-usage: bench_resume_scaling.py [--ns 2,4,8,16] [--build build] [--check]
+usage: bench_resume_scaling.py [--ns 2,4,8,16] [--build build] [--check] [--zero STAGE]
 
 For each N a job on N oversubscribed ranks (mpirun, the PMPI counter preloaded:
 bench/pmpi_count.py) trains one epoch of a model whose state (weights and Adam's moments) is
@@ -15,6 +15,13 @@ own shard only; at commit N + 2 opens (the lock, the N shards' temporaries, the 
 nothing read; a third launch, a new job given fit(resume_from=the folder), reads each shard
 once too (T + the manifest's size bytes). Exit status 1 otherwise. Counts do not depend on the
 machine.
+
+With --zero STAGE (1, 2 or 3) every fit runs under ZeRO and each locality keeps only its slices
+of the optimizer state (and under stage 3 of the weights): the bench also prints, for both
+resumes, the bytes of the state each rank received from the others (the most of any rank, and
+the sum) next to what it received before, when every rank got the whole state (T minus what it
+read itself): the reader's own count (tessera.nn.checkpoints.last_share), which each rank writes
+to a file beside the checkpoint folder.
 
     .venv/bin/python bench/bench_resume_scaling.py --ns 2,4,8,16
 
@@ -34,11 +41,12 @@ sys.path.insert(0, HERE)
 import pmpi_count  # noqa: E402
 
 
-def worker(folder, resume_from=False):
+def worker(folder, resume_from=False, zero=0):
     import numpy as np
 
     import tessera
-    from tessera import nn
+    from tessera import distributed, nn
+    from tessera.nn import checkpoints
 
     rng = np.random.default_rng(1)
     x = rng.normal(size=(256, 64)).astype(np.float32)
@@ -50,25 +58,40 @@ def worker(folder, resume_from=False):
     model.compile(tessera.optim.Adam(1e-3), "sparse_categorical_crossentropy")
     pmpi_count.reset()
     if resume_from:  # a new job continuing from the run's folder (reads, never writes)
-        model.fit(x, y, batch_size=32, epochs=1, verbose=0, resume_from=folder)
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0, resume_from=folder, zero=zero)
     else:
         model.fit(x, y, batch_size=32, epochs=1, verbose=0, checkpoint_dir=folder,
-                  checkpoint_every="epoch")
+                  checkpoint_every="epoch", zero=zero)
     pmpi_count.mark("fit")
     pmpi_count.pause()
+    # beside the checkpoint folder, not in it (the counter counts files under it only)
+    with open(os.path.join(os.path.dirname(folder), f"share-{distributed.rank()}.json"),
+              "w") as fh:
+        json.dump(checkpoints.last_share, fh)
 
 
-def measure(n, build, python):
+def shares(folder, n):
+    """Each rank's last_share (read, received, kept) of the last launch, by rank."""
+    out = []
+    for r in range(n):
+        with open(os.path.join(os.path.dirname(folder), f"share-{r}.json")) as fh:
+            out.append(json.load(fh))
+    return out
+
+
+def measure(n, build, python, zero=0):
     """(T, manifest bytes, per-rank segments of the writing launch, of the resuming launch)
     at n ranks."""
     with tempfile.TemporaryDirectory(prefix="tessera-resume-") as tmp:
         folder = os.path.join(tmp, "ckpts")
         env = {"TESSERA_RUN_ID": "bench", "PMPI_COUNT_PATH": folder}
-        cmd = [python, os.path.abspath(__file__), "--worker", folder]
+        cmd = [python, os.path.abspath(__file__), "--worker", folder, "--zero", str(zero)]
         _, wrote = pmpi_count.run(n, cmd, build=build, env=env, timeout=600)  # writes, commits
         _, ranks = pmpi_count.run(n, cmd, build=build, env=env, timeout=600)  # resumes
+        got = shares(folder, n)
         _, later = pmpi_count.run(n, cmd + ["--resume-from"], build=build, env=env,
                                   timeout=600)  # fit(resume_from=folder)
+        got_later = shares(folder, n)
         manifests = glob.glob(os.path.join(folder, "fit1-bench-*", "ckpt-*", "manifest.json"))
         if len(manifests) != 1:
             raise RuntimeError(f"[bench_resume_scaling] expected one committed checkpoint in "
@@ -77,7 +100,7 @@ def measure(n, build, python):
             total = json.load(fh)["total_bytes"]
         size = os.path.getsize(manifests[0])
         return (total, size, pmpi_count.segment(wrote, "fit"), pmpi_count.segment(ranks, "fit"),
-                pmpi_count.segment(later, "fit"))
+                pmpi_count.segment(later, "fit"), got, got_later)
 
 
 def main():
@@ -87,10 +110,12 @@ def main():
     p.add_argument("--check", action="store_true",
                    help="fail unless every N reads each shard once (exact counts)")
     p.add_argument("--worker", metavar="FOLDER")
+    p.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3),
+                   help="every fit under this ZeRO stage")
     p.add_argument("--resume-from", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker, args.resume_from)
+        worker(args.worker, args.resume_from, args.zero)
         return 0
     python = os.environ.get("TESSERA_PYTHON", sys.executable)
     bad = []
@@ -99,7 +124,8 @@ def main():
           f"{'read / T':>8} {'most by a rank':>14} {'opens':>6} {'bytes read':>11} "
           f"{'bytes read':>11} {'read / T':>8} {'most by a rank':>14}")
     for n in [int(v) for v in args.ns.split(",")]:
-        total, manifest, wrote, seg, later = measure(n, args.build, python)
+        total, manifest, wrote, seg, later, got, got_later = measure(n, args.build, python,
+                                                                      args.zero)
         f_read = sum(s["read_bytes"] for s in later)
         f_most = max(s["read_bytes"] for s in later)
         opens = sum(s["file_opens"] for s in seg)
@@ -110,6 +136,14 @@ def main():
         print(f"{n:>4} {total:>10} {opens:>6} {2 * n + 2:>5} {read:>11} {read / total:>8.3f} "
               f"{most:>14} {w_opens:>6} {w_read:>11} {f_read:>11} {f_read / total:>8.3f} "
               f"{f_most:>14}", flush=True)
+        if args.zero:
+            for what, by in (("resume", got), ("resume_from", got_later)):
+                before = [total - g["read"] for g in by]
+                print(f"{'':>4} ZeRO {args.zero}, {what}: received by a rank: most "
+                      f"{max(g['received'] for g in by):,}, in all "
+                      f"{sum(g['received'] for g in by):,}; before (the whole state): most "
+                      f"{max(before):,}, in all {sum(before):,}; kept by a rank: most "
+                      f"{max(g['kept'] for g in by):,} (T = {total:,})", flush=True)
         if args.check:
             # writing: each rank opens its shard's temporary, rank 0 also the lock and the
             # manifest's temporary; nothing is read (the reports come by a gather)

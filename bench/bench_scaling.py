@@ -14,7 +14,8 @@ all-reduce size (8 B, 4 KiB, 128 KiB, 4 MiB of float32):
     oversubscribed machine, comparable only with each other;
   - the α-β-γ model (α = 3 µs per message, β = 12.5 GB/s, γ = 0.2 ns per byte
     reduced) of the algorithm the engine chooses (algorithms.hpp, mirrored here)
-    against the ring every all-reduce of 128 KiB and more used before,
+    against the ring every all-reduce of 128 KiB and more used before (below 128 KiB
+    MPI_Iallreduce until the engine took them too),
     extrapolated to 1,000 and 10,000 ranks.
 
 --baseline ALGORITHM runs every N a second time with TESSERA_ALLREDUCE=ALGORITHM
@@ -39,7 +40,9 @@ ROOT = os.path.dirname(HERE)
 
 # The model and the choice of tessera/distributed/algorithms.hpp.
 ALPHA, BETA, GAMMA = 3e-6, 12.5e9, 1 / 5e9
-OWN_MIN_BYTES = 128 << 10
+WIDE_MIN_BYTES = 128 << 10  # the ring and the hierarchical one from here (kWideMinBytes)
+DOUBLING_MAX_BYTES = 64 << 10  # doubling up to here, whatever the model (kDoublingMaxBytes)
+INLINE_BUDGET = 64 << 10  # engine.hpp: kInlineBudget, halved per exchange after the first
 RING_CHUNK_MIN_BYTES = 1 << 20
 
 
@@ -81,13 +84,23 @@ def model_messages(algorithm, n):
     return steps
 
 
-def choose(n, nbytes):
-    """TESSERA_ALLREDUCE=auto's choice (algorithms.hpp: choose_algorithm)."""
-    if nbytes < OWN_MIN_BYTES:
-        return "mpi"
-    if n == 2 or nbytes // n >= RING_CHUNK_MIN_BYTES:
+def inline_budget(n):
+    """Bytes an all-reduce may have to travel inline in the agreement round (engine.hpp)."""
+    b, reach = INLINE_BUDGET, 2
+    while reach < n:
+        b //= 2
+        reach *= 2
+    return b
+
+
+def choose(n, nbytes, inline=False):
+    """TESSERA_ALLREDUCE=auto's choice (algorithms.hpp: choose_algorithm); with inline, "inline"
+    for a lone all-reduce that travels in the agreement round."""
+    if inline and nbytes <= inline_budget(n):
+        return "inline"
+    if nbytes >= WIDE_MIN_BYTES and (n == 2 or nbytes // n >= RING_CHUNK_MIN_BYTES):
         return "ring"
-    if nbytes // 4 < floor_pow2(n):
+    if nbytes // 4 < floor_pow2(n) or nbytes <= DOUBLING_MAX_BYTES:
         return "doubling"
     if model_seconds("doubling", n, nbytes) < model_seconds("halving", n, nbytes):
         return "doubling"
@@ -112,7 +125,7 @@ def run_n(build, n, sizes, repeats, algorithm):
         data = [pmpi_count.on_comm(s, "tessera.data") for s in segs]
         rows.append({
             "n": n, "bytes": t["bytes"], "algorithm": algorithm if algorithm != "auto"
-            else choose(n, t["bytes"]),
+            else choose(n, t["bytes"], inline=True),
             "msgs": max(s["msgs"] for s in segs), "bytes_sent": max(s["bytes"] for s in segs),
             "data_msgs": max(d["msgs"] for d in data), "data_bytes": max(d["bytes"] for d in data),
             "engine_s": t["engine_s"], "mpi_s": t["mpi_s"]})
@@ -186,12 +199,7 @@ def main():
           f"{'ring msgs':>9} {'ring ms':>9}")
     for n in (1000, 10000):
         for b in sizes:
-            a = choose(n, b)
-            if a == "mpi":
-                a = "halving" if b // 4 >= floor_pow2(n) else "doubling"
-                shown = f"mpi~{a[:4]}"
-            else:
-                shown = a
+            a = shown = choose(n, b)
             m = {"n": n, "bytes": b, "algorithm": a, "msgs": model_messages(a, n),
                  "model_s": model_seconds(a, n, b), "ring_msgs": model_messages("ring", n),
                  "ring_s": model_seconds("ring", n, b)}

@@ -149,10 +149,10 @@ void Engine::start_cached(Channel& ch, const char* offer, size_t offer_bytes, bo
 
 void Engine::start_speculation(Channel& ch) {
   end_speculation(ch);
-  // The first all-reduce offered that runs by halving or doubling (never
-  // coalesced: those start at kOwnMinBytes, above kCoalesceMaxBytes). With
-  // coalescing off a round runs only the first it agrees on: then only a
-  // lone one.
+  // The first all-reduce offered that runs by halving or doubling (on a hit
+  // it runs alone, never coalesced with the others agreed: progress_cached).
+  // With coalescing off a round runs only the first it agrees on: then only
+  // a lone one.
   if (ch.offered.size() != 1 && !coalesce_.load()) return;
   OpPtr op;
   Algorithm a = Algorithm::mpi;

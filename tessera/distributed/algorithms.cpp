@@ -316,10 +316,11 @@ int host_count(const std::vector<int>& host_of) {
 Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements,
                            int hosts) {
   if (!s.automatic) return s.forced;
-  if (bytes < kOwnMinBytes) return Algorithm::mpi;
-  if (hosts > 1 && hosts < size) return Algorithm::hierarchical;
-  if (size == 2 || bytes / size >= kRingChunkMinBytes) return Algorithm::ring;
-  if (elements < floor_pow2(size)) return Algorithm::doubling;
+  if (bytes >= kWideMinBytes) {
+    if (hosts > 1 && hosts < size) return Algorithm::hierarchical;
+    if (size == 2 || bytes / size >= kRingChunkMinBytes) return Algorithm::ring;
+  }
+  if (elements < floor_pow2(size) || bytes <= kDoublingMaxBytes) return Algorithm::doubling;
   double b = static_cast<double>(bytes);
   return model_seconds(Algorithm::doubling, size, b) < model_seconds(Algorithm::halving, size, b)
              ? Algorithm::doubling

@@ -36,12 +36,21 @@ struct AlgorithmSetting {
 };
 AlgorithmSetting algorithm_setting(const char* env);
 
-// All-reduces (and coalesced groups) of at least this many bytes run as one
-// of the engine's algorithms when the setting is auto; smaller ones that do
-// not travel inline use MPI_Iallreduce (whose schedule took 1.3-2.4x a
-// blocking MPI_Allreduce from 256 KiB to 16 MiB on the development machine,
-// where the engine's ring took 0.9-1.2x).
-constexpr int64_t kOwnMinBytes = int64_t{128} << 10;
+// Every all-reduce (and coalesced group) that does not travel inline runs as
+// one of the engine's algorithms when the setting is auto (MPI_Iallreduce's
+// schedule took 1.3-2.4x a blocking MPI_Allreduce from 256 KiB to 16 MiB on
+// the development machine, where the engine's ring took 0.9-1.2x; below
+// 128 KiB see docs/scaling.md). The ring and the hierarchical algorithm only
+// from this many bytes: below, halving or doubling, whose first steps ride
+// in a cached agreement round.
+constexpr int64_t kWideMinBytes = int64_t{128} << 10;
+// Up to this many bytes, recursive doubling whatever the model says: its
+// log2 p steps all ride in a cached agreement round (no message of its own),
+// where halving adds log2 p of all-gather, and each step waits for the
+// engine's next pass. Measured on the development machine at 4 to 16 ranks
+// (docs/scaling.md): doubling 0.8-1.8x MPI_Allreduce at 40 KiB where halving
+// took 2.2-2.4x; from 96 KiB halving was faster at 4 and 8 ranks.
+constexpr int64_t kDoublingMaxBytes = int64_t{64} << 10;
 // The ring only where each of its N chunks is at least this large: a step
 // then costs ~84 us of bandwidth at 12.5 GB/s against ~3 us of latency, so
 // its 2 (N - 1) steps are bandwidth-bound.
@@ -58,11 +67,12 @@ double model_seconds(Algorithm a, int size, double bytes);
 
 // The algorithm of an all-reduce of `bytes` (`elements` elements) among
 // `size` ranks on `hosts` hosts that does not travel inline: a function of
-// these alone, so the same on every rank. auto: MPI_Iallreduce below
-// kOwnMinBytes; the hierarchical one when ranks share hosts and there are
-// several (1 < hosts < size: only one rank per host crosses the network);
-// between 2 ranks the ring (its 2 steps are those of halving); the ring
-// where each chunk holds kRingChunkMinBytes; otherwise halving or doubling,
+// these alone, so the same on every rank. auto, from kWideMinBytes: the
+// hierarchical one when ranks share hosts and there are several (1 < hosts
+// < size: only one rank per host crosses the network); between 2 ranks the
+// ring (its 2 steps are those of halving); the ring where each chunk holds
+// kRingChunkMinBytes; otherwise (and always below kWideMinBytes) doubling up
+// to kDoublingMaxBytes, above it halving or doubling,
 // whichever the α-β-γ model finds faster (doubling when there are fewer
 // elements than the largest power of two <= size).
 Algorithm choose_algorithm(const AlgorithmSetting& s, int size, int64_t bytes, int64_t elements,

@@ -55,10 +55,10 @@ constexpr int64_t kInlineBudget = int64_t{64} << 10;
 // All-reduces of at most this many bytes may be coalesced, up to this many
 // bytes per coalesced message (the size of the gradient buckets of fit).
 constexpr int64_t kCoalesceMaxBytes = int64_t{64} << 10;
-// All-reduces (and coalesced groups) of at least kOwnMinBytes run as one of
+// All-reduces (and coalesced groups) that do not travel inline run as one of
 // the engine's own algorithms (algorithms.hpp: the ring, recursive halving
 // or doubling, chosen by the number of ranks and the size, or the
-// hierarchical one when forced; Engine::post_own)
+// hierarchical one; Engine::post_own)
 // instead of MPI_Iallreduce. TESSERA_ALLREDUCE forces one (the same on every
 // rank); TESSERA_RING=0, as before, means TESSERA_ALLREDUCE=mpi.
 constexpr int64_t kCoalesceCapBytes = int64_t{4} << 20;

@@ -30,7 +30,7 @@ ALLOWED_LOCAL_IMPORTS = {
 MAX_LINES = 1000
 # Modules still over it, each capped at its size today so it can only shrink; split next.
 TO_SPLIT = {
-    "checkpoints": 1403,  # format and file system / reading and checks / CheckpointDir
+    "checkpoints": 1386,  # format and file system / reading and checks / CheckpointDir
     "pipeline": 1373,  # stage planning and schedules / the pipelined step
     "metrics": 1033,  # (a public module: split into a package re-exporting its names)
     "programs": 1030,  # the training step's text / evaluation and prediction programs
@@ -51,7 +51,7 @@ LAYERS = [
                             "parallel_losses"}),
     ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "_directory_datasets",
-                             "utils", "callbacks", "checkpoints"}),
+                             "utils", "callbacks", "checkpoint_blocks", "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "models", "optimizers", "optimizers.schedules", "datasets",
                     "datasets.fashion_mnist"}),

@@ -67,11 +67,13 @@ import numpy as np
 
 from .. import distributed as _dist
 from .._files import write_chunks
+from .._state_share import resume_wants
 from .callbacks import Callback
+from .checkpoint_blocks import _gather_blocks, _share_blocks, _span, _words, last_share  # noqa: F401
 from .training_state import apply_training_state
 from .weights_file import DTYPES, _host
 
-__all__ = ["CheckpointDir", "newest_checkpoint"]
+__all__ = ["CheckpointDir", "newest_checkpoint", "resume_wants"]
 
 FORMAT = "tessera-checkpoint"
 VERSION = 2
@@ -131,10 +133,6 @@ def _layout(tensors, where):
                         "nbytes": nbytes})
         offset += nbytes
     return entries, offset
-
-
-def _span(total: int, n: int, r: int):
-    return r * total // n, (r + 1) * total // n
 
 
 def _snapshot(tensors, entries, lo: int, hi: int) -> bytearray:
@@ -490,12 +488,6 @@ def _read_state_at(ck_fd, path, manifest, first=0, stop=None) -> bytes:
     return b"".join(parts)
 
 
-def _words(blob: bytes) -> np.ndarray:
-    """Bytes as int64 words (zero-padded to a multiple of 8): the collectives
-    carry int64 as it is, bit for bit."""
-    return np.frombuffer(bytes(blob) + bytes(-len(blob) % 8), dtype=np.int64)
-
-
 def _stat_shards(ck_fd, path, manifest):
     """Checks that every shard is a regular file of the size the manifest
     states, without opening or reading it (the bytes are read and their
@@ -559,22 +551,6 @@ def _read_block(open_checkpoint, path, manifest, n: int, rank: int) -> bytes:
         os.close(ck)
 
 
-def _gather_blocks(part: bytes, manifest, n: int, who: str, path) -> bytes:
-    """The state's bytes from every locality's block of shards (locality r
-    read shards _span(localities, n, r)): one all-gather of int64 words."""
-    words = np.asarray(_dist.all_gather(_words(part))).tobytes()
-    data, at, m = bytearray(), 0, manifest["localities"]
-    for r in range(n):  # each locality's block, without its padding
-        first, stop = _span(m, n, r)
-        size = sum(s["bytes"] for s in manifest["shards"][first:stop])
-        data += words[at:at + size]
-        at += (size + 7) // 8 * 8
-    if at != len(words) or len(data) != manifest["total_bytes"]:
-        raise RuntimeError(f"{who}: the localities sent {len(data)} bytes of the checkpoint "
-                           f"{path}, its manifest says {manifest['total_bytes']}")
-    return bytes(data)
-
-
 def only_run(folder) -> str:
     """The name of the one run folder (fit<k>-<id>-<hash>) in a checkpoint
     folder, or "" when it holds none (then it is a run folder itself);
@@ -632,7 +608,8 @@ def _open_resolved(folder, names):
     return fd
 
 
-def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_from"):
+def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_from",
+                       wants=None):
     """fit(resume_from=folder) on n localities (a collective of all of
     them): locality 0 chooses the checkpoint and sends its manifest, each
     locality reads and checks only its block of the shards, and one
@@ -642,7 +619,8 @@ def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_f
     on one locality; nothing is removed), otherwise every locality raises
     an error naming the localities that could not read theirs.
     (path, manifest, state bytes), or None when there is no complete
-    checkpoint (on every locality)."""
+    checkpoint (on every locality). With `wants` (a tessera._state_share.Wants), each locality
+    receives only the bytes it keeps; the others are zero."""
     below = None
     while True:
         head, blob, failure = [0, 0, 0], b"", None
@@ -676,8 +654,8 @@ def read_resume_shared(folder, expect, n: int, rank: int, where: str = "resume_f
             status, why = 1, f"a field is malformed ({type(e).__name__})"
         statuses = _outcomes(status)
         if statuses is None:
-            return path, manifest, _gather_blocks(part, manifest, n,
-                                                  f"[{where}] locality {rank}", path)
+            return path, manifest, _share_blocks(part, manifest, n, rank, wants,
+                                                 f"[{where}] locality {rank}", path)
         failed = [r for r in range(n) if statuses[r]]
         bad, bad_why = 0, "a shard does not check out on locality 0"
         if rank == 0:
@@ -949,13 +927,16 @@ class CheckpointDir(Callback):
 
     # ------------------------------------------------------------- reading
 
-    def restore(self, model, n_ranks: int, rank: int, fit=None):
+    def restore(self, model, n_ranks: int, rank: int, fit=None, wants=None):
         """Chooses the newest valid checkpoint of this fit's run (locality 0
         decides and tells the others; it also locks the folder and removes
         uncommitted and invalid checkpoints of the run) and loads it into the
         model. `fit`: what the fit knows (data size, epochs, steps, ...). The
         training state (with "history"), or None when the run has no
-        checkpoint yet. A collective when n_ranks > 1."""
+        checkpoint yet. A collective when n_ranks > 1. `wants` (a tessera._state_share.Wants):
+        the bytes each locality keeps, received alone (the rest is zero:
+        ZeRO or the pipeline stages drop it before training starts), or a
+        function of the state's layout giving it."""
         fit = dict(fit or {})
         self.n, self.rank = n_ranks, rank
         real_rank = _dist.rank() if _dist.size() > 1 else 0
@@ -963,6 +944,8 @@ class CheckpointDir(Callback):
         self.writes = n_ranks > 1 or real_rank == 0
         _fit_counts[self.folder] = ordinal = _fit_counts.get(self.folder, 0) + 1
         layout, total = _layout(_state_tensors(model), self.where)
+        if callable(wants):
+            wants = wants(layout)
         ident = identity(model, layout, fit.get("data"), ordinal)
         self.run = os.path.join(self.folder, run_name(ident))
         self._first = model._iteration
@@ -1009,7 +992,7 @@ class CheckpointDir(Callback):
             found = self._open_run(lead=False, read=True)
             chosen = -1 if found is None else found[1]["step"]
         if n_ranks > 1:
-            found = self._load_shared(found, chosen, failure) if chosen >= 0 else None
+            found = self._load_shared(found, chosen, failure, wants) if chosen >= 0 else None
             chosen = -1 if found is None else chosen
         if chosen < 0:
             return None
@@ -1042,7 +1025,7 @@ class CheckpointDir(Callback):
                   f"localit{'y' if n == 1 else 'ies'}){done}", flush=True)
         return dict(training, history=self._history)
 
-    def _load_shared(self, found, chosen, failure):
+    def _load_shared(self, found, chosen, failure, wants=None):
         """(path, manifest, state bytes) of the checkpoint locality 0 chose,
         each shard read by one locality (a contiguous block of the shards per
         locality) and the bytes all-gathered: T bytes read in total, not N*T.
@@ -1082,8 +1065,8 @@ class CheckpointDir(Callback):
             # leaves the others waiting in the all-gather of the bytes
             statuses = _outcomes(status)
             if statuses is None:
-                return path, manifest, _gather_blocks(part, manifest, n,
-                                                      f"[{self.where}] locality {rank}", path)
+                return path, manifest, _share_blocks(part, manifest, n, rank, wants,
+                                                     f"[{self.where}] locality {rank}", path)
             failed = [r for r in range(n) if statuses[r]]
             verdict = 0  # 1: the checkpoint is bad, locality 0 chose another
             if rank == 0 and (statuses != 1).all() and found is not None:

@@ -338,10 +338,31 @@ TEST(AllReduceAlgorithms, BoolIsRefused) {
 TEST(AllReduceAlgorithms, ChosenBySizeAndRanks) {
   AlgorithmSetting autom;
   const int64_t kib = 1024, mib = kib * kib;
-  // Below the engine's own range: MPI_Iallreduce.
-  EXPECT_EQ(choose_algorithm(autom, 8, kOwnMinBytes - 4, (kOwnMinBytes - 4) / 4), Algorithm::mpi);
+  // Below kWideMinBytes (from the inline budget up): never MPI_Iallreduce,
+  // the ring or the hierarchical one; up to kDoublingMaxBytes doubling
+  // (log2 p messages in all, the cached round's included), above it halving
+  // or doubling by the model.
+  EXPECT_EQ(choose_algorithm(autom, 8, kWideMinBytes - 4, (kWideMinBytes - 4) / 4), Algorithm::halving);
+  EXPECT_EQ(choose_algorithm(autom, 2, 96 * kib, 24 * kib), Algorithm::halving);
+  for (int size : {2, 3, 4, 16, 1000})
+    for (int64_t bytes : {int64_t{8}, 8 * kib, 32 * kib, kDoublingMaxBytes})
+      EXPECT_EQ(choose_algorithm(autom, size, bytes, bytes / 4), Algorithm::doubling) << size << " " << bytes;
+  EXPECT_EQ(choose_algorithm(autom, 16, kDoublingMaxBytes + 4, kDoublingMaxBytes / 4 + 1, 4), Algorithm::halving);
+  for (int size : {3, 5, 8, 32, 1000, 10000}) {
+    for (int64_t bytes : {kDoublingMaxBytes + 8, 96 * kib, kWideMinBytes - 8}) {
+      Algorithm a = choose_algorithm(autom, size, bytes, bytes / 4);
+      EXPECT_TRUE(a == Algorithm::halving || a == Algorithm::doubling) << size << " " << bytes;
+      double b = static_cast<double>(bytes);
+      int p = 1;
+      while (p * 2 <= size) p *= 2;
+      if (bytes / 4 < p) continue;  // too few elements to halve: doubling
+      EXPECT_LE(model_seconds(a, size, b),
+                std::min(model_seconds(Algorithm::halving, size, b), model_seconds(Algorithm::doubling, size, b)))
+          << size << " " << bytes;
+    }
+  }
   // Two ranks: the ring (its two steps are halving's).
-  EXPECT_EQ(choose_algorithm(autom, 2, kOwnMinBytes, kOwnMinBytes / 4), Algorithm::ring);
+  EXPECT_EQ(choose_algorithm(autom, 2, kWideMinBytes, kWideMinBytes / 4), Algorithm::ring);
   EXPECT_EQ(choose_algorithm(autom, 2, 64 * mib, 16 * mib), Algorithm::ring);
   // 4 MiB: chunks under 1 MiB from 5 ranks on: halving; the ring at 4 and less.
   EXPECT_EQ(choose_algorithm(autom, 4, 4 * mib, mib), Algorithm::ring);
@@ -353,12 +374,12 @@ TEST(AllReduceAlgorithms, ChosenBySizeAndRanks) {
   EXPECT_EQ(choose_algorithm(autom, 8, 8 * kRingChunkMinBytes - 8, 2 * kRingChunkMinBytes - 2),
             Algorithm::halving);
   // Fewer elements than the power-of-two core: doubling.
-  EXPECT_EQ(choose_algorithm(autom, 64, kOwnMinBytes * 2, 32), Algorithm::doubling);
+  EXPECT_EQ(choose_algorithm(autom, 64, kWideMinBytes * 2, 32), Algorithm::doubling);
   // Ranks sharing hosts, several hosts: hierarchical from the engine's range
   // on; one host, or one rank per host: as without hosts.
   EXPECT_EQ(choose_algorithm(autom, 8, 4 * mib, mib, 4), Algorithm::hierarchical);
-  EXPECT_EQ(choose_algorithm(autom, 8, kOwnMinBytes, kOwnMinBytes / 4, 2), Algorithm::hierarchical);
-  EXPECT_EQ(choose_algorithm(autom, 8, kOwnMinBytes - 4, (kOwnMinBytes - 4) / 4, 2), Algorithm::mpi);
+  EXPECT_EQ(choose_algorithm(autom, 8, kWideMinBytes, kWideMinBytes / 4, 2), Algorithm::hierarchical);
+  EXPECT_EQ(choose_algorithm(autom, 8, kWideMinBytes - 4, (kWideMinBytes - 4) / 4, 2), Algorithm::halving);
   EXPECT_EQ(choose_algorithm(autom, 8, 4 * mib, mib, 1), Algorithm::halving);
   EXPECT_EQ(choose_algorithm(autom, 8, 4 * mib, mib, 8), Algorithm::halving);
   EXPECT_EQ(choose_algorithm(algorithm_setting("ring"), 8, 4 * mib, mib, 4), Algorithm::ring);

@@ -232,10 +232,12 @@ class TrainingMixin:
         try:
             if ckpts is not None:
                 state = ckpts.restore(self, world, _dist.rank() if world > 1 else 0, dict(
-                    limits, data={"rows": rows, "batches": n_batches, "batch_size": batch_size}))
+                    limits, data={"rows": rows, "batches": n_batches, "batch_size": batch_size}),
+                    wants=lambda layout: _ck.resume_wants(self, layout, plan, pipe, dgroup))
             if state is None and resume_from is not None:
                 if os.path.isdir(resume_from):
-                    state = self._resume_from_folder(os.fspath(resume_from), limits, world)
+                    state = self._resume_from_folder(os.fspath(resume_from), limits, world,
+                                                     (plan, pipe, dgroup))
                 else:
                     state = load_training_state(self, resume_from)
         except BaseException:
@@ -435,17 +437,19 @@ class TrainingMixin:
             return callbacks, None
         return callbacks + [ckpts], ckpts
 
-    def _resume_from_folder(self, folder, limits, world=1):
+    def _resume_from_folder(self, folder, limits, world=1, sharding=(None, None, None)):
         """fit(resume_from=folder): a checkpoint folder (ckpt-<step>), a run's
         folder of them (the newest valid one) or a checkpoint folder holding
         one run, read without changing it and checked whole (of any run).
         With world > 1 localities in the fit, each reads only its block of
-        the shards and one all-gather shares them (docs/scaling.md)."""
+        the shards and shares them, each receiving only what it keeps under
+        `sharding` = (ZeRO plan, pipeline stage, data group) (docs/scaling.md)."""
         layout, total = _ck._layout(_ck._state_tensors(self), "resume_from")
         expect = {k: v for k, v in limits.items() if k != "initial_epoch"}
         expect.update(layout=layout, total=total)
         if world > 1:  # its errors name the folder and the localities
-            found = _ck.read_resume_shared(folder, expect, world, _dist.rank())
+            found = _ck.read_resume_shared(folder, expect, world, _dist.rank(),
+                                           wants=_ck.resume_wants(self, layout, *sharding))
         else:
             found = self._resume_read(folder, expect)
         if found is None:
