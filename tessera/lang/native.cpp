@@ -12,8 +12,6 @@
 // messages and positions. This is the only file that includes LLVM.
 #include "tessera/lang/native.hpp"
 
-#include <array>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -24,10 +22,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -43,14 +37,18 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/SHA1.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/runtime/interrupt.hpp"
+
+#ifndef TESSERA_VERSION_STRING
+#define TESSERA_VERSION_STRING "0.1.0"
+#endif
 
 namespace tessera {
 
@@ -1941,6 +1939,52 @@ struct Gen {
     return at_start;
   }
 
+  // The turns of a versioned range loop, in chunks: at `chunk`, Ctrl-C and
+  // the turn limit (to `checkpoint`), then turns while the counter is before
+  // the chunk's end, each emitted by `turn` (called once, in the turn's
+  // block), then the next chunk, or
+  // `done` at e0. Returns the turn's block.
+  llvm::BasicBlock* chunked_turns(const RangeLoop& rl, llvm::Value* e0, llvm::BasicBlock* chunk,
+                                  llvm::BasicBlock* done, llvm::BasicBlock* checkpoint,
+                                  llvm::BasicBlock* interrupted, llvm::Value* max_turns,
+                                  llvm::Value* turns,
+                                  const std::function<void()>& turn) {
+    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
+    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
+    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
+    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
+    b.SetInsertPoint(chunk);
+    interrupt_check(interrupted);
+    llvm::Value* t = b.CreateLoad(i64, turns);
+    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
+    b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
+    b.SetInsertPoint(go);
+    llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.CreateSub(max_turns, t));
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fhead);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
+    b.SetInsertPoint(fbody);
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
+    count(rl.cond->counter);
+    loops.push_back({fhead, done, nullptr, nullptr});
+    turn();
+    loops.pop_back();
+    b.CreateBr(fhead);
+    b.SetInsertPoint(fend);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
+    b.SetInsertPoint(ffin);
+    count(rl.cond->counter);
+    b.CreateBr(done);
+    return fbody;
+  }
+
+  // The body's value as the loop's value so far.
+  void body_turn() {
+    CV v = eval(im.body);
+    b.CreateStore(kind_of(v), last_k);
+    b.CreateStore(to_payload(v), last_p);
+  }
+
   // The loop itself a range loop without loops inside: its turns as one
   // loop with the accesses checked before it, each turn's writes undone
   // from registers on a bail; the general turns (`top`) when the check
@@ -1955,44 +1999,21 @@ struct Gen {
     llvm::Value *k0, *e0;
     llvm::Value* ok = range_ok(rl, hs, k0, e0);
     llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
-    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
-    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
-    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
-    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
     llvm::BasicBlock* fbail = llvm::BasicBlock::Create(ctx, "tbail", fn);
     b.CreateCondBr(ok, chunk, top);
-    b.SetInsertPoint(chunk);
-    interrupt_check(interrupted);
-    llvm::Value* t = b.CreateLoad(i64, turns);
-    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
-    b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
-    b.SetInsertPoint(go);
-    llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.CreateSub(max_turns, t));
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fhead);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
-    b.SetInsertPoint(fbody);
-    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
-    count(rl.cond->counter);
     std::vector<Site> sv;
-    llvm::BasicBlock* saved_bail = bail;
-    bail = fbail;
-    proven = &pr;
-    sites = &sv;
-    loops.push_back({fhead, done, nullptr, nullptr});
-    CV v = eval(im.body);
-    loops.pop_back();
-    proven = nullptr;
-    sites = nullptr;
-    bail = saved_bail;
-    b.CreateStore(kind_of(v), last_k);
-    b.CreateStore(to_payload(v), last_p);
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fend);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
-    b.SetInsertPoint(ffin);
-    count(rl.cond->counter);
-    b.CreateBr(done);
+    llvm::BasicBlock* fbody =
+        chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
+                      [&] {
+                        llvm::BasicBlock* saved_bail = bail;
+                        bail = fbail;
+                        proven = &pr;
+                        sites = &sv;
+                        body_turn();
+                        proven = nullptr;
+                        sites = nullptr;
+                        bail = saved_bail;
+                      });
     // A bail: this turn's writes undone, newest first, then the state as at
     // its start. A site not written this turn points at a scratch slot.
     std::map<llvm::Value*, llvm::Value*> at_start = snapshot(fbody);
@@ -2032,41 +2053,17 @@ struct Gen {
     ok = b.CreateAnd(ok, nest_ok(im.body, rl, k0, e0, pr, copy));
     llvm::BasicBlock* pre = llvm::BasicBlock::Create(ctx, "tnest", fn);
     llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
-    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
-    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
-    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
-    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
     b.CreateCondBr(ok, pre, top);
-    b.SetInsertPoint(chunk);
-    interrupt_check(interrupted);
-    llvm::Value* t = b.CreateLoad(i64, turns);
-    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
-    b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
-    b.SetInsertPoint(go);
-    llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.CreateSub(max_turns, t));
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fhead);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
-    b.SetInsertPoint(fbody);
-    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
-    count(rl.cond->counter);
     const int64_t bails_before = bails;
-    proven = &pr;
-    prelogged = true;
-    loops.push_back({fhead, done, nullptr, nullptr});
-    CV v = eval(im.body);
-    loops.pop_back();
-    proven = nullptr;
-    prelogged = false;
+    chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
+                  [&] {
+                    proven = &pr;
+                    prelogged = true;
+                    body_turn();
+                    proven = nullptr;
+                    prelogged = false;
+                  });
     const bool can_bail = bails > bails_before;
-    b.CreateStore(kind_of(v), last_k);
-    b.CreateStore(to_payload(v), last_p);
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fend);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
-    b.SetInsertPoint(ffin);
-    count(rl.cond->counter);
-    b.CreateBr(done);
     // Before the loop: the old bytes of what it writes unchecked, unless no
     // turn can bail (then nothing needs undoing: Ctrl-C and checkpoints
     // keep the state as it is).
@@ -2185,10 +2182,8 @@ struct Gen {
     b.CreateCondBr(cond(im.cond), body, done);
     b.SetInsertPoint(body);
     loops.push_back({top, done, nullptr, nullptr});
-    CV v = eval(im.body);
+    body_turn();
     loops.pop_back();
-    b.CreateStore(kind_of(v), last_k);
-    b.CreateStore(to_payload(v), last_p);
     b.CreateBr(top);
 
     auto exit_with = [&](llvm::BasicBlock* bb, int code) {
@@ -2219,168 +2214,6 @@ struct Gen {
     }
   }
 };
-
-}  // namespace
-
-namespace {
-
-// ---- the disk cache of compiled loops (docs/runtime.md, "Compile cache").
-// An entry is one file, <dir>/native/<key>.o, its key the SHA-1 of the
-// unoptimised IR (the loop's operations typed by its signature), tessera's
-// and LLVM's versions, the code format and the CPU (name and features):
-//   "TESSERA-NATIVE01" | key (20 bytes) | size (8, little-endian) |
-//   SHA-1 of key + object (20) | object (size bytes)
-// Files are untrusted: opened without following links, regular files only,
-// the size checked against the file's before anything is allocated, the key
-// and the content's hash checked before the object is used; anything else
-// is recompiled (and the entry written again: a temporary file in the same
-// folder, then renamed over it).
-
-constexpr char kMagic[17] = "TESSERA-NATIVE01";
-constexpr size_t kHeader = 16 + 20 + 8 + 20;
-constexpr int64_t kMaxObject = int64_t{64} << 20;
-#ifndef TESSERA_VERSION_STRING
-#define TESSERA_VERSION_STRING "0.1.0"
-#endif
-
-using Digest = std::array<uint8_t, 20>;
-
-Digest sha1(const std::string& a, const std::string& b = "") {
-  llvm::SHA1 h;
-  h.update(llvm::StringRef(a));
-  h.update(llvm::StringRef(b));
-  Digest d;
-  const auto r = h.final();
-  std::memcpy(d.data(), r.data(), 20);
-  return d;
-}
-
-std::string hex(const Digest& d) {
-  static const char* x = "0123456789abcdef";
-  std::string s;
-  for (uint8_t c : d) {
-    s += x[c >> 4];
-    s += x[c & 15];
-  }
-  return s;
-}
-
-// TESSERA_CACHE_DIR (empty or "0": no cache), else $HOME/.cache/tessera.
-std::string cache_dir() {
-  const char* e = std::getenv("TESSERA_CACHE_DIR");
-  std::string d;
-  if (e) {
-    d = e;
-    if (d.empty() || d == "0") return "";
-  } else {
-    const char* home = std::getenv("HOME");
-    if (!home || !*home) return "";
-    d = std::string(home) + "/.cache/tessera";
-  }
-  return d + "/native";
-}
-
-// The cache holds machine code this process will run: only a folder of
-// this user's that no one else may write into (as ssh requires of ~/.ssh)
-// is read or written; any other is no cache at all.
-bool private_dir(const std::string& d) {
-  struct stat st;
-  return ::lstat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
-bool make_dirs(const std::string& d) {
-  for (size_t at = 1; at <= d.size(); ++at) {
-    if (at < d.size() && d[at] != '/') continue;
-    const std::string part = d.substr(0, at);
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
-  }
-  return private_dir(d);
-}
-
-// The object of entry `key`, or empty with the reason in `why`.
-std::string cache_read(const std::string& path, const Digest& key, std::string& why) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    why = errno == ENOENT ? "no entry" : errno == ELOOP ? "the entry is a symbolic link" : "unreadable";
-    return "";
-  }
-  std::string out;
-  struct stat st;
-  char head[kHeader];
-  int64_t size = -1;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-  } else if (st.st_size < static_cast<off_t>(kHeader) ||
-             ::read(fd, head, kHeader) != static_cast<ssize_t>(kHeader)) {
-    why = "truncated header";
-  } else if (std::memcmp(head, kMagic, 16) != 0) {
-    why = "not a tessera native entry (or another format)";
-  } else if (std::memcmp(head + 16, key.data(), 20) != 0) {
-    why = "the key differs";
-  } else {
-    uint64_t u = 0;
-    for (int k = 0; k < 8; ++k) u |= uint64_t{static_cast<uint8_t>(head[36 + k])} << (8 * k);
-    size = u > static_cast<uint64_t>(kMaxObject) ? -1 : static_cast<int64_t>(u);
-    if (size < 0 || st.st_size != static_cast<off_t>(kHeader + static_cast<size_t>(size))) {
-      why = "the size in the header is not the file's";
-    } else {
-      out.resize(static_cast<size_t>(size));
-      size_t got = 0;
-      while (got < out.size()) {
-        const ssize_t r = ::read(fd, out.data() + got, out.size() - got);
-        if (r <= 0) break;
-        got += static_cast<size_t>(r);
-      }
-      const std::string k(reinterpret_cast<const char*>(key.data()), 20);
-      if (got != out.size()) {
-        why = "truncated object";
-        out.clear();
-      } else if (std::memcmp(sha1(k, out).data(), head + 44, 20) != 0) {
-        why = "the content's hash differs (corrupt)";
-        out.clear();
-      }
-    }
-  }
-  ::close(fd);
-  return out;
-}
-
-void cache_write(const std::string& dir, const std::string& path, const Digest& key,
-                 const std::string& obj, std::string& why) {
-  if (!make_dirs(dir)) {
-    why += "; no cache: " + dir +
-           " could not be made, or is not a folder of this user's that only this user may "
-           "write into";
-    return;
-  }
-  std::string head(kMagic, 16);
-  const std::string k(reinterpret_cast<const char*>(key.data()), 20);
-  head += k;
-  for (int b = 0; b < 8; ++b) head += static_cast<char>((uint64_t{obj.size()} >> (8 * b)) & 255);
-  const Digest h = sha1(k, obj);
-  head.append(reinterpret_cast<const char*>(h.data()), 20);
-  std::string tmp = dir + "/.tmp-XXXXXX";
-  const int fd = ::mkstemp(tmp.data());  // O_EXCL: never a file planted there
-  if (fd < 0) {
-    why += "; could not write in " + dir;
-    return;
-  }
-  bool ok = true;
-  for (const std::string* part : {static_cast<const std::string*>(&head), &obj}) {
-    size_t done = 0;
-    while (ok && done < part->size()) {
-      const ssize_t r = ::write(fd, part->data() + done, part->size() - done);
-      if (r <= 0) ok = false;
-      else done += static_cast<size_t>(r);
-    }
-  }
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    why += "; could not write " + path;
-  }
-}
 
 }  // namespace
 
@@ -2452,14 +2285,9 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       return code;
     }
   }
-  const std::string dir = cache_dir();
-  const std::string path = dir.empty() ? "" : dir + "/" + hex(key) + ".o";
-  std::string obj;
-  std::string note = dir.empty() ? "off (TESSERA_CACHE_DIR)" : "";
-  if (!dir.empty()) {
-    if (private_dir(dir)) obj = cache_read(path, key, note);
-    else note = "no entry";  // made (or refused, saying why) when written below
-  }
+  const NativeCache cache(key);
+  std::string note;
+  std::string obj = cache.load(note);
   code->from_cache = !obj.empty();
   if (obj.empty()) {
     mod->getFunction("tessera_loop")->setName(name);
@@ -2506,7 +2334,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       pm.run(*mod);
     }
     obj.assign(buf.data(), buf.size());
-    if (!dir.empty()) cache_write(dir, path, key, obj, note);
+    cache.store(obj, note);
   }
   std::lock_guard<std::mutex> lock(j.mu);
   if (auto it = j.loaded.find(name); it != j.loaded.end()) {
