@@ -1203,10 +1203,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         // Bail: the registers, counters and the loop's value are as at
         // the start of the turn that stopped, its element writes undone
         // here; the interpreter takes a checkpoint there and redoes that
-        // turn, meeting what stopped the native code itself.
+        // turn, meeting what stopped the native code itself (the checkpoint
+        // first: a roll-back from that turn must not go back past the
+        // turns the native code did).
         native_undo(undo_log, undo_count);
         native = false;
         since = kCheckpointTurns;
+        continue;
       }
     }
     ++since;
