@@ -44,6 +44,7 @@
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/nodes.hpp"
+#include "tessera/primitives/random_stream.hpp"
 #include "tessera/runtime/interrupt.hpp"
 
 #ifndef TESSERA_VERSION_STRING
@@ -161,6 +162,14 @@ extern "C" double native_float_floordiv(double a, double b) {
 }
 extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
 extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
+// np.random.random(): the interpreter's draw (fastloop.cpp, Op::Uniform),
+// counted so that a roll-back can rewind the stream.
+extern "C" double native_uniform(NativeCtx* c) {
+  const kernels::RandomKey key = next_uniform_key();
+  ++c->draws;
+  const auto w = kernels::philox4x32(key, 0);
+  return kernels::unit_double(w[0], w[1]);
+}
 
 // The functions the generated code calls, by index into NativeCtx::helpers.
 void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
@@ -169,7 +178,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_unary),
                           reinterpret_cast<void*>(&native_float_floordiv),
                           reinterpret_cast<void*>(&native_float_mod),
-                          reinterpret_cast<void*>(&native_pow)};
+                          reinterpret_cast<void*>(&native_pow),
+                          reinterpret_cast<void*>(&native_uniform)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -328,6 +338,7 @@ struct Gen {
   // raises at once, as Python stops mid-statement).
   llvm::BasicBlock* interrupted = nullptr;
   std::map<int, llvm::Value*> snapped;  // per array register: i1 alloca, copied whole this call
+  bool uniform_draws = false;  // np.random.random() emitted (since reset)
   int64_t bails = 0;                    // bail_if()s emitted so far (a constant false aside)
   llvm::Value* interrupt_at = nullptr;  // the interrupt flag's address (NativeCtx::interrupt)
 
@@ -499,6 +510,13 @@ struct Gen {
   }
   void write(int r, const CV& v) {
     if (v.k == Reg::Arr && kind[r] == Reg::Arr && v.arr == r) {  // x = setitem(x, v, i)
+      b.CreateStore(b.getInt8(1), asg[r]);
+      return;
+    }
+    if (v.k == Reg::Arr && kind[r] == Reg::Arr) {
+      // An array passed to a function called inline: its parameter's
+      // register held it since the call began (any other: the interpreter).
+      bail_if(b.CreateICmpNE(arr_payload[r], arr_payload[v.arr]));
       b.CreateStore(b.getInt8(1), asg[r]);
       return;
     }
@@ -1123,8 +1141,15 @@ struct Gen {
         return astype(n);
       case Op::Call:
         return call(n);
+      case Op::Uniform: {
+        auto* t = llvm::FunctionType::get(f64, {i8p}, false);
+        uniform_draws = true;
+        llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_uniform), t), {cptr});
+        count(n.slot);
+        return CV{Reg::NpFloat, r};
+      }
       default:
-        throw Refuse{"an operation without native code (np.random draws, ...)"};
+        throw Refuse{"an operation without native code"};
     }
   }
 
@@ -2005,6 +2030,13 @@ struct Gen {
     llvm::BasicBlock* fbody =
         chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
                       [&] {
+                        // The draws before the turn (a bail rewinds the stream
+                        // there), kept only if the body draws.
+                        auto* at = llvm::cast<llvm::Instruction>(
+                            b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, draws), i64)));
+                        auto* keep = b.CreateStore(
+                            at, field(cptr, offsetof(NativeCtx, draws_at_turn), i64));
+                        uniform_draws = false;
                         llvm::BasicBlock* saved_bail = bail;
                         bail = fbail;
                         proven = &pr;
@@ -2013,6 +2045,10 @@ struct Gen {
                         proven = nullptr;
                         sites = nullptr;
                         bail = saved_bail;
+                        if (!uniform_draws) {
+                          keep->eraseFromParent();
+                          at->eraseFromParent();
+                        }
                       });
     // A bail: this turn's writes undone, newest first, then the state as at
     // its start. A site not written this turn points at a scratch slot.
