@@ -2105,10 +2105,96 @@ struct Gen {
     // keep the state as it is).
     b.SetInsertPoint(pre);
     if (can_bail) {
-      prelog(rl, hs, k0, e0);
-      for (int r : copy) snapshot_once(r);
+      // An array the nest only writes (never reads, passes or assigns), in
+      // memory no other array of the loop shares, needs no undo: the turns
+      // redone after a bail write the same values into it again.
+      std::set<int> only_written;
+      for (const Hoisted& h : hs)
+        if (h.n->op == Op::SetItem) only_written.insert(h.arr);
+      for (int r : copy) only_written.insert(r);
+      std::vector<int> reads(regs.size(), 0);
+      count_reads(im.cond, reads);
+      count_reads(im.body, reads);
+      for (auto it = only_written.begin(); it != only_written.end();)
+        it = reads[*it] ? only_written.erase(it) : std::next(it);
+      std::vector<Hoisted> logged;
+      for (const Hoisted& h : hs)
+        if (!only_written.count(h.arr)) logged.push_back(h);
+      prelog(rl, logged, k0, e0);
+      for (int r : copy)
+        if (!only_written.count(r)) snapshot_once(r);
+      for (int r : only_written) {
+        llvm::BasicBlock* undo = llvm::BasicBlock::Create(ctx, "shared_memory", fn);
+        llvm::BasicBlock* own = llvm::BasicBlock::Create(ctx, "own_memory", fn);
+        llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "undo_planned", fn);
+        b.CreateCondBr(shares_memory(r), undo, own, unlikely());
+        b.SetInsertPoint(undo);
+        std::vector<Hoisted> mine;
+        for (const Hoisted& h : hs)
+          if (h.arr == r) mine.push_back(h);
+        prelog(rl, mine, k0, e0);
+        if (copy.count(r)) snapshot_once(r);
+        b.CreateBr(next);
+        // Its own memory: marked as copied, so the loops inside log nothing of it.
+        b.SetInsertPoint(own);
+        llvm::Value*& flag = snapped[r];
+        if (!flag) {
+          llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+          flag = e.CreateAlloca(i1);
+          e.CreateStore(e.getFalse(), flag);
+        }
+        b.CreateStore(b.getTrue(), flag);
+        b.CreateBr(next);
+        b.SetInsertPoint(next);
+      }
     }
     b.CreateBr(chunk);
+  }
+
+  // Per register, the uses of its variable other than as the array of an
+  // element write assigned back to it (x = setitem(x, v, i) counts none).
+  void count_reads(const FNode& n, std::vector<int>& reads) {
+    if (n.op == Op::Var) {
+      ++reads[n.reg];
+      return;
+    }
+    if (n.op == Op::Assign && n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
+        n.kids[0].kids[0].reg == n.reg) {
+      for (size_t q = 1; q < n.kids[0].kids.size(); ++q) count_reads(n.kids[0].kids[q], reads);
+      return;
+    }
+    for (const FNode& k : n.kids) count_reads(k, reads);
+  }
+
+  // True when the elements of array register `r` may share memory with
+  // those of another array register (by the bytes they span).
+  llvm::Value* shares_memory(int r) {
+    auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) {
+      const ArrEntry& e = arrays[regs[q].a];
+      llvm::Value* neg = b.getInt64(0);
+      llvm::Value* pos = b.getInt64(0);
+      for (int d = 0; d < e.nd; ++d) {
+        llvm::Value* reach = b.CreateMul(b.CreateSub(arr_shape[q][d], b.getInt64(1)), arr_stride[q][d]);
+        neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+        pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+      }
+      const int64_t size = dtype_size(e.dt);
+      llvm::Value* base = b.CreatePtrToInt(arr_base[q], i64);
+      lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
+      hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
+    };
+    if (!arrays[regs[r].a].indexable) return b.getTrue();
+    llvm::Value *lo, *hi;
+    span(r, lo, hi);
+    llvm::Value* shared = b.getFalse();
+    for (size_t q = 0; q < regs.size(); ++q) {
+      if (static_cast<int>(q) == r || kind[q] != Reg::Arr || !arr_base[q]) continue;
+      if (!arrays[regs[q].a].indexable) return b.getTrue();
+      llvm::Value *qlo, *qhi;
+      span(static_cast<int>(q), qlo, qhi);
+      shared = b.CreateOr(shared, b.CreateAnd(b.CreateICmpULT(lo, qhi), b.CreateICmpULT(qlo, hi)));
+    }
+    return shared;
   }
 
   // ---- the function

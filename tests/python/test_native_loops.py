@@ -7,6 +7,7 @@ interpreter gives (TESSERA_NATIVE=0) and the general evaluation gives
 and 2 threads. TESSERA_FAST_LOOPS=debug must say that these loops were
 compiled, so the tests cannot pass by never running native code."""
 
+import json
 import math
 import os
 import subprocess
@@ -538,6 +539,17 @@ def gather_then_fail(x, idx, n):
     return d
 
 
+def sqrt_nest(X, out):
+    # out is only written: when np.sqrt meets a negative (the general path's
+    # NaN and warning), the turns redone write the same values into it, so
+    # it is not copied before the nest, unless its memory is X's.
+    n = X.shape[0]
+    for i in range(n):
+        for j in range(n):
+            out[i, j] = np.sqrt(X[i, 0] - X[j, 1])
+    return out
+
+
 def draws_then_fail(x, idx, n):
     # Draws in turns stopped by the check of x[i] before the loop
     # (kNativeBailCall) or of x[idx[i]] in the turn (kNativeBail): the
@@ -556,6 +568,8 @@ CASES = [
     (helper_int_kinds, (np.arange(-20, 30, dtype=np.int64),)),
     (helper_rebound, (np.linspace(-2.0, 2.0, 100),)),
     (gather_then_fail, (np.arange(50.0) ** 2, np.arange(1, 51), 50)),
+    (sqrt_nest, (np.linspace(1.0, 3.0, 60).reshape(30, 2), np.zeros((30, 30)))),
+    (sqrt_nest, (np.linspace(1.0, 3.0, 60).reshape(30, 2), np.zeros((30, 30)).T)),
     (pairwise, (np.arange(24.0).reshape(6, 4) ** 0.5,)),
     (edit_distance, (np.array([1, 2, 3, 1, 0, 2, 2]), np.array([2, 3, 1, 1, 2]))),
     (triangle, (np.arange(9.0) ** 2, np.zeros((9, 9)))),
@@ -660,7 +674,7 @@ def test_index_error_names_the_line():
     x = np.zeros(300)
     with pytest.raises(IndexError) as e:
         tessera.jit(index_error_late)(x, 301)
-    assert "test_native_loops.py:141" in str(e.value)
+    assert f"test_native_loops.py:{index_error_late.__code__.co_firstlineno + 2}" in str(e.value)
     assert np.array_equal(x, np.arange(300) * 2.0)
 
 
@@ -791,3 +805,27 @@ def test_a_turn_stopped_inside_keeps_the_turns_before():
     with pytest.raises(IndexError):
         gather_then_fail(want, np.arange(1, 51), 50)
     assert np.array_equal(x, want)
+
+
+def test_an_only_written_array_shared_with_a_read_one_is_undone():
+    """The nest writes `out`, which is X itself: its memory is read, so its
+    old values are kept before the nest and a bail (np.sqrt of a negative)
+    redoes the turns from them, as Python reads what earlier turns wrote."""
+    for native in ("1", "0"):
+        code = ("import json, sys, numpy as np, tessera, warnings\n"
+                "warnings.simplefilter('ignore')\n"
+                f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+                "import test_native_loops as t\n"
+                "X = np.linspace(3.0, 1.0, 900).reshape(30, 30)\n"
+                "print(json.dumps(tessera.jit(t.sqrt_nest)(X, X).tolist()))\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=600, env=dict(os.environ, TESSERA_NATIVE=native,
+                                                 TESSERA_FAST_LOOPS="debug"))
+        assert r.returncode == 0, r.stderr
+        X = np.linspace(3.0, 1.0, 900).reshape(30, 30)
+        with np.errstate(invalid="ignore"):
+            want = sqrt_nest(X, X)
+        got = np.array(json.loads(r.stdout))
+        np.testing.assert_array_equal(got, want)
+        if native == "1":
+            assert "native code returned 4" in r.stderr, r.stderr
