@@ -2003,6 +2003,16 @@ struct Gen {
     return fbody;
   }
 
+  // The body's accesses the range loop `rl` proves (hs, pr) and the check
+  // of them before it (true: the unchecked version may run), its counter's
+  // increment then without overflow check.
+  llvm::Value* hoist(const RangeLoop& rl, std::vector<Hoisted>& hs, std::set<const FNode*>& pr,
+                     llvm::Value*& k0, llvm::Value*& e0) {
+    no_overflow.insert(rl.inc);
+    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
+    return range_ok(rl, hs, k0, e0);
+  }
+
   // The body's value as the loop's value so far.
   void body_turn() {
     CV v = eval(im.body);
@@ -2017,12 +2027,10 @@ struct Gen {
   void top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                  llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
                  llvm::Value* max_turns, llvm::Value* turns) {
-    no_overflow.insert(rl.inc);
     std::vector<Hoisted> hs;
     std::set<const FNode*> pr;
-    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
     llvm::Value *k0, *e0;
-    llvm::Value* ok = range_ok(rl, hs, k0, e0);
+    llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
     llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
     llvm::BasicBlock* fbail = llvm::BasicBlock::Create(ctx, "tbail", fn);
     b.CreateCondBr(ok, chunk, top);
@@ -2079,12 +2087,10 @@ struct Gen {
   void top_nest(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
                 llvm::Value* max_turns, llvm::Value* turns) {
-    no_overflow.insert(rl.inc);
     std::vector<Hoisted> hs;
     std::set<const FNode*> pr;
-    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
     llvm::Value *k0, *e0;
-    llvm::Value* ok = range_ok(rl, hs, k0, e0);
+    llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
     std::set<int> copy;
     ok = b.CreateAnd(ok, nest_ok(im.body, rl, k0, e0, pr, copy));
     llvm::BasicBlock* pre = llvm::BasicBlock::Create(ctx, "tnest", fn);
