@@ -368,6 +368,41 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
   return false;
 }
 
+namespace {
+
+// True when every read of a local of the function (a variable of its own
+// frame, depth 0 here) in `n` comes after an assignment on every path to
+// it, given the locals `set` assigned before `n` (updated). An inlined call
+// keeps its locals' registers from call to call, so a function that may
+// read one unassigned (the general path's error) is not inlined.
+bool assigned_before_read(const Node* n, std::vector<bool>& set) {
+  if (auto* v = dynamic_cast<const VariableNode*>(n))
+    return v->depth() != 0 || (v->slot() < set.size() && set[v->slot()]);
+  if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+    if (!assigned_before_read(a->value(), set)) return false;
+    if (a->depth() == 0 && a->slot() < set.size()) set[a->slot()] = true;
+    return true;
+  }
+  // if: the condition, then either branch (both: assigned after it);
+  // while and and/or: the condition or left side, then what may not run.
+  const bool branches = dynamic_cast<const IfNode*>(n) != nullptr;
+  if (branches || dynamic_cast<const WhileNode*>(n) || dynamic_cast<const LogicalNode*>(n)) {
+    const std::vector<const Node*> k = n->children();
+    if (!assigned_before_read(k[0], set)) return false;
+    std::vector<bool> t = set, e = set;
+    if (k.size() > 1 && k[1] && !assigned_before_read(k[1], t)) return false;
+    if (k.size() > 2 && k[2] && !assigned_before_read(k[2], e)) return false;
+    if (branches && k.size() > 2 && k[2])
+      for (size_t i = 0; i < set.size(); ++i) set[i] = t[i] && e[i];
+    return true;
+  }
+  for (const Node* k : n->children())  // blocks and operands, in order
+    if (k && !assigned_before_read(k, set)) return false;
+  return true;
+}
+
+}  // namespace
+
 int FastLoop::Impl::var_reg(int depth, size_t slot) {
   if (scopes.empty()) return reg(depth, slot);
   const Scope& s = scopes.back();
@@ -402,6 +437,10 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
   if (code.has_return) return refuse("a return before the end of the function");
   if (code.makes_closures) return refuse("the function makes functions");
   if (code.params.size() != c.args_.size()) return refuse("not one argument per parameter");
+  std::vector<bool> assigned(code.frame_size, false);
+  for (size_t i = 0; i < code.params.size() && i < assigned.size(); ++i) assigned[i] = true;
+  if (!assigned_before_read(code.body.get(), assigned))
+    return refuse("a local may be read before it is assigned");
   if (scopes.size() >= 8) return refuse("calls nested more than 8 deep (recursion?)");
   int env_depth = 0;
   {

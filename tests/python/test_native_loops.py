@@ -529,6 +529,21 @@ def helper_rebound(x):
     return s
 
 
+def _maybe_unset(v):
+    if v > 0:
+        w = 1.0
+    return w
+
+
+def helper_unset_local(x):
+    # _maybe_unset reads w unassigned when v <= 0: the general path's error,
+    # not the value an earlier call left (the function is not inlined).
+    s = 0.0
+    for i in range(len(x)):
+        s += _maybe_unset(x[i])
+    return s
+
+
 def gather_then_fail(x, idx, n):
     # x[idx[i]] is checked in the turn (not provable before the loop): the
     # turn past the end stops the native code after turns that wrote x.
@@ -616,6 +631,7 @@ EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int6
          (int_writes_then_zero, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),
                                  np.zeros(302, dtype=np.int64))),
          (int_overflow, (100,)),
+         (helper_unset_local, (np.array([1.0, -1.0, 2.0] * 30),)),
          (metropolis, (3000, 0.8)),
          (draws_then_fail, (np.ones(400), np.arange(400), 401)),
          (draws_then_fail, (np.ones(400), np.arange(400) + 1, 400)),
@@ -829,3 +845,10 @@ def test_an_only_written_array_shared_with_a_read_one_is_undone():
         np.testing.assert_array_equal(got, want)
         if native == "1":
             assert "native code returned 4" in r.stderr, r.stderr
+
+
+def test_helper_reading_an_unassigned_local_raises():
+    with pytest.raises(ValueError) as e:
+        tessera.jit(helper_unset_local)(np.array([1.0, -1.0, 2.0] * 30))
+    assert f"test_native_loops.py:{_maybe_unset.__code__.co_firstlineno + 3}" in str(e.value)
+    assert tessera.jit(helper_unset_local)(np.ones(90)) == 90.0
