@@ -238,12 +238,20 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
   }
   if (auto* v = dynamic_cast<const VariableNode*>(n)) {
     out.op = Op::Var;
-    out.reg = reg(v->depth(), v->slot());
+    out.reg = var_reg(v->depth(), v->slot());
     return true;
   }
   if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+    if (!scopes.empty() && a->depth() == 0 && a->label().rfind("define <release ", 0) == 0) {
+      // A local's value let go after its last use in a function called
+      // inline (compiler.cpp, release_at_last_use): its register is the
+      // call site's own, and keeps its kind for the native code.
+      out.op = Op::Const;
+      out.constant.k = Reg::Nil;
+      return true;
+    }
     out.op = Op::Assign;
-    out.reg = reg(a->depth(), a->slot());
+    out.reg = var_reg(a->depth(), a->slot());
     out.kids.resize(1);
     return compile(a->value(), out.kids[0]);
   }
@@ -352,11 +360,119 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     out.counter = -1;  // compute() counts it (its entry in `counted` stays at 0)
     return true;
   }
-  // function calls, lambdas, lists, dicts, for_each, parallel blocks
+  if (auto* c = dynamic_cast<const CallNode*>(n)) return compile_call(*c, out);
+  // lambdas, lists, dicts, for_each, parallel blocks
   if (debug())
     std::fprintf(stderr, "[fast loops] %s: '%s' is outside the subset\n", n->loc().str().c_str(),
                  n->label().c_str());
   return false;
+}
+
+namespace {
+
+// True when every read of a local of the function (a variable of its own
+// frame, depth 0 here) in `n` comes after an assignment on every path to
+// it, given the locals `set` assigned before `n` (updated). An inlined call
+// keeps its locals' registers from call to call, so a function that may
+// read one unassigned (the general path's error) is not inlined.
+bool assigned_before_read(const Node* n, std::vector<bool>& set) {
+  if (auto* v = dynamic_cast<const VariableNode*>(n))
+    return v->depth() != 0 || (v->slot() < set.size() && set[v->slot()]);
+  if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+    if (!assigned_before_read(a->value(), set)) return false;
+    if (a->depth() == 0 && a->slot() < set.size()) set[a->slot()] = true;
+    return true;
+  }
+  // if: the condition, then either branch (both: assigned after it);
+  // while and and/or: the condition or left side, then what may not run.
+  const bool branches = dynamic_cast<const IfNode*>(n) != nullptr;
+  if (branches || dynamic_cast<const WhileNode*>(n) || dynamic_cast<const LogicalNode*>(n)) {
+    const std::vector<const Node*> k = n->children();
+    if (!assigned_before_read(k[0], set)) return false;
+    std::vector<bool> t = set, e = set;
+    if (k.size() > 1 && k[1] && !assigned_before_read(k[1], t)) return false;
+    if (k.size() > 2 && k[2] && !assigned_before_read(k[2], e)) return false;
+    if (branches && k.size() > 2 && k[2])
+      for (size_t i = 0; i < set.size(); ++i) set[i] = t[i] && e[i];
+    return true;
+  }
+  for (const Node* k : n->children())  // blocks and operands, in order
+    if (k && !assigned_before_read(k, set)) return false;
+  return true;
+}
+
+}  // namespace
+
+int FastLoop::Impl::var_reg(int depth, size_t slot) {
+  if (scopes.empty()) return reg(depth, slot);
+  const Scope& s = scopes.back();
+  if (depth == 0) return reg(-1 - s.site, slot);
+  return reg(s.env_depth + depth - 1, slot);
+}
+
+bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
+  auto refuse = [&](const char* why) {
+    if (debug())
+      std::fprintf(stderr, "[fast loops] %s: the call is outside the subset: %s\n",
+                   c.loc().str().c_str(), why);
+    return false;
+  };
+  // The function called: a variable of a frame around the loop's (or the
+  // inlined function's) that holds a jit function now.
+  auto* callee = dynamic_cast<const VariableNode*>(c.callee_.get());
+  if (!callee || !c.positional_) return refuse("not a function variable called with positional arguments");
+  if (!frame) return refuse("no frame to find the function in");
+  int depth = callee->depth();
+  if (!scopes.empty()) {
+    if (depth == 0) return refuse("a function defined inside the function called");
+    depth = scopes.back().env_depth + depth - 1;
+  }
+  const Frame* f = frame;
+  for (int k = 0; k < depth && f; ++k) f = f->parent();
+  Value fn;
+  if (!f || !f->read_now(callee->slot(), fn) || !fn.is_function()) return refuse("not a function");
+  auto* closure = dynamic_cast<const Closure*>(fn.as_function().get());
+  if (!closure) return refuse("not a jit function");
+  const FunctionCode& code = closure->code();
+  if (code.has_return) return refuse("a return before the end of the function");
+  if (code.makes_closures) return refuse("the function makes functions");
+  if (code.params.size() != c.args_.size()) return refuse("not one argument per parameter");
+  std::vector<bool> assigned(code.frame_size, false);
+  for (size_t i = 0; i < code.params.size() && i < assigned.size(); ++i) assigned[i] = true;
+  if (!assigned_before_read(code.body.get(), assigned))
+    return refuse("a local may be read before it is assigned");
+  if (scopes.size() >= 8) return refuse("calls nested more than 8 deep (recursion?)");
+  int env_depth = 0;
+  {
+    const Frame* e = frame;
+    while (e && e != closure->env_raw()) {
+      e = e->parent();
+      ++env_depth;
+    }
+    if (!e) return refuse("the function closes over a frame the loop cannot see");
+  }
+  for (const Inlined& in : inlined) {
+    if (in.depth == depth && in.slot == callee->slot() && in.code.get() != &code)
+      return refuse("the variable holds another function at another call");
+  }
+  // Each argument (the caller's code) into its parameter's register (the
+  // call site's own), in order, then the body, whose value is the call's.
+  const int site = sites++;
+  out.op = Op::Block;
+  out.kids.resize(c.args_.size() + 1);
+  for (size_t i = 0; i < c.args_.size(); ++i) {
+    FNode& bind = out.kids[i];
+    bind.op = Op::Assign;
+    bind.reg = reg(-1 - site, i);
+    bind.kids.resize(1);
+    if (!compile(c.args_[i].get(), bind.kids[0])) return false;
+  }
+  scopes.push_back({site, env_depth});
+  const bool ok = compile(code.body.get(), out.kids.back());
+  scopes.pop_back();
+  if (!ok) return false;
+  inlined.push_back({depth, callee->slot(), closure->code_ptr(), env_depth});
+  return true;
 }
 
 Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
@@ -973,7 +1089,7 @@ void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
       counted[c]->counters().evaluations.fetch_add(st.counts[c], std::memory_order_relaxed);
   }
   for (size_t r = 0; r < vars.size(); ++r) {
-    if (!st.assigned[r]) continue;
+    if (!st.assigned[r] || vars[r].depth < 0) continue;
     frame->up(vars[r].depth)->set(vars[r].slot, to_value(st.regs[r], st));
   }
 }
@@ -1045,19 +1161,51 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.last = last;
   c.helpers = native_helpers();
   c.interrupt = interrupt_flag_address();
+  c.draws = 0;
+  c.draws_at_turn = 0;
   const int32_t status = code.fn(&c);
   undo_count = c.undo_n;
   last = c.last;
+  // Random draws the general evaluation makes again: back to the call's
+  // start (rollback rewinds st.draws), or to the start of the turn stopped.
+  if (status == kNativeBailCall) {
+    st.draws += static_cast<uint64_t>(c.draws);
+  } else if (status == kNativeBail && c.draws > c.draws_at_turn) {
+    const uint64_t at = st.stream_at_checkpoint;
+    rewind_random_stream(at + static_cast<uint64_t>(c.draws),
+                         at + static_cast<uint64_t>(c.draws_at_turn));
+  }
   return status;
 }
 
 FastLoop::FastLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FastLoop::~FastLoop() = default;
 
-std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop) {
+std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& frame) {
   auto impl = std::make_unique<Impl>();
+  impl->frame = &frame;
   if (!impl->compile(loop.cond_.get(), impl->cond) ||
       !impl->compile(loop.body_.get(), impl->body)) {
+    return nullptr;
+  }
+  impl->frame = nullptr;
+  // A function called inline stays the one called: the loop does not assign
+  // its variable.
+  std::function<bool(const Impl::FNode&)> assigns_called = [&](const Impl::FNode& n) {
+    if (n.op == Op::Assign) {
+      for (const Impl::Inlined& in : impl->inlined) {
+        const Impl::VarRef& v = impl->vars[n.reg];
+        if (v.depth == in.depth && v.slot == in.slot) return true;
+      }
+    }
+    for (const auto& k : n.kids)
+      if (assigns_called(k)) return true;
+    return false;
+  };
+  if (assigns_called(impl->cond) || assigns_called(impl->body)) {
+    if (debug())
+      std::fprintf(stderr, "[fast loops] %s: the loop assigns a function it calls\n",
+                   loop.loc().str().c_str());
     return nullptr;
   }
   Impl::link(impl->cond);
@@ -1085,9 +1233,24 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   st.assigned.assign(n, 0);
   st.counts.assign(im.counted.size(), 0);
   result = Value();
+  // The functions called inline: still those (else the general evaluation).
+  for (const Impl::Inlined& in : im.inlined) {
+    Value fn;
+    const Closure* c = nullptr;
+    if (frame->up(in.depth)->read_now(in.slot, fn) && fn.is_function())
+      c = dynamic_cast<const Closure*>(fn.as_function().get());
+    if (!c || &c->code() != in.code.get() || c->env_raw() != frame->up(in.env_depth)) {
+      if (debug())
+        std::fprintf(stderr, "[fast loops] %s: a function called inline is another one now\n",
+                     im.where.c_str());
+      return false;
+    }
+  }
   // The variables as they are now; a pending one (a define still
-  // computing) leaves the loop to the general evaluation.
+  // computing) leaves the loop to the general evaluation. The locals of
+  // functions called inline start unassigned.
   for (size_t r = 0; r < n; ++r) {
+    if (im.vars[r].depth < 0) continue;
     const Frame* f = frame->up(im.vars[r].depth);
     Value v;
     if (!f->read_now(im.vars[r].slot, v)) {
@@ -1165,7 +1328,12 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     // these kinds, run from this checkpoint.
     if (native && turns >= native_from) {
       const NativeCode* code = im.native_for(st);
-      if (!code) {
+      if (!code && turns == 0 && !retried && !im.inlined.empty()) {
+        // Registers of functions called inline get their kinds in a turn
+        // (an array parameter): once more after one turn on the interpreter.
+        retried = true;
+        native_from = 1;
+      } else if (!code) {
         native = false;
       } else {
         int64_t undo_count = 0;
@@ -1203,10 +1371,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         // Bail: the registers, counters and the loop's value are as at
         // the start of the turn that stopped, its element writes undone
         // here; the interpreter takes a checkpoint there and redoes that
-        // turn, meeting what stopped the native code itself.
+        // turn, meeting what stopped the native code itself (the checkpoint
+        // first: a roll-back from that turn must not go back past the
+        // turns the native code did).
         native_undo(undo_log, undo_count);
         native = false;
         since = kCheckpointTurns;
+        continue;
       }
     }
     ++since;

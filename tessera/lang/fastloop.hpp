@@ -15,8 +15,9 @@ class WhileNode;
 class FastLoop {
  public:
   // The compiled loop, or null when `loop` contains anything outside the
-  // fast subset (calls of functions, effects, return, lists, ...).
-  static std::unique_ptr<FastLoop> compile(const WhileNode& loop);
+  // fast subset (effects, return, lists, ...). `frame` is the one it first
+  // runs in: calls of jit functions it holds then are compiled inline.
+  static std::unique_ptr<FastLoop> compile(const WhileNode& loop, const Frame& frame);
   ~FastLoop();
 
   // Runs turns of the loop on `frame` while every value stays in the

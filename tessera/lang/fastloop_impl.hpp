@@ -17,6 +17,7 @@
 
 namespace tessera {
 
+class CallNode;
 class PrimitiveCallNode;
 struct NativeCode;
 struct NativeLog;
@@ -144,10 +145,24 @@ struct FastLoop::Impl {
     int slot = -1;     // index into `counted` (Call nodes too, which compute() counts)
     std::vector<FNode> kids;
   };
+  // A variable of the frame `depth` frames up from the loop's; a negative
+  // depth is a local of a function called inline (its own register at
+  // each call site, never read from or written to a frame).
   struct VarRef {
     int depth;
     size_t slot;
   };
+  // A call of a jit function compiled inline (its body's operations in the
+  // loop's, its locals in registers of their own): the loop runs so only
+  // while the variable called (`depth`, `slot`) still holds that function,
+  // closing over the frame `env_depth` up from the loop's.
+  struct Inlined {
+    int depth;
+    size_t slot;
+    std::shared_ptr<const FunctionCode> code;
+    int env_depth;
+  };
+  std::vector<Inlined> inlined;
   FNode cond, body;
   std::vector<VarRef> vars;
   std::map<std::pair<int, size_t>, int> reg_of;
@@ -198,6 +213,21 @@ struct FastLoop::Impl {
 
   // ---- compilation
   bool compile(const Node* n, FNode& out);
+  // A call of a jit function, inline (see Inlined); false when it is not
+  // one the loop can hold (say why under TESSERA_FAST_LOOPS=debug).
+  bool compile_call(const CallNode& c, FNode& out);
+  // The register of variable (depth, slot) of the code being compiled: the
+  // loop's, or that of the function inlined innermost.
+  int var_reg(int depth, size_t slot);
+  // While compiling: the frame the loop first runs in, and the calls being
+  // inlined, innermost last (`site` numbers their locals' registers).
+  struct Scope {
+    int site;
+    int env_depth;
+  };
+  const Frame* frame = nullptr;
+  std::vector<Scope> scopes;
+  int sites = 0;
   int reg(int depth, size_t slot) {
     auto key = std::make_pair(depth, slot);
     auto it = reg_of.find(key);

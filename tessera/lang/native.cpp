@@ -12,8 +12,6 @@
 // messages and positions. This is the only file that includes LLVM.
 #include "tessera/lang/native.hpp"
 
-#include <array>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -24,10 +22,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -43,14 +37,19 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
-#include <llvm/Support/SHA1.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/nodes.hpp"
+#include "tessera/primitives/random_stream.hpp"
 #include "tessera/runtime/interrupt.hpp"
+
+#ifndef TESSERA_VERSION_STRING
+#define TESSERA_VERSION_STRING "0.1.0"
+#endif
 
 namespace tessera {
 
@@ -163,6 +162,14 @@ extern "C" double native_float_floordiv(double a, double b) {
 }
 extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
 extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
+// np.random.random(): the interpreter's draw (fastloop.cpp, Op::Uniform),
+// counted so that a roll-back can rewind the stream.
+extern "C" double native_uniform(NativeCtx* c) {
+  const kernels::RandomKey key = next_uniform_key();
+  ++c->draws;
+  const auto w = kernels::philox4x32(key, 0);
+  return kernels::unit_double(w[0], w[1]);
+}
 
 // The functions the generated code calls, by index into NativeCtx::helpers.
 void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
@@ -171,7 +178,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_unary),
                           reinterpret_cast<void*>(&native_float_floordiv),
                           reinterpret_cast<void*>(&native_float_mod),
-                          reinterpret_cast<void*>(&native_pow)};
+                          reinterpret_cast<void*>(&native_pow),
+                          reinterpret_cast<void*>(&native_uniform)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -330,6 +338,7 @@ struct Gen {
   // raises at once, as Python stops mid-statement).
   llvm::BasicBlock* interrupted = nullptr;
   std::map<int, llvm::Value*> snapped;  // per array register: i1 alloca, copied whole this call
+  bool uniform_draws = false;  // np.random.random() emitted (since reset)
   int64_t bails = 0;                    // bail_if()s emitted so far (a constant false aside)
   llvm::Value* interrupt_at = nullptr;  // the interrupt flag's address (NativeCtx::interrupt)
 
@@ -501,6 +510,13 @@ struct Gen {
   }
   void write(int r, const CV& v) {
     if (v.k == Reg::Arr && kind[r] == Reg::Arr && v.arr == r) {  // x = setitem(x, v, i)
+      b.CreateStore(b.getInt8(1), asg[r]);
+      return;
+    }
+    if (v.k == Reg::Arr && kind[r] == Reg::Arr) {
+      // An array passed to a function called inline: its parameter's
+      // register held it since the call began (any other: the interpreter).
+      bail_if(b.CreateICmpNE(arr_payload[r], arr_payload[v.arr]));
       b.CreateStore(b.getInt8(1), asg[r]);
       return;
     }
@@ -1125,8 +1141,15 @@ struct Gen {
         return astype(n);
       case Op::Call:
         return call(n);
+      case Op::Uniform: {
+        auto* t = llvm::FunctionType::get(f64, {i8p}, false);
+        uniform_draws = true;
+        llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_uniform), t), {cptr});
+        count(n.slot);
+        return CV{Reg::NpFloat, r};
+      }
       default:
-        throw Refuse{"an operation without native code (np.random draws, ...)"};
+        throw Refuse{"an operation without native code"};
     }
   }
 
@@ -1941,26 +1964,20 @@ struct Gen {
     return at_start;
   }
 
-  // The loop itself a range loop without loops inside: its turns as one
-  // loop with the accesses checked before it, each turn's writes undone
-  // from registers on a bail; the general turns (`top`) when the check
-  // fails. Ends at a checkpoint after max_turns turns, as they do.
-  void top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
-                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
-                 llvm::Value* max_turns, llvm::Value* turns) {
-    no_overflow.insert(rl.inc);
-    std::vector<Hoisted> hs;
-    std::set<const FNode*> pr;
-    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
-    llvm::Value *k0, *e0;
-    llvm::Value* ok = range_ok(rl, hs, k0, e0);
-    llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
+  // The turns of a versioned range loop, in chunks: at `chunk`, Ctrl-C and
+  // the turn limit (to `checkpoint`), then turns while the counter is before
+  // the chunk's end, each emitted by `turn` (called once, in the turn's
+  // block), then the next chunk, or
+  // `done` at e0. Returns the turn's block.
+  llvm::BasicBlock* chunked_turns(const RangeLoop& rl, llvm::Value* e0, llvm::BasicBlock* chunk,
+                                  llvm::BasicBlock* done, llvm::BasicBlock* checkpoint,
+                                  llvm::BasicBlock* interrupted, llvm::Value* max_turns,
+                                  llvm::Value* turns,
+                                  const std::function<void()>& turn) {
     llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
     llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
     llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
     llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
-    llvm::BasicBlock* fbail = llvm::BasicBlock::Create(ctx, "tbail", fn);
-    b.CreateCondBr(ok, chunk, top);
     b.SetInsertPoint(chunk);
     interrupt_check(interrupted);
     llvm::Value* t = b.CreateLoad(i64, turns);
@@ -1974,25 +1991,73 @@ struct Gen {
     b.SetInsertPoint(fbody);
     b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
     count(rl.cond->counter);
-    std::vector<Site> sv;
-    llvm::BasicBlock* saved_bail = bail;
-    bail = fbail;
-    proven = &pr;
-    sites = &sv;
     loops.push_back({fhead, done, nullptr, nullptr});
-    CV v = eval(im.body);
+    turn();
     loops.pop_back();
-    proven = nullptr;
-    sites = nullptr;
-    bail = saved_bail;
-    b.CreateStore(kind_of(v), last_k);
-    b.CreateStore(to_payload(v), last_p);
     b.CreateBr(fhead);
     b.SetInsertPoint(fend);
     b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
     b.SetInsertPoint(ffin);
     count(rl.cond->counter);
     b.CreateBr(done);
+    return fbody;
+  }
+
+  // The body's accesses the range loop `rl` proves (hs, pr) and the check
+  // of them before it (true: the unchecked version may run), its counter's
+  // increment then without overflow check.
+  llvm::Value* hoist(const RangeLoop& rl, std::vector<Hoisted>& hs, std::set<const FNode*>& pr,
+                     llvm::Value*& k0, llvm::Value*& e0) {
+    no_overflow.insert(rl.inc);
+    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
+    return range_ok(rl, hs, k0, e0);
+  }
+
+  // The body's value as the loop's value so far.
+  void body_turn() {
+    CV v = eval(im.body);
+    b.CreateStore(kind_of(v), last_k);
+    b.CreateStore(to_payload(v), last_p);
+  }
+
+  // The loop itself a range loop without loops inside: its turns as one
+  // loop with the accesses checked before it, each turn's writes undone
+  // from registers on a bail; the general turns (`top`) when the check
+  // fails. Ends at a checkpoint after max_turns turns, as they do.
+  void top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                 llvm::Value* max_turns, llvm::Value* turns) {
+    std::vector<Hoisted> hs;
+    std::set<const FNode*> pr;
+    llvm::Value *k0, *e0;
+    llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
+    llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
+    llvm::BasicBlock* fbail = llvm::BasicBlock::Create(ctx, "tbail", fn);
+    b.CreateCondBr(ok, chunk, top);
+    std::vector<Site> sv;
+    llvm::BasicBlock* fbody =
+        chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
+                      [&] {
+                        // The draws before the turn (a bail rewinds the stream
+                        // there), kept only if the body draws.
+                        auto* at = llvm::cast<llvm::Instruction>(
+                            b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, draws), i64)));
+                        auto* keep = b.CreateStore(
+                            at, field(cptr, offsetof(NativeCtx, draws_at_turn), i64));
+                        uniform_draws = false;
+                        llvm::BasicBlock* saved_bail = bail;
+                        bail = fbail;
+                        proven = &pr;
+                        sites = &sv;
+                        body_turn();
+                        proven = nullptr;
+                        sites = nullptr;
+                        bail = saved_bail;
+                        if (!uniform_draws) {
+                          keep->eraseFromParent();
+                          at->eraseFromParent();
+                        }
+                      });
     // A bail: this turn's writes undone, newest first, then the state as at
     // its start. A site not written this turn points at a scratch slot.
     std::map<llvm::Value*, llvm::Value*> at_start = snapshot(fbody);
@@ -2022,60 +2087,120 @@ struct Gen {
   void top_nest(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
                 llvm::Value* max_turns, llvm::Value* turns) {
-    no_overflow.insert(rl.inc);
     std::vector<Hoisted> hs;
     std::set<const FNode*> pr;
-    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
     llvm::Value *k0, *e0;
-    llvm::Value* ok = range_ok(rl, hs, k0, e0);
+    llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
     std::set<int> copy;
     ok = b.CreateAnd(ok, nest_ok(im.body, rl, k0, e0, pr, copy));
     llvm::BasicBlock* pre = llvm::BasicBlock::Create(ctx, "tnest", fn);
     llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
-    llvm::BasicBlock* fhead = llvm::BasicBlock::Create(ctx, "thead", fn);
-    llvm::BasicBlock* fbody = llvm::BasicBlock::Create(ctx, "tbody", fn);
-    llvm::BasicBlock* fend = llvm::BasicBlock::Create(ctx, "tchunk_end", fn);
-    llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
     b.CreateCondBr(ok, pre, top);
-    b.SetInsertPoint(chunk);
-    interrupt_check(interrupted);
-    llvm::Value* t = b.CreateLoad(i64, turns);
-    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
-    b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
-    b.SetInsertPoint(go);
-    llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.CreateSub(max_turns, t));
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fhead);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
-    b.SetInsertPoint(fbody);
-    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
-    count(rl.cond->counter);
     const int64_t bails_before = bails;
-    proven = &pr;
-    prelogged = true;
-    loops.push_back({fhead, done, nullptr, nullptr});
-    CV v = eval(im.body);
-    loops.pop_back();
-    proven = nullptr;
-    prelogged = false;
+    chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
+                  [&] {
+                    proven = &pr;
+                    prelogged = true;
+                    body_turn();
+                    proven = nullptr;
+                    prelogged = false;
+                  });
     const bool can_bail = bails > bails_before;
-    b.CreateStore(kind_of(v), last_k);
-    b.CreateStore(to_payload(v), last_p);
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fend);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
-    b.SetInsertPoint(ffin);
-    count(rl.cond->counter);
-    b.CreateBr(done);
     // Before the loop: the old bytes of what it writes unchecked, unless no
     // turn can bail (then nothing needs undoing: Ctrl-C and checkpoints
     // keep the state as it is).
     b.SetInsertPoint(pre);
     if (can_bail) {
-      prelog(rl, hs, k0, e0);
-      for (int r : copy) snapshot_once(r);
+      // An array the nest only writes (never reads, passes or assigns), in
+      // memory no other array of the loop shares, needs no undo: the turns
+      // redone after a bail write the same values into it again.
+      std::set<int> only_written;
+      for (const Hoisted& h : hs)
+        if (h.n->op == Op::SetItem) only_written.insert(h.arr);
+      for (int r : copy) only_written.insert(r);
+      std::vector<int> reads(regs.size(), 0);
+      count_reads(im.cond, reads);
+      count_reads(im.body, reads);
+      for (auto it = only_written.begin(); it != only_written.end();)
+        it = reads[*it] ? only_written.erase(it) : std::next(it);
+      std::vector<Hoisted> logged;
+      for (const Hoisted& h : hs)
+        if (!only_written.count(h.arr)) logged.push_back(h);
+      prelog(rl, logged, k0, e0);
+      for (int r : copy)
+        if (!only_written.count(r)) snapshot_once(r);
+      for (int r : only_written) {
+        llvm::BasicBlock* undo = llvm::BasicBlock::Create(ctx, "shared_memory", fn);
+        llvm::BasicBlock* own = llvm::BasicBlock::Create(ctx, "own_memory", fn);
+        llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "undo_planned", fn);
+        b.CreateCondBr(shares_memory(r), undo, own, unlikely());
+        b.SetInsertPoint(undo);
+        std::vector<Hoisted> mine;
+        for (const Hoisted& h : hs)
+          if (h.arr == r) mine.push_back(h);
+        prelog(rl, mine, k0, e0);
+        if (copy.count(r)) snapshot_once(r);
+        b.CreateBr(next);
+        // Its own memory: marked as copied, so the loops inside log nothing of it.
+        b.SetInsertPoint(own);
+        llvm::Value*& flag = snapped[r];
+        if (!flag) {
+          llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+          flag = e.CreateAlloca(i1);
+          e.CreateStore(e.getFalse(), flag);
+        }
+        b.CreateStore(b.getTrue(), flag);
+        b.CreateBr(next);
+        b.SetInsertPoint(next);
+      }
     }
     b.CreateBr(chunk);
+  }
+
+  // Per register, the uses of its variable other than as the array of an
+  // element write assigned back to it (x = setitem(x, v, i) counts none).
+  void count_reads(const FNode& n, std::vector<int>& reads) {
+    if (n.op == Op::Var) {
+      ++reads[n.reg];
+      return;
+    }
+    if (n.op == Op::Assign && n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
+        n.kids[0].kids[0].reg == n.reg) {
+      for (size_t q = 1; q < n.kids[0].kids.size(); ++q) count_reads(n.kids[0].kids[q], reads);
+      return;
+    }
+    for (const FNode& k : n.kids) count_reads(k, reads);
+  }
+
+  // True when the elements of array register `r` may share memory with
+  // those of another array register (by the bytes they span).
+  llvm::Value* shares_memory(int r) {
+    auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) {
+      const ArrEntry& e = arrays[regs[q].a];
+      llvm::Value* neg = b.getInt64(0);
+      llvm::Value* pos = b.getInt64(0);
+      for (int d = 0; d < e.nd; ++d) {
+        llvm::Value* reach = b.CreateMul(b.CreateSub(arr_shape[q][d], b.getInt64(1)), arr_stride[q][d]);
+        neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+        pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+      }
+      const int64_t size = dtype_size(e.dt);
+      llvm::Value* base = b.CreatePtrToInt(arr_base[q], i64);
+      lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
+      hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
+    };
+    if (!arrays[regs[r].a].indexable) return b.getTrue();
+    llvm::Value *lo, *hi;
+    span(r, lo, hi);
+    llvm::Value* shared = b.getFalse();
+    for (size_t q = 0; q < regs.size(); ++q) {
+      if (static_cast<int>(q) == r || kind[q] != Reg::Arr || !arr_base[q]) continue;
+      if (!arrays[regs[q].a].indexable) return b.getTrue();
+      llvm::Value *qlo, *qhi;
+      span(static_cast<int>(q), qlo, qhi);
+      shared = b.CreateOr(shared, b.CreateAnd(b.CreateICmpULT(lo, qhi), b.CreateICmpULT(qlo, hi)));
+    }
+    return shared;
   }
 
   // ---- the function
@@ -2185,10 +2310,8 @@ struct Gen {
     b.CreateCondBr(cond(im.cond), body, done);
     b.SetInsertPoint(body);
     loops.push_back({top, done, nullptr, nullptr});
-    CV v = eval(im.body);
+    body_turn();
     loops.pop_back();
-    b.CreateStore(kind_of(v), last_k);
-    b.CreateStore(to_payload(v), last_p);
     b.CreateBr(top);
 
     auto exit_with = [&](llvm::BasicBlock* bb, int code) {
@@ -2219,168 +2342,6 @@ struct Gen {
     }
   }
 };
-
-}  // namespace
-
-namespace {
-
-// ---- the disk cache of compiled loops (docs/runtime.md, "Compile cache").
-// An entry is one file, <dir>/native/<key>.o, its key the SHA-1 of the
-// unoptimised IR (the loop's operations typed by its signature), tessera's
-// and LLVM's versions, the code format and the CPU (name and features):
-//   "TESSERA-NATIVE01" | key (20 bytes) | size (8, little-endian) |
-//   SHA-1 of key + object (20) | object (size bytes)
-// Files are untrusted: opened without following links, regular files only,
-// the size checked against the file's before anything is allocated, the key
-// and the content's hash checked before the object is used; anything else
-// is recompiled (and the entry written again: a temporary file in the same
-// folder, then renamed over it).
-
-constexpr char kMagic[17] = "TESSERA-NATIVE01";
-constexpr size_t kHeader = 16 + 20 + 8 + 20;
-constexpr int64_t kMaxObject = int64_t{64} << 20;
-#ifndef TESSERA_VERSION_STRING
-#define TESSERA_VERSION_STRING "0.1.0"
-#endif
-
-using Digest = std::array<uint8_t, 20>;
-
-Digest sha1(const std::string& a, const std::string& b = "") {
-  llvm::SHA1 h;
-  h.update(llvm::StringRef(a));
-  h.update(llvm::StringRef(b));
-  Digest d;
-  const auto r = h.final();
-  std::memcpy(d.data(), r.data(), 20);
-  return d;
-}
-
-std::string hex(const Digest& d) {
-  static const char* x = "0123456789abcdef";
-  std::string s;
-  for (uint8_t c : d) {
-    s += x[c >> 4];
-    s += x[c & 15];
-  }
-  return s;
-}
-
-// TESSERA_CACHE_DIR (empty or "0": no cache), else $HOME/.cache/tessera.
-std::string cache_dir() {
-  const char* e = std::getenv("TESSERA_CACHE_DIR");
-  std::string d;
-  if (e) {
-    d = e;
-    if (d.empty() || d == "0") return "";
-  } else {
-    const char* home = std::getenv("HOME");
-    if (!home || !*home) return "";
-    d = std::string(home) + "/.cache/tessera";
-  }
-  return d + "/native";
-}
-
-// The cache holds machine code this process will run: only a folder of
-// this user's that no one else may write into (as ssh requires of ~/.ssh)
-// is read or written; any other is no cache at all.
-bool private_dir(const std::string& d) {
-  struct stat st;
-  return ::lstat(d.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
-         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-}
-
-bool make_dirs(const std::string& d) {
-  for (size_t at = 1; at <= d.size(); ++at) {
-    if (at < d.size() && d[at] != '/') continue;
-    const std::string part = d.substr(0, at);
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
-  }
-  return private_dir(d);
-}
-
-// The object of entry `key`, or empty with the reason in `why`.
-std::string cache_read(const std::string& path, const Digest& key, std::string& why) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    why = errno == ENOENT ? "no entry" : errno == ELOOP ? "the entry is a symbolic link" : "unreadable";
-    return "";
-  }
-  std::string out;
-  struct stat st;
-  char head[kHeader];
-  int64_t size = -1;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-  } else if (st.st_size < static_cast<off_t>(kHeader) ||
-             ::read(fd, head, kHeader) != static_cast<ssize_t>(kHeader)) {
-    why = "truncated header";
-  } else if (std::memcmp(head, kMagic, 16) != 0) {
-    why = "not a tessera native entry (or another format)";
-  } else if (std::memcmp(head + 16, key.data(), 20) != 0) {
-    why = "the key differs";
-  } else {
-    uint64_t u = 0;
-    for (int k = 0; k < 8; ++k) u |= uint64_t{static_cast<uint8_t>(head[36 + k])} << (8 * k);
-    size = u > static_cast<uint64_t>(kMaxObject) ? -1 : static_cast<int64_t>(u);
-    if (size < 0 || st.st_size != static_cast<off_t>(kHeader + static_cast<size_t>(size))) {
-      why = "the size in the header is not the file's";
-    } else {
-      out.resize(static_cast<size_t>(size));
-      size_t got = 0;
-      while (got < out.size()) {
-        const ssize_t r = ::read(fd, out.data() + got, out.size() - got);
-        if (r <= 0) break;
-        got += static_cast<size_t>(r);
-      }
-      const std::string k(reinterpret_cast<const char*>(key.data()), 20);
-      if (got != out.size()) {
-        why = "truncated object";
-        out.clear();
-      } else if (std::memcmp(sha1(k, out).data(), head + 44, 20) != 0) {
-        why = "the content's hash differs (corrupt)";
-        out.clear();
-      }
-    }
-  }
-  ::close(fd);
-  return out;
-}
-
-void cache_write(const std::string& dir, const std::string& path, const Digest& key,
-                 const std::string& obj, std::string& why) {
-  if (!make_dirs(dir)) {
-    why += "; no cache: " + dir +
-           " could not be made, or is not a folder of this user's that only this user may "
-           "write into";
-    return;
-  }
-  std::string head(kMagic, 16);
-  const std::string k(reinterpret_cast<const char*>(key.data()), 20);
-  head += k;
-  for (int b = 0; b < 8; ++b) head += static_cast<char>((uint64_t{obj.size()} >> (8 * b)) & 255);
-  const Digest h = sha1(k, obj);
-  head.append(reinterpret_cast<const char*>(h.data()), 20);
-  std::string tmp = dir + "/.tmp-XXXXXX";
-  const int fd = ::mkstemp(tmp.data());  // O_EXCL: never a file planted there
-  if (fd < 0) {
-    why += "; could not write in " + dir;
-    return;
-  }
-  bool ok = true;
-  for (const std::string* part : {static_cast<const std::string*>(&head), &obj}) {
-    size_t done = 0;
-    while (ok && done < part->size()) {
-      const ssize_t r = ::write(fd, part->data() + done, part->size() - done);
-      if (r <= 0) ok = false;
-      else done += static_cast<size_t>(r);
-    }
-  }
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    why += "; could not write " + path;
-  }
-}
 
 }  // namespace
 
@@ -2452,14 +2413,9 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       return code;
     }
   }
-  const std::string dir = cache_dir();
-  const std::string path = dir.empty() ? "" : dir + "/" + hex(key) + ".o";
-  std::string obj;
-  std::string note = dir.empty() ? "off (TESSERA_CACHE_DIR)" : "";
-  if (!dir.empty()) {
-    if (private_dir(dir)) obj = cache_read(path, key, note);
-    else note = "no entry";  // made (or refused, saying why) when written below
-  }
+  const NativeCache cache(key);
+  std::string note;
+  std::string obj = cache.load(note);
   code->from_cache = !obj.empty();
   if (obj.empty()) {
     mod->getFunction("tessera_loop")->setName(name);
@@ -2506,7 +2462,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       pm.run(*mod);
     }
     obj.assign(buf.data(), buf.size());
-    if (!dir.empty()) cache_write(dir, path, key, obj, note);
+    cache.store(obj, note);
   }
   std::lock_guard<std::mutex> lock(j.mu);
   if (auto it = j.loaded.find(name); it != j.loaded.end()) {

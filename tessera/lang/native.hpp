@@ -69,6 +69,8 @@ struct NativeCtx {
   Reg last;                             // in and out: the loop's value so far
   void* const* helpers;                 // native_helpers(): the functions the code calls
   const volatile void* interrupt;       // interrupt_flag_address()
+  int64_t draws;                        // in and out: np.random.random() draws made
+  int64_t draws_at_turn;  // out: the draws before the turn that returned kNativeBail
 };
 
 // What a native loop function returns.

@@ -1095,7 +1095,7 @@ Future<Value> IfNode::branch(const FramePtr& frame, const Future<Value>& cond) c
 Future<Value> WhileNode::eval(const FramePtr& frame) const {
   Value last;
   if (fast_loops_enabled() && !trace::on()) {
-    std::call_once(fast_once_, [this] { fast_ = FastLoop::compile(*this); });
+    std::call_once(fast_once_, [this, &frame] { fast_ = FastLoop::compile(*this, *frame); });
     // The loop on registers while it stays scalar code; where it stops (an
     // error to report, a value of another kind) the general evaluation goes
     // on from that turn.

@@ -182,6 +182,8 @@ class PrimitiveCallNode : public Node {
 
 // A call of a function value: f(args) where f is a variable or expression.
 class CallNode : public Node {
+  friend class FastLoop;
+
  public:
   CallNode(SourceLoc loc, NodePtr callee, std::vector<NodePtr> args,
            std::vector<std::string> names);

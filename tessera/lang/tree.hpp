@@ -287,6 +287,7 @@ class Closure : public Callable {
       : code_(std::move(code)), env_(std::move(env)), defaults_(std::move(defaults)) {}
   std::string name() const override { return code_->name; }
   const FunctionCode& code() const { return *code_; }
+  const std::shared_ptr<const FunctionCode>& code_ptr() const { return code_; }
   // The frame the function closes over (null only for a weak closure whose
   // frame is gone, which cannot be observed: weak closures live in that frame).
   FramePtr env() const { return env_ ? env_ : weak_env_.lock(); }

@@ -7,6 +7,7 @@ interpreter gives (TESSERA_NATIVE=0) and the general evaluation gives
 and 2 threads. TESSERA_FAST_LOOPS=debug must say that these loops were
 compiled, so the tests cannot pass by never running native code."""
 
+import json
 import math
 import os
 import subprocess
@@ -438,7 +439,152 @@ def stale_index(x, out):
     return out
 
 
+# Calls of other functions inside loops (compiled inline: their operations in
+# the loop's code, their locals in registers of their own).
+def _sq(v):
+    return v * v
+
+
+def _clip(v, hi):
+    w = v
+    if w > hi:
+        w = hi
+    return w + 0.5 * _sq(w)
+
+
+def _row_dot(a, b, i):
+    s = 0.0
+    for j in range(a.shape[1]):
+        s += a[i, j] * b[j]
+    return s
+
+
+def _bump(out, i, v):
+    out[i] += v
+    out[i + 1] -= 0.5 * v
+
+
+def _shifted(x, i):
+    return x[i + 1] - x[i]
+
+
+def helper_scalars(x):
+    s = 0.0
+    for i in range(len(x)):
+        s += _sq(x[i]) - _clip(x[i], 1.5)
+    return s
+
+
+def helper_arrays(a, b, out):
+    for i in range(a.shape[0] - 1):
+        _bump(out, i, _row_dot(a, b, i))
+    return out
+
+
+def helper_index_error(x, n):
+    d = 0.0
+    for i in range(n):
+        d += _shifted(x, i)
+        x[i] = d
+    return d
+
+
+def helper_int_kinds(a):
+    t = 0
+    for i in range(len(a)):
+        t += _sq(a[i]) + _sq(i)
+    return t
+
+
+def _log_density(x):
+    return -0.5 * x * x
+
+
+def metropolis(n, step):
+    chain = np.empty(n)
+    x = 0.0
+    for i in range(n):
+        proposal = x + step * (2.0 * np.random.random() - 1.0)
+        if np.log(np.random.random()) < _log_density(proposal) - _log_density(x):
+            x = proposal
+        chain[i] = x
+    return chain
+
+
+def _neg(v):
+    return -v
+
+
+def helper_rebound(x):
+    # The inner loop is compiled with the function `h` holds at its first
+    # run; when `h` holds another, it goes the general way.
+    s = 0.0
+    for k in range(3):
+        if k == 1:
+            h = _neg
+        else:
+            h = _sq
+        for i in range(len(x)):
+            s += h(x[i])
+    return s
+
+
+def _maybe_unset(v):
+    if v > 0:
+        w = 1.0
+    return w
+
+
+def helper_unset_local(x):
+    # _maybe_unset reads w unassigned when v <= 0: the general path's error,
+    # not the value an earlier call left (the function is not inlined).
+    s = 0.0
+    for i in range(len(x)):
+        s += _maybe_unset(x[i])
+    return s
+
+
+def gather_then_fail(x, idx, n):
+    # x[idx[i]] is checked in the turn (not provable before the loop): the
+    # turn past the end stops the native code after turns that wrote x.
+    d = 0.0
+    for i in range(n):
+        d += x[idx[i]] - x[i]
+        x[i] = d
+    return d
+
+
+def sqrt_nest(X, out):
+    # out is only written: when np.sqrt meets a negative (the general path's
+    # NaN and warning), the turns redone write the same values into it, so
+    # it is not copied before the nest, unless its memory is X's.
+    n = X.shape[0]
+    for i in range(n):
+        for j in range(n):
+            out[i, j] = np.sqrt(X[i, 0] - X[j, 1])
+    return out
+
+
+def draws_then_fail(x, idx, n):
+    # Draws in turns stopped by the check of x[i] before the loop
+    # (kNativeBailCall) or of x[idx[i]] in the turn (kNativeBail): the
+    # general evaluation redraws the same numbers.
+    s = 0.0
+    for i in range(n):
+        s += np.random.random() + x[i] * x[idx[i]]
+    return s, np.random.random()
+
+
 CASES = [
+    (helper_scalars, (np.linspace(-3.0, 3.0, 200),)),
+    (helper_arrays, (np.arange(30.0).reshape(6, 5) % 4, np.linspace(1.0, 2.0, 5), np.zeros(6))),
+    (helper_index_error, (np.arange(50.0) ** 2, 49)),
+    (helper_index_error, (np.arange(50.0) ** 2, 50)),
+    (helper_int_kinds, (np.arange(-20, 30, dtype=np.int64),)),
+    (helper_rebound, (np.linspace(-2.0, 2.0, 100),)),
+    (gather_then_fail, (np.arange(50.0) ** 2, np.arange(1, 51), 50)),
+    (sqrt_nest, (np.linspace(1.0, 3.0, 60).reshape(30, 2), np.zeros((30, 30)))),
+    (sqrt_nest, (np.linspace(1.0, 3.0, 60).reshape(30, 2), np.zeros((30, 30)).T)),
     (pairwise, (np.arange(24.0).reshape(6, 4) ** 0.5,)),
     (edit_distance, (np.array([1, 2, 3, 1, 0, 2, 2]), np.array([2, 3, 1, 1, 2]))),
     (triangle, (np.arange(9.0) ** 2, np.zeros((9, 9)))),
@@ -485,6 +631,10 @@ EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int6
          (int_writes_then_zero, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),
                                  np.zeros(302, dtype=np.int64))),
          (int_overflow, (100,)),
+         (helper_unset_local, (np.array([1.0, -1.0, 2.0] * 30),)),
+         (metropolis, (3000, 0.8)),
+         (draws_then_fail, (np.ones(400), np.arange(400), 401)),
+         (draws_then_fail, (np.ones(400), np.arange(400) + 1, 400)),
          (powers, (np.linspace(-3.0, 3.0, 41), np.arange(-20, 21, dtype=np.int64) * 10**4))]
 
 
@@ -540,7 +690,7 @@ def test_index_error_names_the_line():
     x = np.zeros(300)
     with pytest.raises(IndexError) as e:
         tessera.jit(index_error_late)(x, 301)
-    assert "test_native_loops.py:141" in str(e.value)
+    assert f"test_native_loops.py:{index_error_late.__code__.co_firstlineno + 2}" in str(e.value)
     assert np.array_equal(x, np.arange(300) * 2.0)
 
 
@@ -623,3 +773,82 @@ def test_disk_cache_only_in_a_private_folder(tmp_path):
         folder.chmod(0o700)
     out, err, compiled, loaded = _cached_run(tmp_path)
     assert out == want and compiled == 0 and loaded == 1, err
+
+
+def test_helper_calls_compiled_natively_with_the_callees_errors():
+    """Loops calling other functions run as native code (the debug log says
+    so for their lines), give the general path's values and random stream,
+    and an index past the end inside the function called is an IndexError
+    naming the function's line, with the caller's array written up to it."""
+    code = ("import sys, numpy as np, tessera\n"
+            f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+            "import test_native_loops as t\n"
+            "print(repr(tessera.jit(t.helper_scalars)(np.linspace(-3.0, 3.0, 200))))\n"
+            "print(repr(tessera.jit(t.metropolis)(2000, 0.8).tolist()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, TESSERA_FAST_LOOPS="debug"))
+    assert r.returncode == 0, r.stderr
+    loops = {helper_scalars: helper_scalars.__code__.co_firstlineno + 2,
+             metropolis: metropolis.__code__.co_firstlineno + 3}
+    for f, at in loops.items():
+        assert any(f"test_native_loops.py:{at}: native code compiled" in line
+                   or f"test_native_loops.py:{at}: native code loaded" in line
+                   for line in r.stderr.splitlines()), (f.__name__, r.stderr)
+    general = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=600, env=dict(os.environ, TESSERA_FAST_LOOPS="0"))
+    assert general.returncode == 0, general.stderr
+    assert r.stdout == general.stdout
+    x = np.arange(50.0) ** 2
+    with pytest.raises(IndexError) as e:
+        tessera.jit(helper_index_error)(x, 50)
+    assert f"test_native_loops.py:{_shifted.__code__.co_firstlineno + 1}" in str(e.value)
+    d = np.cumsum(np.diff(np.arange(50.0) ** 2))
+    assert np.array_equal(x[:49], d)
+    assert x[49] == 49.0 ** 2
+
+
+
+def test_a_turn_stopped_inside_keeps_the_turns_before():
+    """A native turn that stops on a checked index (kNativeBail) leaves the
+    arrays as the turns before it wrote them, and the general evaluation
+    goes on from that turn, not from the call's start (it used to redo
+    those turns on the written array)."""
+    x = np.arange(50.0) ** 2
+    with pytest.raises(IndexError) as e:
+        tessera.jit(gather_then_fail)(x, np.arange(1, 51), 50)
+    assert f"test_native_loops.py:{gather_then_fail.__code__.co_firstlineno + 5}" in str(e.value)
+    want = np.arange(50.0) ** 2
+    with pytest.raises(IndexError):
+        gather_then_fail(want, np.arange(1, 51), 50)
+    assert np.array_equal(x, want)
+
+
+def test_an_only_written_array_shared_with_a_read_one_is_undone():
+    """The nest writes `out`, which is X itself: its memory is read, so its
+    old values are kept before the nest and a bail (np.sqrt of a negative)
+    redoes the turns from them, as Python reads what earlier turns wrote."""
+    for native in ("1", "0"):
+        code = ("import json, sys, numpy as np, tessera, warnings\n"
+                "warnings.simplefilter('ignore')\n"
+                f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+                "import test_native_loops as t\n"
+                "X = np.linspace(3.0, 1.0, 900).reshape(30, 30)\n"
+                "print(json.dumps(tessera.jit(t.sqrt_nest)(X, X).tolist()))\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=600, env=dict(os.environ, TESSERA_NATIVE=native,
+                                                 TESSERA_FAST_LOOPS="debug"))
+        assert r.returncode == 0, r.stderr
+        X = np.linspace(3.0, 1.0, 900).reshape(30, 30)
+        with np.errstate(invalid="ignore"):
+            want = sqrt_nest(X, X)
+        got = np.array(json.loads(r.stdout))
+        np.testing.assert_array_equal(got, want)
+        if native == "1":
+            assert "native code returned 4" in r.stderr, r.stderr
+
+
+def test_helper_reading_an_unassigned_local_raises():
+    with pytest.raises(ValueError) as e:
+        tessera.jit(helper_unset_local)(np.array([1.0, -1.0, 2.0] * 30))
+    assert f"test_native_loops.py:{_maybe_unset.__code__.co_firstlineno + 3}" in str(e.value)
+    assert tessera.jit(helper_unset_local)(np.ones(90)) == 90.0
