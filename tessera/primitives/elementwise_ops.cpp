@@ -213,6 +213,11 @@ Array cast_array(const Array& a, DType dtype) {
   return out;
 }
 
+Array cast_array(Array&& a, DType dtype) {
+  if (a.dtype() == dtype) return std::move(a);
+  return cast_array(static_cast<const Array&>(a), dtype);
+}
+
 Value cast_value(const Value& v, DType dtype, const char* opname) {
   if (v.is_scalar()) {
     switch (dtype) {
