@@ -11,7 +11,7 @@ Four operations, as NumPy users write them: ``a + b``, ``a * b + c``,
 - "call": one operation per call of a one-line function (tessera's whole call
   from Python, the argument conversion and the hand-over to a worker included).
 
-Prints microseconds per operation (median of ``--rounds`` interleaved rounds),
+Prints microseconds of CPU time per operation (median of ``--rounds`` interleaved rounds),
 the ratio tessera / NumPy (below 1: tessera faster), the machine, the thread
 count and tessera's SIMD level (``--simd`` runs each level the CPU has).
 
@@ -85,17 +85,19 @@ def operations(n, reps):
     ]
 
 
+# CPU time of the process (all its threads), not wall time: on a shared
+# machine other jobs' load then counts less (the docs' figures use it too).
 def per_op_us(fn, args, count):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     fn(*args)
-    return 1e6 * (time.perf_counter() - t0) / count
+    return 1e6 * (time.process_time() - t0) / count
 
 
 def per_call_us(fn, args, calls):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for _ in range(calls):
         fn(*args)
-    return 1e6 * (time.perf_counter() - t0) / calls
+    return 1e6 * (time.process_time() - t0) / calls
 
 
 def race(n, reps, rounds, calls):
@@ -144,7 +146,7 @@ def main():
         levels = ["sse2 (a build without SIMD dispatch)"]
     print(machine_line())
     print(f"tessera threads: {tessera.num_threads()}; NumPy {np.__version__} (1 thread); "
-          f"widest SIMD here: {best}; medians of {args.rounds} interleaved rounds")
+          f"widest SIMD here: {best}; CPU time, medians of {args.rounds} interleaved rounds")
     sizes = [int(s) for s in args.sizes.split(",")]
     for level in levels:
         if has_levels:

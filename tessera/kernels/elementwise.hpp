@@ -342,11 +342,17 @@ inline T float_mod(T a, T b) {
 // The float binary functions (T float or double), written once for the
 // array kernels and fused expressions (fused.hpp), so both give the same
 // bits. power's scalar-exponent shortcuts are the kernels' (pow_shortcut).
+//
+// x + y and x * y of two NaNs is one of them, and which one x86 returns is
+// the first operand of the instruction, an order the compiler may choose
+// (both operations commute), differently per loop and per SIMD level: a NaN
+// x is therefore returned (quieted, as x + x) explicitly, so that every
+// kernel, fused loop and SIMD level gives the same NaN.
 template <BinaryOp Op, class T>
 inline T float_binary(T x, T y) {
-  if constexpr (Op == BinaryOp::add) return x + y;
+  if constexpr (Op == BinaryOp::add) return x != x ? x + x : x + y;
   if constexpr (Op == BinaryOp::subtract) return x - y;
-  if constexpr (Op == BinaryOp::multiply) return x * y;
+  if constexpr (Op == BinaryOp::multiply) return x != x ? x + x : x * y;
   if constexpr (Op == BinaryOp::divide) return x / y;
   if constexpr (Op == BinaryOp::floor_divide) return float_floor_divide(x, y);
   if constexpr (Op == BinaryOp::mod) return float_mod(x, y);
