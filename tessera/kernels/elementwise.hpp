@@ -350,9 +350,17 @@ inline T float_mod(T a, T b) {
 // kernel, fused loop and SIMD level gives the same NaN.
 template <BinaryOp Op, class T>
 inline T float_binary(T x, T y) {
-  if constexpr (Op == BinaryOp::add) return x != x ? x + x : x + y;
+  // Both computed unconditionally: a select of two values vectorises, a
+  // branch around a floating-point operation does not (it may trap).
+  if constexpr (Op == BinaryOp::add) {
+    const T r = x + y, nan_x = x + x;
+    return x != x ? nan_x : r;
+  }
   if constexpr (Op == BinaryOp::subtract) return x - y;
-  if constexpr (Op == BinaryOp::multiply) return x != x ? x + x : x * y;
+  if constexpr (Op == BinaryOp::multiply) {
+    const T r = x * y, nan_x = x + x;
+    return x != x ? nan_x : r;
+  }
   if constexpr (Op == BinaryOp::divide) return x / y;
   if constexpr (Op == BinaryOp::floor_divide) return float_floor_divide(x, y);
   if constexpr (Op == BinaryOp::mod) return float_mod(x, y);
