@@ -41,7 +41,8 @@ _core._take_job_key()
 _os.environ.pop("TESSERA_JOB_KEY", None)
 from ._core import (CompileError, Program, call_primitive, conv_winograd, deterministic,
                     memory_stats, num_threads, release_cached_memory, reset_peak_memory,
-                    set_conv_winograd, set_deterministic, set_num_threads)
+                    set_conv_winograd, set_deterministic, set_num_threads, set_simd_level,
+                    simd_best, simd_level)
 from .jit import UnsupportedError, is_eager, jit, set_eager
 from .autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from . import data, distributed, nn, optim, resilience, trace
@@ -72,6 +73,9 @@ __all__ = [
     "set_deterministic",
     "set_eager",
     "set_num_threads",
+    "set_simd_level",
+    "simd_best",
+    "simd_level",
     "trace",
     "value_and_grad",
     "vjp",

@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/distributed/locality.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/io.hpp"
 #include "tessera/lang/compiler.hpp"
 #include "tessera/lang/program.hpp"
@@ -247,6 +248,13 @@ int main(int argc, char** argv) {
   }
   if (args[0] == "--version" || args[0] == "version") {
     std::printf("tessera %s\n", kVersion);
+    try {
+      std::printf("simd: %s (widest on this CPU: %s)\n", tessera::simd_name(tessera::simd_level()),
+                  tessera::simd_name(tessera::simd_best()));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ValueError: %s\n", e.what());
+      return 1;
+    }
     return 0;
   }
   std::string cmd = args[0];

@@ -115,6 +115,40 @@ DType unary_out_dtype(UnaryOp op, DType compute);
 // "[op] operands could not be broadcast together: shapes (2, 3) and (4,)".
 Shape broadcast_shapes(const std::vector<Shape>& shapes, const char* op);
 
+// A few int64 values kept inside the object: a layout's merged dimensions
+// are rarely more than a handful, and an operation on 1,000 elements should
+// not pay a heap allocation for each of its dims and strides. Longer ones
+// move to the heap.
+class DimVec {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t* data() { return heap_.empty() ? inline_ : heap_.data(); }
+  const int64_t* data() const { return heap_.empty() ? inline_ : heap_.data(); }
+  int64_t& operator[](size_t i) { return data()[i]; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  int64_t& back() { return data()[n_ - 1]; }
+  int64_t back() const { return data()[n_ - 1]; }
+  friend bool operator==(const DimVec& a, const std::vector<int64_t>& b) {
+    return std::equal(a.data(), a.data() + a.size(), b.begin(), b.end());
+  }
+  void push_back(int64_t v) {
+    if (heap_.empty() && n_ < kInline) {
+      inline_[n_++] = v;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_, inline_ + n_);
+    heap_.push_back(v);
+    ++n_;
+  }
+
+ private:
+  static constexpr size_t kInline = 6;
+  int64_t inline_[kInline] = {};
+  size_t n_ = 0;
+  std::vector<int64_t> heap_;  // all the values once there are more than kInline
+};
+
 // N operands broadcast to one output: per-operand element strides (0 along
 // broadcast dimensions), with adjacent dimensions merged where every operand
 // allows it, so equal shapes and scalar operands become one flat loop.
@@ -122,39 +156,42 @@ template <size_t N>
 struct Broadcast {
   Shape out_shape;
   int64_t size = 1;
-  std::vector<int64_t> dims;
-  std::array<std::vector<int64_t>, N> strides;
+  DimVec dims;
+  std::array<DimVec, N> strides;
 };
 
 // Builds the layout of N operands of the given shapes (throws as broadcast_shapes).
 template <size_t N>
-Broadcast<N> make_broadcast(const std::array<Shape, N>& shapes, const char* op) {
+Broadcast<N> make_broadcast(const std::array<const Shape*, N>& shape_of, const char* op) {
   Broadcast<N> b;
+  auto shapes = [&](size_t k) -> const Shape& { return *shape_of[k]; };
   // The common case, operands of one shape or 0-d scalars, without the general
   // construction's temporaries (its per-call cost shows on 1,000-element arrays).
   // The layout is the one the general code reaches: one run of every element.
   const Shape* full_shape = nullptr;
   bool simple = true;
   for (size_t k = 0; k < N && simple; ++k) {
-    if (shapes[k].empty()) continue;
-    if (!full_shape) full_shape = &shapes[k];
-    simple = shapes[k] == *full_shape;
+    if (shapes(k).empty()) continue;
+    if (!full_shape) full_shape = &shapes(k);
+    simple = shapes(k) == *full_shape;
   }
   if (simple) {
     if (full_shape) b.out_shape = *full_shape;
     b.size = shape_size(b.out_shape, op);
     if (std::any_of(b.out_shape.begin(), b.out_shape.end(), [](int64_t e) { return e != 1; })) {
       b.dims.push_back(b.size);
-      for (size_t k = 0; k < N; ++k) b.strides[k].push_back(shapes[k].empty() ? 0 : 1);
+      for (size_t k = 0; k < N; ++k) b.strides[k].push_back(shapes(k).empty() ? 0 : 1);
     }
     return b;
   }
-  b.out_shape = broadcast_shapes(std::vector<Shape>(shapes.begin(), shapes.end()), op);
+  std::vector<Shape> all;
+  for (size_t k = 0; k < N; ++k) all.push_back(shapes(k));
+  b.out_shape = broadcast_shapes(all, op);
   b.size = shape_size(b.out_shape, op);
   const int nd = static_cast<int>(b.out_shape.size());
   std::array<std::vector<int64_t>, N> full;
   for (size_t k = 0; k < N; ++k) {
-    const Shape& s = shapes[k];
+    const Shape& s = shapes(k);
     full[k].assign(nd, 0);
     int64_t stride = 1;
     int off = nd - static_cast<int>(s.size());
@@ -182,6 +219,14 @@ Broadcast<N> make_broadcast(const std::array<Shape, N>& shapes, const char* op) 
   return b;
 }
 
+// The same, for shapes given by value.
+template <size_t N>
+Broadcast<N> make_broadcast(const std::array<Shape, N>& shapes, const char* op) {
+  std::array<const Shape*, N> p;
+  for (size_t k = 0; k < N; ++k) p[k] = &shapes[k];
+  return make_broadcast<N>(p, op);
+}
+
 // Calls run(offsets, out_pos, len, inner_strides) for each contiguous run of
 // output elements in [begin, end): operand k's elements are at
 // offsets[k] + i * inner_strides[k] for i in [0, len).
@@ -194,7 +239,8 @@ void for_each_run(const Broadcast<N>& b, int64_t begin, int64_t end, Run&& run) 
     run(off, begin, end - begin, inner);
     return;
   }
-  std::vector<int64_t> idx(nd);
+  DimVec idx;
+  for (int d = 0; d < nd; ++d) idx.push_back(0);
   int64_t rem = begin;
   for (int d = nd - 1; d >= 0; --d) {
     idx[d] = rem % b.dims[d];
@@ -296,11 +342,25 @@ inline T float_mod(T a, T b) {
 // The float binary functions (T float or double), written once for the
 // array kernels and fused expressions (fused.hpp), so both give the same
 // bits. power's scalar-exponent shortcuts are the kernels' (pow_shortcut).
+//
+// x + y and x * y of two NaNs is one of them, and which one x86 returns is
+// the first operand of the instruction, an order the compiler may choose
+// (both operations commute), differently per loop and per SIMD level: a NaN
+// x is therefore returned (quieted, as x + x) explicitly, so that every
+// kernel, fused loop and SIMD level gives the same NaN.
 template <BinaryOp Op, class T>
 inline T float_binary(T x, T y) {
-  if constexpr (Op == BinaryOp::add) return x + y;
+  // Both computed unconditionally: a select of two values vectorises, a
+  // branch around a floating-point operation does not (it may trap).
+  if constexpr (Op == BinaryOp::add) {
+    const T r = x + y, nan_x = x + x;
+    return x != x ? nan_x : r;
+  }
   if constexpr (Op == BinaryOp::subtract) return x - y;
-  if constexpr (Op == BinaryOp::multiply) return x * y;
+  if constexpr (Op == BinaryOp::multiply) {
+    const T r = x * y, nan_x = x + x;
+    return x != x ? nan_x : r;
+  }
   if constexpr (Op == BinaryOp::divide) return x / y;
   if constexpr (Op == BinaryOp::floor_divide) return float_floor_divide(x, y);
   if constexpr (Op == BinaryOp::mod) return float_mod(x, y);

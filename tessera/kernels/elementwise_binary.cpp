@@ -6,10 +6,31 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/kernels/simd.hpp"
 
 namespace tessera::kernels {
 
 namespace {
+
+// One contiguous run: o[i] = f(x[i * sx], y[i * sy]), with flat loops for the
+// contiguous and scalar-operand cases (the ones the compiler vectorises).
+template <class T, class O, class F>
+struct BinaryLoop {
+  [[gnu::always_inline]] static inline void run(const T* x, int64_t sx, const T* y, int64_t sy,
+                                                O* o, int64_t len, F f) {
+    if (sx == 1 && sy == 1) {
+      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i], y[i]);
+    } else if (sx == 0 && sy == 1) {
+      const T s = x[0];
+      for (int64_t i = 0; i < len; ++i) o[i] = f(s, y[i]);
+    } else if (sx == 1 && sy == 0) {
+      const T s = y[0];
+      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i], s);
+    } else {
+      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i * sx], y[i * sy]);
+    }
+  }
+};
 
 template <class T, class O, class F>
 void run_binary(const Broadcast<2>& layout, const Array& a, const Array& b, Array& out,
@@ -18,20 +39,7 @@ void run_binary(const Broadcast<2>& layout, const Array& a, const Array& b, Arra
   const T* pb = b.data<T>();
   O* po = out.data<O>();
   for_each_run(layout, begin, end, [&](const auto& off, int64_t pos, int64_t len, const auto& st) {
-    const T* x = pa + off[0];
-    const T* y = pb + off[1];
-    O* o = po + pos;
-    if (st[0] == 1 && st[1] == 1) {
-      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i], y[i]);
-    } else if (st[0] == 0 && st[1] == 1) {
-      const T s = x[0];
-      for (int64_t i = 0; i < len; ++i) o[i] = f(s, y[i]);
-    } else if (st[0] == 1 && st[1] == 0) {
-      const T s = y[0];
-      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i], s);
-    } else {
-      for (int64_t i = 0; i < len; ++i) o[i] = f(x[i * st[0]], y[i * st[1]]);
-    }
+    simd_call<BinaryLoop<T, O, F>>(pa + off[0], st[0], pb + off[1], st[1], po + pos, len, f);
   });
 }
 

@@ -7,16 +7,22 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/kernels/simd.hpp"
 
 namespace tessera::kernels {
 
 namespace {
 
 template <class T, class O, class F>
+struct UnaryLoop {
+  [[gnu::always_inline]] static inline void run(const T* x, O* o, int64_t n, F f) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+  }
+};
+
+template <class T, class O, class F>
 void run_unary(const Array& x, Array& out, int64_t begin, int64_t end, F f) {
-  const T* px = x.data<T>();
-  O* po = out.data<O>();
-  for (int64_t i = begin; i < end; ++i) po[i] = f(px[i]);
+  simd_call<UnaryLoop<T, O, F>>(x.data<T>() + begin, out.data<O>() + begin, end - begin, f);
 }
 
 template <class T>

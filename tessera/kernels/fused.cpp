@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/runtime/parallel.hpp"
 
 namespace tessera::kernels {
@@ -89,25 +90,37 @@ struct Operand {
 };
 
 template <class T, class F>
-Operand<T> apply_binary(const Operand<T>& x, const Operand<T>& y, T* dst, int64_t n, F f) {
-  if (x.p && y.p) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = f(x.p[i], y.p[i]);
-  } else if (x.p) {
-    const T s = y.v;
-    for (int64_t i = 0; i < n; ++i) dst[i] = f(x.p[i], s);
-  } else if (y.p) {
-    const T s = x.v;
-    for (int64_t i = 0; i < n; ++i) dst[i] = f(s, y.p[i]);
-  } else {
-    return Operand<T>{nullptr, f(x.v, y.v)};
+struct FusedBinaryLoop {
+  [[gnu::always_inline]] static inline void run(const T* x, const T* y, T sx, T sy, T* dst,
+                                                int64_t n, F f) {
+    if (x && y) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = f(x[i], y[i]);
+    } else if (x) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = f(x[i], sy);
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = f(sx, y[i]);
+    }
   }
+};
+
+template <class T, class F>
+struct FusedUnaryLoop {
+  [[gnu::always_inline]] static inline void run(const T* x, T* dst, int64_t n, F f) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = f(x[i]);
+  }
+};
+
+template <class T, class F>
+Operand<T> apply_binary(const Operand<T>& x, const Operand<T>& y, T* dst, int64_t n, F f) {
+  if (!x.p && !y.p) return Operand<T>{nullptr, f(x.v, y.v)};
+  simd_call<FusedBinaryLoop<T, F>>(x.p, y.p, x.v, y.v, dst, n, f);
   return Operand<T>{dst, T(0)};
 }
 
 template <class T, class F>
 Operand<T> apply_unary(const Operand<T>& x, T* dst, int64_t n, F f) {
   if (!x.p) return Operand<T>{nullptr, f(x.v)};
-  for (int64_t i = 0; i < n; ++i) dst[i] = f(x.p[i]);
+  simd_call<FusedUnaryLoop<T, F>>(x.p, dst, n, f);
   return Operand<T>{dst, T(0)};
 }
 

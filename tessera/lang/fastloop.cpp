@@ -513,8 +513,7 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
     st.new_bytes += static_cast<int64_t>(a.storage_bytes());
     if (st.new_bytes > kMaxNewBytes) throw BAIL;
   }
-  ArrEntry e;
-  e.array = a;
+  ArrEntry e{a};  // not a default Array first: that allocates a 0-d buffer
   e.base = static_cast<char*>(a.origin_raw());
   e.dt = a.dtype();
   e.nd = a.ndim();

@@ -213,6 +213,11 @@ Array cast_array(const Array& a, DType dtype) {
   return out;
 }
 
+Array cast_array(Array&& a, DType dtype) {
+  if (a.dtype() == dtype) return std::move(a);
+  return cast_array(static_cast<const Array&>(a), dtype);
+}
+
 Value cast_value(const Value& v, DType dtype, const char* opname) {
   if (v.is_scalar()) {
     switch (dtype) {
@@ -238,8 +243,8 @@ Array binary_array(BinaryOp op, const Array& a, const Array& b, const char* opna
   DType compute = kernels::binary_compute_dtype(op, promote(a.dtype(), b.dtype()), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
   Array x = cast_array(a, compute), y = cast_array(b, compute);
-  auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);
-  Array out(out_dtype, layout.out_shape);
+  auto layout = kernels::make_broadcast<2>({&x.shape(), &y.shape()}, opname);
+  Array out(out_dtype, std::move(layout.out_shape));
   parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {
     kernels::binary_range(op, layout, x, y, out, begin, end, opname);
   });
@@ -270,11 +275,12 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
     x = x.contiguous();
     y = y.contiguous();
   }
-  auto layout = kernels::make_broadcast<2>({x.shape(), y.shape()}, opname);
+  auto layout = kernels::make_broadcast<2>({&x.shape(), &y.shape()}, opname);
   const Shape& shape = layout.out_shape;
+  // A new result takes the layout's shape (moved: the kernel needs only its runs).
   Array out = reusable(x, out_dtype, shape)   ? x
               : reusable(y, out_dtype, shape) ? y
-                                              : Array(out_dtype, shape);
+                                              : Array(out_dtype, std::move(layout.out_shape));
   parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {
     kernels::binary_range(op, layout, x, y, out, begin, end, opname);
   });

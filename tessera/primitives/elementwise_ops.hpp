@@ -32,6 +32,8 @@ Array unary_array(UnaryOp op, const Array& x, const char* opname = nullptr);
 // Converts an array to `dtype` (NumPy casting), in tiles when large; returns
 // `a` itself when the dtype already matches.
 Array cast_array(const Array& a, DType dtype);
+// The same for an array the caller gives up: moved through when its dtype is already `dtype`.
+Array cast_array(Array&& a, DType dtype);
 
 // Converts a numeric Value to `dtype`: Python-like scalars stay scalars where a
 // scalar kind exists (bool, int, float), otherwise a 0-d array results.

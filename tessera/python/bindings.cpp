@@ -26,6 +26,7 @@
 #include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/simd.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -362,6 +363,21 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "deterministic", [] { return tessera::deterministic_tiling(); },
       "Whether deterministic tiling is on (set_deterministic, TESSERA_DETERMINISTIC=1).");
+  m.def(
+      "simd_level", [] { return std::string(tessera::simd_name(tessera::simd_level())); },
+      "The SIMD level of the elementwise and fused kernels: 'sse2', 'avx2' or 'avx512' (the "
+      "CPU's widest, or TESSERA_SIMD).");
+  m.def(
+      "simd_best", [] { return std::string(tessera::simd_name(tessera::simd_best())); },
+      "The widest SIMD level this CPU runs: 'sse2', 'avx2' or 'avx512'.");
+  m.def(
+      "set_simd_level",
+      [](const std::string& name) {
+        tessera::set_simd_level(tessera::simd_level_of(name.c_str(), "set_simd_level"));
+      },
+      py::arg("level"),
+      "Chooses the SIMD level of the elementwise and fused kernels ('sse2', 'avx2', 'avx512'; "
+      "ValueError for one this CPU lacks). Every level gives the same bits.");
   m.def(
       "set_conv_winograd", [](bool on) { tessera::kernels::set_conv_winograd(on); },
       py::arg("on"),
