@@ -146,6 +146,11 @@ inline Value named(const char* name, std::vector<CallArg> args) {
   return call_primitive(name, std::move(args));
 }
 
+// name(x, rest...): a primitive called with x first and the rest as given.
+inline Value named(const char* name, Value x, std::vector<CallArg> rest) {
+  rest.insert(rest.begin(), CallArg{"", std::move(x)});
+  return call_primitive(name, std::move(rest));
+}
 inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline const double kInf = std::numeric_limits<double>::infinity();
 

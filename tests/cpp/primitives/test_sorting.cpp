@@ -12,11 +12,6 @@ using namespace tessera::test;
 namespace {
 
 
-Value named(const char* op, Value x, std::vector<CallArg> rest) {
-  rest.insert(rest.begin(), CallArg{"", std::move(x)});
-  return call_primitive(op, std::move(rest));
-}
-
 // [[3, 1, 2, 1], [0, -2, 5, -2]]: ties in both rows.
 Array ties() { return i64({3, 1, 2, 1, 0, -2, 5, -2}, {2, 4}); }
 

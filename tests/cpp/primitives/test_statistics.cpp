@@ -25,11 +25,6 @@ Array arange3(DType dt = DType::float64) {
 // [[3, -1, 4], [1, -5, 9]] as int64.
 Array small_ints() { return i64({3, -1, 4, 1, -5, 9}, {2, 3}); }
 
-Value named(const char* op, Value x, std::vector<CallArg> rest) {
-  rest.insert(rest.begin(), CallArg{"", std::move(x)});
-  return call_primitive(op, std::move(rest));
-}
-
 // axis as a list value, e.g. axes({0, 2}).
 Value axes(std::vector<int64_t> v) {
   List l;
