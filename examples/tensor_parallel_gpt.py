@@ -61,8 +61,9 @@ def train(model):
 split, whole = gpt(tp), gpt(None)
 h_split, h_whole = train(split), train(whole)
 logits = split.layers[-1]
+attention = next(l for l in split.layers if isinstance(l, nn.ParallelMultiHeadAttention))
 print(f"rank {dist.rank()}: logits of classes {logits._span} of {len(chars)}, "
-      f"heads {split.layers[2]._span} of {HEADS}")
+      f"heads {attention._span} of {HEADS}")
 if dist.rank() == 0:
     for epoch in range(0, 10, 3):
         print(f"epoch {epoch + 1}: loss {h_split['loss'][epoch]:.6f} split over {tp.size}, "

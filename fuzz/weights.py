@@ -39,7 +39,7 @@ with atheris.instrument_imports(include=["tessera"]):
     import numpy as np
 
     from tessera import nn
-    from tessera.nn import checkpoints, saving
+    from tessera.nn import checkpoints, saving, weights_file
 
 
 def _model():
@@ -62,7 +62,7 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 
 def sealed(data: bytes) -> bytes:
     header, _, rest = data.partition(b"\0")
-    body = saving.MAGIC + struct.pack("<Q", len(header)) + header + rest
+    body = weights_file.MAGIC + struct.pack("<Q", len(header)) + header + rest
     return body + hashlib.sha256(body).digest()
 
 
