@@ -30,12 +30,14 @@ FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves
   // Slots 0 .. n_in-1 are the leaves, slot n_in the output (written
   // through its strides, like the leaves are read through theirs).
   const size_t slots = n_in_ + 1;
-  origin_.resize(slots, nullptr);
-  scalar_.resize(n_in_, 0.0);
-  strides_.resize(slots);
+  origin_.assign(slots, nullptr);
+  scalar_.assign(n_in_, 0.0);
+  stride_row_ = static_cast<size_t>(nd);
+  strides_.assign(slots * stride_row_, 0);
   // Each array's element strides along the output's dimensions (0 where it
-  // is broadcast), from its own strides: views are read in place.
-  std::vector<std::vector<int64_t>> full(slots, std::vector<int64_t>(nd, 0));
+  // is broadcast), from its own strides: views are read in place. One flat
+  // table (slot k's row at k * nd): a call on small arrays allocates little.
+  std::vector<int64_t> full(slots * stride_row_, 0);
   for (size_t k = 0; k < slots; ++k) {
     const Array* a = k < n_in_ ? leaves[k].array : &out;
     if (!a) {
@@ -44,15 +46,24 @@ FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves
     }
     if (a->dtype() != dtype_) throw std::logic_error("[fused] internal error: leaf dtype");
     origin_[k] = a->origin_raw();
-    const std::vector<int64_t> st = a->strides();
     const int off = nd - a->ndim();
     if (off < 0) throw std::logic_error("[fused] internal error: leaf rank");
+    int64_t* row = full.data() + k * stride_row_;
+    if (a->is_contiguous()) {
+      int64_t step = 1;
+      for (int d = a->ndim() - 1; d >= 0; --d) {
+        if (a->dim(d) != 1) row[d + off] = step;
+        step *= a->dim(d);
+      }
+    } else {
+      const std::vector<int64_t> st = a->strides();
+      for (int d = 0; d < a->ndim(); ++d) {
+        if (a->dim(d) != 1) row[d + off] = st[d];
+      }
+    }
     for (int d = 0; d < a->ndim(); ++d) {
-      if (a->dim(d) != 1) {
-        if (a->dim(d) != out_shape[d + off]) {
-          throw std::logic_error("[fused] internal error: leaf shape");
-        }
-        full[k][d + off] = st[d];
+      if (a->dim(d) != 1 && a->dim(d) != out_shape[d + off]) {
+        throw std::logic_error("[fused] internal error: leaf shape");
       }
     }
   }
@@ -62,18 +73,20 @@ FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves
     const int64_t extent = out_shape[d];
     if (extent == 1) continue;
     bool merge = !dims_.empty();
+    const size_t last = dims_.empty() ? 0 : dims_.size() - 1;
     for (size_t k = 0; k < slots && merge; ++k) {
-      if (origin_[k]) merge = strides_[k].back() == full[k][d] * extent;
+      if (origin_[k]) merge = strides_[k * stride_row_ + last] == full[k * stride_row_ + d] * extent;
     }
     if (merge) {
       dims_.back() *= extent;
       for (size_t k = 0; k < slots; ++k) {
-        if (origin_[k]) strides_[k].back() = full[k][d];
+        if (origin_[k]) strides_[k * stride_row_ + last] = full[k * stride_row_ + d];
       }
     } else {
       dims_.push_back(extent);
+      const size_t at = dims_.size() - 1;
       for (size_t k = 0; k < slots; ++k) {
-        if (origin_[k]) strides_[k].push_back(full[k][d]);
+        if (origin_[k]) strides_[k * stride_row_ + at] = full[k * stride_row_ + d];
       }
     }
   }
@@ -183,11 +196,26 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
   const int64_t pitch = chunk + 192 / static_cast<int64_t>(sizeof(T));
   const size_t nl = n_in_, ns = steps_.size(), slots = nl + 1;
   const int nd = static_cast<int>(dims_.size());
-  // Not zeroed: every element is written before it is read.
-  std::unique_ptr<T[]> scratch_buf(new T[(nl + ns) * pitch]);
-  T* const scratch_data = scratch_buf.get();
-  std::vector<Operand<T>> ops(nl + ns);
-  std::vector<int64_t> idx(nd, 0), off(slots, 0), inner(slots, 0);
+  // The scratch and the bookkeeping are the thread's, kept between calls
+  // (a fused expression on small arrays paid a malloc of the scratch, 20 KB
+  // for three leaves, and four vectors per call). A range never runs inside
+  // another on one thread: the steps only compute. The scratch is not
+  // zeroed: every element is written before it is read.
+  struct Buffers {
+    std::vector<T> scratch;
+    std::vector<Operand<T>> ops;
+    std::vector<int64_t> idx, off, inner;
+  };
+  static thread_local Buffers bufs;
+  const size_t scratch_size = (nl + ns) * static_cast<size_t>(pitch);
+  if (bufs.scratch.size() < scratch_size) bufs.scratch.resize(scratch_size);
+  T* const scratch_data = bufs.scratch.data();
+  std::vector<Operand<T>>& ops = bufs.ops;
+  ops.assign(nl + ns, Operand<T>{});
+  std::vector<int64_t>&idx = bufs.idx, &off = bufs.off, &inner = bufs.inner;
+  idx.assign(static_cast<size_t>(nd), 0);
+  off.assign(slots, 0);
+  inner.assign(slots, 0);
   for (size_t k = 0; k < nl; ++k) {
     if (!origin_[k]) ops[k] = Operand<T>{nullptr, static_cast<T>(scalar_[k])};
   }
@@ -239,11 +267,11 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
     idx[d] = rem % dims_[d];
     rem /= dims_[d];
     for (size_t k = 0; k < slots; ++k) {
-      if (origin_[k]) off[k] += idx[d] * strides_[k][d];
+      if (origin_[k]) off[k] += idx[d] * strides_[k * stride_row_ + d];
     }
   }
   for (size_t k = 0; k < slots; ++k) {
-    if (origin_[k]) inner[k] = strides_[k][nd - 1];
+    if (origin_[k]) inner[k] = strides_[k * stride_row_ + nd - 1];
   }
   const int64_t last_extent = dims_[nd - 1];
   int64_t pos = begin;
@@ -255,7 +283,7 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
     for (size_t k = 0; k < slots; ++k) off[k] += len * inner[k];
     for (int d = nd - 1; d > 0 && idx[d] == dims_[d]; --d) {
       for (size_t k = 0; k < slots; ++k) {
-        if (origin_[k]) off[k] += strides_[k][d - 1] - idx[d] * strides_[k][d];
+        if (origin_[k]) off[k] += strides_[k * stride_row_ + d - 1] - idx[d] * strides_[k * stride_row_ + d];
       }
       idx[d] = 0;
       ++idx[d - 1];

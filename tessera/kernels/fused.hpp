@@ -72,9 +72,11 @@ class FusedPlan {
   DType dtype_;
   int64_t size_;
   // The output's dimensions with adjacent ones merged where every array
-  // allows it, and per slot its element stride along each (0: broadcast).
+  // allows it, and per slot its element stride along each (0: broadcast):
+  // slot k's strides start at k * stride_row_.
   std::vector<int64_t> dims_;
-  std::vector<std::vector<int64_t>> strides_;
+  std::vector<int64_t> strides_;
+  size_t stride_row_ = 0;
 };
 
 // One operation on float arrays of one dtype (`out`'s, of the broadcast

@@ -271,6 +271,9 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
   }
   if (auto* w = dynamic_cast<const WhileNode*>(n)) {
     out.op = Op::While;
+    // Inside a function called inline, an operand of the expression that
+    // called it may be held only on the stack: no sweep there.
+    out.sweeps = scopes.empty();
     out.kids.resize(2);
     return compile(w->cond_.get(), out.kids[0]) && compile(w->body_.get(), out.kids[1]);
   }
@@ -508,12 +511,13 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
         break;
     }
   }
-  if (st.arrays.size() >= kMaxArrays) throw BAIL;
-  if (a.use_count() <= 2 && !a.foreign()) {  // a buffer of its own, made in the loop
-    st.new_bytes += static_cast<int64_t>(a.storage_bytes());
+  if (st.free_arrays.empty() && st.arrays.size() >= kMaxArrays) throw BAIL;
+  ArrEntry e{a};  // not a default Array first: that allocates a 0-d buffer
+  if (a.use_count() <= 3 && !a.foreign()) {  // a buffer of its own, made in the loop
+    e.own_bytes = static_cast<int64_t>(a.storage_bytes());
+    st.new_bytes += e.own_bytes;
     if (st.new_bytes > kMaxNewBytes) throw BAIL;
   }
-  ArrEntry e{a};  // not a default Array first: that allocates a 0-d buffer
   e.base = static_cast<char*>(a.origin_raw());
   e.dt = a.dtype();
   e.nd = a.ndim();
@@ -526,11 +530,18 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
       e.strides[k] = s[k];
     }
   }
-  st.arrays.push_back(std::move(e));
   Reg r;
   r.k = Reg::Arr;
   r.i = 0;
-  r.a = static_cast<int32_t>(st.arrays.size() - 1);
+  if (!st.free_arrays.empty()) {
+    r.a = st.free_arrays.back();
+    st.free_arrays.pop_back();
+    st.arrays[static_cast<size_t>(r.a)] = std::move(e);
+  } else {
+    st.arrays.push_back(std::move(e));
+    r.a = static_cast<int32_t>(st.arrays.size() - 1);
+  }
+  ++st.made;
   return r;
 }
 
@@ -707,6 +718,7 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   }
   const size_t es = dtype_size(e.dt);
   char* p = e.base + off * static_cast<int64_t>(es);
+  st.arrays[static_cast<size_t>(x.a)].written = st.epoch;  // kept for a roll-back
   State::Undo u;
   u.arr = x.a;
   u.offset = off * static_cast<int64_t>(es);
@@ -976,6 +988,13 @@ Reg FastLoop::Impl::loop(const FNode& n, State& st) const {
     {
       Reg last;
       last.k = Reg::Nil;
+      // The loop's value is kept by the sweeps (of its turns and of loops
+      // inside), until it returns or a bail unwinds it.
+      struct Root {
+        std::vector<const Reg*>& roots;
+        ~Root() { roots.pop_back(); }
+      } root{st.roots};
+      st.roots.push_back(&last);
       for (;;) {
         if (interrupt_requested()) throw BAIL;
         if (!truth(eval(n.kids[0], st))) return last;
@@ -986,9 +1005,10 @@ Reg FastLoop::Impl::loop(const FNode& n, State& st) const {
         }
         if (st.flow == State::Flow::cont) {
           st.flow = State::Flow::normal;
-          continue;
+        } else {
+          last = v;
         }
-        last = v;
+        if (n.sweeps) sweep(st);
       }
     }
   }
@@ -1058,7 +1078,7 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
   }
 }
 
-void FastLoop::Impl::rollback(State& st, size_t arrays_before, size_t objects_before) const {
+void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   for (auto it = st.undo.rbegin(); it != st.undo.rend(); ++it) {
     if (it->arr < 0) {
       auto& [target, before] = st.snapshots[static_cast<size_t>(it->offset)];
@@ -1073,13 +1093,38 @@ void FastLoop::Impl::rollback(State& st, size_t arrays_before, size_t objects_be
   st.regs = st.saved;
   st.assigned = st.saved_assigned;
   st.counts = st.saved_counts;
-  st.arrays.resize(arrays_before);
+  // The arrays made since the checkpoint are released by the next sweep.
   st.objects.resize(objects_before);
   st.flow = State::Flow::normal;
   // The draws since the checkpoint are made again by the general
   // evaluation: the stream goes back (unless another task drew meanwhile).
   if (st.draws) rewind_random_stream(st.stream_at_checkpoint + st.draws, st.stream_at_checkpoint);
   st.draws = 0;
+}
+
+void FastLoop::Impl::sweep(State& st) {
+  // Nothing made since the last sweep: at most an array a register let go
+  // of without a new one made, released at the next sweep that has work.
+  if (st.made == 0) return;
+  st.made = 0;
+  std::vector<uint8_t>& marks = st.marks;
+  marks.assign(st.arrays.size(), 0);
+  auto mark = [&](const Reg& r) {
+    if (r.k == Reg::Arr) marks[static_cast<size_t>(r.a)] = 1;
+  };
+  for (const Reg& r : st.regs) mark(r);
+  for (const Reg& r : st.saved) mark(r);
+  for (const Reg* r : st.roots) mark(*r);
+  for (size_t i = 0; i < st.arrays.size(); ++i) {
+    ArrEntry& e = st.arrays[i];
+    if (marks[i] || e.released || e.written == st.epoch) continue;
+    st.new_bytes -= e.own_bytes;
+    e.own_bytes = 0;
+    e.released = true;
+    e.base = nullptr;
+    { Array gone = std::move(e.array); }  // moved from: no 0-d buffer allocated in its place
+    st.free_arrays.push_back(static_cast<int32_t>(i));
+  }
 }
 
 void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
@@ -1281,7 +1326,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   constexpr int kCheckpointTurns = 64;
   constexpr size_t kMaxUndo = 1 << 14;
   int since = kCheckpointTurns;
-  size_t arrays_before = 0, objects_before = 0;
+  size_t objects_before = 0;
   auto checkpoint = [&] {
     st.saved = st.regs;
     st.saved_assigned = st.assigned;
@@ -1292,9 +1337,8 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     st.snapshot_elements = 0;
     st.draws = 0;
     st.stream_at_checkpoint = random_stream_position();
-    arrays_before = st.arrays.size();
     objects_before = st.objects.size();
-    st.new_bytes = 0;
+    ++st.epoch;  // the element writes before it are not undone any more
     since = 0;
   };
   bool native = native_enabled();
@@ -1306,8 +1350,11 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   // first call bails, once more after one turn on the interpreter.
   int64_t native_from = im.nested ? 0 : 1;
   bool retried = false;
+  st.roots.push_back(&last);
+  st.roots.push_back(&saved_last);
   for (;;) {
     if (interrupt_requested()) break;  // between turns: nothing to undo
+    Impl::sweep(st);
     // Mostly array operations (each through the primitive, with a value
     // conversion more than the general path): the rest of the loop, and its
     // later runs, go the general way (between turns: nothing to undo).
@@ -1352,7 +1399,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
           // (and arrays copied whole) undone, newest first; the interpreter
           // redoes the turns since, meeting what stopped the native code.
           native_undo(undo_log, undo_count);
-          im.rollback(st, arrays_before, objects_before);
+          im.rollback(st, objects_before);
           last = saved_last;
           if (turns == 0 && !retried) {
             retried = true;
@@ -1405,7 +1452,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
                      "goes on in the general evaluation\n",
                      b.line);
       }
-      im.rollback(st, arrays_before, objects_before);
+      im.rollback(st, objects_before);
       last = saved_last;
       break;
     }

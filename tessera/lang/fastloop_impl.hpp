@@ -68,10 +68,13 @@ struct Bail {
   Bail { __LINE__ }
 
 constexpr int kMaxDims = 4;
-// Arrays made since the last checkpoint are kept (registers may refer to
-// them until a roll-back is no longer possible): at most this many entries,
-// and this many bytes of buffers the loop allocated itself (views share their
-// base's buffer and cost nothing).
+// An array is kept while a register, the checkpoint's registers or a loop's
+// value refers to it, or an element write since the checkpoint went into it
+// (a roll-back restores those); the others are released between turns
+// (FastLoop::Impl::sweep), so a loop's results go back to the allocator's
+// pool for the next turn. At most this many entries held at once, and this
+// many bytes of buffers the loop allocated itself (views share their base's
+// buffer and cost nothing).
 constexpr size_t kMaxArrays = 1 << 16;
 constexpr int64_t kMaxNewBytes = int64_t{64} << 20;
 
@@ -84,6 +87,9 @@ struct ArrEntry {
   int64_t strides[kMaxDims] = {};  // elements
   bool writable = false;
   bool indexable = false;  // nd <= kMaxDims
+  bool released = false;   // a free slot (State::free_arrays)
+  uint32_t written = 0;    // the checkpoint (State::epoch) of its last logged element write
+  int64_t own_bytes = 0;   // of a buffer the loop allocated (counted in State::new_bytes)
 };
 
 enum class Op : uint8_t {
@@ -137,6 +143,9 @@ struct FastLoop::Impl {
     Reg constant;
     int reg = -1;
     bool is_and = false;
+    // While: a loop of the body itself (not of a function called inline),
+    // whose turns may release the arrays nothing refers to any more.
+    bool sweeps = false;
     Fast fast = Fast::none;
     DType cast_to = DType::float64;
     const PrimitiveSpec* spec = nullptr;
@@ -188,8 +197,15 @@ struct FastLoop::Impl {
     std::vector<uint8_t> assigned, saved_assigned;
     std::vector<uint64_t> counts, saved_counts;
     std::vector<ArrEntry> arrays;
+    std::vector<int32_t> free_arrays;  // released slots of `arrays`, reused by to_reg
+    std::vector<uint8_t> marks;        // sweep's scratch
+    // The values of the loops running (the run's and inner loops'): arrays
+    // they refer to are kept.
+    std::vector<const Reg*> roots;
+    int64_t made = 0;    // arrays made since the last sweep
+    uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
-    int64_t new_bytes = 0;  // of arrays made since the checkpoint
+    int64_t new_bytes = 0;  // of the buffers the loop allocated that are held now
     // Operations done here and ones handed to the primitives (arrays): a
     // loop of mostly array operations runs better on the general path.
     int64_t inline_ops = 0, general_ops = 0;
@@ -296,7 +312,11 @@ struct FastLoop::Impl {
   // snapshot of what it writes into for one that writes.
   __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,
                                             State& st) const;
-  void rollback(State& st, size_t arrays_before, size_t objects_before) const;
+  void rollback(State& st, size_t objects_before) const;
+  // Releases the arrays no register, checkpoint, loop value or logged
+  // element write refers to (between turns only: no operand is held
+  // elsewhere then).
+  static void sweep(State& st);
   // The native code for the registers' kinds now (compiled on first use),
   // or null; and one call of it from a checkpoint.
   const NativeCode* native_for(const State& st) const;

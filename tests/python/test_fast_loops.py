@@ -276,3 +276,74 @@ def test_fast_path_on_and_off_print_the_same():
     strip = lambda s: [",".join(p.split(",")[:3]) for p in s.replace("'", "").split()]  # noqa: E731
     assert strip(fast) == strip(general)
     assert "IndexError" in fast
+
+
+# ---- arrays the loop lets go of are released between turns (State::arrays)
+
+
+def add_loop(x, y, n):
+    for _ in range(n):
+        x = x + y
+    return x
+
+
+def nested_add_loop(x, y, n, m):
+    for _ in range(n):
+        for _ in range(m):
+            x = x + y
+    return x
+
+
+def fresh_arrays_then_overflow(x, y, out, big, n):
+    # Each turn makes arrays (the older ones released by the sweeps), writes
+    # elements into them and into `out`, and keeps one of every ten; turn 100
+    # overflows an int64 (past the checkpoint at 64 turns): the fast path
+    # rolls back to its checkpoint and the general path redoes the turns
+    # since, so the arrays written and `out` end as NumPy leaves them.
+    keep = x
+    w = big[0]
+    for t in range(n):
+        z = x * 0.5 + y
+        z[t % 4] = t
+        out[t % 7] += z[t % 4] + z[5]
+        if t % 10 == 0:
+            keep = z
+        if t == 100:
+            w = big[0] + big[0]
+        x = z
+    return x, keep, w
+
+
+def _peak_bytes_of(f, *args):
+    tessera.reset_peak_memory()
+    base = tessera.memory_stats()["live_bytes"]
+    got = f(*args)
+    return got, tessera.memory_stats()["peak_live_bytes"] - base
+
+
+def test_a_long_loop_holds_a_few_arrays():
+    # 20,000 results of 8 KB: before, the fast path kept every one until the
+    # loop ended (160 MB); now each is released a turn after its register
+    # was overwritten, so the peak is a few arrays.
+    x = np.random.default_rng(3).random(1000) + 0.5
+    y = np.full(1000, 1e-6)
+    f = tessera.jit(add_loop)
+    f(x, y, 10)  # compiled, warm
+    got, peak = _peak_bytes_of(f, x, y, 20000)
+    np.testing.assert_allclose(np.asarray(got), add_loop(x, y, 20000), rtol=1e-12)
+    assert peak <= 16 * x.nbytes, f"peak {peak} bytes for 8,000-byte arrays"
+
+    g = tessera.jit(nested_add_loop)
+    g(x, y, 2, 2)
+    got, peak = _peak_bytes_of(g, x, y, 20, 1000)
+    np.testing.assert_allclose(np.asarray(got), nested_add_loop(x, y, 20, 1000), rtol=1e-12)
+    assert peak <= 16 * x.nbytes, f"peak {peak} bytes in an inner loop"
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")
+def test_released_arrays_and_a_roll_back():
+    x = np.linspace(0.0, 1.0, 8)
+    y = np.full(8, 0.25)
+    big = np.array([2**62 + 5], dtype=np.int64)
+    check(fresh_arrays_then_overflow, x, y, np.zeros(7), big, 150)
+    check(fresh_arrays_then_overflow, x, y, np.zeros(7), big, 60)
