@@ -268,3 +268,99 @@ def test_rnn_bad_cells_and_states_are_named_errors():
         tn.layers.LSTM(4)(xi, initial_state=[tn.Input((4,))])
     with pytest.raises(ValueError, match=r"\[GRU\].*initial state 0 must have shape \(batch, 4\)"):
         tn.layers.GRU(4)(xi, initial_state=[tn.Input((5,))])
+
+
+def _flat(r):
+    out = []
+    for a in (r if isinstance(r, (list, tuple)) else [r]):
+        out += _flat(a) if isinstance(a, (list, tuple)) else [a]
+    return out
+
+
+def _stacked_with_states(lib, xi, st):
+    h, g, s = st[:2], st[2], st[3]
+    r = lib.layers.RNN([lib.layers.LSTMCell(4), lib.layers.GRUCell(3),
+                        lib.layers.SimpleRNNCell(2)], return_sequences=True,
+                       return_state=True)(xi, initial_state=[h, g, s])
+    # Keras's nesting: one entry per cell, a list for the LSTM cell's [h, c]
+    assert len(r) == 4 and isinstance(r[1], list) and len(r[1]) == 2
+    return _flat(r)
+
+
+def _bidirectional_with_states(lib, xi, st):
+    return list(lib.layers.Bidirectional(lib.layers.LSTM(4, return_sequences=True,
+                                                         return_state=True))(
+        xi, initial_state=st))
+
+
+def _bidirectional_stacked_with_states(lib, xi, st):
+    fw, bw = [st[:2], st[2]], [st[3:5], st[5]]
+    r = lib.layers.Bidirectional(lib.layers.RNN([lib.layers.LSTMCell(4), lib.layers.GRUCell(3)],
+                                                return_state=True), merge_mode=None)(
+        xi, initial_state=fw + bw)
+    assert [isinstance(a, list) for a in r] == [False, False, True, False, True, False]
+    return _flat(r)
+
+
+STATE_CASES = {
+    "stacked": (_stacked_with_states, (4, 4, 3, 2)),
+    "bidirectional": (_bidirectional_with_states, (4, 4, 4, 4)),
+    "bidirectional_stacked": (_bidirectional_stacked_with_states, (4, 4, 3, 4, 4, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATE_CASES))
+def test_initial_state_of_stacks_and_bidirectional_match_keras(keras, case):
+    """initial_state= and return_state of RNN(stacked cells) (one entry per
+    cell) and Bidirectional (forward states, then backward), Keras's weights."""
+    make, sizes = STATE_CASES[case]
+    rng = np.random.default_rng(2)
+    data = [rng.random((3, 5, 2)).astype(np.float32)] + \
+        [rng.normal(size=(3, d)).astype(np.float32) for d in sizes]
+
+    def build(lib):
+        xi, st = lib.Input((5, 2)), [lib.Input((d,)) for d in sizes]
+        return lib.Model([xi] + st, make(lib, xi, st))
+
+    _compare(keras, build, data)
+
+
+@pytest.mark.parametrize("case", ["stacked", "bidirectional"])
+def test_initial_state_of_stacks_and_bidirectional_train_as_keras(keras, case):
+    """The gradients through the given states: a few SGD steps give Keras's
+    losses (same initial weights), the states being inputs of the model."""
+    make, sizes = STATE_CASES[case]
+    rng = np.random.default_rng(3)
+    data = [rng.random((4, 5, 2)).astype(np.float32)] + \
+        [rng.normal(size=(4, d)).astype(np.float32) for d in sizes]
+    y = rng.normal(size=(4, 1)).astype(np.float32)
+    losses = []
+    for lib in _both(keras):
+        xi, st = lib.Input((5, 2)), [lib.Input((d,)) for d in sizes]
+        outs = make(lib, xi, st)
+        pooled = lib.layers.GlobalAveragePooling1D()(outs[0])
+        h = lib.layers.Concatenate()([pooled] + outs[1:])
+        m = lib.Model([xi] + st, lib.layers.Dense(1)(h))
+        if lib is keras:
+            w = m.get_weights()
+        else:
+            m.set_weights(w)
+        m.compile(optimizer=lib.optimizers.SGD(0.1), loss="mse")
+        losses.append(m.fit(data, y, batch_size=4, epochs=3, verbose=0).history["loss"])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    assert losses[1][-1] < losses[1][0]
+
+
+def test_stacked_and_bidirectional_state_errors_are_named():
+    xi = tn.Input((3, 2))
+    cells = [tn.layers.LSTMCell(4), tn.layers.GRUCell(3)]
+    with pytest.raises(ValueError, match=r"\[RNN\].*stacks 2 cells.*one entry per cell.*got 1"):
+        tn.layers.RNN(cells)(xi, initial_state=[tn.Input((4,))])
+    with pytest.raises(ValueError, match=r"\[RNN\].*cell 0 has 2 states.*entry 0 with 1"):
+        tn.layers.RNN(cells)(xi, initial_state=[tn.Input((4,)), tn.Input((3,))])
+    with pytest.raises(ValueError, match=r"\[RNN\].*initial state 2 must have shape \(batch, 3\)"):
+        tn.layers.RNN(cells)(xi, initial_state=[[tn.Input((4,)), tn.Input((4,))],
+                                                 tn.Input((5,))])
+    with pytest.raises(ValueError, match=r"\[Bidirectional\].*has 4 states, got initial_state "
+                                         r"with 2"):
+        tn.layers.Bidirectional(tn.layers.LSTM(4))(xi, initial_state=[tn.Input((4,))] * 2)
