@@ -184,7 +184,8 @@ def test_stateful_lstm_on_arrays_matches_keras(keras):
     layer(x)
     with pytest.raises(ValueError, match=r"\[LSTM\].*stateful.*batch size.*2.*got 1"):
         layer(x[:1])
-    with pytest.raises(ValueError, match=r"\[LSTM\].*stateful=True.*not inside a model"):
+    with pytest.raises(ValueError, match=r"\[LSTM\].*stateful=True needs a fixed batch size.*"
+                                         r"batch_shape.*got sequences of shape \(None, 3, 4\)"):
         tn.layers.LSTM(3, stateful=True)(tn.Input((3, 4)))
 
 
@@ -364,3 +365,84 @@ def test_stacked_and_bidirectional_state_errors_are_named():
     with pytest.raises(ValueError, match=r"\[Bidirectional\].*has 4 states, got initial_state "
                                          r"with 2"):
         tn.layers.Bidirectional(tn.layers.LSTM(4))(xi, initial_state=[tn.Input((4,))] * 2)
+
+
+
+def _stateful_model(lib):
+    """Embedding -> stateful GRU (sequences) -> stateful LSTM -> Dense, batch of 2."""
+    x = lib.Input(batch_shape=(2, 3), dtype="int32")
+    h = lib.layers.Embedding(7, 4)(x)
+    h = lib.layers.GRU(3, stateful=True, return_sequences=True)(h)
+    h = lib.layers.LSTM(5, stateful=True)(h)
+    return lib.Model(x, lib.layers.Dense(2)(h))
+
+
+def test_stateful_model_predict_carries_states_as_keras(keras):
+    """predict over several batches carries the states from batch to batch,
+    as Keras does when the model is called batch after batch (Keras 3 on JAX
+    keeps its states out of its compiled predict: its eager calls are the
+    oracle); reset_states() starts again from zeros; a second predict goes on."""
+    d = np.random.default_rng(4).integers(0, 7, size=(6, 3)).astype(np.int32)
+    km = _stateful_model(keras)
+    tm = _stateful_model(tn)
+    tm.set_weights(km.get_weights())
+
+    def keras_run():
+        return np.concatenate([np.asarray(km(d[i:i + 2])) for i in range(0, 6, 2)])
+
+    first, second = keras_run(), keras_run()
+    for layer in km.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    third = keras_run()
+    np.testing.assert_allclose(tm.predict(d, verbose=0), first, atol=1e-5)
+    np.testing.assert_allclose(tm.predict(d, batch_size=2, verbose=0), second, atol=1e-5)
+    for layer in tm.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    np.testing.assert_allclose(tm.predict(d, verbose=0), third, atol=1e-5)
+    assert np.abs(first - second).max() > 1e-3  # the states were carried
+    # called on arrays, as Keras's eager call: the states go on from there
+    np.testing.assert_allclose(np.asarray(tm(d[:2])), np.asarray(km(d[:2])), atol=1e-5)
+
+
+def test_stateful_model_refusals_are_named():
+    d = np.zeros((6, 3, 4), np.float32)
+    x = tn.Input(batch_shape=(2, 3, 4))
+    m = tn.Model(x, tn.layers.Dense(1)(tn.layers.LSTM(3, stateful=True, name="s")(x)))
+    m.compile("sgd", "mse")
+    with pytest.raises(ValueError, match=r"\[fit\] layer 's' is stateful.*predict.*"
+                                         r"stateful=False.*test_nn_keras_usage.py"):
+        m.fit(d, np.zeros((6, 1)), batch_size=2, verbose=0)
+    with pytest.raises(ValueError, match=r"\[evaluate\] layer 's' is stateful"):
+        m.evaluate(d, np.zeros((6, 1)), batch_size=2, verbose=0)
+    with pytest.raises(ValueError, match=r"\[predict\] layer 's' is stateful with batch size 2.*"
+                                         r"got batch_size=None and 5 samples"):
+        m.predict(d[:5], verbose=0)
+    with pytest.raises(ValueError, match=r"\[predict\].*got batch_size=3"):
+        m.predict(d, batch_size=3, verbose=0)
+    with pytest.raises(ValueError, match=r"\[Bidirectional\].*stateful"):
+        tn.layers.Bidirectional(tn.layers.LSTM(3, stateful=True))
+    with pytest.raises(ValueError, match=r"\[LSTM\].*initial_state= with stateful=True"):
+        tn.layers.LSTM(3, stateful=True)(x, initial_state=[tn.Input((3,))] * 2)
+
+
+def test_stateful_sequential_and_saved_model_carry_states(tmp_path):
+    """Sequential([Input(batch_shape=...), stateful LSTM, ...]) keeps the batch
+    size; a saved stateful model loads with it and predicts as the original,
+    batch after batch (checked against the layer called on arrays)."""
+    d = np.random.default_rng(5).random((4, 3, 4)).astype(np.float32)
+    m = tn.Sequential([tn.Input(batch_shape=(2, 3, 4)), tn.layers.LSTM(3, stateful=True,
+                                                                        return_sequences=True)])
+    got = m.predict(d, verbose=0)
+    lstm = tn.layers.LSTM(3, stateful=True, return_sequences=True)
+    lstm(d[:2])
+    lstm.set_weights(m.get_weights())
+    lstm.reset_states()
+    want = np.concatenate([np.asarray(lstm(d[:2])), np.asarray(lstm(d[2:]))])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    m.save(tmp_path / "s.keras")
+    back = tn.models.load_model(tmp_path / "s.keras")
+    assert back.layers[0].stateful
+    m.layers[0].reset_states()
+    np.testing.assert_allclose(back.predict(d, verbose=0), m.predict(d, verbose=0), atol=1e-6)

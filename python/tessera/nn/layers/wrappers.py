@@ -100,6 +100,10 @@ class Bidirectional(Layer):
                                            type(layer).forward is not _RNN.forward):
             raise TypeError(f"[Bidirectional] wraps a SimpleRNN, LSTM, GRU or RNN layer, got "
                             f"{type(layer).__name__}")
+        if getattr(layer, "stateful", False):
+            raise ValueError(f"[Bidirectional] layer {layer.name!r} is stateful: a stateful "
+                             "layer inside Bidirectional is not supported; use two stateful "
+                             "layers (one with go_backwards=True) and merge them")
         if merge_mode not in self.MERGE_MODES:
             raise ValueError(f"[Bidirectional] merge_mode must be one of {self.MERGE_MODES}, got "
                              f"{merge_mode!r}")

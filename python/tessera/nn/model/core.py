@@ -173,7 +173,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             if t.id in seen:
                 continue
             seen.add(t.id)
-            if t.op == "input" and t.id not in ids:
+            if t.op == "input" and t.id not in ids and not getattr(t, "carried_state", False):
+                # (a stateful layer's carried states: predict feeds them, rnn_states.py)
                 raise ValueError(f"[{self.kind}] the outputs depend on an Input made at {t.where} "
                                  "that is not among the model's inputs")
             stack.extend(GraphWriter._inputs(t))
