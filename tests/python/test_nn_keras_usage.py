@@ -421,6 +421,9 @@ def test_stateful_model_refusals_are_named():
         m.predict(d[:5], verbose=0)
     with pytest.raises(ValueError, match=r"\[predict\].*got batch_size=3"):
         m.predict(d, batch_size=3, verbose=0)
+    lines = []
+    m.summary(print_fn=lines.append)
+    assert any(l.startswith("s (LSTM)") and "(None, 3)" in l and "[" not in l for l in lines)
     with pytest.raises(ValueError, match=r"\[Bidirectional\].*stateful"):
         tn.layers.Bidirectional(tn.layers.LSTM(3, stateful=True))
     with pytest.raises(ValueError, match=r"\[LSTM\].*initial_state= with stateful=True"):
