@@ -184,7 +184,8 @@ def test_stateful_lstm_on_arrays_matches_keras(keras):
     layer(x)
     with pytest.raises(ValueError, match=r"\[LSTM\].*stateful.*batch size.*2.*got 1"):
         layer(x[:1])
-    with pytest.raises(ValueError, match=r"\[LSTM\].*stateful=True.*not inside a model"):
+    with pytest.raises(ValueError, match=r"\[LSTM\].*stateful=True needs a fixed batch size.*"
+                                         r"batch_shape.*got sequences of shape \(None, 3, 4\)"):
         tn.layers.LSTM(3, stateful=True)(tn.Input((3, 4)))
 
 
@@ -268,3 +269,183 @@ def test_rnn_bad_cells_and_states_are_named_errors():
         tn.layers.LSTM(4)(xi, initial_state=[tn.Input((4,))])
     with pytest.raises(ValueError, match=r"\[GRU\].*initial state 0 must have shape \(batch, 4\)"):
         tn.layers.GRU(4)(xi, initial_state=[tn.Input((5,))])
+
+
+def _flat(r):
+    out = []
+    for a in (r if isinstance(r, (list, tuple)) else [r]):
+        out += _flat(a) if isinstance(a, (list, tuple)) else [a]
+    return out
+
+
+def _stacked_with_states(lib, xi, st):
+    h, g, s = st[:2], st[2], st[3]
+    r = lib.layers.RNN([lib.layers.LSTMCell(4), lib.layers.GRUCell(3),
+                        lib.layers.SimpleRNNCell(2)], return_sequences=True,
+                       return_state=True)(xi, initial_state=[h, g, s])
+    # Keras's nesting: one entry per cell, a list for the LSTM cell's [h, c]
+    assert len(r) == 4 and isinstance(r[1], list) and len(r[1]) == 2
+    return _flat(r)
+
+
+def _bidirectional_with_states(lib, xi, st):
+    return list(lib.layers.Bidirectional(lib.layers.LSTM(4, return_sequences=True,
+                                                         return_state=True))(
+        xi, initial_state=st))
+
+
+def _bidirectional_stacked_with_states(lib, xi, st):
+    fw, bw = [st[:2], st[2]], [st[3:5], st[5]]
+    r = lib.layers.Bidirectional(lib.layers.RNN([lib.layers.LSTMCell(4), lib.layers.GRUCell(3)],
+                                                return_state=True), merge_mode=None)(
+        xi, initial_state=fw + bw)
+    assert [isinstance(a, list) for a in r] == [False, False, True, False, True, False]
+    return _flat(r)
+
+
+STATE_CASES = {
+    "stacked": (_stacked_with_states, (4, 4, 3, 2)),
+    "bidirectional": (_bidirectional_with_states, (4, 4, 4, 4)),
+    "bidirectional_stacked": (_bidirectional_stacked_with_states, (4, 4, 3, 4, 4, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATE_CASES))
+def test_initial_state_of_stacks_and_bidirectional_match_keras(keras, case):
+    """initial_state= and return_state of RNN(stacked cells) (one entry per
+    cell) and Bidirectional (forward states, then backward), Keras's weights."""
+    make, sizes = STATE_CASES[case]
+    rng = np.random.default_rng(2)
+    data = [rng.random((3, 5, 2)).astype(np.float32)] + \
+        [rng.normal(size=(3, d)).astype(np.float32) for d in sizes]
+
+    def build(lib):
+        xi, st = lib.Input((5, 2)), [lib.Input((d,)) for d in sizes]
+        return lib.Model([xi] + st, make(lib, xi, st))
+
+    _compare(keras, build, data)
+
+
+@pytest.mark.parametrize("case", ["stacked", "bidirectional"])
+def test_initial_state_of_stacks_and_bidirectional_train_as_keras(keras, case):
+    """The gradients through the given states: a few SGD steps give Keras's
+    losses (same initial weights), the states being inputs of the model."""
+    make, sizes = STATE_CASES[case]
+    rng = np.random.default_rng(3)
+    data = [rng.random((4, 5, 2)).astype(np.float32)] + \
+        [rng.normal(size=(4, d)).astype(np.float32) for d in sizes]
+    y = rng.normal(size=(4, 1)).astype(np.float32)
+    losses = []
+    for lib in _both(keras):
+        xi, st = lib.Input((5, 2)), [lib.Input((d,)) for d in sizes]
+        outs = make(lib, xi, st)
+        pooled = lib.layers.GlobalAveragePooling1D()(outs[0])
+        h = lib.layers.Concatenate()([pooled] + outs[1:])
+        m = lib.Model([xi] + st, lib.layers.Dense(1)(h))
+        if lib is keras:
+            w = m.get_weights()
+        else:
+            m.set_weights(w)
+        m.compile(optimizer=lib.optimizers.SGD(0.1), loss="mse")
+        losses.append(m.fit(data, y, batch_size=4, epochs=3, verbose=0).history["loss"])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    assert losses[1][-1] < losses[1][0]
+
+
+def test_stacked_and_bidirectional_state_errors_are_named():
+    xi = tn.Input((3, 2))
+    cells = [tn.layers.LSTMCell(4), tn.layers.GRUCell(3)]
+    with pytest.raises(ValueError, match=r"\[RNN\].*stacks 2 cells.*one entry per cell.*got 1"):
+        tn.layers.RNN(cells)(xi, initial_state=[tn.Input((4,))])
+    with pytest.raises(ValueError, match=r"\[RNN\].*cell 0 has 2 states.*entry 0 with 1"):
+        tn.layers.RNN(cells)(xi, initial_state=[tn.Input((4,)), tn.Input((3,))])
+    with pytest.raises(ValueError, match=r"\[RNN\].*initial state 2 must have shape \(batch, 3\)"):
+        tn.layers.RNN(cells)(xi, initial_state=[[tn.Input((4,)), tn.Input((4,))],
+                                                 tn.Input((5,))])
+    with pytest.raises(ValueError, match=r"\[Bidirectional\].*has 4 states, got initial_state "
+                                         r"with 2"):
+        tn.layers.Bidirectional(tn.layers.LSTM(4))(xi, initial_state=[tn.Input((4,))] * 2)
+
+
+
+def _stateful_model(lib):
+    """Embedding -> stateful GRU (sequences) -> stateful LSTM -> Dense, batch of 2."""
+    x = lib.Input(batch_shape=(2, 3), dtype="int32")
+    h = lib.layers.Embedding(7, 4)(x)
+    h = lib.layers.GRU(3, stateful=True, return_sequences=True)(h)
+    h = lib.layers.LSTM(5, stateful=True)(h)
+    return lib.Model(x, lib.layers.Dense(2)(h))
+
+
+def test_stateful_model_predict_carries_states_as_keras(keras):
+    """predict over several batches carries the states from batch to batch,
+    as Keras does when the model is called batch after batch (Keras 3 on JAX
+    keeps its states out of its compiled predict: its eager calls are the
+    oracle); reset_states() starts again from zeros; a second predict goes on."""
+    d = np.random.default_rng(4).integers(0, 7, size=(6, 3)).astype(np.int32)
+    km = _stateful_model(keras)
+    tm = _stateful_model(tn)
+    tm.set_weights(km.get_weights())
+
+    def keras_run():
+        return np.concatenate([np.asarray(km(d[i:i + 2])) for i in range(0, 6, 2)])
+
+    first, second = keras_run(), keras_run()
+    for layer in km.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    third = keras_run()
+    np.testing.assert_allclose(tm.predict(d, verbose=0), first, atol=1e-5)
+    np.testing.assert_allclose(tm.predict(d, batch_size=2, verbose=0), second, atol=1e-5)
+    for layer in tm.layers:
+        if getattr(layer, "stateful", False):
+            layer.reset_states()
+    np.testing.assert_allclose(tm.predict(d, verbose=0), third, atol=1e-5)
+    assert np.abs(first - second).max() > 1e-3  # the states were carried
+    # called on arrays, as Keras's eager call: the states go on from there
+    np.testing.assert_allclose(np.asarray(tm(d[:2])), np.asarray(km(d[:2])), atol=1e-5)
+
+
+def test_stateful_model_refusals_are_named():
+    d = np.zeros((6, 3, 4), np.float32)
+    x = tn.Input(batch_shape=(2, 3, 4))
+    m = tn.Model(x, tn.layers.Dense(1)(tn.layers.LSTM(3, stateful=True, name="s")(x)))
+    m.compile("sgd", "mse")
+    with pytest.raises(ValueError, match=r"\[fit\] layer 's' is stateful.*predict.*"
+                                         r"stateful=False.*test_nn_keras_usage.py"):
+        m.fit(d, np.zeros((6, 1)), batch_size=2, verbose=0)
+    with pytest.raises(ValueError, match=r"\[evaluate\] layer 's' is stateful"):
+        m.evaluate(d, np.zeros((6, 1)), batch_size=2, verbose=0)
+    with pytest.raises(ValueError, match=r"\[predict\] layer 's' is stateful with batch size 2.*"
+                                         r"got batch_size=None and 5 samples"):
+        m.predict(d[:5], verbose=0)
+    with pytest.raises(ValueError, match=r"\[predict\].*got batch_size=3"):
+        m.predict(d, batch_size=3, verbose=0)
+    lines = []
+    m.summary(print_fn=lines.append)
+    assert any(l.startswith("s (LSTM)") and "(None, 3)" in l and "[" not in l for l in lines)
+    with pytest.raises(ValueError, match=r"\[Bidirectional\].*stateful"):
+        tn.layers.Bidirectional(tn.layers.LSTM(3, stateful=True))
+    with pytest.raises(ValueError, match=r"\[LSTM\].*initial_state= with stateful=True"):
+        tn.layers.LSTM(3, stateful=True)(x, initial_state=[tn.Input((3,))] * 2)
+
+
+def test_stateful_sequential_and_saved_model_carry_states(tmp_path):
+    """Sequential([Input(batch_shape=...), stateful LSTM, ...]) keeps the batch
+    size; a saved stateful model loads with it and predicts as the original,
+    batch after batch (checked against the layer called on arrays)."""
+    d = np.random.default_rng(5).random((4, 3, 4)).astype(np.float32)
+    m = tn.Sequential([tn.Input(batch_shape=(2, 3, 4)), tn.layers.LSTM(3, stateful=True,
+                                                                        return_sequences=True)])
+    got = m.predict(d, verbose=0)
+    lstm = tn.layers.LSTM(3, stateful=True, return_sequences=True)
+    lstm(d[:2])
+    lstm.set_weights(m.get_weights())
+    lstm.reset_states()
+    want = np.concatenate([np.asarray(lstm(d[:2])), np.asarray(lstm(d[2:]))])
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    m.save(tmp_path / "s.keras")
+    back = tn.models.load_model(tmp_path / "s.keras")
+    assert back.layers[0].stateful
+    m.layers[0].reset_states()
+    np.testing.assert_allclose(back.predict(d, verbose=0), m.predict(d, verbose=0), atol=1e-6)

@@ -307,9 +307,11 @@ def _architecture(model, where="save", objects=None) -> dict:
         layers = model._stack
         if objects is not None:
             objects.extend(layers)
+        batch = getattr(model._inputs[0], "fixed_batch", None) if model._inputs else None
         return dict(base, kind="Sequential", input_shape=list(model._inputs[0].shape[1:]) if
                     model._inputs else None,
-                    layers=[_layer_config(l, where) for l in layers])
+                    layers=[_layer_config(l, where) for l in layers],
+                    **({"batch_size": batch} if batch else {}))
     if not model._functional:
         return dict(base, kind="Subclassed", **{
             "class": type(model).__name__, "module": type(model).__module__,
@@ -366,6 +368,8 @@ def _architecture(model, where="save", objects=None) -> dict:
         if t.op == "input":
             nodes.append({"op": "input", "shape": list(t.shape[1:]), "dtype": t.dtype,
                           "name": t.name})
+            if getattr(t, "fixed_batch", None):  # Input(batch_shape=): stateful layers need it
+                nodes[-1]["batch_size"] = t.fixed_batch
         elif t.op == "param":
             nodes.append({"op": "param", "layer": layer_ref(t.args[0]), "param": t.args[1]})
         elif t.op == "item":
@@ -669,6 +673,14 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
         for layer in layers:
             if getattr(layer, "declared_input_shape", None) is not None:
                 _check_shape(ctx, layer.declared_input_shape, f"the layer {layer.name!r}'s input")
+        batch = arch.get("batch_size")
+        if batch is not None:  # Input(batch_shape=) (stateful layers need the batch size)
+            if isinstance(batch, bool) or not isinstance(batch, int) or not 0 < batch < 1 << 31 \
+                    or shape is None:
+                raise ctx.error(f"the Sequential model's batch size {str(batch)[:40]!r} is not "
+                                "a positive int with an input shape")
+            layers = [Input(tuple(shape), batch_size=batch, dtype=common["dtype"])] + layers
+            shape = None
         model = Sequential(layers, input_shape=tuple(shape) if shape is not None else None,
                            **common)
         if model.built:
@@ -742,7 +754,12 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             _check_shape(ctx, node["shape"], f"node {k} (an Input)")
             if node["dtype"] not in DTYPE_NAMES.values():
                 raise ctx.error(f"node {k} (an Input) has the dtype {str(node['dtype'])[:40]!r}")
-            made.append(Input(tuple(node["shape"]), dtype=node["dtype"], name=node.get("name")))
+            batch = node.get("batch_size")
+            if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or
+                                      not 0 < batch < 1 << 31):
+                raise ctx.error(f"node {k} (an Input) has the batch size {str(batch)[:40]!r}")
+            made.append(Input(tuple(node["shape"]), batch_size=batch, dtype=node["dtype"],
+                              name=node.get("name")))
         elif op == "param":
             layer = ref(node["layer"], layers)
             made.append(layer._symbols[node["param"]])

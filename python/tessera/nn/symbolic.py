@@ -381,8 +381,13 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):
     if any(d is not None and d <= 0 for d in shape):
         raise ValueError(f"[Input] shape must hold positive ints, got {shape!r}")
     if dtype in ("string", "str", str):  # for a preprocessing layer (string_inputs.py)
-        return KerasTensor((None,) + shape, "string", "input", name=name)
-    return KerasTensor((None,) + shape, _dtype_name(dtype), "input", name=name)
+        t = KerasTensor((None,) + shape, "string", "input", name=name)
+    else:
+        t = KerasTensor((None,) + shape, _dtype_name(dtype), "input", name=name)
+    # the batch axis stays None (any batch runs); a batch size given is kept
+    # for the layers that need one (stateful recurrent layers, rnn_states.py)
+    t.fixed_batch = None if batch_size is None else int(batch_size)
+    return t
 
 
 # The step's random seed as traced code sees it (random.normal & co. inside a

@@ -224,7 +224,8 @@ class InputLayer(Layer):
                 raise ValueError("[InputLayer] give shape (one sample's shape) or batch_shape")
             self.output = Input(shape=shape, batch_size=batch_size, dtype=dtype, name=self.name,
                                 batch_shape=batch_shape)
-        self.batch_shape = self.output.shape
+        self.batch_shape = (getattr(self.output, "fixed_batch", None),) + \
+            tuple(self.output.shape[1:])  # Keras's: with a batch size when one is given
         self.dtype = self.output.dtype
         self._in_shape = self._out_shape = tuple(self.output.shape[1:])
         self.built = True

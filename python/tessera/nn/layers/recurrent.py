@@ -20,7 +20,7 @@ import numpy as np
 
 from .base import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
 from .rnn_states import (check_state_shapes, reset_states, split_states_call, stateful_eager_call,
-                         _symbolic_args)
+                         stateful_symbolic_call, _symbolic_args)
 
 __all__ = ["SimpleRNN", "LSTM", "GRU"]
 
@@ -69,6 +69,7 @@ class _RNN(Layer):
             raise ValueError(f"[{k}] recurrent_dropout is not supported; use dropout (on the "
                              "inputs) or a Dropout layer")
         self.stateful = bool(stateful)
+        self.carry_states = False  # stateful in a model: the states are in- and outputs
         self.states = None  # stateful: the states the next call starts from (arrays)
         self.dropout = float(dropout)
         self.return_sequences = bool(return_sequences)
@@ -87,6 +88,8 @@ class _RNN(Layer):
     def __call__(self, *args, **kwargs):
         if self.stateful and args and not _symbolic_args(args, kwargs):
             return stateful_eager_call(self, args[0], args[1:], kwargs)
+        if self.stateful:
+            return stateful_symbolic_call(self, args, kwargs)
         return Layer.__call__(self, *args, **kwargs)
 
     def reset_states(self):
@@ -111,7 +114,7 @@ class _RNN(Layer):
             self.params.append(Param("bias", self._bias_shape(), self._bias_init(),
                                      regularizer=self.bias_regularizer))
         out = (t, u) if self.return_sequences else (u,)
-        if self.return_state:
+        if self.return_state or self.carry_states:
             return [out] + [(u,)] * self._n_states()
         return out
 
@@ -161,7 +164,7 @@ class _RNN(Layer):
                 outputs.append(states[0])
         out = f"stack(list({', '.join(outputs)}), axis=1)" if self.return_sequences \
             else outputs[-1]
-        if self.return_state:
+        if self.return_state or self.carry_states:
             return [out] + list(states)
         return out
 

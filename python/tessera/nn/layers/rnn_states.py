@@ -7,9 +7,10 @@ Bidirectional's forward states then backward states), and `stateful=True`
 A stateful layer called on arrays (Keras's eager use: one paragraph after
 the other) runs a one-layer program that takes the states in and gives them
 out; the states are arrays kept on the layer (`layer.states`), not weights,
-as in Keras. Inside a model's fit/evaluate/predict a stateful layer is an
-error (docs/nn.md): the states would have to be carried across the
-program's batches."""
+as in Keras. Inside a model (whose Input fixes the batch size, as Keras
+requires) the layer's states become extra inputs and outputs of the graph
+(`carried`): the model's predict feeds each batch the states the previous
+one ended with; fit and evaluate refuse such a model (docs/nn.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ import numpy as np
 from ..functional import _TRACING
 from ..registry import model_class
 from ..symbolic import Input, KerasTensor, user_location
+from .base import Layer
 
-__all__ = ["split_states_call", "check_state_shapes", "stateful_eager_call", "reset_states"]
+__all__ = ["split_states_call", "check_state_shapes", "stateful_eager_call", "reset_states",
+           "stateful_symbolic_call", "carried"]
 
 
 def _symbolic_args(args, kwargs) -> bool:
@@ -45,7 +48,7 @@ def split_states_call(layer, n_states: int, inputs, args, kwargs):
     """layer(sequences, initial_state=[...], mask=, training=): the symbolic
     inputs ([sequences, *states]) and the other arguments. A call recorded
     with states is recorded again as layer([sequences, *states])."""
-    if getattr(layer, "stateful", False):
+    if getattr(layer, "stateful", False) and not getattr(layer, "carry_states", False):
         raise ValueError(f"[{layer.kind}] layer {layer.name!r}: stateful=True is supported on a "
                          "layer called on arrays (layer(batch) after batch, reset_states()), not "
                          "inside a model yet: the states would have to be carried from one "
@@ -171,3 +174,64 @@ def stateful_eager_call(layer, x, args, kwargs):
     out, states = res[0], [np.asarray(s) for s in res[1:]]
     layer.states = states
     return [out] + states if layer.return_state else out
+
+
+def _fixed_batch(t):
+    """The batch size an Input upstream of `t` fixes (Input(batch_shape=)), or None."""
+    seen, stack = set(), [t]
+    while stack:
+        a = stack.pop()
+        if not isinstance(a, KerasTensor) or a.id in seen:
+            continue
+        seen.add(a.id)
+        if a.op == "input" and getattr(a, "fixed_batch", None):
+            return a.fixed_batch
+        stack.extend(a.args)
+        stack.extend(v for v in a.kwargs.values() if isinstance(v, KerasTensor))
+        if a.op == "layer":
+            stack.extend(a.args[1])
+    return None
+
+
+def stateful_symbolic_call(layer, args, kwargs):
+    """A stateful layer called in a model: the call is recorded with its
+    states as hidden inputs (batch_size fixed, as Keras requires) and the
+    final states as extra outputs, kept in layer.carried for predict."""
+    where = user_location()
+    x = args[0] if args else kwargs.pop("sequences", kwargs.pop("inputs", None))
+    rebuilt = isinstance(x, (list, tuple)) and bool(x)
+    if rebuilt:
+        # a saved model rebuilt (the call recorded with its carried states):
+        # the states are made anew, and the graph takes all the outputs
+        x = x[0]
+    if kwargs.get("initial_state") is not None:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r}: initial_state= with "
+                         "stateful=True inside a model is not supported (the layer starts "
+                         f"from its carried states); make it stateful=False (at {where})")
+    if getattr(layer, "carried", None) is not None:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} is stateful and is already called "
+                         f"in a model: one stateful layer has one set of states; make a second "
+                         f"layer (at {where})")
+    if not isinstance(x, KerasTensor):
+        raise TypeError(f"[{layer.kind}] layer {layer.name!r}: the sequences must be a symbolic "
+                        f"tensor here, got {type(x).__name__} (at {where})")
+    batch = _fixed_batch(x)
+    if batch is None:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r}: stateful=True needs a fixed batch "
+                         "size (Keras's rule): make the model's Input with batch_shape=(batch, "
+                         "timesteps, features) or batch_size=; got sequences of shape "
+                         f"{x.shape} (at {where})")
+    states = [Input(batch_shape=(batch, layer.units)) for _ in range(layer._n_states())]
+    for s in states:
+        s.carried_state = True
+    layer.carry_states = True  # from now on its program gives the final states out
+    res = Layer.__call__(layer, x, *args[1:], initial_state=states, **kwargs)
+    n = len(states)
+    layer.carried = (batch, states, list(res[-n:]))
+    return res if layer.return_state or rebuilt else res[0]
+
+
+def carried(layers) -> list:
+    """The stateful layers among `layers` whose states a model carries."""
+    return [l for l in layers if getattr(l, "stateful", False) and
+            getattr(l, "carried", None) is not None]

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..symbolic import user_location
 from .base import Layer
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
@@ -99,6 +100,10 @@ class Bidirectional(Layer):
                                            type(layer).forward is not _RNN.forward):
             raise TypeError(f"[Bidirectional] wraps a SimpleRNN, LSTM, GRU or RNN layer, got "
                             f"{type(layer).__name__}")
+        if getattr(layer, "stateful", False):
+            raise ValueError(f"[Bidirectional] layer {layer.name!r} is stateful: a stateful "
+                             "layer inside Bidirectional is not supported; use two stateful "
+                             "layers (one with go_backwards=True) and merge them")
         if merge_mode not in self.MERGE_MODES:
             raise ValueError(f"[Bidirectional] merge_mode must be one of {self.MERGE_MODES}, got "
                              f"{merge_mode!r}")
@@ -122,9 +127,41 @@ class Bidirectional(Layer):
         for sub in (self.forward_layer, self.backward_layer):
             sub.zero_output_for_mask = sub.return_sequences  # as Keras forces it
 
+    def split_call(self, inputs, *args, **kwargs):
+        """Keras's: initial_state= holds the forward layer's states, then the
+        backward layer's (cut in two halves)."""
+        fw = self.forward_layer
+        kwargs = dict(kwargs)
+        initial = kwargs.get("initial_state")
+        if isinstance(fw, RNN) and fw.stacked and initial is not None:
+            initial = list(initial) if isinstance(initial, (list, tuple)) else [initial]
+            half = len(initial) // 2
+            kwargs["initial_state"] = fw._flat_states(initial[:half]) + \
+                self.backward_layer._flat_states(initial[half:])
+        return split_states_call(self, fw._n_states() + self.backward_layer._n_states(),
+                                 inputs, args, kwargs)
+
+    def _n_states(self):
+        return self.forward_layer._n_states() + self.backward_layer._n_states()
+
+    def __call__(self, *args, **kwargs):
+        res = Layer.__call__(self, *args, **kwargs)
+        fw, bw = self.forward_layer, self.backward_layer
+        if not (self.return_state and isinstance(fw, RNN) and fw.stacked and
+                isinstance(res, list)):
+            return res
+        n_out = len(res) - self._n_states()
+        split = n_out + fw._n_states()
+        return list(res[:n_out]) + fw._grouped(res[n_out:split]) + bw._grouped(res[split:])
+
     def compute_output_shape(self, s):
-        fw = self.forward_layer.compute_output_shape(s)
-        bw = self.backward_layer.compute_output_shape(s)
+        if isinstance(s, list):  # [sequences, *forward states, *backward states]
+            n = self.forward_layer._n_states()
+            fw = self.forward_layer.compute_output_shape([s[0]] + s[1:1 + n])
+            bw = self.backward_layer.compute_output_shape([s[0]] + s[1 + n:])
+        else:
+            fw = self.forward_layer.compute_output_shape(s)
+            bw = self.backward_layer.compute_output_shape(s)
         self.params = _own_params(self.forward_layer, "forward_") + \
             _own_params(self.backward_layer, "backward_")
         states = []
@@ -140,10 +177,14 @@ class Bidirectional(Layer):
         return mask if self.return_sequences else None
 
     def forward(self, x, p, ctx, mask=None):
-        y = self.forward_layer.forward(x, _sub_params(self.forward_layer, p, "forward_"), ctx,
-                                       mask=mask)
-        y_rev = self.backward_layer.forward(x, _sub_params(self.backward_layer, p, "backward_"),
-                                            ctx, mask=mask)
+        x_fw = x_bw = x
+        if isinstance(x, (list, tuple)):  # initial_state= given: forward's, then backward's
+            n = self.forward_layer._n_states()
+            x_fw, x_bw = [x[0]] + list(x[1:1 + n]), [x[0]] + list(x[1 + n:])
+        y = self.forward_layer.forward(x_fw, _sub_params(self.forward_layer, p, "forward_"),
+                                       ctx, mask=mask)
+        y_rev = self.backward_layer.forward(x_bw, _sub_params(self.backward_layer, p,
+                                                              "backward_"), ctx, mask=mask)
         states = []
         if self.return_state:
             states = list(y[1:]) + list(y_rev[1:])
@@ -278,26 +319,26 @@ class RNN(Layer):
         if stateful:
             raise ValueError("[RNN] stateful=True is not supported on RNN(cell) yet; use the "
                              "LSTM, GRU or SimpleRNN layer (stateful=True on arrays)")
-        if return_state and len(cells) > 1:
-            raise ValueError("[RNN] return_state=True with stacked cells is not supported")
         super().__init__(name, input_shape, **kwargs)
         self.return_sequences = bool(return_sequences)
         self.return_state = bool(return_state)
         self.go_backwards = bool(go_backwards)
         self.zero_output_for_mask = bool(zero_output_for_mask)
         self.cells = cells
+        # Keras: a list or StackedRNNCells takes and gives one state entry per cell
+        self.stacked = isinstance(cell, (StackedRNNCells, list, tuple))
         self.stack = []
         for k, c in enumerate(cells):
             last = k == len(cells) - 1
             if is_user_cell(c):
                 self.stack.append(UserCellLayer(
                     c, return_sequences=self.return_sequences or not last,
-                    return_state=self.return_state and last,
+                    return_state=self.return_state,
                     go_backwards=self.go_backwards and k == 0, name=f"{self.name}_cell{k}"))
                 continue
             sub = c.layer_class(c.units, **dict(
                 c.kwargs, return_sequences=self.return_sequences or not last,
-                return_state=self.return_state and last,
+                return_state=self.return_state,
                 go_backwards=self.go_backwards and k == 0,
                 name=f"{self.name}_cell{k}"))
             self.stack.append(sub)
@@ -305,25 +346,89 @@ class RNN(Layer):
     def _prefix(self, k):
         return "" if len(self.stack) == 1 else f"cell{k}_"
 
+    def _state_counts(self) -> list:
+        return [sub._n_states() for sub in self.stack]
+
+    def _n_states(self):
+        return sum(self._state_counts())
+
+    def _state_sizes(self, k) -> list:
+        sub = self.stack[k]
+        return list(sub.sizes) if isinstance(sub, UserCellLayer) else \
+            [sub.units] * sub._n_states()
+
+    def _cell_has_list_state(self, k) -> bool:
+        """Keras's nesting of cell k's states: a list when its state_size is one."""
+        c = self.cells[k]
+        if isinstance(c, _Cell):
+            return isinstance(c, LSTMCell)
+        return isinstance(c.state_size, (list, tuple))
+
     def split_call(self, inputs, *args, **kwargs):
-        return split_states_call(self, self.stack[0]._n_states() if len(self.stack) == 1 else 0,
-                                 inputs, args, kwargs)
+        if self.stacked:  # one entry per cell, each a tensor or a list: flattened
+            kwargs = dict(kwargs)
+            if kwargs.get("initial_state") is not None:
+                kwargs["initial_state"] = self._flat_states(kwargs["initial_state"])
+            if isinstance(inputs, (list, tuple)):
+                inputs = [inputs[0]] + self._flat_states(list(inputs[1:]))
+        return split_states_call(self, self._n_states(), inputs, args, kwargs)
+
+    def _flat_states(self, states) -> list:
+        if not isinstance(states, (list, tuple)):
+            states = [states]
+        counts = self._state_counts()
+        if len(states) != len(counts):
+            raise ValueError(f"[RNN] layer {self.name!r} stacks {len(counts)} cells: "
+                             f"initial_state must have one entry per cell (a tensor, or a list "
+                             f"for a cell of several states), got {len(states)} entries "
+                             f"(at {user_location()})")
+        flat = []
+        for k, (entry, n) in enumerate(zip(states, counts)):
+            entry = list(entry) if isinstance(entry, (list, tuple)) else [entry]
+            if len(entry) != n:
+                raise ValueError(f"[RNN] layer {self.name!r}: cell {k} has {n} states, got "
+                                 f"initial_state entry {k} with {len(entry)} "
+                                 f"(at {user_location()})")
+            flat += entry
+        return flat
+
+    def __call__(self, *args, **kwargs):
+        res = Layer.__call__(self, *args, **kwargs)
+        if not (self.stacked and self.return_state and isinstance(res, list)):
+            return res
+        n_out = len(res) - self._n_states()
+        return list(res[:n_out]) + self._grouped(res[n_out:])
+
+    def _grouped(self, states) -> list:
+        """Keras's nesting of a stack's states: one entry per cell (a list for
+        a cell of several states)."""
+        return [part if self._cell_has_list_state(k) else part[0]
+                for k, part in enumerate(self._split_states(list(states)))]
+
+    def _split_states(self, states: list) -> list:
+        """A flat list of states cut per cell."""
+        parts, at = [], 0
+        for n in self._state_counts():
+            parts.append(list(states[at:at + n]))
+            at += n
+        return parts
 
     def compute_output_shape(self, s):
-        if isinstance(s, list):  # [sequences, *initial states] (one cell)
-            sub = self.stack[0]
-            sizes = sub.sizes if isinstance(sub, UserCellLayer) else [sub.units] * sub._n_states()
-            check_state_shapes(self, s[1:], [(d,) for d in sizes])
-            s_first = s
+        initial = [[] for _ in self.stack]
+        if isinstance(s, list):  # [sequences, *initial states]
+            check_state_shapes(self, s[1:], [(d,) for k in range(len(self.stack))
+                                             for d in self._state_sizes(k)])
+            initial = self._split_states(s[1:])
             s = s[0]
-        else:
-            s_first = s
         self.params = []
+        states = []
         for k, sub in enumerate(self.stack):
-            out = sub.compute_output_shape(s_first if k == 0 else s)
+            out = sub.compute_output_shape([s] + initial[k] if initial[k] else s)
             self.params += _own_params(sub, self._prefix(k))
+            if self.return_state:
+                out, states = out[0], states + list(out[1:])
             s = out
-        return out
+        return [out] + states if self.return_state else out
 
     def output_mask(self, inputs, mask):
         return mask if self.return_sequences else None
@@ -331,15 +436,18 @@ class RNN(Layer):
     def forward(self, x, p, ctx, mask=None):
         saved = ctx.input_shapes
         steps = saved[0][1]
-        initial = []
-        if isinstance(x, (list, tuple)):  # initial_state= given (one cell)
-            x, initial = x[0], list(x[1:])
+        initial = [[] for _ in self.stack]
+        if isinstance(x, (list, tuple)):  # initial_state= given
+            x, initial = x[0], self._split_states(list(x[1:]))
+        states = []
         try:
             for k, sub in enumerate(self.stack):
                 last = k == len(self.stack) - 1
                 sub.zero_output_for_mask = self.zero_output_for_mask and last
-                x = sub.forward([x] + initial if k == 0 and initial else x,
+                x = sub.forward([x] + initial[k] if initial[k] else x,
                                 _sub_params(sub, p, self._prefix(k)), ctx, mask=mask)
+                if self.return_state:
+                    x, states = x[0], states + list(x[1:])
                 if k == 0 and self.go_backwards and mask is not None:
                     # the layers above read the first one's outputs, in its
                     # (reversed) order
@@ -348,4 +456,4 @@ class RNN(Layer):
                     ctx.input_shapes = [(None, steps, sub.units)]
         finally:
             ctx.input_shapes = saved
-        return x
+        return [x] + states if self.return_state else x

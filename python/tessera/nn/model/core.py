@@ -173,7 +173,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             if t.id in seen:
                 continue
             seen.add(t.id)
-            if t.op == "input" and t.id not in ids:
+            if t.op == "input" and t.id not in ids and not getattr(t, "carried_state", False):
+                # (a stateful layer's carried states: predict feeds them, rnn_states.py)
                 raise ValueError(f"[{self.kind}] the outputs depend on an Input made at {t.where} "
                                  "that is not among the model's inputs")
             stack.extend(GraphWriter._inputs(t))
@@ -368,8 +369,10 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             if not built:
                 rows.append((f"{layer.name} ({layer.kind})", "?", "0 (unbuilt)"))
                 continue
-            shape = str(_with_batch(layer._out_shape) if layer._out_shape is not None else
-                        (None,))
+            out = layer._out_shape
+            if getattr(layer, "carried", None) is not None and not layer.return_state:
+                out = out[0]  # a stateful layer's carried states are not its outputs
+            shape = str(_with_batch(out) if out is not None else (None,))
             rows.append((f"{layer.name} ({layer.kind})", shape, f"{layer.count_params():,}"))
         widths = [max(len(r[k]) for r in rows) + 2 for k in range(3)]
         line = "=" * sum(widths)

@@ -9,8 +9,19 @@ import numpy as np
 from ... import _core
 from ... import data as _data
 from .. import callbacks as _cb
+from ..layers.rnn_states import carried
+from ..registry import model_class
+from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
 from ._common import _fmt, _from_py_dataset
+
+
+def _data_leaves(x) -> list:
+    if isinstance(x, dict):
+        return [v for a in x.values() for v in _data_leaves(a)]
+    if isinstance(x, (list, tuple)):
+        return [v for a in x for v in _data_leaves(a)]
+    return [x]
 
 
 class InferenceMixin:
@@ -119,12 +130,95 @@ class InferenceMixin:
         values = list(result.values())
         return values[0] if len(values) == 1 else values
 
+    def _program(self, kind):
+        stateful = [] if self.__dict__.get("_carries_states") else carried(self._layers)
+        if stateful:
+            what = kind if isinstance(kind, str) else kind[0]
+            what = "fit" if what.startswith("train") else what
+            layer = stateful[0]
+            raise ValueError(f"[{what}] layer {layer.name!r} is stateful (stateful=True): its "
+                             "states are carried from batch to batch by predict (and by calling "
+                             "the layer or the model on arrays), not yet by fit, evaluate or "
+                             "the training step; train a copy of the model built with "
+                             f"stateful=False (set_weights between them), or call predict "
+                             f"(at {user_location()})")
+        return super()._program(kind)
+
+    def __call__(self, *args, **kwargs):
+        # a model with stateful layers called on arrays (Keras's eager call):
+        # predict on them, carrying the states (a symbolic call goes on)
+        if args and carried(self._layers) and not self.__dict__.get("_carries_states") and \
+                not any(isinstance(a, KerasTensor) for a in _data_leaves(args[0])):
+            if kwargs.get("training") or set(kwargs) - {"training"}:
+                raise ValueError(f"[{self.kind}] a model with stateful layers called on arrays "
+                                 f"takes the inputs only (training=False), got {sorted(kwargs)}")
+            return self.predict(args[0], verbose=0)
+        return super().__call__(*args, **kwargs)
+
+    def _stateful_twin(self):
+        """The model with its stateful layers' states as extra inputs and
+        outputs (the same layers and weights), and those layers."""
+        twin = self.__dict__.get("_twin")
+        if twin is None:
+            layers = carried(self._layers)
+            ins = [s for layer in layers for s in layer.carried[1]]
+            outs = [s for layer in layers for s in layer.carried[2]]
+            twin = model_class()(self._inputs + ins, self._outputs + outs)
+            twin.__dict__["_carries_states"] = True
+            twin = (twin, layers)
+            self.__dict__["_twin"] = twin
+        return twin
+
+    def _stateful_predict(self, xs, batch_size, steps, cbs):
+        """predict with stateful layers: batch after batch of the fixed batch
+        size, each starting from the states the previous one ended with
+        (layer.states; reset_states() starts again from zeros)."""
+        twin, layers = self._stateful_twin()
+        batch = layers[0].carried[0]
+        n = len(xs[0])
+        if (batch_size is not None and batch_size != batch) or n % batch:
+            raise ValueError(f"[predict] layer {layers[0].name!r} is stateful with batch size "
+                             f"{batch} (its Input's): predict needs batch_size={batch} or None "
+                             f"and a multiple of {batch} samples; got batch_size={batch_size!r} "
+                             f"and {n} samples")
+        n_out = len(self._outputs)
+        outs = []
+        cbs.on_predict_begin()
+        for i, start in enumerate(range(0, n, batch)):
+            if steps is not None and i >= steps:
+                break
+            cbs.on_predict_batch_begin(i)
+            states = []
+            for layer in layers:
+                if layer.states is None or layer.states[0].shape[0] != batch:
+                    layer.states = [np.zeros((batch, layer.units), np.float32)
+                                    for _ in layer.carried[1]]
+                states += layer.states
+            r = twin.predict([a[start:start + batch] for a in xs] + states, batch_size=batch,
+                             verbose=0)
+            r = [np.asarray(a) for a in r]
+            at = n_out
+            for layer in layers:
+                k = len(layer.carried[1])
+                layer.states, at = r[at:at + k], at + k
+            outs.append(r[:n_out])
+            if cbs.callbacks:
+                cbs.on_predict_batch_end(i, {"outputs": r[:n_out] if n_out > 1 else r[0]})
+        cbs.on_predict_end()
+        results = [np.concatenate([o[k] for o in outs]) if outs else
+                   np.zeros((0,) + tuple(t.shape[1:]), dtype=self.dtype)
+                   for k, t in enumerate(self._outputs)]
+        if getattr(self, "_output_keys", None):
+            return dict(zip(self._output_keys, results))
+        return results if n_out > 1 else results[0]
+
     @keeps_graph
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs for x, in inference mode: one array (a list
         for several outputs). callbacks: their on_predict_begin,
         on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
-        and on_predict_end are called, as Keras calls them."""
+        and on_predict_end are called, as Keras calls them. Stateful layers
+        carry their states from batch to batch (_stateful_predict)."""
         x = _from_py_dataset(x, "predict")
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
@@ -132,6 +226,9 @@ class InferenceMixin:
             xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
         else:
             xs = self._prepare_x(x, "predict")
+        if carried(self._layers) and not self.__dict__.get("_carries_states"):
+            cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
+            return self._stateful_predict(xs, batch_size, steps, cbs)
         self._specialize([a.shape[1:] for a in xs], "predict", verbose)
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")

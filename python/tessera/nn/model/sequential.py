@@ -37,6 +37,7 @@ class Sequential(Model):
             if isinstance(layer, KerasTensor) and layer.op == "input" and i == 0:
                 self._declared_input = layer.shape[1:]
                 self._declared_dtype = layer.dtype
+                self._declared_batch = getattr(layer, "fixed_batch", None)
                 continue
             if not isinstance(layer, Layer):
                 raise TypeError(f"[Sequential] layer {i} is not a tessera.nn layer: {layer!r}")
@@ -46,7 +47,7 @@ class Sequential(Model):
             # Keras: on the first layer, one sample's shape (None: unknown length)
             input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
         if input_shape is None and self._declared_input is not None:
-            input_shape = (None,) + tuple(self._declared_input)
+            input_shape = (getattr(self, "_declared_batch", None),) + tuple(self._declared_input)
         if input_shape is not None:
             self.build(tuple(input_shape))
 
@@ -72,6 +73,7 @@ class Sequential(Model):
                                  f"layers; the model has {len(self._stack)} already")
             self._declared_input = layer.shape[1:]
             self._declared_dtype = layer.dtype
+            self._declared_batch = getattr(layer, "fixed_batch", None)
             return
         if not isinstance(layer, Layer):
             raise TypeError(f"[Sequential.add] not a tessera.nn layer: {layer!r}")
@@ -124,11 +126,14 @@ class Sequential(Model):
         if input_shape is None:
             raise ValueError("[Sequential.build] input_shape is required")
         shape = tuple(input_shape)
+        batch = None
         if shape and shape[0] is None:
             shape = shape[1:]
+        elif len(shape) > 1 and getattr(self, "_declared_batch", None) == shape[0]:
+            batch, shape = shape[0], shape[1:]  # Input(batch_shape=...): kept (stateful layers)
         if not self._stack:
             raise ValueError("[Sequential.build] the model has no layers")
-        inputs = Input(shape, dtype=self._declared_dtype or self.dtype)
+        inputs = Input(shape, batch_size=batch, dtype=self._declared_dtype or self.dtype)
         h = inputs
         for i, layer in enumerate(self._stack):
             try:
