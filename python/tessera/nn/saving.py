@@ -1,20 +1,6 @@
 """Saving models: tessera's weights format (weights_file.py: named arrays, a
-JSON header, a SHA-256), extended with the model's architecture, compile settings, optimizer
-state and training state. Loading never executes anything from the file.
-
-    offset  size  content
-    0       8     magic b"TSRWGHT1"
-    8       8     header length H, little-endian uint64
-    16      H     header, UTF-8 JSON: {"format": "tessera-weights", "version": 1,
-                  "tensors": [{"name", "dtype", "shape", "offset", "nbytes"}, ...],
-                  and for model.save / save_checkpoint: "model" (architecture),
-                  "compile", "training"}
-    16+H    D     the arrays' bytes, little-endian, C order, at their offsets
-    16+H+D  32    SHA-256 of everything before it
-
-Weights are named by their variables (l<layer>_<name>); optimizer state
-tensors start with "optimizer/".
-"""
+JSON header, a SHA-256; its layout is there), extended with the model's architecture, compile
+settings, optimizer state and training state. Loading never executes anything from the file."""
 
 from __future__ import annotations
 

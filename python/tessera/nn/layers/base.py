@@ -534,16 +534,7 @@ def _float_dtype(dtype) -> str:
     return "float32" if dtype is None else str(dtype)
 
 
-def _fans(shape) -> Tuple[int, int]:
-    """Keras's compute_fans."""
-    if len(shape) == 0:
-        return 1, 1
-    if len(shape) == 1:
-        return shape[0], shape[0]
-    if len(shape) == 2:
-        return shape[0], shape[1]
-    receptive = math.prod(shape[:-2])
-    return shape[-2] * receptive, shape[-1] * receptive
+_fans = initializers.compute_fans  # Keras's compute_fans, for the layer families
 
 
 def _custom_forward(layer: Layer, x, p: dict, ctx: Context, kwargs: dict):
