@@ -11,6 +11,18 @@ from ..symbolic import KerasTensor
 from .base import Layer, Param, _initializer
 from .noise import _seed
 
+
+def call_flags(static: dict, return_attention_scores, use_causal_mask, training) -> dict:
+    """An attention layer's call flags added to `static` (only those set, so
+    that calls without them share one program)."""
+    if return_attention_scores:
+        static["return_attention_scores"] = True
+    if use_causal_mask:
+        static["use_causal_mask"] = True
+    if training is not None:
+        static["training"] = bool(training)
+    return static
+
 __all__ = ["Attention", "AdditiveAttention"]
 
 
@@ -68,13 +80,7 @@ class Attention(Layer):
                                 f"got {type(m).__name__}")
             if m is not None:
                 static[name] = m
-        if return_attention_scores:
-            static["return_attention_scores"] = True
-        if use_causal_mask:
-            static["use_causal_mask"] = True
-        if training is not None:
-            static["training"] = bool(training)
-        self._flags = static
+        self._flags = call_flags(static, return_attention_scores, use_causal_mask, training)
         return list(inputs), static
 
     def auto_masks(self, inputs, static):

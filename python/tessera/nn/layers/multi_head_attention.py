@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ..symbolic import KerasTensor
+from .attention import call_flags
 from .base import Layer, Param, _initializer, _positive, _regularizer
 
 __all__ = ["MultiHeadAttention"]
@@ -84,13 +85,7 @@ class MultiHeadAttention(Layer):
                                 f"{type(t).__name__}")
         static = {"_has_key": key is not None, "_has_mask": attention_mask is not None}
         static.update(masks)
-        if return_attention_scores:
-            static["return_attention_scores"] = True
-        if use_causal_mask:
-            static["use_causal_mask"] = True
-        if training is not None:
-            static["training"] = bool(training)
-        self._flags = static
+        self._flags = call_flags(static, return_attention_scores, use_causal_mask, training)
         return ins, static
 
     supports_masking = True  # the output carries the query's mask (Keras)
