@@ -256,9 +256,13 @@ def test_reshaping_layers_train_in_a_convnet_as_keras():
         return lib.Model(inp, lib.layers.Dense(2)(lib.layers.Flatten()(h)))
 
     t, k = _both(build)
-    x = _x(4, 5, 5, 2)
+    # Data of its own, not the module's stream: with lr 0.1 on other draws the weights grew
+    # to 1e4 in three steps, where float32's rounding order alone passes the tolerance.
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(4, 5, 5, 2)).astype(np.float32)
     _same(t, k, x)
-    _train_same(t, k, x, _x(4, 2))
+    _train_same(t, k, x, rng.normal(size=(4, 2)).astype(np.float32), lr=0.02)
+    assert max(np.abs(w).max() for w in t.get_weights()) < 10.0  # a few steps, not a blow-up
 
 
 def test_reshaping_errors():
