@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "tessera/runtime/scheduler.hpp"
 #include "tessera/runtime/trace.hpp"
@@ -84,6 +86,11 @@ void trace_op(const Op& op, const Future<Value>& f) {
 // launcher stops a job). The handler only wakes a thread of its own, which
 // writes the trace (nothing when none is recorded) and ends the process by
 // the same signal. A handler the program installed itself is left alone.
+// A rank that already knows of another's failure is about to say so (its
+// collectives fail with the error that names the lost rank): mpirun stops
+// the job as soon as the first healthy rank ends with that error, so the
+// others get a moment to print theirs (mpirun's SIGKILL follows SIGTERM
+// after 1 s, odls_base_sigkill_timeout).
 int sigterm_pipe[2] = {-1, -1};
 
 void on_sigterm(int) {
@@ -105,6 +112,8 @@ void write_trace_on_sigterm() {
       char c;
       while (read(sigterm_pipe[0], &c, 1) < 0 && errno == EINTR) {
       }
+      if (Engine::get().peer_failure_known())
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
       trace::write_before_abrupt_end();
       std::fflush(stdout);
       std::fflush(stderr);

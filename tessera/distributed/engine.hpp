@@ -300,6 +300,9 @@ class Engine {
 
   void mark_failed() { failed_ = true; }
 
+  // Whether this rank has been told (or noticed) that another one failed.
+  bool peer_failure_known() const { return peer_failed_.load(std::memory_order_acquire); }
+
   void set_coalescing(bool on) { coalesce_.store(on); }
 
   void stop();
