@@ -47,6 +47,48 @@ def _per_sample(t: KerasTensor, layer) -> tuple:
     return t.shape[1:]
 
 
+class _MaskedOutput(np.ndarray):
+    """An eager layer call's output that carries its mask, as Keras's outputs
+    do (`y._keras_mask`, read by the next layer called on `y`). NumPy's
+    operations on it give plain arrays (as the mask is lost on Keras's too)."""
+
+    _keras_mask = None
+
+    def __array_finalize__(self, obj):
+        self._keras_mask = None  # views and copies: no mask
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [x.view(np.ndarray) if isinstance(x, _MaskedOutput) else x for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, _MaskedOutput) else x
+                                  for x in kwargs["out"])
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+    def __repr__(self):
+        return repr(self.view(np.ndarray))
+
+    def __reduce__(self):  # pickled (or copied by copy.copy) as a plain array
+        return self.view(np.ndarray).__reduce__()
+
+
+def _with_mask(value, mask):
+    """`value` (an array) carrying `mask` as `_keras_mask`; as it is without one."""
+    if mask is None:
+        return value
+    out = np.asarray(value).view(_MaskedOutput)
+    out._keras_mask = np.asarray(mask).astype(bool)
+    return out
+
+
+def own_compute_mask(layer):
+    """The compute_mask a user's layer defines (None when it inherits
+    Layer's, which applies the built-in rules)."""
+    rule = getattr(type(layer), "compute_mask", None)
+    if rule is None or getattr(rule, "_tessera_default", False):
+        return None
+    return getattr(layer, "compute_mask")
+
+
 def _accepts(fn, name: str) -> bool:
     try:
         params = inspect.signature(fn).parameters
@@ -355,15 +397,21 @@ def _call_custom(layer, inputs, args, kwargs):
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
     _record_first_call(layer, flat, results[0] if single else results)
-    rule = getattr(layer, "compute_mask", None)
+    rule = own_compute_mask(layer)
     if rule is not None:
         out_mask = rule(inputs, in_mask)
     else:
         out_mask = in_mask if getattr(layer, "supports_masking", False) else None
-    if out_mask is not None and not isinstance(out_mask, KerasTensor):
+    # Keras: one mask per output when compute_mask gives a list of them
+    masks = list(out_mask) if isinstance(out_mask, (list, tuple)) and not single else \
+        [out_mask] + [None] * (len(results) - 1)
+    if len(masks) != len(results) or not all(m is None or isinstance(m, KerasTensor)
+                                              for m in masks):
         raise TypeError(f"[{layer.kind}] {type(layer).__name__}.compute_mask must return a "
-                        f"symbolic tensor or None, got {type(out_mask).__name__}")
-    results[0]._keras_mask = out_mask
+                        f"symbolic tensor, None, or one of them per output ({len(results)}), "
+                        f"got {type(out_mask).__name__}")
+    for r, m in zip(results, masks):
+        r._keras_mask = m
     return results[0] if single else results
 
 
@@ -566,10 +614,33 @@ def _eager_call(layer, inputs, args, kwargs):
     Model = model_class()  # (the model sits above the graph: registry.py)
     if layer._is_custom() and not isinstance(layer, Model):
         return _eager_custom_call(layer, inputs, args, kwargs)
-    arrays = [np.asarray(a) for a in _flatten([inputs, list(args)])]
+    given = _flatten([inputs, list(args)])
+    arrays = [np.asarray(a) for a in given]
     if not arrays:
         raise TypeError(f"[{layer.kind}] layer {layer.name!r} called without inputs")
     sym = [Input(a.shape[1:], dtype=str(a.dtype)) for a in arrays]
+    # masks, as Keras's eager calls take them: the one given as mask=, else
+    # those the arrays carry (the outputs of earlier calls)
+    mask_in, mask_arrays = [], []
+
+    def mask_input(m):
+        m = np.asarray(m).astype(bool)
+        t = Input(m.shape[1:], dtype="bool")
+        mask_in.append(t)
+        mask_arrays.append(m)
+        return t
+
+    kwargs = dict(kwargs)
+    if kwargs.get("mask") is not None and not isinstance(kwargs["mask"], KerasTensor):
+        given_mask = kwargs["mask"]
+        if isinstance(given_mask, (list, tuple)):
+            kwargs["mask"] = type(given_mask)(None if m is None else mask_input(m)
+                                              for m in given_mask)
+        else:
+            kwargs["mask"] = mask_input(given_mask)
+    for s, a in zip(sym, given):
+        if getattr(a, "_keras_mask", None) is not None:
+            s._keras_mask = mask_input(a._keras_mask)
     it = iter(sym)
 
     def rebuild(v):
@@ -584,9 +655,35 @@ def _eager_call(layer, inputs, args, kwargs):
     sym_args = rebuild(list(args))
     out = layer(sym_inputs, *sym_args, **kwargs)
     dtype = str(arrays[0].dtype) if arrays[0].dtype in (np.float32, np.float64) else "float32"
-    model = Model(sym, out, dtype=dtype)
-    return model.predict(arrays if len(arrays) > 1 else arrays[0], batch_size=max(
-        1, len(arrays[0])), verbose=0)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    # the outputs' masks: computed by the same program (or one of the masks fed)
+    masks = [getattr(o, "_keras_mask", None) for o in outs]
+    extra = [m for m in masks if m is not None and not any(m is t for t in mask_in)]
+    feeds = arrays + mask_arrays
+    if not extra:
+        model = Model(sym + mask_in, out, dtype=dtype)
+        result = model.predict(feeds if len(feeds) > 1 else feeds[0],
+                               batch_size=max(1, len(arrays[0])), verbose=0)
+        if not any(m is not None for m in masks):
+            return result
+        values = list(result) if isinstance(out, (list, tuple)) else [result]
+        computed = []
+    else:
+        model = Model(sym + mask_in, outs + extra, dtype=dtype)
+        result = model.predict(feeds if len(feeds) > 1 else feeds[0],
+                               batch_size=max(1, len(arrays[0])), verbose=0)
+        values, computed = list(result[:len(outs)]), list(result[len(outs):])
+    found = iter(computed)
+    with_masks = []
+    for v, m in zip(values, masks):
+        if m is None:
+            with_masks.append(v)
+            continue
+        fed = [a for t, a in zip(mask_in, mask_arrays) if t is m]
+        with_masks.append(_with_mask(v, fed[0] if fed else next(found)))
+    if isinstance(out, (list, tuple)):
+        return type(out)(with_masks) if isinstance(out, tuple) else with_masks
+    return with_masks[0]
 
 
 def _eager_custom_call(layer, inputs, args, kwargs):
@@ -607,8 +704,28 @@ def _eager_custom_call(layer, inputs, args, kwargs):
         kw.pop("training", None)
     elif not _accepts(layer.call, "training"):
         kw.pop("training")
+    # Keras: call() with a `mask` argument gets the mask the first input
+    # carries (unless one is given); the output carries compute_mask's
+    first = arrays[0]
+    in_mask = kw.get("mask")
+    if in_mask is None:
+        in_mask = getattr(first, "_keras_mask", None)
+        if in_mask is not None and _accepts(layer.call, "mask") and not _accepts_any(layer.call):
+            kw["mask"] = in_mask
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     out = layer.call(inputs, *args, **kw)
+    rule = own_compute_mask(layer)
+    if rule is not None:
+        out_mask = rule(inputs, in_mask)
+    else:
+        out_mask = in_mask if getattr(layer, "supports_masking", False) else None
+    if out_mask is not None:
+        if isinstance(out, (list, tuple)):
+            masks = list(out_mask) if isinstance(out_mask, (list, tuple)) else \
+                [out_mask] + [None] * (len(out) - 1)
+            out = type(out)(_with_mask(o, m) for o, m in zip(out, masks))
+        else:
+            out = _with_mask(out, out_mask)
     if layer._in_shape is None:
         layer._in_shape = shapes[0][1:] if len(shapes) == 1 else [s[1:] for s in shapes]
         outs = out if isinstance(out, (list, tuple)) else [out]

@@ -417,13 +417,30 @@ class Layer:
         return self.weights
 
     def get_weights(self) -> list:
-        """This layer's weights as NumPy arrays (copies), in declaration order."""
+        """This layer's weights as NumPy arrays (copies), in declaration order;
+        a user's layer's include those of the layers it keeps (Keras's: the
+        values of `layer.weights`)."""
+        if self._sublayers():
+            return [v.numpy() for v in self.weights]
         return [np.array(self._values[q.name], copy=True) for q in self.params
                 if q.name in self._values]
 
     def set_weights(self, weights):
         """Replaces this layer's weights (same count and shapes as get_weights)."""
         weights = list(weights)
+        if self._sublayers():
+            variables = self.weights
+            if len(weights) != len(variables):
+                raise ValueError(f"[{self.kind}.set_weights] layer {self.name!r} has "
+                                 f"{len(variables)} weights (its own and its sublayers'), got "
+                                 f"{len(weights)}")
+            for v, w in zip(variables, weights):
+                if tuple(np.shape(w)) != tuple(v.shape):
+                    raise ValueError(f"[{self.kind}.set_weights] {v.path} must have shape "
+                                     f"{tuple(v.shape)}, got {tuple(np.shape(w))}")
+            for v, w in zip(variables, weights):
+                v.assign(w)
+            return
         if len(weights) != len(self.params):
             raise ValueError(f"[{self.kind}.set_weights] layer {self.name!r} has "
                              f"{len(self.params)} weights, got {len(weights)}")
@@ -438,6 +455,21 @@ class Layer:
                 else None
             new[q.name] = np.array(w, dtype=old if old is not None else w.dtype, copy=True)
         self._values.update(new)
+
+    def compute_mask(self, inputs, previous_mask=None):
+        """Keras's Layer.compute_mask: the mask of this layer's output for
+        `inputs` (symbolic tensors or arrays) carrying `previous_mask`: the
+        layer's own rule (Embedding's ids != 0 with mask_zero, a recurrent
+        layer's with return_sequences, ...), else `previous_mask` when the
+        layer passes masks on (supports_masking), else None. A user's layer
+        overrides it."""
+        rule = getattr(self, "output_mask", None)
+        if rule is not None:
+            return rule(list(inputs) if isinstance(inputs, (list, tuple)) else [inputs],
+                        previous_mask)
+        return previous_mask if getattr(self, "supports_masking", False) else None
+
+    compute_mask._tessera_default = True  # (functional.own_compute_mask)
 
     def get_config(self) -> dict:
         """The constructor arguments (for model.save), as given when the

@@ -518,8 +518,11 @@ def _sections(op, x, indices_or_sections, axis):
     n = shape_of(x)[axis]
     if isinstance(indices_or_sections, int):
         if n is None:
-            raise ValueError(f"[ops.{op}] cannot split the batch axis (its length is not known "
-                             "while the model is built)")
+            what = "the batch axis" if axis == 0 else f"axis {axis}"
+            raise ValueError(f"[ops.{op}] cannot split {what} into {indices_or_sections} equal "
+                             f"sections of a tensor of shape {shape_of(x)}: its length is not "
+                             "known while the model is built (give it a length in Input, or "
+                             "split at indices)")
         if indices_or_sections <= 0 or n % indices_or_sections:
             raise ValueError(f"[ops.{op}] {n} elements along axis {axis} do not split into "
                              f"{indices_or_sections} equal sections")
