@@ -10,11 +10,11 @@ import numpy as np
 
 from .registry import model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
-                       user_location)
+                       follow_first_axis, user_location)
 from .variables import add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
-           "clone_graph"]
+           "graph_layers", "clone_graph"]
 
 
 def _flatten(x) -> list:
@@ -170,11 +170,14 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
         node.n_outputs = len(out)
         results = [KerasTensor((lead,) + tuple(s), dtype, "item", (node, k), where=where)
                    for k, s in enumerate(out)]
+        for r in results:
+            follow_first_axis(r, in_list[0])
         results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
         node.auto_mask_keys = auto_keys
         _record_first_call(layer, in_list, results)
         return results
     result = KerasTensor((lead,) + tuple(out), dtype, "layer", node_args, static, where=where)
+    follow_first_axis(result, in_list[0])
     result._keras_mask = _output_mask(layer, in_list, in_mask)
     result.auto_mask_keys = auto_keys
     _record_first_call(layer, in_list, result)
@@ -313,12 +316,21 @@ def _restructure(template, flat: list):
 _TRACING = [0]
 
 
-def trace_call(layer, template, kwargs: dict, training: bool):
+def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
     """Runs layer.call on fresh symbolic stand-ins for the inputs described by
     `template` (tensors arranged as the call received them). Returns the
-    outputs (flat list), the placeholders, and whether there was one output."""
+    outputs (flat list), the placeholders, and whether there was one output.
+    input_masks: per tensor of the template, the (shape, dtype) of the mask
+    it carries, or None; the stand-ins carry stand-ins of them, as Keras's
+    inputs keep their masks inside call (a MultiHeadAttention called on them
+    takes them); their placeholders follow the inputs' in the list."""
     flat = [t for t in _flatten(template) if isinstance(t, KerasTensor)]
     ph = _placeholders([t.shape for t in flat], [t.dtype for t in flat])
+    mask_ph = []
+    for p, m in zip(ph, input_masks or ()):
+        if m is not None:
+            p._keras_mask = KerasTensor(tuple(m[0]), m[1], "input")
+            mask_ph.append(p._keras_mask)
     call_args = _restructure(template, ph)
     kw = dict(kwargs)
     if _accepts(layer.call, "training"):
@@ -339,7 +351,23 @@ def trace_call(layer, template, kwargs: dict, training: bool):
         if not isinstance(o, KerasTensor):
             raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
                             f"tensors (computed from its inputs), got {type(o).__name__}")
-    return outs, ph, single
+    return outs, ph + mask_ph, single
+
+
+def carried_mask_exprs(tensors, writer) -> list:
+    """Per tensor, (the expression `writer` gives its mask, the mask's shape,
+    its dtype), or None: what a user's layer call sees (Context.input_masks)."""
+    return [None if s is None else (writer.expr(t._keras_mask),) + s
+            for t, s in zip(tensors, carried_mask_specs(tensors))]
+
+
+def carried_mask_specs(tensors) -> list:
+    """Per tensor, the (shape, dtype) of the symbolic mask it carries, or None."""
+    out = []
+    for t in tensors:
+        m = getattr(t, "_keras_mask", None)
+        out.append((m.shape, m.dtype) if isinstance(m, KerasTensor) else None)
+    return out
 
 
 def write_traced(outs, placeholders, exprs, ctx) -> list:
@@ -361,28 +389,26 @@ def _call_custom(layer, inputs, args, kwargs):
     mask the first input carries (unless one is given), and the output
     carries compute_mask(inputs, mask) when the layer defines it, else the
     input's mask when it sets supports_masking."""
-    first = _flatten(inputs)[0] if _flatten(inputs) else None
-    in_mask = kwargs.get("mask")
-    if in_mask is None:
-        in_mask = getattr(first, "_keras_mask", None)
-    auto_mask = in_mask is not None and "mask" not in kwargs and _accepts(layer.call, "mask") \
-        and not _accepts_any(layer.call)
+    in_mask, auto_mask = _call_masks(layer, inputs, args, kwargs, KerasTensor)
     if auto_mask:
         kwargs = dict(kwargs, mask=in_mask)
-    tensor_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, KerasTensor)}
+    tensor_kwargs = {k: v for k, v in kwargs.items()
+                     if any(isinstance(t, KerasTensor) for t in _flatten(v))}
     static = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
     template = ((inputs,) + tuple(args), tensor_kwargs)
     flat = [t for t in _flatten([inputs, list(args), list(tensor_kwargs.values())])
             if isinstance(t, KerasTensor)]
     where = user_location()
     if not layer.built:
-        shapes = [t.shape for t in flat if not (auto_mask and t is in_mask)]
+        auto = {id(t) for t in _flatten(in_mask)} if auto_mask else set()
+        shapes = [t.shape for t in flat if id(t) not in auto]
         layer.build(shapes[0] if len(shapes) == 1 else shapes)
         layer.built = True
     static.pop("training", None)
     try:
         with collecting_losses():  # (its add_loss terms are written with its node)
-            outs, _, single = trace_call(layer, _template_of(template), static, False)
+            outs, _, single = trace_call(layer, _template_of(template), static, False,
+                                         carried_mask_specs(flat))
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
                       f"{where})") from None
@@ -397,22 +423,62 @@ def _call_custom(layer, inputs, args, kwargs):
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
     _record_first_call(layer, flat, results[0] if single else results)
+    for r, m in zip(results, _output_masks(layer, inputs, in_mask, len(results),
+                                           KerasTensor)):
+        r._keras_mask = m
+    return results[0] if single else results
+
+
+def _carried_masks(inputs):
+    """The masks the inputs carry, in their structure (Keras's
+    map_structure(get_keras_mask, inputs))."""
+    if isinstance(inputs, (list, tuple)):
+        return type(inputs)(_carried_masks(v) for v in inputs)
+    if isinstance(inputs, dict):
+        return {k: _carried_masks(v) for k, v in inputs.items()}
+    return getattr(inputs, "_keras_mask", None)
+
+
+def _call_masks(layer, inputs, args, kwargs, tensor_type):
+    """The mask a user's layer call sees, and whether it is passed as its
+    call's `mask` argument, as Keras 3 does: the one given; else, when the
+    inputs are the call's only tensor argument, the masks they carry in
+    their structure (a list of inputs: a list of masks, None where an input
+    has none); else the first input's."""
+    if "mask" in kwargs:
+        return kwargs["mask"], False
+    other = list(args) + [v for k, v in kwargs.items()]
+    one_argument = not any(isinstance(t, tensor_type) for t in _flatten(other))
+    if one_argument and isinstance(inputs, (list, tuple, dict)):
+        in_mask = _carried_masks(inputs)
+    else:
+        first = _flatten(inputs)[0] if _flatten(inputs) else None
+        in_mask = getattr(first, "_keras_mask", None)
+    carries = isinstance(in_mask, (list, tuple, dict)) or in_mask is not None
+    auto = carries and _accepts(layer.call, "mask") and not _accepts_any(layer.call)
+    return in_mask, auto
+
+
+def _output_masks(layer, inputs, in_mask, n_outputs: int, tensor_type) -> list:
+    """One mask (or None) per output of a user's layer call: Keras's
+    compute_mask(inputs, previous_mask) when the layer defines it, else the
+    previous mask when it sets supports_masking; a structure of masks is
+    matched to the outputs in order (one output takes the first)."""
     rule = own_compute_mask(layer)
     if rule is not None:
         out_mask = rule(inputs, in_mask)
     else:
         out_mask = in_mask if getattr(layer, "supports_masking", False) else None
-    # Keras: one mask per output when compute_mask gives a list of them
-    masks = list(out_mask) if isinstance(out_mask, (list, tuple)) and not single else \
-        [out_mask] + [None] * (len(results) - 1)
-    if len(masks) != len(results) or not all(m is None or isinstance(m, KerasTensor)
-                                              for m in masks):
-        raise TypeError(f"[{layer.kind}] {type(layer).__name__}.compute_mask must return a "
-                        f"symbolic tensor, None, or one of them per output ({len(results)}), "
-                        f"got {type(out_mask).__name__}")
-    for r, m in zip(results, masks):
-        r._keras_mask = m
-    return results[0] if single else results
+    if out_mask is None:
+        return [None] * n_outputs
+    flat = _flatten(out_mask)
+    bad = [m for m in flat if m is not None and not isinstance(m, tensor_type)]
+    if bad:
+        raise TypeError(f"[{layer.kind}] {type(layer).__name__}.compute_mask must return "
+                        f"{'a symbolic tensor' if tensor_type is KerasTensor else 'an array'}, "
+                        f"None, or a list of them (one per output), got "
+                        f"{type(bad[0]).__name__}")
+    return (flat + [None] * n_outputs)[:n_outputs]
 
 
 def _accepts_any(fn) -> bool:
@@ -442,10 +508,14 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
     flag and written with its inputs bound to `exprs`."""
     template = static["_template"]
     kwargs = {k: v for k, v in static.items() if k != "_template"}
+    # the masks the inputs carry: (expression, shape, dtype) per input, or None
+    masks = getattr(ctx, "input_masks", None) or [None] * len(exprs)
     with collecting_losses() as added:  # Layer.add_loss in call
-        outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training)
+        outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training,
+                                 [None if m is None else m[1:] for m in masks])
     losses = [v for _, v in added if isinstance(v, KerasTensor)]
-    written = write_traced(outs + losses, ph, exprs, ctx)
+    written = write_traced(outs + losses, ph, list(exprs) + [m[0] for m in masks
+                                                             if m is not None], ctx)
     add_program_losses(written[len(outs):] + [repr(float(v)) for _, v in added
                                               if not isinstance(v, KerasTensor)])
     return written[:len(outs)]
@@ -478,17 +548,30 @@ def _deps(t: KerasTensor) -> list:
 
 
 def collect_layers(outputs, exclude=None) -> list:
-    """The layers (and owners of weights) a graph uses, in the order of a
-    depth-first walk from the inputs; custom layers' calls are traced (in
-    both training modes) to find the layers they use."""
+    """The layers (and owners of weights) a graph uses, leaves only (a user
+    layer's sublayers in its stead, with the user layer when it has weights
+    of its own), in Keras's order (graph_layers)."""
+    return graph_layers(outputs, exclude)[0]
+
+
+def graph_layers(outputs, exclude=None):
+    """(leaves, top): the layers a graph uses as Keras orders a functional
+    model's layers -- by depth (the most operations between the layer and
+    the outputs first; a shared layer at its deepest), ties in the order a
+    depth-first walk from the outputs first meets them. `top` lists the
+    layers called in the graph itself (a user's layer as one); `leaves` the
+    layers holding weights, each top layer's in turn (a user layer's: its
+    own, then its sublayers' as Keras lists its weights). Custom layers'
+    calls are traced (in both training modes) to find the layers they use."""
     order, seen_layers, seen = [], set(), set()
+    top, leaves_of, outer = [], {}, []
 
     def add(layer):
         if layer is not exclude and id(layer) not in seen_layers:
             seen_layers.add(id(layer))
             order.append(layer)
 
-    def walk(roots):
+    def walk(roots, is_outer):
         stack = [(t, False) for t in reversed(roots)]
         while stack:
             t, ready = stack.pop()
@@ -501,26 +584,63 @@ def collect_layers(outputs, exclude=None) -> list:
                         stack.append((d, False))
                 continue
             seen.add(t.id)
+            if is_outer:
+                outer.append(t)
+            start = len(order)
+            owner = None
             if t.op == "param":
-                add(t.args[0])
+                owner = t.args[0]
+                add(owner)
             elif t.op == "layer":
-                layer = t.args[0]
-                if layer._is_custom():
-                    start = len(order)
+                owner = t.args[0]
+                if owner._is_custom():
                     for training in (False, True):
                         static = {k: v for k, v in t.kwargs.items() if k != "_template"}
                         with collecting_losses() as added:
-                            outs, _, _ = trace_call(layer, t.kwargs["_template"], static,
+                            outs, _, _ = trace_call(owner, t.kwargs["_template"], static,
                                                     training)
-                        walk(outs + [v for _, v in added if isinstance(v, KerasTensor)])
-                    if layer.params:
-                        add(layer)
-                    order[start:] = _keras_order(layer, order[start:])
+                        walk(outs + [v for _, v in added if isinstance(v, KerasTensor)], False)
+                    if owner.params:
+                        add(owner)
+                    order[start:] = _keras_order(owner, order[start:])
                 else:
-                    add(layer)
+                    add(owner)
+            if is_outer and owner is not None and owner is not exclude:
+                if id(owner) not in leaves_of:
+                    top.append(owner)
+                    leaves_of[id(owner)] = []
+                leaves_of[id(owner)] += order[start:]
 
-    walk(list(outputs))
-    return order
+    walk(list(outputs), True)
+    # Keras's depth of each node: the operations between it and the outputs
+    depth = {}
+    for t in reversed(outer):  # every node after the nodes that read it
+        d = depth.setdefault(t.id, 0)
+        step = 0 if t.op == "item" else 1
+        for dep in _deps(t):
+            depth[dep.id] = max(depth.get(dep.id, 0), d + step)
+    layer_depth, first = {}, {}
+    for t in outer:
+        if t.op in ("layer", "param"):
+            key = id(t.args[0])
+            layer_depth[key] = max(layer_depth.get(key, 0), depth.get(t.id, 0))
+    visited, stack = set(), list(reversed(list(outputs)))
+    while stack:  # the walk from the outputs, meeting layers in pre-order
+        t = stack.pop()
+        if t.id in visited:
+            continue
+        visited.add(t.id)
+        if t.op in ("layer", "param"):
+            first.setdefault(id(t.args[0]), len(first))
+        stack.extend(reversed(_deps(t)))
+    top.sort(key=lambda l: (-layer_depth.get(id(l), 0), first.get(id(l), 0)))
+    leaves, placed = [], set()
+    for layer in top:
+        for leaf in leaves_of[id(layer)]:
+            if id(leaf) not in placed:
+                placed.add(id(leaf))
+                leaves.append(leaf)
+    return leaves, top
 
 
 def _keras_order(layer, used: list) -> list:
@@ -638,6 +758,14 @@ def _eager_call(layer, inputs, args, kwargs):
                                               for m in given_mask)
         else:
             kwargs["mask"] = mask_input(given_mask)
+    # arrays given by keyword (MultiHeadAttention's value=, key=, attention_mask=)
+    for k, v in list(kwargs.items()):
+        if k != "mask" and isinstance(v, np.ndarray):
+            t = Input(v.shape[1:], dtype=str(v.dtype))
+            kwargs[k] = t
+            given.append(v)
+            arrays.append(np.asarray(v))
+            sym.append(t)
     for s, a in zip(sym, given):
         if getattr(a, "_keras_mask", None) is not None:
             s._keras_mask = mask_input(a._keras_mask)
@@ -706,26 +834,16 @@ def _eager_custom_call(layer, inputs, args, kwargs):
         kw.pop("training")
     # Keras: call() with a `mask` argument gets the mask the first input
     # carries (unless one is given); the output carries compute_mask's
-    first = arrays[0]
-    in_mask = kw.get("mask")
-    if in_mask is None:
-        in_mask = getattr(first, "_keras_mask", None)
-        if in_mask is not None and _accepts(layer.call, "mask") and not _accepts_any(layer.call):
-            kw["mask"] = in_mask
+    in_mask, auto_mask = _call_masks(layer, inputs, args, kw, np.ndarray)
+    if auto_mask:
+        kw["mask"] = in_mask
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     out = layer.call(inputs, *args, **kw)
-    rule = own_compute_mask(layer)
-    if rule is not None:
-        out_mask = rule(inputs, in_mask)
-    else:
-        out_mask = in_mask if getattr(layer, "supports_masking", False) else None
-    if out_mask is not None:
-        if isinstance(out, (list, tuple)):
-            masks = list(out_mask) if isinstance(out_mask, (list, tuple)) else \
-                [out_mask] + [None] * (len(out) - 1)
-            out = type(out)(_with_mask(o, m) for o, m in zip(out, masks))
-        else:
-            out = _with_mask(out, out_mask)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    masks = _output_masks(layer, inputs, in_mask, len(outs), np.ndarray)
+    if any(m is not None for m in masks):
+        outs = [_with_mask(o, m) for o, m in zip(outs, masks)]
+        out = type(out)(outs) if isinstance(out, (list, tuple)) else outs[0]
     if layer._in_shape is None:
         layer._in_shape = shapes[0][1:] if len(shapes) == 1 else [s[1:] for s in shapes]
         outs = out if isinstance(out, (list, tuple)) else [out]

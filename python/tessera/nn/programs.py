@@ -12,9 +12,8 @@ import numpy as np
 
 from .. import _core
 from .clipping import SplitNorms
-from .functional import apply_function
-from .layers import Activation, Add, BatchNormalization
-from .layers import Context
+from .functional import apply_function, carried_mask_exprs
+from .layers import Activation, Add, BatchNormalization, Context
 from .metrics import MeanMetricWrapper
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
@@ -272,6 +271,7 @@ class ProgramsMixin:
             if t.id in add_fused:
                 ctx.residual = w.expr(add_fused[t.id][0])
             ctx.input_shapes = [i.shape for i in ins]
+            ctx.input_masks = carried_mask_exprs(ins, w) if layer._is_custom() else None
             outer = reads[:]
             del reads[:]
             p = {q.name: param(layer, q.name) for q in layer.params} if not \

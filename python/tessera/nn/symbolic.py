@@ -69,15 +69,31 @@ def is_symbolic(x) -> bool:
     return isinstance(x, KerasTensor)
 
 
-def _dummy(shape, dtype, k: int):
+def _dummy(shape, dtype, k: int, lead=None):
     """A stand-in of ones for dummy batch number k: one value seen through a
     read-only view of the whole shape (zero strides), so that it costs
     nothing however large the shape; an operation applied to it makes (and
-    pays for) its own result. The batch axis (first) is _DUMMY_BATCH[k] long,
-    other axes of unknown length _DUMMY_LENGTH[k]."""
-    shape = tuple((_DUMMY_BATCH[k] if i == 0 else _DUMMY_LENGTH[k]) if d is None else d
+    pays for) its own result. The batch axis (first) is _DUMMY_BATCH[k] long
+    (or `lead`), other axes of unknown length _DUMMY_LENGTH[k]."""
+    first = _DUMMY_BATCH[k] if lead is None else lead
+    shape = tuple((first if i == 0 else _DUMMY_LENGTH[k]) if d is None else d
                   for i, d in enumerate(shape))
     return np.broadcast_to(np.ones((), dtype=bool if dtype == "bool" else dtype), shape)
+
+
+def follow_first_axis(result: "KerasTensor", source: "KerasTensor") -> None:
+    """A layer's output whose first axis is its input's: when the input's
+    first axis is not the batch's stand-in (a layer called in a traced call
+    on `ops.arange(ops.shape(x)[1])`, whose length is the time axis's), the
+    output's stand-ins take the same length, so that `tokens + positions`
+    broadcasts as Keras's shapes do."""
+    if not result.shape or result.shape[0] is not None or not source.shape or \
+            source.shape[0] is not None:
+        return
+    leads = tuple(int(np.shape(d)[0]) for d in source._dummies)
+    if leads != tuple(_DUMMY_BATCH):
+        result._standins = tuple(_dummy(result.shape, result.dtype, k, leads[k])
+                                 for k in range(len(_DUMMY_BATCH)))
 
 
 class KerasTensor:

@@ -141,6 +141,9 @@ class Context:
         self._fresh = fresh
         self.param = param  # (layer, param name) -> variable, for layers calling layers
         self.layer_code = layer_code
+        # a user's layer: per input, (expression, shape, dtype) of the mask it
+        # carries, or None (its call sees them, as Keras's: functional.custom_forward)
+        self.input_masks = None
 
     @property
     def is_training(self) -> bool:
@@ -190,9 +193,13 @@ _KERAS_ALTERNATIVES = {
 
 
 def _first_call_parameter(layer):
-    """The name of the first parameter of a layer's call (None if it has none)."""
+    """The name of the first parameter of a layer's call (None if it has none):
+    a built-in layer's split_call's (MultiHeadAttention's `query`), else call's."""
+    fn = type(layer).call
+    if getattr(type(layer), "split_call", None) is not None and not layer._is_custom():
+        fn = type(layer).split_call
     try:
-        params = list(inspect.signature(type(layer).call).parameters.values())[1:]
+        params = list(inspect.signature(fn).parameters.values())[1:]
     except (TypeError, ValueError, AttributeError):
         return None
     if params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
@@ -368,6 +375,9 @@ class Layer:
         return out
 
     def count_params(self) -> int:
+        """The number of weight elements (a user's layer: with its sublayers')."""
+        if self._sublayers():
+            return sum(math.prod(v.shape) for v in self.weights)
         return sum(math.prod(q.shape) for q in self.params)
 
     def _sublayers(self) -> list:

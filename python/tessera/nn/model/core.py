@@ -22,7 +22,7 @@ import numpy as np
 
 from ..callbacks import History
 from ..data_axis import DataAxisMixin
-from ..functional import call_layer, clone_graph, collect_layers
+from ..functional import call_layer, clone_graph, graph_layers
 from ..layers import InputLayer, Layer
 from ..layers.base import _with_batch
 from ..params import DeferredValues, initial_value, value_spec
@@ -147,7 +147,13 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
-        self._layers = [l for l in collect_layers(outs) if l is not self]
+        leaves, top = graph_layers(outs)
+        self._layers = [l for l in leaves if l is not self]
+        # the layers called in the graph, as Keras's model.layers lists them
+        # (a user's layer as itself; _layers has its sublayers, for the weights)
+        self._top_layers = [l for l in top if l is not self]
+        if any(l is self for l in top):  # a subclassed model: its tracked sublayers (Keras's)
+            self._top_layers = self._sublayers()
         # Keras lists a functional model's inputs first, as InputLayers
         # (model.layers[0], get_layer("input_name"), summary's first rows).
         self._input_layers = [InputLayer(input_tensor=t, name=t.name) for t in given]
@@ -332,11 +338,13 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
         """The model's layers as Keras lists them: a functional model's
         InputLayers first, then the layers in the order they compute
         (a Sequential's without its InputLayer)."""
-        return self._input_layers + self._layers
+        top = self.__dict__.get("_top_layers")
+        return self._input_layers + (self._layers if top is None else top)
 
     @layers.setter
     def layers(self, layers) -> None:
         self._layers = list(layers)
+        self.__dict__["_top_layers"] = None
 
     def _trainable(self, layer, p) -> bool:
         return p.trainable and layer.trainable and self.trainable
@@ -346,7 +354,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
                 if self._trainable(layer, p) == trainable]
 
     def count_params(self) -> int:
-        return sum(layer.count_params() for layer in self._layers)
+        return sum(math.prod(q.shape) for layer in self._layers for q in layer.params)
 
     def get_layer(self, name: Optional[str] = None, index: Optional[int] = None):
         """A layer by name or by index, like Keras's get_layer."""

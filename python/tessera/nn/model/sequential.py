@@ -53,12 +53,15 @@ class Sequential(Model):
 
     @property
     def layers(self) -> list:
-        """The stack's layers, without its input (as Keras lists them)."""
-        return list(self._layers)
+        """The stack's layers, without its input (as Keras lists them; a
+        user's layer as itself)."""
+        top = self.__dict__.get("_top_layers")
+        return list(self._layers if top is None else top)
 
     @layers.setter
     def layers(self, layers) -> None:
         self._layers = list(layers)
+        self.__dict__["_top_layers"] = None
 
     def add(self, layer, rebuild: bool = True):
         """Appends a layer, as Keras's: `add(nn.Input(shape))` first gives
@@ -144,5 +147,7 @@ class Sequential(Model):
                 raise ValueError(f"[Sequential] layer {i} ({layer.kind}) has several outputs; "
                                  "use the functional API")
         self._init_graph(inputs, h)
-        self.layers = [l for l in self.layers if l is not self]
+        self._layers = [l for l in self._layers if l is not self]
+        if self.__dict__.get("_top_layers") is not None:
+            self._top_layers = [l for l in self._top_layers if l is not self]
         return self
