@@ -23,6 +23,13 @@ __all__ = sorted(set(core.__all__) | set(extra.__all__) | set(nn.__all__) | set(
                   "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "matrix_rank"} |
                  {"core", "image", "linalg", "nn", "numpy"})
 
+# keras.ops.numpy holds these too: the same functions under both names.
+for _name in extra.NUMPY_NAMES:
+    setattr(numpy, _name, getattr(extra, _name))
+numpy.slogdet = slogdet
+numpy.__all__ += [*extra.NUMPY_NAMES, "slogdet"]
+del _name
+
 
 def __getattr__(name):
     """A Keras op tessera lacks: an AttributeError naming the closest supported one."""
