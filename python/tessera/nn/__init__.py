@@ -17,7 +17,7 @@ A lower module that needs the model asks registry.model_class().
 
 import difflib
 
-from . import callbacks, initializers, losses, metrics, regularizers, saving
+from . import callbacks, initializers, losses, metrics, regularizers, saving, tree
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
 from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
