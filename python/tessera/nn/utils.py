@@ -6,6 +6,7 @@ Keras's (de)serialization helpers (on tessera.nn.saving's registry)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 import random as _random
@@ -30,7 +31,10 @@ __all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "get_file", "plot_model", "model_to_dot", "register_keras_serializable",
            "serialize_keras_object", "deserialize_keras_object", "get_custom_objects",
            "get_registered_name", "get_registered_object", "custom_object_scope",
-           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory"]
+           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory",
+           "pack_x_y_sample_weight", "unpack_x_y_sample_weight", "is_keras_tensor",
+           "standardize_dtype", "clear_session", "disable_interactive_logging",
+           "enable_interactive_logging", "is_interactive_logging_enabled"]
 
 
 def to_categorical(x, num_classes=None):
@@ -419,6 +423,12 @@ class Progbar:
             info += f" - {k}: " + (f"{v:.4f}" if isinstance(v, (float, np.floating)) and
                                    abs(v) > 1e-3 else f"{v:.4e}" if isinstance(
                                        v, (float, np.floating)) else f"{v}")
+        if not _interactive_logging[0]:  # Keras: progress goes to logging, one line each
+            if self.verbose == 1 and not finalize:
+                return
+            logging.getLogger("tessera").info(bar + info)
+            self._last_update = now
+            return
         if self.verbose == 1:
             line = bar + info
             pad = max(0, self._total_width - len(line))
@@ -696,3 +706,82 @@ def plot_model(model, to_file="model.png", show_shapes=False, show_dtype=False,
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# ----------------------------------------------------------------- small Keras helpers
+
+def pack_x_y_sample_weight(x, y=None, sample_weight=None):
+    """Keras's packing of a step's data: x alone (a 1-tuple when x is a list or
+    tuple, so it is not taken for (x, y)), (x, y) or (x, y, sample_weight)."""
+    if y is None:
+        return (x,) if isinstance(x, (list, tuple)) else x
+    if sample_weight is None:
+        return (x, y)
+    return (x, y, sample_weight)
+
+
+def unpack_x_y_sample_weight(data):
+    """(x, y, sample_weight) from data packed as above, None for what is absent."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return (data, None, None)
+    if len(data) == 1:
+        return (data[0], None, None)
+    if len(data) == 2:
+        return (data[0], data[1], None)
+    if len(data) == 3:
+        return data
+    raise ValueError(f"[unpack_x_y_sample_weight] data must be x, (x,), (x, y) or "
+                     f"(x, y, sample_weight), got a tuple of {len(data)}: {data!r}")
+
+
+def is_keras_tensor(x):
+    """True for a symbolic tensor (an Input or what layers made of one)."""
+    return isinstance(x, KerasTensor)
+
+
+_PYTHON_DTYPES = {bool: "bool", int: "int64", float: "float32", str: "string"}
+
+
+def standardize_dtype(dtype):
+    """A dtype's name as Keras writes it: None is float32 (floatx), Python's int
+    int64, float float32; NumPy and JAX dtypes by their names."""
+    if dtype is None:
+        return "float32"
+    if dtype in _PYTHON_DTYPES:
+        return _PYTHON_DTYPES[dtype]
+    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
+    if name is None and hasattr(dtype, "dtype"):
+        name = getattr(dtype.dtype, "name", None)
+    if name == "float":
+        return "float32"
+    try:
+        return np.dtype(name if name is not None else dtype).name
+    except TypeError:
+        raise ValueError(f"[standardize_dtype] invalid dtype: {dtype!r}") from None
+
+
+def clear_session(free_memory=True):
+    """Restarts automatic names, as Keras's: the next Dense is 'dense' again."""
+    from .layers.base import _name_counts
+
+    _name_counts.clear()
+
+
+_interactive_logging = [True]
+
+
+def disable_interactive_logging():
+    """Progress bars write to Python's logging ('tessera' logger, one line per
+    epoch) instead of the terminal, as Keras's."""
+    _interactive_logging[0] = False
+
+
+def enable_interactive_logging():
+    """Progress bars write to the terminal again (the default)."""
+    _interactive_logging[0] = True
+
+
+def is_interactive_logging_enabled():
+    return _interactive_logging[0]
