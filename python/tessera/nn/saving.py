@@ -31,7 +31,7 @@ from .weights_file import load_weights_into, read_file, save_file, set_weights_f
 __all__ = ["save_file", "read_file", "load_model", "register_keras_serializable",
            "get_custom_objects", "custom_object_scope", "CustomObjectScope",
            "get_registered_name", "get_registered_object", "model_from_json", "clone_model",
-           "serialize_keras_object", "deserialize_keras_object", "save_weights", "load_weights"]
+           "save_weights", "load_weights"]
 
 
 # ------------------------------------------------------------------ configs
@@ -939,20 +939,6 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
             raise ValueError(f"[load_model] {os.fspath(path)}: the compile settings are malformed "
                              f"({type(e).__name__}: {str(e)[:200]})") from None
     return model
-
-
-def serialize_keras_object(obj):
-    """keras.saving.serialize_keras_object (the same as tessera.nn.utils')."""
-    from .utils import serialize_keras_object as serialize
-
-    return serialize(obj)
-
-
-def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwargs):
-    """keras.saving.deserialize_keras_object (the same as tessera.nn.utils')."""
-    from .utils import deserialize_keras_object as deserialize
-
-    return deserialize(config, custom_objects, safe_mode, **kwargs)
 
 
 def save_weights(model, filepath, overwrite=True, max_shard_size=None):
