@@ -41,9 +41,10 @@ TO_SPLIT = {
 # modules of its own layer or below. A new module takes its place here.
 LAYERS = [
     ("foundations", {"_config", "_hashes", "_tfevents", "data_format", "registry", "symbolic",
-                     "string_inputs", "initializers", "regularizers", "params"}),
+                     "string_inputs", "initializers", "regularizers", "params", "tree"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
+             "ops.nn_more",
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
@@ -51,7 +52,8 @@ LAYERS = [
                             "parallel_losses"}),
     ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "_directory_datasets",
-                             "utils", "callbacks", "checkpoint_blocks", "checkpoints"}),
+                             "utils", "keras_objects", "callbacks", "checkpoint_blocks",
+                             "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "models", "optimizers", "optimizers.schedules", "datasets",
                     "datasets.fashion_mnist"}),

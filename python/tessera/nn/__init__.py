@@ -17,8 +17,13 @@ A lower module that needs the model asks registry.model_class().
 
 import difflib
 
-from . import callbacks, initializers, losses, metrics, regularizers, saving
+from . import callbacks, initializers, losses, metrics, regularizers, saving, tree
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
+from .keras_objects import deserialize_keras_object as _deserialize
+from .keras_objects import serialize_keras_object as _serialize
+
+# keras.saving holds them too (saving is below keras_objects, which uses its registry)
+saving.serialize_keras_object, saving.deserialize_keras_object = _serialize, _deserialize
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
 from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
                      AdditiveAttention, AlphaDropout, Attention, Average, AveragePooling1D,

@@ -30,7 +30,8 @@ from .weights_file import load_weights_into, read_file, save_file, set_weights_f
 
 __all__ = ["save_file", "read_file", "load_model", "register_keras_serializable",
            "get_custom_objects", "custom_object_scope", "CustomObjectScope",
-           "get_registered_name", "get_registered_object", "model_from_json", "clone_model"]
+           "get_registered_name", "get_registered_object", "model_from_json", "clone_model",
+           "save_weights", "load_weights"]
 
 
 # ------------------------------------------------------------------ configs
@@ -938,3 +939,21 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
             raise ValueError(f"[load_model] {os.fspath(path)}: the compile settings are malformed "
                              f"({type(e).__name__}: {str(e)[:200]})") from None
     return model
+
+
+def save_weights(model, filepath, overwrite=True, max_shard_size=None):
+    """keras.saving.save_weights: model.save_weights(filepath) (tessera's weights
+    format); overwrite=False refuses an existing file."""
+    if not overwrite and os.path.exists(filepath):
+        raise FileExistsError(f"[save_weights] {filepath!r} exists and overwrite=False")
+    if max_shard_size is not None:
+        raise ValueError("[save_weights] max_shard_size is not supported: one file")
+    model.save_weights(filepath)
+
+
+def load_weights(model, filepath, skip_mismatch=False, **kwargs):
+    """keras.saving.load_weights: model.load_weights(filepath)."""
+    if skip_mismatch:
+        raise ValueError("[load_weights] skip_mismatch=True is not supported: every name, "
+                         "shape and dtype must match")
+    model.load_weights(filepath)

@@ -6,6 +6,7 @@ Keras's (de)serialization helpers (on tessera.nn.saving's registry)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 import random as _random
@@ -21,6 +22,8 @@ from .. import _core
 from .. import data as _data
 from . import saving
 from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
+from .layers.base import _name_counts
+from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
 from .symbolic import KerasTensor
@@ -30,7 +33,10 @@ __all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "get_file", "plot_model", "model_to_dot", "register_keras_serializable",
            "serialize_keras_object", "deserialize_keras_object", "get_custom_objects",
            "get_registered_name", "get_registered_object", "custom_object_scope",
-           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory"]
+           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory",
+           "pack_x_y_sample_weight", "unpack_x_y_sample_weight", "is_keras_tensor",
+           "standardize_dtype", "clear_session", "disable_interactive_logging",
+           "enable_interactive_logging", "is_interactive_logging_enabled"]
 
 
 def to_categorical(x, num_classes=None):
@@ -419,6 +425,12 @@ class Progbar:
             info += f" - {k}: " + (f"{v:.4f}" if isinstance(v, (float, np.floating)) and
                                    abs(v) > 1e-3 else f"{v:.4e}" if isinstance(
                                        v, (float, np.floating)) else f"{v}")
+        if not _interactive_logging[0]:  # Keras: progress goes to logging, one line each
+            if self.verbose == 1 and not finalize:
+                return
+            logging.getLogger("tessera").info(bar + info)
+            self._last_update = now
+            return
         if self.verbose == 1:
             line = bar + info
             pad = max(0, self._total_width - len(line))
@@ -504,82 +516,6 @@ def get_file(fname=None, origin=None, untar=False, md5_hash=None, file_hash=None
 
 
 # ----------------------------------------------------------------- serialization
-
-def serialize_keras_object(obj):
-    """Keras's serialized form: {"module", "class_name", "config",
-    "registered_name"} for objects with get_config and for functions;
-    None, numbers, strings, lists and dicts as they are."""
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, (np.integer, np.floating)):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (list, tuple)):
-        return [serialize_keras_object(o) for o in obj]
-    if isinstance(obj, dict):
-        return {k: serialize_keras_object(v) for k, v in obj.items()}
-    if isinstance(obj, type):
-        raise TypeError(f"[serialize_keras_object] got the class {obj.__name__}; serialize an "
-                        "object of it")
-    if callable(obj) and not hasattr(obj, "get_config"):
-        name = getattr(obj, "__name__", None)
-        if name is None or name == "<lambda>":
-            raise TypeError("[serialize_keras_object] a lambda cannot be serialized; give a "
-                            "named, registered function")
-        return {"module": obj.__module__, "class_name": "function", "config": name,
-                "registered_name": get_registered_name(obj)}
-    if not callable(getattr(obj, "get_config", None)):
-        raise TypeError(f"[serialize_keras_object] {type(obj).__name__} has no get_config")
-    cls = type(obj)
-    return {"module": cls.__module__, "class_name": cls.__name__,
-            "config": serialize_keras_object(obj.get_config()),
-            "registered_name": get_registered_name(cls)}
-
-
-def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwargs):
-    """The object serialize_keras_object described. Classes resolve as when
-    loading a model: custom_objects, then the registry
-    (register_keras_serializable, custom_object_scope), then tessera's own
-    classes; no module a configuration names is imported."""
-    if config is None or isinstance(config, (bool, int, float)):
-        return config
-    if isinstance(config, str):
-        found = get_registered_object(config, custom_objects)
-        return found if found is not None else config
-    if isinstance(config, list):
-        return [deserialize_keras_object(c, custom_objects, safe_mode) for c in config]
-    if not isinstance(config, dict) or "class_name" not in config:
-        if isinstance(config, dict):
-            return {k: deserialize_keras_object(v, custom_objects, safe_mode)
-                    for k, v in config.items()}
-        raise TypeError(f"[deserialize_keras_object] cannot read {type(config).__name__}")
-    custom = dict(custom_objects or {})
-    name = config.get("registered_name") or config["class_name"]
-    if config["class_name"] == "function":
-        fn_name = config.get("config")
-        fn = get_registered_object(name, custom) or get_registered_object(fn_name, custom)
-        if fn is None:
-            raise ValueError(f"[deserialize_keras_object] the function {fn_name!r} is not "
-                             "registered: pass custom_objects={name: fn} or register it with "
-                             "@register_keras_serializable()")
-        return fn
-    ctx = saving._Load("<config>", custom, where="deserialize_keras_object")
-    try:
-        cls = saving._resolve(name, None, ("layer",) + saving._OBJECT_KINDS, ctx,
-                              "the configuration")
-    except ValueError:
-        if name == config["class_name"]:
-            raise
-        cls = saving._resolve(config["class_name"], None, ("layer",) + saving._OBJECT_KINDS,
-                              ctx, "the configuration")
-    inner = config.get("config") or {}
-    if not isinstance(inner, dict):
-        raise ValueError("[deserialize_keras_object] config['config'] must be a dict")
-    return saving._construct(cls, inner, ctx, f"the object {config['class_name']}")
-
-
-# ----------------------------------------------------------------- plot_model
 
 def _pydot(where):
     try:
@@ -696,3 +632,80 @@ def plot_model(model, to_file="model.png", show_shapes=False, show_dtype=False,
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# ----------------------------------------------------------------- small Keras helpers
+
+def pack_x_y_sample_weight(x, y=None, sample_weight=None):
+    """Keras's packing of a step's data: x alone (a 1-tuple when x is a list or
+    tuple, so it is not taken for (x, y)), (x, y) or (x, y, sample_weight)."""
+    if y is None:
+        return (x,) if isinstance(x, (list, tuple)) else x
+    if sample_weight is None:
+        return (x, y)
+    return (x, y, sample_weight)
+
+
+def unpack_x_y_sample_weight(data):
+    """(x, y, sample_weight) from data packed as above, None for what is absent."""
+    if isinstance(data, list):
+        data = tuple(data)
+    if not isinstance(data, tuple):
+        return (data, None, None)
+    if len(data) == 1:
+        return (data[0], None, None)
+    if len(data) == 2:
+        return (data[0], data[1], None)
+    if len(data) == 3:
+        return data
+    raise ValueError(f"[unpack_x_y_sample_weight] data must be x, (x,), (x, y) or "
+                     f"(x, y, sample_weight), got a tuple of {len(data)}: {data!r}")
+
+
+def is_keras_tensor(x):
+    """True for a symbolic tensor (an Input or what layers made of one)."""
+    return isinstance(x, KerasTensor)
+
+
+_PYTHON_DTYPES = {bool: "bool", int: "int64", float: "float32", str: "string"}
+
+
+def standardize_dtype(dtype):
+    """A dtype's name as Keras writes it: None is float32 (floatx), Python's int
+    int64, float float32; NumPy and JAX dtypes by their names."""
+    if dtype is None:
+        return "float32"
+    if dtype in _PYTHON_DTYPES:
+        return _PYTHON_DTYPES[dtype]
+    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
+    if name is None and hasattr(dtype, "dtype"):
+        name = getattr(dtype.dtype, "name", None)
+    if name == "float":
+        return "float32"
+    try:
+        return np.dtype(name if name is not None else dtype).name
+    except TypeError:
+        raise ValueError(f"[standardize_dtype] invalid dtype: {dtype!r}") from None
+
+
+def clear_session(free_memory=True):
+    """Restarts automatic names, as Keras's: the next Dense is 'dense' again."""
+    _name_counts.clear()
+
+
+_interactive_logging = [True]
+
+
+def disable_interactive_logging():
+    """Progress bars write to Python's logging ('tessera' logger, one line per
+    epoch) instead of the terminal, as Keras's."""
+    _interactive_logging[0] = False
+
+
+def enable_interactive_logging():
+    """Progress bars write to the terminal again (the default)."""
+    _interactive_logging[0] = True
+
+
+def is_interactive_logging_enabled():
+    return _interactive_logging[0]
