@@ -50,7 +50,7 @@ class Killer(nn.callbacks.Callback):
 
 def digest(m):
     h = hashlib.sha256()
-    for k in sorted(m.weights):
+    for k in sorted(m.weights.keys()):
         h.update(np.ascontiguousarray(m.weights[k]).tobytes())
     for k in sorted(m._opt_state or {}):
         h.update(np.ascontiguousarray(m._opt_state[k]).tobytes())

@@ -111,7 +111,7 @@ else:
               checkpoint_every=[args.every, "epoch"], keep_checkpoints=args.keep,
               callbacks=[Killer()])
 h = hashlib.sha256()
-for k in sorted(model.weights):
+for k in sorted(model.weights.keys()):
     h.update(np.ascontiguousarray(model.weights[k]).tobytes())
 for k in sorted(model._opt_state):
     h.update(np.ascontiguousarray(model._opt_state[k]).tobytes())

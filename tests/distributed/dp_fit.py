@@ -28,7 +28,7 @@ multi, hn = train(None)
 after, ha = train(None, overlap=False)
 assert "grad_bucket" in multi.train_code and "grad_bucket" not in after.train_code
 for model, h in ((multi, hn), (after, ha)):
-    for k in single.weights:
+    for k in single.weights.keys():
         np.testing.assert_allclose(model.weights[k], single.weights[k], rtol=1e-4, atol=1e-5,
                                    err_msg=k)
     np.testing.assert_allclose(h.history["loss"], h1.history["loss"], rtol=1e-4)

@@ -39,7 +39,7 @@ def train(data_parallel, deterministic=True, random_layers=True):
 
 def digest(model):
     h = hashlib.sha256()
-    for k in sorted(model.weights):
+    for k in sorted(model.weights.keys()):
         h.update(k.encode())
         h.update(np.ascontiguousarray(model.weights[k]).tobytes())
     return h.hexdigest()
@@ -83,7 +83,7 @@ assert multi["digest"] == reference, \
 # the normal mode (single process) up to rounding.
 normal, h_normal = train(False, deterministic=False, random_layers=False)
 det, h_det = train(None, random_layers=False)
-for k in det.weights:
+for k in det.weights.keys():
     np.testing.assert_allclose(det.weights[k], normal.weights[k], rtol=1e-3, atol=1e-4, err_msg=k)
 np.testing.assert_allclose(h_det.history["loss"], h_normal.history["loss"], rtol=1e-5)
 np.testing.assert_allclose(h_det.history["accuracy"], h_normal.history["accuracy"], rtol=1e-12)

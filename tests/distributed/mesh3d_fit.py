@@ -68,7 +68,7 @@ SPLIT = {2: ["ln2"], 4: ["ln1", "ln2", "ln3"]}[P]
 def sha(model):
     """This locality's weights (its slices) and optimizer state."""
     h = hashlib.sha256()
-    for v in sorted(model.weights):
+    for v in sorted(model.weights.keys()):
         h.update(v.encode())
         h.update(np.ascontiguousarray(np.asarray(model.weights[v])).tobytes())
     for k in sorted(model._opt_state):

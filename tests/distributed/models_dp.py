@@ -51,7 +51,7 @@ def dataset():
 
 def digest(model):
     h = hashlib.sha256()
-    for k in sorted(model.weights):
+    for k in sorted(model.weights.keys()):
         h.update(np.ascontiguousarray(model.weights[k]).tobytes())
     return h.hexdigest()
 
@@ -87,7 +87,7 @@ for m in (a, b):  # SGD: Adam would magnify the rounding noise of the key bias's
     m.compile(tessera.optim.SGD(0.1), "sparse_categorical_crossentropy")
 a.fit(x, y, sample_weight=w, batch_size=50, epochs=2, verbose=0, data_parallel=False)
 b.fit(x, y, sample_weight=w, batch_size=50, epochs=2, verbose=0)
-for k in a.weights:
+for k in a.weights.keys():
     np.testing.assert_allclose(a.weights[k], b.weights[k], rtol=2e-4, atol=2e-5)
 td.barrier()
 print("ok")

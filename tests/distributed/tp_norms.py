@@ -80,7 +80,7 @@ def gpt(group, opt):
 def sha(model):
     """This locality's weights (its slices) and optimizer state."""
     h = hashlib.sha256()
-    for v in sorted(model.weights):
+    for v in sorted(model.weights.keys()):
         h.update(v.encode())
         h.update(np.ascontiguousarray(np.asarray(model.weights[v])).tobytes())
     for k in sorted(model._opt_state):

@@ -36,7 +36,7 @@ def make():
 
 def digest(m):
     h = hashlib.sha256()
-    for k in sorted(m.weights):
+    for k in sorted(m.weights.keys()):
         h.update(np.ascontiguousarray(m.weights[k]).tobytes())
     for k in sorted(m._opt_state):
         h.update(np.ascontiguousarray(m._opt_state[k]).tobytes())

@@ -45,7 +45,7 @@ def test_bitwise_equal_with_any_number_of_threads(threads):
         results.append((model.weights, h.history["loss"]))
     for weights, loss in results[1:]:
         assert loss == results[0][1]
-        for k in weights:
+        for k in weights.keys():
             np.testing.assert_array_equal(weights[k], results[0][0][k], err_msg=k)
 
 
@@ -57,7 +57,7 @@ def test_trains_like_the_normal_mode():
     # Compared per array, relative to its norm: Adam turns rounding noise in a
     # gradient that is close to zero into steps of up to the learning rate, so
     # single elements may move apart by ~1e-3 while the arrays agree.
-    for k in normal.weights:
+    for k in normal.weights.keys():
         a, b = det.weights[k], normal.weights[k]
         assert np.linalg.norm(a - b) <= 2e-3 * np.linalg.norm(b) + 1e-6, (
             k, np.linalg.norm(a - b), np.linalg.norm(b))
@@ -101,7 +101,7 @@ def test_more_chunks_than_rows():
     # Compared per array, relative to its norm: Adam turns rounding noise in a
     # gradient that is close to zero into steps of up to the learning rate, so
     # single elements may move apart by ~1e-3 while the arrays agree.
-    for k in normal.weights:
+    for k in normal.weights.keys():
         a, b = det.weights[k], normal.weights[k]
         assert np.linalg.norm(a - b) <= 2e-3 * np.linalg.norm(b) + 1e-6, (
             k, np.linalg.norm(a - b), np.linalg.norm(b))

@@ -100,7 +100,7 @@ def test_training_is_deterministic(har):
         model.fit(x[:256], y[:256], batch_size=64, epochs=2, seed=9, verbose=0)
         runs.append(model.weights)
     tessera.set_num_threads(2)
-    for k in runs[0]:
+    for k in runs[0].keys():
         np.testing.assert_array_equal(runs[0][k], runs[1][k])
 
 

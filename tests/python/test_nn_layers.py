@@ -42,7 +42,7 @@ def _grad_check(model, xs, rng, coords=4, rtol=2e-5, atol=1e-7):
     grads = [a - b for a, b in zip(w0, model.get_weights())]
     model.set_weights(w0)
     trainable = set(model._params(True))
-    names = list(model.weights)
+    names = list(model.weights.keys())
     eps = 1e-6
     checked = 0
     for k, (name, g) in enumerate(zip(names, grads)):

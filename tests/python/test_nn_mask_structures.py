@@ -150,3 +150,23 @@ def test_multi_head_attention_takes_its_inputs_by_keyword():
     qi, vi = nn.Input(shape=(4, DIM)), nn.Input(shape=(6, DIM))
     out = nn.layers.MultiHeadAttention(num_heads=2, key_dim=4)(query=qi, value=vi)
     assert out.shape == (None, 4, DIM)
+
+
+def test_model_weights_are_keras_variables_in_keras_order():
+    t, k = _model(nn), _model(keras)
+    assert len(t.weights) == len(k.weights)
+    assert [tuple(w.shape) for w in t.weights] == [tuple(w.shape) for w in k.weights]
+    assert all(isinstance(w, nn.Variable) for w in t.weights)
+    assert [w.name for w in t.weights[:2]] == [w.name for w in k.weights[:2]]
+    assert len(t.trainable_weights) == len(k.trainable_weights) and not t.non_trainable_weights
+    # a Variable of the model is the layer's weight: assign reaches predict
+    x = [_ids(2, 4), _ids(2, 4)]
+    before = t.predict(x, verbose=0)
+    dense_kernel = t.weights[-2]
+    dense_kernel.assign(np.zeros(dense_kernel.shape, np.float32))
+    after = t.predict(x, verbose=0)
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, 1.0 / VOCAB, rtol=1e-5)  # zero kernel: softmax(bias=0)
+    # tessera's names still index the arrays
+    assert "l0_embeddings" in t.weights and t.weights["l0_embeddings"].shape == (VOCAB, DIM)
+    assert set(t.weights.keys()) == {k for k, _ in t.weights.items()}

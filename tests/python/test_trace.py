@@ -58,7 +58,7 @@ def test_fit_records_steps_split_in_phases(tmp_path):
     with tessera.trace(tmp_path / "fit") as t:
         hb = b.fit(x, y, batch_size=64, epochs=1, seed=2, verbose=0)
     assert ha.history["loss"] == hb.history["loss"]
-    for k in a.weights:
+    for k in a.weights.keys():
         np.testing.assert_array_equal(a.weights[k], b.weights[k])
     steps = t.summary["localities"][0]["steps"]
     assert [s[0] for s in steps] == [0, 1, 2]

@@ -191,8 +191,8 @@ def set_weights_from(model, tensors: dict, source: str, where: str):
     (read from `source`), or nothing when a name, shape or dtype differs."""
     weights = {k: v for k, v in tensors.items() if not k.startswith("optimizer/")}
     expected = model.weights
-    missing = sorted(set(expected) - set(weights))
-    extra = sorted(set(weights) - set(expected))
+    missing = sorted(set(expected.keys()) - set(weights))
+    extra = sorted(set(weights) - set(expected.keys()))
     if missing or extra:
         raise ValueError(f"[{where}] {source}: the weights do not match the model: "
                          f"missing {missing}, unexpected {extra}; nothing was loaded")

@@ -40,6 +40,41 @@ from .inference import InferenceMixin
 from .training import TrainingMixin
 
 
+class ModelWeights(list):
+    """model.weights: a list of Variables, as Keras's (iterating it, len()
+    and integer indexes see the Variables), which is also a read-only
+    mapping from tessera's variable names to the arrays (weights["l0_kernel"],
+    keys(), values(), items(), `in`), as tessera's earlier dict."""
+
+    def __init__(self, variables, arrays: dict):
+        super().__init__(variables)
+        self._arrays = arrays
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            if key not in self._arrays:
+                raise KeyError(f"[Model.weights] no weight named {key!r}; names: "
+                               f"{list(self._arrays)[:20]}")
+            return self._arrays[key]
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        if isinstance(key, str):
+            return key in self._arrays
+        return any(v is key for v in self)
+
+    def keys(self):
+        return self._arrays.keys()
+
+    def values(self):
+        return self._arrays.values()
+
+    def items(self):
+        return self._arrays.items()
+
+    def get(self, key, default=None):
+        return self._arrays.get(key, default)
+
 class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
             VarLenMixin, Layer):
     """A model, like keras.Model. Three ways to make one:
@@ -286,13 +321,18 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
     # ------------------------------------------------------------------ weights
 
     @property
-    def weights(self) -> dict:
-        """The weights as {variable name: array} (l<layer index>_<name>).
-        Under ZeRO stage 3 during fit the trainable ones are gathered from
-        the data group first, and under pipeline stages the other stages'
-        weights from the pipeline group (collectives: every member calls it)."""
+    def weights(self) -> "ModelWeights":
+        """Keras's model.weights: the Variables, layer by layer in Keras's
+        order (`w.path`, `w.numpy()`, `w.assign(...)`); also a mapping from
+        tessera's variable names (l<layer index>_<name>) to the arrays
+        (`model.weights["l0_kernel"]`, keys(), items()). Under ZeRO stage 3
+        during fit the trainable ones are gathered from the data group first,
+        and under pipeline stages the other stages' weights from the pipeline
+        group (collectives: every member calls it)."""
         self._whole_held()
-        return {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+        arrays = {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
+        return ModelWeights([self._owner[v][0]._variable(self._owner[v][1].name)
+                             for v in arrays], arrays)
 
     def _whole_held(self):
         """During fit, the model's whole weights held again where they are
@@ -327,11 +367,15 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     @property
     def trainable_weights(self) -> list:
-        return [self.weights[v] for v in self._params(True)]
+        """The trainable Variables (Keras's), in the order of `weights`."""
+        self._whole_held()
+        return [self._owner[v][0]._variable(self._owner[v][1].name) for v in self._params(True)]
 
     @property
     def non_trainable_weights(self) -> list:
-        return [self.weights[v] for v in self._params(False)]
+        self._whole_held()
+        return [self._owner[v][0]._variable(self._owner[v][1].name)
+                for v in self._params(False)]
 
     @property
     def layers(self) -> list:
