@@ -47,7 +47,7 @@ LAYERS = [
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
-    ("losses and metrics", {"losses", "metrics", "clipping", "parallel", "parallel_layers",
+    ("losses and metrics", {"losses", "metric_functions", "metrics", "clipping", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "_directory_datasets",

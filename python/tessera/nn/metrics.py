@@ -41,7 +41,8 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-from . import losses
+from . import losses, metric_functions
+from .metric_functions import *  # noqa: F401,F403 - Keras's metric functions
 from ._config import Configurable
 from .functional import _placeholders, write_traced
 from .layers.base import _snake
@@ -55,7 +56,7 @@ __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "Categor
            "MeanSquaredLogarithmicError", "BinaryCrossentropy", "CategoricalCrossentropy",
            "SparseCategoricalCrossentropy", "get", "serialize", "deserialize", "TruePositives",
            "FalsePositives", "TrueNegatives", "FalseNegatives", "FBetaScore", "F1Score", "Mean",
-           "Sum"]
+           "Sum"] + metric_functions.__all__
 
 _EPS = 1e-7  # Keras's backend.epsilon()
 _F64 = '"float64"'
@@ -108,7 +109,6 @@ class Metric(Configurable):
                                  f"{name!r}")
             self.name = name
         elif self._stateful() and type(self).name == "metric":
-
             self.name = _snake(type(self).__name__)
         self.dtype = dtype
 
@@ -236,7 +236,6 @@ class Metric(Configurable):
     def from_config(cls, config):
         if cls.update_state is Metric.update_state:
             return super().from_config.__func__(cls, config)
-
         config = {k: v for k, v in dict(config).items() if k != "class"}
         params = inspect.signature(cls.__init__).parameters
         if not any(q.kind == q.VAR_KEYWORD for q in params.values()):
