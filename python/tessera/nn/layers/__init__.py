@@ -32,7 +32,8 @@ from . import (activation, attention, base, conv, core, image_preprocessing, mer
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
-from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, DepthwiseConv1D,
+from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Convolution1D,
+                   Convolution1DTranspose, Convolution2D, Convolution2DTranspose, DepthwiseConv1D,
                    DepthwiseConv2D)
 from .core import Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda
 from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,

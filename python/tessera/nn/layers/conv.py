@@ -9,7 +9,8 @@ from ..data_format import ChannelsFirst
 from .base import (Layer, Param, _activation, _apply, _conv_length, _data_format, _fans,
                    _initializer, _ints, _list, _padding, _positive, _regularizer)
 __all__ = ["Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "DepthwiseConv1D",
-           "DepthwiseConv2D"]
+           "DepthwiseConv2D", "Convolution1D", "Convolution2D", "Convolution1DTranspose",
+           "Convolution2DTranspose"]
 
 
 class _Conv(Layer):
@@ -237,3 +238,8 @@ class DepthwiseConv2D(ChannelsFirst, _DepthwiseConv):
 
     kind = "DepthwiseConv2D"
     rank = 2
+
+
+# Keras's long aliases: the same classes.
+Convolution1D, Convolution2D = Conv1D, Conv2D
+Convolution1DTranspose, Convolution2DTranspose = Conv1DTranspose, Conv2DTranspose
