@@ -40,7 +40,8 @@ TO_SPLIT = {
 # The layers of tessera.nn, lowest first (docs/nn.md, "Layout"): a module imports only
 # modules of its own layer or below. A new module takes its place here.
 LAYERS = [
-    ("foundations", {"_config", "_hashes", "_tfevents", "data_format", "registry", "symbolic",
+    ("foundations", {"_config", "_hashes", "_tfevents", "constraints", "data_format", "registry",
+                     "symbolic",
                      "string_inputs", "initializers", "regularizers", "params"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",

@@ -19,7 +19,7 @@ import contextlib
 import difflib
 import sys
 
-from . import callbacks, initializers, losses, metrics, regularizers, saving
+from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
 from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
@@ -75,7 +75,8 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable", "activations",
+    "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
+    "activations",
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
-from . import regularizers
+from . import constraints, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .programs import _FunctionMetric
@@ -48,7 +48,8 @@ _MAX_RANK_SHAPE = 32
 
 
 _BUILTIN = None
-_OBJECT_KINDS = ("initializer", "regularizer", "schedule", "optimizer", "metric", "loss")
+_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "optimizer", "metric",
+                 "loss")
 
 
 def builtin_classes() -> dict:
@@ -76,6 +77,7 @@ def builtin_classes() -> dict:
                                   (initializers.Initializer,)),
             "regularizer": public((regularizers,), regularizers.Regularizer,
                                   (regularizers.Regularizer,)),
+            "constraint": public((constraints,), constraints.Constraint, ()),
             "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
             "schedule": public((optim,), optim.LearningRateSchedule,
                                (optim.LearningRateSchedule,)),

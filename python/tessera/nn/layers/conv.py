@@ -15,6 +15,7 @@ __all__ = ["Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "DepthwiseC
 
 class _Conv(Layer):
     rank = 1
+    constraint_arguments = {"kernel_constraint": "kernel", "bias_constraint": "bias"}
     transpose = False
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
@@ -155,6 +156,7 @@ class Conv2DTranspose(ChannelsFirst, _ConvTranspose):
 
 class _DepthwiseConv(Layer):
     rank = 2
+    constraint_arguments = {"depthwise_constraint": "kernel", "bias_constraint": "bias"}
 
     def __init__(self, kernel_size, strides=1, padding="valid", depth_multiplier=1,
                  dilation_rate=1, activation=None, use_bias=True,

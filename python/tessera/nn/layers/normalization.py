@@ -287,6 +287,7 @@ class GroupNormalization(Layer):
     channel, like keras.layers.GroupNormalization."""
 
     kind = "GroupNormalization"
+    constraint_arguments = {"beta_constraint": "beta", "gamma_constraint": "gamma"}
     supports_masking = True
 
     def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True,
@@ -366,6 +367,7 @@ class LayerNormalization(Layer):
     mean) / sqrt(var + epsilon) + beta, like keras.layers.LayerNormalization."""
 
     kind = "LayerNormalization"
+    constraint_arguments = {"beta_constraint": "beta", "gamma_constraint": "gamma"}
     supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
@@ -431,6 +433,7 @@ class BatchNormalization(Layer):
     trainable=False it runs in inference mode (Keras 3's rule)."""
 
     kind = "BatchNormalization"
+    constraint_arguments = {"beta_constraint": "beta", "gamma_constraint": "gamma"}
     supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,
