@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
-from . import constraints, regularizers
+from . import constraints, metric_classes, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .programs import _FunctionMetric
@@ -71,7 +71,7 @@ def builtin_classes() -> dict:
             "layer": public(layer_modules, layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
-            "metric": public((metrics, parallel_losses), metrics.Metric,
+            "metric": public((metrics, metric_classes, parallel_losses), metrics.Metric,
                              (metrics.Metric, metrics.MeanMetricWrapper)),
             "initializer": public((initializers,), initializers.Initializer,
                                   (initializers.Initializer,)),
