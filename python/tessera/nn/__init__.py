@@ -27,7 +27,8 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
                      AveragePooling2D, AvgPool1D, AvgPool2D, BatchNormalization, Bidirectional,
                      CategoryEncoding, CenterCrop, Concatenate, Conv1D, Conv1DTranspose, Conv2D,
                      Conv2DTranspose, Convolution1D, Convolution1DTranspose, Convolution2D,
-                     Convolution2DTranspose, Cropping1D, Cropping2D, Dense, DepthwiseConv1D,
+                     Convolution2DTranspose, Cropping1D, EinsumDense, RMSNormalization, Wrapper,
+                     dot, Cropping2D, Dense, DepthwiseConv1D,
                      DepthwiseConv2D, Discretization, Dot, Dropout, ELU, Embedding, Flatten,
                      GaussianDropout, GaussianNoise, GlobalAveragePooling1D,
                      GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D, GlobalMaxPool1D,
@@ -91,6 +92,7 @@ __all__ = [
     "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
     "Convolution1D", "Convolution1DTranspose", "Convolution2D", "Convolution2DTranspose",
+    "EinsumDense", "RMSNormalization", "Wrapper", "dot",
     "Initializer", "Loss", "Metric", "Optimizer", "Regularizer", "device", "version",
 ]
 
