@@ -34,7 +34,7 @@ __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercent
            "categorical_hinge", "binary_focal_crossentropy", "serialize", "deserialize",
            "Dice", "Tversky", "CategoricalFocalCrossentropy", "CategoricalGeneralizedCrossEntropy",
            "Circle", "dice", "tversky", "categorical_focal_crossentropy",
-           "categorical_generalized_cross_entropy", "circle"]
+           "categorical_generalized_cross_entropy", "circle", "CTC", "ctc"]
 
 # Keras's epsilon where its losses clip.
 _EPS = "1e-7"
@@ -702,8 +702,38 @@ class Circle(Loss):
 
 
 
+def ctc(y_true, y_pred):
+    """Keras's CTC loss of each sample: integer label sequences ``y_true``
+    (batch, max_length; 0 is the blank and pads them) and logits ``y_pred``
+    (batch, time, classes), every output step used (tessera.nn.ops.ctc_loss)."""
+    K = _ops()
+    if len(np.shape(y_true)) != 2:
+        raise ValueError(f"[ctc] y_true must be (batch_size, max_length) integer labels, got "
+                         f"shape {np.shape(y_true)}")
+    if len(np.shape(y_pred)) != 3:
+        raise ValueError(f"[ctc] y_pred must be logits (batch_size, max_length, num_classes), "
+                         f"got shape {np.shape(y_pred)}")
+    label_length = K.sum(K.cast(K.not_equal(y_true, 0), "int32"), axis=-1)
+    steps = K.ones_like(label_length) * np.shape(y_pred)[1]
+    return K.ctc_loss(y_true, y_pred, label_length, steps, mask_index=0)
+
+
+class CTC(Loss):
+    """Keras's CTC: the mean over the batch of ``ctc`` (labels (batch, length),
+    padded with 0, the blank; logits (batch, time, classes))."""
+
+    name = "ctc"
+    labels_like_output = False  # label sequences, not the output's shape
+
+    def __init__(self, reduction="sum_over_batch_size", name="ctc", dtype=None):
+        super().__init__(name, reduction, dtype)
+
+    def call(self, y_true, y_pred):
+        return ctc(y_true, y_pred)
+
+
 _BY_NAME = {
-    "dice": Dice, "tversky": Tversky, "circle": Circle,
+    "ctc": CTC, "dice": Dice, "tversky": Tversky, "circle": Circle,
     "categorical_focal_crossentropy": CategoricalFocalCrossentropy,
     "categorical_generalized_cross_entropy": CategoricalGeneralizedCrossEntropy,
     "cosine_similarity": CosineSimilarity, "hinge": Hinge, "squared_hinge": SquaredHinge,

@@ -201,7 +201,8 @@ class CompileMixin:
             if loss is not None and loss.sparse_labels:
                 a = self._check_sparse(a, loss.whole_output_shape(out_shape), which, where,
                                        loss)
-            elif loss is not None and not isinstance(loss, _losses.FunctionLoss):
+            elif loss is not None and not isinstance(loss, _losses.FunctionLoss) and \
+                    getattr(loss, "labels_like_output", True):
                 if a.ndim == 1 and out_shape == (1,):
                     a = a.reshape(-1, 1)
                 if tuple(a.shape[1:]) != out_shape:
