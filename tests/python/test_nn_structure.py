@@ -40,7 +40,8 @@ TO_SPLIT = {
 # modules of its own layer or below. A new module takes its place here.
 LAYERS = [
     ("foundations", {"_config", "_hashes", "_tfevents", "constraints", "data_format", "registry",
-                     "symbolic", "string_inputs", "initializers", "regularizers", "params"}),
+                     "symbolic", "string_inputs", "initializers", "regularizers", "params",
+                     "input_spec"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
              "ops.numpy", "activations", "random"}),

@@ -54,6 +54,7 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
 from .variables import Variable
+from .input_spec import InputSpec
 from .initializers import Initializer
 from .losses import Loss
 from .metrics import Metric
@@ -92,7 +93,7 @@ __all__ = [
     "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
     "Convolution1D", "Convolution1DTranspose", "Convolution2D", "Convolution2DTranspose",
-    "EinsumDense", "RMSNormalization", "Wrapper", "dot",
+    "EinsumDense", "RMSNormalization", "Wrapper", "dot", "InputSpec",
     "Initializer", "Loss", "Metric", "Optimizer", "Regularizer", "device", "version",
 ]
 

@@ -25,6 +25,7 @@ and its test (tests/python/test_nn_structure.py checks that every family's publi
 names are here).
 """
 
+from ..input_spec import InputSpec
 from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value, value_spec
 from ..registry import get_registered_object
 from ..symbolic import Input
@@ -68,7 +69,7 @@ FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_preproc
             reshaping, separable, wrappers)
 
 __all__ = sorted({name for family in FAMILIES for name in family.__all__} |
-                 {"Input", "serialize", "deserialize"})
+                 {"Input", "InputSpec", "serialize", "deserialize"})
 
 
 def serialize(layer) -> dict:

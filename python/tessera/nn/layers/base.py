@@ -213,6 +213,7 @@ class Layer:
     # Keras's constraint arguments the layer takes -> the parameter each constrains
     # (applied after each optimizer step, in the compiled training step)
     constraint_arguments: dict = {}
+    input_spec = None  # Keras's InputSpec (or a list): checked on every call
 
     def __new__(cls, *args, **kwargs):
         if kwargs:
