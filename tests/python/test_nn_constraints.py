@@ -150,3 +150,10 @@ def test_add_weight_constraint_and_refusals():
     with pytest.raises(TypeError, match=r"\[MultiHeadAttention\] the Keras argument "
                                         r"'kernel_constraint' is not supported"):
         nn.layers.MultiHeadAttention(2, 4, kernel_constraint="max_norm")
+
+
+def test_tensor_parallel_layers_refuse_constraints():
+    """A split weight's norms span the tensor group: refused rather than applied per slice."""
+    with pytest.raises(TypeError, match=r"the Keras argument 'kernel_constraint' is not "
+                                        r"supported"):
+        nn.RowParallelDense(4, kernel_constraint="max_norm")
