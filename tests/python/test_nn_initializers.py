@@ -182,3 +182,27 @@ def test_unseeded_draws_follow_the_global_state():
     a = init.GlorotNormal()((50, 50))
     _core.call_primitive("set_seed", [123], {})
     np.testing.assert_array_equal(init.GlorotNormal()((50, 50)), a)
+
+
+def test_module_aliases_are_keras_s():
+    """keras.initializers.he_normal & co are the classes themselves, as in Keras: each
+    lower-case (and *Initializer) alias Keras has is tessera's class of the same name,
+    and the deterministic ones give Keras's values."""
+    import os
+
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    keras = pytest.importorskip("keras")
+    names = [n for n in dir(keras.initializers) if not n.startswith("_")
+             and isinstance(getattr(keras.initializers, n), type)
+             and n != getattr(keras.initializers, n).__name__ and n not in ("stft", "STFT",
+                                                                           "STFTInitializer")]
+    assert len(names) >= 16, names
+    for n in names:
+        ours, theirs = getattr(init, n), getattr(keras.initializers, n)
+        assert ours.__name__ == theirs.__name__, (n, ours, theirs)
+    for n, args in (("zeros", ()), ("ones", ()), ("constant", (1.5,)), ("identity", (3.0,)),
+                    ("IdentityInitializer", (0.5,))):
+        np.testing.assert_array_equal(getattr(init, n)(*args)((3, 4)),
+                                      np.asarray(getattr(keras.initializers, n)(*args)((3, 4))))
+    q = init.OrthogonalInitializer(gain=2.0, seed=3)((6, 4))
+    np.testing.assert_allclose(q.T @ q, 4.0 * np.eye(4), atol=1e-5)

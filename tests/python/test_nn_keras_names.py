@@ -8,6 +8,8 @@ import tessera
 import tessera.nn as keras
 from tessera.nn import layers
 
+nn = keras  # tessera.nn (tests taking the `keras` fixture see Keras itself under that name)
+
 
 def test_layers_module_offers_every_layer():
     from tessera.nn.layers import LSTM, Add, MultiHeadAttention, concatenate  # noqa: F401
@@ -101,3 +103,35 @@ def test_optimizer_learning_rate_is_a_float_as_in_keras():
     model.compile(opt, "mse")
     model.fit(np.ones((8, 2), "float32"), np.ones((8, 1), "float32"), batch_size=2, verbose=0)
     assert float(model.optimizer.learning_rate) == pytest.approx(sched(3))
+
+
+def test_layer_aliases_and_base_classes_under_keras_names(keras):
+    """keras.layers.Convolution2D & co are Keras's aliases of Conv2D & co (the same
+    classes, saved under the class name); keras.Loss, Metric, Optimizer, Regularizer
+    and Initializer are the base classes."""
+    for alias, cls in (("Convolution1D", "Conv1D"), ("Convolution2D", "Conv2D"),
+                       ("Convolution1DTranspose", "Conv1DTranspose"),
+                       ("Convolution2DTranspose", "Conv2DTranspose")):
+        assert getattr(keras.layers, alias) is getattr(keras.layers, cls)
+        assert getattr(nn.layers, alias) is getattr(nn.layers, cls)
+    layer = nn.layers.Convolution2D(3, 2, name="c")
+    x = np.random.default_rng(0).normal(size=(1, 5, 5, 2)).astype(np.float32)
+    ours = layer(x)
+    theirs = keras.layers.Convolution2D(3, 2)
+    theirs.build(x.shape)
+    theirs.set_weights(layer.get_weights())
+    np.testing.assert_allclose(ours, np.asarray(theirs(x)), rtol=1e-5, atol=1e-5)
+    assert issubclass(nn.losses.Dice, nn.Loss) and issubclass(nn.metrics.AUC, nn.Metric)
+    assert issubclass(nn.optimizers.Adam, nn.Optimizer)
+    assert issubclass(nn.regularizers.L2, nn.Regularizer)
+    assert issubclass(nn.initializers.HeNormal, nn.Initializer)
+
+
+def test_version_and_device():
+    assert nn.version() == tessera.__version__
+    with nn.device("cpu"), nn.device("/device:CPU:0"):
+        pass
+    with pytest.raises(ValueError, match=r"\[device\] tessera runs on the CPU only, got device "
+                                         r"'gpu:0'"):
+        with nn.device("gpu:0"):
+            pass

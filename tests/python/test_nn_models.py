@@ -359,8 +359,9 @@ def test_bad_models_and_data_are_reported_before_training(data):
     with pytest.raises(TypeError, match=r"\[Dense\] unexpected keyword argument 'unit'; did you "
                                         r"mean 'units'\?"):
         nn.Dense(unit=3)
-    with pytest.raises(TypeError, match=r"kernel_constraint.*not supported"):
-        nn.Dense(3, kernel_constraint="max_norm")
+    with pytest.raises(TypeError, match=r"\[LSTM\] the Keras argument 'kernel_constraint' is not "
+                                        r"supported"):
+        nn.LSTM(3, kernel_constraint="max_norm")
     with pytest.raises(ValueError, match=r"unknown activation 'rleu'; did you mean 'relu'"):
         nn.Dense(3, activation="rleu")
     inp = nn.Input((4, 5))

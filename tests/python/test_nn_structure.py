@@ -32,7 +32,6 @@ MAX_LINES = 1000
 TO_SPLIT = {
     "checkpoints": 1386,  # format and file system / reading and checks / CheckpointDir
     "pipeline": 1373,  # stage planning and schedules / the pipelined step
-    "metrics": 1033,  # (a public module: split into a package re-exporting its names)
     "programs": 1030,  # the training step's text / evaluation and prediction programs
 }
 
@@ -40,15 +39,17 @@ TO_SPLIT = {
 # The layers of tessera.nn, lowest first (docs/nn.md, "Layout"): a module imports only
 # modules of its own layer or below. A new module takes its place here.
 LAYERS = [
-    ("foundations", {"_config", "_hashes", "_tfevents", "data_format", "registry", "symbolic",
-                     "string_inputs", "initializers", "regularizers", "params", "tree"}),
+    ("foundations", {"_config", "_hashes", "_tfevents", "constraints", "data_format", "registry",
+                     "symbolic", "string_inputs", "initializers", "regularizers", "params",
+                     "input_spec", "tree"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
              "ops.nn_more",
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
-    ("losses and metrics", {"losses", "metrics", "clipping", "parallel", "parallel_layers",
+    ("losses and metrics", {"losses", "metric_base", "metric_classes", "metric_functions",
+                            "metrics", "clipping", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "_directory_datasets",

@@ -15,9 +15,11 @@ developers)"; tests/python/test_nn_structure.py checks it):
 A lower module that needs the model asks registry.model_class().
 """
 
+import contextlib
 import difflib
+import sys
 
-from . import callbacks, initializers, losses, metrics, regularizers, saving, tree
+from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
 from . import datasets, models, optimizers, utils  # keras.datasets, keras.models, ...: aliases
 from .keras_objects import deserialize_keras_object as _deserialize
 from .keras_objects import serialize_keras_object as _serialize
@@ -29,7 +31,9 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
                      AdditiveAttention, AlphaDropout, Attention, Average, AveragePooling1D,
                      AveragePooling2D, AvgPool1D, AvgPool2D, BatchNormalization, Bidirectional,
                      CategoryEncoding, CenterCrop, Concatenate, Conv1D, Conv1DTranspose, Conv2D,
-                     Conv2DTranspose, Cropping1D, Cropping2D, Dense, DepthwiseConv1D,
+                     Conv2DTranspose, Convolution1D, Convolution1DTranspose, Convolution2D,
+                     Convolution2DTranspose, Cropping1D, EinsumDense, RMSNormalization, Wrapper,
+                     dot, Cropping2D, Dense, DepthwiseConv1D,
                      DepthwiseConv2D, Discretization, Dot, Dropout, ELU, Embedding, Flatten,
                      GaussianDropout, GaussianNoise, GlobalAveragePooling1D,
                      GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D, GlobalMaxPool1D,
@@ -55,6 +59,12 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
 from .variables import Variable
+from .input_spec import InputSpec
+from .initializers import Initializer
+from .losses import Loss
+from .metrics import Metric
+from .optimizers import Optimizer
+from .regularizers import Regularizer
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
@@ -72,7 +82,8 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "callbacks", "initializers", "losses", "metrics", "regularizers", "Variable", "activations",
+    "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
+    "activations",
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "TimeDistributed",
@@ -86,7 +97,29 @@ __all__ = [
     "CategoryEncoding", "CenterCrop", "Discretization", "Hashing", "IntegerLookup",
     "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
+    "Convolution1D", "Convolution1DTranspose", "Convolution2D", "Convolution2DTranspose",
+    "EinsumDense", "RMSNormalization", "Wrapper", "dot", "InputSpec",
+    "Initializer", "Loss", "Metric", "Optimizer", "Regularizer", "device", "version",
 ]
+
+
+def version() -> str:
+    """keras.version(): here tessera's version (tessera.nn follows Keras 3's API)."""
+    return sys.modules[__name__.rsplit(".", 1)[0]].__version__  # set after tessera.nn loads
+
+
+@contextlib.contextmanager
+def device(device_name):
+    """keras.device(name): tessera runs on the CPU, so "cpu" (also "cpu:0",
+    "/cpu:0", "/device:CPU:0") is a context that changes nothing; any other
+    device is an error rather than a silent run on the CPU."""
+    if not isinstance(device_name, str):
+        raise TypeError(f"[device] expected a device name such as 'cpu', got {device_name!r}")
+    kind = device_name.strip("/").lower().replace("device:", "").split(":")[0]
+    if kind != "cpu":
+        raise ValueError(f"[device] tessera runs on the CPU only, got device {device_name!r} "
+                         "(use 'cpu', or leave keras.device out)")
+    yield
 
 
 def __getattr__(name):

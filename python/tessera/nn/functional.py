@@ -8,6 +8,7 @@ import inspect
 
 import numpy as np
 
+from .input_spec import assert_input_compatibility
 from .registry import model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
                        follow_first_axis, user_location)
@@ -100,6 +101,9 @@ def _accepts(fn, name: str) -> bool:
 def call_layer(layer, inputs, args: tuple, kwargs: dict):
     """layer(inputs, *args, **kwargs): records a layer call on symbolic
     tensors, or computes it at once on arrays."""
+    if getattr(layer, "input_spec", None) is not None:  # Keras checks it on every call
+        assert_input_compatibility(layer.input_spec, inputs, layer.name, user_location(),
+                                   layer.kind)
     tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
                if isinstance(t, KerasTensor)]
     if not tensors and _TRACING[0] and not args and not kwargs and not layer._is_custom() \

@@ -35,7 +35,11 @@ from ._config import Configurable
 __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUniform",
            "TruncatedNormal", "VarianceScaling", "GlorotUniform", "GlorotNormal", "HeNormal",
            "HeUniform", "LecunNormal", "LecunUniform", "Orthogonal", "Identity",
-           "compute_fans", "get", "serialize", "deserialize"]
+           "compute_fans", "get", "serialize", "deserialize", "zeros", "ones", "constant",
+           "random_normal", "random_uniform", "truncated_normal", "variance_scaling",
+           "glorot_uniform", "glorot_normal", "he_normal", "he_uniform", "lecun_normal",
+           "lecun_uniform", "orthogonal", "OrthogonalInitializer", "identity",
+           "IdentityInitializer"]
 
 _DTYPES = ("float32", "float64", "float16")
 
@@ -375,6 +379,16 @@ _BY_NAME = {
     "lecun_normal": LecunNormal, "lecun_uniform": LecunUniform, "orthogonal": Orthogonal,
     "identity": Identity,
 }
+
+
+# Keras's module-level aliases: the snake_case names (keras.initializers.he_normal is
+# the class HeNormal) and OrthogonalInitializer / IdentityInitializer.
+zeros, ones, constant = Zeros, Ones, Constant
+random_normal, random_uniform, truncated_normal = RandomNormal, RandomUniform, TruncatedNormal
+variance_scaling, glorot_uniform, glorot_normal = VarianceScaling, GlorotUniform, GlorotNormal
+he_normal, he_uniform, lecun_normal, lecun_uniform = HeNormal, HeUniform, LecunNormal, LecunUniform
+orthogonal = OrthogonalInitializer = Orthogonal
+identity = IdentityInitializer = Identity
 
 
 def serialize(initializer: Initializer) -> dict:

@@ -31,7 +31,10 @@ __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercent
            "poisson", "sparse_categorical_crossentropy", "categorical_crossentropy",
            "binary_crossentropy", "CosineSimilarity", "Hinge", "SquaredHinge", "CategoricalHinge",
            "BinaryFocalCrossentropy", "cosine_similarity", "hinge", "squared_hinge",
-           "categorical_hinge", "binary_focal_crossentropy", "serialize", "deserialize"]
+           "categorical_hinge", "binary_focal_crossentropy", "serialize", "deserialize",
+           "Dice", "Tversky", "CategoricalFocalCrossentropy", "CategoricalGeneralizedCrossEntropy",
+           "Circle", "dice", "tversky", "categorical_focal_crossentropy",
+           "categorical_generalized_cross_entropy", "circle", "CTC", "ctc"]
 
 # Keras's epsilon where its losses clip.
 _EPS = "1e-7"
@@ -489,7 +492,250 @@ class BinaryFocalCrossentropy(Loss):
         return f"mean({focal}, axis=-1)"
 
 
+def _axis_sum(x: str, axis) -> str:
+    """sum over `axis` (None: every axis, a scalar; an int or a tuple of ints)."""
+    if axis is None:
+        return f"sum({x})"
+    if isinstance(axis, (list, tuple)):
+        return f"sum({x}, axis=list({', '.join(str(int(a)) for a in axis)}))"
+    return f"sum({x}, axis={int(axis)})"
+
+
+def _check_axis(cls: str, axis):
+    ok = axis is None or (isinstance(axis, numbers.Integral) and not isinstance(axis, bool)) or (
+        isinstance(axis, (list, tuple)) and axis and all(
+            isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axis))
+    if not ok:
+        raise ValueError(f"[{cls}] axis must be None, an int or a tuple of ints, got {axis!r}")
+    return list(axis) if isinstance(axis, list) else axis
+
+
+class Dice(Loss):
+    """Keras's Dice: 1 - 2 sum(y p) / (sum(y) + sum(p) + 1e-7), the sums over
+    ``axis`` (None: the whole batch, one value)."""
+
+    name = "dice"
+
+    def __init__(self, reduction="sum_over_batch_size", name="dice", axis=None, dtype=None):
+        super().__init__(name, reduction, dtype)
+        self.axis = _check_axis(type(self).__name__, axis)
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction, "dtype": self.dtype,
+                "axis": self.axis}
+
+    def per_sample(self, y, p):
+        a = self.axis
+        return (f"1.0 - 2.0 * {_axis_sum(f'{y} * {p}', a)} / "
+                f"({_axis_sum(y, a)} + {_axis_sum(p, a)} + {_EPS})")
+
+
+class Tversky(Loss):
+    """Keras's Tversky: 1 - TP / (TP + alpha FP + beta FN + 1e-7) with TP =
+    sum(y p), FP = sum((1 - p) y), FN = sum(p (1 - y)) over ``axis`` (as
+    Keras writes them; alpha = beta = 0.5 is Dice)."""
+
+    name = "tversky"
+
+    def __init__(self, alpha=0.5, beta=0.5, reduction="sum_over_batch_size", name="tversky",
+                 axis=None, dtype=None):
+        super().__init__(name, reduction, dtype)
+        for arg, v in (("alpha", alpha), ("beta", beta)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise ValueError(f"[Tversky] {arg} must be a number, got {v!r}")
+        self.alpha, self.beta = float(alpha), float(beta)
+        self.axis = _check_axis("Tversky", axis)
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction, "dtype": self.dtype,
+                "alpha": self.alpha, "beta": self.beta, "axis": self.axis}
+
+    def per_sample(self, y, p):
+        a = self.axis
+        tp = _axis_sum(f"{y} * {p}", a)
+        fp = _axis_sum(f"(1.0 - {p}) * {y}", a)
+        fn = _axis_sum(f"{p} * (1.0 - {y})", a)
+        return (f"1.0 - {tp} / ({tp} + {fp} * {_num(self.alpha)} + {fn} * {_num(self.beta)} + "
+                f"{_EPS})")
+
+
+class CategoricalFocalCrossentropy(Loss):
+    """Keras's CategoricalFocalCrossentropy (Lin et al.): one-hot labels
+    (smoothed toward uniform), the outputs normalized and clipped; per sample
+    sum(-alpha (1 - q)^gamma y log q) over the classes. ``alpha`` a number or a
+    list (one per class)."""
+
+    name = "categorical_focal_crossentropy"
+
+    def __init__(self, alpha=0.25, gamma=2.0, from_logits=False, label_smoothing=0.0, axis=-1,
+                 reduction="sum_over_batch_size", name="categorical_focal_crossentropy",
+                 dtype=None):
+        super().__init__(name, reduction, dtype)
+        cls = "CategoricalFocalCrossentropy"
+        if axis != -1:
+            raise ValueError(f"[{cls}] axis={axis!r} is not supported (axis=-1)")
+        values = list(alpha) if isinstance(alpha, (list, tuple, np.ndarray)) else [alpha]
+        if not values or any(isinstance(v, bool) or not isinstance(v, numbers.Real)
+                             for v in values):
+            raise ValueError(f"[{cls}] alpha must be a number or a list of numbers, got "
+                             f"{alpha!r}")
+        self.alpha = [float(v) for v in values] if isinstance(
+            alpha, (list, tuple, np.ndarray)) else float(alpha)
+        if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or gamma < 0:
+            raise ValueError(f"[{cls}] gamma must be a number >= 0, got {gamma!r}")
+        self.gamma = float(gamma)
+        self.from_logits = bool(from_logits)
+        self.label_smoothing = _fraction(cls, "label_smoothing", label_smoothing)
+        self.axis = -1
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction, "dtype": self.dtype,
+                "alpha": self.alpha, "gamma": self.gamma, "from_logits": self.from_logits,
+                "label_smoothing": self.label_smoothing, "axis": self.axis}
+
+    def per_sample(self, y, p):
+        t = y
+        if self.label_smoothing:
+            s = self.label_smoothing
+            t = f"({y} * {_num(1 - s)} + {_num(s)} / shape({p})[-1])"
+        q = f"softmax({p}, axis=-1)" if self.from_logits else p
+        out = f"clip({q} / sum({q}, axis=-1, keepdims=true), {_EPS}, {1 - 1e-7!r})"
+        alpha = (f"array([{', '.join(_num(a) for a in self.alpha)}], dtype=dtype_name({p}))"
+                 if isinstance(self.alpha, list) else _num(self.alpha))
+        # written out (no lambda): the training step differentiates it
+        return (f"sum(power(1.0 - {out}, {_num(self.gamma)}) * {alpha} * (-{t} * log({out})), "
+                "axis=-1)")
+
+
+def _class_indices(y: str, p: str) -> str:
+    """Integer labels shaped like the output without its last axis."""
+    return f"reshape(astype({y}, \"int64\"), shape({p})[:-1])"
+
+
+class CategoricalGeneralizedCrossEntropy(Loss):
+    """Keras's CategoricalGeneralizedCrossEntropy (Zhang & Sabuncu): integer
+    labels, (1 - p_y^q) / q with p_y the output of the label's class."""
+
+    name = "categorical_generalized_cross_entropy"
+    sparse_labels = True
+
+    def __init__(self, q=0.5, reduction="sum_over_batch_size",
+                 name="categorical_generalized_cross_entropy", dtype=None):
+        if isinstance(q, bool) or not isinstance(q, numbers.Real) or not 0 < q < 1:
+            raise ValueError(f"[CategoricalGeneralizedCrossEntropy] q must be in the interval "
+                             f"(0, 1), got {q!r}")
+        super().__init__(name, reduction, dtype)
+        self.q = float(q)
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction, "dtype": self.dtype,
+                "q": self.q}
+
+    def per_sample(self, y, p):
+        one_hot = f"one_hot({_class_indices(y, p)}, shape({p})[-1], dtype=dtype_name({p}))"
+        q = _num(self.q)
+        return f"(1.0 - power(sum({p} * {one_hot}, axis=-1), {q})) / {q}"
+
+
+class Circle(Loss):
+    """Keras's Circle loss (Sun et al.): integer labels (any values) and
+    L2-normalized embeddings; each sample's softplus of the logsumexp of its
+    weighted positive and negative cosine distances to the batch's others."""
+
+    name = "circle"
+    sparse_labels = True
+    labels_are_classes = False  # any integers: samples with equal labels are positives
+
+    def __init__(self, gamma=80.0, margin=0.4, remove_diagonal=True,
+                 reduction="sum_over_batch_size", name="circle", dtype=None):
+        super().__init__(name, reduction, dtype)
+        for arg, v in (("gamma", gamma), ("margin", margin)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise ValueError(f"[Circle] {arg} must be a number, got {v!r}")
+        self.gamma, self.margin = float(gamma), float(margin)
+        self.remove_diagonal = bool(remove_diagonal)
+
+    def get_config(self):
+        return {"name": self.name, "reduction": self.reduction, "dtype": self.dtype,
+                "gamma": self.gamma, "margin": self.margin,
+                "remove_diagonal": self.remove_diagonal}
+
+    def per_sample(self, y, p):
+        # written out (no lambda): the training step differentiates it
+        g, m = _num(self.gamma), _num(self.margin)
+        col = f"reshape(astype({y}, \"int64\"), list(-1, 1))"
+        same = f"({col} == transpose({col}))"
+        pos = same
+        if self.remove_diagonal:
+            pos = f"logical_and({same}, eye(size({y}), size({y})) == 0.0)"
+        neg = f"logical_not({same})"
+        d = f"maximum(1.0 - matmul({p}, transpose({p})), 0.0)"
+        dt = f"dtype_name({p})"
+        p_loss = (f"logsumexp(where({pos}, -{g} * maximum(({m} + {d}) * astype({pos}, {dt}), "
+                  f"0.0) * ({m} - {d}), -inf), axis=1)")
+        n_loss = (f"logsumexp(where({neg}, {g} * maximum((1.0 + {m} - {d}) * astype({neg}, {dt}),"
+                  f" 0.0) * (1.0 - {m} - {d}), -inf), axis=1)")
+        return f"softplus({p_loss} + {n_loss})"
+
+    # Keras masks the samples whose loss is 0 (no positive or no negative pair):
+    # the mean is over the others (its apply_mask: weights total / valid).
+    @staticmethod
+    def _masked(l: str) -> str:
+        valid = f"maximum(sum(astype({l} > 0.0, dtype_name({l}))), 1.0)"
+        return (f"({l} * where({l} > 0.0, astype(size({l}), dtype_name({l})) / {valid}, "
+                "0.0))")
+
+    def expression(self, y, p):
+        return f"mean({self._masked(self.per_sample(y, p))})"
+
+    def per_sample_for(self, y, p, ctx, label_spec, out_shape):
+        return self._masked(ctx.define("circle", self.per_sample(y, p)))
+
+    def expression_for(self, y, p, ctx, label_spec, out_shape):
+        return f"mean({self.per_sample_for(y, p, ctx, label_spec, out_shape)})"
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        values = self.values(y_true, y_pred)
+        valid = np.count_nonzero(values > 0)
+        scaled = np.where(values > 0, values * (values.size / max(valid, 1)), 0.0)
+        return _reduce(scaled.astype(values.dtype), sample_weight, "Circle")
+
+
+
+def ctc(y_true, y_pred):
+    """Keras's CTC loss of each sample: integer label sequences ``y_true``
+    (batch, max_length; 0 is the blank and pads them) and logits ``y_pred``
+    (batch, time, classes), every output step used (tessera.nn.ops.ctc_loss)."""
+    K = _ops()
+    if len(np.shape(y_true)) != 2:
+        raise ValueError(f"[ctc] y_true must be (batch_size, max_length) integer labels, got "
+                         f"shape {np.shape(y_true)}")
+    if len(np.shape(y_pred)) != 3:
+        raise ValueError(f"[ctc] y_pred must be logits (batch_size, max_length, num_classes), "
+                         f"got shape {np.shape(y_pred)}")
+    label_length = K.sum(K.cast(K.not_equal(y_true, 0), "int32"), axis=-1)
+    steps = K.ones_like(label_length) * np.shape(y_pred)[1]
+    return K.ctc_loss(y_true, y_pred, label_length, steps, mask_index=0)
+
+
+class CTC(Loss):
+    """Keras's CTC: the mean over the batch of ``ctc`` (labels (batch, length),
+    padded with 0, the blank; logits (batch, time, classes))."""
+
+    name = "ctc"
+    labels_like_output = False  # label sequences, not the output's shape
+
+    def __init__(self, reduction="sum_over_batch_size", name="ctc", dtype=None):
+        super().__init__(name, reduction, dtype)
+
+    def call(self, y_true, y_pred):
+        return ctc(y_true, y_pred)
+
+
 _BY_NAME = {
+    "ctc": CTC, "dice": Dice, "tversky": Tversky, "circle": Circle,
+    "categorical_focal_crossentropy": CategoricalFocalCrossentropy,
+    "categorical_generalized_cross_entropy": CategoricalGeneralizedCrossEntropy,
     "cosine_similarity": CosineSimilarity, "hinge": Hinge, "squared_hinge": SquaredHinge,
     "categorical_hinge": CategoricalHinge,
     "binary_focal_crossentropy": BinaryFocalCrossentropy,
@@ -577,24 +823,43 @@ def _reduce(values, sample_weight, where):
     return values.dtype.type(values.sum(dtype=np.float64) / values.size)
 
 
-def _function(cls, name):
-    """Keras's loss function `name` of class `cls`: each sample's loss."""
+def _function(cls, name, positional=(), takes_axis=False):
+    """Keras's loss function `name` of class `cls`: each sample's loss.
+    `positional`: the names of Keras's arguments after (y_true, y_pred);
+    `takes_axis`: the class takes Keras's `axis` (Dice, Tversky)."""
 
-    def fn(y_true, y_pred, **kwargs):
-        if kwargs.get("axis", -1) != -1:
-            raise ValueError(f"[{name}] axis={kwargs['axis']!r} is not supported: the classes "
-                             "are on the last axis (axis=-1)")
-        kwargs.pop("axis", None)
-        if kwargs.get("ignore_class") is not None:
-            raise ValueError(f"[{name}] ignore_class is not supported")
-        kwargs.pop("ignore_class", None)
-        return cls(**kwargs).values(y_true, y_pred)
+    def fn(y_true, y_pred, *args, **kwargs):
+        if len(args) > len(positional):
+            raise TypeError(f"[{name}] takes {2 + len(positional)} positional arguments "
+                            f"(y_true, y_pred{''.join(', ' + a for a in positional)}), got "
+                            f"{2 + len(args)}")
+        kwargs.update(zip(positional, args))
+        try:
+            return cls(**kwargs).values(y_true, y_pred) if takes_axis else \
+                _without_axis(cls, name, kwargs).values(y_true, y_pred)
+        except TypeError as e:
+            if "unexpected keyword" not in str(e):
+                raise
+            raise TypeError(f"[{name}] {e}; its arguments: "
+                            f"{list(inspect.signature(cls.__init__).parameters)[1:]}") from None
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"keras.losses.{name}(y_true, y_pred, ...): each sample's loss of "
                   f"{cls.__name__}, on arrays (no reduction).")
     fn._tessera_loss = cls
     return fn
+
+
+def _without_axis(cls, name, kwargs):
+    """cls(**kwargs) for a loss whose classes are on the last axis (axis=-1 only)."""
+    if kwargs.get("axis", -1) != -1:
+        raise ValueError(f"[{name}] axis={kwargs['axis']!r} is not supported: the classes "
+                         "are on the last axis (axis=-1)")
+    kwargs.pop("axis", None)
+    if kwargs.get("ignore_class") is not None:
+        raise ValueError(f"[{name}] ignore_class is not supported")
+    kwargs.pop("ignore_class", None)
+    return cls(**kwargs)
 
 
 mean_squared_error = mse = MSE = _function(MeanSquaredError, "mean_squared_error")
@@ -617,6 +882,13 @@ hinge = _function(Hinge, "hinge")
 squared_hinge = _function(SquaredHinge, "squared_hinge")
 categorical_hinge = _function(CategoricalHinge, "categorical_hinge")
 binary_focal_crossentropy = _function(BinaryFocalCrossentropy, "binary_focal_crossentropy")
+dice = _function(Dice, "dice", ("axis",), takes_axis=True)
+tversky = _function(Tversky, "tversky", ("alpha", "beta", "axis"), takes_axis=True)
+categorical_focal_crossentropy = _function(CategoricalFocalCrossentropy,
+                                           "categorical_focal_crossentropy")
+categorical_generalized_cross_entropy = _function(CategoricalGeneralizedCrossEntropy,
+                                                  "categorical_generalized_cross_entropy", ("q",))
+circle = _function(Circle, "circle")
 
 
 def get(loss) -> Loss:

@@ -89,6 +89,8 @@ class _SplitLayer:
     and whole weights in get_weights/set_weights/save."""
 
     _split_axis: dict = {}
+    # a constraint's norms would span the group's slices: refused, not applied per slice
+    constraint_arguments: dict = {}
 
     def _init_group(self, group):
         self.group = _group_of(group, self.kind, self.name)

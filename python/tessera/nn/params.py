@@ -28,6 +28,7 @@ class Param:
     fan_out: int = 0
     trainable: bool = True
     regularizer: object = None
+    constraint: object = None  # a constraints.Constraint (add_weight's constraint=)
 
 
 # While load_model rebuilds a model from a file: {"left", "total", "path"},

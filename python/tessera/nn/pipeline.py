@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from .. import _core, distributed as _dist
+from . import constraints
 from .clipping import SplitNorms
 from .params import peek_value, value_spec
 from .programs import ProgramsMixin
@@ -481,7 +482,6 @@ def measure_layers(model, rows: int, repeats: int = 3) -> dict:
     stand-in rows, timed alone (the best of `repeats` runs after one to
     warm up). Its inputs are ones of the shapes and dtypes the layer reads;
     fusions between layers are not made (each layer is timed whole)."""
-
     order, _ = _graph(model)
     counters: dict = {}
     model._forward_code("true", "seed", part={"counters": counters})
@@ -966,6 +966,7 @@ class StageStep:
             lines += more
             lines += model._zero_update_lines(zero, P, grads, zero_grads=True, norm=norm)
             self.O = [z.name for z in zero.state]
+        lines += constraints.step_lines(P, model._owner, zero is not None and "ZeRO in a pipeline")
         new_p = zero.shards if gathered else P  # ZeRO 3: the updated slices
         lines += model._bn_update_lines(stats, 1 + n_sums if last else 0, dtype)
         lines.append(f"list(lm, list(), list({', '.join(new_p)}), "
@@ -1300,7 +1301,6 @@ def setup(model, split, microbatches, kind, deterministic, data_parallel, rows=6
     """The StageStep of this locality when the job's mesh has a pipeline
     axis of more than one locality (or pipeline_split asks for one), else
     None. Every check raises the same error on every locality."""
-
     if kind not in SCHEDULES:
         raise ValueError(f"[fit] pipeline_schedule must be one of {list(SCHEDULES)}, got "
                          f"{kind!r}")

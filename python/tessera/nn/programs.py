@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 
+from . import constraints
 from .. import _core
 from .clipping import SplitNorms
 from .functional import apply_function, carried_mask_exprs
@@ -23,7 +24,7 @@ __all__ = ["ProgramsMixin"]
 
 
 def _ident(name: str) -> str:
-    return re.sub(r"\W", "_", name)
+    return re.sub(r"\W", "_", name)  # a name as an identifier of the program's text
 
 
 class _FunctionMetric:
@@ -104,8 +105,7 @@ def _relus_after_batch_norm(outputs) -> tuple:
         if a.id == b.id or tuple(a.shape) != tuple(b.shape) or \
                 tuple(a.shape) != tuple(src.shape):
             continue
-        # The batch norm of the block's main branch (the later input) when
-        # both inputs are batch norms (a projection shortcut).
+        # the main branch's batch norm (the later input) when both are (a projection shortcut)
         for bn, other in ((b, a), (a, b)):
             if layer_of(bn, BatchNormalization) is not None and \
                     only_reader(bn.id) is src:
@@ -679,8 +679,7 @@ class ProgramsMixin:
                 lines += more
             lines += norms.norm_lines(P, [whole[v] for v in P], self._fixed_sum)
             norm = "tnorm"
-        lines += zero.update_lines(opt, "lr", "iteration", self._fixed_sum, norm=norm,
-                                   split=norms)
+        lines += zero.update_lines(opt, "lr", "iteration", self._fixed_sum, norm=norm, split=norms)
         if zero.stage < 3:
             lines += zero.gather_lines()
         return lines
@@ -770,6 +769,7 @@ class ProgramsMixin:
         else:
             lines += self._zero_update_lines(zero, P, grads, zero_grads=gather is not None,
                                              sliced=bool(first))
+        lines += constraints.step_lines(P, self._owner, zero and zero.stage == 3 and "ZeRO 3")
 
         def across(expr, weighted_=True):
             if not data_parallel:
@@ -936,6 +936,7 @@ class ProgramsMixin:
             lines += self._block_norm_update(P, grads, chunks)
         else:
             lines += upd.statements
+        lines += constraints.step_lines(P, self._owner, zero and zero.stage == 3 and "ZeRO 3")
         lines += self._bn_update_lines(stats, 1 + n_sums, self.dtype)
         lines.insert(0, f"define(aux_width, {width})")
         held_p = zero.shards if zero is not None and zero.stage == 3 else P
@@ -1009,7 +1010,6 @@ class ProgramsMixin:
         """Deterministic mode without ZeRO: the update with global-norm
         clipping from the same fixed blocks of the buckets, added in the same
         order, as ZeRO's slices use, so that both give the same bits."""
-
         weights = self._weight_stand_ins()  # the shapes only
         plan = ZeroPlan(0, 1, chunks, self._bucket_plan(P),
                         {v: weights[v].shape for v in P}, self.dtype)

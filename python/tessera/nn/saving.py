@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
-from . import regularizers
+from . import constraints, metric_classes, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .programs import _FunctionMetric
@@ -49,7 +49,8 @@ _MAX_RANK_SHAPE = 32
 
 
 _BUILTIN = None
-_OBJECT_KINDS = ("initializer", "regularizer", "schedule", "optimizer", "metric", "loss")
+_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "optimizer", "metric",
+                 "loss")
 
 
 def builtin_classes() -> dict:
@@ -71,12 +72,13 @@ def builtin_classes() -> dict:
             "layer": public(layer_modules, layers.Layer, (layers.Layer, parallel._ParallelDense)),
             "loss": public((losses, parallel_losses), losses.Loss,
                            (losses.Loss, losses.FunctionLoss)),
-            "metric": public((metrics, parallel_losses), metrics.Metric,
+            "metric": public((metrics, metric_classes, parallel_losses), metrics.Metric,
                              (metrics.Metric, metrics.MeanMetricWrapper)),
             "initializer": public((initializers,), initializers.Initializer,
                                   (initializers.Initializer,)),
             "regularizer": public((regularizers,), regularizers.Regularizer,
                                   (regularizers.Regularizer,)),
+            "constraint": public((constraints,), constraints.Constraint, ()),
             "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
             "schedule": public((optim,), optim.LearningRateSchedule,
                                (optim.LearningRateSchedule,)),

@@ -2,12 +2,13 @@
 
     base          Layer, Context, Param and the helpers the families share
     core          Dense, Embedding, Activation, Identity, Dropout, Lambda, InputLayer
+    einsum_dense  EinsumDense
     conv          Conv1D/2D, Conv1D/2DTranspose, DepthwiseConv1D/2D
     separable     SeparableConv1D/2D
     pooling       Max/AveragePooling1D/2D and their global forms
     reshaping     Flatten, Reshape, Permute, RepeatVector, ZeroPadding, UpSampling, Cropping
     normalization BatchNormalization, LayerNormalization, GroupNormalization,
-                  UnitNormalization, Normalization, Rescaling
+                  RMSNormalization, UnitNormalization, Normalization, Rescaling
     activation    ReLU, LeakyReLU, PReLU, ELU, Softmax
     noise         GaussianNoise/Dropout, AlphaDropout, SpatialDropout, ActivityRegularization
     merging       Add, Concatenate, Dot, ... and add(), concatenate(), ...
@@ -24,26 +25,30 @@ and its test (tests/python/test_nn_structure.py checks that every family's publi
 names are here).
 """
 
+from ..input_spec import InputSpec
 from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value, value_spec
+from ..registry import get_registered_object
 from ..symbolic import Input
-from . import (activation, attention, base, conv, core, image_preprocessing, merging,
+from . import (activation, attention, base, conv, core, einsum_dense, image_preprocessing, merging,
                multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
                reshaping, separable, wrappers)
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
-from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, DepthwiseConv1D,
+from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Convolution1D,
+                   Convolution1DTranspose, Convolution2D, Convolution2DTranspose, DepthwiseConv1D,
                    DepthwiseConv2D)
 from .core import Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda
 from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
                                   RandomRotation, RandomTranslation, RandomZoom, Resizing)
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
-                      average, concatenate, maximum, minimum, multiply, subtract)
+                      average, concatenate, dot, maximum, minimum, multiply, subtract)
 from .multi_head_attention import MultiHeadAttention
 from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
+from .einsum_dense import EinsumDense
 from .normalization import (BatchNormalization, GroupNormalization, LayerNormalization,
-                            Normalization, Rescaling, UnitNormalization)
+                            Normalization, RMSNormalization, Rescaling, UnitNormalization)
 from .pooling import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
                       GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D,
                       GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
@@ -56,11 +61,38 @@ from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, 
 from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
                         SeparableConvolution2D)
 from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNNCell,
-                       StackedRNNCells, TimeDistributed)
+                       StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
-FAMILIES = (activation, attention, base, conv, core, image_preprocessing, merging,
+FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_preprocessing, merging,
             multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
             reshaping, separable, wrappers)
 
-__all__ = sorted({name for family in FAMILIES for name in family.__all__} | {"Input"})
+__all__ = sorted({name for family in FAMILIES for name in family.__all__} |
+                 {"Input", "InputSpec", "serialize", "deserialize"})
+
+
+def serialize(layer) -> dict:
+    """Keras's layers.serialize: ``{"module", "class_name", "config"}`` of a
+    layer (its get_config; model.save writes the same config as JSON)."""
+    if not isinstance(layer, Layer):
+        raise TypeError(f"[layers.serialize] expected a layer, got {layer!r}")
+    return {"module": type(layer).__module__, "class_name": type(layer).__name__,
+            "config": layer.get_config(), "registered_name": None}
+
+
+def deserialize(config, custom_objects=None):
+    """Keras's layers.deserialize: the layer a serialize() dict describes, its
+    class one of tessera's layers or a registered (or custom_objects) one."""
+    if not isinstance(config, dict) or "class_name" not in config:
+        raise TypeError(f"[layers.deserialize] expected a dict with 'class_name' and 'config', "
+                        f"got {config!r}")
+    name = config["class_name"]
+    cls = get_registered_object(config.get("registered_name") or name, custom_objects)
+    if cls is None:
+        cls = next((getattr(f, name) for f in FAMILIES if name in f.__all__), None)
+    if not (isinstance(cls, type) and issubclass(cls, Layer)):
+        raise ValueError(f"[layers.deserialize] unknown layer class {name!r}: not one of "
+                         "tessera's layers nor registered (pass custom_objects={"
+                         f"{name!r}: ...}})")
+    return cls.from_config(dict(config.get("config") or {}))

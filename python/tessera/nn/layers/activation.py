@@ -155,9 +155,7 @@ class PReLU(Layer):
     def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None,
                  shared_axes=None, name=None, input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
-        if alpha_constraint is not None:
-            raise TypeError("[PReLU] the Keras argument 'alpha_constraint' is not supported: "
-                            "constraints are not supported; leave it None")
+        self.set_constraint("alpha", alpha_constraint, "alpha_constraint")
         self.alpha_initializer = _initializer(alpha_initializer, "PReLU", "alpha_initializer")
         self.alpha_regularizer = _regularizer(alpha_regularizer, "PReLU", "alpha_regularizer")
         if shared_axes is None:

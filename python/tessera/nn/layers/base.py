@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from .. import initializers, regularizers
+from .. import constraints, initializers, regularizers
 from ..functional import apply_function, call_layer, custom_forward
 from ..params import Param, value_spec
 from ..variables import Variable, add_loss_now
@@ -184,8 +184,9 @@ def _auto_name(kind: str) -> str:
 # Keras keyword arguments and what a user should pass instead, for the ones
 # tessera does not take.
 _KERAS_ALTERNATIVES = {
-    "kernel_constraint": "constraints are not supported; clip the weights in a callback",
-    "bias_constraint": "constraints are not supported",
+    "kernel_constraint": "this layer has no kernel constraint in tessera yet (Dense, the "
+                         "convolutions, Embedding and the normalizations take constraints)",
+    "bias_constraint": "this layer has no bias constraint in tessera yet",
     "activity_regularizer": "use kernel_regularizer, or add the penalty to a custom loss",
     "autocast": "tessera computes in the model's dtype",
     "input_length": "give Input(shape=(length,)) or input_shape=(length,)",
@@ -216,6 +217,10 @@ class Layer:
     (it is traced when the model is built: see docs/nn.md "Writing layers")."""
 
     kind = "Layer"
+    # Keras's constraint arguments the layer takes -> the parameter each constrains
+    # (applied after each optimizer step, in the compiled training step)
+    constraint_arguments: dict = {}
+    input_spec = None  # Keras's InputSpec (or a list): checked on every call
 
     def __new__(cls, *args, **kwargs):
         if kwargs:
@@ -226,6 +231,9 @@ class Layer:
 
     def __init__(self, name: Optional[str] = None, input_shape=None, trainable: bool = True,
                  dtype=None, input_dim=None, batch_input_shape=None, **kwargs):
+        self._constraints: dict = {}  # parameter name -> constraints.Constraint
+        for arg in [k for k in kwargs if k in type(self).constraint_arguments]:
+            self.set_constraint(type(self).constraint_arguments[arg], kwargs.pop(arg), arg)
         if kwargs:
             self._unknown_arguments(kwargs)
         if type(self).kind == "Layer" and type(self) is not Layer:
@@ -263,6 +271,22 @@ class Layer:
         self.built = False
         self._values: dict = {}  # parameter name -> array, once created
         self._symbols: dict = {}  # parameter name -> symbolic tensor (add_weight)
+
+    def set_constraint(self, param_name: str, constraint, argument: str = "constraint"):
+        """Constrains the parameter `param_name` (Keras's kernel_constraint & co):
+        projected after each optimizer step. None removes it."""
+        try:
+            c = constraints.get(constraint)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"[{type(self).__name__}] {argument}: {e}") from None
+        if c is None:
+            self._constraints.pop(param_name, None)
+        else:
+            self._constraints[param_name] = c
+
+    def constraint_of(self, param) -> object:
+        """The constraint of a declared parameter (None: none)."""
+        return getattr(self, "_constraints", {}).get(param.name) or param.constraint
 
     def _unknown_arguments(self, kwargs):
         _check_keywords(type(self), kwargs, strict=True)
@@ -317,6 +341,10 @@ class Layer:
         for k in kwargs:
             if k not in ("constraint", "aggregation", "synchronization", "autocast"):
                 raise TypeError(f"[{self.kind}.add_weight] unexpected keyword argument {k!r}")
+        try:
+            constraint = constraints.get(kwargs.get("constraint"))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"[{self.kind}.add_weight] constraint: {e}") from None
         shape = () if shape is None else tuple(int(d) for d in shape)
         if any(d < 0 for d in shape):
             raise ValueError(f"[{self.kind}.add_weight] shape must hold non-negative ints, got "
@@ -331,7 +359,7 @@ class Layer:
             initializer = "glorot_uniform" if dtype is None or "float" in str(dtype) else "zeros"
         _initializer(initializer, f"{self.kind}.add_weight", "initializer")  # (named errors)
         self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
-                                 regularizer))
+                                 regularizer, constraint))
         return self._variable(pname, _float_dtype(dtype or self.dtype))
 
     add_variable = add_weight  # Keras 3's other name
@@ -555,6 +583,7 @@ def _check_keywords(cls, kwargs, strict=False):
                     p.kind == p.VAR_KEYWORD for p in params.values()):
                 open_ended = True  # a user's class passing **kwargs on
     known.discard("self")
+    known |= set(getattr(cls, "constraint_arguments", {}))
     if open_ended and not strict:
         return
     kind = getattr(cls, "kind", cls.__name__)

@@ -9,11 +9,13 @@ from ..data_format import ChannelsFirst
 from .base import (Layer, Param, _activation, _apply, _conv_length, _data_format, _fans,
                    _initializer, _ints, _list, _padding, _positive, _regularizer)
 __all__ = ["Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "DepthwiseConv1D",
-           "DepthwiseConv2D"]
+           "DepthwiseConv2D", "Convolution1D", "Convolution2D", "Convolution1DTranspose",
+           "Convolution2DTranspose"]
 
 
 class _Conv(Layer):
     rank = 1
+    constraint_arguments = {"kernel_constraint": "kernel", "bias_constraint": "bias"}
     transpose = False
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", dilation_rate=1,
@@ -154,6 +156,7 @@ class Conv2DTranspose(ChannelsFirst, _ConvTranspose):
 
 class _DepthwiseConv(Layer):
     rank = 2
+    constraint_arguments = {"depthwise_constraint": "kernel", "bias_constraint": "bias"}
 
     def __init__(self, kernel_size, strides=1, padding="valid", depth_multiplier=1,
                  dilation_rate=1, activation=None, use_bias=True,
@@ -237,3 +240,8 @@ class DepthwiseConv2D(ChannelsFirst, _DepthwiseConv):
 
     kind = "DepthwiseConv2D"
     rank = 2
+
+
+# Keras's long aliases: the same classes.
+Convolution1D, Convolution2D = Conv1D, Conv2D
+Convolution1DTranspose, Convolution2DTranspose = Conv1DTranspose, Conv2DTranspose

@@ -242,6 +242,7 @@ class Dense(Layer):
 
     kind = "Dense"
     supports_masking = True  # passes its input's mask on (functional.py)
+    constraint_arguments = {"kernel_constraint": "kernel", "bias_constraint": "bias"}
 
     def __init__(self, units: int, activation=None, use_bias: bool = True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
@@ -333,6 +334,7 @@ class Embedding(Layer):
     IndexError naming them."""
 
     kind = "Embedding"
+    constraint_arguments = {"embeddings_constraint": "embeddings"}
 
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
                  embeddings_regularizer=None, mask_zero=False, name=None, input_shape=None,

@@ -8,7 +8,7 @@ import numpy as np
 from .base import Layer
 
 __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot",
-           "add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate"]
+           "add", "subtract", "multiply", "average", "maximum", "minimum", "concatenate", "dot"]
 
 
 def _fold(fn: str, xs) -> str:
@@ -221,3 +221,8 @@ def _functional(cls):
 add, subtract, multiply = _functional(Add), _functional(Subtract), _functional(Multiply)
 average, maximum, minimum = _functional(Average), _functional(Maximum), _functional(Minimum)
 concatenate = _functional(Concatenate)
+
+
+def dot(inputs, axes=-1, **kwargs):
+    """Dot(axes, **kwargs)(inputs), as keras.layers.dot."""
+    return Dot(axes=axes, **kwargs)(inputs)

@@ -1,4 +1,4 @@
-"""Normalization layers: BatchNormalization, LayerNormalization, Rescaling,
+"""Normalization layers: BatchNormalization, LayerNormalization, RMSNormalization, Rescaling,
 Normalization (given mean and variance, or adapt() on arrays, batches or a
 tessera Dataset; invert), UnitNormalization and GroupNormalization."""
 
@@ -11,7 +11,7 @@ from ..symbolic import KerasTensor
 from .base import Layer, Param, _initializer, _list, _regularizer
 
 __all__ = ["BatchNormalization", "GroupNormalization", "LayerNormalization", "Normalization",
-           "Rescaling", "UnitNormalization"]
+           "RMSNormalization", "Rescaling", "UnitNormalization"]
 
 
 def _const(v, x: str) -> str:
@@ -287,6 +287,7 @@ class GroupNormalization(Layer):
     channel, like keras.layers.GroupNormalization."""
 
     kind = "GroupNormalization"
+    constraint_arguments = {"beta_constraint": "beta", "gamma_constraint": "gamma"}
     supports_masking = True
 
     def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True,
@@ -366,6 +367,7 @@ class LayerNormalization(Layer):
     mean) / sqrt(var + epsilon) + beta, like keras.layers.LayerNormalization."""
 
     kind = "LayerNormalization"
+    constraint_arguments = {"beta_constraint": "beta", "gamma_constraint": "gamma"}
     supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, epsilon: float = 1e-3, center: bool = True, scale: bool = True,
@@ -425,12 +427,56 @@ class LayerNormalization(Layer):
         return y
 
 
+class RMSNormalization(Layer):
+    """Keras's RMSNormalization: x / sqrt(mean(x², axis) + epsilon) * scale, the
+    trained ``scale`` (ones) shaped like the normalized axes (the last ones)."""
+
+    kind = "RMSNormalization"
+    supports_masking = True
+
+    def __init__(self, axis=-1, epsilon=1e-6, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
+        if not axes or any(isinstance(a, bool) or not isinstance(a, int) for a in axes):
+            raise ValueError(f"[RMSNormalization] axis must be an int or a list of ints, got "
+                             f"{axis!r}")
+        self.axis = sorted(axes) if isinstance(axis, (list, tuple)) else axis
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon < 0:
+            raise ValueError(f"[RMSNormalization] epsilon must be a number >= 0, got "
+                             f"{epsilon!r}")
+        self.epsilon = float(epsilon)
+
+    def _axes(self, s):
+        rank = len(s) + 1
+        axes = sorted({a + rank if a < 0 else a for a in (
+            self.axis if isinstance(self.axis, list) else [self.axis])})
+        if any(not 1 <= a < rank for a in axes):
+            raise ValueError(f"[RMSNormalization] axis {self.axis} is out of range for inputs "
+                             f"of rank {rank} (the batch axis 0 cannot be normalized)")
+        if axes != list(range(rank - len(axes), rank)):
+            raise ValueError(f"[RMSNormalization] axis {self.axis} must be the last axes of the "
+                             f"input (rank {rank}): the scale broadcasts over them, as in Keras")
+        return axes
+
+    def compute_output_shape(self, s):
+        shape = tuple(s[a - 1] for a in self._axes(s))
+        self.params = [Param("scale", shape, "ones")]
+        return s
+
+    def forward(self, x, p, ctx):
+        xv = ctx.define("rms_x", x)
+        ax = _list(self._axes(self._in_shape))
+        return (f"{xv} / sqrt(mean({xv} * {xv}, axis={ax}, keepdims=true) + "
+                f"{self.epsilon!r}) * {p['scale']}")
+
+
 class BatchNormalization(Layer):
     """Normalizes each channel (last axis): batch statistics in training, the
     moving averages in inference, like keras.layers.BatchNormalization. With
     trainable=False it runs in inference mode (Keras 3's rule)."""
 
     kind = "BatchNormalization"
+    constraint_arguments = {"beta_constraint": "beta", "gamma_constraint": "gamma"}
     supports_masking = True  # passes its input's mask on (functional.py)
 
     def __init__(self, axis=-1, momentum: float = 0.99, epsilon: float = 1e-3,

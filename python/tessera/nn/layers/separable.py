@@ -18,6 +18,10 @@ class _SeparableConv(_DepthwiseConv):
     """The channels-last layer (ChannelsFirst transposes around it): the
     depthwise convolution of _DepthwiseConv, then the pointwise one."""
 
+    constraint_arguments = {"depthwise_constraint": "depthwise_kernel",
+                            "pointwise_constraint": "pointwise_kernel",
+                            "bias_constraint": "bias"}
+
     def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
                  dilation_rate=1, depth_multiplier=1, activation=None, use_bias=True,
                  depthwise_initializer="glorot_uniform", pointwise_initializer="glorot_uniform",

@@ -21,7 +21,19 @@ from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell
 
 __all__ = ["Masking", "Bidirectional", "TimeDistributed", "RNN", "SimpleRNNCell", "LSTMCell",
-           "GRUCell", "StackedRNNCells"]
+           "GRUCell", "StackedRNNCells", "Wrapper"]
+
+
+class Wrapper(Layer):
+    """Keras's Wrapper: the base of a user's layer that wraps another layer
+    (``self.layer``), with the wrapped layer's config saved as Keras saves it.
+    A subclass defines ``call`` (e.g. ``return self.layer(x) * 2``)."""
+
+    def __init__(self, layer, **kwargs):
+        if not isinstance(layer, Layer):
+            raise TypeError(f"[{type(self).__name__}] layer must be a Layer, got {layer!r}")
+        super().__init__(**kwargs)
+        self.layer = layer
 
 
 class Masking(Layer):

@@ -199,8 +199,10 @@ class CompileMixin:
                                  f"{n} and {len(a) if a.ndim else 'a scalar'}")
             out_shape = tuple(self._outputs[k].shape[1:])
             if loss is not None and loss.sparse_labels:
-                a = self._check_sparse(a, loss.whole_output_shape(out_shape), which, where)
-            elif loss is not None and not isinstance(loss, _losses.FunctionLoss):
+                a = self._check_sparse(a, loss.whole_output_shape(out_shape), which, where,
+                                       loss)
+            elif loss is not None and not isinstance(loss, _losses.FunctionLoss) and \
+                    getattr(loss, "labels_like_output", True):
                 if a.ndim == 1 and out_shape == (1,):
                     a = a.reshape(-1, 1)
                 if tuple(a.shape[1:]) != out_shape:
@@ -219,13 +221,16 @@ class CompileMixin:
             out.append(a)
         return out
 
-    def _check_sparse(self, a, out_shape, which, where):
+    def _check_sparse(self, a, out_shape, which, where, loss=None):
+        """Integer labels, one per row of the output; class indices of the output's
+        last axis unless the loss takes any integer (Circle: labels_are_classes)."""
+        what = getattr(loss, "name", None) or "sparse_categorical_crossentropy"
         if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_)):
             if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and \
                     np.all(a == np.round(a)):
                 a = a.astype(np.int64)
             else:
-                raise ValueError(f"[{where}] sparse_categorical_crossentropy needs integer class "
+                raise ValueError(f"[{where}] {what} needs integer class "
                                  f"labels in {which}, got dtype {a.dtype}")
         a = a.astype(np.int64, copy=False)
         if a.ndim == len(out_shape) + 1 and a.shape[-1] == 1 and out_shape[-1] != 1 and \
@@ -235,6 +240,8 @@ class CompileMixin:
             raise ValueError(f"[{where}] {which} has labels of shape {tuple(a.shape[1:])} per "
                              f"sample, but the output of shape {out_shape} needs "
                              f"{tuple(out_shape[:-1])} (one class index per row)")
+        if not getattr(loss, "labels_are_classes", True):
+            return a
         classes = out_shape[-1]
         bad = (a < 0) | (a >= classes)
         if bad.any():

@@ -554,7 +554,8 @@ class TrainingMixin:
                     try:
                         self._check_sparse(chunk, losses[k].whole_output_shape(
                                            tuple(self._outputs[k].shape[1:])),
-                                           f"labels {k}" if n_out > 1 else "the labels", "fit")
+                                           f"labels {k}" if n_out > 1 else "the labels", "fit",
+                                           losses[k])
                     except ValueError as e:
                         msg = str(e)
                         m = re.search(r"\[(\d+)\] \(sample (\d+)\)", msg)
