@@ -461,17 +461,36 @@ struct Gen {
     if (n.op != Op::Logic) return truth(eval(n));
     CV a = eval(n.kids[0]);
     if (!is_scalar(static_cast<Reg::Kind>(a.k))) throw Refuse{"'and'/'or' of a non-scalar"};
-    if (a.s) throw Refuse{"'and'/'or' of a number whose kind varies"};
     llvm::Value* ta = truth(a);
+    if (a.s) return cond_varying(n, ta, a.s);
     if (is_strong(static_cast<Reg::Kind>(a.k))) {
       llvm::Value* tb = cond(n.kids[1]);
       return n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb);
     }
-    return short_circuit(n, ta, [&] {
-      CV bv = eval(n.kids[1]);
-      if (!is_scalar(static_cast<Reg::Kind>(bv.k))) throw Refuse{"'and'/'or' of a non-scalar"};
-      return truth(bv);
-    });
+    // Only the truth is used: the right side's too (a condition of its own).
+    return short_circuit(n, ta, [&] { return cond(n.kids[1]); });
+  }
+
+  // `and`/`or` in a condition whose left side is Python's or NumPy's number
+  // by turns (strong: `s`): the right side is evaluated unless the left
+  // decides and is Python's (a NumPy scalar evaluates both, as the
+  // interpreter does); the truth is the same either way.
+  llvm::Value* cond_varying(const FNode& n, llvm::Value* ta, llvm::Value* s) {
+    llvm::Value* decides = n.is_and ? b.CreateNot(ta) : ta;
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
+    b.CreateCondBr(b.CreateAnd(decides, b.CreateNot(s)), done, rhs);
+    b.SetInsertPoint(rhs);
+    llvm::Value* tb = cond(n.kids[1]);
+    llvm::Value* both = n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb);
+    llvm::BasicBlock* rhs_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode* phi = b.CreatePHI(i1, 2);
+    phi->addIncoming(b.getInt1(!n.is_and), from);
+    phi->addIncoming(both, rhs_end);
+    return phi;
   }
 
   // `and`/`or` whose left side `ta` decides alone when it is false (and) or

@@ -575,7 +575,46 @@ def draws_then_fail(x, idx, n):
     return s, np.random.random()
 
 
+def life_step(grid):
+    # `alive` is Python's 0, then NumPy's int64 (alive += grid[...]): the
+    # `or`/`and` on it evaluate their right side by the kind of the turn.
+    n = grid.shape[0]
+    m = grid.shape[1]
+    new = np.zeros((n, m), dtype=np.int64)
+    for i in range(n):
+        for j in range(m):
+            alive = 0
+            for di in range(-1, 2):
+                for dj in range(-1, 2):
+                    if di != 0 or dj != 0:
+                        alive += grid[(i + di) % n, (j + dj) % m]
+            if alive == 3 or (alive == 2 and grid[i, j] == 1):
+                new[i, j] = 1
+            elif i == 0 and alive:
+                new[i, j] = 2
+    return new
+
+
+def varying_or(x, stop):
+    # s is Python's 0.0 until a NumPy element is added: `s > 1 or x[i] > 0`
+    # evaluates x[i] (an IndexError at len(x)) when s does not decide or is
+    # NumPy's (tessera's general evaluation computes both sides of a NumPy
+    # scalar's `or`, where Python short-circuits: compared with it only).
+    s = 0.0
+    hits = 0
+    for i in range(len(x) + 1):
+        if s > 1.0 or x[i] > 0.5:
+            hits += 1
+        if i == stop:
+            s = 2.0
+        elif i > stop:
+            s = s + x[i - 1]
+    return s, hits
+
+
 CASES = [
+    (life_step, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64),)),
+    (varying_or, (np.linspace(0.0, 1.0, 40), 45)),
     (helper_scalars, (np.linspace(-3.0, 3.0, 200),)),
     (helper_arrays, (np.arange(30.0).reshape(6, 5) % 4, np.linspace(1.0, 2.0, 5), np.zeros(6))),
     (helper_index_error, (np.arange(50.0) ** 2, 49)),
@@ -627,7 +666,8 @@ CASES = [
 # tessera reports an integer division by zero where NumPy warns and gives 0,
 # and a Python int past int64 where Python goes on (docs/numpy.md): compared
 # with the interpreter and the general path only.
-EXTRA = [(zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),)),
+EXTRA = [(varying_or, (np.linspace(0.0, 1.0, 40), 10)),
+         (zero_division_late, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),)),
          (int_writes_then_zero, (np.array([5, 3, -7] * 100 + [0, 4], dtype=np.int64),
                                  np.zeros(302, dtype=np.int64))),
          (int_overflow, (100,)),
