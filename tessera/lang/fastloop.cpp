@@ -1207,6 +1207,8 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.interrupt = interrupt_flag_address();
   c.draws = 0;
   c.draws_at_turn = 0;
+  c.state = &st;
+  c.impl = this;
   const int32_t status = code.fn(&c);
   undo_count = c.undo_n;
   last = c.last;

@@ -317,6 +317,10 @@ struct FastLoop::Impl {
   // element write refers to (between turns only: no operand is held
   // elsewhere then).
   static void sweep(State& st);
+  // Counted node `slot`'s primitive on `vals`, its result as a register (not
+  // counted here: the native code counts it, with its turn): arrays made by
+  // native code (native_arrays.cpp).
+  Reg make_value(int64_t slot, std::vector<Value>& vals, State& st) const;
   // The native code for the registers' kinds now (compiled on first use),
   // or null; and one call of it from a checkpoint.
   const NativeCode* native_for(const State& st) const;
