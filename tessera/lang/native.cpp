@@ -659,10 +659,16 @@ struct Gen {
       throw Refuse{"'" + n.spec->name + "' of what is not an int or an array variable"};
     }
     b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, arg, b.getInt64(1)));
-    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i8p, i64, i64, i8p}, false);
+    static const std::map<std::string, NativeAlloc, std::less<>> ops = {
+        {"zeros", NativeAlloc::zeros},           {"ones", NativeAlloc::ones},
+        {"empty", NativeAlloc::empty},           {"zeros_like", NativeAlloc::zeros_like},
+        {"ones_like", NativeAlloc::ones_like},   {"empty_like", NativeAlloc::empty_like},
+        {"copy", NativeAlloc::copy},             {"copy_value", NativeAlloc::copy}};
+    const NativeAlloc op = ops.at(n.spec->name);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64, i8p, i64, i64, i8p}, false);
     llvm::Value* entry = b.CreateCall(
         ft, fptr(reinterpret_cast<void*>(&native_alloc), ft),
-        {cptr, b.getInt64(n.slot), b.CreateBitCast(arg, i8p),
+        {cptr, b.getInt64(n.slot), b.getInt64(static_cast<int64_t>(op)), b.CreateBitCast(arg, i8p),
          b.getInt64(static_cast<int64_t>(t.dt)), b.getInt64(t.nd), desc});
     bail_if(b.CreateICmpSLT(entry, b.getInt64(0)));
     count(n.slot);
@@ -1924,10 +1930,8 @@ struct Gen {
         rl.ivar[s.reg] = q;
     }
     if (!rl.inc) return false;
-    for (const auto& [r, c] : assigns) {
-      rl.assigned.insert(r);
-      if (rebinds[r]) rl.rebound.insert(r);
-    }
+    for (const auto& [r, c] : assigns) rl.assigned.insert(r);
+    rebound_in(body, rl.rebound);
     return true;
   }
 
@@ -2255,6 +2259,15 @@ struct Gen {
         if (alloc_name(v) || from_var) rebinds[r] = more = true;
       }
     }
+  }
+
+  // The array registers `n` assigns another array (not x = setitem(x, ...)).
+  void rebound_in(const FNode& n, std::set<int>& out) const {
+    if (n.op == Op::Assign && rebinds[n.reg] &&
+        !(n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
+          n.kids[0].kids[0].reg == n.reg))
+      out.insert(n.reg);
+    for (const FNode& k : n.kids) rebound_in(k, out);
   }
 
   // At a turn's start, after arrays were made: the array registers to the
