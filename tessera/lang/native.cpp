@@ -2234,10 +2234,7 @@ struct Gen {
   }
 
   // Registers that may be assigned another array (rebinds): those assigned
-  // an allocation, and, until nothing changes, those assigned a variable
-  // that is (or that is undefined at the call's start). Parameters of
-  // functions called inline, assigned the arrays fixed for the call, stay
-  // fixed (their accesses are hoisted as before).
+  // an allocation or a variable (see below), found until nothing changes.
   void find_rebinds() {
     rebinds.assign(regs.size(), false);
     std::vector<const FNode*> asg_nodes;
@@ -2255,7 +2252,12 @@ struct Gen {
         const FNode& v = a->kids[0];
         const Reg::Kind k0 = regs[r].k;
         if (rebinds[r] || (k0 != Reg::Arr && k0 != Reg::Undef)) continue;
-        const bool from_var = v.op == Op::Var && (rebinds[v.reg] || k0 == Reg::Undef);
+        // A variable of the loop's frames assigned a variable (u_prev = u,
+        // swaps); a local of a function called inline only when that
+        // variable's array changes too (its parameters otherwise hold the
+        // caller's fixed arrays, whose accesses stay hoisted).
+        const bool local = static_cast<size_t>(r) < im.vars.size() && im.vars[r].depth < 0;
+        const bool from_var = v.op == Op::Var && (rebinds[v.reg] || !local);
         if (alloc_name(v) || from_var) rebinds[r] = more = true;
       }
     }

@@ -679,6 +679,16 @@ def small_copies(x, idx):
     return s
 
 
+def swap_rows(a, b, steps):
+    # A loop without loops inside (native code from its second turn, the
+    # swap's temporaries holding arrays then) swapping the caller's arrays.
+    n = len(a)
+    for t in range(steps):
+        b[t % n] = a[(t + 1) % n] * 2.0 + t
+        a, b = b, a
+    return a, b
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -687,6 +697,7 @@ CASES = [
     (made_then_fail, (np.linspace(1.0, 2.0, 30), 25)),
     (made_then_fail, (np.linspace(1.0, 2.0, 30), 40)),
     (small_copies, (np.arange(5.0), np.array([0, 2, 4, 1, 3] * 10))),
+    (swap_rows, (np.arange(7.0), np.ones(7), 41)),
     (small_copies, (np.arange(5.0), np.array([0, 2, 4, 1, 3] * 10 + [5]))),
     (life_step, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64),)),
     (varying_or, (np.linspace(0.0, 1.0, 40), 45)),
@@ -1024,7 +1035,7 @@ def test_arrays_made_in_native_loops_are_released_each_turn(threads):
     assert "rolled back" not in err and "returned 2" not in err and "returned 4" not in err, err
 
 
-@pytest.mark.parametrize("at", [0, 3])
+@pytest.mark.parametrize("at", [0, 3, 7])
 def test_loops_making_arrays_compile_natively(at):
     # Not refused by the generator: the loop that makes and rebinds arrays
     # is one native function (its debug line names the loop's line).
@@ -1034,6 +1045,6 @@ def test_loops_making_arrays_compile_natively(at):
             f"import test_native_loops as t; print(repr(tessera.jit(t.{f.__name__})(*t.CASES[{at}][1])))")
     out, err = _debug_run(code, TESSERA_NATIVE="debug")
     assert "no native code" not in err, err
-    line = f.__code__.co_firstlineno + 3  # its `for t in range(steps)`
+    line = f.__code__.co_firstlineno + (4 if f is swap_rows else 3)  # `for t in range(steps)`
     assert f"test_native_loops.py:{line}: native code" in err, err
     assert out.strip() == repr(f(*args))
