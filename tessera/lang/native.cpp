@@ -626,7 +626,7 @@ struct Gen {
   // np.ones_like(x), np.empty_like(x), np.copy(x), x.copy() (copy_value) of
   // an array variable: the result's type; false for anything else.
   static bool alloc_name(const FNode& n) {
-    if (n.op != Op::Call || !n.spec || n.kids.size() != 1) return false;
+    if (n.op != Op::Call || !n.spec || (n.kids.size() != 1 && n.shape_items < 0)) return false;
     const std::string& m = n.spec->name;
     return m == "zeros" || m == "ones" || m == "empty" || m == "zeros_like" ||
            m == "ones_like" || m == "empty_like" || m == "copy" || m == "copy_value";
@@ -635,7 +635,17 @@ struct Gen {
     if (!alloc_name(n)) return false;
     const std::string& m = n.spec->name;
     if (m == "zeros" || m == "ones" || m == "empty") {
-      t = ArrT{DType::float64, 1, true, true};
+      DType dt = DType::float64;
+      if (n.const_arg) {
+        try {
+          dt = dtype_from_name(n.const_arg->as_string());
+        } catch (...) {
+          return false;  // the primitive's error to report
+        }
+      }
+      const int nd = n.shape_items >= 0 ? n.shape_items : 1;
+      if (nd == 0) return false;  // a 0-d result is a scalar register
+      t = ArrT{dt, nd, true, true};
       return true;
     }
     if (!arr_var(n.kids[0])) return false;
@@ -648,27 +658,33 @@ struct Gen {
   // bail, the interpreter's to report), its array to register r.
   void alloc_into(int r, const FNode& n, const ArrT& t) {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-    llvm::Value* arg = e.CreateAlloca(i64, e.getInt32(2));  // a Reg: {kind, payload}
+    // Regs: {kind, payload} each
+    llvm::Value* arg = e.CreateAlloca(i64, e.getInt32(2 * kMaxDims));
     llvm::Value* desc = e.CreateAlloca(i8, e.getInt32(sizeof(NativeArray)));
-    CV v = eval(n.kids[0]);
-    if (v.k == Reg::Arr) {
-      b.CreateStore(b.getInt64(Reg::Arr), arg);
-    } else if (v.k != kDyn && is_int(static_cast<Reg::Kind>(v.k))) {
-      b.CreateStore(b.CreateZExt(kind_of(v), i64), arg);
-    } else {
-      throw Refuse{"'" + n.spec->name + "' of what is not an int or an array variable"};
+    if (n.kids.size() > static_cast<size_t>(kMaxDims)) throw Refuse{"a shape of more than 4 extents"};
+    for (size_t k = 0; k < n.kids.size(); ++k) {
+      CV v = eval(n.kids[k]);
+      llvm::Value* at = b.CreateInBoundsGEP(i64, arg, b.getInt64(2 * k));
+      if (v.k == Reg::Arr && n.shape_items < 0) {
+        b.CreateStore(b.getInt64(Reg::Arr), at);
+      } else if (v.k != kDyn && is_int(static_cast<Reg::Kind>(v.k))) {
+        b.CreateStore(b.CreateZExt(kind_of(v), i64), at);
+      } else {
+        throw Refuse{"'" + n.spec->name + "' of what is not an int or an array variable"};
+      }
+      b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, at, b.getInt64(1)));
     }
-    b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, arg, b.getInt64(1)));
     static const std::map<std::string, NativeAlloc, std::less<>> ops = {
         {"zeros", NativeAlloc::zeros},           {"ones", NativeAlloc::ones},
         {"empty", NativeAlloc::empty},           {"zeros_like", NativeAlloc::zeros_like},
         {"ones_like", NativeAlloc::ones_like},   {"empty_like", NativeAlloc::empty_like},
         {"copy", NativeAlloc::copy},             {"copy_value", NativeAlloc::copy}};
     const NativeAlloc op = ops.at(n.spec->name);
-    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64, i8p, i64, i64, i8p}, false);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i8p, i64, i64, i64, i8p}, false);
     llvm::Value* entry = b.CreateCall(
         ft, fptr(reinterpret_cast<void*>(&native_alloc), ft),
-        {cptr, b.getInt64(n.slot), b.getInt64(static_cast<int64_t>(op)), b.CreateBitCast(arg, i8p),
+        {cptr, b.getInt64(static_cast<int64_t>(op)), b.CreateBitCast(arg, i8p),
+         b.getInt64(static_cast<int64_t>(n.kids.size())),
          b.getInt64(static_cast<int64_t>(t.dt)), b.getInt64(t.nd), desc});
     bail_if(b.CreateICmpSLT(entry, b.getInt64(0)));
     count(n.slot);

@@ -4,58 +4,51 @@
 #include <algorithm>
 
 #include "tessera/lang/fastloop_impl.hpp"
-#include "tessera/lang/nodes.hpp"
-#include "tessera/primitives/registry.hpp"
 
 namespace tessera {
 
-Reg FastLoop::Impl::make_value(int64_t slot, std::vector<Value>& vals, State& st) const {
-  const auto* call = dynamic_cast<const PrimitiveCallNode*>(counted[static_cast<size_t>(slot)]);
-  if (!call) throw BAIL;
-  return to_reg(call_primitive(call->spec_->name, vals), st);
-}
-
 namespace {
 
-// The primitive's result made here (what its eval gives, without the call's
-// argument binding and tiled fills: a few hundred ns a turn), or an empty
-// value where the primitive must run (and report what is wrong).
-Value make_directly(NativeAlloc op, const Reg& arg, const FastLoop::Impl::State& st) {
-  if (op <= NativeAlloc::empty) {  // float64, of n elements
-    const int64_t n = arg.i;
-    if (n < 0 || n > kMaxNewBytes / 8) return Value();
-    Array out(DType::float64, Shape{n});
-    std::fill(out.data<double>(), out.data<double>() + n, op == NativeAlloc::ones ? 1.0 : 0.0);
-    return Value(std::move(out));
+// What the primitive gives (its eval, without the call's argument binding
+// and tiled fills: a few hundred ns a turn), or an empty value for what it
+// would report (a negative extent) and what the loop may not hold (more
+// than kMaxNewBytes).
+Value make_directly(NativeAlloc op, const Reg* args, int64_t nargs, DType dt,
+                    const FastLoop::Impl::State& st) {
+  if (op == NativeAlloc::copy) return Value(st.arrays[static_cast<size_t>(args[0].a)].array.copy());
+  Shape shape;
+  if (op <= NativeAlloc::empty) {
+    for (int64_t k = 0; k < nargs; ++k) shape.push_back(args[k].i);
+  } else {
+    const Array& x = st.arrays[static_cast<size_t>(args[0].a)].array;
+    shape = x.shape();
+    dt = x.dtype();
   }
-  const Array& x = st.arrays[static_cast<size_t>(arg.a)].array;
-  if (op == NativeAlloc::copy) return Value(x.copy());
-  if (x.size() * static_cast<int64_t>(dtype_size(x.dtype())) > kMaxNewBytes) return Value();
-  Array out(x.dtype(), x.shape());
-  dispatch(x.dtype(), [&](auto tag) {
+  int64_t bytes = static_cast<int64_t>(dtype_size(dt));
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxNewBytes) return Value();
+  Array out(dt, shape);
+  const bool one = op == NativeAlloc::ones || op == NativeAlloc::ones_like;
+  dispatch(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
-    std::fill(p, p + out.size(), element_cast<T>(op == NativeAlloc::ones_like ? 1.0 : 0.0));
+    std::fill(p, p + out.size(), element_cast<T>(one ? 1.0 : 0.0));
   });
   return Value(std::move(out));
 }
 
 }  // namespace
 
-extern "C" int64_t native_alloc(NativeCtx* c, int64_t slot, int64_t op, const Reg* arg,
+extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64_t nargs,
                                 int64_t dt, int64_t nd, NativeArray* out) {
   FastLoop::Impl::State& st = *c->state;
   // Everything thrown (the primitive's errors, Bail) stops here: the
   // generated code cannot unwind.
   try {
-    Value made = make_directly(static_cast<NativeAlloc>(op), *arg, st);
-    Reg reg;
-    if (made.is_array()) {
-      reg = FastLoop::Impl::to_reg(made, st);
-    } else {
-      std::vector<Value> vals{FastLoop::Impl::to_value(*arg, st)};
-      reg = c->impl->make_value(slot, vals, st);
-    }
+    Value made =
+        make_directly(static_cast<NativeAlloc>(op), args, nargs, static_cast<DType>(dt), st);
+    if (!made.is_array()) return -1;
+    const Reg reg = FastLoop::Impl::to_reg(made, st);
     c->entries = st.arrays.data();
     if (reg.k != Reg::Arr) return -1;
     const ArrEntry& e = st.arrays[static_cast<size_t>(reg.a)];

@@ -10,15 +10,15 @@
 
 namespace tessera {
 
-// Makes what the allocating primitive of the loop's counted node `slot`
-// (`op`) gives for the one operand `arg` (a register: an int shape, or an
-// array entry): directly, or by the primitive itself where it has an error
-// to report; the code counts it (undone with its turn). The array joins the
-// interpreter's table of arrays; its descriptor goes to `out`.
-// Returns its entry, or -1 when the result is not an array of dtype `dt`
-// and rank `nd`, or the primitive failed (the interpreter redoes the turn
-// and reports it), or the loop holds too many arrays or bytes.
-extern "C" int64_t native_alloc(NativeCtx* c, int64_t slot, int64_t op, const Reg* arg,
+// Makes what the allocating primitive `op` gives for the operands `args`
+// (registers: the `nargs` extents of a shape, or one array's entry), of
+// dtype `dt` for a shape (the code counts the call, undone with its turn).
+// The array joins the interpreter's table of arrays; its descriptor goes to
+// `out`. Returns its entry, or -1 when the primitive would report an error
+// (a negative extent: the interpreter redoes the turn and reports it), the
+// result would not be an array of dtype `dt` and rank `nd`, or the loop
+// would hold too many arrays or bytes.
+extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64_t nargs,
                                 int64_t dt, int64_t nd, NativeArray* out);
 
 // What native_alloc makes (its `op`): np.zeros(n), np.ones(n), np.empty(n)

@@ -689,6 +689,44 @@ def swap_rows(a, b, steps):
     return a, b
 
 
+def life_loop(grid, steps):
+    # bench_numpy_kernels.py's: a new grid each turn, np.zeros((n, m), dtype=...).
+    n = grid.shape[0]
+    m = grid.shape[1]
+    for t in range(steps):
+        new = np.zeros((n, m), dtype=np.int64)
+        for i in range(n):
+            for j in range(m):
+                alive = 0
+                for di in range(-1, 2):
+                    for dj in range(-1, 2):
+                        if di != 0 or dj != 0:
+                            alive += grid[(i + di) % n, (j + dj) % m]
+                if alive == 3 or (alive == 2 and grid[i, j] == 1):
+                    new[i, j] = 1
+        grid = new
+    return grid
+
+
+def shaped(n, m, steps):
+    # Arrays of tuple and list shapes and dtypes made each turn.
+    acc = np.zeros((n, m))
+    last = np.ones((1, 1), np.float32)  # the types the loop assigns them
+    e = np.zeros(1, dtype=np.int32)
+    for t in range(steps):
+        g = np.zeros((n, m), dtype=np.int64)
+        o = np.ones([n, m], np.float32)
+        e = np.empty((n,), dtype=np.int32)
+        for i in range(n):
+            e[i] = i * t - 3
+            for j in range(m):
+                g[i, j] = i * m + j + t
+                o[i, j] = g[i, j] * 0.1
+                acc[i, j] += g[i, j]
+        last = o
+    return acc, last, e
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -698,6 +736,9 @@ CASES = [
     (made_then_fail, (np.linspace(1.0, 2.0, 30), 40)),
     (small_copies, (np.arange(5.0), np.array([0, 2, 4, 1, 3] * 10))),
     (swap_rows, (np.arange(7.0), np.ones(7), 41)),
+    (life_loop, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64), 4)),
+    (shaped, (4, 5, 3)),
+    (shaped, (-1, 5, 3)),
     (small_copies, (np.arange(5.0), np.array([0, 2, 4, 1, 3] * 10 + [5]))),
     (life_step, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64),)),
     (varying_or, (np.linspace(0.0, 1.0, 40), 45)),
@@ -1035,7 +1076,7 @@ def test_arrays_made_in_native_loops_are_released_each_turn(threads):
     assert "rolled back" not in err and "returned 2" not in err and "returned 4" not in err, err
 
 
-@pytest.mark.parametrize("at", [0, 3, 7])
+@pytest.mark.parametrize("at", [0, 3, 7, 8, 9])
 def test_loops_making_arrays_compile_natively(at):
     # Not refused by the generator: the loop that makes and rebinds arrays
     # is one native function (its debug line names the loop's line).
@@ -1045,6 +1086,6 @@ def test_loops_making_arrays_compile_natively(at):
             f"import test_native_loops as t; print(repr(tessera.jit(t.{f.__name__})(*t.CASES[{at}][1])))")
     out, err = _debug_run(code, TESSERA_NATIVE="debug")
     assert "no native code" not in err, err
-    line = f.__code__.co_firstlineno + (4 if f is swap_rows else 3)  # `for t in range(steps)`
+    line = f.__code__.co_firstlineno + {swap_rows: 4, life_loop: 4, shaped: 5}.get(f, 3)  # `for t`
     assert f"test_native_loops.py:{line}: native code" in err, err
     assert out.strip() == repr(f(*args))
