@@ -727,6 +727,66 @@ def shaped(n, m, steps):
     return acc, last, e
 
 
+def cond_alloc(x, steps):
+    # A new array on some turns only (an `if`): the register holds the
+    # caller's copy, then arrays made in the call.
+    buf = x.copy()
+    for t in range(steps):
+        if t % 3 == 0:
+            buf = np.zeros(len(x))
+        for i in range(len(x)):
+            buf[i] += x[i] * t
+    return buf
+
+
+def inner_alloc(x, steps):
+    # Arrays made in an inner loop (released at the outer turns' starts).
+    s = 0.0
+    for t in range(steps):
+        for k in range(3):
+            y = np.ones(len(x))
+            for i in range(len(x)):
+                y[i] = y[i] + x[i] * k
+            s += y[t % len(x)]
+    return s
+
+
+def alias_alloc(x, steps):
+    # `a` is the caller's x on the first turn (its writes logged), a copy
+    # made in the call after.
+    a = x
+    for t in range(steps):
+        b = a.copy()
+        for i in range(1, len(a)):
+            b[i] = a[i - 1] + b[i]
+        a = b
+        x[t % len(x)] = 0.0 - t
+    return a
+
+
+def like_2d(m, steps):
+    out = np.zeros_like(m)
+    for t in range(steps):
+        nxt = np.empty_like(m)
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                nxt[i, j] = out[i, j] + m[i, j] * t
+        out = nxt
+    return out
+
+
+def bad_shape(n, steps):
+    # np.zeros of a negative extent at turn n + 1: the general path's
+    # ValueError, after the turns before.
+    s = 0.0
+    for t in range(steps):
+        a = np.zeros(n - t)
+        for i in range(len(a)):
+            a[i] = i
+            s += a[i]
+    return s
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -739,6 +799,12 @@ CASES = [
     (life_loop, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64), 4)),
     (shaped, (4, 5, 3)),
     (shaped, (-1, 5, 3)),
+    (cond_alloc, (np.arange(6.0), 10)),
+    (inner_alloc, (np.arange(5.0), 7)),
+    (alias_alloc, (np.arange(8.0), 12)),
+    (like_2d, (np.arange(12.0).reshape(3, 4), 5)),
+    (bad_shape, (3, 3)),
+    (bad_shape, (3, 6)),
     (small_copies, (np.arange(5.0), np.array([0, 2, 4, 1, 3] * 10 + [5]))),
     (life_step, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64),)),
     (varying_or, (np.linspace(0.0, 1.0, 40), 45)),
@@ -815,7 +881,7 @@ def test_native_loops_agree_with_python(f, args):
 # allocations of the turns it rolls back too (the primitive's compute()
 # counts as it goes), the native code only those of the turns kept, so
 # their counters are not compared after an error.
-ALLOC_BAILS = (made_then_fail, small_copies)
+ALLOC_BAILS = (made_then_fail, small_copies, bad_shape)
 
 _SCRIPT = """
 import copy, sys, numpy as np, tessera, warnings
