@@ -937,10 +937,80 @@ struct Gen {
   }
 
   // ---- elements
+  // ---- float32 and narrow int elements: NumPy's scalars of those dtypes
+  // have no register kind (the interpreter holds them as 0-d arrays), so
+  // their reads are compiled only where the kind does not matter: as an
+  // index (x[idx[k]]), or as the value of an element write whose cast is
+  // exact (y[i] = x32[i] into float64, int64 or the same dtype).
+  llvm::Type* narrow_type(DType dt) {
+    switch (dt) {
+      case DType::float32:
+        return b.getFloatTy();
+      case DType::int32:
+      case DType::uint32:
+        return i32;
+      case DType::int16:
+      case DType::uint16:
+        return b.getInt16Ty();
+      case DType::int8:
+      case DType::uint8:
+        return i8;
+      default:
+        return nullptr;
+    }
+  }
+  static bool is_unsigned_dt(DType dt) {
+    return dt == DType::uint8 || dt == DType::uint16 || dt == DType::uint32;
+  }
+  // The dtype of x[i, ...] when `n` reads one element of a float32 or
+  // narrow int array variable; float64 (none of them) otherwise.
+  DType narrow_of(const FNode& n) {
+    if (n.op != Op::GetItem || !arr_var(n.kids[0])) return DType::float64;
+    const ArrT& e = atype[n.kids[0].reg];
+    const size_t nidx = n.kids.size() - 1;
+    if (!narrow_type(e.dt) || !e.indexable || static_cast<size_t>(e.nd) != nidx || nidx == 0)
+      return DType::float64;
+    return e.dt;
+  }
+  bool narrow_int(const FNode& n) {
+    const DType dt = narrow_of(n);
+    return dt != DType::float64 && dt != DType::float32;
+  }
+  // NumPy's cast of `from` into `to` is exact (no rounding, no wrap-around).
+  static bool exact_cast(DType from, DType to) {
+    if (from == to || to == DType::float64) return true;
+    return to == DType::int64 && from != DType::float32;
+  }
+  // The element n (narrow_of(n) is not float64) as stored.
+  llvm::Value* narrow_read(const FNode& n) {
+    const int r = n.kids[0].reg;
+    llvm::Type* t = narrow_type(atype[r].dt);
+    llvm::Value* off = element_offset(n, r, 1, n.kids.size() - 1);
+    llvm::Value* v =
+        b.CreateLoad(t, b.CreateInBoundsGEP(t, b.CreateBitCast(abase(r), t->getPointerTo()), off));
+    count(n.counter);
+    return v;
+  }
+  // Element v of dtype `from` as an element of dtype `to` (exact_cast).
+  llvm::Value* cast_exact(llvm::Value* v, DType from, DType to, llvm::Type* t) {
+    if (from == to) return v;
+    if (from == DType::float32) return b.CreateFPExt(v, t);
+    if (to == DType::float64) return is_unsigned_dt(from) ? b.CreateUIToFP(v, t) : b.CreateSIToFP(v, t);
+    return is_unsigned_dt(from) ? b.CreateZExt(v, t) : b.CreateSExt(v, t);
+  }
+
   llvm::Value* element_offset(const FNode& n, int r, size_t first, size_t nidx) {
     llvm::Value* off = b.getInt64(0);
     for (size_t k = 0; k < nidx; ++k) {
-      CV i = eval(n.kids[first + k]);
+      const FNode& ik = n.kids[first + k];
+      CV i;
+      if (narrow_int(ik)) {  // x[idx[k]] of an int32 (int16, uint8, ...) idx
+        const DType dt = narrow_of(ik);
+        llvm::Value* v = narrow_read(ik);
+        i = CV{Reg::NpInt, is_unsigned_dt(dt) ? b.CreateZExt(v, i64) : b.CreateSExt(v, i64)};
+      } else {
+        i = eval(ik);
+      }
       if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
       if (is_proven(n)) {  // in [0, extent) for every turn: checked before the loop
         off = b.CreateAdd(off, b.CreateMul(i.v, astride(r, k)));
@@ -1021,7 +1091,17 @@ struct Gen {
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"an element write to what is not an array variable"};
     const int r = n.kids[0].reg;
-    CV v = eval(n.kids[1]);
+    // y[i] = x[j] of a float32 or narrow int x, cast exactly: the element as
+    // stored (v, a placeholder float, then passes the checks below unused).
+    const DType from = narrow_of(n.kids[1]);
+    llvm::Value* narrow = nullptr;
+    if (from != DType::float64) {
+      if (!exact_cast(from, atype[r].dt))
+        throw Refuse{std::string("an element of dtype ") + std::string(dtype_name(from)) +
+                     " written into one of " + std::string(dtype_name(atype[r].dt))};
+      narrow = narrow_read(n.kids[1]);
+    }
+    CV v = narrow ? CV{Reg::NpFloat, llvm::ConstantFP::get(f64, 0.0)} : eval(n.kids[1]);
     const auto vk = static_cast<Reg::Kind>(v.k);
     if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"writing a value that is not a number"};
     const ArrT& e = atype[r];
@@ -1033,7 +1113,8 @@ struct Gen {
       const FNode& i = n.kids[k + 2];
       if (i.op == Op::Const && !is_int(i.constant.k)) throw Refuse{"a non-int index"};
       if (i.op == Op::Var && !is_int(kind[i.reg])) throw Refuse{"a non-int index"};
-      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && i.op != Op::AsType)
+      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && i.op != Op::AsType &&
+          !narrow_int(i))
         throw Refuse{"an index expression without native code"};
     }
     llvm::Type* t;
@@ -1093,6 +1174,7 @@ struct Gen {
       else
         x = b.CreateZExt(v.v, t);
     }
+    if (narrow) x = cast_exact(narrow, from, e.dt, t);
     llvm::Value* p = b.CreateInBoundsGEP(t, b.CreateBitCast(abase(r), t->getPointerTo()), off);
     const unsigned size = t->getPrimitiveSizeInBits() / 8;
     llvm::Type* it = b.getIntNTy(size * 8);

@@ -787,6 +787,22 @@ def bad_shape(n, steps):
     return s
 
 
+def narrow_reads(x32, i32, u8, idx, out64, outi, out32):
+    # float32 and narrow int elements written exactly into wider arrays (or
+    # the same dtype), int32 elements as indices: NumPy's scalars of those
+    # dtypes have no register kind, so their reads compile only there.
+    for k in range(len(x32)):
+        out64[k] = u8[k]
+        outi[k] = i32[k]
+        out32[k] = x32[k]
+    s = 0.0
+    for r in range(2):
+        for k in range(len(idx)):
+            s += out64[idx[k]] * (r + 1)
+            out64[k] = x32[idx[k]]
+    return s
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -805,6 +821,14 @@ CASES = [
     (like_2d, (np.arange(12.0).reshape(3, 4), 5)),
     (bad_shape, (3, 3)),
     (bad_shape, (3, 6)),
+    (narrow_reads, (np.linspace(-3.0, 3.0, 50).astype(np.float32) * np.float32(1.1),
+                    (np.arange(50) * 12345 - 300000).astype(np.int32),
+                    (np.arange(50) * 7).astype(np.uint8),
+                    np.array([3, 1, 4, 1, 5, 9, 2, 6, 49, -1, -50], dtype=np.int32),
+                    np.zeros(50), np.zeros(50, dtype=np.int64), np.zeros(50, dtype=np.float32))),
+    (narrow_reads, (np.ones(5, dtype=np.float32), np.ones(5, dtype=np.int32),
+                    np.ones(5, dtype=np.uint8), np.array([1, 5], dtype=np.int16),
+                    np.zeros(5), np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.float32))),
     (small_copies, (np.arange(5.0), np.array([0, 2, 4, 1, 3] * 10 + [5]))),
     (life_step, ((np.arange(144).reshape(12, 12) * 7 % 5 < 2).astype(np.int64),)),
     (varying_or, (np.linspace(0.0, 1.0, 40), 45)),
@@ -877,11 +901,12 @@ def test_native_loops_agree_with_python(f, args):
     check(f, *args)
 
 
-# Loops that make arrays and then stop mid-way: the interpreter counts the
-# allocations of the turns it rolls back too (the primitive's compute()
-# counts as it goes), the native code only those of the turns kept, so
-# their counters are not compared after an error.
-ALLOC_BAILS = (made_then_fail, small_copies, bad_shape)
+# Loops that make arrays (or read float32/int32 elements) and then stop
+# mid-way: the interpreter counts those operations in the turns it rolls
+# back too (it runs them by the primitive, whose compute() counts as it
+# goes), the native code only in the turns kept, so their counters are not
+# compared after an error.
+ALLOC_BAILS = (made_then_fail, small_copies, bad_shape, narrow_reads)
 
 _SCRIPT = """
 import copy, sys, numpy as np, tessera, warnings
