@@ -821,7 +821,8 @@ Reg FastLoop::Impl::call(const FNode& n, State& st) const {
   if (n.shape_items >= 0) {  // the shape's items into its tuple (or list)
     List items(std::vector<Value>(vals.begin(), vals.begin() + n.shape_items));
     vals.erase(vals.begin(), vals.begin() + n.shape_items);
-    vals.insert(vals.begin(), n.shape_tuple ? Value::tuple(std::move(items)) : Value(std::move(items)));
+    vals.insert(vals.begin(),
+                n.shape_tuple ? Value::tuple(std::move(items)) : Value(std::move(items)));
   }
   if (n.const_arg) vals.push_back(*n.const_arg);
   return call_values(n, vals, st);

@@ -144,8 +144,8 @@ extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, in
   return c->undo;
 }
 
-// A copy of the whole array of entry `entry` (a register's array now) to the log, before writes not
-// logged one by one.
+// A copy of the whole array of entry `entry` (a register's array now) to the
+// log, before writes not logged one by one.
 extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
   if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
   const Array& a = c->entries[entry].array;
@@ -546,9 +546,12 @@ struct Gen {
   llvm::Value* astride(int r, size_t d) {
     return slot_base[r] ? b.CreateLoad(i64, slot_stride[r][d]) : arr_stride[r][d];
   }
-  llvm::Value* apay(int r) { return slot_base[r] ? b.CreateLoad(i64, slot_pay[r]) : arr_payload[r]; }
+  llvm::Value* apay(int r) {
+    return slot_base[r] ? b.CreateLoad(i64, slot_pay[r]) : arr_payload[r];
+  }
   llvm::Value* fresh_of(int r) {
-    return slot_fresh[r] ? static_cast<llvm::Value*>(b.CreateLoad(i1, slot_fresh[r])) : b.getFalse();
+    if (!slot_fresh[r]) return b.getFalse();
+    return b.CreateLoad(i1, slot_fresh[r]);
   }
   // The allocas of register r's array (made once, in the entry block; a
   // register that held an array at the call's start gets its values there).
@@ -661,7 +664,8 @@ struct Gen {
     // Regs: {kind, payload} each
     llvm::Value* arg = e.CreateAlloca(i64, e.getInt32(2 * kMaxDims));
     llvm::Value* desc = e.CreateAlloca(i8, e.getInt32(sizeof(NativeArray)));
-    if (n.kids.size() > static_cast<size_t>(kMaxDims)) throw Refuse{"a shape of more than 4 extents"};
+    if (n.kids.size() > static_cast<size_t>(kMaxDims))
+      throw Refuse{"a shape of more than 4 extents"};
     for (size_t k = 0; k < n.kids.size(); ++k) {
       CV v = eval(n.kids[k]);
       llvm::Value* at = b.CreateInBoundsGEP(i64, arg, b.getInt64(2 * k));
@@ -995,7 +999,8 @@ struct Gen {
   llvm::Value* cast_exact(llvm::Value* v, DType from, DType to, llvm::Type* t) {
     if (from == to) return v;
     if (from == DType::float32) return b.CreateFPExt(v, t);
-    if (to == DType::float64) return is_unsigned_dt(from) ? b.CreateUIToFP(v, t) : b.CreateSIToFP(v, t);
+    if (to == DType::float64)
+      return is_unsigned_dt(from) ? b.CreateUIToFP(v, t) : b.CreateSIToFP(v, t);
     return is_unsigned_dt(from) ? b.CreateZExt(v, t) : b.CreateSExt(v, t);
   }
 
@@ -2195,7 +2200,8 @@ struct Gen {
           step = b.CreateAdd(step, b.CreateMul(astride(h.arr, d), b.getInt64(h.coef[d] * rl.step)));
       }
       const unsigned size = dtype_size(atype[h.arr].dt);
-      llvm::Value* first = b.CreateInBoundsGEP(i8, abase(h.arr), b.CreateMul(off, b.getInt64(size)));
+      llvm::Value* first =
+          b.CreateInBoundsGEP(i8, abase(h.arr), b.CreateMul(off, b.getInt64(size)));
       auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
       llvm::Value* n_now = b.CreateLoad(i64, undo_n);
       llvm::Value* np = b.CreateCall(
@@ -2230,7 +2236,8 @@ struct Gen {
         llvm::Value* d = get(def[r], i1);
         b.CreateStore(b.CreateSelect(d, b.getInt8(Reg::Arr), b.getInt8(Reg::Undef)),
                       field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
-        b.CreateStore(get(slot_pay[r], i64), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+        b.CreateStore(get(slot_pay[r], i64),
+                      field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
         b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
         continue;
       }
@@ -2380,9 +2387,11 @@ struct Gen {
     b.SetInsertPoint(go);
     for (size_t r = 0; r < regs.size(); ++r) {
       if (!slot_base[r]) continue;
-      b.CreateStore(b.CreateSelect(b.CreateLoad(i1, def[r]), b.getInt8(Reg::Arr), b.getInt8(Reg::Undef)),
-                    field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
-      b.CreateStore(b.CreateLoad(i64, slot_pay[r]), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+      llvm::Value* k =
+          b.CreateSelect(b.CreateLoad(i1, def[r]), b.getInt8(Reg::Arr), b.getInt8(Reg::Undef));
+      b.CreateStore(k, field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
+      b.CreateStore(b.CreateLoad(i64, slot_pay[r]),
+                    field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
     }
     b.CreateStore(b.CreateLoad(i8, last_k), field(cptr, offsetof(NativeCtx, last), i8));
     b.CreateStore(b.CreateLoad(i64, last_p), field(cptr, offsetof(NativeCtx, last) + 8, i64));
