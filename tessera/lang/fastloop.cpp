@@ -316,6 +316,31 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
         return true;
       }
     }
+    if ((spec.name == "zeros" || spec.name == "ones" || spec.name == "empty") &&
+        !p->operands_.empty() && p->operands_.size() <= 2) {
+      // np.zeros((n, m), dtype=np.int64): the shape's tuple built from its
+      // items, the dtype's name (a string: no register) kept as a constant.
+      auto* l = dynamic_cast<const ListNode*>(p->operands_[0].get());
+      auto* d = p->operands_.size() == 2 ? dynamic_cast<const ConstantNode*>(p->operands_[1].get())
+                                         : nullptr;
+      const bool shape = l && !l->as_array_ && l->items_.size() <= static_cast<size_t>(kMaxDims);
+      const bool dtype = d && d->value_.is_string();
+      if ((shape || dtype) && (p->operands_.size() == 1 || dtype)) {
+        const std::vector<NodePtr> one{p->operands_[0]};
+        const std::vector<NodePtr>& items = shape ? l->items_ : one;
+        out.kids.resize(items.size());
+        for (size_t i = 0; i < items.size(); ++i)
+          if (!compile(items[i].get(), out.kids[i])) return false;
+        if (shape) {
+          out.shape_items = static_cast<int>(items.size());
+          out.shape_tuple = l->tuple_;
+        }
+        if (dtype) out.const_arg = &d->value_;
+        out.op = Op::Call;
+        out.counter = -1;  // compute() counts it
+        return true;
+      }
+    }
     if (spec.name == "astype" && p->operands_.size() == 2) {
       auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
       if (d && d->value_.is_string()) {
@@ -787,12 +812,19 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
 
 Reg FastLoop::Impl::call(const FNode& n, State& st) const {
   std::vector<Value> vals;
-  vals.reserve(n.kids.size());
+  vals.reserve(n.kids.size() + 1);
   for (const FNode& k : n.kids) {
     Reg r = eval(k, st);
     if (r.k == Reg::Undef) throw BAIL;
     vals.push_back(to_value(r, st));
   }
+  if (n.shape_items >= 0) {  // the shape's items into its tuple (or list)
+    List items(std::vector<Value>(vals.begin(), vals.begin() + n.shape_items));
+    vals.erase(vals.begin(), vals.begin() + n.shape_items);
+    vals.insert(vals.begin(),
+                n.shape_tuple ? Value::tuple(std::move(items)) : Value(std::move(items)));
+  }
+  if (n.const_arg) vals.push_back(*n.const_arg);
   return call_values(n, vals, st);
 }
 
@@ -1207,6 +1239,8 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.interrupt = interrupt_flag_address();
   c.draws = 0;
   c.draws_at_turn = 0;
+  c.state = &st;
+  c.impl = this;
   const int32_t status = code.fn(&c);
   undo_count = c.undo_n;
   last = c.last;

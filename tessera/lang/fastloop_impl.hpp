@@ -152,6 +152,13 @@ struct FastLoop::Impl {
     const PrimitiveCallNode* call = nullptr;
     int counter = -1;  // index into State::counts (primitives computed inline)
     int slot = -1;     // index into `counted` (Call nodes too, which compute() counts)
+    // np.zeros((n, m), dtype="int64") and the like: kids[0..shape_items)
+    // are the items of the shape's tuple (or list: shape_tuple false), built
+    // when the call runs, and const_arg a constant operand after the kids
+    // (the dtype's name); shape_items -1: kids are the operands.
+    int shape_items = -1;
+    bool shape_tuple = false;
+    const Value* const_arg = nullptr;
     std::vector<FNode> kids;
   };
   // A variable of the frame `depth` frames up from the loop's; a negative

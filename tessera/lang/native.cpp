@@ -42,6 +42,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/random_stream.hpp"
@@ -143,11 +144,11 @@ extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, in
   return c->undo;
 }
 
-// A copy of the whole array of register `r` to the log, before writes not
-// logged one by one.
-extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t r) {
+// A copy of the whole array of entry `entry` (a register's array now) to the
+// log, before writes not logged one by one.
+extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
   if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
-  const Array& a = c->entries[c->regs[r].a].array;
+  const Array& a = c->entries[entry].array;
   c->undo[n].where = kNativeCopyTag;
   c->undo[n].old = c->log->copies.size();
   c->log->copies.emplace_back(a, a.copy());
@@ -179,7 +180,9 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_float_floordiv),
                           reinterpret_cast<void*>(&native_float_mod),
                           reinterpret_cast<void*>(&native_pow),
-                          reinterpret_cast<void*>(&native_uniform)};
+                          reinterpret_cast<void*>(&native_uniform),
+                          reinterpret_cast<void*>(&native_alloc),
+                          reinterpret_cast<void*>(&native_sweep)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -300,6 +303,24 @@ struct Gen {
   std::vector<llvm::Value*> arr_base; // per Arr register: base pointer, shapes, strides
   std::vector<std::vector<llvm::Value*>> arr_shape, arr_stride;
   std::vector<llvm::Value*> arr_payload;  // the register's payload (its array entry)
+  // An array register's static type: what the arrays it holds in this code
+  // are (from its array at the call's start, or the first one assigned).
+  struct ArrT {
+    DType dt = DType::float64;
+    int nd = 0;
+    bool writable = false;
+    bool indexable = false;
+  };
+  std::vector<ArrT> atype;
+  // Registers that may hold another array during the call (assigned
+  // np.zeros(n), x.copy(), u_next, ...; native_arrays.hpp): their base,
+  // extents, strides, entry and freshness (made in this call: writes into it
+  // need no undo) in allocas; null for the arrays fixed for the call.
+  std::vector<bool> rebinds;
+  std::vector<llvm::Value*> slot_base, slot_pay, slot_fresh;
+  std::vector<std::vector<llvm::Value*>> slot_shape, slot_stride;
+  bool makes_arrays = false;        // the loop makes arrays (a sweep at each turn's start)
+  llvm::Value* made_any = nullptr;  // i1 alloca: arrays made since the last sweep
   std::map<int, llvm::Value*> counts;     // slot -> i64 alloca
   llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
   llvm::Value *last_k = nullptr, *last_p = nullptr;
@@ -388,7 +409,7 @@ struct Gen {
   }
   llvm::Value* to_payload(const CV& v) {  // i64 for a Reg's union
     if (v.k == kDyn) return v.p;
-    if (v.k == Reg::Arr) return arr_payload[v.arr];
+    if (v.k == Reg::Arr) return apay(v.arr);
     if (v.k == Reg::Nil || !v.v) return b.getInt64(0);
     if (is_bool(static_cast<Reg::Kind>(v.k))) return b.CreateZExt(v.v, i64);
     if (is_int(static_cast<Reg::Kind>(v.k))) return v.v;
@@ -461,17 +482,36 @@ struct Gen {
     if (n.op != Op::Logic) return truth(eval(n));
     CV a = eval(n.kids[0]);
     if (!is_scalar(static_cast<Reg::Kind>(a.k))) throw Refuse{"'and'/'or' of a non-scalar"};
-    if (a.s) throw Refuse{"'and'/'or' of a number whose kind varies"};
     llvm::Value* ta = truth(a);
+    if (a.s) return cond_varying(n, ta, a.s);
     if (is_strong(static_cast<Reg::Kind>(a.k))) {
       llvm::Value* tb = cond(n.kids[1]);
       return n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb);
     }
-    return short_circuit(n, ta, [&] {
-      CV bv = eval(n.kids[1]);
-      if (!is_scalar(static_cast<Reg::Kind>(bv.k))) throw Refuse{"'and'/'or' of a non-scalar"};
-      return truth(bv);
-    });
+    // Only the truth is used: the right side's too (a condition of its own).
+    return short_circuit(n, ta, [&] { return cond(n.kids[1]); });
+  }
+
+  // `and`/`or` in a condition whose left side is Python's or NumPy's number
+  // by turns (strong: `s`): the right side is evaluated unless the left
+  // decides and is Python's (a NumPy scalar evaluates both, as the
+  // interpreter does); the truth is the same either way.
+  llvm::Value* cond_varying(const FNode& n, llvm::Value* ta, llvm::Value* s) {
+    llvm::Value* decides = n.is_and ? b.CreateNot(ta) : ta;
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
+    b.CreateCondBr(b.CreateAnd(decides, b.CreateNot(s)), done, rhs);
+    b.SetInsertPoint(rhs);
+    llvm::Value* tb = cond(n.kids[1]);
+    llvm::Value* both = n.is_and ? b.CreateAnd(ta, tb) : b.CreateOr(ta, tb);
+    llvm::BasicBlock* rhs_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode* phi = b.CreatePHI(i1, 2);
+    phi->addIncoming(b.getInt1(!n.is_and), from);
+    phi->addIncoming(both, rhs_end);
+    return phi;
   }
 
   // `and`/`or` whose left side `ta` decides alone when it is false (and) or
@@ -498,9 +538,169 @@ struct Gen {
   }
 
   // ---- registers
+  // ---- array registers' descriptors (fixed for the call, or in allocas)
+  llvm::Value* abase(int r) { return slot_base[r] ? b.CreateLoad(i8p, slot_base[r]) : arr_base[r]; }
+  llvm::Value* ashape(int r, size_t d) {
+    return slot_base[r] ? b.CreateLoad(i64, slot_shape[r][d]) : arr_shape[r][d];
+  }
+  llvm::Value* astride(int r, size_t d) {
+    return slot_base[r] ? b.CreateLoad(i64, slot_stride[r][d]) : arr_stride[r][d];
+  }
+  llvm::Value* apay(int r) {
+    return slot_base[r] ? b.CreateLoad(i64, slot_pay[r]) : arr_payload[r];
+  }
+  llvm::Value* fresh_of(int r) {
+    if (!slot_fresh[r]) return b.getFalse();
+    return b.CreateLoad(i1, slot_fresh[r]);
+  }
+  // The allocas of register r's array (made once, in the entry block; a
+  // register that held an array at the call's start gets its values there).
+  void ensure_slots(int r) {
+    if (slot_base[r]) return;
+    // With initial values: called from build(), still in the entry block.
+    const bool init = arr_base[r] != nullptr;
+    llvm::IRBuilder<> eb(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::IRBuilder<>& e = init ? b : eb;
+    auto slot = [&](llvm::Type* t, llvm::Value* v) {
+      llvm::Value* a = e.CreateAlloca(t);
+      if (v) e.CreateStore(v, a);
+      return a;
+    };
+    slot_base[r] = slot(i8p, arr_base[r]);
+    slot_pay[r] = slot(i64, arr_payload[r]);
+    slot_fresh[r] = slot(i1, e.getFalse());
+    for (int d = 0; d < kMaxDims; ++d) {
+      slot_shape[r].push_back(slot(i64, init ? arr_shape[r][d] : nullptr));
+      slot_stride[r].push_back(slot(i64, init ? arr_stride[r][d] : nullptr));
+    }
+    llvm::Value*& flag = snapped[r];
+    if (!flag) flag = slot(i1, e.getFalse());
+  }
+  // A new array in register r (type t, its entry `entry`, its descriptor at
+  // `desc`, a NativeArray) or that of register q (desc null).
+  void set_array(int r, const ArrT& t, llvm::Value* entry, llvm::Value* desc, int q) {
+    if (kind[r] == Reg::Undef) {
+      kind[r] = Reg::Arr;
+      atype[r] = t;
+    }
+    const ArrT& rt = atype[r];
+    if (kind[r] != Reg::Arr || rt.dt != t.dt || rt.nd != t.nd || rt.indexable != t.indexable ||
+        (rt.writable && !t.writable)) {
+      bail_if(b.getTrue());  // another kind of value: the interpreter's
+      return;
+    }
+    ensure_slots(r);
+    if (desc) {
+      b.CreateStore(b.CreateLoad(i8p, field(desc, offsetof(NativeArray, base), i8p)), slot_base[r]);
+      for (int d = 0; d < t.nd; ++d) {
+        b.CreateStore(b.CreateLoad(i64, field(desc, offsetof(NativeArray, shape) + 8 * d, i64)),
+                      slot_shape[r][d]);
+        b.CreateStore(b.CreateLoad(i64, field(desc, offsetof(NativeArray, strides) + 8 * d, i64)),
+                      slot_stride[r][d]);
+      }
+      b.CreateStore(entry, slot_pay[r]);
+      b.CreateStore(b.getTrue(), slot_fresh[r]);
+      b.CreateStore(b.getTrue(), made_any);
+    } else {
+      // Loaded before any store: q may be r's own operand (u = u).
+      llvm::Value* base = abase(q);
+      llvm::Value* pay = apay(q);
+      llvm::Value* fr = fresh_of(q);
+      std::vector<llvm::Value*> sh, st;
+      for (int d = 0; d < t.nd; ++d) {
+        sh.push_back(ashape(q, d));
+        st.push_back(astride(q, d));
+      }
+      b.CreateStore(base, slot_base[r]);
+      b.CreateStore(pay, slot_pay[r]);
+      b.CreateStore(fr, slot_fresh[r]);
+      for (int d = 0; d < t.nd; ++d) {
+        b.CreateStore(sh[d], slot_shape[r][d]);
+        b.CreateStore(st[d], slot_stride[r][d]);
+      }
+    }
+    // Another array: not copied to the log yet in this call.
+    b.CreateStore(b.getFalse(), snapped[r]);
+    b.CreateStore(b.getTrue(), def[r]);
+    b.CreateStore(b.getInt8(1), asg[r]);
+  }
+
+  // np.zeros(n), np.ones(n), np.empty(n) (float64), and np.zeros_like(x),
+  // np.ones_like(x), np.empty_like(x), np.copy(x), x.copy() (copy_value) of
+  // an array variable: the result's type; false for anything else.
+  static bool alloc_name(const FNode& n) {
+    if (n.op != Op::Call || !n.spec || (n.kids.size() != 1 && n.shape_items < 0)) return false;
+    const std::string& m = n.spec->name;
+    return m == "zeros" || m == "ones" || m == "empty" || m == "zeros_like" ||
+           m == "ones_like" || m == "empty_like" || m == "copy" || m == "copy_value";
+  }
+  bool alloc_type(const FNode& n, ArrT& t) {
+    if (!alloc_name(n)) return false;
+    const std::string& m = n.spec->name;
+    if (m == "zeros" || m == "ones" || m == "empty") {
+      DType dt = DType::float64;
+      if (n.const_arg) {
+        try {
+          dt = dtype_from_name(n.const_arg->as_string());
+        } catch (...) {
+          return false;  // the primitive's error to report
+        }
+      }
+      const int nd = n.shape_items >= 0 ? n.shape_items : 1;
+      if (nd == 0) return false;  // a 0-d result is a scalar register
+      t = ArrT{dt, nd, true, true};
+      return true;
+    }
+    if (!arr_var(n.kids[0])) return false;
+    const ArrT& x = atype[n.kids[0].reg];
+    if (!x.indexable || x.nd == 0) return false;  // a 0-d copy is a scalar register
+    t = ArrT{x.dt, x.nd, true, true};
+    return true;
+  }
+  // r = <an allocation>: the primitive run by native_alloc (its errors: a
+  // bail, the interpreter's to report), its array to register r.
+  void alloc_into(int r, const FNode& n, const ArrT& t) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    // Regs: {kind, payload} each
+    llvm::Value* arg = e.CreateAlloca(i64, e.getInt32(2 * kMaxDims));
+    llvm::Value* desc = e.CreateAlloca(i8, e.getInt32(sizeof(NativeArray)));
+    if (n.kids.size() > static_cast<size_t>(kMaxDims))
+      throw Refuse{"a shape of more than 4 extents"};
+    for (size_t k = 0; k < n.kids.size(); ++k) {
+      CV v = eval(n.kids[k]);
+      llvm::Value* at = b.CreateInBoundsGEP(i64, arg, b.getInt64(2 * k));
+      if (v.k == Reg::Arr && n.shape_items < 0) {
+        b.CreateStore(b.getInt64(Reg::Arr), at);
+      } else if (v.k != kDyn && is_int(static_cast<Reg::Kind>(v.k))) {
+        b.CreateStore(b.CreateZExt(kind_of(v), i64), at);
+      } else {
+        throw Refuse{"'" + n.spec->name + "' of what is not an int or an array variable"};
+      }
+      b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, at, b.getInt64(1)));
+    }
+    static const std::map<std::string, NativeAlloc, std::less<>> ops = {
+        {"zeros", NativeAlloc::zeros},           {"ones", NativeAlloc::ones},
+        {"empty", NativeAlloc::empty},           {"zeros_like", NativeAlloc::zeros_like},
+        {"ones_like", NativeAlloc::ones_like},   {"empty_like", NativeAlloc::empty_like},
+        {"copy", NativeAlloc::copy},             {"copy_value", NativeAlloc::copy}};
+    const NativeAlloc op = ops.at(n.spec->name);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i8p, i64, i64, i64, i8p}, false);
+    llvm::Value* entry = b.CreateCall(
+        ft, fptr(reinterpret_cast<void*>(&native_alloc), ft),
+        {cptr, b.getInt64(static_cast<int64_t>(op)), b.CreateBitCast(arg, i8p),
+         b.getInt64(static_cast<int64_t>(n.kids.size())),
+         b.getInt64(static_cast<int64_t>(t.dt)), b.getInt64(t.nd), desc});
+    bail_if(b.CreateICmpSLT(entry, b.getInt64(0)));
+    count(n.slot);
+    set_array(r, t, entry, desc, -1);
+  }
+
   CV read(int r) {
     Reg::Kind k = kind[r];
-    if (k == Reg::Arr) return CV{Reg::Arr, nullptr, nullptr, r};
+    if (k == Reg::Arr) {
+      if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+      return CV{Reg::Arr, nullptr, nullptr, r};
+    }
     if (k == Reg::Undef) throw Refuse{"a variable is read before the loop assigns it"};
     if (!is_scalar(k)) throw Refuse{std::string("a variable holds a ") + kind_name(k)};
     if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
@@ -513,10 +713,14 @@ struct Gen {
       b.CreateStore(b.getInt8(1), asg[r]);
       return;
     }
+    if (v.k == Reg::Arr && rebinds[r]) {  // u = u_next
+      set_array(r, atype[v.arr], nullptr, nullptr, v.arr);
+      return;
+    }
     if (v.k == Reg::Arr && kind[r] == Reg::Arr) {
       // An array passed to a function called inline: its parameter's
       // register held it since the call began (any other: the interpreter).
-      bail_if(b.CreateICmpNE(arr_payload[r], arr_payload[v.arr]));
+      bail_if(b.CreateICmpNE(apay(r), apay(v.arr)));
       b.CreateStore(b.getInt8(1), asg[r]);
       return;
     }
@@ -737,21 +941,92 @@ struct Gen {
   }
 
   // ---- elements
+  // ---- float32 and narrow int elements: NumPy's scalars of those dtypes
+  // have no register kind (the interpreter holds them as 0-d arrays), so
+  // their reads are compiled only where the kind does not matter: as an
+  // index (x[idx[k]]), or as the value of an element write whose cast is
+  // exact (y[i] = x32[i] into float64, int64 or the same dtype).
+  llvm::Type* narrow_type(DType dt) {
+    switch (dt) {
+      case DType::float32:
+        return b.getFloatTy();
+      case DType::int32:
+      case DType::uint32:
+        return i32;
+      case DType::int16:
+      case DType::uint16:
+        return b.getInt16Ty();
+      case DType::int8:
+      case DType::uint8:
+        return i8;
+      default:
+        return nullptr;
+    }
+  }
+  static bool is_unsigned_dt(DType dt) {
+    return dt == DType::uint8 || dt == DType::uint16 || dt == DType::uint32;
+  }
+  // The dtype of x[i, ...] when `n` reads one element of a float32 or
+  // narrow int array variable; float64 (none of them) otherwise.
+  DType narrow_of(const FNode& n) {
+    if (n.op != Op::GetItem || !arr_var(n.kids[0])) return DType::float64;
+    const ArrT& e = atype[n.kids[0].reg];
+    const size_t nidx = n.kids.size() - 1;
+    if (!narrow_type(e.dt) || !e.indexable || static_cast<size_t>(e.nd) != nidx || nidx == 0)
+      return DType::float64;
+    return e.dt;
+  }
+  bool narrow_int(const FNode& n) {
+    const DType dt = narrow_of(n);
+    return dt != DType::float64 && dt != DType::float32;
+  }
+  // NumPy's cast of `from` into `to` is exact (no rounding, no wrap-around).
+  static bool exact_cast(DType from, DType to) {
+    if (from == to || to == DType::float64) return true;
+    return to == DType::int64 && from != DType::float32;
+  }
+  // The element n (narrow_of(n) is not float64) as stored.
+  llvm::Value* narrow_read(const FNode& n) {
+    const int r = n.kids[0].reg;
+    llvm::Type* t = narrow_type(atype[r].dt);
+    llvm::Value* off = element_offset(n, r, 1, n.kids.size() - 1);
+    llvm::Value* v =
+        b.CreateLoad(t, b.CreateInBoundsGEP(t, b.CreateBitCast(abase(r), t->getPointerTo()), off));
+    count(n.counter);
+    return v;
+  }
+  // Element v of dtype `from` as an element of dtype `to` (exact_cast).
+  llvm::Value* cast_exact(llvm::Value* v, DType from, DType to, llvm::Type* t) {
+    if (from == to) return v;
+    if (from == DType::float32) return b.CreateFPExt(v, t);
+    if (to == DType::float64)
+      return is_unsigned_dt(from) ? b.CreateUIToFP(v, t) : b.CreateSIToFP(v, t);
+    return is_unsigned_dt(from) ? b.CreateZExt(v, t) : b.CreateSExt(v, t);
+  }
+
   llvm::Value* element_offset(const FNode& n, int r, size_t first, size_t nidx) {
     llvm::Value* off = b.getInt64(0);
     for (size_t k = 0; k < nidx; ++k) {
-      CV i = eval(n.kids[first + k]);
+      const FNode& ik = n.kids[first + k];
+      CV i;
+      if (narrow_int(ik)) {  // x[idx[k]] of an int32 (int16, uint8, ...) idx
+        const DType dt = narrow_of(ik);
+        llvm::Value* v = narrow_read(ik);
+        i = CV{Reg::NpInt, is_unsigned_dt(dt) ? b.CreateZExt(v, i64) : b.CreateSExt(v, i64)};
+      } else {
+        i = eval(ik);
+      }
       if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
       if (is_proven(n)) {  // in [0, extent) for every turn: checked before the loop
-        off = b.CreateAdd(off, b.CreateMul(i.v, arr_stride[r][k]));
+        off = b.CreateAdd(off, b.CreateMul(i.v, astride(r, k)));
         continue;
       }
-      llvm::Value* ext = arr_shape[r][k];
+      llvm::Value* ext = ashape(r, k);
       llvm::Value* j =
           b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
       // j < 0 or j >= extent, as one unsigned comparison
       bail_if(b.CreateICmpUGE(j, ext));
-      off = b.CreateAdd(off, b.CreateMul(j, arr_stride[r][k]));
+      off = b.CreateAdd(off, b.CreateMul(j, astride(r, k)));
     }
     return off;
   }
@@ -764,18 +1039,18 @@ struct Gen {
     if (x.op == Op::Call && x.spec->name == "shape" && x.kids.size() == 1 && arr_var(x.kids[0]) &&
         n.kids.size() == 2 && n.kids[1].op == Op::Const && n.kids[1].constant.k == Reg::PyInt) {
       const int r = x.kids[0].reg;
-      const ArrEntry& e = arrays[regs[r].a];
+      const ArrT& e = atype[r];
       int64_t d = n.kids[1].constant.i;
       if (d < 0) d += e.nd;
       if (!e.indexable || d < 0 || d >= e.nd) throw Refuse{"x.shape[d] with d out of range"};
       count(x.slot);
       count(n.counter);
-      return CV{Reg::PyInt, arr_shape[r][d]};
+      return CV{Reg::PyInt, ashape(r, d)};
     }
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"indexing what is not an array variable"};
     const int r = n.kids[0].reg;
-    const ArrEntry& e = arrays[regs[r].a];
+    const ArrT& e = atype[r];
     const size_t nidx = n.kids.size() - 1;
     if (!e.indexable || static_cast<size_t>(e.nd) != nidx)
       throw Refuse{"indexing that does not select one element"};
@@ -795,7 +1070,7 @@ struct Gen {
         throw Refuse{std::string("an element read of dtype ") + std::string(dtype_name(e.dt))};
     }
     llvm::Value* off = element_offset(n, r, 1, nidx);
-    llvm::Value* p = b.CreateBitCast(arr_base[r], t->getPointerTo());
+    llvm::Value* p = b.CreateBitCast(abase(r), t->getPointerTo());
     llvm::Value* v = b.CreateLoad(t, b.CreateInBoundsGEP(t, p, off));
     if (k == Reg::NpBool) v = b.CreateICmpNE(v, b.getInt8(0));
     count(n.counter);
@@ -821,10 +1096,20 @@ struct Gen {
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"an element write to what is not an array variable"};
     const int r = n.kids[0].reg;
-    CV v = eval(n.kids[1]);
+    // y[i] = x[j] of a float32 or narrow int x, cast exactly: the element as
+    // stored (v, a placeholder float, then passes the checks below unused).
+    const DType from = narrow_of(n.kids[1]);
+    llvm::Value* narrow = nullptr;
+    if (from != DType::float64) {
+      if (!exact_cast(from, atype[r].dt))
+        throw Refuse{std::string("an element of dtype ") + std::string(dtype_name(from)) +
+                     " written into one of " + std::string(dtype_name(atype[r].dt))};
+      narrow = narrow_read(n.kids[1]);
+    }
+    CV v = narrow ? CV{Reg::NpFloat, llvm::ConstantFP::get(f64, 0.0)} : eval(n.kids[1]);
     const auto vk = static_cast<Reg::Kind>(v.k);
     if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"writing a value that is not a number"};
-    const ArrEntry& e = arrays[regs[r].a];
+    const ArrT& e = atype[r];
     const size_t nidx = n.kids.size() - 2;
     if (!e.indexable || static_cast<size_t>(e.nd) != nidx || !e.writable)
       throw Refuse{"a write that is not one element of a writable array"};
@@ -833,7 +1118,8 @@ struct Gen {
       const FNode& i = n.kids[k + 2];
       if (i.op == Op::Const && !is_int(i.constant.k)) throw Refuse{"a non-int index"};
       if (i.op == Op::Var && !is_int(kind[i.reg])) throw Refuse{"a non-int index"};
-      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && i.op != Op::AsType)
+      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && i.op != Op::AsType &&
+          !narrow_int(i))
         throw Refuse{"an index expression without native code"};
     }
     llvm::Type* t;
@@ -893,7 +1179,8 @@ struct Gen {
       else
         x = b.CreateZExt(v.v, t);
     }
-    llvm::Value* p = b.CreateInBoundsGEP(t, b.CreateBitCast(arr_base[r], t->getPointerTo()), off);
+    if (narrow) x = cast_exact(narrow, from, e.dt, t);
+    llvm::Value* p = b.CreateInBoundsGEP(t, b.CreateBitCast(abase(r), t->getPointerTo()), off);
     const unsigned size = t->getPrimitiveSizeInBits() / 8;
     llvm::Type* it = b.getIntNTy(size * 8);
     if (is_proven(n) && prelogged) {
@@ -905,6 +1192,16 @@ struct Gen {
       b.CreateStore(b.CreateBitCast(p, i8p), site.addr);
       b.CreateStore(b.CreateLoad(it, b.CreateBitCast(p, it->getPointerTo())), site.old);
       sites->push_back(site);
+    } else if (slot_fresh[r]) {
+      // An array made in this call needs no undo (a bail goes back to
+      // before it was made, or, turn by turn, to registers not holding it).
+      llvm::BasicBlock* lg = llvm::BasicBlock::Create(ctx, "log_old", fn);
+      llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, "logged_old", fn);
+      b.CreateCondBr(fresh_of(r), nx, lg);
+      b.SetInsertPoint(lg);
+      log_write(p, it, size);
+      b.CreateBr(nx);
+      b.SetInsertPoint(nx);
     } else {
       log_write(p, it, size);
     }
@@ -979,10 +1276,10 @@ struct Gen {
         {"rint", UnaryOp::rint}};
     if (n.spec->name == "len" && n.kids.size() == 1 && arr_var(n.kids[0])) {
       const int r = n.kids[0].reg;
-      const ArrEntry& e = arrays[regs[r].a];
+      const ArrT& e = atype[r];
       if (!e.indexable || e.nd < 1) throw Refuse{"len() of a 0-d array"};
       count(n.slot);
-      return CV{Reg::PyInt, arr_shape[r][0]};
+      return CV{Reg::PyInt, ashape(r, 0)};
     }
     auto it = ops.find(n.spec->name);
     if (it == ops.end() || n.kids.size() != 1)
@@ -1090,6 +1387,11 @@ struct Gen {
       case Op::Var:
         return read(n.reg);
       case Op::Assign: {
+        ArrT t;
+        if (rebinds[n.reg] && alloc_type(n.kids[0], t)) {
+          alloc_into(n.reg, n.kids[0], t);
+          return CV{Reg::Arr, nullptr, nullptr, n.reg};
+        }
         CV v = eval(n.kids[0]);
         write(n.reg, v);
         return v;
@@ -1250,6 +1552,7 @@ struct Gen {
     const FNode* inc = nullptr;   // k + step
     std::map<int, size_t> ivar;   // registers set to k before the increment (i = k), and where
     std::set<int> assigned;       // registers assigned in the body
+    std::set<int> rebound;        // array registers assigned another array in the body
     bool loops_in = false;        // loops inside the body
   };
   // An element access whose indices are the counter plus what the loop does
@@ -1394,12 +1697,12 @@ struct Gen {
     }
     llvm::BasicBlock* copy = llvm::BasicBlock::Create(ctx, "copy", fn);
     llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "copied", fn);
-    b.CreateCondBr(b.CreateLoad(i1, flag), next, copy);
+    b.CreateCondBr(b.CreateOr(b.CreateLoad(i1, flag), fresh_of(r)), next, copy);
     b.SetInsertPoint(copy);
     auto* st = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
     llvm::Value* n_at = b.CreateLoad(i64, undo_n);
     b.CreateStore(b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
-                               {cptr, n_at, b.getInt64(r)}),
+                               {cptr, n_at, apay(r)}),
                   undo_ptr);
     b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
     b.CreateStore(b.CreateAdd(n_at, b.getInt64(1)), undo_n);
@@ -1526,18 +1829,22 @@ struct Gen {
               arr_var(s.kids[0]) && x.kids.size() == 2 && x.kids[1].op == Op::Const &&
               x.kids[1].constant.k == Reg::PyInt))
           return false;
-        const ArrEntry& e = arrays[regs[s.kids[0].reg].a];
+        const int q = s.kids[0].reg;
+        if (ns.rl->rebound.count(q)) return false;  // another array on later turns
+        const ArrT& e = atype[q];
         int64_t d = x.kids[1].constant.i;
         if (d < 0) d += e.nd;
         if (!e.indexable || d < 0 || d >= e.nd) return false;
-        lo = hi = arr_shape[s.kids[0].reg][d];
+        lo = hi = ashape(q, d);
         return true;
       }
       case Op::Call: {  // len(x)
         if (!(x.spec->name == "len" && x.kids.size() == 1 && arr_var(x.kids[0]))) return false;
-        const ArrEntry& e = arrays[regs[x.kids[0].reg].a];
+        const int q = x.kids[0].reg;
+        if (ns.rl->rebound.count(q)) return false;
+        const ArrT& e = atype[q];
         if (!e.indexable || e.nd < 1) return false;
-        lo = hi = arr_shape[x.kids[0].reg][0];
+        lo = hi = ashape(q, 0);
         return true;
       }
       default:
@@ -1636,9 +1943,9 @@ struct Gen {
   void nest_collect(const FNode& n, Nest& ns, llvm::Value*& ok, std::set<const FNode*>& pr,
                     std::set<int>& copy) {
     if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0]) && !pr.count(&n) &&
-        !(proven && proven->count(&n))) {
+        !(proven && proven->count(&n)) && !ns.rl->rebound.count(n.kids[0].reg)) {
       const int r = n.kids[0].reg;
-      const ArrEntry& e = arrays[regs[r].a];
+      const ArrT& e = atype[r];
       const size_t first = n.op == Op::GetItem ? 1 : 2;
       const size_t nidx = n.kids.size() - first;
       if (e.indexable && static_cast<size_t>(e.nd) == nidx && nidx > 0 &&
@@ -1648,7 +1955,7 @@ struct Gen {
         for (; d < nidx; ++d) {
           llvm::Value *lo, *hi;
           if (!interval(n.kids[first + d], ns, lo, hi)) break;
-          llvm::Value* ext = arr_shape[r][d];
+          llvm::Value* ext = ashape(r, d);
           in = b.CreateAnd(in, b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext)));
         }
         if (d == nidx) {
@@ -1727,6 +2034,7 @@ struct Gen {
     }
     if (!rl.inc) return false;
     for (const auto& [r, c] : assigns) rl.assigned.insert(r);
+    rebound_in(body, rl.rebound);
     return true;
   }
 
@@ -1759,9 +2067,10 @@ struct Gen {
 
   void collect(const FNode& n, const RangeLoop& rl, size_t at, std::vector<Hoisted>& hs,
                std::set<const FNode*>& pr) {
-    if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0])) {
+    if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0]) &&
+        !rl.rebound.count(n.kids[0].reg)) {
       const int r = n.kids[0].reg;
-      const ArrEntry& e = arrays[regs[r].a];
+      const ArrT& e = atype[r];
       const size_t first = n.op == Op::GetItem ? 1 : 2;
       const size_t nidx = n.kids.size() - first;
       if (e.indexable && static_cast<size_t>(e.nd) == nidx && nidx > 0 &&
@@ -1836,7 +2145,7 @@ struct Gen {
         const FNode& ix = h.n->kids[h.first + d];
         llvm::Value* lo = affine_at(ix, rl, h.after_inc, k0, bad_d);
         llvm::Value* hi = affine_at(ix, rl, h.after_inc, last, bad_d);
-        llvm::Value* ext = arr_shape[h.arr][d];
+        llvm::Value* ext = ashape(h.arr, d);
         ok = b.CreateAnd(ok, b.CreateNot(bad_d));
         ok = b.CreateAnd(ok, b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext)));
       }
@@ -1861,20 +2170,20 @@ struct Gen {
         e.CreateStore(e.getFalse(), flag);
       }
       llvm::Value* elements = b.getInt64(1);
-      for (int d = 0; d < arrays[regs[h.arr].a].nd; ++d)
-        elements = b.CreateMul(elements, arr_shape[h.arr][d]);
+      for (int d = 0; d < atype[h.arr].nd; ++d)
+        elements = b.CreateMul(elements, ashape(h.arr, d));
       llvm::BasicBlock* copy = llvm::BasicBlock::Create(ctx, "copy", fn);
       llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "prelog", fn);
       llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "logged", fn);
       llvm::BasicBlock* test = llvm::BasicBlock::Create(ctx, "small", fn);
-      b.CreateCondBr(b.CreateLoad(i1, flag), next, test);
+      b.CreateCondBr(b.CreateOr(b.CreateLoad(i1, flag), fresh_of(h.arr)), next, test);
       b.SetInsertPoint(test);
       b.CreateCondBr(b.CreateICmpULE(elements, b.CreateMul(turns_n, b.getInt64(4))), copy, log);
       b.SetInsertPoint(copy);
       auto* st = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
       llvm::Value* n_at = b.CreateLoad(i64, undo_n);
       b.CreateStore(b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
-                                 {cptr, n_at, b.getInt64(h.arr)}),
+                                 {cptr, n_at, apay(h.arr)}),
                     undo_ptr);
       b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
       b.CreateStore(b.CreateAdd(n_at, b.getInt64(1)), undo_n);
@@ -1886,12 +2195,13 @@ struct Gen {
       llvm::Value* step = b.getInt64(0);
       for (size_t d = 0; d < h.coef.size(); ++d) {
         llvm::Value* i0 = affine_at(h.n->kids[h.first + d], rl, h.after_inc, k0, bad);
-        off = b.CreateAdd(off, b.CreateMul(i0, arr_stride[h.arr][d]));
+        off = b.CreateAdd(off, b.CreateMul(i0, astride(h.arr, d)));
         if (h.coef[d] != 0)
-          step = b.CreateAdd(step, b.CreateMul(arr_stride[h.arr][d], b.getInt64(h.coef[d] * rl.step)));
+          step = b.CreateAdd(step, b.CreateMul(astride(h.arr, d), b.getInt64(h.coef[d] * rl.step)));
       }
-      const unsigned size = dtype_size(arrays[regs[h.arr].a].dt);
-      llvm::Value* first = b.CreateInBoundsGEP(i8, arr_base[h.arr], b.CreateMul(off, b.getInt64(size)));
+      const unsigned size = dtype_size(atype[h.arr].dt);
+      llvm::Value* first =
+          b.CreateInBoundsGEP(i8, abase(h.arr), b.CreateMul(off, b.getInt64(size)));
       auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
       llvm::Value* n_now = b.CreateLoad(i64, undo_n);
       llvm::Value* np = b.CreateCall(
@@ -1922,6 +2232,15 @@ struct Gen {
     const size_t nr = regs.size();
     llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
     for (size_t r = 0; r < nr; ++r) {
+      if (slot_base[r] && kind[r] == Reg::Arr) {  // an array register that may change
+        llvm::Value* d = get(def[r], i1);
+        b.CreateStore(b.CreateSelect(d, b.getInt8(Reg::Arr), b.getInt8(Reg::Undef)),
+                      field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
+        b.CreateStore(get(slot_pay[r], i64),
+                      field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+        b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+        continue;
+      }
       if (!is_scalar(kind[r])) continue;
       llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
       llvm::Value* d = get(def[r], i1);
@@ -1951,6 +2270,12 @@ struct Gen {
       if (a && !at_start.count(a)) at_start[a] = b.CreateLoad(t, a);
     };
     for (size_t r = 0; r < regs.size(); ++r) {
+      if (slot_base[r] && kind[r] == Reg::Arr) {
+        snap(def[r], i1);
+        snap(slot_pay[r], i64);
+        snap(asg[r], i8);
+        continue;
+      }
       if (!is_scalar(kind[r])) continue;
       snap(def[r], i1);
       snap(val[r], type_of(kind[r]));
@@ -2013,8 +2338,73 @@ struct Gen {
     return range_ok(rl, hs, k0, e0);
   }
 
+  // Registers that may be assigned another array (rebinds): those assigned
+  // an allocation or a variable (see below), found until nothing changes.
+  void find_rebinds() {
+    rebinds.assign(regs.size(), false);
+    std::vector<const FNode*> asg_nodes;
+    std::function<void(const FNode&)> walk = [&](const FNode& n) {
+      if (n.op == Op::Assign) asg_nodes.push_back(&n);
+      if (alloc_name(n)) makes_arrays = true;
+      for (const FNode& k : n.kids) walk(k);
+    };
+    walk(im.cond);
+    walk(im.body);
+    for (bool more = true; more;) {
+      more = false;
+      for (const FNode* a : asg_nodes) {
+        const int r = a->reg;
+        const FNode& v = a->kids[0];
+        const Reg::Kind k0 = regs[r].k;
+        if (rebinds[r] || (k0 != Reg::Arr && k0 != Reg::Undef)) continue;
+        // A variable of the loop's frames assigned a variable (u_prev = u,
+        // swaps); a local of a function called inline only when that
+        // variable's array changes too (its parameters otherwise hold the
+        // caller's fixed arrays, whose accesses stay hoisted).
+        const bool local = static_cast<size_t>(r) < im.vars.size() && im.vars[r].depth < 0;
+        const bool from_var = v.op == Op::Var && (rebinds[v.reg] || !local);
+        if (alloc_name(v) || from_var) rebinds[r] = more = true;
+      }
+    }
+  }
+
+  // The array registers `n` assigns another array (not x = setitem(x, ...)).
+  void rebound_in(const FNode& n, std::set<int>& out) const {
+    if (n.op == Op::Assign && rebinds[n.reg] &&
+        !(n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
+          n.kids[0].kids[0].reg == n.reg))
+      out.insert(n.reg);
+    for (const FNode& k : n.kids) rebound_in(k, out);
+  }
+
+  // At a turn's start, after arrays were made: the array registers to the
+  // context and the arrays no register (nor the checkpoint, nor the loop's
+  // value) refers to any more released (native_sweep).
+  void sweep_point() {
+    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "sweep", fn);
+    llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "swept", fn);
+    b.CreateCondBr(b.CreateLoad(i1, made_any), go, next, unlikely());
+    b.SetInsertPoint(go);
+    for (size_t r = 0; r < regs.size(); ++r) {
+      if (!slot_base[r]) continue;
+      llvm::Value* k =
+          b.CreateSelect(b.CreateLoad(i1, def[r]), b.getInt8(Reg::Arr), b.getInt8(Reg::Undef));
+      b.CreateStore(k, field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
+      b.CreateStore(b.CreateLoad(i64, slot_pay[r]),
+                    field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+    }
+    b.CreateStore(b.CreateLoad(i8, last_k), field(cptr, offsetof(NativeCtx, last), i8));
+    b.CreateStore(b.CreateLoad(i64, last_p), field(cptr, offsetof(NativeCtx, last) + 8, i64));
+    auto* ft = llvm::FunctionType::get(b.getVoidTy(), {i8p}, false);
+    b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_sweep), ft), {cptr});
+    b.CreateStore(b.getFalse(), made_any);
+    b.CreateBr(next);
+    b.SetInsertPoint(next);
+  }
+
   // The body's value as the loop's value so far.
   void body_turn() {
+    if (makes_arrays) sweep_point();
     CV v = eval(im.body);
     b.CreateStore(kind_of(v), last_k);
     b.CreateStore(to_payload(v), last_p);
@@ -2176,26 +2566,26 @@ struct Gen {
   // those of another array register (by the bytes they span).
   llvm::Value* shares_memory(int r) {
     auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) {
-      const ArrEntry& e = arrays[regs[q].a];
+      const ArrT& e = atype[q];
       llvm::Value* neg = b.getInt64(0);
       llvm::Value* pos = b.getInt64(0);
       for (int d = 0; d < e.nd; ++d) {
-        llvm::Value* reach = b.CreateMul(b.CreateSub(arr_shape[q][d], b.getInt64(1)), arr_stride[q][d]);
+        llvm::Value* reach = b.CreateMul(b.CreateSub(ashape(q, d), b.getInt64(1)), astride(q, d));
         neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
         pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
       }
       const int64_t size = dtype_size(e.dt);
-      llvm::Value* base = b.CreatePtrToInt(arr_base[q], i64);
+      llvm::Value* base = b.CreatePtrToInt(abase(q), i64);
       lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
       hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
     };
-    if (!arrays[regs[r].a].indexable) return b.getTrue();
+    if (!atype[r].indexable) return b.getTrue();
     llvm::Value *lo, *hi;
     span(r, lo, hi);
     llvm::Value* shared = b.getFalse();
     for (size_t q = 0; q < regs.size(); ++q) {
-      if (static_cast<int>(q) == r || kind[q] != Reg::Arr || !arr_base[q]) continue;
-      if (!arrays[regs[q].a].indexable) return b.getTrue();
+      if (static_cast<int>(q) == r || kind[q] != Reg::Arr || regs[q].k != Reg::Arr) continue;
+      if (!atype[q].indexable) return b.getTrue();
       llvm::Value *qlo, *qhi;
       span(static_cast<int>(q), qlo, qhi);
       shared = b.CreateOr(shared, b.CreateAnd(b.CreateICmpULT(lo, qhi), b.CreateICmpULT(qlo, hi)));
@@ -2223,6 +2613,13 @@ struct Gen {
     arr_shape.assign(nr, {});
     arr_stride.assign(nr, {});
     arr_payload.assign(nr, nullptr);
+    atype.assign(nr, ArrT{});
+    slot_base.assign(nr, nullptr);
+    slot_pay.assign(nr, nullptr);
+    slot_fresh.assign(nr, nullptr);
+    slot_shape.assign(nr, {});
+    slot_stride.assign(nr, {});
+    find_rebinds();
     strong.assign(nr, nullptr);
     regp = ctx_ptr(offsetof(NativeCtx, regs));
     asgp = ctx_ptr(offsetof(NativeCtx, assigned));
@@ -2251,6 +2648,8 @@ struct Gen {
         b.CreateStore(x, val[r]);
       } else if (k == Reg::Arr) {
         arr_payload[r] = b.CreateLoad(i64, payload);
+        const ArrEntry& ae = arrays[regs[r].a];
+        atype[r] = ArrT{ae.dt, ae.nd, ae.writable, ae.indexable};
         const int64_t at = static_cast<int64_t>(r * sizeof(NativeArray));
         arr_base[r] = b.CreateLoad(i8p, field(arrp, at + offsetof(NativeArray, base), i8p));
         for (int d = 0; d < kMaxDims; ++d) {
@@ -2259,6 +2658,7 @@ struct Gen {
           arr_stride[r].push_back(b.CreateLoad(
               i64, field(arrp, at + offsetof(NativeArray, strides) + 8 * d, i64)));
         }
+        if (rebinds[r]) ensure_slots(static_cast<int>(r));
       } else if (k != Reg::Undef) {
         kind[r] = Reg::Obj;  // Nil, objects: only if the loop never reads or writes it
       }
@@ -2277,6 +2677,8 @@ struct Gen {
     b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, last) + 8, i64)), last_p);
     llvm::Value* turns = b.CreateAlloca(i64);
     b.CreateStore(b.getInt64(0), turns);
+    made_any = b.CreateAlloca(i1);
+    b.CreateStore(b.getFalse(), made_any);
 
     bail = llvm::BasicBlock::Create(ctx, "bail", fn);
     exit = llvm::BasicBlock::Create(ctx, "exit", fn);

@@ -58,7 +58,7 @@ struct NativeCtx {
   uint8_t* assigned;          // in and out
   uint64_t* counts;           // in and out: evaluations of the counted nodes
   const NativeArray* arrays;  // per register (only Arr registers are read)
-  const ArrEntry* entries;    // the arrays the registers refer to
+  const ArrEntry* entries;    // the arrays the registers refer to (moved by native_alloc)
   NativeUndo* undo;           // the log of element writes since the call (see NativeStatus)
   int64_t undo_n;
   int64_t undo_cap;
@@ -71,6 +71,10 @@ struct NativeCtx {
   const volatile void* interrupt;       // interrupt_flag_address()
   int64_t draws;                        // in and out: np.random.random() draws made
   int64_t draws_at_turn;  // out: the draws before the turn that returned kNativeBail
+  // The interpreter's state and loop: arrays made by the code (native_alloc)
+  // become entries of its table, released by its sweep (native_sweep).
+  FastLoop::Impl::State* state;
+  const FastLoop::Impl* impl;
 };
 
 // What a native loop function returns.

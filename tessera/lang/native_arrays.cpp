@@ -1,0 +1,75 @@
+// Arrays made inside native loops (native_arrays.hpp).
+#include "tessera/lang/native_arrays.hpp"
+
+#include <algorithm>
+
+#include "tessera/lang/fastloop_impl.hpp"
+
+namespace tessera {
+
+namespace {
+
+// What the primitive gives (its eval, without the call's argument binding
+// and tiled fills: a few hundred ns a turn), or an empty value for what it
+// would report (a negative extent) and what the loop may not hold (more
+// than kMaxNewBytes).
+Value make_directly(NativeAlloc op, const Reg* args, int64_t nargs, DType dt,
+                    const FastLoop::Impl::State& st) {
+  if (op == NativeAlloc::copy) return Value(st.arrays[static_cast<size_t>(args[0].a)].array.copy());
+  Shape shape;
+  if (op <= NativeAlloc::empty) {
+    for (int64_t k = 0; k < nargs; ++k) shape.push_back(args[k].i);
+  } else {
+    const Array& x = st.arrays[static_cast<size_t>(args[0].a)].array;
+    shape = x.shape();
+    dt = x.dtype();
+  }
+  int64_t bytes = static_cast<int64_t>(dtype_size(dt));
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxNewBytes) return Value();
+  Array out(dt, shape);
+  const bool one = op == NativeAlloc::ones || op == NativeAlloc::ones_like;
+  dispatch(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = out.data<T>();
+    std::fill(p, p + out.size(), element_cast<T>(one ? 1.0 : 0.0));
+  });
+  return Value(std::move(out));
+}
+
+}  // namespace
+
+extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64_t nargs,
+                                int64_t dt, int64_t nd, NativeArray* out) {
+  FastLoop::Impl::State& st = *c->state;
+  // Everything thrown (the primitive's errors, Bail) stops here: the
+  // generated code cannot unwind.
+  try {
+    Value made =
+        make_directly(static_cast<NativeAlloc>(op), args, nargs, static_cast<DType>(dt), st);
+    if (!made.is_array()) return -1;
+    const Reg reg = FastLoop::Impl::to_reg(made, st);
+    c->entries = st.arrays.data();
+    if (reg.k != Reg::Arr) return -1;
+    const ArrEntry& e = st.arrays[static_cast<size_t>(reg.a)];
+    if (static_cast<int64_t>(e.dt) != dt || e.nd != nd || !e.indexable || !e.writable) return -1;
+    out->base = e.base;
+    for (int d = 0; d < e.nd; ++d) {
+      out->shape[d] = e.shape[d];
+      out->strides[d] = e.strides[d];
+    }
+    return reg.a;
+  } catch (...) {
+    c->entries = st.arrays.data();
+    return -1;
+  }
+}
+
+extern "C" void native_sweep(NativeCtx* c) {
+  FastLoop::Impl::State& st = *c->state;
+  st.roots.push_back(&c->last);
+  FastLoop::Impl::sweep(st);
+  st.roots.pop_back();
+}
+
+}  // namespace tessera

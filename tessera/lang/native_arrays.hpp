@@ -1,0 +1,32 @@
+// Arrays made inside native loops (docs/runtime.md, "Native loops"): the
+// helpers the generated code calls to make an array (np.zeros(n), x.copy(),
+// ...) as the interpreter makes it, and to release, between turns, those no
+// register refers to any more. Called through NativeCtx::helpers only.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/lang/native.hpp"
+
+namespace tessera {
+
+// Makes what the allocating primitive `op` gives for the operands `args`
+// (registers: the `nargs` extents of a shape, or one array's entry), of
+// dtype `dt` for a shape (the code counts the call, undone with its turn).
+// The array joins the interpreter's table of arrays; its descriptor goes to
+// `out`. Returns its entry, or -1 when the primitive would report an error
+// (a negative extent: the interpreter redoes the turn and reports it), the
+// result would not be an array of dtype `dt` and rank `nd`, or the loop
+// would hold too many arrays or bytes.
+extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64_t nargs,
+                                int64_t dt, int64_t nd, NativeArray* out);
+
+// What native_alloc makes (its `op`): np.zeros(n), np.ones(n), np.empty(n)
+// of float64; zeros_like(x), ones_like(x), empty_like(x), a copy of x.
+enum class NativeAlloc : int64_t { zeros, ones, empty, zeros_like, ones_like, empty_like, copy };
+
+// Releases the arrays that neither the registers (the context's, written
+// by the code just before), the checkpoint's, nor the loop's value refer to.
+extern "C" void native_sweep(NativeCtx* c);
+
+}  // namespace tessera
