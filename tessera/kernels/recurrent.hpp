@@ -1,0 +1,57 @@
+// Recurrent sequence kernels: the time loop of Keras's SimpleRNN, LSTM and GRU
+// cells (tanh activation, sigmoid recurrent activation) forward over all
+// steps, keeping what the backward needs, and its backward (BPTT).
+//
+// The input projection xw = x @ kernel + input bias is computed by the caller
+// (one matrix product for all steps); the kernels add, per step, the
+// recurrent product h @ recurrent_kernel (one BLAS call for the batch) and
+// the gates. Single-threaded, like every kernel.
+#pragma once
+
+#include <cstdint>
+
+namespace tessera::kernels {
+
+// The cell of a sequence, with its gate count G (xw has G * units columns).
+enum class RnnCell : uint8_t {
+  simple,      // G = 1: h = tanh(xw + h U)
+  lstm,        // G = 4: gates i, f, c, o (Keras's order); states h, c
+  gru,         // G = 3: z, r, h~, reset after the recurrent product (+ recurrent bias)
+  gru_before,  // G = 3: reset_after=False, r * h before the candidate's product
+};
+
+int rnn_gates(RnnCell cell);
+// Columns per step and row of the tape's activations (acts below).
+int rnn_act_width(RnnCell cell);
+
+// The problem: batch B, steps T, units H. Time step k of the loop reads input
+// step t = k (or T - 1 - k with go_backwards). mask (B, T) by input step,
+// nonzero = keep, or null: a masked row keeps its states; its output is the
+// previous output, or zeros with zero_output_for_mask.
+struct RnnProblem {
+  RnnCell cell;
+  int64_t batch, steps, units;
+  bool go_backwards;
+  bool zero_output_for_mask;
+  const uint8_t* mask;  // (B, T) or null
+};
+
+// Forward. xw (B, T, G H); u (H, G H); rb (G H) the GRU's recurrent bias or
+// null; h0, c0 (B, H) or null (zeros). Writes hs (T + 1, B, H): the states h
+// before each step and the last; cs likewise for the LSTM (else null); acts
+// (T, B, rnn_act_width H): the gate activations per loop step.
+template <class T>
+void rnn_forward(const RnnProblem& p, const T* xw, const T* u, const T* rb, const T* h0,
+                 const T* c0, T* hs, T* cs, T* acts);
+
+// Backward. gout: the cotangent of the outputs (B, T, H) by loop step, or of
+// the last output only (B, H) when !sequences, or null; gh, gc (B, H) the
+// cotangents of the final states, or null. Writes dxw (B, T, G H), du
+// (H, G H), drb (G H) when rb was given (else null), dh0 and dc0 (B, H)
+// (dc0 null for cells without c).
+template <class T>
+void rnn_backward(const RnnProblem& p, const T* u, const T* hs, const T* cs, const T* acts,
+                  const T* gout, bool sequences, const T* gh, const T* gc, T* dxw, T* du, T* drb,
+                  T* dh0, T* dc0);
+
+}  // namespace tessera::kernels

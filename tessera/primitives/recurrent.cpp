@@ -1,0 +1,306 @@
+// The recurrent family: the time loop of a SimpleRNN, LSTM or GRU layer as one
+// primitive (rnn_sequence) and its backward through time (rnn_sequence_grad).
+// tessera.nn's recurrent layers call it for Keras's default activations
+// (python/tessera/nn/layers/recurrent.py); other cases unroll the loop.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.hpp"
+#include "tessera/kernels/nn.hpp"
+#include "tessera/kernels/recurrent.hpp"
+#include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera {
+
+namespace {
+
+namespace kr = kernels;
+
+kr::RnnCell rnn_cell_of(Args& a, size_t i) {
+  const std::string& name = a.string(i);
+  if (name == "simple_rnn") return kr::RnnCell::simple;
+  if (name == "lstm") return kr::RnnCell::lstm;
+  if (name == "gru") return kr::RnnCell::gru;
+  if (name == "gru_reset_before") return kr::RnnCell::gru_before;
+  a.value_error(i, error_message("must be \"simple_rnn\", \"lstm\", \"gru\" or "
+                                 "\"gru_reset_before\", got \"",
+                                 name, "\""));
+}
+
+// The arguments both primitives check alike, converted to the compute dtype.
+struct RnnInputs {
+  kr::RnnProblem problem{};
+  DType dtype = DType::float32;
+  Array u;
+  std::optional<Array> rb, h0, c0, mask;
+};
+
+// The data of an optional array, or null.
+template <class T>
+const T* rnn_data(const std::optional<Array>& x) {
+  return x ? x->data<T>() : nullptr;
+}
+template <class T>
+T* rnn_data(std::optional<Array>& x) {
+  return x ? x->data<T>() : nullptr;
+}
+
+// Argument `i` as an array of `shape` in dtype `dt`, or nothing for nil.
+std::optional<Array> rnn_optional(Args& a, size_t i, const Shape& shape, DType dt) {
+  if (a.is_nil(i)) return std::nullopt;
+  Array v = cast_array(a.array(i), dt);
+  if (v.shape() != shape) {
+    a.value_error(i, error_message("must have shape ", shape_str(shape), ", got ",
+                                   shape_str(v.shape())));
+  }
+  return v;
+}
+
+// cell, then xw's shape (B, T, G H), then recurrent_kernel .. mask from
+// argument `first` on (recurrent_kernel, recurrent_bias, h0, c0, mask), then
+// go_backwards, (return_sequences,) zero_output_for_mask.
+RnnInputs rnn_inputs(Args& a, const Shape& xw_shape, DType xw_dtype, size_t first) {
+  RnnInputs in;
+  kr::RnnProblem& p = in.problem;
+  p.cell = rnn_cell_of(a, 0);
+  const int64_t g = kr::rnn_gates(p.cell);
+  in.u = a.array(first);
+  in.dtype = promote(kr::float_dtype(xw_dtype), kr::float_dtype(in.u.dtype()));
+  if (in.dtype != DType::float32 && in.dtype != DType::float64) in.dtype = DType::float32;
+  in.u = cast_array(in.u, in.dtype);
+  if (in.u.ndim() != 2 || in.u.dim(1) != g * in.u.dim(0) || in.u.dim(0) == 0) {
+    a.value_error(first, error_message("must be (units, ", g, " * units) for cell \"",
+                                       a.string(0), "\", got shape ", shape_str(in.u.shape())));
+  }
+  p.units = in.u.dim(0);
+  if (xw_shape.size() != 3 || xw_shape[2] != g * p.units) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] xw must be (batch, timesteps, ", g * p.units,
+        ") (the input projection for ", p.units, " units), got shape ", shape_str(xw_shape)));
+  }
+  p.batch = xw_shape[0];
+  p.steps = xw_shape[1];
+  if (p.steps == 0) {
+    throw std::invalid_argument(error_message("[", a.op(), "] xw has no timesteps: shape ",
+                                              shape_str(xw_shape)));
+  }
+  const Shape state{p.batch, p.units};
+  if (!a.is_nil(first + 1) && p.cell != kr::RnnCell::gru) {
+    a.value_error(first + 1, "is only for cell \"gru\" (reset_after), must be nil");
+  }
+  in.rb = rnn_optional(a, first + 1, {g * p.units}, in.dtype);
+  in.h0 = rnn_optional(a, first + 2, state, in.dtype);
+  if (!a.is_nil(first + 3) && p.cell != kr::RnnCell::lstm) {
+    a.value_error(first + 3, "is only for cell \"lstm\", must be nil");
+  }
+  in.c0 = rnn_optional(a, first + 3, state, in.dtype);
+  if (!a.is_nil(first + 4)) {
+    in.mask = a.array(first + 4).astype(DType::bool_);
+    if (in.mask->shape() != Shape{p.batch, p.steps}) {
+      a.value_error(first + 4, error_message("must have shape (batch, timesteps) ",
+                                             shape_str(Shape{p.batch, p.steps}), ", got ",
+                                             shape_str(in.mask->shape())));
+    }
+    p.mask = reinterpret_cast<const uint8_t*>(in.mask->data<bool>());
+  }
+  p.go_backwards = a.boolean(first + 5);
+  p.zero_output_for_mask = a.boolean(a.size() - 1);
+  return in;
+}
+
+template <class T>
+Value rnn_sequence_typed(RnnInputs& in, const Array& xw, bool sequences) {
+  const kr::RnnProblem& p = in.problem;
+  const int64_t B = p.batch, S = p.steps, H = p.units;
+  const DType dt = in.dtype;
+  const bool lstm = p.cell == kr::RnnCell::lstm;
+  Array hs(dt, {S + 1, B, H});
+  Array cs = lstm ? Array(dt, {S + 1, B, H}) : Array();
+  Array acts(dt, {S, B, kr::rnn_act_width(p.cell) * H});
+  kr::rnn_forward<T>(p, xw.data<T>(), in.u.data<T>(), rnn_data<T>(in.rb), rnn_data<T>(in.h0),
+                     rnn_data<T>(in.c0), hs.data<T>(), lstm ? cs.data<T>() : nullptr,
+                     acts.data<T>());
+  // Outputs by loop step: the states after each step, zeros at masked steps
+  // with zero_output_for_mask.
+  auto output_row = [&](int64_t k, int64_t b, T* dst) {
+    const int64_t t = p.go_backwards ? S - 1 - k : k;
+    if (p.zero_output_for_mask && p.mask && !p.mask[b * S + t]) {
+      std::fill(dst, dst + H, T(0));
+    } else {
+      std::copy_n(hs.data<T>() + ((k + 1) * B + b) * H, H, dst);
+    }
+  };
+  Array out;
+  if (sequences) {
+    out = Array(dt, {B, S, H});
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t k = 0; k < S; ++k) output_row(k, b, out.data<T>() + (b * S + k) * H);
+    }
+  } else {
+    out = Array(dt, {B, H});
+    for (int64_t b = 0; b < B; ++b) output_row(S - 1, b, out.data<T>() + b * H);
+  }
+  Array h(dt, {B, H});
+  std::copy_n(hs.data<T>() + S * B * H, B * H, h.data<T>());
+  Value c;
+  if (lstm) {
+    Array cl(dt, {B, H});
+    std::copy_n(cs.data<T>() + S * B * H, B * H, cl.data<T>());
+    c = Value(std::move(cl));
+  }
+  return Value(List{Value(std::move(out)), Value(std::move(h)), std::move(c),
+                    Value(List{Value(std::move(hs)), lstm ? Value(std::move(cs)) : Value(),
+                               Value(std::move(acts))})});
+}
+
+// rnn_sequence(cell, xw, recurrent_kernel, recurrent_bias, h0, c0, mask,
+//              go_backwards, return_sequences, zero_output_for_mask)
+Value eval_rnn_sequence(Args& a) {
+  Array xw = a.array(1);
+  RnnInputs in = rnn_inputs(a, xw.shape(), xw.dtype(), 2);
+  xw = cast_array(xw, in.dtype);
+  const bool sequences = a.boolean(8);
+  if (in.dtype == DType::float64) return rnn_sequence_typed<double>(in, xw, sequences);
+  return rnn_sequence_typed<float>(in, xw, sequences);
+}
+
+// Element i of a list argument as an array of `shape` in dtype dt, or
+// nothing for nil (no cotangent reached it).
+std::optional<Array> rnn_item(Args& a, size_t arg, const List& l, size_t i, const Shape& shape,
+                              DType dt, const char* what) {
+  if (i >= l.size() || l[i].is_nil()) return std::nullopt;
+  if (!l[i].is_array()) {
+    a.value_error(arg, error_message("item ", i, " (", what, ") must be an array or nil"));
+  }
+  Array v = cast_array(l[i].as_array(), dt);
+  if (v.shape() != shape) {
+    if (v.size() == 1) return Array::full(dt, shape, v.get_double(0));
+    a.value_error(arg, error_message("item ", i, " (", what, ") must have shape ",
+                                     shape_str(shape), ", got ", shape_str(v.shape())));
+  }
+  return v.is_contiguous() ? v : v.copy();
+}
+
+template <class T>
+Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bool sequences) {
+  const kr::RnnProblem& p = in.problem;
+  const int64_t B = p.batch, S = p.steps, H = p.units, GH = kr::rnn_gates(p.cell) * H;
+  const DType dt = in.dtype;
+  const bool lstm = p.cell == kr::RnnCell::lstm;
+  const Shape state{B, H};
+  const Shape out_shape = sequences ? Shape{B, S, H} : state;
+  std::optional<Array> gout = rnn_item(a, 1, g, 0, out_shape, dt, "the output's cotangent");
+  std::optional<Array> gh = rnn_item(a, 1, g, 1, state, dt, "the final h's cotangent");
+  std::optional<Array> gc;
+  if (lstm) gc = rnn_item(a, 1, g, 2, state, dt, "the final c's cotangent");
+  std::optional<Array> hs = rnn_item(a, 2, tape, 0, {S + 1, B, H}, dt, "the states");
+  std::optional<Array> cs;
+  if (lstm) cs = rnn_item(a, 2, tape, 1, {S + 1, B, H}, dt, "the cell states");
+  std::optional<Array> acts =
+      rnn_item(a, 2, tape, 2, {S, B, kr::rnn_act_width(p.cell) * H}, dt, "the gates");
+  if (!hs || !acts || (lstm && !cs)) {
+    a.value_error(2, "must be rnn_sequence's result (its tape is missing)");
+  }
+  Array dxw(dt, {B, S, GH}), du(dt, {H, GH}), dh0(dt, state);
+  std::optional<Array> drb, dc0;
+  if (in.rb) drb = Array(dt, {GH});
+  if (lstm) dc0 = Array(dt, state);
+  kr::rnn_backward<T>(p, in.u.data<T>(), rnn_data<T>(hs), rnn_data<T>(cs), rnn_data<T>(acts),
+                      rnn_data<T>(gout), sequences, rnn_data<T>(gh), rnn_data<T>(gc),
+                      dxw.data<T>(), du.data<T>(), rnn_data<T>(drb), dh0.data<T>(),
+                      rnn_data<T>(dc0));
+  return Value(List{Value(std::move(dxw)), Value(std::move(du)),
+                    drb ? Value(std::move(*drb)) : Value(), Value(std::move(dh0)),
+                    dc0 ? Value(std::move(*dc0)) : Value()});
+}
+
+// rnn_sequence_grad(cell, g, out, recurrent_kernel, recurrent_bias, h0, c0, mask,
+//                   go_backwards, return_sequences, zero_output_for_mask)
+Value eval_rnn_sequence_grad(Args& a) {
+  if (!a[1].is_list()) a.type_error(1, "a list (the cotangents of rnn_sequence's result)");
+  if (!a[2].is_list() || a[2].as_list().size() != 4 || !a[2].as_list()[0].is_array() ||
+      !a[2].as_list()[3].is_list()) {
+    a.type_error(2, "rnn_sequence's result, list(output, h, c, tape)");
+  }
+  const List& out = a[2].as_list();
+  const List& tape = out[3].as_list();
+  if (tape.size() != 3 || !tape[0].is_array() || !tape[2].is_array()) {
+    a.type_error(2, "rnn_sequence's result, list(output, h, c, tape)");
+  }
+  const Array& hs = tape[0].as_array();
+  const Array& acts = tape[2].as_array();
+  if (hs.ndim() != 3 || acts.ndim() != 3) {
+    a.value_error(2, "must be rnn_sequence's result (its tape has the wrong shapes)");
+  }
+  const Shape xw_shape{hs.dim(1), acts.dim(0), 0};
+  RnnInputs in;
+  {
+    // xw's last axis follows from the recurrent kernel: checked there.
+    const Array u = a.array(3);
+    const int64_t gh = u.ndim() == 2 ? u.dim(1) : 0;
+    in = rnn_inputs(a, {xw_shape[0], xw_shape[1], gh}, hs.dtype(), 3);
+  }
+  const bool sequences = a.boolean(9);
+  const List& g = a[1].as_list();
+  if (in.dtype == DType::float64) return rnn_grad_typed<double>(a, in, g, tape, sequences);
+  return rnn_grad_typed<float>(a, in, g, tape, sequences);
+}
+
+const std::string kRnnGradCall =
+    "rnn_sequence_grad(cell, g, out, recurrent_kernel, recurrent_bias, h0, c0, mask, "
+    "go_backwards, return_sequences, zero_output_for_mask)";
+
+const bool registered_recurrent = register_primitives({
+    {.name = "rnn_sequence",
+     .family = "nn",
+     .params = {{"cell"},
+                {"xw"},
+                {"recurrent_kernel"},
+                opt("recurrent_bias", Value()),
+                opt("h0", Value()),
+                opt("c0", Value()),
+                opt("mask", Value()),
+                opt("go_backwards", Value(false)),
+                opt("return_sequences", Value(true)),
+                opt("zero_output_for_mask", Value(false))},
+     .help = "The time loop of a recurrent layer (Keras's SimpleRNN, LSTM, GRU with tanh and "
+             "sigmoid) in one call: cell \"simple_rnn\", \"lstm\" (gates i, f, c, o), \"gru\" "
+             "(z, r, h~; reset after the recurrent product, recurrent_bias added to it) or "
+             "\"gru_reset_before\"; xw (batch, timesteps, gates * units) is the input "
+             "projection x @ kernel + bias of every step, recurrent_kernel (units, gates * "
+             "units). h0 and c0 (batch, units) start the states (nil: zeros); mask (batch, "
+             "timesteps): a false step keeps the states and outputs the previous output (zeros "
+             "with zero_output_for_mask). Returns list(output, h, c, tape): the outputs by "
+             "loop step (batch, timesteps, units), or the last (batch, units) when not "
+             "return_sequences; the final states (c nil but for lstm); what the backward "
+             "reads. Differentiable in xw, recurrent_kernel, recurrent_bias, h0 and c0.",
+     .eval = eval_rnn_sequence,
+     .ns_per_element = 50.0,
+     .grads = {"", "common[0]", "common[1]", "common[2]", "common[3]", "common[4]", "", "", "",
+               ""},
+     .grad_common = kRnnGradCall},
+    {.name = "rnn_sequence_grad",
+     .family = "nn",
+     .params = {{"cell"},
+                {"g"},
+                {"out"},
+                {"recurrent_kernel"},
+                opt("recurrent_bias", Value()),
+                opt("h0", Value()),
+                opt("c0", Value()),
+                opt("mask", Value()),
+                opt("go_backwards", Value(false)),
+                opt("return_sequences", Value(true)),
+                opt("zero_output_for_mask", Value(false))},
+     .help = "Backward through time of rnn_sequence: g is the list of cotangents of its "
+             "result (nil where none), out its result. Returns list(d xw, d recurrent_kernel, "
+             "d recurrent_bias (nil without it), d h0, d c0 (nil but for lstm)).",
+     .eval = eval_rnn_sequence_grad,
+     .ns_per_element = 100.0},
+});
+
+}  // namespace
+
+}  // namespace tessera
