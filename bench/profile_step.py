@@ -2,7 +2,7 @@
 spends its time: one step recorded with tessera.trace, each primitive's
 exclusive time summed over its evaluations, largest first.
 
-run: .venv/bin/python bench/profile_step.py har|gpt|mesh-gpt|resnet [--threads 1] [--forward]
+run: .venv/bin/python bench/profile_step.py har|gpt|mesh-gpt|resnet|lstm [--threads 1] [--forward]
          [--trace DIR]
      (under the race's allocator: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 """
@@ -21,7 +21,7 @@ import tessera
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("workload", choices=["har", "gpt", "mesh-gpt", "resnet"])
+    p.add_argument("workload", choices=["har", "gpt", "mesh-gpt", "resnet", "lstm"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--forward", action="store_true", help="model.predict instead of a step")
     p.add_argument("--trace", help="trace directory (default: a temporary one)")
@@ -47,6 +47,12 @@ def main():
                                               dtype=np.int32)
         y = np.roll(x, -1, axis=1)
         model, batch = b.tessera_gpt(g), g.batch
+    elif args.workload == "lstm":  # bench_keras_race.py's BiLSTM (keras-io's IMDB example)
+        import bench_keras_race as b
+        import tessera.nn as tnn
+
+        x, y, batch = b.data("lstm", np.random.default_rng(0))
+        model = b.lstm(tnn, tnn.layers, tnn.ops)
     else:
         import bench_resnet as b
 
