@@ -136,61 +136,43 @@ void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t 
   }
 }
 
-// The pointwise backward of one row of an LSTM step (SIMD, simd.hpp): a
-// holds i, f, c~, o, tanh(c) (H each); g, gc the cotangents of the new h and
-// c; cp the previous c. Writes the gate inputs' cotangents d (4 H) and adds
-// the previous c's to dc.
+// The pointwise backward of one row of an LSTM step (SIMD, simd.hpp): the
+// gates i, f, c~, o and tanh(c) (H each); g, gc the cotangents of the new h
+// and c; cp the previous c. Writes the gate inputs' cotangents di, df, dg,
+// dout and adds the previous c's to dc.
 template <class T>
 struct RnnLstmCellGrad {
-  [[gnu::always_inline]] static void run(const T* a, const T* g, const T* gc, const T* cp, T* d,
-                                         T* dc, int64_t H) {
-    const T* __restrict ig = a;
-    const T* __restrict fg = a + H;
-    const T* __restrict cg = a + 2 * H;
-    const T* __restrict og = a + 3 * H;
-    const T* __restrict tc = a + 4 * H;
-    const T* __restrict gr = g;
-    const T* __restrict gcr = gc;
-    const T* __restrict cpr = cp;
-    T* __restrict di = d;
-    T* __restrict df = d + H;
-    T* __restrict dg = d + 2 * H;
-    T* __restrict dout = d + 3 * H;
-    T* __restrict dcr = dc;
-    for (int64_t j = 0; j < H; ++j) {
-      const T dct = gcr[j] + gr[j] * og[j] * (T(1) - tc[j] * tc[j]);
+  [[gnu::always_inline]] static void run(const T* __restrict ig, const T* __restrict fg,
+                                         const T* __restrict cg, const T* __restrict og,
+                                         const T* __restrict tc, const T* __restrict g,
+                                         const T* __restrict gc, const T* __restrict cp,
+                                         T* __restrict di, T* __restrict df, T* __restrict dg,
+                                         T* __restrict dout, T* __restrict dc, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T dct = gc[j] + g[j] * og[j] * (T(1) - tc[j] * tc[j]);
       di[j] = dct * cg[j] * ig[j] * (T(1) - ig[j]);
-      df[j] = dct * cpr[j] * fg[j] * (T(1) - fg[j]);
+      df[j] = dct * cp[j] * fg[j] * (T(1) - fg[j]);
       dg[j] = dct * ig[j] * (T(1) - cg[j] * cg[j]);
-      dout[j] = gr[j] * tc[j] * og[j] * (T(1) - og[j]);
-      dcr[j] += dct * fg[j];
+      dout[j] = g[j] * tc[j] * og[j] * (T(1) - og[j]);
+      dc[j] += dct * fg[j];
     }
   }
 };
 
-// The same for a GRU step (reset after): a holds z, r, h~, h U + rb's
-// candidate block; hp the previous h. Writes d (3 H: the gate inputs'
-// cotangents), dq (3 H: those of h U + rb) and adds g z to dh.
+// The same for a GRU step (reset after): the gates z, r, h~ and hu, the
+// candidate's block of h U + rb; hp the previous h. Writes the gate inputs'
+// cotangents dz, dr, dhh, those of h U + rb qz, qr, qh, and adds g z to dh.
 template <class T>
 struct RnnGruCellGrad {
-  [[gnu::always_inline]] static void run(const T* a, const T* g, const T* hp, T* d, T* dq, T* dh,
-                                         int64_t H) {
-    const T* __restrict zg = a;
-    const T* __restrict rg = a + H;
-    const T* __restrict hh = a + 2 * H;
-    const T* __restrict hu = a + 3 * H;
-    const T* __restrict gr = g;
-    const T* __restrict hpr = hp;
-    T* __restrict dz = d;
-    T* __restrict dr = d + H;
-    T* __restrict dhh = d + 2 * H;
-    T* __restrict qz = dq;
-    T* __restrict qr = dq + H;
-    T* __restrict qh = dq + 2 * H;
-    T* __restrict dhr = dh;
-    for (int64_t j = 0; j < H; ++j) {
-      const T dzg = gr[j] * (hpr[j] - hh[j]) * zg[j] * (T(1) - zg[j]);
-      const T dah = gr[j] * (T(1) - zg[j]) * (T(1) - hh[j] * hh[j]);
+  [[gnu::always_inline]] static void run(const T* __restrict zg, const T* __restrict rg,
+                                         const T* __restrict hh, const T* __restrict hu,
+                                         const T* __restrict g, const T* __restrict hp,
+                                         T* __restrict dz, T* __restrict dr, T* __restrict dhh,
+                                         T* __restrict qz, T* __restrict qr, T* __restrict qh,
+                                         T* __restrict dh, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T dzg = g[j] * (hp[j] - hh[j]) * zg[j] * (T(1) - zg[j]);
+      const T dah = g[j] * (T(1) - zg[j]) * (T(1) - hh[j] * hh[j]);
       const T drg = dah * hu[j] * rg[j] * (T(1) - rg[j]);
       dz[j] = dzg;
       qz[j] = dzg;
@@ -198,7 +180,7 @@ struct RnnGruCellGrad {
       qr[j] = drg;
       dhh[j] = dah;
       qh[j] = dah * rg[j];
-      dhr[j] += gr[j] * zg[j];
+      dh[j] += g[j] * zg[j];
     }
   }
 };
@@ -210,6 +192,17 @@ bool keeps(const RnnProblem& p, int64_t b, int64_t t) {
 
 }  // namespace
 
+
+void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  RnnOneOmpThread one_thread;
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
 
 template <class T>
 void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const T* u,
@@ -240,7 +233,7 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
     T* hn = state(hs, k + 1);
     T* a = acts + k * B * A + b0 * A;
     // Row i (batch row b0 + i) of this step's input projection.
-    auto x = [&](int64_t i) { return xw + ((b0 + i) * S + t) * GH; };
+    auto x = [&](int64_t i) { return xw + (i * S + t) * GH; };
     // pre = h U (the first two gates' columns only when r * h comes first)
     if (p.cell == RnnCell::gru_before) {
       gemm(false, false, R, 2 * H, H, hp, H, u, GH, T(0), pre.data(), GH);
@@ -396,8 +389,12 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
       case RnnCell::lstm: {
         const T* cp = cs + k * BH + b0 * H;
         for (int64_t i = 0; i < R; ++i) {
-          simd_call<RnnLstmCellGrad<T>>(a + i * A, dhn.data() + i * H, dcn.data() + i * H,
-                                        cp + i * H, d + i * GH, dc.data() + i * H, H);
+          const T* ar = a + i * A;
+          T* dr = d + i * GH;
+          simd_call<RnnLstmCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H, ar + 4 * H,
+                                        static_cast<const T*>(dhn.data() + i * H),
+                                        static_cast<const T*>(dcn.data() + i * H), cp + i * H, dr,
+                                        dr + H, dr + 2 * H, dr + 3 * H, dc.data() + i * H, H);
         }
         gemm(false, true, R, H, GH, d, GH, u, GH, T(1), dh.data(), H);
         break;
@@ -405,8 +402,13 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
       case RnnCell::gru: {
         T* dq = dhu + k * B * GH + b0 * GH;
         for (int64_t i = 0; i < R; ++i) {
-          simd_call<RnnGruCellGrad<T>>(a + i * A, dhn.data() + i * H, hp + i * H, d + i * GH,
-                                       dq + i * GH, dh.data() + i * H, H);
+          const T* ar = a + i * A;
+          T* dr = d + i * GH;
+          T* qr = dq + i * GH;
+          simd_call<RnnGruCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H,
+                                       static_cast<const T*>(dhn.data() + i * H), hp + i * H, dr,
+                                       dr + H, dr + 2 * H, qr, qr + H, qr + 2 * H,
+                                       dh.data() + i * H, H);
         }
         gemm(false, true, R, H, GH, dq, GH, u, GH, T(1), dh.data(), H);
         break;

@@ -3,7 +3,7 @@
 // steps, keeping what the backward needs, and its backward (BPTT).
 //
 // The input projection xw = x @ kernel + input bias is computed by the caller
-// (one matrix product for all steps); the kernels add, per step, the
+// (rnn_matmul: one matrix product for all steps); the kernels add, per step, the
 // recurrent product h @ recurrent_kernel (one matrix product for the rows:
 // oneDNN's sgemm for float32, four to five times BLIS's speed at these small
 // shapes; BLAS for float64) and the gates. Single-threaded, like every
@@ -39,7 +39,15 @@ struct RnnProblem {
   const uint8_t* mask;  // (B, T) or null
 };
 
-// Forward of rows [b0, b1). xw (B, T, G H); u (H, G H); rb (G H) the GRU's
+// C = op(A) op(B) + beta C, row-major (op: transposed when ta / tb): oneDNN's
+// sgemm for float32 (on one OpenMP thread), BLAS for float64.
+void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// Forward of rows [b0, b1). xw (b1 - b0, T, G H): those rows' input
+// projections; u (H, G H); rb (G H) the GRU's
 // recurrent bias or null; h0, c0 (B, H) or null (zeros). Writes those rows
 // of hs (T + 1, B, H): the states h before each step and the last; of cs
 // likewise for the LSTM (else null); of acts (T, B, rnn_act_width H): the

@@ -56,8 +56,9 @@ kr::RnnCell rnn_cell_of(Args& a, size_t i) {
 struct RnnInputs {
   kr::RnnProblem problem{};
   DType dtype = DType::float32;
-  Array u;
-  std::optional<Array> rb, h0, c0, mask;
+  int64_t features = 0;
+  Array x, kernel, u;
+  std::optional<Array> bias, rb, h0, c0, mask;
 };
 
 // The data of an optional array, or null.
@@ -81,69 +82,92 @@ std::optional<Array> rnn_optional(Args& a, size_t i, const Shape& shape, DType d
   return v;
 }
 
-// cell, then xw's shape (B, T, G H), then recurrent_kernel .. mask from
-// argument `first` on (recurrent_kernel, recurrent_bias, h0, c0, mask), then
-// go_backwards, (return_sequences,) zero_output_for_mask.
-RnnInputs rnn_inputs(Args& a, const Shape& xw_shape, DType xw_dtype, size_t first) {
+// cell (argument 0), then from argument `first` on: x, kernel,
+// recurrent_kernel, bias, recurrent_bias, h0, c0, mask, go_backwards, ...,
+// zero_output_for_mask (the last).
+RnnInputs rnn_inputs(Args& a, size_t first) {
   RnnInputs in;
   kr::RnnProblem& p = in.problem;
   p.cell = rnn_cell_of(a, 0);
   const int64_t g = kr::rnn_gates(p.cell);
-  in.u = a.array(first);
-  in.dtype = promote(kr::float_dtype(xw_dtype), kr::float_dtype(in.u.dtype()));
+  in.x = a.array(first);
+  in.kernel = a.array(first + 1);
+  in.u = a.array(first + 2);
+  in.dtype = promote(promote(kr::float_dtype(in.x.dtype()), kr::float_dtype(in.u.dtype())),
+                     kr::float_dtype(in.kernel.dtype()));
   if (in.dtype != DType::float32 && in.dtype != DType::float64) in.dtype = DType::float32;
+  in.x = cast_array(in.x, in.dtype);
+  in.kernel = cast_array(in.kernel, in.dtype);
   in.u = cast_array(in.u, in.dtype);
   if (in.u.ndim() != 2 || in.u.dim(1) != g * in.u.dim(0) || in.u.dim(0) == 0) {
-    a.value_error(first, error_message("must be (units, ", g, " * units) for cell \"",
-                                       a.string(0), "\", got shape ", shape_str(in.u.shape())));
+    a.value_error(first + 2, error_message("must be (units, ", g, " * units) for cell \"",
+                                           a.string(0), "\", got shape ",
+                                           shape_str(in.u.shape())));
   }
   p.units = in.u.dim(0);
-  if (xw_shape.size() != 3 || xw_shape[2] != g * p.units) {
-    throw std::invalid_argument(error_message(
-        "[", a.op(), "] xw must be (batch, timesteps, ", g * p.units,
-        ") (the input projection for ", p.units, " units), got shape ", shape_str(xw_shape)));
+  const int64_t gh = g * p.units;
+  if (in.x.ndim() != 3 || in.x.dim(1) == 0) {
+    a.value_error(first, error_message("must be (batch, timesteps, features) with at least one "
+                                       "timestep, got shape ",
+                                       shape_str(in.x.shape())));
   }
-  p.batch = xw_shape[0];
-  p.steps = xw_shape[1];
-  if (p.steps == 0) {
-    throw std::invalid_argument(error_message("[", a.op(), "] xw has no timesteps: shape ",
-                                              shape_str(xw_shape)));
+  p.batch = in.x.dim(0);
+  p.steps = in.x.dim(1);
+  in.features = in.x.dim(2);
+  if (in.kernel.shape() != Shape{in.features, gh}) {
+    a.value_error(first + 1, error_message("must be (features, ", g, " * units) ",
+                                           shape_str(Shape{in.features, gh}), " for x of shape ",
+                                           shape_str(in.x.shape()), " and ", p.units,
+                                           " units, got shape ", shape_str(in.kernel.shape())));
   }
   const Shape state{p.batch, p.units};
-  if (!a.is_nil(first + 1) && p.cell != kr::RnnCell::gru) {
-    a.value_error(first + 1, "is only for cell \"gru\" (reset_after), must be nil");
+  in.bias = rnn_optional(a, first + 3, {gh}, in.dtype);
+  if (!a.is_nil(first + 4) && p.cell != kr::RnnCell::gru) {
+    a.value_error(first + 4, "is only for cell \"gru\" (reset_after), must be nil");
   }
-  in.rb = rnn_optional(a, first + 1, {g * p.units}, in.dtype);
-  in.h0 = rnn_optional(a, first + 2, state, in.dtype);
-  if (!a.is_nil(first + 3) && p.cell != kr::RnnCell::lstm) {
-    a.value_error(first + 3, "is only for cell \"lstm\", must be nil");
+  in.rb = rnn_optional(a, first + 4, {gh}, in.dtype);
+  in.h0 = rnn_optional(a, first + 5, state, in.dtype);
+  if (!a.is_nil(first + 6) && p.cell != kr::RnnCell::lstm) {
+    a.value_error(first + 6, "is only for cell \"lstm\", must be nil");
   }
-  in.c0 = rnn_optional(a, first + 3, state, in.dtype);
-  if (!a.is_nil(first + 4)) {
-    in.mask = a.array(first + 4).astype(DType::bool_);
+  in.c0 = rnn_optional(a, first + 6, state, in.dtype);
+  if (!a.is_nil(first + 7)) {
+    in.mask = a.array(first + 7).astype(DType::bool_);
     if (in.mask->shape() != Shape{p.batch, p.steps}) {
-      a.value_error(first + 4, error_message("must have shape (batch, timesteps) ",
+      a.value_error(first + 7, error_message("must have shape (batch, timesteps) ",
                                              shape_str(Shape{p.batch, p.steps}), ", got ",
                                              shape_str(in.mask->shape())));
     }
     p.mask = reinterpret_cast<const uint8_t*>(in.mask->data<bool>());
   }
-  p.go_backwards = a.boolean(first + 5);
+  p.go_backwards = a.boolean(first + 8);
   p.zero_output_for_mask = a.boolean(a.size() - 1);
   return in;
 }
 
 template <class T>
-Value rnn_sequence_typed(RnnInputs& in, const Array& xw, bool sequences) {
+Value rnn_sequence_typed(RnnInputs& in, bool sequences) {
   const kr::RnnProblem& p = in.problem;
-  const int64_t B = p.batch, S = p.steps, H = p.units;
+  const int64_t B = p.batch, S = p.steps, H = p.units, F = in.features;
+  const int64_t GH = kr::rnn_gates(p.cell) * H;
   const DType dt = in.dtype;
   const bool lstm = p.cell == kr::RnnCell::lstm;
   Array hs(dt, {S + 1, B, H});
   Array cs = lstm ? Array(dt, {S + 1, B, H}) : Array();
   Array acts(dt, {S, B, kr::rnn_act_width(p.cell) * H});
   rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
-    kr::rnn_forward<T>(p, b0, b1, xw.data<T>(), in.u.data<T>(), rnn_data<T>(in.rb),
+    // The block's input projection x @ kernel + bias, all steps in one product.
+    const int64_t rows = (b1 - b0) * S;
+    std::vector<T> xw(rows * GH);
+    kr::rnn_matmul(false, false, rows, GH, F, in.x.data<T>() + b0 * S * F, F,
+                   in.kernel.data<T>(), GH, T(0), xw.data(), GH);
+    if (in.bias) {
+      const T* b = in.bias->data<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < GH; ++j) xw[r * GH + j] += b[j];
+      }
+    }
+    kr::rnn_forward<T>(p, b0, b1, xw.data(), in.u.data<T>(), rnn_data<T>(in.rb),
                        rnn_data<T>(in.h0), rnn_data<T>(in.c0), hs.data<T>(),
                        lstm ? cs.data<T>() : nullptr, acts.data<T>());
   });
@@ -180,15 +204,13 @@ Value rnn_sequence_typed(RnnInputs& in, const Array& xw, bool sequences) {
                                Value(std::move(acts))})});
 }
 
-// rnn_sequence(cell, xw, recurrent_kernel, recurrent_bias, h0, c0, mask,
-//              go_backwards, return_sequences, zero_output_for_mask)
+// rnn_sequence(cell, x, kernel, recurrent_kernel, bias, recurrent_bias, h0, c0,
+//              mask, go_backwards, return_sequences, zero_output_for_mask)
 Value eval_rnn_sequence(Args& a) {
-  Array xw = a.array(1);
-  RnnInputs in = rnn_inputs(a, xw.shape(), xw.dtype(), 2);
-  xw = cast_array(xw, in.dtype);
-  const bool sequences = a.boolean(8);
-  if (in.dtype == DType::float64) return rnn_sequence_typed<double>(in, xw, sequences);
-  return rnn_sequence_typed<float>(in, xw, sequences);
+  RnnInputs in = rnn_inputs(a, 1);
+  const bool sequences = a.boolean(10);
+  if (in.dtype == DType::float64) return rnn_sequence_typed<double>(in, sequences);
+  return rnn_sequence_typed<float>(in, sequences);
 }
 
 // Element i of a list argument as an array of `shape` in dtype dt, or
@@ -211,7 +233,8 @@ std::optional<Array> rnn_item(Args& a, size_t arg, const List& l, size_t i, cons
 template <class T>
 Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bool sequences) {
   const kr::RnnProblem& p = in.problem;
-  const int64_t B = p.batch, S = p.steps, H = p.units, GH = kr::rnn_gates(p.cell) * H;
+  const int64_t B = p.batch, S = p.steps, H = p.units, F = in.features;
+  const int64_t GH = kr::rnn_gates(p.cell) * H;
   const DType dt = in.dtype;
   const bool lstm = p.cell == kr::RnnCell::lstm;
   const Shape state{B, H};
@@ -226,113 +249,106 @@ Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bo
   std::optional<Array> acts =
       rnn_item(a, 2, tape, 2, {S, B, kr::rnn_act_width(p.cell) * H}, dt, "the gates");
   if (!hs || !acts || (lstm && !cs)) {
-    a.value_error(2, "must be rnn_sequence's result (its tape is missing)");
+    a.value_error(2, "must be rnn_sequence's result for these arguments (its tape differs)");
   }
-  Array dxw(dt, {B, S, GH}), du(dt, {H, GH}), dh0(dt, state);
-  std::optional<Array> drb, dc0;
+  Array dx(dt, {B, S, F}), dkernel(dt, {F, GH}), du(dt, {H, GH}), dh0(dt, state);
+  Array dxw(dt, {B, S, GH}), dz(dt, {S, B, GH});
+  std::optional<Array> dbias, drb, dc0, dhu;
+  if (in.bias) dbias = Array(dt, {GH});
   if (in.rb) drb = Array(dt, {GH});
   if (lstm) dc0 = Array(dt, state);
-  Array dz(dt, {S, B, GH});
-  std::optional<Array> dhu;
   if (p.cell == kr::RnnCell::gru) dhu = Array(dt, {S, B, GH});
   rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
     kr::rnn_backward_rows<T>(p, b0, b1, in.u.data<T>(), rnn_data<T>(hs), rnn_data<T>(cs),
                              rnn_data<T>(acts), rnn_data<T>(gout), sequences, rnn_data<T>(gh),
                              rnn_data<T>(gc), dz.data<T>(), rnn_data<T>(dhu), dxw.data<T>(),
                              dh0.data<T>(), rnn_data<T>(dc0));
+    // the block's inputs: dx = dxw kernel^T
+    kr::rnn_matmul(false, true, (b1 - b0) * S, F, GH, dxw.data<T>() + b0 * S * GH, GH,
+                   in.kernel.data<T>(), GH, T(0), dx.data<T>() + b0 * S * F, F);
   });
-  // The weights' cotangents by blocks of units columns (one per gate).
+  // The weights' cotangents by blocks of units columns (one per gate), each
+  // one product over every (step, row) pair.
   const int64_t gates = kr::rnn_gates(p.cell);
-  parallel_for(gates, static_cast<double>(S * B * H * H) * 0.04, [&](int64_t c0, int64_t c1) {
-    kr::rnn_backward_weights<T>(p, c0 * H, c1 * H, rnn_data<T>(hs), rnn_data<T>(acts),
-                                dz.data<T>(), rnn_data<T>(dhu), du.data<T>(), rnn_data<T>(drb));
+  const double block_ns = static_cast<double>(S * B * H) * static_cast<double>(H + F) * 0.04;
+  parallel_for(gates, block_ns, [&](int64_t c0, int64_t c1) {
+    const int64_t j0 = c0 * H, j1 = c1 * H;
+    kr::rnn_backward_weights<T>(p, j0, j1, rnn_data<T>(hs), rnn_data<T>(acts), dz.data<T>(),
+                                rnn_data<T>(dhu), du.data<T>(), rnn_data<T>(drb));
+    kr::rnn_matmul(true, false, F, j1 - j0, B * S, in.x.data<T>(), F, dxw.data<T>() + j0, GH,
+                   T(0), dkernel.data<T>() + j0, GH);
+    if (dbias) {
+      T* db = dbias->data<T>();
+      const T* d = dxw.data<T>();
+      std::fill(db + j0, db + j1, T(0));
+      for (int64_t r = 0; r < B * S; ++r) {
+        for (int64_t j = j0; j < j1; ++j) db[j] += d[r * GH + j];
+      }
+    }
   });
-  return Value(List{Value(std::move(dxw)), Value(std::move(du)),
-                    drb ? Value(std::move(*drb)) : Value(), Value(std::move(dh0)),
-                    dc0 ? Value(std::move(*dc0)) : Value()});
+  auto opt = [](std::optional<Array>& v) { return v ? Value(std::move(*v)) : Value(); };
+  return Value(List{Value(std::move(dx)), Value(std::move(dkernel)), Value(std::move(du)),
+                    opt(dbias), opt(drb), Value(std::move(dh0)), opt(dc0)});
 }
 
-// rnn_sequence_grad(cell, g, out, recurrent_kernel, recurrent_bias, h0, c0, mask,
-//                   go_backwards, return_sequences, zero_output_for_mask)
+// rnn_sequence_grad(cell, g, out, x, kernel, recurrent_kernel, bias, recurrent_bias,
+//                   h0, c0, mask, go_backwards, return_sequences, zero_output_for_mask)
 Value eval_rnn_sequence_grad(Args& a) {
   if (!a[1].is_list()) a.type_error(1, "a list (the cotangents of rnn_sequence's result)");
-  if (!a[2].is_list() || a[2].as_list().size() != 4 || !a[2].as_list()[0].is_array() ||
-      !a[2].as_list()[3].is_list()) {
+  if (!a[2].is_list() || a[2].as_list().size() != 4 || !a[2].as_list()[3].is_list()) {
     a.type_error(2, "rnn_sequence's result, list(output, h, c, tape)");
   }
-  const List& out = a[2].as_list();
-  const List& tape = out[3].as_list();
-  if (tape.size() != 3 || !tape[0].is_array() || !tape[2].is_array()) {
-    a.type_error(2, "rnn_sequence's result, list(output, h, c, tape)");
-  }
-  const Array& hs = tape[0].as_array();
-  const Array& acts = tape[2].as_array();
-  if (hs.ndim() != 3 || acts.ndim() != 3) {
-    a.value_error(2, "must be rnn_sequence's result (its tape has the wrong shapes)");
-  }
-  const Shape xw_shape{hs.dim(1), acts.dim(0), 0};
-  RnnInputs in;
-  {
-    // xw's last axis follows from the recurrent kernel: checked there.
-    const Array u = a.array(3);
-    const int64_t gh = u.ndim() == 2 ? u.dim(1) : 0;
-    in = rnn_inputs(a, {xw_shape[0], xw_shape[1], gh}, hs.dtype(), 3);
-  }
-  const bool sequences = a.boolean(9);
+  const List& tape = a[2].as_list()[3].as_list();
+  RnnInputs in = rnn_inputs(a, 3);
+  const bool sequences = a.boolean(12);
   const List& g = a[1].as_list();
   if (in.dtype == DType::float64) return rnn_grad_typed<double>(a, in, g, tape, sequences);
   return rnn_grad_typed<float>(a, in, g, tape, sequences);
 }
 
+std::vector<Param> rnn_params(std::vector<Param> head) {
+  for (Param p : {Param{"x"}, Param{"kernel"}, Param{"recurrent_kernel"}, opt("bias", Value()),
+                  opt("recurrent_bias", Value()), opt("h0", Value()), opt("c0", Value()),
+                  opt("mask", Value()), opt("go_backwards", Value(false)),
+                  opt("return_sequences", Value(true)),
+                  opt("zero_output_for_mask", Value(false))}) {
+    head.push_back(std::move(p));
+  }
+  return head;
+}
+
 const std::string kRnnGradCall =
-    "rnn_sequence_grad(cell, g, out, recurrent_kernel, recurrent_bias, h0, c0, mask, "
-    "go_backwards, return_sequences, zero_output_for_mask)";
+    "rnn_sequence_grad(cell, g, out, x, kernel, recurrent_kernel, bias, recurrent_bias, h0, c0, "
+    "mask, go_backwards, return_sequences, zero_output_for_mask)";
 
 const bool registered_recurrent = register_primitives({
     {.name = "rnn_sequence",
      .family = "nn",
-     .params = {{"cell"},
-                {"xw"},
-                {"recurrent_kernel"},
-                opt("recurrent_bias", Value()),
-                opt("h0", Value()),
-                opt("c0", Value()),
-                opt("mask", Value()),
-                opt("go_backwards", Value(false)),
-                opt("return_sequences", Value(true)),
-                opt("zero_output_for_mask", Value(false))},
-     .help = "The time loop of a recurrent layer (Keras's SimpleRNN, LSTM, GRU with tanh and "
+     .params = rnn_params({{"cell"}}),
+     .help = "A recurrent layer's time loop (Keras's SimpleRNN, LSTM, GRU with tanh and "
              "sigmoid) in one call: cell \"simple_rnn\", \"lstm\" (gates i, f, c, o), \"gru\" "
              "(z, r, h~; reset after the recurrent product, recurrent_bias added to it) or "
-             "\"gru_reset_before\"; xw (batch, timesteps, gates * units) is the input "
-             "projection x @ kernel + bias of every step, recurrent_kernel (units, gates * "
-             "units). h0 and c0 (batch, units) start the states (nil: zeros); mask (batch, "
+             "\"gru_reset_before\". x (batch, timesteps, features), kernel (features, gates * "
+             "units), recurrent_kernel (units, gates * units), bias (gates * units) added to "
+             "x @ kernel. h0 and c0 (batch, units) start the states (nil: zeros); mask (batch, "
              "timesteps): a false step keeps the states and outputs the previous output (zeros "
-             "with zero_output_for_mask). Returns list(output, h, c, tape): the outputs by "
-             "loop step (batch, timesteps, units), or the last (batch, units) when not "
-             "return_sequences; the final states (c nil but for lstm); what the backward "
-             "reads. Differentiable in xw, recurrent_kernel, recurrent_bias, h0 and c0.",
+             "with zero_output_for_mask); go_backwards reads the steps last to first. Returns "
+             "list(output, h, c, tape): the outputs by loop step (batch, timesteps, units), or "
+             "the last (batch, units) when not return_sequences; the final states (c nil but "
+             "for lstm); what the backward reads. Differentiable in x, the kernels, the biases, "
+             "h0 and c0.",
      .eval = eval_rnn_sequence,
      .ns_per_element = 50.0,
-     .grads = {"", "common[0]", "common[1]", "common[2]", "common[3]", "common[4]", "", "", "",
-               ""},
+     .grads = {"", "common[0]", "common[1]", "common[2]", "common[3]", "common[4]", "common[5]",
+               "common[6]", "", "", "", ""},
      .grad_common = kRnnGradCall},
     {.name = "rnn_sequence_grad",
      .family = "nn",
-     .params = {{"cell"},
-                {"g"},
-                {"out"},
-                {"recurrent_kernel"},
-                opt("recurrent_bias", Value()),
-                opt("h0", Value()),
-                opt("c0", Value()),
-                opt("mask", Value()),
-                opt("go_backwards", Value(false)),
-                opt("return_sequences", Value(true)),
-                opt("zero_output_for_mask", Value(false))},
+     .params = rnn_params({{"cell"}, {"g"}, {"out"}}),
      .help = "Backward through time of rnn_sequence: g is the list of cotangents of its "
-             "result (nil where none), out its result. Returns list(d xw, d recurrent_kernel, "
-             "d recurrent_bias (nil without it), d h0, d c0 (nil but for lstm)).",
+             "result (nil where none), out its result, the other arguments rnn_sequence's. "
+             "Returns list(dx, dkernel, drecurrent_kernel, dbias, drecurrent_bias, dh0, dc0) "
+             "(nil for a bias not given, and dc0 but for lstm).",
      .eval = eval_rnn_sequence_grad,
      .ns_per_element = 100.0},
 });

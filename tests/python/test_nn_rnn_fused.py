@@ -252,32 +252,42 @@ def _call(*args, **kwargs):
 
 
 def test_primitive_errors_name_the_operation_and_the_values():
-    xw = np.zeros((2, 3, 8), np.float32)
+    x = np.zeros((2, 3, 5), np.float32)
+    k = np.zeros((5, 8), np.float32)
     u = np.zeros((2, 8), np.float32)
     with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'cell' must be .*got \"lstn\""):
-        _call("lstn", xw, u)
+        _call("lstn", x, k, u)
     with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'recurrent_kernel' must be "
                                          r"\(units, 4 \* units\).*\(2, 6\)"):
-        _call("lstm", xw, np.zeros((2, 6), np.float32))
-    with pytest.raises(ValueError, match=r"\[rnn_sequence\] xw must be \(batch, timesteps, 12\)"):
-        _call("gru", xw, np.zeros((4, 12), np.float32))
+        _call("lstm", x, k, np.zeros((2, 6), np.float32))
+    with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'kernel' must be \(features, "
+                                         r"3 \* units\) \(5, 12\) for x of shape \(2, 3, 5\)"):
+        _call("gru", x, k, np.zeros((4, 12), np.float32))
+    with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'x' must be \(batch, "
+                                         r"timesteps, features\).*got shape \(2, 5\)"):
+        _call("lstm", np.zeros((2, 5)), k, u)
     with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'mask' must have shape "
                                          r"\(batch, timesteps\) \(2, 3\), got \(3, 2\)"):
-        _call("lstm", xw, u, mask=np.ones((3, 2), bool))
+        _call("lstm", x, k, u, mask=np.ones((3, 2), bool))
     with pytest.raises(ValueError, match=r"argument 'c0' is only for cell \"lstm\""):
-        _call("simple_rnn", np.zeros((2, 3, 2)), np.zeros((2, 2)), c0=np.zeros((2, 2)))
+        _call("simple_rnn", x, np.zeros((5, 2)), np.zeros((2, 2)), c0=np.zeros((2, 2)))
     with pytest.raises(ValueError, match=r"argument 'h0' must have shape \(2, 2\), got \(1, 2\)"):
-        _call("lstm", xw, u, h0=np.zeros((1, 2)))
+        _call("lstm", x, k, u, h0=np.zeros((1, 2)))
+    with pytest.raises(ValueError, match=r"argument 'bias' must have shape \(8,\), got \(4,\)"):
+        _call("lstm", x, k, u, bias=np.zeros(4))
     with pytest.raises(TypeError, match=r"\[rnn_sequence_grad\] argument 'out'"):
-        tessera.call_primitive("rnn_sequence_grad", ["lstm", [None] * 4, [1, 2], u])
+        tessera.call_primitive("rnn_sequence_grad", ["lstm", [None] * 4, [1, 2], x, k, u])
 
 
 def test_primitive_matches_numpy_lstm():
-    b, t, h = 3, 5, 4
-    xw = RNG.normal(size=(b, t, 4 * h))
+    b, t, f, h = 3, 5, 2, 4
+    x = RNG.normal(size=(b, t, f))
+    kernel = RNG.normal(size=(f, 4 * h))
+    bias = RNG.normal(size=4 * h)
     u = RNG.normal(size=(h, 4 * h)) * 0.5
     mask = RNG.random((b, t)) > 0.3
-    out, hT, cT, _ = _call("lstm", xw, u, mask=mask, go_backwards=True)
+    out, hT, cT, _ = _call("lstm", x, kernel, u, bias=bias, mask=mask, go_backwards=True)
+    xw = x @ kernel + bias
 
     def sig(v):
         return 1 / (1 + np.exp(-v))

@@ -146,6 +146,8 @@ class _RNN(Layer):
         if self.dropout:
             x = f"dropout({x}, {self.dropout!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, " \
                 f"{ctx.training})"
+        if self._fused_cell() is not None:
+            return self._fused_forward(x, initial, p, ctx, mask)
         xw = f"({x} @ {p['kernel']})"
         if self.use_bias:
             xw = f"({xw} + {self._input_bias(p)})"
@@ -155,8 +157,6 @@ class _RNN(Layer):
         else:
             zero = ctx.define("h0", f"zeros_like({xw}[:, 0, 0:{u}])")
             states = [zero] * self._n_states()
-        if self._fused_cell() is not None:
-            return self._fused_forward(xw, initial, p, ctx, mask)
         outputs = []
         order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
         for t in order:
@@ -193,14 +193,16 @@ class _RNN(Layer):
     def _recurrent_bias(self, p):
         return "nil"
 
-    def _fused_forward(self, xw, initial, p, ctx, mask):
-        """The time loop as one rnn_sequence call (see the module's docstring)."""
+    def _fused_forward(self, x, initial, p, ctx, mask):
+        """The time loop, with the input projection, as one rnn_sequence call
+        (see the module's docstring)."""
         n = self._n_states()
         h0 = initial[0] if initial else "nil"
         c0 = initial[1] if initial and n > 1 else "nil"
         flag = {True: "true", False: "false"}
-        r = ctx.define("rnn", f"rnn_sequence(\"{self._fused_cell()}\", {xw}, "
-                       f"{p['recurrent_kernel']}, {self._recurrent_bias(p)}, {h0}, {c0}, "
+        bias = self._input_bias(p) if self.use_bias else "nil"
+        r = ctx.define("rnn", f"rnn_sequence(\"{self._fused_cell()}\", {x}, {p['kernel']}, "
+                       f"{p['recurrent_kernel']}, {bias}, {self._recurrent_bias(p)}, {h0}, {c0}, "
                        f"{'nil' if mask is None else mask}, {flag[self.go_backwards]}, "
                        f"{flag[self.return_sequences]}, {flag[self.zero_output_for_mask]})")
         out = f"{r}[0]"
