@@ -345,6 +345,12 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
   // dh, dc: the cotangents carried to the previous step's states; dhn, dcn:
   // those reaching this step's new states through the cell.
   std::vector<T> dh(RH, T(0)), dc(lstm ? RH : 0, T(0)), dhn(RH), dcn(lstm ? RH : 0), drh(RH);
+  // U^T (G H, H): the products with it as the right operand, untransposed,
+  // run about four times faster than with U read transposed (oneDNN).
+  std::vector<T> ut(GH * H);
+  for (int64_t r = 0; r < H; ++r) {
+    for (int64_t j = 0; j < GH; ++j) ut[j * H + r] = u[r * GH + j];
+  }
   if (gh) std::memcpy(dh.data(), gh + b0 * H, sizeof(T) * RH);
   if (gc && lstm) std::memcpy(dc.data(), gc + b0 * H, sizeof(T) * RH);
   for (int64_t k = S - 1; k >= 0; --k) {
@@ -384,7 +390,7 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
           T* dr = d + i * GH;
           for (int64_t j = 0; j < H; ++j) dr[j] = g[j] * (T(1) - ar[j] * ar[j]);
         }
-        gemm(false, true, R, H, GH, d, GH, u, GH, T(1), dh.data(), H);
+        gemm(false, false, R, H, GH, d, GH, ut.data(), H, T(1), dh.data(), H);
         break;
       case RnnCell::lstm: {
         const T* cp = cs + k * BH + b0 * H;
@@ -396,7 +402,7 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
                                         static_cast<const T*>(dcn.data() + i * H), cp + i * H, dr,
                                         dr + H, dr + 2 * H, dr + 3 * H, dc.data() + i * H, H);
         }
-        gemm(false, true, R, H, GH, d, GH, u, GH, T(1), dh.data(), H);
+        gemm(false, false, R, H, GH, d, GH, ut.data(), H, T(1), dh.data(), H);
         break;
       }
       case RnnCell::gru: {
@@ -410,7 +416,7 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
                                        dr + H, dr + 2 * H, qr, qr + H, qr + 2 * H,
                                        dh.data() + i * H, H);
         }
-        gemm(false, true, R, H, GH, dq, GH, u, GH, T(1), dh.data(), H);
+        gemm(false, false, R, H, GH, dq, GH, ut.data(), H, T(1), dh.data(), H);
         break;
       }
       case RnnCell::gru_before: {
@@ -426,7 +432,7 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
           }
         }
         // d(r * h) = dh~ U_h^T
-        gemm(false, true, R, H, H, d + 2 * H, GH, u + 2 * H, GH, T(0), drh.data(), H);
+        gemm(false, false, R, H, H, d + 2 * H, GH, ut.data() + 2 * H * H, H, T(0), drh.data(), H);
         for (int64_t i = 0; i < R; ++i) {
           const T* ar = a + i * A;
           const T* g = dhn.data() + i * H;
@@ -440,7 +446,7 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
             dhr[j] += drr[j] * r + g[j] * z;
           }
         }
-        gemm(false, true, R, H, 2 * H, d, GH, u, GH, T(1), dh.data(), H);
+        gemm(false, false, R, H, 2 * H, d, GH, ut.data(), H, T(1), dh.data(), H);
         break;
       }
     }

@@ -258,14 +258,20 @@ Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bo
   if (in.rb) drb = Array(dt, {GH});
   if (lstm) dc0 = Array(dt, state);
   if (p.cell == kr::RnnCell::gru) dhu = Array(dt, {S, B, GH});
+  // kernel^T (G H, features): dx's product reads it untransposed (faster).
+  std::vector<T> kt(GH * F);
+  const T* kd = in.kernel.data<T>();
+  for (int64_t r = 0; r < F; ++r) {
+    for (int64_t j = 0; j < GH; ++j) kt[j * F + r] = kd[r * GH + j];
+  }
   rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
     kr::rnn_backward_rows<T>(p, b0, b1, in.u.data<T>(), rnn_data<T>(hs), rnn_data<T>(cs),
                              rnn_data<T>(acts), rnn_data<T>(gout), sequences, rnn_data<T>(gh),
                              rnn_data<T>(gc), dz.data<T>(), rnn_data<T>(dhu), dxw.data<T>(),
                              dh0.data<T>(), rnn_data<T>(dc0));
     // the block's inputs: dx = dxw kernel^T
-    kr::rnn_matmul(false, true, (b1 - b0) * S, F, GH, dxw.data<T>() + b0 * S * GH, GH,
-                   in.kernel.data<T>(), GH, T(0), dx.data<T>() + b0 * S * F, F);
+    kr::rnn_matmul(false, false, (b1 - b0) * S, F, GH, dxw.data<T>() + b0 * S * GH, GH,
+                   kt.data(), F, T(0), dx.data<T>() + b0 * S * F, F);
   });
   // The weights' cotangents by blocks of units columns (one per gate), each
   // one product over every (step, row) pair.
