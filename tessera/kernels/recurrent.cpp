@@ -55,10 +55,22 @@ class RnnOneOmpThread {
   int saved_;
 };
 
+// C = beta C for an empty product (k = 0): BLAS refuses its leading
+// dimensions then.
+template <class T>
+bool empty_product(int64_t m, int64_t n, int64_t k, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return true;
+  if (k > 0) return false;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+  }
+  return true;
+}
+
 // C = op(A) op(B) + beta C, row-major.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
+  if (empty_product(m, n, k, beta, c, ldc)) return;
   if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) ==
       dnnl_success) {
     return;
@@ -70,7 +82,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
+  if (empty_product(m, n, k, beta, c, ldc)) return;
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));

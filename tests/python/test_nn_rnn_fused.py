@@ -305,3 +305,20 @@ def test_primitive_matches_numpy_lstm():
     np.testing.assert_allclose(out, np.stack(outs, 1), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(hT, hs, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(cT, cs, rtol=1e-12, atol=1e-14)
+
+
+def test_primitive_with_no_input_features_runs_on_its_biases():
+    u = RNG.normal(size=(4, 4))
+    b = RNG.normal(size=4)
+    for dtype in (np.float32, np.float64):
+        args = ["simple_rnn", np.zeros((2, 3, 0), dtype), np.zeros((0, 4), dtype),
+                u.astype(dtype), b.astype(dtype)]
+        out, h, _, _ = _call(*args)
+        want = np.zeros((2, 4))
+        for _ in range(3):
+            want = np.tanh(b + want @ u)
+        np.testing.assert_allclose(h, want, rtol=1e-6, atol=1e-6)
+        g = tessera.call_primitive("rnn_sequence_grad",
+                                   [args[0], [None, np.ones((2, 4), dtype), None, None],
+                                    [out, h, None, _call(*args)[3]]] + args[1:])
+        assert g[0].shape == (2, 3, 0) and g[1].shape == (0, 4) and g[3].shape == (4,)
