@@ -255,7 +255,8 @@ def test_primitive_errors_name_the_operation_and_the_values():
     x = np.zeros((2, 3, 5), np.float32)
     k = np.zeros((5, 8), np.float32)
     u = np.zeros((2, 8), np.float32)
-    with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'cell' must be .*got \"lstn\""):
+    with pytest.raises(ValueError,
+                       match=r"\[rnn_sequence\] argument 'cell' must be .*got \"lstn\""):
         _call("lstn", x, k, u)
     with pytest.raises(ValueError, match=r"\[rnn_sequence\] argument 'recurrent_kernel' must be "
                                          r"\(units, 4 \* units\).*\(2, 6\)"):
