@@ -3,7 +3,7 @@ spends its time: one step recorded with tessera.trace, each primitive's
 exclusive time summed over its evaluations, largest first.
 
 run: .venv/bin/python bench/profile_step.py har|gpt|mesh-gpt|resnet|keras-transformer|keras-lstm|
-         keras-convnet [--threads 1] [--forward]
+         keras-convnet|lstm [--threads 1] [--forward]    (lstm: keras-lstm)
          [--trace DIR]
      (under the race's allocator: LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4)
 """
@@ -23,12 +23,14 @@ import tessera
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("workload", choices=["har", "gpt", "mesh-gpt", "resnet", "keras-transformer",
-                                        "keras-lstm", "keras-convnet"])
+                                        "keras-lstm", "keras-convnet", "lstm"])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--forward", action="store_true", help="model.predict instead of a step")
     p.add_argument("--trace", help="trace directory (default: a temporary one)")
     p.add_argument("--top", type=int, default=20)
     args = p.parse_args()
+    if args.workload == "lstm":
+        args.workload = "keras-lstm"
     tessera.set_num_threads(args.threads)
     if args.workload == "har":
         import bench_har_cnn as b

@@ -2,12 +2,16 @@
 order, weight layouts and defaults), over inputs (batch, timesteps,
 features).
 
-The time loop is unrolled into the training step's program: the input
-projection of all timesteps is one matrix product, each step adds its
-recurrent product and gates, and the backward pass (the core's autodiff)
-runs back through the steps. The number of timesteps is that of the input
-shape; with an axis of unknown length (Input(shape=(None, d))) each length
-met gets its own program (varlen.py).
+The input projection of all timesteps is one matrix product. With Keras's
+default activations (tanh, and sigmoid for the gates) the time loop is one
+primitive, rnn_sequence (tessera/primitives/recurrent.cpp): per step one
+recurrent matrix product and the gates, in C++, and its backward through
+time one primitive too. Other activations, unroll=True, or the module switch
+FUSED = False unroll the loop into the training step's program: each step
+adds its recurrent product and gates, and the backward pass (the core's
+autodiff) runs back through the steps. The number of timesteps is that of
+the input shape; with an axis of unknown length (Input(shape=(None, d)))
+each length met gets its own program (varlen.py).
 
 Masks (an Embedding's mask_zero, Masking, or mask=) work as Keras's: at a
 masked step the states keep their values and the output is the previous
@@ -23,6 +27,10 @@ from .rnn_states import (check_state_shapes, reset_states, split_states_call, st
                          stateful_symbolic_call, _symbolic_args)
 
 __all__ = ["SimpleRNN", "LSTM", "GRU"]
+
+# False: every recurrent layer unrolls its time loop (the reference the fused
+# primitive is tested against); read when a model's program is written.
+FUSED = True
 
 
 class _ForgetBias:
@@ -75,6 +83,7 @@ class _RNN(Layer):
         self.return_sequences = bool(return_sequences)
         self.return_state = bool(return_state)
         self.go_backwards = bool(go_backwards)
+        self.unroll = bool(unroll)
 
     def _bias_shape(self):
         return (self.gates * self.units,)
@@ -137,6 +146,8 @@ class _RNN(Layer):
         if self.dropout:
             x = f"dropout({x}, {self.dropout!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, " \
                 f"{ctx.training})"
+        if self._fused_cell() is not None:
+            return self._fused_forward(x, initial, p, ctx, mask)
         xw = f"({x} @ {p['kernel']})"
         if self.use_bias:
             xw = f"({xw} + {self._input_bias(p)})"
@@ -171,6 +182,34 @@ class _RNN(Layer):
     def _input_bias(self, p):
         return p["bias"]
 
+    def _fused_cell(self):
+        """The cell name of rnn_sequence for this layer, or None (unrolled)."""
+        if not FUSED or self.unroll or self.activation != "tanh":
+            return None
+        if self.gates > 1 and self.recurrent_activation != "sigmoid":
+            return None
+        return self.cell_name
+
+    def _recurrent_bias(self, p):
+        return "nil"
+
+    def _fused_forward(self, x, initial, p, ctx, mask):
+        """The time loop, with the input projection, as one rnn_sequence call
+        (see the module's docstring)."""
+        n = self._n_states()
+        h0 = initial[0] if initial else "nil"
+        c0 = initial[1] if initial and n > 1 else "nil"
+        flag = {True: "true", False: "false"}
+        bias = self._input_bias(p) if self.use_bias else "nil"
+        r = ctx.define("rnn", f"rnn_sequence(\"{self._fused_cell()}\", {x}, {p['kernel']}, "
+                       f"{p['recurrent_kernel']}, {bias}, {self._recurrent_bias(p)}, {h0}, {c0}, "
+                       f"{'nil' if mask is None else mask}, {flag[self.go_backwards]}, "
+                       f"{flag[self.return_sequences]}, {flag[self.zero_output_for_mask]})")
+        out = f"{r}[0]"
+        if self.return_state or self.carry_states:
+            return [out] + [f"{r}[{1 + k}]" for k in range(n)]
+        return out
+
     def _act(self, expr, ctx):
         return ctx.define("a", _apply(self.activation, expr, ctx))
 
@@ -183,6 +222,7 @@ class SimpleRNN(_RNN):
 
     kind = "SimpleRNN"
     gates = 1
+    cell_name = "simple_rnn"
 
     def _step(self, xt, states, p, ctx):
         (h,) = states
@@ -195,6 +235,7 @@ class LSTM(_RNN):
 
     kind = "LSTM"
     gates = 4
+    cell_name = "lstm"
 
     def __init__(self, units, *args, unit_forget_bias=True, **kwargs):
         super().__init__(units, *args, **kwargs)
@@ -236,6 +277,13 @@ class GRU(_RNN):
 
     def _input_bias(self, p):
         return f"{p['bias']}[0]" if self.reset_after else p["bias"]
+
+    @property
+    def cell_name(self):
+        return "gru" if self.reset_after else "gru_reset_before"
+
+    def _recurrent_bias(self, p):
+        return f"{p['bias']}[1]" if self.reset_after and self.use_bias else "nil"
 
     def _step(self, xt, states, p, ctx):
         (h,) = states

@@ -1,0 +1,521 @@
+#include "tessera/kernels/recurrent.hpp"
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "tessera/kernels/simd.hpp"
+#include "tessera/kernels/vmath.hpp"
+
+namespace tessera::kernels {
+
+int rnn_gates(RnnCell cell) {
+  switch (cell) {
+    case RnnCell::simple: return 1;
+    case RnnCell::lstm: return 4;
+    case RnnCell::gru:
+    case RnnCell::gru_before: return 3;
+  }
+  return 1;
+}
+
+int rnn_act_width(RnnCell cell) {
+  switch (cell) {
+    case RnnCell::simple: return 1;
+    case RnnCell::lstm: return 5;  // i, f, c~, o, tanh(c)
+    case RnnCell::gru: return 4;   // z, r, h~, the recurrent part of h~ (with its bias)
+    case RnnCell::gru_before: return 4;  // z, r, h~, r * h
+  }
+  return 1;
+}
+
+namespace {
+
+// oneDNN on OpenMP sizes its parallel regions by the calling thread's
+// omp_get_max_threads(): one thread for the duration of a kernel (as
+// kernels/conv.cpp does), restored after it.
+class RnnOneOmpThread {
+ public:
+  RnnOneOmpThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~RnnOneOmpThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  RnnOneOmpThread(const RnnOneOmpThread&) = delete;
+  RnnOneOmpThread& operator=(const RnnOneOmpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// C = beta C for an empty product (k = 0): BLAS refuses its leading
+// dimensions then.
+template <class T>
+bool empty_product(int64_t m, int64_t n, int64_t k, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return true;
+  if (k > 0) return false;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+  }
+  return true;
+}
+
+// C = op(A) op(B) + beta C, row-major.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (empty_product(m, n, k, beta, c, ldc)) return;
+  if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) ==
+      dnnl_success) {
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  if (empty_product(m, n, k, beta, c, ldc)) return;
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+// The pointwise passes of sig_tanh, compiled for the host's SIMD level
+// (simd.hpp), branch-free so that they vectorise.
+template <class T>
+struct RnnActArgument {  // t = -s |x|
+  [[gnu::always_inline]] static void run(const T* x, T* t, int64_t n, T s) {
+    for (int64_t j = 0; j < n; ++j) t[j] = -s * std::fabs(x[j]);
+  }
+};
+template <class T>
+struct RnnSigmoidFromExpm1 {  // (x >= 0 ? 1 : 1 + m) / (2 + m)
+  [[gnu::always_inline]] static void run(const T* x, const T* m, T* y, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T negative = static_cast<T>(x[j] < T(0));
+      y[j] = (T(1) + negative * m[j]) / (T(2) + m[j]);
+    }
+  }
+};
+template <class T>
+struct RnnTanhFromExpm1 {  // sign(x) * -m / (2 + m)
+  [[gnu::always_inline]] static void run(const T* x, const T* m, T* y, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) y[j] = std::copysign(-m[j] / (T(2) + m[j]), x[j]);
+  }
+};
+
+// y = sigmoid(x), or tanh(x) for columns in [tanh_begin, tanh_end), over a
+// (rows, cols) block; one vector expm1 over the block: with m = expm1(-s |x|)
+// (s = 1 for sigmoid, 2 for tanh), sigmoid(x) = (x >= 0 ? 1 : 1 + m) / (2 + m)
+// and tanh(|x|) = -m / (2 + m), both without cancellation. tmp holds
+// rows * cols values.
+template <class T>
+void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t cols,
+              int64_t tanh_begin, int64_t tanh_end, T* tmp) {
+  // The column segments: sigmoid, tanh, sigmoid (some empty).
+  const int64_t edges[4] = {0, tanh_begin, tanh_end, cols};
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int s = 0; s < 3; ++s) {
+      const int64_t j0 = edges[s], n = edges[s + 1] - j0;
+      if (n > 0) {
+        simd_call<RnnActArgument<T>>(x + r * ldx + j0, tmp + r * cols + j0, n,
+                                     T(s == 1 ? 2 : 1));
+      }
+    }
+  }
+  vmath(VecFn::expm1, tmp, tmp, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int s = 0; s < 3; ++s) {
+      const int64_t j0 = edges[s], n = edges[s + 1] - j0;
+      if (n <= 0) continue;
+      const T* xs = x + r * ldx + j0;
+      const T* ms = tmp + r * cols + j0;
+      T* ys = y + r * ldy + j0;
+      if (s == 1) {
+        simd_call<RnnTanhFromExpm1<T>>(xs, ms, ys, n);
+      } else {
+        simd_call<RnnSigmoidFromExpm1<T>>(xs, ms, ys, n);
+      }
+    }
+  }
+}
+
+// The pointwise backward of one row of an LSTM step (SIMD, simd.hpp): the
+// gates i, f, c~, o and tanh(c) (H each); g, gc the cotangents of the new h
+// and c; cp the previous c. Writes the gate inputs' cotangents di, df, dg,
+// dout and adds the previous c's to dc.
+template <class T>
+struct RnnLstmCellGrad {
+  [[gnu::always_inline]] static void run(const T* __restrict ig, const T* __restrict fg,
+                                         const T* __restrict cg, const T* __restrict og,
+                                         const T* __restrict tc, const T* __restrict g,
+                                         const T* __restrict gc, const T* __restrict cp,
+                                         T* __restrict di, T* __restrict df, T* __restrict dg,
+                                         T* __restrict dout, T* __restrict dc, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T dct = gc[j] + g[j] * og[j] * (T(1) - tc[j] * tc[j]);
+      di[j] = dct * cg[j] * ig[j] * (T(1) - ig[j]);
+      df[j] = dct * cp[j] * fg[j] * (T(1) - fg[j]);
+      dg[j] = dct * ig[j] * (T(1) - cg[j] * cg[j]);
+      dout[j] = g[j] * tc[j] * og[j] * (T(1) - og[j]);
+      dc[j] += dct * fg[j];
+    }
+  }
+};
+
+// The same for a GRU step (reset after): the gates z, r, h~ and hu, the
+// candidate's block of h U + rb; hp the previous h. Writes the gate inputs'
+// cotangents dz, dr, dhh, those of h U + rb qz, qr, qh, and adds g z to dh.
+template <class T>
+struct RnnGruCellGrad {
+  [[gnu::always_inline]] static void run(const T* __restrict zg, const T* __restrict rg,
+                                         const T* __restrict hh, const T* __restrict hu,
+                                         const T* __restrict g, const T* __restrict hp,
+                                         T* __restrict dz, T* __restrict dr, T* __restrict dhh,
+                                         T* __restrict qz, T* __restrict qr, T* __restrict qh,
+                                         T* __restrict dh, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T dzg = g[j] * (hp[j] - hh[j]) * zg[j] * (T(1) - zg[j]);
+      const T dah = g[j] * (T(1) - zg[j]) * (T(1) - hh[j] * hh[j]);
+      const T drg = dah * hu[j] * rg[j] * (T(1) - rg[j]);
+      dz[j] = dzg;
+      qz[j] = dzg;
+      dr[j] = drg;
+      qr[j] = drg;
+      dhh[j] = dah;
+      qh[j] = dah * rg[j];
+      dh[j] += g[j] * zg[j];
+    }
+  }
+};
+
+template <class T>
+bool keeps(const RnnProblem& p, int64_t b, int64_t t) {
+  return p.mask == nullptr || p.mask[b * p.steps + t] != 0;
+}
+
+}  // namespace
+
+
+void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  RnnOneOmpThread one_thread;
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <class T>
+void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const T* u,
+                 const T* rb, const T* h0, const T* c0, T* hs, T* cs, T* acts) {
+  const int64_t B = p.batch, S = p.steps, H = p.units, R = b1 - b0;
+  const int64_t GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
+  const int64_t BH = B * H;
+  if (R <= 0) return;
+  RnnOneOmpThread one_thread;
+  std::vector<T> pre(R * GH), tmp(R * GH);
+  // Row b of a (T + 1 or T, B, width) array at step k.
+  auto state = [&](T* base, int64_t k) { return base + k * BH + b0 * H; };
+  if (h0) {
+    std::memcpy(state(hs, 0), h0 + b0 * H, sizeof(T) * R * H);
+  } else {
+    std::fill(state(hs, 0), state(hs, 0) + R * H, T(0));
+  }
+  if (cs) {
+    if (c0) {
+      std::memcpy(state(cs, 0), c0 + b0 * H, sizeof(T) * R * H);
+    } else {
+      std::fill(state(cs, 0), state(cs, 0) + R * H, T(0));
+    }
+  }
+  for (int64_t k = 0; k < S; ++k) {
+    const int64_t t = p.go_backwards ? S - 1 - k : k;
+    const T* hp = state(hs, k);
+    T* hn = state(hs, k + 1);
+    T* a = acts + k * B * A + b0 * A;
+    // Row i (batch row b0 + i) of this step's input projection.
+    auto x = [&](int64_t i) { return xw + (i * S + t) * GH; };
+    // pre = h U (the first two gates' columns only when r * h comes first)
+    if (p.cell == RnnCell::gru_before) {
+      gemm(false, false, R, 2 * H, H, hp, H, u, GH, T(0), pre.data(), GH);
+    } else {
+      gemm(false, false, R, GH, H, hp, H, u, GH, T(0), pre.data(), GH);
+    }
+    if (rb) {
+      for (int64_t i = 0; i < R; ++i) {
+        for (int64_t j = 0; j < GH; ++j) pre[i * GH + j] += rb[j];
+      }
+    }
+    switch (p.cell) {
+      case RnnCell::simple:
+      case RnnCell::lstm: {
+        for (int64_t i = 0; i < R; ++i) {
+          const T* xr = x(i);
+          T* r = pre.data() + i * GH;
+          for (int64_t j = 0; j < GH; ++j) r[j] += xr[j];
+        }
+        if (p.cell == RnnCell::simple) {
+          sig_tanh(pre.data(), GH, a, A, R, H, int64_t{0}, H, tmp.data());
+          for (int64_t i = 0; i < R; ++i) {
+            const bool keep = keeps<T>(p, b0 + i, t);
+            std::memcpy(hn + i * H, keep ? a + i * A : hp + i * H, sizeof(T) * H);
+          }
+          break;
+        }
+        sig_tanh(pre.data(), GH, a, A, R, GH, 2 * H, 3 * H, tmp.data());
+        const T* cp = state(cs, k);
+        T* cn = state(cs, k + 1);
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          for (int64_t j = 0; j < H; ++j) {
+            cn[i * H + j] = ar[H + j] * cp[i * H + j] + ar[j] * ar[2 * H + j];
+          }
+        }
+        sig_tanh(cn, H, a + 4 * H, A, R, H, int64_t{0}, H, tmp.data());
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          if (keeps<T>(p, b0 + i, t)) {
+            for (int64_t j = 0; j < H; ++j) hn[i * H + j] = ar[3 * H + j] * ar[4 * H + j];
+          } else {
+            std::memcpy(hn + i * H, hp + i * H, sizeof(T) * H);
+            std::memcpy(cn + i * H, cp + i * H, sizeof(T) * H);
+          }
+        }
+        break;
+      }
+      case RnnCell::gru:
+      case RnnCell::gru_before: {
+        for (int64_t i = 0; i < R; ++i) {
+          const T* xr = x(i);
+          T* r = pre.data() + i * GH;
+          for (int64_t j = 0; j < 2 * H; ++j) r[j] += xr[j];
+        }
+        sig_tanh(pre.data(), GH, a, A, R, 2 * H, int64_t{0}, int64_t{0}, tmp.data());
+        if (p.cell == RnnCell::gru) {
+          for (int64_t i = 0; i < R; ++i) {
+            const T* xr = x(i) + 2 * H;
+            T* r = pre.data() + i * GH + 2 * H;
+            const T* gate = a + i * A + H;
+            T* hu = a + i * A + 3 * H;
+            for (int64_t j = 0; j < H; ++j) {
+              hu[j] = r[j];
+              r[j] = xr[j] + gate[j] * r[j];
+            }
+          }
+        } else {
+          for (int64_t i = 0; i < R; ++i) {
+            const T* gate = a + i * A + H;
+            T* rh = a + i * A + 3 * H;
+            for (int64_t j = 0; j < H; ++j) rh[j] = gate[j] * hp[i * H + j];
+          }
+          gemm(false, false, R, H, H, a + 3 * H, A, u + 2 * H, GH, T(0), pre.data() + 2 * H, GH);
+          for (int64_t i = 0; i < R; ++i) {
+            const T* xr = x(i) + 2 * H;
+            T* r = pre.data() + i * GH + 2 * H;
+            for (int64_t j = 0; j < H; ++j) r[j] += xr[j];
+          }
+        }
+        sig_tanh(pre.data() + 2 * H, GH, a + 2 * H, A, R, H, int64_t{0}, H, tmp.data());
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          if (keeps<T>(p, b0 + i, t)) {
+            for (int64_t j = 0; j < H; ++j) {
+              const T z = ar[j];
+              hn[i * H + j] = z * hp[i * H + j] + (T(1) - z) * ar[2 * H + j];
+            }
+          } else {
+            std::memcpy(hn + i * H, hp + i * H, sizeof(T) * H);
+          }
+        }
+        break;
+      }
+    }
+  }
+}
+
+template <class T>
+void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, const T* hs,
+                       const T* cs, const T* acts, const T* gout, bool sequences, const T* gh,
+                       const T* gc, T* dz, T* dhu, T* dxw, T* dh0, T* dc0) {
+  const int64_t B = p.batch, S = p.steps, H = p.units, R = b1 - b0;
+  const int64_t GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
+  const int64_t BH = B * H, RH = R * H;
+  if (R <= 0) return;
+  RnnOneOmpThread one_thread;
+  const bool lstm = p.cell == RnnCell::lstm;
+  // dh, dc: the cotangents carried to the previous step's states; dhn, dcn:
+  // those reaching this step's new states through the cell.
+  std::vector<T> dh(RH, T(0)), dc(lstm ? RH : 0, T(0)), dhn(RH), dcn(lstm ? RH : 0), drh(RH);
+  // U^T (G H, H): the products with it as the right operand, untransposed,
+  // run about four times faster than with U read transposed (oneDNN).
+  std::vector<T> ut(GH * H);
+  for (int64_t r = 0; r < H; ++r) {
+    for (int64_t j = 0; j < GH; ++j) ut[j * H + r] = u[r * GH + j];
+  }
+  if (gh) std::memcpy(dh.data(), gh + b0 * H, sizeof(T) * RH);
+  if (gc && lstm) std::memcpy(dc.data(), gc + b0 * H, sizeof(T) * RH);
+  for (int64_t k = S - 1; k >= 0; --k) {
+    const int64_t t = p.go_backwards ? S - 1 - k : k;
+    const T* hp = hs + k * BH + b0 * H;
+    const T* a = acts + k * B * A + b0 * A;
+    T* d = dz + k * B * GH + b0 * GH;
+    // A kept row's carried cotangents (with this step's output's) go through
+    // the cell; a masked row's pass to the previous states.
+    for (int64_t i = 0; i < R; ++i) {
+      const int64_t b = b0 + i;
+      const T* go = nullptr;
+      if (gout && sequences) go = gout + (b * S + k) * H;
+      if (gout && !sequences && k == S - 1) go = gout + b * H;
+      T* dhr = dh.data() + i * H;
+      T* dnr = dhn.data() + i * H;
+      if (keeps<T>(p, b, t)) {
+        for (int64_t j = 0; j < H; ++j) dnr[j] = dhr[j] + (go ? go[j] : T(0));
+        std::fill(dhr, dhr + H, T(0));
+        if (lstm) {
+          std::memcpy(dcn.data() + i * H, dc.data() + i * H, sizeof(T) * H);
+          std::fill(dc.data() + i * H, dc.data() + (i + 1) * H, T(0));
+        }
+      } else {
+        std::fill(dnr, dnr + H, T(0));
+        if (go && !p.zero_output_for_mask) {
+          for (int64_t j = 0; j < H; ++j) dhr[j] += go[j];
+        }
+        if (lstm) std::fill(dcn.data() + i * H, dcn.data() + (i + 1) * H, T(0));
+      }
+    }
+    switch (p.cell) {
+      case RnnCell::simple:
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          const T* g = dhn.data() + i * H;
+          T* dr = d + i * GH;
+          for (int64_t j = 0; j < H; ++j) dr[j] = g[j] * (T(1) - ar[j] * ar[j]);
+        }
+        gemm(false, false, R, H, GH, d, GH, ut.data(), H, T(1), dh.data(), H);
+        break;
+      case RnnCell::lstm: {
+        const T* cp = cs + k * BH + b0 * H;
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          T* dr = d + i * GH;
+          simd_call<RnnLstmCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H, ar + 4 * H,
+                                        static_cast<const T*>(dhn.data() + i * H),
+                                        static_cast<const T*>(dcn.data() + i * H), cp + i * H, dr,
+                                        dr + H, dr + 2 * H, dr + 3 * H, dc.data() + i * H, H);
+        }
+        gemm(false, false, R, H, GH, d, GH, ut.data(), H, T(1), dh.data(), H);
+        break;
+      }
+      case RnnCell::gru: {
+        T* dq = dhu + k * B * GH + b0 * GH;
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          T* dr = d + i * GH;
+          T* qr = dq + i * GH;
+          simd_call<RnnGruCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H,
+                                       static_cast<const T*>(dhn.data() + i * H), hp + i * H, dr,
+                                       dr + H, dr + 2 * H, qr, qr + H, qr + 2 * H,
+                                       dh.data() + i * H, H);
+        }
+        gemm(false, false, R, H, GH, dq, GH, ut.data(), H, T(1), dh.data(), H);
+        break;
+      }
+      case RnnCell::gru_before: {
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          const T* g = dhn.data() + i * H;
+          const T* hpr = hp + i * H;
+          T* dr = d + i * GH;
+          for (int64_t j = 0; j < H; ++j) {
+            const T z = ar[j], hh = ar[2 * H + j];
+            dr[j] = g[j] * (hpr[j] - hh) * z * (T(1) - z);
+            dr[2 * H + j] = g[j] * (T(1) - z) * (T(1) - hh * hh);
+          }
+        }
+        // d(r * h) = dh~ U_h^T
+        gemm(false, false, R, H, H, d + 2 * H, GH, ut.data() + 2 * H * H, H, T(0), drh.data(), H);
+        for (int64_t i = 0; i < R; ++i) {
+          const T* ar = a + i * A;
+          const T* g = dhn.data() + i * H;
+          const T* hpr = hp + i * H;
+          const T* drr = drh.data() + i * H;
+          T* dhr = dh.data() + i * H;
+          T* dr = d + i * GH;
+          for (int64_t j = 0; j < H; ++j) {
+            const T z = ar[j], r = ar[H + j];
+            dr[H + j] = drr[j] * hpr[j] * r * (T(1) - r);
+            dhr[j] += drr[j] * r + g[j] * z;
+          }
+        }
+        gemm(false, false, R, H, 2 * H, d, GH, ut.data(), H, T(1), dh.data(), H);
+        break;
+      }
+    }
+  }
+  for (int64_t k = 0; k < S; ++k) {
+    const int64_t t = p.go_backwards ? S - 1 - k : k;
+    for (int64_t b = b0; b < b1; ++b) {
+      std::memcpy(dxw + (b * S + t) * GH, dz + (k * B + b) * GH, sizeof(T) * GH);
+    }
+  }
+  std::memcpy(dh0 + b0 * H, dh.data(), sizeof(T) * RH);
+  if (dc0 && lstm) std::memcpy(dc0 + b0 * H, dc.data(), sizeof(T) * RH);
+}
+
+template <class T>
+void rnn_backward_weights(const RnnProblem& p, int64_t j0, int64_t j1, const T* hs,
+                          const T* acts, const T* dz, const T* dhu, T* du, T* drb) {
+  const int64_t H = p.units, GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
+  const int64_t n = p.steps * p.batch;  // every (step, row) pair, one product
+  if (j1 <= j0) return;
+  RnnOneOmpThread one_thread;
+  if (p.cell == RnnCell::gru_before) {
+    // columns of z and r against h, of the candidate against r * h
+    const int64_t split = std::min(std::max(j0, 2 * H), j1);
+    gemm(true, false, H, split - j0, n, hs, H, dz + j0, GH, T(0), du + j0, GH);
+    gemm(true, false, H, j1 - split, n, acts + 3 * H, A, dz + split, GH, T(0), du + split, GH);
+    return;
+  }
+  const T* dq = p.cell == RnnCell::gru ? dhu : dz;
+  gemm(true, false, H, j1 - j0, n, hs, H, dq + j0, GH, T(0), du + j0, GH);
+  if (drb) {
+    std::fill(drb + j0, drb + j1, T(0));
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = j0; j < j1; ++j) drb[j] += dq[r * GH + j];
+    }
+  }
+}
+
+template void rnn_forward<float>(const RnnProblem&, int64_t, int64_t, const float*, const float*,
+                                 const float*, const float*, const float*, float*, float*,
+                                 float*);
+template void rnn_forward<double>(const RnnProblem&, int64_t, int64_t, const double*,
+                                  const double*, const double*, const double*, const double*,
+                                  double*, double*, double*);
+template void rnn_backward_rows<float>(const RnnProblem&, int64_t, int64_t, const float*,
+                                       const float*, const float*, const float*, const float*,
+                                       bool, const float*, const float*, float*, float*, float*,
+                                       float*, float*);
+template void rnn_backward_rows<double>(const RnnProblem&, int64_t, int64_t, const double*,
+                                        const double*, const double*, const double*,
+                                        const double*, bool, const double*, const double*,
+                                        double*, double*, double*, double*, double*);
+template void rnn_backward_weights<float>(const RnnProblem&, int64_t, int64_t, const float*,
+                                          const float*, const float*, const float*, float*,
+                                          float*);
+template void rnn_backward_weights<double>(const RnnProblem&, int64_t, int64_t, const double*,
+                                           const double*, const double*, const double*, double*,
+                                           double*);
+
+}  // namespace tessera::kernels
