@@ -1225,10 +1225,16 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if rng is not None and isinstance(target, ast.Name):
             start, stop, step, sign = rng
             parallel = self.is_prange_call(iter_node)
-            if parallel:
+            if parallel and not self.inside_loop(node):
+                # Bounds that are not int literals are checked (an inner
+                # prange runs as range: a check there, an assert, would keep
+                # the enclosing loop off the fast path).
+                a = iter_node.args
+                nodes = [None, a[0], None] if len(a) == 1 else [a[0], a[1], (a[2:] or [None])[0]]
                 start, stop, step = (
-                    v if re.fullmatch(r"-?\d+", v) else self.inline("range_int", v, label="prange")
-                    for v in (start, stop, step)
+                    v if a is None or isinstance(_constant_number(a), int)
+                    else self.inline("range_int", v, label="prange")
+                    for v, a in zip((start, stop, step), nodes)
                 )
             k, e = self.b.tmp("k"), self.b.tmp("e")
             setup.append(f"define({k}, {start})")
@@ -1259,6 +1265,14 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         setup.append(f"define({n}, {source.length()})")
         head = self.assign_text(target, source.elem(k)) + [f"define({k}, {k} + 1)"]
         return setup + [f"while({k} < {n}, {self.block(head + make_body())})"]
+
+    def inside_loop(self, node) -> bool:
+        """True when the statement ``node`` is inside a loop of the function."""
+        return any(
+            p is not node and isinstance(p, (ast.For, ast.While)) and
+            any(q is node for q in ast.walk(p))
+            for p in ast.walk(self.node)
+        )
 
     def is_prange_call(self, node) -> bool:
         """A call of tessera.prange (a parallel loop's range)."""

@@ -14,6 +14,7 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
@@ -418,6 +419,7 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     std::vector<uint64_t> counts;
     Reg last;
     int32_t status = -1;  // not run
+    std::thread::id thread;
   };
   std::vector<Chunk> ch(static_cast<size_t>(chunks));
   // 1: a chunk stopped (the loop goes sequential); 2: Ctrl-C.
@@ -425,6 +427,7 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
   auto run_chunk = [&](int64_t c) {
     if (stop.load(std::memory_order_relaxed)) return;
     Chunk& x = ch[static_cast<size_t>(c)];
+    x.thread = std::this_thread::get_id();
     x.regs = start;
     x.assigned = st.assigned;
     x.counts.assign(st.counts.size(), 0);
@@ -519,9 +522,13 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
   }
   st.regs = std::move(regs);
   last = ch.back().last;
-  if (fast_loops_debug())
-    std::fprintf(stderr, "[fast loops] %s: prange ran %lld turns in %lld chunks\n", where.c_str(),
-                 static_cast<long long>(turns), static_cast<long long>(chunks));
+  if (fast_loops_debug()) {
+    std::set<std::thread::id> threads;
+    for (const Chunk& x : ch) threads.insert(x.thread);
+    std::fprintf(stderr, "[fast loops] %s: prange ran %lld turns in %lld chunks on %zu threads\n",
+                 where.c_str(), static_cast<long long>(turns), static_cast<long long>(chunks),
+                 threads.size());
+  }
   return Parallel::done;
 }
 
