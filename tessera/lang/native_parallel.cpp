@@ -11,15 +11,21 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/parallel.hpp"
+#include "tessera/runtime/scheduler.hpp"
 
 namespace tessera {
 
@@ -37,6 +43,11 @@ struct ParallelPlan {
   std::vector<Reduction> reductions;
   std::vector<int> written;     // array registers whose elements the body writes
   bool writes_unknown = false;  // a write through an expression: every array is kept
+  int target = -1;              // the loop's variable (i = k at each turn's start)
+  // Every element write's first index is the loop's variable: turn i writes
+  // only row i of the arrays written (so a chunk keeps only its own rows).
+  bool rows_owned = true;
+  std::vector<std::pair<int, int>> row_writes;  // (array register, first index register)
 };
 
 namespace {
@@ -169,10 +180,15 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
         f.refuse = "np.random.random() draws from one stream, in the order of the turns";
       return;
     case Op::SetItem:
+      // setitem(x, value, indices...)
       if (!n.kids.empty() && n.kids[0].op == Op::Var && im.vars[n.kids[0].reg].depth >= 0)
         plan.written.push_back(n.kids[0].reg);
       else
         plan.writes_unknown = true;
+      if (n.kids.size() >= 3 && n.kids[2].op == Op::Var && n.kids[0].op == Op::Var)
+        plan.row_writes.push_back({n.kids[0].reg, n.kids[2].reg});
+      else
+        plan.rows_owned = false;
       break;
     default:
       break;
@@ -286,6 +302,80 @@ bool combine(Reg& acc, const Reg& p, ReduceOp op) {
   return true;
 }
 
+// Copies row `r` (axis 0) of the array `e` into `out` (save) or back from
+// it (restore), element by element through its strides.
+void copy_row(const ArrEntry& e, int64_t r, std::vector<char>& out, size_t& at, bool save) {
+  const size_t esz = dtype_size(e.dt);
+  for (int d = 1; d < e.nd; ++d)
+    if (e.shape[d] == 0) return;
+  int64_t idx[kMaxDims] = {};
+  char* row = e.base + r * e.strides[0] * static_cast<int64_t>(esz);
+  for (;;) {
+    char* p = row;
+    for (int d = 1; d < e.nd; ++d) p += idx[d] * e.strides[d] * static_cast<int64_t>(esz);
+    if (save) {
+      out.insert(out.end(), p, p + esz);
+    } else {
+      std::memcpy(p, out.data() + at, esz);
+    }
+    at += esz;
+    int d = e.nd - 1;
+    for (; d >= 1; --d) {
+      if (++idx[d] < e.shape[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 1) return;
+  }
+}
+
+// Runs body(0) ... body(n - 1) on the workers, one chunk per claim (not in
+// parallel_for's tiles of several chunks: a chunk is the unit of load
+// balance, and on a loaded machine the caller then waits at the end only for
+// the chunk a descheduled helper holds). The caller takes chunks itself.
+void run_chunks(int64_t n, const std::function<void(int64_t)>& body) {
+  check_interrupt();
+  if (n <= 1 || num_threads() == 1) {
+    for (int64_t c = 0; c < n; ++c) body(c);
+    return;
+  }
+  if (in_worker()) {
+    oneapi::tbb::parallel_for(
+        oneapi::tbb::blocked_range<int64_t>(0, n, 1),
+        [&](const oneapi::tbb::blocked_range<int64_t>& r) {
+          for (int64_t c = r.begin(); c != r.end(); ++c) body(c);
+        },
+        oneapi::tbb::simple_partitioner());
+    return;
+  }
+  struct Shared {
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+    std::mutex mutex;
+    std::exception_ptr error;
+  };
+  auto shared = std::make_shared<Shared>();
+  // A helper holds the shared state; it calls `body` only for a chunk it
+  // claimed, and this thread returns only when every chunk is done.
+  auto work = [n, &body](Shared& sh) {
+    for (;;) {
+      const int64_t c = sh.next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n) return;
+      try {
+        body(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(sh.mutex);
+        if (!sh.error) sh.error = std::current_exception();
+      }
+      sh.done.fetch_add(1, std::memory_order_release);
+    }
+  };
+  const int64_t helpers = std::min<int64_t>(n - 1, num_threads() - 1);
+  for (int64_t h = 0; h < helpers; ++h) spawn([shared, work] { work(*shared); });
+  work(*shared);
+  while (shared->done.load(std::memory_order_acquire) < n) std::this_thread::yield();
+  if (shared->error) std::rethrow_exception(shared->error);
+}
+
 }  // namespace
 
 void FastLoop::Impl::name_reg(int r, const std::string& name) {
@@ -321,6 +411,9 @@ void FastLoop::Impl::plan_parallel() {
   }
   if (!stepped || (plan->step > 0) != (cond.fast == Fast::lt))
     return refuse("its step is not a constant");
+  if (body.kids[0].op == Op::Assign && body.kids[0].kids[0].op == Op::Var &&
+      body.kids[0].kids[0].reg == k)
+    plan->target = body.kids[0].reg;
   const size_t n = vars.size();
   BodyFacts f;
   f.exposed.assign(n, 0);
@@ -349,6 +442,9 @@ void FastLoop::Impl::plan_parallel() {
                     "s = min(s, e), s = max(s, e))");
     plan->reductions.push_back({ri, static_cast<ReduceOp>(f.op[r])});
   }
+  if (plan->target < 0 || f.assigns[plan->target] != 1) plan->rows_owned = false;
+  for (const auto& [arr, idx] : plan->row_writes)
+    if (idx != plan->target) plan->rows_owned = false;
   std::sort(plan->written.begin(), plan->written.end());
   plan->written.erase(std::unique(plan->written.begin(), plan->written.end()),
                       plan->written.end());
@@ -398,9 +494,26 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
   } else {
     for (int r : p.written) keep(st.regs[r]);
   }
+  // Each chunk keeps the rows it will write when every write's first index
+  // is the loop's variable, that variable stays in [0, rows) and no two
+  // arrays written share a buffer; otherwise the arrays are copied whole.
+  bool by_rows = p.rows_owned && !p.writes_unknown;
+  if (by_rows) {
+    const int64_t first = k0.i, last_row = counter_at(turns - 1);
+    for (size_t i = 0; i < kept.size() && by_rows; ++i) {
+      const ArrEntry& e = st.arrays[kept[i]];
+      if (e.nd < 1 || e.nd > kMaxDims || std::min(first, last_row) < 0 ||
+          std::max(first, last_row) >= e.shape[0])
+        by_rows = false;
+      for (size_t j = 0; j < i && by_rows; ++j)
+        if (st.arrays[kept[j]].array.shares_storage(e.array)) by_rows = false;
+    }
+  }
   std::vector<Array> before;
-  before.reserve(kept.size());
-  for (int32_t a : kept) before.push_back(st.arrays[a].array.copy());
+  if (!by_rows) {
+    before.reserve(kept.size());
+    for (int32_t a : kept) before.push_back(st.arrays[a].array.copy());
+  }
 
   std::vector<NativeArray> arrs(st.regs.size());
   for (size_t r = 0; r < st.regs.size(); ++r) {
@@ -418,6 +531,7 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     std::vector<uint8_t> assigned;
     std::vector<uint64_t> counts;
     Reg last;
+    std::vector<char> rows;  // the old bytes of its rows of the arrays kept (by_rows)
     int32_t status = -1;  // not run
     std::thread::id thread;
   };
@@ -433,6 +547,11 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     x.counts.assign(st.counts.size(), 0);
     x.regs[p.counter].i = counter_at(turns * c / chunks);
     x.regs[p.end].i = c + 1 == chunks ? end.i : counter_at(turns * (c + 1) / chunks);
+    if (by_rows) {
+      size_t at = 0;
+      for (int64_t t = turns * c / chunks; t < turns * (c + 1) / chunks; ++t)
+        for (int32_t a : kept) copy_row(st.arrays[a], counter_at(t), x.rows, at, true);
+    }
     NativeLog log;
     log.entries.resize(256);
     NativeCtx ctx;
@@ -474,9 +593,7 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     }
   };
   try {
-    parallel_for(chunks, 1e9, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) run_chunk(c);
-    });
+    run_chunks(chunks, run_chunk);
   } catch (const Interrupted&) {
     stop.store(2, std::memory_order_relaxed);
   } catch (...) {
@@ -504,7 +621,17 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     }
   }
   if (!ok) {
-    for (size_t i = 0; i < kept.size(); ++i) st.arrays[kept[i]].array.assign(before[i]);
+    if (by_rows) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        Chunk& x = ch[static_cast<size_t>(c)];
+        if (x.status == -1) continue;
+        size_t at = 0;
+        for (int64_t t = turns * c / chunks; t < turns * (c + 1) / chunks; ++t)
+          for (int32_t a : kept) copy_row(st.arrays[a], counter_at(t), x.rows, at, false);
+      }
+    } else {
+      for (size_t i = 0; i < kept.size(); ++i) st.arrays[kept[i]].array.assign(before[i]);
+    }
     if (fast_loops_debug()) {
       int32_t why = kNativeDone;
       for (const Chunk& x : ch)

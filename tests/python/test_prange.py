@@ -136,6 +136,12 @@ def shifted(x, n):
     return x
 
 
+def rows_error(out, src):
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = src[i * out.shape[1] + j] * 2.0  # the row's IndexError
+
+
 def carried(x):
     s = 0.0
     for i in prange(x.shape[0]):
@@ -250,6 +256,21 @@ def test_index_error_in_a_chunk_is_ranges(threads):
     np.testing.assert_array_equal(x, want)
 
 
+def test_index_error_in_a_chunk_of_row_writes(threads):
+    # Each chunk keeps its own rows: the rows past the failing turn are put
+    # back, the failing row keeps the elements written before the error.
+    line = line_of(rows_error, "the row's IndexError")
+    src = np.arange(7 * 50 - 13.0)
+    out = np.full((50, 7), -1.0)
+    with pytest.raises(IndexError) as err:
+        tessera.jit(rows_error)(out, src)
+    assert f"test_prange.py:{line}" in str(err.value)
+    want = np.full((50, 7), -1.0)
+    with pytest.raises(IndexError):
+        rows_error(want, src)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_float_stop_is_ranges_type_error():
     line = line_of(float_stop, "the TypeError's line")
     with pytest.raises(TypeError) as err:
@@ -302,6 +323,11 @@ CHILD = textwrap.dedent(
             s = s * 0.5 + x[i]
         return s
 
+    def shifted(x, n):
+        for i in prange(n):
+            x[i + 1] = x[i] * 0.0 + i
+        return x
+
     def spin(x):
         s = 0.0
         for i in prange(10**15):
@@ -321,6 +347,11 @@ CHILD = textwrap.dedent(
     else:
         x = np.arange(1000.0)
         print(tessera.jit(psum)(x), tessera.jit(carried)(x), flush=True)
+        y = x.copy()
+        try:
+            tessera.jit(shifted)(y, 1000)
+        except IndexError as e:
+            print(y[:3], y[-2:], flush=True)
     """
 )
 
@@ -335,6 +366,8 @@ def test_debug_says_parallel_or_why_not(tmp_path):
     assert r.stdout.split()[0] == "499500.0"
     assert "prange ran 999 turns in 64 chunks" in r.stderr, r.stderr
     assert "prange runs as range: 's' is carried from one turn to the next" in r.stderr, r.stderr
+    assert "a chunk of the prange loop returned" in r.stderr, r.stderr
+    assert r.stdout.splitlines()[1] == "[0. 0. 1.] [997. 998.]"
     # TESSERA_NATIVE=0: the same values, as range, said so.
     env["TESSERA_NATIVE"] = "0"
     env["TESSERA_FAST_LOOPS"] = "debug"
