@@ -306,10 +306,25 @@ bool combine(Reg& acc, const Reg& p, ReduceOp op) {
 // it (restore), element by element through its strides.
 void copy_row(const ArrEntry& e, int64_t r, std::vector<char>& out, size_t& at, bool save) {
   const size_t esz = dtype_size(e.dt);
-  for (int d = 1; d < e.nd; ++d)
-    if (e.shape[d] == 0) return;
+  int64_t count = 1;
+  bool dense = true;  // the row's elements are one block (C order after axis 0)
+  for (int d = e.nd - 1; d >= 1; --d) {
+    if (e.strides[d] != count) dense = false;
+    count *= e.shape[d];
+  }
+  if (count == 0) return;
   int64_t idx[kMaxDims] = {};
   char* row = e.base + r * e.strides[0] * static_cast<int64_t>(esz);
+  if (dense) {
+    const size_t bytes = static_cast<size_t>(count) * esz;
+    if (save) {
+      out.insert(out.end(), row, row + bytes);
+    } else {
+      std::memcpy(row, out.data() + at, bytes);
+    }
+    at += bytes;
+    return;
+  }
   for (;;) {
     char* p = row;
     for (int d = 1; d < e.nd; ++d) p += idx[d] * e.strides[d] * static_cast<int64_t>(esz);
@@ -638,8 +653,9 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
         if (x.status != kNativeDone && x.status != -1) why = x.status;
       std::fprintf(stderr,
                    "[fast loops] %s: a chunk of the prange loop returned %d: its arrays put "
-                   "back, the loop runs as range\n",
-                   where.c_str(), static_cast<int>(why));
+                   "back (%s), the loop runs as range\n",
+                   where.c_str(), static_cast<int>(why),
+                   by_rows ? "each chunk's rows" : "copied whole");
     }
     return Parallel::serial;
   }

@@ -132,14 +132,14 @@ def stepped(out):
 
 def shifted(x, n):
     for i in prange(n):
-        x[i + 1] = x[i] * 0.0 + i  # the IndexError's line
+        x[i + 1] = x[i + 1] * 3.0 + i  # the IndexError's line
     return x
 
 
-def rows_error(out, src):
+def rows_error(out, src, offs):
     for i in prange(out.shape[0]):
         for j in range(out.shape[1]):
-            out[i, j] = src[i * out.shape[1] + j] * 2.0  # the row's IndexError
+            out[i, j] = out[i, j] * 3.0 + src[offs[i] + j] + i  # the row's IndexError
 
 
 def carried(x):
@@ -256,19 +256,31 @@ def test_index_error_in_a_chunk_is_ranges(threads):
     np.testing.assert_array_equal(x, want)
 
 
-def test_index_error_in_a_chunk_of_row_writes(threads):
-    # Each chunk keeps its own rows: the rows past the failing turn are put
-    # back, the failing row keeps the elements written before the error.
+@pytest.mark.parametrize("layout", ["C", "strided", "F"])
+def test_index_error_in_a_chunk_of_row_writes(threads, layout):
+    # Each chunk keeps its own rows: every chunk's rows are put back (the
+    # turns before the failing one are redone: written twice, their elements
+    # would be tripled twice), the failing row keeps the elements written
+    # before the error.
     line = line_of(rows_error, "the row's IndexError")
-    src = np.arange(7 * 50 - 13.0)
-    out = np.full((50, 7), -1.0)
+    src = np.arange(20.0)
+    offs = np.zeros(50, dtype=np.int64)
+    offs[25] = 17  # row 25 fails at j == 3; the rows after it are fine
+
+    def make():
+        if layout == "strided":
+            return np.full((50, 14), -1.0)[:, ::2]
+        return np.full((50, 7), -1.0, order=layout)
+
+    out = make()
     with pytest.raises(IndexError) as err:
-        tessera.jit(rows_error)(out, src)
+        tessera.jit(rows_error)(out, src, offs)
     assert f"test_prange.py:{line}" in str(err.value)
-    want = np.full((50, 7), -1.0)
+    want = make()
     with pytest.raises(IndexError):
-        rows_error(want, src)
+        rows_error(want, src, offs)
     np.testing.assert_array_equal(out, want)
+    assert (want[26:] == -1.0).all() and (want[25, 3:] == -1.0).all()
 
 
 def test_float_stop_is_ranges_type_error():
@@ -325,7 +337,7 @@ CHILD = textwrap.dedent(
 
     def shifted(x, n):
         for i in prange(n):
-            x[i + 1] = x[i] * 0.0 + i
+            x[i + 1] = x[i + 1] * 3.0 + i
         return x
 
     def spin(x):
@@ -367,7 +379,7 @@ def test_debug_says_parallel_or_why_not(tmp_path):
     assert "prange ran 999 turns in 64 chunks" in r.stderr, r.stderr
     assert "prange runs as range: 's' is carried from one turn to the next" in r.stderr, r.stderr
     assert "a chunk of the prange loop returned" in r.stderr, r.stderr
-    assert r.stdout.splitlines()[1] == "[0. 0. 1.] [997. 998.]"
+    assert r.stdout.splitlines()[1] == "[0. 3. 7.] [3991. 3995.]"  # each written once
     # TESSERA_NATIVE=0: the same values, as range, said so.
     env["TESSERA_NATIVE"] = "0"
     env["TESSERA_FAST_LOOPS"] = "debug"
