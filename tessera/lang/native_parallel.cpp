@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -302,9 +303,16 @@ bool combine(Reg& acc, const Reg& p, ReduceOp op) {
   return true;
 }
 
-// Copies row `r` (axis 0) of the array `e` into `out` (save) or back from
-// it (restore), element by element through its strides.
-void copy_row(const ArrEntry& e, int64_t r, std::vector<char>& out, size_t& at, bool save) {
+// The bytes of one row (axis 0) of the array `e`.
+size_t row_bytes(const ArrEntry& e) {
+  int64_t count = 1;
+  for (int d = 1; d < e.nd; ++d) count *= e.shape[d];
+  return static_cast<size_t>(count) * dtype_size(e.dt);
+}
+
+// Copies row `r` of the array `e` to `buf + at` (save) or back from there
+// (restore), through its strides; `at` advances by the row's bytes.
+void copy_row(const ArrEntry& e, int64_t r, char* buf, size_t& at, bool save) {
   const size_t esz = dtype_size(e.dt);
   int64_t count = 1;
   bool dense = true;  // the row's elements are one block (C order after axis 0)
@@ -313,27 +321,21 @@ void copy_row(const ArrEntry& e, int64_t r, std::vector<char>& out, size_t& at, 
     count *= e.shape[d];
   }
   if (count == 0) return;
-  int64_t idx[kMaxDims] = {};
   char* row = e.base + r * e.strides[0] * static_cast<int64_t>(esz);
-  if (dense) {
-    const size_t bytes = static_cast<size_t>(count) * esz;
+  auto move = [&](char* p, size_t n) {
     if (save) {
-      out.insert(out.end(), row, row + bytes);
+      std::memcpy(buf + at, p, n);
     } else {
-      std::memcpy(row, out.data() + at, bytes);
+      std::memcpy(p, buf + at, n);
     }
-    at += bytes;
-    return;
-  }
+    at += n;
+  };
+  if (dense) return move(row, static_cast<size_t>(count) * esz);
+  int64_t idx[kMaxDims] = {};
   for (;;) {
     char* p = row;
     for (int d = 1; d < e.nd; ++d) p += idx[d] * e.strides[d] * static_cast<int64_t>(esz);
-    if (save) {
-      out.insert(out.end(), p, p + esz);
-    } else {
-      std::memcpy(p, out.data() + at, esz);
-    }
-    at += esz;
+    move(p, esz);
     int d = e.nd - 1;
     for (; d >= 1; --d) {
       if (++idx[d] < e.shape[d]) break;
@@ -342,6 +344,32 @@ void copy_row(const ArrEntry& e, int64_t r, std::vector<char>& out, size_t& at, 
     if (d < 1) return;
   }
 }
+
+// The rows' old bytes, kept from run to run on the calling thread (a fresh
+// buffer of many MB each run costs its page faults: 14 ms of 18 MB
+// measured); a run nested on the same thread takes a buffer of its own.
+struct RowBuffer {
+  std::vector<char> own;
+  std::vector<char>* buf;
+  bool* busy = nullptr;
+  explicit RowBuffer(size_t bytes) {
+    thread_local std::vector<char> cached;
+    thread_local bool in_use = false;
+    constexpr size_t kMaxCached = size_t{64} << 20;
+    if (!in_use && bytes <= kMaxCached) {
+      in_use = true;
+      busy = &in_use;
+      buf = &cached;
+    } else {
+      buf = &own;
+    }
+    if (buf->size() < bytes) buf->resize(bytes);
+  }
+  ~RowBuffer() {
+    if (busy) *busy = false;
+  }
+  char* data() { return buf->data(); }
+};
 
 // Runs body(0) ... body(n - 1) on the workers, one chunk per claim (not in
 // parallel_for's tiles of several chunks: a chunk is the unit of load
@@ -524,6 +552,11 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
         if (st.arrays[kept[j]].array.shares_storage(e.array)) by_rows = false;
     }
   }
+  size_t per_turn = 0;  // bytes of the rows one turn writes
+  if (by_rows)
+    for (int32_t a : kept) per_turn += row_bytes(st.arrays[a]);
+  std::unique_ptr<RowBuffer> rows;
+  if (by_rows) rows = std::make_unique<RowBuffer>(per_turn * static_cast<size_t>(turns));
   std::vector<Array> before;
   if (!by_rows) {
     before.reserve(kept.size());
@@ -546,7 +579,6 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     std::vector<uint8_t> assigned;
     std::vector<uint64_t> counts;
     Reg last;
-    std::vector<char> rows;  // the old bytes of its rows of the arrays kept (by_rows)
     int32_t status = -1;  // not run
     std::thread::id thread;
   };
@@ -563,9 +595,9 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     x.regs[p.counter].i = counter_at(turns * c / chunks);
     x.regs[p.end].i = c + 1 == chunks ? end.i : counter_at(turns * (c + 1) / chunks);
     if (by_rows) {
-      size_t at = 0;
+      size_t at = per_turn * static_cast<size_t>(turns * c / chunks);
       for (int64_t t = turns * c / chunks; t < turns * (c + 1) / chunks; ++t)
-        for (int32_t a : kept) copy_row(st.arrays[a], counter_at(t), x.rows, at, true);
+        for (int32_t a : kept) copy_row(st.arrays[a], counter_at(t), rows->data(), at, true);
     }
     NativeLog log;
     log.entries.resize(256);
@@ -640,9 +672,9 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
       for (int64_t c = 0; c < chunks; ++c) {
         Chunk& x = ch[static_cast<size_t>(c)];
         if (x.status == -1) continue;
-        size_t at = 0;
+        size_t at = per_turn * static_cast<size_t>(turns * c / chunks);
         for (int64_t t = turns * c / chunks; t < turns * (c + 1) / chunks; ++t)
-          for (int32_t a : kept) copy_row(st.arrays[a], counter_at(t), x.rows, at, false);
+          for (int32_t a : kept) copy_row(st.arrays[a], counter_at(t), rows->data(), at, false);
       }
     } else {
       for (size_t i = 0; i < kept.size(); ++i) st.arrays[kept[i]].array.assign(before[i]);
