@@ -9,7 +9,9 @@ workers would otherwise share the two cores); within a process each kernel is
 called once (first call: translation and compile), then the thread counts
 alternate (1, 2, 1, 2, ...) for `--runs` rounds, so both see the same moments
 of this shared machine; figures are medians. The load average is printed
-before and after. Numba is a benchmark-only peer (tessera never imports it).
+before and after, and the CPU time per wall time of the 2-thread calls (2.0
+when both threads ran throughout; on a machine loaded by other jobs the
+second thread gets little of a core, and no tool can be faster at 2). Numba is a benchmark-only peer (tessera never imports it).
 
 Run:
   .venv/bin/python bench/bench_prange.py [--runs 7] [--filter NAME]
@@ -105,15 +107,19 @@ def worker(tool, runs, filt):
         f(*args)
         first = time.perf_counter() - t
         times = {1: [], 2: []}
+        busy = []  # CPU seconds per wall second at 2 threads: 2.0 when both ran throughout
         for _ in range(runs):
             for th in (1, 2):
                 set_threads(th)
                 args = make()
+                c = time.process_time()
                 t = time.perf_counter()
                 f(*args)
                 times[th].append(time.perf_counter() - t)
+                if th == 2:
+                    busy.append((time.process_time() - c) / times[th][-1])
         out[name] = {"first": first, "t1": statistics.median(times[1]),
-                     "t2": statistics.median(times[2])}
+                     "t2": statistics.median(times[2]), "busy2": statistics.median(busy)}
     print(json.dumps(out))
 
 
@@ -140,17 +146,18 @@ def main():
     print(f"medians of {a.runs} runs, thread counts alternating; first call in ms")
     print("| kernel | tessera 1 thr ms | tessera 2 thr ms | tessera speed-up | "
           "Numba 1 thr ms | Numba 2 thr ms | Numba speed-up | tessera/Numba at 2 | "
-          "first call tessera | first call Numba |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "CPU/wall at 2 tessera | CPU/wall at 2 Numba | first call tessera | first call Numba |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in res.get("tessera", {}):
         t = res["tessera"][name]
         n = res.get("numba", {}).get(name)
         row = [name, f"{1e3 * t['t1']:.2f}", f"{1e3 * t['t2']:.2f}", f"{t['t1'] / t['t2']:.2f}x"]
         if n:
             row += [f"{1e3 * n['t1']:.2f}", f"{1e3 * n['t2']:.2f}", f"{n['t1'] / n['t2']:.2f}x",
-                    f"{t['t2'] / n['t2']:.2f}", f"{1e3 * t['first']:.0f}", f"{1e3 * n['first']:.0f}"]
+                    f"{t['t2'] / n['t2']:.2f}", f"{t['busy2']:.2f}", f"{n['busy2']:.2f}",
+                    f"{1e3 * t['first']:.0f}", f"{1e3 * n['first']:.0f}"]
         else:
-            row += ["-"] * 5 + [f"{1e3 * t['first']:.0f}", "-"]
+            row += ["-"] * 4 + [f"{t['busy2']:.2f}", "-", f"{1e3 * t['first']:.0f}", "-"]
         print("| " + " | ".join(row) + " |")
 
 
