@@ -250,8 +250,8 @@ double as_double(const Reg& r) {
 }
 
 // acc = acc OP p (p a chunk's partial) as the turns would have made it:
-// NumPy's kinds (a NumPy scalar on either side makes one), Python ints that
-// overflow int64 left to the sequential path (false), NumPy's wrap around.
+// NumPy's kinds (a NumPy scalar on either side makes one); false for what
+// only the sequential path does (an int overflow, bools added).
 bool combine(Reg& acc, const Reg& p, ReduceOp op) {
   if (!acc.scalar() || !p.scalar()) return false;
   const bool strong = acc.strong() || p.strong();
@@ -283,16 +283,16 @@ bool combine(Reg& acc, const Reg& p, ReduceOp op) {
     return true;
   }
   if (ba || bp) return false;
+  // An overflow (Python's big ints; NumPy's wrap-around with its warning)
+  // is left to the sequential path, which does what range does.
   int64_t r = 0;
   switch (op) {
     case ReduceOp::add:
     case ReduceOp::sub:
-      if (strong) r = static_cast<int64_t>(static_cast<uint64_t>(acc.i) + static_cast<uint64_t>(p.i));
-      else if (__builtin_add_overflow(acc.i, p.i, &r)) return false;
+      if (__builtin_add_overflow(acc.i, p.i, &r)) return false;
       break;
     case ReduceOp::mul:
-      if (strong) r = static_cast<int64_t>(static_cast<uint64_t>(acc.i) * static_cast<uint64_t>(p.i));
-      else if (__builtin_mul_overflow(acc.i, p.i, &r)) return false;
+      if (__builtin_mul_overflow(acc.i, p.i, &r)) return false;
       break;
     case ReduceOp::bit_or: r = acc.i | p.i; break;
     case ReduceOp::bit_and: r = acc.i & p.i; break;
