@@ -156,6 +156,21 @@ def float_stop(n):
     return s
 
 
+def with_break(x):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        if x[i] > 0.9:
+            break
+        s += x[i]
+    return s, i
+
+
+def draws(out):
+    for i in prange(out.shape[0]):
+        out[i] = np.random.random()
+    return out
+
+
 def line_of(fn, marker):
     src, first = inspect.getsourcelines(fn)
     return first + next(k for k, line in enumerate(src) if marker in line)
@@ -297,6 +312,13 @@ def test_float_stop_is_ranges_type_error():
 def test_carried_value_runs_as_range(threads, rng):
     x = rng.random(1000)
     assert tessera.jit(carried)(x) == carried(x)  # sequential: the same bits
+
+
+def test_break_and_draws_run_as_range(threads, rng):
+    x = rng.random(500)
+    assert tessera.jit(with_break)(x) == with_break(x)
+    got = tessera.jit(draws)(np.zeros(200))  # one stream, in the order of the turns
+    assert len(np.unique(got)) == 200 and got.min() >= 0.0 and got.max() < 1.0
 
 
 def test_reduction_bits_do_not_depend_on_threads(rng):
