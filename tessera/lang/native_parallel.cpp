@@ -691,10 +691,19 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     }
     return Parallel::serial;
   }
-  for (const Chunk& x : ch) {
-    for (size_t i = 0; i < st.counts.size(); ++i) st.counts[i] += x.counts[i];
-    for (size_t i = 0; i < st.assigned.size(); ++i) st.assigned[i] |= x.assigned[i];
+  // A variable unassigned before the loop takes its value from the last
+  // chunk that assigned it (the last chunk's turns may not have).
+  for (size_t i = 0; i < st.assigned.size(); ++i) {
+    if (st.assigned[i]) continue;
+    for (auto x = ch.rbegin(); x != ch.rend(); ++x) {
+      if (!x->assigned[i]) continue;
+      regs[i] = x->regs[i];
+      st.assigned[i] = 1;
+      break;
+    }
   }
+  for (const Chunk& x : ch)
+    for (size_t i = 0; i < st.counts.size(); ++i) st.counts[i] += x.counts[i];
   st.regs = std::move(regs);
   last = ch.back().last;
   if (fast_loops_debug()) {

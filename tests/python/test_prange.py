@@ -171,6 +171,15 @@ def draws(out):
     return out
 
 
+def some_assign(out, x):
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            if x[i] > 0.5:
+                t = x[i] * 2.0
+                out[i, j] = t + j
+    return out, t
+
+
 def line_of(fn, marker):
     src, first = inspect.getsourcelines(fn)
     return first + next(k for k, line in enumerate(src) if marker in line)
@@ -319,6 +328,16 @@ def test_break_and_draws_run_as_range(threads, rng):
     assert tessera.jit(with_break)(x) == with_break(x)
     got = tessera.jit(draws)(np.zeros(200))  # one stream, in the order of the turns
     assert len(np.unique(got)) == 200 and got.min() >= 0.0 and got.max() < 1.0
+
+
+def test_a_variable_some_turns_assign(threads):
+    # t is first assigned in the loop, by rows 0..39 only: after the loop it
+    # holds what the last turn that assigned it left, as after range.
+    x = np.where(np.arange(100) < 40, 0.75 + np.arange(100) * 1e-3, 0.25)
+    out, t = tessera.jit(some_assign)(np.zeros((100, 3)), x)
+    want_out, want_t = some_assign(np.zeros((100, 3)), x)
+    np.testing.assert_array_equal(out, want_out)
+    assert t == want_t
 
 
 def test_reduction_bits_do_not_depend_on_threads(rng):
