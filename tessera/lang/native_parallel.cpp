@@ -49,6 +49,7 @@ struct ParallelPlan {
   // only row i of the arrays written (so a chunk keeps only its own rows).
   bool rows_owned = true;
   std::vector<std::pair<int, int>> row_writes;  // (array register, first index register)
+  std::vector<char> always;  // assigned by every turn (on every path through the body)
 };
 
 namespace {
@@ -468,6 +469,7 @@ void FastLoop::Impl::plan_parallel() {
   f.op.assign(n, -1);
   std::vector<char> defined(n, 0);
   walk(body, defined, f, 0, *this, *plan);
+  plan->always = defined;
   if (!f.refuse.empty()) return refuse(f.refuse);
   if (f.assigned[plan->end]) return refuse("the body assigns the loop's end");
   if (f.assigns[k] != 1) return refuse("the body assigns the loop's counter");
@@ -693,10 +695,16 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
   }
   // A variable unassigned before the loop takes its value from the last
   // chunk that assigned it (the last chunk's turns may not have).
+  // A variable some turns assign (not every one) and assigned before: from
+  // the last chunk that left it other than it was (the same value assigned
+  // again is not told apart). One every turn assigns: the last chunk's.
+  auto same = [](const Reg& a, const Reg& b) { return a.k == b.k && a.i == b.i; };
+  std::vector<char> reduced(st.regs.size(), 0);
+  for (const auto& red : p.reductions) reduced[red.reg] = 1;
   for (size_t i = 0; i < st.assigned.size(); ++i) {
-    if (st.assigned[i]) continue;
+    if (reduced[i] || p.always[i] || static_cast<int>(i) == p.end) continue;
     for (auto x = ch.rbegin(); x != ch.rend(); ++x) {
-      if (!x->assigned[i]) continue;
+      if (st.assigned[i] ? same(x->regs[i], st.regs[i]) : !x->assigned[i]) continue;
       regs[i] = x->regs[i];
       st.assigned[i] = 1;
       break;

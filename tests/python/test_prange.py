@@ -171,13 +171,22 @@ def draws(out):
     return out
 
 
-def some_assign(out, x):
+def some_assign(out, x, before):
+    if before:
+        t = -1.0
     for i in prange(out.shape[0]):
         for j in range(out.shape[1]):
             if x[i] > 0.5:
                 t = x[i] * 2.0
                 out[i, j] = t + j
     return out, t
+
+
+def every_assign(x):
+    t = 5.0
+    for i in prange(x.shape[0]):
+        t = x[i]
+    return t
 
 
 def line_of(fn, marker):
@@ -330,14 +339,21 @@ def test_break_and_draws_run_as_range(threads, rng):
     assert len(np.unique(got)) == 200 and got.min() >= 0.0 and got.max() < 1.0
 
 
-def test_a_variable_some_turns_assign(threads):
-    # t is first assigned in the loop, by rows 0..39 only: after the loop it
-    # holds what the last turn that assigned it left, as after range.
+@pytest.mark.parametrize("before", [False, True])
+def test_a_variable_some_turns_assign(threads, before):
+    # t is assigned by rows 0..39 only (first in the loop, or also before
+    # it): after the loop it holds what the last turn that assigned it left,
+    # as after range.
     x = np.where(np.arange(100) < 40, 0.75 + np.arange(100) * 1e-3, 0.25)
-    out, t = tessera.jit(some_assign)(np.zeros((100, 3)), x)
-    want_out, want_t = some_assign(np.zeros((100, 3)), x)
+    out, t = tessera.jit(some_assign)(np.zeros((100, 3)), x, before)
+    want_out, want_t = some_assign(np.zeros((100, 3)), x, before)
     np.testing.assert_array_equal(out, want_out)
     assert t == want_t
+    # every turn assigns it: the last turn's value, even when it is the one
+    # before the loop
+    x = np.arange(100.0)
+    x[-1] = 5.0
+    assert tessera.jit(every_assign)(x) == 5.0
 
 
 def test_reduction_bits_do_not_depend_on_threads(rng):
