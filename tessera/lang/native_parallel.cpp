@@ -693,25 +693,26 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     }
     return Parallel::serial;
   }
-  // A variable unassigned before the loop takes its value from the last
-  // chunk that assigned it (the last chunk's turns may not have).
-  // A variable some turns assign (not every one) and assigned before: from
-  // the last chunk that left it other than it was (the same value assigned
-  // again is not told apart). One every turn assigns: the last chunk's.
+  // A variable every turn assigns: the last chunk's. One only some turns
+  // assign: from the last chunk that assigned it (`assigned`, when this run
+  // had not before the chunks), or else that left it other than it was (the
+  // same value assigned again is not told apart).
   auto same = [](const Reg& a, const Reg& b) { return a.k == b.k && a.i == b.i; };
   std::vector<char> reduced(st.regs.size(), 0);
   for (const auto& red : p.reductions) reduced[red.reg] = 1;
-  for (size_t i = 0; i < st.assigned.size(); ++i) {
+  for (size_t i = 0; i < st.regs.size(); ++i) {
     if (reduced[i] || p.always[i] || static_cast<int>(i) == p.end) continue;
     for (auto x = ch.rbegin(); x != ch.rend(); ++x) {
       if (st.assigned[i] ? same(x->regs[i], st.regs[i]) : !x->assigned[i]) continue;
       regs[i] = x->regs[i];
-      st.assigned[i] = 1;
       break;
     }
   }
-  for (const Chunk& x : ch)
+  // `assigned`: written back to the frame (what any chunk assigned).
+  for (const Chunk& x : ch) {
     for (size_t i = 0; i < st.counts.size(); ++i) st.counts[i] += x.counts[i];
+    for (size_t i = 0; i < st.assigned.size(); ++i) st.assigned[i] |= x.assigned[i];
+  }
   st.regs = std::move(regs);
   last = ch.back().last;
   if (fast_loops_debug()) {

@@ -268,6 +268,28 @@ def test_2d_writes_and_nests(threads, rng):
     np.testing.assert_array_equal(out, np.arange(33)[:, None] * 10 + np.arange(7))
 
 
+def row_norms(x, out):
+    total = 0.0
+    for i in prange(x.shape[0]):
+        s = 0.0
+        for j in range(x.shape[1]):
+            s += x[i, j] * x[i, j]
+        out[i] = np.sqrt(s)
+        total += s
+    return total, s, j
+
+
+def test_reduction_and_privates_of_a_nest(threads, rng):
+    # A nest's native code runs from the first turn: the chunks' registers
+    # are all that assigns total, s and j (each written back).
+    x = rng.random((300, 9))
+    out = np.zeros(300)
+    total, s, j = tessera.jit(row_norms)(x, out)
+    np.testing.assert_allclose(out, np.linalg.norm(x, axis=1), rtol=1e-14)
+    assert total == pytest.approx((x * x).sum(), rel=1e-12)
+    assert (s, j) == row_norms(x, np.zeros(300))[1:]
+
+
 def test_negative_step_and_loop_variable_after(threads):
     got = tessera.jit(stepped)(np.zeros(100))
     want = stepped(np.zeros(100))
