@@ -256,7 +256,7 @@ INLINE = {
     "shuffle_view": """block(define($x, $1), if(type($x) == "list",
   assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
   setitem($x, shuffle($x), "...")))""",
-    # tessera.prange's bounds: integers (or bools), as range's; anything else
+    # range's and tessera.prange's bounds: integers (or bools); anything else
     # is Python's TypeError.
     "range_int": """block(define($v, $1), if(type($v) != "int" && type($v) != "bool",
   assert(false, concat("$ETypeError] [$L] '", type($v),
@@ -1225,15 +1225,15 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if rng is not None and isinstance(target, ast.Name):
             start, stop, step, sign = rng
             parallel = self.is_prange_call(iter_node)
-            if parallel and not self.inside_loop(node):
-                # Bounds that are not int literals are checked (an inner
-                # prange runs as range: a check there, an assert, would keep
-                # the enclosing loop off the fast path).
+            if not self.inside_loop(node):
+                # Bounds that are not int literals are checked, as Python's
+                # range checks them (not in an inner loop: the check, an
+                # assert, would keep the enclosing loop off the fast path).
                 a = iter_node.args
                 nodes = [None, a[0], None] if len(a) == 1 else [a[0], a[1], (a[2:] or [None])[0]]
                 start, stop, step = (
                     v if a is None or isinstance(_constant_number(a), int)
-                    else self.inline("range_int", v, label="prange")
+                    else self.inline("range_int", v, label="prange" if parallel else "range")
                     for v, a in zip((start, stop, step), nodes)
                 )
             k, e = self.b.tmp("k"), self.b.tmp("e")

@@ -189,6 +189,13 @@ def every_assign(x):
     return t
 
 
+def range_float_stop(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
 def line_of(fn, marker):
     src, first = inspect.getsourcelines(fn)
     return first + next(k for k, line in enumerate(src) if marker in line)
@@ -347,6 +354,10 @@ def test_float_stop_is_ranges_type_error():
     assert f"test_prange.py:{line}" in msg
     assert tessera.jit(float_stop)(np.int64(5)) == 10
     assert tessera.jit(float_stop)(True) == 0
+    # range itself, outside other loops, checks its bounds the same way
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        tessera.jit(range_float_stop)(2.5)
+    assert tessera.jit(range_float_stop)(5) == 10
 
 
 def test_carried_value_runs_as_range(threads, rng):
