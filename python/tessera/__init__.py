@@ -43,7 +43,7 @@ from ._core import (CompileError, Program, call_primitive, conv_winograd, determ
                     memory_stats, num_threads, release_cached_memory, reset_peak_memory,
                     set_conv_winograd, set_deterministic, set_num_threads, set_simd_level,
                     simd_best, simd_level)
-from .jit import UnsupportedError, is_eager, jit, set_eager
+from .jit import UnsupportedError, is_eager, jit, prange, set_eager
 from .autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from . import data, distributed, nn, optim, resilience, trace
 
@@ -65,6 +65,7 @@ __all__ = [
     "nn",
     "num_threads",
     "optim",
+    "prange",
     "resilience",
     "ops",
     "release_cached_memory",

@@ -72,6 +72,8 @@ class CallsMixin:
             return self.plain_call(prim, args, kws)
         if isinstance(fnode, ast.Name) and getattr(builtins, fnode.id, None) is obj:
             return self.builtin_call(fnode.id, node, args, kws)
+        if obj is getattr(T._tessera_module(), "prange", None):
+            return self.builtin_call("range", node, args, kws)  # not a for loop's: range
         dt = T.dtype_name_of(obj)
         if dt is not None:
             return self.convert_call(dt, obj, label, node, args, kws)

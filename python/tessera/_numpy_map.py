@@ -43,7 +43,7 @@ STATIC_PRIMITIVES = frozenset(
 # names are renamed in the generated text.
 LANGUAGE_WORDS = frozenset(
     """
-    define lambda block parallel_block if while for_each store list tuple dict break continue return
+    define lambda block parallel_block if while parallel_while for_each store list tuple dict break continue return
     true false nil inf nan argv
     """.split()
 )

@@ -256,6 +256,11 @@ INLINE = {
     "shuffle_view": """block(define($x, $1), if(type($x) == "list",
   assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
   setitem($x, shuffle($x), "...")))""",
+    # range's and tessera.prange's bounds: integers (or bools); anything else
+    # is Python's TypeError.
+    "range_int": """block(define($v, $1), if(type($v) != "int" && type($v) != "bool",
+  assert(false, concat("$ETypeError] [$L] '", type($v),
+    "' object cannot be interpreted as an integer: ", str($v)))), $v)""",
     # random.randint(a, b): both ends included; b < a is Python's ValueError.
     "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
   "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
@@ -1219,6 +1224,18 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         rng = self.range_args(iter_node)
         if rng is not None and isinstance(target, ast.Name):
             start, stop, step, sign = rng
+            parallel = self.is_prange_call(iter_node)
+            if not self.inside_loop(node):
+                # Bounds that are not int literals are checked, as Python's
+                # range checks them (not in an inner loop: the check, an
+                # assert, would keep the enclosing loop off the fast path).
+                a = iter_node.args
+                nodes = [None, a[0], None] if len(a) == 1 else [a[0], a[1], (a[2:] or [None])[0]]
+                start, stop, step = (
+                    v if a is None or isinstance(_constant_number(a), int)
+                    else self.inline("range_int", v, label="prange" if parallel else "range")
+                    for v, a in zip((start, stop, step), nodes)
+                )
             k, e = self.b.tmp("k"), self.b.tmp("e")
             setup.append(f"define({k}, {start})")
             setup.append(f"define({e}, {stop})")
@@ -1235,7 +1252,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             if before_target:
                 before_target()
             head = self.assign_text(target, k) + [f"define({k}, {k} + {step})"]
-            return setup + [f"while({cond}, {self.block(head + make_body())})"]
+            loop = "parallel_while" if parallel else "while"
+            return setup + [f"{loop}({cond}, {self.block(head + make_body())})"]
         source = self.iter_source(iter_node, setup)
         if before_target:
             before_target()
@@ -1248,15 +1266,37 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         head = self.assign_text(target, source.elem(k)) + [f"define({k}, {k} + 1)"]
         return setup + [f"while({k} < {n}, {self.block(head + make_body())})"]
 
+    def inside_loop(self, node) -> bool:
+        """True when the statement ``node`` is inside a loop of the function."""
+        return any(
+            p is not node and isinstance(p, (ast.For, ast.While)) and
+            any(q is node for q in ast.walk(p))
+            for p in ast.walk(self.node)
+        )
+
+    def is_prange_call(self, node) -> bool:
+        """A call of tessera.prange (a parallel loop's range)."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
+            return False
+        try:
+            obj = self.static_object(node.func)
+        except (NameError, AttributeError):
+            return False
+        return obj is not _NO and obj is getattr(_tessera_module(), "prange", None)
+
     def range_args(self, node):
-        """(start, stop, step, sign of step) of a call to builtin range, or None."""
-        if not (isinstance(node, ast.Call) and self.builtin_called(node) == "range"):
+        """(start, stop, step, sign of step) of a call to builtin range or
+        tessera.prange, or None."""
+        if not isinstance(node, ast.Call):
+            return None
+        which = "prange" if self.is_prange_call(node) else self.builtin_called(node)
+        if which not in ("range", "prange"):
             return None
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-            self.unsupported("range() with keyword or star arguments", node)
+            self.unsupported(f"{which}() with keyword or star arguments", node)
         args = node.args
         if not 1 <= len(args) <= 3:
-            self.unsupported("range() with this many arguments", node)
+            self.unsupported(f"{which}() with this many arguments", node)
         if len(args) == 1:
             return "0", self.expr(args[0]), "1", 1
         step_node = args[2] if len(args) == 3 else None

@@ -271,6 +271,23 @@ class JitFunction:
         return f"<tessera.jit {self.__qualname__}>"
 
 
+def prange(*args):
+    """``range(*args)``; in a ``@tessera.jit`` function, ``for i in prange(...)``
+    is a parallel loop (as Numba's ``prange``).
+
+    Its turns must be independent: each may read anything the loop does not
+    write, write array elements no other turn touches, and update scalar
+    reductions (``s += e``, ``s -= e``, ``s *= e``, ``s |= e``, ``s &= e``,
+    ``s ^= e``, ``s = min(s, e)``, ``s = max(s, e)``). Two turns writing the
+    same element is a race, the user's to avoid. The turns run in chunks on
+    the runtime's workers, each reduction's partials combined in chunk order
+    (chunks fixed by the number of turns: the same bits at any thread count).
+    A loop that cannot run so (see ``TESSERA_NATIVE=debug``) runs as range.
+    Outside jit it is ``range``. See docs/runtime.md, "Parallel loops".
+    """
+    return range(*args)
+
+
 def jit(func=None, *, debug=False, performance=False, threads=None, eager=False, trace=False):
     """Compile a NumPy-style Python function to run on tessera.
 

@@ -153,7 +153,7 @@ struct Context {
 
 const std::set<std::string>& unsupported_forms() {
   static const std::set<std::string> forms = {
-      "while",  "for_each", "parallel_block", "break",          "continue",
+      "while",  "parallel_while", "for_each", "parallel_block", "break",          "continue",
       "return", "lambda",   "grad",           "value_and_grad", "dict", "vjp"};
   return forms;
 }

@@ -39,7 +39,7 @@ struct Resolved {
 const std::set<std::string>& special_form_names() {
   static const std::set<std::string> names = {
       "define",   "lambda", "block",    "parallel_block", "if",   "while",
-      "for_each", "store",  "list",     "tuple",          "dict", "__and__",
+      "parallel_while", "for_each", "store",  "list",     "tuple",          "dict", "__and__",
       "__or__",   "break",  "continue", "return",         "grad", "value_and_grad",
       "vjp"};
   return names;
@@ -574,13 +574,14 @@ class Compiler {
                                       compile(args[1].value, scope),
                                       args.size() == 3 ? compile(args[2].value, scope) : nullptr);
     }
-    if (n == "while") {
-      expect_args(a, 2, 2, "while(condition, body)");
+    if (n == "while" || n == "parallel_while") {
+      expect_args(a, 2, 2, (n + "(condition, body)").c_str());
       NodePtr cond = compile(args[0].value, scope);
       ++scope.loop_depth;
       NodePtr body = compile(args[1].value, scope);
       --scope.loop_depth;
-      return std::make_shared<WhileNode>(a->loc, std::move(cond), std::move(body));
+      return std::make_shared<WhileNode>(a->loc, std::move(cond), std::move(body),
+                                         n == "parallel_while");
     }
     if (n == "for_each") {
       expect_args(a, 2, 2, "for_each(function, iterable)");
@@ -674,6 +675,9 @@ const std::vector<std::pair<std::string, std::string>>& special_forms() {
       {"if(condition, then, else)",
        "Evaluates `then` if the condition is true, else `else` (or nil)."},
       {"while(condition, body)", "Repeats body while the condition is true; the last body value."},
+      {"parallel_while(condition, body)",
+       "A while loop whose turns are independent (tessera.prange): its native code may run "
+       "as chunks on the workers, scalar reductions combined in chunk order."},
       {"for_each(function, iterable)",
        "Calls function on each element of a list, each row of an array, or each of 0..n-1."},
       {"store(name, value)", "Assigns a new value to an existing variable."},

@@ -56,6 +56,8 @@ bool fast_loops_enabled() {
   return on;
 }
 
+bool fast_loops_debug() { return debug() || native_debug(); }
+
 
 namespace {
 
@@ -239,6 +241,7 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
   if (auto* v = dynamic_cast<const VariableNode*>(n)) {
     out.op = Op::Var;
     out.reg = var_reg(v->depth(), v->slot());
+    name_reg(out.reg, v->label());
     return true;
   }
   if (auto* a = dynamic_cast<const AssignNode*>(n)) {
@@ -252,6 +255,7 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     }
     out.op = Op::Assign;
     out.reg = var_reg(a->depth(), a->slot());
+    name_reg(out.reg, a->label().substr(a->label().find(' ') + 1));
     out.kids.resize(1);
     return compile(a->value(), out.kids[0]);
   }
@@ -1296,6 +1300,8 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
     return false;
   };
   impl->nested = has_loop(impl->body);
+  impl->parallel = loop.parallel_;
+  if (impl->parallel) impl->plan_parallel();
   return std::unique_ptr<FastLoop>(new FastLoop(std::move(impl)));
 }
 
@@ -1384,6 +1390,12 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   // first call bails, once more after one turn on the interpreter.
   int64_t native_from = im.nested ? 0 : 1;
   bool retried = false;
+  // A prange loop: its native code in chunks on the workers, tried at the
+  // first native call (and once more after one interpreted turn when that
+  // was the nest's first turn); otherwise it runs as range.
+  int parallel_tries = im.parallel && im.plan ? 2 : 0;
+  if (im.parallel && !im.plan) note_serial_prange(im.where, im.serial_why);
+  if (im.parallel && !native) note_serial_prange(im.where, "TESSERA_NATIVE=0");
   st.roots.push_back(&last);
   st.roots.push_back(&saved_last);
   for (;;) {
@@ -1414,7 +1426,24 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         retried = true;
         native_from = 1;
       } else if (!code) {
+        if (parallel_tries > 0) note_serial_prange(im.where, "the loop has no native code");
         native = false;
+      } else if (parallel_tries > 0) {
+        --parallel_tries;
+        const Impl::Parallel how = im.run_parallel(*code, st, last);
+        if (how == Impl::Parallel::done) {
+          im.write_back(frame, st);
+          result = Impl::to_value(last, st);
+          return true;
+        }
+        if (how == Impl::Parallel::interrupted) break;  // the general path raises at once
+        if (turns == 0 && parallel_tries > 0 && !retried) {
+          retried = true;
+          native_from = 1;
+        } else {
+          parallel_tries = 0;
+        }
+        continue;
       } else {
         int64_t undo_count = 0;
         const int32_t status =

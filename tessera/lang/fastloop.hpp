@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "tessera/lang/tree.hpp"
 
@@ -37,5 +38,11 @@ class FastLoop {
 
 // False when TESSERA_FAST_LOOPS=0 (for comparisons and debugging).
 bool fast_loops_enabled();
+// TESSERA_FAST_LOOPS=debug or TESSERA_NATIVE=debug: say on stderr what the
+// fast path and the native code do with each loop.
+bool fast_loops_debug();
+// A prange loop at `where` runs as range, for the reason `why` (said under
+// fast_loops_debug(), once per loop and reason).
+void note_serial_prange(const std::string& where, const std::string& why);
 
 }  // namespace tessera

@@ -21,6 +21,7 @@ class CallNode;
 class PrimitiveCallNode;
 struct NativeCode;
 struct NativeLog;
+struct ParallelPlan;
 
 namespace fl {
 
@@ -195,6 +196,21 @@ struct FastLoop::Impl {
   // Loops inside: native code from the first turn (an outer turn on the
   // interpreter can be a long one).
   bool nested = false;
+  // A prange loop (parallel_while): its plan for running the native code in
+  // chunks on the workers (native_parallel.cpp), or null with the reason it
+  // runs as range in `serial_why`. `names`: the variables' names by register.
+  bool parallel = false;
+  std::shared_ptr<const ParallelPlan> plan;
+  std::string serial_why;
+  std::vector<std::string> names;
+  void name_reg(int r, const std::string& name);
+  void plan_parallel();
+  enum class Parallel { done, interrupted, serial };
+  // From the state `st` (a checkpoint), the rest of the loop as chunks of
+  // the native code `code` in parallel: done (`st` and `last` as after the
+  // loop), interrupted (`st` untouched), or serial (nothing changed: the
+  // caller runs the loop as range).
+  Parallel run_parallel(const NativeCode& code, State& st, Reg& last) const;
   mutable std::mutex native_mu;
   mutable std::vector<std::unique_ptr<NativeCode>> native_codes;
   mutable std::vector<std::vector<uint8_t>> native_refused;

@@ -277,8 +277,10 @@ class WhileNode : public Node {
   friend class FastLoop;
 
  public:
-  WhileNode(SourceLoc loc, NodePtr cond, NodePtr body)
-      : Node(std::move(loc)), cond_(std::move(cond)), body_(std::move(body)) {}
+  // `parallel`: a prange loop (parallel_while), whose turns may run as
+  // chunks on the workers (docs/runtime.md, "Parallel loops").
+  WhileNode(SourceLoc loc, NodePtr cond, NodePtr body, bool parallel = false)
+      : Node(std::move(loc)), cond_(std::move(cond)), body_(std::move(body)), parallel_(parallel) {}
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "while"; }
   std::vector<const Node*> children() const override { return {cond_.get(), body_.get()}; }
@@ -295,6 +297,7 @@ class WhileNode : public Node {
   void resume(const FramePtr& frame, const Future<Value>& body, const Value& last,
               const std::shared_ptr<Promise<Value>>& done) const;
   NodePtr cond_, body_;
+  bool parallel_ = false;
   // The scalar fast path (fastloop.hpp), compiled at the first evaluation;
   // null when the loop is outside its subset.
   mutable std::once_flag fast_once_;

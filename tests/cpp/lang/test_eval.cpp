@@ -53,6 +53,17 @@ TEST_P(LangThreads, WhileLoopsAndForEach) {
   EXPECT_EQ(run("define(i, 0) define(s, 0) while(i < 100, block(store(s, s + i), store(i, i + 1))) s")
                 .as_int(),
             4950);
+  // parallel_while (tessera.prange): its turns in chunks when it has native
+  // code, the same value as while either way (a sum of ints is exact).
+  EXPECT_EQ(run("define(k, 0) define(e, 5000) define(s, 0) parallel_while(k < e, "
+                "block(define(i, k), define(k, k + 1), define(s, s + i * i))) s")
+                .as_int(),
+            41654167500);
+  EXPECT_EQ(run("define(k, 10) define(e, 0) define(s, 0) parallel_while(k > e, "
+                "block(define(i, k), define(k, k + -2), define(s, s + i))) list(s, i, k)")
+                .as_list()[0]
+                .as_int(),
+            30);
   EXPECT_EQ(run("define(s, 0) for_each(lambda(v, store(s, s + v)), range(5)) s").as_int(), 10);
   EXPECT_EQ(run("define(s, 0) for_each(lambda(v, store(s, s + v)), list(1, 2, 3)) s").as_int(), 6);
   // The rows of an array are views of it, as NumPy iterates them.
