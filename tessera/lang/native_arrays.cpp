@@ -41,6 +41,9 @@ Value make_directly(NativeAlloc op, const Reg* args, int64_t nargs, DType dt,
 
 extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64_t nargs,
                                 int64_t dt, int64_t nd, NativeArray* out) {
+  // No interpreter state (a prange chunk: its workers share none): a bail,
+  // and the loop runs as range.
+  if (c->state == nullptr) return -1;
   FastLoop::Impl::State& st = *c->state;
   // Everything thrown (the primitive's errors, Bail) stops here: the
   // generated code cannot unwind.
@@ -66,6 +69,7 @@ extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64
 }
 
 extern "C" void native_sweep(NativeCtx* c) {
+  if (c->state == nullptr) return;
   FastLoop::Impl::State& st = *c->state;
   st.roots.push_back(&c->last);
   FastLoop::Impl::sweep(st);

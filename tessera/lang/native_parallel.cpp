@@ -181,6 +181,16 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
       if (f.refuse.empty())
         f.refuse = "np.random.random() draws from one stream, in the order of the turns";
       return;
+    case Op::Call:
+      // Arrays made in the body go into the interpreter's one table of
+      // arrays (native_alloc), which the chunks' threads cannot share.
+      if (n.spec && f.refuse.empty()) {
+        const std::string& m = n.spec->name;
+        if (m == "zeros" || m == "ones" || m == "empty" || m == "zeros_like" ||
+            m == "ones_like" || m == "empty_like" || m == "copy" || m == "copy_value")
+          f.refuse = "the body makes arrays (np." + m + ")";
+      }
+      break;
     case Op::SetItem:
       // setitem(x, value, indices...)
       if (!n.kids.empty() && n.kids[0].op == Op::Var && im.vars[n.kids[0].reg].depth >= 0)
@@ -615,6 +625,8 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     ctx.last = last;
     ctx.helpers = native_helpers();
     ctx.interrupt = interrupt_flag_address();
+    ctx.state = nullptr;  // no arrays made in a chunk (refused above; native_alloc bails)
+    ctx.impl = nullptr;
     int32_t status;
     for (;;) {
       // The undo log is not needed (the arrays kept above are): emptied at

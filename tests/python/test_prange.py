@@ -165,6 +165,15 @@ def with_break(x):
     return s, i
 
 
+def makes_arrays(x, out):
+    for i in prange(x.shape[0]):
+        t = np.zeros(3)
+        t[0] = x[i]
+        t[1] = x[i] * 2.0
+        out[i] = t[0] + t[1] + t[2]
+    return out
+
+
 def draws(out):
     for i in prange(out.shape[0]):
         out[i] = np.random.random()
@@ -363,6 +372,14 @@ def test_float_stop_is_ranges_type_error():
 def test_carried_value_runs_as_range(threads, rng):
     x = rng.random(1000)
     assert tessera.jit(carried)(x) == carried(x)  # sequential: the same bits
+
+
+def test_a_body_making_arrays_runs_as_range(threads, rng):
+    # np.zeros in the body: the interpreter's table of arrays is not shared
+    # by the chunks' threads, so the loop runs as range (same values)
+    x = rng.random(300)
+    got = tessera.jit(makes_arrays)(x, np.zeros(300))
+    np.testing.assert_array_equal(got, makes_arrays(x, np.zeros(300)))
 
 
 def test_break_and_draws_run_as_range(threads, rng):
