@@ -30,7 +30,7 @@ single = train(False)
 assert np.linalg.norm(single.weights["l0_kernel"], axis=0).max() <= 0.6 + 1e-5
 for zero in (None, 1, 2):
     multi = train(None, zero)
-    for k in single.weights:
+    for k in single.weights.keys():
         np.testing.assert_allclose(multi.weights[k], single.weights[k], rtol=1e-4, atol=1e-5,
                                    err_msg=f"{k} zero={zero}")
     w = multi.weights["l0_kernel"]

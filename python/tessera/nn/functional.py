@@ -390,9 +390,10 @@ def _call_custom(layer, inputs, args, kwargs):
     first call, traces call() once for the output shapes, and records one
     node that is traced again, with Python's training flag, when the model's
     programs are written. As Keras, a call() with a `mask` argument gets the
-    mask the first input carries (unless one is given), and the output
-    carries compute_mask(inputs, mask) when the layer defines it, else the
-    input's mask when it sets supports_masking."""
+    masks its inputs carry (_call_masks; unless one is given), the inputs
+    carry their masks inside call (trace_call), and the outputs carry
+    compute_mask(inputs, mask) when the layer defines it, else the input's
+    mask when it sets supports_masking (_output_masks)."""
     in_mask, auto_mask = _call_masks(layer, inputs, args, kwargs, KerasTensor)
     if auto_mask:
         kwargs = dict(kwargs, mask=in_mask)
