@@ -256,10 +256,14 @@ INLINE = {
     "shuffle_view": """block(define($x, $1), if(type($x) == "list",
   assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
   setitem($x, shuffle($x), "...")))""",
-    # range's and tessera.prange's bounds: integers (or bools); anything else
-    # is Python's TypeError.
-    "range_int": """block(define($v, $1), if(type($v) != "int" && type($v) != "bool",
-  assert(false, concat("$ETypeError] [$L] '", type($v),
+    # range's and tessera.prange's bounds: integers, bools or NumPy integer
+    # scalars (0-d integer arrays: they have __index__); anything else is
+    # Python's TypeError.
+    "range_int": """block(define($v, $1), define($t, type($v)),
+  if($t != "int" && $t != "bool" && !(($t == "int64 array" || $t == "int32 array" ||
+      $t == "int16 array" || $t == "int8 array" || $t == "uint64 array" ||
+      $t == "uint32 array" || $t == "uint16 array" || $t == "uint8 array") && ndim($v) == 0),
+  assert(false, concat("$ETypeError] [$L] '", $t,
     "' object cannot be interpreted as an integer: ", str($v)))), $v)""",
     # random.randint(a, b): both ends included; b < a is Python's ValueError.
     "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(

@@ -175,7 +175,7 @@ def test_fused_gradients_match_finite_differences(cell):
     m.set_weights(_weights(m, dtype=np.float64))
     grads = _grads(m, xs, r)
     w0 = m.get_weights()
-    names = list(m.weights)
+    names = list(m.weights.keys())
 
     def loss(ws):
         m.set_weights(ws)
