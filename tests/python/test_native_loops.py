@@ -803,6 +803,69 @@ def narrow_reads(x32, i32, u8, idx, out64, outi, out32):
     return s
 
 
+def f32_sum_axpy(x32, y32, a):
+    # float32 with Python numbers stays float32 (NEP 50): the sum, a * x + y + 1.
+    s = 0.0
+    out = np.zeros(len(x32), dtype=np.float32)
+    for i in range(len(x32)):
+        s += x32[i]
+        out[i] = a * x32[i] + y32[i] + 1
+    return s, out, s > 1.5, s * 2 == s + s
+
+
+def f32_mandelbrot(cre, cim, max_iter):
+    counts = np.zeros((len(cim), len(cre)), dtype=np.int32)
+    for j in range(len(cim)):
+        for i in range(len(cre)):
+            cr = cre[i]
+            ci = cim[j]
+            zr = cr * 0.0
+            zi = ci * 0.0
+            n = 0
+            while n < max_iter and zr * zr + zi * zi <= 4.0:
+                zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                n += 1
+            counts[j, i] = n
+    return counts
+
+
+def i32_histogram(data, nbins, lo, width):
+    # int32 bins (int32 // Python int), int32 counts (int32 + 1), an int32
+    # index.
+    counts = np.zeros(nbins, dtype=np.int32)
+    for i in range(len(data)):
+        b = (data[i] - lo) // width
+        if b >= 0 and b < nbins:
+            counts[b] += 1
+    return counts
+
+
+def i32_wrap(a):
+    # int32 arithmetic wraps around as NumPy's int32 scalars do; / gives float64.
+    s = a[0] * 0
+    p = s + 1
+    for i in range(len(a)):
+        s += a[i]
+        p = p * 3 + a[i]
+    return s, p, s // 7, s % -5, s / 3, p - s, a[0] + 2.5, a[0] > s
+
+
+def narrow_mixed(x32, i32, x64, i64):
+    # With NumPy scalars of other kinds: float64 / int64 (NEP 50).
+    out = np.zeros((len(x32), 7))
+    t = 0.0
+    for k in range(len(x32)):
+        out[k, 0] = x32[k] * x64[k]
+        out[k, 1] = x32[k] + i32[k]
+        out[k, 2] = i32[k] + i64[k]
+        out[k, 3] = i32[k] * 0.5
+        out[k, 4] = np.sqrt(np.abs(x32[k])) + np.floor(x32[k])
+        out[k, 5] = x32[k] < i32[k]
+        out[k, 6] = np.sqrt(i32[k] * i32[k])
+        t += x32[k] * x64[k]
+    return out, t
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -877,6 +940,15 @@ CASES = [
     (breaks, (np.array([1.0, -2.0, 3.0] * 100), 250.0)),
     (index_error_late, (np.zeros(500), 501)),
     (wraps, (np.array([2**62, 2**62, 2**62, 5], dtype=np.int64),)),
+    (f32_sum_axpy, (np.linspace(-1.0, 1.0, 101).astype(np.float32) ** 3,
+                    np.linspace(0.0, 2.0, 101).astype(np.float32), 0.3)),
+    (f32_mandelbrot, (np.linspace(-2.0, 1.0, 40).astype(np.float32),
+                      np.linspace(-1.5, 1.5, 30).astype(np.float32), 50)),
+    (i32_histogram, (((np.arange(500) * 7919) % 1013 - 100).astype(np.int32), 10, -50, 97)),
+    (i32_wrap, (np.array([2**31 - 5, 2**31 - 7, 12345, -2**31 + 3] * 10, dtype=np.int32),)),
+    (narrow_mixed, (np.linspace(-2.0, 2.0, 40).astype(np.float32) * np.float32(1.1),
+                    np.arange(-20, 20, dtype=np.int32) * 50001,
+                    np.linspace(0.5, 3.0, 40), np.arange(40, dtype=np.int64) * 3)),
 ]
 
 
