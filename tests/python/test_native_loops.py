@@ -1252,3 +1252,62 @@ def test_loops_making_arrays_compile_natively(at):
     line = f.__code__.co_firstlineno + {swap_rows: 4, life_loop: 4, shaped: 5}.get(f, 3)  # `for t`
     assert f"test_native_loops.py:{line}: native code" in err, err
     assert out.strip() == repr(f(*args))
+
+
+NARROW = (f32_sum_axpy, f32_mandelbrot, i32_histogram, i32_wrap, narrow_mixed)
+
+
+def _leaves(v):
+    if isinstance(v, tuple):
+        return [x for item in v for x in _leaves(item)]
+    return [v]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_float32_int32_scalars_keep_numpy_types(threads):
+    # check() compares kinds (int, float); here NumPy's exact scalar types
+    # and dtypes (float32 stays float32, int32 wraps as int32) and bits.
+    for f, args in [c for c in CASES if c[0] in NARROW]:
+        want = f(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+        got = tessera.jit(f, threads=threads)(*[a.copy() if isinstance(a, np.ndarray) else a
+                                                for a in args])
+        for w, g in zip(_leaves(want), _leaves(got), strict=True):
+            assert type(g) is type(w), (f.__name__, w, g)
+            if isinstance(w, np.ndarray):
+                assert g.dtype == w.dtype and np.array_equal(g, w, equal_nan=True), f.__name__
+            else:
+                assert np.array_equal(np.asarray(g), np.asarray(w), equal_nan=True), f.__name__
+
+
+def test_float32_int32_loops_compile_natively():
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys, warnings, numpy as np, tessera; warnings.simplefilter('ignore'); "
+            f"sys.path.insert(0, {here!r}); import test_native_loops as t\n"
+            f"for f, a in t.CASES:\n"
+            f"    if f in t.NARROW: tessera.jit(f)(*a)\n")
+    out, err = _debug_run(code, TESSERA_NATIVE="debug")
+    for f in NARROW:
+        lines = range(f.__code__.co_firstlineno, f.__code__.co_firstlineno + 30)
+        compiled = [ln for ln in lines if f"test_native_loops.py:{ln}: native code compiled" in err
+                    or f"test_native_loops.py:{ln}: native code loaded" in err]
+        refused = [ln for ln in lines if f"test_native_loops.py:{ln}: no native code" in err]
+        assert compiled and not refused, (f.__name__, err)
+
+
+def _int32_plus(a, k):
+    s = a[0]
+    for i in range(len(a)):
+        s = s + k
+    return s
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_int32_with_a_python_int_out_of_range_raises_as_numpy():
+    a = np.arange(3, dtype=np.int32)
+    with pytest.raises(OverflowError):
+        _int32_plus(a, 3_000_000_000)
+    with pytest.raises(OverflowError, match=r"out of bounds for int32.*test_native_loops.py:"):
+        tessera.jit(_int32_plus)(a, 3_000_000_000)
+    r = tessera.jit(_int32_plus)(a, 2_000_000_000)  # in range: wraps
+    assert type(r) is np.int32 and r == _int32_plus(a, 2_000_000_000)
