@@ -106,10 +106,46 @@ def wave_loop(u, v, c, steps):
     return u
 
 
+def mandelbrot32_loop(cre, cim, max_iter):
+    # float32 coordinates: the iteration in float32 (NumPy 2 keeps float32
+    # with Python floats).
+    counts = np.zeros((len(cim), len(cre)), dtype=np.int32)
+    for j in range(len(cim)):
+        for i in range(len(cre)):
+            cr = cre[i]
+            ci = cim[j]
+            zr = cr * 0.0
+            zi = ci * 0.0
+            n = 0
+            while n < max_iter and zr * zr + zi * zi <= 4.0:
+                zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                n += 1
+            counts[j, i] = n
+    return counts
+
+
+def histogram32_loop(data, nbins, lo, width):
+    # int32 data, int32 bins and counts.
+    counts = np.zeros(nbins, dtype=np.int32)
+    for i in range(len(data)):
+        b = (data[i] - lo) // width
+        if b >= 0 and b < nbins:
+            counts[b] += 1
+    return counts
+
+
 def _kernels():
     rng = np.random.default_rng(1)
     x = rng.random(1_000_000)
+    x32 = x.astype(np.float32)
+    d32 = rng.integers(-1000, 100_000, 300_000).astype(np.int32)
     return {
+        "axpy32_loop": (axpy_loop, lambda: (2.0, x32.copy(), x32.copy())),
+        "prefix_sum32_loop": (prefix_sum_loop, lambda: (x32.copy(),)),
+        "histogram32_loop": (histogram32_loop, lambda: (d32.copy(), 64, 0, 1563)),
+        "mandelbrot32_loop": (mandelbrot32_loop,
+                              lambda: (np.linspace(-2.0, 1.0, 300, dtype=np.float32),
+                                       np.linspace(-1.5, 1.5, 200, dtype=np.float32), 200)),
         "axpy_loop": (axpy_loop, lambda: (2.0, x.copy(), x.copy())),
         "prefix_sum_loop": (prefix_sum_loop, lambda: (x.copy(),)),
         "smooth_loop": (smooth_loop, lambda: (x.copy(),)),

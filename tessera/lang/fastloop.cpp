@@ -534,6 +534,10 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
         return Reg::real(Reg::NpFloat, a.origin<double>()[0]);
       case DType::int64:
         return Reg::make(Reg::NpInt, a.origin<int64_t>()[0]);
+      case DType::float32:
+        return Reg::real(Reg::NpF32, a.origin<float>()[0]);
+      case DType::int32:
+        return Reg::make(Reg::NpI32, a.origin<int32_t>()[0]);
       case DType::bool_:
         return Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
       default:
@@ -588,6 +592,10 @@ Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
       return Value(Array::scalar_int(r.i));
     case Reg::NpFloat:
       return Value(Array::scalar(r.f));
+    case Reg::NpF32:
+      return Value(Array::scalar(r.f, DType::float32));
+    case Reg::NpI32:
+      return Value(Array::scalar(static_cast<double>(r.i), DType::int32));
     case Reg::Arr:
       return Value(st.arrays[r.a].array);
     case Reg::Obj:
@@ -602,6 +610,7 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
   if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) {
     return binary_general(n, a, b, st);
   }
+  if (a.narrow() || b.narrow()) return binary_narrow(n, a, b, st);
   const bool strong = a.strong() || b.strong();
   const bool ints =
       (a.k == Reg::PyInt || a.k == Reg::NpInt) && (b.k == Reg::PyInt || b.k == Reg::NpInt);
@@ -642,6 +651,97 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
   throw BAIL;
 }
 
+Reg FastLoop::Impl::binary_narrow(const FNode& n, const Reg& a, const Reg& b, State& st) const {
+  // NumPy 2's promotion (NEP 50): a float32 with a float32 or a Python
+  // number is a float32 (the Python number cast to float32 first); an int32
+  // with an int32 or a Python int is an int32 (wrapped around; a Python
+  // int out of int32's range is the general path's OverflowError); with a
+  // NumPy scalar of another kind (float64, int64, int32 with float32) or an
+  // int32 with a Python float, both are as wide as float64/int64 are.
+  // The general evaluation warns of no overflow either.
+  if (n.fast == Fast::none) return binary_general(n, a, b, st);
+  auto widen = [](Reg r) {
+    if (r.k == Reg::NpF32) r.k = Reg::NpFloat;
+    if (r.k == Reg::NpI32) r.k = Reg::NpInt;
+    return r;
+  };
+  auto f32_operand = [](const Reg& r, float& out) {
+    if (r.k == Reg::NpF32) return out = static_cast<float>(r.f), true;
+    if (r.k == Reg::PyFloat) {
+      out = static_cast<float>(r.f);
+      return std::isfinite(out) || !std::isfinite(r.f);  // an overflow: the general path's
+    }
+    if (r.k == Reg::PyInt && r.i >= -(int64_t{1} << 24) && r.i <= (int64_t{1} << 24))
+      return out = static_cast<float>(r.i), true;
+    return false;
+  };
+  auto i32_operand = [](const Reg& r, int64_t& out) {
+    if (r.k == Reg::NpI32) return out = r.i, true;
+    if (r.k == Reg::PyInt && r.i >= INT32_MIN && r.i <= INT32_MAX) return out = r.i, true;
+    return false;
+  };
+  if (a.k == Reg::NpF32 || b.k == Reg::NpF32) {
+    float x, y;
+    if (f32_operand(a, x) && f32_operand(b, y)) {
+      const double dx = x, dy = y;
+      // A float32 operation is the double one rounded to float32 (exactly
+      // so for + - * /: double has more than 2 * 24 + 2 bits).
+      auto f32 = [](double r) { return Reg::real(Reg::NpF32, static_cast<float>(r)); };
+      switch (n.fast) {
+        case Fast::add: return f32(dx + dy);
+        case Fast::sub: return f32(dx - dy);
+        case Fast::mul: return f32(dx * dy);
+        case Fast::div: return f32(dx / dy);
+        case Fast::lt: return Reg::boolean(Reg::NpBool, x < y);
+        case Fast::le: return Reg::boolean(Reg::NpBool, x <= y);
+        case Fast::gt: return Reg::boolean(Reg::NpBool, x > y);
+        case Fast::ge: return Reg::boolean(Reg::NpBool, x >= y);
+        case Fast::eq: return Reg::boolean(Reg::NpBool, x == y);
+        case Fast::ne: return Reg::boolean(Reg::NpBool, x != y);
+        default: return binary_general(n, a, b, st);
+      }
+    }
+  } else {
+    int64_t x, y;
+    if (i32_operand(a, x) && i32_operand(b, y)) {
+      auto i32 = [](int64_t r) {
+        return Reg::make(Reg::NpI32, static_cast<int32_t>(static_cast<uint32_t>(r)));
+      };
+      switch (n.fast) {
+        case Fast::add: return i32(x + y);
+        case Fast::sub: return i32(x - y);
+        case Fast::mul: return i32(x * y);
+        case Fast::div:
+          if (y == 0) return binary_general(n, a, b, st);
+          return Reg::real(Reg::NpFloat, static_cast<double>(x) / static_cast<double>(y));
+        case Fast::lt: return Reg::boolean(Reg::NpBool, x < y);
+        case Fast::le: return Reg::boolean(Reg::NpBool, x <= y);
+        case Fast::gt: return Reg::boolean(Reg::NpBool, x > y);
+        case Fast::ge: return Reg::boolean(Reg::NpBool, x >= y);
+        case Fast::eq: return Reg::boolean(Reg::NpBool, x == y);
+        case Fast::ne: return Reg::boolean(Reg::NpBool, x != y);
+        case Fast::floordiv:
+        case Fast::mod:
+          if (y == 0 || (x == INT32_MIN && y == -1)) return binary_general(n, a, b, st);
+          return i32(n.fast == Fast::floordiv ? kernels::int_floor_divide(x, y, "floor_divide")
+                                              : kernels::int_mod(x, y, "mod"));
+        default: return binary_general(n, a, b, st);
+      }
+    }
+  }
+  // The wide cases: as float64 / int64 NumPy scalars.
+  const bool wide_ok = [&] {
+    auto np_wide = [](Reg::Kind k) {
+      return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || k == Reg::NpI32;
+    };
+    if (np_wide(a.k) && np_wide(b.k)) return true;
+    // an int32 with a Python float
+    return (a.k == Reg::NpI32 && b.k == Reg::PyFloat) || (b.k == Reg::NpI32 && a.k == Reg::PyFloat);
+  }();
+  if (!wide_ok) return binary_general(n, a, b, st);
+  return binary(n, widen(a), widen(b), st);
+}
+
 Reg FastLoop::Impl::binary_general(const FNode& n, const Reg& a, const Reg& b, State& st) const {
   if (a.k == Reg::Undef || b.k == Reg::Undef || a.k == Reg::Nil || b.k == Reg::Nil) throw BAIL;
   std::vector<Value> vals{to_value(a, st), to_value(b, st)};
@@ -660,11 +760,12 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
     bool ints = true;
     for (; done < nidx && ints; ++done) {
       idx[done] = eval(n.kids[done + 1], st);
-      ints = idx[done].k == Reg::PyInt || idx[done].k == Reg::NpInt;
+      ints = idx[done].int_payload();
     }
     const ArrEntry& e = st.arrays[x.a];
     if (ints && e.indexable && static_cast<size_t>(e.nd) == nidx &&
-        (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_)) {
+        (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_ ||
+         e.dt == DType::float32 || e.dt == DType::int32)) {
       int64_t off = 0;
       for (size_t k = 0; k < nidx; ++k) {
         int64_t j = idx[k].i < 0 ? idx[k].i + e.shape[k] : idx[k].i;
@@ -677,6 +778,10 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
           return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e.base)[off]);
         case DType::int64:
           return Reg::make(Reg::NpInt, reinterpret_cast<const int64_t*>(e.base)[off]);
+        case DType::float32:
+          return Reg::real(Reg::NpF32, reinterpret_cast<const float*>(e.base)[off]);
+        case DType::int32:
+          return Reg::make(Reg::NpI32, reinterpret_cast<const int32_t*>(e.base)[off]);
         default:
           return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
       }
@@ -727,14 +832,14 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   }
   for (size_t k = 0; k < nidx; ++k) {
     Reg i = eval(n.kids[k + 2], st);
-    if (i.k != Reg::PyInt && i.k != Reg::NpInt) throw BAIL;
+    if (!i.int_payload()) throw BAIL;
     const ArrEntry& e = st.arrays[x.a];
     int64_t j = i.i < 0 ? i.i + e.shape[k] : i.i;
     if (j < 0 || j >= e.shape[k]) throw BAIL;
     off += j * e.strides[k];
   }
   const ArrEntry& e = st.arrays[x.a];
-  const bool float_value = v.k == Reg::PyFloat || v.k == Reg::NpFloat;
+  const bool float_value = v.float_payload();
   // NaN or infinity into integers, and Python ints a narrow dtype cannot
   // hold, are errors the general evaluation reports.
   if (float_value && !std::isfinite(v.f) && !is_inexact(e.dt) && e.dt != DType::bool_) throw BAIL;
@@ -764,6 +869,7 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
         break;
       case Reg::PyInt:
       case Reg::NpInt:
+      case Reg::NpI32:
         *dst = element_cast<T>(v.i);
         break;
       default:
@@ -789,7 +895,7 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
       kind = Reg::PyInt;  // evaluated below
     else
       return false;
-    if (kind != Reg::PyInt && kind != Reg::NpInt) return false;
+    if (kind != Reg::PyInt && kind != Reg::NpInt && kind != Reg::NpI32) return false;
   }
   return true;
 }
@@ -798,17 +904,17 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
   if (!v.scalar()) throw BAIL;
   const bool strong = v.strong();
-  double f = v.k == Reg::PyFloat || v.k == Reg::NpFloat   ? v.f
+  double f = v.float_payload()                            ? v.f
              : (v.k == Reg::PyBool || v.k == Reg::NpBool) ? (v.b ? 1.0 : 0.0)
                                                           : static_cast<double>(v.i);
   switch (n.cast_to) {
     case DType::int64: {
-      int64_t i = v.k == Reg::PyInt || v.k == Reg::NpInt ? v.i : element_cast<int64_t>(f);
+      int64_t i = v.int_payload() ? v.i : element_cast<int64_t>(f);
       return Reg::make(strong ? Reg::NpInt : Reg::PyInt, i);
     }
     case DType::float64:
       return Reg::real(strong ? Reg::NpFloat : Reg::PyFloat,
-                       v.k == Reg::PyInt || v.k == Reg::NpInt ? static_cast<double>(v.i) : f);
+                       v.int_payload() ? static_cast<double>(v.i) : f);
     default:
       return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, truthy(v));
   }

@@ -27,8 +27,23 @@ namespace fl {
 
 struct Reg {
   // Obj: any other value (a slice, a string, a list), held in State::objects,
-  // passed to primitives as it is.
-  enum Kind : uint8_t { Undef, Nil, PyBool, PyInt, PyFloat, NpBool, NpInt, NpFloat, Arr, Obj };
+  // passed to primitives as it is. NpF32 and NpI32: NumPy's float32 and
+  // int32 scalars, held as the double (exactly) and the int64 (sign
+  // extended) of their value, so that f and i read them as the wider kinds.
+  enum Kind : uint8_t {
+    Undef,
+    Nil,
+    PyBool,
+    PyInt,
+    PyFloat,
+    NpBool,
+    NpInt,
+    NpFloat,
+    NpF32,
+    NpI32,
+    Arr,
+    Obj
+  };
   Kind k = Undef;
   union {
     bool b;
@@ -56,8 +71,12 @@ struct Reg {
     r.b = b;
     return r;
   }
-  bool strong() const { return k == NpBool || k == NpInt || k == NpFloat; }
-  bool scalar() const { return k >= PyBool && k <= NpFloat; }
+  bool strong() const { return k >= NpBool && k <= NpI32; }
+  bool scalar() const { return k >= PyBool && k <= NpI32; }
+  bool narrow() const { return k == NpF32 || k == NpI32; }
+  // The payload is `i` (ints of any width) or `f` (floats of any width).
+  bool int_payload() const { return k == PyInt || k == NpInt || k == NpI32; }
+  bool float_payload() const { return k == PyFloat || k == NpFloat || k == NpF32; }
 };
 
 // Thrown inside a turn for anything the fast path leaves to the general
@@ -291,9 +310,11 @@ struct FastLoop::Impl {
         return r.b;
       case Reg::PyInt:
       case Reg::NpInt:
+      case Reg::NpI32:
         return r.i != 0;
       case Reg::PyFloat:
       case Reg::NpFloat:
+      case Reg::NpF32:
         return r.f != 0.0;
       default:
         throw BAIL;
@@ -315,6 +336,9 @@ struct FastLoop::Impl {
     }
   }
   Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
+  // An operand a float32 or int32 scalar (NumPy 2's promotion, NEP 50).
+  __attribute__((noinline)) Reg binary_narrow(const FNode& n, const Reg& a, const Reg& b,
+                                              State& st) const;
   // Arrays and NumPy's 0-d bools: the primitive itself.
   __attribute__((noinline)) Reg binary_general(const FNode& n, const Reg& a, const Reg& b,
                                                State& st) const;

@@ -237,15 +237,19 @@ Jit& jit() {
   return *j;
 }
 
-bool is_int(Reg::Kind k) { return k == Reg::PyInt || k == Reg::NpInt; }
-bool is_float(Reg::Kind k) { return k == Reg::PyFloat || k == Reg::NpFloat; }
+// By payload: an int (i64; int32 too, sign extended) or a float (double;
+// float32 too, its value exactly).
+bool is_int(Reg::Kind k) { return k == Reg::PyInt || k == Reg::NpInt || k == Reg::NpI32; }
+bool is_float(Reg::Kind k) { return k == Reg::PyFloat || k == Reg::NpFloat || k == Reg::NpF32; }
 bool is_bool(Reg::Kind k) { return k == Reg::PyBool || k == Reg::NpBool; }
-bool is_strong(Reg::Kind k) { return k == Reg::NpBool || k == Reg::NpInt || k == Reg::NpFloat; }
-bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpFloat; }
+bool is_narrow(int k) { return k == Reg::NpF32 || k == Reg::NpI32; }
+bool is_strong(Reg::Kind k) { return k >= Reg::NpBool && k <= Reg::NpI32; }
+bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpI32; }
 
 const char* kind_name(Reg::Kind k) {
-  static const char* names[] = {"undefined", "None", "bool",    "int",   "float",
-                                "np.bool",   "np.int64", "np.float64", "array", "object"};
+  static const char* names[] = {"undefined",  "None",       "bool",     "int",
+                                "float",      "np.bool",    "np.int64", "np.float64",
+                                "np.float32", "np.int32",   "array",    "object"};
   return names[k];
 }
 
@@ -468,9 +472,11 @@ struct Gen {
         return v.v;
       case Reg::PyInt:
       case Reg::NpInt:
+      case Reg::NpI32:
         return b.CreateICmpNE(v.v, b.getInt64(0));
       case Reg::PyFloat:
       case Reg::NpFloat:
+      case Reg::NpF32:
         return b.CreateFCmpUNE(v.v, llvm::ConstantFP::get(f64, 0.0));
       default:
         throw Refuse{"the truth of a value of kind " + std::string(v.k == kDyn ? "varying" : kind_name(static_cast<Reg::Kind>(v.k)))};
@@ -877,6 +883,7 @@ struct Gen {
   // constant exponent >= 0 (others stay on the interpreter).
   CV power(const CV& a, const CV& c) {
     const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+    if (is_narrow(ka) || is_narrow(kb)) throw Refuse{"'power' of a float32 or int32"};
     llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
     if ((is_float(ka) || is_int(ka)) && (is_float(kb) || is_int(kb)) &&
         (is_float(ka) || is_float(kb))) {
@@ -906,6 +913,111 @@ struct Gen {
     return is_int(static_cast<Reg::Kind>(v.k)) ? b.CreateSIToFP(v.v, f64) : v.v;
   }
 
+  // An operand a float32 or int32 (FastLoop::Impl::binary_narrow): a
+  // float32 or int32 result computed into `a` (true, `c` unused), or both
+  // widened to float64/int64 for the code below (true), or false.
+  bool narrow_binary(const FNode& n, CV& a, CV& c) {
+    const int ka = a.k, kb = c.k;
+    if (a.s || c.s) return false;
+    llvm::Type* f32 = b.getFloatTy();
+    // A Python operand as a float32 (f) or int32 (i) or null: refused.
+    auto as_f32 = [&](const CV& v) -> llvm::Value* {
+      if (v.k == Reg::NpF32) return b.CreateFPTrunc(v.v, f32);
+      if (v.k == Reg::PyFloat) {
+        llvm::Value* x = b.CreateFPTrunc(v.v, f32);
+        llvm::Value* inf = llvm::ConstantFP::getInfinity(f32);
+        llvm::Value* ovf = b.CreateAnd(
+            b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), inf),
+            b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v.v),
+                            llvm::ConstantFP::getInfinity(f64)));
+        bail_if(ovf);
+        return x;
+      }
+      if (v.k == Reg::PyInt) {
+        bail_if(b.CreateICmpUGT(b.CreateAdd(v.v, b.getInt64(int64_t{1} << 24)),
+                                b.getInt64(int64_t{1} << 25)));
+        return b.CreateSIToFP(v.v, f32);
+      }
+      return nullptr;
+    };
+    auto as_i32 = [&](const CV& v) -> llvm::Value* {
+      if (v.k == Reg::NpI32) return v.v;
+      if (v.k == Reg::PyInt) {
+        bail_if(b.CreateICmpUGT(b.CreateAdd(v.v, b.getInt64(int64_t{1} << 31)),
+                                b.getInt64(UINT32_MAX)));
+        return v.v;
+      }
+      return nullptr;
+    };
+    if (ka == Reg::NpF32 || kb == Reg::NpF32) {
+      if ((ka == Reg::NpF32 || ka == Reg::PyFloat || ka == Reg::PyInt) &&
+          (kb == Reg::NpF32 || kb == Reg::PyFloat || kb == Reg::PyInt)) {
+        llvm::Value* x = as_f32(a);
+        llvm::Value* y = as_f32(c);
+        llvm::Value* r = nullptr;
+        switch (n.fast) {
+          case Fast::add: r = b.CreateFAdd(x, y); break;
+          case Fast::sub: r = b.CreateFSub(x, y); break;
+          case Fast::mul: r = b.CreateFMul(x, y); break;
+          case Fast::div: r = b.CreateFDiv(x, y); break;
+          case Fast::lt: a = CV{Reg::NpBool, b.CreateFCmpOLT(x, y)}; break;
+          case Fast::le: a = CV{Reg::NpBool, b.CreateFCmpOLE(x, y)}; break;
+          case Fast::gt: a = CV{Reg::NpBool, b.CreateFCmpOGT(x, y)}; break;
+          case Fast::ge: a = CV{Reg::NpBool, b.CreateFCmpOGE(x, y)}; break;
+          case Fast::eq: a = CV{Reg::NpBool, b.CreateFCmpOEQ(x, y)}; break;
+          case Fast::ne: a = CV{Reg::NpBool, b.CreateFCmpUNE(x, y)}; break;
+          default: return false;
+        }
+        if (r) a = CV{Reg::NpF32, b.CreateFPExt(r, f64)};
+        c = CV{Reg::Nil};
+        return true;
+      }
+    } else if ((ka == Reg::NpI32 || ka == Reg::PyInt) && (kb == Reg::NpI32 || kb == Reg::PyInt)) {
+      llvm::Value* x = as_i32(a);
+      llvm::Value* y = as_i32(c);
+      auto wrap = [&](llvm::Value* v) { return CV{Reg::NpI32, b.CreateSExt(b.CreateTrunc(v, i32), i64)}; };
+      switch (n.fast) {
+        case Fast::add: a = wrap(b.CreateAdd(x, y)); break;
+        case Fast::sub: a = wrap(b.CreateSub(x, y)); break;
+        case Fast::mul: a = wrap(b.CreateMul(x, y)); break;
+        case Fast::div:
+          bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+          a = CV{Reg::NpFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
+          break;
+        case Fast::floordiv:
+        case Fast::mod: {
+          // INT32_MIN // -1 (NumPy wraps) and by zero: the general path's.
+          bail_if(b.CreateAnd(b.CreateICmpEQ(y, b.getInt64(-1)),
+                              b.CreateICmpEQ(x, b.getInt64(INT32_MIN))));
+          CV r = int_op0(n.fast, x, y);  // Python's meaning on int64; bails by zero
+          a = CV{Reg::NpI32, r.v};
+          break;
+        }
+        default: {
+          CV r = int_op0(n.fast, x, y);  // the comparisons
+          a = CV{Reg::NpBool, r.v};
+        }
+      }
+      c = CV{Reg::Nil};
+      return true;
+    }
+    // As float64 / int64 NumPy scalars: with another NumPy number, or an
+    // int32 with a Python float.
+    auto np_wide = [](int k) {
+      return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || k == Reg::NpI32;
+    };
+    if (!(np_wide(ka) && np_wide(kb)) && !(ka == Reg::NpI32 && kb == Reg::PyFloat) &&
+        !(kb == Reg::NpI32 && ka == Reg::PyFloat))
+      return false;
+    auto widen = [](CV& v) {
+      if (v.k == Reg::NpF32) v.k = Reg::NpFloat;
+      if (v.k == Reg::NpI32) v.k = Reg::NpInt;
+    };
+    widen(a);
+    widen(c);
+    return true;
+  }
+
   CV binary(const FNode& n) {
     CV a = eval(n.kids[0]);
     CV c = eval(n.kids[1]);
@@ -918,6 +1030,21 @@ struct Gen {
     }
     if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
     if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
+    if (is_narrow(a.k) || is_narrow(c.k)) {
+      if (!narrow_binary(n, a, c)) {
+        throw Refuse{std::string("'") + n.spec->name + "' of a " + kind_name(ka) + " and a " +
+                     kind_name(kb)};
+      }
+      if (c.k == Reg::Nil) {  // computed as float32 or int32
+        count(n.counter);
+        return a;
+      }
+      return wide_binary(n, a, c);
+    }
+    return wide_binary(n, a, c);
+  }
+  CV wide_binary(const FNode& n, const CV& a, const CV& c) {
+    const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
     CV r;
     llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
     if (is_int(ka) && is_int(kb) && (n.fast == Fast::add || n.fast == Fast::sub) &&
@@ -1066,6 +1193,12 @@ struct Gen {
       case DType::bool_:
         t = i8, k = Reg::NpBool;
         break;
+      case DType::float32:
+        t = b.getFloatTy(), k = Reg::NpF32;
+        break;
+      case DType::int32:
+        t = i32, k = Reg::NpI32;
+        break;
       default:
         throw Refuse{std::string("an element read of dtype ") + std::string(dtype_name(e.dt))};
     }
@@ -1073,6 +1206,8 @@ struct Gen {
     llvm::Value* p = b.CreateBitCast(abase(r), t->getPointerTo());
     llvm::Value* v = b.CreateLoad(t, b.CreateInBoundsGEP(t, p, off));
     if (k == Reg::NpBool) v = b.CreateICmpNE(v, b.getInt8(0));
+    if (k == Reg::NpF32) v = b.CreateFPExt(v, f64);
+    if (k == Reg::NpI32) v = b.CreateSExt(v, i64);
     count(n.counter);
     return CV{k, v};
   }
@@ -1287,6 +1422,12 @@ struct Gen {
     CV v = eval(n.kids[0]);
     const auto vk = static_cast<Reg::Kind>(v.k);
     if (!is_int(vk) && !is_float(vk)) throw Refuse{"'" + n.spec->name + "' of a non-number"};
+    // float32: the functions whose float32 result is the double one rounded
+    // (the others are computed by vmath's float32 code, elementwise.hpp).
+    if (vk == Reg::NpF32 && it->second != UnaryOp::sqrt && it->second != UnaryOp::abs &&
+        it->second != UnaryOp::floor && it->second != UnaryOp::ceil &&
+        it->second != UnaryOp::trunc && it->second != UnaryOp::rint)
+      throw Refuse{"'" + n.spec->name + "' of a float32 has no native code"};
     // The primitive on a sample of that kind: its result's kind, and its
     // value checked against the function computed here.
     if (v.s) {
@@ -1307,6 +1448,8 @@ struct Gen {
     const auto vk = static_cast<Reg::Kind>(v.k);
     Value sample = vk == Reg::PyFloat ? Value(0.375)
                    : vk == Reg::NpFloat ? Value(Array::scalar(0.375))
+                   : vk == Reg::NpF32   ? Value(Array::scalar(0.375, DType::float32))
+                   : vk == Reg::NpI32   ? Value(Array::scalar(3.0, DType::int32))
                    : vk == Reg::PyInt   ? Value(int64_t{3})
                                         : Value(Array::scalar_int(3));
     const double xs = is_float(vk) ? 0.375 : 3.0;
@@ -1323,10 +1466,15 @@ struct Gen {
     } else if (res.is_array() && res.as_array().ndim() == 0 && res.as_array().dtype() == DType::float64 &&
                !res.as_array().foreign() && res.as_array().storage_bytes() == 8) {
       rk = Reg::NpFloat, got = res.as_array().origin<double>()[0];
+    } else if (res.is_array() && res.as_array().ndim() == 0 &&
+               res.as_array().dtype() == DType::float32 && !res.as_array().foreign() &&
+               res.as_array().storage_bytes() == 4) {
+      rk = Reg::NpF32, got = res.as_array().origin<float>()[0];
     } else {
       throw Refuse{"'" + n.spec->name + "' of a " + kind_name(vk) + " does not give a float"};
     }
-    const double want = native_unary(static_cast<int32_t>(op), xs);
+    double want = native_unary(static_cast<int32_t>(op), xs);
+    if (rk == Reg::NpF32) want = static_cast<float>(want);
     if (std::memcmp(&got, &want, 8) != 0)
       throw Refuse{"'" + n.spec->name + "' computes differently"};
     return rk;
@@ -1356,6 +1504,10 @@ struct Gen {
         r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_unary), t),
                          {b.getInt32(static_cast<int32_t>(op)), x});
       }
+    }
+    if (rk == Reg::NpF32) {
+      if (v.k != Reg::NpF32) throw Refuse{"'" + n.spec->name + "' gives a float32 of a non-float32"};
+      r = b.CreateFPExt(b.CreateFPTrunc(r, b.getFloatTy()), f64);
     }
     // A NaN of a number that is not NaN (sqrt(-1), log(-1)) or an infinity
     // of a finite one (exp(1000)): Python's functions raise there, NumPy's
@@ -2798,7 +2950,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   }
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 1 cpu " +
+                           LLVM_VERSION_STRING + " format 2 cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
   const Digest key = sha1(salt, ir);
   const std::string name = "tessera_loop_" + hex(key);

@@ -264,7 +264,7 @@ double as_double(const Reg& r) {
 // NumPy's kinds (a NumPy scalar on either side makes one); false for what
 // only the sequential path does (an int overflow, bools added).
 bool combine(Reg& acc, const Reg& p, ReduceOp op) {
-  if (!acc.scalar() || !p.scalar()) return false;
+  if (!acc.scalar() || !p.scalar() || acc.narrow() || p.narrow()) return false;
   const bool strong = acc.strong() || p.strong();
   const bool fa = acc.k == Reg::PyFloat || acc.k == Reg::NpFloat;
   const bool fp = p.k == Reg::PyFloat || p.k == Reg::NpFloat;

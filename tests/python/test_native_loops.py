@@ -803,6 +803,69 @@ def narrow_reads(x32, i32, u8, idx, out64, outi, out32):
     return s
 
 
+def f32_sum_axpy(x32, y32, a):
+    # float32 with Python numbers stays float32 (NEP 50): the sum, a * x + y + 1.
+    s = 0.0
+    out = np.zeros(len(x32), dtype=np.float32)
+    for i in range(len(x32)):
+        s += x32[i]
+        out[i] = a * x32[i] + y32[i] + 1
+    return s, out, s > 1.5, s * 2 == s + s
+
+
+def f32_mandelbrot(cre, cim, max_iter):
+    counts = np.zeros((len(cim), len(cre)), dtype=np.int32)
+    for j in range(len(cim)):
+        for i in range(len(cre)):
+            cr = cre[i]
+            ci = cim[j]
+            zr = cr * 0.0
+            zi = ci * 0.0
+            n = 0
+            while n < max_iter and zr * zr + zi * zi <= 4.0:
+                zr, zi = zr * zr - zi * zi + cr, 2.0 * zr * zi + ci
+                n += 1
+            counts[j, i] = n
+    return counts
+
+
+def i32_histogram(data, nbins, lo, width):
+    # int32 bins (int32 // Python int), int32 counts (int32 + 1), an int32
+    # index.
+    counts = np.zeros(nbins, dtype=np.int32)
+    for i in range(len(data)):
+        b = (data[i] - lo) // width
+        if b >= 0 and b < nbins:
+            counts[b] += 1
+    return counts
+
+
+def i32_wrap(a):
+    # int32 arithmetic wraps around as NumPy's int32 scalars do; / gives float64.
+    s = a[0] * 0
+    p = s + 1
+    for i in range(len(a)):
+        s += a[i]
+        p = p * 3 + a[i]
+    return s, p, s // 7, s % -5, s / 3, p - s, a[0] + 2.5, a[0] > s
+
+
+def narrow_mixed(x32, i32, x64, i64):
+    # With NumPy scalars of other kinds: float64 / int64 (NEP 50).
+    out = np.zeros((len(x32), 7))
+    t = 0.0
+    for k in range(len(x32)):
+        out[k, 0] = x32[k] * x64[k]
+        out[k, 1] = x32[k] + i32[k]
+        out[k, 2] = i32[k] + i64[k]
+        out[k, 3] = i32[k] * 0.5
+        out[k, 4] = np.sqrt(np.abs(x32[k])) + np.floor(x32[k])
+        out[k, 5] = x32[k] < i32[k]
+        out[k, 6] = np.sqrt(i32[k] * i32[k])
+        t += x32[k] * x64[k]
+    return out, t
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -877,6 +940,15 @@ CASES = [
     (breaks, (np.array([1.0, -2.0, 3.0] * 100), 250.0)),
     (index_error_late, (np.zeros(500), 501)),
     (wraps, (np.array([2**62, 2**62, 2**62, 5], dtype=np.int64),)),
+    (f32_sum_axpy, (np.linspace(-1.0, 1.0, 101).astype(np.float32) ** 3,
+                    np.linspace(0.0, 2.0, 101).astype(np.float32), 0.3)),
+    (f32_mandelbrot, (np.linspace(-2.0, 1.0, 40).astype(np.float32),
+                      np.linspace(-1.5, 1.5, 30).astype(np.float32), 50)),
+    (i32_histogram, (((np.arange(500) * 7919) % 1013 - 100).astype(np.int32), 10, -50, 97)),
+    (i32_wrap, (np.array([2**31 - 5, 2**31 - 7, 12345, -2**31 + 3] * 10, dtype=np.int32),)),
+    (narrow_mixed, (np.linspace(-2.0, 2.0, 40).astype(np.float32) * np.float32(1.1),
+                    np.arange(-20, 20, dtype=np.int32) * 50001,
+                    np.linspace(0.5, 3.0, 40), np.arange(40, dtype=np.int64) * 3)),
 ]
 
 
@@ -1180,3 +1252,62 @@ def test_loops_making_arrays_compile_natively(at):
     line = f.__code__.co_firstlineno + {swap_rows: 4, life_loop: 4, shaped: 5}.get(f, 3)  # `for t`
     assert f"test_native_loops.py:{line}: native code" in err, err
     assert out.strip() == repr(f(*args))
+
+
+NARROW = (f32_sum_axpy, f32_mandelbrot, i32_histogram, i32_wrap, narrow_mixed)
+
+
+def _leaves(v):
+    if isinstance(v, tuple):
+        return [x for item in v for x in _leaves(item)]
+    return [v]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_float32_int32_scalars_keep_numpy_types(threads):
+    # check() compares kinds (int, float); here NumPy's exact scalar types
+    # and dtypes (float32 stays float32, int32 wraps as int32) and bits.
+    for f, args in [c for c in CASES if c[0] in NARROW]:
+        want = f(*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+        got = tessera.jit(f, threads=threads)(*[a.copy() if isinstance(a, np.ndarray) else a
+                                                for a in args])
+        for w, g in zip(_leaves(want), _leaves(got), strict=True):
+            assert type(g) is type(w), (f.__name__, w, g)
+            if isinstance(w, np.ndarray):
+                assert g.dtype == w.dtype and np.array_equal(g, w, equal_nan=True), f.__name__
+            else:
+                assert np.array_equal(np.asarray(g), np.asarray(w), equal_nan=True), f.__name__
+
+
+def test_float32_int32_loops_compile_natively():
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import sys, warnings, numpy as np, tessera; warnings.simplefilter('ignore'); "
+            f"sys.path.insert(0, {here!r}); import test_native_loops as t\n"
+            f"for f, a in t.CASES:\n"
+            f"    if f in t.NARROW: tessera.jit(f)(*a)\n")
+    out, err = _debug_run(code, TESSERA_NATIVE="debug")
+    for f in NARROW:
+        lines = range(f.__code__.co_firstlineno, f.__code__.co_firstlineno + 30)
+        compiled = [ln for ln in lines if f"test_native_loops.py:{ln}: native code compiled" in err
+                    or f"test_native_loops.py:{ln}: native code loaded" in err]
+        refused = [ln for ln in lines if f"test_native_loops.py:{ln}: no native code" in err]
+        assert compiled and not refused, (f.__name__, err)
+
+
+def _int32_plus(a, k):
+    s = a[0]
+    for i in range(len(a)):
+        s = s + k
+    return s
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_int32_with_a_python_int_out_of_range_raises_as_numpy():
+    a = np.arange(3, dtype=np.int32)
+    with pytest.raises(OverflowError):
+        _int32_plus(a, 3_000_000_000)
+    with pytest.raises(OverflowError, match=r"out of bounds for int32.*test_native_loops.py:"):
+        tessera.jit(_int32_plus)(a, 3_000_000_000)
+    r = tessera.jit(_int32_plus)(a, 2_000_000_000)  # in range: wraps
+    assert type(r) is np.int32 and r == _int32_plus(a, 2_000_000_000)
