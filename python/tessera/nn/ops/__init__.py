@@ -9,9 +9,10 @@ naming the closest supported op."""
 
 from __future__ import annotations
 
-from . import core, extra, image, linalg, nn, nn_more, numpy
+from . import core, einops, extra, image, linalg, nn, nn_more, numpy
 from ._base import missing
 from .core import *  # noqa: F401,F403
+from .einops import custom_gradient, rearrange, view_as_complex, view_as_real  # noqa: F401
 from .extra import *  # noqa: F401,F403
 from .linalg import (cholesky, cholesky_inverse, det, eig, eigh, inv, lstsq, matrix_rank,  # noqa
                      norm, pinv, qr, slogdet, solve, solve_triangular, svd)
@@ -20,7 +21,7 @@ from .nn_more import *  # noqa: F401,F403
 from .numpy import *  # noqa: F401,F403
 
 __all__ = sorted(set(core.__all__) | set(extra.__all__) | set(nn.__all__) | set(numpy.__all__) |
-                 set(nn_more.__all__) |
+                 set(nn_more.__all__) | set(einops.__all__) |
                  {"cholesky", "cholesky_inverse", "det", "eig", "eigh", "inv", "lstsq", "norm",
                   "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "matrix_rank"} |
                  {"core", "image", "linalg", "nn", "numpy"})
@@ -37,6 +38,10 @@ for _name in ("depth_to_space", "space_to_depth", "psnr", "separable_conv", "spa
 nn.__all__ += ["adaptive_average_pool", "adaptive_max_pool", "fold", "unfold", "polar",
                "depth_to_space", "space_to_depth", "psnr", "separable_conv", "sparsemax"]
 del _name
+linalg.lu_factor = einops.lu_factor
+linalg.__all__.append("lu_factor")
+lu_factor = einops.lu_factor
+__all__.append("lu_factor")
 
 
 def __getattr__(name):
