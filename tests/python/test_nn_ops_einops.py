@@ -142,3 +142,68 @@ def test_lu_factor_matches_keras(shape):
     assert tops.lu_factor is tops.linalg.lu_factor
     with pytest.raises(ValueError, match=r"\[ops.linalg.lu_factor\] expects square.*\(2, 3\)"):
         tops.linalg.lu_factor(np.zeros((2, 3), "float32"))
+
+
+SEQ = RNG.normal(size=(2, 5, 3)).astype("float32")
+SCANS = [
+    ("add", lambda o: (lambda a, b: a + b), SEQ, 0, False),
+    ("add_axis1_reverse", lambda o: (lambda a, b: a + b), SEQ, 1, True),
+    ("max", lambda o: o.maximum, SEQ, 1, False),
+    ("affine_pairs", lambda o: (lambda p, q: (p[0] * q[0], p[1] * q[0] + q[1])),
+     (SEQ * 0.5, SEQ), 1, False),
+]
+
+
+@pytest.mark.parametrize("name,make_f,elems,axis,reverse", SCANS, ids=[s[0] for s in SCANS])
+def test_associative_scan_eager_and_in_a_layer_match_keras(name, make_f, elems, axis, reverse):
+    want = kops.associative_scan(make_f(kops), elems, reverse=reverse, axis=axis)
+    got = tops.associative_scan(make_f(tops), elems, reverse=reverse, axis=axis)
+    for g, w in zip(tnn.tree.flatten(got), tnn.tree.flatten(want)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-5, atol=1e-6)
+    if axis == 0:
+        return
+
+    class Scan(tnn.Layer):
+        def call(self, x):
+            e = (x * 0.5, x) if isinstance(elems, tuple) else x
+            return tnn.tree.flatten(tops.associative_scan(make_f(tops), e, reverse=reverse,
+                                                          axis=axis))[-1]
+
+    inp = tnn.Input(SEQ.shape[1:])
+    out = tnn.Model(inp, Scan()(inp)).predict(SEQ, batch_size=2, verbose=0)
+    np.testing.assert_allclose(out, np.asarray(tnn.tree.flatten(want)[-1]), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_associative_scan_errors():
+    with pytest.raises(ValueError, match=r"\[ops.associative_scan\] every element.*\(2, 4\)"):
+        tops.associative_scan(lambda a, b: a + b, (SEQ[:, 0], np.zeros((2, 4))), axis=1)
+    with pytest.raises(ValueError, match=r"\[ops.associative_scan\] axis 3 is out of range"):
+        tops.associative_scan(lambda a, b: a + b, SEQ, axis=3)
+
+
+def test_associative_scan_gradient_in_a_trained_layer_matches_jax():
+    import jax
+    import jax.numpy as jnp
+
+    target = RNG.normal(size=SEQ.shape).astype("float32")
+
+    def f(p, q):  # associative: (p + 1)(q + 1) - 1
+        return p * q + p + q
+
+    want = np.asarray(jax.grad(lambda s: jnp.mean(jnp.square(
+        kops.associative_scan(f, jnp.asarray(SEQ) * s, axis=1) - target)))(
+        jnp.ones(SEQ.shape[1:], "float32")))
+
+    class Scaled(tnn.Layer):
+        def build(self, input_shape):
+            self.s = self.add_weight(shape=tuple(input_shape[1:]), initializer="ones")
+
+        def call(self, x):
+            return tops.associative_scan(f, x * self.s, axis=1)
+
+    inp = tnn.Input(SEQ.shape[1:])
+    model = tnn.Model(inp, Scaled()(inp))
+    model.compile(tessera.optim.SGD(1.0), lambda t, p: tops.mean(tops.square(p - t)))
+    model.fit(SEQ, target, batch_size=2, epochs=1, shuffle=False, verbose=0)
+    np.testing.assert_allclose(1.0 - model.get_weights()[0], want, rtol=2e-4, atol=1e-6)

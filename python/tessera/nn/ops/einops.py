@@ -1,23 +1,17 @@
-"""Keras 3's ``ops.rearrange`` (einops notation), ``ops.custom_gradient``,
-``ops.view_as_complex``/``view_as_real`` and ``ops.linalg.lu_factor``.
-
-``rearrange`` is a reshape, a transpose and a reshape, so it works inside a
-model and is differentiable. ``custom_gradient`` runs the user's forward
-eagerly; inside a traced call it is refused with the reason (the program's
-gradients are the primitives' rules: a Python rule cannot enter them)."""
+"""Keras 3's ``ops.rearrange`` (einops notation): a reshape, a transpose and
+a reshape, so it works inside a model and is differentiable."""
 
 from __future__ import annotations
 
-import functools
 import re
 
 import numpy as np
 
 from . import numpy as knp
-from ._base import cast, dtype_of, eager_only, floating, is_symbolic, shape_of, tensor
+from ._base import shape_of, tensor
 from ..symbolic import user_location
 
-__all__ = ["rearrange", "custom_gradient", "view_as_complex", "view_as_real"]
+__all__ = ["rearrange"]
 
 _TOKEN = re.compile(r"\([^()]*\)|[^\s()]+")
 
@@ -107,78 +101,3 @@ def rearrange(tensor_, pattern, **axes_lengths):
     if any(len(g) != 1 for g in right):
         x = knp.reshape(x, shape_for(right))
     return x
-
-
-def custom_gradient(f):
-    """Keras's decorator: ``f(*args)`` returns ``(y, grad_fn)``; the call gives y.
-
-    Eagerly (on arrays) it runs f and returns its value. Inside a layer's call, a
-    loss or a metric it is an error: tessera differentiates a model's program with
-    the gradient rules of its primitives, and a Python gradient function cannot be
-    one of them (write the forward with differentiable ops, with ops.stop_gradient
-    where the gradient must be cut)."""
-    if not callable(f):
-        raise TypeError(f"[ops.custom_gradient] expects a function returning (value, grad_fn), "
-                        f"got {f!r}")
-
-    @functools.wraps(f)
-    def wrapper(*args, **kwargs):
-        if is_symbolic(args, kwargs):
-            raise TypeError(
-                f"[ops.custom_gradient] {getattr(f, '__name__', f)!r} at {user_location()}: a "
-                "user gradient function cannot enter a model's program (tessera differentiates "
-                "it by its primitives' rules); it runs eagerly on arrays only. Inside a layer's "
-                "call write the forward with differentiable ops (ops.stop_gradient to cut a "
-                "gradient)")
-        out = f(*args, **kwargs)
-        if not (isinstance(out, tuple) and len(out) == 2 and callable(out[1])):
-            raise TypeError(f"[ops.custom_gradient] {getattr(f, '__name__', f)!r} must return "
-                            f"(value, grad_fn), got {type(out).__name__} (at {user_location()})")
-        return out[0]
-
-    return wrapper
-
-
-def view_as_complex(x):
-    """A (..., 2) real tensor as the complex64 tensor real + 1j * imag."""
-    x = floating(x)
-    s = shape_of(x)
-    if len(s) < 1 or s[-1] != 2:
-        raise ValueError(f"[ops.view_as_complex] the last axis must hold 2 values (real, imag), "
-                         f"got shape {s} (at {user_location()})")
-    re, im = x[..., 0], x[..., 1]
-    return knp.add(cast(re, "complex64"), knp.multiply(cast(im, "complex64"),
-                                                       np.asarray(1j, "complex64")))
-
-
-def view_as_real(x):
-    """A complex tensor as a real one of shape (..., 2): (real, imag)."""
-    x = tensor(x)
-    if not dtype_of(x).startswith("complex"):
-        raise ValueError(f"[ops.view_as_real] expects a complex tensor, got {dtype_of(x)} (at "
-                         f"{user_location()})")
-    return knp.stack([knp.real(x), knp.imag(x)], axis=-1)
-
-
-def lu_factor(x):
-    """(lu, pivots) of square matrices (batched), as jax.scipy.linalg.lu_factor:
-    L (unit diagonal, below) and U in one matrix; pivots the 0-based row swapped
-    with row i at step i (int32). Eager only (a factorization, several outputs)."""
-    eager_only("linalg.lu_factor", x)
-    a = np.array(x, dtype=np.result_type(np.asarray(x).dtype, np.float32))
-    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise ValueError(f"[ops.linalg.lu_factor] expects square matrices (..., n, n), got "
-                         f"shape {a.shape} (at {user_location()})")
-    n = a.shape[-1]
-    lu = a.reshape(-1, n, n).copy()
-    piv = np.zeros((lu.shape[0], n), "int32")
-    for m, piv_m in zip(lu, piv):
-        for k in range(n):
-            p = k + int(np.argmax(np.abs(m[k:, k])))
-            piv_m[k] = p
-            if p != k:
-                m[[k, p]] = m[[p, k]]
-            if m[k, k] != 0:
-                m[k + 1:, k] /= m[k, k]
-                m[k + 1:, k + 1:] -= np.outer(m[k + 1:, k], m[k, k + 1:])
-    return lu.reshape(a.shape), piv.reshape(a.shape[:-1])

@@ -12,12 +12,11 @@ import numpy as np
 
 from . import numpy as knp
 from ._base import cast, dtype_of, floating, missing, prim, shape_of, tensor
-from ._base import is_symbolic
 from ..symbolic import user_location
 
 __all__ = ["resize", "rgb_to_grayscale", "pad_images", "crop_images", "extract_patches",
            "extract_patches_3d", "rgb_to_hsv", "hsv_to_rgb", "gaussian_blur", "sobel_edges",
-           "ssim", "map_coordinates", "affine_transform"]
+           "ssim", "map_coordinates", "affine_transform", "perspective_transform"]
 
 
 def _weights(n_in: int, n_out: int, interpolation: str) -> np.ndarray:
@@ -444,7 +443,7 @@ def map_coordinates(inputs, coordinates, order, fill_mode="constant", fill_value
     d = dtype_of(x)
     integer = not (d.startswith("float") or d == "bfloat16")
     xf = cast(x, "float32") if integer else x
-    c = floating(coordinates) if not is_symbolic(coordinates) else floating(coordinates)
+    c = floating(coordinates)
     coords = [knp.take(c, i, axis=0) for i in range(len(shape))]
     y = _sample("map_coordinates", knp.reshape(xf, [-1]), shape, coords, order, fill_mode,
                 fill_value, dtype_of(xf))
@@ -497,6 +496,43 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
     if integer:
         y = cast(knp.sign(y) * knp.floor(knp.abs(y) + 0.5), d)
     return _from_last(y, nd, 4, fmt)
+
+
+def _homography(start, end):
+    """The 8 projective coefficients mapping end points to start points
+    (batch, 4, 2) -> (batch, 8): the 8x8 linear system of four point pairs."""
+    sx, sy = start[..., 0], start[..., 1]
+    ex, ey = end[..., 0], end[..., 1]
+    zeros, ones = ex * 0.0, ex * 0.0 + 1.0
+    x_rows = knp.stack([ex, ey, ones, zeros, zeros, zeros, -sx * ex, -sx * ey], axis=-1)
+    y_rows = knp.stack([zeros, zeros, zeros, ex, ey, ones, -sy * ex, -sy * ey], axis=-1)
+    a = knp.concatenate([x_rows, y_rows], axis=1)
+    b = knp.expand_dims(knp.concatenate([sx, sy], axis=-1), -1)
+    from .linalg import solve
+    return knp.squeeze(solve(a, b), -1)
+
+
+def perspective_transform(images, start_points, end_points, interpolation="bilinear",
+                          fill_value=0, data_format=None):
+    """Each image warped so its start_points (4 (x, y) corners) land on
+    end_points: affine_transform with the homography of the two quadrilaterals."""
+    op = "perspective_transform"
+    _check_choice(op, "interpolation", interpolation, ("nearest", "bilinear"))
+    start, end = floating(start_points), floating(end_points)
+    for name, v in (("start_points", start), ("end_points", end)):
+        if tuple(shape_of(v)[-2:]) != (4, 2) or len(shape_of(v)) not in (2, 3):
+            raise ValueError(f"[ops.image.{op}] {name} must have shape (4, 2) or (batch, 4, 2), "
+                             f"got {shape_of(v)} (at {user_location()})")
+    if shape_of(start) != shape_of(end):
+        raise ValueError(f"[ops.image.{op}] start_points and end_points must have the same "
+                         f"shape, got {shape_of(start)} and {shape_of(end)} (at "
+                         f"{user_location()})")
+    if len(shape_of(start)) == 2:
+        start, end = knp.expand_dims(start, 0), knp.expand_dims(end, 0)
+    t = _homography(cast(start, "float32"), cast(end, "float32"))
+    if shape_of(t)[0] == 1:
+        t = knp.squeeze(t, 0)
+    return affine_transform(images, t, interpolation, "constant", fill_value, data_format)
 
 
 def __getattr__(name):
