@@ -85,6 +85,16 @@ CASES += [
         x, *_quad(o, x), fill_value=0.2, data_format="channels_first"), IMG, True),
 ]
 
+for _method, _aa in (("bilinear", True), ("cubic", False), ("lanczos3", True),
+                     ("lanczos5", False), ("trilinear", False)):
+    CASES.append((f"scale_and_translate_down_{_method}_{_aa}", lambda o, x, m=_method, a=_aa:
+                  o.image.scale_and_translate(x, (2, 5, 6, 3), np.array([0.5, 0.7], "float32"),
+                                              np.array([1.0, -0.5], "float32"), (1, 2), m, a),
+                  IMG, True))
+CASES.append(("scale_and_translate_up", lambda o, x: o.image.scale_and_translate(
+    x, (2, 14, 12, 3), np.array([2.0, 1.5], "float32"), np.array([0.3, 0.0], "float32"),
+    (1, 2), "bicubic"), IMG, True))
+
 
 def _quad(o, x):
     """One pair of quadrilaterals for every image (Keras on JAX: tiled to the batch)."""
@@ -161,7 +171,8 @@ class Scaled(tnn.Layer):
 GRAD = [c for c in BATCHED if c[0] in ("patches_strided", "patches_same", "patches_3d",
                                        "rgb_to_hsv", "hsv_to_rgb", "gaussian_blur",
                                        "sobel_edges", "ssim", "affine_reflect",
-                                       "affine_constant", "perspective_one")]
+                                       "affine_constant", "perspective_one",
+                                       "scale_and_translate_down_cubic_False")]
 
 
 @pytest.mark.parametrize("name,fn,x,batched", GRAD, ids=[c[0] for c in GRAD])
@@ -221,9 +232,55 @@ def test_map_coordinates_gradient_in_the_coordinates_matches_jax():
     (lambda: tops.image.affine_transform(IMG, TRANSFORMS[:, :6]), "shape (8,)"),
     (lambda: tops.image.affine_transform(IMG, TRANSFORMS, fill_mode="edge"), "fill_mode"),
     (lambda: tops.image.gaussian_blur(IMG, sigma=(1.0, -1.0)), "sigma"),
+    (lambda: tops.image.scale_and_translate(IMG, (2, 5, 6), (1, 1), (0, 0), (1, 2), "cubic"),
+     "rank of images"),
+    (lambda: tops.image.scale_and_translate(IMG, (2, 5, 6, 4), (1, 1), (0, 0), (1, 2),
+                                            "cubic"), "must keep its length 3"),
+    (lambda: tops.image.scale_and_translate(IMG, (2, 5, 6, 3), (1, 1), (0, 0), (1, 2),
+                                            "nearest"), "method must be"),
+    (lambda: tops.image.perspective_transform(IMG, START[:3], END[:3]), "(4, 2)"),
 ])
 def test_errors_name_the_op_the_value_and_the_line(call, words):
     with pytest.raises((ValueError, TypeError)) as e:
         call()
     assert "ops.image." in str(e.value) and words in str(e.value), str(e.value)
     assert "test_nn_ops_image_more.py" in str(e.value) or "at " in str(e.value)
+
+
+def test_elastic_transform_as_keras():
+    """Keras draws its noise with JAX's generator, so values are compared
+    where they do not depend on it: alpha=0 (the image itself, as Keras), the
+    warp of a given field against Keras's map_coordinates, and the noise as
+    tessera.nn.random.normal with the same seed."""
+    from tessera.nn.ops.image import _elastic_warp
+
+    for kw in ({}, {"fill_mode": "constant", "interpolation": "nearest"}):
+        got = tops.image.elastic_transform(IMG, alpha=0.0, seed=3, **kw)
+        want = kops.image.elastic_transform(IMG, alpha=0.0, seed=3, **kw)
+        assert np.asarray(got).shape == np.asarray(want).shape
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-6, atol=1e-6)
+    field = RNG.normal(size=IMG.shape[:3]).astype("float32")
+    got = _elastic_warp(IMG, IMG, field, field, 1.5, "bilinear", "reflect", 0.0)
+    gy, gx = np.meshgrid(np.arange(9), np.arange(8), indexing="ij")
+    want = np.stack([np.stack([np.asarray(kops.image.map_coordinates(
+        IMG[b, :, :, c], [gy + 1.5 * field[b], gx + 1.5 * field[b]], 1, "reflect"))
+        for c in range(3)], -1) for b in range(2)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    noise = tnn.random.normal((2, 9, 8), seed=7) * 2.0
+    blurred = tops.image.gaussian_blur(noise[..., None], (13, 13), (2.0, 2.0))[..., 0]
+    direct = _elastic_warp(IMG, IMG, blurred, blurred, 4.0, "bilinear", "reflect", 0.0)
+    np.testing.assert_allclose(tops.image.elastic_transform(IMG, 4.0, 2.0, seed=7), direct,
+                               rtol=1e-6, atol=1e-6)
+    first = tops.image.elastic_transform(IMG.transpose(0, 3, 1, 2), 4.0, 2.0, seed=7,
+                                         data_format="channels_first")
+    np.testing.assert_allclose(first, np.asarray(direct).transpose(0, 3, 1, 2), atol=1e-6)
+
+
+def test_elastic_transform_inside_a_layer_call():
+    inp = tnn.Input(IMG.shape[1:])
+    out = OpLayer(lambda o, x: o.image.elastic_transform(x, 0.0))(inp)
+    np.testing.assert_allclose(tnn.Model(inp, out).predict(IMG, batch_size=2, verbose=0), IMG,
+                               atol=1e-6)
+    out = OpLayer(lambda o, x: o.image.elastic_transform(x, 3.0, 1.0, seed=1))(inp)
+    y = tnn.Model(inp, out).predict(IMG, batch_size=2, verbose=0)
+    assert y.shape == IMG.shape and np.isfinite(y).all() and np.abs(y - IMG).max() > 1e-3

@@ -11,12 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import numpy as knp
-from ._base import cast, dtype_of, floating, missing, prim, shape_of, tensor
+from ._base import (cast, dtype_of, eager_only, eager_value, floating, missing, prim, shape_of,
+                    tensor)
 from ..symbolic import user_location
 
 __all__ = ["resize", "rgb_to_grayscale", "pad_images", "crop_images", "extract_patches",
            "extract_patches_3d", "rgb_to_hsv", "hsv_to_rgb", "gaussian_blur", "sobel_edges",
-           "ssim", "map_coordinates", "affine_transform", "perspective_transform"]
+           "ssim", "map_coordinates", "affine_transform", "perspective_transform",
+           "scale_and_translate", "elastic_transform"]
 
 
 def _weights(n_in: int, n_out: int, interpolation: str) -> np.ndarray:
@@ -452,6 +454,23 @@ def map_coordinates(inputs, coordinates, order, fill_mode="constant", fill_value
     return y
 
 
+def _warp(op, x, xf, src_y, src_x, interpolation, fill_mode, fill_value):
+    """x (batch, h, w, c; xf: as float) sampled at (src_y, src_x), each
+    (batch, h, w) or (1, h, w); integer images rounded back to their dtype."""
+    _, h, w, c = shape_of(x)
+    ones = knp.ones_like(knp.take(xf, 0, axis=3))
+    src_x, src_y = src_x * ones, src_y * ones
+    # image b's pixels start at b*h*w in the ravelled batch
+    base = cast(knp.cumsum(ones, axis=0) - 1.0, "int32") * (h * w)
+    order = 0 if interpolation == "nearest" else 1
+    y = _sample(op, knp.reshape(xf, [-1, c]), (h, w), [src_y, src_x], order, fill_mode,
+                fill_value, dtype_of(xf), base)
+    d = dtype_of(x)
+    if d != dtype_of(xf):
+        y = cast(knp.sign(y) * knp.floor(knp.abs(y) + 0.5), d)
+    return y
+
+
 def affine_transform(images, transform, interpolation="bilinear", fill_mode="constant",
                      fill_value=0, data_format=None):
     """Each output pixel (x, y) samples the input at ((a0 x + a1 y + a2) / k,
@@ -485,16 +504,7 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
     k = col[6] * gx + col[7] * gy + 1.0
     src_x = (col[0] * gx + col[1] * gy + col[2]) / k
     src_y = (col[3] * gx + col[4] * gy + col[5]) / k
-    # (batch, h, w) grids: a single transform serves every image
-    ones = knp.ones_like(knp.take(xf, 0, axis=3))
-    src_x, src_y = src_x * ones, src_y * ones
-    # image b's pixels start at b*h*w in the ravelled batch
-    base = cast(knp.cumsum(ones, axis=0) - 1.0, "int32") * (h * w)
-    order = 0 if interpolation == "nearest" else 1
-    y = _sample(op, knp.reshape(xf, [-1, c]), (h, w), [src_y, src_x], order, fill_mode,
-                fill_value, dtype_of(xf), base)
-    if integer:
-        y = cast(knp.sign(y) * knp.floor(knp.abs(y) + 0.5), d)
+    y = _warp(op, x, xf, src_y, src_x, interpolation, fill_mode, fill_value)
     return _from_last(y, nd, 4, fmt)
 
 
@@ -533,6 +543,124 @@ def perspective_transform(images, start_points, end_points, interpolation="bilin
     if shape_of(t)[0] == 1:
         t = knp.squeeze(t, 0)
     return affine_transform(images, t, interpolation, "constant", fill_value, data_format)
+
+
+def elastic_transform(images, alpha=20.0, sigma=5.0, interpolation="bilinear",
+                      fill_mode="reflect", fill_value=0.0, seed=None, data_format=None):
+    """Each image resampled at its pixel grid plus alpha times a Gaussian-blurred
+    (sigma, window int(6 sigma) | 1) field of normal noise times sigma. As Keras
+    3.15 on JAX, one noise field (one draw of keras.random's normal with seed)
+    displaces both axes. Works inside a model (the step's seed, as keras.random)."""
+    op = "elastic_transform"
+    fmt = _format(op, data_format)
+    _check_choice(op, "interpolation", interpolation, ("nearest", "bilinear"))
+    _check_choice(op, "fill_mode", fill_mode, _FILL_MODES)
+    if not isinstance(sigma, (int, float)) or sigma <= 0:
+        raise ValueError(f"[ops.image.{op}] sigma must be a positive number, got {sigma!r} (at "
+                         f"{user_location()})")
+    from .. import random
+    from ._base import static_or_symbolic_shape
+    x = tensor(images)
+    nd = _rank(op, x)
+    x = _to_last(x, nd, 4, fmt)
+    d = dtype_of(x)
+    integer = not (d.startswith("float") or d == "bfloat16")
+    xf = cast(x, "float32") if integer else x
+    b, h, w, _ = static_or_symbolic_shape(x)
+    if not isinstance(h, int) or not isinstance(w, int):
+        raise ValueError(f"[ops.image.{op}] the image size must be known, got shape "
+                         f"{shape_of(x)} (at {user_location()})")
+    noise = random.normal((b, h, w), dtype=dtype_of(xf), seed=seed) * float(sigma)
+    k = int(6 * sigma) | 1
+    field = knp.squeeze(gaussian_blur(knp.expand_dims(noise, -1), (k, k), (sigma, sigma),
+                                      "channels_last"), -1)
+    return _from_last(_elastic_warp(x, xf, field, field, alpha, interpolation, fill_mode,
+                                   fill_value), nd, 4, fmt)
+
+
+def _elastic_warp(x, xf, dy, dx, alpha, interpolation, fill_mode, fill_value):
+    """x (batch, h, w, c) sampled at (row + alpha dy, column + alpha dx)."""
+    _, h, w, _ = shape_of(x)
+    gy, gx = np.meshgrid(np.arange(h, dtype=dtype_of(xf)), np.arange(w, dtype=dtype_of(xf)),
+                         indexing="ij")
+    return _warp("elastic_transform", x, xf, gy + dy * alpha, gx + dx * alpha, interpolation,
+                 fill_mode, fill_value)
+
+
+def _keys_cubic(x):
+    out = ((1.5 * x - 2.5) * x) * x + 1.0
+    out = np.where(x >= 1.0, ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0, out)
+    return np.where(x >= 2.0, 0.0, out)
+
+
+def _lanczos(radius):
+    def kernel(x):
+        y = radius * np.sin(np.pi * x) * np.sin(np.pi * x / radius)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(x > 1e-3, y / np.where(x != 0, np.pi ** 2 * x ** 2, 1), 1)
+        return np.where(x > radius, 0.0, out)
+    return kernel
+
+
+_KERNELS = {"linear": lambda x: np.maximum(0, 1 - np.abs(x)), "cubic": _keys_cubic,
+            "lanczos3": _lanczos(3), "lanczos5": _lanczos(5)}
+_METHODS = {"linear": "linear", "bilinear": "linear", "trilinear": "linear", "cubic": "cubic",
+            "bicubic": "cubic", "tricubic": "cubic", "lanczos3": "lanczos3",
+            "lanczos5": "lanczos5"}
+
+
+def _scale_weights(n_in, n_out, scale, translation, kernel, antialias, dtype):
+    """(n_in, n_out) resampling weights, as jax.image.scale_and_translate."""
+    scale, translation = np.asarray(scale, dtype), np.asarray(translation, dtype)
+    inv = np.asarray(1.0, dtype) / scale
+    kscale = np.maximum(inv, np.asarray(1.0, dtype)) if antialias else np.asarray(1.0, dtype)
+    sample = (np.arange(n_out, dtype=dtype) + np.asarray(0.5, dtype)) * inv - translation * inv \
+        - np.asarray(0.5, dtype)
+    w = kernel(np.abs(sample[None, :] - np.arange(n_in, dtype=dtype)[:, None]) / kscale)
+    total = w.sum(axis=0, keepdims=True)
+    w = np.where(np.abs(total) > 1000.0 * float(np.finfo(np.float32).eps),
+                 w / np.where(total != 0, total, 1), 0)
+    inside = (sample >= -0.5) & (sample <= n_in - 0.5)
+    return np.where(inside[None, :], w, 0).astype(dtype)
+
+
+def scale_and_translate(images, output_shape, scale, translation, spatial_dims, method,
+                        antialias=True):
+    """Resampling of the spatial_dims to output_shape with a scale and a
+    translation per axis, as jax.image.scale_and_translate: fixed weight
+    matrices (scale and translation must be numbers), so differentiable in the
+    images and usable inside a model."""
+    op = "scale_and_translate"
+    _check_choice(op, "method", method, tuple(_METHODS))
+    x = floating(images)
+    shape = shape_of(x)
+    out = tuple(output_shape)
+    dims = [int(d) % len(shape) for d in spatial_dims]
+    if len(out) != len(shape):
+        raise ValueError(f"[ops.image.{op}] output_shape {out} must have the rank of images "
+                         f"{shape} (at {user_location()})")
+    eager_only(op, scale, translation)
+    sc = np.atleast_1d(np.asarray(eager_value(scale)))
+    tr = np.atleast_1d(np.asarray(eager_value(translation)))
+    if len(sc) != len(dims) or len(tr) != len(dims):
+        raise ValueError(f"[ops.image.{op}] scale and translation need one value per spatial "
+                         f"dim {tuple(spatial_dims)}, got {sc.tolist()} and {tr.tolist()} (at "
+                         f"{user_location()})")
+    for i, (a, b) in enumerate(zip(shape, out)):
+        if i not in dims and a is not None and a != b:
+            raise ValueError(f"[ops.image.{op}] axis {i} is not in spatial_dims, so "
+                             f"output_shape must keep its length {a}, got {b} (at "
+                             f"{user_location()})")
+    wdtype = str(np.result_type(sc.dtype, tr.dtype, np.float32)) \
+        if sc.dtype.kind == "f" or tr.dtype.kind == "f" else "float32"
+    kernel = _KERNELS[_METHODS[method]]
+    for i, d in enumerate(dims):
+        if shape[d] is None:
+            raise ValueError(f"[ops.image.{op}] spatial axis {d} must be known, got shape "
+                             f"{shape} (at {user_location()})")
+        w = _scale_weights(shape[d], int(out[d]), sc[i], tr[i], kernel, antialias, wdtype)
+        x = knp.moveaxis(knp.matmul(knp.moveaxis(x, d, -1), w.astype(dtype_of(x))), -1, d)
+    return x
 
 
 def __getattr__(name):
