@@ -116,7 +116,10 @@ class LearningRateSchedule:
 
     @classmethod
     def from_config(cls, config: Mapping) -> "LearningRateSchedule":
-        """The schedule ``get_config`` described."""
+        """The schedule ``get_config`` described (a user's subclass: as Keras,
+        ``cls(**config)``)."""
+        if cls is not LearningRateSchedule and cls not in _SCHEDULES.values():
+            return cls(**{k: v for k, v in dict(config).items() if k != "class"})
         return _rebuild(config, cls)
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ from .. import _core
 from .. import data as _data
 from . import saving
 from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
+from ._image_utils import array_to_img, img_to_array, load_img, save_img
 from .layers.base import _name_counts
 from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
@@ -36,7 +37,8 @@ __all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory",
            "pack_x_y_sample_weight", "unpack_x_y_sample_weight", "is_keras_tensor",
            "standardize_dtype", "clear_session", "disable_interactive_logging",
-           "enable_interactive_logging", "is_interactive_logging_enabled"]
+           "enable_interactive_logging", "is_interactive_logging_enabled", "img_to_array",
+           "array_to_img", "load_img", "save_img", "get_source_inputs", "Config"]
 
 
 def to_categorical(x, num_classes=None):
@@ -660,6 +662,116 @@ def unpack_x_y_sample_weight(data):
         return data
     raise ValueError(f"[unpack_x_y_sample_weight] data must be x, (x,), (x, y) or "
                      f"(x, y, sample_weight), got a tuple of {len(data)}: {data!r}")
+
+
+class Config:
+    """keras.utils.Config: a dict of settings read and written as attributes
+    or items (``config.lr = 0.1``; ``config["lr"]``), which freeze() makes
+    read-only; iteration gives the keys sorted."""
+
+    def __init__(self, **kwargs):
+        object.__setattr__(self, "_config", kwargs)
+        object.__setattr__(self, "_frozen", False)
+
+    @property
+    def frozen(self):
+        return self._frozen
+
+    def freeze(self):
+        object.__setattr__(self, "_frozen", True)
+
+    def unfreeze(self):
+        object.__setattr__(self, "_frozen", False)
+
+    def _check_mutable(self):
+        if self._frozen:
+            raise ValueError("[utils.Config] Cannot mutate attribute(s) because the config is "
+                             "frozen (unfreeze() first)")
+
+    def as_dict(self):
+        return dict(self._config)
+
+    def to_json(self):
+        import json  # noqa: PLC0415
+        return json.dumps(self._config)
+
+    def keys(self):
+        return self._config.keys()
+
+    def values(self):
+        return self._config.values()
+
+    def items(self):
+        return self._config.items()
+
+    def pop(self, *args):
+        self._check_mutable()
+        return self._config.pop(*args)
+
+    def update(self, *args, **kwargs):
+        self._check_mutable()
+        return self._config.update(*args, **kwargs)
+
+    def get(self, keyname, value=None):
+        return self._config.get(keyname, value)
+
+    def __setattr__(self, name, value):
+        if hasattr(type(self), name):
+            raise AttributeError(f"[utils.Config] {name!r} is a method of Config, not a setting")
+        self._check_mutable()
+        self._config[name] = value
+
+    def __getattr__(self, name):
+        config = object.__getattribute__(self, "_config")
+        if name in config:
+            return config[name]
+        import difflib  # noqa: PLC0415
+        close = difflib.get_close_matches(name, list(config), n=1, cutoff=0.7)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise AttributeError(f"Unknown attribute: '{name}'.{hint}")
+
+    def __setitem__(self, key, item):
+        self._check_mutable()
+        self._config[key] = item
+
+    def __getitem__(self, key):
+        return self._config[key]
+
+    def __delitem__(self, key):
+        self._check_mutable()
+        del self._config[key]
+
+    def __contains__(self, item):
+        return item in self._config
+
+    def __iter__(self):
+        return iter(sorted(self._config))
+
+    def __len__(self):
+        return len(self._config)
+
+    def __repr__(self):
+        return f"<Config {self._config}>"
+
+
+def get_source_inputs(tensor, layer=None, node_index=None):
+    """The Inputs a symbolic tensor was computed from (itself if it is one), in
+    the order a depth-first walk from it meets them, as keras.utils."""
+    from .functional import _deps  # noqa: PLC0415 - functional imports this module's users
+    if not isinstance(tensor, KerasTensor):
+        raise TypeError(f"[utils.get_source_inputs] expects a symbolic tensor (from "
+                        f"keras.Input or a layer called on one), got {type(tensor).__name__}")
+    found, seen, stack = [], set(), [tensor]
+    while stack:
+        t = stack.pop()
+        if t.id in seen:
+            continue
+        seen.add(t.id)
+        if t.op == "input":
+            found.append(t)
+            continue
+        stack.extend(reversed(_deps(t)))
+    return found
 
 
 def is_keras_tensor(x):

@@ -9,20 +9,23 @@ naming the closest supported op."""
 
 from __future__ import annotations
 
-from . import core, extra, image, linalg, nn, nn_more, numpy
+from . import core, einops, extra, image, linalg, nn, nn_more, numpy, transforms
 from ._base import missing
 from .core import *  # noqa: F401,F403
+from .einops import rearrange  # noqa: F401
+from .transforms import associative_scan, custom_gradient  # noqa: F401
 from .extra import *  # noqa: F401,F403
-from .linalg import (cholesky, cholesky_inverse, det, eig, eigh, inv, lstsq, matrix_rank,  # noqa
-                     norm, pinv, qr, slogdet, solve, solve_triangular, svd)
+from .linalg import (cholesky, cholesky_inverse, det, eig, eigh, inv, lstsq, lu_factor,  # noqa
+                     matrix_rank, norm, pinv, qr, slogdet, solve, solve_triangular, svd)
 from .nn import *  # noqa: F401,F403
 from .nn_more import *  # noqa: F401,F403
 from .numpy import *  # noqa: F401,F403
 
 __all__ = sorted(set(core.__all__) | set(extra.__all__) | set(nn.__all__) | set(numpy.__all__) |
-                 set(nn_more.__all__) |
+                 set(nn_more.__all__) | set(einops.__all__) | set(transforms.__all__) |
                  {"cholesky", "cholesky_inverse", "det", "eig", "eigh", "inv", "lstsq", "norm",
-                  "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "matrix_rank"} |
+                  "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "matrix_rank",
+                  "lu_factor"} |
                  {"core", "image", "linalg", "nn", "numpy"})
 
 # keras.ops.numpy holds these too: the same functions under both names.

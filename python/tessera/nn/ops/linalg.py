@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..symbolic import user_location
 from ._base import eager_only, floating, missing, prim, shape_of
 
 __all__ = ["norm", "inv", "det", "solve", "solve_triangular", "cholesky", "cholesky_inverse",
-           "qr", "svd", "eigh", "eig", "lstsq", "slogdet", "matrix_rank", "pinv"]
+           "qr", "svd", "eigh", "eig", "lstsq", "slogdet", "matrix_rank", "pinv", "lu_factor"]
 
 
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - Keras's names
@@ -91,6 +92,30 @@ def pinv(x, rcond=None):
     eager_only("linalg.pinv", x)
     kw = {} if rcond is None else {"rcond": rcond}
     return np.linalg.pinv(np.asarray(x), **kw).astype(np.asarray(x).dtype)
+
+
+def lu_factor(x):
+    """(lu, pivots) of square matrices (batched), as jax.scipy.linalg.lu_factor:
+    L (unit diagonal, below) and U in one matrix; pivots the 0-based row swapped
+    with row i at step i (int32). Eager only (a factorization, several outputs)."""
+    eager_only("linalg.lu_factor", x)
+    a = np.array(x, dtype=np.result_type(np.asarray(x).dtype, np.float32))
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"[ops.linalg.lu_factor] expects square matrices (..., n, n), got "
+                         f"shape {a.shape} (at {user_location()})")
+    n = a.shape[-1]
+    lu = a.reshape(-1, n, n).copy()
+    piv = np.zeros((lu.shape[0], n), "int32")
+    for m, piv_m in zip(lu, piv):
+        for k in range(n):
+            p = k + int(np.argmax(np.abs(m[k:, k])))
+            piv_m[k] = p
+            if p != k:
+                m[[k, p]] = m[[p, k]]
+            if m[k, k] != 0:
+                m[k + 1:, k] /= m[k, k]
+                m[k + 1:, k + 1:] -= np.outer(m[k + 1:, k], m[k, k + 1:])
+    return lu.reshape(a.shape), piv.reshape(a.shape[:-1])
 
 
 def __getattr__(name):

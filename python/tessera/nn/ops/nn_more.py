@@ -1,6 +1,6 @@
 """More of Keras 3's nn and math ops, written over differentiable primitives so
 they work inside a model and train: adaptive average and max pooling (1-3 d),
-unfold (im2col) and fold, erfinv and polar."""
+unfold (im2col) and fold, erfinv, polar and view_as_complex/view_as_real."""
 
 from __future__ import annotations
 
@@ -173,3 +173,26 @@ def polar(abs_, angle):
     re = knp.multiply(r, knp.cos(t))
     im = knp.multiply(r, knp.sin(t))
     return knp.add(cast(re, dt), knp.multiply(cast(im, dt), np.asarray(1j, dt)))
+
+
+@_export
+def view_as_complex(x):
+    """A (..., 2) real tensor as the complex64 tensor real + 1j * imag."""
+    x = floating(x)
+    s = shape_of(x)
+    if len(s) < 1 or s[-1] != 2:
+        raise ValueError(f"[ops.view_as_complex] the last axis must hold 2 values (real, imag), "
+                         f"got shape {s} (at {user_location()})")
+    re, im = x[..., 0], x[..., 1]
+    return knp.add(cast(re, "complex64"), knp.multiply(cast(im, "complex64"),
+                                                       np.asarray(1j, "complex64")))
+
+
+@_export
+def view_as_real(x):
+    """A complex tensor as a real one of shape (..., 2): (real, imag)."""
+    x = tensor(x)
+    if not dtype_of(x).startswith("complex"):
+        raise ValueError(f"[ops.view_as_real] expects a complex tensor, got {dtype_of(x)} (at "
+                         f"{user_location()})")
+    return knp.stack([knp.real(x), knp.imag(x)], axis=-1)
