@@ -22,6 +22,8 @@ _spec.loader.exec_module(graph_tool)
 ALLOWED_LOCAL_IMPORTS = {
     # Pillow: optional, only image_dataset_from_directory decodes images with it
     ("_directory_datasets", "PIL"),
+    # Pillow: optional, only the image utils (load_img, save_img, ...) read and write with it
+    ("_image_utils", "PIL"),
     # pydot (with Graphviz): optional, only plot_model / model_to_dot draw with it
     ("utils", "pydot"),
 }
@@ -44,7 +46,7 @@ LAYERS = [
                      "input_spec", "tree"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
-             "ops.nn_more",
+             "ops.nn_more", "ops.einops", "ops.transforms",
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
@@ -53,6 +55,7 @@ LAYERS = [
                             "parallel_losses"}),
     ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "_directory_datasets",
+                             "_image_utils",
                              "utils", "keras_objects", "callbacks", "checkpoint_blocks",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),

@@ -5,7 +5,9 @@ Keras's (de)serialization helpers (on tessera.nn.saving's registry)."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import json
 import logging
 import math
 import os
@@ -23,6 +25,7 @@ from .. import data as _data
 from . import saving
 from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
 from ._image_utils import array_to_img, img_to_array, load_img, save_img
+from .functional import _deps
 from .layers.base import _name_counts
 from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
@@ -692,7 +695,6 @@ class Config:
         return dict(self._config)
 
     def to_json(self):
-        import json  # noqa: PLC0415
         return json.dumps(self._config)
 
     def keys(self):
@@ -725,7 +727,6 @@ class Config:
         config = object.__getattribute__(self, "_config")
         if name in config:
             return config[name]
-        import difflib  # noqa: PLC0415
         close = difflib.get_close_matches(name, list(config), n=1, cutoff=0.7)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise AttributeError(f"Unknown attribute: '{name}'.{hint}")
@@ -757,7 +758,6 @@ class Config:
 def get_source_inputs(tensor, layer=None, node_index=None):
     """The Inputs a symbolic tensor was computed from (itself if it is one), in
     the order a depth-first walk from it meets them, as keras.utils."""
-    from .functional import _deps  # noqa: PLC0415 - functional imports this module's users
     if not isinstance(tensor, KerasTensor):
         raise TypeError(f"[utils.get_source_inputs] expects a symbolic tensor (from "
                         f"keras.Input or a layer called on one), got {type(tensor).__name__}")

@@ -11,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import numpy as knp
+from .. import random
+from .linalg import solve
+from .nn import depthwise_conv
+from ._base import static_or_symbolic_shape
 from ._base import (cast, dtype_of, eager_only, eager_value, floating, missing, prim, shape_of,
                     tensor)
 from ..symbolic import user_location
@@ -290,7 +294,6 @@ def hsv_to_rgb(images, data_format=None):
 
 def _depthwise(x, kernel2d, padding):
     """Each channel of x (batch, h, w, c) convolved with one fixed 2-d kernel."""
-    from .nn import depthwise_conv
     c = shape_of(x)[-1]
     k = np.repeat(kernel2d[:, :, None, None], c, axis=2).astype(dtype_of(x))
     return depthwise_conv(x, k, 1, padding)
@@ -518,7 +521,6 @@ def _homography(start, end):
     y_rows = knp.stack([zeros, zeros, zeros, ex, ey, ones, -sy * ex, -sy * ey], axis=-1)
     a = knp.concatenate([x_rows, y_rows], axis=1)
     b = knp.expand_dims(knp.concatenate([sx, sy], axis=-1), -1)
-    from .linalg import solve
     return knp.squeeze(solve(a, b), -1)
 
 
@@ -558,8 +560,6 @@ def elastic_transform(images, alpha=20.0, sigma=5.0, interpolation="bilinear",
     if not isinstance(sigma, (int, float)) or sigma <= 0:
         raise ValueError(f"[ops.image.{op}] sigma must be a positive number, got {sigma!r} (at "
                          f"{user_location()})")
-    from .. import random
-    from ._base import static_or_symbolic_shape
     x = tensor(images)
     nd = _rank(op, x)
     x = _to_last(x, nd, 4, fmt)

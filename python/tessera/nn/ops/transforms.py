@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from . import numpy as knp
+from .. import tree
 from ._base import check_axis, is_symbolic, shape_of, tensor
 from ..symbolic import user_location
 
@@ -52,7 +53,6 @@ def associative_scan(f, elems, reverse=False, axis=0):
     """Inclusive prefix combination of elems along axis with the associative
     f(a, b) (elems a tensor or a nest of tensors of one length). f is called on
     slices that keep the axis (length 1), as it must accept batches in Keras."""
-    from .. import tree  # noqa: PLC0415 - tree imports nothing of ops
 
     if not callable(f):
         raise TypeError(f"[ops.associative_scan] f must be a function of two elements, got {f!r}")

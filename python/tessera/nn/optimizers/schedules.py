@@ -1,5 +1,7 @@
 """keras.optimizers.schedules: tessera.optim's learning-rate schedules."""
 
+from ...optim import from_config
+from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ...optim import (CosineDecay, CosineDecayRestarts, ExponentialDecay, InverseTimeDecay,
                       LearningRateSchedule, LinearWarmup, PiecewiseConstantDecay, PolynomialDecay,
                       StepDecay)
@@ -18,7 +20,6 @@ _BUILT_IN = {c.__name__: c for c in (CosineDecay, CosineDecayRestarts, Exponenti
 def serialize(learning_rate_schedule):
     """Keras's serialized form of a schedule: {"module", "class_name", "config",
     "registered_name"} (a user's registered schedule as serialize_keras_object)."""
-    from ..keras_objects import serialize_keras_object  # noqa: PLC0415 - keeps imports one-way
 
     s = learning_rate_schedule
     if type(s).__name__ in _BUILT_IN and type(s) is _BUILT_IN[type(s).__name__]:
@@ -35,8 +36,6 @@ def serialize(learning_rate_schedule):
 def deserialize(config, custom_objects=None):
     """The schedule a serialized form describes (Keras's or tessera's; a user's
     schedule through custom_objects or register_keras_serializable)."""
-    from ...optim import from_config  # noqa: PLC0415
-    from ..keras_objects import deserialize_keras_object  # noqa: PLC0415
 
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"[optimizers.schedules.deserialize] expects a dict with 'class_name' "
