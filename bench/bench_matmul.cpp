@@ -84,12 +84,13 @@ double median_seconds(const Array& a, const Array& b, int runs) {
 int main() {
   const Machine m = describe_machine();
   const double ghz = m.mhz / 1000.0;
-  std::printf("bench_matmul: matmul primitive (serial OpenBLAS tiles under the runtime)\n");
+  std::printf("bench_matmul: matmul primitive under the runtime (float32 tiles on oneDNN's sgemm,"
+              " float64 on serial BLIS)\n");
   std::printf("machine: %s, %u logical cores, clock %.0f MHz\n", m.model.c_str(), m.cores, m.mhz);
   std::printf("peak per core: float32 %.1f GFLOP/s, float64 %.1f GFLOP/s (2 FMA x AVX2 lanes)\n",
               32 * ghz, 16 * ghz);
   if (m.avx512) {
-    // OpenBLAS then uses 512-bit kernels, so the AVX2 ratio can pass 100%.
+    // BLIS and oneDNN then use 512-bit kernels, so the AVX2 ratio can pass 100%.
     std::printf("note: this CPU has AVX-512; its peak is twice the AVX2 peak used below\n");
   }
   std::printf("%-8s %6s %7s %10s %9s %8s\n", "dtype", "n", "threads", "median ms", "GFLOP/s",

@@ -2,6 +2,8 @@
 #include "tessera/kernels/lapack.hpp"
 
 #include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -62,6 +64,46 @@ const bool blis_arch_chosen = [] {
   return true;
 }();
 #endif
+
+// oneDNN on OpenMP sizes its parallel regions by the calling thread's
+// omp_get_max_threads(): one thread for the duration of a call (tiles are the
+// runtime's parallelism), restored after it, as kernels/conv.cpp does.
+class OneOpenMPThread {
+ public:
+  OneOpenMPThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneOpenMPThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneOpenMPThread(const OneOpenMPThread&) = delete;
+  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// C (m, n), leading dimension n, = op(A) op(B) for a float32 tile, row-major,
+// through oneDNN's sgemm: single-threaded it ran 1.2-2.4x BLIS's at the tiles
+// of small models' products (bench/bench_gemm_tiles.cpp; on a par for
+// k >= 1024) and is reentrant. Its result depends on the tile's shape and
+// operands only (not on their alignment or the caller's thread); its ISA is
+// chosen once per process (DNNL_MAX_CPU_ISA pins it). BLIS if oneDNN refuses
+// the call. The callers keep matrix-vector products on BLIS's gemv (as fast).
+void sgemm_tile(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float* c) {
+  {
+    OneOpenMPThread one_thread;
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n) ==
+        dnnl_success) {
+      return;
+    }
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+              static_cast<blasint>(n));
+}
 
 // Blocked i-p-j loop: streams rows of B through cache in (kBlockK, kBlockN) panels.
 constexpr int64_t kBlockK = 128;
@@ -137,8 +179,7 @@ void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_
     } else if (rows == 1) {
       cblas_sgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0f, b, bn, ar, 1, 0.0f, cr, 1);
     } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0f, ar, bk, b, bn,
-                  0.0f, cr, bn);
+      sgemm_tile(false, false, rows, n, k, ar, k, b, n, cr);
     }
   }
 }
@@ -167,8 +208,7 @@ void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int
     if (n == 1) {
       cblas_sgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0f, a + r0, bp, b, 1, 0.0f, cr, 1);
     } else {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0f, a + r0, bp, b,
-                  bn, 0.0f, cr, bn);
+      sgemm_tile(true, false, rows, n, k, a + r0, p, b, n, cr);
     }
   }
 }
@@ -215,7 +255,7 @@ void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, 
   } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, na, nb, brows, bn, bk, 1.0, ar, lda, b, ldb, 0.0, cr, bn);
   } else {
-    cblas_sgemm(CblasRowMajor, na, nb, brows, bn, bk, 1.0f, ar, lda, b, ldb, 0.0f, cr, bn);
+    sgemm_tile(ta, tb, rows, n, k, ar, lda, b, ldb, cr);
   }
 }
 
