@@ -1,4 +1,5 @@
 #include "tessera/kernels/conv.hpp"
+#include "tessera/kernels/one_omp_thread.hpp"
 
 #include <omp.h>
 #include <unistd.h>
@@ -266,27 +267,6 @@ void pool_backward_loops(PoolKind kind, const Geom2& g, const T* x, const T* gy,
 
 using dnnl::memory;
 using tag = dnnl::memory::format_tag;
-
-// oneDNN on OpenMP sizes its parallel regions by omp_get_max_threads() of the
-// calling thread; one thread keeps all parallelism in the runtime. Set for
-// the duration of each call and restored after it: the caller's thread may
-// be another library's too (PyTorch sets the main thread's OpenMP thread
-// count, and would otherwise get 1 back; oneDNN called there with its 2
-// would run a second team of threads beside tessera's workers).
-class OneOpenMPThread {
- public:
-  OneOpenMPThread() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~OneOpenMPThread() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-  OneOpenMPThread(const OneOpenMPThread&) = delete;
-  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
-
- private:
-  int saved_;
-};
 
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);

@@ -1,5 +1,6 @@
 #include "tessera/kernels/linalg.hpp"
 #include "tessera/kernels/lapack.hpp"
+#include "tessera/kernels/one_omp_thread.hpp"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -64,24 +65,6 @@ const bool blis_arch_chosen = [] {
   return true;
 }();
 #endif
-
-// oneDNN on OpenMP sizes its parallel regions by the calling thread's
-// omp_get_max_threads(): one thread for the duration of a call (tiles are the
-// runtime's parallelism), restored after it, as kernels/conv.cpp does.
-class OneOpenMPThread {
- public:
-  OneOpenMPThread() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~OneOpenMPThread() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-  OneOpenMPThread(const OneOpenMPThread&) = delete;
-  OneOpenMPThread& operator=(const OneOpenMPThread&) = delete;
-
- private:
-  int saved_;
-};
 
 // C (m, n), leading dimension n, = op(A) op(B) for a float32 tile, row-major,
 // through oneDNN's sgemm: single-threaded it ran 1.2-2.4x BLIS's at the tiles

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tessera/kernels/one_omp_thread.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/vmath.hpp"
 
@@ -36,24 +37,6 @@ int rnn_act_width(RnnCell cell) {
 }
 
 namespace {
-
-// oneDNN on OpenMP sizes its parallel regions by the calling thread's
-// omp_get_max_threads(): one thread for the duration of a kernel (as
-// kernels/conv.cpp does), restored after it.
-class RnnOneOmpThread {
- public:
-  RnnOneOmpThread() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~RnnOneOmpThread() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-  RnnOneOmpThread(const RnnOneOmpThread&) = delete;
-  RnnOneOmpThread& operator=(const RnnOneOmpThread&) = delete;
-
- private:
-  int saved_;
-};
 
 // C = beta C for an empty product (k = 0): BLAS refuses its leading
 // dimensions then.
@@ -207,7 +190,7 @@ bool keeps(const RnnProblem& p, int64_t b, int64_t t) {
 
 void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  RnnOneOmpThread one_thread;
+  OneOpenMPThread one_thread;
   gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -223,7 +206,7 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
   const int64_t GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
   const int64_t BH = B * H;
   if (R <= 0) return;
-  RnnOneOmpThread one_thread;
+  OneOpenMPThread one_thread;
   std::vector<T> pre(R * GH), tmp(R * GH);
   // Row b of a (T + 1 or T, B, width) array at step k.
   auto state = [&](T* base, int64_t k) { return base + k * BH + b0 * H; };
@@ -352,7 +335,7 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
   const int64_t GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
   const int64_t BH = B * H, RH = R * H;
   if (R <= 0) return;
-  RnnOneOmpThread one_thread;
+  OneOpenMPThread one_thread;
   const bool lstm = p.cell == RnnCell::lstm;
   // dh, dc: the cotangents carried to the previous step's states; dhn, dcn:
   // those reaching this step's new states through the cell.
@@ -479,7 +462,7 @@ void rnn_backward_weights(const RnnProblem& p, int64_t j0, int64_t j1, const T* 
   const int64_t H = p.units, GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
   const int64_t n = p.steps * p.batch;  // every (step, row) pair, one product
   if (j1 <= j0) return;
-  RnnOneOmpThread one_thread;
+  OneOpenMPThread one_thread;
   if (p.cell == RnnCell::gru_before) {
     // columns of z and r against h, of the candidate against r * h
     const int64_t split = std::min(std::max(j0, 2 * H), j1);
