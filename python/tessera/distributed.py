@@ -25,6 +25,7 @@ import sys
 
 import numpy as np
 
+from . import _core
 from ._core import call_primitive
 
 
@@ -489,6 +490,12 @@ def _exit_at_once_on_error(kind, value, traceback, previous=sys.excepthook):
         pass
     sys.stdout.flush()
     sys.stderr.flush()
+    try:
+        # Ending makes mpirun stop the other ranks: those told of the same
+        # peer's failure get a moment to say so first.
+        _core._linger_after_peer_failure()
+    except BaseException:  # noqa: BLE001 - the exit must happen whatever
+        pass
     os._exit(1)
 
 

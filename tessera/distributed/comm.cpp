@@ -198,6 +198,10 @@ void mark_failed() {
   if (started_by_mpirun()) Engine::get().mark_failed();
 }
 
+void linger_after_peer_failure() {
+  if (started_by_mpirun()) Engine::get().linger_after_peer_failure();
+}
+
 void set_coalescing(bool on) { Engine::get().set_coalescing(on); }
 
 Future<Value> all_reduce(Array x, ReduceOp op, const std::string& site, int group) {

@@ -93,6 +93,7 @@ std::pair<int, int> world();
 // Marks this process as failing: at exit MPI_Finalize is skipped (it would
 // wait for ranks that may be waiting for this one), so mpirun stops the job.
 void mark_failed();
+void linger_after_peer_failure();
 
 // The exit status of a rank that ends because a peer failed (EX_TEMPFAIL:
 // the job may succeed when started again).

@@ -205,10 +205,21 @@ void Engine::stop() {
   // (peer_failed wrote the marker), this rank leaves with the status that
   // says so.
   if (peer_failed_.load()) {
+    linger_after_peer_failure();
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(kPeerFailedExitStatus);
   }
+}
+
+void Engine::linger_after_peer_failure() {
+  if (!peer_failed_.load(std::memory_order_acquire)) return;
+  std::chrono::steady_clock::time_point known;
+  {
+    std::lock_guard lock(in_mu_);
+    known = peer_failed_at_;
+  }
+  std::this_thread::sleep_until(known + std::chrono::seconds(1));
 }
 
 void Engine::defer(std::vector<Completion>& done) {

@@ -303,6 +303,13 @@ class Engine {
   // Whether this rank has been told (or noticed) that another one failed.
   bool peer_failure_known() const { return peer_failed_.load(std::memory_order_acquire); }
 
+  // When this rank knows of another's failure and is about to end: waits
+  // until a second after it learned of it. The first rank to end makes
+  // mpirun stop the rest, so the ranks told at about the same time (by this
+  // rank's notice, or by their own watch) get the time to print their
+  // errors, and every healthy rank says what happened. At once otherwise.
+  void linger_after_peer_failure();
+
   void set_coalescing(bool on) { coalesce_.store(on); }
 
   void stop();
@@ -654,6 +661,7 @@ class Engine {
   Heartbeat heartbeat_;
   // Set by peer_failed; peer_failure_ (under in_mu_) says which rank and why.
   std::atomic<bool> peer_failed_{false};
+  std::chrono::steady_clock::time_point peer_failed_at_{};  // under in_mu_
   std::string peer_failure_;
   bool peer_failure_handled_ = false;  // fail_on_peer_failure ran (under mu_)
 };

@@ -14,6 +14,8 @@ bool distributed() { return num_localities() > 1; }
 
 void mark_failed() { detail::mark_failed(); }
 
+void linger_after_peer_failure() { detail::linger_after_peer_failure(); }
+
 namespace {
 
 const bool registered_locality = register_primitives(without_gradient({

@@ -27,4 +27,9 @@ void mark_failed();
 // there). No backward pass with buckets may be running meanwhile.
 int drop_gradient_buckets();
 
+// For a rank about to end that knows of another's failure: waits until a
+// second after it learned of it (Engine::linger_after_peer_failure). At once
+// otherwise.
+void linger_after_peer_failure();
+
 }  // namespace tessera::distributed

@@ -630,6 +630,7 @@ void Engine::peer_failed(const PeerFailure& f) {
   {
     std::lock_guard lock(in_mu_);
     peer_failure_ = f.message();
+    peer_failed_at_ = std::chrono::steady_clock::now();
     if (broken_.empty()) broken_ = peer_failure_;
     broken_flag_.store(true);
     peer_failed_.store(true, std::memory_order_release);

@@ -463,6 +463,14 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("_take_job_key", &distributed::detail::take_job_key_from_environment,
         "Moves TESSERA_JOB_KEY (the job's heartbeat secret) out of the environment.");
+  m.def(
+      "_linger_after_peer_failure",
+      [] {
+        py::gil_scoped_release release;
+        distributed::linger_after_peer_failure();
+      },
+      "Before a rank that knows of another's failure ends: waits until a second after it learned "
+      "of it, so the ranks told at the same time print their errors before mpirun stops them.");
   m.def("_drop_gradient_buckets", &distributed::drop_gradient_buckets,
         "Drops gradient buckets still waiting for members (after a training step failed part way); "
         "returns how many.");
