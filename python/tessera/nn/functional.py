@@ -4,12 +4,13 @@ the discovery of the layers a graph uses."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import numpy as np
 
 from .input_spec import assert_input_compatibility
-from .registry import model_class
+from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
                        follow_first_axis, user_location)
 from .variables import add_program_losses, collecting_losses, tracing
@@ -98,9 +99,35 @@ def _accepts(fn, name: str) -> bool:
     return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
+# Keras's variable paths: the names of the layers (and models) whose build
+# or call is running, outermost first. A layer takes the scope it is first
+# called (or built) in as the prefix of its variables' paths
+# ("encoder/multi_head_attention/query/kernel"), as Keras names a variable by
+# the name scopes open when it is created.
+_PATH_SCOPE: list = [()]
+
+
+@contextlib.contextmanager
+def path_scope(layer):
+    """The scope of `layer`'s build and call: the layers it calls first
+    inside take its path as their prefix."""
+    claim_path(layer)
+    _PATH_SCOPE.append(layer.__dict__["_path_prefix"] + (layer.name,))
+    try:
+        yield
+    finally:
+        _PATH_SCOPE.pop()
+
+
+def claim_path(layer):
+    """Fixes `layer`'s path prefix to the scope open now, on its first call."""
+    layer.__dict__.setdefault("_path_prefix", _PATH_SCOPE[-1])
+
+
 def call_layer(layer, inputs, args: tuple, kwargs: dict):
     """layer(inputs, *args, **kwargs): records a layer call on symbolic
     tensors, or computes it at once on arrays."""
+    claim_path(layer)
     if getattr(layer, "input_spec", None) is not None:  # Keras checks it on every call
         assert_input_compatibility(layer.input_spec, inputs, layer.name, user_location(),
                                    layer.kind)
@@ -345,7 +372,7 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     _TRACING[0] += 1
     try:
-        with tracing():  # the layer's Variables are read by the program
+        with tracing(), path_scope(layer):  # the layer's Variables are read by the program
             out = layer.call(*args, **kwa, **kw)
     finally:
         _TRACING[0] -= 1
@@ -407,7 +434,8 @@ def _call_custom(layer, inputs, args, kwargs):
     if not layer.built:
         auto = {id(t) for t in _flatten(in_mask)} if auto_mask else set()
         shapes = [t.shape for t in flat if id(t) not in auto]
-        layer.build(shapes[0] if len(shapes) == 1 else shapes)
+        with path_scope(layer):
+            layer.build(shapes[0] if len(shapes) == 1 else shapes)
         layer.built = True
     static.pop("training", None)
     try:
@@ -794,7 +822,7 @@ def _eager_call(layer, inputs, args, kwargs):
     extra = [m for m in masks if m is not None and not any(m is t for t in mask_in)]
     feeds = arrays + mask_arrays
     if not extra:
-        model = Model(sym + mask_in, out, dtype=dtype)
+        model = Model(sym + mask_in, out, dtype=dtype, name=INTERNAL_MODEL_NAME)
         result = model.predict(feeds if len(feeds) > 1 else feeds[0],
                                batch_size=max(1, len(arrays[0])), verbose=0)
         if not any(m is not None for m in masks):
@@ -802,7 +830,7 @@ def _eager_call(layer, inputs, args, kwargs):
         values = list(result) if isinstance(out, (list, tuple)) else [result]
         computed = []
     else:
-        model = Model(sym + mask_in, outs + extra, dtype=dtype)
+        model = Model(sym + mask_in, outs + extra, dtype=dtype, name=INTERNAL_MODEL_NAME)
         result = model.predict(feeds if len(feeds) > 1 else feeds[0],
                                batch_size=max(1, len(arrays[0])), verbose=0)
         values, computed = list(result[:len(outs)]), list(result[len(outs):])

@@ -130,3 +130,9 @@ def get_registered_object(name, custom_objects=None, module_objects=None):
     if module_objects and name in module_objects:
         return module_objects[name]
     return None
+
+
+# The name of the models tessera makes for itself (an eager call's program, a
+# stateful layer's): named, so that they take no automatic name ("functional",
+# "functional_1" stay the user's models', as in Keras).
+INTERNAL_MODEL_NAME = "_tessera_internal"

@@ -169,7 +169,7 @@ class Variable(KerasTensor):
             self._layer, self._param = _layer, _param
             p = self._spec()
             super().__init__(p.shape, str(np.dtype(dtype or "float32")), "param",
-                             (_layer, _param), name=_param)
+                             (_layer, _param), name=_layer._weight_subpath(_param).rsplit("/")[-1])
             self._own = None
             return
         if initializer is None:
@@ -209,8 +209,14 @@ class Variable(KerasTensor):
 
     @property
     def path(self) -> str:
-        owner = self._layer.name if self._layer is not None else \
-            getattr(self, "_owner_name", None)
+        """Keras's path: the layers (and models) whose build or call the owner
+        was first called in, the owner, then the weight's place in it
+        ("encoder/multi_head_attention/query/kernel")."""
+        if self._layer is not None:
+            layer = self._layer
+            scope = layer.__dict__.get("_path_prefix", ()) + (layer.name,)
+            return "/".join(scope + (layer._weight_subpath(self._param),))
+        owner = getattr(self, "_owner_name", None)
         return f"{owner}/{self._param}" if owner else self._param
 
     @property

@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import constraints, initializers, regularizers
-from ..functional import apply_function, call_layer, custom_forward
+from ..functional import apply_function, call_layer, claim_path, custom_forward
 from ..params import Param, value_spec
 from ..variables import Variable, add_loss_now
 
@@ -238,7 +238,8 @@ class Layer:
             self._unknown_arguments(kwargs)
         if type(self).kind == "Layer" and type(self) is not Layer:
             self.kind = type(self).__name__
-        self.name = name if name is not None else _auto_name(self.kind)
+        # Keras: the snake case of the class's name (a user's subclass: its own)
+        self.name = name if name is not None else _auto_name(type(self).__name__)
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"[{self.kind}] name must be a non-empty string, got {name!r}")
         if input_shape is None and batch_input_shape is not None:
@@ -330,8 +331,31 @@ class Layer:
 
     def build(self, input_shape):
         """Creates the weights for `input_shape` (with the batch axis, None).
-        A user's layer overrides it and calls add_weight; built-in layers
-        declare theirs in compute_output_shape."""
+        A user's layer overrides it and calls add_weight; a built-in layer
+        declares its weights for that shape, as its first call would (then
+        `dense.kernel`, `get_weights()` and `set_weights` work before any
+        call, as Keras's)."""
+        if self._is_custom() or self.built or input_shape is None or \
+                getattr(type(self), "split_call", None) is not None:
+            return
+        multi = getattr(self, "multi_input", False)
+        shapes = [tuple(s) for s in input_shape] if multi else [tuple(input_shape)]
+        for s in shapes:
+            if not s:
+                raise ValueError(f"[{self.kind}.build] input_shape must include the batch axis "
+                                 f"first (None), got {input_shape!r}")
+        per = [s[1:] for s in shapes]
+        arg = per if multi else per[0]
+        claim_path(self)  # its weights are made now: their paths are fixed now
+        out = self.compute_output_shape(arg)
+        unknown = [q.name for q in self.params if any(d is None for d in q.shape)]
+        if unknown:
+            self.params = []
+            raise ValueError(f"[{self.kind}.build] layer {self.name!r}: its weights {unknown} "
+                             f"would depend on an axis of unknown length (None) in "
+                             f"{input_shape!r}")
+        self._in_shape, self._out_shape, self.built = arg, out, True
+        self._built_for = per
 
     def add_weight(self, shape=None, initializer="glorot_uniform", trainable: bool = True,
                    name: Optional[str] = None, regularizer=None, dtype=None, **kwargs):
@@ -363,6 +387,26 @@ class Layer:
         return self._variable(pname, _float_dtype(dtype or self.dtype))
 
     add_variable = add_weight  # Keras 3's other name
+
+    def __getattr__(self, name: str):
+        # Keras's weight attributes (dense.kernel, bn.moving_mean,
+        # embedding.embeddings ...): the weight's Variable once the layer is
+        # built. A layer inside a wrapper (Bidirectional, TimeDistributed) gives
+        # the wrapper's Variable, which holds the value.
+        if hasattr(type(self), name):  # a property that raised: its own error again
+            return object.__getattribute__(self, name)
+        if not name.startswith("__"):
+            owner, prefix = self.__dict__.get("_weights_owner", (self, ""))
+            for q in owner.__dict__.get("params") or ():
+                if q.name == prefix + name:
+                    return owner._variable(q.name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _weight_subpath(self, pname: str) -> str:
+        """Where Keras puts the weight `pname` inside this layer: its name, or
+        the sublayers' names before it for layers Keras builds of sublayers
+        (MultiHeadAttention's "query/kernel", LSTM's "lstm_cell/kernel")."""
+        return pname
 
     def _variable(self, pname: str, dtype=None):
         """The Variable of parameter `pname` (made once, then the same object)."""
@@ -460,8 +504,9 @@ class Layer:
         values of `layer.weights`)."""
         if self._sublayers():
             return [v.numpy() for v in self.weights]
-        return [np.array(self._values[q.name], copy=True) for q in self.params
-                if q.name in self._values]
+        # (a weight declared but not yet drawn is drawn now, as Keras's build
+        # draws them)
+        return [self._variable(q.name).numpy() for q in self.params]
 
     def set_weights(self, weights):
         """Replaces this layer's weights (same count and shapes as get_weights)."""

@@ -137,6 +137,14 @@ class MultiHeadAttention(Layer):
             return [out, (self._heads_here(), q[0], v[0])]
         return out
 
+    def _weight_subpath(self, pname: str) -> str:
+        # Keras builds the projections as EinsumDense sublayers "query", "key",
+        # "value" and "attention_output"
+        part, _, what = pname.rpartition("_")
+        if part in ("query", "key", "value", "output") and what in ("kernel", "bias"):
+            return f"{'attention_output' if part == 'output' else part}/{what}"
+        return pname
+
     # Hooks for the layer split by heads (tessera.nn.parallel_layers).
     def _param(self, name, shape, init, regularizer):
         return Param(name, shape, init, regularizer=regularizer)

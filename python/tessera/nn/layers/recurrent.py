@@ -45,9 +45,41 @@ class _ForgetBias:
         return b
 
 
+class _CellWeights:
+    """What Keras's `lstm.cell` shows of the cell: its weights, units, name."""
+
+    def __init__(self, layer):
+        self._owner, self.units = layer, layer.units
+        self.name = f"{_snake_kind(layer.kind)}_cell"
+
+    @property
+    def weights(self) -> list:
+        return self._owner.weights
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._owner, name)
+
+
+def _snake_kind(kind: str) -> str:
+    return {"SimpleRNN": "simple_rnn"}.get(kind, kind.lower())
+
+
 class _RNN(Layer):
     gates = 1
     mask_input = True  # forward reads the mask of its input (functional.py)
+
+    def _weight_subpath(self, pname: str) -> str:
+        # Keras's LSTM, GRU and SimpleRNN keep their weights in a cell
+        # sublayer named "lstm_cell", "gru_cell", "simple_rnn_cell"
+        return f"{_snake_kind(self.kind)}_cell/{pname}"
+
+    @property
+    def cell(self):
+        """Keras's `layer.cell`: its weights (cell.kernel, recurrent_kernel,
+        bias: the layer's Variables), units and name."""
+        return _CellWeights(self)
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",

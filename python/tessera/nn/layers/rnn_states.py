@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..functional import _TRACING
-from ..registry import model_class
+from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..symbolic import Input, KerasTensor, user_location
 from .base import Layer
 
@@ -164,7 +164,7 @@ def stateful_eager_call(layer, x, args, kwargs):
         sh = _shadow(layer)
         xi = Input(x.shape[1:], dtype=str(x.dtype) if x.dtype.kind == "f" else "float32")
         si = [Input((units,)) for _ in range(n)]
-        model = Model([xi] + si, sh(xi, initial_state=si))
+        model = Model([xi] + si, sh(xi, initial_state=si), name=INTERNAL_MODEL_NAME)
         layer._values = sh._values  # (a deferred draw may have wrapped the shared dict)
         if not layer.built:
             layer.params, layer.built = sh.params, True

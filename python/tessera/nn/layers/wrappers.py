@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..symbolic import user_location
-from .base import Layer
+from .base import Layer, _auto_name
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell
@@ -64,6 +64,10 @@ class Masking(Layer):
     def output_mask(self, inputs, mask):
 
         return np.any(inputs[0] != self.mask_value, axis=-1)
+
+
+def _removeprefix(name: str, prefix: str) -> str:
+    return name[len(prefix):] if name.startswith(prefix) else name
 
 
 def _own_params(sub: Layer, prefix: str) -> list:
@@ -127,6 +131,7 @@ class Bidirectional(Layer):
         self.return_sequences = layer.return_sequences
         self.return_state = layer.return_state
         self.forward_layer = layer
+        given_backward = backward_layer is not None
         if backward_layer is None:
             backward_layer = _rebuilt(layer, go_backwards=not layer.go_backwards,
                                       name="backward_" + layer.name)
@@ -136,6 +141,12 @@ class Bidirectional(Layer):
             raise ValueError("[Bidirectional] backward_layer must be a recurrent layer with the "
                              "same return_sequences as layer and the opposite go_backwards")
         self.backward_layer = backward_layer
+        # Keras's names of the two inner layers (its variables' paths)
+        self._sub_names = {"forward_": "forward_" + _removeprefix(layer.name, "forward_"),
+                           "backward_": backward_layer.name if given_backward else
+                           "backward_" + _removeprefix(layer.name, "backward_")}
+        self.forward_layer._weights_owner = (self, "forward_")
+        self.backward_layer._weights_owner = (self, "backward_")
         for sub in (self.forward_layer, self.backward_layer):
             sub.zero_output_for_mask = sub.return_sequences  # as Keras forces it
 
@@ -152,6 +163,12 @@ class Bidirectional(Layer):
                 self.backward_layer._flat_states(initial[half:])
         return split_states_call(self, fw._n_states() + self.backward_layer._n_states(),
                                  inputs, args, kwargs)
+
+    def _weight_subpath(self, pname: str) -> str:
+        for prefix, sub in (("forward_", self.forward_layer), ("backward_", self.backward_layer)):
+            if pname.startswith(prefix):
+                return f"{self._sub_names[prefix]}/{sub._weight_subpath(pname[len(prefix):])}"
+        return pname
 
     def _n_states(self):
         return self.forward_layer._n_states() + self.backward_layer._n_states()
@@ -236,6 +253,10 @@ class TimeDistributed(Layer):
                             f"masks (Dense, Conv2D, Dropout, ...), got {type(layer).__name__}")
         super().__init__(name, input_shape, **kwargs)
         self.layer = layer
+        layer._weights_owner = (self, "")
+
+    def _weight_subpath(self, pname: str) -> str:
+        return f"{self.layer.name}/{self.layer._weight_subpath(pname)}"
 
     def compute_output_shape(self, s):
         if len(s) < 2:
@@ -274,6 +295,7 @@ class _Cell:
                 raise TypeError(f"[{type(self).__name__}] unexpected keyword argument {k!r} (it "
                                 "is an argument of RNN)")
         self.units = units
+        self.name = kwargs.pop("name", None) or _auto_name(type(self).__name__)
         self.kwargs = kwargs
         # checks the arguments now, as Keras does (named: no default name used up)
         self.layer_class(units, **dict(kwargs, name="cell"))
@@ -301,10 +323,11 @@ class StackedRNNCells:
     """Cells run one above the other at each step (the same as a list of
     cells given to RNN)."""
 
-    def __init__(self, cells, **kwargs):
+    def __init__(self, cells, name=None, **kwargs):
         if kwargs:
             raise TypeError(f"[StackedRNNCells] unexpected keyword arguments {sorted(kwargs)}")
         self.cells = list(cells)
+        self.name = name or _auto_name("StackedRNNCells")
 
 
 class RNN(Layer):
@@ -339,6 +362,8 @@ class RNN(Layer):
         self.cells = cells
         # Keras: a list or StackedRNNCells takes and gives one state entry per cell
         self.stacked = isinstance(cell, (StackedRNNCells, list, tuple))
+        self._stack_name = cell.name if isinstance(cell, StackedRNNCells) else \
+            _auto_name("StackedRNNCells") if self.stacked else None
         self.stack = []
         for k, c in enumerate(cells):
             last = k == len(cells) - 1
@@ -357,6 +382,15 @@ class RNN(Layer):
 
     def _prefix(self, k):
         return "" if len(self.stack) == 1 else f"cell{k}_"
+
+    def _weight_subpath(self, pname: str) -> str:
+        # Keras: "rnn/lstm_cell/kernel", "rnn/stacked_rnn_cells/gru_cell/bias"
+        for k, c in enumerate(self.cells):
+            prefix = self._prefix(k)
+            if pname.startswith(prefix) and (prefix or len(self.cells) == 1):
+                inner = f"{c.name}/{pname[len(prefix):]}"
+                return f"{self._stack_name}/{inner}" if self.stacked else inner
+        return pname
 
     def _state_counts(self) -> list:
         return [sub._n_states() for sub in self.stack]

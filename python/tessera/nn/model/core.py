@@ -24,7 +24,7 @@ from ..callbacks import History
 from ..data_axis import DataAxisMixin
 from ..functional import call_layer, clone_graph, graph_layers
 from ..layers import InputLayer, Layer
-from ..layers.base import _with_batch
+from ..layers.base import _auto_name, _with_batch
 from ..params import DeferredValues, initial_value, value_spec
 from ..programs import ProgramsMixin
 from ..registry import is_model
@@ -100,6 +100,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed: int = 0,
                  dtype: str = "float32", trainable: bool = True, **kwargs):
+        if name is None and type(self) is Model:
+            name = _auto_name("Functional")  # Keras 3's name of Model(inputs, outputs)
         super().__init__(name=name, trainable=trainable, **kwargs)
         if dtype not in ("float32", "float64"):
             raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")

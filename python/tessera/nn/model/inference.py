@@ -10,7 +10,7 @@ from ... import _core
 from ... import data as _data
 from .. import callbacks as _cb
 from ..layers.rnn_states import carried
-from ..registry import model_class
+from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
 from ._common import _fmt, _from_py_dataset
@@ -163,7 +163,8 @@ class InferenceMixin:
             layers = carried(self._layers)
             ins = [s for layer in layers for s in layer.carried[1]]
             outs = [s for layer in layers for s in layer.carried[2]]
-            twin = model_class()(self._inputs + ins, self._outputs + outs)
+            twin = model_class()(self._inputs + ins, self._outputs + outs,
+                                 name=INTERNAL_MODEL_NAME)
             twin.__dict__["_carries_states"] = True
             twin = (twin, layers)
             self.__dict__["_twin"] = twin

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ..functional import path_scope
 from ..layers import Layer
+from ..layers.base import _auto_name
 from ..symbolic import Input, KerasTensor
 from .core import Model
 
@@ -137,15 +139,19 @@ class Sequential(Model):
         if not self._stack:
             raise ValueError("[Sequential.build] the model has no layers")
         inputs = Input(shape, batch_size=batch, dtype=self._declared_dtype or self.dtype)
+        # Keras's Sequential builds a functional model inside, which takes a name
+        # ("functional", then "functional_1" for the user's next Model(...))
+        _auto_name("Functional")
         h = inputs
-        for i, layer in enumerate(self._stack):
-            try:
-                h = layer(h)
-            except ValueError as e:
-                raise ValueError(f"layer {i} ({layer.kind}): {e}") from None
-            if isinstance(h, list):
-                raise ValueError(f"[Sequential] layer {i} ({layer.kind}) has several outputs; "
-                                 "use the functional API")
+        with path_scope(self):  # Keras: "sequential/dense/kernel"
+            for i, layer in enumerate(self._stack):
+                try:
+                    h = layer(h)
+                except ValueError as e:
+                    raise ValueError(f"layer {i} ({layer.kind}): {e}") from None
+                if isinstance(h, list):
+                    raise ValueError(f"[Sequential] layer {i} ({layer.kind}) has several "
+                                     "outputs; use the functional API")
         self._init_graph(inputs, h)
         self._layers = [l for l in self._layers if l is not self]
         if self.__dict__.get("_top_layers") is not None:
