@@ -1,8 +1,8 @@
 """Keras-style scripts modeled on keras-io's guides and examples (tests/keras_io,
 see its README.md) run with tessera.nn in their own process.
 
-RUNS: the scripts that run (the fast ones; addition_rnn and bidirectional_lstm_imdb
-take 12-15 s and are left to tests/keras_io/run_all.py). Every script runs; a script
+RUNS: the scripts that run (the fast ones; addition_rnn, bidirectional_lstm_imdb and
+timeseries_classification_transformer take 12-17 s and are left to tests/keras_io/run_all.py). Every script runs; a script
 that stops at a gap of tessera.nn is listed in the README's known gaps, not here.
 
 COMPARED: scripts run under Keras 3 on JAX too (run_all.py --compare, _driver.py) whose
@@ -28,7 +28,8 @@ RUNS = ["antirectifier", "endpoint_layer_pattern", "functional_api", "imbalanced
 
 
 def test_every_script_is_listed():
-    listed = set(RUNS) | {"addition_rnn", "bidirectional_lstm_imdb"}
+    listed = set(RUNS) | {"addition_rnn", "bidirectional_lstm_imdb",
+                          "timeseries_classification_transformer"}
     assert set(run_all.scripts()) == listed
 
 
