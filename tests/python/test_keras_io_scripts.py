@@ -2,8 +2,9 @@
 see its README.md) run with tessera.nn in their own process.
 
 RUNS: the scripts that run (the fast ones; addition_rnn, bidirectional_lstm_imdb and
-timeseries_classification_transformer take 12-17 s and are left to tests/keras_io/run_all.py). Every script runs; a script
-that stops at a gap of tessera.nn is listed in the README's known gaps, not here.
+timeseries_classification_transformer take 12-17 s and are left to tests/keras_io/run_all.py).
+Every script runs; a script that stops at a gap of tessera.nn is listed in the README's known
+gaps, not here.
 
 COMPARED: scripts run under Keras 3 on JAX too (run_all.py --compare, _driver.py) whose
 losses must be in line with Keras's (both learn, final losses within 10x)."""
