@@ -21,8 +21,8 @@ run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
 RUNS = ["antirectifier", "endpoint_layer_pattern", "functional_api", "imbalanced_classification",
-        "lstm_seq2seq", "mnist_convnet", "sequential_model", "serialization_and_saving",
-        "subclassing_layers_models", "text_classification_from_scratch",
+        "lstm_seq2seq", "mlp_image_classification", "mnist_convnet", "sequential_model",
+        "serialization_and_saving", "subclassing_layers_models", "text_classification_from_scratch",
         "text_classification_with_transformer", "timeseries_anomaly_detection",
         "timeseries_classification_from_scratch", "training_with_built_in_methods",
         "working_with_rnns", "writing_your_own_callbacks"]
