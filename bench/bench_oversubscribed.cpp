@@ -14,6 +14,7 @@
 //   [--calls 50] [--blocks 7] [--bytes 8]
 #include <mpi.h>
 #include <sched.h>
+#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -21,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -49,6 +52,28 @@ Switches switches_now() {
   return {static_cast<double>(u.ru_nvcsw), static_cast<double>(u.ru_nivcsw)};
 }
 
+// Per thread of this process (by thread id): its context switches so far,
+// from /proc/self/task/<tid>/status (--per-thread: which threads switch).
+std::map<long, Switches> thread_switches() {
+  std::map<long, Switches> out;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    long tid = std::atol(e->d_name);
+    if (tid <= 0) continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/status");
+    std::string line;
+    Switches s;
+    while (std::getline(f, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) s.voluntary = std::atof(line.c_str() + 24);
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) s.involuntary = std::atof(line.c_str() + 27);
+    }
+    out[tid] = s;
+  }
+  closedir(d);
+  return out;
+}
+
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -60,6 +85,7 @@ int usable_cores() {
 
 int main(int argc, char** argv) {
   int calls = 50, blocks = 7;
+  bool per_thread = false;
   int64_t bytes = 8;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -67,6 +93,8 @@ int main(int argc, char** argv) {
       calls = std::atoi(argv[++i]);
     } else if (i + 1 < argc && a == "--blocks") {
       blocks = std::atoi(argv[++i]);
+    } else if (a == "--per-thread") {
+      per_thread = true;
     } else if (i + 1 < argc && a == "--bytes") {
       bytes = std::atoll(argv[++i]);
     } else {
@@ -99,14 +127,24 @@ int main(int argc, char** argv) {
   }
   std::vector<double> t_engine, t_mpi;
   Switches sw[2];
+  std::map<long, Switches> by_thread[2];
   for (int b = 0; b < blocks; ++b) {
     for (int kind = 0; kind < 2; ++kind) {
       MPI_Barrier(MPI_COMM_WORLD);
       Switches s0 = switches_now();
+      std::map<long, Switches> p0;
+      if (per_thread) p0 = thread_switches();
       auto t0 = Clock::now();
       for (int i = 0; i < calls; ++i) kind ? mpi() : engine();
       double per = std::chrono::duration<double>(Clock::now() - t0).count() / calls;
       Switches s1 = switches_now();
+      if (per_thread) {
+        for (auto& [tid, s] : thread_switches()) {
+          Switches b0 = p0.count(tid) ? p0[tid] : Switches{};
+          by_thread[kind][tid].voluntary += s.voluntary - b0.voluntary;
+          by_thread[kind][tid].involuntary += s.involuntary - b0.involuntary;
+        }
+      }
       sw[kind].voluntary += s1.voluntary - s0.voluntary;
       sw[kind].involuntary += s1.involuntary - s0.involuntary;
       // The slowest rank's time.
@@ -134,6 +172,22 @@ int main(int argc, char** argv) {
     std::printf("context switches per call and rank (voluntary + involuntary): engine %.2f + %.2f, "
                 "MPI_Allreduce %.2f + %.2f; load average %.1f\n",
                 all[0] * per_call, all[1] * per_call, all[2] * per_call, all[3] * per_call, load[0]);
+  }
+  if (per_thread) {
+    // Rank by rank (in turn), its threads in the order they were made.
+    for (int r = 0; r < size; ++r) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (r != rank) continue;
+      std::printf("rank %d, per thread (id: engine vol + invol, MPI vol + invol, per call):", rank);
+      for (auto& [tid, s] : by_thread[0]) {
+        Switches m = by_thread[1][tid];
+        std::printf(" %ld: %.2f+%.2f %.2f+%.2f;", tid, s.voluntary / (blocks * calls),
+                    s.involuntary / (blocks * calls), m.voluntary / (blocks * calls),
+                    m.involuntary / (blocks * calls));
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
   }
   return 0;
 }

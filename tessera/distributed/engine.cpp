@@ -128,6 +128,35 @@ void write_trace_on_sigterm() {
   });
 }
 
+// Whether MPI's progress gives the core up when a poll finds nothing
+// (Open MPI's control variable mpi_yield_when_idle, through MPI_T; false if
+// this MPI has none or it cannot be read).
+bool mpi_progress_yields_when_idle() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return false;
+  bool yields = false;
+  int index = 0;
+  if (MPI_T_cvar_get_index("mpi_yield_when_idle", &index) == MPI_SUCCESS) {
+    char name[256], desc[256];
+    int name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, bind = 0, scope = 0;
+    MPI_Datatype dt = MPI_DATATYPE_NULL;
+    MPI_T_enum enumtype;
+    MPI_T_cvar_handle handle;
+    int count = 0, size = 0;
+    if (MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &dt, &enumtype, desc, &desc_len,
+                            &bind, &scope) == MPI_SUCCESS &&
+        dt != MPI_DATATYPE_NULL && MPI_Type_size(dt, &size) == MPI_SUCCESS && size > 0 &&
+        size <= 8 && MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      unsigned char value[8] = {};
+      if (count == 1 && MPI_T_cvar_read(handle, value) == MPI_SUCCESS)
+        yields = std::any_of(value, value + size, [](unsigned char b) { return b != 0; });
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return yields;
+}
+
 }  // namespace
 
 std::pair<int, int> Engine::world() {
@@ -353,6 +382,7 @@ std::string Engine::choose_wait_mode() {
   // Every rank has a thread that waits for its collectives: more ranks than
   // cores means a polling waiter holds a core that a rank it waits for needs.
   bool yield = mode == "yield" || (mode == "auto" && host_ranks_ > cores_);
+  mpi_yields_ = mpi_progress_yields_when_idle();
   tessera::detail::set_wait_mode(yield ? tessera::detail::WaitMode::yield
                                        : tessera::detail::WaitMode::spin);
   return "";
@@ -538,9 +568,11 @@ bool Engine::pass(std::vector<Completion>& done, bool may_defer_round) {
     check_timeouts(done);
     if (groups && !broken_flag_.load()) probe_stalled();
   }
-  bool work = !active_.empty();
-  for (auto& ch : channels_)
-    work = work || ch->round.active() || ch->cached_active || !ch->pending.empty();
+  bool in_flight = !active_.empty();
+  for (auto& ch : channels_) in_flight = in_flight || ch->round.active() || ch->cached_active;
+  mpi_in_flight_ = in_flight;
+  bool work = in_flight;
+  for (auto& ch : channels_) work = work || !ch->pending.empty();
   {
     std::lock_guard lock(in_mu_);
     work = work || !incoming_.empty();

@@ -295,7 +295,9 @@ class Engine {
 
   // One progress pass unless another thread is making one. Returns
   // kHelpIdle (future.hpp) when nothing is in flight, kHelpProgressed when
-  // it completed operations here, else kHelpBusy.
+  // it completed operations here, else kHelpBusy, or kHelpBusyYielded when
+  // the thread gave its core up meanwhile (another thread held the engine,
+  // or MPI yielded polling: mpi_yields_).
   int help(bool complete_here = true);
 
   void mark_failed() { failed_ = true; }
@@ -373,6 +375,18 @@ class Engine {
   // default; spin or yield force a mode). Returns an error message, or "".
   std::string choose_wait_mode();
   int host_ranks_ = 1, cores_ = 1;
+  // Whether MPI's own progress gives the core up (sched_yield) when a poll
+  // finds nothing: Open MPI's mpi_yield_when_idle, which mpirun sets when
+  // ranks outnumber the slots (read by MPI_T at start-up; false when MPI
+  // has no such setting). A poll of MPI work in flight has then yielded
+  // already, and a waiting thread in yield mode does not yield again (help,
+  // loop): two yields per poll halve how often it looks for a step's message.
+  bool mpi_yields_ = false;
+  // Set by each pass (under mu_): MPI operations are still in flight after
+  // it, so its last MPI calls polled them and found them unfinished.
+  bool mpi_in_flight_ = false;
+  // A poll that left MPI work in flight gave the core up inside MPI.
+  bool yielded_in_mpi() const { return mpi_yields_ && mpi_in_flight_; }
   static bool yield_waits() {
     return tessera::detail::wait_mode() == tessera::detail::WaitMode::yield;
   }

@@ -65,19 +65,21 @@ int Engine::wait_help(tessera::detail::HelpCall call) {
 }
 
 int Engine::help(bool complete_here) {
-  using tessera::detail::kHelpBusy, tessera::detail::kHelpIdle, tessera::detail::kHelpProgressed;
+  using tessera::detail::kHelpBusy, tessera::detail::kHelpBusyYielded, tessera::detail::kHelpIdle,
+      tessera::detail::kHelpProgressed;
   if (!work_.load(std::memory_order_acquire)) return kHelpIdle;
   if (complete_here) polls_.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     std::this_thread::yield();
-    return kHelpBusy;
+    return kHelpBusyYielded;
   }
   // A list from this thread's pool (completions below may help again,
   // nested): no allocation per pass once warm.
   CompletionList list;
   std::vector<Completion>& done = list.items;
   pass(done, /*may_defer_round=*/!complete_here);
+  bool yielded = yielded_in_mpi();
   if (!complete_here && !done.empty()) {
     // What nothing waits on yet is completed here: that runs no
     // continuation (an operation that completed within its own submit
@@ -96,7 +98,8 @@ int Engine::help(bool complete_here) {
     for (auto& c : done) c.complete();
   }
   if (!done.empty()) return kHelpProgressed;
-  return work_.load(std::memory_order_acquire) ? kHelpBusy : kHelpIdle;
+  if (!work_.load(std::memory_order_acquire)) return kHelpIdle;
+  return yielded ? kHelpBusyYielded : kHelpBusy;
 }
 
 void Engine::loop() {
@@ -138,12 +141,13 @@ void Engine::loop() {
       if (stopping_ && !work_.load()) return;
       if (stopping_ && !broken_.empty()) return;
     }
-    bool progressed = false;
+    bool progressed = false, yielded = false;
     {
       std::unique_lock lock(mu_, std::try_to_lock);
       if (lock.owns_lock()) {
         std::vector<Completion> done;
         progressed = pass(done);
+        yielded = yielded_in_mpi();
         if (!done.empty() && registered_.load(std::memory_order_acquire) > 0) defer(done);
         lock.unlock();
         // What nothing waits on yet is completed here; a thread blocked at
@@ -190,7 +194,8 @@ void Engine::loop() {
       // bubble: the last of 4 stages on 2 cores waits for most of a step)
       // it took a turn of the run queue, and the cache, from the ranks
       // computing on its core at every scheduling point; it sleeps then.
-      sched_yield();
+      // (Not twice: MPI's poll may have given the core up already.)
+      if (!yielded) sched_yield();
     } else {
       std::this_thread::sleep_for(idle_sleep_);
       idle_sleep_ = std::min(idle_sleep_ * 2, tasks_outstanding() > 0 ? kBusyPollMax : kIdlePollMax);

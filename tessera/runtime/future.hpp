@@ -50,12 +50,15 @@ void run_continuation(std::function<void()> fn);
 // threads, and so does a program's loop of collectives (each completion runs
 // the program on to its next one, here). Returns kHelpIdle when it has
 // nothing to do (the waiting thread then blocks at once), kHelpBusy while
-// work is in flight, kHelpProgressed when it completed something. A thread
+// work is in flight, kHelpProgressed when it completed something, and
+// kHelpBusyYielded for kHelpBusy when the poll already gave the core up
+// (MPI's progress yields when it finds nothing, as Open MPI's does when
+// oversubscribed): the waiter then does not yield again. A thread
 // calls it with HelpCall::enter before its first poll and HelpCall::leave
 // after its last, so the helper knows someone is polling (the engine's
 // progress thread then stays asleep instead of competing for the core and
 // the results).
-inline constexpr int kHelpIdle = 0, kHelpBusy = 1, kHelpProgressed = 2;
+inline constexpr int kHelpIdle = 0, kHelpBusy = 1, kHelpProgressed = 2, kHelpBusyYielded = 3;
 enum class HelpCall { enter, poll, leave };
 using WaitHelper = int (*)(HelpCall);
 std::atomic<WaitHelper>& wait_helper();

@@ -240,6 +240,38 @@ int busy_helper(detail::HelpCall call) {
 
 }  // namespace
 
+namespace {
+
+// A wait helper whose polls give the core up themselves (as MPI's progress
+// does when ranks outnumber cores), counting them.
+std::atomic<int> yielded_polls{0};
+int yielding_helper(detail::HelpCall call) {
+  if (call != detail::HelpCall::poll) return detail::kHelpIdle;
+  yielded_polls.fetch_add(1);
+  return detail::kHelpBusyYielded;
+}
+
+}  // namespace
+
+// In yield mode a poll that yielded inside the helper is not followed by a
+// yield of the waiter's own, but the wait still ends: when the future is
+// ready, or after its polling time when it is not (then the waiter blocks).
+TEST(RuntimeWaitYield, PollsThatYieldedInsideTheHelperStillEnd) {
+  detail::set_wait_mode(detail::WaitMode::yield);
+  detail::wait_helper().store(yielding_helper);
+  yielded_polls = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(detail::help_while_pending([] { return false; }, 1e-3));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(yielded_polls.load(), 0);
+  EXPECT_LT(took, 5.0);  // 25 ms of polling on a quiet machine; not forever
+  yielded_polls = 0;
+  EXPECT_TRUE(detail::help_while_pending([] { return yielded_polls.load() >= 5; }, 1e-3));
+  EXPECT_EQ(yielded_polls.load(), 5);
+  detail::wait_helper().store(nullptr);
+  detail::set_wait_mode(detail::WaitMode::spin);
+}
+
 TEST(RuntimeBoundary, WorkHandedToABlockedWaiterRunsOnThatThread) {
   EXPECT_FALSE(detail::hand_to_boundary([] {}));  // nobody blocked: the caller keeps it
   detail::wait_helper().store(busy_helper);
