@@ -192,3 +192,40 @@ def test_uniform_draws_do_not_depend_on_the_thread_count():
     assert one.min() >= 0.0 and one.max() < 1.0
     # 300,001 draws: the mean within 5 standard errors of 1/2.
     assert abs(one.mean() - 0.5) < 5 * np.sqrt(1 / 12 / one.size)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("src, dst", [("float64", "int64"), ("float32", "int64"),
+                                      ("int64", "float64"), ("float64", "float32"),
+                                      ("int64", "bool"), ("bool", "float64")])
+def test_casts(src, dst, threads):
+    x = np.random.default_rng(16).normal(size=100003) * 1e3
+    x[:6] = [np.nan, np.inf, -np.inf, 1e300, -1e300, -0.5]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if src in ("int64", "bool"):
+            x = np.nan_to_num(x, posinf=0.0, neginf=0.0).astype(np.int64) % 3 - 1
+        x = x.astype(src)
+    f = numpy_fn(f"x.astype(np.{dst})", "x")
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = f(x)
+    _same(tessera.jit(f, threads=threads)(x), want)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("n, bins", [(0, 3), (7, 2), (100003, 50), (100003, 2000), (5, 1)])
+def test_bincount_and_masked_reads(n, bins, threads):
+    rng = np.random.default_rng(17)
+    x = rng.integers(0, bins, size=n)
+    m = rng.random(n) < 0.4
+    f = numpy_fn(f"np.bincount(x, minlength={bins}), x[m], x[x > {bins // 2}], "
+                 "np.bincount(x[::-1][m[::-1]])", "x, m")
+    for g, w in zip(tessera.jit(f, threads=threads)(x, m), f(x, m)):
+        _same(g, w)
+
+
+def test_bincount_of_a_negative_value_names_its_index():
+    f = numpy_fn("np.bincount(x)", "x")
+    x = np.zeros(1000, dtype=np.int64)
+    x[637] = -4
+    with pytest.raises(ValueError, match=r"-4 at index 637"):
+        tessera.jit(f)(x)
