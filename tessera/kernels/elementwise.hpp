@@ -160,6 +160,11 @@ struct Broadcast {
   std::array<DimVec, N> strides;
 };
 
+namespace detail {
+template <size_t N>
+void merge_dims(Broadcast<N>& b, const std::array<std::vector<int64_t>, N>& full);
+}  // namespace detail
+
 // Builds the layout of N operands of the given shapes (throws as broadcast_shapes).
 template <size_t N>
 Broadcast<N> make_broadcast(const std::array<const Shape*, N>& shape_of, const char* op) {
@@ -200,6 +205,40 @@ Broadcast<N> make_broadcast(const std::array<const Shape*, N>& shape_of, const c
       stride *= s[d];
     }
   }
+  detail::merge_dims(b, full);
+  return b;
+}
+
+// The layout of N operands read in place through their own strides (views: a
+// slice, a column, a transpose), broadcast to one C-ordered output, with the
+// dimensions merged as make_broadcast merges them. Kernels that take a layout
+// read operand k at its origin() plus the layout's offsets.
+template <size_t N>
+Broadcast<N> make_broadcast_views(const std::array<const Array*, N>& arrays, const char* op) {
+  Broadcast<N> b;
+  std::vector<Shape> all;
+  for (size_t k = 0; k < N; ++k) all.push_back(arrays[k]->shape());
+  b.out_shape = broadcast_shapes(all, op);
+  b.size = shape_size(b.out_shape, op);
+  const int nd = static_cast<int>(b.out_shape.size());
+  std::array<std::vector<int64_t>, N> full;
+  for (size_t k = 0; k < N; ++k) {
+    const Shape& s = arrays[k]->shape();
+    const std::vector<int64_t> own = arrays[k]->strides();
+    full[k].assign(nd, 0);
+    const int off = nd - static_cast<int>(s.size());
+    for (int d = 0; d < static_cast<int>(s.size()); ++d) full[k][d + off] = s[d] == 1 ? 0 : own[d];
+  }
+  detail::merge_dims(b, full);
+  return b;
+}
+
+namespace detail {
+
+// Fills b's dims and strides from the full per-operand strides of b.out_shape.
+template <size_t N>
+void merge_dims(Broadcast<N>& b, const std::array<std::vector<int64_t>, N>& full) {
+  const int nd = static_cast<int>(b.out_shape.size());
   // Extent-1 dimensions carry no information; mergeable neighbours are fused.
   for (int d = 0; d < nd; ++d) {
     int64_t extent = b.out_shape[d];
@@ -216,8 +255,9 @@ Broadcast<N> make_broadcast(const std::array<const Shape*, N>& shape_of, const c
       for (size_t k = 0; k < N; ++k) b.strides[k].push_back(full[k][d]);
     }
   }
-  return b;
 }
+
+}  // namespace detail
 
 // The same, for shapes given by value.
 template <size_t N>
@@ -504,6 +544,10 @@ double unary_float(UnaryOp op, double v);
 // negative powers throw ValueError naming `opname`.
 void binary_range(BinaryOp op, const Broadcast<2>& layout, const Array& a, const Array& b,
                   Array& out, int64_t begin, int64_t end, const char* opname);
+// The same for a layout of make_broadcast_views: `a` and `b` may be views,
+// read through the layout's strides from their origins.
+void binary_range_views(BinaryOp op, const Broadcast<2>& layout, const Array& a, const Array& b,
+                        Array& out, int64_t begin, int64_t end, const char* opname);
 
 // out[begin:end) = op(x). `x` holds the compute dtype, `out` the result dtype.
 void unary_range(UnaryOp op, const Array& x, Array& out, int64_t begin, int64_t end);

@@ -35,8 +35,10 @@ struct BinaryLoop {
 template <class T, class O, class F>
 void run_binary(const Broadcast<2>& layout, const Array& a, const Array& b, Array& out,
                 int64_t begin, int64_t end, F f) {
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
+  // origin(): operands may be views read through the layout's strides
+  // (make_broadcast_views); the output is always a new C-ordered array.
+  const T* pa = a.origin<T>();
+  const T* pb = b.origin<T>();
   O* po = out.data<O>();
   for_each_run(layout, begin, end, [&](const auto& off, int64_t pos, int64_t len, const auto& st) {
     simd_call<BinaryLoop<T, O, F>>(pa + off[0], st[0], pb + off[1], st[1], po + pos, len, f);
@@ -60,7 +62,7 @@ void binary_typed(BinaryOp op, const Broadcast<2>& L, const Array& a, const Arra
     if (op == BinaryOp::power && b.size() == 1) {
       // A scalar exponent of 2, 3, 0.5, 1 or -1 (x ** 2 is the common one)
       // is computed without the general pow, as NumPy's fast paths do.
-      switch (pow_shortcut(b.data<T>()[0])) {
+      switch (pow_shortcut(b.origin<T>()[0])) {
         case PowShortcut::square: return run([](T x, T) { return x * x; });
         case PowShortcut::cube: return run([](T x, T) { return x * x * x; });
         case PowShortcut::sqrt: return run([](T x, T) { return std::sqrt(x); });
@@ -95,7 +97,7 @@ void binary_typed(BinaryOp op, const Broadcast<2>& L, const Array& a, const Arra
       break;
     case BinaryOp::power:
       if constexpr (is_int) {
-        if (b.size() == 1 && b.data<T>()[0] == 2) return run([](T x, T) { return wrap_mul(x, x); });
+        if (b.size() == 1 && b.origin<T>()[0] == 2) return run([](T x, T) { return wrap_mul(x, x); });
         return run([&](T x, T y) { return int_power(x, y, opname); });
       }
       break;
@@ -130,6 +132,16 @@ void binary_typed(BinaryOp op, const Broadcast<2>& L, const Array& a, const Arra
 
 void binary_range(BinaryOp op, const Broadcast<2>& layout, const Array& a, const Array& b,
                   Array& out, int64_t begin, int64_t end, const char* opname) {
+  // A layout of shapes describes packed operands only.
+  if (!a.is_contiguous() || !b.is_contiguous()) {
+    throw std::logic_error(error_message("[", opname ? opname : op_name(op),
+                                         "] internal error: binary_range on a view"));
+  }
+  binary_range_views(op, layout, a, b, out, begin, end, opname);
+}
+
+void binary_range_views(BinaryOp op, const Broadcast<2>& layout, const Array& a, const Array& b,
+                        Array& out, int64_t begin, int64_t end, const char* opname) {
   dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_typed<T>(op, layout, a, b, out, begin, end, opname);

@@ -264,6 +264,28 @@ void philox4x32_many_isa(int isa, const RandomKey& key, uint64_t first, int64_t 
   philox_many_portable(key0, key1, s0, s1, first + done, count - done, out + 4 * done);
 }
 
+namespace {
+
+// Counters per block of philox4x32_many's words: 4 KB of words on the stack,
+// a whole number of AVX-512 vectors.
+constexpr int64_t kRandomBlock = 256;
+
+// Calls body(i, w) for each element i of [begin, end) with the four words of
+// its counter i + counter_offset, the words made a block at a time by
+// philox4x32_many (the same words as philox4x32, several counters per vector).
+template <typename Body>
+void for_each_counter_words(const RandomKey& key, int64_t begin, int64_t end,
+                            int64_t counter_offset, Body&& body) {
+  alignas(64) uint32_t words[4 * kRandomBlock];
+  for (int64_t b = begin; b < end; b += kRandomBlock) {
+    const int64_t n = std::min(kRandomBlock, end - b);
+    philox4x32_many(key, static_cast<uint64_t>(b + counter_offset), n, words);
+    for (int64_t j = 0; j < n; ++j) body(b + j, words + 4 * j);
+  }
+}
+
+}  // namespace
+
 void uniform_fill_range(Array& out, const RandomKey& key, double low, double high, int64_t begin,
                         int64_t end, int64_t counter_offset) {
   const double span = high - low;
@@ -271,15 +293,14 @@ void uniform_fill_range(Array& out, const RandomKey& key, double low, double hig
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
       T* p = out.data<T>();
-      for (int64_t i = begin; i < end; ++i) {
-        auto w = philox4x32(key, static_cast<uint64_t>(i + counter_offset));
+      for_each_counter_words(key, begin, end, counter_offset, [&](int64_t i, const uint32_t* w) {
         T v = static_cast<T>(low + span * unit_double(w[0], w[1]));
         // Rounding to float32 (or a huge span) can land on `high`; keep the
         // interval half-open.
         if (v >= static_cast<T>(high) && high > low)
           v = std::nextafter(static_cast<T>(high), T(low));
         p[i] = v;
-      }
+      });
     }
   });
 }
@@ -291,13 +312,12 @@ void normal_fill_range(Array& out, const RandomKey& key, double mean, double std
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
       T* p = out.data<T>();
-      for (int64_t i = begin; i < end; ++i) {
-        auto w = philox4x32(key, static_cast<uint64_t>(i + counter_offset));
+      for_each_counter_words(key, begin, end, counter_offset, [&](int64_t i, const uint32_t* w) {
         double u1 = 1.0 - unit_double(w[0], w[1]);  // (0, 1]: log stays finite
         double u2 = unit_double(w[2], w[3]);
         double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
         p[i] = static_cast<T>(mean + std * z);
-      }
+      });
     }
   });
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <vector>
 
 namespace tessera::kernels {
 
@@ -197,7 +198,29 @@ Array bincount(const Array& x, const Array* weights, int64_t length) {
   if (weights == nullptr) {
     Array out = Array::zeros(DType::int64, {length});
     int64_t* dst = out.data<int64_t>();
-    for (int64_t i = 0; i < x.size(); ++i) ++dst[idx[i]];
+    const int64_t n = x.size();
+    constexpr int64_t kSplitBins = 1024;
+    if (length > kSplitBins || n < 4 * length) {
+      for (int64_t i = 0; i < n; ++i) ++dst[idx[i]];
+      return out;
+    }
+    // Few bins: four counters per bin, so that runs of one value (a peak of
+    // the histogram) do not wait on their own increments; integer sums, so
+    // the counts are exact in any order.
+    std::vector<int64_t> part(static_cast<size_t>(4 * length), 0);
+    int64_t* p0 = part.data();
+    int64_t* p1 = p0 + length;
+    int64_t* p2 = p1 + length;
+    int64_t* p3 = p2 + length;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      ++p0[idx[i]];
+      ++p1[idx[i + 1]];
+      ++p2[idx[i + 2]];
+      ++p3[idx[i + 3]];
+    }
+    for (; i < n; ++i) ++p0[idx[i]];
+    for (int64_t b = 0; b < length; ++b) dst[b] = p0[b] + p1[b] + p2[b] + p3[b];
     return out;
   }
   Array out = Array::zeros(DType::float64, {length});

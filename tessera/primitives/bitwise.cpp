@@ -4,6 +4,7 @@
 // and bools the logical one (the two coincide on bools).
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
@@ -40,6 +41,52 @@ int64_t apply(BitOp op, int64_t a, int64_t b) {
     case BitOp::rshift: return shift_right(a, b);
   }
   return 0;
+}
+
+// One operation on T (bool or int64), chosen at compile time so that the
+// loops below vectorise (bools are 0 or 1, so & | ^ of them stay 0 or 1).
+template <BitOp Op, typename T>
+T apply_typed(T a, T b) {
+  if constexpr (Op == BitOp::and_) {
+    return static_cast<T>(a & b);
+  } else if constexpr (Op == BitOp::or_) {
+    return static_cast<T>(a | b);
+  } else if constexpr (Op == BitOp::xor_) {
+    return static_cast<T>(a ^ b);
+  } else if constexpr (Op == BitOp::lshift) {
+    return static_cast<T>(shift_left(a, b));
+  } else {
+    return static_cast<T>(shift_right(a, b));
+  }
+}
+
+// A run of `len` elements with the operands' strides (in elements); the
+// contiguous and scalar-operand cases get loops of their own.
+template <BitOp Op, typename T>
+void bit_run(const T* px, int64_t sx, const T* py, int64_t sy, T* po, int64_t len) {
+  if (sx == 1 && sy == 1) {
+    for (int64_t i = 0; i < len; ++i) po[i] = apply_typed<Op, T>(px[i], py[i]);
+  } else if (sx == 1 && sy == 0) {
+    const T y = *py;
+    for (int64_t i = 0; i < len; ++i) po[i] = apply_typed<Op, T>(px[i], y);
+  } else if (sx == 0 && sy == 1) {
+    const T x = *px;
+    for (int64_t i = 0; i < len; ++i) po[i] = apply_typed<Op, T>(x, py[i]);
+  } else {
+    for (int64_t i = 0; i < len; ++i) po[i] = apply_typed<Op, T>(px[i * sx], py[i * sy]);
+  }
+}
+
+// Calls f with std::integral_constant<BitOp, op>.
+template <typename F>
+void with_bit_op(BitOp op, F&& f) {
+  switch (op) {
+    case BitOp::and_: return f(std::integral_constant<BitOp, BitOp::and_>{});
+    case BitOp::or_: return f(std::integral_constant<BitOp, BitOp::or_>{});
+    case BitOp::xor_: return f(std::integral_constant<BitOp, BitOp::xor_>{});
+    case BitOp::lshift: return f(std::integral_constant<BitOp, BitOp::lshift>{});
+    case BitOp::rshift: return f(std::integral_constant<BitOp, BitOp::rshift>{});
+  }
 }
 
 // Bool or int64 only: floats have no bits to combine (NumPy's TypeError).
@@ -99,22 +146,24 @@ Value eval_bitwise(Args& a, BitOp op) {
   auto bc = kernels::make_broadcast<2>({xi.shape(), yi.shape()}, a.op());
   Array out(out_dtype, bc.out_shape);
   if (bc.size == 0) return out;
-  parallel_for(bc.size, kBitNs, [&](int64_t begin, int64_t end) {
-    kernels::for_each_run(bc, begin, end, [&](auto off, int64_t pos, int64_t len, auto inner) {
-      if (out_dtype == DType::bool_) {
-        const bool* px = xi.data<bool>() + off[0];
-        const bool* py = yi.data<bool>() + off[1];
-        bool* po = out.data<bool>() + pos;
-        for (int64_t i = 0; i < len; ++i) {
-          po[i] = static_cast<bool>(apply(op, px[i * inner[0]], py[i * inner[1]]));
-        }
-      } else {
-        const int64_t* px = xi.data<int64_t>() + off[0];
-        const int64_t* py = yi.data<int64_t>() + off[1];
-        int64_t* po = out.data<int64_t>() + pos;
-        for (int64_t i = 0; i < len; ++i) po[i] = apply(op, px[i * inner[0]], py[i * inner[1]]);
-      }
-    });
+  with_bit_op(op, [&](auto op_c) {
+    constexpr BitOp kOp = decltype(op_c)::value;
+    auto run = [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* px0 = xi.data<T>();
+      const T* py0 = yi.data<T>();
+      T* po0 = out.data<T>();
+      parallel_for(bc.size, kBitNs, [&](int64_t begin, int64_t end) {
+        kernels::for_each_run(bc, begin, end, [&](auto off, int64_t pos, int64_t len, auto inner) {
+          bit_run<kOp>(px0 + off[0], inner[0], py0 + off[1], inner[1], po0 + pos, len);
+        });
+      });
+    };
+    if (out_dtype == DType::bool_) {
+      run(TypeTag<bool>{});
+    } else {
+      run(TypeTag<int64_t>{});
+    }
   });
   return out;
 }

@@ -272,8 +272,14 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
       Array out(out_dtype, kernels::broadcast_shapes({x.shape(), y.shape()}, opname));
       if (kernels::strided_binary(op, x, y, out)) return out;
     }
-    x = x.contiguous();
-    y = y.contiguous();
+    // Anything else (integers, bools, comparisons) reads the views in place
+    // through their strides, as NumPy does: no packed copy of each operand.
+    auto layout = kernels::make_broadcast_views<2>({&x, &y}, opname);
+    Array out(out_dtype, layout.out_shape);
+    parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {
+      kernels::binary_range_views(op, layout, x, y, out, begin, end, opname);
+    });
+    return out;
   }
   auto layout = kernels::make_broadcast<2>({&x.shape(), &y.shape()}, opname);
   const Shape& shape = layout.out_shape;

@@ -417,9 +417,15 @@ Array mask_gather(const Array& x0, const Array& m0) {
     const T* src = static_cast<const T*>(x.raw());
     T* const base = static_cast<T*>(out.raw());
     for_mask_tiles(n, tiles, 0.8, [&](int64_t t, int64_t b, int64_t e) {
+      // Without a branch per element (masks are unpredictable): every element
+      // is written at the next free place, which moves on only past a kept
+      // one. The loop stops once the tile's last kept element is placed, so
+      // it never writes into the next tile's part of the output.
       T* dst = base + before[t];
-      for (int64_t i = b; i < e; ++i) {
-        if (pm[i]) *dst++ = src[i];
+      T* const stop = base + before[t + 1];
+      for (int64_t i = b; i < e && dst < stop; ++i) {
+        *dst = src[i];
+        dst += pm[i];
       }
     });
   });

@@ -119,13 +119,22 @@ Value eval_bincount(Args& a) {
   if (minlength < 0) {
     a.value_error(2, error_message("must not be negative: got ", minlength));
   }
-  int64_t top = -1;
-  for (int64_t i = 0; i < x.size(); ++i) {
-    int64_t k = x.data<int64_t>()[i];
-    if (k < 0) {
-      a.value_error(0, error_message("must have no negative elements: got ", k, " at index ", i));
+  // The smallest and largest in one pass (a loop the compiler vectorises);
+  // the first negative element is looked for only when there is one.
+  const int64_t* px = x.data<int64_t>();
+  const int64_t n = x.size();
+  int64_t top = -1, low = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    top = std::max(top, px[i]);
+    low = std::min(low, px[i]);
+  }
+  if (low < 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (px[i] < 0) {
+        a.value_error(0, error_message("must have no negative elements: got ", px[i],
+                                       " at index ", i));
+      }
     }
-    top = std::max(top, k);
   }
   if (top == std::numeric_limits<int64_t>::max()) {
     throw MemoryError(error_message("[bincount] too many bins: largest value ", top));

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/random.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "test_util.hpp"
 
@@ -216,6 +217,38 @@ TEST(RandomDraws, ThreadCountIndependent) {
                                          {"shape", int64_t{200000}}, {"seed", int64_t{5}}});
   EXPECT_TRUE(one.equals(four));
   set_num_threads(before);
+}
+
+// The fills draw their words a block at a time (philox4x32_many); each element
+// must still be the value of its own counter, as philox4x32 gives it: every
+// block boundary, a tile's offset and both float dtypes.
+TEST(RandomDraws, FillsMatchPerCounterWords) {
+  const kernels::RandomKey key{12345, 678};
+  for (DType dt : {DType::float64, DType::float32}) {
+    for (int64_t offset : {int64_t{0}, int64_t{3}, int64_t{1} << 33}) {
+      const int64_t n = 1100, begin = 5, end = 1037;
+      Array u(dt, {n}), z(dt, {n});
+      kernels::uniform_fill_range(u, key, -2.0, 3.0, begin, end, offset);
+      kernels::normal_fill_range(z, key, 1.0, 2.0, begin, end, offset);
+      for (int64_t i = begin; i < end; ++i) {
+        auto w = kernels::philox4x32(key, static_cast<uint64_t>(i + offset));
+        const double uv = -2.0 + 5.0 * kernels::unit_double(w[0], w[1]);
+        const double u1 = 1.0 - kernels::unit_double(w[0], w[1]);
+        const double u2 = kernels::unit_double(w[2], w[3]);
+        const double zv =
+            1.0 + 2.0 * (std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586476925 * u2));
+        if (dt == DType::float64) {
+          ASSERT_EQ(u.data<double>()[i], uv) << i << " offset " << offset;
+          ASSERT_EQ(z.data<double>()[i], zv) << i << " offset " << offset;
+        } else {
+          float uf = static_cast<float>(uv);
+          if (uf >= 3.0f) uf = std::nextafter(3.0f, -2.0f);
+          ASSERT_EQ(u.data<float>()[i], uf) << i << " offset " << offset;
+          ASSERT_EQ(z.data<float>()[i], static_cast<float>(zv)) << i << " offset " << offset;
+        }
+      }
+    }
+  }
 }
 
 TEST(RandomDraws, NormalMoments) {
