@@ -263,3 +263,14 @@ def test_primitive_errors_name_the_operation_and_the_values():
     with pytest.raises(ValueError, match=r"\[attention_grad\] g has shape \(2, 4, 3\) but "
                                          r"attention's result has shape \(2, 4, 2\)"):
         tessera.call_primitive("attention_grad", [np.ones((2, 4, 3)), q, k, v])
+
+
+def test_float16_computes_in_float32_and_stores_float16_as_softmax_does():
+    q, k, v = _qkv((2, 3), 5, 4, 4, 3, np.float16)
+    got = _attention(q, k, v, 0.5, True)
+    assert got.dtype == np.float16
+    want = _reference(*[a.astype(np.float64) for a in (q, k, v)], scale=0.5, causal=True)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3)
+    # float16 with float32 (or an integer array) promotes as NumPy does
+    assert _attention(q.astype(np.float32), k, v).dtype == np.float32
+    assert _attention(RNG.integers(0, 3, size=q.shape), k, v).dtype == np.float64
