@@ -274,3 +274,22 @@ def test_float16_computes_in_float32_and_stores_float16_as_softmax_does():
     # float16 with float32 (or an integer array) promotes as NumPy does
     assert _attention(q.astype(np.float32), k, v).dtype == np.float32
     assert _attention(RNG.integers(0, 3, size=q.shape), k, v).dtype == np.float64
+
+
+@pytest.mark.parametrize("case", ["plain", "causal_scaled", "mask", "bias"])
+def test_ops_dot_product_attention_matches_keras(case):
+    # (batch, seq, heads, dim), Keras's layout; no mask and no bias: the fused primitive
+    q, k, v = (RNG.normal(size=(2, t, 3, 4)).astype(np.float32) for t in (5, 7, 7))
+    kw = {}
+    if case == "causal_scaled":
+        q = q[:, :5]
+        k, v = k[:, :5], v[:, :5]
+        kw = {"is_causal": True, "scale": 0.3}
+    elif case == "mask":
+        kw = {"mask": RNG.random((2, 3, 5, 7)) > 0.3}
+    elif case == "bias":
+        kw = {"bias": RNG.normal(size=(2, 3, 5, 7)).astype(np.float32)}
+    got = np.asarray(nn.ops.dot_product_attention(q, k, v, **kw))
+    want = np.asarray(keras.ops.dot_product_attention(q, k, v, **kw))
+    assert got.shape == want.shape == q.shape[:3] + (4,)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
