@@ -121,7 +121,7 @@ template <class T>
 void attn_probs(const AttentionShape& s, T scale, const T* q, const T* k, int64_t r0, int64_t r1,
                 int64_t cols, T* p) {
   const int64_t rows = r1 - r0;
-  rnn_matmul(false, true, rows, cols, s.d, q + r0 * s.d, s.d, k, s.d, T(0), p, cols);
+  rnn_matmul(false, true, rows, cols, s.d, q + r0 * s.ldq, s.ldq, k, s.ldk, T(0), p, cols);
   simd_call<AttnShiftRows<T>>(p, rows, cols, r0, s.causal, scale);
   attn_exp(p, rows * cols);
   simd_call<AttnNormaliseRows<T>>(p, rows, cols);
@@ -137,7 +137,7 @@ void attention_forward(const AttentionShape& s, T scale, const T* q, const T* k,
   for (int64_t r0 = 0; r0 < s.tq; r0 += band) {
     const int64_t r1 = std::min(s.tq, r0 + band), cols = attn_band_keys(s, r1);
     attn_probs(s, scale, q, k, r0, r1, cols, p.data());
-    rnn_matmul(false, false, r1 - r0, s.dv, cols, p.data(), cols, v, s.dv, T(0),
+    rnn_matmul(false, false, r1 - r0, s.dv, cols, p.data(), cols, v, s.ldv, T(0),
                out + r0 * s.dv, s.dv);
   }
 }
@@ -152,14 +152,15 @@ void attention_backward(const AttentionShape& s, T scale, const T* q, const T* k
   for (int64_t r0 = 0; r0 < s.tq; r0 += band) {
     const int64_t r1 = std::min(s.tq, r0 + band), rows = r1 - r0, cols = attn_band_keys(s, r1);
     attn_probs(s, scale, q, k, r0, r1, cols, p.data());
-    const T* gr = g + r0 * s.dv;
+    const T* gr = g + r0 * s.ldg;
     // dP = g_r @ v^T; dS = P * (dP - sum(dP * P)) * scale, row by row.
-    rnn_matmul(false, true, rows, cols, s.dv, gr, s.dv, v, s.dv, T(0), dp.data(), cols);
+    rnn_matmul(false, true, rows, cols, s.dv, gr, s.ldg, v, s.ldv, T(0), dp.data(), cols);
     simd_call<AttnSoftmaxGradRows<T>>(static_cast<const T*>(p.data()), dp.data(), rows, cols,
                                       scale);
-    rnn_matmul(true, false, cols, s.dv, rows, p.data(), cols, gr, s.dv, T(1), dv, s.dv);
-    rnn_matmul(false, false, rows, s.d, cols, dp.data(), cols, k, s.d, T(0), dq + r0 * s.d, s.d);
-    rnn_matmul(true, false, cols, s.d, rows, dp.data(), cols, q + r0 * s.d, s.d, T(1), dk, s.d);
+    rnn_matmul(true, false, cols, s.dv, rows, p.data(), cols, gr, s.ldg, T(1), dv, s.dv);
+    rnn_matmul(false, false, rows, s.d, cols, dp.data(), cols, k, s.ldk, T(0), dq + r0 * s.d, s.d);
+    rnn_matmul(true, false, cols, s.d, rows, dp.data(), cols, q + r0 * s.ldq, s.ldq, T(1), dk,
+               s.d);
   }
 }
 

@@ -12,10 +12,14 @@
 
 namespace tessera::kernels {
 
-// One block's sizes: q (tq, d), k (tk, d), v (tk, dv), all C-contiguous.
-// causal: query row i attends to keys j <= i only (Keras's causal mask).
+// One block's sizes: q (tq, d), k (tk, d), v (tk, dv), each with contiguous
+// rows ldq, ldk, ldv elements apart (a head's rows inside a (tokens, heads,
+// features) array), and the cotangent g (tq, dv) of the backward rows ldg
+// apart; results are C-contiguous. causal: query row i attends to keys
+// j <= i only (Keras's causal mask).
 struct AttentionShape {
   int64_t tq = 0, tk = 0, d = 0, dv = 0;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldg = 0;
   bool causal = false;
 };
 

@@ -30,13 +30,46 @@ struct AttentionInputs {
   double scale = 1.0;
 };
 
+// An argument as the kernel reads it, in dtype dt: a strided view whose rows
+// (the last axis) are contiguous and do not overlap is read in place (a
+// head's rows inside a (batch, tokens, heads, features) projection: no copy
+// for the transpose that puts heads first); any other layout is packed.
+Array rows_view(const Array& x, DType dt) {
+  if (x.dtype() != dt) return cast_array(x.contiguous(), dt);
+  if (x.is_contiguous() || x.ndim() < 2) return x.contiguous();
+  const std::vector<int64_t> st = x.strides();
+  const size_t n = st.size();
+  bool ok = st[n - 1] == 1 && st[n - 2] >= x.dim(static_cast<int>(n) - 1);
+  for (int64_t stride : st) ok = ok && stride >= 0;
+  return ok ? x : x.contiguous();
+}
+
+// Element offsets of each block (the leading dimensions, in C order) of x.
+std::vector<int64_t> block_offsets(const Array& x, int64_t blocks) {
+  const std::vector<int64_t> st = x.strides();
+  const int lead = x.ndim() - 2;
+  std::vector<int64_t> out(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t rest = b, off = 0;
+    for (int i = lead - 1; i >= 0; --i) {
+      off += (rest % x.dim(i)) * st[static_cast<size_t>(i)];
+      rest /= x.dim(i);
+    }
+    out[static_cast<size_t>(b)] = off;
+  }
+  return out;
+}
+
+// The row stride of a (..., rows, cols) array as rows_view left it.
+int64_t row_stride(const Array& x) { return x.strides()[static_cast<size_t>(x.ndim() - 2)]; }
+
 // q (..., tq, d), k (..., tk, d), v (..., tk, dv) with the same leading
 // dimensions, in their common float dtype; `first` is q's argument index.
 AttentionInputs attention_inputs(Args& a, size_t first) {
   AttentionInputs in;
-  in.q = a.array(first);
-  in.k = a.array(first + 1);
-  in.v = a.array(first + 2);
+  in.q = a.view(first);
+  in.k = a.view(first + 1);
+  in.v = a.view(first + 2);
   in.dtype = promote(promote(ka::float_dtype(in.q.dtype()), ka::float_dtype(in.k.dtype())),
                      ka::float_dtype(in.v.dtype()));
   if (in.dtype != DType::float64) in.dtype = DType::float32;
@@ -69,10 +102,17 @@ AttentionInputs attention_inputs(Args& a, size_t first) {
                                               "(axis -2), got shapes ",
                                               shape_str(ks), " and ", shape_str(vs)));
   }
-  in.q = cast_array(in.q, in.dtype);
-  in.k = cast_array(in.k, in.dtype);
-  in.v = cast_array(in.v, in.dtype);
-  in.shape = {.tq = qs[n - 2], .tk = ks[n - 2], .d = qs[n - 1], .dv = vs[n - 1],
+  in.q = rows_view(in.q, in.dtype);
+  in.k = rows_view(in.k, in.dtype);
+  in.v = rows_view(in.v, in.dtype);
+  in.shape = {.tq = qs[n - 2],
+              .tk = ks[n - 2],
+              .d = qs[n - 1],
+              .dv = vs[n - 1],
+              .ldq = row_stride(in.q),
+              .ldk = row_stride(in.k),
+              .ldv = row_stride(in.v),
+              .ldg = vs[n - 1],
               .causal = a.boolean(first + 4)};
   for (int64_t dim : lead) in.blocks *= dim;
   in.scale = a.number(first + 3);
@@ -92,15 +132,18 @@ template <class T>
 Value attention_typed(const AttentionInputs& in) {
   Array out(in.dtype, out_shape(in));
   const ka::AttentionShape& s = in.shape;
-  const T* q = in.q.data<T>();
-  const T* k = in.k.data<T>();
-  const T* v = in.v.data<T>();
+  const std::vector<int64_t> oq = block_offsets(in.q, in.blocks);
+  const std::vector<int64_t> ok = block_offsets(in.k, in.blocks);
+  const std::vector<int64_t> ov = block_offsets(in.v, in.blocks);
+  const T* q = in.q.origin<T>();
+  const T* k = in.k.origin<T>();
+  const T* v = in.v.origin<T>();
   T* o = out.data<T>();
   const T scale = static_cast<T>(in.scale);
   parallel_for(in.blocks, ka::attention_block_ns(s), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      ka::attention_forward<T>(s, scale, q + b * s.tq * s.d, k + b * s.tk * s.d,
-                               v + b * s.tk * s.dv, o + b * s.tq * s.dv);
+      const size_t i = static_cast<size_t>(b);
+      ka::attention_forward<T>(s, scale, q + oq[i], k + ok[i], v + ov[i], o + b * s.tq * s.dv);
     }
   });
   return out;
@@ -116,14 +159,20 @@ Value eval_attention(Args& a) {
 template <class T>
 Value attention_grad_typed(const AttentionInputs& in, const Array& g) {
   Array dq(in.dtype, in.q.shape()), dk(in.dtype, in.k.shape()), dv(in.dtype, in.v.shape());
-  const ka::AttentionShape& s = in.shape;
+  ka::AttentionShape s = in.shape;
+  s.ldg = row_stride(g);
+  const std::vector<int64_t> oq = block_offsets(in.q, in.blocks);
+  const std::vector<int64_t> ok = block_offsets(in.k, in.blocks);
+  const std::vector<int64_t> ov = block_offsets(in.v, in.blocks);
+  const std::vector<int64_t> og = block_offsets(g, in.blocks);
   const T scale = static_cast<T>(in.scale);
   parallel_for(in.blocks, 2.5 * ka::attention_block_ns(s), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      ka::attention_backward<T>(s, scale, in.q.data<T>() + b * s.tq * s.d,
-                                in.k.data<T>() + b * s.tk * s.d, in.v.data<T>() + b * s.tk * s.dv,
-                                g.data<T>() + b * s.tq * s.dv, dq.data<T>() + b * s.tq * s.d,
-                                dk.data<T>() + b * s.tk * s.d, dv.data<T>() + b * s.tk * s.dv);
+      const size_t i = static_cast<size_t>(b);
+      ka::attention_backward<T>(s, scale, in.q.origin<T>() + oq[i], in.k.origin<T>() + ok[i],
+                                in.v.origin<T>() + ov[i], g.origin<T>() + og[i],
+                                dq.data<T>() + b * s.tq * s.d, dk.data<T>() + b * s.tk * s.d,
+                                dv.data<T>() + b * s.tk * s.dv);
     }
   });
   return Value(List{Value(std::move(dq)), Value(std::move(dk)), Value(std::move(dv))});
@@ -137,13 +186,13 @@ Value eval_attention_grad(Args& a) {
   if (a[0].is_scalar()) {
     g = Array::full(in.dtype, shape, a.number(0));
   } else {
-    g = a.array(0);
+    g = a.view(0);
     if (g.shape() != shape) {
       throw std::invalid_argument(error_message("[", a.op(), "] g has shape ",
                                                 shape_str(g.shape()), " but attention's result "
                                                 "has shape ", shape_str(shape)));
     }
-    g = cast_array(g, in.dtype);
+    g = rows_view(g, in.dtype);
   }
   if (in.dtype == DType::float64) return attention_grad_typed<double>(in, g);
   return attention_grad_typed<float>(in, g);
@@ -161,7 +210,8 @@ const bool registered_attention = register_primitives({
      .eval = eval_attention,
      .ns_per_element = 50.0,
      .grads = {"common[0]", "common[1]", "common[2]", "", ""},
-     .grad_common = "attention_grad(g, q, k, v, scale, causal)"},
+     .grad_common = "attention_grad(g, q, k, v, scale, causal)",
+     .strided = true},
     {.name = "attention_grad",
      .family = "nn",
      .params = {{"g"}, {"q"}, {"k"}, {"v"}, opt("scale", Value(1.0)),
@@ -169,7 +219,8 @@ const bool registered_attention = register_primitives({
      .help = "Backward of attention: g is the cotangent of its result; returns list(dq, dk, "
              "dv).",
      .eval = eval_attention_grad,
-     .ns_per_element = 100.0},
+     .ns_per_element = 100.0,
+     .strided = true},
 });
 
 }  // namespace

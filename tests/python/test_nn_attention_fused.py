@@ -293,3 +293,24 @@ def test_ops_dot_product_attention_matches_keras(case):
     want = np.asarray(keras.ops.dot_product_attention(q, k, v, **kw))
     assert got.shape == want.shape == q.shape[:3] + (4,)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+
+
+def test_strided_views_read_in_place_or_packed_give_the_same_values():
+    # (batch, tokens, heads, features) arrays seen heads-first (rows contiguous,
+    # read in place), a view with a step on the feature axis, one reversed along
+    # the tokens, one broadcast over the batch: packed first.
+    x = RNG.normal(size=(2, 9, 3, 8))
+    q, k, v = (x.transpose(0, 2, 1, 3) for _ in range(3))
+    k = np.ascontiguousarray(k)[:, :, ::-1]
+    v = x[:, :, :, ::2].transpose(0, 2, 1, 3)
+    g = RNG.normal(size=(2, 9, 3, 4)).transpose(0, 2, 1, 3)
+    for qq, kk, vv in ((q, k, v), (np.broadcast_to(q[:1], q.shape), k, v)):
+        want = _reference(qq, kk, vv, 0.4, True)
+        np.testing.assert_allclose(_attention(qq, kk, vv, 0.4, True), want, rtol=1e-12,
+                                   atol=1e-13)
+        dense = [np.ascontiguousarray(a) for a in (g, qq, kk, vv)]
+        got = tessera.call_primitive("attention_grad", [g, qq, kk, vv], {"scale": 0.4,
+                                                                       "causal": True})
+        ref = tessera.call_primitive("attention_grad", dense, {"scale": 0.4, "causal": True})
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)
