@@ -34,7 +34,7 @@ struct AttentionInputs {
 // (the last axis) are contiguous and do not overlap is read in place (a
 // head's rows inside a (batch, tokens, heads, features) projection: no copy
 // for the transpose that puts heads first); any other layout is packed.
-Array rows_view(const Array& x, DType dt) {
+Array attention_rows_view(const Array& x, DType dt) {
   if (x.dtype() != dt) return cast_array(x.contiguous(), dt);
   if (x.is_contiguous() || x.ndim() < 2) return x.contiguous();
   const std::vector<int64_t> st = x.strides();
@@ -45,7 +45,7 @@ Array rows_view(const Array& x, DType dt) {
 }
 
 // Element offsets of each block (the leading dimensions, in C order) of x.
-std::vector<int64_t> block_offsets(const Array& x, int64_t blocks) {
+std::vector<int64_t> attention_block_offsets(const Array& x, int64_t blocks) {
   const std::vector<int64_t> st = x.strides();
   const int lead = x.ndim() - 2;
   std::vector<int64_t> out(static_cast<size_t>(blocks));
@@ -60,8 +60,10 @@ std::vector<int64_t> block_offsets(const Array& x, int64_t blocks) {
   return out;
 }
 
-// The row stride of a (..., rows, cols) array as rows_view left it.
-int64_t row_stride(const Array& x) { return x.strides()[static_cast<size_t>(x.ndim() - 2)]; }
+// The row stride of a (..., rows, cols) array as attention_rows_view left it.
+int64_t attention_row_stride(const Array& x) {
+  return x.strides()[static_cast<size_t>(x.ndim() - 2)];
+}
 
 // q (..., tq, d), k (..., tk, d), v (..., tk, dv) with the same leading
 // dimensions, in their common float dtype; `first` is q's argument index.
@@ -102,16 +104,16 @@ AttentionInputs attention_inputs(Args& a, size_t first) {
                                               "(axis -2), got shapes ",
                                               shape_str(ks), " and ", shape_str(vs)));
   }
-  in.q = rows_view(in.q, in.dtype);
-  in.k = rows_view(in.k, in.dtype);
-  in.v = rows_view(in.v, in.dtype);
+  in.q = attention_rows_view(in.q, in.dtype);
+  in.k = attention_rows_view(in.k, in.dtype);
+  in.v = attention_rows_view(in.v, in.dtype);
   in.shape = {.tq = qs[n - 2],
               .tk = ks[n - 2],
               .d = qs[n - 1],
               .dv = vs[n - 1],
-              .ldq = row_stride(in.q),
-              .ldk = row_stride(in.k),
-              .ldv = row_stride(in.v),
+              .ldq = attention_row_stride(in.q),
+              .ldk = attention_row_stride(in.k),
+              .ldv = attention_row_stride(in.v),
               .ldg = vs[n - 1],
               .causal = a.boolean(first + 4)};
   for (int64_t dim : lead) in.blocks *= dim;
@@ -122,7 +124,7 @@ AttentionInputs attention_inputs(Args& a, size_t first) {
   return in;
 }
 
-Shape out_shape(const AttentionInputs& in) {
+Shape attention_out_shape(const AttentionInputs& in) {
   Shape s = in.q.shape();
   s.back() = in.shape.dv;
   return s;
@@ -130,11 +132,11 @@ Shape out_shape(const AttentionInputs& in) {
 
 template <class T>
 Value attention_typed(const AttentionInputs& in) {
-  Array out(in.dtype, out_shape(in));
+  Array out(in.dtype, attention_out_shape(in));
   const ka::AttentionShape& s = in.shape;
-  const std::vector<int64_t> oq = block_offsets(in.q, in.blocks);
-  const std::vector<int64_t> ok = block_offsets(in.k, in.blocks);
-  const std::vector<int64_t> ov = block_offsets(in.v, in.blocks);
+  const std::vector<int64_t> oq = attention_block_offsets(in.q, in.blocks);
+  const std::vector<int64_t> ok = attention_block_offsets(in.k, in.blocks);
+  const std::vector<int64_t> ov = attention_block_offsets(in.v, in.blocks);
   const T* q = in.q.origin<T>();
   const T* k = in.k.origin<T>();
   const T* v = in.v.origin<T>();
@@ -160,11 +162,11 @@ template <class T>
 Value attention_grad_typed(const AttentionInputs& in, const Array& g) {
   Array dq(in.dtype, in.q.shape()), dk(in.dtype, in.k.shape()), dv(in.dtype, in.v.shape());
   ka::AttentionShape s = in.shape;
-  s.ldg = row_stride(g);
-  const std::vector<int64_t> oq = block_offsets(in.q, in.blocks);
-  const std::vector<int64_t> ok = block_offsets(in.k, in.blocks);
-  const std::vector<int64_t> ov = block_offsets(in.v, in.blocks);
-  const std::vector<int64_t> og = block_offsets(g, in.blocks);
+  s.ldg = attention_row_stride(g);
+  const std::vector<int64_t> oq = attention_block_offsets(in.q, in.blocks);
+  const std::vector<int64_t> ok = attention_block_offsets(in.k, in.blocks);
+  const std::vector<int64_t> ov = attention_block_offsets(in.v, in.blocks);
+  const std::vector<int64_t> og = attention_block_offsets(g, in.blocks);
   const T scale = static_cast<T>(in.scale);
   parallel_for(in.blocks, 2.5 * ka::attention_block_ns(s), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
@@ -181,7 +183,7 @@ Value attention_grad_typed(const AttentionInputs& in, const Array& g) {
 // attention_grad(g, q, k, v, scale, causal)
 Value eval_attention_grad(Args& a) {
   AttentionInputs in = attention_inputs(a, 1);
-  const Shape shape = out_shape(in);
+  const Shape shape = attention_out_shape(in);
   Array g;
   if (a[0].is_scalar()) {
     g = Array::full(in.dtype, shape, a.number(0));
@@ -192,7 +194,7 @@ Value eval_attention_grad(Args& a) {
                                                 shape_str(g.shape()), " but attention's result "
                                                 "has shape ", shape_str(shape)));
     }
-    g = rows_view(g, in.dtype);
+    g = attention_rows_view(g, in.dtype);
   }
   if (in.dtype == DType::float64) return attention_grad_typed<double>(in, g);
   return attention_grad_typed<float>(in, g);
