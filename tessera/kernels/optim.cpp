@@ -1,7 +1,10 @@
 #include "tessera/kernels/optim.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
+
+#include "tessera/kernels/simd.hpp"
 
 namespace tessera::kernels {
 
@@ -27,6 +30,35 @@ double pairwise_squares(const T* p, int64_t n) {
   int64_t half = n / 2;
   return pairwise_squares(p, half) + pairwise_squares(p + half, n - half);
 }
+
+template <class T>
+struct AdamArgs {
+  const T* w;
+  const T* g;
+  const T* m;
+  const T* v;
+  T* w_out;
+  T* m_out;
+  T* v_out;
+  T b1, b2, one_b1, one_b2, step_size, inv_sqrt_c2, eps, coupled, shrink;
+};
+
+// d = g (+ coupled * w: without weight decay the weight is not read into d,
+// as in torch.optim.Adam and Keras, so an infinite weight does not make its
+// moments NaN); the moments and the step as torch.optim.Adam.
+template <class T, bool kCoupled>
+struct AdamLoop {
+  [[gnu::always_inline]] static void run(AdamArgs<T> a, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T d = kCoupled ? a.g[i] + a.coupled * a.w[i] : a.g[i];
+      const T mi = a.b1 * a.m[i] + a.one_b1 * d;
+      const T vi = a.b2 * a.v[i] + a.one_b2 * d * d;
+      a.m_out[i] = mi;
+      a.v_out[i] = vi;
+      a.w_out[i] = a.w[i] * a.shrink - a.step_size * mi / (std::sqrt(vi) * a.inv_sqrt_c2 + a.eps);
+    }
+  }
+};
 
 }  // namespace
 
@@ -63,27 +95,26 @@ void adam_update_range(const AdamSettings& s, const Array& w, const Array& g, co
   const double correction2 = 1.0 - std::pow(s.beta2, t);
   floating_dispatch(w.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const T* pw = w.data<T>();
-    const T* pg = g.data<T>();
-    const T* pm = m.data<T>();
-    const T* pv = v.data<T>();
-    T* pwo = w_out.data<T>();
-    T* pmo = m_out.data<T>();
-    T* pvo = v_out.data<T>();
-    const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2);
-    const T one_b1 = static_cast<T>(1.0 - s.beta1), one_b2 = static_cast<T>(1.0 - s.beta2);
-    const T step_size = static_cast<T>(s.lr / correction1);
-    const T inv_sqrt_c2 = static_cast<T>(1.0 / std::sqrt(correction2));
-    const T eps = static_cast<T>(s.epsilon);
-    const T coupled = static_cast<T>(s.decoupled ? 0.0 : s.weight_decay);
-    const T shrink = static_cast<T>(s.decoupled ? 1.0 - s.lr * s.weight_decay : 1.0);
-    for (int64_t i = begin; i < end; ++i) {
-      T d = pg[i] + coupled * pw[i];
-      T mi = b1 * pm[i] + one_b1 * d;
-      T vi = b2 * pv[i] + one_b2 * d * d;
-      pmo[i] = mi;
-      pvo[i] = vi;
-      pwo[i] = pw[i] * shrink - step_size * mi / (std::sqrt(vi) * inv_sqrt_c2 + eps);
+    AdamArgs<T> a{.w = w.data<T>(),
+                  .g = g.data<T>(),
+                  .m = m.data<T>(),
+                  .v = v.data<T>(),
+                  .w_out = w_out.data<T>(),
+                  .m_out = m_out.data<T>(),
+                  .v_out = v_out.data<T>(),
+                  .b1 = static_cast<T>(s.beta1),
+                  .b2 = static_cast<T>(s.beta2),
+                  .one_b1 = static_cast<T>(1.0 - s.beta1),
+                  .one_b2 = static_cast<T>(1.0 - s.beta2),
+                  .step_size = static_cast<T>(s.lr / correction1),
+                  .inv_sqrt_c2 = static_cast<T>(1.0 / std::sqrt(correction2)),
+                  .eps = static_cast<T>(s.epsilon),
+                  .coupled = static_cast<T>(s.decoupled ? 0.0 : s.weight_decay),
+                  .shrink = static_cast<T>(s.decoupled ? 1.0 - s.lr * s.weight_decay : 1.0)};
+    if (a.coupled == T(0)) {
+      simd_call<AdamLoop<T, false>>(a, begin, end);
+    } else {
+      simd_call<AdamLoop<T, true>>(a, begin, end);
     }
   });
 }

@@ -108,6 +108,24 @@ def test_adam_against_numpy(cls, kwargs, decoupled):
                                                               ("opt_w_v", "w", 0.0)]
 
 
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_update_without_weight_decay_does_not_read_the_weight_into_its_moments(dtype):
+    # torch.optim.Adam and Keras add weight_decay * w only when it is set: an
+    # infinite weight keeps finite moments (0 * inf would make them NaN).
+    import tessera
+    w = np.array([np.inf, -np.inf, 1.5, np.nan], dtype)
+    g = np.array([0.5, -2.0, 0.25, 1.0], dtype)
+    m = np.array([0.1, 0.0, -0.2, 0.3], dtype)
+    v = np.array([0.01, 0.02, 0.0, 0.04], dtype)
+    w1, m1, v1 = tessera.call_primitive("adam_update", [w, g, m, v, 2, 0.01])
+    np.testing.assert_allclose(m1, 0.9 * m + 0.1 * g, rtol=1e-6)
+    np.testing.assert_allclose(v1, 0.999 * v + 0.001 * g * g, rtol=1e-6)
+    assert np.all(np.isfinite(m1)) and np.all(np.isfinite(v1))
+    want = w - 0.01 / (1 - 0.9 ** 2) * m1 / (np.sqrt(v1 / (1 - 0.999 ** 2)) + 1e-7)
+    np.testing.assert_allclose(w1, want, rtol=1e-6)
+    assert w1.dtype == np.dtype(dtype)
+
 def test_several_parameters_float32_schedule_and_global_clipping():
     params = {"kernel": np.ones((3, 2), np.float32), "bias": np.zeros(2, np.float32)}
     rng = np.random.default_rng(0)

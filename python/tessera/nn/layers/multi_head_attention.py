@@ -8,7 +8,15 @@ signature:
     y = mha(q, v, attention_mask=mask)                  # mask (batch, Tq, Tv): 1 = attend
     y, scores = mha(q, v, return_attention_scores=True)
 
-A key padding mask is an attention_mask of shape (batch, 1, Tv)."""
+A key padding mask is an attention_mask of shape (batch, 1, Tv).
+
+Without masks other than the causal one, without dropout and without the
+scores returned, the scores, softmax and product with the values are one
+primitive, attention (tessera/primitives/attention.cpp): per (batch, head)
+block the scores stay in cache, and its backward recomputes them instead of
+reading them back. The other cases, or the module switch FUSED = False,
+compose matmul, where and softmax (the reference the fused path is tested
+against)."""
 
 from __future__ import annotations
 
@@ -19,6 +27,10 @@ from .attention import call_flags
 from .base import Layer, Param, _initializer, _positive, _regularizer
 
 __all__ = ["MultiHeadAttention"]
+
+# False: every MultiHeadAttention composes its scores, softmax and product
+# (the reference of the fused primitive); read when a model's program is written.
+FUSED = True
 
 
 class MultiHeadAttention(Layer):
@@ -191,6 +203,14 @@ class MultiHeadAttention(Layer):
         q = project(q_in, "query", shapes[0][-1], kd, tq, scale=1.0 / math.sqrt(kd))
         k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
         v = project(v_in, "value", shapes[1][-1], vd, tv)
+        only_causal = not (query_mask is not None or value_mask is not None or mask is not None
+                           or (_has_key and key_mask is not None))
+        if FUSED and only_causal and not self.dropout and not return_attention_scores:
+            # q carries the scale already (see project).
+            o = ctx.define("o", f"reshape(transpose(attention({q}, {k}, {v}, 1.0, "
+                                f"{'true' if use_causal_mask else 'false'}), [0, 2, 1, 3]), "
+                                f"[-1, {tq}, {h * vd}])")
+            return self._finish(o, p, ctx, shapes)
         scores = ctx.define("s", f"matmul({q}, transpose({k}, [0, 1, 3, 2]))")
         # Keras's _compute_attention_mask: the query's mask (batch, Tq, 1), the
         # value's and key's (batch, 1, Tv), the causal one and attention_mask,
@@ -225,10 +245,16 @@ class MultiHeadAttention(Layer):
             attended = self._dropout(probs, ctx, tq, tv)
         o = ctx.define("o", f"reshape(transpose(matmul({attended}, {v}), [0, 2, 1, 3]), "
                             f"[-1, {tq}, {h * vd}])")
+        out = self._finish(o, p, ctx, shapes)
+        if return_attention_scores:
+            return [out, probs]
+        return out
+
+    def _finish(self, o: str, p, ctx, shapes) -> str:
+        """The output projection of the heads' outputs o (batch, Tq, heads * value_dim)."""
+        h, vd = self._heads_here(), self.value_dim
         d_out = self.out_dim or shapes[0][-1]
         out = self._leave(f"({o} @ reshape({p['output_kernel']}, [{h * vd}, {d_out}]))", ctx)
         if self.use_bias:
             out = f"bias_add({out}, {p['output_bias']})"
-        if return_attention_scores:
-            return [out, probs]
         return out

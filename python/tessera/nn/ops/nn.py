@@ -438,6 +438,12 @@ def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, i
     q, k, v = floating(query), floating(key), floating(value)
     if scale is None:
         scale = 1.0 / math.sqrt(shape_of(q)[-1])
+    if bias is None and mask is None:
+        # One fused primitive (scores kept in cache per batch and head; see
+        # MultiHeadAttention), over (batch, heads, seq, dim) views.
+        heads_first = [knp.transpose(t, (0, 2, 1, 3)) for t in (q, k, v)]
+        out = prim("attention", *heads_first, scale=float(scale), causal=bool(is_causal))
+        return knp.transpose(out, (0, 2, 1, 3))
     logits = knp.multiply(knp.einsum("bqhd,bkhd->bhqk", q, k), scale)
     if bias is not None:
         logits = knp.add(logits, bias)
