@@ -1053,6 +1053,15 @@ struct Gen {
       // range loop's counter (k + 1 after k < end): no overflow.
       r = mk(Reg::PyInt,
              n.fast == Fast::add ? b.CreateNSWAdd(a.v, c.v) : b.CreateNSWSub(a.v, c.v), strong);
+    } else if (is_int(ka) && is_int(kb) && n.fast == Fast::mod && is_proven(n) &&
+               pow2(c.v) < 0) {
+      // An index's `a % c` whose divisor the check before the loop nest
+      // found positive (Nest's interval): no zero or -1 case, so the
+      // remainder is free to be hoisted and shared (grid[(i + di) % n, ...]).
+      llvm::Value* rem = b.CreateSRem(a.v, c.v);
+      rem = b.CreateAdd(rem, b.CreateSelect(b.CreateICmpSLT(rem, b.getInt64(0)), c.v,
+                                            b.getInt64(0)));
+      r = mk(Reg::PyInt, rem, strong);
     } else if (is_float(ka) && is_float(kb)) {
       r = float_op(n.fast, strong, a.v, c.v);
     } else if (is_int(ka) && is_int(kb)) {
@@ -2115,7 +2124,8 @@ struct Gen {
     return true;
   }
 
-  // Marks the index arithmetic of an access proven (no overflow checks).
+  // Marks the index arithmetic of an access proven (no overflow checks, and
+  // a % whose divisor interval() found positive without its zero check).
   static void index_ops(const FNode& n, std::set<const FNode*>& pr) {
     if (n.op != Op::Binary) return;
     pr.insert(&n);

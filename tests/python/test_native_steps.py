@@ -97,6 +97,17 @@ def wrap_shift(x, k):
     return out
 
 
+def wrap_back(x, k):
+    # (i - k) % n with k the caller's: proven in range (n > 0), the remainder
+    # of a negative number without the zero check.
+    n = len(x)
+    out = np.zeros((2, n))
+    for r in range(2):
+        for i in range(n):
+            out[r, i] = x[(i - k) % n] + x[(i + k + r) % n]
+    return out
+
+
 def halves(x):
     # x[i // 2] and x[(i - 3) // 2]: floor division of a negative number.
     n = len(x)
@@ -145,6 +156,9 @@ CASES = [
     (wrap_life, (np.random.default_rng(3).integers(0, 2, (9, 11)), 3)),
     (wrap_shift, (np.arange(7.0), 3)),
     (wrap_shift, (np.arange(7.0), -5)),
+    (wrap_back, (np.arange(7.0), 10)),
+    (wrap_back, (np.arange(7.0), -23)),
+    (wrap_back, (np.arange(1.0), 3)),
     (halves, (np.arange(5.0) + 1.0,)),
     (mod_by_zero, (np.arange(6.0), 4)),
     (mod_by_zero, (np.arange(6.0), 0)),
@@ -208,7 +222,7 @@ def test_native_interpreter_and_general_print_the_same():
     compiled = {line.split(":")[1] for line in log.splitlines()
                 if "native code compiled" in line or "native code loaded" in line}
     lines = {str(f.__code__.co_firstlineno + d) for f, d in
-             ((odd_even_sort, 3), (stepped_writes, 4), (stepped_inner, 5), (wrap_life, 3),
+             ((odd_even_sort, 3), (stepped_writes, 4), (stepped_inner, 5), (wrap_life, 3), (wrap_back, 5),
               (halves, 4))}
     assert lines <= compiled, log
     assert "IndexError" in native and "test_native_steps.py" in native
