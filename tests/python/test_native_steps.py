@@ -222,8 +222,8 @@ def test_native_interpreter_and_general_print_the_same():
     compiled = {line.split(":")[1] for line in log.splitlines()
                 if "native code compiled" in line or "native code loaded" in line}
     lines = {str(f.__code__.co_firstlineno + d) for f, d in
-             ((odd_even_sort, 3), (stepped_writes, 4), (stepped_inner, 5), (wrap_life, 3), (wrap_back, 5),
-              (halves, 4))}
+             ((odd_even_sort, 3), (stepped_writes, 4), (stepped_inner, 5), (wrap_life, 3),
+              (wrap_back, 5), (halves, 4))}
     assert lines <= compiled, log
     assert "IndexError" in native and "test_native_steps.py" in native
     assert "does not fit in int64 (at test_native_steps.py" in native
