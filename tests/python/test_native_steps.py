@@ -169,7 +169,8 @@ EXTRA = [(near_int64_max, (5,))]
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
+@pytest.mark.parametrize("f, args", CASES,
+                         ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_stepped_and_wrapped_loops_agree_with_python(f, args):
     check(f, *args)
 
