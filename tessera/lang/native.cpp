@@ -144,6 +144,57 @@ extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, in
   return c->undo;
 }
 
+// Buffers for whole-array copies of 64 KiB to 1 MiB, kept per thread for
+// the next call: the array allocator recycles smaller and larger blocks, but
+// blocks of these sizes go back to the system when freed, so each call's
+// copy met fresh pages (165 page faults a call for lcs's 677 KB table, as
+// many as making the table). At most two per thread (plain data: a thread
+// that ends leaves them to the process).
+constexpr size_t kSnapPoolMin = size_t{64} << 10;
+constexpr size_t kSnapPoolMax = size_t{1} << 20;
+struct SnapBlock {
+  size_t bytes;
+  void* data;
+};
+thread_local SnapBlock t_snap_pool[2] = {{0, nullptr}, {0, nullptr}};
+
+// A contiguous copy of `a` in a pooled buffer, or a.copy().
+Array snapshot_copy(const Array& a) {
+  const size_t bytes = a.nbytes();
+  if (bytes <= kSnapPoolMin || bytes > kSnapPoolMax) return a.copy();
+  const size_t rounded = (bytes + 4095) & ~size_t{4095};
+  void* p = nullptr;
+  size_t have = 0;
+  for (SnapBlock& blk : t_snap_pool) {
+    if (blk.data && blk.bytes >= rounded) {
+      p = blk.data;
+      have = blk.bytes;
+      blk = {0, nullptr};
+      break;
+    }
+  }
+  if (!p) {
+    p = std::aligned_alloc(64, rounded);
+    if (!p) return a.copy();  // its MemoryError, or memory the allocator finds
+    have = rounded;
+  }
+  std::shared_ptr<void> owner(p, [have](void* q) {
+    for (SnapBlock& blk : t_snap_pool) {
+      if (!blk.data) {
+        blk = {have, q};
+        return;
+      }
+    }
+    std::free(q);
+  });
+  Array copy = Array::wrap(a.dtype(), a.shape(), p, std::move(owner));
+  if (a.is_contiguous())
+    std::memcpy(p, a.origin_raw(), bytes);
+  else
+    copy.assign(a);
+  return copy;
+}
+
 // A copy of the whole array of entry `entry` (a register's array now) to the
 // log, before writes not logged one by one.
 extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
@@ -151,7 +202,7 @@ extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
   const Array& a = c->entries[entry].array;
   c->undo[n].where = kNativeCopyTag;
   c->undo[n].old = c->log->copies.size();
-  c->log->copies.emplace_back(a, a.copy());
+  c->log->copies.emplace_back(a, snapshot_copy(a));
   return c->undo;
 }
 

@@ -139,6 +139,26 @@ def near_int64_max(n):
     return s
 
 
+def diagonal_runs(t):
+    # The nest writes its table unchecked after copying it whole (a bail, the
+    # int64 overflow on the diagonal, goes back to the copy): tables of 64 KiB
+    # to 1 MiB are copied into buffers kept per thread for the next call.
+    n = t.shape[0]
+    m = t.shape[1]
+    for i in range(1, n):
+        for j in range(1, m):
+            if t[i, j] == 0:
+                t[i, j] = t[i - 1, j - 1] + 1
+    return t[n - 1, m - 1]
+
+
+def _diagonal_table(order="C", big=False):
+    t = np.zeros((300, 200), dtype=np.int64, order=order)
+    if big:
+        t[0, 0] = 2**63 - 150
+    return t
+
+
 CASES = [
     (odd_even_sort, (np.random.default_rng(1).random(61),)),
     (odd_even_sort, (np.random.default_rng(2).integers(-50, 50, 40),)),
@@ -159,6 +179,11 @@ CASES = [
     (wrap_back, (np.arange(7.0), 10)),
     (wrap_back, (np.arange(7.0), -23)),
     (wrap_back, (np.arange(1.0), 3)),
+    (diagonal_runs, (_diagonal_table(),)),
+    (diagonal_runs, (_diagonal_table(big=True),)),
+    (diagonal_runs, (_diagonal_table(),)),
+    (diagonal_runs, (_diagonal_table("F", big=True),)),
+    (diagonal_runs, (_diagonal_table()[::2, ::-1],)),
     (halves, (np.arange(5.0) + 1.0,)),
     (mod_by_zero, (np.arange(6.0), 4)),
     (mod_by_zero, (np.arange(6.0), 0)),
