@@ -87,6 +87,20 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
   return sig;
 }
 
+namespace {
+// The entries' buffer a finished NativeLog left on this thread (see NativeLog).
+thread_local std::vector<NativeUndo> t_spare_undo_entries;
+}  // namespace
+
+NativeLog::NativeLog() { entries.swap(t_spare_undo_entries); }
+
+NativeLog::~NativeLog() {
+  // Kept unless another log of this thread (a loop run inside this one)
+  // already gave one back, or it grew past 1 MB (a run of many writes).
+  if (t_spare_undo_entries.empty() && entries.size() * sizeof(NativeUndo) <= (size_t{1} << 20))
+    entries.swap(t_spare_undo_entries);
+}
+
 void native_undo(const NativeLog& log, int64_t n) {
   for (int64_t k = n - 1; k >= 0; --k) {
     const NativeUndo& u = log.entries[static_cast<size_t>(k)];
