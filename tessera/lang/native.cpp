@@ -1878,7 +1878,20 @@ struct Gen {
       interrupt_check(interrupted);
       b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), fbody, fend);
     } else {
+      // Ctrl-C before a chunk when more than one chunk's turns are left: a
+      // shorter loop (every chunk of 65,536 turns or less) is the inner loop
+      // of a loop that checks it on each turn, and a constant short range
+      // (`range(-1, 2)`, `range(3)`) then keeps no exit but its end, which
+      // LLVM unrolls whole.
+      llvm::Value* k = b.CreateLoad(i64, val[rl.k]);
+      llvm::Value* left = rl.step > 0 ? b.CreateSub(e0, k) : b.CreateSub(k, e0);
+      llvm::BasicBlock* longer = llvm::BasicBlock::Create(ctx, "long_range", fn);
+      llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "chunk_go", fn);
+      b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, go);
+      b.SetInsertPoint(longer);
       interrupt_check(interrupted);
+      b.CreateBr(go);
+      b.SetInsertPoint(go);
       llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.getInt64(1 << 16));
       b.CreateBr(fhead);
       b.SetInsertPoint(fhead);
@@ -2605,6 +2618,9 @@ struct Gen {
     b.SetInsertPoint(fbody);
     b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
     count(rl.cond->counter);
+    // With loops inside, Ctrl-C on each turn too: their chunks of at most
+    // 65,536 turns do not check it (range_chunks).
+    if (rl.loops_in) interrupt_check(interrupted);
     loops.push_back({fhead, done, nullptr, nullptr});
     turn();
     loops.pop_back();

@@ -10,10 +10,11 @@ what the register interpreter (TESSERA_NATIVE=0) and the general evaluation
 (TESSERA_FAST_LOOPS=0) give, at 1 and 2 threads; TESSERA_FAST_LOOPS=debug
 must say the loops were compiled."""
 
-import copy
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -253,3 +254,55 @@ def test_native_interpreter_and_general_print_the_same():
     assert lines <= compiled, log
     assert "IndexError" in native and "test_native_steps.py" in native
     assert "does not fit in int64 (at test_native_steps.py" in native
+
+
+_SPIN = """
+import sys, numpy as np, tessera
+sys.path.insert(0, {here!r})
+import test_native_steps as t
+g = tessera.jit(t.{name})
+g(np.ones(65536), 2)  # compiled (and kept for this process) before "ready"
+print("ready", flush=True)
+try:
+    g(np.ones(65536), 10**12)
+    print("returned", flush=True)
+except KeyboardInterrupt:
+    print("caught KeyboardInterrupt", flush=True)
+"""
+
+
+def spin_nest(x, n):
+    # 16,384 outer turns between checkpoints, 65,536 inner ones each, a chain
+    # of four dependent float operations a turn: over 5 s if only the
+    # checkpoints looked for Ctrl-C.
+    s = 0.0
+    for i in range(n):
+        for j in range(len(x)):
+            s = (s * 0.999999 + x[j]) * 0.999999 + 1e-9
+    return s
+
+
+def spin_deep(x, n):
+    s = 0.0
+    for t in range(n):
+        for i in range(3):
+            for j in range(len(x)):
+                s += x[j]
+    return s
+
+
+@pytest.mark.parametrize("name", ["spin_nest", "spin_deep"])
+def test_sigint_stops_a_nest_of_short_inner_loops(name):
+    # Inner loops of at most 65,536 turns check no Ctrl-C of their own (a
+    # constant short range unrolls whole); the loops around them do, on
+    # each turn, the outermost one included.
+    code = _SPIN.format(here=os.path.dirname(os.path.abspath(__file__)), name=name)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # running natively by then
+        p.send_signal(signal.SIGINT)
+        out = p.communicate(timeout=2.5)[0]  # Ctrl-C within 100 ms; 2.5 s on a busy machine
+    finally:
+        p.kill()
+    assert out.strip() == "caught KeyboardInterrupt"
