@@ -87,6 +87,20 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
   return sig;
 }
 
+namespace {
+// The entries' buffer a finished NativeLog left on this thread (see NativeLog).
+thread_local std::vector<NativeUndo> t_spare_undo_entries;
+}  // namespace
+
+NativeLog::NativeLog() { entries.swap(t_spare_undo_entries); }
+
+NativeLog::~NativeLog() {
+  // Kept unless another log of this thread (a loop run inside this one)
+  // already gave one back, or it grew past 1 MB (a run of many writes).
+  if (t_spare_undo_entries.empty() && entries.size() * sizeof(NativeUndo) <= (size_t{1} << 20))
+    entries.swap(t_spare_undo_entries);
+}
+
 void native_undo(const NativeLog& log, int64_t n) {
   for (int64_t k = n - 1; k >= 0; --k) {
     const NativeUndo& u = log.entries[static_cast<size_t>(k)];
@@ -144,6 +158,57 @@ extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, in
   return c->undo;
 }
 
+// Buffers for whole-array copies of 64 KiB to 1 MiB, kept per thread for
+// the next call: the array allocator recycles smaller and larger blocks, but
+// blocks of these sizes go back to the system when freed, so each call's
+// copy met fresh pages (165 page faults a call for lcs's 677 KB table, as
+// many as making the table). At most two per thread (plain data: a thread
+// that ends leaves them to the process).
+constexpr size_t kSnapPoolMin = size_t{64} << 10;
+constexpr size_t kSnapPoolMax = size_t{1} << 20;
+struct SnapBlock {
+  size_t bytes;
+  void* data;
+};
+thread_local SnapBlock t_snap_pool[2] = {{0, nullptr}, {0, nullptr}};
+
+// A contiguous copy of `a` in a pooled buffer, or a.copy().
+Array snapshot_copy(const Array& a) {
+  const size_t bytes = a.nbytes();
+  if (bytes <= kSnapPoolMin || bytes > kSnapPoolMax) return a.copy();
+  const size_t rounded = (bytes + 4095) & ~size_t{4095};
+  void* p = nullptr;
+  size_t have = 0;
+  for (SnapBlock& blk : t_snap_pool) {
+    if (blk.data && blk.bytes >= rounded) {
+      p = blk.data;
+      have = blk.bytes;
+      blk = {0, nullptr};
+      break;
+    }
+  }
+  if (!p) {
+    p = std::aligned_alloc(64, rounded);
+    if (!p) return a.copy();  // its MemoryError, or memory the allocator finds
+    have = rounded;
+  }
+  std::shared_ptr<void> owner(p, [have](void* q) {
+    for (SnapBlock& blk : t_snap_pool) {
+      if (!blk.data) {
+        blk = {have, q};
+        return;
+      }
+    }
+    std::free(q);
+  });
+  Array copy = Array::wrap(a.dtype(), a.shape(), p, std::move(owner));
+  if (a.is_contiguous())
+    std::memcpy(p, a.origin_raw(), bytes);
+  else
+    copy.assign(a);
+  return copy;
+}
+
 // A copy of the whole array of entry `entry` (a register's array now) to the
 // log, before writes not logged one by one.
 extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
@@ -151,7 +216,7 @@ extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
   const Array& a = c->entries[entry].array;
   c->undo[n].where = kNativeCopyTag;
   c->undo[n].old = c->log->copies.size();
-  c->log->copies.emplace_back(a, a.copy());
+  c->log->copies.emplace_back(a, snapshot_copy(a));
   return c->undo;
 }
 
@@ -1053,6 +1118,15 @@ struct Gen {
       // range loop's counter (k + 1 after k < end): no overflow.
       r = mk(Reg::PyInt,
              n.fast == Fast::add ? b.CreateNSWAdd(a.v, c.v) : b.CreateNSWSub(a.v, c.v), strong);
+    } else if (is_int(ka) && is_int(kb) && n.fast == Fast::mod && is_proven(n) &&
+               pow2(c.v) < 0) {
+      // An index's `a % c` whose divisor the check before the loop nest
+      // found positive (Nest's interval): no zero or -1 case, so the
+      // remainder is free to be hoisted and shared (grid[(i + di) % n, ...]).
+      llvm::Value* rem = b.CreateSRem(a.v, c.v);
+      rem = b.CreateAdd(rem, b.CreateSelect(b.CreateICmpSLT(rem, b.getInt64(0)), c.v,
+                                            b.getInt64(0)));
+      r = mk(Reg::PyInt, rem, strong);
     } else if (is_float(ka) && is_float(kb)) {
       r = float_op(n.fast, strong, a.v, c.v);
     } else if (is_int(ka) && is_int(kb)) {
@@ -1733,8 +1807,9 @@ struct Gen {
     // (the checked versions) its inner loops are, so that the code grows
     // linearly with the depth of the nest.
     if (range_loop(n.kids[0], n.kids[1], rl) && (!rl.loops_in || proven)) {
-      no_overflow.insert(rl.inc);
-      if (proven && prelogged && !maybe_undef[rl.k] &&
+      const bool unit = rl.step == 1 || rl.step == -1;
+      if (unit) no_overflow.insert(rl.inc);
+      if (unit && proven && prelogged && !maybe_undef[rl.k] &&
           (rl.end->op != Op::Var || !maybe_undef[rl.end->reg]) &&
           all_proven(n.kids[1], *proven)) {
         // Inside a loop nest whose check before it covered every access of
@@ -1751,6 +1826,7 @@ struct Gen {
       // stay within intervals known before the loop are checked there too.
       std::vector<Hoisted> hs;
       std::set<const FNode*> pr;
+      if (!unit) pr.insert(rl.inc);  // no overflow: range_ok checks the end
       for (size_t q = 0; q < n.kids[1].kids.size(); ++q) collect(n.kids[1].kids[q], rl, q, hs, pr);
       llvm::Value *k0, *e0;
       llvm::Value* ok = range_ok(rl, hs, k0, e0);
@@ -1802,7 +1878,20 @@ struct Gen {
       interrupt_check(interrupted);
       b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), fbody, fend);
     } else {
+      // Ctrl-C before a chunk when more than one chunk's turns are left: a
+      // shorter loop (every chunk of 65,536 turns or less) is the inner loop
+      // of a loop that checks it on each turn, and a constant short range
+      // (`range(-1, 2)`, `range(3)`) then keeps no exit but its end, which
+      // LLVM unrolls whole.
+      llvm::Value* k = b.CreateLoad(i64, val[rl.k]);
+      llvm::Value* left = rl.step > 0 ? b.CreateSub(e0, k) : b.CreateSub(k, e0);
+      llvm::BasicBlock* longer = llvm::BasicBlock::Create(ctx, "long_range", fn);
+      llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "chunk_go", fn);
+      b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, go);
+      b.SetInsertPoint(longer);
       interrupt_check(interrupted);
+      b.CreateBr(go);
+      b.SetInsertPoint(go);
       llvm::Value* lim = chunk_limit(rl, b.CreateLoad(i64, val[rl.k]), e0, b.getInt64(1 << 16));
       b.CreateBr(fhead);
       b.SetInsertPoint(fhead);
@@ -1867,7 +1956,7 @@ struct Gen {
   // body, known before it, for the accesses of inner loops. An inner loop is
   // the translator's `for j in range(s, e)`: k2 = s; e2 = e; while(k2 < e2,
   // block(j = k2, k2 = k2 + 1, ...)) in one block; k2 takes values in
-  // [s, max(s, e)], j in [s, e - 1] (a step of -1: mirrored).
+  // [s, max(s, e - 1 + step)], j in [s, e - 1] (a negative step: mirrored).
   struct Inner {
     const FNode* start;  // the expressions assigned to k2 and e2 before the loop
     const FNode* stop;
@@ -1904,7 +1993,7 @@ struct Gen {
         const FNode& ev = c.kids[1];
         if (ev.op != Op::Var && (ev.op != Op::Const || ev.constant.k != Reg::PyInt)) continue;
         if (ev.op == Op::Var && ev.reg == k2) continue;
-        const int64_t step = c.fast == Fast::lt ? 1 : -1;
+        int64_t step = 0;
         const FNode *init = nullptr, *end = ev.op == Op::Const ? &ev : nullptr, *end_asg = nullptr;
         for (size_t p = q; p-- > 0;) {
           const FNode& a = n.kids[p];
@@ -1926,8 +2015,10 @@ struct Gen {
             const FNode& v = a.kids[0];
             if (v.op == Op::Binary && v.fast == Fast::add && v.kids[0].op == Op::Var &&
                 v.kids[0].reg == k2 && v.kids[1].op == Op::Const &&
-                v.kids[1].constant.k == Reg::PyInt && v.kids[1].constant.i == step)
+                v.kids[1].constant.k == Reg::PyInt && step_of(c.fast, v.kids[1].constant.i)) {
               inc = &a;
+              step = v.kids[1].constant.i;
+            }
             break;
           }
           if (a.kids[0].op == Op::Var && a.kids[0].reg == k2) ivars.push_back(&a);
@@ -1944,6 +2035,13 @@ struct Gen {
     for (const FNode& k : n.kids) find_inners(k, ns);
   }
 
+  // Python's a // c for a constant c > 0.
+  llvm::Value* floor_div(llvm::Value* a, int64_t c) {
+    llvm::Value* q = b.CreateSDiv(a, b.getInt64(c));
+    llvm::Value* down = b.CreateAnd(b.CreateICmpSLT(a, b.getInt64(0)),
+                                    b.CreateICmpNE(b.CreateSRem(a, b.getInt64(c)), b.getInt64(0)));
+    return b.CreateSub(q, b.CreateZExt(down, i64));
+  }
   llvm::Value* smin(llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
   llvm::Value* smax(llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSGT(x, y), x, y); }
   llvm::Value* checked(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y, Nest& ns) {
@@ -1963,10 +2061,25 @@ struct Gen {
       case Op::Var:
         return var_interval(x.reg, ns, lo, hi);
       case Op::Binary: {
-        if ((x.fast != Fast::add && x.fast != Fast::sub) || x.kids.size() != 2) return false;
+        if ((x.fast != Fast::add && x.fast != Fast::sub && x.fast != Fast::mod &&
+             x.fast != Fast::floordiv) ||
+            x.kids.size() != 2)
+          return false;
         llvm::Value *alo, *ahi, *clo, *chi;
         if (!interval(x.kids[0], ns, alo, ahi) || !interval(x.kids[1], ns, clo, chi)) return false;
-        if (x.fast == Fast::add) {
+        if (x.fast == Fast::mod) {
+          // Python's a % c for c > 0 is in [0, c - 1], whatever a's sign
+          // (wrap-around indices: grid[(i + di) % n]).
+          ns.bad = b.CreateOr(ns.bad, b.CreateICmpSLE(clo, b.getInt64(0)));
+          lo = b.getInt64(0);
+          hi = b.CreateSub(chi, b.getInt64(1));
+        } else if (x.fast == Fast::floordiv) {
+          // a // c for a constant c > 0: monotonic in a, floor of each end.
+          const FNode& c = x.kids[1];
+          if (c.op != Op::Const || c.constant.k != Reg::PyInt || c.constant.i <= 0) return false;
+          lo = floor_div(alo, c.constant.i);
+          hi = floor_div(ahi, c.constant.i);
+        } else if (x.fast == Fast::add) {
           lo = checked(llvm::Intrinsic::sadd_with_overflow, alo, clo, ns);
           hi = checked(llvm::Intrinsic::sadd_with_overflow, ahi, chi, ns);
         } else {
@@ -2010,8 +2123,9 @@ struct Gen {
       lo = m->second.first, hi = m->second.second;
       return true;
     }
-    if (r == rl.k || rl.ivar.count(r)) {  // the counter: [k0, e0] (after its increment too)
-      llvm::Value* last = rl.k == r ? ns.e0 : b.CreateSub(ns.e0, b.getInt64(rl.step));
+    if (r == rl.k || rl.ivar.count(r)) {  // the counter: [k0, last + step] (after its increment too)
+      llvm::Value* last = last_turn(rl, ns.k0, ns.e0);
+      if (rl.k == r) last = b.CreateAdd(last, b.getInt64(rl.step));  // no overflow: range_ok
       lo = rl.step > 0 ? ns.k0 : last;
       hi = rl.step > 0 ? last : ns.k0;
       ns.memo[r] = {lo, hi};
@@ -2056,12 +2170,15 @@ struct Gen {
         break;
       }
       switch (role) {
-        case 0:  // the counter: from its start to its end
+        case 0:  // the counter: from its start to its last turn's value + step
         case 1:
           if (in.step > 0)
-            join(slo, smax(shi, ehi));
+            join(slo, smax(shi, checked(llvm::Intrinsic::sadd_with_overflow, ehi,
+                                        b.getInt64(in.step - 1), ns)));
           else
-            join(smin(slo, elo), shi);
+            join(smin(slo, checked(llvm::Intrinsic::sadd_with_overflow, elo,
+                                   b.getInt64(in.step + 1), ns)),
+                 shi);
           break;
         case 2:  // j = k2 while k2 < e2
           if (in.step > 0)
@@ -2085,7 +2202,8 @@ struct Gen {
     return true;
   }
 
-  // Marks the index arithmetic of an access proven (no overflow checks).
+  // Marks the index arithmetic of an access proven (no overflow checks, and
+  // a % whose divisor interval() found positive without its zero check).
   static void index_ops(const FNode& n, std::set<const FNode*>& pr) {
     if (n.op != Op::Binary) return;
     pr.insert(&n);
@@ -2148,6 +2266,32 @@ struct Gen {
     for (const FNode& k : n.kids) scan(k, assigns, loops_in);
   }
   bool int_reg(int r) const { return is_int(kind[r]) && !dyn[r]; }
+  // A range's step for a loop condition k < e (positive) or k > e
+  // (negative), as `range(a, b, step)` gives: at most 2^32 either way, so
+  // that the bounds below stay far from int64's ends.
+  static bool step_of(Fast cond, int64_t step) {
+    constexpr int64_t kMaxStep = int64_t{1} << 32;
+    return cond == Fast::lt ? step > 0 && step <= kMaxStep : step < 0 && step >= -kMaxStep;
+  }
+  // The counter's value at the last turn of a loop that turns at least once
+  // (k0 before e0): k0 plus the whole steps that stay before e0.
+  llvm::Value* last_turn(const RangeLoop& rl, llvm::Value* k0, llvm::Value* e0) {
+    if (rl.step == 1 || rl.step == -1) return b.CreateSub(e0, b.getInt64(rl.step));
+    const int64_t mag = rl.step > 0 ? rl.step : -rl.step;
+    llvm::Value* span = rl.step > 0 ? b.CreateSub(b.CreateSub(e0, k0), b.getInt64(1))
+                                    : b.CreateSub(b.CreateSub(k0, e0), b.getInt64(1));
+    llvm::Value* whole = b.CreateMul(b.CreateUDiv(span, b.getInt64(mag)), b.getInt64(mag));
+    return rl.step > 0 ? b.CreateAdd(k0, whole) : b.CreateSub(k0, whole);
+  }
+  // The number of turns of such a loop.
+  llvm::Value* turn_count(const RangeLoop& rl, llvm::Value* k0, llvm::Value* e0) {
+    if (rl.step == 1) return b.CreateSub(e0, k0);
+    if (rl.step == -1) return b.CreateSub(k0, e0);
+    const int64_t mag = rl.step > 0 ? rl.step : -rl.step;
+    llvm::Value* span = rl.step > 0 ? b.CreateSub(b.CreateSub(e0, k0), b.getInt64(1))
+                                    : b.CreateSub(b.CreateSub(k0, e0), b.getInt64(1));
+    return b.CreateAdd(b.CreateUDiv(span, b.getInt64(mag)), b.getInt64(1));
+  }
 
   bool range_loop(const FNode& cond, const FNode& body, RangeLoop& rl) {
     if (cond.op != Op::Binary || cond.kids.size() != 2) return false;
@@ -2166,7 +2310,6 @@ struct Gen {
     rl.cond = &cond;
     rl.k = kv.reg;
     rl.end = &ev;
-    rl.step = cond.fast == Fast::lt ? 1 : -1;
     if (assigns[rl.k] != 1 || (ev.op == Op::Var && assigns.count(ev.reg))) return false;
     for (size_t q = 0; q < body.kids.size(); ++q) {
       const FNode& s = body.kids[q];
@@ -2175,8 +2318,10 @@ struct Gen {
         const FNode& v = s.kids[0];
         if (v.op != Op::Binary || v.fast != Fast::add || v.kids[0].op != Op::Var ||
             v.kids[0].reg != rl.k || v.kids[1].op != Op::Const ||
-            v.kids[1].constant.k != Reg::PyInt || v.kids[1].constant.i != rl.step)
+            v.kids[1].constant.k != Reg::PyInt ||
+            !step_of(cond.fast, v.kids[1].constant.i))
           return false;
+        rl.step = v.kids[1].constant.i;
         rl.inc_at = q;
         rl.inc = &v;
         break;
@@ -2289,8 +2434,13 @@ struct Gen {
     k0 = b.CreateLoad(i64, val[rl.k]);
     e0 = end_value(rl, bad);
     llvm::Value* turns_once = rl.step > 0 ? b.CreateICmpSLT(k0, e0) : b.CreateICmpSGT(k0, e0);
-    llvm::Value* last = b.CreateSub(e0, b.getInt64(rl.step));
+    llvm::Value* last = last_turn(rl, k0, e0);
     llvm::Value* ok = b.CreateAnd(turns_once, b.CreateNot(bad));
+    if (rl.step > 1) {  // k + step after the last turn (at most e0 - 1 + step) fits
+      ok = b.CreateAnd(ok, b.CreateICmpSLE(e0, b.getInt64(INT64_MAX - (rl.step - 1))));
+    } else if (rl.step < -1) {
+      ok = b.CreateAnd(ok, b.CreateICmpSGE(e0, b.getInt64(INT64_MIN - (rl.step + 1))));
+    }
     for (const Hoisted& h : hs) {
       for (size_t d = 0; d < h.coef.size(); ++d) {
         llvm::Value* bad_d = b.getFalse();
@@ -2312,7 +2462,7 @@ struct Gen {
   // will write are logged.
   void prelog(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value* k0,
               llvm::Value* e0) {
-    llvm::Value* turns_n = rl.step > 0 ? b.CreateSub(e0, k0) : b.CreateSub(k0, e0);
+    llvm::Value* turns_n = turn_count(rl, k0, e0);
     for (const Hoisted& h : hs) {
       if (h.n->op != Op::SetItem) continue;
       llvm::Value*& flag = snapped[h.arr];
@@ -2468,6 +2618,9 @@ struct Gen {
     b.SetInsertPoint(fbody);
     b.CreateStore(b.CreateAdd(b.CreateLoad(i64, turns), b.getInt64(1)), turns);
     count(rl.cond->counter);
+    // With loops inside, Ctrl-C on each turn too: their chunks of at most
+    // 65,536 turns do not check it (range_chunks).
+    if (rl.loops_in) interrupt_check(interrupted);
     loops.push_back({fhead, done, nullptr, nullptr});
     turn();
     loops.pop_back();
@@ -2485,7 +2638,12 @@ struct Gen {
   // increment then without overflow check.
   llvm::Value* hoist(const RangeLoop& rl, std::vector<Hoisted>& hs, std::set<const FNode*>& pr,
                      llvm::Value*& k0, llvm::Value*& e0) {
-    no_overflow.insert(rl.inc);
+    // k + 1 right after k < end holds cannot overflow; k + step in the
+    // version range_ok admits (end far enough from int64's end) neither.
+    if (rl.step == 1 || rl.step == -1)
+      no_overflow.insert(rl.inc);
+    else
+      pr.insert(rl.inc);
     for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
     return range_ok(rl, hs, k0, e0);
   }

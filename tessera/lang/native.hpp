@@ -45,8 +45,14 @@ struct NativeRange {
   size_t bytes_at;
 };
 
-// The log of a native call's writes and the storage it grows into.
+// The log of a native call's writes and the storage it grows into. Its
+// entries' buffer (4096 of them to start, 64 KB) is this thread's from one
+// loop run to the next: made and zeroed once, not at each run.
 struct NativeLog {
+  NativeLog();
+  ~NativeLog();
+  NativeLog(const NativeLog&) = delete;
+  NativeLog& operator=(const NativeLog&) = delete;
   std::vector<NativeUndo> entries;
   std::vector<NativeRange> ranges;
   std::vector<char> bytes;
