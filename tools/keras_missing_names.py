@@ -109,6 +109,77 @@ def documented_but_missing(rows, text):
     return found
 
 
+# Why a name is not there: a whole namespace's reason, or reasons for groups of
+# names of one namespace (the rest of that namespace's missing names: not built
+# yet). Read by render(); docs/nn.md says each entry's reason from these.
+NAMESPACE_WHY = {
+    "keras.applications": "pretrained models are downloads, out of reach here; the "
+                          "architectures can be written with tessera.nn's layers",
+    "keras.backend": "Keras's machinery for choosing among TensorFlow, JAX and PyTorch; "
+                     "tessera is its own backend",
+    "keras.config": "Keras's global settings (backend, floatx, image_data_format): tessera "
+                    "takes dtype and data_format per model and layer",
+    "keras.datasets": "downloads, out of reach here (tessera reads local files: "
+                      "utils.image_dataset_from_directory and its kin, tessera.data)",
+    "keras.distillation": "not built yet",
+    "keras.distribution": "tessera's own meshes take its place (docs/parallelism.md)",
+    "keras.dtype_policies": "mixed precision is not supported: a model computes in its dtype",
+    "keras.mixed_precision": "mixed precision is not supported: a model computes in its dtype",
+    "keras.export": "exports to TensorFlow's SavedModel and ONNX, other runtimes' formats",
+    "keras.optimizers.legacy": "TensorFlow 2's optimizers, not Keras 3's",
+    "keras.preprocessing": "Keras 2's module, deprecated; its functions are in utils",
+    "keras.quantizers": "quantisation is not supported",
+    "keras.utils.bounding_boxes": "object detection's box utilities: not built yet",
+    "keras.utils.legacy": "Keras 2's serialization, not Keras 3's",
+    "keras.visualization": "plots of boxes and masks for detection: not built yet",
+    "keras.wrappers": "scikit-learn wrappers: not built yet",
+}
+_3D = ["AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "ConvLSTM3D",
+       "Convolution3D", "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D",
+       "GlobalAvgPool3D", "GlobalMaxPool3D", "GlobalMaxPooling3D", "MaxPool3D", "MaxPooling3D",
+       "UpSampling3D", "ZeroPadding3D", "AdaptiveAveragePooling3D", "AdaptiveMaxPooling3D"]
+NAME_WHY = {
+    "keras": [("mixed precision and quantisation are not supported",
+               ["DTypePolicy", "FloatDTypePolicy", "Quantizer"]),
+              ("Keras's tracing internals (tessera traces with its own graph)",
+               ["Function", "Operation", "StatelessScope", "SymbolicScope"]),
+              ("rematerialisation is tessera.remat / tessera.checkpoint (docs/nn.md "
+               "\"Gradients\"), not a Keras scope", ["RematScope", "remat"])],
+    "keras.layers": [("3-D layers: tessera's convolution and pooling kernels are 1-D and 2-D",
+                      _3D),
+                     ("other frameworks' modules (JAX, Flax, TensorFlow, PyTorch)",
+                      ["FlaxLayer", "JaxLayer", "TFSMLayer", "TorchModuleWrapper"]),
+                     ("image augmentation beyond flips, rotations, zooms, translations, "
+                      "crops and contrast: not built yet",
+                      ["AugMix", "AutoContrast", "ContrastLimitedAdaptiveHistogramEqualization",
+                       "CutMix", "Equalization", "MaxNumBoundingBoxes", "MixUp", "Pipeline",
+                       "RandAugment", "RandomBrightness", "RandomColorDegeneration",
+                       "RandomColorJitter", "RandomElasticTransform", "RandomErasing",
+                       "RandomGaussianBlur", "RandomGrayscale", "RandomHue", "RandomInvert",
+                       "RandomPerspective", "RandomPosterization", "RandomSaturation",
+                       "RandomSharpness", "RandomShear", "Solarization"]),
+                     ("audio features: not built yet", ["MelSpectrogram", "STFTSpectrogram"])],
+    "keras.optimizers": [("mixed precision is not supported", ["LossScaleOptimizer"])],
+    "keras.ops": [("forward-mode differentiation: tessera's autodiff is reverse mode",
+                   ["jvp"])],
+    "keras.ops.linalg": [("forward-mode differentiation: tessera's autodiff is reverse mode",
+                          ["jvp"])],
+    "keras.callbacks": [("services and formats outside tessera (an HTTP endpoint, Orbax)",
+                         ["OrbaxCheckpoint", "RemoteMonitor"])],
+}
+
+
+def _namespace_why(path):
+    for p in sorted(NAMESPACE_WHY, key=len, reverse=True):
+        if path == p or path.startswith(p + "."):
+            return NAMESPACE_WHY[p]
+    return "not built yet"
+
+
+def _names(names):
+    return ", ".join(f"`{m}`" for m in names)
+
+
 def render(rows):
     """The list as Markdown lines (one bullet per namespace)."""
     lines = []
@@ -126,10 +197,17 @@ def render(rows):
             n += sum(r[3] for r in subs)
             lines.append(f"- `{path}` ({n} name{'s' if n != 1 else ''}"
                          + (f", {len(subs)} sub-namespaces" if subs else "")
-                         + "): the whole namespace.")
+                         + f"): the whole namespace; {_namespace_why(path)}.")
         elif missing:
-            lines.append(f"- `{path}` ({len(missing)} of {n}): "
-                         + ", ".join(f"`{m}`" for m in missing) + ".")
+            groups, rest = [], list(missing)
+            for why, names in NAME_WHY.get(path, []):
+                here = [m for m in rest if m in names]
+                if here:
+                    groups.append(f"{why}: {_names(here)}")
+                    rest = [m for m in rest if m not in names]
+            if rest:
+                groups.append(f"not built yet: {_names(rest)}")
+            lines.append(f"- `{path}` ({len(missing)} of {n}): " + "; ".join(groups) + ".")
     return lines
 
 
