@@ -515,6 +515,45 @@ class Optimizer:
         else:
             self._lr = _positive(f"{name} learning_rate", learning_rate, allow_zero=True)
         self.clipnorm = None if clipnorm is None else _positive(f"{name} clipnorm", clipnorm)
+        self._decay_skip = (frozenset(), None)  # exclude_from_weight_decay's
+        self._variable_of = None  # a model's: program weight name -> its Variable (or None)
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None) -> None:
+        """Keras's: no weight decay for the Variables in ``var_list``, nor for those
+        whose name (``Variable.name``: "bias", "gamma", ...) one of the regular
+        expressions ``var_names`` matches (``var_names=["bias"]`` leaves every
+        bias undecayed). Call it before the model's first fit or evaluate, as
+        Keras requires it before the optimizer is built; a later call is an
+        error (the programs already written keep their decay)."""
+        cls = type(self).__name__
+        if getattr(self, "_built", False):
+            raise ValueError(f"[{cls}.exclude_from_weight_decay] can only be called before the "
+                             "optimizer is built (before the model's first fit)")
+        pattern = None
+        if var_names:
+            if isinstance(var_names, str) or not all(isinstance(n, str) for n in var_names):
+                raise TypeError(f"[{cls}.exclude_from_weight_decay] var_names must be a list of "
+                                f"strings, got {var_names!r}")
+            try:
+                pattern = re.compile("|".join(sorted(set(var_names))))
+            except re.error as e:
+                raise ValueError(f"[{cls}.exclude_from_weight_decay] var_names {var_names!r} "
+                                 f"is not a valid regular expression: {e}") from None
+        self._decay_skip = (frozenset(id(v) for v in (var_list or ())), pattern)
+
+    def _decays(self, param: str) -> bool:
+        """Whether weight ``param`` (a program name) is decayed
+        (exclude_from_weight_decay)."""
+        ids, pattern = getattr(self, "_decay_skip", (frozenset(), None))
+        if not ids and pattern is None:
+            return True
+        var = self._variable_of(param) if self._variable_of is not None else None
+        if var is None:
+            raise ValueError(f"[{type(self).__name__}.exclude_from_weight_decay] the weight "
+                             f"{param!r} is not one of a model's Variables here (ZeRO's flat "
+                             "slices, or an update written outside a model): exclusions from "
+                             "weight decay need whole weights")
+        return id(var) not in ids and (pattern is None or pattern.search(var.name) is None)
 
     def rate_at(self, iteration: int = 0) -> float:
         """The learning rate of update number ``iteration`` (0 for the first)."""
@@ -568,6 +607,7 @@ class Optimizer:
                 raise ValueError(f"[{cls}.update_code] {n!r} is not a variable name")
         if len(set(params)) != len(params):
             raise ValueError(f"[{cls}.update_code] parameter names repeat: {params}")
+        self._built = True
         statements, state = [], []
         if self.clipnorm is not None and params and global_norm is not None:
             scale = f"{state_prefix}clip_scale"
@@ -650,21 +690,29 @@ class SGD(Optimizer):
     (L2, PyTorch-style) weight decay."""
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, weight_decay=0.0,
-                 clipnorm=None):
+                 clipnorm=None, decoupled=False):
         super().__init__(learning_rate, clipnorm)
         self.momentum = _positive("[SGD] momentum", momentum, allow_zero=True)
         self.nesterov = bool(nesterov)
         self.weight_decay = _positive("[SGD] weight_decay", weight_decay, allow_zero=True)
+        # Keras's decay (w -= w * weight_decay * lr before the step) instead of
+        # PyTorch's L2 term in the gradient
+        self.decoupled = bool(decoupled)
         if self.nesterov and self.momentum == 0:
             raise ValueError("[SGD] nesterov=True requires a momentum > 0")
 
     def _config(self) -> dict:
         return {**super()._config(), "momentum": self.momentum, "nesterov": self.nesterov,
-                "weight_decay": self.weight_decay}
+                "weight_decay": self.weight_decay,
+                **({"decoupled": True} if self.decoupled else {})}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         u = f"{prefix}u{i}"
-        options = f"weight_decay={_num(self.weight_decay)}"
+        decay = self.weight_decay if self._decays(param) else 0.0
+        if self.decoupled:
+            _decay_first(param, lr, decay, statements)
+            decay = 0.0
+        options = f"weight_decay={_num(decay)}"
         if self.momentum == 0:
             statements.append(f"define({param}, sgd_update({param}, {grad}, {lr}, {options})[0])")
             return
@@ -684,9 +732,11 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 weight_decay=0.0, clipnorm=None):
+                 weight_decay=0.0, clipnorm=None, decoupled=False):
         super().__init__(learning_rate, clipnorm)
         cls = type(self).__name__
+        # Keras's decay (decoupled, as AdamW's) instead of PyTorch's L2 term
+        self._decoupled = type(self)._decoupled or bool(decoupled)
         for name, b in (("beta_1", beta_1), ("beta_2", beta_2)):
             if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0 <= b < 1:
                 raise ValueError(f"[{cls}] {name} must be in [0, 1), got {b!r}")
@@ -696,15 +746,18 @@ class Adam(Optimizer):
 
     def _config(self) -> dict:
         return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
-                "epsilon": self.epsilon, "weight_decay": self.weight_decay}
+                "epsilon": self.epsilon, "weight_decay": self.weight_decay,
+                **({"decoupled": True} if self._decoupled and not type(self)._decoupled
+                   else {})}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         u, m, v = f"{prefix}u{i}", f"{prefix}{param}_m", f"{prefix}{param}_v"
+        decay = self.weight_decay if self._decays(param) else 0.0
         state += [StateVar(m, param), StateVar(v, param)]
         statements.append(
             f"define({u}, adam_update({param}, {grad}, {m}, {v}, {iteration} + 1, {lr}, "
             f"beta1={_num(self.beta_1)}, beta2={_num(self.beta_2)}, "
-            f"epsilon={_num(self.epsilon)}, weight_decay={_num(self.weight_decay)}, "
+            f"epsilon={_num(self.epsilon)}, weight_decay={_num(decay)}, "
             f"decoupled={_bool(self._decoupled)}))")
         statements.append(f"define({param}, {u}[0])")
         statements.append(f"define({m}, {u}[1])")
@@ -829,7 +882,7 @@ class Nadam(Optimizer):
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         m, v = f"{prefix}{param}_m", f"{prefix}{param}_v"
         state += [StateVar(m, param), StateVar(v, param)]
-        _decay_first(param, lr, self.weight_decay, statements)
+        _decay_first(param, lr, self.weight_decay if self._decays(param) else 0.0, statements)
         statements += [
             f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})",
             f"define({v}, {v} + (({grad}) * ({grad}) - {v}) * {_num(1 - self.beta_2)})",
@@ -870,7 +923,7 @@ class Lamb(Optimizer):
         m, v = f"{prefix}{param}_m", f"{prefix}{param}_v"
         r, wn, rn = f"{prefix}r{i}", f"{prefix}wnorm{i}", f"{prefix}rnorm{i}"
         state += [StateVar(m, param), StateVar(v, param)]
-        _decay_first(param, lr, self.weight_decay, statements)
+        _decay_first(param, lr, self.weight_decay if self._decays(param) else 0.0, statements)
         statements += [
             f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})",
             f"define({v}, {v} + (({grad}) * ({grad}) - {v}) * {_num(1 - self.beta_2)})",

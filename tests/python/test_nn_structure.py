@@ -51,7 +51,7 @@ LAYERS = [
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
     ("losses and metrics", {"losses", "metric_base", "metric_classes", "metric_functions",
-                            "metrics", "clipping", "parallel", "parallel_layers",
+                            "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "_directory_datasets",

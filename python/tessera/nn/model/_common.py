@@ -8,25 +8,23 @@ import os
 from ... import distributed as _dist
 from ... import optim as _optim
 from .. import initializers
+from ..optimizer_classes import get as keras_optimizer
 from ..params import WEIGHTS_IN_FILE
 from ..utils import PyDataset
 
 
 def _optimizer(opt):
+    """compile's optimizer: an Optimizer as it is, or a name or config dict (Keras's
+    meaning for "sgd", "adam", "adamw": nn/optimizer_classes.py)."""
     if isinstance(opt, _optim.Optimizer):
         return opt
-    getter = getattr(_optim, "get", None)
-    if getter is not None and isinstance(opt, (str, dict)):
+    if isinstance(opt, (str, dict)):
         try:
-            return getter(opt)
+            return keras_optimizer(opt)
         except ValueError as e:
             raise ValueError(f"[compile] {e}") from None
-    table = {"sgd": _optim.SGD, "adam": _optim.Adam, "adamw": _optim.AdamW,
-             "rmsprop": _optim.RMSprop, "adagrad": _optim.Adagrad}
-    if isinstance(opt, str) and opt.lower() in table:
-        return table[opt.lower()]()
-    raise ValueError(f"[compile] unknown optimizer {opt!r}: use one of {sorted(table)} or a "
-                     "tessera.optim optimizer")
+    raise TypeError(f"[compile] optimizer must be a name, a config dict or a tessera.optim "
+                    f"optimizer, got {type(opt).__name__}: {opt!r}")
 
 
 def _fmt(v) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import losses as _losses
@@ -45,6 +47,11 @@ class CompileMixin:
         mets = [[self._get_metric(m, losses[k], k) for m in (ms or [])]
                 for k, ms in enumerate(per)]
         self._compiled = _Compiled(_optimizer(optimizer), losses, loss_weights, mets)
+        # exclude_from_weight_decay names Variables: the optimizer finds the
+        # Variable of a program's weight through the model (held weakly)
+        model = weakref.ref(self)
+        self._compiled.optimizer._variable_of = \
+            lambda v: model()._variable_of_weight(v) if model() is not None else None
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0

@@ -363,6 +363,11 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             out[v] = np.broadcast_to(np.zeros((), dtype), shape)
         return out
 
+    def _variable_of_weight(self, var: str):
+        """The Variable of the program's weight `var` (None: not one of the model's)."""
+        owner = self._owner.get(var)
+        return owner[0]._variable(owner[1].name) if owner is not None else None
+
     def _set(self, var: str, value):
         layer, p = self._owner[var]
         layer._values[p.name] = value
