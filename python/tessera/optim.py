@@ -563,12 +563,22 @@ class Optimizer:
         return self._lr
 
     @property
+    def iterations(self) -> int:
+        """Keras's `optimizer.iterations`: the updates made so far by the model
+        using it."""
+        counter = getattr(self, "_iterations_of", None)  # the model's (set by compile)
+        return int(counter()) if counter is not None else 0
+
+    @property
     def learning_rate(self) -> "LearningRate":
         """The current learning rate, as Keras's ``optimizer.learning_rate``: a float
         (``float(opt.learning_rate)``, ``np.array(opt.learning_rate)``) of the rate
         of the latest update a model computed (update 0 before training), which is
         also callable: ``opt.learning_rate(i)`` is the rate of update ``i``.
         Assigning it (``opt.learning_rate = 0.01``) is ``set_learning_rate``."""
+        override = getattr(self, "_override", None)  # a callback's (LearningRateScheduler ...)
+        if override is not None:
+            return LearningRate(override, self.rate_at)
         return LearningRate(self.rate_at(getattr(self, "_last_iteration", 0)), self.rate_at)
 
     @learning_rate.setter
@@ -585,6 +595,7 @@ class Optimizer:
                             f"learning rate schedule ({self._lr!r}), so its learning rate cannot "
                             "be set; create it with a number to change the rate while training")
         self._lr = _positive(f"[{cls}.set_learning_rate] value", value, allow_zero=True)
+        self._override = None  # the rate set now wins over a callback's earlier one
 
     def update_code(self, param_names: Sequence[str], grad_names: Sequence[str],
                     state_prefix: str = "opt_", lr_expr: str = "lr",

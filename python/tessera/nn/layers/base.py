@@ -498,6 +498,15 @@ class Layer:
     def variables(self) -> list:
         return self.weights
 
+    # Keras 3's other names of the same lists
+    @property
+    def trainable_variables(self) -> list:
+        return self.trainable_weights
+
+    @property
+    def non_trainable_variables(self) -> list:
+        return self.non_trainable_weights
+
     def get_weights(self) -> list:
         """This layer's weights as NumPy arrays (copies), in declaration order;
         a user's layer's include those of the layers it keeps (Keras's: the

@@ -52,6 +52,9 @@ class CompileMixin:
         model = weakref.ref(self)
         self._compiled.optimizer._variable_of = \
             lambda v: model()._variable_of_weight(v) if model() is not None else None
+        self._compiled.optimizer._iterations_of = \
+            lambda: model()._iteration if model() is not None else 0
+        self._compiled.given_loss = loss
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0

@@ -363,6 +363,20 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             out[v] = np.broadcast_to(np.zeros((), dtype), shape)
         return out
 
+    @property
+    def _lr_override(self):
+        """The learning rate a callback set (LearningRateScheduler,
+        ReduceLROnPlateau), or None: kept on the optimizer, so that
+        `optimizer.learning_rate` reports it and setting that clears it."""
+        compiled = self.__dict__.get("_compiled")
+        return None if compiled is None else getattr(compiled.optimizer, "_override", None)
+
+    @_lr_override.setter
+    def _lr_override(self, value):
+        compiled = self.__dict__.get("_compiled")
+        if compiled is not None:
+            compiled.optimizer._override = value
+
     def _variable_of_weight(self, var: str):
         """The Variable of the program's weight `var` (None: not one of the model's)."""
         owner = self._owner.get(var)
@@ -383,6 +397,17 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
         self._whole_held()
         return [self._owner[v][0]._variable(self._owner[v][1].name)
                 for v in self._params(False)]
+
+    @property
+    def compiled(self) -> bool:
+        """Keras's `model.compiled`: whether compile() was called."""
+        return self.__dict__.get("_compiled") is not None
+
+    @property
+    def loss(self):
+        """The loss compile() was given (Keras's `model.loss`), None before."""
+        compiled = self.__dict__.get("_compiled")
+        return None if compiled is None else getattr(compiled, "given_loss", None)
 
     @property
     def layers(self) -> list:
