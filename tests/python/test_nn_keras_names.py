@@ -28,7 +28,9 @@ def test_layers_module_offers_every_layer():
 
 
 def test_optimizers_models_utils():
-    assert keras.optimizers.Adam is tessera.optim.Adam
+    # Keras's meaning of weight decay (decoupled) over tessera.optim's PyTorch one
+    assert issubclass(keras.optimizers.Adam, tessera.optim.Adam)
+    assert keras.optimizers.Adam().get_config()["decoupled"] is True
     assert keras.optimizers.RMSprop is tessera.optim.RMSprop
     s = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5,
                                                     staircase=True)

@@ -45,3 +45,43 @@ def _run(k):
 
 def test_model_attributes_as_keras(keras):
     assert _run(nn) == _run(keras)
+
+
+def test_summary_arguments():
+    """Keras's summary arguments: expand_nested lists the layers inside a nested
+    model and a user's layer, show_trainable a Y/N column, layer_range a slice
+    by names (a bad one is an error naming the layers), positions the widths."""
+    import pytest
+
+    L = nn.layers
+
+    class Block(L.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.a, self.b = L.Dense(4, name="block_a"), L.Dense(4, name="block_b")
+
+        def call(self, x):
+            return self.b(self.a(x))
+
+    inner = nn.Sequential([nn.Input((4,)), L.Dense(4, name="inner_a")], name="inner")
+    i = nn.Input((3,))
+    o = L.Dense(1, name="last", trainable=False)(inner(Block(name="block")(L.Dense(4)(i))))
+    m = nn.Model(i, o)
+    lines = []
+    m.summary(expand_nested=True, show_trainable=True, print_fn=lines.append)
+    text = "\n".join(lines)
+    for name in ("└ block_a (Dense)", "└ block_b (Dense)", "└ inner_a (Dense)"):
+        assert name in text
+    assert "Trainable" in lines[2]
+    last = next(line for line in lines if line.startswith("last (Dense)"))
+    assert last.split()[-1] == "N"
+    lines.clear()
+    m.summary(layer_range=("block", "inner"), print_fn=lines.append)
+    rows = [line.split()[0] for line in lines[3:] if line and line[0].isalpha()]
+    assert rows[:2] == ["block", "inner"] and "last" not in rows
+    with pytest.raises(ValueError, match=r"\[summary\] layer_range must be two of the model's "
+                                         r"layer names .* got \('block', 'nope'\)"):
+        m.summary(layer_range=("block", "nope"))
+    lines.clear()
+    m.summary(positions=[0.5, 0.8, 1.0], line_length=60, print_fn=lines.append)
+    assert len(lines[1]) == 60

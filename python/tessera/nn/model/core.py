@@ -442,23 +442,62 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
         raise ValueError(f"[get_layer] no layer named {name!r}; layers: "
                          f"{[l.name for l in self.layers]}")
 
-    def summary(self, print_fn=print):
+    def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
+                show_trainable=False, layer_range=None):
         """Prints each layer's type, output shape and parameter count, and
         the totals with their bytes, as Keras's summary. An unbuilt model
         (a Sequential without an input shape) lists its layers with shape
-        "?" and "0 (unbuilt)" parameters, as Keras does."""
+        "?" and "0 (unbuilt)" parameters, as Keras does. Keras's arguments:
+        `expand_nested` also lists the layers inside nested models and users'
+        layers (indented), `show_trainable` adds a "Trainable" column (Y/N),
+        `layer_range=(first, last)` keeps the layers from the one named first
+        to the one named last, `line_length` and `positions` (the columns'
+        right ends, as fractions of the line or characters) size the columns."""
+        print_fn = print if print_fn is None else print_fn
         built = self.built and bool(self._inputs)
-        rows = [("Layer (type)", "Output Shape", "Param #")]
-        for layer in self.layers:
+        layers = list(self.layers)
+        if layer_range is not None:
+            names = [layer.name for layer in layers]
+            if not isinstance(layer_range, (list, tuple)) or len(layer_range) != 2 or \
+                    any(n not in names for n in layer_range):
+                raise ValueError(f"[summary] layer_range must be two of the model's layer names "
+                                 f"(first, last), got {layer_range!r}; the names: {names}")
+            a, b = names.index(layer_range[0]), names.index(layer_range[1])
+            layers = layers[min(a, b):max(a, b) + 1]
+        rows = [("Layer (type)", "Output Shape", "Param #")
+                + (("Trainable",) if show_trainable else ())]
+
+        def row(layer, depth):
+            name = ("  " * depth + "└ " if depth else "") + f"{layer.name} ({layer.kind})"
+            flag = (("Y" if layer.trainable else "N"),) if show_trainable else ()
             if not built:
-                rows.append((f"{layer.name} ({layer.kind})", "?", "0 (unbuilt)"))
-                continue
+                return (name, "?", "0 (unbuilt)") + flag
             out = layer._out_shape
             if getattr(layer, "carried", None) is not None and not layer.return_state:
                 out = out[0]  # a stateful layer's carried states are not its outputs
             shape = str(_with_batch(out) if out is not None else (None,))
-            rows.append((f"{layer.name} ({layer.kind})", shape, f"{layer.count_params():,}"))
-        widths = [max(len(r[k]) for r in rows) + 2 for k in range(3)]
+            return (name, shape, f"{layer.count_params():,}") + flag
+
+        def add(layer, depth):
+            rows.append(row(layer, depth))
+            if expand_nested:
+                inner = layer.layers if isinstance(layer, Model) else layer._sublayers()
+                for sub in inner:
+                    add(sub, depth + 1)
+
+        for layer in layers:
+            add(layer, 0)
+        ncol = len(rows[0])
+        widths = [max(len(r[k]) for r in rows) + 2 for k in range(ncol)]
+        if positions is not None or line_length is not None:
+            total = line_length or sum(widths)
+            ends = list(positions) if positions is not None else \
+                [total * f for f in ((0.45, 0.85, 1.0) if ncol == 3 else (0.4, 0.7, 0.85, 1.0))]
+            if len(ends) != ncol:
+                raise ValueError(f"[summary] positions must give {ncol} column ends, got "
+                                 f"{positions!r}")
+            ends = [int(e * total) if e <= 1 else int(e) for e in ends]
+            widths = [max(1, e - s) for s, e in zip([0] + ends[:-1], ends)]
         line = "=" * sum(widths)
         print_fn(f"Model: \"{self.name}\"")
         print_fn(line)
