@@ -85,3 +85,32 @@ def test_summary_arguments():
     lines.clear()
     m.summary(positions=[0.5, 0.8, 1.0], line_length=60, print_fn=lines.append)
     assert len(lines[1]) == 60
+
+
+def test_dict_inputs_as_keras(keras, tmp_path):
+    """Model({"x1": a, "x2": b}, ...) takes data dicts by those keys (or by the
+    Inputs' names, as Keras also does), keeps them through save/load and
+    clone_model, and gives Keras's values for the same weights."""
+    outs = []
+    rng = np.random.default_rng(3)
+    d = {"x1": rng.normal(size=(6, 3)).astype("float32"),
+         "x2": rng.normal(size=(6, 2)).astype("float32")}
+    w = [rng.normal(size=(5, 1)).astype("float32"), np.zeros(1, "float32")]
+    for k in (nn, keras):
+        a, b = k.Input((3,), name="a"), k.Input((2,), name="b")
+        m = k.Model({"x1": a, "x2": b}, k.layers.Dense(1)(k.layers.Concatenate()([a, b])))
+        m.set_weights(w)
+        outs.append(m.predict(d, verbose=0))
+        outs.append(m.predict({"a": d["x1"], "b": d["x2"]}, verbose=0))
+    np.testing.assert_allclose(outs[0], outs[2], rtol=1e-6)
+    np.testing.assert_allclose(outs[1], outs[2], rtol=1e-6)
+    assert sorted(m.input) == ["x1", "x2"]
+    a, b = nn.Input((3,), name="a"), nn.Input((2,), name="b")
+    ours = nn.Model({"x1": a, "x2": b}, nn.layers.Dense(1)(nn.layers.Concatenate()([a, b])))
+    ours.save(tmp_path / "m.keras")
+    again = nn.models.load_model(tmp_path / "m.keras")
+    np.testing.assert_array_equal(again.predict(d, verbose=0), ours.predict(d, verbose=0))
+    np.testing.assert_array_equal(nn.models.clone_model(ours).predict(d, verbose=0).shape, (6, 1))
+    import pytest
+    with pytest.raises(ValueError, match=r"keyed \['x1', 'x2'\] \(missing \['a', 'b'\]"):
+        ours.predict({"x1": d["x1"]}, verbose=0)

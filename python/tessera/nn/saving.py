@@ -378,7 +378,9 @@ def _architecture(model, where="save", objects=None) -> dict:
                 outputs=[ids[t.id] for t in model._outputs],
                 multi_in=model._multi_in, multi_out=model._multi_out,
                 **({"output_keys": list(model._output_keys)}
-                   if getattr(model, "_output_keys", None) else {}))
+                   if getattr(model, "_output_keys", None) else {}),
+                **({"input_keys": list(model._input_keys)}
+                   if getattr(model, "_input_keys", None) else {}))
 
 
 # The operations a functional graph read from a file may apply: the pure
@@ -799,16 +801,19 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             raise ctx.error(f"node {k} is of the unknown kind {str(op)[:40]!r}")
     inputs = [ref(i) for i in arch["inputs"]]
     outputs = [ref(i) for i in arch["outputs"]]
-    keys = arch.get("output_keys")
-    if keys is not None:
-        if (not isinstance(keys, list) or len(keys) != len(outputs)
+    def keyed(what, tensors):
+        keys = arch.get(what)
+        if keys is None:
+            return None
+        if (not isinstance(keys, list) or len(keys) != len(tensors)
                 or not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys)):
-            raise ctx.error(f"output_keys must be {len(outputs)} distinct strings, got "
+            raise ctx.error(f"{what} must be {len(tensors)} distinct strings, got "
                             f"{str(keys)[:80]}")
-        return Model(inputs if arch.get("multi_in") else inputs[0], dict(zip(keys, outputs)),
-                     **common)
-    return Model(inputs if arch.get("multi_in") else inputs[0],
-                 outputs if arch.get("multi_out") else outputs[0], **common)
+        return dict(zip(keys, tensors))
+
+    ins = keyed("input_keys", inputs) or (inputs if arch.get("multi_in") else inputs[0])
+    outs = keyed("output_keys", outputs) or (outputs if arch.get("multi_out") else outputs[0])
+    return Model(ins, outs, **common)
 
 
 def _compile_config(model, where) -> dict:

@@ -144,13 +144,17 @@ class CompileMixin:
         if isinstance(x, dict) and not self._functional and not self._inputs \
                 and not is_model(self, "Sequential"):
             self._build_for_dict(x, where)
+        keys = self.__dict__.get("_input_keys")
+        if isinstance(x, dict) and keys and all(k in x for k in keys):
+            x = [x[k] for k in keys]  # Model({"a": ..., "b": ...}, ...): by those keys
         x = apply_fronts(self, x, where)
-        if isinstance(x, dict):
+        if isinstance(x, dict):  # by the Inputs' names (as Keras, also when keys were given)
             names = [t.name for t in self._inputs]
             missing = [n for n in names if n not in x]
             if missing or None in names:
+                keyed = f" or keyed {keys}" if keys else ""
                 raise ValueError(f"[{where}] x is a dict but the model's inputs are named "
-                                 f"{names} (missing {missing})")
+                                 f"{names}{keyed} (missing {missing}; got {sorted(x)})")
             x = [x[n] for n in names]
         xs = [np.asarray(a) for a in _as_list(x)]
         for a in xs:

@@ -146,8 +146,11 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     @property
     def input(self):
-        """Keras's `model.input`: the Input tensor (a list for several inputs)."""
+        """Keras's `model.input`: the Input tensor (a list for several inputs, a
+        dict for a dict of inputs)."""
         ins = self._graph_tensors("input")
+        if getattr(self, "_input_keys", None):
+            return dict(zip(self._input_keys, ins))
         return list(ins) if getattr(self, "_multi_in", False) or len(ins) > 1 else ins[0]
 
     @property
@@ -161,6 +164,14 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     def _init_graph(self, inputs, outputs):
         self._output_keys = None
+        self._input_keys = None
+        if isinstance(inputs, dict):  # Keras: data dicts are matched by these keys
+            for k in inputs:
+                if not isinstance(k, str):
+                    raise TypeError(f"[{self.kind}] the keys of a dict of inputs must be "
+                                    f"strings, got {k!r}")
+            self._input_keys = list(inputs)
+            inputs = list(inputs.values())
         if isinstance(outputs, dict):  # Keras: outputs named by the dict's keys
             for k in outputs:
                 if not isinstance(k, str):
