@@ -114,3 +114,29 @@ def test_dict_inputs_as_keras(keras, tmp_path):
     import pytest
     with pytest.raises(ValueError, match=r"keyed \['x1', 'x2'\] \(missing \['a', 'b'\]"):
         ours.predict({"x1": d["x1"]}, verbose=0)
+
+
+def test_on_batch_methods_as_keras(keras):
+    """train_on_batch (one update; the batch's loss and metrics, afresh at each
+    call as Keras 3), test_on_batch, predict_on_batch: Keras's values for the
+    same weights and batches."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(16, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    w = [rng.normal(size=(4, 2)).astype("float32"), np.zeros(2, "float32")]
+    got = []
+    for k in (nn, keras):
+        m = k.Sequential([k.Input((4,)), k.layers.Dense(2, activation="softmax")])
+        m.set_weights(w)
+        m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+        r = [m.train_on_batch(x[:8], y[:8]), m.train_on_batch(x[8:], y[8:], return_dict=True),
+             m.test_on_batch(x, y), m.predict_on_batch(x[:3])]
+        got.append(r)
+    (a1, a2, a3, a4), (b1, b2, b3, b4) = got
+    np.testing.assert_allclose(a1, b1, rtol=1e-5)
+    assert set(a2) == set(b2)
+    np.testing.assert_allclose([a2[k] for k in sorted(a2)], [b2[k] for k in sorted(b2)],
+                               rtol=1e-5)
+    np.testing.assert_allclose(a3[0], b3[0], rtol=1e-5)  # the loss (Keras's metrics order
+    np.testing.assert_allclose(a4, b4, rtol=1e-5)        # is its compile_metrics')

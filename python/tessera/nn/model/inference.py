@@ -259,3 +259,51 @@ class InferenceMixin:
         if getattr(self, "_output_keys", None):
             return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]
+
+    # ------------------------------------------------------------------ one batch
+
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       return_dict=False):
+        """Keras's: one training step on this batch (the whole of x, one
+        update); returns that batch's loss, or [loss, metrics...] in
+        metrics_names' order, or a dict with return_dict. As Keras 3, the
+        metrics start afresh at each call; model.history is not touched."""
+        n = _batch_rows(x, "train_on_batch")
+        before = self.history
+        try:
+            h = self.fit(x, y, batch_size=n, epochs=1, verbose=0, shuffle=False,
+                         sample_weight=sample_weight, class_weight=class_weight)
+        finally:
+            self.history = before
+        return self._batch_logs({k: v[-1] for k, v in h.history.items()}, return_dict)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        """Keras's: the loss and metrics of this batch at the current weights."""
+        n = _batch_rows(x, "test_on_batch")
+        logs = self.evaluate(x, y, batch_size=n, verbose=0, sample_weight=sample_weight,
+                             return_dict=True)
+        return self._batch_logs(logs, return_dict)
+
+    def predict_on_batch(self, x):
+        """Keras's: the outputs for this batch, in one step."""
+        return self.predict(x, batch_size=_batch_rows(x, "predict_on_batch"), verbose=0)
+
+    def _batch_logs(self, logs: dict, return_dict: bool):
+        logs = {k: float(v) for k, v in logs.items()}
+        if return_dict:
+            return logs
+        values = [logs[n] for n in self.metrics_names if n in logs]
+        return values[0] if len(values) == 1 else values
+
+
+def _batch_rows(x, where: str) -> int:
+    """The batch size of x (its first array's rows)."""
+    leaves = _data_leaves(x)
+    if not leaves or leaves[0] is None:
+        raise ValueError(f"[{where}] x is required")
+    shape = np.shape(leaves[0])
+    if not shape:
+        raise ValueError(f"[{where}] x must have a batch axis, got a scalar")
+    if shape[0] == 0:
+        raise ValueError(f"[{where}] x holds no samples (batch of 0 rows)")
+    return int(shape[0])
