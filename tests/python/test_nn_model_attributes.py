@@ -140,3 +140,44 @@ def test_on_batch_methods_as_keras(keras):
                                rtol=1e-5)
     np.testing.assert_allclose(a3[0], b3[0], rtol=1e-5)  # the loss (Keras's metrics order
     np.testing.assert_allclose(a4, b4, rtol=1e-5)        # is its compile_metrics')
+
+
+def test_generator_input_as_keras(keras):
+    """fit/evaluate/predict on a Python generator of batches, steps_per_epoch
+    (steps) batches an epoch from it, as Keras reads one: the same weights and
+    losses as Keras's on the same batches; a generator of scalars is an error
+    that says what a batch is."""
+    import pytest
+
+    rng = np.random.default_rng(7)
+    xs = rng.normal(size=(12, 8, 3)).astype("float32")
+    ys = xs.sum(axis=2, keepdims=True)[:, :, :1] * 0.5
+    w = [rng.normal(size=(3, 1)).astype("float32"), np.zeros(1, "float32")]
+
+    def batches():
+        i = 0
+        while True:
+            yield xs[i % 12], ys[i % 12]
+            i += 1
+
+    results = []
+    for k in (nn, keras):
+        m = k.Sequential([k.Input((3,)), k.layers.Dense(1)])
+        m.set_weights(w)
+        m.compile(k.optimizers.SGD(0.05), "mse")
+        h = m.fit(batches(), steps_per_epoch=4, epochs=3, verbose=0)
+        results.append((h.history["loss"], m.get_weights(),
+                        m.evaluate((b for b in [(xs[0], ys[0]), (xs[1], ys[1])]), verbose=0),
+                        m.predict(((b,) for b in xs[:2]), verbose=0)))
+    (l1, w1, e1, p1), (l2, w2, e2, p2) = results
+    np.testing.assert_allclose(l1, l2, rtol=1e-5)
+    for a, b in zip(w1, w2):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(e1, e2, rtol=1e-5)
+    np.testing.assert_allclose(p1, p2, rtol=1e-5)
+    m = nn.Sequential([nn.Input((3,)), nn.layers.Dense(1)])
+    m.compile("sgd", "mse")
+    with pytest.raises(ValueError, match=r"\[fit\] batch 0 of the generator is a scalar"):
+        m.fit((i for i in range(3)), verbose=0)
+    with pytest.raises(ValueError, match=r"\[fit\] x is the generator, which yields no"):
+        m.fit((i for i in []), verbose=0)

@@ -323,14 +323,7 @@ class PyDataset:
                              f"(len is {n})")
 
         def parts(b, i):
-            if isinstance(b, list):
-                b = tuple(b)
-            parts_ = b if isinstance(b, tuple) else (b,)
-            if not 1 <= len(parts_) <= 3:
-                raise ValueError(f"[{where}] batch {i} of {type(self).__name__} has "
-                                 f"{len(parts_)} parts; expected x, (x, y) or "
-                                 "(x, y, sample_weight)")
-            return [np.asarray(p) for p in parts_]
+            return _batch_parts(b, i, type(self).__name__, where)
 
         first = parts(self[0], 0)
         size = len(first[0])
@@ -352,6 +345,59 @@ class PyDataset:
 
 
 Sequence = PyDataset  # Keras 2's name, still exported by Keras 3
+
+
+def _batch_parts(b, i, what, where) -> list:
+    """A batch x, (x, y) or (x, y, sample_weight) as a list of arrays."""
+    if isinstance(b, list):
+        b = tuple(b)
+    parts = b if isinstance(b, tuple) else (b,)
+    if not 1 <= len(parts) <= 3:
+        raise ValueError(f"[{where}] batch {i} of {what} has {len(parts)} parts; expected x, "
+                         "(x, y) or (x, y, sample_weight)")
+    arrays = [np.asarray(p) for p in parts]
+    if arrays[0].ndim == 0:
+        raise ValueError(f"[{where}] batch {i} of {what} is a scalar: a batch is x, (x, y) or "
+                         "(x, y, sample_weight) with a batch axis")
+    return arrays
+
+
+def iterator_dataset(it, where: str, steps=None):
+    """Keras's generator input of fit, evaluate and predict (a Python generator or
+    iterator of batches x, (x, y) or (x, y, sample_weight)) as a tessera Dataset:
+    each epoch takes `steps` batches from it (fit's steps_per_epoch, evaluate's and
+    predict's steps), or runs until it ends, as Keras reads a generator; the
+    batches are re-formed at the first batch's size."""
+    what = f"the {type(it).__name__}"
+    try:
+        first = next(it)
+    except StopIteration:
+        raise ValueError(f"[{where}] x is {what}, which yields no batches") from None
+    pending = [_batch_parts(first, 0, what, where)]
+    size = len(pending[0][0])
+    spec = [(p.shape[1:], p.dtype) for p in pending[0]]
+    taken = [1]
+
+    def samples():
+        count = 0
+        while steps is None or count < steps:
+            if pending:
+                arrays = pending.pop()
+            else:
+                try:
+                    arrays = _batch_parts(next(it), taken[0], what, where)
+                except StopIteration:
+                    return
+                taken[0] += 1
+            if len(arrays) != len(spec):
+                raise ValueError(f"[{where}] a batch of {what} has {len(arrays)} parts, the "
+                                 f"first had {len(spec)}")
+            count += 1
+            for r in range(len(arrays[0])):
+                row = tuple(a[r] for a in arrays)
+                yield row if len(row) > 1 else row[0]
+
+    return _data.Dataset.from_generator(samples, element_spec=spec).batch(size)
 
 
 class Progbar:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
+from ... import data as _data
 from ... import distributed as _dist
 from ... import optim as _optim
 from .. import initializers
 from ..optimizer_classes import get as keras_optimizer
 from ..params import WEIGHTS_IN_FILE
-from ..utils import PyDataset
+from ..utils import PyDataset, iterator_dataset
 
 
 def _optimizer(opt):
@@ -82,7 +85,12 @@ class _Compiled:
         return any(self.metrics)
 
 
-def _from_py_dataset(x, where):
-    """A keras.utils.PyDataset as a tessera Dataset (fit, evaluate and
-    predict read those)."""
-    return x._to_dataset(where) if isinstance(x, PyDataset) else x
+def _from_py_dataset(x, where, steps=None):
+    """A keras.utils.PyDataset, or a Python generator or iterator of batches
+    (Keras's generator input: `steps` batches an epoch, or until it ends), as a
+    tessera Dataset (fit, evaluate and predict read those)."""
+    if isinstance(x, PyDataset):
+        return x._to_dataset(where)
+    if hasattr(x, "__next__") and not isinstance(x, (np.ndarray, _data.Dataset)):
+        return iterator_dataset(x, where, steps)
+    return x

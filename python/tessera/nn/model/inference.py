@@ -63,7 +63,7 @@ class InferenceMixin:
         as Keras calls them (fit's validation calls fit's callbacks')."""
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
-        x = _from_py_dataset(x, "evaluate")
+        x = _from_py_dataset(x, "evaluate", steps)
         if isinstance(x, _data.Dataset):
             ds = x
             if not self.built:
@@ -220,7 +220,7 @@ class InferenceMixin:
         on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
-        x = _from_py_dataset(x, "predict")
+        x = _from_py_dataset(x, "predict", steps)
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
             parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]

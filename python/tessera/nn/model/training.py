@@ -96,7 +96,7 @@ class TrainingMixin:
                              f"{steps_per_epoch!r}")
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
-        x = _from_py_dataset(x, "fit")
+        x = _from_py_dataset(x, "fit", steps_per_epoch)
         if validation_data is not None:
             validation_data = _from_py_dataset(validation_data, "fit")
         is_ds = isinstance(x, _data.Dataset)
