@@ -181,3 +181,34 @@ def test_generator_input_as_keras(keras):
         m.fit((i for i in range(3)), verbose=0)
     with pytest.raises(ValueError, match=r"\[fit\] x is the generator, which yields no"):
         m.fit((i for i in []), verbose=0)
+
+
+def test_freezing_a_nested_model_as_keras(keras):
+    """keras-io's transfer-learning recipe: `base.trainable = False` freezes every
+    layer of the nested base (its BatchNormalization in inference mode), and
+    `True` thaws them: Keras's trainable counts, losses and moving statistics."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(2.0, 3.0, size=(16, 6, 6, 2)).astype("float32")
+    y = (rng.random(16) > 0.5).astype("float32")
+    got = []
+    for k in (nn, keras):
+        L = k.layers
+        base = k.Sequential([k.Input((6, 6, 2)), L.Conv2D(3, 3, kernel_initializer="ones"),
+                             L.BatchNormalization(), L.GlobalAveragePooling2D()], name="base")
+        base.trainable = False
+        inputs = k.Input((6, 6, 2))
+        model = k.Model(inputs, L.Dense(1, kernel_initializer="ones")(base(inputs, training=False)))
+        model.compile(k.optimizers.SGD(1e-3), k.losses.BinaryCrossentropy(from_logits=True))
+        r = [len(model.trainable_weights), all(not la.trainable for la in base.layers)]
+        r.append(model.fit(x, y, batch_size=8, shuffle=False, verbose=0).history["loss"])
+        base.trainable = True
+        model.compile(k.optimizers.SGD(1e-5), k.losses.BinaryCrossentropy(from_logits=True))
+        r.append(len(model.trainable_weights))
+        r.append(model.fit(x, y, batch_size=8, shuffle=False, verbose=0).history["loss"])
+        r.append(base.layers[1].get_weights()[2])
+        got.append(r)
+    (a0, a1, a2, a3, a4, a5), (b0, b1, b2, b3, b4, b5) = got
+    assert (a0, a1, a3) == (b0, b1, b3) == (2, True, 6)
+    np.testing.assert_allclose(a2, b2, rtol=1e-4)
+    np.testing.assert_allclose(a4, b4, rtol=1e-4)
+    np.testing.assert_allclose(a5, b5, rtol=1e-4)

@@ -388,6 +388,32 @@ class Layer:
 
     add_variable = add_weight  # Keras 3's other name
 
+    @property
+    def trainable(self) -> bool:
+        return self.__dict__.get("_trainable_flag", True)
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        """Keras's: setting it sets it on every layer inside too (a model's
+        layers, a user's layer's sublayers), so `base_model.trainable = False`
+        freezes the whole base (its BatchNormalization then runs in inference
+        mode, as Keras's)."""
+        value = bool(value)
+        self.__dict__["_trainable_flag"] = value
+        for sub in self._trainable_children():
+            if sub is not self:
+                sub.trainable = value
+
+    def _trainable_children(self) -> list:
+        if "params" not in self.__dict__:  # still in __init__
+            return []
+        if "_layers" in self.__dict__:  # a model
+            try:
+                return list(self.layers)
+            except AttributeError:
+                return []
+        return self._sublayers()
+
     def __getattr__(self, name: str):
         # Keras's weight attributes (dense.kernel, bn.moving_mean,
         # embedding.embeddings ...): the weight's Variable once the layer is
