@@ -736,8 +736,11 @@ class StageStep:
                 # vjp: the forward keeps what the backward needs; the
                 # pullback runs only the backward (value: the one output,
                 # or the list of them)
+                # (its aux leaves the outputs out: the forward's value is
+                # sent, then let go; only the last stage's metrics read them)
                 value = outs[0] if len(outs) == 1 else f"list({', '.join(outs)})"
-                body = ",\n  ".join(stmts + [f"list({value}, list({', '.join(aux)}))"])
+                vaux = ["list()"] + aux_of_stats
+                body = ",\n  ".join(stmts + [f"list({value}, list({', '.join(vaux)}))"])
                 defs.append(f"define(stage_vjp, {', '.join(fargs)}, block(\n  {body}))\n")
             else:
                 body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
@@ -810,16 +813,28 @@ class StageStep:
                     fa = ", ".join([head] * bool(head) + [f"{z}_{i}" for z in xs] + a_i +
                                    [f"sd_{i}"])
                     if keep:
+                        # the pullback (pb) and the statistics (ax) wait for
+                        # the backward; the value only for its sends
                         lines.append(f"define(v_{i}, vjp(stage_vjp, argnums=[{nums}], "
                                      f"has_aux=true)({fa}))")
+                        lines.append(f"define(pb_{i}, v_{i}[1])")
+                        lines.append(f"define(ax_{i}, v_{i}[2])")
                         lines.append(f"define(o_{i}, list(v_{i}[0]))" if len(outs) == 1
                                      else f"define(o_{i}, v_{i}[0])")
                     else:
                         lines.append(f"define(o_{i}, stage_fwd({fa}))")
                     for k in range(len(outs)):
+                        # copy=false: the message holds the output itself
+                        # until stage s + 1 takes it, not a copy; the
+                        # backward's receive checks the cotangent against
+                        # the output's shape and dtype only (ol), so
+                        # nothing of micro-batch i's output outlives its
+                        # send (the pullback keeps what it needs)
                         lines.append(f"define(sf_{i}_{k}, pipe_send(o_{i}[{k}], {s + 1}, "
-                                     f"{_tag(i, k)}, {pg}))")
+                                     f"{_tag(i, k)}, {pg}, copy=false))")
+                        lines.append(f"define(ol_{i}_{k}, grad_template(o_{i}[{k}]))")
                         sent.append(f"sf_{i}_{k}")
+                    lines += [f"define(o_{i}, nil)"] + [f"define(v_{i}, nil)"] * keep
                 continue
             # the backward of micro-batch i
             if last:
@@ -830,15 +845,15 @@ class StageStep:
                     # like: a cotangent of another shape or dtype is an error
                     # naming both stages
                     lines.append(f"define(c_{i}_{k}, pipe_recv({s + 1}, {_tag(i, k)}, {pg}, "
-                                 f"like=o_{i}[{k}]))")
+                                 f"like=ol_{i}_{k}))")
                 call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"] +
                                  [f"c_{i}_{k}" for k in range(len(outs))])
                 fn = "stage_obj"
             if keep:  # the backward only, from the forward's pullback
                 ct = f"c_{i}_0" if len(outs) == 1 else \
                     f"list({', '.join(f'c_{i}_{k}' for k in range(len(outs)))})"
-                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1]({ct}), "
-                             f"v_{i}[2]), nil))")
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, pb_{i}({ct}), "
+                             f"ax_{i}), nil))")
             else:
                 lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
                              f"argnums=[{nums}], has_aux=true)({call}), nil))")
@@ -851,7 +866,7 @@ class StageStep:
                 for k in range(n_feed):
                     ct = f"if(w_{i} > 0.0, r_{i}[1][{len(P) + k}], zeros_like(a_{i}_{k}))"
                     lines.append(f"define(sb_{i}_{k}, pipe_send({ct}, {s - 1}, {_tag(i, k)}, "
-                                 f"{pg}))")
+                                 f"{pg}, copy=false))")
                     sent.append(f"sb_{i}_{k}")
             if width:
                 parts, mstmts = [], []
@@ -876,8 +891,9 @@ class StageStep:
             # what micro-batch i held is freed (its residuals: the pullback)
             held = [f"r_{i}"] + [f"a_{i}_{k}" for k in range(n_feed)]
             if not last:
-                held += [f"o_{i}"] + [f"c_{i}_{k}" for k in range(len(outs))]
-                held += [f"v_{i}"] if keep else []
+                held += [f"c_{i}_{k}" for k in range(len(outs))]
+                held += [f"ol_{i}_{k}" for k in range(len(outs))]
+                held += [f"pb_{i}", f"ax_{i}"] if keep else []
             lines += [f"define({z}, nil)" for z in held]
         # Two programs: the pass holds every point-to-point message of the
         # pipeline group, the update the data group's collectives but ZeRO
