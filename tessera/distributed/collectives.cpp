@@ -291,9 +291,16 @@ Future<Value> pipe_send_async(Args& a) {
   GroupInfo g = group_arg(a, 3);
   int dest = peer_arg(a, 1, g);
   int to = static_cast<int>(a.integer(1));
-  // A copy: the message goes out after this returns, and the program (or
-  // Python, whose array may be x's buffer) may write into x meanwhile.
-  Array x = numeric_array(a, 0, true).copy();
+  // The message goes out after this returns. By default a copy: the
+  // program (or Python, whose array may be x's buffer) may write into x
+  // meanwhile. With copy=false the message holds x itself, which the
+  // engine then never updates in place (it is not unique); a wrapped NumPy
+  // buffer or a strided view is still copied. A pipeline stage sends its
+  // forward's output, which it keeps for the backward anyway: a copy would
+  // hold a second one until the receiver takes it (docs/parallelism.md).
+  Array given = numeric_array(a, 0, true);
+  bool copy = a.is_nil(4) || a.boolean(4);
+  Array x = copy || given.foreign() ? given.copy() : given.contiguous();
   int64_t t = pipe_tag_arg(a, 2);
   std::string what =
       error_message("pipe_send(", stage_name(g, g.rank), " -> ", to, ", tag=", t, ")");
@@ -698,14 +705,17 @@ const bool registered_collectives = register_primitives({
                recv_async),
     async_spec({.name = "pipe_send",
                 .family = "distributed",
-                .params = {{"x"}, {"dest"}, {"tag"}, opt("group", Value())},
+                .params = {{"x"}, {"dest"}, {"tag"}, opt("group", Value()),
+                           opt("copy", Value(true))},
                 .help = "Pipeline parallelism's send: x to stage dest (a rank of group), with a "
                         "pipe tag (0..1048575; its own tag space, per direction: it never "
                         "matches a send/recv tag or the opposite direction's message of the "
                         "same tag). Completes (nil) as soon as the message is posted, so the "
                         "task sending never waits for the receiver: both sides of a schedule "
                         "may send first; x is copied, so later writes into it do not change the "
-                        "message. Give each message in flight between two stages its own tag "
+                        "message (copy=false: the message holds x itself until it is sent, "
+                        "and the program must not write into x meanwhile; a NumPy buffer is "
+                        "copied still). Give each message in flight between two stages its own tag "
                         "(the micro-batch)." TESSERA_GROUP_HELP,
                 .eval = nullptr,
                 .grads = {}},

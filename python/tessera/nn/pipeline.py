@@ -733,11 +733,10 @@ class StageStep:
             defs.append(f"define(stage_obj, {', '.join(args)}, block(\n  {body}))\n")
             fargs = P + S + xs + feeds + ["seed"]
             if keep:
-                # vjp: the forward keeps what the backward needs; the
-                # pullback runs only the backward (value: the one output,
-                # or the list of them)
+                # vjp: the pullback keeps what the backward needs; value: the output(s)
                 value = outs[0] if len(outs) == 1 else f"list({', '.join(outs)})"
-                body = ",\n  ".join(stmts + [f"list({value}, list({', '.join(aux)}))"])
+                vaux = ", ".join(["list()"] + aux_of_stats)
+                body = ",\n  ".join(stmts + [f"list({value}, list({vaux}))"])
                 defs.append(f"define(stage_vjp, {', '.join(fargs)}, block(\n  {body}))\n")
             else:
                 body = ",\n  ".join(stmts + [f"list({', '.join(outs)})"])
@@ -795,13 +794,10 @@ class StageStep:
             a_i = [f"a_{i}_{k}" for k in range(n_feed)]
             if action == "F":
                 for k in range(n_feed):
-                    lines.append(f"define(a_{i}_{k}, pipe_recv({s - 1}, {_tag(i, k)}, "
-                                 f"{pg}))")
+                    lines.append(f"define(a_{i}_{k}, pipe_recv({s - 1}, {_tag(i, k)}, {pg}))")
                 j = i - (p - s)
-                # go_i: the forward of micro-batch i may start; under 1F1B it
-                # waits for the backward of micro-batch i - (p - s) (done_j),
-                # so at most p - s are in flight. Both are marks in a trace
-                # (is_nil at their lines, `markers`).
+                # go_i: forward i may start; under 1F1B after the backward of i - (p - s)
+                # (done_j): at most p - s in flight. Both mark a trace (is_nil, `markers`).
                 gate = f"done_{j}" if self.kind == "1f1b" and j >= 0 else "nil"
                 self.markers[("F", i)] = len(lines)
                 lines.append(f"define(go_{i}, is_nil({gate}))")
@@ -809,17 +805,22 @@ class StageStep:
                 if not last:
                     fa = ", ".join([head] * bool(head) + [f"{z}_{i}" for z in xs] + a_i +
                                    [f"sd_{i}"])
-                    if keep:
+                    if keep:  # the pullback (pb) and statistics (ax) wait for the backward
                         lines.append(f"define(v_{i}, vjp(stage_vjp, argnums=[{nums}], "
                                      f"has_aux=true)({fa}))")
+                        lines += [f"define(pb_{i}, v_{i}[1])", f"define(ax_{i}, v_{i}[2])"]
                         lines.append(f"define(o_{i}, list(v_{i}[0]))" if len(outs) == 1
                                      else f"define(o_{i}, v_{i}[0])")
                     else:
                         lines.append(f"define(o_{i}, stage_fwd({fa}))")
                     for k in range(len(outs)):
+                        # copy=false: the message holds the output, not a copy; the cotangent
+                        # is checked against its template (ol): no output outlives its send
                         lines.append(f"define(sf_{i}_{k}, pipe_send(o_{i}[{k}], {s + 1}, "
-                                     f"{_tag(i, k)}, {pg}))")
+                                     f"{_tag(i, k)}, {pg}, copy=false))")
+                        lines.append(f"define(ol_{i}_{k}, grad_template(o_{i}[{k}]))")
                         sent.append(f"sf_{i}_{k}")
+                    lines += [f"define(o_{i}, nil)"] + [f"define(v_{i}, nil)"] * keep
                 continue
             # the backward of micro-batch i
             if last:
@@ -827,18 +828,17 @@ class StageStep:
                 fn = "stage_loss"
             else:
                 for k in range(len(outs)):
-                    # like: a cotangent of another shape or dtype is an error
-                    # naming both stages
+                    # like: another shape or dtype is an error naming both stages
                     lines.append(f"define(c_{i}_{k}, pipe_recv({s + 1}, {_tag(i, k)}, {pg}, "
-                                 f"like=o_{i}[{k}]))")
+                                 f"like=ol_{i}_{k}))")
                 call = ", ".join([head] * bool(head) + [data] + a_i + [f"sd_{i}", f"w_{i}"] +
                                  [f"c_{i}_{k}" for k in range(len(outs))])
                 fn = "stage_obj"
             if keep:  # the backward only, from the forward's pullback
                 ct = f"c_{i}_0" if len(outs) == 1 else \
                     f"list({', '.join(f'c_{i}_{k}' for k in range(len(outs)))})"
-                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, v_{i}[1]({ct}), "
-                             f"v_{i}[2]), nil))")
+                lines.append(f"define(r_{i}, if(w_{i} > 0.0, list(nil, pb_{i}({ct}), "
+                             f"ax_{i}), nil))")
             else:
                 lines.append(f"define(r_{i}, if(w_{i} > 0.0, value_and_grad({fn}, "
                              f"argnums=[{nums}], has_aux=true)({call}), nil))")
@@ -851,7 +851,7 @@ class StageStep:
                 for k in range(n_feed):
                     ct = f"if(w_{i} > 0.0, r_{i}[1][{len(P) + k}], zeros_like(a_{i}_{k}))"
                     lines.append(f"define(sb_{i}_{k}, pipe_send({ct}, {s - 1}, {_tag(i, k)}, "
-                                 f"{pg}))")
+                                 f"{pg}, copy=false))")
                     sent.append(f"sb_{i}_{k}")
             if width:
                 parts, mstmts = [], []
@@ -876,8 +876,8 @@ class StageStep:
             # what micro-batch i held is freed (its residuals: the pullback)
             held = [f"r_{i}"] + [f"a_{i}_{k}" for k in range(n_feed)]
             if not last:
-                held += [f"o_{i}"] + [f"c_{i}_{k}" for k in range(len(outs))]
-                held += [f"v_{i}"] if keep else []
+                held += [f"{z}_{i}_{k}" for z in ("c", "ol") for k in range(len(outs))]
+                held += [f"pb_{i}", f"ax_{i}"] if keep else []
             lines += [f"define({z}, nil)" for z in held]
         # Two programs: the pass holds every point-to-point message of the
         # pipeline group, the update the data group's collectives but ZeRO
