@@ -171,9 +171,15 @@ def test_hook_entries_naming_no_layer_or_not_bytes_are_refused(tmp_path):
         nn.models.load_model(path)
 
 
+def test_an_asset_both_file_and_folder_is_a_named_error(tmp_path):
+    _, path, _ = _saved(tmp_path)
+    _rewrite(path, add={"hooks/0/assets/words": np.frombuffer(b"x", np.uint8)})
+    with pytest.raises(ValueError, match=r"\[load_model\].*'words/vocab.txt' cannot be written"):
+        nn.models.load_model(path)
+
+
 def test_a_missing_store_key_names_the_layer(tmp_path):
     _, path, _ = _saved(tmp_path)
-    tensors, _ = read_file(path, "test")
     _rewrite(path, rename={"hooks/0/vars/extra": "hooks/0/vars/other"})
     with pytest.raises(KeyError, match=r"no variable 'extra' for layer 'vocab"):
         nn.models.load_model(path)

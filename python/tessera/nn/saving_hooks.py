@@ -157,6 +157,20 @@ def _safe_parts(rel: str, error) -> list:
     return parts
 
 
+def _write_asset(folder: str, parts: list, data, flags: int):
+    """Writes one asset under `folder` (ours, fresh): folders made as needed,
+    the file new (O_EXCL), no link followed (O_NOFOLLOW; the folders are
+    ours, made here, so none is a link)."""
+    where = folder
+    for p in parts[:-1]:
+        where = os.path.join(where, p)
+        if not os.path.isdir(where) or os.path.islink(where):
+            os.mkdir(where, 0o700)  # (fails on anything else already there)
+    fd = os.open(os.path.join(where, parts[-1]), flags, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.tobytes())
+
+
 def load_assets(model, tensors: dict, error):
     """Calls load_assets on each layer whose class overrides it, with a fresh
     private folder holding the files save_assets wrote (removed after)."""
@@ -172,18 +186,13 @@ def load_assets(model, tensors: dict, error):
         try:
             for rel, data in sorted(files.items()):
                 parts = _safe_parts(rel, error)
-                where = folder
-                for p in parts[:-1]:
-                    where = os.path.join(where, p)
-                    if not os.path.isdir(where):
-                        os.mkdir(where, 0o700)  # (fails on anything already there)
-                    elif os.path.islink(where):
-                        raise error(f"the asset {rel[:200]!r} would pass through a link")
                 if data.dtype != np.uint8 or data.ndim != 1:
                     raise error(f"the asset {rel[:200]!r} is not bytes (uint8, one axis)")
-                fd = os.open(os.path.join(where, parts[-1]), flags, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data.tobytes())
+                try:
+                    _write_asset(folder, parts, data, flags)
+                except OSError as e:  # a file and a folder of one name, ...
+                    raise error(f"the asset {rel[:200]!r} cannot be written beside the others "
+                                f"({type(e).__name__}: {e.strerror})") from None
             layer.load_assets(folder)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
