@@ -20,7 +20,8 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "endpoint_layer_pattern", "functional_api", "imbalanced_classification",
+RUNS = ["antirectifier", "customizing_saving_and_serialization", "endpoint_layer_pattern",
+        "functional_api", "imbalanced_classification",
         "lstm_seq2seq", "mlp_image_classification", "mnist_convnet", "sequential_model",
         "serialization_and_saving", "subclassing_layers_models", "text_classification_from_scratch",
         "text_classification_with_transformer", "timeseries_anomaly_detection",

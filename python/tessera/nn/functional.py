@@ -158,13 +158,43 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
                         "the Input to a TextVectorization, StringLookup or Hashing layer first")
     if layer._is_custom():
         return _call_custom(layer, inputs, args, kwargs)
+    return _record_builtin(layer, inputs, args, kwargs, None)
+
+
+def call_builtin(layer, builtin, inputs, args: tuple, kwargs: dict):
+    """`super().call(inputs, ...)` in a user's subclass of the built-in layer
+    class `builtin`: the built-in's computation with the layer's own weights
+    (the same Variables, declared once: Layer._builtin_output_shape), recorded
+    as one node on symbolic tensors (in a traced call), or computed at once on
+    arrays (an eager call)."""
+    tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
+               if isinstance(t, KerasTensor)]
+    if not tensors:
+        if _TRACING[0]:
+            if _is_array(inputs) and not args and not kwargs:
+                return _record_builtin(layer, _record("asarray", (np.asarray(inputs),), {}),
+                                       (), {}, builtin)
+            raise TypeError(f"[{builtin.__name__}.call] layer {layer.name!r}: super().call at "
+                            f"{user_location()} got arrays (no symbolic tensor) while the "
+                            "layer's call is traced; give it the call's inputs (or tensors "
+                            "computed from them)")
+        return _eager_call(layer, inputs, args, kwargs, builtin=builtin)
+    return _record_builtin(layer, inputs, args, kwargs, builtin)
+
+
+def _record_builtin(layer, inputs, args, kwargs, builtin):
+    """Records a built-in layer's call on symbolic tensors (`builtin`: the
+    built-in class a user's subclass computes with, or None: the layer's own)."""
     in_list, static = layer_inputs(layer, inputs, args, kwargs)
     in_mask, auto_keys = _input_masks(layer, in_list, static)
     shapes = [_per_sample(t, layer) for t in in_list]
     multi = getattr(layer, "multi_input", False)
     shape_arg = shapes if multi else shapes[0]
     where = user_location()
-    if not layer.built:
+    if builtin is not None:
+        out = layer._builtin_output_shape(builtin, shape_arg,
+                                          f" (super().call at {where} on {_producers(in_list)})")
+    elif not layer.built:
         try:
             out = layer.compute_output_shape(shape_arg)
         except ValueError as e:
@@ -198,6 +228,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
     lead = in_list[0].shape[0] if all(_is_constant(t) for t in in_list) else None
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
+        node.builtin = builtin
         node.n_outputs = len(out)
         results = [KerasTensor((lead,) + tuple(s), dtype, "item", (node, k), where=where)
                    for k, s in enumerate(out)]
@@ -205,14 +236,24 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
             follow_first_axis(r, in_list[0])
         results[0]._keras_mask = _output_mask(layer, in_list, in_mask)
         node.auto_mask_keys = auto_keys
-        _record_first_call(layer, in_list, results)
+        if builtin is None:
+            _record_first_call(layer, in_list, results)
         return results
     result = KerasTensor((lead,) + tuple(out), dtype, "layer", node_args, static, where=where)
+    result.builtin = builtin
     follow_first_axis(result, in_list[0])
     result._keras_mask = _output_mask(layer, in_list, in_mask)
     result.auto_mask_keys = auto_keys
-    _record_first_call(layer, in_list, result)
+    if builtin is None:
+        _record_first_call(layer, in_list, result)
     return result
+
+
+def traced_node(t) -> bool:
+    """A layer node whose layer's call is traced (a user's layer), not one
+    written by a built-in's forward (a built-in layer, or super().call of a
+    user's subclass of one)."""
+    return t.args[0]._is_custom() and getattr(t, "builtin", None) is None
 
 
 def _record_first_call(layer, in_list, out):
@@ -626,7 +667,7 @@ def graph_layers(outputs, exclude=None):
                 add(owner)
             elif t.op == "layer":
                 owner = t.args[0]
-                if owner._is_custom():
+                if traced_node(t):
                     for training in (False, True):
                         static = {k: v for k, v in t.kwargs.items() if k != "_template"}
                         with collecting_losses() as added:
@@ -741,7 +782,7 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
             layer, ins, multi = t.args
             static = {k: (mapping[v.id] if isinstance(v, KerasTensor) else v)
                       for k, v in t.kwargs.items() if k != "_template"}
-            if layer._is_custom():
+            if traced_node(t):
                 template = t.kwargs["_template"]
                 flat_new = [mapping[i.id] for i in ins]
                 (pos, tkw) = _restructure(template, flat_new)
@@ -761,11 +802,12 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
     return [mapping[o.id] for o in outputs]
 
 
-def _eager_call(layer, inputs, args, kwargs):
+def _eager_call(layer, inputs, args, kwargs, builtin=None):
     """A layer called on arrays: a one-layer model's prediction (weights made
-    on the first call, as Keras does)."""
+    on the first call, as Keras does). builtin: the built-in class whose
+    computation a user's subclass runs (its super().call on arrays)."""
     Model = model_class()  # (the model sits above the graph: registry.py)
-    if layer._is_custom() and not isinstance(layer, Model):
+    if layer._is_custom() and not isinstance(layer, Model) and builtin is None:
         return _eager_custom_call(layer, inputs, args, kwargs)
     given = _flatten([inputs, list(args)])
     arrays = [np.asarray(a) for a in given]
@@ -814,7 +856,10 @@ def _eager_call(layer, inputs, args, kwargs):
                          "supported; use a model's fit")
     sym_inputs = rebuild(inputs)
     sym_args = rebuild(list(args))
-    out = layer(sym_inputs, *sym_args, **kwargs)
+    if builtin is not None:
+        out = _record_builtin(layer, sym_inputs, tuple(sym_args), kwargs, builtin)
+    else:
+        out = layer(sym_inputs, *sym_args, **kwargs)
     dtype = str(arrays[0].dtype) if arrays[0].dtype in (np.float32, np.float64) else "float32"
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     # the outputs' masks: computed by the same program (or one of the masks fed)

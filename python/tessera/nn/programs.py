@@ -271,12 +271,12 @@ class ProgramsMixin:
             if t.id in add_fused:
                 ctx.residual = w.expr(add_fused[t.id][0])
             ctx.input_shapes = [i.shape for i in ins]
-            ctx.input_masks = carried_mask_exprs(ins, w) if layer._is_custom() else None
-            outer = reads[:]
-            del reads[:]
-            p = {q.name: param(layer, q.name) for q in layer.params} if not \
-                layer._is_custom() else {}
-            out = layer.forward(exprs if multi else exprs[0], p, ctx, **static)
+            traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
+            ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
+            outer, reads[:] = reads[:], []
+            p = {q.name: param(layer, q.name) for q in layer.params} if not traced else {}
+            out = (getattr(t, "builtin", None) or type(layer)).forward(
+                layer, exprs if multi else exprs[0], p, ctx, **static)
             stats.extend(ctx.stats)
             depth = self.ZERO2_IN_FLIGHT
             if reads and depth and isinstance(out, str) and min(reads) - depth >= 0:
@@ -684,8 +684,8 @@ class ProgramsMixin:
             lines += zero.gather_lines()
         return lines
 
-    def _bn_var(self, bn, index: int) -> str:
-        return self._var_of[(id(bn), bn.params[index].name)]
+    def _bn_var(self, bn, index: int) -> str:  # moving mean (2) or variance (3), by name
+        return self._var_of[(id(bn), ("moving_mean", "moving_variance")[index - 2])]
 
     def _bn_update_lines(self, stats, off: int, dtype) -> list:
         """The batch normalization layers' moving mean and variance updated

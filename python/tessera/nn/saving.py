@@ -18,6 +18,8 @@ from . import constraints, metric_classes, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .programs import _FunctionMetric
+from .saving_hooks import save_hooks
+from . import saving_hooks as hooks
 from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope,
                        get_custom_objects, get_registered_name, get_registered_object,
                        model_class, register_keras_serializable)
@@ -256,8 +258,12 @@ def _layer_config(layer, where):
     if isinstance(layer, Model) and layer._functional:
         return {"class": "Functional", "arch": _architecture(layer, where)}
     config = layer.get_config()
-    return {"class": type(layer).__name__, "module": type(layer).__module__,
-            "config": _encode(config, where)}
+    out = {"class": type(layer).__name__, "module": type(layer).__module__,
+           "config": _encode(config, where)}
+    if any(getattr(type(layer), n) is not getattr(Layer, n)
+           for n in ("get_build_config", "build_from_config")):
+        out["build_config"] = _encode(layer.get_build_config(), where)  # (Keras's hook)
+    return out
 
 
 def _layer_from(cfg, ctx: _Load, depth: int = 0):
@@ -276,13 +282,18 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
     own = getattr(cls, "from_config", None)
     if isinstance(cls, type) and issubclass(cls, Layer) and \
             own.__func__ is not Layer.from_config.__func__:
-        return own(config)  # the user's from_config (Keras's rule)
-    _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
-    try:
-        return cls(**config)
-    except TypeError as e:
-        raise ctx.error(f"the layer {cfg['class']}: {cls.__name__} cannot be built from the "
-                        f"file's arguments ({e})") from None
+        layer = own(config)  # the user's from_config (Keras's rule)
+    else:
+        _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
+        try:
+            layer = cls(**config)
+        except TypeError as e:
+            raise ctx.error(f"the layer {cfg['class']}: {cls.__name__} cannot be built from "
+                            f"the file's arguments ({e})") from None
+    if "build_config" in cfg:  # Keras's hook, first of the four load_model calls
+        layer.build_from_config(_decode(cfg["build_config"], ctx, depth + 1))
+        layer.built = True
+    return layer
 
 
 def _architecture(model, where="save", objects=None) -> dict:
@@ -834,6 +845,9 @@ def _compile_config(model, where) -> dict:
         return {"class": type(m).__name__, "module": type(m).__module__,
                 "config": _encode(cfg, where), "name": m.name}
 
+    hook = model._compile_hook_config()  # get_compile_config's, when overridden
+    if hook is not None:
+        return {"hook": hook}
     return {"optimizer": _encode(c.optimizer.get_config(), where),
             "losses": [loss_cfg(l) for l in c.losses], "loss_weights": c.loss_weights,
             "metrics": [[metric_cfg(m) for m in ms] for ms in c.metrics]}
@@ -844,6 +858,7 @@ def save_model(model, path, training_state=None):
     where = "save_checkpoint" if training_state is not None else "save"
     model._check_built(where)
     tensors = dict(model.whole_weights())
+    tensors.update(save_hooks(model, where))  # stores and assets of the layers' hooks
     meta = {"model": _architecture(model, where), "compile": _compile_config(model, where)}
     if model._opt_state is not None:
         for k, v in model._optimizer_state_of(model._opt_state, "_gathered").items():
@@ -861,6 +876,9 @@ def _optimizer_from(cfg, ctx: _Load):
 
 def _compile_from(model, cfg, ctx: _Load):
     if not cfg:
+        return
+    if "hook" in cfg:  # the model's own get_compile_config: its compile_from_config
+        model.compile_from_config(cfg["hook"])  # (JSON; Keras's serialized objects)
         return
 
     def function(entry, what):
@@ -921,7 +939,8 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
                         f"got {custom_objects!r}")
     ctx = _Load(os.fspath(path), dict(custom_objects or {}))
     tensors, header = read_file(path, "load_model")
-    total = sum(a.size for name, a in tensors.items() if not name.startswith("optimizer/"))
+    total = sum(a.size for name, a in tensors.items()
+                if not name.startswith(("optimizer/", "hooks/")))
     budget = WEIGHTS_IN_FILE.set({"left": total, "total": total, "path": os.fspath(path)})
     try:
         model = _model_from(header.get("model"), ctx)
@@ -935,16 +954,21 @@ def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
                          f"({type(e).__name__}: {str(e)[:200]}); nothing was loaded") from None
     finally:
         WEIGHTS_IN_FILE.reset(budget)
-    load_weights_into(model, path, "load_model")
+    # Keras's order: build_from_config (as the layers were made), compile_from_config,
+    # the weights (load_own_variables), load_assets
     if compile and header.get("compile"):
         try:
             _compile_from(model, header["compile"], ctx)
-            _restore_optimizer(model, tensors, header)
         except _MALFORMED + (ValueError,) as e:
             if isinstance(e, ValueError) and str(e).startswith("["):
                 raise
             raise ValueError(f"[load_model] {os.fspath(path)}: the compile settings are malformed "
                              f"({type(e).__name__}: {str(e)[:200]})") from None
+    set_weights_from(model, tensors, os.fspath(path), "load_model")
+    hooks.load_own_variables(model, tensors, os.fspath(path), ctx.error)
+    if compile and header.get("compile"):
+        _restore_optimizer(model, tensors, header)
+    hooks.load_assets(model, tensors, ctx.error)
     return model
 
 

@@ -32,7 +32,8 @@ import numpy as np
 from .._files import mode_for_replacing, write_chunks
 
 MAGIC = b"TSRWGHT1"
-DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "bool": "|b1"}
+DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "bool": "|b1",
+          "uint8": "|u1"}  # (uint8: the bytes of a layer's assets, saving_hooks.py)
 _MAX_RANK = 32
 
 
@@ -189,7 +190,8 @@ def load_weights_into(model, path, where="load_weights"):
 def set_weights_from(model, tensors: dict, source: str, where: str):
     """Sets the model's weights from the non-optimizer entries of `tensors`
     (read from `source`), or nothing when a name, shape or dtype differs."""
-    weights = {k: v for k, v in tensors.items() if not k.startswith("optimizer/")}
+    weights = {k: v for k, v in tensors.items()
+               if not k.startswith(("optimizer/", "hooks/"))}  # (saving_hooks.py's)
     expected = model.weights
     missing = sorted(set(expected.keys()) - set(weights))
     extra = sorted(set(weights) - set(expected.keys()))

@@ -8,6 +8,7 @@ of them."""
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import math
 import re
@@ -16,8 +17,10 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import constraints, initializers, regularizers
-from ..functional import apply_function, call_layer, claim_path, custom_forward
+from ..functional import (apply_function, call_builtin, call_layer, claim_path,
+                          custom_forward)
 from ..params import Param, value_spec
+from ..symbolic import user_location
 from ..variables import Variable, add_loss_now
 
 __all__ = ["Context", "Layer", "Param"]
@@ -273,6 +276,121 @@ class Layer:
         self._values: dict = {}  # parameter name -> array, once created
         self._symbols: dict = {}  # parameter name -> symbolic tensor (add_weight)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A user's subclass of a built-in layer that writes its own call: it is
+        # a user's layer (its call is traced; super().call reaches the
+        # built-in's computation), and its compute_output_shape is Keras's
+        # (shapes with the batch axis), the built-in's unless it defines one.
+        if not cls.__module__.startswith("tessera."):
+            _wrap_build(cls)
+        if cls.__module__.startswith("tessera.") or builtin_base(cls) is None:
+            return
+        owner = next(c for c in cls.__mro__ if "compute_output_shape" in c.__dict__)
+        if cls.call is Layer.call:  # the built-in's call: its shapes keep the user's weights
+            if owner.__module__.startswith("tessera."):
+                cls.compute_output_shape = Layer._declaring_output_shape
+            return
+        if not any("forward" in c.__dict__ for c in cls.__mro__
+                   if not c.__module__.startswith("tessera.")):
+            cls.forward = Layer.forward
+        if owner.__module__.startswith("tessera."):
+            cls.compute_output_shape = Layer._subclass_output_shape
+
+    def save_own_variables(self, store):
+        """Keras's saving hook: puts this layer's own weights into `store`
+        (a dict) as "0", "1", ... in the order of its weights (trainable
+        first). model.save calls it on a layer whose class overrides it (or
+        load_own_variables); an override may add entries of its own."""
+        for k, q in enumerate(self.params):
+            store[str(k)] = np.array(self._variable(q.name).numpy(), copy=True)
+
+    def load_own_variables(self, store):
+        """Keras's loading hook: sets this layer's own weights from `store`
+        ("0", "1", ...: what save_own_variables wrote), after compile and
+        before load_assets, as Keras orders them."""
+        keys = [str(k) for k in range(len(self.params))]
+        missing = [k for k in keys if k not in store]
+        if missing:
+            raise ValueError(f"[{type(self).__name__}.load_own_variables] layer {self.name!r} "
+                             f"has {len(keys)} weights; the store lacks {missing} (it holds "
+                             f"{sorted(store)})")
+        self.set_weights([store[k] for k in keys])
+
+    def save_assets(self, dir_path):
+        """Keras's saving hook: writes files of this layer (a vocabulary ...)
+        into the folder `dir_path`; model.save keeps them in the file."""
+
+    def load_assets(self, dir_path):
+        """Keras's loading hook: reads back the files save_assets wrote, from
+        a fresh folder `dir_path` (removed afterwards); called last."""
+
+    def get_build_config(self):
+        """Keras's: what build_from_config needs to build the layer on load,
+        {"input_shape": ...} (the shape build was given, or the input's with
+        the batch axis), or None before the layer is built."""
+        shape = self.__dict__.get("_build_input_shape")
+        if shape is None and self._in_shape is not None:
+            shape = _with_batch(self._in_shape)
+        return None if shape is None else {"input_shape": shape}
+
+    def build_from_config(self, config):
+        """Keras's: builds the layer from get_build_config's dict (load_model
+        calls it, before the model's graph is made, on a layer whose class
+        overrides either)."""
+        if config and config.get("input_shape") is not None:
+            shape = config["input_shape"]
+            self.build([tuple(s) for s in shape] if shape and isinstance(shape[0], (list, tuple))
+                       else tuple(shape))
+            self.built = True
+
+    def _declaring_output_shape(self, shape):
+        """A user's subclass of a built-in layer without a call of its own:
+        the built-in's per-sample output shape, its weights declared beside
+        the ones the subclass made (a Variable kept as an attribute)."""
+        return self._builtin_output_shape(builtin_base(type(self)), shape)
+
+    def _subclass_output_shape(self, input_shape):
+        """Keras's compute_output_shape of a user's subclass of a built-in
+        layer: the built-in's output shape for `input_shape` (with the batch
+        axis first, a list of shapes for several inputs), batch axis kept."""
+        builtin = builtin_base(type(self))
+        several = isinstance(input_shape, list) and input_shape and \
+            isinstance(input_shape[0], (list, tuple))
+        shapes = [tuple(s) for s in input_shape] if several else [tuple(input_shape)]
+        if any(not s for s in shapes):
+            raise ValueError(f"[{type(self).__name__}.compute_output_shape] input_shape must "
+                             f"include the batch axis first (None), got {input_shape!r}")
+        per = [s[1:] for s in shapes]
+        out = self._builtin_output_shape(builtin, per if several else per[0])
+        batch = shapes[0][0]
+        if isinstance(out, list):
+            return [(batch,) + tuple(o) for o in out]
+        return (batch,) + tuple(out)
+
+    def __setattr__(self, name: str, value):
+        # Keras tracks a Variable made directly (keras.Variable(...)) and kept
+        # as a layer's attribute as one of the layer's weights
+        if isinstance(value, Variable) and value._layer is None and not name.startswith("_") \
+                and "params" in self.__dict__:
+            self._adopt(value)
+        object.__setattr__(self, name, value)
+
+    def _adopt(self, v: Variable):
+        """Makes the Variable `v` (made directly) one of this layer's weights:
+        the same object, its value kept, read and trained by the programs."""
+        pname = v._param
+        if any(q.name == pname for q in self.params):
+            pname = f"{pname}_{len(self.params)}"
+        value = v._own
+        shape = tuple(value.shape)
+        fan_in, fan_out = _fans(shape)
+        self.params.append(Param(pname, shape, "zeros", fan_in, fan_out, v._trainable))
+        self.params = _keras_weight_order(self.params)
+        self._values[pname] = np.array(value, copy=True)
+        v._layer, v._param, v._own, v.args = self, pname, None, (self, pname)
+        self._symbols[pname] = v
+
     def set_constraint(self, param_name: str, constraint, argument: str = "constraint"):
         """Constrains the parameter `param_name` (Keras's kernel_constraint & co):
         projected after each optimizer step. None removes it."""
@@ -327,7 +445,54 @@ class Layer:
         return type(self).call is not Layer.call
 
     def call(self, *args, **kwargs):
-        raise NotImplementedError(f"[{self.kind}] a Layer subclass must define call(self, inputs)")
+        """A built-in layer's computation, as Keras's `call`: what a user's
+        subclass of a built-in layer reaches with `super().call(inputs)` (the
+        built-in's computation with the layer's own weights), or the built-in
+        layer itself called."""
+        builtin = builtin_base(type(self))
+        if builtin is None:
+            raise NotImplementedError(f"[{self.kind}] a Layer subclass must define "
+                                      "call(self, inputs)")
+        if not args:
+            raise TypeError(f"[{builtin.__name__}.call] layer {self.name!r} called without "
+                            f"its inputs (at {user_location()})")
+        if not self._is_custom():
+            return call_layer(self, args[0], args[1:], kwargs)
+        return call_builtin(self, builtin, args[0], args[1:], kwargs)
+
+    def _builtin_output_shape(self, builtin, shape, where: str = ""):
+        """The per-sample output shape of the built-in class `builtin`'s
+        computation on this layer (a user's subclass of it) for `shape`,
+        declaring the built-in's weights once, after the weights the layer
+        already has (as Keras creates them in build order); on another call
+        they must match (the same Variables are read and trained)."""
+        own = list(self.params)
+        try:
+            out = builtin.compute_output_shape(self, shape)
+        finally:
+            declared, self.params = list(self.params), own
+        have = {q.name: q for q in own}
+        if all(q.name in have for q in declared):
+            for q in declared:
+                if tuple(have[q.name].shape) != tuple(q.shape):
+                    raise ValueError(
+                        f"[{builtin.__name__}] layer {self.name!r} ({type(self).__name__}) has "
+                        f"its weight {q.name!r} of shape {tuple(have[q.name].shape)} and cannot "
+                        f"compute {builtin.__name__} on inputs of per-sample shape {shape} "
+                        f"(which needs {tuple(q.shape)}){where}")
+            return out
+        clash = [q.name for q in declared if q.name in have]
+        if clash:
+            raise ValueError(f"[{builtin.__name__}] layer {self.name!r} ({type(self).__name__}) "
+                             f"made weights named {clash} itself; {builtin.__name__} needs those "
+                             f"names for its own weights{where}")
+        unknown = [q.name for q in declared if any(d is None for d in q.shape)]
+        if unknown:
+            raise ValueError(f"[{builtin.__name__}] layer {self.name!r}: its weights {unknown} "
+                             f"would depend on an axis of unknown length (None) in the "
+                             f"per-sample shape {shape}{where}")
+        self.params = _keras_weight_order(own + declared)
+        return out
 
     def build(self, input_shape):
         """Creates the weights for `input_shape` (with the batch axis, None).
@@ -335,7 +500,10 @@ class Layer:
         declares its weights for that shape, as its first call would (then
         `dense.kernel`, `get_weights()` and `set_weights` work before any
         call, as Keras's)."""
-        if self._is_custom() or self.built or input_shape is None or \
+        # a user's subclass of a built-in layer (super().build(input_shape)):
+        # the built-in's weights, as Keras's Dense.build makes them
+        builtin = builtin_base(type(self)) if self._is_custom() else None
+        if (self._is_custom() and builtin is None) or self.built or input_shape is None or \
                 getattr(type(self), "split_call", None) is not None:
             return
         multi = getattr(self, "multi_input", False)
@@ -347,6 +515,11 @@ class Layer:
         per = [s[1:] for s in shapes]
         arg = per if multi else per[0]
         claim_path(self)  # its weights are made now: their paths are fixed now
+        if builtin is not None:
+            out = self._builtin_output_shape(builtin, arg, f" (in build, at {user_location()})")
+            # (its input and output shapes become its call's when it is called)
+            self._out_shape, self._built_for = out, per
+            return  # (built once build returns, as a user's layer is)
         out = self.compute_output_shape(arg)
         unknown = [q.name for q in self.params if any(d is None for d in q.shape)]
         if unknown:
@@ -384,6 +557,7 @@ class Layer:
         _initializer(initializer, f"{self.kind}.add_weight", "initializer")  # (named errors)
         self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
                                  regularizer, constraint))
+        self.params = _keras_weight_order(self.params)
         return self._variable(pname, _float_dtype(dtype or self.dtype))
 
     add_variable = add_weight  # Keras 3's other name
@@ -597,6 +771,11 @@ class Layer:
             bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
         except TypeError:
             bound = None
+        if type(self).get_config is not Layer.get_config and builtin_base(type(self)) is None \
+                and not type(self).get_config.__module__.startswith("tessera."):
+            # Keras: a user's layer writing its own get_config gets only the
+            # base's entries from super().get_config() (it adds its arguments)
+            return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
         config = {}
         if bound is not None:
             for k, v in bound.arguments.items():
@@ -679,6 +858,49 @@ def _check_keywords(cls, kwargs, strict=False):
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise TypeError(f"[{kind}] unexpected keyword argument {k!r}{hint} "
                         f"(arguments: {', '.join(sorted(known))})")
+
+
+def _wrap_build(cls):
+    """A user's build, as Keras wraps it: the layer is built once it returns
+    (so a layer built by hand is not built again when called), and the shape
+    it was given is what get_build_config saves."""
+    own = cls.__dict__.get("build")
+    if own is None or getattr(own, "_tessera_wrapped", False) or any(
+            c.__module__.startswith("tessera.nn.model") for c in cls.__mro__):
+        return
+
+    @functools.wraps(own)
+    def build(self, *args, **kwargs):
+        shape = args[0] if args else kwargs.get("input_shape")
+        result = own(self, *args, **kwargs)
+        if shape is not None:
+            self.__dict__.setdefault("_build_input_shape", shape)
+        self.built = True
+        return result
+
+    build._tessera_wrapped = True
+    cls.build = build
+
+
+def _keras_weight_order(params: list) -> list:
+    """A layer's weights as Keras lists them: the trainable ones first, then
+    the others, each in creation order."""
+    return [q for q in params if q.trainable] + [q for q in params if not q.trainable]
+
+
+def builtin_base(cls):
+    """The built-in layer class a user's subclass computes with when its
+    call reaches `super().call(...)` (the nearest tessera layer class above
+    it that writes its own computation), or None (a direct subclass of
+    Layer). A built-in class is its own."""
+    for c in cls.__mro__:
+        if c is Layer or not issubclass(c, Layer):
+            break
+        module = c.__module__ or ""
+        if module.startswith(("tessera.nn.layers.", "tessera.nn.parallel_layers")) and \
+                "call" not in c.__dict__ and c.forward is not Layer.forward:
+            return c
+    return None
 
 
 def _float_dtype(dtype) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import losses as _losses
 from .. import metrics as _metrics
+from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..programs import _function_metric
 from ..registry import is_model
 from ..string_inputs import apply_fronts
@@ -55,11 +56,39 @@ class CompileMixin:
         self._compiled.optimizer._iterations_of = \
             lambda: model()._iteration if model() is not None else 0
         self._compiled.given_loss = loss
+        self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
+                              "loss_weights": loss_weights}
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0
         self._lr_override = None
         return self
+
+    def get_compile_config(self):
+        """Keras's: the arguments compile was given, serialized
+        (serialize_keras_object), or None before compile. model.save keeps
+        what it returns (serialized) when the model's class overrides it or
+        compile_from_config; load_model then passes that to
+        compile_from_config."""
+        args = self.__dict__.get("_compile_args")
+        return None if args is None else serialize_keras_object(args)
+
+    def compile_from_config(self, config):
+        """Keras's: compiles the model with get_compile_config's arguments,
+        deserialized (load_model calls it once the model is built, before
+        its weights are set)."""
+        if config:
+            self.compile(**deserialize_keras_object(config))
+
+    def _compile_hook_config(self):
+        """get_compile_config's result, serialized, when the model's class
+        overrides it or compile_from_config (else None: model.save keeps the
+        compile settings its own way)."""
+        cls = type(self)
+        if cls.get_compile_config is CompileMixin.get_compile_config and \
+                cls.compile_from_config is CompileMixin.compile_from_config:
+            return None
+        return serialize_keras_object(self.get_compile_config())
 
     def _output_names(self) -> list:
         if getattr(self, "_output_keys", None):
