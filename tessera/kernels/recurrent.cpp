@@ -84,6 +84,17 @@ struct RnnActArgument {  // t = -s |x|
   }
 };
 template <class T>
+struct RnnActArgumentAdding {  // x += y, then t = -s |x|
+  [[gnu::always_inline]] static void run(T* __restrict x, const T* __restrict y,
+                                         T* __restrict t, int64_t n, T s) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = x[j] + y[j];
+      x[j] = v;
+      t[j] = -s * std::fabs(v);
+    }
+  }
+};
+template <class T>
 struct RnnSigmoidFromExpm1 {  // (x >= 0 ? 1 : 1 + m) / (2 + m)
   [[gnu::always_inline]] static void run(const T* x, const T* m, T* y, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
@@ -104,15 +115,22 @@ struct RnnTanhFromExpm1 {  // sign(x) * -m / (2 + m)
 // (s = 1 for sigmoid, 2 for tanh), sigmoid(x) = (x >= 0 ? 1 : 1 + m) / (2 + m)
 // and tanh(|x|) = -m / (2 + m), both without cancellation. tmp holds
 // rows * cols values.
+// With `add` (row stride ldadd), x += add first, in the same pass.
 template <class T>
 void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t cols,
-              int64_t tanh_begin, int64_t tanh_end, T* tmp) {
+              int64_t tanh_begin, int64_t tanh_end, T* tmp, const T* add = nullptr,
+              int64_t ldadd = 0) {
   // The column segments: sigmoid, tanh, sigmoid (some empty).
   const int64_t edges[4] = {0, tanh_begin, tanh_end, cols};
   for (int64_t r = 0; r < rows; ++r) {
     for (int s = 0; s < 3; ++s) {
       const int64_t j0 = edges[s], n = edges[s + 1] - j0;
-      if (n > 0) {
+      if (n <= 0) continue;
+      if (add) {
+        simd_call<RnnActArgumentAdding<T>>(const_cast<T*>(x + r * ldx + j0),
+                                           add + r * ldadd + j0, tmp + r * cols + j0, n,
+                                           T(s == 1 ? 2 : 1));
+      } else {
         simd_call<RnnActArgument<T>>(x + r * ldx + j0, tmp + r * cols + j0, n,
                                      T(s == 1 ? 2 : 1));
       }
@@ -268,20 +286,21 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, T* xw, const T* u,
     // Row i (batch row b0 + i) of this step's input projection.
     auto x = [&](int64_t i) { return xw + (i * S + t) * GH; };
     if (p.cell == RnnCell::simple || p.cell == RnnCell::lstm) {
-      // xw += h U in place: the product accumulates into this step's rows of
-      // the input projection (row stride S G H), no separate pass adding them.
-      T* z = x(0);
-      const int64_t ldz = S * GH;
-      gemm(false, false, R, GH, H, hp, H, u, GH, T(1), z, ldz);
+      // z = h U, then xw added in the activations' first pass (accumulating
+      // the product into xw's rows in place, row stride S G H, ran slower).
+      T* z = pre.data();
+      gemm(false, false, R, GH, H, hp, H, u, GH, T(0), z, GH);
       if (p.cell == RnnCell::simple) {
-        sig_tanh(z, ldz, a, A, R, H, int64_t{0}, H, tmp.data());
+        sig_tanh(static_cast<const T*>(z), GH, a, A, R, H, int64_t{0}, H, tmp.data(),
+                 static_cast<const T*>(x(0)), S * GH);
         for (int64_t i = 0; i < R; ++i) {
           const bool keep = keeps<T>(p, b0 + i, t);
           std::memcpy(hn + i * H, keep ? a + i * A : hp + i * H, sizeof(T) * H);
         }
         continue;
       }
-      sig_tanh(z, ldz, a, A, R, GH, 2 * H, 3 * H, tmp.data());
+      sig_tanh(static_cast<const T*>(z), GH, a, A, R, GH, 2 * H, 3 * H, tmp.data(),
+               static_cast<const T*>(x(0)), S * GH);
       const T* cp = state(cs, k);
       T* cn = state(cs, k + 1);
       // c, tanh(c) and h in two fused passes around one vector expm1.
