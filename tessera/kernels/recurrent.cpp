@@ -114,10 +114,10 @@ struct RnnTanhFromExpm1 {  // sign(x) * -m / (2 + m)
 // (rows, cols) block; one vector expm1 over the block: with m = expm1(-s |x|)
 // (s = 1 for sigmoid, 2 for tanh), sigmoid(x) = (x >= 0 ? 1 : 1 + m) / (2 + m)
 // and tanh(|x|) = -m / (2 + m), both without cancellation. tmp holds
-// rows * cols values.
-// With `add` (row stride ldadd), x += add first, in the same pass.
+// rows * cols values. With `add` (row stride ldadd), x += add first, in the
+// same pass.
 template <class T>
-void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t cols,
+void sig_tanh(T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t cols,
               int64_t tanh_begin, int64_t tanh_end, T* tmp, const T* add = nullptr,
               int64_t ldadd = 0) {
   // The column segments: sigmoid, tanh, sigmoid (some empty).
@@ -127,12 +127,11 @@ void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t 
       const int64_t j0 = edges[s], n = edges[s + 1] - j0;
       if (n <= 0) continue;
       if (add) {
-        simd_call<RnnActArgumentAdding<T>>(const_cast<T*>(x + r * ldx + j0),
-                                           add + r * ldadd + j0, tmp + r * cols + j0, n,
-                                           T(s == 1 ? 2 : 1));
+        simd_call<RnnActArgumentAdding<T>>(x + r * ldx + j0, add + r * ldadd + j0,
+                                           tmp + r * cols + j0, n, T(s == 1 ? 2 : 1));
       } else {
-        simd_call<RnnActArgument<T>>(x + r * ldx + j0, tmp + r * cols + j0, n,
-                                     T(s == 1 ? 2 : 1));
+        simd_call<RnnActArgument<T>>(static_cast<const T*>(x + r * ldx + j0),
+                                     tmp + r * cols + j0, n, T(s == 1 ? 2 : 1));
       }
     }
   }
@@ -256,7 +255,7 @@ void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double*
 }
 
 template <class T>
-void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, T* xw, const T* u,
+void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const T* u,
                  const T* rb, const T* h0, const T* c0, T* hs, T* cs, T* acts) {
   const int64_t B = p.batch, S = p.steps, H = p.units, R = b1 - b0;
   const int64_t GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
@@ -291,7 +290,7 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, T* xw, const T* u,
       T* z = pre.data();
       gemm(false, false, R, GH, H, hp, H, u, GH, T(0), z, GH);
       if (p.cell == RnnCell::simple) {
-        sig_tanh(static_cast<const T*>(z), GH, a, A, R, H, int64_t{0}, H, tmp.data(),
+        sig_tanh(z, GH, a, A, R, H, int64_t{0}, H, tmp.data(),
                  static_cast<const T*>(x(0)), S * GH);
         for (int64_t i = 0; i < R; ++i) {
           const bool keep = keeps<T>(p, b0 + i, t);
@@ -299,7 +298,7 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, T* xw, const T* u,
         }
         continue;
       }
-      sig_tanh(static_cast<const T*>(z), GH, a, A, R, GH, 2 * H, 3 * H, tmp.data(),
+      sig_tanh(z, GH, a, A, R, GH, 2 * H, 3 * H, tmp.data(),
                static_cast<const T*>(x(0)), S * GH);
       const T* cp = state(cs, k);
       T* cn = state(cs, k + 1);
@@ -338,7 +337,7 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, T* xw, const T* u,
     switch (p.cell) {
       case RnnCell::simple:
       case RnnCell::lstm:
-        break;  // above
+        break;  // both handled before the switch
       case RnnCell::gru:
       case RnnCell::gru_before: {
         for (int64_t i = 0; i < R; ++i) {
@@ -565,10 +564,10 @@ void rnn_backward_weights(const RnnProblem& p, int64_t j0, int64_t j1, const T* 
   }
 }
 
-template void rnn_forward<float>(const RnnProblem&, int64_t, int64_t, float*, const float*,
+template void rnn_forward<float>(const RnnProblem&, int64_t, int64_t, const float*, const float*,
                                  const float*, const float*, const float*, float*, float*,
                                  float*);
-template void rnn_forward<double>(const RnnProblem&, int64_t, int64_t, double*,
+template void rnn_forward<double>(const RnnProblem&, int64_t, int64_t, const double*,
                                   const double*, const double*, const double*, const double*,
                                   double*, double*, double*);
 template void rnn_backward_rows<float>(const RnnProblem&, int64_t, int64_t, const float*,

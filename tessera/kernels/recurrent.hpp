@@ -50,13 +50,13 @@ void rnn_matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double*
                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
 // Forward of rows [b0, b1). xw (b1 - b0, T, G H): those rows' input
-// projections, overwritten (scratch) for the simple RNN and the LSTM; u (H, G H); rb (G H) the GRU's
+// projections; u (H, G H); rb (G H) the GRU's
 // recurrent bias or null; h0, c0 (B, H) or null (zeros). Writes those rows
 // of hs (T + 1, B, H): the states h before each step and the last; of cs
 // likewise for the LSTM (else null); of acts (T, B, rnn_act_width H): the
 // gate activations per loop step.
 template <class T>
-void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, T* xw, const T* u,
+void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const T* u,
                  const T* rb, const T* h0, const T* c0, T* hs, T* cs, T* acts);
 
 // Backward through time of rows [b0, b1). gout: the cotangent of the
