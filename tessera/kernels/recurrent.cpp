@@ -26,6 +26,10 @@ int rnn_gates(RnnCell cell) {
   return 1;
 }
 
+bool rnn_grads_in_place(RnnCell cell) {
+  return cell == RnnCell::simple || cell == RnnCell::lstm;
+}
+
 int rnn_act_width(RnnCell cell) {
   switch (cell) {
     case RnnCell::simple: return 1;
@@ -80,6 +84,17 @@ struct RnnActArgument {  // t = -s |x|
   }
 };
 template <class T>
+struct RnnActArgumentAdding {  // x += y, then t = -s |x|
+  [[gnu::always_inline]] static void run(T* __restrict x, const T* __restrict y,
+                                         T* __restrict t, int64_t n, T s) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = x[j] + y[j];
+      x[j] = v;
+      t[j] = -s * std::fabs(v);
+    }
+  }
+};
+template <class T>
 struct RnnSigmoidFromExpm1 {  // (x >= 0 ? 1 : 1 + m) / (2 + m)
   [[gnu::always_inline]] static void run(const T* x, const T* m, T* y, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
@@ -99,18 +114,24 @@ struct RnnTanhFromExpm1 {  // sign(x) * -m / (2 + m)
 // (rows, cols) block; one vector expm1 over the block: with m = expm1(-s |x|)
 // (s = 1 for sigmoid, 2 for tanh), sigmoid(x) = (x >= 0 ? 1 : 1 + m) / (2 + m)
 // and tanh(|x|) = -m / (2 + m), both without cancellation. tmp holds
-// rows * cols values.
+// rows * cols values. With `add` (row stride ldadd), x += add first, in the
+// same pass.
 template <class T>
-void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t cols,
-              int64_t tanh_begin, int64_t tanh_end, T* tmp) {
+void sig_tanh(T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t cols,
+              int64_t tanh_begin, int64_t tanh_end, T* tmp, const T* add = nullptr,
+              int64_t ldadd = 0) {
   // The column segments: sigmoid, tanh, sigmoid (some empty).
   const int64_t edges[4] = {0, tanh_begin, tanh_end, cols};
   for (int64_t r = 0; r < rows; ++r) {
     for (int s = 0; s < 3; ++s) {
       const int64_t j0 = edges[s], n = edges[s + 1] - j0;
-      if (n > 0) {
-        simd_call<RnnActArgument<T>>(x + r * ldx + j0, tmp + r * cols + j0, n,
-                                     T(s == 1 ? 2 : 1));
+      if (n <= 0) continue;
+      if (add) {
+        simd_call<RnnActArgumentAdding<T>>(x + r * ldx + j0, add + r * ldadd + j0,
+                                           tmp + r * cols + j0, n, T(s == 1 ? 2 : 1));
+      } else {
+        simd_call<RnnActArgument<T>>(static_cast<const T*>(x + r * ldx + j0),
+                                     tmp + r * cols + j0, n, T(s == 1 ? 2 : 1));
       }
     }
   }
@@ -131,25 +152,59 @@ void sig_tanh(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows, int64_t 
   }
 }
 
-// The pointwise backward of one row of an LSTM step (SIMD, simd.hpp): the
-// gates i, f, c~, o and tanh(c) (H each); g, gc the cotangents of the new h
-// and c; cp the previous c. Writes the gate inputs' cotangents di, df, dg,
-// dout and adds the previous c's to dc.
+// The LSTM step's new cell state from the gates i, f, c~ (H each) and the
+// previous c: cn = f cp + i c~, with t = -2 |cn|, the argument of tanh(cn)'s
+// expm1 (sig_tanh).
+template <class T>
+struct RnnLstmCellState {
+  [[gnu::always_inline]] static void run(const T* __restrict ig, const T* __restrict fg,
+                                         const T* __restrict cg, const T* __restrict cp,
+                                         T* __restrict cn, T* __restrict t, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T c = fg[j] * cp[j] + ig[j] * cg[j];
+      cn[j] = c;
+      t[j] = T(-2) * std::fabs(c);
+    }
+  }
+};
+
+// Then tanh(cn) from m = expm1(-2 |cn|) and the new h = o tanh(cn).
+template <class T>
+struct RnnLstmCellOutput {
+  [[gnu::always_inline]] static void run(const T* __restrict cn, const T* __restrict m,
+                                         const T* __restrict og, T* __restrict tc,
+                                         T* __restrict hn, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T v = std::copysign(-m[j] / (T(2) + m[j]), cn[j]);
+      tc[j] = v;
+      hn[j] = og[j] * v;
+    }
+  }
+};
+
+// The pointwise backward of one row of an LSTM step (SIMD, simd.hpp), for a
+// kept row: the gates i, f, c~, o and tanh(c) (H each), go the cotangent of
+// this step's output, cp the previous c; dh, dc the cotangents carried from
+// the next step. Writes the gate inputs' cotangents di, df, dg, dout; the new
+// h's cotangent is g = dh + go, the new c's dc; then dc becomes the previous
+// c's and dh is zeroed for the recurrent product to add into.
 template <class T>
 struct RnnLstmCellGrad {
   [[gnu::always_inline]] static void run(const T* __restrict ig, const T* __restrict fg,
                                          const T* __restrict cg, const T* __restrict og,
-                                         const T* __restrict tc, const T* __restrict g,
-                                         const T* __restrict gc, const T* __restrict cp,
-                                         T* __restrict di, T* __restrict df, T* __restrict dg,
-                                         T* __restrict dout, T* __restrict dc, int64_t n) {
+                                         const T* __restrict tc, const T* __restrict go,
+                                         const T* __restrict cp, T* __restrict dh,
+                                         T* __restrict dc, T* __restrict di, T* __restrict df,
+                                         T* __restrict dg, T* __restrict dout, int64_t n) {
     for (int64_t j = 0; j < n; ++j) {
-      const T dct = gc[j] + g[j] * og[j] * (T(1) - tc[j] * tc[j]);
+      const T g = dh[j] + go[j];
+      const T dct = dc[j] + g * og[j] * (T(1) - tc[j] * tc[j]);
       di[j] = dct * cg[j] * ig[j] * (T(1) - ig[j]);
       df[j] = dct * cp[j] * fg[j] * (T(1) - fg[j]);
       dg[j] = dct * ig[j] * (T(1) - cg[j] * cg[j]);
-      dout[j] = g[j] * tc[j] * og[j] * (T(1) - og[j]);
-      dc[j] += dct * fg[j];
+      dout[j] = g * tc[j] * og[j] * (T(1) - og[j]);
+      dc[j] = dct * fg[j];
+      dh[j] = T(0);
     }
   }
 };
@@ -229,6 +284,45 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
     T* a = acts + k * B * A + b0 * A;
     // Row i (batch row b0 + i) of this step's input projection.
     auto x = [&](int64_t i) { return xw + (i * S + t) * GH; };
+    if (p.cell == RnnCell::simple || p.cell == RnnCell::lstm) {
+      // z = h U, then xw added in the activations' first pass (accumulating
+      // the product into xw's rows in place, row stride S G H, ran slower).
+      T* z = pre.data();
+      gemm(false, false, R, GH, H, hp, H, u, GH, T(0), z, GH);
+      if (p.cell == RnnCell::simple) {
+        sig_tanh(z, GH, a, A, R, H, int64_t{0}, H, tmp.data(),
+                 static_cast<const T*>(x(0)), S * GH);
+        for (int64_t i = 0; i < R; ++i) {
+          const bool keep = keeps<T>(p, b0 + i, t);
+          std::memcpy(hn + i * H, keep ? a + i * A : hp + i * H, sizeof(T) * H);
+        }
+        continue;
+      }
+      sig_tanh(z, GH, a, A, R, GH, 2 * H, 3 * H, tmp.data(),
+               static_cast<const T*>(x(0)), S * GH);
+      const T* cp = state(cs, k);
+      T* cn = state(cs, k + 1);
+      // c, tanh(c) and h in two fused passes around one vector expm1.
+      for (int64_t i = 0; i < R; ++i) {
+        T* ar = a + i * A;
+        simd_call<RnnLstmCellState<T>>(static_cast<const T*>(ar), static_cast<const T*>(ar + H),
+                                       static_cast<const T*>(ar + 2 * H), cp + i * H,
+                                       cn + i * H, tmp.data() + i * H, H);
+      }
+      vmath(VecFn::expm1, tmp.data(), tmp.data(), R * H);
+      for (int64_t i = 0; i < R; ++i) {
+        T* ar = a + i * A;
+        simd_call<RnnLstmCellOutput<T>>(static_cast<const T*>(cn + i * H),
+                                        static_cast<const T*>(tmp.data() + i * H),
+                                        static_cast<const T*>(ar + 3 * H), ar + 4 * H,
+                                        hn + i * H, H);
+        if (!keeps<T>(p, b0 + i, t)) {
+          std::memcpy(hn + i * H, hp + i * H, sizeof(T) * H);
+          std::memcpy(cn + i * H, cp + i * H, sizeof(T) * H);
+        }
+      }
+      continue;
+    }
     // pre = h U (the first two gates' columns only when r * h comes first)
     if (p.cell == RnnCell::gru_before) {
       gemm(false, false, R, 2 * H, H, hp, H, u, GH, T(0), pre.data(), GH);
@@ -242,41 +336,8 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
     }
     switch (p.cell) {
       case RnnCell::simple:
-      case RnnCell::lstm: {
-        for (int64_t i = 0; i < R; ++i) {
-          const T* xr = x(i);
-          T* r = pre.data() + i * GH;
-          for (int64_t j = 0; j < GH; ++j) r[j] += xr[j];
-        }
-        if (p.cell == RnnCell::simple) {
-          sig_tanh(pre.data(), GH, a, A, R, H, int64_t{0}, H, tmp.data());
-          for (int64_t i = 0; i < R; ++i) {
-            const bool keep = keeps<T>(p, b0 + i, t);
-            std::memcpy(hn + i * H, keep ? a + i * A : hp + i * H, sizeof(T) * H);
-          }
-          break;
-        }
-        sig_tanh(pre.data(), GH, a, A, R, GH, 2 * H, 3 * H, tmp.data());
-        const T* cp = state(cs, k);
-        T* cn = state(cs, k + 1);
-        for (int64_t i = 0; i < R; ++i) {
-          const T* ar = a + i * A;
-          for (int64_t j = 0; j < H; ++j) {
-            cn[i * H + j] = ar[H + j] * cp[i * H + j] + ar[j] * ar[2 * H + j];
-          }
-        }
-        sig_tanh(cn, H, a + 4 * H, A, R, H, int64_t{0}, H, tmp.data());
-        for (int64_t i = 0; i < R; ++i) {
-          const T* ar = a + i * A;
-          if (keeps<T>(p, b0 + i, t)) {
-            for (int64_t j = 0; j < H; ++j) hn[i * H + j] = ar[3 * H + j] * ar[4 * H + j];
-          } else {
-            std::memcpy(hn + i * H, hp + i * H, sizeof(T) * H);
-            std::memcpy(cn + i * H, cp + i * H, sizeof(T) * H);
-          }
-        }
-        break;
-      }
+      case RnnCell::lstm:
+        break;  // both handled before the switch
       case RnnCell::gru:
       case RnnCell::gru_before: {
         for (int64_t i = 0; i < R; ++i) {
@@ -330,7 +391,7 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
 template <class T>
 void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, const T* hs,
                        const T* cs, const T* acts, const T* gout, bool sequences, const T* gh,
-                       const T* gc, T* dz, T* dhu, T* dxw, T* dh0, T* dc0) {
+                       const T* gc, T* dz, T* dhu, T* dxw, T* hx, T* dh0, T* dc0) {
   const int64_t B = p.batch, S = p.steps, H = p.units, R = b1 - b0;
   const int64_t GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
   const int64_t BH = B * H, RH = R * H;
@@ -339,7 +400,8 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
   const bool lstm = p.cell == RnnCell::lstm;
   // dh, dc: the cotangents carried to the previous step's states; dhn, dcn:
   // those reaching this step's new states through the cell.
-  std::vector<T> dh(RH, T(0)), dc(lstm ? RH : 0, T(0)), dhn(RH), dcn(lstm ? RH : 0), drh(RH);
+  std::vector<T> dh(RH, T(0)), dc(lstm ? RH : 0, T(0)), dhn(lstm ? 0 : RH), drh(RH);
+  const std::vector<T> no_output(lstm ? H : 0, T(0));
   // U^T (G H, H): the products with it as the right operand, untransposed,
   // run about four times faster than with U read transposed (oneDNN).
   std::vector<T> ut(GH * H);
@@ -352,10 +414,15 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
     const int64_t t = p.go_backwards ? S - 1 - k : k;
     const T* hp = hs + k * BH + b0 * H;
     const T* a = acts + k * B * A + b0 * A;
-    T* d = dz + k * B * GH + b0 * GH;
+    // This step's gate cotangents: written straight into dxw's rows (b, t)
+    // for the cells whose dxw is dz, else into dz by loop step.
+    const bool in_place = rnn_grads_in_place(p.cell);
+    T* d = in_place ? dxw + (b0 * S + t) * GH : dz + k * B * GH + b0 * GH;
+    const int64_t ldd = in_place ? S * GH : GH;
     // A kept row's carried cotangents (with this step's output's) go through
-    // the cell; a masked row's pass to the previous states.
-    for (int64_t i = 0; i < R; ++i) {
+    // the cell; a masked row's pass to the previous states. (The LSTM's
+    // kernel does this itself, below.)
+    for (int64_t i = 0; i < R && !lstm; ++i) {
       const int64_t b = b0 + i;
       const T* go = nullptr;
       if (gout && sequences) go = gout + (b * S + k) * H;
@@ -365,16 +432,11 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
       if (keeps<T>(p, b, t)) {
         for (int64_t j = 0; j < H; ++j) dnr[j] = dhr[j] + (go ? go[j] : T(0));
         std::fill(dhr, dhr + H, T(0));
-        if (lstm) {
-          std::memcpy(dcn.data() + i * H, dc.data() + i * H, sizeof(T) * H);
-          std::fill(dc.data() + i * H, dc.data() + (i + 1) * H, T(0));
-        }
       } else {
         std::fill(dnr, dnr + H, T(0));
         if (go && !p.zero_output_for_mask) {
           for (int64_t j = 0; j < H; ++j) dhr[j] += go[j];
         }
-        if (lstm) std::fill(dcn.data() + i * H, dcn.data() + (i + 1) * H, T(0));
       }
     }
     switch (p.cell) {
@@ -382,22 +444,34 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
         for (int64_t i = 0; i < R; ++i) {
           const T* ar = a + i * A;
           const T* g = dhn.data() + i * H;
-          T* dr = d + i * GH;
+          T* dr = d + i * ldd;
           for (int64_t j = 0; j < H; ++j) dr[j] = g[j] * (T(1) - ar[j] * ar[j]);
         }
-        gemm(false, false, R, H, GH, d, GH, ut.data(), H, T(1), dh.data(), H);
+        gemm(false, false, R, H, GH, d, ldd, ut.data(), H, T(1), dh.data(), H);
         break;
       case RnnCell::lstm: {
         const T* cp = cs + k * BH + b0 * H;
         for (int64_t i = 0; i < R; ++i) {
+          const int64_t b = b0 + i;
+          const T* go = nullptr;
+          if (gout && sequences) go = gout + (b * S + k) * H;
+          if (gout && !sequences && k == S - 1) go = gout + b * H;
           const T* ar = a + i * A;
-          T* dr = d + i * GH;
-          simd_call<RnnLstmCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H, ar + 4 * H,
-                                        static_cast<const T*>(dhn.data() + i * H),
-                                        static_cast<const T*>(dcn.data() + i * H), cp + i * H, dr,
-                                        dr + H, dr + 2 * H, dr + 3 * H, dc.data() + i * H, H);
+          T* dr = d + i * ldd;
+          T* dhr = dh.data() + i * H;
+          if (keeps<T>(p, b, t)) {
+            simd_call<RnnLstmCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H, ar + 4 * H,
+                                          go ? go : no_output.data(), cp + i * H, dhr,
+                                          dc.data() + i * H, dr, dr + H, dr + 2 * H, dr + 3 * H,
+                                          H);
+          } else {
+            std::fill(dr, dr + GH, T(0));
+            if (go && !p.zero_output_for_mask) {
+              for (int64_t j = 0; j < H; ++j) dhr[j] += go[j];
+            }
+          }
         }
-        gemm(false, false, R, H, GH, d, GH, ut.data(), H, T(1), dh.data(), H);
+        gemm(false, false, R, H, GH, d, ldd, ut.data(), H, T(1), dh.data(), H);
         break;
       }
       case RnnCell::gru: {
@@ -449,7 +523,12 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
   for (int64_t k = 0; k < S; ++k) {
     const int64_t t = p.go_backwards ? S - 1 - k : k;
     for (int64_t b = b0; b < b1; ++b) {
-      std::memcpy(dxw + (b * S + t) * GH, dz + (k * B + b) * GH, sizeof(T) * GH);
+      if (rnn_grads_in_place(p.cell)) {
+        // the state each row (b, t) of dxw multiplied, for the weights' product
+        std::memcpy(hx + (b * S + t) * H, hs + (k * B + b) * H, sizeof(T) * H);
+      } else {
+        std::memcpy(dxw + (b * S + t) * GH, dz + (k * B + b) * GH, sizeof(T) * GH);
+      }
     }
   }
   std::memcpy(dh0 + b0 * H, dh.data(), sizeof(T) * RH);
@@ -458,7 +537,8 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
 
 template <class T>
 void rnn_backward_weights(const RnnProblem& p, int64_t j0, int64_t j1, const T* hs,
-                          const T* acts, const T* dz, const T* dhu, T* du, T* drb) {
+                          const T* acts, const T* dz, const T* dhu, const T* hx, const T* dxw,
+                          T* du, T* drb) {
   const int64_t H = p.units, GH = rnn_gates(p.cell) * H, A = rnn_act_width(p.cell) * H;
   const int64_t n = p.steps * p.batch;  // every (step, row) pair, one product
   if (j1 <= j0) return;
@@ -468,6 +548,10 @@ void rnn_backward_weights(const RnnProblem& p, int64_t j0, int64_t j1, const T* 
     const int64_t split = std::min(std::max(j0, 2 * H), j1);
     gemm(true, false, H, split - j0, n, hs, H, dz + j0, GH, T(0), du + j0, GH);
     gemm(true, false, H, j1 - split, n, acts + 3 * H, A, dz + split, GH, T(0), du + split, GH);
+    return;
+  }
+  if (rnn_grads_in_place(p.cell)) {
+    gemm(true, false, H, j1 - j0, n, hx, H, dxw + j0, GH, T(0), du + j0, GH);
     return;
   }
   const T* dq = p.cell == RnnCell::gru ? dhu : dz;
@@ -489,16 +573,16 @@ template void rnn_forward<double>(const RnnProblem&, int64_t, int64_t, const dou
 template void rnn_backward_rows<float>(const RnnProblem&, int64_t, int64_t, const float*,
                                        const float*, const float*, const float*, const float*,
                                        bool, const float*, const float*, float*, float*, float*,
-                                       float*, float*);
+                                       float*, float*, float*);
 template void rnn_backward_rows<double>(const RnnProblem&, int64_t, int64_t, const double*,
                                         const double*, const double*, const double*,
                                         const double*, bool, const double*, const double*,
-                                        double*, double*, double*, double*, double*);
+                                        double*, double*, double*, double*, double*, double*);
 template void rnn_backward_weights<float>(const RnnProblem&, int64_t, int64_t, const float*,
-                                          const float*, const float*, const float*, float*,
-                                          float*);
+                                          const float*, const float*, const float*, const float*,
+                                          const float*, float*, float*);
 template void rnn_backward_weights<double>(const RnnProblem&, int64_t, int64_t, const double*,
-                                           const double*, const double*, const double*, double*,
-                                           double*);
+                                           const double*, const double*, const double*,
+                                           const double*, const double*, double*, double*);
 
 }  // namespace tessera::kernels

@@ -26,6 +26,9 @@ enum class RnnCell : uint8_t {
 int rnn_gates(RnnCell cell);
 // Columns per step and row of the tape's activations (acts below).
 int rnn_act_width(RnnCell cell);
+// Whether the backward writes the gates' cotangents straight into dxw (the
+// simple RNN and the LSTM: no dz by loop step).
+bool rnn_grads_in_place(RnnCell cell);
 
 // The problem: batch B, steps T, units H. Time step k of the loop reads input
 // step t = k (or T - 1 - k with go_backwards). mask (B, T) by input step,
@@ -59,20 +62,24 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
 // Backward through time of rows [b0, b1). gout: the cotangent of the
 // outputs (B, T, H) by loop step, or of the last output only (B, H) when
 // !sequences, or null; gh, gc (B, H) the cotangents of the final states, or
-// null. Writes those rows of dz (T, B, G H): the cotangents of each loop
-// step's gate inputs; of dhu (T, B, G H), for the GRU (else null): those of
-// h U + rb; of dxw (B, T, G H), dh0 and dc0 (B, H) (dc0 null for cells
-// without c).
+// null. Writes those rows of dxw (B, T, G H): the cotangents of each step's
+// gate inputs, dh0 and dc0 (B, H) (dc0 null for cells without c). When
+// rnn_grads_in_place(cell) (simple RNN, LSTM) the gates' cotangents go
+// straight to dxw and hx (B, T, H) receives the state each row of dxw
+// multiplied (dz, dhu null); else dz (T, B, G H) holds them by loop step
+// first, dhu (T, B, G H), for the GRU (else null), those of h U + rb, and hx
+// is null.
 template <class T>
 void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, const T* hs,
                        const T* cs, const T* acts, const T* gout, bool sequences, const T* gh,
-                       const T* gc, T* dz, T* dhu, T* dxw, T* dh0, T* dc0);
+                       const T* gc, T* dz, T* dhu, T* dxw, T* hx, T* dh0, T* dc0);
 
-// The weights' cotangents from rnn_backward_rows's dz and dhu (all rows):
+// The weights' cotangents from rnn_backward_rows's results (all rows):
 // columns [j0, j1) of du (H, G H) and of drb (G H, when not null). j0 and j1
 // are multiples of H.
 template <class T>
 void rnn_backward_weights(const RnnProblem& p, int64_t j0, int64_t j1, const T* hs,
-                          const T* acts, const T* dz, const T* dhu, T* du, T* drb);
+                          const T* acts, const T* dz, const T* dhu, const T* hx, const T* dxw,
+                          T* du, T* drb);
 
 }  // namespace tessera::kernels

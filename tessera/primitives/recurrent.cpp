@@ -252,8 +252,16 @@ Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bo
     a.value_error(2, "must be rnn_sequence's result for these arguments (its tape differs)");
   }
   Array dx(dt, {B, S, F}), dkernel(dt, {F, GH}), du(dt, {H, GH}), dh0(dt, state);
-  Array dxw(dt, {B, S, GH}), dz(dt, {S, B, GH});
-  std::optional<Array> dbias, drb, dc0, dhu;
+  Array dxw(dt, {B, S, GH});
+  // The gates' cotangents by loop step (dz) only for the GRUs; the simple RNN
+  // and the LSTM write them in dxw and keep the states in dxw's row order (hx).
+  const bool in_place = kr::rnn_grads_in_place(p.cell);
+  std::optional<Array> dbias, drb, dc0, dhu, dz, hx;
+  if (in_place) {
+    hx = Array(dt, {B, S, H});
+  } else {
+    dz = Array(dt, {S, B, GH});
+  }
   if (in.bias) dbias = Array(dt, {GH});
   if (in.rb) drb = Array(dt, {GH});
   if (lstm) dc0 = Array(dt, state);
@@ -267,8 +275,8 @@ Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bo
   rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
     kr::rnn_backward_rows<T>(p, b0, b1, in.u.data<T>(), rnn_data<T>(hs), rnn_data<T>(cs),
                              rnn_data<T>(acts), rnn_data<T>(gout), sequences, rnn_data<T>(gh),
-                             rnn_data<T>(gc), dz.data<T>(), rnn_data<T>(dhu), dxw.data<T>(),
-                             dh0.data<T>(), rnn_data<T>(dc0));
+                             rnn_data<T>(gc), rnn_data<T>(dz), rnn_data<T>(dhu), dxw.data<T>(),
+                             rnn_data<T>(hx), dh0.data<T>(), rnn_data<T>(dc0));
     // the block's inputs: dx = dxw kernel^T
     kr::rnn_matmul(false, false, (b1 - b0) * S, F, GH, dxw.data<T>() + b0 * S * GH, GH,
                    kt.data(), F, T(0), dx.data<T>() + b0 * S * F, F);
@@ -279,8 +287,9 @@ Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bo
   const double block_ns = static_cast<double>(S * B * H) * static_cast<double>(H + F) * 0.04;
   parallel_for(gates, block_ns, [&](int64_t c0, int64_t c1) {
     const int64_t j0 = c0 * H, j1 = c1 * H;
-    kr::rnn_backward_weights<T>(p, j0, j1, rnn_data<T>(hs), rnn_data<T>(acts), dz.data<T>(),
-                                rnn_data<T>(dhu), du.data<T>(), rnn_data<T>(drb));
+    kr::rnn_backward_weights<T>(p, j0, j1, rnn_data<T>(hs), rnn_data<T>(acts), rnn_data<T>(dz),
+                                rnn_data<T>(dhu), rnn_data<T>(hx), dxw.data<T>(), du.data<T>(),
+                                rnn_data<T>(drb));
     kr::rnn_matmul(true, false, F, j1 - j0, B * S, in.x.data<T>(), F, dxw.data<T>() + j0, GH,
                    T(0), dkernel.data<T>() + j0, GH);
     if (dbias) {

@@ -323,3 +323,57 @@ def test_primitive_with_no_input_features_runs_on_its_biases():
                                    [args[0], [None, np.ones((2, 4), dtype), None, None],
                                     [out, h, None, _call(*args)[3]]] + args[1:])
         assert g[0].shape == (2, 3, 0) and g[1].shape == (0, 4) and g[3].shape == (4,)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=CELL_IDS)
+def test_fused_gradients_over_several_row_blocks(cell, unrolled):
+    """37 rows: three blocks of the primitive's batch blocking (16, 16, 5),
+    masked, both directions; outputs and every gradient against the unrolled
+    loop in float64."""
+    kind, kw = cell
+    xs = [_masked_ids(37), RNG.normal(size=(37, 2))]
+    r = RNG.normal(size=(37, 2))
+    results = []
+    for ref in (False, True):
+        unrolled(ref)
+        m = _masked_model(nn, kind, kw, True, True, False)
+        if not results:
+            w = _weights(m, dtype=np.float64)
+        m.set_weights(w)
+        results.append((m.predict(xs, verbose=0), _grads(m, xs, r)))
+    (out, grads), (ref_out, ref_grads) = results
+    np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=1e-13)
+    for g, e in zip(grads, ref_grads):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("cell", CELL_IDS)
+def test_primitive_bits_do_not_depend_on_the_thread_count(cell):
+    """float32, 37 rows (three blocks), mask, go_backwards: the outputs and
+    every cotangent bit for bit equal on 1 and 2 threads."""
+    b, t, f, h = 37, 9, 5, 8
+    g = {"simple_rnn": 1, "lstm": 4}.get(cell, 3)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(b, t, f)).astype(np.float32)
+    kernel = (rng.normal(size=(f, g * h)) * 0.5).astype(np.float32)
+    u = (rng.normal(size=(h, g * h)) * 0.5).astype(np.float32)
+    bias = rng.normal(size=g * h).astype(np.float32)
+    rb = rng.normal(size=g * h).astype(np.float32) if cell == "gru" else None
+    mask = rng.random((b, t)) > 0.2
+    gout = rng.normal(size=(b, t, h)).astype(np.float32)
+    args = [x, kernel, u, bias, rb, None, None, mask, True, True, False]
+    before = tessera.num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            tessera.set_num_threads(threads)
+            out = _call(cell, *args)
+            grads = tessera.call_primitive("rnn_sequence_grad",
+                                           [cell, [gout, None, None, None], out] + args)
+            results.append([np.asarray(v) for v in list(out[:3]) + list(grads)
+                            if v is not None])
+    finally:
+        tessera.set_num_threads(before)
+    assert len(results[0]) == len(results[1])
+    for a1, a2 in zip(*results):
+        np.testing.assert_array_equal(a1, a2)
