@@ -577,7 +577,7 @@ Future<Value> PrimitiveCallNode::finish(std::vector<Value> operand_values) const
   // too, the second reuses them.)
   const uint64_t evaluations = c.evaluations.load(std::memory_order_relaxed);
   const bool probe = outside && evaluations % NodeCounters::kCostWindow <= 1;
-  if (evaluations > 0 && !probe && c.cost_ns() > bar && num_threads() > 1 &&
+  if (evaluations > 0 && !probe && (bar == 0 || c.cost_ns() > bar) && num_threads() > 1 &&
       !(outside && c.tiled.load(std::memory_order_relaxed))) {
     c.spawned.fetch_add(1, std::memory_order_relaxed);
     return async([this, vals = std::move(operand_values)]() mutable -> Future<Value> {
