@@ -57,10 +57,21 @@ def source_files() -> dict:
     return dict(_source_files)
 
 
-def _core():
-    from . import _core as core  # noqa: PLC0415 - the extension is optional for translation
+_core_module = None
 
-    return core
+
+def _core():
+    global _core_module  # noqa: PLW0603 - imported once, on first use
+    if _core_module is None:
+        from . import _core as core  # noqa: PLC0415 - the extension is optional for translation
+
+        _core_module = core
+    return _core_module
+
+
+# Argument types that are never functions: their key is the type, without
+# the look-ups of _is_function_arg (a hot call's fixed cost).
+_PLAIN_TYPES = frozenset({int, float, bool, complex, str, type(None), tuple, list, dict})
 
 
 def _arg_key(a):
@@ -69,6 +80,8 @@ def _arg_key(a):
     t = type(a)
     if t is np.ndarray:
         return (a.dtype.char, a.ndim)
+    if t in _PLAIN_TYPES:
+        return t
     if _is_function_arg(a):
         return _FunctionKey(("function", id(getattr(a, "__wrapped__", a))))
     return t
@@ -185,7 +198,8 @@ class JitFunction:
             bound.apply_defaults()
             args = tuple(bound.arguments[p] for p in self._signature.parameters)
         key = tuple(map(_arg_key, args))
-        prog, tr, specialized = self._program(key, args)
+        entry = self._programs.get(key)
+        prog, tr, specialized = entry if entry is not None else self._program(key, args)
         self._last = prog
         if specialized:
             run_args = [None if _is_function_arg(a) else a for a in args]
@@ -194,12 +208,12 @@ class JitFunction:
         if tr.constants:
             run_args.extend(tr.constants)
         if self.threads is not None:
-            core = _core()
+            core = _core_module or _core()
             if core.num_threads() != self.threads:
                 core.set_num_threads(self.threads)
         if self.performance:
             prog.reset_counters()
-        recording = self._start_trace()
+        recording = self._start_trace() if self.trace else None
         try:
             result = prog.run(run_args)
         except RuntimeError as e:

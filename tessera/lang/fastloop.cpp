@@ -230,6 +230,10 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
       out.constant = Reg::real(Reg::PyFloat, v.as_float());
     } else if (v.is_nil()) {
       out.constant.k = Reg::Nil;
+    } else if (v.is_slice() || v.is_string()) {
+      // A slice (`A[:, j]`) or a string: held as an object (h_const_object).
+      out.constant.k = Reg::Obj;
+      out.const_arg = &v;
     } else {
       if (debug())
         std::fprintf(stderr, "[fast loops] %s: the constant %s is outside the subset\n",
@@ -976,7 +980,9 @@ using Handler = FastLoop::Impl::Handler;
 enum OperandShape { kVar, kConst, kExpr };
 
 OperandShape shape_of(const FNode& k) {
-  return k.op == Op::Var ? kVar : k.op == Op::Const ? kConst : kExpr;
+  return k.op == Op::Var                                      ? kVar
+         : k.op == Op::Const && k.constant.k != Reg::Obj ? kConst
+                                                           : kExpr;
 }
 
 template <int S>
@@ -996,6 +1002,22 @@ inline const Reg& fetch(const FastLoop::Impl& im, const FNode& k, State& st, Reg
 inline bool truth(const Reg& r) { return r.k == Reg::PyBool ? r.b : FastLoop::Impl::truthy(r); }
 
 Reg h_const(const FastLoop::Impl&, const FNode& n, State&) { return n.constant; }
+
+// A constant that is not a number: placed in the state's objects once per run.
+Reg h_const_object(const FastLoop::Impl&, const FNode& n, State& st) {
+  for (const auto& [node, index] : st.constant_objects) {
+    if (node == &n) {
+      Reg r;
+      r.k = Reg::Obj;
+      r.i = 0;
+      r.a = index;
+      return r;
+    }
+  }
+  Reg r = FastLoop::Impl::to_reg(*n.const_arg, st);
+  st.constant_objects.emplace_back(&n, r.a);
+  return r;
+}
 
 Reg h_var(const FastLoop::Impl&, const FNode& n, State& st) {
   const Reg& r = st.regs[n.reg];
@@ -1088,7 +1110,7 @@ void FastLoop::Impl::link(FNode& n) {
   for (FNode& k : n.kids) link(k);
   switch (n.op) {
     case Op::Const:
-      n.fn = &h_const;
+      n.fn = n.constant.k == Reg::Obj ? &h_const_object : &h_const;
       break;
     case Op::Var:
       n.fn = &h_var;
@@ -1237,6 +1259,8 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   st.counts = st.saved_counts;
   // The arrays made since the checkpoint are released by the next sweep.
   st.objects.resize(objects_before);
+  std::erase_if(st.constant_objects,
+                [&](const auto& e) { return static_cast<size_t>(e.second) >= objects_before; });
   st.flow = State::Flow::normal;
   // The draws since the checkpoint are made again by the general
   // evaluation: the stream goes back (unless another task drew meanwhile).

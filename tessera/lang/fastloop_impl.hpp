@@ -247,6 +247,10 @@ struct FastLoop::Impl {
     int64_t made = 0;    // arrays made since the last sweep
     uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
+    // Constants other than numbers (a slice `:`, a string) in `objects`,
+    // placed on their first evaluation: the index by constant node. A
+    // rollback drops the entries placed since its checkpoint.
+    std::vector<std::pair<const FNode*, int32_t>> constant_objects;
     int64_t new_bytes = 0;  // of the buffers the loop allocated that are held now
     // Operations done here and ones handed to the primitives (arrays): a
     // loop of mostly array operations runs better on the general path.

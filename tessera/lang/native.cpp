@@ -1607,6 +1607,8 @@ struct Gen {
             return CV{Reg::PyInt, b.getInt64(static_cast<uint64_t>(n.constant.i))};
           case Reg::PyFloat:
             return CV{Reg::PyFloat, llvm::ConstantFP::get(f64, n.constant.f)};
+          case Reg::Obj:
+            throw Refuse{"a constant that is not a number (a slice, a string)"};
           default:
             return CV{Reg::Nil};
         }

@@ -163,6 +163,13 @@ class PrimitiveCallNode : public Node {
   bool early_operand_may_settle_ = false;
   std::vector<int> slots_;
   std::vector<bool> variadic_;
+  // Calls computed by the node itself from operands it has at once
+  // (eval_now), as scalar arithmetic is: `type(x)`, and `==`/`!=` of two
+  // strings -- the checks the translator puts before a loop on its range()
+  // bounds (`type(n) != "int"`), which otherwise bound arguments and read
+  // the clock on every call.
+  enum class Direct : uint8_t { none, type_name, equal, not_equal };
+  Direct direct_ = Direct::none;
   // In a program that writes: per operand, whether it starts only after
   // the ones before it (it may write; nodes.cpp, ordered_operands); empty
   // when none does.

@@ -213,6 +213,30 @@ struct NodeCounters {
   // Set when an evaluation cut its work into parallel tiles (parallel_for):
   // such a node uses every thread by itself.
   std::atomic<bool> tiled{false};
+  // The cheapest evaluation of the latest window of kCostWindow, the first
+  // evaluation of all left out (cold pages and caches): the node's cost as
+  // the spawn rule sees it. A mean is held up for many calls by one slow
+  // evaluation (the first; one preempted on a loaded machine), and a fill
+  // of 84,000 elements (15 us) was then spawned on each call, its parent
+  // waiting for the hand-off (4-9 ms calls of a 1 ms function at 2
+  // threads). The window lets the cost follow a node whose work grows.
+  std::atomic<uint64_t> recent_min_ns{UINT64_MAX};
+  static constexpr uint64_t kCostWindow = 16;
+
+  void record(uint64_t ns) {
+    const uint64_t n = evaluations.fetch_add(1, std::memory_order_relaxed);
+    total_ns.fetch_add(ns, std::memory_order_relaxed);
+    // Races between concurrent evaluations only blur the estimate.
+    if (n == 0) return;
+    if (n % kCostWindow == 0 || ns < recent_min_ns.load(std::memory_order_relaxed)) {
+      recent_min_ns.store(ns, std::memory_order_relaxed);
+    }
+  }
+  // The cost the spawn rule compares with its bar (0 before any evaluation).
+  double cost_ns() const {
+    const uint64_t m = recent_min_ns.load(std::memory_order_relaxed);
+    return m == UINT64_MAX ? 0.0 : double(m);
+  }
 
   double mean_ns() const {
     uint64_t n = evaluations.load(std::memory_order_relaxed);
@@ -223,10 +247,12 @@ struct NodeCounters {
     total_ns = 0;
     spawned = 0;
     tiled = false;
+    recent_min_ns = UINT64_MAX;
   }
 };
 
-// Work that takes longer than this (on average, as measured) is spawned as a
+// Work that takes longer than this (its cheapest recent evaluation, as
+// measured: NodeCounters::cost_ns) is spawned as a
 // task so that siblings run in parallel; cheaper work runs inline in its
 // parent. Spawning costs about 1 us (bench/bench_runtime), so 20 us of work
 // keeps the overhead of a spawn near 5% while letting any operation of real

@@ -14,6 +14,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/lang/program.hpp"
+#include "tessera/lang/tree.hpp"
 #include "tessera/runtime/scheduler.hpp"
 #include "test_util.hpp"
 
@@ -463,4 +464,36 @@ TEST_F(Dataflow, AfterHoldsBackWhatReadsItUntilTheToken) {
   ASSERT_FALSE(r.error);
   EXPECT_TRUE(noted(85, 0.0));
   EXPECT_EQ(r.result.str(), "[1, 2, 3]");
+}
+
+// The spawn rule's cost of a node: the cheapest evaluation of the latest
+// window, so one slow evaluation (cold pages, a preempted thread) does not
+// make a cheap node a task for many calls, while a node whose work grows
+// is seen as costly within a window.
+TEST(NodeCost, OneSlowEvaluationDoesNotMakeANodeCostly) {
+  NodeCounters c;
+  EXPECT_EQ(c.cost_ns(), 0.0);
+  c.record(5'000'000);  // the first, cold evaluation (5 ms) is left out
+  EXPECT_EQ(c.cost_ns(), 0.0);
+  c.record(400'000);  // one slow
+  EXPECT_EQ(c.cost_ns(), 400'000.0);
+  c.record(17'000);  // then 17 us each
+  EXPECT_EQ(c.cost_ns(), 17'000.0);
+  EXPECT_GT(c.mean_ns(), 10 * kSpawnThresholdNs);  // the mean still says costly
+  EXPECT_LT(c.cost_ns(), 10 * kSpawnThresholdNs);
+  c.record(900'000);  // a preempted one among cheap ones
+  EXPECT_EQ(c.cost_ns(), 17'000.0);
+}
+
+TEST(NodeCost, GrowingWorkIsSeenWithinAWindow) {
+  NodeCounters c;
+  for (int i = 0; i < 8; ++i) c.record(1'000);
+  EXPECT_EQ(c.cost_ns(), 1'000.0);
+  // The work grows to 1 ms an evaluation: within one window of
+  // evaluations the cost follows.
+  for (uint64_t i = 0; i < NodeCounters::kCostWindow; ++i) c.record(1'000'000);
+  EXPECT_EQ(c.cost_ns(), 1'000'000.0);
+  c.reset();
+  EXPECT_EQ(c.cost_ns(), 0.0);
+  EXPECT_EQ(c.evaluations.load(), 0u);
 }
