@@ -162,23 +162,21 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
             return dict(zip(self._output_keys, outs))
         return list(outs) if getattr(self, "_multi_out", False) or len(outs) > 1 else outs[0]
 
+    def _keyed(self, tensors, what: str):
+        """(the keys, the values) of a dict of tensors; (None, tensors) otherwise."""
+        if not isinstance(tensors, dict):
+            return None, tensors
+        for k in tensors:
+            if not isinstance(k, str):
+                raise TypeError(f"[{self.kind}] the keys of a dict of {what} must be strings, "
+                                f"got {k!r}")
+        return list(tensors), list(tensors.values())
+
     def _init_graph(self, inputs, outputs):
-        self._output_keys = None
-        self._input_keys = None
-        if isinstance(inputs, dict):  # Keras: data dicts are matched by these keys
-            for k in inputs:
-                if not isinstance(k, str):
-                    raise TypeError(f"[{self.kind}] the keys of a dict of inputs must be "
-                                    f"strings, got {k!r}")
-            self._input_keys = list(inputs)
-            inputs = list(inputs.values())
-        if isinstance(outputs, dict):  # Keras: outputs named by the dict's keys
-            for k in outputs:
-                if not isinstance(k, str):
-                    raise TypeError(f"[{self.kind}] the keys of a dict of outputs must be "
-                                    f"strings, got {k!r}")
-            self._output_keys = list(outputs)
-            outputs = list(outputs.values())
+        # Keras: a dict of inputs takes data dicts by its keys; a dict of
+        # outputs names the outputs by its keys
+        self._input_keys, inputs = self._keyed(inputs, "inputs")
+        self._output_keys, outputs = self._keyed(outputs, "outputs")
         ins, outs = _as_list(inputs), _as_list(outputs)
         for t in ins:
             if not isinstance(t, KerasTensor) or t.op != "input":
