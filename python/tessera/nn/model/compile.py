@@ -56,6 +56,7 @@ class CompileMixin:
         self._compiled.optimizer._iterations_of = \
             lambda: model()._iteration if model() is not None else 0
         self._compiled.given_loss = loss
+        self.__dict__.pop("_loss_set", None)  # compile's loss, as Keras sets model.loss
         self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
                               "loss_weights": loss_weights}
         self._programs.clear()

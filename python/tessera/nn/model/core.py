@@ -414,9 +414,16 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
 
     @property
     def loss(self):
-        """The loss compile() was given (Keras's `model.loss`), None before."""
+        """The loss compile() was given (Keras's `model.loss`), None before; a
+        subclass may set it (as Keras's plain attribute)."""
+        if "_loss_set" in self.__dict__:
+            return self.__dict__["_loss_set"]
         compiled = self.__dict__.get("_compiled")
         return None if compiled is None else getattr(compiled, "given_loss", None)
+
+    @loss.setter
+    def loss(self, value):
+        self.__dict__["_loss_set"] = value
 
     @property
     def layers(self) -> list:
