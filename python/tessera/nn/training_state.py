@@ -28,7 +28,11 @@ def _restore_optimizer(model, tensors, header):
                          f"does not match the optimizer's ({sorted(want)[:4]}...)")
     state = model._optimizer_state_of(state, "_local_part")  # whole -> this member's part
     model._opt_state = {k: np.array(v) for k, v in state.items()}
-    model._iteration = int(header.get("iteration", 0))
+    iteration = header.get("iteration", 0)  # (the file is untrusted)
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+        raise ValueError(f"[load_model] the file's iteration must be an int >= 0, got "
+                         f"{str(iteration)[:40]!r}")
+    model._iteration = iteration
 
 
 def load_training_state(model, path) -> dict:
