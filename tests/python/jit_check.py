@@ -157,3 +157,18 @@ def _holds_array(v) -> bool:
     if isinstance(v, (list, tuple)):
         return any(_holds_array(x) for x in v)
     return False
+
+
+def run_script(template: str, **env):
+    """Runs a test's script in a fresh Python (``template`` with ``{here}``, this
+    folder, to import the test module from) with ``env`` added to the
+    environment; returns (stdout, stderr). The native-loop tests run the same
+    script with the generator on, off and with the general evaluation."""
+    import subprocess  # noqa: PLC0415 - only these tests start a Python
+    import sys  # noqa: PLC0415
+
+    code = template.format(here=os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, r.stderr

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from jit_check import check
+from jit_check import check, run_script
 
 import tessera
 
@@ -232,11 +232,7 @@ for threads in (1, 2):
 
 
 def _run(**env):
-    code = _SCRIPT.format(here=os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    return r.stdout, r.stderr
+    return run_script(_SCRIPT, **env)
 
 
 def test_native_interpreter_and_general_print_the_same():
