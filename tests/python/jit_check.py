@@ -5,6 +5,8 @@ import copy
 import hashlib
 import importlib.util
 import os
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -164,9 +166,6 @@ def run_script(template: str, **env):
     folder, to import the test module from) with ``env`` added to the
     environment; returns (stdout, stderr). The native-loop tests run the same
     script with the generator on, off and with the general evaluation."""
-    import subprocess  # noqa: PLC0415 - only these tests start a Python
-    import sys  # noqa: PLC0415
-
     code = template.format(here=os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
                        capture_output=True, text=True, timeout=600)
