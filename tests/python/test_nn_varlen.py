@@ -112,6 +112,30 @@ def test_dense_on_unknown_feature_axis_is_an_error():
         nn.layers.Dense(2, name="d")(inp)
 
 
+def test_weights_of_unknown_length_are_refused_on_every_path():
+    """Dense's kernel would depend on a None feature axis: its call, its
+    build and a user's subclass calling super().call each say so, naming the
+    layer and leaving it unbuilt (a later call on a known length works)."""
+    inp = nn.Input(shape=(3, None))
+    with pytest.raises(ValueError, match=r"\[Dense\] layer 'd1' called at .*kernel.*"
+                                         r"unknown length"):
+        nn.layers.Dense(2, name="d1")(inp)
+    d2 = nn.layers.Dense(2, name="d2")
+    with pytest.raises(ValueError, match=r"\[Dense\.build\] layer 'd2' for input_shape "
+                                         r"\(None, 3, None\).*kernel.*unknown length"):
+        d2.build((None, 3, None))
+    assert not d2.built and d2.weights == []
+    assert d2(nn.Input(shape=(3, 5))).shape == (None, 3, 2)
+
+    class Scaled(nn.layers.Dense):
+        def call(self, x):
+            return super().call(x) * 2.0
+
+    with pytest.raises(ValueError, match=r"\[Dense\] layer 's' on inputs of per-sample "
+                                         r"shape \(3, None\).*kernel.*unknown length"):
+        Scaled(2, name="s")(inp)
+
+
 def test_input_with_batch_shape_none():
     inp = nn.Input(batch_shape=(None, None, 3))
     assert inp.shape == (None, None, 3)

@@ -200,12 +200,8 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
         except ValueError as e:
             raise ValueError(f"{e} (layer {layer.name!r} called at {where} on "
                              f"{_producers(in_list)})") from None
-        unknown = [q.name for q in layer.params if any(d is None for d in q.shape)]
-        if unknown:
-            layer.params = []
-            raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {where} on "
-                             f"{_producers(in_list)}: its weights {unknown} would depend on an "
-                             "axis of unknown length (None); give that axis a length in Input")
+        layer._refuse_weights_of_unknown_length(
+            layer.params, layer.kind, f" called at {where} on {_producers(in_list)}", reset=True)
         layer._in_shape, layer._out_shape, layer.built = shape_arg, out, True
         layer._built_for = shapes
     elif shapes != layer._built_for or getattr(layer, "split_call", None) is not None:

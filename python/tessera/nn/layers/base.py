@@ -486,13 +486,24 @@ class Layer:
             raise ValueError(f"[{builtin.__name__}] layer {self.name!r} ({type(self).__name__}) "
                              f"made weights named {clash} itself; {builtin.__name__} needs those "
                              f"names for its own weights{where}")
-        unknown = [q.name for q in declared if any(d is None for d in q.shape)]
-        if unknown:
-            raise ValueError(f"[{builtin.__name__}] layer {self.name!r}: its weights {unknown} "
-                             f"would depend on an axis of unknown length (None) in the "
-                             f"per-sample shape {shape}{where}")
+        self._refuse_weights_of_unknown_length(
+            declared, builtin.__name__, f" on inputs of per-sample shape {shape}{where}")
         self.params = _keras_weight_order(own + declared)
         return out
+
+    def _refuse_weights_of_unknown_length(self, declared, kind: str, where: str,
+                                          reset: bool = False):
+        """Raises if a weight of `declared` (just declared for an input shape)
+        has an axis of unknown length (None): a weight's shape must not depend
+        on an input axis given as None. `reset` drops the layer's weights
+        first (it stays unbuilt)."""
+        unknown = [q.name for q in declared if any(d is None for d in q.shape)]
+        if unknown:
+            if reset:
+                self.params = []
+            raise ValueError(f"[{kind}] layer {self.name!r}{where}: its weights {unknown} "
+                             "would depend on an axis of unknown length (None); give that "
+                             "axis a length in Input")
 
     def build(self, input_shape):
         """Creates the weights for `input_shape` (with the batch axis, None).
@@ -521,12 +532,8 @@ class Layer:
             self._out_shape, self._built_for = out, per
             return  # (built once build returns, as a user's layer is)
         out = self.compute_output_shape(arg)
-        unknown = [q.name for q in self.params if any(d is None for d in q.shape)]
-        if unknown:
-            self.params = []
-            raise ValueError(f"[{self.kind}.build] layer {self.name!r}: its weights {unknown} "
-                             f"would depend on an axis of unknown length (None) in "
-                             f"{input_shape!r}")
+        self._refuse_weights_of_unknown_length(self.params, f"{self.kind}.build",
+                                               f" for input_shape {input_shape!r}", reset=True)
         self._in_shape, self._out_shape, self.built = arg, out, True
         self._built_for = per
 
