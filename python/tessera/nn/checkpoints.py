@@ -114,11 +114,46 @@ def _sealed(body: dict) -> bytes:
                       sort_keys=True, indent=1, allow_nan=False).encode()
 
 
-def _state_tensors(model) -> list:
-    """(name, array) of the training state, in an order every locality agrees on."""
-    out = list(model.weights.items())
+def _split_weight(model, var: str):
+    """(layer, parameter name) when the weight `var` is split over a tensor
+    group of several members (tessera.nn.parallel), else None."""
+    owner = getattr(model, "_owner", {}).get(var)
+    if owner is None:
+        return None
+    layer, p = owner
+    if getattr(layer, "tensor_size", 1) > 1 and p.name in getattr(layer, "_split_axis", {}):
+        return layer, p.name
+    return None
+
+
+def has_split_weights(model) -> bool:
+    """Whether a weight of `model` is split over a tensor group."""
+    return any(_split_weight(model, v) is not None for v in getattr(model, "_owner", {}))
+
+
+def _state_tensors(model, gather: bool = False) -> list:
+    """(name, array) of the training state, in an order every locality
+    agrees on. A weight split over a tensor group, and its optimizer state,
+    is listed whole, as the one-locality model holds it (the checkpoint then
+    resumes under any tensor size): gathered when `gather` (a collective on
+    the layer's group: every member calls it), else a read-only stand-in of
+    the whole shape (what the layout needs)."""
+    def whole(var, value):
+        split = _split_weight(model, var)
+        if split is None:
+            return value
+        layer, pname = split
+        if gather:
+            return layer._gathered(pname, value)
+        value = np.asarray(value)
+        return np.broadcast_to(np.zeros((), value.dtype), layer._full_shapes[pname])
+
+    out = [(v, whole(v, a)) for v, a in model.weights.items()]
     opt = model._opt_state or {}
-    return out + [(f"optimizer/{k}", opt[k]) for k in sorted(opt)]
+    param_of = {s.name: s.param for s in getattr(model, "_opt_statevars", None) or []
+                if not s.scalar}
+    return out + [(f"optimizer/{k}", whole(param_of[k], opt[k]) if k in param_of else opt[k])
+                  for k in sorted(opt)]
 
 
 def _layout(tensors, where):
@@ -1235,10 +1270,19 @@ class CheckpointDir(Callback):
         it is committed at the next batch's end, the next save or fit's end,
         whichever comes first (_collect)."""
         step = model._iteration
-        if not self.writes or step == self._last_step or self._run_fd is None:
+        if step == self._last_step:
+            return
+        writing = self.writes and self._run_fd is not None
+        split = has_split_weights(model)
+        if not writing and not split:
             return
         self._collect()
-        tensors = _state_tensors(model)
+        # weights split over a tensor group are gathered whole: every member
+        # of the group takes part, whether or not it writes a share
+        tensors = _state_tensors(model, gather=split)
+        if not writing:
+            self._last_step = step
+            return
         entries, total = _layout(tensors, self.where)
         lo, hi = _span(total, self.n, self.rank)
         job = {"step": step, "data": _snapshot(tensors, entries, lo, hi), "start": lo,
