@@ -4,7 +4,8 @@
 # gathered, as the one-locality model holds it), whichever localities write
 # its shards, and a fit resumed from it continues exactly as the fit that was
 # never interrupted (losses and weights), here and on one process with plain
-# Dense layers. Before, each locality wrote its share of its own slices: the
+# Dense layers; BackupAndRestore's file likewise (it hung: locality 0 gathered
+# the split weights alone). Before, each locality wrote its share of its own slices: the
 # checkpoint mixed the members' slices and a resume loaded another member's.
 # Prints "ok" on every rank.
 import glob
@@ -56,7 +57,9 @@ losses = fit(straight, 4)
 weights = straight.get_weights()
 
 first = make()
-fit(first, 2, checkpoint_dir=folder)
+backup = os.path.join(folder, "backup")  # BackupAndRestore's file, written by locality 0
+fit(first, 2, checkpoint_dir=folder,
+    callbacks=[nn.callbacks.BackupAndRestore(backup, delete_checkpoint=False)])
 dist.barrier()  # (fit's end commits the checkpoint on the localities that write it)
 newest = sorted(glob.glob(os.path.join(folder, "fit1-*", "ckpt-*")),
                 key=lambda p: int(p.rsplit("-", 1)[1]))[-1]
@@ -72,6 +75,11 @@ again = fit(resumed, 4, resume_from=newest)
 np.testing.assert_allclose(again, losses[2:], rtol=1e-6)
 for a, b in zip(resumed.get_weights(), weights):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+# BackupAndRestore's file (every member joined locality 0's gathers) alike
+from_backup = make(seed=9)
+np.testing.assert_allclose(fit(from_backup, 4, resume_from=os.path.join(backup, "backup.tsm")),
+                           losses[2:], rtol=1e-6)
 
 # the whole state resumes on one locality with plain Dense layers (no group)
 alone = make([nn.Dense(30, activation="relu"), nn.Dense(4)], seed=9)

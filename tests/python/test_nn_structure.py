@@ -32,7 +32,7 @@ ALLOWED_LOCAL_IMPORTS = {
 MAX_LINES = 1000
 # Modules still over it, each capped at its size today so it can only shrink; split next.
 TO_SPLIT = {
-    "checkpoints": 1386,  # format and file system / reading and checks / CheckpointDir
+    "checkpoints": 1344,  # format and file system / reading and checks / CheckpointDir
     "pipeline": 1373,  # stage planning and schedules / the pipelined step
     "programs": 1030,  # the training step's text / evaluation and prediction programs
 }
@@ -57,7 +57,7 @@ LAYERS = [
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "_directory_datasets",
                              "_image_utils",
-                             "utils", "keras_objects", "callbacks", "checkpoint_blocks",
+                             "utils", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "models", "optimizers", "optimizers.schedules", "datasets",

@@ -162,6 +162,22 @@ def _chief() -> bool:
     return distributed.size() == 1 or distributed.rank() == 0
 
 
+def split_over_tensor_group(model) -> bool:
+    """Whether a weight of `model` is split over a tensor group
+    (tessera.nn.parallel): saving it gathers the whole weights, a collective
+    every member joins, writer or not."""
+    return any(getattr(layer, "tensor_size", 1) > 1
+               for layer, _ in getattr(model, "_owner", {}).values())
+
+
+def _join_save_gathers(model, weights_only: bool):
+    """On a locality that does not write: the gathers locality 0's save of
+    a model split over a tensor group makes, in the same order."""
+    model.whole_weights()
+    if not weights_only and model._opt_state is not None:
+        model._optimizer_state_of(model._opt_state, "_gathered")
+
+
 def _mode(monitor: str, mode: str, where: str):
     if mode not in ("auto", "min", "max"):
         raise ValueError(f"[{where}] mode must be 'auto', 'min' or 'max', got {mode!r}")
@@ -286,10 +302,7 @@ class ModelCheckpoint(Callback):
     def _save(self, epoch, logs):
         if self.folder_mode:
             return  # fit's CheckpointDir writes the folder
-        # Layers split over a tensor group (tessera.nn.parallel) are gathered
-        # whole to be saved: a collective every locality joins.
-        split = any(getattr(layer, "tensor_size", 1) > 1
-                    for layer in getattr(self.model, "layers", []))
+        split = split_over_tensor_group(self.model)
         if not _chief() and not split:
             return  # under tessera run -n N every locality holds the same state
         if self.save_best_only:
@@ -300,10 +313,7 @@ class ModelCheckpoint(Callback):
                 return
             self.best = current
         if not _chief():
-            # The same gathers as the chief's save, in the same order.
-            self.model.whole_weights()
-            if not self.save_weights_only and self.model._opt_state is not None:
-                self.model._optimizer_state_of(self.model._opt_state, "_gathered")
+            _join_save_gathers(self.model, self.save_weights_only)
             return
         path = self._path(epoch, logs)
         folder = os.path.dirname(os.path.abspath(path))
@@ -612,6 +622,8 @@ class BackupAndRestore(Callback):
 
     def _backup(self):
         if not _chief():
+            if split_over_tensor_group(self.model):
+                _join_save_gathers(self.model, weights_only=False)
             return
         os.makedirs(self.backup_dir, exist_ok=True)
         if self.double_checkpoint and os.path.isfile(self._path):

@@ -68,7 +68,8 @@ import numpy as np
 from .. import distributed as _dist
 from .._files import write_chunks
 from .._state_share import resume_wants
-from .callbacks import Callback
+from .callbacks import Callback, split_over_tensor_group
+from .checkpoint_layout import _layout, _snapshot, _state_tensors, _tensors_from  # noqa: F401
 from .checkpoint_blocks import _gather_blocks, _share_blocks, _span, _words, last_share  # noqa: F401
 from .training_state import apply_training_state
 from .weights_file import DTYPES, _host
@@ -113,79 +114,6 @@ def _sealed(body: dict) -> bytes:
     return json.dumps(dict(body, checksum=hashlib.sha256(text.encode()).hexdigest()),
                       sort_keys=True, indent=1, allow_nan=False).encode()
 
-
-def _split_weight(model, var: str):
-    """(layer, parameter name) when the weight `var` is split over a tensor
-    group of several members (tessera.nn.parallel), else None."""
-    owner = getattr(model, "_owner", {}).get(var)
-    if owner is None:
-        return None
-    layer, p = owner
-    if getattr(layer, "tensor_size", 1) > 1 and p.name in getattr(layer, "_split_axis", {}):
-        return layer, p.name
-    return None
-
-
-def has_split_weights(model) -> bool:
-    """Whether a weight of `model` is split over a tensor group."""
-    return any(_split_weight(model, v) is not None for v in getattr(model, "_owner", {}))
-
-
-def _state_tensors(model, gather: bool = False) -> list:
-    """(name, array) of the training state, in an order every locality
-    agrees on. A weight split over a tensor group, and its optimizer state,
-    is listed whole, as the one-locality model holds it (the checkpoint then
-    resumes under any tensor size): gathered when `gather` (a collective on
-    the layer's group: every member calls it), else a read-only stand-in of
-    the whole shape (what the layout needs)."""
-    def whole(var, value):
-        split = _split_weight(model, var)
-        if split is None:
-            return value
-        layer, pname = split
-        if gather:
-            return layer._gathered(pname, value)
-        value = np.asarray(value)
-        return np.broadcast_to(np.zeros((), value.dtype), layer._full_shapes[pname])
-
-    out = [(v, whole(v, a)) for v, a in model.weights.items()]
-    opt = model._opt_state or {}
-    param_of = {s.name: s.param for s in getattr(model, "_opt_statevars", None) or []
-                if not s.scalar}
-    return out + [(f"optimizer/{k}", whole(param_of[k], opt[k]) if k in param_of else opt[k])
-                  for k in sorted(opt)]
-
-
-def _layout(tensors, where):
-    entries, offset = [], 0
-    for name, a in tensors:
-        a = np.asarray(a)
-        dt = str(a.dtype)
-        if dt not in DTYPES:
-            raise TypeError(f"[{where}] {name}: dtype {dt} cannot be checkpointed")
-        nbytes = a.size * a.dtype.itemsize
-        entries.append({"name": name, "dtype": dt, "shape": list(a.shape), "offset": offset,
-                        "nbytes": nbytes})
-        offset += nbytes
-    return entries, offset
-
-
-def _snapshot(tensors, entries, lo: int, hi: int) -> bytearray:
-    """A copy of bytes [lo, hi) of the state laid end to end: only this
-    locality's share is copied."""
-    buf = bytearray(hi - lo)
-    view = memoryview(buf)
-    for (_, a), e in zip(tensors, entries):
-        start, stop = max(lo, e["offset"]), min(hi, e["offset"] + e["nbytes"])
-        if start >= stop:
-            continue
-        raw = np.ascontiguousarray(a).astype(DTYPES[e["dtype"]], copy=False).reshape(-1)
-        raw = raw.view(np.uint8)
-        view[start - lo:stop - lo] = raw[start - e["offset"]:stop - e["offset"]]
-    return buf
-
-
-# ------------------------------------------------------------- the file system
 
 def _open_dir(name, dir_fd=None):
     """A folder opened without following a link; OSError naming why not."""
@@ -730,20 +658,6 @@ def _open_checkpoint(path):
         raise ValueError(f"{path} cannot be opened as a folder ({e.strerror or e})") from None
 
 
-def _tensors_from(manifest, data: bytes, file) -> dict:
-    out = {}
-    for e in manifest["tensors"]:
-        try:
-            dt, shape, off = e["dtype"], [int(d) for d in e["shape"]], int(e["offset"])
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            a = np.frombuffer(data, dtype=DTYPES[dt], count=count, offset=off)
-        except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{file}: the tensor entry {str(e)[:80]} is malformed ({err})") \
-                from None
-        out[e["name"]] = a.reshape(shape).astype(dt)
-    return out
-
-
 def _newest_at(run_fd, run_path, expect=None, remove_bad=False, warn=True, verify=True,
                below=None):
     """(path, manifest, state bytes) of the newest checkpoint of a run folder
@@ -1273,7 +1187,7 @@ class CheckpointDir(Callback):
         if step == self._last_step:
             return
         writing = self.writes and self._run_fd is not None
-        split = has_split_weights(model)
+        split = split_over_tensor_group(model)
         if not writing and not split:
             return
         self._collect()
