@@ -137,7 +137,7 @@ NAMESPACE_WHY = {
 _3D = ["AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "ConvLSTM3D",
        "Convolution3D", "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D",
        "GlobalAvgPool3D", "GlobalMaxPool3D", "GlobalMaxPooling3D", "MaxPool3D", "MaxPooling3D",
-       "UpSampling3D", "ZeroPadding3D", "AdaptiveAveragePooling3D", "AdaptiveMaxPooling3D"]
+       "UpSampling3D", "ZeroPadding3D"]
 NAME_WHY = {
     "keras": [("mixed precision and quantisation are not supported",
                ["DTypePolicy", "FloatDTypePolicy", "Quantizer"]),

@@ -27,7 +27,9 @@ from .keras_objects import serialize_keras_object as _serialize
 # keras.saving holds them too (saving is below keras_objects, which uses its registry)
 saving.serialize_keras_object, saving.deserialize_keras_object = _serialize, _deserialize
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
-from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Add,
+from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, AdaptiveAveragePooling1D,
+                     AdaptiveAveragePooling2D, AdaptiveAveragePooling3D, AdaptiveMaxPooling1D,
+                     AdaptiveMaxPooling2D, AdaptiveMaxPooling3D, Add,
                      AdditiveAttention, AlphaDropout, Attention, Average, AveragePooling1D,
                      AveragePooling2D, AvgPool1D, AvgPool2D, BatchNormalization, Bidirectional,
                      CategoryEncoding, CenterCrop, Concatenate, Conv1D, Conv1DTranspose, Conv2D,
@@ -70,7 +72,9 @@ __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
     "MultiHeadAttention", "SimpleRNN", "Subtract", "add", "average", "concatenate", "load_model",
     "maximum", "minimum", "multiply", "register_keras_serializable", "subtract",
-    "Activation", "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
+    "Activation", "AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D",
+    "AdaptiveAveragePooling3D", "AdaptiveMaxPooling1D", "AdaptiveMaxPooling2D",
+    "AdaptiveMaxPooling3D", "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
     "BatchNormalization", "ColumnParallelDense", "Conv1D", "Conv1DTranspose", "Conv2D",
     "Conv2DTranspose",
     "DepthwiseConv1D", "DepthwiseConv2D", "Dense", "Dropout", "Embedding", "Flatten",

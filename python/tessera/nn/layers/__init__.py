@@ -5,7 +5,7 @@
     einsum_dense  EinsumDense
     conv          Conv1D/2D, Conv1D/2DTranspose, DepthwiseConv1D/2D
     separable     SeparableConv1D/2D
-    pooling       Max/AveragePooling1D/2D and their global forms
+    pooling       Max/AveragePooling1D/2D, their global and adaptive forms
     reshaping     Flatten, Reshape, Permute, RepeatVector, ZeroPadding, UpSampling, Cropping
     normalization BatchNormalization, LayerNormalization, GroupNormalization,
                   RMSNormalization, UnitNormalization, Normalization, Rescaling
@@ -49,7 +49,9 @@ from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, Gauss
 from .einsum_dense import EinsumDense
 from .normalization import (BatchNormalization, GroupNormalization, LayerNormalization,
                             Normalization, RMSNormalization, Rescaling, UnitNormalization)
-from .pooling import (AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
+from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,
+                      AdaptiveAveragePooling3D, AdaptiveMaxPooling1D, AdaptiveMaxPooling2D,
+                      AdaptiveMaxPooling3D, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
                       GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D,
                       GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
                       GlobalMaxPooling2D, MaxPool1D, MaxPool2D, MaxPooling1D, MaxPooling2D)

@@ -1,11 +1,14 @@
-"""Pooling layers: MaxPooling1D/2D, AveragePooling1D/2D and their global
-forms (with Keras's short aliases MaxPool2D, GlobalAvgPool1D, ...)."""
+"""Pooling layers: MaxPooling1D/2D, AveragePooling1D/2D, their global
+forms (with Keras's short aliases MaxPool2D, GlobalAvgPool1D, ...) and the
+adaptive ones (AdaptiveAveragePooling1D/2D/3D, AdaptiveMaxPooling1D/2D/3D)."""
 
 from __future__ import annotations
 
 from ..data_format import ChannelsFirst
 from .base import Layer, _conv_length, _data_format, _list, _padding, _pair, _positive
-__all__ = ["AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
+__all__ = ["AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D", "AdaptiveAveragePooling3D",
+           "AdaptiveMaxPooling1D", "AdaptiveMaxPooling2D", "AdaptiveMaxPooling3D",
+           "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
            "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D",
            "GlobalAvgPool2D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "MaxPool1D", "MaxPool2D", "MaxPooling1D", "MaxPooling2D"]
@@ -136,3 +139,93 @@ class GlobalMaxPooling2D(ChannelsFirst, _GlobalPool):
 
 GlobalAvgPool1D, GlobalAvgPool2D = GlobalAveragePooling1D, GlobalAveragePooling2D
 GlobalMaxPool1D, GlobalMaxPool2D = GlobalMaxPooling1D, GlobalMaxPooling2D
+
+
+class _AdaptivePool(Layer):
+    """Pools each spatial axis into `output_size` windows whatever its
+    length, Keras's (and PyTorch's) windows: window j of n steps into `out`
+    is [floor(j n / out), ceil((j + 1) n / out)), so windows may overlap
+    when n is not a multiple of out."""
+
+    rank = 1
+    op = "mean"
+
+    def __init__(self, output_size, data_format=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        sizes = (output_size,) * self.rank if isinstance(output_size, int) and \
+            not isinstance(output_size, bool) else tuple(output_size) \
+            if isinstance(output_size, (tuple, list)) else None
+        if sizes is None or len(sizes) != self.rank or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+            raise ValueError(f"[{self.kind}] output_size must be a positive int or {self.rank} "
+                             f"positive ints, got {output_size!r}")
+        self.output_size = sizes
+        self.data_format = _data_format(data_format, self.kind)
+
+    def compute_output_shape(self, s):
+        self._need_rank(s, self.rank + 1, ("steps" if self.rank == 1 else
+                                           "height, width" if self.rank == 2 else
+                                           "depth, height, width") + ", channels")
+        for n, axis in zip(s[:-1], range(1, self.rank + 1)):
+            if n is None:
+                raise ValueError(f"[{self.kind}] spatial axis {axis} of the input {s} has no "
+                                 "length (None): adaptive windows need it")
+        return tuple(self.output_size) + (s[-1],)
+
+    def forward(self, x, p, ctx):
+        rank = self.rank + 2
+        x = ctx.define("ap_in", x)  # (read by every window)
+        for k, (n, out) in enumerate(zip(self._in_shape[:-1], self.output_size)):
+            axis = k + 1
+            if n == out:
+                continue
+            parts = []
+            for j in range(out):
+                lo, hi = (j * n) // out, -((-(j + 1) * n) // out)
+                index = ", ".join(f"{lo}:{hi}" if a == axis else ":" for a in range(rank))
+                parts.append(f"{self.op}({x}[{index}], axis={axis}, keepdims=true)")
+            x = ctx.define("ap", parts[0] if out == 1 else
+                           f"concatenate(list({', '.join(parts)}), axis={axis})")
+        return x
+
+
+class AdaptiveAveragePooling1D(ChannelsFirst, _AdaptivePool):
+    """The mean over output_size windows of the steps, like
+    keras.layers.AdaptiveAveragePooling1D."""
+
+    kind, rank, op = "AdaptiveAveragePooling1D", 1, "mean"
+
+
+class AdaptiveAveragePooling2D(ChannelsFirst, _AdaptivePool):
+    """The mean over output_size windows of height and width, like
+    keras.layers.AdaptiveAveragePooling2D."""
+
+    kind, rank, op = "AdaptiveAveragePooling2D", 2, "mean"
+
+
+class AdaptiveAveragePooling3D(ChannelsFirst, _AdaptivePool):
+    """The mean over output_size windows of depth, height and width, like
+    keras.layers.AdaptiveAveragePooling3D."""
+
+    kind, rank, op = "AdaptiveAveragePooling3D", 3, "mean"
+
+
+class AdaptiveMaxPooling1D(ChannelsFirst, _AdaptivePool):
+    """The maximum over output_size windows of the steps, like
+    keras.layers.AdaptiveMaxPooling1D."""
+
+    kind, rank, op = "AdaptiveMaxPooling1D", 1, "max"
+
+
+class AdaptiveMaxPooling2D(ChannelsFirst, _AdaptivePool):
+    """The maximum over output_size windows of height and width, like
+    keras.layers.AdaptiveMaxPooling2D."""
+
+    kind, rank, op = "AdaptiveMaxPooling2D", 2, "max"
+
+
+class AdaptiveMaxPooling3D(ChannelsFirst, _AdaptivePool):
+    """The maximum over output_size windows of depth, height and width, like
+    keras.layers.AdaptiveMaxPooling3D."""
+
+    kind, rank, op = "AdaptiveMaxPooling3D", 3, "max"
