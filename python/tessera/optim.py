@@ -55,7 +55,11 @@ Semantics (all PyTorch's): SGD ``d = g + weight_decay * w``; with momentum
 Nesterov), ``w -= lr * step``. Adam with ``weight_decay`` adds it to the
 gradient (L2); AdamW decays the weights directly (``w *= 1 - lr * wd``).
 ``clipnorm`` clips all gradients together to that global L2 norm (PyTorch's
-``clip_grad_norm_``, Keras's ``global_clipnorm``) before the update.
+``clip_grad_norm_``, Keras's ``global_clipnorm``) before the update;
+``set_clipping(clipvalue=)`` clips each element (PyTorch's ``clip_grad_value_``,
+Keras's ``clipvalue``) and ``set_clipping(weight_clipnorm=)`` each weight's
+gradient to that norm (Keras's ``clipnorm``). tessera.nn.optimizers take
+Keras's names for all three.
 """
 
 from __future__ import annotations
@@ -508,15 +512,34 @@ class Optimizer:
     """Base class: a learning rate (a number or a schedule), optional global-norm
     clipping, and the update code of one kind of step."""
 
-    def __init__(self, learning_rate, clipnorm=None):
+    def __init__(self, learning_rate, clipnorm=None, clipvalue=None, weight_clipnorm=None):
         name = f"[{type(self).__name__}]"
         if isinstance(learning_rate, LearningRateSchedule) or callable(learning_rate):
             self._lr = learning_rate
         else:
             self._lr = _positive(f"{name} learning_rate", learning_rate, allow_zero=True)
         self.clipnorm = None if clipnorm is None else _positive(f"{name} clipnorm", clipnorm)
+        # Keras's clipvalue (each element to [-v, v], PyTorch's clip_grad_value_) and
+        # Keras's clipnorm (each weight's gradient to that norm): set on the instance
+        # (the subclasses' constructors take the common ones through set_clipping)
+        self.set_clipping(clipvalue=clipvalue, weight_clipnorm=weight_clipnorm)
         self._decay_skip = (frozenset(), None)  # exclude_from_weight_decay's
         self._variable_of = None  # a model's: program weight name -> its Variable (or None)
+
+    def set_clipping(self, clipvalue=None, weight_clipnorm=None) -> None:
+        """Clips each gradient element to [-clipvalue, clipvalue] (Keras's
+        ``clipvalue``, PyTorch's ``clip_grad_value_``), or each weight's
+        gradient to the L2 norm ``weight_clipnorm`` (Keras's ``clipnorm``),
+        before the update; at most one kind of clipping per optimizer."""
+        name = f"[{type(self).__name__}]"
+        self.clipvalue = None if clipvalue is None else _positive(f"{name} clipvalue", clipvalue)
+        self.weight_clipnorm = None if weight_clipnorm is None else _positive(
+            f"{name} weight_clipnorm", weight_clipnorm)
+        given = [k for k, v in (("clipnorm", self.clipnorm), ("clipvalue", self.clipvalue),
+                                ("weight_clipnorm", self.weight_clipnorm)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"{name} only one of clipnorm, clipvalue and weight_clipnorm can "
+                             f"be set, got {', '.join(given)}")
 
     def exclude_from_weight_decay(self, var_list=None, var_names=None) -> None:
         """Keras's: no weight decay for the Variables in ``var_list``, nor for those
@@ -620,7 +643,24 @@ class Optimizer:
             raise ValueError(f"[{cls}.update_code] parameter names repeat: {params}")
         self._built = True
         statements, state = [], []
-        if self.clipnorm is not None and params and global_norm is not None:
+        clipvalue = getattr(self, "clipvalue", None)
+        weight_clipnorm = getattr(self, "weight_clipnorm", None)
+        if clipvalue is not None and params:
+            for i, g in enumerate(grads):
+                statements.append(f"define({state_prefix}vclipped{i}, clip({g}, "
+                                  f"{_num(-clipvalue)}, {_num(clipvalue)}))")
+            grads = [f"{state_prefix}vclipped{i}" for i in range(len(params))]
+        elif weight_clipnorm is not None and params:
+            c = _num(weight_clipnorm)
+            for i, g in enumerate(grads):
+                lines, sumsq = (sum_squares(i, g, f"{state_prefix}wnorm{i}") if sum_squares
+                                is not None else ([], f"sum(square({g}))"))
+                statements += lines
+                statements.append(f"define({state_prefix}wnorm{i}, sqrt({sumsq}))")
+                statements.append(f"define({state_prefix}wclipped{i}, where({state_prefix}wnorm{i}"
+                                  f" > {c}, ({g}) * ({c} / {state_prefix}wnorm{i}), {g}))")
+            grads = [f"{state_prefix}wclipped{i}" for i in range(len(params))]
+        elif self.clipnorm is not None and params and global_norm is not None:
             scale = f"{state_prefix}clip_scale"
             statements.append(f"define({scale}, where(({global_norm}) > {_num(self.clipnorm)}, "
                               f"{_num(self.clipnorm)} / ({global_norm}), 1.0))")
@@ -677,7 +717,11 @@ class Optimizer:
                 **self._config()}
 
     def _config(self) -> dict:
-        return {"clipnorm": self.clipnorm}
+        out = {"clipnorm": self.clipnorm}
+        for k in ("clipvalue", "weight_clipnorm"):
+            if getattr(self, k, None) is not None:
+                out[k] = getattr(self, k)
+        return out
 
     @classmethod
     def from_config(cls, config: Mapping) -> "Optimizer":
@@ -788,19 +832,29 @@ class AdamW(Adam):
 
 
 class RMSprop(Optimizer):
-    """RMSprop as Keras defines it: ``v = rho * v + (1 - rho) * g**2``, then
-    ``w -= learning_rate * g / (sqrt(v) + epsilon)`` (Keras's defaults:
-    learning rate 0.001, rho 0.9, epsilon 1e-7)."""
+    """RMSprop as Keras defines it: ``v = rho * v + (1 - rho) * g**2``, the
+    increment ``learning_rate * g / sqrt(v + epsilon)`` (``centered``: with
+    ``a = rho * a + (1 - rho) * g``, ``sqrt(v - a**2 + epsilon)``), then
+    ``w -= increment``, or with ``momentum`` ``s = momentum * s + increment``,
+    ``w -= s`` (Keras's defaults: learning rate 0.001, rho 0.9, momentum 0,
+    epsilon 1e-7). PyTorch puts epsilon outside the root: ``sqrt(v) + eps``."""
 
-    def __init__(self, learning_rate=0.001, rho=0.9, epsilon=1e-7, clipnorm=None):
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7,
+                 centered=False, clipnorm=None):
         super().__init__(learning_rate, clipnorm)
         if isinstance(rho, bool) or not isinstance(rho, numbers.Real) or not 0 <= rho < 1:
             raise ValueError(f"[RMSprop] rho must be in [0, 1), got {rho!r}")
         self.rho = float(rho)
+        if isinstance(momentum, bool) or not isinstance(momentum, numbers.Real) or \
+                not 0 <= momentum < 1:
+            raise ValueError(f"[RMSprop] momentum must be in [0, 1), got {momentum!r}")
+        self.momentum = float(momentum)
         self.epsilon = _positive("[RMSprop] epsilon", epsilon, allow_zero=True)
+        self.centered = bool(centered)
 
     def _config(self) -> dict:
-        return {**super()._config(), "rho": self.rho, "epsilon": self.epsilon}
+        return {**super()._config(), "rho": self.rho, "momentum": self.momentum,
+                "epsilon": self.epsilon, "centered": self.centered}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         v = f"{prefix}{param}_rms"
@@ -808,14 +862,27 @@ class RMSprop(Optimizer):
         # Elementwise expressions: each update runs as one fused pass.
         statements.append(f"define({v}, {_num(self.rho)} * {v} + {_num(1 - self.rho)} * "
                           f"({grad}) * ({grad}))")
-        statements.append(f"define({param}, {param} - {lr} * ({grad}) / (sqrt({v}) + "
-                          f"{_num(self.epsilon)}))")
+        denominator = f"{v} + {_num(self.epsilon)}"
+        if self.centered:
+            a = f"{prefix}{param}_average_grad"
+            state.append(StateVar(a, param))
+            statements.append(f"define({a}, {_num(self.rho)} * {a} + {_num(1 - self.rho)} * "
+                              f"({grad}))")
+            denominator = f"{v} - {a} * {a} + {_num(self.epsilon)}"
+        increment = f"{lr} * ({grad}) / sqrt({denominator})"
+        if self.momentum:
+            s = f"{prefix}{param}_momentum"
+            state.append(StateVar(s, param))
+            statements.append(f"define({s}, {_num(self.momentum)} * {s} + {increment})")
+            increment = s
+        statements.append(f"define({param}, {param} - {increment})")
 
 
 class Adagrad(Optimizer):
     """Adagrad as Keras defines it: ``a += g**2`` (``a`` starting at
-    ``initial_accumulator_value``), then ``w -= learning_rate * g / (sqrt(a) +
-    epsilon)`` (Keras's defaults: learning rate 0.001, 0.1, 1e-7)."""
+    ``initial_accumulator_value``), then ``w -= learning_rate * g / sqrt(a +
+    epsilon)`` (Keras's defaults: learning rate 0.001, 0.1, 1e-7; PyTorch's
+    epsilon is outside the root)."""
 
     def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7,
                  clipnorm=None):
@@ -832,7 +899,7 @@ class Adagrad(Optimizer):
         a = f"{prefix}{param}_accumulator"
         state.append(StateVar(a, param, self.initial_accumulator_value))
         statements.append(f"define({a}, {a} + ({grad}) * ({grad}))")
-        statements.append(f"define({param}, {param} - {lr} * ({grad}) / (sqrt({a}) + "
+        statements.append(f"define({param}, {param} - {lr} * ({grad}) / sqrt({a} + "
                           f"{_num(self.epsilon)}))")
 
 
@@ -1140,7 +1207,11 @@ def _rebuild(config: Mapping, expected=None):
         return cls(**config)
     if "learning_rate" in config:
         config["learning_rate"] = _lr_from_config(config["learning_rate"])
-    return cls(**config)
+    clipping = {k: config.pop(k) for k in ("clipvalue", "weight_clipnorm") if k in config}
+    out = cls(**config)
+    if clipping:
+        out.set_clipping(**clipping)
+    return out
 
 
 def from_config(config: Mapping) -> Union[Optimizer, LearningRateSchedule]:

@@ -216,6 +216,15 @@ def check_errors():
     for stage in (1, 2, 3):
         m1, _ = fit(OPTS["adam"], True, deterministic=True, zero=stage)
         assert digest(m1) == digest(one)
+    # Keras's per-weight clipnorm would clip each slice to the norm: refused
+    try:
+        model(nn.optimizers.Adam(clipnorm=1.0)).fit(X, Y, batch_size=16, epochs=1, verbose=0,
+                                                     zero=1)
+    except ValueError as e:
+        assert "clipping each weight's gradient to a norm (Keras's clipnorm=1.0) is not " \
+            "supported under ZeRO (zero=1" in str(e), str(e)
+    else:
+        raise AssertionError("per-weight clipnorm under ZeRO")
     os.environ["TESSERA_ZERO"] = "7"
     try:
         m.fit(X, Y, batch_size=16, epochs=1, verbose=0)

@@ -31,7 +31,7 @@ def test_optimizers_models_utils():
     # Keras's meaning of weight decay (decoupled) over tessera.optim's PyTorch one
     assert issubclass(keras.optimizers.Adam, tessera.optim.Adam)
     assert keras.optimizers.Adam().get_config()["decoupled"] is True
-    assert keras.optimizers.RMSprop is tessera.optim.RMSprop
+    assert issubclass(keras.optimizers.RMSprop, tessera.optim.RMSprop)  # with Keras's arguments
     s = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5,
                                                     staircase=True)
     assert s(10) == pytest.approx(0.05)

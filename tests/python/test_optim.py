@@ -219,11 +219,15 @@ def test_parameters_passed_from_numpy_are_not_modified():
     np.testing.assert_array_equal(w, [1.0, 2.0])
 
 
-def numpy_rmsprop(w, grads, lr, rho=0.9, eps=1e-7):
-    v = np.zeros_like(w)
+def numpy_rmsprop(w, grads, lr, rho=0.9, eps=1e-7, momentum=0.0, centered=False):
+    """Keras's RMSprop (epsilon inside the root)."""
+    v, a, s = np.zeros_like(w), np.zeros_like(w), np.zeros_like(w)
     for g in grads:
         v = rho * v + (1 - rho) * g * g
-        w = w - lr * g / (np.sqrt(v) + eps)
+        a = rho * a + (1 - rho) * g
+        inc = lr * g / np.sqrt((v - a * a if centered else v) + eps)
+        s = momentum * s + inc
+        w = w - (s if momentum else inc)
     return w, v
 
 
@@ -231,15 +235,18 @@ def numpy_adagrad(w, grads, lr, init=0.1, eps=1e-7):
     a = np.full_like(w, init)
     for g in grads:
         a = a + g * g
-        w = w - lr * g / (np.sqrt(a) + eps)
+        w = w - lr * g / np.sqrt(a + eps)  # Keras's (epsilon inside the root)
     return w, a
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(rho=0.5, epsilon=1e-3)])
+@pytest.mark.parametrize("kwargs", [dict(), dict(rho=0.5, epsilon=1e-3),
+                                    dict(momentum=0.8), dict(centered=True, epsilon=1e-3),
+                                    dict(momentum=0.5, centered=True)])
 def test_rmsprop_against_numpy(kwargs):
     opt = optim.RMSprop(learning_rate=0.01, **kwargs)
     got, state, upd = run_steps(opt, {"w": W0}, [{"w": g} for g in GRADS])
-    w, v = numpy_rmsprop(W0, GRADS, 0.01, kwargs.get("rho", 0.9), kwargs.get("epsilon", 1e-7))
+    w, v = numpy_rmsprop(W0, GRADS, 0.01, kwargs.get("rho", 0.9), kwargs.get("epsilon", 1e-7),
+                         kwargs.get("momentum", 0.0), kwargs.get("centered", False))
     np.testing.assert_allclose(got["w"], w, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(state["opt_w_rms"], v, rtol=1e-12, atol=1e-14)
 

@@ -44,6 +44,8 @@ __all__ = ["SplitNorms"]
 def _what(opt):
     if opt.clipnorm is not None:
         return "clipnorm (a global norm of the gradients)"
+    if getattr(opt, "weight_clipnorm", None) is not None:
+        return "clipnorm (each weight's gradient clipped to a norm)"
     if isinstance(opt, Lamb):
         return "Lamb (trust ratios from the norms of each weight)"
     return None

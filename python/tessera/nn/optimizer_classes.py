@@ -7,46 +7,136 @@ keras.optimizers (tessera.nn.optimizers) and compile("adam") give these."""
 from __future__ import annotations
 
 from .. import optim as _optim
+from .layers.base import _auto_name
 
 
 def _decay(weight_decay):
     return 0.0 if weight_decay is None else weight_decay
 
 
-class SGD(_optim.SGD):
+# Keras's arguments of every optimizer that tessera does not implement, with
+# their defaults (a default is accepted; anything else is an error naming it)
+_NOT_SUPPORTED = {"use_ema": (False, "exponential moving averages of the weights"),
+                  "ema_momentum": (0.99, "exponential moving averages of the weights"),
+                  "ema_overwrite_frequency": (None, "exponential moving averages of the weights"),
+                  "loss_scale_factor": (None, "loss scaling (mixed precision)"),
+                  "gradient_accumulation_steps": (None, "gradient accumulation: give fit a "
+                                                        "larger batch_size instead")}
+
+
+class KerasArguments:
+    """Keras's arguments common to every optimizer, in Keras's meaning:
+    ``clipnorm`` clips each weight's gradient to that norm, ``global_clipnorm``
+    all of them together, ``clipvalue`` each element (at most one of the
+    three); ``name``. tessera.optim's own ``clipnorm`` is the global one."""
+
+    def _keras_arguments(self, clipnorm, clipvalue, global_clipnorm, name, rest):
+        kind = type(self).__name__
+        for k, v in rest.items():
+            if k not in _NOT_SUPPORTED:
+                raise TypeError(f"[{kind}] unexpected keyword argument {k!r}")
+            default, what = _NOT_SUPPORTED[k]
+            if v != default:
+                raise ValueError(f"[{kind}] {k}={v!r} is not supported ({what}); leave it at "
+                                 f"{default!r}")
+        given = [k for k, v in (("clipnorm", clipnorm), ("clipvalue", clipvalue),
+                                ("global_clipnorm", global_clipnorm)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"[{kind}] only one of clipnorm, clipvalue and global_clipnorm can "
+                             f"be set, got {', '.join(given)}")
+        self.set_clipping(clipvalue=clipvalue, weight_clipnorm=clipnorm)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"[{kind}] name must be a str, got {name!r}")
+        self.name = name or _auto_name(kind)  # sgd, sgd_1, ... (Keras's counters)
+
+    @property
+    def global_clipnorm(self):
+        """Keras's global_clipnorm (tessera.optim's clipnorm)."""
+        return self.clipnorm
+
+    @classmethod
+    def from_config(cls, config):
+        """This class from a get_config dict (tessera's keys: clipnorm is
+        the global one, weight_clipnorm Keras's clipnorm)."""
+        config = dict(config)
+        config.pop("class", None)
+        if "learning_rate" in config:
+            config["learning_rate"] = _optim._lr_from_config(config["learning_rate"])
+        config.pop("decoupled", None)  # (Keras's SGD and Adam always decouple)
+        return cls(clipnorm=config.pop("weight_clipnorm", None),
+                   global_clipnorm=config.pop("clipnorm", None), **config)
+
+
+class SGD(KerasArguments, _optim.SGD):
     """Keras's SGD: ``weight_decay`` (default None) is Keras's decoupled decay,
     ``w -= w * weight_decay * learning_rate`` before each step."""
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, weight_decay=None,
-                 clipnorm=None):
-        super().__init__(learning_rate, momentum, nesterov, _decay(weight_decay), clipnorm,
-                         decoupled=True)
+                 clipnorm=None, clipvalue=None, global_clipnorm=None, name=None, **kwargs):
+        super().__init__(learning_rate, momentum, nesterov, _decay(weight_decay),
+                         global_clipnorm, decoupled=True)
+        self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 
-class Adam(_optim.Adam):
+class Adam(KerasArguments, _optim.Adam):
     """Keras's Adam: ``weight_decay`` (default None) is Keras's decoupled decay."""
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 weight_decay=None, clipnorm=None):
-        super().__init__(learning_rate, beta_1, beta_2, epsilon, _decay(weight_decay), clipnorm,
-                         decoupled=True)
+                 weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
+                 name=None, **kwargs):
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, _decay(weight_decay),
+                         global_clipnorm, decoupled=True)
+        self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 
-class AdamW(_optim.AdamW):
+class AdamW(KerasArguments, _optim.AdamW):
     """Keras's AdamW: Keras's default weight decay, 0.004."""
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-7, clipnorm=None):
-        super().__init__(learning_rate, weight_decay, beta_1, beta_2, epsilon, clipnorm)
+                 epsilon=1e-7, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
+                 **kwargs):
+        super().__init__(learning_rate, weight_decay, beta_1, beta_2, epsilon, global_clipnorm)
+        self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 
-_KERAS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+def _keras_form(base):
+    """tessera.optim's `base` (whose other arguments already follow Keras)
+    taking Keras's common arguments (KerasArguments)."""
+    def __init__(self, *args, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
+                 **kwargs):
+        rest = {k: kwargs.pop(k) for k in list(kwargs) if k in _NOT_SUPPORTED}
+        try:
+            base.__init__(self, *args, clipnorm=global_clipnorm, **kwargs)
+        except TypeError as e:  # (Python's own: an argument Keras's has not either)
+            raise TypeError(f"[{base.__name__}] {e}") from None
+        self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, rest)
+
+    return type(base.__name__, (KerasArguments, base), {
+        "__init__": __init__, "__module__": __name__,
+        "__doc__": f"Keras's {base.__name__}: tessera.optim.{base.__name__} with Keras's "
+                   "clipnorm (per weight), global_clipnorm, clipvalue and name."})
+
+
+Adadelta, Adagrad, Adamax, Ftrl, Lamb, Lion, Nadam, RMSprop = (
+    _keras_form(c) for c in (_optim.Adadelta, _optim.Adagrad, _optim.Adamax, _optim.Ftrl,
+                             _optim.Lamb, _optim.Lion, _optim.Nadam, _optim.RMSprop))
+
+_KERAS = {c.__name__.lower(): c for c in (SGD, Adam, AdamW, Adadelta, Adagrad, Adamax, Ftrl, Lamb,
+                                           Lion, Nadam, RMSprop)}
 
 
 def get(identifier):
-    """keras.optimizers.get: a name (Keras's meaning for "sgd", "adam", "adamw";
-    tessera.optim's other optimizers, which already follow Keras), a config
-    dict, or an optimizer (returned as is)."""
+    """keras.optimizers.get: a name (Keras's optimizers, Keras's arguments),
+    a config dict (the Keras form of its class, unless the config asks for
+    tessera.optim's PyTorch-style weight decay: then tessera.optim's), or an
+    optimizer (returned as is)."""
     if isinstance(identifier, str) and identifier.lower() in _KERAS:
         return _KERAS[identifier.lower()]()
+    if isinstance(identifier, dict):
+        name = str(identifier.get("class", identifier.get("class_name", ""))).lower()
+        inner = identifier if "class" in identifier else identifier.get("config") or {}
+        l2 = name in ("sgd", "adam") and inner.get("weight_decay") and \
+            not inner.get("decoupled")
+        if name in _KERAS and not l2:
+            return _KERAS[name].from_config(inner)
     return _optim.get(identifier)

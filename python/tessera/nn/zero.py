@@ -319,6 +319,11 @@ class ZeroPlan:
         the global norm made by the caller instead (a pipeline stage's
         update: the norm of every stage's gradients; weights split over a
         tensor group, clipping.py). `split`: Lamb's norms of such weights."""
+        if getattr(opt, "weight_clipnorm", None) is not None:
+            raise ValueError(f"[fit] {type(opt).__name__}: clipping each weight's gradient to a "
+                             f"norm (Keras's clipnorm={opt.weight_clipnorm}) is not supported "
+                             f"under ZeRO (zero={self.stage}: each locality holds slices of the "
+                             "gradients); use global_clipnorm or clipvalue")
         lines = []
         if opt.clipnorm is not None and norm is None:
             mine = [e for j in range(len(self.buckets)) for e in

@@ -2,9 +2,9 @@
 optimizers under Keras's names (`keras.optimizers.Adam(learning_rate=1e-3)`),
 and its learning-rate schedules as `keras.optimizers.schedules`."""
 
-from ...optim import (Adadelta, Adagrad, Adamax, Ftrl, Lamb, Lion, Nadam, Optimizer, RMSprop,
-                      from_config)
-from ..optimizer_classes import SGD, Adam, AdamW, get
+from ...optim import Optimizer, from_config
+from ..optimizer_classes import (SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Lamb, Lion,
+                                 Nadam, RMSprop, get)
 from . import schedules
 
 __all__ = ["SGD", "Adadelta", "Adamax", "Ftrl", "Lion", "Adagrad", "Adam", "AdamW", "Lamb", "Nadam", "Optimizer", "RMSprop",

@@ -1,0 +1,108 @@
+"""Keras's clipping arguments of every optimizer (clipnorm: each weight's
+gradient to that norm; global_clipnorm: all together; clipvalue: each
+element), `name`, and the arguments tessera refuses, against Keras 3 on JAX
+(the oracle): the same model, weights and data, a few steps of fit, the
+same weights after them. tessera.optim's own clipnorm stays the global one."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import keras  # noqa: E402  (the oracle only; tessera never imports it)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from tessera import nn, optim  # noqa: E402
+
+RNG = np.random.default_rng(8)
+X = RNG.normal(size=(16, 5)).astype(np.float32)
+Y = (RNG.normal(size=(16, 2)) * 3).astype(np.float32)
+
+
+def _model(lib, seed):
+    inp = lib.Input(shape=(5,))
+    h = lib.layers.Dense(6, activation="tanh")(inp)
+    return lib.Model(inp, lib.layers.Dense(2)(h))
+
+
+def _train(lib, make_opt, weights):
+    m = _model(lib, 0)
+    m.set_weights(weights)
+    m.compile(make_opt(lib), "mse")
+    m.fit(X, Y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+    return m.get_weights()
+
+
+CASES = {
+    "adam clipnorm": lambda L: L.optimizers.Adam(0.05, clipnorm=0.5),
+    "adam global_clipnorm": lambda L: L.optimizers.Adam(0.05, global_clipnorm=0.5),
+    "adam clipvalue": lambda L: L.optimizers.Adam(0.05, clipvalue=0.05),
+    "sgd clipnorm": lambda L: L.optimizers.SGD(0.1, momentum=0.9, clipnorm=0.3),
+    "sgd clipvalue": lambda L: L.optimizers.SGD(0.1, clipvalue=0.02),
+    "rmsprop clipnorm": lambda L: L.optimizers.RMSprop(0.01, clipnorm=0.2),
+    "adamw global_clipnorm": lambda L: L.optimizers.AdamW(0.01, global_clipnorm=0.2),
+    "adagrad clipvalue": lambda L: L.optimizers.Adagrad(0.1, clipvalue=0.1),
+}
+
+# Keras's formulas themselves (epsilon inside the root), without clipping
+PLAIN = {
+    "rmsprop": lambda L: L.optimizers.RMSprop(0.01),
+    "rmsprop momentum centered": lambda L: L.optimizers.RMSprop(0.01, momentum=0.5,
+                                                                centered=True),
+    "adagrad": lambda L: L.optimizers.Adagrad(0.1, initial_accumulator_value=0.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN))
+def test_optimizer_trains_as_keras(case):
+    start = [(RNG.normal(size=w.shape) * 0.5).astype(np.float32)
+             for w in _model(nn, 0).get_weights()]
+    for a, b in zip(_train(nn, PLAIN[case], start), _train(keras, PLAIN[case], start)):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_clipping_trains_as_keras(case):
+    start = [(RNG.normal(size=w.shape) * 0.5).astype(np.float32)
+             for w in _model(nn, 0).get_weights()]
+    got = _train(nn, CASES[case], start)
+    want = _train(keras, CASES[case], start)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=3e-4)  # (Adam: float noise x lr)
+    # and the clipping mattered: without it the weights end elsewhere
+    plain = _train(nn, lambda L: type(CASES[case](L))(CASES[case](L).learning_rate), start)
+    assert max(np.abs(a - b).max() for a, b in zip(got, plain)) > 1e-3
+
+
+def test_config_round_trip_keeps_the_meaning(tmp_path):
+    opt = nn.optimizers.Adam(0.01, clipnorm=0.5, name="my_adam")
+    assert opt.name == "my_adam"
+    for cls in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "Lion"):
+        ours, theirs = getattr(nn.optimizers, cls)().name, getattr(keras.optimizers, cls)().name
+        assert ours.rstrip("0123456789").rstrip("_") == theirs.rstrip("0123456789").rstrip("_")
+    again = nn.optimizers.get(opt.get_config())
+    assert again.weight_clipnorm == 0.5 and again.clipnorm is None
+    m = _model(nn, 0)
+    m.compile(nn.optimizers.SGD(0.1, clipvalue=0.25), "mse")
+    m.fit(X, Y, epochs=1, verbose=0)
+    m.save(tmp_path / "m.tsm")
+    loaded = nn.models.load_model(tmp_path / "m.tsm")
+    assert loaded.optimizer.clipvalue == 0.25 and loaded.optimizer.weight_clipnorm is None
+    # tessera.optim's clipnorm is the global norm (PyTorch's clip_grad_norm_)
+    assert optim.Adam(clipnorm=1.0).clipnorm == 1.0
+    assert optim.Adam(clipnorm=1.0).get_config().get("weight_clipnorm") is None
+
+
+def test_unsupported_and_conflicting_arguments_are_errors():
+    with pytest.raises(ValueError, match=r"\[Adam\] use_ema=True is not supported"):
+        nn.optimizers.Adam(use_ema=True)
+    with pytest.raises(ValueError, match=r"\[RMSprop\] gradient_accumulation_steps=4 is not "
+                                         r"supported"):
+        nn.optimizers.RMSprop(gradient_accumulation_steps=4)
+    with pytest.raises(ValueError, match=r"only one of clipnorm, clipvalue and global_clipnorm"):
+        nn.optimizers.SGD(clipnorm=1.0, global_clipnorm=1.0)
+    with pytest.raises(TypeError, match=r"\[Nadam\] .*unexpected keyword argument 'clip'"):
+        nn.optimizers.Nadam(clip=1.0)
+    with pytest.raises(ValueError, match=r"clipvalue"):
+        nn.optimizers.Adam(clipvalue=-1.0)
+    nn.optimizers.Adam(use_ema=False, loss_scale_factor=None)  # Keras's defaults: accepted
