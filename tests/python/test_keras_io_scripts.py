@@ -72,8 +72,10 @@ def test_in_line_can_fail():
     assert "10x" in run_all.in_line(good, rec(250.0, 24.0, 25.0, 0.4))
     assert "accuracies differ" in run_all.in_line(good, rec(2.3, 1.8, 1.9, 0.9))
     assert "tessera failed" in run_all.in_line(good, rec(2.3, 1.8, 1.9, error="ValueError: x"))
-    assert run_all.in_line(good, {"error": None, "fits": [], "evaluates": []}) == \
-        "no fit with losses to compare"
+    no_fit = {"error": None, "fits": [], "evaluates": []}
+    assert run_all.in_line(good, no_fit) == "no fit with losses to compare"
+    assert run_all.in_line(no_fit, no_fit) == ""  # a guide that trains nothing: both ran
+    assert "keras failed" in run_all.in_line(dict(no_fit, error="AssertionError"), no_fit)
 
 
 def test_keras_source_changes_only_the_imports():
