@@ -115,3 +115,4 @@ def test_summary_names_a_subclass_by_its_class(keras):
         texts.append("\n".join(lines))
     for text in texts:
         assert "std (Std)" in text, text
+
