@@ -1,8 +1,8 @@
 """Keras features met by the keras-io scripts of issue 30's third pass
 (tests/keras_io), against Keras 3 on JAX with the same weights: Conv1D/Conv2D's
 convolution_op (called from a subclass's call, or overridden: Conv2D's; Keras's
-Conv1D never calls it), and summary()
-naming a user's subclass of a built-in layer by its class."""
+Conv1D never calls it), summary() naming a user's subclass of a built-in layer by
+its class, and keras.preprocessing (Keras 3's aliases of utils, image.smart_resize)."""
 
 import io
 
@@ -116,3 +116,36 @@ def test_summary_names_a_subclass_by_its_class(keras):
     for text in texts:
         assert "std (Std)" in text, text
 
+
+# ------------------------------------------------------ keras.preprocessing
+def test_preprocessing_namespace_holds_keras_names(keras):
+    for sub in ("", ".image", ".sequence"):
+        kmod = eval("keras.preprocessing" + sub)  # noqa: S307 - a fixed attribute path
+        tmod = eval("tn.preprocessing" + sub)  # noqa: S307
+        names = [n for n in dir(kmod) if not n.startswith("_")]
+        assert names and all(hasattr(tmod, n) for n in names), (sub, names)
+    assert tn.preprocessing.timeseries_dataset_from_array is tn.utils.timeseries_dataset_from_array
+    assert tn.preprocessing.sequence.pad_sequences is tn.utils.pad_sequences
+
+
+@pytest.mark.parametrize("shape,size,fmt", [((17, 25, 3), (8, 8), "channels_last"),
+                                            ((2, 12, 7, 1), (5, 9), "channels_last"),
+                                            ((3, 10, 14), (6, 4), "channels_first")])
+def test_smart_resize_matches_keras(keras, shape, size, fmt):
+    x = np.random.default_rng(4).uniform(0, 255, size=shape).astype("float32")
+    k = np.asarray(keras.preprocessing.image.smart_resize(x, size, data_format=fmt))
+    t = tn.preprocessing.image.smart_resize(x, size, data_format=fmt)
+    assert isinstance(t, np.ndarray) and t.shape == k.shape
+    np.testing.assert_allclose(t, k, rtol=1e-5, atol=1e-3)
+
+
+def test_smart_resize_errors_are_named():
+    x = np.zeros((4, 4, 3), "float32")
+    with pytest.raises(ValueError, match=r"smart_resize\].*size must be.*\(4,\)"):
+        tn.preprocessing.image.smart_resize(x, (4,))
+    with pytest.raises(ValueError, match=r"smart_resize\].*got shape \(4, 4\)"):
+        tn.preprocessing.image.smart_resize(x[..., 0], (2, 2))
+    with pytest.raises(TypeError, match=r"smart_resize\].*unexpected keyword.*'antialias'"):
+        tn.preprocessing.image.smart_resize(x, (2, 2), antialias=True)
+    with pytest.raises(ValueError, match="test_nn_keras_io_features.py"):
+        tn.preprocessing.image.smart_resize(x, (0, 2))
