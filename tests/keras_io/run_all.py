@@ -65,6 +65,8 @@ def run_one(name, timeout):
 KERAS_CANNOT = {
     "text_classification_from_scratch": "Keras's TextVectorization needs TensorFlow, "
                                         "not installed here",
+    "timeseries_weather_forecasting": "Keras's timeseries_dataset_from_array needs "
+                                      "TensorFlow (tf.data), not installed here",
 }
 
 
