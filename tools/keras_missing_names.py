@@ -127,7 +127,6 @@ NAMESPACE_WHY = {
     "keras.mixed_precision": "mixed precision is not supported: a model computes in its dtype",
     "keras.export": "exports to TensorFlow's SavedModel and ONNX, other runtimes' formats",
     "keras.optimizers.legacy": "TensorFlow 2's optimizers, not Keras 3's",
-    "keras.preprocessing": "Keras 2's module, deprecated; its functions are in utils",
     "keras.quantizers": "quantisation is not supported",
     "keras.utils.bounding_boxes": "object detection's box utilities: not built yet",
     "keras.utils.legacy": "Keras 2's serialization, not Keras 3's",

@@ -20,12 +20,16 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "customizing_saving_and_serialization", "endpoint_layer_pattern",
-        "functional_api", "imbalanced_classification",
+RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens",
+        "customizing_saving_and_serialization",
+        "endpoint_layer_pattern", "functional_api", "imbalanced_classification",
+        "lstm_character_level_text_generation",
         "lstm_seq2seq", "mlp_image_classification", "mnist_convnet", "sequential_model",
-        "serialization_and_saving", "subclassing_layers_models", "text_classification_from_scratch",
+        "serialization_and_saving", "subclassing_conv_layers", "subclassing_layers_models",
+        "text_classification_from_scratch",
         "text_classification_with_transformer", "timeseries_anomaly_detection",
-        "timeseries_classification_from_scratch", "training_with_built_in_methods",
+        "timeseries_classification_from_scratch", "timeseries_weather_forecasting",
+        "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "working_with_rnns", "writing_your_own_callbacks"]
 
 
@@ -72,8 +76,10 @@ def test_in_line_can_fail():
     assert "10x" in run_all.in_line(good, rec(250.0, 24.0, 25.0, 0.4))
     assert "accuracies differ" in run_all.in_line(good, rec(2.3, 1.8, 1.9, 0.9))
     assert "tessera failed" in run_all.in_line(good, rec(2.3, 1.8, 1.9, error="ValueError: x"))
-    assert run_all.in_line(good, {"error": None, "fits": [], "evaluates": []}) == \
-        "no fit with losses to compare"
+    no_fit = {"error": None, "fits": [], "evaluates": []}
+    assert run_all.in_line(good, no_fit) == "no fit with losses to compare"
+    assert run_all.in_line(no_fit, no_fit) == ""  # a guide that trains nothing: both ran
+    assert "keras failed" in run_all.in_line(dict(no_fit, error="AssertionError"), no_fit)
 
 
 def test_keras_source_changes_only_the_imports():

@@ -61,6 +61,7 @@ LAYERS = [
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "models", "optimizers", "optimizers.schedules", "datasets",
+                    "preprocessing", "preprocessing.image", "preprocessing.sequence",
                     "datasets.fashion_mnist"}),
 ]
 

@@ -15,6 +15,8 @@ import warnings
 import numpy as np
 
 from ._directory_datasets import _MAX_IMAGE_PIXELS
+from .ops import image as _ops_image
+from .symbolic import user_location
 
 _MAX_FILE_BYTES = 1 << 30
 _RESAMPLE = ("nearest", "bilinear", "bicubic", "hamming", "box", "lanczos")
@@ -166,3 +168,31 @@ def save_img(path, x, data_format=None, file_format=None, scale=True, **kwargs):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def smart_resize(x, size, interpolation="bilinear", data_format="channels_last", **kwargs):
+    """An image (height, width, channels) or a batch of them resized to `size`
+    without distorting it, as keras.preprocessing.image.smart_resize: the largest
+    centered crop with the aspect ratio of `size`, then resized to it."""
+    where = f"[preprocessing.image.smart_resize] (at {user_location()})"
+    if kwargs:
+        raise TypeError(f"{where} unexpected keyword arguments: {sorted(kwargs)}")
+    if not isinstance(size, (list, tuple)) or len(size) != 2 or \
+            not all(isinstance(n, (int, np.integer)) and n > 0 for n in size):
+        raise ValueError(f"{where} size must be (height, width), 2 positive ints; got {size!r}")
+    fmt = _format("smart_resize", data_format)
+    img = np.asarray(x)
+    if img.ndim not in (3, 4):
+        raise ValueError(f"{where} an image (height, width, channels) or a batch of them "
+                         f"(batch, height, width, channels) expected; got shape {img.shape}")
+    h_axis = img.ndim - 3 if fmt == "channels_last" else img.ndim - 2
+    height, width = img.shape[h_axis], img.shape[h_axis + 1]
+    th, tw = int(size[0]), int(size[1])
+    crop_h = max(min(height, int(float(width * th) / tw)), 1)
+    crop_w = max(min(width, int(float(height * tw) / th)), 1)
+    top, left = int(float(height - crop_h) / 2), int(float(width - crop_w) / 2)
+    index = [slice(None)] * img.ndim
+    index[h_axis] = slice(top, top + crop_h)
+    index[h_axis + 1] = slice(left, left + crop_w)
+    return np.asarray(_ops_image.resize(img[tuple(index)], (th, tw), interpolation=interpolation,
+                                        data_format=fmt))

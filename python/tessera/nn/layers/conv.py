@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from .. import activations
+from .. import ops as kops
 from ..data_format import ChannelsFirst
 from .base import (Layer, Param, _activation, _apply, _conv_length, _data_format, _fans,
                    _initializer, _ints, _list, _padding, _positive, _regularizer)
@@ -95,15 +97,53 @@ class _Conv(Layer):
         return _apply(self.activation, conv, ctx, self._out_shape)
 
 
-class Conv1D(ChannelsFirst, _Conv):
+class _ConvolutionOp:
+    """Keras's `convolution_op(inputs, kernel)` of Conv1D/Conv2D: the convolution
+    alone (no bias, no activation), written with ops.conv. A user's subclass may
+    call it from its own call, or override Conv2D's: then the layer computes Keras's
+    call around it (`_call_with_convolution_op`). Keras 3's Conv1D writes its call
+    without it (for causal padding), so overriding Conv1D's changes nothing there:
+    nor here."""
+
+    calls_convolution_op = True
+
+    def convolution_op(self, inputs, kernel):
+        return kops.conv(inputs, kernel, strides=list(self.strides), padding=self.padding,
+                         dilation_rate=list(self.dilation), data_format=self.data_format)
+
+    def __init_subclass__(cls, **kwargs):
+        # Before Layer's: the class then counts as a user's layer with a call.
+        if not cls.__module__.startswith("tessera.") and cls.calls_convolution_op and \
+                cls.convolution_op is not _ConvolutionOp.convolution_op and \
+                not any("call" in c.__dict__ for c in cls.__mro__
+                        if not c.__module__.startswith("tessera.")):
+            cls.call = _ConvolutionOp._call_with_convolution_op
+        super().__init_subclass__(**kwargs)
+
+    def _call_with_convolution_op(self, inputs):
+        """Keras's Conv call: the subclass's convolution_op, the bias, the activation."""
+        outputs = self.convolution_op(inputs, self.kernel)
+        if self.use_bias:
+            if self.data_format == "channels_last":
+                bias_shape = (1,) * (self.rank + 1) + (self.filters,)
+            else:
+                bias_shape = (1, self.filters) + (1,) * self.rank
+            outputs = kops.add(outputs, kops.reshape(self.bias, bias_shape))
+        if self.activation is not None:
+            return activations.get(self.activation)(outputs)
+        return outputs
+
+
+class Conv1D(_ConvolutionOp, ChannelsFirst, _Conv):
     """1-d convolution over (batch, steps, channels), like keras.layers.Conv1D
     (groups: the channels split into groups convolved separately)."""
 
     kind = "Conv1D"
     rank = 1
+    calls_convolution_op = False  # as Keras's Conv1D.call
 
 
-class Conv2D(ChannelsFirst, _Conv):
+class Conv2D(_ConvolutionOp, ChannelsFirst, _Conv):
     """2-d convolution over (batch, height, width, channels), like keras.layers.Conv2D."""
 
     kind = "Conv2D"

@@ -484,7 +484,10 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
                 + (("Trainable",) if show_trainable else ())]
 
         def row(layer, depth):
-            name = ("  " * depth + "└ " if depth else "") + f"{layer.name} ({layer.kind})"
+            # a user's class by its name (a subclass of Conv2D is not "Conv2D"), as Keras
+            kind = layer.kind if type(layer).__module__.startswith("tessera.") \
+                else type(layer).__name__
+            name = ("  " * depth + "└ " if depth else "") + f"{layer.name} ({kind})"
             flag = (("Y" if layer.trainable else "N"),) if show_trainable else ()
             if not built:
                 return (name, "?", "0 (unbuilt)") + flag

@@ -13,7 +13,7 @@ from ..layers.rnn_states import carried
 from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
-from ._common import _fmt, _from_py_dataset
+from ._common import _fmt, _from_py_dataset, refuse_step_overrides
 
 
 def _data_leaves(x) -> list:
@@ -61,6 +61,8 @@ class InferenceMixin:
         return_dict). callbacks: their on_test_begin, on_test_batch_begin/
         end (logs: the running loss and metrics) and on_test_end are called,
         as Keras calls them (fit's validation calls fit's callbacks')."""
+        if _cbs is None:  # (not fit's validation: fit checked)
+            refuse_step_overrides(self, "evaluate")
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
         x = _from_py_dataset(x, "evaluate", steps)
@@ -220,6 +222,7 @@ class InferenceMixin:
         on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
+        refuse_step_overrides(self, "predict")
         x = _from_py_dataset(x, "predict", steps)
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1

@@ -22,7 +22,7 @@ from ..checkpoints import CheckpointDir
 from ..training_state import apply_training_state, load_training_state
 from ..varlen import keeps_graph
 from ..zero import zero_setting
-from ._common import _fmt, _from_py_dataset
+from ._common import _fmt, _from_py_dataset, refuse_step_overrides
 
 
 class TrainingMixin:
@@ -83,6 +83,7 @@ class TrainingMixin:
         TESSERA_MICROBATCHES, else 2 P), run in the order of
         `pipeline_schedule` ("1f1b" or "gpipe"). See docs/parallelism.md,
         "Pipeline parallelism"."""
+        refuse_step_overrides(self, "fit")
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
         if nan_policy not in ("stop", "continue"):
