@@ -222,6 +222,24 @@ def test_take_and_take_grad_of_rows_match_numpy_bit_for_bit():
     np.testing.assert_array_equal(tessera.call_primitive("take_grad", [gc, w, cols, 1]), want)
 
 
+def test_index_add_adds_in_place_only_into_an_array_nobody_else_holds():
+    # A temporary (x * 1) is added into; y, still read afterwards, and the
+    # caller's x stay unchanged (numpy.add.at on a copy).
+    from tessera import Program
+    x = np.arange(6.0).reshape(3, 2)
+    v = np.array([[1.0, 2.0], [3.0, 4.0]])
+    want = x.copy()
+    np.add.at(want, [0, 0], v)
+    kept = Program("lambda(x, v, block(define(y, x * 1), list(index_add(y, v, [0, 0]), y)))")
+    added, y = kept.run([x, v])
+    np.testing.assert_array_equal(added, want)
+    np.testing.assert_array_equal(y, np.arange(6.0).reshape(3, 2))
+    temporary = Program("lambda(x, v, index_add(x * 1, v, [0, 0]))")
+    np.testing.assert_array_equal(temporary.run([x, v]), want)
+    np.testing.assert_array_equal(tessera.call_primitive("index_add", [x, v, [0, 0]]), want)
+    np.testing.assert_array_equal(x, np.arange(6.0).reshape(3, 2))
+
+
 def reflected(w):
     return np.sum(np.pad(w, 1, mode="reflect"))
 
