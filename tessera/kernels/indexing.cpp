@@ -10,15 +10,18 @@ namespace {
 
 constexpr double kGatherNs = 1.0;
 
-// Walks the selection in C order from `begin`, calling f(i, offset) for each
-// element i in [begin, end).
+// Walks the selection in C order from `begin`, calling f(i, offset, n) for
+// each run of n elements i.. whose offsets are offset.. (consecutive): n > 1
+// only when the last table steps by one element (a row of an embedding, a
+// contiguous slice), so such runs copy as blocks instead of one element at a
+// time through the table.
 template <class F>
-void walk_offsets(const OffsetLayout& l, int64_t begin, int64_t end, F&& f) {
+void walk_runs(const OffsetLayout& l, int64_t begin, int64_t end, F&& f) {
   // An empty range may have an empty table (x[[]]), which has no first entry.
   if (begin >= end) return;
   const int nd = static_cast<int>(l.tables.size());
   if (nd == 0) {
-    if (begin < end) f(begin, l.base);
+    if (begin < end) f(begin, l.base, int64_t{1});
     return;
   }
   std::vector<int64_t> idx(nd, 0);
@@ -32,10 +35,18 @@ void walk_offsets(const OffsetLayout& l, int64_t begin, int64_t end, F&& f) {
   for (int k = 0; k < nd - 1; ++k) outer += l.tables[k][idx[k]];
   const std::vector<int64_t>& last = l.tables[nd - 1];
   const int64_t n_last = static_cast<int64_t>(last.size());
+  bool unit = true;
+  for (int64_t j = 1; j < n_last && unit; ++j) unit = last[j] == last[0] + j;
   int64_t i = begin;
   while (i < end) {
     int64_t stop = std::min(end - i, n_last - idx[nd - 1]) + idx[nd - 1];
-    for (int64_t j = idx[nd - 1]; j < stop; ++j) f(i++, outer + last[j]);
+    if (unit) {
+      const int64_t j0 = idx[nd - 1];
+      f(i, outer + last[j0], stop - j0);
+      i += stop - j0;
+    } else {
+      for (int64_t j = idx[nd - 1]; j < stop; ++j) f(i++, outer + last[j], int64_t{1});
+    }
     idx[nd - 1] = 0;
     for (int k = nd - 2; k >= 0; --k) {
       outer -= l.tables[k][idx[k]];
@@ -53,14 +64,24 @@ template <class U>
 void gather_typed(const void* src, const OffsetLayout& l, void* dst, int64_t begin, int64_t end) {
   const U* s = static_cast<const U*>(src);
   U* d = static_cast<U*>(dst);
-  walk_offsets(l, begin, end, [&](int64_t i, int64_t off) { d[i] = s[off]; });
+  walk_runs(l, begin, end, [&](int64_t i, int64_t off, int64_t n) {
+    if (n == 1) {
+      d[i] = s[off];
+    } else {
+      std::memcpy(d + i, s + off, sizeof(U) * static_cast<size_t>(n));
+    }
+  });
 }
 
 template <class U>
 void scatter_typed(const void* src, void* dst, const OffsetLayout& l, int64_t begin, int64_t end) {
   const U* s = static_cast<const U*>(src);
   U* d = static_cast<U*>(dst);
-  walk_offsets(l, begin, end, [&](int64_t i, int64_t off) { d[off] = s[i]; });
+  // element by element, in order, as the selection is walked (src may be a
+  // view of dst's buffer)
+  walk_runs(l, begin, end, [&](int64_t i, int64_t off, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) d[off + k] = s[i + k];
+  });
 }
 
 }  // namespace
@@ -146,11 +167,15 @@ void scatter_add_offsets(const Array& src, Array& dst, const OffsetLayout& layou
     using T = typename decltype(tag)::type;
     const T* s = src.data<T>();
     T* d = dst.origin<T>();
-    walk_offsets(layout, 0, layout.count(), [&](int64_t i, int64_t off) {
-      if constexpr (std::is_same_v<T, bool>) {
-        d[off] = d[off] || s[i];
-      } else {
-        d[off] = d[off] + s[i];
+    walk_runs(layout, 0, layout.count(), [&](int64_t i, int64_t off, int64_t n) {
+      T* dr = d + off;
+      const T* sr = s + i;
+      for (int64_t k = 0; k < n; ++k) {
+        if constexpr (std::is_same_v<T, bool>) {
+          dr[k] = dr[k] || sr[k];
+        } else {
+          dr[k] = dr[k] + sr[k];
+        }
       }
     });
   });

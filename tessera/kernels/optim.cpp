@@ -49,6 +49,11 @@ struct AdamArgs {
 template <class T, bool kCoupled>
 struct AdamLoop {
   [[gnu::always_inline]] static void run(AdamArgs<T> a, int64_t begin, int64_t end) {
+    // The outputs are the inputs (in place) or disjoint from them, and element
+    // i reads only index i before writing it: no dependence between elements.
+    // Without this GCC's overlap check sends the in-place case to its scalar
+    // loop (6x slower on the keras-io LSTM's 2.56 M-value embedding).
+#pragma GCC ivdep
     for (int64_t i = begin; i < end; ++i) {
       const T d = kCoupled ? a.g[i] + a.coupled * a.w[i] : a.g[i];
       const T mi = a.b1 * a.m[i] + a.one_b1 * d;
@@ -71,12 +76,15 @@ void sgd_update_range(const SgdSettings& s, const Array& w, const Array& g, cons
     T* po = w_out.data<T>();
     const T lr = static_cast<T>(s.lr), mu = static_cast<T>(s.momentum),
             wd = static_cast<T>(s.weight_decay);
+    // In place or disjoint, element by element (see AdamLoop).
     if (!v_out) {
+#pragma GCC ivdep
       for (int64_t i = begin; i < end; ++i) po[i] = pw[i] - lr * (pg[i] + wd * pw[i]);
       return;
     }
     const T* pv = v ? v->data<T>() : nullptr;
     T* pvo = v_out->data<T>();
+#pragma GCC ivdep
     for (int64_t i = begin; i < end; ++i) {
       T d = pg[i] + wd * pw[i];
       T vel = pv ? mu * pv[i] + d : d;

@@ -5,8 +5,10 @@
 // The input projection xw = x @ kernel + input bias is computed by the caller
 // (rnn_matmul: one matrix product for all steps); the kernels add, per step, the
 // recurrent product h @ recurrent_kernel (one matrix product for the rows:
-// oneDNN's sgemm for float32, four to five times BLIS's speed at these small
-// shapes; BLAS for float64) and the gates. Single-threaded, like every
+// for float32 with units a multiple of 32 on AVX-512, a kernel of its own
+// reading the recurrent kernel packed once per sequence; else oneDNN's sgemm
+// for float32, four to five times BLIS's speed at these small shapes; BLAS
+// for float64) and the gates. Single-threaded, like every
 // kernel: the caller runs blocks of rows (independent through all steps)
 // and blocks of the recurrent kernel's columns side by side.
 #pragma once

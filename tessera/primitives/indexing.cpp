@@ -580,8 +580,15 @@ Value index_update(Args& a) {
 
 // index_add: a copy of x with value added at x[indices...], repeated
 // indices accumulating (numpy.add.at on a copy): the cotangent of x[...].
+// x's own buffer is added into when nothing else holds it (the zeros that
+// take_grad and getitem_grad make: no copy of an embedding-sized array).
 Value index_add(Args& a) {
-  Array x = a.array(0).copy();
+  Array x;
+  if (a[0].is_array() && a[0].as_array().unique() && a[0].as_array().is_contiguous()) {
+    x = std::move(a.take(0).as_array());
+  } else {
+    x = a.array(0).copy();
+  }
   const List& idx = a.list(2);
   const bool tuple_index = idx.size() == 1 && idx[0].is_tuple();
   const List& index = tuple_index ? idx[0].as_list() : idx;

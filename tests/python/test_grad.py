@@ -201,6 +201,45 @@ def test_take_pad_roll_vdot_gradients_match_finite_differences():
     np.testing.assert_allclose(g, numeric_grad(moved, [w], 0), rtol=1e-5, atol=1e-7)
 
 
+def test_take_and_take_grad_of_rows_match_numpy_bit_for_bit():
+    # Rows of an embedding (the gather copies each row as one block, the
+    # gradient adds it as one block), repeated ids accumulating in order as
+    # numpy.add.at; along axis 1 the selected elements are not consecutive.
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(50, 19)).astype(np.float32)
+    ids = rng.integers(0, 50, size=(6, 7))
+    ids[0, :3] = 5  # repeats
+    g = rng.normal(size=(6, 7, 19)).astype(np.float32)
+    np.testing.assert_array_equal(tessera.call_primitive("take", [w, ids, 0]), w[ids])
+    want = np.zeros_like(w)
+    np.add.at(want, ids, g)
+    np.testing.assert_array_equal(tessera.call_primitive("take_grad", [g, w, ids, 0]), want)
+    cols = np.array([3, 3, 0, 18])
+    np.testing.assert_array_equal(tessera.call_primitive("take", [w, cols, 1]), w[:, cols])
+    gc = rng.normal(size=(50, 4)).astype(np.float32)
+    want = np.zeros_like(w)
+    np.add.at(want, (slice(None), cols), gc)
+    np.testing.assert_array_equal(tessera.call_primitive("take_grad", [gc, w, cols, 1]), want)
+
+
+def test_index_add_adds_in_place_only_into_an_array_nobody_else_holds():
+    # A temporary (x * 1) is added into; y, still read afterwards, and the
+    # caller's x stay unchanged (numpy.add.at on a copy).
+    from tessera import Program
+    x = np.arange(6.0).reshape(3, 2)
+    v = np.array([[1.0, 2.0], [3.0, 4.0]])
+    want = x.copy()
+    np.add.at(want, [0, 0], v)
+    kept = Program("lambda(x, v, block(define(y, x * 1), list(index_add(y, v, [0, 0]), y)))")
+    added, y = kept.run([x, v])
+    np.testing.assert_array_equal(added, want)
+    np.testing.assert_array_equal(y, np.arange(6.0).reshape(3, 2))
+    temporary = Program("lambda(x, v, index_add(x * 1, v, [0, 0]))")
+    np.testing.assert_array_equal(temporary.run([x, v]), want)
+    np.testing.assert_array_equal(tessera.call_primitive("index_add", [x, v, [0, 0]]), want)
+    np.testing.assert_array_equal(x, np.arange(6.0).reshape(3, 2))
+
+
 def reflected(w):
     return np.sum(np.pad(w, 1, mode="reflect"))
 

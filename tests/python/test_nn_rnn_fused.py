@@ -347,31 +347,56 @@ def test_fused_gradients_over_several_row_blocks(cell, unrolled):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.parametrize("cell", CELL_IDS)
-def test_primitive_bits_do_not_depend_on_the_thread_count(cell):
-    """float32, 37 rows (three blocks), mask, go_backwards: the outputs and
-    every cotangent bit for bit equal on 1 and 2 threads."""
-    b, t, f, h = 37, 9, 5, 8
+def _primitive_case(cell, b, t, f, h, dtype, seed):
+    """rnn_sequence's arguments (mask, go_backwards, sequences) and an output cotangent."""
     g = {"simple_rnn": 1, "lstm": 4}.get(cell, 3)
-    rng = np.random.default_rng(5)
-    x = rng.normal(size=(b, t, f)).astype(np.float32)
-    kernel = (rng.normal(size=(f, g * h)) * 0.5).astype(np.float32)
-    u = (rng.normal(size=(h, g * h)) * 0.5).astype(np.float32)
-    bias = rng.normal(size=g * h).astype(np.float32)
-    rb = rng.normal(size=g * h).astype(np.float32) if cell == "gru" else None
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(b, t, f)).astype(dtype)
+    kernel = (rng.normal(size=(f, g * h)) * 0.3).astype(dtype)
+    u = (rng.normal(size=(h, g * h)) * 0.3).astype(dtype)
+    bias = rng.normal(size=g * h).astype(dtype)
+    rb = rng.normal(size=g * h).astype(dtype) if cell == "gru" else None
     mask = rng.random((b, t)) > 0.2
-    gout = rng.normal(size=(b, t, h)).astype(np.float32)
-    args = [x, kernel, u, bias, rb, None, None, mask, True, True, False]
+    gout = rng.normal(size=(b, t, h)).astype(dtype)
+    return [x, kernel, u, bias, rb, None, None, mask, True, True, False], gout
+
+
+def _primitive_results(cell, args, gout):
+    out = _call(cell, *args)
+    grads = tessera.call_primitive("rnn_sequence_grad", [cell, [gout, None, None, None], out] +
+                                   args)
+    return [np.asarray(v) for v in list(out[:3]) + list(grads) if v is not None]
+
+
+@pytest.mark.parametrize("cell", CELL_IDS)
+def test_packed_recurrent_products_match_float64(cell):
+    """float32 with units a multiple of 32 (on AVX-512 the recurrent products
+    run the packed panel kernel: 37 rows = tiles of 8 rows and a tail) against
+    the same primitive in float64 (BLAS): outputs, states and every cotangent."""
+    args, gout = _primitive_case(cell, 37, 6, 5, 64, np.float32, 9)
+    args64 = [a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype == np.float32
+              else a for a in args]
+    got = _primitive_results(cell, args, gout)
+    want = _primitive_results(cell, args64, gout.astype(np.float64))
+    assert len(got) == len(want)
+    for g, e in zip(got, want):
+        assert g.dtype == np.float32 and g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=2e-4, atol=2e-4 * np.abs(e).max())
+
+
+@pytest.mark.parametrize("h", [8, 32])
+@pytest.mark.parametrize("cell", CELL_IDS)
+def test_primitive_bits_do_not_depend_on_the_thread_count(cell, h):
+    """float32, 37 rows (three blocks), mask, go_backwards: the outputs and
+    every cotangent bit for bit equal on 1 and 2 threads (h = 32: the packed
+    recurrent products on AVX-512)."""
+    args, gout = _primitive_case(cell, 37, 9, 5, h, np.float32, 5)
     before = tessera.num_threads()
     results = []
     try:
         for threads in (1, 2):
             tessera.set_num_threads(threads)
-            out = _call(cell, *args)
-            grads = tessera.call_primitive("rnn_sequence_grad",
-                                           [cell, [gout, None, None, None], out] + args)
-            results.append([np.asarray(v) for v in list(out[:3]) + list(grads)
-                            if v is not None])
+            results.append(_primitive_results(cell, args, gout))
     finally:
         tessera.set_num_threads(before)
     assert len(results[0]) == len(results[1])

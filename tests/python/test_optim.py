@@ -126,6 +126,29 @@ def test_adam_update_without_weight_decay_does_not_read_the_weight_into_its_mome
     np.testing.assert_allclose(w1, want, rtol=1e-6)
     assert w1.dtype == np.dtype(dtype)
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_adam_update_in_place_gives_the_bits_of_the_rule(dtype):
+    # w, m and v made inside the program are held by no one else, so the update
+    # overwrites them (the vectorised in-place loop); passed from NumPy they are
+    # copied. Both give, bit for bit, the rule evaluated in the kernel's order.
+    rng = np.random.default_rng(3)
+    n = 1037  # not a multiple of any vector width: the loops' tails run too
+    w, g, m = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+    v = rng.random(n).astype(dtype)
+    t, lr, b1, b2, eps = 3, 0.01, 0.9, 0.999, 1e-7
+    c = np.dtype(dtype).type
+    mi = c(b1) * m + c(1 - b1) * g
+    vi = c(b2) * v + c(1 - b2) * g * g
+    want = w - c(lr / (1 - b1 ** t)) * mi / (np.sqrt(vi) * c(1 / math.sqrt(1 - b2 ** t)) + c(eps))
+    copied = Program(f"lambda(w, g, m, v, adam_update(w, g, m, v, {t}, {lr}))").run([w, g, m, v])
+    owned = Program(f"lambda(w, g, m, v, adam_update(w * 1, g, m * 1, v * 1, {t}, {lr}))").run(
+        [w, g, m, v])
+    for got in (copied, owned):
+        np.testing.assert_array_equal(got[0], want)
+        np.testing.assert_array_equal(got[1], mi)
+        np.testing.assert_array_equal(got[2], vi)
+
+
 def test_several_parameters_float32_schedule_and_global_clipping():
     params = {"kernel": np.ones((3, 2), np.float32), "bias": np.zeros(2, np.float32)}
     rng = np.random.default_rng(0)
