@@ -7,7 +7,9 @@
 // arithmetic, and so the bits, are the same).
 #include "tessera/kernels/layer_norm.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tessera::kernels {
 
@@ -21,17 +23,26 @@ namespace {
 
 constexpr int64_t kLnLanes = 8;
 
-// The sum of f(c) for c < n in the lane order above.
-template <class F>
-[[gnu::always_inline]] inline double ln_lane_sum(int64_t n, F f) {
-  double lane[kLnLanes] = {};
-  int64_t c = 0;
-  for (; c + kLnLanes <= n; c += kLnLanes) {
-    for (int64_t j = 0; j < kLnLanes; ++j) lane[j] += f(c + j);
-  }
+// Eight doubles (one AVX-512 register, two AVX2 ones, four SSE2 ones: the
+// same lanes and so the same bits on each).
+typedef double LnLanes __attribute__((vector_size(kLnLanes * sizeof(double))));
+typedef float LnFloats __attribute__((vector_size(kLnLanes * sizeof(float))));
+
+// (Vectors go by reference: by value, their ABI would differ between the
+// clones.)
+[[gnu::always_inline]] inline void ln_load(const double* p, LnLanes& v) {
+  std::memcpy(&v, p, sizeof v);
+}
+[[gnu::always_inline]] inline void ln_load(const float* p, LnLanes& v) {
+  LnFloats f;
+  std::memcpy(&f, p, sizeof f);
+  v = __builtin_convertvector(f, LnLanes);
+}
+
+// The lanes of v added in lane order.
+[[gnu::always_inline]] inline double ln_total(const LnLanes& v) {
   double s = 0.0;
-  for (int64_t j = 0; j < kLnLanes; ++j) s += lane[j];
-  for (; c < n; ++c) s += f(c);
+  for (int64_t j = 0; j < kLnLanes; ++j) s += v[j];
   return s;
 }
 
@@ -39,50 +50,86 @@ struct LnRowStats {
   double mean, rstd;
 };
 
-// Mean and 1 / sqrt(variance + epsilon) of a row, the variance as the mean
-// of the squared deviations from the mean (two passes, as the composed
-// x - mean(x) and mean(c * c) compute it).
-template <class T>
-[[gnu::always_inline]] inline LnRowStats ln_row_stats(const T* __restrict x, int64_t n,
-                                                 double epsilon) {
+// A row's mean and 1 / sqrt(variance + epsilon) from the sums s1 and s2 of
+// its deviations d = x - shift and their squares (one pass; shifting by the
+// row's first element keeps the variance's subtraction from cancelling: the
+// mean of d is of the order of the spread).
+[[gnu::always_inline]] inline LnRowStats ln_stats_of(double shift, double s1, double s2,
+                                                     int64_t n, double epsilon) {
   const double inv_n = 1.0 / static_cast<double>(n);
-  const double mean = ln_lane_sum(n, [&](int64_t c) { return static_cast<double>(x[c]); }) * inv_n;
-  const double var = ln_lane_sum(n, [&](int64_t c) {
-                       const double d = static_cast<double>(x[c]) - mean;
-                       return d * d;
-                     }) * inv_n;
-  return {mean, 1.0 / std::sqrt(var + epsilon)};
+  const double m1 = s1 * inv_n;
+  const double var = std::max(0.0, s2 * inv_n - m1 * m1);
+  return {shift + m1, 1.0 / std::sqrt(var + epsilon)};
 }
 
 template <class T>
 [[gnu::always_inline]] inline void ln_forward_rows(const T* __restrict x, const T* __restrict gamma,
-                                                const T* __restrict beta, int64_t rows,
-                                                int64_t n, double epsilon, T* __restrict y) {
+                                                   const T* __restrict beta, int64_t rows,
+                                                   int64_t n, double epsilon, T* __restrict y) {
   for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
-    const LnRowStats st = ln_row_stats(x, n, epsilon);
+    const double shift = static_cast<double>(x[0]);
+    LnLanes l1 = {}, l2 = {};
+    int64_t c = 0;
+    for (; c + kLnLanes <= n; c += kLnLanes) {
+      LnLanes d;
+      ln_load(x + c, d);
+      d -= shift;
+      l1 += d;
+      l2 += d * d;
+    }
+    double s1 = ln_total(l1), s2 = ln_total(l2);
+    for (; c < n; ++c) {
+      const double d = static_cast<double>(x[c]) - shift;
+      s1 += d;
+      s2 += d * d;
+    }
+    const LnRowStats st = ln_stats_of(shift, s1, s2, n, epsilon);
     const T mean = static_cast<T>(st.mean), rstd = static_cast<T>(st.rstd);
     for (int64_t c = 0; c < n; ++c) y[c] = (x[c] - mean) * rstd * gamma[c] + beta[c];
   }
 }
 
 // dx = rstd * (g gamma - mean(g gamma) - x_hat mean(g gamma x_hat)), the
-// gradient of x through the row's mean and variance.
+// gradient of x through the row's mean and variance; the four row sums it
+// needs (of d, d^2, g gamma and g gamma d, d = x - shift) in one pass, dx
+// and the sums of dgamma and dbeta in a second.
 template <class T>
 [[gnu::always_inline]] inline void ln_backward_rows(const T* __restrict g, const T* __restrict x,
-                                                 const T* __restrict gamma, int64_t rows,
-                                                 int64_t n, double epsilon, T* __restrict dx,
-                                                 double* __restrict dgamma,
-                                                 double* __restrict dbeta) {
+                                                    const T* __restrict gamma, int64_t rows,
+                                                    int64_t n, double epsilon, T* __restrict dx,
+                                                    double* __restrict dgamma,
+                                                    double* __restrict dbeta) {
   const double inv_n = 1.0 / static_cast<double>(n);
   for (int64_t r = 0; r < rows; ++r, g += n, x += n, dx += n) {
-    const LnRowStats st = ln_row_stats(x, n, epsilon);
+    const double shift = static_cast<double>(x[0]);
+    LnLanes l1 = {}, l2 = {}, l3 = {}, l4 = {};
+    int64_t c = 0;
+    for (; c + kLnLanes <= n; c += kLnLanes) {
+      LnLanes d, gy, gm;
+      ln_load(x + c, d);
+      ln_load(g + c, gy);
+      ln_load(gamma + c, gm);
+      d -= shift;
+      gy *= gm;
+      l1 += d;
+      l2 += d * d;
+      l3 += gy;
+      l4 += gy * d;
+    }
+    double s1 = ln_total(l1), s2 = ln_total(l2), s3 = ln_total(l3), s4 = ln_total(l4);
+    for (; c < n; ++c) {
+      const double d = static_cast<double>(x[c]) - shift;
+      const double gy = static_cast<double>(g[c]) * static_cast<double>(gamma[c]);
+      s1 += d;
+      s2 += d * d;
+      s3 += gy;
+      s4 += gy * d;
+    }
+    const LnRowStats st = ln_stats_of(shift, s1, s2, n, epsilon);
+    // mean(g gamma x_hat) = rstd (mean(g gamma d) - mean(d) mean(g gamma))
+    const double a = s3 * inv_n;
+    const double b = st.rstd * (s4 * inv_n - s1 * inv_n * a);
     const T mean = static_cast<T>(st.mean), rstd = static_cast<T>(st.rstd);
-    const double a = ln_lane_sum(n, [&](int64_t c) {
-                       return static_cast<double>(g[c] * gamma[c]);
-                     }) * inv_n;
-    const double b = ln_lane_sum(n, [&](int64_t c) {
-                       return static_cast<double>(g[c] * gamma[c] * ((x[c] - mean) * rstd));
-                     }) * inv_n;
     const T ta = static_cast<T>(a), tb = static_cast<T>(b);
     for (int64_t c = 0; c < n; ++c) {
       const T xh = (x[c] - mean) * rstd;
