@@ -71,15 +71,20 @@ Array layer_norm_like_gamma(Args& a, size_t i, const LayerNormInputs& in) {
   return b.dtype() == in.dtype ? b : cast_array(b, in.dtype);
 }
 
-// Rows per task: a band of about 16K elements (the backward's partial sums of
-// dgamma and dbeta are one per band, added in band order: the band size
-// depends on n alone, so the sums do not depend on the thread count).
-int64_t layer_norm_band_rows(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
+// Rows per task: a band of about 16K elements, and at most kLayerNormBands
+// bands (the backward keeps 2 n partial sums per band, for dgamma and dbeta,
+// added in band order: the band size depends on the shape alone, so the sums
+// do not depend on the thread count).
+constexpr int64_t kLayerNormBands = 64;
+int64_t layer_norm_band_rows(int64_t rows, int64_t n) {
+  const int64_t by_size = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+  return std::max(by_size, (rows + kLayerNormBands - 1) / kLayerNormBands);
+}
 
 template <class T>
 Value layer_norm_typed(const LayerNormInputs& in, const Array& beta) {
   Array y(in.dtype, in.x.shape());
-  const int64_t band = layer_norm_band_rows(in.n);
+  const int64_t band = layer_norm_band_rows(in.rows, in.n);
   const int64_t bands = (in.rows + band - 1) / band;
   const T* x = in.x.data<T>();
   const T* gamma = in.gamma.data<T>();
@@ -107,7 +112,7 @@ Value eval_layer_norm(Args& a) {
 template <class T>
 Value layer_norm_grad_typed(const LayerNormInputs& in, const Array& g) {
   Array dx(in.dtype, in.x.shape());
-  const int64_t band = layer_norm_band_rows(in.n);
+  const int64_t band = layer_norm_band_rows(in.rows, in.n);
   const int64_t bands = (in.rows + band - 1) / band;
   // One row of partial sums (dgamma then dbeta) per band.
   std::vector<double> part(static_cast<size_t>(bands * 2 * in.n), 0.0);

@@ -15,7 +15,8 @@ using namespace tessera::test;
 namespace {
 
 // x (rows, n) normalized per row, gamma and beta (n).
-std::vector<double> direct_layer_norm(const std::vector<double>& x, const std::vector<double>& gamma,
+std::vector<double> direct_layer_norm(const std::vector<double>& x,
+                                      const std::vector<double>& gamma,
                                       const std::vector<double>& beta, int64_t rows, int64_t n,
                                       double eps) {
   std::vector<double> out(x.size());
