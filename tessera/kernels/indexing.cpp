@@ -181,6 +181,50 @@ void scatter_add_offsets(const Array& src, Array& dst, const OffsetLayout& layou
   });
 }
 
+bool block_indices(const Array& indices, int64_t n, std::vector<int64_t>& out) {
+  const DType dt = indices.dtype();
+  if (dt == DType::uint64 || !is_integer(dt)) return false;
+  const Array idx = indices.contiguous().astype(DType::int64);
+  const int64_t* given = idx.data<int64_t>();
+  out.resize(static_cast<size_t>(idx.size()));
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (given[j] < -n || given[j] >= n) return false;
+    out[j] = given[j] < 0 ? given[j] + n : given[j];
+  }
+  return true;
+}
+
+void take_blocks(const Array& x, int64_t outer, int64_t n, int64_t inner, const int64_t* idx,
+                 int64_t count, Array& out, ForRange run) {
+  const size_t bytes = static_cast<size_t>(inner) * dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(out.raw());
+  run(outer * count, kGatherNs * static_cast<double>(inner), [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t o = b / count, j = b % count;
+      std::memcpy(dst + static_cast<size_t>(b) * bytes,
+                  src + static_cast<size_t>(o * n + idx[j]) * bytes, bytes);
+    }
+  });
+}
+
+void add_blocks(const Array& src, int64_t outer, int64_t n, int64_t inner, const int64_t* idx,
+                int64_t count, Array& dst) {
+  auto add = [&](auto* d, const auto* s) {
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < count; ++j, s += inner) {
+        auto* row = d + (o * n + idx[j]) * inner;
+        for (int64_t c = 0; c < inner; ++c) row[c] += s[c];
+      }
+    }
+  };
+  if (dst.dtype() == DType::float64) {
+    add(dst.data<double>(), src.data<double>());
+  } else {
+    add(dst.data<float>(), src.data<float>());
+  }
+}
+
 Array take_along_axis_array(const Array& x, const Array& idx, int axis, const Shape& out_shape,
                             ForRange run) {
   Array out(x.dtype(), out_shape);

@@ -52,6 +52,26 @@ void scatter_offsets(const Array& src, Array& dst, const OffsetLayout& layout);
 // dst must hold a compute dtype (bool, int64, float32, float64).
 void scatter_add_offsets(const Array& src, Array& dst, const OffsetLayout& layout);
 
+// The indices of a take along an axis of length n, each in [-n, n),
+// normalized to [0, n) into `out`. False (out unspecified) for a non-integer
+// or uint64 array (values past int64's would wrap into range) or an index out
+// of range: the general selection then handles them and names the error.
+bool block_indices(const Array& indices, int64_t n, std::vector<int64_t>& out);
+
+// numpy.take along one axis of a C-contiguous x seen as (outer, n, inner),
+// with `count` indices `idx` (each in [0, n)): out (outer, count, inner) gets
+// whole blocks of `inner` elements (an embedding's rows), no per-element
+// offsets. Pure copies, split across `run` by (outer, index) blocks.
+void take_blocks(const Array& x, int64_t outer, int64_t n, int64_t inner, const int64_t* idx,
+                 int64_t count, Array& out, ForRange run = serial_for);
+
+// The cotangent of take_blocks: dst (outer, n, inner), float32 or float64,
+// gets src (outer, count, inner, dst's dtype) added block by block, in index
+// order (repeated indices accumulate in that order whatever the threads:
+// serial).
+void add_blocks(const Array& src, int64_t outer, int64_t n, int64_t inner, const int64_t* idx,
+                int64_t count, Array& dst);
+
 // np.take_along_axis: out[..., i, ...] = x[..., idx[..., i, ...], ...] along
 // `axis`, where `idx` (int64, already normalized to [0, x.dim(axis))) and x
 // are broadcast against each other in every other dimension to `out_shape`.

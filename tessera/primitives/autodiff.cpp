@@ -3,9 +3,12 @@
 // parts of reductions and matrix products. See tessera/lang/autodiff.hpp.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/kernels/indexing.hpp"
 #include "tessera/kernels/linalg.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -786,6 +789,32 @@ Value cumprod_grad(Args& a) {
   return r;
 }
 
+// take_grad of a float x and g of its dtype, integer index array in range
+// (an embedding's rows): zeros with g's blocks added in index order, no
+// per-element offsets. Empty otherwise (the general index_add handles it).
+std::optional<Array> take_grad_by_blocks(const Value& g, const Value& x, const Value& indices,
+                                         int axis) {
+  if (!g.is_array() || !x.is_array() || !indices.is_array()) return std::nullopt;
+  const Array& xa = x.as_array();
+  const DType dt = xa.dtype();
+  if ((dt != DType::float32 && dt != DType::float64) || g.as_array().dtype() != dt) {
+    return std::nullopt;
+  }
+  const Array& idx = indices.as_array();
+  Shape gs(xa.shape().begin(), xa.shape().begin() + axis);
+  gs.insert(gs.end(), idx.shape().begin(), idx.shape().end());
+  gs.insert(gs.end(), xa.shape().begin() + axis + 1, xa.shape().end());
+  const int64_t n = xa.dim(axis);
+  std::vector<int64_t> ip;
+  if (g.as_array().shape() != gs || !kernels::block_indices(idx, n, ip)) return std::nullopt;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= xa.dim(d);
+  for (int d = axis + 1; d < xa.ndim(); ++d) inner *= xa.dim(d);
+  Array dx = Array::zeros(dt, xa.shape());
+  kernels::add_blocks(g.as_array().contiguous(), outer, n, inner, ip.data(), idx.size(), dx);
+  return dx;
+}
+
 // The cotangent of x in take(x, indices, axis): g added at the taken
 // positions (repeated indices accumulate).
 Value take_grad(Args& a) {
@@ -799,6 +828,7 @@ Value take_grad(Args& a) {
     return prim("reshape", std::vector<Value>{r, shape_list(xs)});
   }
   const int axis = normalize_axis(a.integer(3), static_cast<int>(xs.size()), a.op());
+  if (std::optional<Array> dx = take_grad_by_blocks(g, x, indices, axis)) return *dx;
   std::vector<Value> args{prim("zeros_like", std::vector<Value>{x}), g};
   for (int d = 0; d < axis; ++d) args.emplace_back(Slice{});
   args.push_back(indices);

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/shape.hpp"
@@ -611,6 +613,27 @@ Value index_add(Args& a) {
   return x;
 }
 
+// take of whole blocks along `axis` (an embedding's rows): x (contiguous)
+// seen as (outer, n, inner), an integer index array in [-n, n). Empty when
+// the indices are not such an array (a list, out of range: the general
+// selection handles them and names the error).
+std::optional<Array> take_by_blocks(const Array& x, const Value& indices, int axis) {
+  if (!indices.is_array() || x.ndim() == 0) return std::nullopt;
+  const Array& idx = indices.as_array();
+  const int64_t n = x.dim(axis);
+  std::vector<int64_t> ip;
+  if (!kernels::block_indices(idx, n, ip)) return std::nullopt;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.dim(d);
+  for (int d = axis + 1; d < x.ndim(); ++d) inner *= x.dim(d);
+  Shape shape(x.shape().begin(), x.shape().begin() + axis);
+  shape.insert(shape.end(), idx.shape().begin(), idx.shape().end());
+  shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
+  Array out(x.dtype(), shape);
+  kernels::take_blocks(x, outer, n, inner, ip.data(), idx.size(), out, &parallel_for);
+  return out;
+}
+
 Value take(Args& a) {
   Array x = a.array(0);
   int axis = 0;
@@ -627,6 +650,7 @@ Value take(Args& a) {
   if (!indices.is_int() && !indices.is_array() && !indices.is_list()) {
     a.type_error(1, "an int or an integer array");
   }
+  if (std::optional<Array> rows = take_by_blocks(x, indices, axis)) return *rows;
   List items(axis, Value(Slice{}));
   items.push_back(indices);
   Selection sel = select(x, items, a.op());

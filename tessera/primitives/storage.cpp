@@ -47,7 +47,7 @@ const Names& kSame() {
                               "rng_choice",   "rng_permutation",
                               "relu",         "sigmoid",
                               "softmax",      "log_softmax",
-                              "attention",
+                              "attention",    "layer_norm",
                               "gelu",         "elu",
                               "leaky_relu",   "softplus",
                               "where",        "nan_to_num",

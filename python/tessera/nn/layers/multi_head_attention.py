@@ -191,7 +191,7 @@ class MultiHeadAttention(Layer):
         def project(x, part, dim, size, t, scale=None):
             y = f"({x} @ reshape({p[part + '_kernel']}, [{dim}, {h * size}]))"
             if self.use_bias:
-                y = f"({y} + reshape({p[part + '_bias']}, [{h * size}]))"
+                y = f"bias_add({y}, reshape({p[part + '_bias']}, [{h * size}]))"
             if scale is not None:
                 # Scaled while contiguous: the same products as scaling the
                 # transposed view, without a strided pass over it.
@@ -200,14 +200,17 @@ class MultiHeadAttention(Layer):
             return ctx.define(part[0], f"transpose(reshape({y}, [-1, {t}, {h}, {size}]), "
                                        "[0, 2, 1, 3])")
 
-        q = project(q_in, "query", shapes[0][-1], kd, tq, scale=1.0 / math.sqrt(kd))
-        k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
-        v = project(v_in, "value", shapes[1][-1], vd, tv)
         only_causal = not (query_mask is not None or value_mask is not None or mask is not None
                            or (_has_key and key_mask is not None))
-        if FUSED and only_causal and not self.dropout and not return_attention_scores:
-            # q carries the scale already (see project).
-            o = ctx.define("o", f"reshape(transpose(attention({q}, {k}, {v}, 1.0, "
+        fused = FUSED and only_causal and not self.dropout and not return_attention_scores
+        scale = 1.0 / math.sqrt(kd)
+        # The fused primitive scales the scores itself (no pass over q forward
+        # or backward); the composed path scales q as Keras does.
+        q = project(q_in, "query", shapes[0][-1], kd, tq, scale=None if fused else scale)
+        k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
+        v = project(v_in, "value", shapes[1][-1], vd, tv)
+        if fused:
+            o = ctx.define("o", f"reshape(transpose(attention({q}, {k}, {v}, {scale!r}, "
                                 f"{'true' if use_causal_mask else 'false'}), [0, 2, 1, 3]), "
                                 f"[-1, {tq}, {h * vd}])")
             return self._finish(o, p, ctx, shapes)

@@ -13,6 +13,12 @@ from .base import Layer, Param, _initializer, _list, _regularizer
 __all__ = ["BatchNormalization", "GroupNormalization", "LayerNormalization", "Normalization",
            "RMSNormalization", "Rescaling", "UnitNormalization"]
 
+# LayerNormalization over its input's last axes with both gamma and beta runs
+# as one primitive, layer_norm, whose backward is one pass too (layer_norm_grad);
+# False: the composed mean, subtract, square, sqrt, divide, multiply and add
+# (the reference the tests compare it with).
+FUSED_LAYER_NORM = True
+
 
 def _const(v, x: str) -> str:
     """A constant (a number or an array) as text, in x's dtype."""
@@ -410,6 +416,9 @@ class LayerNormalization(Layer):
     def forward(self, x, p, ctx):
         s = self._in_shape
         axes = self._axes(s)
+        contiguous_last = axes == list(range(len(s) - len(axes) + 1, len(s) + 1))
+        if FUSED_LAYER_NORM and contiguous_last and self.scale and self.center:
+            return f"layer_norm({x}, {p['gamma']}, {p['beta']}, {self.epsilon!r})"
         xv = ctx.define("ln_x", x)
         ax = _list(axes)
         centered = ctx.define("ln_c", f"{xv} - mean({xv}, axis={ax}, keepdims=true)")
@@ -417,7 +426,6 @@ class LayerNormalization(Layer):
              f"{self.epsilon!r})")
         # gamma and beta broadcast along the normalized axes
         bshape = [s[a - 1] if a in axes else 1 for a in range(1, len(s) + 1)]
-        contiguous_last = axes == list(range(len(s) - len(axes) + 1, len(s) + 1))
         def shaped(v):
             return v if contiguous_last else f"reshape({v}, {_list(bshape)})"
         if self.scale:

@@ -1,0 +1,63 @@
+"""Parts of the keras-io transformer's training step on their own, at its
+shapes: the embedding lookup and its gradient (take, take_grad: (32, 200)
+rows of a (20000, 32) float32 table) and layer normalization (layer_norm,
+layer_norm_grad on (32, 200, 32) float32), each against NumPy's x * gamma on
+the same array as a memory-bound yardstick. CPU-time medians of many calls,
+one thread. Run it with two checkouts' PYTHONPATH alternately to compare them.
+
+run: PYTHONPATH=python .venv/bin/python bench/bench_step_parts.py [--calls 200] [--threads 1]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+import tessera
+from machine import machine_line
+
+
+def cpu_median(fn, calls):
+    fn()
+    times = []
+    for _ in range(calls):
+        t = time.process_time()
+        fn()
+        times.append(time.process_time() - t)
+    return statistics.median(times) * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    tessera.set_num_threads(args.threads)
+    print(f"{machine_line()}; tessera threads {args.threads}; load average "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(20000, 32)).astype(np.float32)
+    idx = rng.integers(1, 20000, (32, 200))
+    x = rng.normal(size=(32, 200, 32)).astype(np.float32)
+    g = rng.normal(size=x.shape).astype(np.float32)
+    gamma, beta = (rng.normal(size=32).astype(np.float32) for _ in range(2))
+    prim = tessera.call_primitive
+    parts = {
+        "take": lambda: prim("take", [table, idx], {"axis": 0}),
+        "take_grad": lambda: prim("take_grad", [g, table, idx], {"axis": 0}),
+        "layer_norm": lambda: prim("layer_norm", [x, gamma, beta], {"epsilon": 1e-6}),
+        "layer_norm_grad": lambda: prim("layer_norm_grad", [g, x, gamma], {"epsilon": 1e-6}),
+        "numpy x * gamma": lambda: x * gamma,
+    }
+    for name, fn in parts.items():
+        try:
+            print(f"  {name:<18} {cpu_median(fn, args.calls):8.1f} us CPU (median of "
+                  f"{args.calls})")
+        except ValueError as e:  # a checkout without the primitive
+            print(f"  {name:<18} not available: {e}")
+
+
+if __name__ == "__main__":
+    main()
