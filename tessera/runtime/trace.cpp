@@ -1,5 +1,7 @@
 #include "tessera/runtime/trace.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -70,6 +72,12 @@ int64_t now_ns() {
       .count();
 }
 
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 void record(const Event& e) {
   Buffer* b = tl_buffer ? tl_buffer : make_buffer();
   size_t i = b->size.load(std::memory_order_relaxed);
@@ -105,11 +113,20 @@ void NodeScope::begin(const void* node) {
   node_ = node;
   outer_ = tl_current_node;
   tl_current_node = node;
+  cpu0_ = thread_cpu_ns();
 }
 
 void NodeScope::end() {
   Event e;
   e.kind = EventKind::node;
+  if (cpu0_ >= 0) {
+    // Read where the caller measured the span (measured), else now.
+    int64_t cpu1 = cpu1_ >= 0 ? cpu1_ : thread_cpu_ns();
+    if (cpu1 >= cpu0_) {
+      e.cpu0 = cpu0_;
+      e.cpu1 = cpu1;
+    }
+  }
   if (t1_ != 0) {
     e.t0 = t0_;
     e.t1 = t1_;

@@ -166,7 +166,8 @@ void write_trace(std::ostream& stream, const Recording& rec, const std::vector<T
       switch (e.kind) {
         case EventKind::node: {
           auto [p, id] = node_ref(e.what);
-          os << "n\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\n';
+          os << "n\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\t'
+             << e.cpu0 << '\t' << e.cpu1 << '\n';
           break;
         }
         case EventKind::task: {
