@@ -15,6 +15,7 @@ namespace tessera::trace {
 
 namespace detail {
 std::atomic<bool> recording{false};
+std::atomic<bool> cpu_clock{false};
 }  // namespace detail
 
 namespace {
@@ -113,7 +114,7 @@ void NodeScope::begin(const void* node) {
   node_ = node;
   outer_ = tl_current_node;
   tl_current_node = node;
-  cpu0_ = thread_cpu_ns();
+  if (cpu_clock_on()) cpu0_ = thread_cpu_ns();
 }
 
 void NodeScope::end() {
@@ -160,7 +161,7 @@ void TileScope::end() {
   tl_current_node = outer_;
 }
 
-void start() {
+void start(bool cpu_clock) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   if (r.running) throw std::runtime_error("[trace] a trace is already being recorded in this process");
@@ -176,6 +177,7 @@ void start() {
   r.dropped.store(0, std::memory_order_relaxed);
   r.running = true;
   r.begin_ns = now_ns();
+  detail::cpu_clock.store(cpu_clock, std::memory_order_relaxed);
   detail::recording.store(true, std::memory_order_release);
 }
 

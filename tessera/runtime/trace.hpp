@@ -45,6 +45,7 @@ struct Event {
 
 namespace detail {
 extern std::atomic<bool> recording;
+extern std::atomic<bool> cpu_clock;
 }  // namespace detail
 
 // True while a recording is running (the check every hook makes first).
@@ -55,6 +56,11 @@ int64_t now_ns();
 
 // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID, nanoseconds), or -1.
 int64_t thread_cpu_ns();
+
+// Whether the running recording reads the thread's CPU clock around each
+// primitive evaluation (start(true)): a system call each time, 0.3-1 us, so
+// only when asked (TESSERA_TRACE_CPU=1, session.hpp).
+inline bool cpu_clock_on() { return detail::cpu_clock.load(std::memory_order_relaxed); }
 
 // Appends an event to the calling thread's buffer.
 void record(const Event& e);
@@ -139,8 +145,9 @@ struct Recording {
   uint64_t dropped = 0;  // events lost to a full buffer
 };
 
-// Starts a recording (an error if one is running).
-void start();
+// Starts a recording (an error if one is running); with `cpu_clock`, node
+// events carry the thread's CPU clock (Event::cpu0, cpu1).
+void start(bool cpu_clock = false);
 // Stops the recording and returns what every thread recorded since start().
 Recording stop();
 

@@ -254,7 +254,8 @@ void start_session(const std::string& dir) {
   s.sources.clear();
   begin_traced_programs();
   s.realtime_ns = realtime_ns();
-  trace::start();
+  const char* cpu = std::getenv(kTraceCpuEnv);
+  trace::start(cpu && std::string_view(cpu) == "1");
   s.active = true;
   trace::set_abrupt_end_writer(write_if_active);
 }
