@@ -38,15 +38,21 @@ not raced.
 
 The peer at its best: tcmalloc (LD_PRELOAD, fair.py) for every launch, PyTorch's fused Adam where
 the strategy allows it (not under ZeroRedundancyOptimizer / DTensor / FSDP2, whose foreach path is
-their default), torch.set_num_threads(1) per rank as tessera's --threads 1. PyTorch runs eager:
-torch.compile of FSDP2/DTensor/pipelining models is not raced here (not yet measured whether it
-is faster on this CPU), and the output says so.
+their default), torch.set_num_threads(1) per rank as tessera's --threads 1. PyTorch runs eager;
+with --torch-compile it also runs compiled (a third launch per round, alternating with the
+others): each module of the model (the embedding, every block, the head) is compiled in place
+(`module.compile()`, TorchInductor's C++ backend on CPU) before it is wrapped: before DDP and
+FSDP2's fully_shard (as PyTorch's FSDP2 docs recommend: per block), after DTensor's
+parallelize_module and before FSDP2 in the 2-D setup (torchtitan's order), and before
+PipelineStage for the pipeline's stage modules. The first steps then include the compilation:
+give --warmup 2 or more. Both PyTorch figures are printed, the ratio is against the faster
+(the peer's best), and a combination that fails is reported with its error, not raced.
 
 run: .venv/bin/python bench/bench_mesh.py [--configs dp,zero1,zero2,zero3,tp,pp,2d,3d] [--ranks 4]
          [--sides tessera,torch]
          [--layers 8] [--d 512] [--heads 8] [--context 64] [--batch 8] [--steps 8]
          [--warmup 3] [--microbatches 4] [--runs 3] [--hosts 1|2] [--build build]
-         [--json out.json] [--trace DIR]
+         [--json out.json] [--trace DIR] [--torch-compile]
 """
 
 import argparse
@@ -143,6 +149,13 @@ def torch_gpt(torch, args):
     return torch.nn.Sequential(Embed(), *[Block() for _ in range(args.layers)], Head())
 
 
+def compile_modules(mods, args):
+    """--torch-compile: each module compiled in place, before it is wrapped (docstring)."""
+    if args.compile:
+        for m in mods:
+            m.compile()
+
+
 def torch_worker(local, port, args, out_path):
     import torch
     import torch.distributed as dist
@@ -159,6 +172,8 @@ def torch_worker(local, port, args, out_path):
     net = torch_gpt(torch, args)
     loss_fn = torch.nn.functional.cross_entropy
     step = None
+    if cfg in ("dp", "zero1", "zero2", "zero3"):
+        compile_modules(net, args)
     if cfg == "dp":
         model = torch.nn.parallel.DistributedDataParallel(net)
         opt = torch.optim.Adam(model.parameters(), 1e-4, fused=True)
@@ -188,6 +203,7 @@ def torch_worker(local, port, args, out_path):
                 "o": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
         for blk in list(net)[1:-1]:
             parallelize_module(blk, tp_mesh, plan)
+        compile_modules(net, args)
         if cfg == "2d":
             from torch.distributed.fsdp import fully_shard
             for blk in net:
@@ -201,6 +217,7 @@ def torch_worker(local, port, args, out_path):
         per = -(-len(mods) // R)
         stage_mod = torch.nn.Sequential(*mods[rank * per:(rank + 1) * per])
         del net, mods
+        compile_modules(stage_mod, args)
         stage = PipelineStage(stage_mod, rank, R, torch.device("cpu"))
         model = stage_mod
 
@@ -415,8 +432,10 @@ def launch(side, args, config):
     out = os.path.join(args.tmp, f"{side}-{config}.json")
     if os.path.exists(out):
         os.remove(out)
-    me = [os.path.abspath(__file__), "--worker", side, "--config",
-          config if side == "tessera" else PEER.get(config, config), "--out", out] + args.forward
+    worker = "torch" if side == "torch-compiled" else side
+    me = [os.path.abspath(__file__), "--worker", worker, "--config",
+          config if side == "tessera" else PEER.get(config, config), "--out", out] + \
+        args.forward + (["--compile"] if side == "torch-compiled" else [])
     env = allocator_env("tcmalloc")
     env["OMPI_ALLOW_RUN_AS_ROOT"] = env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     if side == "tessera":
@@ -487,6 +506,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--trace", help="tessera launches traced into TRACE-<config> (tessera run "
                     "--trace; bench/pipeline_phases.py reads it; slows tessera a little)")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="also race PyTorch compiled (torch.compile of each module before it is "
+                    "wrapped); the ratio is against the faster of eager and compiled")
+    ap.add_argument("--compile", action="store_true", help=argparse.SUPPRESS)  # a worker's
     args = ap.parse_args()
     if args.worker == "torch":
         return run_torch(args, args.out)
@@ -524,8 +547,11 @@ def main():
 
 
 def race(args, psi, version):
+    mode = ("eager, and compiled (torch.compile of each module before it is wrapped; the "
+            "ratio against the faster)" if args.torch_compile else "eager (no torch.compile: "
+            "--torch-compile races it too)")
     print(f"ranks: {args.ranks} x 1 thread (oversubscribed when above the cores); PyTorch "
-          f"{version} with gloo, eager (no torch.compile), fused Adam where the "
+          f"{version} with gloo, {mode}, fused Adam where the "
           "strategy allows it; allocator tcmalloc for both (fair.py)")
     print(f"model: GPT, {args.layers} blocks, d={args.d}, {args.heads} heads, context "
           f"{args.context}, vocabulary {VOCAB}: {psi / 1e6:.1f} M parameters; Adam fp32; "
@@ -535,10 +561,12 @@ def race(args, psi, version):
     with tempfile.TemporaryDirectory() as tmp:
         args.tmp = tmp
         for config in args.configs.split(","):
-            runs = {"tessera": [], "torch": []}
-            sides = args.sides.split(",")
+            order = ["tessera", "torch"] + ["torch-compiled"] * args.torch_compile
+            runs = {side: [] for side in order}
+            sides = args.sides.split(",") + \
+                ["torch-compiled"] * ("torch" in args.sides.split(","))
             for r in range(args.runs):
-                for side in (("tessera", "torch") if r % 2 == 0 else ("torch", "tessera")):
+                for side in (order if r % 2 == 0 else order[::-1]):
                     runs[side].append(launch(side, args, config) if side in sides else
                                       "not run (--sides)")
             results[config] = runs
@@ -562,8 +590,12 @@ def print_config(config, runs, psi, args):
 
     t, t_err = summary(runs["tessera"])
     p, p_err = summary(runs["torch"])
+    c, c_err = summary(runs["torch-compiled"]) if "torch-compiled" in runs else (None, None)
     print(f"-- {config}" + (f" (PyTorch: its {PEER[config]} setup)" if config in PEER else ""))
-    for name, s, err in (("tessera", t, t_err), ("pytorch", p, p_err)):
+    shown = [("tessera", t, t_err), ("pytorch", p, p_err)]
+    if "torch-compiled" in runs:
+        shown.append(("compiled", c, c_err))
+    for name, s, err in shown:
         if s is None:
             print(f"   {name:8s} {err if isinstance(err, str) else err}")
         else:
@@ -572,9 +604,15 @@ def print_config(config, runs, psi, args):
                   f"({s[2] / psi:.2f} B/param)")
             print(f"   {'':8s} CPU per step {sum(s[3]) * 1e3:8.1f} ms over the ranks (each: "
                   + ", ".join(f"{c * 1e3:.0f}" for c in s[3]) + ")")
-    if t and p:
-        print(f"   ratio tessera/pytorch: step {t[0] / p[0]:.2f}, peak memory {t[1] / p[1]:.2f}, "
-              f"CPU per step {sum(t[3]) / sum(p[3]):.2f}")
+    if p and c:
+        print(f"   PyTorch compiled / eager: step {c[0] / p[0]:.2f}, CPU per step "
+              f"{sum(c[3]) / sum(p[3]):.2f}; the peer's best: "
+              f"{'compiled' if c[0] < p[0] else 'eager'}")
+    best = min((x for x in (p, c) if x), key=lambda x: x[0], default=None)
+    if t and best:
+        which = "" if best is p or c is None else " (compiled)"
+        print(f"   ratio tessera/pytorch{which}: step {t[0] / best[0]:.2f}, peak memory "
+              f"{t[1] / best[1]:.2f}, CPU per step {sum(t[3]) / sum(best[3]):.2f}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,12 @@ p in --stages and m in --microbatches, with the trace on. From the trace:
 - stage s's bubble: 1 - busy / |W|, the median over the timed steps. With equal stages it is
   (p - 1) / (m + p - 1) for 1F1B and GPipe alike.
 
+That wall bubble counts a rank the operating system descheduled as idle, so with more ranks than
+cores (p = 4 on 2 cores) it is at least about 1 - cores / p whatever the schedule. The replayed
+bubble (bench/pipeline_replay.py) is the schedule's own: each stage's evaluations in their traced
+order with their thread CPU times, a receive's first dependent waiting for the matching send's
+replayed completion, on a machine with a core per rank; both are printed.
+
 Stage 0's activations under 1F1B, in micro-batches: each rank's tessera.memory_stats() peak of
 live array bytes during a step above the bytes live at its start. GPipe holds every micro-batch,
 so its peak grows by one micro-batch's activations per micro-batch: the slope of GPipe's peak
@@ -40,6 +46,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fair import load_average  # noqa: E402
 from machine import machine_line  # noqa: E402
+from pipeline_replay import replayed_bubbles  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -151,8 +158,9 @@ def launch(args, p, m, schedule):
                "--worker", "--m", str(m), "--schedule", schedule, "--out", out,
                f"--rows={args.rows}", f"--width={args.width}", f"--blocks={args.blocks}",
                f"--steps={args.steps}", f"--warmup={args.warmup}"]
+        # TESSERA_TRACE_CPU: each evaluation's thread CPU time, for the replay
         env = dict(os.environ, TESSERA_PYTHON=sys.executable, OMPI_ALLOW_RUN_AS_ROOT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TESSERA_TRACE_CPU="1")
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"p={p} m={m} {schedule} failed (exit {proc.returncode}):\n"
@@ -164,9 +172,14 @@ def launch(args, p, m, schedule):
         t = tessera.trace(trace)
         if t.problems:
             raise RuntimeError(f"p={p} m={m} {schedule}: the trace is incomplete: {t.problems}")
-        out, windows = bubbles(json.loads(t.chrome())["traceEvents"], p, args.warmup)
+        events = json.loads(t.chrome())["traceEvents"]
+        out, windows = bubbles(events, p, args.warmup)
         result["bubble"] = {str(s): statistics.median(v) for s, v in out.items()}
         result["window_ms"] = statistics.median(windows) / 1e3
+        out, windows = replayed_bubbles(events, p, args.warmup)
+        result["replayed"] = {str(s): statistics.median(v) for s, v in out.items()}
+        result["replayed_ms"] = statistics.median(windows) / 1e3
+        result["load"] = os.getloadavg()[0]
         return result
 
 
@@ -204,22 +217,31 @@ def main():
     results = {}
     for p in stages:
         print(f"-- p = {p}")
-        print("   m  schedule  (p-1)/(m+p-1)  bubble per stage (0..p-1)        mean   "
-              "diff   pass    stage-0 peak")
+        print("   m  schedule  (p-1)/(m+p-1) | wall: bubble per stage (0..p-1)  mean   diff   "
+              "pass     | replayed: bubble per stage      mean   diff   pass    | stage-0 peak  "
+              "load")
         for m in counts:
             for schedule in ("1f1b", "gpipe"):
                 runs = [launch(args, p, m, schedule) for _ in range(args.runs)]
                 per = [statistics.median(float(r["bubble"][str(s)]) for r in runs)
                        for s in range(p)]
                 window = statistics.median(r["window_ms"] for r in runs)
+                rper = [statistics.median(float(r["replayed"][str(s)]) for r in runs)
+                        for s in range(p)]
+                rwindow = statistics.median(r["replayed_ms"] for r in runs)
                 peak0 = statistics.median(r["peak"][0] for r in runs)
-                results[(p, m, schedule)] = {"bubble": per, "window_ms": window, "peak0": peak0,
-                                             "grad0": runs[0]["grad"][0]}
+                load = max(r["load"] for r in runs)
+                results[(p, m, schedule)] = {"bubble": per, "window_ms": window,
+                                             "replayed": rper, "replayed_ms": rwindow,
+                                             "peak0": peak0, "grad0": runs[0]["grad"][0],
+                                             "load": load}
                 ideal = (p - 1) / (m + p - 1)
-                mean = sum(per) / p
-                print(f"  {m:2d}  {schedule:8s}  {ideal:13.3f}  "
-                      f"{' '.join(f'{b:.3f}' for b in per):32s} {mean:.3f}  {mean - ideal:+.3f}  "
-                      f"{window:6.1f} ms  {peak0 / 2**20:7.1f} MiB")
+                mean, rmean = sum(per) / p, sum(rper) / p
+                print(f"  {m:2d}  {schedule:8s}  {ideal:13.3f} | "
+                      f"{' '.join(f'{b:.3f}' for b in per):30s} {mean:.3f}  {mean - ideal:+.3f}  "
+                      f"{window:6.1f} ms | {' '.join(f'{b:.3f}' for b in rper):30s} "
+                      f"{rmean:.3f}  {rmean - ideal:+.3f}  {rwindow:5.1f} ms | "
+                      f"{peak0 / 2**20:7.1f} MiB  {load:.1f}")
         # stage 0's activations under 1F1B, in micro-batches (see the module doc)
         g = np.array([results[(p, m, "gpipe")]["peak0"] for m in counts])
         slope = np.polyfit(np.array(counts, dtype=float), g, 1)[0] if len(counts) > 1 else None
@@ -242,6 +264,7 @@ def main():
                   f"({held / p:.2f} x p), {net:.2f} without the running sum of its gradients "
                   f"({net / p:.2f} x p; one micro-batch {slope / 2**20:.2f} MiB, from GPipe's "
                   f"slope; the gradients {grad / 2**20:.2f} MiB)")
+    print(f"load average at the end: {load_average()}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({f"{p},{m},{s}": v for (p, m, s), v in results.items()}, fh, indent=1)

@@ -1,5 +1,7 @@
 #include "tessera/runtime/trace.hpp"
 
+#include <time.h>
+
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -13,6 +15,7 @@ namespace tessera::trace {
 
 namespace detail {
 std::atomic<bool> recording{false};
+std::atomic<bool> cpu_clock{false};
 }  // namespace detail
 
 namespace {
@@ -70,6 +73,12 @@ int64_t now_ns() {
       .count();
 }
 
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 void record(const Event& e) {
   Buffer* b = tl_buffer ? tl_buffer : make_buffer();
   size_t i = b->size.load(std::memory_order_relaxed);
@@ -105,11 +114,20 @@ void NodeScope::begin(const void* node) {
   node_ = node;
   outer_ = tl_current_node;
   tl_current_node = node;
+  if (cpu_clock_on()) cpu0_ = thread_cpu_ns();
 }
 
 void NodeScope::end() {
   Event e;
   e.kind = EventKind::node;
+  if (cpu0_ >= 0) {
+    // Read where the caller measured the span (measured), else now.
+    int64_t cpu1 = cpu1_ >= 0 ? cpu1_ : thread_cpu_ns();
+    if (cpu1 >= cpu0_) {
+      e.cpu0 = cpu0_;
+      e.cpu1 = cpu1;
+    }
+  }
   if (t1_ != 0) {
     e.t0 = t0_;
     e.t1 = t1_;
@@ -143,7 +161,7 @@ void TileScope::end() {
   tl_current_node = outer_;
 }
 
-void start() {
+void start(bool cpu_clock) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   if (r.running) throw std::runtime_error("[trace] a trace is already being recorded in this process");
@@ -159,6 +177,7 @@ void start() {
   r.dropped.store(0, std::memory_order_relaxed);
   r.running = true;
   r.begin_ns = now_ns();
+  detail::cpu_clock.store(cpu_clock, std::memory_order_relaxed);
   detail::recording.store(true, std::memory_order_release);
 }
 

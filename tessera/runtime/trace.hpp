@@ -30,6 +30,11 @@ inline constexpr uint8_t kTile = 1;  // a tile of parallel_for
 
 struct Event {
   int64_t t0 = 0, t1 = 0;
+  // node: the calling thread's CPU clock (CLOCK_THREAD_CPUTIME_ID, ns) at the
+  // start and the end of the work, -1 when it could not be read. cpu1 - cpu0
+  // is the work's own cost, which a descheduled thread's wall span overstates;
+  // the clock between two events of a thread is its CPU spent between them.
+  int64_t cpu0 = -1, cpu1 = -1;
   const void* what = nullptr;
   const void* where = nullptr;
   uint64_t amount = 0;
@@ -40,6 +45,7 @@ struct Event {
 
 namespace detail {
 extern std::atomic<bool> recording;
+extern std::atomic<bool> cpu_clock;
 }  // namespace detail
 
 // True while a recording is running (the check every hook makes first).
@@ -47,6 +53,14 @@ inline bool on() { return detail::recording.load(std::memory_order_relaxed); }
 
 // The recorder's clock (std::chrono::steady_clock, nanoseconds).
 int64_t now_ns();
+
+// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID, nanoseconds), or -1.
+int64_t thread_cpu_ns();
+
+// Whether the running recording reads the thread's CPU clock around each
+// primitive evaluation (start(true)): a system call each time (0.6-0.9 us here), so
+// only when asked (TESSERA_TRACE_CPU=1, session.hpp).
+inline bool cpu_clock_on() { return detail::cpu_clock.load(std::memory_order_relaxed); }
 
 // Appends an event to the calling thread's buffer.
 void record(const Event& e);
@@ -81,6 +95,7 @@ class NodeScope {
     if (node_) {
       t0_ = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
       t1_ = std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count();
+      if (cpu0_ >= 0) cpu1_ = thread_cpu_ns();
     }
   }
 
@@ -90,6 +105,7 @@ class NodeScope {
   const void* node_ = nullptr;
   const void* outer_ = nullptr;
   int64_t t0_ = 0, t1_ = 0;
+  int64_t cpu0_ = -1, cpu1_ = -1;
 };
 
 // The node whose work this thread is doing (inside a NodeScope), or null.
@@ -129,8 +145,9 @@ struct Recording {
   uint64_t dropped = 0;  // events lost to a full buffer
 };
 
-// Starts a recording (an error if one is running).
-void start();
+// Starts a recording (an error if one is running); with `cpu_clock`, node
+// events carry the thread's CPU clock (Event::cpu0, cpu1).
+void start(bool cpu_clock = false);
 // Stops the recording and returns what every thread recorded since start().
 Recording stop();
 

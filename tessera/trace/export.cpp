@@ -272,6 +272,11 @@ std::string chrome_trace_json(const TraceSet& set) {
           const TraceProgram& p = l.programs[e->program];
           args = "\"position\":" + json_string(p.nodes[e->node].position) + ",\"program\":" + json_string(p.name);
         }
+        if (e->kind == 'n' && e->cpu0 >= 0) {
+          // The work's CPU time, and the thread's CPU clock at its start.
+          args += (args.empty() ? "" : ",") + std::string("\"cpu_us\":") + micros(e->cpu1 - e->cpu0) +
+                  ",\"cpu_at_us\":" + micros(e->cpu0);
+        }
         complete(pid, tid, task_name(l, *e), e->kind == 'n' ? "primitive" : e->tile ? "tile" : "task", e->t0, e->t1,
                  args);
       }

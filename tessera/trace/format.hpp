@@ -15,7 +15,9 @@
 //   node           P  ID  PARENT  PRIMITIVE  FAMILY  LABEL  POSITION  EVALUATIONS  TOTAL-NS  SPAWNED
 //   source         NAME  TEXT                     a source file the positions refer to
 //   string         S  TEXT                        names used by `c` records
-//   n              T  T0  T1  P  ID               a primitive node's own work on thread T
+//   n              T  T0  T1  P  ID  C0  C1       a primitive node's own work on thread T; C0, C1:
+//                                                 thread T's CPU clock at its start and end (ns,
+//                                                 -1 unknown; absent in files of earlier builds)
 //   t              T  T0  T1  P  ID  TILE         a task (TILE 1: a parallel_for tile of node P/ID)
 //   c              T0  T1  BYTES  PEER  OP  SITE  communication (PEER -1: a collective)
 //   s              T0  T1  ITERATION              a training step

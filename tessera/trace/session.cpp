@@ -166,7 +166,8 @@ void write_trace(std::ostream& stream, const Recording& rec, const std::vector<T
       switch (e.kind) {
         case EventKind::node: {
           auto [p, id] = node_ref(e.what);
-          os << "n\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\n';
+          os << "n\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\t'
+             << e.cpu0 << '\t' << e.cpu1 << '\n';
           break;
         }
         case EventKind::task: {
@@ -253,7 +254,8 @@ void start_session(const std::string& dir) {
   s.sources.clear();
   begin_traced_programs();
   s.realtime_ns = realtime_ns();
-  trace::start();
+  const char* cpu = std::getenv(kTraceCpuEnv);
+  trace::start(cpu && std::string_view(cpu) == "1");
   s.active = true;
   trace::set_abrupt_end_writer(write_if_active);
 }

@@ -14,6 +14,10 @@ namespace tessera::trace {
 // by the localities of one run (set by `tessera run --trace`).
 inline constexpr const char* kTraceDirEnv = "TESSERA_TRACE";
 inline constexpr const char* kTraceRunEnv = "TESSERA_TRACE_RUN";
+// "1": node events also carry the thread's CPU clock (a system call at the
+// start and end of every primitive evaluation; the pipeline bubble's replay,
+// bench/pipeline_replay.py, needs it).
+inline constexpr const char* kTraceCpuEnv = "TESSERA_TRACE_CPU";
 
 // Starts recording; the trace goes into `dir` (created if missing). Raises
 // RuntimeError if a session is running or `dir` cannot be created.

@@ -160,6 +160,11 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         e.node = e.program < 0 ? static_cast<int>(number_in(f[5], -1, -1, "the node of no program"))
                                : index_into(f[5], out.programs[e.program].nodes.size(), false, "node");
         if (kind == "t") e.tile = number_in(f[6], 0, 1, "tile flag") != 0;
+        // The thread's CPU clock: files of earlier builds end before it.
+        if (kind == "n" && f.size() > 7) {
+          e.cpu0 = number_in(f[6], -1, kMaxTime, "CPU clock");
+          e.cpu1 = e.cpu0 < 0 ? -1 : number_in(f[7], e.cpu0, kMaxTime, "CPU clock at the end");
+        }
         out.events.push_back(e);
         ++events;
       } else if (kind == "c") {

@@ -35,6 +35,7 @@ struct TraceEvent {
   int thread = -1;  // index into LocalityTrace::threads (n, t)
   int64_t t0 = 0, t1 = 0;
   int program = -1, node = -1;  // n, t (-1: unknown)
+  int64_t cpu0 = -1, cpu1 = -1;  // n: the thread's CPU clock at the start and end (-1: unknown)
   bool tile = false;            // t
   uint64_t amount = 0;          // c: bytes, s: iteration
   int peer = -1;                // c

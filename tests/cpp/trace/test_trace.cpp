@@ -515,6 +515,7 @@ TEST(Trace, DamagedRecordsAreProblemsNamingTheLine) {
       {"n", 4, "7", "program 7 is not defined before this record"},
       {"n", 2, "-9223372036854775808", "time -9223372036854775808 is out of range"},
       {"n", 3, "0", "end time 0 is out of range"},
+      {"n", 6, "x", "'x' is not a number"},
       {"node", 3, "-7", "parent node -7 is not defined before this record"},
       {"node", 2, "99", "nodes out of order: node 99 where node 0 comes next"},
       {"thread", 1, "99999999999", "thread 99999999999 is out of range"},
@@ -540,6 +541,72 @@ TEST(Trace, DamagedRecordsAreProblemsNamingTheLine) {
   write_lines(file, lines);
   EXPECT_NE(trace::load_trace(dir.str()).problems.at(0).find("string -5 is not defined before this record"),
             std::string::npos);
+}
+
+// Each evaluation carries its thread's CPU clock at its start and end: its CPU time is at
+// most its wall span (and a few clock reads), and a thread's clock never runs backwards.
+// A file of an earlier build, without the two fields, reads as CPU time unknown.
+TEST(Trace, NodeEventsCarryTheirThreadsCpuClock) {
+  TempDir dir;
+  Program program(kProgram, "prog.tsl");
+  traced_run(program, dir.str());  // without TESSERA_TRACE_CPU: no clock read
+  trace::TraceSet set = trace::load_trace(dir.str());
+  ASSERT_TRUE(set.problems.empty()) << set.problems.front();
+  for (const auto& e : set.localities[0].events) {
+    if (e.kind == 'n') {
+      ASSERT_EQ(e.cpu0, -1);
+    }
+  }
+  setenv(trace::kTraceCpuEnv, "1", 1);
+  traced_run(program, dir.str());
+  unsetenv(trace::kTraceCpuEnv);
+  set = trace::load_trace(dir.str());
+  ASSERT_TRUE(set.problems.empty()) << set.problems.front();
+  std::map<int, int64_t> last_cpu;  // per thread
+  int64_t cpu = 0, nodes = 0;
+  for (const auto& e : set.localities[0].events) {
+    if (e.kind != 'n') continue;
+    ++nodes;
+    ASSERT_GE(e.cpu0, 0);
+    ASSERT_GE(e.cpu1, e.cpu0);
+    EXPECT_LE(e.cpu1 - e.cpu0, e.t1 - e.t0 + 100000) << "CPU beyond the wall span";
+    EXPECT_GE(e.cpu0, last_cpu[e.thread]) << "a thread's CPU clock ran backwards";
+    last_cpu[e.thread] = e.cpu1;
+    cpu += e.cpu1 - e.cpu0;
+  }
+  EXPECT_GT(nodes, 10);
+  EXPECT_GT(cpu, 0);
+  std::string json = trace::chrome_trace_json(set);
+  EXPECT_NE(json.find("\"cpu_us\":"), std::string::npos);
+  EXPECT_NE(json.find("\"cpu_at_us\":"), std::string::npos);
+
+  fs::path file = dir.path / trace::locality_file_name(0);
+  std::vector<std::string> lines = lines_of(file);
+  // A clock that ends before it starts is damage, named with its line.
+  std::vector<std::string> bad = lines;
+  size_t n_line = 0;
+  while (bad[n_line].rfind("n\t", 0) != 0) ++n_line;
+  bad[n_line].erase(bad[n_line].rfind('\t'));
+  bad[n_line] += "\t-1";
+  write_lines(file, bad);
+  set = trace::load_trace(dir.str());
+  ASSERT_FALSE(set.problems.empty());
+  EXPECT_NE(set.problems[0].find(error_message("damaged at line ", n_line + 1, " (CPU clock at the end -1 is out of range")),
+            std::string::npos) << set.problems[0];
+  for (std::string& line : lines) {
+    if (line.rfind("n\t", 0) != 0) continue;
+    line.erase(line.rfind('\t'));
+    line.erase(line.rfind('\t'));
+  }
+  write_lines(file, lines);
+  set = trace::load_trace(dir.str());
+  ASSERT_TRUE(set.problems.empty()) << set.problems.front();
+  for (const auto& e : set.localities[0].events) {
+    if (e.kind == 'n') {
+      ASSERT_EQ(e.cpu0, -1);
+    }
+  }
+  EXPECT_EQ(trace::chrome_trace_json(set).find("cpu_us"), std::string::npos);
 }
 
 TEST(Trace, LocalityNumbersAndCountsDoNotDriveAllocations) {
