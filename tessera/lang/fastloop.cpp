@@ -1373,9 +1373,12 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.interrupt = interrupt_flag_address();
   c.draws = 0;
   c.draws_at_turn = 0;
+  NativeDraws draws;
+  c.rand = &draws;
   c.state = &st;
   c.impl = this;
   const int32_t status = code.fn(&c);
+  native_draws_settle(draws);
   undo_count = c.undo_n;
   last = c.last;
   // Random draws the general evaluation makes again: back to the call's

@@ -229,12 +229,19 @@ extern "C" double native_float_floordiv(double a, double b) {
 extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
 extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
 // np.random.random(): the interpreter's draw (fastloop.cpp, Op::Uniform),
-// counted so that a roll-back can rewind the stream.
+// counted so that a roll-back can rewind the stream. The draws come from the
+// call's batch, computed several at a time (native_random.cpp); the positions
+// not drawn go back to the stream when the call returns.
 extern "C" double native_uniform(NativeCtx* c) {
-  const kernels::RandomKey key = next_uniform_key();
   ++c->draws;
-  const auto w = kernels::philox4x32(key, 0);
-  return kernels::unit_double(w[0], w[1]);
+  NativeDraws* d = c->rand;
+  if (d == nullptr) {
+    const kernels::RandomKey key = next_uniform_key();
+    const auto w = kernels::philox4x32(key, 0);
+    return kernels::unit_double(w[0], w[1]);
+  }
+  if (d->pos == d->len) native_draws_refill(*d);
+  return d->buf[d->pos++];
 }
 
 // The functions the generated code calls, by index into NativeCtx::helpers.

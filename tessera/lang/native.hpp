@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_random.hpp"
 
 namespace tessera {
 
@@ -77,6 +78,7 @@ struct NativeCtx {
   const volatile void* interrupt;       // interrupt_flag_address()
   int64_t draws;                        // in and out: np.random.random() draws made
   int64_t draws_at_turn;  // out: the draws before the turn that returned kNativeBail
+  NativeDraws* rand;      // the call's batch of draws (native_random.hpp); null: one by one
   // The interpreter's state and loop: arrays made by the code (native_alloc)
   // become entries of its table, released by its sweep (native_sweep).
   FastLoop::Impl::State* state;

@@ -640,6 +640,7 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
       ctx.range_units = 0;
       ctx.draws = 0;
       ctx.draws_at_turn = 0;
+      ctx.rand = nullptr;
       status = code.fn(&ctx);
       if (status != kNativeCheckpoint) break;
       if (stop.load(std::memory_order_relaxed)) break;

@@ -245,10 +245,16 @@ kernels::RandomKey random_key(const Args& a, size_t seed_index, RandomOp op) {
 
 }  // namespace
 
+static_assert(kUniform == 1, "uniform_stream_at (random_stream.hpp) tags draws with 1");
+
 kernels::RandomKey next_uniform_key() {
-  uint64_t tag = static_cast<uint64_t>(kUniform) << 56;
-  uint64_t stream = g_stream.fetch_add(1) & ((uint64_t{1} << 56) - 1);
-  return {g_seed.load(), tag | stream};
+  return {g_seed.load(), uniform_stream_at(g_stream.fetch_add(1))};
+}
+
+uint64_t reserve_random_stream(uint64_t count, uint64_t& seed) {
+  const uint64_t first = g_stream.fetch_add(count);
+  seed = g_seed.load();
+  return first;
 }
 
 uint64_t random_stream_position() { return g_stream.load(); }

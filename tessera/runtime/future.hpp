@@ -70,6 +70,11 @@ inline constexpr double kWaitRecheckHelpSeconds = 5e-5;
 // progress. True once ready.
 bool help_while_pending(const std::function<bool()>& ready, double seconds = kWaitHelpSeconds);
 
+// Runs the tasks this thread (outside the arena) spawned that no worker has
+// started yet, newest first, until `ready()` or none is left (scheduler.cpp).
+// True if it ran any.
+bool run_own_queued_tasks(const std::function<bool()>& ready);
+
 // When ranks outnumber cores (the communication engine detects it at
 // start-up), a waiting thread must not keep a core from the ranks it waits
 // for: in WaitMode::yield help_while_pending gives its core up (sched_yield)
@@ -259,6 +264,7 @@ class Future {
       // that a thread waiting through a long computation does not take a
       // core from it while some communication is in flight.
       for (double help = detail::kWaitHelpSeconds;;) {
+        if (detail::run_own_queued_tasks([this] { return is_ready(); }) && is_ready()) break;
         if (detail::help_while_pending([this] { return is_ready(); }, help)) break;
         help = detail::kWaitRecheckHelpSeconds;
         detail::Parking& parking = detail::parking_for(state_.get());

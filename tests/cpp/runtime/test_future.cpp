@@ -417,3 +417,32 @@ TEST(RuntimeStuckWait, ATaskStillRunningIsNotStuck) {
   detail::set_stuck_seconds(limit);
   EXPECT_EQ(got, 7);
 }
+
+TEST(RuntimeOwnTasks, AWaiterRunsItsQueuedTaskWhenTheWorkersAreBusy) {
+  // Two threads: one worker, busy for 1.5 s. A task the caller spawns then
+  // waits for is run by the caller itself, not after the busy one; the
+  // worker later finds it taken and runs it no second time.
+  set_num_threads(2);
+  std::atomic<bool> started{false};
+  Future<int> busy = async([&] {
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    return 1;
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<int> runs{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  const auto t0 = std::chrono::steady_clock::now();
+  Future<int> quick = async([&] {
+    ran_on = std::this_thread::get_id();
+    return ++runs;
+  });
+  EXPECT_EQ(quick.wait(), 1);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 1.0);
+  EXPECT_EQ(ran_on, caller);
+  EXPECT_EQ(busy.wait(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the worker's turn at it
+  EXPECT_EQ(runs.load(), 1);
+}
