@@ -229,3 +229,36 @@ def test_bincount_of_a_negative_value_names_its_index():
     x[637] = -4
     with pytest.raises(ValueError, match=r"-4 at index 637"):
         tessera.jit(f)(x)
+
+
+# Basic indexing by ints and slices alone is a view made straight from the
+# array's strides (indexing.cpp, basic_view); every other index, and every
+# error, goes through the general selection.
+BASIC_INDEXES = ["x[1]", "x[-1, :, 2]", "x[:, -2]", "x[1:3, ::-2, 4]", "x[::-1]", "x[5:, 1]",
+                 "x[:, 3:1]", "x[-4, -5, ::3]", "x[0, 0]", "x[1:, 2:-1, -3:]", "x[::2, 1, ::-1]",
+                 "x[:, :, 5]", "x.T[2, 1:]", "x[1][::-1][2]"]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("expr", BASIC_INDEXES)
+def test_basic_indexing_views(expr, threads):
+    x = np.arange(120, dtype=np.float64).reshape(4, 5, 6)
+    _same(tessera.jit(numpy_fn(expr), threads=threads)(x), numpy_fn(expr)(x))
+    # A view: a write through it reaches the array, as in NumPy.
+    body = f"x = x.copy()\nv = {expr}\nv += 1000.0\nreturn x"
+    _same(tessera.jit(numpy_body(body), threads=threads)(x), numpy_body(body)(x))
+
+
+@pytest.mark.parametrize("expr, error, message", [
+    ("x[4]", IndexError, "index 4 is out of bounds for axis 0 with size 4"),
+    ("x[:, -6]", IndexError, "index -6 is out of bounds for axis 1 with size 5"),
+    ("x[1, 2, 3, 4]", IndexError, "too many indices for array"),
+    ("x[::0]", ValueError, "slice step cannot be zero"),
+])
+def test_basic_indexing_errors(expr, error, message):
+    x = np.arange(120, dtype=np.float64).reshape(4, 5, 6)
+    with pytest.raises(error):
+        numpy_fn(expr)(x)
+    with pytest.raises(error, match=message) as info:
+        tessera.jit(numpy_fn(expr))(x)
+    assert ".py:" in str(info.value)
