@@ -299,11 +299,72 @@ void FusedPlan::run(int64_t begin, int64_t end) const {
   }
 }
 
+namespace {
+
+// x op y into a 1-D `out` when each operand is 1-D or one element and the
+// range is too small to split over workers (a loop's `s * Q[:, i]` or
+// `v -= t` on 1,000 elements): the steps FusedPlan::run takes for one
+// binary step (a strided operand gathered 512 elements at a time, the same
+// per-element loop, a strided result scattered), without the plan's tables,
+// its thread's buffers and parallel_for's std::function, which cost more
+// than the arithmetic at this size. The same loops, so the same bits.
+template <class T>
+bool strided_binary_1d(BinaryOp op, const Array& x, const Array& y, Array& out) {
+  const int64_t n = out.size();
+  if (out.ndim() != 1 || tile_count(n, cost_ns(op)) > 1) return false;
+  auto stride_of = [n](const Array& a, int64_t& s) {
+    if (a.size() == 1) {
+      s = 0;
+      return true;
+    }
+    if (a.ndim() != 1 || a.dim(0) != n) return false;
+    s = a.is_contiguous() ? 1 : a.strides()[0];
+    return true;
+  };
+  int64_t sx, sy;
+  if (!stride_of(x, sx) || !stride_of(y, sy)) return false;
+  const int64_t so = out.is_contiguous() ? 1 : out.strides()[0];
+  const T* const px = x.origin<T>();
+  const T* const py = y.origin<T>();
+  T* const po = out.origin<T>();
+  constexpr int64_t kChunk = 512;
+  alignas(64) T bx[kChunk], by[kChunk], bo[kChunk];
+  with_float_binary(op, [&](auto c) {
+    auto f = [](T a, T b) { return float_binary<decltype(c)::value>(a, b); };
+    for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - c0);
+      auto operand = [&](const T* p, int64_t s, T* buf) {
+        if (s == 0) return Operand<T>{nullptr, *p};
+        if (s == 1) return Operand<T>{p + c0, T(0)};
+        for (int64_t i = 0; i < m; ++i) buf[i] = p[(c0 + i) * s];
+        return Operand<T>{buf, T(0)};
+      };
+      const Operand<T> a = operand(px, sx, bx), b = operand(py, sy, by);
+      T* dst = so == 1 ? po + c0 : bo;
+      const Operand<T> r = apply_binary(a, b, dst, m, f);
+      if (so == 1) {
+        if (!r.p) std::fill(dst, dst + m, r.v);
+      } else {
+        for (int64_t i = 0; i < m; ++i) po[(c0 + i) * so] = r.p ? r.p[i] : r.v;
+      }
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
 bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out) {
   const DType dt = out.dtype();
   if (!fusable(op) || x.dtype() != dt || y.dtype() != dt ||
       (dt != DType::float32 && dt != DType::float64)) {
     return false;
+  }
+  // x ** scalar takes FusedPlan's shortcuts (x * x for x ** 2, ...).
+  if (op != BinaryOp::power &&
+      (dt == DType::float64 ? strided_binary_1d<double>(op, x, y, out)
+                            : strided_binary_1d<float>(op, x, y, out))) {
+    return true;
   }
   FusedStep st;
   st.bop = op;

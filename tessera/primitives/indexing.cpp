@@ -57,12 +57,14 @@ void assign_parallel(Array& target, const Array& v0) {
 enum class IndexKind { new_axis, ellipsis, integer, slice, advanced, mask };
 
 struct Index {
-  Index(IndexKind k, int64_t i = 0, Slice s = {}, Array a = Array())
-      : kind(k), integer(i), slice(s), array(std::move(a)) {}
+  Index(IndexKind k, int64_t i = 0, Slice s = {}) : kind(k), integer(i), slice(s) {}
+  Index(IndexKind k, Array a) : kind(k), integer(0), array(std::move(a)) {}
   IndexKind kind;
   int64_t integer;
   Slice slice;
-  Array array;  // int64 for advanced, bool for mask
+  // int64 for advanced, bool for mask; absent for the others (an Array
+  // always holds a buffer: each int or slice index allocated one).
+  std::optional<Array> array;
 };
 
 // The elements an index expression selects: offsets into x and the shape of
@@ -111,7 +113,7 @@ Index classify(const Value& v, const char* op) {
           throw std::invalid_argument(error_message(
               "[", op, "] 0-d boolean indices are not supported; use a boolean array mask"));
         }
-        return Index(IndexKind::mask, 0, {}, a);
+        return Index(IndexKind::mask, std::move(a));
       }
       if (a.dtype() != DType::int64) {
         throw std::out_of_range(error_message(
@@ -119,7 +121,7 @@ Index classify(const Value& v, const char* op) {
             dtype_name(a.dtype())));
       }
       if (a.ndim() == 0) return Index(IndexKind::integer, a.get_int(0));
-      return Index(IndexKind::advanced, 0, {}, a);
+      return Index(IndexKind::advanced, std::move(a));
     }
     default:
       invalid_index(op, v);
@@ -188,7 +190,7 @@ Selection select(const Array& x, const List& values, const char* op) {
         has_adv = true;
         break;
       case IndexKind::mask:
-        consumed += items.back().array.ndim();
+        consumed += items.back().array->ndim();
         has_adv = true;
         break;
       case IndexKind::ellipsis:
@@ -260,7 +262,7 @@ Selection select(const Array& x, const List& values, const char* op) {
       dims.push_back({len, std::move(t), step * strides[d]});
       ++d;
     } else if (it.kind == IndexKind::mask) {
-      const Array& m = it.array;
+      const Array& m = *it.array;
       for (int k = 0; k < m.ndim(); ++k) {
         if (m.dim(k) != x.dim(d + k)) {
           throw std::out_of_range(
@@ -276,7 +278,7 @@ Selection select(const Array& x, const List& values, const char* op) {
       // An advanced index, or an integer alongside advanced indices (NumPy
       // then treats it as a 0-d index array, which affects placement).
       if (advs.empty()) adv_dim_pos = dims.size();
-      Array idx = it.kind == IndexKind::integer ? Array::scalar_int(it.integer) : it.array;
+      Array idx = it.kind == IndexKind::integer ? Array::scalar_int(it.integer) : *it.array;
       advs.push_back({idx, d++});
       adv_items.push_back(n);
     }
@@ -345,6 +347,46 @@ bool element_offset(const Array& x, const List& idx, const char* op, int64_t& of
     offset += normalize_index(idx[d].as_int(), x.dim(d), d, op) * strides[d];
   }
   return true;
+}
+
+// x[i, :, a:b:c] with ints and slices only (a loop's column, Q[:, i]): the
+// view straight from x's shape and strides, as select() computes it but
+// without its list of classified indices (each of which allocated). Any
+// other index, or an int out of bounds, is left to select(), which raises
+// the errors.
+std::optional<Array> basic_view(const Array& x, const List& idx) {
+  if (idx.empty() || static_cast<int>(idx.size()) > x.ndim()) return std::nullopt;
+  for (const Value& v : idx) {
+    if (v.is_int()) continue;
+    if (!v.is_slice() || (v.as_slice().step && *v.as_slice().step == 0)) return std::nullopt;
+  }
+  const std::vector<int64_t> strides = x.strides();
+  Shape shape;
+  std::vector<int64_t> view_strides;
+  shape.reserve(static_cast<size_t>(x.ndim()));
+  view_strides.reserve(static_cast<size_t>(x.ndim()));
+  int64_t base = 0;
+  int d = 0;
+  for (const Value& v : idx) {
+    const int64_t n = x.dim(d);
+    if (v.is_int()) {
+      const int64_t i = v.as_int();
+      if (i < -n || i >= n) return std::nullopt;
+      base += (i < 0 ? i + n : i) * strides[d];
+    } else {
+      int64_t start, step, len;
+      slice_bounds(v.as_slice(), n, start, step, len);
+      if (len > 0) base += start * strides[d];
+      shape.push_back(len);
+      view_strides.push_back(step * strides[d]);
+    }
+    ++d;
+  }
+  for (; d < x.ndim(); ++d) {
+    shape.push_back(x.dim(d));
+    view_strides.push_back(strides[d]);
+  }
+  return Array::view(x, std::move(shape), std::move(view_strides), x.offset() + base);
 }
 
 // x[mask] with a boolean mask of x's own shape (the usual masked update,
@@ -479,6 +521,7 @@ Value getitem(Args& a) {
     std::memcpy(one.raw(), static_cast<const char*>(x.origin_raw()) + offset * es, es);
     return one;
   }
+  if (std::optional<Array> v = basic_view(x, index)) return std::move(*v);
   if (const Array* m = whole_mask(x, index)) return mask_gather(x, *m);
   Selection sel = select(x, index, a.op());
   // Basic indexing gives a view of x, as in NumPy (a single element, every

@@ -229,3 +229,64 @@ def test_bincount_of_a_negative_value_names_its_index():
     x[637] = -4
     with pytest.raises(ValueError, match=r"-4 at index 637"):
         tessera.jit(f)(x)
+
+
+# Basic indexing by ints and slices alone is a view made straight from the
+# array's strides (indexing.cpp, basic_view); every other index, and every
+# error, goes through the general selection.
+BASIC_INDEXES = ["x[1]", "x[-1, :, 2]", "x[:, -2]", "x[1:3, ::-2, 4]", "x[::-1]", "x[5:, 1]",
+                 "x[:, 3:1]", "x[-4, -5, ::3]", "x[0, 0]", "x[1:, 2:-1, -3:]", "x[::2, 1, ::-1]",
+                 "x[:, :, 5]", "x.T[2, 1:]", "x[1][::-1][2]"]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("expr", BASIC_INDEXES)
+def test_basic_indexing_views(expr, threads):
+    x = np.arange(120, dtype=np.float64).reshape(4, 5, 6)
+    _same(tessera.jit(numpy_fn(expr), threads=threads)(x), numpy_fn(expr)(x))
+    # A view: a write through it reaches the array, as in NumPy.
+    body = f"x = x.copy()\nv = {expr}\nv += 1000.0\nreturn x"
+    _same(tessera.jit(numpy_body(body), threads=threads)(x), numpy_body(body)(x))
+
+
+@pytest.mark.parametrize("expr, error, message", [
+    ("x[4]", IndexError, "index 4 is out of bounds for axis 0 with size 4"),
+    ("x[:, -6]", IndexError, "index -6 is out of bounds for axis 1 with size 5"),
+    ("x[1, 2, 3, 4]", IndexError, "too many indices for array"),
+    ("x[::0]", ValueError, "slice step cannot be zero"),
+])
+def test_basic_indexing_errors(expr, error, message):
+    x = np.arange(120, dtype=np.float64).reshape(4, 5, 6)
+    with pytest.raises(error):
+        numpy_fn(expr)(x)
+    with pytest.raises(error, match=message) as info:
+        tessera.jit(numpy_fn(expr))(x)
+    assert ".py:" in str(info.value)
+
+
+# One-dimensional operations on a strided operand small enough to run in one
+# piece (kernels/fused.cpp, strided_binary_1d) and large enough to be split:
+# values bit for bit, NaNs included, results and in-place writes.
+STRIDED_1D = ["0.5 * x[:, 3]", "x[:, 3] - y[::2, 1]", "x[::-1, 2] / 3.0", "np.maximum(x[:, 1], y[1::2, 0])",
+              "np.copysign(x[:, 0], y[::2, 2])", "x[:, 2] % 0.75", "x[:, 1] ** 2", "x[:, 4] + x[:, 4]"]
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("rows", [7, 1000, 300000])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("expr", STRIDED_1D)
+def test_strided_one_dimensional_operations(expr, dtype, rows, threads):
+    x, y = _operand(dtype, (rows, 5), 8), _operand(dtype, (2 * rows, 3), 9)
+    x[rows // 2, :] = np.nan
+    y[1, :] = -np.nan
+    _same(tessera.jit(numpy_fn(expr, "x, y"), threads=threads)(x, y), numpy_fn(expr, "x, y")(x, y))
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("rows", [7, 1000, 300000])
+@pytest.mark.parametrize("body", ["v = x[:, 3].copy()\nv -= 0.25 * x[:, 1]\nreturn v",
+                                  "x = x.copy()\nv = x[:, 2]\nv *= 3.0\nv += y[::2, 0]\nreturn x",
+                                  "x = x.copy()\nx[::3, 0] -= y[: len(x[::3, 0]), 1]\nreturn x"])
+def test_strided_one_dimensional_writes(body, rows, threads):
+    x, y = _operand("float64", (rows, 5), 10), _operand("float64", (2 * rows, 3), 11)
+    _same(tessera.jit(numpy_body(body, "x, y"), threads=threads)(x, y), numpy_body(body, "x, y")(x, y))
