@@ -21,7 +21,7 @@ class CompileMixin:
 
     # ------------------------------------------------------------------ compile
 
-    def compile(self, optimizer="adam", loss=None, metrics=(),
+    def compile(self, optimizer="adam", loss=None, metrics=None,
                 loss_weights=None, weighted_metrics=None, run_eagerly=None, jit_compile=None,
                 steps_per_execution=None):
         """Chooses the optimizer, the loss (one, or one per output as a list or
@@ -36,6 +36,8 @@ class CompileMixin:
         else:
             loss_weights = [float(w) for w in self._per_output(loss_weights, "loss_weights",
                                                                n_out)]
+        # Keras's model.metrics holds a CompileMetrics when metrics were given
+        self.__dict__["_metrics_given"] = metrics is not None or weighted_metrics is not None
         if metrics is None:
             metrics = ()
         if isinstance(metrics, dict) or (n_out > 1 and isinstance(metrics, (list, tuple)) and
@@ -137,16 +139,6 @@ class CompileMixin:
     @property
     def optimizer(self):
         return self._compiled.optimizer if self._compiled else None
-
-    @property
-    def metrics_names(self) -> list:
-        names = ["loss"]
-        if self._compiled:
-            prefix = self._output_names() if len(self._outputs) > 1 else [""]
-            for k, ms in enumerate(self._compiled.metrics):
-                for m in ms:
-                    names.append(f"{prefix[k]}_{m.name}" if prefix[k] else m.name)
-        return names
 
     # ------------------------------------------------------------------ data
 

@@ -37,6 +37,7 @@ from ..zero import ZeroMixin
 from ._common import _as_list, _Compiled, _draws_deferred, _own_initializer, _readable_bytes
 from .compile import CompileMixin
 from .inference import InferenceMixin
+from .trackers import TrackersMixin
 from .training import TrainingMixin
 
 
@@ -75,7 +76,7 @@ class ModelWeights(list):
     def get(self, key, default=None):
         return self._arrays.get(key, default)
 
-class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
+class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
             VarLenMixin, Layer):
     """A model, like keras.Model. Three ways to make one:
 

@@ -98,7 +98,7 @@ class InferenceMixin:
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         total_loss, seen = 0.0, 0
         totals = [np.zeros(s) for s in sizes]
-        names = self.metrics_names[1:]
+        names = self._metric_log_names()
 
         def running():
             out = {"loss": total_loss / max(seen, 1)}
@@ -119,6 +119,7 @@ class InferenceMixin:
             if cbs.callbacks:
                 cbs.on_test_batch_end(i, running())
         result = running()
+        self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
         cbs.on_test_end(dict(result))
         own_bar = any(type(c).__name__ == "ProgbarLogger" and
                       type(c).__module__ == "tessera.nn.callbacks" for c in cbs.callbacks)
@@ -127,8 +128,7 @@ class InferenceMixin:
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
             return result
-        values = list(result.values())
-        return values[0] if len(values) == 1 else values
+        return self._flatten_logs_in_order(result)
 
     def _program(self, kind):
         stateful = [] if self.__dict__.get("_carries_states") else carried(self._layers)
@@ -292,8 +292,7 @@ class InferenceMixin:
         logs = {k: float(v) for k, v in logs.items()}
         if return_dict:
             return logs
-        values = [logs[n] for n in self.metrics_names if n in logs]
-        return values[0] if len(values) == 1 else values
+        return self._flatten_logs_in_order(logs)
 
 
 def _batch_rows(x, where: str) -> int:

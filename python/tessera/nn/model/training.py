@@ -260,7 +260,7 @@ class TrainingMixin:
         tiling = _core.deterministic()
         if chunks:
             _core.set_deterministic(True)
-        names = self.metrics_names[1:]
+        names = self._metric_log_names()
         # nan_policy='continue': each step is handed the weights and optimizer
         # state (the model and fit drop their references, Program.run
         # consumes its arguments), so the step frees the old arrays at their
@@ -386,6 +386,7 @@ class TrainingMixin:
                 if seen == 0:
                     raise ValueError("[fit] the data gave no batches in this epoch")
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
+                self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
                 logs = dict(logs)
                 if validation_data is not None and (epoch + 1) % validation_freq == 0:
                     vlogs = self._validate(validation_data, validation_batch_size or
