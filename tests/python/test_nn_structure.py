@@ -42,6 +42,7 @@ TO_SPLIT = {
 # modules of its own layer or below. A new module takes its place here.
 LAYERS = [
     ("foundations", {"_config", "_hashes", "_tfevents", "constraints", "data_format", "registry",
+                     "dtype_policies",
                      "symbolic", "string_inputs", "initializers", "regularizers", "params",
                      "input_spec", "tree"}),
     ("variables", {"variables"}),
@@ -60,7 +61,7 @@ LAYERS = [
                              "utils", "keras_objects", "callbacks", "checkpoint_blocks",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
-    ("namespaces", {"__init__", "models", "optimizers", "optimizers.schedules", "datasets",
+    ("namespaces", {"__init__", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",
                     "datasets.fashion_mnist"}),
 ]
 
