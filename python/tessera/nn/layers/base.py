@@ -805,10 +805,13 @@ class Layer:
             return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
         config = {}
         if bound is not None:
+            # the **keyword parameter, whatever its name (**kwargs, **kw)
+            var_kw = {q.name for q in bound.signature.parameters.values()
+                      if q.kind == q.VAR_KEYWORD}
             for k, v in bound.arguments.items():
                 if k == "self":
                     continue
-                if k == "kwargs":
+                if k in var_kw:
                     config.update(v)
                 else:
                     config[k] = v
