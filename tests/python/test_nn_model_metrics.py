@@ -143,3 +143,37 @@ def test_compile_metrics_update_and_errors():
     two.compile("sgd", ["mse", "mse"], metrics=[["mae"], ["mse"]])
     with pytest.raises(ValueError, match=r"CompileMetrics.update_state\] the model has 2"):
         two.metrics[1].update_state(np.zeros((2, 2)), np.zeros((2, 2)))
+
+
+def _weighted(k, weights, tmp_path):
+    x, y = _data()
+    w = np.linspace(0, 1, len(x)).astype("float32")
+    out = {}
+    for name, kwargs in (("both", {"metrics": ["accuracy"], "weighted_metrics": ["accuracy"]}),
+                         ("weighted", {"weighted_metrics": ["accuracy",
+                                                            "sparse_categorical_crossentropy"]})):
+        m = k.Sequential([k.Input((4,)), k.layers.Dense(3, activation="relu"),
+                          k.layers.Dense(2, activation="softmax")])
+        m.set_weights(weights)
+        m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy", **kwargs)
+        h = m.fit(x, y, sample_weight=w, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        out[name] = {"history": {key: round(float(v[-1]), 5) for key, v in h.history.items()},
+                     "dict": _round(m.evaluate(x, y, sample_weight=w, verbose=0,
+                                               return_dict=True)),
+                     "list": _round(m.evaluate(x, y, sample_weight=w, verbose=0))}
+        if name == "both":
+            path = str(tmp_path / f"{k.__name__}.keras")
+            m.save(path)
+            loaded = k.saving.load_model(path)
+            out["loaded"] = _round(loaded.evaluate(x, y, sample_weight=w, verbose=0,
+                                                   return_dict=True))
+    return out
+
+
+def test_weighted_metrics_as_keras(keras, tmp_path):
+    """Keras weights compile's weighted_metrics by sample_weight, not its
+    metrics; a name taken by a plain metric gets "weighted_" before it."""
+    weights = [np.asarray(w) for w in _classifier(keras).get_weights()]
+    got, want = _weighted(nn, weights, tmp_path), _weighted(keras, weights, tmp_path)
+    assert "weighted_accuracy" in got["both"]["dict"]
+    assert got == want

@@ -34,7 +34,6 @@ MAX_LINES = 1000
 TO_SPLIT = {
     "checkpoints": 1386,  # format and file system / reading and checks / CheckpointDir
     "pipeline": 1373,  # stage planning and schedules / the pipelined step
-    "programs": 1030,  # the training step's text / evaluation and prediction programs
 }
 
 
@@ -54,7 +53,7 @@ LAYERS = [
     ("losses and metrics", {"losses", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
                             "parallel_losses"}),
-    ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
+    ("the compiled step", {"programs", "metric_programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "_directory_datasets",
                              "_image_utils",

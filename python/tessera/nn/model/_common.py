@@ -79,6 +79,8 @@ class _Compiled:
         self.losses = losses
         self.loss_weights = loss_weights
         self.metrics = metrics  # per output: list of Metric
+        # per output: is each metric weighted by sample_weight (weighted_metrics=)
+        self.weighted = [[False] * len(ms) for ms in metrics]
 
     @property
     def has_metrics(self) -> bool:

@@ -90,8 +90,31 @@ class TrackersMixin:
         if not self._compiled:
             return []
         prefix = self._output_names() if len(self._outputs) > 1 else [""]
-        return [f"{prefix[k]}_{m.name}" if prefix[k] else m.name
-                for k, ms in enumerate(self._compiled.metrics) for m in ms]
+
+        def named(k, name):
+            return f"{prefix[k]}_{name}" if prefix[k] else name
+
+        # Keras's CompileMetrics.result: the plain metrics of every output
+        # first, a repeated name numbered (_1, ...); then the weighted ones,
+        # "weighted_" before a name already taken
+        taken: dict = {}
+        names = {}
+        c = self._compiled
+        for weighted in (False, True):
+            for k, (ms, flags) in enumerate(zip(c.metrics, c.weighted)):
+                for j, (m, w) in enumerate(zip(ms, flags)):
+                    if w != weighted:
+                        continue
+                    name = named(k, m.name)
+                    if name in taken and weighted:
+                        name = named(k, f"weighted_{m.name}")
+                    if name in taken:
+                        taken[name] += 1
+                        name = f"{name}_{taken[name] - 1}"
+                    else:
+                        taken[name] = 1
+                    names[(k, j)] = name
+        return [names[(k, j)] for k, ms in enumerate(c.metrics) for j in range(len(ms))]
 
     def _trackers(self):
         """(loss tracker, CompileMetrics or None) of the current compile."""
