@@ -58,6 +58,13 @@ class MetricProgramsMixin:
                 continue
             sw = given_sw if all(flags) and flags else None  # Keras: metrics= are unweighted
             out += self._metrics_of_output(k, ms, ys, hs, sw, counts, ctx)
+        for tracker in self._compiled.output_losses:  # Keras's "<output>_loss"
+            k = tracker.k  # (Keras records it before the loss weight)
+            e = self._output_loss_expr(k, ys, hs, given_sw, ctx)
+            n = ctx.define("mn", f"astype(shape({hs[k]})[0], \"float64\")")
+            out += [f"astype({e}, \"float64\") * {n}", n]
+            if counts is not None:
+                counts.append(2)
         return stmts, out
 
     def _metrics_of_output(self, k, ms, ys, hs, sw, counts, ctx) -> list:

@@ -303,25 +303,7 @@ class ProgramsMixin(MetricProgramsMixin):
                                                self._compiled.loss_weights)):
             if loss is None or not weight:
                 continue
-            spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
-            out_shape = self._outputs[k].shape[1:]
-            mask = self._output_mask_expr(k)
-            if mask is not None:
-                # Keras's apply_mask: the mask as weights scaled by total /
-                # valid entries, so the mean is over the unmasked ones
-                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
-                mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
-                scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
-                lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
-                wsw = "" if sw is None else \
-                    f" * reshape(astype({sw}, dtype_name({per})), {lead})"
-                e = f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
-            elif sw is None:
-                e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
-            else:
-                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
-                e = (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
-                     f"/ size({per})")
+            e = self._output_loss_expr(k, ys, hs, sw, ctx)
             terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
         for e in self.__dict__.pop("_added_losses", None) or []:  # Layer.add_loss: summed
             terms.append(f"astype(sum({e}), \"{self.dtype}\")")
@@ -337,6 +319,29 @@ class ProgramsMixin(MetricProgramsMixin):
                 w = (marks or {}).get(v, v)
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
+
+    def _output_loss_expr(self, k, ys, hs, sw, ctx) -> str:
+        """Output k's compiled loss of labels ys[k] and output hs[k] (Keras's
+        sum over the batch size, weighted per sample by `sw`), unweighted by
+        its loss weight."""
+        loss = self._compiled.losses[k]
+        spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
+        out_shape = self._outputs[k].shape[1:]
+        mask = self._output_mask_expr(k)
+        if mask is not None:
+            # Keras's apply_mask: the mask as weights scaled by total /
+            # valid entries, so the mean is over the unmasked ones
+            per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+            mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
+            scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
+            lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+            wsw = "" if sw is None else f" * reshape(astype({sw}, dtype_name({per})), {lead})"
+            return f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
+        if sw is None:
+            return loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
+        per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+        return (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
+                f"/ size({per})")
 
     def _aux_masks(self, outs: str):
         """The outputs' masks as the loss function's aux value `outs` holds

@@ -12,7 +12,7 @@ from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
 from ..string_inputs import apply_fronts
-from ._common import _as_list, _Compiled, _optimizer
+from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
 class CompileMixin:
@@ -46,6 +46,10 @@ class CompileMixin:
                                    [a + b for a, b in zip(mets, wmets)])
         self._compiled.weighted = [[False] * len(a) + [True] * len(b)
                                    for a, b in zip(mets, wmets)]
+        if n_out > 1:  # Keras logs each output's loss too
+            names = self._output_names()
+            self._compiled.output_losses = [OutputLoss(k, f"{names[k]}_loss")
+                                            for k, l in enumerate(losses) if l is not None]
         # exclude_from_weight_decay names Variables: the optimizer finds the
         # Variable of a program's weight through the model (held weakly)
         model = weakref.ref(self)

@@ -114,7 +114,8 @@ class TrackersMixin:
                     else:
                         taken[name] = 1
                     names[(k, j)] = name
-        return [names[(k, j)] for k, ms in enumerate(c.metrics) for j in range(len(ms))]
+        return [names[(k, j)] for k, ms in enumerate(c.metrics) for j in range(len(ms))] + \
+            [t.name for t in c.output_losses]
 
     def _trackers(self):
         """(loss tracker, CompileMetrics or None) of the current compile."""
@@ -124,9 +125,15 @@ class TrackersMixin:
             given = self.__dict__.get("_metrics_given", self._compiled.has_metrics)
             compiled = CompileMetrics(self._compiled.metrics, self._metric_log_names()) \
                 if given else None
-            held = (self._compiled, loss, compiled)
+            # Keras's per-output loss trackers (a model of several outputs)
+            outputs = [_metrics.Mean(name=t.name) for t in self._compiled.output_losses]
+            held = (self._compiled, loss, compiled, outputs)
             self.__dict__["_tracker_objects"] = held
         return held[1], held[2]
+
+    def _output_loss_trackers(self) -> list:
+        self._trackers()
+        return self.__dict__["_tracker_objects"][3]
 
     @property
     def metrics(self) -> list:
@@ -137,7 +144,10 @@ class TrackersMixin:
         if not self._compiled:
             return []
         loss, compiled = self._trackers()
-        return [loss] + ([compiled] if compiled is not None else [])
+        # each output's loss tracker once a fit or evaluate ran (as Keras's,
+        # made when its CompileLoss is built)
+        outputs = self._output_loss_trackers() if self.__dict__.get("_metrics_held") else []
+        return [loss] + ([compiled] if compiled is not None else []) + outputs
 
     @property
     def metrics_names(self) -> list:
@@ -160,21 +170,29 @@ class TrackersMixin:
             compiled.built = True
         loss.total.assign(np.float32(total_loss))
         loss.count.assign(np.float32(seen))
+        self.__dict__["_metrics_held"] = True
         k = 0
-        metrics = [m for ms in self._compiled.metrics for m in ms]
+        metrics = self._compiled.all_metrics()
+        for tracker, t in zip(self._output_loss_trackers(), self._compiled.output_losses):
+            t.__dict__["_tracker"] = tracker
         for m, n in zip(metrics, self._metric_counts()):
             stateful = getattr(m, "_stateful", None)
             if not (stateful and stateful()):
                 m.__dict__["_eager_totals"] = [np.array(t, dtype=np.float64)
                                                for t in totals[k:k + n]]
+            tracker = m.__dict__.get("_tracker")  # an output's loss: its Mean
+            if tracker is not None:
+                tracker.total.assign(np.float32(totals[k]))
+                tracker.count.assign(np.float32(totals[k + 1]))
             k += n
 
     def _flatten_logs_in_order(self, logs: dict):
         """Keras's _flatten_metrics_in_order: "loss", then the compiled
         metrics by their own names, then every other key sorted; one value
         alone is returned as it is."""
-        order = ["loss"] + [m.name for ms in (self._compiled.metrics if self._compiled else [])
-                            for m in ms]
+        c = self._compiled
+        order = ["loss"] + ([m.name for ms in c.metrics for m in ms] +
+                            [t.name for t in c.output_losses] if c else [])
         values = [logs[n] for n in order if n in logs]
         values += [logs[k] for k in sorted(logs) if k not in order]
         return values[0] if len(values) == 1 else values

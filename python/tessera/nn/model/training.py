@@ -523,8 +523,7 @@ class TrainingMixin:
 
     def _metric_results(self, totals) -> list:
         out, k = [], 0
-        metrics = [m for ms in self._compiled.metrics for m in ms]
-        for m, n in zip(metrics, self._metric_counts()):
+        for m, n in zip(self._compiled.all_metrics(), self._metric_counts()):
             stateful = getattr(m, "_stateful", None)
             r = m.stateless_result(totals[k:k + n]) if stateful and stateful() else \
                 m.result(totals[k:k + n])
