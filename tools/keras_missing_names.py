@@ -123,8 +123,6 @@ NAMESPACE_WHY = {
                       "utils.image_dataset_from_directory and its kin, tessera.data)",
     "keras.distillation": "not built yet",
     "keras.distribution": "tessera's own meshes take its place (docs/parallelism.md)",
-    "keras.dtype_policies": "mixed precision is not supported: a model computes in its dtype",
-    "keras.mixed_precision": "mixed precision is not supported: a model computes in its dtype",
     "keras.export": "exports to TensorFlow's SavedModel and ONNX, other runtimes' formats",
     "keras.optimizers.legacy": "TensorFlow 2's optimizers, not Keras 3's",
     "keras.quantizers": "quantisation is not supported",
@@ -137,9 +135,15 @@ _3D = ["AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "ConvLSTM3D
        "Convolution3D", "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D",
        "GlobalAvgPool3D", "GlobalMaxPool3D", "GlobalMaxPooling3D", "MaxPool3D", "MaxPooling3D",
        "UpSampling3D", "ZeroPadding3D"]
+_QUANTIZED_POLICIES = ["AWQDTypePolicy", "GPTQDTypePolicy", "Int4DTypePolicy",
+                       "QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy"]
 NAME_WHY = {
-    "keras": [("mixed precision and quantisation are not supported",
-               ["DTypePolicy", "FloatDTypePolicy", "Quantizer"]),
+    "keras.dtype_policies": [("quantisation is not supported", _QUANTIZED_POLICIES),
+                             ("per-layer policy maps belong to quantised and mixed models "
+                              "(tessera computes in float32 or float64)", ["DTypePolicyMap"])],
+    "keras.mixed_precision": [("mixed precision is not supported (no float16/bfloat16 kernels): "
+                               "nothing to scale", ["LossScaleOptimizer"])],
+    "keras": [("quantisation is not supported", ["Quantizer"]),
               ("Keras's tracing internals (tessera traces with its own graph)",
                ["Function", "Operation", "StatelessScope", "SymbolicScope"]),
               ("rematerialisation is tessera.remat / tessera.checkpoint (docs/nn.md "

@@ -109,7 +109,9 @@ def test_user_metric_in_compile_fit_and_evaluate_like_keras(keras):
     assert set(h1.history) == set(h2.history)
     for k in h2.history:
         np.testing.assert_allclose(h1.history[k], h2.history[k], rtol=1e-5, err_msg=k)
-    # tessera weights compile's metrics by sample_weight: Keras's weighted_metrics
+    # weighted_metrics are weighted by sample_weight (metrics= are not), in both
+    ours.compile(nn.optimizers.SGD(0.1), nn.losses.SparseCategoricalCrossentropy(from_logits=True),
+                 weighted_metrics=[CategoricalTruePositives()])
     theirs.compile(keras.optimizers.SGD(0.1),
                    keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                    weighted_metrics=[_keras_ctp(keras)()])
@@ -171,7 +173,9 @@ def test_confusion_counts_and_f1_in_evaluate_like_keras(keras, name, kwargs):
         np.testing.assert_allclose(np.asarray(r1[k], np.float64).ravel(),
                                    np.asarray(r2[k], np.float64).ravel(), rtol=1e-5, atol=1e-6,
                                    err_msg=k)
-    # tessera weights compile's metrics by sample_weight: Keras's weighted_metrics
+    # weighted_metrics are weighted by sample_weight (metrics= are not), in both
+    ours.compile("sgd", "binary_crossentropy",
+                 weighted_metrics=[getattr(nn.metrics, name)(**kwargs)])
     theirs.compile("sgd", "binary_crossentropy",
                    weighted_metrics=[getattr(keras.metrics, name)(**kwargs)])
     sw = rng.uniform(size=30).astype(np.float32)

@@ -89,12 +89,13 @@ SW = RNG.uniform(0.1, 2.0, size=24).astype(np.float32)
 
 
 def _models(keras, activation, units, loss, metrics):
-    """tessera's model, Keras's with the metrics unweighted (metrics=) and Keras's with
-    them weighted (weighted_metrics=: what tessera's metrics= do with sample_weight)."""
+    """tessera's and Keras's models with the metrics unweighted (metrics=), then both
+    with them weighted by sample_weight (weighted_metrics=, as Keras's)."""
     rng = np.random.default_rng(1)
     kernel = rng.normal(size=(5, units)).astype(np.float32)
     models = []
-    for lib, key in ((nn, "metrics"), (keras, "metrics"), (keras, "weighted_metrics")):
+    for lib, key in ((nn, "metrics"), (keras, "metrics"), (nn, "weighted_metrics"),
+                     (keras, "weighted_metrics")):
         m = lib.Sequential([lib.Input((5,)), lib.layers.Dense(units, activation=activation)])
         m.layers[0].set_weights([kernel, np.zeros(units, np.float32)])
         m.compile("sgd", loss, **{key: [getattr(lib.metrics, n)(**kw) for n, kw in metrics]})
@@ -128,8 +129,9 @@ def test_compiled_metrics_match_keras(keras, activation, units, loss, kind, metr
          "onehot": np.eye(4, dtype=np.float32)[rng.integers(0, 4, 24)],
          "sparse": rng.integers(0, 4, 24),
          "binary": rng.integers(0, 2, (24, 1)).astype(np.float32)}[kind]
-    ours, unweighted, weighted = _models(keras, activation, units, loss, metrics)
-    for sw, theirs in ((None, unweighted), (SW, weighted)):
+    ours_plain, unweighted, ours_weighted, weighted = _models(keras, activation, units, loss,
+                                                              metrics)
+    for sw, ours, theirs in ((None, ours_plain, unweighted), (SW, ours_weighted, weighted)):
         a = ours.evaluate(X, y, sample_weight=sw, batch_size=8, verbose=0, return_dict=True)
         b = theirs.evaluate(X, y, sample_weight=sw, batch_size=8, verbose=0, return_dict=True)
         assert len(a) == len(b) == len(metrics) + 1

@@ -34,7 +34,6 @@ MAX_LINES = 1000
 TO_SPLIT = {
     "checkpoints": 1344,  # format and file system / reading and checks / CheckpointDir
     "pipeline": 1373,  # stage planning and schedules / the pipelined step
-    "programs": 1030,  # the training step's text / evaluation and prediction programs
 }
 
 
@@ -42,6 +41,7 @@ TO_SPLIT = {
 # modules of its own layer or below. A new module takes its place here.
 LAYERS = [
     ("foundations", {"_config", "_hashes", "_tfevents", "constraints", "data_format", "registry",
+                     "dtype_policies",
                      "symbolic", "string_inputs", "initializers", "regularizers", "params",
                      "input_spec", "tree"}),
     ("variables", {"variables"}),
@@ -53,14 +53,14 @@ LAYERS = [
     ("losses and metrics", {"losses", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
                             "parallel_losses"}),
-    ("the compiled step", {"programs", "zero", "data_axis", "varlen", "pipeline"}),
+    ("the compiled step", {"programs", "metric_programs", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "_directory_datasets",
                              "_image_utils",
                              "utils", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
-    ("namespaces", {"__init__", "models", "optimizers", "optimizers.schedules", "datasets",
+    ("namespaces", {"__init__", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",
                     "preprocessing", "preprocessing.image", "preprocessing.sequence",
                     "datasets.fashion_mnist"}),
 ]

@@ -27,6 +27,8 @@ from .keras_objects import serialize_keras_object as _serialize
 # keras.saving holds them too (saving is below keras_objects, which uses its registry)
 saving.serialize_keras_object, saving.deserialize_keras_object = _serialize, _deserialize
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
+from . import dtype_policies, mixed_precision  # float32 / float64 policies (Keras's names)
+from .dtype_policies import DTypePolicy, FloatDTypePolicy
 from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, AdaptiveAveragePooling1D,
                      AdaptiveAveragePooling2D, AdaptiveAveragePooling3D, AdaptiveMaxPooling1D,
                      AdaptiveMaxPooling2D, AdaptiveMaxPooling3D, Add,

@@ -847,13 +847,14 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
             return type(v)(rebuild(u) for u in v)
         return next(it)
 
-    if kwargs.pop("training", None):
-        raise ValueError(f"[{layer.kind}] calling a layer on arrays with training=True is not "
-                         "supported; use a model's fit")
+    # training=True: Keras's training-mode call, one batch (Model._forward_training)
+    training = bool(kwargs.pop("training", None))
     sym_inputs = rebuild(inputs)
     sym_args = rebuild(list(args))
     if builtin is not None:
         out = _record_builtin(layer, sym_inputs, tuple(sym_args), kwargs, builtin)
+    elif training:
+        out = layer(sym_inputs, *sym_args, training=True, **kwargs)
     else:
         out = layer(sym_inputs, *sym_args, **kwargs)
     dtype = str(arrays[0].dtype) if arrays[0].dtype in (np.float32, np.float64) else "float32"
@@ -864,16 +865,14 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     feeds = arrays + mask_arrays
     if not extra:
         model = Model(sym + mask_in, out, dtype=dtype, name=INTERNAL_MODEL_NAME)
-        result = model.predict(feeds if len(feeds) > 1 else feeds[0],
-                               batch_size=max(1, len(arrays[0])), verbose=0)
+        result = _run_eager(model, feeds, training)
         if not any(m is not None for m in masks):
             return result
         values = list(result) if isinstance(out, (list, tuple)) else [result]
         computed = []
     else:
         model = Model(sym + mask_in, outs + extra, dtype=dtype, name=INTERNAL_MODEL_NAME)
-        result = model.predict(feeds if len(feeds) > 1 else feeds[0],
-                               batch_size=max(1, len(arrays[0])), verbose=0)
+        result = _run_eager(model, feeds, training)
         values, computed = list(result[:len(outs)]), list(result[len(outs):])
     found = iter(computed)
     with_masks = []
@@ -886,6 +885,15 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     if isinstance(out, (list, tuple)):
         return type(out)(with_masks) if isinstance(out, tuple) else with_masks
     return with_masks[0]
+
+
+def _run_eager(model, feeds, training):
+    """The one-layer model of an eager call run on its feeds, as one batch:
+    predict, or in training mode (training=True)."""
+    if training:
+        return model._forward_training(feeds)
+    return model.predict(feeds if len(feeds) > 1 else feeds[0],
+                         batch_size=max(1, len(feeds[0])), verbose=0)
 
 
 def _eager_custom_call(layer, inputs, args, kwargs):

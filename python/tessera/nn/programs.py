@@ -13,9 +13,9 @@ import numpy as np
 from . import constraints
 from .. import _core
 from .clipping import SplitNorms
-from .functional import apply_function, carried_mask_exprs
+from .functional import carried_mask_exprs
 from .layers import Activation, Add, BatchNormalization, Context
-from .metrics import MeanMetricWrapper
+from .metric_programs import MetricProgramsMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
@@ -25,28 +25,6 @@ __all__ = ["ProgramsMixin"]
 
 def _ident(name: str) -> str:
     return re.sub(r"\W", "_", name)  # a name as an identifier of the program's text
-
-
-class _FunctionMetric:
-    """A metric given as a Python function of (y_true, y_pred): the mean of
-    its values (Keras's MeanMetricWrapper), traced like a custom layer."""
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.name = getattr(fn, "__name__", "metric")
-
-    def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
-        shape, dtype = label_spec
-        v = apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
-        v = ctx.define("mv", f"astype({v}, \"float64\")")
-        if w is None:
-            return [f"sum({v})", f"astype(size({v}), \"float64\")"]
-        per = f"reshape({v}, list(shape({v})[0], -1))"
-        wv = f"reshape(astype({w}, \"float64\"), [-1, 1])"
-        return [f"sum({per} * {wv})", f"sum(broadcast_to({wv}, shape({per})))"]
-
-    def result(self, totals):
-        return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
 def _relus_after_batch_norm(outputs) -> tuple:
@@ -114,11 +92,7 @@ def _relus_after_batch_norm(outputs) -> tuple:
     return fused, added
 
 
-def _function_metric(fn):
-    return _FunctionMetric(fn)
-
-
-class ProgramsMixin:
+class ProgramsMixin(MetricProgramsMixin):
     """Program writing for Model (see the module doc)."""
 
 
@@ -329,25 +303,7 @@ class ProgramsMixin:
                                                self._compiled.loss_weights)):
             if loss is None or not weight:
                 continue
-            spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
-            out_shape = self._outputs[k].shape[1:]
-            mask = self._output_mask_expr(k)
-            if mask is not None:
-                # Keras's apply_mask: the mask as weights scaled by total /
-                # valid entries, so the mean is over the unmasked ones
-                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
-                mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
-                scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
-                lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
-                wsw = "" if sw is None else \
-                    f" * reshape(astype({sw}, dtype_name({per})), {lead})"
-                e = f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
-            elif sw is None:
-                e = loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
-            else:
-                per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
-                e = (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
-                     f"/ size({per})")
+            e = self._output_loss_expr(k, ys, hs, sw, ctx)
             terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
         for e in self.__dict__.pop("_added_losses", None) or []:  # Layer.add_loss: summed
             terms.append(f"astype(sum({e}), \"{self.dtype}\")")
@@ -363,6 +319,29 @@ class ProgramsMixin:
                 w = (marks or {}).get(v, v)
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
         return stmts, " + ".join(f"({t})" for t in terms)
+
+    def _output_loss_expr(self, k, ys, hs, sw, ctx) -> str:
+        """Output k's compiled loss of labels ys[k] and output hs[k] (Keras's
+        sum over the batch size, weighted per sample by `sw`), unweighted by
+        its loss weight."""
+        loss = self._compiled.losses[k]
+        spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
+        out_shape = self._outputs[k].shape[1:]
+        mask = self._output_mask_expr(k)
+        if mask is not None:
+            # Keras's apply_mask: the mask as weights scaled by total /
+            # valid entries, so the mean is over the unmasked ones
+            per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+            mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
+            scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
+            lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+            wsw = "" if sw is None else f" * reshape(astype({sw}, dtype_name({per})), {lead})"
+            return f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
+        if sw is None:
+            return loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
+        per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+        return (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
+                f"/ size({per})")
 
     def _aux_masks(self, outs: str):
         """The outputs' masks as the loss function's aux value `outs` holds
@@ -386,91 +365,6 @@ class ProgramsMixin:
                              "by it), which pipeline stages do not support yet; drop the mask "
                              "before the output (a layer that does not pass it on)")
         return masks[k]
-
-    def _metric_exprs(self, ys, hs, sw=None, counts=None) -> tuple:
-        """(statements, expressions): every metric's sums (float64), in order;
-        `counts`, a list, gets each metric's number of sums."""
-        ctx, stmts = self._loss_ctx("_met")
-        out = []
-        for k, ms in enumerate(self._compiled.metrics):
-            mask = self._output_mask_expr(k) if ms else None
-            if mask is not None:
-                # Keras's MeanMetricWrapper: the mask (times the sample
-                # weights) weights each value
-                bad = [m.name for m in ms if not isinstance(m, MeanMetricWrapper)]
-                if bad:
-                    raise ValueError(f"[compile] metrics {bad} of output {k}, which carries a "
-                                     "mask: Keras weights them by the mask, which tessera does "
-                                     "for mean metrics ('accuracy', 'mae', ...) only so far")
-                mf = ctx.define("mmask", f"astype({mask}, \"float64\")")
-                if sw is not None:
-                    lead = [-1] + [1] * (len(self._outputs[k].shape) - 2)
-                    mf = ctx.define("mmask", f"{mf} * reshape(astype({sw}, \"float64\"), "
-                                             f"{lead})")
-                for m in ms:
-                    v = ctx.define("mval", f"astype({m.values(ys[k], hs[k])}, \"float64\")")
-                    wv = ctx.define("mw", f"broadcast_to({mf}, shape({v}))")
-                    out += [f"sum({v} * {wv})", f"sum({wv})"]
-                    if counts is not None:
-                        counts.append(2)
-                continue
-            for m in ms:
-                stateful = getattr(m, "_stateful", None)
-                # the whole batch: written for the model's own label variables
-                # (micro-batches and chunks have others) in one process
-                split = self.__dict__.get("_split_batch") or list(ys) != self._names()[1]
-                if stateful is not None and stateful() and split:
-                    raise ValueError(
-                        f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
-                        "supported yet with data-parallel (several processes), ZeRO, pipeline "
-                        "stages or deterministic=True training: its increments would be made "
-                        "per part of the batch, which changes a per-batch count or mean; train "
-                        "in one process without deterministic=True, or evaluate it with "
-                        "evaluate()")
-                if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()) or \
-                        getattr(m, "checks_shapes", False):
-                    spec = self._label_specs[k]
-                    exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
-                                              self._outputs[k].shape[1:])
-                else:
-                    exprs = m.expressions(ys[k], hs[k], sw)
-                out += [f"astype({e}, \"float64\")" for e in exprs]
-                if counts is not None:
-                    counts.append(len(exprs))
-        return stmts, out
-
-    def _metric_sizes(self) -> list:
-        """The shape of every metric sum, in order (found by running the
-        metrics' expressions once on stand-in data); _metric_counts then
-        gives how many sums each metric has."""
-        if not self._compiled or not self._compiled.has_metrics:
-            self._programs[("metric_counts",)] = []
-            return []
-        key = ("metric_sizes",)
-        if key in self._programs:
-            return self._programs[key]
-        xs, ys = self._names()
-        hs = [f"h{k}" for k in range(len(self._outputs))]
-        counts: list = []
-        # all-true stand-ins of the outputs' masks, shaped (batch, steps)
-        self._out_masks = [None if getattr(o, "_keras_mask", None) is None else
-                           f"not_equal(sum(abs({h}), axis=-1), -1.0)"
-                           for o, h in zip(self._outputs, hs)]
-        stmts, exprs = self._metric_exprs(ys, hs, None, counts)
-        body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
-        prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
-                             "<model metrics>")
-        labels = [np.zeros((2,) + tuple(shape), dtype=dtype) for shape, dtype in
-                  self._label_specs]
-        outs = [np.asarray(o._dummies[0], dtype=self.dtype) for o in self._outputs]
-        sizes = [tuple(np.shape(v)) for v in prog.run(labels + outs)]
-        self._programs[key] = sizes
-        self._programs[("metric_counts",)] = counts
-        return sizes
-
-    def _metric_counts(self) -> list:
-        """The number of sums of each metric (after _metric_sizes)."""
-        return self._programs[("metric_counts",)]
 
     def _program(self, kind):
         # trainable flags may change between calls (Keras: recompile; here

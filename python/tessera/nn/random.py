@@ -45,6 +45,19 @@ class SeedGenerator:
 _GLOBAL = SeedGenerator()
 
 
+def reseed_global(seed: int) -> None:
+    """The global stream started again from `seed` (utils.set_random_seed, as
+    Keras's reseeds its global SeedGenerator): unseeded draws and the eager
+    training-mode calls of random layers repeat after it."""
+    _GLOBAL.seed, _GLOBAL._count = int(seed), 0
+
+
+def eager_training_seed() -> int:
+    """The seed of one eager layer(x, training=True) call: the global
+    stream's next, so every call draws anew."""
+    return _GLOBAL.next() % (1 << 31)
+
+
 def _seed(op, seed) -> int:
     if seed is None:
         return _GLOBAL.next()

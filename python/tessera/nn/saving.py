@@ -17,7 +17,7 @@ from . import initializers, layers, losses, metrics, parallel, parallel_layers, 
 from . import constraints, metric_classes, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
-from .programs import _FunctionMetric
+from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
 from . import saving_hooks as hooks
 from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope,
@@ -850,7 +850,8 @@ def _compile_config(model, where) -> dict:
         return {"hook": hook}
     return {"optimizer": _encode(c.optimizer.get_config(), where),
             "losses": [loss_cfg(l) for l in c.losses], "loss_weights": c.loss_weights,
-            "metrics": [[metric_cfg(m) for m in ms] for ms in c.metrics]}
+            "metrics": [[metric_cfg(m) for m in ms] for ms in c.metrics],
+            "weighted": [list(flags) for flags in c.weighted]}
 
 
 def save_model(model, path, training_state=None):
@@ -899,7 +900,7 @@ def _compile_from(model, cfg, ctx: _Load):
             cls = _resolve(l.get("class"), l.get("module"), ("loss",), ctx, "the compiled loss")
             losses.append(_construct(cls, _decode(l.get("config", {}), ctx), ctx,
                                      f"the loss {l.get('class')}"))
-    metrics = []
+    per_output = []
     for ms in cfg["metrics"]:
         out = []
         for m in ms:
@@ -916,12 +917,21 @@ def _compile_from(model, cfg, ctx: _Load):
                 continue
             out.append(_construct(cls, _decode(m.get("config", {}), ctx), ctx,
                                   f"the metric {m.get('class')}"))
-        metrics.append(out)
+        per_output.append(out)
+    # which were compile's weighted_metrics (files before them: none)
+    flags = cfg.get("weighted") or [[False] * len(ms) for ms in per_output]
+    if not isinstance(flags, list) or len(flags) != len(per_output) or any(
+            not isinstance(f, list) or len(f) != len(ms) or
+            any(not isinstance(b, bool) for b in f) for f, ms in zip(flags, per_output)):
+        raise ctx.error("the compiled metrics' weighted flags are malformed")
+    plain = [[m for m, w in zip(ms, f) if not w] for ms, f in zip(per_output, flags)]
+    weighted = [[m for m, w in zip(ms, f) if w] for ms, f in zip(per_output, flags)]
     opt = _optimizer_from(cfg["optimizer"], ctx)
     n = len(losses)
     model.compile(opt, losses if n > 1 else losses[0],
-                  metrics=metrics if n > 1 else metrics[0],
-                  loss_weights=cfg.get("loss_weights"))
+                  metrics=(plain if n > 1 else plain[0]) if any(plain) else None,
+                  weighted_metrics=(weighted if n > 1 else weighted[0]) if any(weighted)
+                  else None, loss_weights=cfg.get("loss_weights"))
 
 
 def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002

@@ -37,8 +37,27 @@ def _overrides(obj, name: str, base) -> bool:
 
 
 def hook_layers(model) -> list:
-    """The layers whose hooks model.save and load_model call (model.layers)."""
-    return list(getattr(model, "layers", None) or [])
+    """The layers whose hooks model.save and load_model call: model.layers
+    (indices 0..n-1, as files before nested layers had them), then, as
+    Keras walks every layer a model holds, the layers nested in them (a
+    user's layer's attributes, a nested model's layers), breadth first,
+    each once."""
+    top = list(getattr(model, "layers", None) or [])
+    out, seen, queue = list(top), {id(model)} | {id(x) for x in top}, list(top)
+    while queue:
+        layer = queue.pop(0)
+        if not isinstance(layer, Layer):
+            continue
+        inner = layer._sublayers() if layer._is_custom() else []
+        if not inner and layer is not model and isinstance(getattr(layer, "layers", None),
+                                                            list):
+            inner = list(layer.layers)  # a nested model's
+        for sub in inner:
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                out.append(sub)
+                queue.append(sub)
+    return out
 
 
 def _check_key(key, layer, where: str) -> str:

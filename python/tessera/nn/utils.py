@@ -27,6 +27,7 @@ from ._directory_datasets import image_dataset_from_directory, text_dataset_from
 from ._image_utils import array_to_img, img_to_array, load_img, save_img
 from .functional import _deps
 from .layers.base import _name_counts
+from .random import reseed_global
 from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
@@ -74,6 +75,7 @@ def set_random_seed(seed):
     _random.seed(int(seed))
     np.random.seed(int(seed) % 2**32)
     _core.call_primitive("set_seed", [int(seed)], {})
+    reseed_global(int(seed))
 
 
 def pad_sequences(sequences, maxlen=None, dtype="int32", padding="pre", truncating="pre",

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import constraints, initializers, regularizers
+from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
                           custom_forward)
 from ..params import Param, value_spec
@@ -266,7 +267,7 @@ class Layer:
                                  f"positive ints, got {input_shape!r}")
             self.declared_input_shape = shape
         self.trainable = bool(trainable)
-        self.dtype = dtype
+        self.dtype = layer_dtype(dtype, self.kind)  # (a DTypePolicy: its name)
         self.params: list = []
         # One sample's input and output shapes (no batch axis; a list for
         # several inputs or outputs), once the layer was called or built.
@@ -296,6 +297,32 @@ class Layer:
             cls.forward = Layer.forward
         if owner.__module__.startswith("tessera."):
             cls.compute_output_shape = Layer._subclass_output_shape
+
+    @property
+    def dtype(self):
+        """Keras's: the dtype of the layer's weights (variable_dtype): the one
+        given, else the dtype of the model that built it, else the global
+        policy's."""
+        given = self.__dict__.get("_dtype")
+        return given if given is not None else self.dtype_policy.variable_dtype
+
+    @dtype.setter
+    def dtype(self, value):
+        self.__dict__["_dtype"] = value
+
+    @property
+    def dtype_policy(self):
+        """Keras's: the layer's DTypePolicy (its dtype's; without one, the
+        dtype of the model that built it, else the global policy's)."""
+        return policy_of(self.__dict__.get("_dtype"), self.__dict__.get("_model_dtype"))
+
+    @property
+    def compute_dtype(self) -> str:
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self) -> str:
+        return self.dtype_policy.variable_dtype
 
     def save_own_variables(self, store):
         """Keras's saving hook: puts this layer's own weights into `store`
@@ -785,10 +812,13 @@ class Layer:
             return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
         config = {}
         if bound is not None:
+            # the **keyword parameter, whatever its name (**kwargs, **kw)
+            var_kw = {q.name for q in bound.signature.parameters.values()
+                      if q.kind == q.VAR_KEYWORD}
             for k, v in bound.arguments.items():
                 if k == "self":
                     continue
-                if k == "kwargs":
+                if k in var_kw:
                     config.update(v)
                 else:
                     config[k] = v

@@ -80,10 +80,30 @@ class _Compiled:
         self.losses = losses
         self.loss_weights = loss_weights
         self.metrics = metrics  # per output: list of Metric
+        # per output: is each metric weighted by sample_weight (weighted_metrics=)
+        self.weighted = [[False] * len(ms) for ms in metrics]
+        self.output_losses: list = []  # OutputLoss trackers (a model of several outputs)
+
+    def all_metrics(self) -> list:
+        """The metrics the programs sum, in order: compile's, then each
+        output's loss tracker."""
+        return [m for ms in self.metrics for m in ms] + list(self.output_losses)
 
     @property
     def has_metrics(self) -> bool:
-        return any(self.metrics)
+        return any(self.metrics) or bool(self.output_losses)
+
+
+class OutputLoss:
+    """Keras's per-output loss tracker of a model of several outputs (logged
+    as "<output>_loss"): the mean over the batches (weighted by their sizes)
+    of output k's compiled loss, before its loss weight (as Keras's)."""
+
+    def __init__(self, k: int, name: str):
+        self.k, self.name = k, name
+
+    def result(self, totals):
+        return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
 def _from_py_dataset(x, where, steps=None):

@@ -9,10 +9,10 @@ import numpy as np
 from .. import losses as _losses
 from .. import metrics as _metrics
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
-from ..programs import _function_metric
+from ..metric_programs import _function_metric
 from ..registry import is_model
 from ..string_inputs import apply_fronts
-from ._common import _as_list, _Compiled, _optimizer
+from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
 class CompileMixin:
@@ -21,7 +21,7 @@ class CompileMixin:
 
     # ------------------------------------------------------------------ compile
 
-    def compile(self, optimizer="adam", loss=None, metrics=(),
+    def compile(self, optimizer="adam", loss=None, metrics=None,
                 loss_weights=None, weighted_metrics=None, run_eagerly=None, jit_compile=None,
                 steps_per_execution=None):
         """Chooses the optimizer, the loss (one, or one per output as a list or
@@ -36,18 +36,20 @@ class CompileMixin:
         else:
             loss_weights = [float(w) for w in self._per_output(loss_weights, "loss_weights",
                                                                n_out)]
-        if metrics is None:
-            metrics = ()
-        if isinstance(metrics, dict) or (n_out > 1 and isinstance(metrics, (list, tuple)) and
-                                         metrics and isinstance(metrics[0], (list, tuple))):
-            per = self._per_output(metrics, "metrics", n_out)
-        else:
-            per = [list(_as_list(metrics)) if k == 0 or n_out > 1 else [] for k in range(n_out)]
-            if n_out > 1:
-                per = [list(_as_list(metrics))] * n_out
-        mets = [[self._get_metric(m, losses[k], k) for m in (ms or [])]
-                for k, ms in enumerate(per)]
-        self._compiled = _Compiled(_optimizer(optimizer), losses, loss_weights, mets)
+        # Keras's model.metrics holds a CompileMetrics when metrics were given
+        self.__dict__["_metrics_given"] = metrics is not None or weighted_metrics is not None
+        mets = self._metrics_per_output(metrics, "metrics", losses, n_out)
+        # Keras's weighted_metrics: weighted by sample_weight (metrics= are not),
+        # after the plain ones of each output
+        wmets = self._metrics_per_output(weighted_metrics, "weighted_metrics", losses, n_out)
+        self._compiled = _Compiled(_optimizer(optimizer), losses, loss_weights,
+                                   [a + b for a, b in zip(mets, wmets)])
+        self._compiled.weighted = [[False] * len(a) + [True] * len(b)
+                                   for a, b in zip(mets, wmets)]
+        if n_out > 1:  # Keras logs each output's loss too
+            names = self._output_names()
+            self._compiled.output_losses = [OutputLoss(k, f"{names[k]}_loss")
+                                            for k, l in enumerate(losses) if l is not None]
         # exclude_from_weight_decay names Variables: the optimizer finds the
         # Variable of a program's weight through the model (held weakly)
         model = weakref.ref(self)
@@ -59,11 +61,32 @@ class CompileMixin:
         self.__dict__.pop("_loss_set", None)  # compile's loss, as Keras sets model.loss
         self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
                               "loss_weights": loss_weights}
+        if weighted_metrics is not None:
+            self._compile_args["weighted_metrics"] = weighted_metrics
         self._programs.clear()
         self._opt_state = None
         self._iteration = 0
         self._lr_override = None
         return self
+
+    def _metrics_per_output(self, metrics, what: str, losses, n_out: int) -> list:
+        """compile's metrics= (or weighted_metrics=) as a list of Metric
+        objects per output: a list for every output, a list of lists or a
+        dict by output name for each."""
+        if metrics is None:
+            metrics = ()
+        if what == "weighted_metrics" and not isinstance(metrics, (list, tuple, dict)):
+            raise TypeError(f"[compile] {what} must be a list, a tuple or a dict, got "
+                            f"{metrics!r} (of type {type(metrics).__name__})")
+        if isinstance(metrics, dict) or (n_out > 1 and isinstance(metrics, (list, tuple)) and
+                                         metrics and isinstance(metrics[0], (list, tuple))):
+            per = self._per_output(metrics, "metrics", n_out)
+        else:
+            per = [list(_as_list(metrics)) if k == 0 or n_out > 1 else [] for k in range(n_out)]
+            if n_out > 1:
+                per = [list(_as_list(metrics))] * n_out
+        return [[self._get_metric(m, losses[k], k) for m in (ms or [])]
+                for k, ms in enumerate(per)]
 
     def get_compile_config(self):
         """Keras's: the arguments compile was given, serialized
@@ -137,16 +160,6 @@ class CompileMixin:
     @property
     def optimizer(self):
         return self._compiled.optimizer if self._compiled else None
-
-    @property
-    def metrics_names(self) -> list:
-        names = ["loss"]
-        if self._compiled:
-            prefix = self._output_names() if len(self._outputs) > 1 else [""]
-            for k, ms in enumerate(self._compiled.metrics):
-                for m in ms:
-                    names.append(f"{prefix[k]}_{m.name}" if prefix[k] else m.name)
-        return names
 
     # ------------------------------------------------------------------ data
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..callbacks import History
 from ..data_axis import DataAxisMixin
+from ..dtype_policies import computed_name, global_policy
 from ..functional import call_layer, clone_graph, graph_layers
 from ..layers import InputLayer, Layer
 from ..layers.base import _auto_name, _with_batch
@@ -37,6 +38,7 @@ from ..zero import ZeroMixin
 from ._common import _as_list, _Compiled, _draws_deferred, _own_initializer, _readable_bytes
 from .compile import CompileMixin
 from .inference import InferenceMixin
+from .trackers import TrackersMixin
 from .training import TrainingMixin
 
 
@@ -75,7 +77,7 @@ class ModelWeights(list):
     def get(self, key, default=None):
         return self._arrays.get(key, default)
 
-class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
+class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
             VarLenMixin, Layer):
     """A model, like keras.Model. Three ways to make one:
 
@@ -99,10 +101,12 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
     kind = "Model"
 
     def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed: int = 0,
-                 dtype: str = "float32", trainable: bool = True, **kwargs):
+                 dtype=None, trainable: bool = True, **kwargs):
         if name is None and type(self) is Model:
             name = _auto_name("Functional")  # Keras 3's name of Model(inputs, outputs)
         super().__init__(name=name, trainable=trainable, **kwargs)
+        # None: the global policy's (mixed_precision.set_global_policy)
+        dtype = computed_name(dtype, self.kind) or global_policy().name
         if dtype not in ("float32", "float64"):
             raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")
         self.dtype = dtype
@@ -243,6 +247,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, DataAxisMixin, ZeroMixi
     def _create_values(self):
         defer = _draws_deferred()
         for i, layer in enumerate(self._layers):
+            layer.__dict__["_model_dtype"] = self.dtype  # (its dtype_policy)
             for j, p in enumerate(layer.params):
                 if p.name not in layer._values:
                     seed = self.seed * 1000 + i * 10 + j

@@ -10,6 +10,7 @@ from ... import _core
 from ... import data as _data
 from .. import callbacks as _cb
 from ..layers.rnn_states import carried
+from ..random import eager_training_seed
 from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
@@ -100,7 +101,7 @@ class InferenceMixin:
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         total_loss, seen = 0.0, 0
         totals = [np.zeros(s) for s in sizes]
-        names = self.metrics_names[1:]
+        names = self._metric_log_names()
 
         def running():
             out = {"loss": total_loss / max(seen, 1)}
@@ -121,6 +122,7 @@ class InferenceMixin:
             if cbs.callbacks:
                 cbs.on_test_batch_end(i, running())
         result = running()
+        self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
         cbs.on_test_end(dict(result))
         own_bar = any(type(c).__name__ == "ProgbarLogger" and
                       type(c).__module__ == "tessera.nn.callbacks" for c in cbs.callbacks)
@@ -129,8 +131,7 @@ class InferenceMixin:
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
             return result
-        values = list(result.values())
-        return values[0] if len(values) == 1 else values
+        return self._flatten_logs_in_order(result)
 
     def _program(self, kind):
         stateful = [] if self.__dict__.get("_carries_states") else carried(self._layers)
@@ -263,6 +264,42 @@ class InferenceMixin:
             return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]
 
+    @keeps_graph
+    def _forward_training(self, xs):
+        """The outputs for the arrays xs in training mode, as one batch (Keras's
+        layer(x, training=True) on arrays): random layers draw from the
+        global stream (random.eager_training_seed: a fresh draw each call,
+        repeated after utils.set_random_seed), BatchNormalization normalizes
+        by the batch's statistics and moves its moving mean and variance
+        towards them (momentum), as Keras's does."""
+        xs = [np.asarray(a) for a in xs]
+        self._specialize([a.shape[1:] for a in xs], "call", 0)
+        P, S = self._params(True), self._params(False)
+        key = ("forward_training", tuple(P))
+        held = self._programs.get(key)
+        if held is None:
+            stmts, hs, stats = self._forward_code("true", "seed")
+            xs_names = self._names()[0]
+            head = ", ".join(P + S + xs_names + ["seed"])
+            result = (f"list(list({', '.join(hs)}), "
+                      f"list({', '.join(s for _, s in stats)}))")
+            body = ",\n  ".join(stmts + [result])
+            text = f"define(forward_training, {head}, block(\n  {body}))\nforward_training\n"
+            held = (_core.Program(text, "<model training-mode call>"), [bn for bn, _ in stats])
+            self._programs[key] = held
+        prog, norms = held
+        args = [self.weights[v] for v in P + S] + xs + [eager_training_seed()]
+        outs, batch_stats = prog.run(args)
+        for bn, (mean, var) in zip(norms, batch_stats):
+            m = bn.momentum
+            for index, stat in ((2, mean), (3, var)):
+                v = self._bn_var(bn, index)
+                old = np.asarray(self.weights[v])
+                new = m * old + (1.0 - m) * np.asarray(stat, dtype=old.dtype).reshape(old.shape)
+                self._set(v, new.astype(old.dtype))
+        outs = [np.asarray(o) for o in outs]
+        return outs if len(self._outputs) > 1 else outs[0]
+
     # ------------------------------------------------------------------ one batch
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
@@ -295,8 +332,7 @@ class InferenceMixin:
         logs = {k: float(v) for k, v in logs.items()}
         if return_dict:
             return logs
-        values = [logs[n] for n in self.metrics_names if n in logs]
-        return values[0] if len(values) == 1 else values
+        return self._flatten_logs_in_order(logs)
 
 
 def _batch_rows(x, where: str) -> int:

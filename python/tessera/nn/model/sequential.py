@@ -23,7 +23,7 @@ class Sequential(Model):
     kind = "Sequential"
 
     def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed: int = 0,
-                 dtype: str = "float32", name: Optional[str] = None, trainable: bool = True):
+                 dtype=None, name: Optional[str] = None, trainable: bool = True):
         super().__init__(name=name, seed=seed, dtype=dtype, trainable=trainable)
         self._stack: list = []
         self._declared_input = None  # one sample's shape (None: a variable-length axis)

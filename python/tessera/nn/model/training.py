@@ -261,7 +261,7 @@ class TrainingMixin:
         tiling = _core.deterministic()
         if chunks:
             _core.set_deterministic(True)
-        names = self.metrics_names[1:]
+        names = self._metric_log_names()
         # nan_policy='continue': each step is handed the weights and optimizer
         # state (the model and fit drop their references, Program.run
         # consumes its arguments), so the step frees the old arrays at their
@@ -387,6 +387,7 @@ class TrainingMixin:
                 if seen == 0:
                     raise ValueError("[fit] the data gave no batches in this epoch")
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
+                self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
                 logs = dict(logs)
                 if validation_data is not None and (epoch + 1) % validation_freq == 0:
                     vlogs = self._validate(validation_data, validation_batch_size or
@@ -523,8 +524,7 @@ class TrainingMixin:
 
     def _metric_results(self, totals) -> list:
         out, k = [], 0
-        metrics = [m for ms in self._compiled.metrics for m in ms]
-        for m, n in zip(metrics, self._metric_counts()):
+        for m, n in zip(self._compiled.all_metrics(), self._metric_counts()):
             stateful = getattr(m, "_stateful", None)
             r = m.stateless_result(totals[k:k + n]) if stateful and stateful() else \
                 m.result(totals[k:k + n])
