@@ -661,7 +661,7 @@ Value index_add(Args& a) {
 // the indices are not such an array (a list, out of range: the general
 // selection handles them and names the error).
 std::optional<Array> take_by_blocks(const Array& x, const Value& indices, int axis) {
-  if (!indices.is_array() || x.ndim() == 0) return std::nullopt;
+  if (!indices.is_array() || x.ndim() == 0 || !x.is_contiguous()) return std::nullopt;
   const Array& idx = indices.as_array();
   const int64_t n = x.dim(axis);
   std::vector<int64_t> ip;
