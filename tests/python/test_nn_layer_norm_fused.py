@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 import tessera  # noqa: E402
 from tessera import nn  # noqa: E402
 from tessera.nn.layers import normalization as norm_module  # noqa: E402
+from test_nn_attention_fused import _grads  # noqa: E402  (the same SGD-step gradients)
 
 RNG = np.random.default_rng(47)
 
@@ -157,19 +158,6 @@ def test_layer_matches_keras(kw):
     k.set_weights(w)
     x = RNG.normal(size=(3, 4, 6)).astype(np.float32)
     np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=2e-5, atol=2e-5)
-
-
-def _grads(model, x, r):
-    """Every weight's gradient of sum(output * r) / n: one SGD step of rate 1."""
-    def loss_fn(y_true, y_pred):
-        return np.sum(y_pred * y_true, axis=(-2, -1))
-
-    model.compile(tessera.optim.SGD(1.0), loss_fn)
-    w0 = model.get_weights()
-    model.fit(x, r, batch_size=len(r), epochs=1, shuffle=False, verbose=0)
-    grads = [a - b for a, b in zip(w0, model.get_weights())]
-    model.set_weights(w0)
-    return grads
 
 
 @pytest.mark.parametrize("kw", [{}, {"axis": [-2, -1]}], ids=["last", "two_axes"])
