@@ -42,6 +42,7 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      GaussianDropout, GaussianNoise, GlobalAveragePooling1D,
                      GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D, GlobalMaxPool1D,
                      GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, GroupNormalization,
+                     GroupQueryAttention, GroupedQueryAttention,
                      GRUCell, Hashing, Identity, InputLayer, IntegerLookup, Lambda, Layer,
                      LayerNormalization, LeakyReLU, LSTMCell, Masking, Maximum, MaxPool1D,
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Minimum, MultiHeadAttention, Multiply,
@@ -72,8 +73,10 @@ from .regularizers import Regularizer
 
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
-    "MultiHeadAttention", "SimpleRNN", "Subtract", "add", "average", "concatenate", "load_model",
-    "maximum", "minimum", "multiply", "register_keras_serializable", "subtract",
+    "GroupQueryAttention", "GroupedQueryAttention", "MultiHeadAttention", "SimpleRNN", "Subtract",
+    "add", "average",
+    "concatenate", "load_model", "maximum", "minimum", "multiply", "register_keras_serializable",
+    "subtract",
     "Activation", "AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D",
     "AdaptiveAveragePooling3D", "AdaptiveMaxPooling1D", "AdaptiveMaxPooling2D",
     "AdaptiveMaxPooling3D", "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",

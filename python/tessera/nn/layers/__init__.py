@@ -13,7 +13,7 @@
     noise         GaussianNoise/Dropout, AlphaDropout, SpatialDropout, ActivityRegularization
     merging       Add, Concatenate, Dot, ... and add(), concatenate(), ...
     attention     Attention, AdditiveAttention
-    multi_head_attention  MultiHeadAttention
+    multi_head_attention  MultiHeadAttention, GroupQueryAttention
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
     wrappers      RNN, the cells, Bidirectional, TimeDistributed, Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
@@ -43,7 +43,7 @@ from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, Random
                                   RandomRotation, RandomTranslation, RandomZoom, Resizing)
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
-from .multi_head_attention import MultiHeadAttention
+from .multi_head_attention import GroupQueryAttention, GroupedQueryAttention, MultiHeadAttention
 from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .einsum_dense import EinsumDense
