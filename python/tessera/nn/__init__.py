@@ -48,6 +48,7 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Minimum, MultiHeadAttention, Multiply,
                      Normalization, Permute, PReLU, RandomContrast, RandomCrop, RandomFlip,
                      RandomRotation, RandomTranslation, RandomZoom, ReLU, RepeatVector, Rescaling,
+                     ReversibleEmbedding,
                      Reshape, Resizing, SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
                      SeparableConvolution2D, SimpleRNN, SimpleRNNCell, Softmax, SpatialDropout1D,
                      SpatialDropout2D, SpatialDropout3D, StackedRNNCells, StringLookup, Subtract,
@@ -74,7 +75,7 @@ from .regularizers import Regularizer
 __all__ = [
     "Add", "Average", "Concatenate", "Dot", "GRU", "LSTM", "Maximum", "Minimum", "Multiply",
     "GroupQueryAttention", "GroupedQueryAttention", "MultiHeadAttention", "SimpleRNN", "Subtract",
-    "add", "average",
+    "ReversibleEmbedding", "add", "average",
     "concatenate", "load_model", "maximum", "minimum", "multiply", "register_keras_serializable",
     "subtract",
     "Activation", "AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D",

@@ -1,7 +1,8 @@
 """keras.layers for tessera.nn: every layer, one module per family.
 
     base          Layer, Context, Param and the helpers the families share
-    core          Dense, Embedding, Activation, Identity, Dropout, Lambda, InputLayer
+    core          Dense, Embedding, ReversibleEmbedding, Activation, Identity, Dropout,
+                  Lambda, InputLayer
     einsum_dense  EinsumDense
     conv          Conv1D/2D, Conv1D/2DTranspose, DepthwiseConv1D/2D
     separable     SeparableConv1D/2D
@@ -38,7 +39,8 @@ from .base import Context, Layer, Param
 from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Convolution1D,
                    Convolution1DTranspose, Convolution2D, Convolution2DTranspose, DepthwiseConv1D,
                    DepthwiseConv2D)
-from .core import Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda
+from .core import (Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda,
+                   ReversibleEmbedding)
 from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
                                   RandomRotation, RandomTranslation, RandomZoom, Resizing)
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
