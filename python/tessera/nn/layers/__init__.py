@@ -1,7 +1,8 @@
 """keras.layers for tessera.nn: every layer, one module per family.
 
     base          Layer, Context, Param and the helpers the families share
-    core          Dense, Embedding, Activation, Identity, Dropout, Lambda, InputLayer
+    core          Dense, Embedding, ReversibleEmbedding, Activation, Identity, Dropout,
+                  Lambda, InputLayer
     einsum_dense  EinsumDense
     conv          Conv1D/2D, Conv1D/2DTranspose, DepthwiseConv1D/2D
     separable     SeparableConv1D/2D
@@ -13,7 +14,7 @@
     noise         GaussianNoise/Dropout, AlphaDropout, SpatialDropout, ActivityRegularization
     merging       Add, Concatenate, Dot, ... and add(), concatenate(), ...
     attention     Attention, AdditiveAttention
-    multi_head_attention  MultiHeadAttention
+    multi_head_attention  MultiHeadAttention, GroupQueryAttention
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
     wrappers      RNN, the cells, Bidirectional, TimeDistributed, Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
@@ -38,12 +39,13 @@ from .base import Context, Layer, Param
 from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Convolution1D,
                    Convolution1DTranspose, Convolution2D, Convolution2DTranspose, DepthwiseConv1D,
                    DepthwiseConv2D)
-from .core import Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda
+from .core import (Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda,
+                   ReversibleEmbedding)
 from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
                                   RandomRotation, RandomTranslation, RandomZoom, Resizing)
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
                       average, concatenate, dot, maximum, minimum, multiply, subtract)
-from .multi_head_attention import MultiHeadAttention
+from .multi_head_attention import GroupQueryAttention, GroupedQueryAttention, MultiHeadAttention
 from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .einsum_dense import EinsumDense

@@ -12,7 +12,8 @@ from ..symbolic import Input, KerasTensor
 from ..variables import tracing
 from .base import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
 
-__all__ = ["Activation", "Dense", "Dropout", "Embedding", "Identity", "InputLayer", "Lambda"]
+__all__ = ["Activation", "Dense", "Dropout", "Embedding", "Identity", "InputLayer", "Lambda",
+           "ReversibleEmbedding"]
 
 
 def _where_defined(fn) -> str:
@@ -360,3 +361,69 @@ class Embedding(Layer):
     def output_mask(self, inputs, mask):
         """Keras's compute_mask: ids != 0 with mask_zero, else none."""
         return (inputs[0] != 0) if self.mask_zero else None
+
+
+class ReversibleEmbedding(Embedding):
+    """An Embedding that also projects back, like keras.layers.ReversibleEmbedding:
+    layer(ids) is Embedding's lookup; layer(x, reverse=True) maps x (..., output_dim)
+    to logits (..., input_dim) with the transposed embeddings (tie_weights=True) or
+    its own reverse_embeddings (output_dim, input_dim); logit_soft_cap c gives
+    tanh(logits / c) * c. No bias."""
+
+    kind = "ReversibleEmbedding"
+
+    def __init__(self, input_dim, output_dim, tie_weights=True, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, mask_zero=False, reverse_dtype=None,
+                 logit_soft_cap=None, name=None, input_shape=None, **kwargs):
+        super().__init__(input_dim, output_dim, embeddings_initializer, embeddings_regularizer,
+                         mask_zero, name=name, input_shape=input_shape, **kwargs)
+        k = self.kind
+        self.tie_weights = bool(tie_weights)
+        if reverse_dtype is not None and reverse_dtype != self.dtype:
+            raise ValueError(f"[{k}] reverse_dtype other than the layer's dtype "
+                             f"({self.dtype!r}) is not supported, got {reverse_dtype!r}")
+        self.reverse_dtype = reverse_dtype
+        if logit_soft_cap is not None and (isinstance(logit_soft_cap, bool) or not isinstance(
+                logit_soft_cap, (int, float)) or not logit_soft_cap > 0):
+            raise ValueError(f"[{k}] logit_soft_cap must be None or a positive number, got "
+                             f"{logit_soft_cap!r}")
+        self.logit_soft_cap = logit_soft_cap
+        self._reverse = False
+
+    def split_call(self, inputs, reverse=False):
+        """The input and the call's flag (reverse=True: the projection back)."""
+        if not isinstance(inputs, KerasTensor):
+            raise TypeError(f"[{self.kind}] layer {self.name!r} takes one symbolic tensor, got "
+                            f"{type(inputs).__name__}")
+        if not isinstance(reverse, bool):
+            raise TypeError(f"[{self.kind}] reverse must be True or False, got {reverse!r}")
+        self._reverse = reverse
+        return [inputs], ({"reverse": True} if reverse else {})
+
+    def compute_output_shape(self, s):
+        out = super().compute_output_shape(s)
+        if not self.tie_weights:
+            self.params.append(Param("reverse_embeddings", (self.output_dim, self.input_dim),
+                                     self.embeddings_initializer, self.output_dim,
+                                     self.input_dim))
+        if not self._reverse:
+            return out
+        if not s or s[-1] != self.output_dim:
+            raise ValueError(f"[{self.kind}] reverse=True takes inputs (..., output_dim="
+                             f"{self.output_dim}), got {(None,) + tuple(s)}")
+        return tuple(s[:-1]) + (self.input_dim,)
+
+    def forward(self, x, p, ctx, reverse=False):
+        if not reverse:
+            return super().forward(x, p, ctx)
+        kernel = (f"transpose({p['embeddings']})" if self.tie_weights
+                  else p["reverse_embeddings"])
+        logits = f"matmul({x}, {kernel})"
+        if self.logit_soft_cap is not None:
+            c = float(self.logit_soft_cap)
+            logits = f"(tanh({logits} / {c!r}) * {c!r})"
+        return logits
+
+    def output_mask(self, inputs, mask):
+        """Keras's: the ids' mask (mask_zero) on the lookup, none on the projection."""
+        return None if self._reverse else super().output_mask(inputs, mask)

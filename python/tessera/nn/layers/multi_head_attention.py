@@ -26,7 +26,7 @@ from ..symbolic import KerasTensor
 from .attention import call_flags
 from .base import Layer, Param, _initializer, _positive, _regularizer
 
-__all__ = ["MultiHeadAttention"]
+__all__ = ["GroupQueryAttention", "GroupedQueryAttention", "MultiHeadAttention"]
 
 # False: every MultiHeadAttention composes its scores, softmax and product
 # (the reference of the fused primitive); read when a model's program is written.
@@ -83,17 +83,17 @@ class MultiHeadAttention(Layer):
         for name, m in (("query_mask", query_mask), ("value_mask", value_mask),
                         ("key_mask", key_mask)):
             if m is not None and not isinstance(m, KerasTensor):
-                raise TypeError(f"[MultiHeadAttention] {name} must be a symbolic tensor "
+                raise TypeError(f"[{self.kind}] {name} must be a symbolic tensor "
                                 f"(batch, timesteps), got {type(m).__name__}")
             if m is not None:
                 masks[name] = m
         if value is None:
-            raise TypeError("[MultiHeadAttention] called without value: mha(query, value)")
+            raise TypeError(f"[{self.kind}] called without value: layer(query, value)")
         ins = [query, value] + ([key] if key is not None else []) + \
             ([attention_mask] if attention_mask is not None else [])
         for t in ins:
             if not isinstance(t, KerasTensor):
-                raise TypeError(f"[MultiHeadAttention] inputs must be symbolic tensors, got "
+                raise TypeError(f"[{self.kind}] inputs must be symbolic tensors, got "
                                 f"{type(t).__name__}")
         static = {"_has_key": key is not None, "_has_mask": attention_mask is not None}
         static.update(masks)
@@ -119,28 +119,28 @@ class MultiHeadAttention(Layer):
         k = shapes[2] if flags.get("_has_key") else v
         for name, s in (("query", q), ("value", v), ("key", k)):
             if len(s) != 2:
-                raise ValueError(f"[MultiHeadAttention] {name} must have shape (batch, "
+                raise ValueError(f"[{self.kind}] {name} must have shape (batch, "
                                  f"timesteps, features), got {(None,) + tuple(s)}")
         if k[0] != v[0]:
-            raise ValueError(f"[MultiHeadAttention] key and value must have the same length, got "
+            raise ValueError(f"[{self.kind}] key and value must have the same length, got "
                              f"{k[0]} and {v[0]}")
         if flags.get("_has_mask"):
             m = shapes[-1]
             ok = len(m) == 2 and m[0] in (1, q[0]) and m[1] == v[0]
             if not ok:
-                raise ValueError(f"[MultiHeadAttention] attention_mask must have shape (batch, "
+                raise ValueError(f"[{self.kind}] attention_mask must have shape (batch, "
                                  f"{q[0]}, {v[0]}) or (batch, 1, {v[0]}), got "
                                  f"{(None,) + tuple(m)}")
-        h, kd, vd = self.num_heads, self.key_dim, self.value_dim
+        h, vd = self.num_heads, self.value_dim
         d_out = self.out_dim or q[-1]
         kinit, binit = self.kernel_initializer, self.bias_initializer
         kreg, breg = self.kernel_regularizer, self.bias_regularizer
         self.params = []
         param = self._param
-        for part, dim, size in (("query", q[-1], kd), ("key", k[-1], kd), ("value", v[-1], vd)):
-            self.params.append(param(f"{part}_kernel", (dim, h, size), kinit, kreg))
+        for part, dim, heads, size in self._projections(q[-1], k[-1], v[-1]):
+            self.params.append(param(f"{part}_kernel", (dim, heads, size), kinit, kreg))
             if self.use_bias:
-                self.params.append(param(f"{part}_bias", (h, size), binit, breg))
+                self.params.append(param(f"{part}_bias", (heads, size), binit, breg))
         self.params.append(param("output_kernel", (h, vd, d_out), kinit, kreg))
         if self.use_bias:
             self.params.append(param("output_bias", (d_out,), binit, breg))
@@ -153,9 +153,42 @@ class MultiHeadAttention(Layer):
         # Keras builds the projections as EinsumDense sublayers "query", "key",
         # "value" and "attention_output"
         part, _, what = pname.rpartition("_")
-        if part in ("query", "key", "value", "output") and what in ("kernel", "bias"):
+        if part in ("query", "key", "value", "gate", "output") and what in ("kernel", "bias"):
             return f"{'attention_output' if part == 'output' else part}/{what}"
         return pname
+
+    # Hooks for the grouped layer (GroupQueryAttention: fewer key/value heads,
+    # a gate, a sliding window).
+    def _projections(self, dq: int, dk: int, dv: int) -> list:
+        """(name, input features, heads, size) of each input projection, in
+        Keras's weight order."""
+        h, kd, vd = self.num_heads, self.key_dim, self.value_dim
+        return [("query", dq, h, kd), ("key", dk, h, kd), ("value", dv, h, vd)]
+
+    def _kv_heads(self) -> int:
+        """The key and value heads this layer projects."""
+        return self._heads_here()
+
+    def _share_kv(self, k: str, v: str, ctx) -> tuple:
+        """The projected keys and values (batch, kv heads, Tv, size) as every
+        query head reads them."""
+        return k, v
+
+    def _extra_keep(self, tq: int, tv: int) -> list:
+        """Masks (1, Tq, Tv) of the scores kept besides the call's masks."""
+        return []
+
+    def _gate(self, o: str, q_in: str, p, ctx, dq: int) -> str:
+        """The heads' outputs o (batch, Tq, heads * value_dim) before the
+        output projection."""
+        return o
+
+    def _project_flat(self, x: str, part: str, dim: int, heads: int, size: int, p) -> str:
+        """x @ the part's kernel (+ its bias): (batch, t, heads * size)."""
+        y = f"({x} @ reshape({p[part + '_kernel']}, [{dim}, {heads * size}]))"
+        if self.use_bias:
+            y = f"bias_add({y}, reshape({p[part + '_bias']}, [{heads * size}]))"
+        return y
 
     # Hooks for the layer split by heads (tessera.nn.parallel_layers).
     def _param(self, name, shape, init, regularizer):
@@ -188,31 +221,33 @@ class MultiHeadAttention(Layer):
         tq, tv = shapes[0][0], shapes[1][0]
         h, kd, vd = self._heads_here(), self.key_dim, self.value_dim
 
-        def project(x, part, dim, size, t, scale=None):
-            y = f"({x} @ reshape({p[part + '_kernel']}, [{dim}, {h * size}]))"
-            if self.use_bias:
-                y = f"bias_add({y}, reshape({p[part + '_bias']}, [{h * size}]))"
+        def project(x, part, dim, size, t, scale=None, heads=h):
+            y = self._project_flat(x, part, dim, heads, size, p)
             if scale is not None:
                 # Scaled while contiguous: the same products as scaling the
                 # transposed view, without a strided pass over it.
                 y = f"({y} * {scale!r})"
             # (batch, t, heads, size) -> (batch, heads, t, size)
-            return ctx.define(part[0], f"transpose(reshape({y}, [-1, {t}, {h}, {size}]), "
+            return ctx.define(part[0], f"transpose(reshape({y}, [-1, {t}, {heads}, {size}]), "
                                        "[0, 2, 1, 3])")
 
+        extra_keep = self._extra_keep(tq, tv)
         only_causal = not (query_mask is not None or value_mask is not None or mask is not None
-                           or (_has_key and key_mask is not None))
+                           or (_has_key and key_mask is not None) or extra_keep)
         fused = FUSED and only_causal and not self.dropout and not return_attention_scores
         scale = 1.0 / math.sqrt(kd)
         # The fused primitive scales the scores itself (no pass over q forward
         # or backward); the composed path scales q as Keras does.
         q = project(q_in, "query", shapes[0][-1], kd, tq, scale=None if fused else scale)
-        k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv)
-        v = project(v_in, "value", shapes[1][-1], vd, tv)
+        hkv = self._kv_heads()
+        k = project(k_in, "key", shapes[2 if _has_key else 1][-1], kd, tv, heads=hkv)
+        v = project(v_in, "value", shapes[1][-1], vd, tv, heads=hkv)
+        k, v = self._share_kv(k, v, ctx)
         if fused:
             o = ctx.define("o", f"reshape(transpose(attention({q}, {k}, {v}, {scale!r}, "
                                 f"{'true' if use_causal_mask else 'false'}), [0, 2, 1, 3]), "
                                 f"[-1, {tq}, {h * vd}])")
+            o = self._gate(o, q_in, p, ctx, shapes[0][-1])
             return self._finish(o, p, ctx, shapes)
         scores = ctx.define("s", f"matmul({q}, transpose({k}, [0, 1, 3, 2]))")
         # Keras's _compute_attention_mask: the query's mask (batch, Tq, 1), the
@@ -229,6 +264,7 @@ class MultiHeadAttention(Layer):
                 keep.append(f"expand_dims(astype({m}, \"bool\"), -2)")
         if use_causal_mask:
             keep.append(f"astype(tril(ones([1, {tq}, {tv}])), \"bool\")")
+        keep += extra_keep
         if mask is not None:
             keep.append(f"astype({mask}, \"bool\")")
         if keep:
@@ -248,6 +284,7 @@ class MultiHeadAttention(Layer):
             attended = self._dropout(probs, ctx, tq, tv)
         o = ctx.define("o", f"reshape(transpose(matmul({attended}, {v}), [0, 2, 1, 3]), "
                             f"[-1, {tq}, {h * vd}])")
+        o = self._gate(o, q_in, p, ctx, shapes[0][-1])
         out = self._finish(o, p, ctx, shapes)
         if return_attention_scores:
             return [out, probs]
@@ -261,3 +298,115 @@ class MultiHeadAttention(Layer):
         if self.use_bias:
             out = f"bias_add({out}, {p['output_bias']})"
         return out
+
+
+class GroupedQueryAttention(MultiHeadAttention):
+    """Grouped-query attention, like keras.layers.GroupQueryAttention:
+    num_key_value_heads key and value heads, each read by num_query_heads //
+    num_key_value_heads consecutive query heads (1: multi-query attention).
+    Weights query (dim, Hq, head_dim), key and value (dim, Hkv, head_dim),
+    with use_gate a gate (dim, Hq, head_dim) whose sigmoid multiplies the
+    heads' outputs, and attention_output (Hq, head_dim, dim), each with its
+    bias. sliding_window w keeps the keys within w - 1 positions of the query
+    (both sides; with use_causal_mask, the causal band)."""
+
+    kind = "GroupQueryAttention"
+
+    def __init__(self, head_dim, num_query_heads, num_key_value_heads, dropout=0.0,
+                 use_bias=True, sliding_window=None, flash_attention=None,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, use_gate=False, seed=None,
+                 name=None, input_shape=None, **kwargs):
+        k = self.kind
+        theirs = sorted({"num_heads", "key_dim", "value_dim", "output_shape",
+                         "attention_axes"} & set(kwargs))
+        if theirs:
+            raise TypeError(f"[{k}] unexpected keyword argument {theirs[0]!r} (a "
+                            "MultiHeadAttention argument; this layer takes head_dim, "
+                            "num_query_heads and num_key_value_heads)")
+        if activity_regularizer is not None:
+            raise TypeError(f"[{k}] the Keras argument 'activity_regularizer' is not supported: "
+                            "use kernel_regularizer, or add the penalty to a custom loss")
+        super().__init__(num_query_heads, head_dim, dropout=dropout, use_bias=use_bias,
+                         kernel_initializer=kernel_initializer,
+                         bias_initializer=bias_initializer,
+                         kernel_regularizer=kernel_regularizer,
+                         bias_regularizer=bias_regularizer, name=name,
+                         input_shape=input_shape, **kwargs)
+        self.head_dim, self.num_query_heads = self.key_dim, self.num_heads
+        self.num_key_value_heads = _positive(num_key_value_heads, "num_key_value_heads", k)
+        if self.num_query_heads % self.num_key_value_heads:
+            raise ValueError(f"[{k}] num_query_heads must be divisible by num_key_value_heads, "
+                             f"got num_query_heads={self.num_query_heads} and "
+                             f"num_key_value_heads={self.num_key_value_heads}")
+        self.num_repeats = self.num_query_heads // self.num_key_value_heads
+        if sliding_window is not None:
+            sliding_window = _positive(sliding_window, "sliding_window", k)
+        self.sliding_window = sliding_window
+        if flash_attention not in (None, True, False):
+            raise ValueError(f"[{k}] flash_attention must be None, True or False, got "
+                             f"{flash_attention!r}")
+        # A hint in Keras (its backend's flash kernel); tessera uses its fused
+        # attention primitive whenever the call allows it. Keras's refusals kept.
+        self.flash_attention = flash_attention
+        if flash_attention and self.dropout:
+            raise ValueError(f"[{k}] dropout is not supported with flash_attention=True, got "
+                             f"dropout={self.dropout!r}; set dropout=0.0 or flash_attention=None")
+        self.use_gate = bool(use_gate)
+        self.seed = seed  # (dropout draws from the training step's seed, as Dropout's)
+        parts = ["query", "key", "value", "output"] + (["gate"] if self.use_gate else [])
+        for arg, what, c in (("kernel_constraint", "kernel", kernel_constraint),
+                             ("bias_constraint", "bias", bias_constraint)):
+            for part in parts:
+                self.set_constraint(f"{part}_{what}", c, arg)
+
+    def split_call(self, query, value=None, key=None, query_mask=None, value_mask=None,
+                   key_mask=None, attention_mask=None, return_attention_scores=False,
+                   training=None, use_causal_mask=False, _has_key=None, _has_mask=None):
+        """As MultiHeadAttention's."""
+        if return_attention_scores and self.flash_attention:
+            raise ValueError(f"[{self.kind}] return_attention_scores=True is not supported with "
+                             "flash_attention=True")
+        return super().split_call(query, value, key, query_mask, value_mask, key_mask,
+                                  attention_mask, return_attention_scores, training,
+                                  use_causal_mask, _has_key, _has_mask)
+
+    def compute_output_shape(self, shapes):
+        q, v = shapes[0], shapes[1]
+        if q and v and q[-1] != v[-1]:
+            raise ValueError(f"[{self.kind}] query and value must have the same last dimension, "
+                             f"got query {(None,) + tuple(q)} and value {(None,) + tuple(v)}")
+        return super().compute_output_shape(shapes)
+
+    def _projections(self, dq, dk, dv):
+        h, hkv, d = self.num_heads, self.num_key_value_heads, self.head_dim
+        return [("query", dq, h, d), ("key", dk, hkv, d)] + \
+            ([("gate", dq, h, d)] if self.use_gate else []) + [("value", dv, hkv, d)]
+
+    def _kv_heads(self):
+        return self.num_key_value_heads
+
+    def _share_kv(self, k, v, ctx):
+        if self.num_repeats == 1:
+            return k, v
+        # (batch, Hkv, T, d) -> (batch, Hq, T, d): query head u reads kv head u // repeats
+        return tuple(ctx.define(name, f"repeat({x}, {self.num_repeats}, axis=1)")
+                     for name, x in (("k", k), ("v", v)))
+
+    def _extra_keep(self, tq, tv):
+        if self.sliding_window is None:
+            return []
+        w = self.sliding_window
+        return [f"logical_and(astype(tril(ones([1, {tq}, {tv}]), {w - 1}), \"bool\"), "
+                f"astype(triu(ones([1, {tq}, {tv}]), {1 - w}), \"bool\"))"]
+
+    def _gate(self, o, q_in, p, ctx, dq):
+        if not self.use_gate:
+            return o
+        h, d = self.num_heads, self.head_dim
+        g = self._project_flat(q_in, "gate", dq, h, d, p)
+        return ctx.define("o", f"({o} * sigmoid({g}))")
+
+
+GroupQueryAttention = GroupedQueryAttention  # keras.layers' name for it
