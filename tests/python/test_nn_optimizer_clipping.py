@@ -106,3 +106,23 @@ def test_unsupported_and_conflicting_arguments_are_errors():
     with pytest.raises(ValueError, match=r"clipvalue"):
         nn.optimizers.Adam(clipvalue=-1.0)
     nn.optimizers.Adam(use_ema=False, loss_scale_factor=None)  # Keras's defaults: accepted
+
+
+@pytest.mark.parametrize("make", [
+    lambda L: L.optimizers.Adam(0.01, clipnorm=0.5),
+    lambda L: L.optimizers.SGD(0.1, momentum=0.9, global_clipnorm=1.0),
+    lambda L: L.optimizers.RMSprop(0.01, momentum=0.5, centered=True, clipvalue=0.3),
+    lambda L: L.optimizers.Nadam(0.002),
+    lambda L: L.optimizers.Lamb(weight_decay=0.01),
+    lambda L: L.optimizers.Adagrad(),
+])
+def test_keras_serialized_optimizers_load_with_keras_meaning(make):
+    """keras.optimizers.serialize's dict (Keras's names: clipnorm per weight)
+    gives the same optimizer as the same call on tessera.nn."""
+    got = nn.optimizers.get(keras.optimizers.serialize(make(keras)))
+    want = make(nn)
+    assert type(got) is type(want)
+    mine, theirs = got.get_config(), want.get_config()
+    # (Keras keeps its learning rate as a float32 variable)
+    assert mine.pop("learning_rate") == pytest.approx(theirs.pop("learning_rate"), rel=1e-7)
+    assert mine == theirs

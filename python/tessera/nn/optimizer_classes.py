@@ -1,10 +1,14 @@
-"""Keras's meaning of the optimizers whose tessera.optim form follows PyTorch:
-weight decay (Keras 3 decouples it for every optimizer: ``w -= w * weight_decay *
-learning_rate`` before the step, where tessera.optim's SGD and Adam add PyTorch's L2
-term to the gradient) and AdamW's default decay (Keras's 0.004, PyTorch's 0.01).
+"""keras.optimizers' classes: tessera.optim's optimizers with Keras's meaning
+where it differs. Weight decay (Keras 3 decouples it for every optimizer: ``w -= w *
+weight_decay * learning_rate`` before the step, where tessera.optim's SGD and Adam add
+PyTorch's L2 term to the gradient), AdamW's default decay (Keras's 0.004, PyTorch's
+0.01), and Keras's arguments common to every optimizer (``clipnorm`` per weight,
+``global_clipnorm``, ``clipvalue``, ``name``; the others refused by name).
 keras.optimizers (tessera.nn.optimizers) and compile("adam") give these."""
 
 from __future__ import annotations
+
+import inspect
 
 from .. import optim as _optim
 from .layers.base import _auto_name
@@ -21,7 +25,8 @@ _NOT_SUPPORTED = {"use_ema": (False, "exponential moving averages of the weights
                   "ema_overwrite_frequency": (None, "exponential moving averages of the weights"),
                   "loss_scale_factor": (None, "loss scaling (mixed precision)"),
                   "gradient_accumulation_steps": (None, "gradient accumulation: give fit a "
-                                                        "larger batch_size instead")}
+                                                        "larger batch_size instead"),
+                  "amsgrad": (False, "AMSGrad's maximum of the second moments")}
 
 
 class KerasArguments:
@@ -102,12 +107,24 @@ class AdamW(KerasArguments, _optim.AdamW):
 def _keras_form(base):
     """tessera.optim's `base` (whose other arguments already follow Keras)
     taking Keras's common arguments (KerasArguments)."""
+    takes = inspect.signature(base.__init__).parameters
+
     def __init__(self, *args, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
                  **kwargs):
         rest = {k: kwargs.pop(k) for k in list(kwargs) if k in _NOT_SUPPORTED}
+        if "weight_decay" in takes and kwargs.get("weight_decay", 0.0) is None:
+            kwargs["weight_decay"] = 0.0  # (Keras's default None: no decay)
+        if "weight_decay" in kwargs and "weight_decay" not in takes:
+            # (Keras's every optimizer has it; this one's decay is not built)
+            decay = kwargs.pop("weight_decay")
+            if decay:
+                raise ValueError(f"[{base.__name__}] weight_decay={decay!r} is not supported "
+                                 f"for {base.__name__}; leave it at None")
         try:
             base.__init__(self, *args, clipnorm=global_clipnorm, **kwargs)
-        except TypeError as e:  # (Python's own: an argument Keras's has not either)
+        except TypeError as e:  # Python's own (an argument Keras's has not either): named
+            if str(e).startswith("["):
+                raise
             raise TypeError(f"[{base.__name__}] {e}") from None
         self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, rest)
 
@@ -132,9 +149,17 @@ def get(identifier):
     optimizer (returned as is)."""
     if isinstance(identifier, str) and identifier.lower() in _KERAS:
         return _KERAS[identifier.lower()]()
+    if isinstance(identifier, dict) and "class_name" in identifier and "class" not in identifier:
+        # Keras's own serialized form: Keras's argument names and meanings
+        cls = _KERAS.get(str(identifier["class_name"]).lower())
+        if cls is not None:
+            config = dict(identifier.get("config") or {})
+            if "learning_rate" in config:
+                config["learning_rate"] = _optim._lr_from_config(config["learning_rate"])
+            return cls(**config)
     if isinstance(identifier, dict):
-        name = str(identifier.get("class", identifier.get("class_name", ""))).lower()
-        inner = identifier if "class" in identifier else identifier.get("config") or {}
+        name = str(identifier.get("class", "")).lower()
+        inner = identifier
         l2 = name in ("sgd", "adam") and inner.get("weight_decay") and \
             not inner.get("decoupled")
         if name in _KERAS and not l2:
