@@ -526,6 +526,18 @@ class Optimizer:
         self._decay_skip = (frozenset(), None)  # exclude_from_weight_decay's
         self._variable_of = None  # a model's: program weight name -> its Variable (or None)
 
+    def set_gradient_accumulation(self, steps=None) -> None:
+        """Keras's ``gradient_accumulation_steps``: the weights are updated
+        every ``steps`` iterations with the mean of the gradients summed
+        since the last update; the learning-rate schedule counts every step,
+        the optimizer's own step count (Adam's bias correction) the updates,
+        as Keras's. None: every step."""
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                                  or steps < 2):
+            raise ValueError(f"[{type(self).__name__}] gradient_accumulation_steps must be an "
+                             f"int >= 2 or None, got {steps!r}")
+        self.gradient_accumulation_steps = steps
+
     def set_clipping(self, clipvalue=None, weight_clipnorm=None) -> None:
         """Clips each gradient element to [-clipvalue, clipvalue] (Keras's
         ``clipvalue``, PyTorch's ``clip_grad_value_``), or each weight's
@@ -643,6 +655,27 @@ class Optimizer:
             raise ValueError(f"[{cls}.update_code] parameter names repeat: {params}")
         self._built = True
         statements, state = [], []
+        steps = getattr(self, "gradient_accumulation_steps", None)
+        accumulators, update_now = [], f"{state_prefix}accumulated_update"
+        if steps and params:
+            if global_norm is not None or sum_squares is not None:
+                raise ValueError(f"[{cls}] gradient_accumulation_steps is not supported where "
+                                 "the weights are held in slices or split over a tensor group "
+                                 "(ZeRO, tensor parallelism)")
+            # Keras's: every `steps`-th iteration updates with the mean of the
+            # gradients summed since the last update; the others only add
+            statements.append(f"define({update_now}, equal(mod(({iteration_expr}) + 1, {steps}), "
+                              "0))")
+            for i, (p, g) in enumerate(zip(params, grads)):
+                acc = f"{state_prefix}{p}_grad_accumulator"
+                accumulators.append(StateVar(acc, p))
+                statements.append(f"define({state_prefix}acc_sum{i}, {acc} + ({g}))")
+            grads = [f"{state_prefix}acc_sum{i} / {_num(float(steps))}"
+                     for i in range(len(params))]
+            # the optimizer's own step count (Adam's bias correction, ...) counts
+            # updates, as Keras's `iterations`; the learning rate keeps the caller's
+            iteration_expr = f"floor(({iteration_expr}) / {steps})"
+        mark = len(statements)
         clipvalue = getattr(self, "clipvalue", None)
         weight_clipnorm = getattr(self, "weight_clipnorm", None)
         if clipvalue is not None and params:
@@ -682,6 +715,16 @@ class Optimizer:
                            statements, state)
         finally:
             self._sum_squares = None
+        if accumulators:
+            # the update's results are kept only on an update step
+            held = list(params) + [v.name for v in state]
+            statements[mark:mark] = [f"define({state_prefix}held_{k}, {x})"
+                                     for k, x in enumerate(held)]
+            statements += [f"define({x}, where({update_now}, {x}, {state_prefix}held_{k}))"
+                           for k, x in enumerate(held)]
+            statements += [f"define({a.name}, where({update_now}, zeros_like({a.name}), "
+                           f"{state_prefix}acc_sum{i}))" for i, a in enumerate(accumulators)]
+            state += accumulators
         return UpdateCode(statements, state)
 
     def _sumsq(self, i: int, expr: str, name: str) -> tuple:
@@ -718,7 +761,7 @@ class Optimizer:
 
     def _config(self) -> dict:
         out = {"clipnorm": self.clipnorm}
-        for k in ("clipvalue", "weight_clipnorm"):
+        for k in ("clipvalue", "weight_clipnorm", "gradient_accumulation_steps"):
             if getattr(self, k, None) is not None:
                 out[k] = getattr(self, k)
         return out
@@ -787,11 +830,14 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 weight_decay=0.0, clipnorm=None, decoupled=False):
+                 weight_decay=0.0, clipnorm=None, decoupled=False, epsilon_hat=False):
         super().__init__(learning_rate, clipnorm)
         cls = type(self).__name__
         # Keras's decay (decoupled, as AdamW's) instead of PyTorch's L2 term
         self._decoupled = type(self)._decoupled or bool(decoupled)
+        # Keras's epsilon ("epsilon hat" of Kingma & Ba: added to sqrt(v) before
+        # the bias correction) instead of PyTorch's (added to sqrt(v_hat))
+        self.epsilon_hat = bool(epsilon_hat)
         for name, b in (("beta_1", beta_1), ("beta_2", beta_2)):
             if isinstance(b, bool) or not isinstance(b, numbers.Real) or not 0 <= b < 1:
                 raise ValueError(f"[{cls}] {name} must be in [0, 1), got {b!r}")
@@ -803,16 +849,21 @@ class Adam(Optimizer):
         return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
                 "epsilon": self.epsilon, "weight_decay": self.weight_decay,
                 **({"decoupled": True} if self._decoupled and not type(self)._decoupled
-                   else {})}
+                   else {}), **({"epsilon_hat": True} if self.epsilon_hat else {})}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         u, m, v = f"{prefix}u{i}", f"{prefix}{param}_m", f"{prefix}{param}_v"
         decay = self.weight_decay if self._decays(param) else 0.0
         state += [StateVar(m, param), StateVar(v, param)]
+        epsilon = _num(self.epsilon)
+        if self.epsilon_hat:
+            # lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps) is PyTorch's form
+            # with eps / sqrt(1 - b2^t) in place of eps
+            epsilon = f"({epsilon} / sqrt(1.0 - {_num(self.beta_2)} ** ({iteration} + 1)))"
         statements.append(
             f"define({u}, adam_update({param}, {grad}, {m}, {v}, {iteration} + 1, {lr}, "
             f"beta1={_num(self.beta_1)}, beta2={_num(self.beta_2)}, "
-            f"epsilon={_num(self.epsilon)}, weight_decay={_num(decay)}, "
+            f"epsilon={epsilon}, weight_decay={_num(decay)}, "
             f"decoupled={_bool(self._decoupled)}))")
         statements.append(f"define({param}, {u}[0])")
         statements.append(f"define({m}, {u}[1])")
@@ -827,8 +878,9 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, learning_rate=0.001, weight_decay=0.01, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-7, clipnorm=None):
-        super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay, clipnorm)
+                 epsilon=1e-7, clipnorm=None, epsilon_hat=False):
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay, clipnorm,
+                         epsilon_hat=epsilon_hat)
 
 
 class RMSprop(Optimizer):
@@ -1208,9 +1260,11 @@ def _rebuild(config: Mapping, expected=None):
     if "learning_rate" in config:
         config["learning_rate"] = _lr_from_config(config["learning_rate"])
     clipping = {k: config.pop(k) for k in ("clipvalue", "weight_clipnorm") if k in config}
+    steps = config.pop("gradient_accumulation_steps", None)
     out = cls(**config)
     if clipping:
         out.set_clipping(**clipping)
+    out.set_gradient_accumulation(steps)
     return out
 
 

@@ -225,6 +225,14 @@ def check_errors():
             "supported under ZeRO (zero=1" in str(e), str(e)
     else:
         raise AssertionError("per-weight clipnorm under ZeRO")
+    try:
+        model(nn.optimizers.Adam(gradient_accumulation_steps=2)).fit(
+            X, Y, batch_size=16, epochs=1, verbose=0, zero=2)
+    except ValueError as e:
+        assert "gradient_accumulation_steps=2 is not supported under ZeRO (zero=2)" in str(e), \
+            str(e)
+    else:
+        raise AssertionError("gradient accumulation under ZeRO")
     os.environ["TESSERA_ZERO"] = "7"
     try:
         m.fit(X, Y, batch_size=16, epochs=1, verbose=0)

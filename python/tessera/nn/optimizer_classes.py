@@ -24,8 +24,6 @@ _NOT_SUPPORTED = {"use_ema": (False, "exponential moving averages of the weights
                   "ema_momentum": (0.99, "exponential moving averages of the weights"),
                   "ema_overwrite_frequency": (None, "exponential moving averages of the weights"),
                   "loss_scale_factor": (None, "loss scaling (mixed precision)"),
-                  "gradient_accumulation_steps": (None, "gradient accumulation: give fit a "
-                                                        "larger batch_size instead"),
                   "amsgrad": (False, "AMSGrad's maximum of the second moments")}
 
 
@@ -38,6 +36,8 @@ class KerasArguments:
     def _keras_arguments(self, clipnorm, clipvalue, global_clipnorm, name, rest):
         kind = type(self).__name__
         for k, v in rest.items():
+            if k == "gradient_accumulation_steps":
+                continue
             if k not in _NOT_SUPPORTED:
                 raise TypeError(f"[{kind}] unexpected keyword argument {k!r}")
             default, what = _NOT_SUPPORTED[k]
@@ -50,6 +50,7 @@ class KerasArguments:
             raise ValueError(f"[{kind}] only one of clipnorm, clipvalue and global_clipnorm can "
                              f"be set, got {', '.join(given)}")
         self.set_clipping(clipvalue=clipvalue, weight_clipnorm=clipnorm)
+        self.set_gradient_accumulation(rest.get("gradient_accumulation_steps"))
         if name is not None and not isinstance(name, str):
             raise TypeError(f"[{kind}] name must be a str, got {name!r}")
         self.name = name or _auto_name(kind)  # sgd, sgd_1, ... (Keras's counters)
@@ -68,7 +69,9 @@ class KerasArguments:
         if "learning_rate" in config:
             config["learning_rate"] = _optim._lr_from_config(config["learning_rate"])
         config.pop("decoupled", None)  # (Keras's SGD and Adam always decouple)
+        config.pop("epsilon_hat", None)  # (and Keras's Adam's epsilon is always "hat")
         return cls(clipnorm=config.pop("weight_clipnorm", None),
+                   gradient_accumulation_steps=config.pop("gradient_accumulation_steps", None),
                    global_clipnorm=config.pop("clipnorm", None), **config)
 
 
@@ -84,13 +87,15 @@ class SGD(KerasArguments, _optim.SGD):
 
 
 class Adam(KerasArguments, _optim.Adam):
-    """Keras's Adam: ``weight_decay`` (default None) is Keras's decoupled decay."""
+    """Keras's Adam: ``weight_decay`` (default None) is Keras's decoupled decay,
+    ``epsilon`` Keras's "epsilon hat" (added to sqrt(v) before the bias
+    correction; PyTorch adds it after)."""
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
                  name=None, **kwargs):
         super().__init__(learning_rate, beta_1, beta_2, epsilon, _decay(weight_decay),
-                         global_clipnorm, decoupled=True)
+                         global_clipnorm, decoupled=True, epsilon_hat=True)
         self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 
@@ -100,7 +105,8 @@ class AdamW(KerasArguments, _optim.AdamW):
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-7, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
                  **kwargs):
-        super().__init__(learning_rate, weight_decay, beta_1, beta_2, epsilon, global_clipnorm)
+        super().__init__(learning_rate, weight_decay, beta_1, beta_2, epsilon, global_clipnorm,
+                         epsilon_hat=True)
         self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 
@@ -111,7 +117,8 @@ def _keras_form(base):
 
     def __init__(self, *args, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
                  **kwargs):
-        rest = {k: kwargs.pop(k) for k in list(kwargs) if k in _NOT_SUPPORTED}
+        rest = {k: kwargs.pop(k) for k in list(kwargs)
+                if k in _NOT_SUPPORTED or k == "gradient_accumulation_steps"}
         if "weight_decay" in takes and kwargs.get("weight_decay", 0.0) is None:
             kwargs["weight_decay"] = 0.0  # (Keras's default None: no decay)
         if "weight_decay" in kwargs and "weight_decay" not in takes:
@@ -144,9 +151,9 @@ _KERAS = {c.__name__.lower(): c for c in (SGD, Adam, AdamW, Adadelta, Adagrad, A
 
 def get(identifier):
     """keras.optimizers.get: a name (Keras's optimizers, Keras's arguments),
-    a config dict (the Keras form of its class, unless the config asks for
-    tessera.optim's PyTorch-style weight decay: then tessera.optim's), or an
-    optimizer (returned as is)."""
+    a config dict (Keras's serialized form; or tessera's get_config: the Keras
+    form of its class unless it describes tessera.optim's PyTorch forms, then
+    tessera.optim's), or an optimizer (returned as is)."""
     if isinstance(identifier, str) and identifier.lower() in _KERAS:
         return _KERAS[identifier.lower()]()
     if isinstance(identifier, dict) and "class_name" in identifier and "class" not in identifier:
@@ -160,8 +167,11 @@ def get(identifier):
     if isinstance(identifier, dict):
         name = str(identifier.get("class", "")).lower()
         inner = identifier
-        l2 = name in ("sgd", "adam") and inner.get("weight_decay") and \
-            not inner.get("decoupled")
-        if name in _KERAS and not l2:
+        # tessera.optim's PyTorch forms stay tessera.optim's: the L2 decay of SGD
+        # and Adam, the epsilon of Adam and AdamW added after the bias correction
+        pytorch = (name in ("sgd", "adam") and inner.get("weight_decay") and
+                   not inner.get("decoupled")) or \
+            (name in ("adam", "adamw") and not inner.get("epsilon_hat"))
+        if name in _KERAS and not pytorch:
             return _KERAS[name].from_config(inner)
     return _optim.get(identifier)

@@ -319,6 +319,10 @@ class ZeroPlan:
         the global norm made by the caller instead (a pipeline stage's
         update: the norm of every stage's gradients; weights split over a
         tensor group, clipping.py). `split`: Lamb's norms of such weights."""
+        if getattr(opt, "gradient_accumulation_steps", None):
+            raise ValueError(f"[fit] {type(opt).__name__}: gradient_accumulation_steps="
+                             f"{opt.gradient_accumulation_steps} is not supported under ZeRO "
+                             f"(zero={self.stage}); give fit a larger batch_size instead")
         if getattr(opt, "weight_clipnorm", None) is not None:
             raise ValueError(f"[fit] {type(opt).__name__}: clipping each weight's gradient to a "
                              f"norm (Keras's clipnorm={opt.weight_clipnorm}) is not supported "
