@@ -2728,15 +2728,18 @@ struct Gen {
   // Registers every assignment of which is an int constant (a range's
   // hidden end in `range(3)`): LLVM sees their value.
   void find_const_only() {
-    const_only.assign(regs.size(), true);
+    const_only.assign(regs.size(), false);
+    std::vector<bool> other(regs.size(), false);
     std::function<void(const FNode&)> walk = [&](const FNode& n) {
-      if (n.op == Op::Assign &&
-          !(n.kids[0].op == Op::Const && n.kids[0].constant.k == Reg::PyInt))
-        const_only[n.reg] = false;
+      if (n.op == Op::Assign) {
+        const bool c = n.kids[0].op == Op::Const && n.kids[0].constant.k == Reg::PyInt;
+        (c ? const_only : other)[n.reg] = true;
+      }
       for (const FNode& k : n.kids) walk(k);
     };
     walk(im.cond);
     walk(im.body);
+    for (size_t r = 0; r < regs.size(); ++r) const_only[r] = const_only[r] && !other[r];
   }
 
   // The array registers `n` assigns another array (not x = setitem(x, ...)).
