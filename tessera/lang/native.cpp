@@ -393,6 +393,7 @@ struct Gen {
   // extents, strides, entry and freshness (made in this call: writes into it
   // need no undo) in allocas; null for the arrays fixed for the call.
   std::vector<bool> rebinds;
+  std::vector<bool> const_only;        // int registers assigned int constants only
   std::vector<llvm::Value*> slot_base, slot_pay, slot_fresh;
   std::vector<std::vector<llvm::Value*>> slot_shape, slot_stride;
   bool makes_arrays = false;        // the loop makes arrays (a sweep at each turn's start)
@@ -1818,17 +1819,23 @@ struct Gen {
     if (range_loop(n.kids[0], n.kids[1], rl) && (!rl.loops_in || proven)) {
       const bool unit = rl.step == 1 || rl.step == -1;
       if (unit) no_overflow.insert(rl.inc);
-      if (unit && proven && prelogged && !maybe_undef[rl.k] &&
-          (rl.end->op != Op::Var || !maybe_undef[rl.end->reg]) &&
-          all_proven(n.kids[1], *proven)) {
+      if (unit && proven && prelogged && all_proven(n.kids[1], *proven) &&
+          (!maybe_undef[rl.k] || !const_end(rl))) {
         // Inside a loop nest whose check before it covered every access of
         // this loop (and logged its writes): one version, without checks.
+        // A counter or end that may be undefined at the call's start (an
+        // inner loop's hidden registers are) was assigned just before the
+        // loop: LLVM folds its flag's test away (else the general turns).
+        // Not for such a counter with an end of constants only (`range(3)`):
+        // the versioned form below measured faster there (SLP's packing).
         llvm::Value* bad = b.getFalse();
+        if (maybe_undef[rl.k]) bad = b.CreateNot(b.CreateLoad(i1, def[rl.k]));
         llvm::Value* e0 = end_value(rl, bad);
+        llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "proven_range", fn);
+        b.CreateCondBr(bad, head, fast, unlikely());
+        b.SetInsertPoint(fast);
         range_chunks(n, rl, e0, lk, lp, done, *proven);
-        b.SetInsertPoint(done);
-        return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};
-      }
+      } else {
       // Two versions: with the accesses checked once before the loop (and
       // their writes logged there), and as below when that check fails.
       // With loops inside, the accesses of the whole nest whose indices
@@ -1848,6 +1855,7 @@ struct Gen {
       prelog(rl, hs, k0, e0);
       for (int r : copy) snapshot_once(r);
       range_chunks(n, rl, e0, lk, lp, done, pr);
+      }
     } else {
       b.CreateBr(head);
     }
@@ -1896,7 +1904,22 @@ struct Gen {
       llvm::Value* left = rl.step > 0 ? b.CreateSub(e0, k) : b.CreateSub(k, e0);
       llvm::BasicBlock* longer = llvm::BasicBlock::Create(ctx, "long_range", fn);
       llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "chunk_go", fn);
-      b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, go);
+      if (!const_end(rl)) {
+        // An end known at run time only (`range(k.shape[1])`, a local the
+        // loop does not write): at most one chunk's turns left, the common
+        // case, run as one plain loop up to the end, without the chunk's
+        // bookkeeping, which LLVM cannot drop when it does not know that
+        // one chunk suffices.
+        llvm::BasicBlock* phead = llvm::BasicBlock::Create(ctx, "shead", fn);
+        llvm::BasicBlock* pbody = llvm::BasicBlock::Create(ctx, "sbody", fn);
+        b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, phead);
+        b.SetInsertPoint(phead);
+        b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), pbody, ffin);
+        b.SetInsertPoint(pbody);
+        unchecked_turn(n, rl, phead, done, lk, lp, pr);
+      } else {
+        b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, go);
+      }
       b.SetInsertPoint(longer);
       interrupt_check(interrupted);
       b.CreateBr(go);
@@ -1907,24 +1930,32 @@ struct Gen {
       b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), lim), fbody, fend);
     }
     b.SetInsertPoint(fbody);
+    unchecked_turn(n, rl, fhead, done, lk, lp, pr);
+    b.SetInsertPoint(fend);
+    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
+    b.SetInsertPoint(ffin);
+    count(rl.cond->counter);
+    b.CreateBr(done);
+  }
+
+  // One turn of range loop `n` with the accesses in `pr` unchecked, then
+  // back to `head`.
+  void unchecked_turn(const FNode& n, const RangeLoop& rl, llvm::BasicBlock* head,
+                      llvm::BasicBlock* done, llvm::Value* lk, llvm::Value* lp,
+                      const std::set<const FNode*>& pr) {
     count(rl.cond->counter);
     const auto* saved_proven = proven;
     const bool saved_prelogged = prelogged;
     proven = &pr;
     prelogged = true;
-    loops.push_back({fhead, done, lk, lp});
+    loops.push_back({head, done, lk, lp});
     CV fv = eval(n.kids[1]);
     loops.pop_back();
     proven = saved_proven;
     prelogged = saved_prelogged;
     b.CreateStore(kind_of(fv), lk);
     b.CreateStore(to_payload(fv), lp);
-    b.CreateBr(fhead);
-    b.SetInsertPoint(fend);
-    b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), chunk, ffin);
-    b.SetInsertPoint(ffin);
-    count(rl.cond->counter);
-    b.CreateBr(done);
+    b.CreateBr(head);
   }
 
   // True when every element access under `n` is in `pr`.
@@ -2426,6 +2457,13 @@ struct Gen {
     }
   }
 
+  // A range's end LLVM knows: a constant, or a register assigned only
+  // constants (its value at the loop is one of them, before the optimiser
+  // runs it is a load).
+  bool const_end(const RangeLoop& rl) const {
+    return rl.end->op == Op::Const || const_only[rl.end->reg];
+  }
+
   llvm::Value* end_value(const RangeLoop& rl, llvm::Value*& bad) {
     if (rl.end->op == Op::Const) return b.getInt64(static_cast<uint64_t>(rl.end->constant.i));
     const int r = rl.end->reg;
@@ -2687,6 +2725,23 @@ struct Gen {
     }
   }
 
+  // Registers every assignment of which is an int constant (a range's
+  // hidden end in `range(3)`): LLVM sees their value.
+  void find_const_only() {
+    const_only.assign(regs.size(), false);
+    std::vector<bool> other(regs.size(), false);
+    std::function<void(const FNode&)> walk = [&](const FNode& n) {
+      if (n.op == Op::Assign) {
+        const bool c = n.kids[0].op == Op::Const && n.kids[0].constant.k == Reg::PyInt;
+        (c ? const_only : other)[n.reg] = true;
+      }
+      for (const FNode& k : n.kids) walk(k);
+    };
+    walk(im.cond);
+    walk(im.body);
+    for (size_t r = 0; r < regs.size(); ++r) const_only[r] = const_only[r] && !other[r];
+  }
+
   // The array registers `n` assigns another array (not x = setitem(x, ...)).
   void rebound_in(const FNode& n, std::set<int>& out) const {
     if (n.op == Op::Assign && rebinds[n.reg] &&
@@ -2939,6 +2994,7 @@ struct Gen {
     slot_shape.assign(nr, {});
     slot_stride.assign(nr, {});
     find_rebinds();
+    find_const_only();
     strong.assign(nr, nullptr);
     regp = ctx_ptr(offsetof(NativeCtx, regs));
     asgp = ctx_ptr(offsetof(NativeCtx, assigned));

@@ -160,6 +160,49 @@ def _diagonal_table(order="C", big=False):
     return t
 
 
+def conv_windows(img, k):
+    # Window loops whose length is the kernel's shape: inner loops of
+    # run-time length inside a nest the check before it proved.
+    h = img.shape[0] - k.shape[0] + 1
+    w = img.shape[1] - k.shape[1] + 1
+    out = np.zeros((h, w))
+    for i in range(h):
+        for j in range(w):
+            s = 0.0
+            for a in range(k.shape[0]):
+                for b in range(k.shape[1]):
+                    s += img[i + a, j + b] * k[a, b]
+            out[i, j] = s
+    return out
+
+
+def conv_local_lengths(img, k, kh, kw):
+    # The same with lengths held in locals (and passed in: kh too large
+    # reads past the image, an IndexError at the read).
+    out = np.zeros((img.shape[0] - k.shape[0] + 1, img.shape[1] - k.shape[1] + 1))
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            s = 0.0
+            for a in range(kh):
+                for b in range(kw):
+                    s += img[i + a, j + b] * k[a, b]
+            out[i, j] = s
+    return out
+
+
+def varying_inner(x, n, longest):
+    # Inner lengths that change each turn (0 included) and one of more than
+    # 65,536 turns: its first chunk, then the rest as one plain loop.
+    out = np.zeros(n)
+    for i in range(n):
+        m = (i * 7) % 5
+        if i == n - 1:
+            m = longest
+        for j in range(m):
+            out[i] += x[j] * 0.5
+    return out
+
+
 CASES = [
     (odd_even_sort, (np.random.default_rng(1).random(61),)),
     (odd_even_sort, (np.random.default_rng(2).integers(-50, 50, 40),)),
@@ -189,6 +232,14 @@ CASES = [
     (mod_by_zero, (np.arange(6.0), 4)),
     (mod_by_zero, (np.arange(6.0), 0)),
     (mod_by_zero, (np.arange(6.0), -4)),
+    (conv_windows, (np.arange(42.0).reshape(6, 7) % 5, np.arange(6.0).reshape(3, 2) - 2.5)),
+    (conv_windows, (np.arange(42.0).reshape(6, 7)[::-1, ::2], np.ones((1, 4)))),
+    (conv_windows, (np.array([[np.nan, 1.0], [2.0, 3.0]]), np.ones((1, 1)))),
+    (conv_local_lengths, (np.arange(30.0).reshape(5, 6), np.ones((2, 3)), 2, 3)),
+    (conv_local_lengths, (np.arange(30.0).reshape(5, 6), np.ones((2, 3)), 3, 3)),
+    (conv_local_lengths, (np.arange(30.0).reshape(5, 6), np.ones((2, 3)), 0, 3)),
+    (varying_inner, (np.arange(70003.0), 9, 70003)),
+    (varying_inner, (np.arange(70003.0), 9, 70004)),
 ]
 # Compared between the generator, the interpreter and the general path only.
 EXTRA = [(near_int64_max, (5,))]
@@ -246,7 +297,7 @@ def test_native_interpreter_and_general_print_the_same():
                 if "native code compiled" in line or "native code loaded" in line}
     lines = {str(f.__code__.co_firstlineno + d) for f, d in
              ((odd_even_sort, 3), (stepped_writes, 4), (stepped_inner, 5), (wrap_life, 3),
-              (wrap_back, 5), (halves, 4))}
+              (wrap_back, 5), (halves, 4), (conv_windows, 6), (conv_local_lengths, 4))}
     assert lines <= compiled, log
     assert "IndexError" in native and "test_native_steps.py" in native
     assert "does not fit in int64 (at test_native_steps.py" in native
