@@ -686,7 +686,7 @@ class Optimizer:
         elif weight_clipnorm is not None and params:
             c = _num(weight_clipnorm)
             for i, g in enumerate(grads):
-                lines, sumsq = (sum_squares(i, g, f"{state_prefix}wnorm{i}") if sum_squares
+                lines, sumsq = (sum_squares(i, g, f"{state_prefix}wsq{i}") if sum_squares
                                 is not None else ([], f"sum(square({g}))"))
                 statements += lines
                 statements.append(f"define({state_prefix}wnorm{i}, sqrt({sumsq}))")

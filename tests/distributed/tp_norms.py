@@ -45,10 +45,13 @@ FIT = dict(batch_size=16, epochs=25, shuffle=True, seed=3, verbose=0)  # 100 ste
 OPTS = {"adam+clipnorm": lambda: optim.Adam(3e-3, clipnorm=0.05),
         "sgd+clipnorm": lambda: optim.SGD(0.1, momentum=0.9, clipnorm=0.05),
         "lamb+decay": lambda: optim.Lamb(3e-3, weight_decay=0.01),
-        "lamb+clipnorm": lambda: optim.Lamb(3e-3, clipnorm=0.05)}
+        "lamb+clipnorm": lambda: optim.Lamb(3e-3, clipnorm=0.05),
+        # Keras's clipnorm: each weight's gradient to the norm (of the whole weight)
+        "sgd+keras clipnorm": lambda: nn.optimizers.SGD(0.1, momentum=0.9, clipnorm=0.02)}
 FREE = {"adam+clipnorm": lambda: optim.Adam(3e-3),
         "sgd+clipnorm": lambda: optim.SGD(0.1, momentum=0.9),
-        "lamb+clipnorm": lambda: optim.Lamb(3e-3)}
+        "lamb+clipnorm": lambda: optim.Lamb(3e-3),
+        "sgd+keras clipnorm": lambda: nn.optimizers.SGD(0.1, momentum=0.9)}
 
 
 def gpt(group, opt):
@@ -96,7 +99,8 @@ data_parallel = N == 4  # the data axis of data=2,tensor=2; else each group alon
 # Normal mode: within 1e-5 relative of the plain model on one process (on 4
 # ranks, data=2 x tensor=2, two of the optimizers: the others are as on 2).
 for name, opt in OPTS.items():
-    if "normal" not in PARTS or N == 4 and name in ("sgd+clipnorm", "lamb+clipnorm"):
+    if "normal" not in PARTS or N == 4 and name in ("sgd+clipnorm", "lamb+clipnorm",
+                                                    "sgd+keras clipnorm"):
         continue
     ref = gpt(None, opt).fit(X, Y, data_parallel=False, **FIT).history["loss"]
     assert ref[-1] < ref[0], (name, ref)
