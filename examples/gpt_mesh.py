@@ -96,15 +96,22 @@ def _no_thread(error: RuntimeError) -> bool:
 
 
 def _warm_up(a):
-    return np.tanh(a @ a).sum()
+    # independent products, run side by side on the worker threads and the caller
+    return (np.tanh(a @ a) + np.tanh(a.T @ a) + np.tanh(a @ a.T) + np.tanh(a.T @ a.T)).sum()
 
 
 def start_runtime():
-    """Runs one parallel product, so that tessera's worker threads (and their
+    """Runs parallel products, so that tessera's worker threads (and their
     stacks and malloc arenas, part of RLIMIT_DATA) exist before the limit is
     set: a thread that cannot be started under the limit fails as a
-    RuntimeError of the thread library, not as a MemoryError."""
-    tessera.jit(_warm_up)(np.ones((256, 256), dtype=np.float32))
+    RuntimeError of the thread library, not as a MemoryError. The products
+    also make the BLAS library's packing buffers (one per product running at
+    once, some MiB each) before the limit: BLIS aborts the process when it
+    cannot allocate one, where tessera's own allocations raise MemoryError."""
+    warm = tessera.jit(_warm_up)
+    for dtype in (np.float32, np.float64):
+        for _ in range(3):
+            warm(np.ones((512, 512), dtype=dtype))
 
 
 def set_memory_limit(budget: int) -> int:
