@@ -523,6 +523,7 @@ class Optimizer:
         # Keras's clipnorm (each weight's gradient to that norm): set on the instance
         # (the subclasses' constructors take the common ones through set_clipping)
         self.set_clipping(clipvalue=clipvalue, weight_clipnorm=weight_clipnorm)
+        self.use_ema, self.ema_momentum, self.ema_overwrite_frequency = False, 0.99, None
         self._decay_skip = (frozenset(), None)  # exclude_from_weight_decay's
         self._variable_of = None  # a model's: program weight name -> its Variable (or None)
 
@@ -537,6 +538,31 @@ class Optimizer:
             raise ValueError(f"[{type(self).__name__}] gradient_accumulation_steps must be an "
                              f"int >= 2 or None, got {steps!r}")
         self.gradient_accumulation_steps = steps
+
+    def set_ema(self, use_ema=False, ema_momentum=0.99, ema_overwrite_frequency=None) -> None:
+        """Keras's exponential moving average of the weights: after each
+        update ``a = m a + (1 - m) w`` (``a = w`` at the first), with
+        ``ema_overwrite_frequency`` k the weights replaced by their averages
+        every k updates, and at the end of fit (tessera.nn's fit) by them."""
+        name = f"[{type(self).__name__}]"
+        if isinstance(ema_momentum, bool) or not isinstance(ema_momentum, numbers.Real) or \
+                not 0 <= ema_momentum <= 1:
+            raise ValueError(f"{name} ema_momentum must be in [0, 1], got {ema_momentum!r}")
+        if ema_overwrite_frequency is not None and (
+                isinstance(ema_overwrite_frequency, bool)
+                or not isinstance(ema_overwrite_frequency, int) or ema_overwrite_frequency < 1):
+            raise ValueError(f"{name} ema_overwrite_frequency must be an int >= 1 or None, got "
+                             f"{ema_overwrite_frequency!r}")
+        self.use_ema = bool(use_ema)
+        self.ema_momentum = float(ema_momentum)
+        self.ema_overwrite_frequency = ema_overwrite_frequency
+        if self.use_ema and getattr(self, "gradient_accumulation_steps", None):
+            raise ValueError(f"{name} use_ema with gradient_accumulation_steps is not supported")
+
+    @staticmethod
+    def ema_name(state_prefix: str, param: str) -> str:
+        """The state variable holding `param`'s moving average (set_ema)."""
+        return f"{state_prefix}{param}_average"
 
     def set_clipping(self, clipvalue=None, weight_clipnorm=None) -> None:
         """Clips each gradient element to [-clipvalue, clipvalue] (Keras's
@@ -725,6 +751,21 @@ class Optimizer:
             statements += [f"define({a.name}, where({update_now}, zeros_like({a.name}), "
                            f"{state_prefix}acc_sum{i}))" for i, a in enumerate(accumulators)]
             state += accumulators
+        if getattr(self, "use_ema", False) and params:
+            # Keras's: the averages follow the updated weights (the first update
+            # copies them); every ema_overwrite_frequency-th update puts them in
+            it = f"({iteration_expr})"
+            m = f"{state_prefix}ema_m"
+            statements.append(f"define({m}, where(equal({it}, 0), 0.0, "
+                              f"{_num(self.ema_momentum)}))")
+            every = self.ema_overwrite_frequency
+            for p in params:
+                a = self.ema_name(state_prefix, p)
+                state.append(StateVar(a, p))
+                statements.append(f"define({a}, {m} * {a} + (1.0 - {m}) * {p})")
+                if every:
+                    statements.append(f"define({p}, where(equal(mod({it} + 1, {every}), 0), "
+                                      f"{a}, {p}))")
         return UpdateCode(statements, state)
 
     def _sumsq(self, i: int, expr: str, name: str) -> tuple:
@@ -764,6 +805,9 @@ class Optimizer:
         for k in ("clipvalue", "weight_clipnorm", "gradient_accumulation_steps"):
             if getattr(self, k, None) is not None:
                 out[k] = getattr(self, k)
+        if getattr(self, "use_ema", False):
+            out.update(use_ema=True, ema_momentum=self.ema_momentum,
+                       ema_overwrite_frequency=self.ema_overwrite_frequency)
         return out
 
     @classmethod
@@ -1261,10 +1305,13 @@ def _rebuild(config: Mapping, expected=None):
         config["learning_rate"] = _lr_from_config(config["learning_rate"])
     clipping = {k: config.pop(k) for k in ("clipvalue", "weight_clipnorm") if k in config}
     steps = config.pop("gradient_accumulation_steps", None)
+    ema = {k: config.pop(k) for k in ("use_ema", "ema_momentum", "ema_overwrite_frequency")
+           if k in config}
     out = cls(**config)
     if clipping:
         out.set_clipping(**clipping)
     out.set_gradient_accumulation(steps)
+    out.set_ema(**ema)
     return out
 
 

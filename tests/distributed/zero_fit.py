@@ -233,6 +233,14 @@ def check_errors():
             str(e)
     else:
         raise AssertionError("gradient accumulation under ZeRO")
+    try:
+        model(nn.optimizers.Adam(use_ema=True)).fit(X, Y, batch_size=16, epochs=1, verbose=0,
+                                                     zero=1)
+    except ValueError as e:
+        assert "Adam(use_ema=True) is not supported under ZeRO or pipeline stages" in str(e), \
+            str(e)
+    else:
+        raise AssertionError("use_ema under ZeRO")
     os.environ["TESSERA_ZERO"] = "7"
     try:
         m.fit(X, Y, batch_size=16, epochs=1, verbose=0)

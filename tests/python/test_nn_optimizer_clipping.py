@@ -63,6 +63,11 @@ PLAIN = {
     "sgd momentum accumulate 3 clipnorm": lambda L: L.optimizers.SGD(
         0.1, momentum=0.9, gradient_accumulation_steps=3, clipnorm=0.5),
     "nadam accumulate 2": lambda L: L.optimizers.Nadam(0.01, gradient_accumulation_steps=2),
+    # Keras's moving averages of the weights (fit ends with the averages put in)
+    "adam ema": lambda L: L.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.8),
+    "sgd ema overwrite 2": lambda L: L.optimizers.SGD(0.1, momentum=0.5, use_ema=True,
+                                                      ema_momentum=0.5,
+                                                      ema_overwrite_frequency=2),
 }
 
 
@@ -105,6 +110,9 @@ def test_config_round_trip_keeps_the_meaning(tmp_path):
     assert again.weight_clipnorm == 0.5 and again.clipnorm is None
     steps = nn.optimizers.get(nn.optimizers.Nadam(gradient_accumulation_steps=4).get_config())
     assert steps.gradient_accumulation_steps == 4
+    ema = nn.optimizers.get(nn.optimizers.SGD(use_ema=True, ema_overwrite_frequency=3)
+                            .get_config())
+    assert ema.use_ema and ema.ema_momentum == 0.99 and ema.ema_overwrite_frequency == 3
     m = _model(nn, 0)
     m.compile(nn.optimizers.SGD(0.1, clipvalue=0.25), "mse")
     m.fit(X, Y, epochs=1, verbose=0)
@@ -117,8 +125,10 @@ def test_config_round_trip_keeps_the_meaning(tmp_path):
 
 
 def test_unsupported_and_conflicting_arguments_are_errors():
-    with pytest.raises(ValueError, match=r"\[Adam\] use_ema=True is not supported"):
-        nn.optimizers.Adam(use_ema=True)
+    with pytest.raises(ValueError, match=r"\[Adam\] loss_scale_factor=2.0 is not supported"):
+        nn.optimizers.Adam(loss_scale_factor=2.0)
+    with pytest.raises(ValueError, match=r"\[Adam\] ema_momentum must be in \[0, 1\], got 1.5"):
+        nn.optimizers.Adam(use_ema=True, ema_momentum=1.5)
     with pytest.raises(ValueError, match=r"\[RMSprop\] gradient_accumulation_steps must be an "
                                          r"int >= 2 or None, got 1"):
         nn.optimizers.RMSprop(gradient_accumulation_steps=1)
@@ -128,7 +138,7 @@ def test_unsupported_and_conflicting_arguments_are_errors():
         nn.optimizers.Nadam(clip=1.0)
     with pytest.raises(ValueError, match=r"clipvalue"):
         nn.optimizers.Adam(clipvalue=-1.0)
-    nn.optimizers.Adam(use_ema=False, loss_scale_factor=None)  # Keras's defaults: accepted
+    nn.optimizers.Adam(loss_scale_factor=None, amsgrad=False)  # Keras's defaults: accepted
 
 
 @pytest.mark.parametrize("make", [

@@ -20,11 +20,12 @@ def _decay(weight_decay):
 
 # Keras's arguments of every optimizer that tessera does not implement, with
 # their defaults (a default is accepted; anything else is an error naming it)
-_NOT_SUPPORTED = {"use_ema": (False, "exponential moving averages of the weights"),
-                  "ema_momentum": (0.99, "exponential moving averages of the weights"),
-                  "ema_overwrite_frequency": (None, "exponential moving averages of the weights"),
-                  "loss_scale_factor": (None, "loss scaling (mixed precision)"),
+_NOT_SUPPORTED = {"loss_scale_factor": (None, "loss scaling (mixed precision)"),
                   "amsgrad": (False, "AMSGrad's maximum of the second moments")}
+
+
+# Keras's common arguments these classes take (beyond clipping and name)
+_TAKEN = ("gradient_accumulation_steps", "use_ema", "ema_momentum", "ema_overwrite_frequency")
 
 
 class KerasArguments:
@@ -36,7 +37,7 @@ class KerasArguments:
     def _keras_arguments(self, clipnorm, clipvalue, global_clipnorm, name, rest):
         kind = type(self).__name__
         for k, v in rest.items():
-            if k == "gradient_accumulation_steps":
+            if k in _TAKEN:
                 continue
             if k not in _NOT_SUPPORTED:
                 raise TypeError(f"[{kind}] unexpected keyword argument {k!r}")
@@ -51,6 +52,8 @@ class KerasArguments:
                              f"be set, got {', '.join(given)}")
         self.set_clipping(clipvalue=clipvalue, weight_clipnorm=clipnorm)
         self.set_gradient_accumulation(rest.get("gradient_accumulation_steps"))
+        self.set_ema(rest.get("use_ema", False), rest.get("ema_momentum", 0.99),
+                     rest.get("ema_overwrite_frequency"))
         if name is not None and not isinstance(name, str):
             raise TypeError(f"[{kind}] name must be a str, got {name!r}")
         self.name = name or _auto_name(kind)  # sgd, sgd_1, ... (Keras's counters)
@@ -71,6 +74,9 @@ class KerasArguments:
         config.pop("decoupled", None)  # (Keras's SGD and Adam always decouple)
         config.pop("epsilon_hat", None)  # (and Keras's Adam's epsilon is always "hat")
         return cls(clipnorm=config.pop("weight_clipnorm", None),
+                   use_ema=config.pop("use_ema", False),
+                   ema_momentum=config.pop("ema_momentum", 0.99),
+                   ema_overwrite_frequency=config.pop("ema_overwrite_frequency", None),
                    gradient_accumulation_steps=config.pop("gradient_accumulation_steps", None),
                    global_clipnorm=config.pop("clipnorm", None), **config)
 
@@ -117,8 +123,7 @@ def _keras_form(base):
 
     def __init__(self, *args, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
                  **kwargs):
-        rest = {k: kwargs.pop(k) for k in list(kwargs)
-                if k in _NOT_SUPPORTED or k == "gradient_accumulation_steps"}
+        rest = {k: kwargs.pop(k) for k in list(kwargs) if k in _NOT_SUPPORTED or k in _TAKEN}
         if "weight_decay" in takes and kwargs.get("weight_decay", 0.0) is None:
             kwargs["weight_decay"] = 0.0  # (Keras's default None: no decay)
         if "weight_decay" in kwargs and "weight_decay" not in takes:

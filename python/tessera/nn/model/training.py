@@ -186,6 +186,11 @@ class TrainingMixin:
         else:
             chunks = self._chunk_count(deterministic, n_ranks)
             plan = self._zero_plan(stage, n_ranks, chunks)
+        if getattr(self._compiled.optimizer, "use_ema", False) and (pipe is not None or
+                                                                   plan is not None):
+            raise ValueError(f"[fit] {type(self._compiled.optimizer).__name__}(use_ema=True) is "
+                             "not supported under ZeRO or pipeline stages (their optimizer "
+                             "state is held in parts)")
         if n_ranks > 1 and batch_size < n_ranks and not chunks:
             raise ValueError(f"[fit] batch_size {batch_size} is smaller than the {n_ranks} "
                              "localities sharing each batch")
@@ -400,6 +405,7 @@ class TrainingMixin:
                     self._progress_end(epoch, epochs, logs, took)
                 if self.stop_training:
                     break
+            self._ema_finalize()
             cbs.on_train_end(dict(history.history and {k: v[-1] for k, v in
                                                        history.history.items()}))
             finished = True
@@ -412,6 +418,17 @@ class TrainingMixin:
             if ckpts is not None:
                 ckpts.finish(abandon=True)  # fit failed: no commit may wait for the dead
         return history
+
+    def _ema_finalize(self):
+        """Keras's end of fit under use_ema: the trainable weights replaced by
+        their moving averages (the optimizer's)."""
+        opt = self._compiled.optimizer
+        if not getattr(opt, "use_ema", False) or not self._opt_state:
+            return
+        for v in self._params(True):
+            average = self._opt_state.get(opt.ema_name("opt_", v))
+            if average is not None:
+                self._set(v, np.array(average, copy=True))
 
     def _checkpoint_dir(self, callbacks, checkpoint_dir, every, keep, verbose):
         """(callbacks, CheckpointDir or None): the checkpoint folder of this
