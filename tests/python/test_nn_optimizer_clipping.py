@@ -159,3 +159,31 @@ def test_keras_serialized_optimizers_load_with_keras_meaning(make):
     # (Keras keeps its learning rate as a float32 variable)
     assert mine.pop("learning_rate") == pytest.approx(theirs.pop("learning_rate"), rel=1e-7)
     assert mine == theirs
+
+
+@pytest.mark.parametrize("swap_on_epoch", [False, True])
+def test_swap_ema_weights_as_keras(swap_on_epoch):
+    """SwapEMAWeights: validation on the moving averages (and, swapping on
+    epochs, the weights between epochs): the same validation losses and final
+    weights as Keras's."""
+    start = _start(f"swap{swap_on_epoch}")
+    out = {}
+    for lib in (nn, keras):
+        m = _model(lib, 0)
+        m.set_weights(start)
+        m.compile(lib.optimizers.SGD(0.1, momentum=0.5, use_ema=True, ema_momentum=0.7), "mse")
+        h = m.fit(X, Y, batch_size=8, epochs=3, shuffle=False, verbose=0,
+                  validation_data=(X[:8], Y[:8]),
+                  callbacks=[lib.callbacks.SwapEMAWeights(swap_on_epoch=swap_on_epoch)])
+        out[lib] = (h.history["val_loss"], m.get_weights())
+    np.testing.assert_allclose(out[nn][0], out[keras][0], rtol=1e-4)
+    for a, b in zip(out[nn][1], out[keras][1]):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-5)
+
+
+def test_swap_ema_weights_needs_use_ema():
+    m = _model(nn, 0)
+    m.compile(nn.optimizers.SGD(0.1), "mse")
+    with pytest.raises(ValueError, match=r"\[SwapEMAWeights\] must be used when `use_ema=True`"):
+        m.fit(X, Y, epochs=1, verbose=0, validation_data=(X, Y),
+              callbacks=[nn.callbacks.SwapEMAWeights()])

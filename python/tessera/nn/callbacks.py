@@ -29,7 +29,7 @@ from .weights_file import read_file
 
 __all__ = ["Callback", "CallbackList", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
            "ReduceLROnPlateau", "CSVLogger", "TerminateOnNaN", "LambdaCallback", "History",
-           "ProgbarLogger", "BackupAndRestore", "TensorBoard"]
+           "ProgbarLogger", "BackupAndRestore", "TensorBoard", "SwapEMAWeights"]
 
 
 class Callback:
@@ -746,3 +746,69 @@ class TensorBoard(Callback):
         for w in self._writers.values():
             w.close()
         self._writers = {}
+
+
+class SwapEMAWeights(Callback):
+    """Keras's SwapEMAWeights: with an optimizer made with ``use_ema=True``,
+    evaluation (fit's validation, evaluate) runs on the weights' moving
+    averages, swapped in before it and out after it; with ``swap_on_epoch``
+    also between an epoch's end and the next epoch's beginning (so that
+    callbacks after it, such as ModelCheckpoint, see the averages). As
+    Keras 3.15's, predict swaps them in and does not swap them back."""
+
+    def __init__(self, swap_on_epoch=False):
+        super().__init__()
+        self.swap_on_epoch = bool(swap_on_epoch)
+        self._ema_weights_in_model = False
+
+    def _pairs(self):
+        """(weight variable, its average's optimizer state name) of each
+        trainable weight."""
+        opt = getattr(self.model, "optimizer", None)
+        state = getattr(self.model, "_opt_state", None) or {}
+        if not getattr(opt, "use_ema", False) or not state:
+            raise ValueError("[SwapEMAWeights] must be used when `use_ema=True` is set on the "
+                             f"optimizer (and after it has made its averages: fit); received "
+                             f"use_ema={getattr(opt, 'use_ema', None)}")
+        return [(v, opt.ema_name("opt_", v)) for v in self.model._params(True)
+                if opt.ema_name("opt_", v) in state]
+
+    def _swap_variables(self):
+        state = self.model._opt_state
+        for v, a in self._pairs():
+            current = np.array(self.model.weights[v], copy=True)
+            self.model._set(v, np.array(state[a], copy=True))
+            state[a] = current
+
+    def _finalize_ema_values(self):
+        state = self.model._opt_state
+        for v, a in self._pairs():
+            state[a] = np.array(self.model.weights[v], copy=True)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.swap_on_epoch and self._ema_weights_in_model:
+            self._swap_variables()
+            self._ema_weights_in_model = False
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.swap_on_epoch and not self._ema_weights_in_model:
+            self._swap_variables()
+            self._ema_weights_in_model = True
+            # fit's end puts the averages in: they must be the averages again
+            if epoch == self.params.get("epochs", 0) - 1:
+                self._finalize_ema_values()
+
+    def on_test_begin(self, logs=None):
+        if not self._ema_weights_in_model:
+            self._swap_variables()
+            self._ema_weights_in_model = True
+
+    def on_test_end(self, logs=None):
+        if self._ema_weights_in_model:
+            self._swap_variables()
+            self._ema_weights_in_model = False
+
+    def on_predict_begin(self, logs=None):
+        if not self._ema_weights_in_model:
+            self._swap_variables()
+            self._ema_weights_in_model = True

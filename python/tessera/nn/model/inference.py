@@ -98,6 +98,7 @@ class InferenceMixin:
                                                                       "evaluate")
         prog = self._program(("evaluate", weighted))
         sizes = self._metric_sizes()
+        cbs.on_test_begin()  # (before the weights are read: a callback may set them)
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         total_loss, seen = 0.0, 0
         totals = [np.zeros(s) for s in sizes]
@@ -108,7 +109,6 @@ class InferenceMixin:
             out.update(zip(names, self._metric_results(totals)))
             return out
 
-        cbs.on_test_begin()
         for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
@@ -237,10 +237,10 @@ class InferenceMixin:
         self._specialize([a.shape[1:] for a in xs], "predict", verbose)
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
+        cbs.on_predict_begin()  # (before the weights are read: a callback may set them)
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         bs = batch_size or 256
         outs = []
-        cbs.on_predict_begin()
         for i, start in enumerate(range(0, len(xs[0]), bs)):
             if steps is not None and i >= steps:
                 break
