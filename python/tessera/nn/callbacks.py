@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import distributed
 from ._tfevents import EventFileWriter
+from .checkpoint_layout import split_weight
 from .utils import Progbar
 from .weights_file import read_file
 
@@ -166,8 +167,7 @@ def split_over_tensor_group(model) -> bool:
     """Whether a weight of `model` is split over a tensor group
     (tessera.nn.parallel): saving it gathers the whole weights, a collective
     every member joins, writer or not."""
-    return any(getattr(layer, "tensor_size", 1) > 1
-               for layer, _ in getattr(model, "_owner", {}).values())
+    return any(split_weight(model, v) is not None for v in getattr(model, "_owner", {}))
 
 
 def _join_save_gathers(model, weights_only: bool):

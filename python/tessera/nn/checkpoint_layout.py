@@ -10,7 +10,7 @@ import numpy as np
 from .weights_file import DTYPES
 
 
-def _split_weight(model, var: str):
+def split_weight(model, var: str):
     """(layer, parameter name) when the weight `var` is split over a tensor
     group of several members (tessera.nn.parallel), else None."""
     owner = getattr(model, "_owner", {}).get(var)
@@ -30,7 +30,7 @@ def _state_tensors(model, gather: bool = False) -> list:
     the layer's group: every member calls it), else a read-only stand-in of
     the whole shape (what the layout needs)."""
     def whole(var, value):
-        split = _split_weight(model, var)
+        split = split_weight(model, var)
         if split is None:
             return value
         layer, pname = split
