@@ -64,7 +64,15 @@ def test_crossentropies():
 
 
 def test_function_losses_compile_and_errors():
-    assert isinstance(nn.losses.get(nn.losses.mse), nn.losses.MeanSquaredError)
+    # keras.losses.get as Keras's: a function's name gives the function, a class's
+    # name an object; compile takes either (its own loss object)
+    assert nn.losses.get(nn.losses.mse) is nn.losses.mse
+    assert nn.losses.get("mse") is nn.losses.mean_squared_error
+    assert isinstance(nn.losses.get("MeanSquaredError"), nn.losses.MeanSquaredError)
+    assert isinstance(nn.losses.loss_object(nn.losses.mse), nn.losses.MeanSquaredError)
+    with pytest.raises(ValueError, match=r"unknown loss 'mean_sqared_error'; did you mean "
+                                         r"'mean_squared_error'"):
+        nn.losses.get("mean_sqared_error")
     x = rng.normal(size=(32, 4)).astype(np.float32)
     y = x @ rng.normal(size=(4, 2)).astype(np.float32)
     model = nn.Sequential([nn.Dense(2)], input_shape=(4,), seed=1)

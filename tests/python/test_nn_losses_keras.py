@@ -176,3 +176,49 @@ def test_loss_object_called_in_call_for_add_loss(keras):
     with pytest.raises(TypeError, match=r"\[Hinge\] a built-in loss object cannot be called on "
                                         r"symbolic tensors"):
         nn.losses.Hinge()(nn.Input((2,)), nn.Input((2,)))
+
+
+BROADCASTING = ["mean_squared_error", "mean_absolute_error", "mean_absolute_percentage_error",
+                "mean_squared_logarithmic_error", "huber", "log_cosh", "hinge",
+                "squared_hinge", "categorical_hinge", "poisson", "kl_divergence"]
+
+
+@pytest.mark.parametrize("loss", BROADCASTING)
+def test_labels_broadcast_against_outputs_as_keras(keras, loss):
+    """Labels of shape (n, 1) against a (n, 2) output: Keras broadcasts them in
+    its elementwise losses and metrics (fit, evaluate and the loss called on
+    arrays); tessera used to refuse them."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(12, 3)).astype(np.float32)
+    y = rng.integers(0, 2, size=(12, 1)).astype(np.float32)
+    w = [rng.normal(size=(3, 2)).astype(np.float32), np.zeros(2, np.float32)]
+    ours = nn.Sequential([nn.Input((3,)), nn.layers.Dense(2, activation="sigmoid")])
+    theirs = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="sigmoid")])
+    ours.set_weights(w)
+    theirs.set_weights(w)
+    ours.compile(nn.optimizers.SGD(0.1), loss, metrics=["mae", "mse"])
+    theirs.compile(keras.optimizers.SGD(0.1), loss, metrics=["mae", "mse"])
+    h1 = ours.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    for key in ("loss", "mae", "mse"):
+        np.testing.assert_allclose(h1.history[key], h2.history[key], rtol=2e-5, atol=1e-6)
+    e1 = ours.evaluate(x, y, verbose=0, return_dict=True)
+    e2 = theirs.evaluate(x, y, verbose=0, return_dict=True)
+    for key in ("loss", "mae", "mse"):
+        np.testing.assert_allclose(e1[key], e2[key], rtol=2e-5, atol=1e-6)
+    p = ours.predict(x, verbose=0)
+    np.testing.assert_allclose(nn.losses.get(loss)(y, p), keras.losses.get(loss)(y, p),
+                               rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["binary_crossentropy", "categorical_crossentropy",
+                                  "cosine_similarity"])
+def test_labels_that_keras_does_not_broadcast_are_refused(loss):
+    x = np.ones((4, 3), np.float32)
+    y = np.ones((4, 1), np.float32)
+    model = nn.Sequential([nn.Input((3,)), nn.layers.Dense(2, activation="softmax")])
+    model.compile("sgd", loss)
+    with pytest.raises(ValueError, match=r"\[fit\] y has samples of shape \(1,\)"):
+        model.fit(x, y, verbose=0)
+    with pytest.raises(ValueError, match=r"y_true has shape \(4, 1\) and y_pred \(4, 2\)"):
+        nn.losses.get(loss)(y, np.full((4, 2), 0.5, np.float32))

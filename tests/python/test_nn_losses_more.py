@@ -98,7 +98,8 @@ def test_loss_arguments_are_checked():
         nn.losses.CategoricalFocalCrossentropy(gamma=-1)
     with pytest.raises(TypeError, match=r"\[circle\] .*ref_labels.*its arguments"):
         nn.losses.circle(LABELS, np.ones((6, 4), np.float32), ref_labels=LABELS)
-    assert isinstance(nn.losses.get("tversky"), nn.losses.Tversky)
+    assert isinstance(nn.losses.get("Tversky"), nn.losses.Tversky)
+    assert nn.losses.get("tversky") is nn.losses.tversky
 
 
 def test_circle_takes_labels_beyond_the_embedding_size(keras):

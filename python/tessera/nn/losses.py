@@ -56,6 +56,10 @@ class Loss:
 
     name = "loss"
     sparse_labels = False  # integer class labels (checked by fit/evaluate)
+    # Keras broadcasts labels against the outputs (a (n, 1) column against (n, 2))
+    # in the losses whose labels meet the outputs only elementwise; the others
+    # (crossentropies, cosine, dice) need the same shapes.
+    labels_broadcast = True
 
     def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
         """Keras's Loss constructor, for subclasses that define
@@ -190,9 +194,19 @@ class Loss:
                                  f"{p.shape} it must be {p.shape[:-1]} (class indices)")
         else:
             y = y.astype(p.dtype)
-            if y.shape != p.shape:
+            y, p = _same_rank(y, p)
+            if y.shape != p.shape and not self.labels_broadcast:
                 raise ValueError(f"[{where}] y_true has shape {y.shape} and y_pred {p.shape}: "
                                  "they must be the same")
+            if y.shape != p.shape:
+                try:
+                    shape = np.broadcast_shapes(y.shape, p.shape)
+                except ValueError:
+                    raise ValueError(f"[{where}] y_true has shape {y.shape} and y_pred "
+                                     f"{p.shape}: they must be the same or broadcast "
+                                     "together (NumPy's rules)") from None
+                # Keras broadcasts the two (a (n, 1) column against (n, 2))
+                y, p = np.broadcast_to(y, shape), np.broadcast_to(p, shape)
         prog = self.__dict__.get("_eager_program")
         if prog is None:
             prog = _core.Program(f"lambda(y, p, {self.per_sample('y', 'p')})", f"<{where}>")
@@ -203,6 +217,16 @@ class Loss:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "name")
         return f"{type(self).__name__}({args})"
+
+
+def _same_rank(y, p):
+    """Keras's squeeze_or_expand_to_same_rank: when the ranks differ by one and the
+    longer one ends in an axis of 1, that axis is dropped (or the rank-1 one gains it)."""
+    if y.ndim == p.ndim + 1 and y.shape[-1] == 1:
+        return (y, p[..., None]) if p.ndim == 1 else (y[..., 0], p)
+    if p.ndim == y.ndim + 1 and p.shape[-1] == 1:
+        return (y[..., None], p) if y.ndim == 1 else (y, p[..., 0])
+    return y, p
 
 
 class MeanSquaredError(Loss):
@@ -316,6 +340,8 @@ class SparseCategoricalCrossentropy(Loss):
 
 
 class _SmoothedCrossentropy(Loss):
+    labels_broadcast = False
+
     def __init__(self, from_logits=False, label_smoothing=0.0):
         self.from_logits = bool(from_logits)
         self.label_smoothing = _fraction(type(self).__name__, "label_smoothing", label_smoothing)
@@ -388,6 +414,7 @@ def _l2_normalized(x: str) -> str:
 class CosineSimilarity(Loss):
     """Keras's CosineSimilarity: minus the cosine of y and p over the last
     axis (-1 when they point the same way)."""
+    labels_broadcast = False
 
     name = "cosine_similarity"
 
@@ -450,6 +477,7 @@ class BinaryFocalCrossentropy(Loss):
     """Keras's BinaryFocalCrossentropy (Lin et al.): the binary crossentropy
     of each value times (1 - p_t)^gamma (times alpha / 1 - alpha with
     apply_class_balancing), averaged over the last axis."""
+    labels_broadcast = False
 
     name = "binary_focal_crossentropy"
 
@@ -513,6 +541,7 @@ def _check_axis(cls: str, axis):
 class Dice(Loss):
     """Keras's Dice: 1 - 2 sum(y p) / (sum(y) + sum(p) + 1e-7), the sums over
     ``axis`` (None: the whole batch, one value)."""
+    labels_broadcast = False
 
     name = "dice"
 
@@ -534,6 +563,7 @@ class Tversky(Loss):
     """Keras's Tversky: 1 - TP / (TP + alpha FP + beta FN + 1e-7) with TP =
     sum(y p), FP = sum((1 - p) y), FN = sum(p (1 - y)) over ``axis`` (as
     Keras writes them; alpha = beta = 0.5 is Dice)."""
+    labels_broadcast = False
 
     name = "tversky"
 
@@ -566,6 +596,7 @@ class CategoricalFocalCrossentropy(Loss):
     list (one per class)."""
 
     name = "categorical_focal_crossentropy"
+    labels_broadcast = False  # its smoothing counts the labels' classes
 
     def __init__(self, alpha=0.25, gamma=2.0, from_logits=False, label_smoothing=0.0, axis=-1,
                  reduction="sum_over_batch_size", name="categorical_focal_crossentropy",
@@ -891,7 +922,31 @@ categorical_generalized_cross_entropy = _function(CategoricalGeneralizedCrossEnt
 circle = _function(Circle, "circle")
 
 
-def get(loss) -> Loss:
+def get(identifier):
+    """Keras's keras.losses.get: a function's name (`"mse"`,
+    `"mean_squared_error"`) gives that function (each sample's loss, no
+    reduction), a class's name (`"MeanSquaredError"`) or a serialize() dict an
+    object of it, a callable itself, None None."""
+    if identifier is None or (callable(identifier) and not isinstance(identifier, type)):
+        return identifier
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    if isinstance(identifier, str):
+        fn = globals().get(identifier)
+        if getattr(fn, "_tessera_loss", None) is not None:
+            return fn
+        cls = {c.__name__: c for c in set(_BY_NAME.values())}.get(identifier)
+        if cls is not None:
+            return cls()
+        cls = _BY_NAME.get(identifier.lower())
+        if cls is not None:
+            return globals().get(cls.name, None) or cls()
+        return loss_object(identifier)  # its error: the close names
+    raise TypeError(f"[losses.get] expected a loss's name, a serialize() dict or a callable, "
+                    f"got {identifier!r}")
+
+
+def loss_object(loss) -> Loss:
     """A loss object from a name (Keras's names and aliases), a Loss, or one
     of Keras's loss functions (`keras.losses.mse`: its class, as compile
     takes it)."""
@@ -914,13 +969,14 @@ def get(loss) -> Loss:
 
 def serialize(loss) -> dict:
     """The loss's config with its class (keras.losses.serialize)."""
-    return {"class_name": type(get(loss)).__name__, "config": get(loss).get_config()}
+    loss = loss_object(loss)
+    return {"class_name": type(loss).__name__, "config": loss.get_config()}
 
 
 def deserialize(config, custom_objects=None):
     """The loss a serialize() config (or a name) describes."""
     if isinstance(config, str):
-        return get(config)
+        return loss_object(config)
     if not isinstance(config, dict):
         raise TypeError(f"[losses.deserialize] expected a name or a serialize() dict, got "
                         f"{config!r}")

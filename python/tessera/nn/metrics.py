@@ -651,7 +651,7 @@ def _loss_name(loss) -> Optional[str]:
     else:
         name = getattr(loss, "name", None)
     try:
-        return losses.get(name).name if isinstance(name, str) else None
+        return losses.loss_object(name).name if isinstance(name, str) else None
     except (ValueError, TypeError):
         return name
 

@@ -15,6 +15,10 @@ from ..string_inputs import apply_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
+def _broadcasts_to(shape, target) -> bool:
+    """Whether a sample shape broadcasts to the output's (NumPy's rules, same rank)."""
+    return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
+
 class CompileMixin:
     """Model.compile and the checks of what fit, evaluate and predict receive
     (inputs, labels, sample weights, datasets), mixed into Model."""
@@ -146,7 +150,7 @@ class CompileMixin:
         if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
                 getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
-        return _losses.get(loss)
+        return _losses.loss_object(loss)
 
     def _get_metric(self, m, loss, k):
         if callable(m) and not isinstance(m, (str, _metrics.Metric)):
@@ -262,6 +266,12 @@ class CompileMixin:
                     getattr(loss, "labels_like_output", True):
                 if a.ndim == 1 and out_shape == (1,):
                     a = a.reshape(-1, 1)
+                if a.ndim == len(out_shape) + 1 and tuple(a.shape[1:]) != out_shape and \
+                        loss.labels_broadcast and not loss._is_custom() and \
+                        _broadcasts_to(a.shape[1:], out_shape):
+                    # Keras's losses broadcast labels of the output's rank against it
+                    # (a (n, 1) column against a (n, 2) output): the same values.
+                    a = np.ascontiguousarray(np.broadcast_to(a, (len(a),) + out_shape))
                 if tuple(a.shape[1:]) != out_shape:
                     raise ValueError(f"[{where}] {which} has samples of shape "
                                      f"{tuple(a.shape[1:])}, but the output "
