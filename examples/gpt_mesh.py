@@ -105,9 +105,10 @@ def start_runtime():
     stacks and malloc arenas, part of RLIMIT_DATA) exist before the limit is
     set: a thread that cannot be started under the limit fails as a
     RuntimeError of the thread library, not as a MemoryError. The products
-    also make the BLAS library's packing buffers (one per product running at
-    once, some MiB each) before the limit: BLIS aborts the process when it
-    cannot allocate one, where tessera's own allocations raise MemoryError."""
+    also make the BLAS library's packing buffers (one set per product running
+    at once, about 18 MiB each) before the limit, so that they are not taken
+    from the model's budget (a product that cannot get them raises
+    MemoryError)."""
     warm = tessera.jit(_warm_up)
     for dtype in (np.float32, np.float64):
         for _ in range(3):

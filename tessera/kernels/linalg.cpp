@@ -1,4 +1,5 @@
 #include "tessera/kernels/linalg.hpp"
+#include "tessera/kernels/blis_pool.hpp"
 #include "tessera/kernels/lapack.hpp"
 #include "tessera/kernels/one_omp_thread.hpp"
 
@@ -82,6 +83,7 @@ void sgemm_tile(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
       return;
     }
   }
+  BlisCall in_blis("matmul");
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
@@ -153,6 +155,7 @@ void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_
     } else if (rows == 1) {
       cblas_dgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0, b, bn, ar, 1, 0.0, cr, 1);
     } else {
+      BlisCall in_blis("matmul");
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0, ar, bk, b, bn,
                   0.0, cr, bn);
     }
@@ -184,6 +187,7 @@ void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int
     if (n == 1) {
       cblas_dgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0, a + r0, bp, b, 1, 0.0, cr, 1);
     } else {
+      BlisCall in_blis("matmul");
       cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0, a + r0, bp, b, bn,
                   0.0, cr, bn);
     }
@@ -236,6 +240,7 @@ void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, 
       gemv(CblasTrans, bk, bn, b, ldb, ar, static_cast<blasint>(acs), cr);
     }
   } else if constexpr (std::is_same_v<T, double>) {
+    BlisCall in_blis("matmul");
     cblas_dgemm(CblasRowMajor, na, nb, brows, bn, bk, 1.0, ar, lda, b, ldb, 0.0, cr, bn);
   } else {
     sgemm_tile(ta, tb, rows, n, k, ar, lda, b, ldb, cr);
