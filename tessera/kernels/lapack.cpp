@@ -1,4 +1,5 @@
 #include "tessera/kernels/lapack.hpp"
+#include "tessera/kernels/blis_pool.hpp"
 
 #include <lapacke.h>
 
@@ -18,6 +19,7 @@ lapack_int li(int64_t v) { return static_cast<lapack_int>(v); }
 
 template <class T>
 int lapack_svd(int64_t m, int64_t n, T* a, T* s, T* u, T* vt, char jobz) {
+  BlisCall in_blis("linalg.svd");  // LAPACK's blocked steps call BLIS's gemm
   int64_t ucols = jobz == 'A' ? m : std::min(m, n);
   // LAPACK wants valid leading dimensions even when u/vt are not referenced.
   lapack_int ldu = li(std::max<int64_t>(ucols, 1)), ldvt = li(std::max<int64_t>(n, 1));
@@ -32,6 +34,7 @@ int lapack_svd(int64_t m, int64_t n, T* a, T* s, T* u, T* vt, char jobz) {
 
 template <class T>
 int lapack_eigh(int64_t n, T* a, T* w, char uplo, bool vectors) {
+  BlisCall in_blis("linalg.eigh");  // LAPACK's blocked steps call BLIS's gemm
   char jobz = vectors ? 'V' : 'N';
   if constexpr (std::is_same_v<T, double>) {
     return LAPACKE_dsyevd(kRow, jobz, uplo, li(n), a, li(std::max<int64_t>(n, 1)), w);
@@ -42,6 +45,7 @@ int lapack_eigh(int64_t n, T* a, T* w, char uplo, bool vectors) {
 
 template <class T>
 int lapack_eig(int64_t n, T* a, T* wr, T* wi, T* vr, bool vectors) {
+  BlisCall in_blis("linalg.eig");  // LAPACK's blocked steps call BLIS's gemm
   char jobvr = vectors ? 'V' : 'N';
   lapack_int ld = li(std::max<int64_t>(n, 1));
   T dummy = 0;
@@ -56,6 +60,7 @@ int lapack_eig(int64_t n, T* a, T* wr, T* wi, T* vr, bool vectors) {
 
 template <class T>
 int lapack_geqrf(int64_t m, int64_t n, T* a, T* tau) {
+  BlisCall in_blis("linalg.qr");  // LAPACK's blocked steps call BLIS's gemm
   if constexpr (std::is_same_v<T, double>) {
     return LAPACKE_dgeqrf(kRow, li(m), li(n), a, li(std::max<int64_t>(n, 1)), tau);
   } else {
@@ -65,6 +70,7 @@ int lapack_geqrf(int64_t m, int64_t n, T* a, T* tau) {
 
 template <class T>
 int lapack_orgqr(int64_t m, int64_t q_cols, int64_t k, T* q, const T* tau) {
+  BlisCall in_blis("linalg.qr");  // LAPACK's blocked steps call BLIS's gemm
   if constexpr (std::is_same_v<T, double>) {
     return LAPACKE_dorgqr(kRow, li(m), li(q_cols), li(k), q, li(std::max<int64_t>(q_cols, 1)),
                           tau);
@@ -76,6 +82,7 @@ int lapack_orgqr(int64_t m, int64_t q_cols, int64_t k, T* q, const T* tau) {
 
 template <class T>
 int lapack_cholesky(int64_t n, T* a) {
+  BlisCall in_blis("linalg.cholesky");  // LAPACK's blocked steps call BLIS's gemm
   if constexpr (std::is_same_v<T, double>) {
     return LAPACKE_dpotrf(kRow, 'L', li(n), a, li(std::max<int64_t>(n, 1)));
   } else {
@@ -86,6 +93,7 @@ int lapack_cholesky(int64_t n, T* a) {
 template <class T>
 int lapack_lstsq(int64_t m, int64_t n, int64_t nrhs, T* a, T* b, T* s, double rcond,
                  int64_t* rank) {
+  BlisCall in_blis("linalg.lstsq");  // LAPACK's blocked steps call BLIS's gemm
   lapack_int r = 0;
   int info;
   lapack_int lda = li(std::max<int64_t>(n, 1)), ldb = li(std::max<int64_t>(nrhs, 1));
@@ -101,6 +109,7 @@ int lapack_lstsq(int64_t m, int64_t n, int64_t nrhs, T* a, T* b, T* s, double rc
 
 template <class T>
 int lapack_lu(int64_t n, T* a, int64_t* ipiv) {
+  BlisCall in_blis("linalg (LU factorization)");  // LAPACK's blocked steps call BLIS's gemm
   std::vector<lapack_int> piv(static_cast<size_t>(std::max<int64_t>(n, 1)));
   int info;
   if constexpr (std::is_same_v<T, double>) {
@@ -113,6 +122,7 @@ int lapack_lu(int64_t n, T* a, int64_t* ipiv) {
 }
 
 int lapack_getrs(int64_t n, int64_t nrhs, const double* lu, const int64_t* pivots, double* b) {
+  BlisCall in_blis("linalg.solve");  // LAPACK's blocked steps call BLIS's gemm
   std::vector<lapack_int> piv(static_cast<size_t>(std::max<int64_t>(n, 1)));
   for (int64_t i = 0; i < n; ++i) piv[i] = static_cast<lapack_int>(pivots[i] + 1);
   return LAPACKE_dgetrs(kRow, 'N', li(n), li(nrhs), lu, li(std::max<int64_t>(n, 1)), piv.data(), b,
