@@ -52,7 +52,7 @@ _MAX_RANK_SHAPE = 32
 
 _BUILTIN = None
 _OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "optimizer", "metric",
-                 "loss")
+                 "loss", "cell")
 
 
 def builtin_classes() -> dict:
@@ -84,13 +84,13 @@ def builtin_classes() -> dict:
             "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
             "schedule": public((optim,), optim.LearningRateSchedule,
                                (optim.LearningRateSchedule,)),
+            "cell": {c.__name__: c for c in layers.wrappers.CELLS},
         }
     return _BUILTIN
 
 
 class _Load:
-    """One load_model call: the file, the user's custom objects, and what is
-    left of the budgets of what the file may make."""
+    """One load_model call: the file, the user's custom objects, the budgets left."""
 
     def __init__(self, path: str, custom: dict, where: str = "load_model"):
         self.path = path

@@ -150,6 +150,13 @@ class Bidirectional(Layer):
         for sub in (self.forward_layer, self.backward_layer):
             sub.zero_output_for_mask = sub.return_sequences  # as Keras forces it
 
+    def get_config(self) -> dict:
+        config = super().get_config()
+        # Keras saves both layers: the loaded model's backward layer is this one
+        # (its cells' names, which its weights' paths hold), not a new copy
+        config["backward_layer"] = self.backward_layer
+        return config
+
     def split_call(self, inputs, *args, **kwargs):
         """Keras's: initial_state= holds the forward layer's states, then the
         backward layer's (cut in two halves)."""
@@ -300,6 +307,14 @@ class _Cell:
         # checks the arguments now, as Keras does (named: no default name used up)
         self.layer_class(units, **dict(kwargs, name="cell"))
 
+    def get_config(self) -> dict:
+        """The cell's arguments (a model holding RNN(cell) saves them)."""
+        return {"units": self.units, "name": self.name, **self.kwargs}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
 
 class SimpleRNNCell(_Cell):
     """The cell of SimpleRNN, for RNN(cell)."""
@@ -328,6 +343,13 @@ class StackedRNNCells:
             raise TypeError(f"[StackedRNNCells] unexpected keyword arguments {sorted(kwargs)}")
         self.cells = list(cells)
         self.name = name or _auto_name("StackedRNNCells")
+
+    def get_config(self) -> dict:
+        return {"cells": list(self.cells), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
 
 class RNN(Layer):
@@ -379,6 +401,14 @@ class RNN(Layer):
                 go_backwards=self.go_backwards and k == 0,
                 name=f"{self.name}_cell{k}"))
             self.stack.append(sub)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        if isinstance(config.get("cell"), (list, tuple)):
+            # Keras: a list of cells is a StackedRNNCells, saved with its name
+            # (the weights' paths name it)
+            config["cell"] = StackedRNNCells(self.cells, name=self._stack_name)
+        return config
 
     def _prefix(self, k):
         return "" if len(self.stack) == 1 else f"cell{k}_"
@@ -503,3 +533,8 @@ class RNN(Layer):
         finally:
             ctx.input_shapes = saved
         return [x] + states if self.return_state else x
+
+
+# RNN's cells: not layers in tessera (the arguments of one step), so the
+# classes a saved model's file may name for them (tessera.nn.saving)
+CELLS = (SimpleRNNCell, LSTMCell, GRUCell, StackedRNNCells)
