@@ -268,8 +268,9 @@ def test_lstm_defaults_and_return_state():
     U = lstm.get_weights()[1]
     np.testing.assert_allclose(U.T @ U if U.shape[0] >= U.shape[1] else U @ U.T,
                                np.eye(min(U.shape)), atol=1e-5)  # orthogonal
-    with pytest.raises(ValueError, match=r"\[LSTM\] recurrent_dropout is not supported"):
-        nn.LSTM(3, recurrent_dropout=0.1)
+    with pytest.raises(ValueError, match=r"\[LSTM\] recurrent_dropout must be in \[0, 1\), "
+                                         r"got 1.0"):
+        nn.LSTM(3, recurrent_dropout=1.0)
 
 
 def _mha_ref(q_in, v_in, weights, heads, key_dim, causal=False, mask=None):

@@ -13,6 +13,12 @@ autodiff) runs back through the steps. The number of timesteps is that of
 the input shape; with an axis of unknown length (Input(shape=(None, d)))
 each length met gets its own program (varlen.py).
 
+Dropout works as Keras's (DropoutRNNCell): the masks are drawn once per batch
+and used at every step; `dropout` masks the inputs (one mask, or one per gate
+with recurrent_dropout, as Keras's implementation 1), `recurrent_dropout` the
+state entering each gate's recurrent product (one mask per gate), which
+unrolls the loop in training.
+
 Masks (an Embedding's mask_zero, Masking, or mask=) work as Keras's: at a
 masked step the states keep their values and the output is the previous
 output (zeros with zero_output_for_mask, which Bidirectional sets when it
@@ -105,9 +111,10 @@ class _RNN(Layer):
         self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
         if isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"[{k}] dropout must be in [0, 1), got {dropout!r}")
-        if recurrent_dropout:
-            raise ValueError(f"[{k}] recurrent_dropout is not supported; use dropout (on the "
-                             "inputs) or a Dropout layer")
+        if isinstance(recurrent_dropout, bool) or not 0.0 <= float(recurrent_dropout) < 1.0:
+            raise ValueError(f"[{k}] recurrent_dropout must be in [0, 1), got "
+                             f"{recurrent_dropout!r}")
+        self.recurrent_dropout = float(recurrent_dropout)
         self.stateful = bool(stateful)
         self.carry_states = False  # stateful in a model: the states are in- and outputs
         self.states = None  # stateful: the states the next call starts from (arrays)
@@ -175,12 +182,19 @@ class _RNN(Layer):
             raise ValueError(f"[{self.kind}] layer {self.name!r}: the number of timesteps is "
                              "unknown while writing the program")
         u = self.units
-        if self.dropout:
-            x = f"dropout({x}, {self.dropout!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, " \
-                f"{ctx.training})"
-        if self._fused_cell() is not None:
+        in_masks, state_masks = [], []
+        if (self.dropout or self.recurrent_dropout) and ctx.training != "false":
+            in_masks, state_masks = self._dropout_masks(x, ctx)
+        if len(in_masks) == 1:  # the same mask at every step
+            x = ctx.define("rd_xs", f"{x} * expand_dims({in_masks[0]}, 1)")
+        if self._fused_cell() is not None and not state_masks:
             return self._fused_forward(x, initial, p, ctx, mask)
-        xw = f"({x} @ {p['kernel']})"
+        if len(in_masks) > 1:  # one mask per gate (Keras's implementation 1)
+            xw = "concatenate(list(" + ", ".join(
+                f"({x} * expand_dims({m}, 1)) @ {p['kernel']}[:, {k * u}:{(k + 1) * u}]"
+                for k, m in enumerate(in_masks)) + "), -1)"
+        else:
+            xw = f"({x} @ {p['kernel']})"
         if self.use_bias:
             xw = f"({xw} + {self._input_bias(p)})"
         xw = ctx.define("xw", xw)
@@ -192,7 +206,7 @@ class _RNN(Layer):
         outputs = []
         order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
         for t in order:
-            new = self._step(f"{xw}[:, {t}, :]", states, p, ctx)
+            new = self._step(f"{xw}[:, {t}, :]", states, p, ctx, state_masks)
             if mask is None:
                 states = new
                 outputs.append(states[0])
@@ -213,6 +227,40 @@ class _RNN(Layer):
 
     def _input_bias(self, p):
         return p["bias"]
+
+    def _dropout_masks(self, x, ctx):
+        """Keras's dropout masks of a batch (DropoutRNNCell): drawn once, the
+        same at every step. With recurrent_dropout (Keras's implementation 1) one
+        mask per gate for the inputs and one per gate for the states, else one for
+        the inputs. One draw of (batch, columns), each mask its own columns (a
+        draw depends only on the seed and the element's index); returns the
+        inputs' masks and the states' (lists of variables, maybe empty)."""
+        f, u = ctx.input_shapes[0][2], self.units
+        g = self.gates if self.recurrent_dropout else 1
+        width = g * f + (g * u if self.recurrent_dropout else 0)
+        one = ctx.define("rd_one", f"ones_like(stop_gradient({x}[:, 0, 0:1]))")
+        ones = ctx.define("rd_ones", f"tile({one}, list(1, {width}))")
+        seed = f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}"
+        inputs, states = [], []
+        if self.dropout:
+            d = ctx.define("rd_x", f"dropout({ones}, {self.dropout!r}, {seed}, {ctx.training})")
+            inputs = [ctx.define("rd_xm", f"{d}[:, {k * f}:{(k + 1) * f}]") for k in range(g)]
+        if self.recurrent_dropout:
+            d = ctx.define("rd_h", f"dropout({ones}, {self.recurrent_dropout!r}, {seed}, "
+                                   f"{ctx.training})")
+            states = [ctx.define("rd_hm", f"{d}[:, {g * f + k * u}:{g * f + (k + 1) * u}]")
+                      for k in range(g)]
+        return inputs, states
+
+    def _recurrent_products(self, h, U, masks, gates):
+        """h @ U[:, the gates' columns]: with recurrent dropout each gate's
+        product of h times its own mask (Keras's implementation 1)."""
+        u = self.units
+        if not masks:
+            return f"{h} @ {U}" if gates == self.gates else f"{h} @ {U}[:, 0:{gates * u}]"
+        return "concatenate(list(" + ", ".join(
+            f"({h} * {masks[k]}) @ {U}[:, {k * u}:{(k + 1) * u}]" for k in range(gates)) + \
+            "), -1)"
 
     def _fused_cell(self):
         """The cell name of rnn_sequence for this layer, or None (unrolled)."""
@@ -256,9 +304,10 @@ class SimpleRNN(_RNN):
     gates = 1
     cell_name = "simple_rnn"
 
-    def _step(self, xt, states, p, ctx):
+    def _step(self, xt, states, p, ctx, masks=()):
         (h,) = states
-        return [self._act(f"{xt} + {h} @ {p['recurrent_kernel']}", ctx)]
+        hu = self._recurrent_products(h, p["recurrent_kernel"], masks, 1)
+        return [self._act(f"{xt} + {hu}", ctx)]
 
 
 class LSTM(_RNN):
@@ -279,10 +328,11 @@ class LSTM(_RNN):
     def _n_states(self):
         return 2
 
-    def _step(self, xt, states, p, ctx):
+    def _step(self, xt, states, p, ctx, masks=()):
         h, c = states
         u = self.units
-        z = ctx.define("z", f"{xt} + {h} @ {p['recurrent_kernel']}")
+        hu = self._recurrent_products(h, p["recurrent_kernel"], masks, 4)
+        z = ctx.define("z", f"{xt} + {hu}")
         i = self._ract(f"{z}[:, 0:{u}]", ctx)
         f = self._ract(f"{z}[:, {u}:{2 * u}]", ctx)
         g = self._act(f"{z}[:, {2 * u}:{3 * u}]", ctx)
@@ -317,13 +367,13 @@ class GRU(_RNN):
     def _recurrent_bias(self, p):
         return f"{p['bias']}[1]" if self.reset_after and self.use_bias else "nil"
 
-    def _step(self, xt, states, p, ctx):
+    def _step(self, xt, states, p, ctx, masks=()):
         (h,) = states
         u = self.units
         xz = ctx.define("xz", xt)
         U = p["recurrent_kernel"]
         if self.reset_after:
-            hu = f"{h} @ {U}"
+            hu = self._recurrent_products(h, U, masks, 3)
             if self.use_bias:
                 hu = f"{hu} + {p['bias']}[1]"
             hu = ctx.define("hu", hu)
@@ -331,9 +381,10 @@ class GRU(_RNN):
             r = self._ract(f"{xz}[:, {u}:{2 * u}] + {hu}[:, {u}:{2 * u}]", ctx)
             hh = self._act(f"{xz}[:, {2 * u}:{3 * u}] + {r} * {hu}[:, {2 * u}:{3 * u}]", ctx)
         else:
-            hu = ctx.define("hu", f"{h} @ {U}[:, 0:{2 * u}]")
+            hu = ctx.define("hu", self._recurrent_products(h, U, masks, 2))
             z = self._ract(f"{xz}[:, 0:{u}] + {hu}[:, 0:{u}]", ctx)
             r = self._ract(f"{xz}[:, {u}:{2 * u}] + {hu}[:, {u}:{2 * u}]", ctx)
-            hh = self._act(f"{xz}[:, {2 * u}:{3 * u}] + ({r} * {h}) @ {U}[:, {2 * u}:{3 * u}]",
+            hr = f"({h} * {masks[2]})" if masks else h
+            hh = self._act(f"{xz}[:, {2 * u}:{3 * u}] + ({r} * {hr}) @ {U}[:, {2 * u}:{3 * u}]",
                            ctx)
         return [ctx.define("h", f"{z} * {h} + (1.0 - {z}) * {hh}")]
