@@ -278,6 +278,11 @@ class KLDivergence(Loss):
         yc, pc = f"clip({y}, {_EPS}, 1.0)", f"clip({p}, {_EPS}, 1.0)"
         return f"sum({yc} * log({yc} / {pc}), axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        K = _ops()
+        yc, pc = K.clip(y, float(_EPS), 1.0), K.clip(p, float(_EPS), 1.0)
+        return K.sum(yc * K.log(yc / pc), axis=-1)
+
 
 class Poisson(Loss):
     name = "poisson"
@@ -755,7 +760,7 @@ _BY_NAME = {
 
 
 _SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy",
-                    "CategoricalCrossentropy", "SparseCategoricalCrossentropy")
+                    "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "KLDivergence")
 
 
 def _ops():

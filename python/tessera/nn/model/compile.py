@@ -11,6 +11,7 @@ from .. import metrics as _metrics
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
+from ..step_overrides import compiled_loss_tensor, compiled_loss_value, symbolic_args
 from ..string_inputs import apply_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
@@ -87,6 +88,18 @@ class CompileMixin:
                 per = [list(_as_list(metrics))] * n_out
         return [[self._get_metric(m, losses[k], k) for m in (ms or [])]
                 for k, ms in enumerate(per)]
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras's Model.compute_loss: the step's loss from compile's losses
+        (each times its loss weight), the losses the layers add and the
+        regularizers. fit and evaluate call a subclass's override on
+        symbolic values and train on what it returns (docs/nn.md, "Custom
+        training"); there, `super().compute_loss(...)` is this default. On
+        arrays (outside fit): compile's losses of the arrays, now."""
+        del x, training  # (Keras's default reads neither)
+        if symbolic_args(y, y_pred, sample_weight):
+            return compiled_loss_tensor(self, y, y_pred, sample_weight)
+        return compiled_loss_value(self, y, y_pred, sample_weight)
 
     def get_compile_config(self):
         """Keras's: the arguments compile was given, serialized

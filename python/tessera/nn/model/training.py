@@ -20,6 +20,7 @@ from .. import pipeline as _pipeline
 from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
 from ..training_state import apply_training_state, load_training_state
+from ..step_overrides import refuse_split
 from ..varlen import keeps_graph
 from ..zero import zero_setting
 from ._common import _fmt, _from_py_dataset, refuse_step_overrides
@@ -170,6 +171,8 @@ class TrainingMixin:
         pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
                                deterministic, data_parallel, rows=batch_size, zero=stage)
         self._pipeline = pipe  # this locality's stage (pipeline.StageStep), or None
+        if pipe is not None or stage:
+            refuse_split(self, "training in pipeline stages or under ZeRO")
         if pipe is not None:  # (ZeRO shards each stage's state over its data group: pipe.zero)
             dgroup, n_ranks, rank = pipe.dg, pipe.d, pipe.data_rank
             world = _dist.size()
