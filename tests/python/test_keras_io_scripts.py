@@ -23,6 +23,7 @@ _spec.loader.exec_module(run_all)
 RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens",
         "customizing_saving_and_serialization",
         "endpoint_layer_pattern", "functional_api", "imbalanced_classification",
+        "knowledge_distillation",
         "lstm_character_level_text_generation",
         "lstm_seq2seq", "mlp_image_classification", "mnist_convnet", "sequential_model",
         "serialization_and_saving", "subclassing_conv_layers", "subclassing_layers_models",

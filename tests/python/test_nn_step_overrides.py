@@ -1,9 +1,12 @@
-"""A subclassed Model's compute_loss override traced into fit's and evaluate's
-compiled steps (Keras 3's semantics), against Keras 3 on JAX with the same
-weights and batches: a distiller calling its teacher (whose weights join the
-model's and train, as Keras's), super().compute_loss with compile's loss, the
-regularizers and sample weights, training=False in evaluate; and the hooks
-still refused by name (train_step, test_step, predict_step, compute_metrics)."""
+"""A subclassed Model's compute_loss, train_step and test_step overrides traced
+into fit's and evaluate's compiled steps (Keras 3's semantics), against Keras 3
+on JAX with the same weights and batches: a distiller calling its teacher (whose
+weights join the model's and train, as Keras's), super().compute_loss with
+compile's loss, the regularizers and sample weights, training=False in evaluate;
+keras-io's "customizing fit" train_step/test_step (GradientTape form) against
+Keras's own fit/evaluate; a VAE's train_step against the same losses in Keras's
+compute_loss; and what stays refused, by name (predict_step, compute_metrics,
+unsupported step forms)."""
 
 import numpy as np
 import pytest
@@ -184,8 +187,7 @@ def test_compute_loss_refused_when_the_batch_is_split():
         m.fit(x, y, verbose=0, deterministic=True)
 
 
-@pytest.mark.parametrize("hook,call", [("train_step", "fit"), ("test_step", "evaluate"),
-                                       ("predict_step", "predict"),
+@pytest.mark.parametrize("hook,call", [("predict_step", "predict"),
                                        ("compute_metrics", "fit")])
 def test_other_step_hooks_refused_by_name(hook, call):
     m = _plain(tn, tn.Model.compute_loss)
@@ -198,3 +200,264 @@ def test_other_step_hooks_refused_by_name(hook, call):
             m.predict(x, verbose=0)
         else:
             getattr(m, call)(x, y, verbose=0)
+
+
+# ------------------------------------------------------------ train_step / test_step
+def _guide_class(lib, tape):
+    """keras-io's "Customizing what happens in fit()" first model, with the
+    GradientTape of its TensorFlow version (tessera.nn.GradientTape)."""
+    class CustomModel(lib.Model):
+        def train_step(self, data):
+            x, y = data
+            with tape() as t:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(y=y, y_pred=y_pred)
+            trainable_vars = self.trainable_variables
+            gradients = t.gradient(loss, trainable_vars)
+            self.optimizer.apply(gradients, trainable_vars)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+        def test_step(self, data):
+            x, y = data
+            y_pred = self(x, training=False)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    return CustomModel
+
+
+def _guide_run(lib, cls, w, callbacks=None, verbose=0):
+    inputs = lib.Input(shape=(5,))
+    h = lib.layers.Dense(4, activation="tanh")(inputs)
+    outputs = lib.layers.Dense(1)(h)
+    m = cls(inputs, outputs)
+    if w is not None:
+        m.set_weights(w)
+    m.compile(optimizer=lib.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+    r = np.random.RandomState(3)
+    x = r.randn(32, 5).astype("float32")
+    y = (x[:, :1] * 2 - x[:, 1:2]).astype("float32")
+    hist = m.fit(x, y, epochs=3, batch_size=8, shuffle=False, verbose=verbose,
+                 callbacks=callbacks)
+    ev = m.evaluate(x, y, batch_size=8, verbose=0, return_dict=True)
+    return m.get_weights(), hist.history, ev
+
+
+def test_guide_train_step_and_test_step_as_keras_fit(keras):
+    w0 = [np.asarray(a) for a in _guide_run(keras, keras.Model, None)[0]]
+    kw, kh, kev = _guide_run(keras, keras.Model, w0)  # Keras's own train and test steps
+    tw, th, tev = _guide_run(tn, _guide_class(tn, tn.GradientTape), w0)
+    assert sorted(th) == sorted(kh) == ["loss", "mae"]
+    for key in kh:
+        np.testing.assert_allclose(th[key], kh[key], rtol=2e-4, atol=1e-6)
+    assert sorted(tev) == sorted(kev)
+    for key in kev:
+        np.testing.assert_allclose(tev[key], kev[key], rtol=2e-4, atol=1e-6)
+    for a, b in zip(kw, tw):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_train_step_runs_with_callbacks_history_and_progbar(capsys):
+    seen = []
+
+    class Record(tn.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(("batch", batch, sorted(logs)))
+
+        def on_epoch_end(self, epoch, logs=None):
+            seen.append(("epoch", epoch, sorted(logs)))
+
+    _, hist, _ = _guide_run(tn, _guide_class(tn, tn.GradientTape), None, [Record()], verbose=1)
+    assert seen[0] == ("batch", 0, ["loss", "mae"])
+    assert ("epoch", 2, ["loss", "mae"]) in seen
+    assert len([s for s in seen if s[0] == "batch"]) == 12
+    assert len(hist["loss"]) == 3 and hist["loss"][-1] < hist["loss"][0]
+    out = capsys.readouterr().out
+    assert "Epoch 3/3" in out and "mae" in out
+
+
+def _vae_parts(lib):
+    L = lib.layers
+    ei = lib.Input(shape=(6, 6, 1))
+    x = L.Flatten()(L.Conv2D(3, 3, activation="relu", strides=2, padding="same")(ei))
+    x = L.Dense(8, activation="relu")(x)
+    encoder = lib.Model(ei, [L.Dense(2, name="z_mean")(x), L.Dense(2, name="z_log_var")(x)])
+    li = lib.Input(shape=(2,))
+    x = L.Reshape((3, 3, 2))(L.Dense(18, activation="relu")(li))
+    out = L.Conv2DTranspose(1, 3, activation="sigmoid", strides=2, padding="same")(x)
+    return encoder, lib.Model(li, out)
+
+
+def _vae_losses(lib, data, encoder, decoder):
+    ops = lib.ops
+    z_mean, z_log_var = encoder(data)
+    reconstruction = decoder(z_mean)  # (no sampling noise: the frameworks' draws differ)
+    reconstruction_loss = ops.mean(ops.sum(
+        lib.losses.binary_crossentropy(data, reconstruction), axis=(1, 2)))
+    kl = -0.5 * (1 + z_log_var - ops.square(z_mean) - ops.exp(z_log_var))
+    kl_loss = ops.mean(ops.sum(kl, axis=1))
+    return reconstruction_loss + kl_loss, reconstruction_loss, kl_loss
+
+
+def _vae_run(lib, weights):
+    encoder, decoder = _vae_parts(lib)
+    if weights is not None:
+        encoder.set_weights(weights[0])
+        decoder.set_weights(weights[1])
+
+    class VAE(lib.Model):
+        def __init__(self, encoder, decoder, **kwargs):
+            super().__init__(**kwargs)
+            self.encoder, self.decoder = encoder, decoder
+            self.total_loss_tracker = lib.metrics.Mean(name="loss")
+            self.reconstruction_loss_tracker = lib.metrics.Mean(name="reconstruction_loss")
+            self.kl_loss_tracker = lib.metrics.Mean(name="kl_loss")
+
+        @property
+        def metrics(self):
+            return [self.total_loss_tracker, self.reconstruction_loss_tracker,
+                    self.kl_loss_tracker]
+
+        def _track(self, total, rec, kl):
+            self.total_loss_tracker.update_state(total)
+            self.reconstruction_loss_tracker.update_state(rec)
+            self.kl_loss_tracker.update_state(kl)
+
+        if lib is tn:  # keras-io's VAE: a train_step with a tape
+            def train_step(self, data):
+                with tn.GradientTape() as tape:
+                    total, rec, kl = _vae_losses(lib, data, self.encoder, self.decoder)
+                grads = tape.gradient(total, self.trainable_weights)
+                self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+                self._track(total, rec, kl)
+                return {m.name: m.result() for m in self.metrics}
+        else:  # the same step in Keras on JAX: compute_loss (its train_step is JAX's)
+            def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                             training=True):
+                total, rec, kl = _vae_losses(lib, x, self.encoder, self.decoder)
+                self._track(total, rec, kl)
+                return total
+
+        def call(self, x):
+            return self.decoder(self.encoder(x)[0])
+
+    vae = VAE(encoder, decoder)
+    vae.compile(optimizer=lib.optimizers.Adam(0.01))
+    data = (np.random.RandomState(4).rand(24, 6, 6, 1) < 0.3).astype("float32")
+    hist = vae.fit(data, epochs=2, batch_size=8, shuffle=False, verbose=0)
+    return hist.history, encoder.get_weights() + decoder.get_weights()
+
+
+def test_vae_train_step_as_keras(keras):
+    e, d = _vae_parts(keras)
+    weights = (e.get_weights(), d.get_weights())
+    kh, kw = _vae_run(keras, weights)
+    th, tw = _vae_run(tn, weights)
+    assert sorted(th) == sorted(kh) == ["kl_loss", "loss", "reconstruction_loss"]
+    for key in kh:
+        np.testing.assert_allclose(th[key], kh[key], rtol=2e-4, atol=1e-5)
+    for a, b in zip(kw, tw):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=1e-5)
+
+
+def _step_model(train_step):
+    class M(tn.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = tn.layers.Dense(1)
+            self.tracker = tn.metrics.Mean(name="loss")
+
+        def call(self, x):
+            return self.d(x)
+
+    M.train_step = train_step
+    m = M()
+    m.compile(optimizer="sgd", loss="mse")
+    return m
+
+
+def _fit_error(train_step, err, match):
+    m = _step_model(train_step)
+    x = np.zeros((8, 3), "float32")
+    with pytest.raises(err, match=match):
+        m.fit(x, np.zeros((8, 1), "float32"), verbose=0)
+
+
+def test_train_step_forms_not_supported_are_named():
+    def no_tape(self, data):
+        x, y = data
+        self.tracker.update_state(tn.ops.mean(self(x)))
+        return {"loss": self.tracker.result()}
+
+    _fit_error(no_tape, NotImplementedError, r"\[fit\] M.train_step computes no gradient")
+
+    def tensor_log(self, data):
+        x, y = data
+        with tn.GradientTape() as tape:
+            loss = self.compute_loss(y=y, y_pred=self(x))
+        self.optimizer.apply(tape.gradient(loss, self.trainable_weights),
+                             self.trainable_weights)
+        return {"loss": loss}
+
+    _fit_error(tensor_log, NotImplementedError, r"\[train_step\] M.train_step returns 'loss': "
+                                                r"KerasTensor.*keras.metrics.Mean")
+
+    def clipped(self, data):
+        x, y = data
+        with tn.GradientTape() as tape:
+            loss = self.compute_loss(y=y, y_pred=self(x))
+        grads = [g * 0.5 for g in tape.gradient(loss, self.trainable_weights)]
+        self.optimizer.apply(grads, self.trainable_weights)
+        return {"loss": self.tracker.result()}
+
+    _fit_error(clipped, NotImplementedError, r"\[GradientTape.gradient\] .*optimizer.apply.*"
+                                             r"test_nn_step_overrides.py")
+
+    def no_apply(self, data):
+        x, y = data
+        with tn.GradientTape() as tape:
+            loss = self.compute_loss(y=y, y_pred=self(x))
+        tape.gradient(loss, self.trainable_weights)
+        return {"loss": self.tracker.result()}
+
+    _fit_error(no_apply, NotImplementedError, r"never calls self.optimizer.apply")
+
+
+def test_gradient_tape_outside_a_traced_step_raises():
+    with pytest.raises(RuntimeError, match=r"\[GradientTape.gradient\] works inside a Model's "
+                                           r"train_step.*value_and_grad"):
+        with tn.GradientTape() as tape:
+            pass
+        tape.gradient(np.float32(1.0), [])
+
+
+def test_train_step_of_some_weights_trains_only_those():
+    def student_only(self, data):
+        x, y = data
+        with tn.GradientTape() as tape:
+            loss = self.compute_loss(y=y, y_pred=self(x))
+        ws = self.d.trainable_weights[:1]  # the kernel, not the bias
+        self.optimizer.apply(tape.gradient(loss, ws), ws)
+        self.tracker.update_state(loss)
+        return {"loss": self.tracker.result()}
+
+    m = _step_model(student_only)
+    r = np.random.RandomState(5)
+    x, y = r.randn(8, 3).astype("float32"), r.randn(8, 1).astype("float32")
+    m(x[:1])
+    k0, b0 = [np.array(w) for w in m.get_weights()]
+    m.fit(x, y, epochs=2, verbose=0)
+    k1, b1 = m.get_weights()
+    assert not np.allclose(k1, k0)
+    np.testing.assert_array_equal(b1, b0)
+    assert len(m.trainable_weights) == 2  # (only during fit's step)

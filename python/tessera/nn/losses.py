@@ -840,8 +840,10 @@ def _function(cls, name, positional=(), takes_axis=False):
                             f"{2 + len(args)}")
         kwargs.update(zip(positional, args))
         try:
-            return cls(**kwargs).values(y_true, y_pred) if takes_axis else \
-                _without_axis(cls, name, kwargs).values(y_true, y_pred)
+            loss = cls(**kwargs) if takes_axis else _without_axis(cls, name, kwargs)
+            if is_symbolic(y_true) or is_symbolic(y_pred):  # in a traced call or step
+                return loss.symbolic_per_sample(y_true, y_pred)
+            return loss.values(y_true, y_pred)
         except TypeError as e:
             if "unexpected keyword" not in str(e):
                 raise

@@ -16,7 +16,7 @@ from .clipping import SplitNorms
 from .functional import carried_mask_exprs
 from .layers import Activation, Add, BatchNormalization, Context
 from .metric_programs import MetricProgramsMixin
-from . import step_overrides
+from .step_overrides import StepOverridesMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
@@ -93,7 +93,7 @@ def _relus_after_batch_norm(outputs) -> tuple:
     return fused, added
 
 
-class ProgramsMixin(MetricProgramsMixin):
+class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
     """Program writing for Model (see the module doc)."""
 
 
@@ -281,14 +281,8 @@ class ProgramsMixin(MetricProgramsMixin):
             raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
                              "stages yet (the added loss would be left out)")
         self.__dict__["_added_losses"] = added
-        if loss_of is not None and step_overrides.overrides_compute_loss(self):
-            ys_, sw_ = loss_of
-            loss, phs, sw_ph = step_overrides.trace_compute_loss(self, sw_ is not None,
-                                                                 training == "true")
-            writer.names.update({t.id: e for t, e in zip(phs, ys_)})
-            if sw_ph is not None:
-                writer.names[sw_ph.id] = sw_
-            self.__dict__["_custom_loss"] = writer.expr(loss)
+        if loss_of is not None:
+            self._write_step_loss(writer, training, *loss_of)
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -392,7 +386,7 @@ class ProgramsMixin(MetricProgramsMixin):
         return masks[k]
 
     def _program(self, kind):
-        if kind != "predict" and step_overrides.overrides_compute_loss(self):
+        if kind != "predict":
             self._add_step_layers(kind)
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
@@ -433,7 +427,8 @@ class ProgramsMixin(MetricProgramsMixin):
                 weighted = isinstance(kind, tuple) and kind[1]
                 sw = "sw" if weighted else None
                 lstmts, loss = self._loss_text(ys, hs, sw)
-                mstmts, mets = self._metric_exprs(ys, hs, sw)
+                logs = self._step_log_sums(None)  # a traced test_step's logs
+                mstmts, mets = logs if logs is not None else self._metric_exprs(ys, hs, sw)
                 body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
                 extra = ", sw" if weighted else ""
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
@@ -441,20 +436,6 @@ class ProgramsMixin(MetricProgramsMixin):
             prog = _core.Program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
         self._programs[kind_key] = prog
         return prog
-
-    def _add_step_layers(self, kind):
-        """The layers a compute_loss override reaches beyond the model's graph
-        (a distiller's teacher) join the model's weights, as Keras tracks them."""
-        split = isinstance(kind, tuple) and kind[0] in ("train_dp", "train_det")
-        if split or getattr(self, "_pipeline", None) is not None:
-            step_overrides.refuse_split(self, "data-parallel or deterministic training")
-        weighted = isinstance(kind, tuple) and bool(kind[1]) and kind[0] in ("train", "evaluate")
-        new = step_overrides.step_layers(self, weighted)
-        if new:
-            self._layers.extend(new)
-            self._assign_vars()
-            self._create_values()
-            self._programs.clear()
 
     def _zero_plan_for(self, key):
         """The ZeroPlan of a program kind's ZeRO key (made by fit), or None."""
@@ -555,7 +536,9 @@ class ProgramsMixin(MetricProgramsMixin):
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
         # the outputs' masks follow the outputs (for the metrics, _aux_masks)
         masks = [m for m in (self._out_masks or []) if m is not None]
-        aux = [f"list({', '.join(hs + masks)})"] + [s for _, s in stats]
+        # a traced train_step's log sums follow them (_train_program)
+        carried = self.__dict__.get("_step_aux", (None, []))[1]
+        aux = [f"list({', '.join(hs + masks + carried)})"] + [s for _, s in stats]
         held = P if gather is None else \
             gather.shards + (gather.twins if gather.local_grads else []) \
             if gather.stage == 3 else gather.shards + [gather.whole_name(v) for v in P]
@@ -724,7 +707,13 @@ class ProgramsMixin(MetricProgramsMixin):
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
         hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
         self._aux_masks("r_aux[0]")
-        mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
+        carried = self.__dict__.get("_step_aux", (None, []))[1]
+        base = len(hs) + sum(m is not None for m in self._out_masks)
+        logs = self._step_log_sums([f"r_aux[0][{base + i}]" for i in range(len(carried))])
+        if logs is not None:  # a traced train_step's logs, from what the aux value carries
+            mstmts, mets = logs
+        else:
+            mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
         loss_value = across("r_value", weighted_=not weighted_loss)  # weighted already

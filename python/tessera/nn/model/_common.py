@@ -119,9 +119,10 @@ def _from_py_dataset(x, where, steps=None):
 
 # Keras's Model hooks that fit, evaluate and predict call, and that tessera's compiled
 # steps do not: a subclass's override would be silently ignored.
-# (compute_loss overrides are traced into the steps: step_overrides.py)
-_STEP_HOOKS = {"fit": ("train_step", "compute_metrics"),
-               "evaluate": ("test_step", "compute_metrics"),
+# (compute_loss, train_step and test_step overrides are traced into the steps:
+# step_overrides.py)
+_STEP_HOOKS = {"fit": ("compute_metrics",),
+               "evaluate": ("compute_metrics",),
                "predict": ("predict_step",)}
 
 
