@@ -70,6 +70,7 @@ class InferenceMixin:
         x = _from_py_dataset(x, "evaluate", steps)
         if isinstance(x, _data.Dataset):
             ds = x
+            self.__dict__["_labels_given"] = True
             if not self.built:
                 raise RuntimeError("[evaluate] the model is not built")
             self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],

@@ -112,6 +112,7 @@ class TrainingMixin:
             if validation_split:
                 raise ValueError("[fit] validation_split needs arrays; pass validation_data")
             ds = x
+            self.__dict__["_labels_given"] = True
             if ds.batch_size is None:
                 raise ValueError("[fit] the Dataset is not batched: call ds.batch(batch_size)")
             if not self.built:
