@@ -31,7 +31,7 @@ RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens",
         "text_classification_with_transformer", "timeseries_anomaly_detection",
         "timeseries_classification_from_scratch", "timeseries_weather_forecasting",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
-        "working_with_rnns", "writing_your_own_callbacks"]
+        "vae", "working_with_rnns", "writing_your_own_callbacks"]
 
 
 def test_every_script_is_listed():
