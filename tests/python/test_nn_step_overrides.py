@@ -187,19 +187,54 @@ def test_compute_loss_refused_when_the_batch_is_split():
         m.fit(x, y, verbose=0, deterministic=True)
 
 
-@pytest.mark.parametrize("hook,call", [("predict_step", "predict"),
-                                       ("compute_metrics", "fit")])
-def test_other_step_hooks_refused_by_name(hook, call):
+def test_predict_step_refused_by_name():
     m = _plain(tn, tn.Model.compute_loss)
-    setattr(type(m), hook, lambda self, *a, **k: {})
-    x = np.zeros((4, 6), "float32")
-    y = np.zeros((4, 2), "float32")
-    with pytest.raises(NotImplementedError, match=rf"\[{call}\] M overrides Keras's "
-                                                  rf"Model.{hook}.*test_nn_step_overrides.py"):
-        if call == "predict":
-            m.predict(x, verbose=0)
-        else:
-            getattr(m, call)(x, y, verbose=0)
+    type(m).predict_step = lambda self, data: self(data)
+    with pytest.raises(NotImplementedError, match=r"\[predict\] M overrides Keras's "
+                                                  r"Model.predict_step.*test_nn_step_overrides"):
+        m.predict(np.zeros((4, 6), "float32"), verbose=0)
+
+
+def _metrics_run(lib, w):
+    class CM(lib.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = lib.layers.Dense(2)
+            self.extra = lib.metrics.Mean(name="pred_mean")
+
+        def call(self, x):
+            return self.d(x)
+
+        def compute_metrics(self, x, y, y_pred, sample_weight=None):
+            results = super().compute_metrics(x, y, y_pred, sample_weight)
+            self.extra.update_state(lib.ops.mean(y_pred))
+            results["pred_mean"] = self.extra.result()
+            return results
+
+    m = CM()
+    m(np.zeros((1, 4), "float32"))
+    if w is not None:
+        m.set_weights(w)
+    m.compile(optimizer=lib.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
+    r = np.random.RandomState(6)
+    x, y = r.randn(24, 4).astype("float32"), r.randn(24, 2).astype("float32")
+    h = m.fit(x, y, epochs=2, batch_size=6, shuffle=False, verbose=0)
+    ev = m.evaluate(x, y, batch_size=6, verbose=0, return_dict=True)
+    return m.get_weights(), h.history, ev
+
+
+def test_compute_metrics_override_as_keras(keras):
+    w0 = [np.asarray(a) for a in _metrics_run(keras, None)[0]]
+    kw, kh, kev = _metrics_run(keras, w0)
+    tw, th, tev = _metrics_run(tn, w0)
+    assert sorted(th) == sorted(kh) == ["loss", "mae", "pred_mean"]
+    for key in kh:
+        np.testing.assert_allclose(th[key], kh[key], rtol=2e-4, atol=1e-6)
+    assert sorted(tev) == sorted(kev)
+    for key in kev:
+        np.testing.assert_allclose(tev[key], kev[key], rtol=2e-4, atol=1e-6)
+    for a, b in zip(kw, tw):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
 
 
 # ------------------------------------------------------------ train_step / test_step

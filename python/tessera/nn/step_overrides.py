@@ -30,6 +30,7 @@ import inspect
 
 import numpy as np
 
+from . import ops
 from .functional import graph_layers
 from .metric_base import MeanMetricWrapper, Metric
 from .symbolic import KerasTensor, is_symbolic, user_location
@@ -131,6 +132,19 @@ def compiled_loss_value(model, y, y_pred, sample_weight):
     return np.asarray(total, dtype=model.dtype)
 
 
+def _call_compute_loss(model, x, y, y_pred, sample_weight, training):
+    """model.compute_loss as Keras's trainers call it: `training` passed
+    only to an override that takes it (Keras 3.3's compatibility)."""
+    kwargs = {"x": x, "y": y, "y_pred": y_pred, "sample_weight": sample_weight}
+    try:
+        takes = inspect.signature(type(model).compute_loss).parameters
+    except (TypeError, ValueError):
+        takes = {}
+    if "training" in takes or any(p.kind == p.VAR_KEYWORD for p in takes.values()):
+        kwargs["training"] = training
+    return model.compute_loss(**kwargs)
+
+
 def _placeholder(shape, dtype, name):
     return KerasTensor((None,) + tuple(shape), dtype, "input", name=name)
 
@@ -150,17 +164,9 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     x = model.input
     y = ys[0] if len(ys) == 1 else list(ys)
     y_pred = model._as_declared(list(model._outputs))
-    kwargs = {"x": x, "y": y, "y_pred": y_pred, "sample_weight": sw}
-    fn = type(model).compute_loss
-    try:
-        takes = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes = {}
-    if "training" in takes or any(p.kind == p.VAR_KEYWORD for p in takes.values()):
-        kwargs["training"] = training
     owner = _user_override(model, "compute_loss").__name__
     with tracing():
-        loss = model.compute_loss(**kwargs)
+        loss = _call_compute_loss(model, x, y, y_pred, sw, training)
     if not isinstance(loss, KerasTensor):
         raise TypeError(f"[compute_loss] {owner}.compute_loss must return the loss as a scalar "
                         f"computed from its arguments (with keras.ops or NumPy functions), got "
@@ -475,7 +481,8 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     cache = model.__dict__.setdefault("_step_traces", {})
     if key in cache:
         return cache[key]
-    owner = _user_override(model, hook).__name__
+    which = hook.split(":")[1] if hook.startswith("compute_metrics:") else None
+    owner = _user_override(model, "compute_metrics" if which else hook).__name__
     trace = StepTrace(model, hook)
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
     sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
@@ -524,7 +531,11 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     model.__dict__["_step_self_call"] = True
     try:
         with collecting_updates() as record, tracing():
-            logs = getattr(model, hook)(data)
+            if which is not None:
+                logs = _default_step(model, trace, x, y if has_y else None, sw,
+                                     which == "train", held[1])
+            else:
+                logs = getattr(model, hook)(data)
     finally:
         _ACTIVE.reset(token)
         model.__dict__.pop("_step_self_call", None)
@@ -551,7 +562,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
                                                if not isinstance(t, KerasTensor))
             per.append(([(s, t) for s, t in incs if isinstance(t, KerasTensor)], const))
         trace.increments[id(m)] = per
-    trace.logs = _log_entries(logs, owner, hook)
+    trace.logs = _log_entries(logs, owner, "compute_metrics" if which else hook)
     if hook == "train_step" and trace.loss is None:
         raise NotImplementedError(
             f"[fit] {owner}.train_step computes no gradient: tessera traces a train_step "
@@ -562,6 +573,23 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
                                   "(grads, weights) (or apply_gradients): nothing would train")
     cache[key] = trace
     return trace
+
+
+def _default_step(model, trace, x, y, sw, training: bool, loss_tracker):
+    """Keras's own train_step/test_step around a compute_metrics override:
+    the outputs, compute_loss, the loss tracker (weighted by the batch's
+    size), the update of every trainable weight, then compute_metrics."""
+    y_pred = model._as_declared(list(model._outputs))
+    loss = _call_compute_loss(model, x, y, y_pred, sw, training)
+    if not isinstance(loss, KerasTensor) or tuple(loss.shape) != ():
+        raise TypeError(f"[compute_loss] must return the loss as a scalar computed from its "
+                        f"arguments, got {getattr(loss, 'shape', type(loss).__name__)}")
+    if training:
+        trace.loss = loss
+        trace.applied = list(model._params(True))
+    batch = ops.cast(ops.shape(model._inputs[0])[0], "float32")
+    loss_tracker.update_state(loss, sample_weight=batch)
+    return model.compute_metrics(x, y, y_pred, sw)
 
 
 def _log_entries(logs, owner: str, hook: str) -> list:
@@ -589,9 +617,11 @@ def step_trace_for(model, which: str, weighted: bool):
     """The traced override of fit's ("train") or evaluate's ("evaluate")
     step, or None when the model has none."""
     hook = "train_step" if which == "train" else "test_step"
-    if not overridden_step(model, hook):
-        return None
-    return trace_step(model, hook, weighted)
+    if overridden_step(model, hook):
+        return trace_step(model, hook, weighted)
+    if overridden_step(model, "compute_metrics"):
+        return trace_step(model, f"compute_metrics:{which}", weighted)
+    return None
 
 
 def refuse_step_split(model, how: str):

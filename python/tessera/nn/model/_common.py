@@ -119,11 +119,9 @@ def _from_py_dataset(x, where, steps=None):
 
 # Keras's Model hooks that fit, evaluate and predict call, and that tessera's compiled
 # steps do not: a subclass's override would be silently ignored.
-# (compute_loss, train_step and test_step overrides are traced into the steps:
-# step_overrides.py)
-_STEP_HOOKS = {"fit": ("compute_metrics",),
-               "evaluate": ("compute_metrics",),
-               "predict": ("predict_step",)}
+# (compute_loss, compute_metrics, train_step and test_step overrides are traced into
+# the steps: step_overrides.py)
+_STEP_HOOKS = {"fit": (), "evaluate": (), "predict": ("predict_step",)}
 
 
 def refuse_step_overrides(model, caller: str):
@@ -137,7 +135,6 @@ def refuse_step_overrides(model, caller: str):
             f"[{caller}] {type(model).__name__} overrides Keras's Model.{hook} (in class "
             f"{owner.__name__}), called at {user_location()}: tessera.nn compiles its training "
             f"and evaluation steps itself and does not call {hook} yet (the override would be "
-            f"ignored). Override compute_loss instead (traced into the compiled step: it may "
-            f"call sub-models, keras.ops and super().compute_loss, and its loss trains the "
-            f"weights; docs/nn.md, \"Custom training\"), add a loss in call() with "
-            f"self.add_loss(...), or write the loop with tessera.value_and_grad")
+            f"ignored). Post-process predict's outputs instead, or put the computation in "
+            f"call() (compute_loss, compute_metrics, train_step and test_step overrides are "
+            f"traced: docs/nn.md, \"Custom training\")")

@@ -101,6 +101,30 @@ class CompileMixin:
             return compiled_loss_tensor(self, y, y_pred, sample_weight)
         return compiled_loss_value(self, y, y_pred, sample_weight)
 
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Keras's Model.compute_metrics: compile's metrics updated with (y,
+        y_pred), then get_metrics_result(). fit and evaluate call a subclass's
+        override (after the loss tracker's update, as Keras's steps) on
+        symbolic values, and log the dict it returns (docs/nn.md, "Custom
+        training"); there, `super().compute_metrics(...)` is this default."""
+        del x  # (Keras's default does not read it)
+        _, compiled = self._trackers() if self._compiled else (None, None)
+        if compiled is not None:
+            compiled.update_state(y, y_pred, sample_weight)
+        return self.get_metrics_result()
+
+    def get_metrics_result(self) -> dict:
+        """Keras's: {name: result} of every metric in model.metrics (the
+        compiled metrics' dict merged in)."""
+        out = {}
+        for m in self.metrics:
+            r = m.result() if callable(m.result) else m.result
+            if isinstance(r, dict):
+                out.update(r)
+            else:
+                out[m.name] = r
+        return out
+
     def get_compile_config(self):
         """Keras's: the arguments compile was given, serialized
         (serialize_keras_object), or None before compile. model.save keeps
