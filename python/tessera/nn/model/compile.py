@@ -65,6 +65,8 @@ class CompileMixin:
         if weighted_metrics is not None:
             self._compile_args["weighted_metrics"] = weighted_metrics
         self._programs.clear()
+        for traced in ("_loss_traces", "_step_traces"):  # overrides traced again (step_overrides)
+            self.__dict__.pop(traced, None)
         self._opt_state = None
         self._iteration = 0
         self._lr_override = None
