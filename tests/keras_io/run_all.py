@@ -67,6 +67,9 @@ KERAS_CANNOT = {
                                         "not installed here",
     "timeseries_weather_forecasting": "Keras's timeseries_dataset_from_array needs "
                                       "TensorFlow (tf.data), not installed here",
+    "vae": "the guide's train_step takes TensorFlow's GradientTape (keras.GradientTape is "
+           "tessera's), not installed here; test_nn_step_overrides.py compares the VAE's step "
+           "with Keras's compute_loss",
 }
 
 

@@ -23,6 +23,7 @@ _spec.loader.exec_module(run_all)
 RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens",
         "customizing_saving_and_serialization",
         "endpoint_layer_pattern", "functional_api", "imbalanced_classification",
+        "knowledge_distillation",
         "lstm_character_level_text_generation",
         "lstm_seq2seq", "mlp_image_classification", "mnist_convnet", "sequential_model",
         "serialization_and_saving", "subclassing_conv_layers", "subclassing_layers_models",
@@ -30,7 +31,7 @@ RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens",
         "text_classification_with_transformer", "timeseries_anomaly_detection",
         "timeseries_classification_from_scratch", "timeseries_weather_forecasting",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
-        "working_with_rnns", "writing_your_own_callbacks"]
+        "vae", "working_with_rnns", "writing_your_own_callbacks"]
 
 
 def test_every_script_is_listed():

@@ -65,6 +65,7 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
 from .variables import Variable
+from .step_overrides import GradientTape
 from .input_spec import InputSpec
 from .initializers import Initializer
 from .losses import Loss
@@ -92,7 +93,7 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
+    "GradientTape", "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
     "activations",
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",

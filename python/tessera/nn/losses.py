@@ -302,6 +302,11 @@ class KLDivergence(Loss):
         yc, pc = f"clip({y}, {_EPS}, 1.0)", f"clip({p}, {_EPS}, 1.0)"
         return f"sum({yc} * log({yc} / {pc}), axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        K = _ops()
+        yc, pc = K.clip(y, float(_EPS), 1.0), K.clip(p, float(_EPS), 1.0)
+        return K.sum(yc * K.log(yc / pc), axis=-1)
+
 
 class Poisson(Loss):
     name = "poisson"
@@ -786,7 +791,7 @@ _BY_NAME = {
 
 
 _SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy",
-                    "CategoricalCrossentropy", "SparseCategoricalCrossentropy")
+                    "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "KLDivergence")
 
 
 def _ops():
@@ -866,8 +871,10 @@ def _function(cls, name, positional=(), takes_axis=False):
                             f"{2 + len(args)}")
         kwargs.update(zip(positional, args))
         try:
-            return cls(**kwargs).values(y_true, y_pred) if takes_axis else \
-                _without_axis(cls, name, kwargs).values(y_true, y_pred)
+            loss = cls(**kwargs) if takes_axis else _without_axis(cls, name, kwargs)
+            if is_symbolic(y_true) or is_symbolic(y_pred):  # in a traced call or step
+                return loss.symbolic_per_sample(y_true, y_pred)
+            return loss.values(y_true, y_pred)
         except TypeError as e:
             if "unexpected keyword" not in str(e):
                 raise

@@ -16,6 +16,7 @@ from .clipping import SplitNorms
 from .functional import carried_mask_exprs
 from .layers import Activation, Add, BatchNormalization, Context
 from .metric_programs import MetricProgramsMixin
+from .step_overrides import StepOverridesMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
@@ -92,7 +93,7 @@ def _relus_after_batch_norm(outputs) -> tuple:
     return fused, added
 
 
-class ProgramsMixin(MetricProgramsMixin):
+class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
     """Program writing for Model (see the module doc)."""
 
 
@@ -103,7 +104,7 @@ class ProgramsMixin(MetricProgramsMixin):
         return xs, ys
 
     def _forward_code(self, training: str, seed: str, buckets=None, names=None, gather=None,
-                      part=None, marks=None):
+                      part=None, marks=None, loss_of=None):
         """The forward pass as statements and the outputs' names. With
         `buckets` (the bucket plan), every trainable parameter is first
         marked as a member of its gradient bucket (grad_bucket), just before
@@ -127,7 +128,11 @@ class ProgramsMixin(MetricProgramsMixin):
         stages are not made), "counters" {tensor id: number} (each layer's
         random-stream number, recorded when missing, so that a stage draws
         what the whole model draws) and "used", a set receiving the
-        variables of the parameters the code reads."""
+        variables of the parameters the code reads.
+
+        `loss_of` (labels' names, sample weights' name or None): a
+        compute_loss override is written too, its loss kept for _loss_text
+        (step_overrides.py)."""
         xs = names or self._names()[0]
         part = part or {}
         counters = part.get("counters")
@@ -276,6 +281,8 @@ class ProgramsMixin(MetricProgramsMixin):
             raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
                              "stages yet (the added loss would be left out)")
         self.__dict__["_added_losses"] = added
+        if loss_of is not None:
+            self._write_step_loss(writer, training, *loss_of)
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -296,8 +303,24 @@ class ProgramsMixin(MetricProgramsMixin):
         the variables in `regularized`, when given: a pipeline stage's).
         `marks`: the parameters' bucket-marked names (_forward_code), which
         the regularizers read so that their gradients are summed over the
-        data group with the rest of the bucket's."""
+        data group with the rest of the bucket's. A compute_loss override's
+        loss (written by _forward_code) in their stead."""
+        custom = self.__dict__.pop("_custom_loss", None)
+        if custom is not None:
+            self.__dict__.pop("_added_losses", None)  # the override's own business (Keras)
+            return [], custom
         ctx, stmts = self._loss_ctx()
+        terms = self._compiled_loss_terms(ys, hs, sw, ctx, regularized, marks)
+        if not terms:
+            raise ValueError("[compile] the model has no loss to compute: give compile a loss "
+                             "(loss=None, the default as in Keras, leaves only the losses its "
+                             "layers add with add_loss, and it has none)")
+        return stmts, " + ".join(f"({t})" for t in terms)
+
+    def _compiled_loss_terms(self, ys, hs, sw, ctx, regularized=None, marks=None) -> list:
+        """Keras's default compute_loss as expressions to sum: each output's
+        compiled loss times its weight, the layers' added losses, the
+        regularizers."""
         terms = []
         for k, (loss, weight) in enumerate(zip(self._compiled.losses,
                                                self._compiled.loss_weights)):
@@ -307,10 +330,6 @@ class ProgramsMixin(MetricProgramsMixin):
             terms.append(e if weight == 1.0 else f"{weight!r} * ({e})")
         for e in self.__dict__.pop("_added_losses", None) or []:  # Layer.add_loss: summed
             terms.append(f"astype(sum({e}), \"{self.dtype}\")")
-        if not terms:
-            raise ValueError("[compile] the model has no loss to compute: give compile a loss "
-                             "(loss=None, the default as in Keras, leaves only the losses its "
-                             "layers add with add_loss, and it has none)")
         for v in self._params(True):
             layer, p = self._owner[v]
             if regularized is not None and v not in regularized:
@@ -318,7 +337,7 @@ class ProgramsMixin(MetricProgramsMixin):
             if p.regularizer is not None:
                 w = (marks or {}).get(v, v)
                 terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
-        return stmts, " + ".join(f"({t})" for t in terms)
+        return terms
 
     def _output_loss_expr(self, k, ys, hs, sw, ctx) -> str:
         """Output k's compiled loss of labels ys[k] and output hs[k] (Keras's
@@ -367,6 +386,8 @@ class ProgramsMixin(MetricProgramsMixin):
         return masks[k]
 
     def _program(self, kind):
+        if kind != "predict":
+            self._add_step_layers(kind)
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
         kind_key = (kind, tuple(self._params(True)), self.ZERO3_PREFETCH,
@@ -394,7 +415,9 @@ class ProgramsMixin(MetricProgramsMixin):
             finally:
                 self.__dict__.pop("_split_batch", None)
         else:
-            stmts, hs, _ = self._forward_code("false", "0")
+            weighted = isinstance(kind, tuple) and kind[1]
+            stmts, hs, _ = self._forward_code("false", "0", loss_of=(
+                None if kind == "predict" else (ys, "sw" if weighted else None)))
             head = ", ".join(([args] if args else []) + xs)
             if kind == "predict":
                 result = hs[0] if len(hs) == 1 else f"list({', '.join(hs)})"
@@ -404,7 +427,8 @@ class ProgramsMixin(MetricProgramsMixin):
                 weighted = isinstance(kind, tuple) and kind[1]
                 sw = "sw" if weighted else None
                 lstmts, loss = self._loss_text(ys, hs, sw)
-                mstmts, mets = self._metric_exprs(ys, hs, sw)
+                logs = self._step_log_sums(None)  # a traced test_step's logs
+                mstmts, mets = logs if logs is not None else self._metric_exprs(ys, hs, sw)
                 body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
                 extra = ", sw" if weighted else ""
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
@@ -496,7 +520,8 @@ class ProgramsMixin(MetricProgramsMixin):
                              "across processes (data-parallel, ZeRO or deterministic=True)")
         xs, ys = self._names()
         marks = {}
-        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks)
+        stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks,
+                                              loss_of=(ys, "sw" if sample_weighted else None))
         split = weighted or buckets is not None or gather is not None or \
             self.__dict__.get("_split_batch")
         if split and self.__dict__.get("_added_losses"):
@@ -511,7 +536,9 @@ class ProgramsMixin(MetricProgramsMixin):
         lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
         # the outputs' masks follow the outputs (for the metrics, _aux_masks)
         masks = [m for m in (self._out_masks or []) if m is not None]
-        aux = [f"list({', '.join(hs + masks)})"] + [s for _, s in stats]
+        # a traced train_step's log sums follow them (_train_program)
+        carried = self.__dict__.get("_step_aux", (None, []))[1]
+        aux = [f"list({', '.join(hs + masks + carried)})"] + [s for _, s in stats]
         held = P if gather is None else \
             gather.shards + (gather.twins if gather.local_grads else []) \
             if gather.stage == 3 else gather.shards + [gather.whole_name(v) for v in P]
@@ -680,7 +707,13 @@ class ProgramsMixin(MetricProgramsMixin):
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
         hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
         self._aux_masks("r_aux[0]")
-        mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
+        carried = self.__dict__.get("_step_aux", (None, []))[1]
+        base = len(hs) + sum(m is not None for m in self._out_masks)
+        logs = self._step_log_sums([f"r_aux[0][{base + i}]" for i in range(len(carried))])
+        if logs is not None:  # a traced train_step's logs, from what the aux value carries
+            mstmts, mets = logs
+        else:
+            mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
         loss_value = across("r_value", weighted_=not weighted_loss)  # weighted already

@@ -119,9 +119,9 @@ def _from_py_dataset(x, where, steps=None):
 
 # Keras's Model hooks that fit, evaluate and predict call, and that tessera's compiled
 # steps do not: a subclass's override would be silently ignored.
-_STEP_HOOKS = {"fit": ("train_step", "compute_loss", "compute_metrics"),
-               "evaluate": ("test_step", "compute_loss", "compute_metrics"),
-               "predict": ("predict_step",)}
+# (compute_loss, compute_metrics, train_step and test_step overrides are traced into
+# the steps: step_overrides.py)
+_STEP_HOOKS = {"fit": (), "evaluate": (), "predict": ("predict_step",)}
 
 
 def refuse_step_overrides(model, caller: str):
@@ -134,7 +134,7 @@ def refuse_step_overrides(model, caller: str):
         raise NotImplementedError(
             f"[{caller}] {type(model).__name__} overrides Keras's Model.{hook} (in class "
             f"{owner.__name__}), called at {user_location()}: tessera.nn compiles its training "
-            f"and evaluation steps itself, from compile's loss and metrics and the losses its "
-            f"layers add, and does not call {hook} yet (the override would be ignored). Add "
-            f"such a loss in call() with self.add_loss(...), or write the loop with "
-            f"tessera.value_and_grad")
+            f"and evaluation steps itself and does not call {hook} yet (the override would be "
+            f"ignored). Post-process predict's outputs instead, or put the computation in "
+            f"call() (compute_loss, compute_metrics, train_step and test_step overrides are "
+            f"traced: docs/nn.md, \"Custom training\")")

@@ -11,6 +11,7 @@ from .. import metrics as _metrics
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
+from ..step_overrides import compiled_loss_tensor, compiled_loss_value, symbolic_args
 from ..string_inputs import apply_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
@@ -68,6 +69,8 @@ class CompileMixin:
         if weighted_metrics is not None:
             self._compile_args["weighted_metrics"] = weighted_metrics
         self._programs.clear()
+        for traced in ("_loss_traces", "_step_traces"):  # overrides traced again (step_overrides)
+            self.__dict__.pop(traced, None)
         self._opt_state = None
         self._iteration = 0
         self._lr_override = None
@@ -91,6 +94,42 @@ class CompileMixin:
                 per = [list(_as_list(metrics))] * n_out
         return [[self._get_metric(m, losses[k], k) for m in (ms or [])]
                 for k, ms in enumerate(per)]
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras's Model.compute_loss: the step's loss from compile's losses
+        (each times its loss weight), the losses the layers add and the
+        regularizers. fit and evaluate call a subclass's override on
+        symbolic values and train on what it returns (docs/nn.md, "Custom
+        training"); there, `super().compute_loss(...)` is this default. On
+        arrays (outside fit): compile's losses of the arrays, now."""
+        del x, training  # (Keras's default reads neither)
+        if symbolic_args(y, y_pred, sample_weight):
+            return compiled_loss_tensor(self, y, y_pred, sample_weight)
+        return compiled_loss_value(self, y, y_pred, sample_weight)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Keras's Model.compute_metrics: compile's metrics updated with (y,
+        y_pred), then get_metrics_result(). fit and evaluate call a subclass's
+        override (after the loss tracker's update, as Keras's steps) on
+        symbolic values, and log the dict it returns (docs/nn.md, "Custom
+        training"); there, `super().compute_metrics(...)` is this default."""
+        del x  # (Keras's default does not read it)
+        _, compiled = self._trackers() if self._compiled else (None, None)
+        if compiled is not None:
+            compiled.update_state(y, y_pred, sample_weight)
+        return self.get_metrics_result()
+
+    def get_metrics_result(self) -> dict:
+        """Keras's: {name: result} of every metric in model.metrics (the
+        compiled metrics' dict merged in)."""
+        out = {}
+        for m in self.metrics:
+            r = m.result() if callable(m.result) else m.result
+            if isinstance(r, dict):
+                out.update(r)
+            else:
+                out[m.name] = r
+        return out
 
     def get_compile_config(self):
         """Keras's: the arguments compile was given, serialized

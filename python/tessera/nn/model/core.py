@@ -444,6 +444,9 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         self.__dict__["_top_layers"] = None
 
     def _trainable(self, layer, p) -> bool:
+        frozen = self.__dict__.get("_step_frozen")  # weights a train_step does not update
+        if frozen and self._var_of.get((id(layer), p.name)) in frozen:
+            return False
         return p.trainable and layer.trainable and self.trainable
 
     def _params(self, trainable: bool) -> list:

@@ -14,6 +14,7 @@ from ..random import eager_training_seed
 from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
+from ..step_overrides import step_trace_for
 from ._common import _fmt, _from_py_dataset, refuse_step_overrides
 
 
@@ -69,6 +70,7 @@ class InferenceMixin:
         x = _from_py_dataset(x, "evaluate", steps)
         if isinstance(x, _data.Dataset):
             ds = x
+            self.__dict__["_labels_given"] = True
             if not self.built:
                 raise RuntimeError("[evaluate] the model is not built")
             self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
@@ -85,6 +87,7 @@ class InferenceMixin:
         else:
             xs = self._prepare_x(x, "evaluate")
             self._specialize([a.shape[1:] for a in xs], "evaluate", verbose)
+            self.__dict__["_labels_given"] = y is not None  # (a traced test_step's data)
             if y is None:
                 y = self._no_labels(len(xs[0]), "evaluate")
             ys = self._prepare_y(y, len(xs[0]), "evaluate")
@@ -97,14 +100,17 @@ class InferenceMixin:
         cbs = _cbs if _cbs is not None else self._inference_callbacks(callbacks, verbose, steps,
                                                                       "evaluate")
         prog = self._program(("evaluate", weighted))
-        sizes = self._metric_sizes()
+        trace = step_trace_for(self, "evaluate", weighted)  # a test_step override's logs
+        sizes = trace.sizes() if trace is not None else self._metric_sizes()
         cbs.on_test_begin()  # (before the weights are read: a callback may set them)
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
         total_loss, seen = 0.0, 0
         totals = [np.zeros(s) for s in sizes]
-        names = self._metric_log_names()
+        names = trace.names if trace is not None else self._metric_log_names()
 
         def running():
+            if trace is not None:  # Keras's logs: what test_step returns
+                return dict(zip(names, trace.results(totals)))
             out = {"loss": total_loss / max(seen, 1)}
             out.update(zip(names, self._metric_results(totals)))
             return out
@@ -122,7 +128,8 @@ class InferenceMixin:
             if cbs.callbacks:
                 cbs.on_test_batch_end(i, running())
         result = running()
-        self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
+        if trace is None:
+            self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
         cbs.on_test_end(dict(result))
         own_bar = any(type(c).__name__ == "ProgbarLogger" and
                       type(c).__module__ == "tessera.nn.callbacks" for c in cbs.callbacks)
@@ -148,6 +155,10 @@ class InferenceMixin:
         return super()._program(kind)
 
     def __call__(self, *args, **kwargs):
+        if self.__dict__.get("_step_self_call") and args and \
+                [id(t) for t in _data_leaves(args[0])] == [id(t) for t in self._inputs]:
+            # self(x) in a traced train_step/test_step: the outputs the step computes
+            return self._as_declared(list(self._outputs))
         # a model with stateful layers called on arrays (Keras's eager call):
         # predict on them, carrying the states (a symbolic call goes on)
         if args and carried(self._layers) and not self.__dict__.get("_carries_states") and \

@@ -20,6 +20,7 @@ from .. import pipeline as _pipeline
 from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
 from ..training_state import apply_training_state, load_training_state
+from ..step_overrides import refuse_split, step_trace_for
 from ..varlen import keeps_graph
 from ..zero import zero_setting
 from ._common import _fmt, _from_py_dataset, refuse_step_overrides
@@ -111,6 +112,7 @@ class TrainingMixin:
             if validation_split:
                 raise ValueError("[fit] validation_split needs arrays; pass validation_data")
             ds = x
+            self.__dict__["_labels_given"] = True
             if ds.batch_size is None:
                 raise ValueError("[fit] the Dataset is not batched: call ds.batch(batch_size)")
             if not self.built:
@@ -140,6 +142,7 @@ class TrainingMixin:
             xs = self._prepare_x(x, "fit")
             self._specialize([a.shape[1:] for a in xs], "fit", verbose)
             n = len(xs[0])
+            self.__dict__["_labels_given"] = y is not None  # (a traced train_step's data)
             if y is None:
                 y = self._no_labels(n, "fit")
             ys = self._prepare_y(y, n, "fit")
@@ -170,6 +173,8 @@ class TrainingMixin:
         pipe = _pipeline.setup(self, pipeline_split, microbatches, pipeline_schedule,
                                deterministic, data_parallel, rows=batch_size, zero=stage)
         self._pipeline = pipe  # this locality's stage (pipeline.StageStep), or None
+        if pipe is not None or stage:
+            refuse_split(self, "training in pipeline stages or under ZeRO")
         if pipe is not None:  # (ZeRO shards each stage's state over its data group: pipe.zero)
             dgroup, n_ranks, rank = pipe.dg, pipe.d, pipe.data_rank
             world = _dist.size()
@@ -221,7 +226,9 @@ class TrainingMixin:
             self._opt_state = opt.init_state(
                 self._weight_stand_ins() if pipe is not None else self.weights,
                 self._opt_statevars, views=plan is not None or pipe is not None)
-        sizes = self._metric_sizes()
+        trace = step_trace_for(self, "train", weighted) if pipe is None and not chunks and \
+            n_ranks == 1 else None  # a train_step override's logs
+        sizes = trace.sizes() if trace is not None else self._metric_sizes()
         start_epoch, start_batch, acc0 = initial_epoch, 0, None
         steps = n_batches if steps_per_epoch is None else (
             steps_per_epoch if n_batches is None else min(steps_per_epoch, n_batches))
@@ -266,7 +273,7 @@ class TrainingMixin:
         tiling = _core.deterministic()
         if chunks:
             _core.set_deterministic(True)
-        names = self._metric_log_names()
+        names = trace.names if trace is not None else self._metric_log_names()
         # nan_policy='continue': each step is handed the weights and optimizer
         # state (the model and fit drop their references, Program.run
         # consumes its arguments), so the step frees the old arrays at their
@@ -377,8 +384,11 @@ class TrainingMixin:
                     mets = self._split_sums(mets, sizes, chunks or pipe is not None)
                     for t, m in zip(totals, mets):
                         t += np.asarray(m, dtype=np.float64).reshape(t.shape)
-                    logs = {"loss": total_loss / seen}
-                    logs.update(zip(names, self._metric_results(totals)))
+                    if trace is not None:  # Keras's logs: what train_step returns
+                        logs = dict(zip(names, trace.results(totals)))
+                    else:
+                        logs = {"loss": total_loss / seen}
+                        logs.update(zip(names, self._metric_results(totals)))
                     self._position = {"epoch": epoch, "batch": b + 1,
                                       "acc": {"loss": total_loss, "seen": seen,
                                               "totals": [t.copy() for t in totals]}}
@@ -392,7 +402,8 @@ class TrainingMixin:
                 if seen == 0:
                     raise ValueError("[fit] the data gave no batches in this epoch")
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
-                self._hold_metric_state(total_loss, seen, totals)  # model.metrics (Keras's)
+                if trace is None:
+                    self._hold_metric_state(total_loss, seen, totals)  # model.metrics
                 logs = dict(logs)
                 if validation_data is not None and (epoch + 1) % validation_freq == 0:
                     vlogs = self._validate(validation_data, validation_batch_size or
@@ -415,6 +426,7 @@ class TrainingMixin:
                 if pipe is not None:
                     pipe.end()  # every stage's weights and state on every locality
             _core.set_deterministic(tiling)
+            self.__dict__.pop("_step_frozen", None)  # (a train_step's updated weights)
             if ckpts is not None:
                 ckpts.finish(abandon=True)  # fit failed: no commit may wait for the dead
         return history

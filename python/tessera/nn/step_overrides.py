@@ -1,0 +1,693 @@
+"""A subclassed model's `compute_loss`, `train_step` and `test_step`
+overrides, traced into the compiled training and evaluation steps (Keras 3's
+Model semantics).
+
+fit and evaluate call the override once per program, on symbolic values: `x`
+(the model's inputs, as `call` receives them), `y` (placeholders of the labels'
+shapes and dtypes), `y_pred` (the model's outputs) and `sample_weight` (a
+placeholder, or None when the data has no weights), plus `training` when the
+override takes it. What it returns (a scalar) is the step's loss: its gradient
+trains the weights, and it is logged as "loss". Sub-models it calls (a
+distiller's teacher) join the model's weights, as Keras tracks them.
+`super().compute_loss(...)` is the compiled loss of the values it is given,
+plus the losses the layers add and the regularizers (Keras's default).
+
+A `train_step(self, data)` override is traced the same way, on symbolic data
+(x, (x, y) or (x, y, sample_weight)), in the form TensorFlow's guide writes it:
+`with keras.GradientTape() as tape:` the loss, `tape.gradient(loss, weights)`,
+`self.optimizer.apply(grads, weights)` (or `apply_gradients`), metrics'
+`update_state`, and a dict of `m.result()` returned. fit runs the traced
+step as its compiled program: value_and_grad of the tape's loss, the update
+of the weights applied, and each metric's increments summed over the epoch
+(its result logged under the dict's key). `test_step(self, data)` likewise
+for evaluate (no tape).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+
+import numpy as np
+
+from . import ops
+from .functional import graph_layers
+from .metric_base import MeanMetricWrapper, Metric
+from .symbolic import KerasTensor, is_symbolic, user_location
+from .variables import collecting_updates, tracing
+
+__all__ = ["overrides_compute_loss", "step_layers", "trace_compute_loss", "compiled_loss_tensor",
+           "compiled_loss_value", "GradientTape", "trace_step", "step_trace_for",
+           "StepOverridesMixin"]
+
+
+def _user_override(model, hook: str):
+    """The user's class that defines `hook` (None: tessera's own)."""
+    owner = next((c for c in type(model).__mro__ if hook in c.__dict__), None)
+    if owner is None or owner.__module__.startswith("tessera."):
+        return None
+    return owner
+
+
+def overrides_compute_loss(model) -> bool:
+    return _user_override(model, "compute_loss") is not None
+
+
+class CompiledLoss:
+    """The node `super().compute_loss(...)` records: compile's losses of the
+    labels and outputs it was given, plus the layers' added losses and the
+    regularizers, written when the step is (not a layer: no weights)."""
+
+    params: list = []
+    trainable = True
+
+    def __init__(self, model, n_out: int, weighted: bool):
+        self.model, self.n_out, self.weighted = model, n_out, weighted
+        self.name = "compute_loss"
+
+    def _is_custom(self) -> bool:
+        return False
+
+    def forward(self, exprs, p, ctx):
+        n = self.n_out
+        ys, hs = exprs[:n], exprs[n:2 * n]
+        sw = exprs[2 * n] if self.weighted else None
+        terms = self.model._compiled_loss_terms(ys, hs, sw, ctx)
+        dtype = self.model.dtype
+        if not terms:  # Keras on JAX: no loss at all is a loss of 0
+            return f"astype(0.0, \"{dtype}\")"
+        return f"astype({' + '.join(f'({t})' for t in terms)}, \"{dtype}\")"
+
+
+def _flat(v, what: str, where: str) -> list:
+    if isinstance(v, dict):
+        v = list(v.values())
+    vs = list(v) if isinstance(v, (list, tuple)) else [v]
+    for t in vs:
+        if not isinstance(t, KerasTensor):
+            raise TypeError(f"[compute_loss] {what} must be the symbolic values compute_loss "
+                            f"received (or computed from them), got {type(t).__name__} "
+                            f"(at {where})")
+    return vs
+
+
+def compiled_loss_tensor(model, y, y_pred, sample_weight):
+    """Model.compute_loss (Keras's default) on symbolic values: one node
+    written as compile's losses, the added losses and the regularizers."""
+    where = user_location()
+    if model._compiled is None:
+        raise RuntimeError(f"[compute_loss] call model.compile(...) first (at {where})")
+    hs = _flat(y_pred, "y_pred", where)
+    n = len(model._outputs)
+    if len(hs) != n:
+        raise ValueError(f"[compute_loss] y_pred has {len(hs)} values for a model of {n} "
+                         f"outputs (at {where})")
+    given = [l is not None for l in model._compiled.losses]
+    ys = _flat(y, "y", where) if y is not None else []
+    if any(given) and len(ys) != n:
+        raise ValueError(f"[compute_loss] y has {len(ys)} values for a model of {n} outputs "
+                         f"(at {where})")
+    ys = ys or hs  # no compiled loss reads labels
+    ins = ys + hs
+    weighted = sample_weight is not None
+    if weighted:
+        ins += _flat(sample_weight, "sample_weight", where)[:1]
+    node = CompiledLoss(model, n, weighted)
+    return KerasTensor((), model.dtype, "layer", args=(node, ins, True), where=where)
+
+
+def compiled_loss_value(model, y, y_pred, sample_weight):
+    """Model.compute_loss on arrays (called outside fit): compile's losses,
+    each weighted by its loss weight, of the arrays, now."""
+    c = model._compiled
+    if c is None:
+        raise RuntimeError(f"[compute_loss] call model.compile(...) first (at {user_location()})")
+    n = len(c.losses)
+    ys = list(y) if n > 1 else [y]
+    ps = list(y_pred) if n > 1 else [y_pred]
+    total = 0.0
+    for loss, w, yv, pv in zip(c.losses, c.loss_weights, ys, ps):
+        if loss is not None and w:
+            total += w * float(loss(np.asarray(yv), np.asarray(pv), sample_weight))
+    return np.asarray(total, dtype=model.dtype)
+
+
+def _call_compute_loss(model, x, y, y_pred, sample_weight, training):
+    """model.compute_loss as Keras's trainers call it: `training` passed
+    only to an override that takes it (Keras 3.3's compatibility)."""
+    kwargs = {"x": x, "y": y, "y_pred": y_pred, "sample_weight": sample_weight}
+    try:
+        takes = inspect.signature(type(model).compute_loss).parameters
+    except (TypeError, ValueError):
+        takes = {}
+    if "training" in takes or any(p.kind == p.VAR_KEYWORD for p in takes.values()):
+        kwargs["training"] = training
+    return model.compute_loss(**kwargs)
+
+
+def _placeholder(shape, dtype, name):
+    return KerasTensor((None,) + tuple(shape), dtype, "input", name=name)
+
+
+def trace_compute_loss(model, weighted: bool, training: bool):
+    """(loss tensor, label placeholders, sample-weight placeholder or None):
+    the override called on symbolic values (cached per kind and labels)."""
+    specs = tuple(getattr(model, "_label_specs", None) or ())
+    key = (weighted, training, specs, model.dtype)
+    cache = model.__dict__.setdefault("_loss_traces", {})
+    if key in cache:
+        return cache[key]
+    if not specs:
+        specs = tuple((tuple(t.shape[1:]), model.dtype) for t in model._outputs)
+    ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
+    sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
+    x = model.input
+    y = ys[0] if len(ys) == 1 else list(ys)
+    y_pred = model._as_declared(list(model._outputs))
+    owner = _user_override(model, "compute_loss").__name__
+    with tracing():
+        loss = _call_compute_loss(model, x, y, y_pred, sw, training)
+    if not isinstance(loss, KerasTensor):
+        raise TypeError(f"[compute_loss] {owner}.compute_loss must return the loss as a scalar "
+                        f"computed from its arguments (with keras.ops or NumPy functions), got "
+                        f"{type(loss).__name__}: {loss!r}")
+    if tuple(loss.shape) != ():
+        raise ValueError(f"[compute_loss] {owner}.compute_loss returned a value of shape "
+                         f"{tuple(loss.shape)} (made at {loss.where}): the loss must be a scalar "
+                         "(reduce it, e.g. ops.mean)")
+    cache[key] = (loss, ys, sw)
+    return cache[key]
+
+
+def step_roots(model, which: str, weighted: bool):
+    """(step trace or None, the tensors the step computes besides the
+    model's outputs) of fit's ("train") or evaluate's ("evaluate") step."""
+    trace = step_trace_for(model, which, weighted)
+    if trace is not None:
+        roots = [] if trace.loss is None else [trace.loss]
+        for per in trace.increments.values():
+            roots += [t for incs, _ in per for _, t in incs]
+        for _, y, p, w in trace.builtin.values():
+            roots += [t for t in (y, p, w) if t is not None]
+        return trace, roots
+    if overrides_compute_loss(model):
+        return None, [trace_compute_loss(model, weighted, which == "train")[0]]
+    return None, []
+
+
+def step_layers(model, which: str, weighted: bool) -> list:
+    """The layers an override reaches that the model's graph does not (a
+    teacher called only in compute_loss or train_step), in the order met."""
+    _, roots = step_roots(model, which, weighted)
+    if not roots:
+        return []
+    have = {id(l) for l in model._layers}
+    leaves, _ = graph_layers(roots)
+    return [l for l in leaves if id(l) not in have and not isinstance(l, CompiledLoss)]
+
+
+def refuse_split(model, how: str):
+    """compute_loss overrides in one process only (each part of a split batch
+    would return its own loss, whose weighting tessera cannot know)."""
+    if overrides_compute_loss(model):
+        owner = _user_override(model, "compute_loss").__name__
+        raise NotImplementedError(
+            f"[fit] {owner} overrides compute_loss, which {how} does not support yet (each "
+            "part of the batch would compute its own loss); fit in one process without "
+            f"deterministic=, ZeRO or pipeline stages (at {user_location()})")
+
+
+def symbolic_args(*values) -> bool:
+    return any(is_symbolic(v) for v in values if v is not None) or any(
+        is_symbolic(t) for v in values if isinstance(v, (list, tuple)) for t in v)
+
+
+# ------------------------------------------------------------ train_step / test_step
+
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_step_trace", default=None)
+
+
+class StepGradient:
+    """What GradientTape.gradient gives in a traced train_step: the gradient
+    of the tape's target for one weight, for optimizer.apply (or
+    apply_gradients) only."""
+
+    def __init__(self, trace, var: str):
+        self.trace, self.var = trace, var
+
+    def _refuse(self, *args, **kwargs):
+        raise NotImplementedError(
+            f"[GradientTape.gradient] the gradients of a traced train_step can only be passed "
+            f"to self.optimizer.apply(grads, weights) (or apply_gradients) as they are; "
+            f"computing with them (clipping, scaling) is not supported yet: set the "
+            f"optimizer's clipnorm/clipvalue instead (at {user_location()})")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __neg__ = __pow__ = __array__ = _refuse
+
+    def __repr__(self):
+        return f"<gradient of {self.var} in a traced train_step>"
+
+
+class GradientTape:
+    """tessera.nn.GradientTape: the tape of a Model's train_step override, as
+    TensorFlow's is written (`with keras.GradientTape() as tape: ...`,
+    `tape.gradient(loss, self.trainable_weights)`). fit traces the step into
+    its compiled program: the gradient is that program's (value_and_grad of
+    the loss), and the gradients go to `self.optimizer.apply(grads, weights)`
+    (or `apply_gradients(zip(grads, weights))`). Outside a traced train_step
+    it raises; on arrays use tessera.value_and_grad."""
+
+    def __init__(self, persistent=False, watch_accessed_variables=True):
+        self.persistent = persistent
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def watch(self, tensor):
+        """Keras's: every weight the step reads is watched already."""
+
+    def gradient(self, target, sources, output_gradients=None, unconnected_gradients=None):
+        trace = _ACTIVE.get()
+        if trace is None or trace.hook != "train_step":
+            raise RuntimeError(f"[GradientTape.gradient] works inside a Model's train_step "
+                               f"override, which fit traces into its compiled step; on arrays "
+                               f"use tessera.value_and_grad (at {user_location()})")
+        if output_gradients is not None:
+            raise NotImplementedError(f"[GradientTape.gradient] output_gradients is not "
+                                      f"supported (at {user_location()})")
+        return trace.gradient(target, sources)
+
+
+class ResultOf:
+    """metric.result() in a traced step: logged as that metric's result
+    over the interval (Keras's metric reset each epoch)."""
+
+    def __init__(self, metric):
+        self.metric = metric
+
+
+class _CompileMetricsProxy:
+    """model.metrics' CompileMetrics while a step is traced: update_state
+    records compile's metrics, result() gives their results by log name."""
+
+    name = "compile_metrics"
+
+    def __init__(self, trace, real):
+        self.trace, self.real = trace, real
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        per = self.real._per_output
+        ys = [y_true] if len(per) == 1 else list(y_true)
+        ps = [y_pred] if len(per) == 1 else list(y_pred)
+        for ms, y, p in zip(per, ys, ps):
+            for m in ms:
+                m.update_state(y, p, sample_weight=sample_weight)
+
+    def result(self):
+        ms = [m for per in self.real._per_output for m in per]
+        return {name: ResultOf(m) for name, m in zip(self.real._log_names, ms)}
+
+    def reset_state(self):
+        pass
+
+
+class StepTrace:
+    """A train_step or test_step override traced on symbolic data: the loss
+    its tape differentiates, the weights its optimizer.apply updates, and
+    the logs it returns, each a metric's result with the increments its
+    update_state made (summed over an epoch's batches by fit)."""
+
+    def __init__(self, model, hook: str):
+        self.model, self.hook = model, hook
+        self.loss = None  # the tape's target
+        self.sources: list = []
+        self.applied = None  # the weights optimizer.apply updates (program names)
+        self.builtin: dict = {}  # id(metric) -> (metric, y, p, w): a built-in's update
+        self.logs: list = []  # (name, metric)
+        self.increments: dict = {}  # id(metric) -> per variable: [(sign, tensor)], const
+        self.placeholders = ([], None)
+
+    def var_name(self, v, what: str) -> str:
+        layer, pname = getattr(v, "_layer", None), getattr(v, "_param", None)
+        name = self.model._var_of.get((id(layer), pname)) if layer is not None else None
+        if name is None:
+            raise ValueError(f"[{what}] {v!r} is not one of the model's weights (the weights "
+                             f"of the layers its call and {self.hook} use) (at "
+                             f"{user_location()})")
+        return name
+
+    def gradient(self, target, sources):
+        where = user_location()
+        if self.loss is not None:
+            raise NotImplementedError(f"[GradientTape.gradient] is called twice in the traced "
+                                      f"{self.hook}: tessera's step takes one loss (at {where})")
+        if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
+            raise ValueError(f"[GradientTape.gradient] the target must be the scalar loss "
+                             f"computed in the step, got "
+                             f"{getattr(target, 'shape', type(target).__name__)} (at {where})")
+        srcs = list(sources.values()) if isinstance(sources, dict) else list(sources)
+        self.sources = [self.var_name(v, "GradientTape.gradient") for v in srcs]
+        self.loss = target
+        return [StepGradient(self, n) for n in self.sources]
+
+    def apply(self, optimizer, grads, variables, what="apply"):
+        where = user_location()
+        if optimizer is not self.model.optimizer:
+            raise ValueError(f"[Optimizer.{what}] only the model's compiled optimizer "
+                             f"(self.optimizer) can be applied in a traced {self.hook} "
+                             f"(at {where})")
+        if self.applied is not None:
+            raise NotImplementedError(f"[Optimizer.{what}] is called twice in the traced "
+                                      f"{self.hook}: tessera's step makes one update (at {where})")
+        grads, variables = list(grads), list(variables)
+        if len(grads) != len(variables):
+            raise ValueError(f"[Optimizer.{what}] {len(grads)} gradients for "
+                             f"{len(variables)} weights (at {where})")
+        names = []
+        for g, v in zip(grads, variables):
+            name = self.var_name(v, f"Optimizer.{what}")
+            if not isinstance(g, StepGradient) or g.trace is not self:
+                raise NotImplementedError(
+                    f"[Optimizer.{what}] the gradient given for {name} is "
+                    f"{type(g).__name__}: a traced {self.hook} applies the gradients its "
+                    f"GradientTape.gradient returned, as they are (at {where})")
+            if g.var != name:
+                raise ValueError(f"[Optimizer.{what}] the gradient of {g.var} is given for the "
+                                 f"weight {name} (at {where})")
+            names.append(name)
+        self.applied = names
+
+    # -------------------------------------------------------------- logs
+    def carried(self, writer) -> list:
+        """The values the logs' sums are made of (the metrics' arguments and
+        increments), written with the step: the training step carries them
+        out of its differentiated function (sum_exprs makes the sums after)."""
+        out = []
+        for _, m in self.logs:
+            entry = self.builtin.get(id(m))
+            if entry is not None:
+                out += [writer.expr(t) for t in entry[1:] if t is not None]
+                continue
+            for incs, _ in self.increments.get(id(m), ()):
+                out += [writer.expr(t) for _, t in incs]
+        return out
+
+    def sum_exprs(self, names, ctx) -> list:
+        """Every log's per-batch sums (float64 expressions) of the carried
+        values' `names`, in order."""
+        it = iter(names)
+        out = []
+        for _, m in self.logs:
+            entry = self.builtin.get(id(m))
+            if entry is not None:
+                _, y, p, w = entry
+                y_, p_ = next(it), next(it)
+                w_ = None if w is None else next(it)
+                exprs = m.expressions_for(y_, p_, w_, ctx, (tuple(y.shape[1:]), y.dtype),
+                                          tuple(p.shape[1:]))
+                out += [f"astype({e}, \"float64\")" for e in exprs]
+                continue
+            for (incs, const), v in zip(self.increments.get(id(m), ()), m.variables):
+                terms = [f"{'-' if s < 0 else ''}astype({next(it)}, \"float64\")"
+                         for s, _ in incs]
+                terms.append(f"zeros({list(v.shape)}, dtype=\"float64\") + {float(const)!r}")
+                out.append(" + ".join(terms))
+        return out
+
+    def sizes(self) -> list:
+        out = []
+        for _, m in self.logs:
+            if id(m) in self.builtin:
+                out += [(), ()]
+            else:
+                out += [tuple(v.shape) for v in m.variables]
+        return out
+
+    def counts(self) -> list:
+        return [2 if id(m) in self.builtin else len(m.variables) for _, m in self.logs]
+
+    @property
+    def names(self) -> list:
+        return [name for name, _ in self.logs]
+
+    def results(self, totals) -> list:
+        out, k = [], 0
+        for (_, m), n in zip(self.logs, self.counts()):
+            part = totals[k:k + n]
+            r = m.result(part) if id(m) in self.builtin else m.stateless_result(part)
+            out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
+            k += n
+        return out
+
+
+def _step_metrics(model) -> list:
+    """The Metric objects a step may update: the model's attributes (and
+    lists of them), model.metrics (a user's property, or the loss tracker
+    and compile's), and compile's metrics."""
+    found: list = []
+
+    def add(m):
+        if isinstance(m, Metric) and all(m is not f for f in found):
+            found.append(m)
+            for ms in getattr(m, "_per_output", None) or []:  # CompileMetrics
+                for u in ms:
+                    add(u)
+
+    for v in list(vars(model).values()):
+        for u in (v if isinstance(v, (list, tuple)) else [v]):
+            add(u)
+    for m in model.metrics:
+        add(m)
+    for ms in model._compiled.metrics if model._compiled else []:
+        for m in ms:
+            add(m)
+    return found
+
+
+def overridden_step(model, hook: str) -> bool:
+    return _user_override(model, hook) is not None
+
+
+def trace_step(model, hook: str, weighted: bool) -> StepTrace:
+    """The override `hook` ("train_step" or "test_step") called on symbolic
+    data, as fit/evaluate give it: x, (x, y) or (x, y, sample_weight)."""
+    specs = tuple(getattr(model, "_label_specs", None) or ())
+    has_y = model.__dict__.get("_labels_given", True)
+    key = (hook, weighted, specs, has_y, model.dtype)
+    cache = model.__dict__.setdefault("_step_traces", {})
+    if key in cache:
+        return cache[key]
+    which = hook.split(":")[1] if hook.startswith("compute_metrics:") else None
+    owner = _user_override(model, "compute_metrics" if which else hook).__name__
+    trace = StepTrace(model, hook)
+    ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
+    sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
+    trace.placeholders = (ys, sw)
+    x = model.input
+    y = ys[0] if len(ys) == 1 else list(ys)
+    data = x if not has_y else ((x, y) if sw is None else (x, y, sw))
+    model._trackers()
+    held = model.__dict__["_tracker_objects"]
+    metrics = _step_metrics(model)
+    saved = {id(m): [np.array(v.value, copy=True) for v in m.variables] for m in metrics}
+    shadowed = []
+
+    def record_builtin(m):
+        def update_state(y_true=None, y_pred=None, sample_weight=None, **kwargs):
+            if not (isinstance(y_true, KerasTensor) and isinstance(y_pred, KerasTensor)):
+                raise TypeError(f"[{m.name}] update_state in a traced {hook} takes the step's "
+                                f"symbolic (y_true, y_pred), got {type(y_true).__name__} and "
+                                f"{type(y_pred).__name__} (at {user_location()})")
+            if not isinstance(m, MeanMetricWrapper):
+                raise NotImplementedError(
+                    f"[{m.name}] {type(m).__name__}.update_state in a traced {hook} is not "
+                    f"supported yet (mean metrics such as accuracy and mae are, and Metric "
+                    f"subclasses with update_state, e.g. keras.metrics.Mean) "
+                    f"(at {user_location()})")
+            if id(m) in trace.builtin:
+                raise NotImplementedError(f"[{m.name}] update_state is called twice in the "
+                                          f"traced {hook} (at {user_location()})")
+            trace.builtin[id(m)] = (m, y_true, y_pred, sample_weight)
+        return update_state
+
+    for m in metrics:
+        m.__dict__["result"] = (lambda m=m: ResultOf(m))
+        if not m._stateful():
+            m.__dict__["update_state"] = record_builtin(m)
+        shadowed.append(m)
+    proxy = _CompileMetricsProxy(trace, held[2]) if held[2] is not None else None
+    if proxy is not None:
+        model.__dict__["_tracker_objects"] = (held[0], held[1], proxy, held[3])
+    optimizer = model.optimizer
+    optimizer.__dict__["apply"] = lambda grads, variables=None: trace.apply(
+        optimizer, grads, variables if variables is not None else model.trainable_weights)
+    optimizer.__dict__["apply_gradients"] = lambda pairs: trace.apply(
+        optimizer, *zip(*list(pairs)) if pairs else ((), ()), what="apply_gradients")
+    token = _ACTIVE.set(trace)
+    model.__dict__["_step_self_call"] = True
+    try:
+        with collecting_updates() as record, tracing():
+            if which is not None:
+                logs = _default_step(model, trace, x, y if has_y else None, sw,
+                                     which == "train", held[1])
+            else:
+                logs = getattr(model, hook)(data)
+    finally:
+        _ACTIVE.reset(token)
+        model.__dict__.pop("_step_self_call", None)
+        model.__dict__["_tracker_objects"] = held
+        for name in ("apply", "apply_gradients"):
+            optimizer.__dict__.pop(name, None)
+        for m in shadowed:
+            m.__dict__.pop("result", None)
+            m.__dict__.pop("update_state", None)
+    # a constant increment (count += 1) ran on the variables: taken back, kept as a constant
+    for m in metrics:
+        per = []
+        for v, before in zip(m.variables, saved[id(m)]):
+            const = np.asarray(v.value, dtype=np.float64) - before
+            v.assign(before)
+            entry = record.get(id(v))
+            if entry is not None and entry[2]:
+                raise ValueError(f"[{m.name}] {type(m).__name__}.update_state assigns "
+                                 f"{v.name!r} (assign) in the traced {hook}: tessera sums each "
+                                 "batch's increments, so state must change by "
+                                 "assign_add/assign_sub only")
+            incs = [] if entry is None else entry[1]
+            const = float(np.sum(const)) + sum(s * float(np.sum(t)) for s, t in incs
+                                               if not isinstance(t, KerasTensor))
+            per.append(([(s, t) for s, t in incs if isinstance(t, KerasTensor)], const))
+        trace.increments[id(m)] = per
+    trace.logs = _log_entries(logs, owner, "compute_metrics" if which else hook)
+    if hook == "train_step" and trace.loss is None:
+        raise NotImplementedError(
+            f"[fit] {owner}.train_step computes no gradient: tessera traces a train_step "
+            "that takes one GradientTape.gradient of its loss and applies it with "
+            "self.optimizer.apply (docs/nn.md, \"Custom training\")")
+    if hook == "train_step" and trace.applied is None:
+        raise NotImplementedError(f"[fit] {owner}.train_step never calls self.optimizer.apply"
+                                  "(grads, weights) (or apply_gradients): nothing would train")
+    cache[key] = trace
+    return trace
+
+
+def _default_step(model, trace, x, y, sw, training: bool, loss_tracker):
+    """Keras's own train_step/test_step around a compute_metrics override:
+    the outputs, compute_loss, the loss tracker (weighted by the batch's
+    size), the update of every trainable weight, then compute_metrics."""
+    y_pred = model._as_declared(list(model._outputs))
+    loss = _call_compute_loss(model, x, y, y_pred, sw, training)
+    if not isinstance(loss, KerasTensor) or tuple(loss.shape) != ():
+        raise TypeError(f"[compute_loss] must return the loss as a scalar computed from its "
+                        f"arguments, got {getattr(loss, 'shape', type(loss).__name__)}")
+    if training:
+        trace.loss = loss
+        trace.applied = list(model._params(True))
+    batch = ops.cast(ops.shape(model._inputs[0])[0], "float32")
+    loss_tracker.update_state(loss, sample_weight=batch)
+    return model.compute_metrics(x, y, y_pred, sw)
+
+
+def _log_entries(logs, owner: str, hook: str) -> list:
+    """(name, metric) per returned log: each value a metric's result()."""
+    if not isinstance(logs, dict):
+        raise TypeError(f"[{hook}] {owner}.{hook} must return its logs as a dict of metric "
+                        f"results, got {type(logs).__name__}")
+    out = []
+    for k, v in logs.items():
+        if isinstance(v, dict):
+            out += _log_entries(v, owner, hook)  # (Keras flattens compile_metrics' dict)
+            continue
+        if not isinstance(v, ResultOf):
+            raise NotImplementedError(
+                f"[{hook}] {owner}.{hook} returns {k!r}: {type(v).__name__}; a traced step's "
+                "logs must be metric results (m.result() of metrics it updates, as keras-io's "
+                "guides return {m.name: m.result() for m in self.metrics}); a tensor logged "
+                "as the last batch's value is not supported yet: track it with a "
+                "keras.metrics.Mean")
+        out.append((k, v.metric))
+    return out
+
+
+def step_trace_for(model, which: str, weighted: bool):
+    """The traced override of fit's ("train") or evaluate's ("evaluate")
+    step, or None when the model has none."""
+    hook = "train_step" if which == "train" else "test_step"
+    if overridden_step(model, hook):
+        return trace_step(model, hook, weighted)
+    if overridden_step(model, "compute_metrics"):
+        return trace_step(model, f"compute_metrics:{which}", weighted)
+    return None
+
+
+def refuse_step_split(model, how: str):
+    for hook in ("train_step", "test_step"):
+        if overridden_step(model, hook):
+            raise NotImplementedError(
+                f"[fit] {type(model).__name__} overrides {hook}, which {how} does not support "
+                f"yet (at {user_location()})")
+
+
+class StepOverridesMixin:
+    """The overrides' part of a model's programs, mixed into ProgramsMixin."""
+
+    def _step_log_sums(self, names):
+        """(statements, sums) of a traced step's logs from the carried
+        values' `names` (_write_step_loss), or None without such a step."""
+        held = self.__dict__.pop("_step_aux", None)
+        if held is None:
+            return None
+        ctx, stmts = self._loss_ctx("_stp")
+        return stmts, held[0].sum_exprs(names if names is not None else held[1], ctx)
+
+    def _write_step_loss(self, writer, training, ys, sw):
+        """A train_step/test_step override's loss and log sums, or a
+        compute_loss override's loss, written with the forward pass
+        (this module); _loss_text and the programs take them."""
+        which = "train" if training == "true" else "evaluate"
+        trace = step_trace_for(self, which, sw is not None)
+        if trace is not None:
+            phs, sw_ph = trace.placeholders
+            writer.names.update({t.id: e for t, e in zip(phs, ys)})
+            if sw_ph is not None:
+                writer.names[sw_ph.id] = sw
+            self.__dict__["_custom_loss"] = f"astype(0.0, \"{self.dtype}\")" \
+                if trace.loss is None else writer.expr(trace.loss)
+            self.__dict__["_step_aux"] = (trace, trace.carried(writer))
+            return
+        if not overrides_compute_loss(self):
+            return
+        loss, phs, sw_ph = trace_compute_loss(self, sw is not None,
+                                                             training == "true")
+        writer.names.update({t.id: e for t, e in zip(phs, ys)})
+        if sw_ph is not None:
+            writer.names[sw_ph.id] = sw
+        self.__dict__["_custom_loss"] = writer.expr(loss)
+
+    def _add_step_layers(self, kind):
+        """The layers an override reaches beyond the model's graph (a
+        distiller's teacher) join the model's weights, as Keras tracks them;
+        a train_step updating only some weights trains only those."""
+        name = kind if isinstance(kind, str) else kind[0]
+        which = "train" if name.startswith("train") else "evaluate"
+        if name in ("train_dp", "train_det") or getattr(self, "_pipeline", None) is not None:
+            how = "data-parallel or deterministic training"
+            refuse_split(self, how)
+            refuse_step_split(self, how)
+            return
+        weighted = isinstance(kind, tuple) and bool(kind[1])
+        self.__dict__.pop("_step_frozen", None)
+        new = step_layers(self, which, weighted)
+        if new:
+            self._layers.extend(new)
+            self._assign_vars()
+            self._create_values()
+            self._programs.clear()
+        trace = step_trace_for(self, which, weighted)
+        if which == "train" and trace is not None:
+            applied = set(trace.applied)
+            self.__dict__["_step_frozen"] = {v for v in self._params(True) if v not in applied}
