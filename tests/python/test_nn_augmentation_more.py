@@ -383,3 +383,91 @@ def test_eager_only_layers_refuse_a_model_with_a_named_error():
     for layer in (nn.MixUp(), nn.RandomHue(0.1), nn.Equalization()):
         with pytest.raises(TypeError, match=rf"\[{type(layer).__name__}\].*Apply it to the data"):
             layer(inp)
+
+
+# ------------------------------------------ warps and policies
+
+BIG = RNG.uniform(0, 255, (2, 20, 22, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(scale=0.4, interpolation="nearest", fill_value=5.0)])
+def test_perspective_draw_matches_keras(keras, kw):
+    t = nn.RandomPerspective(**kw)
+    apply, start, end = t._draw(2, 20, 22)
+    apply = np.array([True, False])
+    k = _keras_apply(keras, "RandomPerspective", kw, BIG,
+                     {"apply_perspective": apply, "start_points": start, "end_points": end,
+                      "input_shape": BIG.shape})
+    _same(t._apply(BIG, (apply, start, end)), k, atol=0.05)
+
+
+@pytest.mark.parametrize("fill_mode", ["reflect", "mirror", "constant"])
+def test_elastic_warp_matches_keras_for_the_same_noise(keras, fill_mode):
+    import jax
+    import jax.numpy as jnp
+
+    s = 0.8
+    alpha, sigma = 22 * 0.1 * s, 20 * 0.05 * s
+    # Keras's elastic_transform draws its noise from a seed: give tessera the same noise
+    noise = np.asarray(jax.random.normal(jnp.array([7, 0], dtype="uint32"), (2, 20, 22),
+                                         dtype="float32"))
+    k = keras.ops.image.elastic_transform(BIG, alpha=alpha, sigma=sigma, fill_mode=fill_mode,
+                                          seed=7)
+    t = nn.RandomElasticTransform(fill_mode=fill_mode)
+    out = t._apply(BIG, (np.array([True, True]), s, noise))
+    _same(out, np.clip(np.asarray(k), 0, 255), atol=0.05)
+
+
+def test_policies_use_keras_operations_and_magnitudes(keras):
+    t, k = nn.RandAugment(factor=0.4, seed=0), keras.layers.RandAugment(factor=0.4)
+    assert list(nn.layers.image_policies._RAND_AUGMENT) == k._AUGMENT_LAYERS
+    compared = 0
+    for name in k._AUGMENT_LAYERS:
+        mine, theirs = t._ops[name], getattr(k, name)
+        for attr in ("factor", "x_factor", "y_factor", "height_factor", "width_factor",
+                     "addition_factor", "threshold_factor", "value_range"):
+            if attr in vars(theirs) and attr in vars(mine):
+                want, got = np.ravel(getattr(theirs, attr)), np.ravel(getattr(mine, attr))
+                if name == "random_translation" or (name, attr) == ("random_rotation", "factor"):
+                    got = np.ravel(getattr(mine, "h_range" if attr == "height_factor" else
+                                           "w_range" if attr == "width_factor" else attr))
+                np.testing.assert_allclose(got, want, err_msg=f"{name}.{attr}")
+                compared += 1
+    assert compared >= 14
+    from keras.src.layers.preprocessing.image_preprocessing import aug_mix
+
+    assert list(nn.AugMix()._ops) == aug_mix.AUGMENT_LAYERS_ALL
+    assert list(nn.AugMix(all_ops=False)._ops) == aug_mix.AUGMENT_LAYERS
+
+
+def test_policies_keep_range_and_are_identity_in_inference():
+    for layer in (nn.RandAugment(seed=1), nn.RandAugment(num_ops=4, factor=(0.2, 0.9), seed=2),
+                  nn.AugMix(seed=3), nn.AugMix(num_chains=2, chain_depth=1, all_ops=False, seed=4),
+                  nn.RandomPerspective(seed=5), nn.RandomElasticTransform(seed=6)):
+        y = layer(BIG)
+        assert y.shape == BIG.shape and y.dtype == np.float32
+        assert y.min() >= -1e-3 and y.max() <= 255 + 1e-3, type(layer).__name__
+        _same(layer(BIG, training=False), BIG)
+    weights, blend, chains = nn.AugMix(num_chains=4, seed=0)._draw()
+    assert weights.shape == (4,) and abs(weights.sum() - 1) < 1e-5 and 0 <= blend <= 1
+    assert all(len(c) <= 3 for c in chains)
+    ops = [n for _ in range(200) for n in nn.RandAugment(seed=None)._draw()]
+    assert set(ops) == set(nn.layers.image_policies._RAND_AUGMENT)
+
+
+def test_pipeline_config_round_trip_with_policies():
+    p = nn.Pipeline([nn.RandAugment(num_ops=3), nn.RandomFlip("horizontal")])
+    q = nn.Pipeline.from_config(p.get_config())
+    assert [type(l).__name__ for l in q.layers] == ["RandAugment", "RandomFlip"]
+    assert q.layers[0].num_ops == 3 and q.layers[1].mode == "horizontal"
+    with pytest.raises(ValueError, match=r"\[Pipeline.from_config\] unknown layer class 'Nope'"):
+        nn.Pipeline.from_config({"layers": [{"class_name": "Nope", "config": {}}]})
+
+
+def test_augmentation_in_a_data_pipeline():
+    ds = tessera.data.Dataset.from_tensor_slices((IMG, np.eye(3, dtype=np.float32))).batch(3)
+    aug = nn.Pipeline([nn.RandomFlip(seed=0), nn.RandomColorJitter(brightness_factor=0.2,
+                                                                    seed=0)])
+    x, y = next(iter(ds.map(lambda x, y: (aug(x), y))))
+    assert np.asarray(x).shape == IMG.shape and np.asarray(y).shape == (3, 3)
+    assert not np.allclose(np.asarray(x), IMG)

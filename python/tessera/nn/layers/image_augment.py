@@ -1,6 +1,7 @@
-"""Keras's other image augmentations: RandomShear, RandomGaussianBlur,
-RandomErasing, the batch mixers MixUp and CutMix (which also mix the
-labels of a {"images", "labels"} dict), Pipeline and MaxNumBoundingBoxes.
+"""Keras's other image augmentations: RandomShear, RandomPerspective,
+RandomElasticTransform, RandomGaussianBlur, RandomErasing, the batch
+mixers MixUp and CutMix (which also mix the labels of a {"images",
+"labels"} dict) and MaxNumBoundingBoxes.
 
 As in image_color.py, each random layer draws (`_draw`) and applies
 (`_apply`) separately, so tests give one draw to tessera and to Keras.
@@ -9,18 +10,15 @@ RandomRotation); the others run eagerly on arrays, as data preprocessing."""
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
-from ..registry import get_registered_object
 from . import image_color, image_preprocessing
 from .base import Layer
 from .image_color import _unit_range
-from .image_preprocessing import _images, _RandomAffine, _RandomImage
+from .image_preprocessing import _check_interp, _images, _RandomAffine, _RandomImage, _sample
 
-__all__ = ["RandomShear", "RandomGaussianBlur", "RandomErasing", "MixUp", "CutMix", "Pipeline",
-           "MaxNumBoundingBoxes"]
+__all__ = ["RandomShear", "RandomPerspective", "RandomElasticTransform", "RandomGaussianBlur",
+           "RandomErasing", "MixUp", "CutMix", "MaxNumBoundingBoxes"]
 
 
 class RandomShear(_RandomAffine):
@@ -138,6 +136,122 @@ def _box_mask(shape, box):
                          np.arange(shape[2], dtype=np.float32), indexing="ij")
     gy, gx = gy[None, :, :, None], gx[None, :, :, None]
     return (gx >= x0) & (gx < x1) & (gy >= y0) & (gy < y1)
+
+
+def _homography(start, end):
+    """The 8 coefficients mapping each end point to its start point (Keras's
+    compute_homography_matrix), for (batch, 4, 2) points."""
+    out = np.empty((len(start), 8))
+    for k, (src, dst) in enumerate(zip(np.asarray(start, np.float64),
+                                       np.asarray(end, np.float64))):
+        rows, rhs = [], []
+        for (sx, sy), (ex, ey) in zip(src, dst):
+            rows.append([ex, ey, 1, 0, 0, 0, -sx * ex, -sx * ey])
+            rhs.append(sx)
+        for (sx, sy), (ex, ey) in zip(src, dst):
+            rows.append([0, 0, 0, ex, ey, 1, -sy * ex, -sy * ey])
+            rhs.append(sy)
+        out[k] = np.linalg.solve(np.array(rows), np.array(rhs))
+    return out
+
+
+class RandomPerspective(_RandomImage):
+    """Warps each image, with probability drawn from factor, by the
+    homography moving its corners by random fractions (in [-scale / 2,
+    scale / 2]) of their coordinates, outside pixels fill_value, like
+    keras.layers.RandomPerspective (as Keras's, the (0, 0) corner stays)."""
+
+    kind = "RandomPerspective"
+
+    def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_value=0.0, seed=None,
+                 data_format=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
+                not 0 <= scale <= 1:
+            raise ValueError(f"[RandomPerspective] scale must be a number in [0, 1], got "
+                             f"{scale!r}")
+        self.scale = float(scale)
+        self.interpolation = _check_interp(interpolation, self.kind)
+        self.fill_value = float(fill_value)
+
+    def _draw(self, n, H, W):
+        p = self._rng.uniform(*self.factor, n)
+        apply = self._rng.random(n) < p
+        move = self._rng.uniform(-0.5 * self.scale, 0.5 * self.scale, (n, 4, 2))
+        start = np.repeat(np.array([[[0.0, 0.0], [W - 1, 0.0], [0.0, H - 1], [W - 1, H - 1]]]),
+                          n, 0)
+        return apply, start.astype(np.float32), (start + start * move).astype(np.float32)
+
+    def _apply(self, a, draw):
+        apply, start, end = draw
+        H, W = a.shape[1], a.shape[2]
+        ys, xs = np.meshgrid(np.arange(H, dtype=np.float64), np.arange(W, dtype=np.float64),
+                             indexing="ij")
+        out = a.copy()
+        for k, t in enumerate(_homography(start, end)):
+            if not apply[k]:
+                continue
+            den = t[6] * xs + t[7] * ys + 1.0
+            sx = (t[0] * xs + t[1] * ys + t[2]) / den
+            sy = (t[3] * xs + t[4] * ys + t[5]) / den
+            out[k] = _sample(a[k], sx, sy, "constant", self.interpolation, self.fill_value)
+        return out.astype(np.float32)
+
+    def _augment(self, a):
+        return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
+
+
+class RandomElasticTransform(_RandomImage):
+    """Displaces each pixel, with probability drawn from factor, by smoothed
+    Gaussian noise (alpha = max(h, w) * 0.1 * s, sigma = min(h, w) * 0.05 *
+    s, s drawn from scale), clipped to value_range, like
+    keras.layers.RandomElasticTransform. As Keras's on JAX, one noise field
+    moves x and y alike."""
+
+    kind = "RandomElasticTransform"
+    _FILL_MODES = ("constant", "nearest", "wrap", "mirror", "reflect")
+
+    def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_mode="reflect",
+                 fill_value=0.0, value_range=(0, 255), seed=None, data_format=None, name=None,
+                 **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+        self.scale = _unit_range(scale, self.kind, "scale")
+        self.interpolation = _check_interp(interpolation, self.kind)
+        if fill_mode not in self._FILL_MODES:
+            raise ValueError(f"[RandomElasticTransform] fill_mode must be one of "
+                             f"{list(self._FILL_MODES)}, got {fill_mode!r}")
+        self.fill_mode, self.fill_value = fill_mode, float(fill_value)
+        self.value_range = image_color._value_range(value_range, self.kind)
+
+    def _draw(self, n, H, W):
+        p = self._rng.uniform(*self.factor, n)
+        apply = self._rng.random(n) < p
+        s = float(self._rng.uniform(*self.scale))
+        return apply, s, self._rng.standard_normal((n, H, W)).astype(np.float32)
+
+    def _apply(self, a, draw):
+        apply, s, noise = draw
+        if self.scale[1] == 0 or self.factor[1] == 0:
+            return a
+        H, W = a.shape[1], a.shape[2]
+        alpha, sigma = max(H, W) * 0.1 * s, min(H, W) * 0.05 * s
+        size = int(6 * sigma) | 1
+        k = _gauss1d(size, sigma)
+        d = noise[..., None] * np.float32(sigma)
+        d = _conv_same(_conv_same(d, k, 2), k, 1)[..., 0]
+        ys, xs = np.meshgrid(np.arange(H, dtype=np.float32), np.arange(W, dtype=np.float32),
+                             indexing="ij")
+        out = a.copy()
+        for i in range(a.shape[0]):
+            if apply[i]:
+                out[i] = _sample(a[i], xs + alpha * d[i], ys + alpha * d[i], self.fill_mode,
+                                 self.interpolation, self.fill_value)
+        return np.clip(out, *self.value_range).astype(np.float32)
+
+    def _augment(self, a):
+        return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
 
 
 class RandomErasing(_RandomImage):
@@ -264,64 +378,6 @@ class CutMix(_Mixer):
             w = np.asarray(w, np.float32).reshape((-1,) + (1,) * (labels.ndim - 1))
             labels = w * labels + (1 - w) * labels[perm]
         return out.astype(np.float32), labels
-
-
-def _layer_from_config(entry):
-    if isinstance(entry, Layer):
-        return entry
-    if not isinstance(entry, dict) or "class_name" not in entry:
-        raise ValueError(f"[Pipeline.from_config] each layer must be a layer or a dict with "
-                         f"'class_name' and 'config', got {entry!r}")
-    name = entry["class_name"]
-    cls = get_registered_object(name) or next(
-        (getattr(m, name) for m in (image_preprocessing, image_color) if name in m.__all__),
-        None) or (globals().get(name) if name in __all__ else None)
-    if not (isinstance(cls, type) and issubclass(cls, Layer)):
-        raise ValueError(f"[Pipeline.from_config] unknown layer class {name!r}: an image "
-                         "preprocessing layer or a registered one")
-    return cls.from_config(dict(entry.get("config") or {}))
-
-
-class Pipeline(Layer):
-    """Applies its layers in order (passing `training` to those taking it),
-    like keras.layers.Pipeline: a chain of preprocessing layers for arrays
-    and data pipelines (in a model, use nn.Sequential)."""
-
-    kind = "Pipeline"
-
-    def __init__(self, layers, name=None):
-        super().__init__(name=name)
-        if not isinstance(layers, (list, tuple)) or not all(isinstance(l, Layer)
-                                                            for l in layers):
-            raise TypeError(f"[Pipeline] layers must be a list of layers, got {layers!r}")
-        self._pipeline_layers = list(layers)
-
-    @property
-    def layers(self):
-        return list(self._pipeline_layers)
-
-    def __call__(self, inputs, training=True):
-        for layer in self._pipeline_layers:
-            takes = "training" in inspect.signature(layer.call).parameters
-            inputs = layer(inputs, training=training) if takes and training is not None \
-                else layer(inputs)
-        return inputs
-
-    def call(self, inputs, training=True):
-        return self(inputs, training=training)
-
-    def get_config(self):
-        return {"name": self.name,
-                "layers": [{"class_name": type(l).__name__, "config": l.get_config()}
-                           for l in self._pipeline_layers]}
-
-    @classmethod
-    def from_config(cls, config):
-        layers = config.get("layers") if isinstance(config, dict) else None
-        if not isinstance(layers, (list, tuple)):
-            raise ValueError(f"[Pipeline.from_config] config must map 'layers' to a list of "
-                             f"layers, got {config!r}")
-        return cls([_layer_from_config(e) for e in layers], name=config.get("name"))
 
 
 class MaxNumBoundingBoxes(Layer):
