@@ -55,12 +55,12 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      TextVectorization, TimeDistributed, UnitNormalization, UpSampling1D,
                      UpSampling2D, ZeroPadding1D, ZeroPadding2D, add, average, concatenate,
                      maximum, minimum, multiply, subtract)
-from .layers import (AugMix, AutoContrast, CutMix, Equalization, MaxNumBoundingBoxes, MixUp,
-                     Pipeline, RandAugment, RandomBrightness, RandomColorDegeneration,
-                     RandomColorJitter, RandomElasticTransform, RandomErasing, RandomGaussianBlur,
-                     RandomGrayscale, RandomHue, RandomInvert, RandomPerspective,
-                     RandomPosterization, RandomSaturation, RandomSharpness, RandomShear,
-                     Solarization)
+from .layers import (AugMix, AutoContrast, ContrastLimitedAdaptiveHistogramEqualization, CutMix,
+                     Equalization, MaxNumBoundingBoxes, MixUp, Pipeline, RandAugment,
+                     RandomBrightness, RandomColorDegeneration, RandomColorJitter,
+                     RandomElasticTransform, RandomErasing, RandomGaussianBlur, RandomGrayscale,
+                     RandomHue, RandomInvert, RandomPerspective, RandomPosterization,
+                     RandomSaturation, RandomSharpness, RandomShear, Solarization)
 from .model import History, Model, Sequential
 from .parallel import ColumnParallelDense, RowParallelDense
 from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
@@ -113,7 +113,8 @@ __all__ = [
     "CategoryEncoding", "CenterCrop", "Discretization", "Hashing", "IntegerLookup",
     "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
-    "AugMix", "AutoContrast", "CutMix", "Equalization", "MaxNumBoundingBoxes", "MixUp", "Pipeline",
+    "AugMix", "AutoContrast", "ContrastLimitedAdaptiveHistogramEqualization", "CutMix",
+    "Equalization", "MaxNumBoundingBoxes", "MixUp", "Pipeline",
     "RandAugment", "RandomBrightness", "RandomColorDegeneration", "RandomColorJitter",
     "RandomElasticTransform", "RandomErasing", "RandomGaussianBlur", "RandomGrayscale",
     "RandomHue", "RandomInvert", "RandomPerspective", "RandomPosterization", "RandomSaturation",

@@ -47,7 +47,8 @@ from .core import (Activation, Dense, Dropout, Embedding, Identity, InputLayer, 
                    ReversibleEmbedding)
 from .image_augment import (CutMix, MaxNumBoundingBoxes, MixUp, RandomElasticTransform,
                             RandomErasing, RandomGaussianBlur, RandomPerspective, RandomShear)
-from .image_color import (AutoContrast, Equalization, RandomBrightness, RandomColorDegeneration,
+from .image_color import (AutoContrast, ContrastLimitedAdaptiveHistogramEqualization,
+                          Equalization, RandomBrightness, RandomColorDegeneration,
                           RandomColorJitter, RandomGrayscale, RandomHue, RandomInvert,
                           RandomPosterization, RandomSaturation, RandomSharpness, Solarization)
 from .image_policies import AugMix, Pipeline, RandAugment

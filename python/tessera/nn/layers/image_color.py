@@ -1,7 +1,8 @@
 """Keras's colour augmentations: RandomBrightness, RandomColorDegeneration,
 RandomGrayscale, RandomHue, RandomSaturation, RandomInvert,
 RandomPosterization, RandomSharpness, RandomColorJitter, and the fixed
-Solarization, AutoContrast and Equalization.
+Solarization, AutoContrast, Equalization and
+ContrastLimitedAdaptiveHistogramEqualization (CLAHE).
 
 Each layer draws its random parameters (`_draw`, from NumPy's generator
 seeded by `seed`) and applies them (`_apply`), so a test can give a draw
@@ -18,7 +19,8 @@ from .image_preprocessing import RandomContrast, _ImageGraph, _images, _RandomIm
 
 __all__ = ["RandomBrightness", "RandomColorDegeneration", "RandomGrayscale", "RandomHue",
            "RandomSaturation", "RandomInvert", "RandomPosterization", "RandomSharpness",
-           "RandomColorJitter", "Solarization", "AutoContrast", "Equalization"]
+           "RandomColorJitter", "Solarization", "AutoContrast", "Equalization",
+           "ContrastLimitedAdaptiveHistogramEqualization"]
 
 _GRAY = np.array([0.2989, 0.587, 0.114], np.float32)  # Keras's rgb_to_grayscale weights
 
@@ -497,3 +499,70 @@ class Equalization(_Random):
         lut = np.clip(np.round(lut), 0, 255)
         at = np.clip(ch / 255.0 * (nb - 1), 0, nb - 1).astype(np.int32)
         return lut[at].astype(np.float32)
+
+
+class ContrastLimitedAdaptiveHistogramEqualization(_Random):
+    """CLAHE, like keras.layers.ContrastLimitedAdaptiveHistogramEqualization:
+    each channel equalized per tile of a tile_grid_size grid (histograms
+    clipped at clip_limit times the mean bin count, the excess spread over
+    all bins), tiles' tables blended bilinearly; applied in training and
+    inference alike, as Keras's. Returns float32 (Keras casts back to the
+    input's dtype)."""
+
+    kind = "ContrastLimitedAdaptiveHistogramEqualization"
+
+    def __init__(self, value_range=(0, 255), clip_limit=4.0, tile_grid_size=(8, 8),
+                 data_format=None, name=None, **kwargs):
+        super().__init__(None, data_format, name, **kwargs)
+        self.value_range = _value_range(value_range, "CLAHE")
+        if isinstance(clip_limit, bool) or not isinstance(clip_limit, (int, float)):
+            raise ValueError(f"[ContrastLimitedAdaptiveHistogramEqualization] clip_limit must be "
+                             f"a number, got {clip_limit!r}")
+        grid = tile_grid_size
+        if not (isinstance(grid, (tuple, list)) and len(grid) == 2 and all(
+                isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in grid)):
+            raise ValueError(f"[ContrastLimitedAdaptiveHistogramEqualization] tile_grid_size must "
+                             f"be two positive ints, got {tile_grid_size!r}")
+        self.clip_limit, self.tile_grid_size = float(clip_limit), tuple(grid)
+
+    def call(self, inputs, training=True):
+        a, back = _images(inputs, self.kind, self.data_format)
+        return back(self._augment(a))
+
+    def _augment(self, a):
+        img = _to_range(a, self.value_range, (0, 255))
+        b, H, W, C = img.shape
+        gh, gw = self.tile_grid_size
+        th, tw = -(-H // gh), -(-W // gw)
+        pad = np.pad(img, ((0, 0), (0, th * gh - H), (0, tw * gw - W), (0, 0)), mode="symmetric")
+        tiles = pad.reshape(b, gh, th, gw, tw, C).transpose(0, 1, 3, 5, 2, 4)
+        ints = np.clip(tiles.reshape(-1, th * tw).astype(np.int32), 0, 255)
+        offsets = (np.arange(ints.shape[0]) * 256)[:, None]
+        hists = np.bincount((ints + offsets).ravel(), minlength=ints.shape[0] * 256)
+        hists = hists.reshape(b, gh, gw, C, 256).astype(np.float32)
+        if self.clip_limit > 0:
+            clipped = np.minimum(hists, np.float32(self.clip_limit * th * tw / 256.0))
+            hists = clipped + (hists - clipped).sum(-1, keepdims=True) / np.float32(256)
+        cdf = np.cumsum(hists, -1, dtype=np.float32)
+        cdf_min = cdf.min(-1, keepdims=True)
+        den = np.float32(th * tw) - cdf_min
+        table = np.clip((cdf - cdf_min) * np.float32(255) / np.where(den == 0, 1, den), 0, 255)
+        table = np.pad(table, ((0, 0), (1, 1), (1, 1), (0, 0), (0, 0)), mode="edge")
+
+        def axis(n, t, g):
+            pos = (np.arange(n, dtype=np.float32) - np.float32(t / 2.0)) / np.float32(t) + 1
+            lo = np.floor(pos)
+            return (np.clip(lo, 0, g + 1).astype(np.int64),
+                    np.clip(lo + 1, 0, g + 1).astype(np.int64), pos - lo)
+
+        y0, y1, wy = axis(th * gh, th, gh)
+        x0, x1, wx = axis(tw * gw, tw, gw)
+        px = np.clip(pad, 0, 255).astype(np.int32)
+        bi, ci = np.arange(b)[:, None, None, None], np.arange(C)[None, None, None, :]
+        Y0, Y1 = y0[None, :, None, None], y1[None, :, None, None]
+        X0, X1 = x0[None, None, :, None], x1[None, None, :, None]
+        WY, WX = wy[None, :, None, None], wx[None, None, :, None]
+        top = table[bi, Y0, X0, ci, px] * (1 - WX) + table[bi, Y0, X1, ci, px] * WX
+        bottom = table[bi, Y1, X0, ci, px] * (1 - WX) + table[bi, Y1, X1, ci, px] * WX
+        out = (top * (1 - WY) + bottom * WY)[:, :H, :W]
+        return _to_range(out.astype(np.float32), (0, 255), self.value_range)
