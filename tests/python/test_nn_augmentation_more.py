@@ -309,8 +309,10 @@ def test_bad_arguments_raise_named_errors(make, match):
 
 
 def test_hue_needs_rgb_images():
-    with pytest.raises(ValueError, match=r"\[RandomHue\] expects RGB images \(3 channels\)"):
-        nn.RandomHue(0.5)(IMG[..., :2])
+    with pytest.raises(ValueError, match=r"\[RandomHue\] expects RGB images \(3 channels\), got "
+                                         r"shape \(3, 6, 7, 2\) \(at .*test_nn_augmentation_more"
+                                         r"\.py:\d+\)"):
+        nn.RandomHue(0.5)(IMG[..., :2])  # (the error names the caller's line)
 
 
 # ------------------------------------------------------ inside a model

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import image_color, image_preprocessing
 from .base import Layer
-from .image_color import _unit_range
+from .image_color import _located, _unit_range
 from .image_preprocessing import _check_interp, _images, _RandomAffine, _RandomImage, _sample
 
 __all__ = ["RandomShear", "RandomPerspective", "RandomElasticTransform", "RandomGaussianBlur",
@@ -98,8 +98,9 @@ class RandomGaussianBlur(_RandomImage):
         ks = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * 2
         if len(ks) != 2 or any(isinstance(k, bool) or not isinstance(k, int) or k <= 0 or
                                k % 2 == 0 for k in ks):
-            raise ValueError(f"[RandomGaussianBlur] kernel_size must be an odd positive int or "
-                             f"two of them, got {kernel_size!r}")
+            raise _located(ValueError,
+                           f"[RandomGaussianBlur] kernel_size must be an odd positive int or "
+                           f"two of them, got {kernel_size!r}")
         self.kernel_size = tuple(ks)
         self.sigma = _unit_range(sigma, self.kind, "sigma")
         self.value_range = image_color._value_range(value_range, self.kind)
@@ -169,8 +170,9 @@ class RandomPerspective(_RandomImage):
         self.factor = _unit_range(factor, self.kind)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
                 not 0 <= scale <= 1:
-            raise ValueError(f"[RandomPerspective] scale must be a number in [0, 1], got "
-                             f"{scale!r}")
+            raise _located(ValueError,
+                           f"[RandomPerspective] scale must be a number in [0, 1], got "
+                           f"{scale!r}")
         self.scale = float(scale)
         self.interpolation = _check_interp(interpolation, self.kind)
         self.fill_value = float(fill_value)
@@ -220,8 +222,9 @@ class RandomElasticTransform(_RandomImage):
         self.scale = _unit_range(scale, self.kind, "scale")
         self.interpolation = _check_interp(interpolation, self.kind)
         if fill_mode not in self._FILL_MODES:
-            raise ValueError(f"[RandomElasticTransform] fill_mode must be one of "
-                             f"{list(self._FILL_MODES)}, got {fill_mode!r}")
+            raise _located(ValueError,
+                           f"[RandomElasticTransform] fill_mode must be one of "
+                           f"{list(self._FILL_MODES)}, got {fill_mode!r}")
         self.fill_mode, self.fill_value = fill_mode, float(fill_value)
         self.value_range = image_color._value_range(value_range, self.kind)
 
@@ -271,8 +274,9 @@ class RandomErasing(_RandomImage):
                                     not isinstance(fill_value, bool)) or \
             (isinstance(fill_value, (tuple, list)) and len(fill_value) == 3)
         if not ok:
-            raise ValueError(f"[RandomErasing] fill_value must be None, a number or a list of "
-                             f"three numbers, got {fill_value!r}")
+            raise _located(ValueError,
+                           f"[RandomErasing] fill_value must be None, a number or a list of "
+                           f"three numbers, got {fill_value!r}")
         self.fill_value = fill_value
         self.value_range = image_color._value_range(value_range, self.kind)
 
@@ -304,15 +308,17 @@ class _Mixer(_RandomImage):
         if isinstance(inputs, dict):
             unknown = set(inputs) - {"images", "labels"}
             if "images" not in inputs or unknown:
-                raise ValueError(f"[{self.kind}] takes images or a dict with 'images' (and "
-                                 f"'labels'), got keys {sorted(inputs)}")
+                raise _located(ValueError,
+                               f"[{self.kind}] takes images or a dict with 'images' (and "
+                               f"'labels'), got keys {sorted(inputs)}")
             a, back = _images(inputs["images"], self.kind, self.data_format)
             labels = inputs.get("labels")
             if labels is not None:
                 labels = np.asarray(labels, np.float32)
                 if labels.ndim == 0 or labels.shape[0] != a.shape[0]:
-                    raise ValueError(f"[{self.kind}] labels must have one row per image "
-                                     f"({a.shape[0]}), got shape {labels.shape}")
+                    raise _located(ValueError,
+                                   f"[{self.kind}] labels must have one row per image "
+                                   f"({a.shape[0]}), got shape {labels.shape}")
             single = np.asarray(inputs["images"]).ndim == 3
         else:
             a, back = _images(inputs, self.kind, self.data_format)
@@ -336,7 +342,7 @@ class MixUp(_Mixer):
     def __init__(self, alpha=0.2, data_format=None, seed=None, name=None, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
-            raise ValueError(f"[MixUp] alpha must be a positive number, got {alpha!r}")
+            raise _located(ValueError, f"[MixUp] alpha must be a positive number, got {alpha!r}")
         self.alpha = float(alpha)
 
     def _draw(self, n, shape):
@@ -392,15 +398,17 @@ class MaxNumBoundingBoxes(Layer):
         super().__init__(name=name, **kwargs)
         self.bounding_box_format = bounding_box_format
         if isinstance(max_number, bool) or not isinstance(max_number, int) or max_number <= 0:
-            raise ValueError(f"[MaxNumBoundingBoxes] max_number must be a positive int, got "
-                             f"{max_number!r}")
+            raise _located(ValueError,
+                           f"[MaxNumBoundingBoxes] max_number must be a positive int, got "
+                           f"{max_number!r}")
         self.max_number, self.fill_value = max_number, int(fill_value)
 
     def _fit(self, v, where):
         v = np.asarray(v)
         if v.ndim < 2:
-            raise ValueError(f"[MaxNumBoundingBoxes] {where} must be batched (batch, boxes, "
-                             f"...), got shape {v.shape}")
+            raise _located(ValueError,
+                           f"[MaxNumBoundingBoxes] {where} must be batched (batch, boxes, "
+                           f"...), got shape {v.shape}")
         n = v.shape[1]
         if n >= self.max_number:
             return v[:, :self.max_number]
@@ -415,8 +423,9 @@ class MaxNumBoundingBoxes(Layer):
         boxes = inputs.get("bounding_boxes")
         if boxes is not None:
             if not isinstance(boxes, dict) or "boxes" not in boxes:
-                raise ValueError("[MaxNumBoundingBoxes] bounding_boxes must be a dict with "
-                                 f"'boxes' (and 'labels'), got {type(boxes).__name__}")
+                raise _located(ValueError,
+                               "[MaxNumBoundingBoxes] bounding_boxes must be a dict with "
+                               f"'boxes' (and 'labels'), got {type(boxes).__name__}")
             out["bounding_boxes"] = {k: self._fit(v, f"bounding_boxes[{k!r}]")
                                      for k, v in boxes.items()}
         return out

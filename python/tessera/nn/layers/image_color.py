@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..symbolic import user_location
 from .image_preprocessing import RandomContrast, _ImageGraph, _images, _RandomImage
 
 __all__ = ["RandomBrightness", "RandomColorDegeneration", "RandomGrayscale", "RandomHue",
@@ -22,15 +23,21 @@ __all__ = ["RandomBrightness", "RandomColorDegeneration", "RandomGrayscale", "Ra
            "RandomColorJitter", "Solarization", "AutoContrast", "Equalization",
            "ContrastLimitedAdaptiveHistogramEqualization"]
 
+def _located(kind, message):
+    """The error to raise: message, then where the user's code is."""
+    return kind(f"{message} (at {user_location()})")
+
+
 _GRAY = np.array([0.2989, 0.587, 0.114], np.float32)  # Keras's rgb_to_grayscale weights
 
 
 def _value_range(v, where):
     if not isinstance(v, (tuple, list)) or len(v) != 2 or not all(
             isinstance(e, (int, float)) and not isinstance(e, bool) for e in v):
-        raise ValueError(f"[{where}] value_range must be a list of two numbers, got {v!r}")
+        raise _located(ValueError,
+                       f"[{where}] value_range must be a list of two numbers, got {v!r}")
     if v[0] == v[1]:
-        raise ValueError(f"[{where}] value_range must have two different ends, got {v!r}")
+        raise _located(ValueError, f"[{where}] value_range must have two different ends, got {v!r}")
     return sorted(float(e) for e in v)
 
 
@@ -41,17 +48,20 @@ def _unit_range(factor, where, name="factor", bounds=(0.0, 1.0), symmetric=False
     if isinstance(factor, (int, float)) and not isinstance(factor, bool):
         f = float(factor)
         if not lo_b <= f <= hi_b:
-            raise ValueError(f"[{where}] {name} must lie in [{lo_b}, {hi_b}], got {factor!r}")
+            raise _located(ValueError,
+                           f"[{where}] {name} must lie in [{lo_b}, {hi_b}], got {factor!r}")
         f = abs(f)
         return (-f if symmetric else max(-f, lo_b)), f
     if isinstance(factor, (tuple, list)) and len(factor) == 2 and all(
             isinstance(e, (int, float)) and not isinstance(e, bool) for e in factor):
         lo, hi = sorted(float(e) for e in factor)
         if lo < lo_b or hi > hi_b:
-            raise ValueError(f"[{where}] {name} must lie in [{lo_b}, {hi_b}], got {factor!r}")
+            raise _located(ValueError,
+                           f"[{where}] {name} must lie in [{lo_b}, {hi_b}], got {factor!r}")
         return lo, hi
-    raise ValueError(f"[{where}] {name} must be a number or a list of two numbers in "
-                     f"[{lo_b}, {hi_b}], got {factor!r}")
+    raise _located(ValueError,
+                   f"[{where}] {name} must be a number or a list of two numbers in "
+                   f"[{lo_b}, {hi_b}], got {factor!r}")
 
 
 def _to_range(a, src, dst):
@@ -66,13 +76,15 @@ def _grayscale(a):
     if a.shape[-1] == 1:
         return a
     if a.shape[-1] != 3:
-        raise ValueError(f"[rgb_to_grayscale] expects 1 or 3 channels, got shape {a.shape}")
+        raise _located(ValueError,
+                       f"[rgb_to_grayscale] expects 1 or 3 channels, got shape {a.shape}")
     return np.tensordot(a, _GRAY, axes=(3, 0))[..., None].astype(np.float32)
 
 
 def _rgb(a, where):
     if a.shape[-1] != 3:
-        raise ValueError(f"[{where}] expects RGB images (3 channels), got shape {a.shape}")
+        raise _located(ValueError,
+                       f"[{where}] expects RGB images (3 channels), got shape {a.shape}")
     return a
 
 
@@ -210,8 +222,9 @@ class RandomGrayscale(_PixelGraph, _Random):
         super().__init__(seed, data_format, name, **kwargs)
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
                 not 0 <= factor <= 1:
-            raise ValueError(f"[RandomGrayscale] factor must be a number in [0, 1], got "
-                             f"{factor!r}")
+            raise _located(ValueError,
+                           f"[RandomGrayscale] factor must be a number in [0, 1], got "
+                           f"{factor!r}")
         self.factor = float(factor)
 
     def _draw(self, n):
@@ -260,8 +273,9 @@ class RandomPosterization(_PixelGraph, _Random):
         super().__init__(seed, data_format, name, **kwargs)
         lo, hi = _unit_range(factor, self.kind, bounds=(1, 8))
         if lo != int(lo) or hi != int(hi):
-            raise ValueError(f"[RandomPosterization] factor must be whole bit counts in [1, 8], "
-                             f"got {factor!r}")
+            raise _located(ValueError,
+                           f"[RandomPosterization] factor must be whole bit counts in [1, 8], "
+                           f"got {factor!r}")
         self.factor = (int(lo), int(hi))
         self.value_range = _value_range(value_range, self.kind)
 
@@ -473,7 +487,7 @@ class Equalization(_Random):
     def __init__(self, value_range=(0, 255), bins=256, data_format=None, name=None, **kwargs):
         super().__init__(None, data_format, name, **kwargs)
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
-            raise ValueError(f"[Equalization] bins must be an int >= 2, got {bins!r}")
+            raise _located(ValueError, f"[Equalization] bins must be an int >= 2, got {bins!r}")
         self.bins = bins
         self.value_range = _value_range(value_range, self.kind)
 
@@ -516,13 +530,15 @@ class ContrastLimitedAdaptiveHistogramEqualization(_Random):
         super().__init__(None, data_format, name, **kwargs)
         self.value_range = _value_range(value_range, "CLAHE")
         if isinstance(clip_limit, bool) or not isinstance(clip_limit, (int, float)):
-            raise ValueError(f"[ContrastLimitedAdaptiveHistogramEqualization] clip_limit must be "
-                             f"a number, got {clip_limit!r}")
+            raise _located(ValueError,
+                           f"[ContrastLimitedAdaptiveHistogramEqualization] clip_limit must be "
+                           f"a number, got {clip_limit!r}")
         grid = tile_grid_size
         if not (isinstance(grid, (tuple, list)) and len(grid) == 2 and all(
                 isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in grid)):
-            raise ValueError(f"[ContrastLimitedAdaptiveHistogramEqualization] tile_grid_size must "
-                             f"be two positive ints, got {tile_grid_size!r}")
+            raise _located(ValueError,
+                           f"[ContrastLimitedAdaptiveHistogramEqualization] tile_grid_size must "
+                           f"be two positive ints, got {tile_grid_size!r}")
         self.clip_limit, self.tile_grid_size = float(clip_limit), tuple(grid)
 
     def call(self, inputs, training=True):

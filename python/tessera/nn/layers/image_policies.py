@@ -15,8 +15,8 @@ from . import image_augment, image_color, image_preprocessing
 from .base import Layer
 from .image_augment import RandomShear
 from .image_color import (AutoContrast, Equalization, RandomBrightness, RandomColorDegeneration,
-                          RandomPosterization, RandomSharpness, Solarization, _unit_range,
-                          _value_range)
+                          RandomPosterization, RandomSharpness, Solarization, _located,
+                          _unit_range, _value_range)
 from .image_preprocessing import (RandomContrast, RandomRotation, RandomTranslation, _check_interp,
                                   _RandomImage)
 
@@ -52,7 +52,7 @@ _RAND_AUGMENT = ["random_shear", "random_translation", "random_rotation", "rando
 
 def _positive_int(v, where, name):
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError(f"[{where}] {name} must be a positive int, got {v!r}")
+        raise _located(ValueError, f"[{where}] {name} must be a positive int, got {v!r}")
     return v
 
 
@@ -101,7 +101,7 @@ class AugMix(_RandomImage):
         self.chain_depth = _positive_int(chain_depth, self.kind, "chain_depth")
         self.factor = _unit_range(factor, self.kind)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
-            raise ValueError(f"[AugMix] alpha must be a positive number, got {alpha!r}")
+            raise _located(ValueError, f"[AugMix] alpha must be a positive number, got {alpha!r}")
         self.alpha, self.all_ops = float(alpha), bool(all_ops)
         self.interpolation = _check_interp(interpolation, self.kind)
         ops = _operations(self.factor, self.value_range, interpolation, self._rng)
@@ -131,15 +131,17 @@ def _layer_from_config(entry):
     if isinstance(entry, Layer):
         return entry
     if not isinstance(entry, dict) or "class_name" not in entry:
-        raise ValueError(f"[Pipeline.from_config] each layer must be a layer or a dict with "
-                         f"'class_name' and 'config', got {entry!r}")
+        raise _located(ValueError,
+                       f"[Pipeline.from_config] each layer must be a layer or a dict with "
+                       f"'class_name' and 'config', got {entry!r}")
     name = entry["class_name"]
     cls = get_registered_object(name) or next(
         (getattr(m, name) for m in (image_preprocessing, image_color, image_augment)
          if name in m.__all__), None) or (globals().get(name) if name in __all__ else None)
     if not (isinstance(cls, type) and issubclass(cls, Layer)):
-        raise ValueError(f"[Pipeline.from_config] unknown layer class {name!r}: an image "
-                         "preprocessing layer or a registered one")
+        raise _located(ValueError,
+                       f"[Pipeline.from_config] unknown layer class {name!r}: an image "
+                       "preprocessing layer or a registered one")
     return cls.from_config(dict(entry.get("config") or {}))
 
 
@@ -154,7 +156,7 @@ class Pipeline(Layer):
         super().__init__(name=name)
         if not isinstance(layers, (list, tuple)) or not all(isinstance(l, Layer)
                                                             for l in layers):
-            raise TypeError(f"[Pipeline] layers must be a list of layers, got {layers!r}")
+            raise _located(TypeError, f"[Pipeline] layers must be a list of layers, got {layers!r}")
         self._pipeline_layers = list(layers)
 
     @property
@@ -180,6 +182,7 @@ class Pipeline(Layer):
     def from_config(cls, config):
         layers = config.get("layers") if isinstance(config, dict) else None
         if not isinstance(layers, (list, tuple)):
-            raise ValueError(f"[Pipeline.from_config] config must map 'layers' to a list of "
-                             f"layers, got {config!r}")
+            raise _located(ValueError,
+                           f"[Pipeline.from_config] config must map 'layers' to a list of "
+                           f"layers, got {config!r}")
         return cls([_layer_from_config(e) for e in layers], name=config.get("name"))
