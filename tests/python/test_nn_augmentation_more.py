@@ -491,3 +491,21 @@ def test_clahe_matches_keras(keras, kw):
     _same(out, jax.jit(lambda v: k(v))(x), atol=1e-3 * x.max())  # (jit: eager takes 10 s)
     _same(t(x, training=False), out)  # applied in inference too, as Keras's
     _same(t(x[0]), out[0])
+
+
+def test_pipeline_on_a_model_tensor_adds_its_layers_random_only_in_fit():
+    x = UNIT[:, :4, :4, :1].copy()
+    inp = nn.Input((4, 4, 1))
+    z = nn.Pipeline([nn.RandomBrightness((0.5, 0.5), value_range=(0, 10)),
+                     nn.RandomInvert((1.0, 1.0), value_range=(0, 10))])(inp)
+    dense = nn.Dense(1, use_bias=False, kernel_initializer="ones")
+    model = nn.Model(inp, dense(nn.Flatten()(z)))
+    model.compile(nn.optimizers.SGD(learning_rate=0.0), "mse")
+    # training: 10 - (x + 5) per pixel, so the output is 80 - sum(x); predict: sum(x)
+    want_fit = 80.0 - x.reshape(3, -1).sum(1, keepdims=True)
+    hist = model.fit(x, want_fit, batch_size=3, epochs=1, verbose=0)
+    assert hist.history["loss"][0] < 1e-6
+    np.testing.assert_allclose(model.predict(x, verbose=0), x.reshape(3, -1).sum(1, keepdims=True),
+                               rtol=1e-5)
+    with pytest.raises(TypeError, match=r"\[MixUp\].*Apply it to the data"):
+        nn.Pipeline([nn.MixUp()])(inp)

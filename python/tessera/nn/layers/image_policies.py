@@ -11,6 +11,7 @@ import inspect
 import numpy as np
 
 from ..registry import get_registered_object
+from ..symbolic import KerasTensor
 from . import image_augment, image_color, image_preprocessing
 from .base import Layer
 from .image_augment import RandomShear
@@ -148,7 +149,8 @@ def _layer_from_config(entry):
 class Pipeline(Layer):
     """Applies its layers in order (passing `training` to those taking it),
     like keras.layers.Pipeline: a chain of preprocessing layers for arrays
-    and data pipelines (in a model, use nn.Sequential)."""
+    and data pipelines; on a model's tensor it adds its layers to the model
+    (those that compile into one)."""
 
     kind = "Pipeline"
 
@@ -164,10 +166,12 @@ class Pipeline(Layer):
         return list(self._pipeline_layers)
 
     def __call__(self, inputs, training=True):
+        # On a model's tensor the model decides (random in fit, identity in predict).
+        symbolic = isinstance(inputs, KerasTensor)
         for layer in self._pipeline_layers:
             takes = "training" in inspect.signature(layer.call).parameters
             inputs = layer(inputs, training=training) if takes and training is not None \
-                else layer(inputs)
+                and not symbolic else layer(inputs)
         return inputs
 
     def call(self, inputs, training=True):
