@@ -491,6 +491,11 @@ def test_clahe_matches_keras(keras, kw):
     _same(out, jax.jit(lambda v: k(v))(x), atol=1e-3 * x.max())  # (jit: eager takes 10 s)
     _same(t(x, training=False), out)  # applied in inference too, as Keras's
     _same(t(x[0]), out[0])
+    u8 = np.round(x * (255 / x.max())).astype(np.uint8)
+    if "value_range" not in kw:  # integer images come back in their dtype, as Keras's
+        got, want = t(u8), jax.jit(lambda v: k(v))(u8)
+        assert got.dtype == np.uint8 and np.asarray(want).dtype == np.uint8
+        assert np.abs(got.astype(int) - np.asarray(want).astype(int)).max() <= 1
 
 
 def test_pipeline_on_a_model_tensor_adds_its_layers_random_only_in_fit():

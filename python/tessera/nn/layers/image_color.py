@@ -520,8 +520,8 @@ class ContrastLimitedAdaptiveHistogramEqualization(_Random):
     each channel equalized per tile of a tile_grid_size grid (histograms
     clipped at clip_limit times the mean bin count, the excess spread over
     all bins), tiles' tables blended bilinearly; applied in training and
-    inference alike, as Keras's. Returns float32 (Keras casts back to the
-    input's dtype)."""
+    inference alike, as Keras's; integer images keep their dtype, as
+    Keras's."""
 
     kind = "ContrastLimitedAdaptiveHistogramEqualization"
 
@@ -543,7 +543,10 @@ class ContrastLimitedAdaptiveHistogramEqualization(_Random):
 
     def call(self, inputs, training=True):
         a, back = _images(inputs, self.kind, self.data_format)
-        return back(self._augment(a))
+        out = back(self._augment(a))
+        dtype = np.asarray(inputs).dtype
+        # As Keras's: integer images come back in their dtype (the cast truncates).
+        return out.astype(dtype) if dtype.kind in "iu" else out
 
     def _augment(self, a):
         img = _to_range(a, self.value_range, (0, 255))
