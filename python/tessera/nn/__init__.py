@@ -55,6 +55,12 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      TextVectorization, TimeDistributed, UnitNormalization, UpSampling1D,
                      UpSampling2D, ZeroPadding1D, ZeroPadding2D, add, average, concatenate,
                      maximum, minimum, multiply, subtract)
+from .layers import (AugMix, AutoContrast, ContrastLimitedAdaptiveHistogramEqualization, CutMix,
+                     Equalization, MaxNumBoundingBoxes, MixUp, Pipeline, RandAugment,
+                     RandomBrightness, RandomColorDegeneration, RandomColorJitter,
+                     RandomElasticTransform, RandomErasing, RandomGaussianBlur, RandomGrayscale,
+                     RandomHue, RandomInvert, RandomPerspective, RandomPosterization,
+                     RandomSaturation, RandomSharpness, RandomShear, Solarization)
 from .model import History, Model, Sequential
 from .parallel import ColumnParallelDense, RowParallelDense
 from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
@@ -108,6 +114,12 @@ __all__ = [
     "CategoryEncoding", "CenterCrop", "Discretization", "Hashing", "IntegerLookup",
     "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
+    "AugMix", "AutoContrast", "ContrastLimitedAdaptiveHistogramEqualization", "CutMix",
+    "Equalization", "MaxNumBoundingBoxes", "MixUp", "Pipeline",
+    "RandAugment", "RandomBrightness", "RandomColorDegeneration", "RandomColorJitter",
+    "RandomElasticTransform", "RandomErasing", "RandomGaussianBlur", "RandomGrayscale",
+    "RandomHue", "RandomInvert", "RandomPerspective", "RandomPosterization", "RandomSaturation",
+    "RandomSharpness", "RandomShear", "Solarization",
     "Convolution1D", "Convolution1DTranspose", "Convolution2D", "Convolution2DTranspose",
     "EinsumDense", "RMSNormalization", "Wrapper", "dot", "InputSpec",
     "Initializer", "Loss", "Metric", "Optimizer", "Regularizer", "device", "version",

@@ -18,7 +18,11 @@
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
     wrappers      RNN, the cells, Bidirectional, TimeDistributed, Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
-                  Discretization (image_preprocessing: Resizing, CenterCrop, Random*)
+                  Discretization (image_preprocessing: Resizing, CenterCrop, Random*;
+                  image_color: the colour augmentations; image_augment: RandomShear,
+                  RandomPerspective, RandomElasticTransform, RandomGaussianBlur,
+                  RandomErasing, MixUp, CutMix, Pipeline, ...; image_policies:
+                  RandAugment, AugMix)
 
 A family module imports `base` (and the graph and variables below it), never this
 package nor a module above it; adding a layer touches its family file, the list below
@@ -30,9 +34,9 @@ from ..input_spec import InputSpec
 from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value, value_spec
 from ..registry import get_registered_object
 from ..symbolic import Input
-from . import (activation, attention, base, conv, core, einsum_dense, image_preprocessing, merging,
-               multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
-               reshaping, separable, wrappers)
+from . import (activation, attention, base, conv, core, einsum_dense, image_augment, image_color,
+               image_policies, image_preprocessing, merging, multi_head_attention, noise,
+               normalization, pooling, preprocessing, recurrent, reshaping, separable, wrappers)
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
@@ -41,6 +45,13 @@ from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Convolution
                    DepthwiseConv2D)
 from .core import (Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda,
                    ReversibleEmbedding)
+from .image_augment import (CutMix, MaxNumBoundingBoxes, MixUp, RandomElasticTransform,
+                            RandomErasing, RandomGaussianBlur, RandomPerspective, RandomShear)
+from .image_color import (AutoContrast, ContrastLimitedAdaptiveHistogramEqualization,
+                          Equalization, RandomBrightness, RandomColorDegeneration,
+                          RandomColorJitter, RandomGrayscale, RandomHue, RandomInvert,
+                          RandomPosterization, RandomSaturation, RandomSharpness, Solarization)
+from .image_policies import AugMix, Pipeline, RandAugment
 from .image_preprocessing import (CenterCrop, RandomContrast, RandomCrop, RandomFlip,
                                   RandomRotation, RandomTranslation, RandomZoom, Resizing)
 from .merging import (Add, Average, Concatenate, Dot, Maximum, Minimum, Multiply, Subtract, add,
@@ -68,9 +79,9 @@ from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNN
                        StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
-FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_preprocessing, merging,
-            multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
-            reshaping, separable, wrappers)
+FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_augment, image_color,
+            image_policies, image_preprocessing, merging, multi_head_attention, noise,
+            normalization, pooling, preprocessing, recurrent, reshaping, separable, wrappers)
 
 __all__ = sorted({name for family in FAMILIES for name in family.__all__} |
                  {"Input", "InputSpec", "serialize", "deserialize"})

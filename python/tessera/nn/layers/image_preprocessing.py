@@ -289,8 +289,33 @@ def _fill_index(i, n, mode):
         period = 2 * n
         m = np.mod(i, period)
         return np.where(m >= n, period - 1 - m, m), np.ones_like(i, bool)
+    if mode == "mirror":  # whole-sample symmetric: d c b | a b c d
+        if n == 1:
+            return np.zeros_like(i), np.ones_like(i, bool)
+        m = np.mod(i, 2 * n - 2)
+        return np.where(m >= n, 2 * n - 2 - m, m), np.ones_like(i, bool)
     inside = (i >= 0) & (i < n)
     return np.clip(i, 0, n - 1), inside
+
+
+def _sample(img, sx, sy, fill_mode, interpolation, fill_value):
+    """One (H, W, C) image read at float coordinates sx, sy (each (H, W)),
+    bilinear or nearest, outside pixels by fill_mode (map_coordinates's
+    rule, as Keras on JAX)."""
+    H, W = img.shape[0], img.shape[1]
+    if interpolation == "nearest":
+        xi, xin = _fill_index(np.round(sx).astype(np.int64), W, fill_mode)
+        yi, yin = _fill_index(np.round(sy).astype(np.int64), H, fill_mode)
+        return np.where((xin & yin)[..., None], img[yi, xi], fill_value)
+    x0, y0 = np.floor(sx), np.floor(sy)
+    fx, fy = (sx - x0)[..., None], (sy - y0)[..., None]
+    acc = 0.0
+    for dy, wy in ((0, 1 - fy), (1, fy)):
+        yi, yin = _fill_index(y0.astype(np.int64) + dy, H, fill_mode)
+        for dx, wx in ((0, 1 - fx), (1, fx)):
+            xi, xin = _fill_index(x0.astype(np.int64) + dx, W, fill_mode)
+            acc = acc + wy * wx * np.where((xin & yin)[..., None], img[yi, xi], fill_value)
+    return acc
 
 
 def _affine(a, inverse, fill_mode, interpolation, fill_value):
@@ -304,22 +329,7 @@ def _affine(a, inverse, fill_mode, interpolation, fill_value):
         m = inverse[k]
         sx = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
         sy = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
-        if interpolation == "nearest":
-            xi, xin = _fill_index(np.round(sx).astype(np.int64), W, fill_mode)
-            yi, yin = _fill_index(np.round(sy).astype(np.int64), H, fill_mode)
-            v = a[k][yi, xi]
-            out[k] = np.where((xin & yin)[..., None], v, fill_value)
-            continue
-        x0, y0 = np.floor(sx), np.floor(sy)
-        fx, fy = (sx - x0)[..., None], (sy - y0)[..., None]
-        acc = 0.0
-        for dy, wy in ((0, 1 - fy), (1, fy)):
-            yi, yin = _fill_index(y0.astype(np.int64) + dy, H, fill_mode)
-            for dx, wx in ((0, 1 - fx), (1, fx)):
-                xi, xin = _fill_index(x0.astype(np.int64) + dx, W, fill_mode)
-                v = np.where((xin & yin)[..., None], a[k][yi, xi], fill_value)
-                acc = acc + wy * wx * v
-        out[k] = acc
+        out[k] = _sample(a[k], sx, sy, fill_mode, interpolation, fill_value)
     return out.astype(np.float32)
 
 

@@ -1,0 +1,434 @@
+"""Keras's other image augmentations: RandomShear, RandomPerspective,
+RandomElasticTransform, RandomGaussianBlur, RandomErasing, the batch
+mixers MixUp and CutMix (which also mix the labels of a {"images",
+"labels"} dict) and MaxNumBoundingBoxes.
+
+As in image_color.py, each random layer draws (`_draw`) and applies
+(`_apply`) separately, so tests give one draw to tessera and to Keras.
+RandomShear also compiles into a model (an affine gather, as
+RandomRotation); the others run eagerly on arrays, as data preprocessing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import image_color, image_preprocessing
+from .base import Layer
+from .image_color import _located, _unit_range
+from .image_preprocessing import _check_interp, _images, _RandomAffine, _RandomImage, _sample
+
+__all__ = ["RandomShear", "RandomPerspective", "RandomElasticTransform", "RandomGaussianBlur",
+           "RandomErasing", "MixUp", "CutMix", "MaxNumBoundingBoxes"]
+
+
+class RandomShear(_RandomAffine):
+    """Shears each image by random x and y factors (a number f for
+    [-f, f], or a pair in [0, 1]) with a random sign, like
+    keras.layers.RandomShear: output pixel (x, y) samples the input at
+    (x + sx * y, y + sy * x)."""
+
+    kind = "RandomShear"
+
+    def __init__(self, x_factor=0.0, y_factor=0.0, interpolation="bilinear", fill_mode="reflect",
+                 fill_value=0.0, data_format=None, seed=None, name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+        self.x_factor = _unit_range(x_factor, self.kind, "x_factor", symmetric=True)
+        self.y_factor = _unit_range(y_factor, self.kind, "y_factor", symmetric=True)
+
+    def _draw(self, n):
+        sign = np.where(self._rng.random(n) > 0.5, -1.0, 1.0)
+        sy = self._rng.uniform(*self.y_factor, n)
+        sx = self._rng.uniform(*self.x_factor, n)
+        return np.stack([sx * sign, sy * sign], 1)
+
+    @staticmethod
+    def _matrices(shear):
+        out = np.zeros((len(shear), 2, 3))
+        out[:, 0, 0] = out[:, 1, 1] = 1.0
+        out[:, 0, 1], out[:, 1, 0] = shear[:, 0], shear[:, 1]
+        return out
+
+    def _inverses(self, n, H, W):
+        return self._matrices(self._draw(n))
+
+    def _apply(self, a, shear):
+        return image_preprocessing._affine(a, self._matrices(shear), self.fill_mode,
+                                           self.interpolation, self.fill_value)
+
+    def _graph_params(self, u, H, W):
+        # One uniform gives the sign (its half) and, independent of it, a
+        # second uniform (its doubled fraction).
+        sign = f"where({u}[:, 0:1] > 0.5, -1.0, 1.0)"
+        v = f"mod(2.0 * {u}[:, 0:1], 1.0)"
+        (xl, xh), (yl, yh) = self.x_factor, self.y_factor
+        sx = f"({sign} * ({xl!r} + {xh - xl!r} * {u}[:, 1:2]))"
+        sy = f"({sign} * ({yl!r} + {yh - yl!r} * {v}))"
+        zero, one = f"0.0 * {u}[:, 0:1]", f"1.0 + 0.0 * {u}[:, 0:1]"
+        return [one, sx, zero, sy, one, zero]
+
+
+def _gauss1d(size, sigma):
+    x = np.arange(size, dtype=np.float32) - (size - 1) / 2
+    k = np.exp(-0.5 * (x / np.float32(sigma)) ** 2)
+    return (k / k.sum()).astype(np.float32)
+
+
+def _conv_same(a, k, axis):
+    """Zero-padded 'same' correlation of channels_last images with a 1-D
+    kernel along axis (1: height, 2: width)."""
+    r = len(k) // 2
+    pad = [(0, 0)] * 4
+    pad[axis] = (r, r)
+    p = np.pad(a, pad)
+    n = a.shape[axis]
+    return sum(k[i] * np.take(p, np.arange(i, i + n), axis=axis) for i in range(len(k)))
+
+
+class RandomGaussianBlur(_RandomImage):
+    """Blurs each image with probability drawn from factor by a Gaussian
+    kernel (kernel_size, odd) of a random sigma in [0, sigma] (one per
+    batch), clipped to value_range, like keras.layers.RandomGaussianBlur."""
+
+    kind = "RandomGaussianBlur"
+
+    def __init__(self, factor=1.0, kernel_size=3, sigma=1.0, value_range=(0, 255),
+                 data_format=None, seed=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+        ks = kernel_size if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * 2
+        if len(ks) != 2 or any(isinstance(k, bool) or not isinstance(k, int) or k <= 0 or
+                               k % 2 == 0 for k in ks):
+            raise _located(ValueError,
+                           f"[RandomGaussianBlur] kernel_size must be an odd positive int or "
+                           f"two of them, got {kernel_size!r}")
+        self.kernel_size = tuple(ks)
+        self.sigma = _unit_range(sigma, self.kind, "sigma")
+        self.value_range = image_color._value_range(value_range, self.kind)
+
+    def _draw(self, n):
+        p = self._rng.uniform(*self.factor, n)
+        apply = self._rng.random(n) < p
+        return apply, self._rng.uniform(*self.sigma, 2).astype(np.float32) + 1e-6
+
+    def _apply(self, a, draw):
+        apply, sigma = draw
+        # Keras's kernel: kernel_size[0] and sigma[0] along the width, [1] along the height.
+        blur = _conv_same(a, _gauss1d(self.kernel_size[0], sigma[0]), 2)
+        blur = _conv_same(blur, _gauss1d(self.kernel_size[1], sigma[1]), 1)
+        out = np.where(np.asarray(apply).reshape(-1, 1, 1, 1), blur, a)
+        return np.clip(out, *self.value_range).astype(np.float32)
+
+    def _augment(self, a):
+        return self._apply(a, self._draw(a.shape[0]))
+
+
+def _boxes(rng, n, H, W, ratio_w, ratio_h):
+    """Keras's random boxes: a side ratio * length at a uniform offset;
+    (x0, x1, y0, y1), each (n,)."""
+    cw, ch = (ratio_w * W).astype(np.float32), (ratio_h * H).astype(np.float32)
+    x0 = rng.random(n).astype(np.float32) * (W - cw)
+    y0 = rng.random(n).astype(np.float32) * (H - ch)
+    return x0, x0 + cw, y0, y0 + ch
+
+
+def _box_mask(shape, box):
+    x0, x1, y0, y1 = (np.asarray(v, np.float32).reshape(-1, 1, 1, 1) for v in box)
+    gy, gx = np.meshgrid(np.arange(shape[1], dtype=np.float32),
+                         np.arange(shape[2], dtype=np.float32), indexing="ij")
+    gy, gx = gy[None, :, :, None], gx[None, :, :, None]
+    return (gx >= x0) & (gx < x1) & (gy >= y0) & (gy < y1)
+
+
+def _homography(start, end):
+    """The 8 coefficients mapping each end point to its start point (Keras's
+    compute_homography_matrix), for (batch, 4, 2) points."""
+    out = np.empty((len(start), 8))
+    for k, (src, dst) in enumerate(zip(np.asarray(start, np.float64),
+                                       np.asarray(end, np.float64))):
+        rows, rhs = [], []
+        for (sx, sy), (ex, ey) in zip(src, dst):
+            rows.append([ex, ey, 1, 0, 0, 0, -sx * ex, -sx * ey])
+            rhs.append(sx)
+        for (sx, sy), (ex, ey) in zip(src, dst):
+            rows.append([0, 0, 0, ex, ey, 1, -sy * ex, -sy * ey])
+            rhs.append(sy)
+        out[k] = np.linalg.solve(np.array(rows), np.array(rhs))
+    return out
+
+
+class RandomPerspective(_RandomImage):
+    """Warps each image, with probability drawn from factor, by the
+    homography moving its corners by random fractions (in [-scale / 2,
+    scale / 2]) of their coordinates, outside pixels fill_value, like
+    keras.layers.RandomPerspective (as Keras's, the (0, 0) corner stays)."""
+
+    kind = "RandomPerspective"
+
+    def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_value=0.0, seed=None,
+                 data_format=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
+                not 0 <= scale <= 1:
+            raise _located(ValueError,
+                           f"[RandomPerspective] scale must be a number in [0, 1], got "
+                           f"{scale!r}")
+        self.scale = float(scale)
+        self.interpolation = _check_interp(interpolation, self.kind)
+        self.fill_value = float(fill_value)
+
+    def _draw(self, n, H, W):
+        p = self._rng.uniform(*self.factor, n)
+        apply = self._rng.random(n) < p
+        move = self._rng.uniform(-0.5 * self.scale, 0.5 * self.scale, (n, 4, 2))
+        start = np.repeat(np.array([[[0.0, 0.0], [W - 1, 0.0], [0.0, H - 1], [W - 1, H - 1]]]),
+                          n, 0)
+        return apply, start.astype(np.float32), (start + start * move).astype(np.float32)
+
+    def _apply(self, a, draw):
+        apply, start, end = draw
+        H, W = a.shape[1], a.shape[2]
+        ys, xs = np.meshgrid(np.arange(H, dtype=np.float64), np.arange(W, dtype=np.float64),
+                             indexing="ij")
+        out = a.copy()
+        for k, t in enumerate(_homography(start, end)):
+            if not apply[k]:
+                continue
+            den = t[6] * xs + t[7] * ys + 1.0
+            sx = (t[0] * xs + t[1] * ys + t[2]) / den
+            sy = (t[3] * xs + t[4] * ys + t[5]) / den
+            out[k] = _sample(a[k], sx, sy, "constant", self.interpolation, self.fill_value)
+        return out.astype(np.float32)
+
+    def _augment(self, a):
+        return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
+
+
+class RandomElasticTransform(_RandomImage):
+    """Displaces each pixel, with probability drawn from factor, by smoothed
+    Gaussian noise (alpha = max(h, w) * 0.1 * s, sigma = min(h, w) * 0.05 *
+    s, s drawn from scale), clipped to value_range, like
+    keras.layers.RandomElasticTransform. As Keras's on JAX, one noise field
+    moves x and y alike."""
+
+    kind = "RandomElasticTransform"
+    _FILL_MODES = ("constant", "nearest", "wrap", "mirror", "reflect")
+
+    def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_mode="reflect",
+                 fill_value=0.0, value_range=(0, 255), seed=None, data_format=None, name=None,
+                 **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+        self.scale = _unit_range(scale, self.kind, "scale")
+        self.interpolation = _check_interp(interpolation, self.kind)
+        if fill_mode not in self._FILL_MODES:
+            raise _located(ValueError,
+                           f"[RandomElasticTransform] fill_mode must be one of "
+                           f"{list(self._FILL_MODES)}, got {fill_mode!r}")
+        self.fill_mode, self.fill_value = fill_mode, float(fill_value)
+        self.value_range = image_color._value_range(value_range, self.kind)
+
+    def _draw(self, n, H, W):
+        p = self._rng.uniform(*self.factor, n)
+        apply = self._rng.random(n) < p
+        s = float(self._rng.uniform(*self.scale))
+        return apply, s, self._rng.standard_normal((n, H, W)).astype(np.float32)
+
+    def _apply(self, a, draw):
+        apply, s, noise = draw
+        if self.scale[1] == 0 or self.factor[1] == 0:
+            return a
+        H, W = a.shape[1], a.shape[2]
+        alpha, sigma = max(H, W) * 0.1 * s, min(H, W) * 0.05 * s
+        size = int(6 * sigma) | 1
+        k = _gauss1d(size, sigma)
+        d = noise[..., None] * np.float32(sigma)
+        d = _conv_same(_conv_same(d, k, 2), k, 1)[..., 0]
+        ys, xs = np.meshgrid(np.arange(H, dtype=np.float32), np.arange(W, dtype=np.float32),
+                             indexing="ij")
+        out = a.copy()
+        for i in range(a.shape[0]):
+            if apply[i]:
+                out[i] = _sample(a[i], xs + alpha * d[i], ys + alpha * d[i], self.fill_mode,
+                                 self.interpolation, self.fill_value)
+        return np.clip(out, *self.value_range).astype(np.float32)
+
+    def _augment(self, a):
+        return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
+
+
+class RandomErasing(_RandomImage):
+    """Erases a random box (its area a random fraction in scale) of each
+    image, with probability drawn from factor, filling it with fill_value
+    (a number or 3 numbers) or, when None, Gaussian noise * value_range[1],
+    clipped to value_range, like keras.layers.RandomErasing."""
+
+    kind = "RandomErasing"
+
+    def __init__(self, factor=1.0, scale=(0.02, 0.33), fill_value=None, value_range=(0, 255),
+                 seed=None, data_format=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+        self.scale = _unit_range(scale, self.kind, "scale")
+        ok = fill_value is None or (isinstance(fill_value, (int, float)) and
+                                    not isinstance(fill_value, bool)) or \
+            (isinstance(fill_value, (tuple, list)) and len(fill_value) == 3)
+        if not ok:
+            raise _located(ValueError,
+                           f"[RandomErasing] fill_value must be None, a number or a list of "
+                           f"three numbers, got {fill_value!r}")
+        self.fill_value = fill_value
+        self.value_range = image_color._value_range(value_range, self.kind)
+
+    def _draw(self, n, shape):
+        mix = np.sqrt(self._rng.uniform(*self.scale, (n, 2))).astype(np.float32)
+        box = _boxes(self._rng, n, shape[1], shape[2], mix[:, 0], mix[:, 1])
+        p = self._rng.uniform(*self.factor, n)
+        apply = self._rng.random(n) < p
+        if self.fill_value is None:
+            fill = self._rng.standard_normal(shape).astype(np.float32) * self.value_range[1]
+        else:
+            fill = np.broadcast_to(np.asarray(self.fill_value, np.float32), shape)
+        return apply, _box_mask(shape, box), np.clip(fill, *self.value_range)
+
+    def _apply(self, a, draw):
+        apply, mask, fill = draw
+        erased = np.where(mask, fill, a)
+        return np.where(np.asarray(apply).reshape(-1, 1, 1, 1), erased, a).astype(np.float32)
+
+    def _augment(self, a):
+        return self._apply(a, self._draw(a.shape[0], a.shape))
+
+
+class _Mixer(_RandomImage):
+    """MixUp and CutMix: take images, or a dict {"images", "labels"} whose
+    labels (batch, classes) they mix alike; single images pass unchanged."""
+
+    def call(self, inputs, training=True):
+        if isinstance(inputs, dict):
+            unknown = set(inputs) - {"images", "labels"}
+            if "images" not in inputs or unknown:
+                raise _located(ValueError,
+                               f"[{self.kind}] takes images or a dict with 'images' (and "
+                               f"'labels'), got keys {sorted(inputs)}")
+            a, back = _images(inputs["images"], self.kind, self.data_format)
+            labels = inputs.get("labels")
+            if labels is not None:
+                labels = np.asarray(labels, np.float32)
+                if labels.ndim == 0 or labels.shape[0] != a.shape[0]:
+                    raise _located(ValueError,
+                                   f"[{self.kind}] labels must have one row per image "
+                                   f"({a.shape[0]}), got shape {labels.shape}")
+            single = np.asarray(inputs["images"]).ndim == 3
+        else:
+            a, back = _images(inputs, self.kind, self.data_format)
+            labels, single = None, np.asarray(inputs).ndim == 3
+        if training and not single:
+            a, labels = self._apply(a, labels, self._draw(a.shape[0], a.shape))
+        if isinstance(inputs, dict):
+            out = dict(inputs, images=back(a))
+            if labels is not None:
+                out["labels"] = labels
+            return out
+        return back(a)
+
+
+class MixUp(_Mixer):
+    """Mixes each image (and label) with another of the batch by a weight
+    drawn from Beta(alpha, alpha), like keras.layers.MixUp."""
+
+    kind = "MixUp"
+
+    def __init__(self, alpha=0.2, data_format=None, seed=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
+            raise _located(ValueError, f"[MixUp] alpha must be a positive number, got {alpha!r}")
+        self.alpha = float(alpha)
+
+    def _draw(self, n, shape):
+        return self._rng.permutation(n), self._rng.beta(self.alpha, self.alpha, n)
+
+    def _apply(self, a, labels, draw):
+        perm, w = draw
+        w = np.asarray(w, np.float32)
+        out = w.reshape(-1, 1, 1, 1) * a + (1 - w.reshape(-1, 1, 1, 1)) * a[perm]
+        if labels is not None:
+            wl = w.reshape((-1,) + (1,) * (labels.ndim - 1))
+            labels = wl * labels + (1 - wl) * labels[perm]
+        return out.astype(np.float32), labels
+
+
+class CutMix(_Mixer):
+    """Pastes a random box of another image of the batch into each image
+    (box area from Beta(alpha, alpha), alpha drawn from factor), mixing the
+    labels by area, like keras.layers.CutMix."""
+
+    kind = "CutMix"
+
+    def __init__(self, factor=1.0, seed=None, data_format=None, name=None, **kwargs):
+        super().__init__(seed, data_format, name, **kwargs)
+        self.factor = _unit_range(factor, self.kind)
+
+    def _draw(self, n, shape):
+        alpha = self._rng.uniform(*self.factor) + 1e-6
+        ratio = np.sqrt(1.0 - self._rng.beta(alpha, alpha, n)).astype(np.float32)
+        box = _boxes(self._rng, n, shape[1], shape[2], ratio, ratio)
+        return self._rng.permutation(n), box
+
+    def _apply(self, a, labels, draw):
+        perm, (x0, x1, y0, y1) = draw
+        mask = _box_mask(a.shape, (x0, x1, y0, y1))
+        out = np.where(mask, a[perm], a)
+        if labels is not None:
+            w = 1.0 - (x1 - x0) * (y1 - y0) / (a.shape[1] * a.shape[2])
+            w = np.asarray(w, np.float32).reshape((-1,) + (1,) * (labels.ndim - 1))
+            labels = w * labels + (1 - w) * labels[perm]
+        return out.astype(np.float32), labels
+
+
+class MaxNumBoundingBoxes(Layer):
+    """Keras's MaxNumBoundingBoxes: pads or trims a dict's
+    "bounding_boxes" {"boxes" (batch, n, 4), "labels" (batch, n)} to
+    max_number boxes (fill_value fills); images pass unchanged."""
+
+    kind = "MaxNumBoundingBoxes"
+
+    def __init__(self, max_number, fill_value=-1, bounding_box_format=None, name=None,
+                 **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.bounding_box_format = bounding_box_format
+        if isinstance(max_number, bool) or not isinstance(max_number, int) or max_number <= 0:
+            raise _located(ValueError,
+                           f"[MaxNumBoundingBoxes] max_number must be a positive int, got "
+                           f"{max_number!r}")
+        self.max_number, self.fill_value = max_number, int(fill_value)
+
+    def _fit(self, v, where):
+        v = np.asarray(v)
+        if v.ndim < 2:
+            raise _located(ValueError,
+                           f"[MaxNumBoundingBoxes] {where} must be batched (batch, boxes, "
+                           f"...), got shape {v.shape}")
+        n = v.shape[1]
+        if n >= self.max_number:
+            return v[:, :self.max_number]
+        pad = [(0, 0)] * v.ndim
+        pad[1] = (0, self.max_number - n)
+        return np.pad(v, pad, constant_values=self.fill_value)
+
+    def __call__(self, inputs, training=True):
+        if not isinstance(inputs, dict):
+            return inputs
+        out = dict(inputs)
+        boxes = inputs.get("bounding_boxes")
+        if boxes is not None:
+            if not isinstance(boxes, dict) or "boxes" not in boxes:
+                raise _located(ValueError,
+                               "[MaxNumBoundingBoxes] bounding_boxes must be a dict with "
+                               f"'boxes' (and 'labels'), got {type(boxes).__name__}")
+            out["bounding_boxes"] = {k: self._fit(v, f"bounding_boxes[{k!r}]")
+                                     for k, v in boxes.items()}
+        return out
+
+    def call(self, inputs, training=True):
+        return self(inputs, training=training)
