@@ -146,12 +146,15 @@ def _keras_form(base):
                    "clipnorm (per weight), global_clipnorm, clipvalue and name."})
 
 
-Adadelta, Adagrad, Adamax, Ftrl, Lamb, Lion, Nadam, RMSprop = (
-    _keras_form(c) for c in (_optim.Adadelta, _optim.Adagrad, _optim.Adamax, _optim.Ftrl,
-                             _optim.Lamb, _optim.Lion, _optim.Nadam, _optim.RMSprop))
+Adadelta, Adagrad, Adamax, Ftrl, Lamb, Lion, Nadam, RMSprop, Adafactor, Muon, \
+    ScheduleFreeAdamW = (
+        _keras_form(c) for c in (_optim.Adadelta, _optim.Adagrad, _optim.Adamax, _optim.Ftrl,
+                                 _optim.Lamb, _optim.Lion, _optim.Nadam, _optim.RMSprop,
+                                 _optim.Adafactor, _optim.Muon, _optim.ScheduleFreeAdamW))
 
 _KERAS = {c.__name__.lower(): c for c in (SGD, Adam, AdamW, Adadelta, Adagrad, Adamax, Ftrl, Lamb,
-                                           Lion, Nadam, RMSprop)}
+                                           Lion, Nadam, RMSprop, Adafactor, Muon,
+                                           ScheduleFreeAdamW)}
 
 
 def get(identifier):
