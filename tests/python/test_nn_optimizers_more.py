@@ -123,3 +123,98 @@ def test_update_code_outside_a_model_is_refused_by_name():
         optim.Adafactor().update_code(["w"], ["g"])
     code = optim.ScheduleFreeAdamW().update_code(["w"], ["g"])
     assert [s.name for s in code.state] == ["opt_w_momentum", "opt_w_velocity"]
+
+
+def _multi(lib, selector=False):
+    schedule = lib.optimizers.schedules.ExponentialDecay(0.05, 2, 0.5)
+    adam, sgd = lib.optimizers.Adam(0.01), lib.optimizers.SGD(schedule, momentum=0.9)
+    if selector:  # a function of the Variable
+        return lib.optimizers.MultiOptimizer(lambda v: adam if "first" in v.path else sgd)
+    m = lib.optimizers.OptimizerMap(lib.optimizers.Lion(0.002), {"net/first/.*": adam})
+    m["net/last/bias"] = sgd
+    return lib.optimizers.MultiOptimizer(m)
+
+
+@pytest.mark.parametrize("selector", [False, True])
+def test_multi_optimizer_as_keras(keras, selector):
+    """Each weight updated by its optimizer (by path: exact, then pattern, then
+    the default; or a function), each with its own schedule and state."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(24, 4)).astype(np.float32)
+    y = rng.normal(size=(24, 3)).astype(np.float32)
+    w = [rng.normal(size=(4, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32) * .1,
+         rng.normal(size=(8, 3)).astype(np.float32), rng.normal(size=3).astype(np.float32) * .1]
+    ours = nn.Sequential([nn.Input((4,)), nn.Dense(8, activation="tanh", name="first"),
+                          nn.Dense(3, name="last")], name="net")
+    theirs = keras.Sequential([keras.Input((4,)),
+                               keras.layers.Dense(8, activation="tanh", name="first"),
+                               keras.layers.Dense(3, name="last")], name="net")
+    ours.set_weights(w)
+    theirs.set_weights(w)
+    ours.compile(_multi(nn, selector), "mse")
+    theirs.compile(_multi(keras, selector), "mse")
+    h1 = ours.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    opt = ours.optimizer
+    assert all(int(o.iterations) == 12 for o in theirs.optimizer.optimizers)
+    assert [type(o).__name__ for o in opt.optimizers] == \
+        [type(o).__name__ for o in theirs.optimizer.optimizers]
+    with pytest.raises(AttributeError, match=r"\[MultiOptimizer\] has no learning rate"):
+        opt.learning_rate
+    if not selector:
+        again = nn.optimizers.get(opt.get_config())
+        assert again.get_config() == opt.get_config()
+        assert again._optimizer_map["net/first/kernel"].get_config() == \
+            opt.optimizers[0].get_config()
+    else:
+        with pytest.raises(TypeError, match=r"function cannot be serialized"):
+            opt.get_config()
+
+
+def test_optimizer_map_lookup_and_errors():
+    adam, sgd, lion = nn.optimizers.Adam(), nn.optimizers.SGD(), nn.optimizers.Lion()
+    m = nn.optimizers.OptimizerMap(lion, {"enc/.*": sgd, "enc/dense": adam})
+    assert m["enc/dense"] is adam and m["enc/attention/q"] is sgd and m["dec/x"] is lion
+    m["enc/dense.*"] = lion
+    with pytest.raises(ValueError, match=r"more than one optimizer for the weight "
+                                         r"'enc/dense_1'"):
+        m["enc/dense_1"]
+    with pytest.raises(ValueError, match=r"the key 'enc/dense' is in the map already"):
+        m["enc/dense"] = sgd
+    with pytest.raises(ValueError, match=r"must be an optimizer \(not a MultiOptimizer\)"):
+        m["x"] = nn.optimizers.MultiOptimizer(nn.optimizers.OptimizerMap(sgd))
+    with pytest.raises(TypeError, match=r"\[OptimizerMap\] default_optimizer must be an "):
+        nn.optimizers.OptimizerMap("adam")
+    with pytest.raises(TypeError, match=r"\[MultiOptimizer\] optimizer_map must be"):
+        nn.optimizers.MultiOptimizer({"a": sgd})
+
+
+def test_multi_optimizer_refuses_a_callback_setting_its_rate():
+    m = nn.Sequential([nn.Input((2,)), nn.Dense(1)])
+    m.compile(nn.optimizers.MultiOptimizer(nn.optimizers.OptimizerMap(nn.optimizers.SGD())),
+              "mse")
+    cb = nn.callbacks.LearningRateScheduler(lambda epoch: 0.1)
+    with pytest.raises(ValueError, match=r"\[MultiOptimizer\] a callback set the learning rate"):
+        m.fit(np.ones((4, 2), np.float32), np.ones((4, 1), np.float32), verbose=0,
+              callbacks=[cb])
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgd_momentum_under_a_schedule_as_keras(keras, nesterov):
+    """Keras's momentum holds the learning rate (m = momentum m - lr g), which
+    differs from PyTorch's form (tessera.optim.SGD) once the rate changes."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(12, 4)).astype(np.float32)
+    y = rng.normal(size=(12, 3)).astype(np.float32)
+    ours, theirs, _ = _models(keras, rng)
+    for lib, model in ((nn, ours), (keras, theirs)):
+        rate = lib.optimizers.schedules.ExponentialDecay(0.1, 1, 0.5)
+        model.compile(lib.optimizers.SGD(rate, momentum=0.9, nesterov=nesterov), "mse")
+    h1 = ours.fit(x, y, batch_size=3, epochs=2, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=3, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)

@@ -4,11 +4,12 @@ and its learning-rate schedules as `keras.optimizers.schedules`."""
 
 from ...optim import Optimizer, from_config
 from ..optimizer_classes import (SGD, Adadelta, Adafactor, Adagrad, Adam, Adamax, AdamW, Ftrl,
-                                 Lamb, Lion, Muon, Nadam, RMSprop, ScheduleFreeAdamW, get)
+                                 Lamb, Lion, MultiOptimizer, Muon, Nadam, OptimizerMap,
+                                 RMSprop, ScheduleFreeAdamW, get)
 from . import schedules
 
 __all__ = ["SGD", "Adadelta", "Adafactor", "Adamax", "Ftrl", "Lion", "Adagrad", "Adam", "AdamW",
-           "Lamb", "Muon", "Nadam", "Optimizer", "RMSprop", "ScheduleFreeAdamW",
+           "Lamb", "MultiOptimizer", "Muon", "Nadam", "Optimizer", "OptimizerMap", "RMSprop", "ScheduleFreeAdamW",
            "deserialize", "from_config", "get", "schedules", "serialize"]
 
 
