@@ -18,7 +18,7 @@
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
     wrappers      RNN, the cells, Bidirectional, TimeDistributed, Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
-                  Discretization (image_preprocessing: Resizing, CenterCrop, Random*)
+                  HashedCrossing, Discretization (image_preprocessing: Resizing, CenterCrop, Random*)
 
 A family module imports `base` (and the graph and variables below it), never this
 package nor a module above it; adding a layer touches its family file, the list below
@@ -57,8 +57,8 @@ from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,
                       GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D,
                       GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
                       GlobalMaxPooling2D, MaxPool1D, MaxPool2D, MaxPooling1D, MaxPooling2D)
-from .preprocessing import (CategoryEncoding, Discretization, Hashing, IntegerLookup,
-                            StringLookup, TextVectorization)
+from .preprocessing import (CategoryEncoding, Discretization, HashedCrossing, Hashing,
+                            IntegerLookup, StringLookup, TextVectorization)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, Reshape,
                         UpSampling1D, UpSampling2D, ZeroPadding1D, ZeroPadding2D)
