@@ -49,3 +49,46 @@ def test_hashed_crossing_errors_name_the_layer():
     with pytest.raises(TypeError, match=r"\[HashedCrossing\] .* preprocessing layers run eagerly"):
         x = nn.Input((1,), dtype="int64")
         layer((x, x))
+
+
+@pytest.mark.parametrize("inner,shape,iters", [
+    (lambda lib: lib.layers.Dense(3), (4,), 1),
+    (lambda lib: lib.layers.Conv1D(3, 2), (5, 2), 2),
+])
+def test_spectral_normalization_trains_as_keras(keras, inner, shape, iters):
+    """Training divides the kernel by sigma (power iteration from vector_u,
+    which each step updates); the optimizer updates the kernel itself; predict
+    uses the kernel as it is (Keras on JAX)."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(12,) + shape).astype(np.float32)
+    theirs = keras.Sequential([keras.Input(shape), keras.layers.SpectralNormalization(
+        inner(keras), power_iterations=iters), keras.layers.Flatten(), keras.layers.Dense(2)])
+    ours = nn.Sequential([nn.Input(shape), nn.SpectralNormalization(inner(nn),
+                                                                    power_iterations=iters),
+                          nn.Flatten(), nn.Dense(2)])
+    assert [w.path.split("/", 1)[1] for w in ours.weights] == \
+        [w.path.split("/", 1)[1] for w in theirs.weights]
+    w = [rng.normal(size=a.shape).astype(np.float32) for a in theirs.get_weights()]
+    ours.set_weights(w)
+    theirs.set_weights(w)
+    y = rng.normal(size=(12, 2)).astype(np.float32)
+    ours.compile(nn.optimizers.SGD(0.05), "mse")
+    theirs.compile(keras.optimizers.SGD(0.05), "mse")
+    h1 = ours.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    assert not np.allclose(ours.get_weights()[1], w[1])  # vector_u moved
+    np.testing.assert_allclose(ours.predict(x, verbose=0), theirs.predict(x, verbose=0),
+                               rtol=2e-4, atol=2e-5)
+
+
+def test_spectral_normalization_errors_name_the_layer():
+    with pytest.raises(ValueError, match=r"\[SpectralNormalization\] power_iterations must be "
+                                         r"an int > 0, got 0"):
+        nn.SpectralNormalization(nn.Dense(2), power_iterations=0)
+    with pytest.raises(TypeError, match=r"\[SpectralNormalization\] wraps a built-in layer"):
+        nn.SpectralNormalization("dense")
+    with pytest.raises(ValueError, match=r"has no weight 'kernel' nor 'embeddings'"):
+        nn.Sequential([nn.Input((3,)), nn.SpectralNormalization(nn.LayerNormalization())])

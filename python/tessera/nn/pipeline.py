@@ -935,6 +935,7 @@ class StageStep:
         else:
             mine = f"zeros({lm_width}, dtype=\"float64\")"
         lines.append(f"define(lm, {mine})")
+        lines += constraints.state_lines(S, model._owner, gathered and "ZeRO 3 in a pipeline")
         new_p = P
         if zero is None:
             more, norms, norm = self._clip_norm_lines(model, opt, P, grads, s, p)

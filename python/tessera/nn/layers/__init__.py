@@ -16,7 +16,8 @@
     attention     Attention, AdditiveAttention
     multi_head_attention  MultiHeadAttention, GroupQueryAttention
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
-    wrappers      RNN, the cells, Bidirectional, TimeDistributed, Masking
+    wrappers      RNN, the cells, Bidirectional, TimeDistributed, SpectralNormalization,
+                  Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
                   HashedCrossing, Discretization (image_preprocessing: Resizing, CenterCrop, Random*)
 
@@ -65,7 +66,7 @@ from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, 
 from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
                         SeparableConvolution2D)
 from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNNCell,
-                       StackedRNNCells, TimeDistributed, Wrapper)
+                       SpectralNormalization, StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
 FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_preprocessing, merging,
