@@ -52,8 +52,8 @@ def test_hashed_crossing_errors_name_the_layer():
 
 
 @pytest.mark.parametrize("inner,shape,iters", [
-    (lambda lib: lib.layers.Dense(3), (4,), 1),
-    (lambda lib: lib.layers.Conv1D(3, 2), (5, 2), 2),
+    (lambda lib: lib.layers.Dense(3, name="inner"), (4,), 1),
+    (lambda lib: lib.layers.Conv1D(3, 2, name="inner"), (5, 2), 2),
 ])
 def test_spectral_normalization_trains_as_keras(keras, inner, shape, iters):
     """Training divides the kernel by sigma (power iteration from vector_u,
@@ -62,12 +62,12 @@ def test_spectral_normalization_trains_as_keras(keras, inner, shape, iters):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(12,) + shape).astype(np.float32)
     theirs = keras.Sequential([keras.Input(shape), keras.layers.SpectralNormalization(
-        inner(keras), power_iterations=iters), keras.layers.Flatten(), keras.layers.Dense(2)])
-    ours = nn.Sequential([nn.Input(shape), nn.SpectralNormalization(inner(nn),
-                                                                    power_iterations=iters),
-                          nn.Flatten(), nn.Dense(2)])
-    assert [w.path.split("/", 1)[1] for w in ours.weights] == \
-        [w.path.split("/", 1)[1] for w in theirs.weights]
+        inner(keras), power_iterations=iters, name="sn"), keras.layers.Flatten(),
+        keras.layers.Dense(2, name="out")], name="net")
+    ours = nn.Sequential([nn.Input(shape), nn.SpectralNormalization(
+        inner(nn), power_iterations=iters, name="sn"), nn.Flatten(), nn.Dense(2, name="out")],
+        name="net")
+    assert [w.path for w in ours.weights] == [w.path for w in theirs.weights]
     w = [rng.normal(size=a.shape).astype(np.float32) for a in theirs.get_weights()]
     ours.set_weights(w)
     theirs.set_weights(w)
@@ -92,3 +92,38 @@ def test_spectral_normalization_errors_name_the_layer():
         nn.SpectralNormalization("dense")
     with pytest.raises(ValueError, match=r"has no weight 'kernel' nor 'embeddings'"):
         nn.Sequential([nn.Input((3,)), nn.SpectralNormalization(nn.LayerNormalization())])
+
+
+def _scoped_paths(lib):
+    out = []
+    with lib.name_scope("outer"):
+        out.append(lib.Variable(np.zeros(2), name="v").path)
+        with lib.name_scope("inner"):
+            out.append(lib.Variable(np.zeros(2), name="w").path)
+        with lib.name_scope("other", override_parent="top/mid"):
+            out.append(lib.Variable(np.zeros(2), name="x").path)
+        d = lib.layers.Dense(2, name="d")  # made here, built by the model below
+    m = lib.Sequential([lib.Input((3,)), d, lib.layers.Dense(1, name="e")], name="net")
+    out += [x.path for x in m.weights]
+    d2 = lib.layers.Dense(2, name="d2")
+    with lib.name_scope("blk"):
+        d2.build((None, 3))  # built in the scope
+    out += [x.path for x in d2.weights]
+    with lib.name_scope("blk2"):
+        m2 = lib.Sequential([lib.Input((3,)), lib.layers.Dense(1, name="f")], name="net2")
+    out += [x.path for x in m2.weights]
+    me = object()
+    with lib.name_scope("s", caller=me):
+        with lib.name_scope("s", caller=me):  # the same caller and name: deduplicated
+            out.append(lib.Variable(np.zeros(1), name="y").path)
+        with lib.name_scope("s", caller=me, deduplicate=False):
+            out.append(lib.Variable(np.zeros(1), name="z").path)
+    out.append(lib.Variable(np.zeros(1), name="after").path)
+    return out
+
+
+def test_name_scope_paths_as_keras(keras):
+    assert _scoped_paths(nn) == _scoped_paths(keras)
+    with pytest.raises(ValueError, match=r"\[name_scope\] name must be a string without '/', "
+                                         r"got 'a/b'"):
+        nn.name_scope("a/b")

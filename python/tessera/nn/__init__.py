@@ -64,7 +64,7 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
-from .variables import Variable
+from .variables import Variable, name_scope
 from .input_spec import InputSpec
 from .initializers import Initializer
 from .losses import Loss
@@ -93,6 +93,7 @@ __all__ = [
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
     "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
+    "name_scope",
     "activations",
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
