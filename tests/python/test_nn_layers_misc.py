@@ -2,6 +2,8 @@
 runs them; HashedCrossing needs TensorFlow in Keras, so its bins are checked
 against the values Keras's own docs and tests give)."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -127,3 +129,16 @@ def test_name_scope_paths_as_keras(keras):
     with pytest.raises(ValueError, match=r"\[name_scope\] name must be a string without '/', "
                                          r"got 'a/b'"):
         nn.name_scope("a/b")
+
+
+@pytest.mark.parametrize("name", ["SKLearnClassifier", "SKLearnRegressor", "SKLearnTransformer"])
+def test_sklearn_wrappers_need_scikit_learn_as_keras(keras, name):
+    model = nn.Sequential([nn.Input((2,)), nn.Dense(1)])
+    if importlib.util.find_spec("sklearn") is None:  # as Keras: an ImportError naming it
+        with pytest.raises(ImportError, match="scikit-learn"):
+            getattr(keras.wrappers, name)(model=lambda: None)
+        with pytest.raises(ImportError, match=rf"\[{name}\] requires scikit-learn"):
+            getattr(nn.wrappers, name)(model)
+    else:
+        with pytest.raises(NotImplementedError, match=rf"\[{name}\] tessera's scikit-learn"):
+            getattr(nn.wrappers, name)(model)

@@ -21,6 +21,7 @@ import sys
 
 from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
 from . import datasets, models, optimizers, preprocessing, utils  # keras.datasets, ...: aliases
+from . import wrappers  # keras.wrappers (scikit-learn's estimators)
 from .keras_objects import deserialize_keras_object as _deserialize
 from .keras_objects import serialize_keras_object as _serialize
 
@@ -43,14 +44,16 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D, GlobalMaxPool1D,
                      GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, GroupNormalization,
                      GroupQueryAttention, GroupedQueryAttention,
-                     GRUCell, HashedCrossing, Hashing, Identity, InputLayer, IntegerLookup, Lambda, Layer,
+                     GRUCell, HashedCrossing, Hashing, Identity, InputLayer, IntegerLookup, Lambda,
+                     Layer,
                      LayerNormalization, LeakyReLU, LSTMCell, Masking, Maximum, MaxPool1D,
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Minimum, MultiHeadAttention, Multiply,
                      Normalization, Permute, PReLU, RandomContrast, RandomCrop, RandomFlip,
                      RandomRotation, RandomTranslation, RandomZoom, ReLU, RepeatVector, Rescaling,
                      ReversibleEmbedding,
                      Reshape, Resizing, SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
-                     SeparableConvolution2D, SimpleRNN, SimpleRNNCell, Softmax, SpatialDropout1D, SpectralNormalization,
+                     SeparableConvolution2D, SimpleRNN, SimpleRNNCell, Softmax, SpatialDropout1D,
+                     SpectralNormalization,
                      SpatialDropout2D, SpatialDropout3D, StackedRNNCells, StringLookup, Subtract,
                      TextVectorization, TimeDistributed, UnitNormalization, UpSampling1D,
                      UpSampling2D, ZeroPadding1D, ZeroPadding2D, add, average, concatenate,
@@ -93,7 +96,7 @@ __all__ = [
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
     "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
-    "name_scope",
+    "name_scope", "wrappers",
     "activations",
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",

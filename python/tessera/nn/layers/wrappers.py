@@ -1,6 +1,6 @@
 """Masking and the wrappers of recurrent and other layers, like Keras's:
-``Masking``, ``Bidirectional``, ``TimeDistributed``, ``SpectralNormalization``, and ``RNN`` with the
-cells ``SimpleRNNCell``, ``LSTMCell``, ``GRUCell`` (a list of cells, or
+``Masking``, ``Bidirectional``, ``TimeDistributed``, ``SpectralNormalization``, and
+``RNN`` with the cells ``SimpleRNNCell``, ``LSTMCell``, ``GRUCell`` (a list of cells, or
 ``StackedRNNCells``, stacks them).
 
 A wrapper holds the layers it wraps and declares their parameters as its
@@ -22,8 +22,8 @@ from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell
 
-__all__ = ["Masking", "Bidirectional", "TimeDistributed", "SpectralNormalization", "RNN", "SimpleRNNCell", "LSTMCell",
-           "GRUCell", "StackedRNNCells", "Wrapper"]
+__all__ = ["Masking", "Bidirectional", "TimeDistributed", "SpectralNormalization", "RNN",
+           "SimpleRNNCell", "LSTMCell", "GRUCell", "StackedRNNCells", "Wrapper"]
 
 
 class Wrapper(Layer):

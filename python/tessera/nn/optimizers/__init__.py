@@ -9,7 +9,8 @@ from ..optimizer_classes import (SGD, Adadelta, Adafactor, Adagrad, Adam, Adamax
 from . import schedules
 
 __all__ = ["SGD", "Adadelta", "Adafactor", "Adamax", "Ftrl", "Lion", "Adagrad", "Adam", "AdamW",
-           "Lamb", "MultiOptimizer", "Muon", "Nadam", "Optimizer", "OptimizerMap", "RMSprop", "ScheduleFreeAdamW",
+           "Lamb", "MultiOptimizer", "Muon", "Nadam", "Optimizer", "OptimizerMap", "RMSprop",
+           "ScheduleFreeAdamW",
            "deserialize", "from_config", "get", "schedules", "serialize"]
 
 
