@@ -129,7 +129,6 @@ NAMESPACE_WHY = {
     "keras.utils.bounding_boxes": "object detection's box utilities: not built yet",
     "keras.utils.legacy": "Keras 2's serialization, not Keras 3's",
     "keras.visualization": "plots of boxes and masks for detection: not built yet",
-    "keras.wrappers": "scikit-learn wrappers: not built yet",
 }
 _3D = ["AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "ConvLSTM3D",
        "Convolution3D", "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D",
