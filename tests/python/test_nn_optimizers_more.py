@@ -218,3 +218,27 @@ def test_sgd_momentum_under_a_schedule_as_keras(keras, nesterov):
     np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
     for a, b in zip(ours.get_weights(), theirs.get_weights()):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.optimizers.SGD(0.05, momentum=0.9),
+    lambda: nn.optimizers.MultiOptimizer(nn.optimizers.OptimizerMap(
+        nn.optimizers.Adafactor(0.01), {"net/first/.*": nn.optimizers.Muon(0.01)})),
+])
+def test_saved_and_loaded_optimizers_resume_exactly(tmp_path, make):
+    """load_model rebuilds keras.optimizers' forms (Keras's SGD momentum, a
+    MultiOptimizer and its map) with their state: the next epoch is the same."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(16, 4)).astype(np.float32)
+    y = x[:, :1] * 2
+    model = nn.Sequential([nn.Input((4,)), nn.Dense(6, name="first"), nn.Dense(1, name="last")],
+                          name="net")
+    model.compile(make(), "mse")
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    model.save(tmp_path / "m.keras")
+    again = nn.models.load_model(tmp_path / "m.keras")
+    assert type(again.optimizer) is type(model.optimizer)
+    for m in (model, again):
+        m.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(model.get_weights(), again.get_weights()):
+        np.testing.assert_array_equal(a, b)
