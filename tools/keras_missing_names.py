@@ -168,6 +168,9 @@ NAME_WHY = {
                           ["jvp"])],
     "keras.callbacks": [("services and formats outside tessera (an HTTP endpoint, Orbax)",
                          ["OrbaxCheckpoint", "RemoteMonitor"])],
+    "keras.saving": [("an editor of Keras's HDF5 weight store (its .keras zips, .weights.h5); "
+                      "tessera's .keras files are its own format (docs/nn.md \"Saving and "
+                      "resuming\"), for which it is not built yet", ["KerasFileEditor"])],
 }
 
 
