@@ -16,6 +16,12 @@ CASES = [
     ("ScheduleFreeAdamW", {}),
     ("ScheduleFreeAdamW", {"learning_rate": 0.01, "beta_1": 0.8, "warmup_steps": 3,
                            "weight_decay": 0.05}),
+    # Keras's common arguments with them
+    ("Adafactor", {"learning_rate": 0.01, "gradient_accumulation_steps": 2}),
+    ("Muon", {"learning_rate": 0.01, "use_ema": True, "ema_overwrite_frequency": 3,
+              "global_clipnorm": 0.5}),
+    ("ScheduleFreeAdamW", {"learning_rate": 0.01, "gradient_accumulation_steps": 3,
+                           "clipvalue": 0.1}),
 ]
 
 
