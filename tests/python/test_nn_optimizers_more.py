@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tessera.nn as nn
+from tessera.nn.zero import ZeroPlan
 
 CASES = [
     ("Adafactor", {"learning_rate": 0.01}),
@@ -101,25 +102,47 @@ def test_bad_arguments_name_the_optimizer():
         nn.optimizers.ScheduleFreeAdamW(warmup_steps=-1)
 
 
-@pytest.mark.parametrize("name", ["Adafactor", "Muon"])
-def test_shape_reading_optimizers_refuse_zero_slices(name):
-    """Under ZeRO each locality holds flat slices: Adafactor and Muon, which need
-    whole weights, are refused by name; ScheduleFreeAdamW (elementwise) runs."""
-    from tessera.nn.zero import ZeroPlan
+def _zero_program(opt, stage=1, layers=None):
+    """The text of a ZeRO training step of a small model (one process)."""
+    m = nn.Sequential(layers or [nn.Dense(6, activation="tanh"), nn.Dense(3)], input_shape=(4,))
+    m.compile(opt, "mse")
+    P, S = m._params(True), m._params(False)
+    zp = ZeroPlan(stage, 2, 2, m._bucket_plan(P), {v: m.weights[v].shape for v in P}, "float32")
+    m._zero_plans = {zp.key: zp}
+    m._train_program(P, S, data_parallel=True, zero=zp)
+    return m.train_code
 
-    def program(opt):
-        m = nn.Sequential([nn.Dense(6, activation="tanh"), nn.Dense(3)], input_shape=(4,))
-        m.compile(opt, "mse")
-        P, S = m._params(True), m._params(False)
-        zp = ZeroPlan(1, 2, 2, m._bucket_plan(P), {v: m.weights[v].shape for v in P},
-                      "float32")
-        m._zero_plans = {zp.key: zp}
-        m._train_program(P, S, data_parallel=True, zero=zp)
-        return m.train_code
 
+@pytest.mark.parametrize("name", ["Adafactor", "Muon", "MultiOptimizer"])
+def test_whole_weight_optimizers_refuse_zero_slices(name):
+    """Under ZeRO each locality holds flat slices: Adafactor, Muon and
+    MultiOptimizer, which need whole weights, are refused by name;
+    ScheduleFreeAdamW (elementwise) runs."""
+    opt = nn.optimizers.MultiOptimizer(nn.optimizers.OptimizerMap(nn.optimizers.SGD())) \
+        if name == "MultiOptimizer" else getattr(nn.optimizers, name)()
     with pytest.raises(ValueError, match=rf"\[{name}\] needs each weight whole.*'zp_0'.*ZeRO"):
-        program(getattr(nn.optimizers, name)())
-    assert "sf_lr" in program(nn.optimizers.ScheduleFreeAdamW())
+        _zero_program(opt)
+    assert "sf_lr" in _zero_program(nn.optimizers.ScheduleFreeAdamW())
+
+
+@pytest.mark.parametrize("name", ["Adafactor", "Muon"])
+def test_whole_weight_optimizers_refuse_split_weights(name):
+    """Weights split over a tensor group (update_code's sum_squares) are refused."""
+    model = nn.Sequential([nn.Input((3,)), nn.Dense(2)])
+    opt = getattr(nn.optimizers, name)()
+    opt._variable_of = lambda v: model.layers[0].kernel  # a whole 2-d weight
+    with pytest.raises(ValueError, match=rf"\[{name}\] weights split over a tensor group"):
+        opt.update_code(["w"], ["g"], sum_squares=lambda i, e, n: ([], "1.0"))
+
+
+def test_spectral_normalization_is_refused_under_zero_3():
+    layers = [nn.SpectralNormalization(nn.Dense(6)), nn.Dense(3)]
+    with pytest.raises(ValueError, match=r"\[fit\] SpectralNormalization 'spectral_normaliza.*"
+                                         r"updates vector_u .* which ZeRO 3 does not hold"):
+        _zero_program(nn.optimizers.SGD(), stage=3, layers=layers)
+    assert "vector_u" in _zero_program(nn.optimizers.SGD(), stage=2,
+                                       layers=[nn.SpectralNormalization(nn.Dense(6)),
+                                               nn.Dense(3)])
 
 
 def test_update_code_outside_a_model_is_refused_by_name():
