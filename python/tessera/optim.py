@@ -2,8 +2,9 @@
 
 The update rules of SGD, Adam and AdamW are PyTorch's (``torch.optim.SGD``,
 ``Adam``, ``AdamW``) and run as fused C++ primitives (``sgd_update``,
-``adam_update``, ``clip_by_global_norm``); RMSprop, Adagrad, Nadam and Lamb
-are Keras's definitions written as elementwise expressions. The
+``adam_update``, ``clip_by_global_norm``); RMSprop, Adagrad, Nadam, Lamb, Adadelta,
+Adamax, Lion and Ftrl are Keras's definitions written as elementwise
+expressions, and so are Adafactor, Muon and ScheduleFreeAdamW (optim_more.py). The
 hyperparameter names are Keras's, and so are the schedules
 (``ExponentialDecay``, ``InverseTimeDecay``, ``PiecewiseConstantDecay``,
 ``PolynomialDecay``, ``CosineDecay`` with warmup, ``CosineDecayRestarts``)::
@@ -980,8 +981,8 @@ def from_config(config: Mapping) -> Union[Optimizer, LearningRateSchedule]:
 
 def get(identifier) -> Optimizer:
     """An optimizer from a name (``"sgd"``, ``"adam"``, ``"adamw"``,
-    ``"rmsprop"``, ``"adagrad"``, ``"nadam"``, ``"lamb"``, any case; Keras's
-    defaults), a config dict (``get_config()``'s) or an Optimizer (returned as
+    ``"rmsprop"``, ``"adagrad"``, ``"nadam"``, ``"lamb"``, ``"adafactor"``, ``"muon"``, ...,
+    any case; Keras's defaults), a config dict (``get_config()``'s) or an Optimizer (returned as
     is)."""
     if isinstance(identifier, Optimizer):
         return identifier
