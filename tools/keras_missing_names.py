@@ -129,7 +129,6 @@ NAMESPACE_WHY = {
     "keras.utils.bounding_boxes": "object detection's box utilities: not built yet",
     "keras.utils.legacy": "Keras 2's serialization, not Keras 3's",
     "keras.visualization": "plots of boxes and masks for detection: not built yet",
-    "keras.wrappers": "scikit-learn wrappers: not built yet",
 }
 _3D = ["AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "ConvLSTM3D",
        "Convolution3D", "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D",
@@ -160,6 +159,9 @@ NAME_WHY = {
                           ["jvp"])],
     "keras.callbacks": [("services and formats outside tessera (an HTTP endpoint, Orbax)",
                          ["OrbaxCheckpoint", "RemoteMonitor"])],
+    "keras.saving": [("an editor of Keras's HDF5 weight store (its .keras zips, .weights.h5); "
+                      "tessera's .keras files are its own format (docs/nn.md \"Saving and "
+                      "resuming\"), for which it is not built yet", ["KerasFileEditor"])],
 }
 
 

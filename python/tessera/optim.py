@@ -2,8 +2,9 @@
 
 The update rules of SGD, Adam and AdamW are PyTorch's (``torch.optim.SGD``,
 ``Adam``, ``AdamW``) and run as fused C++ primitives (``sgd_update``,
-``adam_update``, ``clip_by_global_norm``); RMSprop, Adagrad, Nadam and Lamb
-are Keras's definitions written as elementwise expressions. The
+``adam_update``, ``clip_by_global_norm``); RMSprop, Adagrad, Nadam, Lamb, Adadelta,
+Adamax, Lion and Ftrl are Keras's definitions written as elementwise
+expressions, and so are Adafactor, Muon and ScheduleFreeAdamW (optim_more.py). The
 hyperparameter names are Keras's, and so are the schedules
 (``ExponentialDecay``, ``InverseTimeDecay``, ``PiecewiseConstantDecay``,
 ``PolynomialDecay``, ``CosineDecay`` with warmup, ``CosineDecayRestarts``)::
@@ -81,6 +82,9 @@ __all__ = [
     "Adamax",
     "Lion",
     "Ftrl",
+    "Adafactor",
+    "Muon",
+    "ScheduleFreeAdamW",
     "Optimizer",
     "UpdateCode",
     "StateVar",
@@ -121,12 +125,25 @@ class StateVar:
     param: Optional[str]
     init: float = 0.0
     scalar: bool = False
+    # an axis of the parameter the state does not have (Adafactor's factored
+    # second moments: the parameter's shape without its last or next-to-last axis)
+    without_axis: Optional[int] = None
+
+    def shape_of(self, shape: tuple) -> tuple:
+        """The state's shape for a parameter of `shape`."""
+        if self.without_axis is None:
+            return tuple(shape)
+        k = self.without_axis % len(shape)
+        return tuple(shape[:k]) + tuple(shape[k + 1:])
 
     @property
     def init_expr(self) -> str:
         """The expression creating the state (from its parameter unless scalar)."""
         if self.scalar:
             return _num(self.init)
+        if self.without_axis is not None:
+            return (f"full_like(sum({self.param}, axis={self.without_axis}), "
+                    f"{_num(self.init)})")
         if self.init == 0.0:
             return f"zeros_like({self.param})"
         return f"full_like({self.param}, {_num(self.init)})"
@@ -453,8 +470,9 @@ class Optimizer:
                 continue
             p = np.asarray(params[s.param])
             dtype = p.dtype if p.dtype in (np.float32, np.float64) else np.float64
-            out[s.name] = np.broadcast_to(np.array(s.init, dtype=dtype), p.shape) if views \
-                else np.full(p.shape, s.init, dtype=dtype)
+            shape = s.shape_of(p.shape)
+            out[s.name] = np.broadcast_to(np.array(s.init, dtype=dtype), shape) if views \
+                else np.full(shape, s.init, dtype=dtype)
         return out
 
     def get_config(self) -> dict:
@@ -914,11 +932,16 @@ class Ftrl(Optimizer):
         ]
 
 
+# Keras's optimizers that look at each weight's shape (and Schedule-Free AdamW)
+# live in their own module, which builds on the classes above
+from .optim_more import Adafactor, Muon, ScheduleFreeAdamW  # noqa: E402
+
 # --------------------------------------------------------------------------- by name, configs
 
 _OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop,
                "adagrad": Adagrad, "nadam": Nadam, "lamb": Lamb, "adadelta": Adadelta,
-               "adamax": Adamax, "lion": Lion, "ftrl": Ftrl}
+               "adamax": Adamax, "lion": Lion, "ftrl": Ftrl, "adafactor": Adafactor,
+               "muon": Muon, "schedulefreeadamw": ScheduleFreeAdamW}
 # (kept under these names: tessera.nn reads optim._lr_from_config)
 _lr_config, _lr_from_config = lr_config, lr_from_config
 
@@ -958,8 +981,8 @@ def from_config(config: Mapping) -> Union[Optimizer, LearningRateSchedule]:
 
 def get(identifier) -> Optimizer:
     """An optimizer from a name (``"sgd"``, ``"adam"``, ``"adamw"``,
-    ``"rmsprop"``, ``"adagrad"``, ``"nadam"``, ``"lamb"``, any case; Keras's
-    defaults), a config dict (``get_config()``'s) or an Optimizer (returned as
+    ``"rmsprop"``, ``"adagrad"``, ``"nadam"``, ``"lamb"``, ``"adafactor"``, ``"muon"``, ...,
+    any case; Keras's defaults), a config dict (``get_config()``'s) or an Optimizer (returned as
     is)."""
     if isinstance(identifier, Optimizer):
         return identifier

@@ -21,6 +21,7 @@ import sys
 
 from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
 from . import datasets, models, optimizers, preprocessing, utils  # keras.datasets, ...: aliases
+from . import wrappers  # keras.wrappers (scikit-learn's estimators)
 from .keras_objects import deserialize_keras_object as _deserialize
 from .keras_objects import serialize_keras_object as _serialize
 
@@ -43,7 +44,8 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      GlobalAveragePooling2D, GlobalAvgPool1D, GlobalAvgPool2D, GlobalMaxPool1D,
                      GlobalMaxPool2D, GlobalMaxPooling1D, GlobalMaxPooling2D, GroupNormalization,
                      GroupQueryAttention, GroupedQueryAttention,
-                     GRUCell, Hashing, Identity, InputLayer, IntegerLookup, Lambda, Layer,
+                     GRUCell, HashedCrossing, Hashing, Identity, InputLayer, IntegerLookup, Lambda,
+                     Layer,
                      LayerNormalization, LeakyReLU, LSTMCell, Masking, Maximum, MaxPool1D,
                      MaxPool2D, MaxPooling1D, MaxPooling2D, Minimum, MultiHeadAttention, Multiply,
                      Normalization, Permute, PReLU, RandomContrast, RandomCrop, RandomFlip,
@@ -51,6 +53,7 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      ReversibleEmbedding,
                      Reshape, Resizing, SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
                      SeparableConvolution2D, SimpleRNN, SimpleRNNCell, Softmax, SpatialDropout1D,
+                     SpectralNormalization,
                      SpatialDropout2D, SpatialDropout3D, StackedRNNCells, StringLookup, Subtract,
                      TextVectorization, TimeDistributed, UnitNormalization, UpSampling1D,
                      UpSampling2D, ZeroPadding1D, ZeroPadding2D, add, average, concatenate,
@@ -70,7 +73,7 @@ from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
 from .saving import load_model, register_keras_serializable
 from .symbolic import Input, KerasTensor
-from .variables import Variable
+from .variables import Variable, name_scope
 from .step_overrides import GradientTape
 from .input_spec import InputSpec
 from .initializers import Initializer
@@ -99,10 +102,12 @@ __all__ = [
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
-    "GradientTape", "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
+    "GradientTape", "callbacks", "constraints", "initializers", "losses", "metrics",
+    "regularizers", "Variable", "name_scope", "wrappers",
     "activations",
     "ops", "random",
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
+    "SpectralNormalization",
     "TimeDistributed",
     "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
     "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
@@ -111,7 +116,8 @@ __all__ = [
     "SeparableConv1D", "SeparableConv2D", "SeparableConvolution1D", "SeparableConvolution2D",
     "AdditiveAttention", "Attention",
     "GroupNormalization", "Normalization", "Rescaling", "UnitNormalization", "InputLayer",
-    "CategoryEncoding", "CenterCrop", "Discretization", "Hashing", "IntegerLookup",
+    "CategoryEncoding", "CenterCrop", "Discretization", "HashedCrossing", "Hashing",
+    "IntegerLookup",
     "RandomContrast", "RandomCrop", "RandomFlip", "RandomRotation", "RandomTranslation",
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
     "AugMix", "AutoContrast", "ContrastLimitedAdaptiveHistogramEqualization", "CutMix",

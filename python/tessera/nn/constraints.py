@@ -243,3 +243,27 @@ def step_lines(P, owner, refuse=None) -> list:
                              f"{refuse} does not hold: train without it, or drop the constraint")
         lines.append(f"define({v}, astype({c.expression(v)}, dtype_name({v})))")
     return lines
+
+
+def state_lines(S, owner, refuse=None) -> list:
+    """The training step's statements, before the optimizer's update, that
+    set non-trainable weights a layer computes from the weights as they were
+    (SpectralNormalization's vector_u): each of `S` whose layer's
+    ``state_update(param_name, name_of)`` gives an expression (``name_of``:
+    the program name of another of the layer's weights). `refuse`: the name
+    of a mode that does not hold the whole weights (ZeRO 3), an error then."""
+    names = {(id(layer), param.name): v for v, (layer, param) in owner.items()}
+    lines = []
+    for v in S:
+        layer, param = owner[v]
+        hook = getattr(layer, "state_update", None)
+        expr = None if hook is None else hook(
+            param.name, lambda n, layer=layer: names[(id(layer), n)])
+        if expr is None:
+            continue
+        if refuse:
+            raise ValueError(f"[fit] {layer.kind} {layer.name!r} updates {param.name} from its "
+                             f"whole weights each step, which {refuse} does not hold: train "
+                             "without it")
+        lines.append(f"define({v}, {expr})")
+    return lines

@@ -13,7 +13,7 @@ from .input_spec import assert_input_compatibility
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
                        follow_first_axis, user_location)
-from .variables import add_program_losses, collecting_losses, tracing
+from .variables import PATH_SCOPE, add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "graph_layers", "clone_graph"]
@@ -99,12 +99,8 @@ def _accepts(fn, name: str) -> bool:
     return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
-# Keras's variable paths: the names of the layers (and models) whose build
-# or call is running, outermost first. A layer takes the scope it is first
-# called (or built) in as the prefix of its variables' paths
-# ("encoder/multi_head_attention/query/kernel"), as Keras names a variable by
-# the name scopes open when it is created.
-_PATH_SCOPE: list = [()]
+# Keras's variable paths: variables.PATH_SCOPE (the layers' scopes and name_scope's)
+_PATH_SCOPE = PATH_SCOPE
 
 
 @contextlib.contextmanager

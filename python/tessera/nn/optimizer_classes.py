@@ -9,8 +9,11 @@ keras.optimizers (tessera.nn.optimizers) and compile("adam") give these."""
 from __future__ import annotations
 
 import inspect
+import re
+from collections.abc import MutableMapping
 
 from .. import optim as _optim
+from ..optim import StateVar
 from .layers.base import _auto_name
 
 
@@ -91,6 +94,20 @@ class SGD(KerasArguments, _optim.SGD):
                          global_clipnorm, decoupled=True)
         self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
+    def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
+        if self.momentum == 0:
+            return super()._emit(i, param, grad, prefix, lr, iteration, statements, state)
+        # Keras's momentum holds the learning rate (m = momentum m - lr g, w += m):
+        # under a schedule it differs from PyTorch's (v = momentum v + g, w -= lr v)
+        m = f"{prefix}{param}_momentum"
+        state.append(StateVar(m, param))
+        _optim._decay_first(param, lr, self.weight_decay if self._decays(param) else 0.0,
+                            statements)
+        mu = repr(float(self.momentum))
+        statements.append(f"define({m}, {m} * {mu} - ({grad}) * {lr})")
+        step = f"{m} * {mu} - ({grad}) * {lr}" if self.nesterov else m
+        statements.append(f"define({param}, {param} + {step})")
+
 
 class Adam(KerasArguments, _optim.Adam):
     """Keras's Adam: ``weight_decay`` (default None) is Keras's decoupled decay,
@@ -146,12 +163,15 @@ def _keras_form(base):
                    "clipnorm (per weight), global_clipnorm, clipvalue and name."})
 
 
-Adadelta, Adagrad, Adamax, Ftrl, Lamb, Lion, Nadam, RMSprop = (
-    _keras_form(c) for c in (_optim.Adadelta, _optim.Adagrad, _optim.Adamax, _optim.Ftrl,
-                             _optim.Lamb, _optim.Lion, _optim.Nadam, _optim.RMSprop))
+Adadelta, Adagrad, Adamax, Ftrl, Lamb, Lion, Nadam, RMSprop, Adafactor, Muon, \
+    ScheduleFreeAdamW = (
+        _keras_form(c) for c in (_optim.Adadelta, _optim.Adagrad, _optim.Adamax, _optim.Ftrl,
+                                 _optim.Lamb, _optim.Lion, _optim.Nadam, _optim.RMSprop,
+                                 _optim.Adafactor, _optim.Muon, _optim.ScheduleFreeAdamW))
 
 _KERAS = {c.__name__.lower(): c for c in (SGD, Adam, AdamW, Adadelta, Adagrad, Adamax, Ftrl, Lamb,
-                                           Lion, Nadam, RMSprop)}
+                                           Lion, Nadam, RMSprop, Adafactor, Muon,
+                                           ScheduleFreeAdamW)}
 
 
 def get(identifier):
@@ -161,6 +181,9 @@ def get(identifier):
     tessera.optim's), or an optimizer (returned as is)."""
     if isinstance(identifier, str) and identifier.lower() in _KERAS:
         return _KERAS[identifier.lower()]()
+    if isinstance(identifier, dict) and "MultiOptimizer" in (identifier.get("class"),
+                                                             identifier.get("class_name")):
+        return MultiOptimizer.from_config(identifier.get("config", identifier))
     if isinstance(identifier, dict) and "class_name" in identifier and "class" not in identifier:
         # Keras's own serialized form: Keras's argument names and meanings
         cls = _KERAS.get(str(identifier["class_name"]).lower())
@@ -180,3 +203,194 @@ def get(identifier):
         if name in _KERAS and not pytorch:
             return _KERAS[name].from_config(inner)
     return _optim.get(identifier)
+
+
+class OptimizerMap(MutableMapping):
+    """Keras's OptimizerMap: optimizers by weight path. A key is a path
+    (``"sequential/dense/kernel"``) or a regular expression matching whole paths
+    (``"encoder/.*"``); an exact key wins, then the one pattern that matches
+    (two: an error), else ``default_optimizer``."""
+
+    def __init__(self, default_optimizer, optimizer_map=None):
+        if not isinstance(default_optimizer, _optim.Optimizer) or \
+                isinstance(default_optimizer, MultiOptimizer):
+            raise TypeError(f"[OptimizerMap] default_optimizer must be an optimizer, got "
+                            f"{default_optimizer!r}")
+        if optimizer_map is not None and not isinstance(optimizer_map, dict):
+            raise TypeError(f"[OptimizerMap] optimizer_map must be a dict, got "
+                            f"{type(optimizer_map).__name__}: {optimizer_map!r}")
+        self.default_optimizer = default_optimizer
+        self._optimizer_map = {}
+        for k, v in (optimizer_map or {}).items():
+            self[k] = v
+
+    def __getitem__(self, key):
+        if key in self._optimizer_map:
+            return self._optimizer_map[key]
+        found = [k for k in self._optimizer_map if re.fullmatch(k, key)]
+        if len(found) > 1:
+            raise ValueError(f"[OptimizerMap] more than one optimizer for the weight {key!r}: "
+                             f"the patterns {found} all match it")
+        return self._optimizer_map[found[0]] if found else self.default_optimizer
+
+    def __setitem__(self, key, optimizer):
+        if not isinstance(key, str):
+            raise ValueError(f"[OptimizerMap] a key must be a string, got {key!r}")
+        if key in self._optimizer_map:
+            raise ValueError(f"[OptimizerMap] the key {key!r} is in the map already (with "
+                             f"{self._optimizer_map[key]!r}); keys may not repeat")
+        try:
+            re.compile(key)
+        except re.error as e:
+            raise ValueError(f"[OptimizerMap] the key {key!r} is not a valid regular "
+                             f"expression: {e}") from None
+        if not isinstance(optimizer, _optim.Optimizer) or isinstance(optimizer, MultiOptimizer):
+            raise ValueError(f"[OptimizerMap] the value of {key!r} must be an optimizer (not a "
+                             f"MultiOptimizer), got {optimizer!r}")
+        self._optimizer_map[key] = optimizer
+
+    def __delitem__(self, key):
+        del self._optimizer_map[key]
+
+    def __len__(self):
+        return len(self._optimizer_map)
+
+    def __iter__(self):
+        return iter(self._optimizer_map)
+
+    def __call__(self, variable):
+        return self[variable.path]
+
+    def get_config(self) -> dict:
+        return {"default_optimizer": self.default_optimizer.get_config(),
+                "optimizer_map": {k: v.get_config() for k, v in self._optimizer_map.items()}}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(get(config["default_optimizer"]),
+                   {k: get(v) for k, v in (config.get("optimizer_map") or {}).items()})
+
+
+class MultiOptimizer(_optim.Optimizer):
+    """Keras's MultiOptimizer: each weight updated by the optimizer that
+    ``optimizer_map`` (an OptimizerMap, or a function of the weight's Variable)
+    gives it, each with its own learning rate (schedule), state and clipping,
+    in the one compiled step. It has no learning rate of its own (reading or
+    setting ``learning_rate`` is an AttributeError, as in Keras; set it on
+    ``optimizers``). Needs whole weights of a model (not under ZeRO or tensor
+    parallelism); the sub-optimizers' use_ema is not supported."""
+
+    def __init__(self, optimizer_map, loss_scale_factor=None, name=None):
+        if not isinstance(optimizer_map, OptimizerMap) and not callable(optimizer_map):
+            raise TypeError(f"[MultiOptimizer] optimizer_map must be an OptimizerMap or a "
+                            f"function of a Variable, got {optimizer_map!r}")
+        if loss_scale_factor is not None:
+            raise ValueError(f"[MultiOptimizer] loss_scale_factor={loss_scale_factor!r} is not "
+                             "supported (loss scaling, mixed precision); leave it at None")
+        super().__init__(0.0)
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"[MultiOptimizer] name must be a str, got {name!r}")
+        self.name = name or _auto_name("MultiOptimizer")
+        self.loss_scale_factor = None
+        self._optimizer_map = optimizer_map
+        self._inner = []
+        if isinstance(optimizer_map, OptimizerMap):
+            for opt in [*optimizer_map.values(), optimizer_map.default_optimizer]:
+                if all(opt is not o for o in self._inner):
+                    self._inner.append(opt)
+
+    @property
+    def optimizers(self) -> list:
+        """The sub-optimizers (the map's, then any a function gave)."""
+        return list(self._inner)
+
+    @property
+    def learning_rate(self):
+        raise AttributeError("[MultiOptimizer] has no learning rate of its own: read it on the "
+                             "sub-optimizers (optimizer.optimizers)")
+
+    @learning_rate.setter
+    def learning_rate(self, value):
+        raise AttributeError("[MultiOptimizer] has no learning rate of its own: set it on the "
+                             "sub-optimizers (optimizer.optimizers)")
+
+    def set_learning_rate(self, value):
+        raise AttributeError("[MultiOptimizer.set_learning_rate] has no learning rate of its "
+                             "own: set it on the sub-optimizers (optimizer.optimizers)")
+
+    @property
+    def _override(self):
+        return None
+
+    @_override.setter
+    def _override(self, value):
+        if value is not None:  # (a callback: LearningRateScheduler, ReduceLROnPlateau)
+            raise ValueError("[MultiOptimizer] a callback set the learning rate to "
+                             f"{value!r}, but a MultiOptimizer has none of its own; change "
+                             "the sub-optimizers' rates instead")
+
+    def rate_at(self, iteration: int = 0) -> list:
+        """Every sub-optimizer's learning rate of update ``iteration``, in the
+        order of ``optimizers`` (the step reads its own from this list)."""
+        for opt in self._inner:
+            opt._last_iteration = iteration
+        return [opt.rate_at(iteration) for opt in self._inner]
+
+    def _optimizer_of(self, param: str):
+        var = self._variable_of(param) if self._variable_of is not None else None
+        if var is None:
+            raise ValueError(f"[MultiOptimizer] needs each weight whole, as one of a model's "
+                             f"Variables: {param!r} is not one here (ZeRO holds flat slices of "
+                             "the weights; fit without zero=)")
+        opt = self._optimizer_map(var)
+        if not isinstance(opt, _optim.Optimizer) or isinstance(opt, MultiOptimizer):
+            raise ValueError(f"[MultiOptimizer] the optimizer for {var.path!r} must be an "
+                             f"optimizer (not a MultiOptimizer), got {opt!r}")
+        if opt.use_ema:
+            raise ValueError(f"[MultiOptimizer] the optimizer for {var.path!r} has use_ema=True,"
+                             " which is not supported inside a MultiOptimizer")
+        if all(opt is not o for o in self._inner):
+            self._inner.append(opt)
+        return next(k for k, o in enumerate(self._inner) if o is opt)
+
+    def update_code(self, param_names, grad_names, state_prefix="opt_", lr_expr="lr",
+                    iteration_expr="iteration", global_norm=None, sum_squares=None):
+        """Each sub-optimizer's update of its weights (Optimizer.update_code),
+        reading its rate as ``(lr)[k]`` (rate_at's list)."""
+        if global_norm is not None or sum_squares is not None:
+            raise ValueError("[MultiOptimizer] weights held in slices or split over a tensor "
+                             "group (ZeRO, tensor parallelism) are not supported")
+        params, grads = list(param_names), list(grad_names)
+        if len(params) != len(grads):
+            raise ValueError(f"[MultiOptimizer.update_code] {len(params)} parameters but "
+                             f"{len(grads)} gradients")
+        self._built = True
+        groups = {}
+        for p, g in zip(params, grads):
+            groups.setdefault(self._optimizer_of(p), []).append((p, g))
+        statements, state = [], []
+        for k in sorted(groups):
+            opt = self._inner[k]
+            opt._variable_of, opt._iterations_of = self._variable_of, self._iterations_of
+            ps, gs = zip(*groups[k])
+            upd = opt.update_code(list(ps), list(gs), state_prefix=f"{state_prefix}m{k}_",
+                                  lr_expr=f"({lr_expr})[{k}]", iteration_expr=iteration_expr)
+            statements += upd.statements
+            state += upd.state
+        return _optim.UpdateCode(statements, state)
+
+    def get_config(self) -> dict:
+        if not isinstance(self._optimizer_map, OptimizerMap):
+            raise TypeError("[MultiOptimizer.get_config] an optimizer_map given as a function "
+                            "cannot be serialized; use an OptimizerMap")
+        return {"class": "MultiOptimizer", "optimizer_map": self._optimizer_map.get_config(),
+                "loss_scale_factor": None, "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("class", None)
+        return cls(OptimizerMap.from_config(config.pop("optimizer_map")), **config)
+
+    def __repr__(self) -> str:
+        return f"MultiOptimizer({self._optimizer_map!r}, name={self.name!r})"

@@ -924,17 +924,17 @@ class StageStep:
         # stage's; the others add zeros, or their regularizers' values
         # before the update)
         n_all = sum(math.prod(z) for z in model._metric_sizes())
-        lm_width = 1 + n_all
         if last:
-            mine = f"total_aux[0:{lm_width}]"
+            mine = f"total_aux[0:{1 + n_all}]"
         elif regs:
             if gathered:  # ZeRO 3: the regularizers read the whole weights
                 lines += zero.gather_lines()
             mine = (f"concatenate(list(reshape(astype({' + '.join(regs)}, \"float64\"), [1]), "
                     f"zeros({n_all}, dtype=\"float64\")))")
         else:
-            mine = f"zeros({lm_width}, dtype=\"float64\")"
+            mine = f"zeros({1 + n_all}, dtype=\"float64\")"
         lines.append(f"define(lm, {mine})")
+        lines += constraints.state_lines(S, model._owner, gathered and "ZeRO 3 in a pipeline")
         new_p = P
         if zero is None:
             more, norms, norm = self._clip_norm_lines(model, opt, P, grads, s, p)

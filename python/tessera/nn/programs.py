@@ -685,6 +685,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]
         if data_parallel and not overlap and (zero is None or zero.stage == 1):
             lines += self._allreduce_code(P, grads)
+        lines += constraints.state_lines(S, self._owner, zero and zero.stage == 3 and "ZeRO 3")
         if zero is None:
             lines += upd.statements
         else:
@@ -857,6 +858,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 lines.append(f"define({grads[int(k)]}, reshape(total_{b}[{off}:{off + size[v]}], "
                              f"shape({v})))")
                 off += size[v]
+        lines += constraints.state_lines(S, self._owner, zero and zero.stage == 3 and "ZeRO 3")
         if zero is not None:
             lines += self._zero_update_lines(zero, P, grads, zero_grads=zero.stage >= 2)
         elif self._compiled.optimizer.clipnorm is not None and self._split_norms is None:

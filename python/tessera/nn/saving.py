@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
-from . import constraints, metric_classes, regularizers
+from . import constraints, metric_classes, optimizer_classes, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .metric_programs import _FunctionMetric
@@ -871,8 +871,8 @@ def save_model(model, path, training_state=None):
 
 
 def _optimizer_from(cfg, ctx: _Load):
-    # optim.from_config builds only tessera's optimizers and schedules
-    return optim.from_config(_decode(cfg, ctx))
+    # keras.optimizers' forms (and tessera.optim's where the config says so); no schedule
+    return optimizer_classes.get(_decode(cfg, ctx))
 
 
 def _compile_from(model, cfg, ctx: _Load):

@@ -25,7 +25,8 @@ from . import initializers
 from .params import initial_value
 from .symbolic import KerasTensor
 
-__all__ = ["Variable", "tracing", "is_tracing", "collecting_updates", "collecting_losses"]
+__all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
+           "collecting_losses"]
 
 # True while a user's call/update_state/loss is traced into a program: a
 # variable's operations are then recorded instead of computed.
@@ -105,6 +106,55 @@ def add_loss_now(layer, loss) -> bool:
         return False
     record.append((layer, loss))
     return True
+
+
+# Keras's variable paths: the names of the name scopes and of the layers (and
+# models) whose build or call is running, outermost first. A layer takes the
+# scope it is first called (or built) in as the prefix of its variables' paths
+# ("encoder/multi_head_attention/query/kernel"), as Keras names a variable by
+# the name scopes open when it is created (functional.path_scope, name_scope).
+PATH_SCOPE: list = [()]
+_NAME_SCOPES: list = []  # (name_scope, the depth of PATH_SCOPE it made)
+
+
+class name_scope:
+    """keras.name_scope(name): a context in which the variables made (a
+    standalone Variable, a layer's weights when it is built or first called)
+    have ``name/`` before their paths. ``override_parent`` ("a/b") replaces
+    the scopes open around it; with ``caller`` and ``deduplicate``, a scope
+    of the same caller and name as the innermost one adds nothing (Keras's)."""
+
+    def __init__(self, name, caller=None, deduplicate=True, override_parent=None):
+        if not isinstance(name, str) or "/" in name:
+            raise ValueError(f"[name_scope] name must be a string without '/', got {name!r}")
+        if override_parent is not None and not isinstance(override_parent, str):
+            raise TypeError(f"[name_scope] override_parent must be a string (a path) or None, "
+                            f"got {override_parent!r}")
+        self.name, self.caller, self.deduplicate = name, caller, deduplicate
+        self.override_parent = override_parent
+        if override_parent is None and deduplicate and \
+                getattr(caller, "_parent_path", None) is not None:
+            self.override_parent = caller._parent_path
+        self._pop_on_exit = False
+
+    def __enter__(self):
+        if self.deduplicate and self.caller is not None and _NAME_SCOPES:
+            last, depth = _NAME_SCOPES[-1]
+            if depth == len(PATH_SCOPE) and last.caller is self.caller and \
+                    last.name == self.name:
+                return self
+        parent = PATH_SCOPE[-1] if self.override_parent is None else \
+            tuple(p for p in self.override_parent.split("/") if p)
+        PATH_SCOPE.append(parent + (self.name,))
+        _NAME_SCOPES.append((self, len(PATH_SCOPE)))
+        self._pop_on_exit = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._pop_on_exit:
+            PATH_SCOPE.pop()
+            _NAME_SCOPES.pop()
+            self._pop_on_exit = False
 
 
 def _plain(v):
@@ -194,6 +244,7 @@ class Variable(KerasTensor):
                 raise ValueError(f"[Variable] the initial value has shape {value.shape}, not "
                                  f"the shape given, {tuple(shape)}")
         self._layer, self._param = None, name or "variable"
+        self._scope = PATH_SCOPE[-1]  # the name scopes open now (name_scope)
         self._own = value
         self._trainable = bool(trainable)
         super().__init__(value.shape, str(value.dtype), "param", (None, self._param),
@@ -217,7 +268,9 @@ class Variable(KerasTensor):
             scope = layer.__dict__.get("_path_prefix", ()) + (layer.name,)
             return "/".join(scope + (layer._weight_subpath(self._param),))
         owner = getattr(self, "_owner_name", None)
-        return f"{owner}/{self._param}" if owner else self._param
+        if owner:
+            return f"{owner}/{self._param}"
+        return "/".join(getattr(self, "_scope", ()) + (self._param,))
 
     @property
     def trainable(self) -> bool:

@@ -16,13 +16,14 @@
     attention     Attention, AdditiveAttention
     multi_head_attention  MultiHeadAttention, GroupQueryAttention
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
-    wrappers      RNN, the cells, Bidirectional, TimeDistributed, Masking
+    wrappers      RNN, the cells, Bidirectional, TimeDistributed, SpectralNormalization,
+                  Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
-                  Discretization (image_preprocessing: Resizing, CenterCrop, Random*;
-                  image_color: the colour augmentations; image_augment: RandomShear,
-                  RandomPerspective, RandomElasticTransform, RandomGaussianBlur,
-                  RandomErasing, MixUp, CutMix, Pipeline, ...; image_policies:
-                  RandAugment, AugMix)
+                  HashedCrossing, Discretization (image_preprocessing: Resizing,
+                  CenterCrop, Random*; image_color: the colour augmentations;
+                  image_augment: RandomShear, RandomPerspective, RandomElasticTransform,
+                  RandomGaussianBlur, RandomErasing, MixUp, CutMix, Pipeline, ...;
+                  image_policies: RandAugment, AugMix)
 
 A family module imports `base` (and the graph and variables below it), never this
 package nor a module above it; adding a layer touches its family file, the list below
@@ -68,15 +69,15 @@ from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,
                       GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D,
                       GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
                       GlobalMaxPooling2D, MaxPool1D, MaxPool2D, MaxPooling1D, MaxPooling2D)
-from .preprocessing import (CategoryEncoding, Discretization, Hashing, IntegerLookup,
-                            StringLookup, TextVectorization)
+from .preprocessing import (CategoryEncoding, Discretization, HashedCrossing, Hashing,
+                            IntegerLookup, StringLookup, TextVectorization)
 from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, Reshape,
                         UpSampling1D, UpSampling2D, ZeroPadding1D, ZeroPadding2D)
 from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
                         SeparableConvolution2D)
 from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNNCell,
-                       StackedRNNCells, TimeDistributed, Wrapper)
+                       SpectralNormalization, StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
 FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_augment, image_color,

@@ -1,5 +1,5 @@
 """Keras's preprocessing layers: text (TextVectorization, StringLookup,
-IntegerLookup, Hashing), categorical (CategoryEncoding, Discretization) and
+IntegerLookup, Hashing, HashedCrossing), categorical (CategoryEncoding, Discretization) and
 image (Resizing, CenterCrop and the Random* augmentations).
 
 They run eagerly on NumPy arrays (strings included), as Keras's run outside
@@ -31,7 +31,7 @@ from ..symbolic import KerasTensor, user_location
 from .base import Layer
 
 __all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
-           "Discretization"]  # the image layers: image_preprocessing.py
+           "HashedCrossing", "Discretization"]  # the image layers: image_preprocessing.py
 
 
 def _has_symbolic(obj) -> bool:
@@ -753,6 +753,85 @@ class Hashing(_Preprocessing):
         if self.output_mode == "int":
             return out
         return _encode(out, self.output_mode, self.num_bins, "Hashing")
+
+
+_CROSS_KEY = 0xDECAFCAFFE  # TensorFlow's default key of its hashed feature crosses
+_U64 = (1 << 64) - 1
+
+
+def _cross_mix(a: int, b: int) -> int:
+    """TensorFlow's FingerprintCat64: fingerprint `a` extended by `b`."""
+    mul = 0xC6A4A7935BD1E995
+    out = a ^ mul
+    v = (b * mul) & _U64
+    out ^= ((v ^ (v >> 47)) * mul) & _U64
+    out = (out * mul) & _U64
+    out = (((out ^ (out >> 47)) * mul) & _U64)
+    return out ^ (out >> 47)
+
+
+class HashedCrossing(_Preprocessing):
+    """Crosses two or more categorical features by hashing, like
+    keras.layers.HashedCrossing: each feature an int (its value) or a string
+    (its FarmHash Fingerprint64), chained with TensorFlow's FingerprintCat64
+    from its default key, modulo num_bins, so the bins equal Keras's. Inputs:
+    a list or tuple of equally shaped arrays of shape (), (batch,) or
+    (batch, 1); output_mode "int" (int64, or dtype) or "one_hot" (float32,
+    or dtype)."""
+
+    kind = "HashedCrossing"
+
+    def __init__(self, num_bins, output_mode="int", sparse=False, name=None, dtype=None,
+                 **kwargs):
+        super().__init__(name=name, **kwargs)
+        if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins <= 0:
+            raise ValueError(f"[HashedCrossing] num_bins must be a positive int, got "
+                             f"{num_bins!r}")
+        self.output_mode = _check_mode(output_mode, ("int", "one_hot"), "HashedCrossing")
+        _no_sparse(sparse, "HashedCrossing")
+        self.num_bins, self.sparse = num_bins, False
+        want = dtype if dtype is not None else ("int64" if output_mode == "int" else "float32")
+        try:
+            self.dtype = np.dtype(getattr(want, "name", want)).name
+        except TypeError:
+            raise ValueError(f"[HashedCrossing] dtype {dtype!r} is not a dtype") from None
+
+    def _feature(self, v) -> int:
+        if isinstance(v, (str, bytes)):
+            return _hashes.fingerprint64(v.encode("utf-8") if isinstance(v, str) else v)
+        return int(v) & _U64
+
+    def call(self, inputs):
+        if not isinstance(inputs, (list, tuple)):
+            raise ValueError(f"[HashedCrossing] must be called on a list or tuple of inputs, got "
+                             f"{type(inputs).__name__}")
+        if len(inputs) < 2:
+            raise ValueError(f"[HashedCrossing] must be called on at least two inputs, got "
+                             f"{len(inputs)}")
+        arrays = [np.asarray(x) for x in inputs]
+        shape = arrays[0].shape
+        if len(shape) > 2 or (len(shape) == 2 and shape[-1] != 1):
+            raise ValueError(f"[HashedCrossing] every input must have shape (), (batch_size,) "
+                             f"or (batch_size, 1), got {shape}")
+        if any(a.shape != shape for a in arrays[1:]):
+            raise ValueError(f"[HashedCrossing] every input must have the same shape, got "
+                             f"{[a.shape for a in arrays]}")
+        if any(a.dtype.kind not in "iuUSO" for a in arrays):
+            raise ValueError(f"[HashedCrossing] every input must have an integer or string "
+                             f"dtype, got {[str(a.dtype) for a in arrays]}")
+        columns = [a.reshape(-1).tolist() for a in arrays]
+        bins = []
+        for row in zip(*columns):
+            out = _CROSS_KEY
+            for v in row:
+                out = _cross_mix(out, self._feature(v))
+            bins.append(out % self.num_bins)
+        out = np.array(bins, dtype=np.int64).reshape(shape)
+        if self.output_mode == "int":
+            return out.astype(self.dtype)
+        hot = _encode(out.reshape(-1, 1) if out.ndim < 2 else out, "one_hot", self.num_bins,
+                      "HashedCrossing", dtype=self.dtype)
+        return hot[0] if out.ndim == 0 else hot
 
 
 class CategoryEncoding(_Preprocessing):

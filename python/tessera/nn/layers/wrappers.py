@@ -1,6 +1,6 @@
 """Masking and the wrappers of recurrent and other layers, like Keras's:
-``Masking``, ``Bidirectional``, ``TimeDistributed``, and ``RNN`` with the
-cells ``SimpleRNNCell``, ``LSTMCell``, ``GRUCell`` (a list of cells, or
+``Masking``, ``Bidirectional``, ``TimeDistributed``, ``SpectralNormalization``, and
+``RNN`` with the cells ``SimpleRNNCell``, ``LSTMCell``, ``GRUCell`` (a list of cells, or
 ``StackedRNNCells``, stacks them).
 
 A wrapper holds the layers it wraps and declares their parameters as its
@@ -15,13 +15,15 @@ from dataclasses import replace
 import numpy as np
 
 from ..symbolic import user_location
+from ..initializers import TruncatedNormal
+from ..params import Param
 from .base import Layer, _auto_name
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell
 
-__all__ = ["Masking", "Bidirectional", "TimeDistributed", "RNN", "SimpleRNNCell", "LSTMCell",
-           "GRUCell", "StackedRNNCells", "Wrapper"]
+__all__ = ["Masking", "Bidirectional", "TimeDistributed", "SpectralNormalization", "RNN",
+           "SimpleRNNCell", "LSTMCell", "GRUCell", "StackedRNNCells", "Wrapper"]
 
 
 class Wrapper(Layer):
@@ -289,6 +291,104 @@ class TimeDistributed(Layer):
         finally:
             ctx.input_shapes = saved
         return f"reshape({y}, {list((-1, steps) + tuple(inner_out))})"
+
+
+class SpectralNormalization(Layer):
+    """Keras's SpectralNormalization: in training the wrapped layer's kernel (or
+    embeddings) is divided by its largest singular value ``sigma``, estimated
+    by ``power_iterations`` steps of power iteration from the non-trainable
+    ``vector_u`` (updated each training step); in inference the kernel is used
+    as it is. As Keras on JAX: the optimizer updates the kernel itself (the
+    gradient flows through ``kernel / sigma``, sigma = v W u^T with u and v
+    held constant)."""
+
+    kind = "SpectralNormalization"
+
+    def __init__(self, layer, power_iterations=1, name=None, input_shape=None, **kwargs):
+        if not isinstance(layer, Layer) or layer._is_custom() or \
+                getattr(layer, "multi_input", False) or getattr(layer, "mask_input", False):
+            raise TypeError(f"[SpectralNormalization] wraps a built-in layer of one input with a "
+                            f"kernel or embeddings (Dense, Conv2D, Embedding, ...), got "
+                            f"{type(layer).__name__}")
+        if isinstance(power_iterations, bool) or not isinstance(power_iterations, int) or \
+                power_iterations <= 0:
+            raise ValueError(f"[SpectralNormalization] power_iterations must be an int > 0, got "
+                             f"{power_iterations!r}")
+        super().__init__(name, input_shape, **kwargs)
+        self.layer = layer
+        self.power_iterations = power_iterations
+        layer._weights_owner = (self, "")
+
+    def _weight_subpath(self, pname: str) -> str:
+        if pname == "vector_u":
+            return pname
+        return f"{self.layer.name}/{self.layer._weight_subpath(pname)}"
+
+    def compute_output_shape(self, s):
+        out = self.layer.compute_output_shape(tuple(s))
+        if isinstance(out, list):
+            raise ValueError(f"[SpectralNormalization] the wrapped layer {self.layer.name!r} "
+                             "has several outputs")
+        self.layer._in_shape, self.layer._out_shape = tuple(s), out
+        inner = {q.name: q for q in self.layer.params}
+        target = next((n for n in ("kernel", "embeddings") if n in inner), None)
+        if target is None:
+            raise ValueError(f"[SpectralNormalization] {type(self.layer).__name__} has no "
+                             "weight 'kernel' nor 'embeddings'")
+        self._target = target
+        # Keras's order: the kernel (the wrapper tracks it), vector_u, the rest
+        u = Param("vector_u", (1, inner[target].shape[-1]), TruncatedNormal(stddev=0.02),
+                  trainable=False)
+        self.params = [inner[target], u] + [q for n, q in inner.items() if n != target]
+        return out
+
+    def _power_iteration(self, w: str, u: str, define) -> tuple:
+        """(u, v) after the power iterations from `u` on the matrix `w`
+        (Keras's normalize: x * min(1 / ||x||, 1 / 1e-7))."""
+        v = None
+        for _ in range(self.power_iterations):
+            v = define("sn_v", f"{u} @ transpose({w})")
+            v = define("sn_v", f"{v} * minimum(1.0 / sqrt(sum(square({v}))), 1e7)")
+            u = define("sn_u", f"{v} @ {w}")
+            u = define("sn_u", f"{u} * minimum(1.0 / sqrt(sum(square({u}))), 1e7)")
+        return u, v
+
+    def _matrix(self, kernel: str) -> str:
+        return f"reshape({kernel}, [-1, {self.params[1].shape[-1]}])"
+
+    def forward(self, x, p, ctx):
+        inner = dict(p)
+        if ctx.training != "false":
+            k = p[self._target]
+            w = ctx.define("sn_w", self._matrix(k))
+            u, v = self._power_iteration(w, p["vector_u"], ctx.define)
+            u = ctx.define("sn_u", f"stop_gradient({u})")
+            v = ctx.define("sn_v", f"stop_gradient({v})")
+            sigma = ctx.define("sn_sigma", f"sum(({v} @ {w}) * {u})")
+            zero = ctx.define("sn_zero", f"all(equal({k}, 0.0))")  # Keras keeps it as it is
+            scaled = f"{k} / where({zero}, 1.0, {sigma})"
+            if ctx.training != "true":
+                scaled = f"where({ctx.training}, {scaled}, {k})"
+            inner[self._target] = ctx.define("sn_kernel", scaled)
+        return self.layer.forward(x, inner, ctx)
+
+    def state_update(self, pname: str, name_of):
+        """The training step's new ``vector_u`` (from the weights before the
+        optimizer's update), as one expression; None for other weights."""
+        if pname != "vector_u":
+            return None
+        lines, count = [], iter(range(1 << 20))
+        k, u = name_of(self._target), name_of("vector_u")
+
+        def define(tag, expr):
+            name = f"{u}_{tag}{next(count)}"
+            lines.append(f"define({name}, {expr})")
+            return name
+
+        w = define("w", self._matrix(k))
+        new, _ = self._power_iteration(w, u, define)
+        lines.append(f"where(all(equal({k}, 0.0)), {u}, {new})")
+        return f"block({', '.join(lines)})"
 
 
 class _Cell:

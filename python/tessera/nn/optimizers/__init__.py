@@ -3,11 +3,14 @@ optimizers under Keras's names (`keras.optimizers.Adam(learning_rate=1e-3)`),
 and its learning-rate schedules as `keras.optimizers.schedules`."""
 
 from ...optim import Optimizer, from_config
-from ..optimizer_classes import (SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Ftrl, Lamb, Lion,
-                                 Nadam, RMSprop, get)
+from ..optimizer_classes import (SGD, Adadelta, Adafactor, Adagrad, Adam, Adamax, AdamW, Ftrl,
+                                 Lamb, Lion, MultiOptimizer, Muon, Nadam, OptimizerMap,
+                                 RMSprop, ScheduleFreeAdamW, get)
 from . import schedules
 
-__all__ = ["SGD", "Adadelta", "Adamax", "Ftrl", "Lion", "Adagrad", "Adam", "AdamW", "Lamb", "Nadam", "Optimizer", "RMSprop",
+__all__ = ["SGD", "Adadelta", "Adafactor", "Adamax", "Ftrl", "Lion", "Adagrad", "Adam", "AdamW",
+           "Lamb", "MultiOptimizer", "Muon", "Nadam", "Optimizer", "OptimizerMap", "RMSprop",
+           "ScheduleFreeAdamW",
            "deserialize", "from_config", "get", "schedules", "serialize"]
 
 
