@@ -687,6 +687,13 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
           const T* ar = a + i * A;
           T* dr = d + i * ldd;
           T* dhr = dh.data() + i * H;
+          if (k > 0) {
+            // the row's gates and cell state of the previous step (written by
+            // the forward long before, so in memory), a row at a time so that
+            // the requests do not queue behind each other
+            prefetch_values(ar - B * A, A);
+            prefetch_values(cp + i * H - BH, H);
+          }
           if (keeps<T>(p, b, t)) {
             simd_call<RnnLstmCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H, ar + 4 * H,
                                           go ? go : no_output.data(), cp + i * H, dhr,
