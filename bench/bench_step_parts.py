@@ -5,7 +5,8 @@ layer_norm_grad on (32, 200, 32) float32), each against NumPy's x * gamma on
 the same array as a memory-bound yardstick; and the keras-io LSTM's recurrent
 layer (rnn_sequence and rnn_sequence_grad of an LSTM: batch 32, 100 steps, 128
 features, 64 units, float32, all outputs, as one direction of its
-Bidirectional layers). CPU-time medians of many calls,
+Bidirectional layers) and Adam on its 20000x128 embedding (adam_update out of
+place: its outputs new arrays, as under fit's nan_policy="stop"). CPU-time medians of many calls,
 one thread. Run it with two checkouts' PYTHONPATH alternately to compare them.
 
 run: PYTHONPATH=python .venv/bin/python bench/bench_step_parts.py [--calls 200] [--threads 1]
@@ -55,6 +56,9 @@ def main():
     gout = rng.normal(size=(32, 100, 64)).astype(np.float32)
     rnn_args = ["lstm", xs, kernel, rec, bias]
     rnn_out = prim("rnn_sequence", rnn_args)
+    emb = [rng.normal(size=(20000, 128)).astype(np.float32) for _ in range(3)]
+    emb.append(rng.random((20000, 128)).astype(np.float32))
+    adam = tessera.Program("lambda(w, g, m, v, adam_update(w, g, m, v, 3, 0.001))")
     parts = {
         "take": lambda: prim("take", [table, idx], {"axis": 0}),
         "take_grad": lambda: prim("take_grad", [g, table, idx], {"axis": 0}),
@@ -65,6 +69,7 @@ def main():
         "rnn_sequence_grad": lambda: prim("rnn_sequence_grad",
                                           ["lstm", [gout, None, None, None], rnn_out] +
                                           rnn_args[1:]),
+        "adam_update 2.56 M": lambda: adam.run(emb),
     }
     for name, fn in parts.items():
         try:
