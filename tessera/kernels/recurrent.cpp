@@ -15,6 +15,11 @@
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/vmath.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// The LSTM's gates in one pass per row on AVX-512 (lstm_step_row_avx512).
+#define TESSERA_RNN_FUSED_GATES 1
+#endif
+
 namespace tessera::kernels {
 
 int rnn_gates(RnnCell cell) {
@@ -315,6 +320,9 @@ class RecurrentOperand {
     b_ = bt_.data();
   }
 
+  // Whether the products run the panel kernel (float32 on AVX-512).
+  bool packed() const { return packed_; }
+
   // C = A B[i0 : i0 + k, j0 : j0 + n] (+ C when accumulating): A (rows, k)
   // with row stride lda; j0, n multiples of the units.
   void product(int64_t rows, int64_t i0, int64_t k, int64_t j0, int64_t n, const T* a,
@@ -342,6 +350,103 @@ class RecurrentOperand {
   std::vector<T> bt_;
   std::vector<float> panels_;
 };
+
+#ifdef TESSERA_RNN_FUSED_GATES
+// GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge
+// operand of their unmasked forms, which -Wmaybe-uninitialized reports.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// The value of y with the sign of x (std::copysign).
+__attribute__((target("avx512f"))) inline __m512 copysign_ps(__m512 y, __m512 x) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  // the bits of y where the mask has them, of x elsewhere (0xca: a ? b : c)
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      magnitude, _mm512_castps_si512(y), _mm512_castps_si512(x), 0xca));
+}
+
+// expm1(t) for t <= 0 (or NaN), inline so that the gates keep their values in
+// registers (a call to libmvec's spills them all): t = n ln 2 + r with
+// |r| <= ln 2 / 2, expm1(r) by its Taylor polynomial to r^8 (truncation below
+// 1e-10 relative), then expm1(t) = 2^n expm1(r) + (2^n - 1), both terms
+// exact scalings and one rounding; -1 for t below -104, NaN stays NaN. (The
+// LSTM's outputs through it are as close to float64's as through libmvec's
+// expm1: tests/python/test_nn_rnn_fused.py.)
+[[gnu::always_inline]] __attribute__((target("avx512f"))) inline __m512 expm1_nonpositive(
+    __m512 t) {
+  t = _mm512_max_ps(_mm512_set1_ps(-104.0f), t);  // NaN (second operand) passes through
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), t);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 q = _mm512_set1_ps(1.0f / 40320.0f);
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 5040.0f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 720.0f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 120.0f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 24.0f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 6.0f));
+  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
+  const __m512 em = _mm512_fmadd_ps(_mm512_mul_ps(r, r), q, r);  // expm1(r)
+  const __m512 scale_minus_one =
+      _mm512_sub_ps(_mm512_scalef_ps(_mm512_set1_ps(1.0f), n), _mm512_set1_ps(1.0f));
+  return _mm512_add_ps(_mm512_scalef_ps(em, n), scale_minus_one);
+}
+
+// tanh(x) from m = expm1(-2 |x|), as RnnTanhFromExpm1: sign(x) * -m / (2 + m).
+__attribute__((target("avx512f"))) inline __m512 tanh_from_expm1(__m512 x, __m512 m) {
+  const __m512 negm = _mm512_sub_ps(_mm512_setzero_ps(), m);
+  return copysign_ps(_mm512_div_ps(negm, _mm512_add_ps(_mm512_set1_ps(2.0f), m)), x);
+}
+
+// One row of an LSTM step on AVX-512, 16 units at a time with every value in
+// registers: the gates from z = h U and the step's input projection xw (G H
+// each), their activations, the new cell state, tanh(c) and h. The formulas
+// of sig_tanh, RnnLstmCellState and RnnLstmCellOutput (this file compiles
+// without FMA contraction: the same roundings) with expm1_nonpositive for
+// libmvec's expm1 (a few ulp apart); one pass over the row instead of six.
+__attribute__((target("avx512f"))) void lstm_step_row_avx512(const float* z, const float* xw,
+                                                            const float* cp, float* a,
+                                                            float* cn, float* hn, int64_t h) {
+  const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
+  for (int64_t j = 0; j < h; j += 16) {
+    __m512 g[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m512 v = _mm512_add_ps(_mm512_loadu_ps(z + q * h + j),
+                                     _mm512_loadu_ps(xw + q * h + j));
+      const __m512 t = _mm512_mul_ps(_mm512_set1_ps(q == 2 ? -2.0f : -1.0f), _mm512_abs_ps(v));
+      const __m512 m = expm1_nonpositive(t);
+      if (q == 2) {
+        g[q] = tanh_from_expm1(v, m);
+      } else {
+        // (1 + [v < 0] m) / (2 + m), as RnnSigmoidFromExpm1
+        const __mmask16 negative = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 scaled =
+            _mm512_mul_ps(_mm512_mask_blend_ps(negative, _mm512_setzero_ps(), one), m);
+        g[q] = _mm512_div_ps(_mm512_add_ps(one, scaled), _mm512_add_ps(two, m));
+      }
+      _mm512_storeu_ps(a + q * h + j, g[q]);
+    }
+    const __m512 c = _mm512_add_ps(_mm512_mul_ps(g[1], _mm512_loadu_ps(cp + j)),
+                                   _mm512_mul_ps(g[0], g[2]));
+    _mm512_storeu_ps(cn + j, c);
+    const __m512 m = expm1_nonpositive(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_abs_ps(c)));
+    const __m512 tc = tanh_from_expm1(c, m);
+    _mm512_storeu_ps(a + 4 * h + j, tc);
+    _mm512_storeu_ps(hn + j, _mm512_mul_ps(g[3], tc));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// Asks for n values from p on to be brought into the cache: rows of a
+// strided array that the next step reads from memory, fetched while this
+// step's product runs.
+template <class T>
+void prefetch_values(const T* p, int64_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 3);
+}
 
 template <class T>
 bool keeps(const RnnProblem& p, int64_t b, int64_t t) {
@@ -397,6 +502,10 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
       // z = h U, then xw added in the activations' first pass (accumulating
       // the product into xw's rows in place, row stride S G H, ran slower).
       T* z = pre.data();
+      if (k + 1 < S) {  // the next step's rows of xw (rows of S G H apart)
+        const int64_t tn = p.go_backwards ? t - 1 : t + 1;
+        for (int64_t i = 0; i < R; ++i) prefetch_values(xw + (i * S + tn) * GH, GH);
+      }
       uf.product(R, 0, H, 0, GH, hp, H, false, z, GH);
       if (p.cell == RnnCell::simple) {
         sig_tanh(z, GH, a, A, R, H, int64_t{0}, H, tmp.data(),
@@ -407,10 +516,25 @@ void rnn_forward(const RnnProblem& p, int64_t b0, int64_t b1, const T* xw, const
         }
         continue;
       }
-      sig_tanh(z, GH, a, A, R, GH, 2 * H, 3 * H, tmp.data(),
-               static_cast<const T*>(x(0)), S * GH);
       const T* cp = state(cs, k);
       T* cn = state(cs, k + 1);
+#ifdef TESSERA_RNN_FUSED_GATES
+      if constexpr (std::is_same_v<T, float>) {
+        if (uf.packed()) {
+          for (int64_t i = 0; i < R; ++i) {
+            lstm_step_row_avx512(z + i * GH, x(i), cp + i * H, a + i * A, cn + i * H,
+                                 hn + i * H, H);
+            if (!keeps<T>(p, b0 + i, t)) {
+              std::memcpy(hn + i * H, hp + i * H, sizeof(T) * H);
+              std::memcpy(cn + i * H, cp + i * H, sizeof(T) * H);
+            }
+          }
+          continue;
+        }
+      }
+#endif
+      sig_tanh(z, GH, a, A, R, GH, 2 * H, 3 * H, tmp.data(),
+               static_cast<const T*>(x(0)), S * GH);
       // c, tanh(c) and h in two fused passes around one vector expm1.
       for (int64_t i = 0; i < R; ++i) {
         T* ar = a + i * A;
@@ -563,6 +687,13 @@ void rnn_backward_rows(const RnnProblem& p, int64_t b0, int64_t b1, const T* u, 
           const T* ar = a + i * A;
           T* dr = d + i * ldd;
           T* dhr = dh.data() + i * H;
+          if (k > 0) {
+            // the row's gates and cell state of the previous step (written by
+            // the forward long before, so in memory), a row at a time so that
+            // the requests do not queue behind each other
+            prefetch_values(ar - B * A, A);
+            prefetch_values(cp + i * H - BH, H);
+          }
           if (keeps<T>(p, b, t)) {
             simd_call<RnnLstmCellGrad<T>>(ar, ar + H, ar + 2 * H, ar + 3 * H, ar + 4 * H,
                                           go ? go : no_output.data(), cp + i * H, dhr,

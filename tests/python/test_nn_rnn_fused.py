@@ -402,3 +402,61 @@ def test_primitive_bits_do_not_depend_on_the_thread_count(cell, h):
     assert len(results[0]) == len(results[1])
     for a1, a2 in zip(*results):
         np.testing.assert_array_equal(a1, a2)
+
+
+def _numpy_lstm(x, kernel, u, bias):
+    """Keras's LSTM (i, f, c~, o; tanh and sigmoid) in float64 NumPy: all outputs,
+    the final h and c."""
+    b, h = x.shape[0], u.shape[0]
+    xw = x.astype(np.float64) @ kernel + bias
+    hs, cs, outs = np.zeros((b, h)), np.zeros((b, h)), []
+    with np.errstate(over="ignore"):
+        def sig(v):
+            return 1 / (1 + np.exp(-v))
+        for k in range(x.shape[1]):
+            z = xw[:, k] + hs @ u
+            cs = sig(z[:, h:2 * h]) * cs + sig(z[:, :h]) * np.tanh(z[:, 2 * h:3 * h])
+            hs = sig(z[:, 3 * h:]) * np.tanh(cs)
+            outs.append(hs)
+    return np.stack(outs, 1), hs, cs
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 3.0, 30.0])
+def test_lstm_float32_gates_match_float64_over_their_range(scale):
+    """float32, units a multiple of 32 (on AVX-512 the gates run fused after the
+    packed recurrent product, with their own expm1): pre-activations from
+    ~1e-3 (the sigmoid near 1/2, tanh near its argument) to ~100 (saturated),
+    the large ones from the bias (a sum of large float32 products would carry
+    its own rounding), against the LSTM in float64."""
+    rng = np.random.default_rng(int(scale * 1000))
+    b, t, f, h = 19, 7, 6, 64
+    x = (rng.normal(size=(b, t, f)) * min(scale, 1.0)).astype(np.float32)
+    kernel = (rng.normal(size=(f, 4 * h)) * 0.3).astype(np.float32)
+    u = (rng.normal(size=(h, 4 * h)) * 0.2).astype(np.float32)
+    bias = (rng.normal(size=4 * h) * scale).astype(np.float32)
+    out, hT, cT, _ = _call("lstm", x, kernel, u, bias=bias)
+    want = _numpy_lstm(x, kernel.astype(np.float64), u.astype(np.float64),
+                       bias.astype(np.float64))
+    for got, e in zip((out, hT, cT), want):
+        got = np.asarray(got)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, e, rtol=5e-5, atol=2e-6 * max(1.0, np.abs(e).max()))
+
+
+def test_lstm_float32_gates_pass_nan_and_saturate_at_infinity():
+    """An infinite input saturates the gates (no NaN from inf / inf); a NaN input
+    makes its row's outputs NaN (so a NaN loss is seen), the other rows stay
+    finite and equal to float64's."""
+    rng = np.random.default_rng(5)
+    b, t, f, h = 4, 3, 2, 32
+    x = rng.normal(size=(b, t, f)).astype(np.float32)
+    x[1, 0, 0] = np.inf
+    x[2, 1, 1] = np.nan
+    kernel = np.abs(rng.normal(size=(f, 4 * h))).astype(np.float32)
+    u = (rng.normal(size=(h, 4 * h)) * 0.1).astype(np.float32)
+    out = np.asarray(_call("lstm", x, kernel, u)[0])
+    assert np.isnan(out[2, 1:]).all() and np.isfinite(out[[0, 1, 3]]).all()
+    # with every kernel entry positive, +inf saturates i, f, o at 1 and c~ at 1
+    np.testing.assert_allclose(out[1, 0], np.tanh(1.0), rtol=1e-6)
+    want = _numpy_lstm(x[[0, 3]], kernel.astype(np.float64), u.astype(np.float64), 0.0)[0]
+    np.testing.assert_allclose(out[[0, 3]], want, rtol=5e-5, atol=2e-6)
