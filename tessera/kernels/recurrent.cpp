@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tessera/kernels/blis_pool.hpp"
 #include "tessera/kernels/one_omp_thread.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/vmath.hpp"
@@ -68,6 +69,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
       dnnl_success) {
     return;
   }
+  BlisCall in_blis("rnn_sequence");
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
@@ -76,6 +78,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   if (empty_product(m, n, k, beta, c, ldc)) return;
+  BlisCall in_blis("rnn_sequence");
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
