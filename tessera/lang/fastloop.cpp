@@ -12,6 +12,7 @@
 // so errors keep their messages and positions and nothing is done twice.
 #include "tessera/lang/fastloop.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,10 @@ bool fast_loops_debug() { return debug() || native_debug(); }
 
 
 namespace {
+
+// A primitive call of at most this many operands may be given its operands'
+// arrays (FNode::reuse).
+constexpr size_t kMaxReuseKids = 4;
 
 bool pure_primitive(const PrimitiveSpec& spec) {
   return !spec.writes && !spec.eval_async && !has_effects(spec) && spec.family != "distributed" &&
@@ -282,6 +287,7 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     // Inside a function called inline, an operand of the expression that
     // called it may be held only on the stack: no sweep there.
     out.sweeps = scopes.empty();
+    out.value_unused = w->value_unused_;
     out.kids.resize(2);
     return compile(w->cond_.get(), out.kids[0]) && compile(w->body_.get(), out.kids[1]);
   }
@@ -511,6 +517,81 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
   return true;
 }
 
+namespace {
+
+// An array value into an entry of st.arrays: `a` is copied or moved in
+// (Ref: const Array& or Array&&).
+template <class Ref>
+Reg array_reg(Ref&& a, FastLoop::Impl::State& st) {
+  if (st.free_arrays.empty() && st.arrays.size() >= kMaxArrays) throw BAIL;
+  ArrEntry e{std::forward<Ref>(a)};  // not a default Array first: that allocates a 0-d buffer
+  const Array& x = e.array;
+  if (x.use_count() <= 3 && !x.foreign()) {  // a buffer of its own, made in the loop
+    e.own_bytes = static_cast<int64_t>(x.storage_bytes());
+    st.new_bytes += e.own_bytes;
+    if (st.new_bytes > kMaxNewBytes) throw BAIL;
+  }
+  e.base = static_cast<char*>(x.origin_raw());
+  e.dt = x.dtype();
+  e.nd = x.ndim();
+  e.writable = x.writable();
+  e.indexable = e.nd <= kMaxDims;
+  if (e.indexable) {
+    for (int k = 0; k < e.nd; ++k) e.shape[k] = x.dim(k);
+    if (x.is_contiguous()) {  // C order's strides, without the vector strides() makes
+      int64_t step = 1;
+      for (int k = e.nd - 1; k >= 0; --k) {
+        e.strides[k] = step;
+        step *= e.shape[k];
+      }
+    } else {
+      const std::vector<int64_t> s = x.strides();
+      for (int k = 0; k < e.nd; ++k) e.strides[k] = s[k];
+    }
+  }
+  Reg r;
+  r.k = Reg::Arr;
+  r.i = 0;
+  if (!st.free_arrays.empty()) {
+    r.a = st.free_arrays.back();
+    st.free_arrays.pop_back();
+    st.arrays[static_cast<size_t>(r.a)] = std::move(e);
+  } else {
+    st.arrays.push_back(std::move(e));
+    r.a = static_cast<int32_t>(st.arrays.size() - 1);
+  }
+  ++st.made;
+  return r;
+}
+
+// A 0-d array that is a strong scalar (an own value of these dtypes: a 0-d
+// view or a NumPy array passed in stays an array, writes reach it), into
+// `out`; false for any other array.
+bool scalar_reg(const Array& a, Reg& out) {
+  if (a.ndim() != 0 || a.foreign() || a.storage_bytes() != dtype_size(a.dtype())) return false;
+  switch (a.dtype()) {
+    case DType::float64:
+      out = Reg::real(Reg::NpFloat, a.origin<double>()[0]);
+      return true;
+    case DType::int64:
+      out = Reg::make(Reg::NpInt, a.origin<int64_t>()[0]);
+      return true;
+    case DType::float32:
+      out = Reg::real(Reg::NpF32, a.origin<float>()[0]);
+      return true;
+    case DType::int32:
+      out = Reg::make(Reg::NpI32, a.origin<int32_t>()[0]);
+      return true;
+    case DType::bool_:
+      out = Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
   if (v.is_bool()) return Reg::boolean(Reg::PyBool, v.as_bool());
   if (v.is_int()) return Reg::make(Reg::PyInt, v.as_int());
@@ -529,57 +610,57 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
     r.a = static_cast<int32_t>(st.objects.size() - 1);
     return r;
   }
-  const Array& a = v.as_array();
-  // An own 0-d value of these dtypes is a strong scalar; a 0-d view or a
-  // NumPy array passed in stays an array (writes reach it).
-  if (a.ndim() == 0 && !a.foreign() && a.storage_bytes() == dtype_size(a.dtype())) {
-    switch (a.dtype()) {
-      case DType::float64:
-        return Reg::real(Reg::NpFloat, a.origin<double>()[0]);
-      case DType::int64:
-        return Reg::make(Reg::NpInt, a.origin<int64_t>()[0]);
-      case DType::float32:
-        return Reg::real(Reg::NpF32, a.origin<float>()[0]);
-      case DType::int32:
-        return Reg::make(Reg::NpI32, a.origin<int32_t>()[0]);
-      case DType::bool_:
-        return Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
-      default:
-        break;
-    }
-  }
-  if (st.free_arrays.empty() && st.arrays.size() >= kMaxArrays) throw BAIL;
-  ArrEntry e{a};  // not a default Array first: that allocates a 0-d buffer
-  if (a.use_count() <= 3 && !a.foreign()) {  // a buffer of its own, made in the loop
-    e.own_bytes = static_cast<int64_t>(a.storage_bytes());
-    st.new_bytes += e.own_bytes;
-    if (st.new_bytes > kMaxNewBytes) throw BAIL;
-  }
-  e.base = static_cast<char*>(a.origin_raw());
-  e.dt = a.dtype();
-  e.nd = a.ndim();
-  e.writable = a.writable();
-  e.indexable = e.nd <= kMaxDims;
-  if (e.indexable) {
-    const std::vector<int64_t> s = a.strides();
-    for (int k = 0; k < e.nd; ++k) {
-      e.shape[k] = a.dim(k);
-      e.strides[k] = s[k];
-    }
-  }
   Reg r;
-  r.k = Reg::Arr;
-  r.i = 0;
-  if (!st.free_arrays.empty()) {
-    r.a = st.free_arrays.back();
-    st.free_arrays.pop_back();
-    st.arrays[static_cast<size_t>(r.a)] = std::move(e);
-  } else {
-    st.arrays.push_back(std::move(e));
-    r.a = static_cast<int32_t>(st.arrays.size() - 1);
+  if (scalar_reg(v.as_array(), r)) return r;
+  return array_reg(v.as_array(), st);
+}
+
+Reg FastLoop::Impl::to_reg(Value&& v, State& st) {
+  if (!v.is_array()) return to_reg(static_cast<const Value&>(v), st);
+  Reg r;
+  if (scalar_reg(v.as_array(), r)) return r;
+  return array_reg(std::move(v.as_array()), st);
+}
+
+bool FastLoop::Impl::dying(const Reg& r, int owner, const State& st) {
+  if (r.k != Reg::Arr) return false;
+  const ArrEntry& e = st.arrays[static_cast<size_t>(r.a)];
+  // A logged element write must stay restorable; a shared buffer (a view,
+  // an argument the caller holds, a snapshot) is seen by others.
+  if (e.released || e.written == st.epoch || !e.array.unique()) return false;
+  auto refers = [&](const Reg& x) { return x.k == Reg::Arr && x.a == r.a; };
+  for (size_t k = 0; k < st.regs.size(); ++k) {
+    if (static_cast<int>(k) != owner && refers(st.regs[k])) return false;
   }
-  ++st.made;
-  return r;
+  for (const Reg& x : st.saved) {
+    if (refers(x)) return false;
+  }
+  for (const Reg* x : st.roots) {
+    if (refers(*x)) return false;
+  }
+  return true;
+}
+
+void FastLoop::Impl::release(State& st, int32_t index) {
+  ArrEntry& e = st.arrays[static_cast<size_t>(index)];
+  st.new_bytes -= e.own_bytes;
+  e.own_bytes = 0;
+  e.released = true;
+  e.base = nullptr;
+  { Array gone = std::move(e.array); }  // moved from: no 0-d buffer allocated in its place
+  st.free_arrays.push_back(index);
+}
+
+Value FastLoop::Impl::give(const FNode& n, size_t i, const Reg& r, State& st) {
+  if (i < 8 && ((n.reuse >> i) & 1)) {
+    const FNode& k = n.kids[i];
+    if (dying(r, k.op == Op::Var ? k.reg : -1, st)) {
+      Value v(std::move(st.arrays[static_cast<size_t>(r.a)].array));
+      release(st, r.a);
+      return v;
+    }
+  }
+  return to_value(r, st);
 }
 
 Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
@@ -748,7 +829,13 @@ Reg FastLoop::Impl::binary_narrow(const FNode& n, const Reg& a, const Reg& b, St
 
 Reg FastLoop::Impl::binary_general(const FNode& n, const Reg& a, const Reg& b, State& st) const {
   if (a.k == Reg::Undef || b.k == Reg::Undef || a.k == Reg::Nil || b.k == Reg::Nil) throw BAIL;
-  std::vector<Value> vals{to_value(a, st), to_value(b, st)};
+  std::vector<Value> vals;
+  // Room for the parameters after the two (bind_operands fills in defaults).
+  vals.reserve(std::max<size_t>(2, n.spec->params.size()));
+  // Both operands one array (`x + x`): copies, neither given up.
+  const bool same = a.k == Reg::Arr && b.k == Reg::Arr && a.a == b.a;
+  vals.push_back(same ? to_value(a, st) : give(n, 0, a, st));
+  vals.push_back(same ? to_value(b, st) : give(n, 1, b, st));
   Reg r = call_values(n, vals, st);
   --st.counts[n.counter];  // compute() counted it; eval adds one for every binary
   return r;
@@ -811,7 +898,7 @@ Reg FastLoop::Impl::getitem_general(const FNode& n, const Reg& x, const Reg* idx
     throw BAIL;
   }
   --st.counts[n.counter];  // compute() counted it; eval adds one for every getitem
-  return to_reg(r, st);
+  return to_reg(std::move(r), st);
 }
 
 Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
@@ -926,11 +1013,29 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
 
 Reg FastLoop::Impl::call(const FNode& n, State& st) const {
   std::vector<Value> vals;
-  vals.reserve(n.kids.size() + 1);
-  for (const FNode& k : n.kids) {
-    Reg r = eval(k, st);
-    if (r.k == Reg::Undef) throw BAIL;
-    vals.push_back(to_value(r, st));
+  vals.reserve(std::max(n.kids.size() + 1, n.spec->params.size()));
+  if (n.reuse) {
+    // The operands first, then their values: an array is given up (give())
+    // only when no other operand is that array too (link() sets `reuse`
+    // only for at most kMaxReuseKids operands).
+    Reg regs[kMaxReuseKids];
+    const size_t nk = n.kids.size();
+    for (size_t i = 0; i < nk; ++i) {
+      regs[i] = eval(n.kids[i], st);
+      if (regs[i].k == Reg::Undef) throw BAIL;
+    }
+    for (size_t i = 0; i < nk; ++i) {
+      bool shared = false;
+      for (size_t j = 0; j < nk && regs[i].k == Reg::Arr; ++j)
+        shared |= j != i && regs[j].k == Reg::Arr && regs[j].a == regs[i].a;
+      vals.push_back(shared ? to_value(regs[i], st) : give(n, i, regs[i], st));
+    }
+  } else {
+    for (const FNode& k : n.kids) {
+      Reg r = eval(k, st);
+      if (r.k == Reg::Undef) throw BAIL;
+      vals.push_back(to_value(r, st));
+    }
   }
   if (n.shape_items >= 0) {  // the shape's items into its tuple (or list)
     List items(std::vector<Value>(vals.begin(), vals.begin() + n.shape_items));
@@ -966,7 +1071,7 @@ Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State&
     throw BAIL;
   }
   if (r.is_array() && r.as_array().size() >= kLargeResult) ++st.large_results;
-  return to_reg(r, st);
+  return to_reg(std::move(r), st);
 }
 
 namespace {
@@ -1108,6 +1213,25 @@ Reg h_rest(const FastLoop::Impl& im, const FNode& n, State& st) { return im.rest
 
 void FastLoop::Impl::link(FNode& n) {
   for (FNode& k : n.kids) link(k);
+  // Operands a pure primitive may take over (give()): temporaries, and the
+  // variable its value is assigned to (`x = x + y`, `x = np.sqrt(x)`).
+  auto takes_over = [](const FNode& c) {
+    return c.spec && c.call && pure_primitive(*c.spec) &&
+           (c.op == Op::Binary ||
+            (c.op == Op::Call && c.shape_items < 0 && c.kids.size() <= kMaxReuseKids));
+  };
+  if (takes_over(n)) {
+    for (size_t i = 0; i < n.kids.size() && i < 8; ++i) {
+      if (shape_of(n.kids[i]) == kExpr) n.reuse |= static_cast<uint8_t>(1u << i);
+    }
+  }
+  if (n.op == Op::Assign && takes_over(n.kids[0])) {
+    FNode& v = n.kids[0];
+    for (size_t i = 0; i < v.kids.size() && i < 8; ++i) {
+      if (v.kids[i].op == Op::Var && v.kids[i].reg == n.reg)
+        v.reuse |= static_cast<uint8_t>(1u << i);
+    }
+  }
   switch (n.op) {
     case Op::Const:
       n.fn = n.constant.k == Reg::Obj ? &h_const_object : &h_const;
@@ -1169,7 +1293,7 @@ Reg FastLoop::Impl::loop(const FNode& n, State& st) const {
         }
         if (st.flow == State::Flow::cont) {
           st.flow = State::Flow::normal;
-        } else {
+        } else if (!n.value_unused) {
           last = v;
         }
         if (n.sweeps) sweep(st);
@@ -1284,12 +1408,7 @@ void FastLoop::Impl::sweep(State& st) {
   for (size_t i = 0; i < st.arrays.size(); ++i) {
     ArrEntry& e = st.arrays[i];
     if (marks[i] || e.released || e.written == st.epoch) continue;
-    st.new_bytes -= e.own_bytes;
-    e.own_bytes = 0;
-    e.released = true;
-    e.base = nullptr;
-    { Array gone = std::move(e.array); }  // moved from: no 0-d buffer allocated in its place
-    st.free_arrays.push_back(static_cast<int32_t>(i));
+    release(st, static_cast<int32_t>(i));
   }
 }
 
@@ -1399,6 +1518,7 @@ FastLoop::~FastLoop() = default;
 std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& frame) {
   auto impl = std::make_unique<Impl>();
   impl->frame = &frame;
+  impl->value_unused = loop.value_unused_;
   if (!impl->compile(loop.cond_.get(), impl->cond) ||
       !impl->compile(loop.body_.get(), impl->body)) {
     return nullptr;
@@ -1640,7 +1760,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         st.flow = Impl::State::Flow::normal;
         continue;
       }
-      last = v;
+      if (!im.value_unused) last = v;
     } catch (const Bail& b) {
       if (debug()) {
         std::fprintf(stderr,

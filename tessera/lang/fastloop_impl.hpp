@@ -166,7 +166,16 @@ struct FastLoop::Impl {
     // While: a loop of the body itself (not of a function called inline),
     // whose turns may release the arrays nothing refers to any more.
     bool sweeps = false;
+    // While: nobody reads the loop's value (WhileNode::mark_value_unused):
+    // it keeps none, as the general evaluation, so that its last turn's
+    // array stays free to reuse (give()).
+    bool value_unused = false;
     Fast fast = Fast::none;
+    // Binary and Call: bit i set when operand i's array may be handed to the
+    // primitive itself (its buffer reused for the result) if nothing else
+    // refers to it: a temporary (an expression's result), or the variable
+    // the node's value is assigned to (`x = x + y`). See give().
+    uint8_t reuse = 0;
     DType cast_to = DType::float64;
     const PrimitiveSpec* spec = nullptr;
     const PrimitiveCallNode* call = nullptr;
@@ -200,6 +209,7 @@ struct FastLoop::Impl {
   };
   std::vector<Inlined> inlined;
   FNode cond, body;
+  bool value_unused = false;  // of the loop itself (FNode::value_unused)
   std::vector<VarRef> vars;
   std::map<std::pair<int, size_t>, int> reg_of;
   // The primitive nodes computed inline, whose evaluations are counted in
@@ -306,6 +316,18 @@ struct FastLoop::Impl {
   // ---- execution
   Reg eval(const FNode& n, State& st) const { return n.fn(*this, n, st); }
   static Reg to_reg(const Value& v, State& st);
+  // The same for a value given up: its array is moved into the entry.
+  static Reg to_reg(Value&& v, State& st);
+  // True when register value `r` is an array that only `owner` (a register,
+  // or -1 for none: a temporary) refers to: no other register, checkpoint or
+  // loop value, no element write logged since the checkpoint, and a buffer
+  // no other Array shares.
+  static bool dying(const Reg& r, int owner, const State& st);
+  // Operand `i` of `n` for the primitive: the array moved out of its entry
+  // (released) when the node may reuse it and it is dying, else a copy.
+  static Value give(const FNode& n, size_t i, const Reg& r, State& st);
+  // Frees entry `index` (its array already moved out or dropped).
+  static void release(State& st, int32_t index);
   static Value to_value(const Reg& r, const State& st);
   static bool truthy(const Reg& r) {
     switch (r.k) {

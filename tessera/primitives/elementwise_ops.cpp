@@ -283,12 +283,18 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
   }
   auto layout = kernels::make_broadcast<2>({&x.shape(), &y.shape()}, opname);
   const Shape& shape = layout.out_shape;
-  // A new result takes the layout's shape (moved: the kernel needs only its runs).
-  Array out = reusable(x, out_dtype, shape)   ? x
-              : reusable(y, out_dtype, shape) ? y
-                                              : Array(out_dtype, std::move(layout.out_shape));
+  // A new result takes the layout's shape (moved: the kernel needs only its
+  // runs); a reused operand is moved into the result (no copy of its shape)
+  // and read from there.
+  const bool into_x = reusable(x, out_dtype, shape);
+  const bool into_y = !into_x && reusable(y, out_dtype, shape);
+  Array out = into_x   ? std::move(x)
+              : into_y ? std::move(y)
+                       : Array(out_dtype, std::move(layout.out_shape));
+  const Array& xs = into_x ? out : x;
+  const Array& ys = into_y ? out : y;
   parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {
-    kernels::binary_range(op, layout, x, y, out, begin, end, opname);
+    kernels::binary_range(op, layout, xs, ys, out, begin, end, opname);
   });
   return out;
 }
@@ -309,9 +315,12 @@ Array unary_into(UnaryOp op, Array x, const char* opname) {
     }
     in = in.contiguous();
   }
-  Array out = reusable(in, out_dtype, in.shape()) ? in : Array(out_dtype, in.shape());
+  // A reused operand is moved into the result (no copy of its shape) and read from there.
+  const bool into_in = reusable(in, out_dtype, in.shape());
+  Array out = into_in ? std::move(in) : Array(out_dtype, in.shape());
+  const Array& src = into_in ? out : in;
   parallel_for(out.size(), cost_ns(op),
-               [&](int64_t begin, int64_t end) { kernels::unary_range(op, in, out, begin, end); });
+               [&](int64_t begin, int64_t end) { kernels::unary_range(op, src, out, begin, end); });
   return out;
 }
 
