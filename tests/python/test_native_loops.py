@@ -902,10 +902,6 @@ def branchy_flat(x, idx):
 
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
-    (branchy_nest, ((np.arange(60, dtype=np.int64).reshape(6, 10) * 7) % 23 - 5,
-                    np.zeros((6, 10), dtype=np.int64))),
-    (branchy_flat, (np.linspace(0.0, 1.0, 40), np.arange(40) % 37)),
-    (branchy_flat, (np.linspace(0.0, 1.0, 40), np.array(list(range(39)) + [40]))),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 7)),
     (copies, (np.arange(20, dtype=np.int64).reshape(4, 5), 6)),
@@ -987,6 +983,10 @@ CASES = [
     (narrow_mixed, (np.linspace(-2.0, 2.0, 40).astype(np.float32) * np.float32(1.1),
                     np.arange(-20, 20, dtype=np.int32) * 50001,
                     np.linspace(0.5, 3.0, 40), np.arange(40, dtype=np.int64) * 3)),
+    (branchy_nest, ((np.arange(60, dtype=np.int64).reshape(6, 10) * 7) % 23 - 5,
+                    np.zeros((6, 10), dtype=np.int64))),
+    (branchy_flat, (np.linspace(0.0, 1.0, 40), np.arange(40) % 37)),
+    (branchy_flat, (np.linspace(0.0, 1.0, 40), np.array(list(range(39)) + [40]))),
 ]
 
 
