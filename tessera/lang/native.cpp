@@ -28,6 +28,7 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/CFG.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Intrinsics.h>
@@ -1938,6 +1939,161 @@ struct Gen {
     b.CreateBr(done);
   }
 
+  // Node counters that always hold the same value, merged into one before
+  // -O3: each counted node has its own counter, incremented where the node
+  // runs, so the nodes of one loop body are a dozen equal counters that
+  // LLVM keeps apart (each started from 0, equal only by induction), packs
+  // into vectors and spills around the nest's inner loops (conv2d_loop's
+  // windows). Counters are equal wherever they are read when they are
+  // incremented equally often in every region (a block and the blocks
+  // after its checks: the other way out of a check leads to no read of a
+  // counter) and no read falls between the increments of one region.
+  void merge_counters() {
+    std::map<llvm::Value*, int> ctr;  // alloca -> index
+    std::vector<llvm::Value*> allocas;
+    for (auto& [slot, a] : counts) {
+      ctr[a] = static_cast<int>(allocas.size());
+      allocas.push_back(a);
+    }
+    if (allocas.size() < 2) return;
+    const size_t nc = allocas.size();
+    struct Inc {
+      llvm::LoadInst* ld;
+      llvm::Instruction* add;
+      llvm::StoreInst* st;
+    };
+    std::vector<std::vector<Inc>> incs(nc);
+    std::vector<bool> other_write(nc, false);
+    std::set<llvm::LoadInst*> inc_loads;
+    llvm::BasicBlock* entry = &fn->getEntryBlock();
+    auto ctr_of = [&](llvm::Value* p) {
+      auto it = ctr.find(p);
+      return it == ctr.end() ? -1 : it->second;
+    };
+    for (llvm::BasicBlock& bb : *fn) {
+      for (llvm::Instruction& i : bb) {
+        auto* st = llvm::dyn_cast<llvm::StoreInst>(&i);
+        if (!st) continue;
+        const int c = ctr_of(st->getPointerOperand());
+        if (c < 0) continue;
+        auto* add = llvm::dyn_cast<llvm::BinaryOperator>(st->getValueOperand());
+        auto* one = add ? llvm::dyn_cast<llvm::ConstantInt>(add->getOperand(1)) : nullptr;
+        auto* ld = add ? llvm::dyn_cast<llvm::LoadInst>(add->getOperand(0)) : nullptr;
+        if (add && add->getOpcode() == llvm::Instruction::Add && one && one->isOne() && ld &&
+            ld->getPointerOperand() == st->getPointerOperand() && ld->hasOneUse() &&
+            add->hasOneUse() && ld->getParent() == &bb && add->getParent() == &bb) {
+          incs[c].push_back({ld, add, st});
+          inc_loads.insert(ld);
+        } else if (!(&bb == entry && llvm::isa<llvm::ConstantInt>(st->getValueOperand()) &&
+                     llvm::cast<llvm::ConstantInt>(st->getValueOperand())->isZero())) {
+          other_write[c] = true;
+        }
+      }
+    }
+    // Blocks from which a read of a counter can be reached ("loud").
+    std::set<llvm::BasicBlock*> loud;
+    std::vector<llvm::BasicBlock*> work;
+    std::map<llvm::BasicBlock*, std::vector<std::pair<llvm::Instruction*, int>>> reads;
+    for (llvm::BasicBlock& bb : *fn) {
+      for (llvm::Instruction& i : bb) {
+        auto* ld = llvm::dyn_cast<llvm::LoadInst>(&i);
+        if (!ld || inc_loads.count(ld)) continue;
+        const int c = ctr_of(ld->getPointerOperand());
+        if (c < 0) continue;
+        reads[&bb].push_back({ld, c});
+        if (loud.insert(&bb).second) work.push_back(&bb);
+      }
+    }
+    while (!work.empty()) {
+      llvm::BasicBlock* bb = work.back();
+      work.pop_back();
+      for (llvm::BasicBlock* pred : llvm::predecessors(bb))
+        if (loud.insert(pred).second) work.push_back(pred);
+    }
+    // Regions: a block continues its single predecessor's region when the
+    // predecessor's other successors are quiet. Positions count along the
+    // region (block order within it, then the instruction).
+    std::map<llvm::BasicBlock*, std::pair<llvm::BasicBlock*, int64_t>> region;  // head, offset
+    std::function<std::pair<llvm::BasicBlock*, int64_t>(llvm::BasicBlock*)> head_of =
+        [&](llvm::BasicBlock* bb) -> std::pair<llvm::BasicBlock*, int64_t> {
+      if (auto it = region.find(bb); it != region.end()) return it->second;
+      std::pair<llvm::BasicBlock*, int64_t> r{bb, 0};
+      region[bb] = r;  // a cycle of single predecessors ends here
+      llvm::BasicBlock* pred = bb->getSinglePredecessor();
+      if (pred && pred != bb) {
+        bool quiet = true;
+        for (llvm::BasicBlock* succ : llvm::successors(pred))
+          if (succ != bb && loud.count(succ)) quiet = false;
+        if (quiet) {
+          auto ph = head_of(pred);
+          if (ph.first != bb) r = {ph.first, ph.second + static_cast<int64_t>(pred->size()) + 1};
+        }
+      }
+      region[bb] = r;
+      return r;
+    };
+    std::map<llvm::Instruction*, int64_t> index;
+    for (llvm::BasicBlock& bb : *fn) {
+      int64_t k = 0;
+      for (llvm::Instruction& i : bb) index[&i] = k++;
+    }
+    for (llvm::BasicBlock& bb : *fn) head_of(&bb);  // before any increment is erased
+    auto pos = [&](llvm::Instruction* i) {
+      auto h = head_of(i->getParent());
+      return std::make_pair(h.first, h.second + index[i]);
+    };
+    // Counters grouped by how often each region increments them.
+    std::map<std::map<llvm::BasicBlock*, int>, std::vector<int>> groups;
+    for (size_t c = 0; c < nc; ++c) {
+      if (other_write[c] || incs[c].empty()) continue;
+      std::map<llvm::BasicBlock*, int> sig;
+      for (const Inc& in : incs[c]) ++sig[pos(in.ld).first];
+      groups[sig].push_back(static_cast<int>(c));
+    }
+    for (auto& [sig, members] : groups) {
+      if (members.size() < 2) continue;
+      // The span of the group's increments in each region; a read inside it
+      // may see members apart.
+      std::map<llvm::BasicBlock*, std::pair<int64_t, int64_t>> span;
+      for (int c : members) {
+        for (const Inc& in : incs[c]) {
+          auto a = pos(in.ld);
+          auto z = pos(in.st);
+          auto [it, fresh] = span.try_emplace(a.first, a.second, z.second);
+          if (!fresh) {
+            it->second.first = std::min(it->second.first, a.second);
+            it->second.second = std::max(it->second.second, z.second);
+          }
+        }
+      }
+      std::set<int> in_group(members.begin(), members.end());
+      bool apart = false;
+      for (auto& [bb, rs] : reads) {
+        for (auto& [ld, c] : rs) {
+          if (!in_group.count(c)) continue;
+          auto p = pos(ld);
+          auto it = span.find(p.first);
+          if (it != span.end() && p.second > it->second.first && p.second < it->second.second)
+            apart = true;
+        }
+      }
+      if (apart) continue;
+      llvm::Value* rep = allocas[members[0]];
+      for (size_t m = 1; m < members.size(); ++m) {
+        const int c = members[m];
+        for (const Inc& in : incs[c]) {
+          in.st->eraseFromParent();
+          in.add->eraseFromParent();
+          in.ld->eraseFromParent();
+        }
+        incs[c].clear();
+        for (auto& [bb, rs] : reads)
+          for (auto& [ld, rc] : rs)
+            if (rc == c) llvm::cast<llvm::LoadInst>(ld)->setOperand(0, rep);
+      }
+    }
+  }
+
   // One turn of range loop `n` with the accesses in `pr` unchecked, then
   // back to `head`.
   void unchecked_turn(const FNode& n, const RangeLoop& rl, llvm::BasicBlock* head,
@@ -3117,6 +3273,7 @@ struct Gen {
         b.CreateUnreachable();
       }
     }
+    merge_counters();
   }
 };
 

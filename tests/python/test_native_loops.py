@@ -866,6 +866,40 @@ def narrow_mixed(x32, i32, x64, i64):
     return out, t
 
 
+
+def branchy_nest(a, out):
+    # The native code keeps one counter for nodes that run equally often
+    # (merge_counters): branches and a continue keep the interpreter's
+    # counts.
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            v = a[i, j]
+            if v < 0:
+                continue
+            if v % 2 == 0:
+                t = v * 3
+                out[i, j] = t
+            else:
+                t = v + 1
+                out[i, j] = t - 2
+    return out
+
+
+def branchy_flat(x, idx):
+    # A loop without loops inside that stops mid-turn (an index past the
+    # end after a branch): the counters go back to that turn's start.
+    s = 0.0
+    for i in range(len(idx)):
+        v = x[i]
+        if v > 0.5:
+            s += v
+        else:
+            s -= 1.0
+        w = x[idx[i]]
+        s += w
+    return s
+
+
 CASES = [
     (wave, (np.sin(np.linspace(0.0, 3.0, 60)), np.sin(np.linspace(0.0, 3.0, 60)) * 0.9, 0.1, 20)),
     (ping_pong, (np.linspace(0.0, 1.0, 30), np.zeros(30), 12, 99)),
@@ -949,6 +983,10 @@ CASES = [
     (narrow_mixed, (np.linspace(-2.0, 2.0, 40).astype(np.float32) * np.float32(1.1),
                     np.arange(-20, 20, dtype=np.int32) * 50001,
                     np.linspace(0.5, 3.0, 40), np.arange(40, dtype=np.int64) * 3)),
+    (branchy_nest, ((np.arange(60, dtype=np.int64).reshape(6, 10) * 7) % 23 - 5,
+                    np.zeros((6, 10), dtype=np.int64))),
+    (branchy_flat, (np.linspace(0.0, 1.0, 40), np.arange(40) % 37)),
+    (branchy_flat, (np.linspace(0.0, 1.0, 40), np.array(list(range(39)) + [40]))),
 ]
 
 
