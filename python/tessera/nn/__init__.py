@@ -55,6 +55,10 @@ from .layers import (GRU, LSTM, RNN, Activation, ActivityRegularization, Adaptiv
                      TextVectorization, TimeDistributed, UnitNormalization, UpSampling1D,
                      UpSampling2D, ZeroPadding1D, ZeroPadding2D, add, average, concatenate,
                      maximum, minimum, multiply, subtract)
+from .layers import (AveragePooling3D, AvgPool3D, Conv3D, Conv3DTranspose, Convolution3D,
+                     Convolution3DTranspose, Cropping3D, GlobalAveragePooling3D, GlobalAvgPool3D,
+                     GlobalMaxPool3D, GlobalMaxPooling3D, MaxPool3D, MaxPooling3D, UpSampling3D,
+                     ZeroPadding3D)
 from .model import History, Model, Sequential
 from .parallel import ColumnParallelDense, RowParallelDense
 from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
@@ -109,6 +113,10 @@ __all__ = [
     "RandomZoom", "Resizing", "StringLookup", "TextVectorization",
     "Convolution1D", "Convolution1DTranspose", "Convolution2D", "Convolution2DTranspose",
     "EinsumDense", "RMSNormalization", "Wrapper", "dot", "InputSpec",
+    "AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "Convolution3D",
+    "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D", "GlobalAvgPool3D",
+    "GlobalMaxPool3D", "GlobalMaxPooling3D", "MaxPool3D", "MaxPooling3D", "UpSampling3D",
+    "ZeroPadding3D",
     "Initializer", "Loss", "Metric", "Optimizer", "Regularizer", "device", "version",
 ]
 
