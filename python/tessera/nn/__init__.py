@@ -61,9 +61,9 @@ from .layers import (AveragePooling3D, AvgPool3D, Conv3D, Conv3DTranspose, Convo
                      ZeroPadding3D)
 from .model import History, Model, Sequential
 from .parallel import ColumnParallelDense, RowParallelDense
-from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
+from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D, ColumnParallelConv3D,
                               ParallelMultiHeadAttention, RowParallelConv1D, RowParallelConv2D,
-                              VocabParallelEmbedding)
+                              RowParallelConv3D, VocabParallelEmbedding)
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
 from .saving import load_model, register_keras_serializable
@@ -94,6 +94,7 @@ __all__ = [
     "MaxPooling1D", "MaxPooling2D", "Model", "Permute", "RepeatVector", "Reshape",
     "RowParallelDense", "Sequential", "ColumnParallelConv1D", "ColumnParallelConv2D",
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
+    "ColumnParallelConv3D", "RowParallelConv3D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
     "callbacks", "constraints", "initializers", "losses", "metrics", "regularizers", "Variable",
