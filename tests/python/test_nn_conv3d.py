@@ -13,8 +13,8 @@ import keras  # noqa: E402  (the oracle only; tessera never imports it)
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from test_nn_layers import _grad_check  # noqa: E402
-from test_nn_layers_more import (_both, _names_and_config, _same, _single, _train_same,  # noqa: E402
-                                 _x)
+from test_nn_layers_more import _both, _names_and_config, _same, _single  # noqa: E402
+from test_nn_layers_more import _train_same, _x  # noqa: E402
 
 from tessera import nn  # noqa: E402
 

@@ -545,14 +545,15 @@ def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_
 
 def transpose_geometry(n, k, stride, dilation, padding, output_padding):
     """One spatial axis of Keras's transposed convolution of n inputs:
-    (length, crop, full). The output is the full transposed convolution (every
-    input's window written out, length (n - 1) * stride + dilation * (k - 1)
-    + 1, zeros past it) from `crop` on, `length` long; `full` is the length
-    whose 'valid' convolution gives n again and covers crop + length. From
-    the padding Keras's JAX backend gives lax.conv_transpose
-    (_convert_conv_transpose_padding_args_from_keras_to_jax): 'valid' is
-    (n - 1) * stride + max(k, stride) + output_padding - max(stride - k, 0)
-    long when output_padding is given, 'same' n * stride without it."""
+    (length, crop, full). The output is the full transposed convolution
+    (every input's window written out, zeros past it) from `crop` on, `length`
+    long; `full` is a length whose 'valid' convolution gives n again and that
+    covers crop + length. With k the dilated kernel, Keras's lengths are
+    (n - 1) * stride + k + output_padding for 'valid' (output_padding
+    max(stride - k, 0) when None), n * stride for 'same' without
+    output_padding and (n - 1) * stride + k % 2 + output_padding with it: the
+    padding Keras's JAX backend gives lax.conv_transpose
+    (_convert_conv_transpose_padding_args_from_keras_to_jax)."""
     k = (k - 1) * dilation + 1
     if padding == "valid":
         extra = max(k, stride) - k if output_padding is None else output_padding
@@ -564,7 +565,6 @@ def transpose_geometry(n, k, stride, dilation, padding, output_padding):
     crop = k - 1 - left
     length = (n - 1) * stride + left + right - k + 2
     return length, crop, max((n - 1) * stride + k, crop + length)
-
 
 
 @_export
