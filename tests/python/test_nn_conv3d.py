@@ -214,6 +214,9 @@ def test_errors_name_the_layer_and_the_values():
         L.Conv3D(2, 3)(nn.Input((4, 4, 2)))
     with pytest.raises(ValueError, match=r"\[Conv3D\] kernel \(5, 1, 1\) .* does not fit"):
         L.Conv3D(2, (5, 1, 1))(nn.Input((4, 4, 4, 2)))
+    with pytest.raises(ValueError, match=r"\[Conv3DTranspose\] needs the length of every "
+                                         r"spatial axis .* got per-sample shape \(None, 4, 4, 2\)"):
+        L.Conv3DTranspose(2, 2, strides=2)(nn.Input((None, 4, 4, 2)))
     with pytest.raises(ValueError, match=r"\[MaxPooling3D\] pool_size must be a positive int or "
                                          r"3 of them, got \(2, 2\)"):
         L.MaxPooling3D((2, 2))

@@ -193,8 +193,10 @@ class _ConvTranspose(_Conv):
                 zip(s[:-1], self.kernel_size, self.strides, self.dilation, pads)]
 
     def _spatial(self, s):
-        return tuple(None if n is None else g[0] for n, g in zip(s[:-1], self._geometry(
-            tuple(1 if n is None else n for n in s))))
+        if any(n is None for n in s[:-1]):
+            raise ValueError(f"[{self.kind}] needs the length of every spatial axis (the output "
+                             f"shape is written into the program), got per-sample shape {s}")
+        return tuple(g[0] for g in self._geometry(s))
 
     def _kernel_shape(self, cin):
         return self.kernel_size + (self.filters, cin)
