@@ -51,169 +51,73 @@ namespace {
 std::atomic<uint64_t> g_onednn_calls{0}, g_winograd_calls{0};
 
 // ---------------------------------------------------------------------------
-// Direct loops (float64, and float32 where oneDNN declines). A 1-d shape is
-// the 2-d one with height 1.
+// Direct loops (float64, and float32 where oneDNN declines). A 1-d or 2-d
+// shape is the 3-d one with depth (and height) 1.
 
 // ci and co count all channels; cg = ci / groups and fg = co / groups are
 // the input and output channels of one group.
-struct Geom2 {
-  int64_t n, ci, co, h, w, kh, kw, oh, ow, sh, sw, dh, dw, ph, pw, groups, cg, fg;
+struct Geom3 {
+  int64_t n, ci, co, d, h, w, kd, kh, kw, od, oh, ow, sd, sh, sw, dd, dh, dw, pd, ph, pw, groups,
+      cg, fg;
 };
 
-Geom2 as_2d(const ConvShape& s) {
-  const bool two = s.spatial == 2;
-  const int x = two ? 1 : 0;  // index of the width dimension
-  return Geom2{s.batch,
+Geom3 as_3d(const ConvShape& s) {
+  // Entry i of the 3-d geometry is entry i - (3 - spatial) of s, or 1 (0
+  // for padding) for the leading dimensions s does not have.
+  const int skip = 3 - s.spatial;
+  auto at = [&](const ConvShape::Extents& v, int i, int64_t absent) {
+    return i < skip ? absent : v[static_cast<size_t>(i - skip)];
+  };
+  return Geom3{s.batch,
                s.channels_in,
                s.channels_out,
-               two ? s.in[0] : 1,
-               s.in[x],
-               two ? s.kernel[0] : 1,
-               s.kernel[x],
-               two ? s.out[0] : 1,
-               s.out[x],
-               two ? s.stride[0] : 1,
-               s.stride[x],
-               two ? s.dilation[0] : 1,
-               s.dilation[x],
-               two ? s.pad_lo[0] : 0,
-               s.pad_lo[x],
+               at(s.in, 0, 1),
+               at(s.in, 1, 1),
+               at(s.in, 2, 1),
+               at(s.kernel, 0, 1),
+               at(s.kernel, 1, 1),
+               at(s.kernel, 2, 1),
+               at(s.out, 0, 1),
+               at(s.out, 1, 1),
+               at(s.out, 2, 1),
+               at(s.stride, 0, 1),
+               at(s.stride, 1, 1),
+               at(s.stride, 2, 1),
+               at(s.dilation, 0, 1),
+               at(s.dilation, 1, 1),
+               at(s.dilation, 2, 1),
+               at(s.pad_lo, 0, 0),
+               at(s.pad_lo, 1, 0),
+               at(s.pad_lo, 2, 0),
                s.groups,
                s.channels_in / s.groups,
                s.channels_out / s.groups};
 }
 
-template <class T>
-void conv_forward_loops(const Geom2& g, const T* x, const T* w, T* y) {
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        T* yp = y + ((n * g.oh + oh) * g.ow + ow) * g.co;
-        std::fill(yp, yp + g.co, T(0));
-        for (int64_t kh = 0; kh < g.kh; ++kh) {
-          int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-          if (ih < 0 || ih >= g.h) continue;
-          for (int64_t kw = 0; kw < g.kw; ++kw) {
-            int64_t iw = ow * g.sw - g.pw + kw * g.dw;
-            if (iw < 0 || iw >= g.w) continue;
-            const T* xp = x + ((n * g.h + ih) * g.w + iw) * g.ci;
-            const T* wp = w + (kh * g.kw + kw) * g.cg * g.co;
-            for (int64_t gr = 0; gr < g.groups; ++gr) {
-              T* yo = yp + gr * g.fg;
-              for (int64_t c = 0; c < g.cg; ++c) {
-                const T xv = xp[gr * g.cg + c];
-                const T* wr = wp + c * g.co + gr * g.fg;
-                for (int64_t o = 0; o < g.fg; ++o) yo[o] += xv * wr[o];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-template <class T>
-void conv_backward_data_loops(const Geom2& g, const T* gy, const T* w, T* dx) {
-  std::fill(dx, dx + g.n * g.h * g.w * g.ci, T(0));
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const T* gp = gy + ((n * g.oh + oh) * g.ow + ow) * g.co;
-        for (int64_t kh = 0; kh < g.kh; ++kh) {
-          int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-          if (ih < 0 || ih >= g.h) continue;
-          for (int64_t kw = 0; kw < g.kw; ++kw) {
-            int64_t iw = ow * g.sw - g.pw + kw * g.dw;
-            if (iw < 0 || iw >= g.w) continue;
-            T* dp = dx + ((n * g.h + ih) * g.w + iw) * g.ci;
-            const T* wp = w + (kh * g.kw + kw) * g.cg * g.co;
-            for (int64_t gr = 0; gr < g.groups; ++gr) {
-              const T* go = gp + gr * g.fg;
-              for (int64_t c = 0; c < g.cg; ++c) {
-                const T* wr = wp + c * g.co + gr * g.fg;
-                T sum = 0;
-                for (int64_t o = 0; o < g.fg; ++o) sum += go[o] * wr[o];
-                dp[gr * g.cg + c] += sum;
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-template <class T>
-void conv_backward_weights_loops(const Geom2& g, const T* x, const T* gy, T* dw) {
-  std::fill(dw, dw + g.kh * g.kw * g.cg * g.co, T(0));
-  for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const T* gp = gy + ((n * g.oh + oh) * g.ow + ow) * g.co;
-        for (int64_t kh = 0; kh < g.kh; ++kh) {
-          int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-          if (ih < 0 || ih >= g.h) continue;
-          for (int64_t kw = 0; kw < g.kw; ++kw) {
-            int64_t iw = ow * g.sw - g.pw + kw * g.dw;
-            if (iw < 0 || iw >= g.w) continue;
-            const T* xp = x + ((n * g.h + ih) * g.w + iw) * g.ci;
-            T* wp = dw + (kh * g.kw + kw) * g.cg * g.co;
-            for (int64_t gr = 0; gr < g.groups; ++gr) {
-              const T* go = gp + gr * g.fg;
-              for (int64_t c = 0; c < g.cg; ++c) {
-                const T xv = xp[gr * g.cg + c];
-                T* wr = wp + c * g.co + gr * g.fg;
-                for (int64_t o = 0; o < g.fg; ++o) wr[o] += xv * go[o];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-// Calls visit(ih, iw) for the window positions of output (oh, ow) inside the
-// input, in row-major order.
+// Calls visit(n, output_position, input_position, kernel_position) for each
+// sample, output position and kernel tap inside the input (positions count
+// spatial points in row-major order), taps in row-major order.
 template <class F>
-void for_window(const Geom2& g, int64_t oh, int64_t ow, F&& visit) {
-  for (int64_t kh = 0; kh < g.kh; ++kh) {
-    int64_t ih = oh * g.sh - g.ph + kh;
-    if (ih < 0 || ih >= g.h) continue;
-    for (int64_t kw = 0; kw < g.kw; ++kw) {
-      int64_t iw = ow * g.sw - g.pw + kw;
-      if (iw < 0 || iw >= g.w) continue;
-      visit(ih, iw);
-    }
-  }
-}
-
-template <class T>
-void pool_forward_loops(PoolKind kind, const Geom2& g, const T* x, T* y) {
-  const int64_t c = g.ci;
-  std::vector<T> acc(static_cast<size_t>(c));
+void for_taps(const Geom3& g, F&& visit) {
   for (int64_t n = 0; n < g.n; ++n) {
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const T init = kind == PoolKind::max ? -std::numeric_limits<T>::infinity() : T(0);
-        std::fill(acc.begin(), acc.end(), init);
-        int64_t count = 0;
-        for_window(g, oh, ow, [&](int64_t ih, int64_t iw) {
-          const T* xp = x + ((n * g.h + ih) * g.w + iw) * c;
-          ++count;
-          if (kind == PoolKind::max) {
-            for (int64_t k = 0; k < c; ++k) acc[k] = xp[k] > acc[k] ? xp[k] : acc[k];
-          } else {
-            for (int64_t k = 0; k < c; ++k) acc[k] += xp[k];
+    for (int64_t od = 0; od < g.od; ++od) {
+      for (int64_t oh = 0; oh < g.oh; ++oh) {
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          const int64_t out_pos = ((n * g.od + od) * g.oh + oh) * g.ow + ow;
+          for (int64_t kd = 0; kd < g.kd; ++kd) {
+            const int64_t id = od * g.sd - g.pd + kd * g.dd;
+            if (id < 0 || id >= g.d) continue;
+            for (int64_t kh = 0; kh < g.kh; ++kh) {
+              const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+              if (ih < 0 || ih >= g.h) continue;
+              for (int64_t kw = 0; kw < g.kw; ++kw) {
+                const int64_t iw = ow * g.sw - g.pw + kw * g.dw;
+                if (iw < 0 || iw >= g.w) continue;
+                visit(out_pos, ((n * g.d + id) * g.h + ih) * g.w + iw,
+                      (kd * g.kh + kh) * g.kw + kw);
+              }
+            }
           }
-        });
-        T* yp = y + ((n * g.oh + oh) * g.ow + ow) * c;
-        if (kind == PoolKind::max) {
-          std::copy(acc.begin(), acc.end(), yp);
-        } else {
-          const T inv = count > 0 ? T(1) / static_cast<T>(count) : T(0);
-          for (int64_t k = 0; k < c; ++k) yp[k] = acc[k] * inv;
         }
       }
     }
@@ -221,45 +125,156 @@ void pool_forward_loops(PoolKind kind, const Geom2& g, const T* x, T* y) {
 }
 
 template <class T>
-void pool_backward_loops(PoolKind kind, const Geom2& g, const T* x, const T* gy, T* dx) {
-  const int64_t c = g.ci;
-  std::fill(dx, dx + g.n * g.h * g.w * c, T(0));
+void conv_forward_loops(const Geom3& g, const T* x, const T* w, T* y) {
+  std::fill(y, y + g.n * g.od * g.oh * g.ow * g.co, T(0));
+  for_taps(g, [&](int64_t out_pos, int64_t in_pos, int64_t tap) {
+    T* yp = y + out_pos * g.co;
+    const T* xp = x + in_pos * g.ci;
+    const T* wp = w + tap * g.cg * g.co;
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      T* yo = yp + gr * g.fg;
+      for (int64_t c = 0; c < g.cg; ++c) {
+        const T xv = xp[gr * g.cg + c];
+        const T* wr = wp + c * g.co + gr * g.fg;
+        for (int64_t o = 0; o < g.fg; ++o) yo[o] += xv * wr[o];
+      }
+    }
+  });
+}
+
+template <class T>
+void conv_backward_data_loops(const Geom3& g, const T* gy, const T* w, T* dx) {
+  std::fill(dx, dx + g.n * g.d * g.h * g.w * g.ci, T(0));
+  for_taps(g, [&](int64_t out_pos, int64_t in_pos, int64_t tap) {
+    const T* gp = gy + out_pos * g.co;
+    T* dp = dx + in_pos * g.ci;
+    const T* wp = w + tap * g.cg * g.co;
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      const T* go = gp + gr * g.fg;
+      for (int64_t c = 0; c < g.cg; ++c) {
+        const T* wr = wp + c * g.co + gr * g.fg;
+        T sum = 0;
+        for (int64_t o = 0; o < g.fg; ++o) sum += go[o] * wr[o];
+        dp[gr * g.cg + c] += sum;
+      }
+    }
+  });
+}
+
+template <class T>
+void conv_backward_weights_loops(const Geom3& g, const T* x, const T* gy, T* dw) {
+  std::fill(dw, dw + g.kd * g.kh * g.kw * g.cg * g.co, T(0));
+  for_taps(g, [&](int64_t out_pos, int64_t in_pos, int64_t tap) {
+    const T* gp = gy + out_pos * g.co;
+    const T* xp = x + in_pos * g.ci;
+    T* wp = dw + tap * g.cg * g.co;
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      const T* go = gp + gr * g.fg;
+      for (int64_t c = 0; c < g.cg; ++c) {
+        const T xv = xp[gr * g.cg + c];
+        T* wr = wp + c * g.co + gr * g.fg;
+        for (int64_t o = 0; o < g.fg; ++o) wr[o] += xv * go[o];
+      }
+    }
+  });
+}
+
+// Calls visit(position) for the window positions of output (od, oh, ow) of
+// one sample inside the input (spatial points of the sample, row-major),
+// in row-major order.
+template <class F>
+void for_window(const Geom3& g, int64_t od, int64_t oh, int64_t ow, F&& visit) {
+  for (int64_t kd = 0; kd < g.kd; ++kd) {
+    const int64_t id = od * g.sd - g.pd + kd;
+    if (id < 0 || id >= g.d) continue;
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      const int64_t ih = oh * g.sh - g.ph + kh;
+      if (ih < 0 || ih >= g.h) continue;
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const int64_t iw = ow * g.sw - g.pw + kw;
+        if (iw < 0 || iw >= g.w) continue;
+        visit((id * g.h + ih) * g.w + iw);
+      }
+    }
+  }
+}
+
+// Calls body(n, od, oh, ow, output_position) for every output point.
+template <class F>
+void for_outputs(const Geom3& g, F&& body) {
+  for (int64_t n = 0; n < g.n; ++n) {
+    for (int64_t od = 0; od < g.od; ++od) {
+      for (int64_t oh = 0; oh < g.oh; ++oh) {
+        for (int64_t ow = 0; ow < g.ow; ++ow) {
+          body(n, od, oh, ow, ((n * g.od + od) * g.oh + oh) * g.ow + ow);
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void pool_forward_loops(PoolKind kind, const Geom3& g, const T* x, T* y) {
+  const int64_t c = g.ci, sample = g.d * g.h * g.w * c;
+  std::vector<T> acc(static_cast<size_t>(c));
+  for_outputs(g, [&](int64_t n, int64_t od, int64_t oh, int64_t ow, int64_t out_pos) {
+    const T init = kind == PoolKind::max ? -std::numeric_limits<T>::infinity() : T(0);
+    std::fill(acc.begin(), acc.end(), init);
+    int64_t count = 0;
+    for_window(g, od, oh, ow, [&](int64_t pos) {
+      const T* xp = x + n * sample + pos * c;
+      ++count;
+      if (kind == PoolKind::max) {
+        for (int64_t k = 0; k < c; ++k) acc[k] = xp[k] > acc[k] ? xp[k] : acc[k];
+      } else {
+        for (int64_t k = 0; k < c; ++k) acc[k] += xp[k];
+      }
+    });
+    T* yp = y + out_pos * c;
+    if (kind == PoolKind::max) {
+      std::copy(acc.begin(), acc.end(), yp);
+    } else {
+      const T inv = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+      for (int64_t k = 0; k < c; ++k) yp[k] = acc[k] * inv;
+    }
+  });
+}
+
+template <class T>
+void pool_backward_loops(PoolKind kind, const Geom3& g, const T* x, const T* gy, T* dx) {
+  const int64_t c = g.ci, sample = g.d * g.h * g.w * c;
+  std::fill(dx, dx + g.n * sample, T(0));
   std::vector<T> best(static_cast<size_t>(c));
   std::vector<int64_t> where(static_cast<size_t>(c));
-  for (int64_t n = 0; n < g.n; ++n) {
-    T* dn = dx + n * g.h * g.w * c;
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        const T* gp = gy + ((n * g.oh + oh) * g.ow + ow) * c;
-        if (kind == PoolKind::max) {
-          std::fill(where.begin(), where.end(), int64_t{-1});
-          for_window(g, oh, ow, [&](int64_t ih, int64_t iw) {
-            const int64_t pos = (ih * g.w + iw) * c;
-            const T* xp = x + n * g.h * g.w * c + pos;
-            for (int64_t k = 0; k < c; ++k) {
-              // The first maximum wins.
-              if (where[k] < 0 || xp[k] > best[k]) {
-                best[k] = xp[k];
-                where[k] = pos + k;
-              }
-            }
-          });
-          for (int64_t k = 0; k < c; ++k) {
-            if (where[k] >= 0) dn[where[k]] += gp[k];
+  for_outputs(g, [&](int64_t n, int64_t od, int64_t oh, int64_t ow, int64_t out_pos) {
+    T* dn = dx + n * sample;
+    const T* gp = gy + out_pos * c;
+    if (kind == PoolKind::max) {
+      std::fill(where.begin(), where.end(), int64_t{-1});
+      for_window(g, od, oh, ow, [&](int64_t pos) {
+        const T* xp = x + n * sample + pos * c;
+        for (int64_t k = 0; k < c; ++k) {
+          // The first maximum wins.
+          if (where[k] < 0 || xp[k] > best[k]) {
+            best[k] = xp[k];
+            where[k] = pos * c + k;
           }
-        } else {
-          int64_t count = 0;
-          for_window(g, oh, ow, [&](int64_t, int64_t) { ++count; });
-          if (count == 0) continue;
-          const T inv = T(1) / static_cast<T>(count);
-          for_window(g, oh, ow, [&](int64_t ih, int64_t iw) {
-            T* dp = dn + (ih * g.w + iw) * c;
-            for (int64_t k = 0; k < c; ++k) dp[k] += gp[k] * inv;
-          });
         }
+      });
+      for (int64_t k = 0; k < c; ++k) {
+        if (where[k] >= 0) dn[where[k]] += gp[k];
       }
+    } else {
+      int64_t count = 0;
+      for_window(g, od, oh, ow, [&](int64_t) { ++count; });
+      if (count == 0) return;
+      const T inv = T(1) / static_cast<T>(count);
+      for_window(g, od, oh, ow, [&](int64_t pos) {
+        T* dp = dn + pos * c;
+        for (int64_t k = 0; k < c; ++k) dp[k] += gp[k] * inv;
+      });
     }
-  }
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -273,31 +288,35 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-memory::dims data_dims(const ConvShape& s, int64_t channels, const std::array<int64_t, 2>& sp) {
+memory::dims data_dims(const ConvShape& s, int64_t channels, const ConvShape::Extents& sp) {
   memory::dims d{s.batch, channels};
   for (int i = 0; i < s.spatial; ++i) d.push_back(sp[i]);
   return d;
 }
 
-memory::dims spatial_dims(const ConvShape& s, const std::array<int64_t, 2>& v, int64_t minus = 0) {
+memory::dims spatial_dims(const ConvShape& s, const ConvShape::Extents& v,
+                         int64_t minus = 0) {
   memory::dims d;
   for (int i = 0; i < s.spatial; ++i) d.push_back(v[i] - minus);
   return d;
 }
 
+// Channels-last data of 1, 2 or 3 spatial dimensions.
+tag data_tag(const ConvShape& s) {
+  return s.spatial == 1 ? tag::nwc : s.spatial == 2 ? tag::nhwc : tag::ndhwc;
+}
+
 memory::desc src_md(const ConvShape& s) {
-  return memory::desc(data_dims(s, s.channels_in, s.in), memory::data_type::f32,
-                      s.spatial == 1 ? tag::nwc : tag::nhwc);
+  return memory::desc(data_dims(s, s.channels_in, s.in), memory::data_type::f32, data_tag(s));
 }
 
 memory::desc dst_md(const ConvShape& s) {
-  return memory::desc(data_dims(s, s.channels_out, s.out), memory::data_type::f32,
-                      s.spatial == 1 ? tag::nwc : tag::nhwc);
+  return memory::desc(data_dims(s, s.channels_out, s.out), memory::data_type::f32, data_tag(s));
 }
 
 // Grouped weights are (groups, out / groups, in / groups, kernel...) to
 // oneDNN; the user's (kernel..., in / groups, out) buffer, whose out index is
-// group * (out / groups) + o, is exactly its wigo / hwigo layout.
+// group * (out / groups) + o, is exactly its wigo / hwigo / dhwigo layout.
 memory::dims weight_dims(const ConvShape& s) {
   memory::dims d{s.channels_out, s.channels_in};
   if (s.groups > 1) d = {s.groups, s.channels_out / s.groups, s.channels_in / s.groups};
@@ -306,8 +325,9 @@ memory::dims weight_dims(const ConvShape& s) {
 }
 
 memory::desc user_weights_md(const ConvShape& s) {
-  const tag t = s.groups > 1 ? (s.spatial == 1 ? tag::wigo : tag::hwigo)
-                             : (s.spatial == 1 ? tag::wio : tag::hwio);
+  const tag grouped[] = {tag::wigo, tag::hwigo, tag::dhwigo};
+  const tag plain[] = {tag::wio, tag::hwio, tag::dhwio};
+  const tag t = (s.groups > 1 ? grouped : plain)[s.spatial - 1];
   return memory::desc(weight_dims(s), memory::data_type::f32, t);
 }
 
@@ -427,8 +447,7 @@ std::vector<int64_t> make_key(Op op, const ConvShape& s, int64_t extra) {
                          s.channels_out};
   k.push_back(s.groups);
   for (const auto* a : {&s.in, &s.kernel, &s.out, &s.stride, &s.dilation, &s.pad_lo, &s.pad_hi}) {
-    k.push_back((*a)[0]);
-    k.push_back((*a)[1]);
+    k.insert(k.end(), a->begin(), a->end());
   }
   return k;
 }
@@ -776,7 +795,7 @@ void conv_forward(DType dt, const ConvShape& s, const void* x, const ConvWeights
   if (dt == DType::float32 && s.in_size() > 0 && conv_onednn(Op::conv_fwd, s, x, w, y)) return;
   by_dtype(dt, [&](auto t) {
     using T = typename decltype(t)::type;
-    conv_forward_loops(as_2d(s), static_cast<const T*>(x), static_cast<const T*>(w.user()),
+    conv_forward_loops(as_3d(s), static_cast<const T*>(x), static_cast<const T*>(w.user()),
                        static_cast<T*>(y));
   });
 }
@@ -790,7 +809,7 @@ void conv_backward_data(DType dt, const ConvShape& s, const void* g, const ConvW
   }
   by_dtype(dt, [&](auto t) {
     using T = typename decltype(t)::type;
-    conv_backward_data_loops(as_2d(s), static_cast<const T*>(g),
+    conv_backward_data_loops(as_3d(s), static_cast<const T*>(g),
                              static_cast<const T*>(w.user()), static_cast<T*>(dx));
   });
 }
@@ -864,7 +883,7 @@ void ConvWeightGradient::add_chunk_and_data(int64_t index, const ConvShape& part
   p->data = aligned_buffer(p->bytes);
   by_dtype(dt_, [&](auto t) {
     using T = typename decltype(t)::type;
-    conv_backward_weights_loops(as_2d(part), static_cast<const T*>(x), static_cast<const T*>(g),
+    conv_backward_weights_loops(as_3d(part), static_cast<const T*>(x), static_cast<const T*>(g),
                                 static_cast<T*>(p->data.get()));
   });
   partials_[static_cast<size_t>(index)] = std::move(p);
@@ -934,7 +953,7 @@ void pool_forward(DType dt, PoolKind kind, const ConvShape& s, const void* x, vo
   }
   by_dtype(dt, [&](auto t) {
     using T = typename decltype(t)::type;
-    pool_forward_loops(kind, as_2d(s), static_cast<const T*>(x), static_cast<T*>(y));
+    pool_forward_loops(kind, as_3d(s), static_cast<const T*>(x), static_cast<T*>(y));
   });
 }
 
@@ -947,7 +966,7 @@ void pool_backward(DType dt, PoolKind kind, const ConvShape& s, const void* x, c
   }
   by_dtype(dt, [&](auto t) {
     using T = typename decltype(t)::type;
-    pool_backward_loops(kind, as_2d(s), static_cast<const T*>(x), static_cast<const T*>(g),
+    pool_backward_loops(kind, as_3d(s), static_cast<const T*>(x), static_cast<const T*>(g),
                         static_cast<T*>(dx));
   });
 }

@@ -1,6 +1,7 @@
 // Convolution and pooling kernels over channels-last data: 1-d (N, W, C) with
 // kernels (K, C_in / groups, C_out), 2-d (N, H, W, C) with kernels
-// (KH, KW, C_in / groups, C_out).
+// (KH, KW, C_in / groups, C_out), 3-d (N, D, H, W, C) with kernels
+// (KD, KH, KW, C_in / groups, C_out).
 //
 // Grouped convolution (Keras's `groups`): the channels fall into `groups`
 // equal blocks; output channel o reads only the input channels of block
@@ -8,7 +9,7 @@
 //
 // float32 runs through oneDNN (convolution_forward / _backward_data /
 // _backward_weights, pooling_forward / _backward) on the caller's buffers with
-// the format tags nwc/wio and nhwc/hwio, so the data is not transposed
+// the format tags nwc/wio, nhwc/hwio and ndhwc/dhwio, so the data is not transposed
 // (Winograd, below, excepted). oneDNN on CPU has no float64 convolution or
 // pooling, so float64 (and any float32 case oneDNN declines) runs through
 // direct loops written here.
@@ -37,14 +38,16 @@
 namespace tessera::kernels {
 
 // The geometry of one convolution or pooling call. Spatial extents are given
-// per spatial dimension ([0] only for 1-d; [0] = height, [1] = width for 2-d).
-// For pooling, channels_out == channels_in and `kernel` is the pool size.
-// groups divides channels_in and channels_out (the primitives check it).
+// per spatial dimension, the first `spatial` entries read ([0] only for 1-d;
+// [0] = height, [1] = width for 2-d; [0] = depth, [1] = height, [2] = width
+// for 3-d). For pooling, channels_out == channels_in and `kernel` is the pool
+// size. groups divides channels_in and channels_out (the primitives check it).
 struct ConvShape {
-  int spatial = 1;  // 1 or 2
+  using Extents = std::array<int64_t, 3>;
+  int spatial = 1;  // 1, 2 or 3
   int64_t batch = 0, channels_in = 0, channels_out = 0, groups = 1;
-  std::array<int64_t, 2> in{1, 1}, kernel{1, 1}, out{1, 1};
-  std::array<int64_t, 2> stride{1, 1}, dilation{1, 1}, pad_lo{0, 0}, pad_hi{0, 0};
+  Extents in{1, 1, 1}, kernel{1, 1, 1}, out{1, 1, 1};
+  Extents stride{1, 1, 1}, dilation{1, 1, 1}, pad_lo{0, 0, 0}, pad_hi{0, 0, 0};
 
   int64_t in_size() const;      // elements of one sample of the input
   int64_t out_size() const;     // elements of one sample of the output

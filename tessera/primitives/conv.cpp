@@ -1,6 +1,6 @@
 // Convolution and pooling primitives (family "nn"), channels last as Keras:
-// conv1d/conv2d, max_pool1d/2d, avg_pool1d/2d, and the backward primitives
-// their gradient rules call.
+// conv1d/2d/3d, max_pool1d/2d/3d, avg_pool1d/2d/3d, and the backward
+// primitives their gradient rules call.
 //
 // Each primitive checks its arguments, works out the geometry (output size and
 // padding), and cuts the batch into chunks of a fixed number of samples, run
@@ -54,16 +54,24 @@ DType float_result(std::initializer_list<DType> dts) {
 }
 
 const char* spatial_names(int spatial) {
-  return spatial == 1 ? "(batch, steps, channels)" : "(batch, height, width, channels)";
+  return spatial == 1   ? "(batch, steps, channels)"
+         : spatial == 2 ? "(batch, height, width, channels)"
+                        : "(batch, depth, height, width, channels)";
 }
 
-std::string extent_str(const ConvShape& s, const std::array<int64_t, 2>& v) {
+// "conv1d", "conv2d" or "conv3d".
+std::string conv_name(int spatial) { return "conv" + std::to_string(spatial) + "d"; }
+
+std::string extent_str(const ConvShape& s, const ConvShape::Extents& v) {
   if (s.spatial == 1) return std::to_string(v[0]);
-  return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
+  std::string text = "(";
+  for (int d = 0; d < s.spatial; ++d) text += (d ? ", " : "") + std::to_string(v[d]);
+  return text + ")";
 }
 
-// A positive integer per spatial dimension: an int, or (2-d) a list of 2.
-std::array<int64_t, 2> spatial_arg(const Args& a, size_t i, int spatial) {
+// A positive integer per spatial dimension: an int, or (2-d, 3-d) a list of
+// 2 or 3.
+ConvShape::Extents spatial_arg(const Args& a, size_t i, int spatial) {
   std::vector<int64_t> v;
   const Value& val = a[i];
   if (val.is_int() || val.is_bool() || (val.is_array() && val.as_array().ndim() == 0)) {
@@ -76,12 +84,16 @@ std::array<int64_t, 2> spatial_arg(const Args& a, size_t i, int spatial) {
                                      val.str()));
     }
   } else {
-    a.type_error(i, spatial == 1 ? "an integer" : "an integer or a list of 2 integers");
+    a.type_error(i, spatial == 1   ? "an integer"
+                    : spatial == 2 ? "an integer or a list of 2 integers"
+                                   : "an integer or a list of 3 integers");
   }
   for (int64_t x : v) {
     if (x < 1) a.value_error(i, error_message("must be a positive integer, got ", val.str()));
   }
-  return {v[0], spatial == 2 ? v[1] : 1};
+  ConvShape::Extents e{1, 1, 1};
+  std::copy(v.begin(), v.end(), e.begin());
+  return e;
 }
 
 Padding padding_arg(const Args& a, size_t i, bool allow_causal) {
@@ -146,8 +158,9 @@ ConvShape conv_geometry(const Args& a, int spatial, const Shape& x, const Shape&
   if (w.size() != rank) {
     throw std::invalid_argument(error_message(
         "[", op, "] kernel must be ", rank, "-d ",
-        spatial == 1 ? "(kernel_size, in_channels, filters)"
-                     : "(kernel_height, kernel_width, in_channels, filters)",
+        spatial == 1   ? "(kernel_size, in_channels, filters)"
+        : spatial == 2 ? "(kernel_height, kernel_width, in_channels, filters)"
+                       : "(kernel_depth, kernel_height, kernel_width, in_channels, filters)",
         ", got shape ", shape_str(w)));
   }
   for (int64_t d : w) {
@@ -207,7 +220,9 @@ ConvShape conv_geometry(const Args& a, int spatial, const Shape& x, const Shape&
       throw std::invalid_argument(error_message(
           "[", op, "] kernel of effective size ", effective, " (size ", s.kernel[d],
           ", dilation ", s.dilation[d], ") is larger than the input (", s.in[d],
-          spatial == 1 ? " steps" : d == 0 ? " rows" : " columns", ") with padding 'valid'"));
+          spatial == 1 ? " steps" : d + 2 == spatial ? " rows" : d + 1 == spatial ? " columns"
+                                                                               : " planes",
+          ") with padding 'valid'"));
     }
   }
   return s;
@@ -620,7 +635,7 @@ Value str(const char* s) { return Value(std::string(s)); }
 
 PrimitiveSpec pool_spec(const char* name, int spatial, PoolKind kind) {
   const bool max = kind == PoolKind::max;
-  std::string dims = spatial == 1 ? "(batch, steps, channels)" : "(batch, height, width, channels)";
+  std::string dims = spatial_names(spatial);
   std::string grad = std::string(name) + "_grad(g, x, pool_size, strides, padding)";
   return PrimitiveSpec{
       .name = name,
@@ -629,7 +644,10 @@ PrimitiveSpec pool_spec(const char* name, int spatial, PoolKind kind) {
                  opt("padding", str("valid"))},
       .help = with_note(
           std::string(max ? "Max" : "Average") + " pooling of x " + dims +
-          " over windows of pool_size" + (spatial == 2 ? " (an int or [ph, pw])" : "") +
+          " over windows of pool_size" +
+          (spatial == 2   ? " (an int or [ph, pw])"
+           : spatial == 3 ? " (an int or [pd, ph, pw])"
+                          : "") +
           " moved by strides (nil: pool_size). padding 'valid' keeps whole windows only; "
           "'same' gives ceil(n / stride) outputs with TensorFlow's padding split" +
           (max ? " (padding never wins the max)." : ", averaging only the elements inside the "
@@ -656,7 +674,7 @@ PrimitiveSpec pool_grad_spec(const char* name, const char* forward, int spatial,
 }
 
 // The settings every convolution primitive takes after its arrays; conv1d
-// names its stride "stride", conv2d "strides", as Keras does.
+// names its stride "stride", conv2d and conv3d "strides", as Keras does.
 std::vector<Param> conv_params(int spatial, std::vector<Param> head) {
   head.push_back(opt(spatial == 1 ? "stride" : "strides", Value(int64_t{1})));
   head.push_back(opt("padding", str("valid")));
@@ -676,7 +694,7 @@ const char* kGroupsNote =
     "channels of group f // (filters / groups).";
 
 PrimitiveSpec conv_spec(int spatial) {
-  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string conv = conv_name(spatial);
   const std::string set = conv_settings(spatial);
   std::string help =
       spatial == 1
@@ -690,6 +708,14 @@ PrimitiveSpec conv_spec(int spatial) {
             "filters); result (batch, out_height, out_width, filters). strides and dilation: an "
             "int or [vertical, horizontal]. padding: 'valid' or 'same' (ceil(n / stride) "
             "outputs, TensorFlow's padding split).";
+  if (spatial == 3) {
+    help =
+        "3-d convolution (cross-correlation, as Keras Conv3D, no bias) of x (batch, depth, "
+        "height, width, channels) with kernel w (kernel_depth, kernel_height, kernel_width, "
+        "channels / groups, filters); result (batch, out_depth, out_height, out_width, "
+        "filters). strides and dilation: an int or [depth, vertical, horizontal]. padding: "
+        "'valid' or 'same' (ceil(n / stride) outputs, TensorFlow's padding split).";
+  }
   help += kGroupsNote;
   if (spatial == 2) {
     help +=
@@ -726,7 +752,7 @@ PrimitiveSpec conv_spec(int spatial) {
 // conv*_grad_input and conv*_grad_weight, for the cotangents of its two
 // results (second derivatives).
 PrimitiveSpec conv_grads_spec(int spatial) {
-  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string conv = conv_name(spatial);
   const std::string set = conv_settings(spatial);
   std::string help = "Backward of " + conv + " for both the input and the kernel: [" + conv +
                      "_grad_input(dy, w, shape(x), ...), " + conv +
@@ -755,7 +781,7 @@ PrimitiveSpec conv_grads_spec(int spatial) {
 // writes it, see PrimitiveSpec::grad_fusion_producer). Not differentiable, as
 // batch_norm_grad is not.
 PrimitiveSpec conv_grads_bn_spec(int spatial) {
-  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string conv = conv_name(spatial);
   std::string help =
       "Backward of " + conv + " followed by a batch norm, for the convolution's input and "
       "kernel: " + conv + "_grads(batch_norm_grad(bn...), x, w, ...), with bn the list of "
@@ -777,17 +803,20 @@ PrimitiveSpec conv_grads_bn_spec(int spatial) {
 // rules of its own: it is linear in dy (its adjoint is the forward
 // convolution) and in w.
 PrimitiveSpec conv_grad_input_spec(int spatial) {
-  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string conv = conv_name(spatial);
   const std::string set = conv_settings(spatial);
   std::string help = "Backward of " + conv;
   help += " for the input: the gradient with respect to x (of shape x_shape) of sum(" + conv;
   help += "(x, w, ...) * dy), dy having the shape of " + conv + "'s result. It is also the ";
-  help += spatial == 1 ? "transposed convolution (Keras Conv1DTranspose, no bias) of dy "
-                         "(in_channels channels) with a kernel (kernel_size, filters / groups, "
-                         "in_channels)"
-                       : "transposed convolution (Keras Conv2DTranspose, no bias) of dy "
-                         "(in_channels channels) with a kernel (kernel_height, kernel_width, "
-                         "filters / groups, in_channels)";
+  help += spatial == 1   ? "transposed convolution (Keras Conv1DTranspose, no bias) of dy "
+                           "(in_channels channels) with a kernel (kernel_size, filters / groups, "
+                           "in_channels)"
+          : spatial == 2 ? "transposed convolution (Keras Conv2DTranspose, no bias) of dy "
+                           "(in_channels channels) with a kernel (kernel_height, kernel_width, "
+                           "filters / groups, in_channels)"
+                         : "transposed convolution (Keras Conv3DTranspose, no bias) of dy "
+                           "(in_channels channels) with a kernel (kernel_depth, kernel_height, "
+                           "kernel_width, filters / groups, in_channels)";
   help += ", to the output shape x_shape, one of the shapes that " + conv;
   help +=
       " with these settings maps to dy's (Keras's output length for n inputs: n * stride + "
@@ -808,7 +837,7 @@ PrimitiveSpec conv_grad_input_spec(int spatial) {
 // conv*_grad_weight is bilinear in dy and x; its rules give second
 // derivatives (a gradient of a gradient).
 PrimitiveSpec conv_grad_weight_spec(int spatial) {
-  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
+  const std::string conv = conv_name(spatial);
   const std::string set = conv_settings(spatial);
   std::string help = "Backward of " + conv;
   help += " for the kernel: the gradient with respect to w (of shape w_shape) of sum(" + conv;
@@ -829,8 +858,8 @@ PrimitiveSpec conv_grad_weight_spec(int spatial) {
 // while the convolution's output is still in cache, instead of two more
 // passes over the whole activation (and two more arrays of its size).
 PrimitiveSpec conv_bias_spec(int spatial, bool relu) {
-  const std::string conv = spatial == 1 ? "conv1d" : "conv2d";
-  const std::string layer = spatial == 1 ? "Conv1D" : "Conv2D";
+  const std::string conv = conv_name(spatial);
+  const std::string layer = "Conv" + std::to_string(spatial) + "D";
   const std::string set = conv_settings(spatial);
   const std::string gy = relu ? "common" : "g";
   PrimitiveSpec spec{
@@ -867,6 +896,13 @@ const bool registered_conv = register_primitives({
     conv_bias_spec(1, true),
     conv_bias_spec(2, false),
     conv_bias_spec(2, true),
+    conv_spec(3),
+    conv_grad_input_spec(3),
+    conv_grad_weight_spec(3),
+    conv_grads_spec(3),
+    conv_grads_bn_spec(3),
+    conv_bias_spec(3, false),
+    conv_bias_spec(3, true),
     pool_spec("max_pool1d", 1, PoolKind::max),
     pool_spec("avg_pool1d", 1, PoolKind::average),
     pool_spec("max_pool2d", 2, PoolKind::max),
@@ -875,6 +911,10 @@ const bool registered_conv = register_primitives({
     pool_grad_spec("avg_pool1d_grad", "avg_pool1d", 1, PoolKind::average),
     pool_grad_spec("max_pool2d_grad", "max_pool2d", 2, PoolKind::max),
     pool_grad_spec("avg_pool2d_grad", "avg_pool2d", 2, PoolKind::average),
+    pool_spec("max_pool3d", 3, PoolKind::max),
+    pool_spec("avg_pool3d", 3, PoolKind::average),
+    pool_grad_spec("max_pool3d_grad", "max_pool3d", 3, PoolKind::max),
+    pool_grad_spec("avg_pool3d_grad", "avg_pool3d", 3, PoolKind::average),
 });
 
 }  // namespace

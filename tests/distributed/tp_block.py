@@ -9,7 +9,7 @@
 # all-reduces counted in the trace (2 forward and 2 backward per block);
 # deterministic fit bitwise from run to run;
 # save under t > 1 and load on one member and back; from_layer; column- then
-# row-parallel Conv1D/Conv2D with uneven filters; errors. On the meshes
+# row-parallel Conv1D/Conv2D/Conv3D with uneven filters; errors. On the meshes
 # tensor=N and, with 4, data=2 x tensor=2. Prints "ok" on every rank.
 import csv
 import hashlib
@@ -267,10 +267,10 @@ def check_save_and_from_layer(tp):
 
 def check_convolutions(tp):
     rng = np.random.default_rng(6)
-    for rank, shape in ((1, (9, 3)), (2, (6, 5, 3))):
-        col_cls = nn.ColumnParallelConv1D if rank == 1 else nn.ColumnParallelConv2D
-        row_cls = nn.RowParallelConv1D if rank == 1 else nn.RowParallelConv2D
-        plain = nn.Conv1D if rank == 1 else nn.Conv2D
+    for rank, shape in ((1, (9, 3)), (2, (6, 5, 3)), (3, (4, 4, 3, 3))):
+        col_cls = getattr(nn, f"ColumnParallelConv{rank}D")
+        row_cls = getattr(nn, f"RowParallelConv{rank}D")
+        plain = getattr(nn, f"Conv{rank}D")
 
         def model(split):
             layers = [col_cls(5, 3, activation="relu", padding="same", group=tp),

@@ -14,7 +14,8 @@ import pytest
 
 _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 _BENCH = os.path.join(_ROOT, "bench")
-SCRIPTS = ["bench_har_cnn.py", "bench_char_gpt.py", "bench_resnet.py", "bench_dp_har.py",
+SCRIPTS = ["bench_har_cnn.py", "bench_char_gpt.py", "bench_resnet.py", "bench_conv3d.py",
+           "bench_dp_har.py",
            "profile_step.py",
            "bench_peak_rss.py", "bench_allocators.py"]
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
@@ -52,6 +53,14 @@ def test_har_quick():
 def test_resnet_quick():
     out = run("bench_resnet.py", "--quick")
     assert "NCHW" in out and "load average" in out, out
+
+
+@needs_torch
+def test_conv3d_quick():
+    out = run("bench_conv3d.py", "--quick")
+    assert "NCDHW" in out and "load average" in out, out
+    diff = float(re.search(r"outputs differ by ([0-9.e+-]+)", out).group(1))
+    assert diff < 1e-4, out
 
 
 @needs_torch

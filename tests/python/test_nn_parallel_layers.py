@@ -73,7 +73,9 @@ def test_convolutions_on_one_member():
     for col, row, plain, shape in ((nn.ColumnParallelConv1D, nn.RowParallelConv1D, nn.Conv1D,
                                     (7, 2)),
                                    (nn.ColumnParallelConv2D, nn.RowParallelConv2D, nn.Conv2D,
-                                    (5, 4, 2))):
+                                    (5, 4, 2)),
+                                   (nn.ColumnParallelConv3D, nn.RowParallelConv3D, nn.Conv3D,
+                                    (4, 3, 3, 2))):
         def model(layers):
             m = nn.Sequential(layers + [nn.Flatten(), nn.Dense(1)], input_shape=shape, seed=5,
                               dtype="float64")

@@ -64,11 +64,15 @@ from .layers import (AugMix, AutoContrast, ContrastLimitedAdaptiveHistogramEqual
                      RandomElasticTransform, RandomErasing, RandomGaussianBlur, RandomGrayscale,
                      RandomHue, RandomInvert, RandomPerspective, RandomPosterization,
                      RandomSaturation, RandomSharpness, RandomShear, Solarization)
+from .layers import (AveragePooling3D, AvgPool3D, Conv3D, Conv3DTranspose, Convolution3D,
+                     Convolution3DTranspose, Cropping3D, GlobalAveragePooling3D, GlobalAvgPool3D,
+                     GlobalMaxPool3D, GlobalMaxPooling3D, MaxPool3D, MaxPooling3D, UpSampling3D,
+                     ZeroPadding3D)
 from .model import History, Model, Sequential
 from .parallel import ColumnParallelDense, RowParallelDense
-from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D,
+from .parallel_layers import (ColumnParallelConv1D, ColumnParallelConv2D, ColumnParallelConv3D,
                               ParallelMultiHeadAttention, RowParallelConv1D, RowParallelConv2D,
-                              VocabParallelEmbedding)
+                              RowParallelConv3D, VocabParallelEmbedding)
 from .parallel_losses import (VocabParallelSparseCategoricalAccuracy,
                               VocabParallelSparseCategoricalCrossentropy)
 from .saving import load_model, register_keras_serializable
@@ -100,6 +104,7 @@ __all__ = [
     "MaxPooling1D", "MaxPooling2D", "Model", "Permute", "RepeatVector", "Reshape",
     "RowParallelDense", "Sequential", "ColumnParallelConv1D", "ColumnParallelConv2D",
     "ParallelMultiHeadAttention", "RowParallelConv1D", "RowParallelConv2D",
+    "ColumnParallelConv3D", "RowParallelConv3D",
     "VocabParallelEmbedding", "VocabParallelSparseCategoricalAccuracy",
     "VocabParallelSparseCategoricalCrossentropy",
     "GradientTape", "callbacks", "constraints", "initializers", "losses", "metrics",
@@ -128,6 +133,10 @@ __all__ = [
     "RandomSharpness", "RandomShear", "Solarization",
     "Convolution1D", "Convolution1DTranspose", "Convolution2D", "Convolution2DTranspose",
     "EinsumDense", "RMSNormalization", "Wrapper", "dot", "InputSpec",
+    "AveragePooling3D", "AvgPool3D", "Conv3D", "Conv3DTranspose", "Convolution3D",
+    "Convolution3DTranspose", "Cropping3D", "GlobalAveragePooling3D", "GlobalAvgPool3D",
+    "GlobalMaxPool3D", "GlobalMaxPooling3D", "MaxPool3D", "MaxPooling3D", "UpSampling3D",
+    "ZeroPadding3D",
     "Initializer", "Loss", "Metric", "Optimizer", "Regularizer", "device", "version",
 ]
 

@@ -10,8 +10,8 @@
   each member looks up the ids in its range, gives zeros for the others, and
   ``tp_reduce`` sums (one all-reduce forward, none backward: ids have no
   gradient).
-* ``ColumnParallelConv1D``/``ColumnParallelConv2D``: the filters (output
-  channels) split; ``RowParallelConv1D``/``RowParallelConv2D``: the input
+* ``ColumnParallelConv1D``/``2D``/``3D``: the filters (output
+  channels) split; ``RowParallelConv1D``/``2D``/``3D``: the input
   channels split (the output of a column-parallel convolution), the partial
   convolutions summed by ``tp_reduce``, the bias added once.
 
@@ -25,12 +25,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import distributed
-from .layers import Conv1D, Conv2D, Embedding, MultiHeadAttention
+from .layers import Conv1D, Conv2D, Conv3D, Embedding, MultiHeadAttention
 from .layers.base import _apply
 from .parallel import _MIXING, _SplitLayer
 
 __all__ = ["ParallelMultiHeadAttention", "VocabParallelEmbedding", "ColumnParallelConv1D",
-           "ColumnParallelConv2D", "RowParallelConv1D", "RowParallelConv2D"]
+           "ColumnParallelConv2D", "ColumnParallelConv3D", "RowParallelConv1D",
+           "RowParallelConv2D", "RowParallelConv3D"]
 
 
 def _span(extents, k):
@@ -299,3 +300,19 @@ class RowParallelConv2D(_RowConv, Conv2D):
     kind = "RowParallelConv2D"
     _unsplit = Conv2D
     _split_axis = {"kernel": 2}
+
+
+class ColumnParallelConv3D(_ColumnConv, Conv3D):
+    """Conv3D with its filters split over a tensor group (see _ColumnConv)."""
+
+    kind = "ColumnParallelConv3D"
+    _unsplit = Conv3D
+    _split_axis = {"kernel": 4, "bias": 0}
+
+
+class RowParallelConv3D(_RowConv, Conv3D):
+    """Conv3D with its input channels split over a tensor group (see _RowConv)."""
+
+    kind = "RowParallelConv3D"
+    _unsplit = Conv3D
+    _split_axis = {"kernel": 3}

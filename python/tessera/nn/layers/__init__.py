@@ -4,9 +4,9 @@
     core          Dense, Embedding, ReversibleEmbedding, Activation, Identity, Dropout,
                   Lambda, InputLayer
     einsum_dense  EinsumDense
-    conv          Conv1D/2D, Conv1D/2DTranspose, DepthwiseConv1D/2D
+    conv          Conv1D/2D/3D, Conv1D/2D/3DTranspose, DepthwiseConv1D/2D
     separable     SeparableConv1D/2D
-    pooling       Max/AveragePooling1D/2D, their global and adaptive forms
+    pooling       Max/AveragePooling1D/2D/3D, their global and adaptive forms
     reshaping     Flatten, Reshape, Permute, RepeatVector, ZeroPadding, UpSampling, Cropping
     normalization BatchNormalization, LayerNormalization, GroupNormalization,
                   RMSNormalization, UnitNormalization, Normalization, Rescaling
@@ -41,9 +41,9 @@ from . import (activation, attention, base, conv, core, einsum_dense, image_augm
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
-from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Convolution1D,
-                   Convolution1DTranspose, Convolution2D, Convolution2DTranspose, DepthwiseConv1D,
-                   DepthwiseConv2D)
+from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D, Conv3DTranspose,
+                   Convolution1D, Convolution1DTranspose, Convolution2D, Convolution2DTranspose,
+                   Convolution3D, Convolution3DTranspose, DepthwiseConv1D, DepthwiseConv2D)
 from .core import (Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda,
                    ReversibleEmbedding)
 from .image_augment import (CutMix, MaxNumBoundingBoxes, MixUp, RandomElasticTransform,
@@ -65,15 +65,19 @@ from .normalization import (BatchNormalization, GroupNormalization, LayerNormali
                             Normalization, RMSNormalization, Rescaling, UnitNormalization)
 from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,
                       AdaptiveAveragePooling3D, AdaptiveMaxPooling1D, AdaptiveMaxPooling2D,
-                      AdaptiveMaxPooling3D, AveragePooling1D, AveragePooling2D, AvgPool1D, AvgPool2D,
-                      GlobalAveragePooling1D, GlobalAveragePooling2D, GlobalAvgPool1D,
-                      GlobalAvgPool2D, GlobalMaxPool1D, GlobalMaxPool2D, GlobalMaxPooling1D,
-                      GlobalMaxPooling2D, MaxPool1D, MaxPool2D, MaxPooling1D, MaxPooling2D)
+                      AdaptiveMaxPooling3D, AveragePooling1D, AveragePooling2D, AveragePooling3D,
+                      AvgPool1D, AvgPool2D, AvgPool3D, GlobalAveragePooling1D,
+                      GlobalAveragePooling2D, GlobalAveragePooling3D, GlobalAvgPool1D,
+                      GlobalAvgPool2D, GlobalAvgPool3D, GlobalMaxPool1D, GlobalMaxPool2D,
+                      GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
+                      GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
+                      MaxPooling2D, MaxPooling3D)
 from .preprocessing import (CategoryEncoding, Discretization, HashedCrossing, Hashing,
                             IntegerLookup, StringLookup, TextVectorization)
 from .recurrent import GRU, LSTM, SimpleRNN
-from .reshaping import (Cropping1D, Cropping2D, Flatten, Permute, RepeatVector, Reshape,
-                        UpSampling1D, UpSampling2D, ZeroPadding1D, ZeroPadding2D)
+from .reshaping import (Cropping1D, Cropping2D, Cropping3D, Flatten, Permute, RepeatVector,
+                        Reshape, UpSampling1D, UpSampling2D, UpSampling3D, ZeroPadding1D,
+                        ZeroPadding2D, ZeroPadding3D)
 from .separable import (SeparableConv1D, SeparableConv2D, SeparableConvolution1D,
                         SeparableConvolution2D)
 from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNNCell,

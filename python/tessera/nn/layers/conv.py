@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1D/2D, their transposes and DepthwiseConv1D/2D
+"""Convolution layers: Conv1D/2D/3D, their transposes and DepthwiseConv1D/2D
 (SeparableConv in separable.py builds on the depthwise ones)."""
 
 from __future__ import annotations
@@ -8,11 +8,17 @@ import math
 from .. import activations
 from .. import ops as kops
 from ..data_format import ChannelsFirst
+from ..ops.nn import transpose_geometry
 from .base import (Layer, Param, _activation, _apply, _conv_length, _data_format, _fans,
                    _initializer, _ints, _list, _padding, _positive, _regularizer)
-__all__ = ["Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "DepthwiseConv1D",
-           "DepthwiseConv2D", "Convolution1D", "Convolution2D", "Convolution1DTranspose",
-           "Convolution2DTranspose"]
+__all__ = ["Conv1D", "Conv1DTranspose", "Conv2D", "Conv2DTranspose", "Conv3D",
+           "Conv3DTranspose", "DepthwiseConv1D", "DepthwiseConv2D", "Convolution1D",
+           "Convolution2D", "Convolution3D", "Convolution1DTranspose", "Convolution2DTranspose",
+           "Convolution3DTranspose"]
+
+# The per-sample axes of a channels-last input of 1, 2 or 3 spatial dimensions.
+_AXES = {1: "steps, channels", 2: "height, width, channels",
+         3: "depth, height, width, channels"}
 
 
 class _Conv(Layer):
@@ -50,8 +56,7 @@ class _Conv(Layer):
                      zip(s[:-1], self.kernel_size, self.strides, self.dilation))
 
     def compute_output_shape(self, s):
-        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
-                        else "height, width, channels")
+        self._need_rank(s, self.rank + 1, _AXES[self.rank])
         cin = s[-1]
         if cin % self.groups:
             raise ValueError(f"[{self.kind}] the input's channels ({cin}) must be divisible by "
@@ -153,31 +158,66 @@ class Conv2D(_ConvolutionOp, ChannelsFirst, _Conv):
 class _ConvTranspose(_Conv):
     """Transposed convolution (the gradient of a convolution with respect to
     its input), like keras.layers.Conv2DTranspose: kernel (k..., filters,
-    in_channels); output length (n - 1) * stride + dilation * (k - 1) + 1
-    ('valid') or n * stride ('same')."""
+    in_channels); output length n * stride + max(k - stride, 0) ('valid') or
+    n * stride ('same') with k = dilation * (k - 1) + 1, or Keras's lengths
+    for output_padding (transpose_geometry)."""
 
     transpose = True
 
     def __init__(self, filters, kernel_size, strides=1, padding="valid", output_padding=None,
                  dilation_rate=1, activation=None, use_bias=True, **kwargs):
-        if output_padding is not None:
-            raise ValueError(f"[{self.kind}] output_padding is not supported; leave it None")
         super().__init__(filters, kernel_size, strides, padding, dilation_rate, activation,
                          use_bias, **kwargs)
+        k = self.kind
+        if max(self.strides) > 1 and max(self.dilation) > 1:
+            raise ValueError(f"[{k}] strides > 1 cannot go with dilation_rate > 1 (as Keras): "
+                             f"got strides={self.strides}, dilation_rate={self.dilation}")
+        self.output_padding = None
+        if output_padding is not None:
+            pads = (output_padding,) * self.rank if isinstance(output_padding, int) \
+                else tuple(output_padding) if isinstance(output_padding, (tuple, list)) else ()
+            if len(pads) != self.rank or not all(
+                    isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pads):
+                raise ValueError(f"[{k}] output_padding must be None, a non-negative int or "
+                                 f"{self.rank} of them, got {output_padding!r}")
+            for i, (op, st) in enumerate(zip(pads, self.strides)):
+                if op >= st:
+                    raise ValueError(f"[{k}] output_padding must be less than strides on every "
+                                     f"axis: axis {i} has output_padding {op} and strides {st} "
+                                     f"(output_padding={pads}, strides={self.strides})")
+            self.output_padding = pads
+
+    def _geometry(self, s):
+        pads = self.output_padding or (None,) * self.rank
+        return [transpose_geometry(n, k, st, d, self.padding, op) for n, k, st, d, op in
+                zip(s[:-1], self.kernel_size, self.strides, self.dilation, pads)]
 
     def _spatial(self, s):
-        out = []
-        for n, k, st, d in zip(s[:-1], self.kernel_size, self.strides, self.dilation):
-            out.append(n * st if self.padding == "same" else (n - 1) * st + d * (k - 1) + 1)
-        return tuple(out)
+        if any(n is None for n in s[:-1]):
+            raise ValueError(f"[{self.kind}] needs the length of every spatial axis (the output "
+                             f"shape is written into the program), got per-sample shape {s}")
+        return tuple(g[0] for g in self._geometry(s))
 
     def _kernel_shape(self, cin):
         return self.kernel_size + (self.filters, cin)
 
     def _conv(self, x, kernel, ctx):
         xv = ctx.define("ct_in", x)
-        shape = f"list(shape({xv})[0], {', '.join(str(n) for n in self._out_shape)})"
-        return f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {self._options()})"
+        geometry = self._geometry(self._in_shape)
+        if self.output_padding is None:
+            # Keras's lengths are those of the convolution's own padding.
+            shape = f"list(shape({xv})[0], {', '.join(str(n) for n in self._out_shape)})"
+            return f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {self._options()})"
+        # The full transposed convolution ('valid'), then Keras's window of it.
+        shape = f"list(shape({xv})[0], {', '.join(str(g[2]) for g in geometry)}, {self.filters})"
+        options = self._options().replace(f'padding="{self.padding}"', 'padding="valid"')
+        full = f"conv{self.rank}d_grad_input({xv}, {kernel}, {shape}, {options})"
+        if all(crop == 0 and length == whole for length, crop, whole in geometry):
+            return full
+        index = ", ".join(["slice(nil, nil)"] + [f"slice({crop}, {crop + length})" for
+                                                 length, crop, _ in geometry] +
+                          ["slice(nil, nil)"])
+        return f"getitem({full}, {index})"
 
 
 class Conv1DTranspose(ChannelsFirst, _ConvTranspose):
@@ -192,6 +232,22 @@ class Conv2DTranspose(ChannelsFirst, _ConvTranspose):
 
     kind = "Conv2DTranspose"
     rank = 2
+
+
+class Conv3D(_ConvolutionOp, ChannelsFirst, _Conv):
+    """3-d convolution over (batch, depth, height, width, channels), like
+    keras.layers.Conv3D (kernel (kd, kh, kw, channels / groups, filters))."""
+
+    kind = "Conv3D"
+    rank = 3
+
+
+class Conv3DTranspose(ChannelsFirst, _ConvTranspose):
+    """3-d transposed convolution, like keras.layers.Conv3DTranspose (kernel
+    (kd, kh, kw, filters, channels))."""
+
+    kind = "Conv3DTranspose"
+    rank = 3
 
 
 class _DepthwiseConv(Layer):
@@ -283,5 +339,6 @@ class DepthwiseConv2D(ChannelsFirst, _DepthwiseConv):
 
 
 # Keras's long aliases: the same classes.
-Convolution1D, Convolution2D = Conv1D, Conv2D
+Convolution1D, Convolution2D, Convolution3D = Conv1D, Conv2D, Conv3D
 Convolution1DTranspose, Convolution2DTranspose = Conv1DTranspose, Conv2DTranspose
+Convolution3DTranspose = Conv3DTranspose

@@ -1,17 +1,23 @@
-"""Pooling layers: MaxPooling1D/2D, AveragePooling1D/2D, their global
+"""Pooling layers: MaxPooling1D/2D/3D, AveragePooling1D/2D/3D, their global
 forms (with Keras's short aliases MaxPool2D, GlobalAvgPool1D, ...) and the
 adaptive ones (AdaptiveAveragePooling1D/2D/3D, AdaptiveMaxPooling1D/2D/3D)."""
 
 from __future__ import annotations
 
 from ..data_format import ChannelsFirst
-from .base import Layer, _conv_length, _data_format, _list, _padding, _pair, _positive
+from .base import Layer, _conv_length, _data_format, _ints, _list, _padding, _pair, _positive
 __all__ = ["AdaptiveAveragePooling1D", "AdaptiveAveragePooling2D", "AdaptiveAveragePooling3D",
            "AdaptiveMaxPooling1D", "AdaptiveMaxPooling2D", "AdaptiveMaxPooling3D",
-           "AveragePooling1D", "AveragePooling2D", "AvgPool1D", "AvgPool2D",
-           "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAvgPool1D",
-           "GlobalAvgPool2D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPooling1D",
-           "GlobalMaxPooling2D", "MaxPool1D", "MaxPool2D", "MaxPooling1D", "MaxPooling2D"]
+           "AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "AvgPool1D", "AvgPool2D",
+           "AvgPool3D", "GlobalAveragePooling1D", "GlobalAveragePooling2D",
+           "GlobalAveragePooling3D", "GlobalAvgPool1D", "GlobalAvgPool2D", "GlobalAvgPool3D",
+           "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D", "GlobalMaxPooling1D",
+           "GlobalMaxPooling2D", "GlobalMaxPooling3D", "MaxPool1D", "MaxPool2D", "MaxPool3D",
+           "MaxPooling1D", "MaxPooling2D", "MaxPooling3D"]
+
+# The per-sample axes of a channels-last input of 1, 2 or 3 spatial dimensions.
+_AXES = {1: "steps, channels", 2: "height, width, channels",
+         3: "depth, height, width, channels"}
 
 
 class _Pool(Layer):
@@ -28,14 +34,17 @@ class _Pool(Layer):
             self.strides = self.pool if strides is None else (
                 _positive(strides if isinstance(strides, int) else tuple(strides)[0],
                           "strides", self.kind),)
-        else:
+        elif self.rank == 2:
             self.pool = _pair(pool_size, "pool_size", self.kind)
             self.strides = self.pool if strides is None else _pair(strides, "strides", self.kind)
+        else:
+            self.pool = _ints(pool_size, self.rank, "pool_size", self.kind)
+            self.strides = self.pool if strides is None else _ints(strides, self.rank, "strides",
+                                                                   self.kind)
         self.padding = _padding(padding, self.kind)
 
     def compute_output_shape(self, s):
-        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
-                        else "height, width, channels")
+        self._need_rank(s, self.rank + 1, _AXES[self.rank])
         spatial = tuple(_conv_length(n, k, st, 1, self.padding)
                         for n, k, st in zip(s[:-1], self.pool, self.strides))
         if any(n is not None and n <= 0 for n in spatial):
@@ -47,8 +56,8 @@ class _Pool(Layer):
         if self.rank == 1:
             return (f"{fn}({x}, pool_size={self.pool[0]}, strides={self.strides[0]}, "
                     f"padding=\"{self.padding}\")")
-        return (f"{fn}({x}, pool_size=[{self.pool[0]}, {self.pool[1]}], "
-                f"strides=[{self.strides[0]}, {self.strides[1]}], padding=\"{self.padding}\")")
+        return (f"{fn}({x}, pool_size={_list(self.pool)}, strides={_list(self.strides)}, "
+                f"padding=\"{self.padding}\")")
 
 
 class MaxPooling1D(ChannelsFirst, _Pool):
@@ -76,9 +85,24 @@ class AveragePooling2D(ChannelsFirst, _Pool):
     kind, rank, op = "AveragePooling2D", 2, "avg"
 
 
+class MaxPooling3D(ChannelsFirst, _Pool):
+    """Max pooling over depth, height and width, like keras.layers.MaxPooling3D
+    (MaxPool3D)."""
+
+    kind, rank, op = "MaxPooling3D", 3, "max"
+
+
+class AveragePooling3D(ChannelsFirst, _Pool):
+    """Average pooling over depth, height and width, like
+    keras.layers.AveragePooling3D (AvgPool3D)."""
+
+    kind, rank, op = "AveragePooling3D", 3, "avg"
+
+
 # Keras's other names of the same classes (files naming either load)
 MaxPool1D, AvgPool1D = MaxPooling1D, AveragePooling1D
 MaxPool2D, AvgPool2D = MaxPooling2D, AveragePooling2D
+MaxPool3D, AvgPool3D = MaxPooling3D, AveragePooling3D
 
 
 class _GlobalPool(Layer):
@@ -92,8 +116,7 @@ class _GlobalPool(Layer):
         self.keepdims = bool(keepdims)
 
     def compute_output_shape(self, s):
-        self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
-                        else "height, width, channels")
+        self._need_rank(s, self.rank + 1, _AXES[self.rank])
         return (1,) * self.rank + (s[-1],) if self.keepdims else (s[-1],)
 
     def forward(self, x, p, ctx):
@@ -137,8 +160,21 @@ class GlobalMaxPooling2D(ChannelsFirst, _GlobalPool):
     kind, rank, op = "GlobalMaxPooling2D", 2, "max"
 
 
+class GlobalAveragePooling3D(ChannelsFirst, _GlobalPool):
+    """The mean over depth, height and width, like keras.layers.GlobalAveragePooling3D."""
+
+    kind, rank, op = "GlobalAveragePooling3D", 3, "mean"
+
+
+class GlobalMaxPooling3D(ChannelsFirst, _GlobalPool):
+    """The maximum over depth, height and width, like keras.layers.GlobalMaxPooling3D."""
+
+    kind, rank, op = "GlobalMaxPooling3D", 3, "max"
+
+
 GlobalAvgPool1D, GlobalAvgPool2D = GlobalAveragePooling1D, GlobalAveragePooling2D
 GlobalMaxPool1D, GlobalMaxPool2D = GlobalMaxPooling1D, GlobalMaxPooling2D
+GlobalAvgPool3D, GlobalMaxPool3D = GlobalAveragePooling3D, GlobalMaxPooling3D
 
 
 class _AdaptivePool(Layer):
@@ -163,9 +199,7 @@ class _AdaptivePool(Layer):
         self.data_format = _data_format(data_format, self.kind)
 
     def compute_output_shape(self, s):
-        self._need_rank(s, self.rank + 1, ("steps" if self.rank == 1 else
-                                           "height, width" if self.rank == 2 else
-                                           "depth, height, width") + ", channels")
+        self._need_rank(s, self.rank + 1, _AXES[self.rank])
         for n, axis in zip(s[:-1], range(1, self.rank + 1)):
             if n is None:
                 raise ValueError(f"[{self.kind}] spatial axis {axis} of the input {s} has no "

@@ -1,7 +1,7 @@
 """Reshaping layers: Flatten, Reshape, Permute, RepeatVector, and the ones
-that move samples' borders: ZeroPadding1D/2D, UpSampling1D/2D (nearest;
-bilinear for 2D) and Cropping1D/2D, with Keras's arguments (data_format too,
-for the 2D ones)."""
+that move samples' borders: ZeroPadding1D/2D/3D, UpSampling1D/2D/3D (nearest;
+bilinear for 2D) and Cropping1D/2D/3D, with Keras's arguments (data_format
+too, for the 2D and 3D ones)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import math
 
 from .base import Layer, _data_format, _list, _positive
 
-__all__ = ["Cropping1D", "Cropping2D", "Flatten", "Permute", "RepeatVector", "Reshape",
-           "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D"]
+__all__ = ["Cropping1D", "Cropping2D", "Cropping3D", "Flatten", "Permute", "RepeatVector",
+           "Reshape", "UpSampling1D", "UpSampling2D", "UpSampling3D", "ZeroPadding1D",
+           "ZeroPadding2D", "ZeroPadding3D"]
 
 
 def _pair_of(v, name: str, where: str, allow_zero=True) -> tuple:
@@ -27,6 +28,32 @@ def _pair_of(v, name: str, where: str, allow_zero=True) -> tuple:
         kind = "non-negative" if allow_zero else "positive"
         raise ValueError(f"[{where}] {name} must be a {kind} int or a pair of them, got {v!r}")
     return v
+
+
+def _three_of(v, name: str, where: str, allow_zero=True) -> tuple:
+    """Keras's standardize_tuple(v, 3): an int n is (n, n, n)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = (v, v, v)
+    low = 0 if allow_zero else 1
+    if not isinstance(v, (tuple, list)) or len(v) != 3 or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= low for i in v):
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"[{where}] {name} must be a {kind} int or 3 of them, got {v!r}")
+    return tuple(v)
+
+
+def _three_pairs(v, name: str, where: str) -> tuple:
+    """((front, back), (top, bottom), (left, right)) from an int, 3 ints or 3 pairs."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v < 0:
+            raise ValueError(f"[{where}] {name} cannot be negative, got {v!r}")
+        return ((v, v),) * 3
+    if not isinstance(v, (tuple, list)) or len(v) != 3:
+        raise ValueError(f"[{where}] {name} must be an int, 3 ints (symmetric depth, height, "
+                         "width) or 3 pairs ((front, back), (top, bottom), (left, right)), got "
+                         f"{v!r}")
+    # An int entry n is the pair (n, n), as Keras's.
+    return tuple(_pair_of(i, f"entry {k + 1} of {name}", where) for k, i in enumerate(v))
 
 
 def _two_pairs(v, name: str, where: str) -> tuple:
@@ -55,9 +82,10 @@ class _Spatial(Layer):
         return [a + (2 if first else 1) for a in range(self.rank)]
 
     def _check_rank(self, s):
+        spatial = "height, width" if self.rank == 2 else "depth, height, width"
         self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1 else
-                        ("channels, height, width" if self._axes()[0] == 2
-                         else "height, width, channels"))
+                        (f"channels, {spatial}" if self._axes()[0] == 2
+                         else f"{spatial}, channels"))
 
 
 class _ZeroPadding(_Spatial):
@@ -97,6 +125,19 @@ class ZeroPadding2D(_ZeroPadding):
     def __init__(self, padding=(1, 1), data_format=None, name=None, input_shape=None, **kwargs):
         super().__init__(name, input_shape, **kwargs)
         self.padding = _two_pairs(padding, "padding", self.kind)
+        self.data_format = _data_format(data_format, self.kind)
+
+
+class ZeroPadding3D(_ZeroPadding):
+    """Zero planes, rows and columns around each volume, like
+    keras.layers.ZeroPadding3D (padding: an int, 3 ints or 3 pairs)."""
+
+    kind, rank = "ZeroPadding3D", 3
+
+    def __init__(self, padding=((1, 1), (1, 1), (1, 1)), data_format=None, name=None,
+                 input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.padding = _three_pairs(padding, "padding", self.kind)
         self.data_format = _data_format(data_format, self.kind)
 
 
@@ -140,6 +181,19 @@ class Cropping2D(_Cropping):
                  **kwargs):
         super().__init__(name, input_shape, **kwargs)
         self.cropping = _two_pairs(cropping, "cropping", self.kind)
+        self.data_format = _data_format(data_format, self.kind)
+
+
+class Cropping3D(_Cropping):
+    """Removes planes, rows and columns at the borders, like keras.layers.Cropping3D
+    (cropping: an int, 3 ints or 3 pairs)."""
+
+    kind, rank = "Cropping3D", 3
+
+    def __init__(self, cropping=((1, 1), (1, 1), (1, 1)), data_format=None, name=None,
+                 input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.cropping = _three_pairs(cropping, "cropping", self.kind)
         self.data_format = _data_format(data_format, self.kind)
 
 
@@ -220,6 +274,31 @@ class UpSampling2D(_Spatial):
             w = f"astype(array({_list(_list(repr(v) for v in row) for row in cols)}), " \
                 f"dtype_name({x}))"
             x = f"moveaxis(matmul(moveaxis({x}, {a}, -1), {w}), -1, {a})"
+        return x
+
+
+class UpSampling3D(_Spatial):
+    """Planes, rows and columns repeated size = (depth, height, width) times,
+    like keras.layers.UpSampling3D (nearest, Keras's only interpolation here)."""
+
+    kind, rank = "UpSampling3D", 3
+
+    def __init__(self, size=(2, 2, 2), data_format=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.size = _three_of(size, "size", self.kind, allow_zero=False)
+        self.data_format = _data_format(data_format, self.kind)
+
+    def compute_output_shape(self, s):
+        self._check_rank(s)
+        out = list(s)
+        for a, f in zip(self._axes(), self.size):
+            out[a - 1] = None if out[a - 1] is None else out[a - 1] * f
+        return tuple(out)
+
+    def forward(self, x, p, ctx):
+        for a, f in zip(self._axes(), self.size):
+            if f != 1:
+                x = f"repeat({x}, {f}, axis={a})"
         return x
 
 

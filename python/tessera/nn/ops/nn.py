@@ -356,10 +356,9 @@ def _back(x, moved):
 
 def _spatial(op, x) -> int:
     n = len(shape_of(x)) - 2
-    if n not in (1, 2):
-        raise ValueError(f"[ops.{op}] inputs of rank 3 (1-d) or 4 (2-d) are supported, got "
-                         f"shape {shape_of(x)} (3-d convolution and pooling are not supported "
-                         "yet)")
+    if n not in (1, 2, 3):
+        raise ValueError(f"[ops.{op}] inputs of rank 3 (1-d), 4 (2-d) or 5 (3-d) are "
+                         f"supported, got shape {shape_of(x)}")
     return n
 
 
@@ -389,8 +388,8 @@ def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_
         y = prim("conv1d", x, w, stride=_ints(strides, 1), padding=p,
                  dilation=_ints(dilation_rate, 1), groups=cin // kin)
     else:
-        y = prim("conv2d", x, w, strides=_ints(strides, 2), padding=p,
-                 dilation=_ints(dilation_rate, 2), groups=cin // kin)
+        y = prim(f"conv{n}d", x, w, strides=_ints(strides, n), padding=p,
+                 dilation=_ints(dilation_rate, n), groups=cin // kin)
     return _back(y, moved)
 
 
@@ -544,15 +543,37 @@ def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_
         knp.negative(knp.sum(scores, axis=1)), -1)
 
 
+def transpose_geometry(n, k, stride, dilation, padding, output_padding):
+    """One spatial axis of Keras's transposed convolution of n inputs:
+    (length, crop, full). The output is the full transposed convolution
+    (every input's window written out, zeros past it) from `crop` on, `length`
+    long; `full` is a length whose 'valid' convolution gives n again and that
+    covers crop + length. With k the dilated kernel, Keras's lengths are
+    (n - 1) * stride + k + output_padding for 'valid' (output_padding
+    max(stride - k, 0) when None), n * stride for 'same' without
+    output_padding and (n - 1) * stride + k % 2 + output_padding with it: the
+    padding Keras's JAX backend gives lax.conv_transpose
+    (_convert_conv_transpose_padding_args_from_keras_to_jax)."""
+    k = (k - 1) * dilation + 1
+    if padding == "valid":
+        extra = max(k, stride) - k if output_padding is None else output_padding
+        left, right = k - 1, k - 1 + extra
+    else:
+        total = stride + k - 2 if output_padding is None else k + k % 2 - 2 + output_padding
+        left = min(total // 2 + total % 2, k - 1)
+        right = total - left
+    crop = k - 1 - left
+    length = (n - 1) * stride + left + right - k + 2
+    return length, crop, max((n - 1) * stride + k, crop + length)
+
+
 @_export
 def conv_transpose(inputs, kernel, strides=1, padding="valid", output_padding=None,
                    data_format=None, dilation_rate=1):
     """The transposed convolution (kernel (k..., filters, in_channels)), as
-    Keras's: output length (n - 1) * stride + dilation * (k - 1) + 1 ('valid')
-    or n * stride ('same'). output_padding is not supported."""
-    if output_padding is not None:
-        raise ValueError(f"[ops.conv_transpose] output_padding is not supported, got "
-                         f"{output_padding!r}")
+    Keras's: output length n * stride + max(k - stride, 0) ('valid') or
+    n * stride ('same'), k = dilation * (k - 1) + 1; with output_padding,
+    Keras's lengths for it (transpose_geometry)."""
     x, moved = _channels_last("conv_transpose", floating(inputs), data_format)
     w = floating(kernel)
     n = _spatial("conv_transpose", x)
@@ -563,13 +584,24 @@ def conv_transpose(inputs, kernel, strides=1, padding="valid", output_padding=No
     p = _padding("conv_transpose", padding)
     st = [strides] * n if isinstance(strides, int) else list(strides)
     dl = [dilation_rate] * n if isinstance(dilation_rate, int) else list(dilation_rate)
-    spatial = [m * s if p == "same" else (m - 1) * s + d * (k - 1) + 1
-               for m, k, s, d in zip(xs[1:-1], ks[:n], st, dl)]
+    pads = [None] * n if output_padding is None else [output_padding] * n \
+        if isinstance(output_padding, int) else list(output_padding)
+    if len(pads) != n or any(o is not None and not 0 <= o < s for o, s in zip(pads, st)):
+        raise ValueError(f"[ops.conv_transpose] output_padding must be None or {n} ints each "
+                         f"in [0, strides), got {output_padding!r} with strides {st}")
+    geometry = [transpose_geometry(m, k, s, d, p, o)
+                for m, k, s, d, o in zip(xs[1:-1], ks[:n], st, dl, pads)]
     batch = static_or_symbolic_shape(x)[0]
-    out_shape = [batch] + spatial + [ks[-2]]
+    if output_padding is None:
+        shape, pad = [g[0] for g in geometry], p
+    else:
+        shape, pad = [g[2] for g in geometry], "valid"
+    out_shape = [batch] + shape + [ks[-2]]
     if n == 1:
-        y = prim("conv1d_grad_input", x, w, out_shape, stride=st[0], padding=p,
+        y = prim("conv1d_grad_input", x, w, out_shape, stride=st[0], padding=pad,
                  dilation=dl[0])
     else:
-        y = prim("conv2d_grad_input", x, w, out_shape, strides=st, padding=p, dilation=dl)
+        y = prim(f"conv{n}d_grad_input", x, w, out_shape, strides=st, padding=pad, dilation=dl)
+    if output_padding is not None and any(c or m != f for m, c, f in geometry):
+        y = y[(slice(None),) + tuple(slice(c, c + m) for m, c, _ in geometry)]
     return _back(y, moved)
