@@ -251,3 +251,38 @@ def test_errors_name_what_was_wrong():
 
 
 
+
+
+def test_end_to_end_model_fits_saves_and_loads(tmp_path):
+    # Keras's inference model (raw Inputs -> FeatureSpace -> layers), here also fitted on
+    # raw dicts, with one more raw Input beside the space's, saved and loaded
+    fs = FeatureSpace({"f": "float_normalized", "sex": "integer_categorical",
+                       "thal": "string_categorical"}, crosses=[("sex", "thal")], crossing_dim=8)
+    fs.adapt({k: DATA[k] for k in ("f", "sex", "thal")})
+    extra = nn.Input(shape=(2,), name="extra")
+    joined = nn.layers.Concatenate()([fs.get_encoded_features(), extra])
+    out = nn.layers.Dense(1, activation="sigmoid")(nn.layers.Dense(4, activation="relu")(joined))
+    model = nn.Model({**fs.get_inputs(), "extra": extra}, out)
+    raw = {k: DATA[k] for k in ("f", "sex", "thal")}
+    raw["extra"] = RNG.normal(size=(N, 2)).astype(np.float32)
+    model.compile("adam", "binary_crossentropy")
+    model.fit(raw, (DATA["f"] > 3).astype(np.float32), epochs=2, batch_size=30, verbose=0)
+    got = model.predict(raw, verbose=0)
+    # the same as the program on the encoded arrays (the layers' own computation)
+    program = nn.Model([fs.get_encoded_features(), extra], out)
+    encoded = fs({k: raw[k] for k in fs.features})
+    np.testing.assert_allclose(got, program.predict([encoded, raw["extra"]], verbose=0),
+                               atol=1e-6)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = nn.models.load_model(path)
+    np.testing.assert_allclose(loaded.predict(raw, verbose=0), got, atol=1e-6)
+    again = nn.Model.from_config(model.get_config())
+    assert again.predict(raw, verbose=0).shape == (N, 1)
+    with pytest.raises(ValueError, match=r"lacks the model's inputs \['extra'\]"):
+        loaded.predict({k: raw[k] for k in fs.features}, verbose=0)
+    # a damaged FeatureSpace entry is a clear error, not a model with other inputs
+    config = model.get_config()
+    config["feature_spaces"]["raw"][0] = {"space": 0, "feature": "nope"}
+    with pytest.raises(ValueError, match=r"FeatureSpaces are malformed \(KeyError: 'nope'\)"):
+        nn.Model.from_config(config)

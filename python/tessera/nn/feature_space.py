@@ -32,7 +32,8 @@ from .layers.core import Identity
 from .layers.normalization import Normalization, Rescaling
 from .layers.preprocessing import (CategoryEncoding, Discretization, HashedCrossing, Hashing,
                                    IntegerLookup, StringLookup, TextVectorization)
-from .registry import register_file_format
+from .functional import clone_graph
+from .registry import ARCHITECTURE_HOOKS, model_class, register_file_format
 from .saving import read_file, save_file
 from .symbolic import Input, KerasTensor, user_location
 
@@ -560,6 +561,64 @@ def _from_header(header, path):
 
 
 register_file_format(_FORMAT, _from_header)
+
+
+# ------------------------------------------- an end-to-end model in a file
+def _save_fronts(model) -> dict:
+    """The architecture's "feature_spaces": each FeatureSpace between the
+    model's raw Inputs and its program (config and what adapt learned), and
+    where each raw Input and each encoded feature comes from."""
+    plan = model.__dict__.get("_group_fronts")
+    if not plan:
+        return {}
+    spaces = []
+    for front, _ in plan["fronts"]:
+        if all(front.space is not s for s in spaces):
+            spaces.append(front.space)
+    raw = []
+    for k, t in enumerate(plan["raw"]):
+        entry = None
+        for i, space in enumerate(spaces):
+            for feature, u in space.inputs.items():
+                if u is t:
+                    entry = {"space": i, "feature": feature}
+        raw.append(entry or {"kept": plan["keep"].index(k)})
+    fronts = [{"space": next(i for i, s in enumerate(spaces) if s is front.space), "key": key}
+              for front, key in plan["fronts"]]
+    doc = {"spaces": [s.get_config() for s in spaces], "raw": raw, "keep": plan["keep"],
+           "fronts": fronts, "keys": plan.get("keys")}
+    return {"feature_spaces": json.loads(json.dumps(doc, default=_json))}
+
+
+def _load_fronts(model, arch, ctx):
+    """The loaded program (inputs: the encoded features) behind its
+    FeatureSpaces again: a model taking the raw inputs, as it was saved."""
+    doc = arch.get("feature_spaces")
+    if doc is None:
+        return model
+    try:
+        spaces = [FeatureSpace.from_config(c) for c in doc["spaces"]]
+        prog = list(model._inputs)
+        raw = [prog[r["kept"]] if "kept" in r else spaces[r["space"]].inputs[r["feature"]]
+               for r in doc["raw"]]
+        new = [raw[k] for k in doc["keep"]]
+        for f in doc["fronts"]:
+            enc = spaces[f["space"]].get_encoded_features()
+            new.append(enc if f["key"] is None else enc[f["key"]])
+        if len(new) != len(prog):
+            raise ValueError(f"{len(new)} program inputs for {len(prog)}")
+        outs = clone_graph(model._outputs, prog, new)
+        keys = doc.get("keys")
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise ctx.error(f"its FeatureSpaces are malformed ({type(e).__name__}: "
+                        f"{str(e)[:200]})") from None
+    ins = dict(zip(keys, raw)) if keys else raw if len(raw) > 1 else raw[0]
+    out_keys = getattr(model, "_output_keys", None)
+    outs = dict(zip(out_keys, outs)) if out_keys else outs if model._multi_out else outs[0]
+    return model_class("Model")(ins, outs, name=model.name, seed=model.seed, dtype=model.dtype)
+
+
+ARCHITECTURE_HOOKS["save"], ARCHITECTURE_HOOKS["load"] = _save_fronts, _load_fronts
 
 
 class _Batches:

@@ -25,6 +25,12 @@ def register_file_format(name: str, reader) -> None:
     FILE_FORMATS[name] = reader
 
 
+# What a functional model's saved architecture adds for inputs the graph does not
+# describe (a FeatureSpace's raw Inputs, feature_space.py): "save"(model) -> entries of
+# the architecture; "load"(model, arch, ctx) -> the model with those inputs again.
+ARCHITECTURE_HOOKS: dict = {"save": lambda model: {}, "load": lambda model, arch, ctx: model}
+
+
 def register_model_class(name: str, cls) -> None:
     """Made known by tessera.nn.model: `Model` and `Sequential`."""
     _MODEL_CLASSES[name] = cls

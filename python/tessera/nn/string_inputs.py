@@ -140,12 +140,13 @@ def apply_group_fronts(model, x, where: str):
     if not plan:
         return x
     raw = plan["raw"]
-    if isinstance(x, dict):
-        missing = [t.name for t in raw if t.name not in x]
+    if isinstance(x, dict):  # by the keys of the dict of inputs, else by the Inputs' names
+        names = plan.get("keys") or [t.name for t in raw]
+        missing = [n for n in names if n not in x]
         if missing:
             raise ValueError(f"[{where}] x is a dict but lacks the model's inputs {missing} "
                              f"(got {sorted(x)})")
-        xs = [x[t.name] for t in raw]
+        xs = [x[n] for n in names]
     else:
         xs = list(x) if isinstance(x, (list, tuple)) else [x]
     if len(xs) != len(raw):

@@ -196,6 +196,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         ins, self._string_fronts = split_fronts(self.kind, ins)  # string Inputs' layers
         # a FeatureSpace's raw Inputs -> its encoded features (string_inputs.py)
         ins, self._group_fronts = split_group_fronts(self.kind, ins, outs, GraphWriter._inputs)
+        if self._group_fronts:  # the dict's keys name the raw inputs, which the plan keeps
+            self._group_fronts["keys"], self._input_keys = self._input_keys, None
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
