@@ -286,3 +286,20 @@ def test_end_to_end_model_fits_saves_and_loads(tmp_path):
     config["feature_spaces"]["raw"][0] = {"space": 0, "feature": "nope"}
     with pytest.raises(ValueError, match=r"FeatureSpaces are malformed \(KeyError: 'nope'\)"):
         nn.Model.from_config(config)
+
+
+def test_a_crafted_size_is_refused_before_anything_is_made(tmp_path):
+    fs = FeatureSpace({"sex": "integer_categorical", "thal": "string_categorical"},
+                      crosses=[("sex", "thal")], crossing_dim=8)
+    fs.adapt({k: DATA[k] for k in ("sex", "thal")})
+    out = nn.layers.Dense(1)(fs.get_encoded_features())
+    config = nn.Model(fs.get_inputs(), out).get_config()
+    config["feature_spaces"]["spaces"][0]["crosses"][0]["config"]["crossing_dim"] = 10 ** 12
+    with pytest.raises(ValueError, match=r"feature 'sex_X_thal' declares 1000000000000 values"):
+        nn.Model.from_config(config)
+    fs_config = fs.get_config()
+    fs_config["crosses"][0]["config"]["crossing_dim"] = 10 ** 12
+    tessera.nn.saving.save_file(str(tmp_path / "fs.keras"), {}, {
+        "holds": "tessera.FeatureSpace", "feature_space": fs_config}, "test")
+    with pytest.raises(ValueError, match=r"fs.keras: feature 'sex_X_thal' declares"):
+        nn.models.load_model(tmp_path / "fs.keras")

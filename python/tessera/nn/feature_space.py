@@ -554,10 +554,31 @@ def _from_header(header, path):
     if header.get("holds") != _FORMAT or not isinstance(header.get("feature_space"), dict):
         raise ValueError(f"[load_model] {path} does not hold a FeatureSpace")
     try:
-        return FeatureSpace.from_config(header["feature_space"])
+        return _checked(FeatureSpace.from_config(header["feature_space"]), path)
     except (TypeError, KeyError, AttributeError) as e:
         raise ValueError(f"[load_model] {path}: the FeatureSpace config is malformed "
                          f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
+# The widest encoded feature a file may declare: its one-hot vectors are allocated per
+# sample, so a crafted size (crossing_dim=10**12) is refused before anything is made.
+MAX_LOADED_WIDTH = 1 << 22
+
+
+def _checked(space, path):
+    for name, spec in list(space.features.items()) + list(space.crosses_by_name.items()):
+        layer = space.preprocessors.get(name) or space.crossers.get(name)
+        sizes = [getattr(layer, a, None) for a in ("num_bins", "num_tokens", "max_tokens")]
+        if isinstance(layer, Discretization) and layer.bin_boundaries is not None:
+            sizes.append(len(layer.bin_boundaries) + 1)
+        if isinstance(layer, (IntegerLookup, StringLookup)):
+            sizes.append(layer.vocabulary_size())
+        big = [v for v in sizes if isinstance(v, int) and v > MAX_LOADED_WIDTH]
+        if big:
+            raise ValueError(f"[load_model] {path}: feature {name!r} declares {big[0]} values, "
+                             f"past the {MAX_LOADED_WIDTH} a loaded FeatureSpace may encode "
+                             "(nothing of that size was made)")
+    return space
 
 
 register_file_format(_FORMAT, _from_header)
@@ -597,7 +618,7 @@ def _load_fronts(model, arch, ctx):
     if doc is None:
         return model
     try:
-        spaces = [FeatureSpace.from_config(c) for c in doc["spaces"]]
+        spaces = [_checked(FeatureSpace.from_config(c), ctx.path) for c in doc["spaces"]]
         prog = list(model._inputs)
         raw = [prog[r["kept"]] if "kept" in r else spaces[r["space"]].inputs[r["feature"]]
                for r in doc["raw"]]
