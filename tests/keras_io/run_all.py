@@ -63,6 +63,11 @@ def run_one(name, timeout):
 
 # Scripts Keras itself cannot run here, and why (no comparison; tessera's run still counts).
 KERAS_CANNOT = {
+    "structured_data_classification_with_feature_space": "Keras's FeatureSpace needs "
+                                                         "TensorFlow (tf.data), not installed "
+                                                         "here; test_nn_feature_space.py "
+                                                         "compares its encodings with Keras's "
+                                                         "layers",
     "text_classification_from_scratch": "Keras's TextVectorization needs TensorFlow, "
                                         "not installed here",
     "timeseries_weather_forecasting": "Keras's timeseries_dataset_from_array needs "

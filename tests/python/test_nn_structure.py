@@ -56,7 +56,7 @@ LAYERS = [
     ("the compiled step", {"programs", "metric_programs", "step_overrides", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "_directory_datasets",
-                             "_image_utils",
+                             "_image_utils", "feature_space",
                              "utils", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),

@@ -3,6 +3,7 @@ every import points down the layers (docs/nn.md, "Layout"):
 
 - users' objects (register_keras_serializable, custom_object_scope,
   get_custom_objects), read by load_model, from_config and deserialize;
+- the readers of files that are not models (FILE_FORMATS: a FeatureSpace);
 - the model classes (`Model`, `Sequential`), registered by model/ when it is
   imported and looked up by the lower modules that build a model: a layer
   called on arrays runs as a one-layer model; load_model builds one.
@@ -14,6 +15,20 @@ import contextvars
 
 _CUSTOM: dict = {}
 _MODEL_CLASSES: dict = {}
+# Files load_model reads that hold something other than a model, by the "holds"
+# of their header: {format: reader(header, path)} (feature_space.py's FeatureSpace).
+FILE_FORMATS: dict = {}
+
+
+def register_file_format(name: str, reader) -> None:
+    """Lets load_model read files whose header says {"holds": name}."""
+    FILE_FORMATS[name] = reader
+
+
+# What a functional model's saved architecture adds for inputs the graph does not
+# describe (a FeatureSpace's raw Inputs, feature_space.py): "save"(model) -> entries of
+# the architecture; "load"(model, arch, ctx) -> the model with those inputs again.
+ARCHITECTURE_HOOKS: dict = {"save": lambda model: {}, "load": lambda model, arch, ctx: model}
 
 
 def register_model_class(name: str, cls) -> None:

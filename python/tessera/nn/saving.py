@@ -22,7 +22,7 @@ from .saving_hooks import save_hooks
 from . import saving_hooks as hooks
 from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope,
                        get_custom_objects, get_registered_name, get_registered_object,
-                       model_class, register_keras_serializable)
+                       model_class, register_keras_serializable, FILE_FORMATS, ARCHITECTURE_HOOKS)
 from .symbolic import (_DUMMY_BATCH, DTYPE_NAMES, ELEMENTWISE_OPERATIONS, Input, KerasTensor,
                        _Index, _record)
 # (load_training_state, set_weights_from, ...: also saving's names, as before)
@@ -390,8 +390,8 @@ def _architecture(model, where="save", objects=None) -> dict:
                 multi_in=model._multi_in, multi_out=model._multi_out,
                 **({"output_keys": list(model._output_keys)}
                    if getattr(model, "_output_keys", None) else {}),
-                **({"input_keys": list(model._input_keys)}
-                   if getattr(model, "_input_keys", None) else {}))
+                **({"input_keys": list(model._input_keys)} if getattr(model, "_input_keys", None)
+                   else {}), **ARCHITECTURE_HOOKS["save"](model))  # (registry.py)
 
 
 # The operations a functional graph read from a file may apply: the pure
@@ -824,7 +824,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
 
     ins = keyed("input_keys", inputs) or (inputs if arch.get("multi_in") else inputs[0])
     outs = keyed("output_keys", outputs) or (outputs if arch.get("multi_out") else outputs[0])
-    return Model(ins, outs, **common)
+    return ARCHITECTURE_HOOKS["load"](Model(ins, outs, **common), arch, ctx)  # (registry.py)
 
 
 def _compile_config(model, where) -> dict:
@@ -935,20 +935,20 @@ def _compile_from(model, cfg, ctx: _Load):
 
 
 def load_model(path, custom_objects=None, compile: bool = True):  # noqa: A002
-    """A model saved by model.save (or save_checkpoint): architecture,
-    weights, and (compile=True) the compile settings and optimizer state.
-
-    Nothing in the file is executed: it may name only tessera's own classes
-    (layers, losses, metrics, optimizers, schedules, initializers,
-    regularizers), classes registered with register_keras_serializable or
-    given in custom_objects, and pure operations; every size it declares is
-    checked before anything of that size is made."""
+    """A model saved by model.save (or save_checkpoint): architecture, weights,
+    and (compile=True) the compile settings and optimizer state; or a
+    FeatureSpace (FeatureSpace.save). Nothing in the file is executed: it may
+    name only tessera's own classes (layers, losses, metrics, optimizers,
+    schedules, initializers, regularizers), registered or custom_objects
+    classes, and pure operations; every size it declares is checked first."""
     if custom_objects is not None and not (
             isinstance(custom_objects, dict) and all(isinstance(k, str) for k in custom_objects)):
         raise TypeError(f"[load_model] custom_objects must be a dict of class names to classes, "
                         f"got {custom_objects!r}")
     ctx = _Load(os.fspath(path), dict(custom_objects or {}))
     tensors, header = read_file(path, "load_model")
+    if header.get("holds") in FILE_FORMATS:  # not a model (registry.py)
+        return FILE_FORMATS[header["holds"]](header, os.fspath(path))
     total = sum(a.size for name, a in tensors.items()
                 if not name.startswith(("optimizer/", "hooks/")))
     budget = WEIGHTS_IN_FILE.set({"left": total, "total": total, "path": os.fspath(path)})

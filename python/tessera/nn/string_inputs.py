@@ -54,7 +54,7 @@ def split_fronts(kind: str, ins: list) -> tuple:
     of the preprocessing layer called on it) and {position: layer}."""
     out, fronts = [], {}
     for k, t in enumerate(ins):
-        if not is_string(t):
+        if not is_string(t) or t.__dict__.get("_group_source"):  # (a FeatureSpace's: below)
             out.append(t)
             continue
         made = t.__dict__.get("_fronts", [])
@@ -83,3 +83,81 @@ def apply_fronts(model, x, where: str):
             raise type(e)(f"[{where}] input {k} (strings, into layer {layer.name!r}): {e}") \
                 from None
     return xs[0] if single else xs
+
+
+# ------------------------------------------------------------------ group fronts
+# A FeatureSpace's encoded features (feature_space.py) are tensors the compiled
+# program takes, computed from several raw Inputs at once (ints, floats,
+# strings). A model whose inputs are those raw Inputs and whose outputs are
+# computed from the encoded features runs the FeatureSpace on the raw arrays
+# it is given (Keras's end-to-end "inference model").
+
+
+def _group_front(t):
+    return t.__dict__.get("_group_front") if isinstance(t, KerasTensor) else None
+
+
+def split_group_fronts(kind: str, ins: list, outs: list, deps) -> tuple:
+    """(the inputs the program takes, the plan apply_group_fronts follows, or
+    None). `deps(t)` lists the tensors t is computed from."""
+    given = {t.id for t in ins}
+    fronts, reached, seen, stack = [], set(), set(), list(outs)
+    while stack:
+        t = stack.pop()
+        if t.id in seen:
+            continue
+        seen.add(t.id)
+        if t.op == "input":
+            reached.add(t.id)
+            if _group_front(t) is not None and t.id not in given:
+                fronts.append(t)
+            continue
+        stack.extend(deps(t))
+    if not fronts:
+        return ins, None
+    fronts.sort(key=lambda t: t.id)
+    sources = {}
+    for f in fronts:
+        front = f._group_front[0]
+        missing = [s.name for s in front.sources if s.id not in given]
+        if missing:
+            raise ValueError(
+                f"[{kind}] the outputs are computed from the encoded features of FeatureSpace "
+                f"{front.space.name!r}, but the model's inputs lack its Inputs {missing}: give "
+                "feature_space.get_inputs() as the inputs (or the encoded features themselves)")
+        for s in front.sources:
+            sources[s.id] = s
+    keep = [k for k, t in enumerate(ins) if t.id not in sources or t.id in reached]
+    plan = {"raw": list(ins), "keep": keep, "fronts": [f._group_front for f in fronts]}
+    return [ins[k] for k in keep] + fronts, plan
+
+
+def apply_group_fronts(model, x, where: str):
+    """x (the raw inputs: a list in the model's input order, a dict by the
+    Inputs' names, or one array) as the program's inputs: the kept raw
+    arrays, then each FeatureSpace's encoded arrays."""
+    plan = model.__dict__.get("_group_fronts")
+    if not plan:
+        return x
+    raw = plan["raw"]
+    if isinstance(x, dict):  # by the keys of the dict of inputs, else by the Inputs' names
+        names = plan.get("keys") or [t.name for t in raw]
+        missing = [n for n in names if n not in x]
+        if missing:
+            raise ValueError(f"[{where}] x is a dict but lacks the model's inputs {missing} "
+                             f"(got {sorted(x)})")
+        xs = [x[n] for n in names]
+    else:
+        xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    if len(xs) != len(raw):
+        raise ValueError(f"[{where}] the model takes {len(raw)} inputs "
+                         f"{[t.name for t in raw]}, got {len(xs)}")
+    by_id = {t.id: a for t, a in zip(raw, xs)}
+    done = {}
+    out = [xs[k] for k in plan["keep"]]
+    for front, key in plan["fronts"]:
+        if id(front) not in done:
+            done[id(front)] = front([by_id[s.id] for s in front.sources], where)
+        value = done[id(front)]
+        out.append(value if key is None else value[key])
+    return out

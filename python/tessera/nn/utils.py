@@ -25,6 +25,7 @@ from .. import data as _data
 from . import saving
 from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
 from ._image_utils import array_to_img, img_to_array, load_img, save_img
+from .feature_space import FeatureSpace
 from .functional import _deps
 from .layers.base import _name_counts
 from .random import reseed_global
@@ -33,7 +34,7 @@ from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
 from .symbolic import KerasTensor
 
-__all__ = ["set_random_seed", "to_categorical", "pad_sequences", "normalize",
+__all__ = ["FeatureSpace", "set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "timeseries_dataset_from_array", "split_dataset", "PyDataset", "Sequence", "Progbar",
            "get_file", "plot_model", "model_to_dot", "register_keras_serializable",
            "serialize_keras_object", "deserialize_keras_object", "get_custom_objects",

@@ -12,7 +12,7 @@ from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
 from ..step_overrides import compiled_loss_tensor, compiled_loss_value, symbolic_args
-from ..string_inputs import apply_fronts
+from ..string_inputs import apply_fronts, apply_group_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
@@ -234,6 +234,7 @@ class CompileMixin:
         if isinstance(x, dict) and keys and all(k in x for k in keys):
             x = [x[k] for k in keys]  # Model({"a": ..., "b": ...}, ...): by those keys
         x = apply_fronts(self, x, where)
+        x = apply_group_fronts(self, x, where)
         if isinstance(x, dict):  # by the Inputs' names (as Keras, also when keys were given)
             names = [t.name for t in self._inputs]
             missing = [n for n in names if n not in x]

@@ -31,7 +31,7 @@ from ..programs import ProgramsMixin
 from ..registry import is_model
 from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
                       save_file, save_model)
-from ..string_inputs import split_fronts
+from ..string_inputs import split_fronts, split_group_fronts
 from ..symbolic import GraphWriter, Input, KerasTensor
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
@@ -194,6 +194,10 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
             raise ValueError(f"[{self.kind}] an Input appears twice among the inputs")
         given = list(ins)
         ins, self._string_fronts = split_fronts(self.kind, ins)  # string Inputs' layers
+        # a FeatureSpace's raw Inputs -> its encoded features (string_inputs.py)
+        ins, self._group_fronts = split_group_fronts(self.kind, ins, outs, GraphWriter._inputs)
+        if self._group_fronts:  # the dict's keys name the raw inputs, which the plan keeps
+            self._group_fronts["keys"], self._input_keys = self._input_keys, None
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
