@@ -50,7 +50,8 @@ class CompileMixin:
                                    [a + b for a, b in zip(mets, wmets)])
         self._compiled.weighted = [[False] * len(a) + [True] * len(b)
                                    for a, b in zip(mets, wmets)]
-        if n_out > 1:  # Keras logs each output's loss too
+        if sum(l is not None for l in losses) > 1:  # Keras logs each output's loss too
+            # (when several outputs have one: loss=[fn, None] logs "loss" only)
             names = self._output_names()
             self._compiled.output_losses = [OutputLoss(k, f"{names[k]}_loss")
                                             for k, l in enumerate(losses) if l is not None]
@@ -248,13 +249,19 @@ class CompileMixin:
                 raise ValueError(f"[{where}] y is a dict but misses outputs {missing} (outputs: "
                                  f"{names})")
             y = [y[k] for k in names]
-        ys = [np.asarray(a) for a in _as_list(y)] if len(self._outputs) > 1 else [np.asarray(y)]
+        if len(self._outputs) > 1 and not isinstance(y, dict):
+            y = self._targets_of_reading_outputs(_as_list(y))
+        ys = [a if a is None else np.asarray(a) for a in _as_list(y)] \
+            if len(self._outputs) > 1 else [np.asarray(y)]
         if len(ys) != len(self._outputs):
             raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
                              f"{len(ys)} label arrays")
         out = []
         for k, (a, loss) in enumerate(zip(ys, self._compiled.losses)):
             which = f"y[{k}]" if len(ys) > 1 else "y"
+            if a is None:  # an output nothing reads labels of (no loss, no metric)
+                out.append(np.zeros((n,), dtype=self.dtype))
+                continue
             if a.ndim == 0 or len(a) != n:
                 raise ValueError(f"[{where}] x and {which} have different numbers of samples: "
                                  f"{n} and {len(a) if a.ndim else 'a scalar'}")
@@ -287,6 +294,21 @@ class CompileMixin:
                 a = a.astype(self.dtype, copy=False)
             out.append(a)
         return out
+
+    def _targets_of_reading_outputs(self, ys: list) -> list:
+        """Keras's targets of a model of several outputs given fewer arrays than
+        outputs: one per output that has a loss or metrics, in order (the
+        miniature GPT's outputs [logits, embeddings] with loss=[fn, None] fit on
+        one label array); None for the others. Other counts are left as given."""
+        reading = [k for k, (loss, ms) in enumerate(zip(self._compiled.losses,
+                                                        self._compiled.metrics))
+                   if loss is not None or ms]
+        if len(ys) == len(self._outputs) or len(ys) != len(reading):
+            return ys
+        full = [None] * len(self._outputs)
+        for k, a in zip(reading, ys):
+            full[k] = a
+        return full
 
     def _check_sparse(self, a, out_shape, which, where, loss=None):
         """Integer labels, one per row of the output; class indices of the output's
