@@ -73,11 +73,7 @@ class Loss:
         elif self._is_custom():
 
             self.name = _snake(type(self).__name__)
-        if reduction not in ("sum_over_batch_size", "mean", None) and reduction != "auto":
-            raise ValueError(f"[{type(self).__name__}] reduction={reduction!r} is not supported: "
-                             "tessera's compiled losses average over the batch "
-                             "(\"sum_over_batch_size\")")
-        self.reduction = "sum_over_batch_size" if reduction in ("auto", None) else reduction
+        self.reduction = _reduction(type(self).__name__, reduction)
         self.dtype = dtype
 
     def _is_custom(self) -> bool:
@@ -144,7 +140,8 @@ class Loss:
                for v in (y_true, y_pred, sample_weight)):
             return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
-        return _reduce(values, sample_weight, type(self).__name__)
+        return _reduce(values, sample_weight, type(self).__name__,
+                       getattr(self, "reduction", "sum_over_batch_size"))
 
     def _symbolic_call(self, y_true, y_pred, sample_weight):
         """The loss of symbolic tensors (a layer's call, e.g. for add_loss):
@@ -160,6 +157,13 @@ class Loss:
             while w.ndim < values.ndim:
                 w = np.expand_dims(w, -1)
             values = values * w
+        reduction = getattr(self, "reduction", "sum_over_batch_size")
+        if reduction in (None, "none") or len(values.shape) == 0:
+            return values
+        if reduction == "sum":
+            return _ops().sum(values)
+        if reduction == "mean_with_sample_weight" and sample_weight is not None:
+            return _ops().sum(values) / _ops().sum(w * _ops().ones_like(values))
         return np.mean(values)
 
     def symbolic_per_sample(self, y, p):
@@ -219,6 +223,13 @@ class Loss:
         return f"{type(self).__name__}({args})"
 
 
+def _with_reduction(loss, config: dict) -> dict:
+    """A built-in's config, with its reduction when not Keras's default."""
+    if getattr(loss, "reduction", "sum_over_batch_size") != "sum_over_batch_size":
+        config["reduction"] = loss.reduction
+    return config
+
+
 def _same_rank(y, p):
     """Keras's squeeze_or_expand_to_same_rank: when the ranks differ by one and the
     longer one ends in an axis of 1, that axis is dropped (or the rank-1 one gains it)."""
@@ -272,13 +283,14 @@ class Huber(Loss):
 
     name = "huber"
 
-    def __init__(self, delta=1.0):
+    def __init__(self, delta=1.0, reduction="sum_over_batch_size", name=None, dtype=None):
+        Loss.__init__(self, name, reduction, dtype)
         if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not delta > 0:
             raise ValueError(f"[Huber] delta must be a positive number, got {delta!r}")
         self.delta = float(delta)
 
     def get_config(self):
-        return {"name": self.name, "delta": self.delta}
+        return _with_reduction(self, {"name": self.name, "delta": self.delta})
 
     def per_sample(self, y, p):
         d = _num(self.delta)
@@ -317,11 +329,16 @@ class SparseCategoricalCrossentropy(Loss):
     name = "sparse_categorical_crossentropy"
     sparse_labels = True
 
-    def __init__(self, from_logits=False):
+    def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size",
+                 name=None, dtype=None):
+        Loss.__init__(self, name, reduction, dtype)
+        if ignore_class is not None:
+            raise ValueError(f"[SparseCategoricalCrossentropy] ignore_class={ignore_class!r} is "
+                             "not supported yet (mask the padding in a Loss subclass's call)")
         self.from_logits = bool(from_logits)
 
     def get_config(self):
-        return {"name": self.name, "from_logits": self.from_logits}
+        return _with_reduction(self, {"name": self.name, "from_logits": self.from_logits})
 
     def expression(self, y, p):
         logits = "true" if self.from_logits else "false"
@@ -342,20 +359,25 @@ class SparseCategoricalCrossentropy(Loss):
 class _SmoothedCrossentropy(Loss):
     labels_broadcast = False
 
-    def __init__(self, from_logits=False, label_smoothing=0.0):
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1,
+                 reduction="sum_over_batch_size", name=None, dtype=None):
+        Loss.__init__(self, name, reduction, dtype)
+        if axis not in (-1,):
+            raise ValueError(f"[{type(self).__name__}] axis={axis!r} is not supported yet (the "
+                             "classes are on the last axis, axis=-1)")
         self.from_logits = bool(from_logits)
         self.label_smoothing = _fraction(type(self).__name__, "label_smoothing", label_smoothing)
 
     def get_config(self):
-        return {"name": self.name, "from_logits": self.from_logits,
-                "label_smoothing": self.label_smoothing}
+        return _with_reduction(self, {"name": self.name, "from_logits": self.from_logits,
+                                      "label_smoothing": self.label_smoothing})
 
     def _labels(self, y, p):
         raise NotImplementedError
 
     def expression(self, y, p):
         logits = "true" if self.from_logits else "false"
-        return f"{self.name}({self._labels(y, p)}, {p}, from_logits={logits})"
+        return f"{type(self).name}({self._labels(y, p)}, {p}, from_logits={logits})"
 
     def per_sample(self, y, p):
         return _crossentropy(self._labels(y, p), p, self.from_logits)
@@ -837,8 +859,23 @@ class FunctionLoss(Loss):
         return {"name": self.name}
 
 
-def _reduce(values, sample_weight, where):
-    """Keras's "sum_over_batch_size": sum(values * weights) / values.size."""
+_REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "mean_with_sample_weight", "none", None)
+
+
+def _reduction(where, reduction):
+    """Keras 3's reduction argument of a loss ("auto": its default; None: "none")."""
+    if reduction == "auto":
+        return "sum_over_batch_size"
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"[{where}] reduction={reduction!r} is not one of Keras's "
+                         f"{list(_REDUCTIONS)}")
+    return reduction
+
+
+def _reduce(values, sample_weight, where, reduction="sum_over_batch_size"):
+    """Keras's reductions of the weighted values: "sum_over_batch_size" (and "mean"):
+    sum(values * weights) / values.size; "sum"; "mean_with_sample_weight": divided by
+    the weights' sum; None / "none": the weighted values themselves."""
     if sample_weight is not None:
         w = np.asarray(sample_weight, dtype=values.dtype)
         if w.ndim > values.ndim and w.shape[values.ndim:] == (1,) * (w.ndim - values.ndim):
@@ -849,9 +886,17 @@ def _reduce(values, sample_weight, where):
         except ValueError:
             raise ValueError(f"[{where}] sample_weight of shape {np.shape(sample_weight)} does "
                              f"not match the losses of shape {values.shape}") from None
+    if reduction in (None, "none") or values.ndim == 0:
+        return values
     if values.size == 0:
         return values.dtype.type(0)
-    return values.dtype.type(values.sum(dtype=np.float64) / values.size)
+    total = values.sum(dtype=np.float64)
+    if reduction == "sum":
+        return values.dtype.type(total)
+    if reduction == "mean_with_sample_weight" and sample_weight is not None:
+        wsum = float(np.sum(np.broadcast_to(w, values.shape), dtype=np.float64))
+        return values.dtype.type(total / wsum if wsum else 0.0)
+    return values.dtype.type(total / values.size)
 
 
 def _function(cls, name, positional=(), takes_axis=False):

@@ -12,6 +12,7 @@ from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
 from ..string_inputs import apply_fronts
+from ..symbolic import user_location
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
@@ -151,7 +152,15 @@ class CompileMixin:
         if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
                 getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
-        return _losses.loss_object(loss)
+        obj = _losses.loss_object(loss)
+        reduction = getattr(obj, "reduction", "sum_over_batch_size")
+        if reduction not in ("sum_over_batch_size", "mean"):
+            raise ValueError(f"[compile] the loss {obj.name!r} has reduction={reduction!r}: "
+                             "tessera's compiled step averages each output's loss over the "
+                             "batch (\"sum_over_batch_size\", Keras's default) and does not "
+                             "take other reductions yet; scale it with loss_weights= instead "
+                             f"(at {user_location()})")
+        return obj
 
     def _get_metric(self, m, loss, k):
         if callable(m) and not isinstance(m, (str, _metrics.Metric)):
@@ -216,8 +225,8 @@ class CompileMixin:
                              f"{len(xs)} arrays")
         out = []
         for k, (a, t) in enumerate(zip(xs, self._inputs)):
-            if len(a.shape) != len(t.shape) or any(
-                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:])):
+            if len(a.shape) != len(t.shape) or (not self._shapes_follow_data() and any(
+                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:]))):
                 which = f"x[{k}]" if len(xs) > 1 else "x"
                 raise ValueError(f"[{where}] {which} has samples of shape {tuple(a.shape[1:])}, "
                                  f"but the model expects {tuple(t.shape[1:])}")
@@ -279,7 +288,9 @@ class CompileMixin:
                     # Keras's losses broadcast labels of the output's rank against it
                     # (a (n, 1) column against a (n, 2) output): the same values.
                     a = np.ascontiguousarray(np.broadcast_to(a, (len(a),) + out_shape))
-                if tuple(a.shape[1:]) != out_shape:
+                # a Loss subclass's call takes the labels as given (Keras checks nothing:
+                # the NER example's integer tags against the softmax over the tags)
+                if tuple(a.shape[1:]) != out_shape and not loss._is_custom():
                     raise ValueError(f"[{where}] {which} has samples of shape "
                                      f"{tuple(a.shape[1:])}, but the output "
                                      f"{self._output_names()[k]!r} has {out_shape} (the loss "
