@@ -214,3 +214,41 @@ def test_py_dataset_with_batches_of_other_shapes_is_refused_by_name():
     with pytest.raises(ValueError, match=r"batch 1 of the PyDataset Ragged .*\(6,\), batch 0 "
                                          r"had \(5,\).*pad every batch to one length"):
         m.fit(Ragged(), epochs=1, verbose=0)
+
+
+def test_callback_predicts_on_another_shape_inside_fit_as_keras(keras):
+    """super_resolution_sub_pixel's callback: predict on a whole image at the end of
+    each epoch of a fit on small crops, through a DepthToSpace written with ops."""
+
+    def make(lib):
+        class DepthToSpace(lib.layers.Layer):
+            def call(self, x):
+                b, h, w, d = lib.ops.shape(x)
+                x = lib.ops.reshape(x, [b, h, w, 2, 2, d // 4])
+                x = lib.ops.transpose(x, [0, 1, 3, 2, 4, 5])
+                return lib.ops.reshape(x, [b, h * 2, w * 2, d // 4])
+
+        i = lib.Input((None, None, 1))
+        return lib.Model(i, DepthToSpace()(lib.layers.Conv2D(4, 3, padding="same")(i)))
+
+    rng = np.random.default_rng(6)
+    x = rng.uniform(size=(8, 4, 4, 1)).astype("float32")
+    y = rng.uniform(size=(8, 8, 8, 1)).astype("float32")
+    whole = rng.uniform(size=(1, 6, 5, 1)).astype("float32")
+    seen = {}
+    w = None
+    for lib in (keras, tn):
+        class Probe(lib.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                seen.setdefault(lib.__name__, []).append(self.model.predict(whole, verbose=0))
+
+        m = make(lib)
+        if w is None:
+            w = [np.asarray(a) for a in m.get_weights()]
+        m.set_weights(w)
+        m.compile(lib.optimizers.SGD(0.1), "mse")
+        m.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0, callbacks=[Probe()])
+    ours, theirs = seen["tessera.nn"], seen["keras"]
+    assert ours[0].shape == (1, 12, 10, 1)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -224,7 +224,9 @@ class CompileMixin:
             raise ValueError(f"[{where}] the model has {len(self._inputs)} inputs, got "
                              f"{len(xs)} arrays")
         out = []
-        for k, (a, t) in enumerate(zip(xs, self._inputs)):
+        # checked against the graph as recorded (a callback's predict inside fit finds the
+        # model written for fit's concrete shape in force)
+        for k, (a, t) in enumerate(zip(xs, self._general_graph()[0])):
             if len(a.shape) != len(t.shape) or (not self._shapes_follow_data() and any(
                     d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:]))):
                 which = f"x[{k}]" if len(xs) > 1 else "x"
