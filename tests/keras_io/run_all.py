@@ -67,6 +67,8 @@ KERAS_CANNOT = {
                                         "not installed here",
     "timeseries_weather_forecasting": "Keras's timeseries_dataset_from_array needs "
                                       "TensorFlow (tf.data), not installed here",
+    "pretrained_word_embeddings": "Keras's TextVectorization needs TensorFlow, not "
+                                  "installed here",
     "text_generation_with_miniature_gpt": "the example's causal mask calls ops.tile with "
                                           "repeats computed from the batch size, which JAX "
                                           "0.7+ refuses while Keras traces (reps must be "

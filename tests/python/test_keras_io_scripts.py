@@ -26,7 +26,7 @@ RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens", "co
         "imbalanced_classification",
         "lstm_character_level_text_generation",
         "lstm_seq2seq", "mlp_image_classification", "mnist_convnet", "ner_transformers",
-        "oxford_pets_image_segmentation", "sequential_model",
+        "oxford_pets_image_segmentation", "pretrained_word_embeddings", "sequential_model",
         "serialization_and_saving", "subclassing_conv_layers", "subclassing_layers_models",
         "super_resolution_sub_pixel", "text_classification_from_scratch",
         "text_classification_with_transformer", "text_generation_with_miniature_gpt",

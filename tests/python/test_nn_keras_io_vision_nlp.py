@@ -252,3 +252,23 @@ def test_callback_predicts_on_another_shape_inside_fit_as_keras(keras):
     assert ours[0].shape == (1, 12, 10, 1)
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_end_to_end_model_called_on_strings():
+    """pretrained_word_embeddings' end_to_end_model(strings): the string Input's
+    TextVectorization runs on them first, as predict does (Keras's layer needs
+    TensorFlow: the oracle is the inner model on the vectorized text)."""
+    texts = np.array(["the cat sat", "a dog ran far away", "the dog sat"])
+    vectorizer = tn.layers.TextVectorization(max_tokens=20, output_sequence_length=6)
+    vectorizer.adapt(texts)
+    i = tn.Input((None,), dtype="int32")
+    inner = tn.Model(i, tn.layers.Dense(2)(tn.layers.GlobalAveragePooling1D()(
+        tn.layers.Embedding(20, 3)(i))))
+    s = tn.Input((1,), dtype="string")
+    end_to_end = tn.Model(s, inner(vectorizer(s)))
+    strings = tn.ops.convert_to_tensor([["the dog ran"], ["a cat"]])
+    want = inner.predict(np.asarray(vectorizer(np.array([["the dog ran"], ["a cat"]]))),
+                         verbose=0)
+    np.testing.assert_allclose(np.asarray(end_to_end(strings)), want, rtol=1e-6)
+    np.testing.assert_allclose(end_to_end.predict(np.array([["the dog ran"], ["a cat"]]),
+                                                  verbose=0), want, rtol=1e-6)

@@ -50,7 +50,7 @@ LAYERS = [
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
-    ("losses and metrics", {"losses", "metric_base", "metric_classes", "metric_functions",
+    ("losses and metrics", {"losses", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "metric_programs", "zero", "data_axis", "varlen", "pipeline"}),

@@ -19,6 +19,7 @@ from .. import _core
 from . import ops
 from .functional import apply_function
 from .layers.base import _snake
+from .loss_reductions import reduce_values, reduction_of, with_reduction
 from .registry import get_registered_object
 from .symbolic import is_symbolic
 
@@ -73,7 +74,7 @@ class Loss:
         elif self._is_custom():
 
             self.name = _snake(type(self).__name__)
-        self.reduction = _reduction(type(self).__name__, reduction)
+        self.reduction = reduction_of(type(self).__name__, reduction)
         self.dtype = dtype
 
     def _is_custom(self) -> bool:
@@ -140,7 +141,7 @@ class Loss:
                for v in (y_true, y_pred, sample_weight)):
             return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
-        return _reduce(values, sample_weight, type(self).__name__,
+        return reduce_values(values, sample_weight, type(self).__name__,
                        getattr(self, "reduction", "sum_over_batch_size"))
 
     def _symbolic_call(self, y_true, y_pred, sample_weight):
@@ -223,13 +224,6 @@ class Loss:
         return f"{type(self).__name__}({args})"
 
 
-def _with_reduction(loss, config: dict) -> dict:
-    """A built-in's config, with its reduction when not Keras's default."""
-    if getattr(loss, "reduction", "sum_over_batch_size") != "sum_over_batch_size":
-        config["reduction"] = loss.reduction
-    return config
-
-
 def _same_rank(y, p):
     """Keras's squeeze_or_expand_to_same_rank: when the ranks differ by one and the
     longer one ends in an axis of 1, that axis is dropped (or the rank-1 one gains it)."""
@@ -290,7 +284,7 @@ class Huber(Loss):
         self.delta = float(delta)
 
     def get_config(self):
-        return _with_reduction(self, {"name": self.name, "delta": self.delta})
+        return with_reduction(self, {"name": self.name, "delta": self.delta})
 
     def per_sample(self, y, p):
         d = _num(self.delta)
@@ -338,7 +332,7 @@ class SparseCategoricalCrossentropy(Loss):
         self.from_logits = bool(from_logits)
 
     def get_config(self):
-        return _with_reduction(self, {"name": self.name, "from_logits": self.from_logits})
+        return with_reduction(self, {"name": self.name, "from_logits": self.from_logits})
 
     def expression(self, y, p):
         logits = "true" if self.from_logits else "false"
@@ -369,7 +363,7 @@ class _SmoothedCrossentropy(Loss):
         self.label_smoothing = _fraction(type(self).__name__, "label_smoothing", label_smoothing)
 
     def get_config(self):
-        return _with_reduction(self, {"name": self.name, "from_logits": self.from_logits,
+        return with_reduction(self, {"name": self.name, "from_logits": self.from_logits,
                                       "label_smoothing": self.label_smoothing})
 
     def _labels(self, y, p):
@@ -751,7 +745,7 @@ class Circle(Loss):
         values = self.values(y_true, y_pred)
         valid = np.count_nonzero(values > 0)
         scaled = np.where(values > 0, values * (values.size / max(valid, 1)), 0.0)
-        return _reduce(scaled.astype(values.dtype), sample_weight, "Circle")
+        return reduce_values(scaled.astype(values.dtype), sample_weight, "Circle")
 
 
 
@@ -857,46 +851,6 @@ class FunctionLoss(Loss):
 
     def get_config(self):
         return {"name": self.name}
-
-
-_REDUCTIONS = ("sum_over_batch_size", "mean", "sum", "mean_with_sample_weight", "none", None)
-
-
-def _reduction(where, reduction):
-    """Keras 3's reduction argument of a loss ("auto": its default; None: "none")."""
-    if reduction == "auto":
-        return "sum_over_batch_size"
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"[{where}] reduction={reduction!r} is not one of Keras's "
-                         f"{list(_REDUCTIONS)}")
-    return reduction
-
-
-def _reduce(values, sample_weight, where, reduction="sum_over_batch_size"):
-    """Keras's reductions of the weighted values: "sum_over_batch_size" (and "mean"):
-    sum(values * weights) / values.size; "sum"; "mean_with_sample_weight": divided by
-    the weights' sum; None / "none": the weighted values themselves."""
-    if sample_weight is not None:
-        w = np.asarray(sample_weight, dtype=values.dtype)
-        if w.ndim > values.ndim and w.shape[values.ndim:] == (1,) * (w.ndim - values.ndim):
-            w = w.reshape(w.shape[:values.ndim])  # (batch, 1) weights of (batch,) losses
-        w = w.reshape(w.shape + (1,) * (values.ndim - w.ndim))
-        try:
-            values = values * np.broadcast_to(w, values.shape)
-        except ValueError:
-            raise ValueError(f"[{where}] sample_weight of shape {np.shape(sample_weight)} does "
-                             f"not match the losses of shape {values.shape}") from None
-    if reduction in (None, "none") or values.ndim == 0:
-        return values
-    if values.size == 0:
-        return values.dtype.type(0)
-    total = values.sum(dtype=np.float64)
-    if reduction == "sum":
-        return values.dtype.type(total)
-    if reduction == "mean_with_sample_weight" and sample_weight is not None:
-        wsum = float(np.sum(np.broadcast_to(w, values.shape), dtype=np.float64))
-        return values.dtype.type(total / wsum if wsum else 0.0)
-    return values.dtype.type(total / values.size)
 
 
 def _function(cls, name, positional=(), takes_axis=False):
