@@ -142,7 +142,7 @@ class Loss:
             return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
         return reduce_values(values, sample_weight, type(self).__name__,
-                       getattr(self, "reduction", "sum_over_batch_size"))
+                             getattr(self, "reduction", "sum_over_batch_size"))
 
     def _symbolic_call(self, y_true, y_pred, sample_weight):
         """The loss of symbolic tensors (a layer's call, e.g. for add_loss):

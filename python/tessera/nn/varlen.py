@@ -83,13 +83,14 @@ class VarLenMixin:
     def _specialize(self, shapes, where: str, verbose=0):
         """Puts in force the graph and programs for inputs of per-sample
         `shapes` (a list, one per input) when the model has axes of unknown
-        length; nothing otherwise."""
+        length, or is a subclassed model met with other shapes than it was built
+        for; nothing otherwise."""
         ins, outs, progs = self._general_graph()
-        key = tuple(tuple(int(d) for d in s) for s in shapes)
         if not self._has_unknown_lengths() and not (
                 self._shapes_follow_data() and ins and
-                key != tuple(tuple(t.shape[1:]) for t in ins)):
+                [tuple(s) for s in shapes] != [tuple(t.shape[1:]) for t in ins]):
             return
+        key = tuple(tuple(int(d) for d in s) for s in shapes)
         cache = progs.get(_CACHE_KEY)
         if cache is None:
             cache = progs[_CACHE_KEY] = OrderedDict()

@@ -33,12 +33,12 @@ class _Pool(Layer):
             self.strides = self.pool if strides is None else _pair(strides, "strides", self.kind)
         self.padding = _padding(padding, self.kind)
 
-
     def get_config(self) -> dict:
         # Keras's config holds pool_size and strides as tuples, given or not
         config = super().get_config()
         config.update(pool_size=self.pool, strides=self.strides)
         return config
+
     def compute_output_shape(self, s):
         self._need_rank(s, self.rank + 1, "steps, channels" if self.rank == 1
                         else "height, width, channels")
