@@ -75,6 +75,12 @@ KERAS_CANNOT = {
     "vae": "the guide's train_step takes TensorFlow's GradientTape (keras.GradientTape is "
            "tessera's), not installed here; test_nn_step_overrides.py compares the VAE's step "
            "with Keras's compute_loss",
+    "pretrained_word_embeddings": "Keras's TextVectorization needs TensorFlow, not "
+                                  "installed here",
+    "text_generation_with_miniature_gpt": "the example's causal mask calls ops.tile with "
+                                          "repeats computed from the batch size, which JAX "
+                                          "0.7+ refuses while Keras traces (reps must be "
+                                          "hashable); it runs on Keras's TensorFlow backend",
 }
 
 

@@ -121,8 +121,16 @@ def test_loss_subclass_with_call_trains_like_keras(keras):
     loss = ScaledMSE(3.0)
     np.testing.assert_allclose(loss(y, x[:, :2]), float(KScaledMSE(3.0)(y, x[:, :2])), rtol=1e-6)
     assert ScaledMSE.from_config(loss.get_config()).scale == 3.0
-    with pytest.raises(ValueError, match=r"reduction='sum'.*not supported"):
-        ScaledMSE(reduction="sum")
+    # Keras's other reductions, on arrays; compile refuses them (its step averages)
+    for reduction in ("sum", None, "none", "mean_with_sample_weight"):
+        sw = np.linspace(0.5, 2.0, 16).astype(np.float32)
+        got = ScaledMSE(3.0, reduction=reduction)(y, x[:, :2], sample_weight=sw)
+        want = KScaledMSE(3.0, reduction=reduction)(y, x[:, :2], sample_weight=sw)
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"reduction='sum'.*does not take"):
+        ours.compile("sgd", ScaledMSE(reduction="sum"))
+    with pytest.raises(ValueError, match=r"reduction='average'.*not one of"):
+        ScaledMSE(reduction="average")
 
 
 class LogisticEndpoint(nn.Layer):

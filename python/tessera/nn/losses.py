@@ -19,6 +19,7 @@ from .. import _core
 from . import ops
 from .functional import apply_function
 from .layers.base import _snake
+from .loss_reductions import reduce_values, reduction_of, with_reduction
 from .registry import get_registered_object
 from .symbolic import is_symbolic
 
@@ -73,11 +74,7 @@ class Loss:
         elif self._is_custom():
 
             self.name = _snake(type(self).__name__)
-        if reduction not in ("sum_over_batch_size", "mean", None) and reduction != "auto":
-            raise ValueError(f"[{type(self).__name__}] reduction={reduction!r} is not supported: "
-                             "tessera's compiled losses average over the batch "
-                             "(\"sum_over_batch_size\")")
-        self.reduction = "sum_over_batch_size" if reduction in ("auto", None) else reduction
+        self.reduction = reduction_of(type(self).__name__, reduction)
         self.dtype = dtype
 
     def _is_custom(self) -> bool:
@@ -144,7 +141,8 @@ class Loss:
                for v in (y_true, y_pred, sample_weight)):
             return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
-        return _reduce(values, sample_weight, type(self).__name__)
+        return reduce_values(values, sample_weight, type(self).__name__,
+                             getattr(self, "reduction", "sum_over_batch_size"))
 
     def _symbolic_call(self, y_true, y_pred, sample_weight):
         """The loss of symbolic tensors (a layer's call, e.g. for add_loss):
@@ -160,6 +158,13 @@ class Loss:
             while w.ndim < values.ndim:
                 w = np.expand_dims(w, -1)
             values = values * w
+        reduction = getattr(self, "reduction", "sum_over_batch_size")
+        if reduction in (None, "none") or len(values.shape) == 0:
+            return values
+        if reduction == "sum":
+            return _ops().sum(values)
+        if reduction == "mean_with_sample_weight" and sample_weight is not None:
+            return _ops().sum(values) / _ops().sum(w * _ops().ones_like(values))
         return np.mean(values)
 
     def symbolic_per_sample(self, y, p):
@@ -272,13 +277,14 @@ class Huber(Loss):
 
     name = "huber"
 
-    def __init__(self, delta=1.0):
+    def __init__(self, delta=1.0, reduction="sum_over_batch_size", name=None, dtype=None):
+        Loss.__init__(self, name, reduction, dtype)
         if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not delta > 0:
             raise ValueError(f"[Huber] delta must be a positive number, got {delta!r}")
         self.delta = float(delta)
 
     def get_config(self):
-        return {"name": self.name, "delta": self.delta}
+        return with_reduction(self, {"name": self.name, "delta": self.delta})
 
     def per_sample(self, y, p):
         d = _num(self.delta)
@@ -322,11 +328,16 @@ class SparseCategoricalCrossentropy(Loss):
     name = "sparse_categorical_crossentropy"
     sparse_labels = True
 
-    def __init__(self, from_logits=False):
+    def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size",
+                 name=None, dtype=None):
+        Loss.__init__(self, name, reduction, dtype)
+        if ignore_class is not None:
+            raise ValueError(f"[SparseCategoricalCrossentropy] ignore_class={ignore_class!r} is "
+                             "not supported yet (mask the padding in a Loss subclass's call)")
         self.from_logits = bool(from_logits)
 
     def get_config(self):
-        return {"name": self.name, "from_logits": self.from_logits}
+        return with_reduction(self, {"name": self.name, "from_logits": self.from_logits})
 
     def expression(self, y, p):
         logits = "true" if self.from_logits else "false"
@@ -347,20 +358,25 @@ class SparseCategoricalCrossentropy(Loss):
 class _SmoothedCrossentropy(Loss):
     labels_broadcast = False
 
-    def __init__(self, from_logits=False, label_smoothing=0.0):
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1,
+                 reduction="sum_over_batch_size", name=None, dtype=None):
+        Loss.__init__(self, name, reduction, dtype)
+        if axis not in (-1,):
+            raise ValueError(f"[{type(self).__name__}] axis={axis!r} is not supported yet (the "
+                             "classes are on the last axis, axis=-1)")
         self.from_logits = bool(from_logits)
         self.label_smoothing = _fraction(type(self).__name__, "label_smoothing", label_smoothing)
 
     def get_config(self):
-        return {"name": self.name, "from_logits": self.from_logits,
-                "label_smoothing": self.label_smoothing}
+        return with_reduction(self, {"name": self.name, "from_logits": self.from_logits,
+                                      "label_smoothing": self.label_smoothing})
 
     def _labels(self, y, p):
         raise NotImplementedError
 
     def expression(self, y, p):
         logits = "true" if self.from_logits else "false"
-        return f"{self.name}({self._labels(y, p)}, {p}, from_logits={logits})"
+        return f"{type(self).name}({self._labels(y, p)}, {p}, from_logits={logits})"
 
     def per_sample(self, y, p):
         return _crossentropy(self._labels(y, p), p, self.from_logits)
@@ -734,7 +750,7 @@ class Circle(Loss):
         values = self.values(y_true, y_pred)
         valid = np.count_nonzero(values > 0)
         scaled = np.where(values > 0, values * (values.size / max(valid, 1)), 0.0)
-        return _reduce(scaled.astype(values.dtype), sample_weight, "Circle")
+        return reduce_values(scaled.astype(values.dtype), sample_weight, "Circle")
 
 
 
@@ -840,23 +856,6 @@ class FunctionLoss(Loss):
 
     def get_config(self):
         return {"name": self.name}
-
-
-def _reduce(values, sample_weight, where):
-    """Keras's "sum_over_batch_size": sum(values * weights) / values.size."""
-    if sample_weight is not None:
-        w = np.asarray(sample_weight, dtype=values.dtype)
-        if w.ndim > values.ndim and w.shape[values.ndim:] == (1,) * (w.ndim - values.ndim):
-            w = w.reshape(w.shape[:values.ndim])  # (batch, 1) weights of (batch,) losses
-        w = w.reshape(w.shape + (1,) * (values.ndim - w.ndim))
-        try:
-            values = values * np.broadcast_to(w, values.shape)
-        except ValueError:
-            raise ValueError(f"[{where}] sample_weight of shape {np.shape(sample_weight)} does "
-                             f"not match the losses of shape {values.shape}") from None
-    if values.size == 0:
-        return values.dtype.type(0)
-    return values.dtype.type(values.sum(dtype=np.float64) / values.size)
 
 
 def _function(cls, name, positional=(), takes_axis=False):

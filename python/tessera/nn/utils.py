@@ -339,6 +339,14 @@ class PyDataset:
                 if len(arrays) != len(spec):
                     raise ValueError(f"[{where}] batch {i} of {type(self).__name__} has "
                                      f"{len(arrays)} parts, batch 0 had {len(spec)}")
+                for k, (a, (shape, _)) in enumerate(zip(arrays, spec)):
+                    if a.shape[1:] != shape:
+                        raise ValueError(
+                            f"[{where}] batch {i} of the PyDataset {type(self).__name__} has "
+                            f"part {k} of samples of shape {a.shape[1:]}, batch 0 had "
+                            f"{shape}: tessera reads a PyDataset's batches with one sample "
+                            "shape (the first batch's) and does not take batches padded to "
+                            "each one's longest sequence yet; pad every batch to one length")
                 for r in range(len(arrays[0])):
                     row = tuple(a[r] for a in arrays)
                     yield row if len(row) > 1 else row[0]

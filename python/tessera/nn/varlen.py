@@ -3,7 +3,9 @@ is recorded once with the unknown axes; each concrete shape met by fit,
 evaluate or predict gets the graph recorded again on inputs of that shape
 (every layer then knows its lengths: a recurrent layer unrolls its steps,
 attention sizes its masks) and programs of its own, kept in a cache of the
-most recently used shapes (docs/nn.md, "Variable lengths and masks")."""
+most recently used shapes (docs/nn.md, "Variable lengths and masks"). A
+subclassed model, whose call Keras runs on any shape, is written again the same
+way for each per-sample shape other than the one it was built for."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import sys
 from collections import OrderedDict
 
 from .functional import clone_graph
+from .registry import is_model
 from .symbolic import Input
 
 __all__ = ["VarLenMixin", "keeps_graph", "shape_cache_size"]
@@ -67,6 +70,12 @@ class VarLenMixin:
         g = self.__dict__.get("_varlen_general")
         return g if g is not None else (self._inputs, self._outputs, self._programs)
 
+    def _shapes_follow_data(self) -> bool:
+        """A subclassed model (its own call, not a graph of Inputs): Keras runs its
+        call on inputs of any shape, so each per-sample shape met gets its graph
+        recorded again, as an axis of unknown length does."""
+        return not self._functional and not is_model(self, "Sequential")
+
     def _has_unknown_lengths(self) -> bool:
         ins = self._general_graph()[0]
         return any(d is None for t in ins for d in t.shape[1:])
@@ -74,10 +83,13 @@ class VarLenMixin:
     def _specialize(self, shapes, where: str, verbose=0):
         """Puts in force the graph and programs for inputs of per-sample
         `shapes` (a list, one per input) when the model has axes of unknown
-        length; nothing otherwise."""
-        if not self._has_unknown_lengths():
-            return
+        length, or is a subclassed model met with other shapes than it was built
+        for; nothing otherwise."""
         ins, outs, progs = self._general_graph()
+        if not self._has_unknown_lengths() and not (
+                self._shapes_follow_data() and ins and
+                [tuple(s) for s in shapes] != [tuple(t.shape[1:]) for t in ins]):
+            return
         key = tuple(tuple(int(d) for d in s) for s in shapes)
         cache = progs.get(_CACHE_KEY)
         if cache is None:

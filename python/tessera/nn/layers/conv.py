@@ -51,6 +51,14 @@ class _Conv(Layer):
         self.kernel_regularizer = _regularizer(kernel_regularizer, k, "kernel_regularizer")
         self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
 
+    def get_config(self) -> dict:
+        # Keras's config holds the window's sizes as tuples, given or not
+        # (convmixer: layer.get_config()["kernel_size"] == (5, 5))
+        config = super().get_config()
+        config.update(kernel_size=self.kernel_size, strides=self.strides,
+                      dilation_rate=self.dilation)
+        return config
+
     def _spatial(self, s):
         return tuple(_conv_length(n, k, st, d, self.padding) for n, k, st, d in
                      zip(s[:-1], self.kernel_size, self.strides, self.dilation))
@@ -275,6 +283,14 @@ class _DepthwiseConv(Layer):
         self.depthwise_regularizer = _regularizer(depthwise_regularizer, k,
                                                   "depthwise_regularizer")
         self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
+
+    def get_config(self) -> dict:
+        # Keras's config holds the window's sizes as tuples, given or not
+        # (convmixer: layer.get_config()["kernel_size"] == (5, 5))
+        config = super().get_config()
+        config.update(kernel_size=self.kernel_size, strides=self.strides,
+                      dilation_rate=self.dilation)
+        return config
 
     def _depthwise_spatial(self, s):
         """The output's spatial shape; refuses a kernel that does not fit."""

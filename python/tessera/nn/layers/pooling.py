@@ -43,6 +43,12 @@ class _Pool(Layer):
                                                                    self.kind)
         self.padding = _padding(padding, self.kind)
 
+    def get_config(self) -> dict:
+        # Keras's config holds pool_size and strides as tuples, given or not
+        config = super().get_config()
+        config.update(pool_size=self.pool, strides=self.strides)
+        return config
+
     def compute_output_shape(self, s):
         self._need_rank(s, self.rank + 1, _AXES[self.rank])
         spatial = tuple(_conv_length(n, k, st, 1, self.padding)

@@ -13,6 +13,7 @@ from ..metric_programs import _function_metric
 from ..registry import is_model
 from ..step_overrides import compiled_loss_tensor, compiled_loss_value, symbolic_args
 from ..string_inputs import apply_fronts, apply_group_fronts
+from ..symbolic import user_location
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
@@ -51,7 +52,8 @@ class CompileMixin:
                                    [a + b for a, b in zip(mets, wmets)])
         self._compiled.weighted = [[False] * len(a) + [True] * len(b)
                                    for a, b in zip(mets, wmets)]
-        if n_out > 1:  # Keras logs each output's loss too
+        if sum(l is not None for l in losses) > 1:  # Keras logs each output's loss too
+            # (when several outputs have one: loss=[fn, None] logs "loss" only)
             names = self._output_names()
             self._compiled.output_losses = [OutputLoss(k, f"{names[k]}_loss")
                                             for k, l in enumerate(losses) if l is not None]
@@ -189,7 +191,15 @@ class CompileMixin:
         if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
                 getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
-        return _losses.loss_object(loss)
+        obj = _losses.loss_object(loss)
+        reduction = getattr(obj, "reduction", "sum_over_batch_size")
+        if reduction not in ("sum_over_batch_size", "mean"):
+            raise ValueError(f"[compile] the loss {obj.name!r} has reduction={reduction!r}: "
+                             "tessera's compiled step averages each output's loss over the "
+                             "batch (\"sum_over_batch_size\", Keras's default) and does not "
+                             "take other reductions yet; scale it with loss_weights= instead "
+                             f"(at {user_location()})")
+        return obj
 
     def _get_metric(self, m, loss, k):
         if callable(m) and not isinstance(m, (str, _metrics.Metric)):
@@ -254,9 +264,11 @@ class CompileMixin:
             raise ValueError(f"[{where}] the model has {len(self._inputs)} inputs, got "
                              f"{len(xs)} arrays")
         out = []
-        for k, (a, t) in enumerate(zip(xs, self._inputs)):
-            if len(a.shape) != len(t.shape) or any(
-                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:])):
+        # checked against the graph as recorded (a callback's predict inside fit finds the
+        # model written for fit's concrete shape in force)
+        for k, (a, t) in enumerate(zip(xs, self._general_graph()[0])):
+            if len(a.shape) != len(t.shape) or (not self._shapes_follow_data() and any(
+                    d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:]))):
                 which = f"x[{k}]" if len(xs) > 1 else "x"
                 raise ValueError(f"[{where}] {which} has samples of shape {tuple(a.shape[1:])}, "
                                  f"but the model expects {tuple(t.shape[1:])}")
@@ -288,13 +300,19 @@ class CompileMixin:
                 raise ValueError(f"[{where}] y is a dict but misses outputs {missing} (outputs: "
                                  f"{names})")
             y = [y[k] for k in names]
-        ys = [np.asarray(a) for a in _as_list(y)] if len(self._outputs) > 1 else [np.asarray(y)]
+        if len(self._outputs) > 1 and not isinstance(y, dict):
+            y = self._targets_of_reading_outputs(_as_list(y))
+        ys = [a if a is None else np.asarray(a) for a in _as_list(y)] \
+            if len(self._outputs) > 1 else [np.asarray(y)]
         if len(ys) != len(self._outputs):
             raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
                              f"{len(ys)} label arrays")
         out = []
         for k, (a, loss) in enumerate(zip(ys, self._compiled.losses)):
             which = f"y[{k}]" if len(ys) > 1 else "y"
+            if a is None:  # an output nothing reads labels of (no loss, no metric)
+                out.append(np.zeros((n,), dtype=self.dtype))
+                continue
             if a.ndim == 0 or len(a) != n:
                 raise ValueError(f"[{where}] x and {which} have different numbers of samples: "
                                  f"{n} and {len(a) if a.ndim else 'a scalar'}")
@@ -312,7 +330,9 @@ class CompileMixin:
                     # Keras's losses broadcast labels of the output's rank against it
                     # (a (n, 1) column against a (n, 2) output): the same values.
                     a = np.ascontiguousarray(np.broadcast_to(a, (len(a),) + out_shape))
-                if tuple(a.shape[1:]) != out_shape:
+                # a Loss subclass's call takes the labels as given (Keras checks nothing:
+                # the NER example's integer tags against the softmax over the tags)
+                if tuple(a.shape[1:]) != out_shape and not loss._is_custom():
                     raise ValueError(f"[{where}] {which} has samples of shape "
                                      f"{tuple(a.shape[1:])}, but the output "
                                      f"{self._output_names()[k]!r} has {out_shape} (the loss "
@@ -327,6 +347,21 @@ class CompileMixin:
                 a = a.astype(self.dtype, copy=False)
             out.append(a)
         return out
+
+    def _targets_of_reading_outputs(self, ys: list) -> list:
+        """Keras's targets of a model of several outputs given fewer arrays than
+        outputs: one per output that has a loss or metrics, in order (the
+        miniature GPT's outputs [logits, embeddings] with loss=[fn, None] fit on
+        one label array); None for the others. Other counts are left as given."""
+        reading = [k for k, (loss, ms) in enumerate(zip(self._compiled.losses,
+                                                        self._compiled.metrics))
+                   if loss is not None or ms]
+        if len(ys) == len(self._outputs) or len(ys) != len(reading):
+            return ys
+        full = [None] * len(self._outputs)
+        for k, a in zip(reading, ys):
+            full[k] = a
+        return full
 
     def _check_sparse(self, a, out_shape, which, where, loss=None):
         """Integer labels, one per row of the output; class indices of the output's

@@ -12,6 +12,7 @@ from .. import callbacks as _cb
 from ..layers.rnn_states import carried
 from ..random import eager_training_seed
 from ..registry import INTERNAL_MODEL_NAME, model_class
+from ..string_inputs import apply_fronts
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
 from ..step_overrides import step_trace_for
@@ -167,6 +168,12 @@ class InferenceMixin:
                 raise ValueError(f"[{self.kind}] a model with stateful layers called on arrays "
                                  f"takes the inputs only (training=False), got {sorted(kwargs)}")
             return self.predict(args[0], verbose=0)
+        if args and self.__dict__.get("_string_fronts") and \
+                not any(isinstance(a, KerasTensor) for a in _data_leaves(args[0])):
+            # strings into a model whose string Inputs feed TextVectorization & co: that
+            # layer runs on them first, as fit and predict do (pretrained_word_embeddings'
+            # end_to_end_model(strings))
+            args = (apply_fronts(self, args[0], "call"),) + args[1:]
         return super().__call__(*args, **kwargs)
 
     def _stateful_twin(self):

@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 from ..functional import path_scope
 from ..layers import Layer
 from ..layers.base import _auto_name
+from ..layers.preprocessing import _Preprocessing
 from ..symbolic import Input, KerasTensor
 from .core import Model
 
@@ -122,6 +123,18 @@ class Sequential(Model):
             raise ValueError(f"[{where}] {type(layer).__name__} '{layer.name}' cannot follow "
                              f"the model's layers: {e}") from None
 
+    def __call__(self, *args, **kwargs):
+        # Called on arrays, a stack holding a layer that runs only eagerly (RandomCrop, the
+        # lookups, ...) runs layer by layer, as Keras runs any Sequential on tensors
+        # (convmixer's data_augmentation(images)); training= reaches each layer
+        if args and not _symbolic(args[0]) and set(kwargs) <= {"training"} and \
+                any(_eager_only(layer) for layer in self._stack):
+            x = args[0]
+            for layer in self._stack:
+                x = layer(x, **kwargs) if kwargs.get("training") is not None else layer(x)
+            return x
+        return super().__call__(*args, **kwargs)
+
     def build(self, input_shape=None):
         """Fixes every layer's shapes and creates the parameters (seeded)."""
         if input_shape is None:
@@ -157,3 +170,16 @@ class Sequential(Model):
         if self.__dict__.get("_top_layers") is not None:
             self._top_layers = [l for l in self._top_layers if l is not self]
         return self
+
+
+def _eager_only(layer) -> bool:
+    """A preprocessing layer that cannot compile into a model's program."""
+    return isinstance(layer, _Preprocessing) and not layer._graph_ok()
+
+
+def _symbolic(x) -> bool:
+    if isinstance(x, (list, tuple)):
+        return any(_symbolic(v) for v in x)
+    if isinstance(x, dict):
+        return any(_symbolic(v) for v in x.values())
+    return isinstance(x, KerasTensor)
