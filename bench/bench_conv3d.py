@@ -117,30 +117,8 @@ def step_race(threads, args, default_config=False):
     if not default_config:
         print(f"{threads} thread(s): outputs differ by {diff:.2e} (PyTorch given tessera's "
               "weights)")
-    net.train()
-    opt = torch.optim.Adam(net.parameters(), 1e-3, **({} if default_config else {"fused": True}))
-
-    def step_of(model):
-        def step():
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(xt), yt).backward()
-            opt.step()
-        return step
-
-    fns = {"tessera": lambda: tm.fit(x, y, batch_size=args.batch, epochs=1, verbose=0,
-                                     shuffle=False),
-           "eager": step_of(net)}
-    compile_s = None
-    if not (default_config or args.no_compile):
-        torch._dynamo.reset()
-        cnet = fair.try_compile(torch, net, "the 3-D CNN")
-        if cnet is not None:
-            compile_s = fair.first_call(step_of(cnet), "compiled 3-D CNN step")
-            if compile_s is not None:
-                fns["compiled"] = step_of(cnet)
-    times = fair.interleave(fns, args.rounds, warmup=1)
-    times["_compile_s"] = compile_s
-    return times
+    return fair.classifier_step_race(torch, tm, net, x, y, xt, yt, args, default_config,
+                                     "3-D CNN")
 
 
 def main():

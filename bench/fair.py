@@ -181,6 +181,39 @@ def first_call(fn, what: str):
     return time.perf_counter() - t
 
 
+def classifier_step_race(torch, tm, net, x, y, xt, yt, args, default_config: bool,
+                         what: str) -> dict:
+    """One training step of a classifier raced: tessera's `fit` of one batch of
+    (x, y) against PyTorch's `net` on (xt, yt) (cross-entropy, Adam 1e-3, fused
+    unless in the default configuration), eager and, unless default_config or
+    args.no_compile, compiled; interleaved over args.rounds. `what` names the
+    model in messages. The seconds per step of each, and "_compile_s"."""
+    net.train()
+    opt = torch.optim.Adam(net.parameters(), 1e-3, **({} if default_config else {"fused": True}))
+
+    def step_of(model):
+        def step():
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xt), yt).backward()
+            opt.step()
+        return step
+
+    fns = {"tessera": lambda: tm.fit(x, y, batch_size=args.batch, epochs=1, verbose=0,
+                                     shuffle=False),
+           "eager": step_of(net)}
+    compile_s = None
+    if not (default_config or args.no_compile):
+        torch._dynamo.reset()
+        cnet = try_compile(torch, net, f"the {what}")
+        if cnet is not None:
+            compile_s = first_call(step_of(cnet), f"compiled {what} step")
+            if compile_s is not None:
+                fns["compiled"] = step_of(cnet)
+    times = interleave(fns, args.rounds, warmup=1)
+    times["_compile_s"] = compile_s
+    return times
+
+
 def run_default_child(script: str, args: list) -> dict:
     """Runs `script args --default-child` under stock glibc malloc and returns
     the JSON object it prints on its last line."""
