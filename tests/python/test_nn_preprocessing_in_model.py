@@ -1,0 +1,255 @@
+"""The numeric preprocessing layers inside a compiled model (issue 30): CategoryEncoding
+and Discretization against the same layers inside a Keras 3 model on JAX (the oracle),
+IntegerLookup against a NumPy lookup written here from Keras's documented index layout
+(Keras computes it with TensorFlow, which the oracle environment lacks) and against its
+own eager path; a small structured-data model trained under both with the same weights
+gives the same losses; no gradient flows through them; save/load keeps vocabularies and
+boundaries; bad uses are errors naming the layer."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tessera.nn as nn
+
+RNG = np.random.default_rng(30)
+
+
+def _model(layer, shape, dtype="int64", lib=nn, **call):
+    inp = lib.Input(shape, dtype=dtype)
+    return lib.Model(inp, layer(inp, **call))
+
+
+def _predict(model, x):
+    if not isinstance(model, nn.Model):  # Keras's: called directly, quicker than its predict
+        return np.asarray(model(x, training=False))
+    return np.asarray(model.predict(x, verbose=0))
+
+
+def _same(t, k, dtype=None):
+    t, k = np.asarray(t), np.asarray(k)
+    assert t.shape == k.shape, (t.shape, k.shape)
+    if dtype is not None:
+        assert t.dtype == np.dtype(dtype), (t.dtype, dtype)
+    np.testing.assert_allclose(t, k, rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------------------ CategoryEncoding
+
+@pytest.mark.parametrize("mode,shape", [("one_hot", (1,)), ("one_hot", ()), ("one_hot", (3,)),
+                                        ("multi_hot", (4,)), ("count", (4,)),
+                                        ("multi_hot", (1,))])
+def test_category_encoding_in_a_model_matches_keras(keras, mode, shape):
+    x = RNG.integers(0, 6, (5,) + shape).astype("int32")
+    x.reshape(-1)[:2] = [7, -1]  # outside [0, num_tokens): Keras on JAX counts them nowhere
+    t = _model(nn.CategoryEncoding(6, mode), shape, "int32")
+    k = _model(keras.layers.CategoryEncoding(6, mode), shape, "int32", lib=keras)
+    assert t.output.shape == tuple(k.output.shape)
+    _same(_predict(t, x), _predict(k, x), "float32")
+
+
+def test_category_encoding_count_weights_as_a_second_input(keras):
+    x = RNG.integers(0, 5, (4, 3)).astype("int32")
+    w = RNG.uniform(0, 2, (4, 3)).astype("float32")
+
+    def build(lib):
+        i, wi = lib.Input((3,), dtype="int32"), lib.Input((3,))
+        return lib.Model([i, wi], lib.layers.CategoryEncoding(5, "count")(i, count_weights=wi))
+
+    _same(_predict(build(nn), [x, w]), _predict(build(keras), [x, w]), "float32")
+
+
+# ------------------------------------------------------------ Discretization
+
+@pytest.mark.parametrize("mode,shape", [("int", (4,)), ("int", (2, 3)), ("one_hot", (1,)),
+                                        ("one_hot", (4,)), ("multi_hot", (4,)),
+                                        ("count", (4,))])
+def test_discretization_in_a_model_matches_keras(keras, mode, shape):
+    bounds = [-1.0, 0.0, 0.5, 2.0]
+    x = RNG.normal(0, 1.5, (6,) + shape).astype("float32")
+    x.reshape(-1)[:3] = [0.0, 0.5, -1.0]  # on a boundary: the bin above, as np.digitize
+    t = _model(nn.Discretization(bounds, output_mode=mode), shape, "float32")
+    k = _model(keras.layers.Discretization(bounds, output_mode=mode), shape, "float32",
+               lib=keras)
+    assert t.output.shape == tuple(k.output.shape)
+    assert t.output.dtype == k.output.dtype
+    _same(_predict(t, x), _predict(k, x), "int32" if mode == "int" else "float32")
+
+
+def test_adapted_discretization_in_a_model_matches_keras(keras):
+    data = RNG.gamma(2.0, 3.0, (200, 1)).astype("float32")
+    t, k = nn.Discretization(num_bins=5), keras.layers.Discretization(num_bins=5)
+    t.adapt(data)
+    k.update_state(data)  # Keras's adapt without tf.data: the same computation
+    k.finalize_state()
+    np.testing.assert_allclose(t.bin_boundaries, k.bin_boundaries, rtol=1e-6)
+    _same(_predict(_model(t, (1,), "float32"), data),
+          _predict(_model(k, (1,), "float32", lib=keras), data), "int32")
+    assert t(data).dtype == np.int32  # eagerly too, as Keras's
+
+
+# ------------------------------------------------------------ IntegerLookup
+
+def _reference_lookup(x, vocab, num_oov=1, mask=None, mode="int", idf=None):
+    """Keras's IntegerLookup written out: indices [mask] [OOV x num_oov] [terms]; an
+    OOV value goes to its floormod bucket; one_hot / multi_hot / count / tf_idf over
+    the vocabulary (the mask counts nowhere)."""
+    lead = 1 if mask is not None and mode == "int" else 0
+    table = {v: i + lead + num_oov for i, v in enumerate(vocab)}
+    depth = lead + num_oov + len(vocab)
+    idx = np.empty(x.shape, np.int64)
+    for pos, v in np.ndenumerate(x):
+        if v in table:
+            idx[pos] = table[v]
+        elif mask is not None and v == mask:
+            idx[pos] = 0 if mode == "int" else -1
+        else:
+            idx[pos] = lead + (v % num_oov if num_oov > 1 else 0)
+    if mode == "int":
+        return idx
+    hot = (idx[..., None] == np.arange(depth)).astype(np.float32)
+    if mode == "one_hot":
+        return hot[:, 0]
+    out = hot.max(1) if mode == "multi_hot" else hot.sum(1)
+    return out * np.asarray(idf, np.float32) if mode == "tf_idf" else out
+
+
+VOCAB = [12, 5, 40, 7, 3]
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(num_oov_indices=3), dict(mask_token=0),
+                                dict(mask_token=0, num_oov_indices=2),
+                                dict(output_mode="multi_hot"), dict(output_mode="count"),
+                                dict(output_mode="count", mask_token=0),
+                                dict(output_mode="one_hot")])
+def test_integer_lookup_in_a_model_matches_keras_layout_and_eager(kw):
+    shape = (1,) if kw.get("output_mode") == "one_hot" else (6,)
+    x = RNG.choice(VOCAB + [0, 8, -4, 99], (7,) + shape).astype("int64")
+    layer = nn.IntegerLookup(vocabulary=VOCAB, **kw)
+    got = _predict(_model(layer, shape), x)
+    ref = _reference_lookup(x, VOCAB, kw.get("num_oov_indices", 1), kw.get("mask_token"),
+                            kw.get("output_mode", "int"))
+    _same(got, ref, "int64" if kw.get("output_mode", "int") == "int" else "float32")
+    _same(got, layer(x))
+
+
+def test_integer_lookup_tf_idf_and_invert_in_a_model():
+    x = RNG.choice(VOCAB + [99], (4, 5)).astype("int64")
+    idf = [0.5, 1.0, 1.5, 2.0, 2.5]
+    layer = nn.IntegerLookup(vocabulary=VOCAB, output_mode="tf_idf", idf_weights=idf)
+    ref = _reference_lookup(x, VOCAB, mode="tf_idf", idf=[np.mean(idf)] + idf)
+    _same(_predict(_model(layer, (5,)), x), ref, "float32")
+    inv = nn.IntegerLookup(vocabulary=VOCAB, invert=True)
+    ids = np.array([[0, 1, 2, 5, 6, -3]], "int64")
+    # index 0 is the OOV token (-1); indices past the vocabulary give it too
+    _same(_predict(_model(inv, (6,)), ids), [[-1, 12, 5, 3, -1, -1]], "int64")
+
+
+def test_integer_lookup_without_oov_index_fails_at_run_time_naming_the_layer():
+    layer = nn.IntegerLookup(vocabulary=VOCAB, num_oov_indices=0, name="strict_ids")
+    model = _model(layer, (3,))
+    _same(_predict(model, np.array([[12, 3, 7]])), [[0, 4, 3]])
+    with pytest.raises(RuntimeError, match=r"strict_ids.*num_oov_indices=0.*"
+                                           r"test_nn_preprocessing_in_model.py:\d+"):
+        model.predict(np.array([[12, 8, 7]]), verbose=0)
+
+
+# ------------------------------------------------------------ training
+
+def _structured(lib, age_bins, cat_in_model):
+    """keras-io's structured-data model, small: a bucketized number and a categorical
+    feature one-hot encoded inside the model, then two Dense layers."""
+    age = lib.Input((1,), name="age")
+    cat = lib.Input((1,), dtype="int64", name="cat")
+    a = lib.layers.CategoryEncoding(len(age_bins) + 1, "one_hot")(
+        lib.layers.Discretization(age_bins)(age))
+    c = cat_in_model(cat) if cat_in_model is not None else cat
+    c = lib.layers.CategoryEncoding(len(VOCAB) + 1, "one_hot")(c)
+    h = lib.layers.Dense(6, activation="relu")(lib.layers.Concatenate()([a, c]))
+    return lib.Model([age, cat], lib.layers.Dense(1, activation="sigmoid")(h))
+
+
+def test_structured_data_model_trains_as_keras_with_the_same_weights(keras):
+    n = 32
+    age = RNG.uniform(18, 80, (n, 1)).astype("float32")
+    cat = RNG.choice(VOCAB + [99], (n, 1)).astype("int64")
+    y = RNG.integers(0, 2, (n, 1)).astype("float32")
+    bins = [30.0, 45.0, 60.0]
+    # Keras's IntegerLookup needs TensorFlow: its model takes the indices, looked up here
+    k = _structured(keras, bins, None)
+    t = _structured(nn, bins, nn.IntegerLookup(vocabulary=VOCAB))
+    t.set_weights(k.get_weights())
+    for m in (k, t):
+        m.compile(optimizer=m is k and keras.optimizers.SGD(0.1) or nn.optimizers.SGD(0.1),
+                  loss="binary_crossentropy")
+    kh = k.fit([age, _reference_lookup(cat, VOCAB)], y, batch_size=16, epochs=2,
+               shuffle=False, verbose=0)
+    th = t.fit([age, cat], y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(th.history["loss"], kh.history["loss"], rtol=2e-5)
+    for a, b in zip(t.get_weights(), k.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_no_gradient_flows_through_the_layers(keras):
+    """A Dense before Discretization gets no gradient (digitize is flat), as in Keras."""
+    x = RNG.normal(size=(16, 2)).astype("float32")
+    y = RNG.normal(size=(16, 1)).astype("float32")
+
+    def build(lib):
+        i = lib.Input((2,))
+        d = lib.layers.Dense(1)(i)
+        e = lib.layers.CategoryEncoding(4, "one_hot")(lib.layers.Discretization([-1., 0., 1.])(d))
+        return lib.Model(i, lib.layers.Dense(1)(e))
+
+    k, t = build(keras), build(nn)
+    t.set_weights(k.get_weights())
+    before = [w.copy() for w in t.get_weights()]
+    for m in (k, t):
+        m.compile(optimizer=m is k and keras.optimizers.SGD(0.1) or nn.optimizers.SGD(0.1),
+                  loss="mse")
+        m.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    after = t.get_weights()
+    np.testing.assert_array_equal(after[0], before[0])  # the first Dense did not move
+    assert not np.array_equal(after[2], before[2])  # the last did
+    for a, b in zip(after, k.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------ saving
+
+def test_saved_model_keeps_vocabulary_and_boundaries(tmp_path):
+    data = RNG.uniform(0, 10, (50, 1)).astype("float32")
+    ids = RNG.choice(VOCAB, (50, 1)).astype("int64")
+    disc = nn.Discretization(num_bins=4)
+    disc.adapt(data)
+    look = nn.IntegerLookup()
+    look.adapt(ids)
+    model = _structured(nn, disc.bin_boundaries, look)
+    path = os.path.join(tmp_path, "m.keras")
+    model.save(path)
+    back = nn.models.load_model(path)
+    assert back.get_layer(look.name).get_vocabulary() == look.get_vocabulary()
+    _same(_predict(back, [data, ids]), _predict(model, [data, ids]))
+
+
+# ------------------------------------------------------------ bad uses
+
+def test_bad_uses_in_a_model_name_the_layer_and_line():
+    with pytest.raises(ValueError, match=r"\[CategoryEncoding\].*'ce'.*shape \(n,\).*Input"
+                                         r"\(shape=\(1,\)\)"):
+        _model(nn.CategoryEncoding(3, "multi_hot", name="ce"), ())
+    with pytest.raises(ValueError, match=r"\[Discretization\].*adapt.*"
+                                         r"test_nn_preprocessing_in_model.py:\d+"):
+        _model(nn.Discretization(num_bins=3), (1,), "float32")
+    with pytest.raises(RuntimeError, match=r"\[IntegerLookup\].*vocabulary.*"
+                                           r"test_nn_preprocessing_in_model.py:\d+"):
+        _model(nn.IntegerLookup(output_mode="multi_hot"), (2,))
+    i = nn.Input((3,), dtype="int32")
+    with pytest.raises(TypeError, match=r"\[CategoryEncoding\].*count_weights as a symbolic"):
+        nn.CategoryEncoding(4, "count")(i, count_weights=np.ones((1, 3)))
+    with pytest.raises(ValueError, match=r"\[CategoryEncoding\] count_weights is only for"):
+        nn.CategoryEncoding(4, "one_hot")(i, count_weights=nn.Input((3,)))
+    with pytest.raises(TypeError, match=r"\[Hashing\].*test_nn_preprocessing_in_model.py:\d+: "
+                                        r"Hashing hashes each value's text"):
+        nn.Hashing(4)(i)
