@@ -253,3 +253,76 @@ def test_bad_uses_in_a_model_name_the_layer_and_line():
     with pytest.raises(TypeError, match=r"\[Hashing\].*test_nn_preprocessing_in_model.py:\d+: "
                                         r"Hashing hashes each value's text"):
         nn.Hashing(4)(i)
+
+
+# ------------------------------------------------------------ image layers
+
+IMG = RNG.uniform(0, 255, (3, 6, 7, 3)).astype("float32")
+
+
+def _train_and_predict(layer, x, shape):
+    """The layer in a model: its training-mode output, and predict's (the identity)."""
+    model = _model(layer, shape, "float32")
+    return np.asarray(model(x, training=True)), _predict(model, x)
+
+
+def test_random_crop_in_a_model_as_keras(keras):
+    inner, layer = nn.RandomCrop(4, 5, seed=2), keras.layers.RandomCrop(4, 5, seed=2)
+    t_train, t_pred = _train_and_predict(inner, IMG, IMG.shape[1:])
+    # a window of the batch (one offset for all images, as Keras's)
+    windows = [IMG[:, i:i + 4, j:j + 5] for i in range(3) for j in range(3)]
+    assert any(np.array_equal(t_train, w) for w in windows)
+    # Keras 3's RandomCrop is the identity at inference, uncropped: so is tessera's
+    _same(t_pred, _predict(_model(layer, IMG.shape[1:], "float32", lib=keras), IMG))
+    # an image not larger than the window: Keras's window from where the aspect-ratio
+    # crop starts, resized (eagerly too)
+    for hw in [(8, 9), (6, 5), (3, 9), (7, 2)]:
+        t_train, _ = _train_and_predict(nn.RandomCrop(*hw), IMG, IMG.shape[1:])
+        k = keras.layers.RandomCrop(*hw)(IMG, training=True)
+        np.testing.assert_allclose(t_train, k, atol=2e-3)
+        np.testing.assert_allclose(nn.RandomCrop(*hw)(IMG), k, atol=2e-3)
+    # followed by layers that take any size, the model trains and predicts as Keras's
+    i = nn.Input(IMG.shape[1:])
+    m = nn.Model(i, nn.Dense(1)(nn.GlobalAveragePooling2D()(nn.RandomCrop(4, 5)(i))))
+    m.compile(optimizer="sgd", loss="mse")
+    m.fit(IMG, np.zeros((3, 1)), epochs=1, verbose=0)
+    assert m.predict(IMG, verbose=0).shape == (3, 1)
+
+
+def _either(got, candidates, atol):
+    """Each image of got equals that image in one of the candidate outputs."""
+    for k in range(got.shape[0]):
+        assert min(np.abs(got[k] - c[k]).max() for c in candidates) <= atol, k
+
+
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_colour_layers_compile_with_their_eager_transform(data_format):
+    """A fixed factor fixes the draw: the compiled training output is the eager
+    transform (_apply, itself compared with Keras's in test_nn_augmentation_more.py)."""
+    cf = data_format == "channels_first"
+    x = np.moveaxis(IMG, -1, 1) if cf else IMG
+    back = (lambda a: np.moveaxis(a, 1, -1)) if cf else (lambda a: a)
+    cases = [
+        (nn.RandomSharpness((0.8, 0.8), data_format=data_format), [np.full(3, 0.8, "float32")]),
+        (nn.RandomSaturation((0.3, 0.3), data_format=data_format),
+         [np.full(3, 0.3 / (0.7 + 1e-7), "float32")]),
+        (nn.RandomHue((0.4, 0.4), data_format=data_format),  # a random sign
+         [np.full(3, 0.2, "float32"), np.full(3, -0.2, "float32")]),
+    ]
+    for layer, draws in cases:
+        train, pred = _train_and_predict(layer, x, x.shape[1:])
+        _same(pred, x)
+        _either(back(train), [layer._apply(IMG, d) for d in draws], atol=3e-3)
+
+
+def test_color_jitter_compiles_as_its_parts():
+    layer = nn.RandomColorJitter(brightness_factor=(0.1, 0.1), saturation_factor=(0.6, 0.6),
+                                 hue_factor=(0.0, 0.0))
+    train, pred = _train_and_predict(layer, IMG, IMG.shape[1:])
+    _same(pred, IMG)
+    np.testing.assert_allclose(train, layer._augment(IMG), atol=3e-3)
+    # with a contrast factor the draws differ per image: the values stay in value_range
+    layer = nn.RandomColorJitter(contrast_factor=0.5, hue_factor=0.3)
+    train, _ = _train_and_predict(layer, IMG, IMG.shape[1:])
+    assert train.shape == IMG.shape and train.min() >= 0 and train.max() <= 255
+    assert not np.allclose(train, IMG)

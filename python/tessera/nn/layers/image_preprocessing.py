@@ -3,9 +3,9 @@ random augmentations RandomFlip, RandomRotation, RandomZoom, RandomCrop,
 RandomTranslation and RandomContrast (exported by tessera.nn and
 tessera.nn.layers; see preprocessing.py for where preprocessing runs).
 
-Eagerly they compute with NumPy; all but RandomCrop also compile into a
-model: compute_output_shape and forward write their expression (random in
-fit, the identity in evaluate and predict, as Keras's)."""
+Eagerly they compute with NumPy; they also compile into a model:
+compute_output_shape and forward write their expression (random in fit,
+the identity in evaluate and predict, as Keras's)."""
 
 from __future__ import annotations
 
@@ -555,13 +555,40 @@ class RandomTranslation(_RandomAffine):
         return out
 
 
-class RandomCrop(_RandomImage):
+class RandomCrop(_ImageGraph, _RandomImage):
     """Crops a random (height, width) window (the same offset for the
     batch), like keras.layers.RandomCrop; an image not larger than the
     window is cropped to its aspect ratio and resized; identity at
-    inference, as Keras."""
+    inference, as Keras 3's (so in a model, evaluate and predict see the
+    uncropped images, as Keras's do: follow it with layers that take any
+    height and width)."""
 
     kind = "RandomCrop"
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        _, _, c = self._split_shape(s)
+        return self._join_shape(self.height, self.width, c)
+
+    def forward(self, x, p, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        h, w = self.height, self.width
+        if H > h and W > w:
+            hax, wax = self._hw_axes()
+            u = ctx.define("crop_u", f"random_uniform(list(2), 0.0, 1.0, {self._seed(ctx)}, "
+                                     "\"float32\")")
+            top = f"minimum(astype(floor({u}[0] * {float(H - h + 1)!r}), \"int64\"), {H - h})"
+            left = f"minimum(astype(floor({u}[1] * {float(W - w + 1)!r}), \"int64\"), {W - w})"
+            out = f"take(take({x}, {top} + arange({h}), axis={hax}), {left} + arange({w}), " \
+                  f"axis={wax})"
+        else:
+            top, left = self._small_window(H, W)
+            eh, ew = min(h, H - top), min(w, W - left)
+            out = self._resize_expr(self._crop_expr(x, top, left, eh, ew), eh, ew, h, w,
+                                    "bilinear")
+        if ctx.training == "true":
+            return out
+        return x if ctx.training == "false" else f"if({ctx.training}, {out}, {x})"
 
     def __init__(self, height, width, seed=None, data_format=None, name=None, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
@@ -570,14 +597,24 @@ class RandomCrop(_RandomImage):
                 raise ValueError(f"[RandomCrop] {n} must be a positive int, got {v!r}")
         self.height, self.width = height, width
 
+    def _small_window(self, H, W):
+        """Keras's start of the window in an image not larger than it: where
+        the aspect-ratio crop would start (the window then runs to the
+        image's edge and is resized)."""
+        ch = max(min(H, int(float(W * self.height) / self.width)), 1)
+        cw = max(min(W, int(float(H * self.width) / self.height)), 1)
+        return int(float(H - ch) / 2), int(float(W - cw) / 2)
+
     def _augment(self, a):
         H, W = a.shape[1], a.shape[2]
-        if H > self.height and W > self.width:
-            t = int(self._rng.integers(0, H - self.height + 1))
-            l = int(self._rng.integers(0, W - self.width + 1))
-            return a[:, t:t + self.height, l:l + self.width]
-        return _resize(_crop_to_aspect(a, self.height, self.width), self.height, self.width,
-                       "bilinear")
+        h, w = self.height, self.width
+        if H > h and W > w:
+            t = int(self._rng.integers(0, H - h + 1))
+            l = int(self._rng.integers(0, W - w + 1))
+            return a[:, t:t + h, l:l + w]
+        t, l = self._small_window(H, W)
+        win = a[:, t:t + h, l:l + w]
+        return win if win.shape[1:3] == (h, w) else _resize(win, h, w, "bilinear")
 
 
 class RandomContrast(_ImageGraph, _RandomImage):
