@@ -233,15 +233,39 @@ def test_saved_model_keeps_vocabulary_and_boundaries(tmp_path):
     _same(_predict(back, [data, ids]), _predict(model, [data, ids]))
 
 
+def test_adapt_after_the_model_is_built_but_not_after_it_compiled():
+    """As Keras asks: adapt before use. Adapting between building the model and its
+    first predict is read by the program; afterwards it is an error, not a stale table."""
+    look, disc = nn.IntegerLookup(), nn.Discretization(num_bins=3)
+    i, f = nn.Input((2,), dtype="int64"), nn.Input((2,))
+    model = nn.Model([i, f], [look(i), disc(f)])
+    look.adapt(np.array([5, 5, 7]))
+    disc.adapt(np.arange(9.0))
+    ids, bins = model.predict([np.array([[5, 9]]), np.array([[1.0, 7.0]])], verbose=0)
+    _same(ids, [[1, 0]], "int64")
+    _same(bins, disc(np.array([[1.0, 7.0]])), "int32")
+    with pytest.raises(RuntimeError, match=r"\[IntegerLookup\].*already compiled.*"
+                                           r"test_nn_preprocessing_in_model.py:\d+\)$"):
+        look.adapt(np.array([1, 2]))
+    with pytest.raises(RuntimeError, match=r"\[Discretization\].*already compiled"):
+        disc.adapt(np.arange(3.0))
+    wide = nn.IntegerLookup(vocabulary=[1, 2], output_mode="multi_hot")
+    model = _model(wide, (2,))
+    wide.set_vocabulary([1, 2, 3])
+    with pytest.raises(ValueError, match=r"\[IntegerLookup\].*changed size.*3 wide, now 4"):
+        model.predict(np.array([[1, 2]]), verbose=0)
+
+
 # ------------------------------------------------------------ bad uses
 
 def test_bad_uses_in_a_model_name_the_layer_and_line():
     with pytest.raises(ValueError, match=r"\[CategoryEncoding\].*'ce'.*shape \(n,\).*Input"
                                          r"\(shape=\(1,\)\)"):
         _model(nn.CategoryEncoding(3, "multi_hot", name="ce"), ())
-    with pytest.raises(ValueError, match=r"\[Discretization\].*adapt.*"
-                                         r"test_nn_preprocessing_in_model.py:\d+"):
-        _model(nn.Discretization(num_bins=3), (1,), "float32")
+    unadapted = _model(nn.Discretization(num_bins=3), (1,), "float32")
+    with pytest.raises(ValueError, match=r"\[Discretization\].*test_nn_preprocessing_in_model"
+                                         r".py:\d+\) has no bin_boundaries yet: call adapt"):
+        unadapted.predict(np.ones((2, 1)), verbose=0)
     with pytest.raises(RuntimeError, match=r"\[IntegerLookup\].*vocabulary.*"
                                            r"test_nn_preprocessing_in_model.py:\d+"):
         _model(nn.IntegerLookup(output_mode="multi_hot"), (2,))
@@ -326,3 +350,46 @@ def test_color_jitter_compiles_as_its_parts():
     train, _ = _train_and_predict(layer, IMG, IMG.shape[1:])
     assert train.shape == IMG.shape and train.min() >= 0 and train.max() <= 255
     assert not np.allclose(train, IMG)
+
+
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_blur_erasing_and_equalization_compile_with_their_eager_transform(data_format):
+    cf = data_format == "channels_first"
+    to, back = ((lambda a: np.moveaxis(a, -1, 1)), (lambda a: np.moveaxis(a, 1, -1))) if cf \
+        else ((lambda a: a), (lambda a: a))
+    x = to(IMG)
+    blur = nn.RandomGaussianBlur(factor=(1.0, 1.0), kernel_size=(3, 5), sigma=(0.7, 0.7),
+                                 data_format=data_format)
+    train, pred = _train_and_predict(blur, x, x.shape[1:])
+    _same(pred, x)
+    expect = blur._apply(IMG, (np.ones(3, bool), np.full(2, 0.7 + 1e-6, np.float32)))
+    np.testing.assert_allclose(back(train), expect, atol=2e-3)
+    # Keras's draw of the probability: factor 0 never blurs
+    train, _ = _train_and_predict(nn.RandomGaussianBlur(factor=0.0, data_format=data_format),
+                                  x, x.shape[1:])
+    _same(train, x)
+
+    erase = nn.RandomErasing(factor=(1.0, 1.0), scale=(0.3, 0.3), fill_value=(1.0, 2.0, 3.0),
+                             data_format=data_format)
+    train = back(_train_and_predict(erase, x, x.shape[1:])[0])
+    side_w, side_h = np.sqrt(0.3) * 7, np.sqrt(0.3) * 6
+    for k in range(3):
+        box = np.all(train[k] == [1.0, 2.0, 3.0], axis=-1)
+        rows, cols = np.nonzero(box)
+        # one rectangle of Keras's sides, filled; the rest untouched
+        assert box[rows.min():rows.max() + 1, cols.min():cols.max() + 1].all()
+        assert np.ptp(cols) + 1 in (int(side_w), int(side_w) + 1)
+        assert np.ptp(rows) + 1 in (int(side_h), int(side_h) + 1)
+        _same(train[k][~box], IMG[k][~box])
+    noise = nn.RandomErasing(factor=(1.0, 1.0), data_format=data_format)
+    train, _ = _train_and_predict(noise, x, x.shape[1:])
+    changed = train != x
+    assert changed.any() and train.min() >= 0 and train.max() <= 255
+
+    for vr, img in (((0, 255), IMG), ((0, 1), IMG / 255), ((0, 255), np.round(IMG / 40) * 40),
+                    ((0, 255), np.full_like(IMG, 9.0))):
+        eq = nn.Equalization(value_range=vr, data_format=data_format)
+        img = to(img.astype("float32"))
+        train, pred = _train_and_predict(eq, img, img.shape[1:])
+        _same(pred, img)
+        _same(train, eq(img))

@@ -138,6 +138,12 @@ class Discretization(_Preprocessing):
             summary = self._compress(merged, self.epsilon)
         if summary.shape[1] == 0:
             raise ValueError("[Discretization] adapt got no data")
+        if self.__dict__.get("_compiled_at") is not None:
+            raise RuntimeError(
+                f"[Discretization] layer {self.name!r} is already compiled into a model's "
+                f"program (called at {self._compiled_at}), which keeps the boundaries it was "
+                "compiled with; adapt before the model's first fit, evaluate or predict (at "
+                f"{user_location()})")
         self.bin_boundaries = self._compress(summary, 1.0 / self.num_bins)[0, :-1].tolist()
 
     def get_config(self):
@@ -165,16 +171,20 @@ class Discretization(_Preprocessing):
         return "int32" if self.output_mode == "int" else (self.out_dtype or "float32")
 
     def _depth(self) -> int:
-        return len(self.bin_boundaries) + 1
+        return len(self.bin_boundaries) + 1 if self.bin_boundaries is not None else \
+            self.num_bins
 
     def compute_output_shape(self, s):
-        if self.bin_boundaries is None:
-            raise ValueError(f"[Discretization] layer {self.name!r} in a model needs its "
-                             "bin_boundaries: give them, or call adapt(data) before calling the "
-                             f"layer on a symbolic tensor (at {user_location()})")
+        self._called_at = user_location()
         return encoded_shape(self.kind, self.name, s, self.output_mode, self._depth())
 
     def forward(self, x, p, ctx):
+        # the boundaries as they are now (adapt may follow the model's construction)
+        if self.bin_boundaries is None:
+            raise ValueError(f"[Discretization] layer {self.name!r} (called at "
+                             f"{self._called_at}) has no bin_boundaries yet: call adapt(data) "
+                             "before the model's first fit, evaluate or predict")
+        self._compiled_at = self._called_at
         bounds = float_list(self.bin_boundaries)
         idx = f"searchsorted({bounds}, astype(stop_gradient({x}), \"float32\"), side=\"right\")"
         if self.output_mode == "int":

@@ -5,8 +5,10 @@ mixers MixUp and CutMix (which also mix the labels of a {"images",
 
 As in image_color.py, each random layer draws (`_draw`) and applies
 (`_apply`) separately, so tests give one draw to tessera and to Keras.
-RandomShear also compiles into a model (an affine gather, as
-RandomRotation); the others run eagerly on arrays, as data preprocessing."""
+RandomShear (an affine gather, as RandomRotation), RandomGaussianBlur and
+RandomErasing also compile into a model (random in fit, the identity in
+evaluate and predict); the others run eagerly on arrays, as data
+preprocessing."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 from . import image_color, image_preprocessing
 from .base import Layer
 from .image_color import _located, _unit_range
-from .image_preprocessing import _check_interp, _images, _RandomAffine, _RandomImage, _sample
+from .image_preprocessing import (_check_interp, _ImageGraph, _images, _RandomAffine,
+                                  _RandomImage, _sample)
 
 __all__ = ["RandomShear", "RandomPerspective", "RandomElasticTransform", "RandomGaussianBlur",
            "RandomErasing", "MixUp", "CutMix", "MaxNumBoundingBoxes"]
@@ -84,7 +87,36 @@ def _conv_same(a, k, axis):
     return sum(k[i] * np.take(p, np.arange(i, i + n), axis=axis) for i in range(len(k)))
 
 
-class RandomGaussianBlur(_RandomImage):
+class _RandomGraph(_ImageGraph):
+    """The compiled path of a random layer that keeps the image's shape:
+    `_expr(x, u, ctx)` writes the training output from u, a
+    (batch + 1, draws, 1, 1) uniform draw in [0, 1) (one row per image, and
+    a last row for draws shared by the batch); the identity when not
+    training."""
+
+    in_graph = True
+    _draws = 1
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def forward(self, x, p, ctx):
+        u = ctx.define("aug_u", f"random_uniform(list(shape({x})[0] + 1, {self._draws}, 1, 1), "
+                                f"0.0, 1.0, {self._seed(ctx)}, \"float32\")")
+        return f"if({ctx.training}, {self._expr(x, u, ctx)}, {x})"
+
+    @staticmethod
+    def _between(u, k, lo, hi, rows=":-1"):
+        return f"({lo!r} + {hi - lo!r} * {u}[{rows}, {k}:{k + 1}])"
+
+    def _applied(self, u, k):
+        """Keras's choice of the images to transform: with a probability
+        drawn from factor (draws k and k + 1)."""
+        return f"({u}[:-1, {k + 1}:{k + 2}] < {self._between(u, k, *self.factor)})"
+
+
+class RandomGaussianBlur(_RandomGraph, _RandomImage):
     """Blurs each image with probability drawn from factor by a Gaussian
     kernel (kernel_size, odd) of a random sigma in [0, sigma] (one per
     batch), clipped to value_range, like keras.layers.RandomGaussianBlur."""
@@ -120,6 +152,33 @@ class RandomGaussianBlur(_RandomImage):
 
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0]))
+
+    _draws = 2
+
+    def _expr(self, x, u, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        hax, wax = self._hw_axes()
+        out = x
+        # Keras's kernel: kernel_size[0] and sigma[0] along the width, [1] along the height
+        for k, (axis, n) in enumerate(((wax, W), (hax, H))):
+            size = self.kernel_size[k]
+            sigma = ctx.define("blur_sigma", f"{self._between(u, k, *self.sigma, rows='-1:')} "
+                                             "+ 1e-06")
+            r = size // 2
+            widths = ", ".join(f"list({r}, {r})" if a == axis else "list(0, 0)"
+                               for a in range(4))
+            padded = ctx.define("blur_pad", f"pad({out}, list({widths}))")
+            weights = [f"exp(-0.5 * square({float(i - (size - 1) / 2)!r} / {sigma}))"
+                       for i in range(size)]
+            total = ctx.define("blur_total", " + ".join(weights))
+            terms = []
+            for i, w in enumerate(weights):
+                window = [":"] * 4
+                window[axis] = f"{i}:{i + n}"
+                terms.append(f"{w} * {padded}[{', '.join(window)}]")
+            out = ctx.define("blur", f"({' + '.join(terms)}) / {total}")
+        v0, v1 = self.value_range
+        return f"clip(where({self._applied(u, 0)}, {out}, {x}), {v0!r}, {v1!r})"
 
 
 def _boxes(rng, n, H, W, ratio_w, ratio_h):
@@ -257,7 +316,7 @@ class RandomElasticTransform(_RandomImage):
         return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
 
 
-class RandomErasing(_RandomImage):
+class RandomErasing(_RandomGraph, _RandomImage):
     """Erases a random box (its area a random fraction in scale) of each
     image, with probability drawn from factor, filling it with fill_value
     (a number or 3 numbers) or, when None, Gaussian noise * value_range[1],
@@ -298,6 +357,35 @@ class RandomErasing(_RandomImage):
 
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape))
+
+    _draws = 6
+
+    def _expr(self, x, u, ctx):
+        H, W, C = self._split_shape(self._in_shape)
+        cf = self.data_format == "channels_first"
+        mix_w = f"sqrt({self._between(u, 0, *self.scale)})"
+        mix_h = f"sqrt({self._between(u, 1, *self.scale)})"
+        cw = ctx.define("erase_w", f"astype({mix_w} * {float(W)!r}, \"float32\")")
+        chh = ctx.define("erase_h", f"astype({mix_h} * {float(H)!r}, \"float32\")")
+        x0 = ctx.define("erase_x", f"{u}[:-1, 2:3] * ({float(W)!r} - {cw})")
+        y0 = ctx.define("erase_y", f"{u}[:-1, 3:4] * ({float(H)!r} - {chh})")
+        grid = (1, 1, H, W) if cf else (1, H, W, 1)
+        gy = f"reshape(astype(floor_divide(arange({H * W}), {W}), \"float32\"), list{grid})"
+        gx = f"reshape(astype(mod(arange({H * W}), {W}), \"float32\"), list{grid})"
+        inside = (f"logical_and(logical_and({gx} >= {x0}, {gx} < {x0} + {cw}), "
+                  f"logical_and({gy} >= {y0}, {gy} < {y0} + {chh}))")
+        v0, v1 = self.value_range
+        if self.fill_value is None:
+            # its own stream: far from every call's uniform draws (seed * stride + index)
+            fill = f"random_normal(shape({x}), 0.0, 1.0, {self._seed(ctx)} + {1 << 40}, " \
+                   f"\"float32\") * {v1!r}"
+        else:
+            vals = np.broadcast_to(np.asarray(self.fill_value, np.float32), (C,))
+            shape = (1, C, 1, 1) if cf else (1, 1, 1, C)
+            fill = f"reshape(asarray([{', '.join(repr(float(v)) for v in vals)}], " \
+                   f"\"float32\"), list{shape})"
+        fill = f"clip({fill}, {v0!r}, {v1!r})"
+        return f"where(logical_and({self._applied(u, 4)}, {inside}), {fill}, {x})"
 
 
 class _Mixer(_RandomImage):

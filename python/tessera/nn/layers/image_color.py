@@ -7,9 +7,9 @@ ContrastLimitedAdaptiveHistogramEqualization (CLAHE).
 Each layer draws its random parameters (`_draw`, from NumPy's generator
 seeded by `seed`) and applies them (`_apply`), so a test can give a draw
 to tessera and to Keras and compare. Eagerly they compute with NumPy on
-arrays (channels_last inside; data_format moves the axes); all but
-Equalization and CLAHE also compile into a model (random in fit, the
-identity in evaluate and predict, as Keras's)."""
+arrays (channels_last inside; data_format moves the axes); all but CLAHE
+also compile into a model (random in fit, the identity in evaluate and
+predict, as Keras's; AutoContrast in both)."""
 
 from __future__ import annotations
 
@@ -580,7 +580,7 @@ class AutoContrast(_PixelGraph, _Random):
         return f"where({flat}, {x}, {out})"
 
 
-class Equalization(_Random):
+class Equalization(_PixelGraph, _Random):
     """Histogram equalization of each channel (over the batch, with `bins`
     bins), like keras.layers.Equalization; the identity with
     training=False, as Keras's."""
@@ -616,6 +616,30 @@ class Equalization(_Random):
         lut = np.clip(np.round(lut), 0, 255)
         at = np.clip(ch / 255.0 * (nb - 1), 0, nb - 1).astype(np.int32)
         return lut[at].astype(np.float32)
+
+    _draws = 0
+
+    def _expr(self, x, u, ch, hw):
+        nb = self.bins
+        C = self._split_shape(self._in_shape)[2]
+        outs = []
+        for c in range(C):
+            # _channel's steps, on the channel of every image of the batch
+            img = f"{x}[:, {c}, :, :]" if ch == 1 else f"{x}[:, :, :, {c}]"
+            v = self._define("eq_v", self._range_expr(img, self.value_range, (0, 255)))
+            idx = f"clip(astype({v} * {nb - 1} / 255.0, \"int64\"), 0, {nb - 1})"
+            hist = self._define("eq_hist", f"bincount(reshape({idx}, -1), minlength={nb})")
+            cdf = self._define("eq_cdf", f"cumsum({hist})")
+            low = self._define("eq_low", f"take({cdf}, argmax({cdf} > 0))")
+            den = f"astype(where(equal({cdf}[{nb - 1}] - {low}, 0), 1, {cdf}[{nb - 1}] - {low}), " \
+                  "\"float32\")"
+            lut = f"astype(({cdf} - {low}) * 255, \"float32\") * (1.0 / {den})"
+            lut = self._define("eq_lut", f"clip(rint({lut}), 0.0, 255.0)")
+            at = f"astype(clip({v} / 255.0 * {float(nb - 1)!r}, 0.0, {float(nb - 1)!r}), \"int64\")"
+            flat = f"count_nonzero({hist}) <= 1"
+            outs.append(f"where({flat}, {v}, astype(take({lut}, {at}), \"float32\"))")
+        out = f"stack(list({', '.join(outs)}), axis={ch})"
+        return self._range_expr(out, (0, 255), self.value_range)
 
 
 class ContrastLimitedAdaptiveHistogramEqualization(_Random):

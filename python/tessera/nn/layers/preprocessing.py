@@ -303,6 +303,13 @@ class _IndexLookup(_Preprocessing):
         self._set_terms(terms)
 
     def _set_terms(self, terms):
+        compiled = self.__dict__.get("_compiled_at")
+        if compiled is not None:
+            raise RuntimeError(
+                f"[{self.kind}] layer {self.name!r} is already compiled into a model's program "
+                f"(called at {compiled}), which keeps the vocabulary it was compiled with; set "
+                "the vocabulary (adapt, set_vocabulary) before the model's first fit, evaluate "
+                f"or predict (at {_where()})")
         self._tokens = list(terms)
         start = self._token_start()
         self._index = {t: i + start for i, t in enumerate(self._tokens)}
@@ -533,11 +540,19 @@ class IntegerLookup(_IndexLookup):
         if self.invert and None in self.get_vocabulary():
             raise ValueError(f"[{self.kind}] layer {self.name!r}: invert=True in a model needs "
                              "an integer oov_token (got None)")
-        self._graph_vocab = (list(self._tokens), self.idf_weights, _where())
+        self._graph_call = (self._depth(), _where())
         return encoded_shape(self.kind, self.name, s, self.output_mode, self._depth())
 
     def forward(self, x, p, ctx):
-        tokens, idf, called_at = self._graph_vocab
+        # the vocabulary as it is now (adapt may follow the model's construction)
+        depth, called_at = self._graph_call
+        if self.output_mode != "int" and self._depth() != depth:
+            raise ValueError(f"[{self.kind}] layer {self.name!r}: the vocabulary changed size "
+                             f"since the layer was called at {called_at} (output {depth} wide, "
+                             f"now {self._depth()}); adapt before calling it on a symbolic "
+                             "tensor")
+        self._compiled_at = called_at
+        tokens, idf = list(self._tokens), self.idf_weights
         x = f"astype({x}, \"int64\")"
         if self.invert:
             vocab = self.get_vocabulary()
