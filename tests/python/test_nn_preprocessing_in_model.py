@@ -393,3 +393,16 @@ def test_blur_erasing_and_equalization_compile_with_their_eager_transform(data_f
         train, pred = _train_and_predict(eq, img, img.shape[1:])
         _same(pred, img)
         _same(train, eq(img))
+
+
+@pytest.mark.parametrize("module", ["tessera.nn.layers.preprocessing", "tessera.nn.preprocessing"])
+def test_files_saved_before_the_categorical_family_still_load(module):
+    """CategoryEncoding and Discretization lived in layers/preprocessing.py: a file
+    saved then names that module."""
+    from tessera.nn import saving
+
+    ctx = saving._Load("<test>", {})
+    for name in ("CategoryEncoding", "Discretization"):
+        assert saving._resolve(name, module, ("layer",), ctx, "a layer") is getattr(nn, name)
+    with pytest.raises(ValueError, match="CategoryEncoding"):
+        saving._resolve("CategoryEncoding", "tessera.nn.layers.core", ("layer",), ctx, "a layer")

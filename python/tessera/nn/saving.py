@@ -116,8 +116,11 @@ _FORMER_MODULES = {
     "tessera.nn.attention_layers": {_P + "attention"},
     "tessera.nn.core_layers": {_P + "core"},
     **{"tessera.nn." + m: {_P + m} for m in (
-        "image_preprocessing", "merging", "noise", "normalization", "preprocessing", "recurrent",
+        "image_preprocessing", "merging", "noise", "normalization", "recurrent",
         "reshaping", "separable", "wrappers")},
+    # CategoryEncoding and Discretization moved to their own family (categorical)
+    "tessera.nn.preprocessing": {_P + "preprocessing", _P + "categorical"},
+    _P + "preprocessing": {_P + "categorical"},
 }
 
 
