@@ -314,8 +314,8 @@ def test_preprocessing_in_a_model_is_a_clear_error():
     with pytest.raises(TypeError, match=r"\[StringLookup\].*test_nn_preprocessing.py:\d+: "
                                         r"strings cannot flow"):
         nn.StringLookup()(inp)
-    with pytest.raises(TypeError, match=r"\[Hashing\].*hashes each value's text.*dataset.map"):
-        nn.Hashing(3)(inp)
+    with pytest.raises(TypeError, match=r"\[Hashing\].*salt \(SipHash\).*dataset.map"):
+        nn.Hashing(3, salt=7)(inp)
 
 
 def test_registered_in_layers_namespace():

@@ -155,6 +155,50 @@ def test_integer_lookup_without_oov_index_fails_at_run_time_naming_the_layer():
         model.predict(np.array([[12, 8, 7]]), verbose=0)
 
 
+# ------------------------------------------------------------ Hashing, HashedCrossing
+
+def test_fingerprint_of_integers_text_in_a_model_equals_farmhash():
+    """FarmHash Fingerprint64 of the decimal text, written with int64 primitives, for
+    every text length an int64 has (1 to 20 bytes, the sign included)."""
+    from tessera.nn import _hashes
+
+    vals = [0, 7, -1, 42, -42, 999, -999, 1234, 12345678, -1234567, 10 ** 15,
+            123456789012345678, -123456789012345678, 2 ** 63 - 1, -(2 ** 63 - 1)]
+    vals += [int(v) for v in RNG.integers(-2 ** 62, 2 ** 62, 20)]
+    vals += [int(v) * 10 ** k for k in range(19) for v in RNG.integers(1, 10, 1)]
+    x = np.array(vals, "int64").reshape(-1, 1)
+    got = _predict(_model(nn.Hashing(2 ** 31 - 1), (1,)), x)[:, 0]
+    ref = [_hashes.fingerprint64(str(v).encode()) % (2 ** 31 - 1) for v in vals]
+    _same(got, np.array(ref), "int64")
+
+
+@pytest.mark.parametrize("kw,shape", [(dict(num_bins=7), (4,)),
+                                      (dict(num_bins=5, mask_value=0), (4,)),
+                                      (dict(num_bins=9, output_mode="multi_hot"), (4,)),
+                                      (dict(num_bins=9, output_mode="count"), (4,)),
+                                      (dict(num_bins=3, output_mode="one_hot"), (1,))])
+def test_hashing_of_numbers_in_a_model_equals_its_eager_bins(kw, shape):
+    """The eager bins are Keras's (test_nn_preprocessing.py: Keras's own test vectors)."""
+    x = RNG.integers(-10 ** 12, 10 ** 12, (6,) + shape).astype("int64")
+    x.reshape(-1)[:2] = [0, -1]
+    layer = nn.Hashing(**kw)
+    _same(_predict(_model(layer, shape), x), layer(x),
+          "int64" if kw.get("output_mode", "int") == "int" else "float32")
+    floats = RNG.uniform(-50, 50, (4,) + shape).astype("float32")  # cast to int64 first
+    _same(_predict(_model(layer, shape, "float32"), floats), layer(floats))
+
+
+@pytest.mark.parametrize("mode,shape", [("int", (1,)), ("one_hot", (1,)), ("int", ())])
+def test_hashed_crossing_of_integers_in_a_model_equals_its_eager_bins(mode, shape):
+    feats = [RNG.integers(-10 ** 15, 10 ** 15, (8,) + shape).astype("int64"),
+             RNG.integers(0, 50, (8,) + shape).astype("int64"),
+             RNG.integers(-5, 5, (8,) + shape).astype("int64")]
+    layer = nn.HashedCrossing(13, output_mode=mode)
+    ins = [nn.Input(shape, dtype="int64") for _ in feats]
+    got = _predict(nn.Model(ins, layer(ins)), feats)
+    _same(got, layer(feats), "int64" if mode == "int" else "float32")
+
+
 # ------------------------------------------------------------ training
 
 def _structured(lib, age_bins, cat_in_model):
@@ -275,8 +319,11 @@ def test_bad_uses_in_a_model_name_the_layer_and_line():
     with pytest.raises(ValueError, match=r"\[CategoryEncoding\] count_weights is only for"):
         nn.CategoryEncoding(4, "one_hot")(i, count_weights=nn.Input((3,)))
     with pytest.raises(TypeError, match=r"\[Hashing\].*test_nn_preprocessing_in_model.py:\d+: "
-                                        r"Hashing hashes each value's text"):
-        nn.Hashing(4)(i)
+                                        r"with a salt \(SipHash\) it runs on arrays only"):
+        nn.Hashing(4, salt=3)(i)
+    with pytest.raises(ValueError, match=r"\[HashedCrossing\] in a model every input must have "
+                                         r"an integer dtype.*test_nn_preprocessing_in_model"):
+        nn.HashedCrossing(4)([i, nn.Input((3,))])
 
 
 # ------------------------------------------------------------ image layers

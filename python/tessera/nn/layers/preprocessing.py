@@ -34,6 +34,7 @@ from ..string_inputs import front_tensor, is_string
 from ..symbolic import KerasTensor, user_location
 from .base import Layer
 from .encoding import encode_expr, encoded_shape, float_list, int_list
+from .int_hash import cross_expr, fingerprint_expr, unsigned_mod_expr
 
 __all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "Hashing", "HashedCrossing"]
 # CategoryEncoding, Discretization: categorical.py; the image layers: image_preprocessing.py
@@ -72,7 +73,7 @@ class _Preprocessing(Layer):
             what = ("strings cannot flow through a compiled tessera program" if self.strings
                     else "preprocessing layers run eagerly on arrays, not inside the compiled "
                          "model")
-            why = self.eager_only_reason or (self._graph_refusal() if not self.strings else None)
+            why = self.eager_only_reason or self._graph_refusal()
             raise TypeError(
                 f"[{self.kind}] layer {self.name!r} called on a model's symbolic tensor at "
                 f"{_where()}: {why or what}. Apply it to the data instead, before fit "
@@ -783,10 +784,7 @@ class Hashing(_Preprocessing):
 
     kind = "Hashing"
     strings = True
-    eager_only_reason = (
-        "Hashing hashes each value's text (FarmHash / SipHash of strings, of integers' decimal "
-        "text), which a compiled tessera program cannot compute (Keras computes it with "
-        "TensorFlow, outside a JAX model, too)")
+    in_graph = True  # on numbers, with salt=None: FarmHash of their text (int_hash.py)
 
     def __init__(self, num_bins, mask_value=None, salt=None, output_mode="int", sparse=False,
                  name=None, **kwargs):
@@ -808,6 +806,32 @@ class Hashing(_Preprocessing):
         self.num_bins = num_bins
         self.mask_value = mask_value
         self.sparse = False
+
+    def _graph_refusal(self):
+        if self.salt is not None:
+            return ("with a salt (SipHash) it runs on arrays only; in a model Hashing takes "
+                    "numbers with salt=None (FarmHash of their decimal text, Keras's bins)")
+        if self.mask_value is not None and (isinstance(self.mask_value, (str, bytes, bool)) or
+                                            int(self.mask_value) != self.mask_value):
+            return f"in a model mask_value must be an integer, got {self.mask_value!r}"
+        return None
+
+    @property
+    def output_dtype(self):
+        return "int64" if self.output_mode == "int" else "float32"
+
+    def compute_output_shape(self, s):
+        return encoded_shape(self.kind, self.name, s, self.output_mode, self.num_bins)
+
+    def forward(self, x, p, ctx):
+        # floats are cast to int64 first, as on arrays
+        x = ctx.define("hash_in", f"astype(stop_gradient({x}), \"int64\")")
+        bins = self.num_bins - 1 if self.mask_value is not None and self.num_bins > 1 \
+            else self.num_bins
+        out = unsigned_mod_expr(ctx.define("hash", fingerprint_expr(ctx, x)), bins)
+        if bins != self.num_bins:
+            out = f"where(equal({x}, {int(self.mask_value)}), 0, {out} + 1)"
+        return encode_expr(out, self._in_shape, self.output_mode, self.num_bins)
 
     def _text(self, v) -> bytes:
         if isinstance(v, bytes):
@@ -867,8 +891,37 @@ class HashedCrossing(_Preprocessing):
     or dtype)."""
 
     kind = "HashedCrossing"
-    eager_only_reason = Hashing.eager_only_reason.replace("Hashing hashes",
-                                                          "HashedCrossing hashes")
+    in_graph = multi_input = True  # integer features (strings are hashed on arrays only)
+
+    def split_call(self, inputs):
+        if not isinstance(inputs, (list, tuple)) or len(inputs) < 2 or not all(
+                isinstance(t, KerasTensor) for t in inputs):
+            raise ValueError(f"[HashedCrossing] in a model takes a list or tuple of two or more "
+                             f"symbolic tensors, got {inputs!r} (at {_where()})")
+        kinds = [t.dtype for t in inputs]
+        if any(not (d.startswith("int") or d.startswith("uint")) for d in kinds):
+            raise ValueError(f"[HashedCrossing] in a model every input must have an integer "
+                             f"dtype (strings are crossed on arrays only), got {kinds} (at "
+                             f"{_where()})")
+        return list(inputs), {}
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+    def compute_output_shape(self, shapes):
+        if any(tuple(s) != tuple(shapes[0]) for s in shapes) or tuple(shapes[0]) not in ((),
+                                                                                      (1,)):
+            raise ValueError(f"[HashedCrossing] every input must have shape (batch_size,) or "
+                             f"(batch_size, 1), got {[(None,) + tuple(s) for s in shapes]}")
+        return tuple(shapes[0]) if self.output_mode == "int" else (self.num_bins,)
+
+    def forward(self, xs, p, ctx):
+        out = unsigned_mod_expr(ctx.define("cross", cross_expr(ctx, xs, _CROSS_KEY)),
+                                self.num_bins)
+        if self.output_mode == "int":
+            return f"astype({out}, \"{self.dtype}\")"
+        return encode_expr(out, (1,), "one_hot", self.num_bins, dtype=self.dtype)
 
     def __init__(self, num_bins, output_mode="int", sparse=False, name=None, dtype=None,
                  **kwargs):
