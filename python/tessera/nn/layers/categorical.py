@@ -61,7 +61,8 @@ class CategoryEncoding(_Preprocessing):
         return encoded_shape(self.kind, self.name, s, self.output_mode, self.num_tokens)
 
     def forward(self, x, p, ctx):
-        x, w = (x[0], x[1]) if getattr(self, "multi_input", False) else (x, None)
+        # a list when this call had count_weights (the layer may be shared by calls without)
+        x, w = (x[0], x[1]) if isinstance(x, (list, tuple)) else (x, None)
         s = self._in_shape[0] if w is not None else self._in_shape
         if w is not None:
             w = f"stop_gradient(astype({w}, \"float32\"))"
