@@ -453,3 +453,42 @@ def test_files_saved_before_the_categorical_family_still_load(module):
         assert saving._resolve(name, module, ("layer",), ctx, "a layer") is getattr(nn, name)
     with pytest.raises(ValueError, match="CategoryEncoding"):
         saving._resolve("CategoryEncoding", "tessera.nn.layers.core", ("layer",), ctx, "a layer")
+
+
+def _compiled(layer, x, seed=5, stride=1000):
+    """The layer's compiled training-mode expression run as a program, its draws
+    keyed by seed * stride (the call's index 0), so a test can draw them again."""
+    import tessera
+    from tessera.nn.layers import Context
+
+    layer._in_shape = x.shape[1:]
+    stmts = []
+    names = iter(range(10 ** 6))
+    ctx = Context("true", str(seed), 0, emit=stmts.append,
+                  fresh=lambda tag: f"{tag}_{next(names)}")
+    ctx.seed_stride = stride
+    out = layer.forward("x", {}, ctx)
+    program = tessera.Program("lambda(x, block(" + ", ".join(stmts + [out]) + "))")
+    draw = tessera.Program(f"random_uniform(list({x.shape[0]}, {layer._graph_draws}), 0.0, "
+                           f"1.0, {seed * stride}, \"float32\")")
+    return np.asarray(program.run([x])), np.asarray(draw.run([]))
+
+
+@pytest.mark.parametrize("kw", [dict(factor=(1.0, 1.0), scale=0.6, fill_value=5.0),
+                                dict(factor=0.7, scale=1.0),
+                                dict(factor=(1.0, 1.0), scale=0.4, interpolation="nearest")])
+def test_random_perspective_compiles_as_its_eager_warp(kw):
+    """The homography solved in the program from the same draw warps as the eager
+    one (itself compared with Keras's in test_nn_augmentation_more.py)."""
+    layer = nn.RandomPerspective(**kw)
+    got, u = _compiled(layer, IMG)
+    lo, hi = layer.factor
+    applied = u[:, 1] < lo + (hi - lo) * u[:, 0]
+    move = (-0.5 * layer.scale + layer.scale * u[:, 2:10]).astype(np.float64).reshape(3, 4, 2)
+    start = np.repeat(np.array([[[0.0, 0.0], [6.0, 0.0], [0.0, 5.0], [6.0, 5.0]]]), 3, 0)
+    expect = layer._apply(IMG, (applied, start.astype(np.float32),
+                                (start + start * move).astype(np.float32)))
+    np.testing.assert_allclose(got, expect, atol=2e-3)
+    train, pred = _train_and_predict(nn.RandomPerspective(**kw), IMG, IMG.shape[1:])
+    _same(pred, IMG)
+    assert train.shape == IMG.shape

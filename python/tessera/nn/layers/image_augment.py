@@ -215,7 +215,7 @@ def _homography(start, end):
     return out
 
 
-class RandomPerspective(_RandomImage):
+class RandomPerspective(_RandomAffine):
     """Warps each image, with probability drawn from factor, by the
     homography moving its corners by random fractions (in [-scale / 2,
     scale / 2]) of their coordinates, outside pixels fill_value, like
@@ -225,7 +225,8 @@ class RandomPerspective(_RandomImage):
 
     def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_value=0.0, seed=None,
                  data_format=None, name=None, **kwargs):
-        super().__init__(seed, data_format, name, **kwargs)
+        super().__init__("constant", interpolation, seed, fill_value, data_format, name,
+                         **kwargs)
         self.factor = _unit_range(factor, self.kind)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
                 not 0 <= scale <= 1:
@@ -233,8 +234,6 @@ class RandomPerspective(_RandomImage):
                            f"[RandomPerspective] scale must be a number in [0, 1], got "
                            f"{scale!r}")
         self.scale = float(scale)
-        self.interpolation = _check_interp(interpolation, self.kind)
-        self.fill_value = float(fill_value)
 
     def _draw(self, n, H, W):
         p = self._rng.uniform(*self.factor, n)
@@ -261,6 +260,39 @@ class RandomPerspective(_RandomImage):
 
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
+
+    # In a model: per image the probability and its draw, then the 8 corner moves; the
+    # homography solved per image (float64, as _homography), then the affine layers' gather.
+    _graph_draws = 10
+
+    def _graph_coords(self, ctx, u, xs, ys, H, W):
+        d = ctx.define
+        start = [(0.0, 0.0), (W - 1.0, 0.0), (0.0, H - 1.0), (W - 1.0, H - 1.0)]
+        move = [f"astype({-0.5 * self.scale!r} + {self.scale!r} * {u}[:, {2 + k}], "
+                "\"float64\")" for k in range(8)]
+        end = [(d("persp_ex", f"{sx!r} + {sx!r} * {move[2 * i]}"),
+                d("persp_ey", f"{sy!r} + {sy!r} * {move[2 * i + 1]}"))
+               for i, (sx, sy) in enumerate(start)]
+        zero = d("persp_0", f"0.0 * {end[0][0]}")
+        one = f"1.0 + {zero}"
+        rows = [[ex, ey, one, zero, zero, zero, f"{-sx!r} * {ex}", f"{-sx!r} * {ey}"]
+                for (sx, _), (ex, ey) in zip(start, end)]
+        rows += [[zero, zero, zero, ex, ey, one, f"{-sy!r} * {ex}", f"{-sy!r} * {ey}"]
+                 for (_, sy), (ex, ey) in zip(start, end)]
+        a = f"stack(list({', '.join(f'stack(list({chr(44).join(r)}), axis=1)' for r in rows)})" \
+            ", axis=1)"
+        rhs = ", ".join(f"{v!r} + {zero}" for v in [p[0] for p in start] + [p[1] for p in start])
+        t = d("persp_t", f"solve({a}, expand_dims(stack(list({rhs}), axis=1), 2))")
+        c = [d("persp_c", f"{t}[:, {k}:{k + 1}, 0]") for k in range(8)]
+        x64, y64 = f"astype({xs}, \"float64\")", f"astype({ys}, \"float64\")"
+        den = d("persp_den", f"{c[6]} * {x64} + {c[7]} * {y64} + 1.0")
+        return (d("aug_sx", f"({c[0]} * {x64} + {c[1]} * {y64} + {c[2]}) / {den}"),
+                d("aug_sy", f"({c[3]} * {x64} + {c[4]} * {y64} + {c[5]}) / {den}"))
+
+    def _graph_choose(self, u, out, x):
+        lo, hi = self.factor
+        applied = f"{u}[:, 1:2] < ({lo!r} + {hi - lo!r} * {u}[:, 0:1])"
+        return f"where(reshape({applied}, list(-1, 1, 1, 1)), {out}, {x})"
 
 
 class RandomElasticTransform(_RandomImage):

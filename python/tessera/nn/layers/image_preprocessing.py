@@ -416,17 +416,28 @@ class _RandomAffine(_ImageGraph, _RandomImage):
         (batch, 2) draw in [0, 1)."""
         raise NotImplementedError
 
+    _graph_draws = 2  # uniforms per image
+
+    def _graph_coords(self, ctx, u, xs, ys, H, W):
+        """Where each output pixel (xs, ys: (H * W,)) reads the input: the
+        expressions sx, sy, each (batch, H * W)."""
+        m = [ctx.define("aug_m", e) for e in self._graph_params(u, H, W)]
+        return (ctx.define("aug_sx", f"{m[0]} * {xs} + {m[1]} * {ys} + {m[2]}"),
+                ctx.define("aug_sy", f"{m[3]} * {xs} + {m[4]} * {ys} + {m[5]}"))
+
+    def _graph_choose(self, u, out, x):
+        """The output from the warped images `out` (all warped by default)."""
+        return out
+
     def forward(self, x, p, ctx):
         H, W, C = self._split_shape(self._in_shape)
         d = ctx.define
-        u = d("aug_u", f"random_uniform(list(shape({x})[0], 2), 0.0, 1.0, {self._seed(ctx)}, "
-                       f"\"float32\")")
-        m = [d("aug_m", e) for e in self._graph_params(u, H, W)]
+        u = d("aug_u", f"random_uniform(list(shape({x})[0], {self._graph_draws}), 0.0, 1.0, "
+                       f"{self._seed(ctx)}, \"float32\")")
         k = d("aug_k", f"arange({H * W})")
         ys = d("aug_y", f"astype(floor_divide({k}, {W}), \"float32\")")
         xs = d("aug_x", f"astype(mod({k}, {W}), \"float32\")")
-        sx = d("aug_sx", f"{m[0]} * {xs} + {m[1]} * {ys} + {m[2]}")
-        sy = d("aug_sy", f"{m[3]} * {xs} + {m[4]} * {ys} + {m[5]}")
+        sx, sy = self._graph_coords(ctx, u, xs, ys, H, W)
         flat = d("aug_f", f"reshape({x}, list(shape({x})[0], {H * W}, {C}))")
         if self.interpolation == "nearest":
             corners = [(f"round({sy})", f"round({sx})", None)]
@@ -448,7 +459,8 @@ class _RandomAffine(_ImageGraph, _RandomImage):
                 v = f"where(expand_dims({inside}, 2), {v}, {self.fill_value!r})"
             terms.append(v if w is None else f"expand_dims({w}, 2) * {v}")
         out = f"reshape({' + '.join(terms)}, list(shape({x})[0], {H}, {W}, {C}))"
-        return f"if({ctx.training}, astype({out}, \"float32\"), {x})"
+        out = self._graph_choose(u, f"astype({out}, \"float32\")", x)
+        return f"if({ctx.training}, {out}, {x})"
 
     def _augment(self, a):
         return _affine(a, self._inverses(a.shape[0], a.shape[1], a.shape[2]), self.fill_mode,
