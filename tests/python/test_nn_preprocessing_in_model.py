@@ -492,3 +492,25 @@ def test_random_perspective_compiles_as_its_eager_warp(kw):
     train, pred = _train_and_predict(nn.RandomPerspective(**kw), IMG, IMG.shape[1:])
     _same(pred, IMG)
     assert train.shape == IMG.shape
+
+
+@pytest.mark.parametrize("kw", [dict(factor=(1.0, 1.0), scale=(0.5, 1.0)),
+                                dict(factor=(1.0, 1.0), scale=0.8, fill_mode="constant",
+                                     fill_value=3.0),
+                                dict(factor=(1.0, 1.0), scale=(1.0, 1.0), fill_mode="mirror"),
+                                dict(factor=(1.0, 1.0), scale=0.6, fill_mode="wrap",
+                                     interpolation="nearest")])
+def test_random_elastic_transform_compiles_as_its_eager_warp(kw):
+    import tessera
+
+    layer = nn.RandomElasticTransform(**kw)
+    got, u = _compiled(layer, IMG)
+    noise = tessera.Program(f"random_normal(list(3, 6, 7), 0.0, 1.0, "
+                            f"{5000 + layer.NOISE_SEED}, \"float32\")").run([])
+    lo, hi = layer.factor
+    scale = layer.scale[0] + (layer.scale[1] - layer.scale[0]) * float(u[0, 2])
+    expect = layer._apply(IMG, (u[:, 1] < lo + (hi - lo) * u[:, 0], scale, np.asarray(noise)))
+    np.testing.assert_allclose(got, expect, atol=2e-3)
+    train, pred = _train_and_predict(nn.RandomElasticTransform(**kw), IMG, IMG.shape[1:])
+    _same(pred, IMG)
+    assert train.shape == IMG.shape and train.min() >= 0 and train.max() <= 255

@@ -295,7 +295,7 @@ class RandomPerspective(_RandomAffine):
         return f"where(reshape({applied}, list(-1, 1, 1, 1)), {out}, {x})"
 
 
-class RandomElasticTransform(_RandomImage):
+class RandomElasticTransform(_RandomAffine):
     """Displaces each pixel, with probability drawn from factor, by smoothed
     Gaussian noise (alpha = max(h, w) * 0.1 * s, sigma = min(h, w) * 0.05 *
     s, s drawn from scale), clipped to value_range, like
@@ -308,7 +308,7 @@ class RandomElasticTransform(_RandomImage):
     def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_mode="reflect",
                  fill_value=0.0, value_range=(0, 255), seed=None, data_format=None, name=None,
                  **kwargs):
-        super().__init__(seed, data_format, name, **kwargs)
+        _RandomImage.__init__(self, seed, data_format, name, **kwargs)  # its own fill modes
         self.factor = _unit_range(factor, self.kind)
         self.scale = _unit_range(scale, self.kind, "scale")
         self.interpolation = _check_interp(interpolation, self.kind)
@@ -346,6 +346,47 @@ class RandomElasticTransform(_RandomImage):
 
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
+
+    # In a model: per image the probability and its draw, the batch's scale from the first
+    # image's third uniform, the noise from its own stream; the kernel is as wide as the
+    # largest scale needs, its weights zero past the drawn one's radius.
+    _graph_draws = 3
+    NOISE_SEED = 1 << 40  # added to the call's seed: far from every call's uniform draws
+
+    def forward(self, x, p, ctx):
+        if self.scale[1] == 0 or self.factor[1] == 0:
+            return x
+        return super().forward(x, p, ctx)
+
+    def _graph_coords(self, ctx, u, xs, ys, H, W):
+        d = ctx.define
+        lo, hi = self.scale
+        s = d("elastic_s", f"({lo!r} + {hi - lo!r} * {u}[0, 2])")
+        sigma = d("elastic_sigma", f"{min(H, W) * 0.05!r} * {s}")
+        reach = (int(6 * min(H, W) * 0.05 * hi) | 1) // 2
+        r = d("elastic_r", f"floor_divide(bitwise_or(astype(6.0 * {sigma}, \"int64\"), 1), 2)")
+        field = d("elastic_d", f"random_normal(list(shape({u})[0], {H}, {W}), 0.0, 1.0, "
+                               f"{self._seed(ctx)} + {self.NOISE_SEED}, \"float32\") * "
+                               f"{sigma}")
+        for axis, n in ((2, W), (1, H)):
+            weights = [d("elastic_w", f"where({abs(o)} <= {r}, exp(-0.5 * square({float(o)!r} / "
+                                      f"maximum({sigma}, 1e-12))), 0.0)")
+                       for o in range(-reach, reach + 1)]
+            widths = ", ".join(f"list({reach}, {reach})" if a == axis else "list(0, 0)"
+                               for a in range(3))
+            padded = d("elastic_pad", f"pad({field}, list({widths}))")
+            terms = [f"{w} * {padded}[:, {f'{i}:{i + n}, :' if axis == 1 else f':, {i}:{i + n}'}]"
+                     for i, w in enumerate(weights)]
+            field = d("elastic_d", f"({' + '.join(terms)}) / ({' + '.join(weights)})")
+        alpha = f"{max(H, W) * 0.1!r} * {s}"
+        flat = d("elastic_f", f"{alpha} * reshape({field}, list(shape({u})[0], {H * W}))")
+        return d("aug_sx", f"{xs} + {flat}"), d("aug_sy", f"{ys} + {flat}")
+
+    def _graph_choose(self, u, out, x):
+        lo, hi = self.factor
+        applied = f"{u}[:, 1:2] < ({lo!r} + {hi - lo!r} * {u}[:, 0:1])"
+        v0, v1 = self.value_range
+        return f"clip(where(reshape({applied}, list(-1, 1, 1, 1)), {out}, {x}), {v0!r}, {v1!r})"
 
 
 class RandomErasing(_RandomGraph, _RandomImage):

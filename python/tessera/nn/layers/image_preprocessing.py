@@ -386,6 +386,11 @@ def _fill_expr(i: str, n: int, mode: str) -> str:
     if mode == "reflect":
         m = f"mod({i}, {float(2 * n)!r})"
         return f"where({m} >= {float(n)!r}, {float(2 * n - 1)!r} - {m}, {m})"
+    if mode == "mirror":
+        if n == 1:
+            return f"0.0 * {i}"
+        m = f"mod({i}, {float(2 * n - 2)!r})"
+        return f"where({m} >= {float(n)!r}, {float(2 * n - 2)!r} - {m}, {m})"
     return f"clip({i}, 0.0, {float(n - 1)!r})"
 
 
