@@ -36,8 +36,9 @@ from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value,
 from ..registry import get_registered_object
 from ..symbolic import Input
 from . import (activation, attention, base, categorical, conv, core, einsum_dense, image_augment,
-               image_color, image_policies, image_preprocessing, merging, multi_head_attention, noise,
-               normalization, pooling, preprocessing, recurrent, reshaping, separable, wrappers)
+               image_color, image_policies, image_preprocessing, merging, multi_head_attention,
+               noise, normalization, pooling, preprocessing, recurrent, reshaping, separable,
+               wrappers)
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
