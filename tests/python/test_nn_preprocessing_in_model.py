@@ -153,6 +153,14 @@ def test_integer_lookup_without_oov_index_fails_at_run_time_naming_the_layer():
     with pytest.raises(RuntimeError, match=r"strict_ids.*num_oov_indices=0.*"
                                            r"test_nn_preprocessing_in_model.py:\d+"):
         model.predict(np.array([[12, 8, 7]]), verbose=0)
+    # in fit too, with a vector output
+    hot = nn.IntegerLookup(vocabulary=VOCAB, num_oov_indices=0, output_mode="one_hot")
+    i = nn.Input((1,), dtype="int64")
+    model = nn.Model(i, nn.Dense(1)(hot(i)))
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(np.array([[12], [3]]), np.zeros((2, 1)), verbose=0)
+    with pytest.raises(RuntimeError, match=r"num_oov_indices=0"):
+        model.fit(np.array([[12], [8]]), np.zeros((2, 1)), verbose=0)
 
 
 # ------------------------------------------------------------ Hashing, HashedCrossing

@@ -524,8 +524,8 @@ class IntegerLookup(_IndexLookup):
     def _out_vocab_dtype(self):
         return np.int64
 
-    # In a model: the vocabulary (read when the layer is called on a symbolic
-    # tensor) becomes sorted constants, and each input is found by searchsorted.
+    # In a model: the vocabulary (read when the model's program is compiled)
+    # becomes sorted constants, and each input is found by searchsorted.
     in_graph = True
 
     @property
@@ -582,10 +582,11 @@ class IntegerLookup(_IndexLookup):
             found = f"logical_or({found}, {is_mask})"
         if not self.num_oov_indices:
             # Keras: with no OOV index, an input outside the vocabulary is an error
-            idx = ctx.define("lookup_index", idx)
-            ctx.emit(f"assert(all({found}), \"[{self.kind}] layer '{self.name}': with "
-                     "num_oov_indices=0 every input must be in the vocabulary; found one that "
-                     f"is not (set num_oov_indices=1); the layer was called at {called_at}\")")
+            text = f"[{self.kind}] layer {self.name!r}: with num_oov_indices=0 every input must " \
+                   "be in the vocabulary; found one that is not (set num_oov_indices=1); the " \
+                   f"layer was called at {called_at}"
+            text = text.replace("\\", "/").replace('"', "'")
+            idx = f"after({idx}, assert(all({found}), \"{text}\"))"
         if self.output_mode == "int":
             return idx
         out = encode_expr(idx, self._in_shape, "count" if self.output_mode == "tf_idf"
