@@ -386,7 +386,7 @@ def test_color_augmentation_in_a_model_random_in_fit_identity_in_predict(tmp_pat
 
 def test_eager_only_layers_refuse_a_model_with_a_named_error():
     inp = nn.Input((6, 7, 3))
-    for layer in (nn.MixUp(), nn.RandomHue(0.1), nn.Equalization()):
+    for layer in (nn.MixUp(), nn.CutMix(), nn.ContrastLimitedAdaptiveHistogramEqualization()):
         with pytest.raises(TypeError, match=rf"\[{type(layer).__name__}\].*Apply it to the data"):
             layer(inp)
 

@@ -30,8 +30,9 @@ from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .layers.base import Layer, _auto_name as auto_name
 from .layers.core import Identity
 from .layers.normalization import Normalization, Rescaling
-from .layers.preprocessing import (CategoryEncoding, Discretization, HashedCrossing, Hashing,
-                                   IntegerLookup, StringLookup, TextVectorization)
+from .layers.categorical import CategoryEncoding, Discretization
+from .layers.preprocessing import (HashedCrossing, Hashing, IntegerLookup, StringLookup,
+                                   TextVectorization)
 from .functional import clone_graph
 from .registry import ARCHITECTURE_HOOKS, model_class, register_file_format
 from .saving import read_file, save_file

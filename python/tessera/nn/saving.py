@@ -111,13 +111,13 @@ _P = "tessera.nn.layers."
 _FORMER_MODULES = {
     "tessera.nn.layers": {_P + m for m in ("core", "conv", "pooling", "reshaping",
                                            "normalization")},
-    "tessera.nn.activation_layers": {_P + "activation"},
+    "tessera.nn.activation_layers": {_P + "activation"}, "tessera.nn.core_layers": {_P + "core"},
     "tessera.nn.attention": {_P + "multi_head_attention"},
     "tessera.nn.attention_layers": {_P + "attention"},
-    "tessera.nn.core_layers": {_P + "core"},
-    **{"tessera.nn." + m: {_P + m} for m in (
+    **{"tessera.nn." + m: {_P + m, _P + ("categorical" if m == "preprocessing" else m)} for m in (
         "image_preprocessing", "merging", "noise", "normalization", "preprocessing", "recurrent",
         "reshaping", "separable", "wrappers")},
+    _P + "preprocessing": {_P + "categorical"},  # CategoryEncoding, Discretization moved
 }
 
 

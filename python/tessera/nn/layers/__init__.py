@@ -18,8 +18,8 @@
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
     wrappers      RNN, the cells, Bidirectional, TimeDistributed, SpectralNormalization,
                   Masking
-    preprocessing TextVectorization, StringLookup, IntegerLookup, CategoryEncoding, Hashing,
-                  HashedCrossing, Discretization (image_preprocessing: Resizing,
+    preprocessing TextVectorization, StringLookup, IntegerLookup, Hashing, HashedCrossing
+                  (categorical: CategoryEncoding, Discretization; image_preprocessing: Resizing,
                   CenterCrop, Random*; image_color: the colour augmentations;
                   image_augment: RandomShear, RandomPerspective, RandomElasticTransform,
                   RandomGaussianBlur, RandomErasing, MixUp, CutMix, Pipeline, ...;
@@ -35,9 +35,10 @@ from ..input_spec import InputSpec
 from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value, value_spec
 from ..registry import get_registered_object
 from ..symbolic import Input
-from . import (activation, attention, base, conv, core, einsum_dense, image_augment, image_color,
-               image_policies, image_preprocessing, merging, multi_head_attention, noise,
-               normalization, pooling, preprocessing, recurrent, reshaping, separable, wrappers)
+from . import (activation, attention, base, categorical, conv, core, einsum_dense, image_augment,
+               image_color, image_policies, image_preprocessing, merging, multi_head_attention,
+               noise, normalization, pooling, preprocessing, recurrent, reshaping, separable,
+               wrappers)
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
@@ -72,8 +73,8 @@ from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,
                       GlobalMaxPool3D, GlobalMaxPooling1D, GlobalMaxPooling2D,
                       GlobalMaxPooling3D, MaxPool1D, MaxPool2D, MaxPool3D, MaxPooling1D,
                       MaxPooling2D, MaxPooling3D)
-from .preprocessing import (CategoryEncoding, Discretization, HashedCrossing, Hashing,
-                            IntegerLookup, StringLookup, TextVectorization)
+from .categorical import CategoryEncoding, Discretization
+from .preprocessing import HashedCrossing, Hashing, IntegerLookup, StringLookup, TextVectorization
 from .recurrent import GRU, LSTM, SimpleRNN
 from .reshaping import (Cropping1D, Cropping2D, Cropping3D, Flatten, Permute, RepeatVector,
                         Reshape, UpSampling1D, UpSampling2D, UpSampling3D, ZeroPadding1D,
@@ -84,8 +85,8 @@ from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNN
                        SpectralNormalization, StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
-FAMILIES = (activation, attention, base, conv, core, einsum_dense, image_augment, image_color,
-            image_policies, image_preprocessing, merging, multi_head_attention, noise,
+FAMILIES = (activation, attention, base, categorical, conv, core, einsum_dense, image_augment,
+            image_color, image_policies, image_preprocessing, merging, multi_head_attention, noise,
             normalization, pooling, preprocessing, recurrent, reshaping, separable, wrappers)
 
 __all__ = sorted({name for family in FAMILIES for name in family.__all__} |

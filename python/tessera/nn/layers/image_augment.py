@@ -5,8 +5,10 @@ mixers MixUp and CutMix (which also mix the labels of a {"images",
 
 As in image_color.py, each random layer draws (`_draw`) and applies
 (`_apply`) separately, so tests give one draw to tessera and to Keras.
-RandomShear also compiles into a model (an affine gather, as
-RandomRotation); the others run eagerly on arrays, as data preprocessing."""
+RandomShear (an affine gather, as RandomRotation), RandomGaussianBlur and
+RandomErasing also compile into a model (random in fit, the identity in
+evaluate and predict); the others run eagerly on arrays, as data
+preprocessing."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 from . import image_color, image_preprocessing
 from .base import Layer
 from .image_color import _located, _unit_range
-from .image_preprocessing import _check_interp, _images, _RandomAffine, _RandomImage, _sample
+from .image_preprocessing import (_check_interp, _ImageGraph, _images, _RandomAffine,
+                                  _RandomImage, _sample)
 
 __all__ = ["RandomShear", "RandomPerspective", "RandomElasticTransform", "RandomGaussianBlur",
            "RandomErasing", "MixUp", "CutMix", "MaxNumBoundingBoxes"]
@@ -84,7 +87,36 @@ def _conv_same(a, k, axis):
     return sum(k[i] * np.take(p, np.arange(i, i + n), axis=axis) for i in range(len(k)))
 
 
-class RandomGaussianBlur(_RandomImage):
+class _RandomGraph(_ImageGraph):
+    """The compiled path of a random layer that keeps the image's shape:
+    `_expr(x, u, ctx)` writes the training output from u, a
+    (batch + 1, draws, 1, 1) uniform draw in [0, 1) (one row per image, and
+    a last row for draws shared by the batch); the identity when not
+    training."""
+
+    in_graph = True
+    _draws = 1
+
+    def compute_output_shape(self, s):
+        self._split_shape(s)
+        return tuple(s)
+
+    def forward(self, x, p, ctx):
+        u = ctx.define("aug_u", f"random_uniform(list(shape({x})[0] + 1, {self._draws}, 1, 1), "
+                                f"0.0, 1.0, {self._seed(ctx)}, \"float32\")")
+        return f"if({ctx.training}, {self._expr(x, u, ctx)}, {x})"
+
+    @staticmethod
+    def _between(u, k, lo, hi, rows=":-1"):
+        return f"({lo!r} + {hi - lo!r} * {u}[{rows}, {k}:{k + 1}])"
+
+    def _applied(self, u, k):
+        """Keras's choice of the images to transform: with a probability
+        drawn from factor (draws k and k + 1)."""
+        return f"({u}[:-1, {k + 1}:{k + 2}] < {self._between(u, k, *self.factor)})"
+
+
+class RandomGaussianBlur(_RandomGraph, _RandomImage):
     """Blurs each image with probability drawn from factor by a Gaussian
     kernel (kernel_size, odd) of a random sigma in [0, sigma] (one per
     batch), clipped to value_range, like keras.layers.RandomGaussianBlur."""
@@ -121,6 +153,33 @@ class RandomGaussianBlur(_RandomImage):
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0]))
 
+    _draws = 2
+
+    def _expr(self, x, u, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        hax, wax = self._hw_axes()
+        out = x
+        # Keras's kernel: kernel_size[0] and sigma[0] along the width, [1] along the height
+        for k, (axis, n) in enumerate(((wax, W), (hax, H))):
+            size = self.kernel_size[k]
+            sigma = ctx.define("blur_sigma", f"{self._between(u, k, *self.sigma, rows='-1:')} "
+                                             "+ 1e-06")
+            r = size // 2
+            widths = ", ".join(f"list({r}, {r})" if a == axis else "list(0, 0)"
+                               for a in range(4))
+            padded = ctx.define("blur_pad", f"pad({out}, list({widths}))")
+            weights = [f"exp(-0.5 * square({float(i - (size - 1) / 2)!r} / {sigma}))"
+                       for i in range(size)]
+            total = ctx.define("blur_total", " + ".join(weights))
+            terms = []
+            for i, w in enumerate(weights):
+                window = [":"] * 4
+                window[axis] = f"{i}:{i + n}"
+                terms.append(f"{w} * {padded}[{', '.join(window)}]")
+            out = ctx.define("blur", f"({' + '.join(terms)}) / {total}")
+        v0, v1 = self.value_range
+        return f"clip(where({self._applied(u, 0)}, {out}, {x}), {v0!r}, {v1!r})"
+
 
 def _boxes(rng, n, H, W, ratio_w, ratio_h):
     """Keras's random boxes: a side ratio * length at a uniform offset;
@@ -156,7 +215,7 @@ def _homography(start, end):
     return out
 
 
-class RandomPerspective(_RandomImage):
+class RandomPerspective(_RandomAffine):
     """Warps each image, with probability drawn from factor, by the
     homography moving its corners by random fractions (in [-scale / 2,
     scale / 2]) of their coordinates, outside pixels fill_value, like
@@ -166,7 +225,8 @@ class RandomPerspective(_RandomImage):
 
     def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_value=0.0, seed=None,
                  data_format=None, name=None, **kwargs):
-        super().__init__(seed, data_format, name, **kwargs)
+        super().__init__("constant", interpolation, seed, fill_value, data_format, name,
+                         **kwargs)
         self.factor = _unit_range(factor, self.kind)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
                 not 0 <= scale <= 1:
@@ -174,8 +234,6 @@ class RandomPerspective(_RandomImage):
                            f"[RandomPerspective] scale must be a number in [0, 1], got "
                            f"{scale!r}")
         self.scale = float(scale)
-        self.interpolation = _check_interp(interpolation, self.kind)
-        self.fill_value = float(fill_value)
 
     def _draw(self, n, H, W):
         p = self._rng.uniform(*self.factor, n)
@@ -203,8 +261,41 @@ class RandomPerspective(_RandomImage):
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
 
+    # In a model: per image the probability and its draw, then the 8 corner moves; the
+    # homography solved per image (float64, as _homography), then the affine layers' gather.
+    _graph_draws = 10
 
-class RandomElasticTransform(_RandomImage):
+    def _graph_coords(self, ctx, u, xs, ys, H, W):
+        d = ctx.define
+        start = [(0.0, 0.0), (W - 1.0, 0.0), (0.0, H - 1.0), (W - 1.0, H - 1.0)]
+        move = [f"astype({-0.5 * self.scale!r} + {self.scale!r} * {u}[:, {2 + k}], "
+                "\"float64\")" for k in range(8)]
+        end = [(d("persp_ex", f"{sx!r} + {sx!r} * {move[2 * i]}"),
+                d("persp_ey", f"{sy!r} + {sy!r} * {move[2 * i + 1]}"))
+               for i, (sx, sy) in enumerate(start)]
+        zero = d("persp_0", f"0.0 * {end[0][0]}")
+        one = f"1.0 + {zero}"
+        rows = [[ex, ey, one, zero, zero, zero, f"{-sx!r} * {ex}", f"{-sx!r} * {ey}"]
+                for (sx, _), (ex, ey) in zip(start, end)]
+        rows += [[zero, zero, zero, ex, ey, one, f"{-sy!r} * {ex}", f"{-sy!r} * {ey}"]
+                 for (_, sy), (ex, ey) in zip(start, end)]
+        a = f"stack(list({', '.join(f'stack(list({chr(44).join(r)}), axis=1)' for r in rows)})" \
+            ", axis=1)"
+        rhs = ", ".join(f"{v!r} + {zero}" for v in [p[0] for p in start] + [p[1] for p in start])
+        t = d("persp_t", f"solve({a}, expand_dims(stack(list({rhs}), axis=1), 2))")
+        c = [d("persp_c", f"{t}[:, {k}:{k + 1}, 0]") for k in range(8)]
+        x64, y64 = f"astype({xs}, \"float64\")", f"astype({ys}, \"float64\")"
+        den = d("persp_den", f"{c[6]} * {x64} + {c[7]} * {y64} + 1.0")
+        return (d("aug_sx", f"({c[0]} * {x64} + {c[1]} * {y64} + {c[2]}) / {den}"),
+                d("aug_sy", f"({c[3]} * {x64} + {c[4]} * {y64} + {c[5]}) / {den}"))
+
+    def _graph_choose(self, u, out, x):
+        lo, hi = self.factor
+        applied = f"{u}[:, 1:2] < ({lo!r} + {hi - lo!r} * {u}[:, 0:1])"
+        return f"where(reshape({applied}, list(-1, 1, 1, 1)), {out}, {x})"
+
+
+class RandomElasticTransform(_RandomAffine):
     """Displaces each pixel, with probability drawn from factor, by smoothed
     Gaussian noise (alpha = max(h, w) * 0.1 * s, sigma = min(h, w) * 0.05 *
     s, s drawn from scale), clipped to value_range, like
@@ -217,7 +308,7 @@ class RandomElasticTransform(_RandomImage):
     def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_mode="reflect",
                  fill_value=0.0, value_range=(0, 255), seed=None, data_format=None, name=None,
                  **kwargs):
-        super().__init__(seed, data_format, name, **kwargs)
+        _RandomImage.__init__(self, seed, data_format, name, **kwargs)  # its own fill modes
         self.factor = _unit_range(factor, self.kind)
         self.scale = _unit_range(scale, self.kind, "scale")
         self.interpolation = _check_interp(interpolation, self.kind)
@@ -256,8 +347,49 @@ class RandomElasticTransform(_RandomImage):
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
 
+    # In a model: per image the probability and its draw, the batch's scale from the first
+    # image's third uniform, the noise from its own stream; the kernel is as wide as the
+    # largest scale needs, its weights zero past the drawn one's radius.
+    _graph_draws = 3
+    NOISE_SEED = 1 << 40  # added to the call's seed: far from every call's uniform draws
 
-class RandomErasing(_RandomImage):
+    def forward(self, x, p, ctx):
+        if self.scale[1] == 0 or self.factor[1] == 0:
+            return x
+        return super().forward(x, p, ctx)
+
+    def _graph_coords(self, ctx, u, xs, ys, H, W):
+        d = ctx.define
+        lo, hi = self.scale
+        s = d("elastic_s", f"({lo!r} + {hi - lo!r} * {u}[0, 2])")
+        sigma = d("elastic_sigma", f"{min(H, W) * 0.05!r} * {s}")
+        reach = (int(6 * min(H, W) * 0.05 * hi) | 1) // 2
+        r = d("elastic_r", f"floor_divide(bitwise_or(astype(6.0 * {sigma}, \"int64\"), 1), 2)")
+        field = d("elastic_d", f"random_normal(list(shape({u})[0], {H}, {W}), 0.0, 1.0, "
+                               f"{self._seed(ctx)} + {self.NOISE_SEED}, \"float32\") * "
+                               f"{sigma}")
+        for axis, n in ((2, W), (1, H)):
+            weights = [d("elastic_w", f"where({abs(o)} <= {r}, exp(-0.5 * square({float(o)!r} / "
+                                      f"maximum({sigma}, 1e-12))), 0.0)")
+                       for o in range(-reach, reach + 1)]
+            widths = ", ".join(f"list({reach}, {reach})" if a == axis else "list(0, 0)"
+                               for a in range(3))
+            padded = d("elastic_pad", f"pad({field}, list({widths}))")
+            terms = [f"{w} * {padded}[:, {f'{i}:{i + n}, :' if axis == 1 else f':, {i}:{i + n}'}]"
+                     for i, w in enumerate(weights)]
+            field = d("elastic_d", f"({' + '.join(terms)}) / ({' + '.join(weights)})")
+        alpha = f"{max(H, W) * 0.1!r} * {s}"
+        flat = d("elastic_f", f"{alpha} * reshape({field}, list(shape({u})[0], {H * W}))")
+        return d("aug_sx", f"{xs} + {flat}"), d("aug_sy", f"{ys} + {flat}")
+
+    def _graph_choose(self, u, out, x):
+        lo, hi = self.factor
+        applied = f"{u}[:, 1:2] < ({lo!r} + {hi - lo!r} * {u}[:, 0:1])"
+        v0, v1 = self.value_range
+        return f"clip(where(reshape({applied}, list(-1, 1, 1, 1)), {out}, {x}), {v0!r}, {v1!r})"
+
+
+class RandomErasing(_RandomGraph, _RandomImage):
     """Erases a random box (its area a random fraction in scale) of each
     image, with probability drawn from factor, filling it with fill_value
     (a number or 3 numbers) or, when None, Gaussian noise * value_range[1],
@@ -298,6 +430,35 @@ class RandomErasing(_RandomImage):
 
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape))
+
+    _draws = 6
+
+    def _expr(self, x, u, ctx):
+        H, W, C = self._split_shape(self._in_shape)
+        cf = self.data_format == "channels_first"
+        mix_w = f"sqrt({self._between(u, 0, *self.scale)})"
+        mix_h = f"sqrt({self._between(u, 1, *self.scale)})"
+        cw = ctx.define("erase_w", f"astype({mix_w} * {float(W)!r}, \"float32\")")
+        chh = ctx.define("erase_h", f"astype({mix_h} * {float(H)!r}, \"float32\")")
+        x0 = ctx.define("erase_x", f"{u}[:-1, 2:3] * ({float(W)!r} - {cw})")
+        y0 = ctx.define("erase_y", f"{u}[:-1, 3:4] * ({float(H)!r} - {chh})")
+        grid = (1, 1, H, W) if cf else (1, H, W, 1)
+        gy = f"reshape(astype(floor_divide(arange({H * W}), {W}), \"float32\"), list{grid})"
+        gx = f"reshape(astype(mod(arange({H * W}), {W}), \"float32\"), list{grid})"
+        inside = (f"logical_and(logical_and({gx} >= {x0}, {gx} < {x0} + {cw}), "
+                  f"logical_and({gy} >= {y0}, {gy} < {y0} + {chh}))")
+        v0, v1 = self.value_range
+        if self.fill_value is None:
+            # its own stream: far from every call's uniform draws (seed * stride + index)
+            fill = f"random_normal(shape({x}), 0.0, 1.0, {self._seed(ctx)} + {1 << 40}, " \
+                   f"\"float32\") * {v1!r}"
+        else:
+            vals = np.broadcast_to(np.asarray(self.fill_value, np.float32), (C,))
+            shape = (1, C, 1, 1) if cf else (1, 1, 1, C)
+            fill = f"reshape(asarray([{', '.join(repr(float(v)) for v in vals)}], " \
+                   f"\"float32\"), list{shape})"
+        fill = f"clip({fill}, {v0!r}, {v1!r})"
+        return f"where(logical_and({self._applied(u, 4)}, {inside}), {fill}, {x})"
 
 
 class _Mixer(_RandomImage):

@@ -7,9 +7,9 @@ ContrastLimitedAdaptiveHistogramEqualization (CLAHE).
 Each layer draws its random parameters (`_draw`, from NumPy's generator
 seeded by `seed`) and applies them (`_apply`), so a test can give a draw
 to tessera and to Keras and compare. Eagerly they compute with NumPy on
-arrays (channels_last inside; data_format moves the axes); the pixel-wise
-ones also compile into a model (random in fit, the identity in evaluate
-and predict, as Keras's)."""
+arrays (channels_last inside; data_format moves the axes); all but CLAHE
+also compile into a model (random in fit, the identity in evaluate and
+predict, as Keras's; AutoContrast in both)."""
 
 from __future__ import annotations
 
@@ -144,8 +144,53 @@ class _PixelGraph(_ImageGraph):
         if self._draws:
             u = ctx.define("aug_u", f"random_uniform(list(shape({x})[0], {self._draws}, 1, 1), "
                                     f"0.0, 1.0, {self._seed(ctx)}, \"float32\")")
+        self._graph_ctx = ctx  # for _define while _expr writes
         out = self._expr(x, u, ch, hw)
         return out if self._fixed else f"if({ctx.training}, {out}, {x})"
+
+    def _define(self, tag, expr):
+        return self._graph_ctx.define(tag, expr)
+
+    @staticmethod
+    def _channel(x, ch, k):
+        """Channel k of 4-d images, kept as an axis of 1."""
+        return f"{x}[:, {k}:{k + 1}, :, :]" if ch == 1 else f"{x}[:, :, :, {k}:{k + 1}]"
+
+    def _rgb_graph(self):
+        if self._split_shape(self._in_shape)[2] != 3:
+            raise _located(ValueError, f"[{self.kind}] expects RGB images (3 channels), got "
+                                       f"per-sample shape {tuple(self._in_shape)}")
+
+    def _hsv_expr(self, x, ch):
+        """rgb_to_hsv's expressions (h, s, v), each with a channel axis of 1."""
+        eps = float(np.finfo(np.float32).eps)
+        a = self._define("rgb", f"where(abs({x}) < {eps!r}, 0.0, {x})")
+        r, g, b = (self._channel(a, ch, k) for k in range(3))
+        v = self._define("hsv_v", f"maximum(maximum({r}, {g}), {b})")
+        rng = self._define("hsv_range", f"{v} - minimum(minimum({r}, {g}), {b})")
+        sat = f"where({v} > 0.0, {rng} / where({v} > 0.0, {v}, 1.0), 0.0)"
+        norm = self._define("hsv_norm", f"1.0 / (6.0 * where({rng} > 0.0, {rng}, 1.0))")
+        h = f"where(equal({v}, {g}), {norm} * ({b} - {r}) + {2.0 / 6.0!r}, " \
+            f"{norm} * ({r} - {g}) + {4.0 / 6.0!r})"
+        h = self._define("hsv_h", f"where(equal({v}, {r}), {norm} * ({g} - {b}), {h})")
+        h = f"where({rng} > 0.0, {h}, 0.0) + astype({h} < 0.0, \"float32\")"
+        return h, sat, v
+
+    def _rgb_expr(self, h, s, v, ch):
+        """hsv_to_rgb of channel expressions h, s, v."""
+        dh = self._define("hsv_dh", f"mod({h}, 1.0) * 6.0")
+        s = self._define("hsv_s", s)
+        d = (f"clip(abs({dh} - 3.0) - 1.0, 0.0, 1.0)", f"clip(2.0 - abs({dh} - 2.0), 0.0, 1.0)",
+             f"clip(2.0 - abs({dh} - 4.0), 0.0, 1.0)")
+        parts = ", ".join(f"{v} * (1.0 - {s} + {s} * {dk})" for dk in d)
+        return f"concatenate(list({parts}), axis={ch})"
+
+    def _range_expr(self, x, src, dst):
+        """_to_range as an expression."""
+        if tuple(src) == tuple(dst):
+            return x
+        return f"(({x} - {float(src[0])!r}) / {float(src[1] - src[0])!r} * " \
+               f"{float(dst[1] - dst[0])!r} + {float(dst[0])!r})"
 
     def _gray_expr(self, x, ch):
         c = self._split_shape(self._in_shape)[2]
@@ -299,7 +344,7 @@ class RandomPosterization(_PixelGraph, _Random):
         return q if (v0, v1) == (0.0, 255.0) else f"({q} * {(v1 - v0) / 255.0!r} + {v0!r})"
 
 
-class RandomSharpness(_Random):
+class RandomSharpness(_PixelGraph, _Random):
     """Sharpens (factor > 0.5) or smooths each image by a random factor
     against Keras's 3x3 smoothing kernel, like keras.layers.RandomSharpness."""
 
@@ -323,8 +368,22 @@ class RandomSharpness(_Random):
         out = a + (1.0 - s) * (smooth - a)
         return np.clip(out, *self.value_range).astype(np.float32)
 
+    def _expr(self, x, u, ch, hw):
+        H, W, _ = self._split_shape(self._in_shape)
+        hax = 2 if ch == 1 else 1
+        widths = [[0, 0]] * 4
+        widths[hax] = widths[hax + 1] = [1, 1]
+        widths = ", ".join(f"list({a}, {b})" for a, b in widths)
+        pad = self._define("sharp_pad", f"pad({x}, list({widths}))")
+        win = (f"{pad}[:, :, {i}:{i + H}, {j}:{j + W}]" if ch == 1 else
+               f"{pad}[:, {i}:{i + H}, {j}:{j + W}, :]" for i in range(3) for j in range(3))
+        smooth = f"({' + '.join(win)}) / 13.0 + {x} * {4.0 / 13.0!r}"
+        f = self._between(u, 0, *self.factor)
+        v0, v1 = self.value_range
+        return f"clip({x} + (1.0 - 2.0 * {f}) * ({smooth} - {x}), {v0!r}, {v1!r})"
 
-class RandomHue(_Random):
+
+class RandomHue(_PixelGraph, _Random):
     """Rotates each image's hue by a random amount (factor in [0, 1]; 1 is
     half the circle either way), like keras.layers.RandomHue."""
 
@@ -347,8 +406,21 @@ class RandomHue(_Random):
         hsv[..., 0] = np.where(h < 0.0, h + 1.0, h)
         return _to_range(np.clip(hsv_to_rgb(hsv), 0, 1), (0, 1), self.value_range)
 
+    _draws = 2
 
-class RandomSaturation(_Random):
+    def _expr(self, x, u, ch, hw):
+        self._rgb_graph()
+        sign = f"where({u}[:, 0:1] > 0.5, -1.0, 1.0)"
+        delta = f"{sign} * {self._between(u, 1, *self.factor)} * 0.5"
+        h, sat, v = self._hsv_expr(self._range_expr(x, self.value_range, (0, 1)), ch)
+        h = self._define("hue", f"{h} + {delta}")
+        h = self._define("hue", f"where({h} > 1.0, {h} - 1.0, {h})")
+        h = f"where({h} < 0.0, {h} + 1.0, {h})"
+        rgb = f"clip({self._rgb_expr(h, sat, v, ch)}, 0.0, 1.0)"
+        return self._range_expr(rgb, (0, 1), self.value_range)
+
+
+class RandomSaturation(_PixelGraph, _Random):
     """Scales each image's saturation by a random factor (0: grayscale,
     0.5: unchanged, 1: full), like keras.layers.RandomSaturation."""
 
@@ -370,8 +442,16 @@ class RandomSaturation(_Random):
         hsv[..., 1] = np.clip(hsv[..., 1] * f.reshape(-1, 1, 1), *self.value_range)
         return hsv_to_rgb(hsv)
 
+    def _expr(self, x, u, ch, hw):
+        self._rgb_graph()
+        f = self._between(u, 0, *self.factor)
+        f = f"({f} / (1.0 - {f} + 1e-07))"
+        h, sat, v = self._hsv_expr(x, ch)
+        v0, v1 = self.value_range
+        return self._rgb_expr(h, f"clip({sat} * {f}, {v0!r}, {v1!r})", v, ch)
 
-class RandomColorJitter(_Random):
+
+class RandomColorJitter(_PixelGraph, _Random):
     """RandomBrightness, RandomContrast, RandomSaturation and RandomHue in
     that order, each with its factor when given, like
     keras.layers.RandomColorJitter."""
@@ -398,6 +478,29 @@ class RandomColorJitter(_Random):
         for part in self._parts:
             a = part._augment(a)
         return a.astype(np.float32)
+
+    @property
+    def _draws(self):
+        return sum(1 if isinstance(p, RandomContrast) else p._draws for p in self._parts) or 1
+
+    def _expr(self, x, u, ch, hw):
+        k = 0
+        for part in self._parts:
+            n = 1 if isinstance(part, RandomContrast) else part._draws
+            draw = self._define("jitter_u", f"{u}[:, {k}:{k + n}]")
+            k += n
+            if isinstance(part, RandomContrast):
+                lo, hi = 1.0 - part.factor[0], 1.0 + part.factor[1]
+                mean = self._define("jitter_mean", f"mean({x}, {hw}, keepdims=true)")
+                v0, v1 = (float(v) for v in part.value_range)
+                x = f"clip(({x} - {mean}) * {self._between(draw, 0, lo, hi)} + {mean}, " \
+                    f"{v0!r}, {v1!r})"
+            else:
+                part._in_shape, part.data_format = self._in_shape, self.data_format
+                part._graph_ctx = self._graph_ctx
+                x = part._expr(x, draw, ch, hw)
+            x = self._define("jitter", x)
+        return x
 
 
 class Solarization(_PixelGraph, _Random):
@@ -477,7 +580,7 @@ class AutoContrast(_PixelGraph, _Random):
         return f"where({flat}, {x}, {out})"
 
 
-class Equalization(_Random):
+class Equalization(_PixelGraph, _Random):
     """Histogram equalization of each channel (over the batch, with `bins`
     bins), like keras.layers.Equalization; the identity with
     training=False, as Keras's."""
@@ -513,6 +616,30 @@ class Equalization(_Random):
         lut = np.clip(np.round(lut), 0, 255)
         at = np.clip(ch / 255.0 * (nb - 1), 0, nb - 1).astype(np.int32)
         return lut[at].astype(np.float32)
+
+    _draws = 0
+
+    def _expr(self, x, u, ch, hw):
+        nb = self.bins
+        C = self._split_shape(self._in_shape)[2]
+        outs = []
+        for c in range(C):
+            # _channel's steps, on the channel of every image of the batch
+            img = f"{x}[:, {c}, :, :]" if ch == 1 else f"{x}[:, :, :, {c}]"
+            v = self._define("eq_v", self._range_expr(img, self.value_range, (0, 255)))
+            idx = f"clip(astype({v} * {nb - 1} / 255.0, \"int64\"), 0, {nb - 1})"
+            hist = self._define("eq_hist", f"bincount(reshape({idx}, -1), minlength={nb})")
+            cdf = self._define("eq_cdf", f"cumsum({hist})")
+            low = self._define("eq_low", f"take({cdf}, argmax({cdf} > 0))")
+            den = f"astype(where(equal({cdf}[{nb - 1}] - {low}, 0), 1, {cdf}[{nb - 1}] - {low}), " \
+                  "\"float32\")"
+            lut = f"astype(({cdf} - {low}) * 255, \"float32\") * (1.0 / {den})"
+            lut = self._define("eq_lut", f"clip(rint({lut}), 0.0, 255.0)")
+            at = f"astype(clip({v} / 255.0 * {float(nb - 1)!r}, 0.0, {float(nb - 1)!r}), \"int64\")"
+            flat = f"count_nonzero({hist}) <= 1"
+            outs.append(f"where({flat}, {v}, astype(take({lut}, {at}), \"float32\"))")
+        out = f"stack(list({', '.join(outs)}), axis={ch})"
+        return self._range_expr(out, (0, 255), self.value_range)
 
 
 class ContrastLimitedAdaptiveHistogramEqualization(_Random):

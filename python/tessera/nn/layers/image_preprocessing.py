@@ -3,9 +3,9 @@ random augmentations RandomFlip, RandomRotation, RandomZoom, RandomCrop,
 RandomTranslation and RandomContrast (exported by tessera.nn and
 tessera.nn.layers; see preprocessing.py for where preprocessing runs).
 
-Eagerly they compute with NumPy; all but RandomCrop also compile into a
-model: compute_output_shape and forward write their expression (random in
-fit, the identity in evaluate and predict, as Keras's)."""
+Eagerly they compute with NumPy; they also compile into a model:
+compute_output_shape and forward write their expression (random in fit,
+the identity in evaluate and predict, as Keras's)."""
 
 from __future__ import annotations
 
@@ -386,6 +386,11 @@ def _fill_expr(i: str, n: int, mode: str) -> str:
     if mode == "reflect":
         m = f"mod({i}, {float(2 * n)!r})"
         return f"where({m} >= {float(n)!r}, {float(2 * n - 1)!r} - {m}, {m})"
+    if mode == "mirror":
+        if n == 1:
+            return f"0.0 * {i}"
+        m = f"mod({i}, {float(2 * n - 2)!r})"
+        return f"where({m} >= {float(n)!r}, {float(2 * n - 2)!r} - {m}, {m})"
     return f"clip({i}, 0.0, {float(n - 1)!r})"
 
 
@@ -416,17 +421,28 @@ class _RandomAffine(_ImageGraph, _RandomImage):
         (batch, 2) draw in [0, 1)."""
         raise NotImplementedError
 
+    _graph_draws = 2  # uniforms per image
+
+    def _graph_coords(self, ctx, u, xs, ys, H, W):
+        """Where each output pixel (xs, ys: (H * W,)) reads the input: the
+        expressions sx, sy, each (batch, H * W)."""
+        m = [ctx.define("aug_m", e) for e in self._graph_params(u, H, W)]
+        return (ctx.define("aug_sx", f"{m[0]} * {xs} + {m[1]} * {ys} + {m[2]}"),
+                ctx.define("aug_sy", f"{m[3]} * {xs} + {m[4]} * {ys} + {m[5]}"))
+
+    def _graph_choose(self, u, out, x):
+        """The output from the warped images `out` (all warped by default)."""
+        return out
+
     def forward(self, x, p, ctx):
         H, W, C = self._split_shape(self._in_shape)
         d = ctx.define
-        u = d("aug_u", f"random_uniform(list(shape({x})[0], 2), 0.0, 1.0, {self._seed(ctx)}, "
-                       f"\"float32\")")
-        m = [d("aug_m", e) for e in self._graph_params(u, H, W)]
+        u = d("aug_u", f"random_uniform(list(shape({x})[0], {self._graph_draws}), 0.0, 1.0, "
+                       f"{self._seed(ctx)}, \"float32\")")
         k = d("aug_k", f"arange({H * W})")
         ys = d("aug_y", f"astype(floor_divide({k}, {W}), \"float32\")")
         xs = d("aug_x", f"astype(mod({k}, {W}), \"float32\")")
-        sx = d("aug_sx", f"{m[0]} * {xs} + {m[1]} * {ys} + {m[2]}")
-        sy = d("aug_sy", f"{m[3]} * {xs} + {m[4]} * {ys} + {m[5]}")
+        sx, sy = self._graph_coords(ctx, u, xs, ys, H, W)
         flat = d("aug_f", f"reshape({x}, list(shape({x})[0], {H * W}, {C}))")
         if self.interpolation == "nearest":
             corners = [(f"round({sy})", f"round({sx})", None)]
@@ -448,7 +464,8 @@ class _RandomAffine(_ImageGraph, _RandomImage):
                 v = f"where(expand_dims({inside}, 2), {v}, {self.fill_value!r})"
             terms.append(v if w is None else f"expand_dims({w}, 2) * {v}")
         out = f"reshape({' + '.join(terms)}, list(shape({x})[0], {H}, {W}, {C}))"
-        return f"if({ctx.training}, astype({out}, \"float32\"), {x})"
+        out = self._graph_choose(u, f"astype({out}, \"float32\")", x)
+        return f"if({ctx.training}, {out}, {x})"
 
     def _augment(self, a):
         return _affine(a, self._inverses(a.shape[0], a.shape[1], a.shape[2]), self.fill_mode,
@@ -555,13 +572,40 @@ class RandomTranslation(_RandomAffine):
         return out
 
 
-class RandomCrop(_RandomImage):
+class RandomCrop(_ImageGraph, _RandomImage):
     """Crops a random (height, width) window (the same offset for the
     batch), like keras.layers.RandomCrop; an image not larger than the
     window is cropped to its aspect ratio and resized; identity at
-    inference, as Keras."""
+    inference, as Keras 3's (so in a model, evaluate and predict see the
+    uncropped images, as Keras's do: follow it with layers that take any
+    height and width)."""
 
     kind = "RandomCrop"
+    in_graph = True
+
+    def compute_output_shape(self, s):
+        _, _, c = self._split_shape(s)
+        return self._join_shape(self.height, self.width, c)
+
+    def forward(self, x, p, ctx):
+        H, W, _ = self._split_shape(self._in_shape)
+        h, w = self.height, self.width
+        if H > h and W > w:
+            hax, wax = self._hw_axes()
+            u = ctx.define("crop_u", f"random_uniform(list(2), 0.0, 1.0, {self._seed(ctx)}, "
+                                     "\"float32\")")
+            top = f"minimum(astype(floor({u}[0] * {float(H - h + 1)!r}), \"int64\"), {H - h})"
+            left = f"minimum(astype(floor({u}[1] * {float(W - w + 1)!r}), \"int64\"), {W - w})"
+            out = f"take(take({x}, {top} + arange({h}), axis={hax}), {left} + arange({w}), " \
+                  f"axis={wax})"
+        else:
+            top, left = self._small_window(H, W)
+            eh, ew = min(h, H - top), min(w, W - left)
+            out = self._resize_expr(self._crop_expr(x, top, left, eh, ew), eh, ew, h, w,
+                                    "bilinear")
+        if ctx.training == "true":
+            return out
+        return x if ctx.training == "false" else f"if({ctx.training}, {out}, {x})"
 
     def __init__(self, height, width, seed=None, data_format=None, name=None, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
@@ -570,14 +614,24 @@ class RandomCrop(_RandomImage):
                 raise ValueError(f"[RandomCrop] {n} must be a positive int, got {v!r}")
         self.height, self.width = height, width
 
+    def _small_window(self, H, W):
+        """Keras's start of the window in an image not larger than it: where
+        the aspect-ratio crop would start (the window then runs to the
+        image's edge and is resized)."""
+        ch = max(min(H, int(float(W * self.height) / self.width)), 1)
+        cw = max(min(W, int(float(H * self.width) / self.height)), 1)
+        return int(float(H - ch) / 2), int(float(W - cw) / 2)
+
     def _augment(self, a):
         H, W = a.shape[1], a.shape[2]
-        if H > self.height and W > self.width:
-            t = int(self._rng.integers(0, H - self.height + 1))
-            l = int(self._rng.integers(0, W - self.width + 1))
-            return a[:, t:t + self.height, l:l + self.width]
-        return _resize(_crop_to_aspect(a, self.height, self.width), self.height, self.width,
-                       "bilinear")
+        h, w = self.height, self.width
+        if H > h and W > w:
+            t = int(self._rng.integers(0, H - h + 1))
+            l = int(self._rng.integers(0, W - w + 1))
+            return a[:, t:t + h, l:l + w]
+        t, l = self._small_window(H, W)
+        win = a[:, t:t + h, l:l + w]
+        return win if win.shape[1:3] == (h, w) else _resize(win, h, w, "bilinear")
 
 
 class RandomContrast(_ImageGraph, _RandomImage):

@@ -1,13 +1,17 @@
 """Keras's preprocessing layers: text (TextVectorization, StringLookup,
-IntegerLookup, Hashing, HashedCrossing), categorical (CategoryEncoding, Discretization) and
-image (Resizing, CenterCrop and the Random* augmentations).
+IntegerLookup, Hashing, HashedCrossing); categorical.py has CategoryEncoding
+and Discretization, image_preprocessing.py and image_color.py the image ones.
 
 They run eagerly on NumPy arrays (strings included), as Keras's run outside
 the compiled graph: call them on your data before fit, or in a data pipeline
-(`tessera.data.Dataset.map(layer)`). The image layers but RandomCrop also
-compile into a model (called on Input(...) or a layer's output: random in
-fit, the identity in evaluate and predict, as Keras's); the others raise a
-TypeError saying to apply them to the data.
+(`tessera.data.Dataset.map(layer)`). The numeric ones also compile into a
+model when called on Input(...) or a layer's output, as Keras's do:
+IntegerLookup (its vocabulary becomes constants of the program),
+CategoryEncoding, Discretization and the image layers (random in fit, the
+identity in evaluate and predict). Strings cannot flow through a compiled
+program, and Hashing / HashedCrossing hash text, so those raise a TypeError
+saying to apply them to the data (a string Input fed straight to one is the
+model's front: string_inputs.py).
 
     vectorize = nn.TextVectorization(max_tokens=20000, output_sequence_length=200)
     vectorize.adapt(texts)            # a list / array of str, or a Dataset of them
@@ -29,9 +33,11 @@ from .. import _hashes
 from ..string_inputs import front_tensor, is_string
 from ..symbolic import KerasTensor, user_location
 from .base import Layer
+from .encoding import encode_expr, encoded_shape, float_list, int_list
+from .int_hash import cross_expr, fingerprint_expr, unsigned_mod_expr
 
-__all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "CategoryEncoding", "Hashing",
-           "HashedCrossing", "Discretization"]  # the image layers: image_preprocessing.py
+__all__ = ["TextVectorization", "StringLookup", "IntegerLookup", "Hashing", "HashedCrossing"]
+# CategoryEncoding, Discretization: categorical.py; the image layers: image_preprocessing.py
 
 
 def _has_symbolic(obj) -> bool:
@@ -55,6 +61,7 @@ class _Preprocessing(Layer):
 
     strings = False  # takes (or gives) strings
     in_graph = False
+    eager_only_reason = None  # why a layer never compiles into a model, when not strings
 
     def __call__(self, inputs, *args, **kwargs):
         if self.strings and is_string(inputs) and not args and not kwargs:
@@ -66,7 +73,7 @@ class _Preprocessing(Layer):
             what = ("strings cannot flow through a compiled tessera program" if self.strings
                     else "preprocessing layers run eagerly on arrays, not inside the compiled "
                          "model")
-            why = self._graph_refusal() if not self.strings else None
+            why = self.eager_only_reason or self._graph_refusal()
             raise TypeError(
                 f"[{self.kind}] layer {self.name!r} called on a model's symbolic tensor at "
                 f"{_where()}: {why or what}. Apply it to the data instead, before fit "
@@ -297,6 +304,13 @@ class _IndexLookup(_Preprocessing):
         self._set_terms(terms)
 
     def _set_terms(self, terms):
+        compiled = self.__dict__.get("_compiled_at")
+        if compiled is not None:
+            raise RuntimeError(
+                f"[{self.kind}] layer {self.name!r} is already compiled into a model's program "
+                f"(called at {compiled}), which keeps the vocabulary it was compiled with; set "
+                "the vocabulary (adapt, set_vocabulary) before the model's first fit, evaluate "
+                f"or predict (at {_where()})")
         self._tokens = list(terms)
         start = self._token_start()
         self._index = {t: i + start for i, t in enumerate(self._tokens)}
@@ -510,6 +524,77 @@ class IntegerLookup(_IndexLookup):
     def _out_vocab_dtype(self):
         return np.int64
 
+    # In a model: the vocabulary (read when the model's program is compiled)
+    # becomes sorted constants, and each input is found by searchsorted.
+    in_graph = True
+
+    @property
+    def output_dtype(self):
+        return "int64" if self.output_mode == "int" else "float32"
+
+    def compute_output_shape(self, s):
+        if self.output_mode != "int" and not self._tokens and not self.pad_to_max_tokens:
+            raise RuntimeError(f"[{self.kind}] layer {self.name!r}: output_mode="
+                               f"{self.output_mode!r} needs the vocabulary (vocabulary= or "
+                               f"adapt) before the layer is called on a symbolic tensor (at "
+                               f"{_where()})")
+        if self.invert and None in self.get_vocabulary():
+            raise ValueError(f"[{self.kind}] layer {self.name!r}: invert=True in a model needs "
+                             "an integer oov_token (got None)")
+        self._graph_call = (self._depth(), _where())
+        return encoded_shape(self.kind, self.name, s, self.output_mode, self._depth())
+
+    def forward(self, x, p, ctx):
+        # the vocabulary as it is now (adapt may follow the model's construction)
+        depth, called_at = self._graph_call
+        if self.output_mode != "int" and self._depth() != depth:
+            raise ValueError(f"[{self.kind}] layer {self.name!r}: the vocabulary changed size "
+                             f"since the layer was called at {called_at} (output {depth} wide, "
+                             f"now {self._depth()}); adapt before calling it on a symbolic "
+                             "tensor")
+        self._compiled_at = called_at
+        tokens, idf = list(self._tokens), self.idf_weights
+        x = f"astype({x}, \"int64\")"
+        if self.invert:
+            vocab = self.get_vocabulary()
+            i = ctx.define("lookup_index", x)
+            inside = f"logical_and({i} >= 0, {i} < {len(vocab)})"
+            return (f"where({inside}, take({int_list(vocab)}, clip({i}, 0, {len(vocab) - 1})), "
+                    f"{int(self.oov_token)})")
+        key = ctx.define("lookup_key", x)
+        oov = self._oov_start()
+        if self.num_oov_indices > 1:
+            miss = f"{oov} + mod({key}, {self.num_oov_indices})"
+        else:
+            miss = str(oov if self.num_oov_indices else -1)
+        if tokens:
+            order = np.argsort(np.asarray(tokens, np.int64), kind="stable")
+            keys = int_list(np.asarray(tokens, np.int64)[order])
+            at = ctx.define("lookup_at", f"minimum(searchsorted({keys}, {key}), "
+                                         f"{len(tokens) - 1})")
+            found = ctx.define("lookup_found", f"equal(take({keys}, {at}), {key})")
+            idx = f"where({found}, take({int_list(order + self._token_start())}, {at}), {miss})"
+        else:
+            found, idx = "false", f"({key} * 0 + {miss})"
+        if self.mask_token is not None:
+            is_mask = f"equal({key}, {int(self.mask_token)})"
+            idx = f"where({is_mask}, {0 if self.output_mode == 'int' else -1}, {idx})"
+            found = f"logical_or({found}, {is_mask})"
+        if not self.num_oov_indices:
+            # Keras: with no OOV index, an input outside the vocabulary is an error
+            text = f"[{self.kind}] layer {self.name!r}: with num_oov_indices=0 every input must " \
+                   "be in the vocabulary; found one that is not (set num_oov_indices=1); the " \
+                   f"layer was called at {called_at}"
+            text = text.replace("\\", "/").replace('"', "'")
+            idx = f"after({idx}, assert(all({found}), \"{text}\"))"
+        if self.output_mode == "int":
+            return idx
+        out = encode_expr(idx, self._in_shape, "count" if self.output_mode == "tf_idf"
+                          else self.output_mode, self._depth())
+        if self.output_mode == "tf_idf":
+            out = f"{out} * {float_list(idf[:self._depth()])}"
+        return out
+
 
 # ----------------------------------------------------------------- text
 
@@ -700,6 +785,7 @@ class Hashing(_Preprocessing):
 
     kind = "Hashing"
     strings = True
+    in_graph = True  # on numbers, with salt=None: FarmHash of their text (int_hash.py)
 
     def __init__(self, num_bins, mask_value=None, salt=None, output_mode="int", sparse=False,
                  name=None, **kwargs):
@@ -721,6 +807,32 @@ class Hashing(_Preprocessing):
         self.num_bins = num_bins
         self.mask_value = mask_value
         self.sparse = False
+
+    def _graph_refusal(self):
+        if self.salt is not None:
+            return ("with a salt (SipHash) it runs on arrays only; in a model Hashing takes "
+                    "numbers with salt=None (FarmHash of their decimal text, Keras's bins)")
+        if self.mask_value is not None and (isinstance(self.mask_value, (str, bytes, bool)) or
+                                            int(self.mask_value) != self.mask_value):
+            return f"in a model mask_value must be an integer, got {self.mask_value!r}"
+        return None
+
+    @property
+    def output_dtype(self):
+        return "int64" if self.output_mode == "int" else "float32"
+
+    def compute_output_shape(self, s):
+        return encoded_shape(self.kind, self.name, s, self.output_mode, self.num_bins)
+
+    def forward(self, x, p, ctx):
+        # floats are cast to int64 first, as on arrays
+        x = ctx.define("hash_in", f"astype(stop_gradient({x}), \"int64\")")
+        bins = self.num_bins - 1 if self.mask_value is not None and self.num_bins > 1 \
+            else self.num_bins
+        out = unsigned_mod_expr(ctx.define("hash", fingerprint_expr(ctx, x)), bins)
+        if bins != self.num_bins:
+            out = f"where(equal({x}, {int(self.mask_value)}), 0, {out} + 1)"
+        return encode_expr(out, self._in_shape, self.output_mode, self.num_bins)
 
     def _text(self, v) -> bytes:
         if isinstance(v, bytes):
@@ -780,6 +892,37 @@ class HashedCrossing(_Preprocessing):
     or dtype)."""
 
     kind = "HashedCrossing"
+    in_graph = multi_input = True  # integer features (strings are hashed on arrays only)
+
+    def split_call(self, inputs):
+        if not isinstance(inputs, (list, tuple)) or len(inputs) < 2 or not all(
+                isinstance(t, KerasTensor) for t in inputs):
+            raise ValueError(f"[HashedCrossing] in a model takes a list or tuple of two or more "
+                             f"symbolic tensors, got {inputs!r} (at {_where()})")
+        kinds = [t.dtype for t in inputs]
+        if any(not (d.startswith("int") or d.startswith("uint")) for d in kinds):
+            raise ValueError(f"[HashedCrossing] in a model every input must have an integer "
+                             f"dtype (strings are crossed on arrays only), got {kinds} (at "
+                             f"{_where()})")
+        return list(inputs), {}
+
+    @property
+    def output_dtype(self):
+        return self.dtype
+
+    def compute_output_shape(self, shapes):
+        if any(tuple(s) != tuple(shapes[0]) for s in shapes) or tuple(shapes[0]) not in ((),
+                                                                                      (1,)):
+            raise ValueError(f"[HashedCrossing] every input must have shape (batch_size,) or "
+                             f"(batch_size, 1), got {[(None,) + tuple(s) for s in shapes]}")
+        return tuple(shapes[0]) if self.output_mode == "int" else (self.num_bins,)
+
+    def forward(self, xs, p, ctx):
+        out = unsigned_mod_expr(ctx.define("cross", cross_expr(ctx, xs, _CROSS_KEY)),
+                                self.num_bins)
+        if self.output_mode == "int":
+            return f"astype({out}, \"{self.dtype}\")"
+        return encode_expr(out, (1,), "one_hot", self.num_bins, dtype=self.dtype)
 
     def __init__(self, num_bins, output_mode="int", sparse=False, name=None, dtype=None,
                  **kwargs):
@@ -832,126 +975,3 @@ class HashedCrossing(_Preprocessing):
         hot = _encode(out.reshape(-1, 1) if out.ndim < 2 else out, "one_hot", self.num_bins,
                       "HashedCrossing", dtype=self.dtype)
         return hot[0] if out.ndim == 0 else hot
-
-
-class CategoryEncoding(_Preprocessing):
-    """Integer indices to one_hot / multi_hot / count vectors of length
-    num_tokens, like keras.layers.CategoryEncoding (call(x,
-    count_weights=...) weights the counts)."""
-
-    kind = "CategoryEncoding"
-
-    def __init__(self, num_tokens=None, output_mode="multi_hot", sparse=False, name=None,
-                 **kwargs):
-        super().__init__(name=name, **kwargs)
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens <= 0:
-            raise ValueError(f"[CategoryEncoding] num_tokens must be a positive int, got "
-                             f"{num_tokens!r}")
-        self.output_mode = _check_mode(output_mode, ("one_hot", "multi_hot", "count"),
-                                       "CategoryEncoding")
-        _no_sparse(sparse, "CategoryEncoding")
-        self.num_tokens = num_tokens
-        self.sparse = False
-
-    def call(self, inputs, count_weights=None):
-        a = np.asarray(inputs)
-        if a.dtype.kind == "f" and np.all(np.mod(a, 1) == 0):
-            a = a.astype(np.int64)
-        if a.dtype.kind not in "iub":
-            raise TypeError(f"[CategoryEncoding] takes integer indices, got dtype {a.dtype}")
-        if count_weights is not None and self.output_mode != "count":
-            raise ValueError("[CategoryEncoding] count_weights is only for output_mode='count', "
-                             f"got output_mode={self.output_mode!r}")
-        if a.ndim > 2:
-            raise ValueError(f"[CategoryEncoding] inputs must be rank 1 or 2, got shape {a.shape}")
-        return _encode(a, self.output_mode, self.num_tokens, "CategoryEncoding",
-                       count_weights=count_weights)
-
-
-class Discretization(_Preprocessing):
-    """Buckets numbers by bin_boundaries (np.digitize), like
-    keras.layers.Discretization; with num_bins, adapt learns the boundaries
-    with Keras's approximate-quantile summaries (epsilon), so they equal
-    Keras's."""
-
-    kind = "Discretization"
-
-    def __init__(self, bin_boundaries=None, num_bins=None, epsilon=0.01, output_mode="int",
-                 sparse=False, dtype=None, name=None, **kwargs):
-        super().__init__(name=name, **kwargs)
-        if (bin_boundaries is None) == (num_bins is None):
-            raise ValueError("[Discretization] give exactly one of bin_boundaries and num_bins, "
-                             f"got bin_boundaries={bin_boundaries!r}, num_bins={num_bins!r}")
-        if num_bins is not None and (isinstance(num_bins, bool) or not isinstance(num_bins, int)
-                                     or num_bins < 1):
-            raise ValueError(f"[Discretization] num_bins must be a positive int, got {num_bins!r}")
-        self.output_mode = _check_mode(output_mode, ("int", "one_hot", "multi_hot", "count"),
-                                       "Discretization")
-        _no_sparse(sparse, "Discretization")
-        self.bin_boundaries = None if bin_boundaries is None else [float(b) for b in
-                                                                    bin_boundaries]
-        self.num_bins = num_bins
-        self.epsilon = float(epsilon)
-        self.out_dtype = dtype
-        self.sparse = False
-        self._summary = np.zeros((2, 0), np.float32)
-
-    @staticmethod
-    def _compress(summary, eps):
-        if summary.shape[1] * eps < 1:
-            return summary
-        percents = eps + np.arange(0.0, 1.0, eps)
-        cum = summary[1].cumsum()
-        bins = np.interp(percents, cum / cum[-1], summary[0])
-        cum = np.interp(percents, cum / cum[-1], cum)
-        weights = cum - np.concatenate(([0.0], cum[:-1]))
-        return np.stack((bins, weights)).astype(np.float32)
-
-    def adapt(self, data, batch_size=None, steps=None):
-        """Learns num_bins - 1 boundaries from the data's quantiles."""
-        if self.num_bins is None:
-            raise ValueError("[Discretization] adapt needs num_bins (the layer was made with "
-                             "bin_boundaries)")
-        summary = np.zeros((2, 0), np.float32)
-        for batch in _batches(data, steps, "Discretization", lists_are_batches=True):
-            v = np.sort(np.asarray(batch, dtype=np.float32).reshape(-1))
-            step = max(v.size / (1.0 / self.epsilon), 1)
-            picked = v[int(step - 1)::int(step)]
-            part = np.stack([picked, np.ones_like(picked) * step])
-            merged = np.concatenate((part, summary), axis=1)
-            merged = np.take(merged, np.argsort(merged[0]), axis=1)
-            summary = self._compress(merged, self.epsilon)
-        if summary.shape[1] == 0:
-            raise ValueError("[Discretization] adapt got no data")
-        self.bin_boundaries = self._compress(summary, 1.0 / self.num_bins)[0, :-1].tolist()
-
-    def get_config(self):
-        config = super().get_config()
-        config["bin_boundaries"] = self.bin_boundaries
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        """As Keras's: an adapted layer's config holds both num_bins and the
-        learned bin_boundaries; the boundaries are set after construction."""
-        config = dict(config)
-        bounds = config.pop("bin_boundaries", None)
-        if config.get("num_bins") is None:
-            return cls(bin_boundaries=bounds, **config)
-        layer = cls(**config)
-        layer.bin_boundaries = bounds
-        return layer
-
-    def call(self, inputs):
-        if self.bin_boundaries is None:
-            raise ValueError("[Discretization] give bin_boundaries or call adapt(data) before "
-                             "calling the layer")
-        a = np.asarray(inputs)
-        if a.dtype.kind not in "iuf":
-            raise TypeError(f"[Discretization] takes numbers, got dtype {a.dtype}")
-        idx = np.digitize(a, np.asarray(self.bin_boundaries, dtype=a.dtype
-                                        if a.dtype.kind == "f" else np.float64))
-        if self.output_mode == "int":
-            return idx.astype(self.out_dtype or "int64")
-        return _encode(idx, self.output_mode, len(self.bin_boundaries) + 1, "Discretization",
-                       dtype=self.out_dtype or "float32")
