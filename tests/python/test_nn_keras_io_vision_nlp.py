@@ -12,7 +12,7 @@ import pytest
 import tessera.nn as tn
 
 
-def test_sequential_with_an_eager_only_layer_runs_on_arrays(keras):
+def test_sequential_with_random_crop_runs_on_arrays_and_in_a_model(keras):
     x = np.random.default_rng(0).uniform(0, 255, size=(3, 8, 8, 3)).astype("float32")
     ours = tn.Sequential([tn.layers.RandomCrop(8, 8), tn.layers.RandomFlip("horizontal")])
     theirs = keras.Sequential([keras.layers.RandomCrop(8, 8),
@@ -25,9 +25,10 @@ def test_sequential_with_an_eager_only_layer_runs_on_arrays(keras):
         for g, a in zip(got, x):
             assert np.allclose(g, a) or np.allclose(g, a[:, ::-1])
     np.testing.assert_allclose(np.asarray(ours(x, training=False)), x)
-    # symbolic: still refused by name (RandomCrop does not compile into a model)
-    with pytest.raises(TypeError, match=r"\[RandomCrop\].*symbolic"):
-        ours(tn.Input((8, 8, 3)))
+    # symbolic: RandomCrop now compiles into a model too (the identity in predict)
+    inputs = tn.Input((8, 8, 3))
+    model = tn.Model(inputs, ours(inputs))
+    np.testing.assert_allclose(model.predict(x, verbose=0), x)
 
 
 WINDOWS = [("Conv2D", (4, 5), {}), ("Conv2D", (4, (3, 2)), dict(strides=2)),
