@@ -11,9 +11,10 @@
 namespace tessera::kernels {
 
 // Held around each BLIS level-3 call. When more calls are inside BLIS than its
-// pools hold blocks for, it first checks that malloc can give the blocks BLIS
-// will take (releasing tessera's cached array blocks if not) and throws
-// MemoryError naming `op` when it cannot, instead of letting BLIS abort.
+// pools hold blocks for, it allocates the missing blocks first (releasing
+// tessera's cached array blocks if malloc fails), which the pools then take
+// when they grow (their malloc is replaced at start-up), and throws MemoryError
+// naming `op` when malloc cannot give them, instead of letting BLIS abort.
 class BlisCall {
  public:
   explicit BlisCall(const char* op);
