@@ -16,11 +16,8 @@ run: .venv/bin/python bench/bench_conv3d.py [--threads 1] [--rounds 7] [--batch 
          [--no-compile] [--no-default] [--quick]
 """
 
-import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -122,65 +119,14 @@ def step_race(threads, args, default_config=False):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", default="1")
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--allocator", default=fair.BEST_ALLOCATOR, choices=list(fair.ALLOCATORS))
-    p.add_argument("--no-compile", action="store_true")
-    p.add_argument("--no-default", action="store_true")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1 thread, 1 round, batch 2")
-    p.add_argument("--json", metavar="FILE")
-    p.add_argument("--default-child", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.quick:
-        args.threads, args.rounds, args.batch = "1", 1, 2
-        args.no_compile = args.no_default = True
-    threads = [int(t) for t in args.threads.split(",")]
-    if args.default_child:
-        print(json.dumps({str(t): step_race(t, args, True) for t in threads}))
-        return
-    fair.ensure_allocator(args.allocator)
-    gf = flop_per_sample() * args.batch * 3 / 1e9
-    fair.header("3-D CNN training step (16x16x16x1), tessera vs PyTorch at its best",
-                args.threads, [
-                    f"batch {args.batch}; Conv3D layers (filters, input side) {LAYERS}, 3x3x3 "
-                    f"'same' + ReLU, MaxPooling3D 2 between; ~{gf:.2f} GFLOP per step "
-                    f"(3 x forward); medians of {args.rounds} interleaved rounds after 1 warm-up",
-                    "tessera: channels last (N, D, H, W, C); PyTorch: NCDHW (native), "
-                    "Adam(fused=True), eager and torch.compile (inductor), the faster is the peer",
-                    "PyTorch default configuration: a child under stock glibc malloc, eager, "
-                    "Adam(), interleaved with tessera there"])
-    results = {str(t): step_race(t, args) for t in threads}
-    default = {}
-    if not args.no_default:
-        default = fair.run_default_child(os.path.abspath(__file__),
-                                         ["--threads", args.threads, "--rounds", str(args.rounds),
-                                          "--batch", str(args.batch)])
-    print(f"\n{'thr':>3} {'tessera s':>10} {'eager s':>8} {'compiled s':>11} {'best':>9} "
-          f"{'ratio':>6} {'tessera GF/s':>13} {'default s':>10} {'vs default':>10}")
-    summary = {}
-    for t in threads:
-        r = results[str(t)]
-        x = fair.race(r, default.get(str(t)))
-        tt, pe, pc, ratio = x["tessera"], x["eager"], x["compiled"], x["ratio"]
-        ds = f"{x['default']:.4f}" if x["default"] else "-"
-        dr = f"{x['default_ratio']:.2f}" if x["default"] else "-"
-        print(f"{t:>3} {tt:>10.4f} {pe:>8.4f} {(f'{pc:.4f}' if pc else '-'):>11} "
-              f"{x['best_name']:>9} {ratio:>6.2f} {gf / tt:>13.1f} {ds:>10} {dr:>10}")
-        print(f"    spread (min-max): tessera {fair.spread(r['tessera'])}, eager "
-              f"{fair.spread(r['eager'])}" +
-              (f", compiled {fair.spread(r['compiled'])}" if "compiled" in r else ""))
-        if r.get("_compile_s"):
-            print(f"    compiled step's first call {r['_compile_s']:.1f} s")
-        summary[f"{t}t"] = {"tessera": tt, "eager": pe, "compiled": pc, "ratio": ratio,
-                            "default": x["default"]}
-    print(f"load average at end: {fair.load_average()}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": fair.machine_line(), "allocator": args.allocator,
-                       "date": time.strftime("%Y-%m-%d %H:%M"), "summary": summary,
-                       "raw": results, "default_raw": default}, fh, indent=1)
+    fair.classifier_race_main(
+        os.path.abspath(__file__), step_race, flop_per_sample(),
+        "3-D CNN training step (16x16x16x1)",
+        lambda args, gf: (f"batch {args.batch}; Conv3D layers (filters, input side) {LAYERS}, "
+                          f"3x3x3 'same' + ReLU, MaxPooling3D 2 between; ~{gf:.2f} GFLOP per "
+                          "step (3 x forward)"),
+        "tessera: channels last (N, D, H, W, C); PyTorch: NCDHW (native)",
+        threads="1", rounds=7, batch=16, quick_batch=2, digits=4)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,8 @@ run: .venv/bin/python bench/bench_resnet.py [--threads 1,2] [--rounds 5] [--batc
          [--no-compile] [--no-default] [--quick]
 """
 
-import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -131,65 +128,12 @@ def step_race(threads, args, default_config=False):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", default="1,2")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--allocator", default=fair.BEST_ALLOCATOR, choices=list(fair.ALLOCATORS))
-    p.add_argument("--no-compile", action="store_true")
-    p.add_argument("--no-default", action="store_true")
-    p.add_argument("--quick", action="store_true", help="smoke run: 1 thread, 1 round, batch 16")
-    p.add_argument("--json", metavar="FILE")
-    p.add_argument("--default-child", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.quick:
-        args.threads, args.rounds, args.batch = "1", 1, 16
-        args.no_compile = args.no_default = True
-    threads = [int(t) for t in args.threads.split(",")]
-    if args.default_child:
-        print(json.dumps({str(t): step_race(t, args, True) for t in threads}))
-        return
-    fair.ensure_allocator(args.allocator)
-    gf = flop_per_sample() * args.batch * 3 / 1e9
-    fair.header("small ResNet training step (28x28x1), tessera vs PyTorch at its best",
-                args.threads, [
-                    f"batch {args.batch}; stages {STAGES} (channels, stride), one basic block "
-                    "each; "
-                    f"~{gf:.1f} GFLOP per step (3 x forward); medians of {args.rounds} interleaved "
-                    "rounds after 1 warm-up round",
-                    "tessera: channels last (N, H, W, C); PyTorch: NCHW (native), "
-                    "Adam(fused=True), eager and torch.compile (inductor), the faster is the peer",
-                    "PyTorch default configuration: a child under stock glibc malloc, eager, "
-                    "Adam(), interleaved with tessera there"])
-    results = {str(t): step_race(t, args) for t in threads}
-    default = {}
-    if not args.no_default:
-        default = fair.run_default_child(os.path.abspath(__file__),
-                                         ["--threads", args.threads, "--rounds", str(args.rounds),
-                                          "--batch", str(args.batch)])
-    print(f"\n{'thr':>3} {'tessera s':>10} {'eager s':>8} {'compiled s':>11} {'best':>9} "
-          f"{'ratio':>6} {'target':>12} {'tessera GF/s':>13} {'default s':>10} {'vs default':>10}")
-    summary = {}
-    for t in threads:
-        r = results[str(t)]
-        x = fair.race(r, default.get(str(t)))
-        tt, pe, pc, ratio = x["tessera"], x["eager"], x["compiled"], x["ratio"]
-        ds = f"{x['default']:.3f}" if x["default"] else "-"
-        dr = f"{x['default_ratio']:.2f}" if x["default"] else "-"
-        print(f"{t:>3} {tt:>10.3f} {pe:>8.3f} {(f'{pc:.3f}' if pc else '-'):>11} "
-              f"{x['best_name']:>9} {ratio:>6.2f} "
-              f"{'<=0.8 ' + ('met' if ratio <= 0.8 else 'NOT met'):>12} {gf / tt:>13.1f} "
-              f"{ds:>10} {dr:>10}")
-        if r.get("_compile_s"):
-            print(f"    compiled step's first call {r['_compile_s']:.1f} s")
-        summary[f"{t}t"] = {"tessera": tt, "eager": pe, "compiled": pc, "ratio": ratio,
-                            "default": x["default"]}
-    print(f"load average at end: {fair.load_average()}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": fair.machine_line(), "allocator": args.allocator,
-                       "date": time.strftime("%Y-%m-%d %H:%M"), "summary": summary,
-                       "raw": results, "default_raw": default}, fh, indent=1)
+    fair.classifier_race_main(
+        os.path.abspath(__file__), step_race, flop_per_sample(),
+        "small ResNet training step (28x28x1)",
+        lambda args, gf: (f"batch {args.batch}; stages {STAGES} (channels, stride), one basic "
+                          f"block each; ~{gf:.1f} GFLOP per step (3 x forward)"),
+        "tessera: channels last (N, H, W, C); PyTorch: NCHW (native)", target=0.8)
 
 
 if __name__ == "__main__":

@@ -214,6 +214,79 @@ def classifier_step_race(torch, tm, net, x, y, xt, yt, args, default_config: boo
     return times
 
 
+def classifier_race_main(script: str, step_race, gflop_per_sample, title: str, model_line,
+                         layout: str, threads="1,2", rounds=5, batch=128, quick_batch=16,
+                         digits=3, target=None) -> None:
+    """The command line and report of a classifier's training-step race
+    (bench_resnet.py, bench_conv3d.py): `step_race(threads, args,
+    default_config=False)` times one thread count (classifier_step_race);
+    `model_line(args, gflop)` describes the model; `layout` says each side's
+    layout; the defaults of --threads, --rounds and --batch, --quick's batch,
+    the digits of the seconds and the ratio's target (None: no column)."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(description=title)
+    p.add_argument("--threads", default=threads)
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--allocator", default=BEST_ALLOCATOR, choices=list(ALLOCATORS))
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--no-default", action="store_true")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke run: 1 thread, 1 round, batch {quick_batch}")
+    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--default-child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.quick:
+        args.threads, args.rounds, args.batch = "1", 1, quick_batch
+        args.no_compile = args.no_default = True
+    counts = [int(t) for t in args.threads.split(",")]
+    if args.default_child:
+        print(json.dumps({str(t): step_race(t, args, True) for t in counts}))
+        return
+    ensure_allocator(args.allocator)
+    gf = gflop_per_sample * args.batch * 3 / 1e9
+    header(f"{title}, tessera vs PyTorch at its best", args.threads, [
+        f"{model_line(args, gf)}; medians of {args.rounds} interleaved rounds after 1 warm-up "
+        "round",
+        f"{layout}, Adam(fused=True), eager and torch.compile (inductor), the faster is the peer",
+        "PyTorch default configuration: a child under stock glibc malloc, eager, Adam(), "
+        "interleaved with tessera there"])
+    results = {str(t): step_race(t, args) for t in counts}
+    default = {}
+    if not args.no_default:
+        default = run_default_child(script, ["--threads", args.threads, "--rounds",
+                                             str(args.rounds), "--batch", str(args.batch)])
+    target_head = f" {'target':>12}" if target is not None else ""
+    print(f"\n{'thr':>3} {'tessera s':>10} {'eager s':>8} {'compiled s':>11} {'best':>9} "
+          f"{'ratio':>6}{target_head} {'tessera GF/s':>13} {'default s':>10} {'vs default':>10}")
+    summary = {}
+    for t in counts:
+        r = results[str(t)]
+        x = race(r, default.get(str(t)))
+        tt, pe, pc, ratio = x["tessera"], x["eager"], x["compiled"], x["ratio"]
+        ds = f"{x['default']:.{digits}f}" if x["default"] else "-"
+        dr = f"{x['default_ratio']:.2f}" if x["default"] else "-"
+        met = "" if target is None else \
+            f" {f'<={target} ' + ('met' if ratio <= target else 'NOT met'):>12}"
+        print(f"{t:>3} {tt:>10.{digits}f} {pe:>8.{digits}f} "
+              f"{(f'{pc:.{digits}f}' if pc else '-'):>11} {x['best_name']:>9} {ratio:>6.2f}{met} "
+              f"{gf / tt:>13.1f} {ds:>10} {dr:>10}")
+        print(f"    spread (min-max): tessera {spread(r['tessera'])}, eager {spread(r['eager'])}" +
+              (f", compiled {spread(r['compiled'])}" if "compiled" in r else ""))
+        if r.get("_compile_s"):
+            print(f"    compiled step's first call {r['_compile_s']:.1f} s")
+        summary[f"{t}t"] = {"tessera": tt, "eager": pe, "compiled": pc, "ratio": ratio,
+                            "default": x["default"]}
+    print(f"load average at end: {load_average()}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": machine_line(), "allocator": args.allocator,
+                       "date": time.strftime("%Y-%m-%d %H:%M"), "summary": summary,
+                       "raw": results, "default_raw": default}, fh, indent=1)
+
+
 def run_default_child(script: str, args: list) -> dict:
     """Runs `script args --default-child` under stock glibc malloc and returns
     the JSON object it prints on its last line."""
