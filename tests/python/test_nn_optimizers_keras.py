@@ -8,6 +8,16 @@ import pytest
 import tessera.nn as nn
 
 
+def fit_both_as_keras(ours, theirs, x, y, batch_size, epochs):
+    """Fits tessera's model and Keras's (compiled, with the same weights) on the
+    same batches in order; their losses and then their weights agree."""
+    h1 = ours.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0)
+    h2 = theirs.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+
+
 CASES = [
     ("Adadelta", {"learning_rate": 1.0}),
     ("Adadelta", {"learning_rate": 0.5, "rho": 0.9, "epsilon": 1e-6}),
@@ -36,11 +46,7 @@ def test_optimizer_steps_match_keras(keras, name, kwargs):
     theirs.set_weights(w)
     ours.compile(getattr(nn.optimizers, name)(**kwargs), "mse")
     theirs.compile(getattr(keras.optimizers, name)(**kwargs), "mse")
-    h1 = ours.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
-    h2 = theirs.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
-    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
-    for a, b in zip(ours.get_weights(), theirs.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    fit_both_as_keras(ours, theirs, x, y, batch_size=6, epochs=3)
     assert not np.allclose(ours.get_weights()[0], w[0])  # it did move
     opt = getattr(nn.optimizers, name)(**kwargs)
     again = nn.optimizers.get(opt.get_config())
@@ -92,11 +98,7 @@ def test_weight_decay_as_keras(keras, name, kwargs, exclude):
             opt.exclude_from_weight_decay(**exclude)
         model.compile(opt, "mse")
         opts.append(opt)
-    h1 = ours.fit(x, y, batch_size=6, epochs=2, shuffle=False, verbose=0)
-    h2 = theirs.fit(x, y, batch_size=6, epochs=2, shuffle=False, verbose=0)
-    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
-    for a, b in zip(ours.get_weights(), theirs.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    fit_both_as_keras(ours, theirs, x, y, batch_size=6, epochs=2)
     assert float(opts[0].weight_decay) == pytest.approx(float(opts[1].weight_decay))
     # the config keeps Keras's meaning
     again = nn.optimizers.get(opts[0].get_config())

@@ -7,6 +7,8 @@ import pytest
 import tessera.nn as nn
 from tessera.nn.zero import ZeroPlan
 
+from test_nn_optimizers_keras import fit_both_as_keras
+
 CASES = [
     ("Adafactor", {"learning_rate": 0.01}),
     ("Adafactor", {"learning_rate": 0.05, "beta_2_decay": -0.6, "clip_threshold": 0.5,
@@ -46,11 +48,7 @@ def test_optimizer_steps_match_keras(keras, name, kwargs):
     ours, theirs, w = _models(keras, rng)
     ours.compile(getattr(nn.optimizers, name)(**kwargs), "mse")
     theirs.compile(getattr(keras.optimizers, name)(**kwargs), "mse")
-    h1 = ours.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
-    h2 = theirs.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
-    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
-    for a, b in zip(ours.get_weights(), theirs.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    fit_both_as_keras(ours, theirs, x, y, batch_size=6, epochs=3)
     assert not np.allclose(ours.get_weights()[0], w[0])  # it did move
     opt = getattr(nn.optimizers, name)(**kwargs)
     again = nn.optimizers.get(opt.get_config())
@@ -77,11 +75,7 @@ def test_kernels_of_three_axes_and_embeddings_as_keras(keras, name, kwargs):
     theirs.set_weights(w)
     ours.compile(getattr(nn.optimizers, name)(**kwargs), "mse")
     theirs.compile(getattr(keras.optimizers, name)(**kwargs), "mse")
-    h1 = ours.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
-    h2 = theirs.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
-    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
-    for a, b in zip(ours.get_weights(), theirs.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    fit_both_as_keras(ours, theirs, x, y, batch_size=4, epochs=2)
     if name == "Adafactor":  # a row and a column vector for the kernel, not its shape
         shapes = sorted(np.shape(v) for k, v in ours._opt_state.items() if "l1_kernel" in k)
         assert shapes == [(2, 3), (2, 4)]
@@ -182,11 +176,7 @@ def test_multi_optimizer_as_keras(keras, selector):
     theirs.set_weights(w)
     ours.compile(_multi(nn, selector), "mse")
     theirs.compile(_multi(keras, selector), "mse")
-    h1 = ours.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
-    h2 = theirs.fit(x, y, batch_size=6, epochs=3, shuffle=False, verbose=0)
-    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
-    for a, b in zip(ours.get_weights(), theirs.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    fit_both_as_keras(ours, theirs, x, y, batch_size=6, epochs=3)
     opt = ours.optimizer
     assert all(int(o.iterations) == 12 for o in theirs.optimizer.optimizers)
     assert [type(o).__name__ for o in opt.optimizers] == \
@@ -242,11 +232,7 @@ def test_sgd_momentum_under_a_schedule_as_keras(keras, nesterov):
     for lib, model in ((nn, ours), (keras, theirs)):
         rate = lib.optimizers.schedules.ExponentialDecay(0.1, 1, 0.5)
         model.compile(lib.optimizers.SGD(rate, momentum=0.9, nesterov=nesterov), "mse")
-    h1 = ours.fit(x, y, batch_size=3, epochs=2, shuffle=False, verbose=0)
-    h2 = theirs.fit(x, y, batch_size=3, epochs=2, shuffle=False, verbose=0)
-    np.testing.assert_allclose(h1.history["loss"], h2.history["loss"], rtol=2e-5)
-    for a, b in zip(ours.get_weights(), theirs.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    fit_both_as_keras(ours, theirs, x, y, batch_size=3, epochs=2)
 
 
 @pytest.mark.parametrize("make", [
