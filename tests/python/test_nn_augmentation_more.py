@@ -12,6 +12,8 @@ import pytest
 import tessera
 import tessera.nn as nn
 
+from test_nn_preprocessing import _graph_output
+
 RNG = np.random.default_rng(11)
 IMG = RNG.uniform(0, 255, (3, 6, 7, 3)).astype(np.float32)
 UNIT = (IMG / 255.0).astype(np.float32)
@@ -316,24 +318,6 @@ def test_hue_needs_rgb_images():
 
 
 # ------------------------------------------------------ inside a model
-
-def _graph_output(layer, x):
-    """The layer's compiled training-mode expression run as a program."""
-    from tessera.nn.layers import Context
-
-    layer._in_shape = x.shape[1:]
-    stmts, count = [], [0]
-
-    def fresh(tag):
-        count[0] += 1
-        return f"{tag}_{count[0]}"
-
-    ctx = Context("true", "5", 0, emit=stmts.append, fresh=fresh)
-    ctx.seed_stride = 1000
-    out = layer.forward("x", {}, ctx)
-    return np.asarray(tessera.Program("lambda(x, block(" + ", ".join(stmts + [out]) + "))")
-                      .run([x]))
-
 
 @pytest.mark.parametrize("make,x", [
     (lambda m: m.RandomBrightness((0.1, 0.1)), IMG),
