@@ -31,7 +31,8 @@ using kn::Activation;
 // Moves an array argument out of the call (a uniquely held buffer stays unique
 // and may be reused for the result); numbers and lists are converted.
 Array take_array(Args& a, size_t i) {
-  if (a[i].is_array()) {
+  // a strided view (dropout and the activations take views: they may hand x back) is packed
+  if (a[i].is_array() && a[i].as_array().is_contiguous()) {
     Value v = a.take(i);
     return std::move(v.as_array());
   }

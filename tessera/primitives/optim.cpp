@@ -35,7 +35,7 @@ constexpr int64_t kNormPiece = int64_t{1} << 15;
 Array take_float_array(Args& a, size_t i) {
   if (!a[i].is_numeric() && !a[i].is_list()) a.type_error(i, "a float array");
   Array x;
-  if (a[i].is_array()) {
+  if (a[i].is_array() && a[i].as_array().is_contiguous()) {
     x = std::move(a.take(i).as_array());
   } else {
     x = a.array(i);
@@ -47,7 +47,7 @@ Array take_float_array(Args& a, size_t i) {
 Array like_param(Args& a, size_t i, const Array& w) {
   if (!a[i].is_numeric() && !a[i].is_list()) a.type_error(i, "an array");
   Array x;
-  if (a[i].is_array()) {
+  if (a[i].is_array() && a[i].as_array().is_contiguous()) {
     x = std::move(a.take(i).as_array());
   } else {
     x = a.array(i);

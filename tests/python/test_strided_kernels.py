@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera import _core
 from jit_check import numpy_body, numpy_fn
 
 THREADS = [1, 2]
@@ -290,3 +291,52 @@ def test_strided_one_dimensional_operations(expr, dtype, rows, threads):
 def test_strided_one_dimensional_writes(body, rows, threads):
     x, y = _operand("float64", (rows, 5), 10), _operand("float64", (2 * rows, 3), 11)
     _same(tessera.jit(numpy_body(body, "x, y"), threads=threads)(x, y), numpy_body(body, "x, y")(x, y))
+
+
+# The nn primitives that may hand their operand back (dropout at inference)
+# take views unpacked; each packs a strided one before its kernel reads it.
+NN_ON_VIEWS = [("dropout", (0.5, 3, True)), ("dropout", (0.5, 3, False)), ("relu", ()),
+               ("sigmoid", ()), ("softmax", ()), ("log_softmax", ()), ("gelu", ()),
+               ("bias_add", "bias")]
+
+
+@pytest.mark.parametrize("name, rest", NN_ON_VIEWS)
+def test_nn_primitives_read_strided_operands(name, rest):
+    x = (np.arange(48, dtype=np.float32).reshape(6, 8) - 20.5) / 7
+    view = x.T[::2]  # strided: every other row of the transpose
+    rest = [np.linspace(-1, 1, 6).astype(np.float32)] if rest == "bias" else list(rest)
+    got = np.asarray(_core.call_primitive(name, [view] + rest))
+    want = np.asarray(_core.call_primitive(name, [np.ascontiguousarray(view)] + rest))
+    _same(got, want)
+    assert np.array_equal(x, (np.arange(48, dtype=np.float32).reshape(6, 8) - 20.5) / 7)
+
+
+def test_keras_random_dropout_in_a_layer_after_pooling():
+    """keras-io's intro to Keras: a custom layer calling keras.random.dropout
+    on a pooled (strided) value, inside a subclassed model's fit."""
+    import tessera.nn as nn
+
+    class MyDropout(nn.layers.Layer):
+        def __init__(self, rate):
+            super().__init__()
+            self.rate, self.seed_generator = rate, nn.random.SeedGenerator(1337)
+
+        def call(self, inputs):
+            return nn.random.dropout(inputs, self.rate, seed=self.seed_generator)
+
+    inp = nn.Input((6, 6, 2))
+    h = nn.layers.GlobalAveragePooling2D()(nn.layers.Conv2D(4, 3)(inp))
+    d = MyDropout(0.5)(h)
+    m = nn.Model(inp, nn.layers.Dense(3)(d))
+    m.compile("sgd", "mse")
+    rng = np.random.default_rng(1)
+    x, y = rng.random((8, 6, 6, 2), np.float32), rng.random((8, 3), np.float32)
+    loss = m.fit(x, y, epochs=1, batch_size=4, verbose=0).history["loss"][0]
+    assert np.isfinite(loss)
+    # keras.random.dropout drops whatever the phase (it is not a layer): each
+    # element is 0 or the pooled value / (1 - rate)
+    pooled = nn.Model(inp, h).predict(x, verbose=0)
+    dropped = nn.Model(inp, d).predict(x, verbose=0)
+    kept = dropped != 0
+    assert 0 < kept.mean() < 1
+    np.testing.assert_allclose(dropped[kept], 2 * pooled[kept], rtol=1e-6)
