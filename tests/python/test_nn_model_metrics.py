@@ -197,3 +197,32 @@ def test_weighted_metrics_as_keras(keras, tmp_path):
     got, want = _weighted(nn, weights, tmp_path), _weighted(keras, weights, tmp_path)
     assert "weighted_accuracy" in got["both"]["dict"]
     _assert_close(got, want)
+
+
+def _dict_single(k, weights):
+    """One output named through dicts: inputs, outputs, labels, losses and
+    metrics all keyed by name (keras-io's structured-data style)."""
+    a, b = k.Input((5,), name="num"), k.Input((3,), name="more")
+    h = k.layers.Dense(4, activation="relu")(k.layers.concatenate([a, b]))
+    m = k.Model({"num": a, "more": b}, {"cls": k.layers.Dense(3, activation="softmax",
+                                                              name="cls")(h)})
+    m.set_weights(weights)
+    m.compile(k.optimizers.SGD(0.1), {"cls": "sparse_categorical_crossentropy"},
+              metrics={"cls": ["accuracy"]})
+    rng = np.random.default_rng(4)
+    x = {"num": rng.random((24, 5), np.float32), "more": rng.random((24, 3), np.float32)}
+    y = {"cls": rng.integers(0, 3, 24)}
+    h = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+              validation_data=(x, y))
+    return {"history": {key: [float(v) for v in vs] for key, vs in h.history.items()},
+            "evaluate": {key: float(v) for key, v in
+                         m.evaluate(x, y, verbose=0, return_dict=True).items()},
+            "predict": sorted(m.predict(x, verbose=0))}
+
+
+def test_one_output_named_by_dicts_as_keras(keras):
+    a, b = keras.Input((5,)), keras.Input((3,))
+    ref = keras.Model([a, b], keras.layers.Dense(3)(keras.layers.Dense(4)(
+        keras.layers.concatenate([a, b]))))
+    weights = [np.asarray(w) for w in ref.get_weights()]
+    _assert_close(_dict_single(nn, weights), _dict_single(keras, weights))

@@ -299,11 +299,12 @@ class CompileMixin:
             if missing:
                 raise ValueError(f"[{where}] y is a dict but misses outputs {missing} (outputs: "
                                  f"{names})")
-            y = [y[k] for k in names]
-        if len(self._outputs) > 1 and not isinstance(y, dict):
-            y = self._targets_of_reading_outputs(_as_list(y))
-        ys = [a if a is None else np.asarray(a) for a in _as_list(y)] \
-            if len(self._outputs) > 1 else [np.asarray(y)]
+            ys = [a if a is None else np.asarray(a) for a in (y[k] for k in names)]
+        elif len(self._outputs) > 1:
+            ys = [a if a is None else np.asarray(a)
+                  for a in self._targets_of_reading_outputs(_as_list(y))]
+        else:
+            ys = [np.asarray(y)]
         if len(ys) != len(self._outputs):
             raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
                              f"{len(ys)} label arrays")
