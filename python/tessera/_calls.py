@@ -15,6 +15,9 @@ import string
 import numpy as np
 
 from . import _numpy_map as M
+from ._numpy_lib import LIBRARY
+
+LIBRARY_MODULE = "tessera._numpy_lib"
 from . import _translate as T
 
 
@@ -94,6 +97,8 @@ class CallsMixin:
             return self.random_call(name, node, args, kws)
         if ns == "math":
             return self.math_call(name, node, args, kws)
+        if self.site is not None and getattr(obj, "__module__", None) == LIBRARY_MODULE:
+            return self.library_call(obj, node, args, kws)  # one library function calling another
         if self.is_translatable_helper(obj):
             return self.plain_call(self.b.include(obj), args, kws, mangle_kw=True)
         self.reject_foreign_function(obj, node, label)
@@ -271,6 +276,8 @@ class CallsMixin:
                 del kws["overwrite_input"]  # only allows NumPy to reuse the input
         if name == "einsum":
             kws = {k: v for k, v in kws.items() if k != "optimize"}  # a speed hint
+        if name in LIBRARY:  # defined in NumPy terms: translated like a helper
+            return self.library_call(LIBRARY[name], node, args, kws)
         if name in M.NUMPY_SPECS:
             return self.emit_spec(M.NUMPY_SPECS[name], args, kws, node)
         prim = M.NUMPY_RENAMES.get(name, name)
@@ -284,6 +291,12 @@ class CallsMixin:
             kws = {k: v for k, v in kws.items() if k not in ("out", "order", "subok", "casting")}
             return self.plain_call(prim, args, kws)
         self.unsupported(f"the NumPy function np.{name}", node)
+
+    def library_call(self, func, node, args, kws) -> str:
+        """A call of a function of tessera's NumPy library, marked with this call's line
+        (or, inside the library, with the site the outer library call was marked with)."""
+        site = self.site if self.site is not None else self.mark(node.lineno)
+        return self.plain_call(self.b.include_library(func, site), args, kws, mangle_kw=True)
 
     def stack_with_dtype(self, name: str, node, args, kws) -> str:
         """``np.vstack(tup, dtype=d, casting=c)``: the stack converted with

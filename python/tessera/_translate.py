@@ -14,6 +14,7 @@ functions some constructs need, and the module-level arrays the code reads
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import math
 import os
@@ -228,6 +229,10 @@ _HELPER_DEPS: dict = {}
 # turns the failed assertion into it); $E is a tag drawn once per process, so
 # that no assert of the user's can be taken for one.
 ERROR_TAG = f"[tessera-{secrets.token_hex(8)}:"
+# The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).
+RAISABLE = ("ArithmeticError", "AssertionError", "Exception", "FloatingPointError", "IndexError",
+            "KeyError", "LookupError", "NotImplementedError", "OverflowError", "RuntimeError",
+            "TypeError", "ValueError", "ZeroDivisionError")
 INLINE = {
     # np.diagonal(x, k, a1, a2): the diagonal k of the plane (a1, a2) as the
     # last axis, as NumPy (a copy; NumPy's view is read-only, and writes
@@ -347,6 +352,26 @@ class ProgramBuilder:
         self.used.add(name)
         self.names[key] = name  # before translating: the function may recurse
         self.defs.append(FunctionTranslator(self, func).translate_toplevel(name))
+        return name
+
+    def include_library(self, func, site: str) -> str:
+        """The generated name of a function of tessera's NumPy library
+        (_numpy_lib.py) called at `site` (a line mark of the caller's): one copy
+        per call site, its statements marked with the site, so that an error
+        inside names the user's line as NumPy's own errors do."""
+        key = ("library", id(func), site)
+        if key in self.names:
+            return self.names[key]
+        base = mangle(f"np_{func.__name__}")
+        name, n = base, 1
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        self.names[key] = name
+        translator = FunctionTranslator(self, func)
+        translator.site = site
+        self.defs.append(translator.translate_toplevel(name))
         return name
 
     def function_value(self, f) -> str:
@@ -734,7 +759,6 @@ _UNSUPPORTED_STMTS = {
     ast.AsyncWith: "async with statement",
     ast.AsyncFor: "async for statement",
     ast.AsyncFunctionDef: "async function",
-    ast.Raise: "raise statement",
     ast.Nonlocal: "nonlocal statement",
     ast.Import: "import statement",
     ast.ImportFrom: "import statement",
@@ -767,6 +791,9 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         self.func = func
         self.node, self.file = parse_function(func)
         self.fidx = builder.file_index(self.file)
+        # a function of tessera's NumPy library (_numpy_lib.py) has its call site's mark
+        # (include_library): its errors name the user's line
+        self.site: str | None = None
         self.scope: _Scope | None = None
         self.renames: list[dict] = []
         self.line = self.node.lineno
@@ -793,7 +820,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         raise UnsupportedError(f"{msg} (at {self.where(node)})")
 
     def mark(self, line: int) -> str:
-        return f"\x00{line}:{self.fidx}\x01"
+        return self.site if self.site is not None else f"\x00{line}:{self.fidx}\x01"
 
     # ------------------------------------------------------------------ functions
 
@@ -1016,6 +1043,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             return ["continue()"]
         if isinstance(node, ast.Pass):
             return []
+        if isinstance(node, ast.Raise):
+            return [self.raise_stmt(node)]
         if isinstance(node, ast.Assert):
             cond = self.expr(node.test)
             if node.msg is not None:
@@ -1024,6 +1053,28 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if isinstance(node, ast.FunctionDef):
             return [self.function_def(node, self.local_name(node.name))]
         self.unsupported(f"the statement '{type(node).__name__}'", node)
+
+    def raise_stmt(self, node: ast.Raise) -> str:
+        """``raise ValueError(message)`` of a builtin exception: the same exception
+        with the message (converted with str) when the statement runs, through the
+        assert primitive's tagged message (jit.py turns it back into the class)."""
+        exc = node.exc
+        if exc is None:
+            self.unsupported("a bare raise (re-raising the exception being handled)", node)
+        call = exc if isinstance(exc, ast.Call) else None
+        cls = self.static_object(call.func if call is not None else exc)
+        if not (isinstance(cls, type) and cls.__name__ in RAISABLE
+                and getattr(builtins, cls.__name__, None) is cls):
+            self.unsupported(f"raising {_unparsed(exc)} (only Python's builtin exceptions "
+                             f"{', '.join(sorted(RAISABLE))} can be raised)", node)
+        args = [] if call is None else call.args
+        if call is not None and (call.keywords or len(args) > 1 or
+                                 any(isinstance(a, ast.Starred) for a in args)):
+            self.unsupported(f"raising {cls.__name__} with other than one message argument",
+                             node)
+        tag = string_literal(f"{ERROR_TAG}{cls.__name__}] ")
+        message = f"str({self.expr(args[0])})" if args else '""'
+        return f"assert(false, concat({tag}, {message}))"
 
     def local_name(self, name: str) -> str:
         for frame in reversed(self.renames):

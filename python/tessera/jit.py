@@ -18,6 +18,7 @@ evaluated with the GIL released.  Errors point at the user's Python lines.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
 import os
@@ -27,7 +28,8 @@ import threading
 
 import numpy as np
 
-from ._translate import ERROR_TAG, ProgramBuilder, Translation, UnsupportedError, convert_result
+from ._translate import (ERROR_TAG, RAISABLE, ProgramBuilder, Translation, UnsupportedError,
+                         convert_result)
 
 __all__ = ["jit", "set_eager", "is_eager", "UnsupportedError", "JitFunction"]
 
@@ -328,8 +330,8 @@ def jit(func=None, *, debug=False, performance=False, threads=None, eager=False,
 # the Python exception KIND that NumPy or Python raises there.
 _EXPANSION_ERROR = re.compile(
     r"\[assert\] assertion failed: " + re.escape(ERROR_TAG) + r"(\w+)\] (.*)", re.S)
-_EXPANSION_KINDS = {"ValueError": ValueError, "IndexError": IndexError, "TypeError": TypeError,
-                    "UnsupportedError": UnsupportedError}
+_EXPANSION_KINDS = {"UnsupportedError": UnsupportedError,
+                    **{name: getattr(builtins, name) for name in RAISABLE}}
 
 
 def _assertion_error(msg: str) -> Exception:

@@ -1,0 +1,439 @@
+"""NumPy functions that @tessera.jit translates from their definitions here.
+
+Each is written in the NumPy subset the jit translates, from NumPy's documented
+semantics (the same defaults, result dtypes and errors), so a call
+``np.convolve(a, v)`` in a jit function is this ``convolve`` translated into the
+program like a helper of the user's own. The translator gives no line marks
+inside these functions: an error raised here names the user's call.
+LIBRARY maps NumPy's name to the function (python/tessera/_calls.py looks it
+up before the primitives, so names that are also list primitives, append and
+insert, get NumPy's meaning).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# ---------------------------------------------------------------- convolution
+
+
+def _convolve_valid(a, v, lo, out_n):
+    """sum over k of v[m-1-k] * a_padded[...]: the convolution of a and v
+    (len(v) <= len(a)) starting `lo` elements before a's first element."""
+    m = v.shape[0]
+    zeros = np.zeros(m - 1, a.dtype)
+    padded = np.concatenate((zeros, a, zeros))
+    start = m - 1 - lo
+    out = padded[start:start + out_n] * v[m - 1]
+    for k in range(1, m):
+        out = out + padded[start + k:start + k + out_n] * v[m - 1 - k]
+    return out
+
+
+def convolve(a, v, mode="full"):
+    a = np.ravel(np.asarray(a))
+    v = np.ravel(np.asarray(v))
+    if a.shape[0] == 0:
+        raise ValueError("[np.convolve] a cannot be empty")
+    if v.shape[0] == 0:
+        raise ValueError("[np.convolve] v cannot be empty")
+    if v.shape[0] > a.shape[0]:
+        a, v = v, a
+    n = a.shape[0]
+    m = v.shape[0]
+    if mode == "full":
+        return _convolve_valid(a, v, m - 1, n + m - 1)
+    if mode == "same":
+        return _convolve_valid(a, v, m // 2, n)
+    if mode == "valid":
+        return _convolve_valid(a, v, 0, n - m + 1)
+    raise ValueError("[np.convolve] mode must be 'full', 'same' or 'valid', got " + str(mode))
+
+
+def correlate(a, v, mode="valid"):
+    a = np.ravel(np.asarray(a))
+    v = np.ravel(np.asarray(v))
+    if a.shape[0] == 0:
+        raise ValueError("[np.correlate] a cannot be empty")
+    if v.shape[0] == 0:
+        raise ValueError("[np.correlate] v cannot be empty")
+    # correlate(a, v)[k] = sum_n a[n + k] * conj(v[n]): the convolution with v reversed;
+    # with v the longer, NumPy's result is the reverse of correlate(v, a)
+    swapped = v.shape[0] > a.shape[0]
+    if swapped:
+        a, v = v, a
+    n = a.shape[0]
+    m = v.shape[0]
+    w = np.conj(v[::-1]) if not swapped else v[::-1]
+    if swapped:
+        a = np.conj(a)
+    if mode == "full":
+        out = _convolve_valid(a, w, m - 1, n + m - 1)
+    elif mode == "same":
+        out = _convolve_valid(a, w, m // 2, n)
+    elif mode == "valid":
+        out = _convolve_valid(a, w, 0, n - m + 1)
+    else:
+        raise ValueError("[np.correlate] mode must be 'full', 'same' or 'valid', got " +
+                         str(mode))
+    if swapped:
+        return out[::-1]
+    return out
+
+
+# ---------------------------------------------------------------- polynomials
+
+
+def polyval(p, x):
+    p = np.asarray(p)
+    x = np.asarray(x)
+    y = np.zeros_like(x)
+    for k in range(p.shape[0]):
+        y = y * x + p[k]
+    return y
+
+
+def vander(x, N=None, increasing=False):  # noqa: N803 - NumPy's name
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise ValueError("[np.vander] x must be a one-dimensional array or sequence, got " +
+                         str(x.ndim) + " dimensions")
+    n = x.shape[0] if N is None else N
+    powers = np.arange(n)
+    if not increasing:
+        powers = powers[::-1]
+    return np.power(np.reshape(x, (-1, 1)), powers)
+
+
+# ---------------------------------------------------------------- histograms
+
+
+def digitize(x, bins, right=False):
+    x = np.asarray(x)
+    bins = np.asarray(bins)
+    if bins.ndim != 1:
+        raise ValueError("[np.digitize] bins must be one-dimensional")
+    side = "left" if right else "right"
+    if bins.shape[0] > 1 and bins[-1] < bins[0]:
+        return bins.shape[0] - np.searchsorted(bins[::-1], x, side=side)
+    return np.searchsorted(bins, x, side=side)
+
+
+def interp(x, xp, fp, left=None, right=None):
+    x = np.asarray(x)
+    xp = np.asarray(xp, dtype=np.float64)
+    fp = np.asarray(fp)
+    if xp.ndim != 1 or fp.ndim != 1:
+        raise ValueError("[np.interp] xp and fp must be one-dimensional")
+    if xp.shape[0] != fp.shape[0]:
+        raise ValueError("[np.interp] fp and xp are not of the same length: " +
+                         str(fp.shape[0]) + " and " + str(xp.shape[0]))
+    if xp.shape[0] == 0:
+        raise ValueError("[np.interp] array of sample points is empty")
+    xf = np.asarray(x, dtype=np.float64)
+    n = xp.shape[0]
+    j = np.clip(np.searchsorted(xp, xf, side="right") - 1, 0, max(n - 2, 0))
+    j1 = np.minimum(j + 1, n - 1)
+    dx = xp[j1] - xp[j]
+    slope = np.where(dx != 0, (fp[j1] - fp[j]) / np.where(dx != 0, dx, 1.0), 0.0)
+    out = slope * (xf - xp[j]) + fp[j]
+    # NumPy's exact values at the sample points (its slope * 0 + fp[j])
+    out = np.where(xf == xp[j1], fp[j1], out)
+    lo = fp[0] if left is None else left
+    hi = fp[-1] if right is None else right
+    out = np.where(xf < xp[0], lo, out)
+    out = np.where(xf > xp[-1], hi, out)
+    return out
+
+
+# ---------------------------------------------------------------- sets
+
+
+def setdiff1d(ar1, ar2, assume_unique=False):
+    a = np.ravel(np.asarray(ar1)) if assume_unique else np.unique(ar1)
+    return a[np.logical_not(np.isin(a, ar2))]
+
+
+def union1d(ar1, ar2):
+    return np.unique(np.concatenate((np.ravel(np.asarray(ar1)), np.ravel(np.asarray(ar2)))))
+
+
+def intersect1d(ar1, ar2, assume_unique=False):
+    a = np.ravel(np.asarray(ar1)) if assume_unique else np.unique(ar1)
+    b = np.ravel(np.asarray(ar2)) if assume_unique else np.unique(ar2)
+    aux = np.sort(np.concatenate((a, b)))
+    return aux[:-1][aux[1:] == aux[:-1]]
+
+
+def setxor1d(ar1, ar2, assume_unique=False):
+    a = np.ravel(np.asarray(ar1)) if assume_unique else np.unique(ar1)
+    b = np.ravel(np.asarray(ar2)) if assume_unique else np.unique(ar2)
+    aux = np.sort(np.concatenate((a, b)))
+    if aux.shape[0] == 0:
+        return aux
+    flag = np.concatenate((np.array([True]), aux[1:] != aux[:-1], np.array([True])))
+    return aux[flag[1:] & flag[:-1]]
+
+
+# ---------------------------------------------------------------- building arrays
+
+
+def append(arr, values, axis=None):
+    arr = np.asarray(arr)
+    if axis is None:
+        return np.concatenate((np.ravel(arr), np.ravel(np.asarray(values))))
+    return np.concatenate((arr, values), axis=axis)
+
+
+def column_stack(tup):
+    cols = []
+    for a in tup:
+        a = np.asarray(a)
+        if a.ndim < 2:
+            a = np.reshape(a, (-1, 1))
+        cols.append(a)
+    return np.concatenate(cols, axis=1)
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None):
+    y = np.linspace(start, stop, num=num, endpoint=endpoint)
+    if dtype is None:
+        return np.power(base, y)
+    return np.power(base, y).astype(dtype)
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None):
+    if start == 0 or stop == 0:
+        raise ValueError("[np.geomspace] geometric sequence cannot include zero")
+    sign = 1.0
+    if start < 0 and stop < 0:
+        sign = -1.0
+        start = -start
+        stop = -stop
+    if start < 0 or stop < 0:
+        raise ValueError("[np.geomspace] start and stop must have the same sign for a real "
+                         "sequence")
+    out = np.power(10.0, np.linspace(np.log10(start), np.log10(stop), num=num,
+                                     endpoint=endpoint))
+    if num > 0:
+        out[0] = start
+        if endpoint and num > 1:
+            out[-1] = stop
+    out = sign * out
+    if dtype is None:
+        return out
+    return out.astype(dtype)
+
+
+def tril_indices(n, k=0, m=None):
+    return np.nonzero(np.tri(n, m, k, dtype=bool))
+
+
+def triu_indices(n, k=0, m=None):
+    return np.nonzero(np.logical_not(np.tri(n, m, k - 1, dtype=bool)))
+
+
+def tril_indices_from(arr, k=0):
+    if arr.ndim != 2:
+        raise ValueError("[np.tril_indices_from] input array must be 2-d")
+    return tril_indices(arr.shape[-2], k, arr.shape[-1])
+
+
+def triu_indices_from(arr, k=0):
+    if arr.ndim != 2:
+        raise ValueError("[np.triu_indices_from] input array must be 2-d")
+    return triu_indices(arr.shape[-2], k, arr.shape[-1])
+
+
+def fliplr(m):
+    m = np.asarray(m)
+    if m.ndim < 2:
+        raise ValueError("[np.fliplr] input must be >= 2-d")
+    return np.flip(m, axis=1)
+
+
+def flipud(m):
+    m = np.asarray(m)
+    if m.ndim < 1:
+        raise ValueError("[np.flipud] input must be >= 1-d")
+    return np.flip(m, axis=0)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    m = np.asarray(m)
+    a0 = axes[0] % m.ndim
+    a1 = axes[1] % m.ndim
+    if a0 == a1:
+        raise ValueError("[np.rot90] axes must be different")
+    k = k % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return np.flip(np.flip(m, a0), a1)
+    if k == 1:
+        return np.swapaxes(np.flip(m, a1), a0, a1)
+    return np.flip(np.swapaxes(m, a0, a1), a1)
+
+
+def resize(a, new_shape):
+    a = np.ravel(np.asarray(a))
+    if np.any(np.asarray(new_shape) < 0):
+        raise ValueError("[np.resize] all elements of new_shape must be non-negative")
+    total = int(np.prod(np.asarray(new_shape)))
+    if a.shape[0] == 0 or total == 0:
+        return np.zeros(new_shape, a.dtype)
+    reps = -(-total // a.shape[0])
+    return np.reshape(np.tile(a, reps)[:total], new_shape)
+
+
+def compress(condition, a, axis=None):
+    a = np.asarray(a)
+    if axis is None:
+        a = np.ravel(a)
+        axis = 0
+    cond = np.ravel(np.asarray(condition))
+    if cond.shape[0] > a.shape[axis]:
+        raise IndexError("[np.compress] condition has " + str(cond.shape[0]) +
+                         " elements, more than axis " + str(axis) + "'s " +
+                         str(a.shape[axis]))
+    return np.take(a, np.nonzero(cond)[0], axis=axis)
+
+
+def delete(arr, obj, axis=None):
+    arr = np.asarray(arr)
+    if axis is None:
+        arr = np.ravel(arr)
+        axis = 0
+    keep = np.ones(arr.shape[axis], dtype=bool)
+    keep[obj] = False
+    return np.take(arr, np.nonzero(keep)[0], axis=axis)
+
+
+def trim_zeros(filt, trim="fb"):
+    filt = np.asarray(filt)
+    nz = np.flatnonzero(filt)
+    if nz.shape[0] == 0:
+        return filt[:0]
+    first = nz[0] if ("f" in trim or "F" in trim) else 0
+    last = nz[-1] + 1 if ("b" in trim or "B" in trim) else filt.shape[0]
+    return filt[first:last]
+
+
+def select(condlist, choicelist, default=0):
+    if len(condlist) != len(choicelist):
+        raise ValueError("[np.select] list of cases must be same length as list of conditions")
+    if len(condlist) == 0:
+        raise ValueError("[np.select] select with an empty condition list is not possible")
+    out = np.asarray(default)
+    for k in range(len(condlist) - 1, -1, -1):
+        out = np.where(condlist[k], choicelist[k], out)
+    return out
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def logaddexp(x1, x2):
+    x1 = np.asarray(x1)
+    x2 = np.asarray(x2)
+    big = np.maximum(x1, x2)
+    small = np.minimum(x1, x2)
+    out = big + np.log1p(np.exp(small - big))
+    out = np.where(x1 == x2, x1 + np.log(2.0), out)  # also +inf + +inf
+    return np.where(np.isnan(x1) | np.isnan(x2), x1 + x2, out)
+
+
+def logaddexp2(x1, x2):
+    x1 = np.asarray(x1)
+    x2 = np.asarray(x2)
+    big = np.maximum(x1, x2)
+    small = np.minimum(x1, x2)
+    out = big + np.log1p(np.exp2(small - big)) / np.log(2.0)
+    out = np.where(x1 == x2, x1 + 1.0, out)
+    return np.where(np.isnan(x1) | np.isnan(x2), x1 + x2, out)
+
+
+def heaviside(x1, x2):
+    x1 = np.asarray(x1)
+    out = np.where(x1 < 0, 0.0, np.where(x1 > 0, 1.0, x2))
+    return np.where(np.isnan(x1), x1, out)
+
+
+def fmod(x1, x2):
+    # C's fmod: the remainder with the dividend's sign, which NumPy's mod of the
+    # magnitudes gives exactly (no adjustment is needed when both are positive)
+    x1 = np.asarray(x1)
+    x2 = np.asarray(x2)
+    r = np.mod(np.abs(x1), np.abs(x2))
+    return np.where(x1 < 0, -r, r)
+
+
+def divmod(x1, x2):  # noqa: A001 - NumPy's name
+    return np.floor_divide(x1, x2), np.mod(x1, x2)
+
+
+def ldexp(x1, x2):
+    return x1 * np.exp2(np.asarray(x2, dtype=np.float64))
+
+
+def unwrap(p, discont=None, axis=-1, period=6.283185307179586):
+    p = np.asarray(p)
+    dd = np.diff(p, axis=axis)
+    if discont is None:
+        discont = period / 2
+    high = period / 2
+    ddmod = np.mod(dd + high, period) - high
+    ddmod = np.where((ddmod == -high) & (dd > 0), high, ddmod)
+    correction = np.where(np.abs(dd) < discont, 0.0, ddmod - dd)
+    first = np.take(p, np.arange(1), axis=axis)
+    return np.concatenate((first, np.take(p, np.arange(1, p.shape[axis]), axis=axis) +
+                           np.cumsum(correction, axis=axis)), axis=axis)
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None):
+    x = np.asarray(m, dtype=np.float64)
+    if x.ndim > 2:
+        raise ValueError("[np.cov] m has more than 2 dimensions")
+    if x.ndim < 2:
+        x = np.reshape(x, (1, -1))
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    if y is not None:
+        yy = np.asarray(y, dtype=np.float64)
+        if yy.ndim < 2:
+            yy = np.reshape(yy, (1, -1))
+        if not rowvar and yy.shape[0] != 1:
+            yy = yy.T
+        x = np.concatenate((x, yy), axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = x.shape[1]
+    fact = n - ddof
+    avg = np.mean(x, axis=1)
+    xc = x - avg[:, None]
+    c = np.dot(xc, xc.T.conj()) / fact
+    if c.shape[0] == 1:
+        return c[0, 0]
+    return c
+
+
+def corrcoef(x, y=None, rowvar=True):
+    c = cov(x, y, rowvar)
+    if np.ndim(c) == 0:
+        return c / c
+    d = np.diag(c)
+    stddev = np.sqrt(d)
+    c = c / stddev[:, None]
+    c = c / stddev[None, :]
+    return np.clip(c, -1, 1)
+
+
+LIBRARY = {f.__name__: f for f in (
+    convolve, correlate, polyval, vander, digitize, interp, setdiff1d, union1d, intersect1d,
+    setxor1d, append, column_stack, logspace, geomspace, tril_indices, triu_indices,
+    tril_indices_from, triu_indices_from, fliplr, flipud, rot90, resize, compress, delete,
+    trim_zeros,
+    select, logaddexp, logaddexp2, heaviside, fmod, divmod, ldexp, unwrap, cov, corrcoef)}
