@@ -185,6 +185,49 @@ def append(arr, values, axis=None):
     return np.concatenate((arr, values), axis=axis)
 
 
+def insert(arr, obj, values, axis=None):
+    arr = np.asarray(arr)
+    if axis is None:
+        arr = np.ravel(arr)
+        axis = 0
+    axis = axis % arr.ndim
+    n = arr.shape[axis]
+    idx = np.asarray(obj)
+    if idx.ndim == 0:
+        i = int(idx)
+        if i < -n or i > n:
+            raise IndexError("[np.insert] index " + str(i) + " is out of bounds for axis " +
+                             str(axis) + " with size " + str(n))
+        if i < 0:
+            i = i + n
+        v = np.asarray(values)
+        while v.ndim < arr.ndim:
+            v = np.expand_dims(v, 0)
+        v = np.moveaxis(v, 0, axis)
+        shape = list(arr.shape)
+        shape[axis] = v.shape[axis]
+        v = np.broadcast_to(v, tuple(shape)).astype(arr.dtype)
+        return np.concatenate((np.take(arr, np.arange(i), axis=axis), v,
+                               np.take(arr, np.arange(i, n), axis=axis)), axis=axis)
+    if arr.ndim != 1:
+        raise NotImplementedError("[np.insert] a sequence of indices is supported on "
+                                  "one-dimensional arrays (or axis=None) only")
+    idx = np.ravel(idx)
+    if np.any(idx < -n) or np.any(idx > n):
+        raise IndexError("[np.insert] an index is out of bounds for axis 0 with size " + str(n))
+    idx = np.where(idx < 0, idx + n, idx)
+    order = np.argsort(idx, kind="stable")
+    k = idx.shape[0]
+    pos = idx[order] + np.arange(k)
+    v = np.broadcast_to(np.ravel(np.asarray(values)), (k,)).astype(arr.dtype)
+    out = np.zeros(n + k, arr.dtype)
+    keep = np.ones(n + k, dtype=bool)
+    keep[pos] = False
+    out[pos] = v[order]
+    out[keep] = arr
+    return out
+
+
 def column_stack(tup):
     cols = []
     for a in tup:
@@ -433,7 +476,7 @@ def corrcoef(x, y=None, rowvar=True):
 
 LIBRARY = {f.__name__: f for f in (
     convolve, correlate, polyval, vander, digitize, interp, setdiff1d, union1d, intersect1d,
-    setxor1d, append, column_stack, logspace, geomspace, tril_indices, triu_indices,
+    setxor1d, append, insert, column_stack, logspace, geomspace, tril_indices, triu_indices,
     tril_indices_from, triu_indices_from, fliplr, flipud, rot90, resize, compress, delete,
     trim_zeros,
     select, logaddexp, logaddexp2, heaviside, fmod, divmod, ldexp, unwrap, cov, corrcoef)}
