@@ -474,9 +474,282 @@ def corrcoef(x, y=None, rowvar=True):
     return np.clip(c, -1, 1)
 
 
+# ---------------------------------------------------------------- histograms and sorting
+
+
+def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002 - NumPy's name
+    a = np.ravel(np.asarray(a))
+    w = None if weights is None else np.ravel(np.asarray(weights))
+    if w is not None and w.shape[0] != a.shape[0]:
+        raise ValueError("[np.histogram] weights should have the same shape as a")
+    if np.ndim(bins) == 1:
+        edges = np.asarray(bins)
+        if np.any(edges[1:] < edges[:-1]):
+            raise ValueError("[np.histogram] bins must increase monotonically, when an array")
+        order = np.argsort(a, kind="stable")
+        sa = a[order]
+        lo = np.searchsorted(sa, edges[:-1], side="left")
+        hi = np.searchsorted(sa, edges[-1:], side="right")
+        cut = np.concatenate((lo, hi))
+        if w is None:
+            n = np.diff(cut)
+        else:
+            cw = np.concatenate((np.zeros(1, w.dtype), np.cumsum(w[order])))
+            n = np.diff(cw[cut])
+    else:
+        if bins < 1:
+            raise ValueError("[np.histogram] bins must be a positive integer, got " + str(bins))
+        if range is None:
+            if a.shape[0] == 0:
+                first = 0.0
+                last = 1.0
+            else:
+                first = a.min() + 0.0
+                last = a.max() + 0.0
+        else:
+            first = range[0] + 0.0
+            last = range[1] + 0.0
+            if first > last:
+                raise ValueError("[np.histogram] max must be larger than min in range parameter")
+        if not (np.isfinite(first) and np.isfinite(last)):
+            raise ValueError("[np.histogram] autodetected range of [" + str(first) + ", " +
+                             str(last) + "] is not finite")
+        if first == last:
+            first = first - 0.5
+            last = last + 0.5
+        edges = np.linspace(first, last, bins + 1)
+        keep = (a >= first) & (a <= last)
+        t = a[keep]
+        f = (t - first) * (bins / (last - first))
+        idx = f.astype(np.intp)
+        idx = np.where(idx == bins, bins - 1, idx)
+        idx = np.where(t < edges[idx], idx - 1, idx)
+        idx = np.where((t >= edges[idx + 1]) & (idx != bins - 1), idx + 1, idx)
+        if w is None:
+            n = np.bincount(idx, minlength=bins)
+        else:
+            n = np.bincount(idx, weights=w[keep], minlength=bins)
+    if density:
+        db = np.diff(edges).astype(np.float64)
+        return n / db / n.sum(), edges
+    return n, edges
+
+
+def lexsort(keys, axis=-1):
+    if axis != -1:
+        raise NotImplementedError("[np.lexsort] axis other than -1 is not supported by "
+                                  "tessera.jit")
+    idx = np.argsort(keys[0], kind="stable")
+    for k in range(1, len(keys)):
+        idx = idx[np.argsort(keys[k][idx], kind="stable")]
+    return idx
+
+
+def partition(a, kth, axis=-1):
+    # NumPy leaves the order within each side undefined: the sorted array is one such order
+    a = np.asarray(a)
+    if axis is None:
+        a = np.ravel(a)
+        axis = -1
+    n = a.shape[axis]
+    if np.any(np.asarray(kth) >= n) or np.any(np.asarray(kth) < -n):
+        raise ValueError("[np.partition] kth(=" + str(kth) + ") out of bounds (" + str(n) + ")")
+    return np.sort(a, axis=axis)
+
+
+def argpartition(a, kth, axis=-1):
+    a = np.asarray(a)
+    if axis is None:
+        a = np.ravel(a)
+        axis = -1
+    n = a.shape[axis]
+    if np.any(np.asarray(kth) >= n) or np.any(np.asarray(kth) < -n):
+        raise ValueError("[np.argpartition] kth(=" + str(kth) + ") out of bounds (" + str(n) +
+                         ")")
+    return np.argsort(a, axis=axis)
+
+
+# ---------------------------------------------------------------- calculus and fitting
+
+
+def polyfit(x, y, deg, rcond=None):
+    x = np.asarray(x) + 0.0
+    y = np.asarray(y) + 0.0
+    if deg < 0:
+        raise ValueError("[np.polyfit] expected deg >= 0, got " + str(deg))
+    if x.ndim != 1:
+        raise TypeError("[np.polyfit] expected 1D vector for x")
+    if x.shape[0] == 0:
+        raise TypeError("[np.polyfit] expected non-empty vector for x")
+    if y.ndim < 1 or y.ndim > 2:
+        raise TypeError("[np.polyfit] expected 1D or 2D array for y")
+    if x.shape[0] != y.shape[0]:
+        raise TypeError("[np.polyfit] expected x and y to have same length")
+    if rcond is None:
+        rcond = x.shape[0] * 2.220446049250313e-16
+    lhs = vander(x, deg + 1)
+    scale = np.sqrt((lhs * lhs).sum(axis=0))
+    lhs = lhs / scale
+    c = np.linalg.lstsq(lhs, y, rcond)[0]
+    return (c.T / scale).T
+
+
+def _gradient_axis(f, h, axis, edge_order):
+    g = np.moveaxis(f, axis, 0)
+    n = g.shape[0]
+    if n < edge_order + 1:
+        raise ValueError("[np.gradient] shape of the array too small to calculate a numerical "
+                         "gradient, at least (edge_order + 1) elements are required")
+    inner = (g[2:] - g[:-2]) / (2.0 * h)
+    if edge_order == 1:
+        first = (g[1:2] - g[0:1]) / h
+        last = (g[n - 1:n] - g[n - 2:n - 1]) / h
+    else:
+        first = (-1.5 * g[0:1] + 2.0 * g[1:2] - 0.5 * g[2:3]) / h
+        last = (0.5 * g[n - 3:n - 2] - 2.0 * g[n - 2:n - 1] + 1.5 * g[n - 1:n]) / h
+    return np.moveaxis(np.concatenate((first, inner, last)), 0, axis)
+
+
+def gradient(f, spacing=1.0, axis=None, edge_order=1):
+    f = np.asarray(f)
+    if edge_order != 1 and edge_order != 2:
+        raise ValueError("[np.gradient] 'edge_order' greater than 2 not supported")
+    if np.ndim(spacing) != 0:
+        raise NotImplementedError("[np.gradient] coordinates given as an array are not "
+                                  "supported by tessera.jit: give one scalar spacing")
+    f = f * 1.0  # integers as float64, floats kept
+    if axis is None:
+        if f.ndim == 1:
+            return _gradient_axis(f, spacing, 0, edge_order)
+        return tuple([_gradient_axis(f, spacing, k, edge_order) for k in range(f.ndim)])
+    return _gradient_axis(f, spacing, axis, edge_order)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    y = np.asarray(y)
+    a = np.moveaxis(y, axis, -1)
+    mid = (a[..., 1:] + a[..., :-1]) / 2.0
+    if x is None:
+        return (dx * mid).sum(axis=-1)
+    d = np.diff(np.asarray(x))
+    if d.ndim != 1:
+        d = np.moveaxis(d, axis, -1)
+    return (d * mid).sum(axis=-1)
+
+
+# ---------------------------------------------------------------- splitting and indices
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    ary = np.asarray(ary)
+    if np.ndim(indices_or_sections) != 0:
+        return np.split(ary, indices_or_sections, axis=axis)
+    sections = int(indices_or_sections)
+    if sections <= 0:
+        raise ValueError("[np.array_split] number sections must be larger than 0.")
+    n = ary.shape[axis]
+    each = n // sections
+    extras = n % sections
+    points = []
+    at = 0
+    for k in range(sections - 1):
+        at = at + each + (1 if k < extras else 0)
+        points.append(at)
+    return np.split(ary, points, axis=axis)
+
+
+def hsplit(ary, indices_or_sections):
+    ary = np.asarray(ary)
+    if ary.ndim == 0:
+        raise ValueError("[np.hsplit] only works on arrays of 1 or more dimensions")
+    return np.split(ary, indices_or_sections, axis=1 if ary.ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    ary = np.asarray(ary)
+    if ary.ndim < 2:
+        raise ValueError("[np.vsplit] only works on arrays of 2 or more dimensions")
+    return np.split(ary, indices_or_sections, axis=0)
+
+
+def dsplit(ary, indices_or_sections):
+    ary = np.asarray(ary)
+    if ary.ndim < 3:
+        raise ValueError("[np.dsplit] only works on arrays of 3 or more dimensions")
+    return np.split(ary, indices_or_sections, axis=2)
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    if mode != "raise" or order != "C":
+        raise NotImplementedError("[np.ravel_multi_index] only mode='raise' and order='C' are "
+                                  "supported by tessera.jit")
+    if len(multi_index) != len(dims):
+        raise ValueError("[np.ravel_multi_index] parameter multi_index must be a sequence of "
+                         "length " + str(len(dims)))
+    out = np.zeros(np.shape(multi_index[0]), np.intp)
+    for k in range(len(dims)):
+        i = np.asarray(multi_index[k])
+        if np.any(i < 0) or np.any(i >= dims[k]):
+            raise ValueError("[np.ravel_multi_index] invalid entry in coordinates array")
+        out = out * dims[k] + i
+    return out
+
+
+def unravel_index(indices, shape, order="C"):
+    if order != "C":
+        raise NotImplementedError("[np.unravel_index] only order='C' is supported by "
+                                  "tessera.jit")
+    dims = np.atleast_1d(np.asarray(shape))
+    size = int(np.prod(dims))
+    idx = np.asarray(indices)
+    if np.any(idx < 0) or np.any(idx >= size):
+        raise ValueError("[np.unravel_index] index " + str(np.max(idx)) +
+                         " is out of bounds for array with size " + str(size))
+    out = []
+    rest = idx.astype(np.intp)
+    for k in range(dims.shape[0] - 1, -1, -1):
+        out.append(rest % dims[k])
+        rest = rest // dims[k]
+    return tuple(out[::-1])
+
+
+# ---------------------------------------------------------------- more elementwise
+
+
+def cbrt(x):
+    x = np.asarray(x)
+    want = (x * 1.0).dtype  # integers as float64, floats kept
+    a = np.abs(x.astype(np.float64))
+    y = np.power(a, 1.0 / 3.0)
+    # one Newton step in double rounds pow's cube root to the nearest (cbrt(27) is 3)
+    y = np.where((y > 0) & np.isfinite(y), y - (y * y * y - a) / (3.0 * y * y), y)
+    return np.copysign(y, x.astype(np.float64)).astype(want)
+
+
+def _times_exp2(x, e):
+    """x * 2**e for integer arrays e, in two exact halves (2**-1074 and 2**1024 overflow)."""
+    h = e // 2
+    return (x * np.exp2(h.astype(np.float64))) * np.exp2((e - h).astype(np.float64))
+
+
+def frexp(x):
+    x = np.asarray(x)
+    x = x * 1.0  # integers as float64, floats kept
+    a = np.abs(x)
+    ok = (a > 0) & np.isfinite(a)
+    safe = np.where(ok, a, 1.0).astype(np.float64)
+    e = np.floor(np.log2(safe)).astype(np.int32) + 1
+    m = _times_exp2(safe, -e)
+    e = np.where(m >= 1.0, e + 1, np.where(m < 0.5, e - 1, e))
+    m = _times_exp2(safe, -e)
+    return np.where(ok, np.copysign(m, x), x).astype(x.dtype), np.where(ok, e, 0)
+
 LIBRARY = {f.__name__: f for f in (
     convolve, correlate, polyval, vander, digitize, interp, setdiff1d, union1d, intersect1d,
     setxor1d, append, insert, column_stack, logspace, geomspace, tril_indices, triu_indices,
     tril_indices_from, triu_indices_from, fliplr, flipud, rot90, resize, compress, delete,
     trim_zeros,
-    select, logaddexp, logaddexp2, heaviside, fmod, divmod, ldexp, unwrap, cov, corrcoef)}
+    select, logaddexp, logaddexp2, heaviside, fmod, divmod, ldexp, unwrap, cov, corrcoef,
+    histogram, lexsort, partition, argpartition, polyfit, gradient, trapezoid, array_split,
+    hsplit, vsplit, dsplit, ravel_multi_index, unravel_index, cbrt, frexp)}
+LIBRARY["trapz"] = trapezoid  # NumPy 1's name

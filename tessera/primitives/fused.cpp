@@ -40,12 +40,22 @@ Value run_step(const FusedExpr::Step& s, Value x, std::optional<Value> y) {
 
 // The steps one at a time from step `from` on, with `vals` holding the
 // leaves and the results of the steps before `from`.
+// A value read by several steps (a leaf used twice, x * x) is shared with each
+// reader; its last read moves it, so that a buffer held nowhere else may hold
+// that step's result.
 Value run_unfused(const FusedExpr& fx, std::vector<Value>& vals, size_t from) {
+  std::vector<int> reads(vals.size(), 0);
+  for (size_t k = from; k < fx.steps.size(); ++k) {
+    ++reads[fx.steps[k].a];
+    if (fx.steps[k].binary) ++reads[fx.steps[k].b];
+  }
+  auto take = [&](size_t id) { return --reads[id] == 0 ? std::move(vals[id]) : vals[id]; };
   for (size_t k = from; k < fx.steps.size(); ++k) {
     const FusedExpr::Step& s = fx.steps[k];
+    Value x = take(s.a);
     std::optional<Value> y;
-    if (s.binary) y = std::move(vals[s.b]);
-    vals[fx.n_leaves + k] = run_step(s, std::move(vals[s.a]), std::move(y));
+    if (s.binary) y = take(s.b);
+    vals[fx.n_leaves + k] = run_step(s, std::move(x), std::move(y));
   }
   return std::move(vals.back());
 }
@@ -103,9 +113,11 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
   for (size_t k = 0; k < ns; ++k) {
     const FusedExpr::Step& s = fx.steps[k];
     if (large[nl + k]) continue;
+    // the operands stay: a large step may read them too, and a fall-back to the
+    // unfused steps below runs this one again (small values: copies are cheap)
     std::optional<Value> y;
-    if (s.binary) y = std::move(vals[s.b]);
-    vals[nl + k] = run_step(s, std::move(vals[s.a]), std::move(y));
+    if (s.binary) y = vals[s.b];
+    vals[nl + k] = run_step(s, vals[s.a], std::move(y));
   }
   // The array operands of the large steps share one float dtype; the
   // other operands are Python numbers (weak: they take that dtype).

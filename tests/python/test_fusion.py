@@ -303,3 +303,34 @@ def test_an_assigned_expression_is_written_in_one_call():
     assert ev.get("setitem_fused(add+add+divide)") == 1, ev
     assert ev.get("setitem") == 0 and ev.get("add") == 0, ev
     np.testing.assert_allclose(b[1:-1], (a[:-2] + a[1:-1] + a[2:]) / 3.0, rtol=1e-15)
+
+
+def _shared_scalar_int(a, bins):
+    first = a.min() + 0.0
+    last = a.max() + 0.0
+    return (a - first) * (bins / (last - first))
+
+
+def _shared_scalar_float(a, bins):
+    first = a.min() * 1.0
+    last = a.max() * 1.0
+    return (a - first) * (bins / (last - first)) + first * first
+
+
+def _shared_leaf_twice(a, s):
+    t = s + 1.0
+    return (a + t) * (t * t) - (a * a) / t
+
+
+@pytest.mark.parametrize("f", [_shared_scalar_int, _shared_scalar_float, _shared_leaf_twice])
+@pytest.mark.parametrize("dtype", ["int64", "float64", "float32"])
+def test_a_value_read_by_several_steps(f, dtype):
+    """A fused expression whose leaf (or small step) is read by several steps,
+    some computed apart (scalars), some not fused (an integer array): each
+    reader gets it (a step that moved it out crashed the process)."""
+    a = (np.arange(-5, 9) * 3 % 11).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = f(a, 5)
+    got = tessera.jit(f)(a, 5)
+    assert np.asarray(got).dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-15)
