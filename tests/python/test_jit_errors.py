@@ -141,7 +141,7 @@ def f_star_params(*xs):  # HERE
 
 
 def f_raise(x):
-    raise ValueError("no")  # HERE
+    raise  # HERE
 
 
 def f_set(x):
@@ -194,7 +194,7 @@ def f_ascii_conversion(x):
         (f_python_object, "calling the Python class '_Thing'"),
         (f_star_args, "star-args"),
         (f_star_params, "star-args"),
-        (f_raise, "raise statement"),
+        (f_raise, "a bare raise"),
         (f_set, "set literal"),
         (f_import, "import statement"),
         (f_for_else, "for ... else"),
