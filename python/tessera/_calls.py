@@ -68,7 +68,7 @@ class CallsMixin:
     def call_object(self, obj, fnode, node, args, kws) -> str:
         label = ast.unparse(fnode)
         if T._is_jit(obj):
-            return self.plain_call(self.b.include(obj), args, kws, mangle_kw=True)
+            return self.function_call(obj, node, args, kws)
         prim = getattr(obj, "_tessera_primitive", None)
         if isinstance(prim, str) and prim in T.primitive_names():
             # tessera.distributed's eager functions: the primitive of the same name.
@@ -100,7 +100,7 @@ class CallsMixin:
         if self.site is not None and getattr(obj, "__module__", None) == LIBRARY_MODULE:
             return self.library_call(obj, node, args, kws)  # one library function calling another
         if self.is_translatable_helper(obj):
-            return self.plain_call(self.b.include(obj), args, kws, mangle_kw=True)
+            return self.function_call(obj, node, args, kws)
         self.reject_foreign_function(obj, node, label)
         kind = "class" if isinstance(obj, type) else "function" if callable(obj) else "object"
         self.unsupported(
@@ -292,9 +292,37 @@ class CallsMixin:
             return self.plain_call(prim, args, kws)
         self.unsupported(f"the NumPy function np.{name}", node)
 
+    def function_call(self, func, node, args, kws) -> str:
+        """A call of a Python function translated in (a @jit function, a helper):
+        arguments that do not fit its signature are Python's TypeError when the call
+        runs (a positional argument past them, one for a keyword-only parameter)."""
+        mismatch = self.signature_mismatch(func, args, kws)
+        if mismatch is not None:
+            return mismatch
+        return self.plain_call(self.b.include(func), args, kws, mangle_kw=True)
+
+    def signature_mismatch(self, func, args, kws):
+        """The failing call's text when args and kws do not bind to func's
+        signature (Python's message), else None."""
+        try:
+            inspect.signature(getattr(func, "__wrapped__", func)).bind(
+                *range(len(args)), **{k: None for k in kws})
+        except TypeError as e:
+            name = getattr(func, "__name__", "function")
+            if getattr(func, "__module__", None) == LIBRARY_MODULE:
+                name = f"np.{name}"
+            text = f"{T.ERROR_TAG}TypeError] {name}(): {e}"
+            return f"assert(false, {T.string_literal(text)})"
+        except ValueError:  # no signature to read: the call is left to the runtime
+            pass
+        return None
+
     def library_call(self, func, node, args, kws) -> str:
         """A call of a function of tessera's NumPy library, marked with this call's line
         (or, inside the library, with the site the outer library call was marked with)."""
+        mismatch = self.signature_mismatch(func, args, kws)
+        if mismatch is not None:
+            return mismatch
         site = self.site if self.site is not None else self.mark(node.lineno)
         return self.plain_call(self.b.include_library(func, site), args, kws, mangle_kw=True)
 

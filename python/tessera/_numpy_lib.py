@@ -610,7 +610,7 @@ def _gradient_axis(f, h, axis, edge_order):
     return np.moveaxis(np.concatenate((first, inner, last)), 0, axis)
 
 
-def gradient(f, spacing=1.0, axis=None, edge_order=1):
+def gradient(f, spacing=1.0, *, axis=None, edge_order=1):
     f = np.asarray(f)
     if edge_order != 1 and edge_order != 2:
         raise ValueError("[np.gradient] 'edge_order' greater than 2 not supported")

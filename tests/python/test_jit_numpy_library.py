@@ -286,3 +286,33 @@ COMPRESS = [("np.compress(a > 0.5, a)", (F, None)),
 @pytest.mark.parametrize("expr, args", COMPRESS, ids=[c[0] for c in COMPRESS])
 def test_compress_as_numpy(expr, args):
     test_library_function_as_numpy(expr, args)
+
+
+def _helper(a, b=1, *, c=2):
+    return a + b + c
+
+
+def _calls_helper(x, wrong):
+    if wrong == 1:
+        return _helper(x, 1, 2)  # a positional argument for the keyword-only c
+    if wrong == 2:
+        return _helper(x, d=3)
+    return _helper(x, c=5) + _helper(x, b=2) + _helper(b=3, a=x)
+
+
+def _gradient_two_spacings(x):
+    return np.gradient(x, 1.0, 2.0)
+
+
+def test_calls_that_do_not_fit_the_signature_are_pythons_type_error_when_run():
+    f = tessera.jit(_calls_helper)
+    assert f(1.0, 0) == _calls_helper(1.0, 0)
+    for wrong in (1, 2):
+        with pytest.raises(TypeError):
+            _calls_helper(1.0, wrong)
+        with pytest.raises(TypeError, match="_helper()") as got:
+            f(1.0, wrong)
+        assert f"test_jit_numpy_library.py:{_calls_helper.__code__.co_firstlineno + 2 * wrong}" \
+            in str(got.value)
+    with pytest.raises(TypeError, match=r"np\.gradient\(\): too many positional"):
+        tessera.jit(_gradient_two_spacings)(np.ones((3, 3)))
