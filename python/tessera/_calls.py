@@ -15,10 +15,16 @@ import string
 import numpy as np
 
 from . import _numpy_map as M
-from ._numpy_lib import LIBRARY
+from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
 LIBRARY_MODULE = "tessera._numpy_lib"
 from . import _translate as T
+
+
+def _pad_mode(args, kws):
+    """np.pad's mode when given as a literal string, else None."""
+    mode = kws.get("mode", args[2] if len(args) > 2 else None)
+    return mode.value if isinstance(mode, ast.Constant) else None
 
 
 class CallsMixin:
@@ -276,6 +282,15 @@ class CallsMixin:
                 del kws["overwrite_input"]  # only allows NumPy to reuse the input
         if name == "einsum":
             kws = {k: v for k, v in kws.items() if k != "optimize"}  # a speed hint
+        if name == "array" and "copy" in kws:  # NumPy 2: copy=False/None never copies
+            kws = dict(kws)
+            copy = kws.pop("copy")
+            if not (isinstance(copy, ast.Constant) and copy.value is True):
+                name = "asarray"
+        if name in M.MASKED_REDUCTIONS and ("where" in kws or "initial" in kws):
+            return self.library_call(SPECIAL[f"_{name}_where"], node, args, kws)
+        if name == "pad" and _pad_mode(args, kws) in PAD_MODES:
+            return self.library_call(SPECIAL["pad"], node, args, kws)
         if name in LIBRARY:  # defined in NumPy terms: translated like a helper
             return self.library_call(LIBRARY[name], node, args, kws)
         if name in M.NUMPY_SPECS:
@@ -580,8 +595,19 @@ class CallsMixin:
         if attr in M.STRING_METHODS:
             return self.emit_spec(M.STRING_METHODS[attr], args, kws, node, receiver=recv)
         if attr == "item":
-            if args or kws:
-                self.unsupported(".item() with arguments", node)
+            if kws:
+                self.unsupported(".item() with keyword arguments", node)
+            if args:  # x.item(k): the k-th element in C order; x.item(i, j): x[i, j]
+                if len(args) == 1:
+                    target = ast.Subscript(value=ast.Call(
+                        func=ast.Attribute(value=f.value, attr="ravel", ctx=ast.Load()),
+                        args=[], keywords=[]), slice=args[0], ctx=ast.Load())
+                else:
+                    target = ast.Subscript(value=f.value, slice=ast.Tuple(elts=list(args),
+                                                                          ctx=ast.Load()),
+                                           ctx=ast.Load())
+                recv = self.expr(ast.copy_location(ast.fix_missing_locations(
+                    ast.copy_location(target, node)), node))
             return f"{self.b.helper('__item')}({recv})"
         if attr == "tolist":
             return f"{self.b.helper('__to_list')}({recv})"

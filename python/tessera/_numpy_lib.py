@@ -744,6 +744,120 @@ def frexp(x):
     m = _times_exp2(safe, -e)
     return np.where(ok, np.copysign(m, x), x).astype(x.dtype), np.where(ok, e, 0)
 
+# ---------------------------------------------------------------- reductions with where= / initial=
+# (np.sum(x, where=m), np.max(x, initial=0): the plain ones are primitives)
+
+
+def _sum_where(a, axis=None, dtype=None, out=None, keepdims=False, initial=0, where=None):
+    a = np.asarray(a)
+    s = np.sum(a if where is None else np.where(where, a, 0), axis=axis, dtype=dtype, keepdims=keepdims)
+    return s + initial if initial is not None else s
+
+
+def _prod_where(a, axis=None, dtype=None, out=None, keepdims=False, initial=1, where=None):
+    a = np.asarray(a)
+    p = np.prod(a if where is None else np.where(where, a, 1), axis=axis, dtype=dtype, keepdims=keepdims)
+    return p * initial if initial is not None else p
+
+
+def _extreme_where(a, axis, keepdims, initial, where, biggest, name):
+    a = np.asarray(a)
+    if initial is None:
+        if where is not None:
+            raise ValueError("[np." + name + "] reduction operation '" +
+                             ("maximum" if biggest else "minimum") + "' does not have an "
+                             "identity, so to use a where mask one has to specify 'initial'")
+        filled = a
+    else:
+        init = np.asarray(initial).astype(a.dtype)
+        filled = a if where is None else np.where(where, a, init)
+        if filled.size == 0:
+            shape = list(np.shape(np.sum(filled, axis=axis, keepdims=keepdims)))
+            return np.full(tuple(shape), init, a.dtype)
+    if biggest:
+        r = np.max(filled, axis=axis, keepdims=keepdims)
+        return r if initial is None else np.maximum(r, init)
+    r = np.min(filled, axis=axis, keepdims=keepdims)
+    return r if initial is None else np.minimum(r, init)
+
+
+def _max_where(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    return _extreme_where(a, axis, keepdims, initial, where, True, "max")
+
+
+def _min_where(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    return _extreme_where(a, axis, keepdims, initial, where, False, "min")
+
+
+def _mean_where(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    a = np.asarray(a)
+    mask = np.broadcast_to(np.asarray(True if where is None else where), a.shape)
+    s = np.sum(np.where(mask, a, 0), axis=axis, dtype=dtype, keepdims=keepdims)
+    n = np.sum(mask, axis=axis, keepdims=keepdims)
+    return s / n.astype((s * 1.0).dtype)  # float32 stays float32, integers give float64
+
+
+def _any_where(a, axis=None, out=None, keepdims=False, where=None):
+    return np.any(a if where is None else np.where(where, a, False), axis=axis,
+                  keepdims=keepdims)
+
+
+def _all_where(a, axis=None, out=None, keepdims=False, where=None):
+    return np.all(a if where is None else np.where(where, a, True), axis=axis,
+                  keepdims=keepdims)
+
+
+# ---------------------------------------------------------------- pad modes beyond the primitive's
+
+PAD_MODES = ("wrap", "symmetric", "maximum", "minimum", "mean")
+
+
+def _pad_indices(n, before, after, mode):
+    """The source index of each element of the padded axis (wrap, symmetric)."""
+    i = np.arange(-before, n + after)
+    if mode == "wrap":
+        return np.mod(i, n)
+    m = np.mod(i, 2 * n)
+    return np.where(m < n, m, 2 * n - 1 - m)
+
+
+def pad(array, pad_width, mode="constant", stat_length=None):
+    a = np.asarray(array)
+    widths = np.broadcast_to(np.asarray(pad_width), (a.ndim, 2))
+    if np.any(widths < 0):
+        raise ValueError("[np.pad] index can't contain negative values")
+    if stat_length is not None:
+        raise NotImplementedError("[np.pad] stat_length is not supported by tessera.jit")
+    for ax in range(a.ndim):
+        before = int(widths[ax, 0])
+        after = int(widths[ax, 1])
+        n = a.shape[ax]
+        if before == 0 and after == 0:
+            continue
+        if n == 0:
+            raise ValueError("[np.pad] can't extend empty axis " + str(ax) + " using modes "
+                             "other than 'constant' or 'empty'")
+        if mode == "wrap" or mode == "symmetric":
+            a = np.take(a, _pad_indices(n, before, after, mode), axis=ax)
+        else:
+            if mode == "maximum":
+                stat = np.max(a, axis=ax, keepdims=True)
+            elif mode == "minimum":
+                stat = np.min(a, axis=ax, keepdims=True)
+            else:
+                stat = np.mean(a, axis=ax, keepdims=True)
+                if (a * 1.0).dtype != a.dtype:  # integers: the mean rounded, as NumPy's
+                    stat = np.round(stat)
+                stat = stat.astype(a.dtype)
+            shape_b = list(a.shape)
+            shape_b[ax] = before
+            shape_a = list(a.shape)
+            shape_a[ax] = after
+            a = np.concatenate((np.broadcast_to(stat, tuple(shape_b)), a,
+                                np.broadcast_to(stat, tuple(shape_a))), axis=ax)
+    return a
+
+
 LIBRARY = {f.__name__: f for f in (
     convolve, correlate, polyval, vander, digitize, interp, setdiff1d, union1d, intersect1d,
     setxor1d, append, insert, column_stack, logspace, geomspace, tril_indices, triu_indices,
@@ -753,3 +867,7 @@ LIBRARY = {f.__name__: f for f in (
     histogram, lexsort, partition, argpartition, polyfit, gradient, trapezoid, array_split,
     hsplit, vsplit, dsplit, ravel_multi_index, unravel_index, cbrt, frexp)}
 LIBRARY["trapz"] = trapezoid  # NumPy 1's name
+# used by _calls.py only for the calls the primitives do not cover (where=, initial=, pad modes)
+SPECIAL = {f.__name__: f for f in (
+    _sum_where, _prod_where, _max_where, _min_where, _mean_where, _any_where, _all_where, pad)}
+SPECIAL.update({"_amax_where": _max_where, "_amin_where": _min_where})

@@ -325,3 +325,6 @@ MATH_CONSTANTS = {"pi", "e", "inf", "nan", "tau"}
 # distributions from tessera's own stream; random.shuffle only as a statement).
 PYTHON_RANDOM = ("random", "uniform", "randint", "randrange", "choice", "gauss",
                  "normalvariate", "seed", "shuffle")
+
+# Reductions whose where= and initial= tessera's NumPy library handles (_numpy_lib.py).
+MASKED_REDUCTIONS = {"sum", "prod", "max", "min", "amax", "amin", "mean", "any", "all"}

@@ -157,6 +157,34 @@ CASES = [
     ("np.cbrt(a)", (F.astype(np.float32), None)),
     ("np.frexp(a)", (np.array([8.0, -3.5, 0.0, 1e-310, 1e300, 0.75, np.inf, np.nan]), None)),
     ("np.frexp(a)", (F * 1000 - 500, None)),
+    ("np.sum(a, where=a > 0.5)", (M, None)),
+    ("np.sum(a, axis=0, where=b)", (M, M > 0.3)),
+    ("np.sum(a, initial=10)", (I7, None)),
+    ("a.sum() if False else np.prod(a, axis=1, where=a > 0.2, keepdims=True)", (M, None)),
+    ("np.max(a, initial=0.9)", (M, None)),
+    ("np.max(a, axis=1, initial=3, where=a > 0)", (np.reshape(np.tile(I7, 2), (2, 7)), None)),
+    ("np.min(a, axis=0, where=a > 0.3, initial=5.0)", (M, None)),
+    ("np.amax(a, initial=100)", (I7, None)),
+    ("np.mean(a, where=a > 0.4)", (M, None)),
+    ("np.mean(a, axis=1, where=a > 0.4)", (M.astype(np.float32), None)),
+    ("np.mean(a, where=a > 0)", (I7, None)),
+    ("np.any(a > 0.9, where=b)", (M, M < 0.5)),
+    ("np.all(a > 0.1, axis=0, where=b)", (M, M > 0.2)),
+    ("np.pad(a, 2, mode='wrap')", (M, None)),
+    ("np.pad(a, ((1, 3), (0, 9)), 'wrap')", (M, None)),
+    ("np.pad(a, (2, 3), mode='symmetric')", (F, None)),
+    ("np.pad(a, 6, mode='symmetric')", (I3, None)),
+    ("np.pad(a, ((1, 0), (2, 1)), mode='maximum')", (M, None)),
+    ("np.pad(a, 1, mode='minimum')", (I7, None)),
+    ("np.pad(a, (2, 1), mode='mean')", (I7, None)),
+    ("np.pad(a, 1, mode='mean')", (M, None)),
+    ("np.pad(a, 1)", (M, None)),
+    ("a.item(3)", (M, None)),
+    ("a.item(1, 2)", (M, None)),
+    ("a.item(-1)", (I7, None)),
+    ("np.array(a, copy=True)", (M, None)),
+    ("np.array(a, copy=False)", (M, None)),
+    ("np.array(a, dtype=np.float32, copy=True)", (I7, None)),
 ]
 
 
@@ -203,7 +231,11 @@ def bad_rot90(a, b):
     return np.rot90(a, axes=(1, 1))
 
 
-@pytest.mark.parametrize("f", [bad_convolve, bad_interp, bad_select, bad_rot90])
+def bad_max_where(a, b):
+    return np.max(a, where=a > 1)
+
+
+@pytest.mark.parametrize("f", [bad_convolve, bad_interp, bad_select, bad_rot90, bad_max_where])
 def test_library_errors_are_numpys_class_at_the_callers_line(f):
     a, b = np.arange(4.0), np.arange(3.0)
     with pytest.raises(Exception) as want:
