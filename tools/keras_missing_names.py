@@ -115,8 +115,6 @@ def documented_but_missing(rows, text):
 NAMESPACE_WHY = {
     "keras.applications": "pretrained models are downloads, out of reach here; the "
                           "architectures can be written with tessera.nn's layers",
-    "keras.config": "Keras's global settings (backend, floatx, image_data_format): tessera "
-                    "takes dtype and data_format per model and layer",
     "keras.datasets": "downloads, out of reach here (tessera reads local files: "
                       "utils.image_dataset_from_directory and its kin, tessera.data)",
     "keras.distillation": "not built yet",
@@ -157,10 +155,7 @@ NAME_WHY = {
     "keras.saving": [("an editor of Keras's HDF5 weight store (its .keras zips, .weights.h5); "
                       "tessera's .keras files are its own format (docs/nn.md \"Saving and "
                       "resuming\"), for which it is not built yet", ["KerasFileEditor"])],
-    "keras.backend": [("Keras's global settings: tessera takes dtype and data_format per "
-                       "model and layer (the getters are there)",
-                       ["set_epsilon", "set_floatx", "set_image_data_format"]),
-                      ("Keras's naming and type-promotion internals (tessera names layers "
+    "keras.backend": [("Keras's naming and type-promotion internals (tessera names layers "
                        "itself; ops promote as NumPy)", ["get_uid", "result_type"])],
 }
 

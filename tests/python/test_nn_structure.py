@@ -60,7 +60,7 @@ LAYERS = [
                              "utils", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
-    ("namespaces", {"__init__", "backend", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",
+    ("namespaces", {"__init__", "backend", "config", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",
                     "wrappers",
                     "preprocessing", "preprocessing.image", "preprocessing.sequence",
                     "datasets.fashion_mnist"}),

@@ -20,7 +20,7 @@ import difflib
 import sys
 
 from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
-from . import backend, datasets, models, optimizers, preprocessing, utils  # keras.datasets, ...: aliases
+from . import backend, config, datasets, models, optimizers, preprocessing, utils  # keras.datasets, ...
 from . import wrappers  # keras.wrappers (scikit-learn's estimators)
 from .keras_objects import deserialize_keras_object as _deserialize
 from .keras_objects import serialize_keras_object as _serialize

@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 
+from ._config import SETTINGS
 from ._directory_datasets import _MAX_IMAGE_PIXELS
 from .ops import image as _ops_image
 from .symbolic import user_location
@@ -34,7 +35,7 @@ def _format(where, data_format):
     if data_format not in (None, "channels_last", "channels_first"):
         raise ValueError(f"[utils.{where}] data_format must be 'channels_last' or "
                          f"'channels_first', got {data_format!r}")
-    return data_format or "channels_last"
+    return data_format or SETTINGS["image_data_format"]
 
 
 def img_to_array(img, data_format=None, dtype=None):

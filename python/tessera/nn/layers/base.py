@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import constraints, initializers, regularizers
+from .._config import SETTINGS
 from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
                           custom_forward)
@@ -92,10 +93,10 @@ def _pair(v, name: str, where: str) -> Tuple[int, int]:
 
 
 def _data_format(v, where: str) -> str:
-    """Keras's data_format: None (channels_last, Keras's default), "channels_last" or
-    "channels_first"."""
+    """Keras's data_format: None (keras.config.image_data_format(): channels_last unless
+    set_image_data_format changed it), "channels_last" or "channels_first"."""
     if v is None:
-        return "channels_last"
+        return SETTINGS["image_data_format"]
     if v not in ("channels_last", "channels_first"):
         raise ValueError(f"[{where}] data_format must be 'channels_last' or 'channels_first', "
                          f"got {v!r}")

@@ -9,6 +9,7 @@ import numpy as np
 from ... import _core
 from ... import data as _data
 from .. import callbacks as _cb
+from .._config import capped_steps
 from ..layers.rnn_states import carried
 from ..random import eager_training_seed
 from ..registry import INTERNAL_MODEL_NAME, model_class
@@ -68,6 +69,7 @@ class InferenceMixin:
             refuse_step_overrides(self, "evaluate")
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
+        steps = capped_steps(steps)
         x = _from_py_dataset(x, "evaluate", steps)
         if isinstance(x, _data.Dataset):
             ds = x
@@ -242,6 +244,7 @@ class InferenceMixin:
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
         refuse_step_overrides(self, "predict")
+        steps = capped_steps(steps)
         x = _from_py_dataset(x, "predict", steps)
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1

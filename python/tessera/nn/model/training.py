@@ -3,6 +3,7 @@ the step's state, per-rank chunks, progress lines)."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -17,6 +18,7 @@ from ... import distributed as _dist
 from .. import callbacks as _cb
 from .. import checkpoints as _ck
 from .. import pipeline as _pipeline
+from .._config import SETTINGS, capped_epochs, capped_steps
 from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
 from ..training_state import apply_training_state, load_training_state
@@ -96,6 +98,7 @@ class TrainingMixin:
                 steps_per_epoch, int) or steps_per_epoch <= 0):
             raise ValueError(f"[fit] steps_per_epoch must be a positive int, got "
                              f"{steps_per_epoch!r}")
+        epochs, steps_per_epoch = capped_epochs(epochs), capped_steps(steps_per_epoch)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
         x = _from_py_dataset(x, "fit", steps_per_epoch)
@@ -649,7 +652,8 @@ class TrainingMixin:
     def _live() -> bool:
         """A progress bar redrawn in place: only on a terminal, and not under
         mpirun (which forwards output line by line)."""
-        return sys.stdout.isatty() and "OMPI_COMM_WORLD_SIZE" not in os.environ
+        return sys.stdout.isatty() and "OMPI_COMM_WORLD_SIZE" not in os.environ and \
+            SETTINGS["interactive_logging"]
 
     def _progress(self, epoch, epochs, b, n, logs, start):
         if not self._live():
@@ -670,6 +674,9 @@ class TrainingMixin:
         parts = [f"Epoch {epoch + 1}/{epochs}"]
         parts += [f"{k} {_fmt(v)}" for k, v in logs.items()]
         parts.append(f"{took:.2f}s")
+        if not SETTINGS["interactive_logging"]:  # keras.config.disable_interactive_logging()
+            logging.getLogger("tessera.nn").info(" - ".join(parts))
+            return
         end = "\r" if self._live() else ""
         sys.stdout.write(end + " - ".join(parts) + " " * 10 + "\n")
         sys.stdout.flush()

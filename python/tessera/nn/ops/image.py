@@ -12,6 +12,7 @@ import numpy as np
 
 from . import numpy as knp
 from .. import random
+from .._config import SETTINGS
 from .linalg import solve
 from .nn import depthwise_conv
 from ._base import static_or_symbolic_shape
@@ -24,6 +25,11 @@ __all__ = ["resize", "rgb_to_grayscale", "pad_images", "crop_images", "extract_p
            "ssim", "map_coordinates", "affine_transform", "perspective_transform",
            "scale_and_translate", "elastic_transform"]
 
+
+
+def _first(data_format) -> bool:
+    """Whether images are channels first: data_format, or keras.config's default for None."""
+    return (data_format or SETTINGS["image_data_format"]) == "channels_first"
 
 def _weights(n_in: int, n_out: int, interpolation: str) -> np.ndarray:
     """(n_out, n_in) weights: half-pixel centres, as jax.image.resize without
@@ -58,7 +64,7 @@ def resize(images, size, interpolation="bilinear", antialias=False, crop_to_aspe
                          f"{shape_of(x)}")
     if len(size) != 2:
         raise ValueError(f"[ops.image.resize] size must be (height, width), got {size!r}")
-    first = data_format == "channels_first"
+    first = _first(data_format)
     hax, wax = (nd - 2, nd - 1) if first else (nd - 3, nd - 2)
     h, w = shape_of(x)[hax], shape_of(x)[wax]
     d = dtype_of(x)
@@ -76,7 +82,7 @@ def rgb_to_grayscale(images, data_format=None):
     if nd not in (3, 4):
         raise ValueError(f"[ops.image.rgb_to_grayscale] images must be 3-d or 4-d, got shape "
                          f"{shape_of(x)}")
-    ax = nd - 3 if data_format == "channels_first" else nd - 1
+    ax = nd - 3 if _first(data_format) else nd - 1
     if shape_of(x)[ax] not in (1, 3):
         raise ValueError(f"[ops.image.rgb_to_grayscale] 1 or 3 channels expected, got shape "
                          f"{shape_of(x)}")
@@ -95,7 +101,7 @@ def _box(op, images, data_format, a, b, c, d_, th, tw, grow):
     nd = len(shape_of(x))
     if nd not in (3, 4):
         raise ValueError(f"[ops.image.{op}] images must be 3-d or 4-d, got shape {shape_of(x)}")
-    hax, wax = (nd - 2, nd - 1) if data_format == "channels_first" else (nd - 3, nd - 2)
+    hax, wax = (nd - 2, nd - 1) if _first(data_format) else (nd - 3, nd - 2)
     h, w = shape_of(x)[hax], shape_of(x)[wax]
 
     def solve(first, last, target, n, label):
@@ -149,20 +155,20 @@ def _format(op, data_format):
     if data_format not in (None, "channels_last", "channels_first"):
         raise ValueError(f"[ops.image.{op}] data_format must be 'channels_last' or "
                          f"'channels_first', got {data_format!r} (at {user_location()})")
-    return data_format or "channels_last"
+    return data_format or SETTINGS["image_data_format"]
 
 
 def _to_last(x, nd, batched_nd, data_format):
     """x batched (a leading axis added to one image) and channels last."""
     if nd < batched_nd:
         x = knp.expand_dims(x, 0)
-    if data_format == "channels_first":
+    if _first(data_format):
         x = knp.moveaxis(x, 1, -1)
     return x
 
 
 def _from_last(x, nd, batched_nd, data_format):
-    if data_format == "channels_first":
+    if _first(data_format):
         x = knp.moveaxis(x, -1, 1)
     if nd < batched_nd:
         x = knp.squeeze(x, 0)
