@@ -85,6 +85,9 @@ class ExpressionsMixin:
         if isinstance(node, ast.Attribute):
             return self.attribute(node)
         if isinstance(node, ast.Subscript):
+            concat = self.index_concatenation(node)
+            if concat is not None:
+                return concat
             if self.is_index_tuple(node.slice):
                 helper = self.b.helper("__index_tuple")
                 return f"{helper}({self.expr(node.value)}, {self.expr(node.slice)})"
@@ -391,6 +394,43 @@ class ExpressionsMixin:
             node,
             "only numbers, strings, tuples, NumPy arrays and functions can be used",
         )
+
+    def index_concatenation(self, node: ast.Subscript):
+        """``np.r_[...]`` / ``np.c_[...]``: NumPy's index-style concatenation, the
+        translation of its items joined (None when node is another subscript).
+        Items: arrays and numbers, and slices ``a:b:s`` as ``np.arange(a, b, s)``
+        (a complex step ``a:b:nj`` as ``np.linspace(a, b, n)``); np.r_ joins them
+        along the first axis, np.c_ along the last, 1-d items as columns."""
+        if not isinstance(node.value, (ast.Name, ast.Attribute)):
+            return None
+        obj = self.static_object(node.value)
+        if obj is not np.r_ and obj is not np.c_:
+            return None
+        label = "np.r_" if obj is np.r_ else "np.c_"
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        parts = []
+        for item in items:
+            if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                self.unsupported(f"{label} with a directive string ({item.value!r})", node)
+            if isinstance(item, ast.Slice):
+                if item.upper is None:
+                    self.unsupported(f"{label} with a slice without its end", node)
+                start = self.expr(item.lower) if item.lower is not None else "0"
+                stop = self.expr(item.upper)
+                step = item.step
+                if step is not None and isinstance(step, ast.Constant) and \
+                        isinstance(step.value, complex):
+                    parts.append(f"linspace({start}, {stop}, {int(abs(step.value))})")
+                elif step is not None:
+                    parts.append(f"arange({start}, {stop}, {self.expr(step)})")
+                else:
+                    parts.append(f"arange({start}, {stop})")
+            else:
+                parts.append(f"atleast_1d({self.expr(item)})")
+        if obj is np.r_:
+            return f"concatenate(list({', '.join(parts)}), axis=0)"
+        cols = [f"{self.b.helper('__c_column')}({p})" for p in parts]
+        return f"concatenate(list({', '.join(cols)}), axis=-1)"
 
     def is_translatable_helper(self, v) -> bool:
         """A plain Python function (or lambda) of the module being translated:

@@ -214,6 +214,8 @@ HELPERS = {
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
     "__item": """define(__item, x, item(x))""",
+    # an item of np.c_[...]: a 1-d array as a column
+    "__c_column": """define(__c_column, x, if(ndim(x) == 1, reshape(x, list(-1, 1)), x))""",
     # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
     "__index_tuple": """define(__index_tuple, x, t, block(
   define(i, 0), define(n, len(t)),

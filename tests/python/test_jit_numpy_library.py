@@ -185,6 +185,14 @@ CASES = [
     ("np.array(a, copy=True)", (M, None)),
     ("np.array(a, copy=False)", (M, None)),
     ("np.array(a, dtype=np.float32, copy=True)", (I7, None)),
+    ("np.r_[a, b]", (F, G)),
+    ("np.r_[0, a, 0.5]", (F, None)),
+    ("np.r_[1:4, a]", (I7, None)),
+    ("np.r_[-1:1:5j]", (None, None)),
+    ("np.r_[3:0:-1, a]", (I3, None)),
+    ("np.r_[a, a]", (M, None)),
+    ("np.c_[a, a * 2]", (F, None)),
+    ("np.c_[a, b]", (M, M[:, :2])),
 ]
 
 
