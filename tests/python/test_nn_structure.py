@@ -53,7 +53,7 @@ LAYERS = [
     ("losses and metrics", {"losses", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
                             "parallel_losses"}),
-    ("the compiled step", {"programs", "metric_programs", "step_overrides", "zero", "data_axis", "varlen", "pipeline"}),
+    ("the compiled step", {"programs", "metric_programs", "step_overrides", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "_directory_datasets",
                              "_image_utils", "feature_space",

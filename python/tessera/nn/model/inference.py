@@ -16,7 +16,9 @@ from ..string_inputs import apply_fronts
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
 from ..step_overrides import step_trace_for
-from ._common import _fmt, _from_py_dataset, refuse_step_overrides
+from ..predict_step import (concatenate_outputs, overrides_predict_step, predict_batch_logs,
+                            trace_predict_step)
+from ._common import _fmt, _from_py_dataset
 
 
 def _data_leaves(x) -> list:
@@ -64,8 +66,6 @@ class InferenceMixin:
         return_dict). callbacks: their on_test_begin, on_test_batch_begin/
         end (logs: the running loss and metrics) and on_test_end are called,
         as Keras calls them (fit's validation calls fit's callbacks')."""
-        if _cbs is None:  # (not fit's validation: fit checked)
-            refuse_step_overrides(self, "evaluate")
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
         x = _from_py_dataset(x, "evaluate", steps)
@@ -241,8 +241,9 @@ class InferenceMixin:
         on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
-        refuse_step_overrides(self, "predict")
         x = _from_py_dataset(x, "predict", steps)
+        if overrides_predict_step(self):
+            return self._predict_with_step(x, batch_size, verbose, steps, callbacks)
         if isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
             parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
@@ -267,7 +268,9 @@ class InferenceMixin:
             outs.append(list(r) if len(self._outputs) > 1 else [r])
             if cbs.callbacks:
                 got = [np.asarray(o) for o in outs[-1]]
-                cbs.on_predict_batch_end(i, {"outputs": got if len(got) > 1 else got[0]})
+                keys = getattr(self, "_output_keys", None)
+                got = dict(zip(keys, got)) if keys else got if len(got) > 1 else got[0]
+                cbs.on_predict_batch_end(i, predict_batch_logs(got))
         cbs.on_predict_end()
         results = []
         for k, t in enumerate(self._outputs):
@@ -281,6 +284,59 @@ class InferenceMixin:
         if getattr(self, "_output_keys", None):
             return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]
+
+    def _predict_with_step(self, x, batch_size, verbose, steps, callbacks):
+        """predict through the model's predict_step override, traced into one
+        program per input shape (predict_step.py): its result per batch, each
+        leaf concatenated over the batches as Keras's."""
+        if isinstance(x, _data.Dataset):
+            spec = x.element_spec
+            if not self.built:
+                n_in = len(self._inputs) or 1
+                shapes = [tuple(s.shape) for s in spec[:n_in]]
+                self.build(shapes if len(shapes) > 1 else shapes[0])
+            n_in = len(self._inputs)
+            extra = [(tuple(s.shape), s.dtype) for s in spec[n_in:]]
+            batches = (list(b.arrays) for b in x.epoch_batches(0))
+        else:
+            xs = self._prepare_x(x, "predict")
+            n_in, extra = len(xs), None
+            bs = batch_size or 32
+            batches = ([a[i:i + bs] for a in xs] for i in range(0, len(xs[0]), bs))
+        cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
+        cbs.on_predict_begin()
+        outs = []
+        for i, arrays in enumerate(batches):
+            if steps is not None and i >= steps:
+                break
+            self._specialize([a.shape[1:] for a in arrays[:n_in]], "predict", verbose)
+            self._check_batch_shapes(arrays[:n_in], i, "predict")
+            if extra is not None:
+                extra = [(tuple(a.shape[1:]), a.dtype) for a in arrays[n_in:]]
+            trace = trace_predict_step(self, extra)
+            cbs.on_predict_batch_begin(i)
+            outs.append(trace.run(arrays))
+            if cbs.callbacks:
+                cbs.on_predict_batch_end(i, predict_batch_logs(outs[-1]))
+        cbs.on_predict_end()
+        if not outs:
+            raise ValueError(f"[predict] the data gave no batches (at {user_location()})")
+        return concatenate_outputs(outs, "predict_step's result")
+
+    def _check_batch_shapes(self, arrays, i: int, where: str):
+        """A named error when batch i's inputs do not have the per-sample shapes
+        of the model's inputs (after _specialize: a model of fixed shapes)."""
+        for k, (t, a) in enumerate(zip(self._inputs, arrays)):
+            want, got = tuple(t.shape[1:]), tuple(np.shape(a)[1:])
+            if len(want) != len(got) or any(w is not None and w != g
+                                            for w, g in zip(want, got)):
+                name = t.name or f"input {k}"
+                raise ValueError(
+                    f"[{where}] batch {i} of the data has {name} of per-sample shape {got}; the "
+                    f"model expects {want} (its Input's shape): a model of fixed shapes takes "
+                    "batches of that shape only; give the Input None for the axes that vary "
+                    f"(Input(shape=(None, ...))), or pad every batch to {want} "
+                    f"(at {user_location()})")
 
     @keeps_graph
     def _forward_training(self, xs):

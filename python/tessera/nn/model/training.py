@@ -23,7 +23,7 @@ from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
 from ..varlen import keeps_graph
 from ..zero import zero_setting
-from ._common import _fmt, _from_py_dataset, refuse_step_overrides
+from ._common import _fmt, _from_py_dataset
 
 
 class TrainingMixin:
@@ -84,7 +84,6 @@ class TrainingMixin:
         TESSERA_MICROBATCHES, else 2 P), run in the order of
         `pipeline_schedule` ("1f1b" or "gpipe"). See docs/parallelism.md,
         "Pipeline parallelism"."""
-        refuse_step_overrides(self, "fit")
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
         if nan_policy not in ("stop", "continue"):
