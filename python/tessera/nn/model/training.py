@@ -21,6 +21,7 @@ from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
+from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
 from ._common import _fmt, _from_py_dataset
@@ -86,6 +87,7 @@ class TrainingMixin:
         "Pipeline parallelism"."""
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
+        self._check_loss_reductions()
         if nan_policy not in ("stop", "continue"):
             raise ValueError(f"[fit] nan_policy must be 'stop' or 'continue', got {nan_policy!r}")
         for name, v in (("epochs", epochs), ("initial_epoch", initial_epoch)):
@@ -180,6 +182,10 @@ class TrainingMixin:
         else:
             dgroup, n_ranks, rank = self._data_axis(data_parallel)
             world = _dist.size() if n_ranks > 1 else 1
+        split = pipe is not None or stage or n_ranks > 1 or \
+            self._chunk_count(deterministic, n_ranks)
+        if split:
+            self._check_loss_reductions(split=True)
         rows = None if is_ds else n
         n_batches = ds.num_batches()
         if world > 1:
@@ -559,6 +565,29 @@ class TrainingMixin:
             out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
             k += n
         return out
+
+    def _check_loss_reductions(self, split=False):
+        """fit's compiled losses: reduction=None gives a loss per sample, which has
+        no gradient (Keras on JAX raises "Gradient only defined for scalar-output
+        functions"); a batch split over localities or chunks weights each part's
+        loss by its share of the batch, which only the mean reductions allow."""
+        for loss in self._compiled.losses:
+            reduction = getattr(loss, "reduction", "sum_over_batch_size")
+            if reduction in (None, "none"):
+                raise TypeError(
+                    f"[fit] the loss {loss.name!r} has reduction={reduction!r}: its value is "
+                    "one loss per sample, and training needs a scalar (Keras on JAX raises "
+                    "\"Gradient only defined for scalar-output functions\"); compile with "
+                    "reduction=\"sum_over_batch_size\" (the default) or \"sum\" to train "
+                    "(evaluate averages it, as Keras's loss tracker does) "
+                    f"(at {user_location()})")
+            if split and reduction not in ("sum_over_batch_size", "mean"):
+                raise NotImplementedError(
+                    f"[fit] the loss {loss.name!r} has reduction={reduction!r}, which "
+                    "data-parallel, deterministic, ZeRO and pipeline training do not support "
+                    "yet (they weight each part of a batch by its share, as the mean "
+                    "reductions need); fit in one process without deterministic=, or use "
+                    f"\"sum_over_batch_size\" (at {user_location()})")
 
     def _validate_dataset(self, ds, n_in, n_out):
         """Labels and inputs checked once, before training, naming the sample."""
