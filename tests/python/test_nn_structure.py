@@ -57,7 +57,7 @@ LAYERS = [
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "_directory_datasets",
                              "_image_utils", "feature_space",
-                             "utils", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
+                             "utils", "given_batches", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "backend", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",

@@ -105,12 +105,13 @@ class OutputLoss:
         return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
-def _from_py_dataset(x, where, steps=None):
+def _from_py_dataset(x, where, steps=None, shuffle_seed=None):
     """A keras.utils.PyDataset, or a Python generator or iterator of batches
     (Keras's generator input: `steps` batches an epoch, or until it ends), as a
-    tessera Dataset (fit, evaluate and predict read those)."""
+    tessera Dataset of the batches as given (fit, evaluate and predict read those);
+    shuffle_seed: fit's shuffle of a PyDataset's batch order, as Keras's."""
     if isinstance(x, PyDataset):
-        return x._to_dataset(where)
+        return x._to_dataset(where, shuffle_seed)
     if hasattr(x, "__next__") and not isinstance(x, (np.ndarray, _data.Dataset)):
         return iterator_dataset(x, where, steps)
     return x

@@ -116,9 +116,13 @@ class InferenceMixin:
             out.update(zip(names, self._metric_results(totals)))
             return out
 
+        given = isinstance(x, _data.Dataset)
         for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
+            if given and self._enter_batch(arrays, i, "evaluate", verbose,
+                                           ("evaluate", weighted)):
+                prog = self._program(("evaluate", weighted))
             cbs.on_test_batch_begin(i)
             loss, mets = prog.run(args0 + list(arrays))
             n = len(arrays[0])
@@ -244,27 +248,41 @@ class InferenceMixin:
         x = _from_py_dataset(x, "predict", steps)
         if overrides_predict_step(self):
             return self._predict_with_step(x, batch_size, verbose, steps, callbacks)
-        if isinstance(x, _data.Dataset):
+        stateful = carried(self._layers) and not self.__dict__.get("_carries_states")
+        given = isinstance(x, _data.Dataset) and not stateful
+        if given:  # its batches as they come (Keras's), each of its own shape
+            spec = x.element_spec
+            if not self.built:
+                shapes = [tuple(s.shape) for s in spec[:1]]
+                self.build(shapes[0])
+            n_in = len(self._inputs)
+            self._specialize([tuple(s.shape) for s in spec[:n_in]], "predict", verbose)
+            batches = (list(b.arrays[:n_in]) for b in x.epoch_batches(0))
+        elif isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
             parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
             xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
         else:
             xs = self._prepare_x(x, "predict")
-        if carried(self._layers) and not self.__dict__.get("_carries_states"):
+        if stateful:
             cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
             return self._stateful_predict(xs, batch_size, steps, cbs)
-        self._specialize([a.shape[1:] for a in xs], "predict", verbose)
+        if not given:
+            self._specialize([a.shape[1:] for a in xs], "predict", verbose)
+            bs = batch_size or 256
+            batches = ([a[start:start + bs] for a in xs] for start in range(0, len(xs[0]), bs))
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
         cbs.on_predict_begin()  # (before the weights are read: a callback may set them)
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
-        bs = batch_size or 256
         outs = []
-        for i, start in enumerate(range(0, len(xs[0]), bs)):
+        for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
+            if given and self._enter_batch(arrays, i, "predict", verbose):
+                prog = self._program("predict")
             cbs.on_predict_batch_begin(i)
-            r = prog.run(args0 + [a[start:start + bs] for a in xs])
+            r = prog.run(args0 + arrays)
             outs.append(list(r) if len(self._outputs) > 1 else [r])
             if cbs.callbacks:
                 got = [np.asarray(o) for o in outs[-1]]
@@ -279,6 +297,9 @@ class InferenceMixin:
                 results.append(np.zeros((0,) + tuple(t.shape[1:]), dtype=self.dtype))
             elif len(parts) == 1:
                 results.append(np.asarray(parts[0]))
+            elif len({tuple(np.shape(p)[1:]) for p in parts}) > 1:
+                results.append(concatenate_outputs([np.asarray(p) for p in parts],
+                                                   f"output {k}"))  # (its named error)
             else:
                 results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
         if getattr(self, "_output_keys", None):
@@ -309,8 +330,7 @@ class InferenceMixin:
         for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
-            self._specialize([a.shape[1:] for a in arrays[:n_in]], "predict", verbose)
-            self._check_batch_shapes(arrays[:n_in], i, "predict")
+            self._enter_batch(arrays, i, "predict", verbose)
             if extra is not None:
                 extra = [(tuple(a.shape[1:]), a.dtype) for a in arrays[n_in:]]
             trace = trace_predict_step(self, extra)
@@ -322,6 +342,28 @@ class InferenceMixin:
         if not outs:
             raise ValueError(f"[predict] the data gave no batches (at {user_location()})")
         return concatenate_outputs(outs, "predict_step's result")
+
+    def _enter_batch(self, arrays, i: int, where: str, verbose, kind=None) -> bool:
+        """Before batch i of a dataset read as given (its shapes may differ from
+        the previous batch's): the model's graph for its inputs' shapes (varlen.py;
+        a named error for a model of other fixed shapes), and its labels' shapes
+        for the programs; True when the program of `kind` must be fetched again."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        shapes = [tuple(a.shape[1:]) for a in arrays[:n_in]]
+        changed = shapes != [tuple(t.shape[1:]) for t in self._inputs]
+        if changed:
+            self._specialize(shapes, where, verbose)
+            self._check_batch_shapes(arrays[:n_in], i, where)
+        labels = arrays[n_in:n_in + n_out]
+        if kind is not None and len(labels) == n_out:
+            specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in labels]
+            if specs != getattr(self, "_label_specs", None):
+                self._label_specs = specs
+                self._programs.pop(kind, None)  # (written for other labels' shapes)
+                changed = True
+        if changed and kind is not None:
+            self._metric_sizes()  # (the new shape's programs hold the metrics' counts)
+        return changed
 
     def _check_batch_shapes(self, arrays, i: int, where: str):
         """A named error when batch i's inputs do not have the per-sample shapes

@@ -19,6 +19,7 @@ from .. import checkpoints as _ck
 from .. import pipeline as _pipeline
 from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
+from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
 from ..symbolic import user_location
@@ -99,7 +100,7 @@ class TrainingMixin:
                              f"{steps_per_epoch!r}")
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
-        x = _from_py_dataset(x, "fit", steps_per_epoch)
+        x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None)
         if validation_data is not None:
             validation_data = _from_py_dataset(validation_data, "fit")
         is_ds = isinstance(x, _data.Dataset)
@@ -221,6 +222,8 @@ class TrainingMixin:
                                  + zkey)
         else:
             prog = self._program(("train", weighted))
+        # a PyDataset's or generator's batches, read as given: their shapes may change
+        given = isinstance(ds, GivenBatches)
         opt = self._compiled.optimizer
         P, S = self._params(True), self._params(False)
         if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
@@ -315,6 +318,15 @@ class TrainingMixin:
                     it = self._iteration
                     cbs.on_train_batch_begin(b)
                     arrays = list(batch.arrays)
+                    if given and self._enter_batch(arrays, b, "fit", verbose,
+                                                   ("train", weighted)):
+                        if pipe is not None or chunks or n_ranks > 1:
+                            raise NotImplementedError(
+                                f"[fit] batch {b} of {ds.what} has other shapes than the "
+                                "batch before: batches of varying shapes train in one process "
+                                "without deterministic= or pipeline stages (pad them to one "
+                                f"shape) (at {user_location()})")
+                        prog = self._program(("train", weighted))
                     n = batch.global_size
                     lr = self._learning_rate(it)
                     state = self._step_state(P, S) if pipe is None else None
