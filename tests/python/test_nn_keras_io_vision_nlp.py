@@ -248,6 +248,42 @@ def test_py_dataset_and_generator_of_varying_shapes_as_keras(keras):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def _subclassed_ragged_run(lib, batches):
+    class Pooled(lib.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = lib.layers.Dense(1)
+
+        def call(self, x):
+            return self.d(lib.ops.mean(x, axis=1))
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            return lib.ops.mean(lib.ops.square(y_pred - y)) * 2.0
+
+    class Batches(lib.utils.PyDataset):
+        def __len__(self):
+            return len(batches)
+
+        def __getitem__(self, i):
+            return batches[i]
+
+    m = Pooled()
+    m(batches[0][0])  # built for the first batch's shape, which comes back each epoch
+    m.set_weights([np.ones((2, 1), "float32"), np.zeros(1, "float32")])
+    m.compile(optimizer=lib.optimizers.SGD(0.1))
+    return m.fit(Batches(), epochs=2, shuffle=False, verbose=0).history["loss"], m.get_weights()
+
+
+def test_subclassed_model_with_compute_loss_on_varying_shapes_as_keras(keras):
+    rng = np.random.default_rng(0)
+    batches = [(rng.normal(size=(3, n, 2)).astype("float32"),
+                rng.normal(size=(3, 1)).astype("float32")) for n in (4, 2, 5)]
+    ours, theirs = _subclassed_ragged_run(tn, batches), _subclassed_ragged_run(keras, batches)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5)
+    for a, b in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_py_dataset_batch_order_shuffled_by_fit():
     # Keras's PyDataset adapter shuffles the batches' order each epoch when
     # fit(shuffle=True) (its default): each batch as given, in an order drawn per epoch
