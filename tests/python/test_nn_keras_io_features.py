@@ -151,11 +151,11 @@ def test_smart_resize_errors_are_named():
         tn.preprocessing.image.smart_resize(x, (0, 2))
 
 
-# ------------------------------------------------ Model step hooks: predict_step refused
-def test_overridden_predict_step_is_refused_by_name():
-    # Keras's predict calls it; tessera's compiled prediction does not trace it yet, so an
-    # override is an error naming it, never silently ignored (compute_loss, compute_metrics,
-    # train_step and test_step are traced: test_nn_step_overrides.py)
+# ------------------------------------------------ Model step hooks: predict_step traced
+def test_overridden_predict_step_is_traced_or_refused_by_name():
+    # Keras's predict calls it: tessera traces it into predict's program (values against
+    # Keras: test_nn_predict_step.py); what it cannot trace is an error naming it, never
+    # silently ignored
     class Distiller(tn.Model):
         def __init__(self):
             super().__init__()
@@ -168,9 +168,11 @@ def test_overridden_predict_step_is_refused_by_name():
     model = Distiller()
     model.compile(optimizer="adam", loss="mse")
     x, y = np.ones((4, 3), "float32"), np.ones((4, 2), "float32")
-    with pytest.raises(NotImplementedError,
-                       match=r"\[predict\] Distiller overrides Keras's Model\.predict_step.*"
-                             r"test_nn_keras_io_features\.py:\d+.*Post-process"):
+    with pytest.raises(TypeError, match=r"\[predict\] Distiller\.predict_step returns its "
+                                        r"result of type NoneType"):
         model.predict(x, verbose=0)
     model.fit(x, y, verbose=0)  # fit and evaluate are not concerned
     model.evaluate(x, y, verbose=0)
+    Distiller.predict_step = lambda self, data: self(data) * 3.0
+    np.testing.assert_allclose(model.predict(x, verbose=0), 3.0 * np.asarray(model(x)),
+                               rtol=1e-6)

@@ -153,10 +153,8 @@ def test_loss_subclass_with_an_unreduced_builtin_trains_as_keras(keras):
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
 
 
-def test_compile_refuses_other_reductions():
-    m = tn.Sequential([tn.layers.Dense(1, input_shape=(2,))])
-    with pytest.raises(ValueError, match=r"reduction='sum'.*loss_weights"):
-        m.compile("sgd", tn.losses.MeanSquaredError(reduction="sum"))
+def test_ignore_class_refused():
+    # (compile's loss reductions against Keras: test_nn_losses_keras.py)
     with pytest.raises(ValueError, match=r"ignore_class=0 is not supported"):
         tn.losses.SparseCategoricalCrossentropy(ignore_class=0)
 
@@ -200,7 +198,117 @@ def test_subclassed_model_predicts_on_other_lengths_as_keras(keras):
         f.predict(short, verbose=0)
 
 
-def test_py_dataset_with_batches_of_other_shapes_is_refused_by_name():
+def _ragged_batches(seed=0):
+    """keras-io's text batches padded per batch: lengths and sizes vary (a smaller
+    last batch), zeros pad some sequences' ends."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, length in enumerate([5, 3, 7, 4]):
+        b = 3 if i < 3 else 2
+        x = rng.integers(1, 20, size=(b, length)).astype("int32")
+        x[:, length - 1:] *= (rng.uniform(size=(b, 1)) > 0.5).astype("int32")
+        out.append((x, rng.integers(0, 2, size=(b,)).astype("float32")))
+    return out
+
+
+def _ragged_run(lib, batches):
+    class Ragged(lib.utils.PyDataset):
+        def __len__(self):
+            return len(batches)
+
+        def __getitem__(self, i):
+            return batches[i]
+
+    def gen():
+        yield from batches
+
+    m = lib.Sequential([lib.Input((None,), dtype="int32"),
+                        lib.layers.Embedding(20, 4, mask_zero=True),
+                        lib.layers.GlobalAveragePooling1D(), lib.layers.Dense(1)])
+    m.set_weights([np.random.default_rng(k).normal(size=np.shape(w)).astype("float32") * 0.5
+                   for k, w in enumerate(m.get_weights())])
+    m.compile(optimizer=lib.optimizers.SGD(0.1),
+              loss=lib.losses.BinaryCrossentropy(from_logits=True), metrics=["accuracy"])
+    h = m.fit(Ragged(), epochs=2, shuffle=False, verbose=0).history
+    e = m.evaluate(Ragged(), verbose=0)
+    p = m.predict(Ragged(), verbose=0)
+    h2 = m.fit(gen(), steps_per_epoch=len(batches), verbose=0).history
+    return h, e, p, h2, m.get_weights()
+
+
+def test_py_dataset_and_generator_of_varying_shapes_as_keras(keras):
+    batches = _ragged_batches()
+    ours, theirs = _ragged_run(tn, batches), _ragged_run(keras, batches)
+    for k in ("loss", "accuracy"):
+        np.testing.assert_allclose(ours[0][k], theirs[0][k], rtol=1e-5)
+        np.testing.assert_allclose(ours[3][k], theirs[3][k], rtol=1e-5)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5)
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-5, atol=1e-6)
+    for a, b in zip(ours[4], theirs[4]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _subclassed_ragged_run(lib, batches):
+    class Pooled(lib.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = lib.layers.Dense(1)
+
+        def call(self, x):
+            return self.d(lib.ops.mean(x, axis=1))
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            return lib.ops.mean(lib.ops.square(y_pred - y)) * 2.0
+
+    class Batches(lib.utils.PyDataset):
+        def __len__(self):
+            return len(batches)
+
+        def __getitem__(self, i):
+            return batches[i]
+
+    m = Pooled()
+    m(batches[0][0])  # built for the first batch's shape, which comes back each epoch
+    m.set_weights([np.ones((2, 1), "float32"), np.zeros(1, "float32")])
+    m.compile(optimizer=lib.optimizers.SGD(0.1))
+    return m.fit(Batches(), epochs=2, shuffle=False, verbose=0).history["loss"], m.get_weights()
+
+
+def test_subclassed_model_with_compute_loss_on_varying_shapes_as_keras(keras):
+    rng = np.random.default_rng(0)
+    batches = [(rng.normal(size=(3, n, 2)).astype("float32"),
+                rng.normal(size=(3, 1)).astype("float32")) for n in (4, 2, 5)]
+    ours, theirs = _subclassed_ragged_run(tn, batches), _subclassed_ragged_run(keras, batches)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5)
+    for a, b in zip(ours[1], theirs[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_py_dataset_batch_order_shuffled_by_fit():
+    # Keras's PyDataset adapter shuffles the batches' order each epoch when
+    # fit(shuffle=True) (its default): each batch as given, in an order drawn per epoch
+    seen = []
+
+    class Tagged(tn.utils.PyDataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            seen.append(i)
+            return np.full((2, 3), i, "float32"), np.zeros((2, 1), "float32")
+
+    m = tn.Sequential([tn.Input((3,)), tn.layers.Dense(1)])
+    m.compile("sgd", "mse")
+    m.fit(Tagged(), epochs=2, verbose=0)
+    first, second = seen[-12:-6], seen[-6:]
+    assert sorted(first) == sorted(second) == list(range(6))
+    assert first != list(range(6)) or second != list(range(6))
+    seen.clear()
+    m.fit(Tagged(), epochs=1, shuffle=False, verbose=0)
+    assert seen[-6:] == list(range(6))
+
+
+def test_fixed_shape_model_names_the_batch_of_another_shape():
     class Ragged(tn.utils.PyDataset):
         def __len__(self):
             return 2
@@ -209,12 +317,16 @@ def test_py_dataset_with_batches_of_other_shapes_is_refused_by_name():
             n = 5 + i
             return np.zeros((4, n), "int64"), np.zeros((4, n), "int64")
 
-    i = tn.Input((None,), dtype="int32")
+    i = tn.Input((5,), dtype="int32")
     m = tn.Model(i, tn.layers.Dense(3)(tn.layers.Embedding(4, 2)(i)))
     m.compile("sgd", "sparse_categorical_crossentropy")
-    with pytest.raises(ValueError, match=r"batch 1 of the PyDataset Ragged .*\(6,\), batch 0 "
-                                         r"had \(5,\).*pad every batch to one length"):
-        m.fit(Ragged(), epochs=1, verbose=0)
+    for call in (lambda: m.fit(Ragged(), epochs=1, verbose=0),
+                 lambda: m.evaluate(Ragged(), verbose=0),
+                 lambda: m.predict(Ragged(), verbose=0)):
+        with pytest.raises(ValueError, match=r"batch 1 of the data has .* per-sample shape "
+                                             r"\(6,\); the model expects \(5,\).*"
+                                             r"test_nn_keras_io_vision_nlp\.py:\d+"):
+            call()
 
 
 def test_callback_predicts_on_another_shape_inside_fit_as_keras(keras):

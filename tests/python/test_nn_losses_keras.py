@@ -121,14 +121,12 @@ def test_loss_subclass_with_call_trains_like_keras(keras):
     loss = ScaledMSE(3.0)
     np.testing.assert_allclose(loss(y, x[:, :2]), float(KScaledMSE(3.0)(y, x[:, :2])), rtol=1e-6)
     assert ScaledMSE.from_config(loss.get_config()).scale == 3.0
-    # Keras's other reductions, on arrays; compile refuses them (its step averages)
+    # Keras's other reductions, on arrays (compiled: test_compile_loss_reductions_as_keras)
     for reduction in ("sum", None, "none", "mean_with_sample_weight"):
         sw = np.linspace(0.5, 2.0, 16).astype(np.float32)
         got = ScaledMSE(3.0, reduction=reduction)(y, x[:, :2], sample_weight=sw)
         want = KScaledMSE(3.0, reduction=reduction)(y, x[:, :2], sample_weight=sw)
         np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5)
-    with pytest.raises(ValueError, match=r"reduction='sum'.*does not take"):
-        ours.compile("sgd", ScaledMSE(reduction="sum"))
     with pytest.raises(ValueError, match=r"reduction='average'.*not one of"):
         ScaledMSE(reduction="average")
 
@@ -230,3 +228,78 @@ def test_labels_that_keras_does_not_broadcast_are_refused(loss):
         model.fit(x, y, verbose=0)
     with pytest.raises(ValueError, match=r"y_true has shape \(4, 1\) and y_pred \(4, 2\)"):
         nn.losses.get(loss)(y, np.full((4, 2), 0.5, np.float32))
+
+
+def _reduction_run(lib, reduction, weighted, masked):
+    """A few SGD steps of a small model compiled with a loss of `reduction`:
+    the epochs' losses, evaluate's loss and the weights after (a dense
+    regression, or a masked sequence model whose padding Keras's loss skips)."""
+    rng = np.random.default_rng(3)
+    if masked:
+        x = rng.integers(1, 6, size=(10, 5)).astype("int32")
+        x[:, 3:] *= rng.integers(0, 2, size=(10, 2)).astype("int32")  # padding zeros
+        y = rng.normal(size=(10, 5, 2)).astype("float32")
+        m = lib.Sequential([lib.Input((5,), dtype="int32"),
+                            lib.layers.Embedding(6, 3, mask_zero=True),
+                            lib.layers.Dense(2)])
+        loss = lib.losses.MeanSquaredError(reduction=reduction)
+    else:
+        x = rng.normal(size=(10, 3)).astype("float32")
+        y = rng.integers(0, 3, size=(10,)).astype("int32")
+        m = lib.Sequential([lib.Input((3,)), lib.layers.Dense(3)])
+        loss = lib.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+    m.set_weights([np.random.default_rng(k).normal(size=np.shape(w)).astype("float32")
+                   for k, w in enumerate(m.get_weights())])
+    sw = rng.uniform(0.2, 2.0, size=(10,)).astype("float32") if weighted else None
+    m.compile(optimizer=lib.optimizers.SGD(0.05), loss=loss)
+    h = m.fit(x, y, sample_weight=sw, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    e = m.evaluate(x, y, sample_weight=sw, batch_size=4, verbose=0)
+    return h.history["loss"], e, m.get_weights()
+
+
+# (a sequence's losses with per-sample weights: Keras cannot broadcast (batch,) weights
+# over (batch, steps) losses, so the masked model runs unweighted; the default reduction
+# unmasked is compared in most other tests)
+@pytest.mark.parametrize("reduction,weighted,masked", [
+    (r, w, m) for r in ("sum", "mean_with_sample_weight")
+    for w, m in ((False, False), (True, False), (False, True))] + [
+    ("sum_over_batch_size", False, True), ("mean", True, False)])
+def test_compile_loss_reductions_as_keras(keras, reduction, weighted, masked):
+    ours = _reduction_run(nn, reduction, weighted, masked)
+    theirs = _reduction_run(keras, reduction, weighted, masked)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-6)
+    for a, b in zip(ours[2], theirs[2]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", [None, "none"])
+def test_compile_loss_without_reduction_as_keras(keras, reduction):
+    # Keras on JAX cannot train on a loss per sample (a TypeError from its gradient), and
+    # its evaluate averages the vector (its loss tracker): tessera the same, by name
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(9, 3)).astype("float32")
+    y = rng.normal(size=(9, 2)).astype("float32")
+    sw = rng.uniform(0.5, 2.0, size=(9,)).astype("float32")
+    w = [rng.normal(size=(3, 2)).astype("float32"), np.zeros(2, "float32")]
+    got = []
+    for lib in (nn, keras):
+        m = lib.Sequential([lib.Input((3,)), lib.layers.Dense(2)])
+        m.set_weights(w)
+        m.compile(optimizer="sgd", loss=lib.losses.MeanSquaredError(reduction=reduction))
+        got.append([m.evaluate(x, y, sample_weight=s, batch_size=4, verbose=0)
+                    for s in (None, sw)])
+        with pytest.raises(TypeError, match=None if lib is keras else
+                           r"\[fit\] the loss 'mean_squared_error' has reduction=.*scalar.*"
+                           r"test_nn_losses_keras\.py:\d+"):
+            m.fit(x, y, batch_size=4, verbose=0)
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-5)
+
+
+def test_split_training_refuses_sum_reductions():
+    m = nn.Sequential([nn.Input((3,)), nn.layers.Dense(2)])
+    m.compile(optimizer="sgd", loss=nn.losses.MeanSquaredError(reduction="sum"))
+    x = np.ones((8, 3), "float32")
+    with pytest.raises(NotImplementedError, match=r"\[fit\] the loss 'mean_squared_error' has "
+                                                  r"reduction='sum'.*deterministic"):
+        m.fit(x, np.ones((8, 2), "float32"), deterministic=True, verbose=0)

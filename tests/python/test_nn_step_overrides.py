@@ -6,7 +6,7 @@ compile's loss, the regularizers and sample weights, training=False in evaluate;
 keras-io's "customizing fit" train_step/test_step (GradientTape form) against
 Keras's own fit/evaluate; a VAE's train_step against the same losses in Keras's
 compute_loss; a compute_metrics override with super() against Keras's; and what
-stays refused, by name (predict_step, unsupported step forms)."""
+stays refused, by name (unsupported step forms)."""
 
 import numpy as np
 import pytest
@@ -202,12 +202,12 @@ def test_compute_loss_refused_when_the_batch_is_split():
         m.fit(x, y, verbose=0, deterministic=True)
 
 
-def test_predict_step_refused_by_name():
+def test_predict_step_traced_beside_compute_loss():
+    # (predict_step against Keras: test_nn_predict_step.py)
     m = _plain(tn, tn.Model.compute_loss)
-    type(m).predict_step = lambda self, data: self(data)
-    with pytest.raises(NotImplementedError, match=r"\[predict\] M overrides Keras's "
-                                                  r"Model.predict_step.*test_nn_step_overrides"):
-        m.predict(np.zeros((4, 6), "float32"), verbose=0)
+    type(m).predict_step = lambda self, data: -self(data)
+    x = np.random.RandomState(3).randn(4, 6).astype("float32")
+    np.testing.assert_allclose(m.predict(x, verbose=0), -np.asarray(m(x)), rtol=1e-6)
 
 
 def _metrics_run(lib, w, weights_only=False):

@@ -340,27 +340,43 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         return terms
 
     def _output_loss_expr(self, k, ys, hs, sw, ctx) -> str:
-        """Output k's compiled loss of labels ys[k] and output hs[k] (Keras's
-        sum over the batch size, weighted per sample by `sw`), unweighted by
-        its loss weight."""
+        """Output k's compiled loss of labels ys[k] and output hs[k], weighted per
+        sample by `sw` and reduced by the loss's `reduction` as Keras's
+        reduce_weighted_values: the sum over the batch size ("sum_over_batch_size",
+        "mean"; also None / "none", whose vector Keras's loss tracker averages),
+        the sum ("sum"), or the sum over the weights' sum
+        ("mean_with_sample_weight"); unweighted by its loss weight."""
         loss = self._compiled.losses[k]
+        reduction = getattr(loss, "reduction", "sum_over_batch_size")
         spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
         out_shape = self._outputs[k].shape[1:]
         mask = self._output_mask_expr(k)
-        if mask is not None:
-            # Keras's apply_mask: the mask as weights scaled by total /
-            # valid entries, so the mean is over the unmasked ones
-            per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
-            mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
-            scale = f"(astype(size({mf}), dtype_name({per})) / maximum(sum({mf}), 1.0))"
-            lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
-            wsw = "" if sw is None else f" * reshape(astype({sw}, dtype_name({per})), {lead})"
-            return f"sum({per} * {mf} * {scale}{wsw}) / size({per})"
-        if sw is None:
+        lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+        if mask is None and sw is None and reduction != "sum":
             return loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
         per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
-        return (f"sum(reshape({per}, list(shape({per})[0], -1)) * reshape({sw}, [-1, 1])) "
-                f"/ size({per})")
+        weights = None  # Keras's sample_weight after apply_mask, as it multiplies the values
+        if mask is not None:
+            mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
+            if reduction in ("sum_over_batch_size", "mean", None, "none"):
+                # Keras's apply_mask: the mask as weights scaled by total / valid
+                # entries, so the mean is over the unmasked ones
+                mf = (f"{mf} * (astype(size({mf}), dtype_name({per})) / "
+                      f"maximum(sum({mf}), 1.0))")
+            weights = mf if sw is None else \
+                f"{mf} * reshape(astype({sw}, dtype_name({per})), {lead})"
+        elif sw is not None:
+            weights = f"reshape(astype({sw}, dtype_name({per})), {lead})"
+        total = f"sum({per})" if weights is None else f"sum({per} * {weights})"
+        if reduction == "sum":
+            return total
+        if reduction == "mean_with_sample_weight" and weights is not None:
+            if mask is None:  # (Keras divides by the weights as given: one per sample)
+                weights = f"astype({sw}, dtype_name({per}))"
+            d = ctx.define("wsum", f"sum({weights})")
+            # Keras's divide_no_nan: 0 when the weights sum to 0
+            return f"where({d} == 0.0, 0.0 * {total}, {total} / where({d} == 0.0, 1.0, {d}))"
+        return f"{total} / size({per})"
 
     def _aux_masks(self, outs: str):
         """The outputs' masks as the loss function's aux value `outs` holds

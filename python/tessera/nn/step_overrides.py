@@ -153,7 +153,7 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     """(loss tensor, label placeholders, sample-weight placeholder or None):
     the override called on symbolic values (cached per kind and labels)."""
     specs = tuple(getattr(model, "_label_specs", None) or ())
-    key = (weighted, training, specs, model.dtype)
+    key = (weighted, training, specs, model.dtype, tuple(id(t) for t in model._inputs))
     cache = model.__dict__.setdefault("_loss_traces", {})
     if key in cache:
         return cache[key]
@@ -477,7 +477,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     data, as fit/evaluate give it: x, (x, y) or (x, y, sample_weight)."""
     specs = tuple(getattr(model, "_label_specs", None) or ())
     has_y = model.__dict__.get("_labels_given", True)
-    key = (hook, weighted, specs, has_y, model.dtype)
+    key = (hook, weighted, specs, has_y, model.dtype, tuple(id(t) for t in model._inputs))
     cache = model.__dict__.setdefault("_step_traces", {})
     if key in cache:
         return cache[key]

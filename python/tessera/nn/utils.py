@@ -27,6 +27,7 @@ from ._directory_datasets import image_dataset_from_directory, text_dataset_from
 from ._image_utils import array_to_img, img_to_array, load_img, save_img
 from .feature_space import FeatureSpace
 from .functional import _deps
+from .given_batches import generator_batches, pydataset_batches
 from .layers.base import _name_counts
 from .random import reseed_global
 from .keras_objects import deserialize_keras_object, serialize_keras_object
@@ -275,7 +276,7 @@ class PyDataset:
     optionally on_epoch_begin/on_epoch_end; fit, evaluate and predict take
     it. workers / use_multiprocessing / max_queue_size are accepted; tessera
     reads the batches in order on the calling thread (its runtime owns the
-    cores), and re-forms them at the first batch's size."""
+    cores), each batch as given (its size and shapes may vary, as Keras's)."""
 
     def __init__(self, workers=1, use_multiprocessing=False, max_queue_size=10):
         for name, v, lo in (("workers", workers, 1), ("max_queue_size", max_queue_size, 1)):
@@ -317,98 +318,21 @@ class PyDataset:
     def on_epoch_end(self):
         pass
 
-    def _to_dataset(self, where):
-        """A tessera Dataset of this PyDataset's samples, batched at the
-        first batch's size; on_epoch_begin/on_epoch_end around each pass."""
-        n = self.num_batches
-        if n is None or n <= 0:
-            raise ValueError(f"[{where}] the PyDataset {type(self).__name__} has no batches "
-                             f"(len is {n})")
-
-        def parts(b, i):
-            return _batch_parts(b, i, type(self).__name__, where)
-
-        first = parts(self[0], 0)
-        size = len(first[0])
-        spec = [(p.shape[1:], p.dtype) for p in first]
-
-        def samples():
-            self.on_epoch_begin()
-            for i in range(n):
-                arrays = parts(self[i], i)
-                if len(arrays) != len(spec):
-                    raise ValueError(f"[{where}] batch {i} of {type(self).__name__} has "
-                                     f"{len(arrays)} parts, batch 0 had {len(spec)}")
-                for k, (a, (shape, _)) in enumerate(zip(arrays, spec)):
-                    if a.shape[1:] != shape:
-                        raise ValueError(
-                            f"[{where}] batch {i} of the PyDataset {type(self).__name__} has "
-                            f"part {k} of samples of shape {a.shape[1:]}, batch 0 had "
-                            f"{shape}: tessera reads a PyDataset's batches with one sample "
-                            "shape (the first batch's) and does not take batches padded to "
-                            "each one's longest sequence yet; pad every batch to one length")
-                for r in range(len(arrays[0])):
-                    row = tuple(a[r] for a in arrays)
-                    yield row if len(row) > 1 else row[0]
-            self.on_epoch_end()
-
-        return _data.Dataset.from_generator(samples, element_spec=spec).batch(size)
+    def _to_dataset(self, where, shuffle_seed=None):
+        """Its batches as fit, evaluate and predict read them: each as given, of
+        its own size and shape (given_batches.py); on_epoch_begin/on_epoch_end
+        around each pass; in a shuffled order with shuffle_seed (fit's shuffle)."""
+        return pydataset_batches(self, where, shuffle_seed)
 
 
 Sequence = PyDataset  # Keras 2's name, still exported by Keras 3
 
 
-def _batch_parts(b, i, what, where) -> list:
-    """A batch x, (x, y) or (x, y, sample_weight) as a list of arrays."""
-    if isinstance(b, list):
-        b = tuple(b)
-    parts = b if isinstance(b, tuple) else (b,)
-    if not 1 <= len(parts) <= 3:
-        raise ValueError(f"[{where}] batch {i} of {what} has {len(parts)} parts; expected x, "
-                         "(x, y) or (x, y, sample_weight)")
-    arrays = [np.asarray(p) for p in parts]
-    if arrays[0].ndim == 0:
-        raise ValueError(f"[{where}] batch {i} of {what} is a scalar: a batch is x, (x, y) or "
-                         "(x, y, sample_weight) with a batch axis")
-    return arrays
-
-
 def iterator_dataset(it, where: str, steps=None):
     """Keras's generator input of fit, evaluate and predict (a Python generator or
-    iterator of batches x, (x, y) or (x, y, sample_weight)) as a tessera Dataset:
-    each epoch takes `steps` batches from it (fit's steps_per_epoch, evaluate's and
-    predict's steps), or runs until it ends, as Keras reads a generator; the
-    batches are re-formed at the first batch's size."""
-    what = f"the {type(it).__name__}"
-    try:
-        first = next(it)
-    except StopIteration:
-        raise ValueError(f"[{where}] x is {what}, which yields no batches") from None
-    pending = [_batch_parts(first, 0, what, where)]
-    size = len(pending[0][0])
-    spec = [(p.shape[1:], p.dtype) for p in pending[0]]
-    taken = [1]
-
-    def samples():
-        count = 0
-        while steps is None or count < steps:
-            if pending:
-                arrays = pending.pop()
-            else:
-                try:
-                    arrays = _batch_parts(next(it), taken[0], what, where)
-                except StopIteration:
-                    return
-                taken[0] += 1
-            if len(arrays) != len(spec):
-                raise ValueError(f"[{where}] a batch of {what} has {len(arrays)} parts, the "
-                                 f"first had {len(spec)}")
-            count += 1
-            for r in range(len(arrays[0])):
-                row = tuple(a[r] for a in arrays)
-                yield row if len(row) > 1 else row[0]
-
-    return _data.Dataset.from_generator(samples, element_spec=spec).batch(size)
+    iterator of batches x, (x, y) or (x, y, sample_weight)): each epoch takes `steps`
+    batches from it, or runs until it ends, each batch as given (given_batches.py)."""
+    return generator_batches(it, where, steps)
 
 
 class Progbar:

@@ -89,6 +89,11 @@ class VarLenMixin:
         if not self._has_unknown_lengths() and not (
                 self._shapes_follow_data() and ins and
                 [tuple(s) for s in shapes] != [tuple(t.shape[1:]) for t in ins]):
+            if self.__dict__.get("_varlen_general") is not None:
+                # back to the graph as recorded (a dataset's batches of the shape it was
+                # built for, after others)
+                self._inputs, self._outputs, self._programs = ins, outs, progs
+                self._varlen_general = None
             return
         key = tuple(tuple(int(d) for d in s) for s in shapes)
         cache = progs.get(_CACHE_KEY)

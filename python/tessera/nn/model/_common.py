@@ -13,7 +13,6 @@ from ... import optim as _optim
 from .. import initializers
 from ..optimizer_classes import get as keras_optimizer
 from ..params import WEIGHTS_IN_FILE
-from ..symbolic import user_location
 from ..utils import PyDataset, iterator_dataset
 
 
@@ -106,35 +105,13 @@ class OutputLoss:
         return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
-def _from_py_dataset(x, where, steps=None):
+def _from_py_dataset(x, where, steps=None, shuffle_seed=None):
     """A keras.utils.PyDataset, or a Python generator or iterator of batches
     (Keras's generator input: `steps` batches an epoch, or until it ends), as a
-    tessera Dataset (fit, evaluate and predict read those)."""
+    tessera Dataset of the batches as given (fit, evaluate and predict read those);
+    shuffle_seed: fit's shuffle of a PyDataset's batch order, as Keras's."""
     if isinstance(x, PyDataset):
-        return x._to_dataset(where)
+        return x._to_dataset(where, shuffle_seed)
     if hasattr(x, "__next__") and not isinstance(x, (np.ndarray, _data.Dataset)):
         return iterator_dataset(x, where, steps)
     return x
-
-
-# Keras's Model hooks that fit, evaluate and predict call, and that tessera's compiled
-# steps do not: a subclass's override would be silently ignored.
-# (compute_loss, compute_metrics, train_step and test_step overrides are traced into
-# the steps: step_overrides.py)
-_STEP_HOOKS = {"fit": (), "evaluate": (), "predict": ("predict_step",)}
-
-
-def refuse_step_overrides(model, caller: str):
-    """A named error when the model's class overrides one of Keras's step hooks
-    that `caller` ("fit", "evaluate" or "predict") would call under Keras."""
-    for hook in _STEP_HOOKS[caller]:
-        owner = next((c for c in type(model).__mro__ if hook in c.__dict__), None)
-        if owner is None or owner.__module__.startswith("tessera."):
-            continue
-        raise NotImplementedError(
-            f"[{caller}] {type(model).__name__} overrides Keras's Model.{hook} (in class "
-            f"{owner.__name__}), called at {user_location()}: tessera.nn compiles its training "
-            f"and evaluation steps itself and does not call {hook} yet (the override would be "
-            f"ignored). Post-process predict's outputs instead, or put the computation in "
-            f"call() (compute_loss, compute_metrics, train_step and test_step overrides are "
-            f"traced: docs/nn.md, \"Custom training\")")

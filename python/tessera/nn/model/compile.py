@@ -13,7 +13,6 @@ from ..metric_programs import _function_metric
 from ..registry import is_model
 from ..step_overrides import compiled_loss_tensor, compiled_loss_value, symbolic_args
 from ..string_inputs import apply_fronts, apply_group_fronts
-from ..symbolic import user_location
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
@@ -191,15 +190,7 @@ class CompileMixin:
         if callable(loss) and not isinstance(loss, (_losses.Loss, str)) and \
                 getattr(loss, "_tessera_loss", None) is None:  # not keras.losses.mse & co
             return _losses.FunctionLoss(loss)
-        obj = _losses.loss_object(loss)
-        reduction = getattr(obj, "reduction", "sum_over_batch_size")
-        if reduction not in ("sum_over_batch_size", "mean"):
-            raise ValueError(f"[compile] the loss {obj.name!r} has reduction={reduction!r}: "
-                             "tessera's compiled step averages each output's loss over the "
-                             "batch (\"sum_over_batch_size\", Keras's default) and does not "
-                             "take other reductions yet; scale it with loss_weights= instead "
-                             f"(at {user_location()})")
-        return obj
+        return _losses.loss_object(loss)
 
     def _get_metric(self, m, loss, k):
         if callable(m) and not isinstance(m, (str, _metrics.Metric)):

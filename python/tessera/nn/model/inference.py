@@ -17,7 +17,9 @@ from ..string_inputs import apply_fronts
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
 from ..step_overrides import step_trace_for
-from ._common import _fmt, _from_py_dataset, refuse_step_overrides
+from ..predict_step import (concatenate_outputs, overrides_predict_step, predict_batch_logs,
+                            trace_predict_step)
+from ._common import _fmt, _from_py_dataset
 
 
 def _data_leaves(x) -> list:
@@ -65,8 +67,6 @@ class InferenceMixin:
         return_dict). callbacks: their on_test_begin, on_test_batch_begin/
         end (logs: the running loss and metrics) and on_test_end are called,
         as Keras calls them (fit's validation calls fit's callbacks')."""
-        if _cbs is None:  # (not fit's validation: fit checked)
-            refuse_step_overrides(self, "evaluate")
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
         steps = capped_steps(steps)
@@ -118,9 +118,13 @@ class InferenceMixin:
             out.update(zip(names, self._metric_results(totals)))
             return out
 
+        given = isinstance(x, _data.Dataset)
         for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
+            if given and self._enter_batch(arrays, i, "evaluate", verbose,
+                                           ("evaluate", weighted)):
+                prog = self._program(("evaluate", weighted))
             cbs.on_test_batch_begin(i)
             loss, mets = prog.run(args0 + list(arrays))
             n = len(arrays[0])
@@ -243,34 +247,51 @@ class InferenceMixin:
         on_predict_batch_begin/end (logs {"outputs": the batch's outputs})
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
-        refuse_step_overrides(self, "predict")
         steps = capped_steps(steps)
         x = _from_py_dataset(x, "predict", steps)
-        if isinstance(x, _data.Dataset):
+        if overrides_predict_step(self):
+            return self._predict_with_step(x, batch_size, verbose, steps, callbacks)
+        stateful = carried(self._layers) and not self.__dict__.get("_carries_states")
+        given = isinstance(x, _data.Dataset) and not stateful
+        if given:  # its batches as they come (Keras's), each of its own shape
+            spec = x.element_spec
+            if not self.built:
+                shapes = [tuple(s.shape) for s in spec[:1]]
+                self.build(shapes[0])
+            n_in = len(self._inputs)
+            self._specialize([tuple(s.shape) for s in spec[:n_in]], "predict", verbose)
+            batches = (list(b.arrays[:n_in]) for b in x.epoch_batches(0))
+        elif isinstance(x, _data.Dataset):
             n_in = len(self._inputs) if self.built else 1
             parts = [b.arrays[:n_in] for b in x.epoch_batches(0)]
             xs = [np.concatenate([p[k] for p in parts]) for k in range(n_in)]
         else:
             xs = self._prepare_x(x, "predict")
-        if carried(self._layers) and not self.__dict__.get("_carries_states"):
+        if stateful:
             cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
             return self._stateful_predict(xs, batch_size, steps, cbs)
-        self._specialize([a.shape[1:] for a in xs], "predict", verbose)
+        if not given:
+            self._specialize([a.shape[1:] for a in xs], "predict", verbose)
+            bs = batch_size or 256
+            batches = ([a[start:start + bs] for a in xs] for start in range(0, len(xs[0]), bs))
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
         cbs.on_predict_begin()  # (before the weights are read: a callback may set them)
         args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
-        bs = batch_size or 256
         outs = []
-        for i, start in enumerate(range(0, len(xs[0]), bs)):
+        for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
                 break
+            if given and self._enter_batch(arrays, i, "predict", verbose):
+                prog = self._program("predict")
             cbs.on_predict_batch_begin(i)
-            r = prog.run(args0 + [a[start:start + bs] for a in xs])
+            r = prog.run(args0 + arrays)
             outs.append(list(r) if len(self._outputs) > 1 else [r])
             if cbs.callbacks:
                 got = [np.asarray(o) for o in outs[-1]]
-                cbs.on_predict_batch_end(i, {"outputs": got if len(got) > 1 else got[0]})
+                keys = getattr(self, "_output_keys", None)
+                got = dict(zip(keys, got)) if keys else got if len(got) > 1 else got[0]
+                cbs.on_predict_batch_end(i, predict_batch_logs(got))
         cbs.on_predict_end()
         results = []
         for k, t in enumerate(self._outputs):
@@ -279,11 +300,88 @@ class InferenceMixin:
                 results.append(np.zeros((0,) + tuple(t.shape[1:]), dtype=self.dtype))
             elif len(parts) == 1:
                 results.append(np.asarray(parts[0]))
+            elif len({tuple(np.shape(p)[1:]) for p in parts}) > 1:
+                results.append(concatenate_outputs([np.asarray(p) for p in parts],
+                                                   f"output {k}"))  # (its named error)
             else:
                 results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
         if getattr(self, "_output_keys", None):
             return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]
+
+    def _predict_with_step(self, x, batch_size, verbose, steps, callbacks):
+        """predict through the model's predict_step override, traced into one
+        program per input shape (predict_step.py): its result per batch, each
+        leaf concatenated over the batches as Keras's."""
+        if isinstance(x, _data.Dataset):
+            spec = x.element_spec
+            if not self.built:
+                n_in = len(self._inputs) or 1
+                shapes = [tuple(s.shape) for s in spec[:n_in]]
+                self.build(shapes if len(shapes) > 1 else shapes[0])
+            n_in = len(self._inputs)
+            extra = [(tuple(s.shape), s.dtype) for s in spec[n_in:]]
+            batches = (list(b.arrays) for b in x.epoch_batches(0))
+        else:
+            xs = self._prepare_x(x, "predict")
+            n_in, extra = len(xs), None
+            bs = batch_size or 32
+            batches = ([a[i:i + bs] for a in xs] for i in range(0, len(xs[0]), bs))
+        cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
+        cbs.on_predict_begin()
+        outs = []
+        for i, arrays in enumerate(batches):
+            if steps is not None and i >= steps:
+                break
+            self._enter_batch(arrays, i, "predict", verbose)
+            if extra is not None:
+                extra = [(tuple(a.shape[1:]), a.dtype) for a in arrays[n_in:]]
+            trace = trace_predict_step(self, extra)
+            cbs.on_predict_batch_begin(i)
+            outs.append(trace.run(arrays))
+            if cbs.callbacks:
+                cbs.on_predict_batch_end(i, predict_batch_logs(outs[-1]))
+        cbs.on_predict_end()
+        if not outs:
+            raise ValueError(f"[predict] the data gave no batches (at {user_location()})")
+        return concatenate_outputs(outs, "predict_step's result")
+
+    def _enter_batch(self, arrays, i: int, where: str, verbose, kind=None) -> bool:
+        """Before batch i of a dataset read as given (its shapes may differ from
+        the previous batch's): the model's graph for its inputs' shapes (varlen.py;
+        a named error for a model of other fixed shapes), and its labels' shapes
+        for the programs; True when the program of `kind` must be fetched again."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        shapes = [tuple(a.shape[1:]) for a in arrays[:n_in]]
+        changed = shapes != [tuple(t.shape[1:]) for t in self._inputs]
+        if changed:
+            self._specialize(shapes, where, verbose)
+            self._check_batch_shapes(arrays[:n_in], i, where)
+        labels = arrays[n_in:n_in + n_out]
+        if kind is not None and len(labels) == n_out:
+            specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in labels]
+            if specs != getattr(self, "_label_specs", None):
+                self._label_specs = specs
+                self._programs.pop(kind, None)  # (written for other labels' shapes)
+                changed = True
+        if changed and kind is not None:
+            self._metric_sizes()  # (the new shape's programs hold the metrics' counts)
+        return changed
+
+    def _check_batch_shapes(self, arrays, i: int, where: str):
+        """A named error when batch i's inputs do not have the per-sample shapes
+        of the model's inputs (after _specialize: a model of fixed shapes)."""
+        for k, (t, a) in enumerate(zip(self._inputs, arrays)):
+            want, got = tuple(t.shape[1:]), tuple(np.shape(a)[1:])
+            if len(want) != len(got) or any(w is not None and w != g
+                                            for w, g in zip(want, got)):
+                name = t.name or f"input {k}"
+                raise ValueError(
+                    f"[{where}] batch {i} of the data has {name} of per-sample shape {got}; the "
+                    f"model expects {want} (its Input's shape): a model of fixed shapes takes "
+                    "batches of that shape only; give the Input None for the axes that vary "
+                    f"(Input(shape=(None, ...))), or pad every batch to {want} "
+                    f"(at {user_location()})")
 
     @keeps_graph
     def _forward_training(self, xs):

@@ -21,11 +21,13 @@ from .. import pipeline as _pipeline
 from .._config import SETTINGS, capped_epochs, capped_steps
 from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
+from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
+from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
-from ._common import _fmt, _from_py_dataset, refuse_step_overrides
+from ._common import _fmt, _from_py_dataset
 
 
 class TrainingMixin:
@@ -86,9 +88,9 @@ class TrainingMixin:
         TESSERA_MICROBATCHES, else 2 P), run in the order of
         `pipeline_schedule` ("1f1b" or "gpipe"). See docs/parallelism.md,
         "Pipeline parallelism"."""
-        refuse_step_overrides(self, "fit")
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
+        self._check_loss_reductions()
         if nan_policy not in ("stop", "continue"):
             raise ValueError(f"[fit] nan_policy must be 'stop' or 'continue', got {nan_policy!r}")
         for name, v in (("epochs", epochs), ("initial_epoch", initial_epoch)):
@@ -101,7 +103,7 @@ class TrainingMixin:
         epochs, steps_per_epoch = capped_epochs(epochs), capped_steps(steps_per_epoch)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
-        x = _from_py_dataset(x, "fit", steps_per_epoch)
+        x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None)
         if validation_data is not None:
             validation_data = _from_py_dataset(validation_data, "fit")
         is_ds = isinstance(x, _data.Dataset)
@@ -184,6 +186,10 @@ class TrainingMixin:
         else:
             dgroup, n_ranks, rank = self._data_axis(data_parallel)
             world = _dist.size() if n_ranks > 1 else 1
+        split = pipe is not None or stage or n_ranks > 1 or \
+            self._chunk_count(deterministic, n_ranks)
+        if split:
+            self._check_loss_reductions(split=True)
         rows = None if is_ds else n
         n_batches = ds.num_batches()
         if world > 1:
@@ -219,6 +225,8 @@ class TrainingMixin:
                                  + zkey)
         else:
             prog = self._program(("train", weighted))
+        # a PyDataset's or generator's batches, read as given: their shapes may change
+        given = isinstance(ds, GivenBatches)
         opt = self._compiled.optimizer
         P, S = self._params(True), self._params(False)
         if self._opt_state is None or set(self._opt_state) != set(self._opt_vars):
@@ -313,6 +321,15 @@ class TrainingMixin:
                     it = self._iteration
                     cbs.on_train_batch_begin(b)
                     arrays = list(batch.arrays)
+                    if given and self._enter_batch(arrays, b, "fit", verbose,
+                                                   ("train", weighted)):
+                        if pipe is not None or chunks or n_ranks > 1:
+                            raise NotImplementedError(
+                                f"[fit] batch {b} of {ds.what} has other shapes than the "
+                                "batch before: batches of varying shapes train in one process "
+                                "without deterministic= or pipeline stages (pad them to one "
+                                f"shape) (at {user_location()})")
+                        prog = self._program(("train", weighted))
                     n = batch.global_size
                     lr = self._learning_rate(it)
                     state = self._step_state(P, S) if pipe is None else None
@@ -563,6 +580,29 @@ class TrainingMixin:
             out.append(float(r) if np.ndim(r) == 0 else [float(v) for v in np.ravel(r)])
             k += n
         return out
+
+    def _check_loss_reductions(self, split=False):
+        """fit's compiled losses: reduction=None gives a loss per sample, which has
+        no gradient (Keras on JAX raises "Gradient only defined for scalar-output
+        functions"); a batch split over localities or chunks weights each part's
+        loss by its share of the batch, which only the mean reductions allow."""
+        for loss in self._compiled.losses:
+            reduction = getattr(loss, "reduction", "sum_over_batch_size")
+            if reduction in (None, "none"):
+                raise TypeError(
+                    f"[fit] the loss {loss.name!r} has reduction={reduction!r}: its value is "
+                    "one loss per sample, and training needs a scalar (Keras on JAX raises "
+                    "\"Gradient only defined for scalar-output functions\"); compile with "
+                    "reduction=\"sum_over_batch_size\" (the default) or \"sum\" to train "
+                    "(evaluate averages it, as Keras's loss tracker does) "
+                    f"(at {user_location()})")
+            if split and reduction not in ("sum_over_batch_size", "mean"):
+                raise NotImplementedError(
+                    f"[fit] the loss {loss.name!r} has reduction={reduction!r}, which "
+                    "data-parallel, deterministic, ZeRO and pipeline training do not support "
+                    "yet (they weight each part of a batch by its share, as the mean "
+                    "reductions need); fit in one process without deterministic=, or use "
+                    f"\"sum_over_batch_size\" (at {user_location()})")
 
     def _validate_dataset(self, ds, n_in, n_out):
         """Labels and inputs checked once, before training, naming the sample."""
