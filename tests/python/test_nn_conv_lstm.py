@@ -203,8 +203,9 @@ def test_errors_name_the_layer_and_the_values():
         L.ConvLSTM1D(2, 3, padding="causal")
     with pytest.raises(ValueError, match=r"\[ConvLSTM2D\] data_format must be"):
         L.ConvLSTM2D(2, 3, data_format="nhwc")
-    with pytest.raises(ValueError, match=r"\[ConvLSTM2D\] stateful=True is not supported"):
-        L.ConvLSTM2D(2, 3, stateful=True)
+    with pytest.raises(ValueError, match=r"\[ConvLSTM2D\] layer .* stateful=True needs a fixed "
+                                         r"batch size"):
+        L.ConvLSTM2D(2, 3, stateful=True)(nn.Input((3, 5, 5, 2)))
     with pytest.raises(ValueError, match=r"\[ConvLSTM1D\] dropout must be in \[0, 1\)"):
         L.ConvLSTM1D(2, 3, dropout=1.5)
     with pytest.raises(TypeError, match=r"\[ConvLSTM2D\] unexpected keyword argument 'filter'"):
@@ -227,3 +228,32 @@ def test_errors_name_the_layer_and_the_values():
     with pytest.raises(ValueError, match=r"\[ConvLSTM2D\] layer .*: initial state 0 must have "
                                          r"per-sample shape \(3, 3, 2\), got \(5, 5, 2\)"):
         L.ConvLSTM2D(2, 3)(x, initial_state=[h, h])
+
+
+@pytest.mark.parametrize("fmt", ["channels_last", "channels_first"])
+def test_stateful_continues_the_sequence(fmt):
+    """stateful=True: a batch after another is the two sequences joined on
+    the time axis (Keras's on the whole sequence); reset_states starts anew."""
+    shape = (5, 4, 2) if fmt == "channels_last" else (2, 5, 4)
+    kw = dict(padding="same", data_format=fmt)
+    inp = nn.Input(batch_shape=(2, 3) + shape)
+    t = nn.Model(inp, _layer(nn, 2, stateful=True, **kw)(inp))
+    k = _model(keras, 2, (6,) + shape, **kw, **Z)
+    t.set_weights([_x(*w.shape) * 0.4 for w in t.get_weights()])
+    k.set_weights(t.get_weights())
+    x = _x(2, 6, *shape)
+    t.predict(x[:, :3], verbose=0)
+    np.testing.assert_allclose(t.predict(x[:, 3:], verbose=0), k.predict(x, verbose=0),
+                               rtol=1e-5, atol=2e-6)
+    t.layers[-1].reset_states()
+    np.testing.assert_allclose(t.predict(x[:, :3], verbose=0), k.predict(x[:, :3], verbose=0),
+                               rtol=1e-5, atol=2e-6)
+    # called on arrays (Keras's eager use)
+    layer = _layer(nn, 1, stateful=True, return_state=True)
+    xs = _x(2, 4, 6, 2)
+    layer(xs[:, :2])
+    y, h, c = layer(xs[:, 2:])
+    k1 = _model(keras, 1, (4, 6, 2), return_state=True, **Z)
+    k1.set_weights(layer.get_weights())
+    for a, b in zip((y, h, c), k1.predict(xs, verbose=0)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-6)

@@ -14,7 +14,9 @@ the program grows linearly with the number of timesteps.
 
 Dropout is Keras's (DropoutRNNCell with four masks): `dropout` draws one mask
 per gate over a step's input, `recurrent_dropout` one per gate over the
-state; drawn once per batch, the same at every step. A mask (batch,
+state; drawn once per batch, the same at every step. The states are the
+LSTM's (initial_state=, return_state=, stateful=: rnn_states.py), feature
+maps of the output's shape. A mask (batch,
 timesteps) keeps the states at masked steps as the LSTM does (Keras 3 on JAX
 raises on any mask here; its other backends and Keras 2 compute this)."""
 
@@ -74,10 +76,6 @@ class _ConvLSTM(_RNN):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"[{k}] seed must be None or an int, got {seed!r}")
         self.seed = seed
-        if self.stateful:
-            raise ValueError(f"[{k}] stateful=True is not supported for convolutional LSTMs yet "
-                             "(their states are feature maps); carry the states yourself with "
-                             "return_state=True and initial_state=")
 
     def get_config(self) -> dict:
         # Keras's config holds the window's sizes as tuples, given or not
@@ -100,6 +98,12 @@ class _ConvLSTM(_RNN):
 
     def _n_states(self):
         return 2
+
+    def _state_shape(self, sequences):
+        if sequences is None:
+            return (None,) * (self.rank + 1)
+        state = self._out_spatial(self._last(sequences[1:])[:-1]) + (self.filters,)
+        return to_first(state) if self.data_format == "channels_first" else state
 
     def _fused_cell(self):
         return None  # always unrolled (no fused convolutional cell)
@@ -153,7 +157,7 @@ class _ConvLSTM(_RNN):
             self.params.append(Param("bias", (4 * f,), self._bias_init(),
                                      regularizer=self.bias_regularizer))
         seq = (s[0],) + state if self.return_sequences else state
-        if self.return_state:
+        if self.return_state or self.carry_states:
             return [seq, state, state]
         return seq
 
@@ -238,7 +242,7 @@ class _ConvLSTM(_RNN):
         if cf:
             y = f"transpose({y}, {_list(self._first_perm(self.return_sequences))})"
             states = [f"transpose({s}, {_list(self._first_perm(False))})" for s in states]
-        if self.return_state:
+        if self.return_state or self.carry_states:
             return [y] + list(states)
         return y
 
