@@ -88,7 +88,7 @@ _CLAIM_EXEMPT = re.compile(r"not there|missing|not yet|lacks|unsupported|not sup
 def documented_but_missing(rows, text):
     """The missing names that `text` (docs/nn.md) names as tessera's: a code span
     outside code blocks, the generated block and sentences that say a name is
-    missing, that writes the name with its namespace (`layers.ConvLSTM2D`,
+    missing, that writes the name with its namespace (`layers.MelSpectrogram`,
     `ops.linalg.lu_factor`, `nn.constraints.MaxNorm`; a bare name is too ambiguous
     to count). Returns ["keras.X.name: `span`", ...]."""
     if BEGIN in text and END in text:
@@ -126,7 +126,6 @@ NAMESPACE_WHY = {
     "keras.utils.legacy": "Keras 2's serialization, not Keras 3's",
     "keras.visualization": "plots of boxes and masks for detection: not built yet",
 }
-_CONV_LSTM = ["ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"]
 _QUANTIZED_POLICIES = ["AWQDTypePolicy", "GPTQDTypePolicy", "Int4DTypePolicy",
                        "QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy"]
 NAME_WHY = {
@@ -140,9 +139,7 @@ NAME_WHY = {
                ["Function", "Operation", "StatelessScope", "SymbolicScope"]),
               ("rematerialisation is tessera.remat / tessera.checkpoint (docs/nn.md "
                "\"Gradients\"), not a Keras scope", ["RematScope", "remat"])],
-    "keras.layers": [("convolutional LSTMs: not built yet (their 1-D, 2-D and 3-D "
-                      "convolutions are Conv1D/2D/3D's primitives)", _CONV_LSTM),
-                     ("other frameworks' modules (JAX, Flax, TensorFlow, PyTorch)",
+    "keras.layers": [("other frameworks' modules (JAX, Flax, TensorFlow, PyTorch)",
                       ["FlaxLayer", "JaxLayer", "TFSMLayer", "TorchModuleWrapper"]),
                      ("audio features: not built yet", ["MelSpectrogram", "STFTSpectrogram"])],
     "keras.optimizers": [("mixed precision is not supported", ["LossScaleOptimizer"])],

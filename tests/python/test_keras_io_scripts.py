@@ -20,8 +20,8 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens", "convmixer",
-        "customizing_saving_and_serialization",
+RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens", "conv_lstm",
+        "convmixer", "customizing_saving_and_serialization",
         "endpoint_layer_pattern", "functional_api", "image_classification_with_vision_transformer",
         "imbalanced_classification", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq", "mlp_image_classification",

@@ -64,6 +64,7 @@ from .layers import (AugMix, AutoContrast, ContrastLimitedAdaptiveHistogramEqual
                      RandomElasticTransform, RandomErasing, RandomGaussianBlur, RandomGrayscale,
                      RandomHue, RandomInvert, RandomPerspective, RandomPosterization,
                      RandomSaturation, RandomSharpness, RandomShear, Solarization)
+from .layers import ConvLSTM1D, ConvLSTM2D, ConvLSTM3D
 from .layers import (AveragePooling3D, AvgPool3D, Conv3D, Conv3DTranspose, Convolution3D,
                      Convolution3DTranspose, Cropping3D, GlobalAveragePooling3D, GlobalAvgPool3D,
                      GlobalMaxPool3D, GlobalMaxPooling3D, MaxPool3D, MaxPooling3D, UpSampling3D,
@@ -114,6 +115,7 @@ __all__ = [
     "Bidirectional", "GRUCell", "LSTMCell", "Masking", "RNN", "SimpleRNNCell", "StackedRNNCells",
     "SpectralNormalization",
     "TimeDistributed",
+    "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D",
     "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
     "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
     "ActivityRegularization", "AlphaDropout", "GaussianDropout", "GaussianNoise",

@@ -16,6 +16,7 @@
     attention     Attention, AdditiveAttention
     multi_head_attention  MultiHeadAttention, GroupQueryAttention
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
+    conv_lstm     ConvLSTM1D/2D/3D
     wrappers      RNN, the cells, Bidirectional, TimeDistributed, SpectralNormalization,
                   Masking
     preprocessing TextVectorization, StringLookup, IntegerLookup, Hashing, HashedCrossing
@@ -35,16 +36,17 @@ from ..input_spec import InputSpec
 from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value, value_spec
 from ..registry import get_registered_object
 from ..symbolic import Input
-from . import (activation, attention, base, categorical, conv, core, einsum_dense, image_augment,
-               image_color, image_policies, image_preprocessing, merging, multi_head_attention,
-               noise, normalization, pooling, preprocessing, recurrent, reshaping, separable,
-               wrappers)
+from . import (activation, attention, base, categorical, conv, conv_lstm, core, einsum_dense,
+               image_augment, image_color, image_policies, image_preprocessing, merging,
+               multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
+               reshaping, separable, wrappers)
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
 from .base import Context, Layer, Param
 from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D, Conv3DTranspose,
                    Convolution1D, Convolution1DTranspose, Convolution2D, Convolution2DTranspose,
                    Convolution3D, Convolution3DTranspose, DepthwiseConv1D, DepthwiseConv2D)
+from .conv_lstm import ConvLSTM1D, ConvLSTM2D, ConvLSTM3D
 from .core import (Activation, Dense, Dropout, Embedding, Identity, InputLayer, Lambda,
                    ReversibleEmbedding)
 from .image_augment import (CutMix, MaxNumBoundingBoxes, MixUp, RandomElasticTransform,
@@ -85,9 +87,10 @@ from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNN
                        SpectralNormalization, StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
-FAMILIES = (activation, attention, base, categorical, conv, core, einsum_dense, image_augment,
-            image_color, image_policies, image_preprocessing, merging, multi_head_attention, noise,
-            normalization, pooling, preprocessing, recurrent, reshaping, separable, wrappers)
+FAMILIES = (activation, attention, base, categorical, conv, conv_lstm, core, einsum_dense,
+            image_augment, image_color, image_policies, image_preprocessing, merging,
+            multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
+            reshaping, separable, wrappers)
 
 __all__ = sorted({name for family in FAMILIES for name in family.__all__} |
                  {"Input", "InputSpec", "serialize", "deserialize"})

@@ -169,6 +169,11 @@ class _RNN(Layer):
     def _n_states(self):
         return 1
 
+    def _state_shape(self, sequences):
+        """One sample's state for per-sample sequences of shape `sequences`
+        (None: any; its rank is what stateful calls check)."""
+        return (self.units,)
+
     def output_mask(self, inputs, mask):
         """Keras's compute_mask: the input's mask when returning sequences."""
         return mask if self.return_sequences else None

@@ -136,10 +136,11 @@ def stateful_eager_call(layer, x, args, kwargs):
         raise ValueError(f"[{layer.kind}] calling a layer on arrays with training=True is not "
                          "supported; use a model's fit")
     x = np.asarray(x)
-    if x.ndim != 3:
-        raise ValueError(f"[{layer.kind}] layer {layer.name!r} expects sequences (batch, "
-                         f"timesteps, features), got shape {x.shape}")
-    units = layer.units
+    if x.ndim != len(layer._state_shape(None)) + 2:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} expects sequences of rank "
+                         f"{len(layer._state_shape(None)) + 2} (batch, timesteps, features...), "
+                         f"got shape {x.shape}")
+    state = layer._state_shape(x.shape[1:])
     n = layer._n_states()
     given = _as_states(kwargs.get("initial_state"))
     if given:
@@ -148,22 +149,22 @@ def stateful_eager_call(layer, x, args, kwargs):
                              f"initial_state with {len(given)}")
         layer.states = [np.asarray(s, dtype=np.float32) for s in given]
     elif layer.states is None:
-        layer.states = [np.zeros((len(x), units), np.float32) for _ in range(n)]
+        layer.states = [np.zeros((len(x),) + state, np.float32) for _ in range(n)]
     if layer.states[0].shape[0] != len(x):
         raise ValueError(f"[{layer.kind}] layer {layer.name!r} is stateful: the batch size of "
                          f"the sequences must be that of its states, {layer.states[0].shape[0]}; "
                          f"got {len(x)}")
     for k, s in enumerate(layer.states):
-        if s.shape != (len(x), units):
+        if s.shape != (len(x),) + state:
             raise ValueError(f"[{layer.kind}] layer {layer.name!r}: state {k} must have shape "
-                             f"{(len(x), units)}, got {s.shape}")
+                             f"{(len(x),) + state}, got {s.shape}")
     models = layer.__dict__.setdefault("_stateful_models", {})
     key = (x.shape[1:], str(x.dtype))
     model = models.get(key)
     if model is None:
         sh = _shadow(layer)
         xi = Input(x.shape[1:], dtype=str(x.dtype) if x.dtype.kind == "f" else "float32")
-        si = [Input((units,)) for _ in range(n)]
+        si = [Input(state) for _ in range(n)]
         model = Model([xi] + si, sh(xi, initial_state=si), name=INTERNAL_MODEL_NAME)
         layer._values = sh._values  # (a deferred draw may have wrapped the shared dict)
         if not layer.built:
@@ -221,7 +222,8 @@ def stateful_symbolic_call(layer, args, kwargs):
                          "size (Keras's rule): make the model's Input with batch_shape=(batch, "
                          "timesteps, features) or batch_size=; got sequences of shape "
                          f"{x.shape} (at {where})")
-    states = [Input(batch_shape=(batch, layer.units)) for _ in range(layer._n_states())]
+    state = layer._state_shape(tuple(x.shape[1:]))
+    states = [Input(batch_shape=(batch,) + state) for _ in range(layer._n_states())]
     for s in states:
         s.carried_state = True
     layer.carry_states = True  # from now on its program gives the final states out

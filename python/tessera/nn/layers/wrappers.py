@@ -18,6 +18,7 @@ from ..symbolic import user_location
 from ..initializers import TruncatedNormal
 from ..params import Param
 from .base import Layer, _auto_name
+from .conv_lstm import _ConvLSTM
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell
@@ -115,8 +116,10 @@ class Bidirectional(Layer):
     def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None, name=None,
                  input_shape=None, **kwargs):
         if not isinstance(layer, RNN) and (not isinstance(layer, _RNN) or
-                                           type(layer).forward is not _RNN.forward):
-            raise TypeError(f"[Bidirectional] wraps a SimpleRNN, LSTM, GRU or RNN layer, got "
+                                           type(layer).forward not in (_RNN.forward,
+                                                                       _ConvLSTM.forward)):
+            raise TypeError(f"[Bidirectional] wraps a SimpleRNN, LSTM, GRU, ConvLSTM or RNN "
+                            f"layer, got "
                             f"{type(layer).__name__}")
         if getattr(layer, "stateful", False):
             raise ValueError(f"[Bidirectional] layer {layer.name!r} is stateful: a stateful "

@@ -219,8 +219,8 @@ class InferenceMixin:
             states = []
             for layer in layers:
                 if layer.states is None or layer.states[0].shape[0] != batch:
-                    layer.states = [np.zeros((batch, layer.units), self.dtype)
-                                    for _ in layer.carried[1]]
+                    layer.states = [np.zeros((batch,) + tuple(s.shape[1:]), self.dtype)
+                                    for s in layer.carried[1]]
                 states += layer.states
             r = twin.predict([a[start:start + batch] for a in xs] + states, batch_size=batch,
                              verbose=0)
