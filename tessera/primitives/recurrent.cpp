@@ -63,6 +63,12 @@ void rnn_backward_in_place(const kr::RnnProblem& p, int64_t F, const T* x, const
   const int64_t B = p.batch, S = p.steps, H = p.units, GH = kr::rnn_gates(p.cell) * H;
   const int64_t rows = kRnnRows;
   const int64_t blocks = (B + rows - 1) / rows;
+  if (blocks == 0) {  // an empty batch: no rows, zero cotangents
+    std::fill(du, du + H * GH, T(0));
+    std::fill(dkernel, dkernel + F * GH, T(0));
+    if (dbias) std::fill(dbias, dbias + GH, T(0));
+    return;
+  }
   const int64_t per_group = (blocks + kRnnWeightGroups - 1) / kRnnWeightGroups;
   const int64_t groups = (blocks + per_group - 1) / per_group;
   const int64_t part = (H + F + 1) * GH;  // du, dkernel, dbias

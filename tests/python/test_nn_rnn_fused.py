@@ -508,3 +508,17 @@ def test_weight_gradients_summed_over_many_row_groups(cell):
             np.testing.assert_array_equal(a1, a2)
     for g32, g64 in zip(results[0], grads):
         np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-4 * np.abs(g64).max())
+
+
+@pytest.mark.parametrize("cell", CELL_IDS)
+def test_empty_batch_has_zero_weight_gradients(cell):
+    """No rows: empty outputs and input cotangents, zero weight cotangents (as the
+    sum over no rows is), not an error or a crash."""
+    args, gout = _primitive_case(cell, 0, 3, 2, 4, np.float32, 3)
+    out = _call(cell, *args)
+    grads = tessera.call_primitive("rnn_sequence_grad", [cell, [gout, None, None, None], out] +
+                                   args)
+    assert np.asarray(out[0]).shape == (0, 3, 4) and np.asarray(grads[0]).shape == (0, 3, 2)
+    for g, a in zip(grads[1:5], args[1:5]):
+        if a is not None:
+            np.testing.assert_array_equal(np.asarray(g), np.zeros_like(a))
