@@ -6,8 +6,9 @@ the same array as a memory-bound yardstick; and the keras-io LSTM's recurrent
 layer (rnn_sequence and rnn_sequence_grad of an LSTM: batch 32, 100 steps, 128
 features, 64 units, float32, all outputs, as one direction of its
 Bidirectional layers) and Adam on its 20000x128 embedding (adam_update out of
-place: its outputs new arrays, as under fit's nan_policy="stop"). CPU-time medians of many calls,
-one thread. Run it with two checkouts' PYTHONPATH alternately to compare them.
+place: its outputs new arrays, as under fit's nan_policy="stop"). CPU-time and wall-clock
+medians of many calls, one thread (--threads N for more). Run it with two checkouts'
+PYTHONPATH alternately to compare them.
 
 run: PYTHONPATH=python .venv/bin/python bench/bench_step_parts.py [--calls 200] [--threads 1]
 """
@@ -23,14 +24,17 @@ import tessera
 from machine import machine_line
 
 
-def cpu_median(fn, calls):
+def medians(fn, calls):
+    """CPU-time and wall-clock medians of `calls` calls, in microseconds (at 2
+    threads the CPU time adds both threads' and the wall clock shows the gain)."""
     fn()
-    times = []
+    cpu, wall = [], []
     for _ in range(calls):
-        t = time.process_time()
+        t, w = time.process_time(), time.perf_counter()
         fn()
-        times.append(time.process_time() - t)
-    return statistics.median(times) * 1e6
+        cpu.append(time.process_time() - t)
+        wall.append(time.perf_counter() - w)
+    return statistics.median(cpu) * 1e6, statistics.median(wall) * 1e6
 
 
 def main():
@@ -73,7 +77,8 @@ def main():
     }
     for name, fn in parts.items():
         try:
-            print(f"  {name:<18} {cpu_median(fn, args.calls):8.1f} us CPU (median of "
+            cpu, wall = medians(fn, args.calls)
+            print(f"  {name:<18} {cpu:8.1f} us CPU, {wall:8.1f} us wall (medians of "
                   f"{args.calls})")
         except ValueError as e:  # a checkout without the primitive
             print(f"  {name:<18} not available: {e}")

@@ -4,6 +4,7 @@
 // (python/tessera/nn/layers/recurrent.py); other cases unroll the loop.
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,19 +27,84 @@ namespace kr = kernels;
 // (its matrix products' shapes) the same for any thread count.
 constexpr int64_t kRnnRows = 16;
 
-// Estimated nanoseconds of one block of rows (per step: the recurrent
+// Estimated nanoseconds of one block of `rows` rows (per step: the recurrent
 // product at ~0.02 ns per multiply-add pair, the gates at ~2 ns per value).
-double rnn_block_ns(const kr::RnnProblem& p) {
+double rnn_block_ns(const kr::RnnProblem& p, int64_t rows) {
   const double gh = static_cast<double>(kr::rnn_gates(p.cell) * p.units);
-  return static_cast<double>(p.steps * kRnnRows) * gh * (0.04 * p.units + 2.0);
+  return static_cast<double>(p.steps * rows) * gh * (0.04 * p.units + 2.0);
 }
 
-// Runs body(b0, b1) over the batch's blocks of rows in parallel.
+// Runs body(b0, b1) over the batch's blocks of rows in parallel: blocks are
+// independent through all steps, so each runs the whole sequence with no
+// synchronisation between steps.
 void rnn_for_rows(const kr::RnnProblem& p, const std::function<void(int64_t, int64_t)>& body) {
   const int64_t blocks = (p.batch + kRnnRows - 1) / kRnnRows;
-  parallel_for(blocks, rnn_block_ns(p), [&](int64_t c0, int64_t c1) {
+  parallel_for(blocks, rnn_block_ns(p, kRnnRows), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) body(c * kRnnRows, std::min(p.batch, (c + 1) * kRnnRows));
   });
+}
+
+// At most this many partial sums of the weights' cotangents (groups of
+// blocks of rows) in rnn_backward_in_place: fixed, so that the sums' order
+// does not depend on the thread count; enough groups for 16 threads.
+constexpr int64_t kRnnWeightGroups = 16;
+
+// The backward of the cells whose gate cotangents go straight into dxw (simple
+// RNN, LSTM), in one parallel loop: each group of consecutive blocks of rows
+// runs through time (block_backward), then adds its rows' products to its own
+// partial weight cotangents (du += hx^T dxw, dkernel += x^T dxw, dbias +=
+// dxw's rows) while those rows are still in its core's cache, instead of a
+// second loop reading every row from the other cores. The partials are then
+// summed in group order (group 0 written straight into the outputs).
+template <class T>
+void rnn_backward_in_place(const kr::RnnProblem& p, int64_t F, const T* x, const T* dxw,
+                           const T* hx, const std::function<void(int64_t, int64_t)>& block_backward,
+                           T* du, T* dkernel, T* dbias) {
+  const int64_t B = p.batch, S = p.steps, H = p.units, GH = kr::rnn_gates(p.cell) * H;
+  const int64_t rows = kRnnRows;
+  const int64_t blocks = (B + rows - 1) / rows;
+  if (blocks == 0) {  // an empty batch: no rows, zero cotangents
+    std::fill(du, du + H * GH, T(0));
+    std::fill(dkernel, dkernel + F * GH, T(0));
+    if (dbias) std::fill(dbias, dbias + GH, T(0));
+    return;
+  }
+  const int64_t per_group = (blocks + kRnnWeightGroups - 1) / kRnnWeightGroups;
+  const int64_t groups = (blocks + per_group - 1) / per_group;
+  const int64_t part = (H + F + 1) * GH;  // du, dkernel, dbias
+  std::unique_ptr<T[]> partials(new T[(groups - 1) * part]);
+  const double group_ns =
+      rnn_block_ns(p, rows * per_group) +
+      static_cast<double>(rows * per_group * S * GH) * static_cast<double>(2 * F + H) * 0.02;
+  parallel_for(groups, group_ns, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      T* gu = g == 0 ? du : partials.get() + (g - 1) * part;
+      T* gk = g == 0 ? dkernel : gu + H * GH;
+      T* gb = g == 0 ? dbias : gu + (H + F) * GH;
+      for (int64_t c = g * per_group; c < std::min(blocks, (g + 1) * per_group); ++c) {
+        const int64_t b0 = c * rows, b1 = std::min(B, b0 + rows), n = (b1 - b0) * S;
+        block_backward(b0, b1);
+        const T beta = c == g * per_group ? T(0) : T(1);
+        const T* d = dxw + b0 * S * GH;
+        kr::rnn_matmul(true, false, H, GH, n, hx + b0 * S * H, H, d, GH, beta, gu, GH);
+        kr::rnn_matmul(true, false, F, GH, n, x + b0 * S * F, F, d, GH, beta, gk, GH);
+        if (gb) {
+          if (beta == T(0)) std::fill(gb, gb + GH, T(0));
+          for (int64_t r = 0; r < n; ++r) {
+            for (int64_t j = 0; j < GH; ++j) gb[j] += d[r * GH + j];
+          }
+        }
+      }
+    }
+  });
+  for (int64_t g = 1; g < groups; ++g) {
+    const T* gu = partials.get() + (g - 1) * part;
+    for (int64_t i = 0; i < H * GH; ++i) du[i] += gu[i];
+    for (int64_t i = 0; i < F * GH; ++i) dkernel[i] += gu[H * GH + i];
+    if (dbias) {
+      for (int64_t j = 0; j < GH; ++j) dbias[j] += gu[(H + F) * GH + j];
+    }
+  }
 }
 
 kr::RnnCell rnn_cell_of(Args& a, size_t i) {
@@ -155,22 +221,7 @@ Value rnn_sequence_typed(RnnInputs& in, bool sequences) {
   Array hs(dt, {S + 1, B, H});
   Array cs = lstm ? Array(dt, {S + 1, B, H}) : Array();
   Array acts(dt, {S, B, kr::rnn_act_width(p.cell) * H});
-  rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
-    // The block's input projection x @ kernel + bias, all steps in one product.
-    const int64_t rows = (b1 - b0) * S;
-    std::vector<T> xw(rows * GH);
-    kr::rnn_matmul(false, false, rows, GH, F, in.x.data<T>() + b0 * S * F, F,
-                   in.kernel.data<T>(), GH, T(0), xw.data(), GH);
-    if (in.bias) {
-      const T* b = in.bias->data<T>();
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t j = 0; j < GH; ++j) xw[r * GH + j] += b[j];
-      }
-    }
-    kr::rnn_forward<T>(p, b0, b1, xw.data(), in.u.data<T>(), rnn_data<T>(in.rb),
-                       rnn_data<T>(in.h0), rnn_data<T>(in.c0), hs.data<T>(),
-                       lstm ? cs.data<T>() : nullptr, acts.data<T>());
-  });
+  Array out = sequences ? Array(dt, {B, S, H}) : Array(dt, {B, H});
   // Outputs by loop step: the states after each step, zeros at masked steps
   // with zero_output_for_mask.
   auto output_row = [&](int64_t k, int64_t b, T* dst) {
@@ -181,16 +232,32 @@ Value rnn_sequence_typed(RnnInputs& in, bool sequences) {
       std::copy_n(hs.data<T>() + ((k + 1) * B + b) * H, H, dst);
     }
   };
-  Array out;
-  if (sequences) {
-    out = Array(dt, {B, S, H});
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t k = 0; k < S; ++k) output_row(k, b, out.data<T>() + (b * S + k) * H);
+  rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
+    // The block's input projection x @ kernel + bias, all steps in one product
+    // (every value written by it: no initialisation).
+    const int64_t rows = (b1 - b0) * S;
+    std::unique_ptr<T[]> xw(new T[rows * GH]);
+    kr::rnn_matmul(false, false, rows, GH, F, in.x.data<T>() + b0 * S * F, F,
+                   in.kernel.data<T>(), GH, T(0), xw.get(), GH);
+    if (in.bias) {
+      const T* b = in.bias->data<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < GH; ++j) xw[r * GH + j] += b[j];
+      }
     }
-  } else {
-    out = Array(dt, {B, H});
-    for (int64_t b = 0; b < B; ++b) output_row(S - 1, b, out.data<T>() + b * H);
-  }
+    kr::rnn_forward<T>(p, b0, b1, xw.get(), in.u.data<T>(), rnn_data<T>(in.rb),
+                       rnn_data<T>(in.h0), rnn_data<T>(in.c0), hs.data<T>(),
+                       lstm ? cs.data<T>() : nullptr, acts.data<T>());
+    // The block's rows of the outputs, in the same task (not after the loop,
+    // on one thread).
+    for (int64_t b = b0; b < b1; ++b) {
+      if (sequences) {
+        for (int64_t k = 0; k < S; ++k) output_row(k, b, out.data<T>() + (b * S + k) * H);
+      } else {
+        output_row(S - 1, b, out.data<T>() + b * H);
+      }
+    }
+  });
   Array h(dt, {B, H});
   std::copy_n(hs.data<T>() + S * B * H, B * H, h.data<T>());
   Value c;
@@ -272,35 +339,42 @@ Value rnn_grad_typed(Args& a, RnnInputs& in, const List& g, const List& tape, bo
   for (int64_t r = 0; r < F; ++r) {
     for (int64_t j = 0; j < GH; ++j) kt[j * F + r] = kd[r * GH + j];
   }
-  rnn_for_rows(p, [&](int64_t b0, int64_t b1) {
+  // Block [b0, b1) through time, then its inputs' cotangents dx = dxw kernel^T.
+  auto block_backward = [&](int64_t b0, int64_t b1) {
     kr::rnn_backward_rows<T>(p, b0, b1, in.u.data<T>(), rnn_data<T>(hs), rnn_data<T>(cs),
                              rnn_data<T>(acts), rnn_data<T>(gout), sequences, rnn_data<T>(gh),
                              rnn_data<T>(gc), rnn_data<T>(dz), rnn_data<T>(dhu), dxw.data<T>(),
                              rnn_data<T>(hx), dh0.data<T>(), rnn_data<T>(dc0));
-    // the block's inputs: dx = dxw kernel^T
     kr::rnn_matmul(false, false, (b1 - b0) * S, F, GH, dxw.data<T>() + b0 * S * GH, GH,
                    kt.data(), F, T(0), dx.data<T>() + b0 * S * F, F);
-  });
-  // The weights' cotangents by blocks of units columns (one per gate), each
-  // one product over every (step, row) pair.
-  const int64_t gates = kr::rnn_gates(p.cell);
-  const double block_ns = static_cast<double>(S * B * H) * static_cast<double>(H + F) * 0.04;
-  parallel_for(gates, block_ns, [&](int64_t c0, int64_t c1) {
-    const int64_t j0 = c0 * H, j1 = c1 * H;
-    kr::rnn_backward_weights<T>(p, j0, j1, rnn_data<T>(hs), rnn_data<T>(acts), rnn_data<T>(dz),
-                                rnn_data<T>(dhu), rnn_data<T>(hx), dxw.data<T>(), du.data<T>(),
-                                rnn_data<T>(drb));
-    kr::rnn_matmul(true, false, F, j1 - j0, B * S, in.x.data<T>(), F, dxw.data<T>() + j0, GH,
-                   T(0), dkernel.data<T>() + j0, GH);
-    if (dbias) {
-      T* db = dbias->data<T>();
-      const T* d = dxw.data<T>();
-      std::fill(db + j0, db + j1, T(0));
-      for (int64_t r = 0; r < B * S; ++r) {
-        for (int64_t j = j0; j < j1; ++j) db[j] += d[r * GH + j];
+  };
+  if (in_place) {
+    rnn_backward_in_place<T>(p, F, in.x.data<T>(), dxw.data<T>(), rnn_data<T>(hx), block_backward,
+                             du.data<T>(), dkernel.data<T>(), rnn_data<T>(dbias));
+  } else {
+    rnn_for_rows(p, block_backward);
+    // The weights' cotangents by blocks of units columns (one per gate), each
+    // one product over every (step, row) pair: the GRUs' gate cotangents are
+    // by loop step, so a block's rows are not contiguous in them.
+    const int64_t gates = kr::rnn_gates(p.cell);
+    const double block_ns = static_cast<double>(S * B * H) * static_cast<double>(H + F) * 0.04;
+    parallel_for(gates, block_ns, [&](int64_t c0, int64_t c1) {
+      const int64_t j0 = c0 * H, j1 = c1 * H;
+      kr::rnn_backward_weights<T>(p, j0, j1, rnn_data<T>(hs), rnn_data<T>(acts), rnn_data<T>(dz),
+                                  rnn_data<T>(dhu), rnn_data<T>(hx), dxw.data<T>(), du.data<T>(),
+                                  rnn_data<T>(drb));
+      kr::rnn_matmul(true, false, F, j1 - j0, B * S, in.x.data<T>(), F, dxw.data<T>() + j0, GH,
+                     T(0), dkernel.data<T>() + j0, GH);
+      if (dbias) {
+        T* db = dbias->data<T>();
+        const T* d = dxw.data<T>();
+        std::fill(db + j0, db + j1, T(0));
+        for (int64_t r = 0; r < B * S; ++r) {
+          for (int64_t j = j0; j < j1; ++j) db[j] += d[r * GH + j];
+        }
       }
-    }
-  });
+    });
+  }
   auto opt = [](std::optional<Array>& v) { return v ? Value(std::move(*v)) : Value(); };
   return Value(List{Value(std::move(dx)), Value(std::move(dkernel)), Value(std::move(du)),
                     opt(dbias), opt(drb), Value(std::move(dh0)), opt(dc0)});

@@ -460,3 +460,65 @@ def test_lstm_float32_gates_pass_nan_and_saturate_at_infinity():
     np.testing.assert_allclose(out[1, 0], np.tanh(1.0), rtol=1e-6)
     want = _numpy_lstm(x[[0, 3]], kernel.astype(np.float64), u.astype(np.float64), 0.0)[0]
     np.testing.assert_allclose(out[[0, 3]], want, rtol=5e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("cell", ["simple_rnn", "lstm"])
+def test_weight_gradients_summed_over_many_row_groups(cell):
+    """300 rows: 19 blocks of 16, so the weights' cotangents are summed from 10
+    partial sums of two blocks each (the last of one): the kernels' and bias's
+    cotangents against central differences in float64 (masked, go_backwards),
+    and in float32 bit for bit the same on 1 and 2 threads, in deterministic
+    mode too, and close to float64's."""
+    args, gout = _primitive_case(cell, 300, 3, 2, 3, np.float64, 11)
+
+    def loss(a):
+        return float(np.sum(np.asarray(_call(cell, *a)[0]) * gout))
+
+    def gradients(a, g):  # dx, dkernel, drecurrent_kernel, dbias, dh0 (and dc0)
+        out = _call(cell, *a)
+        return [np.asarray(v) for v in tessera.call_primitive(
+            "rnn_sequence_grad", [cell, [g, None, None, None], out] + a) if v is not None]
+
+    grads = gradients(args, gout)
+    eps = 1e-6
+    for arg, g in ((1, grads[1]), (2, grads[2]), (3, grads[3])):
+        num = np.zeros_like(g)
+        for idx in np.ndindex(g.shape):
+            for sign in (1, -1):
+                a = list(args)
+                a[arg] = args[arg].copy()
+                a[arg][idx] += sign * eps
+                num[idx] += sign * loss(a) / (2 * eps)
+        np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-6 * np.abs(num).max())
+    args32 = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float64
+              else a for a in args]
+    before, det = tessera.num_threads(), tessera.deterministic()
+    results = []
+    try:
+        for on in (False, True):
+            tessera.set_deterministic(on)
+            for threads in (1, 2):
+                tessera.set_num_threads(threads)
+                results.append(gradients(args32, gout.astype(np.float32)))
+    finally:
+        tessera.set_num_threads(before)
+        tessera.set_deterministic(det)
+    for other in results[1:]:
+        for a1, a2 in zip(results[0], other):
+            np.testing.assert_array_equal(a1, a2)
+    for g32, g64 in zip(results[0], grads):
+        np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-4 * np.abs(g64).max())
+
+
+@pytest.mark.parametrize("cell", CELL_IDS)
+def test_empty_batch_has_zero_weight_gradients(cell):
+    """No rows: empty outputs and input cotangents, zero weight cotangents (as the
+    sum over no rows is), not an error or a crash."""
+    args, gout = _primitive_case(cell, 0, 3, 2, 4, np.float32, 3)
+    out = _call(cell, *args)
+    grads = tessera.call_primitive("rnn_sequence_grad", [cell, [gout, None, None, None], out] +
+                                   args)
+    assert np.asarray(out[0]).shape == (0, 3, 4) and np.asarray(grads[0]).shape == (0, 3, 2)
+    for g, a in zip(grads[1:5], args[1:5]):
+        if a is not None:
+            np.testing.assert_array_equal(np.asarray(g), np.zeros_like(a))
