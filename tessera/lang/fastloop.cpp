@@ -104,21 +104,22 @@ Fast fast_of(const std::string& name) {
 
 // The inline arithmetic and comparisons of two ints (Python's or NumPy's,
 // `strong` when either is NumPy's) and of two floats: what the primitives'
-// scalar functions give; what they would report or wrap (an overflow, a
-// division by zero) is left to the general path.
+// scalar functions give; what they would report (a Python int's overflow, a
+// division by zero) is left to the general path. NumPy's int64 wraps around
+// (r holds the wrapped result), as on the general path and in native code.
 template <Fast F>
 inline Reg int_op(bool strong, int64_t a, int64_t b) {
   const Reg::Kind ik = strong ? Reg::NpInt : Reg::PyInt;
   const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
   int64_t r = 0;
   if constexpr (F == Fast::add) {
-    if (__builtin_add_overflow(a, b, &r)) throw BAIL;
+    if (__builtin_add_overflow(a, b, &r) && !strong) throw BAIL;
     return Reg::make(ik, r);
   } else if constexpr (F == Fast::sub) {
-    if (__builtin_sub_overflow(a, b, &r)) throw BAIL;
+    if (__builtin_sub_overflow(a, b, &r) && !strong) throw BAIL;
     return Reg::make(ik, r);
   } else if constexpr (F == Fast::mul) {
-    if (__builtin_mul_overflow(a, b, &r)) throw BAIL;
+    if (__builtin_mul_overflow(a, b, &r) && !strong) throw BAIL;
     return Reg::make(ik, r);
   } else if constexpr (F == Fast::div) {
     if (b == 0) throw BAIL;
