@@ -1274,6 +1274,29 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
 
     # ------------------------------------------------------------------ loops
 
+    def int_valued(self, node) -> bool:
+        """Whether an expression is a Python int whatever the arguments: an int
+        literal, ``len(x)`` (the builtin), ``x.shape[k]``, and ``+ - * // %`` of
+        those. range's check of such a bound is skipped: it would cost a dozen
+        general-path operations per call of a function whose loop is native."""
+        if isinstance(_constant_number(node), int):
+            return True
+        if isinstance(node, ast.BinOp) and isinstance(
+                node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+            return self.int_valued(node.left) and self.int_valued(node.right)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "len" and len(node.args) == 1 and not node.keywords):
+            try:
+                return self.static_object(node.func) is builtins.len
+            except (AttributeError, NameError, UnsupportedError):
+                return False
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "shape" and isinstance(node.slice, ast.Constant)
+                and type(node.slice.value) is int):
+            base = node.value.value
+            return isinstance(base, ast.Name) and self.is_variable(base.id)
+        return False
+
     def for_loop(self, target, iter_node, make_body, node, before_target=None) -> list:
         """A ``for`` loop as a ``while`` with hidden counters; the target stays
         visible after the loop, as in Python."""
@@ -1289,7 +1312,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
                 a = iter_node.args
                 nodes = [None, a[0], None] if len(a) == 1 else [a[0], a[1], (a[2:] or [None])[0]]
                 start, stop, step = (
-                    v if a is None or isinstance(_constant_number(a), int)
+                    v if a is None or self.int_valued(a)
                     else self.inline("range_int", v, label="prange" if parallel else "range")
                     for v, a in zip((start, stop, step), nodes)
                 )

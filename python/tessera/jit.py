@@ -71,6 +71,8 @@ def _core():
     return _core_module
 
 
+_ndarray = np.ndarray
+
 # Argument types that are never functions: their key is the type, without
 # the look-ups of _is_function_arg (a hot call's fixed cost).
 _PLAIN_TYPES = frozenset({int, float, bool, complex, str, type(None), tuple, list, dict})
@@ -199,9 +201,17 @@ class JitFunction:
                 raise TypeError(f"{self.__name__}(): {e}") from None
             bound.apply_defaults()
             args = tuple(bound.arguments[p] for p in self._signature.parameters)
-        key = tuple(map(_arg_key, args))
+        # The key of the common call (arrays and plain values) inline: what
+        # _arg_key gives for those; on a miss (function arguments, whose key
+        # is not their type, or a new signature) the key is computed in full.
+        key = tuple([(a.dtype.char, a.ndim) if type(a) is _ndarray else type(a) for a in args])
         entry = self._programs.get(key)
-        prog, tr, specialized = entry if entry is not None else self._program(key, args)
+        if entry is None:
+            key = tuple(map(_arg_key, args))
+            entry = self._programs.get(key)
+            if entry is None:
+                entry = self._program(key, args)
+        prog, tr, specialized = entry
         self._last = prog
         if specialized:
             run_args = [None if _is_function_arg(a) else a for a in args]

@@ -104,21 +104,22 @@ Fast fast_of(const std::string& name) {
 
 // The inline arithmetic and comparisons of two ints (Python's or NumPy's,
 // `strong` when either is NumPy's) and of two floats: what the primitives'
-// scalar functions give; what they would report or wrap (an overflow, a
-// division by zero) is left to the general path.
+// scalar functions give; what they would report (a Python int's overflow, a
+// division by zero) is left to the general path. NumPy's int64 wraps around
+// (r holds the wrapped result), as on the general path and in native code.
 template <Fast F>
 inline Reg int_op(bool strong, int64_t a, int64_t b) {
   const Reg::Kind ik = strong ? Reg::NpInt : Reg::PyInt;
   const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
   int64_t r = 0;
   if constexpr (F == Fast::add) {
-    if (__builtin_add_overflow(a, b, &r)) throw BAIL;
+    if (__builtin_add_overflow(a, b, &r) && !strong) throw BAIL;
     return Reg::make(ik, r);
   } else if constexpr (F == Fast::sub) {
-    if (__builtin_sub_overflow(a, b, &r)) throw BAIL;
+    if (__builtin_sub_overflow(a, b, &r) && !strong) throw BAIL;
     return Reg::make(ik, r);
   } else if constexpr (F == Fast::mul) {
-    if (__builtin_mul_overflow(a, b, &r)) throw BAIL;
+    if (__builtin_mul_overflow(a, b, &r) && !strong) throw BAIL;
     return Reg::make(ik, r);
   } else if constexpr (F == Fast::div) {
     if (b == 0) throw BAIL;
@@ -1637,11 +1638,11 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   bool native = native_enabled();
   int64_t turns = 0;
   NativeLog undo_log;
-  // Native code once the registers' kinds have settled: after a first turn
-  // on the interpreter; for a loop with loops inside, from the first turn
-  // (variables first assigned in it get their kinds there), and when that
-  // first call bails, once more after one turn on the interpreter.
-  int64_t native_from = im.nested ? 0 : 1;
+  // Native code from the first turn (variables first assigned in it get
+  // their kinds there; an interpreted first turn was most of a small loop's
+  // call), and when that has no code or its first call bails, once more
+  // after one turn on the interpreter (the registers' kinds settled).
+  int64_t native_from = 0;
   bool retried = false;
   // A prange loop: its native code in chunks on the workers, tried at the
   // first native call (and once more after one interpreted turn when that
@@ -1673,9 +1674,10 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     // these kinds, run from this checkpoint.
     if (native && turns >= native_from) {
       const NativeCode* code = im.native_for(st);
-      if (!code && turns == 0 && !retried && !im.inlined.empty()) {
+      if (!code && turns == 0 && !retried) {
         // Registers of functions called inline get their kinds in a turn
-        // (an array parameter): once more after one turn on the interpreter.
+        // (an array parameter), so may variables the loop assigns before it
+        // reads them: once more after one turn on the interpreter.
         retried = true;
         native_from = 1;
       } else if (!code) {

@@ -837,7 +837,7 @@ struct Gen {
 
   // ---- arithmetic (int_op / float_op of fastloop.cpp)
   CV int_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
-    CV r = int_op0(f, x, y);
+    CV r = int_op0(f, x, y, strong);
     return mk(r.k, r.v, strong);
   }
   // k when `y` is the constant 2**k (k < 63), else -1.
@@ -847,12 +847,31 @@ struct Gen {
     const int k = static_cast<int>(c->getValue().logBase2());
     return k < 63 ? k : -1;
   }
-  CV int_op0(Fast f, llvm::Value* x, llvm::Value* y) {
+  // `strong`: the result is NumPy's int64 (else Python's int), when known.
+  CV int_op0(Fast f, llvm::Value* x, llvm::Value* y, llvm::Value* strong = nullptr) {
     const int ik = Reg::PyInt;
     const int bk = Reg::PyBool;
     auto ovf = [&](llvm::Intrinsic::ID id) {
+      // NumPy's int64 wraps around (the general evaluation's answer too):
+      // only Python's int, unbounded, leaves an overflow to the general path.
+      // A known NumPy result has no check, so both arms of a branch such as
+      // lcs's `L[i - 1, j - 1] + 1` / `max(...)` stay cheap to speculate
+      // and LLVM may turn it into a select.
+      auto* known = llvm::dyn_cast_or_null<llvm::ConstantInt>(strong);
+      if (known && known->isOne()) {
+        switch (id) {
+          case llvm::Intrinsic::sadd_with_overflow:
+            return CV{ik, b.CreateAdd(x, y)};
+          case llvm::Intrinsic::ssub_with_overflow:
+            return CV{ik, b.CreateSub(x, y)};
+          default:
+            return CV{ik, b.CreateMul(x, y)};
+        }
+      }
       llvm::Value* r = b.CreateBinaryIntrinsic(id, x, y);
-      bail_if(b.CreateExtractValue(r, 1));
+      llvm::Value* over = b.CreateExtractValue(r, 1);
+      if (strong) over = b.CreateAnd(over, b.CreateNot(strong));
+      bail_if(over);
       return CV{ik, b.CreateExtractValue(r, 0)};
     };
     switch (f) {

@@ -165,6 +165,31 @@ def wraps(a):
     return s
 
 
+def lcs_wrap(a, b, L):
+    # NumPy's int64 `L[i - 1, j - 1] + 1` wraps around (L's first row starts
+    # near int64's end): compiled without an overflow check, as a select.
+    n = len(a)
+    m = len(b)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            if a[i - 1] == b[j - 1]:
+                L[i, j] = L[i - 1, j - 1] + 1
+            else:
+                L[i, j] = max(L[i - 1, j], L[i, j - 1])
+    return L[n, m]
+
+
+def wraps_from_python_int(a, k):
+    # s is Python's 0, then NumPy's int64 (s + a[i]): its sums wrap; k * 3 is
+    # NumPy's int64 too (a[i] * 3) and wraps; a Python int never is here.
+    s = 0
+    t = a[0]
+    for i in range(len(a)):
+        s = s + a[i]
+        t = t * k - a[i]
+    return s, t
+
+
 def row_norms(a, lengths):
     # s is a Python float at each row's start and a NumPy float after its
     # first element (Python's and NumPy's kinds by turns); a row of length 0
@@ -414,8 +439,9 @@ def rows_index_error(x, ends):
 
 
 def nest_overflow(a, out):
-    # An int overflow in the middle of a checked nest: the general path
-    # redoes it (writes undone back to the call's start).
+    # s is Python's 0, then NumPy's int64: its products wrap around in the
+    # middle of a checked nest, as NumPy's do (no bail: the same answer as
+    # the general path, in native code and the interpreter alike).
     for i in range(a.shape[0]):
         s = 0
         for j in range(a.shape[1]):
@@ -974,6 +1000,11 @@ CASES = [
     (breaks, (np.array([1.0, -2.0, 3.0] * 100), 250.0)),
     (index_error_late, (np.zeros(500), 501)),
     (wraps, (np.array([2**62, 2**62, 2**62, 5], dtype=np.int64),)),
+    (lcs_wrap, (np.array([1, 2, 3, 1, 2, 2, 3, 1]), np.array([2, 3, 1, 1, 2, 3]),
+                np.full((9, 7), 2**63 - 3, dtype=np.int64))),
+    (lcs_wrap, (np.array([1, 2, 3, 1, 2, 2, 3, 1]), np.array([2, 3, 1, 1, 2, 3]),
+                np.zeros((9, 7), dtype=np.int64))),
+    (wraps_from_python_int, (np.array([2**62, 2**62, 2**62, -7, 5] * 8, dtype=np.int64), 3)),
     (f32_sum_axpy, (np.linspace(-1.0, 1.0, 101).astype(np.float32) ** 3,
                     np.linspace(0.0, 2.0, 101).astype(np.float32), 0.3)),
     (f32_mandelbrot, (np.linspace(-2.0, 1.0, 40).astype(np.float32),
