@@ -17,6 +17,17 @@ from ..symbolic import user_location
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
+def _adjust_rank(a, shape):
+    """Keras's functional models take an input one axis short of its Input when that
+    Input's last axis is 1 (MNIST's (n, 28, 28) into Input((28, 28, 1))), and one axis
+    too many when that axis is 1: the array given the Input's rank."""
+    if a.ndim == len(shape) - 1 and shape[-1] == 1:
+        return a[..., None]
+    if a.ndim == len(shape) + 1 and a.shape[-1] == 1:
+        return a[..., 0]
+    return a
+
+
 def _broadcasts_to(shape, target) -> bool:
     """Whether a sample shape broadcasts to the output's (NumPy's rules, same rank)."""
     return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
@@ -267,6 +278,7 @@ class CompileMixin:
         # checked against the graph as recorded (a callback's predict inside fit finds the
         # model written for fit's concrete shape in force)
         for k, (a, t) in enumerate(zip(xs, self._general_graph()[0])):
+            a = _adjust_rank(a, t.shape)
             if len(a.shape) != len(t.shape) or (not self._shapes_follow_data() and any(
                     d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:]))):
                 which = f"x[{k}]" if len(xs) > 1 else "x"

@@ -1,0 +1,49 @@
+"""Keras features met by the keras-io scripts of issue 30's fifth pass (tests/keras_io:
+siamese_contrastive, involution, cct, switch transformer, neural machine translation),
+against Keras 3 on JAX with the same weights and data."""
+
+import numpy as np
+import pytest
+
+import tessera.nn as tn
+
+
+def _siamese_tower(lib, w):
+    inp = lib.Input((6, 6, 1))
+    x = lib.layers.Conv2D(2, 3, activation="tanh")(inp)
+    x = lib.layers.Flatten()(x)
+    out = lib.layers.Dense(1)(x)
+    m = lib.Model(inp, out)
+    m.set_weights(w)
+    return m
+
+
+def test_inputs_one_axis_short_of_an_input_ending_in_1_as_keras(keras):
+    """MNIST's (n, 28, 28) into Input((28, 28, 1)): Keras's functional models add the
+    axis of 1 (and drop one too many); predict, evaluate and fit as on the full rank."""
+    rng = np.random.default_rng(0)
+    w = [rng.normal(size=(3, 3, 1, 2)), np.zeros(2), rng.normal(size=(32, 1)), np.zeros(1)]
+    w = [a.astype("float32") for a in w]
+    x = rng.normal(size=(16, 6, 6)).astype("float32")
+    y = rng.normal(size=(16, 1)).astype("float32")
+    got = {}
+    for name, lib in (("tessera", tn), ("keras", keras)):
+        m = _siamese_tower(lib, w)
+        m.compile(lib.optimizers.SGD(0.05), loss="mse")
+        p_short = np.asarray(m.predict(x, verbose=0))
+        p_full = np.asarray(m.predict(x[..., None], verbose=0))
+        np.testing.assert_allclose(p_short, p_full, rtol=1e-6)
+        h = m.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        got[name] = (p_short, h.history["loss"], m.evaluate(x, y, verbose=0))
+    np.testing.assert_allclose(got["tessera"][0], got["keras"][0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["tessera"][1], got["keras"][1], rtol=1e-4)
+    np.testing.assert_allclose(got["tessera"][2], got["keras"][2], rtol=1e-4)
+    # one axis too many, of size 1: dropped (Input((3,)) given (n, 3, 1))
+    inp = tn.Input((3,))
+    m = tn.Model(inp, tn.layers.Dense(2)(inp))
+    x3 = rng.normal(size=(4, 3)).astype("float32")
+    np.testing.assert_allclose(m.predict(x3[..., None], verbose=0), m.predict(x3, verbose=0))
+    # any other rank is still refused, naming the shapes
+    with pytest.raises(ValueError, match=r"samples of shape \(6,\), but the model expects "
+                                         r"\(6, 6, 1\)"):
+        _siamese_tower(tn, w).predict(np.zeros((2, 6), "float32"), verbose=0)
