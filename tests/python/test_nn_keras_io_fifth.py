@@ -47,3 +47,68 @@ def test_inputs_one_axis_short_of_an_input_ending_in_1_as_keras(keras):
     with pytest.raises(ValueError, match=r"samples of shape \(6,\), but the model expects "
                                          r"\(6, 6, 1\)"):
         _siamese_tower(tn, w).predict(np.zeros((2, 6), "float32"), verbose=0)
+
+
+def _pairs_model(lib, w):
+    """A model whose outputs are a list of (output, kernel) pairs, as involution's
+    visualisation model: [layer.output for each layer] of layers returning tuples."""
+    class Pair(lib.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.dense = lib.layers.Dense(3)
+
+        def call(self, x):
+            y = self.dense(x)
+            return y, y * 2.0
+
+    inp = lib.Input((4,))
+    a = Pair(name="p1")
+    b = Pair(name="p2")
+    y1, _ = a(inp)
+    b(y1)
+    m = lib.Model(inp, [a.output, b.output])
+    m.set_weights(w)
+    return m
+
+
+def test_nested_outputs_come_back_in_their_structure_as_keras(keras, tmp_path):
+    rng = np.random.default_rng(1)
+    w = [rng.normal(size=(4, 3)), rng.normal(size=3), rng.normal(size=(3, 3)),
+         rng.normal(size=3)]
+    w = [a.astype("float32") for a in w]
+    x = rng.normal(size=(5, 4)).astype("float32")
+    ours, theirs = _pairs_model(tn, w), _pairs_model(keras, w)
+    # (Keras's layer.output of a layer returning a tuple is a list)
+    assert [type(o) for o in ours.output] == [type(o) for o in theirs.output] == [list, list]
+    got, want = ours.predict(x, verbose=0), theirs.predict(x, verbose=0)
+    called = ours(x)
+    for g in (got, called):
+        assert type(g) is type(want) is list and len(g) == len(want) == 2
+        for gp, wp in zip(g, want):
+            assert type(gp) is type(wp) and len(gp) == len(wp) == 2
+            for a, b in zip(gp, wp):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    # saved and loaded: the same nesting 
+    path = str(tmp_path / "pairs.keras")
+    ours.save(path)
+    back = tn.models.load_model(path, custom_objects={"Pair": type(ours.get_layer("p1"))})
+    again = back.predict(x, verbose=0)
+    assert len(again) == 2 and all(len(p) == 2 for p in again)
+    for gp, ap in zip(got, again):
+        for a, b in zip(gp, ap):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_a_layer_returning_a_nested_structure_as_keras(keras):
+    def build(lib):
+        class Nest(lib.layers.Layer):
+            def call(self, x):
+                return x + 1.0, [x * 2.0, (x * 3.0, x - 1.0)]
+
+        inp = lib.Input((3,))
+        a, (b, (c, d)) = Nest()(inp)
+        return lib.Model(inp, [a + b, c * d])
+
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    for g, w in zip(build(tn).predict(x, verbose=0), build(keras).predict(x, verbose=0)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)

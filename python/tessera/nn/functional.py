@@ -9,6 +9,7 @@ import inspect
 
 import numpy as np
 
+from . import tree as _tree
 from .input_spec import assert_input_compatibility
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
@@ -411,6 +412,12 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
         _TRACING[0] -= 1
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
+    # a nested structure (Keras's layers may return one: a list of (output, kernel)
+    # pairs): its leaves, the structure kept for _call_custom to return
+    nested = not single and any(_tree.is_nested(o) for o in outs)
+    layer.__dict__["_traced_structure"] = out if nested else None
+    if nested:
+        outs = _tree.flatten(out)
     for o in outs:
         if not isinstance(o, KerasTensor):
             raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
@@ -492,6 +499,9 @@ def _call_custom(layer, inputs, args, kwargs):
     for r, m in zip(results, _output_masks(layer, inputs, in_mask, len(results),
                                            KerasTensor)):
         r._keras_mask = m
+    structure = layer.__dict__.get("_traced_structure")
+    if structure is not None:
+        return _tree.pack_sequence_as(structure, results)
     return results[0] if single else results
 
 
