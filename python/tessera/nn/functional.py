@@ -41,8 +41,17 @@ def _is_constant(t: KerasTensor) -> bool:
     return t.shape and t.shape[0] is not None and t.op == "prim"
 
 
+def _fixed_lead(t: KerasTensor) -> bool:
+    """A tensor whose first axis has a fixed length: a traced call's constant, or
+    a tensor made from one of fixed shape (the switch transformer's (800, 32)
+    tokens of a batch, the router's input inside its traced call, and the
+    layers' outputs on them). Keras takes its first axis for the batch."""
+    return _is_constant(t) or (bool(t.shape) and t.shape[0] is not None and
+                               t.op in ("input", "layer", "item") and _TRACING[0] > 0)
+
+
 def _per_sample(t: KerasTensor, layer) -> tuple:
-    if _is_constant(t):
+    if _fixed_lead(t):
         return t.shape[1:]  # its first axis taken for the batch, as Keras does
     if not t.shape or t.shape[0] is not None:
         raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on a "
@@ -218,7 +227,7 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
     dtype = _out_dtype(layer, in_list)
     node_args = (layer, tuple(in_list), multi)
     # on constants only (no batch axis): the output keeps their first axis
-    lead = in_list[0].shape[0] if all(_is_constant(t) for t in in_list) else None
+    lead = in_list[0].shape[0] if all(_fixed_lead(t) for t in in_list) else None
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
         node.builtin = builtin
