@@ -112,3 +112,62 @@ def test_a_layer_returning_a_nested_structure_as_keras(keras):
     x = np.arange(6, dtype="float32").reshape(2, 3)
     for g, w in zip(build(tn).predict(x, verbose=0), build(keras).predict(x, verbose=0)):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)
+
+
+def _tokens_model(lib, w):
+    """The switch transformer's pattern: a layer reshaping its (batch, 4, 3) input to
+    the fixed (8, 3) tokens of a batch of 2, a Dense inside a traced call on them,
+    and back to (batch, 4, 3) by the symbolic batch size."""
+    ops = lib.ops
+
+    class Tokens(lib.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.inner = lib.layers.Dense(3)
+
+        def call(self, x):
+            batch = ops.shape(x)[0]
+            t = ops.reshape(x, [8, 3])
+            t = self.inner(t)
+            return ops.reshape(t, [batch, 4, 3])
+
+    inp = lib.Input((4, 3))
+    x = Tokens()(inp)
+    out = lib.layers.Dense(1)(lib.layers.Flatten()(x))
+    m = lib.Model(inp, out)
+    m.set_weights(w)
+    return m
+
+
+def test_reshape_to_a_fixed_shape_runs_and_validates_as_keras(keras):
+    rng = np.random.default_rng(3)
+    w = [rng.normal(size=(3, 3)) * 0.3, np.zeros(3), rng.normal(size=(12, 1)) * 0.3, np.zeros(1)]
+    w = [a.astype("float32") for a in w]
+    x = rng.normal(size=(8, 4, 3)).astype("float32")
+    y = rng.normal(size=(8, 1)).astype("float32")
+    xv = rng.normal(size=(4, 4, 3)).astype("float32")
+    yv = rng.normal(size=(4, 1)).astype("float32")
+    runs = {}
+    for name, lib in (("tessera", tn), ("keras", keras)):
+        m = _tokens_model(lib, w)
+        assert tuple(m.layers[1].output.shape) == (None, 4, 3)
+        m.compile(lib.optimizers.SGD(0.01), loss="mse")
+        # validation in batches of fit's batch_size (2), as the reshape needs
+        h = m.fit(x, y, batch_size=2, epochs=2, shuffle=False, verbose=0,
+                  validation_data=(xv, yv))
+        runs[name] = (h.history, np.asarray(m.predict(xv, batch_size=2, verbose=0)))
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(runs["tessera"][0][key], runs["keras"][0][key], rtol=1e-4)
+    np.testing.assert_allclose(runs["tessera"][1], runs["keras"][1], rtol=1e-4, atol=1e-6)
+    # a batch the reshape cannot take fails when it runs, naming the reshape
+    m = _tokens_model(tn, w)
+    with pytest.raises(ValueError, match=r"\[reshape\] cannot reshape array of size 36 into "
+                                         r"shape \(8, 3\)"):
+        m.predict(x[:3], batch_size=3, verbose=0)
+
+
+def test_a_reshape_no_batch_can_satisfy_is_refused_when_made():
+    inp = tn.Input((6,))
+    with pytest.raises(ValueError, match=r"\[reshape\].*symbolic operation reshape on shapes "
+                                         r"\[\(None, 6\)\]"):
+        tn.ops.reshape(inp, [4, 5])
