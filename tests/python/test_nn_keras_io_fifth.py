@@ -171,3 +171,152 @@ def test_a_reshape_no_batch_can_satisfy_is_refused_when_made():
     with pytest.raises(ValueError, match=r"\[reshape\].*symbolic operation reshape on shapes "
                                          r"\[\(None, 6\)\]"):
         tn.ops.reshape(inp, [4, 5])
+
+
+def _translator(lib, tile, rate=0.5):
+    """neural_machine_translation_with_transformer's model, small: PositionalEmbedding's
+    compute_mask, an encoder and a decoder taking the masks in `mask=`, a causal mask made
+    with ops (tiled by the symbolic batch size, or broadcast to it), the decoder as a
+    nested model of two Inputs."""
+    ops, layers = lib.ops, lib.layers
+
+    class Encoder(layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.attention = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+            self.proj = lib.Sequential([layers.Dense(8, activation="relu"), layers.Dense(4)])
+            self.norm_1 = layers.LayerNormalization()
+            self.norm_2 = layers.LayerNormalization()
+            self.supports_masking = True
+
+        def call(self, inputs, mask=None):
+            padding_mask = None if mask is None else ops.cast(mask[:, None, :], "int32")
+            a = self.attention(query=inputs, value=inputs, key=inputs,
+                               attention_mask=padding_mask)
+            p = self.norm_1(inputs + a)
+            return self.norm_2(p + self.proj(p))
+
+    class Embed(layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.tokens = layers.Embedding(12, 4)
+            self.positions = layers.Embedding(6, 4)
+
+        def call(self, inputs):
+            positions = ops.arange(0, ops.shape(inputs)[-1], 1)
+            return self.tokens(inputs) + self.positions(positions)
+
+        def compute_mask(self, inputs, mask=None):
+            return ops.not_equal(inputs, 0)
+
+    class Decoder(layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.attention_1 = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+            self.attention_2 = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+            self.proj = lib.Sequential([layers.Dense(8, activation="relu"), layers.Dense(4)])
+            self.norms = [layers.LayerNormalization() for _ in range(3)]
+            self.supports_masking = True
+
+        def call(self, inputs, encoder_outputs, mask=None):
+            causal_mask = self.causal(inputs)
+            if mask is not None:
+                padding_mask = ops.cast(mask[:, None, :], dtype="int32")
+                padding_mask = ops.minimum(padding_mask, causal_mask)
+            else:
+                padding_mask = None
+            a = self.attention_1(query=inputs, value=inputs, key=inputs,
+                                 attention_mask=causal_mask)
+            o1 = self.norms[0](inputs + a)
+            a = self.attention_2(query=o1, value=encoder_outputs, key=encoder_outputs,
+                                 attention_mask=padding_mask)
+            o2 = self.norms[1](o1 + a)
+            return self.norms[2](o2 + self.proj(o2))
+
+        def causal(self, inputs):
+            shape = ops.shape(inputs)
+            batch_size, length = shape[0], shape[1]
+            i = ops.arange(length)[:, None]
+            j = ops.arange(length)
+            mask = ops.reshape(ops.cast(i >= j, dtype="int32"), (1, length, length))
+            if not tile:
+                return ops.broadcast_to(mask, (batch_size, length, length))
+            mult = ops.concatenate([ops.expand_dims(batch_size, -1),
+                                    ops.convert_to_tensor([1, 1])], axis=0)
+            return ops.tile(mask, mult)
+
+    enc_in = lib.Input(shape=(None,), dtype="int64", name="encoder_inputs")
+    enc_out = Encoder()(Embed()(enc_in))
+    dec_in = lib.Input(shape=(None,), dtype="int64", name="decoder_inputs")
+    state_in = lib.Input(shape=(None, 4), name="decoder_state_inputs")
+    x = Decoder()(Embed()(dec_in), state_in)
+    x = layers.Dropout(rate)(x)
+    decoder = lib.Model([dec_in, state_in], layers.Dense(12, activation="softmax")(x))
+    return lib.Model([enc_in, dec_in], decoder([dec_in, enc_out]))
+
+
+def _padded(rng, n, length):
+    out = np.zeros((n, length), "int64")
+    for r in range(n):
+        k = rng.integers(2, length + 1)
+        out[r, :k] = rng.integers(1, 12, k)
+    return out
+
+
+def test_translator_masks_as_keras(keras):
+    """Same weights, padded sentences: the outputs, the masked loss and accuracy as
+    Keras's: the decoder's call(inputs, encoder_outputs, mask=None)
+    gets no mask (two tensor arguments), and the padding mask its nested model computes
+    reaches the outer output (the loss and accuracy skip the padding)."""
+    rng = np.random.default_rng(4)
+    enc, dec = _padded(rng, 16, 6), _padded(rng, 16, 6)  # (one length, as the example)
+    y = np.concatenate([dec[:, 1:], np.zeros((16, 1), "int64")], axis=1)
+    ours = _translator(tn, tile=False, rate=0.0)  # (no dropout: the same steps)
+    theirs = _translator(keras, tile=False, rate=0.0)
+    theirs.set_weights(ours.get_weights())
+    np.testing.assert_allclose(ours.predict([enc, dec], verbose=0),
+                               np.asarray(theirs([enc, dec])), rtol=1e-4, atol=1e-6)
+    hist = []
+    for m, lib in ((ours, tn), (theirs, keras)):
+        m.compile(lib.optimizers.RMSprop(0.01), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+        hist.append(m.evaluate([enc, dec], y, batch_size=8, verbose=0))
+    # the loss and accuracy over the unpadded steps (a fit of it: the script, and
+    # run_all.py --compare's table in the README)
+    np.testing.assert_allclose(hist[0], hist[1], rtol=1e-4)
+
+
+def test_translator_causal_mask_tiled_by_the_batch_size():
+    """The example's ops.tile(mask, [batch, 1, 1]) (repeats from the symbolic batch size,
+    which Keras on JAX cannot trace) gives what broadcasting does."""
+    rng = np.random.default_rng(5)
+    enc, dec = _padded(rng, 4, 6), _padded(rng, 4, 6)
+    tiled, broadcast = _translator(tn, tile=True), _translator(tn, tile=False)
+    broadcast.set_weights(tiled.get_weights())
+    np.testing.assert_allclose(tiled.predict([enc, dec], verbose=0),
+                               broadcast.predict([enc, dec], verbose=0), rtol=1e-6)
+
+
+def test_function_loss_gets_labels_of_the_outputs_rank_and_binary_accuracy(keras):
+    """siamese_contrastive: a contrastive loss function on (n,) labels of a (n, 1)
+    sigmoid output (Keras expands the labels to (n, 1); broadcast, the loss would be
+    over (n, n)), and "accuracy" of a (n, 1) output with a user's loss is binary."""
+    rng = np.random.default_rng(6)
+    w = [(rng.normal(size=(4, 1)) * 0.5).astype("float32"), np.zeros(1, "float32")]
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("float32")  # (32,)
+
+    def contrastive_loss(y_true, y_pred):
+        return (1 - y_true) * y_pred ** 2 + y_true * (1 - y_pred) ** 2
+
+    runs = []
+    for lib in (tn, keras):
+        inp = lib.Input((4,))
+        m = lib.Model(inp, lib.layers.Dense(1, activation="sigmoid")(inp))
+        m.set_weights(w)
+        m.compile(lib.optimizers.SGD(0.5), loss=contrastive_loss, metrics=["accuracy"])
+        h = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+        runs.append((h.history, m.evaluate(x, y, verbose=0)))
+    for key in ("loss", "accuracy"):
+        np.testing.assert_allclose(runs[0][0][key], runs[1][0][key], rtol=1e-4)
+    np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-4)

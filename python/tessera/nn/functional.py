@@ -471,8 +471,10 @@ def _call_custom(layer, inputs, args, kwargs):
     compute_mask(inputs, mask) when the layer defines it, else the input's
     mask when it sets supports_masking (_output_masks)."""
     in_mask, auto_mask = _call_masks(layer, inputs, args, kwargs, KerasTensor)
+    named = _named_masks(layer, inputs, args, kwargs, KerasTensor)
     if auto_mask:
         kwargs = dict(kwargs, mask=in_mask)
+    kwargs = dict(kwargs, **named)
     tensor_kwargs = {k: v for k, v in kwargs.items()
                      if any(isinstance(t, KerasTensor) for t in _flatten(v))}
     static = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
@@ -482,6 +484,7 @@ def _call_custom(layer, inputs, args, kwargs):
     where = user_location()
     if not layer.built:
         auto = {id(t) for t in _flatten(in_mask)} if auto_mask else set()
+        auto |= {id(t) for t in _flatten(list(named.values()))}
         shapes = [t.shape for t in flat if id(t) not in auto]
         with path_scope(layer):
             layer.build(shapes[0] if len(shapes) == 1 else shapes)
@@ -505,8 +508,10 @@ def _call_custom(layer, inputs, args, kwargs):
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
     _record_first_call(layer, flat, results[0] if single else results)
-    for r, m in zip(results, _output_masks(layer, inputs, in_mask, len(results),
-                                           KerasTensor)):
+    masks = _output_masks(layer, inputs, in_mask, len(results), KerasTensor)
+    if all(m is None for m in masks):
+        masks = _inner_output_masks(layer, flat, len(results))
+    for r, m in zip(results, masks):
         r._keras_mask = m
     structure = layer.__dict__.get("_traced_structure")
     if structure is not None:
@@ -529,19 +534,72 @@ def _call_masks(layer, inputs, args, kwargs, tensor_type):
     call's `mask` argument, as Keras 3 does: the one given; else, when the
     inputs are the call's only tensor argument, the masks they carry in
     their structure (a list of inputs: a list of masks, None where an input
-    has none); else the first input's."""
+    has none), passed as `mask`. With several tensor arguments (the
+    translation example's decoder `call(inputs, encoder_outputs, mask=None)`)
+    Keras passes no `mask` (each argument's goes to its `<name>_mask`
+    argument, _named_masks); the first argument's masks are then only the
+    outputs' previous mask."""
     if "mask" in kwargs:
         return kwargs["mask"], False
     other = list(args) + [v for k, v in kwargs.items()]
     one_argument = not any(isinstance(t, tensor_type) for t in _flatten(other))
-    if one_argument and isinstance(inputs, (list, tuple, dict)):
+    if isinstance(inputs, (list, tuple, dict)):
         in_mask = _carried_masks(inputs)
     else:
-        first = _flatten(inputs)[0] if _flatten(inputs) else None
-        in_mask = getattr(first, "_keras_mask", None)
+        in_mask = getattr(inputs, "_keras_mask", None)
     carries = isinstance(in_mask, (list, tuple, dict)) or in_mask is not None
-    auto = carries and _accepts(layer.call, "mask") and not _accepts_any(layer.call)
+    auto = one_argument and carries and _accepts(layer.call, "mask") and \
+        not _accepts_any(layer.call)
     return in_mask, auto
+
+
+def _inner_output_masks(model, flat, n_outputs: int) -> list:
+    """A functional model called as a layer: the masks its graph gives its
+    outputs (the translation example's decoder model, whose PositionalEmbedding
+    masks the padding), recorded again on the tensors it is called on, as
+    Keras's outputs of a nested model keep them (the loss and metrics are then
+    masked). Only masks computed by operations on the inputs (not by layers)."""
+    outs, ins = getattr(model, "_outputs", None), getattr(model, "_inputs", None)
+    if not getattr(model, "_functional", False) or not outs or not ins or \
+            len(ins) != len(flat) or len(outs) != n_outputs:
+        return [None] * n_outputs
+    inner = [getattr(t, "_keras_mask", None) for t in outs]
+    if all(m is None for m in inner):
+        return [None] * n_outputs
+    ids, seen, stack = {t.id for t in ins}, set(), [m for m in inner if m is not None]
+    while stack:  # prims and the model's inputs only
+        t = stack.pop()
+        if t.id in seen or t.id in ids:
+            continue
+        seen.add(t.id)
+        if t.op != "prim":
+            return [None] * n_outputs
+        stack.extend(_deps(t))
+    cloned = iter(clone_graph([m for m in inner if m is not None], ins, flat))
+    return [None if m is None else next(cloned) for m in inner]
+
+
+def _named_masks(layer, inputs, args, kwargs, tensor_type) -> dict:
+    """Keras 3's masks of a call with several tensor arguments: each
+    argument `k`'s masks (in its structure) as the call's `k_mask` argument
+    when the call has one and it is not given."""
+    tensor_args = [a for a in [inputs] + list(args) + list(kwargs.values())
+                   if any(isinstance(t, tensor_type) for t in _flatten(a))]
+    if len(tensor_args) < 2:
+        return {}
+    try:
+        sig = inspect.signature(layer.call)
+        bound = sig.bind_partial(inputs, *args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for name, value in bound.items():
+        key = f"{name}_mask"
+        if key in sig.parameters and bound.get(key) is None and \
+                any(isinstance(t, tensor_type) for t in _flatten(value)):
+            out[key] = _carried_masks(value) if isinstance(value, (list, tuple, dict)) \
+                else getattr(value, "_keras_mask", None)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _output_masks(layer, inputs, in_mask, n_outputs: int, tensor_type) -> list:
@@ -932,8 +990,10 @@ def _eager_custom_call(layer, inputs, args, kwargs):
     # Keras: call() with a `mask` argument gets the mask the first input
     # carries (unless one is given); the output carries compute_mask's
     in_mask, auto_mask = _call_masks(layer, inputs, args, kw, np.ndarray)
+    named = _named_masks(layer, inputs, args, kw, np.ndarray)
     if auto_mask:
         kw["mask"] = in_mask
+    kw.update(named)
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     out = layer.call(inputs, *args, **kw)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]

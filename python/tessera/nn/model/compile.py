@@ -28,6 +28,20 @@ def _adjust_rank(a, shape):
     return a
 
 
+def _same_rank_labels(a, out_shape):
+    """Keras's loss functions get labels of the output's rank
+    (squeeze_or_expand_to_same_rank): (n,) labels of a (n, 1) output become
+    (n, 1) (siamese_contrastive's `(1 - y_true) * ops.square(y_pred)` would
+    otherwise broadcast to (n, n)); labels with one axis more, of length 1,
+    lose it."""
+    rank = len(out_shape) + 1
+    if a.ndim == 1 and rank == 2 and out_shape[-1] == 1:
+        return a.reshape(-1, 1)
+    if a.ndim == rank + 1 and a.shape[-1] == 1 and rank > 1:
+        return a[..., 0]
+    return a
+
+
 def _broadcasts_to(shape, target) -> bool:
     """Whether a sample shape broadcasts to the output's (NumPy's rules, same rank)."""
     return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
@@ -355,8 +369,11 @@ class CompileMixin:
                     i = int(np.argwhere(bad)[0][0])
                     raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds a NaN or "
                                      "infinite label")
-            elif a.dtype.kind == "f":
-                a = a.astype(self.dtype, copy=False)
+            else:
+                if isinstance(loss, _losses.FunctionLoss):
+                    a = _same_rank_labels(a, out_shape)
+                if a.dtype.kind == "f":
+                    a = a.astype(self.dtype, copy=False)
             out.append(a)
         return out
 
