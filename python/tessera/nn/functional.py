@@ -11,6 +11,7 @@ import numpy as np
 
 from . import tree as _tree
 from .input_spec import assert_input_compatibility
+from .masked_arrays import _with_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
                        follow_first_axis, user_location)
@@ -57,39 +58,6 @@ def _per_sample(t: KerasTensor, layer) -> tuple:
         raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on a "
                          f"tensor of shape {t.shape} without a batch axis")
     return t.shape[1:]
-
-
-class _MaskedOutput(np.ndarray):
-    """An eager layer call's output that carries its mask, as Keras's outputs
-    do (`y._keras_mask`, read by the next layer called on `y`). NumPy's
-    operations on it give plain arrays (as the mask is lost on Keras's too)."""
-
-    _keras_mask = None
-
-    def __array_finalize__(self, obj):
-        self._keras_mask = None  # views and copies: no mask
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        plain = [x.view(np.ndarray) if isinstance(x, _MaskedOutput) else x for x in inputs]
-        if "out" in kwargs:
-            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, _MaskedOutput) else x
-                                  for x in kwargs["out"])
-        return getattr(ufunc, method)(*plain, **kwargs)
-
-    def __repr__(self):
-        return repr(self.view(np.ndarray))
-
-    def __reduce__(self):  # pickled (or copied by copy.copy) as a plain array
-        return self.view(np.ndarray).__reduce__()
-
-
-def _with_mask(value, mask):
-    """`value` (an array) carrying `mask` as `_keras_mask`; as it is without one."""
-    if mask is None:
-        return value
-    out = np.asarray(value).view(_MaskedOutput)
-    out._keras_mask = np.asarray(mask).astype(bool)
-    return out
 
 
 def own_compute_mask(layer):

@@ -14,12 +14,11 @@ import numpy as np
 
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
-from . import constraints, metric_classes, optimizer_classes, regularizers
+from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
-from . import tree as _tree
 from . import saving_hooks as hooks
 from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope,
                        get_custom_objects, get_registered_name, get_registered_object,
@@ -390,10 +389,7 @@ def _architecture(model, where="save", objects=None) -> dict:
                 outputs=[ids[t.id] for t in model._outputs],
                 multi_in=model._multi_in, multi_out=model._multi_out,
                 **({"output_keys": list(model._output_keys)}
-                   if getattr(model, "_output_keys", None) else {}),
-                **({"output_nesting": _tree.pack_sequence_as(  # the leaves' indices
-                    model._output_tree, list(range(len(model._outputs))))}
-                   if getattr(model, "_output_tree", None) is not None else {}),
+                   if getattr(model, "_output_keys", None) else {}), **output_nesting.entry(model),
                 **({"input_keys": list(model._input_keys)} if getattr(model, "_input_keys", None)
                    else {}), **ARCHITECTURE_HOOKS["save"](model))  # (registry.py)
 
@@ -827,15 +823,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
         return dict(zip(keys, tensors))
 
     ins = keyed("input_keys", inputs) or (inputs if arch.get("multi_in") else inputs[0])
-    outs = keyed("output_keys", outputs) or (outputs if arch.get("multi_out") else outputs[0])
-    if "output_nesting" in arch:  # nested lists of the outputs' indices, each once
-        nesting = arch["output_nesting"]
-        leaves = _tree.flatten(nesting) if isinstance(nesting, list) else None
-        if leaves is None or sorted(l for l in leaves if type(l) is int) != \
-                list(range(len(outputs))) or len(leaves) != len(outputs):
-            raise ctx.error(f"output_nesting must be nested lists holding each of the "
-                            f"{len(outputs)} outputs' indices once, got {str(nesting)[:80]}")
-        outs = _tree.map_structure(lambda i: outputs[i], nesting)
+    outs = keyed("output_keys", outputs) or output_nesting.outputs_of(arch, outputs, ctx)
     return ARCHITECTURE_HOOKS["load"](Model(ins, outs, **common), arch, ctx)  # (registry.py)
 
 
