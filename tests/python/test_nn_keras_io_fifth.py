@@ -320,3 +320,27 @@ def test_function_loss_gets_labels_of_the_outputs_rank_and_binary_accuracy(keras
     for key in ("loss", "accuracy"):
         np.testing.assert_allclose(runs[0][0][key], runs[1][0][key], rtol=1e-4)
     np.testing.assert_allclose(runs[0][1], runs[1][1], rtol=1e-4)
+
+
+def test_named_mask_arguments_of_a_call_with_two_tensors_as_keras(keras):
+    """Keras 3 fills `a_mask`/`b_mask` of call(a, b, a_mask=None, b_mask=None, mask=None)
+    with each argument's mask and leaves `mask` None (two tensor arguments)."""
+    def build(lib):
+        ops = lib.ops
+
+        class Two(lib.layers.Layer):
+            def call(self, a, b, a_mask=None, b_mask=None, mask=None):
+                assert mask is None
+                am = ops.cast(a_mask, "float32")[..., None]
+                bm = ops.cast(b_mask, "float32")[..., None]
+                return a * am + b * bm
+
+        ia, ib = lib.Input((None,), dtype="int32"), lib.Input((None,), dtype="int32")
+        emb = lib.layers.Embedding(5, 2, mask_zero=True,
+                                   embeddings_initializer=lib.initializers.Constant(0.5))
+        return lib.Model([ia, ib], Two()(emb(ia), emb(ib)))
+
+    a = np.array([[1, 2, 0], [3, 0, 0]], "int32")
+    b = np.array([[0, 4, 4], [1, 1, 0]], "int32")
+    np.testing.assert_allclose(build(tn).predict([a, b], verbose=0),
+                               np.asarray(build(keras).predict([a, b], verbose=0)), rtol=1e-6)
