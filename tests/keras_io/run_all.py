@@ -77,6 +77,12 @@ KERAS_CANNOT = {
            "with Keras's compute_loss",
     "pretrained_word_embeddings": "Keras's TextVectorization needs TensorFlow, not "
                                   "installed here",
+    "neural_machine_translation_with_transformer": "Keras's TextVectorization and the "
+                                                   "example's tf.data pipeline need "
+                                                   "TensorFlow, not installed here; "
+                                                   "test_nn_keras_io_fifth.py compares the "
+                                                   "model's masks, loss and accuracy with "
+                                                   "Keras's",
     "text_generation_with_miniature_gpt": "the example's causal mask calls ops.tile with "
                                           "repeats computed from the batch size, which JAX "
                                           "0.7+ refuses while Keras traces (reps must be "

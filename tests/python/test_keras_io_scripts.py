@@ -20,16 +20,19 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "autoencoder", "collaborative_filtering_movielens", "conv_lstm",
+RUNS = ["antirectifier", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization",
         "endpoint_layer_pattern", "functional_api", "image_classification_with_vision_transformer",
-        "imbalanced_classification", "knowledge_distillation",
+        "imbalanced_classification", "involution", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq", "mlp_image_classification",
-        "mnist_convnet", "ner_transformers", "oxford_pets_image_segmentation",
+        "mnist_convnet", "neural_machine_translation_with_transformer", "ner_transformers",
+        "oxford_pets_image_segmentation",
         "pretrained_word_embeddings", "sequential_model", "serialization_and_saving",
+        "siamese_contrastive",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
         "subclassing_layers_models", "super_resolution_sub_pixel",
-        "text_classification_from_scratch", "text_classification_with_transformer",
+        "text_classification_from_scratch", "text_classification_with_switch_transformer",
+        "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
         "timeseries_classification_from_scratch", "timeseries_weather_forecasting",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",

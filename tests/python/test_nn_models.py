@@ -524,10 +524,11 @@ def test_callbacks_of_evaluate_predict_and_validation_as_keras(data):
     assert all(isinstance(logs, dict) for _, _, logs in calls), calls
     hooks = [c[0] for c in calls]
     assert hooks[0] == "on_train_begin" and hooks[-1] == "on_train_end"
-    # validation at each epoch's end: test hooks between the last batch and on_epoch_end
+    # validation at each epoch's end: test hooks between the last batch and on_epoch_end,
+    # the 50 samples in fit's batches of 48 (2 batches, as Keras)
     first_end = hooks.index("on_epoch_end")
-    assert hooks[first_end - 4:first_end] == ["on_test_begin", "on_test_batch_begin",
-                                              "on_test_batch_end", "on_test_end"], hooks
+    assert hooks[first_end - 6:first_end] == ["on_test_begin"] + [
+        "on_test_batch_begin", "on_test_batch_end"] * 2 + ["on_test_end"], hooks
     assert hooks.count("on_test_begin") == 2 and hooks.count("on_test_end") == 2
     assert set(h.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
     test_end = [c[2] for c in calls if c[0] == "on_test_end"]

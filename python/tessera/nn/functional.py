@@ -9,7 +9,9 @@ import inspect
 
 import numpy as np
 
+from . import tree as _tree
 from .input_spec import assert_input_compatibility
+from .masked_arrays import _with_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
                        follow_first_axis, user_location)
@@ -40,46 +42,22 @@ def _is_constant(t: KerasTensor) -> bool:
     return t.shape and t.shape[0] is not None and t.op == "prim"
 
 
+def _fixed_lead(t: KerasTensor) -> bool:
+    """A tensor whose first axis has a fixed length: a traced call's constant, or
+    a tensor made from one of fixed shape (the switch transformer's (800, 32)
+    tokens of a batch, the router's input inside its traced call, and the
+    layers' outputs on them). Keras takes its first axis for the batch."""
+    return _is_constant(t) or (bool(t.shape) and t.shape[0] is not None and
+                               t.op in ("input", "layer", "item") and _TRACING[0] > 0)
+
+
 def _per_sample(t: KerasTensor, layer) -> tuple:
-    if _is_constant(t):
+    if _fixed_lead(t):
         return t.shape[1:]  # its first axis taken for the batch, as Keras does
     if not t.shape or t.shape[0] is not None:
         raise ValueError(f"[{layer.kind}] layer {layer.name!r} called at {user_location()} on a "
                          f"tensor of shape {t.shape} without a batch axis")
     return t.shape[1:]
-
-
-class _MaskedOutput(np.ndarray):
-    """An eager layer call's output that carries its mask, as Keras's outputs
-    do (`y._keras_mask`, read by the next layer called on `y`). NumPy's
-    operations on it give plain arrays (as the mask is lost on Keras's too)."""
-
-    _keras_mask = None
-
-    def __array_finalize__(self, obj):
-        self._keras_mask = None  # views and copies: no mask
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        plain = [x.view(np.ndarray) if isinstance(x, _MaskedOutput) else x for x in inputs]
-        if "out" in kwargs:
-            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, _MaskedOutput) else x
-                                  for x in kwargs["out"])
-        return getattr(ufunc, method)(*plain, **kwargs)
-
-    def __repr__(self):
-        return repr(self.view(np.ndarray))
-
-    def __reduce__(self):  # pickled (or copied by copy.copy) as a plain array
-        return self.view(np.ndarray).__reduce__()
-
-
-def _with_mask(value, mask):
-    """`value` (an array) carrying `mask` as `_keras_mask`; as it is without one."""
-    if mask is None:
-        return value
-    out = np.asarray(value).view(_MaskedOutput)
-    out._keras_mask = np.asarray(mask).astype(bool)
-    return out
 
 
 def own_compute_mask(layer):
@@ -217,7 +195,7 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
     dtype = _out_dtype(layer, in_list)
     node_args = (layer, tuple(in_list), multi)
     # on constants only (no batch axis): the output keeps their first axis
-    lead = in_list[0].shape[0] if all(_is_constant(t) for t in in_list) else None
+    lead = in_list[0].shape[0] if all(_fixed_lead(t) for t in in_list) else None
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
         node.builtin = builtin
@@ -411,6 +389,12 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
         _TRACING[0] -= 1
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
+    # a nested structure (Keras's layers may return one: a list of (output, kernel)
+    # pairs): its leaves, the structure kept for _call_custom to return
+    nested = not single and any(_tree.is_nested(o) for o in outs)
+    layer.__dict__["_traced_structure"] = out if nested else None
+    if nested:
+        outs = _tree.flatten(out)
     for o in outs:
         if not isinstance(o, KerasTensor):
             raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
@@ -455,8 +439,10 @@ def _call_custom(layer, inputs, args, kwargs):
     compute_mask(inputs, mask) when the layer defines it, else the input's
     mask when it sets supports_masking (_output_masks)."""
     in_mask, auto_mask = _call_masks(layer, inputs, args, kwargs, KerasTensor)
+    named = _named_masks(layer, inputs, args, kwargs, KerasTensor)
     if auto_mask:
         kwargs = dict(kwargs, mask=in_mask)
+    kwargs = dict(kwargs, **named)
     tensor_kwargs = {k: v for k, v in kwargs.items()
                      if any(isinstance(t, KerasTensor) for t in _flatten(v))}
     static = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
@@ -466,6 +452,7 @@ def _call_custom(layer, inputs, args, kwargs):
     where = user_location()
     if not layer.built:
         auto = {id(t) for t in _flatten(in_mask)} if auto_mask else set()
+        auto |= {id(t) for t in _flatten(list(named.values()))}
         shapes = [t.shape for t in flat if id(t) not in auto]
         with path_scope(layer):
             layer.build(shapes[0] if len(shapes) == 1 else shapes)
@@ -489,9 +476,14 @@ def _call_custom(layer, inputs, args, kwargs):
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
     _record_first_call(layer, flat, results[0] if single else results)
-    for r, m in zip(results, _output_masks(layer, inputs, in_mask, len(results),
-                                           KerasTensor)):
+    masks = _output_masks(layer, inputs, in_mask, len(results), KerasTensor)
+    if all(m is None for m in masks):
+        masks = _inner_output_masks(layer, flat, len(results))
+    for r, m in zip(results, masks):
         r._keras_mask = m
+    structure = layer.__dict__.get("_traced_structure")
+    if structure is not None:
+        return _tree.pack_sequence_as(structure, results)
     return results[0] if single else results
 
 
@@ -510,19 +502,72 @@ def _call_masks(layer, inputs, args, kwargs, tensor_type):
     call's `mask` argument, as Keras 3 does: the one given; else, when the
     inputs are the call's only tensor argument, the masks they carry in
     their structure (a list of inputs: a list of masks, None where an input
-    has none); else the first input's."""
+    has none), passed as `mask`. With several tensor arguments (the
+    translation example's decoder `call(inputs, encoder_outputs, mask=None)`)
+    Keras passes no `mask` (each argument's goes to its `<name>_mask`
+    argument, _named_masks); the first argument's masks are then only the
+    outputs' previous mask."""
     if "mask" in kwargs:
         return kwargs["mask"], False
     other = list(args) + [v for k, v in kwargs.items()]
     one_argument = not any(isinstance(t, tensor_type) for t in _flatten(other))
-    if one_argument and isinstance(inputs, (list, tuple, dict)):
+    if isinstance(inputs, (list, tuple, dict)):
         in_mask = _carried_masks(inputs)
     else:
-        first = _flatten(inputs)[0] if _flatten(inputs) else None
-        in_mask = getattr(first, "_keras_mask", None)
+        in_mask = getattr(inputs, "_keras_mask", None)
     carries = isinstance(in_mask, (list, tuple, dict)) or in_mask is not None
-    auto = carries and _accepts(layer.call, "mask") and not _accepts_any(layer.call)
+    auto = one_argument and carries and _accepts(layer.call, "mask") and \
+        not _accepts_any(layer.call)
     return in_mask, auto
+
+
+def _inner_output_masks(model, flat, n_outputs: int) -> list:
+    """A functional model called as a layer: the masks its graph gives its
+    outputs (the translation example's decoder model, whose PositionalEmbedding
+    masks the padding), recorded again on the tensors it is called on, as
+    Keras's outputs of a nested model keep them (the loss and metrics are then
+    masked). Only masks computed by operations on the inputs (not by layers)."""
+    outs, ins = getattr(model, "_outputs", None), getattr(model, "_inputs", None)
+    if not getattr(model, "_functional", False) or not outs or not ins or \
+            len(ins) != len(flat) or len(outs) != n_outputs:
+        return [None] * n_outputs
+    inner = [getattr(t, "_keras_mask", None) for t in outs]
+    if all(m is None for m in inner):
+        return [None] * n_outputs
+    ids, seen, stack = {t.id for t in ins}, set(), [m for m in inner if m is not None]
+    while stack:  # prims and the model's inputs only
+        t = stack.pop()
+        if t.id in seen or t.id in ids:
+            continue
+        seen.add(t.id)
+        if t.op != "prim":
+            return [None] * n_outputs
+        stack.extend(_deps(t))
+    cloned = iter(clone_graph([m for m in inner if m is not None], ins, flat))
+    return [None if m is None else next(cloned) for m in inner]
+
+
+def _named_masks(layer, inputs, args, kwargs, tensor_type) -> dict:
+    """Keras 3's masks of a call with several tensor arguments: each
+    argument `k`'s masks (in its structure) as the call's `k_mask` argument
+    when the call has one and it is not given."""
+    tensor_args = [a for a in [inputs] + list(args) + list(kwargs.values())
+                   if any(isinstance(t, tensor_type) for t in _flatten(a))]
+    if len(tensor_args) < 2:
+        return {}
+    try:
+        sig = inspect.signature(layer.call)
+        bound = sig.bind_partial(inputs, *args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return {}
+    out = {}
+    for name, value in bound.items():
+        key = f"{name}_mask"
+        if key in sig.parameters and bound.get(key) is None and \
+                any(isinstance(t, tensor_type) for t in _flatten(value)):
+            out[key] = _carried_masks(value) if isinstance(value, (list, tuple, dict)) \
+                else getattr(value, "_keras_mask", None)
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _output_masks(layer, inputs, in_mask, n_outputs: int, tensor_type) -> list:
@@ -913,8 +958,10 @@ def _eager_custom_call(layer, inputs, args, kwargs):
     # Keras: call() with a `mask` argument gets the mask the first input
     # carries (unless one is given); the output carries compute_mask's
     in_mask, auto_mask = _call_masks(layer, inputs, args, kw, np.ndarray)
+    named = _named_masks(layer, inputs, args, kw, np.ndarray)
     if auto_mask:
         kw["mask"] = in_mask
+    kw.update(named)
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     out = layer.call(inputs, *args, **kw)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]

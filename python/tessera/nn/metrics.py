@@ -661,6 +661,8 @@ def _accuracy(name: str, loss, y_shape, p_shape) -> Metric:
     if hasattr(loss, "accuracy_metric"):  # a loss of logits split by vocabulary
         return loss.accuracy_metric(name)
     cls = _ACCURACY_FOR_LOSS.get(_loss_name(loss))
+    if cls is None and p_shape is not None and p_shape and p_shape[-1] == 1:
+        cls = BinaryAccuracy  # whatever the labels (siamese_contrastive's own loss)
     if cls is None and y_shape is not None and p_shape is not None:
         y_shape, p_shape = tuple(y_shape), tuple(p_shape)
         is_binary = p_shape[-1] == 1

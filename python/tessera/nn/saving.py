@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
-from . import constraints, metric_classes, optimizer_classes, regularizers
+from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
 from .functional import _deps
 from .layers import WEIGHTS_IN_FILE, Layer
 from .metric_programs import _FunctionMetric
@@ -389,7 +389,7 @@ def _architecture(model, where="save", objects=None) -> dict:
                 outputs=[ids[t.id] for t in model._outputs],
                 multi_in=model._multi_in, multi_out=model._multi_out,
                 **({"output_keys": list(model._output_keys)}
-                   if getattr(model, "_output_keys", None) else {}),
+                   if getattr(model, "_output_keys", None) else {}), **output_nesting.entry(model),
                 **({"input_keys": list(model._input_keys)} if getattr(model, "_input_keys", None)
                    else {}), **ARCHITECTURE_HOOKS["save"](model))  # (registry.py)
 
@@ -823,7 +823,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
         return dict(zip(keys, tensors))
 
     ins = keyed("input_keys", inputs) or (inputs if arch.get("multi_in") else inputs[0])
-    outs = keyed("output_keys", outputs) or (outputs if arch.get("multi_out") else outputs[0])
+    outs = keyed("output_keys", outputs) or output_nesting.outputs_of(arch, outputs, ctx)
     return ARCHITECTURE_HOOKS["load"](Model(ins, outs, **common), arch, ctx)  # (registry.py)
 
 

@@ -359,6 +359,38 @@ def _result_tensor(name, args, kwargs, values, where):
                        fn=name)
 
 
+def _deferred_reshape(name, args, where):
+    """A reshape between a shape of unknown axes and a fixed one (the switch
+    transformer's (batch, 50, 32) -> (800, 32) for batches of 16, and back to
+    (batch, 50, 32)): the stand-in batches cannot take it, but as Keras on JAX
+    (whose symbolic shapes defer the check to the run) the result has the
+    target's shape, the unknown axes None; the program checks the sizes when it
+    runs. None when the sizes cannot match whatever the unknown axes are."""
+    if name != "reshape" or len(args) != 2 or not isinstance(args[0], KerasTensor) or \
+            not isinstance(args[1], (list, tuple)):
+        return None
+    x, target = args
+    shape = []
+    for d in target:
+        if isinstance(d, KerasTensor):
+            vals = {int(np.asarray(v)) for v in d._dummies}
+            shape.append(vals.pop() if len(vals) == 1 else None)
+        elif isinstance(d, (int, np.integer)) and d >= 0:
+            shape.append(int(d))
+        else:
+            return None  # a -1: the stand-ins' error stands
+    known_in = math.prod(d for d in x.shape if d is not None)
+    known_out = math.prod(d for d in shape if d is not None)
+    if (None in x.shape) == (None in shape):
+        return None
+    if None in x.shape and (known_in == 0 or known_out % known_in):
+        return None
+    if None in shape and (known_out == 0 or known_in % known_out):
+        return None
+    dtype = x.dtype
+    return KerasTensor(tuple(shape), dtype, "prim", args, {}, where=where, fn=name)
+
+
 def _record(name: str, args, kwargs):
     """Records the primitive `name` applied to args/kwargs (some symbolic)."""
     where = user_location()
@@ -369,6 +401,9 @@ def _record(name: str, args, kwargs):
         values = [_call_concrete(name, args, kwargs, k) for k in range(len(_DUMMY_BATCH))]
     except Exception as e:  # noqa: BLE001 - re-raised with the user's location
         shapes = [a.shape for a in args if isinstance(a, KerasTensor)]
+        deferred = _deferred_reshape(name, args, where)
+        if deferred is not None:
+            return deferred
         raise type(e)(f"{e} (symbolic operation {name} on shapes {shapes} at {where})") from None
     return _result_tensor(name, args, kwargs, values, where)
 

@@ -16,6 +16,31 @@ from ..string_inputs import apply_fronts, apply_group_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
+def _adjust_rank(a, shape):
+    """Keras's functional models take an input one axis short of its Input when that
+    Input's last axis is 1 (MNIST's (n, 28, 28) into Input((28, 28, 1))), and one axis
+    too many when that axis is 1: the array given the Input's rank."""
+    if a.ndim == len(shape) - 1 and shape[-1] == 1:
+        return a[..., None]
+    if a.ndim == len(shape) + 1 and a.shape[-1] == 1:
+        return a[..., 0]
+    return a
+
+
+def _same_rank_labels(a, out_shape):
+    """Keras's loss functions get labels of the output's rank
+    (squeeze_or_expand_to_same_rank): (n,) labels of a (n, 1) output become
+    (n, 1) (siamese_contrastive's `(1 - y_true) * ops.square(y_pred)` would
+    otherwise broadcast to (n, n)); labels with one axis more, of length 1,
+    lose it."""
+    rank = len(out_shape) + 1
+    if a.ndim == 1 and rank == 2 and out_shape[-1] == 1:
+        return a.reshape(-1, 1)
+    if a.ndim == rank + 1 and a.shape[-1] == 1 and rank > 1:
+        return a[..., 0]
+    return a
+
+
 def _broadcasts_to(shape, target) -> bool:
     """Whether a sample shape broadcasts to the output's (NumPy's rules, same rank)."""
     return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
@@ -258,6 +283,7 @@ class CompileMixin:
         # checked against the graph as recorded (a callback's predict inside fit finds the
         # model written for fit's concrete shape in force)
         for k, (a, t) in enumerate(zip(xs, self._general_graph()[0])):
+            a = _adjust_rank(a, t.shape)
             if len(a.shape) != len(t.shape) or (not self._shapes_follow_data() and any(
                     d is not None and d != e for d, e in zip(t.shape[1:], a.shape[1:]))):
                 which = f"x[{k}]" if len(xs) > 1 else "x"
@@ -335,8 +361,11 @@ class CompileMixin:
                     i = int(np.argwhere(bad)[0][0])
                     raise ValueError(f"[{where}] {which}[{i}] (sample {i}) holds a NaN or "
                                      "infinite label")
-            elif a.dtype.kind == "f":
-                a = a.astype(self.dtype, copy=False)
+            else:
+                if isinstance(loss, _losses.FunctionLoss):
+                    a = _same_rank_labels(a, out_shape)
+                if a.dtype.kind == "f":
+                    a = a.astype(self.dtype, copy=False)
             out.append(a)
         return out
 

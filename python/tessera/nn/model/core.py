@@ -33,6 +33,7 @@ from ..saving import (_architecture, load_weights_into, model_from_config, model
                       save_file, save_model)
 from ..string_inputs import split_fronts, split_group_fronts
 from ..symbolic import GraphWriter, Input, KerasTensor
+from .. import tree as _tree
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
 from ._common import _as_list, _Compiled, _draws_deferred, _own_initializer, _readable_bytes
@@ -162,6 +163,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         """Keras's `model.output`: the output tensor (a list for several outputs, a
         dict for a dict of outputs)."""
         outs = self._graph_tensors("output")
+        if getattr(self, "_output_tree", None) is not None:
+            return _tree.pack_sequence_as(self._output_tree, list(outs))
         if getattr(self, "_output_keys", None):
             return dict(zip(self._output_keys, outs))
         return list(outs) if getattr(self, "_multi_out", False) or len(outs) > 1 else outs[0]
@@ -181,6 +184,11 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         # outputs names the outputs by its keys
         self._input_keys, inputs = self._keyed(inputs, "inputs")
         self._output_keys, outputs = self._keyed(outputs, "outputs")
+        # Keras: a nested list/tuple of outputs (involution's [layer.output, ...] of
+        # (output, kernel) pairs) runs as its leaves; results come back in that structure
+        self._output_tree = None
+        if isinstance(outputs, (list, tuple)) and any(_tree.is_nested(o) for o in outputs):
+            self._output_tree, outputs = outputs, _tree.flatten(outputs)
         ins, outs = _as_list(inputs), _as_list(outputs)
         for t in ins:
             if not isinstance(t, KerasTensor) or t.op != "input":
@@ -276,6 +284,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
     def _as_declared(self, outs):
         """Per-output values in the structure the outputs were given: a dict by
         the keys of a dict of outputs, a list, or the one value."""
+        if getattr(self, "_output_tree", None) is not None:
+            return _tree.pack_sequence_as(self._output_tree, list(outs))
         keys = getattr(self, "_output_keys", None)
         if keys:
             return dict(zip(keys, outs))

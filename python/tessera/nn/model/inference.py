@@ -236,6 +236,8 @@ class InferenceMixin:
         results = [np.concatenate([o[k] for o in outs]) if outs else
                    np.zeros((0,) + tuple(t.shape[1:]), dtype=self.dtype)
                    for k, t in enumerate(self._outputs)]
+        if getattr(self, "_output_tree", None) is not None:
+            return self._as_declared(results)
         if getattr(self, "_output_keys", None):
             return dict(zip(self._output_keys, results))
         return results if n_out > 1 else results[0]
@@ -305,6 +307,8 @@ class InferenceMixin:
                                                    f"output {k}"))  # (its named error)
             else:
                 results.append(np.asarray(_core.call_primitive("concatenate", [parts], {})))
+        if getattr(self, "_output_tree", None) is not None:
+            return self._as_declared(results)
         if getattr(self, "_output_keys", None):
             return dict(zip(self._output_keys, results))
         return results if len(self._outputs) > 1 else results[0]

@@ -426,8 +426,11 @@ class TrainingMixin:
                     self._hold_metric_state(total_loss, seen, totals)  # model.metrics
                 logs = dict(logs)
                 if validation_data is not None and (epoch + 1) % validation_freq == 0:
+                    # in batches of validation_batch_size, else fit's, as Keras (a model
+                    # whose call depends on the batch, the switch transformer's fixed
+                    # tokens per batch, validates as it trains; callbacks count its batches)
                     vlogs = self._validate(validation_data, validation_batch_size or
-                                           max(batch_size, 256), validation_steps, cbs)
+                                           batch_size, validation_steps, cbs)
                     logs.update({f"val_{k}": v for k, v in vlogs.items()})
                 took = time.perf_counter() - start
                 cbs.on_epoch_end(epoch, logs)  # may add to the logs (learning_rate)
