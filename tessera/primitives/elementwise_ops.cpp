@@ -264,8 +264,11 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
   }
   DType compute = kernels::binary_compute_dtype(op, result_type(a, b), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
-  Array x = cast_array(take_array(a, opname, "argument 'x'"), compute);
-  Array y = cast_array(take_array(b, opname, "argument 'y'"), compute);
+  // Cast only when the dtype differs (no move through cast_array otherwise).
+  Array x = take_array(a, opname, "argument 'x'");
+  if (x.dtype() != compute) x = cast_array(x, compute);
+  Array y = take_array(b, opname, "argument 'y'");
+  if (y.dtype() != compute) y = cast_array(y, compute);
   if (!x.is_contiguous() || !y.is_contiguous()) {
     // A strided view (a slice, a column, x.T): float operations read it in
     // place; anything else works on a packed copy.
