@@ -2,8 +2,8 @@
 """Small-array elementwise operations: tessera against NumPy at n = 10 .. 10,000
 (issue 31 item 5: what one operation costs when the arrays are small).
 
-Four operations, as NumPy users write them: ``a + b``, ``a * b + c``,
-``np.sqrt(a)``, ``a.sum()``. Two ways each:
+Five operations, as NumPy users write them: ``a + b``, ``a * b + c``,
+``np.sqrt(a)``, ``np.sin(a)``, ``a.sum()``. Two ways each:
 
 - "loop": the operation repeated ``--reps`` times inside one function, the
   function run by ``@tessera.jit`` and by plain NumPy (CPython's loop): the cost
@@ -47,6 +47,12 @@ def loop_sqrt(a, reps):
     return a
 
 
+def loop_sin(a, reps):
+    for _ in range(reps):
+        a = np.sin(a)
+    return a
+
+
 def loop_sum(a, reps):
     s = 0.0
     for _ in range(reps):
@@ -66,6 +72,10 @@ def one_sqrt(a):
     return np.sqrt(a)
 
 
+def one_sin(a):
+    return np.sin(a)
+
+
 def one_sum(a):
     return a.sum()
 
@@ -81,6 +91,7 @@ def operations(n, reps):
         ("a + b", loop_add, (a, b, reps), one_add, (a, b)),
         ("a * b + c", loop_axpy, (a, half, c, reps), one_axpy, (a, half, c)),
         ("np.sqrt(a)", loop_sqrt, (a, reps), one_sqrt, (a,)),
+        ("np.sin(a)", loop_sin, (a, reps), one_sin, (a,)),
         ("a.sum()", loop_sum, (a, reps), one_sum, (a,)),
     ]
 

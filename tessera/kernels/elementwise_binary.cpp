@@ -40,6 +40,17 @@ void run_binary(const Broadcast<2>& layout, const Array& a, const Array& b, Arra
   const T* pa = a.origin<T>();
   const T* pb = b.origin<T>();
   O* po = out.data<O>();
+  if (layout.dims.size() <= 1) {
+    // One run (operands of one shape, or a 0-d one): for_each_run's walk
+    // would find the same run.
+    const int64_t sa = layout.dims.empty() ? 0 : layout.strides[0][0];
+    const int64_t sb = layout.dims.empty() ? 0 : layout.strides[1][0];
+    if (begin < end) {
+      simd_call<BinaryLoop<T, O, F>>(pa + begin * sa, sa, pb + begin * sb, sb, po + begin,
+                                     end - begin, f);
+    }
+    return;
+  }
   for_each_run(layout, begin, end, [&](const auto& off, int64_t pos, int64_t len, const auto& st) {
     simd_call<BinaryLoop<T, O, F>>(pa + off[0], st[0], pb + off[1], st[1], po + pos, len, f);
   });

@@ -1,5 +1,6 @@
 #include "tessera/primitives/elementwise_ops.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -263,8 +264,11 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
   }
   DType compute = kernels::binary_compute_dtype(op, result_type(a, b), opname);
   DType out_dtype = kernels::binary_out_dtype(op, compute);
-  Array x = cast_array(take_array(a, opname, "argument 'x'"), compute);
-  Array y = cast_array(take_array(b, opname, "argument 'y'"), compute);
+  // Cast only when the dtype differs (no move through cast_array otherwise).
+  Array x = take_array(a, opname, "argument 'x'");
+  if (x.dtype() != compute) x = cast_array(x, compute);
+  Array y = take_array(b, opname, "argument 'y'");
+  if (y.dtype() != compute) y = cast_array(y, compute);
   if (!x.is_contiguous() || !y.is_contiguous()) {
     // A strided view (a slice, a column, x.T): float operations read it in
     // place; anything else works on a packed copy.
@@ -281,16 +285,33 @@ Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
     });
     return out;
   }
-  auto layout = kernels::make_broadcast<2>({&x.shape(), &y.shape()}, opname);
-  const Shape& shape = layout.out_shape;
-  // A new result takes the layout's shape (moved: the kernel needs only its
-  // runs); a reused operand is moved into the result (no copy of its shape)
-  // and read from there.
+  const bool x0 = x.ndim() == 0, y0 = y.ndim() == 0;
+  kernels::Broadcast<2> layout;
+  if (x0 || y0 || x.shape() == y.shape()) {
+    // Operands of one shape, or one of them 0-d (the common cases): the layout
+    // make_broadcast gives them (one run of every element), without its copy
+    // of the shape, which a result written into a reused operand never needs.
+    // The kernel reads the layout's runs only; `out_shape` stays empty.
+    const Shape& full = x0 ? y.shape() : x.shape();
+    layout.size = x0 ? y.size() : x.size();
+    if (std::any_of(full.begin(), full.end(), [](int64_t e) { return e != 1; })) {
+      layout.dims.push_back(layout.size);
+      layout.strides[0].push_back(x0 ? 0 : 1);
+      layout.strides[1].push_back(y0 ? 0 : 1);
+    }
+  } else {
+    layout = kernels::make_broadcast<2>({&x.shape(), &y.shape()}, opname);
+  }
+  const Shape& shape = layout.out_shape.empty() ? (x0 ? y.shape() : x.shape()) : layout.out_shape;
+  // A new result takes the shape (the layout's is moved: the kernel needs only
+  // its runs); a reused operand is moved into the result (no copy of its
+  // shape) and read from there.
   const bool into_x = reusable(x, out_dtype, shape);
   const bool into_y = !into_x && reusable(y, out_dtype, shape);
   Array out = into_x   ? std::move(x)
               : into_y ? std::move(y)
-                       : Array(out_dtype, std::move(layout.out_shape));
+              : layout.out_shape.empty() ? Array(out_dtype, shape)
+                                         : Array(out_dtype, std::move(layout.out_shape));
   const Array& xs = into_x ? out : x;
   const Array& ys = into_y ? out : y;
   parallel_for(layout.size, cost_ns(op), [&](int64_t begin, int64_t end) {

@@ -1,8 +1,10 @@
 // parallel_for over tiles whose number comes from a cost model.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 namespace tessera {
 
@@ -20,6 +22,26 @@ inline constexpr double kMinTaskNs = 20000.0;
 // arena's workers, the caller participates (fork-join, no blocking on futures).
 // Tiles are disjoint, so bodies may write disjoint parts of one output.
 void parallel_for(int64_t n, double ns_per_item, const std::function<void(int64_t, int64_t)>& body);
+
+void check_interrupt();  // runtime/interrupt.hpp
+
+// The same for any callable. Work of one tile runs here, without a
+// std::function: a kernel's lambda captures more than std::function holds in
+// place, and its heap copy (an allocation and a free per call) showed in the
+// cost of one operation on 1,000 elements. Larger work goes to the scheduler
+// through a std::function that refers to `body` (no copy).
+template <class Body>
+  requires(!std::is_same_v<std::remove_cvref_t<Body>, std::function<void(int64_t, int64_t)>>)
+inline void parallel_for(int64_t n, double ns_per_item, Body&& body) {
+  // The condition of tile_count's single tile, so the tiles are the same.
+  if (n > 0 && static_cast<double>(n) * std::max(ns_per_item, 0.0) < 2 * kMinTaskNs) {
+    check_interrupt();
+    body(int64_t{0}, n);
+    return;
+  }
+  const std::function<void(int64_t, int64_t)> ref = std::ref(body);
+  parallel_for(n, ns_per_item, ref);
+}
 
 // True when parallel_for ran tiles in parallel on this thread since the last
 // call (which clears it): the execution tree's note that a node's work is
