@@ -16,9 +16,10 @@ import numpy as np
 
 from . import _numpy_map as M
 from . import _translate as T
+from . import _ufuncs as U
 
 
-class CallsMixin:
+class CallsMixin(U.UfuncMethodsMixin):
     """The call-translating methods of FunctionTranslator."""
 
     def call_args(self, node: ast.Call):
@@ -80,6 +81,9 @@ class CallsMixin:
         if obj is np.dtype:
             a = self.single_arg(node, "np.dtype")
             return self.expr(a)
+        method = U.ufunc_method(obj)
+        if method is not None:  # np.add.outer, np.maximum.accumulate, ...
+            return self.ufunc_method_call(method[0], method[1], node, args, kws)
         pyrandom = T._python_random_name(obj)
         if pyrandom is not None:
             return self.python_random_call(pyrandom, obj, node, args, kws)
