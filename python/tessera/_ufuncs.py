@@ -63,6 +63,9 @@ _INLINE = {
     # view of a sees it), repeated indices applied one after another in order.
     "ufunc_at_add": """block(define($a, $1), define($b, $2), setitem($a,
   index_add($a, $b, $3), "..."))""",
+    "ufunc_at_sub": """block(define($a, $1), define($b, $2), if(dtype_name($a) == "bool",
+  assert(false, "$ETypeError] [$L] numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the `^` operator, or the logical_xor function instead")),
+  setitem($a, index_add($a, negative($b), $3), "..."))""",
     "ufunc_at": """block(define($a, $1),
   define($pos, ravel(getitem(reshape(arange(size($a)), shape($a)), $3))),
   define($v, ravel(broadcast_to(asarray($2), shape(getitem(reshape(arange(size($a)),
@@ -241,10 +244,16 @@ class UfuncMethodsMixin:
             order = f"sort(mod(asarray(list({', '.join(map(str, value))})), {nd}))"
             axes = self.b.tmp("axes")
             steps = [f"define({axes}, {order})", f"define({r}, {text})"]
+            # and/or/max/min are idempotent: initial may enter every lane of
+            # the first step; xor's enters once, at the end.
+            once = name in ("logical_xor", "bitwise_xor")
             for i in range(len(value)):
                 ax = f"item(getitem({axes}, {len(value) - 1 - i}))"
-                first_init = init if i == 0 else "nil"
+                first_init = init if i == 0 and not once else "nil"
                 steps.append(f"define({r}, reduce_op({r}, \"{name}\", {ax}, true, {first_init}))")
+            if once and init_text is not None:
+                steps.append(f"define({r}, astype({name}({r}, {init_text}), dtype_name({r}), "
+                             f"casting=\"unsafe\"))")
             steps.append(f"if({keep}, {r}, squeeze({r}, axis=to_tuple(to_list({axes}))))")
             return f"block({', '.join(steps)})"
         self.unsupported(f"{label} with axis={ast.unparse(axis_node)}", node)
@@ -258,10 +267,11 @@ class UfuncMethodsMixin:
                              f"(at {self.where(node)})")
         axis = "0" if axis_node is None else self.expr(axis_node)
         dtype = None if _is_none(b.get("dtype")) else self.expr(b["dtype"])
-        x = self.inline("ufunc_scan", self.expr(b["array"]), label=label)
         if name in _SCAN_PRIM:
+            x = self.inline("ufunc_scan", self.expr(b["array"]), label=label)
             extra = f", dtype={dtype}" if dtype is not None else ""
             return f"{_SCAN_PRIM[name]}({x}, axis={axis}{extra})"
+        x = self.expr(b["array"])  # accumulate refuses a 0-d array itself
         if name not in _OP_PRIM:
             self.unsupported(f"the ufunc method {label}", node,
                              "accumulate is translated for add, multiply, maximum, minimum, fmax, "
@@ -278,17 +288,30 @@ class UfuncMethodsMixin:
                              "reduceat is translated for add, multiply, maximum and minimum")
         axis = "0" if b.get("axis") is None else self.expr(b["axis"])
         dtype = None if _is_none(b.get("dtype")) else self.expr(b["dtype"])
-        extra = f", dtype={dtype}" if dtype is not None and name in ("add", "multiply") else ""
-        # $p is the expansion's slice, $ax its axis, $x the array.
-        red = f"{prim_of(name)}($p, axis=$ax, keepdims=true{extra})"
+        # $p is the expansion's slice, $ax its axis. NumPy's order: add is
+        # the first element plus the pairwise sum of the rest of each lane
+        # (a lane moved last, so that sum runs along it); multiply the
+        # sequential product of each lane.
+        lane = "moveaxis($q, $ax, -1)"
+        if name == "add":
+            red = ("block(define($q, take($p, arange(1, getitem(shape($p), $ax)), axis=$ax)), "
+                   f"add(take($p, list(0), axis=$ax), expand_dims(sum({lane}, axis=-1), $ax)))")
+        elif name == "multiply":
+            red = ("block(define($q, $p), "
+                   f"expand_dims(prod({lane}, axis=-1), $ax))")
+        else:
+            red = f"{prim_of(name)}($p, axis=$ax, keepdims=true)"
         if dtype is not None:
             want = dtype
         elif name in _SCAN_PRIM:  # NumPy's widening of small integers, as the sum's
             want = f"dtype_name({_SCAN_PRIM[name]}(getitem(ravel($x), slice(0, 0))))"
         else:
             want = "dtype_name($x)"
-        return self.inline("ufunc_reduceat", self.expr(b["array"]), self.expr(b["indices"]),
-                           axis, red, want, label=label)
+        x = self.expr(b["array"])
+        if dtype is not None:
+            x = f"astype({x}, {dtype})"
+        return self.inline("ufunc_reduceat", x, self.expr(b["indices"]), axis, red, want,
+                           label=label)
 
     def ufunc_at(self, name, prim, label, node, args, kws) -> str:
         b = self.bind_ufunc_args(label, ("a", "indices", "b"), args, kws, node, required=2)
@@ -308,7 +331,7 @@ class UfuncMethodsMixin:
         if name == "add":
             return self.inline("ufunc_at_add", a_text, v, idx, label=label)
         if name == "subtract":
-            return self.inline("ufunc_at_add", a_text, f"negative({v})", idx, label=label)
+            return self.inline("ufunc_at_sub", a_text, v, idx, label=label)
         return self.inline("ufunc_at", a_text, v, idx, label=label).replace("__OP__", prim)
 
 
