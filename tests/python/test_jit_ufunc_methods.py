@@ -301,6 +301,29 @@ def test_at_tuples_slices_views_and_module_arrays(threads):
     exact(numpy_body("np.add.at(a, r, v[:, None])", "a, r, c, v"), a, rows, cols, vals)
 
 
+COUNTS = np.zeros(3, dtype=np.int64)
+
+
+def count_into_module_array(idx):
+    np.add.at(COUNTS, idx, 2)
+    np.maximum.at(COUNTS, idx[:1], 5)
+
+
+def test_at_writes_a_module_level_array():
+    COUNTS[:] = 0
+    tessera.jit(count_into_module_array)(np.array([0, 2, 2]))
+    want = np.zeros(3, dtype=np.int64)
+    np.add.at(want, [0, 2, 2], 2)
+    np.maximum.at(want, [0], 5)
+    np.testing.assert_array_equal(COUNTS, want)
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_xor", "divide", "power", "fmin"])
+def test_at_other_binary_ufuncs(name):
+    a = np.array([1.5, 0.0, 2.0, 3.0])
+    exact(numpy_body(f"np.{name}.at(a, [0, 2, 0], [2.0, 0.5, 3.0])", "a"), a)
+
+
 def histogram(data, nbins):
     counts = np.zeros(nbins, dtype=np.int64)
     np.add.at(counts, (data * nbins).astype(np.int64), 1)
@@ -331,7 +354,8 @@ def test_at_errors():
 def test_cheap_attributes():
     x = np.ones(3)
     exact(numpy_fn("(np.add.identity, np.multiply.identity, np.maximum.identity, np.add.nin, "
-                   "np.add.nout, np.add.nargs, np.add.__name__, np.add.signature)"), x)
+                   "np.add.nout, np.add.nargs, np.add.__name__, np.add.signature, np.add.types, "
+                   "np.maximum.ntypes)"), x)
     exact(numpy_fn("x + np.logical_and.identity"), x)
 
 
