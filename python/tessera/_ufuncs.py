@@ -61,11 +61,10 @@ _INLINE = {
   astype(if($n == 0, take($x, list(), axis=$ax), concatenate($parts, axis=$ax)), $5))""",
     # ufunc.at(a, indices, b): a[indices] op= b unbuffered, in place (every
     # view of a sees it), repeated indices applied one after another in order.
-    "ufunc_at_add": """block(define($a, $1), define($b, $2), setitem($a,
-  index_add($a, $b, $3), "..."))""",
-    "ufunc_at_sub": """block(define($a, $1), define($b, $2), if(dtype_name($a) == "bool",
-  assert(false, "$ETypeError] [$L] numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, the `^` operator, or the logical_xor function instead")),
-  setitem($a, index_add($a, negative($b), $3), "..."))""",
+    "ufunc_at_op": """block(define($a, $1),
+  define($ix, getitem(reshape(arange(size($a)), shape($a)), $3)),
+  setitem($a, at_op($a, ravel($ix), ravel(broadcast_to(asarray($2), shape($ix))), "__OP__"),
+    "..."))""",
     "ufunc_at": """block(define($a, $1),
   define($pos, ravel(getitem(reshape(arange(size($a)), shape($a)), $3))),
   define($v, ravel(broadcast_to(asarray($2), shape(getitem(reshape(arange(size($a)),
@@ -328,10 +327,8 @@ class UfuncMethodsMixin:
             self.unsupported(f"{label} on the module-level variable '{target.id}'", node,
                              "only arrays change in place")
         a_text, idx, v = self.expr(target), self.expr(b["indices"]), self.expr(b["b"])
-        if name == "add":
-            return self.inline("ufunc_at_add", a_text, v, idx, label=label)
-        if name == "subtract":
-            return self.inline("ufunc_at_sub", a_text, v, idx, label=label)
+        if name in ("add", "subtract", "multiply") or name in _OP_PRIM:  # the at_op primitive
+            return self.inline("ufunc_at_op", a_text, v, idx, label=label).replace("__OP__", name)
         return self.inline("ufunc_at", a_text, v, idx, label=label).replace("__OP__", prim)
 
 

@@ -356,6 +356,139 @@ Value eval_accumulate_grad(Args& a) {
   return dx;
 }
 
+enum class Arith { none, add, subtract, multiply };
+
+// a + b, a - b, a * b in T: integers wrap (computed unsigned), 16-bit floats
+// round once, bools: add is or, multiply and (subtract is refused).
+template <class T>
+T arith(Arith k, T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return k == Arith::multiply ? (a && b) : (a || b);
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    const uint64_t x = static_cast<U>(a), y = static_cast<U>(b);
+    return static_cast<T>(k == Arith::multiply ? x * y : k == Arith::add ? x + y : x - y);
+  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    const float x = value_of(a), y = value_of(b);
+    const float r = k == Arith::multiply ? x * y : k == Arith::add ? x + y : x - y;
+    if constexpr (std::is_same_v<T, float16_t>) {
+      return float16_t{float_to_half(r)};
+    } else {
+      return bfloat16_t{float_to_bfloat(r)};
+    }
+  } else {
+    return k == Arith::multiply ? a * b : k == Arith::add ? a + b : a - b;
+  }
+}
+
+template <class T>
+T from_bool(bool v) {
+  if constexpr (std::is_same_v<T, float16_t>) {
+    return float16_t{float_to_half(v ? 1.0f : 0.0f)};
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return bfloat16_t{float_to_bfloat(v ? 1.0f : 0.0f)};
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// An element converted as NumPy's unsafe cast (floats to integers through
+// int64, truncating; integers wrap; the 16-bit floats through float).
+template <class To, class From>
+To cast_to(From v) {
+  if constexpr (kComplex<From>) {
+    if constexpr (kComplex<To>) {
+      return To(v);
+    } else {
+      return cast_to<To>(v.real());
+    }
+  } else {
+    const auto f = value_of(v);
+    using F = std::remove_cv_t<decltype(f)>;
+    if constexpr (std::is_same_v<To, bool>) {
+      return f != 0;
+    } else if constexpr (std::is_same_v<To, float16_t>) {
+      if constexpr (std::is_same_v<F, double>) {
+        return float16_t{double_to_half(f)};
+      } else {
+        return float16_t{float_to_half(static_cast<float>(f))};
+      }
+    } else if constexpr (std::is_same_v<To, bfloat16_t>) {
+      return bfloat16_t{float_to_bfloat(static_cast<float>(f))};
+    } else if constexpr (kComplex<To>) {
+      return To(static_cast<typename To::value_type>(f), 0);
+    } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<F>) {
+      if (!(f > -9.2e18 && f < 9.2e18)) return To(0);  // NaN, inf, out of range
+      return static_cast<To>(static_cast<int64_t>(f));
+    } else {
+      return static_cast<To>(f);
+    }
+  }
+}
+
+// e = op(e, w) for at_op.
+template <class T>
+T at_step(UOp op, Arith arith_kind, T e, T w) {
+  if (arith_kind != Arith::none) return arith(arith_kind, e, w);
+  if (is_logical(op)) return from_bool<T>(combine_logical(op, nonzero(e), nonzero(w)));
+  return combine(op, e, w);
+}
+
+// at_op(x, positions, values, op): a copy of x with x.flat[p] = op(x.flat[p],
+// v) for each position in order, repeated positions applied one after
+// another (numpy's unbuffered ufunc.at); op is add, subtract, multiply or
+// one of accumulate's. As NumPy's loop, each step computes in the dtype of x
+// promoted with the values' and stores back in x's.
+Value eval_at_op(Args& a) {
+  Array x = a.array(0).copy();
+  const Array pos = a.array(1).astype(DType::int64).contiguous();
+  const std::string& name = a.string(3);
+  const Arith kind = name == "add"        ? Arith::add
+                     : name == "subtract" ? Arith::subtract
+                     : name == "multiply" ? Arith::multiply
+                                          : Arith::none;
+  const UOp op = kind != Arith::none ? UOp::maximum : parse_op(a, 3);
+  const DType work = promote(x.dtype(), a.array(2).dtype());
+  if (kind == Arith::none) check_dtype(a, op, work);
+  if (kind == Arith::subtract && work == DType::bool_) {
+    throw TypeError(error_message(
+        "[", a.op(), "] numpy boolean subtract, the `-` operator, is not supported, use the "
+        "bitwise_xor, the `^` operator, or the logical_xor function instead"));
+  }
+  const Array vals = a.array(2).astype(work).contiguous();
+  if (vals.size() != pos.size() && vals.size() != 1) {
+    throw std::invalid_argument(error_message("[", a.op(), "] ", vals.size(),
+                                              " values for ", pos.size(), " positions"));
+  }
+  const int64_t* p = pos.data<int64_t>();
+  for (int64_t k = 0; k < pos.size(); ++k) {
+    if (p[k] < 0 || p[k] >= x.size()) {
+      throw std::out_of_range(error_message("[", a.op(), "] position ", p[k],
+                                            " is out of bounds for size ", x.size()));
+    }
+  }
+  const int64_t step = vals.size() == 1 ? 0 : 1;
+  dispatch_all(x.dtype(), [&](auto xtag) {
+    using X = typename decltype(xtag)::type;
+    X* d = x.data<X>();
+    if (work == x.dtype()) {
+      const X* v = vals.data<X>();
+      for (int64_t k = 0; k < pos.size(); ++k) {
+        d[p[k]] = at_step(op, kind, d[p[k]], v[k * step]);
+      }
+      return;
+    }
+    dispatch_all(work, [&](auto wtag) {
+      using W = typename decltype(wtag)::type;
+      const W* v = vals.data<W>();
+      for (int64_t k = 0; k < pos.size(); ++k) {
+        d[p[k]] = cast_to<X>(at_step(op, kind, cast_to<W>(d[p[k]]), v[k * step]));
+      }
+    });
+  });
+  return x;
+}
+
 const bool registered_ufunc_scan = register_primitives({
     {.name = "accumulate",
      .family = "statistics",
@@ -378,6 +511,15 @@ const bool registered_ufunc_scan = register_primitives({
              "maximum/minimum/fmax/fmin.",
      .eval = eval_reduce_op,
      .ns_per_element = 1.0},
+    {.name = "at_op",
+     .family = "statistics",
+     .params = {{"x"}, {"positions"}, {"values"}, {"op"}},
+     .help = "A copy of x with x.flat[p] = op(x.flat[p], v) for each position p and value v in "
+             "order (numpy's unbuffered ufunc.at: repeated positions apply again); op is "
+             "'add', 'subtract', 'multiply' or one of accumulate's; each step computes in x's "
+             "dtype promoted with the values' and stores back in x's, as NumPy's loop.",
+     .eval = eval_at_op,
+     .ns_per_element = 2.0},
     {.name = "accumulate_grad",
      .family = "statistics",
      .params = {{"g"}, {"x"}, {"op"}, opt("axis", int64_t{0})},

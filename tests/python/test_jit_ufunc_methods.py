@@ -277,7 +277,7 @@ AT = ["add", "subtract", "multiply", "maximum", "minimum", "fmax", "bitwise_or",
 
 
 @pytest.mark.parametrize("name, dtype", [
-    (n, d) for n in AT for d in ["int8", "uint8", "int64", "float32", "float64"]
+    (n, d) for n in AT for d in ["bool", "int8", "uint8", "int64", "float16", "float32", "float64"]
     if not ("bitwise" in n and d.startswith("float"))])  # floats: test_at_errors
 def test_at_repeated_indices_accumulate_in_place(name, dtype, threads):
     a = sample(dtype, (6,))
@@ -285,6 +285,21 @@ def test_at_repeated_indices_accumulate_in_place(name, dtype, threads):
     idx = np.array([0, 3, 0, 5, 0])
     exact(numpy_body(f"np.{name}.at(a, i, b)", "a, i, b"), a, idx, b)
     exact(numpy_body(f"np.{name}.at(a, [1, 1, 2], 3)\nreturn a", "a, i, b"), a, idx, b)
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "maximum", "bitwise_xor",
+                                  "logical_xor"])
+def test_at_computes_in_the_promoted_dtype_and_stores_back_each_step(name):
+    # NumPy's loop for (x's dtype, the values') runs once per index and casts
+    # back: bool ^ 3 twice is True twice, int8 -3 + 1.5 twice is 0
+    a = np.array([True, False, False])
+    ints = np.array([-3, 5, 100], dtype=np.int8)
+    exact(numpy_body(f"np.{name}.at(a, [1, 1, 2], 3)", "a"), a)
+    exact(numpy_body(f"np.{name}.at(a, [0, 0], np.array([2, 2], dtype=np.int8))", "a"), ints)
+    if "bitwise" not in name:
+        exact(numpy_body(f"np.{name}.at(a, [0, 0, 2], 1.5)", "a"), ints)
+        exact(numpy_body(f"np.{name}.at(a, [0, 0], np.float32(2.5))", "a"), ints)
+    exact(numpy_body(f"np.{name}.at(a, [2, 2], 300)", "a"), ints)
 
 
 def test_at_tuples_slices_views_and_module_arrays(threads):

@@ -113,4 +113,28 @@ TEST_P(UfuncScan, RunningMaxGradientGoesToTheTakenPositions) {
                        DType::float64, {2, 3}, {1, 2, 1, 1, 0, 1}));
 }
 
+TEST_P(UfuncScan, AtAppliesRepeatedPositionsInOrderInThePromotedDtype) {
+  Array x = f64({1, 2, 3}, {3});
+  Array pos = i64({0, 2, 0, 0}, {4});
+  EXPECT_TRUE(array_eq(call("at_op", {x, pos, f64({2, 5, 3, 0.5}, {4}), op("multiply")}),
+                       DType::float64, {3}, {3, 2, 15}));
+  EXPECT_TRUE(array_eq(call("at_op", {x, pos, f64({2, kNaN, 3, 0.5}, {4}), op("fmax")}),
+                       DType::float64, {3}, {3, 2, 3}));
+  EXPECT_TRUE(array_eq(call("at_op", {x, pos, f64({2, kNaN, 3, 0.5}, {4}), op("maximum")}),
+                       DType::float64, {3}, {3, 2, kNaN}));
+  // bool ^ 3 computes in int64 and stores back each step: True, then True again
+  Array b = b8({false, false});
+  EXPECT_TRUE(array_eq(call("at_op", {b, i64({0, 0}, {2}), i64({3}, {}), op("bitwise_xor")}),
+                       DType::bool_, {2}, {1, 0}));
+  // int8: -3 + 1.5 twice is -1 then 0 (truncated each step), 127 + 1 wraps
+  Array i8 = i64({-3, 127}, {2}).astype(DType::int8);
+  EXPECT_TRUE(array_eq(call("at_op", {i8, i64({0, 0, 1}, {3}), f64({1.5}, {}), op("add")}),
+                       DType::int8, {2}, {0, -128}));
+  EXPECT_TRUE(throws_with<TypeError>(
+      [&] { call("at_op", {b, i64({0}, {1}), b8({true}), op("subtract")}); },
+      "numpy boolean subtract"));
+  EXPECT_TRUE(throws_with<std::out_of_range>(
+      [&] { call("at_op", {x, i64({3}, {1}), f64({1}, {}), op("add")}); }, "position 3"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, UfuncScan, ::testing::Values(1, 2));
