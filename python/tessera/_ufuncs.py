@@ -61,8 +61,12 @@ _INLINE = {
   astype(if($n == 0, take($x, list(), axis=$ax), concatenate($parts, axis=$ax)), $5))""",
     # ufunc.at(a, indices, b): a[indices] op= b unbuffered, in place (every
     # view of a sees it), repeated indices applied one after another in order.
-    "ufunc_at_op": """block(define($a, $1),
-  define($ix, getitem(reshape(arange(size($a)), shape($a)), $3)),
+    # A 1-d array indexed by an integer array: the indices are the positions
+    # (at_op wraps negatives and names an index out of bounds as NumPy);
+    # anything else selects the flat positions of an arange.
+    "ufunc_at_op": """block(define($a, $1), define($i, $3),
+  define($ix, if(ndim($a) == 1 && (type($i) == "int64 array" || type($i) == "int32 array"), $i,
+    getitem(reshape(arange(size($a)), shape($a)), $i))),
   setitem($a, at_op($a, ravel($ix), ravel(broadcast_to(asarray($2), shape($ix))), "__OP__"),
     "..."))""",
     "ufunc_at": """block(define($a, $1),

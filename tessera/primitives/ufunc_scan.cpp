@@ -460,13 +460,19 @@ Value eval_at_op(Args& a) {
     throw std::invalid_argument(error_message("[", a.op(), "] ", vals.size(),
                                               " values for ", pos.size(), " positions"));
   }
-  const int64_t* p = pos.data<int64_t>();
+  // Negative positions count from the end, as a 1-d array's indices.
+  std::vector<int64_t> positions(static_cast<size_t>(pos.size()));
+  const int64_t n = x.size();
   for (int64_t k = 0; k < pos.size(); ++k) {
-    if (p[k] < 0 || p[k] >= x.size()) {
-      throw std::out_of_range(error_message("[", a.op(), "] position ", p[k],
-                                            " is out of bounds for size ", x.size()));
+    const int64_t given = pos.data<int64_t>()[k];
+    const int64_t q = given < 0 ? given + n : given;
+    if (q < 0 || q >= n) {
+      throw std::out_of_range(error_message("[", a.op(), "] index ", given,
+                                            " is out of bounds for axis 0 with size ", n));
     }
+    positions[k] = q;
   }
+  const int64_t* p = positions.data();
   const int64_t step = vals.size() == 1 ? 0 : 1;
   dispatch_all(x.dtype(), [&](auto xtag) {
     using X = typename decltype(xtag)::type;
@@ -515,7 +521,8 @@ const bool registered_ufunc_scan = register_primitives({
      .family = "statistics",
      .params = {{"x"}, {"positions"}, {"values"}, {"op"}},
      .help = "A copy of x with x.flat[p] = op(x.flat[p], v) for each position p and value v in "
-             "order (numpy's unbuffered ufunc.at: repeated positions apply again); op is "
+             "order (numpy's unbuffered ufunc.at: repeated positions apply again; negative ones "
+             "count from the end); op is "
              "'add', 'subtract', 'multiply' or one of accumulate's; each step computes in x's "
              "dtype promoted with the values' and stores back in x's, as NumPy's loop.",
      .eval = eval_at_op,

@@ -353,6 +353,13 @@ def test_at_histogram_and_scatter_add(threads):
 def test_at_errors():
     a = np.ones(4, dtype=np.int64)
     exact(numpy_body("np.add.at(a, [0, 4], 1)", "a"), a)
+    exact(numpy_body("np.maximum.at(a, np.array([0, -1, -4, -1]), 3)", "a"), a)
+    exact(numpy_body("np.add.at(a, np.array([0, 4]), 1)", "a"), a)
+    exact(numpy_body("np.add.at(a, np.array([-5]), 1)", "a"), a)
+    h = numpy_body("np.multiply.at(a, np.array([1, 7]), 2)", "a")
+    with pytest.raises(IndexError, match=r"index 7 is out of bounds for axis 0 with size 4"
+                                         r".*\.py:5"):
+        tessera.jit(h)(a)
     exact(numpy_body("b = a.astype(np.float64)\nnp.bitwise_and.at(b, [0], 1.0)\nreturn b", "a"), a)
     exact(numpy_body("b = a > 0\nnp.subtract.at(b, [0], True)\nreturn b", "a"), a)
     f = numpy_body("np.add.at(a, [0])", "a")

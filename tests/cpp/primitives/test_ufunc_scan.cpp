@@ -134,7 +134,11 @@ TEST_P(UfuncScan, AtAppliesRepeatedPositionsInOrderInThePromotedDtype) {
       [&] { call("at_op", {b, i64({0}, {1}), b8({true}), op("subtract")}); },
       "numpy boolean subtract"));
   EXPECT_TRUE(throws_with<std::out_of_range>(
-      [&] { call("at_op", {x, i64({3}, {1}), f64({1}, {}), op("add")}); }, "position 3"));
+      [&] { call("at_op", {x, i64({3}, {1}), f64({1}, {}), op("add")}); },
+      "index 3 is out of bounds for axis 0 with size 3"));
+  // negative positions count from the end
+  EXPECT_TRUE(array_eq(call("at_op", {x, i64({-1, -3}, {2}), f64({10}, {}), op("add")}),
+                       DType::float64, {3}, {11, 2, 13}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, UfuncScan, ::testing::Values(1, 2));
