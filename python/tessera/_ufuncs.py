@@ -41,24 +41,6 @@ _INLINE = {
     # array where NumPy refuses it.
     "ufunc_scan": """block(define($x, asarray($1)), if(ndim($x) == 0, assert(false,
   "$ETypeError] [$L] cannot accumulate on a scalar (a 0-d array)")), $x)""",
-    # ufunc.reduceat(x, indices, axis): for each i, op over x[idx[i]:idx[i+1]]
-    # along axis when idx[i] < idx[i+1], else x[idx[i]] alone; the last to the
-    # end (NumPy's rule). $2 is the reduction of $p (kept dims) as text.
-    "ufunc_reduceat": """block(define($x, asarray($1)), define($ix, asarray($2)),
-  define($ax, $3), if(ndim($x) == 0, assert(false,
-  "$ETypeError] [$L] cannot reduceat on a scalar (a 0-d array)")),
-  define($len, getitem(shape($x), $ax)), define($n, size($ix)), define($ix, ravel($ix)),
-  define($parts, list()), define($i, 0),
-  while($i < $n, block(
-    define($s, item(getitem($ix, $i))),
-    if($s < 0 || $s >= $len, assert(false, concat("$EIndexError] [$L] index ", str($s),
-      " out-of-bounds in $L [0, ", str($len), ")"))),
-    define($e, if($i + 1 < $n, item(getitem($ix, $i + 1)), $len)),
-    define($p, if($s < $e, take($x, arange($s, minimum($e, $len)), axis=$ax),
-                  take($x, list($s), axis=$ax))),
-    define($parts, append($parts, $4)),
-    define($i, $i + 1))),
-  astype(if($n == 0, take($x, list(), axis=$ax), concatenate($parts, axis=$ax)), $5))""",
     # ufunc.at(a, indices, b): a[indices] op= b unbuffered, in place (every
     # view of a sees it), repeated indices applied one after another in order.
     # A 1-d array indexed by an integer array: the indices are the positions
@@ -290,31 +272,10 @@ class UfuncMethodsMixin:
             self.unsupported(f"the ufunc method {label}", node,
                              "reduceat is translated for add, multiply, maximum and minimum")
         axis = "0" if b.get("axis") is None else self.expr(b["axis"])
-        dtype = None if _is_none(b.get("dtype")) else self.expr(b["dtype"])
-        # $p is the expansion's slice, $ax its axis. NumPy's order: add is
-        # the first element plus the pairwise sum of the rest of each lane
-        # (a lane moved last, so that sum runs along it); multiply the
-        # sequential product of each lane.
-        lane = "moveaxis($q, $ax, -1)"
-        if name == "add":
-            red = ("block(define($q, take($p, arange(1, getitem(shape($p), $ax)), axis=$ax)), "
-                   f"add(take($p, list(0), axis=$ax), expand_dims(sum({lane}, axis=-1), $ax)))")
-        elif name == "multiply":
-            red = ("block(define($q, $p), "
-                   f"expand_dims(prod({lane}, axis=-1), $ax))")
-        else:
-            red = f"{prim_of(name)}($p, axis=$ax, keepdims=true)"
-        if dtype is not None:
-            want = dtype
-        elif name in _SCAN_PRIM:  # NumPy's widening of small integers, as the sum's
-            want = f"dtype_name({_SCAN_PRIM[name]}(getitem(ravel($x), slice(0, 0))))"
-        else:
-            want = "dtype_name($x)"
-        x = self.expr(b["array"])
-        if dtype is not None:
-            x = f"astype({x}, {dtype})"
-        return self.inline("ufunc_reduceat", x, self.expr(b["indices"]), axis, red, want,
-                           label=label)
+        x = f"asarray({self.expr(b['array'])})"
+        if not _is_none(b.get("dtype")):
+            x = f"astype({x}, {self.expr(b['dtype'])})"
+        return f"reduceat({x}, asarray({self.expr(b['indices'])}), \"{name}\", {axis})"
 
     def ufunc_at(self, name, prim, label, node, args, kws) -> str:
         b = self.bind_ufunc_args(label, ("a", "indices", "b"), args, kws, node, required=2)

@@ -495,6 +495,86 @@ Value eval_at_op(Args& a) {
   return x;
 }
 
+// x[..., a:b, ...] along `axis` (the other axes whole; the axis kept).
+Value slice_axis(const Value& x, int ndim, int axis, int64_t start, int64_t stop) {
+  std::vector<Value> args{x};
+  for (int d = 0; d < ndim; ++d) {
+    Slice s;
+    if (d == axis) {
+      s.start = start;
+      s.stop = stop;
+    }
+    args.emplace_back(s);
+  }
+  return call_primitive("getitem", std::move(args));
+}
+
+// f(part, along) over the lanes of `part` along `axis` (moved last, so that
+// each lane is contiguous: NumPy reduces a reduceat lane as one run), with
+// the axis kept.
+Value lane_reduce(const char* f, const Value& part, int axis) {
+  Value moved = prim("moveaxis", {part, Value(int64_t{axis}), Value(int64_t{-1})});
+  Value r = call_primitive(f, std::vector<CallArg>{{"", moved}, {"axis", Value(int64_t{-1})}});
+  return prim("expand_dims", {r, Value(int64_t{axis})});
+}
+
+// reduceat(x, indices, op, axis): numpy's ufunc.reduceat for add, multiply,
+// maximum and minimum: for each i, op over x[idx[i]:idx[i+1]] along axis
+// when idx[i] < idx[i+1], else x[idx[i]] alone, the last to the end; add is
+// the first element plus the pairwise sum of the rest, multiply sequential,
+// as NumPy's; add and multiply widen bool and small integers as sum.
+Value eval_reduceat(Args& a) {
+  const Array x = a.array(0);
+  const Array idx = a.array(1).astype(DType::int64).contiguous();
+  const std::string& name = a.string(2);
+  if (name != "add" && name != "multiply" && name != "maximum" && name != "minimum") {
+    throw std::invalid_argument(error_message("[", a.op(), "] unknown operation '", name,
+                                              "': expected add, multiply, maximum or minimum"));
+  }
+  if (x.ndim() == 0) {
+    throw TypeError(error_message("[", a.op(), "] cannot reduceat on a scalar (a 0-d array)"));
+  }
+  if (idx.ndim() != 1) {
+    throw std::invalid_argument(error_message("[", a.op(), "] index array must be 1-D: got shape ",
+                                              shape_str(idx.shape())));
+  }
+  const int axis = axis_of(a, 3, x);
+  const int nd = x.ndim();
+  const int64_t n = x.dim(axis);
+  const int64_t* ix = idx.data<int64_t>();
+  for (int64_t i = 0; i < idx.size(); ++i) {
+    if (ix[i] < 0 || ix[i] >= n) {
+      throw std::out_of_range(error_message("[", a.op(), "] index ", ix[i], " out-of-bounds in ",
+                                            name, ".reduceat [0, ", n, ")"));
+    }
+  }
+  const bool widen = name == "add" || name == "multiply";
+  DType out = x.dtype();
+  if (widen && (x.dtype() == DType::bool_ || is_signed_integer(x.dtype()))) out = DType::int64;
+  if (widen && is_unsigned(x.dtype())) out = DType::uint64;
+  const Value xv(x);
+  List parts;
+  for (int64_t i = 0; i < idx.size(); ++i) {
+    const int64_t s = ix[i];
+    const int64_t e = i + 1 < idx.size() ? ix[i + 1] : n;
+    Value part;
+    if (s >= e || s + 1 == e) {
+      part = slice_axis(xv, nd, axis, s, s + 1);
+    } else if (name == "add") {
+      Value first = slice_axis(xv, nd, axis, s, s + 1);
+      Value rest = lane_reduce("sum", slice_axis(xv, nd, axis, s + 1, e), axis);
+      part = prim("add", {first, rest});
+    } else {
+      const char* f = name == "multiply" ? "prod" : name == "maximum" ? "max" : "min";
+      part = lane_reduce(f, slice_axis(xv, nd, axis, s, e), axis);
+    }
+    parts.push_back(part.is_array() ? Value(part.as_array().astype(out)) : part);
+  }
+  if (parts.empty()) return slice_axis(Value(x.astype(out)), nd, axis, 0, 0);
+  return call_primitive("concatenate", std::vector<CallArg>{{"", Value(std::move(parts))},
+                                                           {"axis", Value(int64_t{axis})}});
+}
+
 const bool registered_ufunc_scan = register_primitives({
     {.name = "accumulate",
      .family = "statistics",
@@ -526,6 +606,15 @@ const bool registered_ufunc_scan = register_primitives({
              "'add', 'subtract', 'multiply' or one of accumulate's; each step computes in x's "
              "dtype promoted with the values' and stores back in x's, as NumPy's loop.",
      .eval = eval_at_op,
+     .ns_per_element = 2.0},
+    {.name = "reduceat",
+     .family = "statistics",
+     .params = {{"x"}, {"indices"}, {"op"}, opt("axis", int64_t{0})},
+     .help = "numpy's ufunc.reduceat for op 'add', 'multiply', 'maximum' or 'minimum': for "
+             "each i, op over x[indices[i]:indices[i+1]] along axis when indices[i] < "
+             "indices[i+1], else x[indices[i]] alone, the last to the end; NumPy's order "
+             "and dtypes (add and multiply widen bool and small integers as sum).",
+     .eval = eval_reduceat,
      .ns_per_element = 2.0},
     {.name = "accumulate_grad",
      .family = "statistics",

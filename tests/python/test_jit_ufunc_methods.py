@@ -260,13 +260,26 @@ def test_reduceat_numpys_rule_for_non_increasing_indices(name, dtype, threads):
     exact(numpy_fn(f"np.{name}.reduceat(x, [5, 1])", "x, i"), x, idx)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_reduceat_long_segments_in_numpys_order(dtype):
+    # segments longer than NumPy's pairwise block (8), along a strided axis too
+    x = np.random.default_rng(9).normal(size=(300, 3)).astype(dtype)
+    idx = np.array([0, 30, 5, 150, 299, 12])
+    for name in ("add", "multiply"):
+        exact(numpy_fn(f"np.{name}.reduceat(x, i)", "x, i"), x, idx)
+        exact(numpy_fn(f"np.{name}.reduceat(x.T, i, axis=1)", "x, i"), x, idx)
+        exact(numpy_fn(f"np.{name}.reduceat(x.T.copy(), i, axis=-1)", "x, i"), x, idx)
+
+
 def test_reduceat_dtype_and_errors():
     x = np.arange(10, dtype=np.int8)
     exact(numpy_fn("np.add.reduceat(x, [0, 4, 8], dtype=np.float64)"), x)
     exact(numpy_fn("np.add.reduceat(x, [0, 10])"), x)
     exact(numpy_fn("np.add.reduceat(x, [-1])"), x)
+    exact(numpy_fn("np.add.reduceat(x, [[0, 1]])"), x)
+    exact(numpy_fn("np.minimum.reduceat(x[0], [0])"), x)
     f = numpy_fn("np.maximum.reduceat(x, [0, 12])")
-    with pytest.raises(IndexError, match=r"index 12 out-of-bounds in np\.maximum\.reduceat"
+    with pytest.raises(IndexError, match=r"index 12 out-of-bounds in maximum\.reduceat"
                                          r" \[0, 10\).*\.py:5"):
         tessera.jit(f)(x)
 

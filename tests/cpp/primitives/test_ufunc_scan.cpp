@@ -141,4 +141,22 @@ TEST_P(UfuncScan, AtAppliesRepeatedPositionsInOrderInThePromotedDtype) {
                        DType::float64, {3}, {11, 2, 13}));
 }
 
+TEST_P(UfuncScan, ReduceatFollowsNumpysRuleForIndices) {
+  Array x = i64({0, 1, 2, 3, 4, 5, 6, 7}, {8}).astype(DType::int8);
+  Array idx = i64({0, 4, 1, 5}, {4});
+  // [0:4] [4] (4 >= 1: alone) [1:5] [5:]
+  EXPECT_TRUE(array_eq(call("reduceat", {x, idx, op("add")}), DType::int64, {4},
+                       {6, 4, 10, 18}));
+  EXPECT_TRUE(array_eq(call("reduceat", {x, idx, op("maximum")}), DType::int8, {4},
+                       {3, 4, 4, 7}));
+  Array m = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_TRUE(array_eq(call("reduceat", {m, i64({0, 2}, {2}), op("multiply"), Value(int64_t{1})}),
+                       DType::float64, {2, 2}, {2, 3, 20, 6}));
+  EXPECT_TRUE(throws_with<std::out_of_range>(
+      [&] { call("reduceat", {x, i64({8}, {1}), op("add")}); },
+      "index 8 out-of-bounds in add.reduceat [0, 8)"));
+  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      [&] { call("reduceat", {x, idx, op("subtract")}); }, "unknown operation 'subtract'"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, UfuncScan, ::testing::Values(1, 2));
