@@ -5,8 +5,8 @@
 A mixin of ``_calls.CallsMixin``.  Each method means what NumPy's means
 (defaults, result dtypes, in-place writes, errors); add and multiply map onto
 sum/prod/cumsum/cumprod, maximum and minimum onto max/min, logical_and/or onto
-all/any, and the rest onto the accumulate and reduce_op primitives
-(tessera/primitives/ufunc_scan.cpp).
+all/any, the rest onto the accumulate and reduce_op primitives, reduceat and
+at onto the reduceat and at_op primitives (tessera/primitives/ufunc_scan.cpp).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-// accumulate, reduce_op: NumPy's ufunc.accumulate and ufunc.reduce along one
-// axis for the binary ufuncs that have no scan or reduction primitive of
-// their own (maximum, minimum, fmax, fmin, logical_and/or/xor,
-// bitwise_and/or/xor), over every dtype, with NumPy's NaN rules; and
-// accumulate_grad, the cotangent of a running maximum or minimum (each g[j]
-// goes to the position whose value out[j] is).
+// NumPy's ufunc methods beyond the existing scans and reductions:
+// accumulate and reduce_op (ufunc.accumulate / ufunc.reduce along one axis
+// for maximum, minimum, fmax, fmin, logical_and/or/xor, bitwise_and/or/xor,
+// over every dtype, with NumPy's NaN rules), accumulate_grad (the cotangent
+// of a running maximum or minimum: each g[j] goes to the position whose value
+// out[j] is), at_op (ufunc.at: unbuffered, in order, in the promoted dtype)
+// and reduceat.
 //
 // add and multiply scan as cumsum/cumprod and reduce as sum/prod (the Python
 // front end maps them there), which have NumPy's widening of small integers.
