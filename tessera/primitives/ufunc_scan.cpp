@@ -35,11 +35,39 @@ enum class UOp {
   bitwise_xor
 };
 
-bool is_logical(UOp op) {
+constexpr bool is_logical(UOp op) {
   return op == UOp::logical_and || op == UOp::logical_or || op == UOp::logical_xor;
 }
-bool is_bitwise(UOp op) {
+constexpr bool is_bitwise(UOp op) {
   return op == UOp::bitwise_and || op == UOp::bitwise_or || op == UOp::bitwise_xor;
+}
+
+// Calls f(std::integral_constant<UOp, op>{}): the kernels' loops are
+// compiled once per operation, without a switch per element.
+template <class F>
+void with_op(UOp op, F&& f) {
+  switch (op) {
+    case UOp::maximum:
+      return f(std::integral_constant<UOp, UOp::maximum>{});
+    case UOp::minimum:
+      return f(std::integral_constant<UOp, UOp::minimum>{});
+    case UOp::fmax:
+      return f(std::integral_constant<UOp, UOp::fmax>{});
+    case UOp::fmin:
+      return f(std::integral_constant<UOp, UOp::fmin>{});
+    case UOp::logical_and:
+      return f(std::integral_constant<UOp, UOp::logical_and>{});
+    case UOp::logical_or:
+      return f(std::integral_constant<UOp, UOp::logical_or>{});
+    case UOp::logical_xor:
+      return f(std::integral_constant<UOp, UOp::logical_xor>{});
+    case UOp::bitwise_and:
+      return f(std::integral_constant<UOp, UOp::bitwise_and>{});
+    case UOp::bitwise_or:
+      return f(std::integral_constant<UOp, UOp::bitwise_or>{});
+    case UOp::bitwise_xor:
+      return f(std::integral_constant<UOp, UOp::bitwise_xor>{});
+  }
 }
 
 UOp parse_op(const Args& a, size_t i) {
@@ -193,31 +221,34 @@ Value eval_accumulate(Args& a) {
   Array out(logical ? DType::bool_ : x.dtype(), x.shape());
   if (out.size() == 0) return out;
   const int64_t row = l.n * l.inner;
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* src = x.data<T>();
-    parallel_for(l.outer, static_cast<double>(row), [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) {
-        const T* s = src + o * row;
-        if (logical) {
-          bool* d = out.data<bool>() + o * row;
-          for (int64_t i = 0; i < l.inner; ++i) d[i] = nonzero(s[i]);
-          for (int64_t k = 1; k < l.n; ++k) {
-            for (int64_t i = 0; i < l.inner; ++i) {
-              d[k * l.inner + i] =
-                  combine_logical(op, d[(k - 1) * l.inner + i], nonzero(s[k * l.inner + i]));
+  with_op(op, [&](auto opc) {
+    constexpr UOp kOp = decltype(opc)::value;
+    dispatch_all(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* src = x.data<T>();
+      parallel_for(l.outer, static_cast<double>(row), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) {
+          const T* s = src + o * row;
+          if constexpr (is_logical(kOp)) {
+            bool* d = out.data<bool>() + o * row;
+            for (int64_t i = 0; i < l.inner; ++i) d[i] = nonzero(s[i]);
+            for (int64_t k = 1; k < l.n; ++k) {
+              for (int64_t i = 0; i < l.inner; ++i) {
+                d[k * l.inner + i] =
+                    combine_logical(kOp, d[(k - 1) * l.inner + i], nonzero(s[k * l.inner + i]));
+              }
             }
-          }
-        } else {
-          T* d = out.data<T>() + o * row;
-          for (int64_t i = 0; i < l.inner; ++i) d[i] = s[i];
-          for (int64_t k = 1; k < l.n; ++k) {
-            for (int64_t i = 0; i < l.inner; ++i) {
-              d[k * l.inner + i] = combine(op, d[(k - 1) * l.inner + i], s[k * l.inner + i]);
+          } else {
+            T* d = out.data<T>() + o * row;
+            for (int64_t i = 0; i < l.inner; ++i) d[i] = s[i];
+            for (int64_t k = 1; k < l.n; ++k) {
+              for (int64_t i = 0; i < l.inner; ++i) {
+                d[k * l.inner + i] = combine(kOp, d[(k - 1) * l.inner + i], s[k * l.inner + i]);
+              }
             }
           }
         }
-      }
+      });
     });
   });
   return out;
@@ -250,9 +281,9 @@ Value eval_reduce_op(Args& a) {
   }
   Array out(out_dtype, shape);
   if (l.n == 0 && !has_initial && !has_identity(op) && out.size() != 0) {
-    throw std::invalid_argument(error_message("[", a.op(), "] zero-size array to reduction operation ",
-                                              op_name(op), " which has no identity: shape ",
-                                              shape_str(x.shape()), ", axis ", axis));
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] zero-size array to reduction operation ", op_name(op),
+        " which has no identity: shape ", shape_str(x.shape()), ", axis ", axis));
   }
   if (out.size() == 0) return out;
   // The start value as an element of the result dtype (initial converted as
@@ -268,31 +299,34 @@ Value eval_reduce_op(Args& a) {
     if (logical) start.data<bool>()[0] = all_ones;
   }
   const int64_t row = l.n * l.inner;
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* src = x.data<T>();
-    parallel_for(l.outer, static_cast<double>(row), [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) {
-        const T* s = src + o * row;
-        const int64_t k0 = has_initial || l.n == 0 ? 0 : 1;
-        if (logical) {
-          bool* d = out.data<bool>() + o * l.inner;
-          for (int64_t i = 0; i < l.inner; ++i) {
-            d[i] = k0 == 0 ? start.data<bool>()[0] : nonzero(s[i]);
-          }
-          for (int64_t k = k0; k < l.n; ++k) {
+  with_op(op, [&](auto opc) {
+    constexpr UOp kOp = decltype(opc)::value;
+    dispatch_all(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* src = x.data<T>();
+      parallel_for(l.outer, static_cast<double>(row), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) {
+          const T* s = src + o * row;
+          const int64_t k0 = has_initial || l.n == 0 ? 0 : 1;
+          if constexpr (is_logical(kOp)) {
+            bool* d = out.data<bool>() + o * l.inner;
             for (int64_t i = 0; i < l.inner; ++i) {
-              d[i] = combine_logical(op, d[i], nonzero(s[k * l.inner + i]));
+              d[i] = k0 == 0 ? start.data<bool>()[0] : nonzero(s[i]);
+            }
+            for (int64_t k = k0; k < l.n; ++k) {
+              for (int64_t i = 0; i < l.inner; ++i) {
+                d[i] = combine_logical(kOp, d[i], nonzero(s[k * l.inner + i]));
+              }
+            }
+          } else {
+            T* d = out.data<T>() + o * l.inner;
+            for (int64_t i = 0; i < l.inner; ++i) d[i] = k0 == 0 ? start.data<T>()[0] : s[i];
+            for (int64_t k = k0; k < l.n; ++k) {
+              for (int64_t i = 0; i < l.inner; ++i) d[i] = combine(kOp, d[i], s[k * l.inner + i]);
             }
           }
-        } else {
-          T* d = out.data<T>() + o * l.inner;
-          for (int64_t i = 0; i < l.inner; ++i) d[i] = k0 == 0 ? start.data<T>()[0] : s[i];
-          for (int64_t k = k0; k < l.n; ++k) {
-            for (int64_t i = 0; i < l.inner; ++i) d[i] = combine(op, d[i], s[k * l.inner + i]);
-          }
         }
-      }
+      });
     });
   });
   return out;
