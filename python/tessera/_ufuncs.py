@@ -51,7 +51,7 @@ _INLINE = {
     getitem(reshape(arange(size($a)), shape($a)), $i))),
   define($v, asarray($2)),
   setitem($a, at_op($a, ravel($ix), if(ndim($v) == 0, $v, ravel(broadcast_to($v, shape($ix)))),
-    "__OP__"), "..."))""",
+    "__OP__"), "..."), nil)""",
     "ufunc_at": """block(define($a, $1),
   define($pos, ravel(getitem(reshape(arange(size($a)), shape($a)), $3))),
   define($v, ravel(broadcast_to(asarray($2), shape(getitem(reshape(arange(size($a)),
@@ -61,7 +61,7 @@ _INLINE = {
     setitem($r, astype(__OP__(getitem($r, $q), getitem($v, $i)), dtype_name($r),
       casting="unsafe"), $q),
     define($i, $i + 1))),
-  setitem($a, reshape($r, shape($a)), "..."))""",
+  setitem($a, reshape($r, shape($a)), "..."), nil)""",
 }
 
 
@@ -195,7 +195,11 @@ class UfuncMethodsMixin:
             pre.append(f"define({xv}, where({self.expr(where)}, {xv}, {fill}))")
         use_op = name not in _REDUCE_PRIM or (
             init_text is not None and name in ("maximum", "minimum"))
-        if not use_op:
+
+        def reduction(axis_node, axis):
+            if use_op:
+                return self.reduce_op_text(name, xv, axis_node, axis, keep, init_text, node,
+                                           label)
             parts = [xv, f"axis={axis}", f"keepdims={keep}"]
             if name in ("add", "multiply") and dtype is not None:
                 parts.append(f"dtype={dtype}")
@@ -204,8 +208,13 @@ class UfuncMethodsMixin:
                 r = self.b.tmp("r")
                 red = (f"block(define({r}, {red}), astype({prim}({r}, {init_text}), "
                        f"dtype_name({r}), casting=\"unsafe\"))")
-        else:
-            red = self.reduce_op_text(name, xv, axis_node, axis, keep, init_text, node, label)
+            return red
+
+        red = reduction(axis_node, axis)
+        if axis_node is None or _literal(axis_node) in (0, -1):
+            # NumPy reduces a 0-d array by axis 0 (the default) to its element
+            red = (f"if(ndim({xv}) == 0, {reduction(ast.Constant(value=None), 'nil')}, "
+                   f"{red})")
         return f"block({', '.join(pre)}, {red})"
 
     def reduce_op_text(self, name, xv, axis_node, axis, keep, init_text, node, label) -> str:

@@ -141,6 +141,16 @@ def test_reduce_empty_message_names_the_operation_and_line():
         tessera.jit(g)(np.ones(3))
 
 
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "float32"])
+def test_reduce_of_a_0d_array_is_its_element(dtype):
+    y = np.asarray(3, dtype=dtype)
+    for e in ["np.add.reduce(x)", "np.multiply.reduce(x, keepdims=True)", "np.maximum.reduce(x)",
+              "np.fmin.reduce(x)", "np.logical_or.reduce(x, initial=False)",
+              "np.add.reduce(x, axis=0)", "np.add.reduce(x, initial=None)",
+              "np.maximum.reduce(x, axis=-1)", "np.add.reduce(x, axis=1)"]:
+        exact(numpy_fn(e), y)
+
+
 def test_reduce_nan_rules():
     x = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, -1.0]])
     for name in ("maximum", "minimum", "fmax", "fmin", "logical_xor", "logical_and"):
@@ -361,6 +371,12 @@ def histogram(data, nbins):
 def test_at_histogram_and_scatter_add(threads):
     data = np.random.default_rng(6).random(200)
     exact(histogram, data, 8)
+
+
+def test_at_is_none_as_an_expression():
+    a = np.arange(4.0)
+    exact(numpy_body("r = np.add.at(a, 0, 1)\ns = np.maximum.at(a, [1], 9.0)\n"
+                     "t = np.power.at(a, [2], 2.0)\nreturn r, s, t, a", "a"), a)
 
 
 def test_at_errors():
