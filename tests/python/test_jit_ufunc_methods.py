@@ -430,6 +430,17 @@ def test_unary_ufunc_methods_are_numpys_value_error():
     exact(numpy_fn("np.negative.reduce(x)"), x)
 
 
+from numpy import maximum as np_maximum  # noqa: E402 - a ufunc imported under another name
+
+
+def running_max_imported(x):
+    return np_maximum.accumulate(x), np_maximum.reduce(x, axis=None)
+
+
+def test_ufunc_imported_under_another_name():
+    exact(running_max_imported, np.array([[2.0, 1.0], [0.5, 3.0]]))
+
+
 def test_eager_numpy_unchanged():
     assert np.add.outer.__self__ is np.add
     x = np.arange(4.0)
