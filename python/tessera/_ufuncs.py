@@ -226,8 +226,11 @@ class UfuncMethodsMixin:
         if value is T._NO or isinstance(value, int):
             return f"reduce_op({xv}, \"{name}\", {axis}, {keep}, {init})"
         if value is None:
+            flat = f"reduce_op(ravel({xv}), \"{name}\", 0, false, {init})"
+            if keep == "false":  # no shape tuple: the fast loops' subset
+                return flat
             r = self.b.tmp("r")
-            return (f"block(define({r}, reduce_op(ravel({xv}), \"{name}\", 0, false, {init})), "
+            return (f"block(define({r}, {flat}), "
                     f"if({keep}, reshape({r}, (tuple(1) * ndim({xv}))), {r}))")
         if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
             if not value:

@@ -452,10 +452,12 @@ def loop_kernel(x, idx, out):
     total = 0.0
     for i in range(x.shape[0]):
         row = np.maximum.accumulate(x[i])
-        np.add.at(out, idx, row[:3])
-        total += np.add.reduce(row) + np.logical_xor.reduce(x[i] > 0.5)
-        for j in range(x.shape[1]):
-            out[j % 4] += np.multiply.outer(x[i, :2], x[i, :2])[0, 1]
+        total += np.add.reduce(row) + np.fmax.reduce(row)
+    for i in range(x.shape[0]):
+        np.add.at(out, idx, x[i, :3])
+        np.maximum.at(out, idx[:1], x[i, 1])
+    for i in range(x.shape[0]):
+        total += np.logical_xor.reduce(x[i] > 0.5) + np.add.reduceat(x[i], idx)[1]
     return total
 
 
@@ -481,15 +483,20 @@ LOOP_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("mode", ["1", "0"])
+@pytest.mark.parametrize("mode", ["1", "0", "debug"])
 def test_inside_loops_of_the_fast_path(mode):
     # the fast path's switch is read at start: one fresh Python per setting,
-    # each at 1 and 2 threads
+    # each at 1 and 2 threads; "debug" says that every loop ran on the fast
+    # path (the register interpreter: accumulate & co have no native code),
+    # none on the general evaluation
     code = LOOP_SCRIPT.format(here=os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=300, env=dict(os.environ, TESSERA_FAST_LOOPS=mode))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ok")
+    if mode == "debug":
+        assert "outside the subset" not in r.stderr, r.stderr
+        assert r.stderr.count("the interpreter runs the loop") == 3, r.stderr
 
 
 def test_assert_same_compares_dtypes():
