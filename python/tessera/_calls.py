@@ -19,6 +19,7 @@ from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
 LIBRARY_MODULE = "tessera._numpy_lib"
 from . import _translate as T
+from . import _ufuncs as U
 
 
 def _pad_mode(args, kws):
@@ -27,7 +28,7 @@ def _pad_mode(args, kws):
     return mode.value if isinstance(mode, ast.Constant) else None
 
 
-class CallsMixin:
+class CallsMixin(U.UfuncMethodsMixin):
     """The call-translating methods of FunctionTranslator."""
 
     def call_args(self, node: ast.Call):
@@ -89,6 +90,9 @@ class CallsMixin:
         if obj is np.dtype:
             a = self.single_arg(node, "np.dtype")
             return self.expr(a)
+        method = U.ufunc_method(obj)
+        if method is not None:  # np.add.outer, np.maximum.accumulate, ...
+            return self.ufunc_method_call(method[0], method[1], node, args, kws)
         pyrandom = T._python_random_name(obj)
         if pyrandom is not None:
             return self.python_random_call(pyrandom, obj, node, args, kws)

@@ -35,7 +35,7 @@ STATIC_PRIMITIVES = frozenset(
     nanmin nanmax nanargmin nanargmax nancumsum isin diff cross einsum ndindex default_rng
     rng_random rng_standard_normal rng_normal rng_uniform rng_integers rng_choice
     rng_permutation svd eigh eigvalsh eig eigvals qr cholesky lstsq pinv
-    slogdet matrix_rank
+    slogdet matrix_rank accumulate reduce_op at_op reduceat
     """.split()
 )
 

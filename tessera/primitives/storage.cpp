@@ -75,6 +75,9 @@ const Names& kRaw() {
       "astype", "dtype_name", "itemsize", "iscomplexobj", "isrealobj", "item", "real", "imag",
       "print", "str", "repr", "format", "type", "len", "file_write_npy", "save", "shape", "ndim",
       "size", "copy_value", "getitem_grad",
+      // ufunc.accumulate/reduce: the ops select elements or are logical, in
+      // every dtype itself (ufunc_scan.cpp).
+      "accumulate", "reduce_op", "at_op", "reduceat",
       // Python values only held or moved: a list keeps
       // its elements' dtypes (uint64 2**64 - 1 too).
       "append", "extend", "insert", "concat", "to_list", "to_tuple", "unpack", "get", "keys",

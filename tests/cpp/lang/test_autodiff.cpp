@@ -259,6 +259,9 @@ const std::vector<GradCase>& cases() {
       {"cumprod", "cumprod(zeroed, axis=1)", {"zeroed"}},  // a zero: exact
       {"cumprod", "cumprod(cube)", {"cube"}},
       {"cumprod", "cumprod(cube, axis=0)", {"cube"}},
+      {"accumulate", "accumulate(a, \"maximum\", 1) * b", {"a", "b"}},  // running max/min
+      {"accumulate", "accumulate(cube, \"fmin\", 0)", {"cube"}},
+      {"accumulate", "accumulate(cube, \"minimum\", -1) * cube", {"cube"}},
       {"einsum", "einsum(\"ij,jk->ik\", a, m)", {"a", "m"}},
       {"einsum", "einsum(\"ij,jk\", a, m)", {"a", "m"}},  // implicit output
       {"einsum", "einsum(\"ijk,j->ik\", cube, v) + einsum(\"ij->i\", a)[0]", {"cube", "v", "a"}},
