@@ -15,11 +15,11 @@ import string
 import numpy as np
 
 from . import _numpy_map as M
+from . import _translate as T
+from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
 LIBRARY_MODULE = "tessera._numpy_lib"
-from . import _translate as T
-from . import _ufuncs as U
 
 
 def _pad_mode(args, kws):

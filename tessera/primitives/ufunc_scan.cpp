@@ -113,7 +113,7 @@ bool nonzero(T v) {
 }
 
 template <class T>
-constexpr bool kComplex =
+constexpr bool kScanComplex =
     std::is_same_v<T, std::complex<float>> || std::is_same_v<T, std::complex<double>>;
 template <class T>
 constexpr bool kIntegral = std::is_integral_v<T>;  // bool and the integers
@@ -139,7 +139,7 @@ void check_dtype(const Args& a, UOp op, DType dt) {
 // other way round).
 template <class T>
 bool keeps(UOp op, T acc, T v) {
-  if constexpr (kComplex<T>) {
+  if constexpr (kScanComplex<T>) {
     return true;  // refused by check_dtype
   } else {
     auto a = value_of(acc);
@@ -431,8 +431,8 @@ T from_bool(bool v) {
 // int64, truncating; integers wrap; the 16-bit floats through float).
 template <class To, class From>
 To cast_to(From v) {
-  if constexpr (kComplex<From>) {
-    if constexpr (kComplex<To>) {
+  if constexpr (kScanComplex<From>) {
+    if constexpr (kScanComplex<To>) {
       return To(v);
     } else {
       return cast_to<To>(v.real());
@@ -450,7 +450,7 @@ To cast_to(From v) {
       }
     } else if constexpr (std::is_same_v<To, bfloat16_t>) {
       return bfloat16_t{float_to_bfloat(static_cast<float>(f))};
-    } else if constexpr (kComplex<To>) {
+    } else if constexpr (kScanComplex<To>) {
       return To(static_cast<typename To::value_type>(f), 0);
     } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<F>) {
       if (!(f > -9.2e18 && f < 9.2e18)) return To(0);  // NaN, inf, out of range
