@@ -16,8 +16,10 @@ import numpy as np
 
 from . import _numpy_map as M
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
+from . import _random_lib as R
 
 LIBRARY_MODULE = "tessera._numpy_lib"
+RANDOM_MODULE = "tessera._random_lib"
 from . import _translate as T
 
 
@@ -311,6 +313,8 @@ class CallsMixin:
         """A call of a Python function translated in (a @jit function, a helper):
         arguments that do not fit its signature are Python's TypeError when the call
         runs (a positional argument past them, one for a keyword-only parameter)."""
+        if self.site is not None and getattr(func, "__module__", None) == RANDOM_MODULE:
+            return self.library_call(func, node, args, kws)  # the random library's helpers
         mismatch = self.signature_mismatch(func, args, kws)
         if mismatch is not None:
             return mismatch
@@ -326,20 +330,29 @@ class CallsMixin:
             name = getattr(func, "__name__", "function")
             if getattr(func, "__module__", None) == LIBRARY_MODULE:
                 name = f"np.{name}"
+            elif getattr(func, "__module__", None) == RANDOM_MODULE:
+                name = (f"Generator.{name[4:]}" if name.startswith("rng_")
+                        else f"np.random.{name}")
             text = f"{T.ERROR_TAG}TypeError] {name}(): {e}"
             return f"assert(false, {T.string_literal(text)})"
         except ValueError:  # no signature to read: the call is left to the runtime
             pass
         return None
 
-    def library_call(self, func, node, args, kws) -> str:
+    def library_call(self, func, node, args, kws, receiver: str | None = None) -> str:
         """A call of a function of tessera's NumPy library, marked with this call's line
-        (or, inside the library, with the site the outer library call was marked with)."""
-        mismatch = self.signature_mismatch(func, args, kws)
+        (or, inside the library, with the site the outer library call was marked with);
+        `receiver`, the text of a method's object, is its first argument."""
+        extra = [node] if receiver is not None else []  # stands for the receiver when binding
+        mismatch = self.signature_mismatch(func, extra + list(args), kws)
         if mismatch is not None:
             return mismatch
         site = self.site if self.site is not None else self.mark(node.lineno)
-        return self.plain_call(self.b.include_library(func, site), args, kws, mangle_kw=True)
+        text = self.plain_call(self.b.include_library(func, site), args, kws, mangle_kw=True)
+        if receiver is None:
+            return text
+        head, rest = text.split("(", 1)
+        return f"{head}({receiver}{', ' if rest != ')' else ''}{rest}"
 
     def stack_with_dtype(self, name: str, node, args, kws) -> str:
         """``np.vstack(tup, dtype=d, casting=c)``: the stack converted with
@@ -391,6 +404,11 @@ class CallsMixin:
         return self.constant(value, node)
 
     def random_call(self, name: str, node, args, kws) -> str:
+        if name in R.LEGACY:  # a distribution written in NumPy terms (_random_lib.py)
+            return self.library_call(R.LEGACY[name], node, args, kws)
+        if name in R.REFUSED:
+            self.unsupported(f"the NumPy distribution np.random.{name}", node,
+                             "translated: " + ", ".join(sorted(R.LEGACY)))
         if name in ("rand", "randn"):
             if kws:
                 self.unsupported(f"np.random.{name} with keyword arguments", node)
@@ -618,6 +636,12 @@ class CallsMixin:
         if attr in M.GENERATOR_SPECS:
             # rng.random(...) on a generator of np.random.default_rng.
             return self.emit_spec(M.GENERATOR_SPECS[attr], args, kws, node, receiver=recv)
+        if attr in R.GENERATOR:  # rng.exponential(...): _random_lib.py, the generator first
+            return self.library_call(R.GENERATOR[attr], node, args, kws, receiver=recv)
+        if attr in R.REFUSED or attr == "shuffle":
+            self.unsupported(f"the Generator method rng.{attr}()", node,
+                             "translated: " + ", ".join(sorted(set(R.GENERATOR)
+                                                              | set(M.GENERATOR_SPECS))))
         self.unsupported(f"the method .{attr}()", node)
 
     def str_format(self, template: str, node, args, kws) -> str:
