@@ -54,7 +54,7 @@ def _shape(label, size, a=0.0, b=0.0, c=0.0):
     if size is None:
         return pshape
     if np.ndim(size) == 0:
-        shape = (int(size),)
+        shape = (int(np.asarray(size).item()),)
     else:
         shape = tuple(size)
     for d in shape:
@@ -67,8 +67,9 @@ def _shape(label, size, a=0.0, b=0.0, c=0.0):
             if pshape[-i] != 1 and pshape[-i] != shape[-i]:
                 bad = True
     if bad:
-        raise ValueError("[" + label + "] shape mismatch: the parameters' shape " +
-                         str(pshape) + " cannot be broadcast to size " + str(shape))
+        raise ValueError("[" + label + "] shape mismatch: objects cannot be broadcast to a "
+                         "single shape: the parameters' shape " + str(pshape) + " and size " +
+                         str(shape))
     return shape
 
 
@@ -99,6 +100,17 @@ def _check_01(p, label, name):
     if not np.all((p >= 0) & (p <= 1)):
         raise ValueError("[" + label + "] " + name + " < 0, " + name + " > 1 or " + name +
                          " is NaN")
+
+
+def _counts(x, label):
+    """An integer parameter (n, ngood, ...) as NumPy reads it: truncated to int64, an
+    infinite value its OverflowError, NaN its ValueError."""
+    a = np.asarray(x)
+    if np.any(np.isnan(a)):
+        raise ValueError("[" + label + "] cannot convert float NaN to integer")
+    if np.any(np.isinf(a)):
+        raise OverflowError("[" + label + "] cannot convert float infinity to integer")
+    return a.astype(np.int64)
 
 
 def _dtype_out(label, dtype, out):
@@ -245,8 +257,8 @@ def _gamma_draws(gen, k):
     a = np.where(small, flat + 1.0, flat)
     d = a - 1.0 / 3.0
     c = 1.0 / np.sqrt(9.0 * d)
-    out = np.zeros(n)
-    todo = np.arange(n)
+    out = np.where(np.isinf(flat), np.inf, 0.0)  # NumPy's draw of an infinite shape
+    todo = np.nonzero(np.isfinite(flat))[0]
     while todo.shape[0] > 0:
         dd = d[todo]
         cc = c[todo]
@@ -416,14 +428,68 @@ def _poisson(gen, label, lam, size):
     return _finish_int(_poisson_draws(gen, _param(lam, shape)), size)
 
 
+def _table_draws(gen, shape, k, logw):
+    """Draws of the values k (ascending) with weights exp(logw), normalised here: one
+    uniform each, found in the cumulative table."""
+    w = np.exp(logw - np.max(logw))
+    cdf = np.cumsum(w)
+    u = _uniform(gen, shape) * cdf[-1]
+    i = np.minimum(np.searchsorted(cdf, u, side="right"), k.shape[0] - 1)
+    return k[i]
+
+
+def _same(x):
+    """Whether every element of x is its first (a parameter the draws share)."""
+    return x.size > 0 and bool(np.all(x == np.ravel(x)[0]))
+
+
+def _binomial_table(gen, shape, n, q):
+    """Binomial(n, q) draws for one n and q (0 < q <= 1/2) from the pmf over mean +- (10
+    standard deviations + 40) (Bernstein's bound leaves less than exp(-60) outside), built
+    by its ratios p(k+1)/p(k) = (n-k)/(k+1) * q/(1-q)."""
+    mu = n * q
+    sd = np.sqrt(mu * (1.0 - q))
+    k0 = max(0.0, np.floor(mu - 10.0 * sd - 40.0))
+    k1 = min(n, np.ceil(mu + 10.0 * sd + 40.0))
+    k = np.arange(k0, k1 + 1.0)
+    steps = np.log((n - k[:-1]) / (k[:-1] + 1.0)) + np.log(q) - np.log1p(-q)
+    logw = np.concatenate((np.zeros(1), np.cumsum(steps)))
+    return _table_draws(gen, shape, k, logw)
+
+
+def _binomial_split(gen, n, q):
+    """Binomial draws for parameters that differ by element (0 < q <= 1/2): inversion where
+    n q is small, one table per element elsewhere (the inversion's turns grow with n q)."""
+    big = n * q > 50.0
+    x = _binomial_inversion(gen, np.where(big, 0.0, n), q)
+    if np.any(big):
+        flat_n = np.ravel(n)
+        flat_q = np.ravel(q)
+        flat_x = np.ravel(x).copy()
+        for i in np.nonzero(np.ravel(big))[0]:
+            flat_x[i] = _binomial_table(gen, (1,), flat_n[i], flat_q[i])[0]
+        x = np.reshape(flat_x, np.shape(n))
+    return x
+
+
 def _binomial_draws(gen, n, p):
-    """Binomial draws (float64 arrays n, p of one shape): inversion on q = min(p, 1-p),
-    the pmf carried in logs (so a large n does not underflow its first term), then
-    n - x for p > 1/2."""
+    """Binomial draws (float64 arrays n, p of one shape) on q = min(p, 1-p), then n - x for
+    p > 1/2: one table for shared parameters, else inversion with the pmf carried in logs
+    (so a large n does not underflow its first term)."""
     flip = p > 0.5
     q = np.where(flip, 1.0 - p, p)
     zero = (q == 0.0) | (n == 0.0)
-    qs = np.where(zero, 0.5, q)
+    if _same(n) and _same(q) and not np.any(zero):
+        x = _binomial_table(gen, np.shape(n), np.ravel(n)[0], np.ravel(q)[0])
+    else:
+        x = _binomial_split(gen, np.where(zero, 0.0, n), np.where(zero, 0.5, q))
+    return np.where(flip, n - x, x)
+
+
+def _binomial_inversion(gen, n, qs):
+    """Inversion: the smallest k with F(k) > U, the pmf carried in logs (a large n does
+    not underflow its first term); n = 0 gives 0."""
+    zero = n == 0.0
     u = _uniform(gen, np.shape(n))
     logpmf = n * np.log1p(-qs)
     ratio = np.log(qs) - np.log1p(-qs)
@@ -437,16 +503,15 @@ def _binomial_draws(gen, n, p):
         cdf = cdf + np.exp(logpmf)
         x = np.where(active, float(k), x)
         active = active & (u >= cdf) & (n > k)
-    x = np.where(zero, 0.0, x)
-    return np.where(flip, n - x, x)
+    return x
 
 
 def _binomial(gen, label, n, p, size):
     shape = _shape(label, size, n, p)
+    n = _counts(n, label)
     _check(np.asarray(n) < 0, label, "n < 0")
     _check_01(p, label, "p")
-    nn = np.floor(_param(n, shape))
-    return _finish_int(_binomial_draws(gen, nn, _param(p, shape)), size)
+    return _finish_int(_binomial_draws(gen, _param(n, shape), _param(p, shape)), size)
 
 
 def _negative_binomial(gen, label, n, p, size):
@@ -465,14 +530,15 @@ def _multinomial(gen, label, n, pvals, size):
     if pv.ndim != 1:
         raise ValueError("[" + label + "] pvals must be a one-dimensional sequence, got " +
                          str(pv.ndim) + " dimensions")
-    _check(np.asarray(n) < 0, label, "n < 0")
+    n = _counts(n, label)
+    _check(n < 0, label, "n < 0")
     if not np.all((pv >= 0) & (pv <= 1)):
         raise ValueError("[" + label + "] pvals < 0, pvals > 1 or pvals contains NaNs")
     kk = pv.shape[0]
     if kk > 1 and np.sum(pv[:-1]) > 1.0 + 1e-12:
         raise ValueError("[" + label + "] sum(pvals[:-1]) > 1.0")
     shape = _shape(label, size, n)
-    left = np.floor(_param(n, shape))
+    left = _param(n, shape)
     mass = np.ones(shape)
     cols = []
     for j in range(kk - 1):
@@ -487,6 +553,9 @@ def _multinomial(gen, label, n, pvals, size):
 
 def _hypergeometric(gen, label, ngood, nbad, nsample, size, least):
     shape = _shape(label, size, ngood, nbad, nsample)
+    ngood = _counts(ngood, label)
+    nbad = _counts(nbad, label)
+    nsample = _counts(nsample, label)
     g = np.asarray(ngood)
     b = np.asarray(nbad)
     s = np.asarray(nsample)
@@ -497,6 +566,21 @@ def _hypergeometric(gen, label, ngood, nbad, nsample, size, least):
     good = _param(ngood, shape)
     total = good + _param(nbad, shape)
     take = _param(nsample, shape)
+    if _same(good) and _same(total) and _same(take):
+        # one table of the pmf over max(0, m - bad) .. min(m, good), built by its ratios
+        gd = np.ravel(good)[0]
+        bd = np.ravel(total)[0] - gd
+        m = np.ravel(take)[0]
+        # mean +- (10 standard deviations + 40): sampling without replacement is at least
+        # as concentrated as with (Hoeffding), so less than exp(-60) lies outside
+        mu = m * gd / (gd + bd)
+        sd = np.sqrt(mu * (bd / (gd + bd)) * max(gd + bd - m, 0.0) / max(gd + bd - 1.0, 1.0))
+        k = np.arange(max(0.0, m - bd, np.floor(mu - 10.0 * sd - 40.0)),
+                      min(m, gd, np.ceil(mu + 10.0 * sd + 40.0)) + 1.0)
+        kk = k[:-1]
+        steps = np.log((gd - kk) * (m - kk)) - np.log((kk + 1.0) * (bd - m + kk + 1.0))
+        logw = np.concatenate((np.zeros(1), np.cumsum(steps)))
+        return _finish_int(_table_draws(gen, shape, k, logw), size)
     # draw the smaller of the sample and its complement, one ball per turn from the urn
     flip = take > total / 2.0
     m = np.where(flip, total - take, take)
@@ -552,7 +636,7 @@ def _multivariate_normal(gen, label, mean, cov, size, check_valid, tol):
 def _choice(gen, label, a, size, replace, p):
     pop = np.asarray(a)
     if pop.ndim == 0:
-        n = int(pop)
+        n = int(pop.item())
         if n <= 0 and (size is None or np.prod(np.asarray(size)) != 0):
             raise ValueError("[" + label + "] a must be greater than 0 unless no samples are "
                              "taken, got " + str(n))
@@ -611,8 +695,8 @@ def _choice(gen, label, a, size, replace, p):
                 weights[j] = 0.0
     if size is None:
         if pop.ndim == 0:
-            return int(idx[0])
-        return pop[int(idx[0])]
+            return idx[0].item()
+        return pop[idx[0].item()]
     idx = np.reshape(idx, shape)
     if pop.ndim == 0:
         return idx
