@@ -8,6 +8,7 @@ result types for each signature form, NumPy's ValueErrors for invalid parameters
 the user's line, the same values at 1 and 2 threads, draws inside a compiled loop, and the
 distributions still refused."""
 
+import inspect
 import math
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from scipy import stats
 
 import tessera
-from jit_check import numpy_body
+from jit_check import numpy_body, run_script
 
 N = 20000
 ALPHA = 1e-4
@@ -411,3 +412,33 @@ def test_draws_inside_a_compiled_loop():
     lim = math.sqrt(-math.log(ALPHA / 2) / 2 / 4000)
     assert stats.kstest(out, stats.expon(scale=2.0).cdf).statistic < lim
     assert np.sum(out) / 4000 == pytest.approx(mean_e, rel=1e-12)
+
+
+_LOOP_SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+import inspect
+import tessera
+from jit_check import numpy_body
+body = {body!r}
+f = numpy_body(body, "seed, n")
+for threads in (1, 2):
+    r = tessera.jit(f, threads=threads)(4, 200)
+    print(repr(r[0]), repr(r[1]), r[2].tolist())
+"""
+
+
+def test_loop_draws_are_the_general_evaluations():
+    # the loop on the fast path and on the general evaluation draw the same values
+    # monte_carlo's body, run without importing this module (scipy) in the new processes
+    lines = inspect.getsource(monte_carlo).splitlines()[2:]
+    body = "\n".join(line[4:] for line in lines)
+    script = _LOOP_SCRIPT.replace("{body!r}", repr(body).replace("{", "{{").replace("}", "}}"))
+    general, _ = run_script(script, TESSERA_FAST_LOOPS="0")
+    fast = ""
+    for threads in (1, 2):
+        r = tessera.jit(monte_carlo, threads=threads)(4, 200)
+        fast += f"{r[0]!r} {r[1]!r} {r[2].tolist()}\n"
+    assert fast == general
+    lines = fast.splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1]
