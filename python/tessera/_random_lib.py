@@ -247,29 +247,36 @@ def _wald(gen, label, mean, scale, size):
 # ---------------------------------------------------------------- gamma and its family
 
 
+def _marsaglia_tsang(gen, d, c):
+    """One round of Marsaglia and Tsang's method for d = a - 1/3, c = 1/sqrt(9 d) (1-d
+    arrays): the candidates d v**3 and whether each is accepted."""
+    m = d.shape[0]
+    x = _normal(gen, (m,))
+    v = 1.0 + c * x
+    v3 = v * v * v
+    u = _uniform(gen, (m,))
+    safe = np.where(v > 0.0, v3, 1.0)
+    ok = (v > 0.0) & (np.log1p(-u) < 0.5 * x * x + d - d * safe + d * np.log(safe))
+    return d * v3, ok
+
+
 def _gamma_draws(gen, k):
     """Standard gamma draws of shapes k (a float64 array, k >= 0): Marsaglia and Tsang's
-    squeeze-free test, every rejected element drawn again until all are accepted; a shape
-    below 1 is a shape + 1 draw times U**(1/k)."""
+    test on every element, then the rejected ones (a few percent) drawn again until all
+    are accepted; a shape below 1 is a shape + 1 draw times U**(1/k)."""
     flat = np.ravel(k)
     n = flat.shape[0]
     small = flat < 1.0
-    a = np.where(small, flat + 1.0, flat)
+    finite = np.isfinite(flat)
+    a = np.where(small, flat + 1.0, np.where(finite, flat, 1.0))
     d = a - 1.0 / 3.0
     c = 1.0 / np.sqrt(9.0 * d)
-    out = np.where(np.isinf(flat), np.inf, 0.0)  # NumPy's draw of an infinite shape
-    todo = np.nonzero(np.isfinite(flat))[0]
+    value, ok = _marsaglia_tsang(gen, d, c)
+    out = np.where(finite, np.where(ok, value, 0.0), np.inf)  # NumPy's draw of shape inf
+    todo = np.nonzero(np.logical_not(ok) & finite)[0]
     while todo.shape[0] > 0:
-        dd = d[todo]
-        cc = c[todo]
-        m = todo.shape[0]
-        x = _normal(gen, (m,))
-        v = 1.0 + cc * x
-        v3 = v * v * v
-        u = _uniform(gen, (m,))
-        safe = np.where(v > 0.0, v3, 1.0)
-        ok = (v > 0.0) & (np.log1p(-u) < 0.5 * x * x + dd - dd * safe + dd * np.log(safe))
-        out[todo[ok]] = (dd * v3)[ok]
+        value, ok = _marsaglia_tsang(gen, d[todo], c[todo])
+        out[todo[ok]] = value[ok]
         todo = todo[np.logical_not(ok)]
     if np.any(small):
         boost = np.power(1.0 - _uniform(gen, (n,)), 1.0 / np.where(small, flat, 1.0))
