@@ -15,6 +15,8 @@ LEGACY and GENERATOR map NumPy's names to the functions.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # NumPy's limit for a Poisson mean (a larger mean would overflow int64)
@@ -45,6 +47,55 @@ def _normal(gen, shape):
 def _exp1(gen, shape):
     """Standard exponential draws: -log(1 - U), U in [0, 1)."""
     return -np.log1p(-_uniform(gen, shape))
+
+
+def _u1(gen):
+    """One float64 draw in [0, 1) (a Python float)."""
+    if gen is None:
+        return np.random.random()
+    return gen.random()
+
+
+def _n1(gen):
+    """One standard normal draw (a Python float)."""
+    if gen is None:
+        return np.random.standard_normal()
+    return gen.standard_normal()
+
+
+def _scalar(size, a=0.0, b=0.0, c=0.0):
+    """Whether the call draws one number (size None, scalar parameters): the scalar forms
+    below skip the arrays, so a loop drawing one value a turn runs a few operations."""
+    return size is None and np.ndim(a) == 0 and np.ndim(b) == 0 and np.ndim(c) == 0
+
+
+def _open1(gen):
+    """One draw in (0, 1): the draw 0 becomes 0.5, as in _open_uniform."""
+    u = _u1(gen)
+    if u == 0.0:
+        u = 0.5
+    return u
+
+
+def _gamma1(gen, a):
+    """One standard gamma draw of shape a >= 0 (finite): Marsaglia and Tsang's loop."""
+    boost = 1.0
+    if a < 1.0:
+        if a == 0.0:
+            return 0.0
+        boost = (1.0 - _u1(gen)) ** (1.0 / a)
+        a = a + 1.0
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    value = -1.0
+    while value < 0.0:
+        x = _n1(gen)
+        v = 1.0 + c * x
+        if v > 0.0:
+            v = v * v * v
+            if math.log1p(-_u1(gen)) < 0.5 * x * x + d - d * v + d * math.log(v):
+                value = d * v
+    return value * boost
 
 
 def _shape(label, size, a=0.0, b=0.0, c=0.0):
@@ -94,12 +145,17 @@ def _check(bad, label, message):
         raise ValueError("[" + label + "] " + message)
 
 
+def _nan_words(x):
+    """NumPy's words for a NaN parameter: 'is NaN' for a scalar, 'contains NaNs' for an array."""
+    return "is NaN" if np.ndim(x) == 0 else "contains NaNs"
+
+
 def _check_01(p, label, name):
     """NumPy's check of a probability: 0 <= p <= 1 and not NaN."""
     p = np.asarray(p)
     if not np.all((p >= 0) & (p <= 1)):
         raise ValueError("[" + label + "] " + name + " < 0, " + name + " > 1 or " + name +
-                         " is NaN")
+                         " " + _nan_words(p))
 
 
 def _counts(x, label):
@@ -131,12 +187,25 @@ def _as_dtype(x, dtype, size):
 
 
 def _exponential(gen, label, scale, size):
+    if _scalar(size, scale):
+        if scale < 0:
+            raise ValueError("[" + label + "] scale < 0")
+        return _finish(scale * -math.log1p(-_u1(gen)), None)
     shape = _shape(label, size, scale)
     _check(np.asarray(scale) < 0, label, "scale < 0")
     return _finish(_param(scale, shape) * _exp1(gen, shape), size)
 
 
 def _laplace(gen, label, loc, scale, size):
+    if _scalar(size, loc, scale):
+        if scale < 0:
+            raise ValueError("[" + label + "] scale < 0")
+        u = _u1(gen)
+        if u >= 0.5:
+            return _finish(loc - scale * math.log(2.0 - 2.0 * u), None)
+        if u == 0.0:
+            return _finish(loc + 0.0 * scale, None)
+        return _finish(loc + scale * math.log(2.0 * u), None)
     shape = _shape(label, size, loc, scale)
     _check(np.asarray(scale) < 0, label, "scale < 0")
     u = _uniform(gen, shape)
@@ -149,6 +218,11 @@ def _laplace(gen, label, loc, scale, size):
 
 
 def _logistic(gen, label, loc, scale, size):
+    if _scalar(size, loc, scale):
+        if scale < 0:
+            raise ValueError("[" + label + "] scale < 0")
+        u = _open1(gen)
+        return _finish(loc + scale * math.log(u / (1.0 - u)), None)
     shape = _shape(label, size, loc, scale)
     _check(np.asarray(scale) < 0, label, "scale < 0")
     u = _open_uniform(gen, shape)
@@ -156,6 +230,10 @@ def _logistic(gen, label, loc, scale, size):
 
 
 def _gumbel(gen, label, loc, scale, size):
+    if _scalar(size, loc, scale):
+        if scale < 0:
+            raise ValueError("[" + label + "] scale < 0")
+        return _finish(loc - scale * math.log(-math.log(_open1(gen))), None)
     shape = _shape(label, size, loc, scale)
     _check(np.asarray(scale) < 0, label, "scale < 0")
     u = _open_uniform(gen, shape)
@@ -163,12 +241,23 @@ def _gumbel(gen, label, loc, scale, size):
 
 
 def _rayleigh(gen, label, scale, size):
+    if _scalar(size, scale):
+        if scale < 0:
+            raise ValueError("[" + label + "] scale < 0")
+        return _finish(scale * math.sqrt(-2.0 * math.log1p(-_u1(gen))), None)
     shape = _shape(label, size, scale)
     _check(np.asarray(scale) < 0, label, "scale < 0")
     return _finish(_param(scale, shape) * np.sqrt(2.0 * _exp1(gen, shape)), size)
 
 
 def _weibull(gen, label, a, size):
+    if _scalar(size, a):
+        if a < 0:
+            raise ValueError("[" + label + "] a < 0")
+        e = -math.log1p(-_u1(gen))
+        if a == 0:
+            return 0.0
+        return _finish(e ** (1.0 / a), None)
     shape = _shape(label, size, a)
     _check(np.asarray(a) < 0, label, "a < 0")
     aa = _param(a, shape)
@@ -177,12 +266,20 @@ def _weibull(gen, label, a, size):
 
 
 def _pareto(gen, label, a, size):
+    if _scalar(size, a):
+        if a <= 0:
+            raise ValueError("[" + label + "] a <= 0")
+        return _finish(math.expm1(-math.log1p(-_u1(gen)) / a), None)
     shape = _shape(label, size, a)
     _check(np.asarray(a) <= 0, label, "a <= 0")
     return _finish(np.expm1(_exp1(gen, shape) / _param(a, shape)), size)
 
 
 def _power(gen, label, a, size):
+    if _scalar(size, a):
+        if a <= 0:
+            raise ValueError("[" + label + "] a <= 0")
+        return _finish((-math.expm1(math.log1p(-_u1(gen)))) ** (1.0 / a), None)
     shape = _shape(label, size, a)
     _check(np.asarray(a) <= 0, label, "a <= 0")
     return _finish(np.power(-np.expm1(-_exp1(gen, shape)), 1.0 / _param(a, shape)), size)
@@ -207,6 +304,13 @@ def _triangular(gen, label, left, mode, right, size):
 
 
 def _geometric(gen, label, p, size):
+    if _scalar(size, p) and p > 0 and p <= 1:
+        if p == 1.0:
+            return 1
+        k = math.ceil(math.log(_open1(gen)) / math.log1p(-p))
+        if k < 1:
+            k = 1
+        return _finish(int(k), None)
     shape = _shape(label, size, p)
     pa = np.asarray(p)
     if not np.all((pa > 0) & (pa <= 1)):
@@ -219,11 +323,17 @@ def _geometric(gen, label, p, size):
 
 
 def _standard_cauchy(gen, label, size):
+    if size is None:
+        return _finish(_n1(gen) / _n1(gen), None)
     shape = _shape(label, size)
     return _finish(_normal(gen, shape) / _normal(gen, shape), size)
 
 
 def _lognormal(gen, label, mean, sigma, size):
+    if _scalar(size, mean, sigma):
+        if sigma < 0:
+            raise ValueError("[" + label + "] sigma < 0")
+        return _finish(math.exp(mean + sigma * _n1(gen)), None)
     shape = _shape(label, size, mean, sigma)
     _check(np.asarray(sigma) < 0, label, "sigma < 0")
     return _finish(np.exp(_param(mean, shape) + _param(sigma, shape) * _normal(gen, shape)),
@@ -286,12 +396,22 @@ def _gamma_draws(gen, k):
 
 
 def _standard_gamma(gen, label, shape_p, size):
+    if _scalar(size, shape_p) and math.isfinite(shape_p):
+        if not shape_p >= 0:
+            raise ValueError("[" + label + "] shape < 0")
+        return _finish(_gamma1(gen, shape_p), None)
     shape = _shape(label, size, shape_p)
     _check(np.logical_not(np.asarray(shape_p) >= 0), label, "shape < 0")
     return _finish(_gamma_draws(gen, _param(shape_p, shape)), size)
 
 
 def _gamma(gen, label, shape_p, scale, size):
+    if _scalar(size, shape_p, scale) and math.isfinite(shape_p):
+        if not shape_p >= 0:
+            raise ValueError("[" + label + "] shape < 0")
+        if scale < 0:
+            raise ValueError("[" + label + "] scale < 0")
+        return _finish(_gamma1(gen, shape_p) * scale, None)
     shape = _shape(label, size, shape_p, scale)
     _check(np.logical_not(np.asarray(shape_p) >= 0), label, "shape < 0")
     _check(np.asarray(scale) < 0, label, "scale < 0")
@@ -299,6 +419,13 @@ def _gamma(gen, label, shape_p, scale, size):
 
 
 def _beta(gen, label, a, b, size):
+    if _scalar(size, a, b) and math.isfinite(a) and math.isfinite(b):
+        if not a > 0:
+            raise ValueError("[" + label + "] a <= 0")
+        if not b > 0:
+            raise ValueError("[" + label + "] b <= 0")
+        x = _gamma1(gen, a)
+        return _finish(x / (x + _gamma1(gen, b)), None)
     shape = _shape(label, size, a, b)
     _check(np.logical_not(np.asarray(a) > 0), label, "a <= 0")
     _check(np.logical_not(np.asarray(b) > 0), label, "b <= 0")
@@ -308,12 +435,21 @@ def _beta(gen, label, a, b, size):
 
 
 def _chisquare(gen, label, df, size):
+    if _scalar(size, df) and math.isfinite(df):
+        if not df > 0:
+            raise ValueError("[" + label + "] df <= 0")
+        return _finish(2.0 * _gamma1(gen, df / 2.0), None)
     shape = _shape(label, size, df)
     _check(np.logical_not(np.asarray(df) > 0), label, "df <= 0")
     return _finish(2.0 * _gamma_draws(gen, _param(df, shape) / 2.0), size)
 
 
 def _standard_t(gen, label, df, size):
+    if _scalar(size, df) and math.isfinite(df):
+        if not df > 0:
+            raise ValueError("[" + label + "] df <= 0")
+        z = _n1(gen)
+        return _finish(math.sqrt(df / 2.0) * z / math.sqrt(_gamma1(gen, df / 2.0)), None)
     shape = _shape(label, size, df)
     _check(np.logical_not(np.asarray(df) > 0), label, "df <= 0")
     nu = _param(df, shape)
@@ -427,10 +563,27 @@ def _poisson_draws(gen, lam):
     return x
 
 
+def _poisson1(gen, lam):
+    """One Poisson draw (a Python int) of a finite mean lam >= 0."""
+    if lam < 10.0:
+        u = _u1(gen)
+        pk = math.exp(-lam)
+        cdf = pk
+        k = 0
+        while u >= cdf and pk > 0.0:
+            k += 1
+            pk = pk * lam / k
+            cdf = cdf + pk
+        return k
+    return int(_poisson_ptrs(gen, np.full(1, float(lam)))[0].item())
+
+
 def _poisson(gen, label, lam, size):
+    if _scalar(size, lam) and lam >= 0 and lam <= POISSON_LAM_MAX:
+        return _finish(_poisson1(gen, lam), None)
     shape = _shape(label, size, lam)
     la = np.asarray(lam)
-    _check(np.logical_not(la >= 0), label, "lam < 0 or lam is NaN")
+    _check(np.logical_not(la >= 0), label, "lam < 0 or lam " + _nan_words(lam))
     _check(la > POISSON_LAM_MAX, label, "lam value too large")
     return _finish_int(_poisson_draws(gen, _param(lam, shape)), size)
 

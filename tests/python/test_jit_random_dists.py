@@ -124,6 +124,46 @@ def test_discrete_distribution_matches_the_exact_pmf(expr, dist, form):
     assert_mean(x, dist)
 
 
+SCALAR = [
+    ("np.random.exponential(2.5)", stats.expon(scale=2.5)),
+    ("rng.laplace(1.0, 2.0)", stats.laplace(1.0, 2.0)),
+    ("np.random.logistic(-1.0, 0.5)", stats.logistic(-1.0, 0.5)),
+    ("rng.gumbel(0.5, 2.0)", stats.gumbel_r(0.5, 2.0)),
+    ("np.random.rayleigh(1.5)", stats.rayleigh(scale=1.5)),
+    ("rng.weibull(1.7)", stats.weibull_min(1.7)),
+    ("np.random.pareto(3.5)", stats.lomax(3.5)),
+    ("rng.power(2.5)", stats.powerlaw(2.5)),
+    ("np.random.standard_cauchy()", stats.cauchy()),
+    ("rng.lognormal(0.3, 0.6)", stats.lognorm(0.6, scale=math.exp(0.3))),
+    ("np.random.standard_gamma(0.4)", stats.gamma(0.4)),
+    ("rng.gamma(3.2, 0.5)", stats.gamma(3.2, scale=0.5)),
+    ("np.random.beta(0.7, 2.5)", stats.beta(0.7, 2.5)),
+    ("rng.chisquare(3.0)", stats.chi2(3.0)),
+    ("np.random.standard_t(5.0)", stats.t(5.0)),
+]
+SCALAR_DISCRETE = [
+    ("rng.geometric(0.3)", stats.geom(0.3), 1),
+    ("np.random.poisson(3.5)", stats.poisson(3.5), None),
+    ("rng.poisson(37.0)", stats.poisson(37.0), None),
+]
+
+
+def test_one_value_per_call_has_the_same_distributions():
+    # size=None with scalar parameters: the scalar forms (a loop drawing one value a turn)
+    m = 1500
+    calls = [c for c, _ in SCALAR] + [c for c, _, _ in SCALAR_DISCRETE]
+    body = (f"np.random.seed(seed)\nrng = np.random.default_rng(seed)\n"
+            f"out = np.zeros(({len(calls)}, {m}))\nfor i in range({m}):\n" +
+            "".join(f"    out[{j}, i] = {c}\n" for j, c in enumerate(calls)) + "return out")
+    x = tessera.jit(numpy_body(body, "seed"))(21)
+    lim = math.sqrt(-math.log(ALPHA / 2) / 2) / math.sqrt(m)
+    for j, (c, dist) in enumerate(SCALAR):
+        assert stats.kstest(x[j], dist.cdf).statistic < lim, c
+    for j, (c, dist, lo) in enumerate(SCALAR_DISCRETE):
+        assert_chi2(x[len(SCALAR) + j], dist, lo=lo)
+        assert_mean(x[len(SCALAR) + j], dist)
+
+
 def test_a_wrong_distribution_fails_the_checks():
     # the thresholds are tight enough to see a 3% scale error or a shifted mean
     x = draws(f"np.random.exponential(2.5, {N})")
@@ -311,7 +351,9 @@ def bad(expr):
 ERRORS = [
     "np.random.exponential(-1.0)", "rng.exponential(np.array([1.0, -2.0]))",
     "np.random.exponential(size=-1)", "np.random.exponential(np.ones(3), size=2)",
-    "np.random.laplace(0.0, -1.0)", "np.random.gumbel(scale=-1.0)", "np.random.rayleigh(-1.0)",
+    "np.random.laplace(0.0, -1.0)", "np.random.laplace(0.0, -1.0, 3)",
+    "np.random.gamma(np.array([1.0, -1.0]))", "rng.poisson(np.array([-1.0]))",
+    "np.random.beta(np.ones(2), 0.0)", "rng.standard_t(np.zeros(2))", "np.random.gumbel(scale=-1.0)", "np.random.rayleigh(-1.0)",
     "np.random.weibull(-1.0)", "np.random.pareto(0.0)", "rng.power(0.0)",
     "np.random.triangular(1.0, 0.0, 2.0)", "np.random.triangular(0.0, 3.0, 2.0)",
     "np.random.triangular(1.0, 1.0, 1.0)", "np.random.geometric(0.0)", "rng.geometric(1.5)",
