@@ -440,6 +440,33 @@ class CallsMixin:
                              "and gives None")
         self.unsupported(f"the NumPy function np.random.{name}", node)
 
+    def generator_shuffle_stmt(self, call: ast.Call) -> str:
+        """``rng.shuffle(x, axis=0)`` as a statement: x's contents permuted in place along
+        the axis from the generator's stream (a list variable is rebound to its items in
+        the new order; a view such as ``x[0]`` is written through)."""
+        args, kws = self.call_args(call)
+        recv = self.expr(call.func.value)
+        arg = args[0] if args else kws.get("x")
+        if arg is None:
+            return self.library_call(R.rng_shuffled, call, args, kws, receiver=recv)  # its error
+        x = self.b.tmp("x")
+        others = {k: v for k, v in kws.items() if k != "x"}
+        mismatch = self.signature_mismatch(R.rng_shuffled, [call, call] + args[1:], others)
+        if mismatch is not None:
+            return mismatch
+        site = self.site if self.site is not None else self.mark(call.lineno)
+        rest = self.plain_call("", args[1:], others, mangle_kw=True)[1:-1]
+        texts = [f"{self.b.include_library(fn, site)}({recv}, {x}{', ' if rest else ''}{rest})"
+                 for fn in (R.rng_shuffled_list, R.rng_shuffled)]
+        text = (f"block(define({x}, {self.expr(arg)}), if(type({x}) == \"list\", {texts[0]}, "
+                f"setitem({x}, {texts[1]}, \"...\")))")
+        if isinstance(arg, ast.Name) and self.is_variable(arg.id):
+            return self.rebind(arg.id, text, call)
+        if isinstance(arg, (ast.Subscript, ast.Attribute)) or isinstance(arg, ast.Name):
+            return text  # an array view or module-level array: written in place
+        self.unsupported("rng.shuffle of a temporary value", call,
+                         "shuffle a variable: NumPy shuffles in place and gives None")
+
     def math_call(self, name: str, node, args, kws) -> str:
         if kws:
             self.unsupported(f"math.{name} with keyword arguments", node)
@@ -638,7 +665,11 @@ class CallsMixin:
             return self.emit_spec(M.GENERATOR_SPECS[attr], args, kws, node, receiver=recv)
         if attr in R.GENERATOR:  # rng.exponential(...): _random_lib.py, the generator first
             return self.library_call(R.GENERATOR[attr], node, args, kws, receiver=recv)
-        if attr in R.REFUSED or attr == "shuffle":
+        if attr == "shuffle":
+            self.unsupported("rng.shuffle() inside an expression", node,
+                             "write it as a statement: rng.shuffle(x) shuffles x in place and "
+                             "gives None")
+        if attr in R.REFUSED:
             self.unsupported(f"the Generator method rng.{attr}()", node,
                              "translated: " + ", ".join(sorted(set(R.GENERATOR)
                                                               | set(M.GENERATOR_SPECS))))

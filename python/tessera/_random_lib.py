@@ -1098,6 +1098,27 @@ def rng_multivariate_normal(rng, mean, cov, size=None, check_valid="warn", tol=1
                                 check_valid, tol)
 
 
+def rng_shuffled(rng, x, axis=0):
+    """rng.shuffle(x, axis)'s new contents of the array x (the translator writes them in)."""
+    a = np.asarray(x)
+    if a.ndim == 0:
+        raise TypeError("[Generator.shuffle] x must be an array or a mutable sequence, got a "
+                        "scalar")
+    if axis < -a.ndim or axis >= a.ndim:
+        raise IndexError("[Generator.shuffle] axis " + str(axis) + " is out of bounds for "
+                         "array of dimension " + str(a.ndim))
+    return np.take(a, rng.permutation(a.shape[axis]), axis=axis)
+
+
+def rng_shuffled_list(rng, x, axis=0):
+    """rng.shuffle(xs)'s new list: the items in a new order."""
+    if axis != 0:
+        raise NotImplementedError("[Generator.shuffle] Axis argument is only supported on "
+                                  "ndarray objects")
+    p = rng.permutation(len(x)).tolist()
+    return [x[i] for i in p]
+
+
 _NAMES = ("exponential", "standard_exponential", "laplace", "logistic", "gumbel", "rayleigh",
           "weibull", "pareto", "power", "triangular", "geometric", "standard_cauchy",
           "lognormal", "wald", "standard_gamma", "gamma", "beta", "chisquare", "standard_t",

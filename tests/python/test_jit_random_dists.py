@@ -484,3 +484,46 @@ def test_loop_draws_are_the_general_evaluations():
     assert fast == general
     lines = fast.splitlines()
     assert len(lines) == 2 and lines[0] == lines[1]
+
+
+def shuffles(x, seed):
+    rng = np.random.default_rng(seed)
+    rng.shuffle(x)
+    y = np.arange(12.0).reshape(3, 4)
+    rng.shuffle(y, axis=1)
+    xs = [1, 2, 3, 4, 5]
+    rng.shuffle(xs)
+    z = np.arange(10).reshape(2, 5)
+    rng.shuffle(z[1])
+    return y, xs, z
+
+
+def test_generator_shuffle_in_place():
+    x = np.arange(7.0)
+    y, xs, z = tessera.jit(shuffles)(x, 3)
+    assert sorted(x) == list(range(7)) and not np.array_equal(x, np.arange(7.0))  # the caller's
+    order = y[0].astype(int)  # one permutation of the columns for every row
+    assert sorted(order) == [0, 1, 2, 3] and np.array_equal(y, np.arange(12.0).reshape(3, 4)[:, order])
+    assert sorted(xs) == [1, 2, 3, 4, 5] and isinstance(xs, list)
+    assert np.array_equal(z[0], np.arange(5)) and sorted(z[1]) == [5, 6, 7, 8, 9]
+
+
+def test_generator_shuffle_is_uniform_over_the_orders():
+    body = ("rng = np.random.default_rng(seed)\nout = np.zeros(2400, dtype=np.int64)\n"
+            "for i in range(2400):\n    v = np.arange(3)\n    rng.shuffle(v)\n"
+            "    out[i] = v[0] * 9 + v[1] * 3 + v[2]\nreturn out")
+    codes = tessera.jit(numpy_body(body, "seed"))(5)
+    orders = [0 * 9 + 1 * 3 + 2, 0 * 9 + 2 * 3 + 1, 1 * 9 + 0 * 3 + 2, 1 * 9 + 2 * 3 + 0,
+              2 * 9 + 0 * 3 + 1, 2 * 9 + 1 * 3 + 0]
+    counts = np.array([np.sum(codes == c) for c in orders])
+    assert counts.sum() == 2400
+    stat = np.sum((counts - 400.0) ** 2 / 400.0)
+    assert stat < stats.chi2.ppf(1 - ALPHA, 5), counts
+
+
+def test_generator_shuffle_errors():
+    f = numpy_body("rng = np.random.default_rng(1)\nrng.shuffle(x, axis=2)\nreturn x", "x")
+    with pytest.raises(IndexError, match=r"Generator.shuffle\] axis 2 is out of bounds .*:6\)"):
+        tessera.jit(f)(np.arange(3.0))
+    with pytest.raises(tessera.UnsupportedError, match="rng.shuffle"):
+        tessera.jit(bad("rng.shuffle(x) or 1"))(np.arange(3.0))
