@@ -370,10 +370,11 @@ def _marsaglia_tsang(gen, d, c):
     return d * v3, ok
 
 
-def _gamma_draws(gen, k):
+def _gamma_draws(gen, k, logs=False):
     """Standard gamma draws of shapes k (a float64 array, k >= 0): Marsaglia and Tsang's
     test on every element, then the rejected ones (a few percent) drawn again until all
-    are accepted; a shape below 1 is a shape + 1 draw times U**(1/k)."""
+    are accepted; a shape below 1 is a shape + 1 draw times U**(1/k). With `logs`, the
+    draws' logarithms (a tiny shape's draws underflow to 0, their logs do not)."""
     flat = np.ravel(k)
     n = flat.shape[0]
     small = flat < 1.0
@@ -388,10 +389,14 @@ def _gamma_draws(gen, k):
         value, ok = _marsaglia_tsang(gen, d[todo], c[todo])
         out[todo[ok]] = value[ok]
         todo = todo[np.logical_not(ok)]
+    log_boost = np.zeros(n)
     if np.any(small):
-        boost = np.power(1.0 - _uniform(gen, (n,)), 1.0 / np.where(small, flat, 1.0))
-        out = np.where(small, out * boost, out)
-    out = np.where(flat == 0.0, 0.0, out)
+        log_boost = np.where(small, np.log1p(-_uniform(gen, (n,))) / np.where(small, flat, 1.0),
+                             0.0)
+    if logs:
+        out = np.where(flat == 0.0, -np.inf, np.log(out) + log_boost)
+    else:
+        out = np.where(flat == 0.0, 0.0, out * np.exp(log_boost))
     return np.reshape(out, np.shape(k))
 
 
@@ -480,8 +485,10 @@ def _dirichlet(gen, label, alpha, size, zero_ok):
         _check(np.logical_not(al > 0), label, "alpha <= 0")
     shape = _shape(label, size)
     full = shape + (al.shape[0],)
-    g = _gamma_draws(gen, np.broadcast_to(al, full))
-    return g / np.sum(g, axis=-1, keepdims=True)
+    # normalised from the logs: small alphas' gamma draws underflow to 0 (0 / 0)
+    lg = _gamma_draws(gen, np.broadcast_to(al, full), True)
+    w = np.exp(lg - np.max(lg, axis=-1, keepdims=True))
+    return w / np.sum(w, axis=-1, keepdims=True)
 
 
 # ---------------------------------------------------------------- counts

@@ -221,6 +221,14 @@ def test_dirichlet_marginals_are_beta():
     assert stats.kstest(x[:, 2], stats.beta(3.5, 2.5).cdf).statistic < lim
 
 
+def test_dirichlet_of_tiny_alphas_has_no_nan():
+    # their gamma draws underflow to 0: the weights are normalised from the logs
+    x = draws("np.random.dirichlet([1e-3, 1e-3], 2000)")
+    assert np.all(np.isfinite(x)) and np.allclose(x.sum(axis=1), 1.0)
+    # Beta(a, a): mean 1/2, variance 1 / (4 (2a + 1))
+    assert abs(x[:, 0].mean() - 0.5) < Z * math.sqrt(1 / (4 * 1.002) / 2000)
+
+
 def test_multivariate_normal_moments():
     cov = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, -0.3], [0.0, -0.3, 0.5]])
     body = ("np.random.seed(seed)\n"
