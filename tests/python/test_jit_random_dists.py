@@ -314,6 +314,10 @@ FORMS = [
     "multivariate_normal(np.zeros(2), np.eye(2), (3, 4))",
     "multivariate_normal(np.zeros(2), np.eye(2), 3, check_valid='ignore', tol=1e-6)",
 ]
+GENERATOR_ONLY = ["standard_exponential(dtype=np.float32)",
+                  "standard_exponential(3, dtype=np.float32)",
+                  "standard_gamma(2.0, dtype=np.float32)", "standard_gamma(2.0, (2,), np.float32)",
+                  "standard_exponential(2, np.float64, 'inv')"]
 LEGACY_ONLY = ["choice(5)", "choice(5, 3)", "choice([1.5, 2.5])", "choice(np.arange(4.0), (2, 2))",
                "choice(4, 3, False)", "choice(4, 2, True, [0.5, 0.0, 0.5, 0.0])",
                "choice(4, 0, replace=False)", "choice(np.array([7, 8]), p=[0.0, 1.0])"]
@@ -333,6 +337,8 @@ def test_shapes_dtypes_and_result_types_are_numpys(form):
     calls = [("np.random." if form == "legacy" else "rng.") + c for c in FORMS]
     if form == "legacy":
         calls += ["np.random." + c for c in LEGACY_ONLY]
+    else:
+        calls += ["rng." + c for c in GENERATOR_ONLY]
     text = "(" + ", ".join(calls) + ",)"
     got = draws(text)
     np.random.seed(3)
