@@ -403,7 +403,40 @@ class CallsMixin:
         value = value.item() if isinstance(value, np.generic) else value
         return self.constant(value, node)
 
+    def fast_random_call(self, name: str, node, args, kws):
+        """``np.random.NAME(literals)`` without a size: _random_lib.py's one-draw form of
+        those parameters (written for native loops), when NumPy accepts them; else None."""
+        func, valid = R.FAST[name]
+        try:
+            bound = inspect.signature(R.LEGACY[name]).bind(*args, **kws)
+        except TypeError:
+            return None
+        values = {}
+        for k, v in bound.arguments.items():
+            if k == "size":
+                if not T._is_none(v):
+                    return None
+                continue
+            neg = isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub)
+            c = v.operand if neg else v
+            if not (isinstance(c, ast.Constant) and type(c.value) in (int, float)):
+                return None
+            values[k] = -c.value if neg else c.value
+        if not valid(**values):
+            return None  # the general form raises NumPy's error
+        params = inspect.signature(func).parameters
+        defaults = inspect.signature(R.LEGACY[name]).parameters
+        texts = [T.float_literal(float(values.get(p, defaults[p].default))) for p in params]
+        site = self.site if self.site is not None else self.mark(node.lineno)
+        # a float draw stays a float64 scalar (a float: item() would keep the loop off native
+        # code); poisson's count is a Python int
+        return f"{self.b.include_library(func, site)}({', '.join(texts)})"
+
     def random_call(self, name: str, node, args, kws) -> str:
+        if name in R.FAST:
+            text = self.fast_random_call(name, node, args, kws)
+            if text is not None:
+                return text
         if name in R.LEGACY:  # a distribution written in NumPy terms (_random_lib.py)
             return self.library_call(R.LEGACY[name], node, args, kws)
         if name in R.REFUSED:

@@ -870,6 +870,157 @@ def _choice(gen, label, a, size, replace, p):
     return pop[idx]
 
 
+# ---------------------------------------------------------------- one draw, literal parameters
+# np.random.NAME(literals) without size (np.random.exponential(2.0) in a loop): the
+# translator checks the parameters and calls these, written in the scalar-loop subset
+# (one return, global-stream draws np.random.random(), no arrays), so a loop drawing them
+# runs as native code. Normals are Box-Muller pairs of uniforms (one of the pair kept).
+
+
+def _fast_open():
+    """One draw in (0, 1]."""
+    return 1.0 - np.random.random()
+
+
+def _fast_normal():
+    return math.sqrt(-2.0 * math.log(_fast_open())) * math.cos(2.0 * math.pi *
+                                                               np.random.random())
+
+
+def _fast_gamma(a):
+    """One standard gamma draw of a finite shape a > 0: Marsaglia and Tsang."""
+    boost = 1.0
+    if a < 1.0:
+        boost = _fast_open() ** (1.0 / a)
+        a = a + 1.0
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    value = -1.0
+    while value < 0.0:
+        x = _fast_normal()
+        v = 1.0 + c * x
+        if v > 0.0:
+            v = v * v * v
+            if math.log(_fast_open()) < 0.5 * x * x + d - d * v + d * math.log(v):
+                value = d * v
+    return value * boost
+
+
+def fast_exponential(scale):
+    return scale * (0.0 - math.log(_fast_open()))
+
+
+def fast_standard_exponential():
+    return 0.0 - math.log(_fast_open())
+
+
+def fast_laplace(loc, scale):
+    u = _fast_open()  # (0, 1]: log(2u) below 1/2, log(2 - 2u) above
+    x = loc + scale * math.log(2.0 * u)
+    if u > 0.5:
+        x = loc - scale * math.log(2.0 - 2.0 * u)
+    return x
+
+
+def fast_logistic(loc, scale):
+    u = _fast_open()
+    if u == 1.0:
+        u = 0.5
+    return loc + scale * math.log(u / (1.0 - u))
+
+
+def fast_gumbel(loc, scale):
+    u = _fast_open()
+    if u == 1.0:
+        u = 0.5
+    return loc - scale * math.log(0.0 - math.log(u))
+
+
+def fast_rayleigh(scale):
+    return scale * math.sqrt(-2.0 * math.log(_fast_open()))
+
+
+def fast_weibull(a):
+    return (0.0 - math.log(_fast_open())) ** (1.0 / a)
+
+
+def fast_pareto(a):
+    return math.exp((0.0 - math.log(_fast_open())) / a) - 1.0
+
+
+def fast_power(a):
+    return np.random.random() ** (1.0 / a)
+
+
+def fast_lognormal(mean, sigma):
+    return math.exp(mean + sigma * _fast_normal())
+
+
+def fast_standard_cauchy():
+    return _fast_normal() / _fast_normal()
+
+
+def fast_poisson(lam):
+    """0 <= lam < 10: inversion."""
+    u = np.random.random()
+    pk = math.exp(0.0 - lam)
+    cdf = pk
+    k = 0
+    while u >= cdf and pk > 0.0:
+        k += 1
+        pk = pk * lam / k
+        cdf = cdf + pk
+    return k
+
+
+def fast_standard_gamma(shape):
+    return _fast_gamma(shape)
+
+
+def fast_gamma(shape, scale):
+    return _fast_gamma(shape) * scale
+
+
+def fast_beta(a, b):
+    x = _fast_gamma(a)
+    return x / (x + _fast_gamma(b))
+
+
+def fast_chisquare(df):
+    return 2.0 * _fast_gamma(df / 2.0)
+
+
+def fast_standard_t(df):
+    z = _fast_normal()
+    return z / math.sqrt(_fast_gamma(df / 2.0) / (df / 2.0))
+
+
+def _finite(*xs):
+    return all(math.isfinite(x) for x in xs)
+
+
+# name -> (function, when the literal parameters may take it: NumPy's valid values it covers)
+FAST = {
+    "exponential": (fast_exponential, lambda scale=1.0: scale >= 0),
+    "standard_exponential": (fast_standard_exponential, lambda: True),
+    "laplace": (fast_laplace, lambda loc=0.0, scale=1.0: scale >= 0),
+    "logistic": (fast_logistic, lambda loc=0.0, scale=1.0: scale >= 0),
+    "gumbel": (fast_gumbel, lambda loc=0.0, scale=1.0: scale >= 0),
+    "rayleigh": (fast_rayleigh, lambda scale=1.0: scale >= 0),
+    "weibull": (fast_weibull, lambda a: a > 0),
+    "pareto": (fast_pareto, lambda a: a > 0),
+    "power": (fast_power, lambda a: a > 0),
+    "lognormal": (fast_lognormal, lambda mean=0.0, sigma=1.0: sigma >= 0),
+    "standard_cauchy": (fast_standard_cauchy, lambda: True),
+    "poisson": (fast_poisson, lambda lam=1.0: 0 <= lam < 10),
+    "standard_gamma": (fast_standard_gamma, lambda shape: _finite(shape) and shape > 0),
+    "gamma": (fast_gamma, lambda shape, scale=1.0: _finite(shape) and shape > 0 and scale >= 0),
+    "beta": (fast_beta, lambda a, b: _finite(a, b) and a > 0 and b > 0),
+    "chisquare": (fast_chisquare, lambda df: _finite(df) and df > 0),
+    "standard_t": (fast_standard_t, lambda df: _finite(df) and df > 0),
+}
+
+
 # ---------------------------------------------------------------- np.random.NAME (global stream)
 
 _L = "np.random."
