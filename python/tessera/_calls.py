@@ -419,9 +419,15 @@ class CallsMixin:
                 continue
             neg = isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub)
             c = v.operand if neg else v
-            if not (isinstance(c, ast.Constant) and type(c.value) in (int, float)):
+            if isinstance(c, ast.Constant):
+                number = c.value
+            elif isinstance(c, (ast.Name, ast.Attribute)):
+                number = self.static_object(c)  # a module-level constant (LAM = 0.8)
+            else:
                 return None
-            values[k] = -c.value if neg else c.value
+            if type(number) not in (int, float):
+                return None
+            values[k] = -number if neg else number
         if not valid(**values):
             return None  # the general form raises NumPy's error
         params = inspect.signature(func).parameters
