@@ -12,7 +12,9 @@ first (the mean within 5 standard errors of NumPy's, the 99% quantile within 5%:
 streams differ, the distributions do not),
 then timed interleaved (the order rotating each round) after a warm-up; medians of --runs.
 A second race runs the loop form (one value a call, size=None) on --loop-policies policies:
-tessera.jit of the loop, Numba's @njit of it, and CPython running it on NumPy.
+tessera.jit of the loop, Numba's @njit of it, and CPython running it on NumPy (in tessera's
+loop, poisson(LAM) and beta(RA, RB) take the one-draw forms of constant parameters; gamma(n *
+SHAPE, SCALE), a shape known only at run time, runs on the general path).
 
 Run:
   .venv/bin/python bench/bench_random_dists.py [--policies 400000] [--loop-policies 20000]
