@@ -15,11 +15,13 @@ import string
 import numpy as np
 
 from . import _numpy_map as M
+from . import _random_lib as R
 from . import _translate as T
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
 LIBRARY_MODULE = "tessera._numpy_lib"
+RANDOM_MODULE = "tessera._random_lib"
 
 
 def _pad_mode(args, kws):
@@ -315,6 +317,8 @@ class CallsMixin(U.UfuncMethodsMixin):
         """A call of a Python function translated in (a @jit function, a helper):
         arguments that do not fit its signature are Python's TypeError when the call
         runs (a positional argument past them, one for a keyword-only parameter)."""
+        if self.site is not None and getattr(func, "__module__", None) == RANDOM_MODULE:
+            return self.library_call(func, node, args, kws)  # the random library's helpers
         mismatch = self.signature_mismatch(func, args, kws)
         if mismatch is not None:
             return mismatch
@@ -330,20 +334,29 @@ class CallsMixin(U.UfuncMethodsMixin):
             name = getattr(func, "__name__", "function")
             if getattr(func, "__module__", None) == LIBRARY_MODULE:
                 name = f"np.{name}"
+            elif getattr(func, "__module__", None) == RANDOM_MODULE:
+                name = (f"Generator.{name[4:]}" if name.startswith("rng_")
+                        else f"np.random.{name}")
             text = f"{T.ERROR_TAG}TypeError] {name}(): {e}"
             return f"assert(false, {T.string_literal(text)})"
         except ValueError:  # no signature to read: the call is left to the runtime
             pass
         return None
 
-    def library_call(self, func, node, args, kws) -> str:
+    def library_call(self, func, node, args, kws, receiver: str | None = None) -> str:
         """A call of a function of tessera's NumPy library, marked with this call's line
-        (or, inside the library, with the site the outer library call was marked with)."""
-        mismatch = self.signature_mismatch(func, args, kws)
+        (or, inside the library, with the site the outer library call was marked with);
+        `receiver`, the text of a method's object, is its first argument."""
+        extra = [node] if receiver is not None else []  # stands for the receiver when binding
+        mismatch = self.signature_mismatch(func, extra + list(args), kws)
         if mismatch is not None:
             return mismatch
         site = self.site if self.site is not None else self.mark(node.lineno)
-        return self.plain_call(self.b.include_library(func, site), args, kws, mangle_kw=True)
+        text = self.plain_call(self.b.include_library(func, site), args, kws, mangle_kw=True)
+        if receiver is None:
+            return text
+        head, rest = text.split("(", 1)
+        return f"{head}({receiver}{', ' if rest != ')' else ''}{rest}"
 
     def stack_with_dtype(self, name: str, node, args, kws) -> str:
         """``np.vstack(tup, dtype=d, casting=c)``: the stack converted with
@@ -394,7 +407,51 @@ class CallsMixin(U.UfuncMethodsMixin):
         value = value.item() if isinstance(value, np.generic) else value
         return self.constant(value, node)
 
+    def fast_random_call(self, name: str, node, args, kws):
+        """``np.random.NAME(literals)`` without a size: _random_lib.py's one-draw form of
+        those parameters (written for native loops), when NumPy accepts them; else None."""
+        func, valid = R.FAST[name]
+        try:
+            bound = inspect.signature(R.LEGACY[name]).bind(*args, **kws)
+        except TypeError:
+            return None
+        values = {}
+        for k, v in bound.arguments.items():
+            if k == "size":
+                if not T._is_none(v):
+                    return None
+                continue
+            neg = isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub)
+            c = v.operand if neg else v
+            if isinstance(c, ast.Constant):
+                number = c.value
+            elif isinstance(c, (ast.Name, ast.Attribute)):
+                number = self.static_object(c)  # a module-level constant (LAM = 0.8)
+            else:
+                return None
+            if type(number) not in (int, float):
+                return None
+            values[k] = -number if neg else number
+        if not valid(**values):
+            return None  # the general form raises NumPy's error
+        params = inspect.signature(func).parameters
+        defaults = inspect.signature(R.LEGACY[name]).parameters
+        texts = [T.float_literal(float(values.get(p, defaults[p].default))) for p in params]
+        site = self.site if self.site is not None else self.mark(node.lineno)
+        # a float draw stays a float64 scalar (a float: item() would keep the loop off native
+        # code); poisson's count is a Python int
+        return f"{self.b.include_library(func, site)}({', '.join(texts)})"
+
     def random_call(self, name: str, node, args, kws) -> str:
+        if name in R.FAST:
+            text = self.fast_random_call(name, node, args, kws)
+            if text is not None:
+                return text
+        if name in R.LEGACY:  # a distribution written in NumPy terms (_random_lib.py)
+            return self.library_call(R.LEGACY[name], node, args, kws)
+        if name in R.REFUSED:
+            self.unsupported(f"the NumPy distribution np.random.{name}", node,
+                             "translated: " + ", ".join(sorted(R.LEGACY)))
         if name in ("rand", "randn"):
             if kws:
                 self.unsupported(f"np.random.{name} with keyword arguments", node)
@@ -425,6 +482,33 @@ class CallsMixin(U.UfuncMethodsMixin):
                              "write it as a statement: np.random.shuffle(x) shuffles x in place "
                              "and gives None")
         self.unsupported(f"the NumPy function np.random.{name}", node)
+
+    def generator_shuffle_stmt(self, call: ast.Call) -> str:
+        """``rng.shuffle(x, axis=0)`` as a statement: x's contents permuted in place along
+        the axis from the generator's stream (a list variable is rebound to its items in
+        the new order; a view such as ``x[0]`` is written through)."""
+        args, kws = self.call_args(call)
+        recv = self.expr(call.func.value)
+        arg = args[0] if args else kws.get("x")
+        if arg is None:
+            return self.library_call(R.rng_shuffled, call, args, kws, receiver=recv)  # its error
+        x = self.b.tmp("x")
+        others = {k: v for k, v in kws.items() if k != "x"}
+        mismatch = self.signature_mismatch(R.rng_shuffled, [call, call] + args[1:], others)
+        if mismatch is not None:
+            return mismatch
+        site = self.site if self.site is not None else self.mark(call.lineno)
+        rest = self.plain_call("", args[1:], others, mangle_kw=True)[1:-1]
+        texts = [f"{self.b.include_library(fn, site)}({recv}, {x}{', ' if rest else ''}{rest})"
+                 for fn in (R.rng_shuffled_list, R.rng_shuffled)]
+        text = (f"block(define({x}, {self.expr(arg)}), if(type({x}) == \"list\", {texts[0]}, "
+                f"setitem({x}, {texts[1]}, \"...\")))")
+        if isinstance(arg, ast.Name) and self.is_variable(arg.id):
+            return self.rebind(arg.id, text, call)
+        if isinstance(arg, (ast.Subscript, ast.Attribute)) or isinstance(arg, ast.Name):
+            return text  # an array view or module-level array: written in place
+        self.unsupported("rng.shuffle of a temporary value", call,
+                         "shuffle a variable: NumPy shuffles in place and gives None")
 
     def math_call(self, name: str, node, args, kws) -> str:
         if kws:
@@ -622,6 +706,16 @@ class CallsMixin(U.UfuncMethodsMixin):
         if attr in M.GENERATOR_SPECS:
             # rng.random(...) on a generator of np.random.default_rng.
             return self.emit_spec(M.GENERATOR_SPECS[attr], args, kws, node, receiver=recv)
+        if attr in R.GENERATOR:  # rng.exponential(...): _random_lib.py, the generator first
+            return self.library_call(R.GENERATOR[attr], node, args, kws, receiver=recv)
+        if attr == "shuffle":
+            self.unsupported("rng.shuffle() inside an expression", node,
+                             "write it as a statement: rng.shuffle(x) shuffles x in place and "
+                             "gives None")
+        if attr in R.REFUSED:
+            self.unsupported(f"the Generator method rng.{attr}()", node,
+                             "translated: " + ", ".join(sorted(set(R.GENERATOR)
+                                                              | set(M.GENERATOR_SPECS))))
         self.unsupported(f"the method .{attr}()", node)
 
     def str_format(self, template: str, node, args, kws) -> str:

@@ -1208,6 +1208,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             label = self.shuffle_label(obj) if obj is not _NO else None
             if label is not None:
                 return [self.shuffle_stmt(value, label)]
+            if obj is _NO and isinstance(value.func, ast.Attribute) and value.func.attr == "shuffle":
+                return [self.generator_shuffle_stmt(value)]  # rng.shuffle(x): _calls.py
         return [self.expr(value)]
 
     @staticmethod
