@@ -1,0 +1,262 @@
+// Complex DFTs: Stockham mixed radix and Bluestein (fft.hpp).
+//
+// Stage s of the self-sorting FFT combines radix p sub-transforms of length
+// `sub` (the product of the earlier radices) into transforms of length
+// L = sub * p. Before it, the DFT of length sub of the decimated sequence j
+// (x[j], x[j + S], x[j + 2S], ..., S = n / sub) is stored at k * S + j; the
+// Cooley-Tukey step
+//   Z_j'[k + sub * t] = sum_q exp(-2 pi i q k / L) Y_{j' + r q}[k] exp(-2 pi i q t / p)
+// (r = n / L) writes its result at (k + sub * t) * r + j', the same layout for
+// the next stage, so that after the last (sub * p = n, r = 1) the DFT is in
+// natural order without a bit-reversal pass. Reads and writes run over j' at
+// unit stride.
+#include "tessera/kernels/fft.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <unordered_map>
+
+namespace tessera::kernels {
+
+namespace {
+
+constexpr double kPi = 3.141592653589793238462643383279502884;
+// The largest prime factor done by a generic butterfly; lengths with a larger
+// one go through Bluestein's algorithm.
+constexpr int kMaxGenericRadix = 31;
+
+// Plain complex product: std::complex's operator* checks for NaN and
+// infinities through a library call on every product.
+inline cdouble mul(cdouble a, cdouble b) {
+  return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
+}
+// -i * z
+inline cdouble minus_i(cdouble z) { return {z.imag(), -z.real()}; }
+
+// exp(-2 pi i num / den) with num reduced modulo den first, so that large
+// arguments lose no accuracy.
+cdouble unit_root(int64_t num, int64_t den) {
+  num %= den;
+  if (num < 0) num += den;
+  // The angle in the first half turn keeps sin and cos at full precision.
+  const double angle = 2.0 * kPi * static_cast<double>(num) / static_cast<double>(den);
+  return {std::cos(angle), -std::sin(angle)};
+}
+
+void conjugate(cdouble* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::conj(x[i]);
+}
+
+}  // namespace
+
+FftPlan::FftPlan(int64_t n) : n_(n) {
+  std::vector<int> radices;
+  int64_t rest = n;
+  while (rest % 4 == 0) radices.push_back(4), rest /= 4;
+  while (rest % 2 == 0) radices.push_back(2), rest /= 2;
+  for (int p = 3; p <= kMaxGenericRadix && rest > 1; p += 2) {
+    while (rest % p == 0) radices.push_back(p), rest /= p;
+  }
+  if (rest > 1) {
+    // Bluestein: x[j] exp(-i pi j^2 / n) convolved with the conjugate chirp,
+    // cyclically over m >= 2n - 1 points.
+    int64_t m = 1;
+    while (m < 2 * n - 1) m *= 2;
+    chirp_.resize(n);
+    for (int64_t j = 0; j < n; ++j) {
+      const auto j2 = static_cast<unsigned __int128>(j) * static_cast<unsigned __int128>(j);
+      chirp_[j] = unit_root(static_cast<int64_t>(j2 % static_cast<unsigned __int128>(2 * n)), 2 * n);
+    }
+    conv_plan_ = fft_plan(m);
+    conv_kernel_.assign(m, cdouble(0.0, 0.0));
+    conv_kernel_[0] = std::conj(chirp_[0]);
+    for (int64_t j = 1; j < n; ++j) conv_kernel_[j] = conv_kernel_[m - j] = std::conj(chirp_[j]);
+    std::vector<cdouble> scratch(conv_plan_->scratch_size());
+    conv_plan_->run(conv_kernel_.data(), false, scratch.data());
+    const double inv_m = 1.0 / static_cast<double>(m);
+    for (auto& v : conv_kernel_) v *= inv_m;
+    return;
+  }
+  int64_t sub = 1;
+  for (int p : radices) {
+    Stage st{p, sub, {}, {}};
+    const int64_t len = sub * p;
+    st.twiddles.resize(static_cast<size_t>(sub) * (p - 1));
+    for (int64_t k = 0; k < sub; ++k) {
+      for (int q = 1; q < p; ++q) st.twiddles[k * (p - 1) + q - 1] = unit_root(q * k, len);
+    }
+    if (p > 5) {
+      st.roots.resize(p);
+      for (int t = 0; t < p; ++t) st.roots[t] = unit_root(t, p);
+    }
+    stages_.push_back(std::move(st));
+    sub = len;
+  }
+}
+
+int64_t FftPlan::scratch_size() const {
+  return conv_plan_ ? 2 * conv_plan_->size() : n_;
+}
+
+void FftPlan::run(cdouble* x, bool inverse, cdouble* scratch) const {
+  if (n_ <= 1) return;
+  // The inverse transform is conj(DFT(conj(x))).
+  if (inverse) conjugate(x, n_);
+  if (conv_plan_) {
+    bluestein(x, scratch);
+  } else {
+    stockham(x, scratch);
+  }
+  if (inverse) conjugate(x, n_);
+}
+
+void FftPlan::stockham(cdouble* x, cdouble* scratch) const {
+  cdouble* src = x;
+  cdouble* dst = scratch;
+  for (const Stage& st : stages_) {
+    const int p = st.radix;
+    const int64_t sub = st.sub, r = n_ / (sub * p), in_stride = r * p, out_stride = sub * r;
+    for (int64_t k = 0; k < sub; ++k) {
+      const cdouble* w = st.twiddles.data() + k * (p - 1);
+      const cdouble* in = src + k * in_stride;
+      cdouble* out = dst + k * r;
+      switch (p) {
+        case 2:
+          for (int64_t j = 0; j < r; ++j) {
+            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]);
+            out[j] = a0 + a1;
+            out[j + out_stride] = a0 - a1;
+          }
+          break;
+        case 3: {
+          const double s3 = std::sqrt(3.0) / 2.0;
+          for (int64_t j = 0; j < r; ++j) {
+            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]), a2 = mul(in[j + 2 * r], w[1]);
+            const cdouble sum = a1 + a2, t = a0 - 0.5 * sum, s = minus_i(a1 - a2) * s3;
+            out[j] = a0 + sum;
+            out[j + out_stride] = t + s;
+            out[j + 2 * out_stride] = t - s;
+          }
+          break;
+        }
+        case 4:
+          for (int64_t j = 0; j < r; ++j) {
+            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]), a2 = mul(in[j + 2 * r], w[1]),
+                          a3 = mul(in[j + 3 * r], w[2]);
+            const cdouble s02 = a0 + a2, d02 = a0 - a2, s13 = a1 + a3, d13 = minus_i(a1 - a3);
+            out[j] = s02 + s13;
+            out[j + out_stride] = d02 + d13;
+            out[j + 2 * out_stride] = s02 - s13;
+            out[j + 3 * out_stride] = d02 - d13;
+          }
+          break;
+        case 5: {
+          const double c1 = std::cos(2 * kPi / 5), c2 = std::cos(4 * kPi / 5);
+          const double s1 = std::sin(2 * kPi / 5), s2 = std::sin(4 * kPi / 5);
+          for (int64_t j = 0; j < r; ++j) {
+            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]), a2 = mul(in[j + 2 * r], w[1]),
+                          a3 = mul(in[j + 3 * r], w[2]), a4 = mul(in[j + 4 * r], w[3]);
+            const cdouble b1 = a1 + a4, b2 = a2 + a3, d1 = a1 - a4, d2 = a2 - a3;
+            const cdouble e1 = a0 + c1 * b1 + c2 * b2, f1 = minus_i(s1 * d1 + s2 * d2);
+            const cdouble e2 = a0 + c2 * b1 + c1 * b2, f2 = minus_i(s2 * d1 - s1 * d2);
+            out[j] = a0 + b1 + b2;
+            out[j + out_stride] = e1 + f1;
+            out[j + 4 * out_stride] = e1 - f1;
+            out[j + 2 * out_stride] = e2 + f2;
+            out[j + 3 * out_stride] = e2 - f2;
+          }
+          break;
+        }
+        default: {
+          cdouble a[kMaxGenericRadix];
+          for (int64_t j = 0; j < r; ++j) {
+            a[0] = in[j];
+            for (int q = 1; q < p; ++q) a[q] = mul(in[j + q * r], w[q - 1]);
+            for (int t = 0; t < p; ++t) {
+              cdouble y = a[0];
+              for (int q = 1, qt = t; q < p; ++q, qt = (qt + t) % p) y += mul(a[q], st.roots[qt]);
+              out[j + t * out_stride] = y;
+            }
+          }
+        }
+      }
+    }
+    std::swap(src, dst);
+  }
+  if (src != x) std::copy(src, src + n_, x);
+}
+
+void FftPlan::bluestein(cdouble* x, cdouble* scratch) const {
+  const int64_t m = conv_plan_->size();
+  cdouble* a = scratch;
+  for (int64_t j = 0; j < n_; ++j) a[j] = mul(x[j], chirp_[j]);
+  std::fill(a + n_, a + m, cdouble(0.0, 0.0));
+  conv_plan_->run(a, false, scratch + m);
+  for (int64_t j = 0; j < m; ++j) a[j] = mul(a[j], conv_kernel_[j]);
+  conv_plan_->run(a, true, scratch + m);
+  for (int64_t k = 0; k < n_; ++k) x[k] = mul(a[k], chirp_[k]);
+}
+
+std::shared_ptr<const FftPlan> fft_plan(int64_t n) {
+  static std::mutex mutex;
+  static std::unordered_map<int64_t, std::shared_ptr<const FftPlan>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(n);
+    if (it != cache.end()) return it->second;
+  }
+  // Built outside the lock: a Bluestein plan asks for its convolution's plan.
+  auto plan = std::make_shared<const FftPlan>(n);
+  std::lock_guard<std::mutex> lock(mutex);
+  // A program that transforms many lengths keeps memory bounded.
+  if (cache.size() >= 64) cache.clear();
+  return cache.emplace(n, std::move(plan)).first->second;
+}
+
+Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse, double scale,
+                ForRange run) {
+  const Shape& shape = x.shape();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (int d = axis + 1; d < x.ndim(); ++d) inner *= shape[d];
+  const int64_t len = shape[axis];
+  const int64_t out_len = kind == FftKind::real_to_complex ? n / 2 + 1 : n;
+  Shape out_shape = shape;
+  out_shape[axis] = out_len;
+  Array out(kind == FftKind::complex_to_real ? DType::float64 : DType::complex128, out_shape);
+  if (out.size() == 0) return out;
+  const std::shared_ptr<const FftPlan> plan = fft_plan(n);
+  const cdouble* in = x.data<cdouble>();
+  const int64_t lines = outer * inner;
+  const double line_ns = 6.0 * static_cast<double>(n) * std::log2(static_cast<double>(n) + 1.0);
+  run(lines, line_ns, [&](int64_t begin, int64_t end) {
+    std::vector<cdouble> buf(n + plan->scratch_size());
+    for (int64_t line = begin; line < end; ++line) {
+      const int64_t o = line / inner, i = line % inner;
+      const cdouble* src = in + o * len * inner + i;
+      if (kind == FftKind::complex_to_real) {
+        const int64_t half = n / 2 + 1, take = std::min(len, half);
+        for (int64_t k = 0; k < take; ++k) buf[k] = src[k * inner];
+        std::fill(buf.begin() + take, buf.begin() + half, cdouble(0.0, 0.0));
+        for (int64_t k = half; k < n; ++k) buf[k] = std::conj(buf[n - k]);
+      } else {
+        const int64_t take = std::min(len, n);
+        for (int64_t k = 0; k < take; ++k) buf[k] = src[k * inner];
+        std::fill(buf.begin() + take, buf.begin() + n, cdouble(0.0, 0.0));
+      }
+      plan->run(buf.data(), inverse, buf.data() + n);
+      const int64_t base = o * out_len * inner + i;
+      if (kind == FftKind::complex_to_real) {
+        double* dst = out.data<double>() + base;
+        for (int64_t k = 0; k < out_len; ++k) dst[k * inner] = buf[k].real() * scale;
+      } else {
+        cdouble* dst = out.data<cdouble>() + base;
+        for (int64_t k = 0; k < out_len; ++k) dst[k * inner] = buf[k] * scale;
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace tessera::kernels
