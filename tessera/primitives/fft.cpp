@@ -93,7 +93,6 @@ Value finish(Array y, DType source) {
 Array transform(const Array& x, int axis, int64_t n, FftKind kind, bool inverse, Norm norm,
                 const char* op) {
   check_points(n, op);
-  if (kind == FftKind::complex_to_real && x.dim(axis) < 1) check_points(0, op);
   return kernels::fft_lines(x, axis, n, kind, inverse, norm_scale(norm, n, inverse),
                             &parallel_for);
 }
@@ -162,6 +161,8 @@ Value many_axes(Args& a, FftKind kind, bool inverse, bool two_d) {
       for (size_t i = 0; i < last; ++i)
         y = transform(y, ax[i], s[i], FftKind::complex_to_complex, true, norm, a.op());
       y = transform(y, ax[last], s[last], kind, true, norm, a.op());
+      // NumPy's first ifft turns float16 into complex64, whose irfft is float32.
+      if (last > 0 && in.source == DType::float16) in.source = DType::complex64;
       break;
   }
   return finish(y, in.source);
@@ -236,7 +237,9 @@ PrimitiveSpec many_axes_spec(const char* name, FftKind kind, bool inverse, bool 
       .dtype_rule = DTypeRule::raw};
 }
 
-const bool registered_fft = register_primitives(without_gradient({
+// The transforms have no gradient rule: differentiating through one is an
+// error naming it (tessera's autodiff is real-valued), never a zero gradient.
+const bool registered_fft = register_primitives({
     one_axis_spec("fft", FftKind::complex_to_complex, false,
                   "The discrete Fourier transform along one axis, like numpy.fft.fft: "
                   "fft(a, n=nil, axis=-1, norm=nil); n truncates or zero-pads the axis, norm is "
@@ -275,6 +278,9 @@ const bool registered_fft = register_primitives(without_gradient({
                    "differentiable."),
     many_axes_spec("irfft2", FftKind::complex_to_real, true, true,
                    "The inverse of rfft2, like numpy.fft.irfft2. Not differentiable."),
+});
+
+const bool registered_fft_helpers = register_primitives(without_gradient({
     {.name = "fftfreq",
      .family = "fft",
      .params = {{"n"}, opt("d", 1.0)},
@@ -289,20 +295,26 @@ const bool registered_fft = register_primitives(without_gradient({
              "[0, 1, ..., n // 2] / (d * n), float64.",
      .eval = [](Args& a) { return frequencies(a, true); },
      .dtype_rule = DTypeRule::raw},
+}));
+
+// The shifts are permutations: the gradient is the opposite shift.
+const bool registered_fft_shifts = register_primitives({
     {.name = "fftshift",
      .family = "fft",
      .params = {{"x"}, opt("axes", Value())},
      .help = "The zero frequency moved to the centre, like numpy.fft.fftshift: a roll by "
              "shape // 2 along axes (default all).",
      .eval = [](Args& a) { return shift(a, false); },
+     .grads = {"ifftshift(g, axes)", ""},
      .dtype_rule = DTypeRule::raw},
     {.name = "ifftshift",
      .family = "fft",
      .params = {{"x"}, opt("axes", Value())},
      .help = "The inverse of fftshift, like numpy.fft.ifftshift: a roll by -(shape // 2).",
      .eval = [](Args& a) { return shift(a, true); },
+     .grads = {"fftshift(g, axes)", ""},
      .dtype_rule = DTypeRule::raw},
-}));
+});
 
 }  // namespace
 
