@@ -198,21 +198,41 @@ void FftPlan::bluestein(cdouble* x, cdouble* scratch) const {
   for (int64_t k = 0; k < n_; ++k) x[k] = mul(a[k], chirp_[k]);
 }
 
-std::shared_ptr<const FftPlan> fft_plan(int64_t n) {
+namespace {
+
+// A cache of immutable objects by length, bounded so that a program that
+// transforms many lengths keeps memory bounded.
+template <class T>
+std::shared_ptr<const T> cached(int64_t n) {
   static std::mutex mutex;
-  static std::unordered_map<int64_t, std::shared_ptr<const FftPlan>> cache;
+  static std::unordered_map<int64_t, std::shared_ptr<const T>> cache;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(n);
     if (it != cache.end()) return it->second;
   }
   // Built outside the lock: a Bluestein plan asks for its convolution's plan.
-  auto plan = std::make_shared<const FftPlan>(n);
+  auto made = std::make_shared<const T>(n);
   std::lock_guard<std::mutex> lock(mutex);
-  // A program that transforms many lengths keeps memory bounded.
   if (cache.size() >= 64) cache.clear();
-  return cache.emplace(n, std::move(plan)).first->second;
+  return cache.emplace(n, std::move(made)).first->second;
 }
+
+// A real DFT of even length n as a complex DFT of n / 2 points: z[j] =
+// x[2j] + i x[2j + 1] has the DFT Z = E + i O, E and O the DFTs of the even
+// and odd samples; since these are real, E[k] = (Z[k] + conj Z[m - k]) / 2 and
+// O[k] = (Z[k] - conj Z[m - k]) / 2i, and X[k] = E[k] + exp(-2 pi i k / n) O[k].
+struct RealPlan {
+  explicit RealPlan(int64_t n) : half(fft_plan(n / 2)), twiddles(n / 2 + 1) {
+    for (int64_t k = 0; k <= n / 2; ++k) twiddles[k] = unit_root(k, n);
+  }
+  std::shared_ptr<const FftPlan> half;
+  std::vector<cdouble> twiddles;  // exp(-2 pi i k / n), k <= n / 2
+};
+
+}  // namespace
+
+std::shared_ptr<const FftPlan> fft_plan(int64_t n) { return cached<FftPlan>(n); }
 
 Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse, double scale,
                 ForRange run) {
@@ -226,33 +246,76 @@ Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse,
   out_shape[axis] = out_len;
   Array out(kind == FftKind::complex_to_real ? DType::float64 : DType::complex128, out_shape);
   if (out.size() == 0) return out;
-  const std::shared_ptr<const FftPlan> plan = fft_plan(n);
-  const cdouble* in = x.data<cdouble>();
+  // Real transforms of even length go through a complex one of n / 2 points.
+  const bool halved = kind != FftKind::complex_to_complex && n % 2 == 0;
+  const std::shared_ptr<const RealPlan> real_plan = halved ? cached<RealPlan>(n) : nullptr;
+  const std::shared_ptr<const FftPlan> plan = halved ? real_plan->half : fft_plan(n);
+  const int64_t m = plan->size();
   const int64_t lines = outer * inner;
-  const double line_ns = 6.0 * static_cast<double>(n) * std::log2(static_cast<double>(n) + 1.0);
+  const double line_ns = 6.0 * static_cast<double>(m) * std::log2(static_cast<double>(m) + 1.0);
   run(lines, line_ns, [&](int64_t begin, int64_t end) {
     std::vector<cdouble> buf(n + plan->scratch_size());
+    cdouble* scratch = buf.data() + n;
     for (int64_t line = begin; line < end; ++line) {
       const int64_t o = line / inner, i = line % inner;
-      const cdouble* src = in + o * len * inner + i;
-      if (kind == FftKind::complex_to_real) {
-        const int64_t half = n / 2 + 1, take = std::min(len, half);
-        for (int64_t k = 0; k < take; ++k) buf[k] = src[k * inner];
-        std::fill(buf.begin() + take, buf.begin() + half, cdouble(0.0, 0.0));
-        for (int64_t k = half; k < n; ++k) buf[k] = std::conj(buf[n - k]);
-      } else {
+      const int64_t in_base = o * len * inner + i, out_base = o * out_len * inner + i;
+      if (kind == FftKind::real_to_complex) {
+        const double* src = x.data<double>() + in_base;
+        const int64_t take = std::min(len, n);
+        auto sample = [&](int64_t j) { return j < take ? src[j * inner] : 0.0; };
+        cdouble* dst = out.data<cdouble>() + out_base;
+        if (halved) {
+          for (int64_t j = 0; j < m; ++j) buf[j] = cdouble(sample(2 * j), sample(2 * j + 1));
+          plan->run(buf.data(), false, scratch);
+          const cdouble* w = real_plan->twiddles.data();
+          for (int64_t k = 0; k <= m; ++k) {
+            const cdouble zk = buf[k % m], zc = std::conj(buf[(m - k) % m]);
+            const cdouble even = 0.5 * (zk + zc), odd = minus_i(0.5 * (zk - zc));
+            dst[k * inner] = (even + mul(w[k], odd)) * scale;
+          }
+        } else {
+          for (int64_t j = 0; j < n; ++j) buf[j] = cdouble(sample(j), 0.0);
+          plan->run(buf.data(), false, scratch);
+          for (int64_t k = 0; k < out_len; ++k) dst[k * inner] = buf[k] * scale;
+        }
+        continue;
+      }
+      const cdouble* src = x.data<cdouble>() + in_base;
+      if (kind == FftKind::complex_to_complex) {
         const int64_t take = std::min(len, n);
         for (int64_t k = 0; k < take; ++k) buf[k] = src[k * inner];
         std::fill(buf.begin() + take, buf.begin() + n, cdouble(0.0, 0.0));
+        plan->run(buf.data(), inverse, scratch);
+        cdouble* dst = out.data<cdouble>() + out_base;
+        for (int64_t k = 0; k < n; ++k) dst[k * inner] = buf[k] * scale;
+        continue;
       }
-      plan->run(buf.data(), inverse, buf.data() + n);
-      const int64_t base = o * out_len * inner + i;
-      if (kind == FftKind::complex_to_real) {
-        double* dst = out.data<double>() + base;
-        for (int64_t k = 0; k < out_len; ++k) dst[k * inner] = buf[k].real() * scale;
+      // Complex to real: the input is the half k <= n / 2 of a Hermitian
+      // spectrum; the imaginary parts of X[0] (and X[n / 2], n even) do not
+      // count, as in NumPy.
+      const int64_t half = n / 2 + 1, take = std::min(len, half);
+      auto coef = [&](int64_t k) { return k < take ? src[k * inner] : cdouble(0.0, 0.0); };
+      double* dst = out.data<double>() + out_base;
+      if (halved) {
+        const cdouble* w = real_plan->twiddles.data();
+        for (int64_t k = 0; k < m; ++k) {
+          cdouble xk = coef(k), xc = std::conj(coef(m - k));
+          if (k == 0) xk = cdouble(xk.real(), 0.0), xc = cdouble(xc.real(), 0.0);
+          const cdouble even = 0.5 * (xk + xc), odd = 0.5 * mul(xk - xc, std::conj(w[k]));
+          buf[k] = even + cdouble(-odd.imag(), odd.real());
+        }
+        plan->run(buf.data(), true, scratch);
+        const double twice = 2.0 * scale;
+        for (int64_t j = 0; j < m; ++j) {
+          dst[(2 * j) * inner] = buf[j].real() * twice;
+          dst[(2 * j + 1) * inner] = buf[j].imag() * twice;
+        }
       } else {
-        cdouble* dst = out.data<cdouble>() + base;
-        for (int64_t k = 0; k < out_len; ++k) dst[k * inner] = buf[k] * scale;
+        for (int64_t k = 0; k < half; ++k) buf[k] = coef(k);
+        buf[0] = cdouble(buf[0].real(), 0.0);
+        for (int64_t k = half; k < n; ++k) buf[k] = std::conj(buf[n - k]);
+        plan->run(buf.data(), true, scratch);
+        for (int64_t k = 0; k < n; ++k) dst[k * inner] = buf[k].real() * scale;
       }
     }
   });

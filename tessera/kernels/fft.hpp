@@ -56,9 +56,11 @@ enum class FftKind : uint8_t {
   complex_to_real,     // Hermitian input of n / 2 + 1 values, real output of n
 };
 
-// The DFT along `axis` of x (complex128, C-contiguous), of length n, each
-// output multiplied by `scale`. The result is complex128 (float64 for
-// complex_to_real). `run` splits the lines into tiles.
+// The DFT along `axis` of x (C-contiguous; complex128, float64 for
+// real_to_complex), of length n, each output multiplied by `scale`. The
+// result is complex128 (float64 for complex_to_real). Real transforms of even
+// length run as complex ones of n / 2 points. `run` splits the lines into
+// tiles; each line is computed alone, so the result does not depend on them.
 Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse, double scale,
                 ForRange run = serial_for);
 

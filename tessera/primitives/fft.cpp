@@ -66,7 +66,7 @@ bool single_precision(DType dt) {
 }
 
 struct Input {
-  Array x;       // complex128
+  Array x;       // complex128 (float64 for rfft)
   DType source;  // the argument's dtype
 };
 
@@ -76,7 +76,9 @@ Input complex_input(const Args& a, bool real_only) {
     throw TypeError(error_message("[", a.op(), "] argument 'a' must be real, got a ",
                                   dtype_name(x.dtype()), " array (use fft for complex input)"));
   }
-  return {x.dtype() == DType::complex128 ? x : cast_array(x, DType::complex128), x.dtype()};
+  // Real transforms read float64 (no complex copy of the input).
+  const DType compute = real_only ? DType::float64 : DType::complex128;
+  return {x.dtype() == compute ? x : cast_array(x, compute), x.dtype()};
 }
 
 // The result in NumPy's dtype for an input of dtype `source`.

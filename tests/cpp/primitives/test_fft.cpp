@@ -112,18 +112,30 @@ TEST(FftKernel, LinesAlongAnAxisWithPaddingAndKinds) {
       }
     }
   }
-  // Real to complex keeps n / 2 + 1; complex to real of that gives x back.
-  std::vector<cdouble> r = random_line(9, 3);
-  for (auto& e : r) e = cdouble(e.real(), 0.0);
-  const Array half = kernels::fft_lines(complex_array(r, {9}), 0, 9,
-                                        kernels::FftKind::real_to_complex, false, 1.0);
-  ASSERT_EQ(half.shape(), (Shape{5}));
-  const std::vector<cdouble> full = naive_dft(r, false);
-  for (int k = 0; k < 5; ++k) EXPECT_LT(std::abs(half.data<cdouble>()[k] - full[k]), 1e-13);
-  const Array back = kernels::fft_lines(half, 0, 9, kernels::FftKind::complex_to_real, true,
-                                        1.0 / 9);
-  ASSERT_EQ(back.dtype(), DType::float64);
-  for (int k = 0; k < 9; ++k) EXPECT_NEAR(back.data<double>()[k], r[k].real(), 1e-14);
+}
+
+TEST(FftKernel, RealTransformsOddAndEven) {
+  // Real to complex keeps n / 2 + 1 (even n through a complex DFT of n / 2
+  // points); complex to real of that gives x back, and ignores the imaginary
+  // parts of X[0] and X[n / 2].
+  for (int64_t n = 1; n <= 70; ++n) {
+    std::vector<cdouble> r = random_line(n, static_cast<unsigned>(3 * n));
+    Array real(DType::float64, {n});
+    for (int64_t j = 0; j < n; ++j) r[j] = cdouble(r[j].real(), 0.0), real.data<double>()[j] = r[j].real();
+    const int64_t h = n / 2 + 1;
+    const Array half = kernels::fft_lines(real, 0, n, kernels::FftKind::real_to_complex, false, 1.0);
+    ASSERT_EQ(half.shape(), (Shape{h}));
+    const std::vector<cdouble> full = naive_dft(r, false);
+    EXPECT_LT(relative_error(half.data<cdouble>(), std::vector<cdouble>(full.begin(), full.begin() + h)),
+              1e-14) << n;
+    Array spectrum = half.copy();
+    spectrum.data<cdouble>()[0] += cdouble(0.0, 5.0);
+    if (n % 2 == 0) spectrum.data<cdouble>()[h - 1] += cdouble(0.0, -3.0);
+    const Array back = kernels::fft_lines(spectrum, 0, n, kernels::FftKind::complex_to_real, true,
+                                          1.0 / static_cast<double>(n));
+    ASSERT_EQ(back.dtype(), DType::float64);
+    for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(back.data<double>()[j], r[j].real(), 1e-14) << n;
+  }
 }
 
 TEST(FftPrimitive, DtypesAndNorms) {
