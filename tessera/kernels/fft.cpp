@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -234,6 +235,88 @@ struct RealPlan {
 
 std::shared_ptr<const FftPlan> fft_plan(int64_t n) { return cached<FftPlan>(n); }
 
+namespace {
+
+// One line's transform: `take` input values at src[k * in_stride] (double
+// for real_to_complex, else cdouble), the outputs at dst[k * out_stride].
+struct LineTransform {
+  int64_t n;
+  FftKind kind;
+  bool inverse;
+  double scale;
+  const FftPlan* plan;        // of n points, or of n / 2 when real_plan is set
+  const RealPlan* real_plan;  // real transforms of even length
+
+  void operator()(const void* src_raw, int64_t take, int64_t in_stride, void* dst_raw,
+                  int64_t out_stride, cdouble* buf) const {
+    cdouble* scratch = buf + n;
+    const int64_t m = plan->size();
+    if (kind == FftKind::real_to_complex) {
+      const auto* src = static_cast<const double*>(src_raw);
+      auto* dst = static_cast<cdouble*>(dst_raw);
+      auto sample = [&](int64_t j) { return j < take ? src[j * in_stride] : 0.0; };
+      if (real_plan) {
+        for (int64_t j = 0; j < m; ++j) buf[j] = cdouble(sample(2 * j), sample(2 * j + 1));
+        plan->run(buf, false, scratch);
+        const cdouble* w = real_plan->twiddles.data();
+        for (int64_t k = 0; k <= m; ++k) {
+          const cdouble zk = buf[k % m], zc = std::conj(buf[(m - k) % m]);
+          const cdouble even = 0.5 * (zk + zc), odd = minus_i(0.5 * (zk - zc));
+          dst[k * out_stride] = (even + mul(w[k], odd)) * scale;
+        }
+      } else {
+        for (int64_t j = 0; j < n; ++j) buf[j] = cdouble(sample(j), 0.0);
+        plan->run(buf, false, scratch);
+        for (int64_t k = 0; k <= n / 2; ++k) dst[k * out_stride] = buf[k] * scale;
+      }
+      return;
+    }
+    const auto* src = static_cast<const cdouble*>(src_raw);
+    if (kind == FftKind::complex_to_complex) {
+      auto* dst = static_cast<cdouble*>(dst_raw);
+      for (int64_t k = 0; k < take; ++k) buf[k] = src[k * in_stride];
+      std::fill(buf + take, buf + n, cdouble(0.0, 0.0));
+      plan->run(buf, inverse, scratch);
+      for (int64_t k = 0; k < n; ++k) dst[k * out_stride] = buf[k] * scale;
+      return;
+    }
+    // Complex to real: the input is the half k <= n / 2 of a Hermitian
+    // spectrum; the imaginary parts of X[0] (and X[n / 2], n even) do not
+    // count, as in NumPy.
+    auto* dst = static_cast<double*>(dst_raw);
+    auto coef = [&](int64_t k) { return k < take ? src[k * in_stride] : cdouble(0.0, 0.0); };
+    if (real_plan) {
+      const cdouble* w = real_plan->twiddles.data();
+      for (int64_t k = 0; k < m; ++k) {
+        cdouble xk = coef(k), xc = std::conj(coef(m - k));
+        if (k == 0) xk = cdouble(xk.real(), 0.0), xc = cdouble(xc.real(), 0.0);
+        const cdouble even = 0.5 * (xk + xc), odd = 0.5 * mul(xk - xc, std::conj(w[k]));
+        buf[k] = even + cdouble(-odd.imag(), odd.real());
+      }
+      plan->run(buf, true, scratch);
+      const double twice = 2.0 * scale;
+      for (int64_t j = 0; j < m; ++j) {
+        dst[(2 * j) * out_stride] = buf[j].real() * twice;
+        dst[(2 * j + 1) * out_stride] = buf[j].imag() * twice;
+      }
+    } else {
+      const int64_t half = n / 2 + 1;
+      for (int64_t k = 0; k < half; ++k) buf[k] = coef(k);
+      buf[0] = cdouble(buf[0].real(), 0.0);
+      for (int64_t k = half; k < n; ++k) buf[k] = std::conj(buf[n - k]);
+      plan->run(buf, true, scratch);
+      for (int64_t k = 0; k < n; ++k) dst[k * out_stride] = buf[k].real() * scale;
+    }
+  }
+};
+
+// Lines along an inner axis are `inner` elements apart: they are gathered a
+// block of kBlock neighbours at a time (contiguous runs of memory), each
+// transformed from the block, and the block's results written back as runs.
+constexpr int64_t kBlock = 8;
+
+}  // namespace
+
 Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse, double scale,
                 ForRange run) {
   const Shape& shape = x.shape();
@@ -250,72 +333,43 @@ Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse,
   const bool halved = kind != FftKind::complex_to_complex && n % 2 == 0;
   const std::shared_ptr<const RealPlan> real_plan = halved ? cached<RealPlan>(n) : nullptr;
   const std::shared_ptr<const FftPlan> plan = halved ? real_plan->half : fft_plan(n);
+  const LineTransform transform{n, kind, inverse, scale, plan.get(), real_plan.get()};
+  const size_t in_size = kind == FftKind::real_to_complex ? sizeof(double) : sizeof(cdouble);
+  const size_t out_size = kind == FftKind::complex_to_real ? sizeof(double) : sizeof(cdouble);
+  const int64_t take = std::min(len, kind == FftKind::complex_to_real ? n / 2 + 1 : n);
+  const auto* in = static_cast<const char*>(x.raw());
+  auto* dst_all = static_cast<char*>(out.raw());
   const int64_t m = plan->size();
-  const int64_t lines = outer * inner;
   const double line_ns = 6.0 * static_cast<double>(m) * std::log2(static_cast<double>(m) + 1.0);
-  run(lines, line_ns, [&](int64_t begin, int64_t end) {
+  const int64_t block = std::min(inner, kBlock);
+  const int64_t blocks_per_outer = (inner + block - 1) / block;
+  run(outer * blocks_per_outer, line_ns * static_cast<double>(block), [&](int64_t begin,
+                                                                         int64_t end) {
     std::vector<cdouble> buf(n + plan->scratch_size());
-    cdouble* scratch = buf.data() + n;
-    for (int64_t line = begin; line < end; ++line) {
-      const int64_t o = line / inner, i = line % inner;
-      const int64_t in_base = o * len * inner + i, out_base = o * out_len * inner + i;
-      if (kind == FftKind::real_to_complex) {
-        const double* src = x.data<double>() + in_base;
-        const int64_t take = std::min(len, n);
-        auto sample = [&](int64_t j) { return j < take ? src[j * inner] : 0.0; };
-        cdouble* dst = out.data<cdouble>() + out_base;
-        if (halved) {
-          for (int64_t j = 0; j < m; ++j) buf[j] = cdouble(sample(2 * j), sample(2 * j + 1));
-          plan->run(buf.data(), false, scratch);
-          const cdouble* w = real_plan->twiddles.data();
-          for (int64_t k = 0; k <= m; ++k) {
-            const cdouble zk = buf[k % m], zc = std::conj(buf[(m - k) % m]);
-            const cdouble even = 0.5 * (zk + zc), odd = minus_i(0.5 * (zk - zc));
-            dst[k * inner] = (even + mul(w[k], odd)) * scale;
-          }
-        } else {
-          for (int64_t j = 0; j < n; ++j) buf[j] = cdouble(sample(j), 0.0);
-          plan->run(buf.data(), false, scratch);
-          for (int64_t k = 0; k < out_len; ++k) dst[k * inner] = buf[k] * scale;
-        }
+    std::vector<cdouble> in_block, out_block;
+    if (block > 1) {
+      in_block.resize(static_cast<size_t>(take * block));
+      out_block.resize(static_cast<size_t>(out_len * block));
+    }
+    for (int64_t bl = begin; bl < end; ++bl) {
+      const int64_t o = bl / blocks_per_outer, i0 = (bl % blocks_per_outer) * block;
+      const int64_t width = std::min(block, inner - i0);
+      const char* src = in + (o * len * inner + i0) * in_size;
+      char* dst = dst_all + (o * out_len * inner + i0) * out_size;
+      if (block == 1) {
+        transform(src, take, 1, dst, 1, buf.data());
         continue;
       }
-      const cdouble* src = x.data<cdouble>() + in_base;
-      if (kind == FftKind::complex_to_complex) {
-        const int64_t take = std::min(len, n);
-        for (int64_t k = 0; k < take; ++k) buf[k] = src[k * inner];
-        std::fill(buf.begin() + take, buf.begin() + n, cdouble(0.0, 0.0));
-        plan->run(buf.data(), inverse, scratch);
-        cdouble* dst = out.data<cdouble>() + out_base;
-        for (int64_t k = 0; k < n; ++k) dst[k * inner] = buf[k] * scale;
-        continue;
+      auto* ib = reinterpret_cast<char*>(in_block.data());
+      auto* ob = reinterpret_cast<char*>(out_block.data());
+      for (int64_t k = 0; k < take; ++k) {
+        std::memcpy(ib + k * block * in_size, src + k * inner * in_size, width * in_size);
       }
-      // Complex to real: the input is the half k <= n / 2 of a Hermitian
-      // spectrum; the imaginary parts of X[0] (and X[n / 2], n even) do not
-      // count, as in NumPy.
-      const int64_t half = n / 2 + 1, take = std::min(len, half);
-      auto coef = [&](int64_t k) { return k < take ? src[k * inner] : cdouble(0.0, 0.0); };
-      double* dst = out.data<double>() + out_base;
-      if (halved) {
-        const cdouble* w = real_plan->twiddles.data();
-        for (int64_t k = 0; k < m; ++k) {
-          cdouble xk = coef(k), xc = std::conj(coef(m - k));
-          if (k == 0) xk = cdouble(xk.real(), 0.0), xc = cdouble(xc.real(), 0.0);
-          const cdouble even = 0.5 * (xk + xc), odd = 0.5 * mul(xk - xc, std::conj(w[k]));
-          buf[k] = even + cdouble(-odd.imag(), odd.real());
-        }
-        plan->run(buf.data(), true, scratch);
-        const double twice = 2.0 * scale;
-        for (int64_t j = 0; j < m; ++j) {
-          dst[(2 * j) * inner] = buf[j].real() * twice;
-          dst[(2 * j + 1) * inner] = buf[j].imag() * twice;
-        }
-      } else {
-        for (int64_t k = 0; k < half; ++k) buf[k] = coef(k);
-        buf[0] = cdouble(buf[0].real(), 0.0);
-        for (int64_t k = half; k < n; ++k) buf[k] = std::conj(buf[n - k]);
-        plan->run(buf.data(), true, scratch);
-        for (int64_t k = 0; k < n; ++k) dst[k * inner] = buf[k].real() * scale;
+      for (int64_t b = 0; b < width; ++b) {
+        transform(ib + b * in_size, take, block, ob + b * out_size, block, buf.data());
+      }
+      for (int64_t k = 0; k < out_len; ++k) {
+        std::memcpy(dst + k * inner * out_size, ob + k * block * out_size, width * out_size);
       }
     }
   });
