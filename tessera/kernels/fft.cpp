@@ -310,6 +310,56 @@ struct LineTransform {
   }
 };
 
+// Two real lines of odd length in one complex transform: z = x1 + i x2 has
+// the DFT Z = X1 + i X2, and X1, X2 are Hermitian, so X1[k] = (Z[k] +
+// conj Z[n - k]) / 2 and X2[k] = (Z[k] - conj Z[n - k]) / 2i; the inverse of
+// X1 + i X2 is x1 + i x2. (Even lengths take the half-length path.)
+struct LinePair {
+  const LineTransform& one;
+
+  bool applies() const { return one.kind != FftKind::complex_to_complex && !one.real_plan; }
+
+  void operator()(const void* src1_raw, const void* src2_raw, int64_t take, int64_t in_stride,
+                  void* dst1_raw, void* dst2_raw, int64_t out_stride, cdouble* buf) const {
+    const int64_t n = one.n;
+    cdouble* scratch = buf + n;
+    if (one.kind == FftKind::real_to_complex) {
+      const auto* a = static_cast<const double*>(src1_raw);
+      const auto* b = static_cast<const double*>(src2_raw);
+      for (int64_t j = 0; j < take; ++j) buf[j] = cdouble(a[j * in_stride], b[j * in_stride]);
+      std::fill(buf + take, buf + n, cdouble(0.0, 0.0));
+      one.plan->run(buf, false, scratch);
+      auto* d1 = static_cast<cdouble*>(dst1_raw);
+      auto* d2 = static_cast<cdouble*>(dst2_raw);
+      const double half_scale = 0.5 * one.scale;
+      for (int64_t k = 0; k <= n / 2; ++k) {
+        const cdouble zk = buf[k], zc = std::conj(buf[(n - k) % n]);
+        d1[k * out_stride] = (zk + zc) * half_scale;
+        d2[k * out_stride] = minus_i(zk - zc) * half_scale;
+      }
+      return;
+    }
+    const auto* a = static_cast<const cdouble*>(src1_raw);
+    const auto* b = static_cast<const cdouble*>(src2_raw);
+    const int64_t half = n / 2 + 1;
+    for (int64_t k = 0; k < half; ++k) {
+      cdouble x1 = k < take ? a[k * in_stride] : cdouble(0.0, 0.0);
+      cdouble x2 = k < take ? b[k * in_stride] : cdouble(0.0, 0.0);
+      if (k == 0) x1 = cdouble(x1.real(), 0.0), x2 = cdouble(x2.real(), 0.0);
+      buf[k] = x1 + cdouble(-x2.imag(), x2.real());
+      // X[n - k] = conj X[k] for each line, so that entry is conj x1 + i conj x2.
+      if (k > 0 && n - k >= half) buf[n - k] = std::conj(x1) + cdouble(x2.imag(), x2.real());
+    }
+    one.plan->run(buf, true, scratch);
+    auto* d1 = static_cast<double*>(dst1_raw);
+    auto* d2 = static_cast<double*>(dst2_raw);
+    for (int64_t k = 0; k < n; ++k) {
+      d1[k * out_stride] = buf[k].real() * one.scale;
+      d2[k * out_stride] = buf[k].imag() * one.scale;
+    }
+  }
+};
+
 // Lines along an inner axis are `inner` elements apart: they are gathered a
 // block of kBlock neighbours at a time (contiguous runs of memory), each
 // transformed from the block, and the block's results written back as runs.
@@ -334,6 +384,7 @@ Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse,
   const std::shared_ptr<const RealPlan> real_plan = halved ? cached<RealPlan>(n) : nullptr;
   const std::shared_ptr<const FftPlan> plan = halved ? real_plan->half : fft_plan(n);
   const LineTransform transform{n, kind, inverse, scale, plan.get(), real_plan.get()};
+  const LinePair pair{transform};
   const size_t in_size = kind == FftKind::real_to_complex ? sizeof(double) : sizeof(cdouble);
   const size_t out_size = kind == FftKind::complex_to_real ? sizeof(double) : sizeof(cdouble);
   const int64_t take = std::min(len, kind == FftKind::complex_to_real ? n / 2 + 1 : n);
@@ -343,6 +394,23 @@ Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse,
   const double line_ns = 6.0 * static_cast<double>(m) * std::log2(static_cast<double>(m) + 1.0);
   const int64_t block = std::min(inner, kBlock);
   const int64_t blocks_per_outer = (inner + block - 1) / block;
+  if (block == 1 && pair.applies() && outer > 1) {
+    // Rows 2p and 2p + 1 always go together (whatever the tiles), so the
+    // bits do not depend on the thread count.
+    run((outer + 1) / 2, 2.0 * line_ns, [&](int64_t begin, int64_t end) {
+      std::vector<cdouble> buf(n + plan->scratch_size());
+      for (int64_t p = begin; p < end; ++p) {
+        const char* src = in + 2 * p * len * in_size;
+        char* dst = dst_all + 2 * p * out_len * out_size;
+        if (2 * p + 1 < outer) {
+          pair(src, src + len * in_size, take, 1, dst, dst + out_len * out_size, 1, buf.data());
+        } else {
+          transform(src, take, 1, dst, 1, buf.data());
+        }
+      }
+    });
+    return out;
+  }
   run(outer * blocks_per_outer, line_ns * static_cast<double>(block), [&](int64_t begin,
                                                                          int64_t end) {
     std::vector<cdouble> buf(n + plan->scratch_size());
@@ -366,7 +434,13 @@ Array fft_lines(const Array& x, int axis, int64_t n, FftKind kind, bool inverse,
         std::memcpy(ib + k * block * in_size, src + k * inner * in_size, width * in_size);
       }
       for (int64_t b = 0; b < width; ++b) {
-        transform(ib + b * in_size, take, block, ob + b * out_size, block, buf.data());
+        if (pair.applies() && b + 1 < width) {
+          pair(ib + b * in_size, ib + (b + 1) * in_size, take, block, ob + b * out_size,
+               ob + (b + 1) * out_size, block, buf.data());
+          ++b;
+        } else {
+          transform(ib + b * in_size, take, block, ob + b * out_size, block, buf.data());
+        }
       }
       for (int64_t k = 0; k < out_len; ++k) {
         std::memcpy(dst + k * inner * out_size, ob + k * block * out_size, width * out_size);

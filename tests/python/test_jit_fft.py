@@ -164,7 +164,8 @@ def test_round_trips():
 def test_threads_give_the_same_bits(threads):
     # Lines are transformed independently: any thread count, the same bits.
     x = cplx(64, 96)
-    f = numpy_fn("(np.fft.fft2(x), np.fft.irfftn(x, axes=(1, 0)), np.fft.fft(x, n=97, axis=0))")
+    f = numpy_fn("(np.fft.fft2(x), np.fft.irfftn(x, axes=(1, 0)), np.fft.fft(x, n=97, axis=0), "
+                 "np.fft.rfft(x.real, n=95), np.fft.irfft(x, n=93, axis=0))")
     got = tessera.jit(f)(x)
     for g, e in zip(got, f(x)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)

@@ -189,6 +189,14 @@ TEST_P(FftThreads, SameBitsForAnyThreadCount) {
   const Array serial = kernels::fft_lines(x, 1, 96, kernels::FftKind::complex_to_complex, false,
                                           1.0);
   const Value got = named("fft2", Value(x), {});
+  // Odd real lengths go two lines at a time: the same pairs for any tiling.
+  const Array real = call("real", {Value(x)}).as_array().contiguous();
+  const Array odd = named("rfft", Value(real), {{"n", Value(int64_t{95})}}).as_array();
+  const Array odd_serial = kernels::fft_lines(real, 1, 95, kernels::FftKind::real_to_complex,
+                                              false, 1.0);
+  for (int64_t i = 0; i < odd.size(); ++i) {
+    ASSERT_EQ(odd.data<cdouble>()[i], odd_serial.data<cdouble>()[i]) << i;
+  }
   const Array rows = call("fft", {Value(x)}).as_array();
   ASSERT_EQ(rows.shape(), serial.shape());
   for (int64_t i = 0; i < serial.size(); ++i) {
@@ -202,3 +210,38 @@ TEST_P(FftThreads, SameBitsForAnyThreadCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, FftThreads, ::testing::Values(1, 2, 4));
+
+TEST(FftKernel, OddRealLinesInPairsMatchSingleLines) {
+  // Odd real lengths transform two lines in one complex DFT: rows and
+  // columns (odd and even line counts) against each line transformed alone.
+  for (int64_t n : {1, 3, 7, 37}) {
+    for (int64_t count : {1, 2, 5, 10}) {
+      std::vector<cdouble> v = random_line(n * count, static_cast<unsigned>(n + count));
+      Array rows(DType::float64, {count, n}), cols(DType::float64, {n, count});
+      for (int64_t l = 0; l < count; ++l) {
+        for (int64_t j = 0; j < n; ++j) {
+          rows.data<double>()[l * n + j] = cols.data<double>()[j * count + l] = v[l * n + j].real();
+        }
+      }
+      using kernels::FftKind;
+      const int64_t h = n / 2 + 1;
+      const Array fr = kernels::fft_lines(rows, 1, n, FftKind::real_to_complex, false, 1.0);
+      const Array fc = kernels::fft_lines(cols, 0, n, FftKind::real_to_complex, false, 1.0);
+      const Array br = kernels::fft_lines(fr, 1, n, FftKind::complex_to_real, true, 1.0 / n);
+      const Array bc = kernels::fft_lines(fc, 0, n, FftKind::complex_to_real, true, 1.0 / n);
+      for (int64_t l = 0; l < count; ++l) {
+        std::vector<cdouble> line(n);
+        for (int64_t j = 0; j < n; ++j) line[j] = cdouble(v[l * n + j].real(), 0.0);
+        const std::vector<cdouble> full = naive_dft(line, false);
+        for (int64_t k = 0; k < h; ++k) {
+          EXPECT_LT(std::abs(fr.data<cdouble>()[l * h + k] - full[k]), 1e-13) << n << " " << l;
+          EXPECT_LT(std::abs(fc.data<cdouble>()[k * count + l] - full[k]), 1e-13) << n << " " << l;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          EXPECT_NEAR(br.data<double>()[l * n + j], line[j].real(), 1e-13);
+          EXPECT_NEAR(bc.data<double>()[j * count + l], line[j].real(), 1e-13);
+        }
+      }
+    }
+  }
+}
