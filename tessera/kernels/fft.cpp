@@ -112,72 +112,111 @@ void FftPlan::run(cdouble* x, bool inverse, cdouble* scratch) const {
   if (inverse) conjugate(x, n_);
 }
 
+namespace {
+
+// One radix-P butterfly: inputs in[q * r] (q < P), multiplied by the
+// twiddles w[q - 1] unless Twiddled is false (k = 0, where they are 1), and
+// outputs out[t * os] = sum_q a_q exp(-2 pi i q t / P).
+template <int P, bool Twiddled>
+inline void butterfly(const cdouble* in, int64_t r, const cdouble* w, cdouble* out, int64_t os) {
+  cdouble a[P];
+  a[0] = in[0];
+  for (int q = 1; q < P; ++q) a[q] = Twiddled ? mul(in[q * r], w[q - 1]) : in[q * r];
+  if constexpr (P == 2) {
+    out[0] = a[0] + a[1];
+    out[os] = a[0] - a[1];
+  } else if constexpr (P == 3) {
+    constexpr double s3 = 0.86602540378443864676372317075293618;  // sqrt(3) / 2
+    const cdouble sum = a[1] + a[2], t = a[0] - 0.5 * sum, d = minus_i(a[1] - a[2]) * s3;
+    out[0] = a[0] + sum;
+    out[os] = t + d;
+    out[2 * os] = t - d;
+  } else if constexpr (P == 4) {
+    const cdouble s02 = a[0] + a[2], d02 = a[0] - a[2], s13 = a[1] + a[3];
+    const cdouble d13 = minus_i(a[1] - a[3]);
+    out[0] = s02 + s13;
+    out[os] = d02 + d13;
+    out[2 * os] = s02 - s13;
+    out[3 * os] = d02 - d13;
+  } else {
+    static_assert(P == 5);
+    // cos and sin of 2 pi / 5 and 4 pi / 5.
+    constexpr double c1 = 0.30901699437494742410229341718281906;
+    constexpr double c2 = -0.80901699437494742410229341718281906;
+    constexpr double s1 = 0.95105651629515357211643933337938214;
+    constexpr double s2 = 0.58778525229247312916870595463907277;
+    const cdouble b1 = a[1] + a[4], b2 = a[2] + a[3], d1 = a[1] - a[4], d2 = a[2] - a[3];
+    const cdouble e1 = a[0] + c1 * b1 + c2 * b2, f1 = minus_i(s1 * d1 + s2 * d2);
+    const cdouble e2 = a[0] + c2 * b1 + c1 * b2, f2 = minus_i(s2 * d1 - s1 * d2);
+    out[0] = a[0] + b1 + b2;
+    out[os] = e1 + f1;
+    out[4 * os] = e1 - f1;
+    out[2 * os] = e2 + f2;
+    out[3 * os] = e2 - f2;
+  }
+}
+
+// One stage of a fixed radix: the sub * r butterflies, the twiddle-free
+// k = 0 apart; the longer of the two loops (over j when r is large, over k
+// in the last stages, where r is small) innermost.
+template <int P>
+void radix_stage(const cdouble* src, cdouble* dst, const cdouble* tw, int64_t sub, int64_t r) {
+  const int64_t in_stride = r * P, out_stride = sub * r;
+  for (int64_t j = 0; j < r; ++j) butterfly<P, false>(src + j, r, nullptr, dst + j, out_stride);
+  if (r >= sub) {
+    for (int64_t k = 1; k < sub; ++k) {
+      const cdouble* w = tw + k * (P - 1);
+      for (int64_t j = 0; j < r; ++j) {
+        butterfly<P, true>(src + k * in_stride + j, r, w, dst + k * r + j, out_stride);
+      }
+    }
+  } else {
+    for (int64_t j = 0; j < r; ++j) {
+      for (int64_t k = 1; k < sub; ++k) {
+        butterfly<P, true>(src + k * in_stride + j, r, tw + k * (P - 1), dst + k * r + j,
+                           out_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void FftPlan::stockham(cdouble* x, cdouble* scratch) const {
   cdouble* src = x;
   cdouble* dst = scratch;
   for (const Stage& st : stages_) {
     const int p = st.radix;
-    const int64_t sub = st.sub, r = n_ / (sub * p), in_stride = r * p, out_stride = sub * r;
-    for (int64_t k = 0; k < sub; ++k) {
-      const cdouble* w = st.twiddles.data() + k * (p - 1);
-      const cdouble* in = src + k * in_stride;
-      cdouble* out = dst + k * r;
-      switch (p) {
-        case 2:
+    const int64_t sub = st.sub, r = n_ / (sub * p);
+    const cdouble* tw = st.twiddles.data();
+    switch (p) {
+      case 2:
+        radix_stage<2>(src, dst, tw, sub, r);
+        break;
+      case 3:
+        radix_stage<3>(src, dst, tw, sub, r);
+        break;
+      case 4:
+        radix_stage<4>(src, dst, tw, sub, r);
+        break;
+      case 5:
+        radix_stage<5>(src, dst, tw, sub, r);
+        break;
+      default: {
+        // Odd primes 7 .. 31: the DFT of the P values by their roots.
+        const int64_t in_stride = r * p, out_stride = sub * r;
+        cdouble a[kMaxGenericRadix];
+        for (int64_t k = 0; k < sub; ++k) {
+          const cdouble* w = tw + k * (p - 1);
           for (int64_t j = 0; j < r; ++j) {
-            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]);
-            out[j] = a0 + a1;
-            out[j + out_stride] = a0 - a1;
-          }
-          break;
-        case 3: {
-          const double s3 = std::sqrt(3.0) / 2.0;
-          for (int64_t j = 0; j < r; ++j) {
-            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]), a2 = mul(in[j + 2 * r], w[1]);
-            const cdouble sum = a1 + a2, t = a0 - 0.5 * sum, s = minus_i(a1 - a2) * s3;
-            out[j] = a0 + sum;
-            out[j + out_stride] = t + s;
-            out[j + 2 * out_stride] = t - s;
-          }
-          break;
-        }
-        case 4:
-          for (int64_t j = 0; j < r; ++j) {
-            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]), a2 = mul(in[j + 2 * r], w[1]),
-                          a3 = mul(in[j + 3 * r], w[2]);
-            const cdouble s02 = a0 + a2, d02 = a0 - a2, s13 = a1 + a3, d13 = minus_i(a1 - a3);
-            out[j] = s02 + s13;
-            out[j + out_stride] = d02 + d13;
-            out[j + 2 * out_stride] = s02 - s13;
-            out[j + 3 * out_stride] = d02 - d13;
-          }
-          break;
-        case 5: {
-          const double c1 = std::cos(2 * kPi / 5), c2 = std::cos(4 * kPi / 5);
-          const double s1 = std::sin(2 * kPi / 5), s2 = std::sin(4 * kPi / 5);
-          for (int64_t j = 0; j < r; ++j) {
-            const cdouble a0 = in[j], a1 = mul(in[j + r], w[0]), a2 = mul(in[j + 2 * r], w[1]),
-                          a3 = mul(in[j + 3 * r], w[2]), a4 = mul(in[j + 4 * r], w[3]);
-            const cdouble b1 = a1 + a4, b2 = a2 + a3, d1 = a1 - a4, d2 = a2 - a3;
-            const cdouble e1 = a0 + c1 * b1 + c2 * b2, f1 = minus_i(s1 * d1 + s2 * d2);
-            const cdouble e2 = a0 + c2 * b1 + c1 * b2, f2 = minus_i(s2 * d1 - s1 * d2);
-            out[j] = a0 + b1 + b2;
-            out[j + out_stride] = e1 + f1;
-            out[j + 4 * out_stride] = e1 - f1;
-            out[j + 2 * out_stride] = e2 + f2;
-            out[j + 3 * out_stride] = e2 - f2;
-          }
-          break;
-        }
-        default: {
-          cdouble a[kMaxGenericRadix];
-          for (int64_t j = 0; j < r; ++j) {
-            a[0] = in[j];
-            for (int q = 1; q < p; ++q) a[q] = mul(in[j + q * r], w[q - 1]);
+            const cdouble* in = src + k * in_stride + j;
+            cdouble* out = dst + k * r + j;
+            a[0] = in[0];
+            for (int q = 1; q < p; ++q) a[q] = mul(in[q * r], w[q - 1]);
             for (int t = 0; t < p; ++t) {
               cdouble y = a[0];
               for (int q = 1, qt = t; q < p; ++q, qt = (qt + t) % p) y += mul(a[q], st.roots[qt]);
-              out[j + t * out_stride] = y;
+              out[t * out_stride] = y;
             }
           }
         }
