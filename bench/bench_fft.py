@@ -85,8 +85,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     opts = ap.parse_args()
-    print(f"machine: {platform.machine()} {platform.processor() or ''} "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}")
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh
+                        if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    print(f"machine: {platform.machine()} {cpu}, "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, Python {platform.python_version()}, NumPy {np.__version__}")
     print("threads: NumPy 1 (pocketfft), tessera 1 and 2 (tessera.jit(f, threads=N))")
     print(f"medians of {opts.runs} interleaved runs after a warm-up\n")
     header = f"{'kernel':36s} {'NumPy':>9s} {'t1':>9s} {'t2':>9s} {'t1/np':>7s} {'t2/np':>7s}"
