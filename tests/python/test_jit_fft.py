@@ -132,6 +132,8 @@ def test_many_axes(expr):
     "np.fft.fftshift(x)", "np.fft.ifftshift(x)", "np.fft.fftshift(x, axes=1)",
     "np.fft.ifftshift(x, axes=(0,))", "np.fft.fftshift(x, axes=[-1, 0])",
     "np.fft.ifftshift(np.fft.fftshift(x))", "np.fft.fftshift(np.fft.fftfreq(10))",
+    "np.fft.fft([1.0, 2.0, 3.0])", "np.fft.rfft([1, 2, 3, 4])", "np.fft.fft(x, out=None)",
+    "np.fft.fftshift([[1, 2, 3], [4, 5, 6]])",
 ])
 def test_frequencies_and_shifts(expr):
     check(numpy_fn(expr), real(5, 4))
@@ -293,6 +295,17 @@ def test_errors_name_the_line(func, kind, message):
 
 def f_hfft(x):
     return np.fft.hfft(x)  # HERE
+
+
+def f_out(x):
+    y = np.zeros(4, dtype=complex)
+    return np.fft.fft(x, out=y)  # HERE
+
+
+def test_out_is_refused_by_name():
+    with pytest.raises(tessera.UnsupportedError, match=r"out= of fft") as info:
+        tessera.jit(f_out)(real(4))
+    assert str(line_of(f_out)) in str(info.value)
 
 
 def test_unsupported_function_is_named():
