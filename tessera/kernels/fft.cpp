@@ -40,7 +40,6 @@ inline cdouble minus_i(cdouble z) { return {z.imag(), -z.real()}; }
 cdouble unit_root(int64_t num, int64_t den) {
   num %= den;
   if (num < 0) num += den;
-  // The angle in the first half turn keeps sin and cos at full precision.
   const double angle = 2.0 * kPi * static_cast<double>(num) / static_cast<double>(den);
   return {std::cos(angle), -std::sin(angle)};
 }
