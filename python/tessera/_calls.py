@@ -107,6 +107,11 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.plain_call(name, args, kws)
         if ns == "random":
             return self.random_call(name, node, args, kws)
+        if ns == "fft":
+            if name not in M.FFT_SPECS:
+                self.unsupported(f"the NumPy function np.fft.{name}", node,
+                                 "supported: " + ", ".join(f"np.fft.{n}" for n in M.FFT_SPECS))
+            return self.emit_spec(M.FFT_SPECS[name], args, kws, node)
         if ns == "math":
             return self.math_call(name, node, args, kws)
         if self.site is not None and getattr(obj, "__module__", None) == LIBRARY_MODULE:

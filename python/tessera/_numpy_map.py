@@ -328,3 +328,16 @@ PYTHON_RANDOM = ("random", "uniform", "randint", "randrange", "choice", "gauss",
 
 # Reductions whose where= and initial= tessera's NumPy library handles (_numpy_lib.py).
 MASKED_REDUCTIONS = {"sum", "prod", "max", "min", "amax", "amin", "mean", "any", "all"}
+
+# np.fft.NAME -> the primitive of the same name (tessera/primitives/fft.cpp).
+_FFT_1D = ("a", "n", "axis", "norm", "out")
+_FFT_ND = ("a", "s", "axes", "norm", "out")
+FFT_SPECS = {
+    **{name: Spec(name, _FFT_1D, positional=4) for name in ("fft", "ifft", "rfft", "irfft")},
+    **{name: Spec(name, _FFT_ND, positional=4)
+       for name in ("fftn", "ifftn", "rfftn", "irfftn", "fft2", "ifft2", "rfft2", "irfft2")},
+    "fftfreq": Spec("fftfreq", ("n", "d"), positional=2),
+    "rfftfreq": Spec("rfftfreq", ("n", "d"), positional=2),
+    "fftshift": Spec("fftshift", ("x", "axes"), positional=2),
+    "ifftshift": Spec("ifftshift", ("x", "axes"), positional=2),
+}

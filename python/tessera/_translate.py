@@ -1506,12 +1506,13 @@ def _python_random_name(obj):
 
 
 def _numpy_function(obj):
-    """('numpy' | 'linalg' | 'random' | 'math', name) for a function of those
-    namespaces, else (None, None)."""
+    """('numpy' | 'linalg' | 'random' | 'fft' | 'math', name) for a function of
+    those namespaces, else (None, None)."""
     name = getattr(obj, "__name__", None)
     if not isinstance(name, str):
         return None, None
-    for ns, mod in (("numpy", np), ("linalg", np.linalg), ("random", np.random), ("math", math)):
+    for ns, mod in (("numpy", np), ("linalg", np.linalg), ("random", np.random), ("fft", np.fft),
+                    ("math", math)):
         try:
             if getattr(mod, name, None) is obj or (
                 ns == "random" and getattr(mod, name, None) == obj

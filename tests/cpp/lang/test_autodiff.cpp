@@ -254,6 +254,9 @@ const std::vector<GradCase>& cases() {
       {"roll", "roll(a, 2, axis=1)", {"a"}},
       {"roll", "roll(cube, [1, -1], axis=[0, 2])", {"cube"}},
       {"roll", "roll(a, 4)", {"a"}},
+      {"fftshift", "fftshift(a)", {"a"}},
+      {"fftshift", "fftshift(cube, axes=[0, 2])", {"cube"}},
+      {"ifftshift", "ifftshift(a, axes=1)", {"a"}},
       {"vdot", "vdot(a, transpose(m)) * a", {"a", "m"}},
       {"cumprod", "cumprod(a, axis=1)", {"a"}},
       {"cumprod", "cumprod(zeroed, axis=1)", {"zeroed"}},  // a zero: exact
