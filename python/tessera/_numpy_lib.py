@@ -545,27 +545,27 @@ def lexsort(keys, axis=-1):
     return idx
 
 
-def partition(a, kth, axis=-1):
-    # NumPy leaves the order within each side undefined: the sorted array is one such order
+def _partition_args(a, kth, axis, name):
+    """a (flattened for axis None) and its axis, kth checked against the axis's length."""
     a = np.asarray(a)
     if axis is None:
         a = np.ravel(a)
         axis = -1
     n = a.shape[axis]
     if np.any(np.asarray(kth) >= n) or np.any(np.asarray(kth) < -n):
-        raise ValueError("[np.partition] kth(=" + str(kth) + ") out of bounds (" + str(n) + ")")
+        raise ValueError("[np." + name + "] kth(=" + str(kth) + ") out of bounds (" + str(n) +
+                         ")")
+    return a, axis
+
+
+def partition(a, kth, axis=-1):
+    # NumPy leaves the order within each side undefined: the sorted array is one such order
+    a, axis = _partition_args(a, kth, axis, "partition")
     return np.sort(a, axis=axis)
 
 
 def argpartition(a, kth, axis=-1):
-    a = np.asarray(a)
-    if axis is None:
-        a = np.ravel(a)
-        axis = -1
-    n = a.shape[axis]
-    if np.any(np.asarray(kth) >= n) or np.any(np.asarray(kth) < -n):
-        raise ValueError("[np.argpartition] kth(=" + str(kth) + ") out of bounds (" + str(n) +
-                         ")")
+    a, axis = _partition_args(a, kth, axis, "argpartition")
     return np.argsort(a, axis=axis)
 
 

@@ -9,9 +9,6 @@
 
 namespace tessera {
 
-namespace {
-
-// x[..., a:b] along `axis` (the other axes whole).
 Value slice_along(const Value& x, int ndim, int axis, std::optional<int64_t> start,
                   std::optional<int64_t> stop) {
   std::vector<Value> args{x};
@@ -25,6 +22,8 @@ Value slice_along(const Value& x, int ndim, int axis, std::optional<int64_t> sta
   }
   return call_primitive("getitem", std::move(args));
 }
+
+namespace {
 
 // prepend/append: a scalar is broadcast to x's shape with extent 1 along axis.
 Value edge_values(const Args& a, size_t i, const Array& x, int axis) {

@@ -237,6 +237,11 @@ Value run_complex(const PrimitiveSpec& spec, Args& args);
 Value call_primitive(std::string_view name, std::vector<CallArg> args);
 Value call_primitive(std::string_view name, std::vector<Value> positional);
 
+// x[..., start:stop, ...] along `axis` of a rank-`ndim` x, the other axes whole
+// (getitem's view; differences.cpp).
+Value slice_along(const Value& x, int ndim, int axis, std::optional<int64_t> start,
+                  std::optional<int64_t> stop);
+
 // The family files' shorthand for call_primitive (one definition for all of
 // them, so a unity build can put several family files in one unit).
 inline Value prim(const char* name, std::vector<Value> args) {

@@ -530,20 +530,6 @@ Value eval_at_op(Args& a) {
   return x;
 }
 
-// x[..., a:b, ...] along `axis` (the other axes whole; the axis kept).
-Value slice_axis(const Value& x, int ndim, int axis, int64_t start, int64_t stop) {
-  std::vector<Value> args{x};
-  for (int d = 0; d < ndim; ++d) {
-    Slice s;
-    if (d == axis) {
-      s.start = start;
-      s.stop = stop;
-    }
-    args.emplace_back(s);
-  }
-  return call_primitive("getitem", std::move(args));
-}
-
 // f(part, along) over the lanes of `part` along `axis` (moved last, so that
 // each lane is contiguous: NumPy reduces a reduceat lane as one run), with
 // the axis kept.
@@ -594,18 +580,18 @@ Value eval_reduceat(Args& a) {
     const int64_t e = i + 1 < idx.size() ? ix[i + 1] : n;
     Value part;
     if (s >= e || s + 1 == e) {
-      part = slice_axis(xv, nd, axis, s, s + 1);
+      part = slice_along(xv, nd, axis, s, s + 1);
     } else if (name == "add") {
-      Value first = slice_axis(xv, nd, axis, s, s + 1);
-      Value rest = lane_reduce("sum", slice_axis(xv, nd, axis, s + 1, e), axis);
+      Value first = slice_along(xv, nd, axis, s, s + 1);
+      Value rest = lane_reduce("sum", slice_along(xv, nd, axis, s + 1, e), axis);
       part = prim("add", {first, rest});
     } else {
       const char* f = name == "multiply" ? "prod" : name == "maximum" ? "max" : "min";
-      part = lane_reduce(f, slice_axis(xv, nd, axis, s, e), axis);
+      part = lane_reduce(f, slice_along(xv, nd, axis, s, e), axis);
     }
     parts.push_back(part.is_array() ? Value(part.as_array().astype(out)) : part);
   }
-  if (parts.empty()) return slice_axis(Value(x.astype(out)), nd, axis, 0, 0);
+  if (parts.empty()) return slice_along(Value(x.astype(out)), nd, axis, 0, 0);
   return call_primitive("concatenate", std::vector<CallArg>{{"", Value(std::move(parts))},
                                                            {"axis", Value(int64_t{axis})}});
 }
