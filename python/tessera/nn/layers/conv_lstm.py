@@ -224,20 +224,11 @@ class _ConvLSTM(_RNN):
         else:
             zero = ctx.define("h0", f"zeros_like({xw}[:, 0, {sp}, 0:{f}])")
             states = [zero, zero]
-        outputs, ones = [], _list((-1,) + (1,) * (r + 1))  # a step's mask, broadcast
-        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
-        for t in order:
-            new = self._conv_step(f"{xw}[:, {t}, {sp}, :]", states, p, ctx, state_masks)
-            if mask is None:
-                states = new
-                outputs.append(states[0])
-                continue
-            keep = ctx.define("m", f"reshape({mask}[:, {t}:{t + 1}], {ones})")
-            if self.zero_output_for_mask:
-                outputs.append(ctx.define("o", f"where({keep}, {new[0]}, zeros_like({new[0]}))"))
-            states = [ctx.define("s", f"where({keep}, {n}, {o})") for n, o in zip(new, states)]
-            if not self.zero_output_for_mask:
-                outputs.append(states[0])
+        ones = _list((-1,) + (1,) * (r + 1))  # a step's mask, broadcast over the pixels
+        outputs, states = self._unrolled(
+            ctx, steps, states,
+            lambda t, st: self._conv_step(f"{xw}[:, {t}, {sp}, :]", st, p, ctx, state_masks),
+            None if mask is None else (lambda t: f"reshape({mask}[:, {t}:{t + 1}], {ones})"))
         y = f"stack(list({', '.join(outputs)}), axis=1)" if self.return_sequences else outputs[-1]
         if cf:
             y = f"transpose({y}, {_list(self._first_perm(self.return_sequences))})"

@@ -208,27 +208,37 @@ class _RNN(Layer):
         else:
             zero = ctx.define("h0", f"zeros_like({xw}[:, 0, 0:{u}])")
             states = [zero] * self._n_states()
-        outputs = []
-        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
-        for t in order:
-            new = self._step(f"{xw}[:, {t}, :]", states, p, ctx, state_masks)
-            if mask is None:
-                states = new
-                outputs.append(states[0])
-                continue
-            # Keras: a masked step keeps the states; its output is the
-            # previous output (the first state), or zeros
-            keep = ctx.define("m", f"{mask}[:, {t}:{t + 1}]")
-            if self.zero_output_for_mask:
-                outputs.append(ctx.define("o", f"where({keep}, {new[0]}, zeros_like({new[0]}))"))
-            states = [ctx.define("s", f"where({keep}, {n}, {o})") for n, o in zip(new, states)]
-            if not self.zero_output_for_mask:
-                outputs.append(states[0])
+        outputs, states = self._unrolled(
+            ctx, steps, states,
+            lambda t, st: self._step(f"{xw}[:, {t}, :]", st, p, ctx, state_masks),
+            None if mask is None else (lambda t: f"{mask}[:, {t}:{t + 1}]"))
         out = f"stack(list({', '.join(outputs)}), axis=1)" if self.return_sequences \
             else outputs[-1]
         if self.return_state or self.carry_states:
             return [out] + list(states)
         return out
+
+    def _unrolled(self, ctx, steps, states, step_at, keep_at):
+        """The unrolled time loop: step_at(t, states) gives step t's new states
+        (the first is its output). With keep_at (t -> step t's mask, broadcast
+        against the states), as Keras: a masked step keeps the states and its
+        output is the previous output (the first state), or zeros
+        (zero_output_for_mask). Returns (outputs in the loop's order, states)."""
+        outputs = []
+        order = range(steps - 1, -1, -1) if self.go_backwards else range(steps)
+        for t in order:
+            new = step_at(t, states)
+            if keep_at is None:
+                states = new
+                outputs.append(states[0])
+                continue
+            keep = ctx.define("m", keep_at(t))
+            if self.zero_output_for_mask:
+                outputs.append(ctx.define("o", f"where({keep}, {new[0]}, zeros_like({new[0]}))"))
+            states = [ctx.define("s", f"where({keep}, {n}, {o})") for n, o in zip(new, states)]
+            if not self.zero_output_for_mask:
+                outputs.append(states[0])
+        return outputs, states
 
     def _input_bias(self, p):
         return p["bias"]
