@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import data as _data
 
-__all__ = ["GivenBatches", "batch_parts", "pydataset_batches", "generator_batches"]
+__all__ = ["GivenBatches", "batch_parts", "pydataset_batches", "generator_batches",
+           "iterable_batches"]
 
 
 def batch_parts(b, i, what, where) -> list:
@@ -146,3 +147,45 @@ def generator_batches(it, where: str, steps=None) -> GivenBatches:
             count += 1
 
     return GivenBatches(first, read_epoch, steps, what, where)
+
+
+def iterable_batches(source, where: str, steps=None) -> GivenBatches:
+    """An iterable read again at each epoch (a PyTorch DataLoader, any object with
+    __iter__ that is not an array or a sequence of samples), as Keras's torch
+    adapter reads a DataLoader: iter(source) once per epoch, its batches as they
+    come; `steps` batches an epoch at most. tessera never imports the library the
+    iterable comes from: its batches need only convert with numpy.asarray."""
+    what = f"the {type(source).__name__}"
+    try:
+        n = len(source)
+    except TypeError:
+        n = None
+    if steps is not None:
+        n = steps if n is None else min(n, steps)
+    opened = iter(source)
+    try:
+        raw = next(opened)
+    except StopIteration:
+        raise ValueError(f"[{where}] x is {what}, which yields no batches") from None
+    first = batch_parts(raw, 0, what, where)
+    peeked = [(raw, opened)]  # the first pass goes on from the batch read here
+
+    def passes():
+        if peeked:
+            b, it = peeked.pop()
+            yield b
+            yield from it
+        else:
+            yield from iter(source)
+
+    def read_epoch(epoch, start):
+        for i, b in enumerate(passes()):
+            if n is not None and i >= n:
+                return
+            if i < start:
+                continue
+            arrays = batch_parts(b, i, what, where)
+            _check_parts(arrays, len(first), i, what, where)
+            yield i, arrays
+
+    return GivenBatches(first, read_epoch, n, what, where)

@@ -13,6 +13,7 @@ from ... import optim as _optim
 from .. import initializers
 from ..optimizer_classes import get as keras_optimizer
 from ..params import WEIGHTS_IN_FILE
+from ..given_batches import iterable_batches
 from ..utils import PyDataset, iterator_dataset
 
 
@@ -114,4 +115,16 @@ def _from_py_dataset(x, where, steps=None, shuffle_seed=None):
         return x._to_dataset(where, shuffle_seed)
     if hasattr(x, "__next__") and not isinstance(x, (np.ndarray, _data.Dataset)):
         return iterator_dataset(x, where, steps)
+    if _batch_iterable(x):
+        return iterable_batches(x, where, steps)
     return x
+
+
+def _batch_iterable(x) -> bool:
+    """An iterable of batches read again each epoch (a PyTorch DataLoader, as Keras
+    takes one): iterable, not an iterator, and none of what fit reads as data itself
+    (arrays and anything with __array__ or a shape, lists, tuples, dicts, strings,
+    tessera Datasets)."""
+    return (hasattr(type(x), "__iter__") and not hasattr(x, "__next__")
+            and not isinstance(x, (np.ndarray, list, tuple, dict, str, bytes, _data.Dataset))
+            and not hasattr(x, "__array__") and not hasattr(x, "shape"))
