@@ -25,6 +25,11 @@ import time
 
 import numpy as np
 
+try:
+    import numba  # a benchmark peer only, never a tessera dependency
+except ImportError:
+    numba = None
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, os.pardir, "python"))
 
@@ -67,9 +72,7 @@ def timed(fn, args):
 
 
 def numba_peer(f, args):
-    try:
-        import numba  # noqa: PLC0415 - a benchmark peer only
-    except ImportError:
+    if numba is None:
         return None, "Numba not installed"
     try:
         g = numba.njit(f)
