@@ -29,6 +29,7 @@ import numpy as np
 from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
+from ._generators import eager_generators, first_yield_line
 
 
 class UnsupportedError(NotImplementedError):
@@ -394,9 +395,18 @@ class ProgramBuilder:
         positions to the functions (jit or plain) passed there in this call:
         they are translated into the program and passed by name, the caller
         passing None in their place."""
+        func = entry_jitfn.__wrapped__
+        if inspect.isgeneratorfunction(func):
+            # Called from Python it must give a generator object, which a
+            # program does not return; called from jitted code it is a list.
+            fdef, fname = parse_function(func)
+            raise UnsupportedError(
+                f"a generator function given to tessera.jit ('{func.__name__}'): Python's "
+                f"call gives a generator object, which tessera does not return; jit the "
+                f"function that consumes it (list(...), a for loop), which tessera runs "
+                f"generators in (at {fname}:{first_yield_line(fdef)})")
         entry = self.include(entry_jitfn)
         fn_names = {i: self.function_value(f) for i, f in (fn_args or {}).items()}
-        func = entry_jitfn.__wrapped__
         fdef, _ = parse_function(func)
         n_params = len(fdef.args.posonlyargs) + len(fdef.args.args) + len(fdef.args.kwonlyargs)
         reset = "\x000:0\x01"  # top-level text belongs to no Python line
@@ -586,6 +596,7 @@ def parse_function(func):
                 f"cannot parse the source of '{func.__name__}' (at {where})"
             ) from None
     ast.increment_lineno(tree, start - 1)
+    eager_generators(tree, fname, UnsupportedError)
     node = None
     if func.__name__ == "<lambda>":
         lambdas = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
