@@ -20,12 +20,19 @@ bool fusable(UnaryOp op) {
 }
 
 FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, Array& out)
-    : steps_(std::move(steps)), n_in_(leaves.size()), dtype_(out.dtype()), size_(out.size()) {
+    : FusedPlan(std::move(steps), std::move(leaves), out.shape(), out.dtype(), &out) {}
+
+FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves,
+                     const Shape& shape, DType dtype)
+    : FusedPlan(std::move(steps), std::move(leaves), shape, dtype, nullptr) {}
+
+FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves,
+                     const Shape& out_shape, DType dtype, Array* out)
+    : steps_(std::move(steps)), n_in_(leaves.size()), dtype_(dtype), size_(shape_size(out_shape)) {
   if (dtype_ != DType::float32 && dtype_ != DType::float64) {
     throw std::logic_error("[fused] internal error: not a float dtype");
   }
   if (steps_.empty()) throw std::logic_error("[fused] internal error: no steps");
-  const Shape& out_shape = out.shape();
   const int nd = static_cast<int>(out_shape.size());
   // Slots 0 .. n_in-1 are the leaves, slot n_in the output (written
   // through its strides, like the leaves are read through theirs).
@@ -39,9 +46,10 @@ FusedPlan::FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves
   // table (slot k's row at k * nd): a call on small arrays allocates little.
   std::vector<int64_t> full(slots * stride_row_, 0);
   for (size_t k = 0; k < slots; ++k) {
-    const Array* a = k < n_in_ ? leaves[k].array : &out;
+    const Array* a = k < n_in_ ? leaves[k].array : out;
     if (!a) {
-      scalar_[k] = leaves[k].scalar;
+      // A scalar leaf, or no output array (run_values: the values' place is given).
+      if (k < n_in_) scalar_[k] = leaves[k].scalar;
       continue;
     }
     if (a->dtype() != dtype_) throw std::logic_error("[fused] internal error: leaf dtype");
@@ -184,7 +192,7 @@ Operand<T> apply_step(const FusedStep& st, const Operand<T>& x, const Operand<T>
 }  // namespace
 
 template <class T>
-void FusedPlan::run_typed(int64_t begin, int64_t end) const {
+void FusedPlan::run_typed(int64_t begin, int64_t end, T* values) const {
   if (begin >= end) return;
   // Elements per chunk: the scratch of a dozen steps stays within L2.
   constexpr int64_t kChunk = 512;
@@ -220,6 +228,9 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
     if (!origin_[k]) ops[k] = Operand<T>{nullptr, static_cast<T>(scalar_[k])};
   }
   T* const out = static_cast<T*>(origin_[nl]);
+  // Elements of [begin, end) done before the current run (where run_values
+  // puts the run's values).
+  int64_t done = 0;
   // The run of output elements [pos, pos + len) along the last merged
   // dimension: slot k's elements at off[k] + i * inner[k].
   auto run_chunks = [&](int64_t len) {
@@ -239,8 +250,8 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
           ops[k] = Operand<T>{buf, T(0)};
         }
       }
-      T* const dst_out = out + off[nl] + c0 * inner[nl];
-      const bool direct = inner[nl] == 1;
+      T* const dst_out = values ? values + done + c0 : out + off[nl] + c0 * inner[nl];
+      const bool direct = values || inner[nl] == 1;
       for (size_t s = 0; s < ns; ++s) {
         const FusedStep& st = steps_[s];
         const bool last = s + 1 == ns;
@@ -257,6 +268,7 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
         }
       }
     }
+    done += len;
   };
   if (nd == 0) {
     run_chunks(end - begin);
@@ -292,10 +304,19 @@ void FusedPlan::run_typed(int64_t begin, int64_t end) const {
 }
 
 void FusedPlan::run(int64_t begin, int64_t end) const {
+  if (!origin_[n_in_]) throw std::logic_error("[fused] internal error: a plan of values only");
   if (dtype_ == DType::float64) {
-    run_typed<double>(begin, end);
+    run_typed<double>(begin, end, nullptr);
   } else {
-    run_typed<float>(begin, end);
+    run_typed<float>(begin, end, nullptr);
+  }
+}
+
+void FusedPlan::run_values(int64_t begin, int64_t end, void* dst) const {
+  if (dtype_ == DType::float64) {
+    run_typed<double>(begin, end, static_cast<double*>(dst));
+  } else {
+    run_typed<float>(begin, end, static_cast<float*>(dst));
   }
 }
 

@@ -57,16 +57,26 @@ class FusedPlan {
   // expression, written through its strides (a view: x[1:-1, 1:-1] += ...);
   // the array leaves have its dtype and broadcast to its shape.
   FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, Array& out);
+  // A plan of values only, over `shape` in `dtype` (float32 or float64):
+  // run_values gives them to the caller (a reduction of the expression
+  // reads them a block at a time; no array of the whole expression exists).
+  FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, const Shape& shape,
+            DType dtype);
   // out[begin:end) (in C order over out's shape) = the expression.
   void run(int64_t begin, int64_t end) const;
+  // The expression's elements [begin, end) (C order) into dst[0, end - begin),
+  // dst of the plan's dtype.
+  void run_values(int64_t begin, int64_t end, void* dst) const;
   int64_t size() const { return size_; }
 
  private:
+  FusedPlan(std::vector<FusedStep> steps, std::vector<FusedLeaf> leaves, const Shape& shape,
+            DType dtype, Array* out);
   template <class T>
-  void run_typed(int64_t begin, int64_t end) const;
+  void run_typed(int64_t begin, int64_t end, T* values) const;
 
   std::vector<FusedStep> steps_;
-  size_t n_in_;                 // leaves; slot n_in_ is the output
+  size_t n_in_;                 // leaves; slot n_in_ is the output (null: run_values only)
   std::vector<void*> origin_;   // per slot: element (0, ..., 0), or null for a scalar leaf
   std::vector<double> scalar_;  // per leaf: the scalar's value
   DType dtype_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace tessera::kernels {
 
@@ -440,6 +441,125 @@ void reduce_range(ReduceKind kind, const Array& in, const ReducePlan& plan, Arra
       reduce_typed<T, Out>(kind, in, plan, out, begin, end, opts, run);
     });
   });
+}
+
+namespace {
+
+// One lane's reduction (reduce_typed's for these kinds) with leaf(b, e)
+// giving the reducer's value of the lane's elements [b, e).
+template <class T, class Leaf>
+T produced_lane(ReduceKind kind, int64_t n, const Leaf& leaf_of) {
+  auto lane = [&](auto reducer) {
+    using R = decltype(reducer);
+    struct Wrapped {
+      const R& r;
+      const Leaf& leaf_of;
+      using Acc = typename R::Acc;
+      Acc leaf(const T*, int64_t b, int64_t e) const { return leaf_of(r, b, e); }
+      Acc combine(const Acc& a, const Acc& b) const { return r.combine(a, b); }
+    } w{reducer, leaf_of};
+    return reduce_tree(w, static_cast<const T*>(nullptr), 0, n);
+  };
+  auto same = [](T x) { return x; };
+  switch (kind) {
+    case ReduceKind::sum:
+      return lane(sum_reducer<T, T>(same));
+    case ReduceKind::mean:
+      return lane(sum_reducer<T, T>(same)) / static_cast<T>(n);
+    case ReduceKind::prod:
+      return lane(ProdReducer<T, T, decltype(same)>{same});
+    case ReduceKind::min:
+      return lane(ExtremeReducer<T, false>{});
+    case ReduceKind::max:
+      return lane(ExtremeReducer<T, true>{});
+    default:
+      throw std::logic_error("[reduce] internal error: not a produced reduction");
+  }
+}
+
+template <class T>
+void reduce_produced_typed(ReduceKind kind, const ValueProducer& produce, int64_t n, T* dst,
+                           int64_t begin, int64_t end, const LeafRunner* run) {
+  // The thread's buffer: at most one leaf of the tree (kLeafSize values), or
+  // a block of whole lanes that short.
+  static thread_local std::vector<T> buf;
+  if (n <= kLeafSize) {
+    // Each lane is one leaf: lanes in blocks of about kLeafSize values.
+    const int64_t per = std::max<int64_t>(1, kLeafSize / n);
+    for (int64_t o = begin; o < end; o += per) {
+      const int64_t count = std::min(per, end - o);
+      buf.resize(static_cast<size_t>(count * n));
+      produce(o * n, (o + count) * n, buf.data());
+      for (int64_t j = 0; j < count; ++j) {
+        const T* lane = buf.data() + j * n;
+        dst[o + j] = produced_lane<T>(kind, n, [lane](const auto& r, int64_t b, int64_t e) {
+          return r.leaf(lane, b, e);
+        });
+      }
+    }
+    return;
+  }
+  // Long lanes: each leaf produced on its own (in parallel with a runner,
+  // as reduce_lane computes a long lane's leaves), then the tree combined.
+  for (int64_t o = begin; o < end; ++o) {
+    const int64_t base = o * n;
+    auto leaf_value = [&](const auto& r, int64_t b, int64_t e) {
+      std::vector<T>& mine = buf;  // this thread's
+      mine.resize(static_cast<size_t>(e - b));
+      produce(base + b, base + e, mine.data());
+      return r.leaf(mine.data(), 0, e - b);
+    };
+    if (run == nullptr || n <= 4 * kLeafSize) {
+      dst[o] = produced_lane<T>(kind, n, leaf_value);
+      continue;
+    }
+    const auto leaves = tree_leaves(n);
+    std::vector<T> parts(leaves.size());
+    // The leaves' values (a leaf's reduction is all that depends on its
+    // elements), then the same tree over them.
+    auto one = [&](auto reducer) {
+      (*run)(static_cast<int64_t>(leaves.size()), [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          parts[i] = leaf_value(reducer, leaves[i].first, leaves[i].second);
+        }
+      });
+      size_t next = 0;
+      return combine_tree(reducer, parts, n, next);
+    };
+    auto same = [](T x) { return x; };
+    switch (kind) {
+      case ReduceKind::sum:
+        dst[o] = one(sum_reducer<T, T>(same));
+        break;
+      case ReduceKind::mean:
+        dst[o] = one(sum_reducer<T, T>(same)) / static_cast<T>(n);
+        break;
+      case ReduceKind::prod:
+        dst[o] = one(ProdReducer<T, T, decltype(same)>{same});
+        break;
+      case ReduceKind::min:
+        dst[o] = one(ExtremeReducer<T, false>{});
+        break;
+      case ReduceKind::max:
+        dst[o] = one(ExtremeReducer<T, true>{});
+        break;
+      default:
+        throw std::logic_error("[reduce] internal error: not a produced reduction");
+    }
+  }
+}
+
+}  // namespace
+
+void reduce_produced(ReduceKind kind, const ValueProducer& produce, int64_t n, Array& out,
+                     int64_t begin, int64_t end, const LeafRunner* run) {
+  if (out.dtype() == DType::float64) {
+    reduce_produced_typed<double>(kind, produce, n, out.data<double>(), begin, end, run);
+  } else if (out.dtype() == DType::float32) {
+    reduce_produced_typed<float>(kind, produce, n, out.data<float>(), begin, end, run);
+  } else {
+    throw std::logic_error("[reduce] internal error: a produced reduction of a non-float dtype");
+  }
 }
 
 void scan_columns(bool product, const Array& in, Array& out, int64_t n, int64_t inner, int64_t ob,

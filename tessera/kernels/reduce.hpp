@@ -257,6 +257,19 @@ void reduce_range(ReduceKind kind, const Array& in, const ReducePlan& plan, Arra
                   int64_t begin, int64_t end, const ReduceOptions& opts = {},
                   const LeafRunner* run = nullptr);
 
+// Writes elements [begin, end) (C order) of an array that is never
+// materialised -- a fused expression's values -- into dst, of its dtype.
+using ValueProducer = std::function<void(int64_t begin, int64_t end, void* dst)>;
+
+// sum, prod, mean, min or max of each lane of such an array, lane o being its
+// elements [o * n, (o + 1) * n) (a reduction over trailing axes, n > 0), for
+// output elements [begin, end) of `out` (float32 or float64: the values'
+// dtype). The values are produced a block at a time into the thread's buffer
+// and go through the same tree, leaves and roundings as reduce_range over the
+// materialised array, so the result has the same bits.
+void reduce_produced(ReduceKind kind, const ValueProducer& produce, int64_t n, Array& out,
+                     int64_t begin, int64_t end, const LeafRunner* run = nullptr);
+
 // Cumulative sum or product along an axis, viewed as (outer, n, inner):
 // processes the outer blocks [begin, end). `out` has in's shape and the
 // accumulation dtype; `in` must already have that dtype.

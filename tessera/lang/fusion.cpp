@@ -23,6 +23,11 @@ bool positional(const PrimitiveSpec& spec, const std::vector<int>& slots) {
   return true;
 }
 
+// The family of a fused call whose value is its expression (make_fused_spec);
+// a fused assignment or reduction also holds an expression, but its value is
+// not that expression's.
+constexpr const char* kFusedValueFamily = "arithmetic";
+
 }  // namespace
 
 NodePtr PrimitiveCallNode::fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
@@ -57,7 +62,7 @@ NodePtr PrimitiveCallNode::fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
   for (const NodePtr& o : operands) {
     Part part;
     auto* p = dynamic_cast<const PrimitiveCallNode*>(o.get());
-    if (p && p->fused_) {
+    if (p && p->fused_ && p->owned_spec_->family == kFusedValueFamily) {
       part.steps = p->fused_->steps;
       part.leaves = p->operands_;
       part.unfused = p->unfused_;
@@ -128,7 +133,7 @@ NodePtr PrimitiveCallNode::fuse_setitem(const SourceLoc& loc, const PrimitiveSpe
     if (slots[i] != static_cast<int>(std::min<size_t>(i, 2))) return nullptr;
   }
   auto* value = dynamic_cast<const PrimitiveCallNode*>(operands[1].get());
-  if (!value || !value->fused_) return nullptr;
+  if (!value || !value->fused_ || value->owned_spec_->family != kFusedValueFamily) return nullptr;
   // x and the indices are evaluated before the value's leaves here, after
   // them in setitem's order: only when none of them may write or has effects.
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -144,6 +149,38 @@ NodePtr PrimitiveCallNode::fuse_setitem(const SourceLoc& loc, const PrimitiveSpe
   unfused_operands[1] = value->unfused_;
   return fused_call(loc, std::move(fused_spec), value->fused_, std::move(all), spec,
                     std::move(unfused_operands), slots, same_site);
+}
+
+NodePtr PrimitiveCallNode::fuse_reduce(const SourceLoc& loc, const PrimitiveSpec* spec,
+                                       const std::vector<NodePtr>& operands,
+                                       const std::vector<int>& slots, int same_site) {
+  // reduce(x, axis, keepdims, ...) with x a fused expression given first.
+  if (!fusion_enabled() || !fusable_reduction(*spec) || operands.empty() || slots[0] != 0) {
+    return nullptr;
+  }
+  auto* value = dynamic_cast<const PrimitiveCallNode*>(operands[0].get());
+  // A fused value, not a fused assignment or reduction.
+  if (!value || !value->fused_ || value->owned_spec_->family != kFusedValueFamily) return nullptr;
+  std::shared_ptr<const PrimitiveSpec> fused_spec = make_fused_reduce_spec(value->fused_, *spec);
+  // The leaves in order, then the reduction's other operands, each bound to
+  // its parameter after the leaves. Both orders evaluate the leaves first.
+  const int nl = static_cast<int>(value->operands_.size());
+  std::vector<NodePtr> all = value->operands_;
+  std::vector<int> all_slots(all.size());
+  for (int i = 0; i < nl; ++i) all_slots[i] = i;
+  for (size_t i = 1; i < operands.size(); ++i) {
+    all.push_back(operands[i]);
+    all_slots.push_back(slots[i] + nl - 1);
+  }
+  auto node = std::make_shared<PrimitiveCallNode>(loc, fused_spec.get(), std::move(all),
+                                                  std::move(all_slots), same_site);
+  node->owned_spec_ = std::move(fused_spec);
+  node->fused_ = value->fused_;
+  std::vector<NodePtr> unfused_operands = operands;
+  unfused_operands[0] = value->unfused_;
+  node->unfused_ =
+      std::make_shared<PrimitiveCallNode>(loc, spec, std::move(unfused_operands), slots, same_site);
+  return node;
 }
 
 NodePtr PrimitiveCallNode::fused_call(const SourceLoc& loc,

@@ -138,6 +138,11 @@ class PrimitiveCallNode : public Node {
   static NodePtr fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,
                               const std::vector<NodePtr>& operands, const std::vector<int>& slots,
                               int same_site);
+  // sum/mean/prod/min/max(x, ...) whose x fuses: one call that reduces the
+  // expression as it is computed when it can (fused.hpp); null otherwise.
+  static NodePtr fuse_reduce(const SourceLoc& loc, const PrimitiveSpec* spec,
+                             const std::vector<NodePtr>& operands, const std::vector<int>& slots,
+                             int same_site);
   // For a fused call: the same expression as a tree of ordinary calls.
   const Node* unfused() const { return unfused_.get(); }
 

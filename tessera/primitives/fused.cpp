@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "tessera/kernels/fused.hpp"
+#include "tessera/kernels/reduce.hpp"
 #include "tessera/runtime/parallel.hpp"
 
 namespace tessera {
@@ -80,8 +81,61 @@ double weak_scalar(const Value& v, DType dtype) {
 // it when the fused pass applies, its dtype is the expression's, the value
 // broadcasts to its shape and no leaf overlaps it; *wrote tells, and the
 // value is nil then. Otherwise the value, for the caller to assign.
+// A reduction of the expression asked of eval_fused: its kind, and the call's
+// arguments from `first` on (axis, keepdims[, dtype]).
+struct FusedReduction {
+  kernels::ReduceKind kind;
+  const Args* args;
+  size_t first;
+  bool has_dtype;
+};
+
+// Rough cost of one element of a reduction, in nanoseconds (statistics.cpp's).
+constexpr double kFusedReduceNs = 0.5;
+
+// Evaluates the leaves of a long lane in parallel (as statistics.cpp's reductions do).
+const kernels::LeafRunner kFusedReduceLeaves =
+    [](int64_t count, const std::function<void(int64_t, int64_t)>& body) {
+      parallel_for(count, kFusedReduceNs * static_cast<double>(kernels::kLeafSize), body);
+    };
+
+// The reduction `red` of the expression computed by the fused pass, when its
+// axes are trailing ones of `shape` and it asks for no dtype; nullopt
+// otherwise (the caller computes the expression and reduces it).
+std::optional<Value> reduce_in_pass(const FusedReduction& red,
+                                    const std::vector<kernels::FusedStep>& steps,
+                                    const std::vector<kernels::FusedLeaf>& leaves,
+                                    const Shape& shape, DType dtype, double cost) {
+  const Args& a = *red.args;
+  const size_t i = red.first;
+  if (red.has_dtype && !a.is_nil(i + 2)) return std::nullopt;
+  if (!a[i + 1].is_bool()) return std::nullopt;
+  std::vector<int> axes;
+  try {
+    axes = reduction_axes(a, i, static_cast<int>(shape.size()));
+  } catch (...) {
+    return std::nullopt;  // the reduction itself reports a bad axis
+  }
+  const kernels::ReducePlan plan = kernels::make_reduce_plan(shape, axes, a[i + 1].as_bool());
+  if (plan.outer == 0 || plan.inner == 0) return std::nullopt;
+  if (!plan.inner_dims.empty() && (plan.inner_dims.size() != 1 || plan.inner_strides[0] != 1)) {
+    return std::nullopt;  // not trailing axes: lanes are not runs of the C order
+  }
+  Array out(dtype, plan.out_shape);
+  const kernels::FusedPlan pass(steps, leaves, shape, dtype);
+  const kernels::ValueProducer produce = [&pass](int64_t b, int64_t e, void* dst) {
+    pass.run_values(b, e, dst);
+  };
+  const int64_t n = plan.inner;
+  parallel_for(plan.outer, (cost + kFusedReduceNs) * static_cast<double>(n),
+               [&](int64_t b, int64_t e) {
+                 kernels::reduce_produced(red.kind, produce, n, out, b, e, &kFusedReduceLeaves);
+               });
+  return Value(std::move(out));
+}
+
 Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Array* dest,
-                 bool* wrote) {
+                 bool* wrote, const FusedReduction* red = nullptr, bool* reduced = nullptr) {
   const size_t nl = fx.n_leaves, ns = fx.steps.size();
   std::vector<Value> vals(nl + ns);
   for (size_t i = 0; i < nl; ++i) vals[i] = std::move(leaf_values[i]);
@@ -201,6 +255,12 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
   for (const kernels::FusedStep& st : steps) {
     cost += st.binary ? kernels::cost_ns(st.bop) : kernels::cost_ns(st.uop);
   }
+  if (red) {
+    if (std::optional<Value> r = reduce_in_pass(*red, steps, leaves, out_shape, *dtype, cost)) {
+      *reduced = true;
+      return std::move(*r);
+    }
+  }
   if (dest && dest->dtype() == *dtype && dest->writable() && dest->ndim() > 0) {
     bool fits = true;
     for (const kernels::FusedLeaf& l : leaves) {
@@ -275,7 +335,66 @@ Value eval_fused_setitem(const FusedExpr& fx, const PrimitiveSpec& value_spec, s
   return run_primitive(setitem, sa);
 }
 
+// The reductions a fused expression's value may go straight into.
+std::optional<kernels::ReduceKind> fused_reduction_kind(const std::string& name) {
+  if (name == "sum") return kernels::ReduceKind::sum;
+  if (name == "mean") return kernels::ReduceKind::mean;
+  if (name == "prod") return kernels::ReduceKind::prod;
+  if (name == "max" || name == "amax") return kernels::ReduceKind::max;
+  if (name == "min" || name == "amin") return kernels::ReduceKind::min;
+  return std::nullopt;
+}
+
+// reduce(expression, args...): the leaves, then the reduction's arguments.
+Value eval_fused_reduce(const FusedExpr& fx, const PrimitiveSpec& value_spec,
+                        const PrimitiveSpec& reduce, kernels::ReduceKind kind, Args& a) {
+  const size_t nl = fx.n_leaves;
+  std::vector<Value> leaves;
+  for (size_t i = 0; i < nl; ++i) leaves.push_back(a.take(i));
+  auto reduce_value = [&](Value v) {
+    std::vector<Value> vals{std::move(v)};
+    for (size_t i = nl; i < a.size(); ++i) vals.push_back(a[i]);
+    return call_primitive(reduce.name, std::move(vals));
+  };
+  if (const TiledOverload* tiled = find_tiled_overload(value_spec, leaves)) {
+    // Tiled leaves: the value by the elementwise tiled overload, as unfused.
+    Args va(value_spec, std::move(leaves));
+    va.pack_views();
+    return reduce_value((*tiled)(value_spec, va).wait());
+  }
+  const FusedReduction red{kind, &a, nl, reduce.params.size() > 3};
+  bool reduced = false;
+  Value v = eval_fused(fx, std::move(leaves), nullptr, nullptr, &red, &reduced);
+  if (reduced) return v;
+  return reduce_value(std::move(v));
+}
+
 }  // namespace
+
+bool fusable_reduction(const PrimitiveSpec& reduce) {
+  return fused_reduction_kind(reduce.name).has_value();
+}
+
+std::shared_ptr<const PrimitiveSpec> make_fused_reduce_spec(std::shared_ptr<const FusedExpr> expr,
+                                                            const PrimitiveSpec& reduce) {
+  const kernels::ReduceKind kind = *fused_reduction_kind(reduce.name);
+  std::shared_ptr<const PrimitiveSpec> value_spec = make_fused_spec(expr);
+  auto spec = std::make_shared<PrimitiveSpec>(*value_spec);
+  spec->name = reduce.name + "_" + value_spec->name;
+  // No tiled overload under this name or family: tiled leaves are handled
+  // in eval by the elementwise overload and the reduction's own.
+  spec->family = "fused_reduction";
+  spec->params.insert(spec->params.end(), reduce.params.begin() + 1, reduce.params.end());
+  spec->help = reduce.name +
+               " of an expression of elementwise primitives, reduced as the expression is "
+               "computed when it can be (docs/runtime.md).";
+  spec->ns_per_element = value_spec->ns_per_element + reduce.ns_per_element;
+  const PrimitiveSpec* r = &reduce;  // registered primitives live as long as the program
+  spec->eval = [expr, value_spec, r, kind](Args& a) -> Value {
+    return eval_fused_reduce(*expr, *value_spec, *r, kind, a);
+  };
+  return spec;
+}
 
 std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const FusedExpr> expr) {
   auto spec = std::make_shared<PrimitiveSpec>();

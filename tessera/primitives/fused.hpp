@@ -50,6 +50,19 @@ std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const Fused
 std::shared_ptr<const PrimitiveSpec> make_fused_setitem_spec(std::shared_ptr<const FusedExpr> expr,
                                                              size_t n_indices);
 
+// A reduction (sum, mean, prod, min, max: `reduce`) of a fused expression:
+// its operands are the expression's leaves, then the reduction's own
+// arguments after x (axis, keepdims[, dtype]). Over trailing axes (axis nil,
+// the last, or the last few) of a float expression, and without a dtype, the
+// values are reduced as the pass computes them, a block at a time, never
+// written as a whole array -- with the same bits as the reduction of the
+// materialised expression; otherwise the expression is computed and reduced.
+std::shared_ptr<const PrimitiveSpec> make_fused_reduce_spec(std::shared_ptr<const FusedExpr> expr,
+                                                            const PrimitiveSpec& reduce);
+
+// Whether `reduce` is a reduction make_fused_reduce_spec takes.
+bool fusable_reduction(const PrimitiveSpec& reduce);
+
 // Turns fused expressions on or off (TESSERA_FUSION=0 at start turns them
 // off; the compiler reads it when it builds a program).
 bool fusion_enabled();
