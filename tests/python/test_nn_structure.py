@@ -61,6 +61,7 @@ LAYERS = [
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "backend", "config", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",
+                    "distillation",
                     "wrappers",
                     "preprocessing", "preprocessing.image", "preprocessing.sequence",
                     "datasets.fashion_mnist"}),

@@ -22,6 +22,7 @@ import sys
 from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
 from . import backend, config, datasets, models, optimizers, preprocessing, utils  # keras.datasets, ...
 from . import wrappers  # keras.wrappers (scikit-learn's estimators)
+from . import distillation  # keras.distillation (a Distiller and its losses)
 from .keras_objects import deserialize_keras_object as _deserialize
 from .keras_objects import serialize_keras_object as _serialize
 
