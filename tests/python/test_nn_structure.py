@@ -55,6 +55,7 @@ LAYERS = [
                             "parallel_losses"}),
     ("the compiled step", {"programs", "metric_programs", "step_overrides", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
+                             "file_editor",
                              "_directory_datasets",
                              "_image_utils", "feature_space",
                              "utils", "given_batches", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
