@@ -240,5 +240,64 @@ def test_refusals_name_what_was_wrong():
         d.compile("sgd")
     with pytest.raises(ValueError, match=r"metrics must be a list or a tuple"):
         d.compile("sgd", loss="mse", metrics="accuracy")
+    two = tdist.Distiller(t, s, tdist.LogitsDistillation(loss=["kl_divergence", None]))
+    two.compile("sgd", loss="sparse_categorical_crossentropy")
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"\[LogitsDistillation\] 2 losses for 1 outputs"):
+        two.fit(x, y, verbose=0)
+
+    class Sub(tn.Model):
+        def __init__(self):
+            super().__init__()
+            self.d = tn.layers.Dense(C)
+
+        def call(self, x):
+            return self.d(x)
+
+    with pytest.raises(ValueError, match=r"layer names need functional or Sequential models; "
+                                         r"the student model\(s\) are subclassed"):
+        tdist.Distiller(t, Sub(), tdist.FeatureDistillation(teacher_layer_name="t_hidden"))
     with pytest.raises(NotImplementedError, match=r"DistillationLoss must implement"):
         tdist.DistillationLoss().compute_loss(None, None)
+
+
+def _subclassed_student(lib):
+    class Student(lib.Model):
+        def __init__(self):
+            super().__init__(name="student")
+            self.hidden = lib.layers.Dense(5, activation="relu")
+            self.logits = lib.layers.Dense(C)
+
+        def call(self, x):
+            return self.logits(self.hidden(x))
+
+    s = Student()
+    s(np.zeros((1, D), "float32"))
+    return s
+
+
+def test_subclassed_student_built_by_fit_as_keras(keras):
+    w = _weights()
+    s0 = _subclassed_student(tn)
+    r = np.random.RandomState(8)
+    sw = [r.randn(*np.shape(a)).astype("float32") * 0.5 for a in s0.get_weights()]
+    out = []
+    for lib in (keras, tn):
+        t = _models(lib, w)[0]
+        s = _subclassed_student(lib)
+        s.set_weights(sw)
+        d = lib.distillation.Distiller(t, s, lib.distillation.LogitsDistillation(
+            temperature=2.0, loss=lib.losses.KLDivergence()), student_loss_weight=0.3)
+        d.compile(lib.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+        x, y = _data()
+        h = d.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0)
+        out.append((h.history, [np.asarray(a) for a in s.get_weights()],
+                    [np.asarray(a) for a in t.get_weights()]))
+    (kh, kw, _), (th, tw_after, t_after) = out
+    assert sorted(th) == sorted(kh)
+    for key in kh:
+        np.testing.assert_allclose(th[key], kh[key], rtol=2e-4, atol=1e-5, err_msg=key)
+    for a, b in zip(kw, tw_after):
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=1e-5)
+    for a, b in zip(w[0], t_after):  # the teacher is frozen
+        np.testing.assert_array_equal(a, b)

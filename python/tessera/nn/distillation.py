@@ -113,8 +113,9 @@ class DistillationLoss:
         return cls(**config)
 
 
-def _apply(loss, teacher, student, one):
+def _apply(loss, teacher, student, one, owner: str):
     """Sum over the outputs of one(loss_fn, t, s) (0 where the loss is None)."""
+    _structure_check(loss, teacher, student, owner)
     ts, ss = _per_output(teacher, "", ""), _per_output(student, "", "")
     fns = loss if isinstance(loss, list) else [loss]
     total = None
@@ -168,7 +169,7 @@ class FeatureDistillation(DistillationLoss):
 
     def compute_loss(self, teacher_outputs, student_outputs, **kwargs):
         return _apply(self.loss, teacher_outputs, student_outputs,
-                      lambda fn, t, s: ops.mean(fn(t, s)))
+                      lambda fn, t, s: ops.mean(fn(t, s)), "FeatureDistillation")
 
     def get_config(self):
         return {"loss": _loss_config(self.loss), "teacher_layer_name": self.teacher_layer_name,
@@ -204,7 +205,7 @@ class LogitsDistillation(DistillationLoss):
                 return value * (temp ** 2)
             return ops.mean(fn(t, s))
 
-        return _apply(self.loss, teacher_outputs, student_outputs, one)
+        return _apply(self.loss, teacher_outputs, student_outputs, one, "LogitsDistillation")
 
     def get_config(self):
         return {"temperature": self.temperature, "loss": _loss_config(self.loss)}
