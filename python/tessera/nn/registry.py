@@ -133,7 +133,14 @@ def _registered(name: str):
     for key, obj in _CUSTOM.items():
         if key.split(">", 1)[-1] == name:
             return obj
-    return _BUILTIN_UPPER.get(name)
+    return None
+
+
+def named_class(name: str):
+    """The class a file names, when it is a user's (_registered) or one of
+    tessera's upper-layer classes (register_builtin); else None."""
+    found = _registered(name)
+    return found if found is not None else _BUILTIN_UPPER.get(name)
 
 
 def get_registered_name(obj) -> str:
