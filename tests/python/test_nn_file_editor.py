@@ -237,3 +237,15 @@ def test_save_replaces_a_planted_link_and_leaves_no_temporary(tmp_path):
                                                           "victim.txt"]
     m2 = _model(ORIGINAL, seed=4)
     m2.load_weights(str(target))
+
+
+def test_checkpoint_file_opens_without_its_training_state(tmp_path):
+    m, _ = _saved(tmp_path)
+    path = str(tmp_path / "ckpt.keras")
+    m.save_checkpoint(path)
+    e = KerasFileEditor(path)
+    flat = {f"{o}/{k}": v for o, ws in e.weights_dict.items() for k, v in ws.items()}
+    held = _by_path(m)
+    assert list(flat) == list(held)  # no optimizer/ or training entries
+    for k in held:
+        np.testing.assert_array_equal(flat[k], held[k])
