@@ -117,7 +117,6 @@ NAMESPACE_WHY = {
                           "architectures can be written with tessera.nn's layers",
     "keras.datasets": "downloads, out of reach here (tessera reads local files: "
                       "utils.image_dataset_from_directory and its kin, tessera.data)",
-    "keras.distillation": "not built yet",
     "keras.distribution": "tessera's own meshes take its place (docs/parallelism.md)",
     "keras.export": "exports to TensorFlow's SavedModel and ONNX, other runtimes' formats",
     "keras.optimizers.legacy": "TensorFlow 2's optimizers, not Keras 3's",
@@ -149,9 +148,6 @@ NAME_WHY = {
                           ["jvp"])],
     "keras.callbacks": [("services and formats outside tessera (an HTTP endpoint, Orbax)",
                          ["OrbaxCheckpoint", "RemoteMonitor"])],
-    "keras.saving": [("an editor of Keras's HDF5 weight store (its .keras zips, .weights.h5); "
-                      "tessera's .keras files are its own format (docs/nn.md \"Saving and "
-                      "resuming\"), for which it is not built yet", ["KerasFileEditor"])],
     "keras.backend": [("Keras's naming and type-promotion internals (tessera names layers "
                        "itself; ops promote as NumPy)", ["get_uid", "result_type"])],
 }

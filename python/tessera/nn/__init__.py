@@ -22,11 +22,14 @@ import sys
 from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
 from . import backend, config, datasets, models, optimizers, preprocessing, utils  # keras.datasets, ...
 from . import wrappers  # keras.wrappers (scikit-learn's estimators)
+from . import distillation  # keras.distillation (a Distiller and its losses)
+from .file_editor import KerasFileEditor as _KerasFileEditor
 from .keras_objects import deserialize_keras_object as _deserialize
 from .keras_objects import serialize_keras_object as _serialize
 
 # keras.saving holds them too (saving is below keras_objects, which uses its registry)
 saving.serialize_keras_object, saving.deserialize_keras_object = _serialize, _deserialize
+saving.KerasFileEditor = _KerasFileEditor  # (file_editor.py imports saving)
 from . import activations, ops, random  # keras.activations, keras.ops, keras.random
 from . import dtype_policies, mixed_precision  # float32 / float64 policies (Keras's names)
 from .dtype_policies import DTypePolicy, FloatDTypePolicy

@@ -31,6 +31,16 @@ def register_file_format(name: str, reader) -> None:
 ARCHITECTURE_HOOKS: dict = {"save": lambda model: {}, "load": lambda model, arch, ctx: model}
 
 
+# tessera's own classes above saving (keras.distillation's Distiller and its losses),
+# which a file may name as it names the built-in layers: registered by their module.
+_BUILTIN_UPPER: dict = {}
+
+
+def register_builtin(cls) -> None:
+    """Makes one of tessera's own upper-layer classes known to load_model."""
+    _BUILTIN_UPPER[cls.__name__] = cls
+
+
 def register_model_class(name: str, cls) -> None:
     """Made known by tessera.nn.model: `Model` and `Sequential`."""
     _MODEL_CLASSES[name] = cls
@@ -124,6 +134,13 @@ def _registered(name: str):
         if key.split(">", 1)[-1] == name:
             return obj
     return None
+
+
+def named_class(name: str):
+    """The class a file names, when it is a user's (_registered) or one of
+    tessera's upper-layer classes (register_builtin); else None."""
+    found = _registered(name)
+    return found if found is not None else _BUILTIN_UPPER.get(name)
 
 
 def get_registered_name(obj) -> str:

@@ -20,7 +20,7 @@ from .layers import WEIGHTS_IN_FILE, Layer
 from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
 from . import saving_hooks as hooks
-from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope,
+from .registry import (_CUSTOM, CustomObjectScope, _registered, custom_object_scope, named_class,
                        get_custom_objects, get_registered_name, get_registered_object,
                        model_class, register_keras_serializable, FILE_FORMATS, ARCHITECTURE_HOOKS)
 from .symbolic import (_DUMMY_BATCH, DTYPE_NAMES, ELEMENTWISE_OPERATIONS, Input, KerasTensor,
@@ -135,7 +135,7 @@ def _resolve(name, module, kinds, ctx: _Load, what: str):
         raise ctx.error(f"{what} names the class {str(name)[:80]!r}, which is not a class name")
     if name in ctx.custom:
         return ctx.custom[name]
-    found = _registered(name)
+    found = named_class(name)  # a user's, else one of tessera's upper modules' (registry.py)
     if found is not None:
         return found
     tables = builtin_classes()

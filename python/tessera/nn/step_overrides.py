@@ -42,9 +42,11 @@ __all__ = ["overrides_compute_loss", "step_layers", "trace_compute_loss", "compi
 
 
 def _user_override(model, hook: str):
-    """The user's class that defines `hook` (None: tessera's own)."""
+    """The user's class that defines `hook` (None: tessera's own, unless the
+    class traces it as a user's would: its _traced_hooks, a Distiller's)."""
     owner = next((c for c in type(model).__mro__ if hook in c.__dict__), None)
-    if owner is None or owner.__module__.startswith("tessera."):
+    if owner is None or (owner.__module__.startswith("tessera.") and
+                         hook not in owner.__dict__.get("_traced_hooks", ())):
         return None
     return owner
 

@@ -182,9 +182,25 @@ def read_file(path, where: str):
 def load_weights_into(model, path, where="load_weights"):
     """Sets the model's weights from a file; every name, shape and dtype must
     match, or nothing is loaded (the first mismatch is named)."""
-    tensors, _ = read_file(path, where)
+    tensors, header = read_file(path, where)
+    if header.get("keyed") == "path":  # KerasFileEditor's files (file_editor.py)
+        tensors = _by_path(model, tensors, os.fspath(path), where)
     set_weights_from(model, tensors, os.fspath(path), where)
     return tensors
+
+
+def _by_path(model, tensors: dict, source: str, where: str) -> dict:
+    """A file's weights keyed by Keras's paths ("dense/kernel") renamed to
+    the model's variables; every path must be one of the model's."""
+    var_of = {layer._variable(p.name).path: var for var, (layer, p) in model._owner.items()}
+    if len(var_of) != len(model._owner):
+        raise ValueError(f"[{where}] {source}: the file's weights are keyed by layer path, and "
+                         "two weights of the model share a path; nothing was loaded")
+    missing, extra = sorted(set(var_of) - set(tensors)), sorted(set(tensors) - set(var_of))
+    if missing or extra:
+        raise ValueError(f"[{where}] {source}: the weights do not match the model's paths: "
+                         f"missing {missing[:20]}, unexpected {extra[:20]}; nothing was loaded")
+    return {var_of[k]: v for k, v in tensors.items()}
 
 
 def set_weights_from(model, tensors: dict, source: str, where: str):
