@@ -202,3 +202,250 @@ def test_box_delta_codecs_errors():
         BB.decode_deltas_to_boxes(a, a, "xyxy", "xyxy", encoded_format="xywh")
     with pytest.raises(ValueError, match=r"lacks the levels \['p4'\]"):
         BB.decode_deltas_to_boxes({"p4": a}, {"p3": a}, "xyxy", "xyxy")
+
+
+# ------------------------------------------------ the geometric layers on dicts
+
+IMG = RNG.uniform(0, 255, (2, 20, 24, 3)).astype(np.float32)
+MASK = RNG.integers(0, 4, (2, 20, 24, 1)).astype(np.float32)
+BOXES = np.array([[[2, 3, 10, 12], [5, 5, 20, 18], [14, 1, 23, 9]],
+                  [[0, 0, 4, 4], [6, 8, 18, 19], [3, 10, 12, 17]]], np.float32)
+LABELS = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+
+
+def _keras_layer(keras, name, kw):
+    layer = getattr(keras.layers, name)(bounding_box_format="xyxy", **kw)
+    layer.build(IMG.shape)
+    return layer
+
+
+def _keras_targets(keras, name, kw, transformation, boxes=BOXES, labels=LABELS):
+    """Keras's images, masks and xyxy boxes for one draw (images and masks
+    compiled: Keras's eager JAX ops take seconds per call)."""
+    import jax
+
+    layer = _keras_layer(keras, name, kw)
+    images = jax.jit(lambda v: layer.transform_images(v, transformation, training=True))(IMG)
+    masks = jax.jit(lambda v: layer.transform_segmentation_masks(v, transformation,
+                                                                 training=True))(MASK)
+    out = layer.transform_bounding_boxes({"boxes": boxes.copy(), "labels": labels.copy()},
+                                         transformation, training=True)
+    return np.asarray(images), np.asarray(masks), np.asarray(out["boxes"]), \
+        np.asarray(out["labels"])
+
+
+def _tessera_targets(layer, draw, fmt="xyxy", boxes=BOXES, labels=LABELS):
+    """tessera's dict output for the draw given (the layer's draw replaced)."""
+    layer._targets_draw = lambda a, training: draw
+    layer.bounding_box_format = fmt
+    if fmt != "xyxy":
+        boxes = BB.convert_format(boxes, "xyxy", fmt, 20, 24)
+    out = layer({"images": IMG, "segmentation_masks": MASK,
+                 "bounding_boxes": {"boxes": boxes, "labels": labels}})
+    got = out["bounding_boxes"]
+    h, w = out["images"].shape[1:3]
+    return out["images"], out["segmentation_masks"], \
+        BB.convert_format(got["boxes"], fmt, "xyxy", h, w), got["labels"]
+
+
+def _masks_agree(t, k):
+    """Nearest-neighbour masks: equal but for coordinates within float
+    rounding of a half pixel (tessera maps them in float64, Keras float32)."""
+    t, k = np.asarray(t), np.asarray(k)
+    assert t.shape == k.shape
+    assert np.mean(np.abs(t - k) > 1e-3) < 0.01
+
+
+def _compare(keras, name, kw, layer, draw, transformation, fmt="xyxy", img_atol=0.05):
+    ti, tm, tb, tl = _tessera_targets(layer, draw, fmt)
+    ki, km, kb, kl = _keras_targets(keras, name, kw, transformation)
+    _same(ti, ki, atol=img_atol)
+    _masks_agree(tm, km)
+    _same(tb, kb, atol=2e-3)
+    np.testing.assert_array_equal(tl, kl)
+
+
+@pytest.mark.parametrize("fmt", ["xyxy", "rel_yxyx", "center_xywh"])
+@pytest.mark.parametrize("mode", ["horizontal", "vertical", "horizontal_and_vertical"])
+def test_flip_moves_images_masks_and_boxes_as_keras(keras, mode, fmt):
+    flips = np.array([True, False])
+    _compare(keras, "RandomFlip", dict(mode=mode), nn.RandomFlip(mode), flips,
+             {"flips": flips.reshape(2, 1, 1, 1), "input_shape": IMG.shape}, fmt)
+
+
+def test_rotation_moves_images_masks_and_boxes_as_keras(keras):
+    import jax.numpy as jnp
+
+    deg = np.array([17.0, -130.0], np.float32)
+    k = _keras_layer(keras, "RandomRotation", dict(factor=0.5, fill_mode="constant"))
+    zero, one = jnp.zeros(2), jnp.ones(2)
+    matrix = k._compute_affine_matrix(0.5, 0.5, jnp.asarray(deg), zero, zero, one, zero, zero,
+                                      20, 24)
+    tr = {"angle": deg, "rotation_matrix": matrix, "image_height": 20, "image_width": 24,
+          "batch_size": 2}
+    _compare(keras, "RandomRotation", dict(factor=0.5, fill_mode="constant"),
+             nn.RandomRotation(0.5, fill_mode="constant"), deg, tr)
+
+
+@pytest.mark.parametrize("fmt", ["xyxy", "rel_xywh"])
+def test_zoom_moves_images_masks_and_boxes_as_keras(keras, fmt):
+    zooms = np.array([[0.73, 0.81], [1.27, 1.17]], np.float32)  # (width, height) zooms
+    tr = {"width_zoom": zooms[:, :1], "height_zoom": zooms[:, 1:], "input_shape": IMG.shape}
+    kw = dict(height_factor=0.4, width_factor=0.4)
+    _compare(keras, "RandomZoom", kw, nn.RandomZoom(**kw), zooms, tr, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["xyxy", "center_yxhw"])
+def test_translation_moves_images_masks_and_boxes_as_keras(keras, fmt):
+    shifts = np.array([[3.6, -2.0], [-7.2, 5.0]], np.float32)
+    kw = dict(height_factor=0.3, width_factor=0.3, fill_mode="nearest")
+    _compare(keras, "RandomTranslation", kw, nn.RandomTranslation(**kw), shifts,
+             {"translations": shifts, "input_shape": IMG.shape}, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["xyxy", "rel_xyxy"])
+def test_shear_moves_images_masks_and_boxes_as_keras(keras, fmt):
+    shear = np.array([[0.23, -0.13], [-0.31, 0.27]], np.float32)
+    kw = dict(x_factor=0.3, y_factor=0.3, fill_mode="constant")
+    _compare(keras, "RandomShear", kw, nn.RandomShear(**kw), shear,
+             {"shear_factor": shear, "input_shape": IMG.shape}, fmt)
+
+
+def test_perspective_moves_images_masks_and_boxes_as_keras(keras):
+    t = nn.RandomPerspective(scale=0.3, seed=4)
+    apply, start, end = t._draw(2, 20, 24)
+    apply = np.array([True, False])
+    tr = {"apply_perspective": apply, "start_points": start, "end_points": end,
+          "input_shape": IMG.shape}
+    _compare(keras, "RandomPerspective", dict(scale=0.3), t, (apply, start, end), tr)
+
+
+@pytest.mark.parametrize("size", [(12, 16), (30, 10)])
+def test_center_crop_moves_images_masks_and_boxes_as_keras(keras, size):
+    if size[0] <= 20:
+        _compare(keras, "CenterCrop", dict(height=size[0], width=size[1]),
+                 nn.CenterCrop(*size), True, {"input_shape": IMG.shape})
+        return
+    # an image smaller than the window is cropped to its aspect ratio and
+    # resized: Keras resizes masks bilinearly too (values between classes),
+    # tessera by nearest neighbour, so masks keep their classes
+    ti, tm, tb, tl = _tessera_targets(nn.CenterCrop(*size), True)
+    ki, km, kb, kl = _keras_targets(keras, "CenterCrop", dict(height=size[0], width=size[1]),
+                                    {"input_shape": IMG.shape})
+    _same(ti, ki, atol=0.05)
+    _same(tb, kb, atol=2e-3)
+    np.testing.assert_array_equal(tl, kl)
+    crop = MASK[:, :, 9:15]  # the aspect-ratio window: 20 x int(20 * 10 / 30), centred
+    rows = np.clip(np.floor((np.arange(30) + 0.5) * 20 / 30), 0, 19).astype(int)
+    cols = np.clip(np.floor((np.arange(10) + 0.5) * 6 / 10), 0, 5).astype(int)
+    np.testing.assert_array_equal(tm, crop[:, rows][:, :, cols])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(crop_to_aspect_ratio=True),
+                                dict(pad_to_aspect_ratio=True), dict(interpolation="nearest")])
+def test_resizing_moves_boxes_and_masks_as_keras(keras, kw):
+    size = dict(height=16, width=30)
+    ti, tm, tb, tl = _tessera_targets(nn.Resizing(**size, **kw), True)
+    k = _keras_layer(keras, "Resizing", dict(size, **kw))
+    out = k.transform_bounding_boxes({"boxes": BOXES.copy(), "labels": LABELS.copy()},
+                                     (20, 24), training=True)
+    _same(tb, out["boxes"], atol=2e-3)
+    np.testing.assert_array_equal(tl, np.asarray(out["labels"]))
+    _masks_agree(tm, k.transform_segmentation_masks(MASK, (20, 24)))
+    _same(ti, k.transform_images(IMG, (20, 24)), atol=0.05)
+
+
+def test_random_crop_moves_boxes_with_the_window(keras):
+    # Keras 3.15 subtracts the window's top from x and its left from y and
+    # clips only at 0: the same answer when top == left and the boxes lie in it
+    inside = np.array([[[6, 7, 12, 13], [9, 8, 15, 16]]] * 2, np.float32)
+    ti, tm, tb, tl = _tessera_targets(nn.RandomCrop(12, 14), (5, 5), boxes=inside,
+                                      labels=LABELS[:, :2])
+    ki, km, kb, kl = _keras_targets(keras, "RandomCrop", dict(height=12, width=14), (5, 5),
+                                    boxes=inside, labels=LABELS[:, :2])
+    _same(ti, ki)
+    _same(tm, km)
+    _same(tb, kb)
+    # tessera's rule where they differ: x by left, y by top, clipped to the window
+    layer = nn.RandomCrop(10, 12)
+    moved, size = layer._targets_boxes(np.array([[[2, 3, 30, 9]]], np.float32), (1, 4),
+                                       20, 24)
+    _same(moved, np.array([[[0, 2, 12, 8]]], np.float32))
+    assert size == (10, 12)
+
+
+def test_boxes_leaving_the_image_get_label_minus_one():
+    shifts = np.array([[30.0, 0.0]], np.float32)
+    layer = nn.RandomTranslation(0.1, 0.1, bounding_box_format="xyxy")
+    layer._targets_draw = lambda a, training: shifts
+    out = layer({"images": IMG[:1], "bounding_boxes": {"boxes": BOXES[:1],
+                                                       "labels": LABELS[:1]}})
+    np.testing.assert_array_equal(out["bounding_boxes"]["labels"], [[-1, -1, -1]])
+    assert (out["bounding_boxes"]["boxes"][..., 0] == 24).all()
+
+
+def test_dict_call_draws_as_the_array_call_and_keeps_other_keys():
+    a = nn.RandomRotation(0.2, seed=3, bounding_box_format="xyxy")
+    b = nn.RandomRotation(0.2, seed=3)
+    extra = np.arange(2)
+    out = a({"images": IMG, "labels": extra, "bounding_boxes": {"boxes": BOXES,
+                                                               "labels": LABELS}})
+    _same(out["images"], b(IMG))
+    assert out["labels"] is extra
+    deg = nn.RandomRotation(0.2, seed=3)._draw_affine(2, 20, 24)
+    want = BB.clip_to_image_size({"boxes": BB.affine_transform(BOXES, deg, 0, 0, 1, 0, 0, 20,
+                                                               24), "labels": LABELS}, 20, 24)
+    _same(out["bounding_boxes"]["boxes"], want["boxes"])
+    # unbatched images take unbatched boxes and masks without a channel axis
+    one = a({"images": IMG[0], "segmentation_masks": MASK[0, ..., 0],
+             "bounding_boxes": {"boxes": BOXES[0], "labels": LABELS[0]}})
+    assert one["images"].shape == (20, 24, 3) and one["segmentation_masks"].shape == (20, 24)
+    assert one["bounding_boxes"]["boxes"].shape == (3, 4)
+    # training=False leaves everything as given
+    same = a({"images": IMG, "bounding_boxes": {"boxes": BOXES, "labels": LABELS}},
+             training=False)
+    _same(same["images"], IMG)
+    _same(same["bounding_boxes"]["boxes"], BOXES)
+
+
+def test_channels_first_dicts():
+    layer = nn.RandomFlip("horizontal", data_format="channels_first", bounding_box_format="xyxy")
+    layer._targets_draw = lambda a, training: np.array([True, True])
+    out = layer({"images": np.moveaxis(IMG, -1, 1), "segmentation_masks": MASK[..., 0],
+                 "bounding_boxes": {"boxes": BOXES, "labels": LABELS}})
+    _same(np.moveaxis(out["images"], 1, -1), IMG[:, :, ::-1])
+    _same(out["segmentation_masks"], MASK[:, :, ::-1, 0])
+    _same(out["bounding_boxes"]["boxes"][..., 0], 24 - BOXES[..., 2])
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: nn.RandomFlip()({"images": IMG, "bounding_boxes": {"boxes": BOXES,
+                                                               "labels": LABELS}}),
+     r"\[RandomFlip\] the input has 'bounding_boxes' but the layer's bounding_box_format is "
+     r"None"),
+    (lambda: nn.RandomZoom(0.1, bounding_box_format="xyxz"),
+     r"\[RandomZoom\] bounding_box_format must be None or one of"),
+    (lambda: nn.CenterCrop(4, 4, bounding_box_format="xyxy")(
+        {"images": IMG, "bounding_boxes": {"boxes": BOXES[0], "labels": LABELS[0]}}),
+     r"\[CenterCrop\] bounding_boxes\['boxes'\] must be \(batch, boxes, 4\)"),
+    (lambda: nn.Resizing(4, 4, bounding_box_format="xyxy")(
+        {"images": IMG, "bounding_boxes": {"boxes": BOXES}}),
+     r"\[Resizing\] bounding_boxes must be a dict with 'boxes' and 'labels'"),
+    (lambda: nn.RandomCrop(4, 4)({"images": IMG, "segmentation_masks": MASK[:1]}),
+     r"\[RandomCrop\] segmentation_masks must match the images' batch"),
+    (lambda: nn.RandomTranslation(0.1, 0.1)({"bounding_boxes": {}}),
+     r"\[RandomTranslation\] a dict input needs 'images'"),
+    (lambda: nn.RandomShear(0.1, bounding_box_format="xyxy")(
+        {"images": IMG, "bounding_boxes": {"boxes": BOXES, "labels": LABELS[:, :2]}}),
+     r"labels'\] must have one entry per box"),
+])
+def test_dict_errors_name_the_layer_and_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize("layer", [nn.RandomContrast(0.2), nn.RandomElasticTransform()])
+def test_layers_without_box_rules_refuse_dicts(layer):
+    with pytest.raises(TypeError, match=rf"\[{layer.kind}\] takes an array of images, got a "
+                                        r"dict"):
+        layer({"images": IMG})

@@ -129,11 +129,12 @@ def convert_format(boxes, source, target, height=None, width=None, dtype="float3
 def _labels_of_kept(boxes, labels):
     area = ((boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1]))
     labels = np.asarray(labels)
-    if labels.shape != area.shape:
+    if labels.shape[:area.ndim] != area.shape:
         raise _error(ValueError, "clip_to_image_size",
-                     f"labels must have one entry per box, shape {area.shape}, got "
+                     f"labels must have one entry (or row) per box, shape {area.shape}, got "
                      f"{labels.shape}")
-    return np.where(area > 0, labels, np.asarray(-1, labels.dtype))
+    kept = (area > 0).reshape(area.shape + (1,) * (labels.ndim - area.ndim))
+    return np.where(kept, labels, np.asarray(-1, labels.dtype))
 
 
 def clip_to_image_size(bounding_boxes, height=None, width=None, bounding_box_format="xyxy"):
