@@ -7,6 +7,8 @@ Keras's transform_* methods given the same draw."""
 import numpy as np
 import pytest
 
+import tessera
+import tessera.data  # noqa: F401 - Dataset
 import tessera.nn as nn
 
 BB = nn.utils.bounding_boxes
@@ -449,3 +451,17 @@ def test_layers_without_box_rules_refuse_dicts(layer):
     with pytest.raises(TypeError, match=rf"\[{layer.kind}\] takes an array of images, got a "
                                         r"dict"):
         layer({"images": IMG})
+
+
+def test_layers_map_over_a_dataset_of_dicts():
+    data = tessera.data.Dataset.from_tensor_slices(
+        {"images": IMG, "segmentation_masks": MASK,
+         "bounding_boxes": {"boxes": BOXES, "labels": LABELS}}).batch(2)
+    layer = nn.RandomFlip("horizontal", seed=0, bounding_box_format="xyxy")
+    flips = nn.RandomFlip("horizontal", seed=0)._draw(2)
+    (out,) = list(data.map(layer))
+    want = np.where(flips[:, None, None, None], IMG[:, :, ::-1], IMG)
+    _same(out["images"], want)
+    _same(out["segmentation_masks"], np.where(flips[:, None, None, None], MASK[:, :, ::-1], MASK))
+    x1 = np.where(flips[:, None], 24 - BOXES[..., 2], BOXES[..., 0])
+    _same(out["bounding_boxes"]["boxes"][..., 0], x1)

@@ -63,7 +63,7 @@ LAYERS = [
     ("namespaces", {"__init__", "backend", "config", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",
                     "wrappers",
                     "preprocessing", "preprocessing.image", "preprocessing.sequence",
-                    "datasets.fashion_mnist"}),
+                    "datasets.fashion_mnist", "visualization"}),
 ]
 
 
