@@ -410,6 +410,17 @@ def test_dict_call_draws_as_the_array_call_and_keeps_other_keys():
     _same(same["bounding_boxes"]["boxes"], BOXES)
 
 
+def test_no_boxes_and_ragged_boxes():
+    layer = nn.RandomZoom(0.2, seed=1, bounding_box_format="xyxy")
+    out = layer({"images": IMG, "bounding_boxes": {"boxes": np.zeros((2, 0, 4)),
+                                                    "labels": np.zeros((2, 0))}})
+    assert out["bounding_boxes"]["boxes"].shape == (2, 0, 4)
+    with pytest.raises(ValueError, match=r"\[RandomZoom\] bounding_boxes must hold arrays of "
+                                         r"numbers"):
+        layer({"images": IMG, "bounding_boxes": {"boxes": [[[1, 2, 3, 4]], []],
+                                                 "labels": [[1], []]}})
+
+
 def test_channels_first_dicts():
     layer = nn.RandomFlip("horizontal", data_format="channels_first", bounding_box_format="xyxy")
     layer._targets_draw = lambda a, training: np.array([True, True])

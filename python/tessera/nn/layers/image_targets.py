@@ -48,8 +48,13 @@ def _boxes_in(layer, data, n, batched):
         raise _located(ValueError,
                        f"[{where}] bounding_boxes must be a dict with 'boxes' and 'labels', "
                        f"got {got}")
-    b = np.asarray(boxes["boxes"], np.float32)
-    labels = np.asarray(boxes["labels"])
+    try:
+        b = np.asarray(boxes["boxes"], np.float32)
+        labels = np.asarray(boxes["labels"])
+    except (TypeError, ValueError) as e:
+        raise _located(ValueError,
+                       f"[{where}] bounding_boxes must hold arrays of numbers (lists of boxes "
+                       f"padded to one count per image): {e}") from None
     want = 3 if batched else 2
     if b.ndim != want or b.shape[-1] != 4 or (batched and b.shape[0] != n):
         shape = "(batch, boxes, 4) with the images' batch" if batched else "(boxes, 4)"
