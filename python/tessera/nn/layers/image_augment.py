@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import bounding_boxes as bb
-from . import image_color, image_preprocessing
+from . import image_color
 from .base import Layer
 from .image_color import _located, _unit_range
 from .image_preprocessing import (_check_interp, _ImageGraph, _images, _RandomAffine,
