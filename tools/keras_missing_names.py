@@ -121,9 +121,7 @@ NAMESPACE_WHY = {
     "keras.export": "exports to TensorFlow's SavedModel and ONNX, other runtimes' formats",
     "keras.optimizers.legacy": "TensorFlow 2's optimizers, not Keras 3's",
     "keras.quantizers": "quantisation is not supported",
-    "keras.utils.bounding_boxes": "object detection's box utilities: not built yet",
     "keras.utils.legacy": "Keras 2's serialization, not Keras 3's",
-    "keras.visualization": "plots of boxes and masks for detection: not built yet",
 }
 _QUANTIZED_POLICIES = ["AWQDTypePolicy", "GPTQDTypePolicy", "Int4DTypePolicy",
                        "QuantizedDTypePolicy", "QuantizedFloat8DTypePolicy"]

@@ -43,7 +43,7 @@ LAYERS = [
     ("foundations", {"_config", "_hashes", "_tfevents", "constraints", "data_format", "registry",
                      "dtype_policies",
                      "symbolic", "string_inputs", "initializers", "regularizers", "params",
-                     "input_spec", "tree", "masked_arrays", "output_nesting"}),
+                     "input_spec", "tree", "masked_arrays", "output_nesting", "bounding_boxes"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
              "ops.nn_more", "ops.einops", "ops.transforms",
@@ -65,7 +65,7 @@ LAYERS = [
                     "distillation",
                     "wrappers",
                     "preprocessing", "preprocessing.image", "preprocessing.sequence",
-                    "datasets.fashion_mnist"}),
+                    "datasets.fashion_mnist", "visualization"}),
 ]
 
 

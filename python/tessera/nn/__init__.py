@@ -17,6 +17,7 @@ A lower module that needs the model asks registry.model_class().
 
 import contextlib
 import difflib
+import importlib
 import sys
 
 from . import callbacks, constraints, initializers, losses, metrics, regularizers, saving, tree
@@ -166,7 +167,11 @@ def device(device_name):
 
 
 def __getattr__(name):
-    """A Keras name tessera lacks: an AttributeError naming the closest one."""
+    """keras.visualization, imported on first use (it imports matplotlib when
+    installed); a Keras name tessera lacks: an AttributeError naming the
+    closest one."""
+    if name == "visualization":
+        return importlib.import_module(".visualization", __name__)
     if name.startswith("__"):
         raise AttributeError(name)
     close = difflib.get_close_matches(name, __all__, n=2)

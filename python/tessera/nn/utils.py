@@ -1,6 +1,7 @@
 """keras.utils for code written against Keras: to_categorical,
 set_random_seed, pad_sequences, normalize, timeseries_dataset_from_array,
-split_dataset, PyDataset, Progbar, get_file, plot_model / model_to_dot and
+split_dataset, PyDataset, Progbar, get_file, plot_model / model_to_dot,
+bounding_boxes (keras.utils.bounding_boxes) and
 Keras's (de)serialization helpers (on tessera.nn.saving's registry)."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from .. import _core
 from .. import data as _data
-from . import saving
+from . import bounding_boxes, saving
 from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
 from ._image_utils import array_to_img, img_to_array, load_img, save_img
 from .feature_space import FeatureSpace

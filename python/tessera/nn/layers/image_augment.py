@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import image_color, image_preprocessing
+from . import image_color
 from .base import Layer
 from .image_color import _located, _unit_range
 from .image_preprocessing import (_check_interp, _ImageGraph, _images, _RandomAffine,
@@ -33,8 +33,10 @@ class RandomShear(_RandomAffine):
     kind = "RandomShear"
 
     def __init__(self, x_factor=0.0, y_factor=0.0, interpolation="bilinear", fill_mode="reflect",
-                 fill_value=0.0, data_format=None, seed=None, name=None, **kwargs):
-        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+                 fill_value=0.0, data_format=None, seed=None, bounding_box_format=None,
+                 name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name,
+                         bounding_box_format, **kwargs)
         self.x_factor = _unit_range(x_factor, self.kind, "x_factor", symmetric=True)
         self.y_factor = _unit_range(y_factor, self.kind, "y_factor", symmetric=True)
 
@@ -44,19 +46,29 @@ class RandomShear(_RandomAffine):
         sx = self._rng.uniform(*self.x_factor, n)
         return np.stack([sx * sign, sy * sign], 1)
 
-    @staticmethod
-    def _matrices(shear):
+    def _draw_affine(self, n, H, W):
+        return self._draw(n)
+
+    def _matrices(self, shear, H=None, W=None):
         out = np.zeros((len(shear), 2, 3))
         out[:, 0, 0] = out[:, 1, 1] = 1.0
         out[:, 0, 1], out[:, 1, 0] = shear[:, 0], shear[:, 1]
         return out
 
-    def _inverses(self, n, H, W):
-        return self._matrices(self._draw(n))
-
     def _apply(self, a, shear):
-        return image_preprocessing._affine(a, self._matrices(shear), self.fill_mode,
-                                           self.interpolation, self.fill_value)
+        return self._targets_images(a, shear, None)
+
+    def _targets_boxes(self, b, shear, H, W):
+        """Keras's rule, on boxes relative to the image: x moved by -sx * y
+        (the corner's y that widens the box), then y by -sy * x."""
+        sx, sy = (np.asarray(shear[:, k], np.float32).reshape(-1, 1) for k in (0, 1))
+        x1, y1 = b[..., 0] / np.float32(W), b[..., 1] / np.float32(H)
+        x2, y2 = b[..., 2] / np.float32(W), b[..., 3] / np.float32(H)
+        x1, x2 = (np.where(sx < 0, x1 - sx * y1, x1 - sx * y2),
+                  np.where(sx < 0, x2 - sx * y2, x2 - sx * y1))
+        y1, y2 = (np.where(sy > 0, y1 - sy * x2, y1 - sy * x1),
+                  np.where(sy > 0, y2 - sy * x1, y2 - sy * x2))
+        return np.stack([x1 * W, y1 * H, x2 * W, y2 * H], -1), (H, W)
 
     def _graph_params(self, u, H, W):
         # One uniform gives the sign (its half) and, independent of it, a
@@ -224,9 +236,9 @@ class RandomPerspective(_RandomAffine):
     kind = "RandomPerspective"
 
     def __init__(self, factor=1.0, scale=1.0, interpolation="bilinear", fill_value=0.0, seed=None,
-                 data_format=None, name=None, **kwargs):
+                 data_format=None, bounding_box_format=None, name=None, **kwargs):
         super().__init__("constant", interpolation, seed, fill_value, data_format, name,
-                         **kwargs)
+                         bounding_box_format, **kwargs)
         self.factor = _unit_range(factor, self.kind)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or \
                 not 0 <= scale <= 1:
@@ -243,7 +255,7 @@ class RandomPerspective(_RandomAffine):
                           n, 0)
         return apply, start.astype(np.float32), (start + start * move).astype(np.float32)
 
-    def _apply(self, a, draw):
+    def _apply(self, a, draw, interpolation=None):
         apply, start, end = draw
         H, W = a.shape[1], a.shape[2]
         ys, xs = np.meshgrid(np.arange(H, dtype=np.float64), np.arange(W, dtype=np.float64),
@@ -255,11 +267,35 @@ class RandomPerspective(_RandomAffine):
             den = t[6] * xs + t[7] * ys + 1.0
             sx = (t[0] * xs + t[1] * ys + t[2]) / den
             sy = (t[3] * xs + t[4] * ys + t[5]) / den
-            out[k] = _sample(a[k], sx, sy, "constant", self.interpolation, self.fill_value)
+            out[k] = _sample(a[k], sx, sy, "constant", interpolation or self.interpolation,
+                             self.fill_value)
         return out.astype(np.float32)
 
     def _augment(self, a):
         return self._apply(a, self._draw(a.shape[0], a.shape[1], a.shape[2]))
+
+    def _targets_draw(self, a, training):
+        return self._draw(*a.shape[:3]) if training else None
+
+    def _targets_images(self, a, draw, interpolation):
+        return self._apply(a, draw, interpolation)
+
+    def _targets_boxes(self, b, draw, H, W):
+        """Each box's corners through the warp (the inverse of the
+        output-to-input homography), enclosed in a box, where applied."""
+        apply, start, end = draw
+        out = b.astype(np.float64)
+        xs = np.stack([b[..., 0], b[..., 2], b[..., 0], b[..., 2]], -1).astype(np.float64)
+        ys = np.stack([b[..., 1], b[..., 3], b[..., 3], b[..., 1]], -1).astype(np.float64)
+        for k, t in enumerate(_homography(start, end)):
+            if not apply[k]:
+                continue
+            fwd = np.linalg.inv(np.append(t, 1.0).reshape(3, 3))
+            den = fwd[2, 0] * xs[k] + fwd[2, 1] * ys[k] + fwd[2, 2]
+            px = (fwd[0, 0] * xs[k] + fwd[0, 1] * ys[k] + fwd[0, 2]) / den
+            py = (fwd[1, 0] * xs[k] + fwd[1, 1] * ys[k] + fwd[1, 2]) / den
+            out[k] = np.stack([px.min(-1), py.min(-1), px.max(-1), py.max(-1)], -1)
+        return out, (H, W)
 
     # In a model: per image the probability and its draw, then the 8 corner moves; the
     # homography solved per image (float64, as _homography), then the affine layers' gather.

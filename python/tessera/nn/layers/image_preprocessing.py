@@ -2,6 +2,8 @@
 random augmentations RandomFlip, RandomRotation, RandomZoom, RandomCrop,
 RandomTranslation and RandomContrast (exported by tessera.nn and
 tessera.nn.layers; see preprocessing.py for where preprocessing runs).
+The geometric ones also take a dict of images with their bounding boxes
+and segmentation masks (image_targets.py).
 
 Eagerly they compute with NumPy; they also compile into a model:
 compute_output_shape and forward write their expression (random in fit,
@@ -13,6 +15,8 @@ import math
 
 import numpy as np
 
+from .. import bounding_boxes as bb
+from .image_targets import box_format, call_on_dict
 from .preprocessing import _Preprocessing
 
 __all__ = ["Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
@@ -148,8 +152,10 @@ class Resizing(_ImageGraph, _Preprocessing):
 
     def __init__(self, height, width, interpolation="bilinear", crop_to_aspect_ratio=False,
                  pad_to_aspect_ratio=False, fill_mode="constant", fill_value=0.0,
-                 antialias=False, data_format=None, name=None, **kwargs):
+                 antialias=False, data_format=None, bounding_box_format=None, name=None,
+                 **kwargs):
         super().__init__(name=name, **kwargs)
+        self.bounding_box_format = box_format(bounding_box_format, "Resizing")
         for n, v in (("height", height), ("width", width)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"[Resizing] {n} must be a positive int, got {v!r}")
@@ -185,19 +191,49 @@ class Resizing(_ImageGraph, _Preprocessing):
         return self._resize_expr(x, H, W, self.height, self.width, self.interpolation)
 
     def call(self, inputs):
+        if isinstance(inputs, dict):
+            return call_on_dict(self, inputs, True, _images)
         a, back = _images(inputs, "Resizing", self.data_format)
+        return back(self._targets_images(a, True, None))
+
+    def _targets_draw(self, a, training):
+        return True  # not random: always applied
+
+    def _targets_images(self, a, draw, interpolation):
         h, w = self.height, self.width
         if self.crop_to_aspect_ratio:
             a = _crop_to_aspect(a, h, w)
         elif self.pad_to_aspect_ratio:
             H, W = a.shape[1], a.shape[2]
-            ph = max(H, int(W * h / w))
-            pw = max(W, int(H * w / h))
-            top, left = (ph - H) // 2, (pw - W) // 2
-            padded = np.full((a.shape[0], ph, pw, a.shape[3]), self.fill_value, np.float32)
+            top = (max(H, int(float(W * h) / w)) - H) // 2
+            left = (max(W, int(float(H * w) / h)) - W) // 2
+            # as Keras: the same padding on both sides (an odd excess loses its last row)
+            padded = np.full((a.shape[0], H + 2 * top, W + 2 * left, a.shape[3]),
+                             self.fill_value, np.float32)
             padded[:, top:top + H, left:left + W] = a
             a = padded
-        return back(_resize(a, h, w, self.interpolation))
+        return _resize(a, h, w, interpolation or self.interpolation)
+
+    def _targets_boxes(self, b, draw, H, W):
+        """Keras's box rules: stretched; or scaled by the larger ratio and
+        shifted by half the cropped excess; or scaled by the smaller and
+        shifted by half the padding. Boxes all 0 or all -1 (padding) stay 0."""
+        h, w = self.height, self.width
+        if self.pad_to_aspect_ratio:
+            r = min(h / H, w / W)
+            sx = sy = np.float32(r)
+            dx, dy = -((w - W * r) // 2), -((h - H * r) // 2)
+        elif self.crop_to_aspect_ratio:
+            wider = W / H > w / h
+            nw, nh = (h * W / H, h) if wider else (w, w / (W / H))
+            sx, sy = np.float32(nw / W), np.float32(nh / H)
+            dx, dy = (nw - w) // 2, (nh - h) // 2
+        else:
+            sx, sy, dx, dy = np.float32(w / W), np.float32(h / H), 0.0, 0.0
+        out = np.stack([b[..., 0] * sx - dx, b[..., 1] * sy - dy, b[..., 2] * sx - dx,
+                        b[..., 3] * sy - dy], -1)
+        empty = np.all(b == -1, -1, keepdims=True) | np.all(b == 0, -1, keepdims=True)
+        return np.where(empty, 0.0, out), (h, w)
 
 
 class CenterCrop(_ImageGraph, _Preprocessing):
@@ -207,12 +243,14 @@ class CenterCrop(_ImageGraph, _Preprocessing):
 
     kind = "CenterCrop"
 
-    def __init__(self, height, width, data_format=None, name=None, **kwargs):
+    def __init__(self, height, width, data_format=None, bounding_box_format=None, name=None,
+                 **kwargs):
         super().__init__(name=name, **kwargs)
         for n, v in (("height", height), ("width", width)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"[CenterCrop] {n} must be a positive int, got {v!r}")
         self.height, self.width, self.data_format = height, width, data_format
+        self.bounding_box_format = box_format(bounding_box_format, "CenterCrop")
 
     in_graph = True
 
@@ -229,13 +267,32 @@ class CenterCrop(_ImageGraph, _Preprocessing):
         return self._resize_expr(x, ch, cw, h, w, "bilinear")
 
     def call(self, inputs):
+        if isinstance(inputs, dict):
+            return call_on_dict(self, inputs, True, _images)
         a, back = _images(inputs, "CenterCrop", self.data_format)
+        return back(self._targets_images(a, True, None))
+
+    def _targets_draw(self, a, training):
+        return True  # not random: always applied
+
+    def _targets_images(self, a, draw, interpolation):
         H, W = a.shape[1], a.shape[2]
         if H >= self.height and W >= self.width:
             t, l = (H - self.height) // 2, (W - self.width) // 2
-            return back(a[:, t:t + self.height, l:l + self.width])
-        return back(_resize(_crop_to_aspect(a, self.height, self.width), self.height,
-                            self.width, "bilinear"))
+            return a[:, t:t + self.height, l:l + self.width]
+        return _resize(_crop_to_aspect(a, self.height, self.width), self.height, self.width,
+                       interpolation or "bilinear")
+
+    def _targets_boxes(self, b, draw, H, W):
+        h, w = self.height, self.width
+        if H >= h and W >= w:
+            top, left, ch, cw = (H - h) // 2, (W - w) // 2, h, w
+        else:
+            ch = max(min(H, int(float(W * h) / w)), 1)
+            cw = max(min(W, int(float(H * w) / h)), 1)
+            top, left = int(float(H - ch) / 2), int(float(W - cw) / 2)
+        out = bb.crop(b, top, left, ch, cw)
+        return out * np.array([w / cw, h / ch, w / cw, h / ch], np.float32), (h, w)
 
 
 def _factor_range(factor, where, name="factor", lower_bound=-1.0):
@@ -263,6 +320,13 @@ class _RandomImage(_Preprocessing):
         self._rng = np.random.default_rng(seed)
 
     def call(self, inputs, training=True):
+        if isinstance(inputs, dict):
+            if not hasattr(self, "_targets_boxes"):
+                raise TypeError(f"[{self.kind}] takes an array of images, got a dict: dicts of "
+                                "images with bounding boxes and segmentation masks go to the "
+                                "geometric layers (see docs/nn.md \"Bounding boxes and "
+                                "masks\")")
+            return call_on_dict(self, inputs, training, _images)
         a, back = _images(inputs, self.kind, self.data_format)
         if not training:
             return back(self._inference(a))
@@ -298,14 +362,20 @@ def _fill_index(i, n, mode):
     return np.clip(i, 0, n - 1), inside
 
 
+def _round_half_away(v):
+    """The nearest pixel as map_coordinates picks it (Keras on JAX): halves
+    away from zero."""
+    return np.where(v >= 0, np.floor(v + 0.5), np.ceil(v - 0.5))
+
+
 def _sample(img, sx, sy, fill_mode, interpolation, fill_value):
     """One (H, W, C) image read at float coordinates sx, sy (each (H, W)),
     bilinear or nearest, outside pixels by fill_mode (map_coordinates's
     rule, as Keras on JAX)."""
     H, W = img.shape[0], img.shape[1]
     if interpolation == "nearest":
-        xi, xin = _fill_index(np.round(sx).astype(np.int64), W, fill_mode)
-        yi, yin = _fill_index(np.round(sy).astype(np.int64), H, fill_mode)
+        xi, xin = _fill_index(_round_half_away(sx).astype(np.int64), W, fill_mode)
+        yi, yin = _fill_index(_round_half_away(sy).astype(np.int64), H, fill_mode)
         return np.where((xin & yin)[..., None], img[yi, xi], fill_value)
     x0, y0 = np.floor(sx), np.floor(sy)
     fx, fy = (sx - x0)[..., None], (sy - y0)[..., None]
@@ -339,9 +409,10 @@ class RandomFlip(_ImageGraph, _RandomImage):
 
     kind = "RandomFlip"
 
-    def __init__(self, mode="horizontal_and_vertical", seed=None, data_format=None, name=None,
-                 **kwargs):
+    def __init__(self, mode="horizontal_and_vertical", seed=None, data_format=None,
+                 bounding_box_format=None, name=None, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
+        self.bounding_box_format = box_format(bounding_box_format, self.kind)
         if mode not in ("horizontal", "vertical", "horizontal_and_vertical"):
             raise ValueError(f"[RandomFlip] mode must be 'horizontal', 'vertical' or "
                              f"'horizontal_and_vertical', got {mode!r}")
@@ -361,19 +432,36 @@ class RandomFlip(_ImageGraph, _RandomImage):
         if self.mode in ("horizontal", "horizontal_and_vertical"):
             out = f"where({u}[:, 0:1] < 0.5, flip({out}, {wax}), {out})"
         if self.mode in ("vertical", "horizontal_and_vertical"):
-            out = f"where({u}[:, 1:2] < 0.5, flip({out}, {hax}), {out})"
+            out = f"where({u}[:, 0:1] < 0.5, flip({out}, {hax}), {out})"
         return f"if({ctx.training}, {out}, {x})"
 
+    def _draw(self, n):
+        """Which images flip: as Keras's, one draw per image flips it along
+        every axis of the mode (horizontal_and_vertical: both or neither)."""
+        return self._rng.random(n) <= 0.5
+
     def _augment(self, a):
+        return self._targets_images(a, self._draw(a.shape[0]), None)
+
+    def _targets_draw(self, a, training):
+        return self._draw(a.shape[0]) if training else None
+
+    def _targets_images(self, a, flips, interpolation):
         a = a.copy()
-        n = a.shape[0]
         if self.mode in ("horizontal", "horizontal_and_vertical"):
-            f = self._rng.random(n) < 0.5
-            a[f] = a[f][:, :, ::-1]
+            a[flips] = a[flips][:, :, ::-1]
         if self.mode in ("vertical", "horizontal_and_vertical"):
-            f = self._rng.random(n) < 0.5
-            a[f] = a[f][:, ::-1]
+            a[flips] = a[flips][:, ::-1]
         return a
+
+    def _targets_boxes(self, b, flips, H, W):
+        f = np.asarray(flips).reshape(-1, 1)
+        x1, y1, x2, y2 = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+        if self.mode in ("horizontal", "horizontal_and_vertical"):
+            x1, x2 = np.where(f, W - x2, x1), np.where(f, W - x1, x2)
+        if self.mode in ("vertical", "horizontal_and_vertical"):
+            y1, y2 = np.where(f, H - y2, y1), np.where(f, H - y1, y2)
+        return np.stack([x1, y1, x2, y2], -1), (H, W)
 
 
 def _fill_expr(i: str, n: int, mode: str) -> str:
@@ -401,8 +489,10 @@ class _RandomAffine(_ImageGraph, _RandomImage):
 
     in_graph = True
 
-    def __init__(self, fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs):
+    def __init__(self, fill_mode, interpolation, seed, fill_value, data_format, name,
+                 bounding_box_format=None, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
+        self.bounding_box_format = box_format(bounding_box_format, self.kind)
         self.interpolation = _check_fill(fill_mode, interpolation, self.kind)
         self.fill_mode = fill_mode
         self.fill_value = float(fill_value)
@@ -445,7 +535,8 @@ class _RandomAffine(_ImageGraph, _RandomImage):
         sx, sy = self._graph_coords(ctx, u, xs, ys, H, W)
         flat = d("aug_f", f"reshape({x}, list(shape({x})[0], {H * W}, {C}))")
         if self.interpolation == "nearest":
-            corners = [(f"round({sy})", f"round({sx})", None)]
+            corners = [tuple(f"where({v} >= 0.0, floor({v} + 0.5), ceil({v} - 0.5))"
+                             for v in (sy, sx)) + (None,)]
         else:
             y0, x0 = d("aug_y0", f"floor({sy})"), d("aug_x0", f"floor({sx})")
             fy, fx = d("aug_fy", f"{sy} - {y0}"), d("aug_fx", f"{sx} - {x0}")
@@ -468,8 +559,17 @@ class _RandomAffine(_ImageGraph, _RandomImage):
         return f"if({ctx.training}, {out}, {x})"
 
     def _augment(self, a):
-        return _affine(a, self._inverses(a.shape[0], a.shape[1], a.shape[2]), self.fill_mode,
-                       self.interpolation, self.fill_value)
+        return self._targets_images(a, self._draw_affine(*a.shape[:3]), None)
+
+    def _inverses(self, n, H, W):
+        return self._matrices(self._draw_affine(n, H, W), H, W)
+
+    def _targets_draw(self, a, training):
+        return self._draw_affine(*a.shape[:3]) if training else None
+
+    def _targets_images(self, a, draw, interpolation):
+        return _affine(a, self._matrices(draw, a.shape[1], a.shape[2]), self.fill_mode,
+                       interpolation or self.interpolation, self.fill_value)
 
 
 class RandomRotation(_RandomAffine):
@@ -480,8 +580,10 @@ class RandomRotation(_RandomAffine):
     kind = "RandomRotation"
 
     def __init__(self, factor, fill_mode="reflect", interpolation="bilinear", seed=None,
-                 fill_value=0.0, value_range=(0, 255), data_format=None, name=None, **kwargs):
-        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+                 fill_value=0.0, value_range=(0, 255), data_format=None,
+                 bounding_box_format=None, name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name,
+                         bounding_box_format, **kwargs)
         self.factor = factor
         self.lower, self.upper = _factor_range(factor, "RandomRotation", lower_bound=-math.inf)
         self.value_range = value_range
@@ -493,10 +595,19 @@ class RandomRotation(_RandomAffine):
         return [c, f"-{s_}", f"{cx!r} - {c} * {cx!r} + {s_} * {cy!r}",
                 s_, c, f"{cy!r} - {s_} * {cx!r} - {c} * {cy!r}"]
 
-    def _inverses(self, n, H, W):
-        ang = self._rng.uniform(self.lower, self.upper, n) * 2 * np.pi
+    def _draw_affine(self, n, H, W):
+        """Each image's angle in degrees (Keras's "angle")."""
+        return self._rng.uniform(self.lower, self.upper, n) * 360.0
+
+    def _targets_boxes(self, b, degrees, H, W):
+        n = len(degrees)
+        zero, one = np.zeros(n), np.ones(n)
+        return bb.affine_transform(b, degrees, zero, zero, one, zero, zero, H, W), (H, W)
+
+    def _matrices(self, degrees, H, W):
+        ang = np.asarray(degrees, np.float64) * (np.pi / 180.0)
         cx, cy = (W - 1) / 2, (H - 1) / 2
-        out = np.zeros((n, 2, 3))
+        out = np.zeros((len(ang), 2, 3))
         for k, t in enumerate(ang):
             c, s = np.cos(t), np.sin(t)
             # output pixel -> input pixel: rotate by -t about the centre
@@ -513,8 +624,9 @@ class RandomZoom(_RandomAffine):
 
     def __init__(self, height_factor, width_factor=None, fill_mode="reflect",
                  interpolation="bilinear", seed=None, fill_value=0.0, data_format=None,
-                 name=None, **kwargs):
-        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+                 bounding_box_format=None, name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name,
+                         bounding_box_format, **kwargs)
         self.height_factor, self.width_factor = height_factor, width_factor
         self.h_range = _factor_range(height_factor, "RandomZoom", "height_factor")
         self.w_range = None if width_factor is None else _factor_range(
@@ -532,9 +644,23 @@ class RandomZoom(_RandomAffine):
         zero = f"0.0 * {u}[:, 0:1]"
         return [zx, zero, f"{cx!r} - {zx} * {cx!r}", zero, zy, f"{cy!r} - {zy} * {cy!r}"]
 
-    def _inverses(self, n, H, W):
+    def _draw_affine(self, n, H, W):
+        """Each image's (width, height) zoom (Keras's width_zoom, height_zoom)."""
         zy = 1.0 + self._rng.uniform(*self.h_range, n)
         zx = zy if self.w_range is None else 1.0 + self._rng.uniform(*self.w_range, n)
+        return np.stack([zx, zy], 1)
+
+    def _targets_boxes(self, b, zooms, H, W):
+        # the input window the output shows, [start, start + zoom * size), onto the output
+        zx, zy = (np.asarray(zooms[:, k], np.float32).reshape(-1, 1) for k in (0, 1))
+        x0, y0 = (W - 1) / 2 * (1 - zx), (H - 1) / 2 * (1 - zy)
+        out = [(np.clip(b[..., k], s, s + z * n) - s) / z
+               for k, (s, z, n) in enumerate([(x0, zx, W), (y0, zy, H)] * 2)]
+        return np.stack(out, -1), (H, W)
+
+    def _matrices(self, zooms, H, W):
+        zx, zy = zooms[:, 0], zooms[:, 1]
+        n = len(zooms)
         cx, cy = (W - 1) / 2, (H - 1) / 2
         out = np.zeros((n, 2, 3))
         out[:, 0, 0], out[:, 0, 2] = zx, cx - zx * cx
@@ -550,8 +676,9 @@ class RandomTranslation(_RandomAffine):
 
     def __init__(self, height_factor, width_factor, fill_mode="reflect",
                  interpolation="bilinear", seed=None, fill_value=0.0, data_format=None,
-                 name=None, **kwargs):
-        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name, **kwargs)
+                 bounding_box_format=None, name=None, **kwargs):
+        super().__init__(fill_mode, interpolation, seed, fill_value, data_format, name,
+                         bounding_box_format, **kwargs)
         self.height_factor, self.width_factor = height_factor, width_factor
         self.h_range = _factor_range(height_factor, "RandomTranslation", "height_factor")
         self.w_range = _factor_range(width_factor, "RandomTranslation", "width_factor")
@@ -563,10 +690,19 @@ class RandomTranslation(_RandomAffine):
         zero, one = f"0.0 * {u}[:, 0:1]", f"1.0 + 0.0 * {u}[:, 0:1]"
         return [one, zero, f"-{dx}", zero, one, f"-{dy}"]
 
-    def _inverses(self, n, H, W):
+    def _draw_affine(self, n, H, W):
+        """Each image's shift in pixels (x, y) (Keras's "translations")."""
         dy = self._rng.uniform(*self.h_range, n) * H
         dx = self._rng.uniform(*self.w_range, n) * W
-        out = np.zeros((n, 2, 3))
+        return np.stack([dx, dy], 1).astype(np.float32)
+
+    def _targets_boxes(self, b, shifts, H, W):
+        d = np.tile(np.asarray(shifts, np.float32), 2)[:, None]
+        return b + d, (H, W)
+
+    def _matrices(self, shifts, H, W):
+        dx, dy = shifts[:, 0].astype(np.float64), shifts[:, 1].astype(np.float64)
+        out = np.zeros((len(shifts), 2, 3))
         out[:, 0, 0] = out[:, 1, 1] = 1.0
         out[:, 0, 2], out[:, 1, 2] = -dx, -dy
         return out
@@ -607,12 +743,14 @@ class RandomCrop(_ImageGraph, _RandomImage):
             return out
         return x if ctx.training == "false" else f"if({ctx.training}, {out}, {x})"
 
-    def __init__(self, height, width, seed=None, data_format=None, name=None, **kwargs):
+    def __init__(self, height, width, seed=None, data_format=None, bounding_box_format=None,
+                 name=None, **kwargs):
         super().__init__(seed, data_format, name, **kwargs)
         for n, v in (("height", height), ("width", width)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"[RandomCrop] {n} must be a positive int, got {v!r}")
         self.height, self.width = height, width
+        self.bounding_box_format = box_format(bounding_box_format, self.kind)
 
     def _small_window(self, H, W):
         """Keras's start of the window in an image not larger than it: where
@@ -622,16 +760,32 @@ class RandomCrop(_ImageGraph, _RandomImage):
         cw = max(min(W, int(float(H * self.width) / self.height)), 1)
         return int(float(H - ch) / 2), int(float(W - cw) / 2)
 
-    def _augment(self, a):
-        H, W = a.shape[1], a.shape[2]
+    def _draw(self, H, W):
+        """The window's (top, left) (Keras's (h_start, w_start))."""
         h, w = self.height, self.width
         if H > h and W > w:
-            t = int(self._rng.integers(0, H - h + 1))
-            l = int(self._rng.integers(0, W - w + 1))
-            return a[:, t:t + h, l:l + w]
-        t, l = self._small_window(H, W)
+            return int(self._rng.integers(0, H - h + 1)), int(self._rng.integers(0, W - w + 1))
+        return self._small_window(H, W)
+
+    def _augment(self, a):
+        return self._targets_images(a, self._draw(a.shape[1], a.shape[2]), None)
+
+    def _targets_draw(self, a, training):
+        return self._draw(a.shape[1], a.shape[2]) if training else None
+
+    def _targets_images(self, a, corner, interpolation):
+        h, w = self.height, self.width
+        t, l = corner
         win = a[:, t:t + h, l:l + w]
-        return win if win.shape[1:3] == (h, w) else _resize(win, h, w, "bilinear")
+        return win if win.shape[1:3] == (h, w) else _resize(win, h, w,
+                                                             interpolation or "bilinear")
+
+    def _targets_boxes(self, b, corner, H, W):
+        t, l = corner
+        eh, ew = min(self.height, H - t), min(self.width, W - l)
+        out = bb.crop(b, t, l, eh, ew)
+        scale = np.array([self.width / ew, self.height / eh] * 2, np.float32)
+        return out * scale, (self.height, self.width)
 
 
 class RandomContrast(_ImageGraph, _RandomImage):
