@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from ..initializers import signal_window
 from ..symbolic import KerasTensor, _dtype_name, user_location
 from . import numpy as knp
 from ._base import cast as _cast
@@ -468,20 +469,20 @@ def saturate_cast(x, dtype):
 del numbers
 
 
-def _window(window, length: int, dtype: str):
+def _window(window, length: int, dtype: str, op: str = "stft"):
+    """The window's values: a name (scipy's periodic window, as Keras's backends
+    take it), an array of `length` values, or None (ones)."""
     if window is None:
         return np.ones(length, dtype=dtype)
     if isinstance(window, str):
-        n = np.arange(length)
-        if window == "hann":
-            return (0.5 - 0.5 * np.cos(2 * np.pi * n / length)).astype(dtype)
-        if window == "hamming":
-            return (0.54 - 0.46 * np.cos(2 * np.pi * n / length)).astype(dtype)
-        raise ValueError(f"[ops.stft] window must be 'hann', 'hamming', an array or None, got "
-                         f"{window!r}")
+        if window not in ("hann", "hamming"):  # as Keras's ops
+            raise ValueError(f"[ops.{op}] window must be 'hann', 'hamming', an array or None, "
+                             f"got {window!r}")
+        return signal_window(window, length, True, f"ops.{op}").astype(dtype)
     w = np.asarray(window, dtype=dtype)
     if w.shape != (length,):
-        raise ValueError(f"[ops.stft] window must have shape ({length},), got {w.shape}")
+        raise ValueError(f"[ops.{op}] window must have shape ({length},) (sequence_length), got "
+                         f"{w.shape}")
     return w
 
 
@@ -510,3 +511,69 @@ def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=
                              knp.flip(x[..., n - p - 1:n - 1], -1)], -1)
     frames = knp.multiply(extract_sequences(x, fft_length, sequence_stride), win)
     return rfft(frames, fft_length)
+
+
+def _overlap_add(frames, step: int):
+    """Frames (..., T, n) added into a signal (..., (T - 1) * step + n), frame t
+    starting at t * step: the frames cut into ceil(n / step) hops, each hop's
+    column of frames shifted by its index and the columns summed."""
+    t, n = shape_of(frames)[-2:]
+    hops = -(-n // step)
+    lead = [[0, 0]] * (len(shape_of(frames)) - 2)
+    if hops * step != n:
+        frames = prim("pad", frames, lead + [[0, 0], [0, hops * step - n]])
+    split = knp.reshape(frames, tuple(static_or_symbolic_shape(frames)[:-1]) + (hops, step))
+    total = None
+    for j in range(hops):
+        part = prim("pad", split[..., j, :], lead + [[j, hops - 1 - j], [0, 0]])
+        total = part if total is None else knp.add(total, part)
+    lengths = tuple(static_or_symbolic_shape(total)[:-2]) + ((t + hops - 1) * step,)
+    return knp.reshape(total, lengths)[..., :(t - 1) * step + n]
+
+
+@_export
+def istft(x, sequence_length, sequence_stride, fft_length, length=None, window="hann",
+          center=True):
+    """The signal whose ops.stft is x (a (real, imag) pair, (..., frames, bins)), as
+    Keras's: each frame's inverse rfft, windowed, overlap-added and divided by the
+    overlapping squared windows (where they exceed 1e-10); centring's padding cut
+    off, or the first `length` samples. Differentiable inside a model."""
+    if isinstance(sequence_stride, bool) or not isinstance(sequence_stride, int) or \
+            sequence_stride <= 0:
+        raise ValueError(f"[ops.istft] sequence_stride must be a positive int, got "
+                         f"{sequence_stride!r}")
+    re, im = _pair("istft", x)
+    if len(shape_of(re)) < 2:
+        raise ValueError(f"[ops.istft] x must have rank 2 or more (..., frames, bins), got "
+                         f"shape {shape_of(re)}")
+    frames = shape_of(re)[-2]
+    if frames is None:
+        raise ValueError(f"[ops.istft] the number of frames (axis -2) must be known (at "
+                         f"{user_location()})")
+    if fft_length < sequence_length:
+        raise ValueError(f"[ops.istft] fft_length {fft_length} must be at least "
+                         f"sequence_length {sequence_length}")
+    if sequence_stride > fft_length:
+        raise ValueError(f"[ops.istft] sequence_stride {sequence_stride} must not exceed "
+                         f"fft_length {fft_length} (the frames would leave gaps)")
+    d = dtype_of(re)
+    left = (fft_length - sequence_length) // 2
+    if window is None:
+        win = np.ones(fft_length)
+    else:
+        win = np.pad(_window(window, sequence_length, d, "istft").astype(np.float64),
+                     (left, fft_length - sequence_length - left))
+    signal = _overlap_add(knp.multiply(irfft((re, im), fft_length), win.astype(d)),
+                          sequence_stride)
+    # the overlapping squared windows, known now; where they vanish the sum is kept
+    norm = np.zeros((frames - 1) * sequence_stride + fft_length)
+    for i in range(frames):
+        norm[i * sequence_stride:i * sequence_stride + fft_length] += win * win
+    scale = 1.0 if window is not None else fft_length / sequence_stride
+    signal = knp.multiply(signal, (scale / np.where(norm > 1e-10, norm, 1.0)).astype(d))
+    start = fft_length // 2 if center else 0
+    if length is not None:
+        end = start + int(length)
+    else:
+        end = norm.shape[0] - (fft_length // 2 if center else 0)
+    return signal[..., start:end]
