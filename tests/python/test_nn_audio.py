@@ -345,6 +345,9 @@ def test_stft_spectrogram_errors():
         w(frame_length=8)(np.ones((1, 32, 1), "int32"))
     with pytest.raises(ValueError, match=r"(?i)STFTSpectrogram.*(rank|ndim)"):
         w(frame_length=8)(np.ones((32, 1), "float32"))
+    with pytest.raises(ValueError, match=r"\[STFTSpectrogram\] layer .* needs the time axis's "
+                                         r"length inside a model"):
+        w(frame_length=8)(tnn.Input((None, 1)))
 
 
 # ------------------------------------------------------------ MelSpectrogram
@@ -406,3 +409,6 @@ def test_mel_spectrogram_errors():
         tnn.layers.MelSpectrogram(num_mel_bins=0)
     with pytest.raises(ValueError, match=r"\[MelSpectrogram\] layer .* takes \(time,\) or"):
         tnn.layers.MelSpectrogram(fft_length=64)(np.ones((2, 3, 200), "float32"))
+    with pytest.raises(ValueError, match=r"\[MelSpectrogram\] layer .* needs the time axis's "
+                                         r"length inside a model"):
+        tnn.layers.MelSpectrogram(fft_length=64)(tnn.Input((None,)))

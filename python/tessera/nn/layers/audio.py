@@ -14,7 +14,7 @@ import numpy as np
 from .. import initializers
 from .. import ops as kops
 from ..input_spec import InputSpec
-from ..symbolic import user_location
+from ..symbolic import KerasTensor, user_location
 from .base import Layer, _data_format
 
 __all__ = ["MelSpectrogram", "STFTSpectrogram"]
@@ -38,6 +38,15 @@ def _float_input(layer, x):
         raise TypeError(f"[{layer.kind}] layer {layer.name!r} takes float16, float32 or float64 "
                         f"inputs, got {d} (at {user_location()})")
     return x
+
+
+def _known_time(layer, x, axis, example):
+    """Inside a model the time axis must have a length (tessera's strided
+    convolutions and stft need it while the model is built)."""
+    if isinstance(x, KerasTensor) and x.shape[axis] is None:
+        raise ValueError(f"[{layer.kind}] layer {layer.name!r} needs the time axis's length "
+                         f"inside a model (give it in the Input, e.g. {example}), got inputs of "
+                         f"shape {tuple(x.shape)}")
 
 
 class STFTSpectrogram(Layer):
@@ -104,7 +113,8 @@ class STFTSpectrogram(Layer):
     def _convolve(self, x, kernel):
         """Every channel convolved alone: (batch, channels, bins, frames)."""
         last = self.data_format == "channels_last"
-        time, channels = (x.shape[1], x.shape[2]) if last else (x.shape[2], x.shape[1])
+        shape = kops.shape(x)  # (a length unknown while the model is built: a symbolic int)
+        time, channels = (shape[1], shape[2]) if last else (shape[2], shape[1])
         if last:
             x = kops.reshape(kops.transpose(x, [0, 2, 1]), [-1, time, 1])
         else:
@@ -112,15 +122,13 @@ class STFTSpectrogram(Layer):
         y = kops.conv(x, kops.cast(kernel, kops.dtype(x)), strides=self._frame_step,
                       padding=self.padding, data_format=self.data_format)
         if last:
-            frames, bins = y.shape[1], y.shape[2]
             y = kops.transpose(y, [0, 2, 1])
-        else:
-            bins, frames = y.shape[1], y.shape[2]
+        _, bins, frames = kops.shape(y)
         return kops.reshape(y, [-1, channels, bins, frames])
 
     def _arrange(self, y):
         """(batch, channels, bins, frames) in the layer's output layout."""
-        _, channels, bins, frames = y.shape
+        _, channels, bins, frames = kops.shape(y)
         if self.expand_dims:
             order = [0, 3, 2, 1] if self.data_format == "channels_last" else [0, 1, 3, 2]
             return kops.transpose(y, order)
@@ -133,6 +141,8 @@ class STFTSpectrogram(Layer):
         if len(shape) != 3:
             raise ValueError(f"[STFTSpectrogram] layer {self.name!r} expects inputs of shape "
                              f"(batch, time, channels) (rank 3), got shape {tuple(shape)}")
+        _known_time(self, x, 1 if self.data_format == "channels_last" else 2,
+                    "Input((time, channels))")
         real = self._convolve(x, self.real_kernel) if self.mode != "imag" else None
         imag = self._convolve(x, self.imag_kernel) if self.mode != "real" else None
         if self.mode == "real":
@@ -248,6 +258,7 @@ class MelSpectrogram(Layer):
             raise ValueError(f"[MelSpectrogram] layer {self.name!r} takes (time,) or (batch, "
                              f"time) signals, got shape {tuple(x.shape)} (at "
                              f"{user_location()})")
+        _known_time(self, x, -1, "Input((time,))")
         real, imag = kops.stft(x, self.sequence_length, self.sequence_stride, self.fft_length,
                                window=self.window, center=True)
         spec = kops.power(kops.sqrt(kops.add(kops.square(real), kops.square(imag))),
