@@ -279,8 +279,10 @@ class MelSpectrogram(Layer):
         return kops.maximum(db, kops.subtract(kops.max(db), t(self.top_db)))
 
     def compute_output_shape(self, input_shape):
+        # the frames the centred stft gives: 1 + n // stride (Keras's own formula,
+        # (n + stride + 1) // stride, says one more when stride divides n + 1)
         def frames(n):
-            return None if n is None else (n + self.sequence_stride + 1) // self.sequence_stride
+            return None if n is None else 1 + n // self.sequence_stride
 
         if len(input_shape) == 1:
             return (self.num_mel_bins, frames(input_shape[0]))
