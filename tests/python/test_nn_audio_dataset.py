@@ -132,6 +132,25 @@ def test_splits_label_modes_and_no_labels(tmp_path):
     assert np.asarray(x).shape == (10, 20, 1)
 
 
+def test_given_labels_and_class_names(tmp_path):
+    written = make_tree(tmp_path, {"a": [15, 15], "b": [15], "c": [15]})
+    ds = audio_dataset(tmp_path, class_names=["c", "a"], shuffle=False, verbose=False)
+    assert ds.class_names == ["c", "a"]
+    (x, y), = list(ds)
+    assert ds.file_paths == [str(tmp_path / "c" / "clip0.wav"),
+                             str(tmp_path / "a" / "clip0.wav"), str(tmp_path / "a" / "clip1.wav")]
+    np.testing.assert_array_equal(y, [0, 1, 1])
+    np.testing.assert_array_equal(x[0], written[ds.file_paths[0]])
+    # labels given for the files in Keras's order (sorted paths), shuffled with them
+    ds = audio_dataset(tmp_path, labels=[3, 1, 4, 1], seed=2, verbose=False)
+    (x, y), = list(ds)
+    given = dict(zip(sorted(written), [3, 1, 4, 1]))
+    assert [given[p] for p in ds.file_paths] == list(y)
+    assert ds.class_names == ["1", "3", "4"]
+    for row, p in zip(x, ds.file_paths):
+        np.testing.assert_array_equal(row, written[p])
+
+
 def test_links_out_of_the_tree_are_not_followed(tmp_path):
     outside = tmp_path / "outside"
     os.makedirs(outside)
