@@ -39,7 +39,7 @@ __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUn
            "random_normal", "random_uniform", "truncated_normal", "variance_scaling",
            "glorot_uniform", "glorot_normal", "he_normal", "he_uniform", "lecun_normal",
            "lecun_uniform", "orthogonal", "OrthogonalInitializer", "identity",
-           "IdentityInitializer", "STFT", "STFTInitializer", "stft", "signal_window"]
+           "IdentityInitializer", "STFT", "STFTInitializer", "stft"]
 
 _DTYPES = ("float32", "float64", "float16")
 
