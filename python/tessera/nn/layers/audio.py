@@ -15,6 +15,7 @@ from .. import initializers
 from .. import ops as kops
 from ..input_spec import InputSpec
 from ..symbolic import KerasTensor, user_location
+from ..symbolic import _record as symbolic_record
 from .base import Layer, _data_format
 
 __all__ = ["MelSpectrogram", "STFTSpectrogram"]
@@ -193,10 +194,12 @@ class STFTSpectrogram(Layer):
 
 
 def mel_weight_matrix(num_mel_bins, num_spectrogram_bins, sampling_rate, lower_edge_hertz,
-                      upper_edge_hertz, dtype="float32") -> np.ndarray:
+                      upper_edge_hertz, dtype="float32", in_program=False):
     """Keras's linear_to_mel_weight_matrix: (num_spectrogram_bins, num_mel_bins)
     triangles of peak 1 on the HTK mel scale, the DC bin zero; computed in
-    `dtype` in Keras's order."""
+    `dtype` in Keras's order. With in_program, a symbolic tensor the model's program
+    computes from the bins' and bands' mel values (a NumPy constant is written into
+    the program's text: the (bins, bands) matrix would cost most of each call)."""
     t = np.dtype(dtype).type
 
     def to_mel(hz):
@@ -208,6 +211,12 @@ def mel_weight_matrix(num_mel_bins, num_spectrogram_bins, sampling_rate, lower_e
     edges = np.linspace(to_mel(t(lower_edge_hertz)), to_mel(t(upper_edge_hertz)),
                         num_mel_bins + 2, dtype=dtype)
     lower, center, upper = edges[None, :-2], edges[None, 1:-1], edges[None, 2:]
+    if in_program:
+        bins_mel = symbolic_record("astype", (bins_mel, str(bins_mel.dtype)), {})
+        lower_slopes = kops.divide(kops.subtract(bins_mel, lower), center - lower)
+        upper_slopes = kops.divide(kops.subtract(upper, bins_mel), upper - center)
+        weights = kops.maximum(t(0.0), kops.minimum(lower_slopes, upper_slopes))
+        return kops.pad(weights, [[1, 0], [0, 0]])
     lower_slopes = (bins_mel - lower) / (center - lower)
     upper_slopes = (upper - bins_mel) / (upper - center)
     weights = np.maximum(t(0.0), np.minimum(lower_slopes, upper_slopes))
@@ -264,7 +273,8 @@ class MelSpectrogram(Layer):
         spec = kops.power(kops.sqrt(kops.add(kops.square(real), kops.square(imag))),
                           self.mag_exp)
         matrix = mel_weight_matrix(self.num_mel_bins, real.shape[-1], self.sampling_rate,
-                                   self.min_freq, self.max_freq, work)
+                                   self.min_freq, self.max_freq, work,
+                                   in_program=isinstance(spec, KerasTensor))
         out = kops.tensordot(spec, matrix, axes=1)
         if self.power_to_db:
             out = self._decibels(out, work)

@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from ..initializers import signal_window
-from ..symbolic import KerasTensor, _dtype_name, user_location
+from ..symbolic import KerasTensor, _dtype_name, _record, user_location
 from . import numpy as knp
 from ._base import cast as _cast
 from ._base import (dtype_of, eager_only, floating, is_symbolic, prim, shape_of,
@@ -358,11 +358,26 @@ def logdet(x):
 
 
 # ------------------------------------------------------------ Fourier transforms
-def _dft(n: int, m: int, dtype: str, inverse=False):
-    """cos and sin matrices (n x m) of the DFT, 2 pi j k / n."""
-    jk = np.outer(np.arange(n), np.arange(m)) % n
-    ang = 2.0 * np.pi * jk / n
-    return np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+def _dft(rows: int, cols: int, n: int, dtype: str, like=None, row_scale=None):
+    """cos and sin matrices (rows x cols) of the DFT, of 2 pi (j k mod n) / n, rows times
+    row_scale (a (rows,) vector) if given. NumPy constants on arrays; when `like` is
+    symbolic, computed by the model's program from two aranges (a program writes its
+    NumPy constants as literal text, which costs seconds a call at 2048 x 1025)."""
+    if not is_symbolic(like):
+        jk = np.outer(np.arange(rows), np.arange(cols)) % n
+        ang = 2.0 * np.pi * jk / n
+        c, s = np.cos(ang), np.sin(ang)
+        if row_scale is not None:
+            c, s = c * row_scale[:, None], s * row_scale[:, None]
+        return c.astype(dtype), s.astype(dtype)
+    j = _record("arange", (rows,), {"dtype": "float64"})
+    k = _record("arange", (cols,), {"dtype": "float64"})
+    ang = knp.divide(knp.multiply(knp.mod(knp.outer(j, k), float(n)), 2.0 * np.pi), float(n))
+    c, s = knp.cos(ang), knp.sin(ang)
+    if row_scale is not None:
+        scale = np.asarray(row_scale, np.float64)[:, None]
+        c, s = knp.multiply(c, scale), knp.multiply(s, scale)
+    return _cast(c, dtype), _cast(s, dtype)
 
 
 def _pair(op, x):
@@ -389,7 +404,7 @@ def fft(x):
     as two matrix products, so it is differentiable inside a model."""
     re, im = _pair("fft", x)
     n = _last("fft", re)
-    c, s = _dft(n, n, dtype_of(re))
+    c, s = _dft(n, n, n, dtype_of(re), re)
     return (knp.add(knp.matmul(re, c), knp.matmul(im, s)),
             knp.subtract(knp.matmul(im, c), knp.matmul(re, s)))
 
@@ -398,7 +413,7 @@ def fft(x):
 def ifft(x):
     re, im = _pair("ifft", x)
     n = _last("ifft", re)
-    c, s = _dft(n, n, dtype_of(re))
+    c, s = _dft(n, n, n, dtype_of(re), re)
     return (knp.divide(knp.subtract(knp.matmul(re, c), knp.matmul(im, s)), float(n)),
             knp.divide(knp.add(knp.matmul(im, c), knp.matmul(re, s)), float(n)))
 
@@ -418,7 +433,7 @@ def rfft(x, fft_length=None):
     x = floating(x)
     n = _last("rfft", x) if fft_length is None else int(fft_length)
     x = _fit_length(x, n)
-    c, s = _dft(n, n // 2 + 1, dtype_of(x))
+    c, s = _dft(n, n // 2 + 1, n, dtype_of(x), x)
     return knp.matmul(x, c), knp.negative(knp.matmul(x, s))
 
 
@@ -431,11 +446,7 @@ def irfft(x, fft_length=None):
     k = np.arange(m)
     w = np.where((k == 0) | ((n % 2 == 0) & (k == n // 2)), 1.0, 2.0)
     w = np.where(k <= n // 2, w, 0.0)
-    jk = np.outer(k, np.arange(n)) % n
-    ang = 2.0 * np.pi * jk / n
-    d = dtype_of(re)
-    c = (np.cos(ang) * w[:, None] / n).astype(d)
-    s = (np.sin(ang) * w[:, None] / n).astype(d)
+    c, s = _dft(m, n, n, dtype_of(re), re, row_scale=w / n)
     return knp.subtract(knp.matmul(re, c), knp.matmul(im, s))
 
 
