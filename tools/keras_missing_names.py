@@ -88,7 +88,7 @@ _CLAIM_EXEMPT = re.compile(r"not there|missing|not yet|lacks|unsupported|not sup
 def documented_but_missing(rows, text):
     """The missing names that `text` (docs/nn.md) names as tessera's: a code span
     outside code blocks, the generated block and sentences that say a name is
-    missing, that writes the name with its namespace (`layers.MelSpectrogram`,
+    missing, that writes the name with its namespace (`layers.JaxLayer`,
     `ops.linalg.lu_factor`, `nn.constraints.MaxNorm`; a bare name is too ambiguous
     to count). Returns ["keras.X.name: `span`", ...]."""
     if BEGIN in text and END in text:
@@ -137,8 +137,7 @@ NAME_WHY = {
               ("rematerialisation is tessera.remat / tessera.checkpoint (docs/nn.md "
                "\"Gradients\"), not a Keras scope", ["RematScope", "remat"])],
     "keras.layers": [("other frameworks' modules (JAX, Flax, TensorFlow, PyTorch)",
-                      ["FlaxLayer", "JaxLayer", "TFSMLayer", "TorchModuleWrapper"]),
-                     ("audio features: not built yet", ["MelSpectrogram", "STFTSpectrogram"])],
+                      ["FlaxLayer", "JaxLayer", "TFSMLayer", "TorchModuleWrapper"])],
     "keras.optimizers": [("mixed precision is not supported", ["LossScaleOptimizer"])],
     "keras.ops": [("forward-mode differentiation: tessera's autodiff is reverse mode",
                    ["jvp"])],

@@ -69,6 +69,7 @@ from .layers import (AugMix, AutoContrast, ContrastLimitedAdaptiveHistogramEqual
                      RandomHue, RandomInvert, RandomPerspective, RandomPosterization,
                      RandomSaturation, RandomSharpness, RandomShear, Solarization)
 from .layers import ConvLSTM1D, ConvLSTM2D, ConvLSTM3D
+from .layers import MelSpectrogram, STFTSpectrogram
 from .layers import (AveragePooling3D, AvgPool3D, Conv3D, Conv3DTranspose, Convolution3D,
                      Convolution3DTranspose, Cropping3D, GlobalAveragePooling3D, GlobalAvgPool3D,
                      GlobalMaxPool3D, GlobalMaxPooling3D, MaxPool3D, MaxPooling3D, UpSampling3D,
@@ -120,6 +121,7 @@ __all__ = [
     "SpectralNormalization",
     "TimeDistributed",
     "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D",
+    "MelSpectrogram", "STFTSpectrogram",
     "ELU", "LeakyReLU", "PReLU", "ReLU", "Softmax", "Lambda",
     "Cropping1D", "Cropping2D", "UpSampling1D", "UpSampling2D", "ZeroPadding1D", "ZeroPadding2D",
     "ActivityRegularization", "AlphaDropout", "GaussianDropout", "GaussianNoise",

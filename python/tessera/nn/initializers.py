@@ -39,7 +39,7 @@ __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUn
            "random_normal", "random_uniform", "truncated_normal", "variance_scaling",
            "glorot_uniform", "glorot_normal", "he_normal", "he_uniform", "lecun_normal",
            "lecun_uniform", "orthogonal", "OrthogonalInitializer", "identity",
-           "IdentityInitializer"]
+           "IdentityInitializer", "STFT", "STFTInitializer", "stft"]
 
 _DTYPES = ("float32", "float64", "float16")
 
@@ -364,10 +364,97 @@ class Identity(Initializer):
         return {"class": "Identity", "gain": self.gain}
 
 
+# scipy.signal.get_window's cosine-sum windows: coefficients a_k of sum (-1)^k a_k cos(k x)
+_COSINE_WINDOWS = {"hann": (0.5, 0.5), "hanning": (0.5, 0.5), "hamming": (0.54, 0.46),
+                   "blackman": (0.42, 0.5, 0.08)}
+_WINDOWS = sorted(_COSINE_WINDOWS) + ["bartlett", "boxcar", "rectangular", "ones"]
+
+
+def signal_window(window, length: int, periodic: bool, where: str) -> np.ndarray:
+    """A window of `length` samples in float64, as scipy.signal.get_window(window,
+    length, fftbins=periodic) gives it for the names tessera knows (hann, hamming,
+    blackman, bartlett, boxcar); a periodic window is the symmetric one of length + 1
+    without its last sample."""
+    if not isinstance(window, str):
+        raise TypeError(f"[{where}] window must be a name, got {type(window).__name__}")
+    name = window.lower()
+    if name not in _WINDOWS:
+        raise ValueError(f"[{where}] window {window!r} is not supported; the windows are "
+                         f"{_WINDOWS} (or give the window's values as an array)")
+    if length == 1:
+        return np.ones(1)
+    m = length + 1 if periodic else length
+    n = np.arange(m, dtype=np.float64)
+    if name in _COSINE_WINDOWS:
+        x = np.linspace(-np.pi, np.pi, m)
+        w = sum(a * np.cos(k * x) for k, a in enumerate(_COSINE_WINDOWS[name]))
+    elif name == "bartlett":
+        w = np.where(n <= (m - 1) / 2.0, 2.0 * n / (m - 1), 2.0 - 2.0 * n / (m - 1))
+    else:
+        w = np.ones(m)
+    return w[:length]
+
+
+class STFT(Initializer):
+    """Keras's STFT initializer (STFTInitializer): the real (cos) or imaginary
+    (-sin) DFT kernels of shape (frame_length, 1, bins), each frame sample times
+    the window, divided by the window's L2 norm (scaling "density") or its sum
+    ("spectrum"): the kernels of layers.STFTSpectrogram. The angles are computed
+    in the requested dtype, in Keras's order, so float32 kernels equal Keras's."""
+
+    def __init__(self, side="real", window="hann", scaling="density", periodic=False):
+        if side not in ("real", "imag"):
+            raise ValueError(f"[STFT] side must be 'real' or 'imag', got {side!r}")
+        if isinstance(window, str):
+            signal_window(window, 1, False, "STFT")  # an unknown name fails now, as Keras's
+        if scaling not in (None, "density", "spectrum"):
+            raise ValueError(f"[STFT] scaling must be None, 'density' or 'spectrum', got "
+                             f"{scaling!r}")
+        self.side, self.window, self.scaling = side, window, scaling
+        self.periodic = bool(periodic)
+
+    def _generate(self, shape, dtype, seed):
+        if len(shape) != 3:
+            raise ValueError(f"[STFT] shape must be (frame_length, 1, fft_length // 2 + 1), "
+                             f"got {shape}")
+        frame_length, _, bins = shape
+        t = np.dtype(dtype).type
+        win = None
+        if self.window is not None:
+            if isinstance(self.window, str):
+                win = signal_window(self.window, frame_length, self.periodic, "STFT")
+            else:
+                win = np.asarray(self.window, dtype=np.float64)
+            win = win.astype(dtype)
+            if win.ndim != 1 or win.shape[0] != frame_length:
+                raise ValueError(f"[STFT] the window must have shape ({frame_length},) (the "
+                                 f"frame length), got {win.shape}")
+            win = win.reshape(frame_length, 1, 1)
+        freq = np.arange(bins, dtype=dtype).reshape(1, 1, bins) / t((bins - 1) * 2)
+        time = np.arange(frame_length, dtype=dtype).reshape(frame_length, 1, 1)
+        args = (t(-2) * time) * freq * np.arccos(t(-1))
+        kernel = (np.cos(args) if self.side == "real" else np.sin(args)).astype(dtype)
+        if win is not None:
+            scale = t(1)
+            if self.scaling == "density":
+                scale = np.sqrt(np.sum(np.square(win)))
+            elif self.scaling == "spectrum":
+                scale = np.sum(np.abs(win))
+            kernel = (kernel * win) / scale
+        return np.broadcast_to(kernel, shape).astype(dtype)
+
+    def get_config(self):
+        window = self.window
+        if window is not None and not isinstance(window, str):
+            window = np.asarray(window).tolist()
+        return {"class": "STFT", "side": self.side, "window": window,
+                "periodic": self.periodic, "scaling": self.scaling}
+
+
 _CLASSES = {c.__name__: c for c in (
     Zeros, Ones, Constant, RandomNormal, RandomUniform, TruncatedNormal, VarianceScaling,
     GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, Orthogonal,
-    Identity)}
+    Identity, STFT)}
 
 # Keras's snake_case names (and its aliases).
 _BY_NAME = {
@@ -377,7 +464,7 @@ _BY_NAME = {
     "variance_scaling": VarianceScaling, "glorot_uniform": GlorotUniform,
     "glorot_normal": GlorotNormal, "he_normal": HeNormal, "he_uniform": HeUniform,
     "lecun_normal": LecunNormal, "lecun_uniform": LecunUniform, "orthogonal": Orthogonal,
-    "identity": Identity,
+    "identity": Identity, "stft": STFT,
 }
 
 
@@ -389,6 +476,7 @@ variance_scaling, glorot_uniform, glorot_normal = VarianceScaling, GlorotUniform
 he_normal, he_uniform, lecun_normal, lecun_uniform = HeNormal, HeUniform, LecunNormal, LecunUniform
 orthogonal = OrthogonalInitializer = Orthogonal
 identity = IdentityInitializer = Identity
+stft = STFTInitializer = STFT
 
 
 def serialize(initializer: Initializer) -> dict:

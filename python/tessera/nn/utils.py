@@ -24,7 +24,8 @@ import numpy as np
 from .. import _core
 from .. import data as _data
 from . import bounding_boxes, saving
-from ._directory_datasets import image_dataset_from_directory, text_dataset_from_directory
+from ._directory_datasets import (audio_dataset_from_directory, image_dataset_from_directory,
+                                  text_dataset_from_directory)
 from ._image_utils import array_to_img, img_to_array, load_img, save_img
 from .feature_space import FeatureSpace
 from .functional import _deps
@@ -41,7 +42,8 @@ __all__ = ["FeatureSpace", "set_random_seed", "to_categorical", "pad_sequences",
            "get_file", "plot_model", "model_to_dot", "register_keras_serializable",
            "serialize_keras_object", "deserialize_keras_object", "get_custom_objects",
            "get_registered_name", "get_registered_object", "custom_object_scope",
-           "CustomObjectScope", "image_dataset_from_directory", "text_dataset_from_directory",
+           "CustomObjectScope", "audio_dataset_from_directory", "image_dataset_from_directory",
+           "text_dataset_from_directory",
            "pack_x_y_sample_weight", "unpack_x_y_sample_weight", "is_keras_tensor",
            "standardize_dtype", "clear_session", "disable_interactive_logging",
            "enable_interactive_logging", "is_interactive_logging_enabled", "img_to_array",

@@ -14,6 +14,7 @@
     noise         GaussianNoise/Dropout, AlphaDropout, SpatialDropout, ActivityRegularization
     merging       Add, Concatenate, Dot, ... and add(), concatenate(), ...
     attention     Attention, AdditiveAttention
+    audio         STFTSpectrogram, MelSpectrogram
     multi_head_attention  MultiHeadAttention, GroupQueryAttention
     recurrent     SimpleRNN, LSTM, GRU (rnn_states: their states; user_cells: RNN(cell))
     conv_lstm     ConvLSTM1D/2D/3D
@@ -36,12 +37,13 @@ from ..input_spec import InputSpec
 from ..params import WEIGHTS_IN_FILE, DeferredValues, initial_value, peek_value, value_spec
 from ..registry import get_registered_object
 from ..symbolic import Input
-from . import (activation, attention, base, categorical, conv, conv_lstm, core, einsum_dense,
+from . import (activation, attention, audio, base, categorical, conv, conv_lstm, core, einsum_dense,
                image_augment, image_color, image_policies, image_preprocessing, merging,
                multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
                reshaping, separable, wrappers)
 from .activation import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from .attention import AdditiveAttention, Attention
+from .audio import MelSpectrogram, STFTSpectrogram
 from .base import Context, Layer, Param
 from .conv import (Conv1D, Conv1DTranspose, Conv2D, Conv2DTranspose, Conv3D, Conv3DTranspose,
                    Convolution1D, Convolution1DTranspose, Convolution2D, Convolution2DTranspose,
@@ -87,7 +89,7 @@ from .wrappers import (GRUCell, LSTMCell, RNN, Bidirectional, Masking, SimpleRNN
                        SpectralNormalization, StackedRNNCells, TimeDistributed, Wrapper)
 
 # The family modules whose public classes load_model may build (saving.builtin_classes).
-FAMILIES = (activation, attention, base, categorical, conv, conv_lstm, core, einsum_dense,
+FAMILIES = (activation, attention, audio, base, categorical, conv, conv_lstm, core, einsum_dense,
             image_augment, image_color, image_policies, image_preprocessing, merging,
             multi_head_attention, noise, normalization, pooling, preprocessing, recurrent,
             reshaping, separable, wrappers)

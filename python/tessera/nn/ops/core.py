@@ -10,7 +10,8 @@ import numbers
 
 import numpy as np
 
-from ..symbolic import KerasTensor, _dtype_name, user_location
+from ..initializers import signal_window
+from ..symbolic import KerasTensor, _dtype_name, _record, user_location
 from . import numpy as knp
 from ._base import cast as _cast
 from ._base import (dtype_of, eager_only, floating, is_symbolic, prim, shape_of,
@@ -357,11 +358,26 @@ def logdet(x):
 
 
 # ------------------------------------------------------------ Fourier transforms
-def _dft(n: int, m: int, dtype: str, inverse=False):
-    """cos and sin matrices (n x m) of the DFT, 2 pi j k / n."""
-    jk = np.outer(np.arange(n), np.arange(m)) % n
-    ang = 2.0 * np.pi * jk / n
-    return np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)
+def _dft(rows: int, cols: int, n: int, dtype: str, like=None, row_scale=None):
+    """cos and sin matrices (rows x cols) of the DFT, of 2 pi (j k mod n) / n, rows times
+    row_scale (a (rows,) vector) if given. NumPy constants on arrays; when `like` is
+    symbolic, computed by the model's program from two aranges (a program writes its
+    NumPy constants as literal text, which costs seconds a call at 2048 x 1025)."""
+    if not is_symbolic(like):
+        jk = np.outer(np.arange(rows), np.arange(cols)) % n
+        ang = 2.0 * np.pi * jk / n
+        c, s = np.cos(ang), np.sin(ang)
+        if row_scale is not None:
+            c, s = c * row_scale[:, None], s * row_scale[:, None]
+        return c.astype(dtype), s.astype(dtype)
+    j = _record("arange", (rows,), {"dtype": "float64"})
+    k = _record("arange", (cols,), {"dtype": "float64"})
+    ang = knp.divide(knp.multiply(knp.mod(knp.outer(j, k), float(n)), 2.0 * np.pi), float(n))
+    c, s = knp.cos(ang), knp.sin(ang)
+    if row_scale is not None:
+        scale = np.asarray(row_scale, np.float64)[:, None]
+        c, s = knp.multiply(c, scale), knp.multiply(s, scale)
+    return _cast(c, dtype), _cast(s, dtype)
 
 
 def _pair(op, x):
@@ -388,7 +404,7 @@ def fft(x):
     as two matrix products, so it is differentiable inside a model."""
     re, im = _pair("fft", x)
     n = _last("fft", re)
-    c, s = _dft(n, n, dtype_of(re))
+    c, s = _dft(n, n, n, dtype_of(re), re)
     return (knp.add(knp.matmul(re, c), knp.matmul(im, s)),
             knp.subtract(knp.matmul(im, c), knp.matmul(re, s)))
 
@@ -397,7 +413,7 @@ def fft(x):
 def ifft(x):
     re, im = _pair("ifft", x)
     n = _last("ifft", re)
-    c, s = _dft(n, n, dtype_of(re))
+    c, s = _dft(n, n, n, dtype_of(re), re)
     return (knp.divide(knp.subtract(knp.matmul(re, c), knp.matmul(im, s)), float(n)),
             knp.divide(knp.add(knp.matmul(im, c), knp.matmul(re, s)), float(n)))
 
@@ -417,7 +433,7 @@ def rfft(x, fft_length=None):
     x = floating(x)
     n = _last("rfft", x) if fft_length is None else int(fft_length)
     x = _fit_length(x, n)
-    c, s = _dft(n, n // 2 + 1, dtype_of(x))
+    c, s = _dft(n, n // 2 + 1, n, dtype_of(x), x)
     return knp.matmul(x, c), knp.negative(knp.matmul(x, s))
 
 
@@ -430,11 +446,7 @@ def irfft(x, fft_length=None):
     k = np.arange(m)
     w = np.where((k == 0) | ((n % 2 == 0) & (k == n // 2)), 1.0, 2.0)
     w = np.where(k <= n // 2, w, 0.0)
-    jk = np.outer(k, np.arange(n)) % n
-    ang = 2.0 * np.pi * jk / n
-    d = dtype_of(re)
-    c = (np.cos(ang) * w[:, None] / n).astype(d)
-    s = (np.sin(ang) * w[:, None] / n).astype(d)
+    c, s = _dft(m, n, n, dtype_of(re), re, row_scale=w / n)
     return knp.subtract(knp.matmul(re, c), knp.matmul(im, s))
 
 
@@ -468,20 +480,20 @@ def saturate_cast(x, dtype):
 del numbers
 
 
-def _window(window, length: int, dtype: str):
+def _window(window, length: int, dtype: str, op: str = "stft"):
+    """The window's values: a name (scipy's periodic window, as Keras's backends
+    take it), an array of `length` values, or None (ones)."""
     if window is None:
         return np.ones(length, dtype=dtype)
     if isinstance(window, str):
-        n = np.arange(length)
-        if window == "hann":
-            return (0.5 - 0.5 * np.cos(2 * np.pi * n / length)).astype(dtype)
-        if window == "hamming":
-            return (0.54 - 0.46 * np.cos(2 * np.pi * n / length)).astype(dtype)
-        raise ValueError(f"[ops.stft] window must be 'hann', 'hamming', an array or None, got "
-                         f"{window!r}")
+        if window not in ("hann", "hamming"):  # as Keras's ops
+            raise ValueError(f"[ops.{op}] window must be 'hann', 'hamming', an array or None, "
+                             f"got {window!r}")
+        return signal_window(window, length, True, f"ops.{op}").astype(dtype)
     w = np.asarray(window, dtype=dtype)
     if w.shape != (length,):
-        raise ValueError(f"[ops.stft] window must have shape ({length},), got {w.shape}")
+        raise ValueError(f"[ops.{op}] window must have shape ({length},) (sequence_length), got "
+                         f"{w.shape}")
     return w
 
 
@@ -510,3 +522,69 @@ def stft(x, sequence_length, sequence_stride, fft_length, window="hann", center=
                              knp.flip(x[..., n - p - 1:n - 1], -1)], -1)
     frames = knp.multiply(extract_sequences(x, fft_length, sequence_stride), win)
     return rfft(frames, fft_length)
+
+
+def _overlap_add(frames, step: int):
+    """Frames (..., T, n) added into a signal (..., (T - 1) * step + n), frame t
+    starting at t * step: the frames cut into ceil(n / step) hops, each hop's
+    column of frames shifted by its index and the columns summed."""
+    t, n = shape_of(frames)[-2:]
+    hops = -(-n // step)
+    lead = [[0, 0]] * (len(shape_of(frames)) - 2)
+    if hops * step != n:
+        frames = prim("pad", frames, lead + [[0, 0], [0, hops * step - n]])
+    split = knp.reshape(frames, tuple(static_or_symbolic_shape(frames)[:-1]) + (hops, step))
+    total = None
+    for j in range(hops):
+        part = prim("pad", split[..., j, :], lead + [[j, hops - 1 - j], [0, 0]])
+        total = part if total is None else knp.add(total, part)
+    lengths = tuple(static_or_symbolic_shape(total)[:-2]) + ((t + hops - 1) * step,)
+    return knp.reshape(total, lengths)[..., :(t - 1) * step + n]
+
+
+@_export
+def istft(x, sequence_length, sequence_stride, fft_length, length=None, window="hann",
+          center=True):
+    """The signal whose ops.stft is x (a (real, imag) pair, (..., frames, bins)), as
+    Keras's: each frame's inverse rfft, windowed, overlap-added and divided by the
+    overlapping squared windows (where they exceed 1e-10); centring's padding cut
+    off, or the first `length` samples. Differentiable inside a model."""
+    if isinstance(sequence_stride, bool) or not isinstance(sequence_stride, int) or \
+            sequence_stride <= 0:
+        raise ValueError(f"[ops.istft] sequence_stride must be a positive int, got "
+                         f"{sequence_stride!r}")
+    re, im = _pair("istft", x)
+    if len(shape_of(re)) < 2:
+        raise ValueError(f"[ops.istft] x must have rank 2 or more (..., frames, bins), got "
+                         f"shape {shape_of(re)}")
+    frames = shape_of(re)[-2]
+    if frames is None:
+        raise ValueError(f"[ops.istft] the number of frames (axis -2) must be known (at "
+                         f"{user_location()})")
+    if fft_length < sequence_length:
+        raise ValueError(f"[ops.istft] fft_length {fft_length} must be at least "
+                         f"sequence_length {sequence_length}")
+    if sequence_stride > fft_length:
+        raise ValueError(f"[ops.istft] sequence_stride {sequence_stride} must not exceed "
+                         f"fft_length {fft_length} (the frames would leave gaps)")
+    d = dtype_of(re)
+    left = (fft_length - sequence_length) // 2
+    if window is None:
+        win = np.ones(fft_length)
+    else:
+        win = np.pad(_window(window, sequence_length, d, "istft").astype(np.float64),
+                     (left, fft_length - sequence_length - left))
+    signal = _overlap_add(knp.multiply(irfft((re, im), fft_length), win.astype(d)),
+                          sequence_stride)
+    # the overlapping squared windows, known now; where they vanish the sum is kept
+    norm = np.zeros((frames - 1) * sequence_stride + fft_length)
+    for i in range(frames):
+        norm[i * sequence_stride:i * sequence_stride + fft_length] += win * win
+    scale = 1.0 if window is not None else fft_length / sequence_stride
+    signal = knp.multiply(signal, (scale / np.where(norm > 1e-10, norm, 1.0)).astype(d))
+    start = fft_length // 2 if center else 0
+    if length is not None:
+        end = start + int(length)
+    else:
+        end = norm.shape[0] - (fft_length // 2 if center else 0)
+    return signal[..., start:end]
