@@ -12,17 +12,22 @@
 * ``batches(x, y, batch_size, shuffle=True, seed=0, epoch=0)``: mini-batches in
   an order that depends only on (seed, epoch).
 * ``Dataset``: a tf.data-like pipeline (``from_tensor_slices``, ``from_npy``
-  memory-mapped, ``from_generator``; ``shuffle``, ``batch``, ``map``, ``take``,
-  ``shard``, ``repeat``, ``prefetch``) whose ``epoch_batches(epoch, num_shards=,
+  memory-mapped, ``from_generator``, ``range``, ``zip``; ``shuffle``, ``batch``,
+  ``padded_batch``, ``unbatch``, ``map``, ``filter``, ``take``, ``shard``,
+  ``concatenate``, ``enumerate``, ``cache``, ``repeat``, ``prefetch``) whose ``epoch_batches(epoch, num_shards=,
   shard_index=, start_batch=)`` is what ``Model.fit`` reads: each locality only
   its rows of every global batch, resumable at any batch.
 
 The numerical work happens in tessera's C++ primitives (``file_read_txt``,
 ``file_read_idx``, ``stack``, ``take``, ``permutation``, the random draws of a
 small generated program), not in Python. See docs/data.md.
+
+The package: ``loaders`` (the datasets, ``batches``), ``structure`` (``Spec``,
+``Batch``, nested structures), ``dataset`` (``Dataset``), ``pipelines`` (its
+transformations outside the fixed plan, and ``cache``'s files).
 """
 
-from .dataset import Dataset
+from .dataset import INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset
 from .loaders import (FASHION_MNIST_CLASSES, HAR_CLASSES, HAR_SIGNALS, batches,
                       load_fashion_mnist, load_har, synthetic_har)
 from .structure import Batch, Spec
@@ -41,4 +46,6 @@ __all__ = [
     "Dataset",
     "Batch",
     "Spec",
+    "INFINITE_CARDINALITY",
+    "UNKNOWN_CARDINALITY",
 ]

@@ -12,11 +12,17 @@ from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
+from . import pipelines as _pl
 from .loaders import _call, _mix
 from .structure import (_NOTHING, Batch, Spec, _build, _close, _describe, _flatten,
                         _int_arg, _loose, _shard_args, _shard_range)
 
-__all__ = ["Dataset"]
+__all__ = ["Dataset", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
+
+# Dataset.cardinality() of a dataset repeated forever, and of one whose length
+# is unknown (tf.data's constants)
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
 
 # Rows per chunk of Dataset.validate: at most this many, and at most _CHUNK_BYTES.
 _CHUNK_ROWS = 65536
@@ -106,7 +112,7 @@ class _GeneratorSource:
             self.spec = tuple(Spec(np.shape(v), np.asarray(v).dtype) for v in leaves)
         return self.spec
 
-    def samples(self):
+    def samples(self, epoch: int = 0):
         """The samples of one run of the generator, each a tuple of arrays of the
         spec's shapes and dtypes."""
         specs = self.specs()
@@ -216,8 +222,12 @@ class Dataset:
     The transformations apply in a fixed order: ``take`` (rows) and ``shuffle``
     on samples, ``batch``, then ``map``, ``take`` (batches) and ``shard`` on
     batches, then ``repeat``; calling them in an order that would mean
-    something else (``map`` before ``batch``, ``shuffle`` after it, anything
-    but ``prefetch`` after ``repeat``) is an error. See docs/data.md."""
+    something else (``shuffle`` after ``batch``, anything but ``prefetch``
+    after ``repeat``) is an error. tf.data's others (``map`` per sample
+    before ``batch``, ``filter``, ``unbatch``, ``padded_batch``, ``zip``,
+    ``concatenate``, ``enumerate``, ``cache``) make a new dataset that reads
+    this one's elements as a generator's samples are read (pipelines.py).
+    See docs/data.md."""
 
     def __init__(self, *args, **kwargs):
         raise TypeError("[Dataset] make a Dataset with Dataset.from_tensor_slices(...), "
@@ -229,6 +239,7 @@ class Dataset:
         ds._source = source
         ds._plan = dict(_PLAN, **plan)
         ds._spec = None
+        ds._tree = None  # the elements' structure after the maps (_find_spec)
         return ds
 
     def _with(self, **changes) -> "Dataset":
@@ -369,12 +380,18 @@ class Dataset:
 
     def map(self, fn) -> "Dataset":
         """Applies ``fn`` to every batch (after ``batch`` and ``shard``: to the rows
-        this locality reads). ``fn`` is a ``tessera.jit`` function or any Python
+        this locality reads), or, before ``batch``, to every sample (tf.data's
+        per-sample map: a new dataset of ``fn``'s results, read as a generator's
+        samples are, its shapes those of the first result). ``fn`` is a ``tessera.jit`` function or any Python
         callable; it is called as ``fn(x, y)`` for a tuple batch ``(x, y)``,
         ``fn(x)`` for one array and ``fn(d)`` for a dict, and returns the new
         batch (an array or a tuple/list/dict of arrays)."""
         if not callable(fn):
             raise TypeError(f"[Dataset.map] fn must be callable, got {type(fn).__name__}")
+        if self._plan["batch"] is None:  # per sample, as tf.data's map
+            return self._stream(f"map({_name(fn)})", lambda e: (
+                _pl.checked(fn, _pl.apply(fn, v)) for v in self._elements(e)),
+                rows=self._count())
         self._stage_check("map", 2, need_batch=True)
         return self._with(maps=self._plan["maps"] + (fn,))
 
@@ -419,6 +436,192 @@ class Dataset:
         buffer_size = _int_arg("prefetch", "buffer_size", buffer_size, 0, "an int >= 0")
         return self._with(prefetch=buffer_size)
 
+    def filter(self, predicate) -> "Dataset":
+        """The elements (samples, or batches after ``batch``) for which
+        ``predicate`` (called as ``map``'s fn is) returns True."""
+        if not callable(predicate):
+            raise TypeError(f"[Dataset.filter] predicate must be callable, got "
+                            f"{type(predicate).__name__}")
+
+        def make(epoch):
+            return (v for i, v in enumerate(self._elements(epoch))
+                    if _pl.truth(predicate, v, i))
+
+        return self._stream(f"filter({_name(predicate)})", make,
+                            batched=self._plan["batch"] is not None)
+
+    def unbatch(self) -> "Dataset":
+        """The rows of every element: a batched dataset's samples again (each
+        component split along its first axis)."""
+        return self._stream("unbatch()", lambda e: _pl.unbatched(self._elements(e)))
+
+    def padded_batch(self, batch_size: int, padded_shapes=None, padding_values=None,
+                     drop_remainder: bool = False) -> "Dataset":
+        """Batches of samples of different shapes (sequences of different
+        lengths): each component padded at the end of every axis to the
+        longest of its batch, or to ``padded_shapes`` (per component, a shape
+        with None for "the longest"), with ``padding_values`` (0 by default;
+        one number, or one per component). The batches differ in shape;
+        ``element_spec`` gives the first's."""
+        batch_size = _int_arg("padded_batch", "batch_size", batch_size, 1, "a positive int")
+        if self._plan["batch"] is not None:
+            raise ValueError("[Dataset.padded_batch] the dataset is already batched (by "
+                             f"{self._plan['batch'][0]}); batch once")
+        specs = self.element_spec
+        tree = self._element_tree()
+        shapes = _pl.padded_shapes_of(padded_shapes, tree, specs)
+        values = _pl.padding_values_of(padding_values, tree, specs)
+        drop = bool(drop_remainder)
+        count = self._count()
+        ds = self._stream(
+            f"padded_batch({batch_size})",
+            lambda e: _pl.padded_batches(self._elements(e), batch_size, drop, shapes, values,
+                                         tree),
+            batched=True)  # (its spec: the first batch's)
+        if count is not None:
+            ds._source.rows = count // batch_size if drop else -(-count // batch_size)
+        return ds._with(stage=2, batch=(batch_size, drop))
+
+    @classmethod
+    def range(cls, *args) -> "Dataset":
+        """The int64 numbers ``range(stop)``, ``range(start, stop)`` or
+        ``range(start, stop, step)``, as Python's range."""
+        if not 1 <= len(args) <= 3 or not all(
+                isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            raise TypeError(f"[Dataset.range] takes 1 to 3 ints (stop; start, stop; start, "
+                            f"stop, step), got {args!r}")
+        if len(args) == 3 and args[2] == 0:
+            raise ValueError("[Dataset.range] step must not be zero")
+        values = np.arange(*[int(a) for a in args], dtype=np.int64)
+        return cls._new(_ArraySource([values], [""], None, f"range{tuple(args)}"))
+
+    @classmethod
+    def zip(cls, *datasets) -> "Dataset":
+        """Elements made of one element of each dataset, in the structure given
+        (``zip((a, b))``, ``zip(a, b)`` or a dict of datasets); it ends with the
+        shortest."""
+        structure = datasets[0] if len(datasets) == 1 and isinstance(
+            datasets[0], (tuple, list, dict)) else tuple(datasets)
+        leaves = []
+        tree = _flatten(structure, "", leaves, [])
+        if not leaves or not all(isinstance(d, Dataset) for d in leaves):
+            raise TypeError(f"[Dataset.zip] takes Datasets (or a tuple or dict of them), got "
+                            f"{[type(d).__name__ for d in leaves]}")
+        counts = [d._count() for d in leaves]
+
+        def make(epoch):
+            streams = [d._elements(epoch) for d in leaves]
+            try:
+                for parts in zip(*streams):
+                    yield _build(tree, list(parts))
+            finally:
+                for it in streams:
+                    _close(it)
+
+        rows = None if None in counts else min(counts)
+        return cls._new(_pl.StreamSource(f"zip of {len(leaves)}", make, rows=rows))
+
+    def concatenate(self, dataset: "Dataset") -> "Dataset":
+        """This dataset's elements, then ``dataset``'s (of the same structure
+        and dtypes)."""
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"[Dataset.concatenate] takes a Dataset, got "
+                            f"{type(dataset).__name__}")
+        mine, theirs = self.element_spec, dataset.element_spec
+        if _loose(self._element_tree()) != _loose(dataset._element_tree()) or \
+                [s.dtype for s in mine] != [s.dtype for s in theirs] or \
+                [len(s.shape) for s in mine] != [len(s.shape) for s in theirs]:
+            raise ValueError(f"[Dataset.concatenate] the datasets' elements differ: "
+                             f"{_describe(self._element_tree(), len(mine))} {list(mine)} and "
+                             f"{_describe(dataset._element_tree(), len(theirs))} "
+                             f"{list(theirs)}")
+
+        def make(epoch):
+            yield from self._elements(epoch)
+            yield from dataset._elements(epoch)
+
+        a, b = self._count(), dataset._count()
+        batched = self._plan["batch"] is not None and dataset._plan["batch"] is not None
+        return self._stream("concatenate", make, rows=None if None in (a, b) else a + b,
+                            batched=batched)
+
+    def enumerate(self, start: int = 0) -> "Dataset":
+        """Pairs ``(i, element)``, i an int64 counting from ``start``."""
+        start = _int_arg("enumerate", "start", start, -(1 << 62), "an int")
+
+        def make(epoch):
+            for i, v in enumerate(self._elements(epoch)):
+                yield (np.int64(start + i), v)
+
+        return self._stream("enumerate", make, rows=self._count())
+
+    def cache(self, filename: str = "") -> "Dataset":
+        """Keeps the elements of the first complete pass (after the maps before
+        it) and replays them in the later epochs, without reading or mapping
+        again. With a ``filename``, they are written to that folder (``.npy``
+        files and a manifest) and read from it in later runs too."""
+        if not isinstance(filename, (str, os.PathLike)):
+            raise TypeError(f"[Dataset.cache] filename must be a path, got "
+                            f"{type(filename).__name__}")
+        specs, tree = self.element_spec, self._element_tree()
+        batched = self._plan["batch"] is not None
+        keep = _pl.FileCache(filename, specs, tree, batched) if os.fspath(filename) else \
+            _pl.MemoryCache()
+        ds = self._stream(f"cache({os.fspath(filename)!r})",
+                          lambda e: keep.stream(self._elements, e), rows=self._count(),
+                          batched=batched, spec=specs, tree=tree)
+        return ds
+
+    def as_numpy_iterator(self):
+        """The elements as NumPy arrays, in their structure (iterating does the same)."""
+        return iter(self)
+
+    def cardinality(self) -> int:
+        """The number of elements (batches once batched), with repeat's;
+        ``INFINITE_CARDINALITY`` (-1) repeated forever, ``UNKNOWN_CARDINALITY``
+        (-2) when unknown (a generator, a filter)."""
+        if self._plan["repeat"] == -1:
+            return INFINITE_CARDINALITY
+        n = self._count()
+        return UNKNOWN_CARDINALITY if n is None else n
+
+    def _count(self) -> Optional[int]:
+        """The elements of one pass, repeats included (batches once batched),
+        None when unknown or endless."""
+        n = self.num_batches() if self._plan["batch"] is not None else self._rows()
+        repeat = self._plan["repeat"]
+        return None if n is None or repeat == -1 else n * (repeat or 1)
+
+    def _element_tree(self):
+        """The structure of the elements (after the maps)."""
+        self.element_spec  # (finds the maps' results)
+        return self._tree if self._plan["maps"] else self._source.tree
+
+    def _elements(self, epoch: int):
+        """The elements of epoch `epoch` (its repeats included), each in its
+        structure: what a dataset made from this one reads."""
+        repeat = self._plan["repeat"]
+        if repeat == -1:
+            passes = itertools.count(epoch)
+        else:
+            passes = range(epoch * (repeat or 1), (epoch + 1) * (repeat or 1))
+        shard = self._plan["shard"] or (1, 0)
+        for p in passes:
+            if self._plan["batch"] is None:
+                yield from self._samples(p)
+            else:
+                yield from self._batches(p, shard[0], shard[1], 0, structure=True)
+
+    def _stream(self, label: str, make, rows=None, batched: bool = False, spec=None,
+                tree=None) -> "Dataset":
+        """A new dataset of the elements `make(epoch)` yields (a batched one
+        reads them as its batches)."""
+        source = _pl.StreamSource(f"{label} of {self._source.label}", make, rows=rows,
+                                  batched=batched, spec=spec, tree=tree)
+        if not batched:
+            return Dataset._new(source)
+        return Dataset._new(source, stage=2, batch=self._plan["batch"])
+
     def _stage_check(self, where: str, max_stage: int, need_batch: bool = False):
         stage = self._plan["stage"]
         if stage > max_stage:
@@ -457,13 +660,26 @@ class Dataset:
                 raise ValueError("[Dataset.element_spec] the dataset is empty, so the shapes "
                                  "the maps return are unknown")
             arrays = src.read(slice(0, k))
+        elif getattr(src, "batched", False):  # its first batch
+            it = src.samples()
+            try:
+                arrays = next(it, None)
+            finally:
+                _close(it)
+            if arrays is None:
+                raise ValueError("[Dataset.element_spec] the dataset is empty, so the shapes "
+                                 "the maps return are unknown")
         else:
-            first = list(itertools.islice(src.samples(), 2))
+            it = src.samples()
+            try:
+                first = list(itertools.islice(it, 2))
+            finally:
+                _close(it)
             if not first:
                 raise ValueError("[Dataset.element_spec] the generator yielded no samples, so "
                                  "the shapes the maps return are unknown")
             arrays = tuple(np.stack([s[c] for s in first]) for c in range(len(specs)))
-        out = self._apply_maps(arrays)
+        out, self._tree = self._apply_maps(arrays, tree=True)
         return tuple(Spec(tuple(a.shape[1:]), a.dtype) for a in out)
 
     def num_batches(self) -> Optional[int]:
@@ -471,11 +687,16 @@ class Dataset:
         if self._plan["batch"] is None:
             raise ValueError("[Dataset.num_batches] the dataset is not batched: call "
                              "batch(batch_size) first")
-        rows = self._rows()
-        if rows is None:
-            return None
         batch_size, drop = self._plan["batch"]
-        n = rows // batch_size if drop else -(-rows // batch_size)
+        if getattr(self._source, "batched", False):  # a stream of batches: its count
+            n = self._source.rows
+            if n is None:
+                return None
+        else:
+            rows = self._rows()
+            if rows is None:
+                return None
+            n = rows // batch_size if drop else -(-rows // batch_size)
         take = self._plan["take_batches"]
         return n if take is None else min(n, take)
 
@@ -500,7 +721,8 @@ class Dataset:
 
     def __repr__(self) -> str:
         p = self._plan
-        kind = "arrays" if self._source.indexable else "generator"
+        kind = "arrays" if self._source.indexable else \
+            "stream" if isinstance(self._source, _pl.StreamSource) else "generator"
         parts = [f"Dataset.{kind}({self._source.label})"]
         if p["take_rows"] is not None:
             parts.append(f"take({p['take_rows']})")
@@ -588,7 +810,7 @@ class Dataset:
 
     def _sample_stream(self, epoch: int):
         """For a generator: the samples of the epoch, shuffled and taken."""
-        samples = self._source.samples()
+        samples = self._source.samples(epoch)
         try:
             stream = samples
             if self._plan["take_rows"] is not None:
@@ -680,6 +902,20 @@ class Dataset:
             return
 
         specs = src.specs()
+        if getattr(src, "batched", False):  # a stream of batches (padded_batch, cache)
+            stream = src.samples(epoch)
+            try:
+                for b, arrays in enumerate(stream):
+                    if limit is not None and b >= limit:
+                        break
+                    if b >= start_batch:
+                        n = len(arrays[0])
+                        lo, hi = _shard_range(n, num_shards, shard_index)
+                        yield finish(tuple(a[lo:hi] for a in arrays) if num_shards > 1 else
+                                     arrays, n, b)
+            finally:
+                _close(stream)
+            return
         stream = self._sample_stream(epoch)
         b = 0
         try:
@@ -695,9 +931,16 @@ class Dataset:
                 if b >= start_batch:
                     lo, hi = _shard_range(n, num_shards, shard_index)
                     mine = group[lo:hi]
-                    arrays = tuple(np.stack([s[c] for s in mine]) if mine else
-                                   np.empty((0,) + s.shape, s.dtype)
-                                   for c, s in enumerate(specs))
+                    try:
+                        arrays = tuple(np.stack([s[c] for s in mine]) if mine else
+                                       np.empty((0,) + s.shape, s.dtype)
+                                       for c, s in enumerate(specs))
+                    except ValueError:
+                        shapes = sorted({tuple(np.shape(s[c])) for s in mine
+                                         for c in range(len(specs))})
+                        raise ValueError(f"[Dataset.batch] the samples of batch {b} differ in "
+                                         f"shape ({shapes}): batch samples of one shape, or "
+                                         "pad them with padded_batch") from None
                     yield finish(arrays, n, b)
                 b += 1
                 if n < batch_size:
@@ -740,6 +983,10 @@ class Dataset:
             for c, a in enumerate(arrays):
                 check(c, start, a)
         return True
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 _PLAN = dict(stage=0, take_rows=None, shuffle=None, take_shuffled=None, batch=None, maps=(),
