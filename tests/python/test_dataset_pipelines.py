@@ -151,6 +151,12 @@ def test_zip_concatenate_enumerate_as_numpy():
         a.concatenate(b)
     e = b.enumerate(start=3)
     _same(e, [(np.int64(3 + i), y) for i, y in enumerate(Y[:10])])
+    zb = Dataset.zip(a.batch(6), Dataset.from_tensor_slices(Y).batch(6))
+    assert zb.batch_size == 6 and zb.num_batches() == 4
+    _same(zb, [(X[i:i + 6], Y[i:i + 6]) for i in range(0, 23, 6)])
+    _same([b.arrays for b in zb.epoch_batches(0, num_shards=2, shard_index=1)],
+          [(X[i + 3:i + 6], Y[i + 3:i + 6]) if i < 18 else (X[i + 2:i + 5], Y[i + 2:i + 5])
+           for i in range(0, 23, 6)])
     with pytest.raises(TypeError, match=r"\[Dataset.zip\] takes Datasets"):
         Dataset.zip(a, X)
 

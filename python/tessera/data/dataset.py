@@ -499,7 +499,7 @@ class Dataset:
     def zip(cls, *datasets) -> "Dataset":
         """Elements made of one element of each dataset, in the structure given
         (``zip((a, b))``, ``zip(a, b)`` or a dict of datasets); it ends with the
-        shortest."""
+        shortest. Datasets batched alike zip into a batched dataset (for fit)."""
         structure = datasets[0] if len(datasets) == 1 and isinstance(
             datasets[0], (tuple, list, dict)) else tuple(datasets)
         leaves = []
@@ -519,7 +519,12 @@ class Dataset:
                     _close(it)
 
         rows = None if None in counts else min(counts)
-        return cls._new(_pl.StreamSource(f"zip of {len(leaves)}", make, rows=rows))
+        plans = {d._plan["batch"] for d in leaves}
+        batched = len(plans) == 1 and None not in plans  # batches zipped: a batch
+        source = _pl.StreamSource(f"zip of {len(leaves)}", make, rows=rows, batched=batched)
+        if not batched:
+            return cls._new(source)
+        return cls._new(source, stage=2, batch=leaves[0]._plan["batch"])
 
     def concatenate(self, dataset: "Dataset") -> "Dataset":
         """This dataset's elements, then ``dataset``'s (of the same structure
