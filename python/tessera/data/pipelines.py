@@ -186,9 +186,10 @@ def padding_values_of(padding_values, tree, specs) -> list:
     return values
 
 
-def padded_batches(samples, batch_size: int, drop: bool, shapes, values, tree):
-    """Batches of `batch_size` samples (flat tuples), each component padded at
-    the end of every axis to the batch's longest (or its padded shape)."""
+def padded_batches(elements, batch_size: int, drop: bool, shapes, values, tree):
+    """Batches of `batch_size` elements (samples, in structure `tree`), each
+    component padded at the end of every axis to the batch's longest (or to
+    its padded shape, None along an axis for the longest) with its value."""
     group = []
     b = 0
 
@@ -197,11 +198,12 @@ def padded_batches(samples, batch_size: int, drop: bool, shapes, values, tree):
         for c in range(len(group[0])):
             parts = [np.asarray(s[c]) for s in group]
             ndim = parts[0].ndim
-            if any(p.ndim != ndim for p in parts):
+            if any(p.ndim != ndim for p in parts) or len(shapes[c]) != ndim:
                 raise ValueError(f"[Dataset.padded_batch] component {c} of batch {b} mixes "
-                                 f"samples of {sorted({p.ndim for p in parts})} dimensions")
+                                 f"samples of {sorted({p.ndim for p in parts})} dimensions "
+                                 f"(the first sample had {len(shapes[c])})")
             longest = [max(p.shape[d] for p in parts) for d in range(ndim)]
-            target = shapes[c] if shapes[c] is not None else (None,) * ndim
+            target = shapes[c]
             for d, (want, most) in enumerate(zip(target, longest)):
                 if want is not None and most > want:
                     raise ValueError(f"[Dataset.padded_batch] component {c} of batch {b} has "
@@ -214,7 +216,7 @@ def padded_batches(samples, batch_size: int, drop: bool, shapes, values, tree):
             out.append(batch)
         return _build(tree, out)
 
-    for e in samples:
+    for e in elements:
         leaves = []
         _flatten(e, "", leaves, [])
         group.append(leaves)
