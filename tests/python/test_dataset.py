@@ -241,8 +241,8 @@ def test_start_batch_resumes_without_reading_skipped(monkeypatch):
     ds = Dataset.from_tensor_slices((x, y)).shuffle(seed=5).batch(4)
     full = list(ds.epoch_batches(2, num_shards=2, shard_index=1))
     reads = []
-    gather = data._gather
-    monkeypatch.setattr(data, "_gather", lambda a, rows: reads.append(rows) or gather(a, rows))
+    gather = data.dataset._gather
+    monkeypatch.setattr(data.dataset, "_gather", lambda a, rows: reads.append(rows) or gather(a, rows))
     for k in (0, 1, 5, 7, 8, 20):
         reads.clear()
         tail = list(ds.epoch_batches(2, num_shards=2, shard_index=1, start_batch=k))
@@ -337,8 +337,8 @@ def test_from_npy_reads_only_the_shards_rows(tmp_path, monkeypatch):
     (x, y, _), (px, py, _) = write_npy(tmp_path, 60)
     ds = Dataset.from_npy(px, py).shuffle(seed=9).batch(12)
     reads = []
-    gather = data._gather
-    monkeypatch.setattr(data, "_gather", lambda a, rows: reads.append(rows) or gather(a, rows))
+    gather = data.dataset._gather
+    monkeypatch.setattr(data.dataset, "_gather", lambda a, rows: reads.append(rows) or gather(a, rows))
     order = np.concatenate(expected_batches(60, 12, True, seed=9, epoch=0))
     got = list(ds.epoch_batches(0, num_shards=4, shard_index=2))
     # Per batch, each of x and y is read at exactly this shard's 3 rows.
@@ -350,7 +350,7 @@ def test_from_npy_reads_only_the_shards_rows(tmp_path, monkeypatch):
         np.testing.assert_array_equal(b.arrays[0], x[rows])
     # validate reads consecutive rows, chunk by chunk.
     reads.clear()
-    monkeypatch.setattr(data, "_CHUNK_ROWS", 25)
+    monkeypatch.setattr(data.dataset, "_CHUNK_ROWS", 25)
     assert ds.validate(lambda c, start, a: None)
     assert [(r.start, r.stop) for r in reads] == [(0, 25), (0, 25), (25, 50), (25, 50),
                                                   (50, 60), (50, 60)]
@@ -423,9 +423,7 @@ def test_map_single_array_dict_and_chains():
 def test_map_errors():
     x, y, _ = make_xyw(8)
     ds = Dataset.from_tensor_slices((x, y))
-    with pytest.raises(ValueError, match=r"\[Dataset.map\] call batch\(\) first: map applies to "
-                                         r"whole batches"):
-        ds.map(py_scale)
+    # (before batch, map applies to each sample: test_dataset_pipelines.py)
     with pytest.raises(TypeError, match=r"\[Dataset.map\] fn must be callable, got int"):
         ds.batch(2).map(3)
     bad = ds.batch(3).map(lambda x, y: (x, object()))
@@ -659,7 +657,7 @@ def test_generator_errors():
 
 def test_validate_chunks_and_offsets(monkeypatch):
     x, y, w = make_xyw(23)
-    monkeypatch.setattr(data, "_CHUNK_ROWS", 10)
+    monkeypatch.setattr(data.dataset, "_CHUNK_ROWS", 10)
     calls = []
     ds = Dataset.from_tensor_slices((x, y, w)).shuffle(seed=1).batch(4)
     assert ds.validate(lambda c, start, a: calls.append((c, start, a.copy()))) is True
@@ -679,8 +677,8 @@ def test_validate_chunks_and_offsets(monkeypatch):
     with pytest.raises(ValueError, match="label of sample 13"):
         Dataset.from_tensor_slices((x, bad)).validate(check)
     # Chunks also stay under _CHUNK_BYTES.
-    monkeypatch.setattr(data, "_CHUNK_ROWS", 65536)
-    monkeypatch.setattr(data, "_CHUNK_BYTES", 7 * (24 + 8 + 8))
+    monkeypatch.setattr(data.dataset, "_CHUNK_ROWS", 65536)
+    monkeypatch.setattr(data.dataset, "_CHUNK_BYTES", 7 * (24 + 8 + 8))
     calls.clear()
     ds.validate(lambda c, start, a: calls.append((c, start, len(a))))
     assert [s for c, s, n in calls if c == 0] == [0, 7, 14, 21]

@@ -12,6 +12,7 @@ import numpy as np
 from . import tree as _tree
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
+from .nested_masks import graph_model, mask_items, output_or_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
                        follow_first_axis, user_location)
@@ -479,6 +480,8 @@ def _call_custom(layer, inputs, args, kwargs):
     masks = _output_masks(layer, inputs, in_mask, len(results), KerasTensor)
     if all(m is None for m in masks):
         masks = _inner_output_masks(layer, flat, len(results))
+    if all(m is None for m in masks) and graph_model(layer):
+        masks = mask_items(node, outs)
     for r, m in zip(results, masks):
         r._keras_mask = m
     structure = layer.__dict__.get("_traced_structure")
@@ -625,11 +628,18 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
         outs, ph, _ = trace_call(layer, template, kwargs, ctx.is_training,
                                  [None if m is None else m[1:] for m in masks])
     losses = [v for _, v in added if isinstance(v, KerasTensor)]
-    written = write_traced(outs + losses, ph, list(exprs) + [m[0] for m in masks
-                                                             if m is not None], ctx)
-    add_program_losses(written[len(outs):] + [repr(float(v)) for _, v in added
-                                              if not isinstance(v, KerasTensor)])
-    return written[:len(outs)]
+    # a nested model's outputs' masks, after its outputs (nested_masks.mask_items)
+    out_masks = [getattr(outs[k], "_keras_mask", None) if k < len(outs) else None
+                 for k in getattr(ctx, "output_masks", None) or ()]
+    if any(m is None for m in out_masks):
+        raise ValueError(f"[{layer.kind}] model {layer.name!r}: an output that carried a mask "
+                         f"when the model was called carries none in this call (training="
+                         f"{ctx.is_training})")
+    written = write_traced(outs + losses + out_masks, ph,
+                           list(exprs) + [m[0] for m in masks if m is not None], ctx)
+    add_program_losses(written[len(outs):len(outs) + len(losses)] +
+                       [repr(float(v)) for _, v in added if not isinstance(v, KerasTensor)])
+    return written[:len(outs)] + written[len(outs) + len(losses):]
 
 
 def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
@@ -813,8 +823,7 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
         if t.op == "param":
             mapping[t.id] = t
         elif t.op == "item":
-            node_out = mapping[t.args[0].id]
-            mapping[t.id] = node_out[t.args[1]]
+            mapping[t.id] = output_or_mask(mapping[t.args[0].id], t.args[1])
         elif t.op == "layer":
             layer, ins, multi = t.args
             static = {k: (mapping[v.id] if isinstance(v, KerasTensor) else v)

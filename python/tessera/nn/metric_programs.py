@@ -23,14 +23,18 @@ class _FunctionMetric:
         self.name = getattr(fn, "__name__", "metric")
 
     def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
-        shape, dtype = label_spec
-        v = apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
-        v = ctx.define("mv", f"astype({v}, \"float64\")")
+        v = self.values_for(y, p, ctx, label_spec, out_shape)
         if w is None:
             return [f"sum({v})", f"astype(size({v}), \"float64\")"]
         per = f"reshape({v}, list(shape({v})[0], -1))"
         wv = f"reshape(astype({w}, \"float64\"), [-1, 1])"
         return [f"sum({per} * {wv})", f"sum(broadcast_to({wv}, shape({per})))"]
+
+    def values_for(self, y, p, ctx, label_spec, out_shape):
+        """The function's values (float64), as an expression."""
+        shape, dtype = label_spec
+        v = apply_function(self.fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+        return ctx.define("mv", f"astype({v}, \"float64\")")
 
     def result(self, totals):
         return float(totals[0] / totals[1]) if totals[1] else 0.0
@@ -71,50 +75,62 @@ class MetricProgramsMixin:
         """The sums of output k's metrics `ms`, weighted by `sw` (or None)."""
         out = []
         mask = self._output_mask_expr(k) if ms else None
-        if mask is not None:
-            # Keras's MeanMetricWrapper: the mask (times the sample
-            # weights) weights each value
-            bad = [m.name for m in ms if not isinstance(m, MeanMetricWrapper)]
-            if bad:
-                raise ValueError(f"[compile] metrics {bad} of output {k}, which carries a "
-                                 "mask: Keras weights them by the mask, which tessera does "
-                                 "for mean metrics ('accuracy', 'mae', ...) only so far")
+        mf = None
+        means = (MeanMetricWrapper, _FunctionMetric)  # (Keras wraps a function in one)
+        if mask is not None and any(isinstance(m, means) for m in ms):
+            # Keras's MeanMetricWrapper: the mask (times the sample weights)
+            # weights each value
             mf = ctx.define("mmask", f"astype({mask}, \"float64\")")
             if sw is not None:
                 lead = [-1] + [1] * (len(self._outputs[k].shape) - 2)
                 mf = ctx.define("mmask", f"{mf} * reshape(astype({sw}, \"float64\"), "
                                          f"{lead})")
-            for m in ms:
-                v = ctx.define("mval", f"astype({m.values(ys[k], hs[k])}, \"float64\")")
-                wv = ctx.define("mw", f"broadcast_to({mf}, shape({v}))")
+        for m in ms:
+            if mf is not None and isinstance(m, means):
+                if isinstance(m, _FunctionMetric):
+                    v = m.values_for(ys[k], hs[k], ctx, self._label_specs[k],
+                                     self._outputs[k].shape[1:])
+                else:
+                    v = ctx.define("mval", f"astype({m.values(ys[k], hs[k])}, \"float64\")")
+                # (Keras's squeeze_or_expand_to_same_rank: values of one more
+                # axis, a binary output's (batch, steps, 1), take the mask
+                # (batch, steps) on each)
+                wide = (f"reshape({mf}, concatenate(list(shape({mf}), "
+                        f"ones(ndim({v}) - ndim({mf}), dtype=\"int64\"))))")
+                wv = ctx.define("mw", f"broadcast_to({wide}, shape({v}))")
                 out += [f"sum({v} * {wv})", f"sum({wv})"]
                 if counts is not None:
                     counts.append(2)
-            return out
-        for m in ms:
-            stateful = getattr(m, "_stateful", None)
-            # the whole batch: written for the model's own label variables
-            # (micro-batches and chunks have others) in one process
-            split = self.__dict__.get("_split_batch") or list(ys) != self._names()[1]
-            if stateful is not None and stateful() and split:
-                raise ValueError(
-                    f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
-                    "supported yet with data-parallel (several processes), ZeRO, pipeline "
-                    "stages or deterministic=True training: its increments would be made "
-                    "per part of the batch, which changes a per-batch count or mean; train "
-                    "in one process without deterministic=True, or evaluate it with "
-                    "evaluate()")
-            if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()) or \
-                    getattr(m, "checks_shapes", False):
-                spec = self._label_specs[k]
-                exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
-                                          self._outputs[k].shape[1:])
             else:
-                exprs = m.expressions(ys[k], hs[k], sw)
-            out += [f"astype({e}, \"float64\")" for e in exprs]
-            if counts is not None:
-                counts.append(len(exprs))
+                # the others (Precision, AUC, a Metric subclass...) ignore the
+                # mask, as Keras 3's do: only its MeanMetricWrapper reads it
+                out += self._unmasked_metric(k, m, ys, hs, sw, counts, ctx)
         return out
+
+    def _unmasked_metric(self, k, m, ys, hs, sw, counts, ctx) -> list:
+        """The sums of output k's metric `m`, weighted by `sw` (or None)."""
+        stateful = getattr(m, "_stateful", None)
+        # the whole batch: written for the model's own label variables
+        # (micro-batches and chunks have others) in one process
+        split = self.__dict__.get("_split_batch") or list(ys) != self._names()[1]
+        if stateful is not None and stateful() and split:
+            raise ValueError(
+                f"[fit] the metric {m.name!r} ({type(m).__name__}.update_state) is not "
+                "supported yet with data-parallel (several processes), ZeRO, pipeline "
+                "stages or deterministic=True training: its increments would be made "
+                "per part of the batch, which changes a per-batch count or mean; train "
+                "in one process without deterministic=True, or evaluate it with "
+                "evaluate()")
+        if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()) or \
+                getattr(m, "checks_shapes", False):
+            spec = self._label_specs[k]
+            exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
+                                      self._outputs[k].shape[1:])
+        else:
+            exprs = m.expressions(ys[k], hs[k], sw)
+        if counts is not None:
+            counts.append(len(exprs))
+        return [f"astype({e}, \"float64\")" for e in exprs]
 
     def _metric_sizes(self) -> list:
         """The shape of every metric sum, in order (found by running the

@@ -252,6 +252,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             ctx.input_shapes = [i.shape for i in ins]
             traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
+            ctx.output_masks = getattr(t, "mask_outputs", None)  # (a nested model's)
             outer, reads[:] = reads[:], []
             p = {q.name: param(layer, q.name) for q in layer.params} if not traced else {}
             out = (getattr(t, "builtin", None) or type(layer)).forward(

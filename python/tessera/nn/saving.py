@@ -15,7 +15,7 @@ import numpy as np
 from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
 from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
-from .functional import _deps
+from .functional import _deps, output_or_mask
 from .layers import WEIGHTS_IN_FILE, Layer
 from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
@@ -769,7 +769,7 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             outs = ref(node["node"])
             if not isinstance(outs, list):
                 raise ctx.error(f"node {k} takes an output of node {node['node']}, which has one")
-            made.append(outs[node["index"]])
+            made.append(output_or_mask(outs, node["index"]))  # (a nested model's mask)
         elif op == "layer":
             layer = ref(node["layer"], layers)
             ins = [ref(i) for i in node["inputs"]]

@@ -149,6 +149,9 @@ class Context:
         # a user's layer: per input, (expression, shape, dtype) of the mask it
         # carries, or None (its call sees them, as Keras's: functional.custom_forward)
         self.input_masks = None
+        # a nested model's call: its outputs whose masks it also returns
+        # (functional._mask_items), or None
+        self.output_masks = None
 
     @property
     def is_training(self) -> bool:

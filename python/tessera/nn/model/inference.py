@@ -22,6 +22,17 @@ from ..predict_step import (concatenate_outputs, overrides_predict_step, predict
 from ._common import _fmt, _from_py_dataset
 
 
+def _rows_per_batch(batch_size, where: str) -> int:
+    """batch_size, or Keras's 32 for arrays when it is None; checked."""
+    if batch_size is None:
+        return 32
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size <= 0:
+        raise ValueError(f"[{where}] batch_size must be a positive int or None: got "
+                         f"{batch_size!r} (at {user_location()})")
+    return int(batch_size)
+
+
 def _data_leaves(x) -> list:
     if isinstance(x, dict):
         return [v for a in x.values() for v in _data_leaves(a)]
@@ -98,7 +109,7 @@ class InferenceMixin:
             self._label_specs_from(ys)
             weighted = sw is not None
             data = tuple(xs + ys + ([sw] if weighted else []))
-            bs = batch_size or 256
+            bs = _rows_per_batch(batch_size, "evaluate")
             batches = (tuple(a[i:i + bs] for a in data) for i in range(0, len(xs[0]), bs))
         cbs = _cbs if _cbs is not None else self._inference_callbacks(callbacks, verbose, steps,
                                                                       "evaluate")
@@ -274,7 +285,7 @@ class InferenceMixin:
             return self._stateful_predict(xs, batch_size, steps, cbs)
         if not given:
             self._specialize([a.shape[1:] for a in xs], "predict", verbose)
-            bs = batch_size or 256
+            bs = _rows_per_batch(batch_size, "predict")
             batches = ([a[start:start + bs] for a in xs] for start in range(0, len(xs[0]), bs))
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
@@ -329,7 +340,7 @@ class InferenceMixin:
         else:
             xs = self._prepare_x(x, "predict")
             n_in, extra = len(xs), None
-            bs = batch_size or 32
+            bs = _rows_per_batch(batch_size, "predict")
             batches = ([a[i:i + bs] for a in xs] for i in range(0, len(xs[0]), bs))
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         cbs.on_predict_begin()

@@ -1,412 +1,34 @@
-"""Datasets and mini-batches.
-
-* ``load_har(root=None, split="train")``: the UCI HAR dataset ("Human Activity
-  Recognition Using Smartphones") as distributed, read into ``x`` of shape
-  ``(N, 128, 9)`` float32 and ``y`` int64 in 0..5.
-* ``synthetic_har(n=None, seed=0, split="train")``: data of the same shapes and
-  classes for when the real files are absent; learnable from the signals and
-  the same for a given seed.
-* ``load_fashion_mnist(split="train", root=...)``: Fashion-MNIST from Debian's
-  ``dataset-fashion-mnist`` package: ``x`` ``(N, 28, 28, 1)`` float32 in [0, 1],
-  ``y`` int64 in 0..9.
-* ``batches(x, y, batch_size, shuffle=True, seed=0, epoch=0)``: mini-batches in
-  an order that depends only on (seed, epoch).
-* ``Dataset``: a tf.data-like pipeline (``from_tensor_slices``, ``from_npy``
-  memory-mapped, ``from_generator``; ``shuffle``, ``batch``, ``map``, ``take``,
-  ``shard``, ``repeat``, ``prefetch``) whose ``epoch_batches(epoch, num_shards=,
-  shard_index=, start_batch=)`` is what ``Model.fit`` reads: each locality only
-  its rows of every global batch, resumable at any batch.
-
-The numerical work happens in tessera's C++ primitives (``file_read_txt``,
-``file_read_idx``, ``stack``, ``take``, ``permutation``, the random draws of a
-small generated program), not in Python. See docs/data.md.
-"""
+"""``Dataset``: a tf.data-like pipeline over arrays, ``.npy`` files and
+generators, whose ``epoch_batches`` is what ``Model.fit`` reads."""
 
 from __future__ import annotations
 
 import itertools
 import mmap
-import operator
 import os
 import queue
 import threading
-from pathlib import Path
-from typing import Iterator, NamedTuple, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 
-from . import _core
+from . import pipelines as _pl
+from .loaders import _call, _mix
+from .structure import (_NOTHING, Batch, Spec, _build, _close, _describe, _flatten,
+                        _int_arg, _loose, _shard_args, _shard_range)
 
-__all__ = [
-    "HAR_SIGNALS",
-    "HAR_CLASSES",
-    "FASHION_MNIST_CLASSES",
-    "load_har",
-    "synthetic_har",
-    "load_fashion_mnist",
-    "batches",
-    "Dataset",
-    "Batch",
-    "Spec",
-]
+__all__ = ["Dataset", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY"]
 
-# The nine signals of the UCI HAR "Inertial Signals" folder, in channel order.
-HAR_SIGNALS = (
-    "body_acc_x", "body_acc_y", "body_acc_z",
-    "body_gyro_x", "body_gyro_y", "body_gyro_z",
-    "total_acc_x", "total_acc_y", "total_acc_z",
-)
-# Class names of labels 0..5 (activity_labels.txt lists them as 1..6).
-HAR_CLASSES = ("WALKING", "WALKING_UPSTAIRS", "WALKING_DOWNSTAIRS", "SITTING", "STANDING",
-               "LAYING")
-FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
-                         "Shirt", "Sneaker", "Bag", "Ankle boot")
-
-_HAR_SIZES = {"train": 7352, "test": 2947}
-_HAR_HOWTO = (
-    "Get it from the UCI Machine Learning Repository (\"Human Activity Recognition Using "
-    "Smartphones\", https://archive.ics.uci.edu/dataset/240), unzip it so that "
-    "'UCI HAR Dataset/train/Inertial Signals/' exists under a folder, and pass that folder as "
-    "root=..., set TESSERA_HAR_DIR to it, or use ~/.tessera/datasets. "
-    "tessera.data.synthetic_har() makes data of the same shapes without any download."
-)
-_FASHION_ROOT = "/usr/share/datasets/fashion-mnist"
-
-
-def _check_split(split: str, fn: str) -> str:
-    if split not in ("train", "test"):
-        raise ValueError(f"[{fn}] split must be 'train' or 'test', got {split!r}")
-    return split
-
-
-def _call(name: str, *args, **kwargs):
-    return _core.call_primitive(name, list(args), kwargs)
-
-
-# --------------------------------------------------------------------------- UCI HAR
-
-
-def _har_files(folder: Path, split: str):
-    base = folder / split
-    signals = [base / "Inertial Signals" / f"{s}_{split}.txt" for s in HAR_SIGNALS]
-    return signals, base / f"y_{split}.txt"
-
-
-def _har_search_folders(root) -> list:
-    if root is not None:
-        bases = [Path(root).expanduser()]
-    else:
-        bases = []
-        env = os.environ.get("TESSERA_HAR_DIR")
-        if env:
-            bases.append(Path(env).expanduser())
-        bases.append(Path.home() / ".tessera" / "datasets")
-    folders = []
-    for b in bases:
-        # The folder holding "UCI HAR Dataset", or that folder itself.
-        folders += [b / "UCI HAR Dataset", b]
-    return folders
-
-
-def load_har(root=None, split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
-    """The UCI HAR dataset's raw inertial signals: ``x`` (N, 128, 9) float32 with the
-    channels in ``HAR_SIGNALS`` order, ``y`` (N,) int64 in 0..5 (``HAR_CLASSES``).
-
-    Looks in ``root`` (the folder containing "UCI HAR Dataset", or that folder
-    itself); without ``root``, in ``$TESSERA_HAR_DIR`` and then
-    ``~/.tessera/datasets``. Missing files raise FileNotFoundError naming every
-    place searched; malformed files raise ValueError naming the file and line.
-    """
-    _check_split(split, "load_har")
-    folders = _har_search_folders(root)
-    chosen = None
-    for folder in folders:
-        signals, labels = _har_files(folder, split)
-        if all(p.is_file() for p in signals + [labels]):
-            chosen = (signals, labels)
-            break
-    if chosen is None:
-        looked = []
-        for folder in folders:
-            signals, labels = _har_files(folder, split)
-            missing = [p for p in signals + [labels] if not p.is_file()]
-            note = "" if len(missing) == 10 else f" (missing {', '.join(map(str, missing))})"
-            looked.append(f"  {folder}{note}")
-        raise FileNotFoundError(
-            f"[load_har] the UCI HAR dataset ({split} split) was not found; looked for "
-            f"'{split}/Inertial Signals/body_acc_x_{split}.txt' and the other signal files, and "
-            f"'{split}/y_{split}.txt', in:\n" + "\n".join(looked) + "\n" + _HAR_HOWTO)
-    signals, labels = chosen
-    arrays = [_call("file_read_txt", str(p), dtype="float32") for p in signals]
-    for p, a in zip(signals[1:], arrays[1:]):
-        if a.shape != arrays[0].shape:
-            raise ValueError(f"[load_har] '{p}' holds {a.shape[0]} rows of {a.shape[1]} values, "
-                             f"but '{signals[0]}' holds {arrays[0].shape[0]} rows of "
-                             f"{arrays[0].shape[1]}: the signal files must match")
-    x = _call("stack", arrays, axis=2)
-    y = _call("file_read_txt", str(labels), dtype="int64")
-    if y.shape[1:] != (1,) or y.shape[0] != x.shape[0]:
-        raise ValueError(f"[load_har] '{labels}' must hold one label per line for the "
-                         f"{x.shape[0]} windows of the signal files, got {y.shape[0]} rows of "
-                         f"{y.shape[1]} values")
-    y = y.reshape(-1)
-    if y.size and (y.min() < 1 or y.max() > 6):
-        bad = int(np.flatnonzero((y < 1) | (y > 6))[0])
-        raise ValueError(f"[load_har] '{labels}' line {bad + 1}: label {int(y[bad])} is outside "
-                         "1..6")
-    return x, _call("subtract", y, 1)
-
-
-# --------------------------------------------------------------------------- synthetic HAR
-
-# Each class has, per channel, a frequency (whole cycles per window), an
-# amplitude and an offset drawn once from the class seed; each window adds a
-# random phase, amplitude and frequency jitter and Gaussian noise. Labels are
-# balanced (arange(n) % 6, shuffled). The noise (0.8) is above the signal
-# amplitudes (0.3 to 0.8) and the offsets are small, so per-channel means and
-# deviations alone classify about 80% of windows: a model has to find the
-# frequencies to pass 95%.
-_SYNTHETIC_HAR = """
-lambda(n, class_seed, sample_seed, block(
-  define(freq, astype(random_integers(1, 9, [6, 9], seed=class_seed), "float32")),
-  define(amp, random_uniform([6, 9], 0.3, 0.8, seed=class_seed + 1, dtype="float32")),
-  define(offset, random_uniform([6, 9], -0.05, 0.05, seed=class_seed + 2, dtype="float32")),
-  define(y, take(arange(n) % 6, permutation(n, seed=sample_seed))),
-  define(phase, random_uniform([n, 1, 9], 0.0, 6.283185307179586, seed=sample_seed + 1,
-                               dtype="float32")),
-  define(jitter_a, random_uniform([n, 1, 9], 0.6, 1.4, seed=sample_seed + 2, dtype="float32")),
-  define(jitter_f, random_uniform([n, 1, 9], 0.9, 1.1, seed=sample_seed + 3, dtype="float32")),
-  define(t, reshape(astype(arange(128), "float32"), [1, 128, 1])),
-  define(f, reshape(take(freq, y, axis=0), [n, 1, 9]) * jitter_f),
-  define(a, reshape(take(amp, y, axis=0), [n, 1, 9]) * jitter_a),
-  define(b, reshape(take(offset, y, axis=0), [n, 1, 9])),
-  define(noise, random_normal([n, 128, 9], 0.0, 0.8, seed=sample_seed + 4, dtype="float32")),
-  list(a * sin(f * t * 0.04908738521234052 + phase) + b + noise, y)))
-"""
-_synthetic_program = None
-
-
-def synthetic_har(n: Optional[int] = None, seed: int = 0,
-                  split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
-    """HAR-like data: ``x`` (n, 128, 9) float32, ``y`` (n,) int64 in 0..5, balanced.
-
-    ``n`` defaults to the real dataset's size (7352 train, 2947 test). The
-    classes (their frequencies, amplitudes and offsets per channel) depend on
-    ``seed`` only, so the train and test splits of one seed share them; the
-    windows depend on (seed, split). Generated by a tessera program.
-    """
-    global _synthetic_program
-    _check_split(split, "synthetic_har")
-    if n is None:
-        n = _HAR_SIZES[split]
-    if isinstance(n, bool) or isinstance(seed, bool):
-        raise TypeError("[synthetic_har] n and seed must be ints")
-    n, seed = operator.index(n), operator.index(seed)
-    if n < 0:
-        raise ValueError(f"[synthetic_har] n must be >= 0, got {n}")
-    if not 0 <= seed < 2 ** 58:
-        raise ValueError(f"[synthetic_har] seed must be in [0, 2**58), got {seed}")
-    if _synthetic_program is None:
-        _synthetic_program = _core.Program(_SYNTHETIC_HAR, "<synthetic_har>")
-    base = seed * 16
-    sample_seed = base + (4 if split == "train" else 10)
-    x, y = _synthetic_program.run([n, base + 1, sample_seed])
-    return x, y
-
-
-# --------------------------------------------------------------------------- Fashion-MNIST
-
-_FASHION = """
-lambda(images, labels, list(expand_dims(file_read_idx(images, dtype="float32") / 255.0, -1),
-                            file_read_idx(labels)))
-"""
-
-
-def load_fashion_mnist(split: str = "train",
-                       root: str = _FASHION_ROOT) -> Tuple[np.ndarray, np.ndarray]:
-    """Fashion-MNIST: ``x`` (N, 28, 28, 1) float32 in [0, 1], ``y`` (N,) int64 in 0..9
-    (``FASHION_MNIST_CLASSES``); N is 60000 for train, 10000 for test.
-
-    Reads the IDX files (gzip-compressed or not) of Debian's dataset-fashion-mnist
-    package, or the same files in ``root``.
-    """
-    _check_split(split, "load_fashion_mnist")
-    stem = "train" if split == "train" else "t10k"
-    folder = Path(root).expanduser()
-    found = []
-    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
-        names = [folder / f"{stem}-{kind}.gz", folder / f"{stem}-{kind}"]
-        hit = next((p for p in names if p.is_file()), None)
-        if hit is None:
-            raise FileNotFoundError(
-                f"[load_fashion_mnist] Fashion-MNIST ({split} split) was not found: looked for "
-                f"{names[0]} and {names[1]}. Install Debian's package with "
-                "`apt-get install dataset-fashion-mnist` (it puts the files in "
-                f"{_FASHION_ROOT}), or pass root= a folder holding {stem}-{kind}.gz")
-        found.append(str(hit))
-    x, y = _core.Program(_FASHION, "<load_fashion_mnist>").run(found)
-    if x.ndim != 4 or x.shape[1:3] != (28, 28):
-        raise ValueError(f"[load_fashion_mnist] '{found[0]}' holds images of shape "
-                         f"{x.shape[:-1]}, expected (N, 28, 28)")
-    if y.ndim != 1 or y.shape[0] != x.shape[0]:
-        raise ValueError(f"[load_fashion_mnist] '{found[1]}' holds labels of shape {y.shape}, "
-                         f"expected ({x.shape[0]},) to match the images")
-    if y.size and (y.min() < 0 or y.max() > 9):
-        raise ValueError(f"[load_fashion_mnist] '{found[1]}' holds labels outside 0..9")
-    return x, y
-
-
-# --------------------------------------------------------------------------- batches
-
-
-def _mix(seed: int, epoch: int) -> int:
-    """A seed for (seed, epoch): splitmix64 of both, kept below 2**62."""
-    z = (seed * 0x9E3779B97F4A7C15 + epoch + 1) & 0xFFFFFFFFFFFFFFFF
-    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
-        z = ((z ^ (z >> shift)) * mult) & 0xFFFFFFFFFFFFFFFF
-    return (z ^ (z >> 31)) & ((1 << 62) - 1)
-
-
-def batches(x, y=None, batch_size: int = 32, shuffle: bool = True, seed: int = 0,
-            epoch: int = 0, drop_last: bool = False) -> Iterator:
-    """Mini-batches ``(x_batch, y_batch)`` over the first axis (``x_batch`` alone when
-    ``y`` is None).
-
-    With ``shuffle``, the order is a permutation drawn by tessera's
-    ``permutation`` primitive from (seed, epoch) — the same on every run and
-    thread count, different for every epoch — and each batch is gathered in C++
-    (``take``); without it, batches are views of consecutive rows. The last
-    batch is smaller when ``batch_size`` does not divide N, unless ``drop_last``.
-    """
-    x = np.asarray(x)
-    if x.ndim == 0:
-        raise ValueError("[batches] x must have at least one dimension (the samples)")
-    n = x.shape[0]
-    if y is not None:
-        y = np.asarray(y)
-        if y.ndim == 0 or y.shape[0] != n:
-            raise ValueError(f"[batches] x and y must have the same number of samples, got "
-                             f"{n} and {y.shape[0] if y.ndim else 'a scalar'}")
-    if isinstance(batch_size, bool):
-        raise TypeError("[batches] batch_size must be an int, got a bool")
-    batch_size = operator.index(batch_size)
-    if batch_size < 1:
-        raise ValueError(f"[batches] batch_size must be >= 1, got {batch_size}")
-    seed, epoch = operator.index(seed), operator.index(epoch)
-    if seed < 0 or epoch < 0:
-        raise ValueError(f"[batches] seed and epoch must be >= 0, got {seed} and {epoch}")
-    order = _call("permutation", n, seed=_mix(seed, epoch)) if shuffle else None
-    stop = n - n % batch_size if drop_last else n
-    return _batches(x, y, batch_size, order, stop)
-
-
-def _batches(x, y, batch_size, order, stop):
-    for start in range(0, stop, batch_size):
-        end = min(start + batch_size, stop)
-        if order is None:
-            xb = x[start:end]
-            yb = None if y is None else y[start:end]
-        else:
-            index = order[start:end]
-            xb = _call("take", x, index, axis=0)
-            yb = None if y is None else _call("take", y, index, axis=0)
-        yield xb if y is None else (xb, yb)
-
-
-# --------------------------------------------------------------------------- Dataset
+# Dataset.cardinality() of a dataset repeated forever, and of one whose length
+# is unknown (tf.data's constants)
+INFINITE_CARDINALITY = -1
+UNKNOWN_CARDINALITY = -2
 
 # Rows per chunk of Dataset.validate: at most this many, and at most _CHUNK_BYTES.
 _CHUNK_ROWS = 65536
 _CHUNK_BYTES = 64 << 20
 # Dtypes tessera's ``take`` primitive gathers (the others use NumPy indexing).
 _TAKE_KINDS = "biufc"
-
-
-class Spec(NamedTuple):
-    """One component of a dataset's elements: the shape of a sample (without the
-    batch axis) and its dtype."""
-
-    shape: Tuple[int, ...]
-    dtype: np.dtype
-
-
-class Batch(NamedTuple):
-    """One shard's part of a global batch (``Dataset.epoch_batches``).
-
-    ``arrays``: a tuple of NumPy arrays, one per component (e.g. ``(x, y)`` or
-    ``(x, y, sample_weight)``), holding this shard's rows; ``global_size``: the
-    number of rows of the whole global batch; ``index``: the global batch number
-    within the epoch (0-based)."""
-
-    arrays: Tuple[np.ndarray, ...]
-    global_size: int
-    index: int
-
-
-def _int_arg(where: str, name: str, value, minimum: int, what: str) -> int:
-    """``value`` as an int >= ``minimum``; TypeError / ValueError in tessera's style."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"[Dataset.{where}] {name} must be {what}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"[Dataset.{where}] {name} must be {what}, got {value!r}")
-    return int(value)
-
-
-def _shard_args(where: str, num_shards, shard_index) -> Tuple[int, int]:
-    num_shards = _int_arg(where, "num_shards", num_shards, 1, "a positive int")
-    shard_index = _int_arg(where, "shard_index", shard_index, 0, "an int >= 0")
-    if shard_index >= num_shards:
-        raise ValueError(f"[Dataset.{where}] shard_index must be in [0, {num_shards}) for "
-                         f"num_shards={num_shards}, got {shard_index}")
-    return num_shards, shard_index
-
-
-def _shard_range(n: int, num_shards: int, shard_index: int) -> Tuple[int, int]:
-    """Rows [lo, hi) of a batch of n rows that shard ``shard_index`` of
-    ``num_shards`` takes (the split of nn.Model's ``_shard``)."""
-    return shard_index * n // num_shards, (shard_index + 1) * n // num_shards
-
-
-# Nested structures of arrays: flattened into a list of leaves plus a tree that
-# rebuilds them. A tree is None (a leaf), ("tuple", children), ("list",
-# children) or ("dict", keys, children).
-
-
-def _is_structure(obj) -> bool:
-    """Tuples and dicts are structure; a list is structure when it holds arrays,
-    tuples, lists or dicts, and data (one array, as np.asarray reads it) when it
-    holds numbers."""
-    if isinstance(obj, (tuple, dict)):
-        return True
-    if isinstance(obj, list):
-        return any(isinstance(v, (np.ndarray, tuple, list, dict)) and
-                   not (isinstance(v, list) and not _is_structure(v)) for v in obj)
-    return False
-
-
-def _flatten(obj, name: str, leaves: list, names: list):
-    if isinstance(obj, dict) and _is_structure(obj):
-        keys = list(obj)
-        return ("dict", keys, [_flatten(obj[k], f"{name}[{k!r}]", leaves, names) for k in keys])
-    if isinstance(obj, (tuple, list)) and _is_structure(obj):
-        kind = "tuple" if isinstance(obj, tuple) else "list"
-        return (kind, [_flatten(v, f"{name}[{i}]", leaves, names) for i, v in enumerate(obj)])
-    leaves.append(obj)
-    names.append(name)
-    return None
-
-
-def _unflatten(tree, leaves: Iterator):
-    if tree is None:
-        return next(leaves)
-    if tree[0] == "dict":
-        return {k: _unflatten(t, leaves) for k, t in zip(tree[1], tree[2])}
-    items = [_unflatten(t, leaves) for t in tree[1]]
-    return tuple(items) if tree[0] == "tuple" else items
-
-
-def _build(tree, arrays):
-    return _unflatten(tree, iter(arrays))
 
 
 def _is_mapped(a) -> bool:
@@ -490,7 +112,7 @@ class _GeneratorSource:
             self.spec = tuple(Spec(np.shape(v), np.asarray(v).dtype) for v in leaves)
         return self.spec
 
-    def samples(self):
+    def samples(self, epoch: int = 0):
         """The samples of one run of the generator, each a tuple of arrays of the
         spec's shapes and dtypes."""
         specs = self.specs()
@@ -519,32 +141,6 @@ class _GeneratorSource:
                 yield tuple(out)
         finally:
             _close(it)
-
-
-def _close(it) -> None:
-    close = getattr(it, "close", None)
-    if close is not None:
-        close()
-
-
-def _loose(tree):
-    """A tree with tuples and lists alike."""
-    if tree is None:
-        return None
-    if tree[0] == "dict":
-        return ("dict", tree[1], [_loose(t) for t in tree[2]])
-    return ("seq", [_loose(t) for t in tree[1]])
-
-
-_NOTHING = object()
-
-
-def _describe(tree, n: int) -> str:
-    if tree is None:
-        return "one array"
-    kind = {"tuple": "a tuple", "list": "a list", "dict": "a dict"}[tree[0]]
-    keys = f" with keys {tree[1]}" if tree[0] == "dict" else ""
-    return f"{kind}{keys} of {n} array{'s' if n != 1 else ''}"
 
 
 def _shuffle_buffer(samples, size: int, rng):
@@ -626,8 +222,12 @@ class Dataset:
     The transformations apply in a fixed order: ``take`` (rows) and ``shuffle``
     on samples, ``batch``, then ``map``, ``take`` (batches) and ``shard`` on
     batches, then ``repeat``; calling them in an order that would mean
-    something else (``map`` before ``batch``, ``shuffle`` after it, anything
-    but ``prefetch`` after ``repeat``) is an error. See docs/data.md."""
+    something else (``shuffle`` after ``batch``, anything but ``prefetch``
+    after ``repeat``) is an error. tf.data's others (``map`` per sample
+    before ``batch``, ``filter``, ``unbatch``, ``padded_batch``, ``zip``,
+    ``concatenate``, ``enumerate``, ``cache``) make a new dataset that reads
+    this one's elements as a generator's samples are read (pipelines.py).
+    See docs/data.md."""
 
     def __init__(self, *args, **kwargs):
         raise TypeError("[Dataset] make a Dataset with Dataset.from_tensor_slices(...), "
@@ -639,6 +239,7 @@ class Dataset:
         ds._source = source
         ds._plan = dict(_PLAN, **plan)
         ds._spec = None
+        ds._tree = None  # the elements' structure after the maps (_find_spec)
         return ds
 
     def _with(self, **changes) -> "Dataset":
@@ -779,12 +380,18 @@ class Dataset:
 
     def map(self, fn) -> "Dataset":
         """Applies ``fn`` to every batch (after ``batch`` and ``shard``: to the rows
-        this locality reads). ``fn`` is a ``tessera.jit`` function or any Python
+        this locality reads), or, before ``batch``, to every sample (tf.data's
+        per-sample map: a new dataset of ``fn``'s results, read as a generator's
+        samples are, its shapes those of the first result). ``fn`` is a ``tessera.jit`` function or any Python
         callable; it is called as ``fn(x, y)`` for a tuple batch ``(x, y)``,
         ``fn(x)`` for one array and ``fn(d)`` for a dict, and returns the new
         batch (an array or a tuple/list/dict of arrays)."""
         if not callable(fn):
             raise TypeError(f"[Dataset.map] fn must be callable, got {type(fn).__name__}")
+        if self._plan["batch"] is None:  # per sample, as tf.data's map
+            return self._stream(f"map({_name(fn)})", lambda e: (
+                _pl.checked(fn, _pl.apply(fn, v)) for v in self._elements(e)),
+                rows=self._count())
         self._stage_check("map", 2, need_batch=True)
         return self._with(maps=self._plan["maps"] + (fn,))
 
@@ -829,6 +436,197 @@ class Dataset:
         buffer_size = _int_arg("prefetch", "buffer_size", buffer_size, 0, "an int >= 0")
         return self._with(prefetch=buffer_size)
 
+    def filter(self, predicate) -> "Dataset":
+        """The elements (samples, or batches after ``batch``) for which
+        ``predicate`` (called as ``map``'s fn is) returns True."""
+        if not callable(predicate):
+            raise TypeError(f"[Dataset.filter] predicate must be callable, got "
+                            f"{type(predicate).__name__}")
+
+        def make(epoch):
+            return (v for i, v in enumerate(self._elements(epoch))
+                    if _pl.truth(predicate, v, i))
+
+        return self._stream(f"filter({_name(predicate)})", make,
+                            batched=self._plan["batch"] is not None)
+
+    def unbatch(self) -> "Dataset":
+        """The rows of every element: a batched dataset's samples again (each
+        component split along its first axis)."""
+        return self._stream("unbatch()", lambda e: _pl.unbatched(self._elements(e)))
+
+    def padded_batch(self, batch_size: int, padded_shapes=None, padding_values=None,
+                     drop_remainder: bool = False) -> "Dataset":
+        """Batches of samples of different shapes (sequences of different
+        lengths): each component padded at the end of every axis to the
+        longest of its batch, or to ``padded_shapes`` (per component, a shape
+        with None for "the longest"), with ``padding_values`` (0 by default;
+        one number, or one per component). The batches differ in shape;
+        ``element_spec`` gives the first's."""
+        batch_size = _int_arg("padded_batch", "batch_size", batch_size, 1, "a positive int")
+        if self._plan["batch"] is not None:
+            raise ValueError("[Dataset.padded_batch] the dataset is already batched (by "
+                             f"{self._plan['batch'][0]}); batch once")
+        specs = self.element_spec
+        tree = self._element_tree()
+        shapes = _pl.padded_shapes_of(padded_shapes, tree, specs)
+        values = _pl.padding_values_of(padding_values, tree, specs)
+        drop = bool(drop_remainder)
+        count = self._count()
+        ds = self._stream(
+            f"padded_batch({batch_size})",
+            lambda e: _pl.padded_batches(self._elements(e), batch_size, drop, shapes, values,
+                                         tree),
+            batched=True)  # (its spec: the first batch's)
+        if count is not None:
+            ds._source.rows = count // batch_size if drop else -(-count // batch_size)
+        return ds._with(stage=2, batch=(batch_size, drop))
+
+    @classmethod
+    def range(cls, *args) -> "Dataset":
+        """The int64 numbers ``range(stop)``, ``range(start, stop)`` or
+        ``range(start, stop, step)``, as Python's range."""
+        if not 1 <= len(args) <= 3 or not all(
+                isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+            raise TypeError(f"[Dataset.range] takes 1 to 3 ints (stop; start, stop; start, "
+                            f"stop, step), got {args!r}")
+        if len(args) == 3 and args[2] == 0:
+            raise ValueError("[Dataset.range] step must not be zero")
+        values = np.arange(*[int(a) for a in args], dtype=np.int64)
+        return cls._new(_ArraySource([values], [""], None, f"range{tuple(args)}"))
+
+    @classmethod
+    def zip(cls, *datasets) -> "Dataset":
+        """Elements made of one element of each dataset, in the structure given
+        (``zip((a, b))``, ``zip(a, b)`` or a dict of datasets); it ends with the
+        shortest. Datasets batched alike zip into a batched dataset (for fit)."""
+        structure = datasets[0] if len(datasets) == 1 and isinstance(
+            datasets[0], (tuple, list, dict)) else tuple(datasets)
+        leaves = []
+        tree = _flatten(structure, "", leaves, [])
+        if not leaves or not all(isinstance(d, Dataset) for d in leaves):
+            raise TypeError(f"[Dataset.zip] takes Datasets (or a tuple or dict of them), got "
+                            f"{[type(d).__name__ for d in leaves]}")
+        counts = [d._count() for d in leaves]
+
+        def make(epoch):
+            streams = [d._elements(epoch) for d in leaves]
+            try:
+                for parts in zip(*streams):
+                    yield _build(tree, list(parts))
+            finally:
+                for it in streams:
+                    _close(it)
+
+        rows = None if None in counts else min(counts)
+        plans = {d._plan["batch"] for d in leaves}
+        batched = len(plans) == 1 and None not in plans  # batches zipped: a batch
+        source = _pl.StreamSource(f"zip of {len(leaves)}", make, rows=rows, batched=batched)
+        if not batched:
+            return cls._new(source)
+        return cls._new(source, stage=2, batch=leaves[0]._plan["batch"])
+
+    def concatenate(self, dataset: "Dataset") -> "Dataset":
+        """This dataset's elements, then ``dataset``'s (of the same structure
+        and dtypes)."""
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"[Dataset.concatenate] takes a Dataset, got "
+                            f"{type(dataset).__name__}")
+        mine, theirs = self.element_spec, dataset.element_spec
+        if _loose(self._element_tree()) != _loose(dataset._element_tree()) or \
+                [s.dtype for s in mine] != [s.dtype for s in theirs] or \
+                [len(s.shape) for s in mine] != [len(s.shape) for s in theirs]:
+            raise ValueError(f"[Dataset.concatenate] the datasets' elements differ: "
+                             f"{_describe(self._element_tree(), len(mine))} {list(mine)} and "
+                             f"{_describe(dataset._element_tree(), len(theirs))} "
+                             f"{list(theirs)}")
+
+        def make(epoch):
+            yield from self._elements(epoch)
+            yield from dataset._elements(epoch)
+
+        a, b = self._count(), dataset._count()
+        batched = self._plan["batch"] is not None and dataset._plan["batch"] is not None
+        return self._stream("concatenate", make, rows=None if None in (a, b) else a + b,
+                            batched=batched)
+
+    def enumerate(self, start: int = 0) -> "Dataset":
+        """Pairs ``(i, element)``, i an int64 counting from ``start``."""
+        start = _int_arg("enumerate", "start", start, -(1 << 62), "an int")
+
+        def make(epoch):
+            for i, v in enumerate(self._elements(epoch)):
+                yield (np.int64(start + i), v)
+
+        return self._stream("enumerate", make, rows=self._count())
+
+    def cache(self, filename: str = "") -> "Dataset":
+        """Keeps the elements of the first complete pass (after the maps before
+        it) and replays them in the later epochs, without reading or mapping
+        again. With a ``filename``, they are written to that folder (``.npy``
+        files and a manifest) and read from it in later runs too."""
+        if not isinstance(filename, (str, os.PathLike)):
+            raise TypeError(f"[Dataset.cache] filename must be a path, got "
+                            f"{type(filename).__name__}")
+        specs, tree = self.element_spec, self._element_tree()
+        batched = self._plan["batch"] is not None
+        keep = _pl.FileCache(filename, specs, tree, batched) if os.fspath(filename) else \
+            _pl.MemoryCache()
+        ds = self._stream(f"cache({os.fspath(filename)!r})",
+                          lambda e: keep.stream(self._elements, e), rows=self._count(),
+                          batched=batched, spec=specs, tree=tree)
+        return ds
+
+    def as_numpy_iterator(self):
+        """The elements as NumPy arrays, in their structure (iterating does the same)."""
+        return iter(self)
+
+    def cardinality(self) -> int:
+        """The number of elements (batches once batched), with repeat's;
+        ``INFINITE_CARDINALITY`` (-1) repeated forever, ``UNKNOWN_CARDINALITY``
+        (-2) when unknown (a generator, a filter)."""
+        if self._plan["repeat"] == -1:
+            return INFINITE_CARDINALITY
+        n = self._count()
+        return UNKNOWN_CARDINALITY if n is None else n
+
+    def _count(self) -> Optional[int]:
+        """The elements of one pass, repeats included (batches once batched),
+        None when unknown or endless."""
+        n = self.num_batches() if self._plan["batch"] is not None else self._rows()
+        repeat = self._plan["repeat"]
+        return None if n is None or repeat == -1 else n * (repeat or 1)
+
+    def _element_tree(self):
+        """The structure of the elements (after the maps)."""
+        self.element_spec  # (finds the maps' results)
+        return self._tree if self._plan["maps"] else self._source.tree
+
+    def _elements(self, epoch: int):
+        """The elements of epoch `epoch` (its repeats included), each in its
+        structure: what a dataset made from this one reads."""
+        repeat = self._plan["repeat"]
+        if repeat == -1:
+            passes = itertools.count(epoch)
+        else:
+            passes = range(epoch * (repeat or 1), (epoch + 1) * (repeat or 1))
+        shard = self._plan["shard"] or (1, 0)
+        for p in passes:
+            if self._plan["batch"] is None:
+                yield from self._samples(p)
+            else:
+                yield from self._batches(p, shard[0], shard[1], 0, structure=True)
+
+    def _stream(self, label: str, make, rows=None, batched: bool = False, spec=None,
+                tree=None) -> "Dataset":
+        """A new dataset of the elements `make(epoch)` yields (a batched one
+        reads them as its batches)."""
+        source = _pl.StreamSource(f"{label} of {self._source.label}", make, rows=rows,
+                                  batched=batched, spec=spec, tree=tree)
+        if not batched:
+            return Dataset._new(source)
+        return Dataset._new(source, stage=2, batch=self._plan["batch"])
+
     def _stage_check(self, where: str, max_stage: int, need_batch: bool = False):
         stage = self._plan["stage"]
         if stage > max_stage:
@@ -867,13 +665,26 @@ class Dataset:
                 raise ValueError("[Dataset.element_spec] the dataset is empty, so the shapes "
                                  "the maps return are unknown")
             arrays = src.read(slice(0, k))
+        elif getattr(src, "batched", False):  # its first batch
+            it = src.samples()
+            try:
+                arrays = next(it, None)
+            finally:
+                _close(it)
+            if arrays is None:
+                raise ValueError("[Dataset.element_spec] the dataset is empty, so the shapes "
+                                 "the maps return are unknown")
         else:
-            first = list(itertools.islice(src.samples(), 2))
+            it = src.samples()
+            try:
+                first = list(itertools.islice(it, 2))
+            finally:
+                _close(it)
             if not first:
                 raise ValueError("[Dataset.element_spec] the generator yielded no samples, so "
                                  "the shapes the maps return are unknown")
             arrays = tuple(np.stack([s[c] for s in first]) for c in range(len(specs)))
-        out = self._apply_maps(arrays)
+        out, self._tree = self._apply_maps(arrays, tree=True)
         return tuple(Spec(tuple(a.shape[1:]), a.dtype) for a in out)
 
     def num_batches(self) -> Optional[int]:
@@ -881,11 +692,16 @@ class Dataset:
         if self._plan["batch"] is None:
             raise ValueError("[Dataset.num_batches] the dataset is not batched: call "
                              "batch(batch_size) first")
-        rows = self._rows()
-        if rows is None:
-            return None
         batch_size, drop = self._plan["batch"]
-        n = rows // batch_size if drop else -(-rows // batch_size)
+        if getattr(self._source, "batched", False):  # a stream of batches: its count
+            n = self._source.rows
+            if n is None:
+                return None
+        else:
+            rows = self._rows()
+            if rows is None:
+                return None
+            n = rows // batch_size if drop else -(-rows // batch_size)
         take = self._plan["take_batches"]
         return n if take is None else min(n, take)
 
@@ -910,7 +726,8 @@ class Dataset:
 
     def __repr__(self) -> str:
         p = self._plan
-        kind = "arrays" if self._source.indexable else "generator"
+        kind = "arrays" if self._source.indexable else \
+            "stream" if isinstance(self._source, _pl.StreamSource) else "generator"
         parts = [f"Dataset.{kind}({self._source.label})"]
         if p["take_rows"] is not None:
             parts.append(f"take({p['take_rows']})")
@@ -998,7 +815,7 @@ class Dataset:
 
     def _sample_stream(self, epoch: int):
         """For a generator: the samples of the epoch, shuffled and taken."""
-        samples = self._source.samples()
+        samples = self._source.samples(epoch)
         try:
             stream = samples
             if self._plan["take_rows"] is not None:
@@ -1090,6 +907,20 @@ class Dataset:
             return
 
         specs = src.specs()
+        if getattr(src, "batched", False):  # a stream of batches (padded_batch, cache)
+            stream = src.samples(epoch)
+            try:
+                for b, arrays in enumerate(stream):
+                    if limit is not None and b >= limit:
+                        break
+                    if b >= start_batch:
+                        n = len(arrays[0])
+                        lo, hi = _shard_range(n, num_shards, shard_index)
+                        yield finish(tuple(a[lo:hi] for a in arrays) if num_shards > 1 else
+                                     arrays, n, b)
+            finally:
+                _close(stream)
+            return
         stream = self._sample_stream(epoch)
         b = 0
         try:
@@ -1105,9 +936,16 @@ class Dataset:
                 if b >= start_batch:
                     lo, hi = _shard_range(n, num_shards, shard_index)
                     mine = group[lo:hi]
-                    arrays = tuple(np.stack([s[c] for s in mine]) if mine else
-                                   np.empty((0,) + s.shape, s.dtype)
-                                   for c, s in enumerate(specs))
+                    try:
+                        arrays = tuple(np.stack([s[c] for s in mine]) if mine else
+                                       np.empty((0,) + s.shape, s.dtype)
+                                       for c, s in enumerate(specs))
+                    except ValueError:
+                        shapes = sorted({tuple(np.shape(s[c])) for s in mine
+                                         for c in range(len(specs))})
+                        raise ValueError(f"[Dataset.batch] the samples of batch {b} differ in "
+                                         f"shape ({shapes}): batch samples of one shape, or "
+                                         "pad them with padded_batch") from None
                     yield finish(arrays, n, b)
                 b += 1
                 if n < batch_size:
@@ -1150,6 +988,10 @@ class Dataset:
             for c, a in enumerate(arrays):
                 check(c, start, a)
         return True
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 _PLAN = dict(stage=0, take_rows=None, shuffle=None, take_shuffled=None, batch=None, maps=(),
