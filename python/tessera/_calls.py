@@ -17,6 +17,7 @@ import numpy as np
 from . import _numpy_map as M
 from . import _random_lib as R
 from . import _translate as T
+from . import _type_tests as TT
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
@@ -658,9 +659,51 @@ class CallsMixin(U.UfuncMethodsMixin):
                 if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
                     ast.copy_location(sub, node)
             return self.expr(comp)
+        if name in ("isinstance", "hasattr", "callable"):
+            return self.type_test(name, node, args, kws)
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
         self.unsupported(f"the builtin {name}()", node)
+
+    def type_test(self, name: str, node, args, kws) -> str:
+        """``isinstance(x, C)``, ``hasattr(x, "name")``, ``callable(x)``: Python's
+        answer for the kind of value x has (_type_tests.py); C and the name must be
+        known at translation."""
+        nargs = 1 if name == "callable" else 2
+        if kws or len(args) != nargs:
+            self.unsupported(f"{name}() with other than {nargs} positional argument(s)", node)
+        if name == "callable":
+            return TT.kind_test(self.expr(args[0]), TT.callable_predicate, self.b.tmp)
+        if name == "hasattr":
+            attr = args[1]
+            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+                self.unsupported("hasattr() with an attribute name that is not a string literal",
+                                 node)
+            return TT.kind_test(self.expr(args[0]), TT.hasattr_predicate(attr.value), self.b.tmp)
+        classinfo = self.static_classinfo(args[1])
+        predicate = None if classinfo is T._NO else TT.isinstance_predicate(classinfo)
+        if predicate is None:
+            self.unsupported(f"isinstance() with the class argument '{ast.unparse(args[1])}'",
+                             node, "the classes must be names known at translation "
+                             "(int, float, np.ndarray, np.floating, (list, tuple), ...)")
+        return TT.kind_test(self.expr(args[0]), predicate, self.b.tmp)
+
+    def static_classinfo(self, node):
+        """The class, tuple or union of classes ``node`` names, or T._NO."""
+        if isinstance(node, ast.Tuple):
+            items = tuple(self.static_classinfo(e) for e in node.elts)
+            return T._NO if any(i is T._NO for i in items) else items
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            a, b = self.static_classinfo(node.left), self.static_classinfo(node.right)
+            if a is T._NO or b is T._NO:
+                return T._NO
+            try:
+                return a | b
+            except TypeError:
+                return T._NO
+        if isinstance(node, ast.Constant) and node.value is None:
+            return type(None)
+        return self.static_object(node)
 
     def method_call(self, f: ast.Attribute, node, args, kws) -> str:
         attr = f.attr
