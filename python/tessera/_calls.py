@@ -119,6 +119,8 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.library_call(obj, node, args, kws)  # one library function calling another
         if self.is_translatable_helper(obj):
             return self.function_call(obj, node, args, kws)
+        if isinstance(obj, np.vectorize):  # a function decorated with @np.vectorize
+            return self.vectorized_call(obj, node, args, kws)
         self.reject_foreign_function(obj, node, label)
         kind = "class" if isinstance(obj, type) else "function" if callable(obj) else "object"
         self.unsupported(
@@ -271,6 +273,8 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.diagonal_call(self.expr(a), "np.diagonal", node, args[1:], kws)
         if name == "where" and len(args) == 1 and not kws:
             return f"nonzero({self.expr(args[0])})"
+        if name == "vectorize":
+            return self.vectorize_call(node, args, kws)
         if name == "meshgrid":
             xs = ", ".join(self.expr(a) for a in args)
             rest = "".join(f", {k}={self.expr(v)}" for k, v in kws.items())
@@ -664,6 +668,97 @@ class CallsMixin(U.UfuncMethodsMixin):
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
         self.unsupported(f"the builtin {name}()", node)
+
+    def vectorize_otype(self, otypes, node) -> str:
+        """The text of np.vectorize's output dtype: nil (the first result's) or a name."""
+        if otypes is None or otypes == "" or otypes == []:
+            return "nil"
+        if len(otypes) != 1:
+            self.unsupported(f"np.vectorize with several outputs (otypes={otypes!r})", node)
+        try:
+            return T.string_literal(np.dtype(otypes[0]).name)
+        except TypeError:
+            self.unsupported(f"np.vectorize with otypes={otypes!r}", node)
+
+    def vectorize_call(self, node, args, kws) -> str:
+        """``np.vectorize(f, otypes=...)`` in jit code: a lambda applying f to each
+        element (of its broadcast arguments), as NumPy's vectorize object."""
+        kws = dict(kws)
+        pyfunc = args[0] if args else kws.pop("pyfunc", None)
+        otypes_node = args[1] if len(args) > 1 else kws.pop("otypes", None)
+        for k, v in kws.items():
+            if not (isinstance(v, ast.Constant) and v.value in (None, False)):
+                self.unsupported(f"np.vectorize with {k}=", node)
+        if pyfunc is None or len(args) > 2:
+            self.unsupported("np.vectorize with these arguments", node)
+        otypes = None
+        if otypes_node is not None:
+            otypes = self.static_value(otypes_node)
+            if otypes is T._NO:
+                self.unsupported("np.vectorize with otypes not known at translation", node)
+        if isinstance(pyfunc, ast.Lambda):
+            a = pyfunc.args
+            arity = len(a.posonlyargs + a.args) - len(a.defaults)
+        elif isinstance(pyfunc, ast.Name) and self.is_variable(pyfunc.id):
+            arity = self.local_def_arity(pyfunc.id, node)
+        else:
+            func = self.static_object(pyfunc)
+            if func is T._NO or not callable(func):
+                self.unsupported("np.vectorize of a function not known at translation", node,
+                                 "vectorize a module-level function, a nested def or a lambda")
+            arity = sum(1 for p in inspect.signature(func).parameters.values()
+                        if p.default is inspect.Parameter.empty and
+                        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        if not 1 <= arity <= 3:
+            self.unsupported(f"np.vectorize of a function of {arity} arguments", node,
+                             "functions of 1 to 3 arguments are supported")
+        names = [self.b.tmp("v") for _ in range(arity)]
+        lib = self.b.include_library(SPECIAL[f"_vectorize{arity}"], self.library_site(node))
+        body = f"{lib}({self.expr(pyfunc)}, {self.vectorize_otype(otypes, node)}, " \
+               f"{', '.join(names)})"
+        return f"lambda({', '.join(names)}, {body})"
+
+    def local_def_arity(self, name: str, node) -> int:
+        """The number of required positional parameters of the nested function or
+        lambda ``name`` (defined once in the function being translated)."""
+        found = []
+        for sub in ast.walk(self.node):
+            if isinstance(sub, ast.FunctionDef) and sub.name == name:
+                found.append(sub.args)
+            elif (isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Lambda) and
+                  any(isinstance(t, ast.Name) and t.id == name for t in sub.targets)):
+                found.append(sub.value.args)
+        if len(found) != 1:
+            self.unsupported("np.vectorize of a function not known at translation", node,
+                             "vectorize a module-level function, a nested def or a lambda")
+        a = found[0]
+        return len(a.posonlyargs + a.args) - len(a.defaults)
+
+    def vectorized_call(self, obj, node, args, kws) -> str:
+        """A call of a module-level ``np.vectorize`` object (``@np.vectorize``)."""
+        if kws or not 1 <= len(args) <= 3:
+            self.unsupported("a call of an np.vectorize function with keyword arguments or "
+                             "other than 1 to 3 arguments", node)
+        if obj.excluded or obj.signature is not None:
+            self.unsupported("np.vectorize with excluded= or signature=", node)
+        otypes = obj.otypes if obj.otypes else None
+        lib = self.b.include_library(SPECIAL[f"_vectorize{len(args)}"], self.library_site(node))
+        texts = [self.value_text(obj.pyfunc, node), self.vectorize_otype(otypes, node)]
+        texts += [self.expr(a) for a in args]
+        return f"{lib}({', '.join(texts)})"
+
+    def static_value(self, node):
+        """The value of a constant, a global name, or a list or tuple of those, known
+        at translation; T._NO otherwise."""
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [self.static_value(e) for e in node.elts]
+            return T._NO if any(i is T._NO for i in items) else items
+        return self.static_object(node)
+
+    def library_site(self, node):
+        return self.site if self.site is not None else self.mark(node.lineno)
 
     def type_test(self, name: str, node, args, kws) -> str:
         """``isinstance(x, C)``, ``hasattr(x, "name")``, ``callable(x)``: Python's
