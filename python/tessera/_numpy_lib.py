@@ -1100,6 +1100,81 @@ def histogram2d(x, y, bins=10, range=None, density=None, weights=None):  # noqa:
     return hist, edges[0], edges[1]
 
 
+# ---------------------------------------------------------------- Python builtins with key=
+
+
+def _empty_message(f):
+    try:
+        f([])
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+# Python's own messages (they changed in 3.12)
+_EMPTY_MAX = _empty_message(max)
+_EMPTY_MIN = _empty_message(min)
+
+
+def _extreme_by_key(items, key, largest, has_default, default):
+    """max/min(items, key=key, default=default): the first item whose key is largest
+    (smallest), as Python's."""
+    found = False
+    best = None
+    best_key = None
+    for v in items:
+        k = v if key is None else key(v)
+        if not found:
+            found = True
+            best = v
+            best_key = k
+        elif (largest and best_key < k) or (not largest and k < best_key):
+            best = v
+            best_key = k
+    if not found:
+        if has_default:
+            return default
+        if largest:
+            raise ValueError(_EMPTY_MAX)
+        raise ValueError(_EMPTY_MIN)
+    return best
+
+
+def _sorted_by_key(items, key, reverse):
+    """sorted(items, key=key, reverse=reverse): a stable merge sort, equal keys in
+    their first order (reverse too), as Python's."""
+    values = list(items)
+    keys = [v if key is None else key(v) for v in values]
+    n = len(values)
+    order = list(range(n))
+    width = 1
+    while width < n:
+        merged = []
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i = lo
+            j = mid
+            while i < mid and j < hi:
+                a = keys[order[i]]
+                b = keys[order[j]]
+                if (b > a) if reverse else (b < a):
+                    merged.append(order[j])
+                    j += 1
+                else:
+                    merged.append(order[i])
+                    i += 1
+            while i < mid:
+                merged.append(order[i])
+                i += 1
+            while j < hi:
+                merged.append(order[j])
+                j += 1
+        order = merged
+        width = width * 2
+    return [values[k] for k in order]
+
+
 LIBRARY = {f.__name__: f for f in (
     convolve, correlate, polyval, vander, digitize, interp, setdiff1d, union1d, intersect1d,
     setxor1d, append, insert, column_stack, logspace, geomspace, tril_indices, triu_indices,
@@ -1110,8 +1185,9 @@ LIBRARY = {f.__name__: f for f in (
     hsplit, vsplit, dsplit, ravel_multi_index, unravel_index, cbrt, frexp, piecewise,
     apply_along_axis, apply_over_axes, histogramdd, histogram2d)}
 LIBRARY["trapz"] = trapezoid  # NumPy 1's name
-# used by _calls.py only for the calls the primitives do not cover (where=, initial=, pad modes)
+# used by _calls.py only for the calls the primitives do not cover (where=, initial=, pad modes,
+# np.vectorize, max/min/sorted with key=)
 SPECIAL = {f.__name__: f for f in (
-    _vectorize1, _vectorize2, _vectorize3, _sum_where, _prod_where, _max_where, _min_where,
-    _mean_where, _any_where, _all_where, pad)}
+    _vectorize1, _vectorize2, _vectorize3, _extreme_by_key, _sorted_by_key, _sum_where,
+    _prod_where, _max_where, _min_where, _mean_where, _any_where, _all_where, pad)}
 SPECIAL.update({"_amax_where": _max_where, "_amin_where": _min_where})
