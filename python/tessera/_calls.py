@@ -731,6 +731,9 @@ class CallsMixin(U.UfuncMethodsMixin):
                 if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
                     ast.copy_location(sub, node)
             return self.expr(comp)
+        if name == "reversed":
+            # consumed at once, as map's and filter's: the items in reverse order
+            return f"getitem({one()}, slice(nil, nil, -1))"
         if name in ("isinstance", "hasattr", "callable"):
             return self.type_test(name, node, args, kws)
         if name in ("zip", "enumerate"):

@@ -693,7 +693,6 @@ _UNSUPPORTED_EXPRS = {
     ast.YieldFrom: "generator (yield from)",
     ast.Await: "await expression",
     ast.SetComp: "set comprehension",
-    ast.DictComp: "dict comprehension",
     ast.Set: "set literal",
     ast.Starred: "star-args (*x)",
 }
@@ -1050,7 +1049,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             return [f"define({self.local_name(target.id)}, {_tuple_text(value)})"]
         if isinstance(target, (ast.Tuple, ast.List)):
             if any(isinstance(e, ast.Starred) for e in target.elts):
-                self.unsupported("starred assignment (a, *b = ...)", target)
+                return self.starred_assign(target, value)
             if isinstance(value, tuple):  # the element of a zip / enumerate
                 if len(value) != len(target.elts):
                     self.unsupported("unpacking a zip/enumerate element into another count", target)
@@ -1073,6 +1072,30 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
                 return [f"setitem({target.attr}({self.expr(target.value)}), {value}, \"...\")"]
             self.unsupported(f"assignment to the attribute '.{target.attr}'", target)
         self.unsupported(f"assignment to {type(target).__name__}", target)
+
+    def starred_assign(self, target, value) -> list:
+        """``a, *rest, z = v``: the items of v around a list of those between, as
+        Python (at least one fewer item than names, else its ValueError)."""
+        stars = [i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)]
+        if len(stars) != 1 or isinstance(value, tuple):
+            self.unsupported("this starred assignment", target)
+        star, n = stars[0], len(target.elts)
+        tmp = self.b.tmp()
+        message = string_literal(f"{ERROR_TAG}ValueError] not enough values to unpack "
+                                 f"(expected at least {n - 1}, got ")
+        out = [f"define({tmp}, to_list({value}))",
+               f"if(len({tmp}) < {n - 1}, assert(false, concat({message}, str(len({tmp})), "
+               f"\")\")))"]
+        for i, t in enumerate(target.elts):
+            if i < star:
+                item = f"getitem({tmp}, {i})"
+            elif i == star:
+                t = t.value
+                item = f"getitem({tmp}, slice({star}, len({tmp}) - {n - 1 - star}))"
+            else:
+                item = f"getitem({tmp}, {i - n})"
+            out.extend(self.assign_text(t, item))
+        return out
 
     def setitem(self, target: ast.Subscript, value: str) -> str:
         """x[i] = v: setitem writes into an array x in place (every view of

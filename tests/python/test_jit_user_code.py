@@ -318,3 +318,100 @@ def test_python_number_conversions(x):
     check(h45_int_of_an_array, x)
     check(h46_float_of_an_array, x)
     check(h47_bool_of_an_array, x)
+
+
+# ---------------------------------------------------------------- a second batch
+
+def n01(a, b):
+    return {k: v for k, v in zip(a.tolist(), b.tolist())}
+def n02(x):
+    u, inv = np.unique(x, return_inverse=True)
+    return u, inv
+def n03(x):
+    return np.where(x > 0.5, x, -x), np.where((x > 0.2) & (x < 0.8))[0]
+def n04(x):
+    i = 0
+    while i < len(x) and x[i] < 0.7:
+        i += 1
+    return i
+def n05(x):
+    out = []
+    def add(v):
+        out.append(v * 2)
+    for v in x:
+        add(v)
+    return out
+def n06(x):
+    return "{:.2e} {:+.1f} {:08.3f}".format(x[0], x[1], x[2])
+def n07(m):
+    w, v = np.linalg.eigh(m @ m.T)
+    return w, np.abs(v[:, -1])
+def n08(x):
+    y = x.copy()
+    y[[0, 2]] = 0.0
+    y[y > 0.5] *= 2
+    return y
+def n09(x):
+    total = 0
+    for i, row in enumerate(x):
+        for j, v in enumerate(row):
+            if v > 0.5:
+                total += i * 10 + j
+    return total
+def n10(n):
+    fib = [0, 1]
+    while len(fib) < n:
+        fib.append(fib[-1] + fib[-2])
+    return fib[:n]
+def n11(x):
+    try:
+        return 1.0 / x
+    except ZeroDivisionError:
+        return 0.0
+def n12(x):
+    s = set(x.tolist())
+    return len(s)
+def n13(x):
+    a, *rest = x.tolist()
+    return a, rest
+def n14(x):
+    return np.mean(x, axis=0).round(3).tolist(), np.percentile(x, [25, 75])
+def n15(words):
+    return [w.upper() for w in words if w.startswith("a")], " ".join(reversed(words))
+def n16(x):
+    cols = list(zip(*x.tolist()))
+    return cols
+def n17(x):
+    return np.array([v for v in x if v > 0.3]), np.concatenate([x, x[:1]])
+def n18(x):
+    n = x.size
+    return f"{n} items, mean {x.mean():.2f}, range [{x.min():.1f}, {x.max():.1f}]"
+def n19(x):
+    return x.argmax(), np.unravel_index(x.argmax(), x.shape)
+def n20(x):
+    return np.cumprod(1 + x) - 1, np.diff(x, n=2), np.gradient(x)
+
+
+_X6 = np.random.default_rng(1).random(6)
+_M3 = np.random.default_rng(2).random((3, 3))
+CASES2 = [(n01, (np.arange(3), _X6[:3])), (n02, (np.array([3, 1, 3, 2]),)), (n03, (_X6,)),
+          (n04, (_X6,)), (n05, (_X6,)), (n06, (_X6,)), (n07, (_M3,)), (n08, (_X6,)), (n09, (_M3,)),
+          (n10, (10,)), (n13, (_X6,)), (n13, (np.array([1.0]),)), (n13, (np.zeros(0),)), (n14, (_M3,)),
+          (n15, (["apple", "bob", "avocado"],)), (n17, (_X6,)), (n18, (_X6,)), (n19, (_M3,)),
+          (n20, (_X6,))]
+
+
+@pytest.mark.parametrize("f, args", CASES2,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES2)])
+def test_user_function_second_batch(f, args):
+    check(f, *args)
+
+
+@pytest.mark.parametrize("f, construct", [(n11, "try statement"), (n12, "the builtin set()"),
+                                          (n16, "star-args (*x) in a call")])
+def test_refused_constructs_name_themselves(f, construct):
+    line = f.__code__.co_firstlineno + 1
+    with pytest.raises(UnsupportedError) as info:
+        tessera.jit(f)(_M3 if f is n16 else np.array([1, 2]) if f is n12 else 2.0)
+    assert construct in str(info.value)
+    assert f"test_jit_user_code.py:{line}" in str(info.value), str(info.value)
