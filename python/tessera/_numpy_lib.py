@@ -1100,6 +1100,34 @@ def histogram2d(x, y, bins=10, range=None, density=None, weights=None):  # noqa:
     return hist, edges[0], edges[1]
 
 
+def fromfunction(function, shape, dtype=float):
+    n = len(shape)
+    if n == 1:
+        return function(np.arange(shape[0], dtype=dtype))
+    if n == 2:
+        g = np.meshgrid(np.arange(shape[0], dtype=dtype), np.arange(shape[1], dtype=dtype),
+                        indexing="ij")
+        return function(g[0], g[1])
+    if n == 3:
+        g = np.meshgrid(np.arange(shape[0], dtype=dtype), np.arange(shape[1], dtype=dtype),
+                        np.arange(shape[2], dtype=dtype), indexing="ij")
+        return function(g[0], g[1], g[2])
+    raise NotImplementedError("[np.fromfunction] shapes of other than 1 to 3 dimensions are "
+                              "not supported by tessera.jit, got " + str(n))
+
+
+def _math_isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
+    """Python's math.isclose."""
+    if rel_tol < 0.0 or abs_tol < 0.0:
+        raise ValueError("tolerances must be non-negative")
+    if a == b:
+        return True
+    if np.isinf(a) or np.isinf(b):
+        return False
+    diff = abs(b - a)
+    return bool(diff <= abs(rel_tol * b) or diff <= abs(rel_tol * a) or diff <= abs_tol)
+
+
 # ---------------------------------------------------------------- Python builtins with key=
 
 
@@ -1183,11 +1211,11 @@ LIBRARY = {f.__name__: f for f in (
     select, logaddexp, logaddexp2, heaviside, fmod, divmod, ldexp, unwrap, cov, corrcoef,
     histogram, lexsort, partition, argpartition, polyfit, gradient, trapezoid, array_split,
     hsplit, vsplit, dsplit, ravel_multi_index, unravel_index, cbrt, frexp, piecewise,
-    apply_along_axis, apply_over_axes, histogramdd, histogram2d)}
+    apply_along_axis, apply_over_axes, histogramdd, histogram2d, fromfunction)}
 LIBRARY["trapz"] = trapezoid  # NumPy 1's name
 # used by _calls.py only for the calls the primitives do not cover (where=, initial=, pad modes,
 # np.vectorize, max/min/sorted with key=)
 SPECIAL = {f.__name__: f for f in (
-    _vectorize1, _vectorize2, _vectorize3, _extreme_by_key, _sorted_by_key, _sum_where,
-    _prod_where, _max_where, _min_where, _mean_where, _any_where, _all_where, pad)}
+    _vectorize1, _vectorize2, _vectorize3, _extreme_by_key, _sorted_by_key, _math_isclose,
+    _sum_where, _prod_where, _max_where, _min_where, _mean_where, _any_where, _all_where, pad)}
 SPECIAL.update({"_amax_where": _max_where, "_amin_where": _min_where})

@@ -2,6 +2,8 @@
 scientific-Python style), each run under @tessera.jit and as plain Python/NumPy:
 results and the arguments they modify must match (issue 31)."""
 
+import math
+
 import numpy as np
 import pytest
 from jit_check import check
@@ -396,7 +398,8 @@ _X6 = np.random.default_rng(1).random(6)
 _M3 = np.random.default_rng(2).random((3, 3))
 CASES2 = [(n01, (np.arange(3), _X6[:3])), (n02, (np.array([3, 1, 3, 2]),)), (n03, (_X6,)),
           (n04, (_X6,)), (n05, (_X6,)), (n06, (_X6,)), (n07, (_M3,)), (n08, (_X6,)), (n09, (_M3,)),
-          (n10, (10,)), (n13, (_X6,)), (n13, (np.array([1.0]),)), (n13, (np.zeros(0),)), (n14, (_M3,)),
+          (n10, (10,)), (n13, (_X6,)), (n13, (np.array([1.0]),)), (n13, (np.zeros(0),)),
+          (n14, (_M3,)),
           (n15, (["apple", "bob", "avocado"],)), (n17, (_X6,)), (n18, (_X6,)), (n19, (_M3,)),
           (n20, (_X6,))]
 
@@ -415,3 +418,73 @@ def test_refused_constructs_name_themselves(f, construct):
         tessera.jit(f)(_M3 if f is n16 else np.array([1, 2]) if f is n12 else 2.0)
     assert construct in str(info.value)
     assert f"test_jit_user_code.py:{line}" in str(info.value), str(info.value)
+
+
+# ---------------------------------------------------------------- a third batch
+
+def t01(x):
+    return np.fromfunction(lambda i, j: i * 10 + j, (3, 4))
+def t03(x):
+    return np.argsort(x)[-3:][::-1], np.bincount((x * 5).astype(int))
+def t04(x):
+    return np.tile(x[:2], 3), np.repeat(x[:2], 2), np.tile(x[:2], (2, 2))
+def t05(a, b):
+    return math.isclose(a, b, rel_tol=1e-3), np.isclose(a, b), np.allclose([a], [b])
+def t06(x):
+    x[:] = np.sort(x)
+    x[0], x[-1] = x[-1], x[0]
+    return None
+def t07(x):
+    return np.count_nonzero(np.diff(np.sign(x - 0.5)))
+def t08(x):
+    q = x.copy()
+    q.sort()
+    return np.median(q), q[len(q) // 2]
+def t10(x):
+    return np.round(np.std(x, ddof=1), 4), np.var(x), np.ptp(x)
+def t11(x):
+    hist, edges = np.histogram(x, bins=4, range=(0, 1))
+    centers = (edges[:-1] + edges[1:]) / 2
+    return hist, centers, centers[np.argmax(hist)]
+def t12(n):
+    return np.eye(n, k=1) + np.diag(np.arange(n)), np.triu(np.ones((n, n))), np.identity(n)
+def t13(x):
+    a = np.atleast_2d(x)
+    return a.shape, np.expand_dims(x, 0).shape, x[np.newaxis, :].shape, np.squeeze(a).shape
+def t15(x):
+    return np.linalg.norm(x, ord=1), np.linalg.norm(x, np.inf), np.dot(x, x), np.outer(x[:2], x[:3])
+def t16(x):
+    return max(x), min(x), sum(x), sorted(x)[:2], len(x)
+def t19(x):
+    return np.clip(x, None, 0.5), np.maximum(x, 0.3), np.abs(x - 0.5).argmin()
+
+
+def t21_fromfunction_forms(n):
+    return (np.fromfunction(lambda i: i * i, (n,)), np.fromfunction(lambda i, j: i == j, (n, n)),
+            np.fromfunction(lambda i, j, k: i + j * k, (2, n, 2), dtype=int))
+
+
+def t22_isclose_forms(a, b):
+    return (math.isclose(a, b), math.isclose(a, b, rel_tol=0.1), math.isclose(a, b, abs_tol=5.0),
+            math.isclose(math.inf, math.inf), math.isclose(math.nan, math.nan),
+            math.isclose(a, math.inf))
+
+
+def t23_isclose_bad_tolerance(a, b):
+    return math.isclose(a, b, rel_tol=-1.0)
+
+
+_X8 = np.random.default_rng(3).random(8)
+_M23 = np.random.default_rng(4).random((2, 3))
+CASES3 = [(t01, (_X8,)), (t03, (_X8,)), (t04, (_X8,)), (t05, (1.0, 1.0005)), (t05, (1.0, 2.0)),
+          (t06, (_X8,)), (t07, (_X8,)), (t08, (_X8,)), (t10, (_X8,)), (t11, (_X8,)), (t12, (3,)),
+          (t13, (_X8,)), (t15, (_X8,)), (t16, (_X8,)), (t19, (_X8,)),
+          (t21_fromfunction_forms, (3,)),
+          (t22_isclose_forms, (1.0, 1.05)), (t22_isclose_forms, (3, 3)),
+          (t23_isclose_bad_tolerance, (1.0, 1.0))]
+
+
+@pytest.mark.parametrize("f, args", CASES3,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES3)])
+def test_user_function_third_batch(f, args):
+    check(f, *args)
