@@ -966,6 +966,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if isinstance(node, ast.For):
             if node.orelse:
                 self.unsupported("for ... else", node)
+            node = self.ndenumerate_as_ndindex(node)
             return self.for_loop(node.target, node.iter, lambda: self.stmts(node.body), node)
         if isinstance(node, ast.Break):
             return ["break()"]
@@ -1399,6 +1400,32 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         var = self.b.tmp("it")
         setup.append(f"define({var}, iterate({self.expr(node)}))")
         return _Seq(var)
+
+    def ndenumerate_as_ndindex(self, node: ast.For) -> ast.For:
+        """``for idx, v in np.ndenumerate(x)`` is ``for idx in np.ndindex(x.shape)`` with
+        ``v = x[idx]`` first in the body (``(i, j), v`` too); other loops as they are."""
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and
+                self.static_object(it.func) is getattr(np, "ndenumerate", None)):
+            return node
+        if (len(it.args) != 1 or it.keywords or not isinstance(it.args[0], ast.Name) or
+                not isinstance(node.target, ast.Tuple) or len(node.target.elts) != 2):
+            self.unsupported("np.ndenumerate other than 'for idx, v in np.ndenumerate(x)' with "
+                             "x a name", node)
+        x, (idx, v) = it.args[0], node.target.elts
+        index = ast.Name(id=idx.id, ctx=ast.Load()) if isinstance(idx, ast.Name) else ast.Tuple(
+            elts=[ast.Name(id=e.id, ctx=ast.Load()) for e in idx.elts], ctx=ast.Load())
+        read = ast.Assign(targets=[v], value=ast.Subscript(
+            value=ast.Name(id=x.id, ctx=ast.Load()), slice=index, ctx=ast.Load()))
+        shape = ast.Attribute(value=ast.Name(id=x.id, ctx=ast.Load()), attr="shape",
+                              ctx=ast.Load())
+        loop = ast.For(target=idx, iter=ast.Call(
+            func=ast.Attribute(value=it.func.value, attr="ndindex", ctx=ast.Load()),
+            args=[shape], keywords=[]), body=[read] + node.body, orelse=[])
+        for sub in ast.walk(loop):
+            if getattr(sub, "lineno", None) is None and "lineno" in sub._attributes:
+                ast.copy_location(sub, node)
+        return loop
 
     def is_ndindex_call(self, node) -> bool:
         if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):

@@ -488,3 +488,33 @@ CASES3 = [(t01, (_X8,)), (t03, (_X8,)), (t04, (_X8,)), (t05, (1.0, 1.0005)), (t0
                          ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES3)])
 def test_user_function_third_batch(f, args):
     check(f, *args)
+
+
+def t24_ndenumerate(x):
+    s = 0.0
+    for idx, v in np.ndenumerate(x):
+        s += v * (idx[0] + 1)
+    return s
+
+
+def t25_ndenumerate_unpacked(x):
+    out = np.zeros_like(x)
+    for (i, j), v in np.ndenumerate(x):
+        out[i, j] = v * i + j
+    return out
+
+
+def t26_ndenumerate_of_an_expression(x):
+    for idx, v in np.ndenumerate(x * 2):
+        pass
+    return x
+
+
+@pytest.mark.parametrize("x", [np.arange(6.0).reshape(2, 3), np.array([[1, 5], [2, 0]])])
+def test_ndenumerate(x):
+    check(t24_ndenumerate, x)
+    check(t25_ndenumerate_unpacked, x)
+    check(t24_ndenumerate, x[0])
+    with pytest.raises(UnsupportedError, match=r"np.ndenumerate other than.*"
+                                               r"test_jit_user_code.py:\d+"):
+        tessera.jit(t26_ndenumerate_of_an_expression)(x)
