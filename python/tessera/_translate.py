@@ -28,6 +28,7 @@ import numpy as np
 from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
+from ._statements import StatementsMixin
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
 
@@ -701,7 +702,7 @@ _UNSUPPORTED_EXPRS = {
 _NO = object()
 
 
-class FunctionTranslator(CallsMixin, ExpressionsMixin):
+class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
     """Translates one Python function (and the functions nested in it)."""
 
     def __init__(self, builder: ProgramBuilder, func):
@@ -1074,30 +1075,6 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             self.unsupported(f"assignment to the attribute '.{target.attr}'", target)
         self.unsupported(f"assignment to {type(target).__name__}", target)
 
-    def starred_assign(self, target, value) -> list:
-        """``a, *rest, z = v``: the items of v around a list of those between, as
-        Python (at least one fewer item than names, else its ValueError)."""
-        stars = [i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)]
-        if len(stars) != 1 or isinstance(value, tuple):
-            self.unsupported("this starred assignment", target)
-        star, n = stars[0], len(target.elts)
-        tmp = self.b.tmp()
-        message = string_literal(f"{ERROR_TAG}ValueError] not enough values to unpack "
-                                 f"(expected at least {n - 1}, got ")
-        out = [f"define({tmp}, to_list({value}))",
-               f"if(len({tmp}) < {n - 1}, assert(false, concat({message}, str(len({tmp})), "
-               f"\")\")))"]
-        for i, t in enumerate(target.elts):
-            if i < star:
-                item = f"getitem({tmp}, {i})"
-            elif i == star:
-                t = t.value
-                item = f"getitem({tmp}, slice({star}, len({tmp}) - {n - 1 - star}))"
-            else:
-                item = f"getitem({tmp}, {i - n})"
-            out.extend(self.assign_text(t, item))
-        return out
-
     def setitem(self, target: ast.Subscript, value: str) -> str:
         """x[i] = v: setitem writes into an array x in place (every view of
         it sees the write) and gives x; for a list it gives the new list, so
@@ -1132,37 +1109,6 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if type(op) not in _AUG_PRIMS:
             self.unsupported(f"the operator {type(op).__name__}", node)
         return f"{_AUG_PRIMS[type(op)]}({a}, {b})"
-
-    def inner_list_stmt(self, call: ast.Call):
-        """``d[k].append(v)`` / ``.extend(xs)`` on a list inside a list or dict, and
-        ``d.setdefault(k, []).append(v)``: the outer value rebound with the list
-        grown (lists are values in the core); None for other receivers."""
-        recv, attr = call.func.value, call.func.attr
-        args, kws = self.call_args(call)
-        if kws or len(args) != 1:
-            return None
-        helper = self.b.helper("__list_append" if attr == "append" else "__list_extend")
-        item = self.expr(args[0])
-        if isinstance(recv, ast.Subscript) and isinstance(recv.value, (ast.Name, ast.Subscript)):
-            current = f"getitem({', '.join([self.expr(recv.value)] + self.index(recv.slice))})"
-            return self.setitem(recv, f"{helper}({current}, {item})")
-        if (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) and
-                recv.func.attr == "setdefault" and isinstance(recv.func.value, ast.Name) and
-                self.is_variable(recv.func.value.id)):
-            d = recv.func.value
-            key, default = self.setdefault_args(recv)
-            k = self.b.tmp("k")
-            grown = f"{helper}(get({self.expr(d)}, {k}, {default}), {item})"
-            rebound = self.rebind(d.id, f"setitem({self.expr(d)}, {grown}, {k})", call)
-            return f"block(define({k}, {key}), {rebound})"
-        return None
-
-    def setdefault_args(self, call: ast.Call):
-        """The key's and default's texts of ``d.setdefault(k[, default])``."""
-        args, kws = self.call_args(call)
-        if kws or not 1 <= len(args) <= 2:
-            self.unsupported(".setdefault() with these arguments", call)
-        return self.expr(args[0]), (self.expr(args[1]) if len(args) == 2 else "nil")
 
     def aug_assign(self, node: ast.AugAssign) -> list:
         t = node.target
@@ -1400,32 +1346,6 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         var = self.b.tmp("it")
         setup.append(f"define({var}, iterate({self.expr(node)}))")
         return _Seq(var)
-
-    def ndenumerate_as_ndindex(self, node: ast.For) -> ast.For:
-        """``for idx, v in np.ndenumerate(x)`` is ``for idx in np.ndindex(x.shape)`` with
-        ``v = x[idx]`` first in the body (``(i, j), v`` too); other loops as they are."""
-        it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and
-                self.static_object(it.func) is getattr(np, "ndenumerate", None)):
-            return node
-        if (len(it.args) != 1 or it.keywords or not isinstance(it.args[0], ast.Name) or
-                not isinstance(node.target, ast.Tuple) or len(node.target.elts) != 2):
-            self.unsupported("np.ndenumerate other than 'for idx, v in np.ndenumerate(x)' with "
-                             "x a name", node)
-        x, (idx, v) = it.args[0], node.target.elts
-        index = ast.Name(id=idx.id, ctx=ast.Load()) if isinstance(idx, ast.Name) else ast.Tuple(
-            elts=[ast.Name(id=e.id, ctx=ast.Load()) for e in idx.elts], ctx=ast.Load())
-        read = ast.Assign(targets=[v], value=ast.Subscript(
-            value=ast.Name(id=x.id, ctx=ast.Load()), slice=index, ctx=ast.Load()))
-        shape = ast.Attribute(value=ast.Name(id=x.id, ctx=ast.Load()), attr="shape",
-                              ctx=ast.Load())
-        loop = ast.For(target=idx, iter=ast.Call(
-            func=ast.Attribute(value=it.func.value, attr="ndindex", ctx=ast.Load()),
-            args=[shape], keywords=[]), body=[read] + node.body, orelse=[])
-        for sub in ast.walk(loop):
-            if getattr(sub, "lineno", None) is None and "lineno" in sub._attributes:
-                ast.copy_location(sub, node)
-        return loop
 
     def is_ndindex_call(self, node) -> bool:
         if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
