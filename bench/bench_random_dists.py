@@ -14,7 +14,9 @@ then timed interleaved (the order rotating each round) after a warm-up; medians 
 A second race runs the loop form (one value a call, size=None) on --loop-policies policies:
 tessera.jit of the loop, Numba's @njit of it, and CPython running it on NumPy (in tessera's
 loop, poisson(LAM) and beta(RA, RB) take the one-draw forms of constant parameters; gamma(n *
-SHAPE, SCALE), a shape known only at run time, runs on the general path).
+SHAPE, SCALE), a shape known only at run time, takes its one-draw form after a check of the
+parameters as the loop runs, the general form being a branch that leaves the native code only
+when taken: the whole loop is native code).
 
 Run:
   .venv/bin/python bench/bench_random_dists.py [--policies 400000] [--loop-policies 20000]

@@ -17,10 +17,35 @@ import numpy as np
 from . import _numpy_map as M
 from . import _random_lib as R
 from . import _translate as T
+from . import _type_tests as TT
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
 LIBRARY_MODULE = "tessera._numpy_lib"
+# What an argument expression evaluated twice may be: no calls, no walrus.
+_PLAIN_EXPRESSIONS = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp,
+                      ast.UnaryOp, ast.Slice, ast.Tuple, ast.Load, ast.operator, ast.unaryop,
+                      ast.expr_context)
+
+
+def _pack_varargs(spec, args):
+    """A call's positional arguments for a function with ``*args`` (spec: its
+    ast.arguments or code object): those past the named parameters as one tuple."""
+    if isinstance(spec, ast.arguments):
+        if spec.vararg is None:
+            return args
+        n = len(spec.posonlyargs + spec.args)
+    else:
+        n = spec.co_argcount
+    if len(args) <= n:
+        return args
+    extra = ast.Tuple(elts=list(args[n:]), ctx=ast.Load())
+    ast.copy_location(extra, args[n])
+    return list(args[:n]) + [extra]
+
+
+def _side_effect_free(node) -> bool:
+    return all(isinstance(n, _PLAIN_EXPRESSIONS) for n in ast.walk(node))
 RANDOM_MODULE = "tessera._random_lib"
 
 
@@ -53,6 +78,9 @@ class CallsMixin(U.UfuncMethodsMixin):
             return f"ndindex({self.expr(node.args[0].value)})"  # np.ndindex(*x.shape)
         args, kws = self.call_args(node)
         if isinstance(f, ast.Name) and self.is_variable(f.id):
+            spec = self.local_def_args(f.id)
+            if spec is not None:
+                args = _pack_varargs(spec, args)
             return self.plain_call(self.local_name(f.id), args, kws, mangle_kw=True)
         if isinstance(f, (ast.Name, ast.Attribute)):
             obj = self.static_object(f)
@@ -118,6 +146,8 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.library_call(obj, node, args, kws)  # one library function calling another
         if self.is_translatable_helper(obj):
             return self.function_call(obj, node, args, kws)
+        if isinstance(obj, np.vectorize):  # a function decorated with @np.vectorize
+            return self.vectorized_call(obj, node, args, kws)
         self.reject_foreign_function(obj, node, label)
         kind = "class" if isinstance(obj, type) else "function" if callable(obj) else "object"
         self.unsupported(
@@ -134,6 +164,10 @@ class CallsMixin(U.UfuncMethodsMixin):
         if isinstance(a, ast.Constant) and isinstance(a.value, str) and obj is float:
             if a.value.strip().lower() in ("inf", "+inf", "infinity", "-inf", "nan", "-infinity"):
                 return T.float_literal(float(a.value))
+        if obj is bool:
+            return f"not_(not_({self.expr(a)}))"  # Python's truth (arrays: one element)
+        if obj in (int, float) and not isinstance(a, ast.Constant):
+            return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
 
     def emit_spec(self, spec: M.Spec, args, kws, node, receiver: str | None = None) -> str:
@@ -270,6 +304,8 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.diagonal_call(self.expr(a), "np.diagonal", node, args[1:], kws)
         if name == "where" and len(args) == 1 and not kws:
             return f"nonzero({self.expr(args[0])})"
+        if name == "vectorize":
+            return self.vectorize_call(node, args, kws)
         if name == "meshgrid":
             xs = ", ".join(self.expr(a) for a in args)
             rest = "".join(f", {k}={self.expr(v)}" for k, v in kws.items())
@@ -327,6 +363,9 @@ class CallsMixin(U.UfuncMethodsMixin):
         mismatch = self.signature_mismatch(func, args, kws)
         if mismatch is not None:
             return mismatch
+        code = getattr(getattr(func, "__wrapped__", func), "__code__", None)
+        if code is not None and code.co_flags & inspect.CO_VARARGS:
+            args = _pack_varargs(code, args)
         return self.plain_call(self.b.include(func), args, kws, mangle_kw=True)
 
     def signature_mismatch(self, func, args, kws):
@@ -417,10 +456,11 @@ class CallsMixin(U.UfuncMethodsMixin):
         those parameters (written for native loops), when NumPy accepts them; else None."""
         func, valid = R.FAST[name]
         try:
-            bound = inspect.signature(R.LEGACY[name]).bind(*args, **kws)
+            bound = inspect.signature(R.SIGNATURES[name]).bind(*args, **kws)
         except TypeError:
             return None
         values = {}
+        variable = {}
         for k, v in bound.arguments.items():
             if k == "size":
                 if not T._is_none(v):
@@ -428,27 +468,52 @@ class CallsMixin(U.UfuncMethodsMixin):
                 continue
             neg = isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub)
             c = v.operand if neg else v
+            number = None
             if isinstance(c, ast.Constant):
                 number = c.value
             elif isinstance(c, (ast.Name, ast.Attribute)):
                 number = self.static_object(c)  # a module-level constant (LAM = 0.8)
-            else:
-                return None
             if type(number) not in (int, float):
-                return None
+                variable[k] = v
+                continue
             values[k] = -number if neg else number
+        if variable:
+            return self.variable_random_call(name, func, node, values, variable, args, kws)
         if not valid(**values):
             return None  # the general form raises NumPy's error
         params = inspect.signature(func).parameters
-        defaults = inspect.signature(R.LEGACY[name]).parameters
+        defaults = inspect.signature(R.SIGNATURES[name]).parameters
         texts = [T.float_literal(float(values.get(p, defaults[p].default))) for p in params]
         site = self.site if self.site is not None else self.mark(node.lineno)
         # a float draw stays a float64 scalar (a float: item() would keep the loop off native
         # code); poisson's count is a Python int
         return f"{self.b.include_library(func, site)}({', '.join(texts)})"
 
-    def random_call(self, name: str, node, args, kws) -> str:
-        if name in R.FAST:
+    def variable_random_call(self, name: str, func, node, values, variable, args, kws):
+        """``np.random.NAME(mu[i], s)``, parameters known only at run time: the one-draw
+        form when every parameter is a number NumPy accepts (checked as the program runs),
+        else the general form (arrays of parameters, NumPy's errors); in a loop, the
+        general form is a branch that leaves the native code when taken. None when a
+        parameter is not a plain expression (evaluated twice: no calls)."""
+        if name not in R.FAST_CHECKS or not all(map(_side_effect_free, variable.values())):
+            return None
+        defaults = inspect.signature(R.SIGNATURES[name]).parameters
+        temps, defines, checks = {}, [], []
+        for p in inspect.signature(func).parameters:
+            if p in variable:
+                temps[p] = self.b.tmp(p)
+                defines.append(f"define({temps[p]}, {self.expr(variable[p])})")
+                checks.append(f"ndim({temps[p]}) == 0")
+            else:
+                temps[p] = T.float_literal(float(values.get(p, defaults[p].default)))
+        checks.append("(" + R.FAST_CHECKS[name].format(**temps) + ")")
+        site = self.site if self.site is not None else self.mark(node.lineno)
+        fast = f"{self.b.include_library(func, site)}({', '.join(temps.values())})"
+        general = self.random_call(name, node, args, kws, fast=False)
+        return f"block({', '.join(defines)}, if({' && '.join(checks)}, {fast}, {general}))"
+
+    def random_call(self, name: str, node, args, kws, fast=True) -> str:
+        if name in R.FAST and fast:
             text = self.fast_random_call(name, node, args, kws)
             if text is not None:
                 return text
@@ -516,6 +581,8 @@ class CallsMixin(U.UfuncMethodsMixin):
                          "shuffle a variable: NumPy shuffles in place and gives None")
 
     def math_call(self, name: str, node, args, kws) -> str:
+        if name == "isclose":
+            return self.library_call(SPECIAL["_math_isclose"], node, args, kws)
         if kws:
             self.unsupported(f"math.{name} with keyword arguments", node)
         texts = [self.expr(a) for a in args]
@@ -563,9 +630,11 @@ class CallsMixin(U.UfuncMethodsMixin):
                 if not (isinstance(v, ast.Constant) and (v.value == default or k == "flush")):
                     self.unsupported(f"print() with {k}=", node)
             return f"print({', '.join(texts())})"
+        if name in ("min", "max") and kws:
+            return self.extreme_by_key(name, node, args, kws)
+        if name == "sorted" and kws:
+            return self.sorted_by_key(node, args, kws)
         if name in ("min", "max"):
-            if kws:
-                self.unsupported(f"{name}() with keyword arguments (key=, default=)", node)
             t = texts()
             if len(t) == 1:
                 return f"{name}({t[0]})"
@@ -583,7 +652,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             if kws or not 1 <= len(args) <= 2:
                 self.unsupported("sum() with these arguments", node)
             t = texts()
-            s = f"sum({t[0]}, axis=0)"
+            s = f"{self.b.helper('__py_sum')}({t[0]})"
             return s if len(t) == 1 else f"({s} + {t[1]})"
         if name == "round":
             t = texts()
@@ -613,7 +682,13 @@ class CallsMixin(U.UfuncMethodsMixin):
                 return self.expr(a)  # already a new list
             return f"to_{name}({one()})"
         if name == "sorted":
-            return f"{self.b.helper('__to_list')}(sort({one()}))"
+            # lists, tuples, strings and dicts as Python sorts them (strings, tuples and
+            # mixed numbers compared as Python compares them); arrays by the sort primitive
+            v, t = self.b.tmp("s"), self.b.tmp("t")
+            lib = self.b.include_library(SPECIAL["_sorted_by_key"], self.library_site(node))
+            return (f"block(define({v}, {one()}), define({t}, type({v})), "
+                    f"if(contains(list(\"list\", \"tuple\", \"string\", \"dict\"), {t}), "
+                    f"{lib}({v}, nil, false), {self.b.helper('__to_list')}(sort({v}))))")
         if name == "slice":
             if kws or not 1 <= len(args) <= 3:
                 self.unsupported("slice() with these arguments", node)
@@ -658,9 +733,195 @@ class CallsMixin(U.UfuncMethodsMixin):
                 if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
                     ast.copy_location(sub, node)
             return self.expr(comp)
+        if name == "reversed":
+            # consumed at once, as map's and filter's: the items in reverse order
+            return f"getitem({one()}, slice(nil, nil, -1))"
+        if name in ("isinstance", "hasattr", "callable"):
+            return self.type_test(name, node, args, kws)
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
         self.unsupported(f"the builtin {name}()", node)
+
+    def vectorize_otype(self, otypes, node) -> str:
+        """The text of np.vectorize's output dtype: nil (the first result's) or a name."""
+        if otypes is None or otypes == "" or otypes == []:
+            return "nil"
+        if len(otypes) != 1:
+            self.unsupported(f"np.vectorize with several outputs (otypes={otypes!r})", node)
+        try:
+            return T.string_literal(np.dtype(otypes[0]).name)
+        except TypeError:
+            self.unsupported(f"np.vectorize with otypes={otypes!r}", node)
+
+    def vectorize_call(self, node, args, kws) -> str:
+        """``np.vectorize(f, otypes=...)`` in jit code: a lambda applying f to each
+        element (of its broadcast arguments), as NumPy's vectorize object."""
+        kws = dict(kws)
+        pyfunc = args[0] if args else kws.pop("pyfunc", None)
+        otypes_node = args[1] if len(args) > 1 else kws.pop("otypes", None)
+        for k, v in kws.items():
+            if not (isinstance(v, ast.Constant) and v.value in (None, False)):
+                self.unsupported(f"np.vectorize with {k}=", node)
+        if pyfunc is None or len(args) > 2:
+            self.unsupported("np.vectorize with these arguments", node)
+        otypes = None
+        if otypes_node is not None:
+            otypes = self.static_value(otypes_node)
+            if otypes is T._NO:
+                self.unsupported("np.vectorize with otypes not known at translation", node)
+        if isinstance(pyfunc, ast.Lambda):
+            a = pyfunc.args
+            arity = len(a.posonlyargs + a.args) - len(a.defaults)
+        elif isinstance(pyfunc, ast.Name) and self.is_variable(pyfunc.id):
+            arity = self.local_def_arity(pyfunc.id, node)
+        else:
+            func = self.static_object(pyfunc)
+            if func is T._NO or not callable(func):
+                self.unsupported("np.vectorize of a function not known at translation", node,
+                                 "vectorize a module-level function, a nested def or a lambda")
+            arity = sum(1 for p in inspect.signature(func).parameters.values()
+                        if p.default is inspect.Parameter.empty and
+                        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        if not 1 <= arity <= 3:
+            self.unsupported(f"np.vectorize of a function of {arity} arguments", node,
+                             "functions of 1 to 3 arguments are supported")
+        names = [self.b.tmp("v") for _ in range(arity)]
+        lib = self.b.include_library(SPECIAL[f"_vectorize{arity}"], self.library_site(node))
+        body = f"{lib}({self.expr(pyfunc)}, {self.vectorize_otype(otypes, node)}, " \
+               f"{', '.join(names)})"
+        return f"lambda({', '.join(names)}, {body})"
+
+    def local_def_args(self, name: str):
+        """The parameters (ast.arguments) of the nested function or lambda ``name`` when
+        the function being translated defines it once, else None."""
+        found = []
+        for sub in ast.walk(self.node):
+            if isinstance(sub, ast.FunctionDef) and sub.name == name:
+                found.append(sub.args)
+            elif (isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Lambda) and
+                  any(isinstance(t, ast.Name) and t.id == name for t in sub.targets)):
+                found.append(sub.value.args)
+            elif isinstance(sub, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+                if any(isinstance(t, ast.Name) and t.id == name
+                       for tg in targets for t in ast.walk(tg)):
+                    return None  # the name is rebound: not known at translation
+        return found[0] if len(found) == 1 else None
+
+    def local_def_arity(self, name: str, node) -> int:
+        """The number of required positional parameters of the nested function or
+        lambda ``name`` (defined once in the function being translated)."""
+        a = self.local_def_args(name)
+        if a is None:
+            self.unsupported("np.vectorize of a function not known at translation", node,
+                             "vectorize a module-level function, a nested def or a lambda")
+        return len(a.posonlyargs + a.args) - len(a.defaults)
+
+    def vectorized_call(self, obj, node, args, kws) -> str:
+        """A call of a module-level ``np.vectorize`` object (``@np.vectorize``)."""
+        if kws or not 1 <= len(args) <= 3:
+            self.unsupported("a call of an np.vectorize function with keyword arguments or "
+                             "other than 1 to 3 arguments", node)
+        if obj.excluded or obj.signature is not None:
+            self.unsupported("np.vectorize with excluded= or signature=", node)
+        otypes = obj.otypes if obj.otypes else None
+        lib = self.b.include_library(SPECIAL[f"_vectorize{len(args)}"], self.library_site(node))
+        texts = [self.value_text(obj.pyfunc, node), self.vectorize_otype(otypes, node)]
+        texts += [self.expr(a) for a in args]
+        return f"{lib}({', '.join(texts)})"
+
+    def static_value(self, node):
+        """The value of a constant, a global name, or a list or tuple of those, known
+        at translation; T._NO otherwise."""
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [self.static_value(e) for e in node.elts]
+            return T._NO if any(i is T._NO for i in items) else items
+        return self.static_object(node)
+
+    def library_site(self, node):
+        return self.site if self.site is not None else self.mark(node.lineno)
+
+    def key_function(self, key):
+        """key= of max/min/sorted: a bound method (``d.get``) as a lambda calling it."""
+        if key is None:
+            return ast.Constant(None)
+        if isinstance(key, (ast.Name, ast.Attribute)) and not (
+                isinstance(key, ast.Name) and self.is_variable(key.id)) and (
+                inspect.isbuiltin(self.static_object(key)) or
+                self.static_object(key) is T._NO):
+            item = "tessera_key_item"
+            lam = ast.Lambda(
+                args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=item)], vararg=None,
+                                   kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+                body=ast.Call(func=key, args=[ast.Name(id=item, ctx=ast.Load())], keywords=[]))
+            for sub in ast.walk(lam):
+                if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
+                    ast.copy_location(sub, key)
+            return lam
+        return key
+
+    def extreme_by_key(self, name: str, node, args, kws) -> str:
+        """``max(xs, key=f, default=d)``, ``min(a, b, key=f)``: Python's."""
+        bad = set(kws) - {"key", "default"}
+        if bad or not args or ("default" in kws and len(args) > 1):
+            self.unsupported(f"{name}() with these arguments", node)
+        items = args[0] if len(args) == 1 else ast.copy_location(
+            ast.List(elts=list(args), ctx=ast.Load()), node)
+        default = kws.get("default", ast.Constant(None))
+        flags = [ast.Constant(name == "max"), ast.Constant("default" in kws)]
+        return self.library_call(SPECIAL["_extreme_by_key"], node,
+                                 [items, self.key_function(kws.get("key"))] + flags + [default],
+                                 {})
+
+    def sorted_by_key(self, node, args, kws) -> str:
+        """``sorted(xs, key=f, reverse=True)``: Python's stable sort."""
+        if set(kws) - {"key", "reverse"} or len(args) != 1:
+            self.unsupported("sorted() with these arguments", node)
+        reverse = kws.get("reverse", ast.Constant(False))
+        return self.library_call(SPECIAL["_sorted_by_key"], node,
+                                 [args[0], self.key_function(kws.get("key")), reverse], {})
+
+    def type_test(self, name: str, node, args, kws) -> str:
+        """``isinstance(x, C)``, ``hasattr(x, "name")``, ``callable(x)``: Python's
+        answer for the kind of value x has (_type_tests.py); C and the name must be
+        known at translation."""
+        nargs = 1 if name == "callable" else 2
+        if kws or len(args) != nargs:
+            self.unsupported(f"{name}() with other than {nargs} positional argument(s)", node)
+        if name == "callable":
+            return TT.kind_test(self.expr(args[0]), TT.callable_predicate, self.b.tmp)
+        if name == "hasattr":
+            attr = args[1]
+            if not (isinstance(attr, ast.Constant) and isinstance(attr.value, str)):
+                self.unsupported("hasattr() with an attribute name that is not a string literal",
+                                 node)
+            return TT.kind_test(self.expr(args[0]), TT.hasattr_predicate(attr.value), self.b.tmp)
+        classinfo = self.static_classinfo(args[1])
+        predicate = None if classinfo is T._NO else TT.isinstance_predicate(classinfo)
+        if predicate is None:
+            self.unsupported(f"isinstance() with the class argument '{ast.unparse(args[1])}'",
+                             node, "the classes must be names known at translation "
+                             "(int, float, np.ndarray, np.floating, (list, tuple), ...)")
+        return TT.kind_test(self.expr(args[0]), predicate, self.b.tmp)
+
+    def static_classinfo(self, node):
+        """The class, tuple or union of classes ``node`` names, or T._NO."""
+        if isinstance(node, ast.Tuple):
+            items = tuple(self.static_classinfo(e) for e in node.elts)
+            return T._NO if any(i is T._NO for i in items) else items
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            a, b = self.static_classinfo(node.left), self.static_classinfo(node.right)
+            if a is T._NO or b is T._NO:
+                return T._NO
+            try:
+                return a | b
+            except TypeError:
+                return T._NO
+        if isinstance(node, ast.Constant) and node.value is None:
+            return type(None)
+        return self.static_object(node)
 
     def method_call(self, f: ast.Attribute, node, args, kws) -> str:
         attr = f.attr
@@ -677,6 +938,13 @@ class CallsMixin(U.UfuncMethodsMixin):
                 node,
                 f"write it as a statement on a variable: x.{attr}(...)",
             )
+        if attr == "setdefault" and isinstance(f.value, ast.Name) and self.is_variable(f.value.id):
+            # d.setdefault(k, v): d rebound with k set to v when missing; d[k] the value
+            key, default = self.setdefault_args(node)
+            k, d = self.b.tmp("k"), self.expr(f.value)
+            rebound = self.rebind(f.value.id, f"setitem({d}, {default}, {k})", node)
+            return (f"block(define({k}, {key}), if(!contains({d}, {k}), {rebound}), "
+                    f"getitem({d}, {k}))")
         if attr == "pop":
             return self.pop_call(f, node, args, kws)
         if attr == "format" and isinstance(f.value, ast.Constant) and isinstance(f.value.value, str):

@@ -103,7 +103,7 @@ class ExpressionsMixin:
             for k, v in zip(node.keys, node.values):
                 items += [self.expr(k), self.expr(v)]
             return f"dict({', '.join(items)})"
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.DictComp)):
             return self.comprehension(node)
         if isinstance(node, ast.Lambda):
             return self.lambda_expr(node)
@@ -273,13 +273,18 @@ class ExpressionsMixin:
         return f"lambda({', '.join(params + [body])})"
 
     def comprehension(self, node) -> str:
-        """A list comprehension as a loop that appends to a hidden list; its
-        variables are hidden names, so they do not leak (as in Python 3)."""
+        """A list comprehension as a loop that appends to a hidden list (a dict
+        comprehension: sets items of a hidden dict, the key evaluated first, as
+        Python); its variables are hidden names, so they do not leak (as in Python 3)."""
         acc = self.b.tmp("acc")
         frame: dict = {}
 
         def level(i) -> list:
             if i == len(node.generators):
+                if isinstance(node, ast.DictComp):
+                    k = self.b.tmp("k")
+                    return [f"define({k}, {self.expr(node.key)})",
+                            f"define({acc}, setitem({acc}, {self.expr(node.value)}, {k}))"]
                 return [f"define({acc}, append({acc}, {self.expr(node.elt)}))"]
             g = node.generators[i]
             if g.is_async:
@@ -304,7 +309,8 @@ class ExpressionsMixin:
             loops = level(0)
         finally:
             self.renames.pop()
-        return self.block([f"define({acc}, list())"] + loops + [acc])
+        empty = "dict()" if isinstance(node, ast.DictComp) else "list()"
+        return self.block([f"define({acc}, {empty})"] + loops + [acc])
 
     # ------------------------------------------------------------------ names and objects
 

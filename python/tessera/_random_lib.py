@@ -995,8 +995,34 @@ def fast_standard_t(df):
     return z / math.sqrt(_fast_gamma(df / 2.0) / (df / 2.0))
 
 
+def fast_normal(loc, scale):
+    return loc + scale * _fast_normal()
+
+
+def fast_standard_normal():
+    return _fast_normal()
+
+
+def fast_uniform(low, high):
+    return low + (high - low) * np.random.random()
+
+
 def _finite(*xs):
     return all(math.isfinite(x) for x in xs)
+
+
+# NumPy's signatures of the one-draw forms whose general form is a primitive
+# (normal, uniform, standard_normal), for binding a call's arguments.
+def _normal_signature(loc=0.0, scale=1.0, size=None):
+    """Binds np.random.normal's arguments."""
+
+
+def _uniform_signature(low=0.0, high=1.0, size=None):
+    """Binds np.random.uniform's arguments."""
+
+
+def _standard_normal_signature(size=None):
+    """Binds np.random.standard_normal's arguments."""
 
 
 # name -> (function, when the literal parameters may take it: NumPy's valid values it covers)
@@ -1018,6 +1044,22 @@ FAST = {
     "beta": (fast_beta, lambda a, b: _finite(a, b) and a > 0 and b > 0),
     "chisquare": (fast_chisquare, lambda df: _finite(df) and df > 0),
     "standard_t": (fast_standard_t, lambda df: _finite(df) and df > 0),
+    "normal": (fast_normal, lambda loc=0.0, scale=1.0: scale >= 0),
+    "standard_normal": (fast_standard_normal, lambda: True),
+    "uniform": (fast_uniform, lambda low=0.0, high=1.0: _finite(high - low)),
+}
+# The same checks as FAST's, as program text over the parameters ({scale}, ...), for
+# parameters known only at run time; each parameter is also checked to be a number.
+FAST_CHECKS = {
+    "exponential": "{scale} >= 0", "laplace": "{scale} >= 0", "logistic": "{scale} >= 0",
+    "gumbel": "{scale} >= 0", "rayleigh": "{scale} >= 0", "weibull": "{a} > 0",
+    "pareto": "{a} > 0", "power": "{a} > 0", "lognormal": "{sigma} >= 0",
+    "poisson": "{lam} >= 0 && {lam} < 10",
+    "standard_gamma": "{shape} > 0 && {shape} < inf",
+    "gamma": "{shape} > 0 && {shape} < inf && {scale} >= 0",
+    "beta": "{a} > 0 && {a} < inf && {b} > 0 && {b} < inf",
+    "chisquare": "{df} > 0 && {df} < inf", "standard_t": "{df} > 0 && {df} < inf",
+    "normal": "{scale} >= 0", "uniform": "abs({high} - {low}) < inf",
 }
 
 
@@ -1284,6 +1326,10 @@ _NAMES = ("exponential", "standard_exponential", "laplace", "logistic", "gumbel"
           "hypergeometric", "multivariate_normal")
 LEGACY = {name: globals()[name] for name in _NAMES + ("choice",)}
 GENERATOR = {name: globals()["rng_" + name] for name in _NAMES}
+# What binds the arguments of a call of a FAST name: NumPy's signature.
+SIGNATURES = {**{name: LEGACY[name] for name in FAST if name in LEGACY},
+              "normal": _normal_signature, "uniform": _uniform_signature,
+              "standard_normal": _standard_normal_signature}
 # NumPy's distributions not translated: an UnsupportedError naming them
 REFUSED = ("zipf", "logseries", "vonmises", "noncentral_chisquare", "noncentral_f",
            "multivariate_hypergeometric", "permuted", "bytes", "random_raw", "tomaxint")

@@ -20,7 +20,6 @@ import math
 import os
 import random
 import re
-import secrets
 import textwrap
 from dataclasses import dataclass, field
 
@@ -30,6 +29,8 @@ from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
+from ._statements import StatementsMixin
+from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
 
 class UnsupportedError(NotImplementedError):
@@ -202,89 +203,6 @@ def dtype_name_of(obj) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- helpers
-
-# Small functions in the language that some Python constructs need; a program
-# includes only those it uses.
-HELPERS = {
-    # x.tolist(): nested lists as deep as x (a 0-d array gives its element).
-    "__to_list": """define(__to_list, x, if(ndim(x) == 0, item(x), block(
-  define(r, list()), define(i, 0), define(n, len(x)),
-  while(i < n, block(define(r, append(r, __to_list(getitem(x, i)))), define(i, i + 1))),
-  r)))""",
-    "__round_int": """define(__round_int, x,
-  if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
-    "__item": """define(__item, x, item(x))""",
-    # an item of np.c_[...]: a 1-d array as a column
-    "__c_column": """define(__c_column, x, if(ndim(x) == 1, reshape(x, list(-1, 1)), x))""",
-    # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
-    "__index_tuple": """define(__index_tuple, x, t, block(
-  define(i, 0), define(n, len(t)),
-  while(i < n, block(define(x, getitem(x, getitem(t, i))), define(i, i + 1))),
-  x))""",
-}
-_HELPER_DEPS: dict = {}
-
-
-# Expansions written inline, at the user's line (so that an error in them
-# names the user's file.py:line); each ``$name`` becomes a fresh temporary.
-# ``assert(false, "$EValueError] ...")`` raises that Python exception (jit.py
-# turns the failed assertion into it); $E is a tag drawn once per process, so
-# that no assert of the user's can be taken for one.
-ERROR_TAG = f"[tessera-{secrets.token_hex(8)}:"
-# The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).
-RAISABLE = ("ArithmeticError", "AssertionError", "Exception", "FloatingPointError", "IndexError",
-            "KeyError", "LookupError", "NotImplementedError", "OverflowError", "RuntimeError",
-            "TypeError", "ValueError", "ZeroDivisionError")
-INLINE = {
-    # np.diagonal(x, k, a1, a2): the diagonal k of the plane (a1, a2) as the
-    # last axis, as NumPy (a copy; NumPy's view is read-only, and writes
-    # through it are refused by the translator as NumPy refuses them).
-    # A matrix's own diagonal is the diag primitive (5x faster than the
-    # general moveaxis and integer-array index).
-    "diagonal": """block(
-  define($x, $1), define($k, $2), define($a, $3), define($b, $4),
-  if(ndim($x) < 2, assert(false, concat("$EValueError] [$L] diag requires an array of at ",
-    "least two dimensions, got a ", str(ndim($x)), "-d array"))),
-  if(ndim($x) == 2 && ($a == 0 || $a == -2) && ($b == 1 || $b == -1), diag($x, $k), block(
-  define($y, moveaxis($x, list($a, $b), list(-2, -1))),
-  define($n, getitem(shape($y), -2)), define($m, getitem(shape($y), -1)),
-  define($d, maximum(if($k >= 0, minimum($n, $m - $k), minimum($n + $k, $m)), 0)),
-  getitem($y, "...", arange($d) + maximum(0 - $k, 0), arange($d) + maximum($k, 0)))))""",
-    # np.random.shuffle(x) / random.shuffle(x) as a statement: an array is
-    # shuffled in place along its first axis (every view sees it); a list
-    # becomes the list of its items in a random order.
-    "shuffle": """block(define($x, $1), if(type($x) == "list", block(
-  define($p, permutation(len($x))), define($r, list()), define($i, 0),
-  while($i < len($x), block(
-    define($r, append($r, getitem($x, item(getitem($p, $i))))), define($i, $i + 1))),
-  $r), setitem($x, shuffle($x), "...")))""",
-    # The same of a view (x[0], x.T) or a module-level array: written in place;
-    # a list there (an item of a list) could not be rebound, so it is refused.
-    "shuffle_view": """block(define($x, $1), if(type($x) == "list",
-  assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
-  setitem($x, shuffle($x), "...")))""",
-    # range's and tessera.prange's bounds: integers, bools or NumPy integer
-    # scalars (0-d integer arrays: they have __index__); anything else is
-    # Python's TypeError.
-    "range_int": """block(define($v, $1), define($t, type($v)),
-  if($t != "int" && $t != "bool" && !(($t == "int64 array" || $t == "int32 array" ||
-      $t == "int16 array" || $t == "int8 array" || $t == "uint64 array" ||
-      $t == "uint32 array" || $t == "uint16 array" || $t == "uint8 array") && ndim($v) == 0),
-  assert(false, concat("$ETypeError] [$L] '", $t,
-    "' object cannot be interpreted as an integer: ", str($v)))), $v)""",
-    # random.randint(a, b): both ends included; b < a is Python's ValueError.
-    "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
-  "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
-  item(random_integers($a, $b + 1, list())))""",
-    # random.choice(seq): one item drawn uniformly (an empty sequence is an
-    # IndexError, as Python's).
-    "choice": """block(define($s, $1), if(len($s) == 0,
-  assert(false, "$EIndexError] [random.choice] Cannot choose from an empty sequence"),
-  getitem($s, item(random_integers(0, len($s), list())))))""",
-}
-
-
 # --------------------------------------------------------------------------- program
 
 
@@ -327,7 +245,7 @@ class ProgramBuilder:
         return self.files.index(name)
 
     def helper(self, name: str) -> str:
-        for dep in _HELPER_DEPS.get(name, ()):
+        for dep in HELPER_DEPS.get(name, ()):
             self.helper(dep)
         if name not in self.helpers:
             self.helpers.append(name)
@@ -787,7 +705,6 @@ _UNSUPPORTED_EXPRS = {
     ast.YieldFrom: "generator (yield from)",
     ast.Await: "await expression",
     ast.SetComp: "set comprehension",
-    ast.DictComp: "dict comprehension",
     ast.Set: "set literal",
     ast.Starred: "star-args (*x)",
 }
@@ -796,7 +713,7 @@ _UNSUPPORTED_EXPRS = {
 _NO = object()
 
 
-class FunctionTranslator(CallsMixin, ExpressionsMixin):
+class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
     """Translates one Python function (and the functions nested in it)."""
 
     def __init__(self, builder: ProgramBuilder, func):
@@ -848,14 +765,21 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         # The decorators (tessera.jit) are what brought us here: ignored.
         return self.function_def(node, name, toplevel=True)
 
-    def param_names(self, args: ast.arguments) -> list:
-        if args.vararg or args.kwarg:
-            self.unsupported("star-args (*args / **kwargs) in a function definition", args)
-        return [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    def param_names(self, args: ast.arguments, varargs_ok=False) -> list:
+        """The parameters' names; a ``def``'s ``*args`` is the parameter after the
+        positional ones (a tuple: calls pack their extra arguments, _calls.py)."""
+        if args.kwarg:
+            self.unsupported("**kwargs in a function definition", args)
+        if args.vararg and not varargs_ok:
+            self.unsupported("*args in a lambda", args)
+        rest = [args.vararg.arg] if args.vararg else []
+        return [a.arg for a in args.posonlyargs + args.args] + rest + \
+            [a.arg for a in args.kwonlyargs]
 
-    def params(self, args: ast.arguments, func=None) -> list:
-        """Parameter texts with their defaults (``b=2``)."""
-        self.param_names(args)  # rejects *args / **kwargs
+    def params(self, args: ast.arguments, func=None, varargs_ok=False) -> list:
+        """Parameter texts with their defaults (``b=2``); ``*args`` defaults to the
+        empty tuple."""
+        self.param_names(args, varargs_ok)  # rejects **kwargs
         positional = args.posonlyargs + args.args
         n_plain = len(positional) - len(args.defaults)
         out = []
@@ -868,6 +792,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
                     out.append(f"{mangle(a.arg)}={self.value_text(pos_defaults[i - n_plain], a)}")
                 else:
                     out.append(mangle(a.arg))
+            if args.vararg:
+                out.append(f"{mangle(args.vararg.arg)}=tuple()")
             for a in args.kwonlyargs:
                 if a.arg in kw_defaults:
                     out.append(f"{mangle(a.arg)}={self.value_text(kw_defaults[a.arg], a)}")
@@ -879,6 +805,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
                 out.append(f"{mangle(a.arg)}={self.expr(args.defaults[i - n_plain])}")
             else:
                 out.append(mangle(a.arg))
+        if args.vararg:
+            out.append(f"{mangle(args.vararg.arg)}=tuple()")
         for a, d in zip(args.kwonlyargs, args.kw_defaults):
             if d is not None:
                 out.append(f"{mangle(a.arg)}={self.expr(d)}")
@@ -896,12 +824,13 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
     def function_def(self, node: ast.FunctionDef, name: str, toplevel=False) -> str:
         if not toplevel and node.decorator_list:
             self.unsupported("a decorator on a nested function", node)
-        params = self.params(node.args, self.func if toplevel else None)
+        params = self.params(node.args, self.func if toplevel else None, varargs_ok=True)
         outer_scope, outer_renames = self.scope, self.renames
         declared = _declared_global(node.body)
         if declared:
             self.check_globals(node, declared)
-        local_names = self.param_names(node.args) + sorted(_bound_names(node.body) - set(declared))
+        local_names = self.param_names(node.args, True) + sorted(
+            _bound_names(node.body) - set(declared))
         self.scope = _Scope(outer_scope, local_names)
         self.scope.globals = set(declared)
         self.renames = []
@@ -923,7 +852,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         """``global G``: reading G reads the module's G (captured when the
         function is translated, as every module-level value); rebinding it
         would change the module, which a translated function cannot do."""
-        params = set(self.param_names(node.args))
+        params = set(self.param_names(node.args, True))
         for name, stmt in declared.items():
             if name in params:
                 raise SyntaxError(f"name '{name}' is parameter and global (at {self.where(stmt)})")
@@ -1049,6 +978,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
         if isinstance(node, ast.For):
             if node.orelse:
                 self.unsupported("for ... else", node)
+            node = self.ndenumerate_as_ndindex(node)
             return self.for_loop(node.target, node.iter, lambda: self.stmts(node.body), node)
         if isinstance(node, ast.Break):
             return ["break()"]
@@ -1132,7 +1062,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
             return [f"define({self.local_name(target.id)}, {_tuple_text(value)})"]
         if isinstance(target, (ast.Tuple, ast.List)):
             if any(isinstance(e, ast.Starred) for e in target.elts):
-                self.unsupported("starred assignment (a, *b = ...)", target)
+                return self.starred_assign(target, value)
             if isinstance(value, tuple):  # the element of a zip / enumerate
                 if len(value) != len(target.elts):
                     self.unsupported("unpacking a zip/enumerate element into another count", target)
@@ -1214,6 +1144,11 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin):
                 return [self.inplace_method(recv, attr, value)]
             if self.is_variable(recv.id) and attr in M.MUTATING_LIST_METHODS:
                 return [self.list_method_stmt(recv, attr, value)]
+        if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and
+                value.func.attr in ("append", "extend")):
+            inner = self.inner_list_stmt(value)  # d[k].append(v), d.setdefault(k, []).append(v)
+            if inner is not None:
+                return [inner]
         if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
             obj = self.static_object(value.func)
             label = self.shuffle_label(obj) if obj is not _NO else None

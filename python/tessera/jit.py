@@ -131,6 +131,11 @@ class JitFunction:
         _source_files[os.path.basename(func.__code__.co_filename)] = func.__code__.co_filename
         self._signature = inspect.signature(func)
         self._n_params = len(self._signature.parameters)
+        # A call with this many positional arguments needs no binding; with *args,
+        # every call is bound (its extra arguments become a tuple).
+        self._plain_arity = self._n_params
+        if any(p.kind is p.VAR_POSITIONAL for p in self._signature.parameters.values()):
+            self._plain_arity = -1
         self._lock = threading.Lock()
         self._translation: Translation | None = None
         self._specialized: dict = {}  # function arguments -> Translation
@@ -194,7 +199,7 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         if self.eager or _eager:
             return self.__wrapped__(*args, **kwargs)
-        if kwargs or len(args) != self._n_params:
+        if kwargs or len(args) != self._plain_arity:
             try:
                 bound = self._signature.bind(*args, **kwargs)
             except TypeError as e:

@@ -280,8 +280,8 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
   if (auto* f = dynamic_cast<const IfNode*>(n)) {
     out.op = Op::If;
     out.kids.resize(f->else_ ? 3 : 2);
-    return compile(f->cond_.get(), out.kids[0]) && compile(f->then_.get(), out.kids[1]) &&
-           (!f->else_ || compile(f->else_.get(), out.kids[2]));
+    return compile(f->cond_.get(), out.kids[0]) && compile_branch(f->then_.get(), out.kids[1]) &&
+           (!f->else_ || compile_branch(f->else_.get(), out.kids[2]));
   }
   if (auto* w = dynamic_cast<const WhileNode*>(n)) {
     out.op = Op::While;
@@ -409,6 +409,20 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     std::fprintf(stderr, "[fast loops] %s: '%s' is outside the subset\n", n->loc().str().c_str(),
                  n->label().c_str());
   return false;
+}
+
+bool FastLoop::Impl::compile_branch(const Node* n, FNode& out) {
+  // What a failed compile left (registers, call sites) is unused; the
+  // primitive nodes it counted are dropped with it.
+  const size_t counted_before = counted.size();
+  if (compile(n, out)) return true;
+  counted.resize(counted_before);
+  out = FNode{};
+  out.op = Op::Bail;
+  if (debug())
+    std::fprintf(stderr, "[fast loops] %s: this branch runs in the general evaluation when taken\n",
+                 n->loc().str().c_str());
+  return true;
 }
 
 namespace {

@@ -127,7 +127,11 @@ enum class Op : uint8_t {
   SetItem,
   AsType,
   Call,
-  Uniform
+  Uniform,
+  // A branch of an `if` outside the subset (a raise, a call of a function
+  // with an early return): taking it leaves the loop to the general
+  // evaluation, which redoes the turns since the last checkpoint.
+  Bail
 };
 
 // Binary operations computed inline for two ints or two floats.
@@ -285,6 +289,8 @@ struct FastLoop::Impl {
 
   // ---- compilation
   bool compile(const Node* n, FNode& out);
+  // A branch of an `if`: compiled, or else an Op::Bail (always true).
+  bool compile_branch(const Node* n, FNode& out);
   // A call of a jit function, inline (see Inlined); false when it is not
   // one the loop can hold (say why under TESSERA_FAST_LOOPS=debug).
   bool compile_call(const CallNode& c, FNode& out);

@@ -1355,7 +1355,10 @@ struct Gen {
       const FNode& i = n.kids[k + 2];
       if (i.op == Op::Const && !is_int(i.constant.k)) throw Refuse{"a non-int index"};
       if (i.op == Op::Var && !is_int(kind[i.reg])) throw Refuse{"a non-int index"};
-      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && i.op != Op::AsType &&
+      // int(v) is a block ending in astype (its check of v before: _templates.py)
+      const bool converted = i.op == Op::AsType || (i.op == Op::Block && !i.kids.empty() &&
+                                                    i.kids.back().op == Op::AsType);
+      if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && !converted &&
           !narrow_int(i))
         throw Refuse{"an index expression without native code"};
     }
@@ -1517,6 +1520,21 @@ struct Gen {
       if (!e.indexable || e.nd < 1) throw Refuse{"len() of a 0-d array"};
       count(n.slot);
       return CV{Reg::PyInt, ashape(r, 0)};
+    }
+    if (n.spec->name == "ndim" && n.kids.size() == 1) {
+      // np.ndim(x): the rank the code is typed by (0 for a number).
+      int64_t nd = 0;
+      if (arr_var(n.kids[0])) {
+        const ArrT& e = atype[n.kids[0].reg];
+        if (!e.indexable) throw Refuse{"ndim() of an array of unknown rank"};
+        nd = e.nd;
+      } else {
+        CV v = eval(n.kids[0]);
+        if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
+          throw Refuse{"ndim() of a value whose kind varies"};
+      }
+      count(n.slot);
+      return CV{Reg::PyInt, b.getInt64(nd)};
     }
     auto it = ops.find(n.spec->name);
     if (it == ops.end() || n.kids.size() != 1)
@@ -1764,6 +1782,23 @@ struct Gen {
   }
 
   CV if_(const FNode& n) {
+    const bool then_bails = n.kids[1].op == Op::Bail;
+    const bool else_bails = n.kids.size() > 2 && n.kids[2].op == Op::Bail;
+    if (then_bails || else_bails) {
+      // A branch left to the general evaluation (fastloop.cpp, compile_branch):
+      // taking it bails; the other branch is the if's value.
+      llvm::Value* c = cond(n.kids[0]);
+      if (then_bails && else_bails) {
+        bail_if(b.getTrue());
+        return CV{Reg::Nil};
+      }
+      if (then_bails) {
+        bail_if(c);
+        return n.kids.size() > 2 ? eval(n.kids[2]) : CV{Reg::Nil};
+      }
+      bail_if(b.CreateNot(c));
+      return eval(n.kids[1]);
+    }
     llvm::Value* c = cond(n.kids[0]);
     llvm::BasicBlock* then_b = llvm::BasicBlock::Create(ctx, "then", fn);
     llvm::BasicBlock* else_b = llvm::BasicBlock::Create(ctx, "else", fn);

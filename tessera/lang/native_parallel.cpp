@@ -181,6 +181,9 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
       if (f.refuse.empty())
         f.refuse = "np.random.random() draws from one stream, in the order of the turns";
       return;
+    case Op::Bail:
+      if (f.refuse.empty()) f.refuse = "a branch runs in the general evaluation when taken";
+      return;
     case Op::Call:
       // Arrays made in the body go into the interpreter's one table of
       // arrays (native_alloc), which the chunks' threads cannot share.

@@ -89,6 +89,38 @@ void check_hashable(const Value& key, const char* op) {
   }
 }
 
+// A NumPy scalar (a 0-d bool, integer or float array, as x[i] gives) as a
+// dict key is the Python number it equals: Python's np.int64(1) and 1 are the
+// same key (equal, with one hash).
+Value pv_scalar_key(const Value& k) {
+  if (!k.is_array()) return k;
+  const Array& a = k.as_array();
+  if (a.ndim() != 0 || is_complex(a.dtype())) return k;
+  if (a.dtype() == DType::bool_) return Value(a.get_double(0) != 0.0);
+  if (is_integer(a.dtype())) {
+    if (a.dtype() == DType::uint64 && a.get_double(0) > 9.2e18) return k;
+    return Value(a.get_int(0));
+  }
+  return Value(a.get_double(0));
+}
+
+Value pv_dict_key(const Value& key, const char* op) {
+  if (key.is_tuple()) {
+    const List& items = key.as_list();
+    if (std::any_of(items.begin(), items.end(), [](const Value& v) { return v.is_array(); })) {
+      List out;
+      out.reserve(items.size());
+      for (const Value& v : items) out.push_back(pv_dict_key(v, op));
+      Value t = Value::tuple(std::move(out));
+      check_hashable(t, op);
+      return t;
+    }
+  }
+  Value k = pv_scalar_key(key);
+  check_hashable(k, op);
+  return k;
+}
+
 // Row i of an array along its first axis (a 0-d array for 1-d arrays), as a
 // copy of its own.
 Array row_of(const Array& view, int64_t i) {
@@ -249,8 +281,7 @@ Value python_compare(BinaryOp op, const Value& a, const Value& b, const char* op
 bool python_contains(const Value& container, const Value& item, const char* op) {
   switch (container.kind()) {
     case ValueKind::dict:
-      check_hashable(item, op);
-      return container.as_dict().find(item) != nullptr;
+      return container.as_dict().find(pv_dict_key(item, op)) != nullptr;
     case ValueKind::string:
       if (!item.is_string()) {
         throw TypeError(error_message("[", op,
@@ -305,8 +336,7 @@ Value iteration_items(const Value& v, const char* op) {
 
 Value sequence_getitem(const Value& container, const List& indices, const char* op) {
   if (container.is_dict()) {
-    Value key = indices.size() == 1 ? indices[0] : Value::tuple(indices);
-    check_hashable(key, op);
+    const Value key = pv_dict_key(indices.size() == 1 ? indices[0] : Value::tuple(indices), op);
     const Value* found = container.as_dict().find(key);
     if (!found) {
       throw KeyError(error_message("[", op, "] key ", python_repr(key), " is not in the dict"));
@@ -349,8 +379,7 @@ Value sequence_getitem(const Value& container, const List& indices, const char* 
 Value sequence_setitem(const Value& container, const Value& value, const List& indices,
                        const char* op) {
   if (container.is_dict()) {
-    Value key = indices.size() == 1 ? indices[0] : Value::tuple(indices);
-    check_hashable(key, op);
+    Value key = pv_dict_key(indices.size() == 1 ? indices[0] : Value::tuple(indices), op);
     Dict d = container.as_dict();
     d.set(std::move(key), value);
     return Value(std::move(d));
@@ -434,10 +463,10 @@ Value pop(Args& a) {
     if (a.is_nil(1) && !a.boolean(3)) {
       throw TypeError(error_message("[pop] dict.pop expected at least 1 argument, got 0"));
     }
-    check_hashable(a[1], a.op());
+    const Value key = pv_dict_key(a[1], a.op());
     Dict d = a[0].as_dict();
     auto it = std::find_if(d.items.begin(), d.items.end(),
-                           [&](const auto& kv) { return kv.first.equals(a[1]); });
+                           [&](const auto& kv) { return kv.first.equals(key); });
     if (it == d.items.end()) {
       if (a.boolean(3)) return Value::tuple(List{a[0], a[2]});
       throw KeyError(error_message("[pop] key ", python_repr(a[1]), " is not in the dict"));
@@ -533,8 +562,7 @@ Value update(Args& a) {
           "[update] dictionary update sequence element #", i, " is not a (key, value) pair: got ",
           p.describe()));
     }
-    check_hashable(p.as_list()[0], a.op());
-    d.set(p.as_list()[0], p.as_list()[1]);
+    d.set(pv_dict_key(p.as_list()[0], a.op()), p.as_list()[1]);
   }
   return Value(std::move(d));
 }
@@ -645,8 +673,7 @@ const bool registered_python_values = register_primitives({
     python_spec("get", {{"dict"}, {"key"}, opt("default", Value())},
                 "Python's d.get(key, default): the value of key in the dict, or default (nil).",
                 [](Args& a) -> Value {
-                  check_hashable(a[1], a.op());
-                  const Value* v = dict_arg(a, 0).find(a[1]);
+                  const Value* v = dict_arg(a, 0).find(pv_dict_key(a[1], a.op()));
                   return v ? *v : a[2];
                 }),
     python_spec("keys", {{"dict"}}, "Python's d.keys() as a list, in insertion order.",

@@ -136,8 +136,8 @@ def f_star_args(x):
     return np.maximum(*x)  # HERE
 
 
-def f_star_params(*xs):  # HERE
-    return xs
+def f_star_params(x, **kw):  # HERE
+    return kw
 
 
 def f_raise(x):
@@ -193,7 +193,7 @@ def f_ascii_conversion(x):
         (f_unknown_module, "calling the Python function 'os.path.join'"),
         (f_python_object, "calling the Python class '_Thing'"),
         (f_star_args, "star-args"),
-        (f_star_params, "star-args"),
+        (f_star_params, "**kwargs in a function definition"),
         (f_raise, "a bare raise"),
         (f_set, "set literal"),
         (f_import, "import statement"),

@@ -1,0 +1,113 @@
+"""Program text the translator writes for some Python constructs: helper
+functions a program includes when it uses them (HELPERS), expansions written
+inline at the user's line (INLINE), and the tag that marks the translator's own
+errors (ERROR_TAG, RAISABLE: jit.py turns them back into Python's exceptions).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+# Small functions in the language that some Python constructs need; a program
+# includes only those it uses.
+HELPERS = {
+    # x.tolist(): nested lists as deep as x (a 0-d array gives its element).
+    "__to_list": """define(__to_list, x, if(ndim(x) == 0, item(x), block(
+  define(r, list()), define(i, 0), define(n, len(x)),
+  while(i < n, block(define(r, append(r, __to_list(getitem(x, i)))), define(i, i + 1))),
+  r)))""",
+    "__round_int": """define(__round_int, x,
+  if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
+    "__item": """define(__item, x, item(x))""",
+    # Python's sum(xs): over the first axis, 0 (an int) for nothing to add.
+    "__py_sum": """define(__py_sum, x, if(len(x) == 0, 0, sum(x, axis=0)))""",
+    # an item of np.c_[...]: a 1-d array as a column
+    "__c_column": """define(__c_column, x, if(ndim(x) == 1, reshape(x, list(-1, 1)), x))""",
+    # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
+    "__index_tuple": """define(__index_tuple, x, t, block(
+  define(i, 0), define(n, len(t)),
+  while(i < n, block(define(x, getitem(x, getitem(t, i))), define(i, i + 1))),
+  x))""",
+}
+HELPER_DEPS: dict = {}
+
+
+# Expansions written inline, at the user's line (so that an error in them
+# names the user's file.py:line); each ``$name`` becomes a fresh temporary.
+# ``assert(false, "$EValueError] ...")`` raises that Python exception (jit.py
+# turns the failed assertion into it); $E is a tag drawn once per process, so
+# that no assert of the user's can be taken for one.
+ERROR_TAG = f"[tessera-{secrets.token_hex(8)}:"
+HELPERS.update({
+    # xs.append(v) / xs.extend(ys) on a list read from inside another value
+    # (d[k].append(v)): the grown list; anything else is Python's error.
+    "__list_append": """define(__list_append, l, v, if(type(l) == "list", append(l, v),
+  assert(false, concat("$EAttributeError] '", __py_type_name(l),
+    "' object has no attribute 'append'"))))""".replace("$E", ERROR_TAG),
+    "__list_extend": """define(__list_extend, l, v, if(type(l) == "list", iadd(l, v),
+  assert(false, concat("$EAttributeError] '", __py_type_name(l),
+    "' object has no attribute 'extend'"))))""".replace("$E", ERROR_TAG),
+    # Python's name of a value's type, for messages.
+    "__py_type_name": """define(__py_type_name, x, block(define(t, type(x)),
+  if(t == "nil", "NoneType", if(t == "string", "str",
+  if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
+    "numpy.ndarray"), t)))))""",
+})
+HELPER_DEPS.update({"__list_append": ("__py_type_name",), "__list_extend": ("__py_type_name",)})
+
+# The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).
+RAISABLE = ("ArithmeticError", "AssertionError", "AttributeError", "Exception",
+            "FloatingPointError", "IndexError", "KeyError", "LookupError", "NotImplementedError", "OverflowError", "RuntimeError",
+            "TypeError", "ValueError", "ZeroDivisionError")
+INLINE = {
+    # np.diagonal(x, k, a1, a2): the diagonal k of the plane (a1, a2) as the
+    # last axis, as NumPy (a copy; NumPy's view is read-only, and writes
+    # through it are refused by the translator as NumPy refuses them).
+    # A matrix's own diagonal is the diag primitive (5x faster than the
+    # general moveaxis and integer-array index).
+    "diagonal": """block(
+  define($x, $1), define($k, $2), define($a, $3), define($b, $4),
+  if(ndim($x) < 2, assert(false, concat("$EValueError] [$L] diag requires an array of at ",
+    "least two dimensions, got a ", str(ndim($x)), "-d array"))),
+  if(ndim($x) == 2 && ($a == 0 || $a == -2) && ($b == 1 || $b == -1), diag($x, $k), block(
+  define($y, moveaxis($x, list($a, $b), list(-2, -1))),
+  define($n, getitem(shape($y), -2)), define($m, getitem(shape($y), -1)),
+  define($d, maximum(if($k >= 0, minimum($n, $m - $k), minimum($n + $k, $m)), 0)),
+  getitem($y, "...", arange($d) + maximum(0 - $k, 0), arange($d) + maximum($k, 0)))))""",
+    # np.random.shuffle(x) / random.shuffle(x) as a statement: an array is
+    # shuffled in place along its first axis (every view sees it); a list
+    # becomes the list of its items in a random order.
+    "shuffle": """block(define($x, $1), if(type($x) == "list", block(
+  define($p, permutation(len($x))), define($r, list()), define($i, 0),
+  while($i < len($x), block(
+    define($r, append($r, getitem($x, item(getitem($p, $i))))), define($i, $i + 1))),
+  $r), setitem($x, shuffle($x), "...")))""",
+    # The same of a view (x[0], x.T) or a module-level array: written in place;
+    # a list there (an item of a list) could not be rebound, so it is refused.
+    "shuffle_view": """block(define($x, $1), if(type($x) == "list",
+  assert(false, "$EUnsupportedError] $L of a list inside another value is not supported by tessera.jit; assign it to a variable, shuffle that, and store it back"),
+  setitem($x, shuffle($x), "...")))""",
+    # range's and tessera.prange's bounds: integers, bools or NumPy integer
+    # scalars (0-d integer arrays: they have __index__); anything else is
+    # Python's TypeError.
+    "range_int": """block(define($v, $1), define($t, type($v)),
+  if($t != "int" && $t != "bool" && !(($t == "int64 array" || $t == "int32 array" ||
+      $t == "int16 array" || $t == "int8 array" || $t == "uint64 array" ||
+      $t == "uint32 array" || $t == "uint16 array" || $t == "uint8 array") && ndim($v) == 0),
+  assert(false, concat("$ETypeError] [$L] '", $t,
+    "' object cannot be interpreted as an integer: ", str($v)))), $v)""",
+    # int(x), float(x): a number (NumPy's scalars too); an array of one or more
+    # dimensions is NumPy's TypeError.
+    "python_number": """block(define($v, $1), if(ndim($v) != 0, assert(false,
+  "$ETypeError] only 0-dimensional arrays can be converted to Python scalars")),
+  astype($v, $2))""",
+    # random.randint(a, b): both ends included; b < a is Python's ValueError.
+    "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
+  "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
+  item(random_integers($a, $b + 1, list())))""",
+    # random.choice(seq): one item drawn uniformly (an empty sequence is an
+    # IndexError, as Python's).
+    "choice": """block(define($s, $1), if(len($s) == 0,
+  assert(false, "$EIndexError] [random.choice] Cannot choose from an empty sequence"),
+  getitem($s, item(random_integers(0, len($s), list())))))""",
+}
