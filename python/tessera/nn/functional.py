@@ -651,6 +651,23 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
     return write_traced([out], ph, exprs, ctx)[0]
 
 
+def write_activity_loss(layer, out: str, shape, dtype, ctx) -> str:
+    """Writes the layer's activity_regularizer penalty on its output `out` (the
+    language's text; per-sample `shape`) as an added loss, divided by the batch size
+    as Keras 3 divides it; returns the name the output is now bound to. A built-in
+    regularizer writes its expression; a user's (a Regularizer subclass computing
+    with ops in __call__, or a function) is traced on the symbolic output."""
+    reg = layer.activity_regularizer
+    x = ctx.define("act_out", out)
+    try:
+        penalty = reg.expression(x)
+    except (AttributeError, NotImplementedError):
+        penalty = apply_function(reg, [x], [tuple(shape)], ctx, [dtype])
+    add_program_losses([ctx.define("act_loss", f"({penalty}) / astype(shape({x})[0], "
+                                               f"dtype_name({penalty}))")])
+    return x
+
+
 # ---------------------------------------------------------------- discovery
 
 

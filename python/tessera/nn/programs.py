@@ -13,7 +13,7 @@ import numpy as np
 from . import constraints
 from .. import _core
 from .clipping import SplitNorms
-from .functional import carried_mask_exprs
+from .functional import carried_mask_exprs, write_activity_loss
 from .layers import Activation, Add, BatchNormalization, Context
 from .metric_programs import MetricProgramsMixin
 from .step_overrides import StepOverridesMixin
@@ -257,6 +257,12 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
             stats.extend(ctx.stats)
+            if getattr(layer, "activity_regularizer", None) is not None:
+                if not isinstance(out, str):
+                    raise ValueError(f"[{layer.kind}] activity_regularizer on a layer of "
+                                     f"several outputs is not supported yet (layer "
+                                     f"{layer.name!r})")
+                out = write_activity_loss(layer, out, t.shape[1:], t.dtype, ctx)
             depth = self.ZERO2_IN_FLIGHT
             if reads and depth and isinstance(out, str) and min(reads) - depth >= 0:
                 # back-pressure: this layer's backward (which makes the

@@ -83,6 +83,15 @@ def _regularizer(v, where: str, name: str):
         raise type(e)(f"[{where}] {name}: {e}") from None
 
 
+def _activity_regularizer(v, cls):
+    """A layer's activity_regularizer: None, a regularizer (a name, a config, a
+    Regularizer: a user's subclass computes with ops in its __call__) or a function
+    of the output tensor returning a number, as Keras takes."""
+    if v is None or (callable(v) and not isinstance(v, (str, dict, type))):
+        return v
+    return _regularizer(v, getattr(cls, "kind", cls.__name__), "activity_regularizer")
+
+
 def _pair(v, name: str, where: str) -> Tuple[int, int]:
     if isinstance(v, int):
         v = (v, v)
@@ -192,7 +201,6 @@ _KERAS_ALTERNATIVES = {
     "kernel_constraint": "this layer has no kernel constraint in tessera yet (Dense, the "
                          "convolutions, Embedding and the normalizations take constraints)",
     "bias_constraint": "this layer has no bias constraint in tessera yet",
-    "activity_regularizer": "use kernel_regularizer, or add the penalty to a custom loss",
     "autocast": "tessera computes in the model's dtype",
     "input_length": "give Input(shape=(length,)) or input_shape=(length,)",
 }
@@ -235,7 +243,11 @@ class Layer:
         return obj
 
     def __init__(self, name: Optional[str] = None, input_shape=None, trainable: bool = True,
-                 dtype=None, input_dim=None, batch_input_shape=None, **kwargs):
+                 dtype=None, input_dim=None, batch_input_shape=None, activity_regularizer=None,
+                 **kwargs):
+        # Keras's: a penalty on each output, divided by the batch size, added to the loss
+        # (written with the layer's node: programs.Model layer_code)
+        self.activity_regularizer = _activity_regularizer(activity_regularizer, type(self))
         self._constraints: dict = {}  # parameter name -> constraints.Constraint
         for arg in [k for k in kwargs if k in type(self).constraint_arguments]:
             self.set_constraint(type(self).constraint_arguments[arg], kwargs.pop(arg), arg)
