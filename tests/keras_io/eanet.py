@@ -16,7 +16,8 @@ colours = rng.integers(0, 256, (num_classes, 3))
 
 def cifar(n):
     labels = rng.integers(0, num_classes, (n, 1)).astype(np.uint8)
-    images = rng.integers(0, 256, (n,) + input_shape) // 3 + colours[labels[:, 0]][:, None, None] * 2 // 3
+    tint = colours[labels[:, 0]][:, None, None] * 2 // 3
+    images = rng.integers(0, 256, (n,) + input_shape) // 3 + tint
     return images.astype(np.uint8), labels
 
 

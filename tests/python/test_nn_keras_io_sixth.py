@@ -102,3 +102,78 @@ def test_activity_regularizer_argument_checked():
     with pytest.raises(TypeError, match=r"\[Dense\] activity_regularizer: .*expected a "
                                         r"regularizer"):
         tn.layers.Dense(2, activity_regularizer=3)
+
+
+def _mlp(lib, w):
+    inp = lib.Input((6,))
+    h = lib.layers.Dense(5, activation="relu")(inp)
+    m = lib.Model(inp, lib.layers.Dense(3)(h))
+    m.set_weights(w)
+    return m
+
+
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+def test_amsgrad_updates_as_keras(keras, kind):
+    """Adam(amsgrad=True) (the EEG example's optimizer) and AdamW's: the step divides by
+    the largest second moment met so far; weights after 12 steps equal Keras's (a
+    gradient that shrinks, with beta_2 0.5, makes v_hat differ from v: the test can fail)."""
+    rng = np.random.default_rng(2)
+    w = [rng.normal(size=(6, 5)), rng.normal(size=(5,)), rng.normal(size=(5, 3)),
+         rng.normal(size=(3,))]
+    w = [a.astype("float32") for a in w]
+    x = rng.normal(size=(48, 6)).astype("float32")
+    y = (x[:, :3] * 2.0).astype("float32")
+    got = {}
+    for name, lib in (("tessera", tn), ("keras", keras)):
+        results = []
+        for amsgrad in (True, False):
+            m = _mlp(lib, w)
+            kwargs = {"weight_decay": 0.05} if kind == "AdamW" else {}
+            opt = getattr(lib.optimizers, kind)(learning_rate=0.05, beta_2=0.5,
+                                                amsgrad=amsgrad, **kwargs)
+            m.compile(opt, loss="mse")
+            h = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+            results.append((h.history["loss"], m.get_weights()))
+        got[name] = results
+    for (t_loss, t_w), (k_loss, k_w) in zip(got["tessera"], got["keras"]):
+        np.testing.assert_allclose(t_loss, k_loss, rtol=1e-4)
+        for a, b in zip(t_w, k_w):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    # AMSGrad changes the result (else the comparison above proves nothing)
+    assert not np.allclose(got["keras"][0][1][0], got["keras"][1][1][0], atol=1e-4)
+
+
+def test_amsgrad_config_and_argument():
+    opt = tn.optimizers.Adam(amsgrad=True)
+    again = tn.optimizers.deserialize(tn.optimizers.serialize(opt))
+    assert again.amsgrad is True and tn.optimizers.Adam().amsgrad is False
+    with pytest.raises(TypeError, match=r"\[Adam\] amsgrad must be True or False, got 'yes'"):
+        tn.optimizers.Adam(amsgrad="yes")
+
+
+def test_class_weight_with_one_hot_labels_and_eeg_metrics_as_keras(keras):
+    """The EEG example: one-hot labels with a class_weight dict (Keras weighs each sample by
+    the class of its label's argmax), TopKCategoricalAccuracy(k=3), AUC, Precision and
+    Recall on the softmax of 5 classes; losses and every metric equal Keras's."""
+    rng = np.random.default_rng(3)
+    w = [rng.normal(size=(6, 5)).astype("float32"), np.zeros(5, "float32")]
+    x = rng.normal(size=(40, 6)).astype("float32")
+    labels = rng.integers(0, 5, 40)
+    y = np.eye(5, dtype="float32")[labels]
+    class_weight = {0: 0.2, 1: 0.9, 2: 0.5, 3: 1.0, 4: 0.7}
+    got = {}
+    for name, lib in (("tessera", tn), ("keras", keras)):
+        inp = lib.Input((6,))
+        m = lib.Model(inp, lib.layers.Dense(5, activation="softmax")(inp))
+        m.set_weights(w)
+        m.compile(lib.optimizers.SGD(0.1), loss=lib.losses.CategoricalCrossentropy(),
+                  metrics=[lib.metrics.TopKCategoricalAccuracy(k=3), lib.metrics.AUC(),
+                           lib.metrics.Precision(), lib.metrics.Recall()])
+        h = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                  class_weight=class_weight)
+        got[name] = ({k: v for k, v in h.history.items()}, m.evaluate(x, y, verbose=0))
+    t, k = got["tessera"], got["keras"]
+    assert sorted(t[0]) == sorted(k[0])
+    for key in k[0]:
+        np.testing.assert_allclose(t[0][key], k[0][key], rtol=2e-4, atol=1e-5, err_msg=key)
+    np.testing.assert_allclose(t[1], k[1], rtol=2e-4, atol=1e-5)
