@@ -177,3 +177,40 @@ def test_class_weight_with_one_hot_labels_and_eeg_metrics_as_keras(keras):
     for key in k[0]:
         np.testing.assert_allclose(t[0][key], k[0][key], rtol=2e-4, atol=1e-5, err_msg=key)
     np.testing.assert_allclose(t[1], k[1], rtol=2e-4, atol=1e-5)
+
+
+def test_user_regularizer_subclass_as_kernel_regularizer_as_keras(keras):
+    """Keras's way to write a regularizer, a Regularizer subclass computing with ops in
+    __call__, on a kernel (it stopped with a bare NotImplementedError): fit and evaluate
+    add its penalty of the weight, as Keras."""
+    rng = np.random.default_rng(4)
+    w = [rng.normal(size=(4, 3)).astype("float32"), np.zeros(3, "float32")]
+    x = rng.normal(size=(16, 4)).astype("float32")
+    y = rng.normal(size=(16, 3)).astype("float32")
+    got = {}
+    for name, lib in (("tessera", tn), ("keras", keras)):
+        ops = lib.ops
+
+        class Gram(lib.regularizers.Regularizer):
+            def __call__(self, k):
+                return 0.05 * ops.sum(ops.square(ops.matmul(ops.transpose(k), k)
+                                                 - ops.eye(3)))
+
+        inp = lib.Input((4,))
+        m = lib.Model(inp, lib.layers.Dense(3, kernel_regularizer=Gram())(inp))
+        m.set_weights(w)
+        m.compile(lib.optimizers.SGD(0.01), loss="mse")
+        before = m.evaluate(x, y, verbose=0)
+        h = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+        got[name] = (before, h.history["loss"], m.get_weights()[0])
+    t, k = got["tessera"], got["keras"]
+    np.testing.assert_allclose(t[0], k[0], rtol=1e-5)
+    np.testing.assert_allclose(t[1], k[1], rtol=1e-4)
+    np.testing.assert_allclose(t[2], k[2], rtol=1e-4, atol=1e-6)
+
+    class NoCall(tn.regularizers.Regularizer):
+        pass
+
+    with pytest.raises(NotImplementedError, match=r"\[NoCall\] a Regularizer subclass must "
+                                                  r"define __call__"):
+        NoCall()(np.ones(3))

@@ -632,10 +632,11 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
     return written[:len(outs)]
 
 
-def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
+def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:
     """The text of a Python function of symbolic tensors (an activation, a
-    loss or a metric) applied to expressions of the given per-sample shapes."""
-    ph = _placeholders([(None,) + tuple(s) for s in shapes],
+    loss or a metric) applied to expressions of the given per-sample shapes
+    (whole shapes with `batch_axis=False`: a weight's, for a regularizer)."""
+    ph = _placeholders([((None,) if batch_axis else ()) + tuple(s) for s in shapes],
                        dtypes or ["float32"] * len(shapes))
     _TRACING[0] += 1
     try:
@@ -651,18 +652,22 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
     return write_traced([out], ph, exprs, ctx)[0]
 
 
-def write_activity_loss(layer, out: str, shape, dtype, ctx) -> str:
-    """Writes the layer's activity_regularizer penalty on its output `out` (the
-    language's text; per-sample `shape`) as an added loss, divided by the batch size
-    as Keras 3 divides it; returns the name the output is now bound to. A built-in
-    regularizer writes its expression; a user's (a Regularizer subclass computing
-    with ops in __call__, or a function) is traced on the symbolic output."""
-    reg = layer.activity_regularizer
-    x = ctx.define("act_out", out)
+def regularizer_text(reg, x: str, shape, dtype, ctx, batch_axis=True) -> str:
+    """The text of regularizer `reg`'s penalty on `x`: a built-in's expression, else (a
+    user's Regularizer subclass computing with ops in __call__, or a function) its call
+    traced on a symbolic `x` of `shape` (per sample; a weight's whole shape without
+    `batch_axis`)."""
     try:
-        penalty = reg.expression(x)
+        return reg.expression(x)
     except (AttributeError, NotImplementedError):
-        penalty = apply_function(reg, [x], [tuple(shape)], ctx, [dtype])
+        return apply_function(reg, [x], [tuple(shape)], ctx, [dtype], batch_axis=batch_axis)
+
+
+def write_activity_loss(layer, out: str, shape, dtype, ctx) -> str:
+    """Writes the layer's activity_regularizer penalty on its output `out` as an added
+    loss, divided by the batch size as Keras 3 does; returns the output's new name."""
+    x = ctx.define("act_out", out)
+    penalty = regularizer_text(layer.activity_regularizer, x, shape, dtype, ctx)
     add_program_losses([ctx.define("act_loss", f"({penalty}) / astype(shape({x})[0], "
                                                f"dtype_name({penalty}))")])
     return x

@@ -13,7 +13,7 @@ import numpy as np
 from . import constraints
 from .. import _core
 from .clipping import SplitNorms
-from .functional import carried_mask_exprs, write_activity_loss
+from .functional import carried_mask_exprs, regularizer_text, write_activity_loss
 from .layers import Activation, Add, BatchNormalization, Context
 from .metric_programs import MetricProgramsMixin
 from .step_overrides import StepOverridesMixin
@@ -342,7 +342,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 continue
             if p.regularizer is not None:
                 w = (marks or {}).get(v, v)
-                terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
+                penalty = regularizer_text(p.regularizer, w, p.shape, self.dtype, ctx,
+                                           batch_axis=False)
+                terms.append(f"astype({penalty}, \"{self.dtype}\")")
         return terms
 
     def _output_loss_expr(self, k, ys, hs, sw, ctx) -> str:
