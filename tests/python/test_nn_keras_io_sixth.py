@@ -214,3 +214,22 @@ def test_user_regularizer_subclass_as_kernel_regularizer_as_keras(keras):
     with pytest.raises(NotImplementedError, match=r"\[NoCall\] a Regularizer subclass must "
                                                   r"define __call__"):
         NoCall()(np.ones(3))
+
+
+def test_input_names_its_input_layer_when_made_as_keras(keras):
+    """EANet's model: an Input, then a Sequential without Input called on it (it builds
+    its own InputLayer): the model's InputLayer is "input_layer" as in Keras (tessera
+    named it when the model was made, after the Sequential's: "input_layer_1")."""
+    got = {}
+    for name, lib in (("tessera", tn), ("keras", keras)):
+        lib.backend.clear_session()
+        aug = lib.Sequential([lib.layers.Normalization(), lib.layers.Dense(2)], name="aug")
+        aug.layers[0].adapt(np.random.default_rng(0).normal(size=(8, 3)).astype("float32"))
+        inp = lib.Input((3,))
+        first = lib.Model(inp, aug(inp))
+        inp2 = lib.Input((3,), name="given")
+        second = lib.Model(inp2, lib.layers.Dense(1)(inp2))
+        inp3 = lib.Input((3,))
+        third = lib.Model(inp3, lib.layers.Dense(1)(inp3))
+        got[name] = [m.layers[0].name for m in (first, second, third)]
+    assert got["tessera"] == got["keras"], got

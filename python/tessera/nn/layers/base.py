@@ -22,7 +22,7 @@ from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
                           custom_forward)
 from ..params import Param, value_spec
-from ..symbolic import user_location
+from ..symbolic import NAME_COUNTS, next_name, user_location
 from ..variables import Variable, add_loss_now
 
 __all__ = ["Context", "Layer", "Param"]
@@ -178,7 +178,7 @@ class Context:
         return name
 
 
-_name_counts: dict = {}
+_name_counts = NAME_COUNTS  # (shared with Input(), which names its InputLayer as Keras)
 
 
 def _snake(name: str) -> str:
@@ -189,10 +189,7 @@ def _snake(name: str) -> str:
 
 
 def _auto_name(kind: str) -> str:
-    base = _snake(kind)
-    n = _name_counts.get(base, 0)
-    _name_counts[base] = n + 1
-    return base if n == 0 else f"{base}_{n}"
+    return next_name(_snake(kind))
 
 
 # Keras keyword arguments and what a user should pass instead, for the ones
