@@ -233,3 +233,23 @@ def test_input_names_its_input_layer_when_made_as_keras(keras):
         third = lib.Model(inp3, lib.layers.Dense(1)(inp3))
         got[name] = [m.layers[0].name for m in (first, second, third)]
     assert got["tessera"] == got["keras"], got
+
+
+@pytest.mark.parametrize("make", [lambda L: L.RandomRotation(0.2), lambda L: L.RandomZoom(0.3),
+                                  lambda L: L.RandomTranslation(0.2, 0.2),
+                                  lambda L: L.RandomContrast(0.5)])
+def test_unseeded_random_image_layers_repeat_after_set_random_seed_as_keras(keras, make):
+    """image_classification_from_scratch augments eagerly with unseeded RandomRotation:
+    its images differed from run to run although set_random_seed(0) was called (the layer
+    drew from the OS's entropy). As Keras, an unseeded layer's draws repeat after
+    set_random_seed, and successive calls still draw anew."""
+    x = np.random.default_rng(5).uniform(0, 255, (4, 12, 12, 3)).astype("float32")
+    for lib in (tn, keras):
+        runs = []
+        for _ in range(2):
+            lib.utils.set_random_seed(0)
+            layer = make(lib.layers)
+            runs.append([np.asarray(layer(x, training=True)) for _ in range(2)])
+        np.testing.assert_array_equal(runs[0][0], runs[1][0])
+        np.testing.assert_array_equal(runs[0][1], runs[1][1])
+        assert not np.array_equal(runs[0][0], runs[0][1])  # each call draws anew

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..random import unseeded_layer_seed
 from .preprocessing import _Preprocessing
 
 __all__ = ["Resizing", "CenterCrop", "RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
@@ -260,7 +261,8 @@ class _RandomImage(_Preprocessing):
         super().__init__(name=name, **kwargs)
         self.seed = seed
         self.data_format = data_format
-        self._rng = np.random.default_rng(seed)
+        # an unseeded layer's draws come from the global stream (set_random_seed repeats them)
+        self._rng = np.random.default_rng(seed if seed is not None else unseeded_layer_seed())
 
     def call(self, inputs, training=True):
         a, back = _images(inputs, self.kind, self.data_format)
