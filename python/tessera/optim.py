@@ -557,9 +557,15 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 weight_decay=0.0, clipnorm=None, decoupled=False, epsilon_hat=False):
+                 weight_decay=0.0, clipnorm=None, decoupled=False, epsilon_hat=False,
+                 amsgrad=False):
         super().__init__(learning_rate, clipnorm)
         cls = type(self).__name__
+        if not any(amsgrad is b or (type(amsgrad).__name__ == 'bool_' and amsgrad == b)
+                   for b in (True, False)):
+            raise TypeError(f"[{cls}] amsgrad must be True or False, got {amsgrad!r}")
+        # AMSGrad (Reddi et al.): the step divides by the largest second moment met so far
+        self.amsgrad = bool(amsgrad)
         # Keras's decay (decoupled, as AdamW's) instead of PyTorch's L2 term
         self._decoupled = type(self)._decoupled or bool(decoupled)
         # Keras's epsilon ("epsilon hat" of Kingma & Ba: added to sqrt(v) before
@@ -576,12 +582,17 @@ class Adam(Optimizer):
         return {**super()._config(), "beta_1": self.beta_1, "beta_2": self.beta_2,
                 "epsilon": self.epsilon, "weight_decay": self.weight_decay,
                 **({"decoupled": True} if self._decoupled and not type(self)._decoupled
-                   else {}), **({"epsilon_hat": True} if self.epsilon_hat else {})}
+                   else {}), **({"epsilon_hat": True} if self.epsilon_hat else {}),
+                **({"amsgrad": True} if self.amsgrad else {})}
 
     def _emit(self, i, param, grad, prefix, lr, iteration, statements, state):
         u, m, v = f"{prefix}u{i}", f"{prefix}{param}_m", f"{prefix}{param}_v"
         decay = self.weight_decay if self._decays(param) else 0.0
         state += [StateVar(m, param), StateVar(v, param)]
+        if self.amsgrad:
+            self._emit_amsgrad(param, grad, m, v, prefix, lr, iteration, decay, statements,
+                               state)
+            return
         epsilon = _num(self.epsilon)
         if self.epsilon_hat:
             # lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps) is PyTorch's form
@@ -596,6 +607,31 @@ class Adam(Optimizer):
         statements.append(f"define({m}, {u}[1])")
         statements.append(f"define({v}, {u}[2])")
 
+    def _emit_amsgrad(self, param, grad, m, v, prefix, lr, iteration, decay, statements,
+                      state):
+        """Adam's update dividing by v_hat = max(v_hat, v) (Keras's and PyTorch's
+        AMSGrad), written as elementwise expressions: decoupled decay first (Keras's
+        order), then the moments, then the step."""
+        v_hat = f"{prefix}{param}_vhat"
+        state.append(StateVar(v_hat, param))
+        b1, b2, t = _num(self.beta_1), _num(self.beta_2), f"({iteration} + 1)"
+        if decay and self._decoupled:
+            statements.append(f"define({param}, {param} - {param} * ({lr} * {_num(decay)}))")
+        elif decay:
+            grad = f"(({grad}) + {_num(decay)} * {param})"
+        statements.append(f"define({m}, {m} + (({grad}) - {m}) * {_num(1 - self.beta_1)})")
+        statements.append(f"define({v}, {v} + (({grad}) * ({grad}) - {v}) * "
+                          f"{_num(1 - self.beta_2)})")
+        statements.append(f"define({v_hat}, maximum({v_hat}, {v}))")
+        # epsilon added to sqrt(v_hat) after the bias corrections are folded into the
+        # rate: Keras's epsilon as is, PyTorch's (added to the corrected root) scaled
+        epsilon = _num(self.epsilon)
+        if not self.epsilon_hat:
+            epsilon = f"({epsilon} * sqrt(1.0 - {b2} ** {t}))"
+        alpha = f"({lr} * sqrt(1.0 - {b2} ** {t}) / (1.0 - {b1} ** {t}))"
+        statements.append(f"define({param}, {param} - {m} * {alpha} / (sqrt({v_hat}) + "
+                          f"{epsilon}))")
+
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter): each update first
@@ -605,9 +641,9 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, learning_rate=0.001, weight_decay=0.01, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-7, clipnorm=None, epsilon_hat=False):
+                 epsilon=1e-7, clipnorm=None, epsilon_hat=False, amsgrad=False):
         super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay, clipnorm,
-                         epsilon_hat=epsilon_hat)
+                         epsilon_hat=epsilon_hat, amsgrad=amsgrad)
 
 
 class RMSprop(Optimizer):

@@ -14,8 +14,8 @@ from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
 from .nested_masks import graph_model, mask_items, output_or_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
-from .symbolic import (STEP_SEED, GraphWriter, Input, KerasTensor, _Index, _record,
-                       follow_first_axis, user_location)
+from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record,
+                       follow_first_axis, stand_in_input, user_location)
 from .variables import PATH_SCOPE, add_program_losses, collecting_losses, tracing
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
@@ -642,10 +642,11 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
     return written[:len(outs)] + written[len(outs) + len(losses):]
 
 
-def apply_function(fn, exprs, shapes, ctx, dtypes=None) -> str:
+def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:
     """The text of a Python function of symbolic tensors (an activation, a
-    loss or a metric) applied to expressions of the given per-sample shapes."""
-    ph = _placeholders([(None,) + tuple(s) for s in shapes],
+    loss or a metric) applied to expressions of the given per-sample shapes
+    (whole shapes with `batch_axis=False`: a weight's, for a regularizer)."""
+    ph = _placeholders([((None,) if batch_axis else ()) + tuple(s) for s in shapes],
                        dtypes or ["float32"] * len(shapes))
     _TRACING[0] += 1
     try:
@@ -859,14 +860,14 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     arrays = [np.asarray(a) for a in given]
     if not arrays:
         raise TypeError(f"[{layer.kind}] layer {layer.name!r} called without inputs")
-    sym = [Input(a.shape[1:], dtype=str(a.dtype)) for a in arrays]
+    sym = [stand_in_input(a.shape[1:], dtype=str(a.dtype)) for a in arrays]
     # masks, as Keras's eager calls take them: the one given as mask=, else
     # those the arrays carry (the outputs of earlier calls)
     mask_in, mask_arrays = [], []
 
     def mask_input(m):
         m = np.asarray(m).astype(bool)
-        t = Input(m.shape[1:], dtype="bool")
+        t = stand_in_input(m.shape[1:], dtype="bool")
         mask_in.append(t)
         mask_arrays.append(m)
         return t
@@ -882,7 +883,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     # arrays given by keyword (MultiHeadAttention's value=, key=, attention_mask=)
     for k, v in list(kwargs.items()):
         if k != "mask" and isinstance(v, np.ndarray):
-            t = Input(v.shape[1:], dtype=str(v.dtype))
+            t = stand_in_input(v.shape[1:], dtype=str(v.dtype))
             kwargs[k] = t
             given.append(v)
             arrays.append(np.asarray(v))

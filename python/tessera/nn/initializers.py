@@ -163,16 +163,35 @@ class Initializer(Configurable):
 
 
 class Constant(Initializer):
-    """Every value ``value``."""
+    """Every value ``value``: a number, or as Keras an array broadcast to the shape
+    asked for (PointNet's identity-matrix bias, ``Constant(np.eye(k).flatten())``)."""
 
     def __init__(self, value=0.0):
-        self.value = _number("Constant", "value", value)
+        if np.ndim(value) == 0:
+            self.value = _number("Constant", "value", value)
+            return
+        try:
+            array = np.asarray(value, dtype="float64")
+        except (TypeError, ValueError):
+            raise ValueError(f"[Constant] value must be a finite number or an array of them, "
+                             f"got {value!r}") from None
+        if not np.isfinite(array).all():
+            raise ValueError(f"[Constant] value must be a finite number or an array of them, "
+                             f"got an array holding {array[~np.isfinite(array)][0]!r}")
+        self.value = array
 
     def _generate(self, shape, dtype, seed):
-        return np.full(shape, self.value, dtype=dtype)
+        if isinstance(self.value, float):
+            return np.full(shape, self.value, dtype=dtype)
+        try:
+            return np.array(np.broadcast_to(self.value, shape), dtype=dtype)
+        except ValueError:
+            raise ValueError(f"[Constant] a value of shape {self.value.shape} does not broadcast "
+                             f"to the weight's shape {tuple(shape)}") from None
 
     def get_config(self):
-        return {"class": "Constant", "value": self.value}
+        value = self.value if isinstance(self.value, float) else self.value.tolist()
+        return {"class": "Constant", "value": value}
 
 
 class Zeros(Initializer):

@@ -115,10 +115,10 @@ class Adam(KerasArguments, _optim.Adam):
     correction; PyTorch adds it after)."""
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 weight_decay=None, clipnorm=None, clipvalue=None, global_clipnorm=None,
-                 name=None, **kwargs):
+                 amsgrad=False, weight_decay=None, clipnorm=None, clipvalue=None,
+                 global_clipnorm=None, name=None, **kwargs):
         super().__init__(learning_rate, beta_1, beta_2, epsilon, _decay(weight_decay),
-                         global_clipnorm, decoupled=True, epsilon_hat=True)
+                         global_clipnorm, decoupled=True, epsilon_hat=True, amsgrad=amsgrad)
         self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 
@@ -126,10 +126,10 @@ class AdamW(KerasArguments, _optim.AdamW):
     """Keras's AdamW: Keras's default weight decay, 0.004."""
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-7, clipnorm=None, clipvalue=None, global_clipnorm=None, name=None,
-                 **kwargs):
+                 epsilon=1e-7, amsgrad=False, clipnorm=None, clipvalue=None,
+                 global_clipnorm=None, name=None, **kwargs):
         super().__init__(learning_rate, weight_decay, beta_1, beta_2, epsilon, global_clipnorm,
-                         epsilon_hat=True)
+                         epsilon_hat=True, amsgrad=amsgrad)
         self._keras_arguments(clipnorm, clipvalue, global_clipnorm, name, kwargs)
 
 

@@ -16,6 +16,7 @@ from .clipping import SplitNorms
 from .functional import carried_mask_exprs
 from .layers import Activation, Add, BatchNormalization, Context
 from .metric_programs import MetricProgramsMixin
+from .regularizer_programs import regularizer_text, write_activity_loss
 from .step_overrides import StepOverridesMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
@@ -258,6 +259,12 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
             stats.extend(ctx.stats)
+            if getattr(layer, "activity_regularizer", None) is not None:
+                if not isinstance(out, str):
+                    raise ValueError(f"[{layer.kind}] activity_regularizer on a layer of "
+                                     f"several outputs is not supported yet (layer "
+                                     f"{layer.name!r})")
+                out = write_activity_loss(layer, out, t.shape[1:], t.dtype, ctx)
             depth = self.ZERO2_IN_FLIGHT
             if reads and depth and isinstance(out, str) and min(reads) - depth >= 0:
                 # back-pressure: this layer's backward (which makes the
@@ -337,7 +344,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 continue
             if p.regularizer is not None:
                 w = (marks or {}).get(v, v)
-                terms.append(f"astype({p.regularizer.expression(w)}, \"{self.dtype}\")")
+                penalty = regularizer_text(p.regularizer, w, p.shape, self.dtype, ctx,
+                                           batch_axis=False)
+                terms.append(f"astype({penalty}, \"{self.dtype}\")")
         return terms
 
     def _output_loss_expr(self, k, ys, hs, sw, ctx) -> str:

@@ -58,6 +58,13 @@ def eager_training_seed() -> int:
     return _GLOBAL.next() % (1 << 31)
 
 
+def unseeded_layer_seed() -> int:
+    """The seed of a random layer made without one: the global stream's next, drawn when
+    the layer is made (as Keras draws an unseeded layer's SeedGenerator seed), so that
+    its draws repeat after set_random_seed."""
+    return _GLOBAL.next() % (1 << 31)
+
+
 def _seed(op, seed) -> int:
     if seed is None:
         return _GLOBAL.next()

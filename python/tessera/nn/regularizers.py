@@ -46,9 +46,15 @@ class Regularizer(Configurable):
     array evaluates that expression."""
 
     def expression(self, w: str) -> str:
-        raise NotImplementedError
+        # A user's subclass computes in __call__ (Keras's way): fit traces that instead.
+        raise NotImplementedError(f"[{type(self).__name__}] this regularizer computes in "
+                                  f"__call__ and writes no expression of the language (fit and "
+                                  f"evaluate trace its __call__; pipeline stages cannot yet)")
 
     def __call__(self, x) -> float:
+        if type(self).expression is Regularizer.expression:
+            raise NotImplementedError(f"[{type(self).__name__}] a Regularizer subclass must "
+                                      f"define __call__(x) (or expression(w))")
         program = _core.Program(f"lambda(w, {self.expression('w')})",
                                 f"<{type(self).__name__}>")
         return float(program.run([np.asarray(x)]))

@@ -408,12 +408,33 @@ def _record(name: str, args, kwargs):
     return _result_tensor(name, args, kwargs, values, where)
 
 
+# Keras's automatic names: a count per snake_case base ("dense", "dense_1", ...), for layers,
+# models, and the InputLayer an unnamed Input() names at once, as Keras makes it then.
+NAME_COUNTS: dict = {}
+
+
+def next_name(base: str) -> str:
+    n = NAME_COUNTS.get(base, 0)
+    NAME_COUNTS[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
 def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):  # noqa: N802
     """A model input, like keras.Input: `shape` is one sample's shape (the
     batch axis is added in front). An axis given as None has a length known
     only when the model runs (variable-length sequences): the model's
     programs are then written for each length met (docs/nn.md, "Variable
     lengths and masks")."""
+    return _input(shape, batch_size, dtype, name, batch_shape, reserve_name=True)
+
+
+def stand_in_input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):
+    """An Input tessera makes for itself (an eager call's, a clone's): it draws no
+    automatic name, as Keras makes no InputLayer there."""
+    return _input(shape, batch_size, dtype, name, batch_shape, reserve_name=False)
+
+
+def _input(shape, batch_size, dtype, name, batch_shape, reserve_name):
     if batch_shape is not None:
         if isinstance(batch_shape, int) or len(tuple(batch_shape)) < 1:
             raise ValueError(f"[Input] batch_shape must be a tuple (batch, ...), got "
@@ -438,6 +459,10 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None):
     # the batch axis stays None (any batch runs); a batch size given is kept
     # for the layers that need one (stateful recurrent layers, rnn_states.py)
     t.fixed_batch = None if batch_size is None else int(batch_size)
+    # the name its InputLayer takes in a model, drawn now as Keras draws it (a Sequential
+    # called on it later names its own InputLayer after it)
+    t.input_layer_name = name if name is not None or not reserve_name else \
+        next_name("input_layer")
     return t
 
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 
 from .functional import clone_graph
 from .registry import is_model
-from .symbolic import Input
+from .symbolic import stand_in_input
 
 __all__ = ["VarLenMixin", "keeps_graph", "shape_cache_size"]
 
@@ -105,7 +105,7 @@ class VarLenMixin:
                 if any(d == 0 for d in s):
                     raise ValueError(f"[{where}] input {t.name or 'x'} has an empty axis: "
                                      f"per-sample shape {s}")
-            new_ins = [Input(shape=s, dtype=t.dtype, name=t.name) for t, s in zip(ins, key)]
+            new_ins = [stand_in_input(shape=s, dtype=t.dtype, name=t.name) for t, s in zip(ins, key)]
             try:
                 new_outs = clone_graph(outs, ins, new_ins)
             except (ValueError, TypeError) as e:

@@ -22,7 +22,7 @@ from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
                           custom_forward)
 from ..params import Param, value_spec
-from ..symbolic import user_location
+from ..symbolic import NAME_COUNTS, next_name, user_location
 from ..variables import Variable, add_loss_now
 
 __all__ = ["Context", "Layer", "Param"]
@@ -81,6 +81,15 @@ def _regularizer(v, where: str, name: str):
         return regularizers.get(v)
     except (ValueError, TypeError) as e:
         raise type(e)(f"[{where}] {name}: {e}") from None
+
+
+def _activity_regularizer(v, cls):
+    """A layer's activity_regularizer: None, a regularizer (a name, a config, a
+    Regularizer: a user's subclass computes with ops in its __call__) or a function
+    of the output tensor returning a number, as Keras takes."""
+    if v is None or (callable(v) and not isinstance(v, (str, dict, type))):
+        return v
+    return _regularizer(v, getattr(cls, "kind", cls.__name__), "activity_regularizer")
 
 
 def _pair(v, name: str, where: str) -> Tuple[int, int]:
@@ -172,7 +181,7 @@ class Context:
         return name
 
 
-_name_counts: dict = {}
+_name_counts = NAME_COUNTS  # (shared with Input(), which names its InputLayer as Keras)
 
 
 def _snake(name: str) -> str:
@@ -183,10 +192,7 @@ def _snake(name: str) -> str:
 
 
 def _auto_name(kind: str) -> str:
-    base = _snake(kind)
-    n = _name_counts.get(base, 0)
-    _name_counts[base] = n + 1
-    return base if n == 0 else f"{base}_{n}"
+    return next_name(_snake(kind))
 
 
 # Keras keyword arguments and what a user should pass instead, for the ones
@@ -195,7 +201,6 @@ _KERAS_ALTERNATIVES = {
     "kernel_constraint": "this layer has no kernel constraint in tessera yet (Dense, the "
                          "convolutions, Embedding and the normalizations take constraints)",
     "bias_constraint": "this layer has no bias constraint in tessera yet",
-    "activity_regularizer": "use kernel_regularizer, or add the penalty to a custom loss",
     "autocast": "tessera computes in the model's dtype",
     "input_length": "give Input(shape=(length,)) or input_shape=(length,)",
 }
@@ -238,7 +243,11 @@ class Layer:
         return obj
 
     def __init__(self, name: Optional[str] = None, input_shape=None, trainable: bool = True,
-                 dtype=None, input_dim=None, batch_input_shape=None, **kwargs):
+                 dtype=None, input_dim=None, batch_input_shape=None, activity_regularizer=None,
+                 **kwargs):
+        # Keras's: a penalty on each output, divided by the batch size, added to the loss
+        # (written with the layer's node: programs.Model layer_code)
+        self.activity_regularizer = _activity_regularizer(activity_regularizer, type(self))
         self._constraints: dict = {}  # parameter name -> constraints.Constraint
         for arg in [k for k in kwargs if k in type(self).constraint_arguments]:
             self.set_constraint(type(self).constraint_arguments[arg], kwargs.pop(arg), arg)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .. import bounding_boxes as bb
+from ..random import unseeded_layer_seed
 from .image_targets import box_format, call_on_dict
 from .preprocessing import _Preprocessing
 
@@ -317,7 +318,8 @@ class _RandomImage(_Preprocessing):
         super().__init__(name=name, **kwargs)
         self.seed = seed
         self.data_format = data_format
-        self._rng = np.random.default_rng(seed)
+        # an unseeded layer's draws come from the global stream (set_random_seed repeats them)
+        self._rng = np.random.default_rng(seed if seed is not None else unseeded_layer_seed())
 
     def call(self, inputs, training=True):
         if isinstance(inputs, dict):

@@ -32,7 +32,7 @@ from ..registry import is_model
 from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
                       save_file, save_model)
 from ..string_inputs import split_fronts, split_group_fronts
-from ..symbolic import GraphWriter, Input, KerasTensor
+from ..symbolic import GraphWriter, KerasTensor, stand_in_input
 from .. import tree as _tree
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
@@ -218,7 +218,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
             self._top_layers = self._sublayers()
         # Keras lists a functional model's inputs first, as InputLayers
         # (model.layers[0], get_layer("input_name"), summary's first rows).
-        self._input_layers = [InputLayer(input_tensor=t, name=t.name) for t in given]
+        self._input_layers = [InputLayer(input_tensor=t, name=t.name or getattr(
+            t, "input_layer_name", None)) for t in given]
         for t, layer in zip(given, self._input_layers):
             t.name = layer.name  # an unnamed Input takes its layer's ("input_layer_3"), as
             #                      Keras's do, so a saved config rebuilds the same names
@@ -309,7 +310,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         multi = isinstance(shapes, list) and shapes and isinstance(shapes[0], (list, tuple))
         shapes = [tuple(s) for s in shapes] if multi else [tuple(shapes)]
         shapes = [s[1:] if s and s[0] is None else s for s in shapes]
-        inputs = [Input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
+        inputs = [stand_in_input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
         self.built = True
         try:
             outputs = call_layer(self, inputs if multi else inputs[0], (), {})
@@ -331,7 +332,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
             if a.ndim == 0:
                 raise ValueError(f"[{where}] x[{k!r}] must have a batch axis, got a scalar")
             dtype = "int32" if a.dtype.kind in "iu" else self.dtype
-            inputs[k] = Input(tuple(a.shape[1:]), dtype=dtype, name=k)
+            inputs[k] = stand_in_input(tuple(a.shape[1:]), dtype=dtype, name=k)
         self.built = True
         try:
             outputs = call_layer(self, inputs, (), {})
