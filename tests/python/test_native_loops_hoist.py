@@ -78,6 +78,19 @@ def rebind_to_copy(m, steps):
     return total, cur
 
 
+def switch_arrays(a, b, steps):
+    # `cur` is compiled for `a`'s unit last stride; the turn that assigns it
+    # `b` (a stepped view) goes back to the interpreter.
+    cur = a
+    total = 0.0
+    for t in range(steps):
+        for i in range(cur.shape[0]):
+            for j in range(cur.shape[1]):
+                total += cur[i, j] * (t + 1) + j
+        cur = b
+    return total
+
+
 def column_sum(x):
     s = 0.0
     for i in range(x.shape[0]):
@@ -129,6 +142,8 @@ def cases():
     out.append((column_sum, (_rng(5).random((9, 4))[:, :1],)))
     sq = _rng(6).random((5, 5))
     out.append((rebind_to_copy, (sq, 3)))
+    out.append((switch_arrays, (sq, _rng(8).random((5, 10))[:, ::2], 4)))
+    out.append((switch_arrays, (_rng(8).random((5, 10))[:, ::2], sq, 4)))
     return out
 
 
@@ -177,7 +192,7 @@ def test_native_and_interpreter_print_the_same():
     assert native == interp
     # Every kernel was compiled, once per layout it met.
     compiled = [line for line in log.splitlines() if "native code compiled" in line]
-    for f in (conv2d, lcs, axpy, wave, column_sum, rebind_to_copy):
+    for f in (conv2d, lcs, axpy, wave, column_sum, rebind_to_copy, switch_arrays):
         lines = inspect.getsourcelines(f)
         inside = range(lines[1], lines[1] + len(lines[0]))
         assert any(f"test_native_loops_hoist.py:{n}:" in line
@@ -193,3 +208,23 @@ def test_arguments_are_not_copied_by_the_check():
     axpy(2.5, np.arange(20.0), expected[::3])
     tessera.jit(axpy)(2.5, np.arange(20.0), view)
     np.testing.assert_allclose(y, expected, rtol=1e-15)
+
+
+_SWITCH = """
+import sys, numpy as np, tessera
+sys.path.insert(0, {here!r})
+import test_native_loops_hoist as t
+f, args = t.CASES[-2]
+print(repr(tessera.jit(f)(*args)), repr(f(*args)))
+"""
+
+
+def test_a_strided_array_in_a_unit_stride_register_goes_back_to_the_interpreter():
+    out, log = run_script(_SWITCH, TESSERA_FAST_LOOPS="debug", TESSERA_CACHE_DIR="0")
+    got, expected = out.split()
+    assert got == expected
+    line = switch_arrays.__code__.co_firstlineno + 5  # `for t`
+    assert f"test_native_loops_hoist.py:{line}: native code compiled" in log, log
+    # The native code stopped (a bail) when `cur` became the stepped view.
+    assert f"test_native_loops_hoist.py:{line}: native code returned 2" in log or \
+        f"test_native_loops_hoist.py:{line}: native code returned 4" in log, log
