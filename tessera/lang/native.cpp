@@ -72,6 +72,16 @@ const std::string& native_setting() {
 bool native_enabled() { return native_setting() != "0"; }
 bool native_debug() { return native_setting() == "debug"; }
 
+// The array's last dimension has unit stride (or one element at most, whose
+// stride no index multiplies): its accesses are compiled with the constant
+// stride 1, as a C-contiguous array's in Numba, which is what lets LLVM drop
+// the multiplications of an inner loop's index and vectorise without
+// versioning on the stride.
+bool native_unit_last(const ArrEntry& e) {
+  if (!e.indexable || e.nd == 0) return false;
+  return e.strides[e.nd - 1] == 1 || e.shape[e.nd - 1] <= 1;
+}
+
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
                                       const std::vector<ArrEntry>& arrays) {
   std::vector<uint8_t> sig;
@@ -82,7 +92,7 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
       const ArrEntry& e = arrays[r.a];
       sig.push_back(static_cast<uint8_t>(e.dt));
       sig.push_back(static_cast<uint8_t>(e.nd));
-      sig.push_back(static_cast<uint8_t>(e.writable * 2 + e.indexable));
+      sig.push_back(static_cast<uint8_t>(native_unit_last(e) * 4 + e.writable * 2 + e.indexable));
     }
   }
   return sig;
@@ -387,6 +397,7 @@ struct Gen {
     int nd = 0;
     bool writable = false;
     bool indexable = false;
+    bool unit_last = false;  // the last dimension's stride is 1 (native_unit_last)
   };
   std::vector<ArrT> atype;
   // Registers that may hold another array during the call (assigned
@@ -624,6 +635,7 @@ struct Gen {
     return slot_base[r] ? b.CreateLoad(i64, slot_shape[r][d]) : arr_shape[r][d];
   }
   llvm::Value* astride(int r, size_t d) {
+    if (atype[r].unit_last && d + 1 == static_cast<size_t>(atype[r].nd)) return b.getInt64(1);
     return slot_base[r] ? b.CreateLoad(i64, slot_stride[r][d]) : arr_stride[r][d];
   }
   llvm::Value* apay(int r) {
@@ -670,6 +682,16 @@ struct Gen {
       return;
     }
     ensure_slots(r);
+    if (rt.unit_last && (desc || !t.unit_last)) {
+      // An array whose last stride is not 1 in a register compiled for one
+      // that is: the interpreter's (a bail).
+      const size_t d = static_cast<size_t>(t.nd - 1);
+      llvm::Value* st = desc ? b.CreateLoad(i64, field(desc, offsetof(NativeArray, strides) + 8 * d, i64))
+                             : astride(q, d);
+      llvm::Value* sh = desc ? b.CreateLoad(i64, field(desc, offsetof(NativeArray, shape) + 8 * d, i64))
+                             : ashape(q, d);
+      bail_if(b.CreateAnd(b.CreateICmpNE(st, b.getInt64(1)), b.CreateICmpSGT(sh, b.getInt64(1))));
+    }
     if (desc) {
       b.CreateStore(b.CreateLoad(i8p, field(desc, offsetof(NativeArray, base), i8p)), slot_base[r]);
       for (int d = 0; d < t.nd; ++d) {
@@ -728,7 +750,7 @@ struct Gen {
       }
       const int nd = n.shape_items >= 0 ? n.shape_items : 1;
       if (nd == 0) return false;  // a 0-d result is a scalar register
-      t = ArrT{dt, nd, true, true};
+      t = ArrT{dt, nd, true, true, true};  // C order (checked when made: set_array)
       return true;
     }
     if (!arr_var(n.kids[0])) return false;
@@ -3234,7 +3256,7 @@ struct Gen {
       } else if (k == Reg::Arr) {
         arr_payload[r] = b.CreateLoad(i64, payload);
         const ArrEntry& ae = arrays[regs[r].a];
-        atype[r] = ArrT{ae.dt, ae.nd, ae.writable, ae.indexable};
+        atype[r] = ArrT{ae.dt, ae.nd, ae.writable, ae.indexable, native_unit_last(ae)};
         const int64_t at = static_cast<int64_t>(r * sizeof(NativeArray));
         arr_base[r] = b.CreateLoad(i8p, field(arrp, at + offsetof(NativeArray, base), i8p));
         for (int d = 0; d < kMaxDims; ++d) {

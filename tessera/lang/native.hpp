@@ -115,6 +115,10 @@ bool native_debug();
 // in the code, so that it can be kept on disk and used by other processes).
 void* const* native_helpers();
 
+// True when the array's last dimension has unit stride or at most one
+// element: its code then uses the constant stride 1 (part of the signature).
+bool native_unit_last(const ArrEntry& e);
+
 // The signature of the registers `regs` (arrays described by `arrays`).
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
                                       const std::vector<ArrEntry>& arrays);
