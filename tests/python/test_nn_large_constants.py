@@ -1,0 +1,204 @@
+"""Large NumPy constants used inside a tessera.nn model (issue 30): a custom
+layer's call that reads a 512x512 float32 table, an int64 index vector and a
+bool mask through keras.ops. The same layer runs under Keras 3 on JAX (the
+oracle, same weights) and under NumPy; the model saves and loads, trains as
+Keras's does (the constants get no gradient and do not change), and its
+program text no longer carries the constants' values (they are bound once,
+nn/program_constants.py)."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from tessera import nn as tnn  # noqa: E402
+from tessera.nn import ops as tops  # noqa: E402
+from tessera.nn import program_constants  # noqa: E402
+
+import keras  # noqa: E402 - the oracle
+
+N, K = 512, 300
+
+
+def _constants(seed):
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((N, N)).astype("float32") / np.float32(np.sqrt(N))
+    index = rng.permutation(N)[:K].astype("int64")
+    mask = rng.random(K) < 0.7
+    return table, index, mask
+
+
+def _layer_class(base, ops):
+    """The same custom layer for Keras and tessera: `ops` is keras.ops or
+    tessera.nn.ops."""
+
+    class TableLayer(base):
+        def __init__(self, seed=0, **kwargs):
+            super().__init__(**kwargs)
+            self.seed = seed
+            self.table, self.index, self.mask = _constants(seed)
+
+        def build(self, input_shape):
+            self.scale = self.add_weight(shape=(K,), initializer="random_normal", name="scale")
+
+        def call(self, x):
+            h = ops.matmul(x, ops.convert_to_tensor(self.table))
+            h = ops.take(h, ops.convert_to_tensor(self.index), axis=1)
+            h = ops.where(ops.convert_to_tensor(self.mask), h, ops.zeros_like(h))
+            return ops.tanh(h) * self.scale
+
+        def get_config(self):
+            return {**super().get_config(), "seed": self.seed}
+
+    return TableLayer
+
+
+TLayer = _layer_class(tnn.Layer, tops)
+KLayer = _layer_class(keras.layers.Layer, keras.ops)
+
+
+def _pair(seed=3):
+    t_in = tnn.Input((N,))
+    tm = tnn.Model(t_in, tnn.layers.Dense(4)(TLayer(seed)(t_in)))
+    k_in = keras.Input((N,))
+    km = keras.Model(k_in, keras.layers.Dense(4)(KLayer(seed)(k_in)))
+    tm.set_weights(km.get_weights())
+    return tm, km
+
+
+def _x(rows=6, seed=1):
+    return np.random.default_rng(seed).standard_normal((rows, N)).astype("float32")
+
+
+def _numpy_forward(x, weights, seed):
+    table, index, mask = _constants(seed)
+    scale, kernel, bias = weights
+    h = (x @ table)[:, index]
+    h = np.where(mask, h, 0).astype("float32")
+    return (np.tanh(h) * scale) @ kernel + bias
+
+
+def _close(got, want, tol=2e-5):
+    want = np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.abs(want).max()))
+
+
+def test_predict_matches_keras_and_numpy():
+    tm, km = _pair()
+    x = _x()
+    got = tm.predict(x, verbose=0)
+    _close(got, km.predict(x, verbose=0))
+    _close(got, _numpy_forward(x, tm.get_weights(), 3))
+    _close(np.asarray(tm(x)), np.asarray(km(x)))
+
+
+def test_program_text_holds_names_not_values():
+    tm, _ = _pair()
+    tm.predict(_x(), verbose=0)
+    progs = [p for p in tm._programs.values() if isinstance(p, program_constants.BoundProgram)]
+    assert progs, "the predict program binds its constants"
+    p = progs[0]
+    # the 512x512 table written out would be megabytes; a few names are not
+    assert len(p.text) < 20_000, len(p.text)
+    dtypes = sorted(str(c.dtype) for c in p.constants)
+    assert dtypes == ["bool", "float32", "int64"]
+    table, index, mask = _constants(3)
+    by_dtype = {str(c.dtype): c for c in p.constants}
+    np.testing.assert_array_equal(by_dtype["float32"], table)
+    np.testing.assert_array_equal(by_dtype["int64"], index)
+    np.testing.assert_array_equal(by_dtype["bool"], mask)
+    assert not any(c.flags.writeable for c in p.constants)
+
+
+def test_exact_int64_and_bool_constants_against_numpy():
+    big = (np.int64(1) << 52) + np.arange(100, dtype="int64") * 3  # beyond float64's steps
+    flags = np.arange(100) % 3 == 0
+
+    class Shift(tnn.Layer):
+        def call(self, inputs):
+            a, b = inputs
+            return [tops.add(a, tops.convert_to_tensor(big)),
+                    tops.logical_or(b, tops.convert_to_tensor(flags))]
+
+    ia, ib = tnn.Input((100,), dtype="int64"), tnn.Input((100,), dtype="bool")
+    model = tnn.Model([ia, ib], Shift()([ia, ib]))
+    a = np.random.default_rng(2).integers(-1000, 1000, (5, 100)).astype("int64")
+    b = np.random.default_rng(3).random((5, 100)) < 0.2
+    got_a, got_b = model.predict([a, b], verbose=0)
+    assert got_a.dtype == np.int64 and got_b.dtype == np.bool_
+    np.testing.assert_array_equal(got_a, a + big)
+    np.testing.assert_array_equal(got_b, b | flags)
+
+
+def test_later_writes_to_the_users_array_do_not_change_the_model():
+    table = np.ones((16, 16), dtype="float32")
+
+    class Mul(tnn.Layer):
+        def call(self, x):
+            return tops.matmul(x, tops.convert_to_tensor(table))
+
+    inp = tnn.Input((16,))
+    model = tnn.Model(inp, Mul()(inp))
+    x = _x(3)[:, :16]
+    first = model.predict(x, verbose=0)
+    table[:] = 5.0  # as with a literal: the values when the program was written
+    np.testing.assert_array_equal(model.predict(x, verbose=0), first)
+    np.testing.assert_allclose(first, x @ np.ones((16, 16), "float32"), rtol=1e-5, atol=1e-5)
+
+
+def test_fit_matches_keras_and_leaves_constants_alone():
+    tm, km = _pair(seed=5)
+    x = _x(16, seed=4)
+    y = np.random.default_rng(5).standard_normal((16, 4)).astype("float32")
+    for m in (tm, km):
+        m.compile(optimizer=keras.optimizers.SGD(0.1) if m is km else tnn.optimizers.SGD(0.1),
+                  loss="mse")
+    before = [np.array(w) for w in tm.get_weights()]
+    th = tm.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    kh = km.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(th.history["loss"], kh.history["loss"], rtol=1e-4)
+    for got, want, old in zip(tm.get_weights(), km.get_weights(), before):
+        assert not np.array_equal(got, old)  # every weight trained
+        _close(got, want, tol=1e-4)
+    table, index, mask = _constants(5)
+    layer = [lay for lay in tm.layers if isinstance(lay, TLayer)][0]
+    np.testing.assert_array_equal(layer.table, table)
+    np.testing.assert_array_equal(layer.index, index)
+    _close(tm.predict(x, verbose=0), km.predict(x, verbose=0), tol=1e-4)
+
+
+def test_save_and_load(tmp_path):
+    tm, km = _pair(seed=7)
+    x = _x(4, seed=8)
+    path = os.fspath(tmp_path / "const.keras")
+    tm.save(path)
+    loaded = tnn.load_model(path, custom_objects={"TableLayer": TLayer})
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), tm.predict(x, verbose=0))
+    _close(loaded.predict(x, verbose=0), km.predict(x, verbose=0))
+
+
+def test_small_constants_stay_literals():
+    small = np.arange(program_constants.INLINE_LIMIT, dtype="float32")
+
+    class Add(tnn.Layer):
+        def call(self, x):
+            return x + tops.convert_to_tensor(small)
+
+    inp = tnn.Input((small.size,))
+    model = tnn.Model(inp, Add()(inp))
+    x = _x(2)[:, :small.size]
+    np.testing.assert_array_equal(model.predict(x, verbose=0), x + small)
+    assert not any(isinstance(p, program_constants.BoundProgram)
+                   for p in model._programs.values())
+
+
+@pytest.mark.parametrize("text", [
+    "define(f, a, b, block(a + b))\nf\n",
+    "define(g, x, block(x))\ndefine(f, a, block(g(a) * 2))\nf\n",
+])
+def test_compile_program_without_constants_is_the_plain_program(text):
+    p = program_constants.compile_program(text, "<test>")
+    assert not isinstance(p, program_constants.BoundProgram)
