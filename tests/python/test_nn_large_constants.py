@@ -202,3 +202,65 @@ def test_small_constants_stay_literals():
 def test_compile_program_without_constants_is_the_plain_program(text):
     p = program_constants.compile_program(text, "<test>")
     assert not isinstance(p, program_constants.BoundProgram)
+
+
+def test_a_custom_loss_with_a_large_constant_trains_as_keras():
+    weights = np.linspace(0.5, 2.0, 100, dtype="float32").reshape(1, 100)  # bound, not inlined
+
+    def make_loss(ops):
+        def weighted_mse(y_true, y_pred):
+            return ops.mean(ops.square(y_true - y_pred) * ops.convert_to_tensor(weights),
+                            axis=-1)
+        return weighted_mse
+
+    x = np.random.default_rng(9).standard_normal((16, 8)).astype("float32")
+    y = np.random.default_rng(10).standard_normal((16, 100)).astype("float32")
+    k_in = keras.Input((8,))
+    km = keras.Model(k_in, keras.layers.Dense(100)(k_in))
+    t_in = tnn.Input((8,))
+    tm = tnn.Model(t_in, tnn.layers.Dense(100)(t_in))
+    tm.set_weights(km.get_weights())
+    km.compile(optimizer=keras.optimizers.SGD(0.05), loss=make_loss(keras.ops))
+    tm.compile(optimizer=tnn.optimizers.SGD(0.05), loss=make_loss(tops))
+    kh = km.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    th = tm.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(th.history["loss"], kh.history["loss"], rtol=1e-5)
+    for got, want in zip(tm.get_weights(), km.get_weights()):
+        _close(got, want, tol=1e-5)
+    np.testing.assert_allclose(tm.evaluate(x, y, verbose=0), km.evaluate(x, y, verbose=0),
+                               rtol=1e-5)
+
+
+def test_deterministic_fit_with_a_large_constant():
+    tm, km = _pair(seed=11)
+    x = _x(16, seed=12)
+    y = np.random.default_rng(13).standard_normal((16, 4)).astype("float32")
+    tm.compile(optimizer=tnn.optimizers.SGD(0.1), loss="mse")
+    km.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    th = tm.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, deterministic=True)
+    kh = km.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(th.history["loss"], kh.history["loss"], rtol=1e-4)
+    for got, want in zip(tm.get_weights(), km.get_weights()):
+        _close(got, want, tol=1e-4)
+
+
+def test_a_text_not_ending_in_a_named_function_gets_literal_constants():
+    value = np.arange(100, dtype="int64").reshape(10, 10) * 7
+    name = program_constants.constant_name(value)
+    assert name == program_constants.constant_name(value)  # one name per array
+    p = program_constants.compile_program(f"lambda(a, a + {name})", "<test>")
+    assert not isinstance(p, program_constants.BoundProgram)
+    got = p.run([np.ones((10, 10), dtype="int64")])
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, value + 1)
+
+
+def test_a_bound_program_runs_with_consume():
+    value = np.arange(200, dtype="float32")
+    name = program_constants.constant_name(value)
+    p = program_constants.compile_program(f"define(f, a, block({name} * a))\nf\n", "<test>")
+    assert isinstance(p, program_constants.BoundProgram)
+    args = [np.float32(2.0)]
+    np.testing.assert_array_equal(p.run(args, consume=True), value * 2)
+    assert args == []  # handed over, as _core.Program.run(consume=True) does
+    np.testing.assert_array_equal(p.run([np.float32(3.0)]), value * 3)
