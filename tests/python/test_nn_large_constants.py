@@ -264,3 +264,22 @@ def test_a_bound_program_runs_with_consume():
     np.testing.assert_array_equal(p.run(args, consume=True), value * 2)
     assert args == []  # handed over, as _core.Program.run(consume=True) does
     np.testing.assert_array_equal(p.run([np.float32(3.0)]), value * 3)
+
+
+def test_a_functional_graphs_own_constant_saves_loads_and_trains(tmp_path):
+    table = np.random.default_rng(14).standard_normal((32, 16)).astype("float32")
+    inp = tnn.Input((32,))
+    model = tnn.Model(inp, tnn.layers.Dense(3)(np.tanh(inp @ table)))
+    x = _x(4, seed=15)[:, :32]
+    kernel, bias = model.get_weights()
+    want = np.tanh(x @ table) @ kernel + bias
+    _close(model.predict(x, verbose=0), want)
+    path = os.fspath(tmp_path / "graph_const.keras")
+    model.save(path)
+    loaded = tnn.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    loaded.compile(optimizer=tnn.optimizers.SGD(0.1), loss="mse")
+    loaded.fit(x, np.zeros((4, 3), "float32"), epochs=1, verbose=0)
+    assert not np.array_equal(loaded.get_weights()[0], kernel)
+    kernel, bias = loaded.get_weights()
+    _close(loaded.predict(x, verbose=0), np.tanh(x @ table) @ kernel + bias)
