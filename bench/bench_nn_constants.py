@@ -53,7 +53,8 @@ def main():
         t0 = time.perf_counter()
         model.predict(x, verbose=0)
         steady.append(time.perf_counter() - t0)
-    text = [len(p.text) for p in model._programs.values() if isinstance(getattr(p, "text", None), str)]
+    text = [len(p.text) for p in model._programs.values()
+            if isinstance(getattr(p, "text", None), str)]
     print(f"constant {a.rows}x{a.cols} float32, batch 8, 1 process")
     print(f"model build     {build * 1e3:9.1f} ms")
     print(f"first predict   {first * 1e3:9.1f} ms (writes and compiles the program)")
