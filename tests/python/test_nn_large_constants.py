@@ -244,11 +244,15 @@ def test_deterministic_fit_with_a_large_constant():
         _close(got, want, tol=1e-4)
 
 
-def test_a_text_not_ending_in_a_named_function_gets_literal_constants():
+def test_a_lambda_program_binds_and_other_forms_get_literal_constants():
     value = np.arange(100, dtype="int64").reshape(10, 10) * 7
     name = program_constants.constant_name(value)
     assert name == program_constants.constant_name(value)  # one name per array
-    p = program_constants.compile_program(f"lambda(a, a + {name})", "<test>")
+    lam = program_constants.compile_program(f"lambda(a, b, a + b * {name})", "<test>")
+    assert isinstance(lam, program_constants.BoundProgram)
+    one = np.ones((10, 10), dtype="int64")
+    np.testing.assert_array_equal(lam.run([one, 2 * one]), one + 2 * value)
+    p = program_constants.compile_program(f"define(f, a, a + {name})\nf\n", "<test>")
     assert not isinstance(p, program_constants.BoundProgram)
     got = p.run([np.ones((10, 10), dtype="int64")])
     assert got.dtype == np.int64
@@ -283,3 +287,29 @@ def test_a_functional_graphs_own_constant_saves_loads_and_trains(tmp_path):
     assert not np.array_equal(loaded.get_weights()[0], kernel)
     kernel, bias = loaded.get_weights()
     _close(loaded.predict(x, verbose=0), np.tanh(x @ table) @ kernel + bias)
+
+
+
+def test_a_custom_metric_with_a_large_constant_in_evaluate():
+    weights = np.linspace(0.5, 2.0, 100, dtype="float32")
+
+    class WeightedAbs(tnn.metrics.Metric):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.total.assign_add(tops.sum(tops.abs(y_true - y_pred) *
+                                           tops.convert_to_tensor(weights)))
+
+        def result(self):
+            return self.total
+
+    inp = tnn.Input((100,))
+    model = tnn.Model(inp, tnn.layers.Dense(100)(inp))
+    model.compile(optimizer="sgd", loss="mse", metrics=[WeightedAbs()])
+    x = np.random.default_rng(18).standard_normal((12, 100)).astype("float32")
+    y = np.random.default_rng(19).standard_normal((12, 100)).astype("float32")
+    logs = model.evaluate(x, y, batch_size=4, verbose=0, return_dict=True)
+    want = np.sum(np.abs(y - model.predict(x, verbose=0)) * weights)
+    np.testing.assert_allclose(logs["weighted_abs"], want, rtol=1e-5)

@@ -95,10 +95,18 @@ def _entry_params(text: str, entry: str):
 
 def _bound_text(text: str, names: list):
     """The text taking the constants as extra arguments, or None when its form
-    is not `define(entry, params..., block(...))` ending with the line `entry`.
+    is neither `define(entry, params..., block(...))` ending with the line
+    `entry` nor one `lambda(params..., body)`.
     The constants are top-level variables read from argv past the entry's
     own arguments; the program's value takes them all and calls the entry."""
     stripped = text.rstrip()
+    lam = re.fullmatch(r"lambda\(((?:[A-Za-z_]\w*, )+)(.*)\)", stripped, re.DOTALL)
+    if lam is not None:
+        # a program that is one lambda (an eager loss or metric): its last
+        # argument is the body (an expression has no top-level comma)
+        params = lam.group(1).rstrip(", ")
+        stripped = f"define(__nnentry, {params}, block({lam.group(2)}))\n__nnentry"
+        text = stripped + "\n"
     last = re.search(r"(?:^|\n)([A-Za-z_]\w*)\Z", stripped)
     if last is None:
         return None
