@@ -15,11 +15,11 @@ import numbers
 
 import numpy as np
 
-from .. import _core
 from . import ops
 from .functional import apply_function
 from .layers.base import _snake
 from .loss_reductions import reduce_values, reduction_of, with_reduction
+from .program_constants import compile_program
 from .registry import get_registered_object
 from .symbolic import is_symbolic
 
@@ -214,7 +214,7 @@ class Loss:
                 y, p = np.broadcast_to(y, shape), np.broadcast_to(p, shape)
         prog = self.__dict__.get("_eager_program")
         if prog is None:
-            prog = _core.Program(f"lambda(y, p, {self.per_sample('y', 'p')})", f"<{where}>")
+            prog = compile_program(f"lambda(y, p, {self.per_sample('y', 'p')})", f"<{where}>")
             self.__dict__["_eager_program"] = prog
         return np.asarray(prog.run([np.ascontiguousarray(y), np.ascontiguousarray(p)]),
                           dtype=p.dtype)

@@ -13,10 +13,10 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-from .. import _core
 from ._config import Configurable
 from .functional import _placeholders, write_traced
 from .layers.base import _snake
+from .program_constants import compile_program
 from .symbolic import KerasTensor
 from .variables import Variable, collecting_updates, tracing
 
@@ -131,7 +131,7 @@ class Metric(Configurable):
         programs = self.__dict__.setdefault("_eager_programs", {})
         if weighted not in programs:
             exprs = self.expressions("y", "p", "w" if weighted else None)
-            programs[weighted] = _core.Program(
+            programs[weighted] = compile_program(
                 f"lambda(y, p{', w' if weighted else ''}, list({', '.join(exprs)}))",
                 f"<{where}>")
         sums = [np.asarray(v, np.float64) for v in programs[weighted].run(args)]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _core
 from .functional import apply_function
 from .metrics import MeanMetricWrapper
+from .program_constants import compile_program
 
 __all__ = ["MetricProgramsMixin"]
 
@@ -151,7 +151,7 @@ class MetricProgramsMixin:
                            for o, h in zip(self._outputs, hs)]
         stmts, exprs = self._metric_exprs(ys, hs, None, counts)
         body = ",\n  ".join(stmts + [f"list({', '.join(exprs)})"])
-        prog = _core.Program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
+        prog = compile_program(f"define(m, {', '.join(ys + hs)}, block(\n  {body}))\nm\n",
                              "<model metrics>")
         labels = [np.zeros((2,) + tuple(shape), dtype=dtype) for shape, dtype in
                   self._label_specs]

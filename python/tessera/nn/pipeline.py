@@ -29,11 +29,12 @@ import time
 
 import numpy as np
 
-from .. import _core, distributed as _dist
+from .. import distributed as _dist
 from . import constraints
 from .clipping import SplitNorms
 from .params import peek_value, value_spec
 from .programs import ProgramsMixin
+from .program_constants import compile_program
 from .symbolic import GraphWriter
 from .zero import ZeroPlan
 
@@ -502,7 +503,7 @@ def measure_layers(model, rows: int, repeats: int = 3) -> dict:
         params = sorted(used)
         args = params + [f"a{k}" for k in range(len(ins))] + ["seed"]
         body = ",\n  ".join(stmts + [f"list({', '.join(flat)})"])
-        prog = _core.Program(f"define(f, {', '.join(args)}, block(\n  {body}))\nf\n",
+        prog = compile_program(f"define(f, {', '.join(args)}, block(\n  {body}))\nf\n",
                              f"<pipeline timing of {layer.name}>")
         # a weight whose draw is pending is drawn for the timing, not kept
         values = [peek_value(*_param_of(model, v)) for v in params]
@@ -667,8 +668,8 @@ class StageStep:
             # alike on every stage so that the stages' calls meet.
             upd_where = "<model pipeline update>" if self.norm_gather else where + " update>"
             found = self.model._programs[key] = (
-                _core.Program(pass_text, where + " pass>"),
-                _core.Program(update_text, upd_where), self.O, self.markers, self.zero)
+                compile_program(pass_text, where + " pass>"),
+                compile_program(update_text, upd_where), self.O, self.markers, self.zero)
         self.pass_prog, self.update_prog, self.O, self.markers, self.zero = found
         return self
 

@@ -11,9 +11,9 @@ import re
 import numpy as np
 
 from . import constraints
-from .. import _core
 from .clipping import SplitNorms
 from .functional import carried_mask_exprs
+from .program_constants import compile_program
 from .layers import Activation, Add, BatchNormalization, Context
 from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
@@ -459,7 +459,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 extra = ", sw" if weighted else ""
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
                         "eval_fn\n")
-            prog = _core.Program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
+            prog = compile_program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
         self._programs[kind_key] = prog
         return prog
 
@@ -754,7 +754,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         text = (loss_fn + f"define(train_step, {step_args}{data}, iteration, lr, seed{tail}, "
                 f"block(\n  {body}))\ntrain_step\n")
         self.train_code = text
-        return _core.Program(text, "<model train step>")
+        return compile_program(text, "<model train step>")
 
     # Chunks of a global batch in deterministic mode: 8 is shared evenly by 1, 2,
     # 4 or 8 localities and cuts the usual batch sizes (multiples of 8) evenly;
@@ -906,7 +906,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         text = (loss_fn + f"define(train_step, {step_args}, {chunk_args}, iteration, lr{tail}, "
                 f"block(\n  {body}))\ntrain_step\n")
         self.train_code = text
-        return _core.Program(text, "<model deterministic train step>")
+        return compile_program(text, "<model deterministic train step>")
 
     def _reduce_scatter_sum_lines(self, b, members, starts, n_ranks, width, dtype) -> list:
         """Deterministic mode without ZeRO 2/3: bucket b's whole sum on every

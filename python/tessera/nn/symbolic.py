@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import _core
 from .._numpy_map import DTYPE_NAMES, METHOD_SPECS, NUMPY_RENAMES, NUMPY_SPECS
+from .program_constants import bindable, constant_name
 
 __all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"]
 
@@ -529,6 +530,8 @@ class GraphWriter:
         if isinstance(a, np.ndarray):
             if a.ndim == 0:
                 return _literal(a.item())
+            if bindable(a):  # bound once, not written out (program_constants.py)
+                return constant_name(a)
             return f"array({self._arg(a.tolist())}, dtype={_literal(str(a.dtype))})"
         return _literal(a)
 
@@ -547,6 +550,8 @@ class GraphWriter:
         if isinstance(v, slice):
             parts = [_literal(v.start), _literal(v.stop), _literal(v.step)]
             return f"slice({', '.join(parts)})"
+        if isinstance(v, np.ndarray) and bindable(v) and v.dtype.kind in "biu":
+            return constant_name(v)
         if isinstance(v, (list, tuple, np.ndarray)):
             return self._arg(list(np.asarray(v).tolist()))
         return _literal(v)

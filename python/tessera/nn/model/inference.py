@@ -12,6 +12,7 @@ from .. import callbacks as _cb
 from .._config import capped_steps
 from ..layers.rnn_states import carried
 from ..random import eager_training_seed
+from ..program_constants import compile_program
 from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..string_inputs import apply_fronts
 from ..symbolic import KerasTensor, user_location
@@ -419,7 +420,7 @@ class InferenceMixin:
                       f"list({', '.join(s for _, s in stats)}))")
             body = ",\n  ".join(stmts + [result])
             text = f"define(forward_training, {head}, block(\n  {body}))\nforward_training\n"
-            held = (_core.Program(text, "<model training-mode call>"), [bn for bn, _ in stats])
+            held = (compile_program(text, "<model training-mode call>"), [bn for bn, _ in stats])
             self._programs[key] = held
         prog, norms = held
         args = [self.weights[v] for v in P + S] + xs + [eager_training_seed()]
