@@ -360,7 +360,16 @@ std::optional<Array> basic_view(const Array& x, const List& idx) {
     if (v.is_int()) continue;
     if (!v.is_slice() || (v.as_slice().step && *v.as_slice().step == 0)) return std::nullopt;
   }
-  const std::vector<int64_t> strides = x.strides();
+  // x's strides, without making the vector for a C-contiguous x (C order's,
+  // from the innermost axis out).
+  std::vector<int64_t> strides_of_view;
+  if (!x.is_contiguous()) strides_of_view = x.strides();
+  auto stride = [&](int d) {
+    if (!x.is_contiguous()) return strides_of_view[d];
+    int64_t s = 1;
+    for (int k = x.ndim() - 1; k > d; --k) s *= x.dim(k);
+    return s;
+  };
   Shape shape;
   std::vector<int64_t> view_strides;
   shape.reserve(static_cast<size_t>(x.ndim()));
@@ -372,19 +381,19 @@ std::optional<Array> basic_view(const Array& x, const List& idx) {
     if (v.is_int()) {
       const int64_t i = v.as_int();
       if (i < -n || i >= n) return std::nullopt;
-      base += (i < 0 ? i + n : i) * strides[d];
+      base += (i < 0 ? i + n : i) * stride(d);
     } else {
       int64_t start, step, len;
       slice_bounds(v.as_slice(), n, start, step, len);
-      if (len > 0) base += start * strides[d];
+      if (len > 0) base += start * stride(d);
       shape.push_back(len);
-      view_strides.push_back(step * strides[d]);
+      view_strides.push_back(step * stride(d));
     }
     ++d;
   }
   for (; d < x.ndim(); ++d) {
     shape.push_back(x.dim(d));
-    view_strides.push_back(strides[d]);
+    view_strides.push_back(stride(d));
   }
   return Array::view(x, std::move(shape), std::move(view_strides), x.offset() + base);
 }
@@ -509,7 +518,10 @@ Value getitem(Args& a) {
   if (a[0].is_list() || a[0].is_dict() || a[0].is_string()) {
     return sequence_getitem(a[0], idx, a.op());
   }
-  Array x = a.view(0);
+  // The operand itself when it is an array (a copy of an Array allocates its
+  // shape and strides: x[:, i] in a loop paid for it on every call).
+  Array converted;
+  const Array& x = a[0].is_array() ? a[0].as_array() : (converted = a.view(0));
   // A tuple as the whole index is a multi-dimensional index (idx = i, j;
   // x[idx] is x[i, j]); a list stays an integer array index, as in NumPy.
   const bool tuple_index = idx.size() == 1 && idx[0].is_tuple();

@@ -285,6 +285,17 @@ void for_each_array(const Value& v, F&& f) {
     return;
   }
   if (!v.is_list()) return;
+  // A flat list (an index such as [:, j], a list of arrays): its items, with
+  // no stack to allocate (this runs for every primitive call).
+  const List& top = v.as_list();
+  bool nested = false;
+  for (const Value& e : top) nested = nested || e.is_list();
+  if (!nested) {
+    for (const Value& e : top) {
+      if (e.is_array()) f(e.as_array());
+    }
+    return;
+  }
   // Nested to any depth (== of two lists built by x = [x]): an explicit
   // stack, in reverse so that arrays are seen in order.
   std::vector<const Value*> pending{&v};

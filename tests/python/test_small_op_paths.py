@@ -185,3 +185,66 @@ def test_many_arrays_alive_and_freed_elsewhere(threads):
             _same(g, w)
         del got
     assert tessera.memory_stats()["live_bytes"] <= before + 64 * 1024
+
+
+@pytest.fixture(params=["sse2", "avx2", "avx512"])
+def simd(request):
+    order = ["sse2", "avx2", "avx512"]
+    if order.index(request.param) > order.index(tessera.simd_best()):
+        pytest.skip(f"this CPU has no {request.param}")
+    before = tessera.simd_level()
+    tessera.set_simd_level(request.param)
+    yield request.param
+    tessera.set_simd_level(before)
+
+
+def _payload_operands(dtype, size, seed):
+    """Arrays mixing numbers, infinities and NaNs of many payloads (quiet and
+    signalling, both signs)."""
+    rng = np.random.default_rng(seed)
+    wide = dtype == np.float64
+    ubits, mant = (np.uint64, 52) if wide else (np.uint32, 23)
+    exp = ubits(0x7FF << 52) if wide else ubits(0xFF << 23)
+    sign = ubits(1) << ubits(63 if wide else 31)
+    out = []
+    for _ in range(2):
+        nan_bits = (exp | rng.integers(1, 1 << mant, size).astype(ubits)
+                    | np.where(rng.integers(0, 2, size) == 1, sign, ubits(0)))
+        v = (rng.integers(-1000, 1000, size) / 8).astype(dtype)
+        kind = rng.integers(0, 6, size)
+        v = np.where(kind < 3, nan_bits.view(dtype), v)
+        inf = np.where(rng.integers(0, 2, size) == 1, np.inf, -np.inf).astype(dtype)
+        v = np.where(kind == 3, inf, v)
+        out.append(v)
+    return out
+
+
+# (expression, its left and right operands as NumPy computes them, the ufunc)
+NAN_FORMS = [
+    ("x + y", lambda x, y: (x, y), np.add),
+    ("y + x", lambda x, y: (y, x), np.add),
+    ("x * y", lambda x, y: (x, y), np.multiply),
+    ("x + y[0]", lambda x, y: (x, y[0]), np.add),
+    ("x[0] * y", lambda x, y: (x[0], y), np.multiply),
+    ("x[::2] + y[::2]", lambda x, y: (x[::2], y[::2]), np.add),
+]
+
+
+@pytest.mark.parametrize("size", [1, 7, 33, 1000, 1001])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("form", NAN_FORMS, ids=[f[0] for f in NAN_FORMS])
+def test_add_and_multiply_keep_the_left_nan(threads, simd, form, dtype, size):
+    # Where both operands are NaN, which one x86 returns depends on the
+    # instruction's operand order, which NumPy leaves to its compiler;
+    # tessera returns the left operand's, quieted (u + u in NumPy), in every
+    # kernel and at every SIMD level. Everywhere else the bits are NumPy's.
+    expr, operands, ufunc = form
+    x, y = _payload_operands(dtype, size, size)
+    got = np.asarray(tessera.jit(numpy_fn(expr, "x, y"))(x, y))
+    u, v = operands(x, y)
+    u, v = np.broadcast_arrays(np.asarray(u), np.asarray(v))
+    with np.errstate(invalid="ignore"):
+        want = np.where(np.isnan(u), u + u, ufunc(u, v))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    ubits = np.uint64 if dtype == np.float64 else np.uint32
+    np.testing.assert_array_equal(got.view(ubits), want.view(ubits))

@@ -9,6 +9,8 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tessera/kernels/elementwise.hpp"
@@ -129,6 +131,75 @@ TEST(Simd, NanPlusNanIsTheFirstOperand) {
       }
     }
   }
+}
+
+// NaNs of many payloads (quiet and signalling, both signs) against numbers,
+// infinities and each other: x + y and x * y give float_binary's bits (x's
+// NaN, quieted, when both are NaN) at every level, for both operands arrays
+// or one a 0-d array, over lengths that leave every remainder of the
+// unrolled vector loops.
+template <class T, class Bits>
+void check_nan_payloads(DType dt) {
+  RestoreLevel restore;
+  std::mt19937 rng(17);
+  constexpr bool wide = std::is_same_v<T, double>;
+  const Bits exp_mask = wide ? Bits(0x7ff0000000000000ull) : Bits(0x7f800000u);
+  const Bits mantissa = (Bits(1) << (wide ? 52 : 23)) - 1;
+  const Bits sign = Bits(1) << (sizeof(Bits) * 8 - 1);
+  const T inf = std::numeric_limits<T>::infinity();
+  auto pick = [&]() {
+    const unsigned kind = rng() % 6;
+    if (kind < 3) {
+      // A NaN: payload from the generator, quiet or signalling, either sign.
+      const Bits r = static_cast<Bits>((uint64_t(rng()) << 32) | rng());
+      Bits b = exp_mask | (r & mantissa) | Bits(1);
+      if (rng() % 2) b |= sign;
+      T v;
+      std::memcpy(&v, &b, sizeof v);
+      return v;
+    }
+    if (kind == 3) return rng() % 2 ? inf : -inf;
+    return static_cast<T>(static_cast<int>(rng() % 2001) - 1000) / T(8);
+  };
+  auto same_bits = [](T a, T b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  std::vector<int64_t> lengths;
+  for (int64_t n = 0; n <= 70; ++n) lengths.push_back(n);
+  lengths.push_back(1000);
+  for (int64_t n : lengths) {
+    Array x(dt, Shape{n}), y(dt, Shape{n}), s(dt, Shape{});
+    for (int64_t i = 0; i < n; ++i) {
+      x.data<T>()[i] = pick();
+      y.data<T>()[i] = pick();
+    }
+    s.data<T>()[0] = pick();
+    const std::pair<const Array*, const Array*> cases[] = {{&x, &y}, {&s, &y}, {&x, &s}};
+    for (const auto& [pa, pb] : cases) {
+      const Array& a = *pa;
+      const Array& b = *pb;
+      auto layout = make_broadcast<2>({&a.shape(), &b.shape()}, "test");
+      for (SimdLevel level : levels()) {
+        tessera::set_simd_level(level);
+        for (BinaryOp op : {BinaryOp::add, BinaryOp::multiply}) {
+          Array out(dt, layout.out_shape);
+          binary_range(op, layout, a, b, out, 0, n, "test");
+          for (int64_t i = 0; i < n; ++i) {
+            const T u = a.data<T>()[a.size() == 1 ? 0 : i];
+            const T v = b.data<T>()[b.size() == 1 ? 0 : i];
+            const T want = op == BinaryOp::add ? float_binary<BinaryOp::add>(u, v)
+                                               : float_binary<BinaryOp::multiply>(u, v);
+            ASSERT_TRUE(same_bits(out.data<T>()[i], want))
+                << tessera::op_name(op) << " at " << tessera::simd_name(level) << " n=" << n
+                << " i=" << i << " x=" << u << " y=" << v;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Simd, AddAndMultiplyKeepTheFirstOperandsNanPayload) {
+  check_nan_payloads<double, uint64_t>(DType::float64);
+  check_nan_payloads<float, uint32_t>(DType::float32);
 }
 
 TEST(Simd, LevelNamesAndErrors) {
