@@ -1,10 +1,14 @@
 // Binary elementwise kernels: one typed loop per (operation, dtype), with flat
 // inner loops for the contiguous and scalar-operand cases.
-#include <immintrin.h>
-
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
+
+// The ordered add and multiply below: x86 instructions (inline assembly).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TESSERA_ORDERED_X86 1
+#include <immintrin.h>
+#endif
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
@@ -34,6 +38,7 @@ struct BinaryLoop {
   }
 };
 
+#ifdef TESSERA_ORDERED_X86
 // x + y and x * y of floats, one instruction per vector with x as its first
 // source. When both operands are NaN, x86 returns the first source's, quieted:
 // float_binary's result (x's NaN, as x + x), without its second operation,
@@ -155,10 +160,13 @@ template <bool Mul, class T>
   ordered_tail<Mul>(x, sx, y, sy, o, i, n);
 }
 
+#endif  // TESSERA_ORDERED_X86
+
 // x + y (Mul false) or x * y over one run; false (nothing done) unless each
 // stride is 0 or 1 and not both 0.
 template <bool Mul, class T>
 bool ordered_binary(const T* x, int64_t sx, const T* y, int64_t sy, T* o, int64_t n) {
+#ifdef TESSERA_ORDERED_X86
   if ((sx != 0 && sx != 1) || (sy != 0 && sy != 1) || (sx == 0 && sy == 0)) return false;
   if (n <= 0) return true;
   switch (active_simd()) {
@@ -168,6 +176,11 @@ bool ordered_binary(const T* x, int64_t sx, const T* y, int64_t sy, T* o, int64_
   }
   ordered_sse2<Mul>(x, sx, y, sy, o, n);
   return true;
+#else
+  // Elsewhere float_binary's loop (its select keeps x's NaN the same way).
+  (void)x, (void)sx, (void)y, (void)sy, (void)o, (void)n;
+  return false;
+#endif
 }
 
 template <class T, class O, class F>
