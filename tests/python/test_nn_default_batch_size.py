@@ -113,3 +113,31 @@ def test_a_bad_batch_size_is_an_error(bad):
         t.evaluate(X, Y, batch_size=bad, verbose=0)
     with pytest.raises(ValueError, match=r"\[predict\] batch_size"):
         t.predict(X, batch_size=bad, verbose=0)
+
+
+@pytest.mark.parametrize("seeded", ["generator", "int"])
+def test_random_draws_in_call_per_batch_as_keras(seeded):
+    """keras.random in a layer's call during predict and evaluate: with a
+    SeedGenerator each batch (and each later call) draws anew, with an int seed
+    every batch draws the same numbers, as Keras's."""
+    def noisy(lib):
+        class Noise(lib.layers.Layer):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.seed = lib.random.SeedGenerator(3) if seeded == "generator" else 4
+
+            def call(self, x):
+                return x + lib.random.normal(lib.ops.shape(x), seed=self.seed)
+
+        inp = lib.Input((3,))
+        m = lib.Model(inp, Noise()(inp))
+        m.compile(loss="mse")
+        return m
+
+    x = np.zeros((96, 3), np.float32)
+    seen = {}
+    for name, lib in (("tessera", nn), ("keras", keras)):
+        m = noisy(lib)
+        a, b = m.predict(x, verbose=0), m.predict(x, verbose=0)
+        seen[name] = (np.array_equal(a[:32], a[32:64]), np.array_equal(a, b))
+    assert seen["tessera"] == seen["keras"], seen

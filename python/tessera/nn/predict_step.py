@@ -105,7 +105,7 @@ class PredictTrace:
         twin = self.twin
         prog = twin._program("predict")
         args = [twin.weights[v] for v in twin._params(True) + twin._params(False)]
-        r = prog.run(args + list(arrays[:len(twin._inputs)]))
+        r = prog.run(args + list(arrays[:len(twin._inputs)]) + [twin._inference_seed()])
         r = list(r) if len(twin._outputs) > 1 else [r]
         return self.pack([np.asarray(a) for a in r])
 

@@ -442,13 +442,15 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 self.__dict__.pop("_split_batch", None)
         else:
             weighted = isinstance(kind, tuple) and kind[1]
-            stmts, hs, _ = self._forward_code("false", "0", loss_of=(
+            # `seed` (the batch's, last): a keras.random draw in a layer's call
+            # with a SeedGenerator gives new numbers at each batch, as Keras's
+            stmts, hs, _ = self._forward_code("false", "seed", loss_of=(
                 None if kind == "predict" else (ys, "sw" if weighted else None)))
             head = ", ".join(([args] if args else []) + xs)
             if kind == "predict":
                 result = hs[0] if len(hs) == 1 else f"list({', '.join(hs)})"
                 body = ",\n  ".join(stmts + [result])
-                text = f"define(predict_fn, {head}, block(\n  {body}))\npredict_fn\n"
+                text = f"define(predict_fn, {head}, seed, block(\n  {body}))\npredict_fn\n"
             else:
                 weighted = isinstance(kind, tuple) and kind[1]
                 sw = "sw" if weighted else None
@@ -457,7 +459,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 mstmts, mets = logs if logs is not None else self._metric_exprs(ys, hs, sw)
                 body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
                 extra = ", sw" if weighted else ""
-                text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, block(\n  {body}))\n"
+                text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, seed, block(\n  {body}))\n"
                         "eval_fn\n")
             prog = compile_program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
         self._programs[kind_key] = prog

@@ -138,7 +138,7 @@ class InferenceMixin:
                                            ("evaluate", weighted)):
                 prog = self._program(("evaluate", weighted))
             cbs.on_test_batch_begin(i)
-            loss, mets = prog.run(args0 + list(arrays))
+            loss, mets = prog.run(args0 + list(arrays) + [self._inference_seed()])
             n = len(arrays[0])
             total_loss += float(loss) * n
             seen += n
@@ -158,6 +158,15 @@ class InferenceMixin:
         if return_dict:
             return result
         return self._flatten_logs_in_order(result)
+
+    def _inference_seed(self) -> int:
+        """The seed of one evaluate or predict batch: the model's own count, so a
+        keras.random draw with a SeedGenerator in a layer's call differs from batch
+        to batch and call to call (Keras advances the generator's state), without
+        drawing from the global stream."""
+        n = self.__dict__.get("_inference_batches", 0) + 1
+        self.__dict__["_inference_batches"] = n
+        return n
 
     def _program(self, kind):
         stateful = [] if self.__dict__.get("_carries_states") else carried(self._layers)
@@ -299,7 +308,7 @@ class InferenceMixin:
             if given and self._enter_batch(arrays, i, "predict", verbose):
                 prog = self._program("predict")
             cbs.on_predict_batch_begin(i)
-            r = prog.run(args0 + arrays)
+            r = prog.run(args0 + arrays + [self._inference_seed()])
             outs.append(list(r) if len(self._outputs) > 1 else [r])
             if cbs.callbacks:
                 got = [np.asarray(o) for o in outs[-1]]
