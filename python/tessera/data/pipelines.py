@@ -330,25 +330,24 @@ class FileCache:
             for i in range(count):
                 yield tuple(p[i] for p in parts)
 
-    def _open(self, name: str, limit: int) -> bytes:
+    def _file(self, name: str):
+        """The cache's file `name`, opened for reading without following a link."""
         path = os.path.join(self.path, name)
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError as e:
             raise self._error(f"{name} cannot be opened ({e.strerror})") from None
-        with os.fdopen(fd, "rb") as f:
+        return os.fdopen(fd, "rb")
+
+    def _open(self, name: str, limit: int) -> bytes:
+        with self._file(name) as f:
             data = f.read(limit + 1)
         if len(data) > limit:
             raise self._error(f"{name} is larger than {limit} bytes")
         return data
 
     def _array(self, name: str, count: int, spec):
-        path = os.path.join(self.path, name)
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError as e:
-            raise self._error(f"{name} cannot be opened ({e.strerror})") from None
-        with os.fdopen(fd, "rb") as f:
+        with self._file(name) as f:
             size = os.fstat(f.fileno()).st_size
             try:
                 version = np.lib.format.read_magic(f)
