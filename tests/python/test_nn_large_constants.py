@@ -147,6 +147,11 @@ def test_later_writes_to_the_users_array_do_not_change_the_model():
     table[:] = 5.0  # as with a literal: the values when the program was written
     np.testing.assert_array_equal(model.predict(x, verbose=0), first)
     np.testing.assert_allclose(first, x @ np.ones((16, 16), "float32"), rtol=1e-5, atol=1e-5)
+    # a model written after the write reads the new values (a literal would)
+    inp2 = tnn.Input((16,))
+    later = tnn.Model(inp2, Mul()(inp2))
+    np.testing.assert_allclose(later.predict(x, verbose=0), x @ table, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(model.predict(x, verbose=0), first)
 
 
 def test_fit_matches_keras_and_leaves_constants_alone():

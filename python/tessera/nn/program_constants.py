@@ -52,13 +52,21 @@ def bindable(value) -> bool:
 
 def constant_name(value: np.ndarray) -> str:
     """The program name of a NumPy array (more than INLINE_LIMIT elements):
-    the same name for the same array while it lives and a program or the
-    table still holds its copy; the copy is made on first use, so later
-    writes to the user's array do not change the model (as with a literal)."""
+    the same name for the same array while it lives, holds the same values
+    and a program or the table still holds its copy; the copy is made on
+    first use, so later writes to the user's array do not change a model
+    already written (as with a literal), and a model written after them
+    takes the new values."""
     key = id(value)
     name = _name_of.get(key)
-    if name is not None and (name in _pending or name in _bound):
-        return name
+    if name is not None:
+        held = _pending.get(name)
+        if held is None:
+            held = _bound.get(name)
+        # the same values: the same constant; an array written into since, a new one
+        if held is not None and held.shape == value.shape and np.array_equal(held, value,
+                                                                              equal_nan=True):
+            return name
     name = f"{_PREFIX}{next(_count)}"
     copy = np.array(value, dtype=value.dtype.newbyteorder("="), copy=True, order="C")
     copy.flags.writeable = False
