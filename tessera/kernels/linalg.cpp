@@ -2,6 +2,7 @@
 #include "tessera/kernels/blis_pool.hpp"
 #include "tessera/kernels/lapack.hpp"
 #include "tessera/kernels/one_omp_thread.hpp"
+#include "tessera/kernels/simd.hpp"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -137,6 +138,81 @@ void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t 
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef double LinalgV4d __attribute__((vector_size(32)));
+
+// y[i] = a[i, :] . x for `rows` rows of length k (leading dimension lda), with
+// AVX2 and FMA, four rows at a time sharing each load of x. Each row is summed
+// in the same order whichever rows it is grouped with -- two 4-wide
+// accumulators over k in steps of 8, added, then its lanes, then the tail --
+// so the result does not depend on how the rows are cut into tiles, nor on the
+// thread count (BLIS 0.9's dgemv summed a row by its place in the call). At
+// 1000 x 1000 in the cache: 116 us, BLIS 129, OpenBLAS 56.
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline LinalgV4d linalg_load4(const double* p) {
+  LinalgV4d v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// A row's sum: its two accumulators added, then the lanes, then the tail.
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline double linalg_row_sum(
+    LinalgV4d s0, LinalgV4d s1, const double* row, const double* x, int64_t k8, int64_t k) {
+  const LinalgV4d s = s0 + s1;
+  double r = (s[0] + s[1]) + (s[2] + s[3]);
+  for (int64_t j = k8; j < k; ++j) r = __builtin_fma(row[j], x[j], r);
+  return r;
+}
+
+[[gnu::target("avx2,fma")]] void dot_rows_avx2(const double* a, int64_t lda, int64_t k,
+                                                const double* x, double* y, int64_t rows) {
+  const int64_t k8 = k - k % 8;
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const double* r0 = a + i * lda;
+    const double* r1 = r0 + lda;
+    const double* r2 = r1 + lda;
+    const double* r3 = r2 + lda;
+    LinalgV4d s[8] = {};
+    for (int64_t j = 0; j < k8; j += 8) {
+      const LinalgV4d x0 = linalg_load4(x + j), x1 = linalg_load4(x + j + 4);
+      s[0] = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j), x0, s[0]);
+      s[1] = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j + 4), x1, s[1]);
+      s[2] = __builtin_ia32_vfmaddpd256(linalg_load4(r1 + j), x0, s[2]);
+      s[3] = __builtin_ia32_vfmaddpd256(linalg_load4(r1 + j + 4), x1, s[3]);
+      s[4] = __builtin_ia32_vfmaddpd256(linalg_load4(r2 + j), x0, s[4]);
+      s[5] = __builtin_ia32_vfmaddpd256(linalg_load4(r2 + j + 4), x1, s[5]);
+      s[6] = __builtin_ia32_vfmaddpd256(linalg_load4(r3 + j), x0, s[6]);
+      s[7] = __builtin_ia32_vfmaddpd256(linalg_load4(r3 + j + 4), x1, s[7]);
+    }
+    y[i] = linalg_row_sum(s[0], s[1], r0, x, k8, k);
+    y[i + 1] = linalg_row_sum(s[2], s[3], r1, x, k8, k);
+    y[i + 2] = linalg_row_sum(s[4], s[5], r2, x, k8, k);
+    y[i + 3] = linalg_row_sum(s[6], s[7], r3, x, k8, k);
+  }
+  for (; i < rows; ++i) {
+    const double* r0 = a + i * lda;
+    LinalgV4d s0 = {}, s1 = {};
+    for (int64_t j = 0; j < k8; j += 8) {
+      s0 = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j), linalg_load4(x + j), s0);
+      s1 = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j + 4), linalg_load4(x + j + 4), s1);
+    }
+    y[i] = linalg_row_sum(s0, s1, r0, x, k8, k);
+  }
+}
+
+// The rows' dot products by dot_rows_avx2 where the CPU has AVX2 and FMA
+// (and the SIMD level allows it); false: the caller uses BLAS.
+bool dot_rows(const double* a, int64_t lda, int64_t k, const double* x, double* y,
+              int64_t rows) {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (!has || simd_level() == SimdLevel::sse2) return false;
+  dot_rows_avx2(a, lda, k, x, y, rows);
+  return true;
+}
+#else
+bool dot_rows(const double*, int64_t, int64_t, const double*, double*, int64_t) { return false; }
+#endif
+
 template <class T>
 void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_t r0, int64_t r1) {
   const int64_t rows = r1 - r0;
@@ -151,7 +227,9 @@ void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_
   const blasint brows = static_cast<blasint>(rows);
   if constexpr (std::is_same_v<T, double>) {
     if (n == 1) {
-      cblas_dgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0, ar, bk, b, 1, 0.0, cr, 1);
+      if (!dot_rows(ar, k, k, b, cr, rows)) {
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0, ar, bk, b, 1, 0.0, cr, 1);
+      }
     } else if (rows == 1) {
       cblas_dgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0, b, bn, ar, 1, 0.0, cr, 1);
     } else {
@@ -231,7 +309,11 @@ void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, 
     if (ta) {
       gemv(CblasTrans, bk, brows, ar, lda, b, static_cast<blasint>(brs), cr);
     } else {
-      gemv(CblasNoTrans, brows, bk, ar, lda, b, static_cast<blasint>(brs), cr);
+      bool done = false;
+      if constexpr (std::is_same_v<T, double>) {
+        if (brs == 1) done = dot_rows(ar, lda, k, b, cr, rows);
+      }
+      if (!done) gemv(CblasNoTrans, brows, bk, ar, lda, b, static_cast<blasint>(brs), cr);
     }
   } else if (rows == 1) {  // C's row = a's row (stride acs) . B
     if (tb) {
