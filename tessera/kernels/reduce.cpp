@@ -445,21 +445,10 @@ void reduce_range(ReduceKind kind, const Array& in, const ReducePlan& plan, Arra
 
 namespace {
 
-// One lane's reduction (reduce_typed's for these kinds) with leaf(b, e)
-// giving the reducer's value of the lane's elements [b, e).
-template <class T, class Leaf>
-T produced_lane(ReduceKind kind, int64_t n, const Leaf& leaf_of) {
-  auto lane = [&](auto reducer) {
-    using R = decltype(reducer);
-    struct Wrapped {
-      const R& r;
-      const Leaf& leaf_of;
-      using Acc = typename R::Acc;
-      Acc leaf(const T*, int64_t b, int64_t e) const { return leaf_of(r, b, e); }
-      Acc combine(const Acc& a, const Acc& b) const { return r.combine(a, b); }
-    } w{reducer, leaf_of};
-    return reduce_tree(w, static_cast<const T*>(nullptr), 0, n);
-  };
+// lane(reducer) with the reducer of `kind` (reduce_typed's for these kinds),
+// the mean's division after it.
+template <class T, class Lane>
+T with_produced_reducer(ReduceKind kind, int64_t n, const Lane& lane) {
   auto same = [](T x) { return x; };
   switch (kind) {
     case ReduceKind::sum:
@@ -475,6 +464,23 @@ T produced_lane(ReduceKind kind, int64_t n, const Leaf& leaf_of) {
     default:
       throw std::logic_error("[reduce] internal error: not a produced reduction");
   }
+}
+
+// One lane's reduction with leaf_of(reducer, b, e) giving the reducer's value
+// of the lane's elements [b, e).
+template <class T, class Leaf>
+T produced_lane(ReduceKind kind, int64_t n, const Leaf& leaf_of) {
+  return with_produced_reducer<T>(kind, n, [&](auto reducer) {
+    using R = decltype(reducer);
+    struct Wrapped {
+      const R& r;
+      const Leaf& leaf_of;
+      using Acc = typename R::Acc;
+      Acc leaf(const T*, int64_t b, int64_t e) const { return leaf_of(r, b, e); }
+      Acc combine(const Acc& a, const Acc& b) const { return r.combine(a, b); }
+    } w{reducer, leaf_of};
+    return reduce_tree(w, static_cast<const T*>(nullptr), 0, n);
+  });
 }
 
 template <class T>
@@ -526,26 +532,7 @@ void reduce_produced_typed(ReduceKind kind, const ValueProducer& produce, int64_
       size_t next = 0;
       return combine_tree(reducer, parts, n, next);
     };
-    auto same = [](T x) { return x; };
-    switch (kind) {
-      case ReduceKind::sum:
-        dst[o] = one(sum_reducer<T, T>(same));
-        break;
-      case ReduceKind::mean:
-        dst[o] = one(sum_reducer<T, T>(same)) / static_cast<T>(n);
-        break;
-      case ReduceKind::prod:
-        dst[o] = one(ProdReducer<T, T, decltype(same)>{same});
-        break;
-      case ReduceKind::min:
-        dst[o] = one(ExtremeReducer<T, false>{});
-        break;
-      case ReduceKind::max:
-        dst[o] = one(ExtremeReducer<T, true>{});
-        break;
-      default:
-        throw std::logic_error("[reduce] internal error: not a produced reduction");
-    }
+    dst[o] = with_produced_reducer<T>(kind, n, one);
   }
 }
 
