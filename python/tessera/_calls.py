@@ -21,7 +21,8 @@ from . import _type_tests as TT
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 
-LIBRARY_MODULE = "tessera._numpy_lib"
+# the modules of tessera's NumPy library (functions translated per call site)
+LIBRARY_MODULES = ("tessera._numpy_lib", "tessera._numpy_apply_lib")
 # What an argument expression evaluated twice may be: no calls, no walrus.
 _PLAIN_EXPRESSIONS = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp,
                       ast.UnaryOp, ast.Slice, ast.Tuple, ast.Load, ast.operator, ast.unaryop,
@@ -142,7 +143,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.emit_spec(M.FFT_SPECS[name], args, kws, node)
         if ns == "math":
             return self.math_call(name, node, args, kws)
-        if self.site is not None and getattr(obj, "__module__", None) == LIBRARY_MODULE:
+        if self.site is not None and getattr(obj, "__module__", None) in LIBRARY_MODULES:
             return self.library_call(obj, node, args, kws)  # one library function calling another
         if self.is_translatable_helper(obj):
             return self.function_call(obj, node, args, kws)
@@ -376,7 +377,7 @@ class CallsMixin(U.UfuncMethodsMixin):
                 *range(len(args)), **{k: None for k in kws})
         except TypeError as e:
             name = getattr(func, "__name__", "function")
-            if getattr(func, "__module__", None) == LIBRARY_MODULE:
+            if getattr(func, "__module__", None) in LIBRARY_MODULES:
                 name = f"np.{name}"
             elif getattr(func, "__module__", None) == RANDOM_MODULE:
                 name = (f"Generator.{name[4:]}" if name.startswith("rng_")
