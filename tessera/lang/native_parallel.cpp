@@ -427,9 +427,11 @@ void run_chunks(int64_t n, const std::function<void(int64_t)>& body) {
     }
   };
   const int64_t helpers = std::min<int64_t>(n - 1, num_threads() - 1);
-  for (int64_t h = 0; h < helpers; ++h) spawn([shared, work] { work(*shared); });
-  work(*shared);
-  while (shared->done.load(std::memory_order_acquire) < n) std::this_thread::yield();
+  {
+    HelperOffer offer(helpers, [shared, work] { work(*shared); });
+    work(*shared);
+    while (shared->done.load(std::memory_order_acquire) < n) std::this_thread::yield();
+  }
   if (shared->error) std::rethrow_exception(shared->error);
 }
 

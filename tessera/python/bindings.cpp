@@ -331,6 +331,19 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("n"), "Sets the number of worker threads of the runtime.");
   m.def(
+      "set_helper_linger_us",
+      [](double us) {
+        if (!(us >= 0 && us <= 1e6)) {
+          throw py::value_error("[set_helper_linger_us] us must be in [0, 1000000], got " +
+                                std::to_string(us));
+        }
+        tessera::set_helper_linger_ns(static_cast<int64_t>(us * 1000));
+      },
+      py::arg("us"),
+      "How long a worker that finished its share of a parallel operation watches for the "
+      "next one before it sleeps (TESSERA_LINGER_US; 0: never).");
+  m.def("helper_linger_us", [] { return static_cast<double>(tessera::helper_linger_ns()) / 1000; });
+  m.def(
       "memory_stats",
       [] {
         tessera::MemoryStats s = tessera::memory_stats();

@@ -3,9 +3,12 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -38,7 +41,169 @@ inline void cpu_relax() {
 #endif
 }
 
+// ---- Lingering helpers (HelperOffer).
+//
+// An offer lives in one of a few static slots, never freed, so a lingering
+// helper may look at a slot whose offer has just closed: it registers as a
+// holder first, then checks that the slot still holds the offer it saw
+// (the caller closes first, then waits for holders: seq_cst on both sides).
+struct OfferSlot {
+  std::atomic<bool> busy{false};   // owned by a caller
+  std::atomic<uint64_t> gen{0};    // the open offer's number, 0 when closed
+  std::atomic<int64_t> wanted{0};  // helpers the offer still takes
+  std::atomic<int> holders{0};     // lingering helpers looking at or inside it
+  std::function<void()> work;      // written only while no offer is open
+};
+constexpr int kOfferSlots = 8;  // a power of two (the posted word's low bits)
+OfferSlot g_offer_slots[kOfferSlots];
+std::atomic<uint64_t> g_offer_posted{0};  // gen * kOfferSlots + slot; 0: none
+std::atomic<uint64_t> g_offer_next_gen{1};
+std::atomic<int64_t> g_lingering{0};
+// Until when (steady_clock ns) helpers do not linger: set when a lingering
+// helper finds it was descheduled, i.e. other processes want these cores.
+// A spinning helper then holds a core the program's own thread could have
+// moved to (the 1,000 x 1,000 products of a loop ran 2x slower than on one
+// thread beside a compile), so lingering stops for a while.
+std::atomic<int64_t> g_linger_paused_until{0};
+constexpr int64_t kLingerPauseNs = 200'000'000;
+constexpr int64_t kDescheduledNs = 50'000;  // a gap between two looks at the clock
+
+// The CPU of the last thread that made an offer: a helper lingering on that
+// CPU would take turns with the thread it is to help (the kernel woke the
+// worker beside its waker and moved it only at a later balancing), so it
+// leaves and sleeps instead.
+std::atomic<int> g_offer_cpu{-1};
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Several ranks of one job on a host share its cores: a helper spinning
+// there takes a core another rank's thread needs, so helpers linger only when
+// asked to (TESSERA_LINGER_US) under a launcher that put ranks side by side.
+int64_t initial_linger_ns() {
+  if (const char* e = std::getenv("TESSERA_LINGER_US"); e != nullptr && *e != '\0') {
+    char* end = nullptr;
+    const long long us = std::strtoll(e, &end, 10);
+    if (end != e && *end == '\0' && us >= 0 && us <= 1000000) return us * 1000;
+    std::fprintf(stderr,
+                 "tessera: TESSERA_LINGER_US=%s is not a whole number of microseconds in "
+                 "[0, 1000000]; using the default (200)\n",
+                 e);
+  }
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE",
+                          "SLURM_NTASKS_PER_NODE"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && std::atoi(v) > 1) return 0;
+  }
+  return 200000;
+}
+
+std::atomic<int64_t>& linger_ns_flag() {
+  static std::atomic<int64_t> ns{initial_linger_ns()};
+  return ns;
+}
+
+// A helper that finished its share of an offer: watch for the next offer
+// for the lingering time (renewed by each offer taken), and leave at once
+// when a task is spawned (it may be waiting for this worker).
+void linger_for_offers() {
+  const int64_t ns = linger_ns_flag().load(std::memory_order_relaxed);
+  if (ns <= 0 || !in_worker() || trace::on()) return;
+  int64_t now = steady_ns();
+  if (now < g_linger_paused_until.load(std::memory_order_relaxed)) return;
+  g_lingering.fetch_add(1);
+  const uint64_t spawned = tasks_spawned();
+  uint64_t seen = 0;
+  int64_t deadline = now + ns;
+  for (uint32_t i = 1;; ++i) {
+    const uint64_t posted = g_offer_posted.load(std::memory_order_acquire);
+    if (posted != 0 && posted != seen) {
+      seen = posted;
+      OfferSlot& slot = g_offer_slots[posted % kOfferSlots];
+      slot.holders.fetch_add(1);
+      if (slot.gen.load() == posted / kOfferSlots && slot.wanted.fetch_sub(1) > 0) {
+        slot.work();
+        now = steady_ns();
+        deadline = now + ns;
+      }
+      slot.holders.fetch_sub(1, std::memory_order_release);
+      continue;
+    }
+    if (i % 64 == 0) {
+      if (tasks_spawned() != spawned) break;
+      if (sched_getcpu() == g_offer_cpu.load(std::memory_order_relaxed)) break;
+      const int64_t t = steady_ns();
+      if (t - now > kDescheduledNs) {
+        g_linger_paused_until.store(t + kLingerPauseNs, std::memory_order_relaxed);
+        break;
+      }
+      now = t;
+      if (now > deadline) break;
+    }
+    cpu_relax();
+  }
+  g_lingering.fetch_sub(1);
+}
+
 }  // namespace
+
+int64_t helper_linger_ns() { return linger_ns_flag().load(std::memory_order_relaxed); }
+void set_helper_linger_ns(int64_t ns) {
+  linger_ns_flag().store(std::max<int64_t>(ns, 0), std::memory_order_relaxed);
+}
+
+HelperOffer::HelperOffer(int64_t helpers, std::function<void()> work) {
+  if (helpers <= 0) return;
+  g_offer_cpu.store(sched_getcpu(), std::memory_order_relaxed);
+  const int64_t lingering =
+      helper_linger_ns() > 0 ? g_lingering.load(std::memory_order_acquire) : 0;
+  if (lingering > 0) {
+    for (int i = 0; i < kOfferSlots && slot_ < 0; ++i) {
+      bool free = false;
+      if (g_offer_slots[i].busy.compare_exchange_strong(free, true)) slot_ = i;
+    }
+    if (slot_ >= 0) {
+      OfferSlot& slot = g_offer_slots[slot_];
+      slot.work = work;
+      slot.wanted.store(helpers);
+      const uint64_t gen = g_offer_next_gen.fetch_add(1);
+      slot.gen.store(gen);
+      g_offer_posted.store(gen * kOfferSlots + static_cast<uint64_t>(slot_));
+      helpers -= std::min(helpers, lingering);
+    }
+  }
+  if (helpers <= 0) return;
+  // Spawned helpers check in the same way, so that after the destructor no
+  // thread runs `work`, however late its task started.
+  ticket_ = std::make_shared<HelperTicket>();
+  for (int64_t h = 0; h < helpers; ++h) {
+    spawn([work, ticket = ticket_] {
+      ticket->holders.fetch_add(1);
+      if (!ticket->closed.load()) work();
+      ticket->holders.fetch_sub(1, std::memory_order_release);
+      linger_for_offers();
+    });
+  }
+}
+
+HelperOffer::~HelperOffer() {
+  if (ticket_) {
+    ticket_->closed.store(true);
+    while (ticket_->holders.load() > 0) cpu_relax();
+  }
+  if (slot_ < 0) return;
+  OfferSlot& slot = g_offer_slots[slot_];
+  const uint64_t posted = slot.gen.load() * kOfferSlots + static_cast<uint64_t>(slot_);
+  slot.gen.store(0);
+  uint64_t expected = posted;
+  g_offer_posted.compare_exchange_strong(expected, 0);
+  while (slot.holders.load() > 0) cpu_relax();
+  slot.work = nullptr;
+  slot.busy.store(false, std::memory_order_release);
+}
 
 bool take_tiled_flag() {
   const bool was = tl_tiled;
@@ -121,17 +286,17 @@ void parallel_for(int64_t n, double ns_per_item,
     }
   };
   const int64_t helpers = std::min<int64_t>(tiles - 1, num_threads() - 1);
-  for (int64_t h = 0; h < helpers; ++h) {
-    // The helper holds the shared state; it touches `body` only for a tile
-    // it claimed, and this thread returns only when every tile is done.
-    spawn([shared, work] { work(*shared); });
-  }
-  work(*shared);
-  for (int spins = 0; shared->done.load(std::memory_order_acquire) < tiles; ++spins) {
-    if (spins < 64) {
-      cpu_relax();
-    } else {
-      std::this_thread::yield();
+  {
+    // A helper holds the shared state; it touches `body` only for a tile it
+    // claimed, and this thread returns only when every tile is done.
+    HelperOffer offer(helpers, [shared, work] { work(*shared); });
+    work(*shared);
+    for (int spins = 0; shared->done.load(std::memory_order_acquire) < tiles; ++spins) {
+      if (spins < 64) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
     }
   }
   if (shared->error) std::rethrow_exception(shared->error);

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <type_traits>
 
 namespace tessera {
@@ -42,6 +44,39 @@ inline void parallel_for(int64_t n, double ns_per_item, Body&& body) {
   const std::function<void(int64_t, int64_t)> ref = std::ref(body);
   parallel_for(n, ns_per_item, ref);
 }
+
+// Shares `work` with up to `helpers` other threads while the caller runs it
+// too (the fork of a fork-join whose join the caller does itself: `work`
+// claims items until none is left, and the caller waits for the items it
+// did not run). A helper that finished its share lingers for a moment
+// (TESSERA_LINGER_US, 200 us by default; 0: never) watching for the next
+// offer, so a loop of 50-100 us operations keeps its helper instead of
+// waking a sleeping worker for each (a wake-up took longer than the
+// operation, and the loop then ran on one thread). The destructor withdraws
+// the offer and returns once no helper is inside `work`; after it no thread
+// runs `work`, so `work` may refer to the caller's stack. A lingering helper leaves as soon as another task is
+// spawned, and when it finds itself on the CPU of the thread it helps or
+// descheduled (other processes want the cores: it then stops lingering for
+// 200 ms).
+class HelperOffer {
+ public:
+  HelperOffer(int64_t helpers, std::function<void()> work);
+  ~HelperOffer();
+  HelperOffer(const HelperOffer&) = delete;
+  HelperOffer& operator=(const HelperOffer&) = delete;
+
+ private:
+  int slot_ = -1;
+  struct HelperTicket {
+    std::atomic<bool> closed{false};
+    std::atomic<int> holders{0};
+  };
+  std::shared_ptr<HelperTicket> ticket_;
+};
+
+// The lingering time in nanoseconds (0: helpers never linger).
+int64_t helper_linger_ns();
+void set_helper_linger_ns(int64_t ns);
 
 // True when parallel_for ran tiles in parallel on this thread since the last
 // call (which clears it): the execution tree's note that a node's work is

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -106,6 +107,67 @@ TEST_P(RuntimeThreads, ParallelForPropagatesExceptions) {
                               if (e == 1000000) throw std::invalid_argument("tile failed");
                             }),
                std::invalid_argument);
+}
+
+// Back-to-back parallel loops, as a jitted loop of 100 us operations makes
+// them: a helper lingering after one loop takes its share of the next (the
+// offer); every item is still run exactly once, with helpers lingering or
+// not, from two threads outside the arena at once.
+TEST_P(RuntimeThreads, BackToBackLoopsWithLingeringHelpersCoverEveryItemOnce) {
+  for (int64_t linger_us : {0, 200, 5000}) {
+    set_helper_linger_ns(linger_us * 1000);
+    auto caller = [](int seed, bool* ok) {
+      std::vector<int> hits(20011);
+      for (int round = 0; round < 400; ++round) {
+        std::fill(hits.begin(), hits.end(), 0);
+        const int64_t n = 20011 - (round * 7 + seed) % 97;
+        parallel_for(n, 5.0, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i] += 1;  // disjoint tiles: no race
+        });
+        for (int64_t i = 0; i < n; ++i) {
+          if (hits[i] != 1) *ok = false;
+        }
+      }
+    };
+    bool ok_a = true, ok_b = true;
+    std::thread other(caller, 1, &ok_b);
+    caller(0, &ok_a);
+    other.join();
+    EXPECT_TRUE(ok_a) << "linger " << linger_us << " us";
+    EXPECT_TRUE(ok_b) << "linger " << linger_us << " us";
+    EXPECT_THROW(parallel_for(1000000, 100.0,
+                              [&](int64_t, int64_t e) {
+                                if (e == 1000000) throw std::invalid_argument("tile failed");
+                              }),
+                 std::invalid_argument);
+  }
+  set_helper_linger_ns(200000);
+}
+
+// An offer's work may refer to the caller's stack: once the offer is gone,
+// no helper runs it, lingering or spawned (the destructor waits for those
+// inside, and a helper starting later finds the offer closed).
+TEST_P(RuntimeThreads, NoHelperRunsAnOfferAfterItIsWithdrawn) {
+  set_helper_linger_ns(5000000);
+  auto late = std::make_shared<std::atomic<int>>(0);
+  for (int round = 0; round < 300; ++round) {
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    {
+      std::atomic<int> items{0};
+      HelperOffer offer(num_threads() - 1, [&items, gone, late] {
+        if (gone->load()) late->fetch_add(1);
+        while (items.fetch_add(1) < 64) {
+        }
+      });
+      while (items.fetch_add(1) < 64) {
+      }
+      if (round % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    gone->store(true);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(late->load(), 0);
+  set_helper_linger_ns(200000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, RuntimeThreads, ::testing::Values(1, 2, 3, 4));
