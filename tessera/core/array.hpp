@@ -72,6 +72,17 @@ class Storage {
   size_t bytes() const { return bytes_; }
   // False for wrapped foreign memory, which tessera must never modify.
   bool owned() const { return owned_; }
+  // An object that lives as long as this (owned) buffer: what a primitive
+  // computed with the array and leaves for a later one (attention's kept
+  // probabilities, for its backward). Set once, by the primitive that made
+  // the array, before anyone else sees it.
+  void set_companion(std::shared_ptr<void> c) {
+    if (owned_) owner_ = std::move(c);
+  }
+  const std::shared_ptr<void>& companion() const {
+    static const std::shared_ptr<void> none;
+    return owned_ ? owner_ : none;
+  }
 
  private:
   void allocate(size_t rounded);
@@ -80,6 +91,7 @@ class Storage {
   size_t bytes_ = 0;
   size_t block_ = 0;  // the block's size (rounded; a cached block may be larger)
   bool owned_ = true;
+  // Foreign memory: what keeps it alive; owned memory: the companion.
   std::shared_ptr<void> owner_;
 };
 
@@ -183,6 +195,9 @@ class Array {
   bool foreign() const { return !storage_->owned(); }
   // How many Arrays (views included) share this buffer.
   long use_count() const { return storage_.use_count(); }
+  // The buffer's companion (Storage::set_companion; null when none).
+  const std::shared_ptr<void>& companion() const { return storage_->companion(); }
+  void set_companion(std::shared_ptr<void> c) const { storage_->set_companion(std::move(c)); }
 
   // A deep copy with its own buffer (C order).
   Array copy() const;

@@ -131,33 +131,35 @@ void attn_probs(const AttentionShape& s, T scale, const T* q, const T* k, int64_
 
 template <class T>
 void attention_forward(const AttentionShape& s, T scale, const T* q, const T* k, const T* v,
-                       T* out) {
+                       T* out, T* probs) {
   const int64_t band = attn_band_rows(s);
-  std::vector<T> p(static_cast<size_t>(band * s.tk));
+  std::vector<T> buf(probs != nullptr ? 0 : static_cast<size_t>(band * s.tk));
   for (int64_t r0 = 0; r0 < s.tq; r0 += band) {
     const int64_t r1 = std::min(s.tq, r0 + band), cols = attn_band_keys(s, r1);
-    attn_probs(s, scale, q, k, r0, r1, cols, p.data());
-    rnn_matmul(false, false, r1 - r0, s.dv, cols, p.data(), cols, v, s.ldv, T(0),
-               out + r0 * s.dv, s.dv);
+    T* p = probs != nullptr ? probs + r0 * s.tk : buf.data();
+    attn_probs(s, scale, q, k, r0, r1, cols, p);
+    rnn_matmul(false, false, r1 - r0, s.dv, cols, p, cols, v, s.ldv, T(0), out + r0 * s.dv,
+               s.dv);
   }
 }
 
 template <class T>
 void attention_backward(const AttentionShape& s, T scale, const T* q, const T* k, const T* v,
-                        const T* g, T* dq, T* dk, T* dv) {
+                        const T* g, T* dq, T* dk, T* dv, const T* probs) {
   const int64_t band = attn_band_rows(s);
-  std::vector<T> p(static_cast<size_t>(band * s.tk)), dp(p.size());
+  std::vector<T> buf(probs != nullptr ? 0 : static_cast<size_t>(band * s.tk));
+  std::vector<T> dp(static_cast<size_t>(band * s.tk));
   std::fill(dk, dk + s.tk * s.d, T(0));
   std::fill(dv, dv + s.tk * s.dv, T(0));
   for (int64_t r0 = 0; r0 < s.tq; r0 += band) {
     const int64_t r1 = std::min(s.tq, r0 + band), rows = r1 - r0, cols = attn_band_keys(s, r1);
-    attn_probs(s, scale, q, k, r0, r1, cols, p.data());
+    const T* p = probs != nullptr ? probs + r0 * s.tk : buf.data();
+    if (probs == nullptr) attn_probs(s, scale, q, k, r0, r1, cols, buf.data());
     const T* gr = g + r0 * s.ldg;
     // dP = g_r @ v^T; dS = P * (dP - sum(dP * P)) * scale, row by row.
     rnn_matmul(false, true, rows, cols, s.dv, gr, s.ldg, v, s.ldv, T(0), dp.data(), cols);
-    simd_call<AttnSoftmaxGradRows<T>>(static_cast<const T*>(p.data()), dp.data(), rows, cols,
-                                      scale);
-    rnn_matmul(true, false, cols, s.dv, rows, p.data(), cols, gr, s.ldg, T(1), dv, s.dv);
+    simd_call<AttnSoftmaxGradRows<T>>(p, dp.data(), rows, cols, scale);
+    rnn_matmul(true, false, cols, s.dv, rows, p, cols, gr, s.ldg, T(1), dv, s.dv);
     rnn_matmul(false, false, rows, s.d, cols, dp.data(), cols, k, s.ldk, T(0), dq + r0 * s.d, s.d);
     rnn_matmul(true, false, cols, s.d, rows, dp.data(), cols, q + r0 * s.ldq, s.ldq, T(1), dk,
                s.d);
@@ -171,13 +173,14 @@ double attention_block_ns(const AttentionShape& s) {
 }
 
 template void attention_forward<float>(const AttentionShape&, float, const float*, const float*,
-                                       const float*, float*);
+                                       const float*, float*, float*);
 template void attention_forward<double>(const AttentionShape&, double, const double*,
-                                        const double*, const double*, double*);
+                                        const double*, const double*, double*, double*);
 template void attention_backward<float>(const AttentionShape&, float, const float*, const float*,
-                                        const float*, const float*, float*, float*, float*);
+                                        const float*, const float*, float*, float*, float*,
+                                        const float*);
 template void attention_backward<double>(const AttentionShape&, double, const double*,
                                          const double*, const double*, const double*, double*,
-                                         double*, double*);
+                                         double*, double*, const double*);
 
 }  // namespace tessera::kernels

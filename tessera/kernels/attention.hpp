@@ -23,15 +23,18 @@ struct AttentionShape {
   bool causal = false;
 };
 
-// out (tq, dv) = softmax(scale * q @ k^T, rows) @ v.
+// out (tq, dv) = softmax(scale * q @ k^T, rows) @ v. With `probs` (tq * tk
+// elements) the probabilities are left there for attention_backward, each
+// band of rows [r0, r1) at probs + r0 * tk as a (rows, band keys) block.
 template <class T>
 void attention_forward(const AttentionShape& s, T scale, const T* q, const T* k, const T* v,
-                       T* out);
+                       T* out, T* probs = nullptr);
 
-// The cotangents of q, k and v from g, the cotangent of out (tq, dv).
+// The cotangents of q, k and v from g, the cotangent of out (tq, dv); with
+// `probs` (as attention_forward left them) the scores are not recomputed.
 template <class T>
 void attention_backward(const AttentionShape& s, T scale, const T* q, const T* k, const T* v,
-                        const T* g, T* dq, T* dk, T* dv);
+                        const T* g, T* dq, T* dk, T* dv, const T* probs = nullptr);
 
 // Estimated nanoseconds of one block's forward (backward: about 2.5 times).
 double attention_block_ns(const AttentionShape& s);

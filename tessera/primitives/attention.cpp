@@ -5,7 +5,10 @@
 // no mask but the causal one, no dropout on the scores and no returned scores
 // apply (python/tessera/nn/layers/multi_head_attention.py); other cases
 // compose matmul, where and softmax.
+#include <atomic>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,8 +133,64 @@ Shape attention_out_shape(const AttentionInputs& in) {
   return s;
 }
 
+// ---- Probabilities kept from the forward for the backward.
+//
+// In a training step (keep_probs) the forward leaves each block's
+// probabilities beside its result, as the result buffer's companion (they
+// live exactly as long as it); attention_grad, given that result as `out`,
+// reads them instead of recomputing the scores (one of its five products and
+// the softmax passes). They hold the q and k they came from (alive, so no
+// other array can be at their addresses) and are used only when the
+// backward's q and k are those (the same origins and layouts). Bounded: nothing over
+// kAttnKeepEntryBytes is kept, nor beyond kAttnKeepTotalBytes in all (the
+// backward then recomputes them, with the same bits: the same kernel computes
+// them either way).
+struct AttnKeptProbs {
+  Array q, k;
+  ka::AttentionShape shape;
+  double scale = 0;
+  Array probs;
+};
+constexpr int64_t kAttnKeepEntryBytes = int64_t{64} << 20;
+constexpr int64_t kAttnKeepTotalBytes = int64_t{256} << 20;
+std::atomic<int64_t> g_attn_kept_bytes{0};
+
+// Claims `bytes` of the budget (false: do not keep them).
+bool attn_claim_keep(int64_t bytes) {
+  if (bytes <= 0 || bytes > kAttnKeepEntryBytes) return false;
+  if (g_attn_kept_bytes.fetch_add(bytes) + bytes <= kAttnKeepTotalBytes) return true;
+  g_attn_kept_bytes.fetch_sub(bytes);
+  return false;
+}
+
+// Files the probabilities as `out`'s companion; the budget is returned when
+// the companion goes with `out`.
+void attn_keep(const Array& out, AttnKeptProbs kept, int64_t bytes) {
+  out.set_companion(std::shared_ptr<AttnKeptProbs>(
+      new AttnKeptProbs(std::move(kept)), [bytes](AttnKeptProbs* p) {
+        delete p;
+        g_attn_kept_bytes.fetch_sub(bytes);
+      }));
+}
+
+// The probabilities kept beside `out` when they came from these q and k.
+const Array* attn_kept_probs(const Array& out, const AttentionInputs& in) {
+  const auto* e = static_cast<const AttnKeptProbs*>(out.companion().get());
+  if (e == nullptr || out.dtype() != in.dtype) return nullptr;
+  const ka::AttentionShape& a = in.shape;
+  const ka::AttentionShape& b = e->shape;
+  const bool same_operands =
+      in.q.origin_raw() == e->q.origin_raw() && in.k.origin_raw() == e->k.origin_raw() &&
+      in.q.dtype() == e->q.dtype() && in.k.dtype() == e->k.dtype() &&
+      in.q.strides() == e->q.strides() && in.k.strides() == e->k.strides();
+  const bool same = same_operands && a.tq == b.tq && a.tk == b.tk && a.d == b.d &&
+                    a.dv == b.dv && a.ldq == b.ldq && a.ldk == b.ldk && a.causal == b.causal &&
+                    in.scale == e->scale && e->probs.dtype() == in.dtype;
+  return same ? &e->probs : nullptr;
+}
+
 template <class T>
-Value attention_typed(const AttentionInputs& in) {
+Value attention_typed(const AttentionInputs& in, bool keep_probs) {
   Array out(in.dtype, attention_out_shape(in));
   const ka::AttentionShape& s = in.shape;
   const std::vector<int64_t> oq = attention_block_offsets(in.q, in.blocks);
@@ -142,24 +201,46 @@ Value attention_typed(const AttentionInputs& in) {
   const T* v = in.v.origin<T>();
   T* o = out.data<T>();
   const T scale = static_cast<T>(in.scale);
+  const int64_t probs_bytes = in.blocks * s.tq * s.tk * static_cast<int64_t>(sizeof(T));
+  std::optional<Array> probs;
+  if (keep_probs && attn_claim_keep(probs_bytes)) {
+    try {
+      probs.emplace(in.dtype, Shape{in.blocks, s.tq, s.tk});
+    } catch (...) {
+      g_attn_kept_bytes.fetch_sub(probs_bytes);
+      throw;
+    }
+  }
+  T* pr = probs ? probs->data<T>() : nullptr;
   parallel_for(in.blocks, ka::attention_block_ns(s), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const size_t i = static_cast<size_t>(b);
-      ka::attention_forward<T>(s, scale, q + oq[i], k + ok[i], v + ov[i], o + b * s.tq * s.dv);
+      ka::attention_forward<T>(s, scale, q + oq[i], k + ok[i], v + ov[i], o + b * s.tq * s.dv,
+                               pr != nullptr ? pr + b * s.tq * s.tk : nullptr);
     }
   });
+  if (probs) {
+    attn_keep(out,
+              {.q = in.q,
+               .k = in.k,
+               .shape = s,
+               .scale = in.scale,
+               .probs = std::move(*probs)},
+              probs_bytes);
+  }
   return out;
 }
 
-// attention(q, k, v, scale, causal)
+// attention(q, k, v, scale, causal, keep_probs)
 Value eval_attention(Args& a) {
   AttentionInputs in = attention_inputs(a, 0);
-  if (in.dtype == DType::float64) return attention_typed<double>(in);
-  return attention_typed<float>(in);
+  const bool keep = a.size() > 5 && !a.is_nil(5) && a.boolean(5);
+  if (in.dtype == DType::float64) return attention_typed<double>(in, keep);
+  return attention_typed<float>(in, keep);
 }
 
 template <class T>
-Value attention_grad_typed(const AttentionInputs& in, const Array& g) {
+Value attention_grad_typed(const AttentionInputs& in, const Array& g, const Array* probs) {
   Array dq(in.dtype, in.q.shape()), dk(in.dtype, in.k.shape()), dv(in.dtype, in.v.shape());
   ka::AttentionShape s = in.shape;
   s.ldg = attention_row_stride(g);
@@ -168,13 +249,15 @@ Value attention_grad_typed(const AttentionInputs& in, const Array& g) {
   const std::vector<int64_t> ov = attention_block_offsets(in.v, in.blocks);
   const std::vector<int64_t> og = attention_block_offsets(g, in.blocks);
   const T scale = static_cast<T>(in.scale);
+  const T* pr = probs != nullptr ? probs->data<T>() : nullptr;
   parallel_for(in.blocks, 2.5 * ka::attention_block_ns(s), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const size_t i = static_cast<size_t>(b);
       ka::attention_backward<T>(s, scale, in.q.origin<T>() + oq[i], in.k.origin<T>() + ok[i],
                                 in.v.origin<T>() + ov[i], g.origin<T>() + og[i],
                                 dq.data<T>() + b * s.tq * s.d, dk.data<T>() + b * s.tk * s.d,
-                                dv.data<T>() + b * s.tk * s.dv);
+                                dv.data<T>() + b * s.tk * s.dv,
+                                pr != nullptr ? pr + b * s.tq * s.tk : nullptr);
     }
   });
   return Value(List{Value(std::move(dq)), Value(std::move(dk)), Value(std::move(dv))});
@@ -196,30 +279,41 @@ Value eval_attention_grad(Args& a) {
     }
     g = attention_rows_view(g, in.dtype);
   }
-  if (in.dtype == DType::float64) return attention_grad_typed<double>(in, g);
-  return attention_grad_typed<float>(in, g);
+  // `out` is kept alive here (and so its companion) until the backward ends.
+  Array out;
+  const Array* probs = nullptr;
+  if (a.size() > 6 && !a.is_nil(6) && a[6].is_array()) {
+    out = a.view(6);
+    probs = attn_kept_probs(out, in);
+  }
+  if (in.dtype == DType::float64) return attention_grad_typed<double>(in, g, probs);
+  return attention_grad_typed<float>(in, g, probs);
 }
 
 const bool registered_attention = register_primitives({
     {.name = "attention",
      .family = "nn",
-     .params = {{"q"}, {"k"}, {"v"}, opt("scale", Value(1.0)), opt("causal", Value(false))},
+     .params = {{"q"}, {"k"}, {"v"}, opt("scale", Value(1.0)), opt("causal", Value(false)),
+                opt("keep_probs", Value(false))},
      .help = "Scaled dot-product attention softmax(scale * q @ swapaxes(k, -1, -2)) @ v in one "
              "pass per (batch, head) block, its scores kept in cache: q (..., tq, d), k (..., "
              "tk, d), v (..., tk, dv) with the same leading dimensions; causal: query i sees "
              "keys j <= i only (Keras's use_causal_mask). Returns (..., tq, dv). "
-             "Differentiable in q, k and v (the backward recomputes the scores).",
+             "Differentiable in q, k and v: the backward recomputes the scores, unless "
+             "keep_probs (a training step's forward) left the probabilities beside the result "
+             "(up to 64 MB per call, 256 MB in all, freed with the result).",
      .eval = eval_attention,
      .ns_per_element = 50.0,
-     .grads = {"common[0]", "common[1]", "common[2]", "", ""},
-     .grad_common = "attention_grad(g, q, k, v, scale, causal)",
+     .grads = {"common[0]", "common[1]", "common[2]", "", "", ""},
+     .grad_common = "attention_grad(g, q, k, v, scale, causal, out)",
      .strided = true},
     {.name = "attention_grad",
      .family = "nn",
      .params = {{"g"}, {"q"}, {"k"}, {"v"}, opt("scale", Value(1.0)),
-                opt("causal", Value(false))},
+                opt("causal", Value(false)), opt("out", Value())},
      .help = "Backward of attention: g is the cotangent of its result; returns list(dq, dk, "
-             "dv).",
+             "dv). out: attention's result, whose kept probabilities (keep_probs) are used "
+             "when they came from these q and k.",
      .eval = eval_attention_grad,
      .ns_per_element = 100.0,
      .strided = true},

@@ -13,8 +13,9 @@ A key padding mask is an attention_mask of shape (batch, 1, Tv).
 Without masks other than the causal one, without dropout and without the
 scores returned, the scores, softmax and product with the values are one
 primitive, attention (tessera/primitives/attention.cpp): per (batch, head)
-block the scores stay in cache, and its backward recomputes them instead of
-reading them back. The other cases, or the module switch FUSED = False,
+block the scores stay in cache; in a training step the forward keeps the
+probabilities for the backward (up to 64 MB per call, 256 MB in all; beyond,
+the backward recomputes them, with the same bits). The other cases, or the module switch FUSED = False,
 compose matmul, where and softmax (the reference the fused path is tested
 against)."""
 
@@ -244,9 +245,12 @@ class MultiHeadAttention(Layer):
         v = project(v_in, "value", shapes[1][-1], vd, tv, heads=hkv)
         k, v = self._share_kv(k, v, ctx)
         if fused:
+            # In a training step the forward keeps the probabilities for the
+            # backward (attention's keep_probs: one product and the softmax
+            # passes fewer there, bounded in memory by the primitive).
             o = ctx.define("o", f"reshape(transpose(attention({q}, {k}, {v}, {scale!r}, "
-                                f"{'true' if use_causal_mask else 'false'}), [0, 2, 1, 3]), "
-                                f"[-1, {tq}, {h * vd}])")
+                                f"{'true' if use_causal_mask else 'false'}, {ctx.training}), "
+                                f"[0, 2, 1, 3]), [-1, {tq}, {h * vd}])")
             o = self._gate(o, q_in, p, ctx, shapes[0][-1])
             return self._finish(o, p, ctx, shapes)
         scores = ctx.define("s", f"matmul({q}, transpose({k}, [0, 1, 3, 2]))")
