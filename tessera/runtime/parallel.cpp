@@ -150,6 +150,10 @@ void linger_for_offers() {
 
 }  // namespace
 
+void linger_after_task() {
+  if (tasks_outstanding() == 0) linger_for_offers();
+}
+
 int64_t helper_linger_ns() { return linger_ns_flag().load(std::memory_order_relaxed); }
 void set_helper_linger_ns(int64_t ns) {
   linger_ns_flag().store(std::max<int64_t>(ns, 0), std::memory_order_relaxed);
@@ -180,11 +184,10 @@ HelperOffer::HelperOffer(int64_t helpers, std::function<void()> work) {
   // thread runs `work`, however late its task started.
   ticket_ = std::make_shared<HelperTicket>();
   for (int64_t h = 0; h < helpers; ++h) {
-    spawn([work, ticket = ticket_] {
+    spawn([work, ticket = ticket_] {  // lingers afterwards (linger_after_task)
       ticket->holders.fetch_add(1);
       if (!ticket->closed.load()) work();
       ticket->holders.fetch_sub(1, std::memory_order_release);
-      linger_for_offers();
     });
   }
 }

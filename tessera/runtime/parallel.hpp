@@ -74,6 +74,11 @@ class HelperOffer {
   std::shared_ptr<HelperTicket> ticket_;
 };
 
+// Called by a worker after each task (scheduler.cpp): when no other task is
+// in flight, it lingers as a helper does, so a jitted loop that spawns a task
+// between its parallel operations keeps its helper too.
+void linger_after_task();
+
 // The lingering time in nanoseconds (0: helpers never linger).
 int64_t helper_linger_ns();
 void set_helper_linger_ns(int64_t ns);

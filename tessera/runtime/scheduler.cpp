@@ -1,4 +1,5 @@
 #include "tessera/runtime/scheduler.hpp"
+#include "tessera/runtime/parallel.hpp"
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -257,6 +258,7 @@ void spawn(std::function<void()> task) {
       }
       --tl_inside;
       s.finished.fetch_add(1, std::memory_order_release);
+      linger_after_task();
     });
     return;
   }
@@ -289,6 +291,7 @@ void spawn(std::function<void()> task) {
       claim->fn = nullptr;
     }
     s.finished.fetch_add(1, std::memory_order_release);
+    linger_after_task();
   });
 }
 
