@@ -20,7 +20,7 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
+RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "eanet", "eeg_signal_classification",
         "endpoint_layer_pattern", "functional_api", "image_classification_from_scratch",
         "image_classification_with_vision_transformer",
@@ -37,7 +37,7 @@ RUNS = ["antirectifier", "autoencoder", "cct", "collaborative_filtering_movielen
         "text_classification_from_scratch", "text_classification_with_switch_transformer",
         "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
-        "timeseries_classification_from_scratch", "timeseries_weather_forecasting",
+        "timeseries_classification_from_scratch", "timeseries_weather_forecasting", "token_learner",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "vae", "working_with_rnns", "writing_your_own_callbacks"]
 

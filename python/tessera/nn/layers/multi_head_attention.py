@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from ..symbolic import KerasTensor
+from ..symbolic import KerasTensor, next_name
 from .attention import call_flags
 from .base import Layer, Param, _initializer, _positive, _regularizer
 
@@ -113,7 +113,17 @@ class MultiHeadAttention(Layer):
         if not static.get("_has_key"):
             static.pop("key_mask", None)  # Keras ignores it when key is value
 
+    def _draw_sublayer_names(self):
+        """Keras's attention layers make a Softmax and a Dropout when first built, which take
+        the next "softmax" and "dropout" names: later unnamed layers are numbered past them
+        (token_learner: the Dropout after a MultiHeadAttention is dropout_2, not dropout_1)."""
+        if not getattr(self, "_sublayer_names_drawn", False):
+            self._sublayer_names_drawn = True
+            next_name("softmax")
+            next_name("dropout")
+
     def compute_output_shape(self, shapes):
+        self._draw_sublayer_names()
         flags = getattr(self, "_flags", {})
         q, v = shapes[0], shapes[1]
         k = shapes[2] if flags.get("_has_key") else v
@@ -373,6 +383,7 @@ class GroupedQueryAttention(MultiHeadAttention):
                                   use_causal_mask, _has_key, _has_mask)
 
     def compute_output_shape(self, shapes):
+        self._draw_sublayer_names()
         q, v = shapes[0], shapes[1]
         if q and v and q[-1] != v[-1]:
             raise ValueError(f"[{self.kind}] query and value must have the same last dimension, "
