@@ -30,7 +30,7 @@ RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "
         "mnist_convnet", "multi_label_classification",
         "neural_machine_translation_with_transformer", "ner_transformers",
         "oxford_pets_image_segmentation", "pointnet",
-        "pretrained_word_embeddings", "sequential_model", "serialization_and_saving",
+        "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
         "subclassing_layers_models", "super_resolution_sub_pixel",

@@ -60,3 +60,36 @@ def test_attention_layers_take_the_names_keras_draws_for_their_sublayers(keras):
     want = _names_after_attention(keras)
     assert "dropout_2" in want  # the oracle draws the names; the test can fail
     assert _names_after_attention(tn) == want
+
+
+def _unseeded_draws(lib):
+    lib.utils.set_random_seed(812)
+    out = []
+    for cls in [lib.initializers.RandomNormal, lib.initializers.RandomUniform,
+                lib.initializers.TruncatedNormal, lib.initializers.GlorotNormal,
+                lib.initializers.HeUniform, lib.initializers.Orthogonal]:
+        one, other = cls(), cls()
+        a, b, c = (np.asarray(one((3, 5))), np.asarray(one((3, 5))),
+                   np.asarray(other((3, 5))))
+        out.append((cls.__name__, bool(np.array_equal(a, b)), bool(np.array_equal(a, c)),
+                    one.get_config()["seed"]))
+    return out
+
+
+def test_unseeded_initializer_gives_the_same_values_each_call_as_keras(keras):
+    """reproducibility_recipes: "an initializer seeded with an integer or None (unseeded)
+    will produce the same random values across multiple calls" (Keras's documentation);
+    tessera's drew anew at each call."""
+    want = _unseeded_draws(keras)
+    assert _unseeded_draws(tn) == want
+    # and set_random_seed repeats an unseeded object's values (the recipe's second run)
+    tn.utils.set_random_seed(812)
+    first = tn.initializers.GlorotNormal()((3, 5))
+    tn.utils.set_random_seed(812)
+    np.testing.assert_array_equal(tn.initializers.GlorotNormal()((3, 5)), first)
+    tn.utils.set_random_seed(813)
+    assert not np.array_equal(tn.initializers.GlorotNormal()((3, 5)), first)
+    # deterministic initializers draw nothing: the global stream is left as it was
+    tn.utils.set_random_seed(812)
+    tn.initializers.Zeros()((2,)), tn.initializers.Identity()((2, 2))
+    np.testing.assert_array_equal(tn.initializers.GlorotNormal()((3, 5)), first)
