@@ -43,9 +43,19 @@ RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "
 
 
 def test_every_script_is_listed():
-    listed = set(RUNS) | {"addition_rnn", "bidirectional_lstm_imdb",
-                          "timeseries_classification_transformer"}
+    listed = set(RUNS) | set(run_all.STOPS) | {"addition_rnn", "bidirectional_lstm_imdb",
+                                               "timeseries_classification_transformer"}
     assert set(run_all.scripts()) == listed
+    assert not set(RUNS) & set(run_all.STOPS)
+
+
+@pytest.mark.parametrize("name", sorted(run_all.STOPS))
+def test_script_stops_with_its_documented_error(name):
+    """A script that meets a gap tessera refuses by name stops with that error, at once."""
+    ok, took, err, out = run_all.run_one(name, timeout=120)
+    assert run_all.as_documented(name, ok, err)[0], (
+        f"{name} should stop with {run_all.STOPS[name]!r}; "
+        + ("it ran through" if ok else f"it stopped with {err}") + f"\n{out[-3000:]}")
 
 
 @pytest.mark.parametrize("name", RUNS)

@@ -93,3 +93,53 @@ def test_unseeded_initializer_gives_the_same_values_each_call_as_keras(keras):
     tn.utils.set_random_seed(812)
     tn.initializers.Zeros()((2,)), tn.initializers.Identity()((2, 2))
     np.testing.assert_array_equal(tn.initializers.GlorotNormal()((3, 5)), first)
+
+
+class _GAN(tn.Model):
+    """dcgan_overriding_train_step's model: two sub-models, each trained in the one step by
+    its own tape and optimizer."""
+
+    def __init__(self, discriminator, generator):
+        super().__init__()
+        self.discriminator, self.generator = discriminator, generator
+
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer, self.g_optimizer, self.loss_fn = d_optimizer, g_optimizer, loss_fn
+
+    def train_step(self, real):
+        n = tn.ops.shape(real)[0]
+        fake = self.generator(tn.random.normal((n, 2), seed=1))
+        with tn.GradientTape() as tape:
+            d_loss = self.loss_fn(tn.ops.zeros((n, 1)), self.discriminator(real + fake))
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        return {"d_loss": d_loss}
+
+
+class _GANWithCall(_GAN):
+    def call(self, x):
+        return self.discriminator(x)
+
+
+def _gan(cls):
+    d = tn.Sequential([tn.Input((4,)), tn.layers.Dense(1)])
+    g = tn.Sequential([tn.Input((2,)), tn.layers.Dense(4)])
+    gan = cls(d, g)
+    gan.compile(tn.optimizers.Adam(), tn.optimizers.Adam(),
+                tn.losses.BinaryCrossentropy(from_logits=True))
+    return gan
+
+
+def test_a_gan_train_step_is_refused_by_name():
+    """Keras runs dcgan_overriding_train_step's step eagerly on TensorFlow; tessera traces a
+    train_step around the model's call with one tape and the compiled optimizer: the GAN is
+    refused with an error naming what is missing (it stopped on "the model is not built")."""
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    with pytest.raises(NotImplementedError, match=r"\[fit\] _GAN overrides train_step but "
+                                                  r"defines no call: .*GAN"):
+        _gan(_GAN).fit(x, epochs=1, batch_size=8, verbose=0)
+    with pytest.raises(NotImplementedError, match=r"\[Optimizer.apply_gradients\] only the "
+                                                  r"model's compiled optimizer .*a GAN's.* "
+                                                  r"\(at .*test_nn_keras_io_seventh.py:\d+\)"):
+        _gan(_GANWithCall).fit(x, epochs=1, batch_size=8, verbose=0)
