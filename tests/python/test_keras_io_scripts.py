@@ -37,7 +37,8 @@ RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "
         "text_classification_from_scratch", "text_classification_with_switch_transformer",
         "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
-        "timeseries_classification_from_scratch", "timeseries_weather_forecasting", "token_learner",
+        "timeseries_classification_from_scratch", "timeseries_traffic_forecasting",
+        "timeseries_weather_forecasting", "token_learner",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "vae", "working_with_rnns", "writing_your_own_callbacks"]
 
