@@ -27,7 +27,7 @@ RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "
         "imbalanced_classification", "involution", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq", "memory_efficient_embeddings",
         "mlp_image_classification",
-        "mnist_convnet", "multi_label_classification",
+        "mnist_convnet", "mobilevit", "multi_label_classification",
         "neural_machine_translation_with_transformer", "ner_transformers",
         "oxford_pets_image_segmentation", "pointnet",
         "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",

@@ -143,3 +143,79 @@ def test_a_gan_train_step_is_refused_by_name():
                                                   r"model's compiled optimizer .*a GAN's.* "
                                                   r"\(at .*test_nn_keras_io_seventh.py:\d+\)"):
         _gan(_GANWithCall).fit(x, epochs=1, batch_size=8, verbose=0)
+
+
+def _mha_rank4(lib, dropout, cross):
+    q = lib.Input((4, 6, 8))
+    v = lib.Input((3, 5, 8)) if cross else q
+    mha = lib.layers.MultiHeadAttention(num_heads=2, key_dim=8, dropout=dropout)
+    y = mha(q, v)
+    return lib.Model([q, v] if cross else q, y)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_multi_head_attention_over_several_axes_as_keras(keras, cross):
+    """MobileViT's transformer reads (batch, patch area, patches, features): Keras's default
+    attention_axes attend over both axes at once; tessera refused inputs of rank 4."""
+    rng = np.random.default_rng(0)
+    xq = rng.normal(size=(3, 4, 6, 8)).astype("float32")
+    xv = rng.normal(size=(3, 3, 5, 8)).astype("float32")
+    km, tm = _mha_rank4(keras, 0.1, cross), _mha_rank4(tn, 0.1, cross)
+    assert tm.output_shape == km.output_shape
+    assert [w.shape for w in tm.get_weights()] == [tuple(w.shape) for w in km.get_weights()]
+    tm.set_weights([np.asarray(w) for w in km.get_weights()])
+    x = [xq, xv] if cross else xq
+    np.testing.assert_allclose(tm.predict(x, verbose=0), km.predict(x, verbose=0),
+                               rtol=1e-4, atol=1e-5)
+    # the gradients agree too: one step of SGD from the same weights
+    y = rng.normal(size=(3, 4, 6, 8)).astype("float32")
+    km_no_drop, tm_no_drop = _mha_rank4(keras, 0.0, cross), _mha_rank4(tn, 0.0, cross)
+    tm_no_drop.set_weights([np.asarray(w) for w in km_no_drop.get_weights()])
+    for m in (km_no_drop, tm_no_drop):
+        m.compile(optimizer="sgd", loss="mse")
+        m.fit(x, y, batch_size=3, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(tm_no_drop.get_weights(), km_no_drop.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def test_multi_head_attention_over_several_axes_refuses_masks_by_name():
+    q = tn.Input((4, 6, 8))
+    with pytest.raises(NotImplementedError, match=r"\[MultiHeadAttention\] on inputs of rank 4, "
+                                                  r"masks and returned scores are not supported"):
+        tn.layers.MultiHeadAttention(num_heads=2, key_dim=8)(q, q, use_causal_mask=True)
+    with pytest.raises(ValueError, match=r"\[MultiHeadAttention\] with more than one axis "
+                                         r"between the batch and the features"):
+        tn.layers.MultiHeadAttention(num_heads=2, key_dim=8)(q, tn.Input((5, 8)))
+
+
+def _activation_names_and_reload(lib, path):
+    acts = [lib.activations.relu, lib.activations.swish, lib.ops.gelu, lib.activations.gelu,
+            "gelu", lib.ops.relu, lib.activations.hard_sigmoid]
+    names = [lib.layers.Dense(2, activation=a).get_config()["activation"] for a in acts]
+    names.append(lib.layers.LSTM(2, recurrent_activation=lib.activations.hard_sigmoid)
+                 .get_config()["recurrent_activation"])
+    model = lib.Sequential([lib.Input((3,)),
+                            lib.layers.Dense(4, activation=lib.activations.swish),
+                            lib.layers.Dense(2, activation=lib.ops.gelu)])
+    model.save(path)
+    again = lib.models.load_model(path)
+    return names, model, again
+
+
+def test_activation_functions_are_named_in_configs_and_saved_as_keras(keras, tmp_path):
+    """mobilevit's Conv2D(activation=keras.activations.swish) could not be saved ("cannot save
+    the function 'silu'"); Keras's configs name built-in activations (and ops of the same
+    name) given as functions."""
+    k_names, km, k_again = _activation_names_and_reload(keras, str(tmp_path / "k.keras"))
+    t_names, tm, t_again = _activation_names_and_reload(tn, str(tmp_path / "t.keras"))
+    assert t_names == k_names
+    tm.set_weights([np.asarray(w) for w in km.get_weights()])
+    t_again.set_weights([np.asarray(w) for w in km.get_weights()])
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype("float32")
+    np.testing.assert_allclose(tm.predict(x, verbose=0), km.predict(x, verbose=0), rtol=1e-5,
+                               atol=1e-6)
+    # reloaded, ops.gelu (tanh approximation) becomes activations.gelu (exact) under both
+    np.testing.assert_allclose(t_again.predict(x, verbose=0), k_again.predict(x, verbose=0),
+                               rtol=1e-5, atol=1e-6)
+    # a user's function stays a function (saving it is refused by name, as before)
+    assert callable(tn.layers.Dense(2, activation=lambda v: v).get_config()["activation"])
