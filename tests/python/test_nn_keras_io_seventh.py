@@ -219,3 +219,51 @@ def test_activation_functions_are_named_in_configs_and_saved_as_keras(keras, tmp
                                rtol=1e-5, atol=1e-6)
     # a user's function stays a function (saving it is refused by name, as before)
     assert callable(tn.layers.Dense(2, activation=lambda v: v).get_config()["activation"])
+
+
+def _graph_lstm(lib):
+    """timeseries_traffic_forecasting's LSTMGC, small: the batch axis moved inward by a
+    transpose, neighbours taken along axis 0 and summed by segment, (batch * nodes) sequences
+    into an LSTM, and back."""
+    ops, layers = lib.ops, lib.layers
+    edges = (np.array([0, 0, 1, 2, 3, 3]), np.array([1, 2, 0, 3, 1, 2]))
+
+    class GraphLSTM(layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.weight = self.add_weight(shape=(1, 3), initializer="glorot_uniform",
+                                          name="graph_weight")
+            self.lstm = layers.LSTM(5, activation="relu")
+            self.dense = layers.Dense(2)
+
+        def call(self, inputs):
+            x = ops.transpose(inputs, [2, 0, 1, 3])  # (nodes, batch, steps, 1)
+            nodes = ops.matmul(x, self.weight)
+            msgs = ops.segment_sum(ops.take(x, edges[1], axis=0), edges[0], num_segments=4)
+            h = ops.concatenate([nodes, ops.matmul(msgs, self.weight)], axis=-1)
+            shape = ops.shape(h)
+            h = ops.reshape(h, (shape[1] * shape[0], shape[2], shape[3]))
+            out = ops.reshape(self.dense(self.lstm(h)), (shape[0], shape[1], 2))
+            return ops.transpose(out, [1, 2, 0])  # (batch, 2, nodes)
+
+    inputs = layers.Input((6, 4, 1))
+    return lib.Model(inputs, GraphLSTM()(inputs))
+
+
+def test_graph_lstm_over_a_transposed_batch_as_keras(keras):
+    """timeseries_traffic_forecasting ran as written and in line; this keeps its layer's
+    outputs and one training step equal to Keras's with the same weights (batches of 16 over
+    37 samples: the last batch shorter)."""
+    km, tm = _graph_lstm(keras), _graph_lstm(tn)
+    assert tm.output_shape == km.output_shape
+    tm.set_weights([np.asarray(w) for w in km.get_weights()])
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(37, 6, 4, 1)).astype("float32")
+    np.testing.assert_allclose(tm.predict(x, batch_size=16, verbose=0),
+                               km.predict(x, batch_size=16, verbose=0), rtol=1e-4, atol=1e-5)
+    y = rng.normal(size=(37, 2, 4)).astype("float32")
+    for m in (km, tm):
+        m.compile(optimizer="sgd", loss="mse")
+        m.fit(x, y, batch_size=37, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-6)
