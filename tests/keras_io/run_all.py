@@ -61,6 +61,24 @@ def run_one(name, timeout):
     return False, took, last_error_line(p.stderr), p.stderr
 
 
+# Scripts that stop at a gap of tessera.nn refused by name (docs/nn.md), and the error each
+# must stop with (the start of its last line): such a stop counts as the script's run; running
+# through (the gap closed: move it to the runs) or another error counts as a failure.
+STOPS = {
+    "dcgan_overriding_train_step": "NotImplementedError: [fit] GAN overrides train_step but "
+                                   "defines no call",
+}
+
+
+def as_documented(name, ok, err):
+    """(ran as it should, what to print) for a script's run: a STOPS script must stop with
+    its documented error."""
+    if name not in STOPS:
+        return ok, ("ran   " if ok else "FAILED")
+    stopped = not ok and err.startswith(STOPS[name])
+    return stopped, ("stops " if stopped else "FAILED")
+
+
 # Scripts Keras itself cannot run here, and why (no comparison; tessera's run still counts).
 KERAS_CANNOT = {
     "structured_data_classification_with_feature_space": "Keras's FeatureSpace needs "
@@ -175,6 +193,13 @@ def compare(names, timeout):
     bad = 0
     for name in names:
         t, tt = run_driven(name, "tessera", timeout)
+        if name in STOPS:
+            stopped = bool(t["error"]) and t["error"].startswith(STOPS[name])
+            bad += not stopped
+            print(f"{name:40s} {'n/a':34s} {'- (stops)':34s} {'-':>7s} {tt:9.1f}  "
+                  + (f"stops as documented: {STOPS[name]}" if stopped else
+                     f"NO: should stop with {STOPS[name]!r}, got {t['error']}"), flush=True)
+            continue
         if name in KERAS_CANNOT:
             why = f"tessera failed: {t['error']}" if t["error"] else ""
             bad += bool(why)
@@ -204,9 +229,10 @@ def main(argv=None):
     failures = []
     for name in names:
         ok, took, err, _ = run_one(name, args.timeout)
-        print(f"{'ran   ' if ok else 'FAILED'} {name:45s} {took:6.1f} s", flush=True)
+        ok, word = as_documented(name, ok, err)
+        print(f"{word} {name:45s} {took:6.1f} s", flush=True)
         if not ok:
-            failures.append((name, err))
+            failures.append((name, err or "ran through, but should stop: " + STOPS[name]))
     print(f"\n{len(names) - len(failures)} of {len(names)} ran")
     for name, err in failures:
         print(f"  {name}: {err}")

@@ -20,32 +20,43 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
+RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "eanet", "eeg_signal_classification",
         "endpoint_layer_pattern", "functional_api", "image_classification_from_scratch",
         "image_classification_with_vision_transformer",
         "imbalanced_classification", "involution", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq", "memory_efficient_embeddings",
         "mlp_image_classification",
-        "mnist_convnet", "multi_label_classification",
+        "mnist_convnet", "mobilevit", "multi_label_classification",
         "neural_machine_translation_with_transformer", "ner_transformers",
         "oxford_pets_image_segmentation", "pointnet",
-        "pretrained_word_embeddings", "sequential_model", "serialization_and_saving",
+        "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
         "subclassing_layers_models", "super_resolution_sub_pixel",
         "text_classification_from_scratch", "text_classification_with_switch_transformer",
         "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
-        "timeseries_classification_from_scratch", "timeseries_weather_forecasting",
+        "timeseries_classification_from_scratch", "timeseries_traffic_forecasting",
+        "timeseries_weather_forecasting", "token_learner",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "vae", "working_with_rnns", "writing_your_own_callbacks"]
 
 
 def test_every_script_is_listed():
-    listed = set(RUNS) | {"addition_rnn", "bidirectional_lstm_imdb",
-                          "timeseries_classification_transformer"}
+    listed = set(RUNS) | set(run_all.STOPS) | {"addition_rnn", "bidirectional_lstm_imdb",
+                                               "timeseries_classification_transformer"}
     assert set(run_all.scripts()) == listed
+    assert not set(RUNS) & set(run_all.STOPS)
+
+
+@pytest.mark.parametrize("name", sorted(run_all.STOPS))
+def test_script_stops_with_its_documented_error(name):
+    """A script that meets a gap tessera refuses by name stops with that error, at once."""
+    ok, took, err, out = run_all.run_one(name, timeout=120)
+    assert run_all.as_documented(name, ok, err)[0], (
+        f"{name} should stop with {run_all.STOPS[name]!r}; "
+        + ("it ran through" if ok else f"it stopped with {err}") + f"\n{out[-3000:]}")
 
 
 @pytest.mark.parametrize("name", RUNS)

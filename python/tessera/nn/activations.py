@@ -176,6 +176,18 @@ def serialize(activation):
     return name
 
 
+def builtin_name(fn):
+    """The Keras name a layer's config gives an activation function: a built-in activation's,
+    or an op's of the same name (``ops.gelu`` -> "gelu", as Keras names it); None for others."""
+    for name, f in _BY_NAME.items():
+        if f is fn:
+            return name
+    name = getattr(fn, "__name__", None)
+    if (getattr(fn, "__module__", "") or "").startswith("tessera.nn.ops") and name in _BY_NAME:
+        return name
+    return None
+
+
 def deserialize(config, custom_objects=None):
     if isinstance(config, dict):
         config = config.get("config", config.get("class_name"))

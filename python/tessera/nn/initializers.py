@@ -9,8 +9,9 @@ generators (the values of a seed do not depend on the number of threads).
 Each initializer is called as Keras's: ``init(shape, dtype="float32")``. A
 seeded initializer (``seed=`` an int) uses its seed every call, so, as in
 Keras, *the same seeded initializer object gives the same values each call*
-(give different seeds, or no seed, to layers that should differ); an
-unseeded one draws from tessera's global random state (``set_seed``).
+(give different seeds, or no seed, to layers that should differ); so does an
+unseeded one called directly, as Keras's: it draws its seed once from tessera's global
+random state (``set_random_seed`` repeats it).
 ``init.generate(shape, dtype, seed)`` is what a model calls with a seed of
 its own per parameter: the initializer's own seed, when it has one, wins.
 
@@ -107,6 +108,13 @@ def _mix(seed: int, k: int) -> int:
     return (z ^ (z >> 31)) >> 1  # non-negative int64
 
 
+def _draw_seed() -> int:
+    """A seed from tessera's global generator (utils.set_random_seed repeats it)."""
+    u = _core.call_primitive("random_uniform", [[1]], {"low": 0.0, "high": 2.0 ** 31,
+                                                       "dtype": "float64"})
+    return int(np.asarray(u)[0])
+
+
 def _normal(shape, mean, std, seed, dtype):
     attrs = {"mean": float(mean), "std": float(std), "dtype": dtype}
     if seed is not None:
@@ -142,9 +150,18 @@ class Initializer(Configurable):
     ``from_config`` (or the module's ``deserialize``) rebuilds it."""
 
     seed: Optional[int] = None
+    _draws = False  # a random initializer (it takes a seed)
 
     def __call__(self, shape, dtype="float32") -> np.ndarray:
-        return self.generate(shape, dtype, None)
+        # As Keras's: an unseeded random initializer draws one seed (here from tessera's
+        # global generator, at its first call) and gives the same values at every call;
+        # set_random_seed repeats them. (A layer's weights take their own seeds: generate.)
+        seed = None
+        if self._draws and self.seed is None:
+            if getattr(self, "_drawn_seed", None) is None:
+                self._drawn_seed = _draw_seed()
+            seed = self._drawn_seed
+        return self.generate(shape, dtype, seed)
 
     def generate(self, shape, dtype="float32", seed: Optional[int] = None) -> np.ndarray:
         """The values for ``shape``, drawn with the initializer's own seed if it
@@ -211,6 +228,8 @@ class Ones(Initializer):
 class RandomNormal(Initializer):
     """Normal values with ``mean`` and ``stddev`` (Keras's defaults 0, 0.05)."""
 
+    _draws = True
+
     def __init__(self, mean=0.0, stddev=0.05, seed=None):
         cls = type(self).__name__
         self.mean = _number(cls, "mean", mean)
@@ -236,6 +255,8 @@ class TruncatedNormal(RandomNormal):
 class RandomUniform(Initializer):
     """Uniform values in [minval, maxval) (Keras's defaults -0.05, 0.05)."""
 
+    _draws = True
+
     def __init__(self, minval=-0.05, maxval=0.05, seed=None):
         self.minval = _number("RandomUniform", "minval", minval)
         self.maxval = _number("RandomUniform", "maxval", maxval)
@@ -259,6 +280,8 @@ class VarianceScaling(Initializer):
     0.8796..., the stddev of a unit normal truncated at 2), "untruncated_normal"
     (stddev sqrt(scale); "normal" means "truncated_normal", as in Keras) or
     "uniform" (in +-sqrt(3 scale))."""
+
+    _draws = True
 
     _modes = ("fan_in", "fan_out", "fan_avg")
     _distributions = ("truncated_normal", "untruncated_normal", "uniform")
@@ -348,6 +371,8 @@ class Orthogonal(Initializer):
     """Keras's Orthogonal: the shape flattened to (prod(shape[:-1]), shape[-1]),
     a normal matrix's QR factor Q (signs fixed by R's diagonal), times ``gain``:
     orthonormal columns (or rows, when there are fewer rows than columns)."""
+
+    _draws = True
 
     def __init__(self, gain=1.0, seed=None):
         self.gain = _number("Orthogonal", "gain", gain)

@@ -30,6 +30,7 @@ import inspect
 
 import numpy as np
 
+from .. import optim as _optim
 from . import ops
 from .functional import graph_layers
 from .metric_base import MeanMetricWrapper, Metric
@@ -359,9 +360,10 @@ class StepTrace:
     def apply(self, optimizer, grads, variables, what="apply"):
         where = user_location()
         if optimizer is not self.model.optimizer:
-            raise ValueError(f"[Optimizer.{what}] only the model's compiled optimizer "
-                             f"(self.optimizer) can be applied in a traced {self.hook} "
-                             f"(at {where})")
+            raise NotImplementedError(
+                f"[Optimizer.{what}] only the model's compiled optimizer (self.optimizer) can "
+                f"be applied in a traced {self.hook}: a step that trains parts of the model "
+                f"with optimizers of their own (a GAN's) is not supported yet (at {where})")
         if self.applied is not None:
             raise NotImplementedError(f"[Optimizer.{what}] is called twice in the traced "
                                       f"{self.hook}: tessera's step makes one update (at {where})")
@@ -524,11 +526,16 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     proxy = _CompileMetricsProxy(trace, held[2]) if held[2] is not None else None
     if proxy is not None:
         model.__dict__["_tracker_objects"] = (held[0], held[1], proxy, held[3])
-    optimizer = model.optimizer
-    optimizer.__dict__["apply"] = lambda grads, variables=None: trace.apply(
-        optimizer, grads, variables if variables is not None else model.trainable_weights)
-    optimizer.__dict__["apply_gradients"] = lambda pairs: trace.apply(
-        optimizer, *zip(*list(pairs)) if pairs else ((), ()), what="apply_gradients")
+    # the compiled optimizer, and the other optimizers the model holds (a GAN's d_optimizer),
+    # whose apply is refused by name instead of an AttributeError
+    optimizers = [model.optimizer] + [o for o in vars(model).values()
+                                      if isinstance(o, _optim.Optimizer)
+                                      and o is not model.optimizer]
+    for optimizer in optimizers:
+        optimizer.__dict__["apply"] = lambda grads, variables=None, o=optimizer: trace.apply(
+            o, grads, variables if variables is not None else model.trainable_weights)
+        optimizer.__dict__["apply_gradients"] = lambda pairs, o=optimizer: trace.apply(
+            o, *zip(*list(pairs)) if pairs else ((), ()), what="apply_gradients")
     token = _ACTIVE.set(trace)
     model.__dict__["_step_self_call"] = True
     try:
@@ -542,8 +549,9 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
         _ACTIVE.reset(token)
         model.__dict__.pop("_step_self_call", None)
         model.__dict__["_tracker_objects"] = held
-        for name in ("apply", "apply_gradients"):
-            optimizer.__dict__.pop(name, None)
+        for optimizer in optimizers:
+            for name in ("apply", "apply_gradients"):
+                optimizer.__dict__.pop(name, None)
         for m in shadowed:
             m.__dict__.pop("result", None)
             m.__dict__.pop("update_state", None)

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import constraints, initializers, regularizers
+from ..activations import builtin_name
 from .._config import SETTINGS
 from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
@@ -835,6 +836,11 @@ class Layer:
                     config.update(v)
                 else:
                     config[k] = v
+        # Keras's configs name a built-in activation given as a function (Conv2D(activation=
+        # keras.activations.swish) -> "silu"), so the model saves and loads
+        for key in ("activation", "recurrent_activation"):
+            if callable(config.get(key)) and builtin_name(config[key]) is not None:
+                config[key] = builtin_name(config[key])
         config["name"] = self.name
         return config
 

@@ -39,7 +39,9 @@ class _Conv(Layer):
         self.dilation = _ints(dilation_rate, self.rank, "dilation_rate", k)
         allowed = ("valid", "same", "causal") if self.rank == 1 and not self.transpose \
             else ("valid", "same")
-        self.padding = _padding(padding, k, allowed)
+        # Keras takes any case ("VALID", as TensorFlow spells it) and keeps it lower-cased
+        self.padding = _padding(padding.lower() if isinstance(padding, str) else padding, k,
+                                allowed)
         self.groups = _positive(groups, "groups", k)
         if self.filters % self.groups:
             raise ValueError(f"[{k}] filters ({self.filters}) must be divisible by groups "
@@ -52,11 +54,11 @@ class _Conv(Layer):
         self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
 
     def get_config(self) -> dict:
-        # Keras's config holds the window's sizes as tuples, given or not
-        # (convmixer: layer.get_config()["kernel_size"] == (5, 5))
+        # Keras's config holds the window's sizes as tuples, given or not, and the padding
+        # lower-cased (convmixer: layer.get_config()["kernel_size"] == (5, 5))
         config = super().get_config()
         config.update(kernel_size=self.kernel_size, strides=self.strides,
-                      dilation_rate=self.dilation)
+                      dilation_rate=self.dilation, padding=self.padding)
         return config
 
     def _spatial(self, s):
@@ -285,11 +287,11 @@ class _DepthwiseConv(Layer):
         self.bias_regularizer = _regularizer(bias_regularizer, k, "bias_regularizer")
 
     def get_config(self) -> dict:
-        # Keras's config holds the window's sizes as tuples, given or not
-        # (convmixer: layer.get_config()["kernel_size"] == (5, 5))
+        # Keras's config holds the window's sizes as tuples, given or not, and the padding
+        # lower-cased (convmixer: layer.get_config()["kernel_size"] == (5, 5))
         config = super().get_config()
         config.update(kernel_size=self.kernel_size, strides=self.strides,
-                      dilation_rate=self.dilation)
+                      dilation_rate=self.dilation, padding=self.padding)
         return config
 
     def _depthwise_spatial(self, s):

@@ -81,7 +81,7 @@ class _ConvLSTM(_RNN):
         # Keras's config holds the window's sizes as tuples, given or not
         config = super().get_config()
         config.update(kernel_size=self.kernel_size, strides=self.strides,
-                      dilation_rate=self.dilation_rate)
+                      dilation_rate=self.dilation_rate, padding=self.padding)
         return config
 
     def _weight_subpath(self, pname: str) -> str:

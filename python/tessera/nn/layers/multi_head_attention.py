@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from ..symbolic import KerasTensor
+from ..symbolic import KerasTensor, next_name
 from .attention import call_flags
 from .base import Layer, Param, _initializer, _positive, _regularizer
 
@@ -114,15 +114,27 @@ class MultiHeadAttention(Layer):
         if not static.get("_has_key"):
             static.pop("key_mask", None)  # Keras ignores it when key is value
 
+    def _draw_sublayer_names(self):
+        """Keras's attention layers make a Softmax and a Dropout when first built, which take
+        the next "softmax" and "dropout" names: later unnamed layers are numbered past them
+        (token_learner: the Dropout after a MultiHeadAttention is dropout_2, not dropout_1)."""
+        if not getattr(self, "_sublayer_names_drawn", False):
+            self._sublayer_names_drawn = True
+            next_name("softmax")
+            next_name("dropout")
+
     def compute_output_shape(self, shapes):
+        self._draw_sublayer_names()
         flags = getattr(self, "_flags", {})
         q, v = shapes[0], shapes[1]
         k = shapes[2] if flags.get("_has_key") else v
         for name, s in (("query", q), ("value", v), ("key", k)):
-            if len(s) != 2:
+            if len(s) < 2:
                 raise ValueError(f"[{self.kind}] {name} must have shape (batch, "
                                  f"timesteps, features), got {(None,) + tuple(s)}")
-        if k[0] != v[0]:
+        if any(len(s) > 2 for s in (q, v, k)):
+            self._check_many_axes(q, v, k, flags)
+        elif k[0] != v[0]:
             raise ValueError(f"[{self.kind}] key and value must have the same length, got "
                              f"{k[0]} and {v[0]}")
         if flags.get("_has_mask"):
@@ -145,10 +157,35 @@ class MultiHeadAttention(Layer):
         self.params.append(param("output_kernel", (h, vd, d_out), kinit, kreg))
         if self.use_bias:
             self.params.append(param("output_bias", (d_out,), binit, breg))
-        out = (q[0], d_out)
+        out = tuple(q[:-1]) + (d_out,)
         if flags.get("return_attention_scores"):
             return [out, (self._heads_here(), q[0], v[0])]
         return out
+
+    def _check_many_axes(self, q, v, k, flags):
+        """Inputs with several axes between the batch and the features (MobileViT's
+        (batch, patch, patches, features)): as Keras's default attention_axes, attention runs
+        over all of them at once, here as one flattened sequence."""
+        k_ = self.kind
+        if type(self) is not MultiHeadAttention:
+            raise NotImplementedError(f"[{k_}] inputs of shape (batch, timesteps, features) are "
+                                      f"supported, got {(None,) + tuple(q)}")
+        for name, s in (("query", q), ("value", v), ("key", k)):
+            if len(s) != len(q) or any(n is None for n in s[:-1]):
+                raise ValueError(f"[{k_}] with more than one axis between the batch and the "
+                                 f"features, query, value and key must have the same rank and "
+                                 f"known lengths, got {name} {(None,) + tuple(s)} for query "
+                                 f"{(None,) + tuple(q)}")
+        if tuple(k[:-1]) != tuple(v[:-1]):
+            raise ValueError(f"[{k_}] key and value must have the same axes before the "
+                             f"features, got {(None,) + tuple(k)} and {(None,) + tuple(v)}")
+        used = [f for f in ("_has_mask", "use_causal_mask", "return_attention_scores",
+                            "query_mask", "value_mask", "key_mask") if flags.get(f) is not None
+                and flags.get(f) is not False]
+        if used:
+            raise NotImplementedError(f"[{k_}] on inputs of rank {len(q) + 1}, masks and "
+                                      f"returned scores are not supported yet (got {used}); "
+                                      "inputs (batch, timesteps, features) take them")
 
     def _weight_subpath(self, pname: str) -> str:
         # Keras builds the projections as EinsumDense sublayers "query", "key",
@@ -215,6 +252,24 @@ class MultiHeadAttention(Layer):
     def forward(self, xs, p, ctx, _has_key=False, _has_mask=False, return_attention_scores=False,
                 use_causal_mask=False, query_mask=None, value_mask=None, key_mask=None):
         shapes = [s[1:] for s in ctx.input_shapes]
+        n_in = 3 if _has_key else 2
+        many = shapes[0][:-1] if any(len(s) > 2 for s in shapes[:n_in]) else None
+        if many is not None:  # attention over all the middle axes: one flattened sequence
+            xs, shapes = list(xs), list(shapes)
+            for i in range(n_in):
+                t = math.prod(shapes[i][:-1])
+                xs[i] = f"reshape({xs[i]}, [-1, {t}, {shapes[i][-1]}])"
+                shapes[i] = (t, shapes[i][-1])
+            out = self._attend(xs, p, ctx, shapes, _has_key, False, False, False, None, None,
+                               None)
+            d_out = self.out_dim or shapes[0][-1]
+            return f"reshape({out}, [-1, {', '.join(str(n) for n in many)}, {d_out}])"
+        return self._attend(xs, p, ctx, shapes, _has_key, _has_mask, return_attention_scores,
+                            use_causal_mask, query_mask, value_mask, key_mask)
+
+    def _attend(self, xs, p, ctx, shapes, _has_key, _has_mask, return_attention_scores,
+                use_causal_mask, query_mask, value_mask, key_mask):
+        """The attention of inputs (batch, T, features) (shapes without the batch)."""
         q_in, v_in = xs[0], xs[1]
         k_in = xs[2] if _has_key else v_in
         q_in, v_in, k_in = self._enter([q_in, v_in, k_in], ctx)
@@ -377,6 +432,7 @@ class GroupedQueryAttention(MultiHeadAttention):
                                   use_causal_mask, _has_key, _has_mask)
 
     def compute_output_shape(self, shapes):
+        self._draw_sublayer_names()
         q, v = shapes[0], shapes[1]
         if q and v and q[-1] != v[-1]:
             raise ValueError(f"[{self.kind}] query and value must have the same last dimension, "

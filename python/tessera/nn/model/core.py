@@ -31,6 +31,7 @@ from ..programs import ProgramsMixin
 from ..registry import is_model
 from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
                       save_file, save_model)
+from ..step_overrides import overridden_step
 from ..string_inputs import split_fronts, split_group_fronts
 from ..symbolic import GraphWriter, KerasTensor, stand_in_input
 from .. import tree as _tree
@@ -310,6 +311,13 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         multi = isinstance(shapes, list) and shapes and isinstance(shapes[0], (list, tuple))
         shapes = [tuple(s) for s in shapes] if multi else [tuple(shapes)]
         shapes = [s[1:] if s and s[0] is None else s for s in shapes]
+        if type(self).call is Model.call and overridden_step(self, "train_step"):
+            raise NotImplementedError(
+                f"[fit] {type(self).__name__} overrides train_step but defines no call: tessera "
+                "traces a train_step around the model's own call (its inputs and weights), so a "
+                "step that only trains sub-models, each with its own GradientTape and optimizer "
+                "(a GAN's), is not supported yet; Keras runs it eagerly on TensorFlow "
+                "(docs/nn.md, \"Custom training\")")
         inputs = [stand_in_input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
         self.built = True
         try:
