@@ -15,8 +15,8 @@ clip(n, 0, max_value) / (eps + n)`` with ``n`` the L2 norms along ``axis``;
 ``MinMaxNorm(min_value=0.0, max_value=1.0, rate=1.0, axis=0)``: ``w * (rate *
 clip(n, min, max) + (1 - rate) n) / (eps + n)``; ``NonNeg()``: ``maximum(w,
 0)``; ``UnitNorm(axis=0)``: ``w / (eps + n)``. A user's subclass of
-``Constraint`` defines ``__call__(w)`` with NumPy functions (it is traced into
-the training step).
+``Constraint`` defines ``__call__(w)`` with ``keras.ops`` (or NumPy) functions, as
+Keras's do: it is traced into the training step.
 """
 
 from __future__ import annotations
@@ -220,13 +220,18 @@ def get(identifier):
                     f"got {identifier!r}")
 
 
+# regularizer_programs.constraint_lines, set when that (higher) module is imported:
+# (statements, text) of a user's subclass whose __call__ computes with ops.
+TRACE_HOOKS: dict = {}
+
+
 def step_lines(P, owner, refuse=None) -> list:
     """The training step's statements that end Keras's optimizer step: each
     updated whole weight of `P` (program variable names; `owner[v]` is its
     (layer, param)) redefined by its constraint's projection. Every locality
     of a data group makes the same projection of the same weights. `refuse`:
     the name of a mode that never holds the whole weights (ZeRO 3), an error
-    if any weight is constrained."""
+    if any weight is constrained. A user's subclass is traced (TRACE_HOOKS)."""
     lines = []
     for v in P:
         layer, param = owner[v]
@@ -234,14 +239,20 @@ def step_lines(P, owner, refuse=None) -> list:
         if c is None:
             continue
         where = f"the constraint {type(c).__name__} of {layer.name}/{param.name}"
-        if c.is_custom():
-            raise ValueError(f"[fit] {where} defines only __call__: inside the compiled "
-                             "training step a constraint writes expression(w) in tessera's "
-                             "language (see tessera.nn.constraints)")
         if refuse:
             raise ValueError(f"[fit] {where} needs the whole weight after each step, which "
                              f"{refuse} does not hold: train without it, or drop the constraint")
-        lines.append(f"define({v}, astype({c.expression(v)}, dtype_name({v})))")
+        if c.is_custom():
+            traced = TRACE_HOOKS.get("lines")
+            if traced is None:
+                raise ValueError(f"[fit] {where} defines only __call__, which this step cannot "
+                                 "trace: write expression(w) in tessera's language (see "
+                                 "tessera.nn.constraints)")
+            stmts, text = traced(c, v, param.shape, getattr(layer, "variable_dtype", "float32"))
+            lines += stmts
+        else:
+            text = c.expression(v)
+        lines.append(f"define({v}, astype({text}, dtype_name({v})))")
     return lines
 
 

@@ -208,15 +208,16 @@ def _encode(v, where):
         return {"__object__": type(v).__name__, "module": type(v).__module__,
                 "config": _encode(v.get_config(), where)}
     if callable(v) and not isinstance(v, type):
-        key = next((k for k, u in _CUSTOM.items() if u is v), None)
-        if key is not None:
+        key = next((k for k, u in _CUSTOM.items() if u is v), None) or \
+            (v.__name__ if inspect.isfunction(v) and v.__name__ != "<lambda>" else None)
+        if key is not None:  # Keras's: a def by its name, at load in custom_objects
             return {"__function__": key}
         raise TypeError(
             f"[{where}] cannot save the function {getattr(v, '__qualname__', v)!r}: a file "
             "holding a Python function's bytecode would run code when loaded, which tessera "
-            "never does (Keras's safe_mode refuses such files too). Register the function "
-            "with @tessera.nn.register_keras_serializable() (the file then names it), or "
-            "rebuild the layer in code and save only the weights (save_weights)")
+            "never does (Keras's safe_mode refuses such files too). Define it with def (the "
+            "file names it; load_model's custom_objects gives it back), register it with "
+            "@tessera.nn.register_keras_serializable(), or save only the weights")
     raise TypeError(f"[{where}] cannot save the argument {v!r} (of type {type(v).__name__}); "
                     "use names for activations and initializers, or objects with get_config")
 
@@ -234,12 +235,11 @@ def _decode(v, ctx: _Load, depth: int = 0):
             return _layer_from(v["__layer__"], ctx, depth + 1)
         if "__function__" in v:
             name = v["__function__"]
-            fn = _registered(name) if isinstance(name, str) else None
+            fn = (ctx.custom.get(name) or _registered(name)) if isinstance(name, str) else None
             if fn is None or not callable(fn):
-                raise ctx.error(f"a configuration value names the function {str(name)[:80]!r}, "
-                                "which is not registered: register it with "
-                                "@tessera.nn.register_keras_serializable() or pass it in "
-                                "custom_objects")
+                raise ctx.error(f"a configuration value names the function {str(name)[:80]!r}"
+                                ": pass it in custom_objects, or register it with "
+                                "@tessera.nn.register_keras_serializable()")
             return fn
         if "__object__" in v:
             cls = _resolve(v["__object__"], v.get("module"), _OBJECT_KINDS, ctx,
