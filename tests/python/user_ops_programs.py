@@ -11,10 +11,11 @@ class Program:
     to compile it, and the classes load_model needs."""
 
     def __init__(self, model, x, y, loss, metrics=(), custom_objects=None, optimizer="sgd",
-                 lr=0.05):
+                 lr=0.05, adjust=None):
         self.model, self.x, self.y, self.loss = model, x, y, loss
         self.metrics, self.custom_objects = list(metrics), dict(custom_objects or {})
         self.optimizer, self.lr = optimizer, lr
+        self.adjust = adjust  # changes the first library's initial weights (both get them)
 
 
 def _data(shape, seed=0):
@@ -629,3 +630,121 @@ def nested_layers(keras):
     out = keras.layers.Dense(2)(Tower(6, 2)(inp))
     return Program(keras.Model(inp, out), _data((24, 6)), _data((24, 2), 16), "mse",
                    custom_objects={"ResidualBlock": ResidualBlock, "Tower": Tower})
+
+
+def vae_sampling(keras):
+    ops = keras.ops
+
+    class Sampling(keras.layers.Layer):
+        """keras-io's VAE: z = mean + exp(log_var / 2) * epsilon."""
+
+        def __init__(self, seed=1337, **kwargs):
+            super().__init__(**kwargs)
+            self.seed = seed
+            self.seed_generator = keras.random.SeedGenerator(seed)
+
+        def call(self, inputs):
+            z_mean, z_log_var = inputs
+            batch, dim = ops.shape(z_mean)[0], ops.shape(z_mean)[1]
+            epsilon = keras.random.normal(shape=(batch, dim), seed=self.seed_generator)
+            return z_mean + ops.exp(0.5 * z_log_var) * epsilon
+
+        def get_config(self):
+            return {**super().get_config(), "seed": self.seed}
+
+    class KLDivergence(keras.layers.Layer):
+        def __init__(self, weight=1e-3, **kwargs):
+            super().__init__(**kwargs)
+            self.weight = weight
+
+        def call(self, inputs):
+            mu, log_var = inputs
+            kl = -0.5 * (1 + log_var - ops.square(mu) - ops.exp(log_var))
+            self.add_loss(self.weight * ops.mean(ops.sum(kl, axis=1)))
+            return mu
+
+        def get_config(self):
+            return {**super().get_config(), "weight": self.weight}
+
+    inp = keras.Input((6,))
+    h = keras.layers.Dense(5, activation="relu")(inp)
+    z_mean = keras.layers.Dense(2, name="z_mean")(h)
+    z_log_var = keras.layers.Dense(2, name="z_log_var")(h)
+    z = Sampling()([KLDivergence()([z_mean, z_log_var]), z_log_var])
+    out = keras.layers.Dense(6)(keras.layers.Dense(5, activation="relu")(z))
+
+    def tiny_noise(weights):
+        # z_log_var's kernel 0 and bias -30: the noise (exp(-15) ~ 3e-7) leaves the
+        # losses comparable with Keras's to rounding, through the sampling code
+        weights[4] = np.zeros_like(weights[4])
+        weights[5] = np.full_like(weights[5], -30.0)
+        return weights
+
+    x = _data((24, 6))
+    return Program(keras.Model(inp, out), x, x, "mse", adjust=tiny_noise, lr=0.02,
+                   custom_objects={"Sampling": Sampling, "KLDivergence": KLDivergence})
+
+
+def gumbel_softmax(keras):
+    ops = keras.ops
+
+    class GumbelSoftmax(keras.layers.Layer):
+        """Relaxed one-hot samples when training; the hard one-hot argmax otherwise."""
+
+        def __init__(self, temperature=0.5, noise=1.0, **kwargs):
+            super().__init__(**kwargs)
+            self.temperature, self.noise = temperature, noise
+            self.seed_generator = keras.random.SeedGenerator(7)
+
+        def call(self, logits, training=None):
+            if training:
+                u = keras.random.uniform(ops.shape(logits), minval=1e-6, maxval=1.0 - 1e-6,
+                                         seed=self.seed_generator)
+                gumbel = -ops.log(-ops.log(u))
+                return ops.softmax((logits + self.noise * gumbel) / self.temperature, axis=-1)
+            return ops.one_hot(ops.argmax(logits, axis=-1), ops.shape(logits)[-1])
+
+        def get_config(self):
+            return {**super().get_config(), "temperature": self.temperature,
+                    "noise": self.noise}
+
+    inp = keras.Input((6,))
+    # noise 0 keeps fit comparable with Keras (the uniform draws differ); the random
+    # draw and -log(-log(u)) still run in the step
+    codes = GumbelSoftmax(temperature=2.0, noise=0.0)(keras.layers.Dense(4)(inp))
+    out = keras.layers.Dense(2)(codes)
+    return Program(keras.Model(inp, out), _data((24, 6)), _data((24, 2), 17), "mse",
+                   custom_objects={"GumbelSoftmax": GumbelSoftmax})
+
+
+def compute_loss_override(keras):
+    ops = keras.ops
+
+    class ConfidencePenalty(keras.Model):
+        """Backend-agnostic custom training: Keras's compute_loss plus an entropy bonus."""
+
+        def __init__(self, classes=3, beta=0.1, **kwargs):
+            super().__init__(**kwargs)
+            self.classes, self.beta = classes, beta
+            self.hidden = keras.layers.Dense(8, activation="tanh")
+            self.logits = keras.layers.Dense(classes)
+
+        def call(self, x):
+            return self.logits(self.hidden(x))
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                         training=True):
+            ce = super().compute_loss(x, y, y_pred, sample_weight, training)
+            probs = ops.softmax(y_pred, axis=-1)
+            entropy = -ops.sum(probs * ops.log_softmax(y_pred, axis=-1), axis=-1)
+            return ce - self.beta * ops.mean(entropy)
+
+        def get_config(self):
+            return {"classes": self.classes, "beta": self.beta}
+
+    x = _data((24, 5))
+    model = ConfidencePenalty()
+    model(x[:2])
+    return Program(model, x, _labels(24, 3),
+                   keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                   ["accuracy"], {"ConfidencePenalty": ConfidencePenalty}, lr=0.1)

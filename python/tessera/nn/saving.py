@@ -173,8 +173,7 @@ def _check_arguments(cls, config: dict, ctx: _Load, what: str):
 
 
 def _construct(cls, config, ctx: _Load, what: str):
-    """An object of a resolved class: through its from_config, or its
-    constructor with checked keyword arguments."""
+    """An object of a resolved class: by its from_config, or its checked constructor."""
     if not isinstance(config, dict):
         raise ctx.error(f"{what}: the configuration of {cls.__name__} is not an object")
     if callable(getattr(cls, "from_config", None)):
@@ -380,7 +379,8 @@ def _architecture(model, where="save", objects=None) -> dict:
             static = {k: v for k, v in t.kwargs.items() if k != "_template" and k not in auto}
             nodes.append({"op": "layer", "layer": layer_ref(layer),
                           "inputs": [ids[i.id] for i in ins], "multi": bool(multi),
-                          "custom": layer._is_custom(), "kwargs": _encode(static, where)})
+                          "custom": layer._is_custom(), "kwargs": _encode(static, where),
+                          **(output_nesting.call_entry(t) if layer._is_custom() else {})})
         else:
             nodes.append({"op": "prim", "fn": t.fn, "args": [enc(a) for a in t.args],
                           "kwargs": {k: enc(v) for k, v in t.kwargs.items()}})
@@ -574,8 +574,7 @@ MAX_JSON_CHARS = 1 << 26
 
 
 def model_from_json(json_string, custom_objects=None):
-    """The model (fresh weights) a to_json text describes
-    (keras.models.model_from_json)."""
+    """The model (fresh weights) a to_json text describes (keras.models.model_from_json)."""
     if not isinstance(json_string, (str, bytes)):
         raise TypeError(f"[model_from_json] expected JSON text, got {type(json_string).__name__}")
     if len(json_string) > MAX_JSON_CHARS:
@@ -775,7 +774,8 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             ins = [ref(i) for i in node["inputs"]]
             static = _decode(node.get("kwargs", {}), ctx, depth + 1)
             if node.get("custom"):
-                res = layer(*ins, **static)
+                args, tensor_kwargs = output_nesting.call_arguments(node, ins, ctx)
+                res = layer(*args, **tensor_kwargs, **static)
                 made.append(res if isinstance(res, list) else [res])
             else:
                 made.append(layer(ins if node["multi"] else ins[0], **static))
