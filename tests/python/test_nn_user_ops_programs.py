@@ -120,3 +120,82 @@ def test_saved_user_layer_is_called_with_its_arguments_structure(tmp_path):
     for bad in ([[0, 0]], [[0]], [[0, 1, 2]], [["0", 1]], [{"x": 0, "y": 1}]):
         with pytest.raises(ValueError, match="a layer call's arguments"):
             output_nesting.call_arguments({"call": {"args": bad, "kwargs": {}}}, ins, ctx)
+
+
+OP_CASES = {
+    # Keras 3's default epsilon is keras.config.epsilon() (tessera had 1e-3)
+    "layer_normalization": lambda o, x: o.layer_normalization(x),
+    "layer_normalization_axes": lambda o, x: o.layer_normalization(
+        x, gamma=o.reshape(o.linspace(0.5, 1.5, 48), (6, 8)), beta=o.ones((6, 8)),
+        axis=[1, 2], epsilon=1e-5),
+    "layer_normalization_axis_1": lambda o, x: o.layer_normalization(
+        x, gamma=o.linspace(0.5, 1.5, 6), beta=o.linspace(-1.0, 1.0, 6), axis=1),
+    # the deprecated rms_scaling scales by the variance, as Keras's (tessera took the mean
+    # square)
+    "layer_normalization_rms_scaling": lambda o, x: o.layer_normalization(
+        x + 1.0, gamma=o.linspace(0.5, 1.5, 8), rms_scaling=True),
+    # the other methods than linear (NumPy's positions; a list of q: its axis moved last,
+    # the batch axis staying first)
+    "quantile_lower": lambda o, x: o.quantile(x, 0.3, axis=-1, method="lower"),
+    "quantile_nearest": lambda o, x: o.moveaxis(o.quantile(x, [0.25, 0.5], axis=-1,
+                                                           method="nearest", keepdims=True),
+                                                0, -1),
+    "percentile_midpoint": lambda o, x: o.percentile(x, 35, axis=1, method="midpoint"),
+    "percentile_higher": lambda o, x: o.moveaxis(o.percentile(x, [10, 90], axis=2,
+                                                              method="higher"), 0, -1),
+    "quantile_linear": lambda o, x: o.moveaxis(o.quantile(x, [0.2, 0.7], axis=1), 0, -1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_ops_users_call_as_keras(keras, name):
+    """keras.ops calls met writing the programs that differed from Keras or failed: on
+    arrays and inside a layer's call (compiled), against Keras on JAX."""
+    fn = OP_CASES[name]
+    x = progs._data((4, 6, 8), 5)
+    def warns():  # Keras's deprecation warning of rms_scaling, tessera's too
+        return pytest.warns(UserWarning, match="rms_scaling") if "rms" in name else \
+            _no_warning()
+
+    with warns():
+        want = np.asarray(fn(keras.ops, x))
+    with warns():
+        eager = np.asarray(fn(tn.ops, x))
+    assert eager.shape == want.shape
+    np.testing.assert_allclose(eager, want, rtol=1e-5, atol=1e-5)
+
+    class Op(tn.layers.Layer):
+        def call(self, v):
+            return fn(tn.ops, v)
+
+    inp = tn.Input((6, 8))
+    with warns():
+        model = tn.Model(inp, Op()(inp))
+    got = model.predict(x, batch_size=2, verbose=0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+class _no_warning:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_ops_arguments_checked():
+    x = progs._data((4, 6), 5)
+    with pytest.raises(ValueError, match=r"\[ops.quantile\] method must be one of .*'cubic'"):
+        tn.ops.quantile(x, 0.5, method="cubic")
+    with pytest.raises(NotImplementedError, match=r"\[ops.percentile\] method='lower' takes q "
+                                                  r"as numbers and axis as None or an int"):
+        tn.ops.percentile(x, 50, axis=(0, 1), method="lower")
+    inp = tn.Input((6,))
+    with pytest.raises(NotImplementedError, match=r"\[ops.quantile\] method='higher' needs the "
+                                                  r"length of the axis"):
+        tn.ops.quantile(inp, 0.5, axis=0, method="higher")
+    with pytest.raises(TypeError, match=r"\[ops.layer_normalization\] unexpected arguments "
+                                        r"\['center'\]"):
+        tn.ops.layer_normalization(x, center=True)
+    with pytest.raises(ValueError, match=r"\[ops.layer_normalization\] axis 3 is out of range"):
+        tn.ops.layer_normalization(x, axis=[0, 3])
