@@ -199,3 +199,23 @@ def test_ops_arguments_checked():
         tn.ops.layer_normalization(x, center=True)
     with pytest.raises(ValueError, match=r"\[ops.layer_normalization\] axis 3 is out of range"):
         tn.ops.layer_normalization(x, axis=[0, 3])
+
+
+@pytest.mark.parametrize("hook, call", [("train_step", "fit"), ("test_step", "evaluate")])
+def test_jax_stateless_step_is_refused_with_the_forms_that_work(hook, call):
+    """Keras's JAX trainer's train_step(self, state, data) is refused by name, naming the
+    (self, data) form with GradientTape and compute_loss (it failed with Python's 'missing
+    1 required positional argument')."""
+
+    def step(self, state, data):
+        return {}, state
+
+    JaxStep = type("JaxStep", (tn.Model,), {hook: step})
+    inp = tn.Input((5,))
+    model = JaxStep(inp, tn.layers.Dense(2)(inp))
+    model.compile("sgd", "mse")
+    x, y = progs._data((8, 5)), progs._data((8, 2), 1)
+    with pytest.raises(NotImplementedError, match=rf"\[{call}\] JaxStep.{hook} takes \['state', "
+                                                  rf"'data'\]: the stateless .*JAX trainer is "
+                                                  r"not supported.*GradientTape.*compute_loss"):
+        getattr(model, call)(x, y, verbose=0)

@@ -336,11 +336,15 @@ def custom_constraint(keras):
         def __call__(self, w):
             return w / (keras.ops.sqrt(ops.sum(ops.square(w), axis=0, keepdims=True)) + 1e-7)
 
+    def clip_bias(b):  # a function as a constraint (Keras takes any callable)
+        return ops.clip(b, -0.02, 0.02)
+
     inp = keras.Input((5,))
     h = keras.layers.Dense(4, kernel_constraint=CenterAround(0.5))(inp)
-    out = keras.layers.Dense(2, kernel_constraint=UnitNormRows())(h)
+    out = keras.layers.Dense(2, kernel_constraint=UnitNormRows(), bias_constraint=clip_bias)(h)
     return Program(keras.Model(inp, out), _data((24, 5)), _data((24, 2), 9), "mse",
-                   custom_objects={"CenterAround": CenterAround, "UnitNormRows": UnitNormRows})
+                   custom_objects={"CenterAround": CenterAround, "UnitNormRows": UnitNormRows,
+                                   "clip_bias": clip_bias})
 
 
 def window_mask(keras):

@@ -203,7 +203,7 @@ def _hint(name: str) -> str:
 
 def get(identifier):
     """A constraint from None, Keras's names (``"max_norm"``, ``"NonNeg"``, ...),
-    a serialize() dict or a Constraint (returned as is)."""
+    a serialize() dict, a Constraint (returned as is) or a function of the weight."""
     if identifier is None or isinstance(identifier, Constraint):
         return identifier
     if isinstance(identifier, str):
@@ -216,8 +216,26 @@ def get(identifier):
         return deserialize(identifier)
     if isinstance(identifier, type) and issubclass(identifier, Constraint):
         return identifier()
-    raise TypeError(f"[constraints.get] expected a constraint name, config dict or Constraint, "
-                    f"got {identifier!r}")
+    if callable(identifier) and not isinstance(identifier, type):
+        return _FunctionConstraint(identifier)  # Keras's: a function of the weight
+    raise TypeError(f"[constraints.get] expected a constraint name, config dict, Constraint "
+                    f"or function, got {identifier!r}")
+
+
+class _FunctionConstraint(Constraint):
+    """A function of the weight given as a constraint (kernel_constraint=lambda w: ...), as
+    Keras takes it: traced into the step like a subclass's __call__. The layer's config
+    keeps the function itself (saved by its name, as Keras saves it)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, w):
+        return self.fn(w)
+
+    def __repr__(self) -> str:
+        return f"<constraint {self.__name__}>"
 
 
 # regularizer_programs.constraint_lines, set when that (higher) module is imported:
