@@ -24,6 +24,14 @@ def _compiled(lib, program):
     return program.model
 
 
+def _predict(lib, model, x):
+    """tessera's predict (its compiled program); Keras's model called on the arrays (the
+    same values, without an XLA compilation per model)."""
+    if lib is tn:
+        return np.asarray(model.predict(x, batch_size=8, verbose=0))
+    return np.asarray(model(x, training=False))
+
+
 def _run(lib, name, weights=None):
     program = getattr(progs, name)(lib)
     if weights is None and program.adjust is not None:
@@ -31,14 +39,15 @@ def _run(lib, name, weights=None):
     if weights is not None:
         program.model.set_weights(weights)
     weights = program.model.get_weights()
-    before = np.asarray(program.model.predict(program.x, batch_size=8, verbose=0))
-    first = program.x[:3] if not isinstance(program.x, list) else [a[:3] for a in program.x]
-    eager = np.asarray(program.model(first))  # a call on arrays, as predict computes
-    np.testing.assert_allclose(eager, before[:3], rtol=1e-5, atol=1e-6)
+    before = _predict(lib, program.model, program.x)
+    if lib is tn:
+        first = program.x[:3] if not isinstance(program.x, list) else [a[:3] for a in program.x]
+        eager = np.asarray(program.model(first))  # a call on arrays, as predict computes
+        np.testing.assert_allclose(eager, before[:3], rtol=1e-5, atol=1e-6)
     model = _compiled(lib, program)
     history = model.fit(program.x, program.y, batch_size=8, epochs=2, shuffle=False,
                         verbose=0).history
-    after = np.asarray(model.predict(program.x, batch_size=8, verbose=0))
+    after = _predict(lib, model, program.x)
     return program, weights, before, history, after
 
 
@@ -219,3 +228,63 @@ def test_jax_stateless_step_is_refused_with_the_forms_that_work(hook, call):
                                                   rf"'data'\]: the stateless .*JAX trainer is "
                                                   r"not supported.*GradientTape.*compute_loss"):
         getattr(model, call)(x, y, verbose=0)
+
+
+def _draws(lib, which, x):
+    """A layer drawing with keras.random in every call (compiled by predict)."""
+    ops, random = lib.ops, lib.random
+
+    class Draw(lib.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.seed_generator = random.SeedGenerator(11)
+
+        def call(self, v):
+            seed = self.seed_generator
+            if which == "truncated_normal":
+                return random.truncated_normal(ops.shape(v), 1.0, 0.5, seed=seed) + 0.0 * v
+            if which == "randint":
+                return ops.cast(random.randint(ops.shape(v), 0, 5, seed=seed), "float32") + 0 * v
+            if which == "shuffle":
+                return random.shuffle(v, axis=1, seed=seed)
+            if which == "dropout":
+                return random.dropout(v, 0.5, noise_shape=(None, 1), seed=seed)
+            return ops.cast(random.categorical(v, 3, seed=seed), "float32")
+
+    inp = lib.Input((4,))
+    return np.asarray(lib.Model(inp, Draw()(inp)).predict(x, batch_size=len(x), verbose=0))
+
+
+@pytest.mark.parametrize("which", ["truncated_normal", "randint", "shuffle", "dropout",
+                                   "categorical"])
+def test_random_draws_inside_a_call_as_keras(keras, which):
+    """keras.random's truncated_normal, randint, shuffle, dropout(noise_shape=) and
+    categorical inside a layer's call (they raised 'not supported yet'): the draws'
+    distribution and structure as Keras's on JAX (moments and frequencies compared)."""
+    x = np.tile(np.array([[0.5, -1.0, 2.0, 0.0]], "float32"), (3000, 1))
+    got = _draws(tn, which, x)
+    # (Keras on JAX cannot shuffle a symbolic batch: its eager draw is the reference)
+    want = np.asarray(keras.random.shuffle(x, axis=1, seed=11)) if which == "shuffle" else \
+        _draws(keras, which, x)
+    assert got.shape == want.shape
+    if which in ("truncated_normal", "randint"):
+        assert got.min() >= want.min() - 1e-6 and got.max() <= want.max() + 1e-6
+        np.testing.assert_allclose(got.mean(), want.mean(), atol=0.03)
+        np.testing.assert_allclose(got.std(), want.std(), rtol=0.03)
+    elif which == "shuffle":  # each row permuted on its own (Keras's independent=True)
+        np.testing.assert_array_equal(np.sort(got, 1), np.sort(x, 1))
+        for a in (got, want):
+            np.testing.assert_allclose(a.mean(0), x[0].mean(), atol=0.1)
+        eager = np.asarray(tn.random.shuffle(x, axis=1, seed=11))
+        np.testing.assert_array_equal(np.sort(eager, 1), np.sort(x, 1))
+        np.testing.assert_allclose(eager.mean(0), x[0].mean(), atol=0.1)
+    elif which == "dropout":  # whole rows dropped or scaled by 2
+        kept = got[:, 0] != 0
+        np.testing.assert_array_equal(got[kept], 2 * x[kept])
+        np.testing.assert_array_equal(got[~kept], 0 * x[~kept])
+        np.testing.assert_allclose(kept.mean(), (want[:, 0] != 0).mean(), atol=0.05)
+    else:
+        for k in range(4):
+            np.testing.assert_allclose((got == k).mean(), (want == k).mean(), atol=0.03)
+    if which != "shuffle":
+        assert not np.allclose(got, got[::-1])  # draws differ across rows: the test can fail
