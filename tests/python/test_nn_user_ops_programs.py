@@ -15,7 +15,8 @@ DETERMINISTIC = ["rms_norm", "rotary_embedding", "swiglu_geglu", "causal_attenti
                  "fbeta_metric", "custom_regularizer", "custom_constraint", "window_mask",
                  "top_k_sort", "segment_pool", "cumsum_positions", "squeeze_excite",
                  "patch_extraction", "learnable_temperature", "build_and_output_shape",
-                 "nested_layers", "vae_sampling", "gumbel_softmax", "compute_loss_override"]
+                 "nested_layers", "vae_sampling", "gumbel_softmax", "compute_loss_override",
+                 "masked_sequence_loss"]
 
 
 def _compiled(lib, program):

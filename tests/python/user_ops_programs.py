@@ -752,3 +752,50 @@ def compute_loss_override(keras):
     return Program(model, x, _labels(24, 3),
                    keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                    ["accuracy"], {"ConfidencePenalty": ConfidencePenalty}, lr=0.1)
+
+
+def masked_sequence_loss(keras):
+    ops = keras.ops
+
+    def masked_loss(y_true, y_pred):
+        """keras-io's translation example: padding tokens (0) carry no loss."""
+        loss = ops.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+        mask = ops.cast(ops.not_equal(y_true, 0), loss.dtype)
+        return ops.sum(loss * mask) / ops.sum(mask)
+
+    def masked_accuracy(y_true, y_pred):
+        y_true = ops.cast(y_true, "int32")
+        match = ops.cast(ops.equal(y_true, ops.cast(ops.argmax(y_pred, axis=-1), "int32")),
+                         "float32")
+        mask = ops.cast(ops.not_equal(y_true, 0), "float32")
+        return ops.sum(match * mask) / ops.sum(mask)
+
+    class MaskedMeanPool(keras.layers.Layer):
+        """Mean over the unmasked time steps; the mask stops here."""
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.supports_masking = True
+
+        def call(self, x, mask=None):
+            if mask is None:
+                return ops.mean(x, axis=1)
+            m = ops.expand_dims(ops.cast(mask, x.dtype), -1)
+            return ops.sum(x * m, axis=1) / ops.maximum(ops.sum(m, axis=1), 1.0)
+
+        def compute_mask(self, inputs, mask=None):
+            return None
+
+    inp = keras.Input((7,), dtype="int32")
+    emb = keras.layers.Embedding(12, 6, mask_zero=True)(inp)
+    pooled = MaskedMeanPool()(emb)
+    context = keras.layers.RepeatVector(7)(keras.layers.Dense(6, activation="tanh")(pooled))
+    out = keras.layers.Dense(12)(keras.layers.Concatenate()([emb, context]))
+    ids = np.random.default_rng(18).integers(1, 12, (24, 7))
+    ids[:8, 5:] = 0
+    ids[8:16, 3:] = 0
+    targets = np.roll(ids, -1, axis=1) * (ids != 0)
+    return Program(keras.Model(inp, out), ids.astype("int32"), targets.astype("int32"),
+                   masked_loss, [masked_accuracy],
+                   {"MaskedMeanPool": MaskedMeanPool, "masked_loss": masked_loss,
+                    "masked_accuracy": masked_accuracy}, optimizer="adam", lr=0.01)
