@@ -15,8 +15,8 @@ clip(n, 0, max_value) / (eps + n)`` with ``n`` the L2 norms along ``axis``;
 ``MinMaxNorm(min_value=0.0, max_value=1.0, rate=1.0, axis=0)``: ``w * (rate *
 clip(n, min, max) + (1 - rate) n) / (eps + n)``; ``NonNeg()``: ``maximum(w,
 0)``; ``UnitNorm(axis=0)``: ``w / (eps + n)``. A user's subclass of
-``Constraint`` defines ``__call__(w)`` with NumPy functions (it is traced into
-the training step).
+``Constraint`` defines ``__call__(w)`` with ``keras.ops`` (or NumPy) functions, as
+Keras's do: it is traced into the training step.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def _hint(name: str) -> str:
 
 def get(identifier):
     """A constraint from None, Keras's names (``"max_norm"``, ``"NonNeg"``, ...),
-    a serialize() dict or a Constraint (returned as is)."""
+    a serialize() dict, a Constraint (returned as is) or a function of the weight."""
     if identifier is None or isinstance(identifier, Constraint):
         return identifier
     if isinstance(identifier, str):
@@ -216,8 +216,31 @@ def get(identifier):
         return deserialize(identifier)
     if isinstance(identifier, type) and issubclass(identifier, Constraint):
         return identifier()
-    raise TypeError(f"[constraints.get] expected a constraint name, config dict or Constraint, "
-                    f"got {identifier!r}")
+    if callable(identifier) and not isinstance(identifier, type):
+        return _FunctionConstraint(identifier)  # Keras's: a function of the weight
+    raise TypeError(f"[constraints.get] expected a constraint name, config dict, Constraint "
+                    f"or function, got {identifier!r}")
+
+
+class _FunctionConstraint(Constraint):
+    """A function of the weight given as a constraint (kernel_constraint=lambda w: ...), as
+    Keras takes it: traced into the step like a subclass's __call__. The layer's config
+    keeps the function itself (saved by its name, as Keras saves it)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, w):
+        return self.fn(w)
+
+    def __repr__(self) -> str:
+        return f"<constraint {self.__name__}>"
+
+
+# regularizer_programs.constraint_lines, set when that (higher) module is imported:
+# (statements, text) of a user's subclass whose __call__ computes with ops.
+TRACE_HOOKS: dict = {}
 
 
 def step_lines(P, owner, refuse=None) -> list:
@@ -226,7 +249,7 @@ def step_lines(P, owner, refuse=None) -> list:
     (layer, param)) redefined by its constraint's projection. Every locality
     of a data group makes the same projection of the same weights. `refuse`:
     the name of a mode that never holds the whole weights (ZeRO 3), an error
-    if any weight is constrained."""
+    if any weight is constrained. A user's subclass is traced (TRACE_HOOKS)."""
     lines = []
     for v in P:
         layer, param = owner[v]
@@ -234,14 +257,20 @@ def step_lines(P, owner, refuse=None) -> list:
         if c is None:
             continue
         where = f"the constraint {type(c).__name__} of {layer.name}/{param.name}"
-        if c.is_custom():
-            raise ValueError(f"[fit] {where} defines only __call__: inside the compiled "
-                             "training step a constraint writes expression(w) in tessera's "
-                             "language (see tessera.nn.constraints)")
         if refuse:
             raise ValueError(f"[fit] {where} needs the whole weight after each step, which "
                              f"{refuse} does not hold: train without it, or drop the constraint")
-        lines.append(f"define({v}, astype({c.expression(v)}, dtype_name({v})))")
+        if c.is_custom():
+            traced = TRACE_HOOKS.get("lines")
+            if traced is None:
+                raise ValueError(f"[fit] {where} defines only __call__, which this step cannot "
+                                 "trace: write expression(w) in tessera's language (see "
+                                 "tessera.nn.constraints)")
+            stmts, text = traced(c, v, param.shape, getattr(layer, "variable_dtype", "float32"))
+            lines += stmts
+        else:
+            text = c.expression(v)
+        lines.append(f"define({v}, astype({text}, dtype_name({v})))")
     return lines
 
 

@@ -97,7 +97,10 @@ class MetricProgramsMixin:
                 # (batch, steps) on each)
                 wide = (f"reshape({mf}, concatenate(list(shape({mf}), "
                         f"ones(ndim({v}) - ndim({mf}), dtype=\"int64\"))))")
-                wv = ctx.define("mw", f"broadcast_to({wide}, shape({v}))")
+                # a function returning the batch's value already reduced (a scalar): Keras
+                # averages it over the batches, unweighted by the mask
+                wv = ctx.define("mw", f"if(ndim({v}) == 0, astype(1.0, \"float64\"), "
+                                      f"broadcast_to({wide}, shape({v})))")
                 out += [f"sum({v} * {wv})", f"sum({wv})"]
                 if counts is not None:
                     counts.append(2)

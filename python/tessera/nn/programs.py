@@ -367,6 +367,10 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
         weights = None  # Keras's sample_weight after apply_mask, as it multiplies the values
         if mask is not None:
+            # a loss function returning the batch's loss already reduced: Keras multiplies
+            # it by the mask's weights, broadcast to their shape
+            per = ctx.define("per", f"if(ndim({per}) == 0, broadcast_to({per}, "
+                                    f"shape({mask})), {per})")
             mf = ctx.define("mf", f"reshape(astype({mask}, dtype_name({per})), shape({per}))")
             if reduction in ("sum_over_batch_size", "mean", None, "none"):
                 # Keras's apply_mask: the mask as weights scaled by total / valid

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _core
+from . import ops as _ops  # (at call time: ops.image imports this module)
 from .ops._base import FLOATX, eager_value, is_symbolic
 from .symbolic import STEP_SEED, _dtype_name, _record, user_location
 from .variables import is_tracing
@@ -78,8 +79,9 @@ def _seed(op, seed) -> int:
 def _eager(op, *values):
     if is_symbolic(values):
         raise TypeError(f"[random.{op}] at {user_location()}: random draws inside a model's "
-                        "call are not supported yet (a fixed seed would give the same numbers "
-                        "at every step); use layers.Dropout inside a model")
+                        "call are not supported yet for this function (a fixed seed would give "
+                        "the same numbers at every step); normal, uniform, truncated_normal, "
+                        "randint, shuffle, dropout and categorical are")
 
 
 def _shape(op, shape):
@@ -146,8 +148,17 @@ def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
         "dtype": _dtype_name(dtype or FLOATX)})
 
 
+_PHI_MINUS_2 = 0.022750131948179195  # the normal CDF at -2
+
+
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
-    """Normal draws redrawn until within two standard deviations of the mean."""
+    """Normal draws redrawn until within two standard deviations of the mean. Inside a
+    layer's call: the same distribution by the inverse of the normal CDF on uniform draws
+    between its values at -2 and 2."""
+    if _traced(shape, mean, stddev):
+        u = uniform(shape, _PHI_MINUS_2, 1.0 - _PHI_MINUS_2, dtype, seed)
+        z = _ops.multiply(_ops.erfinv(_ops.subtract(_ops.multiply(u, 2.0), 1.0)), 2.0 ** 0.5)
+        return _ops.add(_ops.multiply(_ops.clip(z, -2.0, 2.0), stddev), mean)
     shape = _shape("truncated_normal", shape)
     s = _seed("truncated_normal", seed)
     z = np.asarray(normal(shape, 0.0, 1.0, "float64", s))
@@ -160,28 +171,38 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
 
 
 def randint(shape, minval, maxval, dtype="int32", seed=None):
-    shape = _shape("randint", shape)
     if not maxval > minval:
         raise ValueError(f"[random.randint] maxval must exceed minval, got {minval}, {maxval}")
+    if _traced(shape):  # inside a call: the floor of uniform draws
+        u = _ops.floor(uniform(shape, float(minval), float(maxval), "float64", seed))
+        return _ops.cast(_ops.minimum(u, float(maxval) - 1.0), _dtype_name(dtype))
+    shape = _shape("randint", shape)
     r = _core.call_primitive("random_integers", [int(minval), int(maxval)],
                              {"shape": shape, "seed": _seed("randint", seed)})
     return np.asarray(r).astype(_dtype_name(dtype))
 
 
 def shuffle(x, axis=0, seed=None):
-    _eager("shuffle", x)
+    """Keras 3's: each slice along `axis` permuted on its own (JAX's permutation with
+    independent=True, NumPy's Generator.permuted), by sorting uniform keys."""
+    if _traced(x):
+        keys = uniform(_ops.shape(x), dtype="float32", seed=seed)
+        return _ops.take_along_axis(x, _ops.argsort(keys, axis=axis), axis=axis)
     x = np.asarray(eager_value(x))
-    moved = np.moveaxis(x, axis, 0)
-    r = np.asarray(_core.call_primitive("shuffle", [np.ascontiguousarray(moved)],
-                                        {"seed": _seed("shuffle", seed)}))
-    return np.moveaxis(r, 0, axis)
+    keys = np.asarray(uniform(list(x.shape), dtype="float32", seed=seed))
+    return np.take_along_axis(x, np.argsort(keys, axis=axis, kind="stable"), axis=axis)
 
 
 def dropout(inputs, rate, noise_shape=None, seed=None):
-    if _traced(inputs) and noise_shape is None:
+    if _traced(inputs):
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"[random.dropout] rate must be in [0, 1), got {rate}")
-        return _record("dropout", (inputs, float(rate), _step_seed("dropout", seed), True), {})
+        if noise_shape is None:
+            return _record("dropout", (inputs, float(rate), _step_seed("dropout", seed), True),
+                           {})
+        dims = [_ops.shape(inputs)[i] if d is None else d for i, d in enumerate(noise_shape)]
+        keep = _ops.greater_equal(uniform(dims, dtype="float32", seed=seed), rate)
+        return _ops.where(keep, _ops.divide(inputs, 1.0 - rate), _ops.zeros_like(inputs))
     _eager("dropout", inputs)
     x = np.asarray(eager_value(inputs))
     if not 0.0 <= rate < 1.0:
@@ -194,6 +215,15 @@ def dropout(inputs, rate, noise_shape=None, seed=None):
 
 def categorical(logits, num_samples, dtype="int32", seed=None):
     """num_samples class draws per row of logits (Gumbel-max)."""
+    if _traced(logits):
+        if len(_ops.shape(logits)) != 2:
+            raise ValueError(f"[random.categorical] logits must be 2-d (batch, classes), got "
+                             f"shape {_ops.shape(logits)} (at {user_location()})")
+        b, k = _ops.shape(logits)
+        u = uniform((b, int(num_samples), k), 1e-20, 1.0, "float32", seed)
+        noisy = _ops.add(_ops.expand_dims(logits, 1), _ops.negative(_ops.log(_ops.negative(
+            _ops.log(u)))))
+        return _ops.cast(_ops.argmax(noisy, axis=-1), _dtype_name(dtype))
     _eager("categorical", logits)
     lg = np.asarray(eager_value(logits), dtype="float64")
     if lg.ndim != 2:

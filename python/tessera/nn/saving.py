@@ -173,8 +173,7 @@ def _check_arguments(cls, config: dict, ctx: _Load, what: str):
 
 
 def _construct(cls, config, ctx: _Load, what: str):
-    """An object of a resolved class: through its from_config, or its
-    constructor with checked keyword arguments."""
+    """An object of a resolved class: by its from_config, or its checked constructor."""
     if not isinstance(config, dict):
         raise ctx.error(f"{what}: the configuration of {cls.__name__} is not an object")
     if callable(getattr(cls, "from_config", None)):
@@ -208,15 +207,16 @@ def _encode(v, where):
         return {"__object__": type(v).__name__, "module": type(v).__module__,
                 "config": _encode(v.get_config(), where)}
     if callable(v) and not isinstance(v, type):
-        key = next((k for k, u in _CUSTOM.items() if u is v), None)
-        if key is not None:
+        key = next((k for k, u in _CUSTOM.items() if u is v), None) or \
+            (v.__name__ if inspect.isfunction(v) and v.__name__ != "<lambda>" else None)
+        if key is not None:  # Keras's: a def by its name, at load in custom_objects
             return {"__function__": key}
         raise TypeError(
             f"[{where}] cannot save the function {getattr(v, '__qualname__', v)!r}: a file "
             "holding a Python function's bytecode would run code when loaded, which tessera "
-            "never does (Keras's safe_mode refuses such files too). Register the function "
-            "with @tessera.nn.register_keras_serializable() (the file then names it), or "
-            "rebuild the layer in code and save only the weights (save_weights)")
+            "never does (Keras's safe_mode refuses such files too). Define it with def (the "
+            "file names it; load_model's custom_objects gives it back), register it with "
+            "@tessera.nn.register_keras_serializable(), or save only the weights")
     raise TypeError(f"[{where}] cannot save the argument {v!r} (of type {type(v).__name__}); "
                     "use names for activations and initializers, or objects with get_config")
 
@@ -234,12 +234,11 @@ def _decode(v, ctx: _Load, depth: int = 0):
             return _layer_from(v["__layer__"], ctx, depth + 1)
         if "__function__" in v:
             name = v["__function__"]
-            fn = _registered(name) if isinstance(name, str) else None
+            fn = (ctx.custom.get(name) or _registered(name)) if isinstance(name, str) else None
             if fn is None or not callable(fn):
-                raise ctx.error(f"a configuration value names the function {str(name)[:80]!r}, "
-                                "which is not registered: register it with "
-                                "@tessera.nn.register_keras_serializable() or pass it in "
-                                "custom_objects")
+                raise ctx.error(f"a configuration value names the function {str(name)[:80]!r}"
+                                ": pass it in custom_objects, or register it with "
+                                "@tessera.nn.register_keras_serializable()")
             return fn
         if "__object__" in v:
             cls = _resolve(v["__object__"], v.get("module"), _OBJECT_KINDS, ctx,
@@ -380,7 +379,8 @@ def _architecture(model, where="save", objects=None) -> dict:
             static = {k: v for k, v in t.kwargs.items() if k != "_template" and k not in auto}
             nodes.append({"op": "layer", "layer": layer_ref(layer),
                           "inputs": [ids[i.id] for i in ins], "multi": bool(multi),
-                          "custom": layer._is_custom(), "kwargs": _encode(static, where)})
+                          "custom": layer._is_custom(), "kwargs": _encode(static, where),
+                          **(output_nesting.call_entry(t) if layer._is_custom() else {})})
         else:
             nodes.append({"op": "prim", "fn": t.fn, "args": [enc(a) for a in t.args],
                           "kwargs": {k: enc(v) for k, v in t.kwargs.items()}})
@@ -574,8 +574,7 @@ MAX_JSON_CHARS = 1 << 26
 
 
 def model_from_json(json_string, custom_objects=None):
-    """The model (fresh weights) a to_json text describes
-    (keras.models.model_from_json)."""
+    """The model (fresh weights) a to_json text describes (keras.models.model_from_json)."""
     if not isinstance(json_string, (str, bytes)):
         raise TypeError(f"[model_from_json] expected JSON text, got {type(json_string).__name__}")
     if len(json_string) > MAX_JSON_CHARS:
@@ -775,7 +774,8 @@ def _model_from(arch, ctx: _Load, depth: int = 0):
             ins = [ref(i) for i in node["inputs"]]
             static = _decode(node.get("kwargs", {}), ctx, depth + 1)
             if node.get("custom"):
-                res = layer(*ins, **static)
+                args, tensor_kwargs = output_nesting.call_arguments(node, ins, ctx)
+                res = layer(*args, **tensor_kwargs, **static)
                 made.append(res if isinstance(res, list) else [res])
             else:
                 made.append(layer(ins if node["multi"] else ins[0], **static))

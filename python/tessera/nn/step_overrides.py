@@ -52,6 +52,26 @@ def _user_override(model, hook: str):
     return owner
 
 
+def _refuse_stateless_form(owner, hook: str):
+    """Keras's JAX trainer calls train_step(self, state, data) and test_step(self, state,
+    data) (stateless); tessera traces the (self, data) form of its TensorFlow and torch
+    trainers: the JAX form is refused by name, with the forms that work."""
+    try:
+        params = list(inspect.signature(owner.__dict__[hook]).parameters.values())[1:]
+    except (TypeError, ValueError, KeyError):
+        return
+    needed = [p.name for p in params if p.default is p.empty and
+              p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(needed) > 1:
+        verb = "fit" if hook == "train_step" else "evaluate"
+        raise NotImplementedError(
+            f"[{verb}] {owner.__name__}.{hook} takes {needed}: the stateless {hook}(self, "
+            f"state, data) of Keras's JAX trainer is not supported; tessera calls {hook}(self, "
+            "data) as Keras's TensorFlow and PyTorch trainers do (with keras.GradientTape for "
+            "the gradients), or override compute_loss(x, y, y_pred, sample_weight), which "
+            "every Keras backend runs (docs/nn.md, \"Custom training\")")
+
+
 def overrides_compute_loss(model) -> bool:
     return _user_override(model, "compute_loss") is not None
 
@@ -486,7 +506,10 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     if key in cache:
         return cache[key]
     which = hook.split(":")[1] if hook.startswith("compute_metrics:") else None
-    owner = _user_override(model, "compute_metrics" if which else hook).__name__
+    owner_class = _user_override(model, "compute_metrics" if which else hook)
+    if not which:
+        _refuse_stateless_form(owner_class, hook)
+    owner = owner_class.__name__
     trace = StepTrace(model, hook)
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
     sw = _placeholder((), model.dtype, "sample_weight") if weighted else None

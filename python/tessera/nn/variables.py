@@ -23,7 +23,7 @@ import numpy as np
 
 from . import initializers
 from .params import initial_value
-from .symbolic import KerasTensor
+from .symbolic import KerasTensor, user_location
 
 __all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
            "collecting_losses"]
@@ -332,7 +332,11 @@ class Variable(KerasTensor):
         if record is None or not _symbolic((value,)):
             if _symbolic((value,)):
                 raise TypeError(f"[Variable.{where}] {self.path}: a symbolic value can be "
-                                "assigned only in a metric's update_state (traced for fit)")
+                                "assigned only in a metric's update_state (traced for fit); "
+                                "assigning a weight inside a layer's call (a count or moving "
+                                "average kept by hand) is not supported yet: a "
+                                "BatchNormalization layer keeps moving statistics "
+                                f"(at {user_location()})")
             return False
         entry = record.setdefault(id(self), [self, [], False])
         if sign == 0:

@@ -5,6 +5,7 @@ convolutions and pooling."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -272,18 +273,41 @@ def rms_normalization(x, scale=1, axis=-1, epsilon=None):
 
 @_export
 def layer_normalization(x, gamma=None, beta=None, axis=-1, epsilon=None, **kwargs):
-    if kwargs.pop("rms_scaling", False):
-        return rms_normalization(x, 1 if gamma is None else gamma, axis, epsilon)
+    """Keras 3's: (x - mean) / sqrt(var + epsilon) * gamma + beta over `axis` (an int or a
+    list), epsilon keras.config.epsilon() by default; gamma and beta of the normalized axes'
+    shape. The deprecated rms_scaling=True is Keras's too: x / sqrt(var + epsilon) * gamma
+    (the variance, not the mean square; no beta), with Keras's warning."""
+    rms_scaling = kwargs.pop("rms_scaling", False)
     if kwargs:
-        raise TypeError(f"[ops.layer_normalization] unexpected arguments {sorted(kwargs)}")
+        raise TypeError(f"[ops.layer_normalization] unexpected arguments {sorted(kwargs)} "
+                        f"(at {user_location()})")
     x = floating(x)
-    eps = 1e-3 if epsilon is None else epsilon
-    m, v = moments(x, axes=(axis,), keepdims=True)
-    out = knp.divide(knp.subtract(x, m), knp.sqrt(knp.add(v, eps)))
+    nd = len(shape_of(x))
+    axes = sorted(check_axis("layer_normalization", a, nd)
+                  for a in (axis if isinstance(axis, (list, tuple)) else [axis]))
+    eps = _EPSILON if epsilon is None else epsilon
+    shape = [shape_of(x)[a] if a in axes else 1 for a in range(nd)]
+
+    def broadcast(v):  # as Keras's: reshaped when the axes are not the last alone
+        if v is None or len(shape_of(tensor(v))) == nd or axes == [nd - 1]:
+            return v
+        return knp.reshape(v, shape)
+
+    m, v = moments(x, axes=tuple(axes), keepdims=True)
+    inv = knp.divide(1.0, knp.sqrt(knp.add(v, eps)))
+    if rms_scaling:
+        warnings.warn("You passed `rms_scaling=True`, which is deprecated. This argument "
+                      "incorrectly scales the input by the variance, not the root mean square. "
+                      "To correctly use RMS Normalization, please use `keras.ops."
+                      "rms_normalization` / `keras.ops.nn.rms_normalization` instead.",
+                      stacklevel=2)
+        out = knp.multiply(x, inv)
+        return out if gamma is None else knp.multiply(out, broadcast(gamma))
+    out = knp.multiply(knp.subtract(x, m), inv)
     if gamma is not None:
-        out = knp.multiply(out, gamma)
+        out = knp.multiply(out, broadcast(gamma))
     if beta is not None:
-        out = knp.add(out, beta)
+        out = knp.add(out, broadcast(beta))
     return out
 
 

@@ -295,16 +295,59 @@ def ptp(x, axis=None, keepdims=False):
     return subtract(max(x, axis, keepdims), min(x, axis, keepdims))
 
 
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(op, x, q, axis, method, keepdims, scale):
+    """Keras's quantile/percentile: linear interpolation by the primitive; the other
+    methods of NumPy's (lower, higher, midpoint, nearest) pick from the sorted values at
+    static positions (q a number or a list; axis None or an int)."""
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"[ops.{op}] method must be one of {list(_QUANTILE_METHODS)}, got "
+                         f"{method!r}")
+    if method == "linear":
+        return prim(op, floating(x), q, axis=_axis(axis), keepdims=keepdims)
+    x = floating(x)
+    if isinstance(q, KerasTensor) or isinstance(axis, (list, tuple)):
+        raise NotImplementedError(f"[ops.{op}] method={method!r} takes q as numbers and axis as "
+                                  f"None or an int (method='linear' takes any)")
+    qs = np.asarray(q, dtype=np.float64) / scale
+    nd = len(shape_of(x))
+    ax = 0 if axis is None else check_axis(op, axis, nd)
+    flat = reshape(x, (-1,)) if axis is None else x
+    n = shape_of(flat)[ax]
+    if n is None:
+        raise NotImplementedError(f"[ops.{op}] method={method!r} needs the length of the axis it "
+                                  "reduces (not the batch axis of a symbolic tensor)")
+    pos = qs * (n - 1)
+    ordered = sort(flat, axis=ax)
+
+    def at(idx):
+        return take(ordered, np.asarray(idx, dtype=np.int32), axis=ax)
+
+    if method == "midpoint":
+        out = multiply(add(at(np.floor(pos)), at(np.ceil(pos))), 0.5)
+    else:
+        # nearest: a tie takes the lower, as Keras on JAX (NumPy rounds it to even)
+        pick = {"lower": np.floor, "higher": np.ceil, "nearest": lambda p: np.ceil(p - 0.5)}
+        out = at(pick[method](pos))
+    if qs.ndim:
+        out = moveaxis(out, ax, 0)
+    if keepdims:
+        kept = range(nd) if axis is None else [ax]
+        for a in kept:
+            out = expand_dims(out, a + qs.ndim)
+    return out
+
+
 @_export
 def quantile(x, q, axis=None, method="linear", keepdims=False):
-    return prim("quantile", floating(x), q, axis=_axis(axis), method=method,
-                keepdims=keepdims)
+    return _quantile("quantile", x, q, axis, method, keepdims, 1.0)
 
 
 @_export
 def percentile(x, q, axis=None, method="linear", keepdims=False):
-    return prim("percentile", floating(x), q, axis=_axis(axis), method=method,
-                keepdims=keepdims)
+    return _quantile("percentile", x, q, axis, method, keepdims, 100.0)
 
 
 # ------------------------------------------------------------ linear algebra products
