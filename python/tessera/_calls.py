@@ -582,8 +582,8 @@ class CallsMixin(U.UfuncMethodsMixin):
                          "shuffle a variable: NumPy shuffles in place and gives None")
 
     def math_call(self, name: str, node, args, kws) -> str:
-        if name == "isclose":
-            return self.library_call(SPECIAL["_math_isclose"], node, args, kws)
+        if name in ("isclose", "erf", "erfc"):
+            return self.library_call(SPECIAL["_math_" + name], node, args, kws)
         if kws:
             self.unsupported(f"math.{name} with keyword arguments", node)
         texts = [self.expr(a) for a in args]

@@ -6,6 +6,8 @@ and SPECIAL), one copy translated per call site (_translate.include_library)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # ---------------------------------------------------------------- functions over arrays
@@ -276,6 +278,63 @@ def _math_isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
         return False
     diff = abs(b - a)
     return bool(diff <= abs(rel_tol * b) or diff <= abs(rel_tol * a) or diff <= abs_tol)
+
+
+def _exp_minus_square(x):
+    """exp(-x * x) without the rounding of x * x (hi * hi is exact)."""
+    hi = math.floor(x * 16.0) / 16.0
+    return math.exp(-hi * hi) * math.exp(-(x - hi) * (x + hi))
+
+
+def _erfc_fraction(x, terms):
+    """erfc(x) for x >= 1 by its continued fraction, evaluated from the tail."""
+    f = x
+    for k in range(terms, 0, -1):
+        f = x + 0.5 * k / f
+    return 0.5641895835477563 * _exp_minus_square(x) / f
+
+
+def _math_erf(x):
+    """Python's math.erf: below 3, the series 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) /
+    (1 3 ... (2n+1)), whose terms are all positive (no cancellation); below 6, one
+    minus the continued fraction of erfc; from 6 on erf is 1 in float64. (One
+    return, at the end: a loop calling it stays native code.)"""
+    x = float(x)
+    ax = abs(x)
+    r = 1.0
+    if ax < 3.0:
+        x2 = ax * ax
+        term = ax
+        total = ax
+        n = 0
+        while term > total * 1e-17:
+            n += 1
+            term = term * 2.0 * x2 / (2 * n + 1)
+            total += term
+        r = 1.1283791670955126 * _exp_minus_square(ax) * total
+    elif ax < 6.0:
+        r = 1.0 - _erfc_fraction(ax, 60)
+    return r if x > 0.0 else (-r if x < 0.0 else x)  # erf(-0.0) is -0.0, erf(nan) nan
+
+
+def _math_erfc(x):
+    """Python's math.erfc: the continued fraction from 1 on (relative precision
+    where erfc is small; it converges faster the larger x), 1 - erf(x) between
+    -1 and 1, 2 - erfc(-x) below."""
+    x = float(x)
+    ax = abs(x)
+    r = 0.0
+    if ax < 1.0 or ax != ax:
+        r = 1.0 - _math_erf(x)
+    elif ax < 2.0:
+        r = _erfc_fraction(ax, 250)
+    elif ax < 3.0:
+        r = _erfc_fraction(ax, 120)
+    elif ax < 27.3:
+        r = _erfc_fraction(ax, 60)
+    if x <= -1.0:
+        r = 2.0 - r
+    return r
 
 
 # ---------------------------------------------------------------- Python builtins with key=

@@ -217,6 +217,9 @@ class Translation:
     # [spec of each item] or None), the same for every return of the entry.
     result_spec: tuple | None = None
     functions: list = field(default_factory=list)  # function arguments specialized on
+    # The parameters given back to the caller (_list_args.py): the program's
+    # result is then [result, final value of each].
+    writeback: tuple = ()
 
 
 _MARK = re.compile(r"\x00(\d+):(\d+)\x01")
@@ -275,6 +278,22 @@ class ProgramBuilder:
         self.defs.append(FunctionTranslator(self, func).translate_toplevel(name))
         return name
 
+    def include_entry(self, func, writeback: tuple) -> str:
+        """The generated name of the entry function whose parameters at the
+        positions ``writeback`` are given back to the caller (_list_args.py):
+        a variant of its own (a call of the function from the program, a
+        recursion, is the plain one)."""
+        name, n = mangle(f"{func.__name__}_entry"), 1
+        while name in self.used:
+            n += 1
+            name = mangle(f"{func.__name__}_entry_{n}")
+        self.used.add(name)
+        translator = FunctionTranslator(self, func)
+        names = translator.param_names(translator.node.args, True)
+        translator.writeback = [mangle(names[i]) for i in writeback]
+        self.defs.append(translator.translate_toplevel(name))
+        return name
+
     def include_library(self, func, site: str) -> str:
         """The generated name of a function of tessera's NumPy library
         (_numpy_lib.py) called at `site` (a line mark of the caller's): one copy
@@ -308,7 +327,7 @@ class ProgramBuilder:
             return name
         return self.include(f)
 
-    def build(self, entry_jitfn, fn_args=None) -> Translation:
+    def build(self, entry_jitfn, fn_args=None, writeback=()) -> Translation:
         """The program of an entry function. ``fn_args`` maps parameter
         positions to the functions (jit or plain) passed there in this call:
         they are translated into the program and passed by name, the caller
@@ -323,7 +342,10 @@ class ProgramBuilder:
                 f"call gives a generator object, which tessera does not return; jit the "
                 f"function that consumes it (list(...), a for loop), which tessera runs "
                 f"generators in (at {fname}:{first_yield_line(fdef)})")
-        entry = self.include(entry_jitfn)
+        if writeback:
+            entry = self.include_entry(func, writeback)
+        else:
+            entry = self.include(entry_jitfn)
         fn_names = {i: self.function_value(f) for i, f in (fn_args or {}).items()}
         fdef, _ = parse_function(func)
         n_params = len(fdef.args.posonlyargs) + len(fdef.args.args) + len(fdef.args.kwonlyargs)
@@ -346,7 +368,7 @@ class ProgramBuilder:
             spec = _result_spec(fdef.body)
         else:
             spec = _returns_spec(fdef)
-        return Translation(text, n_params, list(self.constants), spec)
+        return Translation(text, n_params, list(self.constants), spec, writeback=writeback)
 
     def resolve_markers(self, text: str) -> str:
         """Turns the line markers left by the translator into ``#line``
@@ -730,6 +752,9 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self._index_tuples: list[set] = [set()]  # np.ndindex loop variables
         self._depth = 0  # nesting of expr()
         self._closure = {}
+        # The entry function's parameters given back to the caller (_list_args.py):
+        # its returns give list(result, p, ...); None in any other function.
+        self.writeback: list | None = None
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
                 try:
@@ -836,16 +861,25 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self.renames = []
         saved_line = self.line
         self.line = node.lineno
+        outer_writeback = self.writeback
+        if not toplevel:
+            self.writeback = None
         try:
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 if isinstance(body[0].value.value, str):
                     body = body[1:]  # the docstring
-            texts = self.stmts(body, tail=True)
+            if self.writeback:
+                # Every way out gives the result and the final values of the
+                # parameters the caller gets back: the returns, and the end.
+                texts = self.stmts(body) + [self.returned("nil")]
+            else:
+                texts = self.stmts(body, tail=True)
             body_text = self.block(texts)
         finally:
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
+            self.writeback = outer_writeback
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
     def check_globals(self, node: ast.FunctionDef, declared: dict) -> None:
@@ -899,6 +933,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             self.unsupported(_UNSUPPORTED_STMTS[kind], node)
         if isinstance(node, ast.Return):
             value = self.expr(node.value) if node.value is not None else None
+            if self.writeback:
+                return [f"return({self.returned(value or 'nil')})"]
             if tail:
                 return [value if value is not None else "nil"]
             return [f"return({value})" if value is not None else "return()"]
@@ -920,6 +956,10 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         if tail:
             out.append("nil")
         return out
+
+    def returned(self, value: str) -> str:
+        """The entry's result with the parameters given back (self.writeback)."""
+        return f"list({', '.join([value] + self.writeback)})"
 
     def check_with(self, node: ast.With) -> None:
         """``with np.errstate(...):`` runs its body: tessera neither warns nor
