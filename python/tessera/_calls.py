@@ -127,6 +127,8 @@ class CallsMixin(U.UfuncMethodsMixin):
         pyrandom = T._python_random_name(obj)
         if pyrandom is not None:
             return self.python_random_call(pyrandom, obj, node, args, kws)
+        if obj is np.lib.stride_tricks.sliding_window_view:
+            return self.library_call(SPECIAL["sliding_window_view"], node, args, kws)
         ns, name = T._numpy_function(obj)
         if ns == "numpy":
             return self.numpy_call(name, node, args, kws)

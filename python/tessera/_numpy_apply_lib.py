@@ -280,6 +280,47 @@ def _math_isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
     return bool(diff <= abs(rel_tol * b) or diff <= abs(rel_tol * a) or diff <= abs_tol)
 
 
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """np.lib.stride_tricks.sliding_window_view: every window of ``window_shape``
+    along ``axis`` (all axes when None), the window axes last. NumPy gives a
+    read-only view; this is a copy of it (reading is the same; writeable=True,
+    writing through the windows, is refused)."""
+    if writeable:
+        raise NotImplementedError("[sliding_window_view] writeable=True (writing through "
+                                  "overlapping windows) is not supported by tessera.jit")
+    x = np.asarray(x)
+    shape = [window_shape] if isinstance(window_shape, int) else list(window_shape)
+    if axis is None:
+        axes = list(range(x.ndim))
+        if len(shape) != x.ndim:
+            raise ValueError("Since axis is `None`, must provide window_shape for all "
+                             "dimensions of `x`; got " + str(len(shape)) +
+                             " window_shape elements and `x.ndim` is " + str(x.ndim) + ".")
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        if len(shape) != len(axes):
+            raise ValueError("Must provide matching length window_shape and axis; got " +
+                             str(len(shape)) + " window_shape elements and " +
+                             str(len(axes)) + " axes elements.")
+    out = x
+    for k in range(len(axes)):
+        w = shape[k]
+        if w < 0:
+            raise ValueError("`window_shape` cannot contain negative values")
+        ax = axes[k]
+        if ax < -x.ndim or ax >= x.ndim:
+            raise IndexError("[sliding_window_view] axis " + str(ax) + " is out of bounds for "
+                             "array of dimension " + str(x.ndim))
+        if ax < 0:
+            ax += x.ndim
+        n = out.shape[ax]
+        if w > n:
+            raise ValueError("window shape cannot be larger than input array shape")
+        idx = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
+        out = np.moveaxis(np.take(out, idx, axis=ax), ax + 1, -1)
+    return out
+
+
 def _exp_minus_square(x):
     """exp(-x * x) without the rounding of x * x (hi * hi is exact)."""
     hi = math.floor(x * 16.0) / 16.0
@@ -289,8 +330,10 @@ def _exp_minus_square(x):
 def _erfc_fraction(x, terms):
     """erfc(x) for x >= 1 by its continued fraction, evaluated from the tail."""
     f = x
-    for k in range(terms, 0, -1):
+    k = terms
+    while k > 0:  # (a range of a parameter is checked at run time, a while loop is not)
         f = x + 0.5 * k / f
+        k -= 1
     return 0.5641895835477563 * _exp_minus_square(x) / f
 
 

@@ -1543,6 +1543,8 @@ struct Gen {
       count(n.slot);
       return CV{Reg::PyInt, ashape(r, 0)};
     }
+    if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
+      return negate(n);
     if (n.spec->name == "ndim" && n.kids.size() == 1) {
       // np.ndim(x): the rank the code is typed by (0 for a number).
       int64_t nd = 0;
@@ -1584,6 +1586,36 @@ struct Gen {
       return r;
     }
     return finish_call(n, it->second, v, probe(n, it->second, v));
+  }
+
+  // `-x` of a number (its kind kept: Python's int overflows at INT64_MIN, to
+  // the general path; NumPy's int64 and int32 wrap around) and Python's
+  // `not x` (a Python bool whatever x's kind).
+  CV negate(const FNode& n) {
+    CV v = eval(n.kids[0]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"'" + n.spec->name + "' of a non-scalar"};
+    if (n.spec->name == "not_") {
+      llvm::Value* r = b.CreateNot(truth(v));
+      count(n.slot);
+      return CV{Reg::PyBool, r};
+    }
+    if (is_bool(vk)) throw Refuse{"'negative' of a bool"};
+    CV r = v;
+    if (is_float(vk)) {
+      r.v = b.CreateFNeg(v.v);
+    } else if (vk == Reg::NpI32) {
+      r.v = b.CreateSExt(b.CreateNeg(b.CreateTrunc(v.v, b.getInt32Ty())), i64);
+    } else {
+      r.v = b.CreateSub(b.getInt64(0), v.v);
+      if (vk == Reg::PyInt) {
+        llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
+        if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
+        bail_if(over);
+      }
+    }
+    count(n.slot);
+    return r;
   }
 
   int probe(const FNode& n, UnaryOp op, const CV& v) {
